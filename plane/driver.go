@@ -1,0 +1,242 @@
+package plane
+
+import (
+	"context"
+	"time"
+)
+
+// Driver is the boundary between what users call and where state lives (the shape of
+// River's riverdriver). It is batch-first: submit many, claim many, settle many, read frames
+// from a cursor. Payloads, results and frame values are wire-encoded bytes; drivers never
+// decode them. Every driver passes the conformance suite in plane/planetest.
+//
+// Waiting operations (a claim with Wait, InvocationWait, FrameRead with Wait) wait by
+// notification and end early when ctx ends (returning ctx's error).
+//
+// Implementations are safe for concurrent use.
+type Driver interface {
+	// InvocationSubmitMany enqueues invocations into one queue, all in one transaction.
+	// A submit whose key (or ID) already exists in the queue returns the existing id with
+	// Existing set and enqueues nothing. Errors: *InvalidError (nothing written).
+	InvocationSubmitMany(ctx context.Context, params *SubmitManyParams) ([]SubmitResult, error)
+
+	// InvocationClaimMany claims up to Max claimable invocations in the order of Kind and
+	// gives each a fresh lease. With Wait > 0 and nothing claimable it waits up to Wait for
+	// one, and returns an empty slice (no error) when none came.
+	InvocationClaimMany(ctx context.Context, params *ClaimParams) ([]*Job, error)
+
+	// InvocationSettleMany acks or nacks claimed invocations, each fenced by its token.
+	// The result has one entry per param: nil, or ErrLeaseLost / ErrNotFound for that one.
+	// The returned error is for the whole call (nothing settled).
+	InvocationSettleMany(ctx context.Context, params []SettleParams) ([]error, error)
+
+	// InvocationHeartbeatMany extends leases. One result per param: the new lease expiry,
+	// or ErrLeaseLost (the lease expired, moved to another claim, or the job was killed).
+	InvocationHeartbeatMany(ctx context.Context, params []HeartbeatParams) ([]HeartbeatResult, error)
+
+	// InvocationGet returns one invocation. Errors: ErrNotFound.
+	InvocationGet(ctx context.Context, id string) (*Invocation, error)
+
+	// InvocationWait waits until invocation id is terminal and returns it. Errors:
+	// ErrNotFound, ErrTimeout when Timeout passes first (nothing changes).
+	InvocationWait(ctx context.Context, params *WaitParams) (*Invocation, error)
+
+	// InvocationCancel moves a queued invocation to cancelled and reports whether it did; on
+	// a running or terminal one it changes nothing and returns false. Errors: ErrNotFound.
+	InvocationCancel(ctx context.Context, id string) (bool, error)
+
+	// InvocationKill ends a running invocation as killed and revokes its lease, reporting
+	// whether it did; on any other state it returns false. Errors: ErrNotFound.
+	InvocationKill(ctx context.Context, id string) (bool, error)
+
+	// InvocationCount counts the invocations of one queue in one state, from the rows that
+	// get claimed.
+	InvocationCount(ctx context.Context, params *CountParams) (int64, error)
+
+	// QueueStatsList returns counts by state for every queue of a namespace ("" for all).
+	QueueStatsList(ctx context.Context, namespace string) ([]QueueStats, error)
+
+	// InvocationTrim deletes terminal invocations (and their journals) that finished before
+	// params.FinishedBefore, freeing their keys. It returns how many it deleted.
+	InvocationTrim(ctx context.Context, params *TrimParams) (int64, error)
+
+	// FramePost appends a frame to a journal and returns its seq. On an invocation's journal
+	// it needs the lease token; Final there acks the invocation with Value as the result.
+	// On a topic's journal Final appends END and closes the topic.
+	// Errors: ErrLeaseLost, ErrJournalClosed, ErrNotFound, *InvalidError.
+	FramePost(ctx context.Context, params *FramePostParams) (int64, error)
+
+	// FrameRead returns up to Limit frames with seq > Since. With Wait > 0 and no such frame
+	// it waits up to Wait for one and returns an empty result when none came.
+	// Errors: ErrNotFound (unknown invocation; a topic that does not exist yet is empty).
+	FrameRead(ctx context.Context, params *FrameReadParams) (*FrameReadResult, error)
+
+	// Maintain runs one maintenance pass now (lease expiry, attempt timeouts, deadlines,
+	// retention) instead of waiting for the timer.
+	Maintain(ctx context.Context) error
+
+	// Close stops background work, waits for it, and releases the plane. Safe to call twice.
+	Close() error
+}
+
+// SubmitManyParams are the arguments of Driver.InvocationSubmitMany.
+type SubmitManyParams struct {
+	Namespace   string
+	Queue       string
+	Invocations []SubmitParams
+}
+
+// SubmitParams describe one invocation to enqueue.
+type SubmitParams struct {
+	// ID, when set, is a client-chosen ULID that makes the submit safe to retry: a second
+	// submit with the same ID returns it with Existing set. Empty: the plane makes one.
+	ID string
+	// Payload is the wire-encoded payload, at most MaxValueBytes.
+	Payload []byte
+	// Key is the idempotency key ("" for none): 1–512 bytes of UTF-8 without NUL.
+	Key string
+	// Priority orders priority and boltzmann claims; higher first. Not NaN.
+	Priority float64
+	// MaxAttempts bounds claims. 0 means MaxAttemptsDefault.
+	MaxAttempts int
+	// AttemptTimeout bounds one running attempt. 0 means none.
+	AttemptTimeout time.Duration
+	// Deadline ends the invocation as timeout if it is still queued then. Zero: none.
+	Deadline time.Time
+	// Metadata is the envelope's free-form headers.
+	Metadata map[string]string
+}
+
+// SubmitResult is the outcome of one submit.
+type SubmitResult struct {
+	ID string
+	// Existing is true when the key or ID already existed and nothing was enqueued.
+	Existing bool
+}
+
+// ClaimParams are the arguments of Driver.InvocationClaimMany.
+type ClaimParams struct {
+	Namespace string
+	Queue     string
+	Kind      Kind
+	// Temperature is the boltzmann temperature, > 0 and finite. Ignored for other kinds.
+	Temperature float64
+	// Max is how many to claim at most; 0 means 1.
+	Max int
+	// LeaseTTL is how long the lease lives without a heartbeat. 0 means LeaseTTLDefault.
+	LeaseTTL time.Duration
+	// Wait is how long to wait when nothing is claimable. 0 returns at once.
+	Wait time.Duration
+	// Worker identifies the claimer (free text, shown by Get).
+	Worker string
+}
+
+// Outcome is how a settle ends an attempt.
+type Outcome int
+
+// The outcomes.
+const (
+	// OutcomeSucceeded acks: the invocation succeeds with Result.
+	OutcomeSucceeded Outcome = iota + 1
+	// OutcomeRetry nacks with retry: re-queued after a backoff while attempts remain,
+	// else failed.
+	OutcomeRetry
+	// OutcomeFailed nacks without retry: failed at once.
+	OutcomeFailed
+)
+
+// SettleParams settle one claimed invocation.
+type SettleParams struct {
+	ID      string
+	Token   string
+	Outcome Outcome
+	// Result is the wire-encoded result (OutcomeSucceeded).
+	Result []byte
+	// Error is the error (OutcomeRetry, OutcomeFailed). Attempt is filled in by the plane.
+	Error *ErrorInfo
+	// RetryDelay overrides the backoff for OutcomeRetry when > 0.
+	RetryDelay time.Duration
+}
+
+// HeartbeatParams extend one lease.
+type HeartbeatParams struct {
+	ID    string
+	Token string
+	// LeaseTTL is the new lease length from now. 0 means LeaseTTLDefault.
+	LeaseTTL time.Duration
+}
+
+// HeartbeatResult is the outcome of one heartbeat.
+type HeartbeatResult struct {
+	LeaseExpiresAt time.Time
+	Err            error // nil, ErrLeaseLost or ErrNotFound
+}
+
+// WaitParams are the arguments of Driver.InvocationWait.
+type WaitParams struct {
+	ID string
+	// Timeout bounds the wait. 0 checks once without waiting.
+	Timeout time.Duration
+}
+
+// CountParams are the arguments of Driver.InvocationCount.
+type CountParams struct {
+	Namespace string
+	Queue     string
+	State     State
+}
+
+// TrimParams are the arguments of Driver.InvocationTrim.
+type TrimParams struct {
+	// Namespace and Queue restrict the trim; empty means all.
+	Namespace string
+	Queue     string
+	// FinishedBefore: terminal invocations that finished before it are deleted.
+	FinishedBefore time.Time
+}
+
+// FramePostParams are the arguments of Driver.FramePost.
+type FramePostParams struct {
+	Journal Journal
+	// Token is the lease token (invocation journals only).
+	Token string
+	// Value is the wire-encoded value, at most MaxValueBytes.
+	Value []byte
+	// Final closes the journal: END on a topic, ack with Value on an invocation.
+	Final bool
+}
+
+// FrameReadParams are the arguments of Driver.FrameRead.
+type FrameReadParams struct {
+	Journal Journal
+	// Since is the cursor: frames with seq > Since are returned. -1 reads from the start.
+	Since int64
+	// Limit caps the frames returned; 0 means FrameReadLimitDefault.
+	Limit int
+	// Wait is how long to wait when there is no frame after Since. 0 returns at once.
+	Wait time.Duration
+}
+
+// FrameReadResult is what Driver.FrameRead returns.
+type FrameReadResult struct {
+	Frames []Frame
+	// Closed is true when the journal has its END or ERROR frame (perhaps among Frames).
+	Closed bool
+}
+
+// Defaults shared by every plane.
+const (
+	// LeaseTTLDefault is the lease length of a claim or heartbeat that names none.
+	LeaseTTLDefault = 30 * time.Second
+	// MaxAttemptsDefault bounds claims of an invocation submitted without MaxAttempts.
+	MaxAttemptsDefault = 3
+	// MaxValueBytes is the largest payload, result or frame value (16 MiB). Larger values
+	// are rejected: pass a storage key instead of the bytes.
+	MaxValueBytes = 16 << 20
+	// FrameReadLimitDefault caps one FrameRead without a Limit.
+	FrameReadLimitDefault = 1000
+	// RetentionDefault is how long terminal invocations and their journals are kept.
+	RetentionDefault = 7 * 24 * time.Hour
+	// NamespaceDefault is the namespace of a queue opened without one.
+	NamespaceDefault = "default"
+)

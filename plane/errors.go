@@ -1,0 +1,171 @@
+package plane
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error is a Lakeshore error with a stable code. The sentinels below are *Error values, and
+// any *Error matches the sentinel with the same Code through errors.Is, so an error decoded
+// from the HTTP wire ({code, message}) is errors.Is-equal to the in-process sentinel (the
+// shape of NATS JetStream's APIError).
+type Error struct {
+	// Code is the stable, wire-visible identity, e.g. "not_found".
+	Code string
+	// Message is the human-readable text.
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is reports whether target is an *Error with the same Code.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code
+	}
+	return false
+}
+
+// The sentinels every plane returns. Compare with errors.Is, never with err.Error().
+var (
+	// ErrNotFound: an unknown or trimmed invocation id.
+	ErrNotFound = &Error{Code: "not_found", Message: "not found"}
+	// ErrTimeout: the caller's wait ended before the awaited event. Nothing changed.
+	ErrTimeout = &Error{Code: "timeout", Message: "wait timed out"}
+	// ErrFailed: the invocation ended as failed; a *TerminalError carries its error.
+	ErrFailed = &Error{Code: "failed", Message: "invocation failed"}
+	// ErrCancelled: the invocation ended as cancelled or killed.
+	ErrCancelled = &Error{Code: "cancelled", Message: "invocation cancelled"}
+	// ErrTimedOut: the invocation itself ended in state timeout (lease expired with no
+	// attempts left, per-attempt timeout, or deadline passed before it ran).
+	ErrTimedOut = &Error{Code: "timed_out", Message: "invocation timed out"}
+	// ErrLeaseLost: the caller does not hold the invocation's current lease (wrong or stale
+	// fencing token, lease expired, or the invocation was killed). Nothing changed.
+	ErrLeaseLost = &Error{Code: "lease_lost", Message: "lease lost"}
+	// ErrJournalClosed: a frame was posted after the journal's END or ERROR frame.
+	ErrJournalClosed = &Error{Code: "journal_closed", Message: "journal closed"}
+	// ErrQueueFull: the queue's admission limit (max depth) refused the submit.
+	ErrQueueFull = &Error{Code: "queue_full", Message: "queue full"}
+	// ErrRateLimited: the queue's rate limit refused the submit.
+	ErrRateLimited = &Error{Code: "rate_limited", Message: "rate limited"}
+	// ErrInvalid: a bad argument; the *InvalidError says which and what is allowed.
+	ErrInvalid = &Error{Code: "invalid", Message: "invalid argument"}
+	// ErrClosed: the plane was closed.
+	ErrClosed = &Error{Code: "closed", Message: "plane closed"}
+	// ErrNotImplemented: the plane does not support the operation.
+	ErrNotImplemented = &Error{Code: "not_implemented", Message: "not implemented"}
+)
+
+// Sentinels lists every sentinel, for mapping wire codes back to errors.
+var sentinels = []*Error{
+	ErrNotFound, ErrTimeout, ErrFailed, ErrCancelled, ErrTimedOut, ErrLeaseLost,
+	ErrJournalClosed, ErrQueueFull, ErrRateLimited, ErrInvalid, ErrClosed, ErrNotImplemented,
+}
+
+// Code returns the stable code of err: the Code of the first *Error, *InvalidError or
+// *TerminalError in its chain, or "internal" when it has none.
+func Code(err error) string {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s.Code
+		}
+	}
+	return "internal"
+}
+
+// ErrorFromCode rebuilds an error that errors.Is-matches the sentinel with code, keeping
+// message as its text. An unknown code gives a plain error with message.
+func ErrorFromCode(code, message string) error {
+	for _, s := range sentinels {
+		if s.Code == code {
+			return &Error{Code: code, Message: message}
+		}
+	}
+	return errors.New(message)
+}
+
+// InvalidError is a bad argument: which field, the value given, and the rule that says what
+// is allowed. It matches ErrInvalid.
+type InvalidError struct {
+	// Field names the argument, e.g. "queue name".
+	Field string
+	// Value is what was given (quoted in the message when it is short).
+	Value any
+	// Rule says what is allowed, e.g. "1–128 bytes of [A-Za-z0-9._-]".
+	Rule string
+}
+
+func (e *InvalidError) Error() string {
+	if e.Value == nil {
+		return fmt.Sprintf("invalid %s: %s", e.Field, e.Rule)
+	}
+	v := fmt.Sprintf("%v", e.Value)
+	if s, ok := e.Value.(string); ok {
+		if len(s) > 64 {
+			s = s[:64] + "…"
+		}
+		v = fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("invalid %s %s: %s", e.Field, v, e.Rule)
+}
+
+// Is makes every *InvalidError match ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid || isCode(target, "invalid") }
+
+func isCode(target error, code string) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == code
+}
+
+// Invalid returns an *InvalidError.
+func Invalid(field string, value any, rule string) error {
+	return &InvalidError{Field: field, Value: value, Rule: rule}
+}
+
+// ErrorInfo is the error an invocation ended with, as carried in its ERROR frame and by
+// Get: {type, message, attempt}.
+type ErrorInfo struct {
+	// Type classifies the error, e.g. "error", "panic", "lease_expired", "killed".
+	Type string `msgpack:"type" json:"type"`
+	// Message is the error text.
+	Message string `msgpack:"message" json:"message"`
+	// Attempt is the attempt (1-based) that ended with this error.
+	Attempt int `msgpack:"attempt" json:"attempt"`
+}
+
+// TerminalError reports that an invocation ended without success. It matches ErrFailed
+// (state failed), ErrCancelled (cancelled or killed) or ErrTimedOut (timeout).
+type TerminalError struct {
+	// ID is the invocation id.
+	ID string
+	// State is the terminal state.
+	State State
+	// Info is the error the invocation ended with (zero for a cancel).
+	Info ErrorInfo
+}
+
+func (e *TerminalError) Error() string {
+	msg := fmt.Sprintf("invocation %s %s", e.ID, e.State)
+	if e.Info.Message != "" {
+		msg += fmt.Sprintf(" (attempt %d): %s", e.Info.Attempt, e.Info.Message)
+	}
+	return msg
+}
+
+// Is matches the sentinel of the terminal state.
+func (e *TerminalError) Is(target error) bool {
+	t, ok := target.(*Error)
+	if !ok {
+		return false
+	}
+	switch e.State {
+	case StateFailed:
+		return t.Code == ErrFailed.Code
+	case StateCancelled, StateKilled:
+		return t.Code == ErrCancelled.Code
+	case StateTimeout:
+		return t.Code == ErrTimedOut.Code
+	}
+	return false
+}

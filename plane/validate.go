@@ -1,0 +1,176 @@
+package plane
+
+import (
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+)
+
+// NameRule is what a queue, topic or namespace name may be.
+const NameRule = "use 1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'"
+
+// ValidateName checks a queue, topic or namespace name against NameRule. field names the
+// argument in the error ("queue name", "topic name", "namespace").
+func ValidateName(field, name string) error {
+	if len(name) == 0 || len(name) > 128 || name[0] == '.' || name[0] == '-' {
+		return Invalid(field, name, NameRule)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return Invalid(field, name, NameRule)
+		}
+	}
+	return nil
+}
+
+// KeyRule is what an idempotency key may be.
+const KeyRule = "use 1–512 bytes of UTF-8 without NUL"
+
+// ValidateKey checks a non-empty idempotency key against KeyRule.
+func ValidateKey(key string) error {
+	if len(key) == 0 || len(key) > 512 || !utf8.ValidString(key) {
+		return Invalid("idempotency key", key, KeyRule)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] == 0 {
+			return Invalid("idempotency key", key, KeyRule)
+		}
+	}
+	return nil
+}
+
+// ValidateTemperature checks a boltzmann temperature: > 0 and finite.
+func ValidateTemperature(t float64) error {
+	if !(t > 0) || math.IsInf(t, 0) {
+		return Invalid("temperature", t, "use a finite number > 0")
+	}
+	return nil
+}
+
+// ValidateValueSize checks an encoded value against MaxValueBytes.
+func ValidateValueSize(field string, n int) error {
+	if n > MaxValueBytes {
+		return &InvalidError{Field: field, Value: fmt.Sprintf("of %d bytes", n),
+			Rule: fmt.Sprintf("the limit is %d bytes (16 MiB); store large data in a blob store and pass its key", MaxValueBytes)}
+	}
+	return nil
+}
+
+// ValidateID checks that id looks like a ULID: 26 characters of Crockford base32.
+func ValidateID(id string) error {
+	if len(id) != 26 {
+		return Invalid("invocation id", id, "use a 26-character ULID")
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' && c != 'I' && c != 'L' && c != 'O' && c != 'U') {
+			return Invalid("invocation id", id, "use a 26-character ULID (Crockford base32, upper case)")
+		}
+	}
+	if id[0] > '7' {
+		return Invalid("invocation id", id, "use a 26-character ULID (first character 0–7)")
+	}
+	return nil
+}
+
+// Validate checks the params of a submit and fills nothing in. Errors: *InvalidError.
+func (p *SubmitManyParams) Validate() error {
+	if err := ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	if err := ValidateName("queue name", p.Queue); err != nil {
+		return err
+	}
+	for i := range p.Invocations {
+		s := &p.Invocations[i]
+		if s.ID != "" {
+			if err := ValidateID(s.ID); err != nil {
+				return err
+			}
+		}
+		if s.Key != "" {
+			if err := ValidateKey(s.Key); err != nil {
+				return err
+			}
+		}
+		if math.IsNaN(s.Priority) || math.IsInf(s.Priority, 0) {
+			return Invalid("priority", s.Priority, "use a finite number")
+		}
+		if s.MaxAttempts < 0 {
+			return Invalid("max attempts", s.MaxAttempts, "use a number ≥ 1, or 0 for the default (3)")
+		}
+		if s.AttemptTimeout < 0 {
+			return Invalid("attempt timeout", s.AttemptTimeout, "use a duration ≥ 0 (0: none)")
+		}
+		if err := ValidateValueSize("payload", len(s.Payload)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks the params of a claim. Errors: *InvalidError.
+func (p *ClaimParams) Validate() error {
+	if err := ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	if err := ValidateName("queue name", p.Queue); err != nil {
+		return err
+	}
+	if _, err := ParseKind(string(p.Kind)); err != nil {
+		return err
+	}
+	if p.Kind == KindBoltzmann {
+		if err := ValidateTemperature(p.Temperature); err != nil {
+			return err
+		}
+	}
+	if p.Max < 0 || p.LeaseTTL < 0 || p.Wait < 0 {
+		return Invalid("claim", fmt.Sprintf("max=%d lease=%s wait=%s", p.Max, p.LeaseTTL, p.Wait), "use max ≥ 0, lease ≥ 0, wait ≥ 0")
+	}
+	return nil
+}
+
+// Validate checks a journal reference. Errors: *InvalidError.
+func (j Journal) Validate() error {
+	if j.InvocationID != "" {
+		if j.Topic != "" {
+			return Invalid("journal", j.Topic, "name an invocation id or a topic, not both")
+		}
+		return ValidateID(j.InvocationID)
+	}
+	if err := ValidateName("namespace", j.Namespace); err != nil {
+		return err
+	}
+	if err := ValidateName("queue name", j.Queue); err != nil {
+		return err
+	}
+	return ValidateName("topic name", j.Topic)
+}
+
+// Backoff is the retry delay policy: exponential from Base, capped at Max, with up to
+// Jitter (a fraction, 0–1) of random spread. The zero value means BackoffDefault.
+type Backoff struct {
+	Base   time.Duration
+	Max    time.Duration
+	Jitter float64
+}
+
+// BackoffDefault: exponential from 1 s, capped at 5 min, ±10% jitter.
+var BackoffDefault = Backoff{Base: time.Second, Max: 5 * time.Minute, Jitter: 0.1}
+
+// Delay returns the delay before attempt+1, after attempt (1-based) failed. unit is a
+// uniform random number in [0,1) for the jitter.
+func (b Backoff) Delay(attempt int, unit float64) time.Duration {
+	if b.Base == 0 && b.Max == 0 {
+		b = BackoffDefault
+	}
+	d := float64(b.Base) * math.Pow(2, float64(max(attempt-1, 0)))
+	if b.Max > 0 && d > float64(b.Max) {
+		d = float64(b.Max)
+	}
+	d *= 1 + b.Jitter*(2*unit-1)
+	return time.Duration(d)
+}
