@@ -1,0 +1,144 @@
+package wire
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Extension type codes (msgpack ext, application range), as written on the wire.
+const (
+	ExtTimestamp int8 = -1 // the standard msgpack timestamp ↔ time.Time
+	ExtNDArray   int8 = 1  // [dtype str, shape [uint…], data bin] ↔ NDArray
+	ExtTensor    int8 = 2  // same payload as ExtNDArray ↔ Tensor
+	ExtImage     int8 = 3  // [format str, data bin] ↔ Image
+	ExtTuple     int8 = 4  // [values…] ↔ Tuple
+	ExtThunk     int8 = 5  // [language str, data bin] ↔ Thunk
+)
+
+// Image is an encoded image (wire extension 3), kept as its file bytes.
+type Image struct {
+	// Format names the encoding in lower case, e.g. "png", "jpeg", "webp"; it must not be
+	// empty. The bytes are not inspected.
+	Format string
+	// Data holds the encoded image file.
+	Data []byte
+}
+
+// Tuple is an ordered, fixed collection of values (wire extension 4). It decodes back to a
+// Tuple, never a []any, so a Python tuple survives the trip. A nil Tuple encodes as the empty
+// tuple.
+type Tuple []any
+
+// Thunk is code passed by value (wire extension 5), opaque to Go: a runtime that knows
+// Language can run it.
+type Thunk struct {
+	// Language names the runtime, e.g. "python-cloudpickle"; it must not be empty.
+	Language string
+	// Data holds the serialized code.
+	Data []byte
+}
+
+// Size of msgpack headers, used to size extension payloads before writing them.
+
+func strSize(n int) int {
+	switch {
+	case n < 32:
+		return 1 + n
+	case n <= math.MaxUint8:
+		return 2 + n
+	case n <= math.MaxUint16:
+		return 3 + n
+	}
+	return 5 + n
+}
+
+func binSize(n int) int {
+	switch {
+	case n <= math.MaxUint8:
+		return 2 + n
+	case n <= math.MaxUint16:
+		return 3 + n
+	}
+	return 5 + n
+}
+
+func arrayHeaderSize(n int) int {
+	switch {
+	case n < 16:
+		return 1
+	case n <= math.MaxUint16:
+		return 3
+	}
+	return 5
+}
+
+func uintSize(u uint64) int {
+	switch {
+	case u < 128:
+		return 1
+	case u <= math.MaxUint8:
+		return 2
+	case u <= math.MaxUint16:
+		return 3
+	case u <= math.MaxUint32:
+		return 5
+	}
+	return 9
+}
+
+// appendExtHeader appends the header of an extension of type typ with an n-byte payload in
+// the smallest form: fixext 1/2/4/8/16 when n matches, else ext 8/16/32.
+func appendExtHeader(b []byte, typ int8, n int) []byte {
+	switch n {
+	case 1:
+		return append(b, 0xd4, byte(typ))
+	case 2:
+		return append(b, 0xd5, byte(typ))
+	case 4:
+		return append(b, 0xd6, byte(typ))
+	case 8:
+		return append(b, 0xd7, byte(typ))
+	case 16:
+		return append(b, 0xd8, byte(typ))
+	}
+	switch {
+	case n <= math.MaxUint8:
+		return append(b, 0xc7, byte(n), byte(typ))
+	case n <= math.MaxUint16:
+		return append(b, 0xc8, byte(n>>8), byte(n), byte(typ))
+	}
+	b = append(b, 0xc9)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	return append(b, byte(typ))
+}
+
+// readExtHeader reads an extension header from b (whose first byte is an ext lead) and returns
+// its type, its payload and the bytes after it; ok is false if b is too short.
+func readExtHeader(b []byte) (typ int8, payload, rest []byte, ok bool) {
+	var n, off int
+	switch lead := b[0]; lead {
+	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
+		n, off = 1<<(lead-0xd4), 2
+	case 0xc7:
+		if len(b) < 3 {
+			return 0, nil, nil, false
+		}
+		n, off = int(b[1]), 3
+	case 0xc8:
+		if len(b) < 4 {
+			return 0, nil, nil, false
+		}
+		n, off = int(binary.BigEndian.Uint16(b[1:])), 4
+	case 0xc9:
+		if len(b) < 6 {
+			return 0, nil, nil, false
+		}
+		n, off = int(binary.BigEndian.Uint32(b[1:])), 6
+	default:
+		return 0, nil, nil, false
+	}
+	if len(b) < off || len(b)-off < n {
+		return 0, nil, nil, false
+	}
+	return int8(b[off-1]), b[off : off+n], b[off+n:], true
+}
