@@ -1,0 +1,251 @@
+package sqliteplane
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// InvocationClaimMany implements plane.Driver.
+func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	kind, _ := plane.ParseKind(string(p.Kind))
+	n := max(p.Max, 1)
+	lease := cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
+	waitUntil := time.Now().Add(p.Wait)
+	for {
+		var changed <-chan struct{}
+		release := func() {}
+		if p.Wait > 0 {
+			changed, release = d.hub.watch(queueKey(p.Namespace, p.Queue))
+		}
+		var jobs []*plane.Job
+		var nextMS int64
+		err := d.do(ctx, func(t *wtx) error {
+			var err error
+			jobs, nextMS, err = t.claim(p, kind, n, lease)
+			return err
+		})
+		if err != nil || len(jobs) > 0 || p.Wait == 0 {
+			release()
+			return jobs, err
+		}
+		wait := time.Until(waitUntil)
+		if wait <= 0 {
+			release()
+			return nil, nil
+		}
+		if nextMS > 0 { // a queued invocation becomes available (backoff) before the wait ends
+			wait = min(wait, max(time.Duration(nextMS-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-changed:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			release()
+			return nil, ctx.Err()
+		case <-d.stopped:
+			timer.Stop()
+			release()
+			return nil, plane.ErrClosed
+		}
+		timer.Stop()
+		release()
+	}
+}
+
+// claim claims up to n invocations in kind's order. When it claims none, nextMS is when the
+// earliest queued invocation in backoff becomes available (0: none).
+func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Duration) ([]*plane.Job, int64, error) {
+	var jobs []*plane.Job
+	if kind == plane.KindBoltzmann {
+		if err := t.claimBoltzmann(p, n, lease, &jobs); err != nil {
+			return nil, 0, err
+		}
+	} else {
+		stmt := map[plane.Kind]*sql.Stmt{plane.KindFIFO: t.w.st.claimFIFO, plane.KindFILO: t.w.st.claimFILO,
+			plane.KindPriority: t.w.st.claimPriority}[kind]
+		for len(jobs) < n {
+			rows, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, n-len(jobs))
+			if err != nil {
+				return nil, 0, err
+			}
+			skipped := false
+			for _, r := range rows {
+				job, err := t.start(r, p, lease)
+				if err != nil {
+					return nil, 0, err
+				}
+				if job == nil {
+					skipped = true
+					continue
+				}
+				jobs = append(jobs, job)
+			}
+			if !skipped || len(rows) == 0 {
+				break
+			}
+		}
+	}
+	if len(jobs) > 0 {
+		return jobs, 0, nil
+	}
+	var next sql.NullInt64
+	if err := t.w.st.nextAvailable.QueryRowContext(t.ctx, p.Namespace, p.Queue).Scan(&next); err != nil {
+		return nil, 0, fmt.Errorf("claim: %w", err)
+	}
+	if next.Valid && next.Int64 > t.ms {
+		return nil, next.Int64, nil
+	}
+	return nil, 0, nil
+}
+
+// candidates reads claimable rows (all of them before any update touches the table).
+func (t *wtx) candidates(stmt *sql.Stmt, args ...any) ([]*row, error) {
+	rs, err := stmt.QueryContext(t.ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer rs.Close()
+	var out []*row
+	for rs.Next() {
+		r, err := scanRow(rs)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+// start begins a new attempt of r under a fresh lease, or, when r's deadline has passed,
+// ends it as timeout without running it and returns a nil job.
+func (t *wtx) start(r *row, p *plane.ClaimParams, lease time.Duration) (*plane.Job, error) {
+	h := &head{seq: r.seq, id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
+		priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
+	if r.deadlineMS > 0 && r.deadlineMS <= t.ms {
+		return nil, t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before the invocation ran"})
+	}
+	token := plane.NewToken(t.now)
+	expires := t.ms + lease.Milliseconds()
+	var attemptDeadline int64
+	if r.attemptTimeoutMS > 0 {
+		attemptDeadline = t.ms + r.attemptTimeoutMS
+	}
+	attempt := r.attempt + 1
+	if _, err := t.w.st.setRunning.ExecContext(t.ctx, attempt, token, expires, attemptDeadline, t.ms, p.Worker, r.seq); err != nil {
+		return nil, fmt.Errorf("claim %s: %w", r.id, err)
+	}
+	t.count(r.namespace, r.queue, stateQueued, r.priority, -1)
+	t.count(r.namespace, r.queue, stateRunning, r.priority, +1)
+	return &plane.Job{
+		ID:             r.id,
+		Namespace:      r.namespace,
+		Queue:          r.queue,
+		Key:            r.key.String,
+		Payload:        r.payload,
+		Metadata:       decodeMetadata(r.metadata),
+		Priority:       r.priority,
+		Attempt:        attempt,
+		MaxAttempts:    r.maxAttempts,
+		AttemptTimeout: time.Duration(r.attemptTimeoutMS) * time.Millisecond,
+		Deadline:       fromMS(r.deadlineMS),
+		Token:          token,
+		LeaseExpiresAt: fromMS(expires),
+	}, nil
+}
+
+type level struct {
+	priority float64
+	n        int64
+}
+
+// claimBoltzmann draws a priority level with probability ∝ count·exp((p − pmax)/T), then
+// takes that level's oldest claimable invocation; n draws cost O(n · levels).
+func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease time.Duration, jobs *[]*plane.Job) error {
+	if err := t.flushCounts(); err != nil {
+		return err
+	}
+	levels, err := t.levels(p.Namespace, p.Queue)
+	if err != nil {
+		return err
+	}
+	for len(*jobs) < n && len(levels) > 0 {
+		i := drawLevel(levels, p.Temperature, t.w.rand.Float64())
+		rows, err := t.candidates(t.w.st.claimLevel, p.Namespace, p.Queue, t.ms, levels[i].priority)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 { // every job of the level is in backoff
+			levels = append(levels[:i], levels[i+1:]...)
+			continue
+		}
+		job, err := t.start(rows[0], p, lease)
+		if err != nil {
+			return err
+		}
+		if levels[i].n--; levels[i].n <= 0 {
+			levels = append(levels[:i], levels[i+1:]...)
+		}
+		if job != nil {
+			*jobs = append(*jobs, job)
+		}
+	}
+	return nil
+}
+
+func (t *wtx) levels(namespace, queue string) ([]level, error) {
+	rs, err := t.w.st.levels.QueryContext(t.ctx, namespace, queue)
+	if err != nil {
+		return nil, fmt.Errorf("claim: read levels: %w", err)
+	}
+	defer rs.Close()
+	var out []level
+	for rs.Next() {
+		var l level
+		if err := rs.Scan(&l.priority, &l.n); err != nil {
+			return nil, fmt.Errorf("claim: read levels: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, rs.Err()
+}
+
+// drawLevel returns the index of the level drawn by u (uniform in [0,1)) with weights
+// count·exp((p − pmax)/T). Subtracting pmax keeps every weight in (0, count] so no
+// temperature overflows.
+func drawLevel(levels []level, temperature, u float64) int {
+	pmax := math.Inf(-1)
+	for _, l := range levels {
+		pmax = max(pmax, l.priority)
+	}
+	weights := make([]float64, len(levels))
+	var total float64
+	for i, l := range levels {
+		weights[i] = float64(l.n) * math.Exp((l.priority-pmax)/temperature)
+		total += weights[i]
+	}
+	x := u * total
+	for i, w := range weights {
+		if x < w {
+			return i
+		}
+		x -= w
+	}
+	// Rounding left x at the top: take the last level with weight.
+	for i := len(weights) - 1; i >= 0; i-- {
+		if weights[i] > 0 {
+			return i
+		}
+	}
+	return 0
+}

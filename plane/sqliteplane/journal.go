@@ -1,0 +1,217 @@
+package sqliteplane
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Stored frame kinds.
+const (
+	frameValue = 0
+	frameEnd   = 1
+	frameError = 2
+)
+
+var frameKinds = [...]plane.FrameKind{plane.FrameValue, plane.FrameEnd, plane.FrameError}
+
+// journalName is the frames.journal of j: the invocation id, or "t/ns/queue/topic" (names
+// cannot contain '/', ids cannot start with 't').
+func journalName(j plane.Journal) string {
+	if j.InvocationID != "" {
+		return j.InvocationID
+	}
+	return "t/" + j.Namespace + "/" + j.Queue + "/" + j.Topic
+}
+
+// FramePost implements plane.Driver.
+func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64, error) {
+	if err := p.Journal.Validate(); err != nil {
+		return 0, err
+	}
+	if err := plane.ValidateValueSize("frame value", len(p.Value)); err != nil {
+		return 0, err
+	}
+	value := p.Value
+	if value == nil {
+		value = []byte{0xc0} // msgpack nil
+	}
+	name := journalName(p.Journal)
+	var seq int64
+	var logical error
+	err := d.do(ctx, func(t *wtx) error {
+		var err error
+		if p.Journal.InvocationID != "" {
+			seq, logical, err = t.postInvocation(p, value)
+		} else {
+			seq, logical, err = t.postTopic(name, value, p.Final)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return seq, logical
+}
+
+func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, error, error) {
+	h, ok, err := t.head(p.Journal.InvocationID)
+	if err != nil || !ok {
+		return 0, plane.ErrNotFound, err
+	}
+	if h.state >= stateSucceeded {
+		return 0, plane.ErrJournalClosed, nil
+	}
+	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
+		return 0, lost, err
+	}
+	seq := h.nextFrame
+	if p.Final {
+		return seq, nil, t.finish(h, stateSucceeded, value, nil)
+	}
+	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.id, seq, frameValue, value, h.attempt, t.ms); err != nil {
+		return 0, nil, fmt.Errorf("post: %w", err)
+	}
+	if _, err := t.w.st.nextFrame.ExecContext(t.ctx, h.seq); err != nil {
+		return 0, nil, fmt.Errorf("post: %w", err)
+	}
+	t.wake(journalKey(h.id))
+	return seq, nil, nil
+}
+
+func (t *wtx) postTopic(name string, value []byte, final bool) (int64, error, error) {
+	var seq int64
+	var closed bool
+	err := t.w.st.topicGet.QueryRowContext(t.ctx, name).Scan(&seq, &closed)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, nil, fmt.Errorf("post: %w", err)
+	}
+	if closed {
+		return 0, plane.ErrJournalClosed, nil
+	}
+	kind := frameValue
+	if final {
+		kind = frameEnd
+	}
+	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, name, seq, kind, value, 0, t.ms); err != nil {
+		return 0, nil, fmt.Errorf("post: %w", err)
+	}
+	if _, err := t.w.st.topicPut.ExecContext(t.ctx, name, seq+1, final, t.ms); err != nil {
+		return 0, nil, fmt.Errorf("post: %w", err)
+	}
+	t.wake(journalKey(name))
+	return seq, nil, nil
+}
+
+// FrameRead implements plane.Driver.
+func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
+	if err := p.Journal.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Since < -1 || p.Limit < 0 || p.Wait < 0 {
+		return nil, plane.Invalid("frame read", fmt.Sprintf("since=%d limit=%d wait=%s", p.Since, p.Limit, p.Wait),
+			"use since ≥ -1 (-1: from the start), limit ≥ 0, wait ≥ 0")
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = plane.FrameReadLimitDefault
+	}
+	name := journalName(p.Journal)
+	waitUntil := time.Now().Add(p.Wait)
+	for {
+		var changed <-chan struct{}
+		release := func() {}
+		if p.Wait > 0 {
+			changed, release = d.hub.watch(journalKey(name))
+		}
+		res, err := d.readFrames(ctx, p.Journal.InvocationID != "", name, p.Since, limit)
+		if err != nil || len(res.Frames) > 0 || res.Closed || p.Wait == 0 {
+			release()
+			return res, err
+		}
+		if err := d.sleep(ctx, changed, time.Until(waitUntil)); err != nil {
+			release()
+			if errors.Is(err, plane.ErrTimeout) {
+				return res, nil
+			}
+			return nil, err
+		}
+		release()
+	}
+}
+
+// sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error) or
+// for the plane to close (→ plane.ErrClosed).
+func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
+	if wait <= 0 {
+		return plane.ErrTimeout
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-changed:
+		return nil
+	case <-timer.C:
+		return plane.ErrTimeout
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.stopped:
+		return plane.ErrClosed
+	}
+}
+
+// readFrames reads the frames after since in one read transaction, so an invocation's
+// derived terminal frame never overtakes a VALUE frame committed with it.
+func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, since int64, limit int) (*plane.FrameReadResult, error) {
+	tx, err := d.readDB.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read frames: %w", err)
+	}
+	defer tx.Rollback()
+	res := &plane.FrameReadResult{}
+	var inv *row
+	if invocation {
+		inv, err = scanRow(tx.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM invocations WHERE id = ?`, name))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, plane.ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read frames: %w", err)
+		}
+		res.Closed = inv.terminal()
+	} else {
+		err := tx.QueryRowContext(ctx, `SELECT closed FROM topics WHERE journal = ?`, name).Scan(&res.Closed)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("read frames: %w", err)
+		}
+	}
+	rs, err := tx.QueryContext(ctx, `SELECT seq, kind, value, attempt, time_ms FROM frames
+		WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`, name, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read frames: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var f plane.Frame
+		var kind int
+		var ms int64
+		if err := rs.Scan(&f.Seq, &kind, &f.Value, &f.Attempt, &ms); err != nil {
+			return nil, fmt.Errorf("read frames: %w", err)
+		}
+		f.Kind, f.Time = frameKinds[kind], fromMS(ms)
+		res.Frames = append(res.Frames, f)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read frames: %w", err)
+	}
+	if inv != nil && inv.terminal() && len(res.Frames) < limit {
+		if f := inv.terminalFrame(); f.Seq > since {
+			res.Frames = append(res.Frames, f)
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,115 @@
+package sqliteplane
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// InvocationGet implements plane.Driver.
+func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocation, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return nil, err
+	}
+	r, err := d.getRow(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.invocation(), nil
+}
+
+func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
+	r, err := scanRow(d.readDB.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM invocations WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, plane.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// InvocationWait implements plane.Driver.
+func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plane.Invocation, error) {
+	if err := plane.ValidateID(p.ID); err != nil {
+		return nil, err
+	}
+	if p.Timeout < 0 {
+		return nil, plane.Invalid("timeout", p.Timeout, "use a duration ≥ 0")
+	}
+	waitUntil := time.Now().Add(p.Timeout)
+	for {
+		changed, release := d.hub.watch(invocationKey(p.ID))
+		r, err := d.getRow(ctx, p.ID)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		if r.terminal() {
+			release()
+			return r.invocation(), nil
+		}
+		err = d.sleep(ctx, changed, time.Until(waitUntil))
+		release()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// InvocationCount implements plane.Driver.
+func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int64, error) {
+	if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+		return 0, err
+	}
+	if err := plane.ValidateName("queue name", p.Queue); err != nil {
+		return 0, err
+	}
+	state := stateNumber(p.State)
+	if state < 0 {
+		_, err := plane.ParseState(string(p.State))
+		return 0, err
+	}
+	var n int64
+	err := d.readDB.QueryRowContext(ctx, `SELECT COALESCE(SUM(n), 0) FROM counts
+		WHERE namespace = ? AND queue = ? AND state = ?`, p.Namespace, p.Queue, state).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count: %w", err)
+	}
+	return n, nil
+}
+
+// QueueStatsList implements plane.Driver.
+func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.QueueStats, error) {
+	if namespace != "" {
+		if err := plane.ValidateName("namespace", namespace); err != nil {
+			return nil, err
+		}
+	}
+	rs, err := d.readDB.QueryContext(ctx, `SELECT namespace, queue, state, SUM(n) FROM counts
+		WHERE ?1 = '' OR namespace = ?1 GROUP BY namespace, queue, state ORDER BY namespace, queue`, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	defer rs.Close()
+	var out []plane.QueueStats
+	for rs.Next() {
+		var ns, q string
+		var state int
+		var n int64
+		if err := rs.Scan(&ns, &q, &state, &n); err != nil {
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].Namespace != ns || out[len(out)-1].Queue != q {
+			out = append(out, plane.QueueStats{Namespace: ns, Queue: q, Counts: make(map[plane.State]int64)})
+		}
+		if n != 0 {
+			out[len(out)-1].Counts[stateNames[state]] = n
+		}
+	}
+	return out, rs.Err()
+}

@@ -1,0 +1,161 @@
+package sqliteplane
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// InvocationSettleMany implements plane.Driver.
+func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.SettleParams) ([]error, error) {
+	for _, p := range params {
+		if err := plane.ValidateID(p.ID); err != nil {
+			return nil, err
+		}
+		if p.Outcome < plane.OutcomeSucceeded || p.Outcome > plane.OutcomeFailed {
+			return nil, plane.Invalid("outcome", int(p.Outcome), "use succeeded, retry or failed")
+		}
+		if err := plane.ValidateValueSize("result", len(p.Result)); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]error, len(params))
+	err := d.do(ctx, func(t *wtx) error {
+		for i := range params {
+			var err error
+			if out[i], err = t.settle(&params[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// settle acks or nacks one invocation. The first result is the caller's error
+// (ErrLeaseLost, ErrNotFound), the second a SQL failure.
+func (t *wtx) settle(p *plane.SettleParams) (error, error) {
+	h, ok, err := t.head(p.ID)
+	if err != nil || !ok {
+		return plane.ErrNotFound, err
+	}
+	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
+		return lost, err
+	}
+	switch p.Outcome {
+	case plane.OutcomeSucceeded:
+		result := p.Result
+		if result == nil {
+			result = []byte{0xc0} // msgpack nil: an ack without a result
+		}
+		return nil, t.finish(h, stateSucceeded, result, nil)
+	case plane.OutcomeRetry:
+		info := errorInfoOf(p.Error)
+		delay := p.RetryDelay
+		if delay <= 0 {
+			delay = t.backoff(h.attempt)
+		}
+		return nil, t.endAttempt(h, info, stateFailed, delay)
+	default:
+		info := errorInfoOf(p.Error)
+		return nil, t.finish(h, stateFailed, nil, &info)
+	}
+}
+
+func errorInfoOf(e *plane.ErrorInfo) plane.ErrorInfo {
+	if e == nil {
+		return plane.ErrorInfo{Type: "error", Message: "nacked without an error"}
+	}
+	info := *e
+	info.Type = cmp.Or(info.Type, "error")
+	return info
+}
+
+// InvocationHeartbeatMany implements plane.Driver.
+func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
+	for _, p := range params {
+		if err := plane.ValidateID(p.ID); err != nil {
+			return nil, err
+		}
+		if p.LeaseTTL < 0 {
+			return nil, plane.Invalid("lease", p.LeaseTTL, "use a duration ≥ 0 (0: the default 30 s)")
+		}
+	}
+	out := make([]plane.HeartbeatResult, len(params))
+	err := d.do(ctx, func(t *wtx) error {
+		for i, p := range params {
+			out[i] = plane.HeartbeatResult{}
+			h, ok, err := t.head(p.ID)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				out[i].Err = plane.ErrNotFound
+				continue
+			}
+			lost, err := t.holds(h, p.Token)
+			if err != nil {
+				return err
+			}
+			if lost != nil {
+				out[i].Err = lost
+				continue
+			}
+			expires := t.ms + cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault).Milliseconds()
+			if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.seq); err != nil {
+				return fmt.Errorf("heartbeat %s: %w", p.ID, err)
+			}
+			out[i].LeaseExpiresAt = fromMS(expires)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// InvocationCancel implements plane.Driver.
+func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
+	return d.endIf(ctx, id, stateQueued, stateCancelled, plane.ErrorInfo{Type: "cancelled", Message: "cancelled before it ran"})
+}
+
+// InvocationKill implements plane.Driver.
+func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
+	return d.endIf(ctx, id, stateRunning, stateKilled, plane.ErrorInfo{Type: "killed", Message: "killed while running"})
+}
+
+// endIf ends invocation id in state to, with info, when it is in state from.
+func (d *Driver) endIf(ctx context.Context, id string, from, to int, info plane.ErrorInfo) (bool, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return false, err
+	}
+	var done bool
+	var logical error
+	err := d.do(ctx, func(t *wtx) error {
+		done, logical = false, nil
+		h, ok, err := t.head(id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			logical = plane.ErrNotFound
+			return nil
+		}
+		if h.state != from {
+			return nil
+		}
+		done = true
+		info := info
+		return t.finish(h, to, nil, &info)
+	})
+	if err != nil {
+		return false, err
+	}
+	return done, logical
+}

@@ -1,0 +1,87 @@
+package sqliteplane
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// statements are the writer's prepared statements, compiled once on its connection.
+type statements struct {
+	all []*sql.Stmt
+
+	insert, idByKey, rowByID, rowByIDFull *sql.Stmt
+	claimFIFO, claimFILO, claimPriority   *sql.Stmt
+	claimLevel, levels, nextAvailable     *sql.Stmt
+	setRunning, setQueued, setTerminal    *sql.Stmt
+	setLease, nextFrame                   *sql.Stmt
+	insertFrame, topicGet, topicPut       *sql.Stmt
+	countAdd, countDelete                 *sql.Stmt
+	expiredLeases, attemptsOverdue        *sql.Stmt
+	deadlinesPassed, finishedBefore       *sql.Stmt
+	deleteInvocation, deleteFrames        *sql.Stmt
+	staleTopics, deleteTopic              *sql.Stmt
+}
+
+const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
+
+func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&s.insert, `INSERT INTO invocations (id, namespace, queue, key, state, priority, payload,
+			metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
+			VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.idByKey, `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`},
+		{&s.rowByID, `SELECT seq, namespace, queue, state, priority, attempt, max_attempts,
+			lease_token, lease_expires_ms, next_frame FROM invocations WHERE id = ?`},
+		{&s.rowByIDFull, `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`},
+		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT ?4`},
+		{&s.claimFILO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT ?4`},
+		{&s.claimPriority, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY priority DESC, id LIMIT ?4`},
+		{&s.claimLevel, `SELECT ` + rowColumns + ` ` + claimWhere + ` AND priority = ?4 ORDER BY id LIMIT 1`},
+		{&s.levels, `SELECT priority, n FROM counts WHERE namespace = ? AND queue = ? AND state = 0 AND n > 0`},
+		{&s.nextAvailable, `SELECT min(available_ms) FROM invocations WHERE namespace = ? AND queue = ? AND state = 0`},
+		{&s.setRunning, `UPDATE invocations SET state = 1, attempt = ?, lease_token = ?, lease_expires_ms = ?,
+			attempt_deadline_ms = ?, started_ms = ?, worker = ? WHERE seq = ?`},
+		{&s.setQueued, `UPDATE invocations SET state = 0, available_ms = ?, lease_token = NULL,
+			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ? WHERE seq = ?`},
+		{&s.setTerminal, `UPDATE invocations SET state = ?, result = ?, error = ?, finished_ms = ?,
+			lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0 WHERE seq = ?`},
+		{&s.setLease, `UPDATE invocations SET lease_expires_ms = ? WHERE seq = ?`},
+		{&s.nextFrame, `UPDATE invocations SET next_frame = next_frame + 1 WHERE seq = ?`},
+		{&s.insertFrame, `INSERT INTO frames (journal, seq, kind, value, attempt, time_ms) VALUES (?, ?, ?, ?, ?, ?)`},
+		{&s.topicGet, `SELECT next_seq, closed FROM topics WHERE journal = ?`},
+		{&s.topicPut, `INSERT INTO topics (journal, next_seq, closed, updated_ms) VALUES (?1, ?2, ?3, ?4)
+			ON CONFLICT (journal) DO UPDATE SET next_seq = ?2, closed = ?3, updated_ms = ?4`},
+		{&s.countAdd, `INSERT INTO counts (namespace, queue, state, priority, n) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (namespace, queue, state, priority) DO UPDATE SET n = n + excluded.n RETURNING n`},
+		{&s.countDelete, `DELETE FROM counts WHERE namespace = ? AND queue = ? AND state = ? AND priority = ? AND n = 0`},
+		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT 1000`},
+		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT 1000`},
+		{&s.deadlinesPassed, `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT 1000`},
+		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
+			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT ?4`},
+		{&s.deleteInvocation, `DELETE FROM invocations WHERE seq = ?`},
+		{&s.deleteFrames, `DELETE FROM frames WHERE journal = ?`},
+		{&s.staleTopics, `SELECT journal FROM topics WHERE updated_ms < ? LIMIT 1000`},
+		{&s.deleteTopic, `DELETE FROM topics WHERE journal = ?`},
+	} {
+		stmt, err := conn.PrepareContext(ctx, p.sql)
+		if err != nil {
+			s.close()
+			return fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+		*p.stmt = stmt
+		s.all = append(s.all, stmt)
+	}
+	return nil
+}
+
+func (s *statements) close() {
+	for _, st := range s.all {
+		st.Close()
+	}
+	s.all = nil
+}

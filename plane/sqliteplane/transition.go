@@ -1,0 +1,95 @@
+package sqliteplane
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// head is the part of an invocation row that state transitions need.
+type head struct {
+	seq                  int64
+	id                   string
+	namespace, queue     string
+	state                int
+	priority             float64
+	attempt, maxAttempts int
+	token                sql.NullString
+	leaseExpiresMS       int64
+	nextFrame            int64
+}
+
+// head reads the transition fields of invocation id; ok is false when there is none.
+func (t *wtx) head(id string) (*head, bool, error) {
+	h := &head{id: id}
+	err := t.w.st.rowByID.QueryRowContext(t.ctx, id).Scan(&h.seq, &h.namespace, &h.queue, &h.state,
+		&h.priority, &h.attempt, &h.maxAttempts, &h.token, &h.leaseExpiresMS, &h.nextFrame)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read invocation %s: %w", id, err)
+	}
+	return h, true, nil
+}
+
+// holds checks that token is the current, unexpired lease of h. A lease found expired is
+// ended on the spot (as maintenance would), so the answer never depends on timer luck.
+func (t *wtx) holds(h *head, token string) (error, error) {
+	if h.state != stateRunning || !h.token.Valid || h.token.String != token {
+		return plane.ErrLeaseLost, nil
+	}
+	if h.leaseExpiresMS <= t.ms {
+		return plane.ErrLeaseLost, t.expireLease(h)
+	}
+	return nil, nil
+}
+
+// finish moves h to a terminal state. result is the success value; info the error.
+func (t *wtx) finish(h *head, state int, result []byte, info *plane.ErrorInfo) error {
+	var errBlob []byte
+	if info != nil {
+		info.Attempt = h.attempt
+		errBlob = info.Encode()
+	}
+	if _, err := t.w.st.setTerminal.ExecContext(t.ctx, state, result, errBlob, t.ms, h.seq); err != nil {
+		return fmt.Errorf("finish invocation %s: %w", h.id, err)
+	}
+	t.count(h.namespace, h.queue, h.state, h.priority, -1)
+	t.count(h.namespace, h.queue, state, h.priority, +1)
+	h.state = state
+	t.wake(invocationKey(h.id))
+	t.wake(journalKey(h.id))
+	return nil
+}
+
+// endAttempt ends h's running attempt as failed: re-queued after delay while attempts
+// remain, else finished in state final.
+func (t *wtx) endAttempt(h *head, info plane.ErrorInfo, final int, delay time.Duration) error {
+	if h.attempt >= h.maxAttempts {
+		return t.finish(h, final, nil, &info)
+	}
+	info.Attempt = h.attempt
+	if _, err := t.w.st.setQueued.ExecContext(t.ctx, t.ms+delay.Milliseconds(), info.Encode(), h.seq); err != nil {
+		return fmt.Errorf("requeue invocation %s: %w", h.id, err)
+	}
+	t.count(h.namespace, h.queue, h.state, h.priority, -1)
+	t.count(h.namespace, h.queue, stateQueued, h.priority, +1)
+	h.state = stateQueued
+	t.wake(queueKey(h.namespace, h.queue))
+	return nil
+}
+
+// expireLease ends the attempt of h whose lease ran out: re-queued at once while attempts
+// remain, else timeout with the error "lease expired".
+func (t *wtx) expireLease(h *head) error {
+	return t.endAttempt(h, plane.ErrorInfo{Type: "lease_expired", Message: "lease expired"}, stateTimeout, 0)
+}
+
+// backoff returns the retry delay after attempt failed.
+func (t *wtx) backoff(attempt int) time.Duration {
+	return t.w.d.cfg.Backoff.Delay(attempt, t.w.rand.Float64())
+}
