@@ -111,7 +111,9 @@ func (e *InvalidError) Error() string {
 }
 
 // Is makes every *InvalidError match ErrInvalid.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid || isCode(target, "invalid") }
+func (e *InvalidError) Is(target error) bool {
+	return target == ErrInvalid || isCode(target, "invalid")
+}
 
 func isCode(target error, code string) bool {
 	t, ok := target.(*Error)

@@ -71,6 +71,6 @@ func (h *hub) waiting() bool {
 	return len(h.keys) > 0
 }
 
-func invocationKey(id string) string     { return "i:" + id }
-func journalKey(journal string) string   { return "j:" + journal }
+func invocationKey(id string) string      { return "i:" + id }
+func journalKey(journal string) string    { return "j:" + journal }
 func queueKey(namespace, q string) string { return "q:" + namespace + "/" + q }

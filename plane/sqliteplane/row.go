@@ -38,19 +38,19 @@ const rowColumns = `seq, id, namespace, queue, key, state, priority, payload, me
 
 // row is one invocations row as stored.
 type row struct {
-	seq                                            int64
-	id, namespace, queue                           string
-	key                                            sql.NullString
-	state                                          int
-	priority                                       float64
-	payload, metadata                              []byte
-	attempt, maxAttempts                           int
-	attemptTimeoutMS, deadlineMS, availableMS      int64
-	token                                          sql.NullString
-	leaseExpiresMS                                 int64
-	worker                                         sql.NullString
-	result, errorInfo                              []byte
-	createdMS, startedMS, finishedMS, nextFrame    int64
+	seq                                         int64
+	id, namespace, queue                        string
+	key                                         sql.NullString
+	state                                       int
+	priority                                    float64
+	payload, metadata                           []byte
+	attempt, maxAttempts                        int
+	attemptTimeoutMS, deadlineMS, availableMS   int64
+	token                                       sql.NullString
+	leaseExpiresMS                              int64
+	worker                                      sql.NullString
+	result, errorInfo                           []byte
+	createdMS, startedMS, finishedMS, nextFrame int64
 }
 
 type scanner interface{ Scan(dest ...any) error }
