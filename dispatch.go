@@ -1,0 +1,215 @@
+package lakeshore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+)
+
+// Environment variables read by Open and New.
+const (
+	// EnvURL names the process's default plane when set (an http(s):// URL).
+	EnvURL = "LAKESHORE_URL"
+	// EnvHome is the directory of the embedded default plane. Defaults to ~/.lakeshore.
+	EnvHome = "LAKESHORE_HOME"
+	// EnvNamespace is the default namespace. Defaults to "default".
+	EnvNamespace = "LAKESHORE_NAMESPACE"
+)
+
+// DefaultDBName is the file name of the embedded default plane inside $LAKESHORE_HOME.
+const DefaultDBName = "lakeshore.db"
+
+// targetRule lists the targets Open accepts, for its error message.
+const targetRule = `use "" (the process default: $LAKESHORE_URL, else $LAKESHORE_HOME/lakeshore.db), ` +
+	`":memory:", a file path, sqlite://path, http(s)://host[:port] or postgres://…`
+
+// Config configures a Dispatch. A nil *Config means all defaults.
+type Config struct {
+	// Logger receives warnings from the SDK (e.g. a failed heartbeat in Working) and, when
+	// SQLite.Logger is nil, from the SQLite plane. Defaults to warnings on stderr.
+	Logger *slog.Logger
+
+	// Namespace is the namespace of queues opened without QueueOptions.Namespace. Defaults
+	// to $LAKESHORE_NAMESPACE, else NamespaceDefault ("default").
+	Namespace string
+
+	// Now is the clock the SDK reads (Trim's cutoff). Defaults to time.Now. A test with a
+	// fake clock sets the plane's clock too (SQLite.Now).
+	Now func() time.Time
+
+	// SQLite configures the SQLite plane that Open starts for ":memory:", a file path or
+	// sqlite://. Ignored by New. Defaults to nil: sqliteplane's defaults (synchronous=FULL,
+	// 7-day retention, …).
+	SQLite *sqliteplane.Config
+
+	// WorkerID identifies this process's claims to the plane (shown as Invocation.Worker).
+	// Defaults to "<hostname>:<pid>".
+	WorkerID string
+}
+
+func (c *Config) withDefaults(getenv func(string) string) Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	out.Namespace = cmp.Or(out.Namespace, getenv(EnvNamespace), NamespaceDefault)
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if out.Now == nil {
+		out.Now = time.Now
+	}
+	if out.WorkerID == "" {
+		host, _ := os.Hostname()
+		out.WorkerID = cmp.Or(host, "localhost") + ":" + strconv.Itoa(os.Getpid())
+	}
+	return out
+}
+
+// Dispatch is a connection to one dispatch plane: the embedded SQLite plane (a file or
+// ":memory:") or, later, a remote one. It hands out Queue handles. It holds no state of its
+// own beyond its configuration: every call goes to the plane, so any number of Dispatches,
+// in any number of processes, may share one plane. Safe for concurrent use.
+type Dispatch struct {
+	drv    plane.Driver
+	owned  bool // Close closes drv
+	cfg    Config
+	topics *plane.IDGenerator // names of auto-named topics
+}
+
+// Open connects to the plane named by target and returns a Dispatch that Close releases.
+// Targets:
+//
+//   - "": the process default: $LAKESHORE_URL when set, else the SQLite file
+//     $LAKESHORE_HOME/lakeshore.db ($LAKESHORE_HOME defaults to ~/.lakeshore, created on
+//     first use with mode 0700).
+//   - ":memory:": an in-process plane that lives until Close (tests, examples).
+//   - a file path, or sqlite://path: a SQLite plane in that file, created when missing.
+//     Several processes may open one file at once.
+//   - http://…, https://…: the HTTP plane; postgres://…: the PostgreSQL plane. Neither is
+//     in this build yet: Open returns an error matching ErrNotImplemented.
+//
+// Any other scheme is an *InvalidError listing these forms. ctx bounds the opening only.
+func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
+	c := cfg.withDefaults(os.Getenv)
+	if err := plane.ValidateName("namespace", c.Namespace); err != nil {
+		return nil, err
+	}
+	path, err := resolveTarget(target, os.Getenv, os.UserHomeDir)
+	if err != nil {
+		return nil, err
+	}
+	var sq sqliteplane.Config
+	if c.SQLite != nil {
+		sq = *c.SQLite
+	}
+	if sq.Logger == nil {
+		sq.Logger = c.Logger
+	}
+	drv, err := sqliteplane.Open(ctx, path, &sq)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	d := newDispatch(drv, c)
+	d.owned = true
+	return d, nil
+}
+
+// New returns a Dispatch over an explicit driver (a plane opened by the caller, e.g. with
+// sqliteplane.Open). Dispatch.Close does not close drv: its opener does. An invalid
+// Config.Namespace is reported by Dispatch.Queue.
+func New(drv plane.Driver, cfg *Config) *Dispatch {
+	return newDispatch(drv, cfg.withDefaults(os.Getenv))
+}
+
+func newDispatch(drv plane.Driver, c Config) *Dispatch {
+	return &Dispatch{drv: drv, cfg: c, topics: plane.NewIDGenerator()}
+}
+
+// Close releases the plane when Open opened it (for SQLite: waits for pending writes,
+// stops background work, closes the file). Calls after Close fail with ErrClosed. Safe to
+// call twice. For a Dispatch made by New it does nothing: the driver's opener closes it.
+func (d *Dispatch) Close() error {
+	if !d.owned {
+		return nil
+	}
+	return d.drv.Close()
+}
+
+// Driver returns the plane under d, for what the SDK does not wrap (QueueStatsList,
+// Maintain).
+func (d *Dispatch) Driver() plane.Driver { return d.drv }
+
+// Namespace returns the namespace of queues opened without QueueOptions.Namespace.
+func (d *Dispatch) Namespace() string { return d.cfg.Namespace }
+
+// Queue returns a handle on queue name (1–128 bytes of [A-Za-z0-9._-], not starting with
+// '.' or '-'). Queues need no creation: a handle is cheap, holds no state, and any number
+// may exist for one queue. opts sets the handle's claim order and lease (nil: fifo, 30 s).
+// Errors: *InvalidError naming the bad name, kind, temperature or lease.
+func (d *Dispatch) Queue(name string, opts *QueueOptions) (*Queue, error) {
+	if err := plane.ValidateName("queue name", name); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults(d.cfg.Namespace)
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return &Queue{d: d, name: name, opts: o}, nil
+}
+
+// schemeRE matches a URL scheme prefix ("name://").
+var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
+
+// resolveTarget turns an Open target into the path of a SQLite plane (":memory:" or a file),
+// creating $LAKESHORE_HOME for the process default.
+func resolveTarget(target string, getenv func(string) string, userHome func() (string, error)) (string, error) {
+	if target == "" {
+		if u := getenv(EnvURL); u != "" {
+			return "", fmt.Errorf("%s=%q: HTTP plane not available in this build; unset %s to use the embedded SQLite plane: %w",
+				EnvURL, u, EnvURL, ErrNotImplemented)
+		}
+		home := getenv(EnvHome)
+		if home == "" {
+			h, err := userHome()
+			if err != nil {
+				return "", fmt.Errorf("find the default plane: set %s: %w", EnvHome, err)
+			}
+			home = filepath.Join(h, ".lakeshore")
+		}
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return "", fmt.Errorf("create %s: %w", home, err)
+		}
+		return filepath.Join(home, DefaultDBName), nil
+	}
+	if target == ":memory:" {
+		return target, nil
+	}
+	m := schemeRE.FindStringSubmatch(target)
+	if m == nil {
+		return target, nil // a file path
+	}
+	rest := target[len(m[0]):]
+	switch strings.ToLower(m[1]) {
+	case "sqlite":
+		if rest == "" {
+			return "", plane.Invalid("target", target, "sqlite:// needs a path, e.g. sqlite:///var/lib/lakeshore.db")
+		}
+		return rest, nil
+	case "http", "https":
+		return "", fmt.Errorf("open %q: HTTP plane not available in this build: %w", target, ErrNotImplemented)
+	case "postgres", "postgresql":
+		return "", fmt.Errorf("open %q: PostgreSQL plane not available in this build: %w", target, ErrNotImplemented)
+	}
+	return "", plane.Invalid("target", target, targetRule)
+}

@@ -1,0 +1,123 @@
+/*
+Package lakeshore is the Go SDK of Lakeshore's dispatch plane, a durable job queue for ML
+work: producers submit payloads to named queues and get back string ids, workers claim jobs
+under fenced leases and settle them, and anyone holding an id can wait for its result or
+stream its progress, from any process, later.
+
+The SDK is a thin, typed layer over a [plane.Driver]: every call goes to the plane (the
+embedded SQLite database by default), and the SDK keeps no state of its own, so any number
+of processes may share one plane. The behaviour behind each verb — lifecycle, retries,
+leases, fencing, claim orders, journals — is the project's semantics contract
+(shared/design/semantics.md), enforced for every plane by the conformance suite in
+plane/planetest. This page shows how a Go program uses it.
+
+# Opening a plane
+
+[Open] connects to a plane named by a target string and returns a [*Dispatch]:
+
+	d, err := lakeshore.Open(ctx, "", nil) // $LAKESHORE_URL, else ~/.lakeshore/lakeshore.db
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+
+The target "" is the process default: $LAKESHORE_URL when set, else the SQLite file
+$LAKESHORE_HOME/lakeshore.db ($LAKESHORE_HOME defaults to ~/.lakeshore, created with mode
+0700). ":memory:" is a whole plane inside the process, for tests and examples; a file path
+or sqlite://path opens that SQLite file, which several processes may share. http(s):// and
+postgres:// name the HTTP and PostgreSQL planes, which this build does not include yet
+(ErrNotImplemented). [New] wraps a driver opened by hand. [Config] sets the namespace
+(default $LAKESHORE_NAMESPACE, else "default"), the logger, and the SQLite plane's options.
+
+# Queues
+
+A queue needs no creation: [Dispatch.Queue] returns a cheap handle. [QueueOptions] choose the
+order in which that handle claims — [KindFIFO] (default), [KindFILO], [KindPriority] or
+[KindBoltzmann] with a temperature — and the lease of its claims. The order belongs to the
+claiming handle, not to the queue: a submit only attaches a priority.
+
+	q, err := d.Queue("gpu", &lakeshore.QueueOptions{Kind: lakeshore.KindPriority})
+
+# Submitting and waiting for results
+
+[Queue.Submit] encodes a payload with the wire codec (msgpack with ndarray, tensor, image,
+tuple and thunk extensions; see package wire) and returns the invocation id, a ULID string
+that is the whole handle. [SubmitOptions] are the envelope: an idempotency key (the same key
+returns the same id), a priority, max attempts (default 3), a per-attempt timeout, a
+deadline and metadata. [Queue.SubmitMany] submits a batch in one transaction.
+
+	id, err := q.Submit(ctx, map[string]any{"prompt": "hello"}, &lakeshore.SubmitOptions{Key: "hello-1"})
+	var answer string
+	err = q.Result(ctx, id, &answer, nil) // waits up to 30 s by default
+
+[Queue.Result] waits (by notification, not polling) until the invocation is terminal and
+decodes the result into a pointer; [Queue.ResultValue] returns it in the codec's generic
+form. [Queue.Call] and [Queue.CallValue] submit and wait in one call. [Queue.Get] reads an
+invocation's state, attempts, timestamps and error; [Queue.Cancel] and [Queue.Kill] stop a
+queued or running one; [Queue.Count] and [Queue.Len] count invocations by state;
+[Queue.Trim] deletes old terminal ones.
+
+# Streaming
+
+A worker may post values to its job's journal while it runs; [Queue.Stream] returns them
+as a range-over-func iterator of [Frame] values, live:
+
+	for f, err := range q.Stream(ctx, id, lakeshore.FromStart, nil) {
+		if err != nil {
+			return err // the job's *TerminalError, ErrTimeout after 30 s of silence, …
+		}
+		fmt.Println(f.Seq, f.Value)
+	}
+
+The job's END frame ends the loop cleanly. The since argument is a cursor: [FromStart] (-1)
+reads everything, and the Seq of the last frame seen resumes after it with nothing lost or
+repeated, from any process.
+
+# Workers
+
+[Queue.Working] is the common worker step: it claims one job, runs a [HandlerFunc],
+heartbeats the lease meanwhile, acks the returned result, and nacks with retry on an error
+or a panic (recovered into a [*PanicError]). It reports whether there was a job:
+
+	for {
+		handled, err := q.Working(ctx, func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			var in Request
+			if err := job.Decode(&in); err != nil {
+				return nil, lakeshore.Permanent(err) // do not retry
+			}
+			return handle(ctx, in)
+		}, &lakeshore.WorkingOptions{ClaimOptions: lakeshore.ClaimOptions{Wait: time.Minute}})
+		if !handled && err != nil {
+			return err
+		}
+	}
+
+Custom loops use the verbs beneath it: [Queue.Claim] and [Queue.ClaimMany] return [*Job]
+values carrying the lease's fencing token; [Queue.Ack], [Queue.Nack], [Queue.Heartbeat],
+[Queue.Post] and [Queue.PostFinal] present it, so a worker whose lease expired and whose
+job was claimed again (or killed) gets [ErrLeaseLost] and cannot clobber the new attempt.
+
+# Topics
+
+[Queue.Topic] returns a publish/subscribe channel: the same journal as a job's stream,
+without a job. [Topic.Post] appends a value, [Topic.Close] appends END, [Topic.Listen] waits
+for the next value after a cursor (5 s by default) and [Topic.Stream] iterates values until
+END. An empty name makes a fresh topic named "topic-<ULID>", e.g. for replies.
+
+# Errors
+
+Every error matches a sentinel through errors.Is: [ErrNotFound], [ErrTimeout] (the caller's
+wait ended; nothing changed), [ErrFailed], [ErrCancelled] and [ErrTimedOut] (how a job
+ended; the [*TerminalError] carries its [ErrorInfo]), [ErrLeaseLost], [ErrJournalClosed],
+[ErrQueueFull], [ErrRateLimited], [ErrInvalid] (an [*InvalidError] says which argument and
+what is allowed; nothing was written), [ErrClosed] and [ErrNotImplemented]. They are the
+sentinels of package plane, re-exported, and keep their identity across the HTTP wire.
+
+# Time and units
+
+Durations are time.Duration; a zero option means its documented default, and a negative
+wait means "until ctx ends". Every call that blocks takes a context first; a wait with no
+option and no ctx deadline gets the documented default (30 s for results and job streams,
+5 s for topics).
+*/
+package lakeshore

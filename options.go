@@ -1,0 +1,237 @@
+package lakeshore
+
+import (
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Defaults of the option structs. A nil options pointer, or a zero field, means these.
+const (
+	// FromStart is the cursor that reads a journal from its first frame: pass it as since to
+	// Queue.Stream, Topic.Stream or Topic.Listen. Cursors are frame seqs, and seq 0 is a real
+	// frame, so "from the start" is -1, not 0. To resume, pass the Seq of the last frame seen.
+	FromStart int64 = -1
+
+	// ResultTimeoutDefault is how long Result and Call wait when neither opts.Timeout nor
+	// ctx's deadline says otherwise.
+	ResultTimeoutDefault = 30 * time.Second
+	// StreamTimeoutDefault is how long Queue.Stream waits in silence before ErrTimeout.
+	StreamTimeoutDefault = 30 * time.Second
+	// TopicTimeoutDefault is how long Topic.Listen and Topic.Stream wait in silence.
+	TopicTimeoutDefault = 5 * time.Second
+	// TemperatureDefault is the boltzmann temperature of a queue handle that names none.
+	TemperatureDefault = 1.0
+	// LeaseTTLDefault is the lease of a claim that names none (30 s).
+	LeaseTTLDefault = plane.LeaseTTLDefault
+	// MaxAttemptsDefault bounds the claims of an invocation submitted without MaxAttempts.
+	MaxAttemptsDefault = plane.MaxAttemptsDefault
+	// NamespaceDefault is the namespace when neither Config, QueueOptions nor
+	// $LAKESHORE_NAMESPACE names one.
+	NamespaceDefault = plane.NamespaceDefault
+	// MaxValueBytes is the largest encoded payload, result or frame value (16 MiB).
+	MaxValueBytes = plane.MaxValueBytes
+)
+
+// Kind is the claim order a queue handle asks for (an alias of plane.Kind). It is chosen
+// per handle at Dispatch.Queue, not stored on the queue: submits only attach a priority.
+type Kind = plane.Kind
+
+// The claim orders.
+const (
+	// KindFIFO claims the oldest submit first.
+	KindFIFO = plane.KindFIFO
+	// KindFILO claims the newest submit first.
+	KindFILO = plane.KindFILO
+	// KindPriority claims the highest priority first, ties oldest first.
+	KindPriority = plane.KindPriority
+	// KindBoltzmann draws a job of priority p with probability ∝ exp(p/T) (T is
+	// QueueOptions.Temperature), oldest first within a priority level: T → 0 behaves like
+	// KindPriority, large T like a uniform draw.
+	KindBoltzmann = plane.KindBoltzmann
+)
+
+// ParseKind returns the Kind named s ("" means fifo). Errors: *InvalidError naming the kinds.
+func ParseKind(s string) (Kind, error) { return plane.ParseKind(s) }
+
+// ParseState returns the State named s. Errors: *InvalidError naming the states.
+func ParseState(s string) (State, error) { return plane.ParseState(s) }
+
+// QueueOptions configure a queue handle (Dispatch.Queue). A nil *QueueOptions means all
+// defaults. The kind and temperature are the handle's claim order, not stored on the queue:
+// two handles on one queue may claim in different orders.
+type QueueOptions struct {
+	// Kind is the claim order of Claim, ClaimMany and Working: KindFIFO, KindFILO,
+	// KindPriority or KindBoltzmann. Defaults to KindFIFO.
+	Kind Kind
+
+	// LeaseTTL is how long a claim's lease lives without a heartbeat; ClaimOptions.LeaseTTL
+	// overrides it per claim. Defaults to LeaseTTLDefault (30 s).
+	LeaseTTL time.Duration
+
+	// Namespace scopes the queue, its keys and its topics. Defaults to Config.Namespace.
+	Namespace string
+
+	// Temperature is the boltzmann temperature T: a job of priority p is drawn with
+	// probability ∝ exp(p/T). It must be finite and > 0. Used by KindBoltzmann only.
+	// Defaults to TemperatureDefault (1.0).
+	Temperature float64
+}
+
+func (o *QueueOptions) withDefaults(namespace string) QueueOptions {
+	var out QueueOptions
+	if o != nil {
+		out = *o
+	}
+	if out.Kind == "" {
+		out.Kind = KindFIFO
+	}
+	if out.Namespace == "" {
+		out.Namespace = namespace
+	}
+	if out.Temperature == 0 {
+		out.Temperature = TemperatureDefault
+	}
+	if out.LeaseTTL == 0 {
+		out.LeaseTTL = LeaseTTLDefault
+	}
+	return out
+}
+
+func (o *QueueOptions) validate() error {
+	if err := plane.ValidateName("namespace", o.Namespace); err != nil {
+		return err
+	}
+	if _, err := plane.ParseKind(string(o.Kind)); err != nil {
+		return err
+	}
+	if err := plane.ValidateTemperature(o.Temperature); err != nil {
+		return err
+	}
+	if o.LeaseTTL < 0 {
+		return plane.Invalid("lease TTL", o.LeaseTTL, "use a duration > 0, or 0 for the default (30s)")
+	}
+	return nil
+}
+
+// SubmitOptions are the envelope of one submit. A nil *SubmitOptions means all defaults.
+type SubmitOptions struct {
+	// AttemptTimeout bounds one running attempt: an attempt running longer is treated as
+	// failed (retried while attempts remain, else the invocation ends as timeout).
+	// Defaults to 0: no bound beyond the lease.
+	AttemptTimeout time.Duration
+
+	// Deadline ends the invocation as timeout, without running it, if it is still queued
+	// then. Defaults to the zero time: none.
+	Deadline time.Time
+
+	// ID is a client-chosen invocation id (a ULID, e.g. from plane.IDGenerator) that makes
+	// a submit safe to retry after an error: a second submit with the same ID returns it and
+	// enqueues nothing. Defaults to "": the plane makes the id.
+	ID string
+
+	// Key is the idempotency key, unique per (namespace, queue): 1–512 bytes of UTF-8
+	// without NUL. Submitting an existing key returns the existing id, whatever its state,
+	// until that invocation is trimmed. Defaults to "": none.
+	Key string
+
+	// MaxAttempts bounds the claims of the invocation (1 means no retry). Defaults to
+	// MaxAttemptsDefault (3).
+	MaxAttempts int
+
+	// Metadata are free-form string headers carried with the invocation (Job.Metadata,
+	// Invocation.Metadata). Defaults to none.
+	Metadata map[string]string
+
+	// Priority orders KindPriority and KindBoltzmann claims, higher first; finite.
+	// Defaults to 0.
+	Priority float64
+}
+
+// Submission is one invocation of a Queue.SubmitMany batch: a payload and its envelope.
+type Submission struct {
+	// Payload is the value to encode with the wire codec.
+	Payload any
+	SubmitOptions
+}
+
+// ResultOptions configure Queue.Result and Queue.ResultValue. A nil *ResultOptions means all
+// defaults.
+type ResultOptions struct {
+	// Timeout bounds the wait for the invocation to become terminal; ErrTimeout when it
+	// passes first. Negative waits until ctx ends. Defaults to ctx's deadline when ctx has
+	// one, else ResultTimeoutDefault (30 s).
+	Timeout time.Duration
+}
+
+func (o *ResultOptions) timeout() time.Duration {
+	if o == nil {
+		return 0
+	}
+	return o.Timeout
+}
+
+// CallOptions configure Queue.Call and Queue.CallValue: the submit's envelope and the wait.
+// A nil *CallOptions means all defaults.
+type CallOptions struct {
+	SubmitOptions
+
+	// Timeout bounds the wait for the result, as ResultOptions.Timeout. Defaults to ctx's
+	// deadline when ctx has one, else ResultTimeoutDefault (30 s).
+	Timeout time.Duration
+}
+
+// StreamOptions configure Queue.Stream and Topic.Stream. A nil *StreamOptions means all
+// defaults.
+type StreamOptions struct {
+	// Timeout is how long the stream may stay silent (no new frame) before it yields
+	// ErrTimeout; each frame restarts it. Negative waits until ctx ends. Defaults to
+	// StreamTimeoutDefault (30 s) for Queue.Stream and TopicTimeoutDefault (5 s) for
+	// Topic.Stream.
+	Timeout time.Duration
+}
+
+func (o *StreamOptions) timeout(def time.Duration) time.Duration {
+	if o == nil || o.Timeout == 0 {
+		return def
+	}
+	return o.Timeout
+}
+
+// ListenOptions configure Topic.Listen. A nil *ListenOptions means all defaults.
+type ListenOptions struct {
+	// Timeout is how long Listen waits for a value; it then returns ok=false. Negative
+	// waits until ctx ends. Defaults to TopicTimeoutDefault (5 s).
+	Timeout time.Duration
+}
+
+// ClaimOptions configure Queue.Claim and Queue.ClaimMany. A nil *ClaimOptions means all
+// defaults.
+type ClaimOptions struct {
+	// LeaseTTL is how long the lease lives without a heartbeat. Defaults to the queue
+	// handle's QueueOptions.LeaseTTL (30 s unless set).
+	LeaseTTL time.Duration
+
+	// Wait is how long to wait for a job when none is claimable; the claim returns nothing
+	// (not an error) when none came. Negative waits until ctx ends. Defaults to 0: return at
+	// once.
+	Wait time.Duration
+}
+
+func (o *ClaimOptions) validate() error {
+	if o != nil && o.LeaseTTL < 0 {
+		return plane.Invalid("lease TTL", o.LeaseTTL, "use a duration > 0, or 0 for the queue's default")
+	}
+	return nil
+}
+
+// WorkingOptions configure Queue.Working. A nil *WorkingOptions means all defaults.
+type WorkingOptions struct {
+	// ClaimOptions configure the claim: how long to wait for a job and its lease.
+	ClaimOptions
+
+	// HeartbeatInterval is how often the lease is extended while the handler runs. Negative
+	// disables heartbeats (the handler must finish within the lease). Defaults to a third
+	// of the lease.
+	HeartbeatInterval time.Duration
+}

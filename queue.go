@@ -1,0 +1,266 @@
+package lakeshore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/wire"
+)
+
+// Queue is a handle on one named queue of a plane, with the producer verbs (Submit, Result,
+// Stream, Cancel, …), the worker verbs (Claim, Ack, Nack, Post, Working, …) and topics.
+// Handles are cheap and stateless; make them with Dispatch.Queue. Safe for concurrent use.
+//
+// Invocation ids are global handles: the verbs that take an id (Result, Stream, Get,
+// Cancel, Kill) act on that invocation whichever queue it was submitted to.
+type Queue struct {
+	d    *Dispatch
+	name string
+	opts QueueOptions // with defaults, validated
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Namespace returns the queue's namespace.
+func (q *Queue) Namespace() string { return q.opts.Namespace }
+
+// Kind returns the handle's claim order.
+func (q *Queue) Kind() Kind { return q.opts.Kind }
+
+// Temperature returns the handle's boltzmann temperature.
+func (q *Queue) Temperature() float64 { return q.opts.Temperature }
+
+// Submit enqueues payload and returns the new invocation's id: a ULID string that is the
+// whole handle, usable from any process. payload is encoded with the wire codec (any value
+// it encodes: maps, slices, numbers, strings, []byte, wire.NDArray, …; nil is allowed).
+// opts is the envelope (key, priority, attempts, timeouts, metadata; nil: defaults). With a
+// Key that already exists in the queue, Submit returns the existing id and enqueues nothing.
+// Errors: *InvalidError (matches ErrInvalid) for a payload that does not encode or exceeds
+// 16 MiB and for a bad option, with nothing submitted; ErrQueueFull, ErrRateLimited.
+func (q *Queue) Submit(ctx context.Context, payload any, opts *SubmitOptions) (string, error) {
+	var o SubmitOptions
+	if opts != nil {
+		o = *opts
+	}
+	ids, err := q.SubmitMany(ctx, []Submission{{Payload: payload, SubmitOptions: o}})
+	if err != nil {
+		return "", err
+	}
+	return ids[0], nil
+}
+
+// SubmitMany enqueues a batch in one transaction and returns the ids in the batch's order
+// (an existing key yields the existing id). The batch is all or nothing: when any payload
+// does not encode or any option is invalid, nothing is submitted. An empty batch does
+// nothing. Errors: as Submit; an encoding error names the submission's index.
+func (q *Queue) SubmitMany(ctx context.Context, batch []Submission) ([]string, error) {
+	if len(batch) == 0 {
+		return []string{}, nil
+	}
+	params := &plane.SubmitManyParams{
+		Namespace:   q.opts.Namespace,
+		Queue:       q.name,
+		Invocations: make([]plane.SubmitParams, len(batch)),
+	}
+	for i, s := range batch {
+		b, err := wire.Marshal(s.Payload)
+		if err != nil {
+			field := "payload"
+			if len(batch) > 1 {
+				field = fmt.Sprintf("payload [%d]", i)
+			}
+			return nil, encodeError(field, s.Payload, err)
+		}
+		params.Invocations[i] = plane.SubmitParams{
+			ID:             s.ID,
+			Payload:        b,
+			Key:            s.Key,
+			Priority:       s.Priority,
+			MaxAttempts:    s.MaxAttempts,
+			AttemptTimeout: s.AttemptTimeout,
+			Deadline:       s.Deadline,
+			Metadata:       s.Metadata,
+		}
+	}
+	res, err := q.d.drv.InvocationSubmitMany(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != len(batch) {
+		return nil, fmt.Errorf("submit: the plane returned %d ids for %d submissions", len(res), len(batch))
+	}
+	ids := make([]string, len(res))
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids, nil
+}
+
+// Result waits until invocation id is terminal and decodes its result into into, a pointer
+// (as for wire.Unmarshal; nil discards the value). The wait ends after opts.Timeout or at
+// ctx's deadline (see ResultOptions); waiting never changes the invocation.
+// Errors: ErrNotFound; a *TerminalError matching ErrFailed (carrying the job's error),
+// ErrCancelled (cancelled or killed) or ErrTimedOut (the job timed out); ErrTimeout when
+// the wait ends first (also matching context.DeadlineExceeded when ctx's deadline ended
+// it); ctx's error when ctx is cancelled; a decoding error when the result does not fit into.
+func (q *Queue) Result(ctx context.Context, id string, into any, opts *ResultOptions) error {
+	inv, err := q.wait(ctx, id, opts.timeout())
+	if err != nil {
+		return err
+	}
+	if into == nil {
+		return nil
+	}
+	if err := wire.Unmarshal(inv.Result, into); err != nil {
+		return fmt.Errorf("decode result of %s into %T: %w", id, into, err)
+	}
+	return nil
+}
+
+// ResultValue is Result returning the result in its generic form, as wire.Decode returns
+// it (nil, bool, int64, uint64, float32, float64, string, []byte, []any, map[string]any,
+// time.Time or a wire extension type).
+func (q *Queue) ResultValue(ctx context.Context, id string, opts *ResultOptions) (any, error) {
+	inv, err := q.wait(ctx, id, opts.timeout())
+	if err != nil {
+		return nil, err
+	}
+	v, err := wire.Decode(inv.Result)
+	if err != nil {
+		return nil, fmt.Errorf("decode result of %s: %w", id, err)
+	}
+	return v, nil
+}
+
+// Call submits payload and waits for its result, decoding it into into (a pointer; nil
+// discards it): the one-line RPC. It returns the invocation id with the outcome, so a
+// caller whose wait timed out can wait again with Result. Errors: as Submit, then as Result.
+func (q *Queue) Call(ctx context.Context, payload, into any, opts *CallOptions) (string, error) {
+	var o CallOptions
+	if opts != nil {
+		o = *opts
+	}
+	id, err := q.Submit(ctx, payload, &o.SubmitOptions)
+	if err != nil {
+		return "", err
+	}
+	return id, q.Result(ctx, id, into, &ResultOptions{Timeout: o.Timeout})
+}
+
+// CallValue is Call returning the result in its generic form, as ResultValue.
+func (q *Queue) CallValue(ctx context.Context, payload any, opts *CallOptions) (string, any, error) {
+	var o CallOptions
+	if opts != nil {
+		o = *opts
+	}
+	id, err := q.Submit(ctx, payload, &o.SubmitOptions)
+	if err != nil {
+		return "", nil, err
+	}
+	v, err := q.ResultValue(ctx, id, &ResultOptions{Timeout: o.Timeout})
+	return id, v, err
+}
+
+// wait waits for id to be terminal and returns it when it succeeded, else its error.
+// timeout: > 0 bounds the wait; 0 means ctx's deadline or ResultTimeoutDefault; < 0 waits
+// until ctx ends.
+func (q *Queue) wait(ctx context.Context, id string, timeout time.Duration) (*plane.Invocation, error) {
+	if timeout == 0 {
+		timeout = ResultTimeoutDefault
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = max(time.Until(dl), time.Nanosecond)
+		}
+	}
+	var end time.Time
+	if timeout > 0 {
+		end = time.Now().Add(timeout)
+	}
+	for {
+		chunk := waitChunk
+		if !end.IsZero() {
+			chunk = time.Until(end)
+		}
+		inv, err := q.d.drv.InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: max(chunk, time.Nanosecond)})
+		switch {
+		case err == nil:
+			if terr := inv.TerminalError(); terr != nil {
+				return nil, terr
+			}
+			return inv, nil
+		case errors.Is(err, ErrTimeout) && end.IsZero() && ctx.Err() == nil:
+			continue // no limit: wait another chunk
+		case errors.Is(err, ErrTimeout):
+			return nil, fmt.Errorf("result %s: waited %s: %w", id, timeout.Round(time.Millisecond), ErrTimeout)
+		}
+		return nil, ctxError(err)
+	}
+}
+
+// waitChunk is the length of one driver wait when the caller asked for no limit.
+const waitChunk = 10 * time.Minute
+
+// ctxError makes an error caused by ctx's deadline match ErrTimeout too, so that every
+// "the wait ended" error answers to errors.Is(err, ErrTimeout).
+func ctxError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrTimeout) {
+		return fmt.Errorf("%w (%w)", ErrTimeout, err)
+	}
+	return err
+}
+
+// Cancel moves the queued invocation id to cancelled and reports whether it did. On a
+// running or terminal invocation it changes nothing and returns false (a running attempt
+// finishes; see Kill). Errors: ErrNotFound.
+func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
+	return q.d.drv.InvocationCancel(ctx, id)
+}
+
+// Kill ends the running invocation id as killed and revokes its lease, reporting whether it
+// did: the worker's later Ack, Nack, Post and Heartbeat get ErrLeaseLost, and Working
+// cancels its handler's context at the next heartbeat. On any other state it changes
+// nothing and returns false. Errors: ErrNotFound.
+func (q *Queue) Kill(ctx context.Context, id string) (bool, error) {
+	return q.d.drv.InvocationKill(ctx, id)
+}
+
+// Count returns the number of the queue's invocations in state, counted from the rows that
+// get claimed (so it agrees with what claimers see); cheap at any depth.
+// Errors: *InvalidError for an unknown state.
+func (q *Queue) Count(ctx context.Context, state State) (int64, error) {
+	if _, err := plane.ParseState(string(state)); err != nil {
+		return 0, err
+	}
+	return q.d.drv.InvocationCount(ctx, &plane.CountParams{Namespace: q.opts.Namespace, Queue: q.name, State: state})
+}
+
+// Len returns the number of queued invocations: Count(ctx, StateQueued).
+func (q *Queue) Len(ctx context.Context) (int64, error) { return q.Count(ctx, StateQueued) }
+
+// Get returns invocation id as stored now: state, attempt, timestamps, result or error.
+// Errors: ErrNotFound (unknown or trimmed).
+func (q *Queue) Get(ctx context.Context, id string) (*Invocation, error) {
+	inv, err := q.d.drv.InvocationGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &Invocation{Invocation: *inv}, nil
+}
+
+// Trim deletes the queue's terminal invocations, with their journals, that finished more
+// than olderThan ago, freeing their keys, and returns how many it deleted. The plane also
+// trims on its own after its retention (7 days by default). Errors: *InvalidError for a
+// negative olderThan.
+func (q *Queue) Trim(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, plane.Invalid("trim age", olderThan, "use a duration ≥ 0")
+	}
+	return q.d.drv.InvocationTrim(ctx, &plane.TrimParams{
+		Namespace:      q.opts.Namespace,
+		Queue:          q.name,
+		FinishedBefore: q.d.cfg.Now().Add(-olderThan),
+	})
+}

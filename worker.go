@@ -1,0 +1,287 @@
+package lakeshore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/wire"
+)
+
+// Claim claims one job in the handle's order (QueueOptions.Kind) and gives it a lease with a
+// fresh fencing token. It returns (nil, nil) when nothing is claimable, after waiting up to
+// opts.Wait for a job (nil opts: no wait). Exactly one claimer wins a given invocation.
+// The job must then be settled (Ack, Nack, PostFinal) or heartbeated within its lease,
+// else it is re-queued (or ends as timeout when no attempts remain).
+// Errors: *InvalidError for bad options; ctx's error when ctx ends the wait.
+func (q *Queue) Claim(ctx context.Context, opts *ClaimOptions) (*Job, error) {
+	jobs, err := q.claim(ctx, 1, opts)
+	if err != nil || len(jobs) == 0 {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+// ClaimMany claims up to n (≥ 1) jobs at once, in the handle's order, each with its own
+// lease. It returns an empty slice when nothing is claimable after waiting up to opts.Wait
+// for the first job; it does not wait to fill the batch. Errors: as Claim.
+func (q *Queue) ClaimMany(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, error) {
+	if n < 1 {
+		return nil, plane.Invalid("claim count", n, "use a number ≥ 1")
+	}
+	return q.claim(ctx, n, opts)
+}
+
+func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	var o ClaimOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = q.opts.LeaseTTL
+	}
+	params := &plane.ClaimParams{
+		Namespace:   q.opts.Namespace,
+		Queue:       q.name,
+		Kind:        q.opts.Kind,
+		Temperature: q.opts.Temperature,
+		Max:         n,
+		LeaseTTL:    o.LeaseTTL,
+		Wait:        o.Wait,
+		Worker:      q.d.cfg.WorkerID,
+	}
+	if o.Wait < 0 {
+		params.Wait = waitChunk
+	}
+	for {
+		got, err := q.d.drv.InvocationClaimMany(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		if len(got) == 0 && o.Wait < 0 && ctx.Err() == nil {
+			continue // no limit: wait another chunk
+		}
+		jobs := make([]*Job, len(got))
+		for i, j := range got {
+			jobs[i] = newJob(j, o.LeaseTTL)
+		}
+		return jobs, nil
+	}
+}
+
+// Ack settles job as succeeded with result (encoded with the wire codec; nil is allowed):
+// the invocation's END frame carries it and Result returns it. Errors: ErrLeaseLost when
+// the caller no longer holds the lease (expired and re-claimed, or killed) — nothing
+// changes; *InvalidError when result does not encode or exceeds 16 MiB — nothing changes,
+// the job stays claimed.
+func (q *Queue) Ack(ctx context.Context, job *Job, result any) error {
+	b, err := wire.Marshal(result)
+	if err != nil {
+		return encodeError("result", result, err)
+	}
+	return q.settle(ctx, plane.SettleParams{ID: job.ID, Token: job.token, Outcome: plane.OutcomeSucceeded, Result: b})
+}
+
+// Nack settles job as a failed attempt with cause (nil: the message "nack"). With retry the
+// invocation is re-queued after a backoff (exponential from 1 s, capped at 5 min) while
+// attempts remain, else it ends as failed; without retry it ends as failed at once. The
+// ERROR frame and Result's *TerminalError carry cause's text and type: the ErrorType() of
+// an error in cause's chain that has one (a *PanicError's is "panic"), else "error".
+// Errors: ErrLeaseLost when the caller no longer holds the lease; nothing changes.
+func (q *Queue) Nack(ctx context.Context, job *Job, cause error, retry bool) error {
+	outcome := plane.OutcomeFailed
+	if retry {
+		outcome = plane.OutcomeRetry
+	}
+	return q.settle(ctx, plane.SettleParams{ID: job.ID, Token: job.token, Outcome: outcome, Error: errorInfo(cause)})
+}
+
+func (q *Queue) settle(ctx context.Context, p plane.SettleParams) error {
+	errs, err := q.d.drv.InvocationSettleMany(ctx, []plane.SettleParams{p})
+	if err != nil {
+		return err
+	}
+	if len(errs) != 1 {
+		return fmt.Errorf("settle %s: the plane returned %d results for 1", p.ID, len(errs))
+	}
+	if errs[0] != nil {
+		return fmt.Errorf("settle %s: %w", p.ID, errs[0])
+	}
+	return nil
+}
+
+// Heartbeat extends job's lease by its lease TTL from now and returns the new expiry.
+// Working heartbeats on its own. Errors: ErrLeaseLost when the lease expired and the job
+// was claimed again, or the job was killed: the worker should stop working on it.
+func (q *Queue) Heartbeat(ctx context.Context, job *Job) (time.Time, error) {
+	res, err := q.d.drv.InvocationHeartbeatMany(ctx, []plane.HeartbeatParams{{ID: job.ID, Token: job.token, LeaseTTL: job.leaseTTL}})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(res) != 1 {
+		return time.Time{}, fmt.Errorf("heartbeat %s: the plane returned %d results for 1", job.ID, len(res))
+	}
+	if res[0].Err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat %s: %w", job.ID, res[0].Err)
+	}
+	return res[0].LeaseExpiresAt, nil
+}
+
+// Post appends value (encoded with the wire codec) to job's journal as a VALUE frame, which
+// Stream readers receive live, and returns the frame's seq. Errors: ErrLeaseLost (not the
+// lease holder), ErrJournalClosed (the job already ended), *InvalidError (value does not
+// encode or exceeds 16 MiB; nothing posted).
+func (q *Queue) Post(ctx context.Context, job *Job, value any) (int64, error) {
+	return q.post(ctx, job, value, false)
+}
+
+// PostFinal acks job with value as its result (the journal's END frame) and returns the
+// END frame's seq: Ack for workers that stream, one call instead of two. Errors: as Post.
+func (q *Queue) PostFinal(ctx context.Context, job *Job, value any) (int64, error) {
+	return q.post(ctx, job, value, true)
+}
+
+func (q *Queue) post(ctx context.Context, job *Job, value any, final bool) (int64, error) {
+	b, err := wire.Marshal(value)
+	if err != nil {
+		return 0, encodeError("frame value", value, err)
+	}
+	seq, err := q.d.drv.FramePost(ctx, &plane.FramePostParams{
+		Journal: plane.Journal{InvocationID: job.ID},
+		Token:   job.token,
+		Value:   b,
+		Final:   final,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("post to %s: %w", job.ID, err)
+	}
+	return seq, nil
+}
+
+// HandlerFunc is the work a Queue.Working call runs on a claimed job. Its result is acked
+// as the job's result; an error (or a panic) nacks the job. ctx is cancelled when the
+// caller's ctx is, when the job's lease is lost (context.Cause is then ErrLeaseLost: the
+// job was killed or re-claimed) and when the job's AttemptTimeout passes.
+type HandlerFunc func(ctx context.Context, job *Job) (any, error)
+
+// Working claims one job, runs fn on it and settles it: the common worker loop, packaged.
+// It returns handled=false (and no error) when nothing was claimable within opts.Wait.
+// Otherwise handled is true and:
+//
+//   - fn returned a result: the job is acked with it; err is nil, or the Ack's error (e.g.
+//     ErrLeaseLost, or an *InvalidError for a result that does not encode, in which case
+//     the job is nacked without retry).
+//   - fn returned an error: the job is nacked with retry (without retry when the error is
+//     marked Permanent) and err is fn's error.
+//   - fn panicked: the panic is recovered into a *PanicError (ErrorInfo type "panic"), the
+//     job is nacked with retry, and err is the *PanicError. Panics in goroutines fn starts
+//     are not recovered.
+//
+// While fn runs, the lease is heartbeated every opts.HeartbeatInterval (default: a third of
+// the lease). Settling uses a context that survives the cancellation of ctx, so a job whose
+// handler was interrupted by shutdown is still nacked at once instead of waiting for its
+// lease to expire. Working returns only after every goroutine it started has ended.
+// A loop that should outlive failing jobs logs err and goes on while handled is true.
+func (q *Queue) Working(ctx context.Context, fn HandlerFunc, opts *WorkingOptions) (handled bool, err error) {
+	var o WorkingOptions
+	if opts != nil {
+		o = *opts
+	}
+	job, err := q.Claim(ctx, &o.ClaimOptions)
+	if err != nil || job == nil {
+		return false, err
+	}
+	return true, q.work(ctx, job, fn, o.HeartbeatInterval)
+}
+
+// settleTimeout bounds the settle of a Working job once ctx is gone.
+const settleTimeout = 10 * time.Second
+
+func (q *Queue) work(ctx context.Context, job *Job, fn HandlerFunc, heartbeat time.Duration) error {
+	jobCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if job.AttemptTimeout > 0 {
+		var cancelTimeout context.CancelFunc
+		jobCtx, cancelTimeout = context.WithTimeoutCause(jobCtx, job.AttemptTimeout,
+			fmt.Errorf("attempt timeout %s passed: %w", job.AttemptTimeout, ErrTimedOut))
+		defer cancelTimeout()
+	}
+	if heartbeat == 0 {
+		heartbeat = job.leaseTTL / 3
+	}
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	if heartbeat > 0 {
+		wg.Go(func() { q.heartbeatLoop(jobCtx, job, heartbeat, cancel, stop) })
+	}
+	result, fnErr := runHandler(jobCtx, job, fn)
+	close(stop)
+	wg.Wait()
+
+	settleCtx, cancelSettle := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancelSettle()
+	if fnErr == nil {
+		err := q.Ack(settleCtx, job, result)
+		if errors.Is(err, ErrInvalid) {
+			// The result does not encode: a bug in fn that a retry will not fix.
+			if nackErr := q.Nack(settleCtx, job, err, false); nackErr != nil {
+				return errors.Join(err, nackErr)
+			}
+		}
+		return err
+	}
+	fnErr = fmt.Errorf("job %s (attempt %d): %w", job.ID, job.Attempt, fnErr)
+	if err := q.Nack(settleCtx, job, fnErr, !IsPermanent(fnErr)); err != nil {
+		return errors.Join(fnErr, err)
+	}
+	return fnErr
+}
+
+func runHandler(ctx context.Context, job *Job, fn HandlerFunc) (result any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			result, err = nil, newPanicError(r)
+		}
+	}()
+	return fn(ctx, job)
+}
+
+// heartbeatLoop extends job's lease every interval until stop closes, and cancels the
+// handler's context (cause ErrLeaseLost) when the lease is lost.
+func (q *Queue) heartbeatLoop(ctx context.Context, job *Job, interval time.Duration, cancel context.CancelCauseFunc, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := q.Heartbeat(ctx, job)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound):
+			cancel(fmt.Errorf("job %s: %w", job.ID, ErrLeaseLost))
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			q.d.cfg.Logger.WarnContext(ctx, "heartbeat failed", logKeyJobID, job.ID, logKeyError, err)
+		}
+	}
+}
+
+// Log keys.
+const (
+	logKeyJobID = "job_id"
+	logKeyError = "error"
+)
