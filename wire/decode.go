@@ -180,6 +180,9 @@ func (d *decoder) mapValue(b []byte, depth int) (any, []byte, error) {
 	out := make(map[string]any, min(n, mapHint))
 	for range n {
 		at := rest
+		if len(at) == 0 {
+			return nil, b, d.fail(at, "input ends where a map key should start (truncated)")
+		}
 		if t := at[0]; !(t >= 0xa0 && t <= 0xbf || t >= 0xd9 && t <= 0xdb) {
 			return nil, b, d.fail(at, fmt.Sprintf("map key is %s; Lakeshore maps have str keys only", leadKind(t)))
 		}

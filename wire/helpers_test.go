@@ -116,3 +116,11 @@ func mustArray[T Element](t testing.TB, shape []int, values []T) NDArray {
 	require.NoError(t, err)
 	return a
 }
+
+// mustTime parses an RFC 3339 time as UTC, failing the test on error.
+func mustTime(t testing.TB, s string) time.Time {
+	t.Helper()
+	tm, err := time.Parse(time.RFC3339Nano, s)
+	require.NoError(t, err)
+	return tm.UTC()
+}
