@@ -34,6 +34,7 @@ type Driver struct {
 	readDB  *sql.DB
 	ids     *plane.IDGenerator
 	hub     *hub
+	reads   readStatements
 
 	ops     chan *op      // unbuffered: a send succeeds only while the writer runs
 	stop    chan struct{} // closed by Close: the writer drains and exits
@@ -87,6 +88,12 @@ func Open(ctx context.Context, path string, cfg *Config) (*Driver, error) {
 	}
 	d.readDB.SetMaxOpenConns(4)
 	d.readDB.SetMaxIdleConns(4)
+	if err := d.reads.prepare(ctx, d.readDB); err != nil {
+		w.close()
+		d.readDB.Close()
+		d.writeDB.Close()
+		return nil, err
+	}
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()

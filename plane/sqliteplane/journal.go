@@ -175,7 +175,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 	res := &plane.FrameReadResult{}
 	var inv *row
 	if invocation {
-		inv, err = scanRow(tx.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM invocations WHERE id = ?`, name))
+		inv, err = scanRow(tx.StmtContext(ctx, d.reads.row).QueryRowContext(ctx, name))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, plane.ErrNotFound
 		}
@@ -184,13 +184,12 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		}
 		res.Closed = inv.terminal()
 	} else {
-		err := tx.QueryRowContext(ctx, `SELECT closed FROM topics WHERE journal = ?`, name).Scan(&res.Closed)
+		err := tx.StmtContext(ctx, d.reads.topicClosed).QueryRowContext(ctx, name).Scan(&res.Closed)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("read frames: %w", err)
 		}
 	}
-	rs, err := tx.QueryContext(ctx, `SELECT seq, kind, value, attempt, time_ms FROM frames
-		WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`, name, since, limit)
+	rs, err := tx.StmtContext(ctx, d.reads.frames).QueryContext(ctx, name, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read frames: %w", err)
 	}

@@ -23,7 +23,7 @@ func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocatio
 }
 
 func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
-	r, err := scanRow(d.readDB.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM invocations WHERE id = ?`, id))
+	r, err := scanRow(d.reads.row.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, plane.ErrNotFound
 	}
@@ -75,8 +75,7 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 		return 0, err
 	}
 	var n int64
-	err := d.readDB.QueryRowContext(ctx, `SELECT COALESCE(SUM(n), 0) FROM counts
-		WHERE namespace = ? AND queue = ? AND state = ?`, p.Namespace, p.Queue, state).Scan(&n)
+	err := d.reads.count.QueryRowContext(ctx, p.Namespace, p.Queue, state).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count: %w", err)
 	}
@@ -112,4 +111,29 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		}
 	}
 	return out, rs.Err()
+}
+
+// readStatements are prepared once on the read pool (database/sql re-prepares them per
+// connection as needed), so the read path never parses SQL.
+type readStatements struct {
+	row, count, topicClosed, frames *sql.Stmt
+}
+
+func (r *readStatements) prepare(ctx context.Context, db *sql.DB) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&r.row, `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`},
+		{&r.count, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state = ?`},
+		{&r.topicClosed, `SELECT closed FROM topics WHERE journal = ?`},
+		{&r.frames, `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`},
+	} {
+		stmt, err := db.PrepareContext(ctx, p.sql)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+		*p.stmt = stmt
+	}
+	return nil
 }

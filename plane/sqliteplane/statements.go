@@ -21,6 +21,7 @@ type statements struct {
 	deadlinesPassed, finishedBefore       *sql.Stmt
 	deleteInvocation, deleteFrames        *sql.Stmt
 	staleTopics, deleteTopic              *sql.Stmt
+	begin, commit                         *sql.Stmt
 }
 
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
@@ -30,6 +31,8 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		stmt **sql.Stmt
 		sql  string
 	}{
+		{&s.begin, `BEGIN IMMEDIATE`},
+		{&s.commit, `COMMIT`},
 		{&s.insert, `INSERT INTO invocations (id, namespace, queue, key, state, priority, payload,
 			metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
 			VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`},

@@ -169,7 +169,7 @@ func (w *writer) run1(batch []*op) (*wtx, error) {
 		err = t.flushCounts()
 	}
 	if err == nil {
-		if _, err = w.conn.ExecContext(ctx, "COMMIT"); err == nil {
+		if _, err = w.st.commit.ExecContext(ctx); err == nil {
 			return t, nil
 		}
 	}
@@ -184,7 +184,7 @@ func (w *writer) run1(batch []*op) (*wtx, error) {
 func (w *writer) begin(ctx context.Context) error {
 	delay := time.Millisecond
 	for attempt := 0; ; attempt++ {
-		_, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+		_, err := w.st.begin.ExecContext(ctx)
 		if err == nil {
 			return nil
 		}
