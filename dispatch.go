@@ -118,7 +118,7 @@ func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 	}
 	drv, err := sqliteplane.Open(ctx, path, &sq)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err // sqliteplane names the path
 	}
 	d := newDispatch(drv, c)
 	d.owned = true

@@ -251,16 +251,22 @@ func (q *Queue) Get(ctx context.Context, id string) (*Invocation, error) {
 }
 
 // Trim deletes the queue's terminal invocations, with their journals, that finished more
-// than olderThan ago, freeing their keys, and returns how many it deleted. The plane also
-// trims on its own after its retention (7 days by default). Errors: *InvalidError for a
-// negative olderThan.
+// than olderThan ago, freeing their keys, and returns how many it deleted. olderThan 0
+// trims every terminal invocation of the queue. The plane also trims on its own after its
+// retention (7 days by default). Errors: *InvalidError for a negative olderThan.
 func (q *Queue) Trim(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < 0 {
 		return 0, plane.Invalid("trim age", olderThan, "use a duration ≥ 0")
 	}
+	cutoff := q.d.cfg.Now().Add(-olderThan)
+	if olderThan == 0 {
+		// Every terminal invocation, including one that finished in this millisecond or by
+		// the clock of another process running slightly ahead.
+		cutoff = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
 	return q.d.drv.InvocationTrim(ctx, &plane.TrimParams{
 		Namespace:      q.opts.Namespace,
 		Queue:          q.name,
-		FinishedBefore: q.d.cfg.Now().Add(-olderThan),
+		FinishedBefore: cutoff,
 	})
 }

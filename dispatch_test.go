@@ -1,0 +1,116 @@
+package lakeshore
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+func TestResolveTarget(t *testing.T) {
+	t.Parallel()
+
+	noHome := func() (string, error) { return "", errors.New("no home directory") }
+	env := func(kv map[string]string) func(string) string {
+		return func(k string) string { return kv[k] }
+	}
+
+	t.Run("Paths", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct{ target, want string }{
+			{":memory:", ":memory:"},
+			{"/var/lib/lakeshore/jobs.db", "/var/lib/lakeshore/jobs.db"},
+			{"jobs.db", "jobs.db"},
+			{"./data/jobs.db", "./data/jobs.db"},
+			{"sqlite:///var/lib/jobs.db", "/var/lib/jobs.db"},
+			{"sqlite://jobs.db", "jobs.db"},
+			{"SQLite://jobs.db", "jobs.db"},
+			{"sqlite://:memory:", ":memory:"},
+		} {
+			got, err := resolveTarget(tc.target, env(nil), noHome)
+			require.NoError(t, err, tc.target)
+			require.Equal(t, tc.want, got, tc.target)
+		}
+	})
+
+	t.Run("DefaultHomeCreated0700", func(t *testing.T) {
+		t.Parallel()
+		home := filepath.Join(t.TempDir(), "nested", "lakeshore-home")
+		got, err := resolveTarget("", env(map[string]string{EnvHome: home}), noHome)
+		require.NoError(t, err)
+		require.Equal(t, filepath.Join(home, "lakeshore.db"), got)
+		fi, err := os.Stat(home)
+		require.NoError(t, err)
+		require.True(t, fi.IsDir())
+		require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	})
+
+	t.Run("DefaultUserHome", func(t *testing.T) {
+		t.Parallel()
+		user := t.TempDir()
+		got, err := resolveTarget("", env(nil), func() (string, error) { return user, nil })
+		require.NoError(t, err)
+		require.Equal(t, filepath.Join(user, ".lakeshore", "lakeshore.db"), got)
+		fi, err := os.Stat(filepath.Join(user, ".lakeshore"))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	})
+
+	t.Run("DefaultNoHome", func(t *testing.T) {
+		t.Parallel()
+		_, err := resolveTarget("", env(nil), noHome)
+		require.ErrorContains(t, err, "LAKESHORE_HOME")
+	})
+
+	t.Run("LakeshoreURL", func(t *testing.T) {
+		t.Parallel()
+		home := filepath.Join(t.TempDir(), "home")
+		_, err := resolveTarget("", env(map[string]string{EnvURL: "http://plane:8080", EnvHome: home}), noHome)
+		require.ErrorIs(t, err, ErrNotImplemented)
+		require.ErrorIs(t, err, plane.ErrNotImplemented)
+		require.ErrorContains(t, err, "HTTP plane not available in this build")
+		require.ErrorContains(t, err, "LAKESHORE_URL")
+		require.NoDirExists(t, home, "LAKESHORE_URL wins: the SQLite home must not be created")
+	})
+
+	t.Run("NotInThisBuild", func(t *testing.T) {
+		t.Parallel()
+		for target, msg := range map[string]string{
+			"http://localhost:8080":           "HTTP plane not available in this build",
+			"https://plane.example.com":       "HTTP plane not available in this build",
+			"postgres://u@db/lakeshore":       "PostgreSQL plane not available in this build",
+			"postgresql://u@db:5432/lakeshore": "PostgreSQL plane not available in this build",
+		} {
+			_, err := resolveTarget(target, env(nil), noHome)
+			require.ErrorIs(t, err, ErrNotImplemented, target)
+			require.ErrorContains(t, err, msg, target)
+			require.NotErrorIs(t, err, ErrInvalid, target)
+		}
+	})
+
+	t.Run("UnknownScheme", func(t *testing.T) {
+		t.Parallel()
+		for _, target := range []string{"ftp://host/x.db", "redis://localhost", "file:///tmp/x.db", "s3://bucket/key"} {
+			_, err := resolveTarget(target, env(nil), noHome)
+			require.ErrorIs(t, err, ErrInvalid, target)
+			var inv *InvalidError
+			require.ErrorAs(t, err, &inv, target)
+			require.Equal(t, "target", inv.Field)
+			require.Equal(t, target, inv.Value)
+			for _, form := range []string{`""`, `":memory:"`, "a file path", "sqlite://path", "http(s)://", "postgres://"} {
+				require.ErrorContains(t, err, form, target)
+			}
+		}
+	})
+
+	t.Run("SQLiteWithoutPath", func(t *testing.T) {
+		t.Parallel()
+		_, err := resolveTarget("sqlite://", env(nil), noHome)
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, "sqlite:// needs a path")
+	})
+}

@@ -1,0 +1,145 @@
+package lakeshore_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+)
+
+// The tests that set environment variables cannot run in parallel (t.Setenv); the rules
+// themselves are tested in parallel through resolveTarget (dispatch_test.go).
+
+func TestOpenProcessDefault(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	t.Setenv(lakeshore.EnvURL, "")
+	t.Setenv(lakeshore.EnvHome, home)
+	t.Setenv(lakeshore.EnvNamespace, "")
+
+	d, err := lakeshore.Open(t.Context(), "", &lakeshore.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	q, err := d.Queue("q", nil)
+	require.NoError(t, err)
+	id, err := q.Submit(t.Context(), "kept", nil)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	require.NoError(t, d.Close(), "Close is safe twice")
+
+	fi, err := os.Stat(home)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	require.FileExists(t, filepath.Join(home, lakeshore.DefaultDBName))
+
+	// The same default again: the job is still there.
+	d, err = lakeshore.Open(t.Context(), "", &lakeshore.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	defer d.Close()
+	q, err = d.Queue("q", nil)
+	require.NoError(t, err)
+	inv, err := q.Get(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, lakeshore.StateQueued, inv.State)
+	require.Equal(t, lakeshore.NamespaceDefault, q.Namespace())
+}
+
+func TestOpenLakeshoreURL(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	t.Setenv(lakeshore.EnvURL, "https://plane.example.com")
+	t.Setenv(lakeshore.EnvHome, home)
+
+	d, err := lakeshore.Open(t.Context(), "", nil)
+	require.Nil(t, d)
+	require.ErrorIs(t, err, lakeshore.ErrNotImplemented)
+	require.ErrorContains(t, err, "HTTP plane not available in this build")
+	require.NoDirExists(t, home)
+
+	// An explicit target is not affected by LAKESHORE_URL.
+	d, err = lakeshore.Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+}
+
+func TestOpenNamespace(t *testing.T) {
+	t.Setenv(lakeshore.EnvNamespace, "team-a")
+
+	d, err := lakeshore.Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	defer d.Close()
+	require.Equal(t, "team-a", d.Namespace())
+	q, err := d.Queue("q", nil)
+	require.NoError(t, err)
+	require.Equal(t, "team-a", q.Namespace())
+	q, err = d.Queue("q", &lakeshore.QueueOptions{Namespace: "team-b"})
+	require.NoError(t, err)
+	require.Equal(t, "team-b", q.Namespace())
+
+	d2, err := lakeshore.Open(t.Context(), ":memory:", &lakeshore.Config{Namespace: "explicit"})
+	require.NoError(t, err)
+	defer d2.Close()
+	require.Equal(t, "explicit", d2.Namespace(), "Config.Namespace wins over the environment")
+
+	_, err = lakeshore.Open(t.Context(), ":memory:", &lakeshore.Config{Namespace: "no spaces"})
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
+	require.ErrorContains(t, err, "namespace")
+}
+
+func TestOpenFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "plane.db")
+
+	a, err := lakeshore.Open(t.Context(), path, &lakeshore.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := lakeshore.Open(t.Context(), "sqlite://"+path, &lakeshore.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	defer b.Close()
+
+	qa, err := a.Queue("shared", nil)
+	require.NoError(t, err)
+	qb, err := b.Queue("shared", nil)
+	require.NoError(t, err)
+	_, err = qa.Submit(t.Context(), 1, nil)
+	require.NoError(t, err)
+	n, err := qb.Len(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "both targets name the same file")
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	drv, err := sqliteplane.Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	defer drv.Close()
+
+	d := lakeshore.New(drv, &lakeshore.Config{Namespace: "ns"})
+	require.Same(t, drv, d.Driver())
+	q, err := d.Queue("q", nil)
+	require.NoError(t, err)
+	_, err = q.Submit(t.Context(), "x", nil)
+	require.NoError(t, err)
+
+	require.NoError(t, d.Close())
+	n, err := q.Len(t.Context())
+	require.NoError(t, err, "Close of a Dispatch from New leaves the driver open")
+	require.EqualValues(t, 1, n)
+
+	bad := lakeshore.New(drv, &lakeshore.Config{Namespace: "-bad"})
+	_, err = bad.Queue("q", nil)
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
+	require.ErrorContains(t, err, "namespace")
+}
+
+func TestClosed(t *testing.T) {
+	t.Parallel()
+	d, err := lakeshore.Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	q, err := d.Queue("q", nil)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	_, err = q.Submit(t.Context(), "late", nil)
+	require.ErrorIs(t, err, lakeshore.ErrClosed)
+}
