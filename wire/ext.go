@@ -15,7 +15,8 @@ const (
 	ExtThunk     int8 = 5  // [language str, data bin] ↔ Thunk
 )
 
-// Image is an encoded image (wire extension 3), kept as its file bytes.
+// Image is an encoded image (wire extension 3), kept as its file bytes. The zero value has
+// no format and does not encode (use *Image or omitempty for optional fields).
 type Image struct {
 	// Format names the encoding in lower case, e.g. "png", "jpeg", "webp"; it must not be
 	// empty. The bytes are not inspected.
@@ -30,7 +31,7 @@ type Image struct {
 type Tuple []any
 
 // Thunk is code passed by value (wire extension 5), opaque to Go: a runtime that knows
-// Language can run it.
+// Language can run it. The zero value has no language and does not encode.
 type Thunk struct {
 	// Language names the runtime, e.g. "python-cloudpickle"; it must not be empty.
 	Language string

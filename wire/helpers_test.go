@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -124,3 +125,5 @@ func mustTime(t testing.TB, s string) time.Time {
 	require.NoError(t, err)
 	return tm.UTC()
 }
+
+func errorIs(err, target error) bool { return errors.Is(err, target) }

@@ -11,8 +11,9 @@ import (
 const MaxDims = 64
 
 // NDArray is an n-dimensional array of fixed-size numbers (wire extension 1), the shape numpy
-// gives it. The zero value is invalid (no dtype); build one with NewNDArray or fill the fields
-// and call Validate. NDArray and Tensor have identical fields, so Tensor(a) converts.
+// gives it. Build one with NewNDArray, or fill the fields and call Validate. The zero value
+// has no dtype and does not encode: make optional fields *NDArray or tag them omitempty.
+// NDArray and Tensor have identical fields, so Tensor(a) converts.
 type NDArray struct {
 	// DType is a numpy dtype name: "bool", "int8", "int16", "int32", "int64", "uint8",
 	// "uint16", "uint32", "uint64", "float16", "bfloat16", "float32", "float64", "complex64"
