@@ -17,7 +17,9 @@ import (
 type Driver interface {
 	// InvocationSubmitMany enqueues invocations into one queue, all in one transaction.
 	// A submit whose key (or ID) already exists in the queue returns the existing id with
-	// Existing set and enqueues nothing. Errors: *InvalidError (nothing written).
+	// Existing set and enqueues nothing, bypassing admission. The queue's admission block
+	// applies to the new ones all-or-nothing. Errors: *InvalidError, *AdmissionError (Is
+	// ErrQueueFull or ErrRateLimited); nothing is written on error.
 	InvocationSubmitMany(ctx context.Context, params *SubmitManyParams) ([]SubmitResult, error)
 
 	// InvocationClaimMany claims up to Max claimable invocations in the order of Kind and
@@ -70,6 +72,38 @@ type Driver interface {
 	// it waits up to Wait for one and returns an empty result when none came.
 	// Errors: ErrNotFound (unknown invocation; a topic that does not exist yet is empty).
 	FrameRead(ctx context.Context, params *FrameReadParams) (*FrameReadResult, error)
+
+	// QueueAdmissionSet stores the admission block of a queue, replacing any earlier one.
+	// Errors: *InvalidError.
+	QueueAdmissionSet(ctx context.Context, params *AdmissionParams) error
+
+	// QueueAdmissionGet returns the admission block of a queue, or nil when it has none.
+	QueueAdmissionGet(ctx context.Context, namespace, queue string) (*Admission, error)
+
+	// QueueAdmissionDelete removes the admission block of a queue and reports whether
+	// there was one.
+	QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error)
+
+	// WorkerRegister records or refreshes a live worker (LastSeen = now).
+	WorkerRegister(ctx context.Context, info *WorkerInfo) error
+
+	// WorkerList lists the workers seen within params.SeenWithin, oldest start first.
+	WorkerList(ctx context.Context, params *WorkerListParams) ([]WorkerInfo, error)
+
+	// WorkerRemove deletes a worker's registration (on clean shutdown).
+	WorkerRemove(ctx context.Context, id string) error
+
+	// TokenCreate stores an access token (its hash). Errors: *InvalidError.
+	TokenCreate(ctx context.Context, token *TokenInfo) error
+
+	// TokenGet returns the token whose secret hashes to hash. Errors: ErrNotFound.
+	TokenGet(ctx context.Context, hash []byte) (*TokenInfo, error)
+
+	// TokenList returns every stored token, revoked ones included, oldest first.
+	TokenList(ctx context.Context) ([]TokenInfo, error)
+
+	// TokenRevoke revokes token id and reports whether it was live. Errors: ErrNotFound.
+	TokenRevoke(ctx context.Context, id string) (bool, error)
 
 	// Maintain runs one maintenance pass now (lease expiry, attempt timeouts, deadlines,
 	// retention) instead of waiting for the timer.

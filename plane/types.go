@@ -176,4 +176,6 @@ type QueueStats struct {
 	Namespace string
 	Queue     string
 	Counts    map[State]int64
+	// Admission is the queue's admission block, nil when it has none.
+	Admission *Admission
 }

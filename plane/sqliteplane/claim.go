@@ -66,9 +66,17 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 // claim claims up to n invocations in kind's order. When it claims none, nextMS is when the
 // earliest queued invocation in backoff becomes available (0: none).
 func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Duration) ([]*plane.Job, int64, error) {
+	var cutoff time.Duration // the queue's deadline cutoff
 	var jobs []*plane.Job
+	a, err := t.admission(p.Namespace, p.Queue)
+	if err != nil {
+		return nil, 0, err
+	}
+	if a != nil {
+		cutoff = a.DeadlineCutoff
+	}
 	if kind == plane.KindBoltzmann {
-		if err := t.claimBoltzmann(p, n, lease, &jobs); err != nil {
+		if err := t.claimBoltzmann(p, n, lease, cutoff, &jobs); err != nil {
 			return nil, 0, err
 		}
 	} else {
@@ -81,7 +89,7 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 			}
 			skipped := false
 			for _, r := range rows {
-				job, err := t.start(r, p, lease)
+				job, err := t.start(r, p, lease, cutoff)
 				if err != nil {
 					return nil, 0, err
 				}
@@ -127,13 +135,17 @@ func (t *wtx) candidates(stmt *sql.Stmt, args ...any) ([]*row, error) {
 	return out, rs.Err()
 }
 
-// start begins a new attempt of r under a fresh lease, or, when r's deadline has passed,
-// ends it as timeout without running it and returns a nil job.
-func (t *wtx) start(r *row, p *plane.ClaimParams, lease time.Duration) (*plane.Job, error) {
+// start begins a new attempt of r under a fresh lease, or, when r's deadline has passed or
+// is nearer than the queue's cutoff, ends it as timeout without running it (nil job).
+func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
 	h := &head{seq: r.seq, id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
 		priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
 	if r.deadlineMS > 0 && r.deadlineMS <= t.ms {
 		return nil, t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before the invocation ran"})
+	}
+	if r.deadlineMS > 0 && cutoff > 0 && r.deadlineMS < t.ms+cutoff.Milliseconds() {
+		return nil, t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline",
+			Message: fmt.Sprintf("deadline nearer than the queue's cutoff %s at claim", cutoff)})
 	}
 	token := plane.NewToken(t.now)
 	expires := t.ms + lease.Milliseconds()
@@ -171,7 +183,7 @@ type level struct {
 
 // claimBoltzmann draws a priority level with probability ∝ count·exp((p − pmax)/T), then
 // takes that level's oldest claimable invocation; n draws cost O(n · levels).
-func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease time.Duration, jobs *[]*plane.Job) error {
+func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Duration, jobs *[]*plane.Job) error {
 	if err := t.flushCounts(); err != nil {
 		return err
 	}
@@ -189,7 +201,7 @@ func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease time.Duration, j
 			levels = append(levels[:i], levels[i+1:]...)
 			continue
 		}
-		job, err := t.start(rows[0], p, lease)
+		job, err := t.start(rows[0], p, lease, cutoff)
 		if err != nil {
 			return err
 		}

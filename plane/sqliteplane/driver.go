@@ -35,6 +35,7 @@ type Driver struct {
 	ids     *plane.IDGenerator
 	hub     *hub
 	reads   readStatements
+	blocked lines // submits waiting for room, per queue
 
 	ops     chan *op      // unbuffered: a send succeeds only while the writer runs
 	stop    chan struct{} // closed by Close: the writer drains and exits

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -110,7 +111,51 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 			out[len(out)-1].Counts[stateNames[state]] = n
 		}
 	}
-	return out, rs.Err()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	return d.withAdmission(ctx, namespace, out)
+}
+
+// withAdmission adds each queue's admission block to stats, and the queues that have a
+// block but no invocations yet, keeping the (namespace, queue) order.
+func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []plane.QueueStats) ([]plane.QueueStats, error) {
+	rs, err := d.readDB.QueryContext(ctx, `SELECT namespace, queue, `+admissionColumns+` FROM queues
+		WHERE ?1 = '' OR namespace = ?1`, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	defer rs.Close()
+	index := make(map[[2]string]int, len(stats))
+	for i, s := range stats {
+		index[[2]string{s.Namespace, s.Queue}] = i
+	}
+	for rs.Next() {
+		var ns, q string
+		var a admission
+		var onFull string
+		var cutoffMS int64
+		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS); err != nil {
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
+		i, ok := index[[2]string{ns, q}]
+		if !ok {
+			stats = append(stats, plane.QueueStats{Namespace: ns, Queue: q, Counts: map[plane.State]int64{}})
+			i = len(stats) - 1
+		}
+		stats[i].Admission = &a.Admission
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	sort.Slice(stats, func(i, j int) bool {
+		if stats[i].Namespace != stats[j].Namespace {
+			return stats[i].Namespace < stats[j].Namespace
+		}
+		return stats[i].Queue < stats[j].Queue
+	})
+	return stats, nil
 }
 
 // readStatements are prepared once on the read pool (database/sql re-prepares them per

@@ -10,18 +10,19 @@ import (
 type statements struct {
 	all []*sql.Stmt
 
-	insert, idByKey, rowByID, rowByIDFull *sql.Stmt
-	claimFIFO, claimFILO, claimPriority   *sql.Stmt
-	claimLevel, levels, nextAvailable     *sql.Stmt
-	setRunning, setQueued, setTerminal    *sql.Stmt
-	setLease, nextFrame                   *sql.Stmt
-	insertFrame, topicGet, topicPut       *sql.Stmt
-	countAdd, countDelete                 *sql.Stmt
-	expiredLeases, attemptsOverdue        *sql.Stmt
-	deadlinesPassed, finishedBefore       *sql.Stmt
-	deleteInvocation, deleteFrames        *sql.Stmt
-	staleTopics, deleteTopic              *sql.Stmt
-	begin, commit                         *sql.Stmt
+	insert, idByKey, rowByID, rowByIDFull   *sql.Stmt
+	claimFIFO, claimFILO, claimPriority     *sql.Stmt
+	claimLevel, levels, nextAvailable       *sql.Stmt
+	setRunning, setQueued, setTerminal      *sql.Stmt
+	setLease, nextFrame                     *sql.Stmt
+	insertFrame, topicGet, topicPut         *sql.Stmt
+	countAdd, countDelete                   *sql.Stmt
+	expiredLeases, attemptsOverdue          *sql.Stmt
+	deadlinesPassed, finishedBefore         *sql.Stmt
+	deleteInvocation, deleteFrames          *sql.Stmt
+	staleTopics, deleteTopic                *sql.Stmt
+	begin, commit                           *sql.Stmt
+	admission, admissionTokens, queuedCount *sql.Stmt
 }
 
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
@@ -33,6 +34,9 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 	}{
 		{&s.begin, `BEGIN IMMEDIATE`},
 		{&s.commit, `COMMIT`},
+		{&s.admission, `SELECT ` + admissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`},
+		{&s.admissionTokens, `UPDATE queues SET tokens = ?, tokens_ms = ? WHERE namespace = ? AND queue = ?`},
+		{&s.queuedCount, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state = 0`},
 		{&s.insert, `INSERT INTO invocations (id, namespace, queue, key, state, priority, payload,
 			metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
 			VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`},

@@ -5,49 +5,72 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// InvocationSubmitMany implements plane.Driver.
+// InvocationSubmitMany implements plane.Driver. A submit to a full queue whose admission
+// says block waits in line (arrival order, in this process) for a claim or cancel to make
+// room, woken by notification, until ctx ends.
 func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	key := roomKey(p.Namespace, p.Queue)
+	var tk *ticket
+	defer func() {
+		if tk != nil {
+			d.blocked.leave(key, tk)
+		}
+	}()
+	for {
+		var changed <-chan struct{}
+		release := func() {}
+		if tk != nil {
+			changed, release = d.hub.watch(key)
+		}
+		out, err := d.submitOnce(ctx, p, tk)
+		if !errors.Is(err, errBlocked) {
+			release()
+			return out, err
+		}
+		if tk == nil { // first time blocked: get in line, then wait for our turn
+			release()
+			tk = d.blocked.join(key)
+			select {
+			case <-tk.turn:
+			case <-ctx.Done():
+				return nil, d.gaveUp(p, ctx.Err())
+			case <-d.stopped:
+				return nil, plane.ErrClosed
+			}
+			continue
+		}
+		err = d.sleep(ctx, changed, time.Hour)
+		release()
+		if err != nil && !errors.Is(err, plane.ErrTimeout) {
+			if errors.Is(err, plane.ErrClosed) {
+				return nil, err
+			}
+			return nil, d.gaveUp(p, err)
+		}
+	}
+}
+
+func (d *Driver) gaveUp(p *plane.SubmitManyParams, cause error) error {
+	return &plane.AdmissionError{Sentinel: plane.ErrQueueFull, Queue: p.Namespace + "/" + p.Queue,
+		Detail: "at max depth, and the submit blocked until its context ended", Cause: cause}
+}
+
+// submitOnce runs one submit transaction. errBlocked means the queue is full and blocks.
+func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *ticket) ([]plane.SubmitResult, error) {
 	out := make([]plane.SubmitResult, len(p.Invocations))
 	var logical error
 	err := d.do(ctx, func(t *wtx) error {
-		logical = nil
-		// Client-chosen ids first, so a collision with another queue writes nothing.
-		for i, s := range p.Invocations {
-			out[i] = plane.SubmitResult{}
-			if s.ID == "" {
-				continue
-			}
-			h, ok, err := t.head(s.ID)
-			if err != nil {
-				return fmt.Errorf("submit: %w", err)
-			}
-			if !ok {
-				continue
-			}
-			if h.namespace != p.Namespace || h.queue != p.Queue {
-				logical = plane.Invalid("invocation id", s.ID, "it already names an invocation of another queue; use a fresh ULID")
-				return nil
-			}
-			out[i] = plane.SubmitResult{ID: s.ID, Existing: true}
-		}
-		for i := range p.Invocations {
-			if out[i].Existing {
-				continue
-			}
-			id, existing, err := t.submit(p.Namespace, p.Queue, &p.Invocations[i])
-			if err != nil {
-				return err
-			}
-			out[i] = plane.SubmitResult{ID: id, Existing: existing}
-		}
-		return nil
+		var err error
+		logical, err = t.submitMany(p, out, tk)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -58,19 +81,80 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 	return out, nil
 }
 
-// submit inserts one invocation, or returns the id its key already names.
-func (t *wtx) submit(namespace, queue string, s *plane.SubmitParams) (string, bool, error) {
+// submitMany resolves existing keys and ids, applies the queue's admission block to the new
+// invocations, then inserts them. It returns the caller's error or a SQL failure.
+func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *ticket) (error, error) {
+	clear(out)
+	seen := map[string]int{}       // key → index of its first new invocation in this batch
+	dupOf := make([]int, len(out)) // index of the first invocation with the same new key, or -1
+	var fresh []int
+	var deadlines []time.Time
+	for i, s := range p.Invocations {
+		dupOf[i] = -1
+		if s.ID != "" {
+			h, ok, err := t.head(s.ID)
+			if err != nil {
+				return nil, fmt.Errorf("submit: %w", err)
+			}
+			if ok {
+				if h.namespace != p.Namespace || h.queue != p.Queue {
+					return plane.Invalid("invocation id", s.ID, "it already names an invocation of another queue; use a fresh ULID"), nil
+				}
+				out[i] = plane.SubmitResult{ID: s.ID, Existing: true}
+				continue
+			}
+		}
+		if s.Key != "" {
+			if first, dup := seen[s.Key]; dup {
+				dupOf[i] = first
+				continue
+			}
+			var id string
+			err := t.w.st.idByKey.QueryRowContext(t.ctx, p.Namespace, p.Queue, s.Key).Scan(&id)
+			if err == nil {
+				out[i] = plane.SubmitResult{ID: id, Existing: true}
+				continue
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return nil, fmt.Errorf("submit: look up key: %w", err)
+			}
+			seen[s.Key] = i
+		}
+		fresh = append(fresh, i)
+		deadlines = append(deadlines, s.Deadline)
+	}
+	if len(fresh) > 0 {
+		a, err := t.admission(p.Namespace, p.Queue)
+		if err != nil {
+			return nil, err
+		}
+		if a != nil {
+			ahead := t.w.d.blocked.ahead(roomKey(p.Namespace, p.Queue), tk)
+			if refused, err := t.admit(p.Namespace, p.Queue, a, int64(len(fresh)), deadlines, ahead); refused != nil || err != nil {
+				return refused, err
+			}
+		}
+	}
+	for _, i := range fresh {
+		id, err := t.insert(p.Namespace, p.Queue, &p.Invocations[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = plane.SubmitResult{ID: id}
+	}
+	for i, first := range dupOf { // later duplicates of a key new in this batch
+		if first >= 0 {
+			out[i] = plane.SubmitResult{ID: out[first].ID, Existing: true}
+		}
+	}
+	return nil, nil
+}
+
+// insert adds one queued invocation and returns its id.
+func (t *wtx) insert(namespace, queue string, s *plane.SubmitParams) (string, error) {
 	var key any
 	if s.Key != "" {
 		key = s.Key
-		var id string
-		err := t.w.st.idByKey.QueryRowContext(t.ctx, namespace, queue, s.Key).Scan(&id)
-		if err == nil {
-			return id, true, nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return "", false, fmt.Errorf("submit: look up key: %w", err)
-		}
 	}
 	id := s.ID
 	if id == "" {
@@ -86,9 +170,9 @@ func (t *wtx) submit(namespace, queue string, s *plane.SubmitParams) (string, bo
 	}
 	if _, err := t.w.st.insert.ExecContext(t.ctx, id, namespace, queue, key, s.Priority, payload,
 		encodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), toMS(s.Deadline), t.ms, t.ms); err != nil {
-		return "", false, fmt.Errorf("submit: insert: %w", err)
+		return "", fmt.Errorf("submit: insert: %w", err)
 	}
 	t.count(namespace, queue, stateQueued, s.Priority, +1)
 	t.wake(queueKey(namespace, queue))
-	return id, false, nil
+	return id, nil
 }

@@ -246,6 +246,9 @@ type countKey struct {
 // count records a change of n invocations in (queue, state, priority level).
 func (t *wtx) count(namespace, queue string, state int, priority float64, n int64) {
 	t.counts[countKey{namespace, queue, state, priority}] += n
+	if state == stateQueued && n < 0 {
+		t.wake(roomKey(namespace, queue)) // room for submits blocked on max depth
+	}
 }
 
 // flushCounts applies the recorded count changes.

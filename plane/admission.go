@@ -1,0 +1,109 @@
+package plane
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// OnFull is what a submit does when its queue is at MaxDepth.
+type OnFull string
+
+// The full-queue policies.
+const (
+	// OnFullReject fails the submit at once with ErrQueueFull.
+	OnFullReject OnFull = "reject"
+	// OnFullBlock waits until claims or cancels make room (woken by notification, admitted
+	// in arrival order) or the caller's context ends (then ErrQueueFull).
+	OnFullBlock OnFull = "block"
+)
+
+// Admission is a queue's admission block: its depth and rate limits. It is stored in the
+// plane and enforced inside the submit transaction, so it holds across every process and
+// plane that uses the queue. A submit whose key already exists bypasses every limit.
+type Admission struct {
+	// MaxDepth limits the queued invocations; 0 means no limit.
+	MaxDepth int64 `json:"max_depth,omitempty" msgpack:"max_depth,omitempty"`
+	// OnFull is the policy at MaxDepth. Defaults to OnFullReject.
+	OnFull OnFull `json:"on_full,omitempty" msgpack:"on_full,omitempty"`
+	// RateLimit is the sustained submits per second (a token bucket); 0 means no limit.
+	RateLimit float64 `json:"rate_limit,omitempty" msgpack:"rate_limit,omitempty"`
+	// Burst is the bucket size: submits allowed at once after idling. Defaults to
+	// max(1, ceil(RateLimit)).
+	Burst int64 `json:"burst,omitempty" msgpack:"burst,omitempty"`
+	// DeadlineCutoff rejects a submit whose deadline is nearer than this, and at claim ends
+	// (as timeout) a job whose deadline is nearer than this instead of starting it. 0: none.
+	DeadlineCutoff time.Duration `json:"deadline_cutoff,omitempty" msgpack:"deadline_cutoff,omitempty"`
+}
+
+// WithDefaults returns a with OnFull and Burst filled in.
+func (a Admission) WithDefaults() Admission {
+	if a.OnFull == "" {
+		a.OnFull = OnFullReject
+	}
+	if a.Burst == 0 && a.RateLimit > 0 {
+		a.Burst = max(1, int64(math.Ceil(a.RateLimit)))
+	}
+	return a
+}
+
+// Validate checks a. Errors: *InvalidError naming the field and what is allowed.
+func (a Admission) Validate() error {
+	switch {
+	case a.MaxDepth < 0:
+		return Invalid("max depth", a.MaxDepth, "use a number ≥ 0 (0: no limit)")
+	case a.OnFull != "" && a.OnFull != OnFullReject && a.OnFull != OnFullBlock:
+		return Invalid("on full", string(a.OnFull), "use reject|block")
+	case a.RateLimit < 0 || math.IsNaN(a.RateLimit) || math.IsInf(a.RateLimit, 0):
+		return Invalid("rate limit", a.RateLimit, "use submits per second ≥ 0 (0: no limit)")
+	case a.Burst < 0:
+		return Invalid("burst", a.Burst, "use a number ≥ 0 (0: the rate limit rounded up)")
+	case a.DeadlineCutoff < 0:
+		return Invalid("deadline cutoff", a.DeadlineCutoff, "use a duration ≥ 0 (0: none)")
+	}
+	return nil
+}
+
+// AdmissionParams name a queue and, for a set, its admission block.
+type AdmissionParams struct {
+	Namespace string
+	Queue     string
+	Admission Admission
+}
+
+// AdmissionError is a submit refused by a queue's admission block. It matches ErrQueueFull
+// (depth) or ErrRateLimited (rate).
+type AdmissionError struct {
+	// Sentinel is ErrQueueFull or ErrRateLimited.
+	Sentinel *Error
+	// Queue is "namespace/queue".
+	Queue string
+	// Fit is how many of the submitted invocations would have been admitted.
+	Fit int64
+	// RetryAfter is how long until the submit could pass (rate limit); 0 when unknown.
+	RetryAfter time.Duration
+	// Detail says what limit refused it.
+	Detail string
+	// Cause is what ended a blocked wait (the caller's context), if anything.
+	Cause error
+}
+
+func (e *AdmissionError) Error() string {
+	msg := fmt.Sprintf("%s: queue %s: %s", e.Sentinel.Message, e.Queue, e.Detail)
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf("; retry after %s", e.RetryAfter.Round(time.Millisecond))
+	}
+	if e.Cause != nil {
+		msg += fmt.Sprintf(" (gave up waiting: %v)", e.Cause)
+	}
+	return msg
+}
+
+// Is matches the sentinel.
+func (e *AdmissionError) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Sentinel.Code
+}
+
+// Unwrap returns the cause of a given-up wait.
+func (e *AdmissionError) Unwrap() error { return e.Cause }

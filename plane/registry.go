@@ -1,0 +1,61 @@
+package plane
+
+import "time"
+
+// WorkerInfo describes a live worker process, registered by RunWorker and refreshed by
+// its heartbeats, so `lakeshore workers` can list who is working.
+type WorkerInfo struct {
+	// ID identifies the worker (a ULID chosen by the worker).
+	ID        string    `json:"id" msgpack:"id"`
+	Namespace string    `json:"namespace" msgpack:"namespace"`
+	Host      string    `json:"host" msgpack:"host"`
+	PID       int       `json:"pid" msgpack:"pid"`
+	Queues    []string  `json:"queues" msgpack:"queues"`
+	StartedAt time.Time `json:"started_at" msgpack:"started_at"`
+	// LastSeen is set by the plane at each WorkerRegister.
+	LastSeen time.Time `json:"last_seen" msgpack:"last_seen"`
+}
+
+// WorkerListParams are the arguments of Driver.WorkerList.
+type WorkerListParams struct {
+	// Namespace restricts the list; "" lists all.
+	Namespace string
+	// SeenWithin drops workers whose last heartbeat is older. 0 means
+	// WorkerSeenWithinDefault.
+	SeenWithin time.Duration
+}
+
+// WorkerSeenWithinDefault: a worker silent for longer drops out of WorkerList.
+const WorkerSeenWithinDefault = time.Minute
+
+// Permission is what an access token allows on the queues it covers.
+type Permission string
+
+// The permissions.
+const (
+	// PermissionSubmit: submit, and read what one submitted (get, result, stream, cancel).
+	PermissionSubmit Permission = "submit"
+	// PermissionConsume: claim, ack, nack, heartbeat, post; register as a worker.
+	PermissionConsume Permission = "consume"
+	// PermissionRead: get, result, stream, count, topics' listen.
+	PermissionRead Permission = "read"
+	// PermissionAdmin: everything, including tokens and admission.
+	PermissionAdmin Permission = "admin"
+)
+
+// TokenInfo is a stored access token: only the hash of its secret is kept.
+type TokenInfo struct {
+	// ID names the token for listing and revoking (not secret).
+	ID string `json:"id" msgpack:"id"`
+	// Hash is SHA-256 of the secret.
+	Hash []byte `json:"-" msgpack:"hash"`
+	// Namespace and Queue are globs (path.Match syntax) of what the token covers.
+	Namespace   string       `json:"namespace" msgpack:"namespace"`
+	Queue       string       `json:"queue" msgpack:"queue"`
+	Permissions []Permission `json:"permissions" msgpack:"permissions"`
+	CreatedAt   time.Time    `json:"created_at" msgpack:"created_at"`
+	// ExpiresAt is when the token stops working; zero means never.
+	ExpiresAt time.Time `json:"expires_at,omitzero" msgpack:"expires_at"`
+	// RevokedAt is when it was revoked; zero while it is not.
+	RevokedAt time.Time `json:"revoked_at,omitzero" msgpack:"revoked_at"`
+}

@@ -1,0 +1,225 @@
+package sqliteplane
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// QueueAdmissionSet implements plane.Driver. Setting a block refills its token bucket.
+func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) error {
+	if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	if err := plane.ValidateName("queue name", p.Queue); err != nil {
+		return err
+	}
+	if err := p.Admission.Validate(); err != nil {
+		return err
+	}
+	a := p.Admission.WithDefaults()
+	return d.do(ctx, func(t *wtx) error {
+		_, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO queues (namespace, queue, max_depth, on_full, rate_limit,
+			burst, deadline_cutoff_ms, tokens, tokens_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6, ?8)
+			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = ?3, on_full = ?4, rate_limit = ?5, burst = ?6,
+			deadline_cutoff_ms = ?7, tokens = ?6, tokens_ms = ?8`,
+			p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst, a.DeadlineCutoff.Milliseconds(), t.ms)
+		if err != nil {
+			return fmt.Errorf("set admission: %w", err)
+		}
+		t.wake(roomKey(p.Namespace, p.Queue)) // a raised limit makes room
+		return nil
+	})
+}
+
+// QueueAdmissionGet implements plane.Driver.
+func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string) (*plane.Admission, error) {
+	if err := plane.ValidateName("namespace", namespace); err != nil {
+		return nil, err
+	}
+	if err := plane.ValidateName("queue name", queue); err != nil {
+		return nil, err
+	}
+	a, err := scanAdmission(d.readDB.QueryRowContext(ctx, `SELECT `+admissionColumns+` FROM queues
+		WHERE namespace = ? AND queue = ?`, namespace, queue))
+	if err != nil || a == nil {
+		return nil, err
+	}
+	return &a.Admission, nil
+}
+
+// QueueAdmissionDelete implements plane.Driver.
+func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error) {
+	if err := plane.ValidateName("namespace", namespace); err != nil {
+		return false, err
+	}
+	if err := plane.ValidateName("queue name", queue); err != nil {
+		return false, err
+	}
+	var deleted bool
+	err := d.do(ctx, func(t *wtx) error {
+		res, err := t.w.conn.ExecContext(t.ctx, `DELETE FROM queues WHERE namespace = ? AND queue = ?`, namespace, queue)
+		if err != nil {
+			return fmt.Errorf("delete admission: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		deleted = n > 0
+		t.wake(roomKey(namespace, queue))
+		return nil
+	})
+	return deleted, err
+}
+
+const admissionColumns = `max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms`
+
+// admission is a stored admission block with its token bucket.
+type admission struct {
+	plane.Admission
+	tokens   float64
+	tokensMS int64
+}
+
+// scanAdmission returns nil (and no error) when the queue has no block.
+func scanAdmission(s scanner) (*admission, error) {
+	var a admission
+	var onFull string
+	var cutoffMS int64
+	err := s.Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read admission: %w", err)
+	}
+	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
+	return &a, nil
+}
+
+func (t *wtx) admission(namespace, queue string) (*admission, error) {
+	return scanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue))
+}
+
+// queued returns the queued count of a queue as this transaction sees it.
+func (t *wtx) queued(namespace, queue string) (int64, error) {
+	var n int64
+	if err := t.w.st.queuedCount.QueryRowContext(t.ctx, namespace, queue).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count queued: %w", err)
+	}
+	for k, delta := range t.counts {
+		if k.state == stateQueued && k.namespace == namespace && k.queue == queue {
+			n += delta
+		}
+	}
+	return n, nil
+}
+
+// errBlocked tells the submitter to wait for room (OnFullBlock).
+var errBlocked = errors.New("blocked")
+
+// admit applies a's limits to n new invocations with the given deadlines. It returns the
+// caller's error (*plane.AdmissionError, *plane.InvalidError, errBlocked) or a SQL failure.
+// Nothing is written unless every limit passes.
+func (t *wtx) admit(namespace, queue string, a *admission, n int64, deadlines []time.Time, ahead bool) (error, error) {
+	name := namespace + "/" + queue
+	if a.DeadlineCutoff > 0 {
+		for _, dl := range deadlines {
+			if !dl.IsZero() && dl.Sub(t.now) < a.DeadlineCutoff {
+				return plane.Invalid("deadline", dl.Format(time.RFC3339Nano), fmt.Sprintf(
+					"queue %s admits only deadlines at least %s away (its deadline cutoff)", name, a.DeadlineCutoff)), nil
+			}
+		}
+	}
+	if a.MaxDepth > 0 {
+		queued, err := t.queued(namespace, queue)
+		if err != nil {
+			return nil, err
+		}
+		if queued+n > a.MaxDepth || ahead {
+			if a.OnFull == plane.OnFullBlock {
+				return errBlocked, nil
+			}
+			fit := max(0, a.MaxDepth-queued)
+			return &plane.AdmissionError{Sentinel: plane.ErrQueueFull, Queue: name, Fit: fit,
+				Detail: fmt.Sprintf("%d queued of max depth %d; %d of the %d submitted would fit", queued, a.MaxDepth, fit, n)}, nil
+		}
+	}
+	if a.RateLimit > 0 {
+		elapsed := float64(t.ms-a.tokensMS) / 1000
+		tokens := math.Min(float64(a.Burst), a.tokens+max(elapsed, 0)*a.RateLimit)
+		if float64(n) > tokens {
+			e := &plane.AdmissionError{Sentinel: plane.ErrRateLimited, Queue: name, Fit: int64(tokens),
+				Detail: fmt.Sprintf("rate limit %g/s with burst %d: %d submitted, %d would pass now", a.RateLimit, a.Burst, n, int64(tokens))}
+			if n > a.Burst {
+				e.Detail += "; a batch larger than the burst never passes: split it"
+			} else {
+				e.RetryAfter = time.Duration((float64(n) - tokens) / a.RateLimit * float64(time.Second))
+			}
+			return e, nil
+		}
+		if _, err := t.w.st.admissionTokens.ExecContext(t.ctx, tokens-float64(n), t.ms, namespace, queue); err != nil {
+			return nil, fmt.Errorf("rate limit: %w", err)
+		}
+	}
+	return nil, nil
+}
+
+// line is the in-process arrival order of submits blocked on a full queue: only its head
+// retries, so waiters are admitted first come, first served, and new submits queue behind.
+type lines struct {
+	mu    sync.Mutex
+	lines map[string][]*ticket
+}
+
+type ticket struct{ turn chan struct{} }
+
+// join puts a new ticket at the end of key's line.
+func (l *lines) join(key string) *ticket {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lines == nil {
+		l.lines = make(map[string][]*ticket)
+	}
+	tk := &ticket{turn: make(chan struct{})}
+	if len(l.lines[key]) == 0 {
+		close(tk.turn)
+	}
+	l.lines[key] = append(l.lines[key], tk)
+	return tk
+}
+
+// leave removes tk from key's line and hands the turn to the next.
+func (l *lines) leave(key string, tk *ticket) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	line := l.lines[key]
+	for i, x := range line {
+		if x == tk {
+			line = append(line[:i], line[i+1:]...)
+			if i == 0 && len(line) > 0 {
+				close(line[0].turn)
+			}
+			break
+		}
+	}
+	if len(line) == 0 {
+		delete(l.lines, key)
+	} else {
+		l.lines[key] = line
+	}
+}
+
+// ahead reports whether someone other than tk waits in key's line.
+func (l *lines) ahead(key string, tk *ticket) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	line := l.lines[key]
+	return len(line) > 0 && line[0] != tk
+}
+
+func roomKey(namespace, queue string) string { return "r:" + namespace + "/" + queue }
