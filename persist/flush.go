@@ -1,0 +1,282 @@
+package persist
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Flushing moves rows from the durable tail in meta.db into an immutable Parquet
+// fragment. It never rewrites existing data, so its cost is proportional to the rows
+// it moves. Steps: (1) one transaction records a pending fragment owned by this process
+// and claims the tail entries (tail.flush_id); (2) the file is written under a
+// temporary name, fsynced, renamed and the directory fsynced; (3) one transaction makes
+// the fragment live, bumps the manifest version and deletes the claimed entries. A
+// crash between (1) and (3) leaves the entries in the tail; recovery unclaims them and
+// deletes the file.
+
+// Bounds of one flushed fragment; a larger tail is flushed in several fragments.
+const (
+	flushMaxRows  = 1 << 20
+	flushMaxBytes = 512 << 20
+)
+
+// Flush writes every row put before the call into fragments. Rows are durable without
+// it; Flush only moves them into the Parquet files that other tools read and that reads
+// are fastest from. Errors: ErrClosed, I/O and SQLite errors (the rows stay in the tail).
+func (q *Queue) Flush(ctx context.Context) error {
+	if err := q.enter(); err != nil {
+		return err
+	}
+	defer q.leave()
+	return q.flush(ctx)
+}
+
+type flushClaim struct {
+	id     int64
+	kind   int
+	file   string
+	rows   []fragRow
+	fields []Field
+	minI   int64
+	maxI   int64
+}
+
+func (q *Queue) flush(ctx context.Context) error {
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	for {
+		claims, more, err := q.claimTail(ctx)
+		if err != nil {
+			return err
+		}
+		if len(claims) == 0 {
+			return nil
+		}
+		start := time.Now()
+		sizes := make([]int64, len(claims))
+		for i, c := range claims {
+			sizes[i], err = writeFragment(filepath.Join(q.dataDir, c.file), c.kind, c.fields, c.rows, q.cfg.RowGroupRows)
+			if err != nil {
+				q.abortClaims(ctx, claims)
+				return fmt.Errorf("flush: %w", err)
+			}
+		}
+		err = q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
+			ver, err := metaGet(t.ctx, t, "manifest_version")
+			if err != nil {
+				return err
+			}
+			ver++
+			var n int64
+			for i, c := range claims {
+				names := make([]string, len(c.fields))
+				for j, f := range c.fields {
+					names[j] = f.Name
+				}
+				if _, err := t.exec(`UPDATE fragments SET state = 1, min_idx = ?, max_idx = ?, rows = ?, bytes = ?, fields = ?, added_version = ? WHERE id = ?`,
+					c.minI, c.maxI, len(c.rows), sizes[i], strings.Join(names, "\x1f"), ver, c.id); err != nil {
+					return fmt.Errorf("publish fragment: %w", err)
+				}
+				if _, err := t.exec(`DELETE FROM tail WHERE flush_id = ?`, c.id); err != nil {
+					return fmt.Errorf("drop flushed tail: %w", err)
+				}
+				n += int64(len(c.rows))
+			}
+			if err := metaAdd(t.ctx, t, "tail_rows", -n); err != nil {
+				return err
+			}
+			return metaSet(t.ctx, t, "manifest_version", ver)
+		})
+		if err != nil {
+			q.abortClaims(ctx, claims)
+			return fmt.Errorf("flush: %w", err)
+		}
+		q.metrics.flushes.Add(1)
+		q.metrics.lastFlush.Store(time.Now().UnixNano())
+		q.metrics.lastFlushDur.Store(int64(time.Since(start)))
+		q.hub.broadcast() // wakes waiters on "flushed" (tests, Stats watchers)
+		if !more {
+			return nil
+		}
+	}
+}
+
+// claimTail claims up to flushMaxRows unclaimed tail rows, oldest first, for new
+// pending fragments (one for new rows, one for field updates).
+func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool, err error) {
+	err = q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
+		claims, more = nil, false
+		s, err := t.loadSchema()
+		if err != nil {
+			return err
+		}
+		rows, err := t.query(`SELECT seq, kind, partition, lo, n, idx, data FROM tail WHERE flush_id IS NULL ORDER BY seq`)
+		if err != nil {
+			return fmt.Errorf("read tail: %w", err)
+		}
+		defer rows.Close()
+		byKind := [2]*flushClaim{}
+		minSeq := [2]int64{-1, -1}
+		maxSeq := [2]int64{}
+		used := map[string]bool{}
+		var nrows, nbytes int
+		for rows.Next() {
+			if nrows >= flushMaxRows || nbytes >= flushMaxBytes {
+				more = true
+				break
+			}
+			var seq, lo, n int64
+			var kind int
+			var part string
+			var idxb, data []byte
+			if err := rows.Scan(&seq, &kind, &part, &lo, &n, &idxb, &data); err != nil {
+				return fmt.Errorf("read tail: %w", err)
+			}
+			recs, err := decodeRecords(data)
+			if err != nil {
+				return fmt.Errorf("%w: tail entry %d: %v", ErrCorrupt, seq, err)
+			}
+			var idx []int64
+			if kind == entryFields {
+				if idx, err = decodeIndexes(idxb); err != nil {
+					return fmt.Errorf("%w: tail entry %d: %v", ErrCorrupt, seq, err)
+				}
+			}
+			c := byKind[kind]
+			if c == nil {
+				c = &flushClaim{kind: kind, minI: 1<<63 - 1, maxI: -1}
+				byKind[kind] = c
+				minSeq[kind] = seq
+			}
+			maxSeq[kind] = seq
+			for i, r := range recs {
+				fr := fragRow{rec: r, part: part, seq: seq}
+				if kind == entryRows {
+					fr.idx = lo + int64(i)
+				} else {
+					fr.idx = idx[i]
+				}
+				c.minI = min(c.minI, fr.idx)
+				c.maxI = max(c.maxI, fr.idx)
+				for _, fv := range r {
+					used[fv.name] = true
+				}
+				c.rows = append(c.rows, fr)
+			}
+			nrows += len(recs)
+			nbytes += len(data)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read tail: %w", err)
+		}
+		rows.Close()
+		for kind, c := range byKind {
+			if c == nil {
+				continue
+			}
+			for _, f := range s.Fields {
+				if used[f.Name] {
+					c.fields = append(c.fields, f)
+				}
+			}
+			prefix := "r"
+			if kind == entryFields {
+				prefix = "f"
+				// Field updates are ordered by index, then by sequence.
+				sortFragRows(c.rows)
+			}
+			c.file = fmt.Sprintf("%s-%s-%06d.parquet", prefix, q.owner.token, q.fileSeq.Add(1))
+			res, err := t.exec(`INSERT INTO fragments(file, kind, state, owner) VALUES (?, ?, 0, ?)`, c.file, kind, q.owner.token)
+			if err != nil {
+				return fmt.Errorf("record pending fragment: %w", err)
+			}
+			if c.id, err = res.LastInsertId(); err != nil {
+				return err
+			}
+			if _, err := t.exec(`UPDATE tail SET flush_id = ? WHERE flush_id IS NULL AND kind = ? AND seq BETWEEN ? AND ?`,
+				c.id, kind, minSeq[kind], maxSeq[kind]); err != nil {
+				return fmt.Errorf("claim tail: %w", err)
+			}
+			claims = append(claims, c)
+		}
+		if kind0 := byKind[entryRows]; kind0 != nil {
+			sortFragRows(kind0.rows) // entries are in index order already; this is cheap then
+		}
+		return nil
+	})
+	return claims, more, err
+}
+
+// abortClaims returns claimed tail entries and deletes the pending fragments' files.
+func (q *Queue) abortClaims(ctx context.Context, claims []*flushClaim) {
+	err := q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
+		for _, c := range claims {
+			if _, err := t.exec(`UPDATE tail SET flush_id = NULL WHERE flush_id = ?`, c.id); err != nil {
+				return err
+			}
+			if _, err := t.exec(`DELETE FROM fragments WHERE id = ? AND state = 0`, c.id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Recovery of a later Open releases the claims (this process's lock is gone then).
+		q.log.Warn("abort flush", "error", err)
+		return
+	}
+	for _, c := range claims {
+		os.Remove(filepath.Join(q.dataDir, c.file))
+		os.Remove(filepath.Join(q.dataDir, c.file+".tmp"))
+	}
+}
+
+// flushLoop runs background flushes: every FlushInterval and when puts push the tail
+// past FlushRows.
+func (q *Queue) flushLoop(ctx context.Context) {
+	var tick <-chan time.Time
+	if q.cfg.FlushInterval > 0 {
+		t := time.NewTicker(q.cfg.FlushInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	var lastLog time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		case <-q.flushKick:
+		}
+		if err := q.flush(ctx); err != nil && ctx.Err() == nil && time.Since(lastLog) > 30*time.Second {
+			q.log.Warn("background flush failed; rows stay in the durable tail", "queue", q.name, "error", err)
+			lastLog = time.Now()
+		}
+		q.kickCompaction()
+	}
+}
+
+func sortFragRows(rows []fragRow) {
+	sorted := true
+	for i := 1; i < len(rows); i++ {
+		if rows[i].idx < rows[i-1].idx || (rows[i].idx == rows[i-1].idx && rows[i].seq < rows[i-1].seq) {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return
+	}
+	slices.SortStableFunc(rows, func(a, b fragRow) int {
+		if c := cmp.Compare(a.idx, b.idx); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+}

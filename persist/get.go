@@ -1,0 +1,245 @@
+package persist
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/fnv"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// GetOpts selects what Get, Read and Stream return. The zero value (or nil) means all
+// fields of all partitions, unsharded.
+type GetOpts struct {
+	// Fields lists the fields to read; nil means every field of the schema. Unknown
+	// names fail with *InvalidError.
+	Fields []string
+	// Partition restricts the read to one partition; "" means all partitions.
+	Partition string
+	// Shard restricts the read to one rank's share of the log.
+	Shard Shard
+}
+
+// Shard makes readers of one log deterministic and disjoint: each record's bucket is a
+// hash (FNV-1a) of its value in Column, modulo Buckets; bucket b belongs to rank
+// b mod WorldSize. The ranks 0..WorldSize-1 together read every record exactly once.
+type Shard struct {
+	// Rank is this reader's rank, 0 ≤ Rank < WorldSize.
+	Rank int
+	// WorldSize is the number of readers; 0 or 1 means no sharding.
+	WorldSize int
+	// Column is the field whose value is hashed. Defaults to "_index" (the global
+	// index). Records without a value in Column hash as empty.
+	Column string
+	// Buckets is the number of hash buckets. Defaults to ShardBucketsDefault (64);
+	// must be at least WorldSize.
+	Buckets int
+}
+
+// ShardBucketsDefault is the default Shard.Buckets.
+const ShardBucketsDefault = 64
+
+func (s Shard) active() bool { return s.WorldSize > 1 }
+
+func (s Shard) validate() error {
+	if s.WorldSize < 0 {
+		return &InvalidError{Field: "Shard.WorldSize", Value: s.WorldSize, Rule: "≥ 0"}
+	}
+	if !s.active() {
+		return nil
+	}
+	if s.Rank < 0 || s.Rank >= s.WorldSize {
+		return &InvalidError{Field: "Shard.Rank", Value: s.Rank, Rule: "in [0, WorldSize)"}
+	}
+	if b := s.buckets(); b < s.WorldSize {
+		return &InvalidError{Field: "Shard.Buckets", Value: b, Rule: "≥ WorldSize"}
+	}
+	return nil
+}
+
+func (s Shard) buckets() int {
+	if s.Buckets == 0 {
+		return ShardBucketsDefault
+	}
+	return s.Buckets
+}
+
+// owns reports whether a record with hash h belongs to this rank.
+func (s Shard) owns(h uint64) bool {
+	return int(h%uint64(s.buckets()))%s.WorldSize == s.Rank
+}
+
+// hashValue hashes element i of arr (nil arr: the index itself).
+func hashValue(arr arrow.Array, i int, k Kind, index int64) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	if arr == nil {
+		binary.LittleEndian.PutUint64(b[:], uint64(index))
+		h.Write(b[:])
+		return h.Sum64()
+	}
+	if arr.IsNull(i) {
+		return h.Sum64()
+	}
+	v, err := valueAt(arr, i, k)
+	if err != nil {
+		return h.Sum64()
+	}
+	switch x := v.(type) {
+	case int64:
+		binary.LittleEndian.PutUint64(b[:], uint64(x))
+		h.Write(b[:])
+	case float64:
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(x))
+		h.Write(b[:])
+	case bool:
+		if x {
+			h.Write([]byte{1})
+		} else {
+			h.Write([]byte{0})
+		}
+	case string:
+		h.Write([]byte(x))
+	case []byte:
+		h.Write(x)
+	default:
+		// Lists, tensors and codec values hash by their tail encoding.
+		h.Write(encodeRecords(nil, []normRecord{{{name: "", kind: k, val: normalizeForHash(v, k)}}}))
+	}
+	return h.Sum64()
+}
+
+func normalizeForHash(v any, k Kind) any {
+	if k == KindCodec {
+		b, _ := wireMarshal(v)
+		return codecValue{b: b}
+	}
+	return v
+}
+
+// Get returns up to limit records with global index ≥ offset, in index order, skipping
+// cleared ones (and, per opts, other partitions and other ranks' shards). Records
+// still in the tail are included: every put that returned is readable. Errors:
+// *InvalidError (bad limit, offset, field or shard), ErrClosed.
+func (q *Queue) Get(ctx context.Context, offset int64, limit int, opts *GetOpts) ([]Row, error) {
+	b, err := q.Read(ctx, offset, limit, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Release()
+	return b.Rows()
+}
+
+// Read is Get returning the columnar *Batch (Arrow) instead of rows. The caller
+// should Release the batch.
+func (q *Queue) Read(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, error) {
+	b, _, err := q.read(ctx, offset, limit, opts)
+	return b, err
+}
+
+// read also returns the index below which every record has been considered, where a
+// following read continues.
+func (q *Queue) read(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, int64, error) {
+	if opts == nil {
+		opts = &GetOpts{}
+	}
+	if offset < 0 {
+		return nil, 0, &InvalidError{Field: "offset", Value: offset, Rule: "≥ 0"}
+	}
+	if limit <= 0 {
+		return nil, 0, &InvalidError{Field: "limit", Value: limit, Rule: "≥ 1"}
+	}
+	if err := opts.Shard.validate(); err != nil {
+		return nil, 0, err
+	}
+	if opts.Partition != "" {
+		if err := checkName("partition", opts.Partition); err != nil {
+			return nil, 0, err
+		}
+	}
+	if err := q.enter(); err != nil {
+		return nil, 0, err
+	}
+	defer q.leave()
+	var scanned int64
+	b, err := q.readBatch(ctx, opts.Fields, func(tx queryer, s *snapshot) ([]int64, error) {
+		parts, err := partitionSpans(ctx, tx, opts.Partition, offset)
+		if err != nil {
+			return nil, err
+		}
+		live := idxset{{offset, s.next}}.minus(s.tomb).intersect(parts)
+		if !opts.Shard.active() {
+			out := live.first(limit)
+			scanned = s.next
+			if len(out) == limit {
+				scanned = out[len(out)-1] + 1
+			}
+			return out, nil
+		}
+		return q.pickShard(ctx, tx, s, live, limit, opts.Shard, &scanned)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, scanned, nil
+}
+
+// pickShard walks live in chunks, keeping the indexes this rank owns.
+func (q *Queue) pickShard(ctx context.Context, tx queryer, s *snapshot, live idxset, limit int, sh Shard, scanned *int64) ([]int64, error) {
+	col := sh.Column
+	var field []Field
+	if col != "" && col != colIndex {
+		k, ok := s.schema.Kind(col)
+		if !ok {
+			// No record has the column yet: every record hashes as empty.
+			field = nil
+		} else {
+			field = []Field{{Name: col, Kind: k}}
+		}
+	}
+	var out []int64
+	*scanned = s.next
+	for len(live) > 0 {
+		chunk := live.first(max(limit*sh.WorldSize, 1024))
+		live = live.from(chunk[len(chunk)-1] + 1)
+		var arr arrow.Array
+		if col != "" && col != colIndex {
+			if field == nil {
+				h := fnv.New64a().Sum64()
+				if !sh.owns(h) {
+					continue
+				}
+			} else {
+				if err := q.loadRange(ctx, tx, s, chunk[0], chunk[len(chunk)-1]); err != nil {
+					return nil, err
+				}
+				cols, err := q.readColumns(ctx, s, chunk, field)
+				if err != nil {
+					return nil, err
+				}
+				arr = cols[0]
+			}
+		}
+		var k Kind
+		if field != nil {
+			k = field[0].Kind
+		}
+		for i, x := range chunk {
+			if sh.owns(hashValue(arr, i, k, x)) || (field == nil && col != "" && col != colIndex) {
+				out = append(out, x)
+				if len(out) == limit {
+					*scanned = x + 1
+					if arr != nil {
+						arr.Release()
+					}
+					return out, nil
+				}
+			}
+		}
+		if arr != nil {
+			arr.Release()
+		}
+	}
+	return out, nil
+}

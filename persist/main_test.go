@@ -1,0 +1,48 @@
+package persist
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// childEnv selects a child-process role when the test binary is re-executed by a
+// crash or multi-process test (see crash_test.go).
+const childEnv = "PERSIST_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(childEnv); role != "" {
+		os.Exit(runChild(role))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// openTemp opens a queue in a fresh temporary directory and closes it at cleanup.
+func openTemp(t testing.TB, cfg *Config) *Queue {
+	t.Helper()
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	q, err := Open(context.Background(), "q", cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, q.Close(context.Background())) })
+	return q
+}
+
+// reopen closes q and opens the same queue again.
+func reopen(t testing.TB, q *Queue) *Queue {
+	t.Helper()
+	require.NoError(t, q.Close(context.Background()))
+	cfg := q.cfg
+	cfg.Logger = nil
+	q2, err := Open(context.Background(), q.name, &cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, q2.Close(context.Background())) })
+	return q2
+}

@@ -1,0 +1,356 @@
+package persist
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Kind is the stored type of a field (a column). The schema of a queue maps each field
+// name to one Kind; it is inferred from the first value put and evolves only by widening.
+type Kind string
+
+// The kinds a field can have.
+const (
+	KindBool        Kind = "bool"          // Go bool
+	KindInt64       Kind = "int64"         // any Go integer that fits in int64
+	KindFloat64     Kind = "float64"       // float32, float64; absorbs int64 (widening)
+	KindString      Kind = "string"        // Go string
+	KindBytes       Kind = "bytes"         // []byte
+	KindInt64List   Kind = "list<int64>"   // []int, []int32, []int64, ... as a Parquet list
+	KindFloat64List Kind = "list<float64>" // []float32, []float64; absorbs list<int64>
+	KindTensor      Kind = "tensor"        // Tensor (and the wire codec's tensors): dtype, shape, raw bytes
+	KindCodec       Kind = "codec"         // any other value the wire codec encodes, stored as codec bytes
+)
+
+// accepts describes which value kinds a column of kind k takes, for error messages.
+func (k Kind) accepts() string {
+	switch k {
+	case KindFloat64:
+		return "float64 or int64 values"
+	case KindInt64:
+		return "int64 values, or float64 values which widen the column to float64"
+	case KindFloat64List:
+		return "lists of float64 or int64"
+	case KindInt64List:
+		return "lists of int64, or lists of float64 which widen the column to list<float64>"
+	default:
+		return string(k) + " values"
+	}
+}
+
+// widen returns the column kind that holds both have and got, or ok=false if none does.
+func widen(have, got Kind) (Kind, bool) {
+	switch {
+	case have == got:
+		return have, true
+	case (have == KindInt64 && got == KindFloat64) || (have == KindFloat64 && got == KindInt64):
+		return KindFloat64, true
+	case (have == KindInt64List && got == KindFloat64List) || (have == KindFloat64List && got == KindInt64List):
+		return KindFloat64List, true
+	}
+	return "", false
+}
+
+func validKind(k Kind) bool {
+	switch k {
+	case KindBool, KindInt64, KindFloat64, KindString, KindBytes, KindInt64List, KindFloat64List, KindTensor, KindCodec:
+		return true
+	}
+	return false
+}
+
+// Tensor is an n-dimensional array stored as its element type, its shape and its raw
+// row-major bytes. DType names the element type in NumPy style ("float32", "int64",
+// "uint8", ...); len(Data) should be the product of Shape times the element size, which
+// persist does not check. Values of the wire codec's NDArray and Tensor types are stored
+// the same way and read back as the type that was put.
+type Tensor struct {
+	DType string
+	Shape []int
+	Data  []byte
+}
+
+// Field is one column of a queue's schema.
+type Field struct {
+	Name string
+	Kind Kind
+}
+
+// Schema is a queue's ordered list of fields, oldest first.
+type Schema struct {
+	Fields []Field
+}
+
+// Kind returns the kind of field name and whether the schema has it.
+func (s Schema) Kind(name string) (Kind, bool) {
+	for _, f := range s.Fields {
+		if f.Name == name {
+			return f.Kind, true
+		}
+	}
+	return "", false
+}
+
+// Reserved column names used inside fragments; records cannot use them.
+const (
+	colIndex     = "_index"
+	colPartition = "_partition"
+	colSeq       = "_seq"
+)
+
+func checkFieldName(name string) error {
+	if name == "" || name == colIndex || name == colPartition || name == colSeq || len(name) > 256 {
+		return &InvalidError{Field: "record field name", Value: fmt.Sprintf("%q", name),
+			Rule: "1–256 bytes and not one of the reserved names _index, _partition, _seq"}
+	}
+	return nil
+}
+
+// fieldValue is one normalized field of a record: the value is one of bool, int64,
+// float64, string, []byte, []int64, []float64, Tensor, codecValue.
+type fieldValue struct {
+	name string
+	kind Kind
+	val  any
+}
+
+// codecValue is a value stored as wire-codec bytes (kind codec), or a tensor flavour tag.
+type codecValue struct {
+	b []byte
+}
+
+// normRecord is a record with its fields normalized and sorted by name.
+type normRecord []fieldValue
+
+// normalizeRecord converts a user record into its normalized form. Nil values are
+// dropped: a nil value means "no value", so the field is not produced for that sample.
+func normalizeRecord(rec Record) (normRecord, error) {
+	out := make(normRecord, 0, len(rec))
+	for name, v := range rec {
+		if v == nil {
+			continue
+		}
+		if err := checkFieldName(name); err != nil {
+			return nil, err
+		}
+		kind, val, err := normalizeValue(name, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fieldValue{name: name, kind: kind, val: val})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
+// normalizeValue maps a Go value to its kind and normalized representation.
+func normalizeValue(field string, v any) (Kind, any, error) {
+	switch x := v.(type) {
+	case bool:
+		return KindBool, x, nil
+	case int:
+		return KindInt64, int64(x), nil
+	case int8:
+		return KindInt64, int64(x), nil
+	case int16:
+		return KindInt64, int64(x), nil
+	case int32:
+		return KindInt64, int64(x), nil
+	case int64:
+		return KindInt64, x, nil
+	case uint8:
+		return KindInt64, int64(x), nil
+	case uint16:
+		return KindInt64, int64(x), nil
+	case uint32:
+		return KindInt64, int64(x), nil
+	case uint:
+		if uint64(x) > math.MaxInt64 {
+			return "", nil, &UnsupportedValueError{Field: field, GoType: "uint", Reason: "value exceeds the int64 range"}
+		}
+		return KindInt64, int64(x), nil
+	case uint64:
+		if x > math.MaxInt64 {
+			return "", nil, &UnsupportedValueError{Field: field, GoType: "uint64", Reason: "value exceeds the int64 range"}
+		}
+		return KindInt64, int64(x), nil
+	case float32:
+		return KindFloat64, float64(x), nil
+	case float64:
+		return KindFloat64, x, nil
+	case string:
+		return KindString, x, nil
+	case []byte:
+		return KindBytes, x, nil
+	case []int64:
+		return KindInt64List, x, nil
+	case []int:
+		return KindInt64List, convertInts(x), nil
+	case []int32:
+		return KindInt64List, convertInts(x), nil
+	case []int16:
+		return KindInt64List, convertInts(x), nil
+	case []int8:
+		return KindInt64List, convertInts(x), nil
+	case []uint16:
+		return KindInt64List, convertInts(x), nil
+	case []uint32:
+		return KindInt64List, convertInts(x), nil
+	case []float64:
+		return KindFloat64List, x, nil
+	case []float32:
+		out := make([]float64, len(x))
+		for i, f := range x {
+			out[i] = float64(f)
+		}
+		return KindFloat64List, out, nil
+	case Tensor:
+		return KindTensor, x, nil
+	case *Tensor:
+		if x == nil {
+			return "", nil, &UnsupportedValueError{Field: field, GoType: "*Tensor", Reason: "nil pointer"}
+		}
+		return KindTensor, *x, nil
+	}
+	if t, ok := wireTensor(v); ok {
+		return KindTensor, t, nil
+	}
+	b, err := wireMarshal(v)
+	if err != nil {
+		return "", nil, &UnsupportedValueError{Field: field, GoType: reflect.TypeOf(v).String(), Reason: err.Error()}
+	}
+	return KindCodec, codecValue{b: b}, nil
+}
+
+func convertInts[T int | int8 | int16 | int32 | uint16 | uint32](x []T) []int64 {
+	out := make([]int64, len(x))
+	for i, v := range x {
+		out[i] = int64(v)
+	}
+	return out
+}
+
+// convertValue converts a normalized value of kind from to the (wider or equal) kind to.
+func convertValue(v any, from, to Kind) any {
+	if from == to {
+		return v
+	}
+	switch {
+	case from == KindInt64 && to == KindFloat64:
+		return float64(v.(int64))
+	case from == KindInt64List && to == KindFloat64List:
+		x := v.([]int64)
+		out := make([]float64, len(x))
+		for i, f := range x {
+			out[i] = float64(f)
+		}
+		return out
+	}
+	return v
+}
+
+// arrowType returns the Arrow data type that stores kind k.
+func arrowType(k Kind) arrow.DataType {
+	switch k {
+	case KindBool:
+		return arrow.FixedWidthTypes.Boolean
+	case KindInt64:
+		return arrow.PrimitiveTypes.Int64
+	case KindFloat64:
+		return arrow.PrimitiveTypes.Float64
+	case KindString:
+		return arrow.BinaryTypes.String
+	case KindBytes, KindCodec:
+		return arrow.BinaryTypes.Binary
+	case KindInt64List:
+		return arrow.ListOf(arrow.PrimitiveTypes.Int64)
+	case KindFloat64List:
+		return arrow.ListOf(arrow.PrimitiveTypes.Float64)
+	case KindTensor:
+		return tensorType
+	}
+	panic("persist: unknown kind " + string(k))
+}
+
+var tensorType = arrow.StructOf(
+	arrow.Field{Name: "dtype", Type: arrow.BinaryTypes.String, Nullable: true},
+	arrow.Field{Name: "shape", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
+	arrow.Field{Name: "data", Type: arrow.BinaryTypes.Binary, Nullable: true},
+)
+
+// Metadata keys written into fragments so that other readers (and ours) know how to
+// decode a column back to what was put.
+const (
+	metaKind        = "lakeshore.kind"        // field metadata: the Kind of the column
+	metaTensorWire  = "lakeshore.tensor_type" // field metadata on tensor columns: Go type put
+	metaFragmentKey = "lakeshore.fragment"    // schema metadata: "rows" or "fields"
+)
+
+// arrowField returns the Arrow field for a schema field, with its kind in the metadata.
+func arrowField(f Field) arrow.Field {
+	return arrow.Field{Name: f.Name, Type: arrowType(f.Kind), Nullable: true,
+		Metadata: arrow.NewMetadata([]string{metaKind}, []string{string(f.Kind)})}
+}
+
+// evolve checks the fields of recs against schema s and returns the evolved schema
+// (new fields appended, widened kinds changed) and whether it changed. On an
+// incompatible value it returns a *SchemaError and s unchanged.
+func evolve(s Schema, recs []normRecord) (Schema, bool, error) {
+	changed := false
+	var out Schema
+	pos := make(map[string]int, len(s.Fields))
+	for i, f := range s.Fields {
+		pos[f.Name] = i
+	}
+	for _, rec := range recs {
+		for _, fv := range rec {
+			i, ok := pos[fv.name]
+			if !ok {
+				if !changed {
+					out = Schema{Fields: append([]Field(nil), s.Fields...)}
+					changed = true
+				}
+				pos[fv.name] = len(out.Fields)
+				out.Fields = append(out.Fields, Field{Name: fv.name, Kind: fv.kind})
+				continue
+			}
+			cur := s.Fields
+			if changed {
+				cur = out.Fields
+			}
+			have := cur[i].Kind
+			if have == fv.kind {
+				continue
+			}
+			w, ok := widen(have, fv.kind)
+			if !ok {
+				return s, false, &SchemaError{Field: fv.name, Have: have, Got: fv.kind}
+			}
+			if w != have {
+				if !changed {
+					out = Schema{Fields: append([]Field(nil), s.Fields...)}
+					changed = true
+				}
+				out.Fields[i].Kind = w
+			}
+		}
+	}
+	if !changed {
+		return s, false, nil
+	}
+	return out, true, nil
+}
+
+// String returns "name:kind, ..." for logs and errors.
+func (s Schema) String() string {
+	parts := make([]string, len(s.Fields))
+	for i, f := range s.Fields {
+		parts[i] = f.Name + ":" + string(f.Kind)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,111 @@
+package persist
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// StreamOpts configures Queue.Stream.
+type StreamOpts struct {
+	GetOpts
+	// Offset is the first global index to read. Defaults to 0.
+	Offset int64
+	// BatchSize is the most rows one Next returns. Defaults to StreamBatchSizeDefault.
+	BatchSize int
+	// Wait makes Next block for new rows when it has caught up, instead of returning
+	// io.EOF.
+	Wait bool
+	// IdleTimeout, with Wait, ends the stream (Next returns io.EOF) once no new row
+	// arrived for this long. 0 waits until ctx ends or the queue closes.
+	IdleTimeout time.Duration
+}
+
+// StreamBatchSizeDefault is the default StreamOpts.BatchSize.
+const StreamBatchSizeDefault = 1000
+
+// Stream reads a queue's records in global-index order, batch by batch. It is not safe
+// for concurrent use; each consumer makes its own.
+type Stream struct {
+	q        *Queue
+	opts     StreamOpts
+	next     int64
+	lastData time.Time
+}
+
+// Stream returns a stream of the records from opts.Offset on (nil opts: from 0, all
+// fields and partitions, no wait).
+func (q *Queue) Stream(opts *StreamOpts) *Stream {
+	s := &Stream{q: q}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.BatchSize <= 0 {
+		s.opts.BatchSize = StreamBatchSizeDefault
+	}
+	s.next = s.opts.Offset
+	return s
+}
+
+// Offset returns the global index where the next call continues.
+func (s *Stream) Offset() int64 { return s.next }
+
+// Next returns the next batch of at most BatchSize rows (never an empty batch). When
+// the stream has caught up it returns io.EOF, or with Wait blocks until rows arrive;
+// with IdleTimeout it returns io.EOF once no row arrived for that long. Errors:
+// io.EOF, ErrClosed (also when the queue closes during a wait), ctx's error, and
+// the errors of Get.
+func (s *Stream) Next(ctx context.Context) ([]Row, error) {
+	if s.lastData.IsZero() {
+		s.lastData = time.Now()
+	}
+	var idle *time.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
+	for {
+		woken := s.q.hub.wait() // taken before the read, so no commit is missed
+		b, scanned, err := s.q.read(ctx, s.next, s.opts.BatchSize, &s.opts.GetOpts)
+		if err != nil {
+			return nil, err
+		}
+		s.next = max(s.next, scanned)
+		if b.Len() > 0 {
+			rows, err := b.Rows()
+			b.Release()
+			if err != nil {
+				return nil, err
+			}
+			s.lastData = time.Now()
+			return rows, nil
+		}
+		b.Release()
+		if !s.opts.Wait {
+			return nil, io.EOF
+		}
+		var timeout <-chan time.Time
+		if s.opts.IdleTimeout > 0 {
+			left := s.opts.IdleTimeout - time.Since(s.lastData)
+			if left <= 0 {
+				return nil, io.EOF
+			}
+			if idle == nil {
+				idle = time.NewTimer(left)
+			} else {
+				idle.Reset(left)
+			}
+			timeout = idle.C
+		}
+		select {
+		case <-woken:
+		case <-timeout:
+			return nil, io.EOF
+		case <-s.q.closing:
+			return nil, ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}

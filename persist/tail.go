@@ -1,0 +1,245 @@
+package persist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// The durable tail: rows put but not yet flushed into a Parquet fragment live in the
+// meta.db table tail, one row per put operation, as an encoded batch of records. This
+// file holds the binary encoding of those batches.
+//
+// batch   := uvarint(nrec) record*
+// record  := uvarint(nfield) field*
+// field   := string(name) byte(kind code) value
+// value   := bool: 1 byte | int64: varint | float64: 8 bytes LE | string, bytes, codec: string
+//          | list<int64>: uvarint(n) varint* | list<float64>: uvarint(n) 8-byte* | tensor:
+//            string(dtype) uvarint(ndim) varint* string(data)
+// string  := uvarint(len) bytes
+// indexes := uvarint(n) varint(delta)*   (the targets of a PutFields entry)
+
+// Tail entry kinds.
+const (
+	entryRows   = 0 // new samples: indexes lo .. lo+n-1
+	entryFields = 1 // fields added to existing samples (PutFields, KV merge)
+)
+
+var kindCodes = map[Kind]byte{KindBool: 1, KindInt64: 2, KindFloat64: 3, KindString: 4, KindBytes: 5,
+	KindInt64List: 6, KindFloat64List: 7, KindTensor: 8, KindCodec: 9}
+
+var codeKinds = func() map[byte]Kind {
+	m := map[byte]Kind{}
+	for k, c := range kindCodes {
+		m[c] = k
+	}
+	return m
+}()
+
+var errBadTail = errors.New("malformed tail entry")
+
+func putString(b []byte, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// encodeRecords appends the encoding of recs to b.
+func encodeRecords(b []byte, recs []normRecord) []byte {
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for _, rec := range recs {
+		b = binary.AppendUvarint(b, uint64(len(rec)))
+		for _, fv := range rec {
+			b = putString(b, []byte(fv.name))
+			b = append(b, kindCodes[fv.kind])
+			switch v := fv.val.(type) {
+			case bool:
+				if v {
+					b = append(b, 1)
+				} else {
+					b = append(b, 0)
+				}
+			case int64:
+				b = binary.AppendVarint(b, v)
+			case float64:
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+			case string:
+				b = putString(b, []byte(v))
+			case []byte:
+				b = putString(b, v)
+			case codecValue:
+				b = putString(b, v.b)
+			case []int64:
+				b = binary.AppendUvarint(b, uint64(len(v)))
+				for _, x := range v {
+					b = binary.AppendVarint(b, x)
+				}
+			case []float64:
+				b = binary.AppendUvarint(b, uint64(len(v)))
+				for _, x := range v {
+					b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+				}
+			case Tensor:
+				b = putString(b, []byte(v.DType))
+				b = binary.AppendUvarint(b, uint64(len(v.Shape)))
+				for _, d := range v.Shape {
+					b = binary.AppendVarint(b, int64(d))
+				}
+				b = putString(b, v.Data)
+			default:
+				panic(fmt.Sprintf("persist: encode: unexpected normalized value %T", fv.val))
+			}
+		}
+	}
+	return b
+}
+
+type tailDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *tailDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errBadTail
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *tailDecoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errBadTail
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *tailDecoder) bytes(n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if uint64(len(d.b)) < n {
+		d.err = errBadTail
+		return nil
+	}
+	out := d.b[:n:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *tailDecoder) str() []byte { return d.bytes(d.uvarint()) }
+
+// count guards a length read from the input against the bytes left, so a corrupt
+// length cannot make us allocate without bound.
+func (d *tailDecoder) count(minBytesEach int) int {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)/max(minBytesEach, 1)+1) {
+		d.err = errBadTail
+		return 0
+	}
+	return int(n)
+}
+
+// decodeRecords decodes a batch encoded by encodeRecords. Strings and byte slices alias b.
+func decodeRecords(b []byte) ([]normRecord, error) {
+	d := &tailDecoder{b: b}
+	nrec := d.count(1)
+	recs := make([]normRecord, 0, nrec)
+	for r := 0; r < nrec && d.err == nil; r++ {
+		nf := d.count(2)
+		rec := make(normRecord, 0, nf)
+		for f := 0; f < nf && d.err == nil; f++ {
+			name := string(d.str())
+			code := d.bytes(1)
+			if d.err != nil {
+				break
+			}
+			kind, ok := codeKinds[code[0]]
+			if !ok {
+				return nil, fmt.Errorf("%w: kind code %d", errBadTail, code[0])
+			}
+			var v any
+			switch kind {
+			case KindBool:
+				v = d.bytes(1)[0] == 1
+			case KindInt64:
+				v = d.varint()
+			case KindFloat64:
+				v = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
+			case KindString:
+				v = string(d.str())
+			case KindBytes:
+				v = d.str()
+			case KindCodec:
+				v = codecValue{b: d.str()}
+			case KindInt64List:
+				n := d.count(1)
+				x := make([]int64, n)
+				for i := range x {
+					x[i] = d.varint()
+				}
+				v = x
+			case KindFloat64List:
+				n := d.count(8)
+				x := make([]float64, n)
+				for i := range x {
+					x[i] = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
+				}
+				v = x
+			case KindTensor:
+				var t Tensor
+				t.DType = string(d.str())
+				n := d.count(1)
+				t.Shape = make([]int, n)
+				for i := range t.Shape {
+					t.Shape[i] = int(d.varint())
+				}
+				t.Data = d.str()
+				v = t
+			}
+			if d.err != nil {
+				break
+			}
+			rec = append(rec, fieldValue{name: name, kind: kind, val: v})
+		}
+		recs = append(recs, rec)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return recs, nil
+}
+
+// encodeIndexes encodes a list of global indexes as deltas.
+func encodeIndexes(idx []int64) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(idx)))
+	prev := int64(0)
+	for _, i := range idx {
+		b = binary.AppendVarint(b, i-prev)
+		prev = i
+	}
+	return b
+}
+
+func decodeIndexes(b []byte) ([]int64, error) {
+	d := &tailDecoder{b: b}
+	n := d.count(1)
+	out := make([]int64, n)
+	prev := int64(0)
+	for i := range out {
+		prev += d.varint()
+		out[i] = prev
+	}
+	return out, d.err
+}

@@ -1,0 +1,289 @@
+package persist
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// The writer goroutine owns the only write connection of this process to meta.db. Every
+// write (puts, flush manifest changes, consumption, KV, compaction) is an op queued to it;
+// it drains what is waiting into one BEGIN IMMEDIATE transaction, runs each op inside
+// its own savepoint (so a failing op — a schema conflict — undoes only itself), commits
+// once, then answers every caller. This turns one fsync into the durability of many
+// operations (group commit).
+
+// maxGroupOps bounds how many ops share one transaction.
+const maxGroupOps = 256
+
+type writeOp struct {
+	fn   func(tx *wtx) error
+	done chan error
+}
+
+// wtx is the state an op sees: the write connection inside an open transaction.
+type wtx struct {
+	ctx    context.Context
+	conn   *sql.Conn
+	q      *Queue
+	stmts  map[string]*sql.Stmt
+	schema *Schema // loaded lazily once per transaction
+	rows   bool    // some op added rows: wake waiters after commit
+	kick   bool    // the tail passed FlushRows: start a background flush after commit
+	after  []func()
+}
+
+// exec runs a (cached, prepared) statement.
+func (t *wtx) exec(query string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(t.ctx, args...)
+}
+
+func (t *wtx) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(t.ctx, args...)
+}
+
+func (t *wtx) queryRow(query string, args ...any) *sql.Row {
+	st, err := t.stmt(query)
+	if err != nil {
+		return t.conn.QueryRowContext(t.ctx, query, args...)
+	}
+	return st.QueryRowContext(t.ctx, args...)
+}
+
+func (t *wtx) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := t.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.conn.PrepareContext(t.ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	t.stmts[query] = st
+	return st, nil
+}
+
+// ExecContext, QueryContext and QueryRowContext make *wtx a queryer.
+func (t *wtx) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
+	return t.exec(query, args...)
+}
+func (t *wtx) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.query(query, args...)
+}
+func (t *wtx) QueryRowContext(_ context.Context, query string, args ...any) *sql.Row {
+	return t.queryRow(query, args...)
+}
+
+// loadSchema returns the queue schema as of this transaction, using the Queue's cache
+// when schema_version has not moved.
+func (t *wtx) loadSchema() (*Schema, error) {
+	if t.schema != nil {
+		return t.schema, nil
+	}
+	ver, err := metaGet(t.ctx, t, "schema_version")
+	if err != nil {
+		return nil, err
+	}
+	t.q.schemaMu.Lock()
+	cached, cachedVer := t.q.schema, t.q.schemaVer
+	t.q.schemaMu.Unlock()
+	if cached != nil && cachedVer == ver {
+		t.schema = cached
+		return cached, nil
+	}
+	s, err := loadSchema(t.ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	t.q.setSchema(&s, ver)
+	t.schema = &s
+	return &s, nil
+}
+
+// saveSchema stores an evolved schema in this transaction.
+func (t *wtx) saveSchema(old, s Schema) error {
+	for i, f := range s.Fields {
+		if i < len(old.Fields) {
+			if old.Fields[i].Kind == f.Kind {
+				continue
+			}
+			if _, err := t.exec(`UPDATE fields SET kind = ? WHERE name = ?`, string(f.Kind), f.Name); err != nil {
+				return fmt.Errorf("save schema: %w", err)
+			}
+			continue
+		}
+		if _, err := t.exec(`INSERT INTO fields(pos, name, kind) VALUES (?, ?, ?)`, i, f.Name, string(f.Kind)); err != nil {
+			return fmt.Errorf("save schema: %w", err)
+		}
+	}
+	if err := metaAdd(t.ctx, t, "schema_version", 1); err != nil {
+		return err
+	}
+	ver, err := metaGet(t.ctx, t, "schema_version")
+	if err != nil {
+		return err
+	}
+	t.schema = &s
+	// The cache is updated after commit; a rollback must not leave it ahead.
+	t.after = append(t.after, func() { t.q.setSchema(&s, ver) })
+	return nil
+}
+
+type writer struct {
+	q    *Queue
+	ops  chan writeOp
+	conn *sql.Conn
+	wg   sync.WaitGroup
+	stop context.CancelFunc
+}
+
+func startWriter(q *Queue, db *sql.DB) (*writer, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("writer connection: %w", err)
+	}
+	w := &writer{q: q, ops: make(chan writeOp, maxGroupOps), conn: conn, stop: cancel}
+	w.wg.Go(func() { w.loop(ctx) })
+	return w, nil
+}
+
+// do queues fn and waits for its transaction to commit. If ctx ends first, do returns
+// ctx's error; the op may still commit later.
+func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
+	op := writeOp{fn: fn, done: make(chan error, 1)}
+	select {
+	case w.ops <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-op.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close stops the loop after the ops already queued have run.
+func (w *writer) close() {
+	w.stop()
+	w.wg.Wait()
+}
+
+func (w *writer) loop(ctx context.Context) {
+	stmts := map[string]*sql.Stmt{}
+	defer func() {
+		for _, st := range stmts {
+			st.Close()
+		}
+		w.conn.Close()
+	}()
+	batch := make([]writeOp, 0, maxGroupOps)
+	for {
+		var op writeOp
+		select {
+		case op = <-w.ops:
+		case <-ctx.Done():
+			// Drain ops that were queued before the stop.
+			for {
+				select {
+				case op = <-w.ops:
+					w.run(context.Background(), stmts, []writeOp{op})
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], op)
+	drain:
+		for len(batch) < maxGroupOps {
+			select {
+			case op = <-w.ops:
+				batch = append(batch, op)
+			default:
+				break drain
+			}
+		}
+		w.run(context.WithoutCancel(ctx), stmts, batch)
+	}
+}
+
+// run executes ops in one transaction and answers them.
+func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writeOp) {
+	t := &wtx{ctx: ctx, conn: w.conn, q: w.q, stmts: stmts}
+	errs := make([]error, len(ops))
+	fail := func(err error) {
+		for _, op := range ops {
+			op.done <- err
+		}
+	}
+	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		fail(fmt.Errorf("begin write transaction: %w", err))
+		return
+	}
+	for i, op := range ops {
+		if len(ops) == 1 {
+			errs[i] = op.fn(t)
+			if errs[i] != nil {
+				w.conn.ExecContext(ctx, "ROLLBACK")
+				op.done <- errs[i]
+				return
+			}
+			continue
+		}
+		if _, err := w.conn.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+			errs[i] = fmt.Errorf("savepoint: %w", err)
+			continue
+		}
+		saved := *t
+		nafter := len(t.after)
+		if err := op.fn(t); err != nil {
+			errs[i] = err
+			t.after = t.after[:nafter]
+			t.schema = saved.schema
+			t.rows = saved.rows
+			t.kick = saved.kick
+			if _, rerr := w.conn.ExecContext(ctx, "ROLLBACK TO op"); rerr != nil {
+				w.conn.ExecContext(ctx, "ROLLBACK")
+				fail(errors.Join(err, fmt.Errorf("rollback op: %w", rerr)))
+				return
+			}
+		}
+		if _, err := w.conn.ExecContext(ctx, "RELEASE op"); err != nil {
+			w.conn.ExecContext(ctx, "ROLLBACK")
+			fail(fmt.Errorf("release savepoint: %w", err))
+			return
+		}
+	}
+	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		w.conn.ExecContext(ctx, "ROLLBACK")
+		fail(fmt.Errorf("commit: %w", err))
+		return
+	}
+	for _, f := range t.after {
+		f()
+	}
+	if t.rows {
+		w.q.hub.broadcast()
+	}
+	if t.kick {
+		select {
+		case w.q.flushKick <- struct{}{}:
+		default:
+		}
+	}
+	for i, op := range ops {
+		op.done <- errs[i]
+	}
+}
