@@ -36,8 +36,12 @@ const MaxDepth = 512
 // valid UTF-8 (use []byte), invalid NDArray/Tensor/Image/Thunk values, times outside int64
 // Unix seconds, and nesting deeper than MaxDepth (e.g. a pointer cycle).
 func Marshal(v any) ([]byte, error) {
-	return Append(nil, v)
+	// Most payloads are small maps; starting at 128 bytes saves several regrowths.
+	return Append(make([]byte, 0, marshalStartSize), v)
 }
+
+// marshalStartSize is the capacity Marshal starts its output with.
+const marshalStartSize = 128
 
 // Append is Marshal appending to b: it returns b extended by the encoding of v. On error it
 // returns b with its original length (bytes past it in b's array may have been written).
