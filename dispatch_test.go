@@ -80,9 +80,9 @@ func TestResolveTarget(t *testing.T) {
 	t.Run("NotInThisBuild", func(t *testing.T) {
 		t.Parallel()
 		for target, msg := range map[string]string{
-			"http://localhost:8080":           "HTTP plane not available in this build",
-			"https://plane.example.com":       "HTTP plane not available in this build",
-			"postgres://u@db/lakeshore":       "PostgreSQL plane not available in this build",
+			"http://localhost:8080":            "HTTP plane not available in this build",
+			"https://plane.example.com":        "HTTP plane not available in this build",
+			"postgres://u@db/lakeshore":        "PostgreSQL plane not available in this build",
 			"postgresql://u@db:5432/lakeshore": "PostgreSQL plane not available in this build",
 		} {
 			_, err := resolveTarget(target, env(nil), noHome)

@@ -71,8 +71,9 @@ func (q *Queue) Stream(ctx context.Context, id string, since int64, opts *Stream
 
 // stream reads journal j from cursor since, yielding VALUE frames until END, an error, or
 // silence (no frame for silence; < 0: no limit).
-func (d *Dispatch) stream(ctx context.Context, j plane.Journal, since int64, silence time.Duration) iter.Seq2[Frame, error] {
+func (d *Dispatch) stream(ctx context.Context, j plane.Journal, from int64, silence time.Duration) iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
+		since := from // each range reads anew from the caller's cursor
 		if since < FromStart {
 			yield(Frame{}, plane.Invalid("since", since, "use a frame seq ≥ 0, or FromStart (-1) for the whole journal"))
 			return

@@ -1,0 +1,402 @@
+package lakeshore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/wire"
+)
+
+func TestClaim(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EmptyIsNil", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		job, err := q.Claim(t.Context(), nil)
+		require.NoError(t, err)
+		require.Nil(t, job)
+		jobs, err := q.ClaimMany(t.Context(), 5, &lakeshore.ClaimOptions{Wait: 10 * time.Millisecond})
+		require.NoError(t, err)
+		require.Empty(t, jobs)
+	})
+
+	t.Run("Job", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, &lakeshore.QueueOptions{LeaseTTL: time.Minute})
+		type args struct {
+			Prompt string `msgpack:"prompt"`
+			N      int    `msgpack:"n"`
+		}
+		id, err := q.Submit(t.Context(), args{Prompt: "hi", N: 2}, &lakeshore.SubmitOptions{
+			Key: "k", Priority: 1.5, MaxAttempts: 5, AttemptTimeout: time.Hour,
+			Metadata: map[string]string{"trace": "abc"},
+		})
+		require.NoError(t, err)
+
+		before := time.Now()
+		job, err := q.Claim(t.Context(), nil)
+		require.NoError(t, err)
+		require.Equal(t, id, job.ID)
+		require.Equal(t, "test", job.Queue)
+		require.Equal(t, lakeshore.NamespaceDefault, job.Namespace)
+		require.Equal(t, "k", job.Key)
+		require.Equal(t, 1, job.Attempt)
+		require.Equal(t, 5, job.MaxAttempts)
+		require.Equal(t, 1.5, job.Priority)
+		require.Equal(t, time.Hour, job.AttemptTimeout)
+		require.Equal(t, map[string]string{"trace": "abc"}, job.Metadata)
+		require.WithinDuration(t, before.Add(time.Minute), job.LeaseExpiresAt, 5*time.Second, "the handle's lease")
+
+		var a args
+		require.NoError(t, job.Decode(&a))
+		require.Equal(t, args{Prompt: "hi", N: 2}, a)
+		v, err := job.Payload()
+		require.NoError(t, err)
+		require.Equal(t, map[string]any{"prompt": "hi", "n": int64(2)}, v)
+		raw, err := wire.Marshal(a)
+		require.NoError(t, err)
+		require.Equal(t, raw, job.RawPayload())
+		require.ErrorIs(t, job.Decode(&[]int{}), wire.ErrMismatch)
+
+		exp, err := q.Heartbeat(t.Context(), job)
+		require.NoError(t, err)
+		require.False(t, exp.Before(job.LeaseExpiresAt))
+	})
+
+	t.Run("LeaseOverride", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		_, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		before := time.Now()
+		job, err := q.Claim(t.Context(), &lakeshore.ClaimOptions{LeaseTTL: time.Hour})
+		require.NoError(t, err)
+		require.WithinDuration(t, before.Add(time.Hour), job.LeaseExpiresAt, 5*time.Second)
+	})
+
+	t.Run("WaitsForSubmit", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		got := make(chan *lakeshore.Job)
+		go func() {
+			job, err := q.Claim(t.Context(), &lakeshore.ClaimOptions{Wait: -1})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- job
+		}()
+		id, err := q.Submit(t.Context(), "wake up", nil)
+		require.NoError(t, err)
+		job := <-got
+		require.NotNil(t, job)
+		require.Equal(t, id, job.ID)
+	})
+
+	t.Run("WaitEndsWithCtx", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		job, err := q.Claim(ctx, &lakeshore.ClaimOptions{Wait: -1})
+		require.Nil(t, job)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+
+	t.Run("Many", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, &lakeshore.QueueOptions{Kind: lakeshore.KindFILO})
+		ids, err := q.SubmitMany(t.Context(), []lakeshore.Submission{{Payload: 0}, {Payload: 1}, {Payload: 2}})
+		require.NoError(t, err)
+		jobs, err := q.ClaimMany(t.Context(), 2, nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 2)
+		require.Equal(t, ids[2], jobs[0].ID, "the handle's order")
+		require.Equal(t, ids[1], jobs[1].ID)
+	})
+}
+
+func TestSettle(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AckUnencodable", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		job, err := q.Claim(t.Context(), nil)
+		require.NoError(t, err)
+
+		err = q.Ack(t.Context(), job, make(chan int))
+		require.ErrorIs(t, err, lakeshore.ErrInvalid)
+		require.ErrorIs(t, err, wire.ErrUnsupported)
+		require.ErrorContains(t, err, "result")
+		inv, err := q.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, lakeshore.StateRunning, inv.State, "nothing settled")
+
+		_, err = q.Post(t.Context(), job, func() {})
+		require.ErrorIs(t, err, lakeshore.ErrInvalid)
+
+		require.NoError(t, q.Ack(t.Context(), job, "fine"))
+	})
+
+	t.Run("StaleToken", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		_, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		job, err := q.Claim(t.Context(), nil)
+		require.NoError(t, err)
+		require.NoError(t, q.Nack(t.Context(), job, nil, false))
+
+		require.ErrorIs(t, q.Ack(t.Context(), job, nil), lakeshore.ErrLeaseLost)
+		require.ErrorIs(t, q.Nack(t.Context(), job, nil, true), lakeshore.ErrLeaseLost)
+		_, err = q.Heartbeat(t.Context(), job)
+		require.ErrorIs(t, err, lakeshore.ErrLeaseLost)
+		_, err = q.Post(t.Context(), job, 1)
+		require.Error(t, err)
+	})
+
+	t.Run("NackMessageAndType", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		job, err := q.Claim(t.Context(), nil)
+		require.NoError(t, err)
+		require.NoError(t, q.Nack(t.Context(), job, fmt.Errorf("load weights: %w", typedError{}), false))
+		err = q.Result(t.Context(), id, nil, nil)
+		var terr *lakeshore.TerminalError
+		require.ErrorAs(t, err, &terr)
+		require.Equal(t, "cuda", terr.Info.Type, "the ErrorType of an error in the chain")
+		require.Equal(t, "load weights: device lost", terr.Info.Message)
+	})
+
+	t.Run("PostFinal", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		job, err := q.Claim(t.Context(), nil)
+		require.NoError(t, err)
+		seq, err := q.Post(t.Context(), job, "partial")
+		require.NoError(t, err)
+		require.EqualValues(t, 0, seq)
+		seq, err = q.PostFinal(t.Context(), job, "whole")
+		require.NoError(t, err)
+		require.EqualValues(t, 1, seq)
+		var got string
+		require.NoError(t, q.Result(t.Context(), id, &got, nil))
+		require.Equal(t, "whole", got)
+		_, err = q.Post(t.Context(), job, "after the end")
+		require.Error(t, err)
+	})
+}
+
+type typedError struct{}
+
+func (typedError) Error() string     { return "device lost" }
+func (typedError) ErrorType() string { return "cuda" }
+
+func TestWorking(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Empty", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		handled, err := q.Working(t.Context(), func(context.Context, *lakeshore.Job) (any, error) {
+			t.Fatal("no job to run")
+			return nil, nil
+		}, nil)
+		require.NoError(t, err)
+		require.False(t, handled)
+	})
+
+	t.Run("Ack", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), 20, nil)
+		require.NoError(t, err)
+		handled, err := q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			var n int
+			if err := job.Decode(&n); err != nil {
+				return nil, err
+			}
+			return n + 1, nil
+		}, nil)
+		require.NoError(t, err)
+		require.True(t, handled)
+		var got int
+		require.NoError(t, q.Result(t.Context(), id, &got, nil))
+		require.Equal(t, 21, got)
+	})
+
+	t.Run("ErrorRetries", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		boom := errors.New("flaky")
+		handled, err := q.Working(t.Context(), func(context.Context, *lakeshore.Job) (any, error) {
+			return nil, boom
+		}, nil)
+		require.True(t, handled)
+		require.ErrorIs(t, err, boom)
+		inv, err := q.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, lakeshore.StateQueued, inv.State, "nacked with retry: queued again")
+		require.Equal(t, 1, inv.Attempt)
+	})
+
+	t.Run("PermanentFails", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{MaxAttempts: 5})
+		require.NoError(t, err)
+		bad := errors.New("bad input")
+		handled, err := q.Working(t.Context(), func(context.Context, *lakeshore.Job) (any, error) {
+			return nil, fmt.Errorf("parse: %w", lakeshore.Permanent(bad))
+		}, nil)
+		require.True(t, handled)
+		require.ErrorIs(t, err, bad)
+		require.True(t, lakeshore.IsPermanent(err))
+		err = q.Result(t.Context(), id, nil, nil)
+		require.ErrorIs(t, err, lakeshore.ErrFailed, "no retry although attempts remain")
+		require.ErrorContains(t, err, "parse: bad input")
+		require.Nil(t, lakeshore.Permanent(nil))
+	})
+
+	t.Run("PanicNacks", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{MaxAttempts: 2})
+		require.NoError(t, err)
+		handled, err := q.Working(t.Context(), func(context.Context, *lakeshore.Job) (any, error) {
+			panic("kaboom")
+		}, nil)
+		require.True(t, handled)
+		var perr *lakeshore.PanicError
+		require.ErrorAs(t, err, &perr)
+		require.Equal(t, "kaboom", perr.Value)
+		require.Contains(t, string(perr.Stack), "worker_test.go")
+
+		inv, err := q.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, lakeshore.StateQueued, inv.State, "a panic is retried like an error")
+
+		// The second attempt panics with an error value; no attempts remain: failed.
+		cause := errors.New("nil map")
+		_, err = q.Working(t.Context(), func(context.Context, *lakeshore.Job) (any, error) {
+			panic(cause)
+		}, &lakeshore.WorkingOptions{ClaimOptions: lakeshore.ClaimOptions{Wait: 10 * time.Second}})
+		require.ErrorIs(t, err, cause, "PanicError unwraps a panicked error")
+		err = q.Result(t.Context(), id, nil, nil)
+		require.ErrorIs(t, err, lakeshore.ErrFailed)
+		var terr *lakeshore.TerminalError
+		require.ErrorAs(t, err, &terr)
+		require.Equal(t, lakeshore.ErrorTypePanic, terr.Info.Type)
+		require.Contains(t, terr.Info.Message, "panic: nil map")
+		require.Contains(t, terr.Info.Message, "worker_test.go", "the stack is kept")
+		require.Equal(t, 2, terr.Info.Attempt)
+	})
+
+	t.Run("UnencodableResultFails", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		handled, err := q.Working(t.Context(), func(context.Context, *lakeshore.Job) (any, error) {
+			return make(chan int), nil
+		}, nil)
+		require.True(t, handled)
+		require.ErrorIs(t, err, lakeshore.ErrInvalid)
+		require.ErrorIs(t, q.Result(t.Context(), id, nil, nil), lakeshore.ErrFailed, "a bug a retry would not fix")
+	})
+
+	t.Run("KillCancelsHandler", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		running := make(chan struct{})
+		var cause error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-running
+			ok, err := q.Kill(t.Context(), id)
+			if err != nil || !ok {
+				t.Errorf("kill: %v %v", ok, err)
+			}
+		})
+		handled, err := q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			close(running)
+			<-ctx.Done() // ends at the first heartbeat after the kill
+			cause = context.Cause(ctx)
+			return nil, ctx.Err()
+		}, &lakeshore.WorkingOptions{HeartbeatInterval: 5 * time.Millisecond})
+		wg.Wait()
+		require.True(t, handled)
+		require.ErrorIs(t, cause, lakeshore.ErrLeaseLost)
+		require.ErrorIs(t, err, lakeshore.ErrLeaseLost, "the nack after a kill is refused")
+		require.ErrorIs(t, q.Result(t.Context(), id, nil, nil), lakeshore.ErrCancelled)
+	})
+
+	t.Run("HeartbeatKeepsLease", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, &lakeshore.QueueOptions{LeaseTTL: 300 * time.Millisecond})
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		handled, err := q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			// Outlive the lease several times; heartbeats (every 100 ms) keep it.
+			timer := time.NewTimer(time.Second)
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+				return "kept", nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}, nil)
+		require.True(t, handled)
+		require.NoError(t, err)
+		var got string
+		require.NoError(t, q.Result(t.Context(), id, &got, nil))
+		require.Equal(t, "kept", got)
+	})
+
+	t.Run("AttemptTimeoutCancelsHandler", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		_, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{AttemptTimeout: 20 * time.Millisecond})
+		require.NoError(t, err)
+		_, err = q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		}, nil)
+		require.ErrorContains(t, err, "attempt timeout")
+	})
+
+	t.Run("SettlesAfterCtxCancel", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{MaxAttempts: 1})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		_, err = q.Working(ctx, func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			cancel() // shutdown while the job runs
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, nil)
+		require.ErrorIs(t, err, context.Canceled)
+		err = q.Result(t.Context(), id, nil, nil)
+		require.ErrorIs(t, err, lakeshore.ErrFailed, "nacked at once, not left to its lease")
+	})
+}
