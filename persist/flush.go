@@ -3,10 +3,10 @@ package persist
 import (
 	"cmp"
 	"context"
-	"slices"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -58,6 +58,7 @@ func (q *Queue) flush(ctx context.Context) error {
 		if len(claims) == 0 {
 			return nil
 		}
+		q.hook("flush-claimed")
 		start := time.Now()
 		sizes := make([]int64, len(claims))
 		for i, c := range claims {
@@ -67,6 +68,7 @@ func (q *Queue) flush(ctx context.Context) error {
 				return fmt.Errorf("flush: %w", err)
 			}
 		}
+		q.hook("flush-renamed")
 		err = q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
 			ver, err := metaGet(t.ctx, t, "manifest_version")
 			if err != nil {

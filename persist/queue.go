@@ -173,6 +173,9 @@ type Queue struct {
 	flushMu   sync.Mutex // one flush at a time in this process
 	flushKick chan struct{}
 	compactMu sync.Mutex
+	// testHook, when set by a test, is called at named points of flush and compaction
+	// ("flush-claimed", "flush-renamed", "compact-claimed", "compact-renamed").
+	testHook func(point string)
 	fileSeq   atomic.Int64
 	bgCancel  context.CancelFunc
 	bg        sync.WaitGroup
@@ -226,10 +229,13 @@ func Open(ctx context.Context, name string, cfg *Config) (*Queue, error) {
 	}
 	q.cache = newFragCache(q.dataDir, c.CacheBytes)
 	q.tails = newTailCache()
-	if _, _, err := q.recoverQueue(ctx); err != nil {
+	rolledBack, deleted, err := q.recoverQueue(ctx)
+	if err != nil {
 		q.shutdown()
 		return nil, fmt.Errorf("recover queue %s: %w", name, err)
 	}
+	q.metrics.recoveredFragments.Store(int64(rolledBack))
+	q.metrics.orphansDeleted.Store(int64(deleted))
 	bgCtx, cancel := context.WithCancel(context.Background())
 	q.bgCancel = cancel
 	q.bg.Go(func() { q.flushLoop(bgCtx) })
@@ -279,6 +285,12 @@ func (q *Queue) Close(ctx context.Context) error {
 	err := q.flush(ctx)
 	q.shutdown()
 	return err
+}
+
+func (q *Queue) hook(point string) {
+	if q.testHook != nil {
+		q.testHook(point)
+	}
 }
 
 func (q *Queue) shutdown() {

@@ -12,6 +12,8 @@ import (
 type metrics struct {
 	puts, gets, flushes, compactions atomic.Int64
 	lastFlush, lastFlushDur          atomic.Int64 // unix ns, ns
+	recoveredFragments               atomic.Int64 // pending fragments of dead processes rolled back by Open
+	orphansDeleted                   atomic.Int64 // files deleted by Open's recovery
 }
 
 // Stats is a snapshot of a queue's counters and storage.
@@ -25,6 +27,11 @@ type Stats struct {
 	// LastFlushDuration how long writing its fragments and publishing them took.
 	LastFlush         time.Time
 	LastFlushDuration time.Duration
+	// RecoveredFragments is how many unfinished flushes or compactions of crashed
+	// processes this handle's Open rolled back, and OrphansDeleted how many files it
+	// deleted that the manifest did not name.
+	RecoveredFragments int64
+	OrphansDeleted     int64
 
 	// Shared state, as stored in meta.db (all processes).
 	NextIndex        int64            // the index the next put gets
@@ -51,6 +58,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		Puts: q.metrics.puts.Load(), Gets: q.metrics.gets.Load(),
 		Flushes: q.metrics.flushes.Load(), Compactions: q.metrics.compactions.Load(),
 		LastFlushDuration: time.Duration(q.metrics.lastFlushDur.Load()),
+		RecoveredFragments: q.metrics.recoveredFragments.Load(), OrphansDeleted: q.metrics.orphansDeleted.Load(),
 		Partitions:        map[string]int64{}, ConsumedByTask: map[string]int64{},
 	}
 	if ns := q.metrics.lastFlush.Load(); ns != 0 {
