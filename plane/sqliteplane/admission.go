@@ -46,6 +46,9 @@ func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string)
 	if err := plane.ValidateName("queue name", queue); err != nil {
 		return nil, err
 	}
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
 	a, err := scanAdmission(d.readDB.QueryRowContext(ctx, `SELECT `+admissionColumns+` FROM queues
 		WHERE namespace = ? AND queue = ?`, namespace, queue))
 	if err != nil || a == nil {

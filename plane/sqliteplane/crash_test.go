@@ -3,6 +3,7 @@ package sqliteplane
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -55,6 +56,8 @@ func runChild(role string) int {
 		return waiterChild(ctx, d, arg)
 	case "hold":
 		return holdChild(ctx, d)
+	case "depth":
+		return depthChild(ctx, d)
 	}
 	return 3
 }
@@ -379,4 +382,69 @@ func TestSecondProcessSeesSubmitsAndResults(t *testing.T) {
 	require.True(t, out.Scan())
 	require.Equal(t, "result succeeded done", out.Text())
 	require.NoError(t, cmd.Wait())
+}
+
+// depthChild submits 100 invocations from 8 goroutines into a queue with max depth 50 and
+// prints how many were admitted; refusals must be ErrQueueFull and nothing else.
+func depthChild(ctx context.Context, d *Driver) int {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted, failed := 0, false
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 13 {
+				_, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "depth",
+					Invocations: []plane.SubmitParams{{Payload: []byte("x")}}})
+				mu.Lock()
+				switch {
+				case err == nil:
+					admitted++
+				case !errors.Is(err, plane.ErrQueueFull):
+					fmt.Fprintln(os.Stderr, "depth child:", err)
+					failed = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("admitted", admitted)
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// TestMaxDepthAcrossProcesses: two processes submitting at once into one queue of max depth
+// 50 admit exactly 50 together, never more.
+func TestMaxDepthAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "depth.db")
+	d, err := Open(ctx, path, nil)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "depth",
+		Admission: plane.Admission{MaxDepth: 50}}))
+	var cmds []*exec.Cmd
+	var outs []*bufio.Scanner
+	for range 2 {
+		cmd, out := startChild(t, "depth", path, "")
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	total := 0
+	for i, cmd := range cmds {
+		require.True(t, outs[i].Scan())
+		var n int
+		_, err := fmt.Sscanf(outs[i].Text(), "admitted %d", &n)
+		require.NoError(t, err)
+		total += n
+		require.NoError(t, cmd.Wait())
+	}
+	require.Equal(t, 50, total, "the two processes admitted exactly max depth together")
+	n, err := d.InvocationCount(ctx, &plane.CountParams{Namespace: "default", Queue: "depth", State: plane.StateQueued})
+	require.NoError(t, err)
+	require.Equal(t, int64(50), n)
 }

@@ -201,3 +201,13 @@ func (d *Driver) Close() error {
 type stderr struct{}
 
 func (stderr) Write(p []byte) (int, error) { return os.Stderr.Write(p) }
+
+// checkOpen returns plane.ErrClosed once Close has begun; reads call it first.
+func (d *Driver) checkOpen() error {
+	select {
+	case <-d.stop:
+		return plane.ErrClosed
+	default:
+		return nil
+	}
+}

@@ -167,6 +167,9 @@ func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.D
 // readFrames reads the frames after since in one read transaction, so an invocation's
 // derived terminal frame never overtakes a VALUE frame committed with it.
 func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, since int64, limit int) (*plane.FrameReadResult, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
 	tx, err := d.readDB.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read frames: %w", err)

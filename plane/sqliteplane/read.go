@@ -24,6 +24,9 @@ func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocatio
 }
 
 func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
 	r, err := scanRow(d.reads.row.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, plane.ErrNotFound
@@ -75,6 +78,9 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 		_, err := plane.ParseState(string(p.State))
 		return 0, err
 	}
+	if err := d.checkOpen(); err != nil {
+		return 0, err
+	}
 	var n int64
 	err := d.reads.count.QueryRowContext(ctx, p.Namespace, p.Queue, state).Scan(&n)
 	if err != nil {
@@ -89,6 +95,9 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		if err := plane.ValidateName("namespace", namespace); err != nil {
 			return nil, err
 		}
+	}
+	if err := d.checkOpen(); err != nil {
+		return nil, err
 	}
 	rs, err := d.readDB.QueryContext(ctx, `SELECT namespace, queue, state, SUM(n) FROM counts
 		WHERE ?1 = '' OR namespace = ?1 GROUP BY namespace, queue, state ORDER BY namespace, queue`, namespace)

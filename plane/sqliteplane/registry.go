@@ -32,6 +32,9 @@ func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) err
 
 // WorkerList implements plane.Driver.
 func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]plane.WorkerInfo, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
 	since := d.cfg.Now().Add(-cmp.Or(p.SeenWithin, plane.WorkerSeenWithinDefault)).UnixMilli()
 	rs, err := d.readDB.QueryContext(ctx, `SELECT id, namespace, host, pid, queues, started_ms, seen_ms FROM workers
 		WHERE seen_ms >= ?1 AND (?2 = '' OR namespace = ?2) ORDER BY started_ms, id`, since, p.Namespace)
@@ -102,6 +105,9 @@ func scanToken(s scanner) (*plane.TokenInfo, error) {
 
 // TokenGet implements plane.Driver.
 func (d *Driver) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
 	tok, err := scanToken(d.readDB.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, plane.ErrNotFound
@@ -114,6 +120,9 @@ func (d *Driver) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, e
 
 // TokenList implements plane.Driver.
 func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
 	rs, err := d.readDB.QueryContext(ctx, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_ms, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
