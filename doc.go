@@ -104,6 +104,14 @@ without a job. [Topic.Post] appends a value, [Topic.Close] appends END, [Topic.L
 for the next value after a cursor (5 s by default) and [Topic.Stream] iterates values until
 END. An empty name makes a fresh topic named "topic-<ULID>", e.g. for replies.
 
+# Admission
+
+A queue may carry an [Admission] block, stored in the plane so it binds every process:
+a maximum depth with a policy when full ([OnFullReject] or [OnFullBlock], which waits for
+room within the submit's ctx), a rate limit, and a deadline cutoff. [Queue.SetAdmission],
+[Queue.Admission] and [Queue.ClearAdmission] manage it; a refused submit returns an
+[*AdmissionError] matching [ErrQueueFull] or [ErrRateLimited].
+
 # Errors
 
 Every error matches a sentinel through errors.Is: [ErrNotFound], [ErrTimeout] (the caller's

@@ -79,6 +79,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error returns "panic: " and the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // ErrorType returns "panic"; Queue.Nack records it as the ErrorInfo type.

@@ -40,7 +40,8 @@ func (q *Queue) Temperature() float64 { return q.opts.Temperature }
 // opts is the envelope (key, priority, attempts, timeouts, metadata; nil: defaults). With a
 // Key that already exists in the queue, Submit returns the existing id and enqueues nothing.
 // Errors: *InvalidError (matches ErrInvalid) for a payload that does not encode or exceeds
-// 16 MiB and for a bad option, with nothing submitted; ErrQueueFull, ErrRateLimited.
+// 16 MiB and for a bad option, with nothing submitted; an *AdmissionError (matching
+// ErrQueueFull or ErrRateLimited) when the queue's admission block refuses it.
 func (q *Queue) Submit(ctx context.Context, payload any, opts *SubmitOptions) (string, error) {
 	var o SubmitOptions
 	if opts != nil {

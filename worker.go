@@ -166,8 +166,9 @@ func (q *Queue) post(ctx context.Context, job *Job, value any, final bool) (int6
 
 // HandlerFunc is the work a Queue.Working call runs on a claimed job. Its result is acked
 // as the job's result; an error (or a panic) nacks the job. ctx is cancelled when the
-// caller's ctx is, when the job's lease is lost (context.Cause is then ErrLeaseLost: the
-// job was killed or re-claimed) and when the job's AttemptTimeout passes.
+// caller's ctx is, when the job's lease is lost (context.Cause then matches ErrLeaseLost:
+// the job was killed, or its lease expired and it was claimed again) and when the job's
+// AttemptTimeout passes (the cause then matches ErrTimedOut).
 type HandlerFunc func(ctx context.Context, job *Job) (any, error)
 
 // Working claims one job, runs fn on it and settles it: the common worker loop, packaged.

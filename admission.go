@@ -1,0 +1,53 @@
+package lakeshore
+
+import (
+	"context"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+type (
+	// Admission is a queue's admission block — MaxDepth with its OnFull policy, RateLimit
+	// with Burst, DeadlineCutoff — stored in the plane and enforced inside every submit
+	// transaction, so it holds across processes. A submit whose key already exists bypasses
+	// it. An alias of plane.Admission; its fields document their defaults.
+	Admission = plane.Admission
+
+	// OnFull is what a submit does when its queue is at Admission.MaxDepth: OnFullReject
+	// or OnFullBlock. An alias of plane.OnFull.
+	OnFull = plane.OnFull
+
+	// AdmissionError is a submit refused by a queue's admission block. It matches
+	// ErrQueueFull (depth, or a blocked submit whose ctx ended) or ErrRateLimited (rate;
+	// RetryAfter says when to try again). An alias of plane.AdmissionError.
+	AdmissionError = plane.AdmissionError
+)
+
+// The full-queue policies.
+const (
+	// OnFullReject fails a submit to a full queue at once with ErrQueueFull.
+	OnFullReject = plane.OnFullReject
+	// OnFullBlock makes a submit to a full queue wait for room, bounded by its ctx.
+	OnFullBlock = plane.OnFullBlock
+)
+
+// SetAdmission stores a as the queue's admission block, replacing any earlier one; it
+// applies to every later submit from any process. Errors: *InvalidError naming the bad
+// field.
+func (q *Queue) SetAdmission(ctx context.Context, a Admission) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	return q.d.drv.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: q.opts.Namespace, Queue: q.name, Admission: a})
+}
+
+// Admission returns the queue's admission block, or nil when it has none (no limits).
+func (q *Queue) Admission(ctx context.Context) (*Admission, error) {
+	return q.d.drv.QueueAdmissionGet(ctx, q.opts.Namespace, q.name)
+}
+
+// ClearAdmission removes the queue's admission block, lifting its limits, and reports
+// whether there was one.
+func (q *Queue) ClearAdmission(ctx context.Context) (bool, error) {
+	return q.d.drv.QueueAdmissionDelete(ctx, q.opts.Namespace, q.name)
+}
