@@ -194,4 +194,3 @@ func (b *bundle) setAdmission(t *testing.T, a plane.Admission) {
 	err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a})
 	must(t, err, "set admission")
 }
-
