@@ -21,23 +21,24 @@ import (
 //	map                 map[string]any
 //	ext -1, 1, 2, 3, 4, 5  time.Time (UTC), NDArray, Tensor, Image, Tuple, Thunk
 //
-// Decode never panics and never aliases data; it allocates only for values actually present
-// (a declared length larger than the remaining input is an error, not an allocation). The
-// generic form takes more memory than the bytes (up to ~16× for an array of small ints), so
-// bound the input size before calling it.
+// Decode never panics and never aliases data. Declared lengths are checked against the
+// remaining input before anything is allocated, and preallocation is budgeted across the whole
+// input, so memory stays proportional to len(data): the generic form takes at most a few
+// dozen bytes per input byte (16 per element of an array of small ints, a little more for
+// maps). Bound the input size before calling it.
 //
 // Errors: *DecodeError (Is ErrMalformed) for empty or truncated input, trailing bytes, the
 // never-used byte 0xc1, a map key that is not a str, a duplicate map key, a str that is not
 // valid UTF-8, nesting deeper than MaxDepth, an unknown extension code, or an extension
 // payload that breaks its layout (see NDArray.Validate for arrays).
 func Decode(data []byte) (any, error) {
-	d := decoder{total: len(data)}
+	d := decoder{total: len(data), slots: len(data)}
 	if len(data) == 0 {
 		return nil, d.fail(data, "input is empty; want one msgpack value")
 	}
 	v, rest, err := d.value(data, 0)
 	if err != nil {
-		return nil, err
+		return nil, finishPath(err)
 	}
 	if len(rest) != 0 {
 		return nil, d.fail(rest, fmt.Sprintf("%d bytes follow the value; want exactly one msgpack value", len(rest)))
@@ -45,10 +46,24 @@ func Decode(data []byte) (any, error) {
 	return v, nil
 }
 
-// decoder holds what error messages need: the length of the whole input, to turn a
-// remaining slice into an offset.
+// decoder holds the state of one Decode call.
 type decoder struct {
+	// total is the length of the whole input, to turn a remaining slice into an offset.
 	total int
+	// slots is what remains of the budget for preallocating array elements and map entries
+	// (two slots each). It starts at the input length: every value takes at least one byte, so
+	// an honest input never runs out and gets exact preallocation, while declared counts that
+	// overlap (nested arrays each claiming the rest of the input) cannot make the decoder
+	// reserve more than one slot per input byte in all. Past the budget, containers grow as
+	// their elements are actually read.
+	slots int
+}
+
+// reserve takes up to n slots from the budget and returns how many it took.
+func (d *decoder) reserve(n uint32) int {
+	c := min(int(n), d.slots)
+	d.slots -= c
+	return c
 }
 
 // fail returns a *DecodeError for the value starting at at.
@@ -153,18 +168,16 @@ func (d *decoder) list(b []byte, depth int) (any, []byte, error) {
 	if uint64(n) > uint64(len(rest)) { // every element takes at least one byte
 		return nil, b, d.fail(b, fmt.Sprintf("array declares %d elements but only %d bytes follow", n, len(rest)))
 	}
-	out := make([]any, n)
-	for i := range out {
-		if out[i], rest, err = d.value(rest, depth+1); err != nil {
+	out := make([]any, 0, d.reserve(n))
+	for i := range int(n) {
+		var v any
+		if v, rest, err = d.value(rest, depth+1); err != nil {
 			return nil, b, withPath(err, indexSeg(i))
 		}
+		out = append(out, v)
 	}
 	return out, rest, nil
 }
-
-// mapHint caps the capacity requested up front for a map, so a large declared count costs
-// nothing until its entries are actually read.
-const mapHint = 64
 
 func (d *decoder) mapValue(b []byte, depth int) (any, []byte, error) {
 	if depth >= MaxDepth {
@@ -177,7 +190,7 @@ func (d *decoder) mapValue(b []byte, depth int) (any, []byte, error) {
 	if 2*uint64(n) > uint64(len(rest)) { // every key and value takes at least one byte
 		return nil, b, d.fail(b, fmt.Sprintf("map declares %d entries but only %d bytes follow", n, len(rest)))
 	}
-	out := make(map[string]any, min(n, mapHint))
+	out := make(map[string]any, d.reserve(2*n)/2) // 2n fits: n < len(rest)/2
 	for range n {
 		at := rest
 		if len(at) == 0 {

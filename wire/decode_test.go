@@ -77,8 +77,8 @@ func TestDecodeTruncated(t *testing.T) {
 	}
 }
 
-// TestDecodeHugeDeclaredLengths checks that declared lengths far beyond the input fail
-// before allocating. Not parallel: it measures the bytes allocated, and parallel tests only
+// TestDecodeHugeDeclaredLengths checks that declared lengths beyond the input fail before
+// allocating, and that memory stays proportional to the input when they overlap. Not parallel: it measures the bytes allocated, and parallel tests only
 // start once the sequential ones are done.
 func TestDecodeHugeDeclaredLengths(t *testing.T) { //nolint:paralleltest // measures allocation
 	for _, tc := range []struct {
@@ -94,6 +94,8 @@ func TestDecodeHugeDeclaredLengths(t *testing.T) { //nolint:paralleltest // meas
 			0xcf, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xcf, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xc4, 0x00)},
 		{name: "TupleArray", data: extBytes(ExtTuple, 0xdd, 0xff, 0xff, 0xff, 0xff)},
 		{name: "ArrayInMap", data: []byte{0x81, 0xa1, 'a', 0xdd, 0x0f, 0xff, 0xff, 0xff, 0x00}},
+		{name: "NestedArraysEachDeclaringAllTheInput", data: nestedClaims(0xdc)},
+		{name: "NestedMapsEachDeclaringAllTheInput", data: nestedClaims(0xde)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var before, after runtime.MemStats
@@ -102,7 +104,13 @@ func TestDecodeHugeDeclaredLengths(t *testing.T) { //nolint:paralleltest // meas
 			runtime.ReadMemStats(&after)
 			require.ErrorIs(t, err, ErrMalformed)
 			t.Log(err)
-			require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "bytes allocated")
+			// Bound: 64 KiB plus 128 bytes per input byte. TotalAlloc counts garbage too: 16
+			// bytes per preallocated slot (at most one slot per input byte), and for elements
+			// past the budget 16 bytes each plus up to twice that in outgrown slices.
+			limit := uint64(64<<10 + 128*len(tc.data))
+			allocated := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%d input bytes, %d bytes allocated", len(tc.data), allocated)
+			require.Less(t, allocated, limit, "bytes allocated")
 		})
 	}
 }
@@ -145,4 +153,19 @@ func TestDecodeEmptyContainersAreNotNil(t *testing.T) {
 		// Re-encoding gives the same bytes, not msgpack nil.
 		require.True(t, bytes.Equal(data, mustMarshal(t, got)))
 	}
+}
+
+// nestedClaims returns MaxDepth-1 nested arrays (lead 0xdc) or maps (0xde), each declaring
+// 32767 elements, which the ~64 KiB input could hold at any one level but not at all of
+// them: a decoder that allocates what each level declares needs ~16 × 64 KiB × 511.
+func nestedClaims(lead byte) []byte {
+	var b []byte
+	for range MaxDepth - 1 {
+		if lead == 0xde {
+			b = append(b, lead, 0x7f, 0xff, 0xa0) // map 16 of 32767 entries, first key ""
+		} else {
+			b = append(b, lead, 0x7f, 0xff) // array 16 of 32767 elements
+		}
+	}
+	return append(b, bytes.Repeat([]byte{0xc0}, 1<<16)...)
 }

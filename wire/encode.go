@@ -48,7 +48,7 @@ const marshalStartSize = 128
 func Append(b []byte, v any) ([]byte, error) {
 	out, err := appendValue(b, v, 0)
 	if err != nil {
-		return b, err
+		return b, finishPath(err)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Every error returned by this package matches exactly one of them through
@@ -37,6 +38,8 @@ type DecodeError struct {
 	Reason string
 	// Err is the underlying msgp runtime error, if any.
 	Err error
+
+	segs []string // path segments innermost first, joined into Path by finishPath
 }
 
 // Error returns "wire: malformed input at PATH (byte N): REASON".
@@ -66,6 +69,8 @@ type EncodeError struct {
 	Type string
 	// Reason says what was wrong and what is allowed.
 	Reason string
+
+	segs []string // path segments innermost first, joined into Path by finishPath
 }
 
 // Error returns "wire: cannot encode TYPE at PATH: REASON".
@@ -88,6 +93,8 @@ type MismatchError struct {
 	Type string
 	// Reason adds detail (e.g. "300 overflows int8"); it may be empty.
 	Reason string
+
+	segs []string // path segments innermost first, joined into Path by finishPath
 }
 
 // Error returns "wire: cannot put WIRE into TYPE at PATH[: REASON]".
@@ -102,16 +109,38 @@ func (e *MismatchError) Error() string {
 // Is reports whether target is ErrMismatch.
 func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
 
-// withPath prefixes seg to the path of a package error as the call stack unwinds; other
-// errors pass through. Paths are only built on failure, so success costs nothing.
+// withPath records seg as the parent of the current path of a package error as the call
+// stack unwinds (appending, so a deep path costs linear time); other errors pass through.
+// Paths are only built on failure, so success costs nothing.
 func withPath(err error, seg string) error {
 	switch e := err.(type) {
 	case *DecodeError:
-		e.Path = seg + e.Path
+		e.segs = append(e.segs, seg)
 	case *EncodeError:
-		e.Path = seg + e.Path
+		e.segs = append(e.segs, seg)
 	case *MismatchError:
-		e.Path = seg + e.Path
+		e.segs = append(e.segs, seg)
+	}
+	return err
+}
+
+// finishPath sets Path from the recorded segments; the exported functions call it on the
+// errors they return.
+func finishPath(err error) error {
+	join := func(path string, segs []string) string {
+		var b strings.Builder
+		for i := len(segs) - 1; i >= 0; i-- {
+			b.WriteString(segs[i])
+		}
+		return b.String() + path
+	}
+	switch e := err.(type) {
+	case *DecodeError:
+		e.Path, e.segs = join(e.Path, e.segs), nil
+	case *EncodeError:
+		e.Path, e.segs = join(e.Path, e.segs), nil
+	case *MismatchError:
+		e.Path, e.segs = join(e.Path, e.segs), nil
 	}
 	return err
 }

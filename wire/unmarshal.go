@@ -43,7 +43,7 @@ func Unmarshal(data []byte, v any) error {
 			return nil
 		}
 	}
-	return assign(rv.Elem(), val)
+	return finishPath(assign(rv.Elem(), val))
 }
 
 // wireKind names the wire kind of a generic value, for MismatchError.Wire.
