@@ -1,0 +1,787 @@
+package planetest_test
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/planetest"
+)
+
+// TestReference runs the suite against refDriver, a deliberately simple in-memory plane
+// written from the semantics page alone. It keeps the suite honest while the real planes are
+// being built: every check must be satisfiable, and (by mutating refDriver by hand) each
+// must fail for the bug it names.
+func TestReference(t *testing.T) {
+	planetest.Run(t, func(t *testing.T, opts planetest.Options) plane.Driver {
+		d := newRefDriver(opts)
+		t.Cleanup(func() { d.Close() })
+		return d
+	})
+}
+
+type refInvocation struct {
+	inv       plane.Invocation
+	token     string // the current lease's token ("" when not running)
+	lastToken string // the token of the latest claim
+	frames    []plane.Frame
+	closed    bool
+}
+
+type refTopicKey struct{ ns, q, topic string }
+
+type refTopic struct {
+	frames []plane.Frame
+	closed bool
+}
+
+type refKey struct{ ns, q, key string }
+
+// refDriver is a plane.Driver kept in memory under one mutex. Waiters wait on a channel that
+// every change closes and replaces.
+type refDriver struct {
+	now     func() time.Time
+	backoff plane.Backoff
+	ids     *plane.IDGenerator
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	invs    map[string]*refInvocation
+	keys    map[refKey]string
+	topics  map[refTopicKey]*refTopic
+	changed chan struct{}
+	closed  bool
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+var _ plane.Driver = (*refDriver)(nil)
+
+func newRefDriver(opts planetest.Options) *refDriver {
+	seed := opts.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	d := &refDriver{
+		now:     opts.Now,
+		backoff: opts.Backoff,
+		ids:     plane.NewIDGenerator(),
+		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		invs:    map[string]*refInvocation{},
+		keys:    map[refKey]string{},
+		topics:  map[refTopicKey]*refTopic{},
+		changed: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if opts.Now == nil {
+		d.now = time.Now
+	}
+	interval := cmp.Or(opts.MaintenanceInterval, time.Second)
+	d.wg.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-d.done:
+				return
+			case <-tick.C:
+				d.Maintain(context.Background()) //nolint:errcheck // nothing to report to
+			}
+		}
+	})
+	return d
+}
+
+// lock takes the mutex unless the plane is closed.
+func (d *refDriver) lock() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return plane.ErrClosed
+	}
+	return nil
+}
+
+// notify wakes every waiter; call with the mutex held.
+func (d *refDriver) notify() {
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// waitChange waits, with the mutex held on entry and on return, until something changes,
+// until deadline, or until ctx ends. It reports false when the wait is over.
+func (d *refDriver) waitChange(ctx context.Context, deadline time.Time) (bool, error) {
+	ch := d.changed
+	d.mu.Unlock()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	var err error
+	more := true
+	select {
+	case <-ch:
+	case <-timer.C:
+		more = false
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-d.done:
+		err = plane.ErrClosed
+	}
+	d.mu.Lock()
+	if err == nil && d.closed {
+		err = plane.ErrClosed
+	}
+	return more && err == nil, err
+}
+
+func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	now := d.now()
+	out := make([]plane.SubmitResult, len(p.Invocations))
+	for i, s := range p.Invocations {
+		if s.Key != "" {
+			if id, ok := d.keys[refKey{p.Namespace, p.Queue, s.Key}]; ok {
+				out[i] = plane.SubmitResult{ID: id, Existing: true}
+				continue
+			}
+		}
+		id := s.ID
+		if id != "" {
+			if _, ok := d.invs[id]; ok {
+				out[i] = plane.SubmitResult{ID: id, Existing: true}
+				continue
+			}
+		} else {
+			id = d.ids.New(now)
+		}
+		d.invs[id] = &refInvocation{inv: plane.Invocation{
+			ID: id, Namespace: p.Namespace, Queue: p.Queue, Key: s.Key, State: plane.StateQueued,
+			Priority: s.Priority, Payload: slices.Clone(s.Payload), Metadata: s.Metadata,
+			MaxAttempts: cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), AttemptTimeout: s.AttemptTimeout,
+			Deadline: s.Deadline, AvailableAt: now, CreatedAt: now,
+		}}
+		if s.Key != "" {
+			d.keys[refKey{p.Namespace, p.Queue, s.Key}] = id
+		}
+		out[i] = plane.SubmitResult{ID: id}
+	}
+	d.notify()
+	return out, nil
+}
+
+func (d *refDriver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	kind, _ := plane.ParseKind(string(p.Kind))
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	deadline := time.Now().Add(p.Wait)
+	for {
+		var jobs []*plane.Job
+		for range max(p.Max, 1) {
+			ri := d.pick(p.Namespace, p.Queue, kind, p.Temperature)
+			if ri == nil {
+				break
+			}
+			jobs = append(jobs, d.start(ri, p))
+		}
+		if len(jobs) > 0 {
+			d.notify()
+			return jobs, nil
+		}
+		if p.Wait == 0 {
+			return nil, nil
+		}
+		// Wake when the next backoff ends, too (real clock only).
+		wake := deadline
+		if next := d.nextAvailable(p.Namespace, p.Queue); !next.IsZero() && d.now().Add(time.Until(wake)).After(next) {
+			wake = time.Now().Add(next.Sub(d.now()))
+		}
+		more, err := d.waitChange(ctx, wake)
+		if err != nil {
+			return nil, err
+		}
+		if !more && !time.Now().Before(deadline) {
+			return nil, nil
+		}
+	}
+}
+
+func (d *refDriver) nextAvailable(ns, q string) time.Time {
+	var next time.Time
+	for _, ri := range d.invs {
+		inv := &ri.inv
+		if inv.Namespace == ns && inv.Queue == q && inv.State == plane.StateQueued && (next.IsZero() || inv.AvailableAt.Before(next)) {
+			next = inv.AvailableAt
+		}
+	}
+	return next
+}
+
+// pick chooses the next claimable invocation of a queue, ending those past their deadline.
+func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvocation {
+	now := d.now()
+	var cands []*refInvocation
+	for _, ri := range d.invs {
+		inv := &ri.inv
+		if inv.Namespace != ns || inv.Queue != q || inv.State != plane.StateQueued {
+			continue
+		}
+		if !inv.Deadline.IsZero() && now.After(inv.Deadline) {
+			d.end(ri, plane.StateTimeout, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before it ran", Attempt: inv.Attempt})
+			continue
+		}
+		if inv.AvailableAt.After(now) {
+			continue
+		}
+		cands = append(cands, ri)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	slices.SortFunc(cands, func(a, b *refInvocation) int { return cmp.Compare(a.inv.ID, b.inv.ID) })
+	switch kind {
+	case plane.KindFILO:
+		return cands[len(cands)-1]
+	case plane.KindPriority:
+		best := cands[0]
+		for _, c := range cands[1:] {
+			if c.inv.Priority > best.inv.Priority {
+				best = c
+			}
+		}
+		return best
+	case plane.KindBoltzmann:
+		count := map[float64]int{}
+		var levels []float64
+		for _, c := range cands {
+			if count[c.inv.Priority] == 0 {
+				levels = append(levels, c.inv.Priority)
+			}
+			count[c.inv.Priority]++
+		}
+		slices.Sort(levels)
+		pmax := levels[len(levels)-1]
+		weights := make([]float64, len(levels))
+		var sum float64
+		for i, p := range levels {
+			weights[i] = float64(count[p]) * math.Exp((p-pmax)/temp)
+			sum += weights[i]
+		}
+		x := d.rng.Float64() * sum
+		level := pmax
+		for i, w := range weights {
+			if x < w {
+				level = levels[i]
+				break
+			}
+			x -= w
+		}
+		for _, c := range cands {
+			if c.inv.Priority == level {
+				return c
+			}
+		}
+	}
+	return cands[0]
+}
+
+func (d *refDriver) start(ri *refInvocation, p *plane.ClaimParams) *plane.Job {
+	now := d.now()
+	inv := &ri.inv
+	inv.State = plane.StateRunning
+	inv.Attempt++
+	inv.StartedAt = now
+	inv.LeaseExpiresAt = now.Add(cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault))
+	inv.Worker = p.Worker
+	ri.token = plane.NewToken(now)
+	ri.lastToken = ri.token
+	return &plane.Job{
+		ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, Payload: inv.Payload,
+		Metadata: inv.Metadata, Priority: inv.Priority, Attempt: inv.Attempt, MaxAttempts: inv.MaxAttempts,
+		AttemptTimeout: inv.AttemptTimeout, Deadline: inv.Deadline, Token: ri.token, LeaseExpiresAt: inv.LeaseExpiresAt,
+	}
+}
+
+// holds reports whether token is the live lease of ri.
+func (d *refDriver) holds(ri *refInvocation, token string) bool {
+	return ri.inv.State == plane.StateRunning && token != "" && token == ri.token && d.now().Before(ri.inv.LeaseExpiresAt)
+}
+
+// end makes ri terminal, closing its journal with ERROR when info is set.
+func (d *refDriver) end(ri *refInvocation, state plane.State, info *plane.ErrorInfo) {
+	now := d.now()
+	ri.inv.State = state
+	ri.inv.FinishedAt = now
+	ri.inv.LeaseExpiresAt = time.Time{}
+	ri.token = ""
+	if info != nil {
+		ri.inv.Error = info
+		v, _ := msgpack.Marshal(map[string]any{"type": info.Type, "message": info.Message, "attempt": info.Attempt})
+		d.appendFrame(ri, plane.FrameError, v)
+	}
+	if state == plane.StateCancelled {
+		ri.closed = true
+	}
+}
+
+func (d *refDriver) appendFrame(ri *refInvocation, kind plane.FrameKind, v []byte) int64 {
+	seq := int64(len(ri.frames))
+	ri.frames = append(ri.frames, plane.Frame{Seq: seq, Kind: kind, Value: slices.Clone(v), Attempt: ri.inv.Attempt, Time: d.now()})
+	if kind != plane.FrameValue {
+		ri.closed = true
+	}
+	return seq
+}
+
+// failAttempt ends a running attempt with info: retried after delay while attempts remain,
+// else ended as final.
+func (d *refDriver) failAttempt(ri *refInvocation, info *plane.ErrorInfo, retry bool, delay time.Duration, final plane.State) {
+	inv := &ri.inv
+	info.Attempt = inv.Attempt
+	if retry && inv.Attempt < inv.MaxAttempts {
+		if delay <= 0 {
+			delay = d.backoff.Delay(inv.Attempt, d.rng.Float64())
+		}
+		inv.State = plane.StateQueued
+		inv.AvailableAt = d.now().Add(delay)
+		inv.LeaseExpiresAt = time.Time{}
+		ri.token = ""
+		return
+	}
+	d.end(ri, final, info)
+}
+
+func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleParams) ([]error, error) {
+	for _, p := range ps {
+		if err := plane.ValidateID(p.ID); err != nil {
+			return nil, err
+		}
+		if p.Outcome < plane.OutcomeSucceeded || p.Outcome > plane.OutcomeFailed {
+			return nil, plane.Invalid("outcome", int(p.Outcome), "use succeeded, retry or failed")
+		}
+		if err := plane.ValidateValueSize("result", len(p.Result)); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	out := make([]error, len(ps))
+	for i, p := range ps {
+		ri, ok := d.invs[p.ID]
+		switch {
+		case !ok:
+			out[i] = plane.ErrNotFound
+		case !d.holds(ri, p.Token):
+			out[i] = plane.ErrLeaseLost
+		case p.Outcome == plane.OutcomeSucceeded:
+			d.succeed(ri, p.Result)
+		default:
+			info := plane.ErrorInfo{Type: "error"}
+			if p.Error != nil {
+				info = *p.Error
+			}
+			d.failAttempt(ri, &info, p.Outcome == plane.OutcomeRetry, p.RetryDelay, plane.StateFailed)
+		}
+	}
+	d.notify()
+	return out, nil
+}
+
+func (d *refDriver) succeed(ri *refInvocation, result []byte) {
+	ri.inv.Result = slices.Clone(result)
+	d.appendFrame(ri, plane.FrameEnd, result)
+	d.end(ri, plane.StateSucceeded, nil)
+}
+
+func (d *refDriver) InvocationHeartbeatMany(ctx context.Context, ps []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
+	for _, p := range ps {
+		if err := plane.ValidateID(p.ID); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	out := make([]plane.HeartbeatResult, len(ps))
+	for i, p := range ps {
+		ri, ok := d.invs[p.ID]
+		switch {
+		case !ok:
+			out[i].Err = plane.ErrNotFound
+		case !d.holds(ri, p.Token):
+			out[i].Err = plane.ErrLeaseLost
+		default:
+			ri.inv.LeaseExpiresAt = d.now().Add(cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault))
+			out[i].LeaseExpiresAt = ri.inv.LeaseExpiresAt
+		}
+	}
+	return out, nil
+}
+
+func (d *refDriver) get(id string) (*refInvocation, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return nil, err
+	}
+	ri, ok := d.invs[id]
+	if !ok {
+		return nil, plane.ErrNotFound
+	}
+	return ri, nil
+}
+
+func copyInvocation(ri *refInvocation) *plane.Invocation {
+	inv := ri.inv
+	if inv.Error != nil {
+		e := *inv.Error
+		inv.Error = &e
+	}
+	return &inv
+}
+
+func (d *refDriver) InvocationGet(ctx context.Context, id string) (*plane.Invocation, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	ri, err := d.get(id)
+	if err != nil {
+		return nil, err
+	}
+	return copyInvocation(ri), nil
+}
+
+func (d *refDriver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plane.Invocation, error) {
+	if err := plane.ValidateID(p.ID); err != nil {
+		return nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	deadline := time.Now().Add(p.Timeout)
+	for {
+		ri, err := d.get(p.ID)
+		if err != nil {
+			return nil, err
+		}
+		if ri.inv.State.Terminal() {
+			return copyInvocation(ri), nil
+		}
+		if p.Timeout == 0 {
+			return nil, plane.ErrTimeout
+		}
+		more, err := d.waitChange(ctx, deadline)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return nil, plane.ErrTimeout
+		}
+	}
+}
+
+func (d *refDriver) InvocationCancel(ctx context.Context, id string) (bool, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return false, err
+	}
+	if err := d.lock(); err != nil {
+		return false, err
+	}
+	defer d.mu.Unlock()
+	ri, err := d.get(id)
+	if err != nil || ri.inv.State != plane.StateQueued {
+		return false, err
+	}
+	d.end(ri, plane.StateCancelled, nil)
+	d.notify()
+	return true, nil
+}
+
+func (d *refDriver) InvocationKill(ctx context.Context, id string) (bool, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return false, err
+	}
+	if err := d.lock(); err != nil {
+		return false, err
+	}
+	defer d.mu.Unlock()
+	ri, err := d.get(id)
+	if err != nil || ri.inv.State != plane.StateRunning {
+		return false, err
+	}
+	d.end(ri, plane.StateKilled, &plane.ErrorInfo{Type: "killed", Message: "killed", Attempt: ri.inv.Attempt})
+	d.notify()
+	return true, nil
+}
+
+func (d *refDriver) InvocationCount(ctx context.Context, p *plane.CountParams) (int64, error) {
+	if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+		return 0, err
+	}
+	if err := plane.ValidateName("queue name", p.Queue); err != nil {
+		return 0, err
+	}
+	if _, err := plane.ParseState(string(p.State)); err != nil {
+		return 0, err
+	}
+	if err := d.lock(); err != nil {
+		return 0, err
+	}
+	defer d.mu.Unlock()
+	var n int64
+	for _, ri := range d.invs {
+		if ri.inv.Namespace == p.Namespace && ri.inv.Queue == p.Queue && ri.inv.State == p.State {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (d *refDriver) QueueStatsList(ctx context.Context, namespace string) ([]plane.QueueStats, error) {
+	if namespace != "" {
+		if err := plane.ValidateName("namespace", namespace); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	byQueue := map[[2]string]map[plane.State]int64{}
+	for _, ri := range d.invs {
+		if namespace != "" && ri.inv.Namespace != namespace {
+			continue
+		}
+		k := [2]string{ri.inv.Namespace, ri.inv.Queue}
+		if byQueue[k] == nil {
+			byQueue[k] = map[plane.State]int64{}
+		}
+		byQueue[k][ri.inv.State]++
+	}
+	var out []plane.QueueStats
+	for k, counts := range byQueue {
+		out = append(out, plane.QueueStats{Namespace: k[0], Queue: k[1], Counts: counts})
+	}
+	return out, nil
+}
+
+func (d *refDriver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {
+	if p.Namespace != "" {
+		if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+			return 0, err
+		}
+	}
+	if p.Queue != "" {
+		if err := plane.ValidateName("queue name", p.Queue); err != nil {
+			return 0, err
+		}
+	}
+	if err := d.lock(); err != nil {
+		return 0, err
+	}
+	defer d.mu.Unlock()
+	return d.trim(p.Namespace, p.Queue, p.FinishedBefore), nil
+}
+
+func (d *refDriver) trim(ns, q string, before time.Time) int64 {
+	var n int64
+	for id, ri := range d.invs {
+		inv := &ri.inv
+		if (ns != "" && inv.Namespace != ns) || (q != "" && inv.Queue != q) || !inv.State.Terminal() || !inv.FinishedAt.Before(before) {
+			continue
+		}
+		delete(d.invs, id)
+		if inv.Key != "" {
+			delete(d.keys, refKey{inv.Namespace, inv.Queue, inv.Key})
+		}
+		n++
+	}
+	return n
+}
+
+func (d *refDriver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64, error) {
+	if err := p.Journal.Validate(); err != nil {
+		return 0, err
+	}
+	if err := plane.ValidateValueSize("frame value", len(p.Value)); err != nil {
+		return 0, err
+	}
+	if err := d.lock(); err != nil {
+		return 0, err
+	}
+	defer d.mu.Unlock()
+	defer d.notify()
+	if p.Journal.InvocationID == "" {
+		k := refTopicKey{p.Journal.Namespace, p.Journal.Queue, p.Journal.Topic}
+		tp := d.topics[k]
+		if tp == nil {
+			tp = &refTopic{}
+			d.topics[k] = tp
+		}
+		if tp.closed {
+			return 0, plane.ErrJournalClosed
+		}
+		kind := plane.FrameValue
+		if p.Final {
+			kind = plane.FrameEnd
+			tp.closed = true
+		}
+		seq := int64(len(tp.frames))
+		tp.frames = append(tp.frames, plane.Frame{Seq: seq, Kind: kind, Value: slices.Clone(p.Value), Time: d.now()})
+		return seq, nil
+	}
+	ri, err := d.get(p.Journal.InvocationID)
+	if err != nil {
+		return 0, err
+	}
+	if !d.holds(ri, p.Token) {
+		if ri.closed && p.Token == ri.lastToken {
+			return 0, plane.ErrJournalClosed
+		}
+		return 0, plane.ErrLeaseLost
+	}
+	if p.Final {
+		seq := int64(len(ri.frames))
+		d.succeed(ri, p.Value)
+		return seq, nil
+	}
+	return d.appendFrame(ri, plane.FrameValue, p.Value), nil
+}
+
+func (d *refDriver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
+	if err := p.Journal.Validate(); err != nil {
+		return nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	deadline := time.Now().Add(p.Wait)
+	for {
+		var frames []plane.Frame
+		var closed bool
+		if p.Journal.InvocationID != "" {
+			ri, err := d.get(p.Journal.InvocationID)
+			if err != nil {
+				return nil, err
+			}
+			frames, closed = ri.frames, ri.closed
+		} else if tp := d.topics[refTopicKey{p.Journal.Namespace, p.Journal.Queue, p.Journal.Topic}]; tp != nil {
+			frames, closed = tp.frames, tp.closed
+		}
+		start := int(min(max(p.Since+1, 0), int64(len(frames))))
+		out := slices.Clone(frames[start:])
+		if limit := cmp.Or(p.Limit, plane.FrameReadLimitDefault); len(out) > limit {
+			out = out[:limit]
+		}
+		if len(out) > 0 || closed || p.Wait == 0 {
+			return &plane.FrameReadResult{Frames: out, Closed: closed}, nil
+		}
+		more, err := d.waitChange(ctx, deadline)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return &plane.FrameReadResult{}, nil
+		}
+	}
+}
+
+func (d *refDriver) Maintain(ctx context.Context) error {
+	if err := d.lock(); err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	now := d.now()
+	for _, ri := range d.invs {
+		inv := &ri.inv
+		switch {
+		case inv.State == plane.StateRunning && !now.Before(inv.LeaseExpiresAt):
+			d.failAttempt(ri, &plane.ErrorInfo{Type: "lease_expired", Message: "lease expired"}, true, 0, plane.StateTimeout)
+		case inv.State == plane.StateRunning && inv.AttemptTimeout > 0 && now.Sub(inv.StartedAt) > inv.AttemptTimeout:
+			d.failAttempt(ri, &plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, true, 0, plane.StateTimeout)
+		case inv.State == plane.StateQueued && !inv.Deadline.IsZero() && now.After(inv.Deadline):
+			d.end(ri, plane.StateTimeout, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before it ran", Attempt: inv.Attempt})
+		}
+	}
+	d.trim("", "", now.Add(-plane.RetentionDefault))
+	d.notify()
+	return nil
+}
+
+func (d *refDriver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.done)
+	d.mu.Unlock()
+	d.wg.Wait()
+	return nil
+}
+
+// Admission, workers and tokens are beyond what refDriver checks: the suite skips them.
+
+func (d *refDriver) QueueAdmissionSet(context.Context, *plane.AdmissionParams) error {
+	return plane.ErrNotImplemented
+}
+
+func (d *refDriver) QueueAdmissionGet(context.Context, string, string) (*plane.Admission, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) QueueAdmissionDelete(context.Context, string, string) (bool, error) {
+	return false, plane.ErrNotImplemented
+}
+
+func (d *refDriver) WorkerRegister(context.Context, *plane.WorkerInfo) error {
+	return plane.ErrNotImplemented
+}
+
+func (d *refDriver) WorkerList(context.Context, *plane.WorkerListParams) ([]plane.WorkerInfo, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) WorkerRemove(context.Context, string) error { return plane.ErrNotImplemented }
+
+func (d *refDriver) TokenCreate(context.Context, *plane.TokenInfo) error {
+	return plane.ErrNotImplemented
+}
+
+func (d *refDriver) TokenGet(context.Context, []byte) (*plane.TokenInfo, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) TokenList(context.Context) ([]plane.TokenInfo, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) TokenRevoke(context.Context, string) (bool, error) {
+	return false, plane.ErrNotImplemented
+}
