@@ -161,9 +161,10 @@ type Queue struct {
 	tails    *tailCache
 	metrics  metrics
 
-	schemaMu  sync.Mutex
-	schema    *Schema
-	schemaVer int64
+	schemaMu      sync.Mutex
+	schema        *Schema
+	schemaVer     int64
+	fieldsetCache map[int64]map[string]bool
 
 	mu       sync.RWMutex // guards closed and inflight.Add
 	closed   bool

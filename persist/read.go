@@ -265,6 +265,9 @@ func (q *Queue) readColumns(ctx context.Context, s *snapshot, idx []int64, field
 // buildColumn makes the array of one field from its cells, slicing a fragment's array
 // without copying when every cell is a consecutive row of the same array and kind.
 func buildColumn(k Kind, cells []cell) arrow.Array {
+	if len(cells) == 0 {
+		return array.MakeArrayOfNull(memory.DefaultAllocator, arrowType(k), 0)
+	}
 	if first := cells[0]; first.set && first.arr != nil && first.kind == k {
 		ok := true
 		for i, c := range cells {
@@ -409,4 +412,33 @@ func selectFields(s Schema, names []string) ([]Field, error) {
 		out = append(out, Field{Name: n, Kind: k})
 	}
 	return out, nil
+}
+
+// reorder returns the batch with rows in the order of indexes (which must be a
+// permutation of b.Indexes); b is released.
+func (b *Batch) reorder(indexes []int64) *Batch {
+	pos := make(map[int64]int, len(b.Indexes))
+	for i, x := range b.Indexes {
+		pos[x] = i
+	}
+	cols := make([]arrow.Array, len(b.Fields))
+	parts := make([]string, len(indexes))
+	for i, x := range indexes {
+		parts[i] = b.Partitions[pos[x]]
+	}
+	for c, f := range b.Fields {
+		src := b.Record.Column(c + 1)
+		cells := make([]cell, len(indexes))
+		for i, x := range indexes {
+			p := pos[x]
+			if !src.IsNull(p) {
+				cells[i] = cell{arr: src, row: p, kind: f.Kind, set: true}
+			}
+		}
+		cols[c] = buildColumn(f.Kind, cells)
+	}
+	out := &Batch{Indexes: append([]int64(nil), indexes...), Partitions: parts, Fields: b.Fields,
+		Record: makeRecord(indexes, b.Fields, cols)}
+	b.Release()
+	return out
 }

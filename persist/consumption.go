@@ -1,0 +1,100 @@
+package persist
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Consumption is tracked per (partition, task) in meta.db as merged spans of global
+// indexes (table consumed), so it survives restarts and is shared by every process:
+// a sample handed to a task by GetMeta in one process is never handed to the same task
+// by another. Tasks are independent: each task consumes every sample once.
+
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+func checkTask(task string) error {
+	if task == "" || len(task) > 256 {
+		return &InvalidError{Field: "task", Value: fmt.Sprintf("%q", task), Rule: "1–256 bytes"}
+	}
+	return nil
+}
+
+// markConsumed merges idx into the consumed spans of (partition, task).
+func (t *wtx) markConsumed(partition, task string, s idxset) error {
+	return mergeSpans(t, s, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? AND hi >= ? AND lo <= ?`,
+		`DELETE FROM consumed WHERE partition = ? AND task = ? AND lo = ?`,
+		`INSERT INTO consumed(partition, task, lo, hi) VALUES (?, ?, ?, ?)`, partition, task)
+}
+
+// MarkConsumed records that task has consumed indexes of partition, for readers that
+// set MetaRequest.DeferConsume and mark only after processing. Marking twice is
+// harmless. Errors: *InvalidError, *NotFoundError for indexes not in partition,
+// ErrClosed.
+func (q *Queue) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
+	if err := checkTask(task); err != nil {
+		return err
+	}
+	if err := checkName("partition", partition); err != nil {
+		return err
+	}
+	if len(indexes) == 0 {
+		return nil
+	}
+	if err := q.enter(); err != nil {
+		return err
+	}
+	defer q.leave()
+	set := setOf(indexes)
+	return q.w.do(ctx, func(t *wtx) error {
+		in, err := t.partitionSet(partition, set)
+		if err != nil {
+			return err
+		}
+		if missing := set.minus(in); len(missing) > 0 {
+			return &NotFoundError{Partition: partition, Indexes: missing.first(16)}
+		}
+		return t.markConsumed(partition, task, set)
+	})
+}
+
+// ResetConsumption forgets what task consumed in partition, and the task's sampler
+// assignments there, so a new run reads every sample again. Errors: *InvalidError,
+// ErrClosed.
+func (q *Queue) ResetConsumption(ctx context.Context, task, partition string) error {
+	if err := checkTask(task); err != nil {
+		return err
+	}
+	if err := checkName("partition", partition); err != nil {
+		return err
+	}
+	if err := q.enter(); err != nil {
+		return err
+	}
+	defer q.leave()
+	return q.w.do(ctx, func(t *wtx) error {
+		if _, err := t.exec(`DELETE FROM consumed WHERE partition = ? AND task = ?`, partition, task); err != nil {
+			return fmt.Errorf("reset consumption: %w", err)
+		}
+		if _, err := t.exec(`DELETE FROM assignments WHERE partition = ? AND task = ?`, partition, task); err != nil {
+			return fmt.Errorf("reset assignments: %w", err)
+		}
+		t.rows = true // wake waiting readers: samples are ready again
+		return nil
+	})
+}
+
+// Consumed returns how many samples of partition task has consumed.
+func (q *Queue) Consumed(ctx context.Context, task, partition string) (int64, error) {
+	if err := q.enter(); err != nil {
+		return 0, err
+	}
+	defer q.leave()
+	var n sql.NullInt64
+	err := q.rdb.QueryRowContext(ctx, `SELECT SUM(hi - lo) FROM consumed WHERE partition = ? AND task = ?`, partition, task).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count consumed: %w", err)
+	}
+	return n.Int64, nil
+}

@@ -1,0 +1,433 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Reader does two-phase reads for training loops: GetMeta decides which samples a
+// batch holds (and marks them consumed for the task), GetData reads the requested
+// fields of those samples. A Reader is a light view of its Queue, safe for concurrent
+// use.
+type Reader struct {
+	q *Queue
+}
+
+// Reader returns a two-phase reader of q.
+func (q *Queue) Reader() *Reader { return &Reader{q: q} }
+
+// GetMetaTimeoutDefault is the default MetaRequest.Timeout in wait mode.
+const GetMetaTimeoutDefault = 30 * time.Second
+
+// MetaRequest describes the batch GetMeta should hand out.
+type MetaRequest struct {
+	// Fields are the fields the consumer needs; only samples with all of them produced
+	// are eligible. Required.
+	Fields []string
+	// BatchSize is the number of samples wanted, ≥ 1. Required.
+	BatchSize int
+	// Task names the consumer; consumption is tracked per (Partition, Task). Required.
+	Task string
+	// Partition to read. Defaults to DefaultPartition.
+	Partition string
+	// Sampler chooses the samples. Defaults to Sequential{}.
+	Sampler Sampler
+	// Wait makes GetMeta block until a full batch (BatchSize samples) is ready, the
+	// Timeout passes (ErrTimeout, nothing handed out) or ctx ends. Without Wait,
+	// GetMeta returns what is ready now, possibly fewer than BatchSize or none.
+	Wait bool
+	// Timeout bounds a wait. Defaults to GetMetaTimeoutDefault (30 s).
+	Timeout time.Duration
+	// DeferConsume hands the samples out without marking them consumed; the caller
+	// calls Queue.MarkConsumed after processing them. Samplers that store
+	// assignments (RankAware) still store them.
+	DeferConsume bool
+	// DPRank and BatchIndex identify the data-parallel group and the step, for
+	// RankAware (and custom samplers).
+	DPRank, BatchIndex int
+}
+
+// FieldMeta describes one field of a batch. For tensor fields DType and Shape are the
+// element type and shape shared by every sample of the batch (Shape is nil when the
+// samples differ); for lists Shape is nil (variable length); for scalars DType is the
+// kind and Shape is empty.
+type FieldMeta struct {
+	Name  string
+	Kind  Kind
+	DType string
+	Shape []int
+}
+
+// BatchMeta is the first phase of a read: which samples a batch holds.
+type BatchMeta struct {
+	Size      int
+	Indexes   []int64 // global indexes, in the order the sampler chose
+	Fields    []FieldMeta
+	Partition string
+	Task      string
+}
+
+// FieldNames returns the names of Fields.
+func (m *BatchMeta) FieldNames() []string {
+	out := make([]string, len(m.Fields))
+	for i, f := range m.Fields {
+		out[i] = f.Name
+	}
+	return out
+}
+
+var errNotFull = errors.New("batch not full")
+
+func (r *MetaRequest) validate() error {
+	if len(r.Fields) == 0 {
+		return &InvalidError{Field: "MetaRequest.Fields", Value: "[]", Rule: "at least one field name"}
+	}
+	if r.BatchSize < 1 {
+		return &InvalidError{Field: "MetaRequest.BatchSize", Value: r.BatchSize, Rule: "≥ 1"}
+	}
+	if err := checkTask(r.Task); err != nil {
+		return err
+	}
+	if r.Timeout < 0 {
+		return &InvalidError{Field: "MetaRequest.Timeout", Value: r.Timeout, Rule: "≥ 0"}
+	}
+	return checkName("partition", r.Partition)
+}
+
+// GetMeta hands out a batch of samples of req.Partition whose req.Fields are all
+// produced and that req.Task has not consumed, chosen by req.Sampler, and marks them
+// consumed (unless DeferConsume) in the same transaction. Errors: *InvalidError (bad
+// request, unknown field, a sampler's rule such as GRPO batch sizes), ErrTimeout (wait
+// mode), ErrClosed, ctx's error.
+func (r *Reader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
+	rq := *req
+	if rq.Partition == "" {
+		rq.Partition = DefaultPartition
+	}
+	if rq.Sampler == nil {
+		rq.Sampler = Sequential{}
+	}
+	if err := rq.validate(); err != nil {
+		return nil, err
+	}
+	q := r.q
+	if err := q.enter(); err != nil {
+		return nil, err
+	}
+	defer q.leave()
+	var deadline <-chan time.Time
+	if rq.Wait {
+		t := time.NewTimer(cmpOr(rq.Timeout, GetMetaTimeoutDefault))
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		woken := q.hub.wait()
+		var idx []int64
+		var schema Schema
+		err := q.w.do(ctx, func(t *wtx) error {
+			var err error
+			idx, schema, err = t.getMeta(&rq)
+			return err
+		})
+		if err == nil {
+			return q.batchMeta(ctx, &rq, idx, schema)
+		}
+		if !errors.Is(err, errNotFull) {
+			return nil, err
+		}
+		select {
+		case <-woken:
+		case <-deadline:
+			return nil, fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
+				ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, GetMetaTimeoutDefault))
+		case <-q.closing:
+			return nil, ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// getMeta is the write op of GetMeta.
+func (t *wtx) getMeta(rq *MetaRequest) ([]int64, Schema, error) {
+	s, err := t.loadSchema()
+	if err != nil {
+		return nil, Schema{}, err
+	}
+	for _, f := range rq.Fields {
+		if _, ok := s.Kind(f); !ok {
+			// A field no sample has yet: nothing is ready.
+			if rq.Wait {
+				return nil, *s, errNotFull
+			}
+			return nil, *s, nil
+		}
+	}
+	ready, part, err := t.readySet(rq.Partition, rq.Task, rq.Fields)
+	if err != nil {
+		return nil, *s, err
+	}
+	window := max(4*rq.BatchSize, 1024)
+	if ws, ok := rq.Sampler.(WindowSampler); ok {
+		window = max(ws.Window(rq.BatchSize), rq.BatchSize)
+	}
+	in := &SampleInput{Ready: ready.first(window), BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition,
+		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, t: t, q: t.q, partSpans: part}
+	in.MoreReady = int64(len(in.Ready)) < ready.count()
+	idx, err := rq.Sampler.Sample(t.ctx, in)
+	if err != nil {
+		return nil, *s, err
+	}
+	if len(idx) > rq.BatchSize {
+		return nil, *s, fmt.Errorf("%w: sampler %T returned %d samples for a batch of %d", ErrInvalid, rq.Sampler, len(idx), rq.BatchSize)
+	}
+	// Everything handed out must be ready now, or be the group's stored assignment.
+	allowed := ready
+	if stored, ok, err := in.Assignment(); err != nil {
+		return nil, *s, err
+	} else if ok {
+		allowed = allowed.union(setOf(stored))
+	}
+	chosen := setOf(idx)
+	if int(chosen.count()) != len(idx) {
+		return nil, *s, fmt.Errorf("%w: sampler %T returned an index twice", ErrInvalid, rq.Sampler)
+	}
+	if bad := chosen.minus(allowed); len(bad) > 0 {
+		return nil, *s, fmt.Errorf("%w: sampler %T returned index %d, which is not ready for task %q", ErrInvalid, rq.Sampler, bad[0].lo, rq.Task)
+	}
+	if rq.Wait && len(idx) < rq.BatchSize {
+		return nil, *s, errNotFull // rolls back any assignment the sampler stored
+	}
+	if !rq.DeferConsume && len(idx) > 0 {
+		if err := t.markConsumed(rq.Partition, rq.Task, chosen); err != nil {
+			return nil, *s, err
+		}
+	}
+	return idx, *s, nil
+}
+
+// readySet computes the samples of partition with all fields produced, not consumed by
+// task and not cleared; it also returns the partition's spans.
+func (t *wtx) readySet(partition, task string, fields []string) (ready, part idxset, err error) {
+	rows, err := t.query(`SELECT lo, hi, fieldset FROM segments WHERE partition = ? ORDER BY lo`, partition)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read segments: %w", err)
+	}
+	type seg struct {
+		sp span
+		fs int64
+	}
+	var segs []seg
+	for rows.Next() {
+		var s seg
+		if err := rows.Scan(&s.sp.lo, &s.sp.hi, &s.fs); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("read segments: %w", err)
+		}
+		segs = append(segs, s)
+	}
+	rows.Close()
+	if len(segs) == 0 {
+		return nil, nil, nil
+	}
+	fieldsets, err := t.fieldsets()
+	if err != nil {
+		return nil, nil, err
+	}
+	var all []span
+	for _, s := range segs {
+		all = append(all, s.sp)
+	}
+	part = spansOf(all)
+	ready = part
+	for _, f := range fields {
+		var has []span
+		for _, s := range segs {
+			if fieldsets[s.fs][f] {
+				has = append(has, s.sp)
+			}
+		}
+		prod, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM produced WHERE field = ? AND hi > ? ORDER BY lo`, f, part[0].lo)
+		if err != nil {
+			return nil, nil, err
+		}
+		ready = ready.intersect(spansOf(has).union(prod))
+	}
+	lo := part[0].lo
+	tomb, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM tombstones WHERE hi > ? ORDER BY lo`, lo)
+	if err != nil {
+		return nil, nil, err
+	}
+	consumed, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? ORDER BY lo`, partition, task)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ready.minus(tomb).minus(consumed), part, nil
+}
+
+// fieldsets returns every field set (id → field names), cached by the Queue: a field
+// set never changes once created.
+func (t *wtx) fieldsets() (map[int64]map[string]bool, error) {
+	q := t.q
+	q.schemaMu.Lock()
+	if q.fieldsetCache == nil {
+		q.fieldsetCache = map[int64]map[string]bool{}
+	}
+	cache := q.fieldsetCache
+	var maxID int64
+	for id := range cache {
+		maxID = max(maxID, id)
+	}
+	q.schemaMu.Unlock()
+	rows, err := t.query(`SELECT id, fields FROM fieldsets WHERE id > ?`, maxID)
+	if err != nil {
+		return nil, fmt.Errorf("read field sets: %w", err)
+	}
+	defer rows.Close()
+	fresh := map[int64]map[string]bool{}
+	for rows.Next() {
+		var id int64
+		var fs string
+		if err := rows.Scan(&id, &fs); err != nil {
+			return nil, fmt.Errorf("read field sets: %w", err)
+		}
+		m := map[string]bool{}
+		for _, f := range strings.Split(fs, "\x1f") {
+			if f != "" {
+				m[f] = true
+			}
+		}
+		fresh[id] = m
+	}
+	q.schemaMu.Lock()
+	defer q.schemaMu.Unlock()
+	out := make(map[int64]map[string]bool, len(cache)+len(fresh))
+	for id, m := range q.fieldsetCache {
+		out[id] = m
+	}
+	for id, m := range fresh {
+		out[id] = m
+	}
+	// Only committed ids may be cached; ids read here may belong to this transaction.
+	t.after = append(t.after, func() {
+		q.schemaMu.Lock()
+		defer q.schemaMu.Unlock()
+		for id, m := range fresh {
+			q.fieldsetCache[id] = m
+		}
+	})
+	return out, nil
+}
+
+// batchMeta builds the BatchMeta of handed-out indexes, reading tensor dtypes and
+// shapes.
+func (q *Queue) batchMeta(ctx context.Context, rq *MetaRequest, idx []int64, s Schema) (*BatchMeta, error) {
+	m := &BatchMeta{Size: len(idx), Indexes: idx, Partition: rq.Partition, Task: rq.Task}
+	var tensors []string
+	for _, f := range rq.Fields {
+		k, _ := s.Kind(f)
+		fm := FieldMeta{Name: f, Kind: k}
+		switch k {
+		case KindTensor:
+			tensors = append(tensors, f)
+		case KindInt64List, KindFloat64List:
+		default:
+			fm.DType, fm.Shape = string(k), []int{}
+		}
+		m.Fields = append(m.Fields, fm)
+	}
+	if len(tensors) > 0 && len(idx) > 0 {
+		sorted := sortedUnique(append([]int64(nil), idx...))
+		b, err := q.readBatch(ctx, tensors, func(queryer, *snapshot) ([]int64, error) { return sorted, nil })
+		if err != nil {
+			return nil, err
+		}
+		defer b.Release()
+		for i := range m.Fields {
+			if m.Fields[i].Kind != KindTensor {
+				continue
+			}
+			col := b.Column(m.Fields[i].Name)
+			for r := 0; r < b.Len(); r++ {
+				if col.IsNull(r) {
+					continue
+				}
+				v, _ := valueAt(col, r, KindTensor)
+				tn := v.(Tensor)
+				if r == 0 {
+					m.Fields[i].DType, m.Fields[i].Shape = tn.DType, tn.Shape
+				} else if m.Fields[i].Shape != nil && !sameShape(m.Fields[i].Shape, tn.Shape) {
+					m.Fields[i].Shape = nil
+				}
+				if tn.DType != m.Fields[i].DType {
+					m.Fields[i].DType = ""
+				}
+			}
+		}
+	}
+	return m, nil
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// GetData reads the fields of meta for its samples, in meta.Indexes order. The batch
+// is columnar (Arrow; Batch.Rows converts to rows). Errors: ErrClosed, I/O errors.
+func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
+	q := r.q
+	if err := q.enter(); err != nil {
+		return nil, err
+	}
+	defer q.leave()
+	sorted := sortedUnique(append([]int64(nil), meta.Indexes...))
+	b, err := q.readBatch(ctx, meta.FieldNames(), func(queryer, *snapshot) ([]int64, error) { return sorted, nil })
+	if err != nil {
+		return nil, err
+	}
+	if !isAscending(meta.Indexes) {
+		b = b.reorder(meta.Indexes)
+	}
+	return b, nil
+}
+
+func isAscending(x []int64) bool {
+	for i := 1; i < len(x); i++ {
+		if x[i] <= x[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// GetBatch is GetMeta followed by GetData.
+func (r *Reader) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
+	meta, err := r.GetMeta(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := r.GetData(ctx, meta)
+	if err != nil {
+		return nil, meta, err
+	}
+	return b, meta, nil
+}

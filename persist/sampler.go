@@ -1,0 +1,130 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+)
+
+// Sampler chooses which ready samples a GetMeta hands out. Implement it to add a
+// strategy; Sequential, RankAware and GRPOGroupN are built in. Sample runs inside the
+// GetMeta write transaction (so concurrent readers in any process never hand out the
+// same sample twice to one task); it must be quick and must not call the Queue.
+type Sampler interface {
+	// Sample returns up to in.BatchSize global indexes chosen from in.Ready (or a
+	// stored assignment, see SampleInput.Assignment). Returning fewer is allowed (a
+	// partial batch); in wait mode GetMeta then waits for more samples.
+	Sample(ctx context.Context, in *SampleInput) ([]int64, error)
+}
+
+// WindowSampler is an optional interface: a Sampler that needs to see more than the
+// default number of ready samples (4×BatchSize, at least 1,024) says how many.
+type WindowSampler interface {
+	Sampler
+	Window(batchSize int) int
+}
+
+// SampleInput is what a Sampler sees.
+type SampleInput struct {
+	// Ready lists, ascending, samples of Partition whose requested fields are all
+	// produced, that Task has not consumed and that are not cleared — the first
+	// Window of them.
+	Ready []int64
+	// MoreReady reports that more ready samples exist beyond Ready.
+	MoreReady bool
+	// BatchSize is the requested batch size.
+	BatchSize int
+	// Task and Partition are the consumption key.
+	Task, Partition string
+	// DPRank and BatchIndex identify the data-parallel group and step (MetaRequest).
+	DPRank, BatchIndex int
+
+	t         *wtx
+	q         *Queue
+	partSpans idxset
+}
+
+// Values returns the values of field for indexes (nil where a sample has no value),
+// for samplers that group or balance by content.
+func (in *SampleInput) Values(ctx context.Context, field string, indexes []int64) ([]any, error) {
+	if len(indexes) == 0 {
+		return nil, nil
+	}
+	sorted := sortedUnique(append([]int64(nil), indexes...))
+	b, err := in.q.readBatch(ctx, []string{field}, func(tx queryer, s *snapshot) ([]int64, error) {
+		return sorted, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer b.Release()
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, err
+	}
+	byIdx := make(map[int64]any, len(rows))
+	for _, r := range rows {
+		byIdx[r.Index] = r.Fields[field]
+	}
+	out := make([]any, len(indexes))
+	for i, x := range indexes {
+		out[i] = byIdx[x]
+	}
+	return out, nil
+}
+
+// Ordinals returns, for each of indexes, its position among all samples of the
+// partition (0 for the partition's first sample), counting cleared ones.
+func (in *SampleInput) Ordinals(indexes []int64) []int64 {
+	out := make([]int64, len(indexes))
+	for i, x := range indexes {
+		var before int64
+		for _, sp := range in.partSpans {
+			if sp.lo > x {
+				break
+			}
+			before += min(sp.hi, x) - sp.lo
+		}
+		out[i] = before
+	}
+	return out
+}
+
+// Assignment returns the indexes stored for (Task, Partition, DPRank, BatchIndex) by
+// an earlier GetMeta of any process, and whether there is one.
+func (in *SampleInput) Assignment() ([]int64, bool, error) {
+	var b []byte
+	err := in.t.queryRow(`SELECT indexes FROM assignments WHERE partition = ? AND task = ? AND dp_rank = ? AND batch_index = ?`,
+		in.Partition, in.Task, in.DPRank, in.BatchIndex).Scan(&b)
+	if err != nil {
+		if isNoRows(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("read assignment: %w", err)
+	}
+	idx, err := decodeIndexes(b)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: assignment: %v", ErrCorrupt, err)
+	}
+	return idx, true, nil
+}
+
+// Assign stores indexes as the assignment of (Task, Partition, DPRank, BatchIndex), in
+// the same transaction that hands them out. ResetConsumption clears assignments.
+func (in *SampleInput) Assign(indexes []int64) error {
+	if _, err := in.t.exec(`INSERT OR REPLACE INTO assignments(partition, task, dp_rank, batch_index, indexes) VALUES (?, ?, ?, ?, ?)`,
+		in.Partition, in.Task, in.DPRank, in.BatchIndex, encodeIndexes(indexes)); err != nil {
+		return fmt.Errorf("store assignment: %w", err)
+	}
+	return nil
+}
+
+// Sequential hands out the lowest ready indexes first.
+type Sequential struct{}
+
+// Sample returns the first BatchSize ready indexes.
+func (Sequential) Sample(_ context.Context, in *SampleInput) ([]int64, error) {
+	n := min(in.BatchSize, len(in.Ready))
+	return append([]int64(nil), in.Ready[:n]...), nil
+}
+
+var _ Sampler = Sequential{}

@@ -1,0 +1,108 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+	"sort"
+)
+
+// GRPOGroupN hands out only whole groups of N samples of one prompt, never a partial
+// or mixed group. Groups are the samples sharing a value of GroupField, or, when
+// GroupField is "", aligned blocks of N consecutive samples of the partition (the
+// partition's samples 0..N-1, N..2N-1, ...). A group is handed out when N of its
+// samples are ready; groups go in the order of their first index. The batch size must
+// be a multiple of N.
+type GRPOGroupN struct {
+	N          int    // samples per prompt, ≥ 1
+	GroupField string // field holding the prompt id; "" for aligned blocks
+}
+
+// GRPOGroupNOf returns a GRPOGroupN sampler of n samples per prompt grouped by aligned
+// blocks of n consecutive samples of the partition.
+func GRPOGroupNOf(n int) GRPOGroupN { return GRPOGroupN{N: n} }
+
+// Window asks for enough ready samples to find complete groups.
+func (g GRPOGroupN) Window(batchSize int) int {
+	if g.GroupField != "" {
+		return max(16*batchSize, 8192)
+	}
+	return max(4*batchSize, 1024) + g.N
+}
+
+// Sample returns whole groups, at most BatchSize samples. Errors: *InvalidError when N
+// < 1 or BatchSize is not a multiple of N.
+func (g GRPOGroupN) Sample(ctx context.Context, in *SampleInput) ([]int64, error) {
+	if g.N < 1 {
+		return nil, &InvalidError{Field: "GRPOGroupN.N", Value: g.N, Rule: "≥ 1"}
+	}
+	if in.BatchSize%g.N != 0 {
+		return nil, &InvalidError{Field: "batch size", Value: in.BatchSize,
+			Rule: fmt.Sprintf("a multiple of the GRPO group size %d (whole groups only)", g.N)}
+	}
+	type group struct {
+		first int64
+		idx   []int64
+	}
+	groups := map[any]*group{}
+	var order []*group
+	var keys []any
+	if g.GroupField == "" {
+		for i, o := range in.Ordinals(in.Ready) {
+			keys = append(keys, o/int64(g.N))
+			_ = i
+		}
+	} else {
+		vals, err := in.Values(ctx, g.GroupField, in.Ready)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vals {
+			keys = append(keys, groupKey(v))
+		}
+	}
+	var out []int64
+	for i, x := range in.Ready {
+		k := keys[i]
+		if k == nil {
+			continue // no group id: never handed out by this sampler
+		}
+		gr := groups[k]
+		if gr == nil {
+			gr = &group{first: x}
+			groups[k] = gr
+			order = append(order, gr)
+		}
+		if len(gr.idx) < g.N {
+			gr.idx = append(gr.idx, x)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return order[a].first < order[b].first })
+	for _, gr := range order {
+		if len(gr.idx) < g.N {
+			continue
+		}
+		if len(out)+g.N > in.BatchSize {
+			break
+		}
+		out = append(out, gr.idx...)
+	}
+	return out, nil
+}
+
+// groupKey makes a map key of a group-field value.
+func groupKey(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case []byte:
+		return "b:" + string(x)
+	case string:
+		return "s:" + x
+	case int64, float64, bool:
+		return x
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+var _ WindowSampler = GRPOGroupN{}
