@@ -3,6 +3,7 @@ package persist
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -25,6 +26,12 @@ func runChild(role string) int {
 		return childProducer(ctx, dir, arg)
 	case "flushkill":
 		return childFlushKill(ctx, dir, arg)
+	case "producer2":
+		return childProducer2(ctx, dir, arg)
+	case "consumer":
+		return childConsumer(ctx, dir, arg)
+	case "rankaware":
+		return childRankAware(ctx, dir, arg)
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2
@@ -119,4 +126,105 @@ func childFlushKill(ctx context.Context, dir, point string) int {
 	q.Flush(ctx)
 	fmt.Fprintln(os.Stderr, "flush point not reached:", point)
 	return 1
+}
+
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
+}
+
+// childProducer2 puts PERSIST_TEST_COUNT records {"src": arg, "n": i} in batches of 10.
+func childProducer2(ctx context.Context, dir, src string) int {
+	q, err := Open(ctx, "q", &Config{Dir: dir, FlushRows: 300, FlushInterval: 20 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 1
+	}
+	count := envInt("PERSIST_TEST_COUNT")
+	for i := 0; i < count; i += 10 {
+		recs := make([]Record, 10)
+		for j := range recs {
+			recs[j] = Record{"src": src, "n": i + j}
+		}
+		if _, err := q.PutBatch(ctx, recs); err != nil {
+			fmt.Fprintln(os.Stderr, "put:", err)
+			return 1
+		}
+	}
+	if err := q.Close(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "close:", err)
+		return 1
+	}
+	return 0
+}
+
+// childConsumer reads batches for task arg (GetBatch in wait mode, then a partial
+// batch on timeout) and prints "index src n" for every sample it got, until the task
+// has consumed PERSIST_TEST_COUNT samples in total (by all consumers).
+func childConsumer(ctx context.Context, dir, task string) int {
+	q, err := Open(ctx, "q", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 1
+	}
+	defer q.Close(ctx)
+	total := int64(envInt("PERSIST_TEST_COUNT"))
+	r := q.Reader()
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	for {
+		req := &MetaRequest{Fields: []string{"src", "n"}, BatchSize: 16, Task: task, Wait: true, Timeout: 200 * time.Millisecond}
+		b, _, err := r.GetBatch(ctx, req)
+		if errors.Is(err, ErrTimeout) {
+			req.Wait = false
+			b, _, err = r.GetBatch(ctx, req)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "get:", err)
+			return 1
+		}
+		rows, err := b.Rows()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rows:", err)
+			return 1
+		}
+		for _, row := range rows {
+			fmt.Fprintf(out, "%d %s %d\n", row.Index, row.Fields["src"], row.Fields["n"])
+		}
+		b.Release()
+		if len(rows) == 0 {
+			n, err := q.Consumed(ctx, task, DefaultPartition)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "consumed:", err)
+				return 1
+			}
+			if n >= total {
+				return 0
+			}
+		}
+	}
+}
+
+// childRankAware asks for the RankAware batch of (dp_rank, batch_index) = arg "dp,step"
+// once PERSIST_TEST_GO exists, and prints its indexes on one line.
+func childRankAware(ctx context.Context, dir, arg string) int {
+	var dp, step int
+	fmt.Sscanf(arg, "%d,%d", &dp, &step)
+	q, err := Open(ctx, "q", &Config{Dir: dir})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 1
+	}
+	defer q.Close(ctx)
+	fmt.Println("ready")
+	var line string
+	fmt.Scanln(&line) // the parent releases all ranks at once
+	m, err := q.Reader().GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "train", Sampler: RankAware{},
+		DPRank: dp, BatchIndex: step})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "getmeta:", err)
+		return 1
+	}
+	fmt.Println(m.Indexes)
+	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -32,6 +33,27 @@ func startChild(t *testing.T, role, dir, arg string, env ...string) (*exec.Cmd, 
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	return cmd, sc, &stderr
+}
+
+type childProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// startChildStdin is startChild with a pipe to the child's stdin.
+func startChildStdin(t *testing.T, role, dir, arg string, env ...string) (*childProc, *bufio.Scanner, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+role, "PERSIST_TEST_DIR="+dir, "PERSIST_TEST_ARG="+arg)
+	cmd.Env = append(cmd.Env, env...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	return &childProc{cmd: cmd, stdin: stdin}, bufio.NewScanner(stdout), &stderr
 }
 
 // TestCrashRecovery SIGKILLs a producer child at random moments while it puts and

@@ -1,0 +1,129 @@
+package persist
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSequentialSampler(t *testing.T) {
+	t.Parallel()
+	idx, err := Sequential{}.Sample(context.Background(), &SampleInput{Ready: []int64{3, 5, 9}, BatchSize: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 5}, idx)
+	idx, err = Sequential{}.Sample(context.Background(), &SampleInput{Ready: []int64{3}, BatchSize: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3}, idx)
+}
+
+func TestRankAwareSampler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	putN(t, q, DefaultPartition, 20, func(i int) Record { return Record{"x": i} })
+	r := q.Reader()
+	req := func(dp, step int) MetaRequest {
+		return MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train", Sampler: RankAware{}, DPRank: dp, BatchIndex: step}
+	}
+	g0 := metaIdx(t, r, req(0, 0))
+	require.Equal(t, []int64{0, 1, 2, 3}, g0)
+	require.Equal(t, g0, metaIdx(t, r, req(0, 0)), "another rank of DP group 0 gets the same batch")
+	g1 := metaIdx(t, r, req(1, 0))
+	require.Equal(t, []int64{4, 5, 6, 7}, g1, "DP group 1 gets a disjoint batch")
+	require.Equal(t, g1, metaIdx(t, r, req(1, 0)))
+	require.Equal(t, []int64{8, 9, 10, 11}, metaIdx(t, r, req(0, 1)), "next step")
+	require.Equal(t, g0, metaIdx(t, r, req(0, 0)), "step 0 is still remembered")
+
+	// The assignment is stored in meta.db: it survives a restart.
+	q = reopen(t, q)
+	r = q.Reader()
+	require.Equal(t, g1, metaIdx(t, r, req(1, 0)))
+	// ResetConsumption also clears the assignments.
+	require.NoError(t, q.ResetConsumption(ctx, "train", DefaultPartition))
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, r, req(1, 0)))
+}
+
+func TestGRPOGroupNBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	r := q.Reader()
+	// Another partition interleaves: blocks are counted within the partition.
+	putN(t, q, "grpo", 6, func(i int) Record { return Record{"x": i} })  // 0..5
+	putN(t, q, "other", 3, func(i int) Record { return Record{"x": i} }) // 6..8
+	putN(t, q, "grpo", 4, func(i int) Record { return Record{"x": i} })  // 9..12
+	req := MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "t", Partition: "grpo", Sampler: GRPOGroupNOf(4)}
+	// Partition samples: 0..5, 9..12 → blocks {0,1,2,3}, {4,5,9,10}, {11,12,..}.
+	require.Equal(t, []int64{0, 1, 2, 3, 4, 5, 9, 10}, metaIdx(t, r, req))
+	require.Equal(t, []int64{}, metaIdx(t, r, req), "the last block has 2 of 4 samples")
+	putN(t, q, "grpo", 2, func(i int) Record { return Record{"x": i} }) // 13, 14
+	require.Equal(t, []int64{11, 12, 13, 14}, metaIdx(t, r, req))
+
+	_, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 6, Task: "u", Partition: "grpo", Sampler: GRPOGroupNOf(4)})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "multiple of the GRPO group size 4")
+}
+
+func TestGRPOGroupNByField(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	r := q.Reader()
+	// Responses of prompts A, B, C arrive interleaved; C's last response has no reward yet.
+	uids := []string{"A", "B", "A", "C", "B", "C", "A", "B", "C"}
+	idx := putN(t, q, DefaultPartition, len(uids), func(i int) Record { return Record{"uid": uids[i], "resp": i} })
+	var withReward []int64
+	var rewards []Record
+	for i, x := range idx {
+		if i != 8 {
+			withReward = append(withReward, x)
+			rewards = append(rewards, Record{"reward": float64(i)})
+		}
+	}
+	require.NoError(t, q.PutFields(ctx, DefaultPartition, withReward, rewards))
+	req := MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 6, Task: "t",
+		Sampler: GRPOGroupN{N: 3, GroupField: "uid"}}
+	require.Equal(t, []int64{0, 2, 6, 1, 4, 7}, metaIdx(t, r, req), "groups A and B, whole, in order of first index")
+	require.Equal(t, []int64{}, metaIdx(t, r, req), "group C is incomplete: never a partial group")
+	require.NoError(t, q.PutFields(ctx, DefaultPartition, []int64{8}, []Record{{"reward": 8.0}}))
+	require.Equal(t, []int64{3, 5, 8}, metaIdx(t, r, req))
+
+	// A batch smaller than two groups gets one group.
+	require.NoError(t, q.ResetConsumption(ctx, "t", DefaultPartition))
+	req.BatchSize = 3
+	require.Equal(t, []int64{0, 2, 6}, metaIdx(t, r, req))
+}
+
+// evenOnly is a user-written sampler: only even indexes.
+type evenOnly struct{}
+
+func (evenOnly) Sample(_ context.Context, in *SampleInput) ([]int64, error) {
+	var out []int64
+	for _, x := range in.Ready {
+		if x%2 == 0 && len(out) < in.BatchSize {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// badSampler returns an index that is not ready.
+type badSampler struct{}
+
+func (badSampler) Sample(context.Context, *SampleInput) ([]int64, error) { return []int64{1000}, nil }
+
+func TestCustomSampler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	r := q.Reader()
+	putN(t, q, DefaultPartition, 6, func(i int) Record { return Record{"x": i} })
+	require.Equal(t, []int64{0, 2}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "t", Sampler: evenOnly{}}))
+	require.Equal(t, []int64{4}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "t", Sampler: evenOnly{}}))
+	_, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "t", Sampler: badSampler{}})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "not ready")
+	// Nothing was consumed by the rejected call.
+	require.Equal(t, []int64{1, 3}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "t"}))
+}
