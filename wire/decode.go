@@ -60,8 +60,8 @@ type decoder struct {
 }
 
 // reserve takes up to n slots from the budget and returns how many it took.
-func (d *decoder) reserve(n uint32) int {
-	c := min(int(n), d.slots)
+func (d *decoder) reserve(n uint64) int {
+	c := int(min(n, uint64(d.slots)))
 	d.slots -= c
 	return c
 }
@@ -168,7 +168,7 @@ func (d *decoder) list(b []byte, depth int) (any, []byte, error) {
 	if uint64(n) > uint64(len(rest)) { // every element takes at least one byte
 		return nil, b, d.fail(b, fmt.Sprintf("array declares %d elements but only %d bytes follow", n, len(rest)))
 	}
-	out := make([]any, 0, d.reserve(n))
+	out := make([]any, 0, d.reserve(uint64(n)))
 	for i := range int(n) {
 		var v any
 		if v, rest, err = d.value(rest, depth+1); err != nil {
@@ -190,7 +190,7 @@ func (d *decoder) mapValue(b []byte, depth int) (any, []byte, error) {
 	if 2*uint64(n) > uint64(len(rest)) { // every key and value takes at least one byte
 		return nil, b, d.fail(b, fmt.Sprintf("map declares %d entries but only %d bytes follow", n, len(rest)))
 	}
-	out := make(map[string]any, d.reserve(2*n)/2) // 2n fits: n < len(rest)/2
+	out := make(map[string]any, d.reserve(2*uint64(n))/2)
 	for range n {
 		at := rest
 		if len(at) == 0 {
