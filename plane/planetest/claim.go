@@ -188,7 +188,7 @@ func testClaim(t *testing.T, s *suite) {
 			require.Empty(t, jobs, "%s: a job in backoff is not claimable", kind)
 		}
 		other := b.submitOne(t, plane.SubmitParams{Priority: 0})
-		b.claimID(t, other) // the older, higher-priority job waits out its backoff
+		b.ack(t, b.claimID(t, other), "done") // the older, higher-priority job waits out its backoff
 		b.advance(10*time.Minute - time.Second)
 		b.requireNothingClaimable(t)
 		b.advance(time.Second + time.Millisecond)
