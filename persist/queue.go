@@ -177,9 +177,9 @@ type Queue struct {
 	// testHook, when set by a test, is called at named points of flush and compaction
 	// ("flush-claimed", "flush-renamed", "compact-claimed", "compact-renamed").
 	testHook func(point string)
-	fileSeq   atomic.Int64
-	bgCancel  context.CancelFunc
-	bg        sync.WaitGroup
+	fileSeq  atomic.Int64
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
 }
 
 // Open opens (creating if needed) the queue name in cfg.Dir/name/, recovers from any
@@ -319,14 +319,24 @@ type fieldRun struct {
 // prepare normalizes and encodes records outside the writer, so that encoding runs on
 // the callers' goroutines in parallel.
 func prepare(partition string, recs []Record) (*putPrepared, error) {
-	p := &putPrepared{partition: partition, recs: make([]normRecord, len(recs))}
-	seen := map[string]Kind{}
+	norm := make([]normRecord, len(recs))
 	for i, r := range recs {
 		nr, err := normalizeRecord(r)
 		if err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
 		}
-		p.recs[i] = nr
+		norm[i] = nr
+	}
+	return prepareNorm(partition, norm)
+}
+
+// prepareNorm builds the put of normalized records: their (field, kind) pairs, runs of
+// equal field sets and encoding. It fails with *SchemaError if the records themselves
+// disagree on a field's type.
+func prepareNorm(partition string, recs []normRecord) (*putPrepared, error) {
+	p := &putPrepared{partition: partition, recs: recs}
+	seen := map[string]Kind{}
+	for _, nr := range recs {
 		names := make([]string, len(nr))
 		for j, fv := range nr {
 			names[j] = fv.name

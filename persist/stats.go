@@ -57,9 +57,9 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{
 		Puts: q.metrics.puts.Load(), Gets: q.metrics.gets.Load(),
 		Flushes: q.metrics.flushes.Load(), Compactions: q.metrics.compactions.Load(),
-		LastFlushDuration: time.Duration(q.metrics.lastFlushDur.Load()),
+		LastFlushDuration:  time.Duration(q.metrics.lastFlushDur.Load()),
 		RecoveredFragments: q.metrics.recoveredFragments.Load(), OrphansDeleted: q.metrics.orphansDeleted.Load(),
-		Partitions:        map[string]int64{}, ConsumedByTask: map[string]int64{},
+		Partitions: map[string]int64{}, ConsumedByTask: map[string]int64{},
 	}
 	if ns := q.metrics.lastFlush.Load(); ns != 0 {
 		st.LastFlush = time.Unix(0, ns)
