@@ -232,7 +232,7 @@ func appendValue(b array.Builder, k Kind, v any) {
 		lb := b.(*array.ListBuilder)
 		lb.Append(true)
 		lb.ValueBuilder().(*array.Float64Builder).AppendValues(v.([]float64), nil)
-	case KindTensor:
+	case KindTensor, KindNDArray, KindWireTensor:
 		t := v.(Tensor)
 		sb := b.(*array.StructBuilder)
 		sb.Append(true)

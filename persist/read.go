@@ -101,6 +101,8 @@ func valueAt(arr arrow.Array, i int, k Kind) (any, error) {
 		return append([]float64{}, l.ListValues().(*array.Float64).Float64Values()[s:e]...), nil
 	case KindTensor:
 		return tensorAt(arr.(*array.Struct), i), nil
+	case KindNDArray, KindWireTensor:
+		return wireTensorValue(k, tensorAt(arr.(*array.Struct), i)), nil
 	}
 	return nil, fmt.Errorf("unknown kind %s", k)
 }
@@ -320,7 +322,7 @@ func appendArrow(b array.Builder, to Kind, arr arrow.Array, row int, from Kind) 
 	case KindInt64List, KindFloat64List:
 		v, _ := valueAt(arr, row, from)
 		appendValue(b, to, convertValue(v, from, to))
-	case KindTensor:
+	case KindTensor, KindNDArray, KindWireTensor:
 		appendValue(b, to, tensorAt(arr.(*array.Struct), row))
 	}
 }

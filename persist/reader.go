@@ -2,6 +2,8 @@ package persist
 
 import (
 	"context"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"errors"
 	"fmt"
 	"strings"
@@ -339,7 +341,7 @@ func (q *Queue) batchMeta(ctx context.Context, rq *MetaRequest, idx []int64, s S
 		k, _ := s.Kind(f)
 		fm := FieldMeta{Name: f, Kind: k}
 		switch k {
-		case KindTensor:
+		case KindTensor, KindNDArray, KindWireTensor:
 			tensors = append(tensors, f)
 		case KindInt64List, KindFloat64List:
 		default:
@@ -355,7 +357,7 @@ func (q *Queue) batchMeta(ctx context.Context, rq *MetaRequest, idx []int64, s S
 		}
 		defer b.Release()
 		for i := range m.Fields {
-			if m.Fields[i].Kind != KindTensor {
+			if !isTensor(m.Fields[i].Kind) {
 				continue
 			}
 			col := b.Column(m.Fields[i].Name)
@@ -363,8 +365,7 @@ func (q *Queue) batchMeta(ctx context.Context, rq *MetaRequest, idx []int64, s S
 				if col.IsNull(r) {
 					continue
 				}
-				v, _ := valueAt(col, r, KindTensor)
-				tn := v.(Tensor)
+				tn := tensorAt(col.(*array.Struct), r)
 				if r == 0 {
 					m.Fields[i].DType, m.Fields[i].Shape = tn.DType, tn.Shape
 				} else if m.Fields[i].Shape != nil && !sameShape(m.Fields[i].Shape, tn.Shape) {

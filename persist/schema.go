@@ -23,7 +23,9 @@ const (
 	KindBytes       Kind = "bytes"         // []byte
 	KindInt64List   Kind = "list<int64>"   // []int, []int32, []int64, ... as a Parquet list
 	KindFloat64List Kind = "list<float64>" // []float32, []float64; absorbs list<int64>
-	KindTensor      Kind = "tensor"        // Tensor (and the wire codec's tensors): dtype, shape, raw bytes
+	KindTensor      Kind = "tensor"        // persist.Tensor: dtype, shape, raw bytes
+	KindNDArray     Kind = "ndarray"       // wire.NDArray, stored like KindTensor
+	KindWireTensor  Kind = "wire.tensor"   // wire.Tensor, stored like KindTensor
 	KindCodec       Kind = "codec"         // any other value the wire codec encodes, stored as codec bytes
 )
 
@@ -58,11 +60,15 @@ func widen(have, got Kind) (Kind, bool) {
 
 func validKind(k Kind) bool {
 	switch k {
-	case KindBool, KindInt64, KindFloat64, KindString, KindBytes, KindInt64List, KindFloat64List, KindTensor, KindCodec:
+	case KindBool, KindInt64, KindFloat64, KindString, KindBytes, KindInt64List, KindFloat64List, KindTensor, KindNDArray, KindWireTensor, KindCodec:
 		return true
 	}
 	return false
 }
+
+// isTensor reports whether k is one of the tensor kinds (all stored as dtype, shape,
+// data).
+func isTensor(k Kind) bool { return k == KindTensor || k == KindNDArray || k == KindWireTensor }
 
 // Tensor is an n-dimensional array stored as its element type, its shape and its raw
 // row-major bytes. DType names the element type in NumPy style ("float32", "int64",
@@ -217,8 +223,8 @@ func normalizeValue(field string, v any) (Kind, any, error) {
 		}
 		return KindTensor, *x, nil
 	}
-	if t, ok := wireTensor(v); ok {
-		return KindTensor, t, nil
+	if k, t, ok, err := wireTensor(field, v); ok {
+		return k, t, err
 	}
 	b, err := wireMarshal(v)
 	if err != nil {
@@ -271,7 +277,7 @@ func arrowType(k Kind) arrow.DataType {
 		return arrow.ListOf(arrow.PrimitiveTypes.Int64)
 	case KindFloat64List:
 		return arrow.ListOf(arrow.PrimitiveTypes.Float64)
-	case KindTensor:
+	case KindTensor, KindNDArray, KindWireTensor:
 		return tensorType
 	}
 	panic("persist: unknown kind " + string(k))

@@ -27,7 +27,7 @@ const (
 )
 
 var kindCodes = map[Kind]byte{KindBool: 1, KindInt64: 2, KindFloat64: 3, KindString: 4, KindBytes: 5,
-	KindInt64List: 6, KindFloat64List: 7, KindTensor: 8, KindCodec: 9}
+	KindInt64List: 6, KindFloat64List: 7, KindTensor: 8, KindCodec: 9, KindNDArray: 10, KindWireTensor: 11}
 
 var codeKinds = func() map[byte]Kind {
 	m := map[byte]Kind{}
@@ -197,7 +197,7 @@ func decodeRecords(b []byte) ([]normRecord, error) {
 					x[i] = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
 				}
 				v = x
-			case KindTensor:
+			case KindTensor, KindNDArray, KindWireTensor:
 				var t Tensor
 				t.DType = string(d.str())
 				n := d.count(1)

@@ -1,19 +1,58 @@
 package persist
 
-import "errors"
+import (
+	"fmt"
 
-// This file is the single place where persist meets the wire codec. Until the codec
-// package is available, values other than the built-in kinds are rejected with
-// ErrUnsupportedValue.
+	"github.com/lakeshore-dev/lakeshore/wire"
+)
 
-var errNoCodec = errors.New("no codec for this type")
+// This file is the single place where persist meets the wire codec
+// (github.com/lakeshore-dev/lakeshore/wire). wire.NDArray and wire.Tensor are stored
+// as tensors (dtype, shape, raw bytes: kinds ndarray and wire.tensor) and read back as
+// the same type; every other value that is not a built-in kind is stored as codec
+// bytes (kind codec) and read back as wire.Decode's generic form (for example a struct
+// comes back as map[string]any).
 
-// wireTensor reports whether v is one of the codec's tensor types and returns it as a
-// Tensor.
-func wireTensor(v any) (Tensor, bool) { return Tensor{}, false }
+// wireTensor reports whether v is one of the codec's tensor types and returns its kind
+// and Tensor form; an invalid array (data length not matching dtype and shape) is an
+// *UnsupportedValueError.
+func wireTensor(field string, v any) (Kind, Tensor, bool, error) {
+	var a wire.NDArray
+	var k Kind
+	switch x := v.(type) {
+	case wire.NDArray:
+		a, k = x, KindNDArray
+	case *wire.NDArray:
+		if x == nil {
+			return "", Tensor{}, false, nil
+		}
+		a, k = *x, KindNDArray
+	case wire.Tensor:
+		a, k = wire.NDArray(x), KindWireTensor
+	case *wire.Tensor:
+		if x == nil {
+			return "", Tensor{}, false, nil
+		}
+		a, k = wire.NDArray(*x), KindWireTensor
+	default:
+		return "", Tensor{}, false, nil
+	}
+	if err := a.Validate(); err != nil {
+		return "", Tensor{}, true, &UnsupportedValueError{Field: field, GoType: fmt.Sprintf("%T", v), Reason: err.Error()}
+	}
+	return k, Tensor{DType: a.DType, Shape: a.Shape, Data: a.Data}, true, nil
+}
+
+// wireTensorValue converts a stored tensor back to the codec type of kind k.
+func wireTensorValue(k Kind, t Tensor) any {
+	if k == KindWireTensor {
+		return wire.Tensor{DType: t.DType, Shape: t.Shape, Data: t.Data}
+	}
+	return wire.NDArray{DType: t.DType, Shape: t.Shape, Data: t.Data}
+}
 
 // wireMarshal encodes v with the codec.
-func wireMarshal(v any) ([]byte, error) { return nil, errNoCodec }
+func wireMarshal(v any) ([]byte, error) { return wire.Marshal(v) }
 
-// wireDecode decodes codec bytes back to the value that was put.
-func wireDecode(b []byte) (any, error) { return nil, errNoCodec }
+// wireDecode decodes codec bytes back to the value that was put (its generic form).
+func wireDecode(b []byte) (any, error) { return wire.Decode(b) }
