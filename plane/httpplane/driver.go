@@ -1,0 +1,404 @@
+package httpplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server/api"
+)
+
+// blockMargin is how much earlier than the caller's deadline the server is asked to end
+// a blocked submit, so its answer (queue_full) arrives before the caller gives up.
+func blockMargin(left time.Duration) time.Duration {
+	return min(left/10, 100*time.Millisecond)
+}
+
+// InvocationSubmitMany implements plane.Driver. Invocations without an ID get a ULID made
+// here, so the call is retried safely. A submit blocked by a full queue (on_full=block)
+// waits until ctx ends, repeating the request when the server's long-poll limit ends it
+// first.
+func (d *Driver) InvocationSubmitMany(ctx context.Context, params *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	req := &api.SubmitBatchRequest{Namespace: params.Namespace, Queue: params.Queue,
+		Invocations: make([]api.SubmitInvocation, len(params.Invocations))}
+	now := time.Now()
+	for i := range params.Invocations {
+		req.Invocations[i] = api.NewSubmitInvocation(&params.Invocations[i])
+		if req.Invocations[i].ID == "" {
+			req.Invocations[i].ID = d.ids.New(now)
+		}
+	}
+	// The request must outlive the caller's deadline a little: the server ends the block
+	// just before it and answers queue_full, which the caller must see rather than its
+	// own deadline. An explicit cancel still ends the request at once.
+	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})()
+	for {
+		left, hasDeadline := remaining(ctx)
+		req.MaxWait = 0
+		wait := d.cfg.LongPollMax
+		if hasDeadline {
+			wait = min(wait, max(left-blockMargin(left), time.Millisecond))
+		}
+		req.MaxWait = api.Seconds(wait)
+		var out api.SubmitBatchResponse
+		err := d.do(ctx, &call{method: "POST", path: "/v1/submit/batch", body: req, out: &out, safe: true,
+			wait: wait, ctx: reqCtx})
+		var ae *plane.AdmissionError
+		if errors.As(err, &ae) && errors.Is(ae.Cause, context.DeadlineExceeded) && ctx.Err() == nil {
+			if left, ok := remaining(ctx); !ok || left > 2*time.Millisecond {
+				continue // the server's limit ended the block, not the caller's deadline
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(out.Results) != len(params.Invocations) {
+			return nil, fmt.Errorf("submit: the server answered %d results for %d invocations", len(out.Results), len(params.Invocations))
+		}
+		res := make([]plane.SubmitResult, len(out.Results))
+		for i, r := range out.Results {
+			res[i] = plane.SubmitResult{ID: r.ID, Existing: r.Existing}
+		}
+		return res, nil
+	}
+}
+
+// InvocationClaimMany implements plane.Driver. A claim is not repeated once sent (a lost
+// answer leaves its jobs leased until the lease expires); a Wait longer than LongPollMax
+// is several requests.
+func (d *Driver) InvocationClaimMany(ctx context.Context, params *plane.ClaimParams) ([]*plane.Job, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	end := time.Now().Add(params.Wait)
+	for {
+		wait := max(min(time.Until(end), d.cfg.LongPollMax), 0)
+		if params.Wait == 0 {
+			wait = 0
+		}
+		req := &api.ClaimRequest{Namespace: params.Namespace, Queue: params.Queue, Kind: params.Kind,
+			Temperature: params.Temperature, Max: params.Max, LeaseTTL: api.Seconds(params.LeaseTTL),
+			Wait: api.Seconds(wait), Worker: params.Worker}
+		var out api.ClaimResponse
+		if err := d.do(ctx, &call{method: "POST", path: "/v1/claim", body: req, out: &out, wait: wait}); err != nil {
+			return nil, err
+		}
+		if len(out.Jobs) > 0 || wait == 0 || !time.Now().Before(end) {
+			jobs := make([]*plane.Job, len(out.Jobs))
+			for i := range out.Jobs {
+				jobs[i] = out.Jobs[i].Plane()
+			}
+			return jobs, nil
+		}
+	}
+}
+
+// InvocationSettleMany implements plane.Driver. Not repeated once sent.
+func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.SettleParams) ([]error, error) {
+	req := &api.SettleRequest{Settles: make([]api.Settle, len(params))}
+	for i := range params {
+		req.Settles[i] = api.NewSettle(&params[i])
+	}
+	var out api.SettleResponse
+	if err := d.do(ctx, &call{method: "POST", path: "/v1/settle", body: req, out: &out}); err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(params) {
+		return nil, fmt.Errorf("settle: the server answered %d results for %d settles", len(out.Results), len(params))
+	}
+	errs := make([]error, len(out.Results))
+	for i, r := range out.Results {
+		if r.Error != nil {
+			errs[i] = r.Error.Err()
+		}
+	}
+	return errs, nil
+}
+
+// InvocationHeartbeatMany implements plane.Driver. Heartbeats are safe to repeat.
+func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
+	req := &api.HeartbeatRequest{Heartbeats: make([]api.Heartbeat, len(params))}
+	for i, p := range params {
+		req.Heartbeats[i] = api.Heartbeat{ID: p.ID, Token: p.Token, LeaseTTL: api.Seconds(p.LeaseTTL)}
+	}
+	var out api.HeartbeatResponse
+	if err := d.do(ctx, &call{method: "POST", path: "/v1/heartbeat", body: req, out: &out, safe: true}); err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(params) {
+		return nil, fmt.Errorf("heartbeat: the server answered %d results for %d heartbeats", len(out.Results), len(params))
+	}
+	res := make([]plane.HeartbeatResult, len(out.Results))
+	for i, r := range out.Results {
+		res[i] = plane.HeartbeatResult{LeaseExpiresAt: r.LeaseExpiresAt}
+		if r.Error != nil {
+			res[i].Err = r.Error.Err()
+		}
+	}
+	return res, nil
+}
+
+// InvocationGet implements plane.Driver.
+func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocation, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return nil, err
+	}
+	var out api.Invocation
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/invocations/" + pathID(id), out: &out, safe: true}); err != nil {
+		return nil, err
+	}
+	return out.Plane(), nil
+}
+
+// InvocationWait implements plane.Driver. A Timeout longer than LongPollMax is several
+// requests.
+func (d *Driver) InvocationWait(ctx context.Context, params *plane.WaitParams) (*plane.Invocation, error) {
+	if err := plane.ValidateID(params.ID); err != nil {
+		return nil, err
+	}
+	if params.Timeout < 0 {
+		return nil, plane.Invalid("wait timeout", params.Timeout, "use a duration ≥ 0")
+	}
+	end := time.Now().Add(params.Timeout)
+	for {
+		wait := max(min(time.Until(end), d.cfg.LongPollMax), 0)
+		if params.Timeout == 0 {
+			wait = 0
+		}
+		var out api.Invocation
+		err := d.do(ctx, &call{method: "GET", path: "/v1/invocations/" + pathID(params.ID) + "/wait",
+			query: url.Values{"timeout": {strconv.FormatFloat(api.Seconds(wait), 'g', -1, 64)}}, out: &out, safe: true, wait: wait})
+		if errors.Is(err, plane.ErrTimeout) && wait > 0 && time.Now().Before(end) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return out.Plane(), nil
+	}
+}
+
+// InvocationCancel implements plane.Driver. Not repeated once sent (a second cancel
+// would answer false).
+func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
+	return d.changed(ctx, "POST", "/v1/invocations/"+pathID(id)+"/cancel", id)
+}
+
+// InvocationKill implements plane.Driver. Not repeated once sent.
+func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
+	return d.changed(ctx, "POST", "/v1/invocations/"+pathID(id)+"/kill", id)
+}
+
+func (d *Driver) changed(ctx context.Context, method, path, id string) (bool, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return false, err
+	}
+	var out api.ChangedResponse
+	if err := d.do(ctx, &call{method: method, path: path, out: &out}); err != nil {
+		return false, err
+	}
+	return out.Changed, nil
+}
+
+func queuePath(namespace, queue string) string {
+	return "/v1/queues/" + pathID(namespace) + "/" + pathID(queue)
+}
+
+// InvocationCount implements plane.Driver.
+func (d *Driver) InvocationCount(ctx context.Context, params *plane.CountParams) (int64, error) {
+	if err := plane.ValidateName("namespace", params.Namespace); err != nil {
+		return 0, err
+	}
+	if err := plane.ValidateName("queue name", params.Queue); err != nil {
+		return 0, err
+	}
+	var out api.CountResponse
+	err := d.do(ctx, &call{method: "GET", path: queuePath(params.Namespace, params.Queue) + "/count",
+		query: url.Values{"state": {string(params.State)}}, out: &out, safe: true})
+	return out.Count, err
+}
+
+// QueueStatsList implements plane.Driver.
+func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.QueueStats, error) {
+	var q url.Values
+	if namespace != "" {
+		q = url.Values{"namespace": {namespace}}
+	}
+	var out api.QueuesResponse
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/queues", query: q, out: &out, safe: true}); err != nil {
+		return nil, err
+	}
+	res := make([]plane.QueueStats, len(out.Queues))
+	for i, s := range out.Queues {
+		counts := s.Counts
+		if counts == nil {
+			counts = map[plane.State]int64{}
+		}
+		res[i] = plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane()}
+	}
+	return res, nil
+}
+
+// InvocationTrim implements plane.Driver.
+func (d *Driver) InvocationTrim(ctx context.Context, params *plane.TrimParams) (int64, error) {
+	var out api.TrimResponse
+	err := d.do(ctx, &call{method: "POST", path: "/v1/trim", body: &api.TrimRequest{Namespace: params.Namespace,
+		Queue: params.Queue, FinishedBefore: params.FinishedBefore}, out: &out, safe: true})
+	return out.Deleted, err
+}
+
+// FramePost implements plane.Driver. Not repeated once sent (it would append twice).
+func (d *Driver) FramePost(ctx context.Context, params *plane.FramePostParams) (int64, error) {
+	if err := params.Journal.Validate(); err != nil {
+		return 0, err
+	}
+	if err := plane.ValidateValueSize("frame value", len(params.Value)); err != nil {
+		return 0, err
+	}
+	j := params.Journal
+	var out api.PostResponse
+	err := d.do(ctx, &call{method: "POST", path: "/v1/post", body: &api.PostRequest{
+		Journal: api.Journal{InvocationID: j.InvocationID, Namespace: j.Namespace, Queue: j.Queue, Topic: j.Topic},
+		Token:   params.Token, Value: params.Value, Final: params.Final}, out: &out})
+	return out.Seq, err
+}
+
+// FrameRead implements plane.Driver. A Wait longer than LongPollMax is several requests.
+func (d *Driver) FrameRead(ctx context.Context, params *plane.FrameReadParams) (*plane.FrameReadResult, error) {
+	j := params.Journal
+	if err := j.Validate(); err != nil {
+		return nil, err
+	}
+	path := "/v1/invocations/" + pathID(j.InvocationID) + "/frames"
+	if j.InvocationID == "" {
+		path = queuePath(j.Namespace, j.Queue) + "/topics/" + pathID(j.Topic) + "/frames"
+	}
+	end := time.Now().Add(params.Wait)
+	for {
+		wait := max(min(time.Until(end), d.cfg.LongPollMax), 0)
+		if params.Wait == 0 {
+			wait = 0
+		}
+		q := url.Values{"since": {strconv.FormatInt(params.Since, 10)}}
+		if params.Limit != 0 {
+			q.Set("limit", strconv.Itoa(params.Limit))
+		}
+		if wait > 0 {
+			q.Set("wait", strconv.FormatFloat(api.Seconds(wait), 'g', -1, 64))
+		}
+		var out api.FramesResponse
+		if err := d.do(ctx, &call{method: "GET", path: path, query: q, out: &out, safe: true, wait: wait}); err != nil {
+			return nil, err
+		}
+		if len(out.Frames) > 0 || out.Closed || wait == 0 || !time.Now().Before(end) {
+			return out.Plane(), nil
+		}
+	}
+}
+
+// QueueAdmissionSet implements plane.Driver.
+func (d *Driver) QueueAdmissionSet(ctx context.Context, params *plane.AdmissionParams) error {
+	return d.do(ctx, &call{method: "PUT", path: queuePath(params.Namespace, params.Queue) + "/admission",
+		body: api.NewAdmission(&params.Admission), safe: true})
+}
+
+// QueueAdmissionGet implements plane.Driver.
+func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string) (*plane.Admission, error) {
+	var out api.AdmissionResponse
+	if err := d.do(ctx, &call{method: "GET", path: queuePath(namespace, queue) + "/admission", out: &out, safe: true}); err != nil {
+		return nil, err
+	}
+	return out.Admission.Plane(), nil
+}
+
+// QueueAdmissionDelete implements plane.Driver. Not repeated once sent.
+func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error) {
+	var out api.ChangedResponse
+	err := d.do(ctx, &call{method: "DELETE", path: queuePath(namespace, queue) + "/admission", out: &out})
+	return out.Changed, err
+}
+
+// WorkerRegister implements plane.Driver.
+func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error {
+	return d.do(ctx, &call{method: "POST", path: "/v1/workers", body: info, safe: true})
+}
+
+// WorkerList implements plane.Driver.
+func (d *Driver) WorkerList(ctx context.Context, params *plane.WorkerListParams) ([]plane.WorkerInfo, error) {
+	q := url.Values{}
+	if params.Namespace != "" {
+		q.Set("namespace", params.Namespace)
+	}
+	if params.SeenWithin > 0 {
+		q.Set("seen_within", strconv.FormatFloat(api.Seconds(params.SeenWithin), 'g', -1, 64))
+	}
+	var out api.WorkersResponse
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/workers", query: q, out: &out, safe: true}); err != nil {
+		return nil, err
+	}
+	return out.Workers, nil
+}
+
+// WorkerRemove implements plane.Driver.
+func (d *Driver) WorkerRemove(ctx context.Context, id string) error {
+	return d.do(ctx, &call{method: "DELETE", path: "/v1/workers/" + pathID(id), safe: true})
+}
+
+// TokenCreate implements plane.Driver: it stores tok's hash; the secret never leaves the
+// caller. Errors: *plane.InvalidError (also for a token without a hash).
+func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
+	if len(tok.Hash) == 0 {
+		return plane.Invalid("token", tok.ID, "give an id, a hash, namespace and queue globs, and at least one permission")
+	}
+	t := api.Token{ID: tok.ID, Hash: tok.Hash, Namespace: tok.Namespace, Queue: tok.Queue, Permissions: tok.Permissions,
+		CreatedAt: tok.CreatedAt, ExpiresAt: tok.ExpiresAt}
+	var out api.TokenCreateResponse
+	return d.do(ctx, &call{method: "POST", path: "/v1/tokens", body: &api.TokenCreateRequest{Token: t}, out: &out})
+}
+
+// TokenGet implements plane.Driver.
+func (d *Driver) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, error) {
+	var out api.Token
+	if err := d.do(ctx, &call{method: "POST", path: "/v1/tokens/lookup", body: &api.TokenLookupRequest{Hash: hash}, out: &out, safe: true}); err != nil {
+		return nil, err
+	}
+	return out.Plane(), nil
+}
+
+// TokenList implements plane.Driver. The server does not send hashes: Hash is nil.
+func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
+	var out api.TokensResponse
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/tokens", out: &out, safe: true}); err != nil {
+		return nil, err
+	}
+	res := make([]plane.TokenInfo, len(out.Tokens))
+	for i := range out.Tokens {
+		res[i] = *out.Tokens[i].Plane()
+	}
+	return res, nil
+}
+
+// TokenRevoke implements plane.Driver. Not repeated once sent.
+func (d *Driver) TokenRevoke(ctx context.Context, id string) (bool, error) {
+	var out api.ChangedResponse
+	err := d.do(ctx, &call{method: "DELETE", path: "/v1/tokens/" + pathID(id), out: &out})
+	return out.Changed, err
+}
+
+// Maintain implements plane.Driver.
+func (d *Driver) Maintain(ctx context.Context) error {
+	return d.do(ctx, &call{method: "POST", path: "/v1/maintain", safe: true})
+}

@@ -1,0 +1,309 @@
+// Package httpplane is a plane.Driver that calls a Lakeshore server over HTTP (`lakeshore
+// serve`, package server): the plane behind lakeshore.Open("http://…") and LAKESHORE_URL.
+//
+// It keeps connections alive and reuses them, bounds every call with a timeout, maps the
+// server's error bodies back to the plane's sentinels and detail types (so errors.Is and
+// errors.As work as in process), and retries only what is safe to repeat: reads, waits,
+// heartbeats, registrations, and submits, which carry client-chosen ULIDs so a retried
+// submit never creates a second job. Long waits are split into requests no longer than
+// Config.LongPollMax and repeated until the caller's wait ends.
+package httpplane
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server/api"
+)
+
+// EnvToken names the environment variable of the default bearer token.
+const EnvToken = "LAKESHORE_TOKEN"
+
+// Config configures an HTTP plane. A nil *Config means all defaults.
+type Config struct {
+	// HTTPClient sends the requests. Its Timeout should be zero: the plane bounds each
+	// request itself (long-polls last longer than ordinary calls). Defaults to a client
+	// whose transport keeps up to 1024 idle connections to the server.
+	HTTPClient *http.Client
+
+	// LongPollMax is the longest wait asked of the server in one request; longer waits
+	// are repeated requests. Keep it at or under the server's limit (60 s by default).
+	// Defaults to LongPollMaxDefault.
+	LongPollMax time.Duration
+
+	// MaxRetries bounds the retries of a call that is safe to repeat, after a connection
+	// error or a 502, 503 or 504 answer. Defaults to MaxRetriesDefault; -1 disables them.
+	MaxRetries int
+
+	// RequestTimeout bounds one request beyond the wait it asks for. Defaults to
+	// RequestTimeoutDefault.
+	RequestTimeout time.Duration
+
+	// Token is the bearer token sent with every request. Defaults to $LAKESHORE_TOKEN;
+	// empty sends none.
+	Token string
+}
+
+// Defaults.
+const (
+	// LongPollMaxDefault is under the server's default cap of 60 s.
+	LongPollMaxDefault = 50 * time.Second
+	// MaxRetriesDefault is the number of retries of a call safe to repeat.
+	MaxRetriesDefault = 4
+	// RequestTimeoutDefault bounds a request beyond its wait.
+	RequestTimeoutDefault = 30 * time.Second
+	// retryBase is the first retry delay; it doubles, with jitter, up to retryMax.
+	retryBase = 50 * time.Millisecond
+	retryMax  = 2 * time.Second
+)
+
+// Driver is a plane.Driver over HTTP. Safe for concurrent use.
+type Driver struct {
+	base   string // scheme://host[:port][/prefix], without a trailing slash
+	client *http.Client
+	cfg    Config
+	ids    *plane.IDGenerator
+	ownTr  *http.Transport // the transport New made, closed by Close
+
+	closeCtx context.Context
+	close    context.CancelFunc
+	closed   atomic.Bool
+}
+
+var _ plane.Driver = (*Driver)(nil)
+
+// New returns a Driver for the server at baseURL (http:// or https://, optionally with a
+// path prefix). It makes no request. Errors: *plane.InvalidError for a bad URL.
+func New(baseURL string, cfg *Config) (*Driver, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, plane.Invalid("server URL", baseURL, "use http(s)://host[:port]")
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, plane.Invalid("server URL", baseURL, "use http(s)://host[:port][/prefix] without user, query or fragment")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if cfg == nil || cfg.Token == "" {
+		c.Token = os.Getenv(EnvToken)
+	}
+	c.LongPollMax = cmp.Or(c.LongPollMax, LongPollMaxDefault)
+	c.MaxRetries = cmp.Or(c.MaxRetries, MaxRetriesDefault)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, RequestTimeoutDefault)
+	if c.LongPollMax < 0 || c.RequestTimeout < 0 {
+		return nil, plane.Invalid("timeout", nil, "use positive durations")
+	}
+	d := &Driver{base: strings.TrimSuffix(u.Scheme+"://"+u.Host+u.EscapedPath(), "/"), cfg: c, ids: plane.NewIDGenerator()}
+	d.client = c.HTTPClient
+	if d.client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 1024
+		tr.MaxIdleConnsPerHost = 1024
+		tr.IdleConnTimeout = 90 * time.Second
+		d.ownTr = tr
+		d.client = &http.Client{Transport: tr}
+	}
+	d.closeCtx, d.close = context.WithCancel(context.Background())
+	return d, nil
+}
+
+// Close ends calls in progress (they return plane.ErrClosed), makes later calls fail with
+// plane.ErrClosed and closes idle connections. It does not stop the server or its plane.
+// Safe to call twice.
+func (d *Driver) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	d.close()
+	if d.ownTr != nil {
+		d.ownTr.CloseIdleConnections()
+	}
+	return nil
+}
+
+// call is one API call.
+type call struct {
+	method string
+	path   string // under the base URL, with path segments escaped
+	query  url.Values
+	body   any // encoded as msgpack; nil for none
+	out    any // decoded from a 2xx answer; nil to ignore it
+	// safe: repeating the call has no effect beyond the first, so it may be retried after
+	// a connection error or a 502/503/504 even when the request may have reached the
+	// server. Unsafe calls are retried only when the connection failed before sending.
+	safe bool
+	// wait is how long the server may hold the request (added to RequestTimeout).
+	wait time.Duration
+	// ctx is the request's context when set (a blocked submit detaches it from the
+	// caller's deadline); else the caller's.
+	ctx context.Context
+}
+
+// do performs c and decodes its answer, retrying as c allows.
+func (d *Driver) do(ctx context.Context, c *call) error {
+	if d.closed.Load() {
+		return plane.ErrClosed
+	}
+	var body []byte
+	if c.body != nil {
+		var err error
+		if body, err = api.Msgpack.Marshal(c.body); err != nil {
+			return fmt.Errorf("encode %s %s: %w", c.method, c.path, err)
+		}
+	}
+	u := d.base + c.path
+	if len(c.query) > 0 {
+		u += "?" + c.query.Encode()
+	}
+	reqCtx := cmp.Or(c.ctx, ctx)
+	for attempt := 0; ; attempt++ {
+		err, retryAfter, retryable := d.once(ctx, reqCtx, c, u, body)
+		if err == nil || !retryable || attempt >= d.cfg.MaxRetries || d.cfg.MaxRetries < 0 {
+			return err
+		}
+		delay := min(retryBase<<attempt, retryMax)
+		delay = delay/2 + rand.N(delay/2+1)
+		delay = max(delay, retryAfter)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-d.closeCtx.Done():
+			t.Stop()
+			return plane.ErrClosed
+		}
+	}
+}
+
+// once sends one request. It reports whether the error may be retried, and the server's
+// Retry-After.
+func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byte) (err error, retryAfter time.Duration, retryable bool) {
+	rctx, cancel := context.WithTimeout(reqCtx, c.wait+d.cfg.RequestTimeout)
+	defer cancel()
+	rctx, cancelClose := context.WithCancelCause(rctx)
+	defer cancelClose(nil)
+	defer context.AfterFunc(d.closeCtx, func() { cancelClose(plane.ErrClosed) })()
+
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(rctx, c.method, u, rd)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", c.method, c.path, err), 0, false
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", api.ContentTypeMsgpack)
+	}
+	req.Header.Set("Accept", api.ContentTypeMsgpack)
+	if d.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.cfg.Token)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		switch {
+		case errors.Is(context.Cause(rctx), plane.ErrClosed):
+			return plane.ErrClosed, 0, false
+		case ctx.Err() != nil:
+			return ctx.Err(), 0, false
+		}
+		return fmt.Errorf("%s %s: %w", c.method, c.path, err), 0, c.safe || dialError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		switch {
+		case errors.Is(context.Cause(rctx), plane.ErrClosed):
+			return plane.ErrClosed, 0, false
+		case ctx.Err() != nil:
+			return ctx.Err(), 0, false
+		}
+		return fmt.Errorf("%s %s: read answer: %w", c.method, c.path, err), 0, c.safe
+	}
+	codec := api.Msgpack
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == api.ContentTypeJSON {
+		codec = api.JSON
+	}
+	if resp.StatusCode/100 == 2 {
+		if c.out == nil {
+			return nil, 0, false
+		}
+		if err := codec.Unmarshal(data, c.out); err != nil {
+			return fmt.Errorf("%s %s: decode answer: %v", c.method, c.path, err), 0, false
+		}
+		return nil, 0, false
+	}
+	retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"))
+	var eb api.ErrorBody
+	if e := codec.Unmarshal(data, &eb); e != nil || eb.Code == "" {
+		err = fmt.Errorf("%s %s: HTTP %d: %s", c.method, c.path, resp.StatusCode, snippet(data))
+	} else {
+		err = eb.Err()
+	}
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return err, retryAfter, c.safe
+	case http.StatusServiceUnavailable:
+		// too_many_long_polls and shutting_down were not served: any call may repeat.
+		if errors.Is(err, api.ErrTooManyLongPolls) || errors.Is(err, api.ErrShuttingDown) {
+			return err, retryAfter, true
+		}
+		return err, retryAfter, c.safe && !errors.Is(err, plane.ErrClosed)
+	}
+	return err, retryAfter, false
+}
+
+// dialError reports whether err happened before the request was sent (nothing reached
+// the server), so even an unsafe call may be retried.
+func dialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func parseRetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return min(time.Duration(n)*time.Second, time.Minute)
+	}
+	return 0
+}
+
+func snippet(b []byte) string {
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// pathID escapes one path segment.
+func pathID(s string) string { return url.PathEscape(s) }
+
+// remaining returns how long until ctx's deadline, and whether it has one.
+func remaining(ctx context.Context) (time.Duration, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return time.Until(dl), true
+}

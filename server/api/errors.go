@@ -1,0 +1,211 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// ErrorBody is the one error body of the API: {code, message, details}. Code is a plane
+// sentinel's stable code ("not_found", "invalid", …) or one of the server's own codes
+// below; Details carry the fields of *plane.InvalidError, *plane.TerminalError and
+// *plane.AdmissionError so a client rebuilds the same error.
+type ErrorBody struct {
+	Code    string        `json:"code" msgpack:"code"`
+	Message string        `json:"message" msgpack:"message"`
+	Details *ErrorDetails `json:"details,omitempty" msgpack:"details,omitempty"`
+}
+
+// ErrorDetails are the typed fields of an error, by the code it has.
+type ErrorDetails struct {
+	// invalid (*plane.InvalidError).
+	Field string `json:"field,omitempty" msgpack:"field,omitempty"`
+	Value any    `json:"value" msgpack:"value"`
+	Rule  string `json:"rule,omitempty" msgpack:"rule,omitempty"`
+	// failed, cancelled, timed_out (*plane.TerminalError).
+	ID    string           `json:"id,omitempty" msgpack:"id,omitempty"`
+	State plane.State      `json:"state,omitempty" msgpack:"state,omitempty"`
+	Info  *plane.ErrorInfo `json:"info,omitempty" msgpack:"info,omitempty"`
+	// queue_full, rate_limited (*plane.AdmissionError). RetryAfter is seconds.
+	Queue      string  `json:"queue,omitempty" msgpack:"queue,omitempty"`
+	Fit        int64   `json:"fit,omitempty" msgpack:"fit,omitempty"`
+	RetryAfter float64 `json:"retry_after,omitempty" msgpack:"retry_after,omitempty"`
+	Detail     string  `json:"detail,omitempty" msgpack:"detail,omitempty"`
+	// Cause is what ended a blocked submit's wait: "deadline" (the wait's time ran out) or
+	// "canceled".
+	Cause string `json:"cause,omitempty" msgpack:"cause,omitempty"`
+}
+
+// The server's own error codes, beside the plane's. They are *plane.Error values, so
+// errors.Is matches them on the client like the plane's sentinels.
+var (
+	// ErrUnauthorized (401): no bearer token, or one that is unknown, expired or revoked.
+	ErrUnauthorized = &plane.Error{Code: "unauthorized", Message: "unauthorized"}
+	// ErrForbidden (403): the token does not grant this permission on this queue.
+	ErrForbidden = &plane.Error{Code: "forbidden", Message: "forbidden"}
+	// ErrUnsupportedMediaType (415): a body that is neither application/msgpack nor
+	// application/json.
+	ErrUnsupportedMediaType = &plane.Error{Code: "unsupported_media_type", Message: "unsupported media type"}
+	// ErrRouteNotFound (404): no route has this path.
+	ErrRouteNotFound = &plane.Error{Code: "route_not_found", Message: "no such route"}
+	// ErrMethodNotAllowed (405): the path exists for other methods (see Allow).
+	ErrMethodNotAllowed = &plane.Error{Code: "method_not_allowed", Message: "method not allowed"}
+	// ErrTooManyLongPolls (503, Retry-After): the server holds its maximum of waiting
+	// requests; retry later or use another server.
+	ErrTooManyLongPolls = &plane.Error{Code: "too_many_long_polls", Message: "too many long-polls open"}
+	// ErrShuttingDown (503, Retry-After): the server is stopping; retry (elsewhere).
+	ErrShuttingDown = &plane.Error{Code: "shutting_down", Message: "server shutting down"}
+	// ErrInternal (500): anything else; the message is the server's.
+	ErrInternal = &plane.Error{Code: "internal", Message: "internal error"}
+)
+
+var serverErrors = []*plane.Error{ErrUnauthorized, ErrForbidden, ErrUnsupportedMediaType, ErrRouteNotFound,
+	ErrMethodNotAllowed, ErrTooManyLongPolls, ErrShuttingDown, ErrInternal}
+
+// statuses maps every code to its HTTP status.
+var statuses = map[string]int{
+	plane.ErrNotFound.Code:       http.StatusNotFound,
+	plane.ErrTimeout.Code:        http.StatusRequestTimeout,
+	plane.ErrFailed.Code:         http.StatusConflict,
+	plane.ErrCancelled.Code:      http.StatusConflict,
+	plane.ErrTimedOut.Code:       http.StatusConflict,
+	plane.ErrLeaseLost.Code:      http.StatusConflict,
+	plane.ErrJournalClosed.Code:  http.StatusConflict,
+	plane.ErrQueueFull.Code:      http.StatusTooManyRequests,
+	plane.ErrRateLimited.Code:    http.StatusTooManyRequests,
+	plane.ErrInvalid.Code:        http.StatusBadRequest,
+	plane.ErrClosed.Code:         http.StatusServiceUnavailable,
+	plane.ErrNotImplemented.Code: http.StatusNotImplemented,
+	ErrUnauthorized.Code:         http.StatusUnauthorized,
+	ErrForbidden.Code:            http.StatusForbidden,
+	ErrUnsupportedMediaType.Code: http.StatusUnsupportedMediaType,
+	ErrRouteNotFound.Code:        http.StatusNotFound,
+	ErrMethodNotAllowed.Code:     http.StatusMethodNotAllowed,
+	ErrTooManyLongPolls.Code:     http.StatusServiceUnavailable,
+	ErrShuttingDown.Code:         http.StatusServiceUnavailable,
+	ErrInternal.Code:             http.StatusInternalServerError,
+}
+
+// Status returns the HTTP status of an error code (500 for an unknown one).
+func Status(code string) int {
+	if s, ok := statuses[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Codes lists every error code with its status, for documentation and tests.
+func Codes() map[string]int {
+	out := make(map[string]int, len(statuses))
+	for k, v := range statuses {
+		out[k] = v
+	}
+	return out
+}
+
+// codeOf returns the code of err: a plane sentinel's, a server error's, or "internal".
+func codeOf(err error) string {
+	if c := plane.Code(err); c != "internal" {
+		return c
+	}
+	for _, s := range serverErrors {
+		if errors.Is(err, s) {
+			return s.Code
+		}
+	}
+	return ErrInternal.Code
+}
+
+// NewErrorBody returns the body and HTTP status for err, with the details of the typed
+// plane errors.
+func NewErrorBody(err error) (ErrorBody, int) {
+	code := codeOf(err)
+	b := ErrorBody{Code: code, Message: err.Error()}
+	var (
+		inv *plane.InvalidError
+		te  *plane.TerminalError
+		ae  *plane.AdmissionError
+	)
+	switch {
+	case errors.As(err, &inv):
+		b.Details = &ErrorDetails{Field: inv.Field, Value: wireValue(inv.Value), Rule: inv.Rule}
+	case errors.As(err, &te):
+		info := te.Info
+		b.Details = &ErrorDetails{ID: te.ID, State: te.State, Info: &info}
+	case errors.As(err, &ae):
+		b.Details = &ErrorDetails{Queue: ae.Queue, Fit: ae.Fit, RetryAfter: Seconds(ae.RetryAfter), Detail: ae.Detail}
+		switch {
+		case errors.Is(ae.Cause, context.DeadlineExceeded):
+			b.Details.Cause = "deadline"
+		case ae.Cause != nil:
+			b.Details.Cause = "canceled"
+		}
+	}
+	return b, Status(code)
+}
+
+// wireValue keeps the value of an InvalidError encodable: strings, bools and numbers as
+// they are, durations as seconds, anything else as its text.
+func wireValue(v any) any {
+	switch x := v.(type) {
+	case nil, string, bool, int, int64, int32, uint, uint64, uint32:
+		return x
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Sprint(x) // JSON has no NaN or Inf
+		}
+		return x
+	case float32:
+		return wireValue(float64(x))
+	case time.Duration:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}
+
+// Err rebuilds the error a body describes: the typed plane error when it has details, the
+// sentinel (or server error) of its code otherwise, so errors.Is and errors.As work on the
+// client as in process.
+func (b *ErrorBody) Err() error {
+	d := b.Details
+	switch b.Code {
+	case plane.ErrInvalid.Code:
+		if d != nil && (d.Field != "" || d.Rule != "") {
+			return &plane.InvalidError{Field: d.Field, Value: d.Value, Rule: d.Rule}
+		}
+	case plane.ErrFailed.Code, plane.ErrCancelled.Code, plane.ErrTimedOut.Code:
+		if d != nil && d.State != "" {
+			te := &plane.TerminalError{ID: d.ID, State: d.State}
+			if d.Info != nil {
+				te.Info = *d.Info
+			}
+			return te
+		}
+	case plane.ErrQueueFull.Code, plane.ErrRateLimited.Code:
+		if d != nil {
+			ae := &plane.AdmissionError{Sentinel: plane.ErrQueueFull, Queue: d.Queue, Fit: d.Fit,
+				RetryAfter: Duration(d.RetryAfter), Detail: d.Detail}
+			if b.Code == plane.ErrRateLimited.Code {
+				ae.Sentinel = plane.ErrRateLimited
+			}
+			switch d.Cause {
+			case "deadline":
+				ae.Cause = context.DeadlineExceeded
+			case "canceled":
+				ae.Cause = context.Canceled
+			}
+			return ae
+		}
+	}
+	for _, s := range serverErrors {
+		if s.Code == b.Code {
+			return &plane.Error{Code: b.Code, Message: b.Message}
+		}
+	}
+	return plane.ErrorFromCode(b.Code, b.Message)
+}

@@ -1,0 +1,157 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server/api"
+)
+
+// principal is who a request acts as: everyone (auth off), the admin token, or a stored
+// access token.
+type principal struct {
+	all bool             // auth off or the admin token: every permission everywhere
+	tok *plane.TokenInfo // a stored token otherwise
+}
+
+// HashToken returns the SHA-256 of a bearer secret, as stored by Driver.TokenCreate.
+func HashToken(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// authenticate finds the principal of r. Errors: ErrUnauthorized (missing, unknown, expired
+// or revoked token). The secret is never logged or echoed.
+func (s *Server) authenticate(r *http.Request) (*principal, error) {
+	if !s.authOn {
+		return &principal{all: true}, nil
+	}
+	h := r.Header.Get("Authorization")
+	scheme, secret, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+		return nil, fmt.Errorf("%w: send Authorization: Bearer <token>", api.ErrUnauthorized)
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(secret)))
+	if subtle.ConstantTimeCompare(sum[:], s.adminHash[:]) == 1 {
+		return &principal{all: true}, nil
+	}
+	tok, err := s.drv.TokenGet(r.Context(), sum[:])
+	if errors.Is(err, plane.ErrNotFound) {
+		return nil, fmt.Errorf("%w: unknown token", api.ErrUnauthorized)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up token: %w", err)
+	}
+	now := s.cfg.Now()
+	switch {
+	case !tok.RevokedAt.IsZero():
+		return nil, fmt.Errorf("%w: token %s was revoked", api.ErrUnauthorized, tok.ID)
+	case !tok.ExpiresAt.IsZero() && !now.Before(tok.ExpiresAt):
+		return nil, fmt.Errorf("%w: token %s expired at %s", api.ErrUnauthorized, tok.ID, tok.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	return &principal{tok: tok}, nil
+}
+
+// has reports whether the token holds one of perms (admin holds all).
+func (p *principal) has(perms []plane.Permission) bool {
+	if p.all {
+		return true
+	}
+	if slices.Contains(p.tok.Permissions, plane.PermissionAdmin) {
+		return true
+	}
+	for _, want := range perms {
+		if slices.Contains(p.tok.Permissions, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// allows reports whether p may use one of perms on queue (namespace, queue).
+func (p *principal) allows(namespace, queue string, perms ...plane.Permission) bool {
+	if p.all {
+		return true
+	}
+	return p.has(perms) && globMatch(p.tok.Namespace, namespace) && globMatch(p.tok.Queue, queue)
+}
+
+// allowsNamespace reports whether p may use one of perms on some queue of namespace.
+func (p *principal) allowsNamespace(namespace string, perms ...plane.Permission) bool {
+	if p.all {
+		return true
+	}
+	return p.has(perms) && globMatch(p.tok.Namespace, namespace)
+}
+
+// global reports whether p covers every namespace and queue with admin rights: the admin
+// token, auth off, or a stored admin token for "*" / "*".
+func (p *principal) global() bool {
+	return p.all || p.tok.Namespace == "*" && p.tok.Queue == "*" && slices.Contains(p.tok.Permissions, plane.PermissionAdmin)
+}
+
+// scoped reports whether p's rights depend on the queue, so a request naming an
+// invocation must look up its queue first.
+func (p *principal) scoped() bool {
+	return !p.all && !(p.tok.Namespace == "*" && p.tok.Queue == "*")
+}
+
+func globMatch(pattern, name string) bool {
+	ok, err := path.Match(pattern, name)
+	return err == nil && ok
+}
+
+// forbidden is the 403 error for perms on a queue.
+func forbidden(what string, perms ...plane.Permission) error {
+	names := make([]string, len(perms))
+	for i, p := range perms {
+		names[i] = string(p)
+	}
+	return fmt.Errorf("%w: the token does not grant %s on %s", api.ErrForbidden, strings.Join(names, " or "), what)
+}
+
+// authorizeQueue checks p's rights on a queue.
+func authorizeQueue(p *principal, namespace, queue string, perms ...plane.Permission) error {
+	if !p.allows(namespace, queue, perms...) {
+		return forbidden("queue "+namespace+"/"+queue, perms...)
+	}
+	return nil
+}
+
+// authorizeInvocation checks p's rights on invocation id's queue, looking it up when p is
+// scoped. An unknown id passes (the driver then answers not_found) only for unscoped
+// principals; a scoped one gets not_found here.
+func (s *Server) authorizeInvocation(r *http.Request, p *principal, id string, perms ...plane.Permission) error {
+	if !p.has(perms) {
+		return forbidden("invocation "+id, perms...)
+	}
+	if !p.scoped() {
+		return nil
+	}
+	if err := plane.ValidateID(id); err != nil {
+		return err
+	}
+	inv, err := s.drv.InvocationGet(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if !p.allows(inv.Namespace, inv.Queue, perms...) {
+		return forbidden("invocation "+id, perms...)
+	}
+	return nil
+}
+
+// authorizeGlobal checks that p is a global admin.
+func authorizeGlobal(p *principal, what string) error {
+	if !p.global() {
+		return fmt.Errorf("%w: %s needs the admin token or an admin token for every namespace and queue", api.ErrForbidden, what)
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// metrics are the server's Prometheus metrics, registered with Config.Registerer.
+type metrics struct {
+	requests  *prometheus.HistogramVec
+	submits   *prometheus.CounterVec
+	claims    *prometheus.CounterVec
+	settles   *prometheus.CounterVec
+	frames    prometheus.Counter
+	longPolls prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, drv plane.Driver) *metrics {
+	m := &metrics{
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lakeshore_http_request_duration_seconds",
+			Help:    "Latency of HTTP requests by route and status (long-polls include their wait).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route", "status"}),
+		submits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lakeshore_submits_total", Help: "Invocations enqueued over HTTP (existing keys and ids not counted).",
+		}, []string{"namespace", "queue"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lakeshore_claims_total", Help: "Invocations claimed over HTTP.",
+		}, []string{"namespace", "queue"}),
+		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lakeshore_settles_total", Help: "Invocations settled over HTTP, by outcome.",
+		}, []string{"outcome"}),
+		frames: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lakeshore_frames_posted_total", Help: "Frames posted over HTTP.",
+		}),
+		longPolls: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lakeshore_http_long_polls_open", Help: "Long-polls and streams open now.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.submits, m.claims, m.settles, m.frames, m.longPolls, &depthCollector{drv: drv})
+	return m
+}
+
+func (m *metrics) observe(route, method string, status int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// depthCollector reports queue depth by state, read from the plane at scrape time.
+type depthCollector struct {
+	drv plane.Driver
+}
+
+var depthDesc = prometheus.NewDesc("lakeshore_queue_invocations",
+	"Invocations of each queue by state (queue depth is state=queued).", []string{"namespace", "queue", "state"}, nil)
+
+func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- depthDesc }
+
+func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stats, err := c.drv.QueueStatsList(ctx, "")
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(depthDesc, err)
+		return
+	}
+	for _, st := range stats {
+		for _, state := range plane.States {
+			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(st.Counts[state]), st.Namespace, st.Queue, string(state))
+		}
+	}
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	return nil
+}

@@ -1,0 +1,407 @@
+// Package server is Lakeshore's HTTP API (/v1) over any plane.Driver: every driver
+// operation as a route, bodies in msgpack or JSON, bearer-token authorization per namespace
+// and queue, limits on bodies and long-polls, request ids in logs, and Prometheus metrics.
+// The http.Server that runs it (timeouts, TLS, listening) belongs to `lakeshore serve`.
+package server
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server/api"
+)
+
+// Config configures a Server. A nil *Config means all defaults: no authentication, no
+// metrics registry of the caller's (a private one), warnings logged to stderr.
+type Config struct {
+	// AdminToken is the secret of the admin bearer token: it may do everything, including
+	// minting access tokens. Empty: the server runs open, with no authentication at all
+	// (`lakeshore serve` then only binds loopback). Defaults to "".
+	AdminToken string
+
+	// Gatherer serves /metrics. Defaults to Registerer when it is a Gatherer, else a
+	// private registry.
+	Gatherer prometheus.Gatherer
+
+	// Logger receives one line per request (debug for successes, info for client errors,
+	// error for server errors) with its request id. Tokens are never logged. Defaults to
+	// warnings and errors on stderr.
+	Logger *slog.Logger
+
+	// LongPollMax caps the wait of any long-poll (claim, wait, frames, a blocked submit).
+	// Clients that want longer waits repeat the call. Defaults to LongPollMaxDefault.
+	LongPollMax time.Duration
+
+	// MaxBodyBytes bounds a request body. Defaults to MaxBodyBytesDefault.
+	MaxBodyBytes int64
+
+	// MaxLongPolls bounds the long-polls and streams open at once; beyond it a waiting
+	// request gets 503 too_many_long_polls with Retry-After. Defaults to
+	// MaxLongPollsDefault.
+	MaxLongPolls int
+
+	// Now is the clock of token expiry. Defaults to time.Now.
+	Now func() time.Time
+
+	// Registerer receives the server's metrics. Defaults to a private registry.
+	Registerer prometheus.Registerer
+
+	// StreamPing is how often a live stream sends a keep-alive when no frame comes.
+	// Defaults to StreamPingDefault.
+	StreamPing time.Duration
+}
+
+// Defaults.
+const (
+	// LongPollMaxDefault caps one long-poll.
+	LongPollMaxDefault = 60 * time.Second
+	// MaxBodyBytesDefault is the largest payload plus 1 MiB for the envelope.
+	MaxBodyBytesDefault = plane.MaxValueBytes + 1<<20
+	// MaxLongPollsDefault bounds the long-polls open at once.
+	MaxLongPollsDefault = 10000
+	// StreamPingDefault is the keep-alive interval of live streams.
+	StreamPingDefault = 15 * time.Second
+	// RequestIDHeader carries the request id (taken from the client when it is a short
+	// token, else made by the server) and is echoed in every response.
+	RequestIDHeader = "X-Request-Id"
+)
+
+func (c *Config) withDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	out.LongPollMax = cmp.Or(out.LongPollMax, LongPollMaxDefault)
+	out.MaxBodyBytes = cmp.Or(out.MaxBodyBytes, MaxBodyBytesDefault)
+	out.MaxLongPolls = cmp.Or(out.MaxLongPolls, MaxLongPollsDefault)
+	out.StreamPing = cmp.Or(out.StreamPing, StreamPingDefault)
+	if out.Now == nil {
+		out.Now = time.Now
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if out.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		out.Registerer = reg
+		if out.Gatherer == nil {
+			out.Gatherer = reg
+		}
+	}
+	if out.Gatherer == nil {
+		if g, ok := out.Registerer.(prometheus.Gatherer); ok {
+			out.Gatherer = g
+		} else {
+			out.Gatherer = prometheus.NewRegistry()
+		}
+	}
+	return out
+}
+
+// Log keys.
+const (
+	logRequestID = "request_id"
+	logMethod    = "method"
+	logRoute     = "route"
+	logPath      = "path"
+	logStatus    = "status"
+	logCode      = "code"
+	logDuration  = "duration"
+	logError     = "error"
+)
+
+// Server is the HTTP API over a plane.Driver. It is an http.Handler; Stop ends its
+// long-polls and streams for a graceful shutdown. Safe for concurrent use.
+type Server struct {
+	drv     plane.Driver
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	routes  []Route
+	metrics *metrics
+	ids     *plane.IDGenerator
+
+	authOn    bool
+	adminHash [sha256.Size]byte
+
+	longPolls chan struct{} // semaphore of open long-polls
+	stopCtx   context.Context
+	stop      context.CancelCauseFunc
+	stopped   atomic.Bool
+}
+
+// Route is one registered route: its method and path pattern (net/http syntax).
+type Route struct {
+	Method string
+	Path   string
+}
+
+// New returns a Server exposing drv. The caller keeps ownership of drv (closing it after
+// the server has stopped). It registers its metrics with cfg.Registerer and panics if they
+// are already registered there, like prometheus.MustRegister.
+func New(drv plane.Driver, cfg *Config) *Server {
+	c := cfg.withDefaults()
+	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
+		longPolls: make(chan struct{}, c.MaxLongPolls)}
+	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
+	if c.AdminToken != "" {
+		s.authOn = true
+		s.adminHash = sha256.Sum256([]byte(c.AdminToken))
+	}
+	s.metrics = newMetrics(c.Registerer, drv)
+	s.registerRoutes()
+	return s
+}
+
+// Routes returns every registered route, for documentation and tests.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+
+// Stop starts a graceful shutdown: /readyz turns 503, open long-polls and streams end at
+// once with 503 shutting_down (Retry-After: 1), and new ones are refused the same way;
+// short requests are still served until the http.Server shuts down. Safe to call twice.
+func (s *Server) Stop() {
+	s.stopped.Store(true)
+	s.stop(api.ErrShuttingDown)
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rid := r.Header.Get(RequestIDHeader)
+	if !validRequestID(rid) {
+		rid = s.ids.New(start)
+	}
+	w.Header().Set(RequestIDHeader, rid)
+	rw := &recorder{ResponseWriter: w, status: http.StatusOK}
+
+	var h http.Handler = s.mux // the mux sets the path values
+	_, route := s.mux.Handler(r)
+	if route == "" || r.URL.Path != cleanPath(r.URL.Path) {
+		route = "unmatched"
+		h = http.HandlerFunc(s.unmatched)
+	}
+	r = r.WithContext(context.WithValue(r.Context(), requestKey{}, &requestInfo{id: rid}))
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in handler", logRequestID, rid, logRoute, route, logError, fmt.Sprint(v))
+				if !rw.wrote {
+					s.writeError(rw, r, fmt.Errorf("%w: panic", api.ErrInternal))
+				}
+			}
+		}()
+		h.ServeHTTP(rw, r)
+	}()
+
+	d := time.Since(start)
+	s.metrics.observe(route, r.Method, rw.status, d)
+	attrs := []any{logRequestID, rid, logMethod, r.Method, logRoute, route, logStatus, rw.status, logDuration, d}
+	if rw.code != "" {
+		attrs = append(attrs, logCode, rw.code)
+	}
+	switch {
+	case rw.status >= 500:
+		s.log.Error("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
+	case rw.status >= 400:
+		s.log.Info("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
+	default:
+		s.log.Debug("request", attrs...)
+	}
+}
+
+// cleanPath returns p cleaned like the mux would, keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	np := path.Clean(p)
+	if strings.HasSuffix(p, "/") && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// unmatched answers a request no route matched: 405 with Allow when the path exists for
+// other methods, else 404. Unclean paths (with "..", "//" or ".") never match.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == cleanPath(r.URL.Path) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			if m == r.Method {
+				continue
+			}
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, p := s.mux.Handler(probe); p != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			s.writeError(w, r, fmt.Errorf("%w: %s %s: use %s", api.ErrMethodNotAllowed, r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
+	}
+	s.writeError(w, r, fmt.Errorf("%w: %s %s (see /v1/openapi.json)", api.ErrRouteNotFound, r.Method, r.URL.Path))
+}
+
+type requestKey struct{}
+
+type requestInfo struct {
+	id string
+}
+
+// recorder remembers the status and error code of a response for logs and metrics.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	code   string
+	msg    string
+}
+
+func (r *recorder) WriteHeader(status int) {
+	if !r.wrote {
+		r.status, r.wrote = status, true
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Flush() {
+	r.wrote = true
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// responseCodec picks the response encoding: msgpack when Accept names it (or names
+// nothing and the request body was msgpack), else JSON.
+func responseCodec(r *http.Request) api.Codec {
+	accept := r.Header.Get("Accept")
+	switch {
+	case strings.Contains(accept, api.ContentTypeMsgpack), strings.Contains(accept, "application/x-msgpack"),
+		strings.Contains(accept, "application/vnd.msgpack"):
+		return api.Msgpack
+	case accept == "" || accept == "*/*":
+		if c, err := api.CodecFor(r.Header.Get("Content-Type")); err == nil {
+			return c
+		}
+	}
+	return api.JSON
+}
+
+// write writes v with status in the response codec.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, v any) {
+	c := responseCodec(r)
+	b, err := c.Marshal(v)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("%w: encode response: %v", api.ErrInternal, err))
+		return
+	}
+	w.Header().Set("Content-Type", c.ContentType())
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b) //nolint:errcheck // the client went away; nothing to do
+}
+
+// writeError writes the error body of err with its status (and Retry-After when known).
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	body, status := api.NewErrorBody(err)
+	var tl *tooLargeError
+	if errors.As(err, &tl) {
+		status = http.StatusRequestEntityTooLarge
+	}
+	if status == http.StatusInternalServerError && !errors.Is(err, api.ErrInternal) {
+		// Keep server internals out of the body; the log has them.
+		if rec, ok := w.(*recorder); ok {
+			rec.msg = err.Error()
+		}
+		body.Message = "internal error"
+	}
+	if body.Details != nil && body.Details.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, body.Details.RetryAfter+0.999)), 10))
+	} else if body.Code == api.ErrTooManyLongPolls.Code || body.Code == api.ErrShuttingDown.Code {
+		w.Header().Set("Retry-After", "1")
+	}
+	if rec, ok := w.(*recorder); ok {
+		rec.code = body.Code
+		if rec.msg == "" {
+			rec.msg = body.Message
+		}
+	}
+	s.write(w, r, status, &body)
+}
+
+// readBody decodes the request body into v. Errors: ErrUnsupportedMediaType, and
+// *plane.InvalidError for a malformed or oversized body (413 for the latter).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) error {
+	c, err := api.CodecFor(r.Header.Get("Content-Type"))
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &tooLargeError{limit: mbe.Limit}
+		}
+		return &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
+	}
+	return c.Unmarshal(data, v)
+}
+
+// tooLargeError is a body over MaxBodyBytes: code invalid, status 413.
+type tooLargeError struct{ limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("invalid request body: larger than %d bytes; store large data in a blob store and pass its key", e.limit)
+}
+
+func (e *tooLargeError) Is(target error) bool { return target == plane.ErrInvalid }
+
+func (e *tooLargeError) As(target any) bool {
+	if p, ok := target.(**plane.InvalidError); ok {
+		*p = &plane.InvalidError{Field: "request body", Rule: fmt.Sprintf("at most %d bytes; store large data in a blob store and pass its key", e.limit)}
+		return true
+	}
+	return false
+}
