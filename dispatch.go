@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 )
 
@@ -96,8 +97,9 @@ type Dispatch struct {
 //   - ":memory:": an in-process plane that lives until Close (tests, examples).
 //   - a file path, or sqlite://path: a SQLite plane in that file, created when missing.
 //     Several processes may open one file at once.
-//   - http://…, https://…: the HTTP plane; postgres://…: the PostgreSQL plane. Neither is
-//     in this build yet: Open returns an error matching ErrNotImplemented.
+//   - http://…, https://…: the HTTP plane (a `lakeshore serve` server; bearer token from
+//     $LAKESHORE_TOKEN). postgres://…: the PostgreSQL plane, not in this build yet: Open
+//     returns an error matching ErrNotImplemented.
 //
 // Any other scheme is an *InvalidError listing these forms. ctx bounds the opening only.
 func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
@@ -108,6 +110,15 @@ func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 	path, err := resolveTarget(target, os.Getenv, os.UserHomeDir)
 	if err != nil {
 		return nil, err
+	}
+	if m := schemeRE.FindStringSubmatch(path); m != nil && (strings.EqualFold(m[1], "http") || strings.EqualFold(m[1], "https")) {
+		drv, err := httpplane.New(path, nil)
+		if err != nil {
+			return nil, err
+		}
+		d := newDispatch(drv, c)
+		d.owned = true
+		return d, nil
 	}
 	var sq sqliteplane.Config
 	if c.SQLite != nil {
@@ -171,13 +182,15 @@ func (d *Dispatch) Queue(name string, opts *QueueOptions) (*Queue, error) {
 // schemeRE matches a URL scheme prefix ("name://").
 var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
-// resolveTarget turns an Open target into the path of a SQLite plane (":memory:" or a file),
-// creating $LAKESHORE_HOME for the process default.
+// resolveTarget turns an Open target into the path of a SQLite plane (":memory:" or a file)
+// or the URL of an HTTP plane, creating $LAKESHORE_HOME for the SQLite process default.
 func resolveTarget(target string, getenv func(string) string, userHome func() (string, error)) (string, error) {
 	if target == "" {
 		if u := getenv(EnvURL); u != "" {
-			return "", fmt.Errorf("%s=%q: HTTP plane not available in this build; unset %s to use the embedded SQLite plane: %w",
-				EnvURL, u, EnvURL, ErrNotImplemented)
+			if m := schemeRE.FindStringSubmatch(u); m == nil || !strings.EqualFold(m[1], "http") && !strings.EqualFold(m[1], "https") {
+				return "", plane.Invalid(EnvURL, u, "use http(s)://host[:port], or unset it to use the embedded SQLite plane")
+			}
+			return u, nil
 		}
 		home := getenv(EnvHome)
 		if home == "" {
@@ -207,7 +220,7 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 		}
 		return rest, nil
 	case "http", "https":
-		return "", fmt.Errorf("open %q: HTTP plane not available in this build: %w", target, ErrNotImplemented)
+		return target, nil
 	case "postgres", "postgresql":
 		return "", fmt.Errorf("open %q: PostgreSQL plane not available in this build: %w", target, ErrNotImplemented)
 	}
