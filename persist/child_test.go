@@ -26,6 +26,8 @@ func runChild(role string) int {
 		return childProducer(ctx, dir, arg)
 	case "flushkill":
 		return childFlushKill(ctx, dir, arg)
+	case "compactkill":
+		return childCompactKill(ctx, dir, arg)
 	case "producer2":
 		return childProducer2(ctx, dir, arg)
 	case "consumer":
@@ -121,6 +123,7 @@ func childFlushKill(ctx context.Context, dir, point string) int {
 	q.testHook = func(p string) {
 		if p == point {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is asynchronous: never run past the point
 		}
 	}
 	q.Flush(ctx)
@@ -227,4 +230,37 @@ func childRankAware(ctx context.Context, dir, arg string) int {
 	}
 	fmt.Println(m.Indexes)
 	return 0
+}
+
+// childCompactKill writes 5 fragments of 100 records (and a field update), then
+// compacts and SIGKILLs itself at the compaction point named by arg.
+func childCompactKill(ctx context.Context, dir, point string) int {
+	q, err := Open(ctx, "q", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 1
+	}
+	for f := 0; f < 5; f++ {
+		recs := make([]Record, 100)
+		for i := range recs {
+			recs[i] = producerValue(int64(f*100 + i))
+		}
+		if _, err := q.PutBatch(ctx, recs); err != nil {
+			fmt.Fprintln(os.Stderr, "put:", err)
+			return 1
+		}
+		if err := q.Flush(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "flush:", err)
+			return 1
+		}
+	}
+	q.testHook = func(p string) {
+		if p == point {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is asynchronous: never run past the point
+		}
+	}
+	q.Compact(ctx)
+	fmt.Fprintln(os.Stderr, "compaction point not reached:", point)
+	return 1
 }

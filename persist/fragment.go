@@ -73,14 +73,20 @@ func fragmentSchema(kind int, fields []Field) *arrow.Schema {
 	return arrow.NewSchema(cols, &md)
 }
 
-// writeFragment writes rows (sorted by idx, then seq) into path via path+".tmp": write,
-// fsync, rename, fsync the directory. It returns the file size in bytes.
-func writeFragment(path string, kind int, fields []Field, rows []fragRow, rowGroupRows int) (int64, error) {
+// fragmentFile is a fragment being written: records go to path+".tmp"; commit
+// fsyncs, renames to path and fsyncs the directory; abort removes the temporary file.
+type fragmentFile struct {
+	path string
+	fw   *pqarrow.FileWriter
+	sc   *arrow.Schema
+}
+
+func createFragment(path string, kind int, fields []Field, rowGroupRows int) (*fragmentFile, error) {
 	sc := fragmentSchema(kind, fields)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
-		return 0, fmt.Errorf("create fragment: %w", err)
+		return nil, fmt.Errorf("create fragment: %w", err)
 	}
 	props := parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Snappy),
@@ -93,23 +99,67 @@ func writeFragment(path string, kind int, fields []Field, rows []fragRow, rowGro
 	if err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return 0, fmt.Errorf("create fragment writer: %w", err)
+		return nil, fmt.Errorf("create fragment writer: %w", err)
 	}
 	kinds := map[string]Kind{}
 	for _, fl := range fields {
 		kinds[fl.Name] = fl.Kind
 	}
 	kj, _ := json.Marshal(kinds)
+	ff := &fragmentFile{path: path, fw: fw, sc: sc}
 	if err := fw.AppendKeyValueMetadata("lakeshore.kinds", string(kj)); err != nil {
-		fw.Close()
+		ff.abort()
+		return nil, fmt.Errorf("write fragment metadata: %w", err)
+	}
+	return ff, nil
+}
+
+// write adds rec as one row group.
+func (ff *fragmentFile) write(rec arrow.RecordBatch) error {
+	if err := ff.fw.Write(rec); err != nil {
+		return fmt.Errorf("write fragment: %w", err)
+	}
+	return nil
+}
+
+func (ff *fragmentFile) abort() {
+	ff.fw.Close()
+	os.Remove(ff.path + ".tmp")
+}
+
+// commit makes the file durable under its final name and returns its size in bytes.
+func (ff *fragmentFile) commit() (int64, error) {
+	tmp := ff.path + ".tmp"
+	if err := ff.fw.Close(); err != nil { // fsyncs and closes the file (syncFile)
 		os.Remove(tmp)
-		return 0, fmt.Errorf("write fragment metadata: %w", err)
+		return 0, fmt.Errorf("close fragment: %w", err)
+	}
+	st, err := os.Stat(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("stat fragment: %w", err)
+	}
+	if err := os.Rename(tmp, ff.path); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("rename fragment: %w", err)
+	}
+	if err := syncDir(filepath.Dir(ff.path)); err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// writeFragment writes rows (sorted by idx, then seq) into a new fragment at path
+// (temporary name, fsync, rename, fsync directory) and returns its size in bytes.
+func writeFragment(path string, kind int, fields []Field, rows []fragRow, rowGroupRows int) (int64, error) {
+	ff, err := createFragment(path, kind, fields, rowGroupRows)
+	if err != nil {
+		return 0, err
 	}
 	pos := make(map[string]int, len(fields))
 	for i, fl := range fields {
 		pos[fl.Name] = i
 	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, ff.sc)
 	defer b.Release()
 	set := make([]bool, len(fields))
 	var bytes int
@@ -121,7 +171,7 @@ func writeFragment(path string, kind int, fields []Field, rows []fragRow, rowGro
 		rec := b.NewRecordBatch()
 		defer rec.Release()
 		n, bytes = 0, 0
-		return fw.Write(rec)
+		return ff.write(rec)
 	}
 	for _, r := range rows {
 		b.Field(0).(*array.Int64Builder).Append(r.idx)
@@ -150,33 +200,16 @@ func writeFragment(path string, kind int, fields []Field, rows []fragRow, rowGro
 		bytes += 16
 		if n >= rowGroupRows || bytes >= fragmentRowGroupBytes {
 			if err := writeChunk(); err != nil {
-				fw.Close()
-				os.Remove(tmp)
-				return 0, fmt.Errorf("write fragment: %w", err)
+				ff.abort()
+				return 0, err
 			}
 		}
 	}
 	if err := writeChunk(); err != nil {
-		fw.Close()
-		os.Remove(tmp)
-		return 0, fmt.Errorf("write fragment: %w", err)
-	}
-	if err := fw.Close(); err != nil { // fsyncs and closes the file (syncFile)
-		os.Remove(tmp)
-		return 0, fmt.Errorf("close fragment: %w", err)
-	}
-	st, err := os.Stat(tmp)
-	if err != nil {
-		return 0, fmt.Errorf("stat fragment: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return 0, fmt.Errorf("rename fragment: %w", err)
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+		ff.abort()
 		return 0, err
 	}
-	return st.Size(), nil
+	return ff.commit()
 }
 
 func syncDir(dir string) error {
@@ -417,6 +450,30 @@ func (c *fragCache) forget(live map[string]bool) {
 
 func (c *fragCache) close() {
 	c.forget(nil)
+}
+
+// drop closes and forgets the handles and chunks of the named fragments.
+func (c *fragCache) drop(names []string) {
+	gone := map[string]bool{}
+	for _, n := range names {
+		gone[n] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, h := range c.handles {
+		if gone[name] {
+			h.close()
+			delete(c.handles, name)
+		}
+	}
+	for k, e := range c.chunks {
+		if gone[k.file] {
+			c.lru.remove(e)
+			c.bytes -= e.size
+			e.arr.Release()
+			delete(c.chunks, k)
+		}
+	}
 }
 
 // column returns the decoded column field of row group rg of fragment h. The array is

@@ -171,9 +171,11 @@ type Queue struct {
 	closing  chan struct{}
 	inflight sync.WaitGroup
 
-	flushMu   sync.Mutex // one flush at a time in this process
-	flushKick chan struct{}
-	compactMu sync.Mutex
+	flushMu     sync.Mutex // one flush at a time in this process
+	flushKick   chan struct{}
+	compactMu   sync.Mutex
+	compactKick chan struct{}
+	retired     retiredSet
 	// testHook, when set by a test, is called at named points of flush and compaction
 	// ("flush-claimed", "flush-renamed", "compact-claimed", "compact-renamed").
 	testHook func(point string)
@@ -201,7 +203,7 @@ func Open(ctx context.Context, name string, cfg *Config) (*Queue, error) {
 	c := cfg.withDefaults()
 	dir := filepath.Join(c.Dir, name)
 	q := &Queue{name: name, dir: dir, dataDir: filepath.Join(dir, "data"), cfg: c, log: c.Logger,
-		closing: make(chan struct{}), flushKick: make(chan struct{}, 1)}
+		closing: make(chan struct{}), flushKick: make(chan struct{}, 1), compactKick: make(chan struct{}, 1)}
 	q.hub.init()
 	for _, d := range []string{q.dataDir, filepath.Join(dir, "owners")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

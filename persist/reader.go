@@ -3,9 +3,9 @@ package persist
 import (
 	"context"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"strings"
 	"time"
 )
