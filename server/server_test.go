@@ -1,0 +1,322 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+	"go.uber.org/goleak"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+	"github.com/lakeshore-dev/lakeshore/server"
+	"github.com/lakeshore-dev/lakeshore/server/api"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testBundle is a server on a loopback listener over a fresh ":memory:" plane.
+type testBundle struct {
+	srv  *server.Server
+	ts   *httptest.Server
+	back plane.Driver
+	logs *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func setup(t *testing.T, cfg *server.Config) *testBundle {
+	t.Helper()
+	back, err := sqliteplane.Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	var c server.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	b := &testBundle{back: back, logs: &syncBuffer{}}
+	c.Logger = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b.srv = server.New(back, &c)
+	b.ts = httptest.NewServer(b.srv)
+	t.Cleanup(func() {
+		b.srv.Stop()
+		b.ts.Close()
+		back.Close()
+		if t.Failed() {
+			t.Log(b.logs.String())
+		}
+	})
+	return b
+}
+
+// response is a raw answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// errBody decodes the answer as an error body (JSON or msgpack by its Content-Type).
+func (r *response) errBody(t *testing.T) api.ErrorBody {
+	t.Helper()
+	var eb api.ErrorBody
+	c, err := api.CodecFor(r.header.Get("Content-Type"))
+	require.NoError(t, err, "error answers are msgpack or JSON")
+	require.NoError(t, c.Unmarshal(r.body, &eb), "body %q", r.body)
+	return eb
+}
+
+// requireError checks status and code of an error answer.
+func (r *response) requireError(t *testing.T, status int, code string) api.ErrorBody {
+	t.Helper()
+	require.Equal(t, status, r.status, "body %s", r.body)
+	eb := r.errBody(t)
+	require.Equal(t, code, eb.Code, "message %q", eb.Message)
+	require.NotEmpty(t, eb.Message)
+	return eb
+}
+
+func (b *testBundle) do(t *testing.T, method, path, contentType string, body []byte, token string) *response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, b.ts.URL+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := b.ts.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+func (b *testBundle) doJSON(t *testing.T, method, path string, v any, token string) *response {
+	t.Helper()
+	var data []byte
+	if v != nil {
+		var err error
+		data, err = json.Marshal(v)
+		require.NoError(t, err)
+	}
+	return b.do(t, method, path, api.ContentTypeJSON, data, token)
+}
+
+// total counts every invocation in the plane, in every state.
+func (b *testBundle) total(t *testing.T) int64 {
+	t.Helper()
+	stats, err := b.back.QueueStatsList(context.Background(), "")
+	require.NoError(t, err)
+	var n int64
+	for _, s := range stats {
+		for _, c := range s.Counts {
+			n += c
+		}
+	}
+	return n
+}
+
+func mustMsgpack(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := msgpack.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{MaxBodyBytes: 4096})
+	valid := api.SubmitRequest{Namespace: "default", Queue: "jobs", SubmitInvocation: api.SubmitInvocation{Payload: []byte{0xc0}}}
+
+	cases := []struct {
+		name        string
+		method      string
+		path        string
+		contentType string
+		body        []byte
+		status      int
+		code        string
+	}{
+		{"MalformedMsgpack", "POST", "/v1/submit", api.ContentTypeMsgpack, []byte{0xc1, 0x00}, 400, "invalid"},
+		{"TruncatedMsgpack", "POST", "/v1/submit", api.ContentTypeMsgpack, mustMsgpack(t, valid)[:10], 400, "invalid"},
+		{"MsgpackWithTrailingBytes", "POST", "/v1/submit", api.ContentTypeMsgpack, append(mustMsgpack(t, valid), 0x01), 400, "invalid"},
+		{"MsgpackOfWrongShape", "POST", "/v1/submit", api.ContentTypeMsgpack, mustMsgpack(t, []int{1, 2}), 400, "invalid"},
+		{"MalformedJSON", "POST", "/v1/submit", api.ContentTypeJSON, []byte(`{"namespace": "default", "queue": `), 400, "invalid"},
+		{"JSONWithTrailingData", "POST", "/v1/submit", api.ContentTypeJSON, []byte(`{"namespace":"default","queue":"jobs"} {}`), 400, "invalid"},
+		{"JSONWrongTypes", "POST", "/v1/submit", api.ContentTypeJSON, []byte(`{"namespace":"default","queue":"jobs","priority":"high"}`), 400, "invalid"},
+		{"EmptyBody", "POST", "/v1/submit", api.ContentTypeJSON, nil, 400, "invalid"},
+		{"BadQueueName", "POST", "/v1/submit", api.ContentTypeJSON, []byte(`{"namespace":"default","queue":"../jobs"}`), 400, "invalid"},
+		{"NoContentType", "POST", "/v1/submit", "", []byte(`{"namespace":"default","queue":"jobs"}`), 415, "unsupported_media_type"},
+		{"TextPlain", "POST", "/v1/submit", "text/plain", []byte(`{"namespace":"default","queue":"jobs"}`), 415, "unsupported_media_type"},
+		{"FormEncoded", "POST", "/v1/submit", "application/x-www-form-urlencoded", []byte(`namespace=default&queue=jobs`), 415, "unsupported_media_type"},
+		{"Oversized", "POST", "/v1/submit", api.ContentTypeJSON, []byte(`{"namespace":"default","queue":"jobs","key":"` + strings.Repeat("k", 5000) + `"}`), 413, "invalid"},
+		{"OversizedBatch", "POST", "/v1/submit/batch", api.ContentTypeMsgpack, mustMsgpack(t, api.SubmitBatchRequest{Namespace: "default", Queue: "jobs", Invocations: []api.SubmitInvocation{{Payload: make([]byte, 5000)}}}), 413, "invalid"},
+		{"UnknownRoute", "GET", "/v1/nope", "", nil, 404, "route_not_found"},
+		{"UnknownVersion", "POST", "/v2/submit", api.ContentTypeJSON, []byte(`{}`), 404, "route_not_found"},
+		{"WrongMethod", "GET", "/v1/submit", "", nil, 405, "method_not_allowed"},
+		{"WrongMethodOnID", "DELETE", "/v1/invocations/01ARZ3NDEKTSV4RRFFQ69G5FAV", "", nil, 405, "method_not_allowed"},
+		{"IDWithDotDot", "GET", "/v1/invocations/..%2F..%2Fv1%2Ftokens", "", nil, 404, "route_not_found"},
+		{"IDWithDots", "GET", "/v1/invocations/..%2E", "", nil, 400, "invalid"},
+		{"IDWithEncodedSlash", "POST", "/v1/invocations/01ARZ3NDEKTSV4RRFFQ69G5FAV%2Fkill/cancel", "", nil, 400, "invalid"},
+		{"IDNotULID", "GET", "/v1/invocations/%00%00", "", nil, 400, "invalid"},
+		{"UncleanPath", "GET", "/v1/invocations/x/../../tokens", "", nil, 404, "route_not_found"},
+		{"DoubleSlash", "POST", "/v1//submit", api.ContentTypeJSON, []byte(`{}`), 404, "route_not_found"},
+		{"UnknownID", "GET", "/v1/invocations/01ARZ3NDEKTSV4RRFFQ69G5FAV", "", nil, 404, "not_found"},
+		{"BadState", "GET", "/v1/queues/default/jobs/count?state=lost", "", nil, 400, "invalid"},
+		{"BadWait", "GET", "/v1/invocations/01ARZ3NDEKTSV4RRFFQ69G5FAV/wait?timeout=soon", "", nil, 400, "invalid"},
+		{"NegativeWait", "GET", "/v1/queues/default/jobs/topics/t/frames?wait=-1", "", nil, 400, "invalid"},
+		{"BadOutcome", "POST", "/v1/settle", api.ContentTypeJSON, []byte(`{"settles":[{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","token":"x","outcome":"maybe"}]}`), 400, "invalid"},
+		{"BadClaimKind", "POST", "/v1/claim", api.ContentTypeJSON, []byte(`{"namespace":"default","queue":"jobs","kind":"lifo"}`), 400, "invalid"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := b.do(t, tc.method, tc.path, tc.contentType, tc.body, "")
+			r.requireError(t, tc.status, tc.code)
+			require.NotEmpty(t, r.header.Get(server.RequestIDHeader), "every answer has a request id")
+			if tc.status == 405 {
+				require.NotEmpty(t, r.header.Get("Allow"))
+			}
+		})
+	}
+	require.Zero(t, b.total(t), "nothing was written by bad requests")
+
+	// The same valid request goes through, so the cases above failed for their own reason.
+	r := b.do(t, "POST", "/v1/submit", api.ContentTypeMsgpack, mustMsgpack(t, valid), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.Equal(t, api.ContentTypeMsgpack, r.header.Get("Content-Type"), "msgpack in, msgpack out")
+	var sr api.SubmitResult
+	require.NoError(t, msgpack.Unmarshal(r.body, &sr))
+	require.NoError(t, plane.ValidateID(sr.ID))
+	require.Equal(t, int64(1), b.total(t))
+}
+
+func TestInvalidDetailsOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	r := b.doJSON(t, "POST", "/v1/submit", map[string]any{"namespace": "default", "queue": "bad queue!"}, "")
+	eb := r.requireError(t, 400, "invalid")
+	require.NotNil(t, eb.Details)
+	require.Equal(t, "queue name", eb.Details.Field)
+	require.Equal(t, plane.NameRule, eb.Details.Rule)
+	require.Equal(t, "bad queue!", eb.Details.Value)
+}
+
+func TestAdmissionOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	r := b.doJSON(t, "PUT", "/v1/queues/default/jobs/admission", map[string]any{"rate_limit": 0.5, "burst": 1}, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	sub := map[string]any{"namespace": "default", "queue": "jobs"}
+	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/submit", sub, "").status)
+	r = b.doJSON(t, "POST", "/v1/submit", sub, "")
+	eb := r.requireError(t, 429, "rate_limited")
+	require.Equal(t, "2", r.header.Get("Retry-After"), "a token refills in 2 s at 0.5/s")
+	require.InDelta(t, 2, eb.Details.RetryAfter, 0.05)
+
+	r = b.doJSON(t, "PUT", "/v1/queues/default/full/admission", map[string]any{"max_depth": 1}, "")
+	require.Equal(t, 200, r.status)
+	full := map[string]any{"namespace": "default", "queue": "full"}
+	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/submit", full, "").status)
+	r = b.doJSON(t, "POST", "/v1/submit", full, "")
+	r.requireError(t, 429, "queue_full")
+	require.Empty(t, r.header.Get("Retry-After"), "no wait is known for a full queue")
+	require.Equal(t, int64(2), b.total(t))
+}
+
+func TestBlockedSubmitHeldWithinLongPollLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{LongPollMax: 300 * time.Millisecond})
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/queues/default/jobs/admission", map[string]any{"max_depth": 1, "on_full": "block"}, "").status)
+	sub := map[string]any{"namespace": "default", "queue": "jobs"}
+	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/submit", sub, "").status)
+	start := time.Now()
+	r := b.doJSON(t, "POST", "/v1/submit", map[string]any{"namespace": "default", "queue": "jobs", "max_wait": 30}, "")
+	eb := r.requireError(t, 429, "queue_full")
+	require.Equal(t, "deadline", eb.Details.Cause, "the long-poll limit ended the block")
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "held open up to the limit")
+	require.Less(t, time.Since(start), 5*time.Second, "and no longer")
+	require.Equal(t, int64(1), b.total(t))
+}
+
+func TestLongPollLimitAndStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{MaxLongPolls: 1})
+	claim := map[string]any{"namespace": "default", "queue": "jobs", "wait": 30}
+	first := make(chan *response, 1)
+	go func() { first <- b.doJSON(t, "POST", "/v1/claim", claim, "") }()
+
+	// Wait until the first claim holds the only slot: a second one is refused.
+	require.Eventually(t, func() bool {
+		return strings.Contains(string(b.do(t, "GET", "/metrics", "", nil, "").body), "lakeshore_http_long_polls_open 1")
+	}, 10*time.Second, 5*time.Millisecond)
+	r := b.doJSON(t, "POST", "/v1/claim", claim, "")
+	r.requireError(t, 503, "too_many_long_polls")
+	require.Equal(t, "1", r.header.Get("Retry-After"))
+	// A claim that does not wait needs no slot.
+	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/claim", map[string]any{"namespace": "default", "queue": "jobs"}, "").status)
+
+	b.srv.Stop()
+	r = <-first
+	r.requireError(t, 503, "shutting_down")
+	require.Equal(t, "1", r.header.Get("Retry-After"))
+	b.doJSON(t, "POST", "/v1/claim", claim, "").requireError(t, 503, "shutting_down")
+	b.do(t, "GET", "/readyz", "", nil, "").requireError(t, 503, "shutting_down")
+	require.Equal(t, 200, b.do(t, "GET", "/healthz", "", nil, "").status)
+}
+
+func TestReadyz(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	require.Equal(t, 200, b.do(t, "GET", "/readyz", "", nil, "").status)
+	require.Equal(t, 200, b.do(t, "GET", "/healthz", "", nil, "").status)
+	require.NoError(t, b.back.Close())
+	b.do(t, "GET", "/readyz", "", nil, "").requireError(t, 503, "closed")
+}
+
+func TestRequestIDs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	req, err := http.NewRequest("GET", b.ts.URL+"/healthz", nil)
+	require.NoError(t, err)
+	req.Header.Set(server.RequestIDHeader, "my-req-42")
+	resp, err := b.ts.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, "my-req-42", resp.Header.Get(server.RequestIDHeader), "a client's id is kept")
+	require.Contains(t, b.logs.String(), "request_id=my-req-42", "and logged")
+
+	req.Header.Set(server.RequestIDHeader, "bad id\twith spaces")
+	resp, err = b.ts.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.NoError(t, plane.ValidateID(resp.Header.Get(server.RequestIDHeader)), "an unusable one is replaced by a ULID")
+}
