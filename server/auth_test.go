@@ -1,0 +1,197 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
+	"github.com/lakeshore-dev/lakeshore/server"
+	"github.com/lakeshore-dev/lakeshore/server/api"
+)
+
+const adminSecret = "admin-secret-do-not-log-7f3a"
+
+// mint creates a token over HTTP with the admin token and returns its secret.
+func (b *testBundle) mint(t *testing.T, ns, queue string, ttl float64, perms ...plane.Permission) (string, api.Token) {
+	t.Helper()
+	r := b.doJSON(t, "POST", "/v1/tokens", map[string]any{"namespace": ns, "queue": queue, "permissions": perms, "ttl": ttl}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var out api.TokenCreateResponse
+	require.NoError(t, json.Unmarshal(r.body, &out))
+	require.True(t, strings.HasPrefix(out.Secret, server.SecretPrefix))
+	return out.Secret, out.Token
+}
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	b := setup(t, &server.Config{AdminToken: adminSecret, Now: clock})
+
+	producer, _ := b.mint(t, "default", "jobs", 0, plane.PermissionSubmit)
+	worker, _ := b.mint(t, "default", "jobs", 0, plane.PermissionConsume)
+	reader, _ := b.mint(t, "default", "*", 0, plane.PermissionRead)
+	trainer, _ := b.mint(t, "ml", "train-*", 0, plane.PermissionSubmit, plane.PermissionConsume)
+	shortLived, _ := b.mint(t, "default", "jobs", 60, plane.PermissionSubmit)
+	revoked, revokedTok := b.mint(t, "default", "jobs", 0, plane.PermissionSubmit)
+	r := b.do(t, "DELETE", "/v1/tokens/"+revokedTok.ID, "", nil, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	now.Add(int64(2 * time.Minute)) // shortLived has expired
+
+	submit := func(ns, q string) map[string]any { return map[string]any{"namespace": ns, "queue": q} }
+	cases := []struct {
+		name   string
+		token  string
+		method string
+		path   string
+		body   any
+		status int
+		code   string
+	}{
+		{"Missing", "", "POST", "/v1/submit", submit("default", "jobs"), 401, "unauthorized"},
+		{"Unknown", "lks_not-a-real-token", "POST", "/v1/submit", submit("default", "jobs"), 401, "unauthorized"},
+		{"Expired", shortLived, "POST", "/v1/submit", submit("default", "jobs"), 401, "unauthorized"},
+		{"Revoked", revoked, "POST", "/v1/submit", submit("default", "jobs"), 401, "unauthorized"},
+		{"OtherQueue", producer, "POST", "/v1/submit", submit("default", "other"), 403, "forbidden"},
+		{"OtherNamespace", producer, "POST", "/v1/submit", submit("ml", "jobs"), 403, "forbidden"},
+		{"GlobMiss", trainer, "POST", "/v1/submit", submit("ml", "eval-1"), 403, "forbidden"},
+		{"WorkerCannotSubmit", worker, "POST", "/v1/submit", submit("default", "jobs"), 403, "forbidden"},
+		{"ReaderCannotSubmit", reader, "POST", "/v1/submit", submit("default", "jobs"), 403, "forbidden"},
+		{"ProducerCannotClaim", producer, "POST", "/v1/claim", submit("default", "jobs"), 403, "forbidden"},
+		{"WorkerOtherQueueClaim", worker, "POST", "/v1/claim", submit("default", "other"), 403, "forbidden"},
+		{"ProducerCannotMintTokens", producer, "POST", "/v1/tokens", map[string]any{"namespace": "*", "queue": "*", "permissions": []string{"admin"}}, 403, "forbidden"},
+		{"WorkerCannotListTokens", worker, "GET", "/v1/tokens", nil, 403, "forbidden"},
+		{"ProducerCannotSetAdmission", producer, "PUT", "/v1/queues/default/jobs/admission", map[string]any{"max_depth": 1}, 403, "forbidden"},
+		{"ProducerCannotTrimAll", producer, "POST", "/v1/trim", map[string]any{"finished_before": time.Now()}, 403, "forbidden"},
+		{"ProducerCannotMaintain", producer, "POST", "/v1/maintain", nil, 403, "forbidden"},
+		{"ReaderOtherNamespaceCount", reader, "GET", "/v1/queues/ml/train-1/count?state=queued", nil, 403, "forbidden"},
+		{"MetricsNeedAToken", "", "GET", "/metrics", nil, 401, "unauthorized"},
+		{"WrongScheme", "Basic " + adminSecret, "GET", "/v1/tokens", nil, 401, "unauthorized"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var r *response
+			if strings.HasPrefix(tc.token, "Basic ") {
+				r = b.doRawAuth(t, tc.method, tc.path, tc.token)
+			} else {
+				r = b.doJSON(t, tc.method, tc.path, tc.body, tc.token)
+			}
+			r.requireError(t, tc.status, tc.code)
+		})
+	}
+	require.Zero(t, b.total(t), "nothing was written by refused requests")
+	toks, err := b.back.TokenList(context.Background())
+	require.NoError(t, err)
+	require.Len(t, toks, 6, "no token was minted by a refused request")
+
+	// What each token may do, it can.
+	r = b.doJSON(t, "POST", "/v1/submit", submit("default", "jobs"), producer)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var sr api.SubmitResult
+	require.NoError(t, json.Unmarshal(r.body, &sr))
+	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/submit", submit("ml", "train-7"), trainer).status)
+	require.Equal(t, 200, b.do(t, "GET", "/v1/invocations/"+sr.ID, "", nil, reader).status, "read on default/*")
+	require.Equal(t, 200, b.do(t, "GET", "/v1/invocations/"+sr.ID, "", nil, producer).status, "a producer reads what it submitted")
+	b.do(t, "GET", "/v1/invocations/"+sr.ID, "", nil, trainer).requireError(t, 403, "forbidden")
+	b.do(t, "POST", "/v1/invocations/"+sr.ID+"/cancel", "", nil, worker).requireError(t, 403, "forbidden")
+	r = b.doJSON(t, "POST", "/v1/claim", submit("default", "jobs"), worker)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var cr api.ClaimResponse
+	require.NoError(t, json.Unmarshal(r.body, &cr))
+	require.Len(t, cr.Jobs, 1)
+	// A token for another queue cannot settle the job, even with its fencing token.
+	settle := map[string]any{"settles": []map[string]any{{"id": cr.Jobs[0].ID, "token": cr.Jobs[0].Token, "outcome": "succeeded"}}}
+	b.doJSON(t, "POST", "/v1/settle", settle, trainer).requireError(t, 403, "forbidden")
+	inv, err := b.back.InvocationGet(context.Background(), cr.Jobs[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, plane.StateRunning, inv.State, "the refused settle changed nothing")
+	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/settle", settle, worker).status)
+
+	// Queue listings only show what the token covers.
+	r = b.do(t, "GET", "/v1/queues", "", nil, trainer)
+	require.Equal(t, 200, r.status)
+	var qr api.QueuesResponse
+	require.NoError(t, json.Unmarshal(r.body, &qr))
+	require.Len(t, qr.Queues, 1)
+	require.Equal(t, "train-7", qr.Queues[0].Queue)
+
+	// Secrets never reach the logs, nor token listings.
+	logs := b.logs.String()
+	for _, secret := range []string{adminSecret, producer, worker, reader, trainer, shortLived, revoked} {
+		require.NotContains(t, logs, secret)
+	}
+	r = b.do(t, "GET", "/v1/tokens", "", nil, adminSecret)
+	require.Equal(t, 200, r.status)
+	require.NotContains(t, string(r.body), "hash")
+}
+
+func (b *testBundle) doRawAuth(t *testing.T, method, path, authorization string) *response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, b.ts.URL+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", authorization)
+	resp, err := b.ts.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// TestAuthOverHTTPPlane: the HTTP plane sends $LAKESHORE_TOKEN-style tokens and maps the
+// auth errors to errors.Is-able values.
+func TestAuthOverHTTPPlane(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	producer, _ := b.mint(t, "default", "jobs", 0, plane.PermissionSubmit)
+
+	drv, err := httpplane.New(b.ts.URL, &httpplane.Config{Token: producer})
+	require.NoError(t, err)
+	defer drv.Close()
+	res, err := drv.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "jobs", Invocations: []plane.SubmitParams{{}}})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	_, err = drv.InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "jobs", Kind: plane.KindFIFO})
+	require.ErrorIs(t, err, httpplane.ErrForbidden)
+	require.False(t, errors.Is(err, plane.ErrNotFound))
+
+	anon, err := httpplane.New(b.ts.URL, &httpplane.Config{Token: "lks_wrong"})
+	require.NoError(t, err)
+	defer anon.Close()
+	_, err = anon.InvocationGet(t.Context(), res[0].ID)
+	require.ErrorIs(t, err, httpplane.ErrUnauthorized)
+
+	// A token made through the HTTP plane (the CLI's way: the secret stays with the caller)
+	// works at once.
+	admin, err := httpplane.New(b.ts.URL, &httpplane.Config{Token: adminSecret})
+	require.NoError(t, err)
+	defer admin.Close()
+	secret := server.NewSecret()
+	require.NoError(t, admin.TokenCreate(t.Context(), &plane.TokenInfo{ID: "reader-1", Hash: server.HashToken(secret),
+		Namespace: "default", Queue: "*", Permissions: []plane.Permission{plane.PermissionRead}}))
+	rd, err := httpplane.New(b.ts.URL, &httpplane.Config{Token: secret})
+	require.NoError(t, err)
+	defer rd.Close()
+	inv, err := rd.InvocationGet(t.Context(), res[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, plane.StateQueued, inv.State)
+	got, err := admin.TokenGet(t.Context(), server.HashToken(secret))
+	require.NoError(t, err)
+	require.Equal(t, "reader-1", got.ID)
+	ok, err := admin.TokenRevoke(t.Context(), "reader-1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = rd.InvocationGet(t.Context(), res[0].ID)
+	require.ErrorIs(t, err, httpplane.ErrUnauthorized, "revocation takes effect at once")
+}
