@@ -1,0 +1,37 @@
+// Package persist provides durable, append-only, Parquet-backed record queues for
+// training data: producers put records and get stable global indexes once the records
+// are durable; consumers read them back by index, as streams, or in two phases
+// (which samples, then which fields) with per-task consumption tracking, samplers and
+// a key-value view.
+//
+// # Storage
+//
+// A queue is a directory {Config.Dir}/{name}/ holding meta.db (SQLite, WAL) and
+// data/*.parquet. A put is one group-committed SQLite transaction into the durable
+// tail (the put returns its indexes after the fsync). Flushes (by row count, by
+// interval, on Close, or explicit) move the tail into immutable Parquet fragments —
+// temporary name, fsync, rename, then one transaction that publishes the fragment in
+// the manifest and drops the tail rows — so a flush costs only the rows it moves.
+// Background compaction merges small fragments the same way. Recovery at Open rolls
+// back what a crashed process left half done and deletes files the manifest does not
+// name. Several processes may use one queue at once; they see each other's rows.
+//
+// # Records and schema
+//
+// A Record maps field names to values: bool, integers, floats, string, []byte, lists
+// of numbers, Tensor, the wire codec's NDArray and Tensor, and any other value the
+// wire codec encodes. The schema is inferred and evolves: a new field becomes a new
+// nullable column, int64 widens to float64, and a put of an incompatible type fails
+// with *SchemaError naming the field and both types, writing nothing.
+//
+// # Reading
+//
+// Queue.Get, Queue.Read and Queue.Stream read in global-index order (optionally one
+// partition, some fields, one rank's shard). Queue.Reader gives two-phase reads:
+// GetMeta hands out ready, unconsumed samples of a partition for a task (chosen by a
+// Sampler: Sequential, RankAware, GRPOGroupN or your own) and GetData reads their
+// fields as an Arrow record. Queue.PutFields adds fields to existing samples later.
+// KV gives a key-value view with tags and tombstones.
+//
+// See docs/persist.md for the on-disk layout, guarantees and design decisions.
+package persist
