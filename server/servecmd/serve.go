@@ -1,0 +1,235 @@
+// Package servecmd holds the `lakeshore serve` and `lakeshore token` commands: options,
+// validation and Run functions with injected writers, and the cobra commands the CLI
+// registers (cmd/lakeshore's serve.go and token.go wrap Serve and Token).
+package servecmd
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// Defaults of `lakeshore serve`.
+const (
+	// AddrDefault is the fixed default address: loopback only, port 7077.
+	AddrDefault = "127.0.0.1:7077"
+	// EnvAdminToken names the environment variable holding the admin token.
+	EnvAdminToken = "LAKESHORE_ADMIN_TOKEN"
+	// ReadHeaderTimeout bounds reading a request's headers (no slowloris).
+	ReadHeaderTimeout = 10 * time.Second
+	// ReadTimeout bounds reading a whole request (bodies up to 17 MiB).
+	ReadTimeout = 2 * time.Minute
+	// IdleTimeout closes keep-alive connections idle for longer.
+	IdleTimeout = 2 * time.Minute
+	// ShutdownTimeoutDefault bounds the graceful shutdown.
+	ShutdownTimeoutDefault = 15 * time.Second
+	// MaxHeaderBytes bounds request headers.
+	MaxHeaderBytes = 64 << 10
+)
+
+// ServeOpts are the options of `lakeshore serve`.
+type ServeOpts struct {
+	// Addr is the listen address. Defaults to AddrDefault.
+	Addr string
+	// Target is the plane to serve (as lakeshore.Open takes it). Defaults to the process
+	// default ($LAKESHORE_URL, else $LAKESHORE_HOME/lakeshore.db).
+	Target string
+	// AdminTokenFile holds the admin token (first line). Defaults to $LAKESHORE_ADMIN_TOKEN.
+	AdminTokenFile string
+	// InsecureNoAuth allows a non-loopback address without an admin token (logged as a
+	// warning at start).
+	InsecureNoAuth bool
+	// TLSCert and TLSKey serve HTTPS when both are set.
+	TLSCert, TLSKey string
+	// ShutdownTimeout bounds the graceful shutdown. Defaults to ShutdownTimeoutDefault.
+	ShutdownTimeout time.Duration
+	// LongPollMax and MaxLongPolls are server.Config's (0: its defaults).
+	LongPollMax  time.Duration
+	MaxLongPolls int
+
+	// Ready, when set, is called with the listening address once the server accepts
+	// connections (tests).
+	Ready func(addr net.Addr)
+}
+
+// Validate checks o. Errors: *plane.InvalidError naming the option.
+func (o *ServeOpts) Validate() error {
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return plane.Invalid("--tls-cert/--tls-key", nil, "give both or neither")
+	}
+	if _, _, err := net.SplitHostPort(cmp.Or(o.Addr, AddrDefault)); err != nil {
+		return plane.Invalid("--addr", o.Addr, "use host:port, e.g. "+AddrDefault)
+	}
+	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 {
+		return plane.Invalid("timeouts and limits", nil, "use values ≥ 0")
+	}
+	return nil
+}
+
+// adminToken reads the admin token from the file, else the environment.
+func (o *ServeOpts) adminToken(getenv func(string) string) (string, error) {
+	if o.AdminTokenFile != "" {
+		b, err := os.ReadFile(o.AdminTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("read admin token: %w", err)
+		}
+		tok, _, _ := strings.Cut(string(b), "\n")
+		tok = strings.TrimSpace(tok)
+		if tok == "" {
+			return "", plane.Invalid("--admin-token-file", o.AdminTokenFile, "put the token on the first line")
+		}
+		return tok, nil
+	}
+	return strings.TrimSpace(getenv(EnvAdminToken)), nil
+}
+
+// IsLoopback reports whether a listen host binds loopback only ("localhost", 127.0.0.0/8,
+// ::1). An empty host, 0.0.0.0 and :: bind every interface.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckBind applies the rule of an unauthenticated server: loopback only, unless
+// insecureNoAuth. Errors name the way out.
+func CheckBind(addr string, authOn, insecureNoAuth bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return plane.Invalid("--addr", addr, "use host:port")
+	}
+	if authOn || IsLoopback(host) || insecureNoAuth {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve %s without authentication: set %s (or --admin-token-file), bind loopback (default %s), or pass --insecure-no-auth",
+		addr, EnvAdminToken, AddrDefault)
+}
+
+// RunServe serves the plane named by o.Target until ctx ends, then shuts down gracefully:
+// long-polls end with 503 shutting_down, short requests finish (within ShutdownTimeout),
+// and the plane is closed. Logs go to logger.
+func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv func(string) string) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	addr := cmp.Or(o.Addr, AddrDefault)
+	admin, err := o.adminToken(getenv)
+	if err != nil {
+		return err
+	}
+	if err := CheckBind(addr, admin != "", o.InsecureNoAuth); err != nil {
+		return err
+	}
+	d, err := lakeshore.Open(ctx, o.Target, &lakeshore.Config{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+
+	srv := server.New(d.Driver(), &server.Config{AdminToken: admin, Logger: logger, LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls})
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if admin == "" && !IsLoopback(host) {
+		logger.Warn("serving without authentication on a non-loopback address (--insecure-no-auth): anyone who can reach it can submit, claim and read", "addr", ln.Addr().String())
+	}
+	scheme := "http"
+	if o.TLSCert != "" {
+		scheme = "https"
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", cmp.Or(o.Target, "default"))
+
+	errc := make(chan error, 1)
+	go func() {
+		if o.TLSCert != "" {
+			errc <- hs.ServeTLS(ln, o.TLSCert, o.TLSKey)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	if o.Ready != nil {
+		o.Ready(ln.Addr())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	srv.Stop()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault))
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	if err != nil {
+		hs.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// Serve returns the `lakeshore serve` command. stderr receives the logs.
+func Serve() *cobra.Command {
+	o := &ServeOpts{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve a plane over HTTP (default " + AddrDefault + ")",
+		Long: `Serve exposes a plane (the embedded default, or --target) over HTTP for other processes
+and machines; clients use LAKESHORE_URL=http://` + AddrDefault + `.
+
+Without an admin token ($` + EnvAdminToken + ` or --admin-token-file) the server has no
+authentication and only binds loopback; --insecure-no-auth overrides that (with a warning).
+SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				<-ctx.Done()
+				stop() // a second signal now kills the process
+			}()
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			return RunServe(ctx, o, logger, os.Getenv)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Addr, "addr", AddrDefault, "listen address (host:port)")
+	f.StringVar(&o.Target, "target", "", "plane to serve (default: $LAKESHORE_URL, else $LAKESHORE_HOME/lakeshore.db)")
+	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file holding the admin token (default: $"+EnvAdminToken+")")
+	f.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without authentication")
+	f.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
+	f.StringVar(&o.TLSKey, "tls-key", "", "TLS key file (PEM)")
+	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", ShutdownTimeoutDefault, "bound on the graceful shutdown")
+	f.DurationVar(&o.LongPollMax, "long-poll-max", server.LongPollMaxDefault, "cap of one long-poll")
+	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")
+	return cmd
+}

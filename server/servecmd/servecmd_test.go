@@ -1,0 +1,129 @@
+package servecmd_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
+	"github.com/lakeshore-dev/lakeshore/server/servecmd"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestCheckBind(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		addr           string
+		auth, insecure bool
+		ok             bool
+	}{
+		{"127.0.0.1:7077", false, false, true},
+		{"localhost:7077", false, false, true},
+		{"[::1]:7077", false, false, true},
+		{"0.0.0.0:7077", false, false, false},
+		{":7077", false, false, false},
+		{"[::]:7077", false, false, false},
+		{"10.1.2.3:7077", false, false, false},
+		{"0.0.0.0:7077", true, false, true},
+		{"0.0.0.0:7077", false, true, true},
+	}
+	for _, tc := range cases {
+		err := servecmd.CheckBind(tc.addr, tc.auth, tc.insecure)
+		if tc.ok {
+			require.NoError(t, err, tc.addr)
+		} else {
+			require.ErrorContains(t, err, "--insecure-no-auth", tc.addr)
+		}
+	}
+}
+
+func TestServeRefusesOpenNonLoopback(t *testing.T) {
+	t.Parallel()
+	err := servecmd.RunServe(t.Context(), &servecmd.ServeOpts{Addr: "0.0.0.0:0", Target: ":memory:"},
+		slog.New(slog.DiscardHandler), func(string) string { return "" })
+	require.ErrorContains(t, err, "refusing to serve")
+	require.Error(t, (&servecmd.ServeOpts{TLSCert: "c.pem"}).Validate(), "a cert without a key")
+}
+
+func TestServeAndTokens(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "l.db")
+	const admin = "admin-secret-for-test"
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	var logs bytes.Buffer
+	go func() {
+		done <- servecmd.RunServe(ctx, &servecmd.ServeOpts{Addr: "127.0.0.1:0", Target: db, Ready: func(a net.Addr) { ready <- a }},
+			slog.New(slog.NewTextHandler(&logs, nil)), func(k string) string {
+				if k == servecmd.EnvAdminToken {
+					return admin
+				}
+				return ""
+			})
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	url := "http://" + addr.String()
+
+	// A token made next to the plane's file works over HTTP at once.
+	var out bytes.Buffer
+	require.NoError(t, servecmd.RunTokenCreate(t.Context(), &servecmd.TokenCreateOpts{Target: db, ID: "producer",
+		Namespace: "default", Queue: "jobs", Can: []string{"submit"}, TTL: time.Hour}, &out))
+	secret := regexp.MustCompile(`token:\s+(\S+)`).FindStringSubmatch(out.String())[1]
+	drv, err := httpplane.New(url, &httpplane.Config{Token: secret})
+	require.NoError(t, err)
+	defer drv.Close()
+	_, err = drv.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "jobs", Invocations: []plane.SubmitParams{{}}})
+	require.NoError(t, err)
+	_, err = drv.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "other", Invocations: []plane.SubmitParams{{}}})
+	require.ErrorIs(t, err, httpplane.ErrForbidden)
+
+	out.Reset()
+	require.NoError(t, servecmd.RunTokenList(t.Context(), db, &out))
+	require.Contains(t, out.String(), "producer")
+	require.NotContains(t, out.String(), secret)
+	out.Reset()
+	require.NoError(t, servecmd.RunTokenRevoke(t.Context(), db, "producer", &out))
+	_, err = drv.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "jobs", Invocations: []plane.SubmitParams{{}}})
+	require.ErrorIs(t, err, httpplane.ErrUnauthorized)
+
+	// A long-poll open at shutdown ends; the server then stops cleanly.
+	adminDrv, err := httpplane.New(url, &httpplane.Config{Token: admin, MaxRetries: -1})
+	require.NoError(t, err)
+	defer adminDrv.Close()
+	polled := make(chan error, 1)
+	go func() {
+		_, err := adminDrv.InvocationClaimMany(context.Background(), &plane.ClaimParams{Namespace: "default", Queue: "idle", Kind: plane.KindFIFO, Wait: 30 * time.Second})
+		polled <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the claim park; the outcome does not depend on it
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+	err = <-polled
+	require.Error(t, err, "the open claim ended with the shutdown")
+	require.NotContains(t, logs.String(), secret)
+	require.NotContains(t, logs.String(), admin)
+}

@@ -1,0 +1,194 @@
+package servecmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// TokenCreateOpts are the options of `lakeshore token create`.
+type TokenCreateOpts struct {
+	// Target is the plane that stores the token: the served plane's file, or the server's
+	// URL (then $LAKESHORE_TOKEN must be the admin token).
+	Target string
+	// ID names the token. Defaults to a ULID.
+	ID string
+	// Namespace and Queue are globs (path.Match). Default to "*".
+	Namespace, Queue string
+	// Can lists the permissions: submit, consume, read, admin.
+	Can []string
+	// TTL is how long the token lives; 0: forever.
+	TTL time.Duration
+}
+
+// Validate checks o. Errors: *plane.InvalidError naming the flag.
+func (o *TokenCreateOpts) Validate() error {
+	if len(o.Can) == 0 {
+		return plane.Invalid("--can", nil, "name at least one of submit,consume,read,admin")
+	}
+	for _, c := range o.Can {
+		switch plane.Permission(c) {
+		case plane.PermissionSubmit, plane.PermissionConsume, plane.PermissionRead, plane.PermissionAdmin:
+		default:
+			return plane.Invalid("--can", c, "use submit,consume,read,admin")
+		}
+	}
+	for flag, g := range map[string]string{"--namespace": o.Namespace, "--queue": o.Queue} {
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			return plane.Invalid(flag, g, "use a name or a glob such as * or train-*")
+		}
+	}
+	if o.TTL < 0 {
+		return plane.Invalid("--ttl", o.TTL, "use a duration ≥ 0 (0: never expires)")
+	}
+	return nil
+}
+
+// RunTokenCreate makes a random secret, stores its hash in the plane and prints the secret
+// once to out.
+func RunTokenCreate(ctx context.Context, o *TokenCreateOpts, out io.Writer) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	d, err := lakeshore.Open(ctx, o.Target, nil)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	now := time.Now()
+	secret := server.NewSecret()
+	tok := &plane.TokenInfo{ID: o.ID, Hash: server.HashToken(secret), Namespace: o.Namespace, Queue: o.Queue, CreatedAt: now}
+	if tok.ID == "" {
+		tok.ID = plane.NewIDGenerator().New(now)
+	}
+	for _, c := range o.Can {
+		tok.Permissions = append(tok.Permissions, plane.Permission(c))
+	}
+	if o.TTL > 0 {
+		tok.ExpiresAt = now.Add(o.TTL)
+	}
+	if err := d.Driver().TokenCreate(ctx, tok); err != nil {
+		return fmt.Errorf("create token: %w", err)
+	}
+	expires := "never"
+	if !tok.ExpiresAt.IsZero() {
+		expires = tok.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	_, err = fmt.Fprintf(out, "id:      %s\nscope:   %s/%s\ncan:     %s\nexpires: %s\ntoken:   %s\n\nThe token is shown once; only its hash is stored. Clients send it as LAKESHORE_TOKEN.\n",
+		tok.ID, tok.Namespace, tok.Queue, strings.Join(o.Can, ","), expires, secret)
+	return err
+}
+
+// RunTokenList prints every token (never a secret or hash) to out.
+func RunTokenList(ctx context.Context, target string, out io.Writer) error {
+	d, err := lakeshore.Open(ctx, target, nil)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	toks, err := d.Driver().TokenList(ctx)
+	if err != nil {
+		return fmt.Errorf("list tokens: %w", err)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAMESPACE\tQUEUE\tCAN\tCREATED\tEXPIRES\tSTATUS")
+	now := time.Now()
+	for _, t := range toks {
+		perms := make([]string, len(t.Permissions))
+		for i, p := range t.Permissions {
+			perms[i] = string(p)
+		}
+		status, expires := "live", "never"
+		if !t.ExpiresAt.IsZero() {
+			expires = t.ExpiresAt.UTC().Format(time.RFC3339)
+			if !now.Before(t.ExpiresAt) {
+				status = "expired"
+			}
+		}
+		if !t.RevokedAt.IsZero() {
+			status = "revoked"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Namespace, t.Queue, strings.Join(perms, ","),
+			t.CreatedAt.UTC().Format(time.RFC3339), expires, status)
+	}
+	return tw.Flush()
+}
+
+// RunTokenRevoke revokes token id and says whether it was live.
+func RunTokenRevoke(ctx context.Context, target, id string, out io.Writer) error {
+	d, err := lakeshore.Open(ctx, target, nil)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ok, err := d.Driver().TokenRevoke(ctx, id)
+	if err != nil {
+		return fmt.Errorf("revoke token %s: %w", id, err)
+	}
+	if ok {
+		_, err = fmt.Fprintf(out, "revoked %s\n", id)
+	} else {
+		_, err = fmt.Fprintf(out, "%s was already revoked\n", id)
+	}
+	return err
+}
+
+// Token returns the `lakeshore token` command with create, list and revoke.
+func Token() *cobra.Command {
+	var target string
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Create, list and revoke access tokens of a served plane",
+		Long: `Access tokens let clients of 'lakeshore serve' submit, consume or read on the queues
+their namespace and queue globs cover. Tokens are random, shown once, and stored only as
+SHA-256 hashes in the plane. Run these next to the plane's file, or against the server's URL
+with the admin token in LAKESHORE_TOKEN.`,
+	}
+	cmd.PersistentFlags().StringVar(&target, "target", "", "plane holding the tokens (default: $LAKESHORE_URL, else $LAKESHORE_HOME/lakeshore.db)")
+
+	co := &TokenCreateOpts{}
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create a token and print its secret once",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			co.Target = target
+			return RunTokenCreate(c.Context(), co, c.OutOrStdout())
+		},
+	}
+	f := create.Flags()
+	f.StringVar(&co.ID, "id", "", "token id (default: a ULID)")
+	f.StringVar(&co.Namespace, "namespace", "*", "namespace glob")
+	f.StringVar(&co.Queue, "queue", "*", "queue glob")
+	f.StringSliceVar(&co.Can, "can", nil, "permissions: submit,consume,read,admin")
+	f.DurationVar(&co.TTL, "ttl", 0, "lifetime, e.g. 720h (default: never expires)")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tokens (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return RunTokenList(c.Context(), target, c.OutOrStdout())
+		},
+	}
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a token",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return RunTokenRevoke(c.Context(), target, args[0], c.OutOrStdout())
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
