@@ -109,70 +109,56 @@ func (q *Queue) flush(ctx context.Context) error {
 	}
 }
 
+// rawEntry is a claimed tail entry, decoded outside the writer.
+type rawEntry struct {
+	seq, lo, n int64
+	kind       int
+	part       string
+	idxb, data []byte
+}
+
 // claimTail claims up to flushMaxRows unclaimed tail rows, oldest first, for new
-// pending fragments (one for new rows, one for field updates).
+// pending fragments (one for new rows, one for field updates). The claim transaction
+// only copies the entries; they are decoded afterwards, off the writer goroutine.
 func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool, err error) {
+	var entries []rawEntry
+	var schema Schema
+	byKind := [2]*flushClaim{}
 	err = q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
-		claims, more = nil, false
+		claims, more, entries, byKind = nil, false, nil, [2]*flushClaim{}
 		s, err := t.loadSchema()
 		if err != nil {
 			return err
 		}
+		schema = *s
 		rows, err := t.query(`SELECT seq, kind, partition, lo, n, idx, data FROM tail WHERE flush_id IS NULL ORDER BY seq`)
 		if err != nil {
 			return fmt.Errorf("read tail: %w", err)
 		}
 		defer rows.Close()
-		byKind := [2]*flushClaim{}
 		minSeq := [2]int64{-1, -1}
 		maxSeq := [2]int64{}
-		used := map[string]bool{}
-		var nrows, nbytes int
+		var nrows, nbytes int64
 		for rows.Next() {
 			if nrows >= flushMaxRows || nbytes >= flushMaxBytes {
 				more = true
 				break
 			}
-			var seq, lo, n int64
-			var kind int
-			var part string
-			var idxb, data []byte
-			if err := rows.Scan(&seq, &kind, &part, &lo, &n, &idxb, &data); err != nil {
+			var e rawEntry
+			if err := rows.Scan(&e.seq, &e.kind, &e.part, &e.lo, &e.n, &e.idxb, &e.data); err != nil {
 				return fmt.Errorf("read tail: %w", err)
 			}
-			recs, err := decodeRecords(data)
-			if err != nil {
-				return fmt.Errorf("%w: tail entry %d: %v", ErrCorrupt, seq, err)
+			if e.kind != entryRows && e.kind != entryFields {
+				return fmt.Errorf("%w: tail entry %d has kind %d", ErrCorrupt, e.seq, e.kind)
 			}
-			var idx []int64
-			if kind == entryFields {
-				if idx, err = decodeIndexes(idxb); err != nil {
-					return fmt.Errorf("%w: tail entry %d: %v", ErrCorrupt, seq, err)
-				}
+			if byKind[e.kind] == nil {
+				byKind[e.kind] = &flushClaim{kind: e.kind, minI: 1<<63 - 1, maxI: -1}
+				minSeq[e.kind] = e.seq
 			}
-			c := byKind[kind]
-			if c == nil {
-				c = &flushClaim{kind: kind, minI: 1<<63 - 1, maxI: -1}
-				byKind[kind] = c
-				minSeq[kind] = seq
-			}
-			maxSeq[kind] = seq
-			for i, r := range recs {
-				fr := fragRow{rec: r, part: part, seq: seq}
-				if kind == entryRows {
-					fr.idx = lo + int64(i)
-				} else {
-					fr.idx = idx[i]
-				}
-				c.minI = min(c.minI, fr.idx)
-				c.maxI = max(c.maxI, fr.idx)
-				for _, fv := range r {
-					used[fv.name] = true
-				}
-				c.rows = append(c.rows, fr)
-			}
-			nrows += len(recs)
-			nbytes += len(data)
+			maxSeq[e.kind] = e.seq
+			entries = append(entries, e)
+			nrows += e.n
+			nbytes += int64(len(e.data))
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("read tail: %w", err)
@@ -182,17 +168,7 @@ func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool,
 			if c == nil {
 				continue
 			}
-			for _, f := range s.Fields {
-				if used[f.Name] {
-					c.fields = append(c.fields, f)
-				}
-			}
-			prefix := "r"
-			if kind == entryFields {
-				prefix = "f"
-				// Field updates are ordered by index, then by sequence.
-				sortFragRows(c.rows)
-			}
+			prefix := map[int]string{entryRows: "r", entryFields: "f"}[kind]
 			c.file = fmt.Sprintf("%s-%s-%06d.parquet", prefix, q.owner.token, q.fileSeq.Add(1))
 			res, err := t.exec(`INSERT INTO fragments(file, kind, state, owner) VALUES (?, ?, 0, ?)`, c.file, kind, q.owner.token)
 			if err != nil {
@@ -207,12 +183,50 @@ func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool,
 			}
 			claims = append(claims, c)
 		}
-		if kind0 := byKind[entryRows]; kind0 != nil {
-			sortFragRows(kind0.rows) // entries are in index order already; this is cheap then
-		}
 		return nil
 	})
-	return claims, more, err
+	if err != nil || len(claims) == 0 {
+		return nil, false, err
+	}
+	used := [2]map[string]bool{{}, {}}
+	for _, e := range entries {
+		recs, err := decodeRecords(e.data)
+		if err != nil {
+			q.abortClaims(ctx, claims)
+			return nil, false, fmt.Errorf("%w: tail entry %d: %v", ErrCorrupt, e.seq, err)
+		}
+		var idx []int64
+		if e.kind == entryFields {
+			if idx, err = decodeIndexes(e.idxb); err != nil || len(idx) != len(recs) {
+				q.abortClaims(ctx, claims)
+				return nil, false, fmt.Errorf("%w: tail entry %d: bad index list", ErrCorrupt, e.seq)
+			}
+		}
+		c := byKind[e.kind]
+		for i, r := range recs {
+			fr := fragRow{rec: r, part: e.part, seq: e.seq}
+			if e.kind == entryRows {
+				fr.idx = e.lo + int64(i)
+			} else {
+				fr.idx = idx[i]
+			}
+			c.minI = min(c.minI, fr.idx)
+			c.maxI = max(c.maxI, fr.idx)
+			for _, fv := range r {
+				used[e.kind][fv.name] = true
+			}
+			c.rows = append(c.rows, fr)
+		}
+	}
+	for _, c := range claims {
+		for _, f := range schema.Fields {
+			if used[c.kind][f.Name] {
+				c.fields = append(c.fields, f)
+			}
+		}
+		sortFragRows(c.rows)
+	}
+	return claims, more, nil
 }
 
 // abortClaims returns claimed tail entries and deletes the pending fragments' files.

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -165,6 +164,7 @@ type Queue struct {
 	schema        *Schema
 	schemaVer     int64
 	fieldsetCache map[int64]map[string]bool
+	fieldsetIDs   map[string]int64
 
 	mu       sync.RWMutex // guards closed and inflight.Add
 	closed   bool
@@ -400,7 +400,7 @@ func (q *Queue) PutPartition(ctx context.Context, partition string, recs []Recor
 	}
 	defer q.leave()
 	var lo int64
-	err = q.w.do(ctx, func(t *wtx) error {
+	err = q.w.doPut(ctx, func(t *wtx) error {
 		var err error
 		lo, err = t.putRows(p)
 		return err
@@ -438,10 +438,10 @@ func (t *wtx) putRows(p *putPrepared) (int64, error) {
 	if err := t.checkSchema(p.kinds); err != nil {
 		return 0, err
 	}
-	lo, err := metaGet(t.ctx, t, "next_index")
-	if err != nil {
+	if err := t.loadPuts(); err != nil {
 		return 0, err
 	}
+	lo := t.ps.next
 	n := int64(len(p.recs))
 	if _, err := t.exec(`INSERT INTO tail(kind, partition, lo, n, min_idx, max_idx, data) VALUES (0, ?, ?, ?, ?, ?, ?)`,
 		p.partition, lo, n, lo, lo+n-1, p.data); err != nil {
@@ -454,58 +454,74 @@ func (t *wtx) putRows(p *putPrepared) (int64, error) {
 		}
 		at += int64(run.n)
 	}
-	if err := metaSet(t.ctx, t, "next_index", lo+n); err != nil {
-		return 0, err
-	}
-	if err := metaAdd(t.ctx, t, "tail_rows", n); err != nil {
-		return 0, err
-	}
+	t.ps.next = lo + n
+	t.ps.tailRows += n
+	t.ps.tailAdd += n
 	t.rows = true
-	if fr := t.q.cfg.FlushRows; fr > 0 && !t.kick {
-		tr, err := metaGet(t.ctx, t, "tail_rows")
-		if err != nil {
-			return 0, err
-		}
-		t.kick = tr >= int64(fr)
+	if fr := t.q.cfg.FlushRows; fr > 0 && t.ps.tailRows >= int64(fr) {
+		t.kick = true
 	}
 	return lo, nil
 }
 
 // fieldsetID returns the id of a field set, creating it.
 func (t *wtx) fieldsetID(fields string) (int64, error) {
-	var id int64
+	if id, ok := t.fsIDs[fields]; ok {
+		return id, nil
+	}
+	t.q.schemaMu.Lock()
+	id, ok := t.q.fieldsetIDs[fields]
+	t.q.schemaMu.Unlock()
+	if ok {
+		return id, nil
+	}
 	err := t.queryRow(`SELECT id FROM fieldsets WHERE fields = ?`, fields).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
+	if isNoRows(err) {
 		res, err := t.exec(`INSERT INTO fieldsets(fields) VALUES (?)`, fields)
 		if err != nil {
 			return 0, fmt.Errorf("insert field set: %w", err)
 		}
-		return res.LastInsertId()
-	}
-	if err != nil {
+		if id, err = res.LastInsertId(); err != nil {
+			return 0, err
+		}
+	} else if err != nil {
 		return 0, fmt.Errorf("read field set: %w", err)
 	}
+	if t.fsIDs == nil {
+		t.fsIDs = map[string]int64{}
+	}
+	t.fsIDs[fields] = id
+	q := t.q
+	t.after = append(t.after, func() {
+		q.schemaMu.Lock()
+		defer q.schemaMu.Unlock()
+		if q.fieldsetIDs == nil {
+			q.fieldsetIDs = map[string]int64{}
+		}
+		q.fieldsetIDs[fields] = id
+	})
 	return id, nil
 }
 
 // addSegment records that indexes [lo, hi) belong to partition with the given field
-// set, extending the last segment when it is adjacent and alike.
+// set, extending the last segment when it is adjacent and alike. It works on the
+// transaction's putState (loadPuts must have run).
 func (t *wtx) addSegment(partition, fields string, lo, hi int64) error {
 	fs, err := t.fieldsetID(fields)
 	if err != nil {
 		return err
 	}
-	var plo, phi, pfs int64
-	var ppart string
-	err = t.queryRow(`SELECT lo, hi, partition, fieldset FROM segments ORDER BY lo DESC LIMIT 1`).Scan(&plo, &phi, &ppart, &pfs)
-	if err == nil && phi == lo && ppart == partition && pfs == fs {
-		_, err = t.exec(`UPDATE segments SET hi = ? WHERE lo = ?`, hi, plo)
-	} else if err == nil || errors.Is(err, sql.ErrNoRows) {
-		_, err = t.exec(`INSERT INTO segments(lo, hi, partition, fieldset) VALUES (?, ?, ?, ?)`, lo, hi, partition, fs)
+	ps := &t.ps
+	if ps.segOK && ps.seg.hi == lo && ps.seg.partition == partition && ps.seg.fieldset == fs {
+		ps.seg.hi = hi
+		ps.segDirty = true
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("record segment: %w", err)
+	if err := t.writeSegment(); err != nil {
+		return err
 	}
+	ps.seg = segment{lo: lo, hi: hi, partition: partition, fieldset: fs}
+	ps.segOK, ps.segDirty, ps.segNew = true, true, true
 	return nil
 }
 
@@ -542,6 +558,9 @@ func (q *Queue) PutFields(ctx context.Context, partition string, indexes []int64
 }
 
 func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
+	if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
+		return err
+	}
 	set := setOf(indexes)
 	ok, err := t.partitionSet(p.partition, set)
 	if err != nil {

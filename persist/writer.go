@@ -21,6 +21,7 @@ const maxGroupOps = 256
 type writeOp struct {
 	fn   func(tx *wtx) error
 	done chan error
+	put  bool // a plain put: may use the transaction's cached counters (putState)
 }
 
 // wtx is the state an op sees: the write connection inside an open transaction.
@@ -31,7 +32,9 @@ type wtx struct {
 	stmts  map[string]*sql.Stmt
 	schema *Schema // loaded lazily once per transaction
 	rows   bool    // some op added rows: wake waiters after commit
-	kick   bool    // the tail passed FlushRows: start a background flush after commit
+	ps     putState
+	fsIDs  map[string]int64 // field sets created or read in this transaction
+	kick   bool             // the tail passed FlushRows: start a background flush after commit
 	after  []func()
 }
 
@@ -161,7 +164,16 @@ func startWriter(q *Queue, db *sql.DB) (*writer, error) {
 // do queues fn and waits for its transaction to commit. If ctx ends first, do returns
 // ctx's error; the op may still commit later.
 func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
-	op := writeOp{fn: fn, done: make(chan error, 1)}
+	return w.submit(ctx, writeOp{fn: fn, done: make(chan error, 1)})
+}
+
+// doPut is do for plain puts, which keep the index counter, tail row count and last
+// segment in memory across consecutive puts of one transaction (written back once).
+func (w *writer) doPut(ctx context.Context, fn func(tx *wtx) error) error {
+	return w.submit(ctx, writeOp{fn: fn, done: make(chan error, 1), put: true})
+}
+
+func (w *writer) submit(ctx context.Context, op writeOp) error {
 	select {
 	case w.ops <- op:
 	case <-ctx.Done():
@@ -233,6 +245,13 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 		return
 	}
 	for i, op := range ops {
+		if !op.put {
+			if err := t.syncPuts(); err != nil {
+				w.conn.ExecContext(ctx, "ROLLBACK")
+				fail(err)
+				return
+			}
+		}
 		if len(ops) == 1 {
 			errs[i] = op.fn(t)
 			if errs[i] != nil {
@@ -242,7 +261,22 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 			}
 			continue
 		}
-		if _, err := w.conn.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+		if op.put {
+			// A plain put writes nothing before its only expected failure (a schema
+			// conflict, found before any write), so it needs no savepoint; any other
+			// failure fails the whole group.
+			if err := op.fn(t); err != nil {
+				var se *SchemaError
+				if !errors.As(err, &se) {
+					w.conn.ExecContext(ctx, "ROLLBACK")
+					fail(err)
+					return
+				}
+				errs[i] = err
+			}
+			continue
+		}
+		if _, err := t.exec("SAVEPOINT op"); err != nil {
 			errs[i] = fmt.Errorf("savepoint: %w", err)
 			continue
 		}
@@ -254,17 +288,24 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 			t.schema = saved.schema
 			t.rows = saved.rows
 			t.kick = saved.kick
-			if _, rerr := w.conn.ExecContext(ctx, "ROLLBACK TO op"); rerr != nil {
+			t.ps = saved.ps
+			t.fsIDs = nil // ids created by the failed op are gone
+			if _, rerr := t.exec("ROLLBACK TO op"); rerr != nil {
 				w.conn.ExecContext(ctx, "ROLLBACK")
 				fail(errors.Join(err, fmt.Errorf("rollback op: %w", rerr)))
 				return
 			}
 		}
-		if _, err := w.conn.ExecContext(ctx, "RELEASE op"); err != nil {
+		if _, err := t.exec("RELEASE op"); err != nil {
 			w.conn.ExecContext(ctx, "ROLLBACK")
 			fail(fmt.Errorf("release savepoint: %w", err))
 			return
 		}
+	}
+	if err := t.syncPuts(); err != nil {
+		w.conn.ExecContext(ctx, "ROLLBACK")
+		fail(err)
+		return
 	}
 	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		w.conn.ExecContext(ctx, "ROLLBACK")
@@ -286,4 +327,81 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 	for i, op := range ops {
 		op.done <- errs[i]
 	}
+}
+
+// putState caches, across consecutive plain puts of one transaction, what every put
+// reads and writes: the next index, the tail row count and the last segment. syncPuts
+// writes it back; it runs before any other kind of op and before COMMIT, so every
+// other op sees meta.db as if each put had written directly.
+type putState struct {
+	loaded   bool
+	next     int64   // next global index
+	tailRows int64   // tail rows including this transaction's puts
+	tailAdd  int64   // rows added by this transaction's puts
+	seg      segment // the last segment (by lo)
+	segOK    bool    // seg exists
+	segDirty bool    // seg changed since loaded
+	segNew   bool    // seg is not in the table yet
+}
+
+func (t *wtx) loadPuts() error {
+	if t.ps.loaded {
+		return nil
+	}
+	ps := putState{loaded: true}
+	var err error
+	if ps.next, err = metaGet(t.ctx, t, "next_index"); err != nil {
+		return err
+	}
+	if ps.tailRows, err = metaGet(t.ctx, t, "tail_rows"); err != nil {
+		return err
+	}
+	err = t.queryRow(`SELECT lo, hi, partition, fieldset FROM segments ORDER BY lo DESC LIMIT 1`).
+		Scan(&ps.seg.lo, &ps.seg.hi, &ps.seg.partition, &ps.seg.fieldset)
+	switch {
+	case err == nil:
+		ps.segOK = true
+	case isNoRows(err):
+	default:
+		return fmt.Errorf("read last segment: %w", err)
+	}
+	t.ps = ps
+	return nil
+}
+
+// writeSegment stores t.ps.seg if it changed.
+func (t *wtx) writeSegment() error {
+	if !t.ps.segOK || !t.ps.segDirty {
+		return nil
+	}
+	var err error
+	if t.ps.segNew {
+		_, err = t.exec(`INSERT INTO segments(lo, hi, partition, fieldset) VALUES (?, ?, ?, ?)`, t.ps.seg.lo, t.ps.seg.hi, t.ps.seg.partition, t.ps.seg.fieldset)
+	} else {
+		_, err = t.exec(`UPDATE segments SET hi = ? WHERE lo = ?`, t.ps.seg.hi, t.ps.seg.lo)
+	}
+	if err != nil {
+		return fmt.Errorf("record segment: %w", err)
+	}
+	t.ps.segDirty, t.ps.segNew = false, false
+	return nil
+}
+
+func (t *wtx) syncPuts() error {
+	if !t.ps.loaded {
+		return nil
+	}
+	if err := t.writeSegment(); err != nil {
+		return err
+	}
+	if err := metaSet(t.ctx, t, "next_index", t.ps.next); err != nil {
+		return err
+	}
+	if t.ps.tailAdd != 0 {
+		if err := metaAdd(t.ctx, t, "tail_rows", t.ps.tailAdd); err != nil {
+			return err
+		}
+	}
+	t.ps = putState{}
+	return nil
 }

@@ -1,0 +1,305 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Benchmarks. Figures and commands are recorded in docs/benchmarks-persist.md.
+// Sizes of the large-queue benchmarks come from PERSIST_BENCH_SIZES (comma-separated
+// row counts) and PERSIST_BENCH_OPEN_ROWS.
+
+func benchQueue(b *testing.B, cfg *Config) *Queue {
+	b.Helper()
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	cfg.Dir = b.TempDir()
+	q, err := Open(context.Background(), "bench", cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { q.Close(context.Background()) })
+	return q
+}
+
+func scalarRecord(i int) Record {
+	return Record{"id": i, "score": float64(i) * 0.5, "name": "sample"}
+}
+
+// BenchmarkPutBatch: durable PutBatch of 3-scalar records in batches of 1,000 from 8
+// goroutines (target ≥ 300,000 records/s).
+func BenchmarkPutBatch(b *testing.B) {
+	ctx := context.Background()
+	q := benchQueue(b, nil)
+	batch := make([]Record, 1000)
+	for i := range batch {
+		batch[i] = scalarRecord(i)
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if _, err := q.PutBatch(ctx, batch); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N*1000)/time.Since(start).Seconds(), "records/s")
+}
+
+// BenchmarkPutSingle: durable single-record Put from 64 goroutines (target ≥ 50,000/s).
+func BenchmarkPutSingle(b *testing.B) {
+	ctx := context.Background()
+	q := benchQueue(b, nil)
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < 64; g++ {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if _, err := q.Put(ctx, scalarRecord(int(i))); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+}
+
+func benchSizes(def string) []int {
+	s := os.Getenv("PERSIST_BENCH_SIZES")
+	if s == "" {
+		s = def
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// fill puts n 3-scalar records (batches of 10,000 from 4 goroutines) and flushes.
+func fill(b *testing.B, q *Queue, n int, rec func(i int) Record) {
+	b.Helper()
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Go(func() {
+			for {
+				lo := int(next.Add(10_000)) - 10_000
+				if lo >= n {
+					return
+				}
+				recs := make([]Record, min(10_000, n-lo))
+				for i := range recs {
+					recs[i] = rec(lo + i)
+				}
+				if _, err := q.PutBatch(ctx, recs); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := q.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkFlush: the cost of flushing 10,000 new rows into queues that already hold
+// N rows in fragments (should be flat in N).
+func BenchmarkFlush(b *testing.B) {
+	for _, n := range benchSizes("0,100000,1000000") {
+		b.Run(fmt.Sprintf("existing=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			q := benchQueue(b, &Config{FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
+			fill(b, q, n, scalarRecord)
+			batch := make([]Record, 1000)
+			for i := range batch {
+				batch[i] = scalarRecord(i)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				for j := 0; j < 10; j++ {
+					if _, err := q.PutBatch(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if err := q.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func numericRecord(i int) Record {
+	return Record{"a": i, "b": float64(i), "c": i * 2, "d": float64(i) / 3, "e": i % 7}
+}
+
+// BenchmarkGetBatch: Reader.GetBatch (GetMeta with consumption + GetData) of 5 numeric
+// fields in batches of 1,024 (target ≥ 1,000,000 rows/s). Goroutines=1 is one trainer
+// loop; Goroutines=4 is four readers of one task sharing the group commit.
+func BenchmarkGetBatch(b *testing.B) {
+	rows := 1_000_000
+	if testing.Short() {
+		rows = 100_000
+	}
+	ctx := context.Background()
+	q := benchQueue(b, &Config{FlushRows: -1, FlushInterval: -1})
+	fill(b, q, rows, numericRecord)
+	fields := []string{"a", "b", "c", "d", "e"}
+	for _, goroutines := range []int{1, 4} {
+		b.Run(fmt.Sprintf("Goroutines=%d", goroutines), func(b *testing.B) {
+			task := fmt.Sprintf("bench-%d-%d", goroutines, b.N)
+			q.ResetConsumption(ctx, task, DefaultPartition)
+			r := q.Reader()
+			var next atomic.Int64
+			var got atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for g := 0; g < goroutines; g++ {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						bt, _, err := r.GetBatch(ctx, &MetaRequest{Fields: fields, BatchSize: 1024, Task: task})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if bt.Len() == 0 { // wrapped around: start the task again
+							q.ResetConsumption(ctx, task, DefaultPartition)
+						}
+						got.Add(int64(bt.Len()))
+						bt.Release()
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(got.Load())/time.Since(start).Seconds(), "rows/s")
+		})
+	}
+	b.Run("ReadOnly", func(b *testing.B) {
+		// The data phase alone (Queue.Read of 1,024 consecutive rows), no consumption.
+		var got int64
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			off := int64(i*1024) % int64(rows-1024)
+			bt, err := q.Read(ctx, off, 1024, &GetOpts{Fields: fields})
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += int64(bt.Len())
+			bt.Release()
+		}
+		b.ReportMetric(float64(got)/time.Since(start).Seconds(), "rows/s")
+	})
+}
+
+// BenchmarkTensorRead: reading 1 MiB tensors (16 per read) from fragments (target
+// ≥ 1 GB/s). Cached: decoded column chunks stay in the cache (zero-copy slices);
+// Uncached: CacheBytes=1, every read decodes its row group from the file.
+func BenchmarkTensorRead(b *testing.B) {
+	const n, per = 128, 16
+	for _, cached := range []bool{true, false} {
+		b.Run(map[bool]string{true: "Cached", false: "Uncached"}[cached], func(b *testing.B) {
+			ctx := context.Background()
+			cfg := &Config{FlushRows: -1, FlushInterval: -1, CompactFragments: -1, RowGroupRows: per}
+			if !cached {
+				cfg.CacheBytes = 1
+			}
+			q := benchQueue(b, cfg)
+			data := make([]byte, 1<<20)
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			fill(b, q, n, func(i int) Record {
+				return Record{"x": Tensor{DType: "float32", Shape: []int{512, 512}, Data: data}}
+			})
+			b.SetBytes(per << 20)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				off := int64(i*per) % n
+				bt, err := q.Read(ctx, off, per, &GetOpts{Fields: []string{"x"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if bt.Len() != per {
+					b.Fatalf("read %d tensors", bt.Len())
+				}
+				bt.Release()
+			}
+		})
+	}
+}
+
+// BenchmarkOpen: opening a queue of PERSIST_BENCH_OPEN_ROWS rows (default 1,000,000)
+// in fragments; reports the heap in use after Open.
+func BenchmarkOpen(b *testing.B) {
+	rows, _ := strconv.Atoi(os.Getenv("PERSIST_BENCH_OPEN_ROWS"))
+	if rows == 0 {
+		rows = 1_000_000
+	}
+	ctx := context.Background()
+	dir := b.TempDir()
+	q, err := Open(ctx, "bench", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fill(b, q, rows, scalarRecord)
+	if err := q.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var heap uint64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		q, err := Open(ctx, "bench", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := q.Len(ctx)
+		if err != nil || n != int64(rows) {
+			b.Fatalf("len %d, %v", n, err)
+		}
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		heap = after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc)
+		b.StopTimer()
+		q.Close(ctx)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(heap)/(1<<20), "heapMiB")
+}
