@@ -131,7 +131,7 @@ func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool,
 			return err
 		}
 		schema = *s
-		rows, err := t.query(`SELECT seq, kind, partition, lo, n, idx, data FROM tail WHERE flush_id IS NULL ORDER BY seq`)
+		rows, err := t.query(`SELECT seq, kind, n, length(data) FROM tail WHERE flush_id IS NULL ORDER BY seq`)
 		if err != nil {
 			return fmt.Errorf("read tail: %w", err)
 		}
@@ -145,7 +145,8 @@ func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool,
 				break
 			}
 			var e rawEntry
-			if err := rows.Scan(&e.seq, &e.kind, &e.part, &e.lo, &e.n, &e.idxb, &e.data); err != nil {
+			var size int64
+			if err := rows.Scan(&e.seq, &e.kind, &e.n, &size); err != nil {
 				return fmt.Errorf("read tail: %w", err)
 			}
 			if e.kind != entryRows && e.kind != entryFields {
@@ -156,9 +157,8 @@ func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool,
 				minSeq[e.kind] = e.seq
 			}
 			maxSeq[e.kind] = e.seq
-			entries = append(entries, e)
 			nrows += e.n
-			nbytes += int64(len(e.data))
+			nbytes += size
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("read tail: %w", err)
@@ -187,6 +187,30 @@ func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool,
 	})
 	if err != nil || len(claims) == 0 {
 		return nil, false, err
+	}
+	// The claimed entries cannot change until this process deletes them: read their
+	// data through the read pool, off the writer.
+	for _, c := range claims {
+		rows, err := q.rdb.QueryContext(ctx, `SELECT seq, kind, partition, lo, n, idx, data FROM tail WHERE flush_id = ? ORDER BY seq`, c.id)
+		if err != nil {
+			q.abortClaims(ctx, claims)
+			return nil, false, fmt.Errorf("read claimed tail: %w", err)
+		}
+		for rows.Next() {
+			var e rawEntry
+			if err := rows.Scan(&e.seq, &e.kind, &e.part, &e.lo, &e.n, &e.idxb, &e.data); err != nil {
+				rows.Close()
+				q.abortClaims(ctx, claims)
+				return nil, false, fmt.Errorf("read claimed tail: %w", err)
+			}
+			entries = append(entries, e)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			q.abortClaims(ctx, claims)
+			return nil, false, fmt.Errorf("read claimed tail: %w", err)
+		}
 	}
 	used := [2]map[string]bool{{}, {}}
 	for _, e := range entries {

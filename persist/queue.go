@@ -443,10 +443,21 @@ func (t *wtx) putRows(p *putPrepared) (int64, error) {
 	}
 	lo := t.ps.next
 	n := int64(len(p.recs))
-	if _, err := t.exec(`INSERT INTO tail(kind, partition, lo, n, min_idx, max_idx, data) VALUES (0, ?, ?, ?, ?, ?, ?)`,
-		p.partition, lo, n, lo, lo+n-1, p.data); err != nil {
-		return 0, fmt.Errorf("insert tail: %w", err)
+	ps := &t.ps
+	if ps.pendN > 0 && (ps.pendPart != p.partition || ps.pendLo+ps.pendN != lo || len(ps.pendData)+len(p.data) > 4<<20) {
+		if err := t.writeTail(); err != nil {
+			return 0, err
+		}
 	}
+	if ps.pendN == 0 {
+		ps.pendPart, ps.pendLo = p.partition, lo
+		ps.pendData = append(make([]byte, 0, len(p.data)), p.data...)
+	} else {
+		// Appending writes only past the saved length, so a savepoint's copy of ps
+		// keeps seeing its own bytes.
+		ps.pendData = append(ps.pendData, p.data...)
+	}
+	ps.pendN += n
 	at := lo
 	for _, run := range p.runs {
 		if err := t.addSegment(p.partition, run.fields, at, at+int64(run.n)); err != nil {

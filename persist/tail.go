@@ -151,11 +151,26 @@ func (d *tailDecoder) count(minBytesEach int) int {
 	return int(n)
 }
 
-// decodeRecords decodes a batch encoded by encodeRecords. Strings and byte slices alias b.
+// decodeRecords decodes one or more concatenated batches encoded by encodeRecords (the
+// writer concatenates the batches of consecutive puts into one tail entry). Strings and
+// byte slices alias b.
 func decodeRecords(b []byte) ([]normRecord, error) {
 	d := &tailDecoder{b: b}
+	var recs []normRecord
+	for len(d.b) > 0 && d.err == nil {
+		var err error
+		if recs, err = d.batch(recs); err != nil {
+			return nil, err
+		}
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return recs, nil
+}
+
+func (d *tailDecoder) batch(recs []normRecord) ([]normRecord, error) {
 	nrec := d.count(1)
-	recs := make([]normRecord, 0, nrec)
 	for r := 0; r < nrec && d.err == nil; r++ {
 		nf := d.count(2)
 		rec := make(normRecord, 0, nf)

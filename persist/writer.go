@@ -338,6 +338,11 @@ type putState struct {
 	next     int64   // next global index
 	tailRows int64   // tail rows including this transaction's puts
 	tailAdd  int64   // rows added by this transaction's puts
+	// A tail entry not yet inserted: consecutive puts of one partition share one.
+	pendPart string
+	pendLo   int64
+	pendN    int64
+	pendData []byte
 	seg      segment // the last segment (by lo)
 	segOK    bool    // seg exists
 	segDirty bool    // seg changed since loaded
@@ -387,9 +392,26 @@ func (t *wtx) writeSegment() error {
 	return nil
 }
 
+// writeTail inserts the pending tail entry.
+func (t *wtx) writeTail() error {
+	ps := &t.ps
+	if ps.pendN == 0 {
+		return nil
+	}
+	if _, err := t.exec(`INSERT INTO tail(kind, partition, lo, n, min_idx, max_idx, data) VALUES (0, ?, ?, ?, ?, ?, ?)`,
+		ps.pendPart, ps.pendLo, ps.pendN, ps.pendLo, ps.pendLo+ps.pendN-1, ps.pendData); err != nil {
+		return fmt.Errorf("insert tail: %w", err)
+	}
+	ps.pendN, ps.pendData = 0, nil
+	return nil
+}
+
 func (t *wtx) syncPuts() error {
 	if !t.ps.loaded {
 		return nil
+	}
+	if err := t.writeTail(); err != nil {
+		return err
 	}
 	if err := t.writeSegment(); err != nil {
 		return err
