@@ -1,0 +1,581 @@
+package lakeshore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Defaults of WorkerOptions.
+const (
+	// ConcurrencyDefault is how many handlers a worker runs at once without
+	// WorkerOptions.Concurrency.
+	ConcurrencyDefault = 1
+	// ClaimWaitDefault is how long one claim waits for a job before the worker looks again
+	// at its limits (drain, idle, MaxJobs).
+	ClaimWaitDefault = time.Second
+	// SettleTimeoutDefault bounds one settle (ack or nack) after its handler returned.
+	SettleTimeoutDefault = settleTimeout
+)
+
+// Handler is work that RunWorker runs: a queue and what to do with each job claimed from
+// it. HandlerBinding (made by Handle) and *Func are Handlers.
+type Handler interface {
+	// Binding returns the queue and the function RunWorker runs on its jobs.
+	Binding() HandlerBinding
+}
+
+// HandlerBinding binds a HandlerFunc to a queue. It is a Handler.
+type HandlerBinding struct {
+	// Queue is the queue's name.
+	Queue string
+	// QueueOptions configure the claiming handle (namespace, claim order). The lease comes
+	// from WorkerOptions.LeaseTTL. Defaults to nil: the Dispatch's namespace, fifo.
+	QueueOptions *QueueOptions
+	// Func runs on every job claimed from Queue. Its result acks the job; an error nacks it
+	// with retry (without retry when marked Permanent); a panic nacks it with retry.
+	Func HandlerFunc
+}
+
+// Binding returns b.
+func (b HandlerBinding) Binding() HandlerBinding { return b }
+
+// Handle binds fn to queue with the default queue options.
+func Handle(queue string, fn HandlerFunc) HandlerBinding {
+	return HandlerBinding{Queue: queue, Func: fn}
+}
+
+// WorkerOptions configure RunWorker. A nil *WorkerOptions means all defaults.
+type WorkerOptions struct {
+	// BatchSize caps how many jobs one claim takes. Defaults to Concurrency: a worker with
+	// free slots fills them in one claim.
+	BatchSize int
+
+	// ClaimWait is how long one claim waits for a job (by notification) before the worker
+	// looks again at its limits. Defaults to ClaimWaitDefault (1 s), divided among the
+	// queues when there are several so that none starves.
+	ClaimWait time.Duration
+
+	// Concurrency is how many handlers run at once. Defaults to ConcurrencyDefault (1).
+	Concurrency int
+
+	// Drain, when closed, makes the worker drain: it claims nothing more, lets running
+	// handlers finish and settle, and returns nil. Defaults to nil: never.
+	Drain <-chan struct{}
+
+	// ExitWhenIdle makes RunWorker return nil once a claim on every queue came back empty
+	// while no handler was running. A job waiting out a retry backoff does not count as
+	// work. Defaults to false: wait for work until stopped.
+	ExitWhenIdle bool
+
+	// HeartbeatInterval is how often the leases of running jobs are extended, all in one
+	// batch, from a goroutine apart from the handlers; it also bounds how long a killed job's
+	// handler keeps running before its context is cancelled. Defaults to LeaseTTL / 3.
+	HeartbeatInterval time.Duration
+
+	// ID identifies the worker in the registry (Driver.WorkerList) and as the claimer of its
+	// jobs. Defaults to a fresh ULID.
+	ID string
+
+	// LeaseTTL is the lease of every claim and heartbeat. Defaults to LeaseTTLDefault (30 s).
+	LeaseTTL time.Duration
+
+	// Logger receives the worker's warnings (failed heartbeats, lost leases, settle errors)
+	// and debug lines. Defaults to the Dispatch's Config.Logger.
+	Logger *slog.Logger
+
+	// MaxJobs makes RunWorker return nil after it claimed this many jobs and they settled.
+	// Defaults to 0: no limit.
+	MaxJobs int
+
+	// Once makes RunWorker handle exactly one job and return nil: it waits for a job (until
+	// ctx ends, or not at all with ExitWhenIdle), runs it, settles it. It implies
+	// Concurrency 1 and MaxJobs 1. Defaults to false.
+	Once bool
+
+	// Signals, when set, is watched for shutdown signals (the CLI passes a channel given to
+	// signal.Notify for SIGINT and SIGTERM; tests send to their own): the first makes the
+	// worker drain, as Drain; the second cancels the running handlers' contexts, and their
+	// jobs are nacked with retry. Defaults to nil: RunWorker installs no signal handler.
+	Signals <-chan os.Signal
+}
+
+func (o *WorkerOptions) withDefaults(d *Dispatch, nBindings int) WorkerOptions {
+	var out WorkerOptions
+	if o != nil {
+		out = *o
+	}
+	if out.Once {
+		out.Concurrency, out.MaxJobs = 1, 1
+	}
+	out.Concurrency = cmp.Or(out.Concurrency, ConcurrencyDefault)
+	out.BatchSize = cmp.Or(out.BatchSize, out.Concurrency)
+	out.LeaseTTL = cmp.Or(out.LeaseTTL, LeaseTTLDefault)
+	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.LeaseTTL/3)
+	if out.ClaimWait == 0 {
+		out.ClaimWait = ClaimWaitDefault / time.Duration(max(1, nBindings))
+	}
+	if out.ID == "" {
+		out.ID = d.topics.New(d.cfg.Now())
+	}
+	if out.Logger == nil {
+		out.Logger = d.cfg.Logger
+	}
+	return out
+}
+
+func (o *WorkerOptions) validate() error {
+	switch {
+	case o.Concurrency < 0:
+		return plane.Invalid("concurrency", o.Concurrency, "use a number ≥ 1, or 0 for the default (1)")
+	case o.BatchSize < 0:
+		return plane.Invalid("batch size", o.BatchSize, "use a number ≥ 1, or 0 for the concurrency")
+	case o.LeaseTTL < 0:
+		return plane.Invalid("lease TTL", o.LeaseTTL, "use a duration > 0, or 0 for the default (30s)")
+	case o.HeartbeatInterval < 0 || o.HeartbeatInterval >= o.LeaseTTL:
+		return plane.Invalid("heartbeat interval", o.HeartbeatInterval, "use a duration shorter than the lease, or 0 for a third of it")
+	case o.ClaimWait < 0:
+		return plane.Invalid("claim wait", o.ClaimWait, "use a duration > 0, or 0 for the default (1s)")
+	case o.MaxJobs < 0:
+		return plane.Invalid("max jobs", o.MaxJobs, "use a number ≥ 0 (0: no limit)")
+	}
+	return nil
+}
+
+// Errors that end a worker's contexts, told apart with context.Cause.
+var (
+	// errDraining stops claiming.
+	errDraining = errors.New("worker draining")
+	// errWorkerStopped cancels running handlers (second signal).
+	errWorkerStopped = errors.New("worker stopped: second shutdown signal")
+)
+
+// RunWorker claims jobs from the queues of handlers and runs each on its handler, up to
+// opts.Concurrency at once, until it is told to stop. It:
+//
+//   - claims in batches (up to the free handler slots, opts.BatchSize at most), waiting
+//     by notification when the queues are empty;
+//   - acks a handler's result; nacks its error with retry (without retry when marked
+//     Permanent, e.g. a payload that does not decode into a Func's input) and its panic
+//     with retry (ErrorInfo type "panic");
+//   - heartbeats the leases of all running jobs in one batch every opts.HeartbeatInterval
+//     (a third of the lease by default) from its own goroutine; when a heartbeat finds a
+//     lease lost (the job was killed, or its lease expired and it was claimed again) it
+//     cancels that handler's context with cause ErrLeaseLost and settles nothing for it;
+//   - cancels a handler's context when the job's AttemptTimeout passes;
+//   - registers itself in the plane's worker registry (id, host, pid, queues, start) and
+//     refreshes the entry at each heartbeat, removing it when it returns.
+//
+// It stops when: opts.Once or opts.MaxJobs is reached (nil); opts.ExitWhenIdle finds no
+// work (nil); opts.Drain closes or the first of opts.Signals arrives (it claims nothing new,
+// lets running handlers finish and settle, and returns nil; a second signal cancels them,
+// and their jobs are nacked with retry); ctx ends (running handlers are cancelled, their
+// jobs nacked with retry, and ctx's error is returned). RunWorker returns only after every
+// goroutine it started has ended.
+//
+// Errors: *InvalidError for no handlers, two handlers on one queue, or bad options.
+func RunWorker(ctx context.Context, d *Dispatch, handlers []Handler, opts *WorkerOptions) error {
+	if len(handlers) == 0 {
+		return plane.Invalid("handlers", nil, "pass at least one handler")
+	}
+	o := opts.withDefaults(d, len(handlers))
+	if err := o.validate(); err != nil {
+		return err
+	}
+	w := &worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency)}
+	seen := map[string]bool{}
+	for _, h := range handlers {
+		b := h.Binding()
+		if b.Func == nil {
+			return plane.Invalid("handler func", b.Queue, "bind a non-nil HandlerFunc")
+		}
+		q, err := d.Queue(b.Queue, b.QueueOptions)
+		if err != nil {
+			return err
+		}
+		q.opts.LeaseTTL = o.LeaseTTL
+		name := q.Namespace() + "/" + q.Name()
+		if seen[name] {
+			return plane.Invalid("handlers", name, "bind one handler per queue")
+		}
+		seen[name] = true
+		w.bindings = append(w.bindings, &binding{q: q, fn: b.Func})
+	}
+	return w.run(ctx)
+}
+
+type binding struct {
+	q     *Queue
+	fn    HandlerFunc
+	empty bool // the last claim came back empty (guarded by worker.mu)
+}
+
+type runningJob struct {
+	job    *Job
+	q      *Queue
+	cancel context.CancelCauseFunc
+	lost   bool // the lease is gone: settle nothing (guarded by worker.mu)
+}
+
+type worker struct {
+	d        *Dispatch
+	o        WorkerOptions
+	bindings []*binding
+	slots    chan struct{} // a token per running handler
+
+	mu       sync.Mutex
+	running  map[string]*runningJob
+	reserved int // jobs claimed or being claimed, against MaxJobs
+}
+
+func (w *worker) run(ctx context.Context) error {
+	info := w.info()
+	w.register(ctx, info)
+
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	claimCtx, stopClaiming := context.WithCancelCause(runCtx)
+	defer stopClaiming(nil)
+
+	done := make(chan struct{})
+	var watchers sync.WaitGroup
+	if w.o.Signals != nil || w.o.Drain != nil {
+		watchers.Go(func() { w.watchStop(done, stopClaiming, stopRun) })
+	}
+
+	hbStop := make(chan struct{})
+	var hb sync.WaitGroup
+	hb.Go(func() { w.heartbeatLoop(context.WithoutCancel(ctx), info, hbStop) })
+
+	var claimers, handlers sync.WaitGroup
+	for _, b := range w.bindings {
+		claimers.Go(func() { w.claimLoop(claimCtx, runCtx, stopClaiming, b, &handlers) })
+	}
+	claimers.Wait()
+	handlers.Wait()
+	close(hbStop)
+	hb.Wait()
+	close(done)
+	watchers.Wait()
+
+	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := w.d.drv.WorkerRemove(rmCtx, info.ID); err != nil && !errors.Is(err, ErrNotImplemented) {
+		w.o.Logger.WarnContext(ctx, "worker deregistration failed", logKeyWorkerID, info.ID, logKeyError, err)
+	}
+	return ctx.Err()
+}
+
+func (w *worker) info() *plane.WorkerInfo {
+	host, _ := os.Hostname()
+	queues := make([]string, len(w.bindings))
+	for i, b := range w.bindings {
+		queues[i] = b.q.Name()
+	}
+	return &plane.WorkerInfo{
+		ID:        w.o.ID,
+		Namespace: w.bindings[0].q.Namespace(),
+		Host:      cmp.Or(host, "localhost"),
+		PID:       os.Getpid(),
+		Queues:    queues,
+		StartedAt: w.d.cfg.Now(),
+	}
+}
+
+func (w *worker) register(ctx context.Context, info *plane.WorkerInfo) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := w.d.drv.WorkerRegister(rctx, info); err != nil && !errors.Is(err, ErrNotImplemented) {
+		w.o.Logger.WarnContext(ctx, "worker registration failed", logKeyWorkerID, info.ID, logKeyError, err)
+	}
+}
+
+// watchStop turns Drain and Signals into the worker's stops: drain first, cancel second.
+func (w *worker) watchStop(done <-chan struct{}, stopClaiming, stopRun context.CancelCauseFunc) {
+	drain := w.o.Drain
+	signals := 0
+	for {
+		select {
+		case <-done:
+			return
+		case <-drain:
+			drain = nil
+			w.o.Logger.Info("worker draining", logKeyWorkerID, w.o.ID)
+			stopClaiming(errDraining)
+		case sig := <-w.o.Signals:
+			signals++
+			if signals == 1 {
+				w.o.Logger.Info("worker draining: running jobs finish, nothing new is claimed; signal again to cancel them",
+					logKeyWorkerID, w.o.ID, logKeySignal, sig.String())
+				stopClaiming(errDraining)
+				continue
+			}
+			w.o.Logger.Info("worker cancelling running jobs", logKeyWorkerID, w.o.ID, logKeySignal, sig.String())
+			stopRun(errWorkerStopped)
+			return
+		}
+	}
+}
+
+// reserve takes up to n jobs from the MaxJobs budget and returns how many it took.
+func (w *worker) reserve(n int) int {
+	if w.o.MaxJobs == 0 {
+		return n
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n = min(n, w.o.MaxJobs-w.reserved)
+	w.reserved += n
+	return n
+}
+
+func (w *worker) unreserve(n int) {
+	if w.o.MaxJobs == 0 || n == 0 {
+		return
+	}
+	w.mu.Lock()
+	w.reserved -= n
+	w.mu.Unlock()
+}
+
+// idle records that b's claim came back empty and reports whether the worker is idle: every
+// queue's last claim was empty and nothing runs.
+func (w *worker) idle(b *binding, empty bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b.empty = empty
+	if !empty || len(w.running) > 0 {
+		return false
+	}
+	for _, o := range w.bindings {
+		if !o.empty {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.CancelCauseFunc, b *binding, handlers *sync.WaitGroup) {
+	wait := w.o.ClaimWait
+	if w.o.Once && !w.o.ExitWhenIdle && len(w.bindings) == 1 {
+		wait = -1 // until a job comes or ctx ends (with several queues, a claim must not hold the only slot)
+	}
+	for ctx.Err() == nil {
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	fill:
+		for n < w.o.BatchSize {
+			select {
+			case w.slots <- struct{}{}:
+				n++
+			default:
+				break fill
+			}
+		}
+		got := w.reserve(n)
+		w.release(n - got)
+		if got == 0 {
+			stopClaiming(nil) // MaxJobs reached
+			return
+		}
+		claimWait := wait
+		if w.o.ExitWhenIdle {
+			claimWait = 0
+		}
+		jobs, err := b.q.claim(ctx, got, &ClaimOptions{Wait: claimWait, LeaseTTL: w.o.LeaseTTL})
+		w.unreserve(got - len(jobs))
+		w.release(got - len(jobs))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.o.Logger.WarnContext(ctx, "claim failed", logKeyQueue, b.q.Name(), logKeyError, err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(claimRetryDelay):
+			}
+			continue
+		}
+		if len(jobs) == 0 {
+			if w.o.ExitWhenIdle && w.idle(b, true) {
+				stopClaiming(nil)
+				return
+			}
+			if w.o.ExitWhenIdle {
+				// Another queue or a running job may still bring work: look again shortly.
+				select {
+				case <-ctx.Done():
+				case <-time.After(min(wait, idlePoll)):
+				}
+			}
+			continue
+		}
+		w.idle(b, false)
+		for _, job := range jobs {
+			w.start(runCtx, b, job, handlers)
+		}
+	}
+}
+
+// Delays of the claim loop.
+const (
+	claimRetryDelay = time.Second
+	idlePoll        = 50 * time.Millisecond
+)
+
+func (w *worker) release(n int) {
+	for range n {
+		<-w.slots
+	}
+}
+
+func (w *worker) start(runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup) {
+	jobCtx, cancel := context.WithCancelCause(runCtx)
+	r := &runningJob{job: job, q: b.q, cancel: cancel}
+	w.mu.Lock()
+	w.running[job.ID] = r
+	w.mu.Unlock()
+	handlers.Go(func() {
+		defer w.release(1)
+		defer cancel(nil)
+		w.handle(runCtx, jobCtx, b, r)
+	})
+}
+
+func (w *worker) handle(runCtx, jobCtx context.Context, b *binding, r *runningJob) {
+	job := r.job
+	ctx := jobCtx
+	if job.AttemptTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, job.AttemptTimeout,
+			fmt.Errorf("attempt timeout %s passed: %w", job.AttemptTimeout, ErrTimedOut))
+		defer cancel()
+	}
+	ctx = context.WithValue(ctx, jobContextKey{}, &jobContext{q: r.q, job: job})
+	result, fnErr := runHandler(ctx, job, b.fn)
+
+	w.mu.Lock()
+	lost := r.lost
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, job.ID)
+		w.mu.Unlock()
+	}()
+	log := w.o.Logger.With(logKeyJobID, job.ID, logKeyQueue, job.Queue)
+	if lost {
+		log.WarnContext(runCtx, "job abandoned: its lease was lost (killed, or expired and claimed again); nothing settled")
+		return
+	}
+	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), settleTimeout)
+	defer cancel()
+	if fnErr == nil {
+		err := r.q.Ack(settleCtx, job, result)
+		if errors.Is(err, ErrInvalid) {
+			err = errors.Join(err, r.q.Nack(settleCtx, job, err, false))
+		}
+		if err != nil {
+			log.WarnContext(runCtx, "ack failed", logKeyError, err)
+		}
+		return
+	}
+	if cause := context.Cause(jobCtx); cause != nil && errors.Is(fnErr, context.Canceled) {
+		fnErr = fmt.Errorf("%w (%w)", fnErr, cause)
+	}
+	fnErr = fmt.Errorf("job %s (attempt %d): %w", job.ID, job.Attempt, fnErr)
+	retry := !IsPermanent(fnErr)
+	log.DebugContext(runCtx, "job failed", logKeyError, fnErr, logKeyRetry, retry)
+	if err := r.q.Nack(settleCtx, job, fnErr, retry); err != nil {
+		log.WarnContext(runCtx, "nack failed", logKeyError, err)
+	}
+}
+
+// heartbeatLoop extends the leases of every running job in one batch per tick, cancels the
+// handlers whose leases were lost, and refreshes the worker's registration.
+func (w *worker) heartbeatLoop(ctx context.Context, info *plane.WorkerInfo, stop <-chan struct{}) {
+	t := time.NewTicker(w.o.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		w.heartbeat(ctx)
+		w.register(ctx, info)
+	}
+}
+
+func (w *worker) heartbeat(ctx context.Context) {
+	w.mu.Lock()
+	rs := make([]*runningJob, 0, len(w.running))
+	params := make([]plane.HeartbeatParams, 0, len(w.running))
+	for _, r := range w.running {
+		if r.lost {
+			continue
+		}
+		rs = append(rs, r)
+		params = append(params, plane.HeartbeatParams{ID: r.job.ID, Token: r.job.token, LeaseTTL: w.o.LeaseTTL})
+	}
+	w.mu.Unlock()
+	if len(params) == 0 {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, w.o.HeartbeatInterval)
+	defer cancel()
+	res, err := w.d.drv.InvocationHeartbeatMany(hctx, params)
+	if err == nil && len(res) != len(params) {
+		err = fmt.Errorf("the plane returned %d heartbeat results for %d", len(res), len(params))
+	}
+	if err != nil {
+		w.o.Logger.WarnContext(ctx, "heartbeat failed", logKeyWorkerID, w.o.ID, logKeyError, err)
+		return
+	}
+	for i, r := range rs {
+		if e := res[i].Err; e != nil && (errors.Is(e, ErrLeaseLost) || errors.Is(e, ErrNotFound)) {
+			w.mu.Lock()
+			r.lost = true
+			w.mu.Unlock()
+			r.cancel(fmt.Errorf("job %s: %w", r.job.ID, ErrLeaseLost))
+		}
+	}
+}
+
+// jobContext is what RunWorker puts in a handler's context, for Emit.
+type jobContext struct {
+	q   *Queue
+	job *Job
+}
+
+type jobContextKey struct{}
+
+// Emit appends value (encoded with the wire codec) as a VALUE frame to the journal of the
+// job whose handler RunWorker called with ctx, and returns the frame's seq: Stream readers
+// receive it live. Errors: an error when ctx is not a RunWorker handler's; otherwise as
+// Queue.Post (ErrLeaseLost, ErrJournalClosed, *InvalidError).
+func Emit(ctx context.Context, value any) (int64, error) {
+	jc, ok := ctx.Value(jobContextKey{}).(*jobContext)
+	if !ok {
+		return 0, errors.New("emit: ctx is not the context of a job run by RunWorker")
+	}
+	return jc.q.Post(ctx, jc.job, value)
+}
+
+// Log keys of the worker.
+const (
+	logKeyQueue    = "queue"
+	logKeyRetry    = "retry"
+	logKeySignal   = "signal"
+	logKeyWorkerID = "worker_id"
+)

@@ -1,0 +1,502 @@
+package lakeshore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+)
+
+// spyDriver records what a worker asks of the plane and can make heartbeats fail.
+type spyDriver struct {
+	plane.Driver
+
+	mu         sync.Mutex
+	claimSizes []int
+	settles    map[string]int
+
+	heartbeatsFail atomic.Bool
+	heartbeats     atomic.Int64
+}
+
+func (s *spyDriver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
+	jobs, err := s.Driver.InvocationClaimMany(ctx, p)
+	if len(jobs) > 0 {
+		s.mu.Lock()
+		s.claimSizes = append(s.claimSizes, len(jobs))
+		s.mu.Unlock()
+	}
+	return jobs, err
+}
+
+func (s *spyDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleParams) ([]error, error) {
+	s.mu.Lock()
+	for _, p := range ps {
+		s.settles[p.ID]++
+	}
+	s.mu.Unlock()
+	return s.Driver.InvocationSettleMany(ctx, ps)
+}
+
+func (s *spyDriver) InvocationHeartbeatMany(ctx context.Context, ps []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
+	s.heartbeats.Add(1)
+	if s.heartbeatsFail.Load() {
+		return nil, errors.New("spy: heartbeat unavailable")
+	}
+	return s.Driver.InvocationHeartbeatMany(ctx, ps)
+}
+
+func (s *spyDriver) settleCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settles[id]
+}
+
+func (s *spyDriver) maxClaim() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := 0
+	for _, n := range s.claimSizes {
+		m = max(m, n)
+	}
+	return m
+}
+
+// setupWorker opens a ":memory:" plane behind a spyDriver and a queue "test" on it.
+func setupWorker(t *testing.T) (*lakeshore.Queue, *lakeshore.Dispatch, *spyDriver) {
+	t.Helper()
+	drv, err := sqliteplane.Open(t.Context(), ":memory:", &sqliteplane.Config{
+		Logger:              testLogger(t),
+		MaintenanceInterval: 20 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, drv.Close()) })
+	spy := &spyDriver{Driver: drv, settles: map[string]int{}}
+	d := lakeshore.New(spy, &lakeshore.Config{Logger: testLogger(t)})
+	q, err := d.Queue("test", nil)
+	require.NoError(t, err)
+	return q, d, spy
+}
+
+// runWorker runs RunWorker on a goroutine and returns a channel with its result.
+func runWorker(t *testing.T, ctx context.Context, d *lakeshore.Dispatch, h []lakeshore.Handler, o *lakeshore.WorkerOptions) <-chan error {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = testLogger(t)
+	}
+	done := make(chan error, 1)
+	go func() { done <- lakeshore.RunWorker(ctx, d, h, o) }()
+	return done
+}
+
+func waitDone(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("RunWorker did not return")
+		return nil
+	}
+}
+
+func submitN(t *testing.T, q *lakeshore.Queue, n int, opts *lakeshore.SubmitOptions) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range n {
+		id, err := q.Submit(t.Context(), i, opts)
+		require.NoError(t, err)
+		ids[i] = id
+	}
+	return ids
+}
+
+func state(t *testing.T, q *lakeshore.Queue, id string) *lakeshore.Invocation {
+	t.Helper()
+	inv, err := q.Get(t.Context(), id)
+	require.NoError(t, err)
+	return inv
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRunWorker(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BatchClaimingUnderConcurrency", func(t *testing.T) {
+		t.Parallel()
+		q, d, spy := setupWorker(t)
+		ids := submitN(t, q, 40, nil)
+
+		const concurrency = 4
+		var active, peak atomic.Int64
+		allIn := make(chan struct{})
+		var once sync.Once
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			n := active.Add(1)
+			defer active.Add(-1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			if n == concurrency {
+				once.Do(func() { close(allIn) })
+			}
+			select { // the first handlers wait until the pool is full
+			case <-allIn:
+			case <-time.After(5 * time.Second):
+			}
+			var i int
+			if err := job.Decode(&i); err != nil {
+				return nil, err
+			}
+			return i * 2, nil
+		}
+		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Concurrency: concurrency, ExitWhenIdle: true}))
+		require.NoError(t, err)
+		require.Equal(t, int64(concurrency), peak.Load(), "the pool filled and never overflowed")
+		require.Greater(t, spy.maxClaim(), 1, "claims were batched")
+		for i, id := range ids {
+			var got int
+			require.NoError(t, q.Result(t.Context(), id, &got, nil))
+			require.Equal(t, i*2, got)
+		}
+	})
+
+	t.Run("Once", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		ids := submitN(t, q, 3, nil)
+		var calls atomic.Int64
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) { calls.Add(1); return "ok", nil }
+		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Once: true, Concurrency: 8}))
+		require.NoError(t, err)
+		require.Equal(t, int64(1), calls.Load())
+		require.Equal(t, lakeshore.StateSucceeded, state(t, q, ids[0]).State)
+		n, err := q.Len(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n)
+	})
+
+	t.Run("OnceWaitsForAJob", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test",
+			func(ctx context.Context, job *lakeshore.Job) (any, error) { return "late", nil })},
+			&lakeshore.WorkerOptions{Once: true})
+		select {
+		case err := <-done:
+			t.Fatalf("Once returned before any job: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		id := submitN(t, q, 1, nil)[0]
+		require.NoError(t, waitDone(t, done))
+		require.Equal(t, lakeshore.StateSucceeded, state(t, q, id).State)
+	})
+
+	t.Run("MaxJobs", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		submitN(t, q, 10, nil)
+		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test",
+			func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })},
+			&lakeshore.WorkerOptions{MaxJobs: 7, Concurrency: 3}))
+		require.NoError(t, err)
+		n, err := q.Count(t.Context(), lakeshore.StateSucceeded)
+		require.NoError(t, err)
+		require.Equal(t, int64(7), n)
+		n, err = q.Len(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, int64(3), n)
+	})
+
+	t.Run("ErrorsAndPanicsNackWithRetry", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		panicky := submitN(t, q, 1, &lakeshore.SubmitOptions{MaxAttempts: 2})[0]
+		failing := submitN(t, q, 1, &lakeshore.SubmitOptions{MaxAttempts: 1})[0]
+		permanent := submitN(t, q, 1, &lakeshore.SubmitOptions{MaxAttempts: 5})[0]
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			switch job.ID {
+			case panicky:
+				if job.Attempt == 1 {
+					panic("boom")
+				}
+				return "recovered", nil
+			case failing:
+				return nil, errors.New("bad day")
+			default:
+				return nil, lakeshore.Permanent(errors.New("never"))
+			}
+		}
+		// The retry backoff is 1 s or more: let the worker wait for it.
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := runWorker(t, ctx, d, []lakeshore.Handler{lakeshore.Handle("test", fn)}, &lakeshore.WorkerOptions{Concurrency: 2})
+		var got string
+		require.NoError(t, q.Result(t.Context(), panicky, &got, &lakeshore.ResultOptions{Timeout: 15 * time.Second}))
+		require.Equal(t, "recovered", got)
+		require.Equal(t, 2, state(t, q, panicky).Attempt, "the panic was retried")
+
+		var terr *lakeshore.TerminalError
+		err := q.Result(t.Context(), failing, nil, nil)
+		require.ErrorAs(t, err, &terr)
+		require.Contains(t, terr.Info.Message, "bad day")
+		err = q.Result(t.Context(), permanent, nil, nil)
+		require.ErrorAs(t, err, &terr)
+		require.Equal(t, 1, state(t, q, permanent).Attempt, "a permanent error is not retried")
+		cancel()
+		require.ErrorIs(t, waitDone(t, done), context.Canceled)
+	})
+
+	t.Run("PanicRecorded", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		id := submitN(t, q, 1, &lakeshore.SubmitOptions{MaxAttempts: 1})[0]
+		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test",
+			func(ctx context.Context, job *lakeshore.Job) (any, error) { panic(fmt.Sprintf("boom %d", job.Attempt)) })},
+			&lakeshore.WorkerOptions{Once: true}))
+		require.NoError(t, err)
+		inv := state(t, q, id)
+		require.Equal(t, lakeshore.StateFailed, inv.State)
+		require.Equal(t, lakeshore.ErrorTypePanic, inv.Error.Type)
+		require.Contains(t, inv.Error.Message, "boom 1")
+	})
+
+	t.Run("KillCancelsContext", func(t *testing.T) {
+		t.Parallel()
+		q, d, spy := setupWorker(t)
+		id := submitN(t, q, 1, nil)[0]
+		started := make(chan struct{})
+		cause := make(chan error, 1)
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			close(started)
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return "too late", nil // must not be acked
+		}
+		const lease = 600 * time.Millisecond
+		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Once: true, LeaseTTL: lease})
+		<-started
+		killed, err := q.Kill(t.Context(), id)
+		require.NoError(t, err)
+		require.True(t, killed)
+		killedAt := time.Now()
+		select {
+		case err := <-cause:
+			require.ErrorIs(t, err, lakeshore.ErrLeaseLost)
+			require.Less(t, time.Since(killedAt), lease/3+300*time.Millisecond, "cancelled within one heartbeat")
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler's context was not cancelled after the kill")
+		}
+		require.NoError(t, waitDone(t, done))
+		require.Zero(t, spy.settleCount(id), "a killed job is not settled")
+		require.Equal(t, lakeshore.StateKilled, state(t, q, id).State)
+	})
+
+	t.Run("LeaseLost", func(t *testing.T) {
+		t.Parallel()
+		q, d, spy := setupWorker(t)
+		id := submitN(t, q, 1, nil)[0]
+		started := make(chan struct{})
+		cause := make(chan error, 1)
+		spy.heartbeatsFail.Store(true) // the worker cannot extend its lease
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			close(started)
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return "stale", nil
+		}
+		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Once: true, LeaseTTL: 300 * time.Millisecond})
+		<-started
+		// The lease expires, the plane re-queues the job, and another worker claims it.
+		var other *lakeshore.Job
+		waitFor(t, "the job to be claimable again", func() bool {
+			j, err := q.Claim(t.Context(), &lakeshore.ClaimOptions{LeaseTTL: time.Minute, Wait: 50 * time.Millisecond})
+			require.NoError(t, err)
+			other = j
+			return j != nil
+		})
+		require.Equal(t, 2, other.Attempt)
+		spy.heartbeatsFail.Store(false) // the next heartbeat learns the lease is gone
+		select {
+		case err := <-cause:
+			require.ErrorIs(t, err, lakeshore.ErrLeaseLost)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler's context was not cancelled after its lease was lost")
+		}
+		require.NoError(t, waitDone(t, done))
+		require.Zero(t, spy.settleCount(id), "the stale worker settled nothing")
+		require.NoError(t, q.Ack(t.Context(), other, "fresh"))
+		var got string
+		require.NoError(t, q.Result(t.Context(), id, &got, nil))
+		require.Equal(t, "fresh", got)
+	})
+
+	t.Run("SignalDrains", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		first := submitN(t, q, 2, nil)
+		started := make(chan string, 10)
+		release := make(chan struct{})
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			started <- job.ID
+			<-release
+			return "finished", ctx.Err()
+		}
+		signals := make(chan os.Signal, 2)
+		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Concurrency: 4, Signals: signals, ClaimWait: 20 * time.Millisecond})
+		<-started
+		<-started
+		signals <- syscall.SIGTERM
+		time.Sleep(100 * time.Millisecond) // give a wrong worker the chance to claim
+		later := submitN(t, q, 2, nil)
+		time.Sleep(100 * time.Millisecond)
+		close(release)
+		require.NoError(t, waitDone(t, done))
+		for _, id := range first {
+			require.Equal(t, lakeshore.StateSucceeded, state(t, q, id).State, "running jobs finish")
+		}
+		for _, id := range later {
+			require.Equal(t, lakeshore.StateQueued, state(t, q, id).State, "nothing new is claimed")
+		}
+		require.Len(t, started, 0)
+	})
+
+	t.Run("SecondSignalCancels", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		ids := submitN(t, q, 2, nil)
+		started := make(chan struct{}, 2)
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		signals := make(chan os.Signal, 2)
+		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Concurrency: 2, Signals: signals})
+		<-started
+		<-started
+		signals <- syscall.SIGINT
+		signals <- syscall.SIGINT
+		require.NoError(t, waitDone(t, done))
+		for _, id := range ids {
+			inv := state(t, q, id)
+			require.Equal(t, lakeshore.StateQueued, inv.State, "nacked for retry")
+			require.NotNil(t, inv.Error)
+			require.Contains(t, inv.Error.Message, "second shutdown signal")
+		}
+	})
+
+	t.Run("DrainChannel", func(t *testing.T) {
+		t.Parallel()
+		_, d, _ := setupWorker(t)
+		drain := make(chan struct{})
+		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test",
+			func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })},
+			&lakeshore.WorkerOptions{Drain: drain})
+		close(drain)
+		require.NoError(t, waitDone(t, done))
+	})
+
+	t.Run("Registry", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		id := submitN(t, q, 1, nil)[0]
+		release := make(chan struct{})
+		started := make(chan struct{})
+		done := runWorker(t, t.Context(), d, []lakeshore.Handler{
+			lakeshore.Handle("test", func(ctx context.Context, job *lakeshore.Job) (any, error) {
+				close(started)
+				<-release
+				return nil, nil
+			}),
+			lakeshore.Handle("other", func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil }),
+		}, &lakeshore.WorkerOptions{Once: true, ID: "w1", LeaseTTL: 300 * time.Millisecond})
+		<-started
+		ws, err := d.Driver().WorkerList(t.Context(), &plane.WorkerListParams{})
+		require.NoError(t, err)
+		require.Len(t, ws, 1)
+		require.Equal(t, "w1", ws[0].ID)
+		require.Equal(t, os.Getpid(), ws[0].PID)
+		require.ElementsMatch(t, []string{"test", "other"}, ws[0].Queues)
+		first := ws[0].LastSeen
+		waitFor(t, "a refresh of the registration", func() bool {
+			ws, err := d.Driver().WorkerList(t.Context(), &plane.WorkerListParams{})
+			require.NoError(t, err)
+			return len(ws) == 1 && ws[0].LastSeen.After(first)
+		})
+		close(release)
+		require.NoError(t, waitDone(t, done))
+		require.Equal(t, lakeshore.StateSucceeded, state(t, q, id).State)
+		ws, err = d.Driver().WorkerList(t.Context(), &plane.WorkerListParams{})
+		require.NoError(t, err)
+		require.Empty(t, ws, "a clean stop deregisters")
+	})
+
+	t.Run("ContextCancelNacks", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		id := submitN(t, q, 1, nil)[0]
+		started := make(chan struct{})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := runWorker(t, ctx, d, []lakeshore.Handler{lakeshore.Handle("test",
+			func(ctx context.Context, job *lakeshore.Job) (any, error) {
+				close(started)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})}, &lakeshore.WorkerOptions{})
+		<-started
+		cancel()
+		require.ErrorIs(t, waitDone(t, done), context.Canceled)
+		require.Equal(t, lakeshore.StateQueued, state(t, q, id).State)
+	})
+
+	t.Run("BadOptions", func(t *testing.T) {
+		t.Parallel()
+		_, d, _ := setupWorker(t)
+		noop := lakeshore.Handle("test", func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })
+		for name, tc := range map[string]struct {
+			h []lakeshore.Handler
+			o *lakeshore.WorkerOptions
+		}{
+			"NoHandlers":     {nil, nil},
+			"TwiceOneQueue":  {[]lakeshore.Handler{noop, noop}, nil},
+			"BadQueue":       {[]lakeshore.Handler{lakeshore.Handle("../x", noop.Func)}, nil},
+			"NilFunc":        {[]lakeshore.Handler{lakeshore.Handle("test", nil)}, nil},
+			"Concurrency":    {[]lakeshore.Handler{noop}, &lakeshore.WorkerOptions{Concurrency: -1}},
+			"HeartbeatLease": {[]lakeshore.Handler{noop}, &lakeshore.WorkerOptions{LeaseTTL: time.Second, HeartbeatInterval: 2 * time.Second}},
+		} {
+			err := lakeshore.RunWorker(t.Context(), d, tc.h, tc.o)
+			require.ErrorIs(t, err, lakeshore.ErrInvalid, name)
+		}
+	})
+}
