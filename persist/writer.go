@@ -335,9 +335,9 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 // other op sees meta.db as if each put had written directly.
 type putState struct {
 	loaded   bool
-	next     int64   // next global index
-	tailRows int64   // tail rows including this transaction's puts
-	tailAdd  int64   // rows added by this transaction's puts
+	next     int64 // next global index
+	tailRows int64 // tail rows including this transaction's puts
+	tailAdd  int64 // rows added by this transaction's puts
 	// A tail entry not yet inserted: consecutive puts of one partition share one.
 	pendPart string
 	pendLo   int64
