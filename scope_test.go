@@ -1,0 +1,101 @@
+package lakeshore_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+func TestScope(t *testing.T) {
+	t.Run("Mem", func(t *testing.T) {
+		t.Parallel()
+		s, err := lakeshore.OpenScope(t.Context(), "mem://", "jobs/run-1")
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		exerciseScope(t, s)
+	})
+
+	t.Run("FileDefaultUnderHome", func(t *testing.T) {
+		home := t.TempDir()
+		t.Setenv(lakeshore.EnvHome, home)
+		s, err := lakeshore.OpenScope(t.Context(), "", "runs")
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		exerciseScope(t, s)
+		key, err := s.Write(t.Context(), "x/y.txt", []byte("on disk"))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(home, lakeshore.BlobsDir, "runs", "x", "y.txt"))
+		require.NoError(t, err)
+		require.Equal(t, "on disk", string(b))
+
+		// Another scope on the same prefix (another process, later) reads the key.
+		s2, err := lakeshore.OpenScope(t.Context(), "", "runs/")
+		require.NoError(t, err)
+		defer s2.Close()
+		b, err = s2.Read(t.Context(), key)
+		require.NoError(t, err)
+		require.Equal(t, "on disk", string(b))
+	})
+
+	t.Run("KeysCannotEscape", func(t *testing.T) {
+		t.Parallel()
+		s, err := lakeshore.OpenScope(t.Context(), "mem://", "inner")
+		require.NoError(t, err)
+		defer s.Close()
+		_, err = s.Write(t.Context(), "ok", []byte("secret of inner"))
+		require.NoError(t, err)
+		for _, key := range []string{
+			"", "../x", "a/../../x", "..", "/etc/passwd", "a//b", "a/./b", "a/", `a\..\b`, "a\x00b", "\xff",
+		} {
+			_, err := s.Write(t.Context(), key, []byte("x"))
+			var kerr *lakeshore.KeyError
+			require.ErrorAs(t, err, &kerr, "write %q", key)
+			require.ErrorIs(t, err, lakeshore.ErrInvalid)
+			_, err = s.Read(t.Context(), key)
+			require.ErrorIs(t, err, lakeshore.ErrInvalid, "read %q", key)
+			require.ErrorIs(t, s.Delete(t.Context(), key), lakeshore.ErrInvalid, "delete %q", key)
+		}
+		_, err = lakeshore.OpenScope(t.Context(), "mem://", "../up")
+		require.ErrorIs(t, err, lakeshore.ErrInvalid)
+		_, err = s.Sub("../inner2")
+		require.ErrorIs(t, err, lakeshore.ErrInvalid)
+		keys, err := s.List(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, []string{"ok"}, keys, "nothing was written by a bad key")
+	})
+}
+
+func exerciseScope(t *testing.T, s *lakeshore.Scope) {
+	t.Helper()
+	ctx := t.Context()
+	k1, err := s.Write(ctx, "out/part-0.bin", []byte{0, 1, 2})
+	require.NoError(t, err)
+	require.Equal(t, "out/part-0.bin", k1)
+	_, err = s.Write(ctx, "out/part-1.bin", []byte("b"))
+	require.NoError(t, err)
+	_, err = s.Write(ctx, "meta.json", []byte("{}"))
+	require.NoError(t, err)
+
+	b, err := s.Read(ctx, k1)
+	require.NoError(t, err)
+	require.Equal(t, []byte{0, 1, 2}, b)
+
+	keys, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"meta.json", "out/part-0.bin", "out/part-1.bin"}, keys)
+
+	sub, err := s.Sub("out")
+	require.NoError(t, err)
+	keys, err = sub.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"part-0.bin", "part-1.bin"}, keys)
+
+	require.NoError(t, s.Delete(ctx, k1))
+	_, err = s.Read(ctx, k1)
+	require.ErrorIs(t, err, lakeshore.ErrNotFound)
+	require.ErrorIs(t, s.Delete(ctx, k1), lakeshore.ErrNotFound)
+}
