@@ -2,8 +2,11 @@ package persist_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
@@ -89,4 +92,29 @@ func ExampleKV() {
 	// sess-42 0 complete 3 0.9
 	// sess-44 2  7 <nil>
 	// keys: 2
+}
+
+func ExampleQueue_Stream() {
+	ctx := context.Background()
+	root, _ := os.MkdirTemp("", "persist-example")
+	defer os.RemoveAll(root)
+	q, _ := persist.Open(ctx, "events", &persist.Config{Dir: root})
+	defer q.Close(ctx)
+	for i := 0; i < 5; i++ {
+		_, _ = q.Put(ctx, persist.Record{"step": i})
+	}
+	// Without Wait the stream ends (io.EOF) when it has caught up; with Wait it
+	// blocks for new rows until IdleTimeout passes without any.
+	s := q.Stream(&persist.StreamOpts{BatchSize: 2, Wait: true, IdleTimeout: 50 * time.Millisecond})
+	for {
+		rows, err := s.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		fmt.Println(len(rows), "rows from index", rows[0].Index)
+	}
+	// Output:
+	// 2 rows from index 0
+	// 2 rows from index 2
+	// 1 rows from index 4
 }

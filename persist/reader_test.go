@@ -232,3 +232,27 @@ func TestGetMetaInvalid(t *testing.T) {
 		require.True(t, errors.Is(err, ErrInvalid), "%+v: %v", req, err)
 	}
 }
+
+func TestProduced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	putN(t, q, "p", 3, func(i int) Record {
+		if i == 1 {
+			return Record{"a": i}
+		}
+		return Record{"a": i, "b": "x"}
+	})
+	putN(t, q, "other", 1, func(i int) Record { return Record{"a": 1, "b": "y"} })
+	require.NoError(t, q.PutFields(ctx, "p", []int64{1}, []Record{{"c": 1.0}}))
+	got, err := q.Produced(ctx, "p", []int64{0, 1, 2, 3, 99}, []string{"a", "b", "c"})
+	require.NoError(t, err)
+	require.Equal(t, [][]bool{
+		{true, true, false},
+		{true, false, true},
+		{true, true, false},
+		{false, false, false}, // index 3 is in another partition
+		{false, false, false},
+	}, got)
+	require.NoError(t, KV(q).Clear(ctx, "p", []string{"nokey"})) // idempotent no-op
+}

@@ -1,0 +1,80 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Produced reports the production status of each (sample, field): result[i][j] says
+// whether the sample at indexes[i] of partition has a value for fields[j] — from its
+// own record or from a later PutFields or KV put. Samples that do not exist in the
+// partition, or were cleared, report false for every field. Errors: *InvalidError,
+// ErrClosed, SQLite errors.
+func (q *Queue) Produced(ctx context.Context, partition string, indexes []int64, fields []string) ([][]bool, error) {
+	if err := checkName("partition", partition); err != nil {
+		return nil, err
+	}
+	if err := q.enter(); err != nil {
+		return nil, err
+	}
+	defer q.leave()
+	out := make([][]bool, len(indexes))
+	for i := range out {
+		out[i] = make([]bool, len(fields))
+	}
+	if len(indexes) == 0 || len(fields) == 0 {
+		return out, nil
+	}
+	err := q.view(ctx, func(tx queryer) error {
+		rows, err := tx.QueryContext(ctx, `SELECT s.lo, s.hi, f.fields FROM segments s JOIN fieldsets f ON f.id = s.fieldset
+			WHERE s.partition = ? ORDER BY s.lo`, partition)
+		if err != nil {
+			return fmt.Errorf("read segments: %w", err)
+		}
+		type seg struct {
+			sp     span
+			fields map[string]bool
+		}
+		var segs []seg
+		var all []span
+		for rows.Next() {
+			var sg seg
+			var fs string
+			if err := rows.Scan(&sg.sp.lo, &sg.sp.hi, &fs); err != nil {
+				rows.Close()
+				return fmt.Errorf("read segments: %w", err)
+			}
+			sg.fields = map[string]bool{}
+			for _, f := range strings.Split(fs, "\x1f") {
+				sg.fields[f] = true
+			}
+			segs = append(segs, sg)
+			all = append(all, sg.sp)
+		}
+		rows.Close()
+		tomb, err := loadSpans(ctx, tx, `SELECT lo, hi FROM tombstones ORDER BY lo`)
+		if err != nil {
+			return err
+		}
+		live := spansOf(all).minus(tomb)
+		for j, f := range fields {
+			var has []span
+			for _, sg := range segs {
+				if sg.fields[f] {
+					has = append(has, sg.sp)
+				}
+			}
+			prod, err := loadSpans(ctx, tx, `SELECT lo, hi FROM produced WHERE field = ? ORDER BY lo`, f)
+			if err != nil {
+				return err
+			}
+			ready := spansOf(has).union(prod).intersect(live)
+			for i, x := range indexes {
+				out[i][j] = ready.contains(x)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
