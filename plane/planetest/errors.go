@@ -88,9 +88,11 @@ func testErrors(t *testing.T, s *suite) {
 		id := b.submitOne(t, plane.SubmitParams{})
 		waited := b.waitAsync(id, longWait)
 		<-time.After(headStart) // let the waiter park; correctness does not depend on it
+		closedAt := time.Now()
 		require.NoError(t, b.drv.Close())
 		w := <-waited
 		requireSentinel(t, w.err, plane.ErrClosed, "a wait in progress when the plane closes")
+		require.Less(t, w.at.Sub(closedAt), wakeLatency, "Close ends the waits in progress")
 		_, err := b.drv.InvocationGet(b.ctx, id)
 		requireSentinel(t, err, plane.ErrClosed, "get after close")
 		_, err = b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{{}}})

@@ -185,6 +185,10 @@ func testJournal(t *testing.T, s *suite) {
 					r.err = err
 					break
 				}
+				if len(res.Frames) > 0 && res.Frames[0].Seq <= since {
+					r.err = fmt.Errorf("read after seq %d returned seq %d", since, res.Frames[0].Seq)
+					break
+				}
 				r.frames = append(r.frames, res.Frames...)
 				if len(res.Frames) > 0 {
 					since = res.Frames[len(res.Frames)-1].Seq
@@ -282,6 +286,31 @@ func testJournal(t *testing.T, s *suite) {
 		require.Empty(t, res.Frames)
 		require.True(t, res.Closed, "nothing will ever follow END")
 		require.Less(t, time.Since(start), wakeLatency, "a reader past END is not kept waiting")
+	})
+
+	t.Run("ReadOfCancelledInvocationIsClosed", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{realClock: true})
+		id := b.submitOne(t, plane.SubmitParams{})
+		read := b.readAsync(plane.FrameReadParams{Journal: invJournal(id), Since: -1, Wait: longWait})
+		<-time.After(headStart) // let the reader park; correctness does not depend on it
+		at := time.Now()
+		require.True(t, b.cancel(t, id))
+		r := <-read
+		must(t, r.err, "read")
+		// The semantics page does not say whether a cancel appends an ERROR frame; if it
+		// does, it is the only frame.
+		require.LessOrEqual(t, len(r.res.Frames), 1, "a cancel appends at most its ERROR frame")
+		if len(r.res.Frames) == 1 {
+			require.Equal(t, plane.FrameError, r.res.Frames[0].Kind)
+			require.Zero(t, decodeErrorInfo(t, r.res.Frames[0].Value).Attempt, "cancelled before any attempt")
+		}
+		require.True(t, r.res.Closed, "nothing will ever be posted to a cancelled invocation")
+		require.Less(t, r.at.Sub(at), wakeLatency, "a reader of a cancelled invocation is not kept waiting")
+		start := time.Now()
+		res := b.read(t, plane.FrameReadParams{Journal: invJournal(id), Since: -1, Wait: longWait})
+		require.True(t, res.Closed)
+		require.Less(t, time.Since(start), wakeLatency)
 	})
 
 	t.Run("ReadOfQueuedInvocationIsEmpty", func(t *testing.T) {

@@ -717,6 +717,7 @@ func (d *refDriver) Maintain(ctx context.Context) error {
 	}
 	defer d.mu.Unlock()
 	now := d.now()
+	changed := false
 	for _, ri := range d.invs {
 		inv := &ri.inv
 		switch {
@@ -726,10 +727,14 @@ func (d *refDriver) Maintain(ctx context.Context) error {
 			d.failAttempt(ri, &plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, true, 0, plane.StateTimeout)
 		case inv.State == plane.StateQueued && !inv.Deadline.IsZero() && now.After(inv.Deadline):
 			d.end(ri, plane.StateTimeout, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before it ran", Attempt: inv.Attempt})
+		default:
+			continue
 		}
+		changed = true
 	}
-	d.trim("", "", now.Add(-plane.RetentionDefault))
-	d.notify()
+	if d.trim("", "", now.Add(-plane.RetentionDefault)) > 0 || changed {
+		d.notify()
+	}
 	return nil
 }
 
