@@ -277,5 +277,3 @@ func memInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse + m.StackInuse)
 }
-
-
