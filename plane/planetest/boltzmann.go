@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -153,6 +154,68 @@ func testBoltzmann(t *testing.T, s *suite) {
 		levels = []float64{-1000, -1001}
 		draws = b.boltzmannDraws(t, levels, counts[:2], 1, 300)
 		requireDistribution(t, draws, boltzmannProbabilities(levels, counts[:2], 1), "priorities −1000")
+	})
+
+	t.Run("LevelsFollowEveryTransition", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		// A plane that keeps per-level counts for the draw must keep them through every
+		// way a job leaves or re-enters the claimable set. At T = 0.01 the top level with a
+		// claimable job always wins, so each claim below has one right answer.
+		lease := 100 * time.Hour // long, so that only the lease this test lets expire does
+		next := func() *plane.Job {
+			t.Helper()
+			jobs := b.claim(t, plane.ClaimParams{Kind: plane.KindBoltzmann, Temperature: 0.01, LeaseTTL: lease})
+			require.LessOrEqual(t, len(jobs), 1)
+			if len(jobs) == 0 {
+				return nil
+			}
+			return jobs[0]
+		}
+		requireNext := func(want string, why string) *plane.Job {
+			t.Helper()
+			j := next()
+			require.NotNil(t, j, "%s: nothing claimed", why)
+			require.Equal(t, want, j.ID, why)
+			return j
+		}
+		cancelled := b.submitOne(t, plane.SubmitParams{Priority: 5})
+		killed := b.submitOne(t, plane.SubmitParams{Priority: 5})
+		expiring := b.submitOne(t, plane.SubmitParams{Priority: 5, Deadline: b.now().Add(10 * time.Second)})
+		low := b.submitPriorities(t, 0, 0, 0, 0)
+
+		require.True(t, b.cancel(t, cancelled))
+		requireNext(killed, "after a cancel")
+		require.True(t, b.kill(t, killed))
+		b.advance(11 * time.Second)
+		b.maintain(t) // expiring ends as timeout
+		b.requireState(t, expiring, plane.StateTimeout, 0)
+		requireNext(low[0], "level 5 is empty after cancel, kill and deadline")
+
+		retried := b.submitOne(t, plane.SubmitParams{Priority: 5})
+		j := requireNext(retried, "a new job at level 5")
+		p := nackParams(j, true, "later")
+		p.RetryDelay = time.Minute
+		must(t, b.settle(t, p), "nack")
+		requireNext(low[1], "a job in backoff is not drawn")
+		b.advance(time.Minute + time.Millisecond)
+		lease = time.Minute
+		requireNext(retried, "the retried job is drawn again when its backoff ends")
+		lease = 100 * time.Hour
+		b.advance(time.Minute + time.Millisecond) // its lease ends
+		b.maintain(t)
+		b.requireState(t, retried, plane.StateQueued, 2)
+		b.advance(pastBackoff)
+		j = requireNext(retried, "a job back from an expired lease is drawn again")
+		b.ack(t, j, "done")
+
+		late := b.submitOne(t, plane.SubmitParams{Priority: 5, Deadline: b.now().Add(time.Second)})
+		b.advance(2 * time.Second)
+		requireNext(low[2], "a job past its deadline is not drawn, even before maintenance")
+		b.maintain(t)
+		b.requireState(t, late, plane.StateTimeout, 0)
+		requireNext(low[3], "the last one")
+		require.Nil(t, next(), "nothing left")
 	})
 
 	t.Run("SeedMakesDrawsRepeatable", func(t *testing.T) {

@@ -174,26 +174,40 @@ func testClaim(t *testing.T, s *suite) {
 
 	t.Run("NotClaimableBeforeAvailableAt", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t, config{})
-		retried := b.submitOne(t, plane.SubmitParams{Priority: 10})
-		j := b.claimID(t, retried)
-		nackedAt := b.now()
-		p := nackParams(j, true, "again later")
-		p.RetryDelay = 10 * time.Minute
-		must(t, b.settle(t, p), "nack with retry delay")
-		inv := b.requireState(t, retried, plane.StateQueued, 1)
-		requireTime(t, nackedAt.Add(10*time.Minute), inv.AvailableAt, "RetryDelay overrides the backoff")
 		for _, kind := range []plane.Kind{plane.KindFIFO, plane.KindFILO, plane.KindPriority, plane.KindBoltzmann} {
-			jobs := b.claim(t, plane.ClaimParams{Kind: kind, Temperature: 1, Max: 10})
-			require.Empty(t, jobs, "%s: a job in backoff is not claimable", kind)
+			b := s.setup(t, config{})
+			// The job in backoff comes first in every order: oldest (fifo), newest (filo),
+			// highest priority (priority, boltzmann at a low temperature).
+			var other string
+			if kind == plane.KindFILO {
+				other = b.submitOne(t, plane.SubmitParams{Priority: 0})
+			}
+			retried := b.submitOne(t, plane.SubmitParams{Priority: 10})
+			j := b.claim(t, plane.ClaimParams{Kind: plane.KindPriority})[0]
+			require.Equal(t, retried, j.ID)
+			nackedAt := b.now()
+			p := nackParams(j, true, "again later")
+			p.RetryDelay = 10 * time.Minute
+			must(t, b.settle(t, p), "nack with retry delay")
+			inv := b.requireState(t, retried, plane.StateQueued, 1)
+			requireTime(t, nackedAt.Add(10*time.Minute), inv.AvailableAt, "RetryDelay overrides the backoff")
+			if kind != plane.KindFILO {
+				other = b.submitOne(t, plane.SubmitParams{Priority: 0})
+			}
+			claim := func() []*plane.Job {
+				return b.claim(t, plane.ClaimParams{Kind: kind, Temperature: 0.01, Max: 10})
+			}
+			jobs := claim()
+			require.Len(t, jobs, 1, "%s: only the job without backoff is claimable", kind)
+			require.Equal(t, other, jobs[0].ID, kind)
+			b.advance(10*time.Minute - time.Second)
+			require.Empty(t, claim(), "%s: still in backoff", kind)
+			b.advance(time.Second + time.Millisecond)
+			jobs = claim()
+			require.Len(t, jobs, 1, "%s: claimable once its available_at has passed", kind)
+			require.Equal(t, retried, jobs[0].ID, kind)
+			require.Equal(t, 2, jobs[0].Attempt)
 		}
-		other := b.submitOne(t, plane.SubmitParams{Priority: 0})
-		b.ack(t, b.claimID(t, other), "done") // the older, higher-priority job waits out its backoff
-		b.advance(10*time.Minute - time.Second)
-		b.requireNothingClaimable(t)
-		b.advance(time.Second + time.Millisecond)
-		j2 := b.claimID(t, retried)
-		require.Equal(t, 2, j2.Attempt)
 	})
 
 	t.Run("OneWinnerPerInvocation", func(t *testing.T) {

@@ -51,8 +51,10 @@ func testDeadline(t *testing.T, s *suite) {
 			inv := b.get(t, late)
 			require.Zero(t, inv.Attempt, "%s: never claimed", kind)
 			require.Contains(t, []plane.State{plane.StateQueued, plane.StateTimeout}, inv.State, kind)
+			b.requireCounts(t, map[plane.State]int64{inv.State: 1, plane.StateRunning: 1})
 			b.maintain(t)
 			b.requireState(t, late, plane.StateTimeout, 0)
+			b.requireCounts(t, map[plane.State]int64{plane.StateTimeout: 1, plane.StateRunning: 1})
 		}
 	})
 

@@ -73,6 +73,7 @@ func testJournal(t *testing.T, s *suite) {
 		require.EqualValues(t, 1, seq)
 		inv := b.requireState(t, id, plane.StateSucceeded, 1)
 		require.Equal(t, []byte("final value"), inv.Result, "a final post is the result")
+		b.requireCounts(t, map[plane.State]int64{plane.StateSucceeded: 1})
 		frames, closed := b.frames(t, invJournal(id))
 		require.True(t, closed)
 		require.Equal(t, []plane.FrameKind{plane.FrameValue, plane.FrameEnd}, frameKinds(frames))

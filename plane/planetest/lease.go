@@ -96,6 +96,25 @@ func testLease(t *testing.T, s *suite) {
 		b.requireState(t, id, plane.StateSucceeded, 1)
 	})
 
+	t.Run("HeartbeatManyIsPerItem", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{})
+		ids := b.submitPayloads(t, "a", "b")
+		j := b.claimID(t, ids[0])
+		res, err := b.drv.InvocationHeartbeatMany(b.ctx, []plane.HeartbeatParams{
+			{ID: ids[0], Token: j.Token, LeaseTTL: time.Minute},
+			{ID: ids[1], Token: j.Token},
+			{ID: unknownID, Token: j.Token},
+		})
+		must(t, err, "heartbeat many")
+		require.Len(t, res, 3)
+		require.NoError(t, res[0].Err)
+		requireTime(t, b.now().Add(time.Minute), res[0].LeaseExpiresAt, "extended")
+		require.ErrorIs(t, res[1].Err, plane.ErrLeaseLost, "a queued job has no lease to extend")
+		require.ErrorIs(t, res[2].Err, plane.ErrNotFound)
+		b.requireState(t, ids[1], plane.StateQueued, 0)
+	})
+
 	t.Run("ExpiryRequeuesThenTimesOut", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})
@@ -238,7 +257,7 @@ func testLease(t *testing.T, s *suite) {
 		t.Parallel()
 		b := s.setup(t, config{realClock: true})
 		id := b.submitOne(t, plane.SubmitParams{MaxAttempts: 3})
-		const lease = 600 * time.Millisecond
+		const lease = time.Second // heartbeats every 100 ms; only a stall of 0.9 s would lose it
 		j := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, LeaseTTL: lease})[0]
 		done := make(chan struct{})
 		var stolen []*plane.Job
@@ -261,7 +280,7 @@ func testLease(t *testing.T, s *suite) {
 		})
 		ticker := time.NewTicker(100 * time.Millisecond)
 		var hbErr error
-		for end := time.Now().Add(2*lease + lease/2); time.Now().Before(end); {
+		for end := time.Now().Add(lease * 8 / 5); time.Now().Before(end); {
 			<-ticker.C
 			res, err := b.drv.InvocationHeartbeatMany(b.ctx, []plane.HeartbeatParams{{ID: id, Token: j.Token, LeaseTTL: lease}})
 			if err == nil && len(res) != 1 {

@@ -214,6 +214,7 @@ func testSettle(t *testing.T, s *suite) {
 		b.advance(2 * time.Second) // 6 s into a 5 s attempt; the lease still has 58 s
 		b.maintain(t)
 		b.requireState(t, id, plane.StateQueued, 1)
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1})
 		_, closed := b.frames(t, invJournal(id))
 		require.False(t, closed, "an attempt timeout with attempts left is retried, not ended")
 		b.requireFenced(t, j, "attempt timed out")
@@ -223,6 +224,7 @@ func testSettle(t *testing.T, s *suite) {
 		b.advance(5*time.Second + time.Millisecond)
 		b.maintain(t)
 		b.requireState(t, id, plane.StateTimeout, 2)
+		b.requireCounts(t, map[plane.State]int64{plane.StateTimeout: 1})
 		b.requireErrorFrame(t, id, 2)
 		requireTerminalError(t, b.waitTerminal(t, id), plane.ErrTimedOut)
 		b.requireFenced(t, j2, "last attempt timed out")

@@ -68,7 +68,15 @@ func testSubmit(t *testing.T, s *suite) {
 		requireTime(t, created, inv.CreatedAt, "created at (the plane's clock)")
 		require.True(t, inv.FinishedAt.IsZero(), "not finished")
 		require.Nil(t, inv.Error)
-		require.Nil(t, inv.Result)
+		require.Empty(t, inv.Result)
+
+		j := b.claimID(t, id)
+		require.Equal(t, plane.Job{
+			ID: id, Namespace: b.ns, Queue: b.q, Key: "key-1", Payload: []byte("payload \x00\xff bytes"),
+			Metadata: map[string]string{"trace": "abc", "user": "u1"}, Priority: -2.5, Attempt: 1, MaxAttempts: 5,
+			AttemptTimeout: 90 * time.Second, Deadline: j.Deadline, Token: j.Token, LeaseExpiresAt: j.LeaseExpiresAt,
+		}, *j, "the claimed job carries the invocation's envelope")
+		requireTime(t, deadline, j.Deadline, "the job's deadline")
 	})
 
 	t.Run("MaxAttemptsDefaultsToThree", func(t *testing.T) {

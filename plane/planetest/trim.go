@@ -129,5 +129,6 @@ func testTrim(t *testing.T, s *suite) {
 		b.requireGone(t, done)
 		require.False(t, b.submit(t, plane.SubmitParams{Key: "done"})[0].Existing, "the key is free after retention")
 		b.requireState(t, live, plane.StateQueued, 0)
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 2})
 	})
 }
