@@ -36,6 +36,11 @@ const targetRule = `use "" (the process default: $LAKESHORE_URL, else $LAKESHORE
 
 // Config configures a Dispatch. A nil *Config means all defaults.
 type Config struct {
+	// HTTP configures the HTTP plane that Open connects to for http(s):// targets and
+	// $LAKESHORE_URL (HTTP client, bearer token, retries). Ignored by New. Defaults to nil:
+	// httpplane's defaults (token from $LAKESHORE_TOKEN).
+	HTTP *httpplane.Config
+
 	// Logger receives warnings from the SDK (e.g. a failed heartbeat in Working) and, when
 	// SQLite.Logger is nil, from the SQLite plane. Defaults to warnings on stderr.
 	Logger *slog.Logger
@@ -112,7 +117,7 @@ func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 		return nil, err
 	}
 	if m := schemeRE.FindStringSubmatch(path); m != nil && (strings.EqualFold(m[1], "http") || strings.EqualFold(m[1], "https")) {
-		drv, err := httpplane.New(path, nil)
+		drv, err := httpplane.New(path, c.HTTP)
 		if err != nil {
 			return nil, err
 		}

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 func TestResolveTarget(t *testing.T) {
@@ -69,25 +67,33 @@ func TestResolveTarget(t *testing.T) {
 	t.Run("LakeshoreURL", func(t *testing.T) {
 		t.Parallel()
 		home := filepath.Join(t.TempDir(), "home")
-		_, err := resolveTarget("", env(map[string]string{EnvURL: "http://plane:8080", EnvHome: home}), noHome)
-		require.ErrorIs(t, err, ErrNotImplemented)
-		require.ErrorIs(t, err, plane.ErrNotImplemented)
-		require.ErrorContains(t, err, "HTTP plane not available in this build")
-		require.ErrorContains(t, err, "LAKESHORE_URL")
+		got, err := resolveTarget("", env(map[string]string{EnvURL: "http://plane:8080", EnvHome: home}), noHome)
+		require.NoError(t, err)
+		require.Equal(t, "http://plane:8080", got)
 		require.NoDirExists(t, home, "LAKESHORE_URL wins: the SQLite home must not be created")
+
+		_, err = resolveTarget("", env(map[string]string{EnvURL: "ftp://plane", EnvHome: home}), noHome)
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, "LAKESHORE_URL")
+		require.ErrorContains(t, err, "http(s)://")
+		require.NoDirExists(t, home)
+	})
+
+	t.Run("HTTP", func(t *testing.T) {
+		t.Parallel()
+		for _, target := range []string{"http://localhost:8080", "https://plane.example.com/prefix"} {
+			got, err := resolveTarget(target, env(nil), noHome)
+			require.NoError(t, err, target)
+			require.Equal(t, target, got)
+		}
 	})
 
 	t.Run("NotInThisBuild", func(t *testing.T) {
 		t.Parallel()
-		for target, msg := range map[string]string{
-			"http://localhost:8080":            "HTTP plane not available in this build",
-			"https://plane.example.com":        "HTTP plane not available in this build",
-			"postgres://u@db/lakeshore":        "PostgreSQL plane not available in this build",
-			"postgresql://u@db:5432/lakeshore": "PostgreSQL plane not available in this build",
-		} {
+		for _, target := range []string{"postgres://u@db/lakeshore", "postgresql://u@db:5432/lakeshore"} {
 			_, err := resolveTarget(target, env(nil), noHome)
 			require.ErrorIs(t, err, ErrNotImplemented, target)
-			require.ErrorContains(t, err, msg, target)
+			require.ErrorContains(t, err, "PostgreSQL plane not available in this build", target)
 			require.NotErrorIs(t, err, ErrInvalid, target)
 		}
 	})

@@ -24,10 +24,12 @@ plane/planetest. This page shows how a Go program uses it.
 The target "" is the process default: $LAKESHORE_URL when set, else the SQLite file
 $LAKESHORE_HOME/lakeshore.db ($LAKESHORE_HOME defaults to ~/.lakeshore, created with mode
 0700). ":memory:" is a whole plane inside the process, for tests and examples; a file path
-or sqlite://path opens that SQLite file, which several processes may share. http(s):// and
-postgres:// name the HTTP and PostgreSQL planes, which this build does not include yet
+or sqlite://path opens that SQLite file, which several processes may share. http(s)://
+connects to a `lakeshore serve` server (the HTTP plane, with the same semantics);
+postgres:// names the PostgreSQL plane, which this build does not include yet
 (ErrNotImplemented). [New] wraps a driver opened by hand. [Config] sets the namespace
-(default $LAKESHORE_NAMESPACE, else "default"), the logger, and the SQLite plane's options.
+(default $LAKESHORE_NAMESPACE, else "default"), the logger, and the options of the SQLite
+and HTTP planes.
 
 # Queues
 

@@ -40,7 +40,7 @@ var (
 	// ErrClosed: the Dispatch (its plane) was closed.
 	ErrClosed = plane.ErrClosed
 	// ErrNotImplemented: the plane does not support the operation, or the target names a
-	// plane this build does not include (HTTP and PostgreSQL, for now).
+	// plane this build does not include (PostgreSQL, for now).
 	ErrNotImplemented = plane.ErrNotImplemented
 )
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 )
 
@@ -51,16 +52,31 @@ func TestOpenLakeshoreURL(t *testing.T) {
 	t.Setenv(lakeshore.EnvURL, "https://plane.example.com")
 	t.Setenv(lakeshore.EnvHome, home)
 
+	// The process default is the HTTP plane at $LAKESHORE_URL (no request is made yet).
 	d, err := lakeshore.Open(t.Context(), "", nil)
-	require.Nil(t, d)
-	require.ErrorIs(t, err, lakeshore.ErrNotImplemented)
-	require.ErrorContains(t, err, "HTTP plane not available in this build")
-	require.NoDirExists(t, home)
+	require.NoError(t, err)
+	require.IsType(t, &httpplane.Driver{}, d.Driver())
+	require.NoError(t, d.Close())
+	require.NoDirExists(t, home, "the SQLite home is not touched")
 
 	// An explicit target is not affected by LAKESHORE_URL.
 	d, err = lakeshore.Open(t.Context(), ":memory:", nil)
 	require.NoError(t, err)
+	require.IsType(t, &sqliteplane.Driver{}, d.Driver())
 	require.NoError(t, d.Close())
+
+	t.Setenv(lakeshore.EnvURL, "redis://localhost")
+	_, err = lakeshore.Open(t.Context(), "", nil)
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
+	require.ErrorContains(t, err, "LAKESHORE_URL")
+}
+
+func TestOpenNotInThisBuild(t *testing.T) {
+	t.Parallel()
+	d, err := lakeshore.Open(t.Context(), "postgres://u@db/lakeshore", nil)
+	require.Nil(t, d)
+	require.ErrorIs(t, err, lakeshore.ErrNotImplemented)
+	require.ErrorContains(t, err, "PostgreSQL plane not available in this build")
 }
 
 func TestOpenNamespace(t *testing.T) {
