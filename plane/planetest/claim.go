@@ -195,7 +195,8 @@ func testClaim(t *testing.T, s *suite) {
 				other = b.submitOne(t, plane.SubmitParams{Priority: 0})
 			}
 			claim := func() []*plane.Job {
-				return b.claim(t, plane.ClaimParams{Kind: kind, Temperature: 0.01, Max: 10})
+				// A long lease: the clock moves 10 minutes while other is held.
+				return b.claim(t, plane.ClaimParams{Kind: kind, Temperature: 0.01, Max: 10, LeaseTTL: time.Hour})
 			}
 			jobs := claim()
 			require.Len(t, jobs, 1, "%s: only the job without backoff is claimable", kind)
