@@ -28,7 +28,7 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, params *plane.SubmitM
 	}
 	req := &api.SubmitBatchRequest{Namespace: params.Namespace, Queue: params.Queue,
 		Invocations: make([]api.SubmitInvocation, len(params.Invocations))}
-	now := time.Now()
+	now := d.cfg.Now()
 	for i := range params.Invocations {
 		req.Invocations[i] = api.NewSubmitInvocation(&params.Invocations[i])
 		if req.Invocations[i].ID == "" {

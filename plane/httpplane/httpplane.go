@@ -46,6 +46,11 @@ type Config struct {
 	// Defaults to LongPollMaxDefault.
 	LongPollMax time.Duration
 
+	// Now is the clock of the invocation ids the plane makes for submits (ULIDs carry
+	// their time, and claims order by id). Give it the served plane's clock when that one
+	// is not the real time (tests). Defaults to time.Now.
+	Now func() time.Time
+
 	// MaxRetries bounds the retries of a call that is safe to repeat, after a connection
 	// error or a 502, 503 or 504 answer. Defaults to MaxRetriesDefault; -1 disables them.
 	MaxRetries int
@@ -107,6 +112,9 @@ func New(baseURL string, cfg *Config) (*Driver, error) {
 	c.LongPollMax = cmp.Or(c.LongPollMax, LongPollMaxDefault)
 	c.MaxRetries = cmp.Or(c.MaxRetries, MaxRetriesDefault)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, RequestTimeoutDefault)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.LongPollMax < 0 || c.RequestTimeout < 0 {
 		return nil, plane.Invalid("timeout", nil, "use positive durations")
 	}

@@ -57,7 +57,8 @@ func (w testWriter) Write(b []byte) (int, error) {
 
 func TestConformance(t *testing.T) {
 	planetest.Run(t, func(t *testing.T, opts planetest.Options) plane.Driver {
-		drv, _, _ := testServer(t, opts, nil, nil)
+		// The ids the HTTP plane makes carry the plane's (fake) clock, as the plane's own would.
+		drv, _, _ := testServer(t, opts, nil, &httpplane.Config{Now: opts.Now})
 		return drv
 	})
 }
