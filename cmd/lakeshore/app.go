@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/wire"
+)
+
+// Exit codes that scripts can trust (docs/cli.md).
+const (
+	exitOK          = 0
+	exitJobFailed   = 1 // failed, cancelled, killed or timed out; cancel/kill changed nothing
+	exitUsage       = 2 // bad flags, arguments or input
+	exitNotFound    = 3
+	exitWaitTimeout = 4
+	exitError       = 5 // anything else: the plane, I/O
+	exitInterrupted = 130
+)
+
+// app is one run of the command line: its streams, global flags and signals.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	target    string
+	namespace string
+	json      bool
+	verbose   bool
+
+	// workerSignals receives SIGINT/SIGTERM while a worker or map runs (takeSignals set):
+	// the first drains, the second cancels running jobs. Otherwise the first signal cancels
+	// the command's context and the second exits at once.
+	workerSignals chan os.Signal
+	takeSignals   atomic.Bool
+}
+
+// run runs the command line with args, without signal handling (tests).
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runApp(ctx, args, stdin, stdout, stderr, nil)
+}
+
+// runApp runs the command line; signals (nil: none) are SIGINT/SIGTERM as they arrive.
+func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, signals <-chan os.Signal) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, workerSignals: make(chan os.Signal, 4)}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	if signals != nil {
+		go a.watchSignals(signals, cancel, done)
+	}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	var ce *codeError
+	if !errors.As(err, &ce) || ce.err != nil {
+		fmt.Fprintf(stderr, "lakeshore: %v\n", err)
+		if code == exitUsage && !errors.Is(err, lakeshore.ErrInvalid) {
+			fmt.Fprintln(stderr, "Run 'lakeshore --help' for usage.")
+		}
+	}
+	return code
+}
+
+func (a *app) watchSignals(signals <-chan os.Signal, cancel context.CancelFunc, done <-chan struct{}) {
+	n := 0
+	for {
+		select {
+		case <-done:
+			return
+		case sig := <-signals:
+			n++
+			if a.takeSignals.Load() && n <= 2 {
+				a.workerSignals <- sig
+				continue
+			}
+			if n == 1 {
+				cancel()
+				continue
+			}
+			fmt.Fprintf(a.stderr, "lakeshore: %s again: exiting now\n", sig)
+			os.Exit(exitInterrupted)
+		}
+	}
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "lakeshore",
+		Short: "Lakeshore: a durable job queue for ML work",
+		Long: `lakeshore talks to a dispatch plane: the embedded SQLite file
+($LAKESHORE_HOME/lakeshore.db, ~/.lakeshore by default), ":memory:", a file
+path, or the plane named by --target or $LAKESHORE_URL.
+
+Exit codes: 0 ok; 1 a job failed, was cancelled/killed or timed out (cancel and
+kill: nothing changed); 2 usage or bad input; 3 not found; 4 a wait timed out;
+5 other errors; 130 interrupted.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.Args = cobra.ArbitraryArgs
+	root.RunE = unknownSubcommand
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(err) })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.target, "target", "", `plane to use: a file path, sqlite://path, ":memory:", http(s)://… (default $`+lakeshore.EnvURL+`, else $`+lakeshore.EnvHome+`/lakeshore.db)`)
+	pf.StringVar(&a.namespace, "namespace", "", "namespace of queues (default $"+lakeshore.EnvNamespace+", else \"default\")")
+	pf.BoolVar(&a.json, "json", false, "print JSON (one object per line) instead of tables")
+	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log debug lines to stderr")
+	for _, c := range commands() {
+		root.AddCommand(c(a))
+	}
+	return root
+}
+
+func (a *app) logger() *slog.Logger {
+	level := slog.LevelWarn
+	if a.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// open connects to the plane named by --target (else $LAKESHORE_URL, else the default).
+func (a *app) open(ctx context.Context) (*lakeshore.Dispatch, error) {
+	d, err := lakeshore.Open(ctx, a.target, &lakeshore.Config{Namespace: a.namespace, Logger: a.logger()})
+	if err != nil {
+		return nil, fmt.Errorf("open plane: %w", err)
+	}
+	return d, nil
+}
+
+// queue opens the plane and a handle on queue name (or on any queue, for id verbs).
+func (a *app) queue(ctx context.Context, name string) (*lakeshore.Dispatch, *lakeshore.Queue, error) {
+	d, err := a.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := d.Queue(name, nil)
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	return d, q, nil
+}
+
+// anyQueue is the queue handle used by verbs that take an invocation id: ids are global.
+const anyQueue = "_"
+
+func (a *app) printJSON(v any) error {
+	b, err := json.Marshal(jsonValue(v))
+	if err != nil {
+		return fmt.Errorf("print JSON: %w", err)
+	}
+	_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+	return err
+}
+
+func (a *app) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+}
+
+// codeError carries an exit code; err nil means the command already said what happened.
+type codeError struct {
+	code int
+	err  error
+}
+
+func (e *codeError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *codeError) Unwrap() error { return e.err }
+
+func usageError(err error) error { return &codeError{code: exitUsage, err: err} }
+
+func usagef(format string, args ...any) error { return usageError(fmt.Errorf(format, args...)) }
+
+// silentExit ends the command with code after it printed its own outcome.
+func silentExit(code int) error { return &codeError{code: code} }
+
+// exitCode maps an error to the documented exit codes.
+func exitCode(err error) int {
+	var ce *codeError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
+	switch {
+	case errors.Is(err, lakeshore.ErrInvalid):
+		return exitUsage
+	case errors.Is(err, lakeshore.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, lakeshore.ErrFailed), errors.Is(err, lakeshore.ErrCancelled), errors.Is(err, lakeshore.ErrTimedOut):
+		return exitJobFailed
+	case errors.Is(err, lakeshore.ErrTimeout):
+		return exitWaitTimeout
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
+	}
+	return exitError
+}
+
+// unknownSubcommand is the RunE of commands that only group others: without a known
+// subcommand it is a usage error (exit 2), not help with exit 0.
+func unknownSubcommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return usagef("%s needs a subcommand; see '%s --help'", c.CommandPath(), c.CommandPath())
+	}
+	return usagef("unknown command %q for %q", args[0], c.CommandPath())
+}
+
+// exactArgs is cobra.ExactArgs whose error is a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(c, args); err != nil {
+			return usageError(err)
+		}
+		return nil
+	}
+}
+
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := cobra.RangeArgs(lo, hi)(c, args); err != nil {
+			return usageError(err)
+		}
+		return nil
+	}
+}
+
+// parseJSON decodes JSON text into the generic form the wire codec encodes: integers
+// become int64 (uint64 above it), other numbers float64.
+func parseJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value")
+	}
+	return fromJSON(v), nil
+}
+
+func fromJSON(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		var u uint64
+		if _, err := fmt.Sscan(string(x), &u); err == nil && !strings.ContainsAny(string(x), ".eE-") {
+			return u
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = fromJSON(x[i])
+		}
+		return x
+	case map[string]any:
+		for k := range x {
+			x[k] = fromJSON(x[k])
+		}
+		return x
+	}
+	return v
+}
+
+// jsonValue turns a decoded wire value into something encoding/json prints faithfully:
+// NaN and infinities become strings, bytes base64 (as encoding/json does), extension
+// types their exported fields.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Sprint(x)
+		}
+	case float32:
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Sprint(x)
+		}
+	case []any:
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = jsonValue(x[i])
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = jsonValue(e)
+		}
+		return out
+	case wire.Tuple:
+		return jsonValue([]any(x))
+	}
+	return v
+}
+
+// decodeValue decodes wire bytes for printing.
+func decodeValue(b []byte) (any, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return wire.Decode(b)
+}
+
+// formatTime prints a time for tables ("-" for zero).
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func compactJSON(v any) string {
+	b, err := json.Marshal(jsonValue(v))
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

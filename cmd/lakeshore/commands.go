@@ -1,0 +1,24 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// commands returns the constructors of the root's subcommands, one per verb (one file
+// each). Verbs added later (serve, token) are appended to this list.
+func commands() []func(*app) *cobra.Command {
+	return []func(*app) *cobra.Command{
+		newSubmitCmd,
+		newResultCmd,
+		newStreamCmd,
+		newGetCmd,
+		newCancelCmd,
+		newKillCmd,
+		newCountCmd,
+		newQueuesCmd,
+		newQueueCmd,
+		newWorkersCmd,
+		newTopicCmd,
+		newTrimCmd,
+		newWorkerCmd,
+		newMapCmd,
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+func newCountCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "count QUEUE [STATE]",
+		Short: "Count a queue's jobs in one state, or in every state",
+		Args:  rangeArgs(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			states := plane.States
+			if len(args) == 2 {
+				s, err := lakeshore.ParseState(args[1])
+				if err != nil {
+					return err
+				}
+				states = []lakeshore.State{s}
+			}
+			d, q, err := a.queue(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			counts := map[string]int64{}
+			for _, s := range states {
+				n, err := q.Count(c.Context(), s)
+				if err != nil {
+					return err
+				}
+				counts[string(s)] = n
+			}
+			if a.json {
+				return a.printJSON(counts)
+			}
+			if len(states) == 1 {
+				_, err := fmt.Fprintln(a.stdout, counts[string(states[0])])
+				return err
+			}
+			tw := a.table()
+			for _, s := range states {
+				fmt.Fprintf(tw, "%s\t%d\n", s, counts[string(s)])
+			}
+			return tw.Flush()
+		},
+	}
+}

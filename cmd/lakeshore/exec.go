@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+// Defaults of the exec worker.
+const (
+	graceDefault      = 10 * time.Second
+	stdoutCapDefault  = 64 << 10
+	stderrTailDefault = 4 << 10
+)
+
+// execSpec is how the exec worker runs a command once per job.
+type execSpec struct {
+	argv       []string
+	timeout    time.Duration // per job; 0: none
+	grace      time.Duration // SIGTERM to SIGKILL
+	stdoutCap  int           // bytes of stdout kept in the result
+	stderrTail int           // bytes of stderr kept (the last ones)
+	frames     bool          // post each stdout line as a VALUE frame
+}
+
+// checkCommand fails early, before anything is claimed, when the command cannot run.
+func (s *execSpec) checkCommand() error {
+	if len(s.argv) == 0 {
+		return usagef("no command: put it after --, e.g. lakeshore worker QUEUE -- ./work.sh {}")
+	}
+	if _, err := exec.LookPath(s.argv[0]); err != nil {
+		return usagef("command %q cannot run: %w", s.argv[0], err)
+	}
+	return nil
+}
+
+// commandError is a command that exited non-zero (or was killed by a signal).
+type commandError struct {
+	exitCode int
+	signal   string
+	stderr   string // the tail
+}
+
+func (e *commandError) Error() string {
+	var b strings.Builder
+	if e.signal != "" {
+		fmt.Fprintf(&b, "command killed by %s", e.signal)
+	} else {
+		fmt.Fprintf(&b, "command exited with code %d", e.exitCode)
+	}
+	if s := strings.TrimSpace(e.stderr); s != "" {
+		fmt.Fprintf(&b, "; stderr: %s", s)
+	}
+	return b.String()
+}
+
+// ErrorType is the ErrorInfo type of a failed command: "exit".
+func (e *commandError) ErrorType() string { return "exit" }
+
+// handle runs the command on one job: the payload as JSON on stdin ({} in the arguments
+// replaced by it when it is a string), LAKESHORE_JOB_ID/QUEUE/ATTEMPT/NAMESPACE in the
+// environment, each stdout line a VALUE frame; exit 0 acks {exit_code, stdout, stderr},
+// non-zero nacks with the code and stderr tail. When ctx ends (kill, lease lost, timeout,
+// shutdown) the process group gets SIGTERM, then SIGKILL after the grace period.
+func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) {
+	payload, err := job.Payload()
+	if err != nil {
+		return nil, lakeshore.Permanent(err)
+	}
+	stdin, err := json.Marshal(jsonValue(payload))
+	if err != nil {
+		return nil, lakeshore.Permanent(fmt.Errorf("payload as JSON: %w", err))
+	}
+	args := append([]string(nil), s.argv[1:]...)
+	if str, ok := payload.(string); ok {
+		for i := range args {
+			args[i] = strings.ReplaceAll(args[i], "{}", str)
+		}
+	}
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.timeout, fmt.Errorf("job timeout %s passed", s.timeout))
+		defer cancel()
+	}
+
+	cmd := exec.Command(s.argv[0], args...)
+	cmd.Stdin = bytes.NewReader(append(stdin, '\n'))
+	cmd.Env = append(os.Environ(),
+		"LAKESHORE_JOB_ID="+job.ID,
+		"LAKESHORE_QUEUE="+job.Queue,
+		"LAKESHORE_NAMESPACE="+job.Namespace,
+		"LAKESHORE_ATTEMPT="+strconv.Itoa(job.Attempt),
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &lineWriter{limit: s.stdoutCap}
+	if s.frames {
+		out.line = func(line string) { _, _ = lakeshore.Emit(ctx, frameValue(line)) }
+	}
+	errTail := &tailBuffer{limit: s.stderrTail}
+	cmd.Stdout, cmd.Stderr = out, errTail
+	cmd.WaitDelay = s.grace // a grandchild holding stdout open cannot hold the job forever
+	if err := cmd.Start(); err != nil {
+		return nil, lakeshore.Permanent(fmt.Errorf("start %s: %w", s.argv[0], err))
+	}
+	pgid := cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var waitErr error
+	select {
+	case waitErr = <-waited:
+	case <-ctx.Done():
+		waitErr = s.stopGroup(pgid, waited)
+	}
+	out.flush()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("command stopped (%w): %w", context.Cause(ctx), ctx.Err())
+	}
+	result := map[string]any{"exit_code": 0, "stdout": out.String(), "stderr": errTail.String()}
+	if out.truncated {
+		result["stdout_truncated"] = true
+	}
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil, errors.Is(waitErr, exec.ErrWaitDelay):
+		return result, nil
+	case errors.As(waitErr, &ee):
+		ce := &commandError{exitCode: ee.ExitCode(), stderr: errTail.String()}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			ce.signal = ws.Signal().String()
+		}
+		return nil, ce
+	}
+	return nil, fmt.Errorf("run %s: %w", s.argv[0], waitErr)
+}
+
+// stopGroup sends SIGTERM to process group pgid, SIGKILL after the grace period (to the
+// whole group: grandchildren too), and returns the command's Wait error.
+func (s *execSpec) stopGroup(pgid int, waited <-chan error) error {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	grace := time.NewTimer(s.grace)
+	defer grace.Stop()
+	var err error
+	exited := false
+	select {
+	case err = <-waited:
+		exited = true
+		// The leader is gone; give the rest of the group what is left of the grace.
+		for syscall.Kill(-pgid, 0) == nil {
+			select {
+			case <-grace.C:
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				return err
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	case <-grace.C:
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if !exited {
+		err = <-waited
+	}
+	return err
+}
+
+// frameValue is a stdout line as a frame value: JSON when it parses, else the string.
+func frameValue(line string) any {
+	if v, err := parseJSON([]byte(line)); err == nil {
+		return v
+	}
+	return line
+}
+
+// lineWriter keeps the first limit bytes of a stream and calls line for every line.
+type lineWriter struct {
+	limit     int
+	line      func(string)
+	mu        sync.Mutex
+	kept      bytes.Buffer
+	partial   []byte
+	total     int
+	truncated bool
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.limit - w.kept.Len(); room > 0 {
+		w.kept.Write(p[:min(room, len(p))])
+	}
+	w.total += len(p)
+	w.truncated = w.total > w.limit
+	if w.line == nil {
+		return len(p), nil
+	}
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(string(bytes.TrimSuffix(w.partial[:i], []byte("\r"))))
+		w.partial = w.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.line != nil && len(w.partial) > 0 {
+		w.line(string(w.partial))
+		w.partial = nil
+	}
+}
+
+// String returns the kept bytes as valid UTF-8 (invalid bytes replaced).
+func (w *lineWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.ToValidUTF8(w.kept.String(), "\uFFFD")
+}
+
+// tailBuffer keeps the last limit bytes written to it.
+type tailBuffer struct {
+	limit int
+	mu    sync.Mutex
+	buf   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.limit {
+		t.buf = append(t.buf[:0:0], t.buf[len(t.buf)-t.limit:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if len(b) > t.limit {
+		b = b[len(b)-t.limit:]
+		for len(b) > 0 && !utf8.RuneStart(b[0]) {
+			b = b[1:]
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}

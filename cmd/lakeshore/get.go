@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+func newGetCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID",
+		Short: "Show a job: state, attempts, times, payload, result or error",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, q, err := a.queue(c.Context(), anyQueue)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			inv, err := q.Get(c.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("get %s: %w", args[0], err)
+			}
+			return a.printInvocation(inv)
+		},
+	}
+}
+
+func (a *app) printInvocation(inv *lakeshore.Invocation) error {
+	payload, _ := decodeValue(inv.Payload)
+	result, _ := decodeValue(inv.Result)
+	m := map[string]any{
+		"id": inv.ID, "namespace": inv.Namespace, "queue": inv.Queue, "state": inv.State,
+		"attempt": inv.Attempt, "max_attempts": inv.MaxAttempts, "priority": inv.Priority,
+		"payload": payload, "created_at": inv.CreatedAt, "worker": inv.Worker,
+	}
+	optional := map[string]any{"key": inv.Key, "metadata": inv.Metadata}
+	for k, v := range optional {
+		if v != "" && v != nil {
+			m[k] = v
+		}
+	}
+	for k, t := range map[string]time.Time{"started_at": inv.StartedAt, "finished_at": inv.FinishedAt,
+		"lease_expires_at": inv.LeaseExpiresAt, "deadline": inv.Deadline} {
+		if !t.IsZero() {
+			m[k] = t
+		}
+	}
+	if inv.State == lakeshore.StateSucceeded {
+		m["result"] = result
+	}
+	if inv.Error != nil {
+		m["error"] = inv.Error
+	}
+	if a.json {
+		return a.printJSON(m)
+	}
+	tw := a.table()
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row("id", inv.ID)
+	row("queue", inv.Namespace+"/"+inv.Queue)
+	row("state", inv.State)
+	row("attempt", fmt.Sprintf("%d of %d", inv.Attempt, inv.MaxAttempts))
+	if inv.Key != "" {
+		row("key", inv.Key)
+	}
+	row("priority", inv.Priority)
+	row("created", formatTime(inv.CreatedAt))
+	row("started", formatTime(inv.StartedAt))
+	row("finished", formatTime(inv.FinishedAt))
+	if inv.Worker != "" {
+		row("worker", inv.Worker)
+	}
+	row("payload", compactJSON(payload))
+	if inv.State == lakeshore.StateSucceeded {
+		row("result", compactJSON(result))
+	}
+	if inv.Error != nil {
+		row("error", fmt.Sprintf("%s (attempt %d): %s", inv.Error.Type, inv.Error.Attempt, inv.Error.Message))
+	}
+	return tw.Flush()
+}

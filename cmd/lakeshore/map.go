@@ -1,0 +1,477 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/wire"
+)
+
+// mapOptions are the flags of lakeshore map.
+type mapOptions struct {
+	input       string
+	out         string
+	completed   bool
+	workers     int
+	queue       string
+	maxAttempts int
+	lease       time.Duration
+	progress    string
+	interval    time.Duration
+	noFrames    bool
+	spec        execSpec
+}
+
+func newMapCmd(a *app) *cobra.Command {
+	o := &mapOptions{}
+	c := &cobra.Command{
+		Use:   "map [flags] -- COMMAND [ARGS…]",
+		Short: "Run COMMAND over every input line as durable jobs; re-running skips what succeeded",
+		Long: `Read inputs, one per line (from --input or stdin; blank lines are skipped), submit
+each as a job whose idempotency key is derived from the command and the input, run
+--workers exec workers in this process (see 'lakeshore worker': "{}" in ARGS is
+the input, stdin gets it as JSON), and write one JSON line per input:
+
+  {"input": …, "id": …, "state": "succeeded", "result": {"exit_code": 0, "stdout": …, "stderr": …}}
+  {"input": …, "id": …, "state": "failed", "error": {"type": …, "message": …, "attempt": …}}
+
+to stdout or --out, in input order (or as they complete with --completed). --out
+is written to a temporary file and renamed at the end, so it is complete or absent.
+Progress goes to stderr (a bar on a terminal, periodic lines otherwise), then a
+summary. Keys are durable: running the same command again after a crash or
+Ctrl-C re-runs nothing that succeeded (jobs that failed are run again). Exit 0
+when every input succeeded, 1 when some failed, 2 for bad input, 130 when
+interrupted (re-run to finish).`,
+		Example: `  find . -name '*.go' | lakeshore map -- sh -c 'sha256sum "$1" | cut -d" " -f1; wc -l < "$1"' _ {}
+  lakeshore map --input urls.txt --out pages.jsonl --workers 16 -- curl -fsS {}`,
+		Args: func(c *cobra.Command, args []string) error {
+			if c.ArgsLenAtDash() != 0 || len(args) == 0 {
+				return usagef("usage: lakeshore map [flags] -- COMMAND [ARGS…]")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			o.spec.argv = args
+			o.spec.frames = !o.noFrames
+			return a.runMap(c.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&o.input, "input", "i", "-", "file of inputs, one per line (- for stdin)")
+	f.StringVarP(&o.out, "out", "o", "", "write the JSON lines to this file (atomically) instead of stdout")
+	f.BoolVar(&o.completed, "completed", false, "write lines as jobs complete instead of in input order")
+	f.IntVarP(&o.workers, "workers", "w", runtime.NumCPU(), "commands run at once in this process")
+	f.StringVar(&o.queue, "queue", "", "queue of the jobs (default: map-<hash of the command>)")
+	f.IntVar(&o.maxAttempts, "max-attempts", 1, "runs of a failing input before it counts as failed")
+	f.DurationVar(&o.lease, "lease", 10*time.Second, "lease of each job: how soon another run takes over a crashed one")
+	f.StringVar(&o.progress, "progress", "auto", "progress on stderr: auto|bar|lines|none")
+	f.DurationVar(&o.interval, "progress-interval", 2*time.Second, "period of the progress lines")
+	f.BoolVar(&o.noFrames, "no-frames", false, "do not post stdout lines as VALUE frames")
+	f.DurationVar(&o.spec.timeout, "timeout", 0, "per-job timeout (0: none)")
+	f.DurationVar(&o.spec.grace, "grace", graceDefault, "time between SIGTERM and SIGKILL when a command is stopped")
+	f.IntVar(&o.spec.stdoutCap, "stdout-cap", stdoutCapDefault, "bytes of stdout kept in each result")
+	f.IntVar(&o.spec.stderrTail, "stderr-tail", stderrTailDefault, "bytes of stderr (the last ones) kept")
+	return c
+}
+
+// mapInput is one input line and its job.
+type mapInput struct {
+	text  string
+	id    string
+	state lakeshore.State // at resolve time
+}
+
+// mapQueue is the default queue of a command template: jobs of different commands never
+// share a queue, so this process's workers run only its own command.
+func mapQueue(argv []string) string {
+	h := sha256.Sum256([]byte(strings.Join(argv, "\x00")))
+	return "map-" + hex.EncodeToString(h[:8])
+}
+
+// mapKey is the idempotency key of input under command argv, generation gen: a re-run
+// finds the job of every input it submitted before. gen grows when an earlier job of the
+// input ended without success, so that a re-run runs it again.
+func mapKey(argv []string, input string, gen int) string {
+	h := sha256.New()
+	for _, a := range argv {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte{0})
+	h.Write([]byte(input))
+	return hex.EncodeToString(h.Sum(nil)) + "." + strconv.Itoa(gen)
+}
+
+// readInputs reads one input per line, rejecting non-UTF-8 and skipping blank lines.
+func readInputs(r io.Reader, name string) ([]string, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var inputs []string
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if !utf8.Valid(line) {
+			i := 0
+			for i < len(line) {
+				r, size := utf8.DecodeRune(line[i:])
+				if r == utf8.RuneError && size <= 1 {
+					break
+				}
+				i += size
+			}
+			return nil, usagef("%s: line %d is not valid UTF-8 (bad byte 0x%02x at column %d); map takes text inputs, one per line — nothing was submitted",
+				name, n, line[i], i+1)
+		}
+		s := strings.TrimSuffix(string(line), "\r")
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		inputs = append(inputs, s)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, usagef("read %s: %w", name, err)
+	}
+	return inputs, nil
+}
+
+func (a *app) runMap(ctx context.Context, o *mapOptions) error {
+	start := time.Now()
+	if err := o.spec.checkCommand(); err != nil {
+		return err
+	}
+	if o.workers < 1 {
+		return usagef("--workers must be ≥ 1")
+	}
+	switch o.progress {
+	case "auto", "bar", "lines", "none":
+	default:
+		return usagef("--progress %q: use auto|bar|lines|none", o.progress)
+	}
+	// Inputs first: bad input stops everything before anything is submitted.
+	in, name := a.stdin, "stdin"
+	if o.input != "-" {
+		f, err := os.Open(o.input)
+		if err != nil {
+			return usagef("open inputs: %w", err)
+		}
+		defer f.Close()
+		in, name = f, o.input
+	}
+	texts, err := readInputs(in, name)
+	if err != nil {
+		return err
+	}
+	// Then the output: an unwritable --out fails before any job runs.
+	out, err := newMapOutput(a.stdout, o.out)
+	if err != nil {
+		return err
+	}
+	defer out.abort()
+
+	d, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	qname := o.queue
+	if qname == "" {
+		qname = mapQueue(o.spec.argv)
+	}
+	q, err := d.Queue(qname, nil)
+	if err != nil {
+		return err
+	}
+	inputs, err := resolveInputs(ctx, d, q, o.spec.argv, texts, o.maxAttempts)
+	if err != nil {
+		return fmt.Errorf("submit inputs: %w", err)
+	}
+
+	// Workers in this process.
+	a.takeSignals.Store(true)
+	drain := make(chan struct{})
+	workerCtx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	workerDone := make(chan error, 1)
+	go func() {
+		workerDone <- lakeshore.RunWorker(workerCtx, d, []lakeshore.Handler{lakeshore.Handle(qname, o.spec.handle)},
+			&lakeshore.WorkerOptions{Concurrency: o.workers, LeaseTTL: o.lease, Signals: a.workerSignals, Drain: drain, Logger: a.logger()})
+	}()
+	stopWorker := func() error {
+		close(drain)
+		return <-workerDone
+	}
+
+	// Waiters: each takes the next input in order and waits for its job to end.
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	type outcome struct {
+		idx int
+		inv *plane.Invocation
+		err error
+	}
+	next := make(chan int)
+	results := make(chan outcome)
+	var waiters sync.WaitGroup
+	for range max(16, 2*o.workers) {
+		waiters.Go(func() {
+			for i := range next {
+				inv, err := waitTerminal(waitCtx, d, inputs[i].id)
+				select {
+				case results <- outcome{i, inv, err}:
+				case <-waitCtx.Done():
+					return
+				}
+			}
+		})
+	}
+	go func() {
+		defer close(next)
+		for i := range inputs {
+			select {
+			case next <- i:
+			case <-waitCtx.Done():
+				return
+			}
+		}
+	}()
+	defer waiters.Wait()
+	defer stopWaiting()
+
+	prog := newProgress(a.stderr, o.progress, o.interval, len(inputs))
+	for _, in := range inputs {
+		if in.state == lakeshore.StateSucceeded {
+			prog.reused++
+		}
+	}
+	lines := make([][]byte, len(inputs))
+	written := 0
+	var failed int
+	ticker := time.NewTicker(prog.period())
+	defer ticker.Stop()
+	for done := 0; done < len(inputs); {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				stopWaiting()
+				_ = stopWorker()
+				return fmt.Errorf("wait for %s: %w", inputs[r.idx].id, r.err)
+			}
+			line, ok := mapLine(inputs[r.idx], r.inv)
+			if !ok {
+				failed++
+			}
+			done++
+			prog.update(done, failed)
+			if o.completed {
+				if err := out.write(line); err != nil {
+					return err
+				}
+				continue
+			}
+			lines[r.idx] = line
+			for written < len(lines) && lines[written] != nil {
+				if err := out.write(lines[written]); err != nil {
+					return err
+				}
+				lines[written] = nil
+				written++
+			}
+		case <-ticker.C:
+			prog.tick()
+		case err := <-workerDone:
+			// The workers stopped before every input was done: interrupted.
+			workerDone <- err
+			prog.finish()
+			fmt.Fprintf(a.stderr, "lakeshore map: interrupted with %d of %d inputs done; run the same command again to finish (nothing that succeeded runs again)\n",
+				done, len(inputs))
+			return silentExit(exitInterrupted)
+		}
+	}
+	stopWaiting()
+	if err := stopWorker(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	if err := out.commit(); err != nil {
+		return err
+	}
+	prog.finish()
+	wall := time.Since(start)
+	sum := map[string]any{
+		"jobs": len(inputs), "succeeded": len(inputs) - failed, "failed": failed,
+		"already_done": prog.reused, "wall_s": wall.Seconds(),
+		"jobs_per_s": float64(len(inputs)) / wall.Seconds(),
+	}
+	if a.json {
+		b, _ := json.Marshal(sum)
+		fmt.Fprintf(a.stderr, "%s\n", b)
+	} else {
+		fmt.Fprintf(a.stderr, "map: %d jobs, %d succeeded, %d failed (%d already done before this run), wall time %s, %.1f jobs/s\n",
+			len(inputs), len(inputs)-failed, failed, prog.reused, wall.Round(time.Millisecond), sum["jobs_per_s"])
+	}
+	if failed > 0 {
+		return silentExit(exitJobFailed)
+	}
+	return nil
+}
+
+// resolveInputs submits every input with its key and returns its job. An input whose
+// earlier job ended without success (failed, killed, timed out, cancelled) gets a job of
+// the next key generation, so a re-run runs it again; one that succeeded keeps its job.
+func resolveInputs(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queue, argv, texts []string, maxAttempts int) ([]mapInput, error) {
+	inputs := make([]mapInput, len(texts))
+	gens := make([]int, len(texts))
+	todo := make([]int, len(texts))
+	for i := range todo {
+		todo[i] = i
+	}
+	const batch = 500
+	for len(todo) > 0 {
+		var again []int
+		for lo := 0; lo < len(todo); lo += batch {
+			idx := todo[lo:min(lo+batch, len(todo))]
+			params := &plane.SubmitManyParams{Namespace: q.Namespace(), Queue: q.Name(), Invocations: make([]plane.SubmitParams, len(idx))}
+			for j, i := range idx {
+				payload, err := wire.Marshal(texts[i])
+				if err != nil {
+					return nil, err
+				}
+				params.Invocations[j] = plane.SubmitParams{Payload: payload, Key: mapKey(argv, texts[i], gens[i]), MaxAttempts: maxAttempts}
+			}
+			res, err := d.Driver().InvocationSubmitMany(ctx, params)
+			if err != nil {
+				return nil, err
+			}
+			for j, i := range idx {
+				inputs[i] = mapInput{text: texts[i], id: res[j].ID, state: lakeshore.StateQueued}
+				if !res[j].Existing {
+					continue
+				}
+				inv, err := d.Driver().InvocationGet(ctx, res[j].ID)
+				if err != nil {
+					return nil, err
+				}
+				inputs[i].state = inv.State
+				if inv.State.Terminal() && inv.State != lakeshore.StateSucceeded {
+					gens[i]++
+					again = append(again, i)
+				}
+			}
+		}
+		todo = again
+	}
+	return inputs, nil
+}
+
+// waitTerminal waits, without limit, until invocation id is terminal.
+func waitTerminal(ctx context.Context, d *lakeshore.Dispatch, id string) (*plane.Invocation, error) {
+	for {
+		inv, err := d.Driver().InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: time.Minute})
+		if errors.Is(err, lakeshore.ErrTimeout) {
+			continue
+		}
+		return inv, err
+	}
+}
+
+// mapLine is the output line of one input; ok is false when its job did not succeed.
+func mapLine(in mapInput, inv *plane.Invocation) ([]byte, bool) {
+	m := map[string]any{"input": in.text, "id": inv.ID, "state": inv.State}
+	ok := inv.State == lakeshore.StateSucceeded
+	if ok {
+		v, err := decodeValue(inv.Result)
+		if err != nil {
+			v = map[string]any{"undecodable_result": err.Error()}
+		}
+		m["result"] = jsonValue(v)
+	} else if inv.Error != nil {
+		m["error"] = inv.Error
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		buf.Reset()
+		fmt.Fprintf(&buf, "{\"input\":%q,\"id\":%q,\"state\":%q,\"error\":%q}\n", in.text, inv.ID, inv.State, err.Error())
+	}
+	return buf.Bytes(), ok
+}
+
+// mapOutput writes the JSON lines to stdout, or to a temporary file renamed to --out at
+// the end (so --out is complete or absent).
+type mapOutput struct {
+	w    *bufio.Writer
+	f    *os.File
+	path string
+}
+
+func newMapOutput(stdout io.Writer, path string) (*mapOutput, error) {
+	if path == "" {
+		return &mapOutput{w: bufio.NewWriter(stdout)}, nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, usagef("--out %s is a directory", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, usagef("--out %s is not writable: %w", path, err)
+	}
+	return &mapOutput{w: bufio.NewWriterSize(f, 256<<10), f: f, path: path}, nil
+}
+
+func (m *mapOutput) write(line []byte) error {
+	if _, err := m.w.Write(line); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if m.f == nil && m.w.Buffered() > 0 {
+		return m.w.Flush() // stdout: line by line, for pipes
+	}
+	return nil
+}
+
+func (m *mapOutput) commit() error {
+	if err := m.w.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if m.f == nil {
+		return nil
+	}
+	if err := m.f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", m.path, err)
+	}
+	if err := m.f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", m.path, err)
+	}
+	if err := os.Rename(m.f.Name(), m.path); err != nil {
+		return fmt.Errorf("write %s: %w", m.path, err)
+	}
+	m.f = nil
+	return nil
+}
+
+// abort removes the temporary file when commit did not run.
+func (m *mapOutput) abort() {
+	if m.f != nil {
+		name := m.f.Name()
+		m.f.Close()
+		os.Remove(name)
+		m.f = nil
+	}
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+func newQueueCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "queue",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  unknownSubcommand,
+		Short: "Show, set or clear a queue's admission block (depth and rate limits)",
+	}
+	c.AddCommand(newQueueSetCmd(a), newQueueGetCmd(a), newQueueClearCmd(a))
+	return c
+}
+
+func newQueueSetCmd(a *app) *cobra.Command {
+	var (
+		ad     plane.Admission
+		onFull string
+	)
+	c := &cobra.Command{
+		Use:   "set NAME",
+		Short: "Set the admission block of queue NAME (replacing any earlier one)",
+		Example: `  lakeshore queue set embed --max-depth 1000 --on-full block
+  lakeshore queue set scrape --rate-limit 5 --burst 10 --deadline-cutoff 30s`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ad.OnFull = plane.OnFull(onFull)
+			if err := ad.Validate(); err != nil {
+				return err
+			}
+			d, q, err := a.queue(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			if err := d.Driver().QueueAdmissionSet(c.Context(), &plane.AdmissionParams{
+				Namespace: q.Namespace(), Queue: q.Name(), Admission: ad}); err != nil {
+				return err
+			}
+			return a.printAdmission(c, d, q)
+		},
+	}
+	f := c.Flags()
+	f.Int64Var(&ad.MaxDepth, "max-depth", 0, "limit on queued jobs (0: none)")
+	f.StringVar(&onFull, "on-full", "", "at max depth: reject (default) or block")
+	f.Float64Var(&ad.RateLimit, "rate-limit", 0, "submits per second, a token bucket (0: none)")
+	f.Int64Var(&ad.Burst, "burst", 0, "token bucket size (default: the rate rounded up)")
+	f.DurationVar(&ad.DeadlineCutoff, "deadline-cutoff", 0, "reject submits whose deadline is nearer than this (0: none)")
+	return c
+}
+
+func newQueueGetCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show the admission block of queue NAME",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, q, err := a.queue(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			return a.printAdmission(c, d, q)
+		},
+	}
+}
+
+func newQueueClearCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "clear NAME",
+		Short: "Remove the admission block of queue NAME",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, q, err := a.queue(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			had, err := d.Driver().QueueAdmissionDelete(c.Context(), q.Namespace(), q.Name())
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"queue": q.Name(), "cleared": had})
+			}
+			if had {
+				fmt.Fprintf(a.stdout, "%s: admission block cleared\n", q.Name())
+			} else {
+				fmt.Fprintf(a.stdout, "%s: had no admission block\n", q.Name())
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) printAdmission(c *cobra.Command, d *lakeshore.Dispatch, q *lakeshore.Queue) error {
+	ad, err := d.Driver().QueueAdmissionGet(c.Context(), q.Namespace(), q.Name())
+	if err != nil {
+		return err
+	}
+	if a.json {
+		m := map[string]any{"namespace": q.Namespace(), "queue": q.Name(), "admission": nil}
+		if ad != nil {
+			m["admission"] = map[string]any{"max_depth": ad.MaxDepth, "on_full": ad.OnFull,
+				"rate_limit": ad.RateLimit, "burst": ad.Burst, "deadline_cutoff": ad.DeadlineCutoff.String(),
+				"deadline_cutoff_s": ad.DeadlineCutoff.Seconds()}
+		}
+		return a.printJSON(m)
+	}
+	if ad == nil {
+		_, err := fmt.Fprintf(a.stdout, "%s: no admission block\n", q.Name())
+		return err
+	}
+	tw := a.table()
+	fmt.Fprintf(tw, "queue\t%s/%s\n", q.Namespace(), q.Name())
+	fmt.Fprintf(tw, "max depth\t%d\n", ad.MaxDepth)
+	fmt.Fprintf(tw, "on full\t%s\n", ad.OnFull)
+	fmt.Fprintf(tw, "rate limit\t%g/s\n", ad.RateLimit)
+	fmt.Fprintf(tw, "burst\t%d\n", ad.Burst)
+	fmt.Fprintf(tw, "deadline cutoff\t%s\n", time.Duration(ad.DeadlineCutoff))
+	return tw.Flush()
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+func newQueuesCmd(a *app) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "queues",
+		Short: "List every queue with its depth by state and its admission block",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			ns := d.Namespace()
+			if all {
+				ns = ""
+			}
+			stats, err := d.Driver().QueueStatsList(c.Context(), ns)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				for _, s := range stats {
+					counts := map[string]int64{}
+					for _, st := range plane.States {
+						counts[string(st)] = s.Counts[st]
+					}
+					if err := a.printJSON(map[string]any{"namespace": s.Namespace, "queue": s.Queue,
+						"counts": counts, "admission": s.Admission}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := a.table()
+			fmt.Fprint(tw, "NAMESPACE\tQUEUE")
+			for _, st := range plane.States {
+				fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
+			}
+			fmt.Fprintln(tw, "\tADMISSION")
+			for _, s := range stats {
+				fmt.Fprintf(tw, "%s\t%s", s.Namespace, s.Queue)
+				for _, st := range plane.States {
+					fmt.Fprintf(tw, "\t%d", s.Counts[st])
+				}
+				fmt.Fprintf(tw, "\t%s\n", admissionText(s.Admission))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&all, "all-namespaces", false, "list the queues of every namespace")
+	return c
+}
+
+func admissionText(ad *plane.Admission) string {
+	if ad == nil {
+		return "-"
+	}
+	var parts []string
+	if ad.MaxDepth > 0 {
+		parts = append(parts, fmt.Sprintf("max-depth=%d on-full=%s", ad.MaxDepth, ad.OnFull))
+	}
+	if ad.RateLimit > 0 {
+		parts = append(parts, fmt.Sprintf("rate=%g/s burst=%d", ad.RateLimit, ad.Burst))
+	}
+	if ad.DeadlineCutoff > 0 {
+		parts = append(parts, fmt.Sprintf("deadline-cutoff=%s", ad.DeadlineCutoff))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}

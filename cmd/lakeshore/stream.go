@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+func newStreamCmd(a *app) *cobra.Command {
+	var (
+		since   int64
+		timeout time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "stream ID",
+		Short: "Print a job's VALUE frames, following live until it ends",
+		Long: `Print the VALUE frames of job ID with seq > --since (all by default), live while
+it runs, one per line: "SEQ<TAB>VALUE" (VALUE as JSON), or {"seq","attempt","value"}
+with --json. To resume after an interruption pass the last SEQ seen as --since.
+Exit 0 when the job succeeded, 1 when it failed, was cancelled or timed out, 4
+after --timeout without a new frame.`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, q, err := a.queue(c.Context(), anyQueue)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			for f, err := range q.Stream(c.Context(), args[0], since, &lakeshore.StreamOptions{Timeout: timeout}) {
+				if err != nil {
+					return err
+				}
+				if a.json {
+					err = a.printJSON(map[string]any{"seq": f.Seq, "attempt": f.Attempt, "value": f.Value})
+				} else {
+					_, err = fmt.Fprintf(a.stdout, "%d\t%s\n", f.Seq, compactJSON(f.Value))
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().Int64Var(&since, "since", lakeshore.FromStart, "print frames after this seq (-1: from the start)")
+	c.Flags().DurationVar(&timeout, "timeout", -1, "give up after this long without a frame (default: follow until the job ends)")
+	return c
+}

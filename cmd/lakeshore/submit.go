@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+func newSubmitCmd(a *app) *cobra.Command {
+	var (
+		file, key      string
+		asString, wait bool
+		priority       float64
+		maxAttempts    int
+		attemptTimeout time.Duration
+		timeout        time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "submit QUEUE [PAYLOAD]",
+		Short: "Submit a job: its payload is JSON from the argument, --file, or stdin",
+		Long: `Submit a job to QUEUE and print its id. The payload is JSON, taken from PAYLOAD,
+from --file (- for stdin), or from stdin when neither is given; --string takes the
+text as a plain string instead. With --key, submitting the same key again returns
+the existing id. With --wait, wait for the job and print its result (exit 1 when
+it failed, was cancelled or timed out; 4 when the wait timed out).`,
+		Example: `  lakeshore submit embed '{"text": "hello"}'
+  lakeshore submit embed --key doc-42 --file doc.json --wait
+  echo '"s3://bucket/x"' | lakeshore submit resize`,
+		Args: rangeArgs(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var raw []byte
+			var err error
+			switch {
+			case len(args) == 2 && file != "":
+				return usagef("give the payload as an argument or with --file, not both")
+			case len(args) == 2:
+				raw = []byte(args[1])
+			case file == "-" || file == "":
+				raw, err = io.ReadAll(a.stdin)
+			default:
+				raw, err = os.ReadFile(file)
+			}
+			if err != nil {
+				return usagef("read payload: %w", err)
+			}
+			var payload any = string(raw)
+			if !asString {
+				if payload, err = parseJSON(raw); err != nil {
+					return usagef("payload is not JSON (%v); quote a string as '\"text\"' or pass --string", err)
+				}
+			}
+			d, q, err := a.queue(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			id, err := q.Submit(c.Context(), payload, &lakeshore.SubmitOptions{
+				Key: key, Priority: priority, MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout,
+			})
+			if err != nil {
+				return err
+			}
+			if !wait {
+				if a.json {
+					return a.printJSON(map[string]any{"id": id})
+				}
+				_, err = fmt.Fprintln(a.stdout, id)
+				return err
+			}
+			return a.printResult(c, q, id, timeout)
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&file, "file", "f", "", "read the payload from this file (- for stdin)")
+	f.BoolVar(&asString, "string", false, "take the payload text as a plain string, not JSON")
+	f.StringVar(&key, "key", "", "idempotency key: the same key returns the existing job")
+	f.Float64Var(&priority, "priority", 0, "priority (higher first for priority and boltzmann claims)")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before the job fails (default 3)")
+	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt (default none)")
+	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
+	f.DurationVar(&timeout, "timeout", 0, "with --wait: how long to wait (default 30s; negative: forever)")
+	return c
+}

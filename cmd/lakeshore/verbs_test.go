@@ -1,0 +1,214 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestVerbs(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SubmitGetResult", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		id := c.ok("submit", "jobs", `{"text": "hi", "n": 3, "x": 1.5}`)
+		require.Len(t, id, 26)
+		k1 := c.ok("submit", "jobs", `{"other": true}`, "--key", "k1")
+		require.NotEqual(t, id, k1)
+		require.Equal(t, k1, c.ok("submit", "jobs", `{"different": 1}`, "--key", "k1"), "the same key returns the same id")
+		// get, in both forms
+		out := c.ok("get", id)
+		require.Contains(t, out, "queued")
+		require.Contains(t, out, `{"n":3,"text":"hi","x":1.5}`)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "get", id)), &got))
+		require.Equal(t, "queued", got["state"])
+		require.Equal(t, map[string]any{"text": "hi", "n": float64(3), "x": 1.5}, got["payload"])
+
+		// a worker runs it (cat echoes the payload), then result and stream
+		c.ok("worker", "jobs", "--once", "--", "cat")
+		require.JSONEq(t, `{"exit_code":0,"stderr":"","stdout":"{\"n\":3,\"text\":\"hi\",\"x\":1.5}\n"}`, c.ok("result", id))
+		require.Equal(t, "0\t{\"n\":3,\"text\":\"hi\",\"x\":1.5}", c.ok("stream", id))
+		var res map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "result", id)), &res))
+		require.Equal(t, "succeeded", res["state"])
+	})
+
+	t.Run("PayloadSources", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		file := filepath.Join(t.TempDir(), "p.json")
+		require.NoError(t, os.WriteFile(file, []byte(`[1, 2]`), 0o600))
+		for _, args := range [][]string{{"submit", "q", "--file", file}, {"submit", "q", "--string", "plain text"}} {
+			c.ok(args...)
+		}
+		out, _, code := c.run(`{"from": "stdin"}`, "submit", "q")
+		require.Zero(t, code)
+		require.Contains(t, c.ok("get", strings.TrimSpace(out)), `{"from":"stdin"}`)
+		_, errs, code := c.run("", "submit", "q", "not json")
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, errs, "not JSON")
+		_, _, code = c.run("", "submit", "q", "1", "--file", file)
+		require.Equal(t, exitUsage, code)
+		_, errs, code = c.run("", "submit", "bad/name", "1")
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, errs, "queue name")
+	})
+
+	t.Run("ExitCodes", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		_, _, code := c.run("", "get", "01ARZ3NDEKTSV4RRFFQ69G5FAV")
+		require.Equal(t, exitNotFound, code)
+		_, _, code = c.run("", "result", "01ARZ3NDEKTSV4RRFFQ69G5FAV")
+		require.Equal(t, exitNotFound, code)
+		_, _, code = c.run("", "no-such-verb")
+		require.Equal(t, exitUsage, code)
+		_, _, code = c.run("", "get", "--no-such-flag", "x")
+		require.Equal(t, exitUsage, code)
+		_, _, code = c.run("", "get")
+		require.Equal(t, exitUsage, code)
+
+		id := c.ok("submit", "q", "1")
+		_, errs, code := c.run("", "result", id, "--timeout", "50ms")
+		require.Equal(t, exitWaitTimeout, code, errs)
+
+		// A failing job: exit 1 from result and submit --wait, its error on stderr.
+		fail := c.ok("submit", "q", "2", "--max-attempts", "1")
+		c.ok("worker", "q", "--max-jobs", "2", "--", "sh", "-c", `read x; [ "$x" = 1 ] || { echo "no good: $x" >&2; exit 7; }`)
+		_, errs, code = c.run("", "result", fail)
+		require.Equal(t, exitJobFailed, code)
+		require.Contains(t, errs, "exited with code 7")
+		require.Contains(t, errs, "no good: 2")
+		out, _, code := c.run("", "--json", "result", fail)
+		require.Equal(t, exitJobFailed, code)
+		require.Contains(t, out, `"state":"failed"`)
+
+		// cancel: 0 when it cancelled, 1 when nothing changed
+		q2 := c.ok("submit", "q", "3")
+		require.Contains(t, c.ok("cancel", q2), "cancelled")
+		out, _, code = c.run("", "cancel", q2)
+		require.Equal(t, exitJobFailed, code)
+		require.Contains(t, out, "not cancelled: it is cancelled")
+		_, _, code = c.run("", "result", q2)
+		require.Equal(t, exitJobFailed, code)
+		out, _, code = c.run("", "kill", id)
+		require.Equal(t, exitJobFailed, code, "kill of a finished job changes nothing")
+		require.Contains(t, out, "not killed")
+	})
+
+	t.Run("SubmitWait", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		done := make(chan int, 1)
+		go func() {
+			_, _, code := c.run("", "worker", "w", "--once", "--", "sh", "-c", "cat >/dev/null; echo '{\"ok\": true}'")
+			done <- code
+		}()
+		out := c.ok("submit", "w", `"x"`, "--wait", "--timeout", "20s")
+		require.JSONEq(t, `{"exit_code":0,"stderr":"","stdout":"{\"ok\": true}\n"}`, out)
+		require.Zero(t, <-done)
+	})
+
+	t.Run("CountQueuesAdmission", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		for range 3 {
+			c.ok("submit", "a", "null")
+		}
+		c.ok("submit", "b", "null")
+		require.Equal(t, "3", c.ok("count", "a", "queued"))
+		require.Contains(t, c.ok("count", "a"), "queued     3")
+		_, _, code := c.run("", "count", "a", "bogus")
+		require.Equal(t, exitUsage, code)
+
+		c.ok("queue", "set", "a", "--max-depth", "3", "--on-full", "reject", "--rate-limit", "100", "--deadline-cutoff", "2s")
+		require.Contains(t, c.ok("queue", "get", "a"), "max depth        3")
+		_, errs, code := c.run("", "submit", "a", "null")
+		require.Equal(t, exitError, code, "a full queue rejects: %s", errs)
+		require.Contains(t, errs, "full")
+		_, _, code = c.run("", "queue", "set", "a", "--on-full", "sometimes")
+		require.Equal(t, exitUsage, code)
+
+		tbl := c.ok("queues")
+		require.Contains(t, tbl, "QUEUED")
+		require.Regexp(t, `default\s+a\s+3\s+0\s+0\s+0\s+0\s+0\s+0\s+max-depth=3 on-full=reject rate=100/s burst=100 deadline-cutoff=2s`, tbl)
+		require.Regexp(t, `default\s+b\s+1\s`, tbl)
+		var row map[string]any
+		lines := strings.Split(c.ok("--json", "queues"), "\n")
+		require.Len(t, lines, 2)
+		require.NoError(t, json.Unmarshal([]byte(lines[0]), &row))
+		require.Equal(t, "a", row["queue"])
+		require.Equal(t, float64(3), row["counts"].(map[string]any)["queued"])
+
+		require.Contains(t, c.ok("queue", "clear", "a"), "cleared")
+		require.Contains(t, c.ok("queue", "get", "a"), "no admission block")
+		c.ok("submit", "a", "null")
+	})
+
+	t.Run("WorkersList", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		started := filepath.Join(t.TempDir(), "started")
+		c.ok("submit", "wq", "null")
+		done := make(chan int, 1)
+		go func() {
+			_, _, code := c.run("", "worker", "wq", "--once", "--id", "w-test", "--lease", "300ms", "--",
+				"sh", "-c", `touch "$0"; while [ ! -f "$0.go" ]; do sleep 0.02; done`, started)
+			done <- code
+		}()
+		waitFile(t, started)
+		out := c.ok("workers")
+		require.Contains(t, out, "w-test")
+		require.Contains(t, out, "wq")
+		require.NoError(t, os.WriteFile(started+".go", nil, 0o600))
+		require.Zero(t, <-done)
+		require.NotContains(t, c.ok("workers"), "w-test", "a stopped worker is gone")
+	})
+
+	t.Run("TopicAndTrim", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		require.Equal(t, "0", c.ok("topic", "post", "q", "news", `{"a": 1}`))
+		require.Equal(t, "1", c.ok("topic", "post", "q", "news", "--string", "two"))
+		require.Equal(t, "0\t{\"a\":1}", c.ok("topic", "listen", "q", "news"))
+		require.Equal(t, "1\t\"two\"", c.ok("topic", "listen", "q", "news", "--since", "0"))
+		_, _, code := c.run("", "topic", "listen", "q", "news", "--since", "1", "--timeout", "50ms")
+		require.Equal(t, exitWaitTimeout, code)
+		c.ok("topic", "post", "q", "news", "--final")
+		require.Equal(t, "0\t{\"a\":1}\n1\t\"two\"", c.ok("topic", "listen", "q", "news", "--follow"))
+
+		id := c.ok("submit", "q", "1")
+		c.ok("cancel", id)
+		require.Equal(t, "trimmed 0", c.ok("trim", "q", "--older-than", "1h"))
+		require.Equal(t, "trimmed 1", c.ok("trim", "q"))
+		_, _, code = c.run("", "get", id)
+		require.Equal(t, exitNotFound, code)
+	})
+
+	t.Run("Completion", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		require.Contains(t, c.ok("completion", "bash"), "__start_lakeshore")
+	})
+}
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

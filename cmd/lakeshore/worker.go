@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+func newWorkerCmd(a *app) *cobra.Command {
+	var (
+		spec     = execSpec{frames: true}
+		o        lakeshore.WorkerOptions
+		noFrames bool
+	)
+	c := &cobra.Command{
+		Use:   "worker QUEUE [QUEUE…] -- COMMAND [ARGS…]",
+		Short: "Run COMMAND once per job claimed from QUEUE: a worker in any language",
+		Long: `Claim jobs from QUEUE and run COMMAND once per job, up to --concurrency at once:
+  - the payload is JSON on stdin; "{}" in ARGS is replaced by the payload when it
+    is a string;
+  - LAKESHORE_JOB_ID, LAKESHORE_QUEUE, LAKESHORE_NAMESPACE and LAKESHORE_ATTEMPT
+    are set in its environment;
+  - each line it prints on stdout becomes a VALUE frame (JSON when it parses, else
+    a string), readable live with 'lakeshore stream ID';
+  - exit 0 acks the job with {exit_code, stdout (first --stdout-cap bytes), stderr
+    (last --stderr-tail bytes)}; a non-zero exit nacks it (retried while attempts
+    remain) with the exit code and the stderr tail;
+  - when the job is killed, its lease is lost, or --timeout passes, the command's
+    process group gets SIGTERM, then SIGKILL after --grace.
+SIGINT/SIGTERM drains (running commands finish, nothing new is claimed); a second
+signal stops the running commands, and their jobs are retried.`,
+		Example: `  lakeshore worker thumbnails -- convert {} -resize 256x256 {}.thumb.png
+  lakeshore worker embed --concurrency 4 -- python embed.py`,
+		Args: func(c *cobra.Command, args []string) error {
+			dash := c.ArgsLenAtDash()
+			if dash < 1 || dash == len(args) {
+				return usagef("usage: lakeshore worker QUEUE [QUEUE…] -- COMMAND [ARGS…]")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			dash := c.ArgsLenAtDash()
+			queues, argv := args[:dash], args[dash:]
+			spec.argv = argv
+			spec.frames = !noFrames
+			if err := spec.checkCommand(); err != nil {
+				return err
+			}
+			d, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			handlers := make([]lakeshore.Handler, len(queues))
+			for i, q := range queues {
+				handlers[i] = lakeshore.Handle(q, spec.handle)
+			}
+			a.takeSignals.Store(true)
+			o.Signals = a.workerSignals
+			o.Logger = a.logger()
+			if !o.Once {
+				fmt.Fprintf(a.stderr, "lakeshore worker: %v on %v (concurrency %d); Ctrl-C drains, twice stops running jobs\n",
+					argv, queues, max(o.Concurrency, 1))
+			}
+			return lakeshore.RunWorker(c.Context(), d, handlers, &o)
+		},
+	}
+	f := c.Flags()
+	f.IntVarP(&o.Concurrency, "concurrency", "c", 1, "commands run at once")
+	f.BoolVar(&o.Once, "once", false, "handle exactly one job, then exit")
+	f.IntVar(&o.MaxJobs, "max-jobs", 0, "exit after this many jobs (0: no limit)")
+	f.BoolVar(&o.ExitWhenIdle, "exit-when-idle", false, "exit when the queues are empty and nothing runs")
+	f.DurationVar(&o.LeaseTTL, "lease", lakeshore.LeaseTTLDefault, "lease of each claim, heartbeated every third")
+	f.StringVar(&o.ID, "id", "", "worker id in 'lakeshore workers' (default: a new ULID)")
+	f.DurationVar(&spec.timeout, "timeout", 0, "per-job timeout: stop the command after this long (0: none)")
+	f.DurationVar(&spec.grace, "grace", graceDefault, "time between SIGTERM and SIGKILL when a command is stopped")
+	f.IntVar(&spec.stdoutCap, "stdout-cap", stdoutCapDefault, "bytes of stdout kept in the result")
+	f.IntVar(&spec.stderrTail, "stderr-tail", stderrTailDefault, "bytes of stderr (the last ones) kept in the result or error")
+	f.BoolVar(&noFrames, "no-frames", false, "do not post stdout lines as VALUE frames")
+	return c
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+func newWorkersCmd(a *app) *cobra.Command {
+	var (
+		within time.Duration
+		all    bool
+	)
+	c := &cobra.Command{
+		Use:   "workers",
+		Short: "List live workers: id, host, pid, queues, started, last seen",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			ns := d.Namespace()
+			if all {
+				ns = ""
+			}
+			ws, err := d.Driver().WorkerList(c.Context(), &plane.WorkerListParams{Namespace: ns, SeenWithin: within})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				for _, w := range ws {
+					if err := a.printJSON(w); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := a.table()
+			fmt.Fprintln(tw, "ID\tHOST\tPID\tNAMESPACE\tQUEUES\tSTARTED\tLAST SEEN")
+			for _, w := range ws {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s ago\n", w.ID, w.Host, w.PID, w.Namespace,
+					strings.Join(w.Queues, ","), formatTime(w.StartedAt), time.Since(w.LastSeen).Round(time.Second))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().DurationVar(&within, "seen-within", 0, "hide workers silent for longer (default 1m)")
+	c.Flags().BoolVar(&all, "all-namespaces", false, "list the workers of every namespace")
+	return c
+}
