@@ -20,5 +20,6 @@ func commands() []func(*app) *cobra.Command {
 		newTrimCmd,
 		newWorkerCmd,
 		newMapCmd,
+		newServeCmd, newTokenCmd,
 	}
 }
