@@ -1,7 +1,9 @@
 package planetest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -301,6 +303,88 @@ func testLease(t *testing.T, s *suite) {
 		require.Empty(t, stolen, "a job whose lease is kept alive is never handed to a second claimer")
 		b.ack(t, j, "done")
 		b.requireState(t, id, plane.StateSucceeded, 1)
+	})
+
+	t.Run("ConcurrentWorkersSettleEachJobOnce", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{realClock: true})
+		const jobs, workers = 30, 4
+		const lease = 250 * time.Millisecond
+		var batch []plane.SubmitParams
+		for range jobs {
+			batch = append(batch, plane.SubmitParams{MaxAttempts: 5})
+		}
+		ids := map[string]int{}
+		for i, r := range b.submit(t, batch...) {
+			ids[r.ID] = i
+		}
+		var (
+			mu        sync.Mutex
+			won       = map[string][]string{} // id → results of the acks that succeeded
+			staleWins []string                // slow acks that succeeded after their lease
+			failures  []error
+		)
+		ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					mu.Lock()
+					finished := len(won) == jobs
+					mu.Unlock()
+					if finished {
+						return
+					}
+					got, err := b.drv.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q,
+						Kind: plane.KindFIFO, Max: 2, LeaseTTL: lease, Wait: 50 * time.Millisecond})
+					if err != nil {
+						if ctx.Err() == nil {
+							mu.Lock()
+							failures = append(failures, err)
+							mu.Unlock()
+						}
+						return
+					}
+					for _, j := range got {
+						// Every third job stalls past its lease on its first attempt.
+						slow := j.Attempt == 1 && ids[j.ID]%3 == 0
+						if slow {
+							<-time.After(lease + 150*time.Millisecond)
+						}
+						result := fmt.Sprintf("%s by %d at attempt %d", j.ID, w, j.Attempt)
+						errs, err := b.drv.InvocationSettleMany(ctx, []plane.SettleParams{{ID: j.ID, Token: j.Token,
+							Outcome: plane.OutcomeSucceeded, Result: []byte(result)}})
+						if err == nil {
+							err = errs[0]
+						}
+						mu.Lock()
+						switch {
+						case err == nil && slow:
+							staleWins = append(staleWins, j.ID)
+						case err == nil:
+							won[j.ID] = append(won[j.ID], result)
+						case !errors.Is(err, plane.ErrLeaseLost) && ctx.Err() == nil:
+							failures = append(failures, err)
+						}
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.Empty(t, failures, "workers saw only ErrLeaseLost")
+		require.Empty(t, staleWins, "an ack after the lease ended was accepted")
+		require.Len(t, won, jobs, "every job succeeded")
+		for id, results := range won {
+			require.Len(t, results, 1, "%s was acked successfully more than once: %v", id, results)
+			inv := b.requireState(t, id, plane.StateSucceeded, b.get(t, id).Attempt)
+			require.Equal(t, results[0], string(inv.Result), "the stored result is the accepted ack's")
+			if ids[id]%3 == 0 {
+				require.GreaterOrEqual(t, inv.Attempt, 2, "a stalled first attempt was re-dispatched")
+			}
+		}
+		b.requireCounts(t, map[plane.State]int64{plane.StateSucceeded: jobs})
 	})
 
 	t.Run("AbandonedJobReclaimedAutomatically", func(t *testing.T) {
