@@ -20,46 +20,67 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 	n := max(p.Max, 1)
 	lease := cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
 	waitUntil := time.Now().Add(p.Wait)
+	key := queueKey(p.Namespace, p.Queue)
 	for {
 		var changed <-chan struct{}
 		release := func() {}
+		var w *claimWaiter
 		if p.Wait > 0 {
-			changed, release = d.hub.watch(queueKey(p.Namespace, p.Queue))
+			// The hub wakes us for what the writer cannot hand off: another process's
+			// commit, a job entering backoff, Close.
+			changed, release = d.hub.watch(key)
+			w = &claimWaiter{p: p, kind: kind, n: n, lease: lease, deliver: make(chan []*plane.Job, 1)}
 		}
 		var jobs []*plane.Job
 		var nextMS int64
 		err := d.do(ctx, func(t *wtx) error {
 			var err error
 			jobs, nextMS, err = t.claim(p, kind, n, lease)
+			if err == nil && len(jobs) == 0 && w != nil {
+				d.claimWaiters.park(key, w) // in the transaction: no submit slips between
+				w.parked = true
+			}
 			return err
 		})
 		if err != nil || len(jobs) > 0 || p.Wait == 0 {
+			if w != nil && w.parked && !d.claimWaiters.unpark(key, w) {
+				jobs = append(jobs, <-w.deliver...) // parked by a try that rolled back, then served
+			}
 			release()
 			return jobs, err
 		}
 		wait := time.Until(waitUntil)
-		if wait <= 0 {
-			release()
-			return nil, nil
-		}
-		if nextMS > 0 { // a queued invocation becomes available (backoff) before the wait ends
+		if nextMS > 0 { // a queued invocation leaves backoff before the wait ends
 			wait = min(wait, max(time.Duration(nextMS-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
 		}
-		timer := time.NewTimer(wait)
+		var handed []*plane.Job
+		var stopErr error
+		timer := time.NewTimer(max(wait, 0))
 		select {
+		case handed = <-w.deliver:
 		case <-changed:
 		case <-timer.C:
 		case <-ctx.Done():
-			timer.Stop()
-			release()
-			return nil, ctx.Err()
+			stopErr = ctx.Err()
 		case <-d.stopped:
-			timer.Stop()
-			release()
-			return nil, plane.ErrClosed
+			stopErr = plane.ErrClosed
 		}
 		timer.Stop()
 		release()
+		if handed == nil && !d.claimWaiters.unpark(key, w) {
+			// The writer took us: its delivery comes right after its commit. Jobs claimed
+			// for us are returned even if ctx ended, so no lease is left without a holder.
+			handed = <-w.deliver
+		}
+		if len(handed) > 0 {
+			return handed, nil
+		}
+		if stopErr != nil {
+			return nil, stopErr
+		}
+		if time.Until(waitUntil) <= 0 {
+			return nil, nil
+		}
 	}
 }
 

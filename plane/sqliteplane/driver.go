@@ -37,6 +37,8 @@ type Driver struct {
 	reads   readStatements
 	blocked lines // submits waiting for room, per queue
 
+	claimWaiters claimWaiters // claims parked for a direct handoff, per queue
+
 	ops     chan *op      // unbuffered: a send succeeds only while the writer runs
 	stop    chan struct{} // closed by Close: the writer drains and exits
 	stopped chan struct{} // closed by the writer when it has exited

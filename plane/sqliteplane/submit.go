@@ -173,6 +173,6 @@ func (t *wtx) insert(namespace, queue string, s *plane.SubmitParams) (string, er
 		return "", fmt.Errorf("submit: insert: %w", err)
 	}
 	t.count(namespace, queue, stateQueued, s.Priority, +1)
-	t.wake(queueKey(namespace, queue))
+	t.markClaimable(namespace, queue)
 	return id, nil
 }

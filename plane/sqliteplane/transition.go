@@ -79,7 +79,12 @@ func (t *wtx) endAttempt(h *head, info plane.ErrorInfo, final int, delay time.Du
 	t.count(h.namespace, h.queue, h.state, h.priority, -1)
 	t.count(h.namespace, h.queue, stateQueued, h.priority, +1)
 	h.state = stateQueued
-	t.wake(queueKey(h.namespace, h.queue))
+	if delay > 0 {
+		// Parked claimers learn of a job in backoff through the hub and set a timer for it.
+		t.wake(queueKey(h.namespace, h.queue))
+	} else {
+		t.markClaimable(h.namespace, h.queue)
+	}
 	return nil
 }
 

@@ -166,13 +166,18 @@ func (w *writer) run1(batch []*op) (*wtx, error) {
 		}
 	}
 	if err == nil {
+		err = t.handOff()
+	}
+	if err == nil {
 		err = t.flushCounts()
 	}
 	if err == nil {
 		if _, err = w.st.commit.ExecContext(ctx); err == nil {
+			t.deliver(true)
 			return t, nil
 		}
 	}
+	t.deliver(false)
 	if _, rerr := w.conn.ExecContext(ctx, "ROLLBACK"); rerr != nil && !isNoTransaction(rerr) {
 		w.d.cfg.Logger.Warn("rollback failed", "error", rerr)
 	}
@@ -235,6 +240,10 @@ type wtx struct {
 	ms     int64
 	counts map[countKey]int64
 	notify map[string]struct{}
+	// claimable are the queues (key → namespace, queue) with jobs made claimable now, and
+	// handoffs the jobs claimed for parked waiters; see handoff.go.
+	claimable map[string][2]string
+	handoffs  []handoff
 }
 
 type countKey struct {

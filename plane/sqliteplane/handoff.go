@@ -1,0 +1,146 @@
+package sqliteplane
+
+import (
+	"sync"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Direct handoff. A claimer with Wait that finds nothing claimable registers itself, inside
+// the same write transaction, as a waiter of its queue. When a later transaction makes jobs
+// of that queue claimable (a submit, a lease expiry), the writer claims for the waiters in
+// that same transaction, first come first served, and hands them the jobs after the
+// commit. So a submit reaches an idle claimer in one commit, and a submit wakes only the
+// claimers it feeds: no herd of idle claimers racing for one job.
+
+// claimWaiter is one parked claim.
+type claimWaiter struct {
+	p       *plane.ClaimParams
+	kind    plane.Kind
+	n       int
+	lease   time.Duration
+	deliver chan []*plane.Job // buffered 1: the writer delivers at most once per waiter
+	parked  bool              // set by the claim transaction that parked it
+}
+
+// claimWaiters are the parked claims per queue, in arrival order.
+type claimWaiters struct {
+	mu      sync.Mutex
+	byQueue map[string][]*claimWaiter
+}
+
+// park adds w to its queue's waiters unless it is there already.
+func (c *claimWaiters) park(key string, w *claimWaiter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byQueue == nil {
+		c.byQueue = make(map[string][]*claimWaiter)
+	}
+	for _, x := range c.byQueue[key] {
+		if x == w {
+			return
+		}
+	}
+	c.byQueue[key] = append(c.byQueue[key], w)
+}
+
+// unpark removes w and reports whether it was still parked. false means the writer took it
+// and will deliver to it.
+func (c *claimWaiters) unpark(key string, w *claimWaiter) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.byQueue[key]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			if len(ws) == 0 {
+				delete(c.byQueue, key)
+			} else {
+				c.byQueue[key] = ws
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// take removes and returns the first waiter of key, or nil.
+func (c *claimWaiters) take(key string) *claimWaiter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.byQueue[key]
+	if len(ws) == 0 {
+		return nil
+	}
+	w := ws[0]
+	if len(ws) == 1 {
+		delete(c.byQueue, key)
+	} else {
+		c.byQueue[key] = ws[1:]
+	}
+	return w
+}
+
+// putBack returns w to the head of key's waiters.
+func (c *claimWaiters) putBack(key string, w *claimWaiter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byQueue == nil {
+		c.byQueue = make(map[string][]*claimWaiter)
+	}
+	c.byQueue[key] = append([]*claimWaiter{w}, c.byQueue[key]...)
+}
+
+// handoff is jobs claimed for a parked waiter in the current transaction.
+type handoff struct {
+	w    *claimWaiter
+	jobs []*plane.Job
+}
+
+// markClaimable notes that the transaction made jobs of a queue claimable now.
+func (t *wtx) markClaimable(namespace, queue string) {
+	if t.claimable == nil {
+		t.claimable = make(map[string][2]string)
+	}
+	t.claimable[queueKey(namespace, queue)] = [2]string{namespace, queue}
+}
+
+// handOff claims, at the end of the transaction, for the parked waiters of every queue that
+// got claimable jobs, until the waiters or the jobs run out.
+func (t *wtx) handOff() error {
+	waiters := &t.w.d.claimWaiters
+	for key := range t.claimable {
+		for {
+			w := waiters.take(key)
+			if w == nil {
+				break
+			}
+			jobs, _, err := t.claim(w.p, w.kind, w.n, w.lease)
+			if err != nil {
+				waiters.putBack(key, w)
+				return err
+			}
+			if len(jobs) == 0 {
+				waiters.putBack(key, w)
+				break
+			}
+			t.handoffs = append(t.handoffs, handoff{w, jobs})
+		}
+	}
+	clear(t.claimable)
+	return nil
+}
+
+// deliver hands the claimed jobs over after a commit. After a rollback (committed false) the
+// claims never happened: their waiters go back to the head of their queues' lines.
+func (t *wtx) deliver(committed bool) {
+	for _, h := range t.handoffs {
+		if committed {
+			h.w.deliver <- h.jobs
+		} else {
+			t.w.d.claimWaiters.putBack(queueKey(h.w.p.Namespace, h.w.p.Queue), h.w)
+		}
+	}
+	t.handoffs = nil
+}
