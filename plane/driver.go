@@ -254,7 +254,8 @@ type FrameReadParams struct {
 // FrameReadResult is what Driver.FrameRead returns.
 type FrameReadResult struct {
 	Frames []Frame
-	// Closed is true when the journal has its END or ERROR frame (perhaps among Frames).
+	// Closed is true when the journal is closed: a topic after its END frame, an
+	// invocation once it is terminal (its END or ERROR frame is then the last frame).
 	Closed bool
 }
 

@@ -94,9 +94,14 @@ type InvalidError struct {
 	Value any
 	// Rule says what is allowed, e.g. "1–128 bytes of [A-Za-z0-9._-]".
 	Rule string
+	// Message, when set, is the whole error text instead of one built from the fields.
+	Message string
 }
 
 func (e *InvalidError) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
 	if e.Value == nil {
 		return fmt.Sprintf("invalid %s: %s", e.Field, e.Rule)
 	}

@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -77,7 +78,8 @@ func ParseKind(s string) (Kind, error) {
 	case KindFIFO, KindFILO, KindPriority, KindBoltzmann:
 		return Kind(s), nil
 	}
-	return "", &InvalidError{Field: "queue kind", Value: s, Rule: "use fifo|priority|filo|boltzmann"}
+	return "", &InvalidError{Field: "queue kind", Value: s, Rule: "use fifo|priority|filo|boltzmann",
+		Message: fmt.Sprintf("unknown queue kind %q; use fifo|priority|filo|boltzmann", s)}
 }
 
 // FrameKind is the kind of a journal frame.

@@ -176,7 +176,11 @@ func (b *ErrorBody) Err() error {
 	switch b.Code {
 	case plane.ErrInvalid.Code:
 		if d != nil && (d.Field != "" || d.Rule != "") {
-			return &plane.InvalidError{Field: d.Field, Value: d.Value, Rule: d.Rule}
+			e := &plane.InvalidError{Field: d.Field, Value: d.Value, Rule: d.Rule}
+			if e.Error() != b.Message { // a custom text (InvalidError.Message) reads the same on both sides
+				e.Message = b.Message
+			}
+			return e
 		}
 	case plane.ErrFailed.Code, plane.ErrCancelled.Code, plane.ErrTimedOut.Code:
 		if d != nil && d.State != "" {
