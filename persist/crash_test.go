@@ -73,10 +73,15 @@ func TestCrashRecovery(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		base := int64(round) * 1_000_000
 		cmd, sc, stderr := startChild(t, "producer", dir, strconv.FormatInt(base, 10))
-		killAfter := time.Duration(150+rng.IntN(400)) * time.Millisecond
-		timer := time.AfterFunc(killAfter, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		// The kill comes at a random moment after the child's first returned put, so
+		// that a slow start on a loaded machine still leaves work to interrupt.
+		killAfter := time.Duration(50+rng.IntN(400)) * time.Millisecond
+		var timer *time.Timer
 		lines := 0
 		for sc.Scan() {
+			if timer == nil {
+				timer = time.AfterFunc(killAfter, func() { cmd.Process.Signal(syscall.SIGKILL) })
+			}
 			f := strings.Fields(sc.Text())
 			require.Len(t, f, 2, "line %q", sc.Text())
 			idx, err := strconv.ParseInt(f[0], 10, 64)
@@ -89,7 +94,9 @@ func TestCrashRecovery(t *testing.T) {
 			lines++
 		}
 		err := cmd.Wait()
-		timer.Stop()
+		if timer != nil {
+			timer.Stop()
+		}
 		require.Error(t, err, "child should have been killed; stderr: %s", stderr.String())
 		require.Positive(t, lines, "round %d: child printed nothing before the kill; stderr: %s", round, stderr.String())
 		t.Logf("round %d: killed after %v, %d puts returned", round, killAfter, lines)

@@ -103,6 +103,7 @@ func (q *Queue) flush(ctx context.Context) error {
 		q.metrics.lastFlush.Store(time.Now().UnixNano())
 		q.metrics.lastFlushDur.Store(int64(time.Since(start)))
 		q.hub.broadcast() // wakes waiters on "flushed" (tests, Stats watchers)
+		q.dropFlushedTail(ctx)
 		if !more {
 			return nil
 		}

@@ -558,6 +558,16 @@ func (c *fragCache) locate(ctx context.Context, h *fragHandle, idx []int64, visi
 			return err
 		}
 		ix := arr.(*array.Int64).Int64Values()
+		if n := len(ix); n > 0 && ix[n-1]-ix[0] == int64(n-1) {
+			// Dense row group (the common case: consecutive indexes, no duplicates):
+			// the row of index x is x - ix[0].
+			for i := start; i < len(idx) && idx[i] <= hi; i++ {
+				if err := visit(i, rg, int(idx[i]-ix[0])); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		// Merge-walk the two sorted lists.
 		r := sort.Search(len(ix), func(r int) bool { return ix[r] >= idx[start] })
 		for i := start; i < len(idx) && idx[i] <= hi && r < len(ix); {
