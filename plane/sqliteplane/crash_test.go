@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -34,11 +35,22 @@ func startChild(t *testing.T, role, path, arg string) (*exec.Cmd, *bufio.Scanner
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
+	// The child exits when this pipe closes: when the test ends or its process dies.
+	lifeline, err := cmd.StdinPipe()
+	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		lifeline.Close()
+		_ = cmd.Process.Kill()
+	})
 	return cmd, bufio.NewScanner(out)
 }
 
 func runChild(role string) int {
+	go func() { // the parent holds our stdin open while it lives
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(4)
+	}()
 	ctx := context.Background()
 	d, err := Open(ctx, os.Getenv(childPathEnv), &Config{MaintenanceInterval: 50 * time.Millisecond})
 	if err != nil {
