@@ -22,6 +22,7 @@ type options struct {
 	systems            []string
 	workloads          []string
 	runs               int
+	crashRuns          int
 	out                string
 	n                  int
 	maxTime            time.Duration
@@ -59,6 +60,7 @@ func (o options) withDefaults() options {
 		return v
 	}
 	o.runs = pick(o.runs, def.runs)
+	o.crashRuns = min(pick(o.crashRuns, o.runs), o.runs)
 	o.n = pick(o.n, def.n)
 	o.maxTime = pickD(o.maxTime, def.maxTime)
 	o.rate = pick(o.rate, def.rate)
@@ -156,6 +158,9 @@ func run(ctx context.Context, o options, stderr io.Writer) (*report, error) {
 		results[w.name] = map[string][]measurement{}
 		fmt.Fprintf(stderr, "== %s: %s\n", w.name, w.params(&o))
 		for r := range o.runs {
+			if w.name == "crash" && r >= o.crashRuns {
+				break
+			}
 			for _, s := range syss {
 				if _, skip := skipped[s.name()]; skip {
 					continue
@@ -309,9 +314,13 @@ func (h *harness) markdown(syss []system, wls []workload, results map[string]map
 	if o.quick {
 		mode = "quick (smoke sizes: these figures mean nothing)"
 	}
-	fmt.Fprintf(&b, "Mode %s; %d run(s) per workload and system, runs of the systems interleaved; "+
+	crash := ""
+	if o.crashRuns != o.runs {
+		crash = fmt.Sprintf(" (crash: %d)", o.crashRuns)
+	}
+	fmt.Fprintf(&b, "Mode %s; %d run(s)%s per workload and system, runs of the systems interleaved; "+
 		"durability: SQLite synchronous=%s, Redis appendfsync %s; harness time %s.\n\n",
-		mode, o.runs, o.sync, map[string]string{"FULL": "always", "NORMAL": "everysec"}[o.sync], took.Round(time.Second))
+		mode, o.runs, crash, o.sync, map[string]string{"FULL": "always", "NORMAL": "everysec"}[o.sync], took.Round(time.Second))
 	b.WriteString("Workloads:\n\n")
 	for _, w := range wls {
 		fmt.Fprintf(&b, "- `%s`: %s\n", w.name, w.params(&o))

@@ -41,6 +41,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&systemsFlag, "systems", "", "comma-separated systems (default all): "+strings.Join(systemNames(), ","))
 	fs.StringVar(&workloadsFlag, "workloads", "", "comma-separated workloads (default all): "+workloadNames())
 	fs.IntVar(&o.runs, "runs", 0, "runs per workload and system (default 3; quick 1)")
+	fs.IntVar(&o.crashRuns, "crash-runs", 0, "runs of the crash workload, at most -runs (default -runs)")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
 	fs.IntVar(&o.n, "n", 0, "jobs per enqueue, batch and burn-down run (default 100000; quick 300)")
 	fs.DurationVar(&o.maxTime, "max-time", 0, "cap on one run of an enqueue, batch or burn-down workload (default 20s; quick 2s)")

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -52,6 +54,30 @@ type asynqStore struct {
 func (s *asynqStore) enqueue(ctx context.Context, ref jobRef) error {
 	_, err := s.client.EnqueueContext(ctx, asynq.NewTask("bench", ref.bytes()))
 	return err
+}
+
+// fill enqueues jobs 0..n-1 for the burn-down and crash workloads, untimed. asynq has no
+// batch enqueue, so it uses a client with a 256-connection pool and 256 goroutines (the
+// timed workloads use asynq's default pool) to keep the untimed setup short.
+func (s *asynqStore) fill(ctx context.Context, n int) error {
+	c := asynq.NewClient(asynq.RedisClientOpt{Addr: s.opt.Addr, PoolSize: 256})
+	defer c.Close()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 256)
+	for range 256 {
+		wg.Go(func() {
+			for seq := next.Add(1) - 1; seq < int64(n); seq = next.Add(1) - 1 {
+				if _, err := c.EnqueueContext(ctx, asynq.NewTask("bench", newRef(seq).bytes())); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 func (s *asynqStore) enqueueBatch(context.Context, []jobRef) error { return errNoBatch }
