@@ -33,6 +33,7 @@ func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams
 		if err != nil {
 			return fmt.Errorf("set admission: %w", err)
 		}
+		delete(t.w.admissions, [2]string{p.Namespace, p.Queue})
 		t.wake(roomKey(p.Namespace, p.Queue)) // a raised limit makes room
 		return nil
 	})
@@ -73,6 +74,7 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 		}
 		n, _ := res.RowsAffected()
 		deleted = n > 0
+		delete(t.w.admissions, [2]string{namespace, queue})
 		t.wake(roomKey(namespace, queue))
 		return nil
 	})
@@ -104,8 +106,20 @@ func scanAdmission(s scanner) (*admission, error) {
 	return &a, nil
 }
 
+// admission returns the admission block of a queue (nil: none), from the writer's cache when
+// it holds it. The caller may update the returned block's token bucket in place, after
+// writing it in the same transaction.
 func (t *wtx) admission(namespace, queue string) (*admission, error) {
-	return scanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue))
+	key := [2]string{namespace, queue}
+	if a, ok := t.w.admissions[key]; ok {
+		return a, nil
+	}
+	a, err := scanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue))
+	if err != nil {
+		return nil, err
+	}
+	t.w.admissions[key] = a
+	return a, nil
 }
 
 // queued returns the queued count of a queue as this transaction sees it.
@@ -168,6 +182,7 @@ func (t *wtx) admit(namespace, queue string, a *admission, n int64, deadlines []
 		if _, err := t.w.st.admissionTokens.ExecContext(t.ctx, tokens-float64(n), t.ms, namespace, queue); err != nil {
 			return nil, fmt.Errorf("rate limit: %w", err)
 		}
+		a.tokens, a.tokensMS = tokens-float64(n), t.ms // the cached block follows the row
 	}
 	return nil, nil
 }

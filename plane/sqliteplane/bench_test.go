@@ -53,6 +53,29 @@ func BenchmarkSubmit(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
 }
 
+// BenchmarkSubmitAdmission: Submit from 64 goroutines into a queue whose admission block
+// (max depth and rate limit, both too high to refuse) is checked in every submit
+// transaction; compare with BenchmarkSubmit (no block).
+func BenchmarkSubmitAdmission(b *testing.B) {
+	d := benchDriver(b)
+	ctx := context.Background()
+	if err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "bench",
+		Admission: plane.Admission{MaxDepth: 1 << 40, RateLimit: 1e9, Burst: 1 << 40}}); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := submitOne(ctx, d, "bench"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+}
+
 // BenchmarkSubmitMany: SubmitMany in batches of 1,000; b.N counts invocations.
 func BenchmarkSubmitMany(b *testing.B) {
 	d := benchDriver(b)

@@ -51,6 +51,10 @@ type writer struct {
 	st          statements
 	rand        *rand.Rand
 	dataVersion int64
+	// admissions caches admission blocks by (namespace, queue); a nil entry caches "none".
+	// It is cleared after any rollback and whenever another process committed (the
+	// transaction-start check of data_version), so it never outlives what it mirrors.
+	admissions map[[2]string]*admission
 }
 
 func newWriter(ctx context.Context, d *Driver) (*writer, error) {
@@ -58,7 +62,7 @@ func newWriter(ctx context.Context, d *Driver) (*writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", d.path, err)
 	}
-	w := &writer{d: d, conn: conn}
+	w := &writer{d: d, conn: conn, admissions: make(map[[2]string]*admission)}
 	seed := d.cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -157,6 +161,7 @@ func (w *writer) run1(batch []*op) (*wtx, error) {
 	if err := w.begin(ctx); err != nil {
 		return nil, err
 	}
+	w.noticeForeignCommits(ctx)
 	now := w.d.cfg.Now()
 	t := &wtx{w: w, ctx: ctx, now: now, ms: now.UnixMilli(), counts: make(map[countKey]int64), notify: make(map[string]struct{})}
 	var err error
@@ -178,6 +183,7 @@ func (w *writer) run1(batch []*op) (*wtx, error) {
 		}
 	}
 	t.deliver(false)
+	clear(w.admissions)
 	if _, rerr := w.conn.ExecContext(ctx, "ROLLBACK"); rerr != nil && !isNoTransaction(rerr) {
 		w.d.cfg.Logger.Warn("rollback failed", "error", rerr)
 	}
@@ -201,6 +207,19 @@ func (w *writer) begin(ctx context.Context) error {
 	}
 }
 
+// noticeForeignCommits drops what the writer caches when another process committed since the
+// writer's last look. It runs right after BEGIN IMMEDIATE, when nobody else can commit.
+func (w *writer) noticeForeignCommits(ctx context.Context) {
+	var v int64
+	if err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil || v != w.dataVersion {
+		clear(w.admissions)
+		if err == nil {
+			w.dataVersion = v
+			w.d.hub.notifyAll() // waiters may have missed the other process's commit
+		}
+	}
+}
+
 // checkForeignCommits wakes every waiter when another process committed to the file since
 // the last check. PRAGMA data_version on the writer's own connection changes only with other
 // connections' commits, and only the writer writes in this process.
@@ -214,6 +233,7 @@ func (w *writer) checkForeignCommits() {
 	}
 	if v != w.dataVersion {
 		w.dataVersion = v
+		clear(w.admissions)
 		w.d.hub.notifyAll()
 	}
 }
