@@ -122,11 +122,16 @@ func (t *wtx) admission(namespace, queue string) (*admission, error) {
 	return a, nil
 }
 
-// queued returns the queued count of a queue as this transaction sees it.
+// queued returns the queued count of a queue as this transaction sees it: the committed
+// count (cached by the writer for queues with a depth limit) plus this transaction's changes.
 func (t *wtx) queued(namespace, queue string) (int64, error) {
-	var n int64
-	if err := t.w.st.queuedCount.QueryRowContext(t.ctx, namespace, queue).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count queued: %w", err)
+	key := [2]string{namespace, queue}
+	n, ok := t.w.queued[key]
+	if !ok {
+		if err := t.w.st.queuedCount.QueryRowContext(t.ctx, namespace, queue).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count queued: %w", err)
+		}
+		t.w.queued[key] = n
 	}
 	for k, delta := range t.counts {
 		if k.state == stateQueued && k.namespace == namespace && k.queue == queue {
@@ -134,6 +139,17 @@ func (t *wtx) queued(namespace, queue string) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// flushBuckets writes the token buckets this transaction drew from, once each.
+func (t *wtx) flushBuckets() error {
+	for key, a := range t.buckets {
+		if _, err := t.w.st.admissionTokens.ExecContext(t.ctx, a.tokens, a.tokensMS, key[0], key[1]); err != nil {
+			return fmt.Errorf("rate limit: %w", err)
+		}
+	}
+	clear(t.buckets)
+	return nil
 }
 
 // errBlocked tells the submitter to wait for room (OnFullBlock).
@@ -179,10 +195,12 @@ func (t *wtx) admit(namespace, queue string, a *admission, n int64, deadlines []
 			}
 			return e, nil
 		}
-		if _, err := t.w.st.admissionTokens.ExecContext(t.ctx, tokens-float64(n), t.ms, namespace, queue); err != nil {
-			return nil, fmt.Errorf("rate limit: %w", err)
+		// The cached block is the bucket's state; the row is written once before commit.
+		a.tokens, a.tokensMS = tokens-float64(n), t.ms
+		if t.buckets == nil {
+			t.buckets = make(map[[2]string]*admission)
 		}
-		a.tokens, a.tokensMS = tokens-float64(n), t.ms // the cached block follows the row
+		t.buckets[[2]string{namespace, queue}] = a
 	}
 	return nil, nil
 }

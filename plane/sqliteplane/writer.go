@@ -55,6 +55,9 @@ type writer struct {
 	// It is cleared after any rollback and whenever another process committed (the
 	// transaction-start check of data_version), so it never outlives what it mirrors.
 	admissions map[[2]string]*admission
+	// queued caches the committed queued count of queues whose depth was checked; kept up to
+	// date by flushCounts and cleared with admissions.
+	queued map[[2]string]int64
 }
 
 func newWriter(ctx context.Context, d *Driver) (*writer, error) {
@@ -62,7 +65,7 @@ func newWriter(ctx context.Context, d *Driver) (*writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", d.path, err)
 	}
-	w := &writer{d: d, conn: conn, admissions: make(map[[2]string]*admission)}
+	w := &writer{d: d, conn: conn, admissions: make(map[[2]string]*admission), queued: make(map[[2]string]int64)}
 	seed := d.cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -174,6 +177,9 @@ func (w *writer) run1(batch []*op) (*wtx, error) {
 		err = t.handOff()
 	}
 	if err == nil {
+		err = t.flushBuckets()
+	}
+	if err == nil {
 		err = t.flushCounts()
 	}
 	if err == nil {
@@ -183,7 +189,7 @@ func (w *writer) run1(batch []*op) (*wtx, error) {
 		}
 	}
 	t.deliver(false)
-	clear(w.admissions)
+	w.forget()
 	if _, rerr := w.conn.ExecContext(ctx, "ROLLBACK"); rerr != nil && !isNoTransaction(rerr) {
 		w.d.cfg.Logger.Warn("rollback failed", "error", rerr)
 	}
@@ -212,12 +218,18 @@ func (w *writer) begin(ctx context.Context) error {
 func (w *writer) noticeForeignCommits(ctx context.Context) {
 	var v int64
 	if err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil || v != w.dataVersion {
-		clear(w.admissions)
+		w.forget()
 		if err == nil {
 			w.dataVersion = v
 			w.d.hub.notifyAll() // waiters may have missed the other process's commit
 		}
 	}
+}
+
+// forget drops what the writer caches of the database.
+func (w *writer) forget() {
+	clear(w.admissions)
+	clear(w.queued)
 }
 
 // checkForeignCommits wakes every waiter when another process committed to the file since
@@ -233,7 +245,7 @@ func (w *writer) checkForeignCommits() {
 	}
 	if v != w.dataVersion {
 		w.dataVersion = v
-		clear(w.admissions)
+		w.forget()
 		w.d.hub.notifyAll()
 	}
 }
@@ -264,6 +276,8 @@ type wtx struct {
 	// handoffs the jobs claimed for parked waiters; see handoff.go.
 	claimable map[string][2]string
 	handoffs  []handoff
+	// buckets are the token buckets drawn from, written once before commit.
+	buckets map[[2]string]*admission
 }
 
 type countKey struct {
@@ -285,6 +299,11 @@ func (t *wtx) flushCounts() error {
 	for k, n := range t.counts {
 		if n == 0 {
 			continue
+		}
+		if k.state == stateQueued {
+			if q, ok := t.w.queued[[2]string{k.namespace, k.queue}]; ok {
+				t.w.queued[[2]string{k.namespace, k.queue}] = q + n
+			}
 		}
 		var total int64
 		if err := t.w.st.countAdd.QueryRowContext(t.ctx, k.namespace, k.queue, k.state, k.priority, n).Scan(&total); err != nil {
