@@ -90,6 +90,11 @@ func (a *app) watchSignals(signals <-chan os.Signal, cancel context.CancelFunc, 
 		case sig := <-signals:
 			n++
 			if a.takeSignals.Load() && n <= 2 {
+				if n == 1 {
+					fmt.Fprintf(a.stderr, "lakeshore: %s: draining: running jobs finish, nothing new is claimed; signal again to stop them\n", sig)
+				} else {
+					fmt.Fprintf(a.stderr, "lakeshore: %s: stopping running jobs (they will be retried)\n", sig)
+				}
 				a.workerSignals <- sig
 				continue
 			}

@@ -97,6 +97,7 @@ interrupted (re-run to finish).`,
 type mapInput struct {
 	text  string
 	id    string
+	gen   int             // key generation of id
 	state lakeshore.State // at resolve time
 }
 
@@ -199,7 +200,7 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 	if err != nil {
 		return err
 	}
-	inputs, err := resolveInputs(ctx, d, q, o.spec.argv, texts, o.maxAttempts)
+	inputs, err := resolveInputs(ctx, d, q, o.spec.argv, texts, nil, o.maxAttempts)
 	if err != nil {
 		return fmt.Errorf("submit inputs: %w", err)
 	}
@@ -234,6 +235,12 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 		waiters.Go(func() {
 			for i := range next {
 				inv, err := waitTerminal(waitCtx, d, inputs[i].id)
+				if err == nil && inv.State != lakeshore.StateSucceeded && inputs[i].state == lakeshore.StateRunning {
+					// Another process held this job when we started (a run that crashed, most
+					// likely) and it ended without success, e.g. its lease expired: run it
+					// again under the next key generation.
+					inv, err = rerunInput(waitCtx, d, q, o, &inputs[i])
+				}
 				select {
 				case results <- outcome{i, inv, err}:
 				case <-waitCtx.Done():
@@ -335,9 +342,12 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 // resolveInputs submits every input with its key and returns its job. An input whose
 // earlier job ended without success (failed, killed, timed out, cancelled) gets a job of
 // the next key generation, so a re-run runs it again; one that succeeded keeps its job.
-func resolveInputs(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queue, argv, texts []string, maxAttempts int) ([]mapInput, error) {
+// gens, when not nil, are the generations to start from.
+func resolveInputs(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queue, argv, texts []string, gens []int, maxAttempts int) ([]mapInput, error) {
 	inputs := make([]mapInput, len(texts))
-	gens := make([]int, len(texts))
+	if gens == nil {
+		gens = make([]int, len(texts))
+	}
 	todo := make([]int, len(texts))
 	for i := range todo {
 		todo[i] = i
@@ -360,7 +370,7 @@ func resolveInputs(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queu
 				return nil, err
 			}
 			for j, i := range idx {
-				inputs[i] = mapInput{text: texts[i], id: res[j].ID, state: lakeshore.StateQueued}
+				inputs[i] = mapInput{text: texts[i], id: res[j].ID, gen: gens[i], state: lakeshore.StateQueued}
 				if !res[j].Existing {
 					continue
 				}
@@ -378,6 +388,16 @@ func resolveInputs(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queu
 		todo = again
 	}
 	return inputs, nil
+}
+
+// rerunInput submits in under its next key generation and waits for that job.
+func rerunInput(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queue, o *mapOptions, in *mapInput) (*plane.Invocation, error) {
+	res, err := resolveInputs(ctx, d, q, o.spec.argv, []string{in.text}, []int{in.gen + 1}, o.maxAttempts)
+	if err != nil {
+		return nil, err
+	}
+	in.id, in.gen = res[0].id, res[0].gen
+	return waitTerminal(ctx, d, in.id)
 }
 
 // waitTerminal waits, without limit, until invocation id is terminal.

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+// execSetup opens a ":memory:" plane with a queue "x" for exec worker tests.
+func execSetup(t *testing.T) (*lakeshore.Dispatch, *lakeshore.Queue) {
+	t.Helper()
+	d, err := lakeshore.Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	q, err := d.Queue("x", nil)
+	require.NoError(t, err)
+	return d, q
+}
+
+func testSpec(argv ...string) *execSpec {
+	return &execSpec{argv: argv, grace: 300 * time.Millisecond, stdoutCap: stdoutCapDefault, stderrTail: stderrTailDefault, frames: true}
+}
+
+// runOnce runs the exec worker on one job of q.
+func runOnce(t *testing.T, d *lakeshore.Dispatch, spec *execSpec, o *lakeshore.WorkerOptions) {
+	t.Helper()
+	if o == nil {
+		o = &lakeshore.WorkerOptions{}
+	}
+	o.Once = true
+	require.NoError(t, lakeshore.RunWorker(t.Context(), d, []lakeshore.Handler{lakeshore.Handle("x", spec.handle)}, o))
+}
+
+func TestExecWorker(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StdinEnvArgsAndFrames", func(t *testing.T) {
+		t.Parallel()
+		d, q := execSetup(t)
+		id, err := q.Submit(t.Context(), "héllo world", nil)
+		require.NoError(t, err)
+		runOnce(t, d, testSpec("sh", "-c",
+			`cat; echo "$LAKESHORE_JOB_ID $LAKESHORE_QUEUE $LAKESHORE_ATTEMPT $LAKESHORE_NAMESPACE"; echo '{"k": [1, 2]}'; echo "arg=$1"; printf 'no newline'`,
+			"_", "<{}>"), nil)
+		v, err := q.ResultValue(t.Context(), id, nil)
+		require.NoError(t, err)
+		res := v.(map[string]any)
+		require.Equal(t, int64(0), res["exit_code"])
+		require.Equal(t, "\"héllo world\"\n"+id+" x 1 default\n{\"k\": [1, 2]}\narg=<héllo world>\nno newline", res["stdout"])
+
+		var frames []any
+		for f, err := range q.Stream(t.Context(), id, lakeshore.FromStart, nil) {
+			require.NoError(t, err)
+			frames = append(frames, f.Value)
+		}
+		require.Equal(t, []any{
+			"héllo world", // the stdin JSON line parses as a JSON string
+			id + " x 1 default",
+			map[string]any{"k": []any{int64(1), int64(2)}},
+			"arg=<héllo world>",
+			"no newline",
+		}, frames)
+	})
+
+	t.Run("NonStringPayloadOnStdinOnly", func(t *testing.T) {
+		t.Parallel()
+		d, q := execSetup(t)
+		id, err := q.Submit(t.Context(), map[string]any{"n": 1}, nil)
+		require.NoError(t, err)
+		runOnce(t, d, testSpec("sh", "-c", `cat; echo "$1"`, "_", "{}"), nil)
+		v, err := q.ResultValue(t.Context(), id, nil)
+		require.NoError(t, err)
+		require.Equal(t, "{\"n\":1}\n{}\n", v.(map[string]any)["stdout"])
+	})
+
+	t.Run("ExitCodeAndStderrTail", func(t *testing.T) {
+		t.Parallel()
+		d, q := execSetup(t)
+		id, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{MaxAttempts: 2})
+		require.NoError(t, err)
+		spec := testSpec("sh", "-c", `i=0; while [ $i -lt 500 ]; do echo "noise $i" >&2; i=$((i+1)); done; echo "the last words" >&2; exit 3`)
+		spec.stderrTail = 64
+		runOnce(t, d, spec, nil)
+		inv, err := q.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, lakeshore.StateQueued, inv.State, "a non-zero exit is retried while attempts remain")
+		require.Equal(t, "exit", inv.Error.Type)
+		require.Contains(t, inv.Error.Message, "exited with code 3")
+		require.Contains(t, inv.Error.Message, "the last words")
+		require.NotContains(t, inv.Error.Message, "noise 1\n", "only the tail is kept")
+		require.Less(t, len(inv.Error.Message), 250)
+	})
+
+	t.Run("StdoutCapped", func(t *testing.T) {
+		t.Parallel()
+		d, q := execSetup(t)
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		spec := testSpec("sh", "-c", `i=0; while [ $i -lt 300 ]; do echo "line $i"; i=$((i+1)); done`)
+		spec.stdoutCap = 100
+		spec.frames = false
+		runOnce(t, d, spec, nil)
+		v, err := q.ResultValue(t.Context(), id, nil)
+		require.NoError(t, err)
+		res := v.(map[string]any)
+		require.Len(t, res["stdout"], 100)
+		require.Equal(t, true, res["stdout_truncated"])
+	})
+
+	t.Run("Timeout", func(t *testing.T) {
+		t.Parallel()
+		d, q := execSetup(t)
+		id, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{MaxAttempts: 1})
+		require.NoError(t, err)
+		spec := testSpec("sleep", "30")
+		spec.timeout = 200 * time.Millisecond
+		start := time.Now()
+		runOnce(t, d, spec, nil)
+		require.Less(t, time.Since(start), 5*time.Second)
+		err = q.Result(t.Context(), id, nil, nil)
+		require.ErrorIs(t, err, lakeshore.ErrFailed)
+		require.Contains(t, err.Error(), "job timeout 200ms passed")
+	})
+
+	t.Run("MissingCommandFailsWithoutRetry", func(t *testing.T) {
+		t.Parallel()
+		d, q := execSetup(t)
+		id, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{MaxAttempts: 5})
+		require.NoError(t, err)
+		runOnce(t, d, testSpec(filepath.Join(t.TempDir(), "gone")), nil)
+		inv, err := q.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, lakeshore.StateFailed, inv.State)
+		require.Contains(t, inv.Error.Message, "no such file")
+	})
+
+	t.Run("KillStopsTheProcessGroup", func(t *testing.T) {
+		t.Parallel()
+		d, q := execSetup(t)
+		dir := t.TempDir()
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		// The command starts a grandchild that ignores SIGTERM (only SIGKILL ends it) and one
+		// that does not, records their pids, and waits.
+		spec := testSpec("sh", "-c", `
+			sh -c 'trap "" TERM; exec sleep 300' & echo $! > "$0/stubborn"
+			sleep 300 & echo $! > "$0/plain"
+			echo $$ > "$0/leader"
+			touch "$0/ready"
+			wait`, dir)
+		done := make(chan error, 1)
+		go func() {
+			done <- lakeshore.RunWorker(t.Context(), d, []lakeshore.Handler{lakeshore.Handle("x", spec.handle)},
+				&lakeshore.WorkerOptions{Once: true, LeaseTTL: 600 * time.Millisecond})
+		}()
+		waitFile(t, filepath.Join(dir, "ready"))
+		pids := map[string]int{}
+		for _, name := range []string{"stubborn", "plain", "leader"} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err)
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			require.NoError(t, err)
+			require.True(t, alive(pid), name)
+			pids[name] = pid
+		}
+		killed, err := q.Kill(t.Context(), id)
+		require.NoError(t, err)
+		require.True(t, killed)
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the worker did not stop the killed job")
+		}
+		for name, pid := range pids {
+			waitGone(t, name, pid)
+		}
+		inv, err := q.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, lakeshore.StateKilled, inv.State)
+	})
+}
+
+// alive reports whether pid runs (a zombie counts as gone).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+func waitGone(t *testing.T, name string, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %s (%d) still runs", name, pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestWorkerSignals runs `lakeshore worker` as a child process and signals it for real.
+func TestWorkerSignals(t *testing.T) {
+	t.Parallel()
+
+	setup := func(t *testing.T) (*cli, string, *exec.Cmd, *lockedBuffer) {
+		c := newCLI(t)
+		dir := t.TempDir()
+		// Each job touches DIR/started-<payload>, waits for DIR/go, then prints.
+		w := exec.Command(binary, "--target", c.target, "worker", "q", "--concurrency", "2", "--grace", "200ms", "--",
+			"sh", "-c", `touch "$0/started-$1"; while [ ! -f "$0/go" ]; do sleep 0.02; done; echo "finished $1"`, dir, "{}")
+		stderr := &lockedBuffer{}
+		w.Stderr = stderr
+		require.NoError(t, w.Start())
+		t.Cleanup(func() { _ = w.Process.Kill(); _ = w.Wait() })
+		return c, dir, w, stderr
+	}
+
+	t.Run("SIGTERMDrains", func(t *testing.T) {
+		t.Parallel()
+		c, dir, w, stderr := setup(t)
+		a := c.ok("submit", "q", `"a"`)
+		b := c.ok("submit", "q", `"b"`)
+		waitFile(t, filepath.Join(dir, "started-a"))
+		waitFile(t, filepath.Join(dir, "started-b"))
+		require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+		waitOutput(t, stderr, "draining")
+		later := c.ok("submit", "q", `"later"`)
+		time.Sleep(200 * time.Millisecond) // a worker that still claimed would start it now
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o600))
+		require.NoError(t, w.Wait(), stderr.String())
+		require.JSONEq(t, `{"exit_code":0,"stderr":"","stdout":"finished a\n"}`, c.ok("result", a))
+		require.JSONEq(t, `{"exit_code":0,"stderr":"","stdout":"finished b\n"}`, c.ok("result", b))
+		require.Contains(t, c.ok("get", later), "queued", "nothing new was claimed")
+		_, err := os.Stat(filepath.Join(dir, "started-later"))
+		require.ErrorIs(t, err, os.ErrNotExist)
+	})
+
+	t.Run("SecondSignalStopsAndRetries", func(t *testing.T) {
+		t.Parallel()
+		c, dir, w, stderr := setup(t)
+		a := c.ok("submit", "q", `"a"`)
+		waitFile(t, filepath.Join(dir, "started-a"))
+		require.NoError(t, w.Process.Signal(syscall.SIGINT))
+		// Signals do not queue: send the second once the first was seen.
+		waitOutput(t, stderr, "draining")
+		require.NoError(t, w.Process.Signal(syscall.SIGINT))
+		waitOutput(t, stderr, "stopping running jobs")
+		require.NoError(t, w.Wait(), stderr.String())
+		out := c.ok("--json", "get", a)
+		require.Contains(t, out, `"state":"queued"`, "nacked for retry")
+		require.Contains(t, out, "second shutdown signal")
+	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func waitOutput(t *testing.T, b *lockedBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(b.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in %q", want, b.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
