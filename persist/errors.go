@@ -37,6 +37,7 @@ type InvalidError struct {
 	Value any    // the value given
 }
 
+// Error describes what was wrong and what is allowed.
 func (e *InvalidError) Error() string {
 	return fmt.Sprintf("persist: invalid %s %v: must be %s", e.Field, e.Value, e.Rule)
 }
@@ -53,6 +54,7 @@ type SchemaError struct {
 	Got   Kind   // the type of the rejected value
 }
 
+// Error describes what was wrong and what is allowed.
 func (e *SchemaError) Error() string {
 	return fmt.Sprintf("persist: field %q has type %s in the queue schema, cannot store a %s value (allowed: %s)",
 		e.Field, e.Have, e.Got, e.Have.accepts())
@@ -69,6 +71,7 @@ type UnsupportedValueError struct {
 	Reason string // why, when more than "unsupported type"
 }
 
+// Error describes what was wrong and what is allowed.
 func (e *UnsupportedValueError) Error() string {
 	msg := fmt.Sprintf("persist: field %q: cannot store a value of Go type %s", e.Field, e.GoType)
 	if e.Reason != "" {
@@ -88,6 +91,7 @@ type NotFoundError struct {
 	Indexes   []int64  // missing global indexes, if the lookup was by index
 }
 
+// Error describes what was wrong and what is allowed.
 func (e *NotFoundError) Error() string {
 	var what []string
 	for _, k := range e.Keys {

@@ -48,6 +48,7 @@ type fragRow struct {
 // syncFile fsyncs before it closes, so that the Parquet writer's Close makes the file durable.
 type syncFile struct{ *os.File }
 
+// Close fsyncs and closes the file.
 func (f syncFile) Close() error {
 	if err := f.File.Sync(); err != nil {
 		f.File.Close()

@@ -187,58 +187,55 @@ func (q *Queue) read(ctx context.Context, offset int64, limit int, opts *GetOpts
 
 // pickShard walks live in chunks, keeping the indexes this rank owns.
 func (q *Queue) pickShard(ctx context.Context, tx queryer, s *snapshot, live idxset, limit int, sh Shard, scanned *int64) ([]int64, error) {
-	col := sh.Column
-	var field []Field
-	if col != "" && col != colIndex {
+	*scanned = s.next
+	var field *Field
+	if col := sh.Column; col != "" && col != colIndex {
 		k, ok := s.schema.Kind(col)
 		if !ok {
-			// No record has the column yet: every record hashes as empty.
-			field = nil
-		} else {
-			field = []Field{{Name: col, Kind: k}}
+			// No record has the column: every record hashes as empty, so one rank
+			// owns the whole log.
+			if !sh.owns(fnv.New64a().Sum64()) {
+				return nil, nil
+			}
+			out := live.first(limit)
+			if len(out) == limit {
+				*scanned = out[len(out)-1] + 1
+			}
+			return out, nil
 		}
+		field = &Field{Name: col, Kind: k}
 	}
 	var out []int64
-	*scanned = s.next
 	for len(live) > 0 {
 		chunk := live.first(max(limit*sh.WorldSize, 1024))
 		live = live.from(chunk[len(chunk)-1] + 1)
 		var arr arrow.Array
-		if col != "" && col != colIndex {
-			if field == nil {
-				h := fnv.New64a().Sum64()
-				if !sh.owns(h) {
-					continue
-				}
-			} else {
-				if err := q.loadRange(ctx, tx, s, chunk[0], chunk[len(chunk)-1]); err != nil {
-					return nil, err
-				}
-				cols, err := q.readColumns(ctx, s, chunk, field)
-				if err != nil {
-					return nil, err
-				}
-				arr = cols[0]
-			}
-		}
-		var k Kind
+		var kind Kind
 		if field != nil {
-			k = field[0].Kind
+			if err := q.loadRange(ctx, tx, s, chunk[0], chunk[len(chunk)-1]); err != nil {
+				return nil, err
+			}
+			cols, err := q.readColumns(ctx, s, chunk, []Field{*field})
+			if err != nil {
+				return nil, err
+			}
+			arr, kind = cols[0], field.Kind
 		}
 		for i, x := range chunk {
-			if sh.owns(hashValue(arr, i, k, x)) || (field == nil && col != "" && col != colIndex) {
-				out = append(out, x)
-				if len(out) == limit {
-					*scanned = x + 1
-					if arr != nil {
-						arr.Release()
-					}
-					return out, nil
-				}
+			if !sh.owns(hashValue(arr, i, kind, x)) {
+				continue
+			}
+			out = append(out, x)
+			if len(out) == limit {
+				*scanned = x + 1
+				break
 			}
 		}
 		if arr != nil {
 			arr.Release()
+		}
+		if len(out) == limit {
+			break
 		}
 	}
 	return out, nil

@@ -348,7 +348,7 @@ func (q *Queue) readBatch(ctx context.Context, fields []string, pick func(tx que
 
 func (q *Queue) readBatchOnce(ctx context.Context, names []string, pick func(tx queryer, s *snapshot) ([]int64, error)) (*Batch, error) {
 	var b *Batch
-	err := q.view(ctx, func(tx queryerTx) error {
+	err := q.view(ctx, func(tx queryer) error {
 		s, err := q.loadHead(ctx, tx)
 		if err != nil {
 			return err
@@ -379,8 +379,6 @@ func (q *Queue) readBatchOnce(ctx context.Context, names []string, pick func(tx 
 	})
 	return b, err
 }
-
-type queryerTx = queryer
 
 func makeRecord(idx []int64, fields []Field, cols []arrow.Array) arrow.RecordBatch {
 	af := make([]arrow.Field, 0, len(fields)+1)
