@@ -173,7 +173,7 @@ var (
 //   - registers itself in the plane's worker registry (id, host, pid, queues, start) and
 //     refreshes the entry at each heartbeat, removing it when it returns.
 //
-// It stops when: opts.Once or opts.MaxJobs is reached (nil); opts.ExitWhenIdle finds no
+// It stops when: the plane is closed (the error matches ErrClosed); opts.Once or opts.MaxJobs is reached (nil); opts.ExitWhenIdle finds no
 // work (nil); opts.Drain closes or the first of opts.Signals arrives (it claims nothing new,
 // lets running handlers finish and settle, and returns nil; a second signal cancels them,
 // and their jobs are nacked with retry); ctx ends (running handlers are cancelled, their
@@ -232,7 +232,8 @@ type worker struct {
 
 	mu       sync.Mutex
 	running  map[string]*runningJob
-	reserved int // jobs claimed or being claimed, against MaxJobs
+	reserved int   // jobs claimed or being claimed, against MaxJobs
+	fatal    error // what stopped the claimers (the plane closed), returned by RunWorker
 }
 
 func (w *worker) run(ctx context.Context) error {
@@ -269,6 +270,9 @@ func (w *worker) run(ctx context.Context) error {
 	defer cancel()
 	if err := w.d.drv.WorkerRemove(rmCtx, info.ID); err != nil && !errors.Is(err, ErrNotImplemented) {
 		w.o.Logger.WarnContext(ctx, "worker deregistration failed", logKeyWorkerID, info.ID, logKeyError, err)
+	}
+	if w.fatal != nil {
+		return w.fatal
 	}
 	return ctx.Err()
 }
@@ -398,6 +402,13 @@ func (w *worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 		w.release(got - len(jobs))
 		if err != nil {
 			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, ErrClosed) {
+				w.mu.Lock()
+				w.fatal = cmp.Or(w.fatal, fmt.Errorf("claim from %s: %w", b.q.Name(), err))
+				w.mu.Unlock()
+				stopClaiming(err)
 				return
 			}
 			w.o.Logger.WarnContext(ctx, "claim failed", logKeyQueue, b.q.Name(), logKeyError, err)

@@ -480,6 +480,17 @@ func TestRunWorker(t *testing.T) {
 		require.Equal(t, lakeshore.StateQueued, state(t, q, id).State)
 	})
 
+	t.Run("PlaneClosed", func(t *testing.T) {
+		t.Parallel()
+		drv, err := sqliteplane.Open(t.Context(), ":memory:", &sqliteplane.Config{Logger: testLogger(t)})
+		require.NoError(t, err)
+		d := lakeshore.New(drv, &lakeshore.Config{Logger: testLogger(t)})
+		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test",
+			func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })}, &lakeshore.WorkerOptions{ClaimWait: 20 * time.Millisecond})
+		require.NoError(t, drv.Close())
+		require.ErrorIs(t, waitDone(t, done), lakeshore.ErrClosed)
+	})
+
 	t.Run("BadOptions", func(t *testing.T) {
 		t.Parallel()
 		_, d, _ := setupWorker(t)
