@@ -55,12 +55,17 @@ var (
 	ErrClosed = &Error{Code: "closed", Message: "plane closed"}
 	// ErrNotImplemented: the plane does not support the operation.
 	ErrNotImplemented = &Error{Code: "not_implemented", Message: "not implemented"}
+	// ErrUnavailable: the plane could not be reached (a remote plane's server is down or
+	// unreachable) within the call's time. Whether the call took effect is unknown for
+	// calls that are not safe to repeat; submits with a key or client id can be retried.
+	ErrUnavailable = &Error{Code: "unavailable", Message: "plane unavailable"}
 )
 
 // Sentinels lists every sentinel, for mapping wire codes back to errors.
 var sentinels = []*Error{
 	ErrNotFound, ErrTimeout, ErrFailed, ErrCancelled, ErrTimedOut, ErrLeaseLost,
 	ErrJournalClosed, ErrQueueFull, ErrRateLimited, ErrInvalid, ErrClosed, ErrNotImplemented,
+	ErrUnavailable,
 }
 
 // Code returns the stable code of err: the Code of the first *Error, *InvalidError or
