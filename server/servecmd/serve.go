@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -46,8 +48,10 @@ const (
 type ServeOpts struct {
 	// Addr is the listen address. Defaults to AddrDefault.
 	Addr string
-	// Target is the plane to serve (as lakeshore.Open takes it). Defaults to the process
-	// default ($LAKESHORE_URL, else $LAKESHORE_HOME/lakeshore.db).
+	// Target is the plane to serve (as lakeshore.Open takes it). Defaults to the embedded
+	// SQLite plane $LAKESHORE_HOME/lakeshore.db; never $LAKESHORE_URL, which clients of this
+	// server often export in the same shell (serving it would proxy to itself). An http(s)
+	// target naming the server's own address is refused.
 	Target string
 	// AdminTokenFile holds the admin token (first line). Defaults to $LAKESHORE_ADMIN_TOKEN.
 	AdminTokenFile string
@@ -74,6 +78,10 @@ func (o *ServeOpts) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(cmp.Or(o.Addr, AddrDefault)); err != nil {
 		return plane.Invalid("--addr", o.Addr, "use host:port, e.g. "+AddrDefault)
+	}
+	if targetIsAddr(o.Target, cmp.Or(o.Addr, AddrDefault)) {
+		return plane.Invalid("--target", o.Target, "it is this server's own address (--addr "+cmp.Or(o.Addr, AddrDefault)+
+			"), so every request would be proxied back to itself; serve a SQLite file (the default) or another server")
 	}
 	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 {
 		return plane.Invalid("timeouts and limits", nil, "use values ≥ 0")
@@ -137,7 +145,11 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if err := CheckBind(addr, admin != "", o.InsecureNoAuth); err != nil {
 		return err
 	}
-	d, err := lakeshore.Open(ctx, o.Target, &lakeshore.Config{Logger: logger})
+	target, err := serveTarget(o.Target, getenv)
+	if err != nil {
+		return err
+	}
+	d, err := lakeshore.Open(ctx, target, &lakeshore.Config{Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -164,7 +176,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if o.TLSCert != "" {
 		scheme = "https"
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", cmp.Or(o.Target, "default"))
+	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", target)
 
 	errc := make(chan error, 1)
 	go func() {
@@ -197,6 +209,91 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	return nil
 }
 
+// serveTarget resolves the plane serve opens: o.Target as given, else the embedded SQLite
+// default $LAKESHORE_HOME/lakeshore.db (~/.lakeshore when unset, created with mode 0700).
+// Unlike lakeshore.Open's "" it never reads $LAKESHORE_URL: clients export it to reach this
+// very server, so serving it would loop requests back to it. A relative file path is made
+// absolute, so the start log names the file.
+func serveTarget(target string, getenv func(string) string) (string, error) {
+	if target == "" {
+		home := getenv(lakeshore.EnvHome)
+		if home == "" {
+			h, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("find the default plane: set %s or pass --target: %w", lakeshore.EnvHome, err)
+			}
+			home = filepath.Join(h, ".lakeshore")
+		}
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return "", fmt.Errorf("create %s: %w", home, err)
+		}
+		target = filepath.Join(home, lakeshore.DefaultDBName)
+	}
+	if target != ":memory:" && !strings.Contains(target, "://") && !filepath.IsAbs(target) && strings.TrimSpace(target) == target {
+		if abs, err := filepath.Abs(target); err == nil {
+			target = abs
+		}
+	}
+	return target, nil
+}
+
+// targetIsAddr reports whether target is an http(s) URL that names the listen address addr
+// itself: the same port and the same host, both loopback, or a loopback or unspecified host
+// while addr listens on every interface.
+func targetIsAddr(target, addr string) bool {
+	u, err := url.Parse(target)
+	if err != nil || (!strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https")) || u.Host == "" {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if strings.EqualFold(u.Scheme, "https") {
+			port = "443"
+		}
+	}
+	lhost, lport, err := net.SplitHostPort(addr)
+	if err != nil || lport != port {
+		return false
+	}
+	thost := u.Hostname()
+	switch {
+	case strings.EqualFold(thost, lhost):
+		return true
+	case IsLoopback(thost) && IsLoopback(lhost):
+		return true
+	case isUnspecified(lhost):
+		return IsLoopback(thost) || isUnspecified(thost) || isLocalIP(thost)
+	}
+	return false
+}
+
+func isUnspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsUnspecified()
+}
+
+// isLocalIP reports whether host is an IP address of one of this machine's interfaces.
+func isLocalIP(host string) bool {
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
 // Serve returns the `lakeshore serve` command. stderr receives the logs.
 func Serve() *cobra.Command {
 	o := &ServeOpts{}
@@ -223,7 +320,7 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Addr, "addr", AddrDefault, "listen address (host:port)")
-	f.StringVar(&o.Target, "target", "", "plane to serve (default: $LAKESHORE_URL, else $LAKESHORE_HOME/lakeshore.db)")
+	f.StringVar(&o.Target, "target", "", "plane to serve (default: $LAKESHORE_HOME/lakeshore.db; never $LAKESHORE_URL)")
 	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file holding the admin token (default: $"+EnvAdminToken+")")
 	f.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without authentication")
 	f.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,4 +127,102 @@ func TestServeAndTokens(t *testing.T) {
 	require.Error(t, err, "the open claim ended with the shutdown")
 	require.NotContains(t, logs.String(), secret)
 	require.NotContains(t, logs.String(), admin)
+}
+
+// TestServeDefaultTargetIgnoresURL: with $LAKESHORE_URL naming the server itself (clients
+// export it in the same shell), serve's default target is still the SQLite file under
+// $LAKESHORE_HOME, named in the start log; the server does not proxy to itself.
+func TestServeDefaultTargetIgnoresURL(t *testing.T) {
+	home := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	t.Setenv("LAKESHORE_URL", "http://"+addr)
+	t.Setenv("LAKESHORE_HOME", home)
+	getenv := func(k string) string {
+		switch k {
+		case "LAKESHORE_URL":
+			return "http://" + addr
+		case "LAKESHORE_HOME":
+			return home
+		}
+		return ""
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	var logs syncBuffer
+	go func() {
+		done <- servecmd.RunServe(ctx, &servecmd.ServeOpts{Addr: addr, Ready: func(a net.Addr) { ready <- a }},
+			slog.New(slog.NewTextHandler(&logs, nil)), getenv)
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	db := filepath.Join(home, "lakeshore.db")
+	require.Contains(t, logs.String(), "target="+db, "the start log names the resolved file")
+
+	drv, err := httpplane.New("http://"+addr, &httpplane.Config{MaxRetries: -1})
+	require.NoError(t, err)
+	defer drv.Close()
+	sctx, scancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer scancel()
+	_, err = drv.InvocationSubmitMany(sctx, &plane.SubmitManyParams{Namespace: "default", Queue: "jobs", Invocations: []plane.SubmitParams{{}}})
+	require.NoError(t, err)
+	require.FileExists(t, db)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// TestServeRefusesItselfAsTarget: an explicit http(s) --target naming serve's own --addr
+// is refused before anything listens.
+func TestServeRefusesItselfAsTarget(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		addr, target string
+		refused      bool
+	}{
+		{"127.0.0.1:7077", "http://127.0.0.1:7077", true},
+		{"127.0.0.1:7077", "http://localhost:7077/", true},
+		{"", "http://127.0.0.1:7077", true},
+		{"0.0.0.0:7077", "http://127.0.0.1:7077", true},
+		{"127.0.0.1:80", "http://localhost", true},
+		{"127.0.0.1:7077", "http://127.0.0.1:7078", false},
+		{"127.0.0.1:7077", "http://10.9.9.9:7077", false},
+		{"127.0.0.1:7077", "/tmp/x.db", false},
+	}
+	for _, tc := range cases {
+		err := (&servecmd.ServeOpts{Addr: tc.addr, Target: tc.target}).Validate()
+		if tc.refused {
+			require.ErrorIs(t, err, plane.ErrInvalid, "%s %s", tc.addr, tc.target)
+			require.ErrorContains(t, err, "own address")
+		} else {
+			require.NoError(t, err, "%s %s", tc.addr, tc.target)
+		}
+	}
+	err := servecmd.RunServe(t.Context(), &servecmd.ServeOpts{Addr: "127.0.0.1:0", Target: "http://127.0.0.1:0"},
+		slog.New(slog.DiscardHandler), func(string) string { return "" })
+	require.ErrorIs(t, err, plane.ErrInvalid)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
