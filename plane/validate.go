@@ -3,6 +3,8 @@ package plane
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -107,6 +109,33 @@ func (p *SubmitManyParams) Validate() error {
 		if err := ValidateValueSize("payload", len(s.Payload)); err != nil {
 			return err
 		}
+		if err := ValidateMetadata(s.Metadata); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MetadataRule is what an envelope's metadata may be.
+const MetadataRule = "use keys of 1–256 bytes and values of valid UTF-8 without NUL, at most 64 KiB in all; pass data in the payload or by storage key"
+
+// MaxMetadataBytes bounds the keys and values of one envelope's metadata together.
+const MaxMetadataBytes = 64 << 10
+
+// ValidateMetadata checks an envelope's metadata against MetadataRule.
+func ValidateMetadata(m map[string]string) error {
+	total := 0
+	for k, v := range m {
+		total += len(k) + len(v)
+		if len(k) == 0 || len(k) > 256 || !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 {
+			return Invalid("metadata key", k, MetadataRule)
+		}
+		if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return Invalid("metadata value of "+strconv.Quote(k), nil, MetadataRule)
+		}
+	}
+	if total > MaxMetadataBytes {
+		return &InvalidError{Field: "metadata", Value: fmt.Sprintf("of %d bytes", total), Rule: MetadataRule}
 	}
 	return nil
 }

@@ -229,4 +229,33 @@ func testSettle(t *testing.T, s *suite) {
 		requireTerminalError(t, b.waitTerminal(t, id), plane.ErrTimedOut)
 		b.requireFenced(t, j2, "last attempt timed out")
 	})
+
+	t.Run("SettleAfterAttemptTimeoutEndsItAsTimeout", func(t *testing.T) {
+		t.Parallel()
+		// A worker that honours its attempt timeout cancels its handler and nacks, maybe
+		// before maintenance has noticed the overdue attempt. The attempt still ends as an
+		// attempt timeout (retried, then timeout), never as a plain failure.
+		b := s.setup(t, config{noMaintenance: true})
+		id := b.submitOne(t, plane.SubmitParams{MaxAttempts: 2, AttemptTimeout: 5 * time.Second})
+		j := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, LeaseTTL: time.Minute})[0]
+		b.advance(5 * time.Second)
+		err := b.settle(t, nackParams(j, true, "context deadline exceeded"))
+		requireIs(t, err, plane.ErrLeaseLost, "the attempt was already over")
+		inv := b.requireState(t, id, plane.StateQueued, 1)
+		require.NotNil(t, inv.Error)
+		require.Equal(t, "attempt_timeout", inv.Error.Type)
+		b.advance(pastBackoff)
+		j2 := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, LeaseTTL: time.Minute})[0]
+		b.advance(6 * time.Second)
+		err = b.settle(t, nackParams(j2, false, "gave up"))
+		requireIs(t, err, plane.ErrLeaseLost)
+		b.requireState(t, id, plane.StateTimeout, 2)
+		requireTerminalError(t, b.waitTerminal(t, id), plane.ErrTimedOut)
+		// An ack after the attempt's timeout is fenced the same way.
+		late := b.submitOne(t, plane.SubmitParams{MaxAttempts: 1, AttemptTimeout: time.Second})
+		j3 := b.claimID(t, late)
+		b.advance(2 * time.Second)
+		requireIs(t, b.settle(t, plane.SettleParams{ID: j3.ID, Token: j3.Token, Outcome: plane.OutcomeSucceeded}), plane.ErrLeaseLost)
+		b.requireState(t, late, plane.StateTimeout, 1)
+	})
 }

@@ -136,6 +136,10 @@ func testValidation(t *testing.T, s *suite) {
 			{"NegativeMaxAttempts", plane.SubmitParams{MaxAttempts: -1}, "attempts"},
 			{"NegativeAttemptTimeout", plane.SubmitParams{AttemptTimeout: -time.Second}, "timeout"},
 			{"MalformedClientID", plane.SubmitParams{ID: "not-a-ulid"}, "id"},
+			{"EmptyMetadataKey", plane.SubmitParams{Metadata: map[string]string{"": "x"}}, "metadata"},
+			{"NULInMetadataKey", plane.SubmitParams{Metadata: map[string]string{"a\x00b": "x"}}, "metadata"},
+			{"InvalidUTF8MetadataValue", plane.SubmitParams{Metadata: map[string]string{"k": "\xff\xfe"}}, "metadata"},
+			{"HugeMetadata", plane.SubmitParams{Metadata: map[string]string{"k": strings.Repeat("x", plane.MaxMetadataBytes)}}, "metadata"},
 		} {
 			_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{c.p}})
 			requireInvalid(t, err, c.mention)

@@ -32,7 +32,7 @@ func (t *wtx) maintain() error {
 			if h.state != stateRunning {
 				return nil
 			}
-			return t.endAttempt(h, plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, stateTimeout, t.backoff(h.attempt))
+			return t.attemptOverdue(h)
 		}},
 		{func() ([]string, error) { return t.ids(t.w.st.deadlinesPassed) }, func(h *head) error {
 			if h.state != stateQueued {

@@ -42,7 +42,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 			VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.idByKey, `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`},
 		{&s.rowByID, `SELECT seq, namespace, queue, state, priority, attempt, max_attempts,
-			lease_token, lease_expires_ms, next_frame FROM invocations WHERE id = ?`},
+			lease_token, lease_expires_ms, attempt_deadline_ms, next_frame FROM invocations WHERE id = ?`},
 		{&s.rowByIDFull, `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`},
 		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT ?4`},
 		{&s.claimFILO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT ?4`},

@@ -19,6 +19,7 @@ type head struct {
 	attempt, maxAttempts int
 	token                sql.NullString
 	leaseExpiresMS       int64
+	attemptDeadlineMS    int64
 	nextFrame            int64
 }
 
@@ -26,7 +27,7 @@ type head struct {
 func (t *wtx) head(id string) (*head, bool, error) {
 	h := &head{id: id}
 	err := t.w.st.rowByID.QueryRowContext(t.ctx, id).Scan(&h.seq, &h.namespace, &h.queue, &h.state,
-		&h.priority, &h.attempt, &h.maxAttempts, &h.token, &h.leaseExpiresMS, &h.nextFrame)
+		&h.priority, &h.attempt, &h.maxAttempts, &h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -36,8 +37,10 @@ func (t *wtx) head(id string) (*head, bool, error) {
 	return h, true, nil
 }
 
-// holds checks that token is the current, unexpired lease of h. A lease found expired is
-// ended on the spot (as maintenance would), so the answer never depends on timer luck.
+// holds checks that token is the current, unexpired lease of h and that the attempt is within
+// its attempt timeout. An expired lease or an overdue attempt is ended on the spot (as
+// maintenance would), so the answer never depends on when maintenance last ran: an attempt
+// that outlived its timeout ends as an attempt timeout however its worker settles it.
 func (t *wtx) holds(h *head, token string) (error, error) {
 	if h.state != stateRunning || !h.token.Valid || h.token.String != token {
 		return plane.ErrLeaseLost, nil
@@ -45,7 +48,16 @@ func (t *wtx) holds(h *head, token string) (error, error) {
 	if h.leaseExpiresMS <= t.ms {
 		return plane.ErrLeaseLost, t.expireLease(h)
 	}
+	if h.attemptDeadlineMS > 0 && h.attemptDeadlineMS <= t.ms {
+		return plane.ErrLeaseLost, t.attemptOverdue(h)
+	}
 	return nil, nil
+}
+
+// attemptOverdue ends the attempt of h that outlived its attempt timeout: retried after a
+// backoff while attempts remain, else timeout.
+func (t *wtx) attemptOverdue(h *head) error {
+	return t.endAttempt(h, plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, stateTimeout, t.backoff(h.attempt))
 }
 
 // finish moves h to a terminal state. result is the success value; info the error.
