@@ -15,7 +15,7 @@ import (
 const schemaSQL = `
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('format', 1), ('next_index', 0), ('manifest_version', 0),
-  ('schema_version', 0), ('tail_rows', 0);
+  ('schema_version', 0), ('tail_rows', 0), ('tomb_version', 0);
 CREATE TABLE IF NOT EXISTS fields(pos INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tail(
   seq INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -319,6 +319,9 @@ func (kv *KVView) Clear(ctx context.Context, partition string, keys []string) er
 
 // addTombstones merges s into the tombstones.
 func (t *wtx) addTombstones(s idxset) error {
-	return mergeSpans(t, s, `SELECT lo, hi FROM tombstones WHERE hi >= ? AND lo <= ?`,
-		`DELETE FROM tombstones WHERE lo = ?`, `INSERT INTO tombstones(lo, hi) VALUES (?, ?)`)
+	if err := mergeSpans(t, s, `SELECT lo, hi FROM tombstones WHERE hi >= ? AND lo <= ?`,
+		`DELETE FROM tombstones WHERE lo = ?`, `INSERT INTO tombstones(lo, hi) VALUES (?, ?)`); err != nil {
+		return err
+	}
+	return metaAdd(t.ctx, t, "tomb_version", 1) // readers cache tombstones by this version
 }

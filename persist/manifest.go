@@ -48,12 +48,13 @@ type segment struct {
 
 // snapshot is a consistent view of the queue for one read.
 type snapshot struct {
-	schema  Schema
-	next    int64
-	version int64
-	tomb    idxset
-	frags   []*fragMeta  // live, overlapping the loaded range
-	tail    []*tailEntry // overlapping the loaded range, by seq
+	schema   Schema
+	next     int64
+	version  int64
+	tailRows int64
+	tomb     idxset
+	frags    []*fragMeta  // live, overlapping the loaded range
+	tail     []*tailEntry // overlapping the loaded range, by seq
 }
 
 // tailCache keeps decoded tail entries by seq; entries never change, they only go away.
@@ -77,11 +78,11 @@ func (q *Queue) view(ctx context.Context, fn func(tx queryer) error) error {
 // loadHead reads the index counter, manifest version, schema and the tombstones.
 func (q *Queue) loadHead(ctx context.Context, tx queryer) (*snapshot, error) {
 	s := &snapshot{}
-	rows, err := tx.QueryContext(ctx, `SELECT key, value FROM meta WHERE key IN ('next_index', 'manifest_version', 'schema_version')`)
+	rows, err := tx.QueryContext(ctx, `SELECT key, value FROM meta WHERE key IN ('next_index', 'manifest_version', 'schema_version', 'tail_rows', 'tomb_version')`)
 	if err != nil {
 		return nil, fmt.Errorf("read meta: %w", err)
 	}
-	var schemaVer int64
+	var schemaVer, tombVer int64
 	for rows.Next() {
 		var k string
 		var v int64
@@ -96,6 +97,10 @@ func (q *Queue) loadHead(ctx context.Context, tx queryer) (*snapshot, error) {
 			s.version = v
 		case "schema_version":
 			schemaVer = v
+		case "tail_rows":
+			s.tailRows = v
+		case "tomb_version":
+			tombVer = v
 		}
 	}
 	rows.Close()
@@ -110,36 +115,91 @@ func (q *Queue) loadHead(ctx context.Context, tx queryer) (*snapshot, error) {
 		}
 		q.setSchema(&s.schema, schemaVer)
 	}
-	if s.tomb, err = loadSpans(ctx, tx, `SELECT lo, hi FROM tombstones ORDER BY lo`); err != nil {
-		return nil, err
+	// Tombstones change only with tomb_version: keep them between reads.
+	q.readCache.mu.Lock()
+	cachedTomb := q.readCache.tombOK && q.readCache.tombVer == tombVer
+	if cachedTomb {
+		s.tomb = q.readCache.tomb
+	}
+	q.readCache.mu.Unlock()
+	if !cachedTomb {
+		if s.tomb, err = loadSpans(ctx, tx, `SELECT lo, hi FROM tombstones ORDER BY lo`); err != nil {
+			return nil, err
+		}
+		q.readCache.mu.Lock()
+		q.readCache.tomb, q.readCache.tombVer, q.readCache.tombOK = s.tomb, tombVer, true
+		q.readCache.mu.Unlock()
 	}
 	return s, nil
 }
 
-// loadRange adds to s the live fragments and tail entries that overlap [lo, hi].
-func (q *Queue) loadRange(ctx context.Context, tx queryer, s *snapshot, lo, hi int64) error {
-	s.frags, s.tail = s.frags[:0], s.tail[:0]
-	rows, err := tx.QueryContext(ctx, `SELECT id, file, kind, min_idx, max_idx, rows, bytes, level, fields FROM fragments
-		WHERE state = 1 AND max_idx >= ? AND min_idx <= ? ORDER BY min_idx, id`, lo, hi)
-	if err != nil {
-		return fmt.Errorf("read manifest: %w", err)
+// readCache keeps what reads need from meta.db and changes rarely, keyed by the
+// version counter that changes with it in the same transaction: the live fragments
+// (manifest_version) and the tombstones (tomb_version).
+type readCache struct {
+	mu      sync.Mutex
+	fragVer int64
+	fragOK  bool
+	frags   []*fragMeta // every live fragment, by min_idx
+	tombVer int64
+	tombOK  bool
+	tomb    idxset
+}
+
+// liveFragments returns every live fragment as of manifest version ver.
+func (q *Queue) liveFragments(ctx context.Context, tx queryer, ver int64) ([]*fragMeta, error) {
+	q.readCache.mu.Lock()
+	if q.readCache.fragOK && q.readCache.fragVer == ver {
+		f := q.readCache.frags
+		q.readCache.mu.Unlock()
+		return f, nil
 	}
+	q.readCache.mu.Unlock()
+	rows, err := tx.QueryContext(ctx, `SELECT id, file, kind, min_idx, max_idx, rows, bytes, level, fields FROM fragments
+		WHERE state = 1 ORDER BY min_idx, id`)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	defer rows.Close()
+	var out []*fragMeta
 	for rows.Next() {
 		f := &fragMeta{fields: map[string]bool{}}
 		var fields string
 		if err := rows.Scan(&f.id, &f.file, &f.kind, &f.minI, &f.maxI, &f.rows, &f.bytes, &f.level, &fields); err != nil {
-			rows.Close()
-			return fmt.Errorf("read manifest: %w", err)
+			return nil, fmt.Errorf("read manifest: %w", err)
 		}
 		for _, name := range strings.Split(fields, "\x1f") {
 			if name != "" {
 				f.fields[name] = true
 			}
 		}
-		s.frags = append(s.frags, f)
+		out = append(out, f)
 	}
-	rows.Close()
-	rows, err = tx.QueryContext(ctx, `SELECT seq, kind, partition, lo, n, min_idx, max_idx FROM tail
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	q.readCache.mu.Lock()
+	q.readCache.frags, q.readCache.fragVer, q.readCache.fragOK = out, ver, true
+	q.readCache.mu.Unlock()
+	return out, nil
+}
+
+// loadRange adds to s the live fragments and tail entries that overlap [lo, hi].
+func (q *Queue) loadRange(ctx context.Context, tx queryer, s *snapshot, lo, hi int64) error {
+	s.frags, s.tail = s.frags[:0], s.tail[:0]
+	all, err := q.liveFragments(ctx, tx, s.version)
+	if err != nil {
+		return err
+	}
+	for _, f := range all {
+		if f.maxI >= lo && f.minI <= hi {
+			s.frags = append(s.frags, f)
+		}
+	}
+	if s.tailRows == 0 {
+		return nil // the tail is empty
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, kind, partition, lo, n, min_idx, max_idx FROM tail
 		WHERE max_idx >= ? AND min_idx <= ? ORDER BY seq`, lo, hi)
 	if err != nil {
 		return fmt.Errorf("read tail: %w", err)

@@ -152,13 +152,14 @@ type Queue struct {
 	cfg     Config
 	log     *slog.Logger
 
-	wdb, rdb *sql.DB
-	w        *writer
-	owner    *ownerLock
-	hub      hub
-	cache    *fragCache
-	tails    *tailCache
-	metrics  metrics
+	wdb, rdb  *sql.DB
+	w         *writer
+	owner     *ownerLock
+	hub       hub
+	cache     *fragCache
+	tails     *tailCache
+	readCache readCache
+	metrics   metrics
 
 	schemaMu      sync.Mutex
 	schema        *Schema
