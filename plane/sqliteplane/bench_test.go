@@ -38,19 +38,7 @@ func submitOne(ctx context.Context, d *Driver, queue string) (string, error) {
 
 // BenchmarkSubmit: Submit, one invocation a call, from 64 goroutines.
 func BenchmarkSubmit(b *testing.B) {
-	d := benchDriver(b)
-	ctx := context.Background()
-	b.SetParallelism(32) // × GOMAXPROCS(2) = 64 goroutines
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := submitOne(ctx, d, "bench"); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+	benchSubmitParallel(b, benchDriver(b))
 }
 
 // BenchmarkSubmitAdmission: Submit from 64 goroutines into a queue whose admission block
@@ -58,12 +46,17 @@ func BenchmarkSubmit(b *testing.B) {
 // transaction; compare with BenchmarkSubmit (no block).
 func BenchmarkSubmitAdmission(b *testing.B) {
 	d := benchDriver(b)
-	ctx := context.Background()
-	if err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "bench",
+	if err := d.QueueAdmissionSet(context.Background(), &plane.AdmissionParams{Namespace: "default", Queue: "bench",
 		Admission: plane.Admission{MaxDepth: 1 << 40, RateLimit: 1e9, Burst: 1 << 40}}); err != nil {
 		b.Fatal(err)
 	}
-	b.SetParallelism(32)
+	benchSubmitParallel(b, d)
+}
+
+// benchSubmitParallel submits one invocation a call to queue "bench" from 64 goroutines.
+func benchSubmitParallel(b *testing.B, d *Driver) {
+	ctx := context.Background()
+	b.SetParallelism(32) // × GOMAXPROCS(2) = 64 goroutines
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
