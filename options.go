@@ -1,6 +1,7 @@
 package lakeshore
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -230,8 +231,23 @@ type WorkingOptions struct {
 	// ClaimOptions configure the claim: how long to wait for a job and its lease.
 	ClaimOptions
 
-	// HeartbeatInterval is how often the lease is extended while the handler runs. Negative
-	// disables heartbeats (the handler must finish within the lease). Defaults to a third
-	// of the lease.
+	// HeartbeatInterval is how often the lease is extended while the handler runs; it must
+	// be shorter than the lease. Negative disables heartbeats (the handler must finish
+	// within the lease). Defaults to a third of the lease.
 	HeartbeatInterval time.Duration
+}
+
+// validate checks o against lease, the lease its claim will get. Errors: *InvalidError.
+func (o *WorkingOptions) validate(lease time.Duration) error {
+	if err := o.ClaimOptions.validate(); err != nil {
+		return err
+	}
+	if o.LeaseTTL > 0 {
+		lease = o.LeaseTTL
+	}
+	if o.HeartbeatInterval > 0 && o.HeartbeatInterval >= lease {
+		return &InvalidError{Field: "heartbeat interval", Value: o.HeartbeatInterval,
+			Rule: fmt.Sprintf("use a duration shorter than the lease (%s), 0 for a third of it, or < 0 for none", lease)}
+	}
+	return nil
 }

@@ -173,6 +173,8 @@ type HandlerFunc func(ctx context.Context, job *Job) (any, error)
 
 // Working claims one job, runs fn on it and settles it: the common worker loop, packaged.
 // It returns handled=false (and no error) when nothing was claimable within opts.Wait.
+// A nil fn, or an opts.HeartbeatInterval not shorter than the lease, is an *InvalidError
+// returned before anything is claimed.
 // Otherwise handled is true and:
 //
 //   - fn returned a result: the job is acked with it; err is nil, or the Ack's error (e.g.
@@ -190,9 +192,15 @@ type HandlerFunc func(ctx context.Context, job *Job) (any, error)
 // lease to expire. Working returns only after every goroutine it started has ended.
 // A loop that should outlive failing jobs logs err and goes on while handled is true.
 func (q *Queue) Working(ctx context.Context, fn HandlerFunc, opts *WorkingOptions) (handled bool, err error) {
+	if fn == nil {
+		return false, plane.Invalid("handler func", nil, "pass a non-nil HandlerFunc")
+	}
 	var o WorkingOptions
 	if opts != nil {
 		o = *opts
+	}
+	if err := o.validate(q.opts.LeaseTTL); err != nil {
+		return false, err
 	}
 	job, err := q.Claim(ctx, &o.ClaimOptions)
 	if err != nil || job == nil {

@@ -220,6 +220,46 @@ func TestWorking(t *testing.T) {
 		require.False(t, handled)
 	})
 
+	t.Run("InvalidBeforeClaim", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, &lakeshore.QueueOptions{LeaseTTL: time.Second})
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		fn := func(context.Context, *lakeshore.Job) (any, error) {
+			t.Error("an invalid call must not run the handler")
+			return nil, nil
+		}
+
+		handled, err := q.Working(t.Context(), nil, nil)
+		require.ErrorIs(t, err, lakeshore.ErrInvalid)
+		require.ErrorContains(t, err, "handler")
+		require.False(t, handled)
+
+		for _, o := range []*lakeshore.WorkingOptions{
+			{ClaimOptions: lakeshore.ClaimOptions{LeaseTTL: 500 * time.Millisecond}, HeartbeatInterval: 10 * time.Second},
+			{ClaimOptions: lakeshore.ClaimOptions{LeaseTTL: 500 * time.Millisecond}, HeartbeatInterval: 500 * time.Millisecond},
+			{HeartbeatInterval: time.Second}, // the queue's lease
+			{ClaimOptions: lakeshore.ClaimOptions{LeaseTTL: -1}},
+		} {
+			handled, err := q.Working(t.Context(), fn, o)
+			require.ErrorIs(t, err, lakeshore.ErrInvalid, "%+v", o)
+			require.False(t, handled)
+		}
+		_, err = q.Working(t.Context(), nil, &lakeshore.WorkingOptions{HeartbeatInterval: time.Hour})
+		require.ErrorContains(t, err, "handler")
+
+		inv, err := q.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, lakeshore.StateQueued, inv.State, "nothing was claimed")
+		require.Equal(t, 0, inv.Attempt, "no attempt burnt")
+
+		// A heartbeat shorter than the lease, or none, is fine.
+		handled, err = q.Working(t.Context(), func(context.Context, *lakeshore.Job) (any, error) { return 1, nil },
+			&lakeshore.WorkingOptions{HeartbeatInterval: 900 * time.Millisecond})
+		require.NoError(t, err)
+		require.True(t, handled)
+	})
+
 	t.Run("Ack", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, nil)
