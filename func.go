@@ -3,6 +3,8 @@ package lakeshore
 import (
 	"context"
 	"iter"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // ErrorTypeBadPayload is the ErrorInfo.Type of a job whose payload does not decode into its
@@ -28,6 +30,12 @@ type Func[In, Out any] struct {
 // NewFunc binds body to queue (opts: the handle's namespace and claim order; nil for
 // defaults). Errors: *InvalidError for a bad queue name or options.
 func NewFunc[In, Out any](d *Dispatch, queue string, body func(ctx context.Context, in In) (Out, error), opts *QueueOptions) (*Func[In, Out], error) {
+	if d == nil {
+		return nil, plane.Invalid("dispatch", nil, "pass the *Dispatch that Open or New returned, not nil")
+	}
+	if body == nil {
+		return nil, plane.Invalid("body", nil, "pass a non-nil function")
+	}
 	q, err := d.Queue(queue, opts)
 	if err != nil {
 		return nil, err
@@ -46,6 +54,12 @@ func NewFunc[In, Out any](d *Dispatch, queue string, body func(ctx context.Conte
 // to the job's journal as a VALUE frame (emit returns the post's error, e.g. ErrLeaseLost
 // once the job was killed) and body's return value is the result. Errors: as NewFunc.
 func NewStreamFunc[In, Out, V any](d *Dispatch, queue string, body func(ctx context.Context, in In, emit func(V) error) (Out, error), opts *QueueOptions) (*Func[In, Out], error) {
+	if d == nil {
+		return nil, plane.Invalid("dispatch", nil, "pass the *Dispatch that Open or New returned, not nil")
+	}
+	if body == nil {
+		return nil, plane.Invalid("body", nil, "pass a non-nil function")
+	}
 	q, err := d.Queue(queue, opts)
 	if err != nil {
 		return nil, err
@@ -80,6 +94,9 @@ func decodeInput(job *Job, into any) error {
 
 // Binding returns the queue and the function, for RunWorker.
 func (f *Func[In, Out]) Binding() HandlerBinding {
+	if f == nil {
+		return HandlerBinding{} // RunWorker reports the missing func
+	}
 	return HandlerBinding{Queue: f.q.Name(), QueueOptions: &f.q.opts, Func: f.fn}
 }
 

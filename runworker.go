@@ -180,10 +180,14 @@ var (
 // jobs nacked with retry, and ctx's error is returned). RunWorker returns only after every
 // goroutine it started has ended.
 //
-// Errors: *InvalidError for no handlers, two handlers on one queue, or bad options.
+// Errors: *InvalidError for a nil d, no handlers, a nil handler, two handlers on one
+// queue, or bad options.
 func RunWorker(ctx context.Context, d *Dispatch, handlers []Handler, opts *WorkerOptions) error {
 	if len(handlers) == 0 {
 		return plane.Invalid("handlers", nil, "pass at least one handler")
+	}
+	if d == nil {
+		return plane.Invalid("dispatch", nil, "pass the *Dispatch that Open or New returned, not nil")
 	}
 	o := opts.withDefaults(d, len(handlers))
 	if err := o.validate(); err != nil {
@@ -192,6 +196,9 @@ func RunWorker(ctx context.Context, d *Dispatch, handlers []Handler, opts *Worke
 	w := &worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency)}
 	seen := map[string]bool{}
 	for _, h := range handlers {
+		if h == nil {
+			return plane.Invalid("handlers", nil, "pass non-nil handlers")
+		}
 		b := h.Binding()
 		if b.Func == nil {
 			return plane.Invalid("handler func", b.Queue, "bind a non-nil HandlerFunc")

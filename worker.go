@@ -78,9 +78,12 @@ func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, e
 // Ack settles job as succeeded with result (encoded with the wire codec; nil is allowed):
 // the invocation's END frame carries it and Result returns it. Errors: ErrLeaseLost when
 // the caller no longer holds the lease (expired and re-claimed, or killed) — nothing
-// changes; *InvalidError when result does not encode or exceeds 16 MiB — nothing changes,
-// the job stays claimed.
+// changes; *InvalidError for a nil job, or when result does not encode or exceeds 16 MiB —
+// nothing changes, the job stays claimed.
 func (q *Queue) Ack(ctx context.Context, job *Job, result any) error {
+	if err := checkJob(job); err != nil {
+		return err
+	}
 	b, err := wire.Marshal(result)
 	if err != nil {
 		return encodeError("result", result, err)
@@ -93,13 +96,25 @@ func (q *Queue) Ack(ctx context.Context, job *Job, result any) error {
 // attempts remain, else it ends as failed; without retry it ends as failed at once. The
 // ERROR frame and Result's *TerminalError carry cause's text and type: the ErrorType() of
 // an error in cause's chain that has one (a *PanicError's is "panic"), else "error".
-// Errors: ErrLeaseLost when the caller no longer holds the lease; nothing changes.
+// Errors: ErrLeaseLost when the caller no longer holds the lease; nothing changes;
+// *InvalidError for a nil job.
 func (q *Queue) Nack(ctx context.Context, job *Job, cause error, retry bool) error {
+	if err := checkJob(job); err != nil {
+		return err
+	}
 	outcome := plane.OutcomeFailed
 	if retry {
 		outcome = plane.OutcomeRetry
 	}
 	return q.settle(ctx, plane.SettleParams{ID: job.ID, Token: job.token, Outcome: outcome, Error: errorInfo(cause)})
+}
+
+// checkJob refuses a nil *Job with an *InvalidError.
+func checkJob(job *Job) error {
+	if job == nil {
+		return plane.Invalid("job", nil, "pass the *Job that Claim returned, not nil")
+	}
+	return nil
 }
 
 func (q *Queue) settle(ctx context.Context, p plane.SettleParams) error {
@@ -118,8 +133,12 @@ func (q *Queue) settle(ctx context.Context, p plane.SettleParams) error {
 
 // Heartbeat extends job's lease by its lease TTL from now and returns the new expiry.
 // Working heartbeats on its own. Errors: ErrLeaseLost when the lease expired and the job
-// was claimed again, or the job was killed: the worker should stop working on it.
+// was claimed again, or the job was killed: the worker should stop working on it;
+// *InvalidError for a nil job.
 func (q *Queue) Heartbeat(ctx context.Context, job *Job) (time.Time, error) {
+	if err := checkJob(job); err != nil {
+		return time.Time{}, err
+	}
 	res, err := q.d.drv.InvocationHeartbeatMany(ctx, []plane.HeartbeatParams{{ID: job.ID, Token: job.token, LeaseTTL: job.leaseTTL}})
 	if err != nil {
 		return time.Time{}, err
@@ -135,8 +154,8 @@ func (q *Queue) Heartbeat(ctx context.Context, job *Job) (time.Time, error) {
 
 // Post appends value (encoded with the wire codec) to job's journal as a VALUE frame, which
 // Stream readers receive live, and returns the frame's seq. Errors: ErrLeaseLost (not the
-// lease holder), ErrJournalClosed (the job already ended), *InvalidError (value does not
-// encode or exceeds 16 MiB; nothing posted).
+// lease holder), ErrJournalClosed (the job already ended), *InvalidError (a nil job, or a
+// value that does not encode or exceeds 16 MiB; nothing posted).
 func (q *Queue) Post(ctx context.Context, job *Job, value any) (int64, error) {
 	return q.post(ctx, job, value, false)
 }
@@ -148,6 +167,9 @@ func (q *Queue) PostFinal(ctx context.Context, job *Job, value any) (int64, erro
 }
 
 func (q *Queue) post(ctx context.Context, job *Job, value any, final bool) (int64, error) {
+	if err := checkJob(job); err != nil {
+		return 0, err
+	}
 	b, err := wire.Marshal(value)
 	if err != nil {
 		return 0, encodeError("frame value", value, err)

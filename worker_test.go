@@ -440,3 +440,41 @@ func TestWorking(t *testing.T) {
 		require.ErrorIs(t, err, lakeshore.ErrFailed, "nacked at once, not left to its lease")
 	})
 }
+
+// TestNilPointers: exported calls given a nil pointer return an *InvalidError instead of
+// panicking.
+func TestNilPointers(t *testing.T) {
+	t.Parallel()
+	q, bundle := setup(t, nil)
+	ctx := t.Context()
+	isInvalid := func(t *testing.T, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, lakeshore.ErrInvalid)
+		var ie *lakeshore.InvalidError
+		require.ErrorAs(t, err, &ie)
+	}
+	isInvalid(t, q.Ack(ctx, nil, 1))
+	isInvalid(t, q.Nack(ctx, nil, errors.New("x"), true))
+	_, err := q.Post(ctx, nil, 1)
+	isInvalid(t, err)
+	_, err = q.PostFinal(ctx, nil, 1)
+	isInvalid(t, err)
+	_, err = q.Heartbeat(ctx, nil)
+	isInvalid(t, err)
+
+	body := func(context.Context, int) (int, error) { return 0, nil }
+	_, err = lakeshore.NewFunc(nil, "q", body, nil)
+	isInvalid(t, err)
+	_, err = lakeshore.NewFunc[int, int](bundle.d, "q", nil, nil)
+	isInvalid(t, err)
+	_, err = lakeshore.NewStreamFunc(nil, "q", func(context.Context, int, func(int) error) (int, error) { return 0, nil }, nil)
+	isInvalid(t, err)
+	_, err = lakeshore.NewStreamFunc[int, int, int](bundle.d, "q", nil, nil)
+	isInvalid(t, err)
+
+	h := lakeshore.Handle("q", func(context.Context, *lakeshore.Job) (any, error) { return nil, nil })
+	isInvalid(t, lakeshore.RunWorker(ctx, nil, []lakeshore.Handler{h}, nil))
+	isInvalid(t, lakeshore.RunWorker(ctx, bundle.d, []lakeshore.Handler{nil}, nil))
+	var f *lakeshore.Func[int, int]
+	isInvalid(t, lakeshore.RunWorker(ctx, bundle.d, []lakeshore.Handler{f}, nil))
+}
