@@ -1,0 +1,48 @@
+package sqliteplane
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestQueryPlans guards the cost of the hot path without timing anything: every claim,
+// settle and maintenance statement must walk an index (SEARCH … USING INDEX or the primary
+// key), never scan the table nor sort rows in a temporary b-tree, so its cost does not grow
+// with the queue's depth.
+func TestQueryPlans(t *testing.T) {
+	t.Parallel()
+	d := openTemp(t, nil)
+	ctx := context.Background()
+	for name, query := range map[string]string{
+		"claim fifo":       `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT ?4`,
+		"claim filo":       `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT ?4`,
+		"claim priority":   `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY priority DESC, id LIMIT ?4`,
+		"claim level":      `SELECT ` + rowColumns + ` ` + claimWhere + ` AND priority = ?4 ORDER BY id LIMIT 1`,
+		"levels":           `SELECT priority, n FROM counts WHERE namespace = ? AND queue = ? AND state = 0 AND n > 0`,
+		"count":            `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state = ?`,
+		"by id":            `SELECT seq FROM invocations WHERE id = ?`,
+		"by key":           `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
+		"expired leases":   `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT 1000`,
+		"overdue attempts": `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT 1000`,
+		"deadlines":        `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT 1000`,
+		"frames":           `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`,
+	} {
+		rows, err := d.readDB.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, "default", "q", 0, 1)
+		require.NoError(t, err, name)
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+			plan = append(plan, detail)
+		}
+		require.NoError(t, rows.Close())
+		text := strings.Join(plan, "; ")
+		require.NotContains(t, text, "TEMP B-TREE", "%s sorts rows: %s", name, text)
+		require.NotRegexp(t, `SCAN (invocations|frames|counts)\b`, text, "%s scans a table: %s", name, text)
+		require.Contains(t, text, "SEARCH", "%s: %s", name, text)
+	}
+}
