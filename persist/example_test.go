@@ -11,7 +11,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
-func Example() {
+func ExampleOpen() {
 	ctx := context.Background()
 	root, _ := os.MkdirTemp("", "persist-example")
 	defer os.RemoveAll(root)

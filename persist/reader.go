@@ -195,17 +195,19 @@ func (t *wtx) getMeta(rq *MetaRequest) ([]int64, Schema, error) {
 		return nil, *s, fmt.Errorf("%w: sampler %T returned %d samples for a batch of %d", ErrInvalid, rq.Sampler, len(idx), rq.BatchSize)
 	}
 	// Everything handed out must be ready now, or be the group's stored assignment.
-	allowed := ready
-	if stored, ok, err := in.Assignment(); err != nil {
-		return nil, *s, err
-	} else if ok {
-		allowed = allowed.union(setOf(stored))
-	}
 	chosen := setOf(idx)
 	if int(chosen.count()) != len(idx) {
 		return nil, *s, fmt.Errorf("%w: sampler %T returned an index twice", ErrInvalid, rq.Sampler)
 	}
-	if bad := chosen.minus(allowed); len(bad) > 0 {
+	bad := chosen.minus(ready)
+	if len(bad) > 0 {
+		if stored, ok, err := in.Assignment(); err != nil {
+			return nil, *s, err
+		} else if ok {
+			bad = bad.minus(setOf(stored))
+		}
+	}
+	if len(bad) > 0 {
 		return nil, *s, fmt.Errorf("%w: sampler %T returned index %d, which is not ready for task %q", ErrInvalid, rq.Sampler, bad[0].lo, rq.Task)
 	}
 	if rq.Wait && len(idx) < rq.BatchSize {
@@ -253,6 +255,31 @@ func (t *wtx) readySet(partition, task string, fields []string) (ready, part idx
 	}
 	part = spansOf(all)
 	ready = part
+	// Spans produced later (PutFields), for all requested fields in one query.
+	prod := map[string][]span{}
+	if n, err := t.producedCount(); err != nil {
+		return nil, nil, err
+	} else if n > 0 {
+		q := `SELECT field, lo, hi FROM produced WHERE hi > ? AND field IN (?` + strings.Repeat(", ?", len(fields)-1) + `)`
+		args := []any{part[0].lo}
+		for _, f := range fields {
+			args = append(args, f)
+		}
+		rows, err := t.query(q, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read produced: %w", err)
+		}
+		for rows.Next() {
+			var f string
+			var sp span
+			if err := rows.Scan(&f, &sp.lo, &sp.hi); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("read produced: %w", err)
+			}
+			prod[f] = append(prod[f], sp)
+		}
+		rows.Close()
+	}
 	for _, f := range fields {
 		var has []span
 		for _, s := range segs {
@@ -260,11 +287,7 @@ func (t *wtx) readySet(partition, task string, fields []string) (ready, part idx
 				has = append(has, s.sp)
 			}
 		}
-		prod, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM produced WHERE field = ? AND hi > ? ORDER BY lo`, f, part[0].lo)
-		if err != nil {
-			return nil, nil, err
-		}
-		ready = ready.intersect(spansOf(has).union(prod))
+		ready = ready.intersect(spansOf(append(has, prod[f]...)))
 	}
 	lo := part[0].lo
 	tomb, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM tombstones WHERE hi > ? ORDER BY lo`, lo)
@@ -431,4 +454,14 @@ func (r *Reader) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *Batch
 		return nil, meta, err
 	}
 	return b, meta, nil
+}
+
+// producedCount returns whether any span was ever produced later (0 when no PutFields
+// or KV merge ever ran), to skip the produced query in the common case.
+func (t *wtx) producedCount() (int64, error) {
+	var n int64
+	if err := t.queryRow(`SELECT EXISTS (SELECT 1 FROM produced)`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read produced: %w", err)
+	}
+	return n, nil
 }
