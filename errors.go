@@ -3,7 +3,10 @@ package lakeshore
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -70,11 +73,14 @@ const ErrorTypePanic = "panic"
 // ErrorTypeDefault is the ErrorInfo.Type of a nack whose cause names no type of its own.
 const ErrorTypeDefault = "error"
 
-// PanicError is a panic recovered from a handler run by Queue.Working. Its ErrorInfo type is
-// "panic" (ErrorTypePanic).
+// PanicError is a panic recovered from a handler run by Queue.Working or RunWorker. Its
+// ErrorInfo type is "panic" (ErrorTypePanic); its ErrorInfo message is the panic value and
+// the panicking frame, never the whole stack, which goes to the configured logger.
 type PanicError struct {
 	// Value is what the handler passed to panic.
 	Value any
+	// Frame names where the panic happened: "function (file.go:line)", or "" when unknown.
+	Frame string
 	// Stack is the goroutine's stack at the panic (runtime/debug.Stack).
 	Stack []byte
 }
@@ -91,7 +97,32 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-func newPanicError(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
+// newPanicError records a recovered panic; it must be called from the deferred function
+// that recovered it.
+func newPanicError(v any) *PanicError {
+	return &PanicError{Value: v, Frame: panicFrame(), Stack: debug.Stack()}
+}
+
+// panicFrame returns the frame that panicked, "function (file.go:line)": the first frame
+// outside package runtime below runtime.gopanic on the recovering goroutine's stack.
+func panicFrame() string {
+	pcs := make([]uintptr, 64)
+	n := runtime.Callers(2, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	seenPanic := false
+	for {
+		f, more := frames.Next()
+		if seenPanic && !strings.HasPrefix(f.Function, "runtime.") {
+			return fmt.Sprintf("%s (%s:%d)", f.Function, filepath.Base(f.File), f.Line)
+		}
+		if f.Function == "runtime.gopanic" {
+			seenPanic = true
+		}
+		if !more {
+			return ""
+		}
+	}
+}
 
 // Permanent marks err as not worth retrying: when a Queue.Working handler returns it, the job
 // is nacked without retry and ends as failed at once. Permanent(nil) is nil. The mark is
@@ -116,7 +147,7 @@ func IsPermanent(err error) bool {
 
 // errorInfo turns a nack's cause into the ErrorInfo the plane stores: Type is the cause's
 // ErrorType() when some error in its chain has one, else "error"; Message is its text (a
-// panic adds its stack, cut to maxStackBytes).
+// panic's adds the panicking frame, not the stack).
 func errorInfo(cause error) *ErrorInfo {
 	info := &ErrorInfo{Type: ErrorTypeDefault, Message: "nack"}
 	if cause == nil {
@@ -130,18 +161,11 @@ func errorInfo(cause error) *ErrorInfo {
 		}
 	}
 	var p *PanicError
-	if errors.As(cause, &p) && len(p.Stack) > 0 {
-		stack := p.Stack
-		if len(stack) > maxStackBytes {
-			stack = append(stack[:maxStackBytes:maxStackBytes], "…"...)
-		}
-		info.Message += "\n\n" + string(stack)
+	if errors.As(cause, &p) && p.Frame != "" {
+		info.Message += " [at " + p.Frame + "]"
 	}
 	return info
 }
-
-// maxStackBytes caps the stack a panic's ErrorInfo message carries.
-const maxStackBytes = 8 << 10
 
 // encodeError reports a value the wire codec cannot encode: it is an *InvalidError (so it
 // matches ErrInvalid) joined with the codec's own error (so errors.Is(err,

@@ -511,9 +511,11 @@ func (w *worker) handle(runCtx, jobCtx context.Context, b *binding, r *runningJo
 	if cause := context.Cause(jobCtx); cause != nil && errors.Is(fnErr, context.Canceled) {
 		fnErr = fmt.Errorf("%w (%w)", fnErr, cause)
 	}
-	fnErr = fmt.Errorf("job %s (attempt %d): %w", job.ID, job.Attempt, fnErr)
+	// The stored error is the handler's own: the TerminalError a reader gets already names
+	// the job and the attempt, and so do the log lines.
 	retry := !IsPermanent(fnErr)
-	log.DebugContext(runCtx, "job failed", logKeyError, fnErr, logKeyRetry, retry)
+	logPanic(runCtx, w.o.Logger, job, fnErr)
+	log.DebugContext(runCtx, "job failed", logKeyAttempt, job.Attempt, logKeyError, fnErr, logKeyRetry, retry)
 	if err := r.q.Nack(settleCtx, job, fnErr, retry); err != nil {
 		log.WarnContext(runCtx, "nack failed", logKeyError, err)
 	}

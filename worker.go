@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -268,11 +269,26 @@ func (q *Queue) work(ctx context.Context, job *Job, fn HandlerFunc, heartbeat ti
 		}
 		return err
 	}
+	logPanic(ctx, q.d.cfg.Logger, job, fnErr)
+	// The stored error is fn's own: the TerminalError a reader gets already names the job
+	// and the attempt. The caller of Working gets them in the returned error.
+	nackErr := q.Nack(settleCtx, job, fnErr, !IsPermanent(fnErr))
 	fnErr = fmt.Errorf("job %s (attempt %d): %w", job.ID, job.Attempt, fnErr)
-	if err := q.Nack(settleCtx, job, fnErr, !IsPermanent(fnErr)); err != nil {
-		return errors.Join(fnErr, err)
+	if nackErr != nil {
+		return errors.Join(fnErr, nackErr)
 	}
 	return fnErr
+}
+
+// logPanic logs the whole stack of a handler's panic (err's *PanicError), which the stored
+// ErrorInfo leaves out.
+func logPanic(ctx context.Context, logger *slog.Logger, job *Job, err error) {
+	var p *PanicError
+	if !errors.As(err, &p) {
+		return
+	}
+	logger.ErrorContext(ctx, "handler panicked", logKeyJobID, job.ID, logKeyQueue, job.Queue, logKeyAttempt, job.Attempt,
+		logKeyPanic, fmt.Sprint(p.Value), logKeyStack, string(p.Stack))
 }
 
 func runHandler(ctx context.Context, job *Job, fn HandlerFunc) (result any, err error) {
@@ -313,6 +329,9 @@ func (q *Queue) heartbeatLoop(ctx context.Context, job *Job, interval time.Durat
 
 // Log keys.
 const (
-	logKeyJobID = "job_id"
-	logKeyError = "error"
+	logKeyJobID   = "job_id"
+	logKeyError   = "error"
+	logKeyAttempt = "attempt"
+	logKeyPanic   = "panic"
+	logKeyStack   = "stack"
 )

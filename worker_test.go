@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -477,4 +479,83 @@ func TestNilPointers(t *testing.T) {
 	isInvalid(t, lakeshore.RunWorker(ctx, bundle.d, []lakeshore.Handler{nil}, nil))
 	var f *lakeshore.Func[int, int]
 	isInvalid(t, lakeshore.RunWorker(ctx, bundle.d, []lakeshore.Handler{f}, nil))
+}
+
+// explode panics with a runtime error (a nil map write) one frame below the handler.
+func explode(m map[string]int) { m["x"] = 1 }
+
+// TestPanicMessage: a panic's stored ErrorInfo message is the panic value and the panicking
+// frame, not the goroutine's stack and not prefixed with the job and attempt (the
+// TerminalError says those once); the whole stack goes to the configured logger.
+func TestPanicMessage(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, q *lakeshore.Queue, id, value string, logs *syncBuffer) {
+		t.Helper()
+		err := q.Result(t.Context(), id, nil, nil)
+		var terr *lakeshore.TerminalError
+		require.ErrorAs(t, err, &terr)
+		msg := terr.Info.Message
+		require.Equal(t, lakeshore.ErrorTypePanic, terr.Info.Type)
+		require.True(t, strings.HasPrefix(msg, "panic: "+value), msg)
+		require.Contains(t, msg, "lakeshore_test.explode (worker_test.go:", "the panicking frame")
+		require.NotContains(t, msg, "goroutine")
+		require.NotContains(t, msg, "\n")
+		require.NotContains(t, msg, "job "+id, "no duplicated prefix")
+		require.Equal(t, 1, strings.Count(err.Error(), id), err.Error())
+		require.Equal(t, 1, strings.Count(err.Error(), "attempt"), err.Error())
+		require.Contains(t, logs.String(), "handler panicked")
+		require.Contains(t, logs.String(), "goroutine", "the stack is logged")
+	}
+	fn := func(context.Context, *lakeshore.Job) (any, error) {
+		explode(nil)
+		return nil, nil
+	}
+
+	t.Run("Working", func(t *testing.T) {
+		t.Parallel()
+		var logs syncBuffer
+		d, err := lakeshore.Open(t.Context(), ":memory:", &lakeshore.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, d.Close()) })
+		q, err := d.Queue("test", nil)
+		require.NoError(t, err)
+		id, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{MaxAttempts: 1})
+		require.NoError(t, err)
+		handled, err := q.Working(t.Context(), fn, nil)
+		require.True(t, handled)
+		require.ErrorContains(t, err, "job "+id+" (attempt 1): panic:", "the caller of Working learns the job")
+		check(t, q, id, "assignment to entry in nil map", &logs)
+	})
+
+	t.Run("RunWorker", func(t *testing.T) {
+		t.Parallel()
+		var logs syncBuffer
+		d, err := lakeshore.Open(t.Context(), ":memory:", &lakeshore.Config{Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, d.Close()) })
+		q, err := d.Queue("test", nil)
+		require.NoError(t, err)
+		id, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{MaxAttempts: 1})
+		require.NoError(t, err)
+		require.NoError(t, lakeshore.RunWorker(t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Once: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
+		check(t, q, id, "assignment to entry in nil map", &logs)
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
