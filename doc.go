@@ -120,7 +120,7 @@ Every error matches a sentinel through errors.Is: [ErrNotFound], [ErrTimeout] (t
 wait ended; nothing changed), [ErrFailed], [ErrCancelled] and [ErrTimedOut] (how a job
 ended; the [*TerminalError] carries its [ErrorInfo]), [ErrLeaseLost], [ErrJournalClosed],
 [ErrQueueFull], [ErrRateLimited], [ErrInvalid] (an [*InvalidError] says which argument and
-what is allowed; nothing was written), [ErrClosed] and [ErrNotImplemented]. They are the
+what is allowed; nothing was written), [ErrClosed], [ErrNotImplemented] and [ErrUnavailable] (a remote plane could not be reached). They are the
 sentinels of package plane, re-exported, and keep their identity across the HTTP wire.
 
 # Time and units

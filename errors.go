@@ -45,6 +45,10 @@ var (
 	// ErrNotImplemented: the plane does not support the operation, or the target names a
 	// plane this build does not include (PostgreSQL, for now).
 	ErrNotImplemented = plane.ErrNotImplemented
+	// ErrUnavailable: a remote plane (an http(s):// target) could not be reached within the
+	// call's time; the error keeps the connection failure as its cause. Reads, waits and
+	// submits were retried until then; for other calls whether they took effect is unknown.
+	ErrUnavailable = plane.ErrUnavailable
 )
 
 type (

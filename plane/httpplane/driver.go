@@ -54,8 +54,10 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, params *plane.SubmitM
 		}
 		req.MaxWait = api.Seconds(wait)
 		var out api.SubmitBatchResponse
+		// Every invocation carries its id: a repeated submit finds it and adds nothing, so
+		// the submit rides out an outage until ctx's deadline.
 		err := d.do(ctx, &call{method: "POST", path: "/v1/submit/batch", body: req, out: &out, safe: true,
-			wait: wait, ctx: reqCtx})
+			wait: wait, ctx: reqCtx, until: d.deadline(ctx)})
 		var ae *plane.AdmissionError
 		if errors.As(err, &ae) && errors.Is(ae.Cause, context.DeadlineExceeded) && ctx.Err() == nil {
 			if left, ok := remaining(ctx); !ok || left > 2*time.Millisecond {
@@ -157,7 +159,7 @@ func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocatio
 		return nil, err
 	}
 	var out api.Invocation
-	if err := d.do(ctx, &call{method: "GET", path: "/v1/invocations/" + pathID(id), out: &out, safe: true}); err != nil {
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/invocations/" + pathID(id), out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
 		return nil, err
 	}
 	return out.Plane(), nil
@@ -180,7 +182,8 @@ func (d *Driver) InvocationWait(ctx context.Context, params *plane.WaitParams) (
 		}
 		var out api.Invocation
 		err := d.do(ctx, &call{method: "GET", path: "/v1/invocations/" + pathID(params.ID) + "/wait",
-			query: url.Values{"timeout": {strconv.FormatFloat(api.Seconds(wait), 'g', -1, 64)}}, out: &out, safe: true, wait: wait})
+			query: url.Values{"timeout": {strconv.FormatFloat(api.Seconds(wait), 'g', -1, 64)}}, out: &out, safe: true, wait: wait,
+			waitParam: "timeout", until: d.waitDeadline(ctx, params.Timeout > 0, end)})
 		if errors.Is(err, plane.ErrTimeout) && wait > 0 && time.Now().Before(end) {
 			continue
 		}
@@ -227,7 +230,7 @@ func (d *Driver) InvocationCount(ctx context.Context, params *plane.CountParams)
 	}
 	var out api.CountResponse
 	err := d.do(ctx, &call{method: "GET", path: queuePath(params.Namespace, params.Queue) + "/count",
-		query: url.Values{"state": {string(params.State)}}, out: &out, safe: true})
+		query: url.Values{"state": {string(params.State)}}, out: &out, safe: true, until: d.deadline(ctx)})
 	return out.Count, err
 }
 
@@ -238,7 +241,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		q = url.Values{"namespace": {namespace}}
 	}
 	var out api.QueuesResponse
-	if err := d.do(ctx, &call{method: "GET", path: "/v1/queues", query: q, out: &out, safe: true}); err != nil {
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/queues", query: q, out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
 		return nil, err
 	}
 	res := make([]plane.QueueStats, len(out.Queues))
@@ -296,11 +299,14 @@ func (d *Driver) FrameRead(ctx context.Context, params *plane.FrameReadParams) (
 		if params.Limit != 0 {
 			q.Set("limit", strconv.Itoa(params.Limit))
 		}
+		var out api.FramesResponse
+		c := &call{method: "GET", path: path, query: q, out: &out, safe: true, wait: wait,
+			until: d.waitDeadline(ctx, params.Wait > 0, end)}
 		if wait > 0 {
 			q.Set("wait", strconv.FormatFloat(api.Seconds(wait), 'g', -1, 64))
+			c.waitParam = "wait"
 		}
-		var out api.FramesResponse
-		if err := d.do(ctx, &call{method: "GET", path: path, query: q, out: &out, safe: true, wait: wait}); err != nil {
+		if err := d.do(ctx, c); err != nil {
 			return nil, err
 		}
 		if len(out.Frames) > 0 || out.Closed || wait == 0 || !time.Now().Before(end) {
@@ -318,7 +324,7 @@ func (d *Driver) QueueAdmissionSet(ctx context.Context, params *plane.AdmissionP
 // QueueAdmissionGet implements plane.Driver.
 func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string) (*plane.Admission, error) {
 	var out api.AdmissionResponse
-	if err := d.do(ctx, &call{method: "GET", path: queuePath(namespace, queue) + "/admission", out: &out, safe: true}); err != nil {
+	if err := d.do(ctx, &call{method: "GET", path: queuePath(namespace, queue) + "/admission", out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
 		return nil, err
 	}
 	return out.Admission.Plane(), nil
@@ -346,7 +352,7 @@ func (d *Driver) WorkerList(ctx context.Context, params *plane.WorkerListParams)
 		q.Set("seen_within", strconv.FormatFloat(api.Seconds(params.SeenWithin), 'g', -1, 64))
 	}
 	var out api.WorkersResponse
-	if err := d.do(ctx, &call{method: "GET", path: "/v1/workers", query: q, out: &out, safe: true}); err != nil {
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/workers", query: q, out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
 		return nil, err
 	}
 	return out.Workers, nil
@@ -372,7 +378,7 @@ func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
 // TokenGet implements plane.Driver.
 func (d *Driver) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, error) {
 	var out api.Token
-	if err := d.do(ctx, &call{method: "POST", path: "/v1/tokens/lookup", body: &api.TokenLookupRequest{Hash: hash}, out: &out, safe: true}); err != nil {
+	if err := d.do(ctx, &call{method: "POST", path: "/v1/tokens/lookup", body: &api.TokenLookupRequest{Hash: hash}, out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
 		return nil, err
 	}
 	return out.Plane(), nil
@@ -381,7 +387,7 @@ func (d *Driver) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, e
 // TokenList implements plane.Driver. The server does not send hashes: Hash is nil.
 func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
 	var out api.TokensResponse
-	if err := d.do(ctx, &call{method: "GET", path: "/v1/tokens", out: &out, safe: true}); err != nil {
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/tokens", out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
 		return nil, err
 	}
 	res := make([]plane.TokenInfo, len(out.Tokens))

@@ -7,6 +7,13 @@
 // heartbeats, registrations, and submits, which carry client-chosen ULIDs so a retried
 // submit never creates a second job. Long waits are split into requests no longer than
 // Config.LongPollMax and repeated until the caller's wait ends.
+//
+// Reads and waits (get, count, queue stats, frame reads, result waits, worker and token
+// lists) and submits ride out a server outage (a restart, a dropped connection): they are
+// retried with capped backoff until their own deadline, the end of the wait or ctx's
+// deadline (RequestTimeout when ctx has none). Claims, settles, heartbeats and posts are
+// not repeated once sent. A connection failure that is finally returned wraps
+// plane.ErrUnavailable and keeps its cause.
 package httpplane
 
 import (
@@ -52,7 +59,9 @@ type Config struct {
 	Now func() time.Time
 
 	// MaxRetries bounds the retries of a call that is safe to repeat, after a connection
-	// error or a 502, 503 or 504 answer. Defaults to MaxRetriesDefault; -1 disables them.
+	// error or a 502, 503 or 504 answer. Reads, waits and submits are instead retried
+	// until their deadline (see the package comment). Defaults to MaxRetriesDefault; -1
+	// disables all retries.
 	MaxRetries int
 
 	// RequestTimeout bounds one request beyond the wait it asks for. Defaults to
@@ -159,6 +168,13 @@ type call struct {
 	safe bool
 	// wait is how long the server may hold the request (added to RequestTimeout).
 	wait time.Duration
+	// waitParam, when set, is the query parameter that carries wait in seconds; a retry
+	// shortens it so that the call still ends by until.
+	waitParam string
+	// until, when set, makes the call ride out an outage: a connection failure or a
+	// 502/503/504 is retried with capped backoff, however many times, until then (or ctx
+	// ends) instead of MaxRetries times. Only for calls that are safe to repeat.
+	until time.Time
 	// ctx is the request's context when set (a blocked submit detaches it from the
 	// caller's deadline); else the caller's.
 	ctx context.Context
@@ -181,25 +197,75 @@ func (d *Driver) do(ctx context.Context, c *call) error {
 		u += "?" + c.query.Encode()
 	}
 	reqCtx := cmp.Or(c.ctx, ctx)
+	var last error // the last attempt's connection failure
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 && c.waitParam != "" && !c.until.IsZero() {
+			// The server holds the retry only for what is left of the wait.
+			c.wait = max(min(c.wait, time.Until(c.until)), 0)
+			q := url.Values{}
+			for k, v := range c.query {
+				q[k] = v
+			}
+			q.Set(c.waitParam, strconv.FormatFloat(api.Seconds(c.wait), 'g', -1, 64))
+			u = d.base + c.path + "?" + q.Encode()
+		}
 		err, retryAfter, retryable := d.once(ctx, reqCtx, c, u, body)
-		if err == nil || !retryable || attempt >= d.cfg.MaxRetries || d.cfg.MaxRetries < 0 {
+		if err != nil && ctx.Err() != nil && last != nil {
+			// ctx ended the call while the server was out of reach: say both.
+			return fmt.Errorf("%w; last attempt: %w", ctx.Err(), last)
+		}
+		if err == nil || !retryable || d.cfg.MaxRetries < 0 {
 			return err
 		}
-		delay := min(retryBase<<attempt, retryMax)
+		last = nil
+		if errors.Is(err, plane.ErrUnavailable) {
+			last = err
+		}
+		if c.until.IsZero() && attempt >= d.cfg.MaxRetries {
+			return err
+		}
+		left := time.Until(c.until)
+		if !c.until.IsZero() && left <= 0 {
+			return err
+		}
+		delay := min(retryBase<<min(attempt, 16), retryMax)
 		delay = delay/2 + rand.N(delay/2+1)
 		delay = max(delay, retryAfter)
+		if !c.until.IsZero() {
+			delay = min(delay, left)
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			if last != nil {
+				return fmt.Errorf("%w; last attempt: %w", ctx.Err(), last)
+			}
 			return ctx.Err()
 		case <-d.closeCtx.Done():
 			t.Stop()
 			return plane.ErrClosed
 		}
 	}
+}
+
+// deadline is the end of the outage retries of a call with no wait of its own: ctx's
+// deadline, else RequestTimeout from now.
+func (d *Driver) deadline(ctx context.Context) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(d.cfg.RequestTimeout)
+}
+
+// waitDeadline is the end of the outage retries of a wait that ends at end (zero: a wait
+// of 0, which has no end of its own).
+func (d *Driver) waitDeadline(ctx context.Context, waits bool, end time.Time) time.Time {
+	if !waits {
+		return d.deadline(ctx)
+	}
+	return end
 }
 
 // once sends one request. It reports whether the error may be retried, and the server's
@@ -234,7 +300,7 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		case ctx.Err() != nil:
 			return ctx.Err(), 0, false
 		}
-		return fmt.Errorf("%s %s: %w", c.method, c.path, err), 0, c.safe || dialError(err)
+		return unavailable(c, err), 0, c.safe || dialError(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
@@ -245,7 +311,7 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		case ctx.Err() != nil:
 			return ctx.Err(), 0, false
 		}
-		return fmt.Errorf("%s %s: read answer: %w", c.method, c.path, err), 0, c.safe
+		return unavailable(c, fmt.Errorf("read answer: %w", err)), 0, c.safe
 	}
 	codec := api.Msgpack
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == api.ContentTypeJSON {
@@ -278,6 +344,12 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		return err, retryAfter, c.safe && !errors.Is(err, plane.ErrClosed)
 	}
 	return err, retryAfter, false
+}
+
+// unavailable wraps a connection failure of c (the server down, unreachable, or gone
+// mid-answer) so that it matches plane.ErrUnavailable and keeps its cause.
+func unavailable(c *call, err error) error {
+	return fmt.Errorf("%s %s: %w (%w)", c.method, c.path, plane.ErrUnavailable, err)
 }
 
 // dialError reports whether err happened before the request was sent (nothing reached

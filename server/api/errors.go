@@ -81,6 +81,7 @@ var statuses = map[string]int{
 	plane.ErrInvalid.Code:        http.StatusBadRequest,
 	plane.ErrClosed.Code:         http.StatusServiceUnavailable,
 	plane.ErrNotImplemented.Code: http.StatusNotImplemented,
+	plane.ErrUnavailable.Code:    http.StatusBadGateway,
 	ErrUnauthorized.Code:         http.StatusUnauthorized,
 	ErrForbidden.Code:            http.StatusForbidden,
 	ErrUnsupportedMediaType.Code: http.StatusUnsupportedMediaType,
