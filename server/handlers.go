@@ -189,6 +189,10 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	var err error
+	if req.Payload, err = s.value("payload", req.Payload); err != nil {
+		return err
+	}
 	res, err := s.submit(r, p, req.Namespace, req.Queue, []api.SubmitInvocation{req.SubmitInvocation}, req.MaxWait)
 	if err != nil {
 		return err
@@ -201,6 +205,12 @@ func (s *Server) handleSubmitBatch(w http.ResponseWriter, r *http.Request, p *pr
 	var req api.SubmitBatchRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
+	}
+	for i := range req.Invocations {
+		var err error
+		if req.Invocations[i].Payload, err = s.value(fmt.Sprintf("invocations[%d].payload", i), req.Invocations[i].Payload); err != nil {
+			return err
+		}
 	}
 	res, err := s.submit(r, p, req.Namespace, req.Queue, req.Invocations, req.MaxWait)
 	if err != nil {
@@ -440,6 +450,11 @@ func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request, p *princip
 		if err != nil {
 			return err
 		}
+		if len(sp.Result) > 0 || sp.Outcome == plane.OutcomeSucceeded {
+			if sp.Result, err = s.value(fmt.Sprintf("settles[%d].result", i), sp.Result); err != nil {
+				return err
+			}
+		}
 		params[i], ids[i] = sp, sp.ID
 	}
 	if err := s.authorizeJobs(r, p, ids); err != nil {
@@ -496,6 +511,13 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, p *principal
 	}
 	j := plane.Journal{InvocationID: req.Journal.InvocationID, Namespace: req.Journal.Namespace,
 		Queue: req.Journal.Queue, Topic: req.Journal.Topic}
+	if j == (plane.Journal{}) {
+		return plane.Invalid("journal", nil, `missing: give "journal": {"invocation_id": …} for a job's journal, or {"namespace", "queue", "topic"} for a topic`)
+	}
+	value, err := s.value("value", req.Value)
+	if err != nil {
+		return err
+	}
 	if j.InvocationID != "" {
 		if err := s.authorizeInvocation(r, p, j.InvocationID, plane.PermissionConsume); err != nil {
 			return err
@@ -503,7 +525,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, p *principal
 	} else if err := authorizeQueue(p, j.Namespace, j.Queue, plane.PermissionSubmit, plane.PermissionConsume); err != nil {
 		return err
 	}
-	seq, err := s.drv.FramePost(r.Context(), &plane.FramePostParams{Journal: j, Token: req.Token, Value: req.Value, Final: req.Final})
+	seq, err := s.drv.FramePost(r.Context(), &plane.FramePostParams{Journal: j, Token: req.Token, Value: value, Final: req.Final})
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,13 @@ type Config struct {
 	// Now is the clock of token expiry. Defaults to time.Now.
 	Now func() time.Time
 
+	// RawValues accepts payloads, results and frame values as opaque bytes, stored as
+	// given (plane.Driver's contract, which the conformance suite checks with raw bytes).
+	// Defaults to false: each must be exactly one well-formed msgpack value (else 400
+	// invalid naming the field), and an absent one is stored as msgpack nil (0xc0), so that
+	// every reader can decode what the server stored.
+	RawValues bool
+
 	// Registerer receives the server's metrics. Defaults to a private registry.
 	Registerer prometheus.Registerer
 
@@ -124,6 +131,10 @@ const (
 	logDuration  = "duration"
 	logError     = "error"
 )
+
+// StatusClientClosedRequest is the status logs and metrics record for a request whose
+// client went away before the answer (nginx's 499); nothing is sent.
+const StatusClientClosedRequest = 499
 
 // Server is the HTTP API over a plane.Driver. It is an http.Handler; Stop ends its
 // long-polls and streams for a graceful shutdown. Safe for concurrent use.
@@ -218,6 +229,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		attrs = append(attrs, logCode, rw.code)
 	}
 	switch {
+	case rw.status == StatusClientClosedRequest:
+		s.log.Debug("request cancelled by the client", attrs...)
 	case rw.status >= 500:
 		s.log.Error("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
 	case rw.status >= 400:
@@ -346,6 +359,14 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, v any
 // writeError writes the error body of err with its status (and Retry-After when known).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	body, status := api.NewErrorBody(err)
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || status >= 500) {
+		// The client went away (a long-poll it gave up on): not a server error, and there
+		// is no one to answer.
+		if rec, ok := w.(*recorder); ok && !rec.wrote {
+			rec.status, rec.wrote, rec.code = StatusClientClosedRequest, true, "client_closed_request"
+		}
+		return
+	}
 	var tl *tooLargeError
 	if errors.As(err, &tl) {
 		status = http.StatusRequestEntityTooLarge
@@ -386,7 +407,19 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 		return &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
 	}
-	return c.Unmarshal(data, v)
+	return c.UnmarshalRequest(data, v)
+}
+
+// value checks a payload, result or frame value b named field: exactly one msgpack value,
+// and msgpack nil when absent, unless Config.RawValues. Errors: *plane.InvalidError.
+func (s *Server) value(field string, b []byte) ([]byte, error) {
+	if s.cfg.RawValues {
+		return b, nil
+	}
+	if len(b) == 0 {
+		return api.NilValue, nil
+	}
+	return b, api.CheckValue(field, b)
 }
 
 // tooLargeError is a body over MaxBodyBytes: code invalid, status 413.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"strings"
 
+	"github.com/tinylib/msgp/msgp"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -64,9 +66,21 @@ func (c Codec) Marshal(v any) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// Unmarshal decodes one value from data into v, rejecting trailing bytes. Errors:
-// *plane.InvalidError (field "request body") saying what is wrong.
+// Unmarshal decodes one value from data into v, rejecting trailing bytes and ignoring
+// fields v does not have (answers from a newer server). Errors: *plane.InvalidError
+// (field "request body") saying what is wrong.
 func (c Codec) Unmarshal(data []byte, v any) error {
+	return c.unmarshal(data, v, false)
+}
+
+// UnmarshalRequest is Unmarshal for a request body, which must name only fields v has when
+// it is JSON (a misspelt "prority" is refused, not dropped). Errors: *plane.InvalidError;
+// an unknown field is named as the "request body field".
+func (c Codec) UnmarshalRequest(data []byte, v any) error {
+	return c.unmarshal(data, v, true)
+}
+
+func (c Codec) unmarshal(data []byte, v any, strict bool) error {
 	r := bytes.NewReader(data)
 	var err error
 	if c == Msgpack {
@@ -77,8 +91,16 @@ func (c Codec) Unmarshal(data []byte, v any) error {
 		}
 	} else {
 		dec := json.NewDecoder(r)
+		if strict {
+			dec.DisallowUnknownFields()
+		}
 		err = dec.Decode(v)
-		if err == nil {
+		if err != nil {
+			if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+				return &plane.InvalidError{Field: "request body field", Value: strings.Trim(name, `"`),
+					Rule: "unknown field; check its spelling against /v1/openapi.json"}
+			}
+		} else {
 			if _, e := dec.Token(); e != io.EOF {
 				err = fmt.Errorf("data after the value")
 			}
@@ -90,6 +112,26 @@ func (c Codec) Unmarshal(data []byte, v any) error {
 			kind = "msgpack"
 		}
 		return &plane.InvalidError{Field: "request body", Rule: fmt.Sprintf("send one %s %T: %v", kind, v, err)}
+	}
+	return nil
+}
+
+// NilValue is msgpack nil, stored for an absent payload, result or frame value.
+var NilValue = []byte{0xc0}
+
+// CheckValue reports whether b, the payload, result or frame value named field, is exactly
+// one well-formed msgpack value (a structural check: type prefixes, lengths, nesting; not
+// string encodings). Errors: *plane.InvalidError naming field.
+func CheckValue(field string, b []byte) error {
+	if len(b) == 0 {
+		return plane.Invalid(field, nil, "send one msgpack value (nil is 0xc0)")
+	}
+	rest, err := msgp.Skip(b)
+	if err != nil {
+		return plane.Invalid(field, nil, "send exactly one well-formed msgpack value: "+strings.TrimPrefix(err.Error(), "msgp: "))
+	}
+	if len(rest) > 0 {
+		return plane.Invalid(field, nil, fmt.Sprintf("send exactly one msgpack value, not several (%d bytes follow the first)", len(rest)))
 	}
 	return nil
 }
