@@ -61,6 +61,7 @@ func BenchmarkPutBatch(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N*1000)/time.Since(start).Seconds(), "records/s")
+	reportGroupCommit(b, q)
 }
 
 // BenchmarkPutSingle: durable single-record Put from 64 goroutines (target ≥ 50,000/s).
@@ -87,6 +88,15 @@ func BenchmarkPutSingle(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+	reportGroupCommit(b, q)
+}
+
+// reportGroupCommit reports the average number of operations per write transaction.
+func reportGroupCommit(b *testing.B, q *Queue) {
+	st, err := q.Stats(context.Background())
+	if err == nil && st.Commits > 0 {
+		b.ReportMetric(float64(st.CommittedOps)/float64(st.Commits), "ops/commit")
+	}
 }
 
 func benchSizes(def string) []int {

@@ -12,6 +12,7 @@ import (
 type metrics struct {
 	puts, gets, flushes, compactions atomic.Int64
 	lastFlush, lastFlushDur          atomic.Int64 // unix ns, ns
+	commits, committedOps            atomic.Int64 // write transactions and the operations they carried
 	recoveredFragments               atomic.Int64 // pending fragments of dead processes rolled back by Open
 	orphansDeleted                   atomic.Int64 // files deleted by Open's recovery
 }
@@ -27,6 +28,11 @@ type Stats struct {
 	// LastFlushDuration how long writing its fragments and publishing them took.
 	LastFlush         time.Time
 	LastFlushDuration time.Duration
+	// Commits is how many write transactions this handle committed, and CommittedOps
+	// how many operations (puts, reads handing out samples, ...) they carried: their
+	// ratio is the group-commit batching.
+	Commits      int64
+	CommittedOps int64
 	// RecoveredFragments is how many unfinished flushes or compactions of crashed
 	// processes this handle's Open rolled back, and OrphansDeleted how many files it
 	// deleted that the manifest did not name.
@@ -57,7 +63,8 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{
 		Puts: q.metrics.puts.Load(), Gets: q.metrics.gets.Load(),
 		Flushes: q.metrics.flushes.Load(), Compactions: q.metrics.compactions.Load(),
-		LastFlushDuration:  time.Duration(q.metrics.lastFlushDur.Load()),
+		LastFlushDuration: time.Duration(q.metrics.lastFlushDur.Load()),
+		Commits:           q.metrics.commits.Load(), CommittedOps: q.metrics.committedOps.Load(),
 		RecoveredFragments: q.metrics.recoveredFragments.Load(), OrphansDeleted: q.metrics.orphansDeleted.Load(),
 		Partitions: map[string]int64{}, ConsumedByTask: map[string]int64{},
 	}

@@ -95,8 +95,9 @@ func encodeRecords(b []byte, recs []normRecord) []byte {
 }
 
 type tailDecoder struct {
-	b   []byte
-	err error
+	b     []byte
+	err   error
+	names map[string]string // interned field names: records repeat them
 }
 
 func (d *tailDecoder) uvarint() uint64 {
@@ -140,6 +141,20 @@ func (d *tailDecoder) bytes(n uint64) []byte {
 
 func (d *tailDecoder) str() []byte { return d.bytes(d.uvarint()) }
 
+func (d *tailDecoder) byte1() byte {
+	if b := d.bytes(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (d *tailDecoder) float() float64 {
+	if b := d.bytes(8); b != nil {
+		return math.Float64frombits(binary.LittleEndian.Uint64(b))
+	}
+	return 0
+}
+
 // count guards a length read from the input against the bytes left, so a corrupt
 // length cannot make us allocate without bound.
 func (d *tailDecoder) count(minBytesEach int) int {
@@ -175,23 +190,31 @@ func (d *tailDecoder) batch(recs []normRecord) ([]normRecord, error) {
 		nf := d.count(2)
 		rec := make(normRecord, 0, nf)
 		for f := 0; f < nf && d.err == nil; f++ {
-			name := string(d.str())
-			code := d.bytes(1)
+			nb := d.str()
+			name, ok := d.names[string(nb)] // no allocation for the lookup
+			if !ok {
+				name = string(nb)
+				if d.names == nil {
+					d.names = map[string]string{}
+				}
+				d.names[name] = name
+			}
+			code := d.byte1()
 			if d.err != nil {
 				break
 			}
-			kind, ok := codeKinds[code[0]]
+			kind, ok := codeKinds[code]
 			if !ok {
-				return nil, fmt.Errorf("%w: kind code %d", errBadTail, code[0])
+				return nil, fmt.Errorf("%w: kind code %d", errBadTail, code)
 			}
 			var v any
 			switch kind {
 			case KindBool:
-				v = d.bytes(1)[0] == 1
+				v = d.byte1() == 1
 			case KindInt64:
 				v = d.varint()
 			case KindFloat64:
-				v = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
+				v = d.float()
 			case KindString:
 				v = string(d.str())
 			case KindBytes:
@@ -209,7 +232,7 @@ func (d *tailDecoder) batch(recs []normRecord) ([]normRecord, error) {
 				n := d.count(8)
 				x := make([]float64, n)
 				for i := range x {
-					x[i] = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
+					x[i] = d.float()
 				}
 				v = x
 			case KindTensor, KindNDArray, KindWireTensor:

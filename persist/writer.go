@@ -312,6 +312,8 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 		fail(fmt.Errorf("commit: %w", err))
 		return
 	}
+	w.q.metrics.commits.Add(1)
+	w.q.metrics.committedOps.Add(int64(len(ops)))
 	for _, f := range t.after {
 		f()
 	}
