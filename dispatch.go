@@ -106,7 +106,9 @@ type Dispatch struct {
 //     $LAKESHORE_TOKEN). postgres://…: the PostgreSQL plane, not in this build yet: Open
 //     returns an error matching ErrNotImplemented.
 //
-// Any other scheme is an *InvalidError listing these forms. ctx bounds the opening only.
+// Any other scheme is an *InvalidError listing these forms, as are a target with leading or
+// trailing white space, "sqlite:…" without "//" (sqlite://:memory: is ":memory:") and a
+// directory. ctx bounds the opening only.
 func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 	c := cfg.withDefaults(os.Getenv)
 	if err := plane.ValidateName("namespace", c.Namespace); err != nil {
@@ -116,7 +118,12 @@ func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m := schemeRE.FindStringSubmatch(path); m != nil && (strings.EqualFold(m[1], "http") || strings.EqualFold(m[1], "https")) {
+	if path != ":memory:" && !isHTTP(path) {
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			return nil, plane.Invalid("target", target, "it is a directory; name a database file, e.g. "+filepath.Join(path, DefaultDBName))
+		}
+	}
+	if isHTTP(path) {
 		drv, err := httpplane.New(path, c.HTTP)
 		if err != nil {
 			return nil, err
@@ -187,6 +194,12 @@ func (d *Dispatch) Queue(name string, opts *QueueOptions) (*Queue, error) {
 // schemeRE matches a URL scheme prefix ("name://").
 var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
+// isHTTP reports whether a resolved target is an http(s) URL.
+func isHTTP(path string) bool {
+	m := schemeRE.FindStringSubmatch(path)
+	return m != nil && (strings.EqualFold(m[1], "http") || strings.EqualFold(m[1], "https"))
+}
+
 // resolveTarget turns an Open target into the path of a SQLite plane (":memory:" or a file)
 // or the URL of an HTTP plane, creating $LAKESHORE_HOME for the SQLite process default.
 func resolveTarget(target string, getenv func(string) string, userHome func() (string, error)) (string, error) {
@@ -213,8 +226,14 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 	if target == ":memory:" {
 		return target, nil
 	}
+	if strings.TrimSpace(target) != target {
+		return "", plane.Invalid("target", target, "remove the leading or trailing white space")
+	}
 	m := schemeRE.FindStringSubmatch(target)
 	if m == nil {
+		if len(target) >= 7 && strings.EqualFold(target[:7], "sqlite:") {
+			return "", plane.Invalid("target", target, `use sqlite://path for a file, or ":memory:" (also sqlite://:memory:) for an in-process plane`)
+		}
 		return target, nil // a file path
 	}
 	rest := target[len(m[0]):]
@@ -223,7 +242,7 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 		if rest == "" {
 			return "", plane.Invalid("target", target, "sqlite:// needs a path, e.g. sqlite:///var/lib/lakeshore.db")
 		}
-		return rest, nil
+		return rest, nil // sqlite://:memory: is ":memory:"
 	case "http", "https":
 		return target, nil
 	case "postgres", "postgresql":

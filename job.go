@@ -62,6 +62,9 @@ func newJob(j *plane.Job, leaseTTL time.Duration) *Job {
 // Decode decodes the payload into into, a pointer (as for wire.Unmarshal).
 // Errors: the codec's (wire.ErrMalformed, or a type mismatch).
 func (j *Job) Decode(into any) error {
+	if err := checkInto(into); err != nil {
+		return err
+	}
 	if err := wire.Unmarshal(j.payload, into); err != nil {
 		return fmt.Errorf("decode payload of %s into %T: %w", j.ID, into, err)
 	}

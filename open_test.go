@@ -159,3 +159,45 @@ func TestClosed(t *testing.T) {
 	_, err = q.Submit(t.Context(), "late", nil)
 	require.ErrorIs(t, err, lakeshore.ErrClosed)
 }
+
+// TestOpenRejectsOddTargets: targets that would silently become oddly named files are
+// refused (run in a scratch directory, so a regression leaves nothing behind).
+func TestOpenRejectsOddTargets(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, target := range []string{"  ", " plane.db", "plane.db\n", "sqlite::memory:", "sqlite:plane.db", "SQLite::memory:"} {
+		d, err := lakeshore.Open(t.Context(), target, &lakeshore.Config{Logger: testLogger(t)})
+		if d != nil {
+			d.Close()
+		}
+		require.ErrorIs(t, err, lakeshore.ErrInvalid, "%q", target)
+		var ie *lakeshore.InvalidError
+		require.ErrorAs(t, err, &ie)
+	}
+	_, err := lakeshore.Open(t.Context(), "sqlite::memory:", nil)
+	require.ErrorContains(t, err, "sqlite://", "a hint at the right form")
+	_, err = lakeshore.Open(t.Context(), "  ", nil)
+	require.ErrorContains(t, err, "white space")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no file was created")
+
+	// sqlite://:memory: is the in-process plane.
+	d, err := lakeshore.Open(t.Context(), "sqlite://:memory:", &lakeshore.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	q, err := d.Queue("q", nil)
+	require.NoError(t, err)
+	_, err = q.Submit(t.Context(), 1, nil)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	entries, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no file was created")
+
+	// A directory is not a plane.
+	_, err = lakeshore.Open(t.Context(), dir, nil)
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
+	require.ErrorContains(t, err, "directory")
+	_, err = lakeshore.Open(t.Context(), "sqlite://"+dir, nil)
+	require.ErrorContains(t, err, "directory")
+}

@@ -107,8 +107,14 @@ func (q *Queue) SubmitMany(ctx context.Context, batch []Submission) ([]string, e
 // Errors: ErrNotFound; a *TerminalError matching ErrFailed (carrying the job's error),
 // ErrCancelled (cancelled or killed) or ErrTimedOut (the job timed out); ErrTimeout when
 // the wait ends first (also matching context.DeadlineExceeded when ctx's deadline ended
-// it); ctx's error when ctx is cancelled; a decoding error when the result does not fit into.
+// it); ctx's error when ctx is cancelled; a decoding error when the result does not fit into;
+// an *InvalidError, before any wait, when into is neither nil nor a non-nil pointer.
 func (q *Queue) Result(ctx context.Context, id string, into any, opts *ResultOptions) error {
+	if into != nil {
+		if err := checkInto(into); err != nil {
+			return err // before waiting: the result could not be decoded into it anyway
+		}
+	}
 	inv, err := q.wait(ctx, id, opts.timeout())
 	if err != nil {
 		return err

@@ -393,3 +393,44 @@ func TestResult(t *testing.T) {
 		require.ErrorIs(t, err, lakeshore.ErrNotFound)
 	})
 }
+
+// TestDecodeTargets: decoding into something that is not a non-nil pointer, or reading the
+// result of a live invocation, fails with ErrInvalid at once; Stream names a bad id.
+func TestDecodeTargets(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t, nil)
+	id, err := q.Submit(t.Context(), 5, nil)
+	require.NoError(t, err)
+
+	start := time.Now()
+	err = q.Result(t.Context(), id, 5, nil)
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
+	require.ErrorContains(t, err, "into must be a non-nil pointer")
+	require.Less(t, time.Since(start), 5*time.Second, "refused before waiting")
+	var np *int
+	require.ErrorIs(t, q.Result(t.Context(), id, np, nil), lakeshore.ErrInvalid)
+
+	inv, err := q.Get(t.Context(), id)
+	require.NoError(t, err)
+	var n int
+	err = inv.DecodeResult(&n)
+	require.ErrorIs(t, err, lakeshore.ErrInvalid, "a live invocation has no result")
+	require.ErrorContains(t, err, "no result until it succeeds")
+	require.ErrorIs(t, inv.DecodePayload(n), lakeshore.ErrInvalid)
+	require.NoError(t, inv.DecodePayload(&n))
+	require.Equal(t, 5, n)
+
+	job, err := q.Claim(t.Context(), nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, job.Decode(n), lakeshore.ErrInvalid)
+
+	for _, bad := range []string{"", "nope"} {
+		var got error
+		for _, err := range q.Stream(t.Context(), bad, lakeshore.FromStart, nil) {
+			got = err
+		}
+		require.ErrorIs(t, got, lakeshore.ErrInvalid)
+		require.ErrorContains(t, got, "invocation id")
+		require.NotContains(t, got.Error(), "namespace")
+	}
+}

@@ -29,6 +29,9 @@ type Frame struct {
 
 // Decode decodes the frame's value into into, a pointer (as for wire.Unmarshal).
 func (f Frame) Decode(into any) error {
+	if err := checkInto(into); err != nil {
+		return err
+	}
 	if err := wire.Unmarshal(f.raw, into); err != nil {
 		return fmt.Errorf("decode frame %d into %T: %w", f.Seq, into, err)
 	}
@@ -63,9 +66,13 @@ func newFrame(f plane.Frame) (Frame, error) {
 // sequence cleanly. Any error is the last element: a *TerminalError when the job ended
 // without success (matching ErrFailed, ErrCancelled or ErrTimedOut, as Result), ErrTimeout
 // after opts.Timeout (default 30 s) without a new frame, ErrNotFound for an unknown id,
-// ctx's error, or a decoding error. Breaking out of the loop stops the stream; nothing is
+// ctx's error, or a decoding error; an *InvalidError (the only element) for an id that is
+// not a ULID. Breaking out of the loop stops the stream; nothing is
 // left running. The sequence may be ranged over more than once; each range reads anew.
 func (q *Queue) Stream(ctx context.Context, id string, since int64, opts *StreamOptions) iter.Seq2[Frame, error] {
+	if err := plane.ValidateID(id); err != nil {
+		return func(yield func(Frame, error) bool) { yield(Frame{}, err) }
+	}
 	return q.d.stream(ctx, plane.Journal{InvocationID: id}, since, opts.timeout(StreamTimeoutDefault))
 }
 
