@@ -432,3 +432,25 @@ func TestNoOrphansAfterCleanRun(t *testing.T) {
 		require.Equal(t, ".parquet", filepath.Ext(e.Name()))
 	}
 }
+
+func TestDurabilityModes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, mode := range []Durability{Durable, Buffered} {
+		t.Run(map[Durability]string{Durable: "Durable", Buffered: "Buffered"}[mode], func(t *testing.T) {
+			t.Parallel()
+			q := openTemp(t, &Config{Durability: mode})
+			var sync int
+			require.NoError(t, q.rdb.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
+			require.Equal(t, map[Durability]int{Durable: 2, Buffered: 0}[mode], sync, "synchronous=FULL (2) or OFF (0)")
+			_, err := q.PutBatch(ctx, []Record{{"x": 1}, {"x": 2}})
+			require.NoError(t, err)
+			q = reopen(t, q)
+			n, err := q.Len(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), n)
+		})
+	}
+	_, err := Open(ctx, "q", &Config{Dir: t.TempDir(), Durability: 7})
+	require.ErrorIs(t, err, ErrInvalid)
+}

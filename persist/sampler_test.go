@@ -127,3 +127,31 @@ func TestCustomSampler(t *testing.T) {
 	// Nothing was consumed by the rejected call.
 	require.Equal(t, []int64{1, 3}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "t"}))
 }
+
+func TestSeqLenBalancedSampler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	r := q.Reader()
+	lens := []int{10, 1, 1, 1, 9, 2, 2, 2, 5, 5}
+	putN(t, q, DefaultPartition, len(lens), func(i int) Record { return Record{"tokens": make([]int, lens[i])} })
+	m, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"tokens"}, BatchSize: 8, Task: "t", Sampler: SeqLenBalanced{LengthField: "tokens", Groups: 2}})
+	require.NoError(t, err)
+	// The first 8 samples (lengths 10,1,1,1,9,2,2,2), longest first to the lighter
+	// half: [10,2,1,1] (indexes 0,6,1,2) and [9,2,2,1] (4,5,7,3), 14 tokens each.
+	require.Equal(t, []int64{0, 6, 1, 2, 4, 5, 7, 3}, m.Indexes)
+	sum := func(idx []int64) (s int) {
+		for _, x := range idx {
+			s += lens[x]
+		}
+		return s
+	}
+	require.Equal(t, sum(m.Indexes[:4]), sum(m.Indexes[4:]))
+	// GetData keeps the sampler's order.
+	b, err := r.GetData(ctx, m)
+	require.NoError(t, err)
+	defer b.Release()
+	require.Equal(t, m.Indexes, b.Indexes)
+	_, err = r.GetMeta(ctx, &MetaRequest{Fields: []string{"tokens"}, BatchSize: 3, Task: "u", Sampler: SeqLenBalanced{LengthField: "tokens", Groups: 2}})
+	require.ErrorIs(t, err, ErrInvalid)
+}
