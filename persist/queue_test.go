@@ -454,3 +454,44 @@ func TestDurabilityModes(t *testing.T) {
 	_, err := Open(ctx, "q", &Config{Dir: t.TempDir(), Durability: 7})
 	require.ErrorIs(t, err, ErrInvalid)
 }
+
+func TestTwoHandlesOneProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	a := openTemp(t, &Config{Dir: dir, FlushRows: 40, FlushInterval: 5 * time.Millisecond})
+	b := openTemp(t, &Config{Dir: dir, FlushRows: 40, FlushInterval: 5 * time.Millisecond})
+	var wg sync.WaitGroup
+	for h, q := range []*Queue{a, b} {
+		wg.Go(func() {
+			for i := 0; i < 100; i++ {
+				_, err := q.PutBatch(ctx, []Record{{"h": h, "i": i}, {"h": h, "i": i}})
+				require.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, q := range []*Queue{a, b} {
+		rows, err := q.Get(ctx, 0, 1000, nil)
+		require.NoError(t, err)
+		require.Len(t, rows, 400, "each handle sees every row")
+		for i, r := range rows {
+			require.Equal(t, int64(i), r.Index)
+		}
+	}
+}
+
+func TestMissingFragmentIsCorrupt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
+	_, err := q.Put(ctx, Record{"x": 1})
+	require.NoError(t, err)
+	require.NoError(t, q.Flush(ctx))
+	files, err := filepath.Glob(filepath.Join(q.Dir(), "data", "*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	require.NoError(t, os.Remove(files[0]))
+	_, err = q.Get(ctx, 0, 1, nil)
+	require.ErrorIs(t, err, ErrCorrupt)
+}

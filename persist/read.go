@@ -336,8 +336,11 @@ const maxReadRetries = 5
 func (q *Queue) readBatch(ctx context.Context, fields []string, pick func(tx queryer, s *snapshot) ([]int64, error)) (*Batch, error) {
 	for attempt := 0; ; attempt++ {
 		b, err := q.readBatchOnce(ctx, fields, pick)
-		if errors.Is(err, errFragmentGone) && attempt < maxReadRetries {
-			continue
+		if errors.Is(err, errFragmentGone) {
+			if attempt < maxReadRetries {
+				continue // compacted away after our snapshot: take a new one
+			}
+			return nil, fmt.Errorf("%w: a fragment named by the manifest is missing: %v", ErrCorrupt, err)
 		}
 		if err == nil {
 			q.metrics.gets.Add(int64(b.Len()))
