@@ -12,7 +12,7 @@ func newKillCmd(a *app) *cobra.Command {
 		Short: "Kill a running job: it ends as killed and its worker stops within a heartbeat (exit 1 when it is not running)",
 		Args:  exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return a.endJob(c.Context(), args[0], "killed", (*lakeshore.Queue).Kill)
+			return a.endJob(c.Context(), args[0], "kill", "killed", (*lakeshore.Queue).Kill)
 		},
 	}
 }

@@ -192,6 +192,17 @@ func TestVerbs(t *testing.T) {
 		require.Equal(t, exitNotFound, code)
 	})
 
+	t.Run("CancelKillUnknownID", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		const id = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+		for _, verb := range []string{"cancel", "kill"} {
+			_, errs, code := c.run("", verb, id)
+			require.Equal(t, exitNotFound, code)
+			require.Equal(t, "lakeshore: "+verb+" "+id+": not found\n", errs)
+		}
+	})
+
 	t.Run("Completion", func(t *testing.T) {
 		t.Parallel()
 		c := newCLI(t)
