@@ -203,6 +203,29 @@ func TestVerbs(t *testing.T) {
 		}
 	})
 
+	t.Run("TokenJSON", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		var created map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "token", "create", "--id", "t1", "--can", "submit,read", "--queue", "jobs")), &created))
+		require.Equal(t, "t1", created["id"])
+		require.Equal(t, "jobs", created["queue"])
+		require.Equal(t, []any{"submit", "read"}, created["can"])
+		require.Nil(t, created["expires_at"])
+		require.True(t, strings.HasPrefix(created["token"].(string), "lks_"), "the secret, once")
+
+		var listed map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "token", "list")), &listed))
+		require.Equal(t, "t1", listed["id"])
+		require.Equal(t, "live", listed["status"])
+		require.NotContains(t, listed, "token", "never the secret")
+
+		var revoked map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.ok("token", "revoke", "t1", "--json")), &revoked))
+		require.Equal(t, map[string]any{"id": "t1", "revoked": true}, revoked)
+		require.Contains(t, c.ok("token", "list"), "revoked", "a table without --json")
+	})
+
 	t.Run("Completion", func(t *testing.T) {
 		t.Parallel()
 		c := newCLI(t)

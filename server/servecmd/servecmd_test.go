@@ -98,11 +98,11 @@ func TestServeAndTokens(t *testing.T) {
 	require.ErrorIs(t, err, httpplane.ErrForbidden)
 
 	out.Reset()
-	require.NoError(t, servecmd.RunTokenList(t.Context(), db, &out))
+	require.NoError(t, servecmd.RunTokenList(t.Context(), db, false, &out))
 	require.Contains(t, out.String(), "producer")
 	require.NotContains(t, out.String(), secret)
 	out.Reset()
-	require.NoError(t, servecmd.RunTokenRevoke(t.Context(), db, "producer", &out))
+	require.NoError(t, servecmd.RunTokenRevoke(t.Context(), db, "producer", false, &out))
 	_, err = drv.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "jobs", Invocations: []plane.SubmitParams{{}}})
 	require.ErrorIs(t, err, httpplane.ErrUnauthorized)
 

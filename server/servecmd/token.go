@@ -2,6 +2,7 @@ package servecmd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path"
@@ -29,6 +30,8 @@ type TokenCreateOpts struct {
 	Can []string
 	// TTL is how long the token lives; 0: forever.
 	TTL time.Duration
+	// JSON prints one JSON object instead of text.
+	JSON bool
 }
 
 // Validate checks o. Errors: *plane.InvalidError naming the flag.
@@ -80,6 +83,10 @@ func RunTokenCreate(ctx context.Context, o *TokenCreateOpts, out io.Writer) erro
 	if err := d.Driver().TokenCreate(ctx, tok); err != nil {
 		return fmt.Errorf("create token: %w", err)
 	}
+	if o.JSON {
+		return printJSON(out, tokenJSON{ID: tok.ID, Namespace: tok.Namespace, Queue: tok.Queue, Can: o.Can,
+			CreatedAt: tok.CreatedAt.UTC(), ExpiresAt: optTime(tok.ExpiresAt), Token: secret})
+	}
 	expires := "never"
 	if !tok.ExpiresAt.IsZero() {
 		expires = tok.ExpiresAt.UTC().Format(time.RFC3339)
@@ -89,8 +96,38 @@ func RunTokenCreate(ctx context.Context, o *TokenCreateOpts, out io.Writer) erro
 	return err
 }
 
-// RunTokenList prints every token (never a secret or hash) to out.
-func RunTokenList(ctx context.Context, target string, out io.Writer) error {
+// tokenJSON is a token as `--json` prints it: one object per line.
+type tokenJSON struct {
+	ID        string     `json:"id"`
+	Namespace string     `json:"namespace"`
+	Queue     string     `json:"queue"`
+	Can       []string   `json:"can"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"` // null: never
+	Status    string     `json:"status,omitempty"`
+	Token     string     `json:"token,omitempty"` // the secret, by create only
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func printJSON(out io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("print JSON: %w", err)
+	}
+	_, err = fmt.Fprintf(out, "%s\n", b)
+	return err
+}
+
+// RunTokenList prints every token (never a secret or hash) to out: a table, or one JSON
+// object per line when jsonOut.
+func RunTokenList(ctx context.Context, target string, jsonOut bool, out io.Writer) error {
 	d, err := lakeshore.Open(ctx, target, nil)
 	if err != nil {
 		return err
@@ -101,7 +138,9 @@ func RunTokenList(ctx context.Context, target string, out io.Writer) error {
 		return fmt.Errorf("list tokens: %w", err)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAMESPACE\tQUEUE\tCAN\tCREATED\tEXPIRES\tSTATUS")
+	if !jsonOut {
+		fmt.Fprintln(tw, "ID\tNAMESPACE\tQUEUE\tCAN\tCREATED\tEXPIRES\tSTATUS")
+	}
 	now := time.Now()
 	for _, t := range toks {
 		perms := make([]string, len(t.Permissions))
@@ -118,14 +157,22 @@ func RunTokenList(ctx context.Context, target string, out io.Writer) error {
 		if !t.RevokedAt.IsZero() {
 			status = "revoked"
 		}
+		if jsonOut {
+			if err := printJSON(out, tokenJSON{ID: t.ID, Namespace: t.Namespace, Queue: t.Queue, Can: perms,
+				CreatedAt: t.CreatedAt.UTC(), ExpiresAt: optTime(t.ExpiresAt), Status: status}); err != nil {
+				return err
+			}
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Namespace, t.Queue, strings.Join(perms, ","),
 			t.CreatedAt.UTC().Format(time.RFC3339), expires, status)
 	}
 	return tw.Flush()
 }
 
-// RunTokenRevoke revokes token id and says whether it was live.
-func RunTokenRevoke(ctx context.Context, target, id string, out io.Writer) error {
+// RunTokenRevoke revokes token id and says whether it was live (as {"id", "revoked"} when
+// jsonOut).
+func RunTokenRevoke(ctx context.Context, target, id string, jsonOut bool, out io.Writer) error {
 	d, err := lakeshore.Open(ctx, target, nil)
 	if err != nil {
 		return err
@@ -135,6 +182,9 @@ func RunTokenRevoke(ctx context.Context, target, id string, out io.Writer) error
 	if err != nil {
 		return fmt.Errorf("revoke token %s: %w", id, err)
 	}
+	if jsonOut {
+		return printJSON(out, map[string]any{"id": id, "revoked": ok})
+	}
 	if ok {
 		_, err = fmt.Fprintf(out, "revoked %s\n", id)
 	} else {
@@ -143,7 +193,15 @@ func RunTokenRevoke(ctx context.Context, target, id string, out io.Writer) error
 	return err
 }
 
-// Token returns the `lakeshore token` command with create, list and revoke.
+// jsonFlag reports whether the command line asked for JSON: the root command's global
+// --json flag, inherited by c.
+func jsonFlag(c *cobra.Command) bool {
+	f := c.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
+}
+
+// Token returns the `lakeshore token` command with create, list and revoke. They print
+// JSON (one object per line) when the root command has a global --json flag and it is set.
 func Token() *cobra.Command {
 	var target string
 	cmd := &cobra.Command{
@@ -163,6 +221,7 @@ with the admin token in LAKESHORE_TOKEN.`,
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			co.Target = target
+			co.JSON = jsonFlag(c)
 			return RunTokenCreate(c.Context(), co, c.OutOrStdout())
 		},
 	}
@@ -178,7 +237,7 @@ with the admin token in LAKESHORE_TOKEN.`,
 		Short: "List tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return RunTokenList(c.Context(), target, c.OutOrStdout())
+			return RunTokenList(c.Context(), target, jsonFlag(c), c.OutOrStdout())
 		},
 	}
 	revoke := &cobra.Command{
@@ -186,7 +245,7 @@ with the admin token in LAKESHORE_TOKEN.`,
 		Short: "Revoke a token",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return RunTokenRevoke(c.Context(), target, args[0], c.OutOrStdout())
+			return RunTokenRevoke(c.Context(), target, args[0], jsonFlag(c), c.OutOrStdout())
 		},
 	}
 	cmd.AddCommand(create, list, revoke)
