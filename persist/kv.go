@@ -179,14 +179,13 @@ func (kv *KVView) BatchPut(ctx context.Context, partition string, keys []string,
 		return nil, err
 	}
 	q.metrics.puts.Add(int64(len(items)))
+	pos := make(map[string]int, len(items))
+	for j, it := range items {
+		pos[it.key] = j
+	}
 	out := make([]int64, len(keys))
 	for i, k := range keys {
-		for j, it := range items {
-			if it.key == k {
-				out[i] = idxOf[j]
-				break
-			}
-		}
+		out[i] = idxOf[pos[k]]
 	}
 	return out, nil
 }
