@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
@@ -258,7 +259,8 @@ func rangeArgs(lo, hi int) cobra.PositionalArgs {
 }
 
 // parseJSON decodes JSON text into the generic form the wire codec encodes: integers
-// become int64 (uint64 above it), other numbers float64.
+// become int64 (uint64 above it), other numbers float64. Errors: an integer beyond 64 bits
+// or a number beyond float64's range (1e400), which no value of the codec holds exactly.
 func parseJSON(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -269,33 +271,64 @@ func parseJSON(b []byte) (any, error) {
 	if dec.More() {
 		return nil, errors.New("more than one JSON value")
 	}
-	return fromJSON(v), nil
+	return fromJSON(v)
 }
 
-func fromJSON(v any) any {
+func fromJSON(v any) (any, error) {
 	switch x := v.(type) {
 	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		var u uint64
-		if _, err := fmt.Sscan(string(x), &u); err == nil && !strings.ContainsAny(string(x), ".eE-") {
-			return u
-		}
-		f, _ := x.Float64()
-		return f
+		return fromJSONNumber(string(x))
 	case []any:
 		for i := range x {
-			x[i] = fromJSON(x[i])
+			var err error
+			if x[i], err = fromJSON(x[i]); err != nil {
+				return nil, err
+			}
 		}
-		return x
+		return x, nil
 	case map[string]any:
 		for k := range x {
-			x[k] = fromJSON(x[k])
+			var err error
+			if x[k], err = fromJSON(x[k]); err != nil {
+				return nil, err
+			}
 		}
-		return x
+		return x, nil
 	}
-	return v
+	return v, nil
+}
+
+// fromJSONNumber converts a JSON number: an integer literal to int64, or uint64 above
+// MaxInt64; anything else to a finite float64.
+func fromJSONNumber(s string) (any, error) {
+	if !strings.ContainsAny(s, ".eE") {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i, nil
+		}
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return u, nil
+		}
+		return nil, &numberError{fmt.Sprintf("the integer %s does not fit in 64 bits; pass it as a string (\"%s\")", s, s)}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, &numberError{fmt.Sprintf("the number %s is beyond the range of a float64 (±1.8e308); pass it as a string", s)}
+	}
+	return f, nil
+}
+
+// numberError is valid JSON holding a number the wire codec cannot hold exactly.
+type numberError struct{ msg string }
+
+func (e *numberError) Error() string { return e.msg }
+
+// jsonInputError is the usage error of a what (payload, value) that parseJSON refused.
+func jsonInputError(what string, err error) error {
+	var ne *numberError
+	if errors.As(err, &ne) {
+		return usagef("%s: %v", what, err)
+	}
+	return usagef("%s is not JSON (%v); quote a string as '\"text\"' or pass --string", what, err)
 }
 
 // jsonValue turns a decoded wire value into something encoding/json prints faithfully:

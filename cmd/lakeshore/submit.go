@@ -51,7 +51,7 @@ it failed, was cancelled or timed out; 4 when the wait timed out).`,
 			var payload any = string(raw)
 			if !asString {
 				if payload, err = parseJSON(raw); err != nil {
-					return usagef("payload is not JSON (%v); quote a string as '\"text\"' or pass --string", err)
+					return jsonInputError("payload", err)
 				}
 			}
 			d, q, err := a.queue(c.Context(), args[0])

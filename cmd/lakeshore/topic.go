@@ -33,7 +33,7 @@ func newTopicPostCmd(a *app) *cobra.Command {
 				if !asString {
 					v, err := parseJSON([]byte(args[2]))
 					if err != nil {
-						return usagef("value is not JSON (%v); quote a string as '\"text\"' or pass --string", err)
+						return jsonInputError("value", err)
 					}
 					value = v
 				}
