@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDocsErrorFormat: the error lines and the --json failed-result object docs/cli.md
+// shows are the ones the command prints (ids aside).
+func TestDocsErrorFormat(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/cli.md")
+	require.NoError(t, err)
+	text := string(doc)
+	ids := regexp.MustCompile(`01[0-9A-Z]{24}|01JB…`)
+	norm := func(s string) string { return ids.ReplaceAllString(strings.TrimSpace(s), "ID") }
+	shows := func(line, why string) {
+		t.Helper()
+		if !strings.Contains(norm(text), line) {
+			t.Errorf("docs/cli.md does not show %s: %s", why, line)
+		}
+	}
+
+	c := newCLI(t)
+	_, errs, code := c.run("", "cancel", "01ARZ3NDEKTSV4RRFFQ69G5FAV")
+	require.Equal(t, exitNotFound, code)
+	shows(norm(errs), "the not-found line")
+
+	_, errs, _ = c.run("", "submit", "bad/q", "1")
+	shows(norm(errs), "the invalid-argument line")
+
+	id := c.ok("submit", "q", "1", "--max-attempts", "1")
+	c.ok("worker", "q", "--once", "--", "sh", "-c", "echo … >&2; exit 1")
+	_, errs, _ = c.run("", "result", id)
+	shows(norm(errs), "a failed job's line")
+	out, _, _ := c.run("", "--json", "result", id)
+	shows("`"+norm(out)+"`", "the --json object of a failed result")
+
+	_, errs, _ = c.run("", "submit", "q", "not json")
+	require.Contains(t, errs, "\nRun 'lakeshore --help' for usage.\n")
+	shows("`Run 'lakeshore --help' for usage.`", "the usage hint")
+}
