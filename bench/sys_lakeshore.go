@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore"
@@ -102,12 +103,20 @@ func (s *lakeshoreStore) work(ctx context.Context, p workParams) (func(context.C
 	}
 	opts := &lakeshore.WorkingOptions{ClaimOptions: lakeshore.ClaimOptions{Wait: time.Second}}
 	var wg sync.WaitGroup
+	var settleErrors atomic.Int64
 	errc := make(chan error, p.concurrency)
 	for range p.concurrency {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				_, err := s.q.Working(ctx, handler, opts)
-				if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				handled, err := s.q.Working(ctx, handler, opts)
+				switch {
+				case err == nil || ctx.Err() != nil:
+				case handled && errors.Is(err, lakeshore.ErrLeaseLost):
+					// The SDK's advice for a worker loop: go on while handled is true. A settle
+					// after the lease expired (a stall longer than the lease) is refused and
+					// the plane runs the job again.
+					settleErrors.Add(1)
+				default:
 					select {
 					case errc <- err:
 					default:
@@ -120,6 +129,9 @@ func (s *lakeshoreStore) work(ctx context.Context, p workParams) (func(context.C
 	return func(context.Context) error {
 		cancel()
 		wg.Wait()
+		if n := settleErrors.Load(); n > 0 {
+			fmt.Fprintf(os.Stderr, "   (lakeshore: %d settle(s) refused with ErrLeaseLost after a stall longer than the lease; those jobs ran again)\n", n)
+		}
 		select {
 		case err := <-errc:
 			return err

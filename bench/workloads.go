@@ -295,6 +295,9 @@ func runLatency(ctx context.Context, h *harness, sys system, e *env) ([]float64,
 	begin := time.Now()
 	for i := range total {
 		time.Sleep(time.Until(begin.Add(time.Duration(i) * interval)))
+		if ctx.Err() != nil {
+			break
+		}
 		wg.Go(func() {
 			ref := newRef(int64(i))
 			enqueued[i] = ref.EnqueuedNS
