@@ -135,7 +135,7 @@ type Invocation struct {
 	LeaseExpiresAt time.Time
 	Worker         string     // who holds the lease (running) or last held it
 	Result         []byte     // wire-encoded result (succeeded only)
-	Error          *ErrorInfo // the error it ended with (failed, killed, timeout)
+	Error          *ErrorInfo // the error it ended with; while queued for a retry, its last attempt's
 	CreatedAt      time.Time
 	StartedAt      time.Time // start of the latest attempt
 	FinishedAt     time.Time // when it became terminal

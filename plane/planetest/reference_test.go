@@ -320,9 +320,15 @@ func (d *refDriver) start(ri *refInvocation, p *plane.ClaimParams) *plane.Job {
 	}
 }
 
-// holds reports whether token is the live lease of ri.
+// holds reports whether token is the live lease of ri. An attempt past its attempt timeout
+// is ended on the spot (as Maintain would), and its holder no longer holds it.
 func (d *refDriver) holds(ri *refInvocation, token string) bool {
-	return ri.inv.State == plane.StateRunning && token != "" && token == ri.token && d.now().Before(ri.inv.LeaseExpiresAt)
+	live := ri.inv.State == plane.StateRunning && token != "" && token == ri.token && d.now().Before(ri.inv.LeaseExpiresAt)
+	if live && ri.inv.AttemptTimeout > 0 && d.now().Sub(ri.inv.StartedAt) > ri.inv.AttemptTimeout {
+		d.failAttempt(ri, &plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, true, 0, plane.StateTimeout)
+		return false
+	}
+	return live
 }
 
 // end makes ri terminal, closing its journal with ERROR when info is set.
@@ -363,6 +369,7 @@ func (d *refDriver) failAttempt(ri *refInvocation, info *plane.ErrorInfo, retry 
 		inv.State = plane.StateQueued
 		inv.AvailableAt = d.now().Add(delay)
 		inv.LeaseExpiresAt = time.Time{}
+		inv.Error = info // why it is being retried
 		ri.token = ""
 		return
 	}

@@ -238,7 +238,7 @@ func testSettle(t *testing.T, s *suite) {
 		b := s.setup(t, config{noMaintenance: true})
 		id := b.submitOne(t, plane.SubmitParams{MaxAttempts: 2, AttemptTimeout: 5 * time.Second})
 		j := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, LeaseTTL: time.Minute})[0]
-		b.advance(5 * time.Second)
+		b.advance(5*time.Second + time.Millisecond)
 		err := b.settle(t, nackParams(j, true, "context deadline exceeded"))
 		requireIs(t, err, plane.ErrLeaseLost, "the attempt was already over")
 		inv := b.requireState(t, id, plane.StateQueued, 1)
