@@ -322,7 +322,7 @@ func runLatency(ctx context.Context, h *harness, sys system, e *env) ([]float64,
 		})
 	}
 	wg.Wait()
-	for deadline := time.Now().Add(time.Minute); seen.Load() < int64(total) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(time.Minute); seen.Load() < int64(total) && time.Now().Before(deadline) && ctx.Err() == nil; {
 		time.Sleep(5 * time.Millisecond)
 	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
