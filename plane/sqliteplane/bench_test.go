@@ -146,6 +146,70 @@ func BenchmarkLifecycle(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
+// BenchmarkLifecycleProducerBatches: as BenchmarkLifecycle, but each of the 32 producers
+// submits 16 jobs in one SubmitMany and then waits for their 16 results. b.N counts jobs.
+func BenchmarkLifecycleProducerBatches(b *testing.B) {
+	d := benchDriver(b)
+	ctx := context.Background()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	workCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	b.ResetTimer()
+	var producers, workers sync.WaitGroup
+	for range 32 {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for workCtx.Err() == nil {
+				jobs, err := d.InvocationClaimMany(workCtx, &plane.ClaimParams{Namespace: "default", Queue: "bench", Max: 64, Wait: time.Second})
+				if err != nil {
+					return
+				}
+				settles := make([]plane.SettleParams, len(jobs))
+				for i, j := range jobs {
+					settles[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
+				}
+				if len(settles) > 0 {
+					if _, err := d.InvocationSettleMany(ctx, settles); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	batch := make([]plane.SubmitParams, 16)
+	for i := range batch {
+		batch[i].Payload = []byte{0x80}
+	}
+	for range 32 {
+		producers.Add(1)
+		go func() {
+			defer producers.Done()
+			for left.Add(-int64(len(batch))) > -int64(len(batch)) {
+				res, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "bench", Invocations: batch})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				for _, r := range res {
+					inv, err := d.InvocationWait(ctx, &plane.WaitParams{ID: r.ID, Timeout: 30 * time.Second})
+					if err != nil || inv.State != plane.StateSucceeded {
+						b.Error("result", err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	producers.Wait()
+	b.StopTimer()
+	stop()
+	workers.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
 // BenchmarkLifecycleUnbatched: 64 goroutines each submit, claim one, ack one and read the
 // result, one call at a time — the worst case for group commit, for comparison.
 func BenchmarkLifecycleUnbatched(b *testing.B) {

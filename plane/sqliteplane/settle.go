@@ -3,6 +3,8 @@ package sqliteplane
 import (
 	"cmp"
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -40,6 +42,26 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 // settle acks or nacks one invocation. The first result is the caller's error
 // (ErrLeaseLost, ErrNotFound), the second a SQL failure.
 func (t *wtx) settle(p *plane.SettleParams) (error, error) {
+	if p.Outcome == plane.OutcomeSucceeded {
+		// The common case in one statement; anything unusual takes the path below.
+		result := p.Result
+		if result == nil {
+			result = []byte{0xc0} // msgpack nil: an ack without a result
+		}
+		var ns, q string
+		var priority float64
+		err := t.w.st.ackHeld.QueryRowContext(t.ctx, result, t.ms, p.ID, p.Token).Scan(&ns, &q, &priority)
+		if err == nil {
+			t.count(ns, q, stateRunning, priority, -1)
+			t.count(ns, q, stateSucceeded, priority, +1)
+			t.wake(invocationKey(p.ID))
+			t.wake(journalKey(p.ID))
+			return nil, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("ack %s: %w", p.ID, err)
+		}
+	}
 	h, ok, err := t.head(p.ID)
 	if err != nil || !ok {
 		return plane.ErrNotFound, err

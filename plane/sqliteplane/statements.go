@@ -23,6 +23,7 @@ type statements struct {
 	staleTopics, deleteTopic                *sql.Stmt
 	begin, commit                           *sql.Stmt
 	admission, admissionTokens, queuedCount *sql.Stmt
+	ackHeld                                 *sql.Stmt
 }
 
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
@@ -37,6 +38,13 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.admission, `SELECT ` + admissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`},
 		{&s.admissionTokens, `UPDATE queues SET tokens = ?, tokens_ms = ? WHERE namespace = ? AND queue = ?`},
 		{&s.queuedCount, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state = 0`},
+		// ackHeld succeeds an invocation only while the token holds a live lease within the
+		// attempt timeout; no row back means the slow path must say why.
+		{&s.ackHeld, `UPDATE invocations SET state = 2, result = ?1, finished_ms = ?2, lease_token = NULL,
+			lease_expires_ms = 0, attempt_deadline_ms = 0
+			WHERE id = ?3 AND state = 1 AND lease_token = ?4 AND lease_expires_ms > ?2
+			AND (attempt_deadline_ms = 0 OR attempt_deadline_ms > ?2)
+			RETURNING namespace, queue, priority`},
 		{&s.insert, `INSERT INTO invocations (id, namespace, queue, key, state, priority, payload,
 			metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
 			VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`},
