@@ -34,6 +34,7 @@ func TestTwoProducersTwoConsumers(t *testing.T) {
 	type proc struct {
 		name string
 		wait func() error
+		kill func()
 		out  []string
 	}
 	var procs []*proc
@@ -60,9 +61,19 @@ func TestTwoProducersTwoConsumers(t *testing.T) {
 			}
 			return nil
 		}
+		p.kill = func() { cmd.Process.Kill() }
+	}
+	// Producers first: if one fails, the consumers would wait for its rows forever.
+	for _, p := range procs[2:] {
+		if err := p.wait(); err != nil {
+			procs[0].kill()
+			procs[1].kill()
+			wg.Wait()
+			t.Fatal(err)
+		}
 	}
 	wg.Wait()
-	for _, p := range procs {
+	for _, p := range procs[:2] {
 		require.NoError(t, p.wait())
 	}
 	seen := map[int64]string{}

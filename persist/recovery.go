@@ -40,14 +40,22 @@ func acquireOwner(dir string) (*ownerLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, "owners", token+".lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	// The file is locked under a name recovery ignores, then renamed: a lock file
+	// that recovery can see is always already locked by its live owner.
+	tmp := filepath.Join(dir, "owners", token+".new")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create owner lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
+		os.Remove(tmp)
 		return nil, fmt.Errorf("lock owner file: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "owners", token+".lock")); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("publish owner lock: %w", err)
 	}
 	return &ownerLock{token: token, f: f}, nil
 }
