@@ -5,6 +5,7 @@ import (
 
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"strings"
 	"time"
@@ -423,6 +424,20 @@ func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
 		return nil, err
 	}
 	defer q.leave()
+	if len(meta.Indexes) == 0 {
+		// An empty batch (possibly for fields no sample has yet): nothing to read.
+		var fields []Field
+		for _, f := range meta.Fields {
+			if validKind(f.Kind) {
+				fields = append(fields, Field{Name: f.Name, Kind: f.Kind})
+			}
+		}
+		cols := make([]arrow.Array, len(fields))
+		for i, f := range fields {
+			cols[i] = buildColumn(f.Kind, nil)
+		}
+		return &Batch{Fields: fields, Record: makeRecord(nil, fields, cols)}, nil
+	}
 	sorted := sortedUnique(append([]int64(nil), meta.Indexes...))
 	b, err := q.readBatch(ctx, meta.FieldNames(), func(queryer, *snapshot) ([]int64, error) { return sorted, nil })
 	if err != nil {

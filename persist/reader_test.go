@@ -256,3 +256,18 @@ func TestProduced(t *testing.T) {
 	}, got)
 	require.NoError(t, KV(q).Clear(ctx, "p", []string{"nokey"})) // idempotent no-op
 }
+
+func TestGetBatchBeforeAnyData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	// A consumer that starts before the producers: no such field yet, no error.
+	b, m, err := q.Reader().GetBatch(ctx, &MetaRequest{Fields: []string{"src", "n"}, BatchSize: 4, Task: "t"})
+	require.NoError(t, err)
+	require.Equal(t, 0, m.Size)
+	require.Equal(t, 0, b.Len())
+	rows, err := b.Rows()
+	require.NoError(t, err)
+	require.Empty(t, rows)
+	b.Release()
+}
