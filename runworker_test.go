@@ -440,7 +440,7 @@ func TestRunWorker(t *testing.T) {
 				return nil, nil
 			}),
 			lakeshore.Handle("other", func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil }),
-		}, &lakeshore.WorkerOptions{Once: true, ID: "w1", LeaseTTL: 300 * time.Millisecond})
+		}, &lakeshore.WorkerOptions{Once: true, ID: "w1", LeaseTTL: slow(300 * time.Millisecond)})
 		<-started
 		ws, err := d.Driver().WorkerList(t.Context(), &plane.WorkerListParams{})
 		require.NoError(t, err)

@@ -393,12 +393,12 @@ func TestWorking(t *testing.T) {
 
 	t.Run("HeartbeatKeepsLease", func(t *testing.T) {
 		t.Parallel()
-		q, _ := setup(t, &lakeshore.QueueOptions{LeaseTTL: 500 * time.Millisecond})
+		q, _ := setup(t, &lakeshore.QueueOptions{LeaseTTL: slow(500 * time.Millisecond)})
 		id, err := q.Submit(t.Context(), nil, nil)
 		require.NoError(t, err)
 		handled, err := q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
 			// Outlive the lease three times; heartbeats (every 50 ms) keep it.
-			timer := time.NewTimer(1500 * time.Millisecond)
+			timer := time.NewTimer(slow(1500 * time.Millisecond))
 			defer timer.Stop()
 			select {
 			case <-timer.C:
@@ -406,7 +406,7 @@ func TestWorking(t *testing.T) {
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			}
-		}, &lakeshore.WorkingOptions{HeartbeatInterval: 50 * time.Millisecond})
+		}, &lakeshore.WorkingOptions{HeartbeatInterval: slow(50 * time.Millisecond)})
 		require.True(t, handled)
 		require.NoError(t, err)
 		var got string

@@ -153,10 +153,15 @@ func TestCrashRecovery(t *testing.T) {
 			}
 			close(lines)
 		}()
-		kill := time.After(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+		// The kill comes at a random moment after the child's first ack of the round, so
+		// every round is killed mid-work however slow the machine (or the race detector).
+		var kill <-chan time.Time
+		stuck := time.After(time.Minute)
 	read:
 		for {
 			select {
+			case <-stuck:
+				t.Fatal("the child acked nothing within a minute")
 			case line, ok := <-lines:
 				if !ok {
 					break read
@@ -167,6 +172,10 @@ func TestCrashRecovery(t *testing.T) {
 					submitted[f[2]] = f[1]
 				case "acked":
 					acked[f[1]] = true
+					if kill == nil && stuck != nil {
+						kill = time.After(time.Duration(rand.IntN(400)) * time.Millisecond)
+						stuck = nil
+					}
 				default:
 					t.Fatalf("child: %s", line)
 				}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package lakeshore_test
+
+const raceEnabled = false

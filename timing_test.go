@@ -1,0 +1,13 @@
+package lakeshore_test
+
+import "time"
+
+// slow scales a duration of a test that races real leases against real time. Under the race
+// detector every plane call is about ten times slower, so a lease that is generous in a normal
+// build is tight there; the test's logic and assertions stay the same.
+func slow(d time.Duration) time.Duration {
+	if raceEnabled {
+		return 10 * d
+	}
+	return d
+}
