@@ -356,12 +356,10 @@ func (t *wtx) loadPuts() error {
 		return nil
 	}
 	ps := putState{loaded: true}
-	var err error
-	if ps.next, err = metaGet(t.ctx, t, "next_index"); err != nil {
-		return err
-	}
-	if ps.tailRows, err = metaGet(t.ctx, t, "tail_rows"); err != nil {
-		return err
+	err := t.queryRow(`SELECT (SELECT value FROM meta WHERE key = 'next_index'), (SELECT value FROM meta WHERE key = 'tail_rows')`).
+		Scan(&ps.next, &ps.tailRows)
+	if err != nil {
+		return fmt.Errorf("read counters: %w", err)
 	}
 	err = t.queryRow(`SELECT lo, hi, partition, fieldset FROM segments ORDER BY lo DESC LIMIT 1`).
 		Scan(&ps.seg.lo, &ps.seg.hi, &ps.seg.partition, &ps.seg.fieldset)
@@ -418,13 +416,10 @@ func (t *wtx) syncPuts() error {
 	if err := t.writeSegment(); err != nil {
 		return err
 	}
-	if err := metaSet(t.ctx, t, "next_index", t.ps.next); err != nil {
-		return err
-	}
-	if t.ps.tailAdd != 0 {
-		if err := metaAdd(t.ctx, t, "tail_rows", t.ps.tailAdd); err != nil {
-			return err
-		}
+	// One statement for both counters.
+	if _, err := t.exec(`UPDATE meta SET value = CASE key WHEN 'next_index' THEN ? ELSE value + ? END
+		WHERE key IN ('next_index', 'tail_rows')`, t.ps.next, t.ps.tailAdd); err != nil {
+		return fmt.Errorf("write counters: %w", err)
 	}
 	t.ps = putState{}
 	return nil
