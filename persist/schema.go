@@ -109,10 +109,15 @@ const (
 	colSeq       = "_seq"
 )
 
+// fieldSep joins field names in meta.db (fieldsets, fragment field lists), so no field
+// name may contain it.
+const fieldSep = "\x1f"
+
 func checkFieldName(name string) error {
-	if name == "" || name == colIndex || name == colPartition || name == colSeq || len(name) > 256 {
+	if name == "" || name == colIndex || name == colPartition || name == colSeq || len(name) > 256 ||
+		strings.Contains(name, fieldSep) {
 		return &InvalidError{Field: "record field name", Value: fmt.Sprintf("%q", name),
-			Rule: "1–256 bytes and not one of the reserved names _index, _partition, _seq"}
+			Rule: `1–256 bytes without the byte \x1f, and not one of the reserved names _index, _partition, _seq`}
 	}
 	return nil
 }
