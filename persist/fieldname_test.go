@@ -32,3 +32,20 @@ func TestFieldNameSeparatorRejected(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Row{{Index: 0, Partition: DefaultPartition, Fields: Record{"ok": int64(1)}}}, rows)
 }
+
+// TestFieldNameMustBeUTF8: Parquet and Arrow names are UTF-8, and a fragment's
+// lakeshore.kinds metadata is JSON, which turns invalid bytes into U+FFFD, so an
+// independent reader could not match such a column to its kind. Such a name is refused.
+func TestFieldNameMustBeUTF8(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
+	_, err := q.Put(ctx, Record{"\xff": 1})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "UTF-8")
+	_, err = q.Put(ctx, Record{"naïve": 1})
+	require.NoError(t, err)
+	n, err := q.NextIndex(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+}

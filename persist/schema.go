@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -115,9 +116,9 @@ const fieldSep = "\x1f"
 
 func checkFieldName(name string) error {
 	if name == "" || name == colIndex || name == colPartition || name == colSeq || len(name) > 256 ||
-		strings.Contains(name, fieldSep) {
+		strings.Contains(name, fieldSep) || !utf8.ValidString(name) {
 		return &InvalidError{Field: "record field name", Value: fmt.Sprintf("%q", name),
-			Rule: `1–256 bytes without the byte \x1f, and not one of the reserved names _index, _partition, _seq`}
+			Rule: `1–256 bytes of valid UTF-8 without the byte \x1f, and not one of the reserved names _index, _partition, _seq`}
 	}
 	return nil
 }
