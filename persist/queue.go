@@ -539,8 +539,8 @@ func (t *wtx) addSegment(partition, fields string, lo, hi int64) error {
 
 // PutFields adds fields to existing samples of partition: fields[i] is merged into
 // the sample at indexes[i] (new fields are added, fields it already has are
-// overwritten; the latest put of a (sample, field) wins). Each (sample, field) put
-// becomes produced, so readers waiting for those fields see the sample. Durable when it
+// overwritten; the latest put of a (sample, field) wins; an index given twice is merged
+// in order, so its later record wins). Each (sample, field) put becomes produced, so readers waiting for those fields see the sample. Durable when it
 // returns; atomic. Errors: *NotFoundError for an index that does not exist in partition
 // (or was cleared), *SchemaError, *InvalidError, ErrClosed.
 func (q *Queue) PutFields(ctx context.Context, partition string, indexes []int64, fields []Record) error {
@@ -553,6 +553,7 @@ func (q *Queue) PutFields(ctx context.Context, partition string, indexes []int64
 	if len(indexes) == 0 {
 		return nil
 	}
+	indexes, fields = mergeDuplicateIndexes(indexes, fields)
 	p, err := prepare(partition, fields)
 	if err != nil {
 		return err
@@ -567,6 +568,38 @@ func (q *Queue) PutFields(ctx context.Context, partition string, indexes []int64
 	}
 	q.metrics.puts.Add(int64(len(fields)))
 	return nil
+}
+
+// mergeDuplicateIndexes merges the records of an index given more than once, in order
+// (a later non-nil value of a field replaces an earlier one), so that every index
+// appears once: reads resolve updates of one (sample, field) by tail sequence, which
+// records of one call share. Without duplicates it returns its arguments.
+func mergeDuplicateIndexes(indexes []int64, fields []Record) ([]int64, []Record) {
+	pos := make(map[int64]int, len(indexes))
+	for _, x := range indexes {
+		pos[x] = 0
+	}
+	if len(pos) == len(indexes) {
+		return indexes, fields
+	}
+	clear(pos)
+	outIdx := make([]int64, 0, len(pos))
+	outRec := make([]Record, 0, len(pos))
+	for i, x := range indexes {
+		j, ok := pos[x]
+		if !ok {
+			j = len(outIdx)
+			pos[x] = j
+			outIdx = append(outIdx, x)
+			outRec = append(outRec, Record{})
+		}
+		for k, v := range fields[i] {
+			if v != nil {
+				outRec[j][k] = v
+			}
+		}
+	}
+	return outIdx, outRec
 }
 
 func (t *wtx) putFields(p *putPrepared, indexes []int64) error {

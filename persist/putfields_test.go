@@ -1,0 +1,39 @@
+package persist
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPutFieldsDuplicateIndexLaterWins: an index given twice in one PutFields is
+// merged in order, so the later record's value of a field wins (as for any later put
+// of a (sample, field)) — in the tail, after a flush and after compaction.
+func TestPutFieldsDuplicateIndexLaterWins(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
+	_, err := q.PutBatch(ctx, []Record{{"x": 0}, {"x": 1}})
+	require.NoError(t, err)
+	require.NoError(t, q.PutFields(ctx, DefaultPartition, []int64{1, 0, 1},
+		[]Record{{"r": 1, "s": "a"}, {"r": 10}, {"r": 2, "t": nil}}))
+	want := []Row{
+		{Index: 0, Partition: DefaultPartition, Fields: Record{"x": int64(0), "r": int64(10)}},
+		{Index: 1, Partition: DefaultPartition, Fields: Record{"x": int64(1), "r": int64(2), "s": "a"}},
+	}
+	check := func(stage string) {
+		rows, err := q.Get(ctx, 0, 10, nil)
+		require.NoError(t, err, stage)
+		require.Equal(t, want, rows, stage)
+	}
+	check("tail")
+	require.NoError(t, q.Flush(ctx))
+	check("flushed")
+	_, err = q.PutBatch(ctx, []Record{{"x": 2}})
+	require.NoError(t, err)
+	require.NoError(t, q.Flush(ctx))
+	require.NoError(t, q.Compact(ctx))
+	want = append(want, Row{Index: 2, Partition: DefaultPartition, Fields: Record{"x": int64(2)}})
+	check("compacted")
+}
