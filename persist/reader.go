@@ -417,8 +417,12 @@ func sameShape(a, b []int) bool {
 }
 
 // GetData reads the fields of meta for its samples, in meta.Indexes order. The batch
-// is columnar (Arrow; Batch.Rows converts to rows). Errors: ErrClosed, I/O errors.
+// is columnar (Arrow; Batch.Rows converts to rows). Errors: *InvalidError (nil meta),
+// ErrClosed, I/O errors.
 func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
+	if meta == nil {
+		return nil, &InvalidError{Field: "meta", Value: "nil", Rule: "a *BatchMeta from GetMeta"}
+	}
 	q := r.q
 	if err := q.enter(); err != nil {
 		return nil, err
