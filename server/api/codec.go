@@ -80,10 +80,19 @@ func (c Codec) UnmarshalRequest(data []byte, v any) error {
 	return c.unmarshal(data, v, true)
 }
 
-func (c Codec) unmarshal(data []byte, v any, strict bool) error {
+func (c Codec) unmarshal(data []byte, v any, strict bool) (err error) {
+	defer func() {
+		// The reflective msgpack decoder panics on some shapes (a nil where a struct goes);
+		// a body is refused, never allowed to panic its handler.
+		if r := recover(); r != nil {
+			err = &plane.InvalidError{Field: "request body", Rule: fmt.Sprintf("send a well-formed body (the decoder refused it: %v)", r)}
+		}
+	}()
 	r := bytes.NewReader(data)
-	var err error
 	if c == Msgpack {
+		if _, err := checkShape(data, 0); err != nil {
+			return &plane.InvalidError{Field: "request body", Rule: "send one well-formed msgpack value: " + err.Error()}
+		}
 		dec := msgpack.NewDecoder(r)
 		err = dec.Decode(v)
 		if err == nil && r.Len() > 0 {
@@ -134,4 +143,45 @@ func CheckValue(field string, b []byte) error {
 		return plane.Invalid(field, nil, fmt.Sprintf("send exactly one msgpack value, not several (%d bytes follow the first)", len(rest)))
 	}
 	return nil
+}
+
+// maxShapeDepth bounds the nesting of a msgpack body.
+const maxShapeDepth = 512
+
+// checkShape walks one msgpack value and refuses an array or map that declares more elements
+// than the bytes left could hold (every element takes at least one byte), and nesting deeper
+// than maxShapeDepth. It runs before the reflective decoder, which would otherwise allocate
+// for whatever length a hostile body declares (a 20-byte body claiming 2^31 elements).
+func checkShape(b []byte, depth int) ([]byte, error) {
+	if depth > maxShapeDepth {
+		return nil, fmt.Errorf("nested deeper than %d", maxShapeDepth)
+	}
+	if len(b) == 0 {
+		return nil, msgp.ErrShortBytes
+	}
+	var n uint32
+	var err error
+	elements := uint64(1)
+	switch msgp.NextType(b) {
+	case msgp.ArrayType:
+		n, b, err = msgp.ReadArrayHeaderBytes(b)
+	case msgp.MapType:
+		n, b, err = msgp.ReadMapHeaderBytes(b)
+		elements = 2
+	default:
+		return msgp.Skip(b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	count := uint64(n) * elements
+	if count > uint64(len(b)) {
+		return nil, fmt.Errorf("a container declares %d elements but only %d bytes follow", count, len(b))
+	}
+	for range count {
+		if b, err = checkShape(b, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
