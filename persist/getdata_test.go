@@ -14,3 +14,39 @@ func TestGetDataNilMeta(t *testing.T) {
 	_, err := q.Reader().GetData(context.Background(), nil)
 	require.ErrorIs(t, err, ErrInvalid)
 }
+
+// TestGetDataMissingIndexes: GetData of a BatchMeta naming an index that was never put
+// (or is negative) or that was cleared fails with *NotFoundError naming it, instead of
+// returning rows without fields or a cleared sample's data.
+func TestGetDataMissingIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
+	kv := KV(q)
+	ids, err := kv.BatchPut(ctx, DefaultPartition, []string{"a", "b", "c"}, []Record{{"x": 0}, {"x": 1}, {"x": 2}}, nil)
+	require.NoError(t, err)
+	require.NoError(t, kv.Clear(ctx, DefaultPartition, []string{"b"}))
+	r := q.Reader()
+	fields := []FieldMeta{{Name: "x", Kind: KindInt64}}
+	for _, flushed := range []bool{false, true} {
+		if flushed {
+			require.NoError(t, q.Flush(ctx))
+		}
+		for _, idx := range [][]int64{{ids[1]}, {99}, {-1}, {ids[0], ids[1], ids[2]}} {
+			_, err := r.GetData(ctx, &BatchMeta{Size: len(idx), Indexes: idx, Fields: fields})
+			require.ErrorIs(t, err, ErrNotFound, "flushed %v, indexes %v", flushed, idx)
+			var nf *NotFoundError
+			require.ErrorAs(t, err, &nf)
+			require.Len(t, nf.Indexes, 1)
+		}
+		b, err := r.GetData(ctx, &BatchMeta{Size: 2, Indexes: []int64{ids[2], ids[0]}, Fields: fields})
+		require.NoError(t, err)
+		rows, err := b.Rows()
+		require.NoError(t, err)
+		b.Release()
+		require.Equal(t, []Row{
+			{Index: ids[2], Partition: DefaultPartition, Fields: Record{"x": int64(2)}},
+			{Index: ids[0], Partition: DefaultPartition, Fields: Record{"x": int64(0)}},
+		}, rows)
+	}
+}

@@ -418,7 +418,8 @@ func sameShape(a, b []int) bool {
 
 // GetData reads the fields of meta for its samples, in meta.Indexes order. The batch
 // is columnar (Arrow; Batch.Rows converts to rows). Errors: *InvalidError (nil meta),
-// ErrClosed, I/O errors.
+// *NotFoundError for indexes that were never put or were cleared, ErrClosed, I/O
+// errors.
 func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
 	if meta == nil {
 		return nil, &InvalidError{Field: "meta", Value: "nil", Rule: "a *BatchMeta from GetMeta"}
@@ -443,7 +444,13 @@ func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
 		return &Batch{Fields: fields, Record: makeRecord(nil, fields, cols)}, nil
 	}
 	sorted := sortedUnique(append([]int64(nil), meta.Indexes...))
-	b, err := q.readBatch(ctx, meta.FieldNames(), func(queryer, *snapshot) ([]int64, error) { return sorted, nil })
+	b, err := q.readBatch(ctx, meta.FieldNames(), func(_ queryer, s *snapshot) ([]int64, error) {
+		want := setOf(sorted)
+		if missing := want.minus(idxset{{0, s.next}}.minus(s.tomb)); len(missing) > 0 {
+			return nil, &NotFoundError{Partition: meta.Partition, Indexes: missing.first(16)}
+		}
+		return sorted, nil
+	})
 	if err != nil {
 		return nil, err
 	}
