@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+	"github.com/lakeshore-dev/lakeshore/server"
 )
 
 // binary is the lakeshore command built for the tests that run it as a child process.
@@ -50,6 +54,24 @@ type cli struct {
 func newCLI(t *testing.T) *cli {
 	t.Helper()
 	return &cli{t: t, target: filepath.Join(t.TempDir(), "plane.db")}
+}
+
+// newHTTPCLI runs the command line against an HTTP server on loopback serving a fresh
+// SQLite plane.
+func newHTTPCLI(t *testing.T) *cli {
+	t.Helper()
+	drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "plane.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(drv, nil)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Stop()
+		drv.Close()
+	})
+	return &cli{t: t, target: ts.URL}
 }
 
 // run runs args with stdin and returns stdout, stderr and the exit code.

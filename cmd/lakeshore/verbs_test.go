@@ -11,8 +11,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestVerbs runs every verb against a SQLite file target.
 func TestVerbs(t *testing.T) {
 	t.Parallel()
+	testVerbs(t, newCLI)
+}
+
+// TestVerbsOverHTTP runs the same verbs against a real server on loopback (LAKESHORE_URL's
+// plane), so every verb works over HTTP as it does on the embedded plane.
+func TestVerbsOverHTTP(t *testing.T) {
+	t.Parallel()
+	testVerbs(t, newHTTPCLI)
+}
+
+func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 
 	t.Run("SubmitGetResult", func(t *testing.T) {
 		t.Parallel()
