@@ -168,19 +168,20 @@ func (t *wtx) getMeta(rq *MetaRequest) ([]int64, Schema, error) {
 	if err != nil {
 		return nil, Schema{}, err
 	}
+	known := true
 	for _, f := range rq.Fields {
 		if _, ok := s.Kind(f); !ok {
-			// A field no sample has yet: nothing is ready.
-			if rq.Wait {
-				return nil, *s, errNotFull
-			}
-			return nil, *s, nil
+			known = false // a field no sample has yet: nothing is ready
 		}
 	}
-	ready, part, err := t.readySet(rq.Partition, rq.Task, rq.Fields)
-	if err != nil {
-		return nil, *s, err
+	var ready, part idxset
+	if known {
+		if ready, part, err = t.readySet(rq.Partition, rq.Task, rq.Fields); err != nil {
+			return nil, *s, err
+		}
 	}
+	// The sampler runs even when nothing is ready, so that its rules (GRPO batch sizes)
+	// fail at once rather than after a wait.
 	window := max(4*rq.BatchSize, 1024)
 	if ws, ok := rq.Sampler.(WindowSampler); ok {
 		window = max(ws.Window(rq.BatchSize), rq.BatchSize)

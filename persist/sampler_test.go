@@ -3,6 +3,7 @@ package persist
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -154,4 +155,29 @@ func TestSeqLenBalancedSampler(t *testing.T) {
 	require.Equal(t, m.Indexes, b.Indexes)
 	_, err = r.GetMeta(ctx, &MetaRequest{Fields: []string{"tokens"}, BatchSize: 3, Task: "u", Sampler: SeqLenBalanced{LengthField: "tokens", Groups: 2}})
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// TestSamplerRulesBeforeAnyData: a consumer that starts before any sample has its
+// fields still gets the sampler's rule errors at once (a GRPO batch size that is not a
+// multiple of N), instead of an empty batch or, in wait mode, ErrTimeout after the
+// whole wait.
+func TestSamplerRulesBeforeAnyData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	r := q.Reader()
+	for _, wait := range []bool{false, true} {
+		for _, s := range []Sampler{GRPOGroupNOf(4), GRPOGroupN{N: 0}, SeqLenBalanced{LengthField: "n", Groups: 4}} {
+			_, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"prompt"}, BatchSize: 6, Task: "t",
+				Sampler: s, Wait: wait, Timeout: time.Minute})
+			require.ErrorIs(t, err, ErrInvalid, "wait %v, sampler %+v", wait, s)
+		}
+	}
+	// Valid requests still see an empty queue as nothing ready.
+	m, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"prompt"}, BatchSize: 8, Task: "t", Sampler: GRPOGroupNOf(4)})
+	require.NoError(t, err)
+	require.Equal(t, 0, m.Size)
+	_, err = r.GetMeta(ctx, &MetaRequest{Fields: []string{"prompt"}, BatchSize: 8, Task: "t", Sampler: RankAware{},
+		Wait: true, Timeout: 50 * time.Millisecond})
+	require.ErrorIs(t, err, ErrTimeout)
 }
