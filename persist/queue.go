@@ -189,7 +189,7 @@ type Queue struct {
 // crash of a previous writer (pending fragments of dead processes are rolled back and
 // orphan files deleted), and starts the writer, the background flusher, the compactor
 // and the change watcher; Close stops them. name must be 1–128 bytes of
-// [A-Za-z0-9._-]. Errors: *InvalidError for a bad name or Config, and I/O or SQLite
+// [A-Za-z0-9._-], not starting with . _ or -. Errors: *InvalidError for a bad name or Config, and I/O or SQLite
 // errors.
 func Open(ctx context.Context, name string, cfg *Config) (*Queue, error) {
 	if cfg == nil {
@@ -382,7 +382,8 @@ func (q *Queue) PutBatch(ctx context.Context, recs []Record) ([]int64, error) {
 	return q.PutPartition(ctx, DefaultPartition, recs)
 }
 
-// PutPartition appends recs to partition (1–128 bytes of [A-Za-z0-9._-]) and returns
+// PutPartition appends recs to partition (1–128 bytes of [A-Za-z0-9._-], not starting
+// with . _ or -) and returns
 // their consecutive global indexes once durable. Global indexes are unique across
 // partitions, monotonic and never reused. Atomic; errors as for Put.
 func (q *Queue) PutPartition(ctx context.Context, partition string, recs []Record) ([]int64, error) {

@@ -102,9 +102,10 @@ func (r *MetaRequest) validate() error {
 
 // GetMeta hands out a batch of samples of req.Partition whose req.Fields are all
 // produced and that req.Task has not consumed, chosen by req.Sampler, and marks them
-// consumed (unless DeferConsume) in the same transaction. Errors: *InvalidError (bad
-// request, unknown field, a sampler's rule such as GRPO batch sizes), ErrTimeout (wait
-// mode), ErrClosed, ctx's error.
+// consumed (unless DeferConsume) in the same transaction. A field that no sample has
+// yet is not an error: no sample is ready (a consumer may start before its producers).
+// Errors: *InvalidError (bad request, a sampler's rule such as GRPO batch sizes),
+// ErrTimeout (wait mode), ErrClosed, ctx's error.
 func (r *Reader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
 	rq := *req
 	if rq.Partition == "" {
