@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Benchmarks. Figures and commands are recorded in docs/benchmarks-persist.md.
+// Benchmarks. Figures and commands are recorded in docs/benchmarks.md (detail: docs/benchmarks-persist.md).
 // Sizes of the large-queue benchmarks come from PERSIST_BENCH_SIZES (comma-separated
 // row counts) and PERSIST_BENCH_OPEN_ROWS.
 

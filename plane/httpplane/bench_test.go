@@ -20,7 +20,7 @@ import (
 
 // The benchmarks run each workload twice: "inproc" calls a SQLite plane (a file in a temp
 // dir, synchronous=FULL) directly; "http" calls the same kind of plane through httpplane →
-// server over a loopback listener. docs/benchmarks-http.md records the ratios.
+// server over a loopback listener. docs/benchmarks.md records the ratios.
 //
 //	go test ./plane/httpplane -run '^$' -bench . -benchtime 3s
 
