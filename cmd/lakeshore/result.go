@@ -46,7 +46,7 @@ func (a *app) printResult(c *cobra.Command, q *lakeshore.Queue, id string, timeo
 		return &codeError{code: exitJobFailed, err: err}
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("result %s: %w", id, err) // name the id, as get does
 	}
 	if a.json {
 		return a.printJSON(map[string]any{"id": id, "state": lakeshore.StateSucceeded, "result": v})

@@ -208,7 +208,7 @@ func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 		t.Parallel()
 		c := newCLI(t)
 		const id = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
-		for _, verb := range []string{"cancel", "kill"} {
+		for _, verb := range []string{"cancel", "kill", "result", "get"} {
 			_, errs, code := c.run("", verb, id)
 			require.Equal(t, exitNotFound, code)
 			require.Equal(t, "lakeshore: "+verb+" "+id+": not found\n", errs)
