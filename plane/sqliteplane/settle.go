@@ -52,10 +52,7 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 		var priority float64
 		err := t.w.st.ackHeld.QueryRowContext(t.ctx, result, t.ms, p.ID, p.Token).Scan(&ns, &q, &priority)
 		if err == nil {
-			t.count(ns, q, stateRunning, priority, -1)
-			t.count(ns, q, stateSucceeded, priority, +1)
-			t.wake(invocationKey(p.ID))
-			t.wake(journalKey(p.ID))
+			t.finished(p.ID, ns, q, priority, stateRunning, stateSucceeded)
 			return nil, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {

@@ -70,12 +70,18 @@ func (t *wtx) finish(h *head, state int, result []byte, info *plane.ErrorInfo) e
 	if _, err := t.w.st.setTerminal.ExecContext(t.ctx, state, result, errBlob, t.ms, h.seq); err != nil {
 		return fmt.Errorf("finish invocation %s: %w", h.id, err)
 	}
-	t.count(h.namespace, h.queue, h.state, h.priority, -1)
-	t.count(h.namespace, h.queue, state, h.priority, +1)
+	t.finished(h.id, h.namespace, h.queue, h.priority, h.state, state)
 	h.state = state
-	t.wake(invocationKey(h.id))
-	t.wake(journalKey(h.id))
 	return nil
+}
+
+// finished records that invocation id moved from state from to the terminal state to: the
+// counts, and the waiters of its result and journal.
+func (t *wtx) finished(id, namespace, queue string, priority float64, from, to int) {
+	t.count(namespace, queue, from, priority, -1)
+	t.count(namespace, queue, to, priority, +1)
+	t.wake(invocationKey(id))
+	t.wake(journalKey(id))
 }
 
 // endAttempt ends h's running attempt as failed: re-queued after delay while attempts
