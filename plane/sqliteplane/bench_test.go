@@ -95,32 +95,9 @@ func BenchmarkLifecycle(b *testing.B) {
 	ctx := context.Background()
 	var left atomic.Int64
 	left.Store(int64(b.N))
-	workCtx, stop := context.WithCancel(ctx)
-	defer stop()
+	stopWorkers := startWorkers(b, d, 32, 16)
 	b.ResetTimer()
-	var producers, workers sync.WaitGroup
-	for range 32 {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for workCtx.Err() == nil {
-				jobs, err := d.InvocationClaimMany(workCtx, &plane.ClaimParams{Namespace: "default", Queue: "bench", Max: 16, Wait: time.Second})
-				if err != nil {
-					return
-				}
-				settles := make([]plane.SettleParams, len(jobs))
-				for i, j := range jobs {
-					settles[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
-				}
-				if len(settles) > 0 {
-					if _, err := d.InvocationSettleMany(ctx, settles); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}
-		}()
-	}
+	var producers sync.WaitGroup
 	for range 32 {
 		producers.Add(1)
 		go func() {
@@ -141,8 +118,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	}
 	producers.Wait()
 	b.StopTimer()
-	stop()
-	workers.Wait()
+	stopWorkers()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
@@ -153,32 +129,9 @@ func BenchmarkLifecycleProducerBatches(b *testing.B) {
 	ctx := context.Background()
 	var left atomic.Int64
 	left.Store(int64(b.N))
-	workCtx, stop := context.WithCancel(ctx)
-	defer stop()
+	stopWorkers := startWorkers(b, d, 32, 64)
 	b.ResetTimer()
-	var producers, workers sync.WaitGroup
-	for range 32 {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for workCtx.Err() == nil {
-				jobs, err := d.InvocationClaimMany(workCtx, &plane.ClaimParams{Namespace: "default", Queue: "bench", Max: 64, Wait: time.Second})
-				if err != nil {
-					return
-				}
-				settles := make([]plane.SettleParams, len(jobs))
-				for i, j := range jobs {
-					settles[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
-				}
-				if len(settles) > 0 {
-					if _, err := d.InvocationSettleMany(ctx, settles); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}
-		}()
-	}
+	var producers sync.WaitGroup
 	batch := make([]plane.SubmitParams, 16)
 	for i := range batch {
 		batch[i].Payload = []byte{0x80}
@@ -205,9 +158,42 @@ func BenchmarkLifecycleProducerBatches(b *testing.B) {
 	}
 	producers.Wait()
 	b.StopTimer()
-	stop()
-	workers.Wait()
+	stopWorkers()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// startWorkers starts n workers that claim up to max jobs of queue "bench" at a time
+// (waiting when it is empty) and ack them in one settle call, as RunWorker does. The
+// returned func stops them and waits for them.
+func startWorkers(b *testing.B, d *Driver, n, max int) func() {
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "bench", Max: max, Wait: time.Second})
+				if err != nil {
+					return
+				}
+				settles := make([]plane.SettleParams, len(jobs))
+				for i, j := range jobs {
+					settles[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
+				}
+				if len(settles) > 0 {
+					if _, err := d.InvocationSettleMany(context.Background(), settles); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	return func() {
+		stop()
+		wg.Wait()
+	}
 }
 
 // BenchmarkLifecycleUnbatched: 64 goroutines each submit, claim one, ack one and read the
