@@ -106,6 +106,32 @@ without a job. [Topic.Post] appends a value, [Topic.Close] appends END, [Topic.L
 for the next value after a cursor (5 s by default) and [Topic.Stream] iterates values until
 END. An empty name makes a fresh topic named "topic-<ULID>", e.g. for replies.
 
+# Workers and functions
+
+[RunWorker] is the worker loop for real deployments: it claims in batches from the queues of
+its [Handler] values, runs up to a concurrency limit of handlers at once, heartbeats their
+leases from its own goroutine, cancels a handler whose job was killed or whose lease was lost,
+acks results and nacks errors and panics (with retry), and drains on SIGINT/SIGTERM. Its
+[WorkerOptions] include Once (drain exactly one job, for tests), a job limit and
+exit-when-idle; it registers itself so `lakeshore workers` lists it.
+
+[NewFunc] binds a typed Go function to a queue (the Go form of a @udf decorator): producers
+get typed Submit, Call and Result from the same value, and RunWorker runs it. [NewStreamFunc]
+binds a body that emits values as it goes, each a VALUE frame readable live with Stream.
+
+	upper, _ := lakeshore.NewFunc(d, "upper", func(ctx context.Context, s string) (string, error) {
+		return strings.ToUpper(s), nil
+	}, nil)
+	go lakeshore.RunWorker(ctx, d, []lakeshore.Handler{upper}, nil) // a *Func is a Handler
+	out, id, err := upper.Call(ctx, "hello", nil) // out == "HELLO"; id names the invocation
+
+# File scopes
+
+File bytes never ride the wire: jobs pass storage keys. [OpenScope] opens a prefix of a blob
+store (gocloud.dev/blob; by default file://$LAKESHORE_HOME/blobs, mem:// for tests) with
+Read, Write (returning the key), List and Delete; a key that tries to escape the prefix is
+refused.
+
 # Admission
 
 A queue may carry an [Admission] block, stored in the plane so it binds every process:
