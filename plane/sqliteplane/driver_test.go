@@ -69,3 +69,22 @@ func TestSmokeLifecycle(t *testing.T) {
 		})
 	}
 }
+
+// TestDurableByDefault: a file plane runs in WAL mode with synchronous=FULL (2) unless the
+// Config asks for NORMAL (1): every commit is on disk before any caller hears of it.
+func TestDurableByDefault(t *testing.T) {
+	t.Parallel()
+	for mode, want := range map[string]int{"": 2, "FULL": 2, "NORMAL": 1} {
+		d := openTemp(t, &Config{Synchronous: mode})
+		var journal string
+		var synchronous int
+		require.NoError(t, d.do(context.Background(), func(tx *wtx) error { // on the writer's own connection
+			if err := tx.w.conn.QueryRowContext(tx.ctx, "PRAGMA journal_mode").Scan(&journal); err != nil {
+				return err
+			}
+			return tx.w.conn.QueryRowContext(tx.ctx, "PRAGMA synchronous").Scan(&synchronous)
+		}))
+		require.Equal(t, "wal", journal)
+		require.Equal(t, want, synchronous, "synchronous for Config.Synchronous %q", mode)
+	}
+}
