@@ -21,7 +21,8 @@ func newStreamCmd(a *app) *cobra.Command {
 it runs, one per line: "SEQ<TAB>VALUE" (VALUE as JSON), or {"seq","attempt","value"}
 with --json. To resume after an interruption pass the last SEQ seen as --since.
 Exit 0 when the job succeeded, 1 when it failed, was cancelled or timed out, 4
-after --timeout without a new frame.`,
+after --timeout (30 s by default) without a new frame; --timeout -1 follows until the
+job ends however long it is silent.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			d, q, err := a.queue(c.Context(), anyQueue)
@@ -46,6 +47,6 @@ after --timeout without a new frame.`,
 		},
 	}
 	c.Flags().Int64Var(&since, "since", lakeshore.FromStart, "print frames after this seq (-1: from the start)")
-	c.Flags().DurationVar(&timeout, "timeout", -1, "give up after this long without a frame (default: follow until the job ends)")
+	c.Flags().DurationVar(&timeout, "timeout", lakeshore.StreamTimeoutDefault, "give up after this long without a frame (-1: follow until the job ends)")
 	return c
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore"
 )
 
 // TestVerbs runs every verb against a SQLite file target.
@@ -257,4 +259,15 @@ func waitFile(t *testing.T, path string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestStreamTimeoutDefault: stream gives up after 30 s of silence unless told otherwise
+// (semantics: stream(id, since=-1, timeout=30 s)); a queued job with no worker must not hang
+// a terminal forever.
+func TestStreamTimeoutDefault(t *testing.T) {
+	t.Parallel()
+	c := newStreamCmd(&app{})
+	f := c.Flags().Lookup("timeout")
+	require.NotNil(t, f)
+	require.Equal(t, lakeshore.StreamTimeoutDefault.String(), f.DefValue)
 }
