@@ -49,6 +49,11 @@ var (
 	// call's time; the error keeps the connection failure as its cause. Reads, waits and
 	// submits were retried until then; for other calls whether they took effect is unknown.
 	ErrUnavailable = plane.ErrUnavailable
+	// ErrUnauthorized: a remote plane refused the credentials (LAKESHORE_TOKEN missing,
+	// unknown, expired or revoked).
+	ErrUnauthorized = plane.ErrUnauthorized
+	// ErrForbidden: the token does not grant this permission on this queue.
+	ErrForbidden = plane.ErrForbidden
 )
 
 type (

@@ -411,7 +411,8 @@ func (w *worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 			if ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, ErrClosed) {
+			if errors.Is(err, ErrClosed) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrInvalid) {
+				// Retrying cannot help: the plane is gone, or refuses this worker for good.
 				w.mu.Lock()
 				w.fatal = cmp.Or(w.fatal, fmt.Errorf("claim from %s: %w", b.q.Name(), err))
 				w.mu.Unlock()

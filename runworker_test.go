@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+	"github.com/lakeshore-dev/lakeshore/server"
 )
 
 // spyDriver records what a worker asks of the plane and can make heartbeats fail.
@@ -510,4 +513,31 @@ func TestRunWorker(t *testing.T) {
 			require.ErrorIs(t, err, lakeshore.ErrInvalid, name)
 		}
 	})
+}
+
+// TestRunWorkerRefusedByThePlane: a worker whose token may not consume from its queue stops
+// at once with ErrForbidden instead of retrying forever (a real server with auth on loopback).
+func TestRunWorkerRefusedByThePlane(t *testing.T) {
+	t.Parallel()
+	drv, err := sqliteplane.Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { drv.Close() })
+	srv := server.New(drv, &server.Config{AdminToken: "lks_admin-secret"})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Stop()
+	})
+	const producer = "lks_producer-secret"
+	require.NoError(t, drv.TokenCreate(t.Context(), &plane.TokenInfo{ID: "producer", Hash: server.HashToken(producer),
+		Namespace: "*", Queue: "*", Permissions: []plane.Permission{plane.PermissionSubmit}}))
+	d, err := lakeshore.Open(t.Context(), ts.URL, &lakeshore.Config{HTTP: &httpplane.Config{Token: producer}})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	noop := lakeshore.Handle("train", func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	err = lakeshore.RunWorker(ctx, d, []lakeshore.Handler{noop}, &lakeshore.WorkerOptions{Once: true})
+	require.ErrorIs(t, err, lakeshore.ErrForbidden)
+	require.NoError(t, ctx.Err(), "it stopped at once, not when the test gave up")
 }

@@ -59,13 +59,19 @@ var (
 	// unreachable) within the call's time. Whether the call took effect is unknown for
 	// calls that are not safe to repeat; submits with a key or client id can be retried.
 	ErrUnavailable = &Error{Code: "unavailable", Message: "plane unavailable"}
+	// ErrUnauthorized: a remote plane refused the caller's credentials (no token, or one
+	// that is unknown, expired or revoked). Retrying does not help.
+	ErrUnauthorized = &Error{Code: "unauthorized", Message: "unauthorized"}
+	// ErrForbidden: the caller's token does not grant this permission on this queue.
+	// Retrying does not help.
+	ErrForbidden = &Error{Code: "forbidden", Message: "forbidden"}
 )
 
 // Sentinels lists every sentinel, for mapping wire codes back to errors.
 var sentinels = []*Error{
 	ErrNotFound, ErrTimeout, ErrFailed, ErrCancelled, ErrTimedOut, ErrLeaseLost,
 	ErrJournalClosed, ErrQueueFull, ErrRateLimited, ErrInvalid, ErrClosed, ErrNotImplemented,
-	ErrUnavailable,
+	ErrUnavailable, ErrUnauthorized, ErrForbidden,
 }
 
 // Code returns the stable code of err: the Code of the first *Error, *InvalidError or

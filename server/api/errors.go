@@ -45,9 +45,9 @@ type ErrorDetails struct {
 // errors.Is matches them on the client like the plane's sentinels.
 var (
 	// ErrUnauthorized (401): no bearer token, or one that is unknown, expired or revoked.
-	ErrUnauthorized = &plane.Error{Code: "unauthorized", Message: "unauthorized"}
+	ErrUnauthorized = plane.ErrUnauthorized
 	// ErrForbidden (403): the token does not grant this permission on this queue.
-	ErrForbidden = &plane.Error{Code: "forbidden", Message: "forbidden"}
+	ErrForbidden = plane.ErrForbidden
 	// ErrUnsupportedMediaType (415): a body that is neither application/msgpack nor
 	// application/json.
 	ErrUnsupportedMediaType = &plane.Error{Code: "unsupported_media_type", Message: "unsupported media type"}
