@@ -97,6 +97,9 @@ func (q *Queue) Ack(ctx context.Context, job *Job, result any) error {
 // attempts remain, else it ends as failed; without retry it ends as failed at once. The
 // ERROR frame and Result's *TerminalError carry cause's text and type: the ErrorType() of
 // an error in cause's chain that has one (a *PanicError's is "panic"), else "error".
+// A retried cause that matches ErrTimedOut (the attempt ran out of a worker-side time limit)
+// ends the attempt as an attempt timeout: re-queued while attempts remain, else the
+// invocation ends as timeout, not failed.
 // Errors: ErrLeaseLost when the caller no longer holds the lease; nothing changes;
 // *InvalidError for a nil job.
 func (q *Queue) Nack(ctx context.Context, job *Job, cause error, retry bool) error {
@@ -104,7 +107,10 @@ func (q *Queue) Nack(ctx context.Context, job *Job, cause error, retry bool) err
 		return err
 	}
 	outcome := plane.OutcomeFailed
-	if retry {
+	switch {
+	case retry && errors.Is(cause, ErrTimedOut):
+		outcome = plane.OutcomeTimedOut
+	case retry:
 		outcome = plane.OutcomeRetry
 	}
 	return q.settle(ctx, plane.SettleParams{ID: job.ID, Token: job.token, Outcome: outcome, Error: errorInfo(cause)})

@@ -177,6 +177,10 @@ const (
 	OutcomeRetry
 	// OutcomeFailed nacks without retry: failed at once.
 	OutcomeFailed
+	// OutcomeTimedOut nacks an attempt that ran out of time (a worker-side timeout):
+	// re-queued after a backoff while attempts remain, else ended as timeout — the same
+	// end as an attempt past its AttemptTimeout.
+	OutcomeTimedOut
 )
 
 // SettleParams settle one claimed invocation.

@@ -91,7 +91,8 @@ func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) 
 	}
 	if s.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, s.timeout, fmt.Errorf("job timeout %s passed", s.timeout))
+		// The cause matches ErrTimedOut, so the nack ends the attempt as a timeout.
+		ctx, cancel = context.WithTimeoutCause(ctx, s.timeout, fmt.Errorf("job timeout %s passed: %w", s.timeout, lakeshore.ErrTimedOut))
 		defer cancel()
 	}
 

@@ -124,8 +124,9 @@ func TestExecWorker(t *testing.T) {
 		start := time.Now()
 		runOnce(t, d, spec, nil)
 		require.Less(t, time.Since(start), 5*time.Second)
+		// semantics: a per-attempt timeout on the last attempt ends the job as timeout
 		err = q.Result(t.Context(), id, nil, nil)
-		require.ErrorIs(t, err, lakeshore.ErrFailed)
+		require.ErrorIs(t, err, lakeshore.ErrTimedOut)
 		require.Contains(t, err.Error(), "job timeout 200ms passed")
 	})
 

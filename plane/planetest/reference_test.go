@@ -381,8 +381,8 @@ func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleP
 		if err := plane.ValidateID(p.ID); err != nil {
 			return nil, err
 		}
-		if p.Outcome < plane.OutcomeSucceeded || p.Outcome > plane.OutcomeFailed {
-			return nil, plane.Invalid("outcome", int(p.Outcome), "use succeeded, retry or failed")
+		if p.Outcome < plane.OutcomeSucceeded || p.Outcome > plane.OutcomeTimedOut {
+			return nil, plane.Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
 		}
 		if err := plane.ValidateValueSize("result", len(p.Result)); err != nil {
 			return nil, err
@@ -407,7 +407,11 @@ func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleP
 			if p.Error != nil {
 				info = *p.Error
 			}
-			d.failAttempt(ri, &info, p.Outcome == plane.OutcomeRetry, p.RetryDelay, plane.StateFailed)
+			if p.Outcome == plane.OutcomeTimedOut {
+				d.failAttempt(ri, &info, true, p.RetryDelay, plane.StateTimeout)
+			} else {
+				d.failAttempt(ri, &info, p.Outcome == plane.OutcomeRetry, p.RetryDelay, plane.StateFailed)
+			}
 		}
 	}
 	d.notify()

@@ -258,4 +258,24 @@ func testSettle(t *testing.T, s *suite) {
 		requireIs(t, b.settle(t, plane.SettleParams{ID: j3.ID, Token: j3.Token, Outcome: plane.OutcomeSucceeded}), plane.ErrLeaseLost)
 		b.requireState(t, late, plane.StateTimeout, 1)
 	})
+
+	t.Run("NackTimedOutRetriesThenTimesOut", func(t *testing.T) {
+		t.Parallel()
+		// A worker whose own time limit ran out (not the invocation's AttemptTimeout) says so:
+		// the attempt is retried while attempts remain, then the invocation ends as timeout.
+		b := s.setup(t, config{noMaintenance: true})
+		id := b.submitOne(t, plane.SubmitParams{MaxAttempts: 2})
+		timedOut := func(j *plane.Job) plane.SettleParams {
+			return plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeTimedOut,
+				Error: &plane.ErrorInfo{Type: "error", Message: "job timeout 1s passed"}}
+		}
+		must(t, b.settle(t, timedOut(b.claimID(t, id))), "first timeout")
+		b.requireState(t, id, plane.StateQueued, 1)
+		b.advance(pastBackoff)
+		must(t, b.settle(t, timedOut(b.claimID(t, id))), "last timeout")
+		inv := b.requireState(t, id, plane.StateTimeout, 2)
+		require.Equal(t, "job timeout 1s passed", inv.Error.Message)
+		requireTerminalError(t, b.waitTerminal(t, id), plane.ErrTimedOut)
+		b.requireErrorFrame(t, id, 2)
+	})
 }

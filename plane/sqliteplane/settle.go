@@ -16,8 +16,8 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 		if err := plane.ValidateID(p.ID); err != nil {
 			return nil, err
 		}
-		if p.Outcome < plane.OutcomeSucceeded || p.Outcome > plane.OutcomeFailed {
-			return nil, plane.Invalid("outcome", int(p.Outcome), "use succeeded, retry or failed")
+		if p.Outcome < plane.OutcomeSucceeded || p.Outcome > plane.OutcomeTimedOut {
+			return nil, plane.Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
 		}
 		if err := plane.ValidateValueSize("result", len(p.Result)); err != nil {
 			return nil, err
@@ -80,6 +80,13 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 			delay = t.backoff(h.attempt)
 		}
 		return nil, t.endAttempt(h, info, stateFailed, delay)
+	case plane.OutcomeTimedOut:
+		info := errorInfoOf(p.Error)
+		delay := p.RetryDelay
+		if delay <= 0 {
+			delay = t.backoff(h.attempt)
+		}
+		return nil, t.endAttempt(h, info, stateTimeout, delay)
 	default:
 		info := errorInfoOf(p.Error)
 		return nil, t.finish(h, stateFailed, nil, &info)

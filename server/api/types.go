@@ -187,6 +187,7 @@ const (
 	OutcomeSucceeded = "succeeded"
 	OutcomeRetry     = "retry"
 	OutcomeFailed    = "failed"
+	OutcomeTimedOut  = "timed_out"
 )
 
 // OutcomeName returns the wire name of o ("" for an unknown outcome).
@@ -198,6 +199,8 @@ func OutcomeName(o plane.Outcome) string {
 		return OutcomeRetry
 	case plane.OutcomeFailed:
 		return OutcomeFailed
+	case plane.OutcomeTimedOut:
+		return OutcomeTimedOut
 	}
 	return ""
 }
@@ -211,8 +214,10 @@ func ParseOutcome(s string) (plane.Outcome, error) {
 		return plane.OutcomeRetry, nil
 	case OutcomeFailed:
 		return plane.OutcomeFailed, nil
+	case OutcomeTimedOut:
+		return plane.OutcomeTimedOut, nil
 	}
-	return 0, plane.Invalid("outcome", s, "use succeeded|retry|failed")
+	return 0, plane.Invalid("outcome", s, "use succeeded|retry|failed|timed_out")
 }
 
 // NewSettle converts p to its wire form.
