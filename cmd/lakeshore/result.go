@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,7 +47,10 @@ func (a *app) printResult(c *cobra.Command, q *lakeshore.Queue, id string, timeo
 		return &codeError{code: exitJobFailed, err: err}
 	}
 	if err != nil {
-		return fmt.Errorf("result %s: %w", id, err) // name the id, as get does
+		if !strings.Contains(err.Error(), id) {
+			err = fmt.Errorf("result %s: %w", id, err) // name the id, as get does
+		}
+		return err
 	}
 	if a.json {
 		return a.printJSON(map[string]any{"id": id, "state": lakeshore.StateSucceeded, "result": v})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -59,7 +60,13 @@ it failed, was cancelled or timed out; 4 when the wait timed out).`,
 				return err
 			}
 			defer d.Close()
-			id, err := q.Submit(c.Context(), payload, &lakeshore.SubmitOptions{
+			submitCtx := c.Context()
+			if timeout > 0 { // also bounds a submit blocked on a full queue (on_full block)
+				var cancel context.CancelFunc
+				submitCtx, cancel = context.WithTimeout(submitCtx, timeout)
+				defer cancel()
+			}
+			id, err := q.Submit(submitCtx, payload, &lakeshore.SubmitOptions{
 				Key: key, Priority: priority, MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout,
 			})
 			if err != nil {
@@ -83,6 +90,6 @@ it failed, was cancelled or timed out; 4 when the wait timed out).`,
 	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before the job fails (default 3)")
 	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt (default none)")
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
-	f.DurationVar(&timeout, "timeout", 0, "with --wait: how long to wait (default 30s; negative: forever)")
+	f.DurationVar(&timeout, "timeout", 0, "how long a submit blocked on a full queue may wait, and with --wait how long to wait for the result (default: no bound on the block, 30s for the result; negative: forever)")
 	return c
 }

@@ -150,6 +150,16 @@ func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 		_, _, code = c.run("", "queue", "set", "a", "--on-full", "sometimes")
 		require.Equal(t, exitUsage, code)
 
+		// A submit blocked on a full queue gives up after --timeout, with nothing written.
+		c.ok("queue", "set", "a", "--max-depth", "3", "--on-full", "block")
+		start := time.Now()
+		_, errs, code = c.run("", "submit", "a", "null", "--timeout", "300ms")
+		require.NotZero(t, code, "a blocked submit ends when its timeout passes: %s", errs)
+		require.Contains(t, errs, "full")
+		require.Less(t, time.Since(start), 10*time.Second)
+		require.Equal(t, "3", c.ok("count", "a", "queued"))
+		c.ok("queue", "set", "a", "--max-depth", "3", "--on-full", "reject", "--rate-limit", "100", "--deadline-cutoff", "2s")
+
 		tbl := c.ok("queues")
 		require.Contains(t, tbl, "QUEUED")
 		require.Regexp(t, `default\s+a\s+3\s+0\s+0\s+0\s+0\s+0\s+0\s+max-depth=3 on-full=reject rate=100/s burst=100 deadline-cutoff=2s`, tbl)
