@@ -239,7 +239,10 @@ func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 		require.True(t, strings.HasPrefix(created["token"].(string), "lks_"), "the secret, once")
 
 		var listed map[string]any
-		require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "token", "list")), &listed))
+		line := c.ok("--json", "token", "list")
+		require.NoError(t, json.Unmarshal([]byte(line), &listed))
+		require.Regexp(t, `^\{"can":.*"created_at":.*"expires_at":.*"id":.*"namespace":.*"queue":.*"status":`, line,
+			"keys in alphabetical order, as in every --json object")
 		require.Equal(t, "t1", listed["id"])
 		require.Equal(t, "live", listed["status"])
 		require.NotContains(t, listed, "token", "never the secret")

@@ -97,13 +97,14 @@ func RunTokenCreate(ctx context.Context, o *TokenCreateOpts, out io.Writer) erro
 }
 
 // tokenJSON is a token as `--json` prints it: one object per line.
+// Its fields are in alphabetical order of their keys, as in every --json object of the CLI.
 type tokenJSON struct {
-	ID        string     `json:"id"`
-	Namespace string     `json:"namespace"`
-	Queue     string     `json:"queue"`
 	Can       []string   `json:"can"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at"` // null: never
+	ID        string     `json:"id"`
+	Namespace string     `json:"namespace"`
+	Queue     string     `json:"queue"`
 	Status    string     `json:"status,omitempty"`
 	Token     string     `json:"token,omitempty"` // the secret, by create only
 }
