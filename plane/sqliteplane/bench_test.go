@@ -91,57 +91,39 @@ func BenchmarkSubmitMany(b *testing.B) {
 // (waiting when the queue is empty) and ack them in one settle call, as RunWorker does.
 // b.N counts jobs.
 func BenchmarkLifecycle(b *testing.B) {
-	d := benchDriver(b)
-	ctx := context.Background()
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	stopWorkers := startWorkers(b, d, 32, 16)
-	b.ResetTimer()
-	var producers sync.WaitGroup
-	for range 32 {
-		producers.Add(1)
-		go func() {
-			defer producers.Done()
-			for left.Add(-1) >= 0 {
-				id, err := submitOne(ctx, d, "bench")
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				inv, err := d.InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: 30 * time.Second})
-				if err != nil || inv.State != plane.StateSucceeded {
-					b.Error("result", err)
-					return
-				}
-			}
-		}()
-	}
-	producers.Wait()
-	b.StopTimer()
-	stopWorkers()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	benchLifecycle(b, 1, 16)
 }
 
 // BenchmarkLifecycleProducerBatches: as BenchmarkLifecycle, but each of the 32 producers
 // submits 16 jobs in one SubmitMany and then waits for their 16 results. b.N counts jobs.
 func BenchmarkLifecycleProducerBatches(b *testing.B) {
+	benchLifecycle(b, 16, 64)
+}
+
+// benchLifecycle runs 32 producers that submit perSubmit jobs in one call and wait for each
+// result, against 32 workers that claim up to claimMax jobs at a time.
+func benchLifecycle(b *testing.B, perSubmit, claimMax int) {
 	d := benchDriver(b)
 	ctx := context.Background()
 	var left atomic.Int64
 	left.Store(int64(b.N))
-	stopWorkers := startWorkers(b, d, 32, 64)
+	stopWorkers := startWorkers(b, d, 32, claimMax)
 	b.ResetTimer()
 	var producers sync.WaitGroup
-	batch := make([]plane.SubmitParams, 16)
-	for i := range batch {
-		batch[i].Payload = []byte{0x80}
-	}
 	for range 32 {
 		producers.Add(1)
 		go func() {
 			defer producers.Done()
-			for left.Add(-int64(len(batch))) > -int64(len(batch)) {
-				res, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "bench", Invocations: batch})
+			batch := make([]plane.SubmitParams, perSubmit)
+			for i := range batch {
+				batch[i].Payload = []byte{0x80}
+			}
+			for {
+				n := min(int64(perSubmit), left.Add(-int64(perSubmit))+int64(perSubmit))
+				if n <= 0 {
+					return
+				}
+				res, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "bench", Invocations: batch[:n]})
 				if err != nil {
 					b.Error(err)
 					return
