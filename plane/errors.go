@@ -128,7 +128,7 @@ func (e *InvalidError) Error() string {
 
 // Is makes every *InvalidError match ErrInvalid.
 func (e *InvalidError) Is(target error) bool {
-	return target == ErrInvalid || isCode(target, "invalid")
+	return isCode(target, ErrInvalid.Code)
 }
 
 func isCode(target error, code string) bool {

@@ -101,8 +101,13 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 			return nil, 0, err
 		}
 	} else {
-		stmt := map[plane.Kind]*sql.Stmt{plane.KindFIFO: t.w.st.claimFIFO, plane.KindFILO: t.w.st.claimFILO,
-			plane.KindPriority: t.w.st.claimPriority}[kind]
+		stmt := t.w.st.claimFIFO
+		switch kind {
+		case plane.KindFILO:
+			stmt = t.w.st.claimFILO
+		case plane.KindPriority:
+			stmt = t.w.st.claimPriority
+		}
 		for len(jobs) < n {
 			rows, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, n-len(jobs))
 			if err != nil {
