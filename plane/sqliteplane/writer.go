@@ -213,8 +213,9 @@ func (w *writer) begin(ctx context.Context) error {
 	}
 }
 
-// noticeForeignCommits drops what the writer caches when another process committed since the
-// writer's last look. It runs right after BEGIN IMMEDIATE, when nobody else can commit.
+// noticeForeignCommits drops what the writer caches and wakes every waiter when another
+// process committed since the writer's last look. It runs right after BEGIN IMMEDIATE (when
+// nobody else can commit) and from the poll while anyone waits.
 func (w *writer) noticeForeignCommits(ctx context.Context) {
 	var v int64
 	if err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil || v != w.dataVersion {
@@ -236,17 +237,8 @@ func (w *writer) forget() {
 // the last check. PRAGMA data_version on the writer's own connection changes only with other
 // connections' commits, and only the writer writes in this process.
 func (w *writer) checkForeignCommits() {
-	if !w.d.hub.waiting() {
-		return
-	}
-	var v int64
-	if err := w.conn.QueryRowContext(context.Background(), "PRAGMA data_version").Scan(&v); err != nil {
-		return
-	}
-	if v != w.dataVersion {
-		w.dataVersion = v
-		w.forget()
-		w.d.hub.notifyAll()
+	if w.d.hub.waiting() {
+		w.noticeForeignCommits(context.Background())
 	}
 }
 
