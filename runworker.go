@@ -275,7 +275,7 @@ func (w *worker) run(ctx context.Context) error {
 
 	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	if err := w.d.drv.WorkerRemove(rmCtx, info.ID); err != nil && !errors.Is(err, ErrNotImplemented) {
+	if err := w.d.drv.WorkerRemove(rmCtx, info.Namespace, info.ID); err != nil && !errors.Is(err, ErrNotImplemented) {
 		w.o.Logger.WarnContext(ctx, "worker deregistration failed", logKeyWorkerID, info.ID, logKeyError, err)
 	}
 	if w.fatal != nil {

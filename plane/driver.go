@@ -51,6 +51,12 @@ type Driver interface {
 	// whether it did; on any other state it returns false. Errors: ErrNotFound.
 	InvocationKill(ctx context.Context, id string) (bool, error)
 
+	// InvocationList pages through the invocations of one queue, newest or oldest first,
+	// optionally filtered by state and key prefix. A page ends with Next, the cursor to pass
+	// as After for the following page ("" on the last page). Listing reads indexes only: a
+	// page costs O(Limit) whatever the queue's size. Errors: *InvalidError.
+	InvocationList(ctx context.Context, params *ListParams) (*ListPage, error)
+
 	// InvocationCount counts the invocations of one queue in one state, from the rows that
 	// get claimed.
 	InvocationCount(ctx context.Context, params *CountParams) (int64, error)
@@ -90,8 +96,9 @@ type Driver interface {
 	// WorkerList lists the workers seen within params.SeenWithin, oldest start first.
 	WorkerList(ctx context.Context, params *WorkerListParams) ([]WorkerInfo, error)
 
-	// WorkerRemove deletes a worker's registration (on clean shutdown).
-	WorkerRemove(ctx context.Context, id string) error
+	// WorkerRemove deletes a worker's registration (on clean shutdown). Workers are keyed
+	// by (namespace, id): a worker of one namespace can never touch another's.
+	WorkerRemove(ctx context.Context, namespace, id string) error
 
 	// TokenCreate stores an access token (its hash). Errors: *InvalidError.
 	TokenCreate(ctx context.Context, token *TokenInfo) error
@@ -139,6 +146,12 @@ type SubmitParams struct {
 	Deadline time.Time
 	// Metadata is the envelope's free-form headers.
 	Metadata map[string]string
+	// NotBefore delays the invocation: it is queued but not claimable before this time
+	// (as measured by the plane's clock). Zero: claimable at once.
+	NotBefore time.Time
+	// Delay delays the invocation by this long from the plane's clock at submit; when both
+	// are set the later of NotBefore and now+Delay wins. 0: no delay. Not negative.
+	Delay time.Duration
 }
 
 // SubmitResult is the outcome of one submit.
@@ -217,6 +230,32 @@ type WaitParams struct {
 	Timeout time.Duration
 }
 
+// ListParams are the arguments of Driver.InvocationList.
+type ListParams struct {
+	Namespace string
+	Queue     string
+	// State filters by state; "" lists every state.
+	State State
+	// KeyPrefix keeps only invocations whose idempotency key starts with it; "" keeps all.
+	KeyPrefix string
+	// After is the cursor from the previous page's Next; "" starts at the newest (or the
+	// oldest with Oldest set).
+	After string
+	// Limit caps the page; 0 means ListLimitDefault, at most ListLimitMax.
+	Limit int
+	// Oldest lists oldest first; the default is newest first.
+	Oldest bool
+}
+
+// ListPage is one page of Driver.InvocationList.
+type ListPage struct {
+	// Invocations are the page's invocations, without payload, result or metadata bytes
+	// larger than needed for a listing (drivers may leave Payload and Result nil).
+	Invocations []*Invocation
+	// Next is the cursor of the following page; "" when this page is the last.
+	Next string
+}
+
 // CountParams are the arguments of Driver.InvocationCount.
 type CountParams struct {
 	Namespace string
@@ -272,6 +311,10 @@ const (
 	// MaxValueBytes is the largest payload, result or frame value (16 MiB). Larger values
 	// are rejected: pass a storage key instead of the bytes.
 	MaxValueBytes = 16 << 20
+	// ListLimitDefault is the page size of an InvocationList without a Limit.
+	ListLimitDefault = 100
+	// ListLimitMax is the largest page of InvocationList.
+	ListLimitMax = 1000
 	// FrameReadLimitDefault caps one FrameRead without a Limit.
 	FrameReadLimitDefault = 1000
 	// RetentionDefault is how long terminal invocations and their journals are kept.

@@ -703,7 +703,7 @@ func (s *Server) handleWorkerRemove(w http.ResponseWriter, r *http.Request, p *p
 			}
 		}
 	}
-	if err := s.drv.WorkerRemove(r.Context(), id); err != nil {
+	if err := s.drv.WorkerRemove(r.Context(), r.URL.Query().Get("namespace"), id); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.ChangedResponse{Changed: true})

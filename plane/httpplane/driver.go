@@ -359,8 +359,15 @@ func (d *Driver) WorkerList(ctx context.Context, params *plane.WorkerListParams)
 }
 
 // WorkerRemove implements plane.Driver.
-func (d *Driver) WorkerRemove(ctx context.Context, id string) error {
-	return d.do(ctx, &call{method: "DELETE", path: "/v1/workers/" + pathID(id), safe: true})
+func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
+	q := url.Values{}
+	q.Set("namespace", namespace)
+	return d.do(ctx, &call{method: "DELETE", path: "/v1/workers/" + pathID(id), query: q, safe: true})
+}
+
+// InvocationList implements plane.Driver.
+func (d *Driver) InvocationList(ctx context.Context, params *plane.ListParams) (*plane.ListPage, error) {
+	return nil, plane.ErrNotImplemented
 }
 
 // TokenCreate implements plane.Driver: it stores tok's hash; the secret never leaves the

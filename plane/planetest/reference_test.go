@@ -784,7 +784,13 @@ func (d *refDriver) WorkerList(context.Context, *plane.WorkerListParams) ([]plan
 	return nil, plane.ErrNotImplemented
 }
 
-func (d *refDriver) WorkerRemove(context.Context, string) error { return plane.ErrNotImplemented }
+func (d *refDriver) WorkerRemove(context.Context, string, string) error {
+	return plane.ErrNotImplemented
+}
+
+func (d *refDriver) InvocationList(context.Context, *plane.ListParams) (*plane.ListPage, error) {
+	return nil, plane.ErrNotImplemented
+}
 
 func (d *refDriver) TokenCreate(context.Context, *plane.TokenInfo) error {
 	return plane.ErrNotImplemented

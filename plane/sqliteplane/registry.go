@@ -57,10 +57,15 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 	return out, rs.Err()
 }
 
+// InvocationList implements plane.Driver.
+func (d *Driver) InvocationList(ctx context.Context, params *plane.ListParams) (*plane.ListPage, error) {
+	return nil, plane.ErrNotImplemented
+}
+
 // WorkerRemove implements plane.Driver.
-func (d *Driver) WorkerRemove(ctx context.Context, id string) error {
+func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
 	return d.do(ctx, func(t *wtx) error {
-		if _, err := t.w.conn.ExecContext(t.ctx, `DELETE FROM workers WHERE id = ?`, id); err != nil {
+		if _, err := t.w.conn.ExecContext(t.ctx, `DELETE FROM workers WHERE namespace = ? AND id = ?`, namespace, id); err != nil {
 			return fmt.Errorf("remove worker: %w", err)
 		}
 		return nil
