@@ -28,7 +28,7 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 		if p.Wait > 0 {
 			// The hub wakes us for what the writer cannot hand off: another process's
 			// commit, a job entering backoff, Close.
-			changed, release = d.hub.watch(key)
+			changed, release = d.hub.Watch(key)
 			w = &claimWaiter{p: p, kind: kind, n: n, lease: lease, deliver: make(chan []*plane.Job, 1)}
 		}
 		var jobs []*plane.Job

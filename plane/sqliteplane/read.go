@@ -47,7 +47,7 @@ func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plan
 	}
 	waitUntil := time.Now().Add(p.Timeout)
 	for {
-		changed, release := d.hub.watch(invocationKey(p.ID))
+		changed, release := d.hub.Watch(invocationKey(p.ID))
 		r, err := d.getRow(ctx, p.ID)
 		if err != nil {
 			release()

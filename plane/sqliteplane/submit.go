@@ -28,7 +28,7 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 		var changed <-chan struct{}
 		release := func() {}
 		if tk != nil {
-			changed, release = d.hub.watch(key)
+			changed, release = d.hub.Watch(key)
 		}
 		out, err := d.submitOnce(ctx, p, tk)
 		if !errors.Is(err, errBlocked) {
