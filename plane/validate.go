@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -106,6 +105,9 @@ func (p *SubmitManyParams) Validate() error {
 		if s.AttemptTimeout < 0 {
 			return Invalid("attempt timeout", s.AttemptTimeout, "use a duration ≥ 0 (0: none)")
 		}
+		if s.Delay < 0 {
+			return Invalid("delay", s.Delay, "use a duration ≥ 0 (0: claimable at once)")
+		}
 		if err := ValidateValueSize("payload", len(s.Payload)); err != nil {
 			return err
 		}
@@ -177,29 +179,4 @@ func (j Journal) Validate() error {
 		return err
 	}
 	return ValidateName("topic name", j.Topic)
-}
-
-// Backoff is the retry delay policy: exponential from Base, capped at Max, with up to
-// Jitter (a fraction, 0–1) of random spread. The zero value means BackoffDefault.
-type Backoff struct {
-	Base   time.Duration
-	Max    time.Duration
-	Jitter float64
-}
-
-// BackoffDefault: exponential from 1 s, capped at 5 min, ±10% jitter.
-var BackoffDefault = Backoff{Base: time.Second, Max: 5 * time.Minute, Jitter: 0.1}
-
-// Delay returns the delay before attempt+1, after attempt (1-based) failed. unit is a
-// uniform random number in [0,1) for the jitter.
-func (b Backoff) Delay(attempt int, unit float64) time.Duration {
-	if b.Base == 0 && b.Max == 0 {
-		b = BackoffDefault
-	}
-	d := float64(b.Base) * math.Pow(2, float64(max(attempt-1, 0)))
-	if b.Max > 0 && d > float64(b.Max) {
-		d = float64(b.Max)
-	}
-	d *= 1 + b.Jitter*(2*unit-1)
-	return time.Duration(d)
 }

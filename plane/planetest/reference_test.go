@@ -3,7 +3,6 @@ package planetest_test
 import (
 	"cmp"
 	"context"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -244,8 +243,8 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvoca
 		if inv.Namespace != ns || inv.Queue != q || inv.State != plane.StateQueued {
 			continue
 		}
-		if !inv.Deadline.IsZero() && now.After(inv.Deadline) {
-			d.end(ri, plane.StateTimeout, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before it ran", Attempt: inv.Attempt})
+		if end := plane.ClaimTransition(inv.Deadline, now, 0, inv.Attempt); end != nil {
+			d.apply(ri, *end)
 			continue
 		}
 		if inv.AvailableAt.After(now) {
@@ -269,31 +268,19 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvoca
 		}
 		return best
 	case plane.KindBoltzmann:
-		count := map[float64]int{}
-		var levels []float64
+		count := map[float64]int64{}
+		var levels []plane.Level
 		for _, c := range cands {
 			if count[c.inv.Priority] == 0 {
-				levels = append(levels, c.inv.Priority)
+				levels = append(levels, plane.Level{Priority: c.inv.Priority})
 			}
 			count[c.inv.Priority]++
 		}
-		slices.Sort(levels)
-		pmax := levels[len(levels)-1]
-		weights := make([]float64, len(levels))
-		var sum float64
-		for i, p := range levels {
-			weights[i] = float64(count[p]) * math.Exp((p-pmax)/temp)
-			sum += weights[i]
+		slices.SortFunc(levels, func(a, b plane.Level) int { return cmp.Compare(a.Priority, b.Priority) })
+		for i := range levels {
+			levels[i].Count = count[levels[i].Priority]
 		}
-		x := d.rng.Float64() * sum
-		level := pmax
-		for i, w := range weights {
-			if x < w {
-				level = levels[i]
-				break
-			}
-			x -= w
-		}
+		level := levels[plane.DrawLevel(levels, temp, d.rng.Float64())].Priority
 		for _, c := range cands {
 			if c.inv.Priority == level {
 				return c
@@ -325,7 +312,7 @@ func (d *refDriver) start(ri *refInvocation, p *plane.ClaimParams) *plane.Job {
 func (d *refDriver) holds(ri *refInvocation, token string) bool {
 	live := ri.inv.State == plane.StateRunning && token != "" && token == ri.token && d.now().Before(ri.inv.LeaseExpiresAt)
 	if live && ri.inv.AttemptTimeout > 0 && d.now().Sub(ri.inv.StartedAt) > ri.inv.AttemptTimeout {
-		d.failAttempt(ri, &plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, true, 0, plane.StateTimeout)
+		d.apply(ri, plane.AttemptOverdueTransition(ri.inv.Attempt, ri.inv.MaxAttempts, d.backoff, d.rng.Float64))
 		return false
 	}
 	return live
@@ -357,23 +344,19 @@ func (d *refDriver) appendFrame(ri *refInvocation, kind plane.FrameKind, v []byt
 	return seq
 }
 
-// failAttempt ends a running attempt with info: retried after delay while attempts remain,
-// else ended as final.
-func (d *refDriver) failAttempt(ri *refInvocation, info *plane.ErrorInfo, retry bool, delay time.Duration, final plane.State) {
-	inv := &ri.inv
-	info.Attempt = inv.Attempt
-	if retry && inv.Attempt < inv.MaxAttempts {
-		if delay <= 0 {
-			delay = d.backoff.Delay(inv.Attempt, d.rng.Float64())
-		}
-		inv.State = plane.StateQueued
-		inv.AvailableAt = d.now().Add(delay)
-		inv.LeaseExpiresAt = time.Time{}
-		inv.Error = info // why it is being retried
-		ri.token = ""
+// apply writes a transition decided by plane's policy: a retry re-queues ri, any other
+// state ends it.
+func (d *refDriver) apply(ri *refInvocation, tr plane.Transition) {
+	if !tr.Retry() {
+		d.end(ri, tr.State, tr.Error)
 		return
 	}
-	d.end(ri, final, info)
+	inv := &ri.inv
+	inv.State = plane.StateQueued
+	inv.AvailableAt = d.now().Add(tr.Delay)
+	inv.LeaseExpiresAt = time.Time{}
+	inv.Error = tr.Error // why it is being retried
+	ri.token = ""
 }
 
 func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleParams) ([]error, error) {
@@ -403,15 +386,7 @@ func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleP
 		case p.Outcome == plane.OutcomeSucceeded:
 			d.succeed(ri, p.Result)
 		default:
-			info := plane.ErrorInfo{Type: "error"}
-			if p.Error != nil {
-				info = *p.Error
-			}
-			if p.Outcome == plane.OutcomeTimedOut {
-				d.failAttempt(ri, &info, true, p.RetryDelay, plane.StateTimeout)
-			} else {
-				d.failAttempt(ri, &info, p.Outcome == plane.OutcomeRetry, p.RetryDelay, plane.StateFailed)
-			}
+			d.apply(ri, plane.SettleTransition(&p, ri.inv.Attempt, ri.inv.MaxAttempts, d.backoff, d.rng.Float64))
 		}
 	}
 	d.notify()
@@ -733,11 +708,11 @@ func (d *refDriver) Maintain(ctx context.Context) error {
 		inv := &ri.inv
 		switch {
 		case inv.State == plane.StateRunning && !now.Before(inv.LeaseExpiresAt):
-			d.failAttempt(ri, &plane.ErrorInfo{Type: "lease_expired", Message: "lease expired"}, true, 0, plane.StateTimeout)
+			d.apply(ri, plane.LeaseExpiredTransition(inv.Attempt, inv.MaxAttempts))
 		case inv.State == plane.StateRunning && inv.AttemptTimeout > 0 && now.Sub(inv.StartedAt) > inv.AttemptTimeout:
-			d.failAttempt(ri, &plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, true, 0, plane.StateTimeout)
-		case inv.State == plane.StateQueued && !inv.Deadline.IsZero() && now.After(inv.Deadline):
-			d.end(ri, plane.StateTimeout, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before it ran", Attempt: inv.Attempt})
+			d.apply(ri, plane.AttemptOverdueTransition(inv.Attempt, inv.MaxAttempts, d.backoff, d.rng.Float64))
+		case inv.State == plane.StateQueued && !inv.Deadline.IsZero() && !now.Before(inv.Deadline):
+			d.apply(ri, plane.DeadlineTransition(inv.Attempt))
 		default:
 			continue
 		}

@@ -35,6 +35,7 @@ type Driver struct {
 	blocked lines // submits waiting for room, per queue
 
 	claimWaiters claimWaiters // claims parked for a direct handoff, per queue
+	maintainer   maintainer
 
 	stop    chan struct{}   // closed by Close
 	stopped <-chan struct{} // closed when the writer has exited
@@ -71,6 +72,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Driver, error) {
 		hub:    sqlitedb.NewHub(),
 		stop:   make(chan struct{}),
 	}
+	d.maintainer = maintainer{retention: c.Retention, batch: 1000}
 	if err := d.start(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -109,7 +111,10 @@ func (d *Driver) start(ctx context.Context) error {
 		Waiting:      d.hub.Waiting,
 		PollInterval: d.cfg.PollInterval,
 		Tasks: []sqlitedb.Task[*wtx]{
-			{Name: "maintenance", Interval: d.cfg.MaintenanceInterval, Apply: (*wtx).maintain},
+			{Name: "maintenance", Interval: d.cfg.MaintenanceInterval, Apply: func(t *wtx) error {
+				_, err := d.maintainer.runOnce(t)
+				return err
+			}},
 		},
 		Logger:  d.cfg.Logger,
 		Stopped: w.st.close,

@@ -66,40 +66,11 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
 		return lost, err
 	}
-	switch p.Outcome {
-	case plane.OutcomeSucceeded:
-		result := p.Result
-		if result == nil {
-			result = []byte{0xc0} // msgpack nil: an ack without a result
-		}
-		return nil, t.finish(h, stateSucceeded, result, nil)
-	case plane.OutcomeRetry:
-		info := errorInfoOf(p.Error)
-		delay := p.RetryDelay
-		if delay <= 0 {
-			delay = t.backoff(h.attempt)
-		}
-		return nil, t.endAttempt(h, info, stateFailed, delay)
-	case plane.OutcomeTimedOut:
-		info := errorInfoOf(p.Error)
-		delay := p.RetryDelay
-		if delay <= 0 {
-			delay = t.backoff(h.attempt)
-		}
-		return nil, t.endAttempt(h, info, stateTimeout, delay)
-	default:
-		info := errorInfoOf(p.Error)
-		return nil, t.finish(h, stateFailed, nil, &info)
+	result := p.Result
+	if p.Outcome == plane.OutcomeSucceeded && result == nil {
+		result = []byte{0xc0} // msgpack nil: an ack without a result
 	}
-}
-
-func errorInfoOf(e *plane.ErrorInfo) plane.ErrorInfo {
-	if e == nil {
-		return plane.ErrorInfo{Type: "error", Message: "nacked without an error"}
-	}
-	info := *e
-	info.Type = cmp.Or(info.Type, "error")
-	return info
+	return nil, t.apply(h, plane.SettleTransition(p, h.attempt, h.maxAttempts, t.w.d.cfg.Backoff, t.w.rand.Float64), result)
 }
 
 // InvocationHeartbeatMany implements plane.Driver.

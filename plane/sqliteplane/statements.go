@@ -73,9 +73,9 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.countAdd, `INSERT INTO counts (namespace, queue, state, priority, n) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (namespace, queue, state, priority) DO UPDATE SET n = n + excluded.n RETURNING n`},
 		{&s.countDelete, `DELETE FROM counts WHERE namespace = ? AND queue = ? AND state = ? AND priority = ? AND n = 0`},
-		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT 1000`},
-		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT 1000`},
-		{&s.deadlinesPassed, `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT 1000`},
+		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT ?`},
+		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT ?`},
+		{&s.deadlinesPassed, `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
 		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
 			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT ?4`},
 		{&s.deleteInvocation, `DELETE FROM invocations WHERE seq = ?`},

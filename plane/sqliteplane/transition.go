@@ -57,7 +57,22 @@ func (t *wtx) holds(h *head, token string) (error, error) {
 // attemptOverdue ends the attempt of h that outlived its attempt timeout: retried after a
 // backoff while attempts remain, else timeout.
 func (t *wtx) attemptOverdue(h *head) error {
-	return t.endAttempt(h, plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, stateTimeout, t.backoff(h.attempt))
+	return t.apply(h, plane.AttemptOverdueTransition(h.attempt, h.maxAttempts, t.w.d.cfg.Backoff, t.w.rand.Float64), nil)
+}
+
+// expireLease ends the attempt of h whose lease ran out: re-queued at once while attempts
+// remain, else timeout with the error "lease expired".
+func (t *wtx) expireLease(h *head) error {
+	return t.apply(h, plane.LeaseExpiredTransition(h.attempt, h.maxAttempts), nil)
+}
+
+// apply writes the transition tr (decided by plane's policy) to h: a retry re-queues it, any
+// other state finishes it, with result when it succeeded.
+func (t *wtx) apply(h *head, tr plane.Transition, result []byte) error {
+	if !tr.Retry() {
+		return t.finish(h, stateNumber(tr.State), result, tr.Error)
+	}
+	return t.requeue(h, tr.Error, tr.Delay)
 }
 
 // finish moves h to a terminal state. result is the success value; info the error.
@@ -84,13 +99,9 @@ func (t *wtx) finished(id, namespace, queue string, priority float64, from, to i
 	t.wake(journalKey(id))
 }
 
-// endAttempt ends h's running attempt as failed: re-queued after delay while attempts
-// remain, else finished in state final.
-func (t *wtx) endAttempt(h *head, info plane.ErrorInfo, final int, delay time.Duration) error {
-	if h.attempt >= h.maxAttempts {
-		return t.finish(h, final, nil, &info)
-	}
-	info.Attempt = h.attempt
+// requeue puts h's ended attempt back in the queue, claimable after delay, recording info
+// as the error of the attempt that ended.
+func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration) error {
 	if _, err := t.w.st.setQueued.ExecContext(t.ctx, t.ms+delay.Milliseconds(), info.Encode(), h.seq); err != nil {
 		return fmt.Errorf("requeue invocation %s: %w", h.id, err)
 	}
@@ -104,15 +115,4 @@ func (t *wtx) endAttempt(h *head, info plane.ErrorInfo, final int, delay time.Du
 		t.markClaimable(h.namespace, h.queue)
 	}
 	return nil
-}
-
-// expireLease ends the attempt of h whose lease ran out: re-queued at once while attempts
-// remain, else timeout with the error "lease expired".
-func (t *wtx) expireLease(h *head) error {
-	return t.endAttempt(h, plane.ErrorInfo{Type: "lease_expired", Message: "lease expired"}, stateTimeout, 0)
-}
-
-// backoff returns the retry delay after attempt failed.
-func (t *wtx) backoff(attempt int) time.Duration {
-	return t.w.d.cfg.Backoff.Delay(attempt, t.w.rand.Float64())
 }
