@@ -63,6 +63,13 @@ type WriterConfig[T any] struct {
 	PollInterval time.Duration
 	// Tasks run periodically in the writer, each in a transaction of its own batch.
 	Tasks []Task[T]
+	// Alarm is work the caller schedules itself (for instance, the moment a delayed row
+	// becomes due): after every transaction, and once at start, the writer calls AlarmIn,
+	// which returns when to run Alarm next (in < 0: not at all; in ≤ 0 with set: at once)
+	// or set false to leave the alarm as it is. Alarm runs in a transaction of its own batch.
+	// AlarmIn runs in the writer's goroutine and must be cheap. Both optional.
+	Alarm   func(tx T) error
+	AlarmIn func() (in time.Duration, set bool)
 	// Logger receives task failures. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Stopped runs when Run returns, after the last transaction and before the connection
@@ -172,6 +179,24 @@ func (w *Writer[T]) Run() {
 			}
 		}()
 	}
+	alarm := time.NewTimer(time.Hour)
+	alarm.Stop()
+	defer alarm.Stop()
+	alarmTask := &Task[T]{Name: "alarm", Apply: w.cfg.Alarm}
+	alarmOp := &op[T]{apply: w.cfg.Alarm, task: alarmTask}
+	rearm := func() {
+		if w.cfg.AlarmIn == nil || w.cfg.Alarm == nil {
+			return
+		}
+		if in, set := w.cfg.AlarmIn(); set {
+			if in < 0 {
+				alarm.Stop()
+			} else {
+				alarm.Reset(max(in, 0))
+			}
+		}
+	}
+	rearm()
 	batch := make([]*op[T], 0, w.cfg.MaxBatch)
 	for {
 		batch = batch[:0]
@@ -180,6 +205,8 @@ func (w *Writer[T]) Run() {
 			batch = append(batch, o)
 		case o := <-tasks:
 			batch = append(batch, o)
+		case <-alarm.C:
+			batch = append(batch, alarmOp)
 		case <-poll.C:
 			if w.cfg.Waiting != nil && w.cfg.Waiting() {
 				w.checkForeign(context.Background())
@@ -207,6 +234,7 @@ func (w *Writer[T]) Run() {
 			}
 		}
 		w.run(batch)
+		rearm()
 	}
 }
 

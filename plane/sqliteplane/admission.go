@@ -133,7 +133,7 @@ func (t *wtx) queued(namespace, queue string) (int64, error) {
 		t.w.queued[key] = n
 	}
 	for k, delta := range t.counts {
-		if k.state == stateQueued && k.namespace == namespace && k.queue == queue {
+		if queued(k.state) && k.namespace == namespace && k.queue == queue {
 			n += delta
 		}
 	}

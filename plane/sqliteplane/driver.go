@@ -116,6 +116,8 @@ func (d *Driver) start(ctx context.Context) error {
 				return err
 			}},
 		},
+		Alarm:   w.alarm,
+		AlarmIn: w.alarmIn,
 		Logger:  d.cfg.Logger,
 		Stopped: w.st.close,
 	})

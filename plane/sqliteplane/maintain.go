@@ -33,6 +33,10 @@ type maintainer struct {
 // did.
 func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 	var r plane.MaintenanceReport
+	var err error
+	if r.Promoted, err = t.promoteDue(m.batch); err != nil {
+		return r, err
+	}
 	for _, step := range []struct {
 		stmt  *sql.Stmt
 		count *int
@@ -51,7 +55,13 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 			return t.attemptOverdue(h)
 		}},
 		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
-			if h.state != stateQueued {
+			if !queued(h.state) {
+				return errSkip
+			}
+			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
+		}},
+		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
+			if !queued(h.state) {
 				return errSkip
 			}
 			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)

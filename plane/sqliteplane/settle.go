@@ -119,16 +119,16 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 
 // InvocationCancel implements plane.Driver.
 func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateQueued, stateCancelled, plane.ErrorInfo{Type: "cancelled", Message: "cancelled before it ran"})
+	return d.endIf(ctx, id, queued, stateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
 }
 
 // InvocationKill implements plane.Driver.
 func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateRunning, stateKilled, plane.ErrorInfo{Type: "killed", Message: "killed while running"})
+	return d.endIf(ctx, id, func(s int) bool { return s == stateRunning }, stateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
 }
 
-// endIf ends invocation id in state to, with info, when it is in state from.
-func (d *Driver) endIf(ctx context.Context, id string, from, to int, info plane.ErrorInfo) (bool, error) {
+// endIf ends invocation id in state to, with info, when from accepts its state.
+func (d *Driver) endIf(ctx context.Context, id string, from func(int) bool, to int, info plane.ErrorInfo) (bool, error) {
 	if err := plane.ValidateID(id); err != nil {
 		return false, err
 	}
@@ -144,7 +144,7 @@ func (d *Driver) endIf(ctx context.Context, id string, from, to int, info plane.
 			logical = plane.ErrNotFound
 			return nil
 		}
-		if h.state != from {
+		if !from(h.state) {
 			return nil
 		}
 		done = true

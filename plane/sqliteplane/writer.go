@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -43,10 +44,19 @@ type writer struct {
 	// queued caches the committed queued count of queues whose depth was checked; kept up to
 	// date by flushCounts and cleared with admissions.
 	queued map[[2]string]int64
+	// nextDue is the earliest available_ms of a delayed invocation: dueUnknown until read
+	// (and after anything that may have changed it behind the writer's back), dueNone when
+	// there is none. armed is the nextDue the alarm was last set for.
+	nextDue, armed int64
 }
 
+const (
+	dueUnknown int64 = 0
+	dueNone    int64 = math.MaxInt64
+)
+
 func newWriter(d *Driver) (*writer, error) {
-	w := &writer{d: d, admissions: make(map[[2]string]*admission), queued: make(map[[2]string]int64)}
+	w := &writer{d: d, admissions: make(map[[2]string]*admission), queued: make(map[[2]string]int64), armed: -1}
 	seed := d.cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -97,6 +107,7 @@ func (w *writer) foreign(err error) {
 func (w *writer) forget() {
 	clear(w.admissions)
 	clear(w.queued)
+	w.nextDue = dueUnknown
 }
 
 // wtx is the context an op applies itself to: the writer's open transaction, its clock
@@ -125,7 +136,7 @@ type countKey struct {
 // count records a change of n invocations in (queue, state, priority level).
 func (t *wtx) count(namespace, queue string, state int, priority float64, n int64) {
 	t.counts[countKey{namespace, queue, state, priority}] += n
-	if state == stateQueued && n < 0 {
+	if queued(state) && n < 0 {
 		t.wake(roomKey(namespace, queue)) // room for submits blocked on max depth
 	}
 }
@@ -136,7 +147,7 @@ func (t *wtx) flushCounts() error {
 		if n == 0 {
 			continue
 		}
-		if k.state == stateQueued {
+		if queued(k.state) {
 			if q, ok := t.w.queued[[2]string{k.namespace, k.queue}]; ok {
 				t.w.queued[[2]string{k.namespace, k.queue}] = q + n
 			}
@@ -156,3 +167,28 @@ func (t *wtx) flushCounts() error {
 }
 
 func (t *wtx) wake(key string) { t.notify[key] = struct{}{} }
+
+// alarm promotes the delayed invocations that are due (the writer runs it when the earliest
+// of them comes due), and hands them to parked claimers in the same transaction.
+func (w *writer) alarm(t *wtx) error {
+	w.armed = -1 // re-arm after this pass even if the earliest due time did not move
+	_, err := t.promoteDue(promoteBatch)
+	return err
+}
+
+// alarmIn tells the writer when to run alarm next: when the earliest due time comes, by the
+// plane's clock. An unknown due time is read soon; a fake clock that jumps ahead is caught
+// up by maintenance, which promotes too.
+func (w *writer) alarmIn() (time.Duration, bool) {
+	if w.nextDue == w.armed {
+		return 0, false
+	}
+	w.armed = w.nextDue
+	switch w.nextDue {
+	case dueUnknown:
+		return 10 * time.Millisecond, true
+	case dueNone:
+		return -1, true
+	}
+	return time.Duration(w.nextDue-w.d.cfg.Now().UnixMilli()) * time.Millisecond, true
+}
