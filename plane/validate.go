@@ -180,3 +180,37 @@ func (j Journal) Validate() error {
 	}
 	return ValidateName("topic name", j.Topic)
 }
+
+// Validate checks the params of a listing and fills nothing in. Errors: *InvalidError.
+func (p *ListParams) Validate() error {
+	if err := ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	if err := ValidateName("queue name", p.Queue); err != nil {
+		return err
+	}
+	if p.State != "" {
+		if _, err := ParseState(string(p.State)); err != nil {
+			return err
+		}
+	}
+	if p.KeyPrefix != "" {
+		if err := ValidateKey(p.KeyPrefix); err != nil {
+			return Invalid("key prefix", p.KeyPrefix, KeyRule)
+		}
+	}
+	if p.After != "" {
+		if err := ValidateID(p.After); err != nil {
+			return Invalid("cursor", p.After, "pass the Next of the previous page, or nothing for the first page")
+		}
+	}
+	if p.Limit < 0 || p.Limit > ListLimitMax {
+		return Invalid("limit", p.Limit, fmt.Sprintf("use 1–%d, or 0 for the default %d", ListLimitMax, ListLimitDefault))
+	}
+	return nil
+}
+
+// ListScanFactor bounds the index entries one page of a listing with a KeyPrefix examines:
+// ListScanFactor × the page's limit. A page may therefore hold fewer invocations than its
+// limit and still have a Next cursor: the listing goes on from there.
+const ListScanFactor = 10
