@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,6 +59,10 @@ type refDriver struct {
 	topics  map[refTopicKey]*refTopic
 	changed chan struct{}
 	closed  bool
+	workers map[[2]string]plane.WorkerInfo
+	// lastPass is the clock reading of the last maintenance pass: invocations that came due
+	// since then wake the waiters.
+	lastPass time.Time
 
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -80,6 +85,7 @@ func newRefDriver(opts planetest.Options) *refDriver {
 		topics:  map[refTopicKey]*refTopic{},
 		changed: make(chan struct{}),
 		done:    make(chan struct{}),
+		workers: map[[2]string]plane.WorkerInfo{},
 	}
 	if opts.Now == nil {
 		d.now = time.Now
@@ -171,7 +177,7 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 			ID: id, Namespace: p.Namespace, Queue: p.Queue, Key: s.Key, State: plane.StateQueued,
 			Priority: s.Priority, Payload: slices.Clone(s.Payload), Metadata: s.Metadata,
 			MaxAttempts: cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), AttemptTimeout: s.AttemptTimeout,
-			Deadline: s.Deadline, AvailableAt: now, CreatedAt: now,
+			Deadline: s.Deadline, AvailableAt: s.DueAt(now), CreatedAt: now,
 		}}
 		if s.Key != "" {
 			d.keys[refKey{p.Namespace, p.Queue, s.Key}] = id
@@ -713,11 +719,14 @@ func (d *refDriver) Maintain(ctx context.Context) error {
 			d.apply(ri, plane.AttemptOverdueTransition(inv.Attempt, inv.MaxAttempts, d.backoff, d.rng.Float64))
 		case inv.State == plane.StateQueued && !inv.Deadline.IsZero() && !now.Before(inv.Deadline):
 			d.apply(ri, plane.DeadlineTransition(inv.Attempt))
+		case inv.State == plane.StateQueued && inv.AvailableAt.After(d.lastPass) && !inv.AvailableAt.After(now):
+			// came due since the last pass: claimers waiting for it must look again
 		default:
 			continue
 		}
 		changed = true
 	}
+	d.lastPass = now
 	if d.trim("", "", now.Add(-plane.RetentionDefault)) > 0 || changed {
 		d.notify()
 	}
@@ -751,20 +760,97 @@ func (d *refDriver) QueueAdmissionDelete(context.Context, string, string) (bool,
 	return false, plane.ErrNotImplemented
 }
 
-func (d *refDriver) WorkerRegister(context.Context, *plane.WorkerInfo) error {
-	return plane.ErrNotImplemented
+func (d *refDriver) WorkerRegister(_ context.Context, info *plane.WorkerInfo) error {
+	if err := info.Validate(); err != nil {
+		return err
+	}
+	if err := d.lock(); err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	w := *info
+	w.Namespace = cmp.Or(w.Namespace, plane.NamespaceDefault)
+	w.Queues = slices.Clone(w.Queues)
+	w.LastSeen = d.now()
+	key := [2]string{w.Namespace, w.ID}
+	if old, ok := d.workers[key]; ok {
+		w.StartedAt = old.StartedAt
+	} else if w.StartedAt.IsZero() {
+		w.StartedAt = w.LastSeen
+	}
+	d.workers[key] = w
+	return nil
 }
 
-func (d *refDriver) WorkerList(context.Context, *plane.WorkerListParams) ([]plane.WorkerInfo, error) {
-	return nil, plane.ErrNotImplemented
+func (d *refDriver) WorkerList(_ context.Context, p *plane.WorkerListParams) ([]plane.WorkerInfo, error) {
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	since := d.now().Add(-cmp.Or(p.SeenWithin, plane.WorkerSeenWithinDefault))
+	var out []plane.WorkerInfo
+	for _, w := range d.workers {
+		if (p.Namespace == "" || w.Namespace == p.Namespace) && !w.LastSeen.Before(since) {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b plane.WorkerInfo) int {
+		return cmp.Or(a.StartedAt.Compare(b.StartedAt), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Namespace, b.Namespace))
+	})
+	return out, nil
 }
 
-func (d *refDriver) WorkerRemove(context.Context, string, string) error {
-	return plane.ErrNotImplemented
+func (d *refDriver) WorkerRemove(_ context.Context, namespace, id string) error {
+	namespace = cmp.Or(namespace, plane.NamespaceDefault)
+	if err := (&plane.WorkerInfo{ID: id, Namespace: namespace}).Validate(); err != nil {
+		return err
+	}
+	if err := d.lock(); err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	delete(d.workers, [2]string{namespace, id})
+	return nil
 }
 
-func (d *refDriver) InvocationList(context.Context, *plane.ListParams) (*plane.ListPage, error) {
-	return nil, plane.ErrNotImplemented
+// InvocationList sorts the whole queue per page: the reference driver checks the contract,
+// not the cost.
+func (d *refDriver) InvocationList(_ context.Context, p *plane.ListParams) (*plane.ListPage, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	var match []*refInvocation
+	for _, ri := range d.invs {
+		inv := &ri.inv
+		if inv.Namespace != p.Namespace || inv.Queue != p.Queue || (p.State != "" && inv.State != p.State) ||
+			(p.KeyPrefix != "" && !strings.HasPrefix(inv.Key, p.KeyPrefix)) {
+			continue
+		}
+		if p.After != "" && (p.Oldest && inv.ID <= p.After || !p.Oldest && inv.ID >= p.After) {
+			continue
+		}
+		match = append(match, ri)
+	}
+	slices.SortFunc(match, func(a, b *refInvocation) int { return cmp.Compare(a.inv.ID, b.inv.ID) })
+	if !p.Oldest {
+		slices.Reverse(match)
+	}
+	limit := cmp.Or(p.Limit, plane.ListLimitDefault)
+	page := &plane.ListPage{Invocations: []*plane.Invocation{}}
+	for i, ri := range match {
+		if i == limit {
+			page.Next = match[i-1].inv.ID
+			break
+		}
+		inv := copyInvocation(ri)
+		inv.Payload, inv.Result = nil, nil
+		page.Invocations = append(page.Invocations, inv)
+	}
+	return page, nil
 }
 
 func (d *refDriver) TokenCreate(context.Context, *plane.TokenInfo) error {
