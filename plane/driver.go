@@ -306,6 +306,8 @@ type FrameReadResult struct {
 const (
 	// LeaseTTLDefault is the lease length of a claim or heartbeat that names none.
 	LeaseTTLDefault = 30 * time.Second
+	// LeaseTTLMax is the longest lease a claim or heartbeat may ask for.
+	LeaseTTLMax = 24 * time.Hour
 	// MaxAttemptsDefault bounds claims of an invocation submitted without MaxAttempts.
 	MaxAttemptsDefault = 3
 	// MaxValueBytes is the largest payload, result or frame value (16 MiB). Larger values

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -161,7 +162,24 @@ func (p *ClaimParams) Validate() error {
 	if p.Max < 0 || p.LeaseTTL < 0 || p.Wait < 0 {
 		return Invalid("claim", fmt.Sprintf("max=%d lease=%s wait=%s", p.Max, p.LeaseTTL, p.Wait), "use max ≥ 0, lease ≥ 0, wait ≥ 0")
 	}
+	return ValidateLeaseTTL(p.LeaseTTL)
+}
+
+// ValidateLeaseTTL checks the lease of a claim or heartbeat: 0 (the default) up to
+// LeaseTTLMax. A longer lease would leave a dead worker's job stuck for that long.
+func ValidateLeaseTTL(ttl time.Duration) error {
+	if ttl < 0 || ttl > LeaseTTLMax {
+		return Invalid("lease", ttl, fmt.Sprintf("use a duration from 0 (the default %s) to %s; heartbeat to keep a long job", LeaseTTLDefault, LeaseTTLMax))
+	}
 	return nil
+}
+
+// Validate checks a heartbeat. Errors: *InvalidError.
+func (p *HeartbeatParams) Validate() error {
+	if err := ValidateID(p.ID); err != nil {
+		return err
+	}
+	return ValidateLeaseTTL(p.LeaseTTL)
 }
 
 // Validate checks a journal reference. Errors: *InvalidError.

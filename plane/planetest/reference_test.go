@@ -406,8 +406,8 @@ func (d *refDriver) succeed(ri *refInvocation, result []byte) {
 }
 
 func (d *refDriver) InvocationHeartbeatMany(ctx context.Context, ps []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
-	for _, p := range ps {
-		if err := plane.ValidateID(p.ID); err != nil {
+	for i := range ps {
+		if err := ps[i].Validate(); err != nil {
 			return nil, err
 		}
 	}

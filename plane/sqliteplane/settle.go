@@ -75,12 +75,9 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 
 // InvocationHeartbeatMany implements plane.Driver.
 func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
-	for _, p := range params {
-		if err := plane.ValidateID(p.ID); err != nil {
+	for i := range params {
+		if err := params[i].Validate(); err != nil {
 			return nil, err
-		}
-		if p.LeaseTTL < 0 {
-			return nil, plane.Invalid("lease", p.LeaseTTL, "use a duration ≥ 0 (0: the default 30 s)")
 		}
 	}
 	out := make([]plane.HeartbeatResult, len(params))
