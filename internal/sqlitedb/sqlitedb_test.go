@@ -174,3 +174,47 @@ func TestTasksRunAndDoAfterStopFails(t *testing.T) {
 	<-w.Stopped()
 	require.True(t, errors.Is(w.Do(ctx, func(*tx) error { return nil }), ErrClosed))
 }
+
+func TestAlarmRunsWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(Memory, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	conn, err := db.Write.Conn(ctx)
+	require.NoError(t, err)
+	ran := make(chan time.Time, 10)
+	var w *Writer[*tx]
+	asks := 0
+	w, err = NewWriter(ctx, WriterConfig[*tx]{
+		Conn:  conn,
+		Begin: func(ctx context.Context) *tx { return &tx{ctx: ctx} },
+		Alarm: func(*tx) error { ran <- time.Now(); return nil },
+		AlarmIn: func() (time.Duration, bool) {
+			asks++ // the writer's goroutine only
+			switch asks {
+			case 1:
+				return -1, true // at start: no alarm
+			case 2:
+				return 50 * time.Millisecond, true // after the first Do
+			default:
+				return 0, false // leave it: it must not fire again
+			}
+		},
+	})
+	require.NoError(t, err)
+	go w.Run()
+	defer func() { w.Stop(); <-w.Stopped() }()
+	start := time.Now()
+	require.NoError(t, w.Do(ctx, func(*tx) error { return nil }))
+	select {
+	case at := <-ran:
+		require.GreaterOrEqual(t, at.Sub(start), 40*time.Millisecond)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the alarm did not run")
+	}
+	select {
+	case <-ran:
+		t.Fatal("the alarm ran twice")
+	case <-time.After(150 * time.Millisecond):
+	}
+}
