@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/server"
-	"github.com/lakeshore-dev/lakeshore/server/api"
 	"github.com/lakeshore-dev/lakeshore/wire"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/lakeshore-dev/lakeshore/server/api"
+	"github.com/lakeshore-dev/lakeshore/api"
 )
 
 // FuzzDecodeRequest feeds arbitrary bytes to the request decoders of every route body, in
