@@ -3,27 +3,25 @@ package api_test
 import (
 	"testing"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/lakeshore-dev/lakeshore/api"
 )
 
 // FuzzDecodeRequest feeds arbitrary bytes to the request decoders of every route body, in
 // both codecs: they must return a value or an error, never panic or hang, and a decoded
-// value must encode again. CI runs it briefly: go test ./server/api -run '^$' -fuzz FuzzDecodeRequest -fuzztime 30s
+// value must encode again. CI runs it briefly: go test ./api -run '^$' -fuzz FuzzDecodeRequest -fuzztime 30s
 func FuzzDecodeRequest(f *testing.F) {
 	seeds := []any{
-		&api.SubmitRequest{Namespace: "default", Queue: "jobs", SubmitInvocation: api.SubmitInvocation{Payload: []byte{0x01}, Key: "k"}},
-		&api.SubmitBatchRequest{Namespace: "default", Queue: "jobs", Invocations: []api.SubmitInvocation{{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV"}}},
-		&api.ClaimRequest{Namespace: "default", Queue: "jobs", Kind: "fifo", Max: 8, Wait: 1},
-		&api.SettleRequest{Settles: []api.Settle{{ID: "x", Token: "t", Outcome: "succeeded", Result: []byte{0xc0}}}},
-		&api.HeartbeatRequest{Heartbeats: []api.Heartbeat{{ID: "x", Token: "t", LeaseTTL: 30}}},
-		&api.PostRequest{Journal: api.Journal{Namespace: "default", Queue: "jobs", Topic: "t"}, Value: []byte{1}},
+		&api.SubmitRequest{Payload: api.Value{Wire: []byte{0x01}}, Key: "k"},
+		&api.SubmitBatchRequest{Invocations: []api.SubmitInvocation{{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV"}}},
+		&api.ClaimRequest{Kind: "fifo", Max: 8, Wait: 1},
+		&api.SettlesRequest{Settles: []api.Settle{{ID: "x", Token: "t", Outcome: "succeeded", Result: api.Value{Wire: []byte{0xc0}}}}},
+		&api.HeartbeatsRequest{Heartbeats: []api.Heartbeat{{ID: "x", Token: "t", LeaseTTL: 30}}},
+		&api.PostRequest{Value: api.Value{Wire: []byte{1}}},
 		&api.Admission{MaxDepth: 3, OnFull: "block"},
-		&api.TokenCreateRequest{Token: api.Token{Namespace: "*", Queue: "*"}, TTL: 60},
+		&api.TokenCreateRequest{Namespace: "*", Queue: "*", TTL: 60},
 	}
 	for _, s := range seeds {
-		b, err := msgpack.Marshal(s)
+		b, err := api.Msgpack.Marshal(s)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -43,8 +41,9 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		targets := []func() any{
 			func() any { return new(api.SubmitRequest) }, func() any { return new(api.SubmitBatchRequest) },
-			func() any { return new(api.ClaimRequest) }, func() any { return new(api.SettleRequest) },
-			func() any { return new(api.HeartbeatRequest) }, func() any { return new(api.PostRequest) },
+			func() any { return new(api.ClaimRequest) }, func() any { return new(api.SettlesRequest) },
+			func() any { return new(api.HeartbeatsRequest) }, func() any { return new(api.PostRequest) },
+			func() any { return new(api.SettleRequest) }, func() any { return new(api.WaitResponse) },
 			func() any { return new(api.Admission) }, func() any { return new(api.TokenCreateRequest) },
 			func() any { return new(api.TrimRequest) }, func() any { return new(api.ErrorBody) },
 		}
