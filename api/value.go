@@ -370,11 +370,12 @@ func (p *jsonParser) tagged(tag string, depth int) (any, error) {
 			if err != nil {
 				return nil, p.syntax(err)
 			}
+			k := tok.String()
 			v, err := p.value(depth + 1)
 			if err != nil {
 				return nil, err
 			}
-			m[tok.String()] = v
+			m[k] = v
 		}
 		if _, err := p.dec.ReadToken(); err != nil {
 			return nil, p.syntax(err)
