@@ -113,7 +113,9 @@ func TestWaitTimeoutIsNotAnError(t *testing.T) {
 
 	done := make(chan *response, 3)
 	go func() { done <- b.do(t, "GET", "/v1/invocations/"+sub["id"].(string)+"/wait?timeout=30", "", nil, "") }()
-	go func() { done <- b.do(t, "POST", "/v1/namespaces/default/queues/empty/claim", api.ContentTypeJSON, []byte(`{"wait": 30}`), "") }()
+	go func() {
+		done <- b.do(t, "POST", "/v1/namespaces/default/queues/empty/claim", api.ContentTypeJSON, []byte(`{"wait": 30}`), "")
+	}()
 	go func() { done <- b.do(t, "GET", Q+"/topics/t/frames?wait=30", "", nil, "") }()
 	require.Eventually(t, func() bool {
 		return strings.Contains(string(b.do(t, "GET", "/metrics", "", nil, "").body), "lakeshore_http_long_polls_open 3")
