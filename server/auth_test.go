@@ -215,3 +215,45 @@ func TestAuthOverHTTPPlane(t *testing.T) {
 	_, err = rd.InvocationGet(t.Context(), res[0].ID)
 	require.ErrorIs(t, err, httpplane.ErrUnauthorized, "revocation takes effect at once")
 }
+
+// TestMetricsScopedToToken (issue 11 item 8): /metrics shows a token only the series of
+// namespaces and queues it covers; the admin token sees all.
+func TestMetricsScopedToToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	a, _ := b.mint(t, "tenant-a", "*", 0, plane.PermissionSubmit, plane.PermissionRead)
+	for _, ns := range []string{"tenant-a", "tenant-b"} {
+		r := b.doJSON(t, "POST", "/v1/namespaces/"+ns+"/queues/secret-"+ns+"/invocations", map[string]any{}, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	r := b.do(t, "GET", "/metrics", "", nil, a)
+	require.Equal(t, 200, r.status)
+	text := string(r.body)
+	require.Contains(t, text, `lakeshore_queue_invocations{namespace="tenant-a",queue="secret-tenant-a",state="queued"} 1`)
+	require.NotContains(t, text, "tenant-b", "another tenant's queue names and depths stay hidden")
+	require.Contains(t, text, "lakeshore_http_long_polls_open", "series without tenant labels are shown")
+	r = b.do(t, "GET", "/metrics", "", nil, adminSecret)
+	require.Contains(t, string(r.body), `namespace="tenant-b"`)
+}
+
+// TestWorkersKeyedByNamespace (issue 11 item 7, HTTP side): a worker's route names its
+// namespace; a consume token for namespace A can neither register nor remove a worker of
+// namespace B, and listings show only what the token covers.
+func TestWorkersKeyedByNamespace(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	a, _ := b.mint(t, "tenant-a", "*", 0, plane.PermissionConsume)
+	reg := map[string]any{"host": "h", "pid": 1, "queues": []string{"q"}, "started_at": time.Now()}
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/tenant-b/workers/w1", reg, adminSecret).status)
+	b.doJSON(t, "PUT", "/v1/namespaces/tenant-b/workers/w1", reg, a).requireError(t, 403, "forbidden")
+	b.do(t, "DELETE", "/v1/namespaces/tenant-b/workers/w1", "", nil, a).requireError(t, 403, "forbidden")
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/tenant-a/workers/w1", reg, a).status)
+	b.doJSON(t, "PUT", "/v1/namespaces/tenant-a/workers/w2", map[string]any{"queues": []string{"bad queue!"}}, a).requireError(t, 400, "invalid")
+	r := b.do(t, "GET", "/v1/workers", "", nil, a)
+	require.Equal(t, 200, r.status)
+	var wr api.WorkersResponse
+	require.NoError(t, api.JSON.Unmarshal(r.body, &wr))
+	for _, w := range wr.Workers {
+		require.Equal(t, "tenant-a", w.Namespace)
+	}
+}
