@@ -114,9 +114,11 @@ func (s *Server) handleCount(w http.ResponseWriter, r *http.Request, p *principa
 	if err != nil {
 		return err
 	}
-	st, err := plane.ParseState(r.URL.Query().Get("state"))
-	if err != nil {
-		return err
+	st := plane.StateQueued
+	if name := r.URL.Query().Get("state"); name != "" {
+		if st, err = plane.ParseState(name); err != nil {
+			return err
+		}
 	}
 	if err := authorizeQueue(p, ns, q, anyPerms...); err != nil {
 		return err
