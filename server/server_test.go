@@ -52,7 +52,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func setup(t *testing.T, cfg *server.Config) *testBundle {
+func setup(t testing.TB, cfg *server.Config) *testBundle {
 	t.Helper()
 	back, err := sqliteplane.Open(t.Context(), ":memory:", nil)
 	require.NoError(t, err)
