@@ -49,7 +49,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		for _, mk := range targets {
 			v := mk()
-			if err := c.Unmarshal(data, v); err != nil {
+			if err := c.UnmarshalRequest(data, v); err != nil {
 				continue
 			}
 			if eb, ok := v.(*api.ErrorBody); ok {
