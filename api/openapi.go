@@ -104,8 +104,9 @@ func buildOpenAPI() []byte {
 	return b
 }
 
-// schemaName is the component name of a body type; request types get "Request" appended
-// when used as requests (they refuse unknown members).
+// ref returns a $ref to the component schema of body type t, adding it first. A type used
+// as a request gets its own component, named with "In" appended (it refuses unknown
+// members).
 func (s *schemaSet) ref(t reflect.Type, request bool) map[string]any {
 	name := t.Name()
 	if request {
@@ -136,10 +137,10 @@ func (s *schemaSet) object(t reflect.Type, request bool) map[string]any {
 	out := map[string]any{"type": "object", "properties": props}
 	sort.Strings(required)
 	if request {
+		// Requests refuse unknown members. Every member may be left out (its zero value
+		// is its default, and the server says which ones a route needs), so none is
+		// listed as required.
 		out["additionalProperties"] = false
-		// A request may leave out any member whose zero value is the default; only the
-		// members without omitzero that the server needs are listed as required by the
-		// route's docs. Here: none are enforced by schema beyond their types.
 	} else if len(required) > 0 {
 		out["required"] = required
 	}
