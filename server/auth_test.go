@@ -249,6 +249,7 @@ func TestWorkersKeyedByNamespace(t *testing.T) {
 	b.do(t, "DELETE", "/v1/namespaces/tenant-b/workers/w1", "", nil, a).requireError(t, 403, "forbidden")
 	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/tenant-a/workers/w1", reg, a).status)
 	b.doJSON(t, "PUT", "/v1/namespaces/tenant-a/workers/w2", map[string]any{"queues": []string{"bad queue!"}}, a).requireError(t, 400, "invalid")
+	b.doJSON(t, "PUT", "/v1/namespaces/tenant-a/workers/w2", map[string]any{"host": "evil\nline"}, a).requireError(t, 400, "invalid")
 	r := b.do(t, "GET", "/v1/workers", "", nil, a)
 	require.Equal(t, 200, r.status)
 	var wr api.WorkersResponse

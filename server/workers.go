@@ -2,6 +2,9 @@ package server
 
 import (
 	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -32,6 +35,9 @@ func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, p 
 		if err := plane.ValidateName("queues", q); err != nil {
 			return err
 		}
+	}
+	if len(req.Host) > 255 || !utf8.ValidString(req.Host) || strings.ContainsFunc(req.Host, unicode.IsControl) {
+		return plane.Invalid("host", req.Host, "use at most 255 bytes of UTF-8 without control characters")
 	}
 	if !p.allowsNamespace(ns, plane.PermissionConsume) {
 		return forbidden("namespace "+ns, plane.PermissionConsume)
