@@ -98,6 +98,7 @@ type compactClaim struct {
 	file   string
 	inputs []*fragMeta
 	fields []Field
+	tomb   idxset // cleared samples when the compaction was claimed: left out
 }
 
 // compactOnce merges one group of at least threshold fragments of the same kind and
@@ -172,6 +173,9 @@ func (q *Queue) compactOnce(ctx context.Context, threshold int) (bool, error) {
 				c.fields = append(c.fields, f)
 			}
 		}
+		if c.tomb, err = loadSpans(t.ctx, t, `SELECT lo, hi FROM tombstones ORDER BY lo`); err != nil {
+			return err
+		}
 		prefix := map[int]string{fragRows: "r", fragFields: "f"}[c.kind]
 		c.file = fmt.Sprintf("%s-%s-%06d.parquet", prefix, q.owner.token, q.fileSeq.Add(1))
 		res, err := t.exec(`INSERT INTO fragments(file, kind, state, owner, level) VALUES (?, ?, 0, ?, ?)`, c.file, c.kind, q.owner.token, c.level)
@@ -209,7 +213,12 @@ func (q *Queue) compactOnce(ctx context.Context, threshold int) (bool, error) {
 		for i, f := range c.fields {
 			names[i] = f.Name
 		}
-		if _, err := t.exec(`UPDATE fragments SET state = 1, min_idx = ?, max_idx = ?, rows = ?, bytes = ?, fields = ?, added_version = ? WHERE id = ?`,
+		if rows == 0 {
+			// Every input row was cleared: the inputs go, nothing replaces them.
+			if _, err := t.exec(`DELETE FROM fragments WHERE id = ?`, c.id); err != nil {
+				return fmt.Errorf("drop empty compaction output: %w", err)
+			}
+		} else if _, err := t.exec(`UPDATE fragments SET state = 1, min_idx = ?, max_idx = ?, rows = ?, bytes = ?, fields = ?, added_version = ? WHERE id = ?`,
 			minI, maxI, rows, size, strings.Join(names, "\x1f"), ver, c.id); err != nil {
 			return fmt.Errorf("publish fragment: %w", err)
 		}
@@ -389,6 +398,20 @@ func (q *Queue) mergeFragments(ctx context.Context, c *compactClaim, out string)
 	})
 	if len(refs) == 0 {
 		return 0, 0, 0, 0, fmt.Errorf("%w: compaction inputs hold no rows", ErrCorrupt)
+	}
+	// Cleared samples (ClearSamples, ClearPartition, KV.Clear) are left out: their
+	// storage is reclaimed here.
+	if len(c.tomb) > 0 {
+		kept := refs[:0]
+		for _, r := range refs {
+			if !c.tomb.contains(r.idx) {
+				kept = append(kept, r)
+			}
+		}
+		refs = kept
+		if len(refs) == 0 {
+			return 0, 0, 0, 0, nil // no output file
+		}
 	}
 	ff, err := createFragment(out, c.kind, c.fields, q.cfg.RowGroupRows)
 	if err != nil {

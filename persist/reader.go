@@ -188,7 +188,7 @@ func (t *wtx) getMeta(rq *MetaRequest) ([]int64, Schema, error) {
 		window = max(ws.Window(rq.BatchSize), rq.BatchSize)
 	}
 	in := &SampleInput{Ready: ready.first(window), BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition,
-		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, t: t, q: t.q, partSpans: part}
+		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, t: t, q: t.q, partSpans: part, ready: ready}
 	in.MoreReady = int64(len(in.Ready)) < ready.count()
 	idx, err := rq.Sampler.Sample(t.ctx, in)
 	if err != nil {

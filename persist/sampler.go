@@ -41,6 +41,21 @@ type SampleInput struct {
 	t         *wtx
 	q         *Queue
 	partSpans idxset
+	ready     idxset // every ready sample; Ready is its first window
+}
+
+// ReadyAfter returns, ascending, up to n ready samples with an index greater than
+// after (-1 for the first), and whether more ready samples follow them. Samplers that
+// may need more than the window Ready (GRPOGroupN, when incomplete groups fill it) page
+// through every ready sample with it.
+func (in *SampleInput) ReadyAfter(after int64, n int) ([]int64, bool) {
+	all := in.ready
+	if all == nil {
+		all = setOf(in.Ready)
+	}
+	rest := all.from(after + 1)
+	page := rest.first(n)
+	return page, int64(len(page)) < rest.count()
 }
 
 // Values returns the values of field for indexes (nil where a sample has no value),
