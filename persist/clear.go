@@ -64,7 +64,7 @@ func (q *Queue) ClearPartition(ctx context.Context, partition string) error {
 		if err := t.clearSpans(partition, segs.minus(tomb)); err != nil {
 			return err
 		}
-		for _, table := range []string{"consumed", "assignments"} {
+		for _, table := range []string{"consumed", "assignments", "held"} {
 			if _, err := t.exec(`DELETE FROM `+table+` WHERE partition = ?`, partition); err != nil {
 				return fmt.Errorf("clear partition %s: %w", table, err)
 			}

@@ -80,6 +80,9 @@ func (q *Queue) ResetConsumption(ctx context.Context, task, partition string) er
 		if _, err := t.exec(`DELETE FROM assignments WHERE partition = ? AND task = ?`, partition, task); err != nil {
 			return fmt.Errorf("reset assignments: %w", err)
 		}
+		if _, err := t.exec(`DELETE FROM held WHERE partition = ? AND task = ?`, partition, task); err != nil {
+			return fmt.Errorf("reset assignments: %w", err)
+		}
 		t.rows = true // wake waiting readers: samples are ready again
 		return nil
 	})

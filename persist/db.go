@@ -15,7 +15,7 @@ import (
 const schemaSQL = `
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('format', 1), ('next_index', 0), ('manifest_version', 0),
-  ('schema_version', 0), ('tail_rows', 0), ('tomb_version', 0);
+  ('schema_version', 0), ('tail_rows', 0), ('tomb_version', 0), ('held_backfilled', 0);
 CREATE TABLE IF NOT EXISTS fields(pos INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tail(
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -50,6 +50,10 @@ CREATE TABLE IF NOT EXISTS consumed(partition TEXT NOT NULL, task TEXT NOT NULL,
   PRIMARY KEY(partition, task, lo));
 CREATE TABLE IF NOT EXISTS assignments(partition TEXT NOT NULL, task TEXT NOT NULL, dp_rank INTEGER NOT NULL,
   batch_index INTEGER NOT NULL, indexes BLOB NOT NULL, PRIMARY KEY(partition, task, dp_rank, batch_index));
+-- held: the union of the stored sampler assignments of (partition, task), as spans, so
+-- that a new assignment skips indexes another data-parallel group holds.
+CREATE TABLE IF NOT EXISTS held(partition TEXT NOT NULL, task TEXT NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL,
+  PRIMARY KEY(partition, task, lo));
 CREATE TABLE IF NOT EXISTS kv(partition TEXT NOT NULL, key TEXT NOT NULL, idx INTEGER NOT NULL, tags TEXT NOT NULL,
   PRIMARY KEY(partition, key));
 CREATE INDEX IF NOT EXISTS kv_idx ON kv(idx);

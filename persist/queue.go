@@ -238,6 +238,10 @@ func Open(ctx context.Context, name string, cfg *Config) (*Queue, error) {
 		q.shutdown()
 		return nil, fmt.Errorf("recover queue %s: %w", name, err)
 	}
+	if err := q.backfillHeld(ctx); err != nil {
+		q.shutdown()
+		return nil, fmt.Errorf("open queue %s: %w", name, err)
+	}
 	q.metrics.recoveredFragments.Store(int64(rolledBack))
 	q.metrics.orphansDeleted.Store(int64(deleted))
 	bgCtx, cancel := context.WithCancel(context.Background())

@@ -181,3 +181,57 @@ func TestSamplerRulesBeforeAnyData(t *testing.T) {
 		Wait: true, Timeout: 50 * time.Millisecond})
 	require.ErrorIs(t, err, ErrTimeout)
 }
+
+// TestRankAwareDeferConsumeDisjoint (issue 11 item 12): with DeferConsume the samples
+// of one data-parallel group stay ready until marked consumed, but they are never
+// offered to another group; once consumed or reset they are decided as usual.
+func TestRankAwareDeferConsumeDisjoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	r := q.Reader()
+	putN(t, q, DefaultPartition, 12, func(i int) Record { return Record{"x": i} })
+	req := func(dp, step int) MetaRequest {
+		return MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train", Sampler: RankAware{},
+			DPRank: dp, BatchIndex: step, DeferConsume: true}
+	}
+	g0 := metaIdx(t, r, req(0, 0))
+	require.Equal(t, []int64{0, 1, 2, 3}, g0)
+	require.Equal(t, g0, metaIdx(t, r, req(0, 0)), "another rank of DP group 0 gets the same batch")
+	g1 := metaIdx(t, r, req(1, 0))
+	require.Equal(t, []int64{4, 5, 6, 7}, g1, "DP group 1 gets a disjoint batch")
+	require.NoError(t, q.MarkConsumed(ctx, "train", DefaultPartition, g0))
+	require.Equal(t, []int64{8, 9, 10, 11}, metaIdx(t, r, req(0, 1)))
+	require.Equal(t, []int64{}, metaIdx(t, r, req(1, 1)), "every ready sample is held by a group")
+	// Held survives a restart, as the assignments do.
+	q = reopen(t, q)
+	r = q.Reader()
+	require.Equal(t, []int64{}, metaIdx(t, r, req(2, 0)))
+	// Sequential readers of the same task are not affected by holds.
+	require.Equal(t, []int64{4, 5}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train", DeferConsume: true}))
+	require.NoError(t, q.ResetConsumption(ctx, "train", DefaultPartition))
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, r, req(1, 1)), "reset releases every hold")
+}
+
+// TestRankAwareHeldBackfill: a queue whose assignments were stored before holds were
+// recorded gets its holds from the assignments at Open.
+func TestRankAwareHeldBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	putN(t, q, DefaultPartition, 8, func(i int) Record { return Record{"x": i} })
+	req := func(dp int) MetaRequest {
+		return MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train", Sampler: RankAware{}, DPRank: dp, DeferConsume: true}
+	}
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, q.Reader(), req(0)))
+	// Make the queue look older: no holds, never backfilled.
+	require.NoError(t, q.w.do(ctx, func(t *wtx) error {
+		if _, err := t.exec(`DELETE FROM held`); err != nil {
+			return err
+		}
+		_, err := t.exec(`UPDATE meta SET value = 0 WHERE key = 'held_backfilled'`)
+		return err
+	}))
+	q = reopen(t, q)
+	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, q.Reader(), req(1)))
+}
