@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS assignments(partition TEXT NOT NULL, task TEXT NOT NU
 -- that a new assignment skips indexes another data-parallel group holds.
 CREATE TABLE IF NOT EXISTS held(partition TEXT NOT NULL, task TEXT NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL,
   PRIMARY KEY(partition, task, lo));
+-- big_int_fields: int64 fields holding integers beyond ±2^53, never widened to float64.
+CREATE TABLE IF NOT EXISTS big_int_fields(field TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS kv(partition TEXT NOT NULL, key TEXT NOT NULL, idx INTEGER NOT NULL, tags TEXT NOT NULL,
   PRIMARY KEY(partition, key));
 CREATE INDEX IF NOT EXISTS kv_idx ON kv(idx);

@@ -52,10 +52,17 @@ type SchemaError struct {
 	Field string // the record field
 	Have  Kind   // the column type the queue already holds
 	Got   Kind   // the type of the rejected value
+	// Reason, when set, says why two types that usually widen cannot here: an int64
+	// beyond ±2^53 that a float64 column would round.
+	Reason string
 }
 
 // Error describes what was wrong and what is allowed.
 func (e *SchemaError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("persist: field %q cannot hold both %s and %s values: %s",
+			e.Field, e.Have, e.Got, e.Reason)
+	}
 	return fmt.Sprintf("persist: field %q has type %s in the queue schema, cannot store a %s value (allowed: %s)",
 		e.Field, e.Have, e.Got, e.Have.accepts())
 }

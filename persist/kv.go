@@ -107,7 +107,7 @@ func (kv *KVView) BatchPut(ctx context.Context, partition string, keys []string,
 	defer q.leave()
 	idxOf := make([]int64, len(items))
 	err = q.w.do(ctx, func(t *wtx) error {
-		if err := t.checkSchema(all.kinds); err != nil {
+		if err := t.checkSchema(all.kinds, all.bigInts); err != nil {
 			return err
 		}
 		var newRecs, updRecs []normRecord

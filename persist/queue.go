@@ -314,8 +314,9 @@ type putPrepared struct {
 	partition string
 	recs      []normRecord
 	data      []byte
-	kinds     []fieldValue // unique (name, kind) pairs, val unused
-	runs      []fieldRun   // consecutive records with the same field set
+	kinds     []fieldValue     // unique (name, kind) pairs, val unused
+	bigInts   map[string]int64 // field → an integer beyond ±2^53 it holds (see exactInt)
+	runs      []fieldRun       // consecutive records with the same field set
 }
 
 type fieldRun struct {
@@ -355,6 +356,16 @@ func prepareNorm(partition string, recs []normRecord) (*putPrepared, error) {
 				}
 				seen[fv.name] = fv.kind
 				p.kinds = append(p.kinds, fieldValue{name: fv.name, kind: fv.kind})
+			}
+		}
+		for _, fv := range nr {
+			if v, big := inexactInt(fv); big {
+				if p.bigInts == nil {
+					p.bigInts = map[string]int64{}
+				}
+				if _, ok := p.bigInts[fv.name]; !ok {
+					p.bigInts[fv.name] = v
+				}
 			}
 		}
 		fs := strings.Join(names, "\x1f")
@@ -423,7 +434,10 @@ func (q *Queue) PutPartition(ctx context.Context, partition string, recs []Recor
 }
 
 // checkSchema evolves the schema for the prepared kinds and saves it when it changed.
-func (t *wtx) checkSchema(kinds []fieldValue) error {
+// It refuses, with *SchemaError, to let a float64 column hold an integer beyond ±2^53
+// (bigInts, field → such a value), which it would round: neither a put of such an
+// integer into a float64 column nor the widening of an int64 column that holds one.
+func (t *wtx) checkSchema(kinds []fieldValue, bigInts map[string]int64) error {
 	s, err := t.loadSchema()
 	if err != nil {
 		return err
@@ -431,6 +445,40 @@ func (t *wtx) checkSchema(kinds []fieldValue) error {
 	ns, changed, err := evolve(*s, []normRecord{kinds})
 	if err != nil {
 		return err
+	}
+	final := *s
+	if changed {
+		final = ns
+	}
+	for field, v := range bigInts {
+		if k, _ := final.Kind(field); k == KindFloat64 || k == KindFloat64List {
+			have, ok := s.Kind(field)
+			if !ok {
+				have = intKindOf(k)
+			}
+			return &SchemaError{Field: field, Have: have, Got: otherKind(have),
+				Reason: fmt.Sprintf("the integer %d is beyond ±2^53 and a float64 column would round it (allowed: integers within ±2^53, or int64 only in this field)", v)}
+		}
+	}
+	if changed {
+		for _, f := range s.Fields {
+			if k, _ := ns.Kind(f.Name); k != f.Kind && (k == KindFloat64 || k == KindFloat64List) {
+				var one int
+				err := t.queryRow(`SELECT 1 FROM big_int_fields WHERE field = ?`, f.Name).Scan(&one)
+				if err == nil {
+					return &SchemaError{Field: f.Name, Have: f.Kind, Got: k,
+						Reason: "the field holds integers beyond ±2^53, which a float64 column would round (allowed: integers only in this field)"}
+				}
+				if !isNoRows(err) {
+					return fmt.Errorf("read big-integer fields: %w", err)
+				}
+			}
+		}
+	}
+	for field := range bigInts {
+		if _, err := t.exec(`INSERT OR IGNORE INTO big_int_fields(field) VALUES (?)`, field); err != nil {
+			return fmt.Errorf("record big-integer field: %w", err)
+		}
 	}
 	if changed {
 		return t.saveSchema(*s, ns)
@@ -441,7 +489,7 @@ func (t *wtx) checkSchema(kinds []fieldValue) error {
 // putRows is the write op of a put: it checks the schema, allocates indexes, stores the
 // tail entry and extends the partition's segments. It returns the first index.
 func (t *wtx) putRows(p *putPrepared) (int64, error) {
-	if err := t.checkSchema(p.kinds); err != nil {
+	if err := t.checkSchema(p.kinds, p.bigInts); err != nil {
 		return 0, err
 	}
 	if err := t.loadPuts(); err != nil {
@@ -619,7 +667,7 @@ func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
 	if missing := set.minus(ok); len(missing) > 0 {
 		return &NotFoundError{Partition: p.partition, Indexes: missing.first(16)}
 	}
-	if err := t.checkSchema(p.kinds); err != nil {
+	if err := t.checkSchema(p.kinds, p.bigInts); err != nil {
 		return err
 	}
 	minI, maxI := set[0].lo, set[len(set)-1].hi-1

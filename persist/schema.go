@@ -46,6 +46,50 @@ func (k Kind) accepts() string {
 	}
 }
 
+// maxExactInt is 2^53: every integer of at most this magnitude is exact as a float64.
+const maxExactInt = 1 << 53
+
+// inexactInt reports whether fv is an integer (or a list holding one) of magnitude
+// beyond 2^53, which float64 would round, and returns that integer.
+func inexactInt(fv fieldValue) (int64, bool) {
+	switch fv.kind {
+	case KindInt64:
+		if v := fv.val.(int64); v > maxExactInt || v < -maxExactInt {
+			return v, true
+		}
+	case KindInt64List:
+		for _, v := range fv.val.([]int64) {
+			if v > maxExactInt || v < -maxExactInt {
+				return v, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// intKindOf returns the integer kind that widens to the float kind k.
+func intKindOf(k Kind) Kind {
+	if k == KindFloat64List {
+		return KindInt64List
+	}
+	return KindInt64
+}
+
+// otherKind returns the kind that k widens with.
+func otherKind(k Kind) Kind {
+	switch k {
+	case KindInt64:
+		return KindFloat64
+	case KindFloat64:
+		return KindInt64
+	case KindInt64List:
+		return KindFloat64List
+	case KindFloat64List:
+		return KindInt64List
+	}
+	return k
+}
+
 // widen returns the column kind that holds both have and got, or ok=false if none does.
 func widen(have, got Kind) (Kind, bool) {
 	switch {
