@@ -222,7 +222,7 @@ func childRankAware(ctx context.Context, dir, arg string) int {
 	fmt.Println("ready")
 	var line string
 	fmt.Scanln(&line) // the parent releases all ranks at once
-	m, err := q.Reader().GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "train", Sampler: RankAware{},
+	m, err := q.Reader().GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "train", Sampler: RankAware{}.Spec(),
 		DPRank: dp, BatchIndex: step})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "getmeta:", err)

@@ -28,7 +28,7 @@ func TestGRPOPagesPastIncompleteGroups(t *testing.T) {
 			return Record{"resp": i, "reward": 1.0}
 		})
 		last := putN(t, q, DefaultPartition, 4, func(i int) Record { return Record{"resp": i, "reward": 2.0} })
-		req := MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "t", Sampler: GRPOGroupNOf(4)}
+		req := MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "t", Sampler: GRPOGroupNOf(4).Spec()}
 		require.Equal(t, last, metaIdx(t, r, req))
 		req.Task, req.Wait, req.Timeout = "w", true, 10*time.Second
 		require.Equal(t, last, metaIdx(t, r, req))
@@ -42,7 +42,7 @@ func TestGRPOPagesPastIncompleteGroups(t *testing.T) {
 		const prompts = 8300
 		putN(t, q, DefaultPartition, prompts, func(i int) Record { return Record{"uid": fmt.Sprint("p", i), "resp": i} })
 		last := putN(t, q, DefaultPartition, 4, func(i int) Record { return Record{"uid": "complete", "resp": i} })
-		req := MetaRequest{Fields: []string{"resp"}, BatchSize: 4, Task: "t", Sampler: GRPOGroupN{N: 4, GroupField: "uid"}}
+		req := MetaRequest{Fields: []string{"resp"}, BatchSize: 4, Task: "t", Sampler: GRPOGroupN{N: 4, GroupField: "uid"}.Spec()}
 		require.Equal(t, last, metaIdx(t, r, req))
 		req.Task, req.Wait, req.Timeout = "w", true, 10*time.Second
 		require.Equal(t, last, metaIdx(t, r, req))
@@ -121,7 +121,7 @@ func TestClearPartition(t *testing.T) {
 		require.NoError(t, q.Flush(ctx))
 	}
 	putN(t, q, "kept", 3, func(i int) Record { return Record{"x": i} }) // 30..32, in the tail
-	m, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "t", Partition: "gone", Sampler: RankAware{}})
+	m, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "t", Partition: "gone", Sampler: RankAware{}.Spec()})
 	require.NoError(t, err)
 	require.Len(t, m.Indexes, 4)
 	require.NoError(t, q.ClearPartition(ctx, "gone"))
@@ -136,7 +136,7 @@ func TestClearPartition(t *testing.T) {
 	// New samples of the cleared partition are new indexes.
 	idx := putN(t, q, "gone", 2, func(i int) Record { return Record{"x": i} })
 	require.Equal(t, []int64{33, 34}, idx)
-	m, err = r.GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "t", Partition: "gone", Sampler: RankAware{}})
+	m, err = r.GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "t", Partition: "gone", Sampler: RankAware{}.Spec()})
 	require.NoError(t, err)
 	require.Equal(t, []int64{33, 34}, m.Indexes, "the old assignment is forgotten")
 

@@ -36,8 +36,9 @@ type MetaRequest struct {
 	Task string
 	// Partition to read. Defaults to DefaultPartition.
 	Partition string
-	// Sampler chooses the samples. Defaults to Sequential{}.
-	Sampler Sampler
+	// Sampler chooses the samples by name and parameters (e.g. RankAware{}.Spec(),
+	// GRPOGroupN{N: 4}.Spec()). The zero value means Sequential.
+	Sampler SamplerSpec
 	// Wait makes GetMeta block until a full batch (BatchSize samples) is ready, the
 	// Timeout passes (ErrTimeout, nothing handed out) or ctx ends. Without Wait,
 	// GetMeta returns what is ready now, possibly fewer than BatchSize or none.
@@ -111,11 +112,15 @@ func (r *Reader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, err
 	if rq.Partition == "" {
 		rq.Partition = DefaultPartition
 	}
-	if rq.Sampler == nil {
-		rq.Sampler = Sequential{}
-	}
 	if err := rq.validate(); err != nil {
 		return nil, err
+	}
+	sampler, err := NewSampler(rq.Sampler)
+	if err != nil {
+		return nil, err
+	}
+	if rq.Sampler.Name == "" {
+		rq.Sampler.Name = SamplerSequential
 	}
 	q := r.q
 	if err := q.enter(); err != nil {
@@ -134,7 +139,7 @@ func (r *Reader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, err
 		var schema Schema
 		err := q.w.do(ctx, func(t *wtx) error {
 			var err error
-			idx, schema, err = t.getMeta(&rq)
+			idx, schema, err = t.getMeta(&rq, sampler)
 			return err
 		})
 		if err == nil {
@@ -164,7 +169,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 }
 
 // getMeta is the write op of GetMeta.
-func (t *wtx) getMeta(rq *MetaRequest) ([]int64, Schema, error) {
+func (t *wtx) getMeta(rq *MetaRequest, sampler Sampler) ([]int64, Schema, error) {
 	s, err := t.loadSchema()
 	if err != nil {
 		return nil, Schema{}, err
@@ -184,23 +189,23 @@ func (t *wtx) getMeta(rq *MetaRequest) ([]int64, Schema, error) {
 	// The sampler runs even when nothing is ready, so that its rules (GRPO batch sizes)
 	// fail at once rather than after a wait.
 	window := max(4*rq.BatchSize, 1024)
-	if ws, ok := rq.Sampler.(WindowSampler); ok {
+	if ws, ok := sampler.(WindowSampler); ok {
 		window = max(ws.Window(rq.BatchSize), rq.BatchSize)
 	}
 	in := &SampleInput{Ready: ready.first(window), BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition,
 		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, t: t, q: t.q, partSpans: part, ready: ready}
 	in.MoreReady = int64(len(in.Ready)) < ready.count()
-	idx, err := rq.Sampler.Sample(t.ctx, in)
+	idx, err := sampler.Sample(t.ctx, in)
 	if err != nil {
 		return nil, *s, err
 	}
 	if len(idx) > rq.BatchSize {
-		return nil, *s, fmt.Errorf("%w: sampler %T returned %d samples for a batch of %d", ErrInvalid, rq.Sampler, len(idx), rq.BatchSize)
+		return nil, *s, fmt.Errorf("%w: sampler %s returned %d samples for a batch of %d", ErrInvalid, rq.Sampler.Name, len(idx), rq.BatchSize)
 	}
 	// Everything handed out must be ready now, or be the group's stored assignment.
 	chosen := setOf(idx)
 	if int(chosen.count()) != len(idx) {
-		return nil, *s, fmt.Errorf("%w: sampler %T returned an index twice", ErrInvalid, rq.Sampler)
+		return nil, *s, fmt.Errorf("%w: sampler %s returned an index twice", ErrInvalid, rq.Sampler.Name)
 	}
 	bad := chosen.minus(ready)
 	if len(bad) > 0 {
@@ -211,7 +216,7 @@ func (t *wtx) getMeta(rq *MetaRequest) ([]int64, Schema, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return nil, *s, fmt.Errorf("%w: sampler %T returned index %d, which is not ready for task %q", ErrInvalid, rq.Sampler, bad[0].lo, rq.Task)
+		return nil, *s, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
 	}
 	if rq.Wait && len(idx) < rq.BatchSize {
 		return nil, *s, errNotFull // rolls back any assignment the sampler stored

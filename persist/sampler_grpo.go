@@ -13,8 +13,18 @@ import (
 // samples are ready; groups go in the order of their first index. The batch size must
 // be a multiple of N.
 type GRPOGroupN struct {
-	N          int    // samples per prompt, ≥ 1
-	GroupField string // field holding the prompt id; "" for aligned blocks
+	N          int    `json:"n"`                     // samples per prompt, ≥ 1
+	GroupField string `json:"group_field,omitempty"` // field holding the prompt id; "" for aligned blocks
+}
+
+func (g GRPOGroupN) validate() error {
+	if g.N < 1 {
+		return &InvalidError{Field: "sampler grpo-group-n parameter n", Value: g.N, Rule: "≥ 1"}
+	}
+	if g.GroupField != "" {
+		return checkFieldName(g.GroupField)
+	}
+	return nil
 }
 
 // GRPOGroupNOf returns a GRPOGroupN sampler of n samples per prompt grouped by aligned
@@ -35,8 +45,8 @@ func (g GRPOGroupN) Window(batchSize int) int {
 // come before it; ClearSamples drops those for good. Errors: *InvalidError when N < 1
 // or BatchSize is not a multiple of N.
 func (g GRPOGroupN) Sample(ctx context.Context, in *SampleInput) ([]int64, error) {
-	if g.N < 1 {
-		return nil, &InvalidError{Field: "GRPOGroupN.N", Value: g.N, Rule: "≥ 1"}
+	if err := g.validate(); err != nil {
+		return nil, err
 	}
 	if in.BatchSize%g.N != 0 {
 		return nil, &InvalidError{Field: "batch size", Value: in.BatchSize,
