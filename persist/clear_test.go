@@ -17,7 +17,7 @@ func TestGRPOPagesPastIncompleteGroups(t *testing.T) {
 	t.Run("blocks", func(t *testing.T) {
 		t.Parallel()
 		q := openTemp(t, &Config{FlushRows: -1, FlushInterval: -1})
-		r := q.Reader()
+		r := q.fileReader()
 		// 1,100 blocks of 4 whose last sample has no reward (a failed generation),
 		// then one complete block.
 		const blocks = 1100
@@ -36,7 +36,7 @@ func TestGRPOPagesPastIncompleteGroups(t *testing.T) {
 	t.Run("field", func(t *testing.T) {
 		t.Parallel()
 		q := openTemp(t, &Config{FlushRows: -1, FlushInterval: -1})
-		r := q.Reader()
+		r := q.fileReader()
 		// 8,300 prompts with one response each (the other generations failed), then
 		// one prompt with all 4.
 		const prompts = 8300
@@ -56,13 +56,13 @@ func TestClearSamples(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, &Config{FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
-	r := q.Reader()
+	r := q.fileReader()
 	for f := 0; f < 4; f++ {
 		putN(t, q, "a", 10, func(i int) Record { return Record{"x": f*10 + i} })
 		require.NoError(t, q.Flush(ctx))
 	}
 	putN(t, q, "b", 5, func(i int) Record { return Record{"x": 100 + i} }) // 40..44
-	_, err := KV(q).Put(ctx, "a", "k3", Record{"x": 3}, nil)               // 45
+	_, err := fileKVOf(q).Put(ctx, "a", "k3", Record{"x": 3}, nil)         // 45
 	require.NoError(t, err)
 	require.NoError(t, q.Flush(ctx))
 
@@ -81,7 +81,7 @@ func TestClearSamples(t *testing.T) {
 	require.NotContains(t, got, int64(1))
 	require.NotContains(t, got, int64(12))
 	require.Len(t, got, 41-5)
-	_, err = KV(q).BatchGet(ctx, "a", []string{"k3"}, nil)
+	_, err = fileKVOf(q).BatchGet(ctx, "a", []string{"k3"}, nil)
 	require.ErrorIs(t, err, ErrNotFound, "the key of a cleared sample is forgotten")
 	_, err = r.GetData(ctx, &BatchMeta{Indexes: []int64{2}, Fields: []FieldMeta{{Name: "x", Kind: KindInt64}}})
 	require.ErrorIs(t, err, ErrNotFound)
@@ -115,7 +115,7 @@ func TestClearPartition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, &Config{FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
-	r := q.Reader()
+	r := q.fileReader()
 	for f := 0; f < 3; f++ {
 		putN(t, q, "gone", 10, func(i int) Record { return Record{"x": i} })
 		require.NoError(t, q.Flush(ctx))

@@ -56,7 +56,7 @@ func TestCompaction(t *testing.T) {
 	again, err := q.Get(ctx, 0, 1000, nil)
 	require.NoError(t, err)
 	require.Equal(t, before, again)
-	r := q.Reader()
+	r := q.fileReader()
 	m, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"x", "r"}, BatchSize: 10, Task: "t", Partition: "a"})
 	require.NoError(t, err)
 	require.Equal(t, []int64{10, 11}, m.Indexes)
@@ -131,7 +131,7 @@ func TestCrashMidCompaction(t *testing.T) {
 			if point == "compact-renamed" {
 				require.Len(t, entries, 6, "5 inputs and the uncommitted output")
 			}
-			q, err := Open(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
+			q, err := openFile(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
 			require.NoError(t, err)
 			defer q.Close(ctx)
 			checkNoOrphans(t, q)

@@ -39,7 +39,7 @@ type SampleInput struct {
 	DPRank, BatchIndex int
 
 	t         *wtx
-	q         *Queue
+	q         *fileQueue
 	partSpans idxset
 	ready     idxset // every ready sample; Ready is its first window
 }
@@ -158,7 +158,7 @@ func (t *wtx) addHeld(partition, task string, s idxset) error {
 
 // backfillHeld fills the held spans from the stored assignments once, for a queue
 // created before they existed.
-func (q *Queue) backfillHeld(ctx context.Context) error {
+func (q *fileQueue) backfillHeld(ctx context.Context) error {
 	return q.w.do(ctx, func(t *wtx) error {
 		done, err := metaGet(t.ctx, t, "held_backfilled")
 		if err != nil || done != 0 {

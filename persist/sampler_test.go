@@ -24,7 +24,7 @@ func TestRankAwareSampler(t *testing.T) {
 	ctx := context.Background()
 	q := openTemp(t, nil)
 	putN(t, q, DefaultPartition, 20, func(i int) Record { return Record{"x": i} })
-	r := q.Reader()
+	r := q.fileReader()
 	req := func(dp, step int) MetaRequest {
 		return MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train", Sampler: RankAware{}.Spec(), DPRank: dp, BatchIndex: step}
 	}
@@ -39,7 +39,7 @@ func TestRankAwareSampler(t *testing.T) {
 
 	// The assignment is stored in meta.db: it survives a restart.
 	q = reopen(t, q)
-	r = q.Reader()
+	r = q.fileReader()
 	require.Equal(t, g1, metaIdx(t, r, req(1, 0)))
 	// ResetConsumption also clears the assignments.
 	require.NoError(t, q.ResetConsumption(ctx, "train", DefaultPartition))
@@ -50,7 +50,7 @@ func TestGRPOGroupNBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.Reader()
+	r := q.fileReader()
 	// Another partition interleaves: blocks are counted within the partition.
 	putN(t, q, "grpo", 6, func(i int) Record { return Record{"x": i} })  // 0..5
 	putN(t, q, "other", 3, func(i int) Record { return Record{"x": i} }) // 6..8
@@ -71,7 +71,7 @@ func TestGRPOGroupNByField(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.Reader()
+	r := q.fileReader()
 	// Responses of prompts A, B, C arrive interleaved; C's last response has no reward yet.
 	uids := []string{"A", "B", "A", "C", "B", "C", "A", "B", "C"}
 	idx := putN(t, q, DefaultPartition, len(uids), func(i int) Record { return Record{"uid": uids[i], "resp": i} })
@@ -127,7 +127,7 @@ func TestCustomSampler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.Reader()
+	r := q.fileReader()
 	putN(t, q, DefaultPartition, 6, func(i int) Record { return Record{"x": i} })
 	require.Equal(t, []int64{0, 2}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "t", Sampler: SamplerSpec{Name: "test-even-only"}}))
 	require.Equal(t, []int64{4}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "t", Sampler: SamplerSpec{Name: "test-even-only"}}))
@@ -142,7 +142,7 @@ func TestSeqLenBalancedSampler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.Reader()
+	r := q.fileReader()
 	lens := []int{10, 1, 1, 1, 9, 2, 2, 2, 5, 5}
 	putN(t, q, DefaultPartition, len(lens), func(i int) Record { return Record{"tokens": make([]int, lens[i])} })
 	m, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"tokens"}, BatchSize: 8, Task: "t", Sampler: SeqLenBalanced{LengthField: "tokens", Groups: 2}.Spec()})
@@ -174,7 +174,7 @@ func TestSamplerRulesBeforeAnyData(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.Reader()
+	r := q.fileReader()
 	for _, wait := range []bool{false, true} {
 		for _, s := range []SamplerSpec{GRPOGroupNOf(4).Spec(), GRPOGroupN{N: 0}.Spec(), SeqLenBalanced{LengthField: "n", Groups: 4}.Spec()} {
 			_, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"prompt"}, BatchSize: 6, Task: "t",
@@ -198,7 +198,7 @@ func TestRankAwareDeferConsumeDisjoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.Reader()
+	r := q.fileReader()
 	putN(t, q, DefaultPartition, 12, func(i int) Record { return Record{"x": i} })
 	req := func(dp, step int) MetaRequest {
 		return MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train", Sampler: RankAware{}.Spec(),
@@ -214,7 +214,7 @@ func TestRankAwareDeferConsumeDisjoint(t *testing.T) {
 	require.Equal(t, []int64{}, metaIdx(t, r, req(1, 1)), "every ready sample is held by a group")
 	// Held survives a restart, as the assignments do.
 	q = reopen(t, q)
-	r = q.Reader()
+	r = q.fileReader()
 	require.Equal(t, []int64{}, metaIdx(t, r, req(2, 0)))
 	// Sequential readers of the same task are not affected by holds.
 	require.Equal(t, []int64{4, 5}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train", DeferConsume: true}))
@@ -232,7 +232,7 @@ func TestRankAwareHeldBackfill(t *testing.T) {
 	req := func(dp int) MetaRequest {
 		return MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train", Sampler: RankAware{}.Spec(), DPRank: dp, DeferConsume: true}
 	}
-	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, q.Reader(), req(0)))
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, q.fileReader(), req(0)))
 	// Make the queue look older: no holds, never backfilled.
 	require.NoError(t, q.w.do(ctx, func(t *wtx) error {
 		if _, err := t.exec(`DELETE FROM held`); err != nil {
@@ -242,7 +242,7 @@ func TestRankAwareHeldBackfill(t *testing.T) {
 		return err
 	}))
 	q = reopen(t, q)
-	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, q.Reader(), req(1)))
+	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, q.fileReader(), req(1)))
 }
 
 // TestSamplerByName: samplers are chosen by name and JSON parameters, as a request
@@ -252,7 +252,7 @@ func TestSamplerByName(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.Reader()
+	r := q.fileReader()
 	putN(t, q, DefaultPartition, 8, func(i int) Record { return Record{"x": i} })
 	req := func(spec SamplerSpec) *MetaRequest {
 		return &MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "t", Sampler: spec, DeferConsume: true}

@@ -37,7 +37,7 @@ const (
 // Compact merges small fragments now, until no level of either kind has two or more
 // fragments below the size bound. Background compaction does the same in smaller
 // steps. Errors: ErrClosed, I/O and SQLite errors (nothing is lost: inputs stay live).
-func (q *Queue) Compact(ctx context.Context) error {
+func (q *fileQueue) Compact(ctx context.Context) error {
 	if err := q.enter(); err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (q *Queue) Compact(ctx context.Context) error {
 	}
 }
 
-func (q *Queue) kickCompaction() {
+func (q *fileQueue) kickCompaction() {
 	select {
 	case q.compactKick <- struct{}{}:
 	default:
@@ -59,7 +59,7 @@ func (q *Queue) kickCompaction() {
 
 // compactLoop runs background compaction (and the release of dead processes' claims)
 // every CompactInterval and after flushes.
-func (q *Queue) compactLoop(ctx context.Context) {
+func (q *fileQueue) compactLoop(ctx context.Context) {
 	t := time.NewTicker(q.cfg.CompactInterval)
 	defer t.Stop()
 	var lastLog time.Time
@@ -103,7 +103,7 @@ type compactClaim struct {
 
 // compactOnce merges one group of at least threshold fragments of the same kind and
 // level, if there is one.
-func (q *Queue) compactOnce(ctx context.Context, threshold int) (bool, error) {
+func (q *fileQueue) compactOnce(ctx context.Context, threshold int) (bool, error) {
 	q.compactMu.Lock()
 	defer q.compactMu.Unlock()
 	var c *compactClaim
@@ -256,7 +256,7 @@ func (q *Queue) compactOnce(ctx context.Context, threshold int) (bool, error) {
 	return true, err
 }
 
-func (q *Queue) abortCompaction(ctx context.Context, c *compactClaim) {
+func (q *fileQueue) abortCompaction(ctx context.Context, c *compactClaim) {
 	err := q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
 		if _, err := t.exec(`UPDATE fragments SET claim_id = NULL WHERE claim_id = ?`, c.id); err != nil {
 			return err
@@ -279,7 +279,7 @@ type retiredSet struct {
 	at map[string]time.Time
 }
 
-func (q *Queue) retire(fs []*fragMeta) {
+func (q *fileQueue) retire(fs []*fragMeta) {
 	q.retired.mu.Lock()
 	defer q.retired.mu.Unlock()
 	if q.retired.at == nil {
@@ -292,7 +292,7 @@ func (q *Queue) retire(fs []*fragMeta) {
 
 // pruneRetired drops cached handles of fragments retired more than the grace period
 // ago (all of them if all is set).
-func (q *Queue) pruneRetired(all bool) {
+func (q *fileQueue) pruneRetired(all bool) {
 	q.retired.mu.Lock()
 	var drop []string
 	for f, at := range q.retired.at {
@@ -316,7 +316,7 @@ type mergeSource struct {
 }
 
 // mergeFragments writes the rows of c.inputs, sorted by (index, seq), into out.
-func (q *Queue) mergeFragments(ctx context.Context, c *compactClaim, out string) (size, rows, minI, maxI int64, err error) {
+func (q *fileQueue) mergeFragments(ctx context.Context, c *compactClaim, out string) (size, rows, minI, maxI int64, err error) {
 	var srcs []*mergeSource
 	defer func() {
 		for _, s := range srcs {

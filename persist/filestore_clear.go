@@ -13,7 +13,7 @@ import (
 // generations that a GRPO sampler would otherwise examine at every GetMeta. Indexes
 // that are not in partition (or already cleared) are ignored, so ClearSamples is
 // idempotent. Errors: *InvalidError, ErrClosed.
-func (q *Queue) ClearSamples(ctx context.Context, partition string, indexes []int64) error {
+func (q *fileQueue) ClearSamples(ctx context.Context, partition string, indexes []int64) error {
 	if err := checkName("partition", partition); err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (q *Queue) ClearSamples(ctx context.Context, partition string, indexes []in
 // the partition's consumption and sampler assignments of every task. Samples put into
 // partition afterwards are new samples with new indexes. Clearing an empty or unknown
 // partition does nothing. Errors: *InvalidError, ErrClosed.
-func (q *Queue) ClearPartition(ctx context.Context, partition string) error {
+func (q *fileQueue) ClearPartition(ctx context.Context, partition string) error {
 	if err := checkName("partition", partition); err != nil {
 		return err
 	}
