@@ -112,4 +112,3 @@ func (c Config) validate() error {
 	}
 	return nil
 }
-

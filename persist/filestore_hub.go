@@ -54,4 +54,3 @@ func (q *fileQueue) watchLoop(ctx context.Context) {
 		last = v
 	}
 }
-

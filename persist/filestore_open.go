@@ -228,4 +228,3 @@ func (q *fileQueue) NextIndex(ctx context.Context) (int64, error) {
 	defer q.leave()
 	return metaGet(ctx, q.rdb, "next_index")
 }
-

@@ -454,4 +454,3 @@ func loadSpans(ctx context.Context, q queryer, query string, args ...any) (idxse
 	}
 	return spansOf(out), nil
 }
-

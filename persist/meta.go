@@ -78,4 +78,3 @@ func (r *MetaRequest) validate() error {
 	}
 	return checkName("partition", r.Partition)
 }
-

@@ -135,4 +135,3 @@ type Stats struct {
 	ConsumedByTask   map[string]int64 // "partition/task" → samples marked consumed
 	PendingFragments int              // flushes or compactions in progress (or of crashed processes)
 }
-

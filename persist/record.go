@@ -38,4 +38,3 @@ func sortedUnique(idx []int64) []int64 {
 	}
 	return out
 }
-
