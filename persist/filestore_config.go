@@ -90,7 +90,7 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.Dir == "":
-		return &InvalidError{Field: "Config.Dir", Value: `""`, Rule: "a directory path"}
+		return &InvalidError{Field: "Config.Dir", Value: "", Rule: "a directory path"}
 	case c.BusyTimeout < 0:
 		return &InvalidError{Field: "Config.BusyTimeout", Value: c.BusyTimeout, Rule: "positive, or 0 for the default"}
 	case c.CacheBytes < 0:

@@ -16,7 +16,7 @@ func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 func checkTask(task string) error {
 	if task == "" || len(task) > 256 {
-		return &InvalidError{Field: "task", Value: fmt.Sprintf("%q", task), Rule: "1–256 bytes"}
+		return &InvalidError{Field: "task", Value: task, Rule: "1–256 bytes"}
 	}
 	return nil
 }

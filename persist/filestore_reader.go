@@ -352,7 +352,7 @@ func sameShape(a, b []int) bool {
 // errors.
 func (r *fileReader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
 	if meta == nil {
-		return nil, &InvalidError{Field: "meta", Value: "nil", Rule: "a *BatchMeta from GetMeta"}
+		return nil, &InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
 	}
 	q := r.q
 	if err := q.enter(); err != nil {

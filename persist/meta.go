@@ -65,7 +65,7 @@ func (m *BatchMeta) FieldNames() []string {
 
 func (r *MetaRequest) validate() error {
 	if len(r.Fields) == 0 {
-		return &InvalidError{Field: "MetaRequest.Fields", Value: "[]", Rule: "at least one field name"}
+		return &InvalidError{Field: "MetaRequest.Fields", Value: nil, Rule: "at least one field name"}
 	}
 	if r.BatchSize < 1 {
 		return &InvalidError{Field: "MetaRequest.BatchSize", Value: r.BatchSize, Rule: "≥ 1"}

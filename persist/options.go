@@ -1,7 +1,6 @@
 package persist
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -95,7 +94,7 @@ type KVEntry struct {
 
 func checkKey(key string) error {
 	if key == "" || len(key) > 1024 {
-		return &InvalidError{Field: "key", Value: fmt.Sprintf("%q", key), Rule: "1–1024 bytes"}
+		return &InvalidError{Field: "key", Value: key, Rule: "1–1024 bytes"}
 	}
 	return nil
 }

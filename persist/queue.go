@@ -2,7 +2,6 @@ package persist
 
 import (
 	"context"
-	"fmt"
 )
 
 // Queue is a durable, append-only record queue: the data-queue SDK over a Store. Open
@@ -188,7 +187,7 @@ func (q *Queue) Flush(ctx context.Context) error { return q.s.Flush(ctx) }
 func (q *Queue) Compact(ctx context.Context) error {
 	c, ok := q.s.(Compacter)
 	if !ok {
-		return &InvalidError{Field: "store", Value: fmt.Sprintf("%q", q.s.Name()), Rule: "a store that compacts (the file store)"}
+		return &InvalidError{Field: "store", Value: q.s.Name(), Rule: "a store that compacts (the file store)"}
 	}
 	return c.Compact(ctx)
 }

@@ -410,7 +410,7 @@ func selectFields(s Schema, names []string) ([]Field, error) {
 	for _, n := range names {
 		k, ok := s.Kind(n)
 		if !ok {
-			return nil, &InvalidError{Field: "fields", Value: fmt.Sprintf("%q", n), Rule: "names of fields in the queue schema (" + s.String() + ")"}
+			return nil, &InvalidError{Field: "fields", Value: n, Rule: "names of fields in the queue schema (" + s.String() + ")"}
 		}
 		out = append(out, Field{Name: n, Kind: k})
 	}

@@ -1,7 +1,6 @@
 package persist
 
 import (
-	"fmt"
 	"regexp"
 	"sort"
 )
@@ -22,7 +21,7 @@ const nameRuleText = "1–128 bytes of [A-Za-z0-9._-], not starting with . _ or 
 
 func checkName(field, name string) error {
 	if !nameRule.MatchString(name) {
-		return &InvalidError{Field: field, Value: fmt.Sprintf("%q", name), Rule: nameRuleText}
+		return &InvalidError{Field: field, Value: name, Rule: nameRuleText}
 	}
 	return nil
 }

@@ -51,12 +51,12 @@ func RegisterSampler(name string, build SamplerFactory) error {
 		return err
 	}
 	if build == nil {
-		return &InvalidError{Field: "sampler factory", Value: "nil", Rule: "a function"}
+		return &InvalidError{Field: "sampler factory", Value: nil, Rule: "a function"}
 	}
 	samplers.Lock()
 	defer samplers.Unlock()
 	if _, dup := samplers.byName[name]; dup {
-		return &InvalidError{Field: "sampler name", Value: fmt.Sprintf("%q", name), Rule: "a name not registered yet"}
+		return &InvalidError{Field: "sampler name", Value: name, Rule: "a name not registered yet"}
 	}
 	samplers.byName[name] = build
 	return nil
@@ -85,7 +85,7 @@ func NewSampler(spec SamplerSpec) (Sampler, error) {
 	build := samplers.byName[name]
 	samplers.RUnlock()
 	if build == nil {
-		return nil, &InvalidError{Field: "sampler", Value: fmt.Sprintf("%q", name),
+		return nil, &InvalidError{Field: "sampler", Value: name,
 			Rule: "a registered sampler name: " + strings.Join(SamplerNames(), ", ")}
 	}
 	var params json.RawMessage

@@ -19,7 +19,7 @@ type SeqLenBalanced struct {
 
 func (s SeqLenBalanced) validate() error {
 	if s.LengthField == "" {
-		return &InvalidError{Field: "sampler seqlen-balanced parameter length_field", Value: `""`, Rule: "a field name"}
+		return &InvalidError{Field: "sampler seqlen-balanced parameter length_field", Value: "", Rule: "a field name"}
 	}
 	if s.Groups < 1 {
 		return &InvalidError{Field: "sampler seqlen-balanced parameter groups", Value: s.Groups, Rule: "≥ 1"}

@@ -1,7 +1,6 @@
 package persist
 
 import (
-	"fmt"
 	"math"
 	"reflect"
 	"sort"
@@ -161,7 +160,7 @@ const fieldSep = "\x1f"
 func checkFieldName(name string) error {
 	if name == "" || name == colIndex || name == colPartition || name == colSeq || len(name) > 256 ||
 		strings.Contains(name, fieldSep) || !utf8.ValidString(name) {
-		return &InvalidError{Field: "record field name", Value: fmt.Sprintf("%q", name),
+		return &InvalidError{Field: "record field name", Value: name,
 			Rule: `1–256 bytes of valid UTF-8 without the byte \x1f, and not one of the reserved names _index, _partition, _seq`}
 	}
 	return nil
