@@ -15,10 +15,11 @@ const (
 	// (SQLite synchronous=FULL): a returned index survives a crash of the process, of
 	// the operating system and a power loss.
 	Durable Durability = iota
-	// Buffered acknowledges a put after its transaction is committed without fsync
-	// (synchronous=OFF): a returned index survives a crash of the process (SIGKILL) but
-	// may be lost with the last seconds of writes on an operating-system crash or power
-	// loss. Fragments are still fsynced before they enter the manifest.
+	// Buffered acknowledges a put after its transaction is committed to the WAL without
+	// fsync (synchronous=NORMAL; the WAL is fsynced at checkpoints): a returned index
+	// survives a crash of the process (SIGKILL) but may be lost with the last writes on
+	// an operating-system crash or power loss, which never corrupt meta.db. Fragments
+	// are still fsynced before they enter the manifest.
 	Buffered
 )
 

@@ -2,40 +2,44 @@ package persist
 
 import (
 	"context"
-	"sync"
 	"time"
+
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 )
 
-// hub wakes waiters after commits: wait returns a channel closed by the next broadcast.
-type hub struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
+// changesKey is the one key of the file store's hub: every waiter (GetMeta in wait
+// mode, streams) waits for any commit.
+const changesKey = "changes"
 
-func (h *hub) init() { h.ch = make(chan struct{}) }
+// hub wakes waiters after commits, on internal/sqlitedb's Hub.
+type hub struct{ h *sqlitedb.Hub }
 
+func (h *hub) init() { h.h = sqlitedb.NewHub() }
+
+// watch returns a channel closed by the next broadcast, and the release to call when
+// the waiter stops waiting.
+func (h *hub) watch() (<-chan struct{}, func()) { return h.h.Watch(changesKey) }
+
+// wait is watch for a waiter that stops only at the next broadcast (which forgets the
+// watch anyway).
 func (h *hub) wait() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ch
+	ch, _ := h.watch()
+	return ch
 }
 
-func (h *hub) broadcast() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	close(h.ch)
-	h.ch = make(chan struct{})
-}
+// broadcast wakes every waiter.
+func (h *hub) broadcast() { h.h.NotifyAll() }
 
-// watchLoop notices commits of other processes (PRAGMA data_version changes) and wakes
-// waiters.
+// watchLoop notices commits of other processes (PRAGMA data_version changes, through
+// sqlitedb.CommitWatch) and wakes waiters. It reads data_version every PollInterval
+// while anyone waits, and not at all otherwise.
 func (q *fileQueue) watchLoop(ctx context.Context) {
 	conn, err := q.rdb.Conn(ctx)
 	if err != nil {
 		return
 	}
 	defer conn.Close()
-	var last int64 = -1
+	watch := sqlitedb.NewCommitWatch(ctx, conn)
 	t := time.NewTicker(q.cfg.PollInterval)
 	defer t.Stop()
 	for {
@@ -44,13 +48,11 @@ func (q *fileQueue) watchLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		var v int64
-		if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+		if !q.hub.h.Waiting() {
 			continue
 		}
-		if last >= 0 && v != last {
+		if changed, _ := watch.Changed(ctx); changed {
 			q.hub.broadcast()
 		}
-		last = v
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,7 +23,8 @@ type fileQueue struct {
 	cfg     Config
 	log     *slog.Logger
 
-	wdb, rdb  *sql.DB
+	db        *sqlitedb.DB
+	wdb, rdb  *sql.DB // db.Write and db.Read
 	w         *writer
 	owner     *ownerLock
 	hub       hub
@@ -81,24 +83,18 @@ func openFile(ctx context.Context, name string, cfg *Config) (*fileQueue, error)
 			return nil, fmt.Errorf("create queue directory: %w", err)
 		}
 	}
-	sync := "FULL"
-	if c.Durability == Buffered {
-		sync = "OFF"
-	}
 	var err error
-	q.wdb, q.rdb, err = openDB(ctx, filepath.Join(dir, "meta.db"), sync, c.BusyTimeout)
-	if err != nil {
+	if q.db, err = openDB(ctx, filepath.Join(dir, "meta.db"), c.Durability, c.BusyTimeout); err != nil {
 		return nil, err
 	}
+	q.wdb, q.rdb = q.db.Write, q.db.Read
 	if q.owner, err = acquireOwner(dir); err != nil {
-		q.wdb.Close()
-		q.rdb.Close()
+		q.db.Close()
 		return nil, err
 	}
 	if q.w, err = startWriter(q, q.wdb); err != nil {
 		q.owner.release(dir)
-		q.wdb.Close()
-		q.rdb.Close()
+		q.db.Close()
 		return nil, err
 	}
 	q.cache = newFragCache(q.dataDir, c.CacheBytes)
@@ -176,8 +172,7 @@ func (q *fileQueue) shutdown() {
 	q.w.close()
 	q.cache.close()
 	q.owner.release(q.dir)
-	q.rdb.Close()
-	q.wdb.Close()
+	q.db.Close()
 }
 
 func (q *fileQueue) setSchema(s *Schema, ver int64) {

@@ -57,30 +57,42 @@ func (r *fileReader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta,
 		deadline = t.C
 	}
 	for {
-		woken := q.hub.wait()
-		var idx []int64
-		var schema Schema
-		err := q.w.do(ctx, func(t *wtx) error {
-			var err error
-			idx, schema, err = t.getMeta(&rq, sampler)
-			return err
-		})
-		if err == nil {
-			return q.batchMeta(ctx, &rq, idx, schema)
+		meta, done, err := q.getMetaOnce(ctx, &rq, sampler, deadline)
+		if done {
+			return meta, err
 		}
-		if !errors.Is(err, errNotFull) {
-			return nil, err
-		}
-		select {
-		case <-woken:
-		case <-deadline:
-			return nil, fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
-				ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, GetMetaTimeoutDefault))
-		case <-q.closing:
-			return nil, ErrClosed
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	}
+}
+
+// getMetaOnce is one attempt of GetMeta: it hands out a batch (done), or in wait mode
+// waits for the next commit (not done) or for the end of the wait (done, an error).
+func (q *fileQueue) getMetaOnce(ctx context.Context, rq *MetaRequest, sampler Sampler, deadline <-chan time.Time) (*BatchMeta, bool, error) {
+	woken, release := q.hub.watch() // taken before the attempt, so no commit is missed
+	defer release()
+	var idx []int64
+	var schema Schema
+	err := q.w.do(ctx, func(t *wtx) error {
+		var err error
+		idx, schema, err = t.getMeta(rq, sampler)
+		return err
+	})
+	if err == nil {
+		meta, err := q.batchMeta(ctx, rq, idx, schema)
+		return meta, true, err
+	}
+	if !errors.Is(err, errNotFull) {
+		return nil, true, err
+	}
+	select {
+	case <-woken:
+		return nil, false, nil
+	case <-deadline:
+		return nil, true, fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
+			ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, GetMetaTimeoutDefault))
+	case <-q.closing:
+		return nil, true, ErrClosed
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
 	}
 }
 

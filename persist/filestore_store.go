@@ -68,12 +68,13 @@ func (q *fileQueue) Counts(ctx context.Context) (next, live int64, err error) {
 }
 
 // Changes implements Store.
-func (q *fileQueue) Changes() <-chan struct{} {
-	ch := q.hub.wait()
+func (q *fileQueue) Changes() (<-chan struct{}, func()) {
+	ch, release := q.hub.watch()
 	select {
 	case <-q.closing:
-		return q.closing
+		release()
+		return q.closing, func() {}
 	default:
-		return ch
+		return ch, release
 	}
 }

@@ -48,7 +48,7 @@ func (s *fileStream) Next(ctx context.Context) ([]Row, error) {
 		}
 	}()
 	for {
-		woken := s.q.hub.wait() // taken before the read, so no commit is missed
+		woken := s.q.hub.wait() // taken before the read, so no commit is missed; the next broadcast forgets it
 		b, scanned, err := s.q.read(ctx, s.next, s.opts.BatchSize, &s.opts.GetOpts)
 		if err != nil {
 			return nil, err

@@ -442,7 +442,7 @@ func TestDurabilityModes(t *testing.T) {
 			q := openTemp(t, &Config{Durability: mode})
 			var sync int
 			require.NoError(t, q.rdb.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
-			require.Equal(t, map[Durability]int{Durable: 2, Buffered: 0}[mode], sync, "synchronous=FULL (2) or OFF (0)")
+			require.Equal(t, map[Durability]int{Durable: 2, Buffered: 1}[mode], sync, "synchronous=FULL (2) or NORMAL (1)")
 			_, err := q.PutBatch(ctx, []Record{{"x": 1}, {"x": 2}})
 			require.NoError(t, err)
 			q = reopen(t, q)

@@ -68,9 +68,10 @@ type Store interface {
 	// file store: Parquet fragments). Puts are durable before it.
 	Flush(ctx context.Context) error
 	// Changes returns a channel closed at the next commit that may change what a read
-	// returns (by this or any other process or client), or once the store closes.
-	// Take it before a read, so that no commit is missed between the two.
-	Changes() <-chan struct{}
+	// returns (by this or any other process or client), or once the store closes, and
+	// the release to call when the caller stops waiting on it. Take it before a read,
+	// so that no commit is missed between the two.
+	Changes() (<-chan struct{}, func())
 	// Close releases the store; calls after it fail with ErrClosed. Idempotent.
 	Close(ctx context.Context) error
 }

@@ -48,44 +48,55 @@ func (s *Stream) Next(ctx context.Context) ([]Row, error) {
 		}
 	}()
 	for {
-		woken := s.s.Changes() // taken before the read, so no commit is missed
-		b, scanned, err := s.s.Scan(ctx, s.next, s.opts.BatchSize, &s.opts.GetOpts)
-		if err != nil {
-			return nil, err
+		rows, done, err := s.nextOnce(ctx, &idle)
+		if done {
+			return rows, err
 		}
-		s.next = max(s.next, scanned)
-		if b.Len() > 0 {
-			rows, err := b.Rows()
-			b.Release()
-			if err != nil {
-				return nil, err
-			}
-			s.lastData = time.Now()
-			return rows, nil
-		}
+	}
+}
+
+// nextOnce is one attempt of Next: rows or the end (done), or a wait for the next
+// commit (not done).
+func (s *Stream) nextOnce(ctx context.Context, idle **time.Timer) ([]Row, bool, error) {
+	woken, release := s.s.Changes() // taken before the read, so no commit is missed
+	defer release()
+	b, scanned, err := s.s.Scan(ctx, s.next, s.opts.BatchSize, &s.opts.GetOpts)
+	if err != nil {
+		return nil, true, err
+	}
+	s.next = max(s.next, scanned)
+	if b.Len() > 0 {
+		rows, err := b.Rows()
 		b.Release()
-		if !s.opts.Wait {
-			return nil, io.EOF
+		if err != nil {
+			return nil, true, err
 		}
-		var timeout <-chan time.Time
-		if s.opts.IdleTimeout > 0 {
-			left := s.opts.IdleTimeout - time.Since(s.lastData)
-			if left <= 0 {
-				return nil, io.EOF
-			}
-			if idle == nil {
-				idle = time.NewTimer(left)
-			} else {
-				idle.Reset(left)
-			}
-			timeout = idle.C
+		s.lastData = time.Now()
+		return rows, true, nil
+	}
+	b.Release()
+	if !s.opts.Wait {
+		return nil, true, io.EOF
+	}
+	var timeout <-chan time.Time
+	if s.opts.IdleTimeout > 0 {
+		left := s.opts.IdleTimeout - time.Since(s.lastData)
+		if left <= 0 {
+			return nil, true, io.EOF
 		}
-		select {
-		case <-woken:
-		case <-timeout:
-			return nil, io.EOF
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if *idle == nil {
+			*idle = time.NewTimer(left)
+		} else {
+			(*idle).Reset(left)
 		}
+		timeout = (*idle).C
+	}
+	select {
+	case <-woken:
+		return nil, false, nil
+	case <-timeout:
+		return nil, true, io.EOF
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
 	}
 }
