@@ -39,8 +39,23 @@ type SampleInput struct {
 	DPRank, BatchIndex int
 
 	t         *wtx
-	q         *Queue
+	q         *fileQueue
 	partSpans idxset
+	ready     idxset // every ready sample; Ready is its first window
+}
+
+// ReadyAfter returns, ascending, up to n ready samples with an index greater than
+// after (-1 for the first), and whether more ready samples follow them. Samplers that
+// may need more than the window Ready (GRPOGroupN, when incomplete groups fill it) page
+// through every ready sample with it.
+func (in *SampleInput) ReadyAfter(after int64, n int) ([]int64, bool) {
+	all := in.ready
+	if all == nil {
+		all = setOf(in.Ready)
+	}
+	rest := all.from(after + 1)
+	page := rest.first(n)
+	return page, int64(len(page)) < rest.count()
 }
 
 // Values returns the values of field for indexes (nil where a sample has no value),
@@ -109,13 +124,77 @@ func (in *SampleInput) Assignment() ([]int64, bool, error) {
 }
 
 // Assign stores indexes as the assignment of (Task, Partition, DPRank, BatchIndex), in
-// the same transaction that hands them out. ResetConsumption clears assignments.
+// the same transaction that hands them out, and marks them held (see ReadyUnheld).
+// ResetConsumption and ClearPartition clear assignments.
 func (in *SampleInput) Assign(indexes []int64) error {
 	if _, err := in.t.exec(`INSERT OR REPLACE INTO assignments(partition, task, dp_rank, batch_index, indexes) VALUES (?, ?, ?, ?, ?)`,
 		in.Partition, in.Task, in.DPRank, in.BatchIndex, encodeIndexes(indexes)); err != nil {
 		return fmt.Errorf("store assignment: %w", err)
 	}
-	return nil
+	return in.t.addHeld(in.Partition, in.Task, setOf(indexes))
+}
+
+// ReadyUnheld returns, ascending, the first n ready samples that no stored assignment
+// of (Task, Partition) holds: with DeferConsume, samples handed to one data-parallel
+// group stay ready until consumed, and must not be offered to another group.
+func (in *SampleInput) ReadyUnheld(n int) ([]int64, error) {
+	held, err := loadSpans(in.t.ctx, in.t, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? ORDER BY lo`, in.Partition, in.Task)
+	if err != nil {
+		return nil, err
+	}
+	all := in.ready
+	if all == nil {
+		all = setOf(in.Ready)
+	}
+	return all.minus(held).first(n), nil
+}
+
+// addHeld merges s into the held spans of (partition, task).
+func (t *wtx) addHeld(partition, task string, s idxset) error {
+	return mergeSpans(t, s, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? AND hi >= ? AND lo <= ?`,
+		`DELETE FROM held WHERE partition = ? AND task = ? AND lo = ?`,
+		`INSERT INTO held(partition, task, lo, hi) VALUES (?, ?, ?, ?)`, partition, task)
+}
+
+// backfillHeld fills the held spans from the stored assignments once, for a queue
+// created before they existed.
+func (q *fileQueue) backfillHeld(ctx context.Context) error {
+	return q.w.do(ctx, func(t *wtx) error {
+		done, err := metaGet(t.ctx, t, "held_backfilled")
+		if err != nil || done != 0 {
+			return err
+		}
+		rows, err := t.query(`SELECT partition, task, indexes FROM assignments`)
+		if err != nil {
+			return fmt.Errorf("read assignments: %w", err)
+		}
+		type key struct{ partition, task string }
+		byKey := map[key][]int64{}
+		for rows.Next() {
+			var k key
+			var b []byte
+			if err := rows.Scan(&k.partition, &k.task, &b); err != nil {
+				rows.Close()
+				return fmt.Errorf("read assignments: %w", err)
+			}
+			idx, err := decodeIndexes(b)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("%w: assignment: %v", ErrCorrupt, err)
+			}
+			byKey[k] = append(byKey[k], idx...)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read assignments: %w", err)
+		}
+		for k, idx := range byKey {
+			if err := t.addHeld(k.partition, k.task, setOf(idx)); err != nil {
+				return err
+			}
+		}
+		return metaSet(t.ctx, t, "held_backfilled", 1)
+	})
 }
 
 // Sequential hands out the lowest ready indexes first.
