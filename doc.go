@@ -127,10 +127,11 @@ binds a body that emits values as it goes, each a VALUE frame readable live with
 
 # File scopes
 
-File bytes never ride the wire: jobs pass storage keys. [OpenScope] opens a prefix of a blob
-store (gocloud.dev/blob; by default file://$LAKESHORE_HOME/blobs, mem:// for tests) with
-Read, Write (returning the key), List and Delete; a key that tries to escape the prefix is
-refused.
+File bytes never ride the wire: jobs pass storage keys. Package
+github.com/lakeshore-dev/lakeshore/scope opens a prefix of a blob store (gocloud.dev/blob; by
+default file://$LAKESHORE_HOME/blobs, mem:// for tests) with Read, Write (returning the key),
+List and Delete; a key that tries to escape the prefix is refused. It is a package of its own
+so that this one does not link the blob drivers (nor gRPC and OpenTelemetry through them).
 
 # Admission
 
