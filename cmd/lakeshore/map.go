@@ -206,17 +206,17 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 	}
 
 	// Workers in this process.
-	a.takeSignals.Store(true)
-	drain := make(chan struct{})
+	w, err := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle(qname, o.spec.handle)},
+		&lakeshore.WorkerOptions{Concurrency: o.workers, LeaseTTL: o.lease, Logger: a.logger()})
+	if err != nil {
+		return err
+	}
 	workerCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	workerDone := make(chan error, 1)
-	go func() {
-		workerDone <- lakeshore.RunWorker(workerCtx, d, []lakeshore.Handler{lakeshore.Handle(qname, o.spec.handle)},
-			&lakeshore.WorkerOptions{Concurrency: o.workers, LeaseTTL: o.lease, Signals: a.workerSignals, Drain: drain, Logger: a.logger()})
-	}()
+	go func() { workerDone <- a.runWorker(workerCtx, w) }()
 	stopWorker := func() error {
-		close(drain)
+		_ = w.Stop(context.Background())
 		return <-workerDone
 	}
 

@@ -57,14 +57,16 @@ signal stops the running commands, and their jobs are retried.`,
 			for i, q := range queues {
 				handlers[i] = lakeshore.Handle(q, spec.handle)
 			}
-			a.takeSignals.Store(true)
-			o.Signals = a.workerSignals
 			o.Logger = a.logger()
+			w, err := lakeshore.NewWorker(d, handlers, &o)
+			if err != nil {
+				return err
+			}
 			if !o.Once {
 				fmt.Fprintf(a.stderr, "lakeshore worker: %v on %v (concurrency %d); Ctrl-C drains, twice stops running jobs\n",
 					argv, queues, max(o.Concurrency, 1))
 			}
-			return lakeshore.RunWorker(c.Context(), d, handlers, &o)
+			return a.runWorker(c.Context(), w)
 		},
 	}
 	f := c.Flags()
