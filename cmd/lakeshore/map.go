@@ -23,7 +23,6 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
 // mapOptions are the flags of lakeshore map.
@@ -213,8 +212,16 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 	}
 	workerCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
+	a.worker.Store(w) // signals stop it from now on
+	defer a.worker.Store(nil)
+	if err := w.Start(workerCtx); err != nil {
+		return err
+	}
 	workerDone := make(chan error, 1)
-	go func() { workerDone <- a.runWorker(workerCtx, w) }()
+	go func() {
+		<-w.Done()
+		workerDone <- w.Err()
+	}()
 	stopWorker := func() error {
 		_ = w.Stop(context.Background())
 		return <-workerDone
@@ -234,7 +241,7 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 	for range max(16, 2*o.workers) {
 		waiters.Go(func() {
 			for i := range next {
-				inv, err := waitTerminal(waitCtx, d, inputs[i].id)
+				inv, err := waitTerminal(waitCtx, q, inputs[i].id)
 				if err == nil && inv.State != lakeshore.StateSucceeded && inputs[i].state == lakeshore.StateRunning {
 					// Another process held this job when we started (a run that crashed, most
 					// likely) and it ended without success, e.g. its lease expired: run it
@@ -357,15 +364,12 @@ func resolveInputs(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queu
 		var again []int
 		for lo := 0; lo < len(todo); lo += batch {
 			idx := todo[lo:min(lo+batch, len(todo))]
-			params := &plane.SubmitManyParams{Namespace: q.Namespace(), Queue: q.Name(), Invocations: make([]plane.SubmitParams, len(idx))}
+			batch := make([]lakeshore.Submission, len(idx))
 			for j, i := range idx {
-				payload, err := wire.Marshal(texts[i])
-				if err != nil {
-					return nil, err
-				}
-				params.Invocations[j] = plane.SubmitParams{Payload: payload, Key: mapKey(argv, texts[i], gens[i]), MaxAttempts: maxAttempts}
+				batch[j] = lakeshore.Submission{Payload: texts[i],
+					SubmitOptions: lakeshore.SubmitOptions{Key: mapKey(argv, texts[i], gens[i]), MaxAttempts: maxAttempts}}
 			}
-			res, err := d.Driver().InvocationSubmitMany(ctx, params)
+			res, err := q.SubmitManyResults(ctx, batch)
 			if err != nil {
 				return nil, err
 			}
@@ -374,7 +378,7 @@ func resolveInputs(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queu
 				if !res[j].Existing {
 					continue
 				}
-				inv, err := d.Driver().InvocationGet(ctx, res[j].ID)
+				inv, err := q.Get(ctx, res[j].ID)
 				if err != nil {
 					return nil, err
 				}
@@ -397,18 +401,21 @@ func rerunInput(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queue, 
 		return nil, err
 	}
 	in.id, in.gen = res[0].id, res[0].gen
-	return waitTerminal(ctx, d, in.id)
+	return waitTerminal(ctx, q, in.id)
 }
 
 // waitTerminal waits, without limit, until invocation id is terminal.
-func waitTerminal(ctx context.Context, d *lakeshore.Dispatch, id string) (*plane.Invocation, error) {
-	for {
-		inv, err := d.Driver().InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: time.Minute})
-		if errors.Is(err, lakeshore.ErrTimeout) {
-			continue
-		}
-		return inv, err
+func waitTerminal(ctx context.Context, q *lakeshore.Queue, id string) (*plane.Invocation, error) {
+	err := q.Result(ctx, id, nil, &lakeshore.ResultOptions{Timeout: -1})
+	var terr *lakeshore.TerminalError
+	if err != nil && !errors.As(err, &terr) {
+		return nil, err
 	}
+	inv, err := q.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &inv.Invocation, nil
 }
 
 // mapLine is the output line of one input; ok is false when its job did not succeed.
