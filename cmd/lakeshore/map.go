@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -328,17 +329,19 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 	}
 	prog.finish()
 	wall := time.Since(start)
+	// The rate counts what this run executed, not what an earlier run had already done.
+	ran := len(inputs) - prog.reused
 	sum := map[string]any{
 		"jobs": len(inputs), "succeeded": len(inputs) - failed, "failed": failed,
-		"already_done": prog.reused, "wall_s": wall.Seconds(),
-		"jobs_per_s": float64(len(inputs)) / wall.Seconds(),
+		"already_done": prog.reused, "ran": ran, "wall_s": wall.Seconds(),
+		"jobs_per_s": float64(ran) / wall.Seconds(),
 	}
 	if a.json {
 		b, _ := json.Marshal(sum)
 		fmt.Fprintf(a.stderr, "%s\n", b)
 	} else {
-		fmt.Fprintf(a.stderr, "map: %d jobs, %d succeeded, %d failed (%d already done before this run), wall time %s, %.1f jobs/s\n",
-			len(inputs), len(inputs)-failed, failed, prog.reused, wall.Round(time.Millisecond), sum["jobs_per_s"])
+		fmt.Fprintf(a.stderr, "map: %d jobs, %d succeeded, %d failed (%d already done before this run), ran %d in %s, %.1f jobs/s\n",
+			len(inputs), len(inputs)-failed, failed, prog.reused, ran, wall.Round(time.Millisecond), sum["jobs_per_s"])
 	}
 	if failed > 0 {
 		return silentExit(exitJobFailed)
@@ -456,11 +459,32 @@ func newMapOutput(stdout io.Writer, path string) (*mapOutput, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, usagef("--out %s is a directory", path)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	removeStaleOutputs(path)
+	// The temporary file's name carries this process's pid, so that the next run can tell
+	// a file left by a killed run (removed) from one another run is still writing.
+	f, err := os.CreateTemp(filepath.Dir(path), fmt.Sprintf(".%s.%d.*.tmp", filepath.Base(path), os.Getpid()))
 	if err != nil {
 		return nil, usagef("--out %s is not writable: %w", path, err)
 	}
 	return &mapOutput{w: bufio.NewWriterSize(f, 256<<10), f: f, path: path}, nil
+}
+
+// removeStaleOutputs removes the temporary files of --out path left by runs that died
+// before committing (SIGKILL, a crash): those whose process no longer exists.
+func removeStaleOutputs(path string) {
+	prefix := "." + filepath.Base(path) + "."
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(path), prefix+"*.tmp"))
+	for _, m := range matches {
+		rest := strings.TrimPrefix(filepath.Base(m), prefix)
+		pidText, _, ok := strings.Cut(rest, ".")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 {
+			continue // not ours
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.Remove(m)
+		}
+	}
 }
 
 func (m *mapOutput) write(line []byte) error {
