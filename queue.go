@@ -258,6 +258,39 @@ func (q *Queue) Kill(ctx context.Context, id string) (bool, error) {
 	return q.d.drv.InvocationKill(ctx, id)
 }
 
+// WaitReleased waits until the worker that ran invocation id when it was killed (or when
+// its lease expired) confirms that its handler returned — for `lakeshore worker`, that the
+// command's process group is gone — and returns the attempt it confirmed. Kill returns at
+// once; the worker notices at its next heartbeat (within WorkerOptions.HeartbeatInterval,
+// a third of the lease by default), cancels the handler, and confirms when it returns (an
+// exec command gets SIGTERM, then SIGKILL after its grace period). opts.Timeout bounds the
+// wait (default TopicTimeoutDefault, 5 s; negative: until ctx ends). A worker that dies
+// without confirming (SIGKILL) never confirms: on Linux its commands die with it.
+// Errors: ErrNotFound; ErrTimeout when no confirmation came in time.
+func (q *Queue) WaitReleased(ctx context.Context, id string, opts *ListenOptions) (attempt int, err error) {
+	inv, err := q.Get(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	topic, err := q.d.topicOf(inv.Namespace, inv.Queue, ReleasedTopicPrefix+id)
+	if err != nil {
+		return 0, err
+	}
+	f, ok, err := topic.Listen(ctx, FromStart, opts)
+	if err != nil {
+		return 0, ctxError(err)
+	}
+	if !ok {
+		return 0, fmt.Errorf("wait for the release of %s: no worker confirmed it: %w", id, ErrTimeout)
+	}
+	if m, isMap := f.Value.(map[string]any); isMap {
+		if a, isInt := m["attempt"].(int64); isInt {
+			return int(a), nil
+		}
+	}
+	return 0, nil
+}
+
 // Count returns the number of the queue's invocations in state, counted from the rows that
 // get claimed (so it agrees with what claimers see); cheap at any depth.
 // Errors: *InvalidError for an unknown state.

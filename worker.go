@@ -304,6 +304,7 @@ func (e *execution) run(base, jobCtx context.Context) error {
 		err := fmt.Errorf("job %s (attempt %d): its lease was lost (killed, or expired and claimed again); nothing settled: %w",
 			job.ID, job.Attempt, ErrLeaseLost)
 		e.logger.WarnContext(base, "job abandoned", logKeyJobID, job.ID, logKeyQueue, job.Queue, logKeyError, err)
+		e.confirmReleased(base)
 		return err
 	}
 	settleCtx, cancelSettle := context.WithTimeout(context.WithoutCancel(base), settleTimeout)
@@ -331,6 +332,27 @@ func (e *execution) run(base, jobCtx context.Context) error {
 		return errors.Join(fnErr, nackErr)
 	}
 	return fnErr
+}
+
+// ReleasedTopicPrefix starts the name of the topic on which a worker confirms that the
+// handler of a job whose lease it lost (the job was killed, or its lease expired) has
+// returned: topic ReleasedTopicPrefix+id of the job's queue gets one value per such
+// attempt, {"id", "attempt", "worker"}. Queue.WaitReleased (and `lakeshore kill --wait`)
+// wait for it.
+const ReleasedTopicPrefix = "lakeshore.released."
+
+// confirmReleased posts that the handler of a job whose lease was lost has returned: for
+// an exec command, that its process group is gone.
+func (e *execution) confirmReleased(base context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(base), settleTimeout)
+	defer cancel()
+	topic, err := e.q.d.topicOf(e.job.Namespace, e.job.Queue, ReleasedTopicPrefix+e.job.ID)
+	if err == nil {
+		_, err = topic.Post(ctx, map[string]any{"id": e.job.ID, "attempt": int64(e.job.Attempt), "worker": e.q.d.cfg.WorkerID})
+	}
+	if err != nil {
+		e.logger.WarnContext(base, "could not confirm the release of a lost job", logKeyJobID, e.job.ID, logKeyError, err)
+	}
 }
 
 // logPanic logs the whole stack of a handler's panic (err's *PanicError), which the stored

@@ -10,7 +10,7 @@ import (
 
 func newWorkerCmd(a *app) *cobra.Command {
 	var (
-		spec     = execSpec{frames: true}
+		spec        = execSpec{frames: true}
 		o           lakeshore.WorkerOptions
 		noFrames    bool
 		order       string
