@@ -48,6 +48,12 @@ type app struct {
 	// one, the first signal cancels the command's context and the second exits at once.
 	// Signals are handled here only: the SDK installs no signal handler.
 	worker atomic.Pointer[lakeshore.Worker]
+
+	// rideOut marks a verb that waits (worker, map, result, stream, listen, submit --wait,
+	// kill --wait): it rides out a plane outage with the HTTP plane's long retries. Other
+	// verbs fail within about two seconds when the server refuses connections (reach).
+	rideOut bool
+	reach   reachability
 }
 
 // run runs the command line with args, without signal handling (tests).
@@ -57,7 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // runApp runs the command line; signals (nil: none) are SIGINT/SIGTERM as they arrive.
 func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, signals <-chan os.Signal) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr,
+		reach: dialCheck{noticeAfter: reachNoticeAfter, giveUp: reachGiveUp, every: reachRetryEvery}}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -163,6 +170,11 @@ func (a *app) logger() *slog.Logger {
 
 // open connects to the plane named by --target (else $LAKESHORE_URL, else the default).
 func (a *app) open(ctx context.Context) (*lakeshore.Dispatch, error) {
+	if !a.rideOut {
+		if err := a.reach.check(ctx, a.planeURL(), a.stderr); err != nil {
+			return nil, fmt.Errorf("open plane: %w", err)
+		}
+	}
 	d, err := lakeshore.Open(ctx, a.target, &lakeshore.Config{Namespace: a.namespace, Logger: a.logger()})
 	if err != nil {
 		return nil, fmt.Errorf("open plane: %w", err)

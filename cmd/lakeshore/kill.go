@@ -33,6 +33,7 @@ returned â€” for 'lakeshore worker', that the command's process group is gone â€
 die with it).`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = wait // waits: rides out an outage
 			if !wait {
 				return a.endJob(c.Context(), args[0], "kill", "killed", (*lakeshore.Queue).Kill)
 			}

@@ -70,6 +70,7 @@ interrupted (re-run to finish).`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = true // waits: rides out an outage
 			o.spec.argv = args
 			o.spec.frames = !o.noFrames
 			return a.runMap(c.Context(), o)

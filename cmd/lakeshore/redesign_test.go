@@ -345,3 +345,31 @@ func TestMapRemovesStaleOutput(t *testing.T) {
 	require.FileExists(t, other)
 	require.True(t, bytes.Contains(must(os.ReadFile(out)), []byte(`"input":"a"`)))
 }
+
+// TestOneShotVerbFailsFast: a one-shot verb against a server that refuses connections used
+// to hang about 30 s in silence (issue 11 item 1); it now says "retrying…" after a second
+// and fails within about 2 s. Waits keep the long ride-out.
+func TestOneShotVerbFailsFast(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now: connections are refused
+	c := &cli{t: t, target: url}
+	start := time.Now()
+	_, errs, code := c.run("", "count", "q")
+	elapsed := time.Since(start)
+	require.Equal(t, exitError, code, errs)
+	require.Contains(t, errs, "retrying…")
+	require.Contains(t, errs, "refuses connections")
+	require.Less(t, elapsed, 5*time.Second)
+	require.GreaterOrEqual(t, elapsed, reachGiveUp)
+
+	// A wait rides the outage out: it is still waiting when the one-shot verb gave up.
+	ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, errs, _ = c.runCtx(ctx, "", "result", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--timeout", "1m")
+	require.GreaterOrEqual(t, time.Since(start), 2400*time.Millisecond, "result waited: %s", errs)
+	require.NotContains(t, errs, "retrying…")
+}

@@ -39,6 +39,7 @@ then (the plane's clock decides). With --wait, wait for the job and print its re
   lakeshore submit reports '{"day": "2026-12-01"}' --at 2026-12-02T06:00:00Z`,
 		Args: rangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = wait // waits: rides out an outage
 			if delay < 0 {
 				return usagef("--delay must be ≥ 0, e.g. 5m")
 			}

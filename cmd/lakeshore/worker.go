@@ -47,6 +47,7 @@ signal stops the running commands, and their jobs are retried.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = true // waits: rides out an outage
 			dash := c.ArgsLenAtDash()
 			queues, argv := args[:dash], args[dash:]
 			spec.argv = argv
