@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -372,4 +373,27 @@ func TestOneShotVerbFailsFast(t *testing.T) {
 	_, errs, _ = c.runCtx(ctx, "", "result", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--timeout", "1m")
 	require.GreaterOrEqual(t, time.Since(start), 2400*time.Millisecond, "result waited: %s", errs)
 	require.NotContains(t, errs, "retrying…")
+}
+
+// TestServeVerboseFlag: the global -v reaches serve's per-request log.
+func TestServeVerboseFlag(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--target", ":memory:", "-v", "serve", "--addr", addr}, strings.NewReader(""), io.Discard, stderr)
+	}()
+	waitOutput(t, stderr, "msg=serving")
+	resp, err := http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	waitOutput(t, stderr, "msg=request method=GET path=/healthz")
+	cancel()
+	require.Zero(t, <-done)
 }

@@ -301,7 +301,7 @@ func isLocalIP(host string) bool {
 }
 
 // newServeCmd is `lakeshore serve`. The app's stderr receives the logs; -v adds a line per
-// request and debug lines.
+// request.
 func newServeCmd(a *app) *cobra.Command {
 	o := &ServeOpts{}
 	cmd := &cobra.Command{
@@ -312,16 +312,14 @@ and machines; clients use LAKESHORE_URL=http://` + AddrDefault + `.
 
 Without an admin token ($` + EnvAdminToken + ` or --admin-token-file) the server has no
 authentication and only binds loopback; --insecure-no-auth overrides that (with a warning).
--v logs one line per request (method, path, status, bytes, duration) and debug lines.
+-v logs one line per request (method, path, status, bytes, duration).
 SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			level := slog.LevelInfo
-			if a.verbose {
-				level = slog.LevelDebug
-				o.LogRequests = true
-			}
-			logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+			// -v adds one line per request at info level (not debug: the server's own debug
+			// lines would repeat them).
+			o.LogRequests = a.verbose
+			logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			o.Target = cmp.Or(o.Target, a.target)
 			return RunServe(cmd.Context(), o, logger, os.Getenv)
 		},
