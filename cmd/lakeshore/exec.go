@@ -130,6 +130,8 @@ func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) 
 		return nil, lakeshore.Permanent(fmt.Errorf("start %s: %w", s.argv[0], err))
 	}
 	pgid := cmd.Process.Pid
+	guard.register(pgid)
+	defer guard.unregister(pgid)
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 

@@ -5,10 +5,9 @@ package main
 import "syscall"
 
 // commandProcAttr puts a command in a process group of its own, so that a stop signals the
-// whole group. Outside Linux there is no parent-death signal: a worker that is SIGKILLed
-// (or crashes) leaves its command running until it ends on its own, while the job's lease
-// expires and the job is retried elsewhere. Run workers under a supervisor that kills the
-// process group (systemd's KillMode=control-group, a container) where that matters.
+// whole group. Outside Linux there is no parent-death signal: the guard process (guard.go)
+// alone kills the group of a worker that died; if it could not start, a SIGKILLed worker's
+// command runs until it ends on its own while the job is retried elsewhere.
 func commandProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

@@ -231,8 +231,9 @@ func TestTokenCreateDefaultsToCurrentNamespace(t *testing.T) {
 }
 
 // TestExecCommandDiesWithWorker: a SIGKILLed `lakeshore worker` used to leave its command
-// running, unfenced, beside the retry (issue 11 item 4). On Linux the command now gets
-// SIGKILL from the kernel when the worker dies.
+// running, unfenced, beside the retry (issue 11 item 4). Now the command's whole process
+// group dies with the worker: the command itself (parent-death signal on Linux) and what it
+// started in the background (the guard process).
 func TestExecCommandDiesWithWorker(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
@@ -241,23 +242,31 @@ func TestExecCommandDiesWithWorker(t *testing.T) {
 	c := newCLI(t)
 	dir := t.TempDir()
 	c.ok("submit", "q", `"x"`)
+	// The command records its own pid and the pid of a background child, then waits.
 	w := exec.Command(binary, "--target", c.target, "worker", "q", "--",
-		"sh", "-c", `echo $$ > "$0/pid.tmp"; mv "$0/pid.tmp" "$0/pid"; exec sleep 60`, dir)
+		"sh", "-c", `sleep 60 & echo "$$ $!" > "$0/pids.tmp"; mv "$0/pids.tmp" "$0/pids"; wait`, dir)
 	require.NoError(t, w.Start())
 	t.Cleanup(func() { _ = w.Process.Kill(); _ = w.Wait() })
-	waitFile(t, filepath.Join(dir, "pid"))
-	pid, err := strconv.Atoi(strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dir, "pid"))))))
-	require.NoError(t, err)
-	require.True(t, alive(pid), "the command runs")
+	waitFile(t, filepath.Join(dir, "pids"))
+	var pids []int
+	for f := range strings.FieldsSeq(string(must(os.ReadFile(filepath.Join(dir, "pids"))))) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		require.True(t, alive(pid), "pid %d runs", pid)
+		pids = append(pids, pid)
+	}
+	require.Len(t, pids, 2)
 	require.NoError(t, w.Process.Signal(syscall.SIGKILL))
 	_ = w.Wait()
 	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("the command (pid %d) outlived its SIGKILLed worker", pid)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("pid %d (of %v: the command, its background child) outlived its SIGKILLed worker", pid, pids)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -32,8 +32,9 @@ func newWorkerCmd(a *app) *cobra.Command {
   - PYTHONUNBUFFERED=1 is set (unless already set) so Python prints stream as
     frames at once; other languages should flush each line (see docs/cli.md);
   - when the job is killed, its lease is lost, or --timeout passes, the command's
-    process group gets SIGTERM, then SIGKILL after --grace; on Linux the command
-    also gets SIGKILL when the worker itself dies (even by SIGKILL).
+    process group gets SIGTERM, then SIGKILL after --grace; when the worker itself
+    dies (even by SIGKILL), the group gets SIGKILL from a guard process (and, on
+    Linux, the command from the kernel).
 --order picks the claim order (fifo, filo, priority, boltzmann with --temperature).
 SIGINT/SIGTERM drains (running commands finish, nothing new is claimed); a second
 signal stops the running commands, and their jobs are retried.`,
