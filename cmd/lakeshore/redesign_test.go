@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -405,4 +406,16 @@ func TestServeVerboseFlag(t *testing.T) {
 	waitOutput(t, stderr, "msg=request method=GET path=/healthz")
 	cancel()
 	require.Zero(t, <-done)
+}
+
+// TestFormatETA: an unknown or absurd ETA prints "?", never a negative or overflowed duration.
+func TestFormatETA(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "10s", formatETA(100, 10))
+	for _, tc := range [][2]float64{{100, 0}, {0, 0}, {100, math.NaN()}, {100, math.Inf(1)}, {1e300, 1e-300}, {-5, 1}} {
+		if got := formatETA(tc[0], tc[1]); got != "?" && tc[1] != math.Inf(1) {
+			t.Errorf("formatETA(%v, %v) = %q, want ?", tc[0], tc[1], got)
+		}
+	}
+	require.Equal(t, "0s", formatETA(100, math.Inf(1)))
 }
