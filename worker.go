@@ -255,8 +255,10 @@ func (q *Queue) work(ctx context.Context, job *Job, fn HandlerFunc, heartbeat ti
 	if heartbeat > 0 {
 		wg.Go(func() { q.heartbeatLoop(jobCtx, e, heartbeat, stop) })
 	}
-	defer wg.Wait()
-	defer close(stop)
+	e.handlerDone = func() { // no heartbeat races the settle
+		close(stop)
+		wg.Wait()
+	}
 	return e.run(ctx, jobCtx)
 }
 
@@ -270,6 +272,8 @@ type execution struct {
 	cancel context.CancelCauseFunc // cancels jobCtx
 	logger *slog.Logger
 	lost   atomic.Bool // the lease is gone: settle nothing
+	// handlerDone, when set, is called once the handler returned, before the settle.
+	handlerDone func()
 }
 
 // leaseLost marks the lease lost and cancels the handler's context with cause ErrLeaseLost.
@@ -299,6 +303,9 @@ func (e *execution) run(base, jobCtx context.Context) error {
 	}
 	ctx = context.WithValue(ctx, jobContextKey{}, &jobContext{q: e.q, job: job})
 	result, fnErr := runHandler(ctx, job, e.fn)
+	if e.handlerDone != nil {
+		e.handlerDone()
+	}
 
 	if e.lost.Load() {
 		err := fmt.Errorf("job %s (attempt %d): its lease was lost (killed, or expired and claimed again); nothing settled: %w",
