@@ -8,7 +8,7 @@ The SDK is a thin, typed layer over a [plane.Driver]: every call goes to the pla
 embedded SQLite database by default), and the SDK keeps no state of its own, so any number
 of processes may share one plane. The behaviour behind each verb — lifecycle, retries,
 leases, fencing, claim orders, journals — is the project's semantics contract
-(shared/design/semantics.md), enforced for every plane by the conformance suite in
+(docs/semantics.md), enforced for every plane by the conformance suite in
 plane/planetest. This page shows how a Go program uses it.
 
 # Opening a plane
