@@ -419,3 +419,18 @@ func TestFormatETA(t *testing.T) {
 	}
 	require.Equal(t, "0s", formatETA(100, math.Inf(1)))
 }
+
+// TestTokenVerbFailsFast: token verbs are one-shot too.
+func TestTokenVerbFailsFast(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	c := &cli{t: t, target: url}
+	start := time.Now()
+	_, errs, code := c.run("", "token", "list")
+	require.Equal(t, exitError, code, errs)
+	require.Contains(t, errs, "refuses connections")
+	require.Less(t, time.Since(start), 5*time.Second)
+}

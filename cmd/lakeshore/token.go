@@ -196,9 +196,16 @@ func RunTokenRevoke(ctx context.Context, target, id string, jsonOut bool, out io
 // --target. They print JSON (one object per line) with the global --json.
 func newTokenCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "token",
-		Args:  cobra.ArbitraryArgs,
-		RunE:  unknownSubcommand,
+		Use:  "token",
+		Args: cobra.ArbitraryArgs,
+		RunE: unknownSubcommand,
+		// One-shot verbs: fail fast on a server that refuses connections.
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			if err := a.reach.check(c.Context(), a.planeURL(), a.stderr); err != nil {
+				return fmt.Errorf("open plane: %w", err)
+			}
+			return nil
+		},
 		Short: "Create, list and revoke access tokens of a served plane",
 		Long: `Access tokens let clients of 'lakeshore serve' submit, consume or read on the queues
 their namespace and queue globs cover. Tokens are random, shown once, and stored only as
