@@ -156,4 +156,3 @@ func TestConnectionsDropped(t *testing.T) {
 		require.Equal(t, ids[0], id)
 	}
 }
-
