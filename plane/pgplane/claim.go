@@ -3,9 +3,12 @@ package pgplane
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -13,14 +16,14 @@ import (
 // InvocationClaimMany implements plane.Driver. A claim first makes the queue's due delayed
 // rows claimable, then takes rows in the order of its kind with FOR UPDATE SKIP LOCKED from
 // the partial index of claimable rows, so concurrent claimers never wait on each other and
-// never take one row twice.
+// never take one row twice. Claims of concurrent callers in this process are served
+// together: one transaction, one statement per queue and kind for all of them.
 func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	kind, _ := plane.ParseKind(string(p.Kind))
-	n := max(p.Max, 1)
-	lease := cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
+	req := &claimRequest{p: p, kind: kind, n: max(p.Max, 1), lease: cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)}
 	waitUntil := time.Now().Add(p.Wait)
 	key := queueKey(p.Namespace, p.Queue)
 	for {
@@ -29,22 +32,20 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 		if p.Wait > 0 {
 			changed, release = d.hub.watch(key)
 		}
-		var jobs []*plane.Job
-		var nextMS int64
-		err := d.do(ctx, func(t *tx) error {
-			var err error
-			jobs, nextMS, err = t.claim(p, kind, n, lease)
-			return err
-		})
-		if err != nil || len(jobs) > 0 || p.Wait == 0 {
+		if err := d.checkOpen(); err != nil {
 			release()
-			return jobs, err
+			return nil, err
+		}
+		d.claims.do(ctx, req)
+		if req.err != nil || len(req.jobs) > 0 || p.Wait == 0 {
+			release()
+			return req.jobs, req.err
 		}
 		wait := time.Until(waitUntil)
-		if nextMS > 0 { // a queued invocation becomes due before the wait ends
-			wait = min(wait, max(time.Duration(nextMS-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+		if req.next > 0 { // a queued invocation becomes due before the wait ends
+			wait = min(wait, max(time.Duration(req.next-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
 		}
-		err = d.sleep(ctx, changed, wait)
+		err := d.sleep(ctx, changed, wait)
 		release()
 		if err != nil && err != plane.ErrTimeout {
 			return nil, err
@@ -55,54 +56,196 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 	}
 }
 
-// claim claims up to n invocations in kind's order. When it claims none, nextMS is when the
-// earliest waiting invocation becomes due (0: none).
-func (t *tx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Duration) ([]*plane.Job, int64, error) {
-	t.exec(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
-	var cutoff time.Duration
-	a, err := t.admission(p.Namespace, p.Queue, false)
+// claimRequest is one caller's claim, served in a group.
+type claimRequest struct {
+	p     *plane.ClaimParams
+	kind  plane.Kind
+	n     int
+	lease time.Duration
+
+	jobs    []*plane.Job
+	pending []*row // taken, not yet begun
+	next    int64  // with no job: when the earliest waiting invocation is due (0: none)
+	err     error
+}
+
+// maxClaimGroup bounds the jobs one group claims.
+const maxClaimGroup = 1000
+
+func newClaimGrouper(d *Driver) *grouper[*claimRequest] {
+	return &grouper[*claimRequest]{max: maxClaimGroup, run: d.claimGroup,
+		size: func(r *claimRequest) int { return r.n }}
+}
+
+// claimGroup serves a group of claims in one transaction: the requests for one queue, kind
+// and temperature share their statements.
+func (d *Driver) claimGroup(ctx context.Context, reqs []*claimRequest) {
+	type partKey struct {
+		namespace, queue string
+		kind             plane.Kind
+		temperature      uint64 // the bits: a NaN temperature (ignored by other kinds) is a key too
+	}
+	var order []partKey
+	parts := map[partKey][]*claimRequest{}
+	for _, r := range reqs {
+		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature)}
+		if _, ok := parts[k]; !ok {
+			order = append(order, k)
+		}
+		parts[k] = append(parts[k], r)
+	}
+	err := d.do(ctx, func(t *tx) error {
+		for _, r := range reqs {
+			r.jobs, r.pending, r.next, r.err = nil, nil, 0, nil
+		}
+		for _, k := range order {
+			if err := t.claimFor(parts[k]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, 0, err
+		for _, r := range reqs {
+			r.jobs, r.err = nil, err
+		}
 	}
-	if a != nil {
-		cutoff = a.DeadlineCutoff
+}
+
+// claimFor claims for requests of one queue, kind and temperature, in request order.
+func (t *tx) claimFor(reqs []*claimRequest) error {
+	p, kind := reqs[0].p, reqs[0].kind
+	want := 0
+	for _, r := range reqs {
+		want += r.n
 	}
-	var jobs []*plane.Job
+	sql := t.d.sql.claimFIFO
+	switch kind {
+	case plane.KindFILO:
+		sql = t.d.sql.claimFILO
+	case plane.KindPriority:
+		sql = t.d.sql.claimPriority
+	case plane.KindBoltzmann:
+		sql = t.d.sql.levels
+	}
+	// One round trip: promote the due waiting rows, read the deadline cutoff, and take the
+	// first candidates (or, for boltzmann, the level counts).
+	if err := t.flush(); err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
+	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
 	if kind == plane.KindBoltzmann {
-		if jobs, err = t.claimBoltzmann(p, n, lease, cutoff); err != nil {
-			return nil, 0, err
+		b.Queue(sql, p.Namespace, p.Queue)
+	} else {
+		b.Queue(sql, p.Namespace, p.Queue, want)
+	}
+	br := t.tx.SendBatch(t.ctx, b)
+	var cutoff time.Duration
+	var rows []*row
+	var levels []level
+	err := func() error {
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("claim: promote: %w", err)
+		}
+		var a admission
+		var onFull string
+		var cutoffMS int64
+		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("claim: read admission: %w", err)
+		}
+		cutoff = time.Duration(cutoffMS) * time.Millisecond
+		rs, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		defer rs.Close()
+		for rs.Next() {
+			if kind == plane.KindBoltzmann {
+				var l level
+				if err := rs.Scan(&l.priority, &l.n); err != nil {
+					return fmt.Errorf("claim: read levels: %w", err)
+				}
+				levels = append(levels, l)
+				continue
+			}
+			r, err := scanRow(rs)
+			if err != nil {
+				return fmt.Errorf("claim: %w", err)
+			}
+			rows = append(rows, r)
+		}
+		return rs.Err()
+	}()
+	if err != nil {
+		return err
+	}
+	taken := 0
+	take := func(r *row) {
+		for _, req := range reqs {
+			if len(req.jobs)+len(req.pending) < req.n {
+				req.pending = append(req.pending, r)
+				taken++
+				return
+			}
+		}
+	}
+	if kind == plane.KindBoltzmann {
+		for taken < want && len(levels) > 0 {
+			i := drawLevel(levels, p.Temperature, t.d.float64())
+			t.begin(reqs)
+			rows, err := t.candidates(t.d.sql.claimLevel, p.Namespace, p.Queue, levels[i].priority)
+			if err != nil {
+				return err
+			}
+			if len(rows) == 0 { // every job of the level is waiting, or taken by another claim
+				levels = append(levels[:i], levels[i+1:]...)
+				continue
+			}
+			if !t.expired(rows[0], cutoff) {
+				take(rows[0])
+			}
+			if levels[i].n--; levels[i].n <= 0 {
+				levels = append(levels[:i], levels[i+1:]...)
+			}
 		}
 	} else {
-		sql := t.d.sql.claimFIFO
-		switch kind {
-		case plane.KindFILO:
-			sql = t.d.sql.claimFILO
-		case plane.KindPriority:
-			sql = t.d.sql.claimPriority
-		}
-		for len(jobs) < n {
-			rows, err := t.candidates(sql, p.Namespace, p.Queue, n-len(jobs))
-			if err != nil {
-				return nil, 0, err
+		for {
+			skipped := 0
+			for _, r := range rows {
+				if t.expired(r, cutoff) {
+					skipped++
+				} else {
+					take(r)
+				}
 			}
-			started, skipped := t.start(rows, p, lease, cutoff)
-			jobs = append(jobs, started...)
-			if skipped == 0 || len(rows) == 0 {
+			if skipped == 0 || len(rows) == 0 || taken >= want {
 				break
 			}
+			t.begin(reqs) // so the next candidates skip what is taken
+			if rows, err = t.candidates(sql, p.Namespace, p.Queue, want-taken); err != nil {
+				return err
+			}
 		}
 	}
-	if len(jobs) > 0 {
-		return jobs, 0, nil
+	t.begin(reqs)
+	if taken < want {
+		var next *int64
+		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue).Scan(&next); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		if next != nil && *next > t.ms {
+			for _, r := range reqs {
+				if len(r.jobs) == 0 {
+					r.next = *next
+				}
+			}
+		}
 	}
-	var next *int64
-	if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue).Scan(&next); err != nil {
-		return nil, 0, fmt.Errorf("claim: %w", err)
-	}
-	if next != nil && *next > t.ms {
-		return nil, *next, nil
-	}
-	return nil, 0, nil
+	return nil
 }
 
 // candidates reads and locks claimable rows.
@@ -123,100 +266,65 @@ func (t *tx) candidates(sql string, args ...any) ([]*row, error) {
 	return out, rs.Err()
 }
 
-// start begins a new attempt of each row under a fresh lease (one write for all), or,
-// when a row's deadline has passed or is nearer than the queue's cutoff, ends it as timeout
-// without running it (counted in skipped).
-func (t *tx) start(rows []*row, p *plane.ClaimParams, lease, cutoff time.Duration) (jobs []*plane.Job, skipped int) {
-	expires := t.ms + lease.Milliseconds()
-	var ids, tokens []string
-	for _, r := range rows {
-		h := &head{id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
-			priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
-		if r.deadlineMS > 0 && r.deadlineMS <= t.ms {
-			t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before the invocation ran"})
-			skipped++
+// expired ends r as timeout instead of running it when its deadline has passed or is
+// nearer than the queue's cutoff, and reports whether it did.
+func (t *tx) expired(r *row, cutoff time.Duration) bool {
+	if r.deadlineMS == 0 {
+		return false
+	}
+	h := &head{id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
+		priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
+	if r.deadlineMS <= t.ms {
+		t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before the invocation ran"})
+		return true
+	}
+	if cutoff > 0 && r.deadlineMS < t.ms+cutoff.Milliseconds() {
+		t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline",
+			Message: fmt.Sprintf("deadline nearer than the queue's cutoff %s at claim", cutoff)})
+		return true
+	}
+	return false
+}
+
+// begin starts a new attempt of each request's taken rows under a fresh lease, one write
+// per request.
+func (t *tx) begin(reqs []*claimRequest) {
+	for _, req := range reqs {
+		if len(req.pending) == 0 {
 			continue
 		}
-		if r.deadlineMS > 0 && cutoff > 0 && r.deadlineMS < t.ms+cutoff.Milliseconds() {
-			t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline",
-				Message: fmt.Sprintf("deadline nearer than the queue's cutoff %s at claim", cutoff)})
-			skipped++
-			continue
+		expires := t.ms + req.lease.Milliseconds()
+		ids := make([]string, len(req.pending))
+		tokens := make([]string, len(req.pending))
+		for i, r := range req.pending {
+			token := plane.NewToken(t.now)
+			ids[i], tokens[i] = r.id, token
+			t.count(r.namespace, r.queue, stateQueued, r.priority, -1)
+			t.count(r.namespace, r.queue, stateRunning, r.priority, +1)
+			req.jobs = append(req.jobs, &plane.Job{
+				ID:             r.id,
+				Namespace:      r.namespace,
+				Queue:          r.queue,
+				Key:            deref(r.key),
+				Payload:        r.payload,
+				Metadata:       decodeMetadata(r.metadata),
+				Priority:       r.priority,
+				Attempt:        r.attempt + 1,
+				MaxAttempts:    r.maxAttempts,
+				AttemptTimeout: time.Duration(r.attemptTimeoutMS) * time.Millisecond,
+				Deadline:       fromMS(r.deadlineMS),
+				Token:          token,
+				LeaseExpiresAt: fromMS(expires),
+			})
 		}
-		token := plane.NewToken(t.now)
-		ids = append(ids, r.id)
-		tokens = append(tokens, token)
-		t.count(r.namespace, r.queue, stateQueued, r.priority, -1)
-		t.count(r.namespace, r.queue, stateRunning, r.priority, +1)
-		jobs = append(jobs, &plane.Job{
-			ID:             r.id,
-			Namespace:      r.namespace,
-			Queue:          r.queue,
-			Key:            deref(r.key),
-			Payload:        r.payload,
-			Metadata:       decodeMetadata(r.metadata),
-			Priority:       r.priority,
-			Attempt:        r.attempt + 1,
-			MaxAttempts:    r.maxAttempts,
-			AttemptTimeout: time.Duration(r.attemptTimeoutMS) * time.Millisecond,
-			Deadline:       fromMS(r.deadlineMS),
-			Token:          token,
-			LeaseExpiresAt: fromMS(expires),
-		})
+		t.exec(t.d.sql.setRunning, t.ms, expires, req.p.Worker, ids, tokens)
+		req.pending = nil
 	}
-	if len(ids) > 0 {
-		t.exec(t.d.sql.setRunning, t.ms, expires, p.Worker, ids, tokens)
-	}
-	return jobs, skipped
 }
 
 type level struct {
 	priority float64
 	n        int64
-}
-
-// claimBoltzmann draws a priority level with probability ∝ count·exp((p − pmax)/T) from the
-// counters, then takes that level's oldest claimable invocation; n draws cost O(n · levels).
-func (t *tx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Duration) ([]*plane.Job, error) {
-	levels, err := t.levels(p.Namespace, p.Queue)
-	if err != nil {
-		return nil, err
-	}
-	var jobs []*plane.Job
-	for len(jobs) < n && len(levels) > 0 {
-		i := drawLevel(levels, p.Temperature, t.d.float64())
-		rows, err := t.candidates(t.d.sql.claimLevel, p.Namespace, p.Queue, levels[i].priority)
-		if err != nil {
-			return nil, err
-		}
-		if len(rows) == 0 { // every job of the level is waiting, or locked by another claim
-			levels = append(levels[:i], levels[i+1:]...)
-			continue
-		}
-		started, _ := t.start(rows, p, lease, cutoff)
-		if levels[i].n--; levels[i].n <= 0 {
-			levels = append(levels[:i], levels[i+1:]...)
-		}
-		jobs = append(jobs, started...)
-	}
-	return jobs, nil
-}
-
-func (t *tx) levels(namespace, queue string) ([]level, error) {
-	rs, err := t.query(t.d.sql.levels, namespace, queue)
-	if err != nil {
-		return nil, fmt.Errorf("claim: read levels: %w", err)
-	}
-	defer rs.Close()
-	var out []level
-	for rs.Next() {
-		var l level
-		if err := rs.Scan(&l.priority, &l.n); err != nil {
-			return nil, fmt.Errorf("claim: read levels: %w", err)
-		}
-		out = append(out, l)
-	}
-	return out, rs.Err()
 }
 
 // drawLevel returns the index of the level drawn by u (uniform in [0,1)) with weights

@@ -71,7 +71,9 @@ type Driver struct {
 	rand   *rand.Rand
 
 	notifier *notifier
-	settles  *settleBatcher
+	settles  *grouper[*settleRequest]
+	claims   *grouper[*claimRequest]
+	submits  *grouper[*submitRequest]
 
 	stop      chan struct{} // closed by Close
 	wg        sync.WaitGroup
@@ -150,7 +152,9 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 	}
 	d.sql = newStatements(d.schema)
 	d.notifier = newNotifier(d)
-	d.settles = newSettleBatcher(d)
+	d.settles = newSettleGrouper(d)
+	d.claims = newClaimGrouper(d)
+	d.submits = newSubmitGrouper(d)
 	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.notifier.run() }()
 	go func() { defer d.wg.Done(); d.maintainLoop() }()

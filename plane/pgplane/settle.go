@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -33,72 +31,23 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 	if len(params) == 0 {
 		return []error{}, nil
 	}
-	return d.settles.settle(ctx, params)
-}
-
-// settleBatcher groups the settles of concurrent callers into one transaction.
-type settleBatcher struct {
-	d       *Driver
-	mu      sync.Mutex
-	pending []*settleRequest
-	running bool // a group is being settled; the next leader is chosen when it ends
+	req := &settleRequest{params: params, out: make([]error, len(params))}
+	d.settles.do(ctx, req)
+	return req.out, req.err
 }
 
 type settleRequest struct {
 	params []plane.SettleParams
 	out    []error
 	err    error
-	done   chan struct{} // closed when settled
-	lead   chan struct{} // closed when this request is to settle the queue
 }
 
 // maxSettleGroup bounds one group's invocations, so one transaction stays short.
 const maxSettleGroup = 2000
 
-func newSettleBatcher(d *Driver) *settleBatcher { return &settleBatcher{d: d} }
-
-func (b *settleBatcher) settle(ctx context.Context, params []plane.SettleParams) ([]error, error) {
-	req := &settleRequest{params: params, out: make([]error, len(params)), done: make(chan struct{}), lead: make(chan struct{})}
-	b.mu.Lock()
-	b.pending = append(b.pending, req)
-	if b.running {
-		b.mu.Unlock()
-		select {
-		case <-req.done:
-			return req.out, req.err
-		case <-req.lead:
-		}
-		b.mu.Lock()
-	}
-	b.running = true
-	var group []*settleRequest
-	n := 0
-	for len(b.pending) > 0 && (n == 0 || n+len(b.pending[0].params) <= maxSettleGroup) {
-		n += len(b.pending[0].params)
-		group = append(group, b.pending[0])
-		b.pending = b.pending[1:]
-	}
-	b.mu.Unlock()
-
-	// The group runs on its own context: a leader whose caller gives up must not fail the
-	// others' settles.
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	b.d.settleGroup(gctx, group)
-	cancel()
-
-	b.mu.Lock()
-	if len(b.pending) > 0 {
-		close(b.pending[0].lead)
-	} else {
-		b.running = false
-	}
-	b.mu.Unlock()
-	for _, r := range group {
-		if r != req {
-			close(r.done)
-		}
-	}
-	return req.out, req.err
+func newSettleGrouper(d *Driver) *grouper[*settleRequest] {
+	return &grouper[*settleRequest]{max: maxSettleGroup, run: d.settleGroup,
+		size: func(r *settleRequest) int { return len(r.params) }}
 }
 
 // settleGroup settles every request of group in one transaction.

@@ -7,7 +7,8 @@ import "strings"
 type statements struct {
 	countsAdd, countQueued, count, levels                    string
 	lockAdmission, admission, admissionTokens                string
-	insert, existingByID, existingByKey                      string
+	insert, insertMany, existingByID, existingByKey          string
+	admissionExists, deleteIDs                               string
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
 	nextAvailable, setRunning                                string
 	head, headMany, setQueued, setTerminal, setLease         string
@@ -40,6 +41,8 @@ func newStatements(schema string) statements {
 		admission: s(`SELECT max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms
 			FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
 		admissionTokens: s(`UPDATE {s}.queues SET tokens = $3, tokens_ms = $4 WHERE namespace = $1 AND queue = $2`),
+		// insert goes in key order, so two batches sharing keys wait on each other in one
+		// order and never deadlock.
 		insert: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
 				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
 			SELECT u.id, $1, $2, u.key, 0, u.priority, u.available_ms > $3, u.payload, u.metadata, u.max_attempts,
@@ -47,7 +50,20 @@ func newStatements(schema string) statements {
 			FROM unnest($4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[], $9::integer[], $10::bigint[],
 				$11::bigint[], $12::bigint[]) AS u(id, key, priority, payload, metadata, max_attempts,
 				attempt_timeout_ms, deadline_ms, available_ms)
+			ORDER BY u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
+		insertMany: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
+			SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
+				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1
+			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
+				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[]) AS u(id, namespace, queue, key, priority,
+				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms)
+			ORDER BY u.namespace, u.queue, u.key NULLS LAST, u.id
+			ON CONFLICT DO NOTHING RETURNING id`),
+		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
+			JOIN unnest($1::text[], $2::text[]) AS u(namespace, queue) ON q.namespace = u.namespace AND q.queue = u.queue`),
+		deleteIDs:     s(`DELETE FROM {s}.invocations WHERE id = ANY($1)`),
 		existingByID:  s(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`),
 		existingByKey: s(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`),
 		// promote makes the due waiting rows of a queue claimable, oldest due first.

@@ -26,6 +26,11 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 			return nil, plane.Invalid("delay", s.Delay, "use a duration ≥ 0 (0: none)")
 		}
 	}
+	req := &submitRequest{p: p}
+	d.submits.do(ctx, req)
+	if !req.solo {
+		return req.out, req.err
+	}
 	key := roomKey(p.Namespace, p.Queue)
 	var tk *ticket
 	defer func() {
@@ -134,13 +139,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		if payload == nil {
 			payload = []byte{}
 		}
-		available := t.ms
-		if due := s.NotBefore; !due.IsZero() && due.UnixMilli() > available {
-			available = due.UnixMilli()
-		}
-		if s.Delay > 0 {
-			available = max(available, t.ms+s.Delay.Milliseconds())
-		}
+		available := dueMS(s, t.ms)
 		ids = append(ids, id)
 		keys = append(keys, key)
 		prios = append(prios, s.Priority)
@@ -305,4 +304,245 @@ func (t *tx) admit(namespace, queue string, a *admission, n int64, deadlines []t
 		t.exec(t.d.sql.admissionTokens, namespace, queue, tokens-float64(n), t.ms)
 	}
 	return nil
+}
+
+// submitRequest is one caller's submit, served in a group. solo sends it back to run in a
+// transaction of its own: its queue has an admission block (whose refusal must roll back
+// that submit alone), it shares a key or id with an earlier submit of the group, or it
+// failed in a way its own transaction must report.
+type submitRequest struct {
+	p    *plane.SubmitManyParams
+	out  []plane.SubmitResult
+	err  error
+	solo bool
+
+	dupOf []int // per invocation: the index of the earlier one with its key or id, or -1
+}
+
+// maxSubmitGroup bounds the invocations of one group.
+const maxSubmitGroup = 5000
+
+func newSubmitGrouper(d *Driver) *grouper[*submitRequest] {
+	return &grouper[*submitRequest]{max: maxSubmitGroup, run: d.submitGroup,
+		size: func(r *submitRequest) int { return max(len(r.p.Invocations), 1) }}
+}
+
+// submitGroup inserts the invocations of a group of submits with one statement, in one
+// transaction, for the queues without an admission block.
+func (d *Driver) submitGroup(ctx context.Context, reqs []*submitRequest) {
+	// A submit sharing a key or an id with an earlier one of the group runs alone.
+	type keyOf struct{ namespace, queue, key string }
+	keys := map[keyOf]bool{}
+	ids := map[string]bool{}
+	var group []*submitRequest
+	for _, r := range reqs {
+		r.solo = false
+		clash := false
+		for _, s := range r.p.Invocations {
+			clash = clash || s.Key != "" && keys[keyOf{r.p.Namespace, r.p.Queue, s.Key}] || s.ID != "" && ids[s.ID]
+		}
+		if clash {
+			r.solo = true
+			continue
+		}
+		for _, s := range r.p.Invocations {
+			if s.Key != "" {
+				keys[keyOf{r.p.Namespace, r.p.Queue, s.Key}] = true
+			}
+			if s.ID != "" {
+				ids[s.ID] = true
+			}
+		}
+		group = append(group, r)
+	}
+	if len(group) == 0 {
+		return
+	}
+	err := d.do(ctx, func(t *tx) error { return t.submitGroup(group) })
+	if err != nil {
+		for _, r := range group {
+			if !r.solo {
+				r.out, r.err = nil, err
+			}
+		}
+	}
+}
+
+func (t *tx) submitGroup(group []*submitRequest) error {
+	var nss, qs []string
+	seenQueue := map[[2]string]bool{}
+	for _, r := range group {
+		r.solo, r.err, r.out, r.dupOf = false, nil, nil, nil
+		k := [2]string{r.p.Namespace, r.p.Queue}
+		if !seenQueue[k] {
+			seenQueue[k] = true
+			nss, qs = append(nss, k[0]), append(qs, k[1])
+		}
+	}
+	rs, err := t.query(t.d.sql.admissionExists, nss, qs)
+	if err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	limited := map[[2]string]bool{}
+	for rs.Next() {
+		var k [2]string
+		if err := rs.Scan(&k[0], &k[1]); err != nil {
+			rs.Close()
+			return fmt.Errorf("submit: %w", err)
+		}
+		limited[k] = true
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	type slot struct {
+		r  *submitRequest
+		i  int // invocation index
+		id string
+	}
+	var slots []slot
+	var rowIDs, rowNS, rowQ []string
+	var rowKeys []*string
+	var prios []float64
+	var payloads, metas [][]byte
+	var attempts []int32
+	var timeouts, deadlines, availables []int64
+	for _, r := range group {
+		if limited[[2]string{r.p.Namespace, r.p.Queue}] {
+			r.solo = true
+			continue
+		}
+		n := len(r.p.Invocations)
+		r.out = make([]plane.SubmitResult, n)
+		r.dupOf = make([]int, n)
+		firstOfKey := map[string]int{}
+		firstOfID := map[string]int{}
+		for i := range r.p.Invocations {
+			s := &r.p.Invocations[i]
+			r.dupOf[i] = -1
+			if s.Key != "" {
+				if first, ok := firstOfKey[s.Key]; ok {
+					r.dupOf[i] = first
+					continue
+				}
+				firstOfKey[s.Key] = i
+			}
+			id := s.ID
+			if id == "" {
+				id = t.d.ids.New(t.now)
+			} else if first, ok := firstOfID[id]; ok {
+				r.dupOf[i] = first
+				continue
+			}
+			firstOfID[id] = i
+			r.out[i].ID = id
+			slots = append(slots, slot{r, i, id})
+			rowIDs, rowNS, rowQ = append(rowIDs, id), append(rowNS, r.p.Namespace), append(rowQ, r.p.Queue)
+			var key *string
+			if s.Key != "" {
+				key = &s.Key
+			}
+			payload := s.Payload
+			if payload == nil {
+				payload = []byte{}
+			}
+			rowKeys = append(rowKeys, key)
+			prios = append(prios, s.Priority)
+			payloads = append(payloads, payload)
+			metas = append(metas, encodeMetadata(s.Metadata))
+			attempts = append(attempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
+			timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
+			deadlines = append(deadlines, toMS(s.Deadline))
+			availables = append(availables, dueMS(s, t.ms))
+		}
+	}
+	inserted := make(map[string]bool, len(slots))
+	if len(slots) > 0 {
+		rs, err := t.query(t.d.sql.insertMany, t.ms, rowIDs, rowNS, rowQ, rowKeys, prios, payloads, metas,
+			attempts, timeouts, deadlines, availables)
+		if err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+		for rs.Next() {
+			var id string
+			if err := rs.Scan(&id); err != nil {
+				rs.Close()
+				return fmt.Errorf("submit: %w", err)
+			}
+			inserted[id] = true
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+	}
+	// Resolve the conflicts: an existing id of this queue, or an existing key. An id of
+	// another queue sends its submit to run alone, where the refusal rolls it back whole.
+	for _, sl := range slots {
+		if inserted[sl.id] || sl.r.solo {
+			continue
+		}
+		s := &sl.r.p.Invocations[sl.i]
+		if s.ID != "" {
+			var ns, q string
+			err := t.queryRow(t.d.sql.existingByID, s.ID).Scan(&ns, &q)
+			if err == nil {
+				if ns != sl.r.p.Namespace || q != sl.r.p.Queue {
+					sl.r.solo = true
+					continue
+				}
+				sl.r.out[sl.i] = plane.SubmitResult{ID: s.ID, Existing: true}
+				continue
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("submit: look up id: %w", err)
+			}
+		}
+		var existing string
+		if err := t.queryRow(t.d.sql.existingByKey, sl.r.p.Namespace, sl.r.p.Queue, s.Key).Scan(&existing); err != nil {
+			return fmt.Errorf("submit: look up key: %w", &pgconnRetry{err})
+		}
+		sl.r.out[sl.i] = plane.SubmitResult{ID: existing, Existing: true}
+	}
+	var undo []string
+	for _, sl := range slots {
+		if !inserted[sl.id] {
+			continue
+		}
+		if sl.r.solo {
+			undo = append(undo, sl.id)
+			continue
+		}
+		t.count(sl.r.p.Namespace, sl.r.p.Queue, stateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
+		t.wake(queueKey(sl.r.p.Namespace, sl.r.p.Queue))
+	}
+	if len(undo) > 0 {
+		t.exec(t.d.sql.deleteIDs, undo)
+	}
+	for _, r := range group {
+		if r.solo {
+			r.out = nil
+			continue
+		}
+		for i, first := range r.dupOf {
+			if first >= 0 {
+				r.out[i] = plane.SubmitResult{ID: r.out[first].ID, Existing: true}
+			}
+		}
+	}
+	return nil
+}
+
+// dueMS is when invocation s becomes claimable: the later of now, its NotBefore and
+// now+Delay.
+func dueMS(s *plane.SubmitParams, nowMS int64) int64 {
+	due := nowMS
+	if !s.NotBefore.IsZero() {
+		due = max(due, s.NotBefore.UnixMilli())
+	}
+	if s.Delay > 0 {
+		due = max(due, nowMS+s.Delay.Milliseconds())
+	}
+	return due
 }
