@@ -83,7 +83,7 @@ type Driver struct {
 var _ plane.Driver = (*Driver)(nil)
 
 // Open connects to the PostgreSQL database at url (postgres://user:password@host:port/db or
-// a key=value connection string), migrates the plane's schema to SchemaVersion and starts
+// a key=value connection string; pool_max_conns sets the pool's size, 8 by default), migrates the plane's schema to SchemaVersion and starts
 // the plane. Close closes the pool it makes. Errors: *plane.InvalidError for a bad URL or
 // Config; ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or ErrSchemaNewer,
 // wrapped with what the server said.
@@ -97,8 +97,8 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 		return nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
 			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + firstLine(err.Error()) + ")"}
 	}
-	if pc.MaxConns < 8 {
-		pc.MaxConns = 8
+	if !strings.Contains(url, "pool_max_conns") {
+		pc.MaxConns = max(pc.MaxConns, 8) // grouped callers need few, but the default 4 is tight
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

@@ -31,7 +31,7 @@ CREATE TABLE {schema}.invocations (
     started_ms          bigint           NOT NULL DEFAULT 0,
     finished_ms         bigint           NOT NULL DEFAULT 0,
     next_frame          bigint           NOT NULL DEFAULT 0
-);
+) WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1);
 -- Idempotency keys: one live or kept invocation per (queue, key); submits use ON CONFLICT.
 CREATE UNIQUE INDEX invocations_key ON {schema}.invocations (namespace, queue, key) WHERE key IS NOT NULL;
 -- Claim indexes, claimable rows only: fifo walks (queue, id) forward, filo backward;
@@ -60,7 +60,8 @@ CREATE TABLE {schema}.counts (
     shard     smallint         NOT NULL,
     n         bigint           NOT NULL,
     PRIMARY KEY (namespace, queue, state, priority, shard)
-);
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+        autovacuum_vacuum_cost_delay = 0);
 
 -- frames: VALUE frames of invocations (their END/ERROR frame is derived from the row) and
 -- every frame of topics.
