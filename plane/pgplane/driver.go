@@ -74,6 +74,7 @@ type Driver struct {
 	settles  *grouper[*settleRequest]
 	claims   *grouper[*claimRequest]
 	submits  *grouper[*submitRequest]
+	posts    *grouper[*postRequest]
 
 	stop      chan struct{} // closed by Close
 	wg        sync.WaitGroup
@@ -155,6 +156,7 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 	d.settles = newSettleGrouper(d)
 	d.claims = newClaimGrouper(d)
 	d.submits = newSubmitGrouper(d)
+	d.posts = newPostGrouper(d)
 	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.notifier.run() }()
 	go func() { defer d.wg.Done(); d.maintainLoop() }()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,22 +43,57 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 	if value == nil {
 		value = []byte{0xc0} // msgpack nil
 	}
-	name := journalName(p.Journal)
-	var seq int64
-	var logical error
-	err := d.do(ctx, func(t *tx) error {
-		var err error
-		if p.Journal.InvocationID != "" {
-			seq, logical, err = t.postInvocation(p, value)
-		} else {
-			seq, logical, err = t.postTopic(name, value, p.Final)
-		}
-		return err
-	})
-	if err != nil {
+	req := &postRequest{p: p, value: value, journal: journalName(p.Journal)}
+	if err := d.checkOpen(); err != nil {
 		return 0, err
 	}
-	return seq, logical
+	d.posts.do(ctx, req)
+	if req.err != nil {
+		return 0, req.err
+	}
+	return req.seq, req.logical
+}
+
+// postRequest is one caller's post, served in a group: the posts of concurrent callers go
+// in one transaction, taken in journal order (so two groups lock rows in one order), each
+// journal's posts in arrival order.
+type postRequest struct {
+	p       *plane.FramePostParams
+	value   []byte
+	journal string
+
+	seq     int64
+	logical error // the caller's error: ErrLeaseLost, ErrJournalClosed, ErrNotFound
+	err     error // the transaction's
+}
+
+// maxPostGroup bounds the posts of one group.
+const maxPostGroup = 500
+
+func newPostGrouper(d *Driver) *grouper[*postRequest] {
+	return &grouper[*postRequest]{max: maxPostGroup, run: d.postGroup, size: func(*postRequest) int { return 1 }}
+}
+
+func (d *Driver) postGroup(ctx context.Context, reqs []*postRequest) {
+	ordered := slices.Clone(reqs)
+	slices.SortStableFunc(ordered, func(a, b *postRequest) int { return strings.Compare(a.journal, b.journal) })
+	err := d.do(ctx, func(t *tx) error {
+		for _, r := range ordered {
+			var err error
+			if r.p.Journal.InvocationID != "" {
+				r.seq, r.logical, err = t.postInvocation(r.p, r.value)
+			} else {
+				r.seq, r.logical, err = t.postTopic(r.journal, r.value, r.p.Final)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, r := range reqs {
+		r.err = err
+	}
 }
 
 // postInvocation appends a VALUE frame to an invocation's journal, or with Final acks it.
