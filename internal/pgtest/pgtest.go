@@ -32,6 +32,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +56,8 @@ type Server struct {
 	dir  string // the temporary directory holding the data directory and the log
 	bin  string // the directory of initdb and pg_ctl
 	user string // the unprivileged user running it when the tests run as root; "" otherwise
+
+	watchdog *os.Process // stops the server if this process dies first
 }
 
 var (
@@ -226,6 +229,7 @@ func Start() (*Server, error) {
 		}, " ")
 		out, err := s.run("pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", filepath.Join(s.dir, "log"), "-o", opts)
 		if err == nil {
+			s.watch()
 			return s, nil
 		}
 		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
@@ -242,6 +246,9 @@ func Start() (*Server, error) {
 func (s *Server) Stop() error {
 	out, err := s.run("pg_ctl", "stop", "-w", "-m", "fast", "-D", filepath.Join(s.dir, "data"))
 	os.RemoveAll(s.dir)
+	if s.watchdog != nil {
+		s.watchdog.Kill()
+	}
 	if err != nil {
 		return fmt.Errorf("pg_ctl stop: %v: %s", err, out)
 	}
@@ -251,11 +258,31 @@ func (s *Server) Stop() error {
 // Restart restarts the server in place (fast shutdown, same port), for tests of a dropped
 // connection.
 func (s *Server) Restart() error {
-	out, err := s.run("pg_ctl", "restart", "-w", "-m", "fast", "-D", filepath.Join(s.dir, "data"))
+	out, err := s.run("pg_ctl", "restart", "-w", "-t", "60", "-m", "fast", "-D", filepath.Join(s.dir, "data"),
+		"-l", filepath.Join(s.dir, "log"))
 	if err != nil {
 		return fmt.Errorf("pg_ctl restart: %v: %s", err, out)
 	}
 	return nil
+}
+
+// watch starts a watchdog process that stops the server and removes its directory when
+// this test process dies without calling Stop (a panic, a timeout, a kill), so no server
+// outlives its tests. It runs in its own process group, out of reach of a signal to ours.
+func (s *Server) watch() {
+	pgCtl := filepath.Join(s.bin, "pg_ctl")
+	stop := fmt.Sprintf("%q stop -m immediate -D %q", pgCtl, filepath.Join(s.dir, "data"))
+	if s.user != "" {
+		stop = fmt.Sprintf("runuser -u %s -- %s", s.user, stop)
+	}
+	script := fmt.Sprintf(`while kill -0 %d 2>/dev/null; do sleep 1; done; [ -d %q ] && { %s >/dev/null 2>&1; rm -rf %q; }`,
+		os.Getpid(), s.dir, stop, s.dir)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err == nil {
+		go cmd.Wait() //nolint:errcheck // reaped when it exits
+		s.watchdog = cmd.Process
+	}
 }
 
 // run runs one of the server's programs, as the unprivileged user when there is one.

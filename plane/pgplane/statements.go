@@ -114,7 +114,8 @@ func newStatements(schema string) statements {
 		trimTopics: s(`WITH stale AS (DELETE FROM {s}.topics WHERE journal IN (SELECT journal FROM {s}.topics
 				WHERE updated_ms < $1 ORDER BY updated_ms LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING journal)
 			DELETE FROM {s}.frames WHERE journal IN (SELECT journal FROM stale)`),
-		countsVacuum: s(`DELETE FROM {s}.counts WHERE n = 0`),
+		// countsVacuum never waits on a counter row a transaction holds (no deadlock with it).
+		countsVacuum: s(`DELETE FROM {s}.counts WHERE ctid IN (SELECT ctid FROM {s}.counts WHERE n = 0 FOR UPDATE SKIP LOCKED)`),
 		leaderTake: s(`INSERT INTO {s}.leases AS l (name, holder, expires_at) VALUES ('maintenance', $1, now() + make_interval(secs => $2))
 			ON CONFLICT (name) DO UPDATE SET holder = $1, expires_at = now() + make_interval(secs => $2)
 			WHERE l.holder = $1 OR l.expires_at < now() RETURNING holder`),
