@@ -34,8 +34,10 @@ func TestServerRestart(t *testing.T) {
 	acknowledged := map[string]bool{} // submitted and acknowledged
 	acked := map[string]int{}         // successful acks per job
 	var unexpected atomic.Value
+	var unavailable atomic.Int64
 	retryable := func(err error) bool {
 		if err == nil || errors.Is(err, plane.ErrUnavailable) {
+			unavailable.Add(1)
 			return true
 		}
 		unexpected.CompareAndSwap(nil, err)
@@ -124,6 +126,7 @@ func TestServerRestart(t *testing.T) {
 	if err, _ := unexpected.Load().(error); err != nil {
 		t.Fatalf("a caller got a non-retryable error: %v", err)
 	}
+	t.Logf("callers met %d retryable errors", unavailable.Load())
 	require.Len(t, acknowledged, jobs, "one job per key, every submit acknowledged")
 	for id := range acknowledged {
 		inv, err := planes[1].InvocationGet(ctx, id)
