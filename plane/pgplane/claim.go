@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -133,12 +134,20 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
+	qkey := queueKey(p.Namespace, p.Queue)
+	floor, fromFloor := "", false // fifo: scan from this process's floor of the queue
+	if kind == plane.KindFIFO {
+		floor, fromFloor = t.d.floors.get(qkey)
+	}
 	b := &pgx.Batch{}
 	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
-	if kind == plane.KindBoltzmann {
+	switch {
+	case kind == plane.KindBoltzmann:
 		b.Queue(sql, p.Namespace, p.Queue)
-	} else {
+	case fromFloor:
+		b.Queue(t.d.sql.claimFIFOFrom, p.Namespace, p.Queue, want, floor)
+	default:
 		b.Queue(sql, p.Namespace, p.Queue, want)
 	}
 	br := t.tx.SendBatch(t.ctx, b)
@@ -147,8 +156,13 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var levels []level
 	err := func() error {
 		defer br.Close()
-		if _, err := br.Exec(); err != nil {
+		var promoted *string // the smallest id made claimable
+		if err := br.QueryRow().Scan(&promoted); err != nil {
 			return fmt.Errorf("claim: promote: %w", err)
+		}
+		if promoted != nil && fromFloor && *promoted < floor {
+			floor = *promoted // the candidates below are not the oldest: scan again
+			fromFloor = false
 		}
 		var a admission
 		var onFull string
@@ -182,6 +196,13 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	}()
 	if err != nil {
 		return err
+	}
+	if kind == plane.KindFIFO && !fromFloor && floor != "" {
+		// Promoted rows lie below the floor: take candidates from the start instead (the
+		// rows read are left as they were; their locks go at commit).
+		if rows, err = t.candidates(sql, p.Namespace, p.Queue, want); err != nil {
+			return err
+		}
 	}
 	taken := 0
 	take := func(r *row) {
@@ -222,13 +243,20 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 					take(r)
 				}
 			}
-			if skipped == 0 || len(rows) == 0 || taken >= want {
+			if taken < want && fromFloor {
+				// Short from the floor: rows below it (requeued or submitted by another
+				// process) may be claimable. Scan from the start.
+				fromFloor = false
+			} else if skipped == 0 || len(rows) == 0 || taken >= want {
 				break
 			}
 			t.begin(reqs) // so the next candidates skip what is taken
 			if rows, err = t.candidates(sql, p.Namespace, p.Queue, want-taken); err != nil {
 				return err
 			}
+		}
+		if kind == plane.KindFIFO {
+			t.d.floors.raise(qkey, reqs, !fromFloor)
 		}
 	}
 	t.begin(reqs)
@@ -354,4 +382,75 @@ func drawLevel(levels []level, temperature, u float64) int {
 		}
 	}
 	return 0
+}
+
+// floors keep, per queue, the smallest id a fifo claim of this process last found
+// claimable. A fifo claim scans from there instead of from the start of the index: claimed
+// rows leave dead entries at the start of the fifo index that only vacuum removes, and while
+// an old snapshot is open (a long transaction anywhere in the database) vacuum cannot, so a
+// scan from the start would step over every job claimed since. Every floorTTL a claim scans
+// from the start again (finding what other processes requeued or submitted below the
+// floor), as does a claim that finds too few from the floor; this process's own submits,
+// requeues and promotions lower the floor at once.
+type floors struct {
+	mu sync.Mutex
+	m  map[string]floorMark
+}
+
+type floorMark struct {
+	id      string
+	scanned time.Time // the last scan from the start
+}
+
+// floorTTL is how long a floor is trusted before a claim scans from the start again.
+const floorTTL = 250 * time.Millisecond
+
+// get returns the floor of queue key, and whether a claim may scan from it.
+func (f *floors) get(key string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.m[key]
+	if !ok || m.id == "" || time.Since(m.scanned) > floorTTL {
+		return "", false
+	}
+	return m.id, true
+}
+
+// raise moves the floor of a queue to the oldest job the claim took (fullScan: the claim
+// scanned from the start, which renews the floor's trust).
+func (f *floors) raise(key string, reqs []*claimRequest, fullScan bool) {
+	oldest := ""
+	for _, r := range reqs {
+		for _, j := range r.jobs {
+			if oldest == "" || j.ID < oldest {
+				oldest = j.ID
+			}
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = make(map[string]floorMark)
+	}
+	m := f.m[key]
+	if fullScan {
+		m = floorMark{id: oldest, scanned: time.Now()}
+	} else if oldest > m.id {
+		m.id = oldest
+	}
+	if m.id == "" {
+		delete(f.m, key)
+		return
+	}
+	f.m[key] = m
+}
+
+// lower moves the floor of a queue down to id (a job made claimable below it).
+func (f *floors) lower(key, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.m[key]; ok && id < m.id {
+		m.id = id
+		f.m[key] = m
+	}
 }

@@ -64,7 +64,8 @@ type Driver struct {
 	sql     statements
 	ids     *plane.IDGenerator
 	hub     *hub
-	blocked lines // submits waiting for room, per queue, in this process
+	blocked lines  // submits waiting for room, per queue, in this process
+	floors  floors // where fifo claims start, per queue
 	node    string
 
 	randMu sync.Mutex

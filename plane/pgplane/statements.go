@@ -10,6 +10,7 @@ type statements struct {
 	insert, insertMany, existingByID, existingByKey          string
 	admissionExists, deleteIDs                               string
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
+	claimFIFOFrom                                            string
 	nextAvailable, setRunning                                string
 	head, headMany, setQueued, setTerminal, setLease         string
 	ackHeld, nextFrame, insertFrame, topicAppend             string
@@ -67,9 +68,11 @@ func newStatements(schema string) statements {
 		existingByID:  s(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`),
 		existingByKey: s(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`),
 		// promote makes the due waiting rows of a queue claimable, oldest due first.
-		promote: s(`UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
+		// It returns the smallest id it moved (NULL: none).
+		promote: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
 			WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
-			ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED)`),
+			ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT min(id) FROM moved`),
+		claimFIFOFrom: s(`SELECT ` + rowColumns + claimWhere + ` AND id >= $4 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFIFO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimPriority: s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY priority DESC, id LIMIT $3 FOR UPDATE SKIP LOCKED`),

@@ -174,6 +174,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		i := index[id]
 		s := &p.Invocations[i]
 		if inserted[id] {
+			t.d.floors.lower(queueKey(p.Namespace, p.Queue), id)
 			fresh++
 			freshDeadlines = append(freshDeadlines, s.Deadline)
 			t.count(p.Namespace, p.Queue, stateQueued, s.Priority, +1)
@@ -515,6 +516,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			continue
 		}
 		t.count(sl.r.p.Namespace, sl.r.p.Queue, stateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
+		t.d.floors.lower(queueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
 		t.wake(queueKey(sl.r.p.Namespace, sl.r.p.Queue))
 	}
 	if len(undo) > 0 {

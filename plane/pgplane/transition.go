@@ -120,6 +120,7 @@ func (t *tx) endAttempt(h *head, info plane.ErrorInfo, final int, delay time.Dur
 	h.state = stateQueued
 	h.token = nil
 	t.wake(queueKey(h.namespace, h.queue))
+	t.d.floors.lower(queueKey(h.namespace, h.queue), h.id)
 }
 
 // expireLease ends the attempt of h whose lease ran out: re-queued at once while attempts
