@@ -306,6 +306,9 @@ type FrameReadResult struct {
 const (
 	// LeaseTTLDefault is the lease length of a claim or heartbeat that names none.
 	LeaseTTLDefault = 30 * time.Second
+	// LeaseTTLMax is the longest lease a claim or heartbeat may ask for (7 days): enough
+	// for a job that cannot heartbeat, short enough that a dead worker's job comes back.
+	LeaseTTLMax = 7 * 24 * time.Hour
 	// MaxAttemptsDefault bounds claims of an invocation submitted without MaxAttempts.
 	MaxAttemptsDefault = 3
 	// MaxValueBytes is the largest payload, result or frame value (16 MiB). Larger values

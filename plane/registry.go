@@ -1,6 +1,11 @@
 package plane
 
-import "time"
+import (
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
 
 // WorkerInfo describes a live worker process, registered by RunWorker and refreshed by
 // its heartbeats, so `lakeshore workers` can list who is working.
@@ -58,4 +63,43 @@ type TokenInfo struct {
 	ExpiresAt time.Time `json:"expires_at,omitzero" msgpack:"expires_at"`
 	// RevokedAt is when it was revoked; zero while it is not.
 	RevokedAt time.Time `json:"revoked_at,omitzero" msgpack:"revoked_at"`
+}
+
+// WorkerHostRule is what WorkerInfo.Host may be.
+const WorkerHostRule = "use at most 255 bytes of UTF-8 without control characters"
+
+// WorkerIDRule is what WorkerInfo.ID may be.
+const WorkerIDRule = "use 1–128 bytes of printable ASCII without spaces"
+
+// Validate checks a worker registration: the id, the namespace ("" means the default), the
+// host, the pid and every queue name. Errors: *InvalidError naming the field and the rule.
+func (w *WorkerInfo) Validate() error {
+	if len(w.ID) == 0 || len(w.ID) > 128 {
+		return Invalid("worker id", w.ID, WorkerIDRule)
+	}
+	for i := 0; i < len(w.ID); i++ {
+		if c := w.ID[i]; c <= ' ' || c > '~' {
+			return Invalid("worker id", w.ID, WorkerIDRule)
+		}
+	}
+	if w.Namespace != "" {
+		if err := ValidateName("namespace", w.Namespace); err != nil {
+			return err
+		}
+	}
+	if len(w.Host) > 255 || !utf8.ValidString(w.Host) || strings.IndexFunc(w.Host, unicode.IsControl) >= 0 {
+		return Invalid("worker host", w.Host, WorkerHostRule)
+	}
+	if w.PID < 0 {
+		return Invalid("worker pid", w.PID, "use a process id ≥ 0")
+	}
+	if len(w.Queues) > 1024 {
+		return Invalid("worker queues", len(w.Queues), "name at most 1024 queues")
+	}
+	for _, q := range w.Queues {
+		if err := ValidateName("queue name", q); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -106,6 +106,9 @@ func (p *SubmitManyParams) Validate() error {
 		if s.AttemptTimeout < 0 {
 			return Invalid("attempt timeout", s.AttemptTimeout, "use a duration ≥ 0 (0: none)")
 		}
+		if s.Delay < 0 {
+			return Invalid("delay", s.Delay, "use a duration ≥ 0 (0: claimable at once)")
+		}
 		if err := ValidateValueSize("payload", len(s.Payload)); err != nil {
 			return err
 		}
@@ -159,7 +162,24 @@ func (p *ClaimParams) Validate() error {
 	if p.Max < 0 || p.LeaseTTL < 0 || p.Wait < 0 {
 		return Invalid("claim", fmt.Sprintf("max=%d lease=%s wait=%s", p.Max, p.LeaseTTL, p.Wait), "use max ≥ 0, lease ≥ 0, wait ≥ 0")
 	}
+	return ValidateLeaseTTL(p.LeaseTTL)
+}
+
+// ValidateLeaseTTL checks the lease of a claim or heartbeat: 0 (the default) up to
+// LeaseTTLMax. A longer lease would leave a dead worker's job stuck for that long.
+func ValidateLeaseTTL(ttl time.Duration) error {
+	if ttl < 0 || ttl > LeaseTTLMax {
+		return Invalid("lease", ttl, fmt.Sprintf("use a duration from 0 (the default %s) to %s; heartbeat to keep a long job", LeaseTTLDefault, LeaseTTLMax))
+	}
 	return nil
+}
+
+// Validate checks a heartbeat. Errors: *InvalidError.
+func (p *HeartbeatParams) Validate() error {
+	if err := ValidateID(p.ID); err != nil {
+		return err
+	}
+	return ValidateLeaseTTL(p.LeaseTTL)
 }
 
 // Validate checks a journal reference. Errors: *InvalidError.
@@ -179,27 +199,36 @@ func (j Journal) Validate() error {
 	return ValidateName("topic name", j.Topic)
 }
 
-// Backoff is the retry delay policy: exponential from Base, capped at Max, with up to
-// Jitter (a fraction, 0–1) of random spread. The zero value means BackoffDefault.
-type Backoff struct {
-	Base   time.Duration
-	Max    time.Duration
-	Jitter float64
+// Validate checks the params of a listing and fills nothing in. Errors: *InvalidError.
+func (p *ListParams) Validate() error {
+	if err := ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	if err := ValidateName("queue name", p.Queue); err != nil {
+		return err
+	}
+	if p.State != "" {
+		if _, err := ParseState(string(p.State)); err != nil {
+			return err
+		}
+	}
+	if p.KeyPrefix != "" {
+		if err := ValidateKey(p.KeyPrefix); err != nil {
+			return Invalid("key prefix", p.KeyPrefix, KeyRule)
+		}
+	}
+	if p.After != "" {
+		if err := ValidateID(p.After); err != nil {
+			return Invalid("cursor", p.After, "pass the Next of the previous page, or nothing for the first page")
+		}
+	}
+	if p.Limit < 0 || p.Limit > ListLimitMax {
+		return Invalid("limit", p.Limit, fmt.Sprintf("use 1–%d, or 0 for the default %d", ListLimitMax, ListLimitDefault))
+	}
+	return nil
 }
 
-// BackoffDefault: exponential from 1 s, capped at 5 min, ±10% jitter.
-var BackoffDefault = Backoff{Base: time.Second, Max: 5 * time.Minute, Jitter: 0.1}
-
-// Delay returns the delay before attempt+1, after attempt (1-based) failed. unit is a
-// uniform random number in [0,1) for the jitter.
-func (b Backoff) Delay(attempt int, unit float64) time.Duration {
-	if b.Base == 0 && b.Max == 0 {
-		b = BackoffDefault
-	}
-	d := float64(b.Base) * math.Pow(2, float64(max(attempt-1, 0)))
-	if b.Max > 0 && d > float64(b.Max) {
-		d = float64(b.Max)
-	}
-	d *= 1 + b.Jitter*(2*unit-1)
-	return time.Duration(d)
-}
+// ListScanFactor bounds the index entries one page of a listing with a KeyPrefix examines:
+// ListScanFactor × the page's limit. A page may therefore hold fewer invocations than its
+// limit and still have a Next cursor: the listing goes on from there.
+const ListScanFactor = 10

@@ -1,5 +1,5 @@
 // Package planetest is the conformance suite every dispatch plane must pass: the contract of
-// the semantics page (shared/design/semantics.md), checked the same way for the SQLite file
+// the semantics contract (docs/semantics.md in this repository), checked the same way for the SQLite file
 // plane, ":memory:", the HTTP plane and PostgreSQL (the shape of River's riverdrivertest).
 //
 // A driver's test calls Run with a Factory that opens a fresh, empty plane:
@@ -74,6 +74,9 @@ func Run(t *testing.T, factory Factory) {
 		{"Trim", testTrim},
 		{"Errors", testErrors},
 		{"Admission", testAdmission},
+		{"Delayed", testDelayed},
+		{"List", testList},
+		{"Workers", testWorkers},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

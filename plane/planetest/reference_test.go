@@ -3,9 +3,9 @@ package planetest_test
 import (
 	"cmp"
 	"context"
-	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,6 +59,10 @@ type refDriver struct {
 	topics  map[refTopicKey]*refTopic
 	changed chan struct{}
 	closed  bool
+	workers map[[2]string]plane.WorkerInfo
+	// lastPass is the clock reading of the last maintenance pass: invocations that came due
+	// since then wake the waiters.
+	lastPass time.Time
 
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -81,6 +85,7 @@ func newRefDriver(opts planetest.Options) *refDriver {
 		topics:  map[refTopicKey]*refTopic{},
 		changed: make(chan struct{}),
 		done:    make(chan struct{}),
+		workers: map[[2]string]plane.WorkerInfo{},
 	}
 	if opts.Now == nil {
 		d.now = time.Now
@@ -172,7 +177,7 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 			ID: id, Namespace: p.Namespace, Queue: p.Queue, Key: s.Key, State: plane.StateQueued,
 			Priority: s.Priority, Payload: slices.Clone(s.Payload), Metadata: s.Metadata,
 			MaxAttempts: cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), AttemptTimeout: s.AttemptTimeout,
-			Deadline: s.Deadline, AvailableAt: now, CreatedAt: now,
+			Deadline: s.Deadline, AvailableAt: s.DueAt(now), CreatedAt: now,
 		}}
 		if s.Key != "" {
 			d.keys[refKey{p.Namespace, p.Queue, s.Key}] = id
@@ -244,8 +249,8 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvoca
 		if inv.Namespace != ns || inv.Queue != q || inv.State != plane.StateQueued {
 			continue
 		}
-		if !inv.Deadline.IsZero() && now.After(inv.Deadline) {
-			d.end(ri, plane.StateTimeout, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before it ran", Attempt: inv.Attempt})
+		if end := plane.ClaimTransition(inv.Deadline, now, 0, inv.Attempt); end != nil {
+			d.apply(ri, *end)
 			continue
 		}
 		if inv.AvailableAt.After(now) {
@@ -269,31 +274,19 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvoca
 		}
 		return best
 	case plane.KindBoltzmann:
-		count := map[float64]int{}
-		var levels []float64
+		count := map[float64]int64{}
+		var levels []plane.Level
 		for _, c := range cands {
 			if count[c.inv.Priority] == 0 {
-				levels = append(levels, c.inv.Priority)
+				levels = append(levels, plane.Level{Priority: c.inv.Priority})
 			}
 			count[c.inv.Priority]++
 		}
-		slices.Sort(levels)
-		pmax := levels[len(levels)-1]
-		weights := make([]float64, len(levels))
-		var sum float64
-		for i, p := range levels {
-			weights[i] = float64(count[p]) * math.Exp((p-pmax)/temp)
-			sum += weights[i]
+		slices.SortFunc(levels, func(a, b plane.Level) int { return cmp.Compare(a.Priority, b.Priority) })
+		for i := range levels {
+			levels[i].Count = count[levels[i].Priority]
 		}
-		x := d.rng.Float64() * sum
-		level := pmax
-		for i, w := range weights {
-			if x < w {
-				level = levels[i]
-				break
-			}
-			x -= w
-		}
+		level := levels[plane.DrawLevel(levels, temp, d.rng.Float64())].Priority
 		for _, c := range cands {
 			if c.inv.Priority == level {
 				return c
@@ -325,7 +318,7 @@ func (d *refDriver) start(ri *refInvocation, p *plane.ClaimParams) *plane.Job {
 func (d *refDriver) holds(ri *refInvocation, token string) bool {
 	live := ri.inv.State == plane.StateRunning && token != "" && token == ri.token && d.now().Before(ri.inv.LeaseExpiresAt)
 	if live && ri.inv.AttemptTimeout > 0 && d.now().Sub(ri.inv.StartedAt) > ri.inv.AttemptTimeout {
-		d.failAttempt(ri, &plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, true, 0, plane.StateTimeout)
+		d.apply(ri, plane.AttemptOverdueTransition(ri.inv.Attempt, ri.inv.MaxAttempts, d.backoff, d.rng.Float64))
 		return false
 	}
 	return live
@@ -357,23 +350,19 @@ func (d *refDriver) appendFrame(ri *refInvocation, kind plane.FrameKind, v []byt
 	return seq
 }
 
-// failAttempt ends a running attempt with info: retried after delay while attempts remain,
-// else ended as final.
-func (d *refDriver) failAttempt(ri *refInvocation, info *plane.ErrorInfo, retry bool, delay time.Duration, final plane.State) {
-	inv := &ri.inv
-	info.Attempt = inv.Attempt
-	if retry && inv.Attempt < inv.MaxAttempts {
-		if delay <= 0 {
-			delay = d.backoff.Delay(inv.Attempt, d.rng.Float64())
-		}
-		inv.State = plane.StateQueued
-		inv.AvailableAt = d.now().Add(delay)
-		inv.LeaseExpiresAt = time.Time{}
-		inv.Error = info // why it is being retried
-		ri.token = ""
+// apply writes a transition decided by plane's policy: a retry re-queues ri, any other
+// state ends it.
+func (d *refDriver) apply(ri *refInvocation, tr plane.Transition) {
+	if !tr.Retry() {
+		d.end(ri, tr.State, tr.Error)
 		return
 	}
-	d.end(ri, final, info)
+	inv := &ri.inv
+	inv.State = plane.StateQueued
+	inv.AvailableAt = d.now().Add(tr.Delay)
+	inv.LeaseExpiresAt = time.Time{}
+	inv.Error = tr.Error // why it is being retried
+	ri.token = ""
 }
 
 func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleParams) ([]error, error) {
@@ -403,15 +392,7 @@ func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleP
 		case p.Outcome == plane.OutcomeSucceeded:
 			d.succeed(ri, p.Result)
 		default:
-			info := plane.ErrorInfo{Type: "error"}
-			if p.Error != nil {
-				info = *p.Error
-			}
-			if p.Outcome == plane.OutcomeTimedOut {
-				d.failAttempt(ri, &info, true, p.RetryDelay, plane.StateTimeout)
-			} else {
-				d.failAttempt(ri, &info, p.Outcome == plane.OutcomeRetry, p.RetryDelay, plane.StateFailed)
-			}
+			d.apply(ri, plane.SettleTransition(&p, ri.inv.Attempt, ri.inv.MaxAttempts, d.backoff, d.rng.Float64))
 		}
 	}
 	d.notify()
@@ -425,8 +406,8 @@ func (d *refDriver) succeed(ri *refInvocation, result []byte) {
 }
 
 func (d *refDriver) InvocationHeartbeatMany(ctx context.Context, ps []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
-	for _, p := range ps {
-		if err := plane.ValidateID(p.ID); err != nil {
+	for i := range ps {
+		if err := ps[i].Validate(); err != nil {
 			return nil, err
 		}
 	}
@@ -733,16 +714,19 @@ func (d *refDriver) Maintain(ctx context.Context) error {
 		inv := &ri.inv
 		switch {
 		case inv.State == plane.StateRunning && !now.Before(inv.LeaseExpiresAt):
-			d.failAttempt(ri, &plane.ErrorInfo{Type: "lease_expired", Message: "lease expired"}, true, 0, plane.StateTimeout)
+			d.apply(ri, plane.LeaseExpiredTransition(inv.Attempt, inv.MaxAttempts))
 		case inv.State == plane.StateRunning && inv.AttemptTimeout > 0 && now.Sub(inv.StartedAt) > inv.AttemptTimeout:
-			d.failAttempt(ri, &plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, true, 0, plane.StateTimeout)
-		case inv.State == plane.StateQueued && !inv.Deadline.IsZero() && now.After(inv.Deadline):
-			d.end(ri, plane.StateTimeout, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before it ran", Attempt: inv.Attempt})
+			d.apply(ri, plane.AttemptOverdueTransition(inv.Attempt, inv.MaxAttempts, d.backoff, d.rng.Float64))
+		case inv.State == plane.StateQueued && !inv.Deadline.IsZero() && !now.Before(inv.Deadline):
+			d.apply(ri, plane.DeadlineTransition(inv.Attempt))
+		case inv.State == plane.StateQueued && inv.AvailableAt.After(d.lastPass) && !inv.AvailableAt.After(now):
+			// came due since the last pass: claimers waiting for it must look again
 		default:
 			continue
 		}
 		changed = true
 	}
+	d.lastPass = now
 	if d.trim("", "", now.Add(-plane.RetentionDefault)) > 0 || changed {
 		d.notify()
 	}
@@ -776,20 +760,97 @@ func (d *refDriver) QueueAdmissionDelete(context.Context, string, string) (bool,
 	return false, plane.ErrNotImplemented
 }
 
-func (d *refDriver) WorkerRegister(context.Context, *plane.WorkerInfo) error {
-	return plane.ErrNotImplemented
+func (d *refDriver) WorkerRegister(_ context.Context, info *plane.WorkerInfo) error {
+	if err := info.Validate(); err != nil {
+		return err
+	}
+	if err := d.lock(); err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	w := *info
+	w.Namespace = cmp.Or(w.Namespace, plane.NamespaceDefault)
+	w.Queues = slices.Clone(w.Queues)
+	w.LastSeen = d.now()
+	key := [2]string{w.Namespace, w.ID}
+	if old, ok := d.workers[key]; ok {
+		w.StartedAt = old.StartedAt
+	} else if w.StartedAt.IsZero() {
+		w.StartedAt = w.LastSeen
+	}
+	d.workers[key] = w
+	return nil
 }
 
-func (d *refDriver) WorkerList(context.Context, *plane.WorkerListParams) ([]plane.WorkerInfo, error) {
-	return nil, plane.ErrNotImplemented
+func (d *refDriver) WorkerList(_ context.Context, p *plane.WorkerListParams) ([]plane.WorkerInfo, error) {
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	since := d.now().Add(-cmp.Or(p.SeenWithin, plane.WorkerSeenWithinDefault))
+	var out []plane.WorkerInfo
+	for _, w := range d.workers {
+		if (p.Namespace == "" || w.Namespace == p.Namespace) && !w.LastSeen.Before(since) {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b plane.WorkerInfo) int {
+		return cmp.Or(a.StartedAt.Compare(b.StartedAt), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Namespace, b.Namespace))
+	})
+	return out, nil
 }
 
-func (d *refDriver) WorkerRemove(context.Context, string, string) error {
-	return plane.ErrNotImplemented
+func (d *refDriver) WorkerRemove(_ context.Context, namespace, id string) error {
+	namespace = cmp.Or(namespace, plane.NamespaceDefault)
+	if err := (&plane.WorkerInfo{ID: id, Namespace: namespace}).Validate(); err != nil {
+		return err
+	}
+	if err := d.lock(); err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	delete(d.workers, [2]string{namespace, id})
+	return nil
 }
 
-func (d *refDriver) InvocationList(context.Context, *plane.ListParams) (*plane.ListPage, error) {
-	return nil, plane.ErrNotImplemented
+// InvocationList sorts the whole queue per page: the reference driver checks the contract,
+// not the cost.
+func (d *refDriver) InvocationList(_ context.Context, p *plane.ListParams) (*plane.ListPage, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	var match []*refInvocation
+	for _, ri := range d.invs {
+		inv := &ri.inv
+		if inv.Namespace != p.Namespace || inv.Queue != p.Queue || (p.State != "" && inv.State != p.State) ||
+			(p.KeyPrefix != "" && !strings.HasPrefix(inv.Key, p.KeyPrefix)) {
+			continue
+		}
+		if p.After != "" && (p.Oldest && inv.ID <= p.After || !p.Oldest && inv.ID >= p.After) {
+			continue
+		}
+		match = append(match, ri)
+	}
+	slices.SortFunc(match, func(a, b *refInvocation) int { return cmp.Compare(a.inv.ID, b.inv.ID) })
+	if !p.Oldest {
+		slices.Reverse(match)
+	}
+	limit := cmp.Or(p.Limit, plane.ListLimitDefault)
+	page := &plane.ListPage{Invocations: []*plane.Invocation{}}
+	for i, ri := range match {
+		if i == limit {
+			page.Next = match[i-1].inv.ID
+			break
+		}
+		inv := copyInvocation(ri)
+		inv.Payload, inv.Result = nil, nil
+		page.Invocations = append(page.Invocations, inv)
+	}
+	return page, nil
 }
 
 func (d *refDriver) TokenCreate(context.Context, *plane.TokenInfo) error {

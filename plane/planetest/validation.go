@@ -210,6 +210,23 @@ func testValidation(t *testing.T, s *suite) {
 		require.Len(t, jobs, 1)
 	})
 
+	t.Run("LeaseTTLBounded", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{})
+		id := b.submitOne(t, plane.SubmitParams{})
+		_, err := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q, Kind: plane.KindFIFO,
+			LeaseTTL: plane.LeaseTTLMax + time.Second})
+		requireIs(t, err, plane.ErrInvalid, "a lease longer than LeaseTTLMax")
+		require.Contains(t, err.Error(), "lease")
+		b.requireState(t, id, plane.StateQueued, 0)
+		jobs := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, LeaseTTL: plane.LeaseTTLMax})
+		require.Len(t, jobs, 1, "a lease of exactly LeaseTTLMax is allowed")
+		requireTime(t, b.now().Add(plane.LeaseTTLMax), jobs[0].LeaseExpiresAt, "lease expiry")
+		_, err = b.drv.InvocationHeartbeatMany(b.ctx, []plane.HeartbeatParams{{ID: id, Token: jobs[0].Token, LeaseTTL: 100 * 365 * 24 * time.Hour}})
+		requireIs(t, err, plane.ErrInvalid, "a heartbeat asking for a century")
+		requireTime(t, b.now().Add(plane.LeaseTTLMax), b.get(t, id).LeaseExpiresAt, "the refused heartbeat changed nothing")
+	})
+
 	t.Run("UnknownIDsNotFound", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -134,7 +133,7 @@ func (t *wtx) queued(namespace, queue string) (int64, error) {
 		t.w.queued[key] = n
 	}
 	for k, delta := range t.counts {
-		if k.state == stateQueued && k.namespace == namespace && k.queue == queue {
+		if queued(k.state) && k.namespace == namespace && k.queue == queue {
 			n += delta
 		}
 	}
@@ -155,48 +154,34 @@ func (t *wtx) flushBuckets() error {
 // errBlocked tells the submitter to wait for room (OnFullBlock).
 var errBlocked = errors.New("blocked")
 
-// admit applies a's limits to n new invocations with the given deadlines. It returns the
-// caller's error (*plane.AdmissionError, *plane.InvalidError, errBlocked) or a SQL failure.
-// Nothing is written unless every limit passes.
+// admit applies a's limits (plane's admission policy) to n new invocations with the given
+// deadlines. It returns the caller's error (*plane.AdmissionError, *plane.InvalidError,
+// errBlocked) or a SQL failure. Nothing is written unless every limit passes.
 func (t *wtx) admit(namespace, queue string, a *admission, n int64, deadlines []time.Time, ahead bool) (error, error) {
 	name := namespace + "/" + queue
-	if a.DeadlineCutoff > 0 {
-		for _, dl := range deadlines {
-			if !dl.IsZero() && dl.Sub(t.now) < a.DeadlineCutoff {
-				return plane.Invalid("deadline", dl.Format(time.RFC3339Nano), fmt.Sprintf(
-					"queue %s admits only deadlines at least %s away (its deadline cutoff)", name, a.DeadlineCutoff)), nil
-			}
-		}
+	if err := a.CheckDeadlines(name, t.now, deadlines); err != nil {
+		return err, nil
 	}
 	if a.MaxDepth > 0 {
 		queued, err := t.queued(namespace, queue)
 		if err != nil {
 			return nil, err
 		}
-		if queued+n > a.MaxDepth || ahead {
-			if a.OnFull == plane.OnFullBlock {
-				return errBlocked, nil
-			}
-			fit := max(0, a.MaxDepth-queued)
-			return &plane.AdmissionError{Sentinel: plane.ErrQueueFull, Queue: name, Fit: fit,
-				Detail: fmt.Sprintf("%d queued of max depth %d; %d of the %d submitted would fit", queued, a.MaxDepth, fit, n)}, nil
+		block, refused := a.CheckDepth(name, queued, n, ahead)
+		if block {
+			return errBlocked, nil
+		}
+		if refused != nil {
+			return refused, nil
 		}
 	}
 	if a.RateLimit > 0 {
-		elapsed := float64(t.ms-a.tokensMS) / 1000
-		tokens := math.Min(float64(a.Burst), a.tokens+max(elapsed, 0)*a.RateLimit)
-		if float64(n) > tokens {
-			e := &plane.AdmissionError{Sentinel: plane.ErrRateLimited, Queue: name, Fit: int64(tokens),
-				Detail: fmt.Sprintf("rate limit %g/s with burst %d: %d submitted, %d would pass now", a.RateLimit, a.Burst, n, int64(tokens))}
-			if n > a.Burst {
-				e.Detail += "; a batch larger than the burst never passes: split it"
-			} else {
-				e.RetryAfter = time.Duration((float64(n) - tokens) / a.RateLimit * float64(time.Second))
-			}
-			return e, nil
+		b, refused := a.Take(name, plane.TokenBucket{Tokens: a.tokens, At: time.UnixMilli(a.tokensMS)}, time.UnixMilli(t.ms), n)
+		if refused != nil {
+			return refused, nil
 		}
 		// The cached block is the bucket's state; the row is written once before commit.
-		a.tokens, a.tokensMS = tokens-float64(n), t.ms
+		a.tokens, a.tokensMS = b.Tokens, t.ms
 		if t.buckets == nil {
 			t.buckets = make(map[[2]string]*admission)
 		}

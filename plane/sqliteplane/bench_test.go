@@ -339,3 +339,70 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return d[int(float64(len(d)-1)*p)]
 }
+
+// delayedPlane returns a plane whose queue "delayed" holds depth invocations delayed by an
+// hour (the shape of jobs waiting out a retry backoff), filled once per depth.
+var delayedPlanes sync.Map // depth → *Driver
+
+func delayedPlane(b *testing.B, depth int) *Driver {
+	if d, ok := delayedPlanes.Load(depth); ok {
+		return d.(*Driver)
+	}
+	dir, err := os.MkdirTemp("", "lakeshore-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := Open(context.Background(), filepath.Join(dir, "delayed.db"), &Config{Synchronous: "FULL"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]plane.SubmitParams, 1000)
+	for done := 0; done < depth; done += len(batch) {
+		n := min(len(batch), depth-done)
+		for i := range n {
+			batch[i] = plane.SubmitParams{Payload: []byte{0x80}, Delay: time.Hour, Priority: float64((done + i) % 10)}
+		}
+		if _, err := d.InvocationSubmitMany(context.Background(), &plane.SubmitManyParams{Namespace: "default", Queue: "delayed", Invocations: batch[:n]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	delayedPlanes.Store(depth, d)
+	return d
+}
+
+// BenchmarkClaimDelayed: claims on a queue holding 1,000 or 1,000,000 delayed invocations
+// (issue 11: 547 ms per empty claim at 1,000,000 jobs in backoff). "empty" claims when
+// nothing is claimable; "fresh" claims one job submitted behind the delayed ones (the
+// submit is outside the timer). Both should cost what they cost on an empty queue.
+func BenchmarkClaimDelayed(b *testing.B) {
+	ctx := context.Background()
+	for _, depth := range []int{1_000, 1_000_000} {
+		for _, kind := range []plane.Kind{plane.KindFIFO, plane.KindPriority, plane.KindBoltzmann} {
+			b.Run(fmt.Sprintf("depth=%d/empty/%s", depth, kind), func(b *testing.B) {
+				d := delayedPlane(b, depth)
+				b.ResetTimer()
+				for range b.N {
+					jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "delayed", Kind: kind, Temperature: 2})
+					if err != nil || len(jobs) != 0 {
+						b.Fatal("claim", err, len(jobs))
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("depth=%d/fresh/%s", depth, kind), func(b *testing.B) {
+				d := delayedPlane(b, depth)
+				b.ResetTimer()
+				for range b.N {
+					b.StopTimer()
+					if _, err := submitOne(ctx, d, "delayed"); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "delayed", Kind: kind, Temperature: 2})
+					if err != nil || len(jobs) != 1 {
+						b.Fatal("claim", err, len(jobs))
+					}
+				}
+			})
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -28,7 +27,7 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 		if p.Wait > 0 {
 			// The hub wakes us for what the writer cannot hand off: another process's
 			// commit, a job entering backoff, Close.
-			changed, release = d.hub.watch(key)
+			changed, release = d.hub.Watch(key)
 			w = &claimWaiter{p: p, kind: kind, n: n, lease: lease, deliver: make(chan []*plane.Job, 1)}
 		}
 		var jobs []*plane.Job
@@ -84,11 +83,23 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 	}
 }
 
+// promoteBatchClaim bounds the delayed invocations a claim promotes; the writer's alarm
+// promotes the rest in batches of promoteBatch.
+const (
+	promoteBatchClaim = 256
+	promoteBatch      = 1000
+)
+
 // claim claims up to n invocations in kind's order. When it claims none, nextMS is when the
-// earliest queued invocation in backoff becomes available (0: none).
+// earliest delayed invocation (of any queue) becomes due (0: none known).
 func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Duration) ([]*plane.Job, int64, error) {
 	var cutoff time.Duration // the queue's deadline cutoff
 	var jobs []*plane.Job
+	// Delayed invocations that are due join the claim indexes first (usually a no-op that
+	// costs nothing: the writer knows the earliest due time).
+	if _, err := t.promoteDue(promoteBatchClaim); err != nil {
+		return nil, 0, err
+	}
 	a, err := t.admission(p.Namespace, p.Queue)
 	if err != nil {
 		return nil, 0, err
@@ -133,12 +144,8 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if len(jobs) > 0 {
 		return jobs, 0, nil
 	}
-	var next sql.NullInt64
-	if err := t.w.st.nextAvailable.QueryRowContext(t.ctx, p.Namespace, p.Queue).Scan(&next); err != nil {
-		return nil, 0, fmt.Errorf("claim: %w", err)
-	}
-	if next.Valid && next.Int64 > t.ms {
-		return nil, next.Int64, nil
+	if next := t.w.nextDue; next != dueUnknown && next != dueNone && next > t.ms {
+		return nil, next, nil
 	}
 	return nil, 0, nil
 }
@@ -166,12 +173,10 @@ func (t *wtx) candidates(stmt *sql.Stmt, args ...any) ([]*row, error) {
 func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
 	h := &head{seq: r.seq, id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
 		priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
-	if r.deadlineMS > 0 && r.deadlineMS <= t.ms {
-		return nil, t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before the invocation ran"})
-	}
-	if r.deadlineMS > 0 && cutoff > 0 && r.deadlineMS < t.ms+cutoff.Milliseconds() {
-		return nil, t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline",
-			Message: fmt.Sprintf("deadline nearer than the queue's cutoff %s at claim", cutoff)})
+	if r.deadlineMS > 0 {
+		if end := plane.ClaimTransition(time.UnixMilli(r.deadlineMS), time.UnixMilli(t.ms), cutoff, r.attempt); end != nil {
+			return nil, t.apply(h, *end, nil)
+		}
 	}
 	token := plane.NewToken(t.now)
 	expires := t.ms + lease.Milliseconds()
@@ -202,11 +207,6 @@ func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (
 	}, nil
 }
 
-type level struct {
-	priority float64
-	n        int64
-}
-
 // claimBoltzmann draws a priority level with probability ∝ count·exp((p − pmax)/T), then
 // takes that level's oldest claimable invocation; n draws cost O(n · levels).
 func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Duration, jobs *[]*plane.Job) error {
@@ -218,8 +218,8 @@ func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Dur
 		return err
 	}
 	for len(*jobs) < n && len(levels) > 0 {
-		i := drawLevel(levels, p.Temperature, t.w.rand.Float64())
-		rows, err := t.candidates(t.w.st.claimLevel, p.Namespace, p.Queue, t.ms, levels[i].priority)
+		i := plane.DrawLevel(levels, p.Temperature, t.w.rand.Float64())
+		rows, err := t.candidates(t.w.st.claimLevel, p.Namespace, p.Queue, t.ms, levels[i].Priority)
 		if err != nil {
 			return err
 		}
@@ -231,7 +231,7 @@ func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Dur
 		if err != nil {
 			return err
 		}
-		if levels[i].n--; levels[i].n <= 0 {
+		if levels[i].Count--; levels[i].Count <= 0 {
 			levels = append(levels[:i], levels[i+1:]...)
 		}
 		if job != nil {
@@ -241,49 +241,19 @@ func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Dur
 	return nil
 }
 
-func (t *wtx) levels(namespace, queue string) ([]level, error) {
+func (t *wtx) levels(namespace, queue string) ([]plane.Level, error) {
 	rs, err := t.w.st.levels.QueryContext(t.ctx, namespace, queue)
 	if err != nil {
 		return nil, fmt.Errorf("claim: read levels: %w", err)
 	}
 	defer rs.Close()
-	var out []level
+	var out []plane.Level
 	for rs.Next() {
-		var l level
-		if err := rs.Scan(&l.priority, &l.n); err != nil {
+		var l plane.Level
+		if err := rs.Scan(&l.Priority, &l.Count); err != nil {
 			return nil, fmt.Errorf("claim: read levels: %w", err)
 		}
 		out = append(out, l)
 	}
 	return out, rs.Err()
-}
-
-// drawLevel returns the index of the level drawn by u (uniform in [0,1)) with weights
-// count·exp((p − pmax)/T). Subtracting pmax keeps every weight in (0, count] so no
-// temperature overflows.
-func drawLevel(levels []level, temperature, u float64) int {
-	pmax := math.Inf(-1)
-	for _, l := range levels {
-		pmax = max(pmax, l.priority)
-	}
-	weights := make([]float64, len(levels))
-	var total float64
-	for i, l := range levels {
-		weights[i] = float64(l.n) * math.Exp((l.priority-pmax)/temperature)
-		total += weights[i]
-	}
-	x := u * total
-	for i, w := range weights {
-		if x < w {
-			return i
-		}
-		x -= w
-	}
-	// Rounding left x at the top: take the last level with weight.
-	for i := len(weights) - 1; i >= 0; i-- {
-		if weights[i] > 0 {
-			return i
-		}
-	}
-	return 0
 }

@@ -7,20 +7,16 @@ package sqliteplane
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
 //go:embed migrations/*.sql
@@ -30,19 +26,19 @@ var migrations embed.FS
 type Driver struct {
 	cfg     Config
 	path    string
-	writeDB *sql.DB
-	readDB  *sql.DB
+	db      *sqlitedb.DB
+	readDB  *sql.DB // db.Read
+	writer  *sqlitedb.Writer[*wtx]
 	ids     *plane.IDGenerator
-	hub     *hub
+	hub     *sqlitedb.Hub
 	reads   readStatements
 	blocked lines // submits waiting for room, per queue
 
 	claimWaiters claimWaiters // claims parked for a direct handoff, per queue
+	maintainer   maintainer
 
-	ops     chan *op      // unbuffered: a send succeeds only while the writer runs
-	stop    chan struct{} // closed by Close: the writer drains and exits
-	stopped chan struct{} // closed by the writer when it has exited
-	wg      sync.WaitGroup
+	stop    chan struct{}   // closed by Close
+	stopped <-chan struct{} // closed when the writer has exited
 
 	closeOnce sync.Once
 	closeErr  error
@@ -59,123 +55,85 @@ func Open(ctx context.Context, path string, cfg *Config) (*Driver, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	writeDSN, readDSN, err := dsns(path, c.Synchronous)
+	db, err := sqlitedb.Open(path, &sqlitedb.Options{Synchronous: c.Synchronous})
 	if err != nil {
+		var pe *sqlitedb.PathError
+		if errors.As(err, &pe) {
+			return nil, plane.Invalid("database path", path, pe.Reason)
+		}
 		return nil, err
 	}
 	d := &Driver{
-		cfg:     c,
-		path:    path,
-		ids:     plane.NewIDGenerator(),
-		hub:     newHub(),
-		ops:     make(chan *op),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		cfg:    c,
+		path:   path,
+		db:     db,
+		readDB: db.Read,
+		ids:    plane.NewIDGenerator(),
+		hub:    sqlitedb.NewHub(),
+		stop:   make(chan struct{}),
 	}
-	if d.writeDB, err = sql.Open("sqlite", writeDSN); err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	d.writeDB.SetMaxOpenConns(1)
-	d.writeDB.SetMaxIdleConns(1)
-	d.writeDB.SetConnMaxLifetime(0)
-	d.writeDB.SetConnMaxIdleTime(0)
-	w, err := newWriter(ctx, d)
-	if err != nil {
-		d.writeDB.Close()
+	d.maintainer = maintainer{retention: c.Retention, batch: 1000}
+	if err := d.start(ctx); err != nil {
+		db.Close()
 		return nil, err
 	}
-	if d.readDB, err = sql.Open("sqlite", readDSN); err != nil {
-		w.close()
-		d.writeDB.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	d.readDB.SetMaxOpenConns(4)
-	d.readDB.SetMaxIdleConns(4)
-	if err := d.reads.prepare(ctx, d.readDB); err != nil {
-		w.close()
-		d.readDB.Close()
-		d.writeDB.Close()
-		return nil, err
-	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		w.run()
-	}()
 	return d, nil
 }
 
-// dsns returns the data source names of the writer and of the readers.
-func dsns(path, synchronous string) (string, string, error) {
-	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(off)"
-	if path == ":memory:" {
-		// SQLite's memdb VFS shares one memory database between this plane's connections
-		// (readers and the writer) and no other; it lives while the writer's connection does.
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		name := "file:/lakeshore-" + hex.EncodeToString(b[:]) + "?vfs=memdb&" + common
-		return name, name + "&_pragma=query_only(1)", nil
-	}
-	if path == "" {
-		return "", "", plane.Invalid("database path", path, `use a file path or ":memory:"`)
-	}
-	abs, err := filepath.Abs(path)
+// start migrates the schema, prepares the statements and starts the writer.
+func (d *Driver) start(ctx context.Context) error {
+	conn, err := d.db.Write.Conn(ctx)
 	if err != nil {
-		return "", "", fmt.Errorf("resolve %s: %w", path, err)
+		return fmt.Errorf("open %s: %w", d.path, err)
 	}
-	if st, err := os.Stat(filepath.Dir(abs)); err != nil || !st.IsDir() {
-		return "", "", plane.Invalid("database path", path, "its directory must exist")
-	}
-	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
-	name := "file:" + escaped + "?" + common + "&_pragma=journal_mode(wal)&_pragma=synchronous(" + synchronous + ")"
-	return name, name + "&_pragma=query_only(1)", nil
-}
-
-// migrate applies the embedded migrations not yet recorded in user_version, in order, each
-// in its own transaction.
-func migrate(ctx context.Context, conn *sql.Conn) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	w, err := newWriter(d)
 	if err != nil {
+		conn.Close()
 		return err
 	}
-	sort.Strings(names)
-	var version int
-	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+	schema, _ := fs.Sub(migrations, "migrations")
+	if err := sqlitedb.Migrate(ctx, conn, schema); err != nil {
+		conn.Close()
+		return err
 	}
-	for i, name := range names {
-		if i < version {
-			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		// Another process may have migrated between our read and our lock.
-		var now int
-		if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&now); err != nil {
-			conn.ExecContext(ctx, "ROLLBACK")
-			return err
-		}
-		if now > i {
-			conn.ExecContext(ctx, "ROLLBACK")
-			continue
-		}
-		if _, err := conn.ExecContext(ctx, string(body)); err != nil {
-			conn.ExecContext(ctx, "ROLLBACK")
-			return fmt.Errorf("migrate %s: %w", name, err)
-		}
-		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
-			conn.ExecContext(ctx, "ROLLBACK")
-			return err
-		}
-		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
-		}
+	w.conn = conn
+	if err := w.st.prepare(ctx, conn); err != nil {
+		conn.Close()
+		return err
 	}
+	d.writer, err = sqlitedb.NewWriter(ctx, sqlitedb.WriterConfig[*wtx]{
+		Conn:         conn,
+		MaxBatch:     maxBatch,
+		Begin:        w.begin,
+		Flush:        (*wtx).flush,
+		End:          (*wtx).end,
+		Foreign:      w.foreign,
+		Waiting:      d.hub.Waiting,
+		PollInterval: d.cfg.PollInterval,
+		Tasks: []sqlitedb.Task[*wtx]{
+			{Name: "maintenance", Interval: d.cfg.MaintenanceInterval, Apply: func(t *wtx) error {
+				_, err := d.maintainer.runOnce(t)
+				return err
+			}},
+		},
+		Alarm:   w.alarm,
+		AlarmIn: w.alarmIn,
+		Logger:  d.cfg.Logger,
+		Stopped: w.st.close,
+	})
+	if err != nil {
+		w.st.close()
+		conn.Close()
+		return err
+	}
+	if err := d.reads.prepare(ctx, d.db.Read); err != nil {
+		d.writer.Stop()
+		go d.writer.Run()
+		<-d.writer.Stopped()
+		return err
+	}
+	d.stopped = d.writer.Stopped()
+	go d.writer.Run()
 	return nil
 }
 
@@ -184,17 +142,11 @@ func migrate(ctx context.Context, conn *sql.Conn) error {
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.stop)
-		d.wg.Wait()
-		d.hub.notifyAll()
-		var errs []error
-		if err := d.readDB.Close(); err != nil {
-			errs = append(errs, err)
-		}
-		if err := d.writeDB.Close(); err != nil {
-			errs = append(errs, err)
-		}
-		if len(errs) > 0 {
-			d.closeErr = fmt.Errorf("close %s: %v", d.path, errs)
+		d.writer.Stop()
+		<-d.stopped
+		d.hub.NotifyAll()
+		if err := d.db.Close(); err != nil {
+			d.closeErr = fmt.Errorf("close %s: %w", d.path, err)
 		}
 	})
 	return d.closeErr

@@ -110,7 +110,14 @@ func (t *wtx) markClaimable(namespace, queue string) {
 // got claimable jobs, until the waiters or the jobs run out.
 func (t *wtx) handOff() error {
 	waiters := &t.w.d.claimWaiters
-	for key := range t.claimable {
+	for len(t.claimable) > 0 {
+		var key string
+		for key = range t.claimable {
+			break
+		}
+		// A claim below may promote due jobs of other queues and mark them: take one key at
+		// a time so none is missed.
+		delete(t.claimable, key)
 		for {
 			w := waiters.take(key)
 			if w == nil {
@@ -128,7 +135,6 @@ func (t *wtx) handOff() error {
 			t.handoffs = append(t.handoffs, handoff{w, jobs})
 		}
 	}
-	clear(t.claimable)
 	return nil
 }
 

@@ -126,7 +126,7 @@ func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plan
 		var changed <-chan struct{}
 		release := func() {}
 		if p.Wait > 0 {
-			changed, release = d.hub.watch(journalKey(name))
+			changed, release = d.hub.Watch(journalKey(name))
 		}
 		res, err := d.readFrames(ctx, p.Journal.InvocationID != "", name, p.Since, limit)
 		if err != nil || len(res.Frames) > 0 || res.Closed || p.Wait == 0 {

@@ -3,6 +3,7 @@ package sqliteplane
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,67 +12,103 @@ import (
 
 // Maintain implements plane.Driver: one maintenance pass, now, inside a write transaction.
 func (d *Driver) Maintain(ctx context.Context) error {
-	return d.do(ctx, func(t *wtx) error { return t.maintain() })
+	return d.do(ctx, func(t *wtx) error {
+		_, err := d.maintainer.runOnce(t)
+		return err
+	})
 }
 
-// maintain ends expired leases, overdue attempts and passed deadlines, and trims what the
-// retention period no longer keeps. It runs in the writer's transaction, so it never races
-// a settle; each step handles at most 1,000 rows a pass.
-func (t *wtx) maintain() error {
+// maintainer is the plane's maintenance service. The writer runs it every
+// Config.MaintenanceInterval (and Maintain on demand) inside its transaction, so a pass
+// never races a settle; plane's policy decides what happens to each row it finds.
+type maintainer struct {
+	// retention is how long terminal invocations are kept; ≤ 0 keeps them forever.
+	retention time.Duration
+	// batch bounds the rows each step handles in one pass.
+	batch int
+}
+
+// runOnce ends expired leases, overdue attempts and passed deadlines, and trims what the
+// retention period no longer keeps, at the transaction's clock reading. It reports what it
+// did.
+func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
+	var r plane.MaintenanceReport
+	var err error
+	if r.Promoted, err = t.promoteDue(m.batch); err != nil {
+		return r, err
+	}
 	for _, step := range []struct {
-		stmt func() ([]string, error)
-		end  func(h *head) error
+		stmt  *sql.Stmt
+		count *int
+		end   func(h *head) error
 	}{
-		{func() ([]string, error) { return t.ids(t.w.st.expiredLeases) }, func(h *head) error {
+		{t.w.st.expiredLeases, &r.LeasesExpired, func(h *head) error {
 			if h.state != stateRunning {
-				return nil
+				return errSkip
 			}
 			return t.expireLease(h)
 		}},
-		{func() ([]string, error) { return t.ids(t.w.st.attemptsOverdue) }, func(h *head) error {
+		{t.w.st.attemptsOverdue, &r.AttemptsOverdue, func(h *head) error {
 			if h.state != stateRunning {
-				return nil
+				return errSkip
 			}
 			return t.attemptOverdue(h)
 		}},
-		{func() ([]string, error) { return t.ids(t.w.st.deadlinesPassed) }, func(h *head) error {
-			if h.state != stateQueued {
-				return nil
+		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
+			if !queued(h.state) {
+				return errSkip
 			}
-			return t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before the invocation ran"})
+			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
+		}},
+		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
+			if !queued(h.state) {
+				return errSkip
+			}
+			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
 		}},
 	} {
-		ids, err := step.stmt()
+		ids, err := t.ids(step.stmt, m.batch)
 		if err != nil {
-			return fmt.Errorf("maintenance: %w", err)
+			return r, fmt.Errorf("maintenance: %w", err)
 		}
 		for _, id := range ids {
 			h, ok, err := t.head(id)
 			if err != nil {
-				return err
+				return r, err
 			}
-			if ok {
-				if err := step.end(h); err != nil {
-					return err
-				}
+			if !ok {
+				continue
+			}
+			switch err := step.end(h); err {
+			case nil:
+				*step.count++
+			case errSkip:
+			default:
+				return r, err
 			}
 		}
 	}
-	if t.w.d.cfg.Retention > 0 {
-		cutoff := t.now.Add(-t.w.d.cfg.Retention)
-		if _, err := t.trim("", "", cutoff, 1000); err != nil {
-			return err
+	if m.retention > 0 {
+		cutoff := t.now.Add(-m.retention)
+		n, err := t.trim("", "", cutoff, m.batch)
+		if err != nil {
+			return r, err
 		}
-		if err := t.trimTopics(cutoff); err != nil {
-			return err
+		r.Trimmed = int(n)
+		if r.TopicsTrimmed, err = t.trimTopics(cutoff); err != nil {
+			return r, err
 		}
 	}
-	return nil
+	return r, nil
 }
 
-// ids runs a maintenance query that takes the time now and returns invocation ids.
-func (t *wtx) ids(stmt *sql.Stmt) ([]string, error) {
-	rs, err := stmt.QueryContext(t.ctx, t.ms)
+// errSkip tells runOnce that a row changed since it was found and was left alone.
+var errSkip = errors.New("skip")
+
+// ids runs a maintenance query that takes the time now and a limit, and returns invocation
+// ids.
+func (t *wtx) ids(stmt *sql.Stmt, limit int) ([]string, error) {
+	rs, err := stmt.QueryContext(t.ctx, t.ms, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -126,30 +163,30 @@ func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64,
 }
 
 // trimTopics deletes topics (and their frames) last posted to before cutoff.
-func (t *wtx) trimTopics(cutoff time.Time) error {
+func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
 	rs, err := t.w.st.staleTopics.QueryContext(t.ctx, cutoff.UnixMilli())
 	if err != nil {
-		return fmt.Errorf("trim topics: %w", err)
+		return 0, fmt.Errorf("trim topics: %w", err)
 	}
 	var names []string
 	for rs.Next() {
 		var name string
 		if err := rs.Scan(&name); err != nil {
 			rs.Close()
-			return fmt.Errorf("trim topics: %w", err)
+			return 0, fmt.Errorf("trim topics: %w", err)
 		}
 		names = append(names, name)
 	}
 	rs.Close()
 	for _, name := range names {
 		if _, err := t.w.st.deleteFrames.ExecContext(t.ctx, name); err != nil {
-			return fmt.Errorf("trim topic: %w", err)
+			return 0, fmt.Errorf("trim topic: %w", err)
 		}
 		if _, err := t.w.st.deleteTopic.ExecContext(t.ctx, name); err != nil {
-			return fmt.Errorf("trim topic: %w", err)
+			return 0, fmt.Errorf("trim topic: %w", err)
 		}
 	}
-	return rs.Err()
+	return len(names), rs.Err()
 }
 
 // InvocationTrim implements plane.Driver. Large trims run in transactions of 1,000 rows so

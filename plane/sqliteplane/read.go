@@ -47,7 +47,7 @@ func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plan
 	}
 	waitUntil := time.Now().Add(p.Timeout)
 	for {
-		changed, release := d.hub.watch(invocationKey(p.ID))
+		changed, release := d.hub.Watch(invocationKey(p.ID))
 		r, err := d.getRow(ctx, p.ID)
 		if err != nil {
 			release()
@@ -82,7 +82,11 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 		return 0, err
 	}
 	var n int64
-	err := d.reads.count.QueryRowContext(ctx, p.Namespace, p.Queue, state).Scan(&n)
+	also := state // queued counts delayed invocations too
+	if state == stateQueued {
+		also = stateDelayed
+	}
+	err := d.reads.count.QueryRowContext(ctx, p.Namespace, p.Queue, state, also).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count: %w", err)
 	}
@@ -117,7 +121,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 			out = append(out, plane.QueueStats{Namespace: ns, Queue: q, Counts: make(map[plane.State]int64)})
 		}
 		if n != 0 {
-			out[len(out)-1].Counts[stateNames[state]] = n
+			out[len(out)-1].Counts[stateName(state)] += n
 		}
 	}
 	if err := rs.Err(); err != nil {
@@ -179,7 +183,7 @@ func (r *readStatements) prepare(ctx context.Context, db *sql.DB) error {
 		sql  string
 	}{
 		{&r.row, `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`},
-		{&r.count, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state = ?`},
+		{&r.count, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ?1 AND queue = ?2 AND state IN (?3, ?4)`},
 		{&r.topicClosed, `SELECT closed FROM topics WHERE journal = ?`},
 		{&r.frames, `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`},
 	} {

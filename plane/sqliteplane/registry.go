@@ -14,14 +14,15 @@ import (
 
 // WorkerRegister implements plane.Driver.
 func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error {
-	if info.ID == "" || len(info.ID) > 128 {
-		return plane.Invalid("worker id", info.ID, "use 1–128 bytes")
+	if err := info.Validate(); err != nil {
+		return err
 	}
 	ns := cmp.Or(info.Namespace, plane.NamespaceDefault)
 	queues, _ := json.Marshal(info.Queues)
 	return d.do(ctx, func(t *wtx) error {
 		_, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO workers (id, namespace, host, pid, queues, started_ms, seen_ms)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO UPDATE SET seen_ms = ?7, queues = ?5`,
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7, queues = ?5,
+			host = ?3, pid = ?4`,
 			info.ID, ns, info.Host, info.PID, string(queues), cmp.Or(toMS(info.StartedAt), t.ms), t.ms)
 		if err != nil {
 			return fmt.Errorf("register worker: %w", err)
@@ -57,13 +58,12 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 	return out, rs.Err()
 }
 
-// InvocationList implements plane.Driver.
-func (d *Driver) InvocationList(ctx context.Context, params *plane.ListParams) (*plane.ListPage, error) {
-	return nil, plane.ErrNotImplemented
-}
-
 // WorkerRemove implements plane.Driver.
 func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
+	namespace = cmp.Or(namespace, plane.NamespaceDefault)
+	if err := (&plane.WorkerInfo{ID: id, Namespace: namespace}).Validate(); err != nil {
+		return err
+	}
 	return d.do(ctx, func(t *wtx) error {
 		if _, err := t.w.conn.ExecContext(t.ctx, `DELETE FROM workers WHERE namespace = ? AND id = ?`, namespace, id); err != nil {
 			return fmt.Errorf("remove worker: %w", err)

@@ -9,7 +9,11 @@ import (
 )
 
 // Stored state numbers. Terminal states are ≥ stateSucceeded (the retention index relies on it).
+// stateDelayed is internal: a queued invocation not yet claimable (a delayed submit, a retry
+// in backoff), kept out of the claim indexes until the writer promotes it to stateQueued;
+// every read reports it as queued.
 const (
+	stateDelayed   = -1
 	stateQueued    = 0
 	stateRunning   = 1
 	stateSucceeded = 2
@@ -21,6 +25,17 @@ const (
 
 var stateNames = [...]plane.State{plane.StateQueued, plane.StateRunning, plane.StateSucceeded,
 	plane.StateFailed, plane.StateCancelled, plane.StateKilled, plane.StateTimeout}
+
+// stateName is the public state of a stored state number.
+func stateName(n int) plane.State {
+	if n == stateDelayed {
+		return plane.StateQueued
+	}
+	return stateNames[n]
+}
+
+// queued reports whether a stored state is public "queued": claimable or delayed.
+func queued(state int) bool { return state == stateQueued || state == stateDelayed }
 
 func stateNumber(s plane.State) int {
 	for i, n := range stateNames {
@@ -75,7 +90,7 @@ func (r *row) invocation() *plane.Invocation {
 		Namespace:      r.namespace,
 		Queue:          r.queue,
 		Key:            r.key.String,
-		State:          stateNames[r.state],
+		State:          stateName(r.state),
 		Priority:       r.priority,
 		Payload:        r.payload,
 		Metadata:       decodeMetadata(r.metadata),

@@ -66,50 +66,18 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
 		return lost, err
 	}
-	switch p.Outcome {
-	case plane.OutcomeSucceeded:
-		result := p.Result
-		if result == nil {
-			result = []byte{0xc0} // msgpack nil: an ack without a result
-		}
-		return nil, t.finish(h, stateSucceeded, result, nil)
-	case plane.OutcomeRetry:
-		info := errorInfoOf(p.Error)
-		delay := p.RetryDelay
-		if delay <= 0 {
-			delay = t.backoff(h.attempt)
-		}
-		return nil, t.endAttempt(h, info, stateFailed, delay)
-	case plane.OutcomeTimedOut:
-		info := errorInfoOf(p.Error)
-		delay := p.RetryDelay
-		if delay <= 0 {
-			delay = t.backoff(h.attempt)
-		}
-		return nil, t.endAttempt(h, info, stateTimeout, delay)
-	default:
-		info := errorInfoOf(p.Error)
-		return nil, t.finish(h, stateFailed, nil, &info)
+	result := p.Result
+	if p.Outcome == plane.OutcomeSucceeded && result == nil {
+		result = []byte{0xc0} // msgpack nil: an ack without a result
 	}
-}
-
-func errorInfoOf(e *plane.ErrorInfo) plane.ErrorInfo {
-	if e == nil {
-		return plane.ErrorInfo{Type: "error", Message: "nacked without an error"}
-	}
-	info := *e
-	info.Type = cmp.Or(info.Type, "error")
-	return info
+	return nil, t.apply(h, plane.SettleTransition(p, h.attempt, h.maxAttempts, t.w.d.cfg.Backoff, t.w.rand.Float64), result)
 }
 
 // InvocationHeartbeatMany implements plane.Driver.
 func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
-	for _, p := range params {
-		if err := plane.ValidateID(p.ID); err != nil {
+	for i := range params {
+		if err := params[i].Validate(); err != nil {
 			return nil, err
-		}
-		if p.LeaseTTL < 0 {
-			return nil, plane.Invalid("lease", p.LeaseTTL, "use a duration ≥ 0 (0: the default 30 s)")
 		}
 	}
 	out := make([]plane.HeartbeatResult, len(params))
@@ -148,16 +116,16 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 
 // InvocationCancel implements plane.Driver.
 func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateQueued, stateCancelled, plane.ErrorInfo{Type: "cancelled", Message: "cancelled before it ran"})
+	return d.endIf(ctx, id, queued, stateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
 }
 
 // InvocationKill implements plane.Driver.
 func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateRunning, stateKilled, plane.ErrorInfo{Type: "killed", Message: "killed while running"})
+	return d.endIf(ctx, id, func(s int) bool { return s == stateRunning }, stateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
 }
 
-// endIf ends invocation id in state to, with info, when it is in state from.
-func (d *Driver) endIf(ctx context.Context, id string, from, to int, info plane.ErrorInfo) (bool, error) {
+// endIf ends invocation id in state to, with info, when from accepts its state.
+func (d *Driver) endIf(ctx context.Context, id string, from func(int) bool, to int, info plane.ErrorInfo) (bool, error) {
 	if err := plane.ValidateID(id); err != nil {
 		return false, err
 	}
@@ -173,7 +141,7 @@ func (d *Driver) endIf(ctx context.Context, id string, from, to int, info plane.
 			logical = plane.ErrNotFound
 			return nil
 		}
-		if h.state != from {
+		if !from(h.state) {
 			return nil
 		}
 		done = true

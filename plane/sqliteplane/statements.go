@@ -10,20 +10,21 @@ import (
 type statements struct {
 	all []*sql.Stmt
 
-	insert, idByKey, rowByID, rowByIDFull   *sql.Stmt
-	claimFIFO, claimFILO, claimPriority     *sql.Stmt
-	claimLevel, levels, nextAvailable       *sql.Stmt
-	setRunning, setQueued, setTerminal      *sql.Stmt
-	setLease, nextFrame                     *sql.Stmt
-	insertFrame, topicGet, topicPut         *sql.Stmt
-	countAdd, countDelete                   *sql.Stmt
-	expiredLeases, attemptsOverdue          *sql.Stmt
-	deadlinesPassed, finishedBefore         *sql.Stmt
-	deleteInvocation, deleteFrames          *sql.Stmt
-	staleTopics, deleteTopic                *sql.Stmt
-	begin, commit                           *sql.Stmt
-	admission, admissionTokens, queuedCount *sql.Stmt
-	ackHeld                                 *sql.Stmt
+	insert, idByKey, rowByID, rowByIDFull    *sql.Stmt
+	claimFIFO, claimFILO, claimPriority      *sql.Stmt
+	claimLevel, levels, promote, earliestDue *sql.Stmt
+	delayedDeadlinesPassed                   *sql.Stmt
+	setRunning, setQueued, setTerminal       *sql.Stmt
+	setLease, nextFrame                      *sql.Stmt
+	insertFrame, topicGet, topicPut          *sql.Stmt
+	countAdd, countDelete                    *sql.Stmt
+	expiredLeases, attemptsOverdue           *sql.Stmt
+	deadlinesPassed, finishedBefore          *sql.Stmt
+	deleteInvocation, deleteFrames           *sql.Stmt
+	staleTopics, deleteTopic                 *sql.Stmt
+	begin, commit                            *sql.Stmt
+	admission, admissionTokens, queuedCount  *sql.Stmt
+	ackHeld                                  *sql.Stmt
 }
 
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
@@ -37,7 +38,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.commit, `COMMIT`},
 		{&s.admission, `SELECT ` + admissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`},
 		{&s.admissionTokens, `UPDATE queues SET tokens = ?, tokens_ms = ? WHERE namespace = ? AND queue = ?`},
-		{&s.queuedCount, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state = 0`},
+		{&s.queuedCount, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state IN (0, -1)`},
 		// ackHeld succeeds an invocation only while the token holds a live lease within the
 		// attempt timeout; no row back means the slow path must say why.
 		{&s.ackHeld, `UPDATE invocations SET state = 2, result = ?1, finished_ms = ?2, lease_token = NULL,
@@ -47,7 +48,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 			RETURNING namespace, queue, priority`},
 		{&s.insert, `INSERT INTO invocations (id, namespace, queue, key, state, priority, payload,
 			metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
-			VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`},
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.idByKey, `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`},
 		{&s.rowByID, `SELECT seq, namespace, queue, state, priority, attempt, max_attempts,
 			lease_token, lease_expires_ms, attempt_deadline_ms, next_frame FROM invocations WHERE id = ?`},
@@ -57,10 +58,14 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.claimPriority, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY priority DESC, id LIMIT ?4`},
 		{&s.claimLevel, `SELECT ` + rowColumns + ` ` + claimWhere + ` AND priority = ?4 ORDER BY id LIMIT 1`},
 		{&s.levels, `SELECT priority, n FROM counts WHERE namespace = ? AND queue = ? AND state = 0 AND n > 0`},
-		{&s.nextAvailable, `SELECT min(available_ms) FROM invocations WHERE namespace = ? AND queue = ? AND state = 0`},
+		// promote makes delayed invocations that are due claimable, earliest first.
+		{&s.promote, `UPDATE invocations SET state = 0 WHERE seq IN (SELECT seq FROM invocations
+			WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT ?2) RETURNING namespace, queue, priority`},
+		{&s.earliestDue, `SELECT min(available_ms) FROM invocations WHERE state = -1`},
+		{&s.delayedDeadlinesPassed, `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
 		{&s.setRunning, `UPDATE invocations SET state = 1, attempt = ?, lease_token = ?, lease_expires_ms = ?,
 			attempt_deadline_ms = ?, started_ms = ?, worker = ? WHERE seq = ?`},
-		{&s.setQueued, `UPDATE invocations SET state = 0, available_ms = ?, lease_token = NULL,
+		{&s.setQueued, `UPDATE invocations SET state = ?, available_ms = ?, lease_token = NULL,
 			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ? WHERE seq = ?`},
 		{&s.setTerminal, `UPDATE invocations SET state = ?, result = ?, error = ?, finished_ms = ?,
 			lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0 WHERE seq = ?`},
@@ -73,9 +78,9 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.countAdd, `INSERT INTO counts (namespace, queue, state, priority, n) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (namespace, queue, state, priority) DO UPDATE SET n = n + excluded.n RETURNING n`},
 		{&s.countDelete, `DELETE FROM counts WHERE namespace = ? AND queue = ? AND state = ? AND priority = ? AND n = 0`},
-		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT 1000`},
-		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT 1000`},
-		{&s.deadlinesPassed, `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT 1000`},
+		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT ?`},
+		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT ?`},
+		{&s.deadlinesPassed, `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
 		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
 			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT ?4`},
 		{&s.deleteInvocation, `DELETE FROM invocations WHERE seq = ?`},

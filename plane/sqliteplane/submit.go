@@ -28,7 +28,7 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 		var changed <-chan struct{}
 		release := func() {}
 		if tk != nil {
-			changed, release = d.hub.watch(key)
+			changed, release = d.hub.Watch(key)
 		}
 		out, err := d.submitOnce(ctx, p, tk)
 		if !errors.Is(err, errBlocked) {
@@ -168,11 +168,22 @@ func (t *wtx) insert(namespace, queue string, s *plane.SubmitParams) (string, er
 	if payload == nil {
 		payload = []byte{}
 	}
-	if _, err := t.w.st.insert.ExecContext(t.ctx, id, namespace, queue, key, s.Priority, payload,
-		encodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), toMS(s.Deadline), t.ms, t.ms); err != nil {
+	state, due := stateQueued, t.ms
+	if s.Delay > 0 || !s.NotBefore.IsZero() {
+		// Due times are the plane's clock at millisecond precision, never the client's.
+		if due = s.DueAt(time.UnixMilli(t.ms)).UnixMilli(); due > t.ms {
+			state = stateDelayed
+		}
+	}
+	if _, err := t.w.st.insert.ExecContext(t.ctx, id, namespace, queue, key, state, s.Priority, payload,
+		encodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), toMS(s.Deadline), due, t.ms); err != nil {
 		return "", fmt.Errorf("submit: insert: %w", err)
 	}
-	t.count(namespace, queue, stateQueued, s.Priority, +1)
-	t.markClaimable(namespace, queue)
+	t.count(namespace, queue, state, s.Priority, +1)
+	if state == stateDelayed {
+		t.delayed(due)
+	} else {
+		t.markClaimable(namespace, queue)
+	}
 	return id, nil
 }

@@ -57,7 +57,22 @@ func (t *wtx) holds(h *head, token string) (error, error) {
 // attemptOverdue ends the attempt of h that outlived its attempt timeout: retried after a
 // backoff while attempts remain, else timeout.
 func (t *wtx) attemptOverdue(h *head) error {
-	return t.endAttempt(h, plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, stateTimeout, t.backoff(h.attempt))
+	return t.apply(h, plane.AttemptOverdueTransition(h.attempt, h.maxAttempts, t.w.d.cfg.Backoff, t.w.rand.Float64), nil)
+}
+
+// expireLease ends the attempt of h whose lease ran out: re-queued at once while attempts
+// remain, else timeout with the error "lease expired".
+func (t *wtx) expireLease(h *head) error {
+	return t.apply(h, plane.LeaseExpiredTransition(h.attempt, h.maxAttempts), nil)
+}
+
+// apply writes the transition tr (decided by plane's policy) to h: a retry re-queues it, any
+// other state finishes it, with result when it succeeded.
+func (t *wtx) apply(h *head, tr plane.Transition, result []byte) error {
+	if !tr.Retry() {
+		return t.finish(h, stateNumber(tr.State), result, tr.Error)
+	}
+	return t.requeue(h, tr.Error, tr.Delay)
 }
 
 // finish moves h to a terminal state. result is the success value; info the error.
@@ -84,35 +99,83 @@ func (t *wtx) finished(id, namespace, queue string, priority float64, from, to i
 	t.wake(journalKey(id))
 }
 
-// endAttempt ends h's running attempt as failed: re-queued after delay while attempts
-// remain, else finished in state final.
-func (t *wtx) endAttempt(h *head, info plane.ErrorInfo, final int, delay time.Duration) error {
-	if h.attempt >= h.maxAttempts {
-		return t.finish(h, final, nil, &info)
+// requeue puts h's ended attempt back in the queue, claimable after delay, recording info
+// as the error of the attempt that ended.
+func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration) error {
+	due := t.ms + delay.Milliseconds()
+	state := stateQueued
+	if due > t.ms {
+		state = stateDelayed // out of the claim indexes until the writer promotes it
 	}
-	info.Attempt = h.attempt
-	if _, err := t.w.st.setQueued.ExecContext(t.ctx, t.ms+delay.Milliseconds(), info.Encode(), h.seq); err != nil {
+	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), h.seq); err != nil {
 		return fmt.Errorf("requeue invocation %s: %w", h.id, err)
 	}
 	t.count(h.namespace, h.queue, h.state, h.priority, -1)
-	t.count(h.namespace, h.queue, stateQueued, h.priority, +1)
-	h.state = stateQueued
-	if delay > 0 {
-		// Parked claimers learn of a job in backoff through the hub and set a timer for it.
-		t.wake(queueKey(h.namespace, h.queue))
+	t.count(h.namespace, h.queue, state, h.priority, +1)
+	h.state = state
+	if state == stateDelayed {
+		t.delayed(due)
 	} else {
 		t.markClaimable(h.namespace, h.queue)
 	}
 	return nil
 }
 
-// expireLease ends the attempt of h whose lease ran out: re-queued at once while attempts
-// remain, else timeout with the error "lease expired".
-func (t *wtx) expireLease(h *head) error {
-	return t.endAttempt(h, plane.ErrorInfo{Type: "lease_expired", Message: "lease expired"}, stateTimeout, 0)
+// delayed notes that the transaction stored a delayed invocation due at dueMS, so the
+// writer's alarm goes off for it.
+func (t *wtx) delayed(dueMS int64) {
+	if w := t.w; w.nextDue != dueUnknown && dueMS < w.nextDue {
+		w.nextDue = dueMS
+	}
 }
 
-// backoff returns the retry delay after attempt failed.
-func (t *wtx) backoff(attempt int) time.Duration {
-	return t.w.d.cfg.Backoff.Delay(attempt, t.w.rand.Float64())
+// promoteDue makes up to limit delayed invocations whose time has come claimable, earliest
+// first, and marks their queues so parked claimers get them in this transaction. When the
+// writer knows that nothing is due it costs nothing; otherwise one index probe. It returns
+// how many it promoted.
+func (t *wtx) promoteDue(limit int) (int, error) {
+	w := t.w
+	if w.nextDue == dueUnknown {
+		if err := t.readNextDue(); err != nil {
+			return 0, err
+		}
+	}
+	if w.nextDue > t.ms {
+		return 0, nil
+	}
+	rs, err := w.st.promote.QueryContext(t.ctx, t.ms, limit)
+	if err != nil {
+		return 0, fmt.Errorf("promote delayed invocations: %w", err)
+	}
+	n := 0
+	for rs.Next() {
+		var ns, q string
+		var priority float64
+		if err := rs.Scan(&ns, &q, &priority); err != nil {
+			rs.Close()
+			return n, fmt.Errorf("promote delayed invocations: %w", err)
+		}
+		t.count(ns, q, stateDelayed, priority, -1)
+		t.count(ns, q, stateQueued, priority, +1)
+		t.markClaimable(ns, q)
+		n++
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return n, fmt.Errorf("promote delayed invocations: %w", err)
+	}
+	return n, t.readNextDue()
+}
+
+// readNextDue reads the earliest due time of the delayed invocations into the writer.
+func (t *wtx) readNextDue() error {
+	var next sql.NullInt64
+	if err := t.w.st.earliestDue.QueryRowContext(t.ctx).Scan(&next); err != nil {
+		return fmt.Errorf("read the earliest due time: %w", err)
+	}
+	t.w.nextDue = dueNone
+	if next.Valid {
+		t.w.nextDue = max(next.Int64, 1) // 0 would read as unknown
+	}
+	return nil
 }

@@ -1,0 +1,74 @@
+package sqlitedb
+
+import "sync"
+
+// Hub wakes waiters after the commits that concern them. A waiter watches a key (a row, a
+// queue, anything the caller names) before it reads, then waits on the channel, so a commit
+// between its read and its wait is never missed. Notify closes the key's channel; the next
+// Watch makes a fresh one. The zero Hub is not usable; make one with NewHub. Safe for
+// concurrent use.
+type Hub struct {
+	mu   sync.Mutex
+	keys map[string]*watch
+}
+
+type watch struct {
+	ch       chan struct{}
+	watchers int
+}
+
+// NewHub returns an empty hub.
+func NewHub() *Hub { return &Hub{keys: make(map[string]*watch)} }
+
+// Watch returns a channel closed at the next Notify of key (or NotifyAll), and a release
+// func the waiter must call when it stops waiting.
+func (h *Hub) Watch(key string) (<-chan struct{}, func()) {
+	h.mu.Lock()
+	w := h.keys[key]
+	if w == nil {
+		w = &watch{ch: make(chan struct{})}
+		h.keys[key] = w
+	}
+	w.watchers++
+	h.mu.Unlock()
+	return w.ch, func() {
+		h.mu.Lock()
+		w.watchers--
+		if w.watchers == 0 && h.keys[key] == w {
+			delete(h.keys, key)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// Notify wakes every waiter of the keys.
+func (h *Hub) Notify(keys map[string]struct{}) {
+	if len(keys) == 0 {
+		return
+	}
+	h.mu.Lock()
+	for k := range keys {
+		if w := h.keys[k]; w != nil {
+			close(w.ch)
+			delete(h.keys, k)
+		}
+	}
+	h.mu.Unlock()
+}
+
+// NotifyAll wakes every waiter (another process changed the file, or the store closed).
+func (h *Hub) NotifyAll() {
+	h.mu.Lock()
+	for k, w := range h.keys {
+		close(w.ch)
+		delete(h.keys, k)
+	}
+	h.mu.Unlock()
+}
+
+// Waiting reports whether anyone waits.
+func (h *Hub) Waiting() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.keys) > 0
+}

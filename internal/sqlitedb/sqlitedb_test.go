@@ -1,0 +1,220 @@
+package sqlitedb
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var schema = fstest.MapFS{
+	"001_items.sql": {Data: []byte(`CREATE TABLE items (id INTEGER PRIMARY KEY, v TEXT NOT NULL UNIQUE);`)},
+	"002_more.sql":  {Data: []byte(`ALTER TABLE items ADD COLUMN n INTEGER NOT NULL DEFAULT 0;`)},
+}
+
+type tx struct {
+	ctx     context.Context
+	writes  int
+	flushed bool
+}
+
+func open(t *testing.T, path string) (*DB, *Writer[*tx], *Hub, *[]bool) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := Open(path, nil)
+	require.NoError(t, err)
+	conn, err := db.Write.Conn(ctx)
+	require.NoError(t, err)
+	require.NoError(t, Migrate(ctx, conn, schema))
+	hub := NewHub()
+	var mu sync.Mutex
+	ends := &[]bool{}
+	w, err := NewWriter(ctx, WriterConfig[*tx]{
+		Conn:    conn,
+		Begin:   func(ctx context.Context) *tx { return &tx{ctx: ctx} },
+		Flush:   func(x *tx) error { x.flushed = true; return nil },
+		End:     func(x *tx, ok bool) { mu.Lock(); *ends = append(*ends, ok); mu.Unlock() },
+		Foreign: func(err error) { hub.NotifyAll() },
+		Waiting: hub.Waiting,
+	})
+	require.NoError(t, err)
+	go w.Run()
+	t.Cleanup(func() {
+		w.Stop()
+		<-w.Stopped()
+		require.NoError(t, db.Close())
+	})
+	return db, w, hub, ends
+}
+
+func TestOpenRefusesBadPaths(t *testing.T) {
+	_, err := Open("", nil)
+	var pe *PathError
+	require.ErrorAs(t, err, &pe)
+	_, err = Open(filepath.Join(t.TempDir(), "missing", "x.db"), nil)
+	require.ErrorAs(t, err, &pe)
+	require.Contains(t, pe.Error(), "directory must exist")
+	_, err = Open(filepath.Join(t.TempDir(), "x.db"), &Options{Synchronous: "OFF"})
+	require.ErrorIs(t, err, ErrSynchronous)
+}
+
+func TestFileIsWALFull(t *testing.T) {
+	db, w, _, _ := open(t, filepath.Join(t.TempDir(), "x.db"))
+	var journal string
+	var sync int
+	require.NoError(t, w.Do(context.Background(), func(x *tx) error {
+		return nil
+	}))
+	require.NoError(t, db.Read.QueryRow("PRAGMA journal_mode").Scan(&journal))
+	require.Equal(t, "wal", journal)
+	require.NoError(t, db.Read.QueryRow("PRAGMA synchronous").Scan(&sync))
+	require.Equal(t, 2, sync) // FULL
+	_, err := db.Read.Exec("INSERT INTO items (v) VALUES ('x')")
+	require.Error(t, err, "the read pool is query-only")
+}
+
+func TestWriterGroupsAndIsolatesFailures(t *testing.T) {
+	for _, path := range []string{Memory, filepath.Join(t.TempDir(), "x.db")} {
+		db, w, _, ends := open(t, path)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		errs := make([]error, 50)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v := "v" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+				if i == 7 {
+					v = "va" + "a" // a duplicate of op 0's value: a unique violation
+				}
+				errs[i] = w.Do(ctx, func(x *tx) error {
+					conn := w.cfg.Conn
+					_, err := conn.ExecContext(x.ctx, "INSERT INTO items (v, n) VALUES (?, ?)", v, i)
+					return err
+				})
+			}()
+		}
+		wg.Wait()
+		failed := 0
+		for _, err := range errs {
+			if err != nil {
+				failed++
+			}
+		}
+		require.Equal(t, 1, failed, "only the duplicate fails: %v", errs)
+		var n int
+		require.NoError(t, db.Read.QueryRow("SELECT count(*) FROM items").Scan(&n))
+		require.Equal(t, 49, n)
+		require.Contains(t, *ends, true)
+		require.Contains(t, *ends, false)
+	}
+}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	open(t, path)
+	db, err := Open(path, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	conn, err := db.Write.Conn(context.Background())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, Migrate(context.Background(), conn, schema))
+	var v int
+	require.NoError(t, conn.QueryRowContext(context.Background(), "PRAGMA user_version").Scan(&v))
+	require.Equal(t, 2, v)
+}
+
+func TestForeignCommitWakesWaiters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	_, _, hub, _ := open(t, path)
+	_, other, _, _ := open(t, path) // a second "process" on the same file
+	changed, release := hub.Watch("anything")
+	defer release()
+	require.NoError(t, other.Do(context.Background(), func(x *tx) error {
+		_, err := other.cfg.Conn.ExecContext(x.ctx, "INSERT INTO items (v) VALUES ('other')")
+		return err
+	}))
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a commit of another connection did not wake the waiter")
+	}
+}
+
+func TestTasksRunAndDoAfterStopFails(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(Memory, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	conn, err := db.Write.Conn(ctx)
+	require.NoError(t, err)
+	ran := make(chan struct{}, 10)
+	w, err := NewWriter(ctx, WriterConfig[*tx]{
+		Conn:  conn,
+		Begin: func(ctx context.Context) *tx { return &tx{ctx: ctx} },
+		Tasks: []Task[*tx]{{Name: "tick", Interval: time.Millisecond, Apply: func(*tx) error {
+			select {
+			case ran <- struct{}{}:
+			default:
+			}
+			return nil
+		}}},
+	})
+	require.NoError(t, err)
+	go w.Run()
+	<-ran
+	<-ran
+	w.Stop()
+	<-w.Stopped()
+	require.True(t, errors.Is(w.Do(ctx, func(*tx) error { return nil }), ErrClosed))
+}
+
+func TestAlarmRunsWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(Memory, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	conn, err := db.Write.Conn(ctx)
+	require.NoError(t, err)
+	ran := make(chan time.Time, 10)
+	var w *Writer[*tx]
+	asks := 0
+	w, err = NewWriter(ctx, WriterConfig[*tx]{
+		Conn:  conn,
+		Begin: func(ctx context.Context) *tx { return &tx{ctx: ctx} },
+		Alarm: func(*tx) error { ran <- time.Now(); return nil },
+		AlarmIn: func() (time.Duration, bool) {
+			asks++ // the writer's goroutine only
+			switch asks {
+			case 1:
+				return -1, true // at start: no alarm
+			case 2:
+				return 50 * time.Millisecond, true // after the first Do
+			default:
+				return 0, false // leave it: it must not fire again
+			}
+		},
+	})
+	require.NoError(t, err)
+	go w.Run()
+	defer func() { w.Stop(); <-w.Stopped() }()
+	start := time.Now()
+	require.NoError(t, w.Do(ctx, func(*tx) error { return nil }))
+	select {
+	case at := <-ran:
+		require.GreaterOrEqual(t, at.Sub(start), 40*time.Millisecond)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the alarm did not run")
+	}
+	select {
+	case <-ran:
+		t.Fatal("the alarm ran twice")
+	case <-time.After(150 * time.Millisecond):
+	}
+}

@@ -1,0 +1,317 @@
+package sqlitedb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// MaxBatchDefault bounds the operations one transaction drains when WriterConfig.MaxBatch
+// is 0.
+const MaxBatchDefault = 512
+
+// ErrClosed is returned by Writer.Do once the writer has stopped.
+var ErrClosed = errors.New("writer closed")
+
+// Writer is a group-commit writer: one goroutine (Run) owns the write connection, drains
+// every operation waiting at that moment (up to MaxBatch) into one BEGIN IMMEDIATE
+// transaction, and commits once, so throughput is many operations per fsync. T is the
+// per-transaction state the operations of a batch share (made by WriterConfig.Begin).
+//
+// An operation that fails with an error rolls the whole transaction back; the writer then
+// runs each operation of the batch alone in its own transaction, so one bad operation
+// cannot fail the others. Operations therefore may run twice and must set their outcome
+// afresh each time; they report caller mistakes through variables they close over and
+// return only infrastructure errors.
+type Writer[T any] struct {
+	cfg           WriterConfig[T]
+	begin, commit *sql.Stmt
+	watch         *CommitWatch
+	ops           chan *op[T] // unbuffered: a send succeeds only while the writer runs
+	stop          chan struct{}
+	stopped       chan struct{}
+}
+
+// WriterConfig configures a Writer. Conn and Begin are required.
+type WriterConfig[T any] struct {
+	// Conn is the write connection (from DB.Write.Conn), owned by the writer from now on:
+	// Run closes it when it returns.
+	Conn *sql.Conn
+	// MaxBatch bounds the operations of one transaction. Defaults to MaxBatchDefault.
+	MaxBatch int
+	// Begin makes the state of a new transaction, right after BEGIN IMMEDIATE and the check
+	// for other processes' commits.
+	Begin func(ctx context.Context) T
+	// Flush runs after the batch's operations, before COMMIT (write what they accumulated).
+	// An error rolls the transaction back. Optional.
+	Flush func(tx T) error
+	// End runs right after COMMIT (committed true) or ROLLBACK (false), before the
+	// operations' callers are answered: wake waiters, or drop caches. Optional.
+	End func(tx T, committed bool)
+	// Foreign runs in the writer's goroutine when another process committed since the
+	// writer's last look (err nil), or when that could not be read (err set): drop caches,
+	// wake waiters. It is checked at the start of every transaction and, every
+	// PollInterval, while Waiting reports true. Optional.
+	Foreign func(err error)
+	// Waiting reports whether anyone waits for a change, which turns on the poll for other
+	// processes' commits. Nil never polls.
+	Waiting func() bool
+	// PollInterval is the period of that poll. Defaults to 20 ms.
+	PollInterval time.Duration
+	// Tasks run periodically in the writer, each in a transaction of its own batch.
+	Tasks []Task[T]
+	// Alarm is work the caller schedules itself (for instance, the moment a delayed row
+	// becomes due): after every transaction, and once at start, the writer calls AlarmIn,
+	// which returns when to run Alarm next (in < 0: not at all; in ≤ 0 with set: at once)
+	// or set false to leave the alarm as it is. Alarm runs in a transaction of its own batch.
+	// AlarmIn runs in the writer's goroutine and must be cheap. Both optional.
+	Alarm   func(tx T) error
+	AlarmIn func() (in time.Duration, set bool)
+	// Logger receives task failures. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Stopped runs when Run returns, after the last transaction and before the connection
+	// closes (close prepared statements here). Optional.
+	Stopped func()
+}
+
+// Task is periodic work of a Writer: Apply runs every Interval inside a transaction.
+type Task[T any] struct {
+	// Name names the task in log lines.
+	Name string
+	// Interval is the period; it must be positive.
+	Interval time.Duration
+	// Apply is the work, as an operation of Do.
+	Apply func(tx T) error
+}
+
+type op[T any] struct {
+	apply func(tx T) error
+	done  chan struct{} // nil for a task
+	task  *Task[T]
+	err   error
+}
+
+// NewWriter prepares the writer's statements on cfg.Conn and reads the data version. Start
+// it with go w.Run().
+func NewWriter[T any](ctx context.Context, cfg WriterConfig[T]) (*Writer[T], error) {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = MaxBatchDefault
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 20 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	w := &Writer[T]{cfg: cfg, ops: make(chan *op[T]), stop: make(chan struct{}), stopped: make(chan struct{})}
+	var err error
+	if w.begin, err = cfg.Conn.PrepareContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return nil, fmt.Errorf("prepare BEGIN: %w", err)
+	}
+	if w.commit, err = cfg.Conn.PrepareContext(ctx, "COMMIT"); err != nil {
+		w.begin.Close()
+		return nil, fmt.Errorf("prepare COMMIT: %w", err)
+	}
+	w.watch = NewCommitWatch(ctx, cfg.Conn)
+	return w, nil
+}
+
+// Do hands apply to the writer and waits for the commit (or rollback) of the transaction
+// that ran it; its error is apply's, the transaction's, or ErrClosed when the writer has
+// stopped. Once the writer took the operation, Do waits for its answer even if ctx ends,
+// so a caller never mistakes a committed write for a failed one.
+func (w *Writer[T]) Do(ctx context.Context, apply func(tx T) error) error {
+	o := &op[T]{apply: apply, done: make(chan struct{})}
+	select {
+	case w.ops <- o:
+	case <-w.stopped:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-o.done
+	return o.err
+}
+
+// Stop asks Run to answer the operation being handed to it, if any, and return. It does
+// not wait; wait on Stopped.
+func (w *Writer[T]) Stop() { close(w.stop) }
+
+// Stopped is closed when Run has returned.
+func (w *Writer[T]) Stopped() <-chan struct{} { return w.stopped }
+
+// Run is the writer loop. It returns after Stop.
+func (w *Writer[T]) Run() {
+	defer close(w.stopped)
+	defer w.cfg.Conn.Close()
+	defer func() {
+		if w.cfg.Stopped != nil {
+			w.cfg.Stopped()
+		}
+		w.begin.Close()
+		w.commit.Close()
+	}()
+	poll := time.NewTicker(w.cfg.PollInterval)
+	defer poll.Stop()
+	tasks := make(chan *op[T])
+	quit := make(chan struct{})
+	defer close(quit)
+	for i := range w.cfg.Tasks {
+		task := &w.cfg.Tasks[i]
+		o := &op[T]{apply: task.Apply, task: task}
+		go func() {
+			tick := time.NewTicker(task.Interval)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					select {
+					case tasks <- o:
+					case <-quit:
+						return
+					}
+				case <-quit:
+					return
+				}
+			}
+		}()
+	}
+	alarm := time.NewTimer(time.Hour)
+	alarm.Stop()
+	defer alarm.Stop()
+	alarmTask := &Task[T]{Name: "alarm", Apply: w.cfg.Alarm}
+	alarmOp := &op[T]{apply: w.cfg.Alarm, task: alarmTask}
+	rearm := func() {
+		if w.cfg.AlarmIn == nil || w.cfg.Alarm == nil {
+			return
+		}
+		if in, set := w.cfg.AlarmIn(); set {
+			if in < 0 {
+				alarm.Stop()
+			} else {
+				alarm.Reset(max(in, 0))
+			}
+		}
+	}
+	rearm()
+	batch := make([]*op[T], 0, w.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case o := <-w.ops:
+			batch = append(batch, o)
+		case o := <-tasks:
+			batch = append(batch, o)
+		case <-alarm.C:
+			batch = append(batch, alarmOp)
+		case <-poll.C:
+			if w.cfg.Waiting != nil && w.cfg.Waiting() {
+				w.checkForeign(context.Background())
+			}
+			continue
+		case <-w.stop:
+			// Answer whoever is handing us an op right now, then stop.
+			for {
+				select {
+				case o := <-w.ops:
+					w.run([]*op[T]{o})
+					continue
+				default:
+				}
+				return
+			}
+		}
+	gather:
+		for len(batch) < w.cfg.MaxBatch {
+			select {
+			case o := <-w.ops:
+				batch = append(batch, o)
+			default:
+				break gather
+			}
+		}
+		w.run(batch)
+		rearm()
+	}
+}
+
+// run commits batch in one transaction. If that fails, each op is retried alone.
+func (w *Writer[T]) run(batch []*op[T]) {
+	err := w.transact(batch)
+	if err != nil && len(batch) > 1 {
+		for _, o := range batch {
+			w.run([]*op[T]{o})
+		}
+		return
+	}
+	for _, o := range batch {
+		o.err = err
+		if o.done != nil {
+			close(o.done)
+		}
+	}
+	if err != nil && len(batch) == 1 && batch[0].task != nil {
+		w.cfg.Logger.Warn(batch[0].task.Name+" failed", "error", err)
+	}
+}
+
+func (w *Writer[T]) transact(batch []*op[T]) error {
+	ctx := context.Background()
+	if err := w.beginTx(ctx); err != nil {
+		return err
+	}
+	w.checkForeign(ctx)
+	tx := w.cfg.Begin(ctx)
+	var err error
+	for _, o := range batch {
+		if err = o.apply(tx); err != nil {
+			break
+		}
+	}
+	if err == nil && w.cfg.Flush != nil {
+		err = w.cfg.Flush(tx)
+	}
+	if err == nil {
+		if _, err = w.commit.ExecContext(ctx); err == nil {
+			if w.cfg.End != nil {
+				w.cfg.End(tx, true)
+			}
+			return nil
+		}
+	}
+	if w.cfg.End != nil {
+		w.cfg.End(tx, false)
+	}
+	if _, rerr := w.cfg.Conn.ExecContext(ctx, "ROLLBACK"); rerr != nil && !IsNoTransaction(rerr) {
+		w.cfg.Logger.Warn("rollback failed", "error", rerr)
+	}
+	return err
+}
+
+// beginTx starts a write transaction, waiting out other processes' write locks: SQLITE_BUSY
+// is retried (after busy_timeout already waited) so callers never see "database is locked".
+func (w *Writer[T]) beginTx(ctx context.Context) error {
+	delay := time.Millisecond
+	for attempt := 0; ; attempt++ {
+		_, err := w.begin.ExecContext(ctx)
+		if err == nil {
+			return nil
+		}
+		if !IsBusy(err) || attempt >= 100 {
+			return fmt.Errorf("begin write transaction: %w", err)
+		}
+		time.Sleep(delay)
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// checkForeign calls Foreign when another process committed since the last look. Right
+// after BEGIN IMMEDIATE nobody else can commit, so what the transaction reads is current.
+func (w *Writer[T]) checkForeign(ctx context.Context) {
+	if changed, err := w.watch.Changed(ctx); changed && w.cfg.Foreign != nil {
+		w.cfg.Foreign(err)
+	}
+}

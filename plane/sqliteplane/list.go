@@ -1,0 +1,115 @@
+package sqliteplane
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// listColumns are rowColumns without the payload and result bytes, which a listing leaves
+// out.
+var listColumns = strings.NewReplacer("payload,", "NULL,", "result,", "NULL,").Replace(rowColumns)
+
+// The listing walks invocations_queue (namespace, queue, state, id): one range per stored
+// state it lists, each read from the cursor in id order and only as far as the page needs
+// (covering: ids only), merged here; then the page's rows are read by id.
+const (
+	listNewest = `SELECT id FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = ?3 AND id < ?4 ORDER BY id DESC LIMIT ?5`
+	listOldest = `SELECT id FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = ?3 AND id > ?4 ORDER BY id LIMIT ?5`
+)
+
+// allStates are the stored states, delayed included.
+var allStates = []int{stateDelayed, stateQueued, stateRunning, stateSucceeded, stateFailed, stateCancelled, stateKilled, stateTimeout}
+
+// InvocationList implements plane.Driver. A page costs O(Limit · states listed) index
+// entries, whatever the queue's size, in one read transaction (it never blocks the writer).
+// With a KeyPrefix a page examines at most plane.ListScanFactor × Limit invocations, so it
+// may come back short with a Next cursor.
+func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plane.ListPage, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	limit := cmp.Or(p.Limit, plane.ListLimitDefault)
+	budget := limit
+	if p.KeyPrefix != "" {
+		budget = limit * plane.ListScanFactor
+	}
+	states := allStates
+	switch {
+	case p.State == plane.StateQueued:
+		states = []int{stateQueued, stateDelayed}
+	case p.State != "":
+		states = []int{stateNumber(p.State)}
+	}
+	query, after := listNewest, cmp.Or(p.After, "~") // "~" sorts after every ULID
+	if p.Oldest {
+		query, after = listOldest, p.After
+	}
+	tx, err := d.readDB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	defer tx.Rollback()
+	var ids []string
+	for _, state := range states {
+		rs, err := tx.QueryContext(ctx, query, p.Namespace, p.Queue, state, after, budget+1)
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		for rs.Next() {
+			var id string
+			if err := rs.Scan(&id); err != nil {
+				rs.Close()
+				return nil, fmt.Errorf("list: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+	}
+	slices.Sort(ids)
+	if !p.Oldest {
+		slices.Reverse(ids)
+	}
+	get, err := tx.PrepareContext(ctx, `SELECT `+listColumns+` FROM invocations WHERE id = ?`)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	defer get.Close()
+	page := &plane.ListPage{Invocations: []*plane.Invocation{}}
+	for i, id := range ids {
+		if i == budget {
+			page.Next = ids[i-1] // examined the budget: go on from here next page
+			break
+		}
+		r, err := scanRow(get.QueryRowContext(ctx, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		if p.KeyPrefix != "" && !strings.HasPrefix(r.key.String, p.KeyPrefix) {
+			continue
+		}
+		page.Invocations = append(page.Invocations, r.invocation())
+		if len(page.Invocations) == limit {
+			if i+1 < len(ids) {
+				page.Next = id
+			}
+			break
+		}
+	}
+	return page, nil
+}
