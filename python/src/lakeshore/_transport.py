@@ -47,6 +47,9 @@ LONG_POLL_MAX = 60.0
 
 _REQUEST_MARGIN = 30.0
 
+_LONG_POOLS = 16
+_LONG_POOL_CONNECTIONS = 64
+
 
 class Portal:
     """An asyncio event loop running on a daemon thread, started on first use."""
@@ -85,7 +88,10 @@ class Portal:
                 def run() -> None:
                     asyncio.set_event_loop(new_loop)
                     new_loop.call_soon(ready.set)
-                    new_loop.run_forever()
+                    try:
+                        new_loop.run_forever()
+                    finally:
+                        new_loop.close()
 
                 thread = threading.Thread(target=run, name=self._name, daemon=True)
                 thread.start()
@@ -133,25 +139,36 @@ class Portal:
         return await asyncio.wrap_future(fut)
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None, timeout: float = 5.0) -> None:
-        """Run cleanup on the loop (if it was started), then stop the loop and its thread."""
+        """Cancel what runs on the loop, run cleanup there, then stop the loop and its thread."""
         with self._lock:
             self._closed = True
             loop, thread = self._loop, self._thread
             self._loop, self._thread = None, None
         if loop is None or thread is None or self._pid != os.getpid():
             return
-        if cleanup is not None and not (thread.ident == threading.get_ident()):
 
-            async def finish() -> None:
-                await cleanup()
+        async def shutdown() -> None:
+            me = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks() if t is not me]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if cleanup is not None:
+                try:
+                    await cleanup()
+                except Exception:
+                    pass
 
-            try:
-                asyncio.run_coroutine_threadsafe(finish(), loop).result(timeout)
-            except Exception:
-                pass
+        if thread.ident == threading.get_ident():
+            loop.create_task(shutdown()).add_done_callback(lambda _: loop.stop())
+            return
+        fut = asyncio.run_coroutine_threadsafe(shutdown(), loop)
+        try:
+            fut.result(timeout)
+        except Exception:
+            pass
         loop.call_soon_threadsafe(loop.stop)
-        if thread.ident != threading.get_ident():
-            thread.join(timeout)
+        thread.join(timeout)
 
 
 _portals: weakref.WeakSet[Portal] = weakref.WeakSet()
@@ -189,7 +206,6 @@ class HttpTransport:
         *,
         retry_for: float = 10.0,
         connect_timeout: float = 5.0,
-        max_connections: int = 1024,
     ) -> None:
         url = url.rstrip("/")
         if not url.startswith(("http://", "https://")):
@@ -203,29 +219,42 @@ class HttpTransport:
         self.token = token
         self.retry_for = retry_for
         self._connect_timeout = connect_timeout
-        self._max_connections = max_connections
-        self._client: httpx.AsyncClient | None = None
+        # Short calls get a pool of their own; long-polls spread over several pools.
+        # httpcore's pool does work per waiting request on every change, so one pool holding
+        # a thousand long-polls would slow every other call of the process.
+        self._short: httpx.AsyncClient | None = None
+        self._long: list[httpx.AsyncClient] = []
+        self._next_long = 0
         self._client_pid = 0
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None or self._client_pid != os.getpid():
-            headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
-            if self.token:
-                headers["Authorization"] = f"Bearer {self.token}"
-            self._client = httpx.AsyncClient(
-                base_url=self.url,
-                headers=headers,
-                limits=httpx.Limits(max_connections=self._max_connections, max_keepalive_connections=256),
-                timeout=httpx.Timeout(_REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
-            )
+    def _new_client(self, max_connections: int) -> httpx.AsyncClient:
+        headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            timeout=httpx.Timeout(_REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
+        )
+
+    def _http(self, long_poll: bool) -> httpx.AsyncClient:
+        if self._short is None or self._client_pid != os.getpid():
+            self._short = self._new_client(64)
+            self._long = [self._new_client(_LONG_POOL_CONNECTIONS) for _ in range(_LONG_POOLS)]
             self._client_pid = os.getpid()
-        return self._client
+        if not long_poll:
+            return self._short
+        self._next_long = (self._next_long + 1) % len(self._long)
+        return self._long[self._next_long]
 
     async def aclose(self) -> None:
         """Close the connections (on the loop that made them)."""
-        client, self._client = self._client, None
-        if client is not None and self._client_pid == os.getpid():
-            await client.aclose()
+        clients = [c for c in [self._short, *self._long] if c is not None]
+        self._short, self._long = None, []
+        if self._client_pid == os.getpid():
+            for c in clients:
+                await c.aclose()
 
     async def call(
         self,
@@ -249,7 +278,7 @@ class HttpTransport:
             errors.DispatchError: the server's error, rebuilt from its body, or
                 :class:`~lakeshore.errors.UnavailableError` when it could not be reached.
         """
-        client = self._http()
+        client = self._http(wait > 0)
         content = pack(body) if body is not None else None
         headers = {"Content-Type": "application/msgpack"} if content is not None else None
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
