@@ -573,3 +573,20 @@ def test_blocking_call_from_the_portal_thread_is_refused(dispatch: HttpDispatch,
 
 if sys.platform == "win32":  # pragma: no cover
     pytestmark = pytest.mark.skip("the server tests run on POSIX")
+
+
+def test_the_quickstart_example_runs(server: Server) -> None:
+    import subprocess
+
+    script = lakeshore_root() / "examples" / "python" / "quickstart.py"
+    env = dict(os.environ, LAKESHORE_URL=server.url, LAKESHORE_TOKEN=server.admin_token)
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "progress {'of': 3, 'step': 0}" in r.stdout  # maps come back with sorted keys
+    assert r.stdout.count("6.66666") == 4  # 1·0 + 2·⅓ + 3·⅔ + 4·1 for each fan-out job
+
+
+def lakeshore_root() -> Any:
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[2]

@@ -91,7 +91,8 @@ __all__ = [
     "UnauthorizedError",
     "ForbiddenError",
     "UnavailableError",
-    "TimeoutError",
 ]
+# lakeshore.TimeoutError (a subclass of the builtin) is left out of __all__ so that a star
+# import does not shadow the builtin TimeoutError.
 
 __version__ = "0.1.0.dev0"

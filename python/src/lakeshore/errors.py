@@ -184,15 +184,18 @@ class AdmissionError(DispatchError):
 
     @property
     def queue(self) -> str:
+        """``namespace/queue`` that refused the submit."""
         return str(self.details.get("queue", ""))
 
     @property
     def retry_after(self) -> float:
+        """Seconds after which a retry may succeed (0 when unknown)."""
         v = self.details.get("retry_after", 0)
         return float(v) if isinstance(v, (int, float)) else 0.0
 
     @property
     def detail(self) -> str:
+        """The admission's own explanation."""
         return str(self.details.get("detail", ""))
 
 

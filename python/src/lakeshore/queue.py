@@ -662,6 +662,7 @@ class QueueCore:
         return int(ans["seq"])
 
     def topic_path(self, topic: str) -> str:
+        """The path of a topic's routes."""
         return f"{self.path}/topics/{topic}"
 
     # -- worker --------------------------------------------------------------------------
