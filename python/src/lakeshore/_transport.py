@@ -47,6 +47,7 @@ LONG_POLL_MAX = 60.0
 
 _REQUEST_MARGIN = 30.0
 
+_SHORT_POOL_CONNECTIONS = 64
 _LONG_POOLS = 16
 _LONG_POOL_CONNECTIONS = 64
 
@@ -225,6 +226,7 @@ class HttpTransport:
         self._short: httpx.AsyncClient | None = None
         self._long: list[httpx.AsyncClient] = []
         self._next_long = 0
+        self._slots: dict[int, asyncio.Semaphore] = {}
         self._client_pid = 0
 
     def _new_client(self, max_connections: int) -> httpx.AsyncClient:
@@ -238,15 +240,26 @@ class HttpTransport:
             timeout=httpx.Timeout(_REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
         )
 
-    def _http(self, long_poll: bool) -> httpx.AsyncClient:
+    def _http(self, long_poll: bool) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        """A client and the semaphore bounding its requests in flight to its connections.
+
+        httpcore's pool does work per queued request whenever a request starts or ends, so
+        a burst of thousands queued in one pool takes quadratic time (and times out its
+        connects); requests wait on the semaphore instead, in O(1)."""
         if self._short is None or self._client_pid != os.getpid():
-            self._short = self._new_client(64)
+            self._short = self._new_client(_SHORT_POOL_CONNECTIONS)
             self._long = [self._new_client(_LONG_POOL_CONNECTIONS) for _ in range(_LONG_POOLS)]
+            self._slots = {
+                id(c): asyncio.Semaphore(_LONG_POOL_CONNECTIONS if c is not self._short else _SHORT_POOL_CONNECTIONS)
+                for c in [self._short, *self._long]
+            }
             self._client_pid = os.getpid()
         if not long_poll:
-            return self._short
-        self._next_long = (self._next_long + 1) % len(self._long)
-        return self._long[self._next_long]
+            client = self._short
+        else:
+            self._next_long = (self._next_long + 1) % len(self._long)
+            client = self._long[self._next_long]
+        return client, self._slots[id(client)]
 
     async def aclose(self) -> None:
         """Close the connections (on the loop that made them)."""
@@ -278,7 +291,7 @@ class HttpTransport:
             errors.DispatchError: the server's error, rebuilt from its body, or
                 :class:`~lakeshore.errors.UnavailableError` when it could not be reached.
         """
-        client = self._http(wait > 0)
+        client, slots = self._http(wait > 0)
         content = pack(body) if body is not None else None
         headers = {"Content-Type": "application/msgpack"} if content is not None else None
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
@@ -288,30 +301,34 @@ class HttpTransport:
             attempt += 1
             retryable = False
             retry_after = 0.0
+            cause: BaseException | None = None
             try:
-                resp = await client.request(
-                    method,
-                    path,
-                    params=query,
-                    content=content,
-                    headers=headers,
-                    timeout=httpx.Timeout(wait + _REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
-                )
+                async with slots:
+                    resp = await client.request(
+                        method,
+                        path,
+                        params=query,
+                        content=content,
+                        headers=headers,
+                        timeout=httpx.Timeout(wait + _REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
+                    )
+                    data = await resp.aread()
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+                cause = e
                 retryable = True  # never sent: any call may be repeated
                 err: errors.DispatchError = errors.UnavailableError(
-                    f"cannot reach the Lakeshore server at {self.url}: {e or type(e).__name__}; "
+                    f"cannot reach the Lakeshore server at {self.url}: {str(e) or type(e).__name__}; "
                     "is `lakeshore serve` running there (check LAKESHORE_URL)?",
                     code="unavailable",
                 )
             except httpx.TransportError as e:
+                cause = e
                 retryable = retry != "once"
                 err = errors.UnavailableError(
-                    f"{method} {path}: the connection to {self.url} failed: {e or type(e).__name__}",
+                    f"{method} {path}: the connection to {self.url} failed: {str(e) or type(e).__name__}",
                     code="unavailable",
                 )
             else:
-                data = await resp.aread()
                 status = resp.status_code
                 decoded = _decode_answer(resp, data)
                 if 200 <= status < 300:
@@ -329,14 +346,14 @@ class HttpTransport:
                         retry_after = 0.0
             now = time.monotonic()
             if not retryable:
-                raise err
+                raise err from cause
             if retry == "fenced" and deadline is not None:
                 limit = deadline
             else:
                 limit = start + self.retry_for if deadline is None else min(start + self.retry_for, deadline)
             pause = max(retry_after, min(2.0, 0.05 * (2 ** min(attempt - 1, 6))) * (0.5 + random.random() / 2))
             if now + pause > limit:
-                raise err
+                raise err from cause
             await asyncio.sleep(pause)
 
 
