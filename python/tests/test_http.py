@@ -511,8 +511,11 @@ def test_thousand_concurrent_waits_do_not_stall_the_loop(dispatch: HttpDispatch,
         stop.set()
         await tick
         assert results == [2 * i for i in range(n)]
-        # A blocking call on the loop would stall it for a whole long-poll (seconds).
-        assert max(gaps) < 1.0, f"the event loop stalled for {max(gaps):.3f} s"
+        # A blocking call on the loop would stall it for a whole long-poll (10 s with the
+        # fixture's server); the bound leaves room for a loaded machine's scheduling.
+        gaps.sort()
+        assert gaps[-1] < 2.5, f"the event loop stalled for {gaps[-1]:.3f} s"
+        assert gaps[len(gaps) // 2] < 0.1, f"median tick {gaps[len(gaps) // 2]:.3f} s"
 
     try:
         asyncio.run(main())
