@@ -693,9 +693,10 @@ class _Container:
         self.path = path
 
     def child_path(self) -> str:
+        """The path segment of the element being written, e.g. ``.key`` or ``[3]``."""
         if self.keys is not None:
-            return self.path + _key_seg(self.keys[self.index])
-        return self.path + f"[{self.index}]"
+            return _key_seg(self.keys[self.index])
+        return f"[{self.index}]"
 
 
 def _type_name(v: Any) -> str:
@@ -725,35 +726,56 @@ def encode(value: Any) -> bytes:
     """
     out = bytearray()
     stack: list[_Container] = []
+    try:
+        _encode_into(out, stack, value)
+    except EncodeError as e:
+        # Errors are raised with paths relative to the failing value ("$", "$.k"); the stack
+        # says where that value is. Paths are built only on failure.
+        where = "$" + "".join(c.child_path() for c in stack)
+        raise EncodeError(where + e.path[1:], e.type_name, e.reason) from None
+    return bytes(out)
+
+
+def _encode_into(out: bytearray, stack: list[_Container], value: Any) -> None:
+    """The loop of :func:`encode`: writes value into out, containers through stack."""
     v = value
-    path = "$"
+    str_header = _str_header
     while True:
         # Write v, or open it as a container.
         t = type(v)
         opened: _Container | None = None
         if v is None:
             out.append(0xC0)
-        elif t is bool:
-            out.append(0xC3 if v else 0xC2)
+        elif t is str:
+            try:
+                b = v.encode("utf-8")
+            except UnicodeEncodeError:
+                b = _utf8(v, "$", "string")
+            if len(b) < 32:
+                out.append(0xA0 | len(b))
+            else:
+                out += str_header(len(b))
+            out += b
         elif t is int:
-            if not _MIN_INT <= v <= _MAX_UINT:
-                raise EncodeError(path, "int", f"{v} is outside [-2^63, 2^64)")
-            out += _int_bytes(v)
+            if 0 <= v < 0x80:
+                out.append(v)
+            elif not _MIN_INT <= v <= _MAX_UINT:
+                raise EncodeError("$", "int", f"{v} is outside [-2^63, 2^64)")
+            else:
+                out += _int_bytes(v)
         elif t is float:
             out += _pack_f64(0xCB, v)
-        elif t is str:
-            b = _utf8(v, path, "string")
-            out += _str_header(len(b))
-            out += b
+        elif t is bool:
+            out.append(0xC3 if v else 0xC2)
         elif t is bytes:
             if len(v) > _MAX_U32:
-                raise EncodeError(path, "bytes", "longer than 2^32-1 bytes")
+                raise EncodeError("$", "bytes", "longer than 2^32-1 bytes")
             out += _bin_header(len(v))
             out += v
         elif t is list or t is dict or t is tuple:
-            opened = _open(out, v, path, len(stack))
+            opened = _open(out, v, "$", len(stack))
         else:
-            opened = _encode_other(out, v, path, len(stack))
+            opened = _encode_other(out, v, "$", len(stack))
         if opened is not None:
             if opened.items:
                 stack.append(opened)
@@ -765,16 +787,22 @@ def encode(value: Any) -> bytes:
             c.index += 1
             if c.index < len(c.items):
                 if c.keys is not None:
-                    kb = _utf8(c.keys[c.index], c.child_path(), "map key")
-                    out += _str_header(len(kb))
+                    k = c.keys[c.index]
+                    try:
+                        kb = k.encode("utf-8")
+                    except UnicodeEncodeError:
+                        kb = _utf8(k, "$", "map key")
+                    if len(kb) < 32:
+                        out.append(0xA0 | len(kb))
+                    else:
+                        out += str_header(len(kb))
                     out += kb
                 v = c.items[c.index]
-                path = c.child_path()
                 break
             stack.pop()
             _close(out, c)
         else:
-            return bytes(out)
+            return
 
 
 def _open(out: bytearray, v: Any, path: str, depth: int) -> _Container:
@@ -1163,9 +1191,17 @@ def decode(
                 if at >= end:
                     raise _Fail(at, "input ends where a map key should start (truncated)")
                 lead = buf[at]
-                if not (0xA0 <= lead <= 0xBF or 0xD9 <= lead <= 0xDB):
+                if 0xA0 <= lead <= 0xBF and at + 1 + (lead & 0x1F) <= end:
+                    kend = at + 1 + (lead & 0x1F)
+                    try:
+                        k = buf[at + 1 : kend].decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise _Fail(at, "map key is not valid UTF-8; binary data must be sent as bin") from None
+                    r.pos = kend
+                elif 0xD9 <= lead <= 0xDB or 0xA0 <= lead <= 0xBF:
+                    k = r.str_of("map key")
+                else:
                     raise _Fail(at, f"map key is {_lead_kind(lead)}; Lakeshore maps have str keys only")
-                k = r.str_of("map key")
                 if k in top.items:
                     raise _Fail(at, f"duplicate map key {_go_quote(k)}")
                 top.key = k
@@ -1177,6 +1213,13 @@ def decode(
             value: Any
             if lead <= 0x7F:
                 value = lead
+            elif 0xA0 <= lead <= 0xBF and at + 1 + (lead & 0x1F) <= end:
+                send = at + 1 + (lead & 0x1F)
+                try:
+                    value = buf[at + 1 : send].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise _Fail(at, "str is not valid UTF-8; binary data must be sent as bin") from None
+                r.pos = send
             elif lead >= 0xE0:
                 value = lead - 0x100
             elif lead <= 0x8F or lead == 0xDE or lead == 0xDF:
