@@ -409,17 +409,95 @@ def test_unreachable_server() -> None:
         HttpDispatch("127.0.0.1:7077")
 
 
-def test_dispatch_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dispatch_without_a_binary(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.delenv("LAKESHORE_URL", raising=False)
+    monkeypatch.delenv("LAKESHORE_BIN", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("LAKESHORE_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(lakeshore.dispatch, "_default", None)
-    with pytest.raises(DispatchError, match="LAKESHORE_URL") as info:
+    with pytest.raises(DispatchError, match="LAKESHORE_BIN") as info:
         SyncQueue("q")
     assert info.value.code == "not_implemented"
-    with pytest.raises(DispatchError, match="not built yet"):
+    with pytest.raises(DispatchError, match="needs the lakeshore binary"):
         lakeshore.Dispatch(":memory:")
     d = lakeshore.Dispatch("http://127.0.0.1:1")
     assert isinstance(d, HttpDispatch)
     d.close()
+    monkeypatch.setenv("LAKESHORE_BIN", str(tmp_path / "missing"))
+    with pytest.raises(DispatchError, match="cannot start"):
+        lakeshore.Dispatch(":memory:")
+
+
+def test_memory_dispatch_is_a_private_plane(server: Server, lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    d = lakeshore.Dispatch(":memory:")  # the seed's test plane
+    assert isinstance(d, lakeshore.LocalDispatch)
+    q = SyncQueue("gpu", dispatch=d)
+    inv = q.submit({"x": 1})
+    with q.working() as job:
+        assert job is not None
+        job.result = job.payload["x"] + 1
+    assert q.result(inv) == 2
+    other = lakeshore.Dispatch(":memory:")  # another, empty plane
+    assert len(SyncQueue("gpu", dispatch=other)) == 0
+    other.close()
+    # Its server answers only this process's token.
+    import httpx
+
+    assert httpx.get(d.url + "/v1/namespaces/default/queues/gpu/count").status_code == 401
+    proc = d.process
+    d.close()
+    assert proc.wait(10) is not None  # the server is gone with its Dispatch
+    with pytest.raises(DispatchError):
+        q.count()
+
+
+def test_file_dispatch_shares_the_plane(lakeshore_bin: str, server: Server, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    monkeypatch.delenv("LAKESHORE_URL", raising=False)
+    monkeypatch.setenv("LAKESHORE_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(lakeshore.dispatch, "_default", None)
+    q = SyncQueue("jobs")  # the default: $LAKESHORE_HOME/lakeshore.db
+    assert isinstance(q.dispatch, lakeshore.LocalDispatch)
+    assert q.dispatch.target == str(tmp_path / "home" / "lakeshore.db")
+    inv = q.submit("persisted")
+    second = lakeshore.Dispatch(str(tmp_path / "home" / "lakeshore.db"))  # another server, same file
+    job = SyncQueue("jobs", dispatch=second).claim(wait=5)
+    assert job is not None and job.id == inv
+    SyncQueue("jobs", dispatch=second).ack(job, "seen by both")
+    assert q.result(inv, timeout=5) == "seen by both"
+    second.close()
+    q.dispatch.close()
+    lakeshore.dispatch._default = None
+    again = lakeshore.Dispatch(str(tmp_path / "home" / "lakeshore.db"))  # the file outlives its servers
+    assert SyncQueue("jobs", dispatch=again).get(inv).state == "succeeded"
+    again.close()
+
+
+def test_a_killed_client_takes_its_server_along(lakeshore_bin: str, server: Server, tmp_path: Any) -> None:
+    import signal
+    import subprocess
+
+    code = (
+        "import lakeshore, sys; d = lakeshore.Dispatch(':memory:'); "
+        "print(d.process.pid, flush=True); sys.stdin.read()"
+    )
+    env = dict(os.environ, LAKESHORE_BIN=lakeshore_bin)
+    with subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env) as client:
+        assert client.stdout is not None
+        server_pid = int(client.stdout.readline())
+        os.kill(client.pid, signal.SIGKILL)
+        client.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(server_pid, signal.SIGKILL)
+        pytest.fail("the server outlived its SIGKILLed client")
 
 
 def test_auth(server: Server, qname: str) -> None:

@@ -17,7 +17,7 @@ Built so far: :class:`HttpDispatch`, :class:`SyncQueue`, :class:`Queue` (asyncio
 from __future__ import annotations
 
 from lakeshore import errors, wire
-from lakeshore.dispatch import Dispatch, HttpDispatch, default_dispatch
+from lakeshore.dispatch import Dispatch, HttpDispatch, LocalDispatch, default_dispatch
 from lakeshore.errors import (
     AdmissionError,
     DispatchError,
@@ -59,6 +59,7 @@ __all__ = [
     "wire",
     "Dispatch",
     "HttpDispatch",
+    "LocalDispatch",
     "default_dispatch",
     "SyncQueue",
     "Queue",
