@@ -555,6 +555,28 @@ def test_async_queue(dispatch: HttpDispatch, qname: str) -> None:
     asyncio.run(main())
 
 
+def test_async_working(dispatch: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=dispatch, lease_ttl=1.0)
+        async with q.working() as job:
+            assert job is None
+        ok = await q.submit(20)
+        async with q.working() as job:
+            assert job is not None
+            time.sleep(2.0)  # blocks this loop past the lease: the client's loop heartbeats
+            job.result = job.payload + 1
+        assert await q.result(ok) == 21 and (await q.get(ok)).attempt == 1
+        bad = await q.submit(0)
+        with pytest.raises(ZeroDivisionError):
+            async with q.working() as job:
+                assert job is not None
+                1 / job.payload
+        row = await q.get(bad)
+        assert row.state == "queued" and row.error is not None and row.error["type"] == "ZeroDivisionError"
+
+    asyncio.run(main())
+
+
 def test_thousand_concurrent_waits_do_not_stall_the_loop(dispatch: HttpDispatch, qname: str) -> None:
     n = 1000
     q = Queue(qname, dispatch=dispatch)

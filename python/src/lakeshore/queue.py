@@ -1232,6 +1232,31 @@ class Queue:
         """See :meth:`SyncQueue.post`."""
         return await self._d.run_async(self._core.post(inv, value, final))
 
+    @contextlib.asynccontextmanager
+    async def working(self, *, wait: float = 0.0) -> AsyncIterator[Job | None]:
+        """``async with q.working() as job``: see :meth:`SyncQueue.working`. The lease is
+        heartbeated on the client's own loop, so a body that blocks this loop keeps it."""
+        job = await self.claim(wait=wait)
+        if job is None:
+            yield None
+            return
+        keeper = asyncio.run_coroutine_threadsafe(
+            self._core.keep_alive(job, _heartbeat_interval(job)), self._d._portal.loop
+        )
+        try:
+            yield job
+        except BaseException as e:
+            keeper.cancel()
+            try:
+                await asyncio.shield(self.nack(job, error=e, retry=True))
+            except errors.DispatchError as ne:
+                if hasattr(e, "add_note"):
+                    e.add_note(f"lakeshore: the nack of {job.id} failed too: {ne}")
+            raise
+        else:
+            keeper.cancel()
+            await self.ack(job, job.result)
+
 
 class Topic:
     """A publish/subscribe channel of a queue: a journal without an invocation.
