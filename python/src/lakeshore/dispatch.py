@@ -44,6 +44,7 @@ class Dispatch:
     namespace: str
     _portal: Portal
     _transport: HttpTransport
+    _closer: weakref.finalize[..., Any]
 
     def __new__(cls, target: str | None = None, *args: Any, **kwargs: Any) -> Dispatch:
         if cls is Dispatch:
@@ -70,7 +71,7 @@ class Dispatch:
     def close(self) -> None:
         """Close the connections and stop the client's thread. Calls in progress end with
         a ``closed`` DispatchError; later calls raise one."""
-        self._portal.close(self._transport.aclose)
+        self._closer()
 
     def __enter__(self) -> Dispatch:
         return self
@@ -130,6 +131,8 @@ class HttpDispatch(Dispatch):
         self.namespace = namespace
         self._transport = HttpTransport(self.url, token, retry_for=retry_for)
         self._portal = Portal()
+        # A Dispatch dropped without close() still stops its thread and connections.
+        self._closer = weakref.finalize(self, self._portal.close, self._transport.aclose)
 
     def __repr__(self) -> str:
         return f"HttpDispatch({self.url!r}, namespace={self.namespace!r})"
