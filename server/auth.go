@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/server/api"
 )
 
 // principal is who a request acts as: everyone (auth off), the admin token, or a stored
@@ -126,8 +126,9 @@ func authorizeQueue(p *principal, namespace, queue string, perms ...plane.Permis
 }
 
 // authorizeInvocation checks p's rights on invocation id's queue, looking it up when p is
-// scoped. An unknown id passes (the driver then answers not_found) only for unscoped
-// principals; a scoped one gets not_found here.
+// scoped. An invocation of a namespace or queue p does not cover answers exactly like an
+// unknown id (plane.ErrNotFound), so a token cannot learn which ids exist elsewhere; a
+// token lacking perms altogether gets 403.
 func (s *Server) authorizeInvocation(r *http.Request, p *principal, id string, perms ...plane.Permission) error {
 	if !p.has(perms) {
 		return forbidden("invocation "+id, perms...)
@@ -143,7 +144,7 @@ func (s *Server) authorizeInvocation(r *http.Request, p *principal, id string, p
 		return err
 	}
 	if !p.allows(inv.Namespace, inv.Queue, perms...) {
-		return forbidden("invocation "+id, perms...)
+		return plane.ErrNotFound
 	}
 	return nil
 }

@@ -13,10 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/server"
-	"github.com/lakeshore-dev/lakeshore/server/api"
 )
 
 const adminSecret = "admin-secret-do-not-log-7f3a"
@@ -49,7 +49,8 @@ func TestAuth(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r.body)
 	now.Add(int64(2 * time.Minute)) // shortLived has expired
 
-	submit := func(ns, q string) map[string]any { return map[string]any{"namespace": ns, "queue": q} }
+	qp := func(ns, q, verb string) string { return "/v1/namespaces/" + ns + "/queues/" + q + "/" + verb }
+	empty := map[string]any{}
 	cases := []struct {
 		name   string
 		token  string
@@ -59,25 +60,29 @@ func TestAuth(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"Missing", "", "POST", "/v1/submit", submit("default", "jobs"), 401, "unauthorized"},
-		{"Unknown", "lks_not-a-real-token", "POST", "/v1/submit", submit("default", "jobs"), 401, "unauthorized"},
-		{"Expired", shortLived, "POST", "/v1/submit", submit("default", "jobs"), 401, "unauthorized"},
-		{"Revoked", revoked, "POST", "/v1/submit", submit("default", "jobs"), 401, "unauthorized"},
-		{"OtherQueue", producer, "POST", "/v1/submit", submit("default", "other"), 403, "forbidden"},
-		{"OtherNamespace", producer, "POST", "/v1/submit", submit("ml", "jobs"), 403, "forbidden"},
-		{"GlobMiss", trainer, "POST", "/v1/submit", submit("ml", "eval-1"), 403, "forbidden"},
-		{"WorkerCannotSubmit", worker, "POST", "/v1/submit", submit("default", "jobs"), 403, "forbidden"},
-		{"ReaderCannotSubmit", reader, "POST", "/v1/submit", submit("default", "jobs"), 403, "forbidden"},
-		{"ProducerCannotClaim", producer, "POST", "/v1/claim", submit("default", "jobs"), 403, "forbidden"},
-		{"WorkerOtherQueueClaim", worker, "POST", "/v1/claim", submit("default", "other"), 403, "forbidden"},
+		{"Missing", "", "POST", qp("default", "jobs", "invocations"), empty, 401, "unauthorized"},
+		{"Unknown", "lks_not-a-real-token", "POST", qp("default", "jobs", "invocations"), empty, 401, "unauthorized"},
+		{"Expired", shortLived, "POST", qp("default", "jobs", "invocations"), empty, 401, "unauthorized"},
+		{"Revoked", revoked, "POST", qp("default", "jobs", "invocations"), empty, 401, "unauthorized"},
+		{"OtherQueue", producer, "POST", qp("default", "other", "invocations"), empty, 403, "forbidden"},
+		{"OtherNamespace", producer, "POST", qp("ml", "jobs", "invocations"), empty, 403, "forbidden"},
+		{"GlobMiss", trainer, "POST", qp("ml", "eval-1", "invocations"), empty, 403, "forbidden"},
+		{"WorkerCannotSubmit", worker, "POST", qp("default", "jobs", "invocations"), empty, 403, "forbidden"},
+		{"ReaderCannotSubmit", reader, "POST", qp("default", "jobs", "invocations"), empty, 403, "forbidden"},
+		{"ProducerCannotClaim", producer, "POST", qp("default", "jobs", "claim"), empty, 403, "forbidden"},
+		{"WorkerOtherQueueClaim", worker, "POST", qp("default", "other", "claim"), empty, 403, "forbidden"},
 		{"ProducerCannotMintTokens", producer, "POST", "/v1/tokens", map[string]any{"namespace": "*", "queue": "*", "permissions": []string{"admin"}}, 403, "forbidden"},
 		{"WorkerCannotListTokens", worker, "GET", "/v1/tokens", nil, 403, "forbidden"},
-		{"ProducerCannotSetAdmission", producer, "PUT", "/v1/queues/default/jobs/admission", map[string]any{"max_depth": 1}, 403, "forbidden"},
+		{"ProducerCannotSetAdmission", producer, "PUT", qp("default", "jobs", "admission"), map[string]any{"max_depth": 1}, 403, "forbidden"},
 		{"ProducerCannotTrimAll", producer, "POST", "/v1/trim", map[string]any{"finished_before": time.Now()}, 403, "forbidden"},
 		{"ProducerCannotMaintain", producer, "POST", "/v1/maintain", nil, 403, "forbidden"},
-		{"ReaderOtherNamespaceCount", reader, "GET", "/v1/queues/ml/train-1/count?state=queued", nil, 403, "forbidden"},
+		{"ReaderOtherNamespaceCount", reader, "GET", qp("ml", "train-1", "count?state=queued"), nil, 403, "forbidden"},
 		{"MetricsNeedAToken", "", "GET", "/metrics", nil, 401, "unauthorized"},
 		{"WrongScheme", "Basic " + adminSecret, "GET", "/v1/tokens", nil, 401, "unauthorized"},
+		// Validation comes before authorization: a bad name is 400 whatever the token.
+		{"BadNamespaceBeforeAuthz", trainer, "POST", qp("bad%20ns%21", "train-a", "invocations"), empty, 400, "invalid"},
+		{"BadQueueBeforeAuthz", producer, "POST", qp("ml", "-x", "claim"), empty, 400, "invalid"},
+		{"LeaseTTLUnbounded", worker, "POST", qp("default", "jobs", "claim"), map[string]any{"lease_ttl": 1e10}, 400, "invalid"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,23 +101,38 @@ func TestAuth(t *testing.T) {
 	require.Len(t, toks, 6, "no token was minted by a refused request")
 
 	// What each token may do, it can.
-	r = b.doJSON(t, "POST", "/v1/submit", submit("default", "jobs"), producer)
+	r = b.doJSON(t, "POST", qp("default", "jobs", "invocations"), empty, producer)
 	require.Equal(t, 200, r.status, "%s", r.body)
 	var sr api.SubmitResult
 	require.NoError(t, json.Unmarshal(r.body, &sr))
-	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/submit", submit("ml", "train-7"), trainer).status)
+	require.Equal(t, 200, b.doJSON(t, "POST", qp("ml", "train-7", "invocations"), empty, trainer).status)
 	require.Equal(t, 200, b.do(t, "GET", "/v1/invocations/"+sr.ID, "", nil, reader).status, "read on default/*")
 	require.Equal(t, 200, b.do(t, "GET", "/v1/invocations/"+sr.ID, "", nil, producer).status, "a producer reads what it submitted")
-	b.do(t, "GET", "/v1/invocations/"+sr.ID, "", nil, trainer).requireError(t, 403, "forbidden")
+	// Another tenant's id answers exactly like an unknown id: no existence oracle.
+	other := b.do(t, "GET", "/v1/invocations/"+sr.ID, "", nil, trainer)
+	unknown := b.do(t, "GET", "/v1/invocations/01ARZ3NDEKTSV4RRFFQ69G5FAV", "", nil, trainer)
+	other.requireError(t, 404, "not_found")
+	require.Equal(t, unknown.status, other.status)
+	require.Equal(t, string(unknown.body), string(other.body))
+	for _, verb := range []string{"/wait?timeout=0", "/frames", "/stream"} {
+		b.do(t, "GET", "/v1/invocations/"+sr.ID+verb, "", nil, trainer).requireError(t, 404, "not_found")
+	}
+	b.do(t, "POST", "/v1/invocations/"+sr.ID+"/cancel", "", nil, trainer).requireError(t, 404, "not_found")
 	b.do(t, "POST", "/v1/invocations/"+sr.ID+"/cancel", "", nil, worker).requireError(t, 403, "forbidden")
-	r = b.doJSON(t, "POST", "/v1/claim", submit("default", "jobs"), worker)
+	r = b.doJSON(t, "POST", qp("default", "jobs", "claim"), empty, worker)
 	require.Equal(t, 200, r.status, "%s", r.body)
 	var cr api.ClaimResponse
 	require.NoError(t, json.Unmarshal(r.body, &cr))
 	require.Len(t, cr.Jobs, 1)
 	// A token for another queue cannot settle the job, even with its fencing token.
 	settle := map[string]any{"settles": []map[string]any{{"id": cr.Jobs[0].ID, "token": cr.Jobs[0].Token, "outcome": "succeeded"}}}
-	b.doJSON(t, "POST", "/v1/settle", settle, trainer).requireError(t, 403, "forbidden")
+	r = b.doJSON(t, "POST", "/v1/settle", settle, trainer)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var sres api.SettlesResponse
+	require.NoError(t, api.JSON.Unmarshal(r.body, &sres))
+	require.Equal(t, "not_found", sres.Results[0].Error.Code, "another tenant's job is not found, as an unknown id")
+	b.doJSON(t, "POST", "/v1/invocations/"+cr.Jobs[0].ID+"/settle", map[string]any{"token": cr.Jobs[0].Token, "outcome": "succeeded"},
+		trainer).requireError(t, 404, "not_found")
 	inv, err := b.back.InvocationGet(context.Background(), cr.Jobs[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, plane.StateRunning, inv.State, "the refused settle changed nothing")
@@ -194,4 +214,47 @@ func TestAuthOverHTTPPlane(t *testing.T) {
 	require.True(t, ok)
 	_, err = rd.InvocationGet(t.Context(), res[0].ID)
 	require.ErrorIs(t, err, httpplane.ErrUnauthorized, "revocation takes effect at once")
+}
+
+// TestMetricsScopedToToken (issue 11 item 8): /metrics shows a token only the series of
+// namespaces and queues it covers; the admin token sees all.
+func TestMetricsScopedToToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	a, _ := b.mint(t, "tenant-a", "*", 0, plane.PermissionSubmit, plane.PermissionRead)
+	for _, ns := range []string{"tenant-a", "tenant-b"} {
+		r := b.doJSON(t, "POST", "/v1/namespaces/"+ns+"/queues/secret-"+ns+"/invocations", map[string]any{}, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	r := b.do(t, "GET", "/metrics", "", nil, a)
+	require.Equal(t, 200, r.status)
+	text := string(r.body)
+	require.Contains(t, text, `lakeshore_queue_invocations{namespace="tenant-a",queue="secret-tenant-a",state="queued"} 1`)
+	require.NotContains(t, text, "tenant-b", "another tenant's queue names and depths stay hidden")
+	require.Contains(t, text, "lakeshore_http_long_polls_open", "series without tenant labels are shown")
+	r = b.do(t, "GET", "/metrics", "", nil, adminSecret)
+	require.Contains(t, string(r.body), `namespace="tenant-b"`)
+}
+
+// TestWorkersKeyedByNamespace (issue 11 item 7, HTTP side): a worker's route names its
+// namespace; a consume token for namespace A can neither register nor remove a worker of
+// namespace B, and listings show only what the token covers.
+func TestWorkersKeyedByNamespace(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	a, _ := b.mint(t, "tenant-a", "*", 0, plane.PermissionConsume)
+	reg := map[string]any{"host": "h", "pid": 1, "queues": []string{"q"}, "started_at": time.Now()}
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/tenant-b/workers/w1", reg, adminSecret).status)
+	b.doJSON(t, "PUT", "/v1/namespaces/tenant-b/workers/w1", reg, a).requireError(t, 403, "forbidden")
+	b.do(t, "DELETE", "/v1/namespaces/tenant-b/workers/w1", "", nil, a).requireError(t, 403, "forbidden")
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/tenant-a/workers/w1", reg, a).status)
+	b.doJSON(t, "PUT", "/v1/namespaces/tenant-a/workers/w2", map[string]any{"queues": []string{"bad queue!"}}, a).requireError(t, 400, "invalid")
+	b.doJSON(t, "PUT", "/v1/namespaces/tenant-a/workers/w2", map[string]any{"host": "evil\nline"}, a).requireError(t, 400, "invalid")
+	r := b.do(t, "GET", "/v1/workers", "", nil, a)
+	require.Equal(t, 200, r.status)
+	var wr api.WorkersResponse
+	require.NoError(t, api.JSON.Unmarshal(r.body, &wr))
+	for _, w := range wr.Workers {
+		require.Equal(t, "tenant-a", w.Namespace)
+	}
 }

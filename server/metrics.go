@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -78,7 +79,54 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *principal) error {
-	promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+// handleMetrics serves the metrics scoped to the token: a series labelled with a namespace
+// (and queue) only when p holds some permission there; series without tenant labels for
+// every token.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, p *principal) error {
+	if p.all {
+		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+		return nil
+	}
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		fams, err := s.cfg.Gatherer.Gather()
+		out := fams[:0]
+		for _, f := range fams {
+			ms := f.Metric[:0]
+			for _, m := range f.Metric {
+				if p.coversSeries(m.GetLabel()) {
+					ms = append(ms, m)
+				}
+			}
+			f.Metric = ms
+			if len(ms) > 0 {
+				out = append(out, f)
+			}
+		}
+		return out, err
+	})
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 	return nil
+}
+
+// coversSeries reports whether p may see a series with these labels: one without a
+// namespace label always; else when p holds any permission on its namespace (and queue,
+// when labelled).
+func (p *principal) coversSeries(labels []*dto.LabelPair) bool {
+	var ns, q string
+	var hasNS, hasQ bool
+	for _, l := range labels {
+		switch l.GetName() {
+		case "namespace":
+			ns, hasNS = l.GetValue(), true
+		case "queue":
+			q, hasQ = l.GetValue(), true
+		}
+	}
+	switch {
+	case !hasNS:
+		return true
+	case hasQ:
+		return p.allows(ns, q, anyPerms...)
+	}
+	return p.allowsNamespace(ns, anyPerms...)
 }

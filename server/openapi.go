@@ -1,20 +1,16 @@
 package server
 
 import (
-	_ "embed"
 	"net/http"
+
+	"github.com/lakeshore-dev/lakeshore/api"
 )
 
-// openAPI is the OpenAPI 3.1 description of the API, served at /v1/openapi.json. It is
-// written by hand; TestOpenAPI checks that it names exactly the registered routes.
-//
-//go:embed openapi.json
-var openAPI []byte
-
-// OpenAPI returns the OpenAPI 3.1 document of the API.
-func OpenAPI() []byte { return append([]byte(nil), openAPI...) }
+// OpenAPI returns the OpenAPI 3.1 document of the API (api.OpenAPI: generated from the
+// route table and the body types).
+func OpenAPI() []byte { return api.OpenAPI() }
 
 func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(openAPI) //nolint:errcheck // the client went away
+	w.Write(api.OpenAPI()) //nolint:errcheck // the client went away
 }

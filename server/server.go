@@ -22,8 +22,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/server/api"
 )
 
 // Config configures a Server. A nil *Config means all defaults: no authentication, no
@@ -38,10 +38,16 @@ type Config struct {
 	// private registry.
 	Gatherer prometheus.Gatherer
 
-	// Logger receives one line per request (debug for successes, info for client errors,
-	// error for server errors) with its request id. Tokens are never logged. Defaults to
+	// Logger receives one line per request (successes at debug level, or info with
+	// LogRequests; client errors at info; server errors at error; ends of long-polls by a
+	// shutdown at debug) with its request id. Tokens are never logged. Defaults to
 	// warnings and errors on stderr.
 	Logger *slog.Logger
+
+	// LogRequests logs successful requests at info level instead of debug, so that a
+	// logger at info level (`lakeshore serve -v`) shows one line for every request.
+	// Defaults to false.
+	LogRequests bool
 
 	// LongPollMax caps the wait of any long-poll (claim, wait, frames, a blocked submit).
 	// Clients that want longer waits repeat the call. Defaults to LongPollMaxDefault.
@@ -58,11 +64,12 @@ type Config struct {
 	// Now is the clock of token expiry. Defaults to time.Now.
 	Now func() time.Time
 
-	// RawValues accepts payloads, results and frame values as opaque bytes, stored as
-	// given (plane.Driver's contract, which the conformance suite checks with raw bytes).
-	// Defaults to false: each must be exactly one well-formed msgpack value (else 400
-	// invalid naming the field), and an absent one is stored as msgpack nil (0xc0), so that
-	// every reader can decode what the server stored.
+	// RawValues accepts payloads, results and frame values in msgpack bodies as opaque
+	// bytes, stored as given (plane.Driver's contract, which the conformance suite checks
+	// with raw bytes). Defaults to false: each must be one value the wire codec accepts
+	// (api.CheckWire: else 400 invalid naming the field and the problem), and an absent one
+	// is stored as msgpack nil (0xc0), so that every reader can decode what the server
+	// stored. JSON values are always checked.
 	RawValues bool
 
 	// Registerer receives the server's metrics. Defaults to a private registry.
@@ -143,7 +150,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	mux     *http.ServeMux
-	routes  []Route
+	routes  []api.Route
 	metrics *metrics
 	ids     *plane.IDGenerator
 
@@ -154,12 +161,6 @@ type Server struct {
 	stopCtx   context.Context
 	stop      context.CancelCauseFunc
 	stopped   atomic.Bool
-}
-
-// Route is one registered route: its method and path pattern (net/http syntax).
-type Route struct {
-	Method string
-	Path   string
 }
 
 // New returns a Server exposing drv. The caller keeps ownership of drv (closing it after
@@ -180,7 +181,7 @@ func New(drv plane.Driver, cfg *Config) *Server {
 }
 
 // Routes returns every registered route, for documentation and tests.
-func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+func (s *Server) Routes() []api.Route { return append([]api.Route(nil), s.routes...) }
 
 // Stop starts a graceful shutdown: /readyz turns 503, open long-polls and streams end at
 // once with 503 shutting_down (Retry-After: 1), and new ones are refused the same way;
@@ -231,10 +232,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case rw.status == StatusClientClosedRequest:
 		s.log.Debug("request cancelled by the client", attrs...)
+	case rw.code == api.ErrShuttingDown.Code:
+		// A long-poll ended by a graceful shutdown: expected, not an error.
+		s.log.Debug("request ended by the shutdown", attrs...)
+	case rw.code == api.ErrTooManyLongPolls.Code:
+		s.log.Warn("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
 	case rw.status >= 500:
 		s.log.Error("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
 	case rw.status >= 400:
 		s.log.Info("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
+	case s.cfg.LogRequests:
+		s.log.Info("request", attrs...)
 	default:
 		s.log.Debug("request", attrs...)
 	}
@@ -410,16 +418,30 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return c.UnmarshalRequest(data, v)
 }
 
-// value checks a payload, result or frame value b named field: exactly one msgpack value,
-// and msgpack nil when absent, unless Config.RawValues. Errors: *plane.InvalidError.
-func (s *Server) value(field string, b []byte) ([]byte, error) {
-	if s.cfg.RawValues {
-		return b, nil
-	}
-	if len(b) == 0 {
+// value checks a payload, result or frame value named field: one value the wire codec
+// accepts (JSON values were mapped and checked while decoding), and msgpack nil when
+// absent. With Config.RawValues msgpack values are stored as given. Errors:
+// *plane.InvalidError naming field and the problem.
+func (s *Server) value(field string, v api.Value) ([]byte, error) {
+	if v.Wire == nil {
+		if s.cfg.RawValues {
+			return nil, nil
+		}
 		return api.NilValue, nil
 	}
-	return b, api.CheckValue(field, b)
+	if s.cfg.RawValues {
+		return v.Wire, nil
+	}
+	if err := plane.ValidateValueSize(field, len(v.Wire)); err != nil {
+		return nil, err
+	}
+	if v.Checked() {
+		return v.Wire, nil
+	}
+	if err := api.CheckWire(v.Wire); err != nil {
+		return nil, &plane.InvalidError{Field: field, Rule: "send one value the wire codec accepts (docs/wire.md): " + err.Error()}
+	}
+	return v.Wire, nil
 }
 
 // tooLargeError is a body over MaxBodyBytes: code invalid, status 413.

@@ -1,17 +1,14 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/server/api"
 )
 
 // StreamTimeoutDefault is the silence after which a live stream ends with a timeout error
@@ -19,7 +16,10 @@ import (
 const StreamTimeoutDefault = 30 * time.Second
 
 func (s *Server) handleInvocationStream(w http.ResponseWriter, r *http.Request, p *principal) error {
-	id := r.PathValue("id")
+	id, err := invocationID(r)
+	if err != nil {
+		return err
+	}
 	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
 		return err
 	}
@@ -27,7 +27,10 @@ func (s *Server) handleInvocationStream(w http.ResponseWriter, r *http.Request, 
 }
 
 func (s *Server) handleTopicStream(w http.ResponseWriter, r *http.Request, p *principal) error {
-	j := plane.Journal{Namespace: r.PathValue("namespace"), Queue: r.PathValue("queue"), Topic: r.PathValue("topic")}
+	j, err := topicOf(r)
+	if err != nil {
+		return err
+	}
 	if err := authorizeQueue(p, j.Namespace, j.Queue, anyPerms...); err != nil {
 		return err
 	}
@@ -61,7 +64,7 @@ func (sw *streamWriter) event(ev *api.StreamEvent) {
 			b = []byte(": ping\n\n")
 		}
 		if v != nil {
-			data, err := json.Marshal(v)
+			data, err := api.JSON.Marshal(v)
 			if err != nil {
 				sw.err = err
 				return
@@ -75,7 +78,7 @@ func (sw *streamWriter) event(ev *api.StreamEvent) {
 		}
 	} else {
 		var err error
-		if b, err = msgpack.Marshal(ev); err != nil {
+		if b, err = ev.MarshalMsg(nil); err != nil {
 			sw.err = err
 			return
 		}
@@ -135,7 +138,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, j plane.Journal)
 	lastFrame := time.Now()
 	for sw.err == nil {
 		for _, f := range res.Frames {
-			fr := api.Frame{Seq: f.Seq, Kind: f.Kind, Value: f.Value, Attempt: f.Attempt, Time: f.Time}
+			fr := api.NewFrame(&f)
 			sw.event(&api.StreamEvent{Frame: &fr})
 			since = f.Seq
 		}

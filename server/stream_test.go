@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/server/api"
 )
 
 func (b *testBundle) post(t *testing.T, topic, value string, final bool) {
@@ -40,15 +40,19 @@ func TestStreamSSE(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	b.post(t, "news", "a", false)
-	resp := b.streamRequest(t, "/v1/queues/default/jobs/topics/news/stream?since=-1&timeout=20", "text/event-stream")
+	resp := b.streamRequest(t, Q+"/topics/news/stream?since=-1&timeout=20", "text/event-stream")
 	require.Equal(t, 200, resp.StatusCode)
 	require.Equal(t, api.ContentTypeEventStream, resp.Header.Get("Content-Type"))
 	sc := bufio.NewScanner(resp.Body)
 	var events []api.Frame
+	var first string
 	read := func() {
 		for sc.Scan() {
 			line := sc.Text()
 			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				if first == "" {
+					first = data
+				}
 				var f api.Frame
 				require.NoError(t, json.Unmarshal([]byte(data), &f))
 				events = append(events, f)
@@ -58,15 +62,16 @@ func TestStreamSSE(t *testing.T) {
 	}
 	read()
 	require.Len(t, events, 1)
-	require.Equal(t, "a", string(events[0].Value))
+	require.Equal(t, "a", string(events[0].Value.Wire), "0x61 is the fixint 97: JSON 97 maps back to it")
+	require.Contains(t, first, `"value":97`, "frame values are plain JSON in SSE")
 	// Frames posted while the stream is open arrive live, then END closes it.
 	b.post(t, "news", "b", false)
 	read()
 	b.post(t, "news", "", true)
 	read()
 	require.Len(t, events, 3)
-	require.Equal(t, "b", string(events[1].Value))
-	require.Equal(t, plane.FrameEnd, events[2].Kind)
+	require.Equal(t, "b", string(events[1].Value.Wire))
+	require.Equal(t, string(plane.FrameEnd), events[2].Kind)
 	require.Equal(t, int64(2), events[2].Seq)
 	rest, err := io.ReadAll(resp.Body)
 	require.NoError(t, err, "the server ends the stream after END")
@@ -79,37 +84,46 @@ func TestStreamMsgpack(t *testing.T) {
 	b.post(t, "t", "x", false)
 	b.post(t, "t", "y", false)
 	b.post(t, "t", "", true)
-	resp := b.streamRequest(t, "/v1/queues/default/jobs/topics/t/stream?since=0", api.ContentTypeMsgpack)
+	resp := b.streamRequest(t, Q+"/topics/t/stream?since=0", api.ContentTypeMsgpack)
 	require.Equal(t, api.ContentTypeMsgpack, resp.Header.Get("Content-Type"))
 	data, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
+	// An independent decoder reads the sequence of maps.
 	dec := msgpack.NewDecoder(bytes.NewReader(data))
-	var got []api.StreamEvent
+	var generic []map[string]any
 	for {
-		var ev api.StreamEvent
-		if err := dec.Decode(&ev); errors.Is(err, io.EOF) {
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
 			break
 		} else {
 			require.NoError(t, err)
 		}
+		generic = append(generic, m)
+	}
+	require.Len(t, generic, 2)
+	var got []api.StreamEvent
+	for len(data) > 0 {
+		var ev api.StreamEvent
+		data, err = ev.UnmarshalMsg(data)
+		require.NoError(t, err)
 		got = append(got, ev)
 	}
 	require.Len(t, got, 2, "frames after since=0: y and END")
-	require.Equal(t, "y", string(got[0].Frame.Value))
-	require.Equal(t, plane.FrameEnd, got[1].Frame.Kind)
+	require.Equal(t, "y", string(got[0].Frame.Value.Wire))
+	require.Equal(t, string(plane.FrameEnd), got[1].Frame.Kind)
 }
 
 func TestStreamSilenceAndUnknown(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	resp := b.streamRequest(t, "/v1/queues/default/jobs/topics/quiet/stream?timeout=0.2", api.ContentTypeMsgpack)
+	resp := b.streamRequest(t, Q+"/topics/quiet/stream?timeout=0.2", api.ContentTypeMsgpack)
 	data, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	var ev api.StreamEvent
-	dec := msgpack.NewDecoder(bytes.NewReader(data))
 	for ev.Error == nil {
 		ev = api.StreamEvent{}
-		require.NoError(t, dec.Decode(&ev))
+		data, err = ev.UnmarshalMsg(data)
+		require.NoError(t, err)
 	}
 	require.Equal(t, "timeout", ev.Error.Code, "silence ends the stream with a timeout error")
 
@@ -120,9 +134,9 @@ func TestStreamSilenceAndUnknown(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/submit", map[string]any{"namespace": "default", "queue": "jobs"}, "").status)
-	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/submit", map[string]any{"namespace": "default", "queue": "jobs"}, "").status)
-	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/claim", map[string]any{"namespace": "default", "queue": "jobs"}, "").status)
+	require.Equal(t, 200, b.doJSON(t, "POST", Q+"/invocations", map[string]any{}, "").status)
+	require.Equal(t, 200, b.doJSON(t, "POST", Q+"/invocations", map[string]any{}, "").status)
+	require.Equal(t, 200, b.doJSON(t, "POST", Q+"/claim", map[string]any{}, "").status)
 	r := b.do(t, "GET", "/metrics", "", nil, "")
 	require.Equal(t, 200, r.status)
 	text := string(r.body)
@@ -131,7 +145,7 @@ func TestMetrics(t *testing.T) {
 		`lakeshore_queue_invocations{namespace="default",queue="jobs",state="running"} 1`,
 		`lakeshore_submits_total{namespace="default",queue="jobs"} 2`,
 		`lakeshore_claims_total{namespace="default",queue="jobs"} 1`,
-		`lakeshore_http_request_duration_seconds_count{route="POST /v1/submit",status="200"} 2`,
+		`lakeshore_http_request_duration_seconds_count{route="POST /v1/namespaces/{namespace}/queues/{queue}/invocations",status="200"} 2`,
 		`lakeshore_http_long_polls_open 0`,
 	} {
 		require.Contains(t, text, want)

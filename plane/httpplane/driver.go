@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/server/api"
 )
 
 // blockMargin is how much earlier than the caller's deadline the server is asked to end
@@ -26,8 +26,7 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, params *plane.SubmitM
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	req := &api.SubmitBatchRequest{Namespace: params.Namespace, Queue: params.Queue,
-		Invocations: make([]api.SubmitInvocation, len(params.Invocations))}
+	req := &api.SubmitBatchRequest{Invocations: make([]api.SubmitInvocation, len(params.Invocations))}
 	now := d.cfg.Now()
 	for i := range params.Invocations {
 		req.Invocations[i] = api.NewSubmitInvocation(&params.Invocations[i])
@@ -56,7 +55,7 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, params *plane.SubmitM
 		var out api.SubmitBatchResponse
 		// Every invocation carries its id: a repeated submit finds it and adds nothing, so
 		// the submit rides out an outage until ctx's deadline.
-		err := d.do(ctx, &call{method: "POST", path: "/v1/submit/batch", body: req, out: &out, safe: true,
+		err := d.do(ctx, &call{method: "POST", path: queuePath(params.Namespace, params.Queue) + "/invocations/batch", body: req, out: &out, safe: true,
 			wait: wait, ctx: reqCtx, until: d.deadline(ctx)})
 		var ae *plane.AdmissionError
 		if errors.As(err, &ae) && errors.Is(ae.Cause, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -91,32 +90,41 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, params *plane.ClaimPar
 		if params.Wait == 0 {
 			wait = 0
 		}
-		req := &api.ClaimRequest{Namespace: params.Namespace, Queue: params.Queue, Kind: params.Kind,
+		req := &api.ClaimRequest{Kind: string(params.Kind),
 			Temperature: params.Temperature, Max: params.Max, LeaseTTL: api.Seconds(params.LeaseTTL),
 			Wait: api.Seconds(wait), Worker: params.Worker}
 		var out api.ClaimResponse
-		if err := d.do(ctx, &call{method: "POST", path: "/v1/claim", body: req, out: &out, wait: wait}); err != nil {
+		if err := d.do(ctx, &call{method: "POST", path: queuePath(params.Namespace, params.Queue) + "/claim", body: req, out: &out, wait: wait}); err != nil {
 			return nil, err
 		}
 		if len(out.Jobs) > 0 || wait == 0 || !time.Now().Before(end) {
 			jobs := make([]*plane.Job, len(out.Jobs))
 			for i := range out.Jobs {
 				jobs[i] = out.Jobs[i].Plane()
+				d.leases.note(jobs[i].ID, jobs[i].LeaseExpiresAt)
 			}
 			return jobs, nil
 		}
 	}
 }
 
-// InvocationSettleMany implements plane.Driver. Not repeated once sent.
+// InvocationSettleMany implements plane.Driver. A settle is fenced by its lease token, so
+// repeating it is harmless: it is retried after connection failures and 502/503/504 until
+// ctx ends or the latest lease of its jobs would have expired (see leaseEnd). A settle that
+// reached the server before the failure answers lease_lost for that job on the repeat.
 func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.SettleParams) ([]error, error) {
-	req := &api.SettleRequest{Settles: make([]api.Settle, len(params))}
+	req := &api.SettlesRequest{Settles: make([]api.Settle, len(params))}
+	ids := make([]string, len(params))
 	for i := range params {
 		req.Settles[i] = api.NewSettle(&params[i])
+		ids[i] = params[i].ID
 	}
-	var out api.SettleResponse
-	if err := d.do(ctx, &call{method: "POST", path: "/v1/settle", body: req, out: &out}); err != nil {
+	var out api.SettlesResponse
+	if err := d.do(ctx, &call{method: "POST", path: "/v1/settle", body: req, out: &out, safe: true, until: d.leaseEnd(ctx, ids)}); err != nil {
 		return nil, err
+	}
+	for _, id := range ids {
+		d.leases.forget(id)
 	}
 	if len(out.Results) != len(params) {
 		return nil, fmt.Errorf("settle: the server answered %d results for %d settles", len(out.Results), len(params))
@@ -130,14 +138,17 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 	return errs, nil
 }
 
-// InvocationHeartbeatMany implements plane.Driver. Heartbeats are safe to repeat.
+// InvocationHeartbeatMany implements plane.Driver. Heartbeats are fenced, so they are
+// retried like settles: until ctx ends or the leases would have expired.
 func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
-	req := &api.HeartbeatRequest{Heartbeats: make([]api.Heartbeat, len(params))}
+	req := &api.HeartbeatsRequest{Heartbeats: make([]api.Heartbeat, len(params))}
+	ids := make([]string, len(params))
 	for i, p := range params {
 		req.Heartbeats[i] = api.Heartbeat{ID: p.ID, Token: p.Token, LeaseTTL: api.Seconds(p.LeaseTTL)}
+		ids[i] = p.ID
 	}
-	var out api.HeartbeatResponse
-	if err := d.do(ctx, &call{method: "POST", path: "/v1/heartbeat", body: req, out: &out, safe: true}); err != nil {
+	var out api.HeartbeatsResponse
+	if err := d.do(ctx, &call{method: "POST", path: "/v1/heartbeat", body: req, out: &out, safe: true, until: d.leaseEnd(ctx, ids)}); err != nil {
 		return nil, err
 	}
 	if len(out.Results) != len(params) {
@@ -148,6 +159,9 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 		res[i] = plane.HeartbeatResult{LeaseExpiresAt: r.LeaseExpiresAt}
 		if r.Error != nil {
 			res[i].Err = r.Error.Err()
+			d.leases.forget(params[i].ID)
+		} else {
+			d.leases.note(params[i].ID, r.LeaseExpiresAt)
 		}
 	}
 	return res, nil
@@ -180,17 +194,20 @@ func (d *Driver) InvocationWait(ctx context.Context, params *plane.WaitParams) (
 		if params.Timeout == 0 {
 			wait = 0
 		}
-		var out api.Invocation
+		var out api.WaitResponse
 		err := d.do(ctx, &call{method: "GET", path: "/v1/invocations/" + pathID(params.ID) + "/wait",
 			query: url.Values{"timeout": {strconv.FormatFloat(api.Seconds(wait), 'g', -1, 64)}}, out: &out, safe: true, wait: wait,
 			waitParam: "timeout", until: d.waitDeadline(ctx, params.Timeout > 0, end)})
-		if errors.Is(err, plane.ErrTimeout) && wait > 0 && time.Now().Before(end) {
-			continue
-		}
 		if err != nil {
 			return nil, err
 		}
-		return out.Plane(), nil
+		if out.Done && out.Invocation != nil {
+			return out.Invocation.Plane(), nil
+		}
+		if wait > 0 && time.Now().Before(end) {
+			continue
+		}
+		return nil, plane.ErrTimeout
 	}
 }
 
@@ -217,7 +234,7 @@ func (d *Driver) changed(ctx context.Context, method, path, id string) (bool, er
 }
 
 func queuePath(namespace, queue string) string {
-	return "/v1/queues/" + pathID(namespace) + "/" + pathID(queue)
+	return "/v1/namespaces/" + pathID(namespace) + "/queues/" + pathID(queue)
 }
 
 // InvocationCount implements plane.Driver.
@@ -245,12 +262,8 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		return nil, err
 	}
 	res := make([]plane.QueueStats, len(out.Queues))
-	for i, s := range out.Queues {
-		counts := s.Counts
-		if counts == nil {
-			counts = map[plane.State]int64{}
-		}
-		res[i] = plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane()}
+	for i := range out.Queues {
+		res[i] = out.Queues[i].Plane()
 	}
 	return res, nil
 }
@@ -272,10 +285,16 @@ func (d *Driver) FramePost(ctx context.Context, params *plane.FramePostParams) (
 		return 0, err
 	}
 	j := params.Journal
+	path := "/v1/invocations/" + pathID(j.InvocationID) + "/frames"
+	if j.InvocationID == "" {
+		path = queuePath(j.Namespace, j.Queue) + "/topics/" + pathID(j.Topic) + "/frames"
+	}
+	req := &api.PostRequest{Token: params.Token, Value: api.Value{Wire: params.Value}, Final: params.Final}
+	if j.InvocationID == "" {
+		req.Token = ""
+	}
 	var out api.PostResponse
-	err := d.do(ctx, &call{method: "POST", path: "/v1/post", body: &api.PostRequest{
-		Journal: api.Journal{InvocationID: j.InvocationID, Namespace: j.Namespace, Queue: j.Queue, Topic: j.Topic},
-		Token:   params.Token, Value: params.Value, Final: params.Final}, out: &out})
+	err := d.do(ctx, &call{method: "POST", path: path, body: req, out: &out})
 	return out.Seq, err
 }
 
@@ -318,7 +337,7 @@ func (d *Driver) FrameRead(ctx context.Context, params *plane.FrameReadParams) (
 // QueueAdmissionSet implements plane.Driver.
 func (d *Driver) QueueAdmissionSet(ctx context.Context, params *plane.AdmissionParams) error {
 	return d.do(ctx, &call{method: "PUT", path: queuePath(params.Namespace, params.Queue) + "/admission",
-		body: api.NewAdmission(&params.Admission), safe: true})
+		body: api.NewAdmission(&params.Admission), out: &api.AdmissionResponse{}, safe: true})
 }
 
 // QueueAdmissionGet implements plane.Driver.
@@ -337,9 +356,20 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 	return out.Changed, err
 }
 
+func workerPath(namespace, id string) string {
+	return "/v1/namespaces/" + pathID(namespace) + "/workers/" + pathID(id)
+}
+
 // WorkerRegister implements plane.Driver.
 func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error {
-	return d.do(ctx, &call{method: "POST", path: "/v1/workers", body: info, safe: true})
+	if err := plane.ValidateName("namespace", info.Namespace); err != nil {
+		return err
+	}
+	if info.ID == "" {
+		return plane.Invalid("worker id", info.ID, "use 1–128 bytes (a ULID)")
+	}
+	return d.do(ctx, &call{method: "PUT", path: workerPath(info.Namespace, info.ID), body: &api.WorkerRegisterRequest{
+		Host: info.Host, PID: info.PID, Queues: info.Queues, StartedAt: info.StartedAt}, safe: true})
 }
 
 // WorkerList implements plane.Driver.
@@ -355,19 +385,58 @@ func (d *Driver) WorkerList(ctx context.Context, params *plane.WorkerListParams)
 	if err := d.do(ctx, &call{method: "GET", path: "/v1/workers", query: q, out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
 		return nil, err
 	}
-	return out.Workers, nil
+	res := make([]plane.WorkerInfo, len(out.Workers))
+	for i := range out.Workers {
+		res[i] = out.Workers[i].Plane()
+	}
+	return res, nil
 }
 
 // WorkerRemove implements plane.Driver.
 func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
-	q := url.Values{}
-	q.Set("namespace", namespace)
-	return d.do(ctx, &call{method: "DELETE", path: "/v1/workers/" + pathID(id), query: q, safe: true})
+	if err := plane.ValidateName("namespace", namespace); err != nil {
+		return err
+	}
+	if id == "" {
+		return plane.Invalid("worker id", id, "use 1–128 bytes (a ULID)")
+	}
+	return d.do(ctx, &call{method: "DELETE", path: workerPath(namespace, id), safe: true})
 }
 
 // InvocationList implements plane.Driver.
 func (d *Driver) InvocationList(ctx context.Context, params *plane.ListParams) (*plane.ListPage, error) {
-	return nil, plane.ErrNotImplemented
+	if err := plane.ValidateName("namespace", params.Namespace); err != nil {
+		return nil, err
+	}
+	if err := plane.ValidateName("queue name", params.Queue); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if params.State != "" {
+		q.Set("state", string(params.State))
+	}
+	if params.KeyPrefix != "" {
+		q.Set("key_prefix", params.KeyPrefix)
+	}
+	if params.After != "" {
+		q.Set("after", params.After)
+	}
+	if params.Limit != 0 {
+		q.Set("limit", strconv.Itoa(params.Limit))
+	}
+	if params.Oldest {
+		q.Set("order", "oldest")
+	}
+	var out api.ListResponse
+	if err := d.do(ctx, &call{method: "GET", path: queuePath(params.Namespace, params.Queue) + "/invocations", query: q, out: &out,
+		safe: true, until: d.deadline(ctx)}); err != nil {
+		return nil, err
+	}
+	page := &plane.ListPage{Invocations: make([]*plane.Invocation, len(out.Invocations)), Next: out.Next}
+	for i := range out.Invocations {
+		page.Invocations[i] = out.Invocations[i].Plane()
+	}
+	return page, nil
 }
 
 // TokenCreate implements plane.Driver: it stores tok's hash; the secret never leaves the
@@ -376,10 +445,13 @@ func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
 	if len(tok.Hash) == 0 {
 		return plane.Invalid("token", tok.ID, "give an id, a hash, namespace and queue globs, and at least one permission")
 	}
-	t := api.Token{ID: tok.ID, Hash: tok.Hash, Namespace: tok.Namespace, Queue: tok.Queue, Permissions: tok.Permissions,
-		CreatedAt: tok.CreatedAt, ExpiresAt: tok.ExpiresAt}
+	t := &api.TokenCreateRequest{ID: tok.ID, Hash: tok.Hash, Namespace: tok.Namespace, Queue: tok.Queue,
+		Permissions: make([]string, len(tok.Permissions)), CreatedAt: tok.CreatedAt, ExpiresAt: tok.ExpiresAt}
+	for i, p := range tok.Permissions {
+		t.Permissions[i] = string(p)
+	}
 	var out api.TokenCreateResponse
-	return d.do(ctx, &call{method: "POST", path: "/v1/tokens", body: &api.TokenCreateRequest{Token: t}, out: &out})
+	return d.do(ctx, &call{method: "POST", path: "/v1/tokens", body: t, out: &out})
 }
 
 // TokenGet implements plane.Driver.

@@ -1,6 +1,6 @@
 package httpplane
 
-import "github.com/lakeshore-dev/lakeshore/server/api"
+import "github.com/lakeshore-dev/lakeshore/api"
 
 // The server's own errors, beside the plane's sentinels. Match them with errors.Is.
 var (

@@ -8,12 +8,14 @@
 // submit never creates a second job. Long waits are split into requests no longer than
 // Config.LongPollMax and repeated until the caller's wait ends.
 //
-// Reads and waits (get, count, queue stats, frame reads, result waits, worker and token
-// lists) and submits ride out a server outage (a restart, a dropped connection): they are
-// retried with capped backoff until their own deadline, the end of the wait or ctx's
-// deadline (RequestTimeout when ctx has none). Claims, settles, heartbeats and posts are
-// not repeated once sent. A connection failure that is finally returned wraps
-// plane.ErrUnavailable and keeps its cause.
+// Reads and waits (get, count, queue stats, listings, frame reads, result waits, worker and
+// token lists) and submits ride out a server outage (a restart, a dropped connection): they
+// are retried with capped backoff until their own deadline, the end of the wait or ctx's
+// deadline (RequestTimeout when ctx has none). Settles and heartbeats carry a fencing token,
+// so they are retried until ctx ends or the lease would have expired. Claims and posts are
+// not repeated once sent. Config.Unreachable makes calls fail fast on a server that refuses
+// connections (one-shot CLI verbs), and Config.OnRetry reports each retry. A connection
+// failure that is finally returned wraps plane.ErrUnavailable and keeps its cause.
 package httpplane
 
 import (
@@ -31,11 +33,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/server/api"
 )
 
 // EnvToken names the environment variable of the default bearer token.
@@ -71,6 +75,17 @@ type Config struct {
 	// Token is the bearer token sent with every request. Defaults to $LAKESHORE_TOKEN;
 	// empty sends none.
 	Token string
+
+	// Unreachable, when > 0, bounds how long a call keeps retrying a server that refuses
+	// connections ("connection refused": nothing listens): once that long has passed since
+	// the first refusal, the call fails with plane.ErrUnavailable. A one-shot CLI verb sets
+	// about 2 s; workers and waits keep the default, 0, and ride out a restart.
+	Unreachable time.Duration
+
+	// OnRetry, when set, is called before each retry of a call with the attempt that
+	// failed (1 for the first), the time since the call began and that attempt's error,
+	// e.g. to print "retrying…" on stderr once elapsed passes a second. It must not block.
+	OnRetry func(attempt int, elapsed time.Duration, err error)
 }
 
 // Defaults.
@@ -94,9 +109,67 @@ type Driver struct {
 	ids    *plane.IDGenerator
 	ownTr  *http.Transport // the transport New made, closed by Close
 
+	leases leaseBook // lease expiries of the jobs claimed here, bounding settle retries
+
 	closeCtx context.Context
 	close    context.CancelFunc
 	closed   atomic.Bool
+}
+
+// leaseBook remembers the latest lease expiry of the jobs claimed or heartbeated through
+// this driver, so settles and heartbeats are retried until their lease ends.
+type leaseBook struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func (b *leaseBook) note(id string, expires time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[string]time.Time{}
+	}
+	if len(b.m) >= 1<<16 { // drop expired leases of jobs never settled here
+		now := time.Now()
+		for k, t := range b.m {
+			if t.Before(now) {
+				delete(b.m, k)
+			}
+		}
+	}
+	b.m[id] = expires
+}
+
+func (b *leaseBook) forget(id string) {
+	b.mu.Lock()
+	delete(b.m, id)
+	b.mu.Unlock()
+}
+
+func (b *leaseBook) latest(ids []string) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var end time.Time
+	for _, id := range ids {
+		if t, ok := b.m[id]; ok && t.After(end) {
+			end = t
+		}
+	}
+	return end
+}
+
+// leaseEnd is when the retries of a settle or heartbeat of ids stop: the latest lease
+// expiry known for them (else plane.LeaseTTLDefault from now), or ctx's deadline when that
+// is earlier. Past it a settle cannot succeed anyway.
+func (d *Driver) leaseEnd(ctx context.Context, ids []string) time.Time {
+	end := d.leases.latest(ids)
+	if end.IsZero() || end.Before(time.Now()) {
+		end = time.Now().Add(plane.LeaseTTLDefault)
+	}
+	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
+		end = dl
+	}
+	return end
 }
 
 var _ plane.Driver = (*Driver)(nil)
@@ -198,6 +271,8 @@ func (d *Driver) do(ctx context.Context, c *call) error {
 	}
 	reqCtx := cmp.Or(c.ctx, ctx)
 	var last error // the last attempt's connection failure
+	start := time.Now()
+	var firstRefused time.Time
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && c.waitParam != "" && !c.until.IsZero() {
 			// The server holds the retry only for what is left of the wait.
@@ -221,6 +296,14 @@ func (d *Driver) do(ctx context.Context, c *call) error {
 		if errors.Is(err, plane.ErrUnavailable) {
 			last = err
 		}
+		if d.cfg.Unreachable > 0 && errors.Is(err, syscall.ECONNREFUSED) {
+			if firstRefused.IsZero() {
+				firstRefused = time.Now()
+			}
+			if time.Since(firstRefused) >= d.cfg.Unreachable {
+				return err
+			}
+		}
 		if c.until.IsZero() && attempt >= d.cfg.MaxRetries {
 			return err
 		}
@@ -233,6 +316,12 @@ func (d *Driver) do(ctx context.Context, c *call) error {
 		delay = max(delay, retryAfter)
 		if !c.until.IsZero() {
 			delay = min(delay, left)
+		}
+		if d.cfg.Unreachable > 0 && !firstRefused.IsZero() {
+			delay = min(delay, max(d.cfg.Unreachable-time.Since(firstRefused), time.Millisecond))
+		}
+		if d.cfg.OnRetry != nil {
+			d.cfg.OnRetry(attempt+1, time.Since(start), err)
 		}
 		t := time.NewTimer(delay)
 		select {

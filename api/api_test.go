@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/server/api"
 )
 
 var allSentinels = []*plane.Error{
@@ -118,19 +118,24 @@ func TestCodecFor(t *testing.T) {
 	}
 }
 
-func TestSubmitRequestFlattens(t *testing.T) {
+func TestSubmitRequestFields(t *testing.T) {
 	t.Parallel()
-	req := api.SubmitRequest{Namespace: "default", Queue: "jobs", SubmitInvocation: api.SubmitInvocation{Key: "k", Priority: 2,
-		AttemptTimeout: 1.5, Deadline: time.UnixMilli(1_700_000_000_000)}}
+	req := api.SubmitRequest{Key: "k", Priority: 2, AttemptTimeout: 1.5, Deadline: time.UnixMilli(1_700_000_000_000),
+		NotBefore: time.UnixMilli(1_700_000_100_000), Delay: 2.5, Payload: api.Value{Wire: []byte{0x81, 0xa1, 'x', 0x01}}}
 	for _, c := range []api.Codec{api.Msgpack, api.JSON} {
 		data, err := c.Marshal(&req)
 		require.NoError(t, err)
-		var m map[string]any
-		require.NoError(t, c.Unmarshal(data, &m))
-		require.Equal(t, "k", m["key"], "the invocation's fields sit beside namespace and queue")
 		var got api.SubmitRequest
-		require.NoError(t, c.Unmarshal(data, &got))
-		require.Equal(t, 1500*time.Millisecond, got.Params().AttemptTimeout)
-		require.True(t, req.Deadline.Equal(got.Deadline))
+		require.NoError(t, c.UnmarshalRequest(data, &got))
+		inv := got.Invocation()
+		p := inv.Params()
+		require.Equal(t, 1500*time.Millisecond, p.AttemptTimeout)
+		require.Equal(t, 2500*time.Millisecond, p.Delay)
+		require.True(t, req.Deadline.Equal(p.Deadline))
+		require.True(t, req.NotBefore.Equal(p.NotBefore))
+		require.Equal(t, req.Payload.Wire, p.Payload, "the payload survives byte-exact")
 	}
+	j, err := api.JSON.Marshal(&req)
+	require.NoError(t, err)
+	require.Contains(t, string(j), `"payload":{"x":1}`, "JSON carries the payload as a plain JSON value")
 }

@@ -11,36 +11,6 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// ErrorBody is the one error body of the API: {code, message, details}. Code is a plane
-// sentinel's stable code ("not_found", "invalid", …) or one of the server's own codes
-// below; Details carry the fields of *plane.InvalidError, *plane.TerminalError and
-// *plane.AdmissionError so a client rebuilds the same error.
-type ErrorBody struct {
-	Code    string        `json:"code" msgpack:"code"`
-	Message string        `json:"message" msgpack:"message"`
-	Details *ErrorDetails `json:"details,omitempty" msgpack:"details,omitempty"`
-}
-
-// ErrorDetails are the typed fields of an error, by the code it has.
-type ErrorDetails struct {
-	// invalid (*plane.InvalidError).
-	Field string `json:"field,omitempty" msgpack:"field,omitempty"`
-	Value any    `json:"value" msgpack:"value"`
-	Rule  string `json:"rule,omitempty" msgpack:"rule,omitempty"`
-	// failed, cancelled, timed_out (*plane.TerminalError).
-	ID    string           `json:"id,omitempty" msgpack:"id,omitempty"`
-	State plane.State      `json:"state,omitempty" msgpack:"state,omitempty"`
-	Info  *plane.ErrorInfo `json:"info,omitempty" msgpack:"info,omitempty"`
-	// queue_full, rate_limited (*plane.AdmissionError). RetryAfter is seconds.
-	Queue      string  `json:"queue,omitempty" msgpack:"queue,omitempty"`
-	Fit        int64   `json:"fit,omitempty" msgpack:"fit,omitempty"`
-	RetryAfter float64 `json:"retry_after,omitempty" msgpack:"retry_after,omitempty"`
-	Detail     string  `json:"detail,omitempty" msgpack:"detail,omitempty"`
-	// Cause is what ended a blocked submit's wait: "deadline" (the wait's time ran out) or
-	// "canceled".
-	Cause string `json:"cause,omitempty" msgpack:"cause,omitempty"`
-}
-
 // The server's own error codes, beside the plane's. They are *plane.Error values, so
 // errors.Is matches them on the client like the plane's sentinels.
 var (
@@ -136,8 +106,7 @@ func NewErrorBody(err error) (ErrorBody, int) {
 	case errors.As(err, &inv):
 		b.Details = &ErrorDetails{Field: inv.Field, Value: wireValue(inv.Value), Rule: inv.Rule}
 	case errors.As(err, &te):
-		info := te.Info
-		b.Details = &ErrorDetails{ID: te.ID, State: te.State, Info: &info}
+		b.Details = &ErrorDetails{ID: te.ID, State: string(te.State), Info: NewErrorInfo(&te.Info)}
 	case errors.As(err, &ae):
 		b.Details = &ErrorDetails{Queue: ae.Queue, Fit: ae.Fit, RetryAfter: Seconds(ae.RetryAfter), Detail: ae.Detail}
 		switch {
@@ -185,9 +154,9 @@ func (b *ErrorBody) Err() error {
 		}
 	case plane.ErrFailed.Code, plane.ErrCancelled.Code, plane.ErrTimedOut.Code:
 		if d != nil && d.State != "" {
-			te := &plane.TerminalError{ID: d.ID, State: d.State}
+			te := &plane.TerminalError{ID: d.ID, State: plane.State(d.State)}
 			if d.Info != nil {
-				te.Info = *d.Info
+				te.Info = *d.Info.Plane()
 			}
 			return te
 		}

@@ -1,0 +1,447 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Submits.
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.SubmitRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	inv := req.Invocation()
+	res, err := s.submit(r, p, ns, q, []api.SubmitInvocation{inv}, req.MaxWait, func(int) string { return "" })
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &res[0])
+	return nil
+}
+
+func (s *Server) handleSubmitBatch(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.SubmitBatchRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	res, err := s.submit(r, p, ns, q, req.Invocations, req.MaxWait, func(i int) string { return fmt.Sprintf("invocations[%d].", i) })
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.SubmitBatchResponse{Results: res})
+	return nil
+}
+
+// submit validates invs (prefix(i) starts the field names of invocation i in errors),
+// authorizes, and submits.
+func (s *Server) submit(r *http.Request, p *principal, namespace, queue string, invs []api.SubmitInvocation, maxWait float64,
+	prefix func(int) string) ([]api.SubmitResult, error) {
+	if maxWait < 0 || math.IsNaN(maxWait) {
+		return nil, plane.Invalid("max_wait", maxWait, "use seconds ≥ 0 (0: the server's long-poll limit)")
+	}
+	params := &plane.SubmitManyParams{Namespace: namespace, Queue: queue, Invocations: make([]plane.SubmitParams, len(invs))}
+	for i := range invs {
+		pre := prefix(i)
+		payload, err := s.value(pre+"payload", invs[i].Payload)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range []struct {
+			name string
+			v    float64
+		}{{"attempt_timeout", invs[i].AttemptTimeout}, {"delay", invs[i].Delay}} {
+			if _, err := seconds(pre+d.name, d.v); err != nil {
+				return nil, err
+			}
+		}
+		params.Invocations[i] = invs[i].Params()
+		params.Invocations[i].Payload = payload
+	}
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	if err := authorizeQueue(p, namespace, queue, plane.PermissionSubmit); err != nil {
+		return nil, err
+	}
+	// A submit to a full queue with on_full=block waits inside the driver: bound it by the
+	// long-poll limit and end it when the server stops.
+	wait := s.cfg.LongPollMax
+	if maxWait > 0 {
+		wait = min(wait, api.Duration(maxWait))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	ctx, cancelStop := context.WithCancelCause(ctx)
+	defer cancelStop(nil)
+	defer context.AfterFunc(s.stopCtx, func() { cancelStop(api.ErrShuttingDown) })()
+	res, err := s.drv.InvocationSubmitMany(ctx, params)
+	if err != nil {
+		return nil, stopErr(ctx, err)
+	}
+	out := make([]api.SubmitResult, len(res))
+	created := 0
+	for i, sr := range res {
+		out[i] = api.SubmitResult{ID: sr.ID, Existing: sr.Existing}
+		if !sr.Existing {
+			created++
+		}
+	}
+	s.metrics.submits.WithLabelValues(namespace, queue).Add(float64(created))
+	return out, nil
+}
+
+// Listing.
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	query := r.URL.Query()
+	params := &plane.ListParams{Namespace: ns, Queue: q, KeyPrefix: query.Get("key_prefix"), After: query.Get("after")}
+	if st := query.Get("state"); st != "" {
+		if params.State, err = plane.ParseState(st); err != nil {
+			return err
+		}
+	}
+	limit, err := queryInt(r, "limit", 0)
+	if err != nil {
+		return err
+	}
+	if limit < 0 || limit > plane.ListLimitMax {
+		return plane.Invalid("limit", limit, fmt.Sprintf("use 1–%d (0 or absent: %d)", plane.ListLimitMax, plane.ListLimitDefault))
+	}
+	params.Limit = int(limit)
+	switch query.Get("order") {
+	case "", "newest":
+	case "oldest":
+		params.Oldest = true
+	default:
+		return plane.Invalid("order", query.Get("order"), "use newest (default) or oldest")
+	}
+	if params.After != "" {
+		if err := plane.ValidateID(params.After); err != nil {
+			return plane.Invalid("after", params.After, "use the next cursor of the previous page")
+		}
+	}
+	if err := authorizeQueue(p, ns, q, readPerms...); err != nil {
+		return err
+	}
+	page, err := s.drv.InvocationList(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	out := &api.ListResponse{Invocations: make([]api.Invocation, len(page.Invocations)), Next: page.Next}
+	for i, inv := range page.Invocations {
+		out.Invocations[i] = *api.NewInvocation(inv)
+		out.Invocations[i].Payload, out.Invocations[i].Result = api.Value{}, api.Value{}
+	}
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
+
+// Invocations.
+
+// invocationID returns the validated id of a route addressed by invocation.
+func invocationID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	return id, plane.ValidateID(id)
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	id, err := invocationID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
+		return err
+	}
+	inv, err := s.drv.InvocationGet(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, api.NewInvocation(inv))
+	return nil
+}
+
+func (s *Server) handleWait(w http.ResponseWriter, r *http.Request, p *principal) error {
+	id, err := invocationID(r)
+	if err != nil {
+		return err
+	}
+	timeout, err := querySeconds(r, "timeout")
+	if err != nil {
+		return err
+	}
+	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
+		return err
+	}
+	ctx, timeout, release, err := s.longPoll(r, timeout)
+	if err != nil {
+		return err
+	}
+	defer release()
+	inv, err := s.drv.InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: timeout})
+	if errors.Is(err, plane.ErrTimeout) {
+		// Nothing yet: a normal answer, not 408 (which clients and proxies retry by
+		// themselves).
+		s.write(w, r, http.StatusOK, &api.WaitResponse{Done: false})
+		return nil
+	}
+	if err != nil {
+		return stopErr(ctx, err)
+	}
+	s.write(w, r, http.StatusOK, &api.WaitResponse{Done: true, Invocation: api.NewInvocation(inv)})
+	return nil
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p *principal) error {
+	return s.changeInvocation(w, r, p, s.drv.InvocationCancel)
+}
+
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request, p *principal) error {
+	return s.changeInvocation(w, r, p, s.drv.InvocationKill)
+}
+
+func (s *Server) changeInvocation(w http.ResponseWriter, r *http.Request, p *principal, op func(context.Context, string) (bool, error)) error {
+	id, err := invocationID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.authorizeInvocation(r, p, id, plane.PermissionSubmit); err != nil {
+		return err
+	}
+	ok, err := op(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.ChangedResponse{Changed: ok})
+	return nil
+}
+
+// Settles and heartbeats.
+
+// authorizeJobs checks consume rights on every invocation named, all before any is
+// touched. It returns, per id, nil or the error that item gets without reaching the
+// driver: not_found for an invocation of a queue the token does not cover (exactly what
+// an unknown id gets).
+func (s *Server) authorizeJobs(r *http.Request, p *principal, ids []string) ([]error, error) {
+	out := make([]error, len(ids))
+	for i, id := range ids {
+		if err := s.authorizeInvocation(r, p, id, plane.PermissionConsume); err != nil {
+			switch {
+			case errors.Is(err, plane.ErrNotFound):
+				out[i] = plane.ErrNotFound
+			case errors.Is(err, plane.ErrInvalid):
+				// the driver reports it per item
+			default:
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func itemError(err error) *api.ErrorBody {
+	if err == nil {
+		return nil
+	}
+	b, _ := api.NewErrorBody(err)
+	return &b
+}
+
+// settleParams checks one settle; prefix starts its field names in errors.
+func (s *Server) settleParams(st *api.Settle, prefix string) (plane.SettleParams, error) {
+	sp, err := st.Params()
+	if err != nil {
+		return sp, &plane.InvalidError{Field: prefix + "outcome", Value: st.Outcome, Rule: "use succeeded|retry|failed|timed_out"}
+	}
+	if !st.Result.IsZero() || sp.Outcome == plane.OutcomeSucceeded {
+		if sp.Result, err = s.value(prefix+"result", st.Result); err != nil {
+			return sp, err
+		}
+	}
+	if sp.RetryDelay, err = seconds(prefix+"retry_delay", st.RetryDelay); err != nil {
+		return sp, err
+	}
+	return sp, nil
+}
+
+// settle settles params after authorizing them; one error per item.
+func (s *Server) settle(r *http.Request, p *principal, params []plane.SettleParams) ([]error, error) {
+	ids := make([]string, len(params))
+	for i := range params {
+		ids[i] = params[i].ID
+	}
+	denied, err := s.authorizeJobs(r, p, ids)
+	if err != nil {
+		return nil, err
+	}
+	var send []plane.SettleParams
+	var at []int
+	for i := range params {
+		if denied[i] == nil {
+			send, at = append(send, params[i]), append(at, i)
+		}
+	}
+	out := denied
+	if len(send) > 0 {
+		errs, err := s.drv.InvocationSettleMany(r.Context(), send)
+		if err != nil {
+			return nil, err
+		}
+		for k, e := range errs {
+			out[at[k]] = e
+			if e == nil {
+				s.metrics.settles.WithLabelValues(api.OutcomeName(send[k].Outcome)).Inc()
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request, p *principal) error {
+	var req api.SettlesRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	params := make([]plane.SettleParams, len(req.Settles))
+	for i := range req.Settles {
+		var err error
+		if params[i], err = s.settleParams(&req.Settles[i], fmt.Sprintf("settles[%d].", i)); err != nil {
+			return err
+		}
+	}
+	errs, err := s.settle(r, p, params)
+	if err != nil {
+		return err
+	}
+	out := &api.SettlesResponse{Results: make([]api.ItemResponse, len(errs))}
+	for i, e := range errs {
+		out.Results[i] = api.ItemResponse{Error: itemError(e)}
+	}
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleSettleOne(w http.ResponseWriter, r *http.Request, p *principal) error {
+	id, err := invocationID(r)
+	if err != nil {
+		return err
+	}
+	var req api.SettleRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	st := api.Settle{ID: id, Token: req.Token, Outcome: req.Outcome, Result: req.Result, Error: req.Error, RetryDelay: req.RetryDelay}
+	sp, err := s.settleParams(&st, "")
+	if err != nil {
+		return err
+	}
+	errs, err := s.settle(r, p, []plane.SettleParams{sp})
+	if err != nil {
+		return err
+	}
+	if errs[0] != nil {
+		return errs[0]
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+// heartbeat extends the leases of params after authorizing them.
+func (s *Server) heartbeat(r *http.Request, p *principal, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
+	ids := make([]string, len(params))
+	for i := range params {
+		ids[i] = params[i].ID
+	}
+	denied, err := s.authorizeJobs(r, p, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]plane.HeartbeatResult, len(params))
+	var send []plane.HeartbeatParams
+	var at []int
+	for i := range params {
+		if denied[i] != nil {
+			out[i].Err = denied[i]
+			continue
+		}
+		send, at = append(send, params[i]), append(at, i)
+	}
+	if len(send) > 0 {
+		res, err := s.drv.InvocationHeartbeatMany(r.Context(), send)
+		if err != nil {
+			return nil, err
+		}
+		for k, h := range res {
+			out[at[k]] = h
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, p *principal) error {
+	var req api.HeartbeatsRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	params := make([]plane.HeartbeatParams, len(req.Heartbeats))
+	for i, h := range req.Heartbeats {
+		ttl, err := leaseTTL(fmt.Sprintf("heartbeats[%d].lease_ttl", i), h.LeaseTTL)
+		if err != nil {
+			return err
+		}
+		params[i] = plane.HeartbeatParams{ID: h.ID, Token: h.Token, LeaseTTL: ttl}
+	}
+	res, err := s.heartbeat(r, p, params)
+	if err != nil {
+		return err
+	}
+	out := &api.HeartbeatsResponse{Results: make([]api.HeartbeatResult, len(res))}
+	for i, h := range res {
+		out.Results[i] = api.HeartbeatResult{LeaseExpiresAt: h.LeaseExpiresAt, Error: itemError(h.Err)}
+	}
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleHeartbeatOne(w http.ResponseWriter, r *http.Request, p *principal) error {
+	id, err := invocationID(r)
+	if err != nil {
+		return err
+	}
+	var req api.HeartbeatRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	ttl, err := leaseTTL("lease_ttl", req.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	res, err := s.heartbeat(r, p, []plane.HeartbeatParams{{ID: id, Token: req.Token, LeaseTTL: ttl}})
+	if err != nil {
+		return err
+	}
+	if res[0].Err != nil {
+		return res[0].Err
+	}
+	s.write(w, r, http.StatusOK, &api.HeartbeatResponse{LeaseExpiresAt: res[0].LeaseExpiresAt})
+	return nil
+}

@@ -1,0 +1,233 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Claims.
+
+func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.ClaimRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	wait, err := seconds("wait", req.Wait)
+	if err != nil {
+		return err
+	}
+	ttl, err := leaseTTL("lease_ttl", req.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	params := &plane.ClaimParams{Namespace: ns, Queue: q, Kind: plane.Kind(req.Kind), Temperature: req.Temperature,
+		Max: req.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Worker}
+	if err := params.Validate(); err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, plane.PermissionConsume); err != nil {
+		return err
+	}
+	ctx, wait, release, err := s.longPoll(r, wait)
+	if err != nil {
+		return err
+	}
+	defer release()
+	params.Wait = wait
+	jobs, err := s.drv.InvocationClaimMany(ctx, params)
+	if err != nil {
+		return stopErr(ctx, err)
+	}
+	if len(jobs) == 0 && ctx.Err() != nil {
+		if err := stopErr(ctx, ctx.Err()); errors.Is(err, api.ErrShuttingDown) {
+			return err
+		}
+	}
+	out := &api.ClaimResponse{Jobs: make([]api.Job, len(jobs))}
+	for i, j := range jobs {
+		out.Jobs[i] = api.NewJob(j)
+	}
+	s.metrics.claims.WithLabelValues(ns, q).Add(float64(len(jobs)))
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
+
+// Queues.
+
+func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns := r.URL.Query().Get("namespace")
+	if ns != "" {
+		if err := plane.ValidateName("namespace", ns); err != nil {
+			return err
+		}
+	}
+	stats, err := s.drv.QueueStatsList(r.Context(), ns)
+	if err != nil {
+		return err
+	}
+	out := &api.QueuesResponse{Queues: make([]api.QueueStats, 0, len(stats))}
+	for i := range stats {
+		if p.allows(stats[i].Namespace, stats[i].Queue, anyPerms...) {
+			out.Queues = append(out.Queues, api.NewQueueStats(&stats[i]))
+		}
+	}
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, anyPerms...); err != nil {
+		return err
+	}
+	stats, err := s.drv.QueueStatsList(r.Context(), ns)
+	if err != nil {
+		return err
+	}
+	out := api.NewQueueStats(&plane.QueueStats{Namespace: ns, Queue: q})
+	for i := range stats {
+		if stats[i].Queue == q {
+			out = api.NewQueueStats(&stats[i])
+		}
+	}
+	for _, st := range plane.States {
+		if _, ok := out.Counts[string(st)]; !ok {
+			out.Counts[string(st)] = 0
+		}
+	}
+	s.write(w, r, http.StatusOK, &out)
+	return nil
+}
+
+func (s *Server) handleCount(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	st := plane.StateQueued
+	if name := r.URL.Query().Get("state"); name != "" {
+		if st, err = plane.ParseState(name); err != nil {
+			return err
+		}
+	}
+	if err := authorizeQueue(p, ns, q, anyPerms...); err != nil {
+		return err
+	}
+	n, err := s.drv.InvocationCount(r.Context(), &plane.CountParams{Namespace: ns, Queue: q, State: st})
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.CountResponse{Count: n})
+	return nil
+}
+
+func (s *Server) handleAdmissionGet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, anyPerms...); err != nil {
+		return err
+	}
+	a, err := s.drv.QueueAdmissionGet(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.AdmissionResponse{Admission: api.NewAdmission(a)})
+	return nil
+}
+
+func (s *Server) handleAdmissionSet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.Admission
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if _, err := seconds("deadline_cutoff", req.DeadlineCutoff); err != nil {
+		return err
+	}
+	a := req.Plane()
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
+		return err
+	}
+	if err := s.drv.QueueAdmissionSet(r.Context(), &plane.AdmissionParams{Namespace: ns, Queue: q, Admission: *a}); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.AdmissionResponse{Admission: &req})
+	return nil
+}
+
+func (s *Server) handleAdmissionDelete(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
+		return err
+	}
+	ok, err := s.drv.QueueAdmissionDelete(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.ChangedResponse{Changed: ok})
+	return nil
+}
+
+// Maintenance.
+
+func (s *Server) handleTrim(w http.ResponseWriter, r *http.Request, p *principal) error {
+	var req api.TrimRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Namespace != "" {
+		if err := plane.ValidateName("namespace", req.Namespace); err != nil {
+			return err
+		}
+	}
+	if req.Queue != "" {
+		if err := plane.ValidateName("queue name", req.Queue); err != nil {
+			return err
+		}
+	}
+	if req.Namespace == "" || req.Queue == "" {
+		if err := authorizeGlobal(p, "a trim of every queue"); err != nil {
+			return err
+		}
+	} else if err := authorizeQueue(p, req.Namespace, req.Queue, plane.PermissionAdmin); err != nil {
+		return err
+	}
+	n, err := s.drv.InvocationTrim(r.Context(), &plane.TrimParams{Namespace: req.Namespace, Queue: req.Queue, FinishedBefore: req.FinishedBefore})
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.TrimResponse{Deleted: n})
+	return nil
+}
+
+func (s *Server) handleMaintain(w http.ResponseWriter, r *http.Request, p *principal) error {
+	if err := authorizeGlobal(p, "maintain"); err != nil {
+		return err
+	}
+	if err := s.drv.Maintain(r.Context()); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}

@@ -1,0 +1,232 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// handlerFunc serves one route for an authenticated principal; a returned error is written
+// as the error body.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal) error
+
+// registerRoutes registers a handler for every route of api.Routes, the table the OpenAPI
+// document is generated from. It panics when the table and the handlers disagree.
+func (s *Server) registerRoutes() {
+	public := map[string]http.HandlerFunc{
+		"GET /healthz":         s.handleHealthz,
+		"GET /readyz":          s.handleReadyz,
+		"GET /v1/openapi.json": s.handleOpenAPI,
+	}
+	q, i := api.QueuePath, api.InvocationPath
+	auth := map[string]handlerFunc{
+		"GET /metrics": s.handleMetrics,
+
+		"POST " + q + "/invocations":                     s.handleSubmit,
+		"POST " + q + "/invocations/batch":               s.handleSubmitBatch,
+		"GET " + q + "/invocations":                      s.handleList,
+		"POST " + q + "/claim":                           s.handleClaim,
+		"GET " + q + "/count":                            s.handleCount,
+		"GET " + q + "/stats":                            s.handleStats,
+		"GET " + q + "/admission":                        s.handleAdmissionGet,
+		"PUT " + q + "/admission":                        s.handleAdmissionSet,
+		"DELETE " + q + "/admission":                     s.handleAdmissionDelete,
+		"POST " + q + "/topics/{topic}/frames":           s.handleTopicPost,
+		"GET " + q + "/topics/{topic}/frames":            s.handleTopicFrames,
+		"GET " + q + "/topics/{topic}/stream":            s.handleTopicStream,
+		"GET " + i:                                       s.handleGet,
+		"GET " + i + "/wait":                             s.handleWait,
+		"GET " + i + "/frames":                           s.handleInvocationFrames,
+		"GET " + i + "/stream":                           s.handleInvocationStream,
+		"POST " + i + "/cancel":                          s.handleCancel,
+		"POST " + i + "/kill":                            s.handleKill,
+		"POST " + i + "/settle":                          s.handleSettleOne,
+		"POST " + i + "/heartbeat":                       s.handleHeartbeatOne,
+		"POST " + i + "/frames":                          s.handleInvocationPost,
+		"POST /v1/settle":                                s.handleSettle,
+		"POST /v1/heartbeat":                             s.handleHeartbeat,
+		"GET /v1/queues":                                 s.handleQueues,
+		"PUT /v1/namespaces/{namespace}/workers/{id}":    s.handleWorkerRegister,
+		"DELETE /v1/namespaces/{namespace}/workers/{id}": s.handleWorkerRemove,
+		"GET /v1/workers":                                s.handleWorkerList,
+		"POST /v1/trim":                                  s.handleTrim,
+		"POST /v1/maintain":                              s.handleMaintain,
+		"POST /v1/tokens":                                s.handleTokenCreate,
+		"GET /v1/tokens":                                 s.handleTokenList,
+		"POST /v1/tokens/lookup":                         s.handleTokenLookup,
+		"DELETE /v1/tokens/{id}":                         s.handleTokenRevoke,
+	}
+	for _, rt := range api.Routes {
+		pattern := rt.Method + " " + rt.Path
+		s.routes = append(s.routes, rt)
+		if h, ok := public[pattern]; ok {
+			s.mux.HandleFunc(pattern, h)
+			delete(public, pattern)
+			continue
+		}
+		h, ok := auth[pattern]
+		if !ok {
+			panic("server: no handler for " + pattern)
+		}
+		delete(auth, pattern)
+		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			p, err := s.authenticate(r)
+			if err == nil {
+				err = h(w, r, p)
+			}
+			if err != nil {
+				s.writeError(w, r, err)
+			}
+		})
+	}
+	for pattern := range auth {
+		panic("server: " + pattern + " is not in api.Routes")
+	}
+	for pattern := range public {
+		panic("server: " + pattern + " is not in api.Routes")
+	}
+}
+
+// Permissions of the routes that read.
+var readPerms = []plane.Permission{plane.PermissionRead, plane.PermissionSubmit}
+
+// anyPerms: any permission on the queue (counts, admission, topics).
+var anyPerms = []plane.Permission{plane.PermissionRead, plane.PermissionSubmit, plane.PermissionConsume}
+
+// queueOf returns the namespace and queue of a route addressed by queue, validated (before
+// any authorization). Errors: *plane.InvalidError.
+func queueOf(r *http.Request) (namespace, queue string, err error) {
+	namespace, queue = r.PathValue("namespace"), r.PathValue("queue")
+	if err := plane.ValidateName("namespace", namespace); err != nil {
+		return "", "", err
+	}
+	if err := plane.ValidateName("queue name", queue); err != nil {
+		return "", "", err
+	}
+	return namespace, queue, nil
+}
+
+// Query parameters.
+
+func queryFloat(r *http.Request, name string) (float64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, plane.Invalid(name, v, "use a number")
+	}
+	return f, nil
+}
+
+func querySeconds(r *http.Request, name string) (time.Duration, error) {
+	f, err := queryFloat(r, name)
+	if err != nil {
+		return 0, err
+	}
+	if f < 0 {
+		return 0, plane.Invalid(name, f, "use seconds ≥ 0")
+	}
+	return api.Duration(f), nil
+}
+
+func queryInt(r *http.Request, name string, def int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, plane.Invalid(name, v, "use an integer")
+	}
+	return n, nil
+}
+
+// seconds checks a duration field of a body: finite and ≥ 0.
+func seconds(field string, f float64) (time.Duration, error) {
+	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, plane.Invalid(field, f, "use seconds ≥ 0")
+	}
+	return api.Duration(f), nil
+}
+
+// leaseTTL checks a lease_ttl field: seconds ≥ 0 (0: the plane's default) and at most
+// api.MaxLeaseTTL.
+func leaseTTL(field string, f float64) (time.Duration, error) {
+	d, err := seconds(field, f)
+	if err != nil {
+		return 0, plane.Invalid(field, f, "use seconds ≥ 0 (0: the default)")
+	}
+	if d > api.MaxLeaseTTL {
+		return 0, plane.Invalid(field, f, fmt.Sprintf("at most %d seconds (%s); heartbeat to keep a longer job", int64(api.MaxLeaseTTL.Seconds()), api.MaxLeaseTTL))
+	}
+	return d, nil
+}
+
+// Long-polls.
+
+// longPoll admits a waiting request: it caps wait at LongPollMax, takes a long-poll slot
+// when wait > 0, and returns a context that also ends when the server stops. release must
+// be called. Errors: ErrShuttingDown, ErrTooManyLongPolls.
+func (s *Server) longPoll(r *http.Request, wait time.Duration) (ctx context.Context, capped time.Duration, release func(), err error) {
+	if s.stopped.Load() {
+		return nil, 0, nil, api.ErrShuttingDown
+	}
+	capped = min(wait, s.cfg.LongPollMax)
+	slot := false
+	if capped > 0 {
+		select {
+		case s.longPolls <- struct{}{}:
+			slot = true
+			s.metrics.longPolls.Inc()
+		default:
+			return nil, 0, nil, fmt.Errorf("%w: the server holds %d; retry later", api.ErrTooManyLongPolls, s.cfg.MaxLongPolls)
+		}
+	}
+	c, cancel := context.WithCancelCause(r.Context())
+	stopWatch := context.AfterFunc(s.stopCtx, func() { cancel(api.ErrShuttingDown) })
+	return c, capped, func() {
+		stopWatch()
+		cancel(nil)
+		if slot {
+			<-s.longPolls
+			s.metrics.longPolls.Dec()
+		}
+	}, nil
+}
+
+// stopErr turns an error that the server's stop caused into ErrShuttingDown.
+func stopErr(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), api.ErrShuttingDown) {
+		return fmt.Errorf("%w: retry", api.ErrShuttingDown)
+	}
+	return err
+}
+
+// Health.
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	s.write(w, r, http.StatusOK, &api.HealthResponse{Status: "ok"})
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if s.stopped.Load() {
+		s.writeError(w, r, api.ErrShuttingDown)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.drv.InvocationCount(ctx, &plane.CountParams{Namespace: plane.NamespaceDefault, Queue: "readyz", State: plane.StateQueued}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.write(w, r, http.StatusOK, &api.HealthResponse{Status: "ready"})
+}

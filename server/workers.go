@@ -1,0 +1,96 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// workerOf returns the validated namespace and worker id of a worker route.
+func workerOf(r *http.Request) (namespace, id string, err error) {
+	namespace, id = r.PathValue("namespace"), r.PathValue("id")
+	if err := plane.ValidateName("namespace", namespace); err != nil {
+		return "", "", err
+	}
+	if id == "" || len(id) > 128 {
+		return "", "", plane.Invalid("worker id", id, "use 1–128 bytes (a ULID)")
+	}
+	return namespace, id, nil
+}
+
+func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, id, err := workerOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.WorkerRegisterRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	for _, q := range req.Queues {
+		if err := plane.ValidateName("queues", q); err != nil {
+			return err
+		}
+	}
+	if len(req.Host) > 255 || !utf8.ValidString(req.Host) || strings.ContainsFunc(req.Host, unicode.IsControl) {
+		return plane.Invalid("host", req.Host, "use at most 255 bytes of UTF-8 without control characters")
+	}
+	if !p.allowsNamespace(ns, plane.PermissionConsume) {
+		return forbidden("namespace "+ns, plane.PermissionConsume)
+	}
+	for _, q := range req.Queues {
+		if err := authorizeQueue(p, ns, q, plane.PermissionConsume); err != nil {
+			return err
+		}
+	}
+	info := &plane.WorkerInfo{ID: id, Namespace: ns, Host: req.Host, PID: req.PID, Queues: req.Queues, StartedAt: req.StartedAt}
+	if err := s.drv.WorkerRegister(r.Context(), info); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleWorkerRemove(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, id, err := workerOf(r)
+	if err != nil {
+		return err
+	}
+	if !p.allowsNamespace(ns, plane.PermissionConsume) {
+		return forbidden("namespace "+ns, plane.PermissionConsume)
+	}
+	if err := s.drv.WorkerRemove(r.Context(), ns, id); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleWorkerList(w http.ResponseWriter, r *http.Request, p *principal) error {
+	within, err := querySeconds(r, "seen_within")
+	if err != nil {
+		return err
+	}
+	ns := r.URL.Query().Get("namespace")
+	if ns != "" {
+		if err := plane.ValidateName("namespace", ns); err != nil {
+			return err
+		}
+	}
+	ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: ns, SeenWithin: within})
+	if err != nil {
+		return err
+	}
+	out := &api.WorkersResponse{Workers: make([]api.Worker, 0, len(ws))}
+	for i := range ws {
+		if p.allowsNamespace(ws[i].Namespace, anyPerms...) {
+			out.Workers = append(out.Workers, api.NewWorker(&ws[i]))
+		}
+	}
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
