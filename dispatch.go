@@ -114,6 +114,23 @@ func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 	if err := plane.ValidateName("namespace", c.Namespace); err != nil {
 		return nil, err
 	}
+	drv, err := openDriver(ctx, target, c)
+	if err != nil {
+		return nil, err
+	}
+	d := newDispatch(drv, c)
+	d.owned = true
+	return d, nil
+}
+
+// OpenDriver opens the plane named by target, as Open does, and returns its driver, which
+// the caller closes: for programs that serve a plane (`lakeshore serve` hands it to
+// server.New) rather than use it. cfg's HTTP, SQLite and Logger apply. Errors: as Open.
+func OpenDriver(ctx context.Context, target string, cfg *Config) (plane.Driver, error) {
+	return openDriver(ctx, target, cfg.withDefaults(os.Getenv))
+}
+
+func openDriver(ctx context.Context, target string, c Config) (plane.Driver, error) {
 	path, err := resolveTarget(target, os.Getenv, os.UserHomeDir)
 	if err != nil {
 		return nil, err
@@ -124,13 +141,7 @@ func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 		}
 	}
 	if isHTTP(path) {
-		drv, err := httpplane.New(path, c.HTTP)
-		if err != nil {
-			return nil, err
-		}
-		d := newDispatch(drv, c)
-		d.owned = true
-		return d, nil
+		return httpplane.New(path, c.HTTP)
 	}
 	var sq sqliteplane.Config
 	if c.SQLite != nil {
@@ -143,9 +154,7 @@ func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 	if err != nil {
 		return nil, err // sqliteplane names the path
 	}
-	d := newDispatch(drv, c)
-	d.owned = true
-	return d, nil
+	return drv, nil
 }
 
 // New returns a Dispatch over an explicit driver (a plane opened by the caller, e.g. with
@@ -169,8 +178,9 @@ func (d *Dispatch) Close() error {
 	return d.drv.Close()
 }
 
-// Driver returns the plane under d, for what the SDK does not wrap (QueueStatsList,
-// Maintain).
+// Driver returns the plane under d, for what the SDK does not wrap. The SDK wraps every
+// verb of the Driver (QueueStats, Workers, Queue.List, Admin for tokens, trims and
+// maintenance); the lakeshore CLI uses no Driver call.
 func (d *Dispatch) Driver() plane.Driver { return d.drv }
 
 // Namespace returns the namespace of queues opened without QueueOptions.Namespace.

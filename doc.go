@@ -8,7 +8,7 @@ The SDK is a thin, typed layer over a [plane.Driver]: every call goes to the pla
 embedded SQLite database by default), and the SDK keeps no state of its own, so any number
 of processes may share one plane. The behaviour behind each verb — lifecycle, retries,
 leases, fencing, claim orders, journals — is the project's semantics contract
-(shared/design/semantics.md), enforced for every plane by the conformance suite in
+(docs/semantics.md), enforced for every plane by the conformance suite in
 plane/planetest. This page shows how a Go program uses it.
 
 # Opening a plane
@@ -108,12 +108,31 @@ END. An empty name makes a fresh topic named "topic-<ULID>", e.g. for replies.
 
 # Workers and functions
 
-[RunWorker] is the worker loop for real deployments: it claims in batches from the queues of
-its [Handler] values, runs up to a concurrency limit of handlers at once, heartbeats their
-leases from its own goroutine, cancels a handler whose job was killed or whose lease was lost,
-acks results and nacks errors and panics (with retry), and drains on SIGINT/SIGTERM. Its
-[WorkerOptions] include Once (drain exactly one job, for tests), a job limit and
-exit-when-idle; it registers itself so `lakeshore workers` lists it.
+[Worker] is the worker loop for real deployments. [NewWorker] binds it to the queues of its
+[Handler] values; [Worker.Start] claims in batches, runs up to a concurrency limit of handlers
+at once, heartbeats their leases from one goroutine, cancels a handler whose job was killed or
+whose lease was lost, and acks results and nacks errors, panics and runtime.Goexit (with
+retry). [Worker.Stop] drains it (nothing new is claimed; running handlers finish and settle)
+and [Worker.StopAndCancel] cancels the running handlers; a program maps its signals to them
+(the lakeshore command does: the first SIGINT/SIGTERM drains, the second cancels). Its
+[WorkerOptions] include Once (exactly one job, for tests), a job limit and exit-when-idle; it
+registers itself so [Dispatch.Workers] and `lakeshore workers` list it. [RunWorker] runs one
+until it stops on its own or ctx ends. [Queue.Working] runs one job through the same
+execution path.
+
+	w, _ := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle("gpu", handle)}, nil)
+	_ = w.Start(ctx)
+	<-shutdown            // e.g. a signal, caught by the program
+	_ = w.Stop(ctx)       // drain
+
+# Listing and administration
+
+[Queue.List] pages through a queue's invocations (newest or oldest first, by state and key
+prefix, with a cursor); [Dispatch.QueueStats] counts every queue by state; [Dispatch.Workers]
+lists live workers. [Dispatch.Admin] returns the [Admin] handle: access tokens
+([Admin.CreateToken] needs explicit namespace and queue globs), trims across queues and
+maintenance passes. A submit with [SubmitOptions] Delay or NotBefore is queued at once but
+claimable only from its due time, by the plane's clock.
 
 [NewFunc] binds a typed Go function to a queue (the Go form of a @udf decorator): producers
 get typed Submit, Call and Result from the same value, and RunWorker runs it. [NewStreamFunc]
@@ -127,10 +146,11 @@ binds a body that emits values as it goes, each a VALUE frame readable live with
 
 # File scopes
 
-File bytes never ride the wire: jobs pass storage keys. [OpenScope] opens a prefix of a blob
-store (gocloud.dev/blob; by default file://$LAKESHORE_HOME/blobs, mem:// for tests) with
-Read, Write (returning the key), List and Delete; a key that tries to escape the prefix is
-refused.
+File bytes never ride the wire: jobs pass storage keys. Package
+github.com/lakeshore-dev/lakeshore/scope opens a prefix of a blob store (gocloud.dev/blob; by
+default file://$LAKESHORE_HOME/blobs, mem:// for tests) with Read, Write (returning the key),
+List and Delete; a key that tries to escape the prefix is refused. It is a package of its own
+so that this one does not link the blob drivers (nor gRPC and OpenTelemetry through them).
 
 # Admission
 

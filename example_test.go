@@ -312,3 +312,47 @@ func ExampleTopic() {
 	// 2 map[step:2]
 	// true 32
 }
+
+// Run a Worker: Start it, and Stop it (drain) on shutdown. A program maps its signals to
+// Stop and StopAndCancel; the Worker installs no signal handler of its own.
+func ExampleWorker() {
+	ctx := context.Background()
+	d, err := lakeshore.Open(ctx, ":memory:", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	q, err := d.Queue("upper", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	w, err := lakeshore.NewWorker(d, []lakeshore.Handler{
+		lakeshore.Handle("upper", func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			var s string
+			if err := job.Decode(&s); err != nil {
+				return nil, lakeshore.Permanent(err)
+			}
+			return strings.ToUpper(s), nil
+		}),
+	}, &lakeshore.WorkerOptions{Concurrency: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	id, _ := q.Submit(ctx, "hello", nil)
+	var out string
+	if err := q.Result(ctx, id, &out, nil); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(out)
+
+	// On SIGTERM, say: claim nothing more, let running jobs finish, deregister.
+	fmt.Println(w.Stop(ctx))
+	// Output:
+	// HELLO
+	// <nil>
+}

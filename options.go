@@ -140,6 +140,16 @@ type SubmitOptions struct {
 	// MaxAttemptsDefault (3).
 	MaxAttempts int
 
+	// NotBefore delays the invocation: it is queued at once (Count, List and Get see it)
+	// but not claimable before this time, as measured by the plane's clock. Defaults to the
+	// zero time: claimable at once.
+	NotBefore time.Time
+
+	// Delay delays the invocation by this long from the plane's clock at submit; with
+	// NotBefore too, the later of the two wins. Must not be negative. Defaults to 0: no
+	// delay.
+	Delay time.Duration
+
 	// Metadata are free-form string headers carried with the invocation (Job.Metadata,
 	// Invocation.Metadata). Defaults to none.
 	Metadata map[string]string

@@ -59,8 +59,27 @@ func (q *Queue) Submit(ctx context.Context, payload any, opts *SubmitOptions) (s
 // does not encode or any option is invalid, nothing is submitted. An empty batch does
 // nothing. Errors: as Submit; an encoding error names the submission's index.
 func (q *Queue) SubmitMany(ctx context.Context, batch []Submission) ([]string, error) {
+	res, err := q.SubmitManyResults(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(res))
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids, nil
+}
+
+// SubmitResult is the outcome of one submission of SubmitManyResults (an alias of
+// plane.SubmitResult): the invocation's ID, and Existing when its key or ID already existed
+// and nothing was enqueued.
+type SubmitResult = plane.SubmitResult
+
+// SubmitManyResults is SubmitMany telling, for each submission, whether its key (or ID)
+// already existed, so that nothing was enqueued for it (`lakeshore map` resumes with it).
+func (q *Queue) SubmitManyResults(ctx context.Context, batch []Submission) ([]SubmitResult, error) {
 	if len(batch) == 0 {
-		return []string{}, nil
+		return []SubmitResult{}, nil
 	}
 	params := &plane.SubmitManyParams{
 		Namespace:   q.opts.Namespace,
@@ -68,6 +87,13 @@ func (q *Queue) SubmitMany(ctx context.Context, batch []Submission) ([]string, e
 		Invocations: make([]plane.SubmitParams, len(batch)),
 	}
 	for i, s := range batch {
+		if s.Delay < 0 {
+			field := "delay"
+			if len(batch) > 1 {
+				field = fmt.Sprintf("delay [%d]", i)
+			}
+			return nil, plane.Invalid(field, s.Delay, "use a duration ≥ 0 (0: no delay)")
+		}
 		b, err := wire.Marshal(s.Payload)
 		if err != nil {
 			field := "payload"
@@ -85,6 +111,8 @@ func (q *Queue) SubmitMany(ctx context.Context, batch []Submission) ([]string, e
 			AttemptTimeout: s.AttemptTimeout,
 			Deadline:       s.Deadline,
 			Metadata:       s.Metadata,
+			NotBefore:      s.NotBefore,
+			Delay:          s.Delay,
 		}
 	}
 	res, err := q.d.drv.InvocationSubmitMany(ctx, params)
@@ -94,11 +122,7 @@ func (q *Queue) SubmitMany(ctx context.Context, batch []Submission) ([]string, e
 	if len(res) != len(batch) {
 		return nil, fmt.Errorf("submit: the plane returned %d ids for %d submissions", len(res), len(batch))
 	}
-	ids := make([]string, len(res))
-	for i, r := range res {
-		ids[i] = r.ID
-	}
-	return ids, nil
+	return res, nil
 }
 
 // Result waits until invocation id is terminal and decodes its result into into, a pointer
@@ -234,6 +258,39 @@ func (q *Queue) Kill(ctx context.Context, id string) (bool, error) {
 	return q.d.drv.InvocationKill(ctx, id)
 }
 
+// WaitReleased waits until the worker that ran invocation id when it was killed (or when
+// its lease expired) confirms that its handler returned — for `lakeshore worker`, that the
+// command's process group is gone — and returns the attempt it confirmed. Kill returns at
+// once; the worker notices at its next heartbeat (within WorkerOptions.HeartbeatInterval,
+// a third of the lease by default), cancels the handler, and confirms when it returns (an
+// exec command gets SIGTERM, then SIGKILL after its grace period). opts.Timeout bounds the
+// wait (default TopicTimeoutDefault, 5 s; negative: until ctx ends). A worker that dies
+// without confirming (SIGKILL) never confirms: on Linux its commands die with it.
+// Errors: ErrNotFound; ErrTimeout when no confirmation came in time.
+func (q *Queue) WaitReleased(ctx context.Context, id string, opts *ListenOptions) (attempt int, err error) {
+	inv, err := q.Get(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	topic, err := q.d.topicOf(inv.Namespace, inv.Queue, ReleasedTopicPrefix+id)
+	if err != nil {
+		return 0, err
+	}
+	f, ok, err := topic.Listen(ctx, FromStart, opts)
+	if err != nil {
+		return 0, ctxError(err)
+	}
+	if !ok {
+		return 0, fmt.Errorf("wait for the release of %s: no worker confirmed it: %w", id, ErrTimeout)
+	}
+	if m, isMap := f.Value.(map[string]any); isMap {
+		if a, isInt := m["attempt"].(int64); isInt {
+			return int(a), nil
+		}
+	}
+	return 0, nil
+}
+
 // Count returns the number of the queue's invocations in state, counted from the rows that
 // get claimed (so it agrees with what claimers see); cheap at any depth.
 // Errors: *InvalidError for an unknown state.
@@ -265,15 +322,9 @@ func (q *Queue) Trim(ctx context.Context, olderThan time.Duration) (int64, error
 	if olderThan < 0 {
 		return 0, plane.Invalid("trim age", olderThan, "use a duration ≥ 0")
 	}
-	cutoff := q.d.cfg.Now().Add(-olderThan)
-	if olderThan == 0 {
-		// Every terminal invocation, including one that finished in this millisecond or by
-		// the clock of another process running slightly ahead.
-		cutoff = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-	}
 	return q.d.drv.InvocationTrim(ctx, &plane.TrimParams{
 		Namespace:      q.opts.Namespace,
 		Queue:          q.name,
-		FinishedBefore: cutoff,
+		FinishedBefore: trimCutoff(q.d.cfg.Now(), olderThan),
 	})
 }

@@ -52,7 +52,8 @@ func Handle(queue string, fn HandlerFunc) HandlerBinding {
 	return HandlerBinding{Queue: queue, Func: fn}
 }
 
-// WorkerOptions configure RunWorker. A nil *WorkerOptions means all defaults.
+// WorkerOptions configure a Worker (NewWorker, RunWorker). A nil *WorkerOptions means all
+// defaults.
 type WorkerOptions struct {
 	// BatchSize caps how many jobs one claim takes. Defaults to Concurrency: a worker with
 	// free slots fills them in one claim.
@@ -65,10 +66,6 @@ type WorkerOptions struct {
 
 	// Concurrency is how many handlers run at once. Defaults to ConcurrencyDefault (1).
 	Concurrency int
-
-	// Drain, when closed, makes the worker drain: it claims nothing more, lets running
-	// handlers finish and settle, and returns nil. Defaults to nil: never.
-	Drain <-chan struct{}
 
 	// ExitWhenIdle makes RunWorker return nil once a claim on every queue came back empty
 	// while no handler was running. A job waiting out a retry backoff does not count as
@@ -99,12 +96,6 @@ type WorkerOptions struct {
 	// ctx ends, or not at all with ExitWhenIdle), runs it, settles it. It implies
 	// Concurrency 1 and MaxJobs 1. Defaults to false.
 	Once bool
-
-	// Signals, when set, is watched for shutdown signals (the CLI passes a channel given to
-	// signal.Notify for SIGINT and SIGTERM; tests send to their own): the first makes the
-	// worker drain, as Drain; the second cancels the running handlers' contexts, and their
-	// jobs are nacked with retry. Defaults to nil: RunWorker installs no signal handler.
-	Signals <-chan os.Signal
 }
 
 func (o *WorkerOptions) withDefaults(d *Dispatch, nBindings int) WorkerOptions {
@@ -151,87 +142,34 @@ func (o *WorkerOptions) validate() error {
 
 // Errors that end a worker's contexts, told apart with context.Cause.
 var (
-	// errDraining stops claiming.
+	// errDraining stops claiming (Stop).
 	errDraining = errors.New("worker draining")
-	// errWorkerStopped cancels running handlers (second signal).
-	errWorkerStopped = errors.New("worker stopped: second shutdown signal")
+	// errWorkerStopped cancels running handlers (StopAndCancel).
+	errWorkerStopped = errors.New("worker stopped: running handlers cancelled")
 )
 
-// RunWorker claims jobs from the queues of handlers and runs each on its handler, up to
-// opts.Concurrency at once, until it is told to stop. It:
+// Worker claims jobs from the queues of its handlers and runs each on its handler, up to
+// WorkerOptions.Concurrency at once, from Start until it is stopped. It:
 //
-//   - claims in batches (up to the free handler slots, opts.BatchSize at most), waiting
-//     by notification when the queues are empty;
+//   - claims in batches (up to the free handler slots, WorkerOptions.BatchSize at most),
+//     waiting by notification when the queues are empty;
 //   - acks a handler's result; nacks its error with retry (without retry when marked
-//     Permanent, e.g. a payload that does not decode into a Func's input) and its panic
-//     with retry (ErrorInfo type "panic");
-//   - heartbeats the leases of all running jobs in one batch every opts.HeartbeatInterval
-//     (a third of the lease by default) from its own goroutine; when a heartbeat finds a
-//     lease lost (the job was killed, or its lease expired and it was claimed again) it
-//     cancels that handler's context with cause ErrLeaseLost and settles nothing for it;
+//     Permanent, e.g. a payload that does not decode into a Func's input), its panic with
+//     retry (ErrorInfo type "panic"), and a handler that ends its goroutine with
+//     runtime.Goexit (t.FailNow) with retry — the job is never left running;
+//   - heartbeats the leases of all running jobs in one batch every
+//     WorkerOptions.HeartbeatInterval (a third of the lease by default) from its own
+//     goroutine; when a heartbeat finds a lease lost (the job was killed, or its lease
+//     expired and it was claimed again) it cancels that handler's context with cause
+//     ErrLeaseLost and settles nothing for it;
 //   - cancels a handler's context when the job's AttemptTimeout passes;
 //   - registers itself in the plane's worker registry (id, host, pid, queues, start) and
-//     refreshes the entry at each heartbeat, removing it when it returns.
+//     refreshes the entry at each heartbeat, removing it when it stops.
 //
-// It stops when: the plane is closed (the error matches ErrClosed); opts.Once or opts.MaxJobs is reached (nil); opts.ExitWhenIdle finds no
-// work (nil); opts.Drain closes or the first of opts.Signals arrives (it claims nothing new,
-// lets running handlers finish and settle, and returns nil; a second signal cancels them,
-// and their jobs are nacked with retry); ctx ends (running handlers are cancelled, their
-// jobs nacked with retry, and ctx's error is returned). RunWorker returns only after every
-// goroutine it started has ended.
-//
-// Errors: *InvalidError for a nil d, no handlers, a nil handler, two handlers on one
-// queue, or bad options.
-func RunWorker(ctx context.Context, d *Dispatch, handlers []Handler, opts *WorkerOptions) error {
-	if len(handlers) == 0 {
-		return plane.Invalid("handlers", nil, "pass at least one handler")
-	}
-	if d == nil {
-		return plane.Invalid("dispatch", nil, "pass the *Dispatch that Open or New returned, not nil")
-	}
-	o := opts.withDefaults(d, len(handlers))
-	if err := o.validate(); err != nil {
-		return err
-	}
-	w := &worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency)}
-	seen := map[string]bool{}
-	for _, h := range handlers {
-		if h == nil {
-			return plane.Invalid("handlers", nil, "pass non-nil handlers")
-		}
-		b := h.Binding()
-		if b.Func == nil {
-			return plane.Invalid("handler func", b.Queue, "bind a non-nil HandlerFunc")
-		}
-		q, err := d.Queue(b.Queue, b.QueueOptions)
-		if err != nil {
-			return err
-		}
-		q.opts.LeaseTTL = o.LeaseTTL
-		name := q.Namespace() + "/" + q.Name()
-		if seen[name] {
-			return plane.Invalid("handlers", name, "bind one handler per queue")
-		}
-		seen[name] = true
-		w.bindings = append(w.bindings, &binding{q: q, fn: b.Func})
-	}
-	return w.run(ctx)
-}
-
-type binding struct {
-	q     *Queue
-	fn    HandlerFunc
-	empty bool // the last claim came back empty (guarded by worker.mu)
-}
-
-type runningJob struct {
-	job    *Job
-	q      *Queue
-	cancel context.CancelCauseFunc
-	lost   bool // the lease is gone: settle nothing (guarded by worker.mu)
-}
-
-type worker struct {
+// Jobs run through the same execution path as Queue.Working. A Worker handles no signals:
+// a program maps its signals to Stop (drain) and StopAndCancel, as the lakeshore CLI does.
+// Safe for concurrent use.
+type Worker struct {
 	d        *Dispatch
 	o        WorkerOptions
 	bindings []*binding
@@ -240,23 +178,165 @@ type worker struct {
 	mu       sync.Mutex
 	running  map[string]*runningJob
 	reserved int   // jobs claimed or being claimed, against MaxJobs
-	fatal    error // what stopped the claimers (the plane closed), returned by RunWorker
+	fatal    error // what stopped the claimers (the plane closed), returned by Err
+
+	started      bool                    // guarded by mu
+	stopClaiming context.CancelCauseFunc // set by Start, guarded by mu
+	stopRun      context.CancelCauseFunc // set by Start, guarded by mu
+	done         chan struct{}           // closed when the worker has stopped
+	err          error                   // why it stopped, set before done closes
 }
 
-func (w *worker) run(ctx context.Context) error {
+// NewWorker returns a Worker that runs handlers on d's queues, configured by opts (nil: all
+// defaults). Nothing runs until Start. Errors: *InvalidError for a nil d, no handlers, a nil
+// handler or handler func, two handlers on one queue, a bad queue name or bad options.
+func NewWorker(d *Dispatch, handlers []Handler, opts *WorkerOptions) (*Worker, error) {
+	if len(handlers) == 0 {
+		return nil, plane.Invalid("handlers", nil, "pass at least one handler")
+	}
+	if d == nil {
+		return nil, plane.Invalid("dispatch", nil, "pass the *Dispatch that Open or New returned, not nil")
+	}
+	o := opts.withDefaults(d, len(handlers))
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency), done: make(chan struct{})}
+	seen := map[string]bool{}
+	for _, h := range handlers {
+		if h == nil {
+			return nil, plane.Invalid("handlers", nil, "pass non-nil handlers")
+		}
+		b := h.Binding()
+		if b.Func == nil {
+			return nil, plane.Invalid("handler func", b.Queue, "bind a non-nil HandlerFunc")
+		}
+		q, err := d.Queue(b.Queue, b.QueueOptions)
+		if err != nil {
+			return nil, err
+		}
+		q.opts.LeaseTTL = o.LeaseTTL
+		name := q.Namespace() + "/" + q.Name()
+		if seen[name] {
+			return nil, plane.Invalid("handlers", name, "bind one handler per queue")
+		}
+		seen[name] = true
+		w.bindings = append(w.bindings, &binding{q: q, fn: b.Func})
+	}
+	return w, nil
+}
+
+// ID returns the worker's id in the registry (WorkerOptions.ID, or the ULID it was given).
+func (w *Worker) ID() string { return w.o.ID }
+
+// Start registers the worker and starts claiming and running jobs in the background; it
+// returns at once. ctx is the worker's lifetime: when it ends, running handlers are
+// cancelled, their jobs nacked with retry, and the worker stops with ctx's error (Err).
+// The worker also stops on its own when WorkerOptions.Once or MaxJobs is reached, when
+// ExitWhenIdle finds no work, and when the plane refuses it for good (closed, unauthorized):
+// Done tells when. Errors: an error when the worker was already started.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return errors.New("start worker: already started; make a new Worker to run again")
+	}
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	claimCtx, stopClaiming := context.WithCancelCause(runCtx)
+	w.started, w.stopRun, w.stopClaiming = true, stopRun, stopClaiming
+	w.mu.Unlock()
+	go func() {
+		defer close(w.done)
+		defer stopRun(nil)
+		w.err = w.run(ctx, runCtx, claimCtx, stopClaiming)
+	}()
+	return nil
+}
+
+// Stop drains the worker: it claims nothing more, lets running handlers finish and settle,
+// deregisters, and returns Err once it has stopped. When ctx ends first, Stop returns ctx's
+// error and the worker goes on draining (call StopAndCancel to cancel the handlers). Stop
+// on a worker never started returns nil.
+func (w *Worker) Stop(ctx context.Context) error {
+	return w.stop(ctx, errDraining, false)
+}
+
+// StopAndCancel stops claiming and cancels the running handlers' contexts (their jobs are
+// nacked with retry, or settled with whatever the handlers return), then waits for the
+// worker to stop, as Stop.
+func (w *Worker) StopAndCancel(ctx context.Context) error {
+	return w.stop(ctx, errWorkerStopped, true)
+}
+
+func (w *Worker) stop(ctx context.Context, cause error, cancelRunning bool) error {
+	w.mu.Lock()
+	started, stopClaiming, stopRun := w.started, w.stopClaiming, w.stopRun
+	w.mu.Unlock()
+	if !started {
+		return nil
+	}
+	if cancelRunning {
+		w.o.Logger.Info("worker cancelling running jobs", logKeyWorkerID, w.o.ID)
+		stopRun(cause)
+	} else {
+		w.o.Logger.Info("worker draining: running jobs finish, nothing new is claimed", logKeyWorkerID, w.o.ID)
+		stopClaiming(cause)
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done returns a channel closed when the worker has stopped: told to, or on its own.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// Err returns why the worker stopped, once Done is closed: nil when it was stopped or
+// reached its limits (Once, MaxJobs, ExitWhenIdle); an error matching ErrClosed (or
+// ErrUnauthorized, ErrForbidden, ErrInvalid) when the plane refused it; Start's ctx's error
+// when that ended it. Before Done is closed it returns nil.
+func (w *Worker) Err() error {
+	select {
+	case <-w.done:
+		return w.err
+	default:
+		return nil
+	}
+}
+
+// RunWorker runs a Worker until it stops: NewWorker, Start(ctx), and wait. It returns nil
+// when the worker reached its limits (opts.Once, MaxJobs, ExitWhenIdle), an error matching
+// ErrClosed when the plane closed, and ctx's error when ctx ends (running handlers are then
+// cancelled and their jobs nacked with retry). It returns only after every goroutine it
+// started has ended. To drain on a signal, use NewWorker and Stop instead.
+// Errors: as NewWorker.
+func RunWorker(ctx context.Context, d *Dispatch, handlers []Handler, opts *WorkerOptions) error {
+	w, err := NewWorker(d, handlers, opts)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-w.Done()
+	return w.Err()
+}
+
+type binding struct {
+	q     *Queue
+	fn    HandlerFunc
+	empty bool // the last claim came back empty (guarded by Worker.mu)
+}
+
+type runningJob struct {
+	e *execution
+}
+
+func (w *Worker) run(ctx, runCtx, claimCtx context.Context, stopClaiming context.CancelCauseFunc) error {
 	info := w.info()
 	w.register(ctx, info)
-
-	runCtx, stopRun := context.WithCancelCause(ctx)
-	defer stopRun(nil)
-	claimCtx, stopClaiming := context.WithCancelCause(runCtx)
-	defer stopClaiming(nil)
-
-	done := make(chan struct{})
-	var watchers sync.WaitGroup
-	if w.o.Signals != nil || w.o.Drain != nil {
-		watchers.Go(func() { w.watchStop(done, stopClaiming, stopRun) })
-	}
 
 	hbStop := make(chan struct{})
 	var hb sync.WaitGroup
@@ -270,21 +350,21 @@ func (w *worker) run(ctx context.Context) error {
 	handlers.Wait()
 	close(hbStop)
 	hb.Wait()
-	close(done)
-	watchers.Wait()
 
 	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if err := w.d.drv.WorkerRemove(rmCtx, info.Namespace, info.ID); err != nil && !errors.Is(err, ErrNotImplemented) {
 		w.o.Logger.WarnContext(ctx, "worker deregistration failed", logKeyWorkerID, info.ID, logKeyError, err)
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.fatal != nil {
 		return w.fatal
 	}
 	return ctx.Err()
 }
 
-func (w *worker) info() *plane.WorkerInfo {
+func (w *Worker) info() *plane.WorkerInfo {
 	host, _ := os.Hostname()
 	queues := make([]string, len(w.bindings))
 	for i, b := range w.bindings {
@@ -300,7 +380,7 @@ func (w *worker) info() *plane.WorkerInfo {
 	}
 }
 
-func (w *worker) register(ctx context.Context, info *plane.WorkerInfo) {
+func (w *Worker) register(ctx context.Context, info *plane.WorkerInfo) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if err := w.d.drv.WorkerRegister(rctx, info); err != nil && !errors.Is(err, ErrNotImplemented) {
@@ -308,35 +388,8 @@ func (w *worker) register(ctx context.Context, info *plane.WorkerInfo) {
 	}
 }
 
-// watchStop turns Drain and Signals into the worker's stops: drain first, cancel second.
-func (w *worker) watchStop(done <-chan struct{}, stopClaiming, stopRun context.CancelCauseFunc) {
-	drain := w.o.Drain
-	signals := 0
-	for {
-		select {
-		case <-done:
-			return
-		case <-drain:
-			drain = nil
-			w.o.Logger.Info("worker draining", logKeyWorkerID, w.o.ID)
-			stopClaiming(errDraining)
-		case sig := <-w.o.Signals:
-			signals++
-			if signals == 1 {
-				w.o.Logger.Info("worker draining: running jobs finish, nothing new is claimed; signal again to cancel them",
-					logKeyWorkerID, w.o.ID, logKeySignal, sig.String())
-				stopClaiming(errDraining)
-				continue
-			}
-			w.o.Logger.Info("worker cancelling running jobs", logKeyWorkerID, w.o.ID, logKeySignal, sig.String())
-			stopRun(errWorkerStopped)
-			return
-		}
-	}
-}
-
 // reserve takes up to n jobs from the MaxJobs budget and returns how many it took.
-func (w *worker) reserve(n int) int {
+func (w *Worker) reserve(n int) int {
 	if w.o.MaxJobs == 0 {
 		return n
 	}
@@ -347,7 +400,7 @@ func (w *worker) reserve(n int) int {
 	return n
 }
 
-func (w *worker) unreserve(n int) {
+func (w *Worker) unreserve(n int) {
 	if w.o.MaxJobs == 0 || n == 0 {
 		return
 	}
@@ -358,7 +411,7 @@ func (w *worker) unreserve(n int) {
 
 // idle records that b's claim came back empty and reports whether the worker is idle: every
 // queue's last claim was empty and nothing runs.
-func (w *worker) idle(b *binding, empty bool) bool {
+func (w *Worker) idle(b *binding, empty bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	b.empty = empty
@@ -373,7 +426,7 @@ func (w *worker) idle(b *binding, empty bool) bool {
 	return true
 }
 
-func (w *worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.CancelCauseFunc, b *binding, handlers *sync.WaitGroup) {
+func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.CancelCauseFunc, b *binding, handlers *sync.WaitGroup) {
 	wait := w.o.ClaimWait
 	if w.o.Once && !w.o.ExitWhenIdle && len(w.bindings) == 1 {
 		wait = -1 // until a job comes or ctx ends (with several queues, a claim must not hold the only slot)
@@ -453,78 +506,42 @@ const (
 	idlePoll        = 50 * time.Millisecond
 )
 
-func (w *worker) release(n int) {
+func (w *Worker) release(n int) {
 	for range n {
 		<-w.slots
 	}
 }
 
-func (w *worker) start(runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup) {
+func (w *Worker) start(runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup) {
 	jobCtx, cancel := context.WithCancelCause(runCtx)
-	r := &runningJob{job: job, q: b.q, cancel: cancel}
+	r := &runningJob{e: &execution{q: b.q, job: job, fn: b.fn, cancel: cancel, logger: w.o.Logger}}
 	w.mu.Lock()
 	w.running[job.ID] = r
 	w.mu.Unlock()
 	handlers.Go(func() {
 		defer w.release(1)
 		defer cancel(nil)
-		w.handle(runCtx, jobCtx, b, r)
+		defer func() {
+			w.mu.Lock()
+			delete(w.running, job.ID)
+			w.mu.Unlock()
+		}()
+		err := r.e.run(runCtx, jobCtx)
+		switch {
+		case err == nil, errors.Is(err, ErrLeaseLost):
+			// Lost leases were logged by the execution.
+		case errors.Is(err, ErrInvalid) || errors.Is(err, ErrClosed):
+			w.o.Logger.WarnContext(runCtx, "settle failed", logKeyJobID, job.ID, logKeyQueue, job.Queue, logKeyError, err)
+		default:
+			w.o.Logger.DebugContext(runCtx, "job failed", logKeyJobID, job.ID, logKeyQueue, job.Queue,
+				logKeyAttempt, job.Attempt, logKeyError, err)
+		}
 	})
-}
-
-func (w *worker) handle(runCtx, jobCtx context.Context, b *binding, r *runningJob) {
-	job := r.job
-	ctx := jobCtx
-	if job.AttemptTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, job.AttemptTimeout,
-			fmt.Errorf("attempt timeout %s passed: %w", job.AttemptTimeout, ErrTimedOut))
-		defer cancel()
-	}
-	ctx = context.WithValue(ctx, jobContextKey{}, &jobContext{q: r.q, job: job})
-	result, fnErr := runHandler(ctx, job, b.fn)
-
-	w.mu.Lock()
-	lost := r.lost
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		delete(w.running, job.ID)
-		w.mu.Unlock()
-	}()
-	log := w.o.Logger.With(logKeyJobID, job.ID, logKeyQueue, job.Queue)
-	if lost {
-		log.WarnContext(runCtx, "job abandoned: its lease was lost (killed, or expired and claimed again); nothing settled")
-		return
-	}
-	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), settleTimeout)
-	defer cancel()
-	if fnErr == nil {
-		err := r.q.Ack(settleCtx, job, result)
-		if errors.Is(err, ErrInvalid) {
-			err = errors.Join(err, r.q.Nack(settleCtx, job, err, false))
-		}
-		if err != nil {
-			log.WarnContext(runCtx, "ack failed", logKeyError, err)
-		}
-		return
-	}
-	if cause := context.Cause(jobCtx); cause != nil && errors.Is(fnErr, context.Canceled) {
-		fnErr = fmt.Errorf("%w (%w)", fnErr, cause)
-	}
-	// The stored error is the handler's own: the TerminalError a reader gets already names
-	// the job and the attempt, and so do the log lines.
-	retry := !IsPermanent(fnErr)
-	logPanic(runCtx, w.o.Logger, job, fnErr)
-	log.DebugContext(runCtx, "job failed", logKeyAttempt, job.Attempt, logKeyError, fnErr, logKeyRetry, retry)
-	if err := r.q.Nack(settleCtx, job, fnErr, retry); err != nil {
-		log.WarnContext(runCtx, "nack failed", logKeyError, err)
-	}
 }
 
 // heartbeatLoop extends the leases of every running job in one batch per tick, cancels the
 // handlers whose leases were lost, and refreshes the worker's registration.
-func (w *worker) heartbeatLoop(ctx context.Context, info *plane.WorkerInfo, stop <-chan struct{}) {
+func (w *Worker) heartbeatLoop(ctx context.Context, info *plane.WorkerInfo, stop <-chan struct{}) {
 	t := time.NewTicker(w.o.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -538,16 +555,16 @@ func (w *worker) heartbeatLoop(ctx context.Context, info *plane.WorkerInfo, stop
 	}
 }
 
-func (w *worker) heartbeat(ctx context.Context) {
+func (w *Worker) heartbeat(ctx context.Context) {
 	w.mu.Lock()
 	rs := make([]*runningJob, 0, len(w.running))
 	params := make([]plane.HeartbeatParams, 0, len(w.running))
 	for _, r := range w.running {
-		if r.lost {
+		if r.e.lost.Load() {
 			continue
 		}
 		rs = append(rs, r)
-		params = append(params, plane.HeartbeatParams{ID: r.job.ID, Token: r.job.token, LeaseTTL: w.o.LeaseTTL})
+		params = append(params, plane.HeartbeatParams{ID: r.e.job.ID, Token: r.e.job.token, LeaseTTL: w.o.LeaseTTL})
 	}
 	w.mu.Unlock()
 	if len(params) == 0 {
@@ -565,15 +582,12 @@ func (w *worker) heartbeat(ctx context.Context) {
 	}
 	for i, r := range rs {
 		if e := res[i].Err; e != nil && (errors.Is(e, ErrLeaseLost) || errors.Is(e, ErrNotFound)) {
-			w.mu.Lock()
-			r.lost = true
-			w.mu.Unlock()
-			r.cancel(fmt.Errorf("job %s: %w", r.job.ID, ErrLeaseLost))
+			r.e.leaseLost()
 		}
 	}
 }
 
-// jobContext is what RunWorker puts in a handler's context, for Emit.
+// jobContext is what the execution path puts in a handler's context, for Emit.
 type jobContext struct {
 	q   *Queue
 	job *Job
@@ -582,13 +596,13 @@ type jobContext struct {
 type jobContextKey struct{}
 
 // Emit appends value (encoded with the wire codec) as a VALUE frame to the journal of the
-// job whose handler RunWorker called with ctx, and returns the frame's seq: Stream readers
-// receive it live. Errors: an error when ctx is not a RunWorker handler's; otherwise as
-// Queue.Post (ErrLeaseLost, ErrJournalClosed, *InvalidError).
+// job whose handler a Worker (or Queue.Working) called with ctx, and returns the frame's
+// seq: Stream readers receive it live. Errors: an error when ctx is not a handler's;
+// otherwise as Queue.Post (ErrLeaseLost, ErrJournalClosed, *InvalidError).
 func Emit(ctx context.Context, value any) (int64, error) {
 	jc, ok := ctx.Value(jobContextKey{}).(*jobContext)
 	if !ok {
-		return 0, errors.New("emit: ctx is not the context of a job run by RunWorker")
+		return 0, errors.New("emit: ctx is not the context of a job run by a Worker or Queue.Working")
 	}
 	return jc.q.Post(ctx, jc.job, value)
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -362,7 +362,7 @@ func TestRunWorker(t *testing.T) {
 		require.Equal(t, "fresh", got)
 	})
 
-	t.Run("SignalDrains", func(t *testing.T) {
+	t.Run("StopDrains", func(t *testing.T) {
 		t.Parallel()
 		q, d, _ := setupWorker(t)
 		first := submitN(t, q, 2, nil)
@@ -373,17 +373,25 @@ func TestRunWorker(t *testing.T) {
 			<-release
 			return "finished", ctx.Err()
 		}
-		signals := make(chan os.Signal, 2)
-		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
-			&lakeshore.WorkerOptions{Concurrency: 4, Signals: signals, ClaimWait: 20 * time.Millisecond})
+		w, err := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Concurrency: 4, ClaimWait: 20 * time.Millisecond, Logger: testLogger(t)})
+		require.NoError(t, err)
+		require.NoError(t, w.Start(t.Context()))
 		<-started
 		<-started
-		signals <- syscall.SIGTERM
+		stopped := make(chan error, 1)
+		go func() { stopped <- w.Stop(t.Context()) }()
 		time.Sleep(100 * time.Millisecond) // give a wrong worker the chance to claim
 		later := submitN(t, q, 2, nil)
 		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-w.Done():
+			t.Fatal("Stop returned before the running handlers finished")
+		default:
+		}
 		close(release)
-		require.NoError(t, waitDone(t, done))
+		require.NoError(t, waitDone(t, stopped))
+		require.NoError(t, w.Err())
 		for _, id := range first {
 			require.Equal(t, lakeshore.StateSucceeded, state(t, q, id).State, "running jobs finish")
 		}
@@ -393,7 +401,7 @@ func TestRunWorker(t *testing.T) {
 		require.Len(t, started, 0)
 	})
 
-	t.Run("SecondSignalCancels", func(t *testing.T) {
+	t.Run("StopAndCancel", func(t *testing.T) {
 		t.Parallel()
 		q, d, _ := setupWorker(t)
 		ids := submitN(t, q, 2, nil)
@@ -403,31 +411,91 @@ func TestRunWorker(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}
-		signals := make(chan os.Signal, 2)
-		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
-			&lakeshore.WorkerOptions{Concurrency: 2, Signals: signals})
+		w, err := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Concurrency: 2, Logger: testLogger(t)})
+		require.NoError(t, err)
+		require.NoError(t, w.Start(t.Context()))
 		<-started
 		<-started
-		signals <- syscall.SIGINT
-		signals <- syscall.SIGINT
-		require.NoError(t, waitDone(t, done))
+		require.NoError(t, w.StopAndCancel(t.Context()))
 		for _, id := range ids {
 			inv := state(t, q, id)
 			require.Equal(t, lakeshore.StateQueued, inv.State, "nacked for retry")
 			require.NotNil(t, inv.Error)
-			require.Contains(t, inv.Error.Message, "second shutdown signal")
+			require.Contains(t, inv.Error.Message, "running handlers cancelled")
 		}
 	})
 
-	t.Run("DrainChannel", func(t *testing.T) {
+	t.Run("StopAfterDrainTimesOutThenCancel", func(t *testing.T) {
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		id := submitN(t, q, 1, nil)[0]
+		started := make(chan struct{}, 1)
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		w, err := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle("test", fn)}, &lakeshore.WorkerOptions{Logger: testLogger(t)})
+		require.NoError(t, err)
+		require.NoError(t, w.Start(t.Context()))
+		<-started
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, w.Stop(ctx), context.DeadlineExceeded, "the drain outlives Stop's ctx")
+		require.NoError(t, w.StopAndCancel(t.Context()))
+		require.Equal(t, lakeshore.StateQueued, state(t, q, id).State)
+	})
+
+	t.Run("Lifecycle", func(t *testing.T) {
 		t.Parallel()
 		_, d, _ := setupWorker(t)
-		drain := make(chan struct{})
+		w, err := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle("test",
+			func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })}, &lakeshore.WorkerOptions{Logger: testLogger(t)})
+		require.NoError(t, err)
+		require.NoError(t, w.Stop(t.Context()), "stopping a worker never started does nothing")
+		require.NotEmpty(t, w.ID())
+		require.NoError(t, w.Start(t.Context()))
+		require.Error(t, w.Start(t.Context()), "a worker starts once")
+		require.NoError(t, w.Stop(t.Context()))
+		<-w.Done()
+		require.NoError(t, w.Err())
+		require.NoError(t, w.Stop(t.Context()), "stopping twice is harmless")
+	})
+
+	t.Run("StartCtxEnds", func(t *testing.T) {
+		t.Parallel()
+		_, d, _ := setupWorker(t)
+		w, err := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle("test",
+			func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })}, &lakeshore.WorkerOptions{Logger: testLogger(t)})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		require.NoError(t, w.Start(ctx))
+		cancel()
+		<-w.Done()
+		require.ErrorIs(t, w.Err(), context.Canceled)
+	})
+
+	t.Run("GoexitReleasesJob", func(t *testing.T) {
+		// A handler that ends its goroutine with runtime.Goexit (t.FailNow in a handler)
+		// used to leave its job running forever, heartbeated by the worker.
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		id := submitN(t, q, 1, nil)[0]
+		calls := 0
 		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test",
-			func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })},
-			&lakeshore.WorkerOptions{Drain: drain})
-		close(drain)
+			func(ctx context.Context, job *lakeshore.Job) (any, error) {
+				calls++
+				if calls == 1 {
+					runtime.Goexit()
+				}
+				return "second attempt", nil
+			})}, &lakeshore.WorkerOptions{MaxJobs: 1, Logger: testLogger(t)})
 		require.NoError(t, waitDone(t, done))
+		inv := state(t, q, id)
+		require.Equal(t, lakeshore.StateQueued, inv.State, "nacked with retry, not left running")
+		require.NotNil(t, inv.Error)
+		require.Contains(t, inv.Error.Message, "runtime.Goexit")
 	})
 
 	t.Run("Registry", func(t *testing.T) {

@@ -36,6 +36,15 @@ func (q *Queue) Topic(name string) (*Topic, error) {
 	return &Topic{q: q, name: name}, nil
 }
 
+// topicOf returns the topic name of queue namespace/queue.
+func (d *Dispatch) topicOf(namespace, queue, name string) (*Topic, error) {
+	q, err := d.Queue(queue, &QueueOptions{Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	return q.Topic(name)
+}
+
 // Name returns the topic's name.
 func (t *Topic) Name() string { return t.name }
 

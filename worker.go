@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -241,49 +242,124 @@ func (q *Queue) Working(ctx context.Context, fn HandlerFunc, opts *WorkingOption
 // settleTimeout bounds the settle of a Working job once ctx is gone.
 const settleTimeout = 10 * time.Second
 
+// work runs fn on job with a heartbeat of its own: Working's half of the execution path.
 func (q *Queue) work(ctx context.Context, job *Job, fn HandlerFunc, heartbeat time.Duration) error {
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if job.AttemptTimeout > 0 {
-		var cancelTimeout context.CancelFunc
-		jobCtx, cancelTimeout = context.WithTimeoutCause(jobCtx, job.AttemptTimeout,
-			fmt.Errorf("attempt timeout %s passed: %w", job.AttemptTimeout, ErrTimedOut))
-		defer cancelTimeout()
-	}
+	e := &execution{q: q, job: job, fn: fn, cancel: cancel, logger: q.d.cfg.Logger}
 	if heartbeat == 0 {
 		heartbeat = job.leaseTTL / 3
 	}
-
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	if heartbeat > 0 {
-		wg.Go(func() { q.heartbeatLoop(jobCtx, job, heartbeat, cancel, stop) })
+		wg.Go(func() { q.heartbeatLoop(jobCtx, e, heartbeat, stop) })
 	}
-	result, fnErr := runHandler(jobCtx, job, fn)
-	close(stop)
-	wg.Wait()
+	e.handlerDone = func() { // no heartbeat races the settle
+		close(stop)
+		wg.Wait()
+	}
+	return e.run(ctx, jobCtx)
+}
 
-	settleCtx, cancelSettle := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+// execution is one claimed job run by its handler and settled: the one path by which both
+// Queue.Working and Worker execute jobs. Whoever heartbeats the job calls leaseLost when the
+// plane says the lease is gone.
+type execution struct {
+	q      *Queue
+	job    *Job
+	fn     HandlerFunc
+	cancel context.CancelCauseFunc // cancels jobCtx
+	logger *slog.Logger
+	lost   atomic.Bool // the lease is gone: settle nothing
+	// handlerDone, when set, is called once the handler returned, before the settle.
+	handlerDone func()
+}
+
+// leaseLost marks the lease lost and cancels the handler's context with cause ErrLeaseLost.
+func (e *execution) leaseLost() {
+	e.lost.Store(true)
+	e.cancel(fmt.Errorf("job %s: %w", e.job.ID, ErrLeaseLost))
+}
+
+// errHandlerExited is the error of a handler that ended its goroutine with runtime.Goexit
+// (t.FailNow, log.Fatal-like helpers) instead of returning.
+var errHandlerExited = errors.New("the handler called runtime.Goexit (e.g. t.FailNow) instead of returning")
+
+// run runs the handler on the job under jobCtx (with the job's AttemptTimeout, and the job
+// in the context for Emit), then settles it: the result acks it (an unencodable result nacks
+// it without retry); an error, a panic or a runtime.Goexit nacks it, with retry unless the
+// error is Permanent. Settling uses a context derived from base that survives base's
+// cancellation. When the lease was lost, nothing is settled. It returns the handler's error
+// (naming the job and attempt), the settle's error, or an error matching ErrLeaseLost.
+func (e *execution) run(base, jobCtx context.Context) error {
+	job := e.job
+	ctx := jobCtx
+	if job.AttemptTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, job.AttemptTimeout,
+			fmt.Errorf("attempt timeout %s passed: %w", job.AttemptTimeout, ErrTimedOut))
+		defer cancel()
+	}
+	ctx = context.WithValue(ctx, jobContextKey{}, &jobContext{q: e.q, job: job})
+	result, fnErr := runHandler(ctx, job, e.fn)
+	if e.handlerDone != nil {
+		e.handlerDone()
+	}
+
+	if e.lost.Load() {
+		err := fmt.Errorf("job %s (attempt %d): its lease was lost (killed, or expired and claimed again); nothing settled: %w",
+			job.ID, job.Attempt, ErrLeaseLost)
+		e.logger.WarnContext(base, "job abandoned", logKeyJobID, job.ID, logKeyQueue, job.Queue, logKeyError, err)
+		e.confirmReleased(base)
+		return err
+	}
+	settleCtx, cancelSettle := context.WithTimeout(context.WithoutCancel(base), settleTimeout)
 	defer cancelSettle()
 	if fnErr == nil {
-		err := q.Ack(settleCtx, job, result)
+		err := e.q.Ack(settleCtx, job, result)
 		if errors.Is(err, ErrInvalid) {
-			// The result does not encode: a bug in fn that a retry will not fix.
-			if nackErr := q.Nack(settleCtx, job, err, false); nackErr != nil {
+			// The result does not encode: a bug in the handler that a retry will not fix.
+			if nackErr := e.q.Nack(settleCtx, job, err, false); nackErr != nil {
 				return errors.Join(err, nackErr)
 			}
 		}
 		return err
 	}
-	logPanic(ctx, q.d.cfg.Logger, job, fnErr)
-	// The stored error is fn's own: the TerminalError a reader gets already names the job
-	// and the attempt. The caller of Working gets them in the returned error.
-	nackErr := q.Nack(settleCtx, job, fnErr, !IsPermanent(fnErr))
+	if cause := context.Cause(jobCtx); cause != nil && errors.Is(fnErr, context.Canceled) && !errors.Is(fnErr, cause) {
+		fnErr = fmt.Errorf("%w (%w)", fnErr, cause)
+	}
+	logPanic(base, e.logger, job, fnErr)
+	// The stored error is the handler's own: the TerminalError a reader gets already names
+	// the job and the attempt. The caller gets them in the returned error.
+	retry := !IsPermanent(fnErr)
+	nackErr := e.q.Nack(settleCtx, job, fnErr, retry)
 	fnErr = fmt.Errorf("job %s (attempt %d): %w", job.ID, job.Attempt, fnErr)
 	if nackErr != nil {
 		return errors.Join(fnErr, nackErr)
 	}
 	return fnErr
+}
+
+// ReleasedTopicPrefix starts the name of the topic on which a worker confirms that the
+// handler of a job whose lease it lost (the job was killed, or its lease expired) has
+// returned: topic ReleasedTopicPrefix+id of the job's queue gets one value per such
+// attempt, {"id", "attempt", "worker"}. Queue.WaitReleased (and `lakeshore kill --wait`)
+// wait for it.
+const ReleasedTopicPrefix = "lakeshore.released."
+
+// confirmReleased posts that the handler of a job whose lease was lost has returned: for
+// an exec command, that its process group is gone.
+func (e *execution) confirmReleased(base context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(base), settleTimeout)
+	defer cancel()
+	topic, err := e.q.d.topicOf(e.job.Namespace, e.job.Queue, ReleasedTopicPrefix+e.job.ID)
+	if err == nil {
+		_, err = topic.Post(ctx, map[string]any{"id": e.job.ID, "attempt": int64(e.job.Attempt), "worker": e.q.d.cfg.WorkerID})
+	}
+	if err != nil {
+		e.logger.WarnContext(base, "could not confirm the release of a lost job", logKeyJobID, e.job.ID, logKeyError, err)
+	}
 }
 
 // logPanic logs the whole stack of a handler's panic (err's *PanicError), which the stored
@@ -297,18 +373,31 @@ func logPanic(ctx context.Context, logger *slog.Logger, job *Job, err error) {
 		logKeyPanic, fmt.Sprint(p.Value), logKeyStack, string(p.Stack))
 }
 
+// runHandler runs fn on its own goroutine and waits for it, turning a panic into a
+// *PanicError and a runtime.Goexit into errHandlerExited, so that the job is settled
+// whichever way the handler ends.
 func runHandler(ctx context.Context, job *Job, fn HandlerFunc) (result any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			result, err = nil, newPanicError(r)
-		}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		returned := false
+		defer func() {
+			if r := recover(); r != nil {
+				result, err = nil, newPanicError(r)
+			} else if !returned {
+				result, err = nil, errHandlerExited
+			}
+		}()
+		result, err = fn(ctx, job)
+		returned = true
 	}()
-	return fn(ctx, job)
+	<-done
+	return result, err
 }
 
-// heartbeatLoop extends job's lease every interval until stop closes, and cancels the
-// handler's context (cause ErrLeaseLost) when the lease is lost.
-func (q *Queue) heartbeatLoop(ctx context.Context, job *Job, interval time.Duration, cancel context.CancelCauseFunc, stop <-chan struct{}) {
+// heartbeatLoop extends the lease of e's job every interval until stop closes, and marks
+// the lease lost (cancelling the handler, cause ErrLeaseLost) when the plane says so.
+func (q *Queue) heartbeatLoop(ctx context.Context, e *execution, interval time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -319,16 +408,16 @@ func (q *Queue) heartbeatLoop(ctx context.Context, job *Job, interval time.Durat
 			return
 		case <-t.C:
 		}
-		_, err := q.Heartbeat(ctx, job)
+		_, err := q.Heartbeat(ctx, e.job)
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound):
-			cancel(fmt.Errorf("job %s: %w", job.ID, ErrLeaseLost))
+			e.leaseLost()
 			return
 		case ctx.Err() != nil:
 			return
 		default:
-			q.d.cfg.Logger.WarnContext(ctx, "heartbeat failed", logKeyJobID, job.ID, logKeyError, err)
+			q.d.cfg.Logger.WarnContext(ctx, "heartbeat failed", logKeyJobID, e.job.ID, logKeyError, err)
 		}
 	}
 }

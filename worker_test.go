@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -440,6 +441,51 @@ func TestWorking(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		err = q.Result(t.Context(), id, nil, nil)
 		require.ErrorIs(t, err, lakeshore.ErrFailed, "nacked at once, not left to its lease")
+	})
+
+	t.Run("GoexitNacks", func(t *testing.T) {
+		// runtime.Goexit in a handler (t.FailNow) used to end Working's goroutine with the
+		// job left running.
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, &lakeshore.SubmitOptions{MaxAttempts: 1})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
+				runtime.Goexit()
+				return nil, nil
+			}, nil)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.ErrorContains(t, err, "runtime.Goexit")
+		case <-time.After(10 * time.Second):
+			t.Fatal("Working did not return after its handler called runtime.Goexit")
+		}
+		err = q.Result(t.Context(), id, nil, nil)
+		require.ErrorIs(t, err, lakeshore.ErrFailed)
+		require.ErrorContains(t, err, "runtime.Goexit")
+	})
+
+	t.Run("EmitInWorking", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, nil)
+		id, err := q.Submit(t.Context(), nil, nil)
+		require.NoError(t, err)
+		handled, err := q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			_, err := lakeshore.Emit(ctx, "progress")
+			return "done", err
+		}, nil)
+		require.True(t, handled)
+		require.NoError(t, err)
+		var values []any
+		for f, err := range q.Stream(t.Context(), id, lakeshore.FromStart, nil) {
+			require.NoError(t, err)
+			values = append(values, f.Value)
+		}
+		require.Equal(t, []any{"progress"}, values, "Emit works in a Working handler")
 	})
 }
 

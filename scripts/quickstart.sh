@@ -40,9 +40,15 @@ fi
 out="$LAKESHORE_HOME/goroot-digests.jsonl"
 # Each job: `sh -c TEMPLATE _ FILE` prints the digest, then the line count.
 status=0
+# Ctrl-C reaches map (it drains, then stops) and this script, which then says how to finish:
+# the same home, so that nothing that succeeded runs again.
+trap ':' INT TERM
 "$bin" map --input "$inputs" --out "$out" --workers "${LAKESHORE_QUICKSTART_WORKERS:-$(($(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2) * 2))}" -- \
 	sh -c "$digest"' "$1" | cut -d" " -f1; wc -l < "$1"' _ {} || status=$?
 if [ "$status" -eq 0 ]; then
 	echo "quickstart: results in $out" >&2
+elif [ "$status" -eq 130 ] || [ "$status" -gt 128 ]; then
+	echo "quickstart: interrupted; to finish (nothing that succeeded runs again), run:" >&2
+	echo "  LAKESHORE_HOME=$LAKESHORE_HOME scripts/quickstart.sh" >&2
 fi
 exit "$status"

@@ -43,11 +43,17 @@ type app struct {
 	json      bool
 	verbose   bool
 
-	// workerSignals receives SIGINT/SIGTERM while a worker or map runs (takeSignals set):
-	// the first drains, the second cancels running jobs. Otherwise the first signal cancels
-	// the command's context and the second exits at once.
-	workerSignals chan os.Signal
-	takeSignals   atomic.Bool
+	// worker is the Worker of a running `worker` or `map`, which SIGINT/SIGTERM stop: the
+	// first drains it (Stop), the second cancels its running jobs (StopAndCancel). Without
+	// one, the first signal cancels the command's context and the second exits at once.
+	// Signals are handled here only: the SDK installs no signal handler.
+	worker atomic.Pointer[lakeshore.Worker]
+
+	// rideOut marks a verb that waits (worker, map, result, stream, listen, submit --wait,
+	// kill --wait): it rides out a plane outage with the HTTP plane's long retries. Other
+	// verbs fail within about two seconds when the server refuses connections (reach).
+	rideOut bool
+	reach   reachability
 }
 
 // run runs the command line with args, without signal handling (tests).
@@ -57,7 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // runApp runs the command line; signals (nil: none) are SIGINT/SIGTERM as they arrive.
 func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, signals <-chan os.Signal) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, workerSignals: make(chan os.Signal, 4)}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr,
+		reach: dialCheck{noticeAfter: reachNoticeAfter, giveUp: reachGiveUp, every: reachRetryEvery}}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -90,13 +97,14 @@ func (a *app) watchSignals(signals <-chan os.Signal, cancel context.CancelFunc, 
 			return
 		case sig := <-signals:
 			n++
-			if a.takeSignals.Load() && n <= 2 {
+			if w := a.worker.Load(); w != nil && n <= 2 {
 				if n == 1 {
 					fmt.Fprintf(a.stderr, "lakeshore: %s: draining: running jobs finish, nothing new is claimed; signal again to stop them\n", sig)
+					go w.Stop(context.Background()) //nolint:errcheck // the command returns the worker's Err
 				} else {
 					fmt.Fprintf(a.stderr, "lakeshore: %s: stopping running jobs (they will be retried)\n", sig)
+					go w.StopAndCancel(context.Background()) //nolint:errcheck // as above
 				}
-				a.workerSignals <- sig
 				continue
 			}
 			if n == 1 {
@@ -140,6 +148,18 @@ kill: nothing changed); 2 usage or bad input; 3 not found; 4 a wait timed out;
 	return root
 }
 
+// runWorker starts w under ctx, lets signals stop it while it runs, and returns its Err once
+// it has stopped.
+func (a *app) runWorker(ctx context.Context, w *lakeshore.Worker) error {
+	a.worker.Store(w)
+	defer a.worker.Store(nil)
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-w.Done()
+	return w.Err()
+}
+
 func (a *app) logger() *slog.Logger {
 	level := slog.LevelWarn
 	if a.verbose {
@@ -150,6 +170,11 @@ func (a *app) logger() *slog.Logger {
 
 // open connects to the plane named by --target (else $LAKESHORE_URL, else the default).
 func (a *app) open(ctx context.Context) (*lakeshore.Dispatch, error) {
+	if !a.rideOut {
+		if err := a.reach.check(ctx, a.planeURL(), a.stderr); err != nil {
+			return nil, fmt.Errorf("open plane: %w", err)
+		}
+	}
 	d, err := lakeshore.Open(ctx, a.target, &lakeshore.Config{Namespace: a.namespace, Logger: a.logger()})
 	if err != nil {
 		return nil, fmt.Errorf("open plane: %w", err)

@@ -13,6 +13,7 @@ func commands() []func(*app) *cobra.Command {
 		newCancelCmd,
 		newKillCmd,
 		newCountCmd,
+		newJobsCmd,
 		newQueuesCmd,
 		newQueueCmd,
 		newWorkersCmd,

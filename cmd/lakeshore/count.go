@@ -36,6 +36,9 @@ func newCountCmd(a *app) *cobra.Command {
 				}
 				counts[string(s)] = n
 			}
+			if err := a.noteUnusedQueue(c, d, q, counts); err != nil {
+				return err
+			}
 			if a.json {
 				return a.printJSON(counts)
 			}
@@ -50,4 +53,39 @@ func newCountCmd(a *app) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+// noteUnusedQueue says on stderr when queue q has no job in any state and the plane lists
+// no such queue: most often a misspelt name or another --namespace.
+func (a *app) noteUnusedQueue(c *cobra.Command, d *lakeshore.Dispatch, q *lakeshore.Queue, counts map[string]int64) error {
+	for _, n := range counts {
+		if n != 0 {
+			return nil
+		}
+	}
+	if len(counts) < len(plane.States) {
+		var total int64
+		for _, s := range plane.States {
+			n, err := q.Count(c.Context(), s)
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+		if total > 0 {
+			return nil
+		}
+	}
+	stats, err := d.QueueStats(c.Context(), q.Namespace())
+	if err != nil {
+		return err
+	}
+	for _, s := range stats {
+		if s.Queue == q.Name() {
+			return nil
+		}
+	}
+	_, err = fmt.Fprintf(a.stderr, "lakeshore: queue %s/%s has never been used (no jobs in any state, no admission block); check the name and --namespace\n",
+		q.Namespace(), q.Name())
+	return err
 }

@@ -46,6 +46,20 @@ func (s *execSpec) checkCommand() error {
 	return nil
 }
 
+// commandEnv is the environment of a command: the worker's, with PYTHONUNBUFFERED=1 unless
+// it sets PYTHONUNBUFFERED itself, so that a Python command's prints reach stdout (and
+// become frames) as they happen instead of when its 8 KiB buffer fills. Other languages
+// buffer a pipe too: flush after each line (C: setvbuf(stdout, NULL, _IOLBF, 0); Node and
+// Go write unbuffered; Ruby: $stdout.sync = true; `stdbuf -oL cmd` for most C programs).
+func commandEnv(env []string) []string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PYTHONUNBUFFERED=") {
+			return env
+		}
+	}
+	return append(env, "PYTHONUNBUFFERED=1")
+}
+
 // commandError is a command that exited non-zero (or was killed by a signal).
 type commandError struct {
 	exitCode int
@@ -98,13 +112,13 @@ func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) 
 
 	cmd := exec.Command(s.argv[0], args...)
 	cmd.Stdin = bytes.NewReader(append(stdin, '\n'))
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(commandEnv(os.Environ()),
 		"LAKESHORE_JOB_ID="+job.ID,
 		"LAKESHORE_QUEUE="+job.Queue,
 		"LAKESHORE_NAMESPACE="+job.Namespace,
 		"LAKESHORE_ATTEMPT="+strconv.Itoa(job.Attempt),
 	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = commandProcAttr()
 	out := &lineWriter{limit: s.stdoutCap}
 	if s.frames {
 		out.line = func(line string) { _, _ = lakeshore.Emit(ctx, frameValue(line)) }
@@ -116,6 +130,8 @@ func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) 
 		return nil, lakeshore.Permanent(fmt.Errorf("start %s: %w", s.argv[0], err))
 	}
 	pgid := cmd.Process.Pid
+	guard.register(pgid)
+	defer guard.unregister(pgid)
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 

@@ -37,11 +37,11 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 		"attempt": inv.Attempt, "max_attempts": inv.MaxAttempts, "priority": inv.Priority,
 		"payload": payload, "created_at": inv.CreatedAt, "worker": inv.Worker,
 	}
-	optional := map[string]any{"key": inv.Key, "metadata": inv.Metadata}
-	for k, v := range optional {
-		if v != "" && v != nil {
-			m[k] = v
-		}
+	if inv.Key != "" {
+		m["key"] = inv.Key
+	}
+	if len(inv.Metadata) > 0 {
+		m["metadata"] = inv.Metadata
 	}
 	for k, t := range map[string]time.Time{"started_at": inv.StartedAt, "finished_at": inv.FinishedAt,
 		"lease_expires_at": inv.LeaseExpiresAt, "deadline": inv.Deadline} {

@@ -16,6 +16,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == guardArg {
+		os.Exit(runGuard(os.Stdin))
+	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	os.Exit(runApp(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, signals))

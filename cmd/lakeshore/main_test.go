@@ -21,6 +21,9 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == guardArg {
+		os.Exit(runGuard(os.Stdin)) // this test binary, run as the exec worker's guard
+	}
 	dir, err := os.MkdirTemp("", "lakeshore-cli-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -23,7 +24,6 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
 // mapOptions are the flags of lakeshore map.
@@ -70,6 +70,7 @@ interrupted (re-run to finish).`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = true // waits: rides out an outage
 			o.spec.argv = args
 			o.spec.frames = !o.noFrames
 			return a.runMap(c.Context(), o)
@@ -206,17 +207,25 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 	}
 
 	// Workers in this process.
-	a.takeSignals.Store(true)
-	drain := make(chan struct{})
+	w, err := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle(qname, o.spec.handle)},
+		&lakeshore.WorkerOptions{Concurrency: o.workers, LeaseTTL: o.lease, Logger: a.logger()})
+	if err != nil {
+		return err
+	}
 	workerCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
+	a.worker.Store(w) // signals stop it from now on
+	defer a.worker.Store(nil)
+	if err := w.Start(workerCtx); err != nil {
+		return err
+	}
 	workerDone := make(chan error, 1)
 	go func() {
-		workerDone <- lakeshore.RunWorker(workerCtx, d, []lakeshore.Handler{lakeshore.Handle(qname, o.spec.handle)},
-			&lakeshore.WorkerOptions{Concurrency: o.workers, LeaseTTL: o.lease, Signals: a.workerSignals, Drain: drain, Logger: a.logger()})
+		<-w.Done()
+		workerDone <- w.Err()
 	}()
 	stopWorker := func() error {
-		close(drain)
+		_ = w.Stop(context.Background())
 		return <-workerDone
 	}
 
@@ -234,7 +243,7 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 	for range max(16, 2*o.workers) {
 		waiters.Go(func() {
 			for i := range next {
-				inv, err := waitTerminal(waitCtx, d, inputs[i].id)
+				inv, err := waitTerminal(waitCtx, q, inputs[i].id)
 				if err == nil && inv.State != lakeshore.StateSucceeded && inputs[i].state == lakeshore.StateRunning {
 					// Another process held this job when we started (a run that crashed, most
 					// likely) and it ended without success, e.g. its lease expired: run it
@@ -321,17 +330,19 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 	}
 	prog.finish()
 	wall := time.Since(start)
+	// The rate counts what this run executed, not what an earlier run had already done.
+	ran := len(inputs) - prog.reused
 	sum := map[string]any{
 		"jobs": len(inputs), "succeeded": len(inputs) - failed, "failed": failed,
-		"already_done": prog.reused, "wall_s": wall.Seconds(),
-		"jobs_per_s": float64(len(inputs)) / wall.Seconds(),
+		"already_done": prog.reused, "ran": ran, "wall_s": wall.Seconds(),
+		"jobs_per_s": float64(ran) / wall.Seconds(),
 	}
 	if a.json {
 		b, _ := json.Marshal(sum)
 		fmt.Fprintf(a.stderr, "%s\n", b)
 	} else {
-		fmt.Fprintf(a.stderr, "map: %d jobs, %d succeeded, %d failed (%d already done before this run), wall time %s, %.1f jobs/s\n",
-			len(inputs), len(inputs)-failed, failed, prog.reused, wall.Round(time.Millisecond), sum["jobs_per_s"])
+		fmt.Fprintf(a.stderr, "map: %d jobs, %d succeeded, %d failed (%d already done before this run), ran %d in %s, %.1f jobs/s\n",
+			len(inputs), len(inputs)-failed, failed, prog.reused, ran, wall.Round(time.Millisecond), sum["jobs_per_s"])
 	}
 	if failed > 0 {
 		return silentExit(exitJobFailed)
@@ -357,15 +368,12 @@ func resolveInputs(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queu
 		var again []int
 		for lo := 0; lo < len(todo); lo += batch {
 			idx := todo[lo:min(lo+batch, len(todo))]
-			params := &plane.SubmitManyParams{Namespace: q.Namespace(), Queue: q.Name(), Invocations: make([]plane.SubmitParams, len(idx))}
+			batch := make([]lakeshore.Submission, len(idx))
 			for j, i := range idx {
-				payload, err := wire.Marshal(texts[i])
-				if err != nil {
-					return nil, err
-				}
-				params.Invocations[j] = plane.SubmitParams{Payload: payload, Key: mapKey(argv, texts[i], gens[i]), MaxAttempts: maxAttempts}
+				batch[j] = lakeshore.Submission{Payload: texts[i],
+					SubmitOptions: lakeshore.SubmitOptions{Key: mapKey(argv, texts[i], gens[i]), MaxAttempts: maxAttempts}}
 			}
-			res, err := d.Driver().InvocationSubmitMany(ctx, params)
+			res, err := q.SubmitManyResults(ctx, batch)
 			if err != nil {
 				return nil, err
 			}
@@ -374,7 +382,7 @@ func resolveInputs(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queu
 				if !res[j].Existing {
 					continue
 				}
-				inv, err := d.Driver().InvocationGet(ctx, res[j].ID)
+				inv, err := q.Get(ctx, res[j].ID)
 				if err != nil {
 					return nil, err
 				}
@@ -397,18 +405,21 @@ func rerunInput(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queue, 
 		return nil, err
 	}
 	in.id, in.gen = res[0].id, res[0].gen
-	return waitTerminal(ctx, d, in.id)
+	return waitTerminal(ctx, q, in.id)
 }
 
 // waitTerminal waits, without limit, until invocation id is terminal.
-func waitTerminal(ctx context.Context, d *lakeshore.Dispatch, id string) (*plane.Invocation, error) {
-	for {
-		inv, err := d.Driver().InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: time.Minute})
-		if errors.Is(err, lakeshore.ErrTimeout) {
-			continue
-		}
-		return inv, err
+func waitTerminal(ctx context.Context, q *lakeshore.Queue, id string) (*plane.Invocation, error) {
+	err := q.Result(ctx, id, nil, &lakeshore.ResultOptions{Timeout: -1})
+	var terr *lakeshore.TerminalError
+	if err != nil && !errors.As(err, &terr) {
+		return nil, err
 	}
+	inv, err := q.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &inv.Invocation, nil
 }
 
 // mapLine is the output line of one input; ok is false when its job did not succeed.
@@ -449,11 +460,32 @@ func newMapOutput(stdout io.Writer, path string) (*mapOutput, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, usagef("--out %s is a directory", path)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	removeStaleOutputs(path)
+	// The temporary file's name carries this process's pid, so that the next run can tell
+	// a file left by a killed run (removed) from one another run is still writing.
+	f, err := os.CreateTemp(filepath.Dir(path), fmt.Sprintf(".%s.%d.*.tmp", filepath.Base(path), os.Getpid()))
 	if err != nil {
 		return nil, usagef("--out %s is not writable: %w", path, err)
 	}
 	return &mapOutput{w: bufio.NewWriterSize(f, 256<<10), f: f, path: path}, nil
+}
+
+// removeStaleOutputs removes the temporary files of --out path left by runs that died
+// before committing (SIGKILL, a crash): those whose process no longer exists.
+func removeStaleOutputs(path string) {
+	prefix := "." + filepath.Base(path) + "."
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(path), prefix+"*.tmp"))
+	for _, m := range matches {
+		rest := strings.TrimPrefix(filepath.Base(m), prefix)
+		pidText, _, ok := strings.Cut(rest, ".")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 {
+			continue // not ours
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.Remove(m)
+		}
+	}
 }
 
 func (m *mapOutput) write(line []byte) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -64,10 +65,7 @@ func (p *progress) tick() {
 	elapsed := time.Since(p.start)
 	fresh := p.done - p.reused
 	rate := float64(max(fresh, 0)) / elapsed.Seconds()
-	eta := "?"
-	if rate > 0 {
-		eta = (time.Duration(float64(p.total-p.done)/rate) * time.Second).Round(time.Second).String()
-	}
+	eta := formatETA(float64(p.total-p.done), rate)
 	pct := 100.0
 	if p.total > 0 {
 		pct = 100 * float64(p.done) / float64(p.total)
@@ -92,4 +90,15 @@ func (p *progress) finish() {
 	if p.drawn {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// formatETA is the time left for remaining jobs at rate jobs/s, or "?" when it is unknown:
+// no rate yet, NaN or infinite, or beyond what a duration holds (never a negative or -1ns
+// duration from an overflowed conversion).
+func formatETA(remaining, rate float64) string {
+	secs := remaining / rate
+	if !(rate > 0) || math.IsNaN(secs) || math.IsInf(secs, 0) || secs < 0 || secs > 1e9 {
+		return "?"
+	}
+	return (time.Duration(secs * float64(time.Second))).Round(time.Second).String()
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 func newQueueCmd(a *app) *cobra.Command {
@@ -23,39 +22,72 @@ func newQueueCmd(a *app) *cobra.Command {
 
 func newQueueSetCmd(a *app) *cobra.Command {
 	var (
-		ad     plane.Admission
+		set    lakeshore.Admission
 		onFull string
 	)
 	c := &cobra.Command{
 		Use:   "set NAME",
-		Short: "Set the admission block of queue NAME (replacing any earlier one)",
+		Short: "Change the admission block of queue NAME: the flags given replace those fields only",
+		Long: `Set fields of the admission block of queue NAME. The flags given are merged into the
+block the queue already has: setting --deadline-cutoff keeps an earlier --max-depth.
+A flag set to 0 removes that limit; 'lakeshore queue clear NAME' removes the whole block.`,
 		Example: `  lakeshore queue set embed --max-depth 1000 --on-full block
   lakeshore queue set scrape --rate-limit 5 --burst 10 --deadline-cutoff 30s`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			ad.OnFull = plane.OnFull(onFull)
-			if err := ad.Validate(); err != nil {
-				return err
+			f := c.Flags()
+			if f.NFlag() == 0 || !anyChanged(c, "max-depth", "on-full", "rate-limit", "burst", "deadline-cutoff") {
+				return usagef("queue set: give at least one of --max-depth, --on-full, --rate-limit, --burst, --deadline-cutoff")
 			}
 			d, q, err := a.queue(c.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer d.Close()
-			if err := d.Driver().QueueAdmissionSet(c.Context(), &plane.AdmissionParams{
-				Namespace: q.Namespace(), Queue: q.Name(), Admission: ad}); err != nil {
+			var ad lakeshore.Admission
+			if old, err := q.Admission(c.Context()); err != nil {
+				return err
+			} else if old != nil {
+				ad = *old
+			}
+			if f.Changed("max-depth") {
+				ad.MaxDepth = set.MaxDepth
+			}
+			if f.Changed("on-full") {
+				ad.OnFull = lakeshore.OnFull(onFull)
+			}
+			if f.Changed("rate-limit") {
+				ad.RateLimit = set.RateLimit
+			}
+			if f.Changed("burst") {
+				ad.Burst = set.Burst
+			}
+			if f.Changed("deadline-cutoff") {
+				ad.DeadlineCutoff = set.DeadlineCutoff
+			}
+			if err := q.SetAdmission(c.Context(), ad); err != nil {
 				return err
 			}
-			return a.printAdmission(c, d, q)
+			return a.printAdmission(c, q)
 		},
 	}
 	f := c.Flags()
-	f.Int64Var(&ad.MaxDepth, "max-depth", 0, "limit on queued jobs (0: none)")
+	f.Int64Var(&set.MaxDepth, "max-depth", 0, "limit on queued jobs (0: none)")
 	f.StringVar(&onFull, "on-full", "", "at max depth: reject (default) or block")
-	f.Float64Var(&ad.RateLimit, "rate-limit", 0, "submits per second, a token bucket (0: none)")
-	f.Int64Var(&ad.Burst, "burst", 0, "token bucket size (default: the rate rounded up)")
-	f.DurationVar(&ad.DeadlineCutoff, "deadline-cutoff", 0, "reject submits whose deadline is nearer than this (0: none)")
+	f.Float64Var(&set.RateLimit, "rate-limit", 0, "submits per second, a token bucket (0: none)")
+	f.Int64Var(&set.Burst, "burst", 0, "token bucket size (default: the rate rounded up)")
+	f.DurationVar(&set.DeadlineCutoff, "deadline-cutoff", 0, "reject submits whose deadline is nearer than this (0: none)")
 	return c
+}
+
+// anyChanged reports whether any of the named flags was given.
+func anyChanged(c *cobra.Command, names ...string) bool {
+	for _, n := range names {
+		if c.Flags().Changed(n) {
+			return true
+		}
+	}
+	return false
 }
 
 func newQueueGetCmd(a *app) *cobra.Command {
@@ -69,7 +101,7 @@ func newQueueGetCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			return a.printAdmission(c, d, q)
+			return a.printAdmission(c, q)
 		},
 	}
 }
@@ -77,7 +109,7 @@ func newQueueGetCmd(a *app) *cobra.Command {
 func newQueueClearCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "clear NAME",
-		Short: "Remove the admission block of queue NAME",
+		Short: "Remove the admission block of queue NAME (reset: no limits)",
 		Args:  exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			d, q, err := a.queue(c.Context(), args[0])
@@ -85,7 +117,7 @@ func newQueueClearCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			had, err := d.Driver().QueueAdmissionDelete(c.Context(), q.Namespace(), q.Name())
+			had, err := q.ClearAdmission(c.Context())
 			if err != nil {
 				return err
 			}
@@ -102,8 +134,8 @@ func newQueueClearCmd(a *app) *cobra.Command {
 	}
 }
 
-func (a *app) printAdmission(c *cobra.Command, d *lakeshore.Dispatch, q *lakeshore.Queue) error {
-	ad, err := d.Driver().QueueAdmissionGet(c.Context(), q.Namespace(), q.Name())
+func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
+	ad, err := q.Admission(c.Context())
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func newQueuesCmd(a *app) *cobra.Command {
 			if all {
 				ns = ""
 			}
-			stats, err := d.Driver().QueueStatsList(c.Context(), ns)
+			stats, err := d.QueueStats(c.Context(), ns)
 			if err != nil {
 				return err
 			}

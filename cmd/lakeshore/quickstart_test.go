@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -33,7 +36,7 @@ func TestQuickstart(t *testing.T) {
 		return string(out)
 	}
 	out := runScript()
-	require.Contains(t, out, "map: 150 jobs, 150 succeeded, 0 failed (0 already done before this run), wall time")
+	require.Contains(t, out, "map: 150 jobs, 150 succeeded, 0 failed (0 already done before this run), ran 150 in")
 	require.Regexp(t, `[0-9.]+ jobs/s`, out)
 
 	inputs := strings.Fields(string(must(os.ReadFile(filepath.Join(home, "goroot-files.txt")))))
@@ -48,5 +51,40 @@ func TestQuickstart(t *testing.T) {
 	}
 
 	out = runScript()
-	require.Contains(t, out, "map: 150 jobs, 150 succeeded, 0 failed (150 already done before this run)")
+	require.Contains(t, out, "map: 150 jobs, 150 succeeded, 0 failed (150 already done before this run), ran 0 in",
+		"the rate counts only what this run executed")
+	require.Regexp(t, `ran 0 in \S+, 0\.0 jobs/s`, out)
+}
+
+// TestQuickstartInterrupted: after Ctrl-C the script prints the exact command that
+// finishes the run, with its LAKESHORE_HOME (a fresh temporary one otherwise).
+func TestQuickstartInterrupted(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the command")
+	}
+	tmp := t.TempDir()
+	script, err := filepath.Abs("../../scripts/quickstart.sh")
+	require.NoError(t, err)
+	cmd := exec.Command("sh", script)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "LAKESHORE_QUICKSTART_WORKERS=1", "LAKESHORE_HOME=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	waitOutput(t, out, "lakeshore.db\n")
+	m := regexp.MustCompile(`plane (\S+/lakeshore\.db)`).FindStringSubmatch(out.String())
+	require.NotNil(t, m, out.String())
+	waitFile(t, m[1])
+	time.Sleep(500 * time.Millisecond) // map is running its jobs
+	// Ctrl-C: SIGINT to the foreground process group, twice (drain, then stop).
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
+	_ = cmd.Wait()
+	home := regexp.MustCompile(`LAKESHORE_HOME=(\S+) scripts/quickstart\.sh`).FindStringSubmatch(out.String())
+	require.NotNil(t, home, "the exact command to finish: %s", out.String())
+	require.True(t, strings.HasPrefix(home[1], tmp), home[1])
+	require.FileExists(t, filepath.Join(home[1], "lakeshore.db"))
 }

@@ -21,6 +21,7 @@ failed, was cancelled or killed, or timed out (its error on stderr, or as JSON w
 --json); 3 when there is no such job; 4 when the wait timed out first.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = true // waits: rides out an outage
 			d, q, err := a.queue(c.Context(), anyQueue)
 			if err != nil {
 				return err

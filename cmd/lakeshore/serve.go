@@ -1,15 +1,379 @@
 package main
 
+// `lakeshore serve`: options, validation, the loopback rule and the graceful shutdown.
+// Signals reach it through the app (the first cancels the command's context, which shuts
+// the server down gracefully; the second exits at once).
+
 import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
 	"github.com/spf13/cobra"
 
-	"github.com/lakeshore-dev/lakeshore/server/servecmd"
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
 )
 
-// newServeCmd is `lakeshore serve`: the HTTP server over a plane (server/servecmd has its
-// options, the loopback rule and the graceful shutdown).
+// Defaults of `lakeshore serve`.
+const (
+	// AddrDefault is the fixed default address: loopback only, port 7077.
+	AddrDefault = "127.0.0.1:7077"
+	// EnvAdminToken names the environment variable holding the admin token.
+	EnvAdminToken = "LAKESHORE_ADMIN_TOKEN"
+	// ReadHeaderTimeout bounds reading a request's headers (no slowloris).
+	ReadHeaderTimeout = 10 * time.Second
+	// ReadTimeout bounds reading a whole request (bodies up to 17 MiB).
+	ReadTimeout = 2 * time.Minute
+	// IdleTimeout closes keep-alive connections idle for longer.
+	IdleTimeout = 2 * time.Minute
+	// ShutdownTimeoutDefault bounds the graceful shutdown.
+	ShutdownTimeoutDefault = 15 * time.Second
+	// MaxHeaderBytes bounds request headers.
+	MaxHeaderBytes = 64 << 10
+)
+
+// ServeOpts are the options of `lakeshore serve`.
+type ServeOpts struct {
+	// Addr is the listen address. Defaults to AddrDefault.
+	Addr string
+	// Target is the plane to serve (as lakeshore.Open takes it). Defaults to the embedded
+	// SQLite plane $LAKESHORE_HOME/lakeshore.db; never $LAKESHORE_URL, which clients of this
+	// server often export in the same shell (serving it would proxy to itself). An http(s)
+	// target naming the server's own address is refused.
+	Target string
+	// AdminTokenFile holds the admin token (first line). Defaults to $LAKESHORE_ADMIN_TOKEN.
+	AdminTokenFile string
+	// InsecureNoAuth allows a non-loopback address without an admin token (logged as a
+	// warning at start).
+	InsecureNoAuth bool
+	// TLSCert and TLSKey serve HTTPS when both are set.
+	TLSCert, TLSKey string
+	// ShutdownTimeout bounds the graceful shutdown. Defaults to ShutdownTimeoutDefault.
+	ShutdownTimeout time.Duration
+	// LongPollMax and MaxLongPolls are server.Config's (0: its defaults).
+	LongPollMax  time.Duration
+	MaxLongPolls int
+	// LogRequests logs one line per request (method, path, status, bytes, duration) at
+	// level Info: `serve -v`.
+	LogRequests bool
+
+	// Ready, when set, is called with the listening address once the server accepts
+	// connections (tests).
+	Ready func(addr net.Addr)
+}
+
+// Validate checks o. Errors: *plane.InvalidError naming the option.
+func (o *ServeOpts) Validate() error {
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return plane.Invalid("--tls-cert/--tls-key", nil, "give both or neither")
+	}
+	if _, _, err := net.SplitHostPort(cmp.Or(o.Addr, AddrDefault)); err != nil {
+		return plane.Invalid("--addr", o.Addr, "use host:port, e.g. "+AddrDefault)
+	}
+	if targetIsAddr(o.Target, cmp.Or(o.Addr, AddrDefault)) {
+		return plane.Invalid("--target", o.Target, "it is this server's own address (--addr "+cmp.Or(o.Addr, AddrDefault)+
+			"), so every request would be proxied back to itself; serve a SQLite file (the default) or another server")
+	}
+	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 {
+		return plane.Invalid("timeouts and limits", nil, "use values ≥ 0")
+	}
+	return nil
+}
+
+// adminToken reads the admin token from the file, else the environment.
+func (o *ServeOpts) adminToken(getenv func(string) string) (string, error) {
+	if o.AdminTokenFile != "" {
+		b, err := os.ReadFile(o.AdminTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("read admin token: %w", err)
+		}
+		tok, _, _ := strings.Cut(string(b), "\n")
+		tok = strings.TrimSpace(tok)
+		if tok == "" {
+			return "", plane.Invalid("--admin-token-file", o.AdminTokenFile, "put the token on the first line")
+		}
+		return tok, nil
+	}
+	return strings.TrimSpace(getenv(EnvAdminToken)), nil
+}
+
+// IsLoopback reports whether a listen host binds loopback only ("localhost", 127.0.0.0/8,
+// ::1). An empty host, 0.0.0.0 and :: bind every interface.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckBind applies the rule of an unauthenticated server: loopback only, unless
+// insecureNoAuth. Errors name the way out.
+func CheckBind(addr string, authOn, insecureNoAuth bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return plane.Invalid("--addr", addr, "use host:port")
+	}
+	if authOn || IsLoopback(host) || insecureNoAuth {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve %s without authentication: set %s (or --admin-token-file), bind loopback (default %s), or pass --insecure-no-auth",
+		addr, EnvAdminToken, AddrDefault)
+}
+
+// RunServe serves the plane named by o.Target until ctx ends, then shuts down gracefully:
+// long-polls end with 503 shutting_down, short requests finish (within ShutdownTimeout),
+// and the plane is closed. Logs go to logger.
+func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv func(string) string) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	addr := cmp.Or(o.Addr, AddrDefault)
+	admin, err := o.adminToken(getenv)
+	if err != nil {
+		return err
+	}
+	if err := CheckBind(addr, admin != "", o.InsecureNoAuth); err != nil {
+		return err
+	}
+	target, err := serveTarget(o.Target, getenv)
+	if err != nil {
+		return err
+	}
+	drv, err := lakeshore.OpenDriver(ctx, target, &lakeshore.Config{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+
+	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls})
+	var handler http.Handler = srv
+	if o.LogRequests {
+		handler = logRequests(logger, srv)
+	}
+	hs := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if admin == "" && !IsLoopback(host) {
+		logger.Warn("serving without authentication on a non-loopback address (--insecure-no-auth): anyone who can reach it can submit, claim and read", "addr", ln.Addr().String())
+	}
+	scheme := "http"
+	if o.TLSCert != "" {
+		scheme = "https"
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", target)
+
+	errc := make(chan error, 1)
+	go func() {
+		if o.TLSCert != "" {
+			errc <- hs.ServeTLS(ln, o.TLSCert, o.TLSKey)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	if o.Ready != nil {
+		o.Ready(ln.Addr())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	srv.Stop()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault))
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	if err != nil {
+		hs.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// serveTarget resolves the plane serve opens: o.Target as given, else the embedded SQLite
+// default $LAKESHORE_HOME/lakeshore.db (~/.lakeshore when unset, created with mode 0700).
+// Unlike lakeshore.Open's "" it never reads $LAKESHORE_URL: clients export it to reach this
+// very server, so serving it would loop requests back to it. A relative file path is made
+// absolute, so the start log names the file.
+func serveTarget(target string, getenv func(string) string) (string, error) {
+	if target == "" {
+		home := getenv(lakeshore.EnvHome)
+		if home == "" {
+			h, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("find the default plane: set %s or pass --target: %w", lakeshore.EnvHome, err)
+			}
+			home = filepath.Join(h, ".lakeshore")
+		}
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return "", fmt.Errorf("create %s: %w", home, err)
+		}
+		target = filepath.Join(home, lakeshore.DefaultDBName)
+	}
+	if target != ":memory:" && !strings.Contains(target, "://") && !filepath.IsAbs(target) && strings.TrimSpace(target) == target {
+		if abs, err := filepath.Abs(target); err == nil {
+			target = abs
+		}
+	}
+	return target, nil
+}
+
+// targetIsAddr reports whether target is an http(s) URL that names the listen address addr
+// itself: the same port and the same host, both loopback, or a loopback or unspecified host
+// while addr listens on every interface.
+func targetIsAddr(target, addr string) bool {
+	u, err := url.Parse(target)
+	if err != nil || (!strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https")) || u.Host == "" {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if strings.EqualFold(u.Scheme, "https") {
+			port = "443"
+		}
+	}
+	lhost, lport, err := net.SplitHostPort(addr)
+	if err != nil || lport != port {
+		return false
+	}
+	thost := u.Hostname()
+	switch {
+	case strings.EqualFold(thost, lhost):
+		return true
+	case IsLoopback(thost) && IsLoopback(lhost):
+		return true
+	case isUnspecified(lhost):
+		return IsLoopback(thost) || isUnspecified(thost) || isLocalIP(thost)
+	}
+	return false
+}
+
+func isUnspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsUnspecified()
+}
+
+// isLocalIP reports whether host is an IP address of one of this machine's interfaces.
+func isLocalIP(host string) bool {
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// newServeCmd is `lakeshore serve`. The app's stderr receives the logs; -v adds a line per
+// request.
 func newServeCmd(a *app) *cobra.Command {
-	cmd := servecmd.Serve()
-	cmd.SetErr(a.stderr)
+	o := &ServeOpts{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve a plane over HTTP (default " + AddrDefault + ")",
+		Long: `Serve exposes a plane (the embedded default, or --target) over HTTP for other processes
+and machines; clients use LAKESHORE_URL=http://` + AddrDefault + `.
+
+Without an admin token ($` + EnvAdminToken + ` or --admin-token-file) the server has no
+authentication and only binds loopback; --insecure-no-auth overrides that (with a warning).
+-v logs one line per request (method, path, status, bytes, duration).
+SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// -v adds one line per request at info level (not debug: the server's own debug
+			// lines would repeat them).
+			o.LogRequests = a.verbose
+			logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			o.Target = cmp.Or(o.Target, a.target)
+			return RunServe(cmd.Context(), o, logger, os.Getenv)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Addr, "addr", AddrDefault, "listen address (host:port)")
+	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file holding the admin token (default: $"+EnvAdminToken+")")
+	f.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without authentication")
+	f.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
+	f.StringVar(&o.TLSKey, "tls-key", "", "TLS key file (PEM)")
+	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", ShutdownTimeoutDefault, "bound on the graceful shutdown")
+	f.DurationVar(&o.LongPollMax, "long-poll-max", server.LongPollMaxDefault, "cap of one long-poll")
+	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")
 	return cmd
 }
+
+// logRequests logs one line per request handled by h: method, path (never the query or
+// headers, which may carry secrets), status, response bytes and duration.
+func logRequests(logger *slog.Logger, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
+			slog.Int64("bytes", rec.bytes), slog.Duration("duration", time.Since(start)), slog.String("remote", r.RemoteAddr))
+	})
+}
+
+// statusRecorder remembers the status and size of a response. It passes Flush through, for
+// streams.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+// Flush flushes the response when the writer can.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -25,6 +25,7 @@ after --timeout (30 s by default) without a new frame; --timeout -1 follows unti
 job ends however long it is silent.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = true // waits: rides out an outage
 			d, q, err := a.queue(c.Context(), anyQueue)
 			if err != nil {
 				return err

@@ -20,6 +20,8 @@ func newSubmitCmd(a *app) *cobra.Command {
 		maxAttempts    int
 		attemptTimeout time.Duration
 		timeout        time.Duration
+		delay          time.Duration
+		at             string
 	)
 	c := &cobra.Command{
 		Use:   "submit QUEUE [PAYLOAD]",
@@ -27,13 +29,28 @@ func newSubmitCmd(a *app) *cobra.Command {
 		Long: `Submit a job to QUEUE and print its id. The payload is JSON, taken from PAYLOAD,
 from --file (- for stdin), or from stdin when neither is given; --string takes the
 text as a plain string instead. With --key, submitting the same key again returns
-the existing id. With --wait, wait for the job and print its result (exit 1 when
-it failed, was cancelled or timed out; 4 when the wait timed out).`,
+the existing id. With --delay or --at, the job is queued now but not claimable before
+then (the plane's clock decides). With --wait, wait for the job and print its result
+(exit 1 when it failed, was cancelled or timed out; 4 when the wait timed out).`,
 		Example: `  lakeshore submit embed '{"text": "hello"}'
   lakeshore submit embed --key doc-42 --file doc.json --wait
-  echo '"s3://bucket/x"' | lakeshore submit resize`,
+  echo '"s3://bucket/x"' | lakeshore submit resize
+  lakeshore submit reminders '"ping"' --delay 5m
+  lakeshore submit reports '{"day": "2026-12-01"}' --at 2026-12-02T06:00:00Z`,
 		Args: rangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = wait // waits: rides out an outage
+			if delay < 0 {
+				return usagef("--delay must be ≥ 0, e.g. 5m")
+			}
+			var notBefore time.Time
+			if at != "" {
+				t, err := time.Parse(time.RFC3339, at)
+				if err != nil {
+					return usagef("--at %q is not an RFC 3339 time; use e.g. 2026-12-02T06:00:00Z or 2026-12-02T07:00:00+01:00", at)
+				}
+				notBefore = t
+			}
 			var raw []byte
 			var err error
 			switch {
@@ -68,6 +85,7 @@ it failed, was cancelled or timed out; 4 when the wait timed out).`,
 			}
 			id, err := q.Submit(submitCtx, payload, &lakeshore.SubmitOptions{
 				Key: key, Priority: priority, MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout,
+				Delay: delay, NotBefore: notBefore,
 			})
 			if err != nil {
 				return err
@@ -89,6 +107,8 @@ it failed, was cancelled or timed out; 4 when the wait timed out).`,
 	f.Float64Var(&priority, "priority", 0, "priority (higher first for priority and boltzmann claims)")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before the job fails (default 3)")
 	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt (default none)")
+	f.DurationVar(&delay, "delay", 0, "not claimable before this long from now, e.g. 5m (plane's clock)")
+	f.StringVar(&at, "at", "", "not claimable before this RFC 3339 time, e.g. 2026-12-02T06:00:00Z")
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
 	f.DurationVar(&timeout, "timeout", 0, "how long a submit blocked on a full queue may wait, and with --wait how long to wait for the result (default: no bound on the block, 30s for the result; negative: forever)")
 	return c

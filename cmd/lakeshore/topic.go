@@ -88,6 +88,7 @@ func newTopicListenCmd(a *app) *cobra.Command {
 every value until the topic is closed.`,
 		Args: exactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = true // waits: rides out an outage
 			d, q, err := a.queue(c.Context(), args[0])
 			if err != nil {
 				return err

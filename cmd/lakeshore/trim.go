@@ -6,38 +6,49 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore"
 )
 
 func newTrimCmd(a *app) *cobra.Command {
-	var olderThan time.Duration
+	var (
+		olderThan time.Duration
+		all       bool
+	)
 	c := &cobra.Command{
-		Use:   "trim [QUEUE]",
+		Use:   "trim (QUEUE | --all)",
 		Short: "Delete finished jobs (and their journals) older than --older-than, freeing their keys",
 		Long: `Delete terminal jobs that finished more than --older-than ago (default 0: every
-terminal job), with their journals, in QUEUE or in every queue of the namespace.
+terminal job), with their journals, in QUEUE, or with --all in every queue of the
+namespace. One of them is required: trim never empties a whole namespace by default.
 Their idempotency keys become free. Prints how many were deleted.`,
+		Example: `  lakeshore trim embed --older-than 24h
+  lakeshore trim --all --older-than 168h`,
 		Args: rangeArgs(0, 1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if olderThan < 0 {
 				return usagef("--older-than must be ≥ 0")
+			}
+			switch {
+			case len(args) == 0 && !all:
+				return usagef("trim: name a QUEUE, or pass --all to trim every queue of the namespace")
+			case len(args) == 1 && all:
+				return usagef("trim: give a QUEUE or --all, not both")
 			}
 			d, err := a.open(c.Context())
 			if err != nil {
 				return err
 			}
 			defer d.Close()
-			p := &plane.TrimParams{Namespace: d.Namespace(), FinishedBefore: time.Now().Add(-olderThan)}
-			if olderThan == 0 {
-				p.FinishedBefore = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-			}
-			if len(args) == 1 {
-				if err := plane.ValidateName("queue name", args[0]); err != nil {
-					return err
+			var n int64
+			if all {
+				n, err = d.Admin().Trim(c.Context(), &lakeshore.TrimOptions{Namespace: d.Namespace(), OlderThan: olderThan})
+			} else {
+				q, qerr := d.Queue(args[0], nil)
+				if qerr != nil {
+					return qerr
 				}
-				p.Queue = args[0]
+				n, err = q.Trim(c.Context(), olderThan)
 			}
-			n, err := d.Driver().InvocationTrim(c.Context(), p)
 			if err != nil {
 				return err
 			}
@@ -49,5 +60,6 @@ Their idempotency keys become free. Prints how many were deleted.`,
 		},
 	}
 	c.Flags().DurationVar(&olderThan, "older-than", 0, "trim jobs that finished longer ago than this (0: all)")
+	c.Flags().BoolVar(&all, "all", false, "trim every queue of the namespace")
 	return c
 }

@@ -10,9 +10,11 @@ import (
 
 func newWorkerCmd(a *app) *cobra.Command {
 	var (
-		spec     = execSpec{frames: true}
-		o        lakeshore.WorkerOptions
-		noFrames bool
+		spec        = execSpec{frames: true}
+		o           lakeshore.WorkerOptions
+		noFrames    bool
+		order       string
+		temperature float64
 	)
 	c := &cobra.Command{
 		Use:   "worker QUEUE [QUEUE…] -- COMMAND [ARGS…]",
@@ -27,8 +29,13 @@ func newWorkerCmd(a *app) *cobra.Command {
   - exit 0 acks the job with {exit_code, stdout (first --stdout-cap bytes), stderr
     (last --stderr-tail bytes)}; a non-zero exit nacks it (retried while attempts
     remain) with the exit code and the stderr tail;
+  - PYTHONUNBUFFERED=1 is set (unless already set) so Python prints stream as
+    frames at once; other languages should flush each line (see docs/cli.md);
   - when the job is killed, its lease is lost, or --timeout passes, the command's
-    process group gets SIGTERM, then SIGKILL after --grace.
+    process group gets SIGTERM, then SIGKILL after --grace; when the worker itself
+    dies (even by SIGKILL), the group gets SIGKILL from a guard process (and, on
+    Linux, the command from the kernel).
+--order picks the claim order (fifo, filo, priority, boltzmann with --temperature).
 SIGINT/SIGTERM drains (running commands finish, nothing new is claimed); a second
 signal stops the running commands, and their jobs are retried.`,
 		Example: `  lakeshore worker thumbnails -- convert {} -resize 256x256 {}.thumb.png
@@ -41,6 +48,7 @@ signal stops the running commands, and their jobs are retried.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			a.rideOut = true // waits: rides out an outage
 			dash := c.ArgsLenAtDash()
 			queues, argv := args[:dash], args[dash:]
 			spec.argv = argv
@@ -53,18 +61,28 @@ signal stops the running commands, and their jobs are retried.`,
 				return err
 			}
 			defer d.Close()
+			kind, err := lakeshore.ParseKind(order)
+			if err != nil {
+				return usageError(err)
+			}
+			if c.Flags().Changed("temperature") && kind != lakeshore.KindBoltzmann {
+				return usagef("--temperature applies to --order boltzmann only")
+			}
+			qo := &lakeshore.QueueOptions{Kind: kind, Temperature: temperature}
 			handlers := make([]lakeshore.Handler, len(queues))
 			for i, q := range queues {
-				handlers[i] = lakeshore.Handle(q, spec.handle)
+				handlers[i] = lakeshore.HandlerBinding{Queue: q, QueueOptions: qo, Func: spec.handle}
 			}
-			a.takeSignals.Store(true)
-			o.Signals = a.workerSignals
 			o.Logger = a.logger()
+			w, err := lakeshore.NewWorker(d, handlers, &o)
+			if err != nil {
+				return err
+			}
 			if !o.Once {
 				fmt.Fprintf(a.stderr, "lakeshore worker: %v on %v (concurrency %d); Ctrl-C drains, twice stops running jobs\n",
 					argv, queues, max(o.Concurrency, 1))
 			}
-			return lakeshore.RunWorker(c.Context(), d, handlers, &o)
+			return a.runWorker(c.Context(), w)
 		},
 	}
 	f := c.Flags()
@@ -79,5 +97,7 @@ signal stops the running commands, and their jobs are retried.`,
 	f.IntVar(&spec.stdoutCap, "stdout-cap", stdoutCapDefault, "bytes of stdout kept in the result")
 	f.IntVar(&spec.stderrTail, "stderr-tail", stderrTailDefault, "bytes of stderr (the last ones) kept in the result or error")
 	f.BoolVar(&noFrames, "no-frames", false, "do not post stdout lines as VALUE frames")
+	f.StringVar(&order, "order", "fifo", "claim order: fifo, filo, priority (highest first) or boltzmann (draw ∝ exp(priority/T))")
+	f.Float64Var(&temperature, "temperature", lakeshore.TemperatureDefault, "boltzmann temperature T (> 0), with --order boltzmann")
 	return c
 }

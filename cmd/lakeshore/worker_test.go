@@ -64,7 +64,7 @@ func TestWorkerSignals(t *testing.T) {
 		require.NoError(t, w.Wait(), stderr.String())
 		out := c.ok("--json", "get", a)
 		require.Contains(t, out, `"state":"queued"`, "nacked for retry")
-		require.Contains(t, out, "second shutdown signal")
+		require.Contains(t, out, "running handlers cancelled", "the stored error says why the command stopped")
 	})
 }
 

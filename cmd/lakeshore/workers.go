@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore"
 )
 
 func newWorkersCmd(a *app) *cobra.Command {
@@ -25,11 +25,7 @@ func newWorkersCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			ns := d.Namespace()
-			if all {
-				ns = ""
-			}
-			ws, err := d.Driver().WorkerList(c.Context(), &plane.WorkerListParams{Namespace: ns, SeenWithin: within})
+			ws, err := d.Workers(c.Context(), &lakeshore.WorkersOptions{AllNamespaces: all, SeenWithin: within})
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package lakeshore_test
+package scope_test
 
 import (
 	"os"
@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/scope"
 )
 
 func TestScope(t *testing.T) {
 	t.Run("Mem", func(t *testing.T) {
 		t.Parallel()
-		s, err := lakeshore.OpenScope(t.Context(), "mem://", "jobs/run-1")
+		s, err := scope.Open(t.Context(), "mem://", "jobs/run-1")
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		exerciseScope(t, s)
@@ -22,18 +23,18 @@ func TestScope(t *testing.T) {
 	t.Run("FileDefaultUnderHome", func(t *testing.T) {
 		home := t.TempDir()
 		t.Setenv(lakeshore.EnvHome, home)
-		s, err := lakeshore.OpenScope(t.Context(), "", "runs")
+		s, err := scope.Open(t.Context(), "", "runs")
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		exerciseScope(t, s)
 		key, err := s.Write(t.Context(), "x/y.txt", []byte("on disk"))
 		require.NoError(t, err)
-		b, err := os.ReadFile(filepath.Join(home, lakeshore.BlobsDir, "runs", "x", "y.txt"))
+		b, err := os.ReadFile(filepath.Join(home, scope.BlobsDir, "runs", "x", "y.txt"))
 		require.NoError(t, err)
 		require.Equal(t, "on disk", string(b))
 
 		// Another scope on the same prefix (another process, later) reads the key.
-		s2, err := lakeshore.OpenScope(t.Context(), "", "runs/")
+		s2, err := scope.Open(t.Context(), "", "runs/")
 		require.NoError(t, err)
 		defer s2.Close()
 		b, err = s2.Read(t.Context(), key)
@@ -43,7 +44,7 @@ func TestScope(t *testing.T) {
 
 	t.Run("KeysCannotEscape", func(t *testing.T) {
 		t.Parallel()
-		s, err := lakeshore.OpenScope(t.Context(), "mem://", "inner")
+		s, err := scope.Open(t.Context(), "mem://", "inner")
 		require.NoError(t, err)
 		defer s.Close()
 		_, err = s.Write(t.Context(), "ok", []byte("secret of inner"))
@@ -52,14 +53,14 @@ func TestScope(t *testing.T) {
 			"", "../x", "a/../../x", "..", "/etc/passwd", "a//b", "a/./b", "a/", `a\..\b`, "a\x00b", "\xff",
 		} {
 			_, err := s.Write(t.Context(), key, []byte("x"))
-			var kerr *lakeshore.KeyError
+			var kerr *scope.KeyError
 			require.ErrorAs(t, err, &kerr, "write %q", key)
 			require.ErrorIs(t, err, lakeshore.ErrInvalid)
 			_, err = s.Read(t.Context(), key)
 			require.ErrorIs(t, err, lakeshore.ErrInvalid, "read %q", key)
 			require.ErrorIs(t, s.Delete(t.Context(), key), lakeshore.ErrInvalid, "delete %q", key)
 		}
-		_, err = lakeshore.OpenScope(t.Context(), "mem://", "../up")
+		_, err = scope.Open(t.Context(), "mem://", "../up")
 		require.ErrorIs(t, err, lakeshore.ErrInvalid)
 		_, err = s.Sub("../inner2")
 		require.ErrorIs(t, err, lakeshore.ErrInvalid)
@@ -69,7 +70,7 @@ func TestScope(t *testing.T) {
 	})
 }
 
-func exerciseScope(t *testing.T, s *lakeshore.Scope) {
+func exerciseScope(t *testing.T, s *scope.Scope) {
 	t.Helper()
 	ctx := t.Context()
 	k1, err := s.Write(ctx, "out/part-0.bin", []byte{0, 1, 2})

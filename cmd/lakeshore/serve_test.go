@@ -1,8 +1,9 @@
-package servecmd_test
+package main
 
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -12,16 +13,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
-	"github.com/lakeshore-dev/lakeshore/server/servecmd"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 func TestCheckBind(t *testing.T) {
 	t.Parallel()
@@ -41,7 +36,7 @@ func TestCheckBind(t *testing.T) {
 		{"0.0.0.0:7077", false, true, true},
 	}
 	for _, tc := range cases {
-		err := servecmd.CheckBind(tc.addr, tc.auth, tc.insecure)
+		err := CheckBind(tc.addr, tc.auth, tc.insecure)
 		if tc.ok {
 			require.NoError(t, err, tc.addr)
 		} else {
@@ -52,10 +47,10 @@ func TestCheckBind(t *testing.T) {
 
 func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	t.Parallel()
-	err := servecmd.RunServe(t.Context(), &servecmd.ServeOpts{Addr: "0.0.0.0:0", Target: ":memory:"},
+	err := RunServe(t.Context(), &ServeOpts{Addr: "0.0.0.0:0", Target: ":memory:"},
 		slog.New(slog.DiscardHandler), func(string) string { return "" })
 	require.ErrorContains(t, err, "refusing to serve")
-	require.Error(t, (&servecmd.ServeOpts{TLSCert: "c.pem"}).Validate(), "a cert without a key")
+	require.Error(t, (&ServeOpts{TLSCert: "c.pem"}).Validate(), "a cert without a key")
 }
 
 func TestServeAndTokens(t *testing.T) {
@@ -68,9 +63,9 @@ func TestServeAndTokens(t *testing.T) {
 	done := make(chan error, 1)
 	var logs bytes.Buffer
 	go func() {
-		done <- servecmd.RunServe(ctx, &servecmd.ServeOpts{Addr: "127.0.0.1:0", Target: db, Ready: func(a net.Addr) { ready <- a }},
+		done <- RunServe(ctx, &ServeOpts{Addr: "127.0.0.1:0", Target: db, Ready: func(a net.Addr) { ready <- a }},
 			slog.New(slog.NewTextHandler(&logs, nil)), func(k string) string {
-				if k == servecmd.EnvAdminToken {
+				if k == EnvAdminToken {
 					return admin
 				}
 				return ""
@@ -86,8 +81,8 @@ func TestServeAndTokens(t *testing.T) {
 
 	// A token made next to the plane's file works over HTTP at once.
 	var out bytes.Buffer
-	require.NoError(t, servecmd.RunTokenCreate(t.Context(), &servecmd.TokenCreateOpts{Target: db, ID: "producer",
-		Namespace: "default", Queue: "jobs", Can: []string{"submit"}, TTL: time.Hour}, &out))
+	require.NoError(t, RunTokenCreate(t.Context(), &TokenCreateOpts{Target: db, ID: "producer",
+		Namespace: "default", Queue: "jobs", Can: []string{"submit"}, TTL: time.Hour}, &out, io.Discard))
 	secret := regexp.MustCompile(`token:\s+(\S+)`).FindStringSubmatch(out.String())[1]
 	drv, err := httpplane.New(url, &httpplane.Config{Token: secret})
 	require.NoError(t, err)
@@ -98,11 +93,11 @@ func TestServeAndTokens(t *testing.T) {
 	require.ErrorIs(t, err, httpplane.ErrForbidden)
 
 	out.Reset()
-	require.NoError(t, servecmd.RunTokenList(t.Context(), db, false, &out))
+	require.NoError(t, RunTokenList(t.Context(), db, false, &out))
 	require.Contains(t, out.String(), "producer")
 	require.NotContains(t, out.String(), secret)
 	out.Reset()
-	require.NoError(t, servecmd.RunTokenRevoke(t.Context(), db, "producer", false, &out))
+	require.NoError(t, RunTokenRevoke(t.Context(), db, "producer", false, &out))
 	_, err = drv.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "jobs", Invocations: []plane.SubmitParams{{}}})
 	require.ErrorIs(t, err, httpplane.ErrUnauthorized)
 
@@ -156,7 +151,7 @@ func TestServeDefaultTargetIgnoresURL(t *testing.T) {
 	done := make(chan error, 1)
 	var logs syncBuffer
 	go func() {
-		done <- servecmd.RunServe(ctx, &servecmd.ServeOpts{Addr: addr, Ready: func(a net.Addr) { ready <- a }},
+		done <- RunServe(ctx, &ServeOpts{Addr: addr, Ready: func(a net.Addr) { ready <- a }},
 			slog.New(slog.NewTextHandler(&logs, nil)), getenv)
 	}()
 	select {
@@ -197,7 +192,7 @@ func TestServeRefusesItselfAsTarget(t *testing.T) {
 		{"127.0.0.1:7077", "/tmp/x.db", false},
 	}
 	for _, tc := range cases {
-		err := (&servecmd.ServeOpts{Addr: tc.addr, Target: tc.target}).Validate()
+		err := (&ServeOpts{Addr: tc.addr, Target: tc.target}).Validate()
 		if tc.refused {
 			require.ErrorIs(t, err, plane.ErrInvalid, "%s %s", tc.addr, tc.target)
 			require.ErrorContains(t, err, "own address")
@@ -205,7 +200,7 @@ func TestServeRefusesItselfAsTarget(t *testing.T) {
 			require.NoError(t, err, "%s %s", tc.addr, tc.target)
 		}
 	}
-	err := servecmd.RunServe(t.Context(), &servecmd.ServeOpts{Addr: "127.0.0.1:0", Target: "http://127.0.0.1:0"},
+	err := RunServe(t.Context(), &ServeOpts{Addr: "127.0.0.1:0", Target: "http://127.0.0.1:0"},
 		slog.New(slog.DiscardHandler), func(string) string { return "" })
 	require.ErrorIs(t, err, plane.ErrInvalid)
 }

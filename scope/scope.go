@@ -1,4 +1,8 @@
-package lakeshore
+// Package scope opens blob-store scopes: a prefix in a blob store (gocloud.dev/blob) through
+// which jobs read and write files, so that file bytes never ride the wire. It lives apart
+// from the root SDK so that a program that only submits and works jobs does not link the
+// blob drivers (and, through them, gRPC and OpenTelemetry).
+package scope
 
 import (
 	"context"
@@ -14,7 +18,13 @@ import (
 	"gocloud.dev/blob/fileblob"
 	_ "gocloud.dev/blob/memblob" // mem:// buckets, for tests
 	"gocloud.dev/gcerrors"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
+
+// EnvHome is the environment variable naming Lakeshore's home directory (the same as
+// lakeshore.EnvHome). Defaults to ~/.lakeshore.
+const EnvHome = "LAKESHORE_HOME"
 
 // BlobsDir is the directory of the default file:// blob store inside $LAKESHORE_HOME.
 const BlobsDir = "blobs"
@@ -30,13 +40,13 @@ type Scope struct {
 	prefix string // "" or ends with "/"
 }
 
-// OpenScope opens the blob store at bucketURL and returns the scope prefix in it. bucketURL
+// Open opens the blob store at bucketURL and returns the scope prefix in it. bucketURL
 // is a gocloud.dev/blob URL: "" is the default, file://$LAKESHORE_HOME/blobs (created when
 // missing; $LAKESHORE_HOME defaults to ~/.lakeshore); "file:///dir" a directory; "mem://"
 // an in-memory store (tests). prefix ("" for the whole bucket) follows the key rules.
-// Errors: *KeyError (Is ErrInvalid) for a bad prefix; the store's error when it cannot be
+// Errors: *KeyError (Is plane.ErrInvalid) for a bad prefix; the store's error when it cannot be
 // opened.
-func OpenScope(ctx context.Context, bucketURL, prefix string) (*Scope, error) {
+func Open(ctx context.Context, bucketURL, prefix string) (*Scope, error) {
 	if prefix != "" {
 		if err := validateKey("prefix", strings.TrimSuffix(prefix, "/")); err != nil {
 			return nil, err
@@ -100,7 +110,7 @@ func (s *Scope) Write(ctx context.Context, key string, data []byte) (string, err
 	return key, nil
 }
 
-// Read returns the bytes stored under key. Errors: *KeyError for a bad key; ErrNotFound
+// Read returns the bytes stored under key. Errors: *KeyError for a bad key; plane.ErrNotFound
 // when there is nothing under key; the store's.
 func (s *Scope) Read(ctx context.Context, key string) ([]byte, error) {
 	if err := validateKey("key", key); err != nil {
@@ -113,7 +123,7 @@ func (s *Scope) Read(ctx context.Context, key string) ([]byte, error) {
 	return b, nil
 }
 
-// Delete removes key. Errors: *KeyError for a bad key; ErrNotFound when there is nothing
+// Delete removes key. Errors: *KeyError for a bad key; plane.ErrNotFound when there is nothing
 // under key; the store's.
 func (s *Scope) Delete(ctx context.Context, key string) error {
 	if err := validateKey("key", key); err != nil {
@@ -148,12 +158,12 @@ func (s *Scope) Close() error { return s.bucket.Close() }
 
 func blobError(op, key string, err error) error {
 	if gcerrors.Code(err) == gcerrors.NotFound {
-		return fmt.Errorf("%s %s: %w", op, key, ErrNotFound)
+		return fmt.Errorf("%s %s: %w", op, key, plane.ErrNotFound)
 	}
 	return fmt.Errorf("%s %s: %w", op, key, err)
 }
 
-// KeyError is a scope key or prefix that breaks the key rules. It matches ErrInvalid.
+// KeyError is a scope key or prefix that breaks the key rules. It matches plane.ErrInvalid (lakeshore.ErrInvalid).
 type KeyError struct {
 	// Field is "key" or "prefix".
 	Field string
@@ -166,8 +176,8 @@ func (e *KeyError) Error() string {
 	return fmt.Sprintf("invalid scope %s %q: %s", e.Field, e.Key, e.Rule)
 }
 
-// Is matches ErrInvalid.
-func (e *KeyError) Is(target error) bool { return target == ErrInvalid }
+// Is matches plane.ErrInvalid.
+func (e *KeyError) Is(target error) bool { return target == plane.ErrInvalid }
 
 // maxKeyBytes bounds a scope key.
 const maxKeyBytes = 1024

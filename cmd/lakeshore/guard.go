@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// guardArg, as the first argument, makes the lakeshore binary run as the exec worker's
+// process-group guard instead of the command line.
+const guardArg = "__lakeshore-exec-guard"
+
+// runGuard is the guard process: it reads "+PGID" and "-PGID" lines (a command's process
+// group started, ended) from in, which is a pipe from its worker, and when the pipe closes —
+// the worker exited or died, even by SIGKILL — it sends SIGKILL to every group still
+// registered, so no command (nor anything it started) runs on, unfenced, beside the retry
+// of its job. It ignores terminal signals: it must outlive its worker.
+func runGuard(in io.Reader) int {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	groups := map[int]bool{}
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) < 2 {
+			continue
+		}
+		pgid, err := strconv.Atoi(line[1:])
+		if err != nil || pgid <= 1 {
+			continue
+		}
+		switch line[0] {
+		case '+':
+			groups[pgid] = true
+		case '-':
+			delete(groups, pgid)
+		}
+	}
+	for pgid := range groups {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	return 0
+}
+
+// groupGuard is this process's connection to its guard process, started with the first
+// command. Without a guard (the executable cannot be found or started) commands still run;
+// on Linux the parent-death signal then covers each command itself.
+type groupGuard struct {
+	once sync.Once
+	mu   sync.Mutex
+	w    io.WriteCloser // nil when no guard runs
+}
+
+// guard is the process's guard of command process groups.
+var guard groupGuard
+
+func (g *groupGuard) start() {
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(exe, guardArg)
+	// Its own process group: a Ctrl-C to the worker's group does not reach it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return
+	}
+	if err := cmd.Start(); err != nil {
+		return
+	}
+	// Never waited for: it ends only when this process does (the pipe closes).
+	g.w = w
+}
+
+// register asks the guard to kill process group pgid if this process dies.
+func (g *groupGuard) register(pgid int) { g.send('+', pgid) }
+
+// unregister tells the guard that process group pgid ended.
+func (g *groupGuard) unregister(pgid int) { g.send('-', pgid) }
+
+func (g *groupGuard) send(op byte, pgid int) {
+	g.once.Do(g.start)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w != nil {
+		if _, err := fmt.Fprintf(g.w, "%c%d\n", op, pgid); err != nil {
+			g.w = nil // the guard is gone: carry on without it
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+func newJobsCmd(a *app) *cobra.Command {
+	var (
+		o     lakeshore.ListOptions
+		state string
+	)
+	c := &cobra.Command{
+		Use:   "jobs QUEUE",
+		Short: "List a queue's jobs, newest first: id, state, attempt, key, times",
+		Long: `List the jobs of QUEUE, newest first (--oldest: oldest first), filtered by --state and
+--key-prefix, one page of at most --limit jobs. When more remain, the last line (on
+stderr) gives the --after cursor of the next page; with --json the last line on stdout is
+{"next": CURSOR} instead. Payloads and results are left out: 'lakeshore get ID' shows them.`,
+		Example: `  lakeshore jobs embed --state failed
+  lakeshore jobs embed --state failed --json | jq -r .id | xargs -n1 lakeshore get
+  lakeshore jobs embed --key-prefix batch-7/ --limit 1000 --oldest`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if state != "" {
+				st, err := lakeshore.ParseState(state)
+				if err != nil {
+					return err
+				}
+				o.State = st
+			}
+			d, q, err := a.queue(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			page, err := q.List(c.Context(), &o)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				for _, inv := range page.Invocations {
+					m := map[string]any{"id": inv.ID, "state": inv.State, "attempt": inv.Attempt,
+						"max_attempts": inv.MaxAttempts, "priority": inv.Priority, "created_at": inv.CreatedAt}
+					if inv.Key != "" {
+						m["key"] = inv.Key
+					}
+					if !inv.FinishedAt.IsZero() {
+						m["finished_at"] = inv.FinishedAt
+					}
+					if inv.Error != nil {
+						m["error"] = inv.Error
+					}
+					if err := a.printJSON(m); err != nil {
+						return err
+					}
+				}
+				if page.Next != "" {
+					return a.printJSON(map[string]any{"next": page.Next})
+				}
+				return nil
+			}
+			tw := a.table()
+			fmt.Fprintln(tw, "ID\tSTATE\tATTEMPT\tKEY\tCREATED\tFINISHED\tERROR")
+			for _, inv := range page.Invocations {
+				errText := "-"
+				if inv.Error != nil {
+					errText = inv.Error.Type + ": " + inv.Error.Message
+					if len(errText) > 60 {
+						errText = errText[:57] + "..."
+					}
+				}
+				key := inv.Key
+				if key == "" {
+					key = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", inv.ID, inv.State, inv.Attempt, inv.MaxAttempts, key,
+					formatTime(inv.CreatedAt), formatTime(inv.FinishedAt), errText)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if page.Next != "" {
+				fmt.Fprintf(a.stderr, "more: lakeshore jobs %s --after %s\n", q.Name(), page.Next)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&state, "state", "", "only jobs in this state: queued, running, succeeded, failed, cancelled, killed, timeout")
+	f.StringVar(&o.KeyPrefix, "key-prefix", "", "only jobs whose idempotency key starts with this")
+	f.IntVar(&o.Limit, "limit", 100, "jobs per page (1–1000)")
+	f.BoolVar(&o.Oldest, "oldest", false, "oldest first (default: newest first)")
+	f.StringVar(&o.After, "after", "", "cursor of the next page, as printed by the previous one")
+	return c
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+// How a one-shot verb treats an HTTP plane that refuses connections (issue 11 item 1):
+// it says "retrying…" on stderr after reachNoticeAfter and fails after reachGiveUp, instead
+// of riding out an outage in silence as workers and waits do.
+const (
+	reachNoticeAfter = time.Second
+	reachGiveUp      = 2 * time.Second
+	reachRetryEvery  = 100 * time.Millisecond
+)
+
+// reachability decides, before a verb opens its plane, whether the plane can be reached.
+// It is an interface so that the check can move into the HTTP plane's own retry policy
+// (httpplane's fail-fast option on branch api) without touching the verbs.
+type reachability interface {
+	// check returns nil when target may be used (a local plane, or a server that accepts
+	// connections), else an error matching lakeshore.ErrUnavailable.
+	check(ctx context.Context, target string, notes io.Writer) error
+}
+
+// dialCheck is the reachability of one-shot verbs: a TCP dial to an http(s) target's host,
+// retried while the connection is refused, for up to reachGiveUp. Other dial errors
+// (timeouts, DNS) are left to the HTTP plane's own retries.
+type dialCheck struct {
+	noticeAfter, giveUp, every time.Duration
+}
+
+func (c dialCheck) check(ctx context.Context, target string, notes io.Writer) error {
+	u, err := url.Parse(target)
+	if err != nil || (!strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https")) || u.Host == "" {
+		return nil
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[strings.EqualFold(u.Scheme, "https")])
+	}
+	start := time.Now()
+	noticed := false
+	for {
+		var d net.Dialer
+		dctx, cancel := context.WithTimeout(ctx, c.giveUp)
+		conn, err := d.DialContext(dctx, "tcp", host)
+		cancel()
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil // not a refusal: the plane's own retries decide
+		}
+		elapsed := time.Since(start)
+		if elapsed >= c.giveUp {
+			return fmt.Errorf("%s refuses connections (tried for %s; is 'lakeshore serve' running?): %w",
+				target, c.giveUp, lakeshore.ErrUnavailable)
+		}
+		if !noticed && elapsed >= c.noticeAfter {
+			fmt.Fprintf(notes, "lakeshore: %s refuses connections; retrying…\n", target)
+			noticed = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(c.every):
+		}
+	}
+}
+
+// planeURL is the target a verb opens: --target, else $LAKESHORE_URL.
+func (a *app) planeURL() string { return cmp.Or(a.target, os.Getenv(lakeshore.EnvURL)) }
