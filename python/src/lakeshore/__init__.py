@@ -1,0 +1,99 @@
+"""Lakeshore for Python: a durable job queue and data queue for ML work.
+
+The Go binary is the engine; this package is its Python client::
+
+    from lakeshore import HttpDispatch, SyncQueue
+
+    d = HttpDispatch("http://127.0.0.1:7077")
+    q = SyncQueue("gpu", dispatch=d)
+    inv = q.submit({"x": 1}, key="scene7/x")    # a durable string id
+    value = q.result(inv, timeout=60.0)
+
+Built so far: :class:`HttpDispatch`, :class:`SyncQueue`, :class:`Queue` (asyncio),
+:class:`Topic`, the wire codec (:mod:`lakeshore.wire`) and the errors
+(:mod:`lakeshore.errors`). See ``docs/python.md`` for what is not built yet.
+"""
+
+from __future__ import annotations
+
+from lakeshore import errors, wire
+from lakeshore.dispatch import Dispatch, HttpDispatch, LocalDispatch, default_dispatch
+from lakeshore.errors import (
+    AdmissionError,
+    DispatchError,
+    ForbiddenError,
+    InvalidError,
+    InvocationCancelledError,
+    InvocationError,
+    InvocationFailedError,
+    InvocationKilledError,
+    InvocationTimedOutError,
+    JournalClosedError,
+    LeaseLostError,
+    NotFoundError,
+    QueueFullError,
+    RateLimitedError,
+    TimeoutError,
+    UnauthorizedError,
+    UnavailableError,
+)
+from lakeshore.queue import (
+    FROM_START,
+    KINDS,
+    STATES,
+    Admission,
+    AsyncTopic,
+    Envelope,
+    Frame,
+    Invocation,
+    InvocationPage,
+    Job,
+    Queue,
+    SyncQueue,
+    Topic,
+)
+from lakeshore.wire import Thunk, thunk
+
+__all__ = [
+    "errors",
+    "wire",
+    "Dispatch",
+    "HttpDispatch",
+    "LocalDispatch",
+    "default_dispatch",
+    "SyncQueue",
+    "Queue",
+    "Topic",
+    "AsyncTopic",
+    "Job",
+    "Frame",
+    "Envelope",
+    "Invocation",
+    "InvocationPage",
+    "Admission",
+    "FROM_START",
+    "KINDS",
+    "STATES",
+    "Thunk",
+    "thunk",
+    "DispatchError",
+    "NotFoundError",
+    "InvocationError",
+    "InvocationFailedError",
+    "InvocationCancelledError",
+    "InvocationKilledError",
+    "InvocationTimedOutError",
+    "LeaseLostError",
+    "JournalClosedError",
+    "AdmissionError",
+    "QueueFullError",
+    "RateLimitedError",
+    "InvalidError",
+    "UnauthorizedError",
+    "ForbiddenError",
+    "UnavailableError",
+]
+# lakeshore.TimeoutError (a subclass of the builtin) is left out of __all__ so that a star
+# import does not shadow the builtin TimeoutError.
+
+__version__ = "0.1.0.dev0"

@@ -1,0 +1,48 @@
+"""ULIDs: the ids the plane uses, made on the client so a repeated submit is harmless."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_ULID_RE = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+
+_lock = threading.Lock()
+_last_ms = -1
+_last_rand = 0
+
+
+def _after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def new_ulid() -> str:
+    """A new ULID: 48 bits of Unix milliseconds and 80 random bits, 26 Crockford base32
+    characters. Ids made in the same millisecond by one process increase monotonically."""
+    global _last_ms, _last_rand
+    ms = time.time_ns() // 1_000_000
+    with _lock:
+        if ms <= _last_ms and _last_rand < (1 << 80) - 1:
+            ms = _last_ms
+            rand = _last_rand + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big")
+        _last_ms, _last_rand = ms, rand
+    n = (ms << 80) | rand
+    out = []
+    for _ in range(26):
+        out.append(_ALPHABET[n & 31])
+        n >>= 5
+    return "".join(reversed(out))
+
+
+def is_ulid(s: object) -> bool:
+    """Whether s is a ULID in canonical upper-case form."""
+    return isinstance(s, str) and _ULID_RE.match(s) is not None

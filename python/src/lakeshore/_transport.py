@@ -1,0 +1,399 @@
+"""The one client core: an event loop on a daemon thread (the portal) and the HTTP calls.
+
+Every verb is written once, as a coroutine. Blocking callers (:class:`~lakeshore.SyncQueue`)
+run it on the portal's loop and wait for the answer; asyncio callers
+(:class:`~lakeshore.Queue`) await it from their own loop, which never blocks: the I/O happens
+on the portal's loop, and cancelling the caller's task cancels the call there. After
+``fork`` a child makes its own portal and connections on first use (the parent's thread
+does not exist in the child).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import random
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+from urllib.parse import quote
+
+import httpx
+import msgpack
+
+from lakeshore import errors
+
+T = TypeVar("T")
+
+RetryClass = Literal["safe", "fenced", "once"]
+"""How a call may be repeated after a failure:
+
+- ``"safe"``: repeating changes nothing (reads, waits, submits with a client-made id): on
+  connection failures, 502 and 503, within the dispatch's ``retry_for`` window.
+- ``"fenced"``: carries a fencing token (settle, heartbeat): as safe, but until the call's
+  own deadline (the lease's expiry).
+- ``"once"``: claim, post, cancel, kill: repeated only when the request was never sent
+  (connection refused) or the server refused it unread (503 ``shutting_down`` or
+  ``too_many_long_polls``).
+"""
+
+LONG_POLL_MAX = 60.0
+"""The longest wait one request asks the server for (the server's default cap)."""
+
+_REQUEST_MARGIN = 30.0
+
+_SHORT_POOL_CONNECTIONS = 64
+_LONG_POOLS = 16
+_LONG_POOL_CONNECTIONS = 64
+
+
+class Portal:
+    """An asyncio event loop running on a daemon thread, started on first use."""
+
+    def __init__(self, name: str = "lakeshore-portal") -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._closed = False
+        _portals.add(self)
+
+    def _after_fork(self) -> None:
+        # The parent's thread is gone here; its loop object must not be touched.
+        self._lock = threading.Lock()
+        self._loop = None
+        self._thread = None
+        self._pid = os.getpid()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The portal's loop, started on first use (again in a forked child)."""
+        if self._pid != os.getpid():
+            self._after_fork()
+        loop = self._loop
+        if loop is not None:
+            return loop
+        with self._lock:
+            if self._closed:
+                raise errors.DispatchError("the dispatch is closed", code="closed")
+            if self._loop is None:
+                new_loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(new_loop)
+                    new_loop.call_soon(ready.set)
+                    try:
+                        new_loop.run_forever()
+                    finally:
+                        new_loop.close()
+
+                thread = threading.Thread(target=run, name=self._name, daemon=True)
+                thread.start()
+                ready.wait()
+                self._thread = thread
+                self._loop = new_loop
+            return self._loop
+
+    def in_portal(self) -> bool:
+        """Whether the caller runs on the portal's thread."""
+        return self._thread is not None and threading.get_ident() == self._thread.ident
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run coro on the portal's loop and block until it ends; return or raise its outcome.
+
+        An interrupt (KeyboardInterrupt) while waiting cancels the coroutine."""
+        if self.in_portal():
+            coro.close()
+            raise RuntimeError("a blocking lakeshore call was made on the client's own event loop thread")
+        try:
+            fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except BaseException:
+            coro.close()
+            raise
+        try:
+            return fut.result()
+        except concurrent.futures.CancelledError:
+            raise errors.DispatchError("the call was cancelled (the dispatch was closed)", code="closed") from None
+        except BaseException:
+            fut.cancel()
+            raise
+
+    async def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await coro on the portal's loop from another loop without blocking that loop.
+
+        Cancelling the awaiting task cancels the coroutine on the portal."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - always called from a coroutine
+            running = None
+        loop = self.loop
+        if running is loop:
+            return await coro
+        fut = asyncio.run_coroutine_threadsafe(coro, loop)
+        return await asyncio.wrap_future(fut)
+
+    def close(self, cleanup: Callable[[], Awaitable[None]] | None = None, timeout: float = 5.0) -> None:
+        """Cancel what runs on the loop, run cleanup there, then stop the loop and its thread."""
+        with self._lock:
+            self._closed = True
+            loop, thread = self._loop, self._thread
+            self._loop, self._thread = None, None
+        if loop is None or thread is None or self._pid != os.getpid():
+            return
+
+        async def shutdown() -> None:
+            me = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks() if t is not me]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if cleanup is not None:
+                try:
+                    await cleanup()
+                except Exception:
+                    pass
+
+        if thread.ident == threading.get_ident():
+            loop.create_task(shutdown()).add_done_callback(lambda _: loop.stop())
+            return
+        fut = asyncio.run_coroutine_threadsafe(shutdown(), loop)
+        try:
+            fut.result(timeout)
+        except Exception:
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+
+
+_portals: weakref.WeakSet[Portal] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for p in list(_portals):
+        p._after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def pack(body: Mapping[str, Any]) -> bytes:
+    """Encode a request body as msgpack: bytes as bin, aware datetimes as timestamps."""
+    out = msgpack.packb(body, use_bin_type=True, datetime=True)
+    assert isinstance(out, bytes)
+    return out
+
+
+def unpack(data: bytes) -> Any:
+    """Decode a msgpack answer: timestamps as aware UTC datetimes."""
+    return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
+
+
+class HttpTransport:
+    """The HTTP calls of one client: msgpack bodies, bearer token, retries by class.
+
+    Lives on a portal's loop: its ``httpx.AsyncClient`` is made there on first use."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        *,
+        retry_for: float = 10.0,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        url = url.rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise errors.InvalidError(
+                f"invalid server URL {url!r}: use http://host:port or https://host:port",
+                field="url",
+                value=url,
+                rule="an http:// or https:// URL",
+            )
+        self.url = url
+        self.token = token
+        self.retry_for = retry_for
+        self._connect_timeout = connect_timeout
+        # Short calls get a pool of their own; long-polls spread over several pools.
+        # httpcore's pool does work per waiting request on every change, so one pool holding
+        # a thousand long-polls would slow every other call of the process.
+        self._short: httpx.AsyncClient | None = None
+        self._long: list[httpx.AsyncClient] = []
+        self._next_long = 0
+        self._slots: dict[int, asyncio.Semaphore] = {}
+        self._client_pid = 0
+
+    def _new_client(self, max_connections: int) -> httpx.AsyncClient:
+        headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            timeout=httpx.Timeout(_REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
+        )
+
+    def _http(self, long_poll: bool) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        """A client and the semaphore bounding its requests in flight to its connections.
+
+        httpcore's pool does work per queued request whenever a request starts or ends, so
+        a burst of thousands queued in one pool takes quadratic time (and times out its
+        connects); requests wait on the semaphore instead, in O(1)."""
+        if self._short is None or self._client_pid != os.getpid():
+            self._short = self._new_client(_SHORT_POOL_CONNECTIONS)
+            self._long = [self._new_client(_LONG_POOL_CONNECTIONS) for _ in range(_LONG_POOLS)]
+            self._slots = {
+                id(c): asyncio.Semaphore(_LONG_POOL_CONNECTIONS if c is not self._short else _SHORT_POOL_CONNECTIONS)
+                for c in [self._short, *self._long]
+            }
+            self._client_pid = os.getpid()
+        if not long_poll:
+            client = self._short
+        else:
+            self._next_long = (self._next_long + 1) % len(self._long)
+            client = self._long[self._next_long]
+        return client, self._slots[id(client)]
+
+    async def aclose(self) -> None:
+        """Close the connections (on the loop that made them)."""
+        clients = [c for c in [self._short, *self._long] if c is not None]
+        self._short, self._long = None, []
+        if self._client_pid == os.getpid():
+            for c in clients:
+                await c.aclose()
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | None = None,
+        wait: float = 0.0,
+        retry: RetryClass = "safe",
+        deadline: float | None = None,
+    ) -> Any:
+        """Make one API call and return the decoded answer, retrying by ``retry``.
+
+        Args:
+            wait: the seconds the server may hold the request (long-polls); the request's
+                read timeout is this plus a margin.
+            deadline: a ``time.monotonic()`` instant after which no retry starts.
+
+        Raises:
+            errors.DispatchError: the server's error, rebuilt from its body, or
+                :class:`~lakeshore.errors.UnavailableError` when it could not be reached.
+        """
+        client, slots = self._http(wait > 0)
+        content = pack(body) if body is not None else None
+        headers = {"Content-Type": "application/msgpack"} if content is not None else None
+        query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        start = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            retryable = False
+            retry_after = 0.0
+            cause: BaseException | None = None
+            try:
+                async with slots:
+                    resp = await client.request(
+                        method,
+                        path,
+                        params=query,
+                        content=content,
+                        headers=headers,
+                        timeout=httpx.Timeout(wait + _REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
+                    )
+                    data = await resp.aread()
+            except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+                cause = e
+                retryable = True  # never sent: any call may be repeated
+                err: errors.DispatchError = errors.UnavailableError(
+                    f"cannot reach the Lakeshore server at {self.url}: {str(e) or type(e).__name__}; "
+                    "is `lakeshore serve` running there (check LAKESHORE_URL)?",
+                    code="unavailable",
+                )
+            except httpx.TransportError as e:
+                cause = e
+                retryable = retry != "once"
+                err = errors.UnavailableError(
+                    f"{method} {path}: the connection to {self.url} failed: {str(e) or type(e).__name__}",
+                    code="unavailable",
+                )
+            else:
+                status = resp.status_code
+                decoded = _decode_answer(resp, data)
+                if 200 <= status < 300:
+                    return decoded
+                err = errors.error_from_body(decoded, status)
+                if err.code in ("shutting_down", "too_many_long_polls"):
+                    retryable = True
+                elif status in (502, 503, 504):
+                    retryable = retry != "once"
+                ra = resp.headers.get("Retry-After")
+                if ra:
+                    try:
+                        retry_after = float(ra)
+                    except ValueError:
+                        retry_after = 0.0
+            now = time.monotonic()
+            if not retryable:
+                raise err from cause
+            if retry == "fenced" and deadline is not None:
+                limit = deadline
+            else:
+                limit = start + self.retry_for if deadline is None else min(start + self.retry_for, deadline)
+            pause = max(retry_after, min(2.0, 0.05 * (2 ** min(attempt - 1, 6))) * (0.5 + random.random() / 2))
+            if now + pause > limit:
+                raise err from cause
+            await asyncio.sleep(pause)
+
+
+def _param(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _decode_answer(resp: httpx.Response, data: bytes) -> Any:
+    if not data:
+        return {}
+    ctype = resp.headers.get("Content-Type", "")
+    try:
+        if "msgpack" in ctype:
+            return unpack(data)
+        if "json" in ctype:
+            return json.loads(data)
+    except Exception:
+        return None
+    return None
+
+
+def queue_path(namespace: str, queue: str) -> str:
+    """The path of a queue's routes: ``/v1/namespaces/{ns}/queues/{queue}``."""
+    return f"/v1/namespaces/{quote(namespace, safe='')}/queues/{quote(queue, safe='')}"
+
+
+def invocation_path(id: str) -> str:
+    """The path of an invocation's routes: ``/v1/invocations/{id}``."""
+    return f"/v1/invocations/{quote(id, safe='')}"
+
+
+def seconds(v: float | None) -> float | None:
+    """A duration for the API (seconds), or None."""
+    return None if v is None else float(v)
+
+
+def as_time(v: Any) -> datetime | None:
+    """An answer's time field as a datetime (msgpack timestamps decode to datetimes)."""
+    return v if isinstance(v, datetime) else None

@@ -1,0 +1,1336 @@
+"""Queues: :class:`SyncQueue` (blocking), :class:`Queue` (asyncio) and their topics.
+
+Both classes are thin facades over one implementation, :class:`QueueCore`, whose verbs are
+coroutines run on the dispatch's client thread: a blocking call waits for the coroutine,
+an awaited one never blocks the caller's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import dataclasses
+import math
+import time
+import traceback
+from collections.abc import AsyncIterator, Iterator, Mapping
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from lakeshore import errors, wire
+from lakeshore._ids import is_ulid, new_ulid
+from lakeshore._transport import LONG_POLL_MAX, invocation_path, queue_path
+from lakeshore.dispatch import Dispatch, default_dispatch
+
+__all__ = [
+    "KINDS",
+    "STATES",
+    "FROM_START",
+    "MAX_VALUE_BYTES",
+    "Envelope",
+    "Job",
+    "Frame",
+    "Invocation",
+    "InvocationPage",
+    "Admission",
+    "QueueCore",
+    "SyncQueue",
+    "Queue",
+    "Topic",
+    "AsyncTopic",
+]
+
+KINDS = ("fifo", "filo", "priority", "boltzmann")
+"""The orders a worker may claim in; the queue's ``kind`` picks one."""
+
+STATES = ("queued", "running", "succeeded", "failed", "cancelled", "killed", "timeout")
+"""The states of an invocation: two live, five terminal."""
+
+FROM_START = -1
+"""The cursor that reads a journal from its first frame."""
+
+MAX_VALUE_BYTES = 16 << 20
+"""The largest encoded payload, result or frame value the server takes (16 MiB)."""
+
+StateName = Literal["queued", "running", "succeeded", "failed", "cancelled", "killed", "timeout"]
+
+
+# ------------------------------------------------------------------------------ data types
+
+
+@dataclasses.dataclass
+class Envelope:
+    """A payload with its submit options, for ``submit(envelope=…)``.
+
+    Attributes:
+        payload: any wire value (see :mod:`lakeshore.wire`), or a :class:`~lakeshore.wire.Thunk`.
+        key: idempotency key, unique per queue: resubmitting it returns the existing id.
+        priority: orders ``priority`` and ``boltzmann`` claims, higher first; finite.
+        max_attempts: claims before the invocation fails for good (server default 3).
+        attempt_timeout: seconds one attempt may run.
+        deadline: an aware datetime after which a still-queued invocation ends as timeout.
+        metadata: free-form string headers, carried to the worker's :class:`Job`.
+        delay: seconds before the invocation may be claimed (≥ 0).
+        not_before: an aware datetime before which it may not be claimed.
+        id: a client-made ULID (made for you when None), so a repeated submit is harmless.
+    """
+
+    payload: Any = None
+    key: str | None = None
+    priority: float = 0.0
+    max_attempts: int | None = None
+    attempt_timeout: float | None = None
+    deadline: datetime | None = None
+    metadata: Mapping[str, str] | None = None
+    delay: float | None = None
+    not_before: datetime | None = None
+    id: str | None = None
+
+
+@dataclasses.dataclass
+class Job:
+    """A claimed invocation, as its worker sees it.
+
+    Attributes:
+        id: the invocation id.
+        payload: the decoded payload.
+        attempt: this attempt, 1-based.
+        queue: the queue's name.
+        namespace: the queue's namespace.
+        key: the idempotency key, or None.
+        metadata: the submit's headers.
+        priority: the submit's priority.
+        max_attempts: the invocation's attempt limit.
+        lease_expires_at: when the lease ends unless heartbeated.
+        result: what :meth:`SyncQueue.working` acks the job with (set it in the body).
+    """
+
+    id: str
+    payload: Any
+    attempt: int
+    queue: str
+    namespace: str = "default"
+    key: str | None = None
+    metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    priority: float = 0.0
+    max_attempts: int = 0
+    lease_expires_at: datetime | None = None
+    result: Any = None
+    token: str = dataclasses.field(default="", repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One VALUE frame of a journal.
+
+    Attributes:
+        seq: its position in the journal, 0-based: pass it as ``since`` to resume after it.
+        value: the decoded value.
+        attempt: the invocation attempt that posted it (0 on topics).
+        time: when the plane appended it.
+    """
+
+    seq: int
+    value: Any
+    attempt: int = 0
+    time: datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Invocation:
+    """An invocation's row (payload and result stay encoded until asked for).
+
+    Attributes:
+        id, namespace, queue, key, state, priority, attempt, max_attempts, metadata:
+            as submitted and as it runs.
+        error: ``{type, message, attempt}`` of a failed attempt, or None.
+        created_at, started_at, finished_at, available_at: its times (None when unset).
+    """
+
+    id: str
+    namespace: str
+    queue: str
+    state: str
+    key: str | None = None
+    priority: float = 0.0
+    attempt: int = 0
+    max_attempts: int = 0
+    metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    error: Mapping[str, Any] | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    available_at: datetime | None = None
+    raw_payload: bytes | None = dataclasses.field(default=None, repr=False)
+    raw_result: bytes | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the invocation has ended (succeeded, failed, cancelled, killed, timeout)."""
+        return self.state not in ("queued", "running")
+
+    @property
+    def payload(self) -> Any:
+        """The decoded payload (None in listings, which carry none)."""
+        return None if self.raw_payload is None else wire.decode(self.raw_payload)
+
+    @property
+    def result(self) -> Any:
+        """The decoded result (None until it succeeded)."""
+        return None if self.raw_result is None else wire.decode(self.raw_result)
+
+    def error_for_state(self) -> errors.InvocationError | None:
+        """The error its terminal state means (None while live or when it succeeded)."""
+        if self.state in ("queued", "running", "succeeded"):
+            return None
+        return errors.invocation_error(self.id, self.state, self.error)
+
+
+@dataclasses.dataclass(frozen=True)
+class InvocationPage:
+    """One page of a listing: ``invocations`` and the cursor ``next`` ("" on the last page)."""
+
+    invocations: list[Invocation]
+    next: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    """A queue's admission limits (None: no limit of that kind).
+
+    Attributes:
+        max_depth: most live (queued + running) invocations.
+        on_full: ``"reject"`` (QueueFullError at once) or ``"block"`` (the submit waits).
+        rate_limit: submits per second, with ``burst``.
+        burst: the token bucket's size.
+        deadline_cutoff: seconds; refuses submits whose deadline is nearer than this.
+    """
+
+    max_depth: int | None = None
+    on_full: str | None = None
+    rate_limit: float | None = None
+    burst: int | None = None
+    deadline_cutoff: float | None = None
+
+
+def _invocation(d: Mapping[str, Any]) -> Invocation:
+    def t(k: str) -> datetime | None:
+        v = d.get(k)
+        return v if isinstance(v, datetime) else None
+
+    payload = d.get("payload")
+    result = d.get("result")
+    return Invocation(
+        id=str(d.get("id", "")),
+        namespace=str(d.get("namespace", "")),
+        queue=str(d.get("queue", "")),
+        state=str(d.get("state", "")),
+        key=d.get("key") or None,
+        priority=float(d.get("priority") or 0.0),
+        attempt=int(d.get("attempt") or 0),
+        max_attempts=int(d.get("max_attempts") or 0),
+        metadata=dict(d.get("metadata") or {}),
+        error=d.get("error") or None,
+        created_at=t("created_at"),
+        started_at=t("started_at"),
+        finished_at=t("finished_at"),
+        available_at=t("available_at"),
+        raw_payload=bytes(payload) if isinstance(payload, (bytes, bytearray)) else None,
+        raw_result=bytes(result) if isinstance(result, (bytes, bytearray)) else None,
+    )
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise errors.InvalidError(
+            f"unknown queue kind {kind!r}; use fifo|filo|priority|boltzmann",
+            field="kind",
+            value=kind,
+            rule="fifo|filo|priority|boltzmann",
+        )
+
+
+def _check_name(what: str, name: Any) -> None:
+    ok = isinstance(name, str) and 1 <= len(name.encode()) <= 128 and name[0] not in ".-"
+    ok = ok and all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
+    if not ok:
+        raise errors.InvalidError(
+            f"invalid {what} {name!r}: 1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'",
+            field=what,
+            value=name,
+            rule="1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'",
+        )
+
+
+def _check_id(id: Any) -> str:
+    if not is_ulid(id):
+        raise errors.InvalidError(
+            f"invalid invocation id {id!r}: want the ULID (26 characters) that submit returned",
+            field="id",
+            value=id,
+            rule="a ULID",
+        )
+    assert isinstance(id, str)
+    return id
+
+
+def _check_seconds(what: str, v: float | None, *, allow_none: bool = True) -> float | None:
+    if v is None:
+        if allow_none:
+            return None
+    elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+        return float(v)
+    raise errors.InvalidError(
+        f"invalid {what} {v!r}: want seconds ≥ 0" + (" or None" if allow_none else ""),
+        field=what,
+        value=v,
+        rule="seconds ≥ 0",
+    )
+
+
+def _check_since(since: int) -> int:
+    if not isinstance(since, int) or isinstance(since, bool) or since < FROM_START:
+        raise errors.InvalidError(
+            f"invalid since {since!r}: use a frame seq ≥ 0, or -1 for the whole journal",
+            field="since",
+            value=since,
+            rule="a frame seq ≥ 0, or -1",
+        )
+    return since
+
+
+def _check_time(what: str, v: datetime | None) -> datetime | None:
+    if v is None:
+        return None
+    if not isinstance(v, datetime) or v.tzinfo is None or v.utcoffset() is None:
+        raise errors.InvalidError(
+            f"invalid {what} {v!r}: want an aware datetime (e.g. with tzinfo=timezone.utc)",
+            field=what,
+            value=str(v),
+            rule="an aware datetime",
+        )
+    return v.astimezone(timezone.utc)
+
+
+def encode_value(what: str, value: Any) -> bytes:
+    """Encode a payload, result or frame value, naming it in errors.
+
+    Raises:
+        wire.EncodeError: the value has no wire form (a TypeError: a programming error).
+        errors.InvalidError: the encoding is larger than 16 MiB."""
+    try:
+        data = wire.encode(value)
+    except wire.EncodeError as e:
+        raise wire.EncodeError(what + e.path[1:], e.type_name, e.reason) from None
+    if len(data) > MAX_VALUE_BYTES:
+        raise errors.InvalidError(
+            f"{what} is {len(data)} bytes encoded; at most {MAX_VALUE_BYTES} (16 MiB) ride the wire: "
+            "store large data in files and send their keys",
+            field=what,
+            value=len(data),
+            rule="at most 16 MiB encoded",
+        )
+    return data
+
+
+def decode_value(what: str, data: Any) -> Any:
+    """Decode a value from an answer; a value that does not decode is an InvalidError."""
+    if data is None:
+        return None
+    if not isinstance(data, (bytes, bytearray)):
+        raise errors.DispatchError(f"{what}: the server sent {type(data).__name__}, not wire bytes", code="internal")
+    try:
+        return wire.decode(data)
+    except wire.DecodeError as e:
+        raise errors.InvalidError(
+            f"{what} does not decode: {e}", field=what, rule="a valid wire value (docs/wire.md)"
+        ) from e
+
+
+def _error_info(error: BaseException | str | None, attempt: int) -> dict[str, Any]:
+    if error is None:
+        return {"type": "error", "message": "nack", "attempt": attempt}
+    if isinstance(error, BaseException):
+        text = str(error) or type(error).__name__
+        if error.__traceback__ is not None:
+            text += "\n\n" + "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip()
+        return {"type": type(error).__name__, "message": text, "attempt": attempt}
+    return {"type": "error", "message": str(error), "attempt": attempt}
+
+
+# ------------------------------------------------------------------------------ the core
+
+
+class QueueCore:
+    """The verbs of a queue, as coroutines run on the dispatch's client loop.
+
+    :class:`SyncQueue` and :class:`Queue` call these; use them directly only to build
+    another facade."""
+
+    def __init__(self, name: str, dispatch: Dispatch, kind: str, temperature: float, lease_ttl: float | None) -> None:
+        _check_name("queue name", name)
+        _check_kind(kind)
+        if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature <= 0:
+            raise errors.InvalidError(
+                f"invalid temperature {temperature!r}: want a finite number > 0",
+                field="temperature",
+                value=temperature,
+                rule="a finite number > 0",
+            )
+        self.name = name
+        self.dispatch = dispatch
+        self.kind = kind
+        self.temperature = float(temperature)
+        self.lease_ttl = _check_seconds("lease_ttl", lease_ttl)
+        self.path = queue_path(dispatch.namespace, name)
+        self.held: dict[str, Job] = {}  # jobs claimed here and not yet settled, by id
+
+    async def _call(self, method: str, path: str, **kw: Any) -> Any:
+        return await self.dispatch._transport.call(method, path, **kw)
+
+    # -- producer ------------------------------------------------------------------------
+
+    def submit_body(
+        self,
+        payload: Any,
+        envelope: Envelope | None,
+        key: str | None,
+        priority: float,
+        options: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """The body of one submit (encodes the payload; raises on bad arguments)."""
+        env = dataclasses.replace(envelope) if envelope is not None else Envelope(payload=payload)
+        if envelope is not None and payload is not None:
+            raise errors.InvalidError(
+                "submit takes a payload or an envelope, not both", field="envelope", rule="payload or envelope"
+            )
+        if key is not None:
+            env.key = key
+        if priority:
+            env.priority = priority
+        for k, v in options.items():
+            if not hasattr(env, k) or k == "payload":
+                raise TypeError(f"submit() got an unexpected keyword argument {k!r}")
+            setattr(env, k, v)
+        body: dict[str, Any] = {"id": env.id or new_ulid(), "payload": encode_value("payload", env.payload)}
+        if env.key is not None:
+            if not isinstance(env.key, str) or not env.key or len(env.key.encode()) > 512 or "\x00" in env.key:
+                raise errors.InvalidError(
+                    f"invalid key {env.key!r}: 1–512 bytes of UTF-8 without NUL",
+                    field="key",
+                    value=env.key,
+                    rule="1–512 bytes of UTF-8 without NUL",
+                )
+            body["key"] = env.key
+        if env.priority:
+            if not isinstance(env.priority, (int, float)) or not math.isfinite(env.priority):
+                raise errors.InvalidError(
+                    f"invalid priority {env.priority!r}: want a finite number",
+                    field="priority",
+                    value=env.priority,
+                    rule="a finite number",
+                )
+            body["priority"] = float(env.priority)
+        if env.max_attempts is not None:
+            body["max_attempts"] = int(env.max_attempts)
+        if env.attempt_timeout is not None:
+            body["attempt_timeout"] = _check_seconds("attempt_timeout", env.attempt_timeout)
+        if env.deadline is not None:
+            body["deadline"] = _check_time("deadline", env.deadline)
+        if env.metadata:
+            body["metadata"] = {str(k): str(v) for k, v in env.metadata.items()}
+        if env.delay is not None:
+            body["delay"] = _check_seconds("delay", env.delay)
+        if env.not_before is not None:
+            body["not_before"] = _check_time("not_before", env.not_before)
+        return body
+
+    async def submit(self, body: Mapping[str, Any]) -> str:
+        """Submit one invocation (a body from :meth:`submit_body`) and return its id."""
+        ans = await self._call("POST", self.path + "/invocations", body=body, retry="safe")
+        return str(ans["id"])
+
+    async def submit_many(self, bodies: list[dict[str, Any]]) -> list[str]:
+        """Submit a batch in one request; return the ids in order."""
+        ans = await self._call("POST", self.path + "/invocations/batch", body={"invocations": bodies}, retry="safe")
+        return [str(r["id"]) for r in ans["results"]]
+
+    async def get(self, id: str) -> Invocation:
+        """The invocation's row. Raises NotFoundError."""
+        ans = await self._call("GET", invocation_path(_check_id(id)), retry="safe")
+        return _invocation(ans)
+
+    async def wait(self, id: str, timeout: float | None) -> Invocation:
+        """Wait until the invocation is terminal (any state) and return it.
+
+        Raises:
+            errors.TimeoutError: ``timeout`` seconds passed first (None: no limit)."""
+        _check_id(id)
+        _check_seconds("timeout", timeout)
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            chunk = LONG_POLL_MAX if end is None else min(LONG_POLL_MAX, max(0.0, end - time.monotonic()))
+            ans = await self._call(
+                "GET", invocation_path(id) + "/wait", params={"timeout": chunk}, wait=chunk, retry="safe"
+            )
+            if ans.get("done"):
+                return _invocation(ans["invocation"])
+            if end is not None and time.monotonic() >= end:
+                raise errors.TimeoutError(f"result {id}: waited {timeout:g} s and it has not ended", status=None)
+
+    async def result(self, id: str, timeout: float | None) -> Any:
+        """Wait for the invocation to end and return its decoded result, or raise the
+        error its terminal state means (InvocationFailedError, …)."""
+        inv = await self.wait(id, timeout)
+        err = inv.error_for_state()
+        if err is not None:
+            raise err
+        return decode_value(f"result of {id}", inv.raw_result)
+
+    async def cancel(self, id: str) -> bool:
+        """Cancel a queued invocation; whether it did."""
+        ans = await self._call("POST", invocation_path(_check_id(id)) + "/cancel", retry="once")
+        return bool(ans.get("changed"))
+
+    async def kill(self, id: str) -> bool:
+        """Kill an invocation, running or queued; whether it did."""
+        ans = await self._call("POST", invocation_path(_check_id(id)) + "/kill", retry="once")
+        return bool(ans.get("changed"))
+
+    async def count(self, state: str) -> int:
+        """The number of the queue's invocations in ``state``."""
+        if state not in STATES:
+            raise errors.InvalidError(
+                f"invalid state {state!r}: use one of {', '.join(STATES)}",
+                field="state",
+                value=state,
+                rule="|".join(STATES),
+            )
+        ans = await self._call("GET", self.path + "/count", params={"state": state}, retry="safe")
+        return int(ans["count"])
+
+    async def stats(self) -> dict[str, int]:
+        """The queue's counts by state."""
+        ans = await self._call("GET", self.path + "/stats", retry="safe")
+        return {str(k): int(v) for k, v in (ans.get("counts") or {}).items()}
+
+    async def list_page(
+        self, state: str | None, key_prefix: str | None, limit: int, after: str | None, oldest: bool
+    ) -> InvocationPage:
+        """One page of the queue's invocations, newest first unless ``oldest``."""
+        if state is not None and state not in STATES:
+            raise errors.InvalidError(
+                f"invalid state {state!r}: use one of {', '.join(STATES)}, or None for all",
+                field="state",
+                value=state,
+                rule="|".join(STATES),
+            )
+        params = {
+            "state": state,
+            "key_prefix": key_prefix,
+            "limit": limit,
+            "after": after or None,
+            "order": "oldest" if oldest else "newest",
+        }
+        ans = await self._call("GET", self.path + "/invocations", params=params, retry="safe")
+        return InvocationPage([_invocation(i) for i in ans.get("invocations") or []], str(ans.get("next") or ""))
+
+    async def admission(self) -> Admission | None:
+        """The queue's admission limits, or None."""
+        ans = await self._call("GET", self.path + "/admission", retry="safe")
+        a = ans.get("admission")
+        return _admission(a) if a else None
+
+    async def set_admission(self, a: Admission) -> Admission:
+        """Set the queue's admission limits (needs an admin token); return them."""
+        body = {k: v for k, v in dataclasses.asdict(a).items() if v is not None}
+        ans = await self._call("PUT", self.path + "/admission", body=body, retry="safe")
+        return _admission(ans.get("admission") or {})
+
+    async def clear_admission(self) -> bool:
+        """Remove the queue's admission limits; whether there were any."""
+        ans = await self._call("DELETE", self.path + "/admission", retry="safe")
+        return bool(ans.get("changed"))
+
+    # -- journals ------------------------------------------------------------------------
+
+    async def frames(
+        self, journal: str, since: int, wait: float, limit: int | None = None
+    ) -> tuple[list[Mapping[str, Any]], bool]:
+        """Read frames after ``since`` of a journal path, waiting up to ``wait`` seconds."""
+        params: dict[str, Any] = {"since": since, "wait": wait}
+        if limit is not None:
+            params["limit"] = limit
+        ans = await self._call("GET", journal + "/frames", params=params, wait=wait, retry="safe")
+        return list(ans.get("frames") or []), bool(ans.get("closed"))
+
+    async def stream(
+        self, journal: str, invocation: str | None, since: int, timeout: float | None
+    ) -> AsyncIterator[Frame]:
+        """The VALUE frames of a journal after ``since``, live, until END; an ERROR frame (or
+        an invocation that ended without success) raises its error, ``timeout`` seconds of
+        silence raise TimeoutError (None: no limit)."""
+        _check_since(since)
+        _check_seconds("timeout", timeout)
+        last = time.monotonic()
+        while True:
+            wait = LONG_POLL_MAX
+            if timeout is not None:
+                wait = timeout - (time.monotonic() - last)
+                if wait <= 0:
+                    if invocation is not None:
+                        inv = await self.get(invocation)
+                        err = inv.error_for_state()
+                        if err is not None:
+                            raise err
+                        if inv.terminal:
+                            return
+                    what = invocation or journal.rsplit("/", 1)[-1]
+                    raise errors.TimeoutError(f"stream {what}: no frame for {timeout:g} s")
+                wait = min(wait, LONG_POLL_MAX)
+            frames, closed = await self.frames(journal, since, wait)
+            for f in frames:
+                since = int(f["seq"])
+                kind = f.get("kind")
+                if kind == "VALUE":
+                    yield Frame(
+                        seq=since,
+                        value=decode_value(f"frame {since}", f.get("value")),
+                        attempt=int(f.get("attempt") or 0),
+                        time=f.get("time") if isinstance(f.get("time"), datetime) else None,
+                    )
+                elif kind == "END":
+                    return
+                elif kind == "ERROR":
+                    if invocation is not None:
+                        with contextlib.suppress(errors.DispatchError):
+                            inv = await self.get(invocation)
+                            err = inv.error_for_state()
+                            if err is not None:
+                                raise err
+                    info = _frame_error(f.get("value"))
+                    raise errors.invocation_error(invocation or "", "failed", info)
+                else:
+                    raise errors.DispatchError(f"journal frame {since}: unknown kind {kind!r}", code="internal")
+            if frames:
+                last = time.monotonic()
+                continue
+            if closed:
+                if invocation is not None:
+                    inv = await self.get(invocation)
+                    err = inv.error_for_state()
+                    if err is not None:
+                        raise err
+                return
+
+    async def listen(self, journal: str, since: int, timeout: float | None) -> Frame | None:
+        """The first VALUE frame after ``since``, or None when none came within ``timeout``.
+
+        Raises JournalClosedError when the next frame is the END (no value will come)."""
+        _check_since(since)
+        _check_seconds("timeout", timeout)
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = LONG_POLL_MAX
+            if end is not None:
+                wait = min(LONG_POLL_MAX, end - time.monotonic())
+                if wait <= 0:
+                    return None
+            frames, closed = await self.frames(journal, since, wait, limit=1)
+            if not frames:
+                if closed:
+                    raise errors.JournalClosedError(f"listen to {journal.rsplit('/', 1)[-1]}: the journal is closed")
+                continue
+            f = frames[0]
+            if f.get("kind") != "VALUE":
+                raise errors.JournalClosedError(
+                    f"listen to {journal.rsplit('/', 1)[-1]} after {since}: the journal is closed"
+                )
+            seq = int(f["seq"])
+            return Frame(seq, decode_value(f"frame {seq}", f.get("value")), int(f.get("attempt") or 0), f.get("time"))
+
+    async def post_topic(self, topic: str, value: Any, final: bool) -> int:
+        """Append a frame to a topic of the queue; return its seq."""
+        body: dict[str, Any] = {"value": encode_value("value", value)}
+        if final:
+            body["final"] = True
+        ans = await self._call("POST", self.topic_path(topic) + "/frames", body=body, retry="once")
+        return int(ans["seq"])
+
+    def topic_path(self, topic: str) -> str:
+        """The path of a topic's routes."""
+        return f"{self.path}/topics/{topic}"
+
+    # -- worker --------------------------------------------------------------------------
+
+    async def claim(self, wait: float, lease_ttl: float | None, worker: str | None) -> Job | None:
+        """Claim one job in the queue's kind, waiting up to ``wait`` seconds for one."""
+        _check_seconds("wait", wait, allow_none=False)
+        end = time.monotonic() + wait
+        ttl = _check_seconds("lease_ttl", lease_ttl) if lease_ttl is not None else self.lease_ttl
+        while True:
+            chunk = min(LONG_POLL_MAX, max(0.0, end - time.monotonic()))
+            body: dict[str, Any] = {"kind": self.kind, "max": 1, "wait": chunk}
+            if self.kind == "boltzmann":
+                body["temperature"] = self.temperature
+            if ttl is not None:
+                body["lease_ttl"] = ttl
+            if worker:
+                body["worker"] = worker
+            ans = await self._call("POST", self.path + "/claim", body=body, wait=chunk, retry="once")
+            jobs = ans.get("jobs") or []
+            if jobs:
+                return await self._job(jobs[0])
+            if time.monotonic() >= end:
+                return None
+
+    async def _job(self, d: Mapping[str, Any]) -> Job:
+        job = Job(
+            id=str(d["id"]),
+            payload=None,
+            attempt=int(d.get("attempt") or 0),
+            queue=str(d.get("queue") or self.name),
+            namespace=str(d.get("namespace") or self.dispatch.namespace),
+            key=d.get("key") or None,
+            metadata=dict(d.get("metadata") or {}),
+            priority=float(d.get("priority") or 0.0),
+            max_attempts=int(d.get("max_attempts") or 0),
+            lease_expires_at=d.get("lease_expires_at") if isinstance(d.get("lease_expires_at"), datetime) else None,
+            token=str(d.get("token") or ""),
+        )
+        try:
+            job.payload = decode_value(f"payload of {job.id}", d.get("payload"))
+        except errors.InvalidError as e:
+            # A payload no run can read: fail the invocation now rather than retry it.
+            with contextlib.suppress(errors.DispatchError):
+                await self.settle(job, "failed", None, {"type": "invalid_payload", "message": str(e)})
+            raise
+        self.held[job.id] = job
+        return job
+
+    def _held(self, job: Job | str) -> Job:
+        if isinstance(job, Job):
+            return job
+        held = self.held.get(job) if isinstance(job, str) else None
+        if held is None:
+            raise errors.InvalidError(
+                f"no job {job!r} is held here: pass the Job that claim() returned (or the id of one "
+                "this queue object claimed and has not settled)",
+                field="job",
+                value=str(job),
+                rule="a Job from claim()",
+            )
+        return held
+
+    async def settle(
+        self,
+        job: Job,
+        outcome: str,
+        result: bytes | None,
+        error: Mapping[str, Any] | None,
+        retry_delay: float | None = None,
+    ) -> None:
+        """Settle a job: ``succeeded``, ``retry``, ``failed`` or ``timed_out``."""
+        body: dict[str, Any] = {"token": job.token, "outcome": outcome}
+        if result is not None:
+            body["result"] = result
+        if error is not None:
+            body["error"] = dict(error)
+        if retry_delay is not None:
+            body["retry_delay"] = retry_delay
+        deadline = _lease_deadline(job)
+        try:
+            await self._call("POST", invocation_path(job.id) + "/settle", body=body, retry="fenced", deadline=deadline)
+        finally:
+            self.held.pop(job.id, None)
+
+    async def ack(self, job: Job | str, result: Any) -> None:
+        """Settle a held job as succeeded with ``result``."""
+        j = self._held(job)
+        try:
+            data = encode_value("result", result)
+        except (wire.EncodeError, errors.InvalidError) as e:
+            # The result cannot be stored: fail the job (no retry would change it), then raise.
+            with contextlib.suppress(errors.DispatchError):
+                await self.settle(j, "failed", None, _error_info(e, j.attempt))
+            raise
+        await self.settle(j, "succeeded", data, None)
+
+    async def nack(self, job: Job | str, error: BaseException | str | None, retry: bool) -> None:
+        """Settle a held job as a failed attempt (retried while attempts remain with
+        ``retry``), carrying the error's type, message and traceback."""
+        j = self._held(job)
+        await self.settle(j, "retry" if retry else "failed", None, _error_info(error, j.attempt))
+
+    async def heartbeat(self, job: Job | str, lease_ttl: float | None = None) -> datetime | None:
+        """Extend a held job's lease; return its new expiry. Raises LeaseLostError."""
+        j = self._held(job)
+        body: dict[str, Any] = {"token": j.token}
+        ttl = lease_ttl if lease_ttl is not None else self.lease_ttl
+        if ttl is not None:
+            body["lease_ttl"] = ttl
+        ans = await self._call(
+            "POST", invocation_path(j.id) + "/heartbeat", body=body, retry="fenced", deadline=_lease_deadline(j)
+        )
+        exp = ans.get("lease_expires_at")
+        if isinstance(exp, datetime):
+            j.lease_expires_at = exp
+        return j.lease_expires_at
+
+    async def post(self, job: Job | str, value: Any, final: bool) -> int:
+        """Append a VALUE frame to a held job's journal (END with ``final``: the job
+        succeeds with ``value`` as its result); return the frame's seq."""
+        j = self._held(job)
+        body: dict[str, Any] = {"token": j.token, "value": encode_value("value", value)}
+        if final:
+            body["final"] = True
+        ans = await self._call("POST", invocation_path(j.id) + "/frames", body=body, retry="once")
+        if final:
+            self.held.pop(j.id, None)
+        return int(ans["seq"])
+
+    async def keep_alive(self, job: Job, interval: float) -> None:
+        """Heartbeat ``job`` every ``interval`` seconds until cancelled or the lease is lost."""
+        while True:
+            await asyncio.sleep(interval)
+            if job.id not in self.held:
+                return
+            try:
+                await self.heartbeat(job)
+            except errors.LeaseLostError:
+                return
+            except errors.DispatchError:
+                continue
+
+
+def _lease_deadline(job: Job) -> float | None:
+    """The monotonic instant the job's lease ends (retries of fenced calls stop there)."""
+    if job.lease_expires_at is None:
+        return None
+    left = (job.lease_expires_at - datetime.now(timezone.utc)).total_seconds()
+    return time.monotonic() + max(left, 1.0)
+
+
+def _heartbeat_interval(job: Job) -> float:
+    if job.lease_expires_at is None:
+        return 10.0
+    left = (job.lease_expires_at - datetime.now(timezone.utc)).total_seconds()
+    return max(0.2, left / 3)
+
+
+def _frame_error(v: Any) -> Mapping[str, Any] | None:
+    if isinstance(v, (bytes, bytearray)):
+        try:
+            d = wire.decode(v)
+        except wire.DecodeError:
+            return None
+        return d if isinstance(d, Mapping) else None
+    return v if isinstance(v, Mapping) else None
+
+
+def _admission(a: Mapping[str, Any]) -> Admission:
+    return Admission(
+        max_depth=a.get("max_depth"),
+        on_full=a.get("on_full"),
+        rate_limit=a.get("rate_limit"),
+        burst=a.get("burst"),
+        deadline_cutoff=a.get("deadline_cutoff"),
+    )
+
+
+async def _anext(agen: AsyncIterator[Frame]) -> Frame:
+    return await agen.__anext__()
+
+
+async def _aclose(agen: Any) -> None:
+    await agen.aclose()
+
+
+# ------------------------------------------------------------------------------ facades
+
+
+class SyncQueue:
+    """A named queue on a plane, with blocking verbs.
+
+    Args:
+        name: the queue, 1–128 bytes of ``[A-Za-z0-9._-]``.
+        dispatch: the plane; default :func:`~lakeshore.default_dispatch` (``$LAKESHORE_URL``).
+        kind: the order workers claim in: ``"fifo"`` (default), ``"filo"``, ``"priority"``
+            or ``"boltzmann"`` (priority-weighted draw at ``temperature``).
+        temperature: the boltzmann temperature (> 0, default 1.0).
+        lease_ttl: seconds a claimed job's lease lasts between heartbeats (default: the
+            server's, 30 s).
+
+    Raises:
+        InvalidError: a bad name, kind or temperature (``unknown queue kind '…'; use
+            fifo|filo|priority|boltzmann``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        dispatch: Dispatch | None = None,
+        kind: str = "fifo",
+        temperature: float = 1.0,
+        lease_ttl: float | None = None,
+    ) -> None:
+        self._core = QueueCore(name, dispatch or default_dispatch(), kind, temperature, lease_ttl)
+        self._d = self._core.dispatch
+
+    @property
+    def name(self) -> str:
+        """The queue's name."""
+        return self._core.name
+
+    @property
+    def kind(self) -> str:
+        """The claim order."""
+        return self._core.kind
+
+    @property
+    def dispatch(self) -> Dispatch:
+        """The plane."""
+        return self._d
+
+    def __repr__(self) -> str:
+        return f"SyncQueue({self.name!r}, kind={self.kind!r}, dispatch={self._d!r})"
+
+    # -- producer ------------------------------------------------------------------------
+
+    def submit(
+        self,
+        payload: Any = None,
+        *,
+        envelope: Envelope | None = None,
+        key: str | None = None,
+        priority: float = 0.0,
+        **options: Any,
+    ) -> str:
+        """Enqueue ``payload`` (any wire value or a Thunk) and return the invocation id.
+
+        ``key`` makes the submit idempotent per queue. Other options are the fields of
+        :class:`Envelope`: ``delay=``, ``not_before=``, ``max_attempts=``,
+        ``attempt_timeout=``, ``deadline=``, ``metadata=``, ``id=``.
+
+        Raises:
+            wire.EncodeError: the payload has no wire form (a TypeError).
+            InvalidError: a bad option, or a payload over 16 MiB.
+            QueueFullError, RateLimitedError: the queue's admission refused it.
+        """
+        body = self._core.submit_body(payload, envelope, key, priority, options)
+        return self._d.run(self._core.submit(body))
+
+    def submit_many(self, payloads: builtins.list[Any]) -> list[str]:
+        """Enqueue several payloads (or Envelopes) in one request; return their ids."""
+        bodies = [
+            self._core.submit_body(None, p, None, 0.0, {})
+            if isinstance(p, Envelope)
+            else self._core.submit_body(p, None, None, 0.0, {})
+            for p in payloads
+        ]
+        return self._d.run(self._core.submit_many(bodies))
+
+    def result(self, inv: str, *, timeout: float | None = 30.0) -> Any:
+        """Wait until invocation ``inv`` ends and return its decoded result.
+
+        Raises:
+            InvocationFailedError, InvocationCancelledError, InvocationKilledError,
+                InvocationTimedOutError: it ended without success.
+            TimeoutError: ``timeout`` seconds passed first (None: wait without limit).
+            NotFoundError: no such invocation.
+        """
+        return self._d.run(self._core.result(inv, timeout))
+
+    def call(self, payload: Any = None, *, timeout: float | None = 30.0, **kw: Any) -> Any:
+        """Submit ``payload`` and wait for its result (``kw``: as :meth:`submit`)."""
+        return self.result(self.submit(payload, **kw), timeout=timeout)
+
+    def get(self, inv: str) -> Invocation:
+        """The invocation's row (state, attempts, times, error)."""
+        return self._d.run(self._core.get(inv))
+
+    def wait(self, inv: str, *, timeout: float | None = 30.0) -> Invocation:
+        """Wait until the invocation ends, in whatever state, and return its row."""
+        return self._d.run(self._core.wait(inv, timeout))
+
+    def stream(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Any]:
+        """The values the invocation's worker posts, live: an iterator that stops at END.
+
+        ``since`` resumes after that frame seq (see :meth:`frames` for the seqs). An ERROR
+        frame raises the invocation's error; ``timeout`` seconds of silence raise
+        TimeoutError."""
+        for f in self.frames(inv, since=since, timeout=timeout):
+            yield f.value
+
+    def frames(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Frame]:
+        """As :meth:`stream`, yielding :class:`Frame` values (seq, value, attempt, time)."""
+        _check_id(inv)
+        return _sync_iter(self._d, self._core.stream(invocation_path(inv), inv, since, timeout))
+
+    def cancel(self, inv: str) -> bool:
+        """Cancel a queued invocation; whether it did (a running one finishes: see kill)."""
+        return self._d.run(self._core.cancel(inv))
+
+    def kill(self, inv: str) -> bool:
+        """Kill an invocation, queued or running (its worker loses the lease); whether it did."""
+        return self._d.run(self._core.kill(inv))
+
+    def count(self, state: StateName = "queued") -> int:
+        """The number of the queue's invocations in ``state``."""
+        return self._d.run(self._core.count(state))
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def stats(self) -> dict[str, int]:
+        """The queue's counts by state."""
+        return self._d.run(self._core.stats())
+
+    def list(
+        self,
+        *,
+        state: StateName | None = None,
+        key_prefix: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        oldest: bool = False,
+    ) -> InvocationPage:
+        """One page (``limit`` 1–1000) of the queue's invocations, newest first; pass the
+        page's ``next`` as ``after`` for the next one."""
+        return self._d.run(self._core.list_page(state, key_prefix, limit, after, oldest))
+
+    def admission(self) -> Admission | None:
+        """The queue's admission limits, or None."""
+        return self._d.run(self._core.admission())
+
+    def set_admission(self, admission: Admission) -> Admission:
+        """Set the queue's admission limits (needs an admin token)."""
+        return self._d.run(self._core.set_admission(admission))
+
+    def clear_admission(self) -> bool:
+        """Remove the queue's admission limits; whether there were any."""
+        return self._d.run(self._core.clear_admission())
+
+    def topic(self, name: str | None = None) -> Topic:
+        """A topic of the queue (auto-named ``topic-<ULID>`` when ``name`` is None)."""
+        return Topic(self, name)
+
+    # -- worker --------------------------------------------------------------------------
+
+    def claim(self, *, wait: float = 0.0, lease_ttl: float | None = None, worker: str | None = None) -> Job | None:
+        """Claim one job in the queue's kind, or None when none came within ``wait`` seconds."""
+        return self._d.run(self._core.claim(wait, lease_ttl, worker))
+
+    def ack(self, job: Job | str, result: Any = None) -> None:
+        """Settle a claimed job as succeeded. Raises LeaseLostError when fenced off."""
+        self._d.run(self._core.ack(job, result))
+
+    def nack(self, job: Job | str, *, error: BaseException | str | None, retry: bool = True) -> None:
+        """Settle a claimed job as a failed attempt: re-queued (after a backoff) while
+        attempts remain with ``retry``, else failed. Raises LeaseLostError when fenced off."""
+        self._d.run(self._core.nack(job, error, retry))
+
+    def heartbeat(self, job: Job | str) -> datetime | None:
+        """Extend a claimed job's lease; return the new expiry."""
+        return self._d.run(self._core.heartbeat(job))
+
+    def post(self, inv: Job | str, value: Any, *, final: bool = False) -> int:
+        """Append a VALUE frame (END with ``final``: the job succeeds with ``value``) to the
+        journal of a job this queue object claimed; return its seq."""
+        return self._d.run(self._core.post(inv, value, final))
+
+    @contextlib.contextmanager
+    def working(self, *, wait: float = 0.0) -> Iterator[Job | None]:
+        """Claim one job and settle it when the block ends: ack with ``job.result`` on
+        success, nack with retry on an exception (which is re-raised). Yields None when
+        nothing was claimable within ``wait``. The lease is heartbeated on the client's
+        thread while the block runs, so a CPU-bound body does not lose it."""
+        job = self.claim(wait=wait)
+        if job is None:
+            yield None
+            return
+        keeper = asyncio.run_coroutine_threadsafe(
+            self._core.keep_alive(job, _heartbeat_interval(job)), self._d._portal.loop
+        )
+        try:
+            yield job
+        except BaseException as e:
+            keeper.cancel()
+            try:
+                self.nack(job, error=e, retry=True)
+            except errors.DispatchError as ne:
+                if hasattr(e, "add_note"):
+                    e.add_note(f"lakeshore: the nack of {job.id} failed too: {ne}")
+            raise
+        else:
+            keeper.cancel()
+            self.ack(job, job.result)
+
+
+def _sync_iter(d: Dispatch, agen: AsyncIterator[Frame]) -> Iterator[Frame]:
+    try:
+        while True:
+            try:
+                f = d.run(_anext(agen))
+            except StopAsyncIteration:
+                return
+            yield f
+    finally:
+        with contextlib.suppress(Exception):
+            d.run(_aclose(agen))
+
+
+async def _async_iter(d: Dispatch, agen: AsyncIterator[Frame]) -> AsyncIterator[Frame]:
+    try:
+        while True:
+            try:
+                f = await d.run_async(_anext(agen))
+            except StopAsyncIteration:
+                return
+            yield f
+    finally:
+        with contextlib.suppress(Exception):
+            await d.run_async(_aclose(agen))
+
+
+class Queue:
+    """The asyncio sibling of :class:`SyncQueue`: the same verbs, awaitable, and
+    :meth:`stream` an async iterator. ``Queue(name, **kw)`` takes SyncQueue's arguments;
+    :attr:`sync` is the blocking queue sharing the same binding. Awaiting a verb never
+    blocks the event loop; cancelling the awaiting task cancels the call."""
+
+    def __init__(self, name: str, **kw: Any) -> None:
+        self.sync = SyncQueue(name, **kw)
+        self._core = self.sync._core
+        self._d = self.sync._d
+
+    @property
+    def name(self) -> str:
+        """The queue's name."""
+        return self._core.name
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r}, kind={self._core.kind!r}, dispatch={self._d!r})"
+
+    async def submit(
+        self,
+        payload: Any = None,
+        *,
+        envelope: Envelope | None = None,
+        key: str | None = None,
+        priority: float = 0.0,
+        **options: Any,
+    ) -> str:
+        """See :meth:`SyncQueue.submit`."""
+        body = self._core.submit_body(payload, envelope, key, priority, options)
+        return await self._d.run_async(self._core.submit(body))
+
+    async def submit_many(self, payloads: builtins.list[Any]) -> list[str]:
+        """See :meth:`SyncQueue.submit_many`."""
+        bodies = [
+            self._core.submit_body(None, p, None, 0.0, {})
+            if isinstance(p, Envelope)
+            else self._core.submit_body(p, None, None, 0.0, {})
+            for p in payloads
+        ]
+        return await self._d.run_async(self._core.submit_many(bodies))
+
+    async def result(self, inv: str, *, timeout: float | None = 30.0) -> Any:
+        """See :meth:`SyncQueue.result`."""
+        return await self._d.run_async(self._core.result(inv, timeout))
+
+    async def call(self, payload: Any = None, *, timeout: float | None = 30.0, **kw: Any) -> Any:
+        """See :meth:`SyncQueue.call`."""
+        return await self.result(await self.submit(payload, **kw), timeout=timeout)
+
+    async def get(self, inv: str) -> Invocation:
+        """See :meth:`SyncQueue.get`."""
+        return await self._d.run_async(self._core.get(inv))
+
+    async def wait(self, inv: str, *, timeout: float | None = 30.0) -> Invocation:
+        """See :meth:`SyncQueue.wait`."""
+        return await self._d.run_async(self._core.wait(inv, timeout))
+
+    async def stream(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Any]:
+        """See :meth:`SyncQueue.stream`: ``async for value in q.stream(inv)``."""
+        async for f in self.frames(inv, since=since, timeout=timeout):
+            yield f.value
+
+    def frames(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Frame]:
+        """See :meth:`SyncQueue.frames`."""
+        _check_id(inv)
+        return _async_iter(self._d, self._core.stream(invocation_path(inv), inv, since, timeout))
+
+    async def cancel(self, inv: str) -> bool:
+        """See :meth:`SyncQueue.cancel`."""
+        return await self._d.run_async(self._core.cancel(inv))
+
+    async def kill(self, inv: str) -> bool:
+        """See :meth:`SyncQueue.kill`."""
+        return await self._d.run_async(self._core.kill(inv))
+
+    async def count(self, state: StateName = "queued") -> int:
+        """See :meth:`SyncQueue.count`."""
+        return await self._d.run_async(self._core.count(state))
+
+    async def stats(self) -> dict[str, int]:
+        """See :meth:`SyncQueue.stats`."""
+        return await self._d.run_async(self._core.stats())
+
+    async def list(
+        self,
+        *,
+        state: StateName | None = None,
+        key_prefix: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        oldest: bool = False,
+    ) -> InvocationPage:
+        """See :meth:`SyncQueue.list`."""
+        return await self._d.run_async(self._core.list_page(state, key_prefix, limit, after, oldest))
+
+    async def admission(self) -> Admission | None:
+        """See :meth:`SyncQueue.admission`."""
+        return await self._d.run_async(self._core.admission())
+
+    async def set_admission(self, admission: Admission) -> Admission:
+        """See :meth:`SyncQueue.set_admission`."""
+        return await self._d.run_async(self._core.set_admission(admission))
+
+    async def clear_admission(self) -> bool:
+        """See :meth:`SyncQueue.clear_admission`."""
+        return await self._d.run_async(self._core.clear_admission())
+
+    def topic(self, name: str | None = None) -> AsyncTopic:
+        """See :meth:`SyncQueue.topic`."""
+        return AsyncTopic(self.sync.topic(name))
+
+    async def claim(
+        self, *, wait: float = 0.0, lease_ttl: float | None = None, worker: str | None = None
+    ) -> Job | None:
+        """See :meth:`SyncQueue.claim`."""
+        return await self._d.run_async(self._core.claim(wait, lease_ttl, worker))
+
+    async def ack(self, job: Job | str, result: Any = None) -> None:
+        """See :meth:`SyncQueue.ack`."""
+        await self._d.run_async(self._core.ack(job, result))
+
+    async def nack(self, job: Job | str, *, error: BaseException | str | None, retry: bool = True) -> None:
+        """See :meth:`SyncQueue.nack`."""
+        await self._d.run_async(self._core.nack(job, error, retry))
+
+    async def heartbeat(self, job: Job | str) -> datetime | None:
+        """See :meth:`SyncQueue.heartbeat`."""
+        return await self._d.run_async(self._core.heartbeat(job))
+
+    async def post(self, inv: Job | str, value: Any, *, final: bool = False) -> int:
+        """See :meth:`SyncQueue.post`."""
+        return await self._d.run_async(self._core.post(inv, value, final))
+
+    @contextlib.asynccontextmanager
+    async def working(self, *, wait: float = 0.0) -> AsyncIterator[Job | None]:
+        """``async with q.working() as job``: see :meth:`SyncQueue.working`. The lease is
+        heartbeated on the client's own loop, so a body that blocks this loop keeps it."""
+        job = await self.claim(wait=wait)
+        if job is None:
+            yield None
+            return
+        keeper = asyncio.run_coroutine_threadsafe(
+            self._core.keep_alive(job, _heartbeat_interval(job)), self._d._portal.loop
+        )
+        try:
+            yield job
+        except BaseException as e:
+            keeper.cancel()
+            try:
+                await asyncio.shield(self.nack(job, error=e, retry=True))
+            except errors.DispatchError as ne:
+                if hasattr(e, "add_note"):
+                    e.add_note(f"lakeshore: the nack of {job.id} failed too: {ne}")
+            raise
+        else:
+            keeper.cancel()
+            await self.ack(job, job.result)
+
+
+class Topic:
+    """A publish/subscribe channel of a queue: a journal without an invocation.
+
+    Anyone may post; readers get every value after their cursor; posting ``final=True``
+    (the END frame) closes it for everyone, for good. Make one with :meth:`SyncQueue.topic`.
+    """
+
+    def __init__(self, queue: SyncQueue, name: str | None = None) -> None:
+        if name is None:
+            name = "topic-" + new_ulid()
+        _check_name("topic name", name)
+        self.name = name
+        self.queue = queue
+        self._core = queue._core
+        self._path = self._core.topic_path(name)
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r}, queue={self.queue.name!r})"
+
+    def post(self, value: Any, *, final: bool = False) -> int:
+        """Append ``value`` (END with ``final``) and return its seq.
+        Raises JournalClosedError once the topic was closed."""
+        return self.queue._d.run(self._core.post_topic(self.name, value, final))
+
+    def close(self) -> int:
+        """Post the END frame: readers' streams end; later posts raise JournalClosedError."""
+        return self.post(None, final=True)
+
+    def listen(self, since: int = FROM_START, timeout: float | None = 5.0) -> Any:
+        """The next value after ``since``, or None when none came within ``timeout``.
+        Raises JournalClosedError when the topic is closed before another value."""
+        f = self.queue._d.run(self._core.listen(self._path, since, timeout))
+        return None if f is None else f.value
+
+    def listen_frame(self, since: int = FROM_START, timeout: float | None = 5.0) -> Frame | None:
+        """As :meth:`listen`, returning the :class:`Frame` (with its seq) or None."""
+        return self.queue._d.run(self._core.listen(self._path, since, timeout))
+
+    def stream(self, since: int = FROM_START, timeout: float | None = 5.0) -> Iterator[Any]:
+        """The values after ``since``, live, until END; ``timeout`` seconds of silence
+        raise TimeoutError."""
+        for f in self.frames(since, timeout):
+            yield f.value
+
+    def frames(self, since: int = FROM_START, timeout: float | None = 5.0) -> Iterator[Frame]:
+        """As :meth:`stream`, yielding :class:`Frame` values."""
+        return _sync_iter(self.queue._d, self._core.stream(self._path, None, since, timeout))
+
+
+class AsyncTopic:
+    """The asyncio sibling of :class:`Topic` (made by :meth:`Queue.topic`)."""
+
+    def __init__(self, topic: Topic) -> None:
+        self.sync = topic
+        self.name = topic.name
+        self._core = topic._core
+        self._d = topic.queue._d
+        self._path = topic._path
+
+    async def post(self, value: Any, *, final: bool = False) -> int:
+        """See :meth:`Topic.post`."""
+        return await self._d.run_async(self._core.post_topic(self.name, value, final))
+
+    async def close(self) -> int:
+        """See :meth:`Topic.close`."""
+        return await self.post(None, final=True)
+
+    async def listen(self, since: int = FROM_START, timeout: float | None = 5.0) -> Any:
+        """See :meth:`Topic.listen`."""
+        f = await self._d.run_async(self._core.listen(self._path, since, timeout))
+        return None if f is None else f.value
+
+    async def stream(self, since: int = FROM_START, timeout: float | None = 5.0) -> AsyncIterator[Any]:
+        """See :meth:`Topic.stream`."""
+        async for f in _async_iter(self._d, self._core.stream(self._path, None, since, timeout)):
+            yield f.value

@@ -1,0 +1,130 @@
+"""The Queue API page's snippets (the user-facing API documents), run as written except for the
+import (``import lakeshore as dls``) and a worker thread that answers the jobs they wait for.
+
+Not yet runnable, and so not here: ``dls.run_worker(q, once=True)`` and ``@udf`` (workers are
+not built yet)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import lakeshore as dls
+from lakeshore import DispatchError, Queue, SyncQueue
+
+from .conftest import Server
+
+
+@pytest.fixture
+def plane(server: Server, lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dls.Dispatch]:
+    """``dls.Dispatch(":memory:")`` made the process default, as the seed's tests do."""
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    d = dls.Dispatch(":memory:")
+    monkeypatch.setattr(dls.dispatch, "_default", d)
+    yield d
+    d.close()
+
+
+def echo_worker(name: str, n: int, fn: Any = lambda p: p) -> threading.Thread:
+    """A worker thread that answers n jobs of queue name with fn(payload)."""
+
+    def run() -> None:
+        q = SyncQueue(name)
+        for _ in range(n):
+            with q.working(wait=30) as job:
+                assert job is not None
+                payload = job.payload
+                job.result = payload() if isinstance(payload, dls.Thunk) else fn(payload)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_blocking_surface(plane: dls.Dispatch) -> None:
+    w = echo_worker("gpu", 1, lambda p: {"got": p})
+    q = SyncQueue("gpu")  # blocking surface
+    inv = q.submit({"x": 1}, key="scene7/x")  # -> durable string id
+    val = q.result(inv, timeout=60.0)
+    assert val == {"got": {"x": 1}}
+    w.join(5)
+
+
+def test_async_surface(plane: dls.Dispatch) -> None:
+    w = echo_worker("gpu", 1)
+
+    async def main() -> list[Any]:
+        q = Queue("gpu")  # async surface
+        inv = await q.submit({"x": 1})
+        val = await q.result(inv)
+        frames = [frame async for frame in q.stream(inv)]
+        assert val == {"x": 1}
+        return frames
+
+    assert asyncio.run(main()) == []
+    w.join(5)
+
+
+def test_producer_verbs(plane: dls.Dispatch) -> None:
+    q = SyncQueue("gpu")
+    inv = q.submit({"seed": 42})
+    assert q.submit({"seed": 42}, key="sweep/42") == q.submit({"seed": 42}, key="sweep/42")  # idempotent per queue
+    q.submit({"seed": 42}, priority=9.0)
+    thunk_inv = q.submit(dls.thunk(lambda: 40 + 2))  # ad-hoc callable, by value
+    assert len(q) == 4 and q.count() == 4
+    assert q.cancel(inv) is True and q.count("cancelled") == 1
+    echo_worker("gpu", 3).join(10)
+    assert q.result(thunk_inv) == 42
+
+
+def test_call(plane: dls.Dispatch) -> None:
+    echo_worker("gpu", 1, lambda p: "hi " + p["prompt"])
+    q = SyncQueue("gpu")
+    answer = q.call({"prompt": "hello"}, timeout=10.0)
+    assert answer == "hi hello"
+
+
+def test_kinds(plane: dls.Dispatch) -> None:
+    for kind in ("fifo", "priority", "filo", "boltzmann"):
+        SyncQueue("gpu", kind=kind)
+    with pytest.raises(DispatchError, match="unknown queue kind 'lifo'"):
+        SyncQueue("gpu", kind="lifo")
+
+
+def test_worker_verbs_and_streaming(plane: dls.Dispatch) -> None:
+    q = SyncQueue("gpu")
+    inv = q.submit({"frames": 3})
+    job = q.claim()
+    assert job is not None and job.id == inv and job.attempt == 1 and job.queue == "gpu"
+    for i in range(job.payload["frames"]):
+        assert q.post(inv, {"manifest": i}) == i
+    q.post(inv, None, final=True)
+    manifests = [manifest for manifest in q.stream(inv)]  # SyncQueue -> Iterator
+    assert manifests == [{"manifest": 0}, {"manifest": 1}, {"manifest": 2}]
+    with q.working() as job:
+        assert job is None  # yields None when the queue is empty
+
+
+def test_topics(plane: dls.Dispatch) -> None:
+    q = SyncQueue("gpu")
+    t = q.topic("progress")
+    assert q.topic().name.startswith("topic-")  # auto-named "topic-<ULID>"
+    t.post({"step": 1})  # -> seq
+    t.post(None, final=True)  # END frame closes the topic
+    assert t.listen(since=-1, timeout=5.0) == {"step": 1}
+    assert [v for v in t.stream(since=-1, timeout=5.0)] == [{"step": 1}]  # values until END
+
+
+def test_fan_out(plane: dls.Dispatch) -> None:
+    echo_worker("gpu", 20, lambda p: p["seed"] * 2)
+
+    async def main() -> list[Any]:
+        q = Queue("gpu")
+        ids = [await q.submit({"seed": i}) for i in range(20)]
+        return await asyncio.gather(*(q.result(i, timeout=300) for i in ids))
+
+    assert asyncio.run(main()) == [2 * i for i in range(20)]
