@@ -7,10 +7,11 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// MaxLeaseTTL is the longest lease a claim or heartbeat may ask for over HTTP (7 days, the
-// default retention of finished jobs): a lease outliving its worker by more holds a job
-// hostage. Longer asks are 400 invalid; jobs that run longer heartbeat.
-const MaxLeaseTTL = 7 * 24 * time.Hour
+// MaxLeaseTTL is the longest lease a claim or heartbeat may ask for over HTTP: the plane's
+// own bound, plane.LeaseTTLMax (7 days, the default retention of finished jobs). A lease
+// outliving its worker by more holds a job hostage. Longer asks are 400 invalid; jobs that
+// run longer heartbeat.
+const MaxLeaseTTL = plane.LeaseTTLMax
 
 // Seconds converts a duration to the wire's seconds.
 func Seconds(d time.Duration) float64 { return d.Seconds() }
