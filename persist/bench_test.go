@@ -18,13 +18,13 @@ import (
 // Sizes of the large-queue benchmarks come from PERSIST_BENCH_SIZES (comma-separated
 // row counts) and PERSIST_BENCH_OPEN_ROWS.
 
-func benchQueue(b *testing.B, cfg *Config) *Queue {
+func benchQueue(b *testing.B, cfg *Config) *fileQueue {
 	b.Helper()
 	if cfg == nil {
 		cfg = &Config{}
 	}
 	cfg.Dir = b.TempDir()
-	q, err := Open(context.Background(), "bench", cfg)
+	q, err := openFile(context.Background(), "bench", cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func BenchmarkPutSingle(b *testing.B) {
 }
 
 // reportGroupCommit reports the average number of operations per write transaction.
-func reportGroupCommit(b *testing.B, q *Queue) {
+func reportGroupCommit(b *testing.B, q *fileQueue) {
 	st, err := q.Stats(context.Background())
 	if err == nil && st.Commits > 0 {
 		b.ReportMetric(float64(st.CommittedOps)/float64(st.Commits), "ops/commit")
@@ -115,7 +115,7 @@ func benchSizes(def string) []int {
 }
 
 // fill puts n 3-scalar records (batches of 10,000 from 4 goroutines) and flushes.
-func fill(b *testing.B, q *Queue, n int, rec func(i int) Record) {
+func fill(b *testing.B, q *fileQueue, n int, rec func(i int) Record) {
 	b.Helper()
 	ctx := context.Background()
 	var next atomic.Int64
@@ -196,7 +196,7 @@ func BenchmarkGetBatch(b *testing.B) {
 		b.Run(fmt.Sprintf("Goroutines=%d", goroutines), func(b *testing.B) {
 			task := fmt.Sprintf("bench-%d-%d", goroutines, b.N)
 			q.ResetConsumption(ctx, task, DefaultPartition)
-			r := q.Reader()
+			r := q.fileReader()
 			var next atomic.Int64
 			var got atomic.Int64
 			var wg sync.WaitGroup
@@ -286,7 +286,7 @@ func BenchmarkOpen(b *testing.B) {
 	}
 	ctx := context.Background()
 	dir := b.TempDir()
-	q, err := Open(ctx, "bench", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1})
+	q, err := openFile(ctx, "bench", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func BenchmarkOpen(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		q, err := Open(ctx, "bench", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1})
+		q, err := openFile(ctx, "bench", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

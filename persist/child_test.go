@@ -53,8 +53,9 @@ func childProducer(ctx context.Context, dir, arg string) int {
 	if count == 0 {
 		count = 1 << 40
 	}
-	q, err := Open(ctx, "q", &Config{Dir: dir, FlushRows: 150, FlushInterval: 5 * time.Millisecond, CompactFragments: 4,
+	q, err := openFile(ctx, "q", &Config{Dir: dir, FlushRows: 150, FlushInterval: 5 * time.Millisecond, CompactFragments: 4,
 		CompactInterval: 20 * time.Millisecond})
+
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -103,7 +104,7 @@ func childProducer(ctx context.Context, dir, arg string) int {
 // childFlushKill puts 500 records, prints their indexes, then flushes and SIGKILLs
 // itself at the flush point named by arg.
 func childFlushKill(ctx context.Context, dir, point string) int {
-	q, err := Open(ctx, "q", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
+	q, err := openFile(ctx, "q", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -138,7 +139,7 @@ func envInt(name string) int {
 
 // childProducer2 puts PERSIST_TEST_COUNT records {"src": arg, "n": i} in batches of 10.
 func childProducer2(ctx context.Context, dir, src string) int {
-	q, err := Open(ctx, "q", &Config{Dir: dir, FlushRows: 300, FlushInterval: 20 * time.Millisecond})
+	q, err := openFile(ctx, "q", &Config{Dir: dir, FlushRows: 300, FlushInterval: 20 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -165,14 +166,14 @@ func childProducer2(ctx context.Context, dir, src string) int {
 // batch on timeout) and prints "index src n" for every sample it got, until the task
 // has consumed PERSIST_TEST_COUNT samples in total (by all consumers).
 func childConsumer(ctx context.Context, dir, task string) int {
-	q, err := Open(ctx, "q", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1, PollInterval: 10 * time.Millisecond})
+	q, err := openFile(ctx, "q", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
 	}
 	defer q.Close(ctx)
 	total := int64(envInt("PERSIST_TEST_COUNT"))
-	r := q.Reader()
+	r := q.fileReader()
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	for {
@@ -213,7 +214,7 @@ func childConsumer(ctx context.Context, dir, task string) int {
 func childRankAware(ctx context.Context, dir, arg string) int {
 	var dp, step int
 	fmt.Sscanf(arg, "%d,%d", &dp, &step)
-	q, err := Open(ctx, "q", &Config{Dir: dir})
+	q, err := openFile(ctx, "q", &Config{Dir: dir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -222,7 +223,7 @@ func childRankAware(ctx context.Context, dir, arg string) int {
 	fmt.Println("ready")
 	var line string
 	fmt.Scanln(&line) // the parent releases all ranks at once
-	m, err := q.Reader().GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "train", Sampler: RankAware{},
+	m, err := q.fileReader().GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "train", Sampler: RankAware{}.Spec(),
 		DPRank: dp, BatchIndex: step})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "getmeta:", err)
@@ -235,7 +236,7 @@ func childRankAware(ctx context.Context, dir, arg string) int {
 // childCompactKill writes 5 fragments of 100 records (and a field update), then
 // compacts and SIGKILLs itself at the compaction point named by arg.
 func childCompactKill(ctx context.Context, dir, point string) int {
-	q, err := Open(ctx, "q", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
+	q, err := openFile(ctx, "q", &Config{Dir: dir, FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1

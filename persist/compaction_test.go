@@ -56,7 +56,7 @@ func TestCompaction(t *testing.T) {
 	again, err := q.Get(ctx, 0, 1000, nil)
 	require.NoError(t, err)
 	require.Equal(t, before, again)
-	r := q.Reader()
+	r := q.fileReader()
 	m, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"x", "r"}, BatchSize: 10, Task: "t", Partition: "a"})
 	require.NoError(t, err)
 	require.Equal(t, []int64{10, 11}, m.Indexes)
@@ -131,7 +131,7 @@ func TestCrashMidCompaction(t *testing.T) {
 			if point == "compact-renamed" {
 				require.Len(t, entries, 6, "5 inputs and the uncommitted output")
 			}
-			q, err := Open(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
+			q, err := openFile(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
 			require.NoError(t, err)
 			defer q.Close(ctx)
 			checkNoOrphans(t, q)
@@ -153,4 +153,28 @@ func TestCrashMidCompaction(t *testing.T) {
 			require.Len(t, rows, 500)
 		})
 	}
+}
+
+// TestChunkCacheBound: the decoded-chunk cache stays within CacheBytes (keeping at
+// least the chunk just read), reads through it stay correct, and Close releases it.
+func TestChunkCacheBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1, CompactFragments: -1, RowGroupRows: 100, CacheBytes: 4096})
+	putN(t, q, DefaultPartition, 2000, func(i int) Record { return Record{"x": i} })
+	require.NoError(t, q.Flush(ctx))
+	for round := 0; round < 2; round++ {
+		rows, err := q.Get(ctx, 0, 2000, nil)
+		require.NoError(t, err)
+		require.Len(t, rows, 2000)
+		require.Equal(t, int64(1999), rows[1999].Fields["x"])
+		q.cache.mu.Lock()
+		bytes, n := q.cache.bytes, q.cache.chunks.Len()
+		q.cache.mu.Unlock()
+		require.LessOrEqual(t, bytes, int64(4096), "round %d", round)
+		require.Positive(t, n)
+	}
+	q.cache.close()
+	require.Zero(t, q.cache.chunks.Len())
+	require.Zero(t, q.cache.bytes)
 }

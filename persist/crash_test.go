@@ -101,7 +101,7 @@ func TestCrashRecovery(t *testing.T) {
 		require.Positive(t, lines, "round %d: child printed nothing before the kill; stderr: %s", round, stderr.String())
 		t.Logf("round %d: killed after %v, %d puts returned", round, killAfter, lines)
 
-		q, err := Open(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
+		q, err := openFile(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
 		require.NoError(t, err)
 		checkNoOrphans(t, q)
 		st, err := q.Stats(ctx)
@@ -136,7 +136,7 @@ func TestCrashRecovery(t *testing.T) {
 
 // checkNoOrphans asserts that data/ holds exactly the live fragments, no temporary or
 // unnamed files, and that no pending fragment is left.
-func checkNoOrphans(t *testing.T, q *Queue) {
+func checkNoOrphans(t *testing.T, q *fileQueue) {
 	t.Helper()
 	rows, err := q.rdb.Query(`SELECT file, state FROM fragments`)
 	require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestCrashMidFlush(t *testing.T) {
 				require.NoError(t, err)
 				require.Len(t, entries, 1, "the renamed fragment is on disk before recovery")
 			}
-			q, err := Open(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
+			q, err := openFile(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
 			require.NoError(t, err)
 			defer q.Close(ctx)
 			st, err := q.Stats(ctx)

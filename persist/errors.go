@@ -4,46 +4,74 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// Sentinel errors. Match them with errors.Is; the detailed error types below match their
-// sentinel through an Is method.
+// Sentinel errors, shared in shape and codes with package plane: each is a
+// *plane.Error with a stable code that survives HTTP ({code, message}), and any error
+// with the same code matches it through errors.Is (so an error decoded from the wire
+// matches the in-process sentinel). ErrInvalid is plane.ErrInvalid itself, and
+// *InvalidError is plane's. Match them with errors.Is; the detailed error types below
+// match their sentinel too. Code and ErrorFromCode map errors to codes and back.
 var (
 	// ErrClosed is returned by every call on a Queue (or a Reader, KV or Stream of it)
-	// after Close has started.
-	ErrClosed = errors.New("persist: queue is closed")
-	// ErrInvalid reports an argument or option outside what is allowed; see *InvalidError.
-	ErrInvalid = errors.New("persist: invalid argument")
+	// after Close has started. Code "closed", as plane.ErrClosed.
+	ErrClosed = &plane.Error{Code: "closed", Message: "persist: queue is closed"}
+	// ErrInvalid reports an argument or option outside what is allowed; see
+	// *InvalidError. It is plane.ErrInvalid (code "invalid").
+	ErrInvalid = plane.ErrInvalid
 	// ErrSchema reports a value whose type is incompatible with the field's column type;
-	// see *SchemaError.
-	ErrSchema = errors.New("persist: incompatible field type")
+	// see *SchemaError. Code "incompatible_type".
+	ErrSchema = &plane.Error{Code: "incompatible_type", Message: "persist: incompatible field type"}
 	// ErrUnsupportedValue reports a value of a Go type that cannot be stored; see
-	// *UnsupportedValueError.
-	ErrUnsupportedValue = errors.New("persist: unsupported value type")
+	// *UnsupportedValueError. Code "unsupported_value".
+	ErrUnsupportedValue = &plane.Error{Code: "unsupported_value", Message: "persist: unsupported value type"}
 	// ErrNotFound reports an index or key that does not exist (never put, or cleared).
-	ErrNotFound = errors.New("persist: not found")
-	// ErrTimeout reports a wait (GetMeta in wait mode) that ended before it was satisfied.
-	ErrTimeout = errors.New("persist: wait timed out")
+	// Code "not_found", as plane.ErrNotFound.
+	ErrNotFound = &plane.Error{Code: "not_found", Message: "persist: not found"}
+	// ErrTimeout reports a wait (GetMeta in wait mode) that ended before it was
+	// satisfied. Code "timeout", as plane.ErrTimeout.
+	ErrTimeout = &plane.Error{Code: "timeout", Message: "persist: wait timed out"}
 	// ErrCorrupt reports on-disk state that does not match the manifest (a missing or
-	// unreadable fragment named by the manifest).
-	ErrCorrupt = errors.New("persist: corrupt queue state")
+	// unreadable fragment named by the manifest). Code "corrupt".
+	ErrCorrupt = &plane.Error{Code: "corrupt", Message: "persist: corrupt queue state"}
 )
 
+// sentinels lists persist's sentinels, for Code and ErrorFromCode.
+var sentinels = []*plane.Error{ErrClosed, ErrInvalid, ErrSchema, ErrUnsupportedValue, ErrNotFound, ErrTimeout, ErrCorrupt}
+
+// Code returns the stable code of err: the code of the first persist sentinel it
+// matches, else plane.Code(err) ("internal" for an error without one).
+func Code(err error) string {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s.Code
+		}
+	}
+	return plane.Code(err)
+}
+
+// ErrorFromCode rebuilds an error that errors.Is-matches the persist sentinel with
+// code (else the plane sentinel), keeping message as its text.
+func ErrorFromCode(code, message string) error {
+	for _, s := range sentinels {
+		if s.Code == code {
+			return &plane.Error{Code: code, Message: message}
+		}
+	}
+	return plane.ErrorFromCode(code, message)
+}
+
 // InvalidError says which argument or option was wrong, the value given and what is
-// allowed. It matches ErrInvalid.
-type InvalidError struct {
-	Field string // the option or argument, e.g. "Config.FlushRows" or "batchSize"
-	Rule  string // what is allowed, e.g. "a positive multiple of 4"
-	Value any    // the value given
-}
+// allowed. It is plane.InvalidError, and matches ErrInvalid.
+type InvalidError = plane.InvalidError
 
-// Error describes what was wrong and what is allowed.
-func (e *InvalidError) Error() string {
-	return fmt.Sprintf("persist: invalid %s %v: must be %s", e.Field, e.Value, e.Rule)
+// isCode reports whether target is a *plane.Error with code.
+func isCode(target error, code string) bool {
+	t, ok := target.(*plane.Error)
+	return ok && t.Code == code
 }
-
-// Is reports whether target is ErrInvalid.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // SchemaError reports a put whose value for Field has a type (Got) that the field's
 // column type (Have) cannot absorb. The put that caused it wrote nothing. It matches
@@ -52,16 +80,23 @@ type SchemaError struct {
 	Field string // the record field
 	Have  Kind   // the column type the queue already holds
 	Got   Kind   // the type of the rejected value
+	// Reason, when set, says why two types that usually widen cannot here: an int64
+	// beyond ±2^53 that a float64 column would round.
+	Reason string
 }
 
 // Error describes what was wrong and what is allowed.
 func (e *SchemaError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("persist: field %q cannot hold both %s and %s values: %s",
+			e.Field, e.Have, e.Got, e.Reason)
+	}
 	return fmt.Sprintf("persist: field %q has type %s in the queue schema, cannot store a %s value (allowed: %s)",
 		e.Field, e.Have, e.Got, e.Have.accepts())
 }
 
 // Is reports whether target is ErrSchema.
-func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+func (e *SchemaError) Is(target error) bool { return isCode(target, ErrSchema.Code) }
 
 // UnsupportedValueError reports a value whose Go type cannot be stored. It matches
 // ErrUnsupportedValue.
@@ -81,7 +116,9 @@ func (e *UnsupportedValueError) Error() string {
 }
 
 // Is reports whether target is ErrUnsupportedValue.
-func (e *UnsupportedValueError) Is(target error) bool { return target == ErrUnsupportedValue }
+func (e *UnsupportedValueError) Is(target error) bool {
+	return isCode(target, ErrUnsupportedValue.Code)
+}
 
 // NotFoundError lists the indexes or keys that were asked for but do not exist. It
 // matches ErrNotFound.
@@ -111,4 +148,4 @@ func (e *NotFoundError) Error() string {
 }
 
 // Is reports whether target is ErrNotFound.
-func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+func (e *NotFoundError) Is(target error) bool { return isCode(target, ErrNotFound.Code) }

@@ -21,7 +21,7 @@ func TestFieldNameSeparatorRejected(t *testing.T) {
 	require.NoError(t, err)
 	err = q.PutFields(ctx, DefaultPartition, []int64{0}, []Record{{"a\x1fb": 2}})
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = KV(q).Put(ctx, "kv", "k", Record{"x\x1f": 1}, nil)
+	_, err = fileKVOf(q).Put(ctx, "kv", "k", Record{"x\x1f": 1}, nil)
 	require.ErrorIs(t, err, ErrInvalid)
 
 	n, err := q.NextIndex(ctx)

@@ -44,7 +44,7 @@ func TestShardedReaders(t *testing.T) {
 					}
 				}
 				// Stream with the same shard yields the same rows in small batches.
-				s := q.Stream(&StreamOpts{GetOpts: GetOpts{Shard: sh}, BatchSize: 7})
+				s := q.fileStream(&StreamOpts{GetOpts: GetOpts{Shard: sh}, BatchSize: 7})
 				var streamed []Row
 				for {
 					b, err := s.Next(ctx)

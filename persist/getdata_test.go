@@ -11,7 +11,7 @@ import (
 func TestGetDataNilMeta(t *testing.T) {
 	t.Parallel()
 	q := openTemp(t, nil)
-	_, err := q.Reader().GetData(context.Background(), nil)
+	_, err := q.fileReader().GetData(context.Background(), nil)
 	require.ErrorIs(t, err, ErrInvalid)
 }
 
@@ -22,11 +22,11 @@ func TestGetDataMissingIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
-	kv := KV(q)
+	kv := fileKVOf(q)
 	ids, err := kv.BatchPut(ctx, DefaultPartition, []string{"a", "b", "c"}, []Record{{"x": 0}, {"x": 1}, {"x": 2}}, nil)
 	require.NoError(t, err)
 	require.NoError(t, kv.Clear(ctx, DefaultPartition, []string{"b"}))
-	r := q.Reader()
+	r := q.fileReader()
 	fields := []FieldMeta{{Name: "x", Kind: KindInt64}}
 	for _, flushed := range []bool{false, true} {
 		if flushed {

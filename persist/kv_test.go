@@ -14,7 +14,7 @@ func TestKV(t *testing.T) {
 		t.Run(map[bool]string{false: "Tail", true: "Fragments"}[flush], func(t *testing.T) {
 			t.Parallel()
 			q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
-			kv := KV(q)
+			kv := fileKVOf(q)
 			maybeFlush := func() {
 				if flush {
 					require.NoError(t, q.Flush(ctx))
@@ -84,7 +84,7 @@ func TestKV(t *testing.T) {
 
 			// A cleared sample is never handed to a reader, and consumption keeps
 			// pointing at the right rows.
-			m, err := q.Reader().GetMeta(ctx, &MetaRequest{Fields: []string{"score"}, BatchSize: 10, Task: "t", Partition: "prod"})
+			m, err := q.fileReader().GetMeta(ctx, &MetaRequest{Fields: []string{"score"}, BatchSize: 10, Task: "t", Partition: "prod"})
 			require.NoError(t, err)
 			require.Equal(t, []int64{0, 2}, m.Indexes)
 
@@ -100,7 +100,7 @@ func TestKVSchemaConflictWritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	kv := KV(q)
+	kv := fileKVOf(q)
 	_, err := kv.Put(ctx, "p", "a", Record{"x": "text"}, nil)
 	require.NoError(t, err)
 	_, err = kv.BatchPut(ctx, "p", []string{"b", "a"}, []Record{{"x": "ok"}, {"x": 5}}, nil)

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 // openTemp opens a queue in a fresh temporary directory and closes it at cleanup.
-func openTemp(t testing.TB, cfg *Config) *Queue {
+func openTemp(t testing.TB, cfg *Config) *fileQueue {
 	t.Helper()
 	if cfg == nil {
 		cfg = &Config{}
@@ -29,19 +29,19 @@ func openTemp(t testing.TB, cfg *Config) *Queue {
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
-	q, err := Open(context.Background(), "q", cfg)
+	q, err := openFile(context.Background(), "q", cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, q.Close(context.Background())) })
 	return q
 }
 
 // reopen closes q and opens the same queue again.
-func reopen(t testing.TB, q *Queue) *Queue {
+func reopen(t testing.TB, q *fileQueue) *fileQueue {
 	t.Helper()
 	require.NoError(t, q.Close(context.Background()))
 	cfg := q.cfg
 	cfg.Logger = nil
-	q2, err := Open(context.Background(), q.name, &cfg)
+	q2, err := openFile(context.Background(), q.name, &cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, q2.Close(context.Background())) })
 	return q2

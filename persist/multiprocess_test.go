@@ -26,7 +26,7 @@ func TestTwoProducersTwoConsumers(t *testing.T) {
 	}
 	total := 2 * per
 	// Create the queue first so that children do not race on creating the directory.
-	q, err := Open(ctx, "q", &Config{Dir: dir, PollInterval: 10 * 1e6})
+	q, err := openFile(ctx, "q", &Config{Dir: dir, PollInterval: 10 * 1e6})
 	require.NoError(t, err)
 	defer q.Close(ctx)
 	count := fmt.Sprintf("PERSIST_TEST_COUNT=%d", per)
@@ -108,7 +108,7 @@ func TestTwoProducersTwoConsumers(t *testing.T) {
 		require.Len(t, ns, per, "producer %s", src)
 	}
 	// Another task still sees every sample.
-	b, _, err := q.Reader().GetBatch(ctx, &MetaRequest{Fields: []string{"n"}, BatchSize: total + 10, Task: "eval"})
+	b, _, err := q.fileReader().GetBatch(ctx, &MetaRequest{Fields: []string{"n"}, BatchSize: total + 10, Task: "eval"})
 	require.NoError(t, err)
 	require.Equal(t, total, b.Len())
 	b.Release()
@@ -121,7 +121,7 @@ func TestRankAwareAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	q, err := Open(ctx, "q", &Config{Dir: dir})
+	q, err := openFile(ctx, "q", &Config{Dir: dir})
 	require.NoError(t, err)
 	defer q.Close(ctx)
 	putN(t, q, DefaultPartition, 40, func(i int) Record { return Record{"x": i} })

@@ -123,7 +123,7 @@ func TestCloseNeverLosesRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	q, err := Open(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
+	q, err := openFile(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	const writers, per = 8, 50
@@ -142,7 +142,7 @@ func TestCloseNeverLosesRows(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 
 	// Close flushed: the files alone hold every row.
-	q2, err := Open(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
+	q2, err := openFile(ctx, "q", &Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
 	require.NoError(t, err)
 	defer q2.Close(ctx)
 	st, err := q2.Stats(ctx)
@@ -247,11 +247,11 @@ func TestSchemaConflictConcurrent(t *testing.T) {
 func TestInvalidArguments(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, err := Open(ctx, "../x", &Config{Dir: t.TempDir()})
+	_, err := openFile(ctx, "../x", &Config{Dir: t.TempDir()})
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = Open(ctx, "q", &Config{})
+	_, err = openFile(ctx, "q", &Config{})
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = Open(ctx, "q", &Config{Dir: t.TempDir(), FlushRows: -5})
+	_, err = openFile(ctx, "q", &Config{Dir: t.TempDir(), FlushRows: -5})
 	require.ErrorContains(t, err, "FlushRows")
 	q := openTemp(t, nil)
 	_, err = q.Put(ctx, Record{"_index": 1})
@@ -303,7 +303,7 @@ func TestAutoFlush(t *testing.T) {
 
 // flushWaiter returns a function that waits (on the queue's change notifications, not
 // by sleeping) until the queue has completed n flushes.
-func flushWaiter(t *testing.T, q *Queue) func(n int64) {
+func flushWaiter(t *testing.T, q *fileQueue) func(n int64) {
 	return func(n int64) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)
@@ -331,7 +331,7 @@ func TestStream(t *testing.T) {
 			_, err := q.Put(ctx, Record{"i": i})
 			require.NoError(t, err)
 		}
-		s := q.Stream(&StreamOpts{BatchSize: 10})
+		s := q.fileStream(&StreamOpts{BatchSize: 10})
 		var got []int64
 		for {
 			rows, err := s.Next(ctx)
@@ -352,7 +352,7 @@ func TestStream(t *testing.T) {
 	t.Run("WaitAndIdleTimeout", func(t *testing.T) {
 		t.Parallel()
 		q := openTemp(t, nil)
-		s := q.Stream(&StreamOpts{BatchSize: 100, Wait: true, IdleTimeout: 500 * time.Millisecond})
+		s := q.fileStream(&StreamOpts{BatchSize: 100, Wait: true, IdleTimeout: 500 * time.Millisecond})
 		got := make(chan int64, 100)
 		done := make(chan error, 1)
 		go func() {
@@ -378,9 +378,9 @@ func TestStream(t *testing.T) {
 	})
 	t.Run("CloseEndsWait", func(t *testing.T) {
 		t.Parallel()
-		q, err := Open(ctx, "q", &Config{Dir: t.TempDir()})
+		q, err := openFile(ctx, "q", &Config{Dir: t.TempDir()})
 		require.NoError(t, err)
-		s := q.Stream(&StreamOpts{Wait: true})
+		s := q.fileStream(&StreamOpts{Wait: true})
 		done := make(chan error, 1)
 		go func() {
 			_, err := s.Next(ctx)
@@ -442,7 +442,7 @@ func TestDurabilityModes(t *testing.T) {
 			q := openTemp(t, &Config{Durability: mode})
 			var sync int
 			require.NoError(t, q.rdb.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
-			require.Equal(t, map[Durability]int{Durable: 2, Buffered: 0}[mode], sync, "synchronous=FULL (2) or OFF (0)")
+			require.Equal(t, map[Durability]int{Durable: 2, Buffered: 1}[mode], sync, "synchronous=FULL (2) or NORMAL (1)")
 			_, err := q.PutBatch(ctx, []Record{{"x": 1}, {"x": 2}})
 			require.NoError(t, err)
 			q = reopen(t, q)
@@ -451,7 +451,7 @@ func TestDurabilityModes(t *testing.T) {
 			require.Equal(t, int64(2), n)
 		})
 	}
-	_, err := Open(ctx, "q", &Config{Dir: t.TempDir(), Durability: 7})
+	_, err := openFile(ctx, "q", &Config{Dir: t.TempDir(), Durability: 7})
 	require.ErrorIs(t, err, ErrInvalid)
 }
 
@@ -462,7 +462,7 @@ func TestTwoHandlesOneProcess(t *testing.T) {
 	a := openTemp(t, &Config{Dir: dir, FlushRows: 40, FlushInterval: 5 * time.Millisecond})
 	b := openTemp(t, &Config{Dir: dir, FlushRows: 40, FlushInterval: 5 * time.Millisecond})
 	var wg sync.WaitGroup
-	for h, q := range []*Queue{a, b} {
+	for h, q := range []*fileQueue{a, b} {
 		wg.Go(func() {
 			for i := 0; i < 100; i++ {
 				_, err := q.PutBatch(ctx, []Record{{"h": h, "i": i}, {"h": h, "i": i}})
@@ -471,7 +471,7 @@ func TestTwoHandlesOneProcess(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for _, q := range []*Queue{a, b} {
+	for _, q := range []*fileQueue{a, b} {
 		rows, err := q.Get(ctx, 0, 1000, nil)
 		require.NoError(t, err)
 		require.Len(t, rows, 400, "each handle sees every row")

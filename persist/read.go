@@ -132,7 +132,7 @@ type cell struct {
 
 // readColumns reads fields for the sorted, unique indexes idx, all of which must exist
 // in s. It returns one array per field (of the field's current kind).
-func (q *Queue) readColumns(ctx context.Context, s *snapshot, idx []int64, fields []Field) ([]arrow.Array, error) {
+func (q *fileQueue) readColumns(ctx context.Context, s *snapshot, idx []int64, fields []Field) ([]arrow.Array, error) {
 	if len(idx) == 0 {
 		out := make([]arrow.Array, len(fields))
 		for i, f := range fields {
@@ -333,7 +333,7 @@ const maxReadRetries = 5
 
 // readBatch reads fields of the sorted unique indexes chosen by pick inside one
 // consistent snapshot. pick gets the snapshot head and returns the indexes.
-func (q *Queue) readBatch(ctx context.Context, fields []string, pick func(tx queryer, s *snapshot) ([]int64, error)) (*Batch, error) {
+func (q *fileQueue) readBatch(ctx context.Context, fields []string, pick func(tx queryer, s *snapshot) ([]int64, error)) (*Batch, error) {
 	for attempt := 0; ; attempt++ {
 		b, err := q.readBatchOnce(ctx, fields, pick)
 		if errors.Is(err, errFragmentGone) {
@@ -349,7 +349,7 @@ func (q *Queue) readBatch(ctx context.Context, fields []string, pick func(tx que
 	}
 }
 
-func (q *Queue) readBatchOnce(ctx context.Context, names []string, pick func(tx queryer, s *snapshot) ([]int64, error)) (*Batch, error) {
+func (q *fileQueue) readBatchOnce(ctx context.Context, names []string, pick func(tx queryer, s *snapshot) ([]int64, error)) (*Batch, error) {
 	var b *Batch
 	err := q.view(ctx, func(tx queryer) error {
 		s, err := q.loadHead(ctx, tx)
@@ -410,7 +410,7 @@ func selectFields(s Schema, names []string) ([]Field, error) {
 	for _, n := range names {
 		k, ok := s.Kind(n)
 		if !ok {
-			return nil, &InvalidError{Field: "fields", Value: fmt.Sprintf("%q", n), Rule: "names of fields in the queue schema (" + s.String() + ")"}
+			return nil, &InvalidError{Field: "fields", Value: n, Rule: "names of fields in the queue schema (" + s.String() + ")"}
 		}
 		out = append(out, Field{Name: n, Kind: k})
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func putN(t *testing.T, q *Queue, partition string, n int, rec func(i int) Record) []int64 {
+func putN(t *testing.T, q *fileQueue, partition string, n int, rec func(i int) Record) []int64 {
 	t.Helper()
 	recs := make([]Record, n)
 	for i := range recs {
@@ -20,7 +20,7 @@ func putN(t *testing.T, q *Queue, partition string, n int, rec func(i int) Recor
 	return idx
 }
 
-func metaIdx(t *testing.T, r *Reader, req MetaRequest) []int64 {
+func metaIdx(t *testing.T, r *fileReader, req MetaRequest) []int64 {
 	t.Helper()
 	m, err := r.GetMeta(context.Background(), &req)
 	require.NoError(t, err)
@@ -36,7 +36,7 @@ func TestGetMetaConsumption(t *testing.T) {
 	ctx := context.Background()
 	q := openTemp(t, nil)
 	putN(t, q, DefaultPartition, 10, func(i int) Record { return Record{"a": i, "b": float64(i)} })
-	r := q.Reader()
+	r := q.fileReader()
 	req := MetaRequest{Fields: []string{"a", "b"}, BatchSize: 4, Task: "t1"}
 	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, r, req))
 	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, r, req))
@@ -50,7 +50,7 @@ func TestGetMetaConsumption(t *testing.T) {
 
 	// Consumption survives a restart.
 	q = reopen(t, q)
-	r = q.Reader()
+	r = q.fileReader()
 	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, r, MetaRequest{Fields: []string{"a"}, BatchSize: 4, Task: "t2"}))
 	require.Equal(t, []int64{}, metaIdx(t, r, req))
 	st, err := q.Stats(ctx)
@@ -79,7 +79,7 @@ func TestDeferConsume(t *testing.T) {
 	ctx := context.Background()
 	q := openTemp(t, nil)
 	putN(t, q, DefaultPartition, 4, func(i int) Record { return Record{"a": i} })
-	r := q.Reader()
+	r := q.fileReader()
 	req := MetaRequest{Fields: []string{"a"}, BatchSize: 2, Task: "t", DeferConsume: true}
 	require.Equal(t, []int64{0, 1}, metaIdx(t, r, req))
 	require.Equal(t, []int64{0, 1}, metaIdx(t, r, req), "not consumed until marked")
@@ -100,7 +100,7 @@ func TestFieldReadinessWithPutFields(t *testing.T) {
 			if flush {
 				require.NoError(t, q.Flush(ctx))
 			}
-			r := q.Reader()
+			r := q.fileReader()
 			req := MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "train", Partition: "rollouts"}
 			require.Equal(t, []int64{}, metaIdx(t, r, req), "reward not produced yet")
 
@@ -151,7 +151,7 @@ func TestPartitionIsolation(t *testing.T) {
 	putN(t, q, "p1", 3, func(i int) Record { return Record{"x": i} })
 	putN(t, q, "p2", 3, func(i int) Record { return Record{"x": 10 + i} })
 	putN(t, q, "p1", 2, func(i int) Record { return Record{"x": 20 + i} })
-	r := q.Reader()
+	r := q.fileReader()
 	require.Equal(t, []int64{0, 1, 2, 6, 7}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 10, Task: "t", Partition: "p1"}))
 	require.Equal(t, []int64{3, 4, 5}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 10, Task: "t", Partition: "p2"}))
 	require.Equal(t, []int64{}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 10, Task: "t", Partition: "p3"}))
@@ -161,7 +161,7 @@ func TestGetMetaWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.Reader()
+	r := q.fileReader()
 	type result struct {
 		m   *BatchMeta
 		err error
@@ -207,7 +207,7 @@ func TestBatchMetaTensors(t *testing.T) {
 	putN(t, q, DefaultPartition, 3, func(i int) Record {
 		return Record{"obs": Tensor{DType: "float32", Shape: []int{2, 2}, Data: make([]byte, 16)}, "n": i, "l": []int{i}}
 	})
-	m, err := q.Reader().GetMeta(ctx, &MetaRequest{Fields: []string{"obs", "n", "l"}, BatchSize: 3, Task: "t"})
+	m, err := q.fileReader().GetMeta(ctx, &MetaRequest{Fields: []string{"obs", "n", "l"}, BatchSize: 3, Task: "t"})
 	require.NoError(t, err)
 	require.Equal(t, []FieldMeta{
 		{Name: "obs", Kind: KindTensor, DType: "float32", Shape: []int{2, 2}},
@@ -221,7 +221,7 @@ func TestGetMetaInvalid(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.Reader()
+	r := q.fileReader()
 	for _, req := range []MetaRequest{
 		{BatchSize: 1, Task: "t"},
 		{Fields: []string{"x"}, Task: "t"},
@@ -254,7 +254,7 @@ func TestProduced(t *testing.T) {
 		{false, false, false}, // index 3 is in another partition
 		{false, false, false},
 	}, got)
-	require.NoError(t, KV(q).Clear(ctx, "p", []string{"nokey"})) // idempotent no-op
+	require.NoError(t, fileKVOf(q).Clear(ctx, "p", []string{"nokey"})) // idempotent no-op
 }
 
 func TestGetBatchBeforeAnyData(t *testing.T) {
@@ -262,7 +262,7 @@ func TestGetBatchBeforeAnyData(t *testing.T) {
 	ctx := context.Background()
 	q := openTemp(t, nil)
 	// A consumer that starts before the producers: no such field yet, no error.
-	b, m, err := q.Reader().GetBatch(ctx, &MetaRequest{Fields: []string{"src", "n"}, BatchSize: 4, Task: "t"})
+	b, m, err := q.fileReader().GetBatch(ctx, &MetaRequest{Fields: []string{"src", "n"}, BatchSize: 4, Task: "t"})
 	require.NoError(t, err)
 	require.Equal(t, 0, m.Size)
 	require.Equal(t, 0, b.Len())

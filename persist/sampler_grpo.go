@@ -13,15 +13,25 @@ import (
 // samples are ready; groups go in the order of their first index. The batch size must
 // be a multiple of N.
 type GRPOGroupN struct {
-	N          int    // samples per prompt, ≥ 1
-	GroupField string // field holding the prompt id; "" for aligned blocks
+	N          int    `json:"n"`                     // samples per prompt, ≥ 1
+	GroupField string `json:"group_field,omitempty"` // field holding the prompt id; "" for aligned blocks
+}
+
+func (g GRPOGroupN) validate() error {
+	if g.N < 1 {
+		return &InvalidError{Field: "sampler grpo-group-n parameter n", Value: g.N, Rule: "≥ 1"}
+	}
+	if g.GroupField != "" {
+		return checkFieldName(g.GroupField)
+	}
+	return nil
 }
 
 // GRPOGroupNOf returns a GRPOGroupN sampler of n samples per prompt grouped by aligned
 // blocks of n consecutive samples of the partition.
 func GRPOGroupNOf(n int) GRPOGroupN { return GRPOGroupN{N: n} }
 
-// Window asks for enough ready samples to find complete groups.
+// Window is the page size: how many ready samples Sample examines at a time.
 func (g GRPOGroupN) Window(batchSize int) int {
 	if g.GroupField != "" {
 		return max(16*batchSize, 8192)
@@ -29,11 +39,14 @@ func (g GRPOGroupN) Window(batchSize int) int {
 	return max(4*batchSize, 1024) + g.N
 }
 
-// Sample returns whole groups, at most BatchSize samples. Errors: *InvalidError when N
-// < 1 or BatchSize is not a multiple of N.
+// Sample returns whole groups, at most BatchSize samples. It pages through every ready
+// sample (SampleInput.ReadyAfter) until it has found enough complete groups, so a
+// complete group is handed out however many incomplete groups (failed generations)
+// come before it; ClearSamples drops those for good. Errors: *InvalidError when N < 1
+// or BatchSize is not a multiple of N.
 func (g GRPOGroupN) Sample(ctx context.Context, in *SampleInput) ([]int64, error) {
-	if g.N < 1 {
-		return nil, &InvalidError{Field: "GRPOGroupN.N", Value: g.N, Rule: "≥ 1"}
+	if err := g.validate(); err != nil {
+		return nil, err
 	}
 	if in.BatchSize%g.N != 0 {
 		return nil, &InvalidError{Field: "batch size", Value: in.BatchSize,
@@ -44,43 +57,51 @@ func (g GRPOGroupN) Sample(ctx context.Context, in *SampleInput) ([]int64, error
 		idx   []int64
 	}
 	groups := map[any]*group{}
-	var order []*group
-	var keys []any
-	if g.GroupField == "" {
-		for i, o := range in.Ordinals(in.Ready) {
-			keys = append(keys, o/int64(g.N))
-			_ = i
+	var complete []*group
+	completeSamples := 0
+	page, more := in.Ready, in.MoreReady
+	window := max(g.Window(in.BatchSize), in.BatchSize, len(page))
+	for len(page) > 0 {
+		var keys []any
+		if g.GroupField == "" {
+			for _, o := range in.Ordinals(page) {
+				keys = append(keys, o/int64(g.N))
+			}
+		} else {
+			vals, err := in.Values(ctx, g.GroupField, page)
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range vals {
+				keys = append(keys, groupKey(v))
+			}
 		}
-	} else {
-		vals, err := in.Values(ctx, g.GroupField, in.Ready)
-		if err != nil {
-			return nil, err
+		for i, x := range page {
+			k := keys[i]
+			if k == nil {
+				continue // no group id: never handed out by this sampler
+			}
+			gr := groups[k]
+			if gr == nil {
+				gr = &group{first: x}
+				groups[k] = gr
+			}
+			if len(gr.idx) < g.N {
+				gr.idx = append(gr.idx, x)
+				if len(gr.idx) == g.N {
+					complete = append(complete, gr)
+					completeSamples += g.N
+				}
+			}
 		}
-		for _, v := range vals {
-			keys = append(keys, groupKey(v))
+		if completeSamples >= in.BatchSize || !more {
+			break
 		}
+		page, more = in.ReadyAfter(page[len(page)-1], window)
 	}
+	sort.SliceStable(complete, func(a, b int) bool { return complete[a].first < complete[b].first })
 	var out []int64
-	for i, x := range in.Ready {
-		k := keys[i]
-		if k == nil {
-			continue // no group id: never handed out by this sampler
-		}
-		gr := groups[k]
-		if gr == nil {
-			gr = &group{first: x}
-			groups[k] = gr
-			order = append(order, gr)
-		}
-		if len(gr.idx) < g.N {
-			gr.idx = append(gr.idx, x)
-		}
-	}
-	sort.SliceStable(order, func(a, b int) bool { return order[a].first < order[b].first })
-	for _, gr := range order {
-		if len(gr.idx) < g.N {
-			continue
-		}
+	for _, gr := range complete {
 		if len(out)+g.N > in.BatchSize {
 			break
 		}

@@ -13,18 +13,25 @@ import (
 // LengthField: an integer or float as is; a string, bytes or list by its length; a
 // tensor by its element count. Samples without a value count as 0.
 type SeqLenBalanced struct {
-	LengthField string // field holding the length (or the sequence itself); required
-	Groups      int    // number of parts; BatchSize must be a multiple of it
+	LengthField string `json:"length_field"` // field holding the length (or the sequence itself); required
+	Groups      int    `json:"groups"`       // number of parts; BatchSize must be a multiple of it
+}
+
+func (s SeqLenBalanced) validate() error {
+	if s.LengthField == "" {
+		return &InvalidError{Field: "sampler seqlen-balanced parameter length_field", Value: "", Rule: "a field name"}
+	}
+	if s.Groups < 1 {
+		return &InvalidError{Field: "sampler seqlen-balanced parameter groups", Value: s.Groups, Rule: "≥ 1"}
+	}
+	return checkFieldName(s.LengthField)
 }
 
 // Sample picks and orders the batch. Errors: *InvalidError when LengthField is empty,
 // Groups < 1 or BatchSize is not a multiple of Groups.
 func (s SeqLenBalanced) Sample(ctx context.Context, in *SampleInput) ([]int64, error) {
-	if s.LengthField == "" {
-		return nil, &InvalidError{Field: "SeqLenBalanced.LengthField", Value: `""`, Rule: "a field name"}
-	}
-	if s.Groups < 1 {
-		return nil, &InvalidError{Field: "SeqLenBalanced.Groups", Value: s.Groups, Rule: "≥ 1"}
+	if err := s.validate(); err != nil {
+		return nil, err
 	}
 	if in.BatchSize%s.Groups != 0 {
 		return nil, &InvalidError{Field: "batch size", Value: in.BatchSize, Rule: fmt.Sprintf("a multiple of SeqLenBalanced.Groups (%d)", s.Groups)}

@@ -1,7 +1,7 @@
 package persist
 
 import (
-	"fmt"
+	"github.com/lakeshore-dev/lakeshore/wire"
 	"math"
 	"reflect"
 	"sort"
@@ -24,8 +24,8 @@ const (
 	KindBytes       Kind = "bytes"         // []byte
 	KindInt64List   Kind = "list<int64>"   // []int, []int32, []int64, ... as a Parquet list
 	KindFloat64List Kind = "list<float64>" // []float32, []float64; absorbs list<int64>
-	KindTensor      Kind = "tensor"        // persist.Tensor: dtype, shape, raw bytes
-	KindNDArray     Kind = "ndarray"       // wire.NDArray, stored like KindTensor
+	KindTensor      Kind = "tensor"        // Tensor (= wire.NDArray): dtype, shape, raw bytes
+	KindNDArray     Kind = "ndarray"       // wire.NDArray in queues written before Tensor was wire.NDArray; same as KindTensor
 	KindWireTensor  Kind = "wire.tensor"   // wire.Tensor, stored like KindTensor
 	KindCodec       Kind = "codec"         // any other value the wire codec encodes, stored as codec bytes
 )
@@ -46,11 +46,57 @@ func (k Kind) accepts() string {
 	}
 }
 
+// maxExactInt is 2^53: every integer of at most this magnitude is exact as a float64.
+const maxExactInt = 1 << 53
+
+// inexactInt reports whether fv is an integer (or a list holding one) of magnitude
+// beyond 2^53, which float64 would round, and returns that integer.
+func inexactInt(fv fieldValue) (int64, bool) {
+	switch fv.kind {
+	case KindInt64:
+		if v := fv.val.(int64); v > maxExactInt || v < -maxExactInt {
+			return v, true
+		}
+	case KindInt64List:
+		for _, v := range fv.val.([]int64) {
+			if v > maxExactInt || v < -maxExactInt {
+				return v, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// intKindOf returns the integer kind that widens to the float kind k.
+func intKindOf(k Kind) Kind {
+	if k == KindFloat64List {
+		return KindInt64List
+	}
+	return KindInt64
+}
+
+// otherKind returns the kind that k widens with.
+func otherKind(k Kind) Kind {
+	switch k {
+	case KindInt64:
+		return KindFloat64
+	case KindFloat64:
+		return KindInt64
+	case KindInt64List:
+		return KindFloat64List
+	case KindFloat64List:
+		return KindInt64List
+	}
+	return k
+}
+
 // widen returns the column kind that holds both have and got, or ok=false if none does.
 func widen(have, got Kind) (Kind, bool) {
 	switch {
 	case have == got:
 		return have, true
+	case (have == KindTensor || have == KindNDArray) && (got == KindTensor || got == KindNDArray):
+		return have, true // one type (wire.NDArray) under two names: the column keeps its own
 	case (have == KindInt64 && got == KindFloat64) || (have == KindFloat64 && got == KindInt64):
 		return KindFloat64, true
 	case (have == KindInt64List && got == KindFloat64List) || (have == KindFloat64List && got == KindInt64List):
@@ -71,16 +117,14 @@ func validKind(k Kind) bool {
 // data).
 func isTensor(k Kind) bool { return k == KindTensor || k == KindNDArray || k == KindWireTensor }
 
-// Tensor is an n-dimensional array stored as its element type, its shape and its raw
-// row-major bytes. DType names the element type in NumPy style ("float32", "int64",
-// "uint8", ...); len(Data) should be the product of Shape times the element size, which
-// persist does not check. Values of the wire codec's NDArray and Tensor types are stored
-// the same way and read back as the type that was put.
-type Tensor struct {
-	DType string
-	Shape []int
-	Data  []byte
-}
+// Tensor is the wire codec's n-dimensional array, wire.NDArray: the one tensor type of
+// Lakeshore. It is stored as its element type, its shape and its raw row-major bytes.
+// DType names the element type in NumPy style ("float32", "int64", "uint8", ...);
+// len(Data) must be the product of Shape times the element size (a put of an invalid
+// tensor fails with *UnsupportedValueError). Values of wire.Tensor (the codec's
+// extension for runtimes with their own tensor type) are stored the same way and read
+// back as wire.Tensor.
+type Tensor = wire.NDArray
 
 // Field is one column of a queue's schema.
 type Field struct {
@@ -117,7 +161,7 @@ const fieldSep = "\x1f"
 func checkFieldName(name string) error {
 	if name == "" || name == colIndex || name == colPartition || name == colSeq || len(name) > 256 ||
 		strings.Contains(name, fieldSep) || !utf8.ValidString(name) {
-		return &InvalidError{Field: "record field name", Value: fmt.Sprintf("%q", name),
+		return &InvalidError{Field: "record field name", Value: name,
 			Rule: `1–256 bytes of valid UTF-8 without the byte \x1f, and not one of the reserved names _index, _partition, _seq`}
 	}
 	return nil
@@ -222,12 +266,12 @@ func normalizeValue(field string, v any) (Kind, any, error) {
 		}
 		return KindFloat64List, out, nil
 	case Tensor:
-		return KindTensor, x, nil
+		return KindTensor, x, checkTensor(field, x)
 	case *Tensor:
 		if x == nil {
 			return "", nil, &UnsupportedValueError{Field: field, GoType: "*Tensor", Reason: "nil pointer"}
 		}
-		return KindTensor, *x, nil
+		return KindTensor, *x, checkTensor(field, *x)
 	}
 	if k, t, ok, err := wireTensor(field, v); ok {
 		return k, t, err

@@ -6,28 +6,10 @@ import (
 	"time"
 )
 
-// StreamOpts configures Queue.Stream.
-type StreamOpts struct {
-	GetOpts
-	// Offset is the first global index to read. Defaults to 0.
-	Offset int64
-	// BatchSize is the most rows one Next returns. Defaults to StreamBatchSizeDefault.
-	BatchSize int
-	// Wait makes Next block for new rows when it has caught up, instead of returning
-	// io.EOF.
-	Wait bool
-	// IdleTimeout, with Wait, ends the stream (Next returns io.EOF) once no new row
-	// arrived for this long. 0 waits until ctx ends or the queue closes.
-	IdleTimeout time.Duration
-}
-
-// StreamBatchSizeDefault is the default StreamOpts.BatchSize.
-const StreamBatchSizeDefault = 1000
-
 // Stream reads a queue's records in global-index order, batch by batch. It is not safe
 // for concurrent use; each consumer makes its own.
 type Stream struct {
-	q        *Queue
+	s        Store
 	opts     StreamOpts
 	next     int64
 	lastData time.Time
@@ -36,7 +18,7 @@ type Stream struct {
 // Stream returns a stream of the records from opts.Offset on (nil opts: from 0, all
 // fields and partitions, no wait).
 func (q *Queue) Stream(opts *StreamOpts) *Stream {
-	s := &Stream{q: q}
+	s := &Stream{s: q.s}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -66,46 +48,55 @@ func (s *Stream) Next(ctx context.Context) ([]Row, error) {
 		}
 	}()
 	for {
-		woken := s.q.hub.wait() // taken before the read, so no commit is missed
-		b, scanned, err := s.q.read(ctx, s.next, s.opts.BatchSize, &s.opts.GetOpts)
-		if err != nil {
-			return nil, err
+		rows, done, err := s.nextOnce(ctx, &idle)
+		if done {
+			return rows, err
 		}
-		s.next = max(s.next, scanned)
-		if b.Len() > 0 {
-			rows, err := b.Rows()
-			b.Release()
-			if err != nil {
-				return nil, err
-			}
-			s.lastData = time.Now()
-			return rows, nil
-		}
+	}
+}
+
+// nextOnce is one attempt of Next: rows or the end (done), or a wait for the next
+// commit (not done).
+func (s *Stream) nextOnce(ctx context.Context, idle **time.Timer) ([]Row, bool, error) {
+	woken, release := s.s.Changes() // taken before the read, so no commit is missed
+	defer release()
+	b, scanned, err := s.s.Scan(ctx, s.next, s.opts.BatchSize, &s.opts.GetOpts)
+	if err != nil {
+		return nil, true, err
+	}
+	s.next = max(s.next, scanned)
+	if b.Len() > 0 {
+		rows, err := b.Rows()
 		b.Release()
-		if !s.opts.Wait {
-			return nil, io.EOF
+		if err != nil {
+			return nil, true, err
 		}
-		var timeout <-chan time.Time
-		if s.opts.IdleTimeout > 0 {
-			left := s.opts.IdleTimeout - time.Since(s.lastData)
-			if left <= 0 {
-				return nil, io.EOF
-			}
-			if idle == nil {
-				idle = time.NewTimer(left)
-			} else {
-				idle.Reset(left)
-			}
-			timeout = idle.C
+		s.lastData = time.Now()
+		return rows, true, nil
+	}
+	b.Release()
+	if !s.opts.Wait {
+		return nil, true, io.EOF
+	}
+	var timeout <-chan time.Time
+	if s.opts.IdleTimeout > 0 {
+		left := s.opts.IdleTimeout - time.Since(s.lastData)
+		if left <= 0 {
+			return nil, true, io.EOF
 		}
-		select {
-		case <-woken:
-		case <-timeout:
-			return nil, io.EOF
-		case <-s.q.closing:
-			return nil, ErrClosed
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if *idle == nil {
+			*idle = time.NewTimer(left)
+		} else {
+			(*idle).Reset(left)
 		}
+		timeout = (*idle).C
+	}
+	select {
+	case <-woken:
+		return nil, false, nil
+	case <-timeout:
+		return nil, true, io.EOF
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
 	}
 }

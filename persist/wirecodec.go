@@ -6,27 +6,27 @@ import (
 	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
-// This file is the single place where persist meets the wire codec
-// (github.com/lakeshore-dev/lakeshore/wire). wire.NDArray and wire.Tensor are stored
-// as tensors (dtype, shape, raw bytes: kinds ndarray and wire.tensor) and read back as
-// the same type; every other value that is not a built-in kind is stored as codec
-// bytes (kind codec) and read back as wire.Decode's generic form (for example a struct
-// comes back as map[string]any).
+// This file is where persist meets the wire codec (github.com/lakeshore-dev/lakeshore/wire).
+// Tensor is wire.NDArray (kind tensor); wire.Tensor is stored the same way (kind
+// wire.tensor) and read back as wire.Tensor; every other value that is not a built-in
+// kind is stored as codec bytes (kind codec) and read back as wire.Decode's generic
+// form (for example a struct comes back as map[string]any).
 
-// wireTensor reports whether v is one of the codec's tensor types and returns its kind
-// and Tensor form; an invalid array (data length not matching dtype and shape) is an
-// *UnsupportedValueError.
+// checkTensor validates a Tensor: an invalid array (unknown dtype, data length not
+// matching dtype and shape) is an *UnsupportedValueError.
+func checkTensor(field string, t Tensor) error {
+	if err := t.Validate(); err != nil {
+		return &UnsupportedValueError{Field: field, GoType: "Tensor", Reason: err.Error()}
+	}
+	return nil
+}
+
+// wireTensor reports whether v is the codec's wire.Tensor and returns its kind and
+// Tensor form; an invalid array is an *UnsupportedValueError.
 func wireTensor(field string, v any) (Kind, Tensor, bool, error) {
 	var a wire.NDArray
 	var k Kind
 	switch x := v.(type) {
-	case wire.NDArray:
-		a, k = x, KindNDArray
-	case *wire.NDArray:
-		if x == nil {
-			return "", Tensor{}, false, nil
-		}
-		a, k = *x, KindNDArray
 	case wire.Tensor:
 		a, k = wire.NDArray(x), KindWireTensor
 	case *wire.Tensor:

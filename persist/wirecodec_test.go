@@ -37,7 +37,8 @@ func TestWireValues(t *testing.T) {
 			s, err := q.Schema(ctx)
 			require.NoError(t, err)
 			for _, f := range s.Fields {
-				want := map[string]Kind{"nd": KindNDArray, "wt": KindWireTensor, "words": KindCodec, "m": KindCodec, "st": KindCodec, "tup": KindCodec}[f.Name]
+				// Tensor is wire.NDArray: one type, stored as kind tensor.
+				want := map[string]Kind{"nd": KindTensor, "wt": KindWireTensor, "words": KindCodec, "m": KindCodec, "st": KindCodec, "tup": KindCodec}[f.Name]
 				require.Equal(t, want, f.Kind, f.Name)
 			}
 			rows, err := q.Get(ctx, 0, 1, nil)
@@ -53,11 +54,36 @@ func TestWireValues(t *testing.T) {
 			// A tensor field takes only its own tensor type.
 			_, err = q.Put(ctx, Record{"nd": wt})
 			require.ErrorIs(t, err, ErrSchema)
-			require.ErrorContains(t, err, "ndarray")
+			require.ErrorContains(t, err, "tensor")
 			require.ErrorContains(t, err, "wire.tensor")
 			// An NDArray whose data does not match dtype and shape is rejected.
 			_, err = q.Put(ctx, Record{"nd": wire.NDArray{DType: "float32", Shape: []int{3}, Data: []byte{1}}})
 			require.ErrorIs(t, err, ErrUnsupportedValue)
 		})
 	}
+}
+
+// TestLegacyNDArrayColumn: a column of kind ndarray (written when wire.NDArray and
+// Tensor were two types) takes Tensor values, and its values read back as Tensor.
+func TestLegacyNDArrayColumn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	require.NoError(t, q.w.do(ctx, func(t *wtx) error {
+		_, err := t.exec(`INSERT INTO fields(pos, name, kind) VALUES (0, 'nd', 'ndarray')`)
+		if err != nil {
+			return err
+		}
+		return metaAdd(t.ctx, t, "schema_version", 1)
+	}))
+	x := Tensor{DType: "uint8", Shape: []int{2}, Data: []byte{1, 2}}
+	_, err := q.Put(ctx, Record{"nd": x})
+	require.NoError(t, err)
+	s, err := q.Schema(ctx)
+	require.NoError(t, err)
+	k, _ := s.Kind("nd")
+	require.Equal(t, KindNDArray, k, "the column keeps its kind")
+	rows, err := q.Get(ctx, 0, 1, nil)
+	require.NoError(t, err)
+	require.Equal(t, x, rows[0].Fields["nd"])
 }

@@ -38,16 +38,9 @@ func (a NDArray) Validate() error {
 }
 
 // Tensor is an n-dimensional array for runtimes with their own tensor type (wire extension
-// 2, e.g. torch.Tensor in Python). Fields and rules are those of NDArray; only the extension
-// code differs, so NDArray(t) converts.
-type Tensor struct {
-	// DType is a numpy dtype name; see NDArray.DType.
-	DType string
-	// Shape lists the dimensions, outermost first; see NDArray.Shape.
-	Shape []int
-	// Data holds the elements in C order, little endian; see NDArray.Data.
-	Data []byte
-}
+// 2, e.g. torch.Tensor in Python). It is NDArray under another extension code: the same
+// fields (DType, Shape, Data) and rules, so NDArray(t) and Tensor(a) convert.
+type Tensor NDArray
 
 // Validate reports whether t can be encoded; the rules are NDArray.Validate's. Errors:
 // *EncodeError (Is ErrUnsupported).

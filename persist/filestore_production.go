@@ -11,7 +11,7 @@ import (
 // own record or from a later PutFields or KV put. Samples that do not exist in the
 // partition, or were cleared, report false for every field. Errors: *InvalidError,
 // ErrClosed, SQLite errors.
-func (q *Queue) Produced(ctx context.Context, partition string, indexes []int64, fields []string) ([][]bool, error) {
+func (q *fileQueue) Produced(ctx context.Context, partition string, indexes []int64, fields []string) ([][]bool, error) {
 	if err := checkName("partition", partition); err != nil {
 		return nil, err
 	}

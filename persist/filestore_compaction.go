@@ -37,7 +37,7 @@ const (
 // Compact merges small fragments now, until no level of either kind has two or more
 // fragments below the size bound. Background compaction does the same in smaller
 // steps. Errors: ErrClosed, I/O and SQLite errors (nothing is lost: inputs stay live).
-func (q *Queue) Compact(ctx context.Context) error {
+func (q *fileQueue) Compact(ctx context.Context) error {
 	if err := q.enter(); err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (q *Queue) Compact(ctx context.Context) error {
 	}
 }
 
-func (q *Queue) kickCompaction() {
+func (q *fileQueue) kickCompaction() {
 	select {
 	case q.compactKick <- struct{}{}:
 	default:
@@ -59,7 +59,7 @@ func (q *Queue) kickCompaction() {
 
 // compactLoop runs background compaction (and the release of dead processes' claims)
 // every CompactInterval and after flushes.
-func (q *Queue) compactLoop(ctx context.Context) {
+func (q *fileQueue) compactLoop(ctx context.Context) {
 	t := time.NewTicker(q.cfg.CompactInterval)
 	defer t.Stop()
 	var lastLog time.Time
@@ -98,11 +98,12 @@ type compactClaim struct {
 	file   string
 	inputs []*fragMeta
 	fields []Field
+	tomb   idxset // cleared samples when the compaction was claimed: left out
 }
 
 // compactOnce merges one group of at least threshold fragments of the same kind and
 // level, if there is one.
-func (q *Queue) compactOnce(ctx context.Context, threshold int) (bool, error) {
+func (q *fileQueue) compactOnce(ctx context.Context, threshold int) (bool, error) {
 	q.compactMu.Lock()
 	defer q.compactMu.Unlock()
 	var c *compactClaim
@@ -172,6 +173,9 @@ func (q *Queue) compactOnce(ctx context.Context, threshold int) (bool, error) {
 				c.fields = append(c.fields, f)
 			}
 		}
+		if c.tomb, err = loadSpans(t.ctx, t, `SELECT lo, hi FROM tombstones ORDER BY lo`); err != nil {
+			return err
+		}
 		prefix := map[int]string{fragRows: "r", fragFields: "f"}[c.kind]
 		c.file = fmt.Sprintf("%s-%s-%06d.parquet", prefix, q.owner.token, q.fileSeq.Add(1))
 		res, err := t.exec(`INSERT INTO fragments(file, kind, state, owner, level) VALUES (?, ?, 0, ?, ?)`, c.file, c.kind, q.owner.token, c.level)
@@ -209,7 +213,12 @@ func (q *Queue) compactOnce(ctx context.Context, threshold int) (bool, error) {
 		for i, f := range c.fields {
 			names[i] = f.Name
 		}
-		if _, err := t.exec(`UPDATE fragments SET state = 1, min_idx = ?, max_idx = ?, rows = ?, bytes = ?, fields = ?, added_version = ? WHERE id = ?`,
+		if rows == 0 {
+			// Every input row was cleared: the inputs go, nothing replaces them.
+			if _, err := t.exec(`DELETE FROM fragments WHERE id = ?`, c.id); err != nil {
+				return fmt.Errorf("drop empty compaction output: %w", err)
+			}
+		} else if _, err := t.exec(`UPDATE fragments SET state = 1, min_idx = ?, max_idx = ?, rows = ?, bytes = ?, fields = ?, added_version = ? WHERE id = ?`,
 			minI, maxI, rows, size, strings.Join(names, "\x1f"), ver, c.id); err != nil {
 			return fmt.Errorf("publish fragment: %w", err)
 		}
@@ -247,7 +256,7 @@ func (q *Queue) compactOnce(ctx context.Context, threshold int) (bool, error) {
 	return true, err
 }
 
-func (q *Queue) abortCompaction(ctx context.Context, c *compactClaim) {
+func (q *fileQueue) abortCompaction(ctx context.Context, c *compactClaim) {
 	err := q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
 		if _, err := t.exec(`UPDATE fragments SET claim_id = NULL WHERE claim_id = ?`, c.id); err != nil {
 			return err
@@ -270,7 +279,7 @@ type retiredSet struct {
 	at map[string]time.Time
 }
 
-func (q *Queue) retire(fs []*fragMeta) {
+func (q *fileQueue) retire(fs []*fragMeta) {
 	q.retired.mu.Lock()
 	defer q.retired.mu.Unlock()
 	if q.retired.at == nil {
@@ -283,7 +292,7 @@ func (q *Queue) retire(fs []*fragMeta) {
 
 // pruneRetired drops cached handles of fragments retired more than the grace period
 // ago (all of them if all is set).
-func (q *Queue) pruneRetired(all bool) {
+func (q *fileQueue) pruneRetired(all bool) {
 	q.retired.mu.Lock()
 	var drop []string
 	for f, at := range q.retired.at {
@@ -307,7 +316,7 @@ type mergeSource struct {
 }
 
 // mergeFragments writes the rows of c.inputs, sorted by (index, seq), into out.
-func (q *Queue) mergeFragments(ctx context.Context, c *compactClaim, out string) (size, rows, minI, maxI int64, err error) {
+func (q *fileQueue) mergeFragments(ctx context.Context, c *compactClaim, out string) (size, rows, minI, maxI int64, err error) {
 	var srcs []*mergeSource
 	defer func() {
 		for _, s := range srcs {
@@ -389,6 +398,20 @@ func (q *Queue) mergeFragments(ctx context.Context, c *compactClaim, out string)
 	})
 	if len(refs) == 0 {
 		return 0, 0, 0, 0, fmt.Errorf("%w: compaction inputs hold no rows", ErrCorrupt)
+	}
+	// Cleared samples (ClearSamples, ClearPartition, KV.Clear) are left out: their
+	// storage is reclaimed here.
+	if len(c.tomb) > 0 {
+		kept := refs[:0]
+		for _, r := range refs {
+			if !c.tomb.contains(r.idx) {
+				kept = append(kept, r)
+			}
+		}
+		refs = kept
+		if len(refs) == 0 {
+			return 0, 0, 0, 0, nil // no output file
+		}
 	}
 	ff, err := createFragment(out, c.kind, c.fields, q.cfg.RowGroupRows)
 	if err != nil {

@@ -1,10 +1,13 @@
 package persist
 
 import (
+	"math"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"os"
 	"path/filepath"
 	"sort"
@@ -352,13 +355,13 @@ func openFragment(path string) (*fragHandle, error) {
 func (h *fragHandle) close() { h.f.Close() }
 
 // fragCache keeps open fragment handles and decoded column chunks of immutable
-// fragments, bounded by bytes (least recently used chunks are dropped first).
+// fragments, bounded by bytes: the least recently used chunks are dropped first (an
+// unbounded-count simplelru.LRU of hashicorp/golang-lru, trimmed by size).
 type fragCache struct {
 	dir      string
-	mu       sync.Mutex
+	mu       sync.Mutex // guards everything below; simplelru is not safe for concurrent use
 	handles  map[string]*fragHandle
-	chunks   map[chunkKey]*chunkEntry
-	lru      chunkList
+	chunks   *simplelru.LRU[chunkKey, *chunkEntry]
 	bytes    int64
 	maxBytes int64
 }
@@ -370,42 +373,18 @@ type chunkKey struct {
 }
 
 type chunkEntry struct {
-	key        chunkKey
-	arr        arrow.Array
-	size       int64
-	prev, next *chunkEntry
-}
-
-// chunkList is an intrusive doubly linked LRU list; head is the most recent.
-type chunkList struct{ head, tail *chunkEntry }
-
-func (l *chunkList) remove(e *chunkEntry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		l.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		l.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
-}
-
-func (l *chunkList) pushFront(e *chunkEntry) {
-	e.next = l.head
-	if l.head != nil {
-		l.head.prev = e
-	}
-	l.head = e
-	if l.tail == nil {
-		l.tail = e
-	}
+	arr  arrow.Array
+	size int64
 }
 
 func newFragCache(dir string, maxBytes int64) *fragCache {
-	return &fragCache{dir: dir, handles: map[string]*fragHandle{}, chunks: map[chunkKey]*chunkEntry{}, maxBytes: maxBytes}
+	c := &fragCache{dir: dir, handles: map[string]*fragHandle{}, maxBytes: maxBytes}
+	// The size bound is by bytes (below), so the count bound is never reached.
+	c.chunks, _ = simplelru.NewLRU[chunkKey, *chunkEntry](math.MaxInt, func(_ chunkKey, e *chunkEntry) {
+		c.bytes -= e.size
+		e.arr.Release()
+	})
+	return c
 }
 
 // errFragmentGone reports a fragment file that disappeared (compacted away after the
@@ -439,12 +418,9 @@ func (c *fragCache) forget(live map[string]bool) {
 			delete(c.handles, name)
 		}
 	}
-	for k, e := range c.chunks {
+	for _, k := range c.chunks.Keys() {
 		if !live[k.file] {
-			c.lru.remove(e)
-			c.bytes -= e.size
-			e.arr.Release()
-			delete(c.chunks, k)
+			c.chunks.Remove(k)
 		}
 	}
 }
@@ -467,12 +443,9 @@ func (c *fragCache) drop(names []string) {
 			delete(c.handles, name)
 		}
 	}
-	for k, e := range c.chunks {
+	for _, k := range c.chunks.Keys() {
 		if gone[k.file] {
-			c.lru.remove(e)
-			c.bytes -= e.size
-			e.arr.Release()
-			delete(c.chunks, k)
+			c.chunks.Remove(k)
 		}
 	}
 }
@@ -482,9 +455,7 @@ func (c *fragCache) drop(names []string) {
 func (c *fragCache) column(ctx context.Context, h *fragHandle, rg int, field string) (arrow.Array, error) {
 	key := chunkKey{h.name, rg, field}
 	c.mu.Lock()
-	if e, ok := c.chunks[key]; ok {
-		c.lru.remove(e)
-		c.lru.pushFront(e)
+	if e, ok := c.chunks.Get(key); ok {
 		c.mu.Unlock()
 		return e.arr, nil
 	}
@@ -512,20 +483,17 @@ func (c *fragCache) column(ctx context.Context, h *fragHandle, rg int, field str
 	size := arraySize(arr.Data())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.chunks[key]; ok { // another reader won the race
+	if e, ok := c.chunks.Get(key); ok { // another reader won the race
 		arr.Release()
 		return e.arr, nil
 	}
-	e := &chunkEntry{key: key, arr: arr, size: size}
-	c.chunks[key] = e
-	c.lru.pushFront(e)
+	c.chunks.Add(key, &chunkEntry{arr: arr, size: size})
 	c.bytes += size
-	for c.bytes > c.maxBytes && c.lru.tail != nil && c.lru.tail != e {
-		old := c.lru.tail
-		c.lru.remove(old)
-		delete(c.chunks, old.key)
-		c.bytes -= old.size
-		old.arr.Release()
+	for c.bytes > c.maxBytes {
+		if oldest, _, ok := c.chunks.GetOldest(); !ok || oldest == key {
+			break // the chunk just read stays, however large
+		}
+		c.chunks.RemoveOldest()
 	}
 	return arr, nil
 }

@@ -96,7 +96,7 @@ func deadOwners(dir, self string) (tokens []string, done func()) {
 
 // recoverQueue releases the work of dead processes and deletes orphan files. It returns
 // how many pending fragments were rolled back and how many files were deleted.
-func (q *Queue) recoverQueue(ctx context.Context) (rolledBack, deleted int, err error) {
+func (q *fileQueue) recoverQueue(ctx context.Context) (rolledBack, deleted int, err error) {
 	dead, done := deadOwners(q.dir, q.owner.token)
 	defer done()
 	var files []string
@@ -147,7 +147,7 @@ func (q *Queue) recoverQueue(ctx context.Context) (rolledBack, deleted int, err 
 // and the files of removed fragments. The directory is listed before meta.db is read: a
 // file created after the listing is not considered, and a file listed has had its row
 // inserted before it was created.
-func (q *Queue) deleteOrphans(ctx context.Context) (int, error) {
+func (q *fileQueue) deleteOrphans(ctx context.Context) (int, error) {
 	entries, err := os.ReadDir(q.dataDir)
 	if err != nil {
 		return 0, fmt.Errorf("list data directory: %w", err)

@@ -16,7 +16,7 @@ func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 func checkTask(task string) error {
 	if task == "" || len(task) > 256 {
-		return &InvalidError{Field: "task", Value: fmt.Sprintf("%q", task), Rule: "1–256 bytes"}
+		return &InvalidError{Field: "task", Value: task, Rule: "1–256 bytes"}
 	}
 	return nil
 }
@@ -32,7 +32,7 @@ func (t *wtx) markConsumed(partition, task string, s idxset) error {
 // set MetaRequest.DeferConsume and mark only after processing. Marking twice is
 // harmless. Errors: *InvalidError, *NotFoundError for indexes not in partition,
 // ErrClosed.
-func (q *Queue) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
+func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
 	if err := checkTask(task); err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (q *Queue) MarkConsumed(ctx context.Context, task, partition string, indexe
 // ResetConsumption forgets what task consumed in partition, and the task's sampler
 // assignments there, so a new run reads every sample again. Errors: *InvalidError,
 // ErrClosed.
-func (q *Queue) ResetConsumption(ctx context.Context, task, partition string) error {
+func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string) error {
 	if err := checkTask(task); err != nil {
 		return err
 	}
@@ -80,13 +80,16 @@ func (q *Queue) ResetConsumption(ctx context.Context, task, partition string) er
 		if _, err := t.exec(`DELETE FROM assignments WHERE partition = ? AND task = ?`, partition, task); err != nil {
 			return fmt.Errorf("reset assignments: %w", err)
 		}
+		if _, err := t.exec(`DELETE FROM held WHERE partition = ? AND task = ?`, partition, task); err != nil {
+			return fmt.Errorf("reset assignments: %w", err)
+		}
 		t.rows = true // wake waiting readers: samples are ready again
 		return nil
 	})
 }
 
 // Consumed returns how many samples of partition task has consumed.
-func (q *Queue) Consumed(ctx context.Context, task, partition string) (int64, error) {
+func (q *fileQueue) Consumed(ctx context.Context, task, partition string) (int64, error) {
 	if err := q.enter(); err != nil {
 		return 0, err
 	}

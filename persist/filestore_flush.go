@@ -29,7 +29,7 @@ const (
 // Flush writes every row put before the call into fragments. Rows are durable without
 // it; Flush only moves them into the Parquet files that other tools read and that reads
 // are fastest from. Errors: ErrClosed, I/O and SQLite errors (the rows stay in the tail).
-func (q *Queue) Flush(ctx context.Context) error {
+func (q *fileQueue) Flush(ctx context.Context) error {
 	if err := q.enter(); err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ type flushClaim struct {
 	maxI   int64
 }
 
-func (q *Queue) flush(ctx context.Context) error {
+func (q *fileQueue) flush(ctx context.Context) error {
 	q.flushMu.Lock()
 	defer q.flushMu.Unlock()
 	for {
@@ -121,7 +121,7 @@ type rawEntry struct {
 // claimTail claims up to flushMaxRows unclaimed tail rows, oldest first, for new
 // pending fragments (one for new rows, one for field updates). The claim transaction
 // only copies the entries; they are decoded afterwards, off the writer goroutine.
-func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool, err error) {
+func (q *fileQueue) claimTail(ctx context.Context) (claims []*flushClaim, more bool, err error) {
 	var entries []rawEntry
 	var schema Schema
 	byKind := [2]*flushClaim{}
@@ -255,7 +255,7 @@ func (q *Queue) claimTail(ctx context.Context) (claims []*flushClaim, more bool,
 }
 
 // abortClaims returns claimed tail entries and deletes the pending fragments' files.
-func (q *Queue) abortClaims(ctx context.Context, claims []*flushClaim) {
+func (q *fileQueue) abortClaims(ctx context.Context, claims []*flushClaim) {
 	err := q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
 		for _, c := range claims {
 			if _, err := t.exec(`UPDATE tail SET flush_id = NULL WHERE flush_id = ?`, c.id); err != nil {
@@ -280,7 +280,7 @@ func (q *Queue) abortClaims(ctx context.Context, claims []*flushClaim) {
 
 // flushLoop runs background flushes: every FlushInterval and when puts push the tail
 // past FlushRows.
-func (q *Queue) flushLoop(ctx context.Context) {
+func (q *fileQueue) flushLoop(ctx context.Context) {
 	var tick <-chan time.Time
 	if q.cfg.FlushInterval > 0 {
 		t := time.NewTicker(q.cfg.FlushInterval)

@@ -17,45 +17,9 @@ type metrics struct {
 	orphansDeleted                   atomic.Int64 // files deleted by Open's recovery
 }
 
-// Stats is a snapshot of a queue's counters and storage.
-type Stats struct {
-	// Counters of this Queue handle (this process) since Open.
-	Puts        int64 // records put (Put, PutBatch, PutPartition, PutFields, KV puts)
-	Gets        int64 // rows returned by Get, Stream, GetData and GetBatch
-	Flushes     int64 // flushes that wrote at least one fragment
-	Compactions int64 // compactions that replaced fragments
-	// LastFlush is when this handle last completed a flush (zero if never), and
-	// LastFlushDuration how long writing its fragments and publishing them took.
-	LastFlush         time.Time
-	LastFlushDuration time.Duration
-	// Commits is how many write transactions this handle committed, and CommittedOps
-	// how many operations (puts, reads handing out samples, ...) they carried: their
-	// ratio is the group-commit batching.
-	Commits      int64
-	CommittedOps int64
-	// RecoveredFragments is how many unfinished flushes or compactions of crashed
-	// processes this handle's Open rolled back, and OrphansDeleted how many files it
-	// deleted that the manifest did not name.
-	RecoveredFragments int64
-	OrphansDeleted     int64
-
-	// Shared state, as stored in meta.db (all processes).
-	NextIndex        int64            // the index the next put gets
-	Len              int64            // readable records: NextIndex minus cleared ones
-	Cleared          int64            // records cleared (tombstoned)
-	TailRows         int64            // rows (and field updates) in the durable tail, not yet in fragments
-	FragmentRows     int64            // rows in live fragments (row and field fragments)
-	Fragments        int              // live fragments
-	FragmentBytes    int64            // bytes of live fragment files
-	ManifestVersion  int64            // grows with every flush and compaction
-	Partitions       map[string]int64 // partition → records put into it (cleared ones included)
-	ConsumedByTask   map[string]int64 // "partition/task" → samples marked consumed
-	PendingFragments int              // flushes or compactions in progress (or of crashed processes)
-}
-
 // Stats returns the queue's counters and storage figures. Errors: ErrClosed, SQLite
 // errors.
-func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+func (q *fileQueue) Stats(ctx context.Context) (Stats, error) {
 	if err := q.enter(); err != nil {
 		return Stats{}, err
 	}

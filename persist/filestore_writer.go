@@ -28,7 +28,7 @@ type writeOp struct {
 type wtx struct {
 	ctx    context.Context
 	conn   *sql.Conn
-	q      *Queue
+	q      *fileQueue
 	stmts  map[string]*sql.Stmt
 	schema *Schema // loaded lazily once per transaction
 	rows   bool    // some op added rows: wake waiters after commit
@@ -142,14 +142,14 @@ func (t *wtx) saveSchema(old, s Schema) error {
 }
 
 type writer struct {
-	q    *Queue
+	q    *fileQueue
 	ops  chan writeOp
 	conn *sql.Conn
 	wg   sync.WaitGroup
 	stop context.CancelFunc
 }
 
-func startWriter(q *Queue, db *sql.DB) (*writer, error) {
+func startWriter(q *fileQueue, db *sql.DB) (*writer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	conn, err := db.Conn(ctx)
 	if err != nil {

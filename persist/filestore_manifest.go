@@ -66,7 +66,7 @@ type tailCache struct {
 func newTailCache() *tailCache { return &tailCache{m: map[int64]*tailEntry{}} }
 
 // view runs fn in one read transaction of meta.db.
-func (q *Queue) view(ctx context.Context, fn func(tx queryer) error) error {
+func (q *fileQueue) view(ctx context.Context, fn func(tx queryer) error) error {
 	tx, err := q.rdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
@@ -76,7 +76,7 @@ func (q *Queue) view(ctx context.Context, fn func(tx queryer) error) error {
 }
 
 // loadHead reads the index counter, manifest version, schema and the tombstones.
-func (q *Queue) loadHead(ctx context.Context, tx queryer) (*snapshot, error) {
+func (q *fileQueue) loadHead(ctx context.Context, tx queryer) (*snapshot, error) {
 	s := &snapshot{}
 	rows, err := tx.QueryContext(ctx, `SELECT key, value FROM meta WHERE key IN ('next_index', 'manifest_version', 'schema_version', 'tail_rows', 'tomb_version')`)
 	if err != nil {
@@ -147,7 +147,7 @@ type readCache struct {
 }
 
 // liveFragments returns every live fragment as of manifest version ver.
-func (q *Queue) liveFragments(ctx context.Context, tx queryer, ver int64) ([]*fragMeta, error) {
+func (q *fileQueue) liveFragments(ctx context.Context, tx queryer, ver int64) ([]*fragMeta, error) {
 	q.readCache.mu.Lock()
 	if q.readCache.fragOK && q.readCache.fragVer == ver {
 		f := q.readCache.frags
@@ -185,7 +185,7 @@ func (q *Queue) liveFragments(ctx context.Context, tx queryer, ver int64) ([]*fr
 }
 
 // loadRange adds to s the live fragments and tail entries that overlap [lo, hi].
-func (q *Queue) loadRange(ctx context.Context, tx queryer, s *snapshot, lo, hi int64) error {
+func (q *fileQueue) loadRange(ctx context.Context, tx queryer, s *snapshot, lo, hi int64) error {
 	s.frags, s.tail = s.frags[:0], s.tail[:0]
 	all, err := q.liveFragments(ctx, tx, s.version)
 	if err != nil {
@@ -250,7 +250,7 @@ func (q *Queue) loadRange(ctx context.Context, tx queryer, s *snapshot, lo, hi i
 }
 
 // dropFlushedTail forgets cached tail entries older than the oldest one in meta.db.
-func (q *Queue) dropFlushedTail(ctx context.Context) {
+func (q *fileQueue) dropFlushedTail(ctx context.Context) {
 	var minSeq sql.NullInt64
 	if err := q.rdb.QueryRowContext(ctx, `SELECT MIN(seq) FROM tail`).Scan(&minSeq); err != nil {
 		return

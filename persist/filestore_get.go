@@ -9,67 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// GetOpts selects what Get, Read and Stream return. The zero value (or nil) means all
-// fields of all partitions, unsharded.
-type GetOpts struct {
-	// Fields lists the fields to read; nil means every field of the schema. Unknown
-	// names fail with *InvalidError.
-	Fields []string
-	// Partition restricts the read to one partition; "" means all partitions.
-	Partition string
-	// Shard restricts the read to one rank's share of the log.
-	Shard Shard
-}
-
-// Shard makes readers of one log deterministic and disjoint: each record's bucket is a
-// hash (FNV-1a) of its value in Column, modulo Buckets; bucket b belongs to rank
-// b mod WorldSize. The ranks 0..WorldSize-1 together read every record exactly once.
-type Shard struct {
-	// Rank is this reader's rank, 0 ≤ Rank < WorldSize.
-	Rank int
-	// WorldSize is the number of readers; 0 or 1 means no sharding.
-	WorldSize int
-	// Column is the field whose value is hashed. Defaults to "_index" (the global
-	// index). Records without a value in Column hash as empty.
-	Column string
-	// Buckets is the number of hash buckets. Defaults to ShardBucketsDefault (64);
-	// must be at least WorldSize.
-	Buckets int
-}
-
-// ShardBucketsDefault is the default Shard.Buckets.
-const ShardBucketsDefault = 64
-
-func (s Shard) active() bool { return s.WorldSize > 1 }
-
-func (s Shard) validate() error {
-	if s.WorldSize < 0 {
-		return &InvalidError{Field: "Shard.WorldSize", Value: s.WorldSize, Rule: "≥ 0"}
-	}
-	if !s.active() {
-		return nil
-	}
-	if s.Rank < 0 || s.Rank >= s.WorldSize {
-		return &InvalidError{Field: "Shard.Rank", Value: s.Rank, Rule: "in [0, WorldSize)"}
-	}
-	if b := s.buckets(); b < s.WorldSize {
-		return &InvalidError{Field: "Shard.Buckets", Value: b, Rule: "≥ WorldSize"}
-	}
-	return nil
-}
-
-func (s Shard) buckets() int {
-	if s.Buckets == 0 {
-		return ShardBucketsDefault
-	}
-	return s.Buckets
-}
-
-// owns reports whether a record with hash h belongs to this rank.
-func (s Shard) owns(h uint64) bool {
-	return int(h%uint64(s.buckets()))%s.WorldSize == s.Rank
-}
-
 // hashValue hashes element i of arr (nil arr: the index itself).
 func hashValue(arr arrow.Array, i int, k Kind, index int64) uint64 {
 	h := fnv.New64a()
@@ -122,7 +61,7 @@ func normalizeForHash(v any, k Kind) any {
 // cleared ones (and, per opts, other partitions and other ranks' shards). Records
 // still in the tail are included: every put that returned is readable. Errors:
 // *InvalidError (bad limit, offset, field or shard), ErrClosed.
-func (q *Queue) Get(ctx context.Context, offset int64, limit int, opts *GetOpts) ([]Row, error) {
+func (q *fileQueue) Get(ctx context.Context, offset int64, limit int, opts *GetOpts) ([]Row, error) {
 	b, err := q.Read(ctx, offset, limit, opts)
 	if err != nil {
 		return nil, err
@@ -133,14 +72,14 @@ func (q *Queue) Get(ctx context.Context, offset int64, limit int, opts *GetOpts)
 
 // Read is Get returning the columnar *Batch (Arrow) instead of rows. The caller
 // should Release the batch.
-func (q *Queue) Read(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, error) {
+func (q *fileQueue) Read(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, error) {
 	b, _, err := q.read(ctx, offset, limit, opts)
 	return b, err
 }
 
 // read also returns the index below which every record has been considered, where a
 // following read continues.
-func (q *Queue) read(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, int64, error) {
+func (q *fileQueue) read(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, int64, error) {
 	if opts == nil {
 		opts = &GetOpts{}
 	}
@@ -186,7 +125,7 @@ func (q *Queue) read(ctx context.Context, offset int64, limit int, opts *GetOpts
 }
 
 // pickShard walks live in chunks, keeping the indexes this rank owns.
-func (q *Queue) pickShard(ctx context.Context, tx queryer, s *snapshot, live idxset, limit int, sh Shard, scanned *int64) ([]int64, error) {
+func (q *fileQueue) pickShard(ctx context.Context, tx queryer, s *snapshot, live idxset, limit int, sh Shard, scanned *int64) ([]int64, error) {
 	*scanned = s.next
 	var field *Field
 	if col := sh.Column; col != "" && col != colIndex {

@@ -1,0 +1,115 @@
+package persist
+
+import (
+	"cmp"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Durability says when a put is acknowledged.
+type Durability int
+
+const (
+	// Durable (the default) acknowledges a put after its transaction is fsynced
+	// (SQLite synchronous=FULL): a returned index survives a crash of the process, of
+	// the operating system and a power loss.
+	Durable Durability = iota
+	// Buffered acknowledges a put after its transaction is committed to the WAL without
+	// fsync (synchronous=NORMAL; the WAL is fsynced at checkpoints): a returned index
+	// survives a crash of the process (SIGKILL) but may be lost with the last writes on
+	// an operating-system crash or power loss, which never corrupt meta.db. Fragments
+	// are still fsynced before they enter the manifest.
+	Buffered
+)
+
+// Defaults of Config.
+const (
+	BusyTimeoutDefault      = 30 * time.Second
+	CacheBytesDefault       = 256 << 20
+	CompactFragmentsDefault = 8
+	CompactIntervalDefault  = 10 * time.Second
+	FlushIntervalDefault    = 5 * time.Second
+	FlushRowsDefault        = 50_000
+	PollIntervalDefault     = 50 * time.Millisecond
+	RowGroupRowsDefault     = 65_536
+)
+
+// Config configures Open. The zero value of every field but Dir means its default.
+type Config struct {
+	// BusyTimeout is how long a transaction waits for another process's write lock on
+	// meta.db before failing. Defaults to BusyTimeoutDefault (30 s).
+	BusyTimeout time.Duration
+	// CacheBytes bounds the memory of decoded fragment column chunks kept for reads.
+	// Defaults to CacheBytesDefault (256 MiB).
+	CacheBytes int64
+	// CompactFragments is how many small fragments of one level trigger a background
+	// compaction that merges them into one. Defaults to CompactFragmentsDefault (8);
+	// -1 disables background compaction (Compact still works).
+	CompactFragments int
+	// CompactInterval is how often the background compactor looks for work besides
+	// after each flush. Defaults to CompactIntervalDefault (10 s).
+	CompactInterval time.Duration
+	// Dir is the root directory; the queue lives in Dir/{name}/. Required.
+	Dir string
+	// Durability chooses Durable (the default) or Buffered acknowledgement of puts.
+	Durability Durability
+	// FlushInterval is the longest time a row waits in the tail before a background
+	// flush writes it into a fragment. Defaults to FlushIntervalDefault (5 s); -1
+	// disables interval flushes.
+	FlushInterval time.Duration
+	// FlushRows starts a background flush when the tail holds this many rows. Defaults
+	// to FlushRowsDefault (50,000); -1 disables row-count flushes.
+	FlushRows int
+	// Logger receives warnings from background work. Defaults to a text logger on
+	// stderr at level Warn.
+	Logger *slog.Logger
+	// PollInterval is how often the queue checks meta.db for changes made by other
+	// processes, to wake waiting streams and readers. Defaults to PollIntervalDefault
+	// (50 ms).
+	PollInterval time.Duration
+	// RowGroupRows is the largest number of rows in one Parquet row group (row groups
+	// are also cut at 64 MiB of data). Defaults to RowGroupRowsDefault (65,536).
+	RowGroupRows int
+}
+
+func (c Config) withDefaults() Config {
+	c.BusyTimeout = cmp.Or(c.BusyTimeout, BusyTimeoutDefault)
+	c.CacheBytes = cmp.Or(c.CacheBytes, CacheBytesDefault)
+	c.CompactFragments = cmp.Or(c.CompactFragments, CompactFragmentsDefault)
+	c.CompactInterval = cmp.Or(c.CompactInterval, CompactIntervalDefault)
+	c.FlushInterval = cmp.Or(c.FlushInterval, FlushIntervalDefault)
+	c.FlushRows = cmp.Or(c.FlushRows, FlushRowsDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.RowGroupRows = cmp.Or(c.RowGroupRows, RowGroupRowsDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Dir == "":
+		return &InvalidError{Field: "Config.Dir", Value: "", Rule: "a directory path"}
+	case c.BusyTimeout < 0:
+		return &InvalidError{Field: "Config.BusyTimeout", Value: c.BusyTimeout, Rule: "positive, or 0 for the default"}
+	case c.CacheBytes < 0:
+		return &InvalidError{Field: "Config.CacheBytes", Value: c.CacheBytes, Rule: "positive, or 0 for the default"}
+	case c.CompactFragments < -1 || c.CompactFragments == 1:
+		return &InvalidError{Field: "Config.CompactFragments", Value: c.CompactFragments, Rule: "at least 2, 0 for the default, or -1 to disable"}
+	case c.CompactInterval < 0:
+		return &InvalidError{Field: "Config.CompactInterval", Value: c.CompactInterval, Rule: "positive, or 0 for the default"}
+	case c.Durability != Durable && c.Durability != Buffered:
+		return &InvalidError{Field: "Config.Durability", Value: c.Durability, Rule: "Durable or Buffered"}
+	case c.FlushInterval < 0 && c.FlushInterval != -1:
+		return &InvalidError{Field: "Config.FlushInterval", Value: c.FlushInterval, Rule: "positive, 0 for the default, or -1 to disable"}
+	case c.FlushRows < -1:
+		return &InvalidError{Field: "Config.FlushRows", Value: c.FlushRows, Rule: "positive, 0 for the default, or -1 to disable"}
+	case c.PollInterval < 0:
+		return &InvalidError{Field: "Config.PollInterval", Value: c.PollInterval, Rule: "positive, or 0 for the default"}
+	case c.RowGroupRows < 0:
+		return &InvalidError{Field: "Config.RowGroupRows", Value: c.RowGroupRows, Rule: "positive, or 0 for the default"}
+	}
+	return nil
+}

@@ -1,0 +1,437 @@
+package persist
+
+import (
+	"context"
+
+	"errors"
+	"fmt"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"strings"
+	"time"
+)
+
+// Reader does two-phase reads for training loops: GetMeta decides which samples a
+// batch holds (and marks them consumed for the task), GetData reads the requested
+// fields of those samples. A Reader is a light view of its Queue, safe for concurrent
+// use.
+type fileReader struct {
+	q *fileQueue
+}
+
+// Reader returns a two-phase reader of q.
+func (q *fileQueue) fileReader() *fileReader { return &fileReader{q: q} }
+
+var errNotFull = errors.New("batch not full")
+
+// GetMeta hands out a batch of samples of req.Partition whose req.Fields are all
+// produced and that req.Task has not consumed, chosen by req.Sampler, and marks them
+// consumed (unless DeferConsume) in the same transaction. A field that no sample has
+// yet is not an error: no sample is ready (a consumer may start before its producers).
+// Errors: *InvalidError (bad request, a sampler's rule such as GRPO batch sizes),
+// ErrTimeout (wait mode), ErrClosed, ctx's error.
+func (r *fileReader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
+	rq := *req
+	if rq.Partition == "" {
+		rq.Partition = DefaultPartition
+	}
+	if err := rq.validate(); err != nil {
+		return nil, err
+	}
+	sampler, err := NewSampler(rq.Sampler)
+	if err != nil {
+		return nil, err
+	}
+	if rq.Sampler.Name == "" {
+		rq.Sampler.Name = SamplerSequential
+	}
+	q := r.q
+	if err := q.enter(); err != nil {
+		return nil, err
+	}
+	defer q.leave()
+	var deadline <-chan time.Time
+	if rq.Wait {
+		t := time.NewTimer(cmpOr(rq.Timeout, GetMetaTimeoutDefault))
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		meta, done, err := q.getMetaOnce(ctx, &rq, sampler, deadline)
+		if done {
+			return meta, err
+		}
+	}
+}
+
+// getMetaOnce is one attempt of GetMeta: it hands out a batch (done), or in wait mode
+// waits for the next commit (not done) or for the end of the wait (done, an error).
+func (q *fileQueue) getMetaOnce(ctx context.Context, rq *MetaRequest, sampler Sampler, deadline <-chan time.Time) (*BatchMeta, bool, error) {
+	woken, release := q.hub.watch() // taken before the attempt, so no commit is missed
+	defer release()
+	var idx []int64
+	var schema Schema
+	err := q.w.do(ctx, func(t *wtx) error {
+		var err error
+		idx, schema, err = t.getMeta(rq, sampler)
+		return err
+	})
+	if err == nil {
+		meta, err := q.batchMeta(ctx, rq, idx, schema)
+		return meta, true, err
+	}
+	if !errors.Is(err, errNotFull) {
+		return nil, true, err
+	}
+	select {
+	case <-woken:
+		return nil, false, nil
+	case <-deadline:
+		return nil, true, fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
+			ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, GetMetaTimeoutDefault))
+	case <-q.closing:
+		return nil, true, ErrClosed
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	}
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// getMeta is the write op of GetMeta.
+func (t *wtx) getMeta(rq *MetaRequest, sampler Sampler) ([]int64, Schema, error) {
+	s, err := t.loadSchema()
+	if err != nil {
+		return nil, Schema{}, err
+	}
+	known := true
+	for _, f := range rq.Fields {
+		if _, ok := s.Kind(f); !ok {
+			known = false // a field no sample has yet: nothing is ready
+		}
+	}
+	var ready, part idxset
+	if known {
+		if ready, part, err = t.readySet(rq.Partition, rq.Task, rq.Fields); err != nil {
+			return nil, *s, err
+		}
+	}
+	// The sampler runs even when nothing is ready, so that its rules (GRPO batch sizes)
+	// fail at once rather than after a wait.
+	window := max(4*rq.BatchSize, 1024)
+	if ws, ok := sampler.(WindowSampler); ok {
+		window = max(ws.Window(rq.BatchSize), rq.BatchSize)
+	}
+	in := &SampleInput{Ready: ready.first(window), BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition,
+		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex,
+		Source: &fileSampleSource{Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex,
+			t: t, q: t.q, partSpans: part, ready: ready}}
+	in.MoreReady = int64(len(in.Ready)) < ready.count()
+	idx, err := sampler.Sample(t.ctx, in)
+	if err != nil {
+		return nil, *s, err
+	}
+	if len(idx) > rq.BatchSize {
+		return nil, *s, fmt.Errorf("%w: sampler %s returned %d samples for a batch of %d", ErrInvalid, rq.Sampler.Name, len(idx), rq.BatchSize)
+	}
+	// Everything handed out must be ready now, or be the group's stored assignment.
+	chosen := setOf(idx)
+	if int(chosen.count()) != len(idx) {
+		return nil, *s, fmt.Errorf("%w: sampler %s returned an index twice", ErrInvalid, rq.Sampler.Name)
+	}
+	bad := chosen.minus(ready)
+	if len(bad) > 0 {
+		if stored, ok, err := in.Assignment(); err != nil {
+			return nil, *s, err
+		} else if ok {
+			bad = bad.minus(setOf(stored))
+		}
+	}
+	if len(bad) > 0 {
+		return nil, *s, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
+	}
+	if rq.Wait && len(idx) < rq.BatchSize {
+		return nil, *s, errNotFull // rolls back any assignment the sampler stored
+	}
+	if !rq.DeferConsume && len(idx) > 0 {
+		if err := t.markConsumed(rq.Partition, rq.Task, chosen); err != nil {
+			return nil, *s, err
+		}
+	}
+	return idx, *s, nil
+}
+
+// readySet computes the samples of partition with all fields produced, not consumed by
+// task and not cleared; it also returns the partition's spans.
+func (t *wtx) readySet(partition, task string, fields []string) (ready, part idxset, err error) {
+	rows, err := t.query(`SELECT lo, hi, fieldset FROM segments WHERE partition = ? ORDER BY lo`, partition)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read segments: %w", err)
+	}
+	type seg struct {
+		sp span
+		fs int64
+	}
+	var segs []seg
+	for rows.Next() {
+		var s seg
+		if err := rows.Scan(&s.sp.lo, &s.sp.hi, &s.fs); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("read segments: %w", err)
+		}
+		segs = append(segs, s)
+	}
+	rows.Close()
+	if len(segs) == 0 {
+		return nil, nil, nil
+	}
+	fieldsets, err := t.fieldsets()
+	if err != nil {
+		return nil, nil, err
+	}
+	var all []span
+	for _, s := range segs {
+		all = append(all, s.sp)
+	}
+	part = spansOf(all)
+	ready = part
+	// Spans produced later (PutFields), for all requested fields in one query.
+	prod := map[string][]span{}
+	if n, err := t.producedCount(); err != nil {
+		return nil, nil, err
+	} else if n > 0 {
+		q := `SELECT field, lo, hi FROM produced WHERE hi > ? AND field IN (?` + strings.Repeat(", ?", len(fields)-1) + `)`
+		args := []any{part[0].lo}
+		for _, f := range fields {
+			args = append(args, f)
+		}
+		rows, err := t.query(q, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read produced: %w", err)
+		}
+		for rows.Next() {
+			var f string
+			var sp span
+			if err := rows.Scan(&f, &sp.lo, &sp.hi); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("read produced: %w", err)
+			}
+			prod[f] = append(prod[f], sp)
+		}
+		rows.Close()
+	}
+	for _, f := range fields {
+		var has []span
+		for _, s := range segs {
+			if fieldsets[s.fs][f] {
+				has = append(has, s.sp)
+			}
+		}
+		ready = ready.intersect(spansOf(append(has, prod[f]...)))
+	}
+	lo := part[0].lo
+	tomb, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM tombstones WHERE hi > ? ORDER BY lo`, lo)
+	if err != nil {
+		return nil, nil, err
+	}
+	consumed, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? ORDER BY lo`, partition, task)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ready.minus(tomb).minus(consumed), part, nil
+}
+
+// fieldsets returns every field set (id → field names), cached by the Queue: a field
+// set never changes once created.
+func (t *wtx) fieldsets() (map[int64]map[string]bool, error) {
+	q := t.q
+	q.schemaMu.Lock()
+	if q.fieldsetCache == nil {
+		q.fieldsetCache = map[int64]map[string]bool{}
+	}
+	cache := q.fieldsetCache
+	var maxID int64
+	for id := range cache {
+		maxID = max(maxID, id)
+	}
+	q.schemaMu.Unlock()
+	rows, err := t.query(`SELECT id, fields FROM fieldsets WHERE id > ?`, maxID)
+	if err != nil {
+		return nil, fmt.Errorf("read field sets: %w", err)
+	}
+	defer rows.Close()
+	fresh := map[int64]map[string]bool{}
+	for rows.Next() {
+		var id int64
+		var fs string
+		if err := rows.Scan(&id, &fs); err != nil {
+			return nil, fmt.Errorf("read field sets: %w", err)
+		}
+		m := map[string]bool{}
+		for _, f := range strings.Split(fs, "\x1f") {
+			if f != "" {
+				m[f] = true
+			}
+		}
+		fresh[id] = m
+	}
+	q.schemaMu.Lock()
+	defer q.schemaMu.Unlock()
+	out := make(map[int64]map[string]bool, len(cache)+len(fresh))
+	for id, m := range q.fieldsetCache {
+		out[id] = m
+	}
+	for id, m := range fresh {
+		out[id] = m
+	}
+	// Only committed ids may be cached; ids read here may belong to this transaction.
+	t.after = append(t.after, func() {
+		q.schemaMu.Lock()
+		defer q.schemaMu.Unlock()
+		for id, m := range fresh {
+			q.fieldsetCache[id] = m
+		}
+	})
+	return out, nil
+}
+
+// batchMeta builds the BatchMeta of handed-out indexes, reading tensor dtypes and
+// shapes.
+func (q *fileQueue) batchMeta(ctx context.Context, rq *MetaRequest, idx []int64, s Schema) (*BatchMeta, error) {
+	m := &BatchMeta{Size: len(idx), Indexes: idx, Partition: rq.Partition, Task: rq.Task}
+	var tensors []string
+	for _, f := range rq.Fields {
+		k, _ := s.Kind(f)
+		fm := FieldMeta{Name: f, Kind: k}
+		switch k {
+		case KindTensor, KindNDArray, KindWireTensor:
+			tensors = append(tensors, f)
+		case KindInt64List, KindFloat64List:
+		default:
+			fm.DType, fm.Shape = string(k), []int{}
+		}
+		m.Fields = append(m.Fields, fm)
+	}
+	if len(tensors) > 0 && len(idx) > 0 {
+		sorted := sortedUnique(append([]int64(nil), idx...))
+		b, err := q.readBatch(ctx, tensors, func(queryer, *snapshot) ([]int64, error) { return sorted, nil })
+		if err != nil {
+			return nil, err
+		}
+		defer b.Release()
+		for i := range m.Fields {
+			if !isTensor(m.Fields[i].Kind) {
+				continue
+			}
+			col := b.Column(m.Fields[i].Name)
+			for r := 0; r < b.Len(); r++ {
+				if col.IsNull(r) {
+					continue
+				}
+				tn := tensorAt(col.(*array.Struct), r)
+				if r == 0 {
+					m.Fields[i].DType, m.Fields[i].Shape = tn.DType, tn.Shape
+				} else if m.Fields[i].Shape != nil && !sameShape(m.Fields[i].Shape, tn.Shape) {
+					m.Fields[i].Shape = nil
+				}
+				if tn.DType != m.Fields[i].DType {
+					m.Fields[i].DType = ""
+				}
+			}
+		}
+	}
+	return m, nil
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// GetData reads the fields of meta for its samples, in meta.Indexes order. The batch
+// is columnar (Arrow; Batch.Rows converts to rows). Errors: *InvalidError (nil meta),
+// *NotFoundError for indexes that were never put or were cleared, ErrClosed, I/O
+// errors.
+func (r *fileReader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
+	if meta == nil {
+		return nil, &InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
+	}
+	q := r.q
+	if err := q.enter(); err != nil {
+		return nil, err
+	}
+	defer q.leave()
+	if len(meta.Indexes) == 0 {
+		// An empty batch (possibly for fields no sample has yet): nothing to read.
+		var fields []Field
+		for _, f := range meta.Fields {
+			if validKind(f.Kind) {
+				fields = append(fields, Field{Name: f.Name, Kind: f.Kind})
+			}
+		}
+		cols := make([]arrow.Array, len(fields))
+		for i, f := range fields {
+			cols[i] = buildColumn(f.Kind, nil)
+		}
+		return &Batch{Fields: fields, Record: makeRecord(nil, fields, cols)}, nil
+	}
+	sorted := sortedUnique(append([]int64(nil), meta.Indexes...))
+	b, err := q.readBatch(ctx, meta.FieldNames(), func(_ queryer, s *snapshot) ([]int64, error) {
+		want := setOf(sorted)
+		if missing := want.minus(idxset{{0, s.next}}.minus(s.tomb)); len(missing) > 0 {
+			return nil, &NotFoundError{Partition: meta.Partition, Indexes: missing.first(16)}
+		}
+		return sorted, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !isAscending(meta.Indexes) {
+		b = b.reorder(meta.Indexes)
+	}
+	return b, nil
+}
+
+func isAscending(x []int64) bool {
+	for i := 1; i < len(x); i++ {
+		if x[i] <= x[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// GetBatch is GetMeta followed by GetData.
+func (r *fileReader) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
+	meta, err := r.GetMeta(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := r.GetData(ctx, meta)
+	if err != nil {
+		return nil, meta, err
+	}
+	return b, meta, nil
+}
+
+// producedCount returns whether any span was ever produced later (0 when no PutFields
+// or KV merge ever ran), to skip the produced query in the common case.
+func (t *wtx) producedCount() (int64, error) {
+	var n int64
+	if err := t.queryRow(`SELECT EXISTS (SELECT 1 FROM produced)`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read produced: %w", err)
+	}
+	return n, nil
+}

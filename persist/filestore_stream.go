@@ -1,0 +1,93 @@
+package persist
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Stream reads a queue's records in global-index order, batch by batch. It is not safe
+// for concurrent use; each consumer makes its own.
+type fileStream struct {
+	q        *fileQueue
+	opts     StreamOpts
+	next     int64
+	lastData time.Time
+}
+
+// Stream returns a stream of the records from opts.Offset on (nil opts: from 0, all
+// fields and partitions, no wait).
+func (q *fileQueue) fileStream(opts *StreamOpts) *fileStream {
+	s := &fileStream{q: q}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.BatchSize <= 0 {
+		s.opts.BatchSize = StreamBatchSizeDefault
+	}
+	s.next = s.opts.Offset
+	return s
+}
+
+// Offset returns the global index where the next call continues.
+func (s *fileStream) Offset() int64 { return s.next }
+
+// Next returns the next batch of at most BatchSize rows (never an empty batch). When
+// the stream has caught up it returns io.EOF, or with Wait blocks until rows arrive;
+// with IdleTimeout it returns io.EOF once no row arrived for that long. Errors:
+// io.EOF, ErrClosed (also when the queue closes during a wait), ctx's error, and
+// the errors of Get.
+func (s *fileStream) Next(ctx context.Context) ([]Row, error) {
+	if s.lastData.IsZero() {
+		s.lastData = time.Now()
+	}
+	var idle *time.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
+	for {
+		woken := s.q.hub.wait() // taken before the read, so no commit is missed; the next broadcast forgets it
+		b, scanned, err := s.q.read(ctx, s.next, s.opts.BatchSize, &s.opts.GetOpts)
+		if err != nil {
+			return nil, err
+		}
+		s.next = max(s.next, scanned)
+		if b.Len() > 0 {
+			rows, err := b.Rows()
+			b.Release()
+			if err != nil {
+				return nil, err
+			}
+			s.lastData = time.Now()
+			return rows, nil
+		}
+		b.Release()
+		if !s.opts.Wait {
+			return nil, io.EOF
+		}
+		var timeout <-chan time.Time
+		if s.opts.IdleTimeout > 0 {
+			left := s.opts.IdleTimeout - time.Since(s.lastData)
+			if left <= 0 {
+				return nil, io.EOF
+			}
+			if idle == nil {
+				idle = time.NewTimer(left)
+			} else {
+				idle.Reset(left)
+			}
+			timeout = idle.C
+		}
+		select {
+		case <-woken:
+		case <-timeout:
+			return nil, io.EOF
+		case <-s.q.closing:
+			return nil, ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}

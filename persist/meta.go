@@ -1,0 +1,80 @@
+package persist
+
+import "time"
+
+// GetMetaTimeoutDefault is the default MetaRequest.Timeout in wait mode.
+const GetMetaTimeoutDefault = 30 * time.Second
+
+// MetaRequest describes the batch GetMeta should hand out.
+type MetaRequest struct {
+	// Fields are the fields the consumer needs; only samples with all of them produced
+	// are eligible. Required.
+	Fields []string
+	// BatchSize is the number of samples wanted, ≥ 1. Required.
+	BatchSize int
+	// Task names the consumer; consumption is tracked per (Partition, Task). Required.
+	Task string
+	// Partition to read. Defaults to DefaultPartition.
+	Partition string
+	// Sampler chooses the samples by name and parameters (e.g. RankAware{}.Spec(),
+	// GRPOGroupN{N: 4}.Spec()). The zero value means Sequential.
+	Sampler SamplerSpec
+	// Wait makes GetMeta block until a full batch (BatchSize samples) is ready, the
+	// Timeout passes (ErrTimeout, nothing handed out) or ctx ends. Without Wait,
+	// GetMeta returns what is ready now, possibly fewer than BatchSize or none.
+	Wait bool
+	// Timeout bounds a wait. Defaults to GetMetaTimeoutDefault (30 s).
+	Timeout time.Duration
+	// DeferConsume hands the samples out without marking them consumed; the caller
+	// calls Queue.MarkConsumed after processing them. Samplers that store
+	// assignments (RankAware) still store them.
+	DeferConsume bool
+	// DPRank and BatchIndex identify the data-parallel group and the step, for
+	// RankAware (and custom samplers).
+	DPRank, BatchIndex int
+}
+
+// FieldMeta describes one field of a batch. For tensor fields DType and Shape are the
+// element type and shape shared by every sample of the batch (Shape is nil when the
+// samples differ); for lists Shape is nil (variable length); for scalars DType is the
+// kind and Shape is empty.
+type FieldMeta struct {
+	Name  string
+	Kind  Kind
+	DType string
+	Shape []int
+}
+
+// BatchMeta is the first phase of a read: which samples a batch holds.
+type BatchMeta struct {
+	Size      int
+	Indexes   []int64 // global indexes, in the order the sampler chose
+	Fields    []FieldMeta
+	Partition string
+	Task      string
+}
+
+// FieldNames returns the names of Fields.
+func (m *BatchMeta) FieldNames() []string {
+	out := make([]string, len(m.Fields))
+	for i, f := range m.Fields {
+		out[i] = f.Name
+	}
+	return out
+}
+
+func (r *MetaRequest) validate() error {
+	if len(r.Fields) == 0 {
+		return &InvalidError{Field: "MetaRequest.Fields", Value: nil, Rule: "at least one field name"}
+	}
+	if r.BatchSize < 1 {
+		return &InvalidError{Field: "MetaRequest.BatchSize", Value: r.BatchSize, Rule: "≥ 1"}
+	}
+	if err := checkTask(r.Task); err != nil {
+		return err
+	}
+	if r.Timeout < 0 {
+		return &InvalidError{Field: "MetaRequest.Timeout", Value: r.Timeout, Rule: "≥ 0"}
+	}
+	return checkName("partition", r.Partition)
+}

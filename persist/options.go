@@ -1,0 +1,136 @@
+package persist
+
+import (
+	"time"
+)
+
+// GetOpts selects what Get, Read and Stream return. The zero value (or nil) means all
+// fields of all partitions, unsharded.
+type GetOpts struct {
+	// Fields lists the fields to read; nil means every field of the schema. Unknown
+	// names fail with *InvalidError.
+	Fields []string
+	// Partition restricts the read to one partition; "" means all partitions.
+	Partition string
+	// Shard restricts the read to one rank's share of the log.
+	Shard Shard
+}
+
+// Shard makes readers of one log deterministic and disjoint: each record's bucket is a
+// hash (FNV-1a) of its value in Column, modulo Buckets; bucket b belongs to rank
+// b mod WorldSize. The ranks 0..WorldSize-1 together read every record exactly once.
+type Shard struct {
+	// Rank is this reader's rank, 0 ≤ Rank < WorldSize.
+	Rank int
+	// WorldSize is the number of readers; 0 or 1 means no sharding.
+	WorldSize int
+	// Column is the field whose value is hashed. Defaults to "_index" (the global
+	// index). Records without a value in Column hash as empty.
+	Column string
+	// Buckets is the number of hash buckets. Defaults to ShardBucketsDefault (64);
+	// must be at least WorldSize.
+	Buckets int
+}
+
+// ShardBucketsDefault is the default Shard.Buckets.
+const ShardBucketsDefault = 64
+
+func (s Shard) active() bool { return s.WorldSize > 1 }
+
+func (s Shard) validate() error {
+	if s.WorldSize < 0 {
+		return &InvalidError{Field: "Shard.WorldSize", Value: s.WorldSize, Rule: "≥ 0"}
+	}
+	if !s.active() {
+		return nil
+	}
+	if s.Rank < 0 || s.Rank >= s.WorldSize {
+		return &InvalidError{Field: "Shard.Rank", Value: s.Rank, Rule: "in [0, WorldSize)"}
+	}
+	if b := s.buckets(); b < s.WorldSize {
+		return &InvalidError{Field: "Shard.Buckets", Value: b, Rule: "≥ WorldSize"}
+	}
+	return nil
+}
+
+func (s Shard) buckets() int {
+	if s.Buckets == 0 {
+		return ShardBucketsDefault
+	}
+	return s.Buckets
+}
+
+// owns reports whether a record with hash h belongs to this rank.
+func (s Shard) owns(h uint64) bool {
+	return int(h%uint64(s.buckets()))%s.WorldSize == s.Rank
+}
+
+// StreamOpts configures Queue.Stream.
+type StreamOpts struct {
+	GetOpts
+	// Offset is the first global index to read. Defaults to 0.
+	Offset int64
+	// BatchSize is the most rows one Next returns. Defaults to StreamBatchSizeDefault.
+	BatchSize int
+	// Wait makes Next block for new rows when it has caught up, instead of returning
+	// io.EOF.
+	Wait bool
+	// IdleTimeout, with Wait, ends the stream (Next returns io.EOF) once no new row
+	// arrived for this long. 0 waits until ctx ends or the queue closes.
+	IdleTimeout time.Duration
+}
+
+// StreamBatchSizeDefault is the default StreamOpts.BatchSize.
+const StreamBatchSizeDefault = 1000
+
+// KVEntry is one key as listed or read.
+type KVEntry struct {
+	Partition string
+	Key       string
+	Index     int64
+	Tags      map[string]string
+	Fields    Record // BatchGet only
+}
+
+func checkKey(key string) error {
+	if key == "" || len(key) > 1024 {
+		return &InvalidError{Field: "key", Value: key, Rule: "1–1024 bytes"}
+	}
+	return nil
+}
+
+// Stats is a snapshot of a queue's counters and storage.
+type Stats struct {
+	// Counters of this Queue handle (this process) since Open.
+	Puts        int64 // records put (Put, PutBatch, PutPartition, PutFields, KV puts)
+	Gets        int64 // rows returned by Get, Stream, GetData and GetBatch
+	Flushes     int64 // flushes that wrote at least one fragment
+	Compactions int64 // compactions that replaced fragments
+	// LastFlush is when this handle last completed a flush (zero if never), and
+	// LastFlushDuration how long writing its fragments and publishing them took.
+	LastFlush         time.Time
+	LastFlushDuration time.Duration
+	// Commits is how many write transactions this handle committed, and CommittedOps
+	// how many operations (puts, reads handing out samples, ...) they carried: their
+	// ratio is the group-commit batching.
+	Commits      int64
+	CommittedOps int64
+	// RecoveredFragments is how many unfinished flushes or compactions of crashed
+	// processes this handle's Open rolled back, and OrphansDeleted how many files it
+	// deleted that the manifest did not name.
+	RecoveredFragments int64
+	OrphansDeleted     int64
+
+	// Shared state, as stored in meta.db (all processes).
+	NextIndex        int64            // the index the next put gets
+	Len              int64            // readable records: NextIndex minus cleared ones
+	Cleared          int64            // records cleared (tombstoned)
+	TailRows         int64            // rows (and field updates) in the durable tail, not yet in fragments
+	FragmentRows     int64            // rows in live fragments (row and field fragments)
+	Fragments        int              // live fragments
+	FragmentBytes    int64            // bytes of live fragment files
+	ManifestVersion  int64            // grows with every flush and compaction
+	Partitions       map[string]int64 // partition → records put into it (cleared ones included)
+	ConsumedByTask   map[string]int64 // "partition/task" → samples marked consumed
+	PendingFragments int              // flushes or compactions in progress (or of crashed processes)
+}

@@ -1,0 +1,451 @@
+// Package persisttest is the conformance suite of persist.Store: every store (the file
+// store, and next the HTTP and distributed stores) runs Run and must pass it
+// unchanged. It uses only the public persist API over the store under test, so what
+// it checks is what a user of persist.Queue, Reader and KVView can rely on whatever
+// the store.
+package persisttest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+)
+
+// NewStore returns a fresh, empty store for one test case. Run closes it when the case
+// ends (Close is idempotent, so a case may close it earlier).
+type NewStore func(t *testing.T) persist.Store
+
+// Run runs every conformance case against stores made by newStore, each case in its
+// own subtest with its own store.
+func Run(t *testing.T, newStore NewStore) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, q *persist.Queue)
+	}{
+		{"PutAndRead", testPutAndRead},
+		{"PutIsAtomic", testPutIsAtomic},
+		{"PutFieldsAndProduced", testPutFieldsAndProduced},
+		{"GetMetaConsumption", testGetMetaConsumption},
+		{"GetMetaWait", testGetMetaWait},
+		{"SamplersByName", testSamplersByName},
+		{"RankAwareDeferConsume", testRankAwareDeferConsume},
+		{"GRPOPastIncompleteGroups", testGRPOPastIncompleteGroups},
+		{"ClearSamplesAndPartition", testClear},
+		{"KV", testKV},
+		{"StreamWaits", testStreamWaits},
+		{"BigIntegersStayExact", testBigIntegers},
+		{"BadInput", testBadInput},
+		{"Close", testClose},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStore(t)
+			t.Cleanup(func() { _ = s.Close(context.Background()) })
+			c.fn(t, persist.New(s))
+		})
+	}
+}
+
+func putN(t *testing.T, q *persist.Queue, partition string, n int, rec func(i int) persist.Record) []int64 {
+	t.Helper()
+	recs := make([]persist.Record, n)
+	for i := range recs {
+		recs[i] = rec(i)
+	}
+	idx, err := q.PutPartition(context.Background(), partition, recs)
+	require.NoError(t, err)
+	require.Len(t, idx, n)
+	return idx
+}
+
+func metaIdx(t *testing.T, q *persist.Queue, req persist.MetaRequest) []int64 {
+	t.Helper()
+	m, err := q.Reader().GetMeta(context.Background(), &req)
+	require.NoError(t, err)
+	require.Equal(t, len(m.Indexes), m.Size)
+	if m.Indexes == nil {
+		return []int64{}
+	}
+	return m.Indexes
+}
+
+func indexes(rows []persist.Row) []int64 {
+	out := []int64{}
+	for _, r := range rows {
+		out = append(out, r.Index)
+	}
+	return out
+}
+
+func testPutAndRead(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	a := putN(t, q, "a", 3, func(i int) persist.Record {
+		return persist.Record{"i": i, "f": float64(i) / 2, "s": "x", "b": []byte{byte(i)}, "l": []int64{int64(i), 1}}
+	})
+	require.Equal(t, []int64{0, 1, 2}, a)
+	b := putN(t, q, "b", 2, func(i int) persist.Record { return persist.Record{"i": 10 + i} })
+	require.Equal(t, []int64{3, 4}, b, "indexes are global and consecutive across partitions")
+	idx, err := q.Put(ctx, persist.Record{"t": persist.Tensor{DType: "uint8", Shape: []int{2}, Data: []byte{7, 8}}})
+	require.NoError(t, err)
+	require.EqualValues(t, 5, idx)
+
+	rows, err := q.Get(ctx, 0, 100, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1, 2, 3, 4, 5}, indexes(rows))
+	require.Equal(t, int64(2), rows[2].Fields["i"])
+	require.Equal(t, 1.0, rows[2].Fields["f"])
+	require.Equal(t, []byte{2}, rows[2].Fields["b"])
+	require.Equal(t, []int64{2, 1}, rows[2].Fields["l"])
+	require.Equal(t, "a", rows[2].Partition)
+	require.Equal(t, persist.Tensor{DType: "uint8", Shape: []int{2}, Data: []byte{7, 8}}, rows[5].Fields["t"])
+
+	rows, err = q.Get(ctx, 1, 100, &persist.GetOpts{Partition: "b", Fields: []string{"i"}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 4}, indexes(rows))
+	require.Equal(t, persist.Record{"i": int64(11)}, rows[1].Fields)
+	rows, err = q.Get(ctx, 1, 2, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2}, indexes(rows))
+
+	// Shards of two ranks are disjoint and together cover everything.
+	var all []int64
+	for rank := range 2 {
+		rows, err := q.Get(ctx, 0, 100, &persist.GetOpts{Shard: persist.Shard{Rank: rank, WorldSize: 2}})
+		require.NoError(t, err)
+		all = append(all, indexes(rows)...)
+	}
+	slices.Sort(all)
+	require.Equal(t, []int64{0, 1, 2, 3, 4, 5}, all)
+
+	b2, err := q.Read(ctx, 0, 3, &persist.GetOpts{Fields: []string{"i"}})
+	require.NoError(t, err)
+	require.Equal(t, 3, b2.Len())
+	require.NotNil(t, b2.Column("i"))
+	b2.Release()
+
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 6, n)
+	next, err := q.NextIndex(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 6, next)
+	s, err := q.Schema(ctx)
+	require.NoError(t, err)
+	k, ok := s.Kind("f")
+	require.True(t, ok)
+	require.Equal(t, persist.KindFloat64, k)
+	require.NoError(t, q.Flush(ctx))
+	rows, err = q.Get(ctx, 0, 100, nil)
+	require.NoError(t, err)
+	require.Len(t, rows, 6, "a flush changes nothing a reader sees")
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 6, st.NextIndex)
+}
+
+func testPutIsAtomic(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, "p", 2, func(i int) persist.Record { return persist.Record{"x": i} })
+	_, err := q.PutBatch(ctx, []persist.Record{{"x": 1}, {"x": "not an int"}})
+	require.ErrorIs(t, err, persist.ErrSchema)
+	var se *persist.SchemaError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "x", se.Field)
+	_, err = q.PutBatch(ctx, []persist.Record{{"y": 1}, {"y": make(chan int)}})
+	require.ErrorIs(t, err, persist.ErrUnsupportedValue)
+	next, err := q.NextIndex(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, next, "a refused batch writes nothing")
+	s, err := q.Schema(ctx)
+	require.NoError(t, err)
+	_, ok := s.Kind("y")
+	require.False(t, ok, "nor changes the schema")
+}
+
+func testPutFieldsAndProduced(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	idx := putN(t, q, "p", 4, func(i int) persist.Record { return persist.Record{"prompt": i} })
+	req := persist.MetaRequest{Fields: []string{"prompt", "reward"}, BatchSize: 4, Task: "t", Partition: "p"}
+	require.Equal(t, []int64{}, metaIdx(t, q, req), "a field no sample has yet: nothing is ready")
+	require.NoError(t, q.PutFields(ctx, "p", idx[1:3], []persist.Record{{"reward": 1.0}, {"reward": 2.0}}))
+	prod, err := q.Produced(ctx, "p", idx, []string{"prompt", "reward"})
+	require.NoError(t, err)
+	require.Equal(t, [][]bool{{true, false}, {true, true}, {true, true}, {true, false}}, prod)
+	m, err := q.Reader().GetMeta(ctx, &req)
+	require.NoError(t, err)
+	require.Equal(t, idx[1:3], m.Indexes)
+	b, err := q.Reader().GetData(ctx, m)
+	require.NoError(t, err)
+	rows, err := b.Rows()
+	b.Release()
+	require.NoError(t, err)
+	require.Equal(t, 2.0, rows[1].Fields["reward"])
+	require.ErrorIs(t, q.PutFields(ctx, "p", []int64{99}, []persist.Record{{"reward": 1.0}}), persist.ErrNotFound)
+	require.ErrorIs(t, q.PutFields(ctx, "other", idx[:1], []persist.Record{{"reward": 1.0}}), persist.ErrNotFound)
+}
+
+func testGetMetaConsumption(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, persist.DefaultPartition, 10, func(i int) persist.Record { return persist.Record{"x": i} })
+	req := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train"}
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, q, req))
+	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, q, req))
+	other := req
+	other.Task = "eval"
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, q, other), "consumption is per task")
+	require.Equal(t, []int64{8, 9}, metaIdx(t, q, req), "a partial batch outside wait mode")
+	require.Equal(t, []int64{}, metaIdx(t, q, req))
+	n, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, n)
+	require.NoError(t, q.ResetConsumption(ctx, "train", persist.DefaultPartition))
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, q, req))
+
+	deferred := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "d", DeferConsume: true}
+	require.Equal(t, []int64{0, 1}, metaIdx(t, q, deferred))
+	require.Equal(t, []int64{0, 1}, metaIdx(t, q, deferred), "not consumed until marked")
+	require.NoError(t, q.MarkConsumed(ctx, "d", persist.DefaultPartition, []int64{0, 1}))
+	require.Equal(t, []int64{2, 3}, metaIdx(t, q, deferred))
+	require.ErrorIs(t, q.MarkConsumed(ctx, "d", persist.DefaultPartition, []int64{100}), persist.ErrNotFound)
+
+	b, m, err := q.Reader().GetBatch(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 3, Task: "g"})
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1, 2}, m.Indexes)
+	require.Equal(t, 3, b.Len())
+	b.Release()
+}
+
+func testGetMetaWait(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, persist.DefaultPartition, 2, func(i int) persist.Record { return persist.Record{"x": i} })
+	req := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "t", Wait: true, Timeout: 100 * time.Millisecond}
+	_, err := q.Reader().GetMeta(ctx, &req)
+	require.ErrorIs(t, err, persist.ErrTimeout)
+	require.Equal(t, []int64{0, 1}, metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "u"}),
+		"a timed-out wait hands out nothing")
+	done := make(chan []int64, 1)
+	go func() {
+		r := req
+		r.Timeout = 30 * time.Second
+		m, err := q.Reader().GetMeta(ctx, &r)
+		if err != nil {
+			done <- nil
+			return
+		}
+		done <- m.Indexes
+	}()
+	time.Sleep(50 * time.Millisecond)
+	putN(t, q, persist.DefaultPartition, 2, func(i int) persist.Record { return persist.Record{"x": i} })
+	select {
+	case got := <-done:
+		require.Equal(t, []int64{0, 1, 2, 3}, got)
+	case <-time.After(20 * time.Second):
+		t.Fatal("a waiting GetMeta did not see the rows put after it started")
+	}
+}
+
+func testSamplersByName(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	lens := []int{10, 1, 1, 1, 9, 2, 2, 2}
+	putN(t, q, persist.DefaultPartition, len(lens), func(i int) persist.Record { return persist.Record{"tokens": make([]int64, lens[i])} })
+	m := metaIdx(t, q, persist.MetaRequest{Fields: []string{"tokens"}, BatchSize: 8, Task: "s",
+		Sampler: persist.SeqLenBalanced{LengthField: "tokens", Groups: 2}.Spec()})
+	require.Equal(t, []int64{0, 6, 1, 2, 4, 5, 7, 3}, m)
+	m = metaIdx(t, q, persist.MetaRequest{Fields: []string{"tokens"}, BatchSize: 4, Task: "g",
+		Sampler: persist.SamplerSpec{Name: persist.SamplerGRPOGroupN, Params: json.RawMessage(`{"n": 2}`)}})
+	require.Equal(t, []int64{0, 1, 2, 3}, m)
+	for _, spec := range []persist.SamplerSpec{
+		{Name: "no-such-sampler"},
+		{Name: persist.SamplerGRPOGroupN, Params: json.RawMessage(`{"n": 2, "x": 1}`)},
+		{Name: persist.SamplerGRPOGroupN, Params: json.RawMessage(`{"n": 3}`)}, // 4 is not a multiple of 3
+	} {
+		_, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"tokens"}, BatchSize: 4, Task: "e", Sampler: spec})
+		require.ErrorIs(t, err, persist.ErrInvalid, "%+v", spec)
+	}
+}
+
+func testRankAwareDeferConsume(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, persist.DefaultPartition, 12, func(i int) persist.Record { return persist.Record{"x": i} })
+	req := func(dp, step int) persist.MetaRequest {
+		return persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train", Sampler: persist.RankAware{}.Spec(),
+			DPRank: dp, BatchIndex: step, DeferConsume: true}
+	}
+	g0 := metaIdx(t, q, req(0, 0))
+	require.Equal(t, []int64{0, 1, 2, 3}, g0)
+	require.Equal(t, g0, metaIdx(t, q, req(0, 0)), "every rank of a group gets the same batch")
+	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, q, req(1, 0)), "another group gets a disjoint batch")
+	require.NoError(t, q.MarkConsumed(ctx, "train", persist.DefaultPartition, g0))
+	require.Equal(t, []int64{8, 9, 10, 11}, metaIdx(t, q, req(0, 1)))
+	require.Equal(t, []int64{}, metaIdx(t, q, req(1, 1)))
+}
+
+func testGRPOPastIncompleteGroups(t *testing.T, q *persist.Queue) {
+	const blocks = 1100
+	putN(t, q, persist.DefaultPartition, 4*blocks, func(i int) persist.Record {
+		if i%4 == 3 {
+			return persist.Record{"resp": i}
+		}
+		return persist.Record{"resp": i, "reward": 1.0}
+	})
+	last := putN(t, q, persist.DefaultPartition, 4, func(i int) persist.Record { return persist.Record{"resp": i, "reward": 2.0} })
+	require.Equal(t, last, metaIdx(t, q, persist.MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "t",
+		Sampler: persist.GRPOGroupN{N: 4}.Spec(), Wait: true, Timeout: 10 * time.Second}))
+}
+
+func testClear(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, "a", 6, func(i int) persist.Record { return persist.Record{"x": i} })
+	putN(t, q, "b", 2, func(i int) persist.Record { return persist.Record{"x": i} })
+	require.NoError(t, q.ClearSamples(ctx, "a", []int64{1, 2, 6, 99}))
+	require.NoError(t, q.ClearSamples(ctx, "a", []int64{1}), "idempotent")
+	rows, err := q.Get(ctx, 0, 100, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 3, 4, 5, 6, 7}, indexes(rows), "index 6 is in b: untouched")
+	require.Equal(t, []int64{0, 3}, metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "t", Partition: "a"}))
+	_, err = q.Reader().GetData(ctx, &persist.BatchMeta{Indexes: []int64{1}, Fields: []persist.FieldMeta{{Name: "x", Kind: persist.KindInt64}}})
+	require.ErrorIs(t, err, persist.ErrNotFound)
+	require.NoError(t, q.ClearPartition(ctx, "a"))
+	n, err := q.Consumed(ctx, "t", "a")
+	require.NoError(t, err)
+	require.Zero(t, n)
+	rows, err = q.Get(ctx, 0, 100, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int64{6, 7}, indexes(rows))
+	l, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, l)
+	require.Equal(t, []int64{8}, putN(t, q, "a", 1, func(int) persist.Record { return persist.Record{"x": 0} }), "indexes are never reused")
+}
+
+func testKV(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	kv := persist.KV(q)
+	i, err := kv.Put(ctx, "p", "k1", persist.Record{"a": 1}, map[string]string{"src": "x"})
+	require.NoError(t, err)
+	idx, err := kv.BatchPut(ctx, "p", []string{"k2", "k1"}, []persist.Record{{"a": 2}, {"b": "y"}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, i, idx[1], "a known key keeps its index")
+	got, err := kv.BatchGet(ctx, "p", []string{"k1", "k2"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, persist.Record{"a": int64(1), "b": "y"}, got[0].Fields)
+	require.Equal(t, map[string]string{"src": "x"}, got[0].Tags)
+	list, err := kv.List(ctx, "p")
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.NoError(t, kv.Clear(ctx, "p", []string{"k1", "nope"}))
+	_, err = kv.BatchGet(ctx, "p", []string{"k1"}, nil)
+	require.ErrorIs(t, err, persist.ErrNotFound)
+	var nf *persist.NotFoundError
+	require.ErrorAs(t, err, &nf)
+	require.Equal(t, []string{"k1"}, nf.Keys)
+	_, err = kv.Put(ctx, "p", "", persist.Record{"a": 1}, nil)
+	require.ErrorIs(t, err, persist.ErrInvalid)
+}
+
+func testStreamWaits(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, persist.DefaultPartition, 3, func(i int) persist.Record { return persist.Record{"x": i} })
+	s := q.Stream(&persist.StreamOpts{BatchSize: 2, Wait: true, IdleTimeout: 10 * time.Second})
+	rows, err := s.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1}, indexes(rows))
+	rows, err = s.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, indexes(rows))
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = q.Put(ctx, persist.Record{"x": 3})
+	}()
+	rows, err = s.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{3}, indexes(rows))
+	_, err = q.Stream(&persist.StreamOpts{Offset: 4}).Next(ctx)
+	require.ErrorIs(t, err, io.EOF)
+	short := q.Stream(&persist.StreamOpts{Offset: 4, Wait: true, IdleTimeout: 50 * time.Millisecond})
+	_, err = short.Next(ctx)
+	require.ErrorIs(t, err, io.EOF)
+}
+
+func testBigIntegers(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	const big = int64(1)<<53 + 1
+	_, err := q.Put(ctx, persist.Record{"i": big})
+	require.NoError(t, err)
+	_, err = q.Put(ctx, persist.Record{"i": 0.5})
+	require.ErrorIs(t, err, persist.ErrSchema)
+	_, err = q.Put(ctx, persist.Record{"f": 0.5})
+	require.NoError(t, err)
+	_, err = q.Put(ctx, persist.Record{"f": big})
+	require.ErrorIs(t, err, persist.ErrSchema)
+	rows, err := q.Get(ctx, 0, 1, nil)
+	require.NoError(t, err)
+	require.Equal(t, big, rows[0].Fields["i"])
+}
+
+func testBadInput(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	_, err := q.PutPartition(ctx, "_bad", []persist.Record{{"x": 1}})
+	requireInvalid(t, err)
+	_, err = q.Put(ctx, persist.Record{"_index": 1})
+	requireInvalid(t, err)
+	_, err = q.Get(ctx, -1, 10, nil)
+	requireInvalid(t, err)
+	_, err = q.Get(ctx, 0, 0, nil)
+	requireInvalid(t, err)
+	_, err = q.Get(ctx, 0, 10, &persist.GetOpts{Shard: persist.Shard{Rank: 2, WorldSize: 2}})
+	requireInvalid(t, err)
+	for _, req := range []persist.MetaRequest{
+		{BatchSize: 1, Task: "t"},
+		{Fields: []string{"x"}, Task: "t"},
+		{Fields: []string{"x"}, BatchSize: 1},
+		{Fields: []string{"x"}, BatchSize: 1, Task: "t", Partition: "-x"},
+	} {
+		_, err := q.Reader().GetMeta(ctx, &req)
+		requireInvalid(t, err)
+	}
+	requireInvalid(t, q.PutFields(ctx, persist.DefaultPartition, []int64{0}, nil))
+	_, err = q.Reader().GetData(ctx, nil)
+	requireInvalid(t, err)
+}
+
+func requireInvalid(t *testing.T, err error) {
+	t.Helper()
+	require.ErrorIs(t, err, persist.ErrInvalid)
+	var ie *persist.InvalidError
+	require.True(t, errors.As(err, &ie), "an *InvalidError: %v", err)
+}
+
+func testClose(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, persist.DefaultPartition, 1, func(int) persist.Record { return persist.Record{"x": 1} })
+	s := q.Stream(&persist.StreamOpts{Offset: 1, Wait: true})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Next(ctx)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, q.Close(ctx))
+	require.NoError(t, q.Close(ctx), "idempotent")
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, persist.ErrClosed, "a waiting stream ends with ErrClosed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting stream did not end at Close")
+	}
+	_, err := q.Put(ctx, persist.Record{"x": 1})
+	require.ErrorIs(t, err, persist.ErrClosed)
+	_, err = q.Get(ctx, 0, 1, nil)
+	require.ErrorIs(t, err, persist.ErrClosed)
+	_, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 1, Task: "t"})
+	require.ErrorIs(t, err, persist.ErrClosed)
+}

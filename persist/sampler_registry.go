@@ -1,0 +1,184 @@
+package persist
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Names of the built-in samplers (SamplerSpec.Name).
+const (
+	SamplerSequential     = "sequential"      // Sequential; no parameters
+	SamplerRankAware      = "rank-aware"      // RankAware; no parameters
+	SamplerGRPOGroupN     = "grpo-group-n"    // GRPOGroupN: {"n": 4, "group_field": "uid"}
+	SamplerSeqLenBalanced = "seqlen-balanced" // SeqLenBalanced: {"length_field": "tokens", "groups": 2}
+)
+
+// SamplerSpec chooses the sampler of a GetMeta by name and parameters, so that a
+// request can cross a network and a store can run the sampler where the consumption
+// state is (inside its transaction). The zero value means Sequential. Build one from
+// the typed parameters, e.g. GRPOGroupN{N: 4}.Spec(); Params is their JSON encoding.
+type SamplerSpec struct {
+	// Name is a registered sampler name: SamplerSequential, SamplerRankAware,
+	// SamplerGRPOGroupN, SamplerSeqLenBalanced, or one added with RegisterSampler.
+	// "" means SamplerSequential.
+	Name string `json:"name"`
+	// Params are the sampler's parameters as a JSON object; empty means none. Unknown
+	// parameters are refused.
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// SamplerFactory builds a Sampler from its JSON parameters (nil when none were
+// given). It returns *InvalidError for parameters outside what the sampler allows.
+type SamplerFactory func(params json.RawMessage) (Sampler, error)
+
+var samplers = struct {
+	sync.RWMutex
+	byName map[string]SamplerFactory
+}{byName: map[string]SamplerFactory{}}
+
+// RegisterSampler makes a sampler available by name to every store of this process
+// (a store runs the samplers registered in its own process: register a custom sampler
+// in the server's process to use it over the network). name follows the partition
+// name rule. Errors: *InvalidError for a bad or already registered name, or a nil
+// factory.
+func RegisterSampler(name string, build SamplerFactory) error {
+	if err := checkName("sampler name", name); err != nil {
+		return err
+	}
+	if build == nil {
+		return &InvalidError{Field: "sampler factory", Value: nil, Rule: "a function"}
+	}
+	samplers.Lock()
+	defer samplers.Unlock()
+	if _, dup := samplers.byName[name]; dup {
+		return &InvalidError{Field: "sampler name", Value: name, Rule: "a name not registered yet"}
+	}
+	samplers.byName[name] = build
+	return nil
+}
+
+// SamplerNames returns the registered sampler names, sorted.
+func SamplerNames() []string {
+	samplers.RLock()
+	defer samplers.RUnlock()
+	out := make([]string, 0, len(samplers.byName))
+	for n := range samplers.byName {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NewSampler builds the sampler spec names. Errors: *InvalidError for an unknown name
+// or parameters the sampler refuses (unknown, of the wrong type, out of range).
+func NewSampler(spec SamplerSpec) (Sampler, error) {
+	name := spec.Name
+	if name == "" {
+		name = SamplerSequential
+	}
+	samplers.RLock()
+	build := samplers.byName[name]
+	samplers.RUnlock()
+	if build == nil {
+		return nil, &InvalidError{Field: "sampler", Value: name,
+			Rule: "a registered sampler name: " + strings.Join(SamplerNames(), ", ")}
+	}
+	var params json.RawMessage
+	if p := bytes.TrimSpace(spec.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		params = p
+	}
+	return build(params)
+}
+
+// DecodeSamplerParams decodes params strictly into dst (a pointer to the sampler's
+// parameter struct), for SamplerFactory implementations: unknown fields and wrong
+// types fail with *InvalidError naming the sampler. nil params leave dst as it is.
+func DecodeSamplerParams(sampler string, params json.RawMessage, dst any) error {
+	if params == nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return &InvalidError{Field: "sampler " + sampler + " parameters", Value: string(params),
+			Rule: "a JSON object of the sampler's parameters (" + jsonProblem(err) + ")"}
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error in JSON terms.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String()))
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int", "int64", "float64":
+		return "number"
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	}
+	return "value of another type"
+}
+
+// spec encodes typed parameters as a SamplerSpec.
+func spec(name string, params any) SamplerSpec {
+	b, err := json.Marshal(params)
+	if err != nil || bytes.Equal(b, []byte("{}")) {
+		return SamplerSpec{Name: name}
+	}
+	return SamplerSpec{Name: name, Params: b}
+}
+
+// Spec returns the SamplerSpec of Sequential.
+func (Sequential) Spec() SamplerSpec { return SamplerSpec{Name: SamplerSequential} }
+
+// Spec returns the SamplerSpec of RankAware.
+func (RankAware) Spec() SamplerSpec { return SamplerSpec{Name: SamplerRankAware} }
+
+// Spec returns the SamplerSpec of g.
+func (g GRPOGroupN) Spec() SamplerSpec { return spec(SamplerGRPOGroupN, g) }
+
+// Spec returns the SamplerSpec of s.
+func (s SeqLenBalanced) Spec() SamplerSpec { return spec(SamplerSeqLenBalanced, s) }
+
+func init() {
+	must := func(err error) {
+		if err != nil {
+			panic(err) // only a programming error in this file can fail here
+		}
+	}
+	must(RegisterSampler(SamplerSequential, func(p json.RawMessage) (Sampler, error) {
+		var s Sequential
+		return s, DecodeSamplerParams(SamplerSequential, p, &s)
+	}))
+	must(RegisterSampler(SamplerRankAware, func(p json.RawMessage) (Sampler, error) {
+		var s RankAware
+		return s, DecodeSamplerParams(SamplerRankAware, p, &s)
+	}))
+	must(RegisterSampler(SamplerGRPOGroupN, func(p json.RawMessage) (Sampler, error) {
+		var g GRPOGroupN
+		if err := DecodeSamplerParams(SamplerGRPOGroupN, p, &g); err != nil {
+			return nil, err
+		}
+		return g, g.validate()
+	}))
+	must(RegisterSampler(SamplerSeqLenBalanced, func(p json.RawMessage) (Sampler, error) {
+		var s SeqLenBalanced
+		if err := DecodeSamplerParams(SamplerSeqLenBalanced, p, &s); err != nil {
+			return nil, err
+		}
+		return s, s.validate()
+	}))
+}
