@@ -7,10 +7,11 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// MaxLeaseTTL is the longest lease a claim or heartbeat may ask for over HTTP (7 days, the
-// default retention of finished jobs): a lease outliving its worker by more holds a job
-// hostage. Longer asks are 400 invalid; jobs that run longer heartbeat.
-const MaxLeaseTTL = 7 * 24 * time.Hour
+// MaxLeaseTTL is the longest lease a claim or heartbeat may ask for over HTTP: the plane's
+// own bound, plane.LeaseTTLMax (7 days, the default retention of finished jobs). A lease
+// outliving its worker by more holds a job hostage. Longer asks are 400 invalid; jobs that
+// run longer heartbeat.
+const MaxLeaseTTL = plane.LeaseTTLMax
 
 // Seconds converts a duration to the wire's seconds.
 func Seconds(d time.Duration) float64 { return d.Seconds() }
@@ -48,7 +49,7 @@ func (e *ErrorInfo) Plane() *plane.ErrorInfo {
 
 // NewSubmitInvocation converts p to its wire form.
 func NewSubmitInvocation(p *plane.SubmitParams) SubmitInvocation {
-	return SubmitInvocation{ID: p.ID, Payload: Value{p.Payload}, Key: p.Key, Priority: p.Priority,
+	return SubmitInvocation{ID: p.ID, Payload: Value{Wire: p.Payload}, Key: p.Key, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: Seconds(p.AttemptTimeout), Deadline: p.Deadline, Metadata: p.Metadata,
 		NotBefore: p.NotBefore, Delay: Seconds(p.Delay)}
 }
@@ -63,9 +64,9 @@ func (s *SubmitInvocation) Params() plane.SubmitParams {
 // NewInvocation converts inv to its wire form.
 func NewInvocation(inv *plane.Invocation) *Invocation {
 	return &Invocation{ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, State: string(inv.State),
-		Priority: inv.Priority, Payload: Value{inv.Payload}, Metadata: inv.Metadata, Attempt: inv.Attempt,
+		Priority: inv.Priority, Payload: Value{Wire: inv.Payload}, Metadata: inv.Metadata, Attempt: inv.Attempt,
 		MaxAttempts: inv.MaxAttempts, AttemptTimeout: Seconds(inv.AttemptTimeout), Deadline: inv.Deadline,
-		AvailableAt: inv.AvailableAt, LeaseExpiresAt: inv.LeaseExpiresAt, Worker: inv.Worker, Result: Value{inv.Result},
+		AvailableAt: inv.AvailableAt, LeaseExpiresAt: inv.LeaseExpiresAt, Worker: inv.Worker, Result: Value{Wire: inv.Result},
 		Error: NewErrorInfo(inv.Error), CreatedAt: inv.CreatedAt, StartedAt: inv.StartedAt, FinishedAt: inv.FinishedAt}
 }
 
@@ -80,7 +81,7 @@ func (i *Invocation) Plane() *plane.Invocation {
 
 // NewJob converts j to its wire form.
 func NewJob(j *plane.Job) Job {
-	return Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, Payload: Value{j.Payload}, Metadata: j.Metadata,
+	return Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, Payload: Value{Wire: j.Payload}, Metadata: j.Metadata,
 		Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, AttemptTimeout: Seconds(j.AttemptTimeout),
 		Deadline: j.Deadline, Token: j.Token, LeaseExpiresAt: j.LeaseExpiresAt}
 }
@@ -132,7 +133,7 @@ func ParseOutcome(s string) (plane.Outcome, error) {
 
 // NewSettle converts p to its wire form.
 func NewSettle(p *plane.SettleParams) Settle {
-	return Settle{ID: p.ID, Token: p.Token, Outcome: OutcomeName(p.Outcome), Result: Value{p.Result}, Error: NewErrorInfo(p.Error),
+	return Settle{ID: p.ID, Token: p.Token, Outcome: OutcomeName(p.Outcome), Result: Value{Wire: p.Result}, Error: NewErrorInfo(p.Error),
 		RetryDelay: Seconds(p.RetryDelay)}
 }
 
@@ -149,7 +150,7 @@ func (s *Settle) Params() (plane.SettleParams, error) {
 
 // NewFrame converts f to its wire form.
 func NewFrame(f *plane.Frame) Frame {
-	return Frame{Seq: f.Seq, Kind: string(f.Kind), Value: Value{f.Value}, Attempt: f.Attempt, Time: f.Time}
+	return Frame{Seq: f.Seq, Kind: string(f.Kind), Value: Value{Wire: f.Value}, Attempt: f.Attempt, Time: f.Time}
 }
 
 // NewFramesResponse converts r to its wire form.

@@ -19,8 +19,8 @@ import (
 )
 
 // The tags of JSON objects that stand for wire values JSON has no form of (see
-// docs/http-api.md, "JSON ↔ wire value mapping"). A JSON object with exactly one member
-// whose name starts with "$" is a tagged value.
+// docs/http-api.md, "JSON ↔ wire value mapping"). A JSON object whose first member's name
+// starts with "$" is a tagged value and has exactly that one member.
 const (
 	TagBytes     = "$bytes"     // bin: standard base64
 	TagFloat     = "$float"     // NaN, Infinity, -Infinity
@@ -164,7 +164,9 @@ func appendJSON(dst []byte, v any) []byte {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		wrap := len(keys) == 1 && strings.HasPrefix(keys[0], "$")
+		// An object whose first member starts with "$" reads as a tag: such maps go
+		// inside {"$map": …}.
+		wrap := len(keys) > 0 && strings.HasPrefix(keys[0], "$")
 		if wrap {
 			dst = appendTagOpen(dst, TagMap)
 		}
@@ -571,7 +573,13 @@ func contains(list []string, s string) bool {
 type Value struct {
 	// Wire holds the wire-encoded value; nil when absent.
 	Wire []byte
+
+	checked bool // Wire came from JSONToWire, which checked it with the wire codec
 }
+
+// Checked reports whether the value was decoded from JSON, and so already checked with
+// the wire codec (CheckWire need not run again).
+func (v Value) Checked() bool { return v.checked }
 
 // IsZero reports whether the value is absent.
 func (v Value) IsZero() bool { return v.Wire == nil }
@@ -590,7 +598,7 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	v.Wire = w
+	v.Wire, v.checked = w, true
 	return nil
 }
 

@@ -39,6 +39,8 @@ func TestJSONMapping(t *testing.T) {
 		{"List", []any{int64(1), "a"}, `[1,"a"]`},
 		{"Map", map[string]any{"x": int64(1), "y": []any{}}, `{"x":1,"y":[]}`},
 		{"DollarMap", map[string]any{"$bytes": "not a tag"}, `{"$map":{"$bytes":"not a tag"}}`},
+		{"DollarFirstKey", map[string]any{"$a": int64(1), "b": int64(2)}, `{"$map":{"$a":1,"b":2}}`},
+		{"DollarLaterKey", map[string]any{"#a": int64(1), "$b": int64(2)}, `{"#a":1,"$b":2}`},
 		{"Timestamp", ts, `{"$timestamp":"2026-12-01T05:00:00.123456789Z"}`},
 		{"NDArray", arr, `{"$ndarray":{"dtype":"float32","shape":[2],"data":"AACAPwAAAEA="}}`},
 		{"Tensor", wire.Tensor(arr), `{"$tensor":{"dtype":"float32","shape":[2],"data":"AACAPwAAAEA="}}`},

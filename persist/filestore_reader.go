@@ -128,7 +128,9 @@ func (t *wtx) getMeta(rq *MetaRequest, sampler Sampler) ([]int64, Schema, error)
 		window = max(ws.Window(rq.BatchSize), rq.BatchSize)
 	}
 	in := &SampleInput{Ready: ready.first(window), BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition,
-		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, t: t, q: t.q, partSpans: part, ready: ready}
+		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex,
+		Source: &fileSampleSource{Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex,
+			t: t, q: t.q, partSpans: part, ready: ready}}
 	in.MoreReady = int64(len(in.Ready)) < ready.count()
 	idx, err := sampler.Sample(t.ctx, in)
 	if err != nil {

@@ -281,3 +281,71 @@ func TestSamplerByName(t *testing.T) {
 	require.Contains(t, SamplerNames(), "seqlen-balanced")
 	require.ErrorIs(t, RegisterSampler("rank-aware", func(json.RawMessage) (Sampler, error) { return RankAware{}, nil }), ErrInvalid)
 }
+
+// memSource is a SampleSource over a slice, as a store other than the file store
+// would give one: the built-in samplers run on it unchanged.
+type memSource struct {
+	ready    []int64
+	assigned map[int][]int64
+	dp       int
+}
+
+func (m *memSource) ReadyAfter(after int64, n int) ([]int64, bool) {
+	var out []int64
+	for i, x := range m.ready {
+		if x > after {
+			out = m.ready[i:min(i+n, len(m.ready))]
+			return out, i+n < len(m.ready)
+		}
+	}
+	return nil, false
+}
+func (m *memSource) ReadyUnheld(n int) ([]int64, error) {
+	held := map[int64]bool{}
+	for _, idx := range m.assigned {
+		for _, x := range idx {
+			held[x] = true
+		}
+	}
+	var out []int64
+	for _, x := range m.ready {
+		if !held[x] && len(out) < n {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+func (m *memSource) Values(context.Context, string, []int64) ([]any, error) { return nil, nil }
+func (m *memSource) Ordinals(idx []int64) []int64                           { return idx }
+func (m *memSource) Assignment() ([]int64, bool, error) {
+	a, ok := m.assigned[m.dp]
+	return a, ok, nil
+}
+func (m *memSource) Assign(idx []int64) error { m.assigned[m.dp] = idx; return nil }
+
+// TestSamplersOnAnotherStore: the built-in samplers use only SampleInput and its
+// Source, so they run on any store's SampleSource.
+func TestSamplersOnAnotherStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// 3 of 4 samples of 2,000 blocks, then one whole block.
+	var ready []int64
+	for b := int64(0); b < 2000; b++ {
+		ready = append(ready, 4*b, 4*b+1, 4*b+2)
+	}
+	ready = append(ready, 8000, 8001, 8002, 8003)
+	src := &memSource{ready: ready, assigned: map[int][]int64{}}
+	in := &SampleInput{Ready: ready[:1024], MoreReady: true, BatchSize: 4, Source: src}
+	idx, err := GRPOGroupNOf(4).Sample(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, []int64{8000, 8001, 8002, 8003}, idx)
+
+	in = &SampleInput{Ready: ready[:1024], MoreReady: true, BatchSize: 2, Source: src}
+	idx, err = RankAware{}.Sample(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1}, idx)
+	src.dp = 1
+	idx, err = RankAware{}.Sample(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 4}, idx, "held by group 0: skipped")
+}

@@ -435,6 +435,9 @@ func (s *Server) value(field string, v api.Value) ([]byte, error) {
 	if err := plane.ValidateValueSize(field, len(v.Wire)); err != nil {
 		return nil, err
 	}
+	if v.Checked() {
+		return v.Wire, nil
+	}
 	if err := api.CheckWire(v.Wire); err != nil {
 		return nil, &plane.InvalidError{Field: field, Rule: "send one value the wire codec accepts (docs/wire.md): " + err.Error()}
 	}

@@ -326,7 +326,8 @@ func TestServeVerboseLogsRequests(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 		if verbose {
-			require.Contains(t, logs.String(), "msg=request method=GET path=/healthz status=")
+			require.Regexp(t, `msg=request request_id=\S+ method=GET route="GET /healthz" status=200`, logs.String())
+			require.Equal(t, 1, strings.Count(logs.String(), "msg=request"), "one line per request")
 		} else {
 			require.NotContains(t, logs.String(), "msg=request")
 		}
@@ -403,7 +404,7 @@ func TestServeVerboseFlag(t *testing.T) {
 	resp, err := http.Get("http://" + addr + "/healthz")
 	require.NoError(t, err)
 	resp.Body.Close()
-	waitOutput(t, stderr, "msg=request method=GET path=/healthz")
+	waitOutput(t, stderr, `method=GET route="GET /healthz" status=200`)
 	cancel()
 	require.Zero(t, <-done)
 }

@@ -157,13 +157,10 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	}
 	defer drv.Close()
 
-	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls})
-	var handler http.Handler = srv
-	if o.LogRequests {
-		handler = logRequests(logger, srv)
-	}
+	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests,
+		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls})
 	hs := &http.Server{
-		Handler:           handler,
+		Handler:           srv,
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		ReadTimeout:       ReadTimeout,
 		IdleTimeout:       IdleTimeout,
@@ -335,45 +332,3 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")
 	return cmd
 }
-
-// logRequests logs one line per request handled by h: method, path (never the query or
-// headers, which may carry secrets), status, response bytes and duration.
-func logRequests(logger *slog.Logger, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		h.ServeHTTP(rec, r)
-		logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
-			slog.Int64("bytes", rec.bytes), slog.Duration("duration", time.Since(start)), slog.String("remote", r.RemoteAddr))
-	})
-}
-
-// statusRecorder remembers the status and size of a response. It passes Flush through, for
-// streams.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	n, err := s.ResponseWriter.Write(b)
-	s.bytes += int64(n)
-	return n, err
-}
-
-// Flush flushes the response when the writer can.
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap returns the underlying writer, for http.ResponseController.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -231,11 +231,11 @@ def test_working(dispatch: HttpDispatch, qname: str) -> None:
 
 
 def test_working_heartbeats_a_slow_body(dispatch: HttpDispatch, qname: str) -> None:
-    q = SyncQueue(qname, dispatch=dispatch, lease_ttl=1.0)
+    q = SyncQueue(qname, dispatch=dispatch, lease_ttl=2.0)
     inv = q.submit(None)
     with q.working() as job:
         assert job is not None
-        end = time.monotonic() + 2.5
+        end = time.monotonic() + 4.5
         while time.monotonic() < end:  # CPU-bound: holds the GIL between switches
             sum(range(1000))
         job.result = "survived"
@@ -557,13 +557,13 @@ def test_async_queue(dispatch: HttpDispatch, qname: str) -> None:
 
 def test_async_working(dispatch: HttpDispatch, qname: str) -> None:
     async def main() -> None:
-        q = Queue(qname, dispatch=dispatch, lease_ttl=1.0)
+        q = Queue(qname, dispatch=dispatch, lease_ttl=2.0)
         async with q.working() as job:
             assert job is None
         ok = await q.submit(20)
         async with q.working() as job:
             assert job is not None
-            time.sleep(2.0)  # blocks this loop past the lease: the client's loop heartbeats
+            time.sleep(3.5)  # blocks this loop past the lease: the client's loop heartbeats
             job.result = job.payload + 1
         assert await q.result(ok) == 21 and (await q.get(ok)).attempt == 1
         bad = await q.submit(0)
