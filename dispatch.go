@@ -14,12 +14,14 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
+	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 )
 
 // Environment variables read by Open and New.
 const (
-	// EnvURL names the process's default plane when set (an http(s):// URL).
+	// EnvURL names the process's default plane when set (an http(s):// or
+	// postgres(ql):// URL).
 	EnvURL = "LAKESHORE_URL"
 	// EnvHome is the directory of the embedded default plane. Defaults to ~/.lakeshore.
 	EnvHome = "LAKESHORE_HOME"
@@ -52,6 +54,11 @@ type Config struct {
 	// Now is the clock the SDK reads (Trim's cutoff). Defaults to time.Now. A test with a
 	// fake clock sets the plane's clock too (SQLite.Now).
 	Now func() time.Time
+
+	// Postgres configures the PostgreSQL plane that Open starts for postgres:// and
+	// postgresql:// targets (schema, maintenance lease, poll-only mode for PgBouncer).
+	// Ignored by New. Defaults to nil: pgplane's defaults (schema "lakeshore").
+	Postgres *pgplane.Config
 
 	// SQLite configures the SQLite plane that Open starts for ":memory:", a file path or
 	// sqlite://. Ignored by New. Defaults to nil: sqliteplane's defaults (synchronous=FULL,
@@ -103,8 +110,10 @@ type Dispatch struct {
 //   - a file path, or sqlite://path: a SQLite plane in that file, created when missing.
 //     Several processes may open one file at once.
 //   - http://…, https://…: the HTTP plane (a `lakeshore serve` server; bearer token from
-//     $LAKESHORE_TOKEN). postgres://…: the PostgreSQL plane, not in this build yet: Open
-//     returns an error matching ErrNotImplemented.
+//     $LAKESHORE_TOKEN).
+//   - postgres://…, postgresql://…: the PostgreSQL plane in that database (pgplane.Open:
+//     the schema is migrated on first use; Config.Postgres configures it). Errors name a
+//     refused connection, wrong credentials, a missing database or a newer schema.
 //
 // Any other scheme is an *InvalidError listing these forms, as are a target with leading or
 // trailing white space, "sqlite:…" without "//" (sqlite://:memory: is ":memory:") and a
@@ -134,6 +143,16 @@ func openDriver(ctx context.Context, target string, c Config) (plane.Driver, err
 	path, err := resolveTarget(target, os.Getenv, os.UserHomeDir)
 	if err != nil {
 		return nil, err
+	}
+	if isPostgres(path) {
+		var pc pgplane.Config
+		if c.Postgres != nil {
+			pc = *c.Postgres
+		}
+		if pc.Logger == nil {
+			pc.Logger = c.Logger
+		}
+		return pgplane.Open(ctx, path, &pc) // pgplane names the host, user or database
 	}
 	if path != ":memory:" && !isHTTP(path) {
 		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
@@ -210,13 +229,19 @@ func isHTTP(path string) bool {
 	return m != nil && (strings.EqualFold(m[1], "http") || strings.EqualFold(m[1], "https"))
 }
 
+// isPostgres reports whether a resolved target is a postgres(ql) URL.
+func isPostgres(path string) bool {
+	m := schemeRE.FindStringSubmatch(path)
+	return m != nil && (strings.EqualFold(m[1], "postgres") || strings.EqualFold(m[1], "postgresql"))
+}
+
 // resolveTarget turns an Open target into the path of a SQLite plane (":memory:" or a file)
 // or the URL of an HTTP plane, creating $LAKESHORE_HOME for the SQLite process default.
 func resolveTarget(target string, getenv func(string) string, userHome func() (string, error)) (string, error) {
 	if target == "" {
 		if u := getenv(EnvURL); u != "" {
-			if m := schemeRE.FindStringSubmatch(u); m == nil || !strings.EqualFold(m[1], "http") && !strings.EqualFold(m[1], "https") {
-				return "", plane.Invalid(EnvURL, u, "use http(s)://host[:port], or unset it to use the embedded SQLite plane")
+			if !isHTTP(u) && !isPostgres(u) {
+				return "", plane.Invalid(EnvURL, u, "use http(s)://host[:port] or postgres://user@host/database, or unset it to use the embedded SQLite plane")
 			}
 			return u, nil
 		}
@@ -256,7 +281,7 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 	case "http", "https":
 		return target, nil
 	case "postgres", "postgresql":
-		return "", fmt.Errorf("open %q: PostgreSQL plane not available in this build: %w", target, ErrNotImplemented)
+		return target, nil
 	}
 	return "", plane.Invalid("target", target, targetRule)
 }

@@ -8,11 +8,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(pgMain{m})
 }
+
+// pgMain runs the tests and then stops the PostgreSQL server of the postgres tests, if one
+// started.
+type pgMain struct{ m *testing.M }
+
+func (p pgMain) Run() int { return pgtest.Main(p.m) }
 
 // testBundle is what setup returns besides the queue under test.
 type testBundle struct {

@@ -71,14 +71,6 @@ func TestOpenLakeshoreURL(t *testing.T) {
 	require.ErrorContains(t, err, "LAKESHORE_URL")
 }
 
-func TestOpenNotInThisBuild(t *testing.T) {
-	t.Parallel()
-	d, err := lakeshore.Open(t.Context(), "postgres://u@db/lakeshore", nil)
-	require.Nil(t, d)
-	require.ErrorIs(t, err, lakeshore.ErrNotImplemented)
-	require.ErrorContains(t, err, "PostgreSQL plane not available in this build")
-}
-
 func TestOpenNamespace(t *testing.T) {
 	t.Setenv(lakeshore.EnvNamespace, "team-a")
 

@@ -138,7 +138,7 @@ kill: nothing changed); 2 usage or bad input; 3 not found; 4 a wait timed out;
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(err) })
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.target, "target", "", `plane to use: a file path, sqlite://path, ":memory:", http(s)://… (default $`+lakeshore.EnvURL+`, else $`+lakeshore.EnvHome+`/lakeshore.db)`)
+	pf.StringVar(&a.target, "target", "", `plane to use: a file path, sqlite://path, ":memory:", http(s)://…, postgres://… (default $`+lakeshore.EnvURL+`, else $`+lakeshore.EnvHome+`/lakeshore.db)`)
 	pf.StringVar(&a.namespace, "namespace", "", "namespace of queues (default $"+lakeshore.EnvNamespace+", else \"default\")")
 	pf.BoolVar(&a.json, "json", false, "print JSON (one object per line) instead of tables")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log debug lines to stderr")

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 				code = 1
 			}
 		}()
-		code = m.Run()
+		code = pgtest.Main(m) // stops the PostgreSQL server of the postgres tests, if one started
 	}()
 	os.Exit(code)
 }

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
+)
+
+func newMigrateCmd(a *app) *cobra.Command {
+	var (
+		check  bool
+		schema string
+	)
+	c := &cobra.Command{
+		Use:   "migrate [--check] [--schema NAME]",
+		Short: "Bring a PostgreSQL plane's schema up to this build's version, or check it with --check",
+		Long: `Migrate applies the embedded schema migrations of the PostgreSQL plane named by --target
+(or $LAKESHORE_URL), a postgres:// or postgresql:// URL, under --schema. Concurrent
+migrators are serialised by the database; each migration is one transaction. Opening a
+plane migrates it too: run migrate ahead of a rolling upgrade to do it once, in one place.
+
+With --check nothing is written: it prints the schema's version and this build's, and exits
+0 when they match, 1 when migrations are pending, and 5 when the schema is newer than this
+build (which every verb, serve and worker refuse to run against).
+
+SQLite planes migrate their file when opened, and a server migrates its own plane: migrate
+refuses other targets.`,
+		Example: `  lakeshore migrate --target postgres://lakeshore@db.internal/jobs --check
+  LAKESHORE_URL=postgres://lakeshore@db.internal/jobs lakeshore migrate`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			target := a.planeURL()
+			u, err := url.Parse(target)
+			if target == "" || err != nil || (!strings.EqualFold(u.Scheme, "postgres") && !strings.EqualFold(u.Scheme, "postgresql")) {
+				return usagef("migrate needs a postgres:// or postgresql:// --target (or $LAKESHORE_URL); SQLite planes migrate when opened and servers migrate their own plane")
+			}
+			schema = cmp.Or(schema, pgplane.SchemaDefault)
+			pool, err := pgplane.OpenPool(c.Context(), target)
+			if err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+			defer pool.Close()
+			before, err := pgplane.CurrentVersion(c.Context(), pool, schema)
+			if err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+			after := before
+			if before > pgplane.SchemaVersion {
+				return fmt.Errorf("migrate: schema %s is at version %d, this build knows up to %d: upgrade lakeshore: %w",
+					schema, before, pgplane.SchemaVersion, pgplane.ErrSchemaNewer)
+			}
+			if !check && before < pgplane.SchemaVersion {
+				if err := pgplane.Migrate(c.Context(), pool, schema); err != nil {
+					return fmt.Errorf("migrate: %w", err)
+				}
+				after = pgplane.SchemaVersion
+			}
+			status := "up to date"
+			switch {
+			case after < pgplane.SchemaVersion:
+				status = "migrations pending: run lakeshore migrate"
+			case before < after:
+				status = fmt.Sprintf("migrated from version %d", before)
+			}
+			if a.json {
+				err = a.printJSON(map[string]any{"schema": schema, "version": after, "build_version": pgplane.SchemaVersion,
+					"previous_version": before, "up_to_date": after == pgplane.SchemaVersion})
+			} else {
+				_, err = fmt.Fprintf(a.stdout, "schema %s: version %d (this build: %d): %s\n", schema, after, pgplane.SchemaVersion, status)
+			}
+			if err == nil && after < pgplane.SchemaVersion {
+				return silentExit(exitJobFailed)
+			}
+			return err
+		},
+	}
+	c.Flags().BoolVar(&check, "check", false, "print the schema's version and exit non-zero when it is behind or newer; write nothing")
+	c.Flags().StringVar(&schema, "schema", "", `PostgreSQL schema holding the plane's tables (default "`+pgplane.SchemaDefault+`")`)
+	return c
+}

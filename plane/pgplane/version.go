@@ -1,0 +1,45 @@
+package pgplane
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// OpenPool connects to the database at url as Open does (same URL forms, same errors:
+// *plane.InvalidError for a bad URL, ErrConnectionRefused, ErrCredentials or
+// ErrDatabaseMissing naming what the server said) without starting a plane or touching the
+// schema: for tools such as `lakeshore migrate`. The caller closes the pool.
+func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
+			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + firstLine(err.Error()) + ")"}
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		pc.MaxConns = 2
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, classify(pc.ConnConfig, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, classify(pc.ConnConfig, err)
+	}
+	return pool, nil
+}
+
+// CurrentVersion returns the version of the plane's schema named schema in the pool's
+// database: 0 when it was never migrated, SchemaVersion when it is up to date, more than
+// SchemaVersion when a newer build migrated it (Open and Migrate then refuse it with
+// ErrSchemaNewer). It writes nothing.
+func CurrentVersion(ctx context.Context, pool *pgxpool.Pool, schema string) (int, error) {
+	if !schemaName.MatchString(schema) {
+		return 0, plane.Invalid("schema", schema, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+	}
+	return schemaVersion(ctx, pool, schema)
+}
