@@ -27,6 +27,7 @@ type childSpec struct {
 	RedisAddr   string        `json:"redis_addr"`
 	LeaseTTL    time.Duration `json:"lease_ttl"`
 	HTTPURL     string        `json:"http_url"`
+	PGAddr      string        `json:"pg_addr"`
 	Concurrency int           `json:"concurrency"`
 	// Log is the file each handler appends its job's seq to (8 bytes, big endian) when it
 	// runs: a write(2) per job, which survives the process's SIGKILL.
@@ -69,7 +70,7 @@ func runChild(ctx context.Context, spec *childSpec) error {
 		return err
 	}
 	defer log.Close()
-	e := &env{dir: spec.Dir, sync: spec.Sync, redisAddr: spec.RedisAddr, leaseTTL: spec.LeaseTTL, httpURL: spec.HTTPURL}
+	e := &env{dir: spec.Dir, sync: spec.Sync, redisAddr: spec.RedisAddr, leaseTTL: spec.LeaseTTL, httpURL: spec.HTTPURL, pgAddr: spec.PGAddr}
 	s, err := sys.open(ctx, e)
 	if err != nil {
 		return err
@@ -138,7 +139,7 @@ func runCrash(ctx context.Context, h *harness, sys system, e *env) ([]float64, e
 		return nil, err
 	}
 	spec := childSpec{System: sys.name(), Dir: e.dir, Sync: e.sync, RedisAddr: e.redisAddr, LeaseTTL: e.leaseTTL,
-		HTTPURL: e.httpURL, Concurrency: h.o.crashConcurrency}
+		HTTPURL: e.httpURL, PGAddr: e.pgAddr, Concurrency: h.o.crashConcurrency}
 	logs := []string{filepath.Join(e.dir, "ran-1.log"), filepath.Join(e.dir, "ran-2.log")}
 
 	spec.Log = logs[0]

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -141,6 +143,21 @@ func run(ctx context.Context, o options, stderr io.Writer) (*report, error) {
 			}
 		}
 	}
+	var pg *pgServer
+	var pgErr error
+	for _, s := range syss {
+		if _, ok := s.(postgresSystem); !ok || skipped[s.name()] != "" {
+			continue
+		}
+		if pg == nil && pgErr == nil {
+			if pg, pgErr = startPG(); pgErr == nil {
+				defer pg.stop()
+			}
+		}
+		if pgErr != nil {
+			skipped[s.name()] = pgErr.Error()
+		}
+	}
 	for _, s := range syss {
 		if why, ok := skipped[s.name()]; ok {
 			fmt.Fprintf(stderr, "%s: skipped: %s\n", s.name(), why)
@@ -150,6 +167,9 @@ func run(ctx context.Context, o options, stderr io.Writer) (*report, error) {
 	e0 := &env{sync: o.sync, leaseTTL: o.leaseTTL}
 	if redis != nil {
 		e0.redisAddr = redis.addr
+	}
+	if pg != nil {
+		e0.pgAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(pg.port))
 	}
 	results := map[string]map[string][]measurement{} // workload → system → per metric
 	failed := 0

@@ -25,7 +25,14 @@ func TestMain(m *testing.M) {
 func TestSmoke(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "table.md")
 	var stdout, stderr bytes.Buffer
-	code := runMain(context.Background(), []string{"-quick", "-out", out}, &stdout, &stderr)
+	// The PostgreSQL systems have their own, shorter smoke test (TestSmokePostgres).
+	var names []string
+	for _, s := range systems() {
+		if _, ok := s.(postgresSystem); !ok {
+			names = append(names, s.name())
+		}
+	}
+	code := runMain(context.Background(), []string{"-quick", "-out", out, "-systems", strings.Join(names, ",")}, &stdout, &stderr)
 	t.Log(stderr.String())
 	if code != 0 {
 		t.Fatalf("bench -quick exited %d", code)
@@ -67,6 +74,59 @@ func TestSmoke(t *testing.T) {
 	}
 	if string(written) != table {
 		t.Error("-out file differs from the printed table")
+	}
+}
+
+// TestSmokePostgres runs the PostgreSQL systems (lakeshore-pg, river-pg) on the harness's
+// own PostgreSQL in quick mode on three short workloads (the crash workload waits out
+// River's 30 s rescuer: run it by hand). Without PostgreSQL they are skipped with a line
+// saying how to install it, and the test checks that line instead (fails with CI=true).
+func TestSmokePostgres(t *testing.T) {
+	testSmokePostgres(t)
+}
+
+// TestSkipsPostgresWithoutIt: with no initdb anywhere, the PostgreSQL systems are skipped
+// with the install hint and the rest of the run goes on.
+func TestSkipsPostgresWithoutIt(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("CI", "")
+	defer func(g string) { pgLibGlob = g }(pgLibGlob)
+	pgLibGlob = filepath.Join(t.TempDir(), "*", "initdb")
+	testSmokePostgres(t)
+}
+
+func testSmokePostgres(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"-quick", "-systems", "lakeshore,lakeshore-pg,river-pg",
+		"-workloads", "enqueue-64,batch-100,burndown-8"}, &stdout, &stderr)
+	t.Log(stderr.String())
+	if code != 0 {
+		t.Fatalf("bench -quick exited %d", code)
+	}
+	table := stdout.String()
+	if _, err := findPG(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL is not installed (CI=true: the PostgreSQL peers must run): %v", err)
+		}
+		for _, s := range []string{"lakeshore-pg", "river-pg"} {
+			if !strings.Contains(stderr.String(), s+": skipped: PostgreSQL not found: install it with `apt-get install postgresql`") {
+				t.Errorf("no skip line for %s:\n%s", s, stderr.String())
+			}
+		}
+		return
+	}
+	for _, s := range []string{"lakeshore-pg", "river-pg"} {
+		for _, row := range []string{"| enqueue-64 | jobs/s | " + s + " | ", "| burndown-8 | jobs/s | " + s + " | ", "| batch-100 | jobs/s | " + s + " | "} {
+			i := strings.Index(table, row)
+			if i < 0 {
+				t.Errorf("no row %q in:\n%s", row, table)
+				continue
+			}
+			line := table[i:]
+			if line = line[:strings.IndexByte(line, '\n')]; strings.Contains(line, "error") {
+				t.Errorf("%s", line)
+			}
+		}
 	}
 }
 

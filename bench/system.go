@@ -32,6 +32,9 @@ type env struct {
 	// httpURL is the Lakeshore server the lakeshore-http system talks to; empty: it starts
 	// its own in this process.
 	httpURL string
+	// pgAddr is the host:port of the harness's PostgreSQL server, for the PostgreSQL
+	// systems; each run gets its own database (runDatabase).
+	pgAddr string
 }
 
 // hoster is a system whose server the crash workload keeps in the harness process while
@@ -106,6 +109,8 @@ func systems() []system {
 		lakeshoreSystem{},
 		lakeshoreHTTPSystem{},
 		riverSystem{},
+		lakeshorePGSystem{},
+		riverPGSystem{},
 		goqiteSystem{},
 		asynqSystem{},
 		rawSQLiteSystem{},
