@@ -189,6 +189,14 @@ func TestServeReplicaKilled(t *testing.T) {
 		}()
 	}
 
+	// CPU accounting: the replicas' and PostgreSQL's CPU seconds during the run.
+	port := int(pool.Config().ConnConfig.Port)
+	var serverCPU [3]float64
+	for i, s := range servers {
+		serverCPU[i] = -cpuSeconds(s.cmd.Process.Pid)
+	}
+	pgCPU := -postgresCPU(port)
+
 	// Producers, two per replica, submit in keyed batches of 25.
 	var (
 		mu       sync.Mutex
@@ -275,6 +283,7 @@ func TestServeReplicaKilled(t *testing.T) {
 	// SIGKILL the leader replica a third of the way through.
 	start := time.Now()
 	require.Eventually(t, func() bool { return nSettled.Load() >= int64(jobs/3) }, 3*time.Minute, 5*time.Millisecond)
+	serverCPU[0] += cpuSeconds(servers[0].cmd.Process.Pid)
 	require.NoError(t, servers[0].cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	<-servers[0].done
@@ -320,6 +329,14 @@ func TestServeReplicaKilled(t *testing.T) {
 		return n == jobs
 	}, 2*time.Minute, 100*time.Millisecond)
 	elapsed := time.Since(start)
+	for i := 1; i < len(servers); i++ {
+		serverCPU[i] += cpuSeconds(servers[i].cmd.Process.Pid)
+	}
+	pgCPU += postgresCPU(port)
+	t.Logf("CPU seconds per 1,000 jobs (submit in batches of 25, claim 10 at a time, ack one by one, all over HTTP): "+
+		"replicas %.3f (replica 0 until killed %.2f s, replica 1 %.2f s, replica 2 %.2f s in all), PostgreSQL %.3f (%.2f s in all)",
+		(serverCPU[0]+serverCPU[1]+serverCPU[2])/float64(jobs)*1000, serverCPU[0], serverCPU[1], serverCPU[2],
+		pgCPU/float64(jobs)*1000, pgCPU)
 	stopWork()
 	wwg.Wait()
 
