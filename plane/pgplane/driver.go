@@ -66,7 +66,9 @@ type Driver struct {
 	hub     *hub
 	blocked lines  // submits waiting for room, per queue, in this process
 	floors  floors // where fifo claims start, per queue
-	node    string
+
+	maintainMu sync.Mutex // one maintenance pass at a time in this process
+	node       string
 
 	randMu sync.Mutex
 	rand   *rand.Rand

@@ -114,7 +114,7 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 	}
 	seq := h.nextFrame
 	if p.Final {
-		t.finish(h, stateSucceeded, value, nil)
+		t.apply(h, plane.Transition{State: plane.StateSucceeded}, value)
 		return seq, nil, nil
 	}
 	t.exec(t.d.sql.insertFrame, h.id, seq, int16(frameValue), value, h.attempt, t.ms)

@@ -81,8 +81,8 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 
 // WorkerRegister implements plane.Driver.
 func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error {
-	if info.ID == "" || len(info.ID) > 128 {
-		return plane.Invalid("worker id", info.ID, "use 1–128 bytes")
+	if err := info.Validate(); err != nil {
+		return err
 	}
 	ns := cmp.Or(info.Namespace, plane.NamespaceDefault)
 	queues := info.Queues
@@ -124,6 +124,9 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 
 // WorkerRemove implements plane.Driver.
 func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
+	if err := (&plane.WorkerInfo{ID: id, Namespace: namespace}).Validate(); err != nil {
+		return err
+	}
 	ns := cmp.Or(namespace, plane.NamespaceDefault)
 	return d.do(ctx, func(t *tx) error {
 		t.exec(`DELETE FROM `+d.schema+`.workers WHERE namespace = $1 AND id = $2`, ns, id)
