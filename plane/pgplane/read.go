@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -169,88 +170,95 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 }
 
 // InvocationList implements plane.Driver. A page walks the (queue, id) index, or the
-// (queue, state, id) index with a state filter, from the cursor: O(Limit) rows read when no
-// key prefix filters them out. The cursor is the last id of the page.
+// (queue, state, id) index with a state filter, from the cursor, reading ids and keys of at
+// most Limit entries (plane.ListScanFactor × Limit with a KeyPrefix, so such a page may come
+// back short with a Next cursor), then the rows of the page: O(Limit) whatever the queue's
+// size. The cursor is the last id examined.
 func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plane.ListPage, error) {
-	if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	if err := plane.ValidateName("queue name", p.Queue); err != nil {
-		return nil, err
-	}
-	state := -1
-	if p.State != "" {
-		if state = stateNumber(p.State); state < 0 {
-			_, err := plane.ParseState(string(p.State))
-			return nil, err
-		}
-	}
-	if p.After != "" {
-		if err := plane.ValidateID(p.After); err != nil {
-			return nil, plane.Invalid("cursor", p.After, "pass the Next of the previous page")
-		}
-	}
-	if p.Limit < 0 || p.Limit > plane.ListLimitMax {
-		return nil, plane.Invalid("limit", p.Limit, "use 1–"+strconv.Itoa(plane.ListLimitMax)+" (0: the default "+strconv.Itoa(plane.ListLimitDefault)+")")
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = plane.ListLimitDefault
 	}
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
+	limit := cmp.Or(p.Limit, plane.ListLimitDefault)
+	budget := limit
+	if p.KeyPrefix != "" {
+		budget = limit * plane.ListScanFactor
+	}
 	var where strings.Builder
 	args := []any{p.Namespace, p.Queue}
 	where.WriteString(`namespace = $1 AND queue = $2`)
-	if state >= 0 {
-		args = append(args, int16(state))
-		where.WriteString(` AND state = $` + strconv.Itoa(len(args)))
-	}
-	if p.KeyPrefix != "" {
-		args = append(args, likePrefix(p.KeyPrefix))
-		where.WriteString(` AND key LIKE $` + strconv.Itoa(len(args)) + ` ESCAPE '\'`)
-	}
-	order, cmp := "DESC", "<"
+	order, cmpOp, stateOrder := "DESC", "<", ""
 	if p.Oldest {
-		order, cmp = "ASC", ">"
+		order, cmpOp = "ASC", ">"
+	}
+	if p.State != "" {
+		args = append(args, int16(stateNumber(p.State)))
+		where.WriteString(` AND state = $` + strconv.Itoa(len(args)))
+		stateOrder = "state " + order + ", "
 	}
 	if p.After != "" {
 		args = append(args, p.After)
-		where.WriteString(` AND id ` + cmp + ` $` + strconv.Itoa(len(args)))
+		where.WriteString(` AND id ` + cmpOp + ` $` + strconv.Itoa(len(args)))
 	}
-	args = append(args, limit+1)
-	stateOrder := ""
-	if state >= 0 {
-		stateOrder = "state " + order + ", "
-	}
-	sql := `SELECT ` + rowColumns + ` FROM ` + d.schema + `.invocations WHERE ` + where.String() +
+	args = append(args, budget+1)
+	scan := `SELECT id, key FROM ` + d.schema + `.invocations WHERE ` + where.String() +
 		` ORDER BY namespace ` + order + `, queue ` + order + `, ` + stateOrder + `id ` + order + ` LIMIT $` + strconv.Itoa(len(args))
-	rs, err := d.pool.Query(ctx, sql, args...)
+	rs, err := d.pool.Query(ctx, scan, args...)
 	if err != nil {
 		return nil, connectionError(fmt.Errorf("list: %w", err))
 	}
-	defer rs.Close()
-	page := &plane.ListPage{}
+	page := &plane.ListPage{Invocations: []*plane.Invocation{}}
+	var ids []string
+	examined, lastExamined, more := 0, "", false
 	for rs.Next() {
-		r, err := scanRow(rs)
-		if err != nil {
+		var id string
+		var key *string
+		if err := rs.Scan(&id, &key); err != nil {
+			rs.Close()
 			return nil, fmt.Errorf("list: %w", err)
 		}
-		page.Invocations = append(page.Invocations, r.invocation())
+		if examined == budget || len(ids) == limit {
+			more = true // a row beyond the page, or beyond the scan's budget
+			break
+		}
+		examined++
+		lastExamined = id
+		if p.KeyPrefix == "" || key != nil && strings.HasPrefix(*key, p.KeyPrefix) {
+			ids = append(ids, id)
+		}
 	}
+	rs.Close()
 	if err := rs.Err(); err != nil {
 		return nil, connectionError(fmt.Errorf("list: %w", err))
 	}
-	if len(page.Invocations) > limit {
-		page.Invocations = page.Invocations[:limit]
-		page.Next = page.Invocations[limit-1].ID
+	if more {
+		page.Next = lastExamined // the last id of a full page, or the last one examined
+	}
+	if len(ids) == 0 {
+		return page, nil
+	}
+	rows, err := d.pool.Query(ctx, d.sql.rowsByID, ids)
+	if err != nil {
+		return nil, connectionError(fmt.Errorf("list: %w", err))
+	}
+	defer rows.Close()
+	byID := make(map[string]*plane.Invocation, len(ids))
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		byID[r.id] = r.invocation()
+	}
+	if err := rows.Err(); err != nil {
+		return nil, connectionError(fmt.Errorf("list: %w", err))
+	}
+	for _, id := range ids {
+		if inv := byID[id]; inv != nil { // trimmed since the scan: left out
+			page.Invocations = append(page.Invocations, inv)
+		}
 	}
 	return page, nil
-}
-
-// likePrefix is a LIKE pattern matching strings that start with prefix.
-func likePrefix(prefix string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(prefix) + "%"
 }

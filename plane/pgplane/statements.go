@@ -14,7 +14,7 @@ type statements struct {
 	nextAvailable, setRunning                                string
 	head, headMany, setQueued, setTerminal, setLease         string
 	ackHeld, nextFrame, insertFrame, topicAppend             string
-	row, topicClosed, frames                                 string
+	row, rowsByID, topicClosed, frames                       string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
 	leaderTake, leaderRelease                                string
@@ -101,6 +101,7 @@ func newStatements(schema string) statements {
 			ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3
 			WHERE NOT t.closed RETURNING next_seq - 1`),
 		row:         s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
+		rowsByID:    s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
 		topicClosed: s(`SELECT closed FROM {s}.topics WHERE journal = $1`),
 		frames:      s(`SELECT seq, kind, value, attempt, time_ms FROM {s}.frames WHERE journal = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
 		expiredLeases: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND lease_expires_ms <= $1
