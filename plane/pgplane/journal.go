@@ -234,7 +234,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		return nil
 	})
 	if err != nil {
-		return nil, connectionError(err)
+		return nil, d.failure(err)
 	}
 	return res, nil
 }

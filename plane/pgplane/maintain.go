@@ -145,7 +145,7 @@ func (d *Driver) maintain(ctx context.Context) error {
 		}
 	}
 	if _, err := d.pool.Exec(ctx, d.sql.countsVacuum); err != nil {
-		return fmt.Errorf("maintenance: %w", connectionError(err))
+		return fmt.Errorf("maintenance: %w", d.failure(err))
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 	rs, err := d.pool.Query(ctx, `SELECT id, namespace, host, pid, queues, started_ms, seen_ms FROM `+d.schema+`.workers
 		WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`, since, p.Namespace)
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("list workers: %w", err))
+		return nil, d.failure(fmt.Errorf("list workers: %w", err))
 	}
 	defer rs.Close()
 	var out []plane.WorkerInfo
@@ -119,7 +119,7 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 		w.StartedAt, w.LastSeen = fromMS(started), fromMS(seen)
 		out = append(out, w)
 	}
-	return out, connectionError(rs.Err())
+	return out, d.failure(rs.Err())
 }
 
 // WorkerRemove implements plane.Driver.
@@ -188,7 +188,7 @@ func (d *Driver) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, e
 		return nil, plane.ErrNotFound
 	}
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("get token: %w", err))
+		return nil, d.failure(fmt.Errorf("get token: %w", err))
 	}
 	return tok, nil
 }
@@ -200,7 +200,7 @@ func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
 	}
 	rs, err := d.pool.Query(ctx, `SELECT `+tokenColumns+` FROM `+d.schema+`.tokens ORDER BY created_ms, id`)
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("list tokens: %w", err))
+		return nil, d.failure(fmt.Errorf("list tokens: %w", err))
 	}
 	defer rs.Close()
 	var out []plane.TokenInfo
@@ -211,7 +211,7 @@ func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
 		}
 		out = append(out, *tok)
 	}
-	return out, connectionError(rs.Err())
+	return out, d.failure(rs.Err())
 }
 
 // TokenRevoke implements plane.Driver.
