@@ -37,6 +37,10 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 			release()
 			return nil, err
 		}
+		if err := ctx.Err(); err != nil {
+			release()
+			return nil, err
+		}
 		d.claims.do(ctx, req)
 		if req.err != nil || len(req.jobs) > 0 || p.Wait == 0 {
 			release()

@@ -43,6 +43,9 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 	if value == nil {
 		value = []byte{0xc0} // msgpack nil
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	req := &postRequest{p: p, value: value, journal: journalName(p.Journal)}
 	if err := d.checkOpen(); err != nil {
 		return 0, err

@@ -31,6 +31,9 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 	if len(params) == 0 {
 		return []error{}, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	req := &settleRequest{params: params, out: make([]error, len(params))}
 	d.settles.do(ctx, req)
 	return req.out, req.err

@@ -25,6 +25,9 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 			return nil, plane.Invalid("delay", s.Delay, "use a duration ≥ 0 (0: none)")
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	req := &submitRequest{p: p}
 	d.submits.do(ctx, req)
 	if !req.solo {
