@@ -42,8 +42,7 @@ CREATE INDEX invocations_priority ON {schema}.invocations (namespace, queue, pri
 -- and across queues (maintenance promotes every due row and wakes the queues' claimers).
 CREATE INDEX invocations_waiting ON {schema}.invocations (namespace, queue, available_ms) WHERE state = 0 AND waiting;
 CREATE INDEX invocations_due ON {schema}.invocations (available_ms) WHERE state = 0 AND waiting;
--- Listing: every state, or one state, by id.
-CREATE INDEX invocations_list ON {schema}.invocations (namespace, queue, id);
+-- Listing, by state and id (a listing of every state merges one scan per state).
 CREATE INDEX invocations_list_state ON {schema}.invocations (namespace, queue, state, id);
 -- Maintenance.
 CREATE INDEX invocations_lease ON {schema}.invocations (lease_expires_ms) WHERE state = 1;
