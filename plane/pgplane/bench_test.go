@@ -2,9 +2,13 @@ package pgplane
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -132,5 +136,69 @@ func walMark(b *testing.B, url string) func() float64 {
 			b.Fatal(err)
 		}
 		return n
+	}
+}
+
+// BenchmarkClaimDepth claims and acks one job at a time behind a backlog: queued jobs (the
+// claim reads the head of the index) or delayed ones (kept out of the claim indexes), so
+// claim cost can be compared across depths. LAKESHORE_BENCH_DEPTH sets the large depth
+// (default 100,000).
+func BenchmarkClaimDepth(b *testing.B) {
+	large := 100_000
+	if v, err := strconv.Atoi(os.Getenv("LAKESHORE_BENCH_DEPTH")); err == nil && v > 0 {
+		large = v
+	}
+	for _, c := range []struct {
+		name            string
+		queued, delayed int
+	}{
+		{"queued-1000", 1000, 0},
+		{fmt.Sprintf("queued-%d", large), large, 0},
+		{fmt.Sprintf("delayed-%d", large), 1000, large},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			url := pgtest.Database(b)
+			d, err := Open(b.Context(), url, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			seed := func(n int, delay time.Duration) {
+				batch := make([]plane.SubmitParams, 1000)
+				for i := range batch {
+					batch[i] = plane.SubmitParams{Payload: []byte{0xc0}, Delay: delay}
+				}
+				for done := 0; done < n; done += len(batch) {
+					if _, err := d.InvocationSubmitMany(b.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+						Invocations: batch[:min(len(batch), n-done)]}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			seed(c.delayed, time.Hour)
+			seed(c.queued+b.N, 0)
+			conn, err := pgx.Connect(b.Context(), url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			conn.Exec(b.Context(), `VACUUM ANALYZE lakeshore.invocations`)
+			conn.Close(b.Context())
+			b.ResetTimer()
+			for range b.N {
+				jobs, err := d.InvocationClaimMany(b.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q"})
+				if err != nil || len(jobs) != 1 {
+					b.Fatal(err, len(jobs))
+				}
+				if _, err := d.InvocationSettleMany(b.Context(), []plane.SettleParams{{ID: jobs[0].ID, Token: jobs[0].Token, Outcome: plane.OutcomeSucceeded}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			began := time.Now()
+			if _, err := d.InvocationCount(b.Context(), &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateQueued}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(began).Microseconds()), "count-µs")
+		})
 	}
 }

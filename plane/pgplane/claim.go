@@ -37,6 +37,10 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 			release()
 			return nil, err
 		}
+		if err := ctx.Err(); err != nil {
+			release()
+			return nil, err
+		}
 		d.claims.do(ctx, req)
 		if req.err != nil || len(req.jobs) > 0 || p.Wait == 0 {
 			release()
@@ -153,7 +157,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	br := t.tx.SendBatch(t.ctx, b)
 	var cutoff time.Duration
 	var rows []*row
-	var levels []level
+	var levels []plane.Level
 	err := func() error {
 		defer br.Close()
 		var promoted *string // the smallest id made claimable
@@ -179,8 +183,8 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		defer rs.Close()
 		for rs.Next() {
 			if kind == plane.KindBoltzmann {
-				var l level
-				if err := rs.Scan(&l.priority, &l.n); err != nil {
+				var l plane.Level
+				if err := rs.Scan(&l.Priority, &l.Count); err != nil {
 					return fmt.Errorf("claim: read levels: %w", err)
 				}
 				levels = append(levels, l)
@@ -216,9 +220,9 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	}
 	if kind == plane.KindBoltzmann {
 		for taken < want && len(levels) > 0 {
-			i := drawLevel(levels, p.Temperature, t.d.float64())
+			i := plane.DrawLevel(levels, p.Temperature, t.d.float64())
 			t.begin(reqs)
-			rows, err := t.candidates(t.d.sql.claimLevel, p.Namespace, p.Queue, levels[i].priority)
+			rows, err := t.candidates(t.d.sql.claimLevel, p.Namespace, p.Queue, levels[i].Priority)
 			if err != nil {
 				return err
 			}
@@ -229,7 +233,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			if !t.expired(rows[0], cutoff) {
 				take(rows[0])
 			}
-			if levels[i].n--; levels[i].n <= 0 {
+			if levels[i].Count--; levels[i].Count <= 0 {
 				levels = append(levels[:i], levels[i+1:]...)
 			}
 		}
@@ -294,24 +298,20 @@ func (t *tx) candidates(sql string, args ...any) ([]*row, error) {
 	return out, rs.Err()
 }
 
-// expired ends r as timeout instead of running it when its deadline has passed or is
-// nearer than the queue's cutoff, and reports whether it did.
+// expired ends r as timeout instead of running it when plane's policy says so (its
+// deadline has passed, or is nearer than the queue's cutoff), and reports whether it did.
 func (t *tx) expired(r *row, cutoff time.Duration) bool {
 	if r.deadlineMS == 0 {
 		return false
 	}
+	end := plane.ClaimTransition(time.UnixMilli(r.deadlineMS), t.now, cutoff, r.attempt)
+	if end == nil {
+		return false
+	}
 	h := &head{id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
 		priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
-	if r.deadlineMS <= t.ms {
-		t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before the invocation ran"})
-		return true
-	}
-	if cutoff > 0 && r.deadlineMS < t.ms+cutoff.Milliseconds() {
-		t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline",
-			Message: fmt.Sprintf("deadline nearer than the queue's cutoff %s at claim", cutoff)})
-		return true
-	}
-	return false
+	t.apply(h, *end, nil)
+	return true
 }
 
 // begin starts a new attempt of each request's taken rows under a fresh lease, one write
@@ -348,40 +348,6 @@ func (t *tx) begin(reqs []*claimRequest) {
 		t.exec(t.d.sql.setRunning, t.ms, expires, req.p.Worker, ids, tokens)
 		req.pending = nil
 	}
-}
-
-type level struct {
-	priority float64
-	n        int64
-}
-
-// drawLevel returns the index of the level drawn by u (uniform in [0,1)) with weights
-// count·exp((p − pmax)/T). Subtracting pmax keeps every weight in (0, count] so no
-// temperature overflows.
-func drawLevel(levels []level, temperature, u float64) int {
-	pmax := math.Inf(-1)
-	for _, l := range levels {
-		pmax = max(pmax, l.priority)
-	}
-	weights := make([]float64, len(levels))
-	var total float64
-	for i, l := range levels {
-		weights[i] = float64(l.n) * math.Exp((l.priority-pmax)/temperature)
-		total += weights[i]
-	}
-	x := u * total
-	for i, w := range weights {
-		if x < w {
-			return i
-		}
-		x -= w
-	}
-	for i := len(weights) - 1; i >= 0; i-- {
-		if weights[i] > 0 {
-			return i
-		}
-	}
-	return 0
 }
 
 // floors keep, per queue, the smallest id a fifo claim of this process last found

@@ -1,6 +1,8 @@
 // Package pgplane is the dispatch plane on PostgreSQL: a plane.Driver on pgx (pgxpool) that
-// any number of processes on any number of machines share. Every operation is one
-// transaction; claims take rows with FOR UPDATE SKIP LOCKED from a partial index per claim
+// any number of processes on any number of machines share. Every operation runs in one
+// transaction, shared with the same operations of concurrent callers in the process (group
+// commit: one INSERT for many submits, one claim statement for many claimers, one commit
+// for many settles or posts); claims take rows with FOR UPDATE SKIP LOCKED from a partial index per claim
 // order; counts come from counters kept per (queue, state, priority level) in the same
 // transactions; waiters are woken in process at once and across processes through
 // LISTEN/NOTIFY, sent from the application and coalesced per key at a bounded rate, with a
@@ -66,7 +68,9 @@ type Driver struct {
 	hub     *hub
 	blocked lines  // submits waiting for room, per queue, in this process
 	floors  floors // where fifo claims start, per queue
-	node    string
+
+	maintainMu sync.Mutex // one maintenance pass at a time in this process
+	node       string
 
 	randMu sync.Mutex
 	rand   *rand.Rand

@@ -28,6 +28,8 @@ type member[T any] struct {
 }
 
 // do serves req in a group and returns when it has been served (run filled in its answer).
+// A caller whose ctx has already ended is still served once it has joined: the group's
+// transaction does not belong to any one caller. Callers check ctx before joining.
 func (g *grouper[T]) do(ctx context.Context, req T) {
 	m := &member[T]{req: req, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()

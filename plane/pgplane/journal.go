@@ -43,6 +43,9 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 	if value == nil {
 		value = []byte{0xc0} // msgpack nil
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	req := &postRequest{p: p, value: value, journal: journalName(p.Journal)}
 	if err := d.checkOpen(); err != nil {
 		return 0, err
@@ -114,7 +117,7 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 	}
 	seq := h.nextFrame
 	if p.Final {
-		t.finish(h, stateSucceeded, value, nil)
+		t.apply(h, plane.Transition{State: plane.StateSucceeded}, value)
 		return seq, nil, nil
 	}
 	t.exec(t.d.sql.insertFrame, h.id, seq, int16(frameValue), value, h.attempt, t.ms)
@@ -234,7 +237,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		return nil
 	})
 	if err != nil {
-		return nil, connectionError(err)
+		return nil, d.failure(err)
 	}
 	return res, nil
 }

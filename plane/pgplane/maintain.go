@@ -78,15 +78,38 @@ func (d *Driver) Maintain(ctx context.Context) error {
 // transaction at most), then trims what the retention period no longer keeps in bounded
 // batches.
 func (d *Driver) maintain(ctx context.Context) error {
+	// One pass at a time in this process: an explicit Maintain waits for the timer's pass
+	// instead of skipping the rows it holds, so what Maintain returns has been done.
+	d.maintainMu.Lock()
+	defer d.maintainMu.Unlock()
+	// Due delayed and backed-off rows become claimable, and their queues' idle claimers
+	// are woken (a claimer's own timer runs on real time; the plane's clock may jump).
+	err := d.do(ctx, func(t *tx) error {
+		rs, err := t.query(d.sql.promoteDue, t.ms)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var ns, q, oldest string
+			if err := rs.Scan(&ns, &q, &oldest); err != nil {
+				return err
+			}
+			t.wake(queueKey(ns, q))
+			d.floors.lower(queueKey(ns, q), oldest)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("maintenance: promote: %w", err)
+	}
 	steps := []struct {
 		sql string
 		end func(t *tx, h *head)
 	}{
 		{d.sql.expiredLeases, func(t *tx, h *head) { t.expireLease(h) }},
 		{d.sql.attemptsOverdue, func(t *tx, h *head) { t.attemptOverdue(h) }},
-		{d.sql.deadlinesPassed, func(t *tx, h *head) {
-			t.finish(h, stateTimeout, nil, &plane.ErrorInfo{Type: "deadline", Message: "deadline passed before the invocation ran"})
-		}},
+		{d.sql.deadlinesPassed, func(t *tx, h *head) { t.apply(h, plane.DeadlineTransition(h.attempt), nil) }},
 	}
 	for _, step := range steps {
 		err := d.do(ctx, func(t *tx) error {
@@ -122,7 +145,7 @@ func (d *Driver) maintain(ctx context.Context) error {
 		}
 	}
 	if _, err := d.pool.Exec(ctx, d.sql.countsVacuum); err != nil {
-		return fmt.Errorf("maintenance: %w", connectionError(err))
+		return fmt.Errorf("maintenance: %w", d.failure(err))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
 		return nil, plane.ErrNotFound
 	}
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("get %s: %w", id, err))
+		return nil, d.failure(fmt.Errorf("get %s: %w", id, err))
 	}
 	return r, nil
 }
@@ -90,7 +91,7 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 	}
 	var n int64
 	if err := d.pool.QueryRow(ctx, d.sql.count, p.Namespace, p.Queue, int16(state)).Scan(&n); err != nil {
-		return 0, connectionError(fmt.Errorf("count: %w", err))
+		return 0, d.failure(fmt.Errorf("count: %w", err))
 	}
 	return n, nil
 }
@@ -108,7 +109,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 	rs, err := d.pool.Query(ctx, `SELECT namespace, queue, state, sum(n)::bigint FROM `+d.schema+`.counts
 		WHERE $1 = '' OR namespace = $1 GROUP BY namespace, queue, state ORDER BY namespace, queue`, namespace)
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
 	}
 	var out []plane.QueueStats
 	for rs.Next() {
@@ -128,13 +129,13 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
-		return nil, connectionError(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
 	}
 	// Add each queue's admission block, and the queues with a block but no invocations yet.
 	rs, err = d.pool.Query(ctx, `SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms
 		FROM `+d.schema+`.queues WHERE $1 = '' OR namespace = $1`, namespace)
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
 	}
 	defer rs.Close()
 	index := make(map[[2]string]int, len(out))
@@ -157,7 +158,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		out[i].Admission = &a
 	}
 	if err := rs.Err(); err != nil {
-		return nil, connectionError(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Namespace != out[j].Namespace {
@@ -169,88 +170,103 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 }
 
 // InvocationList implements plane.Driver. A page walks the (queue, id) index, or the
-// (queue, state, id) index with a state filter, from the cursor: O(Limit) rows read when no
-// key prefix filters them out. The cursor is the last id of the page.
+// (queue, state, id) index with a state filter, from the cursor, reading ids and keys of at
+// most Limit entries (plane.ListScanFactor × Limit with a KeyPrefix, so such a page may come
+// back short with a Next cursor), then the rows of the page: O(Limit) whatever the queue's
+// size. The cursor is the last id examined.
 func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plane.ListPage, error) {
-	if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	if err := plane.ValidateName("queue name", p.Queue); err != nil {
-		return nil, err
-	}
-	state := -1
-	if p.State != "" {
-		if state = stateNumber(p.State); state < 0 {
-			_, err := plane.ParseState(string(p.State))
-			return nil, err
-		}
-	}
-	if p.After != "" {
-		if err := plane.ValidateID(p.After); err != nil {
-			return nil, plane.Invalid("cursor", p.After, "pass the Next of the previous page")
-		}
-	}
-	if p.Limit < 0 || p.Limit > plane.ListLimitMax {
-		return nil, plane.Invalid("limit", p.Limit, "use 1–"+strconv.Itoa(plane.ListLimitMax)+" (0: the default "+strconv.Itoa(plane.ListLimitDefault)+")")
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = plane.ListLimitDefault
 	}
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	var where strings.Builder
-	args := []any{p.Namespace, p.Queue}
-	where.WriteString(`namespace = $1 AND queue = $2`)
-	if state >= 0 {
-		args = append(args, int16(state))
-		where.WriteString(` AND state = $` + strconv.Itoa(len(args)))
-	}
+	limit := cmp.Or(p.Limit, plane.ListLimitDefault)
+	budget := limit
 	if p.KeyPrefix != "" {
-		args = append(args, likePrefix(p.KeyPrefix))
-		where.WriteString(` AND key LIKE $` + strconv.Itoa(len(args)) + ` ESCAPE '\'`)
+		budget = limit * plane.ListScanFactor
 	}
-	order, cmp := "DESC", "<"
+	// One index scan per state listed, on (queue, state, id), merged by id: the same
+	// O(budget) entries per state whatever the queue's size, with one index fewer to keep
+	// up on every insert than a (queue, id) index would cost.
+	states := []int{}
+	if p.State != "" {
+		states = append(states, stateNumber(p.State))
+	} else {
+		for i := range stateNames {
+			states = append(states, i)
+		}
+	}
+	order, cmpOp := "DESC", "<"
 	if p.Oldest {
-		order, cmp = "ASC", ">"
+		order, cmpOp = "ASC", ">"
 	}
+	args := []any{p.Namespace, p.Queue, budget + 1}
+	after := ""
 	if p.After != "" {
 		args = append(args, p.After)
-		where.WriteString(` AND id ` + cmp + ` $` + strconv.Itoa(len(args)))
+		after = ` AND id ` + cmpOp + ` $4`
 	}
-	args = append(args, limit+1)
-	stateOrder := ""
-	if state >= 0 {
-		stateOrder = "state " + order + ", "
+	var parts []string
+	for _, st := range states {
+		parts = append(parts, `(SELECT id, key FROM `+d.schema+`.invocations WHERE namespace = $1 AND queue = $2 AND state = `+
+			strconv.Itoa(st)+after+` ORDER BY namespace `+order+`, queue `+order+`, state `+order+`, id `+order+` LIMIT $3)`)
 	}
-	sql := `SELECT ` + rowColumns + ` FROM ` + d.schema + `.invocations WHERE ` + where.String() +
-		` ORDER BY namespace ` + order + `, queue ` + order + `, ` + stateOrder + `id ` + order + ` LIMIT $` + strconv.Itoa(len(args))
-	rs, err := d.pool.Query(ctx, sql, args...)
+	scan := `SELECT id, key FROM (` + strings.Join(parts, " UNION ALL ") + `) AS scanned ORDER BY id ` + order + ` LIMIT $3`
+	rs, err := d.pool.Query(ctx, scan, args...)
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("list: %w", err))
+		return nil, d.failure(fmt.Errorf("list: %w", err))
 	}
-	defer rs.Close()
-	page := &plane.ListPage{}
+	page := &plane.ListPage{Invocations: []*plane.Invocation{}}
+	var ids []string
+	examined, lastExamined, more := 0, "", false
 	for rs.Next() {
-		r, err := scanRow(rs)
+		var id string
+		var key *string
+		if err := rs.Scan(&id, &key); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		if examined == budget || len(ids) == limit {
+			more = true // a row beyond the page, or beyond the scan's budget
+			break
+		}
+		examined++
+		lastExamined = id
+		if p.KeyPrefix == "" || key != nil && strings.HasPrefix(*key, p.KeyPrefix) {
+			ids = append(ids, id)
+		}
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, d.failure(fmt.Errorf("list: %w", err))
+	}
+	if more {
+		page.Next = lastExamined // the last id of a full page, or the last one examined
+	}
+	if len(ids) == 0 {
+		return page, nil
+	}
+	rows, err := d.pool.Query(ctx, d.sql.rowsByID, ids)
+	if err != nil {
+		return nil, d.failure(fmt.Errorf("list: %w", err))
+	}
+	defer rows.Close()
+	byID := make(map[string]*plane.Invocation, len(ids))
+	for rows.Next() {
+		r, err := scanRow(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list: %w", err)
 		}
-		page.Invocations = append(page.Invocations, r.invocation())
+		byID[r.id] = r.invocation()
 	}
-	if err := rs.Err(); err != nil {
-		return nil, connectionError(fmt.Errorf("list: %w", err))
+	if err := rows.Err(); err != nil {
+		return nil, d.failure(fmt.Errorf("list: %w", err))
 	}
-	if len(page.Invocations) > limit {
-		page.Invocations = page.Invocations[:limit]
-		page.Next = page.Invocations[limit-1].ID
+	for _, id := range ids {
+		if inv := byID[id]; inv != nil { // trimmed since the scan: left out
+			page.Invocations = append(page.Invocations, inv)
+		}
 	}
 	return page, nil
-}
-
-// likePrefix is a LIKE pattern matching strings that start with prefix.
-func likePrefix(prefix string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(prefix) + "%"
 }

@@ -81,8 +81,8 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 
 // WorkerRegister implements plane.Driver.
 func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error {
-	if info.ID == "" || len(info.ID) > 128 {
-		return plane.Invalid("worker id", info.ID, "use 1–128 bytes")
+	if err := info.Validate(); err != nil {
+		return err
 	}
 	ns := cmp.Or(info.Namespace, plane.NamespaceDefault)
 	queues := info.Queues
@@ -106,7 +106,7 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 	rs, err := d.pool.Query(ctx, `SELECT id, namespace, host, pid, queues, started_ms, seen_ms FROM `+d.schema+`.workers
 		WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`, since, p.Namespace)
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("list workers: %w", err))
+		return nil, d.failure(fmt.Errorf("list workers: %w", err))
 	}
 	defer rs.Close()
 	var out []plane.WorkerInfo
@@ -119,11 +119,14 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 		w.StartedAt, w.LastSeen = fromMS(started), fromMS(seen)
 		out = append(out, w)
 	}
-	return out, connectionError(rs.Err())
+	return out, d.failure(rs.Err())
 }
 
 // WorkerRemove implements plane.Driver.
 func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
+	if err := (&plane.WorkerInfo{ID: id, Namespace: namespace}).Validate(); err != nil {
+		return err
+	}
 	ns := cmp.Or(namespace, plane.NamespaceDefault)
 	return d.do(ctx, func(t *tx) error {
 		t.exec(`DELETE FROM `+d.schema+`.workers WHERE namespace = $1 AND id = $2`, ns, id)
@@ -185,7 +188,7 @@ func (d *Driver) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, e
 		return nil, plane.ErrNotFound
 	}
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("get token: %w", err))
+		return nil, d.failure(fmt.Errorf("get token: %w", err))
 	}
 	return tok, nil
 }
@@ -197,7 +200,7 @@ func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
 	}
 	rs, err := d.pool.Query(ctx, `SELECT `+tokenColumns+` FROM `+d.schema+`.tokens ORDER BY created_ms, id`)
 	if err != nil {
-		return nil, connectionError(fmt.Errorf("list tokens: %w", err))
+		return nil, d.failure(fmt.Errorf("list tokens: %w", err))
 	}
 	defer rs.Close()
 	var out []plane.TokenInfo
@@ -208,7 +211,7 @@ func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
 		}
 		out = append(out, *tok)
 	}
-	return out, connectionError(rs.Err())
+	return out, d.failure(rs.Err())
 }
 
 // TokenRevoke implements plane.Driver.

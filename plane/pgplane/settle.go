@@ -31,6 +31,9 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 	if len(params) == 0 {
 		return []error{}, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	req := &settleRequest{params: params, out: make([]error, len(params))}
 	d.settles.do(ctx, req)
 	return req.out, req.err
@@ -92,52 +95,23 @@ func (t *tx) settle(h *head, p *plane.SettleParams) error {
 	if err := t.holds(h, p.Token); err != nil {
 		return err
 	}
-	switch p.Outcome {
-	case plane.OutcomeSucceeded:
-		result := p.Result
-		if result == nil {
-			result = []byte{0xc0} // msgpack nil: an ack without a result
-		}
-		t.finish(h, stateSucceeded, result, nil)
-	case plane.OutcomeRetry, plane.OutcomeTimedOut:
-		info := errorInfoOf(p.Error)
-		delay := p.RetryDelay
-		if delay <= 0 {
-			delay = t.backoff(h.attempt)
-		}
-		final := stateFailed
-		if p.Outcome == plane.OutcomeTimedOut {
-			final = stateTimeout
-		}
-		t.endAttempt(h, info, final, delay)
-	default:
-		info := errorInfoOf(p.Error)
-		t.finish(h, stateFailed, nil, &info)
+	result := p.Result
+	if p.Outcome == plane.OutcomeSucceeded && result == nil {
+		result = []byte{0xc0} // msgpack nil: an ack without a result
 	}
+	t.apply(h, plane.SettleTransition(p, h.attempt, h.maxAttempts, t.d.cfg.Backoff, t.d.float64), result)
 	return nil
-}
-
-func errorInfoOf(e *plane.ErrorInfo) plane.ErrorInfo {
-	if e == nil {
-		return plane.ErrorInfo{Type: "error", Message: "nacked without an error"}
-	}
-	info := *e
-	info.Type = cmp.Or(info.Type, "error")
-	return info
 }
 
 // InvocationHeartbeatMany implements plane.Driver: one transaction, the rows locked in id
 // order, the new leases written in one batch.
 func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
 	ids := make([]string, 0, len(params))
-	for _, p := range params {
-		if err := plane.ValidateID(p.ID); err != nil {
+	for i := range params {
+		if err := params[i].Validate(); err != nil {
 			return nil, err
 		}
-		if p.LeaseTTL < 0 {
-			return nil, plane.Invalid("lease", p.LeaseTTL, "use a duration ≥ 0 (0: the default 30 s)")
-		}
-		ids = append(ids, p.ID)
+		ids = append(ids, params[i].ID)
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -177,12 +151,12 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 
 // InvocationCancel implements plane.Driver.
 func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateQueued, stateCancelled, plane.ErrorInfo{Type: "cancelled", Message: "cancelled before it ran"})
+	return d.endIf(ctx, id, stateQueued, stateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
 }
 
 // InvocationKill implements plane.Driver.
 func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateRunning, stateKilled, plane.ErrorInfo{Type: "killed", Message: "killed while running"})
+	return d.endIf(ctx, id, stateRunning, stateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
 }
 
 // endIf ends invocation id in state to, with info, when it is in state from.
@@ -204,8 +178,7 @@ func (d *Driver) endIf(ctx context.Context, id string, from, to int, info plane.
 			return nil
 		}
 		done = true
-		info := info
-		t.finish(h, to, nil, &info)
+		t.finish(h, to, info)
 		return nil
 	})
 	return done, err

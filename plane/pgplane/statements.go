@@ -10,11 +10,11 @@ type statements struct {
 	insert, insertMany, existingByID, existingByKey          string
 	admissionExists, deleteIDs                               string
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
-	claimFIFOFrom                                            string
+	claimFIFOFrom, promoteDue                                string
 	nextAvailable, setRunning                                string
 	head, headMany, setQueued, setTerminal, setLease         string
 	ackHeld, nextFrame, insertFrame, topicAppend             string
-	row, topicClosed, frames                                 string
+	row, rowsByID, topicClosed, frames                       string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
 	leaderTake, leaderRelease                                string
@@ -72,6 +72,11 @@ func newStatements(schema string) statements {
 		promote: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
 			WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
 			ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT min(id) FROM moved`),
+		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
+		// the smallest id moved per queue.
+		promoteDue: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
+			WHERE state = 0 AND waiting AND available_ms <= $1 ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED)
+			RETURNING namespace, queue, id) SELECT namespace, queue, min(id) FROM moved GROUP BY namespace, queue`),
 		claimFIFOFrom: s(`SELECT ` + rowColumns + claimWhere + ` AND id >= $4 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFIFO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),
@@ -96,6 +101,7 @@ func newStatements(schema string) statements {
 			ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3
 			WHERE NOT t.closed RETURNING next_seq - 1`),
 		row:         s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
+		rowsByID:    s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
 		topicClosed: s(`SELECT closed FROM {s}.topics WHERE journal = $1`),
 		frames:      s(`SELECT seq, kind, value, attempt, time_ms FROM {s}.frames WHERE journal = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
 		expiredLeases: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND lease_expires_ms <= $1

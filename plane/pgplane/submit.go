@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +24,9 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 		if s.Delay < 0 {
 			return nil, plane.Invalid("delay", s.Delay, "use a duration ≥ 0 (0: none)")
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	req := &submitRequest{p: p}
 	d.submits.do(ctx, req)
@@ -139,7 +141,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		if payload == nil {
 			payload = []byte{}
 		}
-		available := dueMS(s, t.ms)
+		available := s.DueAt(t.now).UnixMilli()
 		ids = append(ids, id)
 		keys = append(keys, key)
 		prios = append(prios, s.Priority)
@@ -261,18 +263,13 @@ func (t *tx) admission(namespace, queue string, lock bool) (*admission, error) {
 	return &a, nil
 }
 
-// admit applies a's limits to n new invocations with the given deadlines. It returns the
-// caller's error (*plane.AdmissionError, *plane.InvalidError, errBlocked) or a SQL failure;
-// either rolls the transaction back.
+// admit applies a's limits (plane's admission policy) to n new invocations with the given
+// deadlines. It returns the caller's error (*plane.AdmissionError, *plane.InvalidError,
+// errBlocked) or a SQL failure; either rolls the transaction back.
 func (t *tx) admit(namespace, queue string, a *admission, n int64, deadlines []time.Time, ahead bool) error {
 	name := namespace + "/" + queue
-	if a.DeadlineCutoff > 0 {
-		for _, dl := range deadlines {
-			if !dl.IsZero() && dl.Sub(t.now) < a.DeadlineCutoff {
-				return plane.Invalid("deadline", dl.Format(time.RFC3339Nano), fmt.Sprintf(
-					"queue %s admits only deadlines at least %s away (its deadline cutoff)", name, a.DeadlineCutoff))
-			}
-		}
+	if err := a.CheckDeadlines(name, t.now, deadlines); err != nil {
+		return err
 	}
 	if a.MaxDepth > 0 {
 		var queued int64
@@ -280,29 +277,20 @@ func (t *tx) admit(namespace, queue string, a *admission, n int64, deadlines []t
 			return fmt.Errorf("count queued: %w", err)
 		}
 		queued += t.pending(namespace, queue, stateQueued) - n // the committed count before this submit
-		if queued+n > a.MaxDepth || ahead {
-			if a.OnFull == plane.OnFullBlock {
-				return errBlocked
-			}
-			fit := max(0, a.MaxDepth-queued)
-			return &plane.AdmissionError{Sentinel: plane.ErrQueueFull, Queue: name, Fit: fit,
-				Detail: fmt.Sprintf("%d queued of max depth %d; %d of the %d submitted would fit", queued, a.MaxDepth, fit, n)}
+		block, refused := a.CheckDepth(name, queued, n, ahead)
+		if block {
+			return errBlocked
+		}
+		if refused != nil {
+			return refused
 		}
 	}
 	if a.RateLimit > 0 {
-		elapsed := float64(t.ms-a.tokensMS) / 1000
-		tokens := math.Min(float64(a.Burst), a.tokens+max(elapsed, 0)*a.RateLimit)
-		if float64(n) > tokens {
-			e := &plane.AdmissionError{Sentinel: plane.ErrRateLimited, Queue: name, Fit: int64(tokens),
-				Detail: fmt.Sprintf("rate limit %g/s with burst %d: %d submitted, %d would pass now", a.RateLimit, a.Burst, n, int64(tokens))}
-			if n > a.Burst {
-				e.Detail += "; a batch larger than the burst never passes: split it"
-			} else {
-				e.RetryAfter = time.Duration((float64(n) - tokens) / a.RateLimit * float64(time.Second))
-			}
-			return e
+		bucket, err := a.Take(name, plane.TokenBucket{Tokens: a.tokens, At: time.UnixMilli(a.tokensMS)}, t.now, n)
+		if err != nil {
+			return err
 		}
-		t.exec(t.d.sql.admissionTokens, namespace, queue, tokens-float64(n), t.ms)
+		t.exec(t.d.sql.admissionTokens, namespace, queue, bucket.Tokens, bucket.At.UnixMilli())
 	}
 	return nil
 }
@@ -455,7 +443,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			attempts = append(attempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
 			timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
 			deadlines = append(deadlines, toMS(s.Deadline))
-			availables = append(availables, dueMS(s, t.ms))
+			availables = append(availables, s.DueAt(t.now).UnixMilli())
 		}
 	}
 	inserted := make(map[string]bool, len(slots))
@@ -534,17 +522,4 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 		}
 	}
 	return nil
-}
-
-// dueMS is when invocation s becomes claimable: the later of now, its NotBefore and
-// now+Delay.
-func dueMS(s *plane.SubmitParams, nowMS int64) int64 {
-	due := nowMS
-	if !s.NotBefore.IsZero() {
-		due = max(due, s.NotBefore.UnixMilli())
-	}
-	if s.Delay > 0 {
-		due = max(due, nowMS+s.Delay.Milliseconds())
-	}
-	return due
 }

@@ -3,7 +3,6 @@ package pgplane
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -78,23 +77,50 @@ func (t *tx) holds(h *head, token string) error {
 	return nil
 }
 
-// attemptOverdue ends the attempt of h that outlived its attempt timeout: retried after a
-// backoff while attempts remain, else timeout.
+// attemptOverdue ends the attempt of h that outlived its attempt timeout (plane's policy:
+// retried after a backoff while attempts remain, else timeout).
 func (t *tx) attemptOverdue(h *head) {
-	t.endAttempt(h, plane.ErrorInfo{Type: "attempt_timeout", Message: "attempt timed out"}, stateTimeout, t.backoff(h.attempt))
+	t.apply(h, plane.AttemptOverdueTransition(h.attempt, h.maxAttempts, t.d.cfg.Backoff, t.d.float64), nil)
 }
 
-// finish moves h to a terminal state. result is the success value; info the error.
-func (t *tx) finish(h *head, state int, result []byte, info *plane.ErrorInfo) {
+// expireLease ends the attempt of h whose lease ran out (plane's policy: re-queued at once
+// while attempts remain, else timeout).
+func (t *tx) expireLease(h *head) {
+	t.apply(h, plane.LeaseExpiredTransition(h.attempt, h.maxAttempts), nil)
+}
+
+// apply writes what plane's policy decided for h: a retry re-queues it (waiting out the
+// delay outside the claim indexes), anything else ends it with result or tr.Error.
+func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	var errBlob []byte
-	if info != nil {
-		info.Attempt = h.attempt
-		errBlob = info.Encode()
+	if tr.Error != nil {
+		errBlob = tr.Error.Encode()
 	}
-	t.exec(t.d.sql.setTerminal, h.id, int16(state), result, errBlob, t.ms)
-	t.finished(h.id, h.namespace, h.queue, h.priority, h.state, state)
-	h.state = state
+	if !tr.Retry() {
+		state := stateNumber(tr.State)
+		t.exec(t.d.sql.setTerminal, h.id, int16(state), result, errBlob, t.ms)
+		t.finished(h.id, h.namespace, h.queue, h.priority, h.state, state)
+		h.state = state
+		h.token = nil
+		return
+	}
+	available := t.ms + tr.Delay.Milliseconds()
+	t.exec(t.d.sql.setQueued, h.id, available, available > t.ms, errBlob)
+	t.count(h.namespace, h.queue, h.state, h.priority, -1)
+	t.count(h.namespace, h.queue, stateQueued, h.priority, +1)
+	h.state = stateQueued
 	h.token = nil
+	t.wake(queueKey(h.namespace, h.queue))
+	if available <= t.ms {
+		t.d.floors.lower(queueKey(h.namespace, h.queue), h.id)
+	}
+}
+
+// finish ends h in a terminal state with info (cancel and kill, which policy does not
+// decide), its attempt filled in.
+func (t *tx) finish(h *head, state int, info plane.ErrorInfo) {
+	info.Attempt = h.attempt
+	t.apply(h, plane.Transition{State: stateNames[state], Error: &info}, nil)
 }
 
 // finished records that invocation id moved from state from to the terminal state to.
@@ -103,33 +129,4 @@ func (t *tx) finished(id, namespace, queue string, priority float64, from, to in
 	t.count(namespace, queue, to, priority, +1)
 	t.wake(invocationKey(id))
 	t.wake(journalKey(id))
-}
-
-// endAttempt ends h's running attempt as failed: re-queued after delay while attempts
-// remain, else finished in state final.
-func (t *tx) endAttempt(h *head, info plane.ErrorInfo, final int, delay time.Duration) {
-	if h.attempt >= h.maxAttempts {
-		t.finish(h, final, nil, &info)
-		return
-	}
-	info.Attempt = h.attempt
-	available := t.ms + delay.Milliseconds()
-	t.exec(t.d.sql.setQueued, h.id, available, available > t.ms, info.Encode())
-	t.count(h.namespace, h.queue, h.state, h.priority, -1)
-	t.count(h.namespace, h.queue, stateQueued, h.priority, +1)
-	h.state = stateQueued
-	h.token = nil
-	t.wake(queueKey(h.namespace, h.queue))
-	t.d.floors.lower(queueKey(h.namespace, h.queue), h.id)
-}
-
-// expireLease ends the attempt of h whose lease ran out: re-queued at once while attempts
-// remain, else timeout with the error "lease expired".
-func (t *tx) expireLease(h *head) {
-	t.endAttempt(h, plane.ErrorInfo{Type: "lease_expired", Message: "lease expired"}, stateTimeout, 0)
-}
-
-// backoff returns the retry delay after attempt failed.
-func (t *tx) backoff(attempt int) time.Duration {
-	return t.d.cfg.Backoff.Delay(attempt, t.d.float64())
 }

@@ -66,8 +66,28 @@ func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
 			time.Sleep(time.Duration(rand.IntN(5)+1) * time.Millisecond)
 			continue
 		}
-		return connectionError(err)
+		return d.failure(err)
 	}
+}
+
+// failure is the error a call returns for err: the caller's own errors as they are;
+// anything else is plane.ErrClosed once Close has begun (the pool is going away under the
+// call), else a connection failure marked by connectionError.
+func (d *Driver) failure(err error) error {
+	if err == nil || isPlaneError(err) {
+		return err
+	}
+	if d.checkOpen() != nil {
+		return plane.ErrClosed
+	}
+	return connectionError(err)
+}
+
+func isPlaneError(err error) bool {
+	var e *plane.Error
+	var invalid *plane.InvalidError
+	var admission *plane.AdmissionError
+	return errors.As(err, &e) || errors.As(err, &invalid) || errors.As(err, &admission) || errors.Is(err, errBlocked)
 }
 
 // retryable reports a transaction the database aborted to break a deadlock or a

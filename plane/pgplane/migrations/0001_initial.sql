@@ -38,10 +38,11 @@ CREATE UNIQUE INDEX invocations_key ON {schema}.invocations (namespace, queue, k
 -- priority and boltzmann walk (queue, priority DESC, id).
 CREATE INDEX invocations_fifo ON {schema}.invocations (namespace, queue, id) WHERE state = 0 AND NOT waiting;
 CREATE INDEX invocations_priority ON {schema}.invocations (namespace, queue, priority DESC, id) WHERE state = 0 AND NOT waiting;
--- Delayed and backed-off rows by due time.
+-- Delayed and backed-off rows by due time: per queue (a claim promotes its queue's due rows)
+-- and across queues (maintenance promotes every due row and wakes the queues' claimers).
 CREATE INDEX invocations_waiting ON {schema}.invocations (namespace, queue, available_ms) WHERE state = 0 AND waiting;
--- Listing: every state, or one state, by id.
-CREATE INDEX invocations_list ON {schema}.invocations (namespace, queue, id);
+CREATE INDEX invocations_due ON {schema}.invocations (available_ms) WHERE state = 0 AND waiting;
+-- Listing, by state and id (a listing of every state merges one scan per state).
 CREATE INDEX invocations_list_state ON {schema}.invocations (namespace, queue, state, id);
 -- Maintenance.
 CREATE INDEX invocations_lease ON {schema}.invocations (lease_expires_ms) WHERE state = 1;
