@@ -90,9 +90,10 @@ func (c *Config) withDefaults(getenv func(string) string) Config {
 }
 
 // Dispatch is a connection to one dispatch plane: the embedded SQLite plane (a file or
-// ":memory:") or, later, a remote one. It hands out Queue handles. It holds no state of its
-// own beyond its configuration: every call goes to the plane, so any number of Dispatches,
-// in any number of processes, may share one plane. Safe for concurrent use.
+// ":memory:"), a server over HTTP or a PostgreSQL database. It hands out Queue handles. It
+// holds no state of its own beyond its configuration: every call goes to the plane, so any
+// number of Dispatches, in any number of processes, may share one plane. Safe for
+// concurrent use.
 type Dispatch struct {
 	drv    plane.Driver
 	owned  bool // Close closes drv

@@ -1,11 +1,14 @@
 // Command bench runs identical workloads against Lakeshore (embedded, and over HTTP once
 // that plane exists) and the systems users would pick instead — River on SQLite, goqite,
-// asynq on Redis — plus the raw SQLite ceiling, on this machine, in one run, at the same
-// durability, and prints a markdown table of medians with min–max and Lakeshore ÷ peer.
+// asynq on Redis — plus the raw SQLite ceiling, and on PostgreSQL Lakeshore's PostgreSQL
+// plane (lakeshore-pg) against River on pgx (river-pg), on a PostgreSQL the harness starts
+// itself, on this machine, in one run, at the same durability, and prints a markdown table
+// of medians with min–max and Lakeshore ÷ peer.
 //
 //	cd bench && go run . -quick                      # smoke sizes, seconds
 //	cd bench && go run . -out ../docs/table.md       # full sizes
 //	cd bench && go run . -systems lakeshore,river -workloads burndown-8 -runs 5
+//	cd bench && go run . -systems lakeshore-pg,river-pg -workloads enqueue-64,burndown-64
 //
 // It is its own Go module so the peers never enter Lakeshore's dependencies.
 package main
