@@ -88,14 +88,19 @@ func TestResolveTarget(t *testing.T) {
 		}
 	})
 
-	t.Run("NotInThisBuild", func(t *testing.T) {
+	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
-		for _, target := range []string{"postgres://u@db/lakeshore", "postgresql://u@db:5432/lakeshore"} {
-			_, err := resolveTarget(target, env(nil), noHome)
-			require.ErrorIs(t, err, ErrNotImplemented, target)
-			require.ErrorContains(t, err, "PostgreSQL plane not available in this build", target)
-			require.NotErrorIs(t, err, ErrInvalid, target)
+		for _, target := range []string{"postgres://u@db/lakeshore", "postgresql://u@db:5432/lakeshore", "POSTGRES://u@db/x"} {
+			got, err := resolveTarget(target, env(nil), noHome)
+			require.NoError(t, err, target)
+			require.Equal(t, target, got)
+			require.True(t, isPostgres(got), target)
 		}
+		home := filepath.Join(t.TempDir(), "home")
+		got, err := resolveTarget("", env(map[string]string{EnvURL: "postgres://u@db/lakeshore", EnvHome: home}), noHome)
+		require.NoError(t, err)
+		require.Equal(t, "postgres://u@db/lakeshore", got, "LAKESHORE_URL may name a PostgreSQL plane")
+		require.NoDirExists(t, home)
 	})
 
 	t.Run("UnknownScheme", func(t *testing.T) {
