@@ -1,0 +1,328 @@
+// Package pgtest starts a private PostgreSQL server for the tests of one test binary: initdb
+// into a temporary directory, pg_ctl start on a free loopback port, a fresh database per
+// test, and the server stopped when the binary's tests end. Nothing depends on a system
+// service; when the test process runs as root (CI does), the server runs as an unprivileged
+// user through runuser, because initdb refuses to run as root.
+//
+// A package that uses it calls Main from TestMain and Database from each test:
+//
+//	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+//
+//	func TestSomething(t *testing.T) {
+//		url := pgtest.Database(t) // postgres://… of a fresh, empty database
+//		…
+//	}
+//
+// Where PostgreSQL is not installed the tests skip with a line saying how to install it; with
+// CI=true in the environment a missing server fails them instead.
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Superuser and Password are the credentials of the test server's superuser.
+const (
+	Superuser = "lakeshore"
+	Password  = "lakeshore-test"
+)
+
+// InstallHint is what a skipped test says when PostgreSQL is missing.
+const InstallHint = "PostgreSQL is not installed: install it with `apt-get install postgresql` (the tests look for initdb and pg_ctl on PATH and under /usr/lib/postgresql/*/bin)"
+
+// Server is a running test server.
+type Server struct {
+	// Host and Port are where it listens (loopback only).
+	Host string
+	Port int
+	dir  string // the temporary directory holding the data directory and the log
+	bin  string // the directory of initdb and pg_ctl
+	user string // the unprivileged user running it when the tests run as root; "" otherwise
+
+	watchdog *os.Process // stops the server if this process dies first
+}
+
+var (
+	mu        sync.Mutex
+	server    *Server
+	startErr  error
+	started   bool
+	databases atomic.Int64
+)
+
+// Main runs the tests of m and then stops the server if one was started. Use it from
+// TestMain: os.Exit(pgtest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	mu.Lock()
+	defer mu.Unlock()
+	if server != nil {
+		if err := server.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: stop: %v\n", err)
+		}
+		server = nil
+	}
+	return code
+}
+
+// Shared returns the server of this test binary, starting it on first use. Where PostgreSQL
+// is missing it skips t (fails it with CI=true); a server that does not start fails t.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if !started {
+		started = true
+		server, startErr = Start()
+	}
+	if errors.Is(startErr, ErrNotInstalled) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("pgtest: %v (CI=true: a missing server fails the run)", startErr)
+		}
+		t.Skip(InstallHint)
+	}
+	if startErr != nil {
+		t.Fatalf("pgtest: %v", startErr)
+	}
+	return server
+}
+
+// Database creates a fresh, empty database on the shared server and returns its URL
+// (postgres://lakeshore:…@127.0.0.1:port/name?sslmode=disable). The database is dropped
+// when t ends.
+func Database(t testing.TB) string {
+	t.Helper()
+	s := Shared(t)
+	name := fmt.Sprintf("test_%d_%d", os.Getpid(), databases.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	return s.URL(name)
+}
+
+// URL returns the URL of database name on s as the superuser.
+func (s *Server) URL(name string) string {
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(Superuser, Password),
+		Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), Path: "/" + name, RawQuery: "sslmode=disable"}
+	return u.String()
+}
+
+func (s *Server) exec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// ErrNotInstalled is returned by Start when initdb or pg_ctl cannot be found.
+var ErrNotInstalled = errors.New("initdb and pg_ctl not found on PATH nor under /usr/lib/postgresql/*/bin")
+
+// FindBinaries returns the directory holding initdb and pg_ctl: PATH first, then the
+// newest /usr/lib/postgresql/*/bin. Errors: ErrNotInstalled.
+func FindBinaries() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		dir := filepath.Dir(p)
+		if _, err := os.Stat(filepath.Join(dir, "pg_ctl")); err == nil {
+			return dir, nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
+			return dir, nil
+		}
+	}
+	return "", ErrNotInstalled
+}
+
+func versionOf(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+// Start initialises a new cluster in a temporary directory and starts it on a free loopback
+// port, with fsync and synchronous_commit on, password authentication for Superuser, and
+// no Unix socket. As root it runs initdb and the server as the user "nobody". Stop it with
+// Stop. Errors: ErrNotInstalled, or what initdb or pg_ctl said.
+func Start() (*Server, error) {
+	bin, err := FindBinaries()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Host: "127.0.0.1", bin: bin}
+	if os.Geteuid() == 0 {
+		s.user = "nobody"
+		if _, err := user.Lookup(s.user); err != nil {
+			return nil, fmt.Errorf("running as root, the server needs an unprivileged user: %w", err)
+		}
+	}
+	if s.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
+		return nil, err
+	}
+	if err := s.chown(s.dir); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, err
+	}
+	pwfile := filepath.Join(s.dir, "pwfile")
+	if err := os.WriteFile(pwfile, []byte(Password+"\n"), 0o600); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, err
+	}
+	if err := s.chown(pwfile); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, err
+	}
+	data := filepath.Join(s.dir, "data")
+	if out, err := s.run("initdb", "-D", data, "-U", Superuser, "--pwfile", pwfile,
+		"--auth", "scram-sha-256", "-E", "UTF8", "--locale", "C", "--no-sync"); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+	}
+	var lastErr error
+	for range 5 { // the free port may be taken between our probe and the server's bind
+		if s.Port, err = freePort(); err != nil {
+			os.RemoveAll(s.dir)
+			return nil, err
+		}
+		opts := strings.Join([]string{
+			"-p " + strconv.Itoa(s.Port),
+			"-c listen_addresses=127.0.0.1",
+			"-c unix_socket_directories=''",
+			"-c fsync=on",
+			"-c synchronous_commit=on",
+			"-c max_connections=400",
+			"-c shared_buffers=64MB",
+		}, " ")
+		out, err := s.run("pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", filepath.Join(s.dir, "log"), "-o", opts)
+		if err == nil {
+			s.watch()
+			return s, nil
+		}
+		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
+		lastErr = fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, tail(string(log), 2000))
+		if !strings.Contains(string(log), "in use") {
+			break
+		}
+	}
+	os.RemoveAll(s.dir)
+	return nil, lastErr
+}
+
+// Stop stops the server (fast shutdown) and removes its directory.
+func (s *Server) Stop() error {
+	out, err := s.run("pg_ctl", "stop", "-w", "-m", "fast", "-D", filepath.Join(s.dir, "data"))
+	os.RemoveAll(s.dir)
+	if s.watchdog != nil {
+		s.watchdog.Kill()
+	}
+	if err != nil {
+		return fmt.Errorf("pg_ctl stop: %v: %s", err, out)
+	}
+	return nil
+}
+
+// Restart restarts the server in place (fast shutdown, same port), for tests of a dropped
+// connection.
+func (s *Server) Restart() error {
+	out, err := s.run("pg_ctl", "restart", "-w", "-t", "60", "-m", "fast", "-D", filepath.Join(s.dir, "data"),
+		"-l", filepath.Join(s.dir, "log"))
+	if err != nil {
+		return fmt.Errorf("pg_ctl restart: %v: %s", err, out)
+	}
+	return nil
+}
+
+// watch starts a watchdog process that stops the server and removes its directory when
+// this test process dies without calling Stop (a panic, a timeout, a kill), so no server
+// outlives its tests. It runs in its own process group, out of reach of a signal to ours.
+func (s *Server) watch() {
+	pgCtl := filepath.Join(s.bin, "pg_ctl")
+	stop := fmt.Sprintf("%q stop -m immediate -D %q", pgCtl, filepath.Join(s.dir, "data"))
+	if s.user != "" {
+		stop = fmt.Sprintf("runuser -u %s -- %s", s.user, stop)
+	}
+	script := fmt.Sprintf(`while kill -0 %d 2>/dev/null; do sleep 1; done; [ -d %q ] && { %s >/dev/null 2>&1; rm -rf %q; }`,
+		os.Getpid(), s.dir, stop, s.dir)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err == nil {
+		go cmd.Wait() //nolint:errcheck // reaped when it exits
+		s.watchdog = cmd.Process
+	}
+}
+
+// run runs one of the server's programs, as the unprivileged user when there is one.
+func (s *Server) run(program string, args ...string) ([]byte, error) {
+	path := filepath.Join(s.bin, program)
+	var cmd *exec.Cmd
+	if s.user != "" {
+		cmd = exec.Command("runuser", append([]string{"-u", s.user, "--", path}, args...)...)
+	} else {
+		cmd = exec.Command(path, args...)
+	}
+	cmd.Dir = s.dir
+	return cmd.CombinedOutput()
+}
+
+func (s *Server) chown(path string) error {
+	if s.user == "" {
+		return nil
+	}
+	u, err := user.Lookup(s.user)
+	if err != nil {
+		return err
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return os.Chown(path, uid, gid)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

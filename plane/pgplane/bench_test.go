@@ -1,0 +1,204 @@
+package pgplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// BenchmarkEnqueue64 submits b.N jobs one per call from 64 goroutines (the harness's
+// enqueue-64), on a durable server (fsync, synchronous_commit on).
+func BenchmarkEnqueue64(b *testing.B) {
+	url := pgtest.Database(b)
+	d, err := Open(b.Context(), url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	wal := walMark(b, url)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				_, err := d.InvocationSubmitMany(b.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+					Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(wal()/float64(b.N), "wal-bytes/job")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkBurndown64 claims and acks b.N queued jobs one at a time from 64 goroutines (the
+// harness's burndown-64).
+func BenchmarkBurndown64(b *testing.B) {
+	url := pgtest.Database(b)
+	d, err := Open(b.Context(), url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	batch := make([]plane.SubmitParams, 1000)
+	for i := range batch {
+		batch[i] = plane.SubmitParams{Payload: []byte{0xc0}}
+	}
+	for n := 0; n < b.N; n += len(batch) {
+		if _, err := d.InvocationSubmitMany(b.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch[:min(len(batch), b.N-n)]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	wal := walMark(b, url)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				jobs, err := d.InvocationClaimMany(b.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q"})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if len(jobs) == 0 {
+					return
+				}
+				if _, err := d.InvocationSettleMany(b.Context(), []plane.SettleParams{{ID: jobs[0].ID, Token: jobs[0].Token, Outcome: plane.OutcomeSucceeded}}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(wal()/float64(b.N), "wal-bytes/job")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkBatch1000 submits b.N jobs in calls of 1,000 (the harness's batch-1000).
+func BenchmarkBatch1000(b *testing.B) {
+	url := pgtest.Database(b)
+	d, err := Open(b.Context(), url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	batch := make([]plane.SubmitParams, 1000)
+	for i := range batch {
+		batch[i] = plane.SubmitParams{Payload: []byte{0xc0}}
+	}
+	wal := walMark(b, url)
+	b.ResetTimer()
+	for n := 0; n < b.N; n += len(batch) {
+		if _, err := d.InvocationSubmitMany(b.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch[:min(len(batch), b.N-n)]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(wal()/float64(b.N), "wal-bytes/job")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// walBytes reports the WAL the server wrote since mark (server-wide: run alone).
+func walMark(b *testing.B, url string) func() float64 {
+	b.Helper()
+	conn, err := pgx.Connect(b.Context(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var start string
+	if err := conn.QueryRow(b.Context(), `SELECT pg_current_wal_lsn()::text`).Scan(&start); err != nil {
+		b.Fatal(err)
+	}
+	return func() float64 {
+		defer conn.Close(context.Background())
+		var n float64
+		if err := conn.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)`, start).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+}
+
+// BenchmarkClaimDepth claims and acks one job at a time behind a backlog: queued jobs (the
+// claim reads the head of the index) or delayed ones (kept out of the claim indexes), so
+// claim cost can be compared across depths. LAKESHORE_BENCH_DEPTH sets the large depth
+// (default 100,000).
+func BenchmarkClaimDepth(b *testing.B) {
+	large := 100_000
+	if v, err := strconv.Atoi(os.Getenv("LAKESHORE_BENCH_DEPTH")); err == nil && v > 0 {
+		large = v
+	}
+	for _, c := range []struct {
+		name            string
+		queued, delayed int
+	}{
+		{"queued-1000", 1000, 0},
+		{fmt.Sprintf("queued-%d", large), large, 0},
+		{fmt.Sprintf("delayed-%d", large), 1000, large},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			url := pgtest.Database(b)
+			d, err := Open(b.Context(), url, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			seed := func(n int, delay time.Duration) {
+				batch := make([]plane.SubmitParams, 1000)
+				for i := range batch {
+					batch[i] = plane.SubmitParams{Payload: []byte{0xc0}, Delay: delay}
+				}
+				for done := 0; done < n; done += len(batch) {
+					if _, err := d.InvocationSubmitMany(b.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+						Invocations: batch[:min(len(batch), n-done)]}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			seed(c.delayed, time.Hour)
+			seed(c.queued+b.N, 0)
+			conn, err := pgx.Connect(b.Context(), url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			conn.Exec(b.Context(), `VACUUM ANALYZE lakeshore.invocations`)
+			conn.Close(b.Context())
+			b.ResetTimer()
+			for range b.N {
+				jobs, err := d.InvocationClaimMany(b.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q"})
+				if err != nil || len(jobs) != 1 {
+					b.Fatal(err, len(jobs))
+				}
+				if _, err := d.InvocationSettleMany(b.Context(), []plane.SettleParams{{ID: jobs[0].ID, Token: jobs[0].Token, Outcome: plane.OutcomeSucceeded}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			began := time.Now()
+			if _, err := d.InvocationCount(b.Context(), &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateQueued}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(began).Microseconds()), "count-µs")
+		})
+	}
+}

@@ -1,0 +1,422 @@
+package pgplane
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// InvocationClaimMany implements plane.Driver. A claim first makes the queue's due delayed
+// rows claimable, then takes rows in the order of its kind with FOR UPDATE SKIP LOCKED from
+// the partial index of claimable rows, so concurrent claimers never wait on each other and
+// never take one row twice. Claims of concurrent callers in this process are served
+// together: one transaction, one statement per queue and kind for all of them.
+func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	kind, _ := plane.ParseKind(string(p.Kind))
+	req := &claimRequest{p: p, kind: kind, n: max(p.Max, 1), lease: cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)}
+	waitUntil := time.Now().Add(p.Wait)
+	key := queueKey(p.Namespace, p.Queue)
+	for {
+		var changed <-chan struct{}
+		release := func() {}
+		if p.Wait > 0 {
+			changed, release = d.hub.watch(key)
+		}
+		if err := d.checkOpen(); err != nil {
+			release()
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			release()
+			return nil, err
+		}
+		d.claims.do(ctx, req)
+		if req.err != nil || len(req.jobs) > 0 || p.Wait == 0 {
+			release()
+			return req.jobs, req.err
+		}
+		wait := time.Until(waitUntil)
+		if req.next > 0 { // a queued invocation becomes due before the wait ends
+			wait = min(wait, max(time.Duration(req.next-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+		}
+		err := d.sleep(ctx, changed, wait)
+		release()
+		if err != nil && err != plane.ErrTimeout {
+			return nil, err
+		}
+		if time.Until(waitUntil) <= 0 {
+			return nil, nil
+		}
+	}
+}
+
+// claimRequest is one caller's claim, served in a group.
+type claimRequest struct {
+	p     *plane.ClaimParams
+	kind  plane.Kind
+	n     int
+	lease time.Duration
+
+	jobs    []*plane.Job
+	pending []*row // taken, not yet begun
+	next    int64  // with no job: when the earliest waiting invocation is due (0: none)
+	err     error
+}
+
+// maxClaimGroup bounds the jobs one group claims.
+const maxClaimGroup = 1000
+
+func newClaimGrouper(d *Driver) *grouper[*claimRequest] {
+	return &grouper[*claimRequest]{max: maxClaimGroup, run: d.claimGroup,
+		size: func(r *claimRequest) int { return r.n }}
+}
+
+// claimGroup serves a group of claims in one transaction: the requests for one queue, kind
+// and temperature share their statements.
+func (d *Driver) claimGroup(ctx context.Context, reqs []*claimRequest) {
+	type partKey struct {
+		namespace, queue string
+		kind             plane.Kind
+		temperature      uint64 // the bits: a NaN temperature (ignored by other kinds) is a key too
+	}
+	var order []partKey
+	parts := map[partKey][]*claimRequest{}
+	for _, r := range reqs {
+		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature)}
+		if _, ok := parts[k]; !ok {
+			order = append(order, k)
+		}
+		parts[k] = append(parts[k], r)
+	}
+	err := d.do(ctx, func(t *tx) error {
+		for _, r := range reqs {
+			r.jobs, r.pending, r.next, r.err = nil, nil, 0, nil
+		}
+		for _, k := range order {
+			if err := t.claimFor(parts[k]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, r := range reqs {
+			r.jobs, r.err = nil, err
+		}
+	}
+}
+
+// claimFor claims for requests of one queue, kind and temperature, in request order.
+func (t *tx) claimFor(reqs []*claimRequest) error {
+	p, kind := reqs[0].p, reqs[0].kind
+	want := 0
+	for _, r := range reqs {
+		want += r.n
+	}
+	sql := t.d.sql.claimFIFO
+	switch kind {
+	case plane.KindFILO:
+		sql = t.d.sql.claimFILO
+	case plane.KindPriority:
+		sql = t.d.sql.claimPriority
+	case plane.KindBoltzmann:
+		sql = t.d.sql.levels
+	}
+	// One round trip: promote the due waiting rows, read the deadline cutoff, and take the
+	// first candidates (or, for boltzmann, the level counts).
+	if err := t.flush(); err != nil {
+		return err
+	}
+	qkey := queueKey(p.Namespace, p.Queue)
+	floor, fromFloor := "", false // fifo: scan from this process's floor of the queue
+	if kind == plane.KindFIFO {
+		floor, fromFloor = t.d.floors.get(qkey)
+	}
+	b := &pgx.Batch{}
+	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
+	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
+	switch {
+	case kind == plane.KindBoltzmann:
+		b.Queue(sql, p.Namespace, p.Queue)
+	case fromFloor:
+		b.Queue(t.d.sql.claimFIFOFrom, p.Namespace, p.Queue, want, floor)
+	default:
+		b.Queue(sql, p.Namespace, p.Queue, want)
+	}
+	br := t.tx.SendBatch(t.ctx, b)
+	var cutoff time.Duration
+	var rows []*row
+	var levels []plane.Level
+	err := func() error {
+		defer br.Close()
+		var promoted *string // the smallest id made claimable
+		if err := br.QueryRow().Scan(&promoted); err != nil {
+			return fmt.Errorf("claim: promote: %w", err)
+		}
+		if promoted != nil && fromFloor && *promoted < floor {
+			floor = *promoted // the candidates below are not the oldest: scan again
+			fromFloor = false
+		}
+		var a admission
+		var onFull string
+		var cutoffMS int64
+		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("claim: read admission: %w", err)
+		}
+		cutoff = time.Duration(cutoffMS) * time.Millisecond
+		rs, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		defer rs.Close()
+		for rs.Next() {
+			if kind == plane.KindBoltzmann {
+				var l plane.Level
+				if err := rs.Scan(&l.Priority, &l.Count); err != nil {
+					return fmt.Errorf("claim: read levels: %w", err)
+				}
+				levels = append(levels, l)
+				continue
+			}
+			r, err := scanRow(rs)
+			if err != nil {
+				return fmt.Errorf("claim: %w", err)
+			}
+			rows = append(rows, r)
+		}
+		return rs.Err()
+	}()
+	if err != nil {
+		return err
+	}
+	if kind == plane.KindFIFO && !fromFloor && floor != "" {
+		// Promoted rows lie below the floor: take candidates from the start instead (the
+		// rows read are left as they were; their locks go at commit).
+		if rows, err = t.candidates(sql, p.Namespace, p.Queue, want); err != nil {
+			return err
+		}
+	}
+	taken := 0
+	take := func(r *row) {
+		for _, req := range reqs {
+			if len(req.jobs)+len(req.pending) < req.n {
+				req.pending = append(req.pending, r)
+				taken++
+				return
+			}
+		}
+	}
+	if kind == plane.KindBoltzmann {
+		for taken < want && len(levels) > 0 {
+			i := plane.DrawLevel(levels, p.Temperature, t.d.float64())
+			t.begin(reqs)
+			rows, err := t.candidates(t.d.sql.claimLevel, p.Namespace, p.Queue, levels[i].Priority)
+			if err != nil {
+				return err
+			}
+			if len(rows) == 0 { // every job of the level is waiting, or taken by another claim
+				levels = append(levels[:i], levels[i+1:]...)
+				continue
+			}
+			if !t.expired(rows[0], cutoff) {
+				take(rows[0])
+			}
+			if levels[i].Count--; levels[i].Count <= 0 {
+				levels = append(levels[:i], levels[i+1:]...)
+			}
+		}
+	} else {
+		for {
+			skipped := 0
+			for _, r := range rows {
+				if t.expired(r, cutoff) {
+					skipped++
+				} else {
+					take(r)
+				}
+			}
+			if taken < want && fromFloor {
+				// Short from the floor: rows below it (requeued or submitted by another
+				// process) may be claimable. Scan from the start.
+				fromFloor = false
+			} else if skipped == 0 || len(rows) == 0 || taken >= want {
+				break
+			}
+			t.begin(reqs) // so the next candidates skip what is taken
+			if rows, err = t.candidates(sql, p.Namespace, p.Queue, want-taken); err != nil {
+				return err
+			}
+		}
+		if kind == plane.KindFIFO {
+			t.d.floors.raise(qkey, reqs, !fromFloor)
+		}
+	}
+	t.begin(reqs)
+	if taken < want {
+		var next *int64
+		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue).Scan(&next); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		if next != nil && *next > t.ms {
+			for _, r := range reqs {
+				if len(r.jobs) == 0 {
+					r.next = *next
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// candidates reads and locks claimable rows.
+func (t *tx) candidates(sql string, args ...any) ([]*row, error) {
+	rs, err := t.query(sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer rs.Close()
+	var out []*row
+	for rs.Next() {
+		r, err := scanRow(rs)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+// expired ends r as timeout instead of running it when plane's policy says so (its
+// deadline has passed, or is nearer than the queue's cutoff), and reports whether it did.
+func (t *tx) expired(r *row, cutoff time.Duration) bool {
+	if r.deadlineMS == 0 {
+		return false
+	}
+	end := plane.ClaimTransition(time.UnixMilli(r.deadlineMS), t.now, cutoff, r.attempt)
+	if end == nil {
+		return false
+	}
+	h := &head{id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
+		priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
+	t.apply(h, *end, nil)
+	return true
+}
+
+// begin starts a new attempt of each request's taken rows under a fresh lease, one write
+// per request.
+func (t *tx) begin(reqs []*claimRequest) {
+	for _, req := range reqs {
+		if len(req.pending) == 0 {
+			continue
+		}
+		expires := t.ms + req.lease.Milliseconds()
+		ids := make([]string, len(req.pending))
+		tokens := make([]string, len(req.pending))
+		for i, r := range req.pending {
+			token := plane.NewToken(t.now)
+			ids[i], tokens[i] = r.id, token
+			t.count(r.namespace, r.queue, stateQueued, r.priority, -1)
+			t.count(r.namespace, r.queue, stateRunning, r.priority, +1)
+			req.jobs = append(req.jobs, &plane.Job{
+				ID:             r.id,
+				Namespace:      r.namespace,
+				Queue:          r.queue,
+				Key:            deref(r.key),
+				Payload:        r.payload,
+				Metadata:       decodeMetadata(r.metadata),
+				Priority:       r.priority,
+				Attempt:        r.attempt + 1,
+				MaxAttempts:    r.maxAttempts,
+				AttemptTimeout: time.Duration(r.attemptTimeoutMS) * time.Millisecond,
+				Deadline:       fromMS(r.deadlineMS),
+				Token:          token,
+				LeaseExpiresAt: fromMS(expires),
+			})
+		}
+		t.exec(t.d.sql.setRunning, t.ms, expires, req.p.Worker, ids, tokens)
+		req.pending = nil
+	}
+}
+
+// floors keep, per queue, the smallest id a fifo claim of this process last found
+// claimable. A fifo claim scans from there instead of from the start of the index: claimed
+// rows leave dead entries at the start of the fifo index that only vacuum removes, and while
+// an old snapshot is open (a long transaction anywhere in the database) vacuum cannot, so a
+// scan from the start would step over every job claimed since. Every floorTTL a claim scans
+// from the start again (finding what other processes requeued or submitted below the
+// floor), as does a claim that finds too few from the floor; this process's own submits,
+// requeues and promotions lower the floor at once.
+type floors struct {
+	mu sync.Mutex
+	m  map[string]floorMark
+}
+
+type floorMark struct {
+	id      string
+	scanned time.Time // the last scan from the start
+}
+
+// floorTTL is how long a floor is trusted before a claim scans from the start again.
+const floorTTL = 250 * time.Millisecond
+
+// get returns the floor of queue key, and whether a claim may scan from it.
+func (f *floors) get(key string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.m[key]
+	if !ok || m.id == "" || time.Since(m.scanned) > floorTTL {
+		return "", false
+	}
+	return m.id, true
+}
+
+// raise moves the floor of a queue to the oldest job the claim took (fullScan: the claim
+// scanned from the start, which renews the floor's trust).
+func (f *floors) raise(key string, reqs []*claimRequest, fullScan bool) {
+	oldest := ""
+	for _, r := range reqs {
+		for _, j := range r.jobs {
+			if oldest == "" || j.ID < oldest {
+				oldest = j.ID
+			}
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = make(map[string]floorMark)
+	}
+	m := f.m[key]
+	if fullScan {
+		m = floorMark{id: oldest, scanned: time.Now()}
+	} else if oldest > m.id {
+		m.id = oldest
+	}
+	if m.id == "" {
+		delete(f.m, key)
+		return
+	}
+	f.m[key] = m
+}
+
+// lower moves the floor of a queue down to id (a job made claimable below it).
+func (f *floors) lower(key, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.m[key]; ok && id < m.id {
+		m.id = id
+		f.m[key] = m
+	}
+}

@@ -1,0 +1,113 @@
+package pgplane
+
+import (
+	"cmp"
+	"log/slog"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Config configures a PostgreSQL plane. A nil *Config means all defaults.
+type Config struct {
+	// Schema is the PostgreSQL schema holding every table of the plane, so it coexists with
+	// other tables in one database. 1–63 bytes of [a-z0-9_], not starting with a digit.
+	// Defaults to SchemaDefault ("lakeshore").
+	Schema string
+
+	// Backoff is the retry delay policy after a nack with retry. Defaults to
+	// plane.BackoffDefault (1 s doubling to 5 min, ±10% jitter).
+	Backoff plane.Backoff
+
+	// Logger receives warnings from background work. Defaults to warnings on stderr.
+	Logger *slog.Logger
+
+	// MaintenanceInterval is how often the maintenance leader runs maintenance (lease
+	// expiry, per-attempt timeouts, deadlines, retention), and how often the others check
+	// whether the leader's lease has lapsed. Defaults to MaintenanceIntervalDefault.
+	MaintenanceInterval time.Duration
+
+	// LeaderTTL is how long the maintenance leader's lease lives without renewal: after a
+	// leader dies, another process takes over within about this long. Defaults to
+	// LeaderTTLDefault.
+	LeaderTTL time.Duration
+
+	// Now is the plane's clock for every stored time. Defaults to time.Now. Tests inject a
+	// fake clock; the leader lease uses the database's clock instead.
+	Now func() time.Time
+
+	// PollOnly turns LISTEN/NOTIFY off, for PgBouncer in transaction pooling mode (which
+	// cannot hold a LISTEN): waiters then re-check every PollInterval, and changes made by
+	// other processes are seen within about that long.
+	PollOnly bool
+
+	// PollInterval is how often waiters re-check while there is no listener (PollOnly, or
+	// the listening connection dropped and is reconnecting), ±20% jitter. Defaults to
+	// PollIntervalDefault.
+	PollInterval time.Duration
+
+	// NotifyInterval bounds the rate of NOTIFY: the keys changed by the commits of one
+	// interval go out together, one notification per interval at most. Defaults to
+	// NotifyIntervalDefault.
+	NotifyInterval time.Duration
+
+	// Retention is how long terminal invocations and their journals are kept before
+	// maintenance trims them. Defaults to plane.RetentionDefault (7 days); negative keeps
+	// them forever.
+	Retention time.Duration
+
+	// Seed seeds the random source of the boltzmann draw and the backoff jitter. Defaults
+	// to a random seed.
+	Seed uint64
+}
+
+// Defaults.
+const (
+	// SchemaDefault is the schema of a plane configured without one.
+	SchemaDefault = "lakeshore"
+	// MaintenanceIntervalDefault is how often maintenance runs without a Config value.
+	MaintenanceIntervalDefault = time.Second
+	// LeaderTTLDefault is the maintenance leader's lease without a Config value.
+	LeaderTTLDefault = 15 * time.Second
+	// PollIntervalDefault is the polling fallback's period without a Config value.
+	PollIntervalDefault = time.Second
+	// NotifyIntervalDefault is the NOTIFY coalescing window without a Config value.
+	NotifyIntervalDefault = 5 * time.Millisecond
+)
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+func (c *Config) withDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	out.Schema = cmp.Or(out.Schema, SchemaDefault)
+	if out.Backoff == (plane.Backoff{}) {
+		out.Backoff = plane.BackoffDefault
+	}
+	out.MaintenanceInterval = cmp.Or(out.MaintenanceInterval, MaintenanceIntervalDefault)
+	out.LeaderTTL = cmp.Or(out.LeaderTTL, LeaderTTLDefault)
+	out.PollInterval = cmp.Or(out.PollInterval, PollIntervalDefault)
+	out.NotifyInterval = cmp.Or(out.NotifyInterval, NotifyIntervalDefault)
+	out.Retention = cmp.Or(out.Retention, plane.RetentionDefault)
+	if out.Now == nil {
+		out.Now = time.Now
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return out
+}
+
+func (c *Config) validate() error {
+	if !schemaName.MatchString(c.Schema) {
+		return plane.Invalid("schema", c.Schema, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+	}
+	if c.MaintenanceInterval < 0 || c.LeaderTTL < 0 || c.PollInterval < 0 || c.NotifyInterval < 0 {
+		return plane.Invalid("interval", nil, "use positive durations")
+	}
+	return nil
+}

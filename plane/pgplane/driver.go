@@ -1,0 +1,328 @@
+// Package pgplane is the dispatch plane on PostgreSQL: a plane.Driver on pgx (pgxpool) that
+// any number of processes on any number of machines share. Every operation runs in one
+// transaction, shared with the same operations of concurrent callers in the process (group
+// commit: one INSERT for many submits, one claim statement for many claimers, one commit
+// for many settles or posts); claims take rows with FOR UPDATE SKIP LOCKED from a partial index per claim
+// order; counts come from counters kept per (queue, state, priority level) in the same
+// transactions; waiters are woken in process at once and across processes through
+// LISTEN/NOTIFY, sent from the application and coalesced per key at a bounded rate, with a
+// jittered polling fallback; maintenance runs in one process at a time, elected through a
+// lease row.
+package pgplane
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// SchemaVersion is the schema version this build writes and reads: the number of embedded
+// migrations.
+var SchemaVersion = func() int {
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	return len(names)
+}()
+
+// Errors of opening a plane. Each names what went wrong, before anything is written.
+var (
+	// ErrConnectionRefused: nothing accepts connections at the URL's host and port. It also
+	// matches plane.ErrUnavailable.
+	ErrConnectionRefused = errors.New("connection refused")
+	// ErrCredentials: the server refused the URL's user or password. It also matches
+	// plane.ErrUnauthorized.
+	ErrCredentials = errors.New("credentials refused")
+	// ErrDatabaseMissing: the URL names a database that does not exist.
+	ErrDatabaseMissing = errors.New("database does not exist")
+	// ErrSchemaNewer: the schema was migrated by a newer version of Lakeshore; this one
+	// refuses to run against it rather than misread it.
+	ErrSchemaNewer = errors.New("schema is newer than this version of lakeshore")
+)
+
+// Driver is the PostgreSQL plane. Create it with Open or New; it is safe for concurrent use.
+type Driver struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	ownPool bool // Open made the pool: Close closes it
+	schema  string
+	sql     statements
+	ids     *plane.IDGenerator
+	hub     *hub
+	blocked lines  // submits waiting for room, per queue, in this process
+	floors  floors // where fifo claims start, per queue
+
+	maintainMu sync.Mutex // one maintenance pass at a time in this process
+	node       string
+
+	randMu sync.Mutex
+	rand   *rand.Rand
+
+	notifier *notifier
+	settles  *grouper[*settleRequest]
+	claims   *grouper[*claimRequest]
+	submits  *grouper[*submitRequest]
+	posts    *grouper[*postRequest]
+
+	stop      chan struct{} // closed by Close
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+var _ plane.Driver = (*Driver)(nil)
+
+// Open connects to the PostgreSQL database at url (postgres://user:password@host:port/db or
+// a key=value connection string; pool_max_conns sets the pool's size, 8 by default), migrates the plane's schema to SchemaVersion and starts
+// the plane. Close closes the pool it makes. Errors: *plane.InvalidError for a bad URL or
+// Config; ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or ErrSchemaNewer,
+// wrapped with what the server said.
+func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
+			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + firstLine(err.Error()) + ")"}
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		pc.MaxConns = max(pc.MaxConns, 8) // grouped callers need few, but the default 4 is tight
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, classify(pc.ConnConfig, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, classify(pc.ConnConfig, err)
+	}
+	d, err := start(ctx, pool, c)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	d.ownPool = true
+	return d, nil
+}
+
+// New starts a plane on an existing pool, migrating the schema to SchemaVersion first (within
+// 30 s). The pool stays the caller's: Close does not close it. Errors as Open's.
+func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pool.Ping(ctx); err != nil {
+		return nil, classify(pool.Config().ConnConfig, err)
+	}
+	return start(ctx, pool, c)
+}
+
+func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
+	d := &Driver{
+		cfg:    c,
+		pool:   pool,
+		schema: pgx.Identifier{c.Schema}.Sanitize(),
+		ids:    plane.NewIDGenerator(),
+		hub:    newHub(),
+		node:   plane.NewToken(time.Now()),
+		stop:   make(chan struct{}),
+	}
+	seed := c.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	d.rand = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	if err := Migrate(ctx, pool, c.Schema); err != nil {
+		return nil, err
+	}
+	d.sql = newStatements(d.schema)
+	d.notifier = newNotifier(d)
+	d.settles = newSettleGrouper(d)
+	d.claims = newClaimGrouper(d)
+	d.submits = newSubmitGrouper(d)
+	d.posts = newPostGrouper(d)
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); d.notifier.run() }()
+	go func() { defer d.wg.Done(); d.maintainLoop() }()
+	return d, nil
+}
+
+// Migrate brings the schema named schema up to SchemaVersion, each migration in its own
+// transaction under a transaction-scoped lock (safe with PgBouncer), so concurrent
+// processes migrate once. It refuses a schema of a newer version (ErrSchemaNewer) before
+// writing anything. The `lakeshore migrate` verb calls it.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	if !schemaName.MatchString(schema) {
+		return plane.Invalid("schema", schema, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+	}
+	quoted := pgx.Identifier{schema}.Sanitize()
+	version, err := schemaVersion(ctx, pool, schema)
+	if err != nil {
+		return err
+	}
+	if version > SchemaVersion {
+		return fmt.Errorf("pgplane: schema %s is at version %d, this build knows up to %d: upgrade lakeshore: %w",
+			schema, version, SchemaVersion, ErrSchemaNewer)
+	}
+	if version == SchemaVersion {
+		return nil
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		if i < version {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			// One migrator at a time per schema, whatever the process.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "lakeshore-migrate:"+schema); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+quoted); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+quoted+`.schema_migrations (
+				version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+				return err
+			}
+			var done bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+quoted+`.schema_migrations WHERE version = $1)`, i+1).Scan(&done); err != nil {
+				return err
+			}
+			if done { // another process migrated between our read and our lock
+				return nil
+			}
+			if _, err := tx.Exec(ctx, strings.ReplaceAll(string(body), "{schema}", quoted)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+quoted+`.schema_migrations (version) VALUES ($1)`, i+1)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("pgplane: migrate schema %s to version %d (%s): %w", schema, i+1, name, err)
+		}
+	}
+	return nil
+}
+
+// schemaVersion returns the highest applied migration of schema, 0 when it has none.
+func schemaVersion(ctx context.Context, pool *pgxpool.Pool, schema string) (int, error) {
+	var exists bool
+	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
+		WHERE table_schema = $1 AND table_name = 'schema_migrations')`, schema).Scan(&exists)
+	if err != nil {
+		return 0, fmt.Errorf("pgplane: read schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var version int
+	err = pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations`).Scan(&version)
+	if err != nil {
+		return 0, fmt.Errorf("pgplane: read schema version: %w", err)
+	}
+	return version, nil
+}
+
+// Close stops background work, wakes every waiter with plane.ErrClosed, gives up the
+// maintenance lease and, when Open made the pool, closes it. Safe to call twice.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() {
+		close(d.stop)
+		d.wg.Wait()
+		d.hub.notifyAll()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d.releaseLeadership(ctx)
+		cancel()
+		if d.ownPool {
+			d.pool.Close()
+		}
+	})
+	return nil
+}
+
+// checkOpen returns plane.ErrClosed once Close has begun.
+func (d *Driver) checkOpen() error {
+	select {
+	case <-d.stop:
+		return plane.ErrClosed
+	default:
+		return nil
+	}
+}
+
+func (d *Driver) float64() float64 {
+	d.randMu.Lock()
+	defer d.randMu.Unlock()
+	return d.rand.Float64()
+}
+
+// classify turns a connection failure into an error naming which: refused, credentials,
+// missing database, or the server's own words.
+func classify(cc *pgx.ConnConfig, err error) error {
+	where := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28P01", "28000":
+			return fmt.Errorf("pgplane: PostgreSQL at %s refused user %q (wrong password, or no pg_hba.conf entry): %w: %w",
+				where, cc.User, ErrCredentials, &plane.Error{Code: plane.ErrUnauthorized.Code, Message: pgErr.Message})
+		case "3D000":
+			return fmt.Errorf("pgplane: PostgreSQL at %s has no database %q (create it with `createdb %s`): %w",
+				where, cc.Database, cc.Database, ErrDatabaseMissing)
+		}
+		return fmt.Errorf("pgplane: PostgreSQL at %s: %s (SQLSTATE %s)", where, pgErr.Message, pgErr.Code)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("pgplane: nothing accepts connections at %s (is PostgreSQL running there?): %w: %w",
+			where, ErrConnectionRefused, plane.ErrUnavailable)
+	}
+	return fmt.Errorf("pgplane: cannot connect to PostgreSQL at %s: %v: %w", where, err, plane.ErrUnavailable)
+}
+
+// redact hides the password of a URL in messages.
+func redact(url string) string {
+	if i := strings.Index(url, "://"); i >= 0 {
+		if at := strings.LastIndex(url, "@"); at > i {
+			if colon := strings.Index(url[i+3:at], ":"); colon >= 0 {
+				return url[:i+3+colon+1] + "…" + url[at:]
+			}
+		}
+	}
+	return url
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,158 @@
+package pgplane
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// TestOpenFaults checks that each way of failing to reach the database is a clear error
+// naming which, before anything is written.
+func TestOpenFaults(t *testing.T) {
+	good := pgtest.Database(t)
+	u, err := url.Parse(good)
+	require.NoError(t, err)
+
+	t.Run("BadURL", func(t *testing.T) {
+		_, err := Open(t.Context(), "postgres://user:secret@host:notaport/db", nil)
+		require.ErrorIs(t, err, plane.ErrInvalid)
+		require.Contains(t, err.Error(), "database URL")
+		require.NotContains(t, err.Error(), "secret", "the password never shows in a message")
+	})
+	t.Run("ConnectionRefused", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close() // nothing listens there now
+		bad := *u
+		bad.Host = fmt.Sprintf("127.0.0.1:%d", port)
+		_, err = Open(t.Context(), bad.String(), nil)
+		require.ErrorIs(t, err, ErrConnectionRefused)
+		require.ErrorIs(t, err, plane.ErrUnavailable)
+		require.Contains(t, err.Error(), bad.Host)
+	})
+	t.Run("WrongCredentials", func(t *testing.T) {
+		bad := *u
+		bad.User = url.UserPassword(pgtest.Superuser, "wrong-password")
+		_, err := Open(t.Context(), bad.String(), nil)
+		require.ErrorIs(t, err, ErrCredentials)
+		require.ErrorIs(t, err, plane.ErrUnauthorized)
+		require.Contains(t, err.Error(), pgtest.Superuser)
+		require.NotContains(t, err.Error(), "wrong-password")
+	})
+	t.Run("MissingDatabase", func(t *testing.T) {
+		bad := *u
+		bad.Path = "/no_such_database"
+		_, err := Open(t.Context(), bad.String(), nil)
+		require.ErrorIs(t, err, ErrDatabaseMissing)
+		require.Contains(t, err.Error(), "no_such_database")
+	})
+	t.Run("BadSchemaName", func(t *testing.T) {
+		_, err := Open(t.Context(), good, &Config{Schema: "Robert'); DROP TABLE students;--"})
+		require.ErrorIs(t, err, plane.ErrInvalid)
+	})
+	t.Run("NewerSchema", func(t *testing.T) {
+		d, err := Open(t.Context(), good, &Config{Schema: "newer"})
+		require.NoError(t, err)
+		require.NoError(t, d.Close())
+		conn, err := pgx.Connect(t.Context(), good)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(t.Context(), `INSERT INTO newer.schema_migrations (version) VALUES ($1)`, SchemaVersion+1)
+		require.NoError(t, err)
+		before := tablesOf(t, conn, "newer")
+
+		_, err = Open(t.Context(), good, &Config{Schema: "newer"})
+		require.ErrorIs(t, err, ErrSchemaNewer)
+		require.Contains(t, err.Error(), fmt.Sprintf("version %d", SchemaVersion+1))
+		require.Equal(t, before, tablesOf(t, conn, "newer"), "nothing written")
+	})
+}
+
+func tablesOf(t *testing.T, conn *pgx.Conn, schema string) string {
+	t.Helper()
+	var names string
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT COALESCE(string_agg(table_name, ',' ORDER BY table_name), '')
+		FROM information_schema.tables WHERE table_schema = $1`, schema).Scan(&names))
+	var versions string
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT string_agg(version::text, ',' ORDER BY version) FROM `+
+		pgx.Identifier{schema}.Sanitize()+`.schema_migrations`).Scan(&versions))
+	return names + " | " + versions
+}
+
+// TestSchemasCoexist checks that two planes under two schema names of one database share
+// nothing.
+func TestSchemasCoexist(t *testing.T) {
+	url := pgtest.Database(t)
+	a, err := Open(t.Context(), url, &Config{Schema: "plane_a"})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(t.Context(), url, &Config{Schema: "plane_b"})
+	require.NoError(t, err)
+	defer b.Close()
+	res, err := a.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+		Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
+	require.NoError(t, err)
+	_, err = b.InvocationGet(t.Context(), res[0].ID)
+	require.ErrorIs(t, err, plane.ErrNotFound)
+	n, err := b.InvocationCount(t.Context(), &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateQueued})
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+// TestConnectionsDropped kills every connection of the plane while it works: calls fail
+// with an error matching plane.ErrUnavailable or succeed, never half-write, and a retried
+// submit with a key makes one job.
+func TestConnectionsDropped(t *testing.T) {
+	url := pgtest.Database(t)
+	d, err := Open(t.Context(), url, &Config{PollInterval: 100 * time.Millisecond})
+	require.NoError(t, err)
+	defer d.Close()
+	admin, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer admin.Close(context.Background())
+
+	submit := func() ([]plane.SubmitResult, error) {
+		return d.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+			Invocations: []plane.SubmitParams{{Key: "once", Payload: []byte{0xc0}}, {Payload: []byte{0xc0}}}})
+	}
+	_, err = submit()
+	require.NoError(t, err)
+	var ids []string
+	dropped := 0
+	for range 5 {
+		_, err := admin.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+		require.NoError(t, err)
+		for try := 0; ; try++ {
+			res, err := submit()
+			if err == nil {
+				ids = append(ids, res[0].ID)
+				require.True(t, res[0].Existing, "the key names the first job")
+				break
+			}
+			require.ErrorIs(t, err, plane.ErrUnavailable, "a dropped connection is retryable: %v", err)
+			dropped++
+			require.Less(t, try, 10, "the pool reconnects")
+		}
+	}
+	t.Logf("%d submits met a dropped connection", dropped)
+	var keyed, all int64
+	require.NoError(t, admin.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE key = 'once'), count(*) FROM lakeshore.invocations`).Scan(&keyed, &all))
+	require.EqualValues(t, 1, keyed, "one job for the key however often it was retried")
+	n, err := d.InvocationCount(t.Context(), &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateQueued})
+	require.NoError(t, err)
+	require.Equal(t, all, n, "the counters match the rows: nothing half-written")
+	for _, id := range ids[1:] {
+		require.Equal(t, ids[0], id)
+	}
+}

@@ -1,0 +1,78 @@
+package pgplane
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// grouper gathers the requests of concurrent callers into groups that one transaction
+// serves (group commit): while a group runs, the callers that arrive queue up; when it ends,
+// the first of them runs the next group with everyone queued behind it. A lone caller runs
+// at once, with no timer, so grouping costs latency only under load, when it pays. The shape
+// of River's batch completer, made synchronous: every caller gets its own answer.
+type grouper[T any] struct {
+	max  int         // bounds one group's weight, so one transaction stays short
+	size func(T) int // a request's weight (its invocations)
+	run  func(context.Context, []T)
+
+	mu      sync.Mutex
+	pending []*member[T]
+	running bool // a group is running; the next leader is chosen when it ends
+}
+
+type member[T any] struct {
+	req  T
+	done chan struct{} // closed when served
+	lead chan struct{} // closed when this member is to run the next group
+}
+
+// do serves req in a group and returns when it has been served (run filled in its answer).
+// A caller whose ctx has already ended is still served once it has joined: the group's
+// transaction does not belong to any one caller. Callers check ctx before joining.
+func (g *grouper[T]) do(ctx context.Context, req T) {
+	m := &member[T]{req: req, done: make(chan struct{}), lead: make(chan struct{})}
+	g.mu.Lock()
+	g.pending = append(g.pending, m)
+	if g.running {
+		g.mu.Unlock()
+		select {
+		case <-m.done:
+			return
+		case <-m.lead:
+		}
+		g.mu.Lock()
+	}
+	g.running = true
+	var group []*member[T]
+	weight := 0
+	for len(g.pending) > 0 && (weight == 0 || weight+g.size(g.pending[0].req) <= g.max) {
+		weight += g.size(g.pending[0].req)
+		group = append(group, g.pending[0])
+		g.pending = g.pending[1:]
+	}
+	g.mu.Unlock()
+
+	reqs := make([]T, len(group))
+	for i, m := range group {
+		reqs[i] = m.req
+	}
+	// The group runs on its own context: a leader whose caller gives up must not fail the
+	// others' requests.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	g.run(gctx, reqs)
+	cancel()
+
+	g.mu.Lock()
+	if len(g.pending) > 0 {
+		close(g.pending[0].lead)
+	} else {
+		g.running = false
+	}
+	g.mu.Unlock()
+	for _, other := range group {
+		if other != m {
+			close(other.done)
+		}
+	}
+}

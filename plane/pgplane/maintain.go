@@ -1,0 +1,206 @@
+package pgplane
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// maintainLoop runs maintenance every MaintenanceInterval while this process holds the
+// maintenance lease; the others try to take it on the same beat, and one of them does once
+// the holder stops renewing (it died, or closed and released it).
+func (d *Driver) maintainLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-d.stop; cancel() }()
+	ticker := time.NewTicker(d.cfg.MaintenanceInterval)
+	defer ticker.Stop()
+	var renewed time.Time // when this process last took or renewed the lease
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-ticker.C:
+		}
+		// Renew when a third of the lease has gone; between renewals the lease is ours.
+		if renewed.IsZero() || time.Since(renewed) > d.cfg.LeaderTTL/3 {
+			leader, err := d.takeLeadership(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.cfg.Logger.Warn("pgplane: maintenance lease", "err", err)
+				}
+				renewed = time.Time{}
+				continue
+			}
+			if !leader {
+				renewed = time.Time{}
+				continue
+			}
+			renewed = time.Now()
+		}
+		if err := d.maintain(ctx); err != nil && ctx.Err() == nil {
+			d.cfg.Logger.Warn("pgplane: maintenance", "err", err)
+		}
+	}
+}
+
+// takeLeadership takes or renews the maintenance lease and reports whether this process
+// holds it.
+func (d *Driver) takeLeadership(ctx context.Context) (bool, error) {
+	rows, err := d.pool.Query(ctx, d.sql.leaderTake, d.node, d.cfg.LeaderTTL.Seconds())
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	got := rows.Next()
+	return got, rows.Err()
+}
+
+// releaseLeadership gives the lease up (on Close), so another process takes over at its
+// next beat instead of after the TTL.
+func (d *Driver) releaseLeadership(ctx context.Context) {
+	_, _ = d.pool.Exec(ctx, d.sql.leaderRelease, d.node)
+}
+
+// Maintain implements plane.Driver: one maintenance pass now, whoever holds the lease (the
+// passes of two processes never end one job twice: each step locks its rows with SKIP
+// LOCKED and re-checks their state).
+func (d *Driver) Maintain(ctx context.Context) error {
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	return d.maintain(ctx)
+}
+
+// maintain ends expired leases, overdue attempts and passed deadlines (1,000 rows a
+// transaction at most), then trims what the retention period no longer keeps in bounded
+// batches.
+func (d *Driver) maintain(ctx context.Context) error {
+	// One pass at a time in this process: an explicit Maintain waits for the timer's pass
+	// instead of skipping the rows it holds, so what Maintain returns has been done.
+	d.maintainMu.Lock()
+	defer d.maintainMu.Unlock()
+	// Due delayed and backed-off rows become claimable, and their queues' idle claimers
+	// are woken (a claimer's own timer runs on real time; the plane's clock may jump).
+	err := d.do(ctx, func(t *tx) error {
+		rs, err := t.query(d.sql.promoteDue, t.ms)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var ns, q, oldest string
+			if err := rs.Scan(&ns, &q, &oldest); err != nil {
+				return err
+			}
+			t.wake(queueKey(ns, q))
+			d.floors.lower(queueKey(ns, q), oldest)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("maintenance: promote: %w", err)
+	}
+	steps := []struct {
+		sql string
+		end func(t *tx, h *head)
+	}{
+		{d.sql.expiredLeases, func(t *tx, h *head) { t.expireLease(h) }},
+		{d.sql.attemptsOverdue, func(t *tx, h *head) { t.attemptOverdue(h) }},
+		{d.sql.deadlinesPassed, func(t *tx, h *head) { t.apply(h, plane.DeadlineTransition(h.attempt), nil) }},
+	}
+	for _, step := range steps {
+		err := d.do(ctx, func(t *tx) error {
+			heads, err := t.heads(step.sql, t.ms)
+			if err != nil {
+				return err
+			}
+			for _, h := range heads {
+				step.end(t, h)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("maintenance: %w", err)
+		}
+	}
+	if d.cfg.Retention > 0 {
+		cutoff := d.cfg.Now().Add(-d.cfg.Retention)
+		for range 10 { // at most 10,000 rows a pass; the next pass goes on
+			n, err := d.trimBatch(ctx, "", "", cutoff, 1000)
+			if err != nil {
+				return err
+			}
+			if n < 1000 {
+				break
+			}
+		}
+		if err := d.do(ctx, func(t *tx) error {
+			t.exec(d.sql.trimTopics, cutoff.UnixMilli())
+			return nil
+		}); err != nil {
+			return fmt.Errorf("trim topics: %w", err)
+		}
+	}
+	if _, err := d.pool.Exec(ctx, d.sql.countsVacuum); err != nil {
+		return fmt.Errorf("maintenance: %w", d.failure(err))
+	}
+	return nil
+}
+
+// trimBatch deletes up to limit terminal invocations (of one namespace and queue, "" for
+// all) that finished before cutoff, with their journals, in one transaction.
+func (d *Driver) trimBatch(ctx context.Context, namespace, queue string, cutoff time.Time, limit int) (int64, error) {
+	var total int64
+	err := d.do(ctx, func(t *tx) error {
+		total = 0
+		rs, err := t.query(d.sql.trim, cutoff.UnixMilli(), namespace, queue, limit)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var ns, q string
+			var state int16
+			var priority float64
+			var n int64
+			if err := rs.Scan(&ns, &q, &state, &priority, &n); err != nil {
+				return err
+			}
+			t.count(ns, q, int(state), priority, -n)
+			total += n
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return 0, fmt.Errorf("trim: %w", err)
+	}
+	return total, nil
+}
+
+// InvocationTrim implements plane.Driver, in transactions of 1,000 rows.
+func (d *Driver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {
+	if p.Namespace != "" {
+		if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+			return 0, err
+		}
+	}
+	if p.Queue != "" {
+		if err := plane.ValidateName("queue name", p.Queue); err != nil {
+			return 0, err
+		}
+	}
+	var total int64
+	for {
+		n, err := d.trimBatch(ctx, p.Namespace, p.Queue, p.FinishedBefore, 1000)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}

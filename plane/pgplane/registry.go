@@ -1,0 +1,238 @@
+package pgplane
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// QueueAdmissionSet implements plane.Driver. Setting a block refills its token bucket.
+func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) error {
+	if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	if err := plane.ValidateName("queue name", p.Queue); err != nil {
+		return err
+	}
+	if err := p.Admission.Validate(); err != nil {
+		return err
+	}
+	a := p.Admission.WithDefaults()
+	return d.do(ctx, func(t *tx) error {
+		t.exec(`INSERT INTO `+d.schema+`.queues (namespace, queue, max_depth, on_full, rate_limit,
+			burst, deadline_cutoff_ms, tokens, tokens_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, $8)
+			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = $3, on_full = $4, rate_limit = $5, burst = $6,
+			deadline_cutoff_ms = $7, tokens = $9, tokens_ms = $8`,
+			p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst, a.DeadlineCutoff.Milliseconds(), t.ms, float64(a.Burst))
+		t.wake(roomKey(p.Namespace, p.Queue)) // a raised limit makes room
+		return nil
+	})
+}
+
+// QueueAdmissionGet implements plane.Driver.
+func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string) (*plane.Admission, error) {
+	if err := plane.ValidateName("namespace", namespace); err != nil {
+		return nil, err
+	}
+	if err := plane.ValidateName("queue name", queue); err != nil {
+		return nil, err
+	}
+	var a *admission
+	err := d.do(ctx, func(t *tx) error {
+		var err error
+		a, err = t.admission(namespace, queue, false)
+		return err
+	})
+	if err != nil || a == nil {
+		return nil, err
+	}
+	return &a.Admission, nil
+}
+
+// QueueAdmissionDelete implements plane.Driver.
+func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error) {
+	if err := plane.ValidateName("namespace", namespace); err != nil {
+		return false, err
+	}
+	if err := plane.ValidateName("queue name", queue); err != nil {
+		return false, err
+	}
+	var deleted bool
+	err := d.do(ctx, func(t *tx) error {
+		if err := t.flush(); err != nil {
+			return err
+		}
+		tag, err := t.tx.Exec(t.ctx, `DELETE FROM `+d.schema+`.queues WHERE namespace = $1 AND queue = $2`, namespace, queue)
+		if err != nil {
+			return fmt.Errorf("delete admission: %w", err)
+		}
+		deleted = tag.RowsAffected() > 0
+		t.wake(roomKey(namespace, queue))
+		return nil
+	})
+	return deleted, err
+}
+
+// WorkerRegister implements plane.Driver.
+func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error {
+	if err := info.Validate(); err != nil {
+		return err
+	}
+	ns := cmp.Or(info.Namespace, plane.NamespaceDefault)
+	queues := info.Queues
+	if queues == nil {
+		queues = []string{}
+	}
+	return d.do(ctx, func(t *tx) error {
+		t.exec(`INSERT INTO `+d.schema+`.workers (namespace, id, host, pid, queues, started_ms, seen_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = $7, queues = $5`,
+			ns, info.ID, info.Host, info.PID, queues, cmp.Or(toMS(info.StartedAt), t.ms), t.ms)
+		return nil
+	})
+}
+
+// WorkerList implements plane.Driver.
+func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]plane.WorkerInfo, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	since := d.cfg.Now().Add(-cmp.Or(p.SeenWithin, plane.WorkerSeenWithinDefault)).UnixMilli()
+	rs, err := d.pool.Query(ctx, `SELECT id, namespace, host, pid, queues, started_ms, seen_ms FROM `+d.schema+`.workers
+		WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`, since, p.Namespace)
+	if err != nil {
+		return nil, d.failure(fmt.Errorf("list workers: %w", err))
+	}
+	defer rs.Close()
+	var out []plane.WorkerInfo
+	for rs.Next() {
+		var w plane.WorkerInfo
+		var started, seen int64
+		if err := rs.Scan(&w.ID, &w.Namespace, &w.Host, &w.PID, &w.Queues, &started, &seen); err != nil {
+			return nil, fmt.Errorf("list workers: %w", err)
+		}
+		w.StartedAt, w.LastSeen = fromMS(started), fromMS(seen)
+		out = append(out, w)
+	}
+	return out, d.failure(rs.Err())
+}
+
+// WorkerRemove implements plane.Driver.
+func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
+	if err := (&plane.WorkerInfo{ID: id, Namespace: namespace}).Validate(); err != nil {
+		return err
+	}
+	ns := cmp.Or(namespace, plane.NamespaceDefault)
+	return d.do(ctx, func(t *tx) error {
+		t.exec(`DELETE FROM `+d.schema+`.workers WHERE namespace = $1 AND id = $2`, ns, id)
+		return nil
+	})
+}
+
+// TokenCreate implements plane.Driver.
+func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
+	if tok.ID == "" || len(tok.Hash) == 0 || tok.Namespace == "" || tok.Queue == "" || len(tok.Permissions) == 0 {
+		return plane.Invalid("token", tok.ID, "give an id, a hash, namespace and queue globs, and at least one permission")
+	}
+	perms := make([]string, len(tok.Permissions))
+	for i, p := range tok.Permissions {
+		perms[i] = string(p)
+	}
+	err := d.do(ctx, func(t *tx) error {
+		if err := t.flush(); err != nil {
+			return err
+		}
+		_, err := t.tx.Exec(t.ctx, `INSERT INTO `+d.schema+`.tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, tok.ID, tok.Hash, tok.Namespace, tok.Queue, perms,
+			cmp.Or(toMS(tok.CreatedAt), t.ms), toMS(tok.ExpiresAt))
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return plane.Invalid("token", tok.ID, "its id or secret already exists; make a new one")
+	}
+	if err != nil {
+		return fmt.Errorf("create token: %w", err)
+	}
+	return nil
+}
+
+const tokenColumns = `id, hash, namespace, queue, permissions, created_ms, expires_ms, revoked_ms`
+
+func scanToken(s scanner) (*plane.TokenInfo, error) {
+	var tok plane.TokenInfo
+	var perms []string
+	var created, expires, revoked int64
+	if err := s.Scan(&tok.ID, &tok.Hash, &tok.Namespace, &tok.Queue, &perms, &created, &expires, &revoked); err != nil {
+		return nil, err
+	}
+	for _, p := range perms {
+		tok.Permissions = append(tok.Permissions, plane.Permission(p))
+	}
+	tok.CreatedAt, tok.ExpiresAt, tok.RevokedAt = fromMS(created), fromMS(expires), fromMS(revoked)
+	return &tok, nil
+}
+
+// TokenGet implements plane.Driver.
+func (d *Driver) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	tok, err := scanToken(d.pool.QueryRow(ctx, `SELECT `+tokenColumns+` FROM `+d.schema+`.tokens WHERE hash = $1`, hash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, plane.ErrNotFound
+	}
+	if err != nil {
+		return nil, d.failure(fmt.Errorf("get token: %w", err))
+	}
+	return tok, nil
+}
+
+// TokenList implements plane.Driver.
+func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	rs, err := d.pool.Query(ctx, `SELECT `+tokenColumns+` FROM `+d.schema+`.tokens ORDER BY created_ms, id`)
+	if err != nil {
+		return nil, d.failure(fmt.Errorf("list tokens: %w", err))
+	}
+	defer rs.Close()
+	var out []plane.TokenInfo
+	for rs.Next() {
+		tok, err := scanToken(rs)
+		if err != nil {
+			return nil, fmt.Errorf("list tokens: %w", err)
+		}
+		out = append(out, *tok)
+	}
+	return out, d.failure(rs.Err())
+}
+
+// TokenRevoke implements plane.Driver.
+func (d *Driver) TokenRevoke(ctx context.Context, id string) (bool, error) {
+	var revoked bool
+	err := d.do(ctx, func(t *tx) error {
+		revoked = false
+		var at int64
+		err := t.queryRow(`SELECT revoked_ms FROM `+d.schema+`.tokens WHERE id = $1 FOR UPDATE`, id).Scan(&at)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return plane.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("revoke token: %w", err)
+		}
+		if at != 0 {
+			return nil
+		}
+		t.exec(`UPDATE `+d.schema+`.tokens SET revoked_ms = $1 WHERE id = $2`, t.ms, id)
+		revoked = true
+		return nil
+	})
+	return revoked, err
+}

@@ -1,0 +1,133 @@
+package pgplane
+
+import "strings"
+
+// statements are the plane's SQL with the schema filled in, built once, so pgx's statement
+// cache (keyed by text) prepares each once per connection.
+type statements struct {
+	countsAdd, countQueued, count, levels                    string
+	lockAdmission, admission, admissionTokens                string
+	insert, insertMany, existingByID, existingByKey          string
+	admissionExists, deleteIDs                               string
+	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
+	claimFIFOFrom, promoteDue                                string
+	nextAvailable, setRunning                                string
+	head, headMany, setQueued, setTerminal, setLease         string
+	ackHeld, nextFrame, insertFrame, topicAppend             string
+	row, rowsByID, topicClosed, frames                       string
+	expiredLeases, attemptsOverdue, deadlinesPassed          string
+	trim, trimTopics, countsVacuum                           string
+	leaderTake, leaderRelease                                string
+}
+
+const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting`
+
+const headColumns = `id, namespace, queue, state, priority, attempt, max_attempts, lease_token,
+	lease_expires_ms, attempt_deadline_ms, next_frame`
+
+func newStatements(schema string) statements {
+	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
+	return statements{
+		countsAdd: s(`INSERT INTO {s}.counts (namespace, queue, state, priority, shard, n)
+			SELECT u.namespace, u.queue, u.state, u.priority, $5, u.n
+			FROM unnest($1::text[], $2::text[], $3::smallint[], $4::float8[], $6::bigint[]) AS u(namespace, queue, state, priority, n)
+			ORDER BY 1, 2, 3, 4
+			ON CONFLICT (namespace, queue, state, priority, shard) DO UPDATE SET n = {s}.counts.n + excluded.n`),
+		countQueued: s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = 0`),
+		count:       s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = $3`),
+		levels: s(`SELECT priority, sum(n) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = 0
+			GROUP BY priority HAVING sum(n) > 0`),
+		lockAdmission: s(`SELECT max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms
+			FROM {s}.queues WHERE namespace = $1 AND queue = $2 FOR UPDATE`),
+		admission: s(`SELECT max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms
+			FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
+		admissionTokens: s(`UPDATE {s}.queues SET tokens = $3, tokens_ms = $4 WHERE namespace = $1 AND queue = $2`),
+		// insert goes in key order, so two batches sharing keys wait on each other in one
+		// order and never deadlock.
+		insert: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
+			SELECT u.id, $1, $2, u.key, 0, u.priority, u.available_ms > $3, u.payload, u.metadata, u.max_attempts,
+				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3
+			FROM unnest($4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[], $9::integer[], $10::bigint[],
+				$11::bigint[], $12::bigint[]) AS u(id, key, priority, payload, metadata, max_attempts,
+				attempt_timeout_ms, deadline_ms, available_ms)
+			ORDER BY u.key NULLS LAST, u.id
+			ON CONFLICT DO NOTHING RETURNING id`),
+		insertMany: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
+			SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
+				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1
+			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
+				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[]) AS u(id, namespace, queue, key, priority,
+				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms)
+			ORDER BY u.namespace, u.queue, u.key NULLS LAST, u.id
+			ON CONFLICT DO NOTHING RETURNING id`),
+		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
+			JOIN unnest($1::text[], $2::text[]) AS u(namespace, queue) ON q.namespace = u.namespace AND q.queue = u.queue`),
+		deleteIDs:     s(`DELETE FROM {s}.invocations WHERE id = ANY($1)`),
+		existingByID:  s(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`),
+		existingByKey: s(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`),
+		// promote makes the due waiting rows of a queue claimable, oldest due first.
+		// It returns the smallest id it moved (NULL: none).
+		promote: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
+			WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
+			ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT min(id) FROM moved`),
+		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
+		// the smallest id moved per queue.
+		promoteDue: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
+			WHERE state = 0 AND waiting AND available_ms <= $1 ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED)
+			RETURNING namespace, queue, id) SELECT namespace, queue, min(id) FROM moved GROUP BY namespace, queue`),
+		claimFIFOFrom: s(`SELECT ` + rowColumns + claimWhere + ` AND id >= $4 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
+		claimFIFO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
+		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),
+		claimPriority: s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY priority DESC, id LIMIT $3 FOR UPDATE SKIP LOCKED`),
+		claimLevel:    s(`SELECT ` + rowColumns + claimWhere + ` AND priority = $3 ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED`),
+		nextAvailable: s(`SELECT min(available_ms) FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting`),
+		setRunning: s(`UPDATE {s}.invocations AS i SET state = 1, attempt = i.attempt + 1, lease_token = u.token,
+				lease_expires_ms = $2, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
+				started_ms = $1, worker = $3
+			FROM unnest($4::text[], $5::text[]) AS u(id, token) WHERE i.id = u.id`),
+		head:     s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id = $1 FOR UPDATE`),
+		headMany: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
+		setQueued: s(`UPDATE {s}.invocations SET state = 0, available_ms = $2, waiting = $3, lease_token = NULL,
+			lease_expires_ms = 0, attempt_deadline_ms = 0, error = $4 WHERE id = $1`),
+		setTerminal: s(`UPDATE {s}.invocations SET state = $2, result = $3, error = $4, finished_ms = $5,
+			lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false WHERE id = $1`),
+		setLease:    s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
+		nextFrame:   s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
+		insertFrame: s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),
+		// topicAppend takes the next seq of an open topic (creating it), or nothing when closed.
+		topicAppend: s(`INSERT INTO {s}.topics AS t (journal, next_seq, closed, updated_ms) VALUES ($1, 1, $2, $3)
+			ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3
+			WHERE NOT t.closed RETURNING next_seq - 1`),
+		row:         s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
+		rowsByID:    s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
+		topicClosed: s(`SELECT closed FROM {s}.topics WHERE journal = $1`),
+		frames:      s(`SELECT seq, kind, value, attempt, time_ms FROM {s}.frames WHERE journal = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
+		expiredLeases: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND lease_expires_ms <= $1
+			ORDER BY lease_expires_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
+		attemptsOverdue: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND attempt_deadline_ms > 0
+			AND attempt_deadline_ms <= $1 ORDER BY attempt_deadline_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
+		deadlinesPassed: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 0 AND deadline_ms > 0
+			AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
+		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
+		// and returns what it deleted per counter.
+		trim: s(`WITH victims AS (
+				SELECT id FROM {s}.invocations WHERE state >= 2 AND finished_ms < $1
+				AND ($2 = '' OR namespace = $2) AND ($3 = '' OR queue = $3)
+				ORDER BY finished_ms LIMIT $4 FOR UPDATE SKIP LOCKED),
+			deleted AS (DELETE FROM {s}.invocations AS i USING victims v WHERE i.id = v.id
+				RETURNING i.id, i.namespace, i.queue, i.state, i.priority),
+			frames AS (DELETE FROM {s}.frames WHERE journal IN (SELECT id FROM deleted))
+			SELECT namespace, queue, state, priority, count(*) FROM deleted GROUP BY 1, 2, 3, 4`),
+		trimTopics: s(`WITH stale AS (DELETE FROM {s}.topics WHERE journal IN (SELECT journal FROM {s}.topics
+				WHERE updated_ms < $1 ORDER BY updated_ms LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING journal)
+			DELETE FROM {s}.frames WHERE journal IN (SELECT journal FROM stale)`),
+		// countsVacuum never waits on a counter row a transaction holds (no deadlock with it).
+		countsVacuum: s(`DELETE FROM {s}.counts WHERE ctid IN (SELECT ctid FROM {s}.counts WHERE n = 0 FOR UPDATE SKIP LOCKED)`),
+		leaderTake: s(`INSERT INTO {s}.leases AS l (name, holder, expires_at) VALUES ('maintenance', $1, now() + make_interval(secs => $2))
+			ON CONFLICT (name) DO UPDATE SET holder = $1, expires_at = now() + make_interval(secs => $2)
+			WHERE l.holder = $1 OR l.expires_at < now() RETURNING holder`),
+		leaderRelease: s(`DELETE FROM {s}.leases WHERE name = 'maintenance' AND holder = $1`),
+	}
+}

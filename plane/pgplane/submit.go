@@ -1,0 +1,525 @@
+package pgplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// InvocationSubmitMany implements plane.Driver. The new invocations go in with one INSERT
+// from arrays (ON CONFLICT DO NOTHING on the id and on the unique partial index of keys, so
+// concurrent submits of one key make one invocation). A submit to a full queue whose
+// admission says block waits in line (arrival order, in this process) for a claim or cancel
+// to make room, woken by notification, until ctx ends.
+func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	for _, s := range p.Invocations {
+		if s.Delay < 0 {
+			return nil, plane.Invalid("delay", s.Delay, "use a duration ≥ 0 (0: none)")
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req := &submitRequest{p: p}
+	d.submits.do(ctx, req)
+	if !req.solo {
+		return req.out, req.err
+	}
+	key := roomKey(p.Namespace, p.Queue)
+	var tk *ticket
+	defer func() {
+		if tk != nil {
+			d.blocked.leave(key, tk)
+		}
+	}()
+	for {
+		var changed <-chan struct{}
+		release := func() {}
+		if tk != nil {
+			changed, release = d.hub.watch(key)
+		}
+		out, err := d.submitOnce(ctx, p, tk)
+		if !errors.Is(err, errBlocked) {
+			release()
+			return out, err
+		}
+		if tk == nil { // first time blocked: get in line, then wait for our turn
+			release()
+			tk = d.blocked.join(key)
+			select {
+			case <-tk.turn:
+			case <-ctx.Done():
+				return nil, gaveUp(p, ctx.Err())
+			case <-d.stop:
+				return nil, plane.ErrClosed
+			}
+			continue
+		}
+		err = d.sleep(ctx, changed, time.Hour)
+		release()
+		if err != nil && !errors.Is(err, plane.ErrTimeout) {
+			if errors.Is(err, plane.ErrClosed) {
+				return nil, err
+			}
+			return nil, gaveUp(p, err)
+		}
+	}
+}
+
+func gaveUp(p *plane.SubmitManyParams, cause error) error {
+	return &plane.AdmissionError{Sentinel: plane.ErrQueueFull, Queue: p.Namespace + "/" + p.Queue,
+		Detail: "at max depth, and the submit blocked until its context ended", Cause: cause}
+}
+
+// errBlocked tells the submitter to wait for room (OnFullBlock).
+var errBlocked = errors.New("blocked")
+
+// submitOnce runs one submit transaction; errBlocked means the queue is full and blocks.
+func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *ticket) ([]plane.SubmitResult, error) {
+	out := make([]plane.SubmitResult, len(p.Invocations))
+	err := d.do(ctx, func(t *tx) error { return t.submitMany(p, out, tk) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// submitMany inserts the invocations that are new, resolves the rest to their existing ids,
+// then applies the queue's admission block to the new ones; a refusal returns an error,
+// which rolls the inserts back.
+func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *ticket) error {
+	clear(out)
+	a, err := t.admission(p.Namespace, p.Queue, true)
+	if err != nil {
+		return err
+	}
+	n := len(p.Invocations)
+	firstOfKey := map[string]int{}
+	dupOf := make([]int, n) // index of the first invocation with the same key, or -1
+	ids := make([]string, 0, n)
+	keys := make([]*string, 0, n)
+	prios := make([]float64, 0, n)
+	payloads := make([][]byte, 0, n)
+	metas := make([][]byte, 0, n)
+	maxAttempts := make([]int32, 0, n)
+	timeouts := make([]int64, 0, n)
+	deadlines := make([]int64, 0, n)
+	availables := make([]int64, 0, n)
+	index := make(map[string]int, n) // id → invocation index
+	for i := range p.Invocations {
+		s := &p.Invocations[i]
+		dupOf[i] = -1
+		if s.Key != "" {
+			if first, ok := firstOfKey[s.Key]; ok {
+				dupOf[i] = first
+				continue
+			}
+			firstOfKey[s.Key] = i
+		}
+		id := s.ID
+		if id == "" {
+			id = t.d.ids.New(t.now)
+		} else if first, ok := index[id]; ok {
+			dupOf[i] = first
+			continue
+		}
+		index[id] = i
+		out[i].ID = id
+		var key *string
+		if s.Key != "" {
+			key = &s.Key
+		}
+		payload := s.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		available := s.DueAt(t.now).UnixMilli()
+		ids = append(ids, id)
+		keys = append(keys, key)
+		prios = append(prios, s.Priority)
+		payloads = append(payloads, payload)
+		metas = append(metas, encodeMetadata(s.Metadata))
+		maxAttempts = append(maxAttempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
+		timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
+		deadlines = append(deadlines, toMS(s.Deadline))
+		availables = append(availables, available)
+	}
+	rows, err := t.query(t.d.sql.insert, p.Namespace, p.Queue, t.ms, ids, keys, prios, payloads, metas,
+		maxAttempts, timeouts, deadlines, availables)
+	if err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	inserted := make(map[string]bool, len(ids))
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("submit: %w", err)
+		}
+		inserted[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	var fresh int64
+	var freshDeadlines []time.Time
+	for _, id := range ids {
+		i := index[id]
+		s := &p.Invocations[i]
+		if inserted[id] {
+			t.d.floors.lower(queueKey(p.Namespace, p.Queue), id)
+			fresh++
+			freshDeadlines = append(freshDeadlines, s.Deadline)
+			t.count(p.Namespace, p.Queue, stateQueued, s.Priority, +1)
+			continue
+		}
+		// The id or the key exists already.
+		if s.ID != "" {
+			var ns, q string
+			err := t.queryRow(t.d.sql.existingByID, s.ID).Scan(&ns, &q)
+			if err == nil {
+				if ns != p.Namespace || q != p.Queue {
+					return plane.Invalid("invocation id", s.ID, "it already names an invocation of another queue; use a fresh ULID")
+				}
+				out[i] = plane.SubmitResult{ID: s.ID, Existing: true}
+				continue
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("submit: look up id: %w", err)
+			}
+		}
+		var existing string
+		err := t.queryRow(t.d.sql.existingByKey, p.Namespace, p.Queue, s.Key).Scan(&existing)
+		if err != nil {
+			// Trimmed between the conflict and the look-up: run the submit again.
+			return fmt.Errorf("submit: look up key: %w", &pgconnRetry{err})
+		}
+		out[i] = plane.SubmitResult{ID: existing, Existing: true}
+	}
+	for i, first := range dupOf { // later duplicates of a key or id of this batch
+		if first >= 0 {
+			out[i] = plane.SubmitResult{ID: out[first].ID, Existing: true}
+		}
+	}
+	if fresh > 0 {
+		if a != nil {
+			ahead := t.d.blocked.ahead(roomKey(p.Namespace, p.Queue), tk)
+			if err := t.admit(p.Namespace, p.Queue, a, fresh, freshDeadlines, ahead); err != nil {
+				return err
+			}
+		}
+		t.wake(queueKey(p.Namespace, p.Queue))
+	}
+	return nil
+}
+
+// pgconnRetry wraps a failure that a fresh transaction resolves.
+type pgconnRetry struct{ err error }
+
+func (e *pgconnRetry) Error() string { return "conflicting row vanished: " + e.err.Error() }
+func (e *pgconnRetry) Unwrap() error { return e.err }
+
+func cmpOr(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// admission is a stored admission block with its token bucket.
+type admission struct {
+	plane.Admission
+	tokens   float64
+	tokensMS int64
+}
+
+// admission reads the admission block of a queue (nil: none), locking its row when lock is
+// set: a submit holds it to its commit, which orders the queue's admission decisions.
+func (t *tx) admission(namespace, queue string, lock bool) (*admission, error) {
+	sql := t.d.sql.admission
+	if lock {
+		sql = t.d.sql.lockAdmission
+	}
+	var a admission
+	var onFull string
+	var cutoffMS int64
+	err := t.queryRow(sql, namespace, queue).Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read admission: %w", err)
+	}
+	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
+	return &a, nil
+}
+
+// admit applies a's limits (plane's admission policy) to n new invocations with the given
+// deadlines. It returns the caller's error (*plane.AdmissionError, *plane.InvalidError,
+// errBlocked) or a SQL failure; either rolls the transaction back.
+func (t *tx) admit(namespace, queue string, a *admission, n int64, deadlines []time.Time, ahead bool) error {
+	name := namespace + "/" + queue
+	if err := a.CheckDeadlines(name, t.now, deadlines); err != nil {
+		return err
+	}
+	if a.MaxDepth > 0 {
+		var queued int64
+		if err := t.queryRow(t.d.sql.countQueued, namespace, queue).Scan(&queued); err != nil {
+			return fmt.Errorf("count queued: %w", err)
+		}
+		queued += t.pending(namespace, queue, stateQueued) - n // the committed count before this submit
+		block, refused := a.CheckDepth(name, queued, n, ahead)
+		if block {
+			return errBlocked
+		}
+		if refused != nil {
+			return refused
+		}
+	}
+	if a.RateLimit > 0 {
+		bucket, err := a.Take(name, plane.TokenBucket{Tokens: a.tokens, At: time.UnixMilli(a.tokensMS)}, t.now, n)
+		if err != nil {
+			return err
+		}
+		t.exec(t.d.sql.admissionTokens, namespace, queue, bucket.Tokens, bucket.At.UnixMilli())
+	}
+	return nil
+}
+
+// submitRequest is one caller's submit, served in a group. solo sends it back to run in a
+// transaction of its own: its queue has an admission block (whose refusal must roll back
+// that submit alone), it shares a key or id with an earlier submit of the group, or it
+// failed in a way its own transaction must report.
+type submitRequest struct {
+	p    *plane.SubmitManyParams
+	out  []plane.SubmitResult
+	err  error
+	solo bool
+
+	dupOf []int // per invocation: the index of the earlier one with its key or id, or -1
+}
+
+// maxSubmitGroup bounds the invocations of one group.
+const maxSubmitGroup = 5000
+
+func newSubmitGrouper(d *Driver) *grouper[*submitRequest] {
+	return &grouper[*submitRequest]{max: maxSubmitGroup, run: d.submitGroup,
+		size: func(r *submitRequest) int { return max(len(r.p.Invocations), 1) }}
+}
+
+// submitGroup inserts the invocations of a group of submits with one statement, in one
+// transaction, for the queues without an admission block.
+func (d *Driver) submitGroup(ctx context.Context, reqs []*submitRequest) {
+	// A submit sharing a key or an id with an earlier one of the group runs alone.
+	type keyOf struct{ namespace, queue, key string }
+	keys := map[keyOf]bool{}
+	ids := map[string]bool{}
+	var group []*submitRequest
+	for _, r := range reqs {
+		r.solo = false
+		clash := false
+		for _, s := range r.p.Invocations {
+			clash = clash || s.Key != "" && keys[keyOf{r.p.Namespace, r.p.Queue, s.Key}] || s.ID != "" && ids[s.ID]
+		}
+		if clash {
+			r.solo = true
+			continue
+		}
+		for _, s := range r.p.Invocations {
+			if s.Key != "" {
+				keys[keyOf{r.p.Namespace, r.p.Queue, s.Key}] = true
+			}
+			if s.ID != "" {
+				ids[s.ID] = true
+			}
+		}
+		group = append(group, r)
+	}
+	if len(group) == 0 {
+		return
+	}
+	err := d.do(ctx, func(t *tx) error { return t.submitGroup(group) })
+	if err != nil {
+		for _, r := range group {
+			if !r.solo {
+				r.out, r.err = nil, err
+			}
+		}
+	}
+}
+
+func (t *tx) submitGroup(group []*submitRequest) error {
+	var nss, qs []string
+	seenQueue := map[[2]string]bool{}
+	for _, r := range group {
+		r.solo, r.err, r.out, r.dupOf = false, nil, nil, nil
+		k := [2]string{r.p.Namespace, r.p.Queue}
+		if !seenQueue[k] {
+			seenQueue[k] = true
+			nss, qs = append(nss, k[0]), append(qs, k[1])
+		}
+	}
+	rs, err := t.query(t.d.sql.admissionExists, nss, qs)
+	if err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	limited := map[[2]string]bool{}
+	for rs.Next() {
+		var k [2]string
+		if err := rs.Scan(&k[0], &k[1]); err != nil {
+			rs.Close()
+			return fmt.Errorf("submit: %w", err)
+		}
+		limited[k] = true
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	type slot struct {
+		r  *submitRequest
+		i  int // invocation index
+		id string
+	}
+	var slots []slot
+	var rowIDs, rowNS, rowQ []string
+	var rowKeys []*string
+	var prios []float64
+	var payloads, metas [][]byte
+	var attempts []int32
+	var timeouts, deadlines, availables []int64
+	for _, r := range group {
+		if limited[[2]string{r.p.Namespace, r.p.Queue}] {
+			r.solo = true
+			continue
+		}
+		n := len(r.p.Invocations)
+		r.out = make([]plane.SubmitResult, n)
+		r.dupOf = make([]int, n)
+		firstOfKey := map[string]int{}
+		firstOfID := map[string]int{}
+		for i := range r.p.Invocations {
+			s := &r.p.Invocations[i]
+			r.dupOf[i] = -1
+			if s.Key != "" {
+				if first, ok := firstOfKey[s.Key]; ok {
+					r.dupOf[i] = first
+					continue
+				}
+				firstOfKey[s.Key] = i
+			}
+			id := s.ID
+			if id == "" {
+				id = t.d.ids.New(t.now)
+			} else if first, ok := firstOfID[id]; ok {
+				r.dupOf[i] = first
+				continue
+			}
+			firstOfID[id] = i
+			r.out[i].ID = id
+			slots = append(slots, slot{r, i, id})
+			rowIDs, rowNS, rowQ = append(rowIDs, id), append(rowNS, r.p.Namespace), append(rowQ, r.p.Queue)
+			var key *string
+			if s.Key != "" {
+				key = &s.Key
+			}
+			payload := s.Payload
+			if payload == nil {
+				payload = []byte{}
+			}
+			rowKeys = append(rowKeys, key)
+			prios = append(prios, s.Priority)
+			payloads = append(payloads, payload)
+			metas = append(metas, encodeMetadata(s.Metadata))
+			attempts = append(attempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
+			timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
+			deadlines = append(deadlines, toMS(s.Deadline))
+			availables = append(availables, s.DueAt(t.now).UnixMilli())
+		}
+	}
+	inserted := make(map[string]bool, len(slots))
+	if len(slots) > 0 {
+		rs, err := t.query(t.d.sql.insertMany, t.ms, rowIDs, rowNS, rowQ, rowKeys, prios, payloads, metas,
+			attempts, timeouts, deadlines, availables)
+		if err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+		for rs.Next() {
+			var id string
+			if err := rs.Scan(&id); err != nil {
+				rs.Close()
+				return fmt.Errorf("submit: %w", err)
+			}
+			inserted[id] = true
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+	}
+	// Resolve the conflicts: an existing id of this queue, or an existing key. An id of
+	// another queue sends its submit to run alone, where the refusal rolls it back whole.
+	for _, sl := range slots {
+		if inserted[sl.id] || sl.r.solo {
+			continue
+		}
+		s := &sl.r.p.Invocations[sl.i]
+		if s.ID != "" {
+			var ns, q string
+			err := t.queryRow(t.d.sql.existingByID, s.ID).Scan(&ns, &q)
+			if err == nil {
+				if ns != sl.r.p.Namespace || q != sl.r.p.Queue {
+					sl.r.solo = true
+					continue
+				}
+				sl.r.out[sl.i] = plane.SubmitResult{ID: s.ID, Existing: true}
+				continue
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("submit: look up id: %w", err)
+			}
+		}
+		var existing string
+		if err := t.queryRow(t.d.sql.existingByKey, sl.r.p.Namespace, sl.r.p.Queue, s.Key).Scan(&existing); err != nil {
+			return fmt.Errorf("submit: look up key: %w", &pgconnRetry{err})
+		}
+		sl.r.out[sl.i] = plane.SubmitResult{ID: existing, Existing: true}
+	}
+	var undo []string
+	for _, sl := range slots {
+		if !inserted[sl.id] {
+			continue
+		}
+		if sl.r.solo {
+			undo = append(undo, sl.id)
+			continue
+		}
+		t.count(sl.r.p.Namespace, sl.r.p.Queue, stateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
+		t.d.floors.lower(queueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
+		t.wake(queueKey(sl.r.p.Namespace, sl.r.p.Queue))
+	}
+	if len(undo) > 0 {
+		t.exec(t.d.sql.deleteIDs, undo)
+	}
+	for _, r := range group {
+		if r.solo {
+			r.out = nil
+			continue
+		}
+		for i, first := range r.dupOf {
+			if first >= 0 {
+				r.out[i] = plane.SubmitResult{ID: r.out[first].ID, Existing: true}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package pgplane
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// head is the part of an invocation row that state transitions need.
+type head struct {
+	id                   string
+	namespace, queue     string
+	state                int
+	priority             float64
+	attempt, maxAttempts int
+	token                *string
+	leaseExpiresMS       int64
+	attemptDeadlineMS    int64
+	nextFrame            int64
+}
+
+func scanHead(s scanner) (*head, error) {
+	h := &head{}
+	err := s.Scan(&h.id, &h.namespace, &h.queue, &h.state, &h.priority, &h.attempt, &h.maxAttempts,
+		&h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame)
+	return h, err
+}
+
+// head locks and reads the transition fields of invocation id; nil when there is none.
+func (t *tx) head(id string) (*head, error) {
+	h, err := scanHead(t.queryRow(t.d.sql.head, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read invocation %s: %w", id, err)
+	}
+	return h, nil
+}
+
+// heads locks and reads the heads of ids (in id order, so concurrent callers lock alike).
+func (t *tx) heads(sql string, args ...any) ([]*head, error) {
+	rows, err := t.query(sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*head
+	for rows.Next() {
+		h, err := scanHead(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// holds checks that token is the current, unexpired lease of h and that the attempt is within
+// its attempt timeout. An expired lease or an overdue attempt is ended on the spot (as
+// maintenance would), so the answer never depends on when maintenance last ran.
+func (t *tx) holds(h *head, token string) error {
+	if h.state != stateRunning || h.token == nil || *h.token != token {
+		return plane.ErrLeaseLost
+	}
+	if h.leaseExpiresMS <= t.ms {
+		t.expireLease(h)
+		return plane.ErrLeaseLost
+	}
+	if h.attemptDeadlineMS > 0 && h.attemptDeadlineMS <= t.ms {
+		t.attemptOverdue(h)
+		return plane.ErrLeaseLost
+	}
+	return nil
+}
+
+// attemptOverdue ends the attempt of h that outlived its attempt timeout (plane's policy:
+// retried after a backoff while attempts remain, else timeout).
+func (t *tx) attemptOverdue(h *head) {
+	t.apply(h, plane.AttemptOverdueTransition(h.attempt, h.maxAttempts, t.d.cfg.Backoff, t.d.float64), nil)
+}
+
+// expireLease ends the attempt of h whose lease ran out (plane's policy: re-queued at once
+// while attempts remain, else timeout).
+func (t *tx) expireLease(h *head) {
+	t.apply(h, plane.LeaseExpiredTransition(h.attempt, h.maxAttempts), nil)
+}
+
+// apply writes what plane's policy decided for h: a retry re-queues it (waiting out the
+// delay outside the claim indexes), anything else ends it with result or tr.Error.
+func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
+	var errBlob []byte
+	if tr.Error != nil {
+		errBlob = tr.Error.Encode()
+	}
+	if !tr.Retry() {
+		state := stateNumber(tr.State)
+		t.exec(t.d.sql.setTerminal, h.id, int16(state), result, errBlob, t.ms)
+		t.finished(h.id, h.namespace, h.queue, h.priority, h.state, state)
+		h.state = state
+		h.token = nil
+		return
+	}
+	available := t.ms + tr.Delay.Milliseconds()
+	t.exec(t.d.sql.setQueued, h.id, available, available > t.ms, errBlob)
+	t.count(h.namespace, h.queue, h.state, h.priority, -1)
+	t.count(h.namespace, h.queue, stateQueued, h.priority, +1)
+	h.state = stateQueued
+	h.token = nil
+	t.wake(queueKey(h.namespace, h.queue))
+	if available <= t.ms {
+		t.d.floors.lower(queueKey(h.namespace, h.queue), h.id)
+	}
+}
+
+// finish ends h in a terminal state with info (cancel and kill, which policy does not
+// decide), its attempt filled in.
+func (t *tx) finish(h *head, state int, info plane.ErrorInfo) {
+	info.Attempt = h.attempt
+	t.apply(h, plane.Transition{State: stateNames[state], Error: &info}, nil)
+}
+
+// finished records that invocation id moved from state from to the terminal state to.
+func (t *tx) finished(id, namespace, queue string, priority float64, from, to int) {
+	t.count(namespace, queue, from, priority, -1)
+	t.count(namespace, queue, to, priority, +1)
+	t.wake(invocationKey(id))
+	t.wake(journalKey(id))
+}

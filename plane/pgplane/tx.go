@@ -1,0 +1,288 @@
+package pgplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// tx is one plane transaction: its time (the plane's clock, read once), the writes queued to
+// go out together, the counter changes applied just before commit, and the keys to wake
+// after it.
+type tx struct {
+	d     *Driver
+	ctx   context.Context
+	tx    pgx.Tx
+	now   time.Time
+	ms    int64
+	batch *pgx.Batch // writes whose results nobody reads, sent in one round trip
+	// counts are the counter changes of the transaction, applied in key order just before
+	// commit, so two transactions never lock counter rows in opposite orders.
+	counts map[countKey]int64
+	wakes  map[string]struct{}
+}
+
+type countKey struct {
+	namespace, queue string
+	state            int
+	priority         float64
+}
+
+// shards is how many counter rows share one (queue, state, priority level).
+const shards = 8
+
+// do runs fn in a transaction and commits it, then wakes the waiters of what it changed.
+// An error from fn rolls everything back and is returned as is. A deadlock or
+// serialization failure reruns fn (up to 5 times); a dropped connection returns an error
+// matching plane.ErrUnavailable, the transaction rolled back.
+func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		t := &tx{d: d, ctx: ctx, now: d.cfg.Now()}
+		t.ms = t.now.UnixMilli()
+		err := pgx.BeginFunc(ctx, d.pool, func(ptx pgx.Tx) error {
+			t.tx = ptx
+			if err := fn(t); err != nil {
+				return err
+			}
+			return t.flushCounts()
+		})
+		if err == nil {
+			d.wake(t.wakes)
+			return nil
+		}
+		if retryable(err) && attempt < 5 {
+			time.Sleep(time.Duration(rand.IntN(5)+1) * time.Millisecond)
+			continue
+		}
+		return d.failure(err)
+	}
+}
+
+// failure is the error a call returns for err: the caller's own errors as they are;
+// anything else is plane.ErrClosed once Close has begun (the pool is going away under the
+// call), else a connection failure marked by connectionError.
+func (d *Driver) failure(err error) error {
+	if err == nil || isPlaneError(err) {
+		return err
+	}
+	if d.checkOpen() != nil {
+		return plane.ErrClosed
+	}
+	return connectionError(err)
+}
+
+func isPlaneError(err error) bool {
+	var e *plane.Error
+	var invalid *plane.InvalidError
+	var admission *plane.AdmissionError
+	return errors.As(err, &e) || errors.As(err, &invalid) || errors.As(err, &admission) || errors.Is(err, errBlocked)
+}
+
+// retryable reports a transaction the database aborted to break a deadlock or a
+// serialization conflict: running it again is safe.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	var again *pgconnRetry
+	return errors.As(err, &again) || errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// connectionError marks a failure of the connection (not of the statement) as
+// plane.ErrUnavailable: the transaction did not commit, or, for a commit whose answer was
+// lost, may have; submits with a key or client id can be retried safely.
+func connectionError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		if len(pgErr.Code) >= 2 && (pgErr.Code[:2] == "08" || pgErr.Code[:2] == "57") {
+			return fmt.Errorf("pgplane: %s: %w", pgErr.Message, plane.ErrUnavailable)
+		}
+		return fmt.Errorf("pgplane: %w", err)
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, net.ErrClosed) || isConnClosed(err) {
+		return fmt.Errorf("pgplane: connection to PostgreSQL lost: %v: %w", err, plane.ErrUnavailable)
+	}
+	return err
+}
+
+func isConnClosed(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.Timeout(err) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// exec queues a write whose result nobody reads; it goes out with the next read or at
+// commit.
+func (t *tx) exec(sql string, args ...any) {
+	if t.batch == nil {
+		t.batch = &pgx.Batch{}
+	}
+	t.batch.Queue(sql, args...)
+}
+
+// flush sends the queued writes. Reads call it first, so they see the writes.
+func (t *tx) flush() error {
+	if t.batch == nil || t.batch.Len() == 0 {
+		return nil
+	}
+	b := t.batch
+	t.batch = nil
+	return t.tx.SendBatch(t.ctx, b).Close()
+}
+
+func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
+	return t.tx.Query(t.ctx, sql, args...)
+}
+
+func (t *tx) queryRow(sql string, args ...any) pgx.Row {
+	if err := t.flush(); err != nil {
+		return errRow{err}
+	}
+	return t.tx.QueryRow(t.ctx, sql, args...)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// count records a change of the invocations of a queue in one state and priority level.
+func (t *tx) count(namespace, queue string, state int, priority float64, n int64) {
+	if t.counts == nil {
+		t.counts = make(map[countKey]int64)
+	}
+	t.counts[countKey{namespace, queue, state, priority}] += n
+	if state == stateQueued && n < 0 {
+		t.wake(roomKey(namespace, queue)) // room for submits blocked on max depth
+	}
+}
+
+// pending is the transaction's not yet applied change of a queue's count in one state.
+func (t *tx) pending(namespace, queue string, state int) int64 {
+	var n int64
+	for k, delta := range t.counts {
+		if k.state == state && k.namespace == namespace && k.queue == queue {
+			n += delta
+		}
+	}
+	return n
+}
+
+// flushCounts applies the counter changes, in key order, on one shard, with the queued
+// writes, in one round trip.
+func (t *tx) flushCounts() error {
+	keys := make([]countKey, 0, len(t.counts))
+	for k, n := range t.counts {
+		if n != 0 {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		slices.SortFunc(keys, func(a, b countKey) int {
+			switch {
+			case a.namespace != b.namespace:
+				return cmpString(a.namespace, b.namespace)
+			case a.queue != b.queue:
+				return cmpString(a.queue, b.queue)
+			case a.state != b.state:
+				return a.state - b.state
+			case a.priority < b.priority:
+				return -1
+			case a.priority > b.priority:
+				return 1
+			}
+			return 0
+		})
+		ns := make([]string, len(keys))
+		qs := make([]string, len(keys))
+		states := make([]int16, len(keys))
+		prios := make([]float64, len(keys))
+		deltas := make([]int64, len(keys))
+		for i, k := range keys {
+			ns[i], qs[i], states[i], prios[i], deltas[i] = k.namespace, k.queue, int16(k.state), k.priority, t.counts[k]
+		}
+		t.exec(t.d.sql.countsAdd, ns, qs, states, prios, int16(rand.IntN(shards)), deltas)
+	}
+	t.counts = nil
+	return t.flush()
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// wake marks a key whose waiters the commit wakes.
+func (t *tx) wake(key string) {
+	if t.wakes == nil {
+		t.wakes = make(map[string]struct{})
+	}
+	t.wakes[key] = struct{}{}
+}
+
+// wake wakes the waiters of keys in this process at once, and in the others through the
+// notifier.
+func (d *Driver) wake(keys map[string]struct{}) {
+	if len(keys) == 0 {
+		return
+	}
+	d.hub.notify(keys)
+	d.notifier.add(keys)
+}
+
+// sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error) or
+// for the plane to close (→ plane.ErrClosed). Without a listener it returns nil after the
+// jittered poll interval, so the caller re-checks.
+func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
+	if wait <= 0 {
+		return plane.ErrTimeout
+	}
+	final := true
+	if !d.notifier.listening() {
+		if p := d.pollDelay(); p < wait {
+			wait, final = p, false
+		}
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-changed:
+		return nil
+	case <-timer.C:
+		if final {
+			return plane.ErrTimeout
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.stop:
+		return plane.ErrClosed
+	}
+}
+
+// pollDelay is the poll interval with ±20% jitter, so that many waiters do not poll in step.
+func (d *Driver) pollDelay() time.Duration {
+	p := d.cfg.PollInterval
+	return p + time.Duration((rand.Float64()*0.4-0.2)*float64(p))
+}
