@@ -64,6 +64,8 @@ type ServeOpts struct {
 	// LongPollMax and MaxLongPolls are server.Config's (0: its defaults).
 	LongPollMax  time.Duration
 	MaxLongPolls int
+	// NoUI turns the web dashboard at /ui/ off (`--no-ui`; docs/dashboard.md).
+	NoUI bool
 	// LogRequests logs one line per request (method, path, status, bytes, duration) at
 	// level Info: `serve -v`.
 	LogRequests bool
@@ -157,7 +159,8 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	}
 	defer drv.Close()
 
-	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls})
+	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls,
+		DisableUI: o.NoUI})
 	var handler http.Handler = srv
 	if o.LogRequests {
 		handler = logRequests(logger, srv)
@@ -313,6 +316,7 @@ and machines; clients use LAKESHORE_URL=http://` + AddrDefault + `.
 Without an admin token ($` + EnvAdminToken + ` or --admin-token-file) the server has no
 authentication and only binds loopback; --insecure-no-auth overrides that (with a warning).
 -v logs one line per request (method, path, status, bytes, duration).
+The web dashboard is at /ui/ (--no-ui turns it off).
 SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -327,6 +331,7 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Addr, "addr", AddrDefault, "listen address (host:port)")
 	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file holding the admin token (default: $"+EnvAdminToken+")")
+	f.BoolVar(&o.NoUI, "no-ui", false, "do not serve the web dashboard at /ui/")
 	f.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without authentication")
 	f.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
 	f.StringVar(&o.TLSKey, "tls-key", "", "TLS key file (PEM)")
