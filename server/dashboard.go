@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/api"
