@@ -29,6 +29,12 @@ func (s *Server) registerUI() {
 		s.history.Start() // the rate history starts with the first page served
 		assets.ServeHTTP(w, r)
 	}))
+	// Browsers ask every server for /favicon.ico: answer with the dashboard's icon rather
+	// than a 404 in the console of every page.
+	s.mux.Handle("GET /favicon.ico", http.StripPrefix("/favicon.ico", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.URL.Path = ui.Prefix + "favicon.svg"
+		assets.ServeHTTP(w, r)
+	})))
 	s.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, ui.Prefix, http.StatusMovedPermanently)
 	})
@@ -39,6 +45,12 @@ func (s *Server) registerUI() {
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			ui.SetSecurityHeaders(w.Header())
 			w.Header().Set("Cache-Control", "no-store")
+			if pattern == "GET /ui/api/session" && s.authOn && r.Header.Get("Authorization") == "" {
+				// Not signed in yet: say so without an error (the page shows its sign-in
+				// form; a 401 here would be a failed load in the browser's console).
+				writeUIJSON(w, &uiSession{Auth: true, Permissions: []string{}}) //nolint:errcheck // plain struct
+				return
+			}
 			p, err := s.authenticate(r)
 			if err == nil {
 				err = h(w, r, p)
@@ -55,6 +67,8 @@ func (s *Server) registerUI() {
 type uiSession struct {
 	// Auth is false when the server runs without authentication.
 	Auth bool `json:"auth"`
+	// SignedIn is false when authentication is on and the request carried no token.
+	SignedIn bool `json:"signed_in"`
 	// Admin: the admin token, auth off, or an admin token for every namespace and queue.
 	Admin bool `json:"admin"`
 	// TokenID, Namespace, Queue, Permissions and ExpiresAt describe a stored token.
@@ -70,7 +84,7 @@ type uiSession struct {
 var allPermissions = []plane.Permission{plane.PermissionRead, plane.PermissionSubmit, plane.PermissionConsume, plane.PermissionAdmin}
 
 func (s *Server) handleUISession(w http.ResponseWriter, r *http.Request, p *principal) error {
-	out := &uiSession{Auth: s.authOn, Admin: p.global(), Permissions: []string{}}
+	out := &uiSession{Auth: s.authOn, SignedIn: true, Admin: p.global(), Permissions: []string{}}
 	if p.tok != nil {
 		out.TokenID, out.Namespace, out.Queue, out.ExpiresAt = p.tok.ID, p.tok.Namespace, p.tok.Queue, p.tok.ExpiresAt
 		for _, perm := range p.tok.Permissions {

@@ -31,7 +31,7 @@ function el(tag, attrs, ...children) {
     else if (['checked', 'disabled', 'hidden', 'selected'].includes(k)) e[k] = true;
     else e.setAttribute(k, String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     e.appendChild(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
   }
@@ -134,9 +134,10 @@ async function api(method, path, body, signal) {
 }
 
 function onUnauthorized(err) {
+  const had = token() !== '';
   sessionStorage.removeItem(TOKEN_KEY);
   session = null;
-  showLogin('The server refused the token: ' + err.message);
+  showLogin(had ? 'The server refused the token: ' + err.message : '');
 }
 
 // describeError turns an API error into a sentence for the page.
@@ -378,7 +379,11 @@ const SERIES = ['submitted', 'succeeded', 'failed'];
 function lineChart(points, opts) {
   const w = opts.width, h = opts.height, pad = opts.axes ? 28 : 2;
   const s = svg('svg', { viewBox: '0 0 ' + w + ' ' + h, class: opts.class, preserveAspectRatio: 'none', role: 'img' });
-  const now = Date.now(), t0 = now - 3600 * 1000;
+  // The x axis spans the last hour, or less while the history is younger (at least 5 min).
+  const now = Date.now();
+  const first = points.length ? Date.parse(points[0].t) : now;
+  const span = Math.min(3600e3, Math.max(300e3, now - first));
+  const t0 = now - span;
   let top = 0;
   for (const p of points) for (const k of SERIES) top = Math.max(top, p[k]);
   top = top > 0 ? top * 1.1 : 1;
@@ -389,7 +394,7 @@ function lineChart(points, opts) {
     const lbl = (tx, ty, text, anchor) => { const t = svg('text', { x: tx, y: ty, 'text-anchor': anchor || 'start' }); t.textContent = text; s.appendChild(t); };
     lbl(2, y(top / 1.1) + 4, fmtRate(top / 1.1) + '/s');
     lbl(2, y(0), '0');
-    lbl(pad, h - 2, '−60 min');
+    lbl(pad, h - 2, '−' + Math.round(span / 60e3) + ' min');
     lbl(w - 4, h - 2, 'now', 'end');
   }
   for (const k of SERIES) {
@@ -458,6 +463,11 @@ async function boot() {
     if (err instanceof APIError && err.status === 401) return; // showLogin already ran
     clear($main);
     $main.appendChild(errorBox('The server did not answer', err, 'The session'));
+    return;
+  }
+  if (!session.signed_in) {
+    session = null;
+    showLogin();
     return;
   }
   renderWho();
