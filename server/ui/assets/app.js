@@ -370,6 +370,22 @@ function renderObject(v, depth) {
   return f;
 }
 
+// hasTag reports whether v holds a tagged value ({"$ndarray": …} and the like) anywhere.
+function hasTag(v) {
+  if (v === null || typeof v !== 'object') return false;
+  if (Array.isArray(v)) return v.some(hasTag);
+  const keys = Object.keys(v);
+  if (keys.length === 1 && keys[0].startsWith('$')) return true;
+  return keys.some(k => hasTag(v[k]));
+}
+
+// compactValue renders a short plain value on one line, anything else as renderValue.
+function compactValue(v) {
+  const text = JSON.stringify(v === undefined ? null : v);
+  if (text.length <= 120 && !hasTag(v)) return el('span', { class: 'mono compact', text });
+  return el('div', { class: 'json' }, renderValue(v));
+}
+
 function jsonBlock(v, id) { return el('div', { class: 'json', id }, renderValue(v)); }
 
 // ---------- charts (SVG built node by node) ----------
@@ -880,7 +896,7 @@ async function invocationPage(parts) {
     empty.hidden = true;
     tbody.appendChild(el('tr', { 'data-seq': f.seq },
       el('td', { class: 'num', text: String(f.seq) }), el('td', { text: f.kind }), el('td', { class: 'num', text: f.attempt ? String(f.attempt) : '' }),
-      el('td', { class: 'mono', text: fmtTime(f.time) }), el('td', {}, el('div', { class: 'json' }, renderValue(f.value)))));
+      el('td', { class: 'mono', text: fmtTime(f.time) }), el('td', {}, compactValue(f.value))));
   };
   streamFrames('/v1/invocations/' + seg(id) + '/stream', -1, onFrame, on => status.classList.toggle('off', !on)).catch(err => {
     if (!isAbort(err)) $main.appendChild(errorBox('The journal stream stopped', err, 'This journal'));
@@ -978,7 +994,7 @@ async function topicsPage(parts, query) {
   const onFrame = f => {
     empty.hidden = true;
     list.insertBefore(el('tr', { 'data-seq': f.seq }, el('td', { class: 'num', text: String(f.seq) }), el('td', { text: f.kind }),
-      el('td', { class: 'mono', text: fmtTime(f.time) }), el('td', {}, el('div', { class: 'json' }, renderValue(f.value)))), list.firstChild);
+      el('td', { class: 'mono', text: fmtTime(f.time) }), el('td', {}, compactValue(f.value))), list.firstChild);
     while (list.childNodes.length > 200) list.removeChild(list.lastChild);
   };
   streamFrames(base + '/stream', Math.max(-1, last - 50), onFrame, on => status.classList.toggle('off', !on)).catch(err => {
