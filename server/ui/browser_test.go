@@ -139,13 +139,21 @@ type browser struct {
 	network  []string // failed loads (4xx answers the page expected, e.g. a bad id)
 }
 
+// chromiumInstalled returns the path of Debian's chromium when it is installed.
+func chromiumInstalled() (string, bool) {
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, true
+		}
+	}
+	return "", false
+}
+
 // chromiumPath finds Debian's chromium, or skips (fails with CI=true).
 func chromiumPath(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
+	if p, ok := chromiumInstalled(); ok {
+		return p
 	}
 	msg := "chromium is not installed: apt-get install -y chromium (Debian's package; the tests never download a browser)"
 	if os.Getenv("CI") == "true" {

@@ -147,7 +147,8 @@ type Series struct {
 }
 
 // Series returns the history of every queue allow accepts (nil: all), in no particular
-// order. A queue absent from a sample has no point for the intervals around it.
+// order. A queue absent from the previous sample counts from zero (its first submits show);
+// a queue absent from a sample has no point for the interval ending there.
 func (h *History) Series(allow func(namespace, queue string) bool) []Series {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -160,10 +161,7 @@ func (h *History) Series(allow func(namespace, queue string) bool) []Series {
 			continue
 		}
 		for k, c := range cur.counts {
-			p, ok := prev.counts[k]
-			if !ok {
-				continue
-			}
+			p := prev.counts[k] // a queue new since the previous sample started from zero
 			j, seen := index[k]
 			if !seen {
 				if allow != nil && !allow(k.namespace, k.queue) {

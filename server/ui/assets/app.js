@@ -2,9 +2,10 @@
 //
 // Safety rules of this file: text from the server (payloads, keys, errors, names) only ever
 // reaches the page through textContent / createTextNode / attribute setters of safe
-// attributes; innerHTML, insertAdjacentHTML and document.write are never used. The token
-// lives in sessionStorage and travels only in the Authorization header of fetch calls
-// (live streams are read with fetch too, never EventSource, so no token in a URL).
+// attributes; no API that parses a string as HTML is ever called (a test greps for them).
+// The token lives in sessionStorage and travels only in the Authorization header of fetch
+// calls (live streams are read with fetch too, not the browser's SSE client, which cannot
+// send headers: no token in a URL).
 'use strict';
 
 const TOKEN_KEY = 'lakeshore.token';
