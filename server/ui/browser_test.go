@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -42,12 +43,19 @@ type env struct {
 	srv  *server.Server
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with a last change to the server's configuration.
+func newEnvWith(t *testing.T, configure func(*server.Config)) *env {
 	t.Helper()
 	drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "lakeshore.db"), nil)
 	require.NoError(t, err)
-	srv := server.New(drv, &server.Config{AdminToken: adminToken, UIHistoryInterval: 200 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := &server.Config{AdminToken: adminToken, UIHistoryInterval: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if configure != nil {
+		configure(cfg)
+	}
+	srv := server.New(drv, cfg)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		srv.Stop()
@@ -569,5 +577,52 @@ func TestDashboardBadInput(t *testing.T) {
 	b.screenshot("expired-token")
 	b.open("wrong-token", "#/")
 	require.Contains(t, b.text("#login-error"), "unknown token")
+	b.noProblems(true)
+}
+
+// TestDashboardData shows a data queue: its partitions with each task's consumption as a
+// progress bar, the fields and their readiness, the latest records, storage figures and KV
+// keys. The data routes come with the data queues over HTTP (server.Config.DataDir); a
+// build without them skips (the field is set by name so that this file compiles either
+// way).
+func TestDashboardData(t *testing.T) {
+	e := newEnvWith(t, func(cfg *server.Config) {
+		f := reflect.ValueOf(cfg).Elem().FieldByName("DataDir")
+		if !f.IsValid() {
+			t.Skip("this build serves no data queues (no server.Config.DataDir)")
+		}
+		f.SetString(t.TempDir())
+	})
+	b := newBrowser(t, e)
+	d := "/v1/namespaces/default/data/samples"
+	evil := `<img src=x onerror="window.__pwned=1">`
+	var records []map[string]any
+	for i := 0; i < 8; i++ {
+		records = append(records, map[string]any{"prompt": fmt.Sprintf("%d+%d", i, i), "reward": 0.5})
+	}
+	idx := e.call("POST", d+"/records", adminToken, map[string]any{"records": records}, 200)["indexes"].([]any)
+	require.Len(t, idx, 8)
+	e.call("POST", d+"/fields", adminToken, map[string]any{"indexes": idx[:3], "records": []map[string]any{{"answer": "0"}, {"answer": "2"}, {"answer": "4"}}}, 200)
+	e.call("POST", d+"/consumption/mark", adminToken, map[string]any{"task": "train", "indexes": idx[:6]}, 200)
+	e.call("POST", d+"/kv", adminToken, map[string]any{"keys": []string{"run-1", evil}, "records": []map[string]any{{"step": 1}, {"step": 2}}}, 200)
+
+	b.open(adminToken, "#/data")
+	require.Contains(t, b.text(`#data-table tr[data-queue="default/samples"]`), "samples")
+	b.click(`#data-table tr[data-queue="default/samples"] a`)
+	require.Contains(t, b.text(`#partition-table tr[data-partition="default"] .consumption[data-task="train"]`), "6 / 10 (60%)")
+	require.Contains(t, b.text(`#field-table tr[data-field="answer"]`), "3 / 10")
+	require.Contains(t, b.text(`#field-table tr[data-field="prompt"]`), "8 / 10")
+	require.Contains(t, b.text(`#record-table`), `"prompt":"7+7"`)
+	require.Contains(t, b.text(`#kv-table`), "run-1")
+	require.Contains(t, b.text(`#kv-table`), evil)
+	require.Contains(t, b.text(`#data-stats`), "records")
+	require.False(t, eval[bool](b, `window.__pwned !== undefined`))
+	require.Zero(t, b.count(`img[src="x"]`))
+	b.screenshot("data-queue")
+
+	// A token without data:read on the queue is told so.
+	ro := e.token("default", "*", []string{"read"}, 0)
+	b.open(ro, "#/d/default/samples")
+	require.NotEmpty(t, b.text(`.error`))
 	b.noProblems(true)
 }

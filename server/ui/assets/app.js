@@ -508,7 +508,7 @@ function route() {
   const { parts, query } = parseHash();
   const name = parts[0] || 'overview';
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.page === name);
-  const pages = { overview: overviewPage, q: queuePage, i: invocationPage, workers: workersPage, topics: topicsPage };
+  const pages = { overview: overviewPage, q: queuePage, i: invocationPage, workers: workersPage, topics: topicsPage, data: dataListPage, d: dataQueuePage };
   const fn = pages[name];
   if (!fn) {
     $main.appendChild(el('div', { class: 'error', role: 'alert' }, el('strong', { text: 'No such page' }), 'Go back to the overview.'));
@@ -1000,6 +1000,179 @@ async function topicsPage(parts, query) {
   };
   streamFrames(base + '/stream', Math.max(-1, last - 50), onFrame, on => status.classList.toggle('off', !on)).catch(err => {
     if (!isAbort(err)) $main.appendChild(errorBox('The topic stream stopped', err, 'This topic'));
+  });
+}
+
+// ---------- data queues (served when the server has a data root) ----------
+
+function fmtBytes(n) {
+  n = n || 0;
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : String(n)) + ' ' + units[i];
+}
+
+function dataBase(ns, q) { return '/v1/namespaces/' + seg(ns) + '/data/' + seg(q); }
+
+// dataUnavailable says so when the server serves no data queues.
+function dataUnavailable(err) {
+  if (err instanceof APIError && (err.code === 'not_implemented' || err.code === 'route_not_found')) {
+    return el('div', { class: 'notice', id: 'no-data' }, 'This server serves no data queues (see lakeshore serve --data-dir).');
+  }
+  return null;
+}
+
+async function dataListPage(parts, query) {
+  $main.appendChild(el('h1', { text: 'Data queues' }));
+  // Namespaces: the one asked for, the token's own when it names one, and those of the
+  // job queues the token can read.
+  const names = new Set(['default']);
+  if (session.namespace && !/[*?[]/.test(session.namespace)) names.add(session.namespace);
+  try { for (const q of (await api('GET', '/v1/queues')).queues) names.add(q.namespace); } catch (err) { if (isAbort(err)) return; }
+  const ns = query.get('ns') || [...names][0];
+  names.add(ns);
+  const pick = el('select', { id: 'd-ns', onchange: () => { location.hash = '#/data?ns=' + seg(pick.value); } },
+    [...names].sort().map(n => el('option', { value: n, selected: n === ns }, n)));
+  const other = el('input', { id: 'd-ns-other', placeholder: 'another namespace' });
+  $main.appendChild(el('form', { class: 'row card', onsubmit: ev => { ev.preventDefault(); if (other.value) location.hash = '#/data?ns=' + seg(other.value); } },
+    el('label', {}, 'Namespace', pick), el('label', {}, 'Other', other), el('button', { type: 'submit' }, 'Open')));
+  const host = el('div', { id: 'data-queues' });
+  $main.appendChild(host);
+  every(5000, async () => {
+    let list;
+    try {
+      list = await api('GET', '/v1/namespaces/' + seg(ns) + '/data');
+    } catch (err) {
+      if (isAbort(err)) return;
+      clear(host);
+      host.appendChild(dataUnavailable(err) || errorBox('Cannot list the data queues', err, 'This namespace'));
+      return;
+    }
+    const stats = await Promise.all(list.queues.map(q => api('GET', dataBase(ns, q) + '/stats').catch(err => { if (isAbort(err)) throw err; return null; })));
+    clear(host);
+    if (list.queues.length === 0) {
+      host.appendChild(el('div', { class: 'notice', id: 'no-data-queues' }, 'No data queue in namespace ' + ns + '.'));
+      return;
+    }
+    host.appendChild(el('div', { class: 'table-wrap' }, el('table', { id: 'data-table' },
+      el('thead', {}, el('tr', {}, ['data queue', 'records', 'partitions', 'tasks', 'fragments', 'size'].map((h, i) => el('th', { class: i ? 'num' : '', text: h })))),
+      el('tbody', {}, list.queues.map((q, i) => {
+        const st = stats[i];
+        return el('tr', { 'data-queue': ns + '/' + q },
+          el('td', {}, el('a', { href: '#/d/' + seg(ns) + '/' + seg(q) }, q)),
+          el('td', { class: 'num', text: st ? fmtNum(st.len) : '—' }),
+          el('td', { class: 'num', text: st ? String(Object.keys(st.partitions || {}).length) : '—' }),
+          el('td', { class: 'num', text: st ? String(Object.keys(st.consumed_by_task || {}).length) : '—' }),
+          el('td', { class: 'num', text: st ? String(st.fragments) : '—' }),
+          el('td', { class: 'num', text: st ? fmtBytes(st.fragment_bytes) : '—' }));
+      })))));
+  });
+}
+
+async function dataQueuePage(parts, query) {
+  const [ns, q] = parts;
+  const base = dataBase(ns || '', q || '');
+  $main.appendChild(el('h1', {}, el('a', { href: '#/data?ns=' + seg(ns || '') }, 'Data queues'), ' / ', el('span', { id: 'data-name', text: (ns || '') + '/' + (q || '') })));
+  const top = el('div', { class: 'grid' });
+  const partHost = el('div', { id: 'data-partitions' });
+  const fieldsHost = el('div', { id: 'data-fields' });
+  const recentHost = el('div', { id: 'data-recent' });
+  const kvHost = el('div', { id: 'data-kv' });
+  const msg = el('div');
+  $main.appendChild(msg);
+  $main.appendChild(top);
+  const partition = query.get('partition') || 'default';
+  every(3000, async () => {
+    let st, schema;
+    try {
+      [st, schema] = await Promise.all([api('GET', base + '/stats'), api('GET', base + '/schema')]);
+    } catch (err) {
+      if (isAbort(err)) return;
+      clear(msg); clear(top);
+      msg.appendChild(dataUnavailable(err) || errorBox('Cannot show this data queue', err, 'This data queue'));
+      return;
+    }
+    clear(msg);
+    if (!top.firstChild) {
+      $main.appendChild(el('h2', { text: 'Partitions and consumption' }));
+      $main.appendChild(partHost);
+      $main.appendChild(el('h2', { text: 'Fields (readiness over the partition\'s latest records)' }));
+      $main.appendChild(fieldsHost);
+      $main.appendChild(el('h2', { text: 'Latest records of partition ' + partition }));
+      $main.appendChild(recentHost);
+      $main.appendChild(el('h2', { text: 'KV keys' }));
+      $main.appendChild(kvHost);
+    }
+    clear(top);
+    const props = [['records', fmtNum(st.len)], ['next index', fmtNum(st.next_index)], ['cleared', fmtNum(st.cleared)],
+      ['in the tail (not yet flushed)', fmtNum(st.tail_rows)], ['in fragments', fmtNum(st.fragment_rows)],
+      ['fragments', st.fragments + ' (' + fmtBytes(st.fragment_bytes) + ')'], ['pending fragments', String(st.pending_fragments)],
+      ['manifest version', String(st.manifest_version)], ['last flush', st.last_flush ? fmtTime(st.last_flush) + ' (' + (st.last_flush_duration || 0).toFixed(3) + ' s)' : '—']];
+    top.appendChild(el('div', { class: 'card', id: 'data-stats' }, el('h2', { text: 'Storage' }),
+      el('dl', { class: 'props' }, props.map(([k, v]) => [el('dt', { text: k }), el('dd', { text: v })]))));
+    top.appendChild(el('div', { class: 'card' }, el('h2', { text: 'Activity (this server)' }),
+      el('dl', { class: 'props' }, [['puts', st.puts], ['gets', st.gets], ['flushes', st.flushes], ['compactions', st.compactions], ['commits', st.commits]]
+        .map(([k, v]) => [el('dt', { text: k }), el('dd', { text: fmtNum(v) })]))));
+
+    // Partitions with their consumption by task, as progress bars.
+    const parts = Object.entries(st.partitions || {}).sort();
+    const byPart = new Map();
+    for (const [k, n] of Object.entries(st.consumed_by_task || {})) {
+      const i = k.indexOf('/');
+      const p = i < 0 ? 'default' : k.slice(0, i), task = i < 0 ? k : k.slice(i + 1);
+      if (!byPart.has(p)) byPart.set(p, []);
+      byPart.get(p).push([task, n]);
+    }
+    clear(partHost);
+    partHost.appendChild(parts.length === 0 ? el('p', { class: 'muted', text: 'No record yet.' }) :
+      el('div', { class: 'table-wrap' }, el('table', { id: 'partition-table' },
+        el('thead', {}, el('tr', {}, el('th', { text: 'partition' }), el('th', { class: 'num', text: 'records' }), el('th', { text: 'consumption by task' }))),
+        el('tbody', {}, parts.map(([p, n]) => el('tr', { 'data-partition': p },
+          el('td', {}, el('a', { href: '#/d/' + seg(ns) + '/' + seg(q) + '?partition=' + seg(p) }, p)),
+          el('td', { class: 'num', text: fmtNum(n) }),
+          el('td', {}, (byPart.get(p) || []).sort().map(([task, c]) => el('div', { class: 'consumption', 'data-task': task },
+            el('span', { class: 'task', text: task }), el('progress', { max: Math.max(n, 1), value: Math.min(c, n) }),
+            el('span', { class: 'muted', text: ' ' + fmtNum(c) + ' / ' + fmtNum(n) + (n ? ' (' + Math.round(100 * c / n) + '%)' : '') }))),
+          (byPart.get(p) || []).length ? null : el('span', { class: 'muted', text: 'no task yet' }))))))));
+
+    // The latest records of the partition (one bounded read), and each field's readiness
+    // over them.
+    let rows = [];
+    if (st.next_index > 0) {
+      const offset = Math.max(0, st.next_index - 50);
+      try {
+        rows = (await api('GET', base + '/records?offset=' + offset + '&limit=50&partition=' + seg(partition))).rows || [];
+      } catch (err) { if (isAbort(err)) return; recentHost.replaceChildren(errorBox('Cannot read records', err, 'This partition')); }
+    }
+    clear(fieldsHost);
+    fieldsHost.appendChild(schema.fields.length === 0 ? el('p', { class: 'muted', text: 'No field yet.' }) :
+      el('div', { class: 'table-wrap' }, el('table', { id: 'field-table' },
+        el('thead', {}, el('tr', {}, el('th', { text: 'field' }), el('th', { text: 'kind' }), el('th', { text: 'ready' }))),
+        el('tbody', {}, schema.fields.map(f => {
+          const have = rows.filter(r => r.fields && Object.prototype.hasOwnProperty.call(r.fields, f.name)).length;
+          return el('tr', { 'data-field': f.name }, el('td', { class: 'mono', text: f.name }), el('td', { class: 'mono', text: f.kind }),
+            el('td', {}, el('progress', { max: Math.max(rows.length, 1), value: have }),
+              el('span', { class: 'muted', text: ' ' + have + ' / ' + rows.length })));
+        })))));
+    clear(recentHost);
+    recentHost.appendChild(rows.length === 0 ? el('p', { class: 'muted', text: 'No record in this partition among the latest 50.' }) :
+      el('div', { class: 'table-wrap' }, el('table', { id: 'record-table' },
+        el('thead', {}, el('tr', {}, el('th', { class: 'num', text: 'index' }), el('th', { text: 'fields' }))),
+        el('tbody', {}, rows.slice().reverse().map(r => el('tr', { 'data-index': r.index },
+          el('td', { class: 'num', text: String(r.index) }), el('td', {}, compactValue(r.fields))))))));
+
+    // KV keys (the first 200).
+    let kv = [];
+    try { kv = (await api('GET', base + '/kv?partition=' + seg(partition))).entries || []; } catch (err) { if (isAbort(err)) return; }
+    clear(kvHost);
+    kvHost.appendChild(kv.length === 0 ? el('p', { class: 'muted', text: 'No key in this partition.' }) :
+      el('div', { class: 'table-wrap' }, el('table', { id: 'kv-table' },
+        el('thead', {}, el('tr', {}, ['key', 'index', 'tags'].map(h => el('th', { text: h })))),
+        el('tbody', {}, kv.slice(0, 200).map(k => el('tr', { 'data-key': k.key },
+          el('td', { class: 'mono', text: k.key }), el('td', { class: 'num', text: String(k.index) }),
+          el('td', {}, k.tags ? compactValue(k.tags) : '')))))));
+    if (kv.length > 200) kvHost.appendChild(el('p', { class: 'muted', text: (kv.length - 200) + ' more keys not shown.' }));
   });
 }
 
