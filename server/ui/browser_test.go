@@ -406,6 +406,17 @@ func TestDashboardQueueActions(t *testing.T) {
 	require.Equal(t, 1, b.count("#inv-table tbody tr"))
 	require.Equal(t, "order-2", b.text("#inv-table tbody td.key"))
 
+	// The time range: ids carry their creation time, so the bounds are cursors.
+	b.open(adminToken, "#/q/default/jobs?to=2000-01-01T00:00:00")
+	b.text("#empty")
+	b.open(adminToken, "#/q/default/jobs?from=2999-01-01T00:00:00")
+	b.text("#empty")
+	b.open(adminToken, "#/q/default/jobs?from=2000-01-01T00:00:00&to=2999-01-01T00:00:00")
+	b.text("#inv-table")
+	require.Equal(t, 4, b.count("#inv-table tbody tr"))
+	b.open(adminToken, "#/q/default/jobs?key=order-2")
+	b.text("#inv-table")
+
 	// Edit the admission block.
 	b.click("#adm-edit")
 	b.run(chromedp.SendKeys(chromedp.CSS("#adm-max_depth"), "500"), chromedp.SetValue(chromedp.CSS("#adm-on_full"), "block"))

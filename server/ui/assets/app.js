@@ -1171,7 +1171,7 @@ async function dataQueuePage(parts, query) {
         el('thead', {}, el('tr', {}, ['key', 'index', 'tags'].map(h => el('th', { text: h })))),
         el('tbody', {}, kv.slice(0, 200).map(k => el('tr', { 'data-key': k.key },
           el('td', { class: 'mono', text: k.key }), el('td', { class: 'num', text: String(k.index) }),
-          el('td', {}, k.tags ? compactValue(k.tags) : '')))))));
+          el('td', {}, k.tags && Object.keys(k.tags).length ? compactValue(k.tags) : '')))))));
     if (kv.length > 200) kvHost.appendChild(el('p', { class: 'muted', text: (kv.length - 200) + ' more keys not shown.' }));
   });
 }
