@@ -396,10 +396,10 @@ const SERIES = ['submitted', 'succeeded', 'failed'];
 function lineChart(points, opts) {
   const w = opts.width, h = opts.height, pad = opts.axes ? 28 : 2;
   const s = svg('svg', { viewBox: '0 0 ' + w + ' ' + h, class: opts.class, preserveAspectRatio: 'none', role: 'img' });
-  // The x axis spans the last hour, or less while the history is younger (at least 5 min).
+  // The x axis spans the last hour, or less while the history is younger (at least 1 min).
   const now = Date.now();
   const first = points.length ? Date.parse(points[0].t) : now;
-  const span = Math.min(3600e3, Math.max(300e3, now - first));
+  const span = Math.min(3600e3, Math.max(60e3, now - first));
   const t0 = now - span;
   let top = 0;
   for (const p of points) for (const k of SERIES) top = Math.max(top, p[k]);
@@ -526,7 +526,7 @@ window.addEventListener('hashchange', route);
 
 async function overviewPage() {
   $main.appendChild(el('h1', { text: 'Overview' }));
-  const chartCard = el('div', { class: 'card' }, el('div', { class: 'row' }, el('h2', { text: 'All queues, last hour' }), legend()));
+  const chartCard = el('div', { class: 'card' }, el('div', { class: 'chart-head' }, el('h2', { text: 'All queues, last hour' }), legend()));
   const chartHost = el('div', { id: 'chart-total' });
   chartCard.appendChild(chartHost);
   const note = el('p', { class: 'muted', id: 'history-note' });
