@@ -30,6 +30,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -636,4 +637,29 @@ func TestDashboardData(t *testing.T) {
 	b.open(ro, "#/d/default/samples")
 	require.NotEmpty(t, b.text(`.error`))
 	b.noProblems(true)
+}
+
+// TestDashboardUndecodableValue: a stored payload the wire codec cannot decode (a server
+// with RawValues, or rows written by other tools) is named as such, and the page works.
+func TestDashboardUndecodableValue(t *testing.T) {
+	e := newEnvWith(t, func(cfg *server.Config) { cfg.RawValues = true })
+	b := newBrowser(t, e)
+	body, err := (&api.SubmitRequest{Payload: api.Value{Wire: []byte{0xc1, 0xff, 0x00}}}).MarshalMsg(nil)
+	require.NoError(t, err)
+	req, err := http.NewRequest("POST", e.base+"/v1/namespaces/default/queues/raw/invocations", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/msgpack")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
+	res.Body.Close()
+	require.Equal(t, 200, res.StatusCode, out)
+
+	b.open(adminToken, "#/i/"+out["id"].(string))
+	require.Contains(t, b.text("#payload"), "a stored value that does not decode (raw msgpack, 3 bytes)")
+	b.text(`#inv-head .badge[data-state="queued"]`)
+	b.noProblems(false)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -126,4 +127,50 @@ func TestDashboardServerTime(t *testing.T) {
 			cmp.Or(time.Since(t0).Round(time.Millisecond), time.Millisecond))
 	}
 	b.noProblems(false)
+}
+
+// TestDashboardHundredOpen measures what 100 open dashboards cost: each loads the assets and
+// the overview's requests, then keeps an invocation page open (one live stream, the only
+// thing a dashboard holds between requests). Server and clients share this process, so the
+// figures are an upper bound of the server's share.
+func TestDashboardHundredOpen(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("default", "jobs", map[string]any{"payload": map[string]any{"x": 1}})
+	e.claim("default", "jobs", "w-1")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}}
+	defer client.CloseIdleConnections()
+	do := func(path string, accept string) *http.Response {
+		req, err := http.NewRequest("GET", e.base+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		res, err := client.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, 200, res.StatusCode, path)
+		return res
+	}
+	measure := func() (heap uint64, goroutines int) {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse, runtime.NumGoroutine()
+	}
+	heap0, g0 := measure()
+	var streams []*http.Response
+	for range 100 {
+		for _, p := range []string{"/ui/", "/ui/app.js", "/ui/style.css", "/ui/api/session", "/v1/queues", "/ui/api/history", "/v1/workers?seen_within=60"} {
+			res := do(p, "")
+			io.Copy(io.Discard, res.Body) //nolint:errcheck // measuring
+			res.Body.Close()
+		}
+		streams = append(streams, do("/v1/invocations/"+id+"/stream?since=-1&timeout=60", "text/event-stream"))
+	}
+	heap1, g1 := measure()
+	for _, s := range streams {
+		s.Body.Close()
+	}
+	t.Logf("100 open dashboards (each with one live stream): heap +%.1f MiB (%.0f KiB each), goroutines +%d, server and clients in one process",
+		float64(int64(heap1)-int64(heap0))/(1<<20), float64(int64(heap1)-int64(heap0))/1024/100, g1-g0)
 }
