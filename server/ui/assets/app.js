@@ -700,6 +700,7 @@ async function queuePage(parts, query) {
     pager.appendChild(el('button', { id: 'page-prev', disabled: pageNo === 0, onclick: () => { pageNo--; load(); } }, '← Newer'));
     pager.appendChild(el('span', { class: 'muted', text: 'page ' + (pageNo + 1) }));
     pager.appendChild(el('button', { id: 'page-next', disabled: !next, onclick: () => { pageNo++; load(); } }, 'Older →'));
+    pager.appendChild(el('button', { id: 'page-refresh', onclick: () => load() }, 'Refresh'));
   };
 
   const drawActions = () => {
