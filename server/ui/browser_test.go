@@ -663,3 +663,15 @@ func TestDashboardUndecodableValue(t *testing.T) {
 	b.text(`#inv-head .badge[data-state="queued"]`)
 	b.noProblems(false)
 }
+
+// TestDashboardNoAuth: a server without authentication (loopback) opens without a sign-in.
+func TestDashboardNoAuth(t *testing.T) {
+	e := newEnvWith(t, func(cfg *server.Config) { cfg.AdminToken = "" })
+	b := newBrowser(t, e)
+	e.submit("default", "jobs", map[string]any{"payload": 1})
+	b.run(chromedp.Navigate(e.base + "/ui/"))
+	require.Equal(t, "1", b.text(`#queue-table tr[data-queue="default/jobs"] td[data-count="queued"]`))
+	require.Contains(t, b.text("#who"), "no authentication")
+	require.Zero(t, b.count("#login"))
+	b.noProblems(false)
+}
