@@ -62,6 +62,15 @@ func (s *Server) registerUI() {
 	}
 }
 
+// StartUIHistory starts the dashboard's rate history now, so the charts cover the time
+// since the server started rather than since the first /ui/ request (`lakeshore serve` calls
+// it). Stop ends it. It does nothing with Config.DisableUI, or when already started.
+func (s *Server) StartUIHistory() {
+	if s.history != nil {
+		s.history.Start()
+	}
+}
+
 // uiSession answers GET /ui/api/session: who the token is, and with ?namespace=&queue= its
 // permissions on that queue, so the pages show only the actions the token may take.
 type uiSession struct {

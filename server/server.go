@@ -81,7 +81,7 @@ type Config struct {
 	DisableUI bool
 
 	// UIHistoryInterval is how often the dashboard's rate history samples the plane's
-	// per-queue counters, from the first /ui/ request until Stop. Defaults to
+	// per-queue counters, from StartUIHistory or the first /ui/ request until Stop. Defaults to
 	// ui.HistoryIntervalDefault (10 s).
 	UIHistoryInterval time.Duration
 

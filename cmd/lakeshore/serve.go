@@ -177,6 +177,8 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	srv.StartUIHistory() // the dashboard's rates cover the time since start
+	defer srv.Stop()     // ends the history on every return (Stop is safe to repeat)
 	host, _, _ := net.SplitHostPort(addr)
 	if admin == "" && !IsLoopback(host) {
 		logger.Warn("serving without authentication on a non-loopback address (--insecure-no-auth): anyone who can reach it can submit, claim and read", "addr", ln.Addr().String())

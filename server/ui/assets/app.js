@@ -542,7 +542,7 @@ async function overviewPage() {
     const series = new Map(hist.queues.map(s => [s.namespace + '/' + s.queue, s.points]));
     clear(chartHost);
     chartHost.appendChild(lineChart(sumSeries(hist.queues), { width: 900, height: 160, axes: true, class: 'chart' }));
-    note.textContent = 'Rates from the server\'s counters, sampled every ' + hist.interval + ' s since the dashboard was first opened (up to an hour kept).';
+    note.textContent = 'Rates from the server\'s counters, sampled every ' + hist.interval + ' s since the server started (an hour kept).';
     // Oldest queued: one indexed read per queue with queued work (the first page of one).
     await Promise.all(queues.filter(q => (q.counts.queued || 0) > 0).map(async q => {
       const k = q.namespace + '/' + q.queue;
