@@ -206,3 +206,18 @@ func TestHistoryStop(t *testing.T) {
 	require.Equal(t, n, len(calls), "no sample after Start after Stop")
 	require.Empty(t, h.Series(nil), "no queue, no series")
 }
+
+// TestStartUIHistory: the history samples from StartUIHistory on, before any /ui/ request.
+func TestStartUIHistory(t *testing.T) {
+	e := newEnv(t)
+	e.submit("default", "jobs", map[string]any{"payload": 1})
+	e.srv.StartUIHistory()
+	time.Sleep(700 * time.Millisecond) // 3 intervals of 200 ms
+	_, body := get(t, e.base+"/ui/api/history", adminToken)
+	var h struct {
+		Queues []ui.Series `json:"queues"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &h))
+	require.Len(t, h.Queues, 1)
+	require.GreaterOrEqual(t, len(h.Queues[0].Points), 2, "samples taken before the first /ui/ request")
+}
