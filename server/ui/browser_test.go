@@ -580,6 +580,8 @@ func TestDashboardBadInput(t *testing.T) {
 	require.Contains(t, b.text(`.error[data-error="not_found"]`), "does not exist, or your token may not read it")
 	b.open(scoped, "#/q/other/hidden")
 	require.Contains(t, b.text(`.error[data-error="not_found"]`), "does not exist, or your token may not read it")
+	b.open(adminToken, "#/i/%E0%A4%A")
+	require.Contains(t, b.text(`.error[data-error="invalid"]`), "Not valid")
 	b.open(adminToken, "#/nowhere")
 	require.Contains(t, b.text(".error"), "No such page")
 

@@ -497,7 +497,8 @@ async function boot() {
 function parseHash() {
   const h = location.hash.replace(/^#/, '') || '/';
   const [p, q] = h.split('?');
-  return { parts: p.split('/').filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(q || '') };
+  const decode = x => { try { return decodeURIComponent(x); } catch (e) { return x; } }; // a malformed %-escape stays as typed
+  return { parts: p.split('/').filter(Boolean).map(decode), query: new URLSearchParams(q || '') };
 }
 
 function route() {
