@@ -633,9 +633,17 @@ async function queuePage(parts, query) {
     clear(countsHost);
     for (const s of STATES) countsHost.appendChild(el('span', { class: 'badge st-' + s, 'data-count': s }, s + ' ' + fmtNum(st.counts[s])));
   };
+  const chartHost = el('div', { id: 'queue-chart' });
+  $main.appendChild(el('div', { class: 'card' }, el('div', { class: 'chart-head' }, el('h2', { text: 'Last hour' }), legend()), chartHost));
   showCounts(stats);
   renderAdmission(admHost, base, stats.admission, canAdmin);
   every(3000, async () => showCounts(await api('GET', base + '/stats')));
+  every(10000, async () => {
+    const hist = await api('GET', '/ui/api/history');
+    const mine = hist.queues.find(s => s.namespace === ns && s.queue === q);
+    clear(chartHost);
+    chartHost.appendChild(lineChart(mine ? mine.points : [], { width: 900, height: 120, axes: true, class: 'chart chart-small' }));
+  });
   if (!canList) {
     $main.appendChild(el('div', { class: 'notice', text: 'Your token may not list this queue\'s invocations.' }));
     return;
