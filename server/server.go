@@ -24,6 +24,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server/ui"
 )
 
 // Config configures a Server. A nil *Config means all defaults: no authentication, no
@@ -74,6 +75,15 @@ type Config struct {
 
 	// Registerer receives the server's metrics. Defaults to a private registry.
 	Registerer prometheus.Registerer
+
+	// DisableUI turns the web dashboard at /ui/ off (`lakeshore serve --no-ui`). Defaults
+	// to false: the dashboard is served (package server/ui; docs/dashboard.md).
+	DisableUI bool
+
+	// UIHistoryInterval is how often the dashboard's rate history samples the plane's
+	// per-queue counters, from StartUIHistory or the first /ui/ request until Stop. Defaults to
+	// ui.HistoryIntervalDefault (10 s).
+	UIHistoryInterval time.Duration
 
 	// StreamPing is how often a live stream sends a keep-alive when no frame comes.
 	// Defaults to StreamPingDefault.
@@ -161,6 +171,8 @@ type Server struct {
 	stopCtx   context.Context
 	stop      context.CancelCauseFunc
 	stopped   atomic.Bool
+
+	history *ui.History // the dashboard's rate history; nil with DisableUI
 }
 
 // New returns a Server exposing drv. The caller keeps ownership of drv (closing it after
@@ -177,6 +189,7 @@ func New(drv plane.Driver, cfg *Config) *Server {
 	}
 	s.metrics = newMetrics(c.Registerer, drv)
 	s.registerRoutes()
+	s.registerUI()
 	return s
 }
 
@@ -189,6 +202,9 @@ func (s *Server) Routes() []api.Route { return append([]api.Route(nil), s.routes
 func (s *Server) Stop() {
 	s.stopped.Store(true)
 	s.stop(api.ErrShuttingDown)
+	if s.history != nil {
+		s.history.Stop()
+	}
 }
 
 // ServeHTTP serves the API.

@@ -64,6 +64,8 @@ type ServeOpts struct {
 	// LongPollMax and MaxLongPolls are server.Config's (0: its defaults).
 	LongPollMax  time.Duration
 	MaxLongPolls int
+	// NoUI turns the web dashboard at /ui/ off (`--no-ui`; docs/dashboard.md).
+	NoUI bool
 	// LogRequests logs one line per request (method, path, status, bytes, duration) at
 	// level Info: `serve -v`.
 	LogRequests bool
@@ -158,7 +160,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	defer drv.Close()
 
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests,
-		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls})
+		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, DisableUI: o.NoUI})
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -171,6 +173,8 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	srv.StartUIHistory() // the dashboard's rates cover the time since start
+	defer srv.Stop()     // ends the history on every return (Stop is safe to repeat)
 	host, _, _ := net.SplitHostPort(addr)
 	if admin == "" && !IsLoopback(host) {
 		logger.Warn("serving without authentication on a non-loopback address (--insecure-no-auth): anyone who can reach it can submit, claim and read", "addr", ln.Addr().String())
@@ -310,6 +314,7 @@ and machines; clients use LAKESHORE_URL=http://` + AddrDefault + `.
 Without an admin token ($` + EnvAdminToken + ` or --admin-token-file) the server has no
 authentication and only binds loopback; --insecure-no-auth overrides that (with a warning).
 -v logs one line per request (method, path, status, bytes, duration).
+The web dashboard is at /ui/ (--no-ui turns it off).
 SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -324,6 +329,7 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Addr, "addr", AddrDefault, "listen address (host:port)")
 	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file holding the admin token (default: $"+EnvAdminToken+")")
+	f.BoolVar(&o.NoUI, "no-ui", false, "do not serve the web dashboard at /ui/")
 	f.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without authentication")
 	f.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
 	f.StringVar(&o.TLSKey, "tls-key", "", "TLS key file (PEM)")
