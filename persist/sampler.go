@@ -41,7 +41,8 @@ type SampleInput struct {
 	t         *wtx
 	q         *fileQueue
 	partSpans idxset
-	ready     idxset // every ready sample; Ready is its first window
+	ready     idxset       // every ready sample; Ready is its first window
+	src       SampleSource // set by NewSampleInput: another store answers
 }
 
 // ReadyAfter returns, ascending, up to n ready samples with an index greater than
@@ -49,6 +50,9 @@ type SampleInput struct {
 // may need more than the window Ready (GRPOGroupN, when incomplete groups fill it) page
 // through every ready sample with it.
 func (in *SampleInput) ReadyAfter(after int64, n int) ([]int64, bool) {
+	if in.src != nil {
+		return in.src.ReadyAfter(after, n)
+	}
 	all := in.ready
 	if all == nil {
 		all = setOf(in.Ready)
@@ -63,6 +67,9 @@ func (in *SampleInput) ReadyAfter(after int64, n int) ([]int64, bool) {
 func (in *SampleInput) Values(ctx context.Context, field string, indexes []int64) ([]any, error) {
 	if len(indexes) == 0 {
 		return nil, nil
+	}
+	if in.src != nil {
+		return in.src.Values(ctx, field, indexes)
 	}
 	sorted := sortedUnique(append([]int64(nil), indexes...))
 	b, err := in.q.readBatch(ctx, []string{field}, func(tx queryer, s *snapshot) ([]int64, error) {
@@ -90,6 +97,9 @@ func (in *SampleInput) Values(ctx context.Context, field string, indexes []int64
 // Ordinals returns, for each of indexes, its position among all samples of the
 // partition (0 for the partition's first sample), counting cleared ones.
 func (in *SampleInput) Ordinals(indexes []int64) []int64 {
+	if in.src != nil {
+		return in.src.Ordinals(indexes)
+	}
 	out := make([]int64, len(indexes))
 	for i, x := range indexes {
 		var before int64
@@ -107,6 +117,9 @@ func (in *SampleInput) Ordinals(indexes []int64) []int64 {
 // Assignment returns the indexes stored for (Task, Partition, DPRank, BatchIndex) by
 // an earlier GetMeta of any process, and whether there is one.
 func (in *SampleInput) Assignment() ([]int64, bool, error) {
+	if in.src != nil {
+		return in.src.Assignment()
+	}
 	var b []byte
 	err := in.t.queryRow(`SELECT indexes FROM assignments WHERE partition = ? AND task = ? AND dp_rank = ? AND batch_index = ?`,
 		in.Partition, in.Task, in.DPRank, in.BatchIndex).Scan(&b)
@@ -127,6 +140,9 @@ func (in *SampleInput) Assignment() ([]int64, bool, error) {
 // the same transaction that hands them out, and marks them held (see ReadyUnheld).
 // ResetConsumption and ClearPartition clear assignments.
 func (in *SampleInput) Assign(indexes []int64) error {
+	if in.src != nil {
+		return in.src.Assign(indexes)
+	}
 	if _, err := in.t.exec(`INSERT OR REPLACE INTO assignments(partition, task, dp_rank, batch_index, indexes) VALUES (?, ?, ?, ?, ?)`,
 		in.Partition, in.Task, in.DPRank, in.BatchIndex, encodeIndexes(indexes)); err != nil {
 		return fmt.Errorf("store assignment: %w", err)
@@ -138,6 +154,9 @@ func (in *SampleInput) Assign(indexes []int64) error {
 // of (Task, Partition) holds: with DeferConsume, samples handed to one data-parallel
 // group stay ready until consumed, and must not be offered to another group.
 func (in *SampleInput) ReadyUnheld(n int) ([]int64, error) {
+	if in.src != nil {
+		return in.src.ReadyUnheld(n)
+	}
 	held, err := loadSpans(in.t.ctx, in.t, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? ORDER BY lo`, in.Partition, in.Task)
 	if err != nil {
 		return nil, err
