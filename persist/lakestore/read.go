@@ -62,10 +62,11 @@ func (s *Store) load(ctx context.Context, q querier, idx []int64) ([]persist.Sto
 	}
 	lo, hi := idx[0], idx[len(idx)-1]
 	updates := map[int][]update{}
-	rows, err := q.Query(ctx, `SELECT seq, kind, partition, lo, idx, data FROM tail WHERE queue = $1 AND min_idx <= $3 AND max_idx >= $2`, s.name, lo, hi)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read tail: %w", err)
-	}
+	// One round trip: the tail, then the fragments (in this order, see above).
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT seq, kind, partition, lo, idx, data FROM tail WHERE queue = $1 AND min_idx <= $3 AND max_idx >= $2`, s.name, lo, hi)
+	batch.Queue(`SELECT object FROM fragments WHERE queue = $1 AND min_idx <= $3 AND max_idx >= $2`, s.name, lo, hi)
+	br := q.SendBatch(ctx, batch)
 	type entry struct {
 		seq, lo int64
 		kind    int16
@@ -74,17 +75,34 @@ func (s *Store) load(ctx context.Context, q querier, idx []int64) ([]persist.Sto
 		data    []byte
 	}
 	var entries []entry
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, nil, fmt.Errorf("read tail: %w", err)
+	}
 	for rows.Next() {
 		var e entry
 		if err := rows.Scan(&e.seq, &e.kind, &e.part, &e.lo, &e.idx, &e.data); err != nil {
 			rows.Close()
+			br.Close()
 			return nil, nil, fmt.Errorf("read tail: %w", err)
 		}
 		entries = append(entries, e)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		br.Close()
 		return nil, nil, fmt.Errorf("read tail: %w", err)
+	}
+	frows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, nil, fmt.Errorf("read fragments: %w", err)
+	}
+	objects, err := pgx.CollectRows(frows, pgx.RowTo[string])
+	br.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read fragments: %w", err)
 	}
 	for _, e := range entries {
 		dec, err := persist.DecodeRecords(e.data)
@@ -107,14 +125,6 @@ func (s *Store) load(ctx context.Context, q querier, idx []int64) ([]persist.Sto
 				updates[p] = append(updates[p], update{e.seq, dec[i]})
 			}
 		}
-	}
-	frows, err := q.Query(ctx, `SELECT object FROM fragments WHERE queue = $1 AND min_idx <= $3 AND max_idx >= $2`, s.name, lo, hi)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read fragments: %w", err)
-	}
-	objects, err := pgx.CollectRows(frows, pgx.RowTo[string])
-	if err != nil {
-		return nil, nil, fmt.Errorf("read fragments: %w", err)
 	}
 	for _, obj := range objects {
 		f, err := s.fragment(ctx, obj)
@@ -162,19 +172,11 @@ func (s *Store) Scan(ctx context.Context, offset int64, limit int, opts *persist
 	var b *persist.Batch
 	var scanned int64
 	err := s.view(ctx, func(tx pgx.Tx) error {
-		st, err := s.loadQueue(ctx, tx, false)
+		st, segs, tomb, err := s.readHead(ctx, tx, opts.Partition, offset)
 		if err != nil {
 			return err
 		}
 		fields, err := persist.SelectFields(st.schema, opts.Fields)
-		if err != nil {
-			return err
-		}
-		segs, err := s.segments(ctx, tx, opts.Partition, offset, st.next)
-		if err != nil {
-			return err
-		}
-		tomb, err := s.tombstones(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -400,4 +402,55 @@ func (s *Store) Counts(ctx context.Context) (next, live int64, err error) {
 		return nil
 	})
 	return next, live, err
+}
+
+// readHead reads, in one round trip, the queue's row, its segments from offset on (of
+// partition, "" for all) and its tombstones.
+func (s *Store) readHead(ctx context.Context, tx pgx.Tx, partition string, offset int64) (*queueState, []segment, spanSet, error) {
+	batch := &pgx.Batch{}
+	var st *queueState
+	var segs []segment
+	var tomb spanSet
+	batch.Queue(`SELECT next_index, schema FROM queues WHERE queue = $1`, s.name).QueryRow(func(row pgx.Row) error {
+		var sj []byte
+		st = &queueState{}
+		if err := row.Scan(&st.next, &sj); err != nil {
+			return fmt.Errorf("read queue: %w", err)
+		}
+		var err error
+		st.schema, err = decodeSchema(sj)
+		return err
+	})
+	sql := `SELECT lo, hi, partition, fields FROM segments WHERE queue = $1 AND hi > $2`
+	args := []any{s.name, offset}
+	if partition != "" {
+		sql += ` AND partition = $3`
+		args = append(args, partition)
+	}
+	batch.Queue(sql+` ORDER BY lo`, args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var sg segment
+			if err := rows.Scan(&sg.sp.lo, &sg.sp.hi, &sg.partition, &sg.fields); err != nil {
+				return fmt.Errorf("read segments: %w", err)
+			}
+			segs = append(segs, sg)
+		}
+		return rows.Err()
+	})
+	batch.Queue(`SELECT lo, hi FROM tombstones WHERE queue = $1`, s.name).Query(func(rows pgx.Rows) error {
+		var sp []span
+		for rows.Next() {
+			var x span
+			if err := rows.Scan(&x.lo, &x.hi); err != nil {
+				return fmt.Errorf("read tombstones: %w", err)
+			}
+			sp = append(sp, x)
+		}
+		tomb = spansOf(sp)
+		return rows.Err()
+	})
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, nil, nil, err
+	}
+	return st, segs, tomb, nil
 }

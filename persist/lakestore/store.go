@@ -259,6 +259,7 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 type schemaField struct {
@@ -281,14 +282,22 @@ func (s *Store) loadQueue(ctx context.Context, q querier, lock bool) (*queueStat
 		}
 		return nil, fmt.Errorf("read queue: %w", err)
 	}
+	var err error
+	st.schema, err = decodeSchema(sj)
+	return st, err
+}
+
+// decodeSchema decodes the schema column of a queue row.
+func decodeSchema(sj []byte) (persist.Schema, error) {
 	var fs []schemaField
 	if err := json.Unmarshal(sj, &fs); err != nil {
-		return nil, fmt.Errorf("%w: schema of queue %q: %v", persist.ErrCorrupt, s.name, err)
+		return persist.Schema{}, fmt.Errorf("%w: queue schema: %v", persist.ErrCorrupt, err)
 	}
+	var sc persist.Schema
 	for _, f := range fs {
-		st.schema.Fields = append(st.schema.Fields, persist.Field{Name: f.Name, Kind: f.Kind})
+		sc.Fields = append(sc.Fields, persist.Field{Name: f.Name, Kind: f.Kind})
 	}
-	return st, nil
+	return sc, nil
 }
 
 // saveQueue writes back a locked queue row and notifies.
