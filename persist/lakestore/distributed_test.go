@@ -2,7 +2,6 @@ package lakestore
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -241,5 +240,3 @@ func bucketObjects(t *testing.T, b *blob.Bucket, prefix string) []string {
 	slices.Sort(out)
 	return out
 }
-
-var _ = fmt.Sprint

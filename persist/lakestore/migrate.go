@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -116,5 +115,3 @@ func migrateOne(ctx context.Context, pool *pgxpool.Pool, ms []migration, latest 
 	}
 	return false, nil
 }
-
-var _ = pgx.ErrNoRows
