@@ -22,7 +22,20 @@ func New(s Store) *Queue { return &Queue{s: s} }
 // the change watcher; Close stops them. name must be 1–128 bytes of [A-Za-z0-9._-],
 // not starting with . _ or -. Errors: *InvalidError for a bad name or Config, and I/O
 // or SQLite errors.
+//
+// When cfg.Dir is a URL whose scheme a store package registered (RegisterTarget), that
+// store opens the queue instead: with persist/lakestore imported, Dir
+// "postgres://…?blob=<bucket URL>" opens the distributed store (docs/persist.md).
 func Open(ctx context.Context, name string, cfg *Config) (*Queue, error) {
+	if cfg != nil {
+		if open, ok := targetOpener(cfg.Dir); ok { // a registered URL target (RegisterTarget)
+			s, err := open(ctx, name, cfg.Dir, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return New(s), nil
+		}
+	}
 	s, err := OpenFileStore(ctx, name, cfg)
 	if err != nil {
 		return nil, err
