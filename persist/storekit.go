@@ -520,4 +520,3 @@ func storedValueAt(arr arrow.Array, i int, k Kind) (any, error) {
 	}
 	return valueAt(arr, i, k)
 }
-
