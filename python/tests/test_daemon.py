@@ -187,13 +187,13 @@ def test_bad_binaries_and_paths(home: Path, tmp_path: Path, monkeypatch: pytest.
     old.write_text("#!/bin/sh\necho 'lakeshore: unknown command \"daemon\" for \"lakeshore\"' >&2\nexit 2\n")
     old.chmod(0o755)
     monkeypatch.setenv("LAKESHORE_BIN", str(old))
-    before = set(Path(tempfile.gettempdir()).glob("lakeshore-*"))
+    before = set(Path(tempfile.gettempdir()).glob("lakeshore-mem-*"))
     with pytest.raises(DispatchError, match="no `daemon` verb"):
         lakeshore.Dispatch(":memory:")
     with pytest.raises(DispatchError, match="no `daemon` verb"):
         lakeshore.Dispatch(str(home / "d.db"))
     assert list(home.glob("run/*/daemon.sock")) == []
-    assert set(Path(tempfile.gettempdir()).glob("lakeshore-*")) == before  # the private daemon's directory went
+    assert set(Path(tempfile.gettempdir()).glob("lakeshore-mem-*")) == before  # the private daemon's directory went
     # A socket path longer than unix sockets allow.
     monkeypatch.setenv("LAKESHORE_HOME", str(tmp_path / ("x" * 120)))
     with pytest.raises(InvalidError, match="set LAKESHORE_HOME to a shorter directory"):

@@ -248,7 +248,7 @@ class PrivateDaemon:
     pipe from this process)."""
 
     def __init__(self, binary: str, start_timeout: float) -> None:
-        self.dir = tempfile.mkdtemp(prefix="lakeshore-")
+        self.dir = tempfile.mkdtemp(prefix="lakeshore-mem-")
         self.socket = os.path.join(self.dir, "daemon.sock")
         self.owner = os.getpid()
         args = [binary, "daemon", "--target", ":memory:", "--socket", self.socket, "--idle-exit", "0"]
