@@ -358,6 +358,8 @@ class _Worker:
             except errors.DispatchError as e:
                 if isinstance(e, errors.InvalidError):
                     continue  # a payload that does not decode: failed by claim() already
+                if e.code == "closed":
+                    return  # the dispatch was closed: nothing more to claim
                 log.warning("lakeshore worker: claim from %s failed: %s", name, e)
                 await asyncio.sleep(1.0)
                 continue
@@ -531,6 +533,7 @@ def run_worker(
     lease_ttl: float | None = None,
     handle_signals: bool = True,
     worker_id: str | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
     """Run the functions bound to ``queues`` in this process until stopped; return the
     number of jobs run.
@@ -549,6 +552,7 @@ def run_worker(
             claimed; running jobs finish), the second stops the running jobs (released for
             a retry) and returns.
         worker_id: the worker's id on the plane (default ``<host>-<pid>-<ULID>``).
+        stop: an event another thread sets to drain the worker (as a first SIGTERM).
     """
     if concurrency < 1:
         raise errors.InvalidError(
@@ -603,8 +607,24 @@ def run_worker(
     if handle_signals and threading.current_thread() is threading.main_thread():
         for s in (signal.SIGTERM, signal.SIGINT):
             previous[s] = signal.signal(s, on_signal)
+    async def main() -> int:
+        watcher = None
+        if stop is not None:
+
+            async def watch() -> None:
+                while not stop.is_set():
+                    await asyncio.sleep(0.05)
+                w.drain()
+
+            watcher = asyncio.ensure_future(watch())
+        try:
+            return await w.run()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
     try:
-        return loop.run_until_complete(w.run())
+        return loop.run_until_complete(main())
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
