@@ -288,6 +288,8 @@ class HttpTransport:
         wait: float = 0.0,
         retry: RetryClass = "safe",
         deadline: float | None = None,
+        raw: bool = False,
+        accept: str | None = None,
     ) -> Any:
         """Make one API call and return the decoded answer, retrying by ``retry``.
 
@@ -295,6 +297,8 @@ class HttpTransport:
             wait: the seconds the server may hold the request (long-polls); the request's
                 read timeout is this plus a margin.
             deadline: a ``time.monotonic()`` instant after which no retry starts.
+            raw: return ``(body bytes, headers)`` of a 2xx answer undecoded (Arrow reads).
+            accept: the Accept header (default msgpack).
 
         Raises:
             errors.DispatchError: the server's error, rebuilt from its body, or
@@ -302,7 +306,9 @@ class HttpTransport:
         """
         client, slots = self._http(wait > 0)
         content = pack(body) if body is not None else None
-        headers = {"Content-Type": "application/msgpack"} if content is not None else None
+        headers = {"Content-Type": "application/msgpack"} if content is not None else {}
+        if accept is not None:
+            headers["Accept"] = accept
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         start = time.monotonic()
         attempt = 0
@@ -345,6 +351,8 @@ class HttpTransport:
                 )
             else:
                 status = resp.status_code
+                if raw and 200 <= status < 300:
+                    return data, resp.headers
                 decoded = _decode_answer(resp, data)
                 if 200 <= status < 300:
                     return decoded
