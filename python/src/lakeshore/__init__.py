@@ -53,7 +53,7 @@ from lakeshore.queue import (
     SyncQueue,
     Topic,
 )
-from lakeshore.scope import Scope, run, scope
+from lakeshore.scopes import Scope, run, scope
 from lakeshore.wire import Thunk, thunk
 from lakeshore.worker import UDF, JobStopped, run_worker, udf
 
