@@ -168,3 +168,14 @@ def test_kv_interface(d: HttpDispatch, qname: str) -> None:
         assert set(dict(await kv.kv_list("prod"))) == {"sess-43", "sess-44"}
 
     asyncio.run(main())
+
+
+def test_rl_loop_example(data_server: Server) -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "python" / "rl_loop.py"
+    env = dict(os.environ, LAKESHORE_URL=data_server.url, LAKESHORE_TOKEN=data_server.admin_token)
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("32 samples, tokens (32, 16)") == 4

@@ -348,3 +348,13 @@ def test_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             m.write(bad, b"")
     with pytest.raises(InvalidError, match="unsupported store"):
         scope("p", store="s3://bucket")
+
+
+@pytest.mark.parametrize("example", [["gpu_worker.py", "demo"], ["fanout.py"]])
+def test_examples_run(example: list[str], lakeshore_bin: str) -> None:
+    script = Path(__file__).resolve().parents[2] / "examples" / "python" / example[0]
+    env = dict(os.environ, LAKESHORE_BIN=lakeshore_bin)
+    env.pop("LAKESHORE_URL", None)
+    r = subprocess.run([sys.executable, str(script), *example[1:]], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("result shape (4, 4)" in r.stdout) if example[0] == "gpu_worker.py" else ("100 results" in r.stdout)
