@@ -347,7 +347,7 @@ class _Worker:
                 wait = max(0.0, deadline - time.monotonic())
             else:
                 wait = 5.0 if len(names) == 1 else 0.5
-            claim = asyncio.ensure_future(self.d.run_async(core.claim(wait, None, self.worker_id)))
+            claim = asyncio.ensure_future(self._claim(core, wait))
             self.claims.add(claim)
             try:
                 job = await claim
@@ -373,6 +373,11 @@ class _Worker:
             self.done += 1
             if self.once:
                 return
+
+    async def _claim(self, core: QueueCore, wait: float) -> Job | None:
+        # The claim's coroutine is made here, so a task cancelled before it starts leaves
+        # no coroutine unawaited.
+        return await self.d.run_async(core.claim(wait, None, self.worker_id))
 
     def _stop(self, r: _Running) -> None:
         r.stopped.set()
