@@ -184,15 +184,20 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--only", choices=["enqueue", "burn", "latency"], help="run one part")
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="lsb-"))
     os.environ["LAKESHORE_HOME"] = str(home)
     target, server = plane(args.plane, home)
     try:
         print(f"plane {args.plane}: {target}", flush=True)
-        print(f"enqueue, 16 threads: {enqueue(target, args.enqueue):,.0f} jobs/s", flush=True)
-        rate = burn_down(target, args.jobs, args.workers, args.concurrency)
-        print(f"burn-down {args.jobs:,} no-op jobs, {args.workers} processes x {args.concurrency}: {rate:,.0f} jobs/s", flush=True)
+        if args.only in (None, "enqueue"):
+            print(f"enqueue, 16 threads: {enqueue(target, args.enqueue):,.0f} jobs/s", flush=True)
+        if args.only in (None, "burn"):
+            rate = burn_down(target, args.jobs, args.workers, args.concurrency)
+            print(f"burn-down {args.jobs:,} no-op jobs, {args.workers} processes x {args.concurrency}: {rate:,.0f} jobs/s", flush=True)
+        if args.only not in (None, "latency"):
+            return
         p50, p99, n = latency(target, args.rate, args.seconds, 2)
         print(f"latency enqueue->result at {args.rate:g} jobs/s ({n} jobs, 2 worker processes): p50 {p50:.2f} ms, p99 {p99:.2f} ms", flush=True)
     finally:
