@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -321,6 +322,7 @@ class SharedDaemon:
         self.run_dir = Path(self.socket).parent
         self._clients_fd: int | None = None
         self._lock = threading.Lock()
+        _shared.add(self)
         self._last_attach = 0.0
         self.info = self.attach()
 
@@ -454,3 +456,15 @@ class SharedDaemon:
                 with contextlib.suppress(OSError):
                     os.close(self._clients_fd)
                 self._clients_fd = None
+
+
+_shared: weakref.WeakSet[SharedDaemon] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    # A lock held by another thread of the parent at fork would never be released here.
+    for d in list(_shared):
+        d._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
