@@ -21,6 +21,6 @@ func commands() []func(*app) *cobra.Command {
 		newTrimCmd,
 		newWorkerCmd,
 		newMapCmd,
-		newServeCmd, newTokenCmd,
+		newServeCmd, newTokenCmd, newDaemonCmd,
 	}
 }
