@@ -152,7 +152,9 @@ var (
 // WorkerOptions.Concurrency at once, from Start until it is stopped. It:
 //
 //   - claims in batches (up to the free handler slots, WorkerOptions.BatchSize at most),
-//     waiting by notification when the queues are empty;
+//     waiting by notification when the queues are empty; a sequential worker (concurrency
+//     1, one queue) claims its next job with the settle of the last, in one commit
+//     (Driver.InvocationSettleAndClaim);
 //   - acks a handler's result; nacks its error with retry (without retry when marked
 //     Permanent, e.g. a payload that does not decode into a Func's input), its panic with
 //     retry (ErrorInfo type "panic"), and a handler that ends its goroutine with
@@ -512,15 +514,17 @@ func (w *Worker) release(n int) {
 	}
 }
 
-// start runs job on b's handler in a goroutine holding one slot. With one queue, the
-// settle of the job claims the next one in the same commit (Driver.InvocationSettleAndClaim)
-// while claimCtx lets the worker claim and MaxJobs allows; the goroutine then runs that job
-// on the same slot, so a busy sequential worker makes one durable commit per job.
+// start runs job on b's handler in a goroutine holding one slot. A sequential worker
+// (concurrency 1, one queue) settles the job and claims the next one in the same commit
+// (Driver.InvocationSettleAndClaim) while claimCtx lets it claim and MaxJobs allows; the
+// goroutine then runs that job on the same slot: one durable commit per job. Wider workers
+// keep claiming in batches from the claim loop, where the plane's group commit already
+// shares commits among jobs.
 func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup) {
 	jobCtx, cancel := context.WithCancelCause(runCtx)
 	r := &runningJob{e: &execution{q: b.q, job: job, fn: b.fn, cancel: cancel, logger: w.o.Logger}}
 	var next *Job
-	if len(w.bindings) == 1 {
+	if len(w.bindings) == 1 && w.o.Concurrency == 1 {
 		r.e.settleFn = func(ctx context.Context, p plane.SettleParams) error {
 			var err error
 			next, err = w.settleAndClaim(ctx, claimCtx, b, p)
