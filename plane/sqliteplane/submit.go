@@ -150,7 +150,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 // (insertChunks), and records their ids in out. Per batch, not per row: the count changes
 // of one (state, priority) pair, the claimable mark and the earliest due time.
 func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fresh []int, out []plane.SubmitResult) error {
-	args := make([]any, 0, insertChunks[0]*insertWidth)
+	args := make([]any, 0, min(len(fresh), insertChunks[0])*insertWidth)
 	claimable := false
 	for len(fresh) > 0 {
 		k := 0
