@@ -33,6 +33,7 @@ func (s *Server) registerRoutes() {
 		"POST " + q + "/invocations/batch":               s.handleSubmitBatch,
 		"GET " + q + "/invocations":                      s.handleList,
 		"POST " + q + "/claim":                           s.handleClaim,
+		"POST " + q + "/settle-and-claim":                s.handleSettleAndClaim,
 		"GET " + q + "/count":                            s.handleCount,
 		"GET " + q + "/stats":                            s.handleStats,
 		"GET " + q + "/admission":                        s.handleAdmissionGet,
