@@ -22,8 +22,18 @@ func New(s Store) *Queue { return &Queue{s: s} }
 // the change watcher; Close stops them. name must be 1–128 bytes of [A-Za-z0-9._-],
 // not starting with . _ or -. Errors: *InvalidError for a bad name or Config, and I/O
 // or SQLite errors.
+//
+// With an http(s) target (Config.URL, an http(s) URL in Config.Dir, or $LAKESHORE_URL when
+// Dir is empty) it opens the queue on that server instead (OpenHTTPStore): the same
+// Queue, Reader and KVView over HTTP.
 func Open(ctx context.Context, name string, cfg *Config) (*Queue, error) {
-	s, err := OpenFileStore(ctx, name, cfg)
+	var s Store
+	var err error
+	if target := cfg.httpTarget(); target != "" {
+		s, err = OpenHTTPStore(ctx, target, name, cfg)
+	} else {
+		s, err = OpenFileStore(ctx, name, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
