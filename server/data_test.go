@@ -8,11 +8,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/api"
@@ -220,4 +223,103 @@ func TestDataAuth(t *testing.T) {
 		r := b.do(t, "GET", p, "", nil, adminSecret)
 		require.Contains(t, []int{400, 404}, r.status, "%s: %s", p, r.body)
 	}
+}
+
+// TestDataStream: GET …/stream answers one Arrow IPC stream, a record batch per arrival,
+// and ends after idle_timeout without a new record.
+func TestDataStream(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	put := func(body string) {
+		r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(body), "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	put(`{"records": [{"x": 1}, {"x": 2}]}`)
+	resp, err := b.ts.Client().Get(b.ts.URL + D + "/stream?offset=1&batch_size=10&idle_timeout=1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, api.ContentTypeArrow, resp.Header.Get("Content-Type"))
+	rd, err := ipc.NewReader(resp.Body)
+	require.NoError(t, err)
+	defer rd.Release()
+	var got []int64
+	read := func() {
+		t.Helper()
+		require.True(t, rd.Next(), "a batch: %v", rd.Err())
+		col := rd.RecordBatch().Column(0).(*array.Int64)
+		got = append(got, col.Int64Values()...)
+	}
+	read()
+	require.Equal(t, []int64{1}, got)
+	start := time.Now()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		put(`{"records": [{"x": 3}, {"x": 4}]}`)
+	}()
+	read()
+	require.Equal(t, []int64{1, 2, 3}, got)
+	require.Less(t, time.Since(start), 900*time.Millisecond, "the stream delivers a put as it commits")
+	require.False(t, rd.Next(), "the stream ends after the idle timeout")
+	require.NoError(t, rd.Err())
+}
+
+// TestDataOpenAPI: JSON exchanges of the data routes validate against the generated
+// OpenAPI document (requests and answers).
+func TestDataOpenAPI(t *testing.T) {
+	t.Parallel()
+	doc, err := libopenapi.NewDocument(api.OpenAPI())
+	require.NoError(t, err)
+	v, errs := validator.NewValidator(doc)
+	require.Empty(t, errs)
+	b := dataSetup(t, &server.Config{AdminToken: adminSecret})
+	call := func(method, path, body string) {
+		t.Helper()
+		req, err := http.NewRequest(method, b.ts.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", api.ContentTypeJSON)
+		}
+		req.Header.Set("Accept", api.ContentTypeJSON)
+		req.Header.Set("Authorization", "Bearer "+adminSecret)
+		resp, err := b.ts.Client().Do(req)
+		require.NoError(t, err)
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode, "%s %s: %s", method, path, data)
+		vreq, err := http.NewRequest(method, "http://localhost"+path, strings.NewReader(body))
+		require.NoError(t, err)
+		vreq.Header = req.Header.Clone()
+		resp.Body = io.NopCloser(bytes.NewReader(data))
+		ok, verrs := v.ValidateHttpRequestResponse(vreq, resp)
+		var msgs []string
+		for _, e := range verrs {
+			msgs = append(msgs, e.Message+": "+e.Reason)
+			for _, se := range e.SchemaValidationErrors {
+				msgs = append(msgs, "  "+se.Reason+" at "+se.FieldPath)
+			}
+		}
+		require.True(t, ok, "%s %s → %s\n%s", method, path, data, strings.Join(msgs, "\n"))
+	}
+	call("POST", D+"/records?partition=p", `{"records": [{"x": 1, "t": [1, 2]}, {"x": 2}]}`)
+	call("POST", D+"/fields", `{"partition": "p", "indexes": [0], "records": [{"y": 0.5}]}`)
+	call("GET", D+"/records?offset=0&limit=10&fields=x", "")
+	call("POST", D+"/data", `{"indexes": [1, 0], "fields": ["x"]}`)
+	call("POST", D+"/meta", `{"fields": ["x"], "batch_size": 2, "task": "t", "partition": "p", "sampler": {"name": "grpo-group-n", "params": {"n": 2}}}`)
+	call("POST", D+"/produced", `{"partition": "p", "indexes": [0, 1], "fields": ["x", "y"]}`)
+	call("POST", D+"/consumption/mark", `{"task": "u", "partition": "p", "indexes": [0]}`)
+	call("GET", D+"/consumption?task=u&partition=p", "")
+	call("POST", D+"/consumption/reset", `{"task": "u", "partition": "p"}`)
+	call("POST", D+"/kv", `{"partition": "kv", "keys": ["a"], "records": [{"z": "s"}], "tags": [{"src": "x"}]}`)
+	call("POST", D+"/kv/get", `{"partition": "kv", "keys": ["a"]}`)
+	call("GET", D+"/kv?partition=kv", "")
+	call("POST", D+"/kv/clear", `{"partition": "kv", "keys": ["a"]}`)
+	call("POST", D+"/clear", `{"partition": "p", "indexes": [1]}`)
+	call("DELETE", D+"/partitions/p", "")
+	call("GET", D+"/schema", "")
+	call("POST", D+"/flush", "")
+	call("GET", D+"/stats", "")
+	call("GET", D+"/changes?after=-1&wait=0", "")
+	call("GET", "/v1/namespaces/default/data", "")
 }
