@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -27,9 +29,42 @@ type dataQueues struct {
 	root string
 	cfg  *persist.Config
 
+	metrics *dataMetrics
+
 	mu     sync.Mutex
 	open   map[string]*dataQueue
 	closed bool
+}
+
+// dataMetrics count what the data routes moved, per namespace and queue (scoped per token
+// like every series with a namespace label).
+type dataMetrics struct {
+	put  *prometheus.CounterVec // records put (puts, field updates, KV puts)
+	read *prometheus.CounterVec // rows answered by reads, streams and GetData
+	meta *prometheus.CounterVec // samples handed out by GetMeta
+}
+
+func newDataMetrics(reg prometheus.Registerer) *dataMetrics {
+	m := &dataMetrics{
+		put: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lakeshore_data_records_put_total", Help: "Records put into data queues over HTTP (puts, field updates, KV puts).",
+		}, []string{"namespace", "queue"}),
+		read: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lakeshore_data_rows_read_total", Help: "Rows of data queues answered over HTTP (reads, streams, GetData).",
+		}, []string{"namespace", "queue"}),
+		meta: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lakeshore_data_samples_handed_out_total", Help: "Samples of data queues handed out by GetMeta over HTTP.",
+		}, []string{"namespace", "queue"}),
+	}
+	reg.MustRegister(m.put, m.read, m.meta)
+	return m
+}
+
+// count adds n to the counter c of the request's namespace and queue.
+func count(c *prometheus.CounterVec, r *http.Request, n int) {
+	if n > 0 {
+		c.WithLabelValues(r.PathValue("namespace"), r.PathValue("queue")).Add(float64(n))
+	}
 }
 
 // dataQueue is one open data queue and its change version.

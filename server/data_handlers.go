@@ -139,6 +139,7 @@ func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *princi
 	if err != nil {
 		return err
 	}
+	count(s.data.metrics.put, r, len(idx))
 	if idx == nil {
 		idx = []int64{}
 	}
@@ -172,6 +173,7 @@ func (s *Server) handleDataPutFields(w http.ResponseWriter, r *http.Request, p *
 	if err := dq.store.PutFields(r.Context(), partition, idx, recs); err != nil {
 		return err
 	}
+	count(s.data.metrics.put, r, len(recs))
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
 	return nil
 }
@@ -222,6 +224,7 @@ func wantsRows(r *http.Request) bool {
 // in JSON or msgpack when the client asked for them. b is released.
 func (s *Server) writeBatch(w http.ResponseWriter, r *http.Request, b *persist.Batch, next int64) error {
 	defer b.Release()
+	count(s.data.metrics.read, r, b.Len())
 	if wantsRows(r) {
 		rows, err := b.Rows()
 		if err != nil {
@@ -385,6 +388,7 @@ func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *pri
 				break // a column widened: end the stream; the client reconnects from offset
 			}
 			err := iw.Write(rec)
+			count(s.data.metrics.read, r, int(rec.NumRows()))
 			rec.Release()
 			if err != nil {
 				return nil // the client went away
@@ -501,6 +505,7 @@ func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *princ
 	if err != nil {
 		return stopErr(ctx, err)
 	}
+	count(s.data.metrics.meta, r, len(m.Indexes))
 	out := api.DataBatchMeta{Size: m.Size, Indexes: m.Indexes, Fields: make([]api.DataFieldMeta, len(m.Fields)),
 		Partition: m.Partition, Task: m.Task}
 	if out.Indexes == nil {
@@ -626,6 +631,7 @@ func (s *Server) handleDataKVPut(w http.ResponseWriter, r *http.Request, p *prin
 	if err != nil {
 		return err
 	}
+	count(s.data.metrics.put, r, len(idx))
 	if idx == nil {
 		idx = []int64{}
 	}

@@ -219,6 +219,12 @@ func TestDataAuth(t *testing.T) {
 	r = b.do(t, "GET", "/v1/namespaces/team-a/data", "", nil, reader)
 	require.JSONEq(t, `{"queues": ["rollouts"]}`, string(r.body))
 
+	// Metrics: a data token sees its queue's series, not another namespace's.
+	r = b.do(t, "GET", "/metrics", "", nil, producer)
+	require.Equal(t, 200, r.status)
+	require.Contains(t, string(r.body), `lakeshore_data_records_put_total{namespace="team-a",queue="rollouts"} 1`)
+	require.NotContains(t, string(r.body), `namespace="team-b"`)
+
 	for _, p := range []string{"/v1/namespaces/..%2F..%2Fetc/data/q/schema", "/v1/namespaces/.x/data/q/schema", "/v1/namespaces/a/data/..%2Fb/schema", "/v1/namespaces/a/data/_q/schema"} {
 		r := b.do(t, "GET", p, "", nil, adminSecret)
 		require.Contains(t, []int{400, 404}, r.status, "%s: %s", p, r.body)
