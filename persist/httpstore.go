@@ -23,6 +23,7 @@ import (
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // This file is the HTTP store: a Store over the data routes of `lakeshore serve`
@@ -141,12 +142,60 @@ type httpRequest struct {
 	query  url.Values
 	body   msgp.Marshaler
 	arrow  bool // the answer is an Arrow IPC stream
+	// idempotent marks a POST or DELETE that is safe to repeat (GETs always are).
+	idempotent bool
 }
 
 // do sends req and returns the answer's body and headers; out, when not nil, receives
 // the decoded msgpack answer. Errors: ErrClosed after Close, the server's error rebuilt
 // (httpError), transport errors.
 func (s *httpStore) do(ctx context.Context, req httpRequest, out msgp.Unmarshaler) ([]byte, http.Header, error) {
+	if req.method != "GET" && !req.idempotent {
+		return s.doOnce(ctx, req, out)
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		data, h, err := s.doOnce(ctx, req, out)
+		if err == nil || attempt == httpRetries || !retryable(err) || ctx.Err() != nil {
+			return data, h, err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-s.ctx.Done():
+			return nil, nil, ErrClosed
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// httpRetries bounds the attempts of a call that is safe to repeat (reads, marks,
+// clears, flushes) when the server is unreachable or restarting: about 3 s in all.
+const httpRetries = 6
+
+// transportError is a request that got no answer from the server.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+// retryable reports whether err is worth another attempt: no answer, or a server that is
+// shutting down or has too many long-polls open.
+func retryable(err error) bool {
+	var te *transportError
+	if errors.As(err, &te) {
+		return true
+	}
+	var pe *plane.Error
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Code == api.ErrShuttingDown.Code || pe.Code == api.ErrTooManyLongPolls.Code || pe.Code == plane.ErrUnavailable.Code
+}
+
+// doOnce is one attempt of do.
+func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmarshaler) ([]byte, http.Header, error) {
 	if s.closed.Load() {
 		return nil, nil, ErrClosed
 	}
@@ -189,7 +238,7 @@ func (s *httpStore) do(ctx context.Context, req httpRequest, out msgp.Unmarshale
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return nil, nil, ctx.Err()
 		}
-		return nil, nil, fmt.Errorf("persist: %s %s: %w", req.method, s.base+req.path, err)
+		return nil, nil, &transportError{fmt.Errorf("persist: %s %s: %w", req.method, s.base+req.path, err)}
 	}
 	data, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -253,7 +302,9 @@ func httpError(resp *http.Response, data []byte) error {
 			}
 		}
 	}
-	return ErrorFromCode(b.Code, b.Message)
+	// Every code keeps its code (the server's own ones too: shutting_down, forbidden, …),
+	// so errors.Is matches the sentinels of persist, plane and api.
+	return &plane.Error{Code: b.Code, Message: b.Message}
 }
 
 // Name implements Store.
@@ -468,7 +519,7 @@ func (s *httpStore) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error
 	if fields == nil {
 		fields = []string{}
 	}
-	data, _, err := s.do(ctx, httpRequest{method: "POST", path: "/data", arrow: true,
+	data, _, err := s.do(ctx, httpRequest{method: "POST", path: "/data", arrow: true, idempotent: true,
 		body: &api.DataGetRequest{Indexes: meta.Indexes, Fields: fields, Partition: meta.Partition, Task: meta.Task}}, nil)
 	if err != nil {
 		return nil, err
@@ -479,7 +530,7 @@ func (s *httpStore) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error
 // Produced implements Store.
 func (s *httpStore) Produced(ctx context.Context, partition string, indexes []int64, fields []string) ([][]bool, error) {
 	var out api.DataProducedResponse
-	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/produced",
+	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/produced", idempotent: true,
 		body: &api.DataProducedRequest{Partition: partition, Indexes: nonNil(indexes), Fields: nonNilStrings(fields)}}, &out); err != nil {
 		return nil, err
 	}
@@ -502,14 +553,14 @@ func nonNilStrings(x []string) []string {
 
 // MarkConsumed implements Store.
 func (s *httpStore) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
-	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/consumption/mark",
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/consumption/mark", idempotent: true,
 		body: &api.DataConsumptionRequest{Task: task, Partition: partition, Indexes: nonNil(indexes)}}, &api.EmptyResponse{})
 	return err
 }
 
 // ResetConsumption implements Store.
 func (s *httpStore) ResetConsumption(ctx context.Context, task, partition string) error {
-	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/consumption/reset",
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/consumption/reset", idempotent: true,
 		body: &api.DataConsumptionRequest{Task: task, Partition: partition}}, &api.EmptyResponse{})
 	return err
 }
@@ -524,7 +575,7 @@ func (s *httpStore) Consumed(ctx context.Context, task, partition string) (int64
 
 // ClearSamples implements Store.
 func (s *httpStore) ClearSamples(ctx context.Context, partition string, indexes []int64) error {
-	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/clear",
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/clear", idempotent: true,
 		body: &api.DataClearRequest{Partition: partition, Indexes: nonNil(indexes)}}, &api.EmptyResponse{})
 	return err
 }
@@ -534,7 +585,7 @@ func (s *httpStore) ClearPartition(ctx context.Context, partition string) error 
 	if err := checkName("partition", partition); err != nil {
 		return err
 	}
-	_, _, err := s.do(ctx, httpRequest{method: "DELETE", path: "/partitions/" + url.PathEscape(partition)}, &api.EmptyResponse{})
+	_, _, err := s.do(ctx, httpRequest{method: "DELETE", path: "/partitions/" + url.PathEscape(partition), idempotent: true}, &api.EmptyResponse{})
 	return err
 }
 
@@ -571,7 +622,7 @@ func kvEntriesOf(in []api.DataKVEntry) ([]KVEntry, error) {
 // KVGet implements Store.
 func (s *httpStore) KVGet(ctx context.Context, partition string, keys []string, fields []string) ([]KVEntry, error) {
 	var out api.DataKVResponse
-	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv/get",
+	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv/get", idempotent: true,
 		body: &api.DataKVKeysRequest{Partition: partition, Keys: nonNilStrings(keys), Fields: fields}}, &out); err != nil {
 		return nil, err
 	}
@@ -589,7 +640,7 @@ func (s *httpStore) KVList(ctx context.Context, partition string) ([]KVEntry, er
 
 // KVClear implements Store.
 func (s *httpStore) KVClear(ctx context.Context, partition string, keys []string) error {
-	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv/clear",
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv/clear", idempotent: true,
 		body: &api.DataKVKeysRequest{Partition: partition, Keys: nonNilStrings(keys)}}, &api.EmptyResponse{})
 	return err
 }
@@ -629,7 +680,7 @@ func (s *httpStore) Stats(ctx context.Context) (Stats, error) {
 
 // Flush implements Store.
 func (s *httpStore) Flush(ctx context.Context) error {
-	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/flush"}, &api.EmptyResponse{})
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/flush", idempotent: true}, &api.EmptyResponse{})
 	return err
 }
 

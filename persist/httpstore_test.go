@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,4 +215,52 @@ func TestHTTPProducersAndConsumers(t *testing.T) {
 			t.Fatal("a consumer did not finish")
 		}
 	}
+}
+
+// TestHTTPStoreRetriesReads: reads (safe to repeat) ride out a server that answers 503
+// shutting_down a few times; a put (not safe to repeat) is not repeated.
+func TestHTTPStoreRetriesReads(t *testing.T) {
+	t.Parallel()
+	back, err := sqliteplane.Open(context.Background(), ":memory:", nil)
+	require.NoError(t, err)
+	srv := server.New(back, &server.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var refuse, puts atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/records") && r.Method == "POST" {
+			puts.Add(1)
+		}
+		if refuse.Add(-1) >= 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"code": "shutting_down", "message": "server shutting down: retry"}`))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(func() {
+		ts.Close()
+		require.NoError(t, srv.Close(context.Background()))
+		client.CloseIdleConnections()
+		back.Close()
+	})
+	s, err := persist.OpenHTTPStore(context.Background(), ts.URL, "q", &persist.Config{HTTPClient: client})
+	require.NoError(t, err)
+	q := persist.New(s)
+	defer q.Close(context.Background())
+	ctx := context.Background()
+	_, err = q.PutBatch(ctx, []persist.Record{{"x": 1}, {"x": 2}})
+	require.NoError(t, err)
+	refuse.Store(3)
+	rows, err := q.Get(ctx, 0, 10, nil)
+	require.NoError(t, err, "a read rides out three refusals")
+	require.Len(t, rows, 2)
+	refuse.Store(1)
+	before := puts.Load()
+	_, err = q.Put(ctx, persist.Record{"x": 3})
+	require.Error(t, err, "a put is not repeated")
+	require.Equal(t, before+1, puts.Load())
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
 }
