@@ -124,3 +124,40 @@ func BenchmarkHTTPGetBatch(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkHTTPTensorRead: Queue.Read of 16 flushed 1 MiB tensors (16 MiB per read, one
+// Arrow IPC answer over HTTP); target over HTTP ≥ 500 MB/s.
+func BenchmarkHTTPTensorRead(b *testing.B) {
+	const n, per = 64, 16
+	benchStores(b, func(b *testing.B, q *persist.Queue) {
+		ctx := context.Background()
+		data := make([]byte, 1<<20)
+		for i := range data {
+			data[i] = byte(i)
+		}
+		for i := 0; i < n; i += per {
+			recs := make([]persist.Record, per)
+			for j := range recs {
+				recs[j] = persist.Record{"t": persist.Tensor{DType: "float32", Shape: []int{1 << 18}, Data: data}}
+			}
+			if _, err := q.PutBatch(ctx, recs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := q.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		var bytes int64
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			bt, err := q.Read(ctx, int64(i*per%n), per, &persist.GetOpts{Fields: []string{"t"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bytes += int64(bt.Len()) << 20
+			bt.Release()
+		}
+		b.ReportMetric(float64(bytes)/1e6/time.Since(start).Seconds(), "MB/s")
+	})
+}
