@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -109,6 +110,10 @@ func (d *dataQueues) get(ctx context.Context, namespace, queue string) (*dataQue
 		return nil, err
 	}
 	q := &dataQueue{store: s, changed: make(chan struct{}), done: make(chan struct{})}
+	// Versions start at the open's wall-clock time, so that a client that saw versions of
+	// an earlier run of the server (or of the queue's earlier opening) is woken at once
+	// instead of waiting for the count to climb past them.
+	q.version.Store(time.Now().UnixNano())
 	ch, release := s.Changes()
 	go q.watch(ch, release)
 	if d.open == nil {
