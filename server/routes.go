@@ -64,6 +64,9 @@ func (s *Server) registerRoutes() {
 		"POST /v1/tokens/lookup":                         s.handleTokenLookup,
 		"DELETE /v1/tokens/{id}":                         s.handleTokenRevoke,
 	}
+	for pattern, h := range s.dataRoutes() {
+		auth[pattern] = h
+	}
 	for _, rt := range api.Routes {
 		pattern := rt.Method + " " + rt.Path
 		s.routes = append(s.routes, rt)

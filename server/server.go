@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/server/ui"
 )
@@ -34,6 +35,16 @@ type Config struct {
 	// minting access tokens. Empty: the server runs open, with no authentication at all
 	// (`lakeshore serve` then only binds loopback). Defaults to "".
 	AdminToken string
+
+	// DataDir is the root of the data queues (package persist) the server serves under
+	// /v1/namespaces/{ns}/data/{queue}: each lives in DataDir/{ns}/{queue}/, opened at its
+	// first request. Empty: no data queues (their routes answer 501 not_implemented).
+	// Defaults to "".
+	DataDir string
+
+	// DataConfig configures the data queues' file stores (its Dir is ignored). Defaults
+	// to persist's defaults.
+	DataConfig *persist.Config
 
 	// Gatherer serves /metrics. Defaults to Registerer when it is a Gatherer, else a
 	// private registry.
@@ -163,6 +174,7 @@ type Server struct {
 	routes  []api.Route
 	metrics *metrics
 	ids     *plane.IDGenerator
+	data    *dataQueues
 
 	authOn    bool
 	adminHash [sha256.Size]byte
@@ -181,13 +193,14 @@ type Server struct {
 func New(drv plane.Driver, cfg *Config) *Server {
 	c := cfg.withDefaults()
 	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
-		longPolls: make(chan struct{}, c.MaxLongPolls)}
+		longPolls: make(chan struct{}, c.MaxLongPolls), data: &dataQueues{root: c.DataDir, cfg: c.DataConfig}}
 	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
 	if c.AdminToken != "" {
 		s.authOn = true
 		s.adminHash = sha256.Sum256([]byte(c.AdminToken))
 	}
 	s.metrics = newMetrics(c.Registerer, drv)
+	s.data.metrics = newDataMetrics(c.Registerer)
 	s.registerRoutes()
 	s.registerUI()
 	return s

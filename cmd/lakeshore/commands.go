@@ -22,5 +22,6 @@ func commands() []func(*app) *cobra.Command {
 		newWorkerCmd,
 		newMapCmd,
 		newServeCmd, newTokenCmd, newDaemonCmd,
+		newDataCmd,
 	}
 }

@@ -49,6 +49,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -253,7 +254,25 @@ func RunDaemon(ctx context.Context, o *DaemonOpts, logger *slog.Logger, getenv f
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 
-	srv := server.New(drv, &server.Config{Logger: logger})
+	// Data queues: beside the plane's home ($LAKESHORE_HOME/data, as serve), or for a
+	// private ":memory:" plane a temporary directory that goes with the daemon.
+	var dataDir string
+	if target == ":memory:" {
+		if dataDir, err = os.MkdirTemp("", "lakeshore-daemon-data-"); err != nil {
+			return fmt.Errorf("create the data directory: %w", err)
+		}
+		defer os.RemoveAll(dataDir)
+	} else if dataDir, err = serveDataDir("", getenv); err != nil {
+		return err
+	}
+	srv := server.New(drv, &server.Config{Logger: logger, DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}})
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeoutDefault)
+		defer cancel()
+		if err := srv.Close(cctx); err != nil {
+			logger.Error("closing the data queues", "error", err)
+		}
+	}()
 	var lastActive atomic.Int64
 	lastActive.Store(time.Now().UnixNano())
 	var inFlight atomic.Int64
