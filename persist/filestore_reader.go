@@ -137,6 +137,7 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 		if len(p.idx) == 0 && p.src.assigned == nil {
 			return p.idx, p.schema, nil // nothing to record
 		}
+		q.hook("getmeta-chosen")
 		err = q.w.do(ctx, func(t *wtx) error { return t.recordMeta(rq, p, true) })
 		if err == nil {
 			return p.idx, p.schema, nil

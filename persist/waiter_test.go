@@ -2,12 +2,16 @@ package persist
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // putRate puts single records to partition "other" for d and returns how many puts
@@ -82,4 +86,104 @@ func TestWaitingGetMetaDoesNotStallProducers(t *testing.T) {
 	if waiting*3 < baseline {
 		t.Errorf("puts with two waiting consumers: %d, without: %d; want at least a third", waiting, baseline)
 	}
+}
+
+// TestGetMetaChosenSamplesTakenMeanwhile: a GetMeta chooses on a read snapshot and
+// records in the write transaction; samples taken in between (by a consumer of the
+// same task, another data-parallel group, the same group, or a clear) make it choose
+// again, never hand them out twice.
+func TestGetMetaChosenSamplesTakenMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	putN(t, q, DefaultPartition, 40, func(i int) Record { return Record{"x": i} })
+	r := q.fileReader()
+	// meanwhile runs fn once, between the next GetMeta's choice and its record.
+	var armed atomic.Bool
+	var competing func()
+	q.testHook = func(p string) {
+		if p == "getmeta-chosen" && armed.CompareAndSwap(true, false) {
+			competing()
+		}
+	}
+	meanwhile := func(fn func()) { competing = fn; armed.Store(true) }
+
+	seq := MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train"}
+	var other []int64
+	meanwhile(func() { other = metaIdx(t, r, seq) })
+	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, r, seq), "the first choice was taken: choose again")
+	require.Equal(t, []int64{0, 1, 2, 3}, other)
+
+	meanwhile(func() { require.NoError(t, q.ClearSamples(ctx, DefaultPartition, []int64{8, 9})) })
+	require.Equal(t, []int64{10, 11, 12, 13}, metaIdx(t, r, seq), "cleared samples are never handed out")
+
+	rank := func(dp, step int) MetaRequest {
+		return MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "rl", Sampler: RankAware{}.Spec(),
+			DPRank: dp, BatchIndex: step, DeferConsume: true}
+	}
+	var g1 []int64
+	meanwhile(func() { g1 = metaIdx(t, r, rank(1, 0)) })
+	g0 := metaIdx(t, r, rank(0, 0))
+	require.Equal(t, []int64{0, 1, 2, 3}, g1)
+	require.Equal(t, []int64{4, 5, 6, 7}, g0, "held by another group meanwhile: choose again")
+
+	var sameGroup []int64
+	meanwhile(func() { sameGroup = metaIdx(t, r, rank(0, 1)) })
+	require.Equal(t, []int64{10, 11, 12, 13}, metaIdx(t, r, rank(0, 1)), "another rank of the group assigned meanwhile: its assignment")
+	require.Equal(t, []int64{10, 11, 12, 13}, sameGroup)
+}
+
+// TestGetMetaConcurrentConsumersDisjoint: consumers of one task racing (with a
+// producer) never get a sample twice, and together get every sample.
+func TestGetMetaConcurrentConsumersDisjoint(t *testing.T) {
+	ctx := context.Background()
+	q := openTemp(t, nil)
+	const total = 3000
+	putN(t, q, "p", total/2, func(i int) Record { return Record{"x": i} })
+	go func() {
+		for i := 0; i < total/2; i += 50 {
+			recs := make([]Record, 50)
+			for j := range recs {
+				recs[j] = Record{"x": i + j}
+			}
+			if _, err := q.PutPartition(ctx, "p", recs); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	for c := 0; c < 8; c++ {
+		wg.Go(func() {
+			r := q.fileReader()
+			for {
+				m, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 7, Task: "train", Partition: "p",
+					Wait: c%2 == 0, Timeout: time.Second})
+				if errors.Is(err, ErrTimeout) || (err == nil && len(m.Indexes) == 0) {
+					mu.Lock()
+					n := len(seen)
+					mu.Unlock()
+					if n >= total-total%7 {
+						return
+					}
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, x := range m.Indexes {
+					seen[x]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for x, n := range seen {
+		require.Equal(t, 1, n, "sample %d handed out %d times", x, n)
+	}
+	require.GreaterOrEqual(t, len(seen), total-total%7)
 }
