@@ -74,6 +74,7 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *MetaRequest, sampler Sa
 	// partition (or other processes' commits, or Close) wake it.
 	woken, release := q.hub.watchPartition(rq.Partition)
 	defer release()
+	start := time.Now()
 	idx, schema, err := q.handOut(ctx, rq, sampler)
 	if err == nil {
 		meta, err := q.batchMeta(ctx, rq, idx, schema)
@@ -82,18 +83,46 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *MetaRequest, sampler Sa
 	if !errors.Is(err, errNotFull) {
 		return nil, true, err
 	}
+	timeout := func() error {
+		return fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
+			ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, GetMetaTimeoutDefault))
+	}
+	// An attempt that took long (a large ready set, a sampler paging past many
+	// incomplete GRPO groups) is not repeated before waitBackoff times its duration
+	// has passed, however often the partition changes: a waiter then spends at most
+	// about 1/(waitBackoff+1) of a core, and producers keep the rest.
+	if pause := waitBackoff * time.Since(start); pause >= minWaitBackoff {
+		t := time.NewTimer(pause)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-deadline:
+			return nil, true, timeout()
+		case <-q.closing:
+			return nil, true, ErrClosed
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
+		}
+	}
 	select {
 	case <-woken:
 		return nil, false, nil
 	case <-deadline:
-		return nil, true, fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
-			ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, GetMetaTimeoutDefault))
+		return nil, true, timeout()
 	case <-q.closing:
 		return nil, true, ErrClosed
 	case <-ctx.Done():
 		return nil, true, ctx.Err()
 	}
 }
+
+// waitBackoff and minWaitBackoff: a waiting GetMeta whose attempt took d does not try
+// again before waitBackoff×d has passed, when that is at least minWaitBackoff (cheap
+// attempts retry at the next change).
+const (
+	waitBackoff    = 3
+	minWaitBackoff = 5 * time.Millisecond
+)
 
 func cmpOr(d, def time.Duration) time.Duration {
 	if d == 0 {
