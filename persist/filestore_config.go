@@ -91,25 +91,25 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.Dir == "":
-		return &InvalidError{Field: "dir", Value: "", Rule: "a directory path"}
+		return &InvalidError{Field: "queue option Dir", Value: "", Rule: "a directory path"}
 	case c.BusyTimeout < 0:
-		return &InvalidError{Field: "busy_timeout", Value: c.BusyTimeout, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option BusyTimeout", Value: c.BusyTimeout, Rule: "positive, or 0 for the default"}
 	case c.CacheBytes < 0:
-		return &InvalidError{Field: "cache_bytes", Value: c.CacheBytes, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option CacheBytes", Value: c.CacheBytes, Rule: "positive, or 0 for the default"}
 	case c.CompactFragments < -1 || c.CompactFragments == 1:
-		return &InvalidError{Field: "compact_fragments", Value: c.CompactFragments, Rule: "at least 2, 0 for the default, or -1 to disable"}
+		return &InvalidError{Field: "queue option CompactFragments", Value: c.CompactFragments, Rule: "at least 2, 0 for the default, or -1 to disable"}
 	case c.CompactInterval < 0:
-		return &InvalidError{Field: "compact_interval", Value: c.CompactInterval, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option CompactInterval", Value: c.CompactInterval, Rule: "positive, or 0 for the default"}
 	case c.Durability != Durable && c.Durability != Buffered:
-		return &InvalidError{Field: "durability", Value: c.Durability, Rule: "durable or buffered"}
+		return &InvalidError{Field: "queue option Durability", Value: c.Durability, Rule: "Durable or Buffered"}
 	case c.FlushInterval < 0 && c.FlushInterval != -1:
-		return &InvalidError{Field: "flush_interval", Value: c.FlushInterval, Rule: "positive, 0 for the default, or -1 to disable"}
+		return &InvalidError{Field: "queue option FlushInterval", Value: c.FlushInterval, Rule: "positive, 0 for the default, or -1 to disable"}
 	case c.FlushRows < -1:
-		return &InvalidError{Field: "flush_rows", Value: c.FlushRows, Rule: "positive, 0 for the default, or -1 to disable"}
+		return &InvalidError{Field: "queue option FlushRows", Value: c.FlushRows, Rule: "positive, 0 for the default, or -1 to disable"}
 	case c.PollInterval < 0:
-		return &InvalidError{Field: "poll_interval", Value: c.PollInterval, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option PollInterval", Value: c.PollInterval, Rule: "positive, or 0 for the default"}
 	case c.RowGroupRows < 0:
-		return &InvalidError{Field: "row_group_rows", Value: c.RowGroupRows, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option RowGroupRows", Value: c.RowGroupRows, Rule: "positive, or 0 for the default"}
 	}
 	return nil
 }
