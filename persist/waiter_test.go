@@ -196,3 +196,27 @@ func TestGetMetaConcurrentConsumersDisjoint(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(seen), total-total%7)
 }
+
+// TestGetMetaWakesOnAnotherHandlesCommit: a waiting GetMeta wakes when another handle
+// of the queue (as another process would) commits the samples it waits for; such
+// commits are noticed by PRAGMA data_version on the write connection.
+func TestGetMetaWakesOnAnotherHandlesCommit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := func() *Config { return &Config{Dir: dir, PollInterval: 10 * time.Millisecond} }
+	q1, err := openFile(ctx, "q", cfg())
+	require.NoError(t, err)
+	defer q1.Close(ctx)
+	q2, err := openFile(ctx, "q", cfg())
+	require.NoError(t, err)
+	defer q2.Close(ctx)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		putN(t, q2, "train", 8, func(i int) Record { return Record{"x": i} })
+	}()
+	start := time.Now()
+	m, err := q1.fileReader().GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "t", Partition: "train", Wait: true, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7}, m.Indexes)
+	require.Less(t, time.Since(start), 3*time.Second, "woken by the other handle's commit")
+}
