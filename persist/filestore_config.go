@@ -108,25 +108,25 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.Dir == "":
-		return &InvalidError{Field: "Config.Dir", Value: "", Rule: "a directory path"}
+		return &InvalidError{Field: "queue option Dir", Value: "", Rule: "a directory path"}
 	case c.BusyTimeout < 0:
-		return &InvalidError{Field: "Config.BusyTimeout", Value: c.BusyTimeout, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option BusyTimeout", Value: c.BusyTimeout, Rule: "positive, or 0 for the default"}
 	case c.CacheBytes < 0:
-		return &InvalidError{Field: "Config.CacheBytes", Value: c.CacheBytes, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option CacheBytes", Value: c.CacheBytes, Rule: "positive, or 0 for the default"}
 	case c.CompactFragments < -1 || c.CompactFragments == 1:
-		return &InvalidError{Field: "Config.CompactFragments", Value: c.CompactFragments, Rule: "at least 2, 0 for the default, or -1 to disable"}
+		return &InvalidError{Field: "queue option CompactFragments", Value: c.CompactFragments, Rule: "at least 2, 0 for the default, or -1 to disable"}
 	case c.CompactInterval < 0:
-		return &InvalidError{Field: "Config.CompactInterval", Value: c.CompactInterval, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option CompactInterval", Value: c.CompactInterval, Rule: "positive, or 0 for the default"}
 	case c.Durability != Durable && c.Durability != Buffered:
-		return &InvalidError{Field: "Config.Durability", Value: c.Durability, Rule: "Durable or Buffered"}
+		return &InvalidError{Field: "queue option Durability", Value: c.Durability, Rule: "Durable or Buffered"}
 	case c.FlushInterval < 0 && c.FlushInterval != -1:
-		return &InvalidError{Field: "Config.FlushInterval", Value: c.FlushInterval, Rule: "positive, 0 for the default, or -1 to disable"}
+		return &InvalidError{Field: "queue option FlushInterval", Value: c.FlushInterval, Rule: "positive, 0 for the default, or -1 to disable"}
 	case c.FlushRows < -1:
-		return &InvalidError{Field: "Config.FlushRows", Value: c.FlushRows, Rule: "positive, 0 for the default, or -1 to disable"}
+		return &InvalidError{Field: "queue option FlushRows", Value: c.FlushRows, Rule: "positive, 0 for the default, or -1 to disable"}
 	case c.PollInterval < 0:
-		return &InvalidError{Field: "Config.PollInterval", Value: c.PollInterval, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option PollInterval", Value: c.PollInterval, Rule: "positive, or 0 for the default"}
 	case c.RowGroupRows < 0:
-		return &InvalidError{Field: "Config.RowGroupRows", Value: c.RowGroupRows, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option RowGroupRows", Value: c.RowGroupRows, Rule: "positive, or 0 for the default"}
 	}
 	return nil
 }
