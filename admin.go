@@ -197,9 +197,10 @@ func (o *TokenOptions) validate() error {
 	}
 	for _, p := range o.Permissions {
 		switch p {
-		case PermissionSubmit, PermissionConsume, PermissionRead, PermissionAdmin:
+		case PermissionSubmit, PermissionConsume, PermissionRead, PermissionAdmin,
+			plane.PermissionDataPut, plane.PermissionDataRead:
 		default:
-			return plane.Invalid("permission", string(p), "use submit, consume, read or admin")
+			return plane.Invalid("permission", string(p), "use submit, consume, read, admin, data:put or data:read")
 		}
 	}
 	for _, g := range []struct{ field, glob string }{{"namespace glob", o.Namespace}, {"queue glob", o.Queue}} {

@@ -152,7 +152,9 @@ var (
 // WorkerOptions.Concurrency at once, from Start until it is stopped. It:
 //
 //   - claims in batches (up to the free handler slots, WorkerOptions.BatchSize at most),
-//     waiting by notification when the queues are empty;
+//     waiting by notification when the queues are empty; a sequential worker (concurrency
+//     1, one queue) claims its next job with the settle of the last, in one commit
+//     (Driver.InvocationSettleAndClaim);
 //   - acks a handler's result; nacks its error with retry (without retry when marked
 //     Permanent, e.g. a payload that does not decode into a Func's input), its panic with
 //     retry (ErrorInfo type "panic"), and a handler that ends its goroutine with
@@ -495,7 +497,7 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 		}
 		w.idle(b, false)
 		for _, job := range jobs {
-			w.start(runCtx, b, job, handlers)
+			w.start(ctx, runCtx, b, job, handlers)
 		}
 	}
 }
@@ -512,31 +514,85 @@ func (w *Worker) release(n int) {
 	}
 }
 
-func (w *Worker) start(runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup) {
+// start runs job on b's handler in a goroutine holding one slot. A sequential worker
+// (concurrency 1, one queue) settles the job and claims the next one in the same commit
+// (Driver.InvocationSettleAndClaim) while claimCtx lets it claim and MaxJobs allows; the
+// goroutine then runs that job on the same slot: one durable commit per job. Wider workers
+// keep claiming in batches from the claim loop, where the plane's group commit already
+// shares commits among jobs.
+func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup) {
 	jobCtx, cancel := context.WithCancelCause(runCtx)
 	r := &runningJob{e: &execution{q: b.q, job: job, fn: b.fn, cancel: cancel, logger: w.o.Logger}}
+	var next *Job
+	if len(w.bindings) == 1 && w.o.Concurrency == 1 {
+		r.e.settleFn = func(ctx context.Context, p plane.SettleParams) error {
+			var err error
+			next, err = w.settleAndClaim(ctx, claimCtx, b, p)
+			return err
+		}
+	}
 	w.mu.Lock()
 	w.running[job.ID] = r
 	w.mu.Unlock()
 	handlers.Go(func() {
-		defer w.release(1)
-		defer cancel(nil)
-		defer func() {
-			w.mu.Lock()
-			delete(w.running, job.ID)
-			w.mu.Unlock()
-		}()
-		err := r.e.run(runCtx, jobCtx)
-		switch {
-		case err == nil, errors.Is(err, ErrLeaseLost):
-			// Lost leases were logged by the execution.
-		case errors.Is(err, ErrInvalid) || errors.Is(err, ErrClosed):
-			w.o.Logger.WarnContext(runCtx, "settle failed", logKeyJobID, job.ID, logKeyQueue, job.Queue, logKeyError, err)
-		default:
-			w.o.Logger.DebugContext(runCtx, "job failed", logKeyJobID, job.ID, logKeyQueue, job.Queue,
-				logKeyAttempt, job.Attempt, logKeyError, err)
+		w.run1(runCtx, jobCtx, cancel, r)
+		if next != nil {
+			w.idle(b, false)
+			w.start(claimCtx, runCtx, b, next, handlers) // the slot passes to the next job
+			return
 		}
+		w.release(1)
 	})
+}
+
+// run1 runs one job's execution and logs how it ended.
+func (w *Worker) run1(runCtx, jobCtx context.Context, cancel context.CancelCauseFunc, r *runningJob) {
+	job := r.e.job
+	defer cancel(nil)
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, job.ID)
+		w.mu.Unlock()
+	}()
+	err := r.e.run(runCtx, jobCtx)
+	switch {
+	case err == nil, errors.Is(err, ErrLeaseLost):
+		// Lost leases were logged by the execution.
+	case errors.Is(err, ErrInvalid) || errors.Is(err, ErrClosed):
+		w.o.Logger.WarnContext(runCtx, "settle failed", logKeyJobID, job.ID, logKeyQueue, job.Queue, logKeyError, err)
+	default:
+		w.o.Logger.DebugContext(runCtx, "job failed", logKeyJobID, job.ID, logKeyQueue, job.Queue,
+			logKeyAttempt, job.Attempt, logKeyError, err)
+	}
+}
+
+// settleAndClaim settles p and, while claimCtx allows claiming and MaxJobs is not reached,
+// claims b's next job in the same commit (without waiting: an empty queue is the claim
+// loop's to wait on). It returns the claimed job (nil for none) and the settle's error.
+func (w *Worker) settleAndClaim(ctx, claimCtx context.Context, b *binding, p plane.SettleParams) (*Job, error) {
+	if claimCtx.Err() != nil || w.reserve(1) == 0 {
+		return nil, b.q.settle(ctx, p)
+	}
+	errs, jobs, err := w.d.drv.InvocationSettleAndClaim(ctx, []plane.SettleParams{p}, b.q.claimParams(1, ClaimOptions{LeaseTTL: w.o.LeaseTTL}))
+	if errors.Is(err, ErrNotImplemented) {
+		w.unreserve(1)
+		return nil, b.q.settle(ctx, p)
+	}
+	var next *Job
+	if len(jobs) > 0 {
+		next = newJob(jobs[0], w.o.LeaseTTL)
+	} else {
+		w.unreserve(1)
+	}
+	switch {
+	case err != nil:
+		return next, err
+	case len(errs) != 1:
+		return next, fmt.Errorf("settle %s: the plane returned %d results for 1", p.ID, len(errs))
+	case errs[0] != nil:
+		return next, fmt.Errorf("settle %s: %w", p.ID, errs[0])
+	}
+	return next, nil
 }
 
 // heartbeatLoop extends the leases of every running job in one batch per tick, cancels the

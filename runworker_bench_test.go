@@ -84,3 +84,29 @@ func BenchmarkRunWorkerDrain(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+// BenchmarkRunWorkerDrainSequential is BenchmarkRunWorkerDrain at concurrency 1: a
+// sequential worker burning down b.N jobs, where each settle claims the next job in the
+// same commit (one durable commit per job).
+func BenchmarkRunWorkerDrainSequential(b *testing.B) {
+	d := benchDispatch(b)
+	q, err := d.Queue("bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]lakeshore.Submission, 0, 1000)
+	for i := 0; i < b.N; i += len(batch) {
+		batch = batch[:min(1000, b.N-i)]
+		if _, err := q.SubmitMany(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	err = lakeshore.RunWorker(context.Background(), d, []lakeshore.Handler{lakeshore.Handle("bench", noop)},
+		&lakeshore.WorkerOptions{Concurrency: 1, ExitWhenIdle: true})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}

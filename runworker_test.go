@@ -28,6 +28,8 @@ type spyDriver struct {
 	mu         sync.Mutex
 	claimSizes []int
 	settles    map[string]int
+	// settleAndClaims counts InvocationSettleAndClaim calls; chained, the jobs they claimed.
+	settleAndClaims, chained int
 
 	heartbeatsFail atomic.Bool
 	heartbeats     atomic.Int64
@@ -50,6 +52,23 @@ func (s *spyDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleP
 	}
 	s.mu.Unlock()
 	return s.Driver.InvocationSettleMany(ctx, ps)
+}
+
+func (s *spyDriver) InvocationSettleAndClaim(ctx context.Context, ps []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
+	s.mu.Lock()
+	for _, p := range ps {
+		s.settles[p.ID]++
+	}
+	s.mu.Unlock()
+	errs, jobs, err := s.Driver.InvocationSettleAndClaim(ctx, ps, p)
+	s.mu.Lock()
+	s.settleAndClaims++
+	if len(jobs) > 0 {
+		s.claimSizes = append(s.claimSizes, len(jobs))
+		s.chained += len(jobs)
+	}
+	s.mu.Unlock()
+	return errs, jobs, err
 }
 
 func (s *spyDriver) InvocationHeartbeatMany(ctx context.Context, ps []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
@@ -145,6 +164,41 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestRunWorker(t *testing.T) {
 	t.Parallel()
+
+	t.Run("SequentialAcksAndClaimsInOneCall", func(t *testing.T) {
+		t.Parallel()
+		q, d, spy := setupWorker(t)
+		ids := submitN(t, q, 20, nil)
+		var order []int
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			var i int
+			if err := job.Decode(&i); err != nil {
+				return nil, err
+			}
+			order = append(order, i) // concurrency 1: one handler at a time
+			if i == 7 {
+				return nil, errors.New("seven fails once")
+			}
+			return i * 2, nil
+		}
+		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{ExitWhenIdle: true, MaxJobs: 20}))
+		require.NoError(t, err)
+		require.Len(t, order, 20, "MaxJobs bounds the jobs claimed with a settle too")
+		for i, id := range ids {
+			inv := state(t, q, id)
+			if i == 7 {
+				require.Equal(t, lakeshore.StateQueued, inv.State, "the nack re-queued it with a backoff")
+				continue
+			}
+			require.Equal(t, lakeshore.StateSucceeded, inv.State)
+			require.Equal(t, 1, spy.settleCount(id))
+		}
+		spy.mu.Lock()
+		defer spy.mu.Unlock()
+		require.Equal(t, 19, spy.chained, "every job after the first came with the settle of the one before")
+		require.Equal(t, 19, spy.settleAndClaims, "every settle went through settle-and-claim but the last (MaxJobs reached: a plain settle)")
+	})
 
 	t.Run("BatchClaimingUnderConcurrency", func(t *testing.T) {
 		t.Parallel()

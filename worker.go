@@ -48,16 +48,7 @@ func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, e
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = q.opts.LeaseTTL
 	}
-	params := &plane.ClaimParams{
-		Namespace:   q.opts.Namespace,
-		Queue:       q.name,
-		Kind:        q.opts.Kind,
-		Temperature: q.opts.Temperature,
-		Max:         n,
-		LeaseTTL:    o.LeaseTTL,
-		Wait:        o.Wait,
-		Worker:      q.d.cfg.WorkerID,
-	}
+	params := q.claimParams(n, o)
 	if o.Wait < 0 {
 		params.Wait = waitChunk
 	}
@@ -77,6 +68,21 @@ func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, e
 	}
 }
 
+// claimParams are the plane's params of a claim of n jobs with o (LeaseTTL already
+// defaulted).
+func (q *Queue) claimParams(n int, o ClaimOptions) *plane.ClaimParams {
+	return &plane.ClaimParams{
+		Namespace:   q.opts.Namespace,
+		Queue:       q.name,
+		Kind:        q.opts.Kind,
+		Temperature: q.opts.Temperature,
+		Max:         n,
+		LeaseTTL:    o.LeaseTTL,
+		Wait:        o.Wait,
+		Worker:      q.d.cfg.WorkerID,
+	}
+}
+
 // Ack settles job as succeeded with result (encoded with the wire codec; nil is allowed):
 // the invocation's END frame carries it and Result returns it. Errors: ErrLeaseLost when
 // the caller no longer holds the lease (expired and re-claimed, or killed) — nothing
@@ -86,11 +92,33 @@ func (q *Queue) Ack(ctx context.Context, job *Job, result any) error {
 	if err := checkJob(job); err != nil {
 		return err
 	}
+	p, err := ackParams(job, result)
+	if err != nil {
+		return err
+	}
+	return q.settle(ctx, p)
+}
+
+// ackParams are the settle params of an ack of job with result. Errors: *InvalidError when
+// result does not encode.
+func ackParams(job *Job, result any) (plane.SettleParams, error) {
 	b, err := wire.Marshal(result)
 	if err != nil {
-		return encodeError("result", result, err)
+		return plane.SettleParams{}, encodeError("result", result, err)
 	}
-	return q.settle(ctx, plane.SettleParams{ID: job.ID, Token: job.token, Outcome: plane.OutcomeSucceeded, Result: b})
+	return plane.SettleParams{ID: job.ID, Token: job.token, Outcome: plane.OutcomeSucceeded, Result: b}, nil
+}
+
+// nackParams are the settle params of a nack of job with cause.
+func nackParams(job *Job, cause error, retry bool) plane.SettleParams {
+	outcome := plane.OutcomeFailed
+	switch {
+	case retry && errors.Is(cause, ErrTimedOut):
+		outcome = plane.OutcomeTimedOut
+	case retry:
+		outcome = plane.OutcomeRetry
+	}
+	return plane.SettleParams{ID: job.ID, Token: job.token, Outcome: outcome, Error: errorInfo(cause)}
 }
 
 // Nack settles job as a failed attempt with cause (nil: the message "nack"). With retry the
@@ -107,14 +135,7 @@ func (q *Queue) Nack(ctx context.Context, job *Job, cause error, retry bool) err
 	if err := checkJob(job); err != nil {
 		return err
 	}
-	outcome := plane.OutcomeFailed
-	switch {
-	case retry && errors.Is(cause, ErrTimedOut):
-		outcome = plane.OutcomeTimedOut
-	case retry:
-		outcome = plane.OutcomeRetry
-	}
-	return q.settle(ctx, plane.SettleParams{ID: job.ID, Token: job.token, Outcome: outcome, Error: errorInfo(cause)})
+	return q.settle(ctx, nackParams(job, cause, retry))
 }
 
 // checkJob refuses a nil *Job with an *InvalidError.
@@ -274,6 +295,17 @@ type execution struct {
 	lost   atomic.Bool // the lease is gone: settle nothing
 	// handlerDone, when set, is called once the handler returned, before the settle.
 	handlerDone func()
+	// settleFn, when set, settles the job instead of Queue.settle: a Worker's settle that
+	// claims the next job in the same commit.
+	settleFn func(ctx context.Context, p plane.SettleParams) error
+}
+
+// settle settles the job with p, by settleFn when set.
+func (e *execution) settle(ctx context.Context, p plane.SettleParams) error {
+	if e.settleFn != nil {
+		return e.settleFn(ctx, p)
+	}
+	return e.q.settle(ctx, p)
 }
 
 // leaseLost marks the lease lost and cancels the handler's context with cause ErrLeaseLost.
@@ -317,7 +349,10 @@ func (e *execution) run(base, jobCtx context.Context) error {
 	settleCtx, cancelSettle := context.WithTimeout(context.WithoutCancel(base), settleTimeout)
 	defer cancelSettle()
 	if fnErr == nil {
-		err := e.q.Ack(settleCtx, job, result)
+		p, err := ackParams(job, result)
+		if err == nil {
+			err = e.settle(settleCtx, p)
+		}
 		if errors.Is(err, ErrInvalid) {
 			// The result does not encode: a bug in the handler that a retry will not fix.
 			if nackErr := e.q.Nack(settleCtx, job, err, false); nackErr != nil {
@@ -333,7 +368,7 @@ func (e *execution) run(base, jobCtx context.Context) error {
 	// The stored error is the handler's own: the TerminalError a reader gets already names
 	// the job and the attempt. The caller gets them in the returned error.
 	retry := !IsPermanent(fnErr)
-	nackErr := e.q.Nack(settleCtx, job, fnErr, retry)
+	nackErr := e.settle(settleCtx, nackParams(job, fnErr, retry))
 	fnErr = fmt.Errorf("job %s (attempt %d): %w", job.ID, job.Attempt, fnErr)
 	if nackErr != nil {
 		return errors.Join(fnErr, nackErr)

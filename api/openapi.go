@@ -73,6 +73,9 @@ func buildOpenAPI() []byte {
 				ContentTypeJSON:    map[string]any{"schema": ref},
 				ContentTypeMsgpack: map[string]any{"schema": ref},
 			}
+			if rt.ContentType != "" { // the default answer, beside JSON and msgpack (Arrow reads)
+				okResp["content"].(map[string]any)[rt.ContentType] = map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}
+			}
 		case rt.ContentType != "":
 			okResp["content"] = map[string]any{rt.ContentType: map[string]any{"schema": map[string]any{"type": "string"}}}
 		}

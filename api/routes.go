@@ -64,6 +64,8 @@ var Routes = []Route{
 		}, Response: &ListResponse{}},
 	{Method: "POST", Path: QueuePath + "/claim", Operation: "claim", Permission: "consume", Summary: "claim invocations (long-poll)",
 		Request: &ClaimRequest{}, Response: &ClaimResponse{}},
+	{Method: "POST", Path: QueuePath + "/settle-and-claim", Operation: "settleAndClaim", Permission: "consume", Summary: "settle invocations and claim the next ones in one transaction (long-poll)",
+		Request: &SettleAndClaimRequest{}, Response: &SettleAndClaimResponse{}},
 	{Method: "GET", Path: QueuePath + "/count", Operation: "count", Permission: "any", Summary: "count invocations in one state",
 		Query: []Param{{"state", "string", "the state (default queued)"}}, Response: &CountResponse{}},
 	{Method: "GET", Path: QueuePath + "/stats", Operation: "stats", Permission: "any", Summary: "counts by state and admission of one queue",

@@ -203,6 +203,21 @@ type SettlesResponse struct {
 	Results []ItemResponse `json:"results" msg:"results"`
 }
 
+// SettleAndClaimRequest is the body of POST …/settle-and-claim
+// (plane.Driver.InvocationSettleAndClaim): the settles, then a claim from the path's queue,
+// in one transaction. Settles may name invocations of any queue the token may consume.
+type SettleAndClaimRequest struct {
+	Settles []Settle     `json:"settles" msg:"settles"`
+	Claim   ClaimRequest `json:"claim" msg:"claim"`
+}
+
+// SettleAndClaimResponse answers POST …/settle-and-claim: one result per settle, and the
+// claimed jobs (empty when none came).
+type SettleAndClaimResponse struct {
+	Results []ItemResponse `json:"results" msg:"results"`
+	Jobs    []Job          `json:"jobs" msg:"jobs"`
+}
+
 // EmptyResponse answers a call that has nothing to report beyond success: {}.
 type EmptyResponse struct{}
 

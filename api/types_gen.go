@@ -7424,6 +7424,564 @@ func (z *Settle) Msgsize() (s int) {
 }
 
 // DecodeMsg implements msgp.Decodable
+func (z *SettleAndClaimRequest) DecodeMsg(dc *msgp.Reader) (err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, err = dc.ReadMapHeader()
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z94b1f360limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, err = dc.ReadMapKeyPtr()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "settles":
+			var zb0002 uint32
+			zb0002, err = dc.ReadArrayHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Settles")
+				return
+			}
+			if zb0002 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Settles) >= int(zb0002) {
+				z.Settles = (z.Settles)[:zb0002]
+			} else {
+				z.Settles = make([]Settle, zb0002)
+			}
+			for za0001 := range z.Settles {
+				err = z.Settles[za0001].DecodeMsg(dc)
+				if err != nil {
+					err = msgp.WrapError(err, "Settles", za0001)
+					return
+				}
+			}
+		case "claim":
+			err = z.Claim.DecodeMsg(dc)
+			if err != nil {
+				err = msgp.WrapError(err, "Claim")
+				return
+			}
+		default:
+			err = dc.Skip()
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z *SettleAndClaimRequest) EncodeMsg(en *msgp.Writer) (err error) {
+	// map header, size 2
+	// write "settles"
+	err = en.Append(0x82, 0xa7, 0x73, 0x65, 0x74, 0x74, 0x6c, 0x65, 0x73)
+	if err != nil {
+		return
+	}
+	err = en.WriteArrayHeader(uint32(len(z.Settles)))
+	if err != nil {
+		err = msgp.WrapError(err, "Settles")
+		return
+	}
+	for za0001 := range z.Settles {
+		err = z.Settles[za0001].EncodeMsg(en)
+		if err != nil {
+			err = msgp.WrapError(err, "Settles", za0001)
+			return
+		}
+	}
+	// write "claim"
+	err = en.Append(0xa5, 0x63, 0x6c, 0x61, 0x69, 0x6d)
+	if err != nil {
+		return
+	}
+	err = z.Claim.EncodeMsg(en)
+	if err != nil {
+		err = msgp.WrapError(err, "Claim")
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *SettleAndClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 2
+	// string "settles"
+	o = append(o, 0x82, 0xa7, 0x73, 0x65, 0x74, 0x74, 0x6c, 0x65, 0x73)
+	o = msgp.AppendArrayHeader(o, uint32(len(z.Settles)))
+	for za0001 := range z.Settles {
+		o, err = z.Settles[za0001].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, "Settles", za0001)
+			return
+		}
+	}
+	// string "claim"
+	o = append(o, 0xa5, 0x63, 0x6c, 0x61, 0x69, 0x6d)
+	o, err = z.Claim.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "Claim")
+		return
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *SettleAndClaimRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z94b1f360limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "settles":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Settles")
+				return
+			}
+			if zb0002 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Settles) >= int(zb0002) {
+				z.Settles = (z.Settles)[:zb0002]
+			} else {
+				z.Settles = make([]Settle, zb0002)
+			}
+			for za0001 := range z.Settles {
+				bts, err = z.Settles[za0001].UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Settles", za0001)
+					return
+				}
+			}
+		case "claim":
+			bts, err = z.Claim.UnmarshalMsg(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Claim")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *SettleAndClaimRequest) Msgsize() (s int) {
+	s = 1 + 8 + msgp.ArrayHeaderSize
+	for za0001 := range z.Settles {
+		s += z.Settles[za0001].Msgsize()
+	}
+	s += 6 + z.Claim.Msgsize()
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *SettleAndClaimResponse) DecodeMsg(dc *msgp.Reader) (err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, err = dc.ReadMapHeader()
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z94b1f360limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, err = dc.ReadMapKeyPtr()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "results":
+			var zb0002 uint32
+			zb0002, err = dc.ReadArrayHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Results")
+				return
+			}
+			if zb0002 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Results) >= int(zb0002) {
+				z.Results = (z.Results)[:zb0002]
+			} else {
+				z.Results = make([]ItemResponse, zb0002)
+			}
+			for za0001 := range z.Results {
+				var zb0003 uint32
+				zb0003, err = dc.ReadMapHeader()
+				if err != nil {
+					err = msgp.WrapError(err, "Results", za0001)
+					return
+				}
+				if zb0003 > z94b1f360limitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				for zb0003 > 0 {
+					zb0003--
+					field, err = dc.ReadMapKeyPtr()
+					if err != nil {
+						err = msgp.WrapError(err, "Results", za0001)
+						return
+					}
+					switch msgp.UnsafeString(field) {
+					case "error":
+						if dc.IsNil() {
+							err = dc.ReadNil()
+							if err != nil {
+								err = msgp.WrapError(err, "Results", za0001, "Error")
+								return
+							}
+							z.Results[za0001].Error = nil
+						} else {
+							if z.Results[za0001].Error == nil {
+								z.Results[za0001].Error = new(ErrorBody)
+							}
+							err = z.Results[za0001].Error.DecodeMsg(dc)
+							if err != nil {
+								err = msgp.WrapError(err, "Results", za0001, "Error")
+								return
+							}
+						}
+					default:
+						err = dc.Skip()
+						if err != nil {
+							err = msgp.WrapError(err, "Results", za0001)
+							return
+						}
+					}
+				}
+			}
+		case "jobs":
+			var zb0004 uint32
+			zb0004, err = dc.ReadArrayHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Jobs")
+				return
+			}
+			if zb0004 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Jobs) >= int(zb0004) {
+				z.Jobs = (z.Jobs)[:zb0004]
+			} else {
+				z.Jobs = make([]Job, zb0004)
+			}
+			for za0002 := range z.Jobs {
+				err = z.Jobs[za0002].DecodeMsg(dc)
+				if err != nil {
+					err = msgp.WrapError(err, "Jobs", za0002)
+					return
+				}
+			}
+		default:
+			err = dc.Skip()
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z *SettleAndClaimResponse) EncodeMsg(en *msgp.Writer) (err error) {
+	// map header, size 2
+	// write "results"
+	err = en.Append(0x82, 0xa7, 0x72, 0x65, 0x73, 0x75, 0x6c, 0x74, 0x73)
+	if err != nil {
+		return
+	}
+	err = en.WriteArrayHeader(uint32(len(z.Results)))
+	if err != nil {
+		err = msgp.WrapError(err, "Results")
+		return
+	}
+	for za0001 := range z.Results {
+		// check for omitted fields
+		zb0002Len := uint32(1)
+		var zb0002Mask uint8 /* 1 bits */
+		_ = zb0002Mask
+		if z.Results[za0001].Error == nil {
+			zb0002Len--
+			zb0002Mask |= 0x1
+		}
+		// variable map header, size zb0002Len
+		err = en.Append(0x80 | uint8(zb0002Len))
+		if err != nil {
+			return
+		}
+		if (zb0002Mask & 0x1) == 0 { // if not omitted
+			// write "error"
+			err = en.Append(0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
+			if err != nil {
+				return
+			}
+			if z.Results[za0001].Error == nil {
+				err = en.WriteNil()
+				if err != nil {
+					return
+				}
+			} else {
+				err = z.Results[za0001].Error.EncodeMsg(en)
+				if err != nil {
+					err = msgp.WrapError(err, "Results", za0001, "Error")
+					return
+				}
+			}
+		}
+	}
+	// write "jobs"
+	err = en.Append(0xa4, 0x6a, 0x6f, 0x62, 0x73)
+	if err != nil {
+		return
+	}
+	err = en.WriteArrayHeader(uint32(len(z.Jobs)))
+	if err != nil {
+		err = msgp.WrapError(err, "Jobs")
+		return
+	}
+	for za0002 := range z.Jobs {
+		err = z.Jobs[za0002].EncodeMsg(en)
+		if err != nil {
+			err = msgp.WrapError(err, "Jobs", za0002)
+			return
+		}
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *SettleAndClaimResponse) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 2
+	// string "results"
+	o = append(o, 0x82, 0xa7, 0x72, 0x65, 0x73, 0x75, 0x6c, 0x74, 0x73)
+	o = msgp.AppendArrayHeader(o, uint32(len(z.Results)))
+	for za0001 := range z.Results {
+		// check for omitted fields
+		zb0002Len := uint32(1)
+		var zb0002Mask uint8 /* 1 bits */
+		_ = zb0002Mask
+		if z.Results[za0001].Error == nil {
+			zb0002Len--
+			zb0002Mask |= 0x1
+		}
+		// variable map header, size zb0002Len
+		o = append(o, 0x80|uint8(zb0002Len))
+		if (zb0002Mask & 0x1) == 0 { // if not omitted
+			// string "error"
+			o = append(o, 0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
+			if z.Results[za0001].Error == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Results[za0001].Error.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Results", za0001, "Error")
+					return
+				}
+			}
+		}
+	}
+	// string "jobs"
+	o = append(o, 0xa4, 0x6a, 0x6f, 0x62, 0x73)
+	o = msgp.AppendArrayHeader(o, uint32(len(z.Jobs)))
+	for za0002 := range z.Jobs {
+		o, err = z.Jobs[za0002].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, "Jobs", za0002)
+			return
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *SettleAndClaimResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z94b1f360limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "results":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Results")
+				return
+			}
+			if zb0002 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Results) >= int(zb0002) {
+				z.Results = (z.Results)[:zb0002]
+			} else {
+				z.Results = make([]ItemResponse, zb0002)
+			}
+			for za0001 := range z.Results {
+				var zb0003 uint32
+				zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Results", za0001)
+					return
+				}
+				if zb0003 > z94b1f360limitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				for zb0003 > 0 {
+					zb0003--
+					field, bts, err = msgp.ReadMapKeyZC(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Results", za0001)
+						return
+					}
+					switch msgp.UnsafeString(field) {
+					case "error":
+						if msgp.IsNil(bts) {
+							bts, err = msgp.ReadNilBytes(bts)
+							if err != nil {
+								return
+							}
+							z.Results[za0001].Error = nil
+						} else {
+							if z.Results[za0001].Error == nil {
+								z.Results[za0001].Error = new(ErrorBody)
+							}
+							bts, err = z.Results[za0001].Error.UnmarshalMsg(bts)
+							if err != nil {
+								err = msgp.WrapError(err, "Results", za0001, "Error")
+								return
+							}
+						}
+					default:
+						bts, err = msgp.Skip(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Results", za0001)
+							return
+						}
+					}
+				}
+			}
+		case "jobs":
+			var zb0004 uint32
+			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Jobs")
+				return
+			}
+			if zb0004 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Jobs) >= int(zb0004) {
+				z.Jobs = (z.Jobs)[:zb0004]
+			} else {
+				z.Jobs = make([]Job, zb0004)
+			}
+			for za0002 := range z.Jobs {
+				bts, err = z.Jobs[za0002].UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Jobs", za0002)
+					return
+				}
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *SettleAndClaimResponse) Msgsize() (s int) {
+	s = 1 + 8 + msgp.ArrayHeaderSize
+	for za0001 := range z.Results {
+		s += 1 + 6
+		if z.Results[za0001].Error == nil {
+			s += msgp.NilSize
+		} else {
+			s += z.Results[za0001].Error.Msgsize()
+		}
+	}
+	s += 5 + msgp.ArrayHeaderSize
+	for za0002 := range z.Jobs {
+		s += z.Jobs[za0002].Msgsize()
+	}
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
 func (z *SettleRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
 	_ = field

@@ -130,6 +130,10 @@ func runCrash(ctx context.Context, h *harness, sys system, e *env) ([]float64, e
 		s.close()
 		return nil, notApplicable("no workers")
 	}
+	if _, ok := s.(ceilingStore); ok {
+		s.close()
+		return nil, notApplicable("a ceiling: no leases")
+	}
 	n := h.o.crashJobs
 	if err := fill(ctx, s, n); err != nil {
 		s.close()

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore"
@@ -22,8 +20,8 @@ func (lakeshoreSystem) name() string { return "lakeshore" }
 func (lakeshoreSystem) skip() string { return "" }
 
 func (lakeshoreSystem) settings(e *env) string {
-	return fmt.Sprintf("SDK (`lakeshore.Open` on a file, `Queue.Submit`/`SubmitMany`, workers are N goroutines "+
-		"looping `Queue.Working`, the SDK's worker step); SQLite plane with synchronous=%s (its default is FULL), WAL; "+
+	return fmt.Sprintf("SDK (`lakeshore.Open` on a file, `Queue.Submit`/`SubmitMany`, workers are one `lakeshore.Worker` "+
+		"at concurrency N, the SDK's worker runtime, which at N = 1 acks a job and claims the next in one commit); SQLite plane with synchronous=%s (its default is FULL), WAL; "+
 		"queue lease %s instead of the default 30 s (the common recovery window of the crash workload)", e.sync, e.leaseTTL)
 }
 
@@ -45,12 +43,15 @@ func newLakeshoreStore(d *lakeshore.Dispatch, e *env) (*lakeshoreStore, error) {
 		d.Close()
 		return nil, err
 	}
-	return &lakeshoreStore{d: d, q: q}, nil
+	return &lakeshoreStore{d: d, q: q, leaseTTL: e.leaseTTL,
+		logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}, nil
 }
 
 type lakeshoreStore struct {
-	d *lakeshore.Dispatch
-	q *lakeshore.Queue
+	d        *lakeshore.Dispatch
+	q        *lakeshore.Queue
+	leaseTTL time.Duration
+	logger   *slog.Logger
 }
 
 func (s *lakeshoreStore) enqueue(ctx context.Context, ref jobRef) error {
@@ -101,43 +102,24 @@ func (s *lakeshoreStore) work(ctx context.Context, p workParams) (func(context.C
 		}
 		return nil, nil
 	}
-	opts := &lakeshore.WorkingOptions{ClaimOptions: lakeshore.ClaimOptions{Wait: time.Second}}
-	var wg sync.WaitGroup
-	var settleErrors atomic.Int64
-	errc := make(chan error, p.concurrency)
-	for range p.concurrency {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				handled, err := s.q.Working(ctx, handler, opts)
-				switch {
-				case err == nil || ctx.Err() != nil:
-				case handled && errors.Is(err, lakeshore.ErrLeaseLost):
-					// The SDK's advice for a worker loop: go on while handled is true. A settle
-					// after the lease expired (a stall longer than the lease) is refused and
-					// the plane runs the job again.
-					settleErrors.Add(1)
-				default:
-					select {
-					case errc <- err:
-					default:
-					}
-					return
-				}
-			}
-		})
-	}
-	return func(context.Context) error {
+	// The SDK's worker runtime, as `lakeshore worker` and RunWorker run it: at concurrency
+	// 1 it acks each job and claims the next in one commit; wider, it claims in batches.
+	w, err := lakeshore.NewWorker(s.d, []lakeshore.Handler{lakeshore.Handle(s.q.Name(), handler)},
+		&lakeshore.WorkerOptions{Concurrency: p.concurrency, LeaseTTL: s.leaseTTL, Logger: s.logger})
+	if err != nil {
 		cancel()
-		wg.Wait()
-		if n := settleErrors.Load(); n > 0 {
-			fmt.Fprintf(os.Stderr, "   (lakeshore: %d settle(s) refused with ErrLeaseLost after a stall longer than the lease; those jobs ran again)\n", n)
-		}
-		select {
-		case err := <-errc:
+		return nil, err
+	}
+	if err := w.Start(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	return func(stopCtx context.Context) error {
+		defer cancel()
+		if err := w.Stop(stopCtx); err != nil && !errors.Is(err, context.Canceled) {
 			return err
-		default:
-			return nil
 		}
+		return nil
 	}, nil
 }
 

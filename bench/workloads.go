@@ -274,6 +274,9 @@ func runLatency(ctx context.Context, h *harness, sys system, e *env) ([]float64,
 	if _, err := s.pending(ctx); errors.Is(err, errNoWorkers) {
 		return nil, notApplicable("no workers")
 	}
+	if _, ok := s.(ceilingStore); ok {
+		return nil, notApplicable("a ceiling: no results")
+	}
 	total := int(float64(h.o.rate) * h.o.latencyDuration.Seconds())
 	started := make([]atomic.Int64, total) // handler start, Unix ns
 	enqueued := make([]int64, total)

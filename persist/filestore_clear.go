@@ -87,6 +87,6 @@ func (t *wtx) clearSpans(partition string, s idxset) error {
 	if err := t.addTombstones(s); err != nil {
 		return err
 	}
-	t.rows = true // wake waiters: what they wait for may now be decided
+	t.changed(partition) // wake waiters: what they wait for may now be decided
 	return nil
 }

@@ -238,7 +238,7 @@ func (q *fileQueue) compactOnce(ctx context.Context, threshold int) (bool, error
 		return false, fmt.Errorf("compact: %w", err)
 	}
 	q.metrics.compactions.Add(1)
-	q.hub.broadcast()
+	q.hub.notifyCommit(nil) // readiness is unchanged: GetMeta waiters sleep on
 	q.retire(c.inputs)
 	for _, f := range c.inputs {
 		os.Remove(filepath.Join(q.dataDir, f.file))

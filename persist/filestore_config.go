@@ -3,6 +3,7 @@ package persist
 import (
 	"cmp"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 )
@@ -36,6 +37,11 @@ const (
 )
 
 // Config configures Open. The zero value of every field but Dir means its default.
+//
+// Where the queue lives is configuration, not code: Open uses the HTTP store (a
+// `lakeshore serve` on another machine) when URL is set, when Dir holds an http:// or
+// https:// URL, or when Dir is empty and $LAKESHORE_URL is set; else the file store
+// under Dir. The same program thus runs against a local directory or a server.
 type Config struct {
 	// BusyTimeout is how long a transaction waits for another process's write lock on
 	// meta.db before failing. Defaults to BusyTimeoutDefault (30 s).
@@ -52,6 +58,17 @@ type Config struct {
 	CompactInterval time.Duration
 	// Dir is the root directory; the queue lives in Dir/{name}/. Required.
 	Dir string
+	// URL is the server of the HTTP store ("http://127.0.0.1:7077"); see Config. The
+	// file-store fields below (Dir aside) do not apply to it: the server's own
+	// configuration does.
+	URL string
+	// Namespace is the HTTP store's namespace on the server. Defaults to "default".
+	Namespace string
+	// Token is the bearer token the HTTP store sends. Defaults to $LAKESHORE_TOKEN.
+	Token string
+	// HTTPClient makes the HTTP store's requests. Defaults to a client keeping up to
+	// 1,024 idle connections.
+	HTTPClient *http.Client
 	// Durability chooses Durable (the default) or Buffered acknowledgement of puts.
 	Durability Durability
 	// FlushInterval is the longest time a row waits in the tail before a background
@@ -91,25 +108,25 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.Dir == "":
-		return &InvalidError{Field: "Config.Dir", Value: "", Rule: "a directory path"}
+		return &InvalidError{Field: "queue option Dir", Value: "", Rule: "a directory path"}
 	case c.BusyTimeout < 0:
-		return &InvalidError{Field: "Config.BusyTimeout", Value: c.BusyTimeout, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option BusyTimeout", Value: c.BusyTimeout, Rule: "positive, or 0 for the default"}
 	case c.CacheBytes < 0:
-		return &InvalidError{Field: "Config.CacheBytes", Value: c.CacheBytes, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option CacheBytes", Value: c.CacheBytes, Rule: "positive, or 0 for the default"}
 	case c.CompactFragments < -1 || c.CompactFragments == 1:
-		return &InvalidError{Field: "Config.CompactFragments", Value: c.CompactFragments, Rule: "at least 2, 0 for the default, or -1 to disable"}
+		return &InvalidError{Field: "queue option CompactFragments", Value: c.CompactFragments, Rule: "at least 2, 0 for the default, or -1 to disable"}
 	case c.CompactInterval < 0:
-		return &InvalidError{Field: "Config.CompactInterval", Value: c.CompactInterval, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option CompactInterval", Value: c.CompactInterval, Rule: "positive, or 0 for the default"}
 	case c.Durability != Durable && c.Durability != Buffered:
-		return &InvalidError{Field: "Config.Durability", Value: c.Durability, Rule: "Durable or Buffered"}
+		return &InvalidError{Field: "queue option Durability", Value: c.Durability, Rule: "Durable or Buffered"}
 	case c.FlushInterval < 0 && c.FlushInterval != -1:
-		return &InvalidError{Field: "Config.FlushInterval", Value: c.FlushInterval, Rule: "positive, 0 for the default, or -1 to disable"}
+		return &InvalidError{Field: "queue option FlushInterval", Value: c.FlushInterval, Rule: "positive, 0 for the default, or -1 to disable"}
 	case c.FlushRows < -1:
-		return &InvalidError{Field: "Config.FlushRows", Value: c.FlushRows, Rule: "positive, 0 for the default, or -1 to disable"}
+		return &InvalidError{Field: "queue option FlushRows", Value: c.FlushRows, Rule: "positive, 0 for the default, or -1 to disable"}
 	case c.PollInterval < 0:
-		return &InvalidError{Field: "Config.PollInterval", Value: c.PollInterval, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option PollInterval", Value: c.PollInterval, Rule: "positive, or 0 for the default"}
 	case c.RowGroupRows < 0:
-		return &InvalidError{Field: "Config.RowGroupRows", Value: c.RowGroupRows, Rule: "positive, or 0 for the default"}
+		return &InvalidError{Field: "queue option RowGroupRows", Value: c.RowGroupRows, Rule: "positive, or 0 for the default"}
 	}
 	return nil
 }

@@ -83,7 +83,7 @@ func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string
 		if _, err := t.exec(`DELETE FROM held WHERE partition = ? AND task = ?`, partition, task); err != nil {
 			return fmt.Errorf("reset assignments: %w", err)
 		}
-		t.rows = true // wake waiting readers: samples are ready again
+		t.changed(partition) // wake waiting readers: samples are ready again
 		return nil
 	})
 }

@@ -102,7 +102,7 @@ func (q *fileQueue) flush(ctx context.Context) error {
 		q.metrics.flushes.Add(1)
 		q.metrics.lastFlush.Store(time.Now().UnixNano())
 		q.metrics.lastFlushDur.Store(int64(time.Since(start)))
-		q.hub.broadcast() // wakes waiters on "flushed" (tests, Stats watchers)
+		q.hub.notifyCommit(nil) // wakes streams and Changes waiters (tests, Stats watchers); readiness is unchanged
 		q.dropFlushedTail(ctx)
 		if !more {
 			return nil

@@ -49,8 +49,9 @@ type fileQueue struct {
 	compactMu   sync.Mutex
 	compactKick chan struct{}
 	retired     retiredSet
-	// testHook, when set by a test, is called at named points of flush and compaction
-	// ("flush-claimed", "flush-renamed", "compact-claimed", "compact-renamed").
+	// testHook, when set by a test, is called at named points of flush, compaction
+	// ("flush-claimed", "flush-renamed", "compact-claimed", "compact-renamed") and of
+	// GetMeta ("getmeta-chosen": a batch chosen on a read snapshot, not yet recorded).
 	testHook func(point string)
 	fileSeq  atomic.Int64
 	bgCancel context.CancelFunc

@@ -219,7 +219,7 @@ func (t *wtx) putRows(p *putPrepared) (int64, error) {
 	t.ps.next = lo + n
 	t.ps.tailRows += n
 	t.ps.tailAdd += n
-	t.rows = true
+	t.changed(p.partition)
 	if fr := t.q.cfg.FlushRows; fr > 0 && t.ps.tailRows >= int64(fr) {
 		t.kick = true
 	}
@@ -387,7 +387,7 @@ func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
 	if err := metaAdd(t.ctx, t, "tail_rows", int64(len(indexes))); err != nil {
 		return err
 	}
-	t.rows = true
+	t.changed(p.partition)
 	return nil
 }
 

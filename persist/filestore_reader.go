@@ -2,13 +2,15 @@ package persist
 
 import (
 	"context"
-
+	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 // Reader does two-phase reads for training loops: GetMeta decides which samples a
@@ -65,17 +67,15 @@ func (r *fileReader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta,
 }
 
 // getMetaOnce is one attempt of GetMeta: it hands out a batch (done), or in wait mode
-// waits for the next commit (not done) or for the end of the wait (done, an error).
+// waits for the next commit that changes the partition (not done) or for the end of
+// the wait (done, an error).
 func (q *fileQueue) getMetaOnce(ctx context.Context, rq *MetaRequest, sampler Sampler, deadline <-chan time.Time) (*BatchMeta, bool, error) {
-	woken, release := q.hub.watch() // taken before the attempt, so no commit is missed
+	// Taken before the attempt, so no commit is missed. Only commits that change the
+	// partition (or other processes' commits, or Close) wake it.
+	woken, release := q.hub.watchPartition(rq.Partition)
 	defer release()
-	var idx []int64
-	var schema Schema
-	err := q.w.do(ctx, func(t *wtx) error {
-		var err error
-		idx, schema, err = t.getMeta(rq, sampler)
-		return err
-	})
+	start := time.Now()
+	idx, schema, err := q.handOut(ctx, rq, sampler)
 	if err == nil {
 		meta, err := q.batchMeta(ctx, rq, idx, schema)
 		return meta, true, err
@@ -83,18 +83,46 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *MetaRequest, sampler Sa
 	if !errors.Is(err, errNotFull) {
 		return nil, true, err
 	}
+	timeout := func() error {
+		return fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
+			ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, GetMetaTimeoutDefault))
+	}
+	// An attempt that took long (a large ready set, a sampler paging past many
+	// incomplete GRPO groups) is not repeated before waitBackoff times its duration
+	// has passed, however often the partition changes: a waiter then spends at most
+	// about 1/(waitBackoff+1) of a core, and producers keep the rest.
+	if pause := waitBackoff * time.Since(start); pause >= minWaitBackoff {
+		t := time.NewTimer(pause)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-deadline:
+			return nil, true, timeout()
+		case <-q.closing:
+			return nil, true, ErrClosed
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
+		}
+	}
 	select {
 	case <-woken:
 		return nil, false, nil
 	case <-deadline:
-		return nil, true, fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
-			ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, GetMetaTimeoutDefault))
+		return nil, true, timeout()
 	case <-q.closing:
 		return nil, true, ErrClosed
 	case <-ctx.Done():
 		return nil, true, ctx.Err()
 	}
 }
+
+// waitBackoff and minWaitBackoff: a waiting GetMeta whose attempt took d does not try
+// again before waitBackoff×d has passed, when that is at least minWaitBackoff (cheap
+// attempts retry at the next change).
+const (
+	waitBackoff    = 3
+	minWaitBackoff = 5 * time.Millisecond
+)
 
 func cmpOr(d, def time.Duration) time.Duration {
 	if d == 0 {
@@ -103,24 +131,142 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return d
 }
 
-// getMeta is the write op of GetMeta.
-func (t *wtx) getMeta(rq *MetaRequest, sampler Sampler) ([]int64, Schema, error) {
-	s, err := t.loadSchema()
+// errHandOutConflict reports that the samples a GetMeta chose on a read snapshot were
+// taken (consumed, cleared, held or assigned) before its write transaction: it
+// chooses again.
+var errHandOutConflict = errors.New("chosen samples were taken meanwhile")
+
+// maxHandOutConflicts bounds how often one GetMeta chooses on a read snapshot and
+// loses its samples to another consumer; it then chooses inside the write transaction,
+// which always succeeds.
+const maxHandOutConflicts = 4
+
+// handOut chooses a batch and records it. The ready set is computed and the sampler
+// runs on a read snapshot, outside the writer, so a consumer — above all one waiting
+// for a full batch, re-run after every commit of its partition — never holds up
+// producers; only a batch to hand out takes the writer, for a short transaction that
+// checks the chosen samples are still free (not consumed by the task, not cleared,
+// not held by another group, the group's stored assignment unchanged) and records the
+// consumption and assignment. If they were taken meanwhile it chooses again; after
+// maxHandOutConflicts such losses it chooses inside the write transaction.
+func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sampler) ([]int64, Schema, error) {
+	for range maxHandOutConflicts {
+		var p *metaPlan
+		err := q.readSnapshot(ctx, func(t *wtx) error {
+			var err error
+			p, err = t.loadMetaState(rq)
+			return err
+		})
+		if err != nil {
+			return nil, Schema{}, err
+		}
+		if err := p.sample(ctx, rq, sampler); err != nil {
+			return nil, p.schema, err
+		}
+		if len(p.idx) == 0 && p.src.assigned == nil {
+			return p.idx, p.schema, nil // nothing to record
+		}
+		q.hook("getmeta-chosen")
+		err = q.w.do(ctx, func(t *wtx) error { return t.recordMeta(rq, p, true) })
+		if err == nil {
+			return p.idx, p.schema, nil
+		}
+		if !errors.Is(err, errHandOutConflict) {
+			return nil, p.schema, err
+		}
+	}
+	var p *metaPlan
+	err := q.w.do(ctx, func(t *wtx) error {
+		var err error
+		if p, err = t.loadMetaState(rq); err != nil {
+			return err
+		}
+		if err := p.sample(t.ctx, rq, sampler); err != nil {
+			return err
+		}
+		return t.recordMeta(rq, p, false)
+	})
 	if err != nil {
+		if p != nil {
+			return nil, p.schema, err
+		}
 		return nil, Schema{}, err
 	}
+	return p.idx, p.schema, nil
+}
+
+// readSnapshot runs fn on one read transaction of the read pool (a consistent
+// snapshot of meta.db), through a *wtx whose writes fail (the read connections are
+// query-only). The connection is released before readSnapshot returns, so that fn's
+// caller may read fragments (their own read transactions) afterwards.
+func (q *fileQueue) readSnapshot(ctx context.Context, fn func(t *wtx) error) error {
+	conn, err := q.rdb.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	t := &wtx{ctx: ctx, conn: conn, q: q, stmts: map[string]*sql.Stmt{}}
+	err = fn(t)
+	for _, st := range t.stmts {
+		st.Close()
+	}
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil && err == nil {
+		err = fmt.Errorf("end read: %w", rerr)
+	}
+	if err != nil {
+		return err
+	}
+	for _, f := range t.after {
+		f() // caches of committed state only: a read transaction sees nothing else
+	}
+	return nil
+}
+
+// metaPlan is one GetMeta's choice: what its transaction or snapshot showed (src), and
+// the samples the sampler chose.
+type metaPlan struct {
+	schema Schema
+	src    *fileSampleSource
+	idx    []int64
+}
+
+// loadMetaState reads, through t (a read snapshot or the write transaction),
+// everything a GetMeta's sampler may look at: the schema, the ready set, the
+// partition's spans, the group's stored assignment and the (partition, task) holds.
+func (t *wtx) loadMetaState(rq *MetaRequest) (*metaPlan, error) {
+	s, err := t.loadSchema()
+	if err != nil {
+		return nil, err
+	}
+	p := &metaPlan{schema: *s, src: &fileSampleSource{Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, q: t.q}}
 	known := true
 	for _, f := range rq.Fields {
 		if _, ok := s.Kind(f); !ok {
 			known = false // a field no sample has yet: nothing is ready
 		}
 	}
-	var ready, part idxset
 	if known {
-		if ready, part, err = t.readySet(rq.Partition, rq.Task, rq.Fields); err != nil {
-			return nil, *s, err
+		if p.src.ready, p.src.partSpans, err = t.readySet(rq.Partition, rq.Task, rq.Fields); err != nil {
+			return nil, err
 		}
 	}
+	if p.src.stored, p.src.storedOK, err = t.assignment(rq.Partition, rq.Task, rq.DPRank, rq.BatchIndex); err != nil {
+		return nil, err
+	}
+	if p.src.held, err = loadSpans(t.ctx, t, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? ORDER BY lo`, rq.Partition, rq.Task); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// sample runs the sampler on the loaded state and checks what it returned. In wait
+// mode a partial batch is errNotFull (nothing is recorded, not even an assignment the
+// sampler made).
+func (p *metaPlan) sample(ctx context.Context, rq *MetaRequest, sampler Sampler) error {
+	ready := p.src.ready
 	// The sampler runs even when nothing is ready, so that its rules (GRPO batch sizes)
 	// fail at once rather than after a wait.
 	window := max(4*rq.BatchSize, 1024)
@@ -128,42 +274,97 @@ func (t *wtx) getMeta(rq *MetaRequest, sampler Sampler) ([]int64, Schema, error)
 		window = max(ws.Window(rq.BatchSize), rq.BatchSize)
 	}
 	in := &SampleInput{Ready: ready.first(window), BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition,
-		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex,
-		Source: &fileSampleSource{Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex,
-			t: t, q: t.q, partSpans: part, ready: ready}}
+		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, Source: p.src}
 	in.MoreReady = int64(len(in.Ready)) < ready.count()
-	idx, err := sampler.Sample(t.ctx, in)
+	idx, err := sampler.Sample(ctx, in)
 	if err != nil {
-		return nil, *s, err
+		return err
 	}
 	if len(idx) > rq.BatchSize {
-		return nil, *s, fmt.Errorf("%w: sampler %s returned %d samples for a batch of %d", ErrInvalid, rq.Sampler.Name, len(idx), rq.BatchSize)
+		return fmt.Errorf("%w: sampler %s returned %d samples for a batch of %d", ErrInvalid, rq.Sampler.Name, len(idx), rq.BatchSize)
 	}
 	// Everything handed out must be ready now, or be the group's stored assignment.
 	chosen := setOf(idx)
 	if int(chosen.count()) != len(idx) {
-		return nil, *s, fmt.Errorf("%w: sampler %s returned an index twice", ErrInvalid, rq.Sampler.Name)
+		return fmt.Errorf("%w: sampler %s returned an index twice", ErrInvalid, rq.Sampler.Name)
 	}
 	bad := chosen.minus(ready)
-	if len(bad) > 0 {
-		if stored, ok, err := in.Assignment(); err != nil {
-			return nil, *s, err
-		} else if ok {
-			bad = bad.minus(setOf(stored))
-		}
+	if len(bad) > 0 && p.src.storedOK {
+		bad = bad.minus(setOf(p.src.stored))
 	}
 	if len(bad) > 0 {
-		return nil, *s, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
+		return fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
 	}
 	if rq.Wait && len(idx) < rq.BatchSize {
-		return nil, *s, errNotFull // rolls back any assignment the sampler stored
+		return errNotFull
 	}
-	if !rq.DeferConsume && len(idx) > 0 {
-		if err := t.markConsumed(rq.Partition, rq.Task, chosen); err != nil {
-			return nil, *s, err
+	p.idx = idx
+	return nil
+}
+
+// recordMeta is the write op of GetMeta: it stores the assignment the sampler made
+// and marks the batch consumed (unless DeferConsume). With recheck (the plan was made
+// on a read snapshot) it first checks, for the chosen samples only, what may have
+// changed since: the group's stored assignment, and that the samples are not consumed
+// by the task, not cleared and (for a new assignment) not held by another group;
+// errHandOutConflict otherwise. Readiness can change no other way: a sample's
+// partition and production never go back.
+func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
+	src := p.src
+	chosen := setOf(p.idx)
+	if recheck {
+		stored, ok, err := t.assignment(rq.Partition, rq.Task, rq.DPRank, rq.BatchIndex)
+		if err != nil {
+			return err
+		}
+		if ok != src.storedOK || !slices.Equal(stored, src.stored) {
+			return errHandOutConflict
+		}
+		fresh := chosen
+		if src.storedOK {
+			fresh = fresh.minus(setOf(src.stored)) // checked against the stored assignment above
+		}
+		if len(fresh) > 0 {
+			lo, hi := fresh[0].lo, fresh[len(fresh)-1].hi
+			consumed, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? AND lo < ? AND hi > ? ORDER BY lo`, rq.Partition, rq.Task, hi, lo)
+			if err != nil {
+				return err
+			}
+			tomb, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM tombstones WHERE lo < ? AND hi > ? ORDER BY lo`, hi, lo)
+			if err != nil {
+				return err
+			}
+			if len(fresh.intersect(consumed)) > 0 || len(fresh.intersect(tomb)) > 0 {
+				return errHandOutConflict
+			}
+		}
+		if src.assigned != nil && len(src.assigned) > 0 {
+			a := setOf(src.assigned)
+			held, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? AND lo < ? AND hi > ? ORDER BY lo`,
+				rq.Partition, rq.Task, a[len(a)-1].hi, a[0].lo)
+			if err != nil {
+				return err
+			}
+			if len(a.intersect(held)) > 0 {
+				return errHandOutConflict
+			}
 		}
 	}
-	return idx, *s, nil
+	if src.assigned != nil {
+		if _, err := t.exec(`INSERT OR REPLACE INTO assignments(partition, task, dp_rank, batch_index, indexes) VALUES (?, ?, ?, ?, ?)`,
+			rq.Partition, rq.Task, rq.DPRank, rq.BatchIndex, encodeIndexes(src.assigned)); err != nil {
+			return fmt.Errorf("store assignment: %w", err)
+		}
+		if err := t.addHeld(rq.Partition, rq.Task, setOf(src.assigned)); err != nil {
+			return err
+		}
+	}
+	if !rq.DeferConsume && len(p.idx) > 0 {
+		if err := t.markConsumed(rq.Partition, rq.Task, chosen); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readySet computes the samples of partition with all fields produced, not consumed by

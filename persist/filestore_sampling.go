@@ -7,15 +7,22 @@ import (
 
 var _ SampleSource = (*fileSampleSource)(nil)
 
-// fileSampleSource is the file store's SampleSource: the state of one GetMeta inside
-// its write transaction.
+// fileSampleSource is the file store's SampleSource: the state of one GetMeta, read
+// from one snapshot of meta.db (a read transaction, or the write transaction when
+// GetMeta falls back to choosing inside it) before the sampler runs. An assignment
+// the sampler makes is recorded here and written by the GetMeta's write transaction
+// (recordMeta), which first checks that the snapshot still holds for the chosen
+// samples.
 type fileSampleSource struct {
 	Task, Partition    string
 	DPRank, BatchIndex int
-	t                  *wtx
 	q                  *fileQueue
 	partSpans          idxset
-	ready              idxset // every ready sample; Ready is its first window
+	ready              idxset  // every ready sample; Ready is its first window
+	stored             []int64 // the group's stored assignment, if storedOK
+	storedOK           bool
+	held               idxset  // the holds of (Partition, Task)
+	assigned           []int64 // what the sampler assigned (nil: nothing)
 }
 
 // ReadyAfter returns, ascending, up to n ready samples with an index greater than
@@ -77,9 +84,14 @@ func (in *fileSampleSource) Ordinals(indexes []int64) []int64 {
 // Assignment returns the indexes stored for (Task, Partition, DPRank, BatchIndex) by
 // an earlier GetMeta of any process, and whether there is one.
 func (in *fileSampleSource) Assignment() ([]int64, bool, error) {
+	return append([]int64(nil), in.stored...), in.storedOK, nil
+}
+
+// assignment reads the stored assignment of (partition, task, dpRank, batchIndex).
+func (t *wtx) assignment(partition, task string, dpRank, batchIndex int) ([]int64, bool, error) {
 	var b []byte
-	err := in.t.queryRow(`SELECT indexes FROM assignments WHERE partition = ? AND task = ? AND dp_rank = ? AND batch_index = ?`,
-		in.Partition, in.Task, in.DPRank, in.BatchIndex).Scan(&b)
+	err := t.queryRow(`SELECT indexes FROM assignments WHERE partition = ? AND task = ? AND dp_rank = ? AND batch_index = ?`,
+		partition, task, dpRank, batchIndex).Scan(&b)
 	if err != nil {
 		if isNoRows(err) {
 			return nil, false, nil
@@ -97,22 +109,15 @@ func (in *fileSampleSource) Assignment() ([]int64, bool, error) {
 // the same transaction that hands them out, and marks them held (see ReadyUnheld).
 // ResetConsumption and ClearPartition clear assignments.
 func (in *fileSampleSource) Assign(indexes []int64) error {
-	if _, err := in.t.exec(`INSERT OR REPLACE INTO assignments(partition, task, dp_rank, batch_index, indexes) VALUES (?, ?, ?, ?, ?)`,
-		in.Partition, in.Task, in.DPRank, in.BatchIndex, encodeIndexes(indexes)); err != nil {
-		return fmt.Errorf("store assignment: %w", err)
-	}
-	return in.t.addHeld(in.Partition, in.Task, setOf(indexes))
+	in.assigned = append([]int64{}, indexes...)
+	return nil
 }
 
 // ReadyUnheld returns, ascending, the first n ready samples that no stored assignment
 // of (Task, Partition) holds: with DeferConsume, samples handed to one data-parallel
 // group stay ready until consumed, and must not be offered to another group.
 func (in *fileSampleSource) ReadyUnheld(n int) ([]int64, error) {
-	held, err := loadSpans(in.t.ctx, in.t, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? ORDER BY lo`, in.Partition, in.Task)
-	if err != nil {
-		return nil, err
-	}
-	return in.ready.minus(held).first(n), nil
+	return in.ready.minus(in.held).first(n), nil
 }
 
 // addHeld merges s into the held spans of (partition, task).

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 )
 
 // The writer goroutine owns the only write connection of this process to meta.db. Every
@@ -30,12 +32,23 @@ type wtx struct {
 	conn   *sql.Conn
 	q      *fileQueue
 	stmts  map[string]*sql.Stmt
-	schema *Schema // loaded lazily once per transaction
-	rows   bool    // some op added rows: wake waiters after commit
+	schema *Schema             // loaded lazily once per transaction
+	rows   bool                // some op added rows: wake waiters after commit
+	parts  map[string]struct{} // partitions whose samples changed: wake their GetMeta waiters
 	ps     putState
 	fsIDs  map[string]int64 // field sets created or read in this transaction
 	kick   bool             // the tail passed FlushRows: start a background flush after commit
 	after  []func()
+}
+
+// changed records that this transaction changed the samples of partition (their
+// production, consumption or clearing): its waiters wake after commit.
+func (t *wtx) changed(partition string) {
+	t.rows = true
+	if t.parts == nil {
+		t.parts = map[string]struct{}{}
+	}
+	t.parts[partition] = struct{}{}
 }
 
 // exec runs a (cached, prepared) statement.
@@ -142,11 +155,15 @@ func (t *wtx) saveSchema(old, s Schema) error {
 }
 
 type writer struct {
-	q    *fileQueue
-	ops  chan writeOp
-	conn *sql.Conn
-	wg   sync.WaitGroup
-	stop context.CancelFunc
+	q   *fileQueue
+	ops chan writeOp
+	// probes asks the writer whether another process committed since the last probe:
+	// PRAGMA data_version on the write connection, which this process's own commits
+	// (all made on that connection) never change.
+	probes chan chan bool
+	conn   *sql.Conn
+	wg     sync.WaitGroup
+	stop   context.CancelFunc
 }
 
 func startWriter(q *fileQueue, db *sql.DB) (*writer, error) {
@@ -156,7 +173,7 @@ func startWriter(q *fileQueue, db *sql.DB) (*writer, error) {
 		cancel()
 		return nil, fmt.Errorf("writer connection: %w", err)
 	}
-	w := &writer{q: q, ops: make(chan writeOp, maxGroupOps), conn: conn, stop: cancel}
+	w := &writer{q: q, ops: make(chan writeOp, maxGroupOps), probes: make(chan chan bool), conn: conn, stop: cancel}
 	w.wg.Go(func() { w.loop(ctx) })
 	return w, nil
 }
@@ -187,6 +204,24 @@ func (w *writer) submit(ctx context.Context, op writeOp) error {
 	}
 }
 
+// othersCommitted reports whether another process committed to meta.db since the
+// last call (true also when that cannot be read). It waits for the transaction in
+// progress, if any.
+func (w *writer) othersCommitted(ctx context.Context) bool {
+	answer := make(chan bool, 1)
+	select {
+	case w.probes <- answer:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case changed := <-answer:
+		return changed
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // close stops the loop after the ops already queued have run.
 func (w *writer) close() {
 	w.stop()
@@ -202,9 +237,14 @@ func (w *writer) loop(ctx context.Context) {
 		w.conn.Close()
 	}()
 	batch := make([]writeOp, 0, maxGroupOps)
+	watch := sqlitedb.NewCommitWatch(ctx, w.conn)
 	for {
 		var op writeOp
 		select {
+		case answer := <-w.probes:
+			changed, err := watch.Changed(ctx)
+			answer <- changed || err != nil
+			continue
 		case op = <-w.ops:
 		case <-ctx.Done():
 			// Drain ops that were queued before the stop.
@@ -287,6 +327,7 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 			t.after = t.after[:nafter]
 			t.schema = saved.schema
 			t.rows = saved.rows
+			// t.parts keeps the failed op's partitions: a spurious wake-up is harmless.
 			t.kick = saved.kick
 			t.ps = saved.ps
 			t.fsIDs = nil // ids created by the failed op are gone
@@ -318,7 +359,7 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 		f()
 	}
 	if t.rows {
-		w.q.hub.broadcast()
+		w.q.hub.notifyCommit(t.parts)
 	}
 	if t.kick {
 		select {

@@ -65,16 +65,16 @@ func (m *BatchMeta) FieldNames() []string {
 
 func (r *MetaRequest) validate() error {
 	if len(r.Fields) == 0 {
-		return &InvalidError{Field: "MetaRequest.Fields", Value: nil, Rule: "at least one field name"}
+		return &InvalidError{Field: "fields", Value: nil, Rule: "at least one field name"}
 	}
 	if r.BatchSize < 1 {
-		return &InvalidError{Field: "MetaRequest.BatchSize", Value: r.BatchSize, Rule: "≥ 1"}
+		return &InvalidError{Field: "batch_size", Value: r.BatchSize, Rule: "≥ 1"}
 	}
 	if err := checkTask(r.Task); err != nil {
 		return err
 	}
 	if r.Timeout < 0 {
-		return &InvalidError{Field: "MetaRequest.Timeout", Value: r.Timeout, Rule: "≥ 0"}
+		return &InvalidError{Field: "timeout", Value: r.Timeout, Rule: "≥ 0"}
 	}
 	return checkName("partition", r.Partition)
 }

@@ -39,16 +39,16 @@ func (s Shard) active() bool { return s.WorldSize > 1 }
 
 func (s Shard) validate() error {
 	if s.WorldSize < 0 {
-		return &InvalidError{Field: "Shard.WorldSize", Value: s.WorldSize, Rule: "≥ 0"}
+		return &InvalidError{Field: "shard world_size", Value: s.WorldSize, Rule: "≥ 0"}
 	}
 	if !s.active() {
 		return nil
 	}
 	if s.Rank < 0 || s.Rank >= s.WorldSize {
-		return &InvalidError{Field: "Shard.Rank", Value: s.Rank, Rule: "in [0, WorldSize)"}
+		return &InvalidError{Field: "shard rank", Value: s.Rank, Rule: "in [0, world_size)"}
 	}
 	if b := s.buckets(); b < s.WorldSize {
-		return &InvalidError{Field: "Shard.Buckets", Value: b, Rule: "≥ WorldSize"}
+		return &InvalidError{Field: "shard buckets", Value: b, Rule: "≥ world_size"}
 	}
 	return nil
 }

@@ -22,8 +22,27 @@ func New(s Store) *Queue { return &Queue{s: s} }
 // the change watcher; Close stops them. name must be 1–128 bytes of [A-Za-z0-9._-],
 // not starting with . _ or -. Errors: *InvalidError for a bad name or Config, and I/O
 // or SQLite errors.
+//
+// With an http(s) target (Config.URL, an http(s) URL in Config.Dir, or $LAKESHORE_URL when
+// Dir is empty) it opens the queue on that server instead (OpenHTTPStore): the same
+// Queue, Reader and KVView over HTTP. When cfg.Dir is a URL whose scheme a store package
+// registered (RegisterTarget), that store opens the queue instead: with persist/lakestore
+// imported, Dir "postgres://…?blob=<bucket URL>" opens the distributed store
+// (docs/persist.md).
 func Open(ctx context.Context, name string, cfg *Config) (*Queue, error) {
-	s, err := OpenFileStore(ctx, name, cfg)
+	var s Store
+	var err error
+	var dir string
+	if cfg != nil {
+		dir = cfg.Dir
+	}
+	if open, ok := targetOpener(dir); ok { // a registered URL target (RegisterTarget)
+		s, err = open(ctx, name, dir, cfg)
+	} else if target := cfg.httpTarget(); target != "" {
+		s, err = OpenHTTPStore(ctx, target, name, cfg)
+	} else {
+		s, err = OpenFileStore(ctx, name, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}

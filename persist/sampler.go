@@ -6,9 +6,15 @@ import (
 )
 
 // Sampler chooses which ready samples a GetMeta hands out. Implement it to add a
-// strategy; Sequential, RankAware and GRPOGroupN are built in. Sample runs inside the
-// GetMeta write transaction (so concurrent readers in any process never hand out the
-// same sample twice to one task); it must be quick and must not call the Queue.
+// strategy; Sequential, RankAware and GRPOGroupN are built in. Sample sees one
+// consistent snapshot of the store (the file store runs it on a read snapshot,
+// outside its writer, so that waiting consumers do not hold up producers); the store
+// then records the batch (consumption, the assignment made with Assign) in one
+// transaction that first checks the chosen samples are still free, and runs Sample
+// again on a fresh snapshot if another consumer took them meanwhile — so concurrent
+// readers in any process never hand out the same sample twice to one task. Sample
+// may therefore run more than once per GetMeta; it must have no effect outside
+// SampleInput, must be quick and must not call the Queue.
 type Sampler interface {
 	// Sample returns up to in.BatchSize global indexes chosen from in.Ready (or a
 	// stored assignment, see SampleInput.Assignment). Returning fewer is allowed (a
@@ -24,7 +30,7 @@ type WindowSampler interface {
 }
 
 // SampleInput is what a Sampler sees: the request, the first window of ready samples,
-// and the Source of the store running the GetMeta, inside its transaction.
+// and the Source of the store running the GetMeta, all of one snapshot.
 type SampleInput struct {
 	// Ready lists, ascending, samples of Partition whose requested fields are all
 	// produced, that Task has not consumed and that are not cleared — the first
@@ -44,10 +50,11 @@ type SampleInput struct {
 	Source SampleSource
 }
 
-// SampleSource is what a store gives its samplers for one GetMeta, inside the
-// transaction that hands samples out: every store (the file store, and next the HTTP
-// and distributed stores) implements it, so the samplers of this package run on any
-// store. The methods are those of SampleInput, which documents them.
+// SampleSource is what a store gives its samplers for one GetMeta, as of one
+// snapshot (an Assign takes effect in the transaction that hands the samples out):
+// every store (the file store, and next the HTTP and distributed stores) implements
+// it, so the samplers of this package run on any store. The methods are those of
+// SampleInput, which documents them.
 type SampleSource interface {
 	ReadyAfter(after int64, n int) ([]int64, bool)
 	ReadyUnheld(n int) ([]int64, error)

@@ -49,7 +49,7 @@ func (g GRPOGroupN) Sample(ctx context.Context, in *SampleInput) ([]int64, error
 		return nil, err
 	}
 	if in.BatchSize%g.N != 0 {
-		return nil, &InvalidError{Field: "batch size", Value: in.BatchSize,
+		return nil, &InvalidError{Field: "batch_size", Value: in.BatchSize,
 			Rule: fmt.Sprintf("a multiple of the GRPO group size %d (whole groups only)", g.N)}
 	}
 	type group struct {

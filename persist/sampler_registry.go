@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -102,19 +103,57 @@ func DecodeSamplerParams(sampler string, params json.RawMessage, dst any) error 
 	if params == nil {
 		return nil
 	}
+	bad := func(problem string) error {
+		return &InvalidError{Field: "sampler " + sampler + " parameters", Value: string(params),
+			Rule: "a JSON object of the sampler's parameters (" + problem + ")"}
+	}
+	if key, ok := duplicateKey(params); ok {
+		return bad(fmt.Sprintf("parameter %q is given twice", key))
+	}
 	dec := json.NewDecoder(bytes.NewReader(params))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return &InvalidError{Field: "sampler " + sampler + " parameters", Value: string(params),
-			Rule: "a JSON object of the sampler's parameters (" + jsonProblem(err) + ")"}
+		return bad(jsonProblem(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("data follows the object")
 	}
 	return nil
+}
+
+// duplicateKey returns a key that params, a JSON object, has twice (the HTTP API
+// refuses such objects, and encoding/json would silently keep the last).
+func duplicateKey(params json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(params))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false // not an object: Decode says so
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		key, _ := t.(string)
+		if seen[key] {
+			return key, true
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // jsonProblem describes a decoding error in JSON terms.
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
+		if te.Field == "" {
+			return "got a JSON " + te.Value + ", not an object"
+		}
 		return fmt.Sprintf("%s must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String()))
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")

@@ -34,7 +34,7 @@ func (s SeqLenBalanced) Sample(ctx context.Context, in *SampleInput) ([]int64, e
 		return nil, err
 	}
 	if in.BatchSize%s.Groups != 0 {
-		return nil, &InvalidError{Field: "batch size", Value: in.BatchSize, Rule: fmt.Sprintf("a multiple of SeqLenBalanced.Groups (%d)", s.Groups)}
+		return nil, &InvalidError{Field: "batch_size", Value: in.BatchSize, Rule: fmt.Sprintf("a multiple of the seqlen-balanced parameter groups (%d)", s.Groups)}
 	}
 	n := min(in.BatchSize, len(in.Ready))
 	n -= n % s.Groups // only equal-count parts

@@ -32,6 +32,23 @@ type Driver interface {
 	// The returned error is for the whole call (nothing settled).
 	InvocationSettleMany(ctx context.Context, params []SettleParams) ([]error, error)
 
+	// InvocationSettleAndClaim settles claimed invocations and claims the next ones in the
+	// same transaction: one durable commit per job for a worker that takes its next job as
+	// it finishes the last. Settle has InvocationSettleMany's per-item results (nil,
+	// ErrLeaseLost, ErrNotFound); Claim is InvocationClaimMany's params and answer.
+	//
+	// A stale token (the lease expired and the job moved on, or it was killed) fences its
+	// settle exactly as InvocationSettleMany does: ErrLeaseLost for that item, nothing
+	// changed. The claim still happens: the caller holds no lease on that job either way,
+	// so its slot is free for the next one.
+	//
+	// With Claim.Wait > 0 and nothing claimable, the settles are committed first, then the
+	// claim waits as InvocationClaimMany does; ctx ending during that wait returns the
+	// settle results, no jobs and no error (the settles are done). The returned error is
+	// for the whole call: nothing was settled or claimed. Errors: *InvalidError (a bad
+	// settle or claim param).
+	InvocationSettleAndClaim(ctx context.Context, settle []SettleParams, claim *ClaimParams) ([]error, []*Job, error)
+
 	// InvocationHeartbeatMany extends leases. One result per param: the new lease expiry,
 	// or ErrLeaseLost (the lease expired, moved to another claim, or the job was killed).
 	InvocationHeartbeatMany(ctx context.Context, params []HeartbeatParams) ([]HeartbeatResult, error)

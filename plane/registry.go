@@ -46,6 +46,12 @@ const (
 	PermissionRead Permission = "read"
 	// PermissionAdmin: everything, including tokens and admission.
 	PermissionAdmin Permission = "admin"
+	// PermissionDataPut: put records and fields into data queues, flush, clear, KV puts
+	// and clears (package persist over HTTP).
+	PermissionDataPut Permission = "data:put"
+	// PermissionDataRead: read data queues (ranges, streams, samplers, KV gets), and
+	// mark or reset consumption.
+	PermissionDataRead Permission = "data:read"
 )
 
 // TokenInfo is a stored access token: only the hash of its secret is kept.

@@ -232,3 +232,15 @@ func (p *ListParams) Validate() error {
 // ListScanFactor × the page's limit. A page may therefore hold fewer invocations than its
 // limit and still have a Next cursor: the listing goes on from there.
 const ListScanFactor = 10
+
+// Validate checks the params of one settle: a valid id, a known outcome, a result of at
+// most MaxValueBytes. Errors: *InvalidError.
+func (p *SettleParams) Validate() error {
+	if err := ValidateID(p.ID); err != nil {
+		return err
+	}
+	if p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeTimedOut {
+		return Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
+	}
+	return ValidateValueSize("result", len(p.Result))
+}

@@ -108,6 +108,9 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, p *princi
 	return nil
 }
 
+// seriesPerms: any permission on a queue shows its series, data queues' included.
+var seriesPerms = append(append([]plane.Permission(nil), anyPerms...), plane.PermissionDataPut, plane.PermissionDataRead)
+
 // coversSeries reports whether p may see a series with these labels: one without a
 // namespace label always; else when p holds any permission on its namespace (and queue,
 // when labelled).
@@ -126,7 +129,7 @@ func (p *principal) coversSeries(labels []*dto.LabelPair) bool {
 	case !hasNS:
 		return true
 	case hasQ:
-		return p.allows(ns, q, anyPerms...)
+		return p.allows(ns, q, seriesPerms...)
 	}
-	return p.allowsNamespace(ns, anyPerms...)
+	return p.allowsNamespace(ns, seriesPerms...)
 }

@@ -33,6 +33,7 @@ func (s *Server) registerRoutes() {
 		"POST " + q + "/invocations/batch":               s.handleSubmitBatch,
 		"GET " + q + "/invocations":                      s.handleList,
 		"POST " + q + "/claim":                           s.handleClaim,
+		"POST " + q + "/settle-and-claim":                s.handleSettleAndClaim,
 		"GET " + q + "/count":                            s.handleCount,
 		"GET " + q + "/stats":                            s.handleStats,
 		"GET " + q + "/admission":                        s.handleAdmissionGet,
@@ -62,6 +63,9 @@ func (s *Server) registerRoutes() {
 		"GET /v1/tokens":                                 s.handleTokenList,
 		"POST /v1/tokens/lookup":                         s.handleTokenLookup,
 		"DELETE /v1/tokens/{id}":                         s.handleTokenRevoke,
+	}
+	for pattern, h := range s.dataRoutes() {
+		auth[pattern] = h
 	}
 	for _, rt := range api.Routes {
 		pattern := rt.Method + " " + rt.Path

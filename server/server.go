@@ -23,7 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server/ui"
 )
 
 // Config configures a Server. A nil *Config means all defaults: no authentication, no
@@ -33,6 +35,16 @@ type Config struct {
 	// minting access tokens. Empty: the server runs open, with no authentication at all
 	// (`lakeshore serve` then only binds loopback). Defaults to "".
 	AdminToken string
+
+	// DataDir is the root of the data queues (package persist) the server serves under
+	// /v1/namespaces/{ns}/data/{queue}: each lives in DataDir/{ns}/{queue}/, opened at its
+	// first request. Empty: no data queues (their routes answer 501 not_implemented).
+	// Defaults to "".
+	DataDir string
+
+	// DataConfig configures the data queues' file stores (its Dir is ignored). Defaults
+	// to persist's defaults.
+	DataConfig *persist.Config
 
 	// Gatherer serves /metrics. Defaults to Registerer when it is a Gatherer, else a
 	// private registry.
@@ -74,6 +86,15 @@ type Config struct {
 
 	// Registerer receives the server's metrics. Defaults to a private registry.
 	Registerer prometheus.Registerer
+
+	// DisableUI turns the web dashboard at /ui/ off (`lakeshore serve --no-ui`). Defaults
+	// to false: the dashboard is served (package server/ui; docs/dashboard.md).
+	DisableUI bool
+
+	// UIHistoryInterval is how often the dashboard's rate history samples the plane's
+	// per-queue counters, from StartUIHistory or the first /ui/ request until Stop. Defaults to
+	// ui.HistoryIntervalDefault (10 s).
+	UIHistoryInterval time.Duration
 
 	// StreamPing is how often a live stream sends a keep-alive when no frame comes.
 	// Defaults to StreamPingDefault.
@@ -153,6 +174,7 @@ type Server struct {
 	routes  []api.Route
 	metrics *metrics
 	ids     *plane.IDGenerator
+	data    *dataQueues
 
 	authOn    bool
 	adminHash [sha256.Size]byte
@@ -161,6 +183,8 @@ type Server struct {
 	stopCtx   context.Context
 	stop      context.CancelCauseFunc
 	stopped   atomic.Bool
+
+	history *ui.History // the dashboard's rate history; nil with DisableUI
 }
 
 // New returns a Server exposing drv. The caller keeps ownership of drv (closing it after
@@ -169,14 +193,16 @@ type Server struct {
 func New(drv plane.Driver, cfg *Config) *Server {
 	c := cfg.withDefaults()
 	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
-		longPolls: make(chan struct{}, c.MaxLongPolls)}
+		longPolls: make(chan struct{}, c.MaxLongPolls), data: &dataQueues{root: c.DataDir, cfg: c.DataConfig}}
 	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
 	if c.AdminToken != "" {
 		s.authOn = true
 		s.adminHash = sha256.Sum256([]byte(c.AdminToken))
 	}
 	s.metrics = newMetrics(c.Registerer, drv)
+	s.data.metrics = newDataMetrics(c.Registerer)
 	s.registerRoutes()
+	s.registerUI()
 	return s
 }
 
@@ -189,6 +215,9 @@ func (s *Server) Routes() []api.Route { return append([]api.Route(nil), s.routes
 func (s *Server) Stop() {
 	s.stopped.Store(true)
 	s.stop(api.ErrShuttingDown)
+	if s.history != nil {
+		s.history.Stop()
+	}
 }
 
 // ServeHTTP serves the API.

@@ -32,9 +32,10 @@ func (s *Server) handleTokenCreate(w http.ResponseWriter, r *http.Request, p *pr
 	}
 	for _, perm := range req.Permissions {
 		switch plane.Permission(perm) {
-		case plane.PermissionSubmit, plane.PermissionConsume, plane.PermissionRead, plane.PermissionAdmin:
+		case plane.PermissionSubmit, plane.PermissionConsume, plane.PermissionRead, plane.PermissionAdmin,
+			plane.PermissionDataPut, plane.PermissionDataRead:
 		default:
-			return plane.Invalid("permissions", perm, "use submit|consume|read|admin")
+			return plane.Invalid("permissions", perm, "use submit|consume|read|admin|data:put|data:read")
 		}
 	}
 	for _, g := range []string{req.Namespace, req.Queue} {

@@ -21,6 +21,7 @@ func commands() []func(*app) *cobra.Command {
 		newTrimCmd,
 		newWorkerCmd,
 		newMapCmd,
-		newServeCmd, newTokenCmd, newMigrateCmd,
+		newServeCmd, newTokenCmd, newDaemonCmd, newMigrateCmd,
+		newDataCmd,
 	}
 }

@@ -73,7 +73,9 @@ func TestQuickstartInterrupted(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	waitOutput(t, out, "lakeshore.db\n")
+	// The script first builds the command: on a cold build cache or a loaded machine that
+	// alone can take minutes.
+	waitOutputWithin(t, out, "lakeshore.db\n", 3*time.Minute)
 	m := regexp.MustCompile(`plane (\S+/lakeshore\.db)`).FindStringSubmatch(out.String())
 	require.NotNil(t, m, out.String())
 	waitFile(t, m[1])

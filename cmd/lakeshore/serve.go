@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -64,6 +65,12 @@ type ServeOpts struct {
 	// LongPollMax and MaxLongPolls are server.Config's (0: its defaults).
 	LongPollMax  time.Duration
 	MaxLongPolls int
+	// NoUI turns the web dashboard at /ui/ off (`--no-ui`; docs/dashboard.md).
+	NoUI bool
+	// DataDir is the root of the data queues the server serves
+	// (/v1/namespaces/{ns}/data/{queue}, package persist): DataDir/{ns}/{queue}/.
+	// Defaults to $LAKESHORE_HOME/data (~/.lakeshore/data).
+	DataDir string
 	// LogRequests logs one line per request (method, path, status, bytes, duration) at
 	// level Info: `serve -v`.
 	LogRequests bool
@@ -157,8 +164,21 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	}
 	defer drv.Close()
 
+	dataDir, err := serveDataDir(o.DataDir, getenv)
+	if err != nil {
+		return err
+	}
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests,
-		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls})
+		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, DisableUI: o.NoUI,
+		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}})
+	defer func() {
+		// After the http.Server's shutdown: flush and close the data queues.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault))
+		defer cancel()
+		if err := srv.Close(cctx); err != nil {
+			logger.Error("closing the data queues", "error", err)
+		}
+	}()
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -171,6 +191,8 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	srv.StartUIHistory() // the dashboard's rates cover the time since start
+	defer srv.Stop()     // ends the history on every return (Stop is safe to repeat)
 	host, _, _ := net.SplitHostPort(addr)
 	if admin == "" && !IsLoopback(host) {
 		logger.Warn("serving without authentication on a non-loopback address (--insecure-no-auth): anyone who can reach it can submit, claim and read", "addr", ln.Addr().String())
@@ -179,7 +201,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if o.TLSCert != "" {
 		scheme = "https"
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", target)
+	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", target, "data", dataDir)
 
 	errc := make(chan error, 1)
 	go func() {
@@ -210,6 +232,30 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// serveDataDir resolves the data queues' root: dir as given (made absolute), else
+// $LAKESHORE_HOME/data (~/.lakeshore/data), created with mode 0700.
+func serveDataDir(dir string, getenv func(string) string) (string, error) {
+	if dir == "" {
+		home := getenv(lakeshore.EnvHome)
+		if home == "" {
+			h, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("find the data directory: set %s or pass --data-dir: %w", lakeshore.EnvHome, err)
+			}
+			home = filepath.Join(h, ".lakeshore")
+		}
+		dir = filepath.Join(home, "data")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("create %s: %w", abs, err)
+	}
+	return abs, nil
 }
 
 // serveTarget resolves the plane serve opens: o.Target as given, else the embedded SQLite
@@ -310,6 +356,7 @@ and machines; clients use LAKESHORE_URL=http://` + AddrDefault + `.
 Without an admin token ($` + EnvAdminToken + ` or --admin-token-file) the server has no
 authentication and only binds loopback; --insecure-no-auth overrides that (with a warning).
 -v logs one line per request (method, path, status, bytes, duration).
+The web dashboard is at /ui/ (--no-ui turns it off).
 SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -324,9 +371,11 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Addr, "addr", AddrDefault, "listen address (host:port)")
 	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file holding the admin token (default: $"+EnvAdminToken+")")
+	f.BoolVar(&o.NoUI, "no-ui", false, "do not serve the web dashboard at /ui/")
 	f.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without authentication")
 	f.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
 	f.StringVar(&o.TLSKey, "tls-key", "", "TLS key file (PEM)")
+	f.StringVar(&o.DataDir, "data-dir", "", "root of the data queues (default: $"+lakeshore.EnvHome+"/data)")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", ShutdownTimeoutDefault, "bound on the graceful shutdown")
 	f.DurationVar(&o.LongPollMax, "long-poll-max", server.LongPollMaxDefault, "cap of one long-poll")
 	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")

@@ -45,9 +45,10 @@ func (o *TokenCreateOpts) Validate() error {
 	}
 	for _, c := range o.Can {
 		switch plane.Permission(c) {
-		case plane.PermissionSubmit, plane.PermissionConsume, plane.PermissionRead, plane.PermissionAdmin:
+		case plane.PermissionSubmit, plane.PermissionConsume, plane.PermissionRead, plane.PermissionAdmin,
+			plane.PermissionDataPut, plane.PermissionDataRead:
 		default:
-			return plane.Invalid("--can", c, "use submit,consume,read,admin")
+			return plane.Invalid("--can", c, "use submit,consume,read,admin,data:put,data:read")
 		}
 	}
 	if o.TTL < 0 {

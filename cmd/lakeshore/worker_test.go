@@ -88,7 +88,13 @@ func (b *lockedBuffer) String() string {
 
 func waitOutput(t *testing.T, b *lockedBuffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	waitOutputWithin(t, b, want, 10*time.Second)
+}
+
+// waitOutputWithin waits up to d until b contains want, failing t after that.
+func waitOutputWithin(t *testing.T, b *lockedBuffer, want string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !strings.Contains(b.String(), want) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q in %q", want, b.String())

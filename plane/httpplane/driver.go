@@ -112,7 +112,20 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, params *plane.ClaimPar
 // repeating it is harmless: it is retried after connection failures and 502/503/504 until
 // ctx ends or the latest lease of its jobs would have expired (see leaseEnd). A settle that
 // reached the server before the failure answers lease_lost for that job on the repeat.
+//
+// Concurrent calls coalesce: while one settle request is in flight, the settles of later
+// callers queue up and go out together in the next request (see settleGroup).
 func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.SettleParams) ([]error, error) {
+	for i := range params {
+		if err := params[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return d.settles.do(ctx, d, params)
+}
+
+// settleNow is one POST /v1/settle of params, retried as InvocationSettleMany says.
+func (d *Driver) settleNow(ctx context.Context, params []plane.SettleParams) ([]error, error) {
 	req := &api.SettlesRequest{Settles: make([]api.Settle, len(params))}
 	ids := make([]string, len(params))
 	for i := range params {

@@ -110,6 +110,8 @@ type Driver struct {
 	ownTr  *http.Transport // the transport New made, closed by Close
 
 	leases leaseBook // lease expiries of the jobs claimed here, bounding settle retries
+	// settles coalesces concurrent InvocationSettleMany calls into batched requests.
+	settles settleGroup
 
 	closeCtx context.Context
 	close    context.CancelFunc

@@ -65,6 +65,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Boltzmann", testBoltzmann},
 		{"Lease", testLease},
 		{"Settle", testSettle},
+		{"SettleAndClaim", testSettleAndClaim},
 		{"Cancel", testCancel},
 		{"Deadline", testDeadline},
 		{"Journal", testJournal},

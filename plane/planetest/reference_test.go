@@ -192,11 +192,35 @@ func (d *refDriver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParam
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	kind, _ := plane.ParseKind(string(p.Kind))
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
+	return d.claimLocked(ctx, p)
+}
+
+// InvocationSettleAndClaim settles and makes the first claim under one hold of the lock.
+func (d *refDriver) InvocationSettleAndClaim(ctx context.Context, ps []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
+	for i := range ps {
+		if err := ps[i].Validate(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, nil, err
+	}
+	defer d.mu.Unlock()
+	out := d.settleLocked(ps)
+	jobs, _ := d.claimLocked(ctx, p) // the settles are done: a wait ended by ctx is no error
+	return out, jobs, nil
+}
+
+// claimLocked is InvocationClaimMany with d.mu held.
+func (d *refDriver) claimLocked(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
+	kind, _ := plane.ParseKind(string(p.Kind))
 	deadline := time.Now().Add(p.Wait)
 	for {
 		var jobs []*plane.Job
@@ -381,6 +405,11 @@ func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleP
 		return nil, err
 	}
 	defer d.mu.Unlock()
+	return d.settleLocked(ps), nil
+}
+
+// settleLocked is InvocationSettleMany with d.mu held.
+func (d *refDriver) settleLocked(ps []plane.SettleParams) []error {
 	out := make([]error, len(ps))
 	for i, p := range ps {
 		ri, ok := d.invs[p.ID]
@@ -396,7 +425,7 @@ func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleP
 		}
 	}
 	d.notify()
-	return out, nil
+	return out
 }
 
 func (d *refDriver) succeed(ri *refInvocation, result []byte) {

@@ -16,7 +16,7 @@ import (
 const (
 	// testTimeout bounds every driver call of one subtest, so a hung plane fails instead of
 	// hanging the suite.
-	testTimeout = 30 * time.Second
+	testTimeout = 2 * time.Minute
 	// wakeLatency is how soon after an event a waiter must have returned. Waiters are woken
 	// by notification; this bound is loose only because the machine may be busy.
 	wakeLatency = 2 * time.Second

@@ -15,6 +15,42 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	jobs, _, err := d.claimAfter(ctx, p, nil)
+	return jobs, err
+}
+
+// InvocationSettleAndClaim implements plane.Driver: the settles and the first claim are
+// one write op, so one commit; a claim that then waits waits as InvocationClaimMany.
+func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
+	for i := range settle {
+		if err := settle[i].Validate(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, nil, err
+	}
+	out := make([]error, len(settle))
+	jobs, committed, err := d.claimAfter(ctx, p, func(t *wtx) error {
+		for i := range settle {
+			var err error
+			if out[i], err = t.settle(&settle[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && !committed {
+		return nil, nil, err
+	}
+	// Once the settles committed, a wait ended by ctx or Close is no error of the call:
+	// the caller learns of it from its next one.
+	return out, jobs, nil
+}
+
+// claimAfter claims as InvocationClaimMany does; before, when set, runs in the first claim
+// transaction, before the claim. committed reports whether that transaction committed.
+func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before func(t *wtx) error) (jobs []*plane.Job, committed bool, err error) {
 	kind, _ := plane.ParseKind(string(p.Kind))
 	n := max(p.Max, 1)
 	lease := cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
@@ -32,7 +68,14 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 		}
 		var jobs []*plane.Job
 		var nextMS int64
+		first := before
+		before = nil
 		err := d.do(ctx, func(t *wtx) error {
+			if first != nil {
+				if err := first(t); err != nil {
+					return err
+				}
+			}
 			var err error
 			jobs, nextMS, err = t.claim(p, kind, n, lease)
 			if err == nil && len(jobs) == 0 && w != nil {
@@ -41,12 +84,13 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 			}
 			return err
 		})
+		committed = committed || err == nil
 		if err != nil || len(jobs) > 0 || p.Wait == 0 {
 			if w != nil && w.parked && !d.claimWaiters.unpark(key, w) {
 				jobs = append(jobs, <-w.deliver...) // parked by a try that rolled back, then served
 			}
 			release()
-			return jobs, err
+			return jobs, committed, err
 		}
 		wait := time.Until(waitUntil)
 		if nextMS > 0 { // a queued invocation leaves backoff before the wait ends
@@ -72,13 +116,13 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 			handed = <-w.deliver
 		}
 		if len(handed) > 0 {
-			return handed, nil
+			return handed, true, nil
 		}
 		if stopErr != nil {
-			return nil, stopErr
+			return nil, true, stopErr
 		}
 		if time.Until(waitUntil) <= 0 {
-			return nil, nil
+			return nil, true, nil
 		}
 	}
 }

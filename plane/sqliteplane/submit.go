@@ -135,12 +135,8 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 			}
 		}
 	}
-	for _, i := range fresh {
-		id, err := t.insert(p.Namespace, p.Queue, &p.Invocations[i])
-		if err != nil {
-			return nil, err
-		}
-		out[i] = plane.SubmitResult{ID: id}
+	if err := t.insertMany(p.Namespace, p.Queue, p.Invocations, fresh, out); err != nil {
+		return nil, err
 	}
 	for i, first := range dupOf { // later duplicates of a key new in this batch
 		if first >= 0 {
@@ -150,40 +146,61 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 	return nil, nil
 }
 
-// insert adds one queued invocation and returns its id.
-func (t *wtx) insert(namespace, queue string, s *plane.SubmitParams) (string, error) {
-	var key any
-	if s.Key != "" {
-		key = s.Key
-	}
-	id := s.ID
-	if id == "" {
-		id = t.w.d.ids.New(t.now)
-	}
-	maxAttempts := s.MaxAttempts
-	if maxAttempts == 0 {
-		maxAttempts = plane.MaxAttemptsDefault
-	}
-	payload := s.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
-	state, due := stateQueued, t.ms
-	if s.Delay > 0 || !s.NotBefore.IsZero() {
-		// Due times are the plane's clock at millisecond precision, never the client's.
-		if due = s.DueAt(time.UnixMilli(t.ms)).UnixMilli(); due > t.ms {
-			state = stateDelayed
+// insertMany inserts the invocations at indexes fresh of invs, in multi-row statements
+// (insertChunks), and records their ids in out. Per batch, not per row: the count changes
+// of one (state, priority) pair, the claimable mark and the earliest due time.
+func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fresh []int, out []plane.SubmitResult) error {
+	args := make([]any, 0, min(len(fresh), insertChunks[0])*insertWidth)
+	claimable := false
+	for len(fresh) > 0 {
+		k := 0
+		for insertChunks[k] > len(fresh) {
+			k++
 		}
+		n := insertChunks[k]
+		args = args[:0]
+		for _, i := range fresh[:n] {
+			s := &invs[i]
+			var key any
+			if s.Key != "" {
+				key = s.Key
+			}
+			id := s.ID
+			if id == "" {
+				id = t.w.d.ids.New(t.now)
+			}
+			maxAttempts := s.MaxAttempts
+			if maxAttempts == 0 {
+				maxAttempts = plane.MaxAttemptsDefault
+			}
+			payload := s.Payload
+			if payload == nil {
+				payload = []byte{}
+			}
+			state, due := stateQueued, t.ms
+			if s.Delay > 0 || !s.NotBefore.IsZero() {
+				// Due times are the plane's clock at millisecond precision, never the client's.
+				if due = s.DueAt(time.UnixMilli(t.ms)).UnixMilli(); due > t.ms {
+					state = stateDelayed
+				}
+			}
+			args = append(args, id, namespace, queue, key, state, s.Priority, payload,
+				encodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), toMS(s.Deadline), due, t.ms)
+			t.count(namespace, queue, state, s.Priority, +1)
+			if state == stateDelayed {
+				t.delayed(due)
+			} else {
+				claimable = true
+			}
+			out[i] = plane.SubmitResult{ID: id}
+		}
+		if _, err := t.w.st.insertRows[k].ExecContext(t.ctx, args...); err != nil {
+			return fmt.Errorf("submit: insert: %w", err)
+		}
+		fresh = fresh[n:]
 	}
-	if _, err := t.w.st.insert.ExecContext(t.ctx, id, namespace, queue, key, state, s.Priority, payload,
-		encodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), toMS(s.Deadline), due, t.ms); err != nil {
-		return "", fmt.Errorf("submit: insert: %w", err)
-	}
-	t.count(namespace, queue, state, s.Priority, +1)
-	if state == stateDelayed {
-		t.delayed(due)
-	} else {
+	if claimable {
 		t.markClaimable(namespace, queue)
 	}
-	return id, nil
+	return nil
 }

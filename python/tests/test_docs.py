@@ -5,12 +5,12 @@ from __future__ import annotations
 import inspect
 
 import lakeshore
-from lakeshore import dispatch, errors, queue, wire
+from lakeshore import data, dispatch, errors, queue, scopes, wire, worker
 
 
 def test_public_api_is_documented() -> None:
     missing = []
-    for mod in (lakeshore, wire, errors, queue, dispatch):
+    for mod in (lakeshore, wire, errors, queue, dispatch, worker, scopes, data):
         assert (mod.__doc__ or "").strip(), mod.__name__
         for name in mod.__all__:
             obj = getattr(mod, name)

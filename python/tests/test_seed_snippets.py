@@ -1,8 +1,8 @@
 """The Queue API page's snippets (the user-facing API documents), run as written except for the
 import (``import lakeshore as dls``) and a worker thread that answers the jobs they wait for.
 
-Not yet runnable, and so not here: ``dls.run_worker(q, once=True)`` and ``@udf`` (workers are
-not built yet)."""
+The Task queue page's worker snippets (``run_worker(q, once=True)``, ``@udf``, ``_key=``) are
+at the end."""
 
 from __future__ import annotations
 
@@ -128,3 +128,22 @@ def test_fan_out(plane: dls.Dispatch) -> None:
         return await asyncio.gather(*(q.result(i, timeout=300) for i in ids))
 
     assert asyncio.run(main()) == [2 * i for i in range(20)]
+
+
+def test_task_queue_page_running_a_worker(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "The whole plane fits in one process when you want to test."
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    q = dls.Dispatch(":memory:")  # a full plane, in-process
+
+    @dls.udf(queue="f", dispatch=q)
+    def f(x: int) -> int:
+        return x + 1
+
+    inv = f.submit(x=1)  # -> "01JD2K7Q...": a string, persist it anywhere
+    assert isinstance(inv, str) and len(inv) == 26
+    dls.run_worker(q, once=True)  # drain exactly one job and return
+    result = f.queue().result(inv)  # poll from this process, or any other, later
+    assert result == 2
+    # Idempotent submits: the same key returns the existing invocation id.
+    assert f.submit(x=1, _key="nightly-2026-08-06") == f.submit(x=1, _key="nightly-2026-08-06")
+    q.close()

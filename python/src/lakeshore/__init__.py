@@ -9,9 +9,10 @@ The Go binary is the engine; this package is its Python client::
     inv = q.submit({"x": 1}, key="scene7/x")    # a durable string id
     value = q.result(inv, timeout=60.0)
 
-Built so far: :class:`HttpDispatch`, :class:`SyncQueue`, :class:`Queue` (asyncio),
-:class:`Topic`, the wire codec (:mod:`lakeshore.wire`) and the errors
-(:mod:`lakeshore.errors`). See ``docs/python.md`` for what is not built yet.
+Planes (:class:`Dispatch`: ``:memory:``, a file, the embedded default, ``http(s)://``),
+:class:`SyncQueue`, :class:`Queue` (asyncio), :class:`Topic`, workers (:func:`udf`,
+:func:`run_worker`), scopes (:func:`scope`, :data:`run`), the wire codec
+(:mod:`lakeshore.wire`) and the errors (:mod:`lakeshore.errors`). See ``docs/python.md``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ from lakeshore.queue import (
     SyncQueue,
     Topic,
 )
+from lakeshore.scopes import Scope, run, scope
 from lakeshore.wire import Thunk, thunk
+from lakeshore.worker import UDF, JobStopped, run_worker, udf
 
 __all__ = [
     "errors",
@@ -76,6 +79,13 @@ __all__ = [
     "STATES",
     "Thunk",
     "thunk",
+    "udf",
+    "UDF",
+    "run_worker",
+    "JobStopped",
+    "scope",
+    "Scope",
+    "run",
     "DispatchError",
     "NotFoundError",
     "InvocationError",

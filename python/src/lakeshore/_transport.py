@@ -207,6 +207,8 @@ class HttpTransport:
         *,
         retry_for: float = 10.0,
         connect_timeout: float = 5.0,
+        uds: str | None = None,
+        revive: Callable[[], object] | None = None,
     ) -> None:
         url = url.rstrip("/")
         if not url.startswith(("http://", "https://")):
@@ -219,6 +221,10 @@ class HttpTransport:
         self.url = url
         self.token = token
         self.retry_for = retry_for
+        self.uds = uds
+        # Called (on a worker thread) when the server cannot be reached, before a retry: a
+        # local dispatch restarts its daemon there.
+        self.revive = revive
         self._connect_timeout = connect_timeout
         # Short calls get a pool of their own; long-polls spread over several pools.
         # httpcore's pool does work per waiting request on every change, so one pool holding
@@ -233,10 +239,13 @@ class HttpTransport:
         headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         return httpx.AsyncClient(
             base_url=self.url,
             headers=headers,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            limits=limits,
+            # No TLS on a unix socket: verify=False skips loading the CA bundle (~0.1 s per client).
+            transport=httpx.AsyncHTTPTransport(uds=self.uds, limits=limits, verify=False) if self.uds else None,
             timeout=httpx.Timeout(_REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
         )
 
@@ -279,6 +288,8 @@ class HttpTransport:
         wait: float = 0.0,
         retry: RetryClass = "safe",
         deadline: float | None = None,
+        raw: bool = False,
+        accept: str | None = None,
     ) -> Any:
         """Make one API call and return the decoded answer, retrying by ``retry``.
 
@@ -286,6 +297,8 @@ class HttpTransport:
             wait: the seconds the server may hold the request (long-polls); the request's
                 read timeout is this plus a margin.
             deadline: a ``time.monotonic()`` instant after which no retry starts.
+            raw: return ``(body bytes, headers)`` of a 2xx answer undecoded (Arrow reads).
+            accept: the Accept header (default msgpack).
 
         Raises:
             errors.DispatchError: the server's error, rebuilt from its body, or
@@ -293,7 +306,9 @@ class HttpTransport:
         """
         client, slots = self._http(wait > 0)
         content = pack(body) if body is not None else None
-        headers = {"Content-Type": "application/msgpack"} if content is not None else None
+        headers = {"Content-Type": "application/msgpack"} if content is not None else {}
+        if accept is not None:
+            headers["Accept"] = accept
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         start = time.monotonic()
         attempt = 0
@@ -316,11 +331,17 @@ class HttpTransport:
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
                 cause = e
                 retryable = True  # never sent: any call may be repeated
+                where = f"the local daemon's socket {self.uds}" if self.uds else f"the Lakeshore server at {self.url}"
+                hint = "" if self.uds else "; is `lakeshore serve` running there (check LAKESHORE_URL)?"
                 err: errors.DispatchError = errors.UnavailableError(
-                    f"cannot reach the Lakeshore server at {self.url}: {str(e) or type(e).__name__}; "
-                    "is `lakeshore serve` running there (check LAKESHORE_URL)?",
+                    f"cannot reach {where}: {str(e) or type(e).__name__}{hint}",
                     code="unavailable",
                 )
+                if self.revive is not None:
+                    try:
+                        await asyncio.to_thread(self.revive)
+                    except errors.DispatchError as re:
+                        raise re from e
             except httpx.TransportError as e:
                 cause = e
                 retryable = retry != "once"
@@ -330,6 +351,8 @@ class HttpTransport:
                 )
             else:
                 status = resp.status_code
+                if raw and 200 <= status < 300:
+                    return data, resp.headers
                 decoded = _decode_answer(resp, data)
                 if 200 <= status < 300:
                     return decoded

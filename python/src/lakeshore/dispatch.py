@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import os
-import re
-import secrets
-import shutil
-import signal
 import subprocess
-import sys
 import threading
-import time
 import weakref
 from collections.abc import Coroutine
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
-from lakeshore import errors
+from lakeshore import _daemon, errors
 from lakeshore._transport import HttpTransport, Portal
 
 __all__ = ["Dispatch", "HttpDispatch", "LocalDispatch", "default_dispatch"]
@@ -34,7 +27,7 @@ class Dispatch:
 
     ``Dispatch("http://host:7077")`` (or any ``http(s)://`` URL) is an :class:`HttpDispatch`;
     ``Dispatch(":memory:")`` (a private plane, for tests) and ``Dispatch(path)`` (a SQLite
-    file) are :class:`LocalDispatch` planes, served by a ``lakeshore serve`` child process.
+    file) are :class:`LocalDispatch` planes, served by the local daemon (``lakeshore daemon``).
 
     A Dispatch is safe to share between threads and event loops, and survives ``fork``
     (a child makes its own connections on first use). Close it with :meth:`close` or use it
@@ -139,27 +132,35 @@ class HttpDispatch(Dispatch):
 
 
 class LocalDispatch(HttpDispatch):
-    """A plane served by a private ``lakeshore serve`` child process of this one.
+    """A plane served by the local daemon (``lakeshore daemon``) on a unix socket.
 
-    ``target`` is ``":memory:"`` (a plane that lives and dies with this Dispatch) or the path
-    of a SQLite file (several processes may serve the same file; SQLite keeps them
-    consistent). The server listens on a free loopback port and demands a random admin token
-    that only this process knows. It stops when the Dispatch is closed, when the process
-    exits, and (Linux) when the process dies, so no server is left behind.
+    ``target`` is ``":memory:"`` or the path of a SQLite file:
 
-    This is the interim form of the embedded plane: the shared daemon on a unix socket
-    under ``$LAKESHORE_HOME/run`` is not built yet.
+    - ``":memory:"``: a private daemon, a child of this process on a socket in a fresh
+      temporary directory. It stops when the Dispatch is closed, at exit, and when this
+      process dies (even by SIGKILL: it reads a pipe from this process and exits at EOF).
+    - a file: the shared daemon of that file, one per file on the machine, on
+      ``$LAKESHORE_HOME/run/<name>-<hash>/daemon.sock``. The first client starts it under a
+      file lock; every client attaches (a shared lock on ``clients.lock``) until it closes
+      or exits; the daemon exits after ``idle_exit`` seconds with no client attached. A
+      daemon of another protocol or binary is replaced when no client is attached. If the
+      daemon dies, the next call starts a new one.
+
+    No Go runtime runs in this process. After ``fork`` a child reconnects on first use (and
+    shares the parent's attachment); it never stops its parent's private daemon.
 
     Args:
         target: ``":memory:"`` or a file path.
-        binary: the ``lakeshore`` binary; default ``$LAKESHORE_BIN``, else ``lakeshore`` on
-            ``PATH``.
+        binary: the ``lakeshore`` binary; default ``$LAKESHORE_BIN``, else the one shipped in
+            the wheel, else ``lakeshore`` on ``PATH``.
         namespace: as :class:`HttpDispatch`.
-        start_timeout: seconds to wait for the server to answer.
+        start_timeout: seconds to wait for a daemon to answer.
+        idle_exit: seconds a shared daemon this client starts stays up with no client.
 
     Raises:
-        DispatchError: no binary (code ``not_implemented``), or the server did not start
-            (its log is in the message).
+        DispatchError: no binary, a binary without the daemon or of another protocol, a
+            daemon that does not start (its log is in the message).
+        InvalidError: the socket path is too long (set ``LAKESHORE_HOME`` shorter).
     """
 
     def __init__(
@@ -169,148 +170,64 @@ class LocalDispatch(HttpDispatch):
         binary: str | None = None,
         namespace: str = DEFAULT_NAMESPACE,
         start_timeout: float = 20.0,
+        idle_exit: float = _daemon.IDLE_EXIT,
     ) -> None:
-        binary = binary or os.environ.get("LAKESHORE_BIN") or shutil.which("lakeshore")
-        if not binary:
-            raise errors.DispatchError(
-                f"Dispatch({target!r}) needs the lakeshore binary: put it on PATH or set LAKESHORE_BIN "
-                "(go build -o lakeshore ./cmd/lakeshore), or use HttpDispatch(url) with a running server",
-                code="not_implemented",
-            )
-        if target != ":memory:":
+        binary = _daemon.find_binary(binary)
+        self._private: _daemon.PrivateDaemon | None = None
+        self._shared: _daemon.SharedDaemon | None = None
+        if target == ":memory:":
+            self._private = _daemon.PrivateDaemon(binary, start_timeout)
+            socket_path, revive = self._private.socket, None
+            self.info = self._private.info
+        else:
             target = str(Path(target).expanduser().resolve())
+            if Path(target).is_dir():
+                raise errors.InvalidError(
+                    f"{target} is a directory; name a database file, e.g. {os.path.join(target, 'lakeshore.db')}",
+                    field="target",
+                    value=target,
+                    rule="a SQLite file path",
+                )
             Path(target).parent.mkdir(parents=True, exist_ok=True)
-        token = secrets.token_hex(32)
-        env = dict(os.environ, LAKESHORE_ADMIN_TOKEN=token)
-        env.pop("LAKESHORE_URL", None)
-        args = [binary, "serve", "--target", target, "--addr", "127.0.0.1:0"]
-        try:
-            # Started from a thread that lives as long as the process: Linux sends the
-            # parent-death signal when the *thread* that started the child ends.
-            proc = _spawner().submit(_spawn, args, env).result()
-        except OSError as e:
-            raise errors.DispatchError(
-                f"cannot start {binary} serve: {e}; set LAKESHORE_BIN to the lakeshore binary",
-                code="not_implemented",
-            ) from e
-        assert proc.stderr is not None
-        url, log = _read_url(proc, proc.stderr, start_timeout)
-        if url is None:
-            _stop(proc)
-            raise errors.DispatchError(
-                f"lakeshore serve --target {target} did not start: {log.strip()[-800:] or 'no output'}",
-                code="unavailable",
-            )
-        threading.Thread(target=_drain, args=(proc.stderr,), name="lakeshore-serve-log", daemon=True).start()
-        super().__init__(url, token=token, namespace=namespace)
+            self._shared = _daemon.SharedDaemon(binary, target, start_timeout, idle_exit)
+            socket_path = self._shared.socket
+            revive = self._shared.attach
+            self.info = self._shared.info
         self.target = target
-        self._process = proc
-        self._owner = os.getpid()
-        self._finalizer = weakref.finalize(self, _stop_if_owner, proc, self._owner)
-        deadline = time.monotonic() + start_timeout
-        while True:  # the port is open when the log names it; wait until the plane answers
-            try:
-                self.run(self._transport.call("GET", "/readyz", retry="safe"))
-                break
-            except errors.DispatchError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    self.close()
-                    raise
+        self.socket = socket_path
+        self.url = "http://lakeshore"
+        self.namespace = namespace
+        self._transport = HttpTransport(self.url, None, uds=socket_path, revive=revive)
+        self._portal = Portal()
+        self._closer = weakref.finalize(
+            self, _close_local, self._portal, self._transport, self._private, self._shared
+        )
 
     @property
-    def process(self) -> subprocess.Popen[bytes]:
-        """The server's process."""
-        return self._process
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The private daemon's process (``:memory:``), or None for a shared daemon."""
+        return None if self._private is None else self._private.proc
 
     def close(self) -> None:
-        """Close the client and stop the server (only the process that started it does)."""
-        super().close()
-        self._finalizer()
+        """Close the client; stop a private daemon (only the process that started it does),
+        detach from a shared one."""
+        self._closer()
 
     def __repr__(self) -> str:
-        return f"LocalDispatch({self.target!r}, url={self.url!r})"
+        return f"LocalDispatch({self.target!r}, socket={self.socket!r})"
 
 
-_spawner_lock = threading.Lock()
-_spawner_pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _spawner() -> concurrent.futures.ThreadPoolExecutor:
-    global _spawner_pool
-    with _spawner_lock:
-        if _spawner_pool is None:
-            _spawner_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lakeshore-spawner")
-        return _spawner_pool
-
-
-def _spawner_after_fork() -> None:
-    global _spawner_pool, _spawner_lock
-    _spawner_pool, _spawner_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_spawner_after_fork)
-
-
-def _spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        args,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-    )
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def _read_url(proc: subprocess.Popen[bytes], stream: IO[bytes], timeout: float) -> tuple[str | None, str]:
-    """Read the server's log until it names its URL (``url=http://…``)."""
-    found: list[str] = []
-    lines: list[str] = []
-    done = threading.Event()
-
-    def read() -> None:
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace")
-            lines.append(line)
-            m = re.search(r"url=(https?://\S+)", line)
-            if m:
-                found.append(m.group(1))
-                done.set()
-                return  # _drain reads (and closes) the rest
-        stream.close()  # EOF before the URL: the server failed
-        done.set()
-
-    threading.Thread(target=read, name="lakeshore-serve-start", daemon=True).start()
-    done.wait(timeout)
-    return (found[0] if found else None), "".join(lines)
-
-
-def _drain(stream: IO[bytes]) -> None:
-    with stream:
-        for _ in iter(stream.readline, b""):
-            pass
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _stop_if_owner(proc: subprocess.Popen[bytes], owner: int) -> None:
-    if os.getpid() == owner:  # a forked child never stops its parent's server
-        _stop(proc)
+def _close_local(
+    portal: Portal,
+    transport: HttpTransport,
+    private: _daemon.PrivateDaemon | None,
+    shared: _daemon.SharedDaemon | None,
+) -> None:
+    portal.close(transport.aclose)
+    if private is not None:
+        private.stop()
+    if shared is not None:
+        shared.detach()
 
 
 _default_lock = threading.Lock()
@@ -319,8 +236,9 @@ _default: Dispatch | None = None
 
 def default_dispatch() -> Dispatch:
     """The process's plane, made on first use: an :class:`HttpDispatch` on
-    ``$LAKESHORE_URL`` when it is set, else a :class:`LocalDispatch` on
-    ``$LAKESHORE_HOME/lakeshore.db`` (``~/.lakeshore`` by default)."""
+    ``$LAKESHORE_URL`` when it is set, else the embedded plane: a :class:`LocalDispatch` on
+    ``$LAKESHORE_HOME/lakeshore.db`` (``~/.lakeshore`` by default), served by the shared
+    daemon of that file."""
     global _default
     with _default_lock:
         if _default is None:

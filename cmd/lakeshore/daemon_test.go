@@ -1,0 +1,97 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func unixClient(socket string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}}
+}
+
+// TestDaemonHandshakeOwnershipIdleExit: one daemon per run directory, the handshake, an
+// attached client (clients.lock shared) keeps it up, and it exits when idle, removing its
+// socket.
+func TestDaemonHandshakeOwnershipIdleExit(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "run", "d.sock")
+	ready := make(chan DaemonInfo, 1)
+	done := make(chan error, 1)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		done <- RunDaemon(context.Background(), &DaemonOpts{Socket: socket, Target: ":memory:", IdleExit: 300 * time.Millisecond,
+			Ready: func(i DaemonInfo) { ready <- i }}, logger, os.Getenv)
+	}()
+	var info DaemonInfo
+	select {
+	case info = <-ready:
+	case err := <-done:
+		t.Fatalf("daemon: %v", err)
+	}
+	// A client attaches before the daemon can go idle.
+	cl, err := flockFile(filepath.Join(dir, "run", DaemonClientsLock), syscall.LOCK_SH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := unixClient(socket).Get("http://daemon/v1/daemon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got DaemonInfo
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got.Protocol != DaemonProtocol || got.PID != os.Getpid() || got.Target != ":memory:" || got.Socket != info.Socket {
+		t.Fatalf("handshake %+v", got)
+	}
+	if fi, err := os.Stat(socket); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode: %v %v", fi, err)
+	}
+	// A second daemon for the same directory is refused at once.
+	err = RunDaemon(context.Background(), &DaemonOpts{Socket: socket, Target: ":memory:"}, logger, os.Getenv)
+	if !errors.Is(err, errDaemonOwned) {
+		t.Fatalf("second daemon: %v", err)
+	}
+	time.Sleep(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("exited with a client attached: %v", err)
+	default:
+	}
+	cl.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not exit when idle")
+	}
+	if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket left behind: %v", err)
+	}
+}
+
+func TestDaemonSocketPathTooLong(t *testing.T) {
+	long := "/tmp/" + strings.Repeat("x", MaxSocketPath) + "/d.sock"
+	err := RunDaemon(context.Background(), &DaemonOpts{Socket: long, Target: ":memory:"}, slog.New(slog.NewTextHandler(io.Discard, nil)), os.Getenv)
+	if err == nil || !strings.Contains(err.Error(), "unix socket paths hold at most") {
+		t.Fatalf("err = %v", err)
+	}
+}

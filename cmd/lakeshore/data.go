@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/persist"
+)
+
+// The data verbs: `lakeshore data VERB QUEUE` on data queues (package persist), local or
+// on a server, chosen as the job verbs choose their plane: an http(s) --target (else
+// $LAKESHORE_URL) is a server; anything else is the local directory --data-dir (default
+// $LAKESHORE_HOME/data/{namespace}, the layout `lakeshore serve` serves).
+
+// dataOpts are the flags shared by the data verbs.
+type dataOpts struct {
+	dir string
+}
+
+func newDataCmd(a *app) *cobra.Command {
+	o := &dataOpts{}
+	cmd := &cobra.Command{
+		Use:   "data",
+		Short: "Put, read, flush and export data queues (package persist)",
+		Long: `The data verbs work on data queues: locally in --data-dir (default
+$LAKESHORE_HOME/data/{namespace}), or on the server named by an http(s) --target or
+$LAKESHORE_URL (same tokens: $LAKESHORE_TOKEN).`,
+		Args: cobra.ArbitraryArgs,
+		RunE: unknownSubcommand,
+	}
+	cmd.PersistentFlags().StringVar(&o.dir, "data-dir", "", "root of local data queues (default: $"+lakeshore.EnvHome+"/data/{namespace})")
+	cmd.AddCommand(newDataPutCmd(a, o), newDataGetCmd(a, o), newDataStatsCmd(a, o), newDataFlushCmd(a, o),
+		newDataPartitionsCmd(a, o), newDataConsumptionCmd(a, o), newDataExportCmd(a, o))
+	return cmd
+}
+
+// openData opens data queue name where the flags say.
+func (a *app) openData(ctx context.Context, o *dataOpts, name string) (*persist.Queue, error) {
+	ns := cmp.Or(a.namespace, os.Getenv(lakeshore.EnvNamespace), lakeshore.NamespaceDefault)
+	target := cmp.Or(a.target, os.Getenv(lakeshore.EnvURL))
+	cfg := &persist.Config{Namespace: ns, Logger: a.logger()}
+	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+		cfg.URL = target
+	} else {
+		dir := o.dir
+		if dir == "" {
+			home := os.Getenv(lakeshore.EnvHome)
+			if home == "" {
+				h, err := os.UserHomeDir()
+				if err != nil {
+					return nil, fmt.Errorf("find the data directory: set %s or pass --data-dir: %w", lakeshore.EnvHome, err)
+				}
+				home = filepath.Join(h, ".lakeshore")
+			}
+			dir = filepath.Join(home, "data", ns)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		cfg.Dir = dir
+	}
+	q, err := persist.Open(ctx, name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open data queue %s: %w", name, err)
+	}
+	return q, nil
+}
+
+// withData runs fn on data queue name and closes it.
+func (a *app) withData(c *cobra.Command, o *dataOpts, name string, fn func(q *persist.Queue) error) error {
+	q, err := a.openData(c.Context(), o, name)
+	if err != nil {
+		return err
+	}
+	err = fn(q)
+	if cerr := q.Close(context.WithoutCancel(c.Context())); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
+	var partition string
+	var batch int
+	cmd := &cobra.Command{
+		Use:   "put QUEUE",
+		Short: "Put records from stdin, one JSON object per line",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if batch < 1 {
+				return usagef("--batch: want ≥ 1, got %d", batch)
+			}
+			return a.withData(c, o, args[0], func(q *persist.Queue) error {
+				sc := bufio.NewScanner(a.stdin)
+				sc.Buffer(make([]byte, 1<<20), persist.MaxRecordBytes*2)
+				var recs []persist.Record
+				var idx []int64
+				flush := func() error {
+					if len(recs) == 0 {
+						return nil
+					}
+					got, err := q.PutPartition(c.Context(), partition, recs)
+					if err != nil {
+						return err
+					}
+					idx = append(idx, got...)
+					recs = recs[:0]
+					return nil
+				}
+				line := 0
+				for sc.Scan() {
+					line++
+					text := strings.TrimSpace(sc.Text())
+					if text == "" {
+						continue
+					}
+					b, err := api.JSONToWire([]byte(text))
+					if err != nil {
+						return usagef("line %d: not JSON by the mapping of docs/http-api.md: %v", line, err)
+					}
+					rec, err := persist.RecordFromWire(fmt.Sprintf("line %d", line), b)
+					if err != nil {
+						return err
+					}
+					recs = append(recs, rec)
+					if len(recs) == batch {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+				}
+				if err := sc.Err(); err != nil {
+					return fmt.Errorf("read stdin: %w", err)
+				}
+				if err := flush(); err != nil {
+					return err
+				}
+				if a.json {
+					if idx == nil {
+						idx = []int64{}
+					}
+					return a.printJSON(map[string]any{"count": len(idx), "indexes": idx})
+				}
+				if len(idx) == 0 {
+					_, err := fmt.Fprintln(a.stdout, "put 0 records")
+					return err
+				}
+				_, err := fmt.Fprintf(a.stdout, "put %d records: indexes %d–%d\n", len(idx), idx[0], idx[len(idx)-1])
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&partition, "partition", persist.DefaultPartition, "partition of the records")
+	cmd.Flags().IntVar(&batch, "batch", 1000, "records per atomic put")
+	return cmd
+}
+
+// rowJSON returns the JSON line of a row: {"index", "partition", "fields"}, values by the
+// mapping of docs/http-api.md.
+func rowJSON(r persist.Row) ([]byte, error) {
+	b, err := persist.RecordToWire("fields", r.Fields)
+	if err != nil {
+		return nil, err
+	}
+	part, _ := json.Marshal(r.Partition)
+	out := fmt.Appendf(nil, `{"index":%d,"partition":%s,"fields":`, r.Index, part)
+	out = api.WireToJSON(out, b)
+	return append(out, '}', '\n'), nil
+}
+
+func newDataGetCmd(a *app, o *dataOpts) *cobra.Command {
+	var offset int64
+	var limit int
+	var fields, partition string
+	cmd := &cobra.Command{
+		Use:   "get QUEUE",
+		Short: "Print records as JSON lines ({index, partition, fields})",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts := &persist.GetOpts{Partition: partition}
+			if fields != "" {
+				opts.Fields = strings.Split(fields, ",")
+			}
+			return a.withData(c, o, args[0], func(q *persist.Queue) error {
+				rows, err := q.Get(c.Context(), offset, limit, opts)
+				if err != nil {
+					return err
+				}
+				w := bufio.NewWriter(a.stdout)
+				for _, r := range rows {
+					line, err := rowJSON(r)
+					if err != nil {
+						return err
+					}
+					w.Write(line) //nolint:errcheck // Flush reports it
+				}
+				return w.Flush()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&offset, "offset", 0, "first global index")
+	f.IntVar(&limit, "limit", 100, "most records to print")
+	f.StringVar(&fields, "fields", "", "comma-separated fields (default: all)")
+	f.StringVar(&partition, "partition", "", "only this partition (default: all)")
+	return cmd
+}
+
+func newDataStatsCmd(a *app, o *dataOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats QUEUE",
+		Short: "Counters and storage of a data queue",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return a.withData(c, o, args[0], func(q *persist.Queue) error {
+				st, err := q.Stats(c.Context())
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]any{"next_index": st.NextIndex, "len": st.Len, "cleared": st.Cleared,
+						"tail_rows": st.TailRows, "fragment_rows": st.FragmentRows, "fragments": st.Fragments,
+						"fragment_bytes": st.FragmentBytes, "manifest_version": st.ManifestVersion,
+						"pending_fragments": st.PendingFragments, "partitions": nonNilMap(st.Partitions),
+						"consumed_by_task": nonNilMap(st.ConsumedByTask)})
+				}
+				tw := a.table()
+				for _, kv := range []struct {
+					k string
+					v any
+				}{{"records", st.Len}, {"next index", st.NextIndex}, {"cleared", st.Cleared}, {"tail rows", st.TailRows},
+					{"fragment rows", st.FragmentRows}, {"fragments", st.Fragments}, {"fragment bytes", st.FragmentBytes},
+					{"partitions", len(st.Partitions)}, {"pending fragments", st.PendingFragments}} {
+					fmt.Fprintf(tw, "%s\t%v\n", kv.k, kv.v)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func nonNilMap(m map[string]int64) map[string]int64 {
+	if m == nil {
+		return map[string]int64{}
+	}
+	return m
+}
+
+func newDataFlushCmd(a *app, o *dataOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "flush QUEUE",
+		Short: "Write the durable tail into Parquet fragments",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return a.withData(c, o, args[0], func(q *persist.Queue) error { return q.Flush(c.Context()) })
+		},
+	}
+}
+
+func newDataPartitionsCmd(a *app, o *dataOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "partitions QUEUE",
+		Short: "Partitions and the records put into each (cleared ones included)",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return a.withData(c, o, args[0], func(q *persist.Queue) error {
+				st, err := q.Stats(c.Context())
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(nonNilMap(st.Partitions))
+				}
+				names := make([]string, 0, len(st.Partitions))
+				for p := range st.Partitions {
+					names = append(names, p)
+				}
+				sort.Strings(names)
+				tw := a.table()
+				for _, p := range names {
+					fmt.Fprintf(tw, "%s\t%d\n", p, st.Partitions[p])
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func newDataConsumptionCmd(a *app, o *dataOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "consumption QUEUE",
+		Short: "Samples consumed per partition and task",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return a.withData(c, o, args[0], func(q *persist.Queue) error {
+				st, err := q.Stats(c.Context())
+				if err != nil {
+					return err
+				}
+				type row struct {
+					Partition string `json:"partition"`
+					Task      string `json:"task"`
+					Consumed  int64  `json:"consumed"`
+				}
+				var rows []row
+				for k, n := range st.ConsumedByTask {
+					p, t, _ := strings.Cut(k, "/")
+					rows = append(rows, row{p, t, n})
+				}
+				sort.Slice(rows, func(i, j int) bool {
+					return rows[i].Partition < rows[j].Partition || rows[i].Partition == rows[j].Partition && rows[i].Task < rows[j].Task
+				})
+				if a.json {
+					for _, r := range rows {
+						b, _ := json.Marshal(r)
+						fmt.Fprintf(a.stdout, "%s\n", b)
+					}
+					return nil
+				}
+				tw := a.table()
+				fmt.Fprintln(tw, "PARTITION\tTASK\tCONSUMED")
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%s\t%s\t%d\n", r.Partition, r.Task, r.Consumed)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// dataCLI runs the data verbs against a local directory or a server, and opens the same
+// queue with the persist API for what the CLI does not do (samplers, clears).
+type dataCLI struct {
+	*cli
+	args []string       // flags before the verb
+	cfg  persist.Config // how the test opens the queue itself
+}
+
+func newLocalDataCLI(t *testing.T) *dataCLI {
+	dir := t.TempDir()
+	return &dataCLI{cli: newCLI(t), args: []string{"data", "--data-dir", dir}, cfg: persist.Config{Dir: dir}}
+}
+
+func newHTTPDataCLI(t *testing.T) *dataCLI {
+	drv, err := sqliteplane.Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	srv := server.New(drv, &server.Config{DataDir: t.TempDir()})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		srv.Stop()
+		ts.Close()
+		require.NoError(t, srv.Close(context.Background()))
+		drv.Close()
+	})
+	return &dataCLI{cli: &cli{t: t, target: ts.URL}, args: []string{"data"}, cfg: persist.Config{URL: ts.URL}}
+}
+
+func (c *dataCLI) data(stdin string, args ...string) string {
+	c.t.Helper()
+	out, errs, code := c.run(stdin, append(append([]string{}, c.args...), args...)...)
+	require.Zero(c.t, code, "lakeshore data %v: %s", args, errs)
+	return strings.TrimSpace(out)
+}
+
+func TestDataVerbs(t *testing.T) {
+	t.Parallel()
+	testDataVerbs(t, newLocalDataCLI)
+}
+
+// TestDataVerbsOverHTTP runs the same verbs against a real server on loopback.
+func TestDataVerbsOverHTTP(t *testing.T) {
+	t.Parallel()
+	testDataVerbs(t, newHTTPDataCLI)
+}
+
+func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {
+	c := newCLI(t)
+	ctx := context.Background()
+	out := c.data(`{"prompt": "2+2", "tokens": [1, 2], "score": 1}
+{"prompt": "3+3", "tokens": [3], "obs": {"$ndarray": {"dtype": "uint8", "shape": [2], "data": "AQI="}}}
+
+{"prompt": "4+4", "meta": {"src": "x"}}
+`, "put", "rollouts", "--batch", "2")
+	require.Equal(t, "put 3 records: indexes 0–2", out)
+	out = c.data(`{"prompt": "eval"}`+"\n", "--json", "put", "rollouts", "--partition", "eval")
+	require.JSONEq(t, `{"count": 1, "indexes": [3]}`, out)
+
+	lines := strings.Split(c.data("", "get", "rollouts"), "\n")
+	require.Len(t, lines, 4)
+	require.JSONEq(t, `{"index":0,"partition":"default","fields":{"prompt":"2+2","tokens":[1,2],"score":1}}`, lines[0])
+	require.JSONEq(t, `{"index":1,"partition":"default","fields":{"prompt":"3+3","tokens":[3],"obs":{"$ndarray":{"dtype":"uint8","shape":[2],"data":"AQI="}}}}`, lines[1])
+	require.JSONEq(t, `{"index":2,"partition":"default","fields":{"prompt":"4+4","meta":{"src":"x"}}}`, lines[2])
+	require.JSONEq(t, `{"index":3,"partition":"eval","fields":{"prompt":"eval"}}`,
+		c.data("", "get", "rollouts", "--partition", "eval", "--fields", "prompt", "--offset", "1", "--limit", "5"))
+
+	// Bad input: typed errors and exit codes, nothing written.
+	_, errs, code := c.run(`{"score": "high"}`+"\n", append(c.args, "put", "rollouts")...)
+	require.NotZero(t, code)
+	require.Contains(t, errs, `field "score" has type int64`)
+	_, errs, code = c.run(`not json`+"\n", append(c.args, "put", "rollouts")...)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "line 1")
+	_, _, code = c.run(`{"x": 1}`+"\n", append(c.args, "put", "rollouts", "--partition", "-bad")...)
+	require.Equal(t, exitUsage, code)
+
+	// The persist API on the same queue: a sampler, a field update, a clear.
+	q, err := persist.Open(ctx, "rollouts", &c.cfg)
+	require.NoError(t, err)
+	m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"prompt"}, BatchSize: 2, Task: "train"})
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1}, m.Indexes)
+	require.NoError(t, q.PutFields(ctx, persist.DefaultPartition, []int64{1}, []persist.Record{{"score": 7}}))
+	require.NoError(t, q.ClearSamples(ctx, persist.DefaultPartition, []int64{2}))
+	require.NoError(t, q.Close(ctx))
+
+	var st map[string]any
+	require.NoError(t, json.Unmarshal([]byte(c.data("", "--json", "stats", "rollouts")), &st))
+	require.EqualValues(t, 4, st["next_index"])
+	require.EqualValues(t, 3, st["len"])
+	require.Contains(t, c.data("", "stats", "rollouts"), "records")
+	require.Equal(t, "default  3\neval     1", c.data("", "partitions", "rollouts"))
+	require.Contains(t, c.data("", "consumption", "rollouts"), "default    train  2")
+	c.data("", "flush", "rollouts")
+
+	dir := t.TempDir()
+	files := c.data("", "export", "rollouts", dir, "--rows-per-file", "2")
+	names := strings.Split(files, "\n")
+	require.Len(t, names, 2)
+	var idx []int64
+	scores := map[int64]int64{}
+	for _, name := range names {
+		f, err := os.Open(name)
+		require.NoError(t, err)
+		pr, err := file.NewParquetReader(f)
+		require.NoError(t, err)
+		fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+		require.NoError(t, err)
+		tbl, err := fr.ReadTable(ctx)
+		require.NoError(t, err)
+		rd := array.NewTableReader(tbl, 0)
+		for rd.Next() {
+			rec := rd.RecordBatch()
+			sch := rec.Schema()
+			ic := rec.Column(sch.FieldIndices("_index")[0]).(*array.Int64)
+			sc := rec.Column(sch.FieldIndices("score")[0]).(*array.Int64)
+			for i := 0; i < int(rec.NumRows()); i++ {
+				idx = append(idx, ic.Value(i))
+				if sc.IsValid(i) {
+					scores[ic.Value(i)] = sc.Value(i)
+				}
+			}
+		}
+		rd.Release()
+		tbl.Release()
+		pr.Close()
+	}
+	require.Equal(t, []int64{0, 1, 3}, idx, "the cleared record is left out")
+	require.Equal(t, map[int64]int64{0: 1, 1: 7}, scores, "field updates are merged")
+	require.Equal(t, filepath.Join(dir, "rollouts-00000.parquet"), names[0])
+}

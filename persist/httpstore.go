@@ -1,0 +1,737 @@
+package persist
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/tinylib/msgp/msgp"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// This file is the HTTP store: a Store over the data routes of `lakeshore serve`
+// (docs/http-api.md, "Data queues"), so that Open with an http(s) URL gives the same
+// Queue, Reader and KVView in a process on another machine. Control bodies are msgpack,
+// records travel as wire-encoded maps (RecordToWire), reads come back as Arrow IPC streams
+// (BatchFromRecord), and errors are rebuilt into the same typed errors as in process.
+
+// Environment variables read by Open when Config leaves the target or token empty.
+const (
+	// EnvURL names the server a Config without Dir or URL reaches: LAKESHORE_URL, as the
+	// job queue's SDK and CLI use.
+	EnvURL = "LAKESHORE_URL"
+	// EnvToken is the bearer token sent to the server when Config.Token is empty.
+	EnvToken = "LAKESHORE_TOKEN"
+)
+
+// NamespaceDefault is the namespace of a data queue reached over HTTP without
+// Config.Namespace.
+const NamespaceDefault = "default"
+
+// isHTTP reports whether target is an http(s) URL.
+func isHTTP(target string) bool {
+	return strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://")
+}
+
+// httpTarget returns the server a Config names: URL, else Dir when it is an http(s) URL,
+// else $LAKESHORE_URL when Dir is empty; "" for the file store.
+func (c *Config) httpTarget() string {
+	switch {
+	case c == nil:
+		return os.Getenv(EnvURL)
+	case c.URL != "":
+		return c.URL
+	case isHTTP(c.Dir):
+		return c.Dir
+	case c.Dir == "":
+		return os.Getenv(EnvURL)
+	}
+	return ""
+}
+
+// OpenHTTPStore returns a Store over the data queue name of the server at baseURL (an
+// http or https URL, e.g. "http://127.0.0.1:7077"), in cfg.Namespace (default
+// "default"), sending cfg.Token (default $LAKESHORE_TOKEN) as the bearer token. It asks
+// the server for the queue's schema once, so an unreachable server, a refused token or a
+// server without data queues fails here. Errors: *InvalidError for a bad name or URL, the
+// server's errors (ErrForbidden, plane.ErrUnauthorized, …), transport errors.
+func OpenHTTPStore(ctx context.Context, baseURL, name string, cfg *Config) (Store, error) {
+	if err := checkName("queue name", name); err != nil {
+		return nil, err
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil || !isHTTP(baseURL) || u.Host == "" {
+		return nil, &InvalidError{Field: "Config.URL", Value: baseURL, Rule: "an http:// or https:// URL of a lakeshore server"}
+	}
+	ns := c.Namespace
+	if ns == "" {
+		ns = NamespaceDefault
+	}
+	if err := checkName("namespace", ns); err != nil {
+		return nil, err
+	}
+	tok := c.Token
+	if tok == "" {
+		tok = os.Getenv(EnvToken)
+	}
+	client := c.HTTPClient
+	if client == nil {
+		client = defaultHTTPClient
+	}
+	s := &httpStore{name: name, client: client, token: tok,
+		base: strings.TrimSuffix(baseURL, "/") + "/v1/namespaces/" + url.PathEscape(ns) + "/data/" + url.PathEscape(name)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if _, err := s.Schema(ctx); err != nil {
+		s.cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// defaultHTTPClient keeps many idle connections to one server (many concurrent
+// producers and consumers).
+var defaultHTTPClient = &http.Client{Transport: &http.Transport{
+	Proxy:               http.ProxyFromEnvironment,
+	MaxIdleConns:        1024,
+	MaxIdleConnsPerHost: 1024,
+	IdleConnTimeout:     90 * time.Second,
+	ForceAttemptHTTP2:   true,
+}}
+
+// httpStore is the Store over HTTP.
+type httpStore struct {
+	name   string
+	base   string // …/v1/namespaces/{ns}/data/{queue}
+	client *http.Client
+	token  string
+
+	// version is the highest change version the server reported.
+	version atomic.Int64
+
+	ctx       context.Context // ends at Close
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// httpRequest is one call: a msgpack body (a msgp.Marshaler) or none; query parameters.
+type httpRequest struct {
+	method string
+	path   string
+	query  url.Values
+	body   msgp.Marshaler
+	arrow  bool // the answer is an Arrow IPC stream
+	// idempotent marks a POST or DELETE that is safe to repeat (GETs always are).
+	idempotent bool
+}
+
+// do sends req and returns the answer's body and headers; out, when not nil, receives
+// the decoded msgpack answer. Errors: ErrClosed after Close, the server's error rebuilt
+// (httpError), transport errors.
+func (s *httpStore) do(ctx context.Context, req httpRequest, out msgp.Unmarshaler) ([]byte, http.Header, error) {
+	if req.method != "GET" && !req.idempotent {
+		return s.doOnce(ctx, req, out)
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		data, h, err := s.doOnce(ctx, req, out)
+		if err == nil || attempt == httpRetries || !retryable(err) || ctx.Err() != nil {
+			return data, h, err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-s.ctx.Done():
+			return nil, nil, ErrClosed
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// httpRetries bounds the attempts of a call that is safe to repeat (reads, marks,
+// clears, flushes) when the server is unreachable or restarting: about 3 s in all.
+const httpRetries = 6
+
+// transportError is a request that got no answer from the server.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+// retryable reports whether err is worth another attempt: no answer, or a server that is
+// shutting down or has too many long-polls open.
+func retryable(err error) bool {
+	var te *transportError
+	if errors.As(err, &te) {
+		return true
+	}
+	var pe *plane.Error
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Code == api.ErrShuttingDown.Code || pe.Code == api.ErrTooManyLongPolls.Code || pe.Code == plane.ErrUnavailable.Code
+}
+
+// doOnce is one attempt of do.
+func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmarshaler) ([]byte, http.Header, error) {
+	if s.closed.Load() {
+		return nil, nil, ErrClosed
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	u := s.base + req.path
+	if len(req.query) > 0 {
+		u += "?" + req.query.Encode()
+	}
+	var body io.Reader
+	if req.body != nil {
+		b, err := req.body.MarshalMsg(nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.method, u, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.body != nil {
+		hr.Header.Set("Content-Type", api.ContentTypeMsgpack)
+	}
+	if req.arrow {
+		hr.Header.Set("Accept", api.ContentTypeArrow) // errors come back as JSON
+	} else {
+		hr.Header.Set("Accept", api.ContentTypeMsgpack)
+	}
+	if s.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := s.client.Do(hr)
+	if err != nil {
+		if s.closed.Load() {
+			return nil, nil, ErrClosed
+		}
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, nil, ctx.Err()
+		}
+		return nil, nil, &transportError{fmt.Errorf("persist: %s %s: %w", req.method, s.base+req.path, err)}
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		if s.closed.Load() {
+			return nil, nil, ErrClosed
+		}
+		return nil, nil, fmt.Errorf("persist: %s %s: read answer: %w", req.method, s.base+req.path, err)
+	}
+	if v, err := strconv.ParseInt(resp.Header.Get(api.HeaderDataVersion), 10, 64); err == nil {
+		for {
+			cur := s.version.Load()
+			if v <= cur || s.version.CompareAndSwap(cur, v) {
+				break
+			}
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, httpError(resp, data)
+	}
+	if out != nil {
+		if _, err := out.UnmarshalMsg(data); err != nil {
+			return nil, nil, fmt.Errorf("persist: %s %s: decode answer: %w", req.method, s.base+req.path, err)
+		}
+	}
+	return data, resp.Header, nil
+}
+
+// httpError rebuilds the error of a non-200 answer: persist's typed errors from their
+// details, else the sentinel of the code.
+func httpError(resp *http.Response, data []byte) error {
+	var b api.DataErrorBody
+	ct := resp.Header.Get("Content-Type")
+	var err error
+	if strings.Contains(ct, "msgpack") {
+		_, err = b.UnmarshalMsg(data)
+	} else {
+		err = json.Unmarshal(data, &b)
+	}
+	if err != nil || b.Code == "" {
+		return fmt.Errorf("persist: server answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	d := b.Details
+	if d != nil {
+		switch b.Code {
+		case ErrSchema.Code:
+			return &SchemaError{Field: d.Field, Have: Kind(d.Have), Got: Kind(d.Got), Reason: d.Reason}
+		case ErrUnsupportedValue.Code:
+			return &UnsupportedValueError{Field: d.Field, GoType: d.GoType, Reason: d.Reason}
+		case ErrNotFound.Code:
+			if d.Partition != "" || d.Keys != nil || d.Indexes != nil {
+				return &NotFoundError{Partition: d.Partition, Keys: d.Keys, Indexes: d.Indexes}
+			}
+		case ErrInvalid.Code:
+			if d.Field != "" || d.Rule != "" {
+				e := &InvalidError{Field: d.Field, Value: d.Value, Rule: d.Rule}
+				if e.Error() != b.Message {
+					e.Message = b.Message
+				}
+				return e
+			}
+		}
+	}
+	// Every code keeps its code (the server's own ones too: shutting_down, forbidden, …),
+	// so errors.Is matches the sentinels of persist, plane and api.
+	return &plane.Error{Code: b.Code, Message: b.Message}
+}
+
+// Name implements Store.
+func (s *httpStore) Name() string { return s.name }
+
+// wireRecords encodes records for a body.
+func wireRecords(recs []Record) ([]api.Value, error) {
+	out := make([]api.Value, len(recs))
+	for i, r := range recs {
+		b, err := RecordToWire(fmt.Sprintf("records[%d]", i), r)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = api.Value{Wire: b}
+	}
+	return out, nil
+}
+
+// PutPartition implements Store.
+func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []Record) ([]int64, error) {
+	vals, err := wireRecords(recs)
+	if err != nil {
+		return nil, err
+	}
+	var out api.DataIndexesResponse
+	q := url.Values{"partition": {partition}}
+	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: q,
+		body: &api.DataPutRequest{Partition: partition, Records: vals}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Indexes, nil
+}
+
+// PutFields implements Store.
+func (s *httpStore) PutFields(ctx context.Context, partition string, indexes []int64, fields []Record) error {
+	vals, err := wireRecords(fields)
+	if err != nil {
+		return err
+	}
+	if fields == nil {
+		vals = nil
+	}
+	_, _, err = s.do(ctx, httpRequest{method: "POST", path: "/fields", query: url.Values{"partition": {partition}},
+		body: &api.DataPutFieldsRequest{Partition: partition, Indexes: indexes, Records: vals}}, &api.EmptyResponse{})
+	return err
+}
+
+// readBatch decodes an Arrow IPC answer into a Batch.
+func readBatch(data []byte) (*Batch, error) {
+	rd, err := ipc.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("persist: decode the server's Arrow answer: %w", err)
+	}
+	defer rd.Release()
+	if !rd.Next() {
+		if err := rd.Err(); err != nil {
+			return nil, fmt.Errorf("persist: decode the server's Arrow answer: %w", err)
+		}
+		return emptyBatch(nil), nil
+	}
+	rec := rd.RecordBatch()
+	b, err := BatchFromRecord(rec)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// emptyBatch returns a batch of no rows with fields.
+func emptyBatch(fields []Field) *Batch {
+	return &Batch{Indexes: []int64{}, Partitions: []string{}, Fields: fields,
+		Record: makeRecord(nil, fields, emptyColumns(fields))}
+}
+
+func emptyColumns(fields []Field) []arrow.Array {
+	cols := make([]arrow.Array, len(fields))
+	for i, f := range fields {
+		b := array.NewBuilder(memory.DefaultAllocator, arrowType(f.Kind))
+		cols[i] = b.NewArray()
+		b.Release()
+	}
+	return cols
+}
+
+// getQuery encodes GetOpts as query parameters.
+func getQuery(q url.Values, opts *GetOpts) {
+	if opts == nil {
+		return
+	}
+	if opts.Fields != nil {
+		q.Set("fields", strings.Join(opts.Fields, ","))
+	}
+	if opts.Partition != "" {
+		q.Set("partition", opts.Partition)
+	}
+	sh := opts.Shard
+	if sh.WorldSize != 0 || sh.Rank != 0 {
+		q.Set("rank", strconv.Itoa(sh.Rank))
+		q.Set("world_size", strconv.Itoa(sh.WorldSize))
+	}
+	if sh.Column != "" {
+		q.Set("shard_column", sh.Column)
+	}
+	if sh.Buckets != 0 {
+		q.Set("shard_buckets", strconv.Itoa(sh.Buckets))
+	}
+}
+
+// Scan implements Store.
+func (s *httpStore) Scan(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, int64, error) {
+	if opts != nil {
+		for _, f := range opts.Fields {
+			if strings.Contains(f, ",") { // the query separates names by commas
+				return nil, 0, &InvalidError{Field: "fields", Value: f, Rule: "over HTTP, field names without a comma"}
+			}
+		}
+		if opts.Fields != nil && len(opts.Fields) == 0 {
+			return nil, 0, &InvalidError{Field: "fields", Value: "[]", Rule: "at least one name, or nil for every field"}
+		}
+	}
+	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "limit": {strconv.Itoa(limit)}}
+	getQuery(q, opts)
+	data, h, err := s.do(ctx, httpRequest{method: "GET", path: "/records", query: q, arrow: true}, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	next, err := strconv.ParseInt(h.Get(api.HeaderNextOffset), 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("persist: the server's answer has no %s header", api.HeaderNextOffset)
+	}
+	b, err := readBatch(data)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, next, nil
+}
+
+// httpLongPollSlice is the longest wait one request asks of the server; longer waits
+// repeat the request (the server caps a long-poll, 60 s by default).
+const httpLongPollSlice = 50 * time.Second
+
+// GetMeta implements Store.
+func (s *httpStore) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
+	if req == nil {
+		return nil, &InvalidError{Field: "MetaRequest", Value: nil, Rule: "a request"}
+	}
+	body := &api.DataMetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
+		Wait: req.Wait, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex}
+	if body.Fields == nil {
+		body.Fields = []string{}
+	}
+	if req.Timeout < 0 {
+		return nil, &InvalidError{Field: "MetaRequest.Timeout", Value: req.Timeout, Rule: "≥ 0"}
+	}
+	if req.Sampler.Name != "" || len(req.Sampler.Params) > 0 {
+		body.Sampler = &api.DataSampler{Name: req.Sampler.Name}
+		if len(req.Sampler.Params) > 0 {
+			if err := json.Unmarshal(req.Sampler.Params, &body.Sampler.Params); err != nil || body.Sampler.Params == nil {
+				if _, lerr := NewSampler(req.Sampler); lerr != nil {
+					return nil, lerr // the same error as in process
+				}
+				return nil, &InvalidError{Field: "sampler params", Value: string(req.Sampler.Params), Rule: "a JSON object"}
+			}
+		}
+	}
+	timeout := req.Timeout
+	if timeout == 0 {
+		timeout = GetMetaTimeoutDefault
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if req.Wait {
+			body.Timeout = min(time.Until(deadline), httpLongPollSlice).Seconds()
+			if body.Timeout <= 0 {
+				body.Timeout = 0.001
+			}
+		}
+		var out api.DataBatchMeta
+		_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/meta", body: body}, &out)
+		if err != nil {
+			if req.Wait && errors.Is(err, ErrTimeout) && time.Until(deadline) > 0 && ctx.Err() == nil {
+				continue // the server capped the wait: a timed-out wait handed out nothing
+			}
+			return nil, err
+		}
+		m := &BatchMeta{Size: out.Size, Indexes: out.Indexes, Partition: out.Partition, Task: out.Task}
+		for _, f := range out.Fields {
+			m.Fields = append(m.Fields, FieldMeta{Name: f.Name, Kind: Kind(f.Kind), DType: f.DType, Shape: f.Shape})
+		}
+		return m, nil
+	}
+}
+
+// GetData implements Store.
+func (s *httpStore) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
+	if meta == nil {
+		return nil, &InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
+	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if len(meta.Indexes) == 0 {
+		var fields []Field
+		for _, f := range meta.Fields {
+			if validKind(f.Kind) {
+				fields = append(fields, Field{Name: f.Name, Kind: f.Kind})
+			}
+		}
+		return emptyBatch(fields), nil
+	}
+	fields := meta.FieldNames()
+	if fields == nil {
+		fields = []string{}
+	}
+	data, _, err := s.do(ctx, httpRequest{method: "POST", path: "/data", arrow: true, idempotent: true,
+		body: &api.DataGetRequest{Indexes: meta.Indexes, Fields: fields, Partition: meta.Partition, Task: meta.Task}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return readBatch(data)
+}
+
+// Produced implements Store.
+func (s *httpStore) Produced(ctx context.Context, partition string, indexes []int64, fields []string) ([][]bool, error) {
+	var out api.DataProducedResponse
+	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/produced", idempotent: true,
+		body: &api.DataProducedRequest{Partition: partition, Indexes: nonNil(indexes), Fields: nonNilStrings(fields)}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Produced, nil
+}
+
+func nonNil(x []int64) []int64 {
+	if x == nil {
+		return []int64{}
+	}
+	return x
+}
+
+func nonNilStrings(x []string) []string {
+	if x == nil {
+		return []string{}
+	}
+	return x
+}
+
+// MarkConsumed implements Store.
+func (s *httpStore) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/consumption/mark", idempotent: true,
+		body: &api.DataConsumptionRequest{Task: task, Partition: partition, Indexes: nonNil(indexes)}}, &api.EmptyResponse{})
+	return err
+}
+
+// ResetConsumption implements Store.
+func (s *httpStore) ResetConsumption(ctx context.Context, task, partition string) error {
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/consumption/reset", idempotent: true,
+		body: &api.DataConsumptionRequest{Task: task, Partition: partition}}, &api.EmptyResponse{})
+	return err
+}
+
+// Consumed implements Store.
+func (s *httpStore) Consumed(ctx context.Context, task, partition string) (int64, error) {
+	var out api.DataConsumedResponse
+	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/consumption",
+		query: url.Values{"task": {task}, "partition": {partition}}}, &out)
+	return out.Consumed, err
+}
+
+// ClearSamples implements Store.
+func (s *httpStore) ClearSamples(ctx context.Context, partition string, indexes []int64) error {
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/clear", idempotent: true,
+		body: &api.DataClearRequest{Partition: partition, Indexes: nonNil(indexes)}}, &api.EmptyResponse{})
+	return err
+}
+
+// ClearPartition implements Store.
+func (s *httpStore) ClearPartition(ctx context.Context, partition string) error {
+	if err := checkName("partition", partition); err != nil {
+		return err
+	}
+	_, _, err := s.do(ctx, httpRequest{method: "DELETE", path: "/partitions/" + url.PathEscape(partition), idempotent: true}, &api.EmptyResponse{})
+	return err
+}
+
+// KVPut implements Store.
+func (s *httpStore) KVPut(ctx context.Context, partition string, keys []string, fields []Record, tags []map[string]string) ([]int64, error) {
+	vals, err := wireRecords(fields)
+	if err != nil {
+		return nil, err
+	}
+	var out api.DataIndexesResponse
+	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv",
+		body: &api.DataKVPutRequest{Partition: partition, Keys: nonNilStrings(keys), Records: vals, Tags: tags}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Indexes, nil
+}
+
+// kvEntries converts entries of an answer.
+func kvEntriesOf(in []api.DataKVEntry) ([]KVEntry, error) {
+	out := make([]KVEntry, len(in))
+	for i, e := range in {
+		out[i] = KVEntry{Partition: e.Partition, Key: e.Key, Index: e.Index, Tags: e.Tags}
+		if e.Fields.Wire != nil {
+			rec, err := RecordFromWire("entries", e.Fields.Wire)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Fields = rec
+		}
+	}
+	return out, nil
+}
+
+// KVGet implements Store.
+func (s *httpStore) KVGet(ctx context.Context, partition string, keys []string, fields []string) ([]KVEntry, error) {
+	var out api.DataKVResponse
+	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv/get", idempotent: true,
+		body: &api.DataKVKeysRequest{Partition: partition, Keys: nonNilStrings(keys), Fields: fields}}, &out); err != nil {
+		return nil, err
+	}
+	return kvEntriesOf(out.Entries)
+}
+
+// KVList implements Store.
+func (s *httpStore) KVList(ctx context.Context, partition string) ([]KVEntry, error) {
+	var out api.DataKVResponse
+	if _, _, err := s.do(ctx, httpRequest{method: "GET", path: "/kv", query: url.Values{"partition": {partition}}}, &out); err != nil {
+		return nil, err
+	}
+	return kvEntriesOf(out.Entries)
+}
+
+// KVClear implements Store.
+func (s *httpStore) KVClear(ctx context.Context, partition string, keys []string) error {
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv/clear", idempotent: true,
+		body: &api.DataKVKeysRequest{Partition: partition, Keys: nonNilStrings(keys)}}, &api.EmptyResponse{})
+	return err
+}
+
+// Schema implements Store.
+func (s *httpStore) Schema(ctx context.Context) (Schema, error) {
+	var out api.DataSchemaResponse
+	if _, _, err := s.do(ctx, httpRequest{method: "GET", path: "/schema"}, &out); err != nil {
+		return Schema{}, err
+	}
+	var sc Schema
+	for _, f := range out.Fields {
+		sc.Fields = append(sc.Fields, Field{Name: f.Name, Kind: Kind(f.Kind)})
+	}
+	return sc, nil
+}
+
+// Counts implements Store.
+func (s *httpStore) Counts(ctx context.Context) (int64, int64, error) {
+	st, err := s.Stats(ctx)
+	return st.NextIndex, st.Len, err
+}
+
+// Stats implements Store. The counters are those of the server's handle of the queue.
+func (s *httpStore) Stats(ctx context.Context) (Stats, error) {
+	var o api.DataStats
+	if _, _, err := s.do(ctx, httpRequest{method: "GET", path: "/stats"}, &o); err != nil {
+		return Stats{}, err
+	}
+	return Stats{Puts: o.Puts, Gets: o.Gets, Flushes: o.Flushes, Compactions: o.Compactions, LastFlush: o.LastFlush,
+		LastFlushDuration: time.Duration(o.LastFlushDuration * float64(time.Second)), Commits: o.Commits,
+		CommittedOps: o.CommittedOps, RecoveredFragments: o.RecoveredFragments, OrphansDeleted: o.OrphansDeleted,
+		NextIndex: o.NextIndex, Len: o.Len, Cleared: o.Cleared, TailRows: o.TailRows, FragmentRows: o.FragmentRows,
+		Fragments: o.Fragments, FragmentBytes: o.FragmentBytes, ManifestVersion: o.ManifestVersion,
+		Partitions: o.Partitions, ConsumedByTask: o.ConsumedByTask, PendingFragments: o.PendingFragments}, nil
+}
+
+// Flush implements Store.
+func (s *httpStore) Flush(ctx context.Context) error {
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/flush", idempotent: true}, &api.EmptyResponse{})
+	return err
+}
+
+// Changes implements Store: a long-poll on the server's change version, from the
+// highest version this store has seen in an answer (so no commit after that answer is
+// missed; a commit already seen may wake the caller once more).
+func (s *httpStore) Changes() (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	if s.closed.Load() {
+		close(ch)
+		return ch, func() {}
+	}
+	after := s.version.Load()
+	ctx, cancel := context.WithCancel(s.ctx)
+	go func() {
+		backoff := 50 * time.Millisecond
+		for {
+			var out api.DataVersionResponse
+			q := url.Values{"after": {strconv.FormatInt(after, 10)}, "wait": {strconv.Itoa(int(httpLongPollSlice.Seconds()))}}
+			_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/changes", query: q}, &out)
+			switch {
+			case s.closed.Load():
+				close(ch)
+				return
+			case ctx.Err() != nil:
+				return
+			case err == nil && out.Version > after:
+				close(ch)
+				return
+			case err != nil:
+				select { // the server is away: try again, without spinning
+				case <-time.After(backoff):
+				case <-ctx.Done():
+					if s.closed.Load() {
+						close(ch)
+					}
+					return
+				}
+				backoff = min(2*backoff, 2*time.Second)
+			}
+		}
+	}()
+	return ch, cancel
+}
+
+// Close implements Store: calls in flight end with ErrClosed, waiting streams wake. It
+// does not touch the server's queue.
+func (s *httpStore) Close(context.Context) error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.cancel()
+	})
+	return nil
+}

@@ -1,0 +1,266 @@
+package persist_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// dataServer is a real `lakeshore serve` handler on loopback serving data queues from a
+// temporary directory.
+type dataServer struct {
+	url    string
+	dir    string
+	srv    *server.Server
+	client *http.Client
+}
+
+// startDataServer starts a server with cfg (DataDir set to a temporary directory when
+// empty) and stops it at cleanup.
+func startDataServer(t testing.TB, cfg *server.Config) *dataServer {
+	t.Helper()
+	back, err := sqliteplane.Open(context.Background(), ":memory:", nil)
+	require.NoError(t, err)
+	var c server.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.DataDir == "" {
+		c.DataDir = t.TempDir()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	srv := server.New(back, &c)
+	ts := httptest.NewServer(srv)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	t.Cleanup(func() {
+		srv.Stop()
+		ts.Close()
+		require.NoError(t, srv.Close(context.Background()))
+		client.CloseIdleConnections()
+		back.Close()
+	})
+	return &dataServer{url: ts.URL, dir: c.DataDir, srv: srv, client: client}
+}
+
+// open opens queue name on the server with cfg's namespace and token.
+func (d *dataServer) open(t testing.TB, name string, cfg *persist.Config) persist.Store {
+	t.Helper()
+	var c persist.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.URL, c.HTTPClient = d.url, d.client
+	s, err := persist.OpenHTTPStore(context.Background(), d.url, name, &c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+// TestHTTPStoreConformance runs the Store conformance suite on the HTTP store against a
+// real server on loopback, one queue per case.
+func TestHTTPStoreConformance(t *testing.T) {
+	t.Parallel()
+	d := startDataServer(t, nil)
+	n := 0
+	persisttest.Run(t, func(t *testing.T) persist.Store {
+		n++
+		return d.open(t, "q"+string(rune('a'+n)), nil)
+	})
+}
+
+// startHTTPChild re-executes the test binary in a child role of child_test.go, with the
+// server's URL as its directory argument; stdout is returned as a scanner.
+func startHTTPChild(t *testing.T, role, url, arg string, env ...string) (*exec.Cmd, *bufio.Scanner, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PERSIST_TEST_CHILD="+role, "PERSIST_TEST_DIR="+url, "PERSIST_TEST_ARG="+arg)
+	cmd.Env = append(cmd.Env, env...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	return cmd, sc, &stderr
+}
+
+// TestHTTPSecondProcessSeesLaterRows: a process that opened the queue over HTTP (through
+// LAKESHORE_URL) and follows it with a waiting Stream sees the rows another process puts
+// after it opened.
+func TestHTTPSecondProcessSeesLaterRows(t *testing.T) {
+	t.Parallel()
+	d := startDataServer(t, nil)
+	cmd, out, stderr := startHTTPChild(t, "httpfollower", d.url, "30")
+	require.True(t, out.Scan(), "the follower did not start: %s", stderr)
+	require.Equal(t, "ready", out.Text())
+	q := persist.New(d.open(t, "q", nil))
+	var want []int64
+	for i := range 3 {
+		recs := make([]persist.Record, 10)
+		for j := range recs {
+			recs[j] = persist.Record{"k": i*10 + j}
+		}
+		idx, err := q.PutBatch(context.Background(), recs)
+		require.NoError(t, err)
+		want = append(want, idx...)
+		time.Sleep(50 * time.Millisecond)
+	}
+	var got []int64
+	for len(got) < len(want) && out.Scan() {
+		n, err := strconv.ParseInt(out.Text(), 10, 64)
+		require.NoError(t, err)
+		got = append(got, n)
+	}
+	require.NoError(t, cmd.Wait(), "follower: %s", stderr)
+	require.Equal(t, want, got)
+}
+
+// TestHTTPProducersAndConsumers: four producers on two servers over one data directory
+// put 100,000 records while three consumer processes with distinct tasks, on either
+// server, take them in batches: every consumer's set equals the produced set, without a
+// duplicate.
+func TestHTTPProducersAndConsumers(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("100,000 records over HTTP")
+	}
+	dir := t.TempDir()
+	servers := []*dataServer{startDataServer(t, &server.Config{DataDir: dir}), startDataServer(t, &server.Config{DataDir: dir})}
+	const total, producers = 100_000, 4
+	// The queue exists before the consumers start.
+	servers[0].open(t, "q", nil)
+	type result struct {
+		task string
+		idx  []int64
+		err  error
+	}
+	results := make(chan result, 3)
+	for c, task := range []string{"actor", "critic", "ref"} {
+		cmd, out, stderr := startHTTPChild(t, "httpconsumer", servers[c%2].url, task, "PERSIST_TEST_COUNT="+strconv.Itoa(total))
+		go func() {
+			var idx []int64
+			for out.Scan() {
+				n, err := strconv.ParseInt(out.Text(), 10, 64)
+				if err != nil {
+					results <- result{task: task, err: err}
+					return
+				}
+				idx = append(idx, n)
+			}
+			err := cmd.Wait()
+			if err != nil {
+				err = fmt.Errorf("%w: %s", err, stderr)
+			}
+			results <- result{task, idx, err}
+		}()
+	}
+	produced := make(chan []int64, producers)
+	for p := range producers {
+		go func() {
+			q := persist.New(servers[p%2].open(t, "q", nil))
+			var mine []int64
+			for k := 0; k < total/producers; k += 500 {
+				recs := make([]persist.Record, 500)
+				for j := range recs {
+					recs[j] = persist.Record{"k": p*total + k + j, "p": p}
+				}
+				idx, err := q.PutBatch(context.Background(), recs)
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				mine = append(mine, idx...)
+			}
+			produced <- mine
+		}()
+	}
+	var all []int64
+	for range producers {
+		all = append(all, <-produced...)
+	}
+	slices.Sort(all)
+	require.Len(t, all, total)
+	for range 3 {
+		select {
+		case r := <-results:
+			require.NoError(t, r.err, r.task)
+			got := slices.Clone(r.idx)
+			slices.Sort(got)
+			require.Equal(t, len(got), len(slices.Compact(slices.Clone(got))), "%s got an index twice", r.task)
+			require.Equal(t, all, got, "%s consumed exactly the produced set", r.task)
+		case <-time.After(2 * time.Minute):
+			t.Fatal("a consumer did not finish")
+		}
+	}
+}
+
+// TestHTTPStoreRetriesReads: reads (safe to repeat) ride out a server that answers 503
+// shutting_down a few times; a put (not safe to repeat) is not repeated.
+func TestHTTPStoreRetriesReads(t *testing.T) {
+	t.Parallel()
+	back, err := sqliteplane.Open(context.Background(), ":memory:", nil)
+	require.NoError(t, err)
+	srv := server.New(back, &server.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var refuse, puts atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/records") && r.Method == "POST" {
+			puts.Add(1)
+		}
+		if refuse.Add(-1) >= 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"code": "shutting_down", "message": "server shutting down: retry"}`))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(func() {
+		ts.Close()
+		require.NoError(t, srv.Close(context.Background()))
+		client.CloseIdleConnections()
+		back.Close()
+	})
+	s, err := persist.OpenHTTPStore(context.Background(), ts.URL, "q", &persist.Config{HTTPClient: client})
+	require.NoError(t, err)
+	q := persist.New(s)
+	defer q.Close(context.Background())
+	ctx := context.Background()
+	_, err = q.PutBatch(ctx, []persist.Record{{"x": 1}, {"x": 2}})
+	require.NoError(t, err)
+	refuse.Store(3)
+	rows, err := q.Get(ctx, 0, 10, nil)
+	require.NoError(t, err, "a read rides out three refusals")
+	require.Len(t, rows, 2)
+	refuse.Store(1)
+	before := puts.Load()
+	_, err = q.Put(ctx, persist.Record{"x": 3})
+	require.Error(t, err, "a put is not repeated")
+	require.Equal(t, before+1, puts.Load())
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+}

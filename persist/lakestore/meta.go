@@ -1,0 +1,494 @@
+package lakestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+)
+
+var errNotFull = errors.New("batch not full")
+
+// GetMeta implements persist.Store. The decision is one catalog transaction holding
+// the row lock of (queue, partition, task) in the consumers table: the sampler runs
+// and the consumption (and assignments) are written while no other server can decide
+// for the same consumer, so two consumers of one task never get overlapping samples
+// unless the sampler says so (RankAware groups).
+func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist.BatchMeta, error) {
+	if req == nil {
+		return nil, &persist.InvalidError{Field: "request", Value: nil, Rule: "a MetaRequest"}
+	}
+	rq, sampler, err := persist.NormalizeMetaRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	var deadline <-chan time.Time
+	if rq.Wait {
+		t := time.NewTimer(cmpOr(rq.Timeout, persist.GetMetaTimeoutDefault))
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		woken, release := s.Changes()
+		var idx []int64
+		var schema persist.Schema
+		err := s.write(ctx, func(tx pgx.Tx) error {
+			var err error
+			idx, schema, err = s.getMeta(ctx, tx, &rq, sampler)
+			return err
+		})
+		if err == nil {
+			release()
+			return s.batchMeta(ctx, &rq, idx, schema)
+		}
+		if !errors.Is(err, errNotFull) {
+			release()
+			return nil, err
+		}
+		select {
+		case <-woken:
+			release()
+		case <-deadline:
+			release()
+			return nil, fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
+				persist.ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, persist.GetMetaTimeoutDefault))
+		case <-s.closing:
+			release()
+			return nil, persist.ErrClosed
+		case <-ctx.Done():
+			release()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// lockConsumer takes the row lock of (partition, task), creating the row.
+func (s *Store) lockConsumer(ctx context.Context, tx pgx.Tx, partition, task string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO consumers(queue, partition, task) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, s.name, partition, task); err != nil {
+		return fmt.Errorf("lock consumer: %w", err)
+	}
+	var one int
+	if err := tx.QueryRow(ctx, `SELECT 1 FROM consumers WHERE queue = $1 AND partition = $2 AND task = $3 FOR UPDATE`, s.name, partition, task).Scan(&one); err != nil {
+		return fmt.Errorf("lock consumer: %w", err)
+	}
+	return nil
+}
+
+// getMeta is the transaction of GetMeta.
+func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, sampler persist.Sampler) ([]int64, persist.Schema, error) {
+	if err := s.lockConsumer(ctx, tx, rq.Partition, rq.Task); err != nil {
+		return nil, persist.Schema{}, err
+	}
+	st, err := s.loadQueue(ctx, tx, false)
+	if err != nil {
+		return nil, persist.Schema{}, err
+	}
+	known := true
+	for _, f := range rq.Fields {
+		if _, ok := st.schema.Kind(f); !ok {
+			known = false // a field no sample has yet: nothing is ready
+		}
+	}
+	segs, err := s.segments(ctx, tx, rq.Partition, 0, 1<<62)
+	if err != nil {
+		return nil, st.schema, err
+	}
+	part := spansOfSegments(segs)
+	consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, rq.Partition, rq.Task)
+	if err != nil {
+		return nil, st.schema, err
+	}
+	var ready spanSet
+	if known {
+		tomb, err := s.tombstones(ctx, tx)
+		if err != nil {
+			return nil, st.schema, err
+		}
+		ready = part.minus(tomb).minus(consumed)
+		for _, f := range rq.Fields {
+			has, err := s.producedSet(ctx, tx, segs, f)
+			if err != nil {
+				return nil, st.schema, err
+			}
+			ready = ready.intersect(has)
+		}
+	}
+	window := persist.SamplerWindow(sampler, rq.BatchSize)
+	src := &sampleSource{s: s, ctx: ctx, tx: tx, rq: rq, ready: ready, part: part, schema: st.schema}
+	first := ready.first(window)
+	in := &persist.SampleInput{Ready: first, MoreReady: int64(len(first)) < ready.count(),
+		BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, Source: src}
+	idx, err := sampler.Sample(ctx, in)
+	if err != nil {
+		return nil, st.schema, err
+	}
+	if len(idx) > rq.BatchSize {
+		return nil, st.schema, fmt.Errorf("%w: sampler %s returned %d samples for a batch of %d", persist.ErrInvalid, rq.Sampler.Name, len(idx), rq.BatchSize)
+	}
+	chosen := setOf(idx)
+	if int(chosen.count()) != len(idx) {
+		return nil, st.schema, fmt.Errorf("%w: sampler %s returned an index twice", persist.ErrInvalid, rq.Sampler.Name)
+	}
+	bad := chosen.minus(ready)
+	if len(bad) > 0 {
+		if stored, ok, err := src.Assignment(); err != nil {
+			return nil, st.schema, err
+		} else if ok {
+			bad = bad.minus(setOf(stored))
+		}
+	}
+	if len(bad) > 0 {
+		return nil, st.schema, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", persist.ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
+	}
+	if rq.Wait && len(idx) < rq.BatchSize {
+		return nil, st.schema, errNotFull // rolls back any assignment the sampler stored
+	}
+	if !rq.DeferConsume && len(idx) > 0 {
+		if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", chosen.minus(consumed), s.name, rq.Partition, rq.Task); err != nil {
+			return nil, st.schema, err
+		}
+	}
+	if idx == nil {
+		idx = []int64{}
+	}
+	return idx, st.schema, nil
+}
+
+// sampleSource answers a sampler's questions from the catalog, inside the GetMeta
+// transaction.
+type sampleSource struct {
+	s      *Store
+	ctx    context.Context
+	tx     pgx.Tx
+	rq     *persist.MetaRequest
+	ready  spanSet
+	part   spanSet
+	schema persist.Schema
+}
+
+func (c *sampleSource) ReadyAfter(after int64, n int) ([]int64, bool) {
+	rest := c.ready.from(after + 1)
+	page := rest.first(n)
+	return page, int64(len(page)) < rest.count()
+}
+
+func (c *sampleSource) Values(ctx context.Context, field string, indexes []int64) ([]any, error) {
+	k, ok := c.schema.Kind(field)
+	if !ok {
+		return make([]any, len(indexes)), nil
+	}
+	sorted := setOf(indexes)
+	idx := sorted.first(int(sorted.count()))
+	recs, parts, err := c.s.load(ctx, c.tx, idx)
+	if err != nil {
+		return nil, err
+	}
+	b := persist.NewBatch([]persist.Field{{Name: field, Kind: k}}, idx, parts, recs)
+	defer b.Release()
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, err
+	}
+	by := make(map[int64]any, len(rows))
+	for _, r := range rows {
+		by[r.Index] = r.Fields[field]
+	}
+	out := make([]any, len(indexes))
+	for i, x := range indexes {
+		out[i] = by[x]
+	}
+	return out, nil
+}
+
+func (c *sampleSource) Ordinals(indexes []int64) []int64 {
+	out := make([]int64, len(indexes))
+	for i, x := range indexes {
+		var before int64
+		for _, sp := range c.part {
+			if sp.lo > x {
+				break
+			}
+			before += min(sp.hi, x) - sp.lo
+		}
+		out[i] = before
+	}
+	return out
+}
+
+func (c *sampleSource) Assignment() ([]int64, bool, error) {
+	var idx []int64
+	err := c.tx.QueryRow(c.ctx, `SELECT indexes FROM assignments WHERE queue = $1 AND partition = $2 AND task = $3 AND dp_rank = $4 AND batch_index = $5`,
+		c.s.name, c.rq.Partition, c.rq.Task, c.rq.DPRank, c.rq.BatchIndex).Scan(&idx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read assignment: %w", err)
+	}
+	return idx, true, nil
+}
+
+func (c *sampleSource) Assign(indexes []int64) error {
+	if indexes == nil {
+		indexes = []int64{}
+	}
+	if _, err := c.tx.Exec(c.ctx, `INSERT INTO assignments(queue, partition, task, dp_rank, batch_index, indexes) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (queue, partition, task, dp_rank, batch_index) DO UPDATE SET indexes = EXCLUDED.indexes`,
+		c.s.name, c.rq.Partition, c.rq.Task, c.rq.DPRank, c.rq.BatchIndex, indexes); err != nil {
+		return fmt.Errorf("store assignment: %w", err)
+	}
+	held, err := c.held()
+	if err != nil {
+		return err
+	}
+	return insertSpans(c.ctx, c.tx, "held", "queue, partition, task", setOf(indexes).minus(held), c.s.name, c.rq.Partition, c.rq.Task)
+}
+
+func (c *sampleSource) held() (spanSet, error) {
+	return loadSpans(c.ctx, c.tx, `SELECT lo, hi FROM held WHERE queue = $1 AND partition = $2 AND task = $3`, c.s.name, c.rq.Partition, c.rq.Task)
+}
+
+func (c *sampleSource) ReadyUnheld(n int) ([]int64, error) {
+	held, err := c.held()
+	if err != nil {
+		return nil, err
+	}
+	return c.ready.minus(held).first(n), nil
+}
+
+// batchMeta builds the BatchMeta of handed-out indexes, reading tensor dtypes and
+// shapes.
+func (s *Store) batchMeta(ctx context.Context, rq *persist.MetaRequest, idx []int64, sc persist.Schema) (*persist.BatchMeta, error) {
+	m := &persist.BatchMeta{Size: len(idx), Indexes: idx, Partition: rq.Partition, Task: rq.Task}
+	var tensors []int
+	for _, f := range rq.Fields {
+		k, _ := sc.Kind(f)
+		fm := persist.FieldMeta{Name: f, Kind: k}
+		switch k {
+		case persist.KindTensor, persist.KindNDArray, persist.KindWireTensor:
+			tensors = append(tensors, len(m.Fields))
+		case persist.KindInt64List, persist.KindFloat64List:
+		default:
+			fm.DType, fm.Shape = string(k), []int{}
+		}
+		m.Fields = append(m.Fields, fm)
+	}
+	if len(tensors) == 0 || len(idx) == 0 {
+		return m, nil
+	}
+	set := setOf(idx)
+	sorted := set.first(int(set.count()))
+	var recs []persist.StoredRecord
+	err := s.view(ctx, func(tx pgx.Tx) error {
+		var err error
+		recs, _, err = s.load(ctx, tx, sorted)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range tensors {
+		fm := &m.Fields[i]
+		firstSeen := true
+		for _, r := range recs {
+			v, _, ok := r.Value(fm.Name)
+			if !ok {
+				continue
+			}
+			tn, ok := v.(persist.Tensor)
+			if !ok {
+				continue
+			}
+			if firstSeen {
+				fm.DType, fm.Shape = tn.DType, tn.Shape
+				firstSeen = false
+				continue
+			}
+			if fm.Shape != nil && !sameShape(fm.Shape, tn.Shape) {
+				fm.Shape = nil
+			}
+			if tn.DType != fm.DType {
+				fm.DType = ""
+			}
+		}
+	}
+	return m, nil
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// MarkConsumed implements persist.Store. Errors: *persist.InvalidError,
+// *persist.NotFoundError for indexes not in partition, ErrClosed.
+func (s *Store) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
+	if err := persist.CheckTask(task); err != nil {
+		return err
+	}
+	if err := persist.CheckName("partition", partition); err != nil {
+		return err
+	}
+	if len(indexes) == 0 {
+		return nil
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	set := setOf(indexes)
+	return s.write(ctx, func(tx pgx.Tx) error {
+		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
+			return err
+		}
+		in, err := s.partitionSet(ctx, tx, partition, set)
+		if err != nil {
+			return err
+		}
+		if missing := set.minus(in); len(missing) > 0 {
+			return &persist.NotFoundError{Partition: partition, Indexes: missing.first(16)}
+		}
+		consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task)
+		if err != nil {
+			return err
+		}
+		return insertSpans(ctx, tx, "consumed", "queue, partition, task", set.minus(consumed), s.name, partition, task)
+	})
+}
+
+// ResetConsumption implements persist.Store.
+func (s *Store) ResetConsumption(ctx context.Context, task, partition string) error {
+	if err := persist.CheckTask(task); err != nil {
+		return err
+	}
+	if err := persist.CheckName("partition", partition); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.write(ctx, func(tx pgx.Tx) error {
+		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
+			return err
+		}
+		for _, table := range []string{"consumed", "assignments", "held"} {
+			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task); err != nil {
+				return fmt.Errorf("reset consumption: %w", err)
+			}
+		}
+		return s.notify(ctx, tx) // samples are ready again
+	})
+}
+
+// Consumed implements persist.Store.
+func (s *Store) Consumed(ctx context.Context, task, partition string) (int64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(hi - lo), 0) FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("lakestore: count consumed: %w", err)
+	}
+	return n, nil
+}
+
+// ClearSamples implements persist.Store: tombstones for the samples of partition
+// among indexes (others are ignored), and their KV keys forgotten. Idempotent.
+func (s *Store) ClearSamples(ctx context.Context, partition string, indexes []int64) error {
+	if err := persist.CheckName("partition", partition); err != nil {
+		return err
+	}
+	if len(indexes) == 0 {
+		return nil
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.write(ctx, func(tx pgx.Tx) error {
+		if _, err := s.loadQueue(ctx, tx, true); err != nil {
+			return err
+		}
+		in, err := s.partitionSet(ctx, tx, partition, setOf(indexes))
+		if err != nil {
+			return err
+		}
+		return s.clearSpans(ctx, tx, partition, in)
+	})
+}
+
+// clearSpans tombstones set (samples of partition, not cleared) and forgets the KV keys
+// naming them; the queue row must be locked.
+func (s *Store) clearSpans(ctx context.Context, tx pgx.Tx, partition string, set spanSet) error {
+	if len(set) == 0 {
+		return nil
+	}
+	for _, sp := range set {
+		if _, err := tx.Exec(ctx, `DELETE FROM kv WHERE queue = $1 AND partition = $2 AND idx >= $3 AND idx < $4`, s.name, partition, sp.lo, sp.hi); err != nil {
+			return fmt.Errorf("forget cleared keys: %w", err)
+		}
+	}
+	if err := s.addTombstones(ctx, tx, set); err != nil {
+		return err
+	}
+	return s.notify(ctx, tx)
+}
+
+// ClearPartition implements persist.Store.
+func (s *Store) ClearPartition(ctx context.Context, partition string) error {
+	if err := persist.CheckName("partition", partition); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.write(ctx, func(tx pgx.Tx) error {
+		if _, err := s.loadQueue(ctx, tx, true); err != nil {
+			return err
+		}
+		segs, err := s.segments(ctx, tx, partition, 0, 1<<62)
+		if err != nil {
+			return err
+		}
+		tomb, err := s.tombstones(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := s.clearSpans(ctx, tx, partition, spansOfSegments(segs).minus(tomb)); err != nil {
+			return err
+		}
+		for _, table := range []string{"consumed", "assignments", "held"} {
+			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE queue = $1 AND partition = $2`, s.name, partition); err != nil {
+				return fmt.Errorf("clear partition %s: %w", table, err)
+			}
+		}
+		return s.notify(ctx, tx)
+	})
+}

@@ -1,0 +1,204 @@
+package lakestore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+)
+
+// PutPartition implements persist.Store: one catalog transaction checks and evolves
+// the schema, allocates the indexes from the queue's counter (its row locked), appends
+// the encoded records to the tail table and extends the partition's segments. The
+// records are durable when it returns (PostgreSQL's commit); no object-store round
+// trip is made.
+func (s *Store) PutPartition(ctx context.Context, partition string, recs []persist.Record) ([]int64, error) {
+	if err := persist.CheckName("partition", partition); err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	p, err := persist.PrepareRecords(recs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	var lo int64
+	err = s.write(ctx, func(tx pgx.Tx) error {
+		st, err := s.loadQueue(ctx, tx, true)
+		if err != nil {
+			return err
+		}
+		if lo, err = s.putRows(ctx, tx, st, partition, p); err != nil {
+			return err
+		}
+		return s.saveQueue(ctx, tx, st)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.puts.Add(int64(len(recs)))
+	s.noteUnflushed(int64(len(recs)))
+	out := make([]int64, len(recs))
+	for i := range out {
+		out[i] = lo + int64(i)
+	}
+	return out, nil
+}
+
+// noteUnflushed counts rows put and kicks the flusher past FlushRows.
+func (s *Store) noteUnflushed(n int64) {
+	if fr := s.cfg.FlushRows; fr > 0 && s.unflushed.Add(n) >= int64(fr) {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// putRows appends p's records to partition inside tx (st locked) and returns the
+// first index.
+func (s *Store) putRows(ctx context.Context, tx pgx.Tx, st *queueState, partition string, p *persist.PreparedRecords) (int64, error) {
+	if err := st.evolve(p); err != nil {
+		return 0, err
+	}
+	lo, n := st.next, int64(p.Len())
+	seq := st.nextSeq
+	if _, err := tx.Exec(ctx, `INSERT INTO tail(queue, seq, kind, partition, lo, n, min_idx, max_idx, data) VALUES ($1, $2, 0, $3, $4, $5, $4, $6, $7)`,
+		s.name, seq, partition, lo, n, lo+n-1, p.Encoded()); err != nil {
+		return 0, fmt.Errorf("insert tail: %w", err)
+	}
+	st.nextSeq++
+	st.next += n
+	// Segments: runs of records with the same field set, extending the queue's last
+	// segment when it continues it.
+	var last *segment
+	var lastLo int64 = -1
+	row := tx.QueryRow(ctx, `SELECT lo, hi, partition, fields FROM segments WHERE queue = $1 ORDER BY lo DESC LIMIT 1`, s.name)
+	var sg segment
+	switch err := row.Scan(&sg.sp.lo, &sg.sp.hi, &sg.partition, &sg.fields); err {
+	case nil:
+		last, lastLo = &sg, sg.sp.lo
+	case pgx.ErrNoRows:
+	default:
+		return 0, fmt.Errorf("read segments: %w", err)
+	}
+	at := lo
+	recs := p.Records()
+	for i := 0; i < len(recs); {
+		names := recs[i].FieldNames()
+		j := i + 1
+		for j < len(recs) && slices.Equal(recs[j].FieldNames(), names) {
+			j++
+		}
+		end := at + int64(j-i)
+		if last != nil && last.sp.hi == at && last.partition == partition && slices.Equal(last.fields, names) {
+			last.sp.hi = end
+		} else {
+			if last != nil {
+				if err := s.saveSegment(ctx, tx, last, lastLo); err != nil {
+					return 0, err
+				}
+			}
+			last, lastLo = &segment{sp: span{at, end}, partition: partition, fields: names}, -1
+		}
+		at = end
+		i = j
+	}
+	if err := s.saveSegment(ctx, tx, last, lastLo); err != nil {
+		return 0, err
+	}
+	return lo, nil
+}
+
+// saveSegment inserts sg, or updates it when it was read from the table (stored ≥ 0).
+func (s *Store) saveSegment(ctx context.Context, tx pgx.Tx, sg *segment, stored int64) error {
+	var err error
+	if stored >= 0 {
+		_, err = tx.Exec(ctx, `UPDATE segments SET hi = $3 WHERE queue = $1 AND lo = $2`, s.name, stored, sg.sp.hi)
+	} else {
+		if sg.fields == nil {
+			sg.fields = []string{}
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO segments(queue, lo, hi, partition, fields) VALUES ($1, $2, $3, $4, $5)`,
+			s.name, sg.sp.lo, sg.sp.hi, sg.partition, sg.fields)
+	}
+	if err != nil {
+		return fmt.Errorf("write segment: %w", err)
+	}
+	return nil
+}
+
+// PutFields implements persist.Store. Errors: *persist.NotFoundError for an index not
+// in partition (or cleared), *persist.SchemaError, *persist.InvalidError, ErrClosed.
+func (s *Store) PutFields(ctx context.Context, partition string, indexes []int64, fields []persist.Record) error {
+	if err := persist.CheckName("partition", partition); err != nil {
+		return err
+	}
+	indexes, p, err := persist.PrepareFieldUpdates(indexes, fields)
+	if err != nil {
+		return err
+	}
+	if len(indexes) == 0 {
+		return nil
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	err = s.write(ctx, func(tx pgx.Tx) error {
+		st, err := s.loadQueue(ctx, tx, true)
+		if err != nil {
+			return err
+		}
+		if err := s.putFields(ctx, tx, st, partition, indexes, p); err != nil {
+			return err
+		}
+		return s.saveQueue(ctx, tx, st)
+	})
+	if err != nil {
+		return err
+	}
+	s.puts.Add(int64(len(indexes)))
+	s.noteUnflushed(int64(len(indexes)))
+	return nil
+}
+
+// putFields appends a field update to the tail and records the production.
+func (s *Store) putFields(ctx context.Context, tx pgx.Tx, st *queueState, partition string, indexes []int64, p *persist.PreparedRecords) error {
+	set := setOf(indexes)
+	ok, err := s.partitionSet(ctx, tx, partition, set)
+	if err != nil {
+		return err
+	}
+	if missing := set.minus(ok); len(missing) > 0 {
+		return &persist.NotFoundError{Partition: partition, Indexes: missing.first(16)}
+	}
+	if err := st.evolve(p); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO tail(queue, seq, kind, partition, lo, n, min_idx, max_idx, idx, data) VALUES ($1, $2, 1, $3, 0, $4, $5, $6, $7, $8)`,
+		s.name, st.nextSeq, partition, len(indexes), set[0].lo, set[len(set)-1].hi-1, indexes, p.Encoded()); err != nil {
+		return fmt.Errorf("insert tail: %w", err)
+	}
+	st.nextSeq++
+	byField := map[string][]int64{}
+	for i, rec := range p.Records() {
+		for _, f := range rec.FieldNames() {
+			byField[f] = append(byField[f], indexes[i])
+		}
+	}
+	for f, idx := range byField {
+		if err := insertSpans(ctx, tx, "produced", "queue, field", setOf(idx), s.name, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

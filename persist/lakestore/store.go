@@ -1,0 +1,481 @@
+package lakestore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // file:// buckets
+	_ "gocloud.dev/blob/gcsblob"  // gs:// buckets
+	_ "gocloud.dev/blob/memblob"  // mem:// buckets
+	_ "gocloud.dev/blob/s3blob"   // s3:// buckets
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+)
+
+// notifyChannel is the PostgreSQL channel on which commits announce the queue they
+// changed, so that waiting readers on every server wake.
+const notifyChannel = "lakeshore_lakestore"
+
+// Store is the distributed persist.Store: the catalog in PostgreSQL, the data as
+// immutable Parquet fragments in a gocloud.dev/blob bucket, and puts durable in the
+// catalog's tail table until a background flush moves them into fragments. Any
+// number of Stores, in any processes on any machines, may open one queue of one
+// catalog at once. Safe for concurrent use.
+type Store struct {
+	name   string
+	cfg    Config
+	pool   *pgxpool.Pool
+	bucket *blob.Bucket
+	cache  *lru.Cache[string, *fragment]
+	hub    hub
+
+	mu       sync.RWMutex // guards closed against enter
+	closed   bool
+	inflight sync.WaitGroup
+	closing  chan struct{}
+	stop     context.CancelFunc
+	bg       sync.WaitGroup
+	kick     chan struct{}
+
+	unflushed atomic.Int64 // rows put by this store since its last flush
+	flushMu   sync.Mutex   // one flush of this store at a time
+
+	puts, gets, flushes, orphans atomic.Int64
+	lastFlush, lastFlushDur      atomic.Int64 // unix nanoseconds, nanoseconds
+}
+
+var _ persist.Store = (*Store)(nil)
+
+// Open opens (creating it if needed) queue name in the catalog and bucket of cfg:
+// it migrates the catalog, starts listening for other servers' commits, the
+// background flusher and the sweeper. name must be 1–128 bytes of [A-Za-z0-9._-], not
+// starting with . _ or -. Errors: *persist.InvalidError for a bad name or Config,
+// ErrSchemaTooNew, connection and bucket errors.
+func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
+	if err := persist.CheckName("queue name", name); err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.withDefaults()
+	pc, err := pgxpool.ParseConfig(c.Catalog)
+	if err != nil {
+		return nil, &persist.InvalidError{Field: "Config.Catalog", Value: redact(c.Catalog), Rule: "a valid postgres:// URL (" + err.Error() + ")"}
+	}
+	pc.ConnConfig.RuntimeParams["search_path"] = catalogSchema
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	bucket, err := blob.OpenBucket(ctx, c.Blob)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("lakestore: open bucket %s: %w", c.Blob, err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO queues(queue) VALUES ($1) ON CONFLICT DO NOTHING`, name); err != nil {
+		pool.Close()
+		bucket.Close()
+		return nil, fmt.Errorf("lakestore: create queue: %w", err)
+	}
+	cache, _ := lru.New[string, *fragment](c.CacheFragments)
+	s := &Store{name: name, cfg: c, pool: pool, bucket: bucket, cache: cache, closing: make(chan struct{}), kick: make(chan struct{}, 1)}
+	s.hub.init()
+	bgctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.bg.Add(3)
+	go func() { defer s.bg.Done(); s.listen(bgctx) }()
+	go func() { defer s.bg.Done(); s.flushLoop(bgctx) }()
+	go func() { defer s.bg.Done(); s.sweepLoop(bgctx) }()
+	return s, nil
+}
+
+// Name implements persist.Store.
+func (s *Store) Name() string { return s.name }
+
+// enter registers a call in flight; it fails with ErrClosed once Close began.
+func (s *Store) enter() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return persist.ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+func (s *Store) leave() { s.inflight.Done() }
+
+// Close stops the background work, waits for calls in flight, flushes the tail into
+// fragments (rows left in the tail stay durable there and are flushed by the next
+// store that opens the queue), and releases the catalog pool and the bucket. Calls
+// after it fail with ErrClosed. Idempotent; a second call returns nil.
+func (s *Store) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.closing)
+	s.hub.wake() // waiters see closing at once
+	s.inflight.Wait()
+	s.stop()
+	s.bg.Wait()
+	err := s.flushAll(ctx)
+	if err != nil {
+		err = fmt.Errorf("lakestore: final flush (the rows stay durable in the tail): %w", err)
+	}
+	s.pool.Close()
+	if cerr := s.bucket.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("lakestore: close bucket: %w", cerr)
+	}
+	return err
+}
+
+// Changes implements persist.Store.
+func (s *Store) Changes() (<-chan struct{}, func()) {
+	select {
+	case <-s.closing:
+		return s.closing, func() {}
+	default:
+	}
+	return s.hub.watch(), func() {}
+}
+
+// hub wakes waiters: watch returns a channel closed at the next wake.
+type hub struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (h *hub) init() { h.ch = make(chan struct{}) }
+
+func (h *hub) watch() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ch
+}
+
+func (h *hub) wake() {
+	h.mu.Lock()
+	close(h.ch)
+	h.ch = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// listen wakes waiters at every commit of this queue by any server (LISTEN), and
+// every PollInterval in case a notification was missed (a reconnect).
+func (s *Store) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+		if err == nil {
+			_, err = conn.Exec(ctx, `LISTEN `+notifyChannel)
+		}
+		if err == nil {
+			s.hub.wake() // anything committed while not listening
+			for ctx.Err() == nil {
+				wctx, cancel := context.WithTimeout(ctx, s.cfg.PollInterval)
+				n, werr := conn.WaitForNotification(wctx)
+				cancel()
+				if werr != nil {
+					if ctx.Err() != nil {
+						break
+					}
+					if errors.Is(werr, context.DeadlineExceeded) || pgconn.Timeout(werr) {
+						s.hub.wake()
+						continue
+					}
+					err = werr
+					break
+				}
+				if n.Payload == s.name {
+					s.hub.wake()
+				}
+			}
+		}
+		if conn != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			conn.Close(cctx)
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			s.cfg.Logger.Warn("lakestore: listening for changes", "queue", s.name, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.PollInterval):
+		}
+	}
+}
+
+// committed wakes this process's waiters at once after a commit (other servers wake
+// through the notification the transaction sent).
+func (s *Store) committed() { s.hub.wake() }
+
+// notify sends the change notification inside tx (delivered at commit) and bumps the
+// queue's change version.
+func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, s.name); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// queueState is the queue's row: its counters and schema.
+type queueState struct {
+	next, nextSeq        int64
+	schemaVersion        int64
+	schema               persist.Schema
+	bigInts              []string
+	manifestVersion      int64
+	dirty, schemaChanged bool
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+type schemaField struct {
+	Name string       `json:"name"`
+	Kind persist.Kind `json:"kind"`
+}
+
+// loadQueue reads the queue's row, locking it (FOR UPDATE) when lock is set: puts and
+// everything else that allocates indexes or sequences serialize on it, per queue.
+func (s *Store) loadQueue(ctx context.Context, q querier, lock bool) (*queueState, error) {
+	sql := `SELECT next_index, next_seq, schema_version, schema, big_int_fields, manifest_version FROM queues WHERE queue = $1`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	st := &queueState{}
+	var sj []byte
+	if err := q.QueryRow(ctx, sql, s.name).Scan(&st.next, &st.nextSeq, &st.schemaVersion, &sj, &st.bigInts, &st.manifestVersion); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("%w: queue %q is missing from the catalog", persist.ErrCorrupt, s.name)
+		}
+		return nil, fmt.Errorf("read queue: %w", err)
+	}
+	var err error
+	st.schema, err = decodeSchema(sj)
+	return st, err
+}
+
+// decodeSchema decodes the schema column of a queue row.
+func decodeSchema(sj []byte) (persist.Schema, error) {
+	var fs []schemaField
+	if err := json.Unmarshal(sj, &fs); err != nil {
+		return persist.Schema{}, fmt.Errorf("%w: queue schema: %v", persist.ErrCorrupt, err)
+	}
+	var sc persist.Schema
+	for _, f := range fs {
+		sc.Fields = append(sc.Fields, persist.Field{Name: f.Name, Kind: f.Kind})
+	}
+	return sc, nil
+}
+
+// saveQueue writes back a locked queue row and notifies.
+func (s *Store) saveQueue(ctx context.Context, tx pgx.Tx, st *queueState) error {
+	fs := make([]schemaField, len(st.schema.Fields))
+	for i, f := range st.schema.Fields {
+		fs[i] = schemaField{Name: f.Name, Kind: f.Kind}
+	}
+	sj, _ := json.Marshal(fs)
+	if st.schemaChanged {
+		st.schemaVersion++
+	}
+	if _, err := tx.Exec(ctx, `UPDATE queues SET next_index = $2, next_seq = $3, schema_version = $4, schema = $5, big_int_fields = $6,
+		change_version = change_version + 1 WHERE queue = $1`, s.name, st.next, st.nextSeq, st.schemaVersion, sj, st.bigInts); err != nil {
+		return fmt.Errorf("update queue: %w", err)
+	}
+	return s.notify(ctx, tx)
+}
+
+// evolve checks p against the queue's schema and records the result in st.
+func (st *queueState) evolve(p *persist.PreparedRecords) error {
+	ns, changed, bigs, err := p.EvolveSchema(st.schema, func(f string) (bool, error) { return slices.Contains(st.bigInts, f), nil })
+	if err != nil {
+		return err
+	}
+	if changed {
+		st.schema = ns
+		st.schemaChanged = true
+	}
+	for _, b := range bigs {
+		if !slices.Contains(st.bigInts, b) {
+			st.bigInts = append(st.bigInts, b)
+		}
+	}
+	st.dirty = true
+	return nil
+}
+
+// write runs fn in a read-committed transaction and commits it; fn's error rolls
+// everything back. After a commit it wakes this process's waiters.
+func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("lakestore: begin: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("lakestore: commit: %w", err)
+	}
+	s.committed()
+	return nil
+}
+
+// view runs fn in a read-only repeatable-read transaction: one consistent snapshot of
+// the catalog (counters, schema, tail, fragments, tombstones).
+func (s *Store) view(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("lakestore: begin: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// loadSpans reads (lo, hi) rows.
+func loadSpans(ctx context.Context, q querier, sql string, args ...any) (spanSet, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read spans: %w", err)
+	}
+	var out []span
+	for rows.Next() {
+		var sp span
+		if err := rows.Scan(&sp.lo, &sp.hi); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read spans: %w", err)
+		}
+		out = append(out, sp)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read spans: %w", err)
+	}
+	return spansOf(out), nil
+}
+
+// insertSpans inserts s into table with the leading key columns.
+func insertSpans(ctx context.Context, tx pgx.Tx, table string, cols string, s spanSet, keys ...any) error {
+	if len(s) == 0 {
+		return nil
+	}
+	los := make([]int64, len(s))
+	his := make([]int64, len(s))
+	for i, sp := range s {
+		los[i], his[i] = sp.lo, sp.hi
+	}
+	ph := ""
+	for i := range keys {
+		ph += fmt.Sprintf("$%d::text, ", i+3)
+	}
+	args := append([]any{los, his}, keys...)
+	_, err := tx.Exec(ctx, `INSERT INTO `+table+`(`+cols+`, lo, hi) SELECT `+ph+`l, h FROM unnest($1::bigint[], $2::bigint[]) AS t(l, h)`, args...)
+	if err != nil {
+		return fmt.Errorf("insert %s: %w", table, err)
+	}
+	return nil
+}
+
+// tombstones reads the queue's cleared spans.
+func (s *Store) tombstones(ctx context.Context, q querier) (spanSet, error) {
+	return loadSpans(ctx, q, `SELECT lo, hi FROM tombstones WHERE queue = $1`, s.name)
+}
+
+// addTombstones adds s minus what is already cleared (the queue row must be locked).
+func (s *Store) addTombstones(ctx context.Context, tx pgx.Tx, set spanSet) error {
+	tomb, err := s.tombstones(ctx, tx)
+	if err != nil {
+		return err
+	}
+	return insertSpans(ctx, tx, "tombstones", "queue", set.minus(tomb), s.name)
+}
+
+// segment is a run of indexes of one partition whose own records had the same fields.
+type segment struct {
+	sp        span
+	partition string
+	fields    []string
+}
+
+func (s *Store) segments(ctx context.Context, q querier, partition string, lo, hi int64) ([]segment, error) {
+	sql := `SELECT lo, hi, partition, fields FROM segments WHERE queue = $1 AND hi > $2 AND lo < $3`
+	args := []any{s.name, lo, hi}
+	if partition != "" {
+		sql += ` AND partition = $4`
+		args = append(args, partition)
+	}
+	rows, err := q.Query(ctx, sql+` ORDER BY lo`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read segments: %w", err)
+	}
+	defer rows.Close()
+	var out []segment
+	for rows.Next() {
+		var sg segment
+		if err := rows.Scan(&sg.sp.lo, &sg.sp.hi, &sg.partition, &sg.fields); err != nil {
+			return nil, fmt.Errorf("read segments: %w", err)
+		}
+		out = append(out, sg)
+	}
+	return out, rows.Err()
+}
+
+func spansOfSegments(segs []segment) spanSet {
+	sp := make([]span, len(segs))
+	for i, sg := range segs {
+		sp[i] = sg.sp
+	}
+	return spansOf(sp)
+}
+
+// partitionSet returns the part of set that exists in partition and is not cleared.
+func (s *Store) partitionSet(ctx context.Context, q querier, partition string, set spanSet) (spanSet, error) {
+	if len(set) == 0 {
+		return nil, nil
+	}
+	segs, err := s.segments(ctx, q, partition, set[0].lo, set[len(set)-1].hi)
+	if err != nil {
+		return nil, err
+	}
+	tomb, err := s.tombstones(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return set.intersect(spansOfSegments(segs)).minus(tomb), nil
+}

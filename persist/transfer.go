@@ -1,0 +1,326 @@
+package persist
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lakeshore-dev/lakeshore/wire"
+)
+
+// This file maps records and batches to and from the forms they take between processes
+// (docs/http-api.md, "Data queues"): wire-encoded maps (msgpack and JSON bodies) and Arrow
+// record batches (IPC streams). The server and the HTTP store share it.
+
+// MaxRecordBytes bounds one record in wire form (a put body's record), as a value of the
+// job queue is bounded: 16 MiB.
+const MaxRecordBytes = 16 << 20
+
+// PartitionColumn is the name of the string column holding each row's partition in the
+// Arrow form of a batch (BatchRecord), beside the int64 column IndexColumn.
+const (
+	IndexColumn     = colIndex
+	PartitionColumn = colPartition
+)
+
+// RecordFromWire decodes one record from its wire form: a map of field name → value
+// (docs/wire.md). Values keep their kinds as in process, with arrays mapped by their
+// elements: an array of integers (also an empty one) is a list<int64>, an array of
+// numbers with a float a list<float64>, any other array a codec value. field names the
+// record in errors ("records[3]"). Errors: *InvalidError for bytes that are not one map
+// or a record over MaxRecordBytes.
+func RecordFromWire(field string, b []byte) (Record, error) {
+	if len(b) > MaxRecordBytes {
+		return nil, &InvalidError{Field: field, Value: len(b), Rule: fmt.Sprintf("a record of at most %d bytes encoded (16 MiB); store large data in a blob store and put its key", MaxRecordBytes)}
+	}
+	v, err := wire.Decode(b)
+	if err != nil {
+		return nil, &InvalidError{Field: field, Rule: "one map of field → value the wire codec accepts: " + err.Error()}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &InvalidError{Field: field, Value: fmt.Sprintf("%s", wireKind(v)), Rule: "a map of field name → value"}
+	}
+	rec := make(Record, len(m))
+	for k, x := range m {
+		if a, ok := x.([]any); ok {
+			x = typedList(a)
+		}
+		rec[k] = x
+	}
+	return rec, nil
+}
+
+// wireKind names a decoded wire value's type in wire terms, for errors.
+func wireKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nil"
+	case bool:
+		return "bool"
+	case int64, uint64:
+		return "int"
+	case float32, float64:
+		return "float"
+	case string:
+		return "str"
+	case []byte:
+		return "bin"
+	case []any:
+		return "array"
+	}
+	return "extension value"
+}
+
+// typedList returns a as []int64 when it holds only integers (or nothing), as []float64
+// when it holds numbers with a float, else a itself (a codec value).
+func typedList(a []any) any {
+	ints := true
+	for _, x := range a {
+		switch x.(type) {
+		case int64:
+		case float64, float32:
+			ints = false
+		default:
+			return a
+		}
+	}
+	if ints {
+		out := make([]int64, len(a))
+		for i, x := range a {
+			out[i] = x.(int64)
+		}
+		return out
+	}
+	out := make([]float64, len(a))
+	for i, x := range a {
+		switch n := x.(type) {
+		case int64:
+			out[i] = float64(n)
+		case float64:
+			out[i] = n
+		case float32:
+			out[i] = float64(n)
+		}
+	}
+	return out
+}
+
+// RecordToWire encodes rec in its wire form (a map), the inverse of RecordFromWire for
+// every value but arrays of numbers put as []any (which come back typed). field names
+// the record in errors. Errors: *UnsupportedValueError naming the field whose value the
+// wire codec cannot encode; *InvalidError for a record over MaxRecordBytes.
+func RecordToWire(field string, rec Record) ([]byte, error) {
+	b, err := wire.Marshal(map[string]any(rec))
+	if err != nil {
+		for name, v := range rec {
+			if _, _, err := normalizeValue(name, v); err != nil {
+				return nil, err
+			}
+		}
+		return nil, &UnsupportedValueError{Field: field, GoType: "Record", Reason: err.Error()}
+	}
+	if len(b) > MaxRecordBytes {
+		return nil, &InvalidError{Field: field, Value: len(b), Rule: fmt.Sprintf("a record of at most %d bytes encoded (16 MiB); store large data in a blob store and put its key", MaxRecordBytes)}
+	}
+	return b, nil
+}
+
+// RecordsFromArrow converts an Arrow record batch into records: one column per field,
+// nulls meaning no value. The Arrow type gives the kind (bool; int8…int64 and
+// uint8…uint32 → int64; float32/64 → float64; string; binary → bytes; lists of integers or
+// floats; the tensor struct {dtype, shape, data}); a column's lakeshore.kind metadata
+// overrides it (codec: binary holding wire bytes; wire.tensor). With indexColumn, an
+// int64 column IndexColumn is required and returned apart (PutFields). Errors:
+// *InvalidError naming a column of a type with no kind, or a missing index column.
+func RecordsFromArrow(rec arrow.RecordBatch, indexColumn bool) ([]Record, []int64, error) {
+	n := int(rec.NumRows())
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{}
+	}
+	var idx []int64
+	sc := rec.Schema()
+	for c, f := range sc.Fields() {
+		col := rec.Column(c)
+		if indexColumn && f.Name == colIndex {
+			a, ok := col.(*array.Int64)
+			if !ok || a.NullN() > 0 {
+				return nil, nil, &InvalidError{Field: "column " + colIndex, Value: col.DataType().String(), Rule: "int64 without nulls"}
+			}
+			idx = append([]int64(nil), a.Int64Values()...)
+			continue
+		}
+		kind, _ := f.Metadata.GetValue(metaKind)
+		conv, err := arrowConverter(f.Name, col, Kind(kind))
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := 0; i < n; i++ {
+			if col.IsNull(i) {
+				continue
+			}
+			v, err := conv(i)
+			if err != nil {
+				return nil, nil, err
+			}
+			recs[i][f.Name] = v
+		}
+	}
+	if indexColumn && idx == nil {
+		return nil, nil, &InvalidError{Field: "column " + colIndex, Rule: "an int64 column _index naming each row's sample"}
+	}
+	return recs, idx, nil
+}
+
+// arrowConverter returns the function that reads element i of col as a Go value.
+func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, error), error) {
+	bad := func() error {
+		return &InvalidError{Field: "column " + name, Value: col.DataType().String(),
+			Rule: "bool, int8…int64, uint8…uint32, float32/64, string, binary, list of integers or floats, or the tensor struct {dtype: string, shape: list<int64>, data: binary}"}
+	}
+	switch a := col.(type) {
+	case *array.Boolean:
+		return func(i int) (any, error) { return a.Value(i), nil }, nil
+	case *array.Int8:
+		return func(i int) (any, error) { return int64(a.Value(i)), nil }, nil
+	case *array.Int16:
+		return func(i int) (any, error) { return int64(a.Value(i)), nil }, nil
+	case *array.Int32:
+		return func(i int) (any, error) { return int64(a.Value(i)), nil }, nil
+	case *array.Int64:
+		return func(i int) (any, error) { return a.Value(i), nil }, nil
+	case *array.Uint8:
+		return func(i int) (any, error) { return int64(a.Value(i)), nil }, nil
+	case *array.Uint16:
+		return func(i int) (any, error) { return int64(a.Value(i)), nil }, nil
+	case *array.Uint32:
+		return func(i int) (any, error) { return int64(a.Value(i)), nil }, nil
+	case *array.Float32:
+		return func(i int) (any, error) { return float64(a.Value(i)), nil }, nil
+	case *array.Float64:
+		return func(i int) (any, error) { return a.Value(i), nil }, nil
+	case *array.String:
+		return func(i int) (any, error) { return a.Value(i), nil }, nil
+	case *array.LargeString:
+		return func(i int) (any, error) { return a.Value(i), nil }, nil
+	case *array.Binary:
+		if kind == KindCodec {
+			return func(i int) (any, error) {
+				v, err := wire.Decode(a.Value(i))
+				if err != nil {
+					return nil, &InvalidError{Field: "column " + name, Rule: "codec values as wire bytes: " + err.Error()}
+				}
+				return v, nil
+			}, nil
+		}
+		return func(i int) (any, error) { return append([]byte(nil), a.Value(i)...), nil }, nil
+	case *array.List:
+		elem, err := arrowConverter(name, a.ListValues(), "")
+		if err != nil {
+			return nil, bad()
+		}
+		switch a.ListValues().(type) {
+		case *array.Int8, *array.Int16, *array.Int32, *array.Int64, *array.Uint8, *array.Uint16, *array.Uint32:
+			return func(i int) (any, error) {
+				s, e := a.ValueOffsets(i)
+				out := make([]int64, 0, e-s)
+				for j := s; j < e; j++ {
+					v, _ := elem(int(j))
+					out = append(out, v.(int64))
+				}
+				return out, nil
+			}, nil
+		case *array.Float32, *array.Float64:
+			return func(i int) (any, error) {
+				s, e := a.ValueOffsets(i)
+				out := make([]float64, 0, e-s)
+				for j := s; j < e; j++ {
+					v, _ := elem(int(j))
+					out = append(out, v.(float64))
+				}
+				return out, nil
+			}, nil
+		}
+		return nil, bad()
+	case *array.Struct:
+		if !arrow.TypeEqual(a.DataType(), tensorType) {
+			return nil, bad()
+		}
+		return func(i int) (any, error) {
+			t := tensorAt(a, i)
+			t.Data = append([]byte(nil), t.Data...)
+			if kind == KindWireTensor {
+				return wire.Tensor(t), nil
+			}
+			return t, nil
+		}, nil
+	}
+	return nil, bad()
+}
+
+// BatchRecord returns b as one Arrow record batch for other processes: an int64 column
+// IndexColumn, a string column PartitionColumn, then b's field columns with their kinds in
+// the lakeshore.kind field metadata. The caller releases it.
+func BatchRecord(b *Batch) arrow.RecordBatch {
+	fields := make([]arrow.Field, 0, len(b.Fields)+2)
+	cols := make([]arrow.Array, 0, len(b.Fields)+2)
+	fields = append(fields, arrow.Field{Name: colIndex, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: colPartition, Type: arrow.BinaryTypes.String})
+	ib := array.NewInt64Builder(memory.DefaultAllocator)
+	ib.AppendValues(b.Indexes, nil)
+	ia := ib.NewArray()
+	ib.Release()
+	pb := array.NewStringBuilder(memory.DefaultAllocator)
+	pb.AppendValues(b.Partitions, nil)
+	pa := pb.NewArray()
+	pb.Release()
+	cols = append(cols, ia, pa)
+	for c, f := range b.Fields {
+		fields = append(fields, arrowField(f))
+		col := b.Record.Column(c + 1)
+		col.Retain()
+		cols = append(cols, col)
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(b.Indexes)))
+	for _, a := range cols {
+		a.Release()
+	}
+	return rec
+}
+
+// BatchFromRecord is the inverse of BatchRecord: it turns an Arrow record batch of that
+// form back into a Batch (taking a reference to rec's columns; the caller still releases
+// rec). Errors: *InvalidError for a record of another form.
+func BatchFromRecord(rec arrow.RecordBatch) (*Batch, error) {
+	sc := rec.Schema()
+	if rec.NumCols() < 2 || sc.Field(0).Name != colIndex || sc.Field(1).Name != colPartition {
+		return nil, &InvalidError{Field: "batch", Value: sc.String(), Rule: "columns _index (int64), _partition (string), then the fields"}
+	}
+	ia, ok1 := rec.Column(0).(*array.Int64)
+	pa, ok2 := rec.Column(1).(*array.String)
+	if !ok1 || !ok2 {
+		return nil, &InvalidError{Field: "batch", Value: sc.String(), Rule: "columns _index (int64), _partition (string), then the fields"}
+	}
+	n := int(rec.NumRows())
+	b := &Batch{Indexes: append([]int64(nil), ia.Int64Values()...), Partitions: make([]string, n)}
+	for i := range n {
+		b.Partitions[i] = pa.Value(i)
+	}
+	fields := []arrow.Field{{Name: colIndex, Type: arrow.PrimitiveTypes.Int64}}
+	cols := []arrow.Array{rec.Column(0)}
+	for c := 2; c < int(rec.NumCols()); c++ {
+		f := sc.Field(c)
+		kind, _ := f.Metadata.GetValue(metaKind)
+		if !validKind(Kind(kind)) || !arrow.TypeEqual(f.Type, arrowType(Kind(kind))) {
+			return nil, &InvalidError{Field: "column " + f.Name, Value: f.Type.String(), Rule: "a column with its lakeshore.kind metadata and that kind's Arrow type"}
+		}
+		b.Fields = append(b.Fields, Field{Name: f.Name, Kind: Kind(kind)})
+		fields = append(fields, f)
+		cols = append(cols, rec.Column(c))
+	}
+	b.Record = array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(n))
+	return b, nil
+}

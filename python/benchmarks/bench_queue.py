@@ -1,0 +1,213 @@
+"""Lakeshore from Python: enqueue from 16 threads, burn-down of no-op jobs with 4 worker
+processes, and enqueue → result latency at a fixed rate (docs/benchmarks-python.md).
+
+    LAKESHORE_BIN=./lakeshore python python/benchmarks/bench_queue.py daemon   # the embedded daemon
+    LAKESHORE_BIN=./lakeshore python python/benchmarks/bench_queue.py http     # lakeshore serve, loopback
+    LAKESHORE_BIN=./lakeshore python python/benchmarks/bench_queue.py http-memory  # serve --target :memory:
+
+Both serve a SQLite file in a fresh temporary $LAKESHORE_HOME (durable: every commit is
+synced as the SQLite plane does). Options: --enqueue N, --jobs N, --workers N,
+--rate R, --seconds S.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import lakeshore
+from lakeshore import Queue, SyncQueue, run_worker, udf
+
+
+def plane(kind: str, home: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
+    """The dispatch target of the run (a path for the daemon, a URL for HTTP)."""
+    db = str(home / "bench.db") if kind != "http-memory" else ":memory:"
+    if kind == "daemon":
+        return db, None
+    binary = lakeshore._daemon.find_binary()
+    log = open(home / "serve.log", "wb")
+    env = dict(os.environ, LAKESHORE_HOME=str(home))
+    env.pop("LAKESHORE_ADMIN_TOKEN", None)
+    p = subprocess.Popen([binary, "serve", "--target", db, "--addr", "127.0.0.1:0"], stderr=log, env=env)
+    for _ in range(200):
+        m = re.search(r"url=(http://\S+)", (home / "serve.log").read_text())
+        if m:
+            return m.group(1), p
+        time.sleep(0.05)
+    raise RuntimeError("serve did not start")
+
+
+def dispatch(target: str) -> lakeshore.Dispatch:
+    return lakeshore.Dispatch(target)
+
+
+def enqueue(target: str, n: int, threads: int = 16) -> float:
+    d = dispatch(target)
+    q = SyncQueue("enqueue", dispatch=d)
+    q.submit(0)  # connections and daemon up before the clock starts
+    per = n // threads
+    barrier = threading.Barrier(threads + 1)
+
+    def run() -> None:
+        barrier.wait()
+        for i in range(per):
+            q.submit({"i": i})
+
+    ts = [threading.Thread(target=run) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in ts:
+        t.join()
+    dt = time.perf_counter() - t0
+    d.close()
+    return per * threads / dt
+
+
+@udf(queue="burn")
+def noop(i: int) -> int:
+    return i
+
+
+def burn_worker(target: str, concurrency: int) -> None:
+    d = dispatch(target)
+    q = SyncQueue("burn", dispatch=d)
+    stop = threading.Event()
+
+    def watch() -> None:
+        while q.count("queued") > 0:
+            time.sleep(0.2)
+        stop.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    run_worker(d, queues=[noop], concurrency=concurrency, stop=stop, handle_signals=False)
+    d.close()
+
+
+def burn_down(target: str, jobs: int, workers: int, concurrency: int) -> float:
+    d = dispatch(target)
+    q = SyncQueue("burn", dispatch=d)
+    for i in range(0, jobs, 1000):
+        q.submit_many([{"i": j} for j in range(i, min(jobs, i + 1000))])
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=burn_worker, args=(target, concurrency)) for _ in range(workers)]
+    t0 = time.perf_counter()
+    for p in procs:
+        p.start()
+    while q.count("succeeded") < jobs:
+        time.sleep(0.05)
+    dt = time.perf_counter() - t0
+    for p in procs:
+        p.join(60)
+    d.close()
+    return jobs / dt
+
+
+def latency_worker(target: str, stop_file: str) -> None:
+    d = dispatch(target)
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not os.path.exists(stop_file):
+            time.sleep(0.1)
+        stop.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+    @udf(queue="latency", dispatch=d)
+    def echo(i: int) -> int:
+        return i
+
+    run_worker(d, queues=[echo], concurrency=4, stop=stop, handle_signals=False)
+    d.close()
+
+
+def latency(target: str, rate: float, seconds: float, workers: int) -> tuple[float, float, int]:
+    stop_file = tempfile.mktemp(prefix="lakeshore-bench-stop-")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=latency_worker, args=(target, stop_file)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    d = dispatch(target)
+
+    async def main() -> list[float]:
+        q = Queue("latency", dispatch=d)
+        await q.result(await q.submit({"i": -1}), timeout=60)  # workers up
+        samples: list[float] = []
+
+        async def one(i: int) -> None:
+            t = time.perf_counter()
+            inv = await q.submit({"i": i})
+            await q.result(inv, timeout=60)
+            samples.append(time.perf_counter() - t)
+
+        tasks = []
+        start = time.perf_counter()
+        n = int(rate * seconds)
+        for i in range(n):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+        return samples
+
+    samples = asyncio.run(main())
+    Path(stop_file).touch()
+    for p in procs:
+        p.join(60)
+    os.unlink(stop_file)
+    d.close()
+    qs = statistics.quantiles(samples, n=100)
+    return qs[49] * 1e3, qs[98] * 1e3, len(samples)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("plane", choices=["daemon", "http", "http-memory"])
+    ap.add_argument("--enqueue", type=int, default=8000)
+    ap.add_argument("--jobs", type=int, default=20000)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--rate", type=float, default=200)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--only", choices=["enqueue", "burn", "latency"], help="run one part")
+    args = ap.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="lsb-"))
+    os.environ["LAKESHORE_HOME"] = str(home)
+    target, server = plane(args.plane, home)
+    try:
+        print(f"plane {args.plane}: {target}", flush=True)
+        if args.only in (None, "enqueue"):
+            print(f"enqueue, 16 threads: {enqueue(target, args.enqueue):,.0f} jobs/s", flush=True)
+        if args.only in (None, "burn"):
+            rate = burn_down(target, args.jobs, args.workers, args.concurrency)
+            print(f"burn-down {args.jobs:,} no-op jobs, {args.workers} processes x {args.concurrency}: {rate:,.0f} jobs/s", flush=True)
+        if args.only not in (None, "latency"):
+            return
+        p50, p99, n = latency(target, args.rate, args.seconds, 2)
+        print(f"latency enqueue->result at {args.rate:g} jobs/s ({n} jobs, 2 worker processes): p50 {p50:.2f} ms, p99 {p99:.2f} ms", flush=True)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
+        for sock in home.glob("run/*/daemon.sock"):
+            lakeshore._daemon._request(str(sock), "POST", "/v1/daemon/stop")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Scopes: a prefix in a blob store through which bodies read and write files, so that file
+bytes never ride the wire (the payload carries keys)::
+
+    from lakeshore import scope, run
+
+    with scope("scene7"):                         # file://$LAKESHORE_HOME/blobs/scene7/
+        key = run.write("frames/0001.png", data)  # returns "frames/0001.png"
+        data = run.read(key)
+
+Stores (``store=``, or ``$LAKESHORE_STORE``):
+
+- ``None`` / ``""``: ``file://$LAKESHORE_HOME/blobs`` (``~/.lakeshore/blobs``), the Go
+  SDK's default (package ``scope``), so Go and Python bodies on one machine share files;
+- ``file:///dir`` or a plain directory path: files under that directory, written atomically
+  (a temporary file renamed into place);
+- ``mem://``: a store in this process's memory (tests).
+
+Object stores (``s3://``, ``gs://``, ``azblob://``) are served by the Go SDK only for now.
+Keys follow the Go SDK's rules: relative, ``/``-separated, no empty, ``.`` or ``..``
+segment, no backslash or NUL, valid UTF-8; nothing escapes the prefix.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+
+from lakeshore import errors
+
+__all__ = ["Scope", "scope", "run"]
+
+_mem: dict[str, bytes] = {}
+_mem_lock = threading.Lock()
+
+
+def _check_key(what: str, key: object) -> str:
+    ok = isinstance(key, str) and key != "" and "\x00" not in key and "\\" not in key and not key.startswith("/")
+    if ok:
+        assert isinstance(key, str)
+        ok = all(seg not in ("", ".", "..") for seg in key.split("/"))
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            ok = False
+    if not ok:
+        raise errors.InvalidError(
+            f"invalid {what} {key!r}: a relative '/'-separated path without empty, '.' or '..' segments, "
+            "backslashes or NUL",
+            field=what,
+            value=str(key),
+            rule="a relative key inside the scope",
+        )
+    assert isinstance(key, str)
+    return key
+
+
+class Scope:
+    """A prefix in a blob store (see the module's doc for the stores)."""
+
+    def __init__(self, prefix: str = "", store: str | None = None) -> None:
+        if prefix:
+            prefix = _check_key("prefix", prefix.rstrip("/"))
+        self.prefix = prefix
+        store = store if store is not None else os.environ.get("LAKESHORE_STORE", "")
+        self.store = store
+        self._root: Path | None
+        if store == "mem://":
+            self._root = None
+        elif store == "":
+            home = Path(os.environ.get("LAKESHORE_HOME") or Path.home() / ".lakeshore")
+            self._root = home / "blobs"
+        elif store.startswith("file://"):
+            self._root = Path(store[len("file://") :])
+        elif "://" in store:
+            raise errors.InvalidError(
+                f"unsupported store {store!r}: the Python SDK reads and writes file:// directories and mem:// "
+                "(object stores are served by the Go SDK's scope package)",
+                field="store",
+                value=store,
+                rule="file:///dir, a directory path, or mem://",
+            )
+        else:
+            self._root = Path(store)
+        self._token: contextvars.Token[Scope | None] | None = None
+
+    def __repr__(self) -> str:
+        return f"Scope({self.prefix!r}, store={self.store or 'file://$LAKESHORE_HOME/blobs'!r})"
+
+    def _name(self, key: str) -> str:
+        key = _check_key("key", key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def write(self, key: str, data: bytes | bytearray | memoryview | str) -> str:
+        """Store ``data`` (str is written as UTF-8) at ``key``, replacing it; return ``key``."""
+        name = self._name(key)
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        if self._root is None:
+            with _mem_lock:
+                _mem[name] = raw
+            return key
+        path = self._root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(raw)
+            os.replace(tmp, path)
+        except BaseException:
+            with _suppress():
+                os.unlink(tmp)
+            raise
+        return key
+
+    def read(self, key: str) -> bytes:
+        """The bytes at ``key``. Raises NotFoundError when there is none."""
+        name = self._name(key)
+        if self._root is None:
+            with _mem_lock:
+                data = _mem.get(name)
+        else:
+            try:
+                data = (self._root / name).read_bytes()
+            except (FileNotFoundError, IsADirectoryError):
+                data = None
+        if data is None:
+            raise errors.NotFoundError(f"no blob {key!r} in scope {self.prefix!r} of {self.store or 'the default store'}")
+        return data
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` holds a blob."""
+        try:
+            self.read(key)
+        except errors.NotFoundError:
+            return False
+        return True
+
+    def __enter__(self) -> Scope:
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return True
+
+
+_current: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("lakeshore_scope", default=None)
+
+
+def scope(prefix: str = "", store: str | None = None) -> Scope:
+    """A scope: ``with scope(prefix):`` makes it the current one for :data:`run`."""
+    return Scope(prefix, store)
+
+
+class _Run:
+    """``run.read`` / ``run.write`` through the current scope (``with scope(...)``)."""
+
+    def current(self) -> Scope:
+        """The current scope. Raises InvalidError outside one."""
+        s = _current.get()
+        if s is None:
+            raise errors.InvalidError(
+                "run.read/run.write outside a scope: wrap the body in `with lakeshore.scope(prefix):`",
+                field="scope",
+                rule="inside `with scope(...)`",
+            )
+        return s
+
+    def read(self, key: str) -> bytes:
+        """The bytes at ``key`` in the current scope."""
+        return self.current().read(key)
+
+    def write(self, key: str, data: bytes | bytearray | memoryview | str) -> str:
+        """Store ``data`` at ``key`` in the current scope; return the key."""
+        return self.current().write(key, data)
+
+
+run = _Run()
+"""Reads and writes through the current scope."""

@@ -1,0 +1,636 @@
+"""Workers: ``@udf`` binds a function to a queue; ``run_worker`` runs the bound functions.
+
+::
+
+    from lakeshore import udf, run_worker
+
+    @udf(queue="embed")
+    def embed(text: str) -> list[float]:
+        return model().encode(text)          # model() loads once per worker process
+
+    inv = embed.submit(text="hello", _key="doc-1")   # a durable id
+    vec = embed.call(text="hello")                    # submit + result
+
+    run_worker(queues=["embed"])                      # in the worker process
+
+The payload of a bound function's invocation is the map of its keyword arguments; the
+worker calls ``fn(**payload)``. The body kind is chosen once, at decoration, with
+:mod:`inspect`:
+
+- a plain function: its return value is the result;
+- a generator: each ``yield`` posts a VALUE frame (``q.stream(inv)`` reads them live); its
+  ``return`` value is the result;
+- a coroutine function: awaited on the worker's event loop; its return value is the result;
+- an async generator: as a generator, on the worker's event loop.
+
+Sync bodies run on threads of the worker, async ones on its event loop; leases are
+heartbeated from the client's own thread, so a CPU-bound body does not lose its job. A
+killed (or otherwise lost) job is stopped: an async body's task is cancelled, a generator
+is closed at its next ``yield``, and a plain function gets :class:`JobStopped` raised in its
+thread at the next Python bytecode (a C call that never returns to Python cannot be
+interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import dataclasses
+import inspect
+import logging
+import os
+import queue as stdqueue
+import signal
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
+
+from lakeshore import errors, wire
+from lakeshore._ids import new_ulid
+from lakeshore.dispatch import Dispatch, default_dispatch
+from lakeshore.queue import Job, QueueCore, SyncQueue, _error_info, _heartbeat_interval
+
+__all__ = ["udf", "UDF", "run_worker", "JobStopped", "BodyKind", "registry"]
+
+log = logging.getLogger("lakeshore.worker")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+BodyKind = Literal["sync", "generator", "async", "async_generator"]
+"""The four body kinds of a bound function."""
+
+
+class JobStopped(BaseException):
+    """Raised inside a body whose job was killed or whose lease was lost (a BaseException, so
+    that ``except Exception`` in the body does not swallow it)."""
+
+
+def body_kind(fn: Callable[..., Any]) -> BodyKind:
+    """The body kind of ``fn``, by :mod:`inspect`."""
+    if inspect.isasyncgenfunction(fn):
+        return "async_generator"
+    if inspect.iscoroutinefunction(fn):
+        return "async"
+    if inspect.isgeneratorfunction(fn):
+        return "generator"
+    return "sync"
+
+
+_registry_lock = threading.Lock()
+registry: dict[str, UDF[Any, Any]] = {}
+"""The bound functions of this process, by queue name (what ``run_worker()`` runs)."""
+
+
+class UDF(Generic[P, R]):
+    """A function bound to a queue (made by :func:`udf`). Calling it runs it here;
+    :meth:`submit`, :meth:`call`, :meth:`map` and :meth:`stream` run it on a worker."""
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        queue: str,
+        *,
+        dispatch: Dispatch | None = None,
+        kind: str = "fifo",
+        max_attempts: int | None = None,
+        attempt_timeout: float | None = None,
+        lease_ttl: float | None = None,
+    ) -> None:
+        self.fn = fn
+        self.queue_name = queue
+        self.kind = body_kind(fn)
+        self._dispatch = dispatch
+        self._queue_kind = kind
+        self._lease_ttl = lease_ttl
+        self._options: dict[str, Any] = {}
+        if max_attempts is not None:
+            self._options["max_attempts"] = max_attempts
+        if attempt_timeout is not None:
+            self._options["attempt_timeout"] = attempt_timeout
+        self._signature = inspect.signature(fn)
+        self._queues: dict[int, SyncQueue] = {}
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", "udf")
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<udf {self.__name__} queue={self.queue_name!r} kind={self.kind}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def queue(self, dispatch: Dispatch | None = None) -> SyncQueue:
+        """The bound queue on ``dispatch`` (default: the decorator's, else the process default)."""
+        d = dispatch or self._dispatch or default_dispatch()
+        q = self._queues.get(id(d))
+        if q is None or q.dispatch is not d:
+            q = SyncQueue(self.queue_name, dispatch=d, kind=self._queue_kind, lease_ttl=self._lease_ttl)
+            self._queues[id(d)] = q
+        return q
+
+    def payload(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The invocation payload for a call with ``args`` and ``kwargs``: the map of the
+        keyword arguments (positional ones named by the signature).
+
+        Raises:
+            TypeError: the arguments do not fit the function's signature."""
+        bound = self._signature.bind(*args, **kwargs)
+        out: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            p = self._signature.parameters[name]
+            if p.kind is inspect.Parameter.VAR_KEYWORD:
+                out.update(value)
+            elif p.kind is inspect.Parameter.VAR_POSITIONAL:
+                if value:
+                    raise TypeError(f"{self.__name__}: *{name} cannot be submitted; pass keyword arguments")
+            else:
+                out[name] = value
+        return out
+
+    def submit(self, *args: Any, _key: str | None = None, _dispatch: Dispatch | None = None, **kwargs: Any) -> str:
+        """Enqueue a run with these arguments and return its invocation id (a ULID string).
+
+        ``_key`` makes the submit idempotent: resubmitting it returns the first id."""
+        return self.queue(_dispatch).submit(self.payload(args, kwargs), key=_key, **self._options)
+
+    def call(
+        self, *args: Any, _timeout: float | None = 300.0, _key: str | None = None, _dispatch: Dispatch | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Submit and wait for the result (``_timeout`` seconds, None: no limit)."""
+        q = self.queue(_dispatch)
+        return q.result(self.submit(*args, _key=_key, _dispatch=_dispatch, **kwargs), timeout=_timeout)
+
+    def stream(self, *args: Any, _timeout: float | None = 300.0, _dispatch: Dispatch | None = None, **kwargs: Any) -> Iterator[Any]:
+        """Submit and iterate over the values the body yields, live."""
+        q = self.queue(_dispatch)
+        inv = self.submit(*args, _dispatch=_dispatch, **kwargs)
+        return q.stream(inv, timeout=_timeout)
+
+    def map(
+        self,
+        inputs: Iterable[Any],
+        *,
+        order_outputs: bool = True,
+        return_exceptions: bool = False,
+        timeout: float | None = None,
+        _dispatch: Dispatch | None = None,
+    ) -> Iterator[Any]:
+        """Run the function over ``inputs`` on the workers and yield the results.
+
+        Each input is a mapping (keyword arguments), a tuple (positional arguments) or one
+        value (the first parameter). All are submitted in batches first; results come in
+        input order (``order_outputs=True``) or as they finish. A failed run raises its
+        :class:`~lakeshore.errors.InvocationError` unless ``return_exceptions``, which yields
+        the error instead. ``timeout`` bounds the wait for each result."""
+        q = self.queue(_dispatch)
+        payloads: list[Any] = []
+        for item in inputs:
+            if isinstance(item, Mapping):
+                payloads.append(self.payload((), item))
+            elif isinstance(item, tuple):
+                payloads.append(self.payload(item, {}))
+            else:
+                payloads.append(self.payload((item,), {}))
+        ids: list[str] = []
+        for i in range(0, len(payloads), 500):
+            from lakeshore.queue import Envelope
+
+            ids.extend(q.submit_many([Envelope(payload=p, **self._options) for p in payloads[i : i + 500]]))
+        return _map_results(q, ids, order_outputs, return_exceptions, timeout)
+
+
+def _map_results(
+    q: SyncQueue, ids: list[str], order_outputs: bool, return_exceptions: bool, timeout: float | None
+) -> Iterator[Any]:
+    if order_outputs:
+        for inv in ids:
+            try:
+                yield q.result(inv, timeout=timeout)
+            except errors.InvocationError as e:
+                if not return_exceptions:
+                    raise
+                yield e
+        return
+    # As they finish: every wait runs on the client's loop; answers arrive on a queue.
+    done: stdqueue.SimpleQueue[tuple[Any, BaseException | None]] = stdqueue.SimpleQueue()
+
+    async def one(inv: str) -> None:
+        try:
+            done.put((await q._core.result(inv, timeout), None))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            done.put((None, e))
+
+    loop = q._d._portal.loop
+    futures = [asyncio.run_coroutine_threadsafe(one(inv), loop) for inv in ids]
+    try:
+        for _ in ids:
+            value, err = done.get()
+            if err is None:
+                yield value
+            elif return_exceptions and isinstance(err, errors.InvocationError):
+                yield err
+            else:
+                raise err
+    finally:
+        for f in futures:
+            f.cancel()
+
+
+def udf(
+    fn: Callable[P, R] | None = None,
+    *,
+    queue: str | None = None,
+    dispatch: Dispatch | None = None,
+    kind: str = "fifo",
+    max_attempts: int | None = None,
+    attempt_timeout: float | None = None,
+    lease_ttl: float | None = None,
+) -> Any:
+    """Bind a function to a queue (default: the function's name): ``@udf(queue="gpu")``.
+
+    The body kind (sync, generator, async, async generator) is chosen once, here. The
+    binding is registered so that ``run_worker()`` runs it. ``max_attempts`` and
+    ``attempt_timeout`` apply to every submit; ``lease_ttl`` to the worker's claims."""
+
+    def bind(f: Callable[P, R]) -> UDF[P, R]:
+        u = UDF(
+            f,
+            queue or str(getattr(f, "__name__", "udf")),
+            dispatch=dispatch,
+            kind=kind,
+            max_attempts=max_attempts,
+            attempt_timeout=attempt_timeout,
+            lease_ttl=lease_ttl,
+        )
+        with _registry_lock:
+            registry[u.queue_name] = u
+        return u
+
+    return bind(fn) if fn is not None else bind
+
+
+# ------------------------------------------------------------------------------ the worker
+
+
+@dataclasses.dataclass
+class _Running:
+    job: Job
+    core: QueueCore
+    stopped: threading.Event
+    task: asyncio.Task[Any] | None = None
+    thread_id: int | None = None
+    lost: bool = False  # the plane took the job back (killed, lease lost): nothing to settle
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+class _Worker:
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        handlers: dict[str, Callable[..., Any]],
+        *,
+        concurrency: int,
+        once: bool,
+        wait: float,
+        lease_ttl: float | None,
+        worker_id: str,
+        queue_kinds: dict[str, str],
+    ) -> None:
+        self.d = dispatch
+        self.handlers = handlers
+        self.cores = {
+            name: QueueCore(name, dispatch, queue_kinds.get(name, "fifo"), 1.0, lease_ttl) for name in handlers
+        }
+        self.concurrency = concurrency
+        self.once = once
+        self.wait = wait
+        self.worker_id = worker_id
+        self.draining = False
+        self.running: dict[str, _Running] = {}
+        self.done = 0
+        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lakeshore-body")
+        self.claims: set[asyncio.Task[Any]] = set()
+
+    async def run(self) -> int:
+        slots = 1 if self.once else self.concurrency
+        await asyncio.gather(*(self.slot(i) for i in range(slots)))
+        self.pool.shutdown(wait=True)
+        return self.done
+
+    def drain(self) -> None:
+        """Claim nothing more; running jobs finish."""
+        self.draining = True
+        for t in list(self.claims):
+            t.cancel()
+
+    def stop_running(self) -> None:
+        """Stop the running jobs (they are released for a retry)."""
+        self.drain()
+        for r in list(self.running.values()):
+            self._stop(r)
+
+    async def slot(self, i: int) -> None:
+        names = list(self.handlers)
+        turn = i
+        deadline = time.monotonic() + self.wait
+        while not self.draining:
+            name = names[turn % len(names)]
+            turn += 1
+            core = self.cores[name]
+            if self.once:
+                wait = max(0.0, deadline - time.monotonic())
+            else:
+                wait = 5.0 if len(names) == 1 else 0.5
+            claim = asyncio.ensure_future(self._claim(core, wait))
+            self.claims.add(claim)
+            try:
+                job = await claim
+            except asyncio.CancelledError:
+                if self.draining:
+                    return
+                raise
+            except errors.DispatchError as e:
+                if isinstance(e, errors.InvalidError):
+                    continue  # a payload that does not decode: failed by claim() already
+                if e.code == "closed":
+                    return  # the dispatch was closed: nothing more to claim
+                log.warning("lakeshore worker: claim from %s failed: %s", name, e)
+                await asyncio.sleep(1.0)
+                continue
+            finally:
+                self.claims.discard(claim)
+            if job is None:
+                if self.once and time.monotonic() >= deadline and turn % len(names) == 0:
+                    return
+                continue
+            await self.execute(core, job)
+            self.done += 1
+            if self.once:
+                return
+
+    async def _claim(self, core: QueueCore, wait: float) -> Job | None:
+        # The claim's coroutine is made here, so a task cancelled before it starts leaves
+        # no coroutine unawaited.
+        return await self.d.run_async(core.claim(wait, None, self.worker_id))
+
+    def _stop(self, r: _Running) -> None:
+        r.stopped.set()
+        if r.task is not None:
+            loop = r.task.get_loop()
+            loop.call_soon_threadsafe(r.task.cancel)
+        with r.lock:
+            if r.thread_id is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(r.thread_id), ctypes.py_object(JobStopped))
+
+    async def keeper(self, r: _Running) -> None:
+        """Heartbeat on the client's thread; stop the body when the lease is lost."""
+        interval = _heartbeat_interval(r.job)
+        while r.job.id in r.core.held:
+            await asyncio.sleep(interval)
+            if r.job.id not in r.core.held:
+                return
+            try:
+                await r.core.heartbeat(r.job)
+            except (errors.LeaseLostError, errors.NotFoundError, errors.InvocationError):
+                log.warning("lakeshore worker: job %s was killed or lost its lease: stopping its body", r.job.id)
+                r.lost = True
+                self._stop(r)
+                return
+            except errors.DispatchError:
+                continue
+
+    async def execute(self, core: QueueCore, job: Job) -> None:
+        fn = self.handlers[core.name]
+        r = _Running(job, core, threading.Event())
+        self.running[job.id] = r
+        keeper = asyncio.run_coroutine_threadsafe(self.keeper(r), self.d._portal.loop)
+        outcome: tuple[str, Any] = ("nack", None)
+        try:
+            kind, call = _prepare(fn, job.payload)
+            if kind in ("async", "async_generator"):
+                r.task = asyncio.ensure_future(self._run_async(kind, call, r))
+                result = await r.task
+            else:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self.pool, self._run_sync, kind, call, r)
+            outcome = ("ack", result)
+        except (asyncio.CancelledError, JobStopped) as e:
+            if r.stopped.is_set():
+                outcome = ("stopped", e)
+            else:
+                outcome = ("nack", e)
+                if isinstance(e, asyncio.CancelledError):
+                    raise
+        except Exception as e:
+            outcome = ("nack", e)
+        finally:
+            keeper.cancel()
+            self.running.pop(job.id, None)
+            await self._settle(core, job, outcome, r.lost)
+
+    async def _settle(self, core: QueueCore, job: Job, outcome: tuple[str, Any], lost: bool) -> None:
+        what, value = outcome
+        try:
+            if what == "ack":
+                await self.d.run_async(core.ack(job, value))
+            elif what == "stopped":
+                if not lost and job.id in core.held:
+                    # Stopped by a signal (not by the plane): release it for a retry.
+                    await self.d.run_async(core.settle(job, "retry", None, _error_info(value or "stopped", job.attempt), 0.0))
+            else:
+                await self.d.run_async(core.nack(job, value, True))
+        except errors.LeaseLostError:
+            log.warning("lakeshore worker: job %s: the lease was lost before it settled (fenced off)", job.id)
+        except (errors.DispatchError, wire.EncodeError) as e:
+            log.warning("lakeshore worker: job %s: settle failed: %s", job.id, e)
+
+    def _run_sync(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
+        with r.lock:
+            r.thread_id = threading.get_ident()
+        try:
+            if r.stopped.is_set():
+                raise JobStopped(r.job.id)
+            if kind == "sync":
+                return call()
+            gen = call()
+            try:
+                while True:
+                    try:
+                        value = next(gen)
+                    except StopIteration as stop:
+                        return stop.value
+                    if r.stopped.is_set():
+                        gen.close()
+                        raise JobStopped(r.job.id)
+                    try:
+                        self.d.run(r.core.post(r.job, value, False))
+                    except errors.LeaseLostError:
+                        r.lost = True
+                        r.stopped.set()
+                        gen.close()
+                        raise JobStopped(r.job.id) from None
+            finally:
+                gen.close()
+        finally:
+            # A JobStopped scheduled before this line is raised in this function, never
+            # in the pool's thread after it.
+            with r.lock:
+                r.thread_id = None
+
+    async def _run_async(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
+        if kind == "async":
+            return await call()
+        agen = call()
+        result = None
+        try:
+            async for value in agen:
+                if r.stopped.is_set():
+                    raise JobStopped(r.job.id)
+                try:
+                    await self.d.run_async(r.core.post(r.job, value, False))
+                except errors.LeaseLostError:
+                    r.lost = True
+                    r.stopped.set()
+                    raise JobStopped(r.job.id) from None
+        finally:
+            await agen.aclose()
+        return result
+
+
+def _prepare(fn: Callable[..., Any], payload: Any) -> tuple[BodyKind, Callable[[], Any]]:
+    """The body kind and a no-argument call of ``fn`` (or of a thunk payload) with the payload."""
+    if isinstance(payload, wire.Thunk):
+        target = payload.load()
+        if not callable(target):
+            raise TypeError(f"the thunk payload is a {type(target).__name__}, not a callable")
+        return body_kind(target), cast(Callable[[], Any], target)
+    if isinstance(fn, UDF):
+        f = fn.fn
+        kind = fn.kind
+    else:
+        f = fn
+        kind = body_kind(fn)
+    if isinstance(payload, Mapping) and all(isinstance(k, str) for k in payload):
+        kw = dict(payload)
+        return kind, lambda: f(**kw)
+    if payload is None:
+        return kind, lambda: f()
+    return kind, lambda: f(payload)
+
+
+def _run_thunk(*_: Any) -> Any:
+    raise TypeError("this queue runs thunks only: submit lakeshore.thunk(callable)")
+
+
+def run_worker(
+    dispatch: Dispatch | None = None,
+    *,
+    queues: Sequence[str | UDF[Any, Any]] | Mapping[str, Callable[..., Any]] | None = None,
+    once: bool = False,
+    concurrency: int = 1,
+    wait: float = 10.0,
+    lease_ttl: float | None = None,
+    handle_signals: bool = True,
+    worker_id: str | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Run the functions bound to ``queues`` in this process until stopped; return the
+    number of jobs run.
+
+    Args:
+        dispatch: the plane (default: each function's, else the process default).
+        queues: queue names (their ``@udf`` functions; a name with no function runs
+            thunk payloads), ``UDF`` objects, or a mapping of queue name to callable.
+            Default: every ``@udf`` of the process.
+        once: run exactly one job (waiting up to ``wait`` seconds for one) and return.
+        concurrency: jobs at once (sync bodies run on that many threads; async ones on the
+            worker's event loop).
+        wait: with ``once``, how long to wait for a job.
+        lease_ttl: seconds of a claim's lease between heartbeats (default: the server's).
+        handle_signals: on the main thread, the first SIGTERM/SIGINT drains (nothing new is
+            claimed; running jobs finish), the second stops the running jobs (released for
+            a retry) and returns.
+        worker_id: the worker's id on the plane (default ``<host>-<pid>-<ULID>``).
+        stop: an event another thread sets to drain the worker (as a first SIGTERM).
+    """
+    if concurrency < 1:
+        raise errors.InvalidError(
+            f"invalid concurrency {concurrency!r}: want an integer ≥ 1", field="concurrency", value=concurrency, rule="≥ 1"
+        )
+    handlers: dict[str, Callable[..., Any]] = {}
+    kinds: dict[str, str] = {}
+    if queues is None:
+        with _registry_lock:
+            handlers = dict(registry)
+        if not handlers:
+            raise errors.InvalidError(
+                "run_worker has nothing to run: bind functions with @udf(queue=...) or pass queues=",
+                field="queues",
+                rule="at least one queue",
+            )
+    elif isinstance(queues, Mapping):
+        handlers = dict(queues)
+    else:
+        for q in queues:
+            if isinstance(q, UDF):
+                handlers[q.queue_name] = q
+            else:
+                with _registry_lock:
+                    handlers[q] = registry.get(q) or _run_thunk
+    d = dispatch
+    for name, h in handlers.items():
+        if isinstance(h, UDF):
+            kinds[name] = h._queue_kind
+            d = d or h._dispatch
+            if lease_ttl is None:
+                lease_ttl = h._lease_ttl
+    d = d or default_dispatch()
+    wid = worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_ulid()[-8:]}"
+    w = _Worker(
+        d, handlers, concurrency=concurrency, once=once, wait=wait, lease_ttl=lease_ttl, worker_id=wid, queue_kinds=kinds
+    )
+    loop = asyncio.new_event_loop()
+    signals = 0
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.warning("lakeshore worker: %s: draining (running jobs finish); signal again to stop them", signal.Signals(signum).name)
+            loop.call_soon_threadsafe(w.drain)
+        else:
+            log.warning("lakeshore worker: %s again: stopping running jobs (they will be retried)", signal.Signals(signum).name)
+            loop.call_soon_threadsafe(w.stop_running)
+
+    previous: dict[signal.Signals, Any] = {}
+    if handle_signals and threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGTERM, signal.SIGINT):
+            previous[s] = signal.signal(s, on_signal)
+    async def main() -> int:
+        watcher = None
+        if stop is not None:
+
+            async def watch() -> None:
+                while not stop.is_set():
+                    await asyncio.sleep(0.05)
+                w.drain()
+
+            watcher = asyncio.ensure_future(watch())
+        try:
+            return await w.run()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        loop.close()

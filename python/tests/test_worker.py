@@ -1,0 +1,360 @@
+"""Workers: @udf's four body kinds, run_worker (once, concurrency, signals, kills, crashes),
+f.map, thunks and scopes, on real local daemons."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import lakeshore
+from lakeshore import InvocationFailedError, NotFoundError, Queue, SyncQueue, run_worker, scope, thunk, udf
+from lakeshore.errors import InvalidError
+
+
+@pytest.fixture
+def mem(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[lakeshore.Dispatch]:
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    d = lakeshore.Dispatch(":memory:")
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def home(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    h = Path(tempfile.mkdtemp(prefix="ls-"))
+    monkeypatch.setenv("LAKESHORE_HOME", str(h))
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    monkeypatch.delenv("LAKESHORE_URL", raising=False)
+    yield h
+    from lakeshore import _daemon
+
+    for sock in h.glob("run/*/daemon.sock"):
+        _daemon._request(str(sock), "POST", "/v1/daemon/stop")
+    shutil.rmtree(h, ignore_errors=True)
+
+
+def test_the_four_body_kinds(mem: lakeshore.Dispatch) -> None:
+    @udf(queue="k-sync", dispatch=mem)
+    def square(x: int) -> int:
+        return x * x
+
+    @udf(queue="k-gen", dispatch=mem)
+    def count(n: int) -> Iterator[int]:
+        for i in range(n):
+            yield i
+        return "counted"  # type: ignore[misc]
+
+    @udf(queue="k-async", dispatch=mem)
+    async def plus(x: int) -> int:
+        await asyncio.sleep(0)
+        return x + 1
+
+    @udf(queue="k-agen", dispatch=mem)
+    async def tens(n: int) -> Any:
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield i * 10
+
+    assert (square.kind, count.kind, plus.kind, tens.kind) == ("sync", "generator", "async", "async_generator")
+    assert square(3) == 9  # a local call runs it here
+    cases: list[tuple[Any, dict[str, Any], Any, list[Any]]] = [
+        (square, {"x": 3}, 9, []),
+        (count, {"n": 3}, "counted", [0, 1, 2]),
+        (plus, {"x": 3}, 4, []),
+        (tens, {"n": 3}, None, [0, 10, 20]),
+    ]
+    for f, kw, result, frames in cases:
+        inv = f.submit(**kw)
+        assert run_worker(mem, queues=[f], once=True) == 1
+        q = f.queue()
+        assert q.result(inv, timeout=10) == result
+        assert list(q.stream(inv, timeout=10)) == frames
+
+
+def test_once_with_nothing_to_do_returns(mem: lakeshore.Dispatch) -> None:
+    @udf(queue="idle", dispatch=mem)
+    def f() -> None:
+        raise AssertionError("never called")
+
+    t0 = time.monotonic()
+    assert run_worker(mem, queues=[f], once=True, wait=0.2) == 0
+    assert time.monotonic() - t0 < 5
+
+
+def test_submit_call_map_key_and_failures(mem: lakeshore.Dispatch) -> None:
+    @udf(queue="maths", dispatch=mem, max_attempts=1)
+    def inverse(x: float) -> float:
+        return 1 / x
+
+    stop = threading.Event()
+    worker = threading.Thread(
+        target=run_worker, args=(mem,), kwargs={"queues": [inverse], "concurrency": 4, "stop": stop}, daemon=True
+    )
+    worker.start()
+    try:
+        assert inverse.call(x=4) == 0.25
+        assert inverse.submit(x=2, _key="nightly") == inverse.submit(x=3, _key="nightly")  # idempotent
+        assert list(inverse.map([1, 2, 4])) == [1.0, 0.5, 0.25]
+        assert list(inverse.map([{"x": 2}, (4,)])) == [0.5, 0.25]
+        assert sorted(inverse.map([1, 2, 4], order_outputs=False)) == [0.25, 0.5, 1.0]
+        out = list(inverse.map([1, 0, 2], return_exceptions=True))
+        assert out[0] == 1.0 and out[2] == 0.5
+        assert isinstance(out[1], InvocationFailedError)
+        assert "ZeroDivisionError" in str(out[1]) and "1 / x" in (out[1].traceback or str(out[1]))
+        with pytest.raises(InvocationFailedError):
+            list(inverse.map([0]))
+        with pytest.raises(TypeError):
+            inverse.submit(y=1)  # not the function's signature: nothing is sent
+    finally:
+        stop.set()
+        worker.join(30)
+
+
+def test_thunk_queue(mem: lakeshore.Dispatch) -> None:
+    pytest.importorskip("cloudpickle")
+    q = SyncQueue("thunks", dispatch=mem)
+    base = 40
+    inv = q.submit(thunk(lambda: base + 2))
+    assert run_worker(mem, queues=["thunks"], once=True) == 1
+    assert q.result(inv) == 42
+
+
+def test_a_killed_job_stops_its_body(mem: lakeshore.Dispatch) -> None:
+    stopped: dict[str, bool] = {}
+    started = {k: threading.Event() for k in ("sync", "gen", "async")}
+
+    @udf(queue="kill-sync", dispatch=mem, lease_ttl=1.0)
+    def busy() -> None:
+        started["sync"].set()
+        try:
+            while True:
+                sum(range(1000))  # CPU-bound, never yields
+        except lakeshore.JobStopped:
+            stopped["sync"] = True
+            raise
+
+    @udf(queue="kill-gen", dispatch=mem, lease_ttl=1.0)
+    def ticks() -> Iterator[int]:
+        started["gen"].set()
+        try:
+            i = 0
+            while True:
+                time.sleep(0.05)
+                i += 1
+                yield i
+        finally:
+            stopped["gen"] = True
+
+    @udf(queue="kill-async", dispatch=mem, lease_ttl=1.0)
+    async def waits() -> None:
+        started["async"].set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            stopped["async"] = True
+            raise
+
+    for name, f in (("sync", busy), ("gen", ticks), ("async", waits)):
+        inv = f.submit()
+        t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": [f], "once": True}, daemon=True)
+        t.start()
+        assert started[name].wait(10)
+        assert f.queue().kill(inv)
+        t.join(15)
+        assert not t.is_alive(), f"the {name} worker did not stop its killed body"
+        assert stopped.get(name), f"the {name} body was not stopped"
+        assert f.queue().get(inv).state == "killed"
+
+
+WORKER_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time, lakeshore
+    from lakeshore import udf, run_worker
+
+    d = lakeshore.Dispatch(sys.argv[1])
+
+    @udf(queue=sys.argv[3], dispatch=d, lease_ttl=1.0)
+    def slow(tag: str, seconds: float) -> str:
+        print("started", os.getpid(), flush=True)
+        time.sleep(seconds)
+        return f"{tag} by {os.getpid()}"
+
+    print("ready", flush=True)
+    run_worker(d, queues=[slow], once=sys.argv[2] == "once", concurrency=1)
+    print("drained", flush=True)
+    """
+)
+
+
+def _start_worker(tmp: Path, target: str, mode: str, queue: str = "crash") -> subprocess.Popen[str]:
+    script = tmp / "worker_script.py"
+    script.write_text(WORKER_SCRIPT)
+    p = subprocess.Popen([sys.executable, str(script), target, mode, queue], stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert p.stdout is not None
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def _reap(p: subprocess.Popen[str], kill: bool = True) -> int:
+    if kill:
+        p.kill()
+    p.communicate(timeout=30)
+    return p.returncode
+
+
+def test_a_sigkilled_worker_s_job_is_retried_and_a_stale_one_fenced(home: Path, tmp_path: Path) -> None:
+    target = str(home / "crash.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("crash", dispatch=d)
+    # SIGKILL mid-job: the lease expires and another worker runs it again.
+    inv = q.submit({"tag": "a", "seconds": 30.0})
+    w1 = _start_worker(tmp_path, target, "once")
+    assert w1.stdout is not None and w1.stdout.readline().startswith("started")
+    _reap(w1)
+    w2 = _start_worker(tmp_path, target, "once")
+    # The retry (after the dead worker's 1 s lease) runs the body again, as attempt 2.
+    assert w2.stdout is not None and w2.stdout.readline().startswith("started")
+    _reap(w2)
+    assert q.get(inv).attempt == 2
+    # SIGSTOP mid-job (a worker that froze): its lease expires, another worker finishes the
+    # job, and the frozen one's late ack is fenced off.
+    q = SyncQueue("frozen", dispatch=d)
+    inv = q.submit({"tag": "b", "seconds": 1.0})
+    stale = _start_worker(tmp_path, target, "once", "frozen")
+    assert stale.stdout is not None and stale.stdout.readline().startswith("started")
+    stale.send_signal(signal.SIGSTOP)
+    time.sleep(1.5)  # past the 1 s lease
+    fresh = _start_worker(tmp_path, target, "once", "frozen")
+    assert fresh.stdout is not None
+    result = q.result(inv, timeout=30)
+    assert result == f"b by {fresh.pid}"
+    stale.send_signal(signal.SIGCONT)
+    assert _reap(stale, kill=False) == 0 and _reap(fresh, kill=False) == 0
+    assert q.result(inv) == f"b by {fresh.pid}"  # the stale worker's ack did not win
+    assert q.get(inv).attempt == 2
+    d.close()
+
+
+def test_sigterm_drains(home: Path, tmp_path: Path) -> None:
+    target = str(home / "drain.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("crash", dispatch=d)
+    first = q.submit({"tag": "first", "seconds": 1.0})
+    second = q.submit({"tag": "second", "seconds": 1.0})
+    w = _start_worker(tmp_path, target, "forever")
+    assert w.stdout is not None and w.stdout.readline().startswith("started")
+    w.send_signal(signal.SIGTERM)
+    out, _ = w.communicate(timeout=30)
+    assert w.returncode == 0 and "drained" in out
+    assert q.result(first, timeout=5) == f"first by {w.pid}"  # the running job finished
+    assert q.get(second).state == "queued"  # nothing new was claimed
+    d.close()
+
+
+def _forked_worker(target: str) -> None:
+    d = lakeshore.Dispatch(target)
+
+    @udf(queue="forked", dispatch=d)
+    def pid() -> int:
+        return os.getpid()
+
+    run_worker(d, queues=[pid], once=True, wait=20)
+
+
+def test_a_forked_worker(home: Path) -> None:
+    target = str(home / "fork.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("forked", dispatch=d)
+    inv = q.submit()
+    p = multiprocessing.get_context("fork").Process(target=_forked_worker, args=(target,))
+    p.start()
+    assert q.result(inv, timeout=30) == p.pid
+    p.join(30)
+    assert p.exitcode == 0
+    d.close()
+
+
+def test_a_thousand_concurrent_result_waits(mem: lakeshore.Dispatch) -> None:
+    @udf(queue="many", dispatch=mem)
+    def double(x: int) -> int:
+        return 2 * x
+
+    async def main() -> list[Any]:
+        q = Queue("many", dispatch=mem)
+        ids = await q.submit_many([{"x": i} for i in range(1000)])
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        tick = asyncio.create_task(ticker())
+        stop = threading.Event()
+        worker = threading.Thread(
+            target=run_worker,
+            args=(mem,),
+            kwargs={"queues": [double], "concurrency": 8, "handle_signals": False, "stop": stop},
+            daemon=True,
+        )
+        worker.start()
+        t0 = time.monotonic()
+        out = await asyncio.gather(*(q.result(i, timeout=120) for i in ids))
+        elapsed = time.monotonic() - t0
+        tick.cancel()
+        stop.set()
+        await asyncio.to_thread(worker.join, 30)
+        assert not worker.is_alive()
+        assert ticks >= elapsed / 0.01 * 0.3, "the event loop stalled while waiting"
+        return list(out)
+
+    assert asyncio.run(main()) == [2 * i for i in range(1000)]
+
+
+def test_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKESHORE_HOME", str(tmp_path))
+    with scope("scene7"):
+        key = lakeshore.run.write("frames/0001.png", b"\x89PNG")
+        assert key == "frames/0001.png"
+        assert lakeshore.run.read(key) == b"\x89PNG"
+    assert (tmp_path / "blobs" / "scene7" / "frames" / "0001.png").read_bytes() == b"\x89PNG"
+    with pytest.raises(InvalidError, match="outside a scope"):
+        lakeshore.run.read(key)
+    other = scope("scene7", store=f"file://{tmp_path}/elsewhere")
+    with pytest.raises(NotFoundError):
+        other.read(key)
+    other.write(key, "text")
+    assert other.read(key) == b"text"
+    m = scope("p", store="mem://")
+    m.write("a/b", b"1")
+    assert scope("p", store="mem://").read("a/b") == b"1"
+    for bad in ["", "/abs", "a/../b", "a//b", "a\\b", "./a"]:
+        with pytest.raises(InvalidError):
+            m.write(bad, b"")
+    with pytest.raises(InvalidError, match="unsupported store"):
+        scope("p", store="s3://bucket")
+
+
+@pytest.mark.parametrize("example", [["gpu_worker.py", "demo"], ["fanout.py"]])
+def test_examples_run(example: list[str], lakeshore_bin: str) -> None:
+    script = Path(__file__).resolve().parents[2] / "examples" / "python" / example[0]
+    env = dict(os.environ, LAKESHORE_BIN=lakeshore_bin)
+    env.pop("LAKESHORE_URL", None)
+    r = subprocess.run([sys.executable, str(script), *example[1:]], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("result shape (4, 4)" in r.stdout) if example[0] == "gpu_worker.py" else ("100 results" in r.stdout)

@@ -1,0 +1,319 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// This file holds the data queues of the server (package persist over HTTP): where they
+// live, how they are opened and closed, and how their errors are written. The handlers are
+// in data_handlers.go, the Arrow and record conversions in data_records.go.
+
+// dataQueues opens the data queues of a server lazily, one persist.Store per (namespace,
+// queue) shared by every request, under Config.DataDir/{namespace}/{queue}/.
+type dataQueues struct {
+	root string
+	cfg  *persist.Config
+
+	metrics *dataMetrics
+
+	mu     sync.Mutex
+	open   map[string]*dataQueue
+	closed bool
+}
+
+// dataMetrics count what the data routes moved, per namespace and queue (scoped per token
+// like every series with a namespace label).
+type dataMetrics struct {
+	put  *prometheus.CounterVec // records put (puts, field updates, KV puts)
+	read *prometheus.CounterVec // rows answered by reads, streams and GetData
+	meta *prometheus.CounterVec // samples handed out by GetMeta
+}
+
+func newDataMetrics(reg prometheus.Registerer) *dataMetrics {
+	m := &dataMetrics{
+		put: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lakeshore_data_records_put_total", Help: "Records put into data queues over HTTP (puts, field updates, KV puts).",
+		}, []string{"namespace", "queue"}),
+		read: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lakeshore_data_rows_read_total", Help: "Rows of data queues answered over HTTP (reads, streams, GetData).",
+		}, []string{"namespace", "queue"}),
+		meta: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lakeshore_data_samples_handed_out_total", Help: "Samples of data queues handed out by GetMeta over HTTP.",
+		}, []string{"namespace", "queue"}),
+	}
+	reg.MustRegister(m.put, m.read, m.meta)
+	return m
+}
+
+// count adds n to the counter c of the request's namespace and queue.
+func count(c *prometheus.CounterVec, r *http.Request, n int) {
+	if n > 0 {
+		c.WithLabelValues(r.PathValue("namespace"), r.PathValue("queue")).Add(float64(n))
+	}
+}
+
+// dataQueue is one open data queue and its change version.
+type dataQueue struct {
+	store persist.Store
+	// version grows after every commit the store reports through Changes; changed is
+	// closed (and replaced) at each increment.
+	version atomic.Int64
+	mu      sync.Mutex
+	changed chan struct{}
+	done    chan struct{}
+}
+
+// errNoDataDir answers data routes on a server without a data directory.
+var errNoDataDir = fmt.Errorf("%w: this server serves no data queues (start it with a data directory: lakeshore serve --data-dir)", plane.ErrNotImplemented)
+
+// get returns the open store of namespace/queue, opening it at its first use. Names are
+// validated by the caller (plane.ValidateName: no path separators, no leading dot).
+func (d *dataQueues) get(ctx context.Context, namespace, queue string) (*dataQueue, error) {
+	if d == nil || d.root == "" {
+		return nil, errNoDataDir
+	}
+	key := namespace + "/" + queue
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("%w: retry", api.ErrShuttingDown)
+	}
+	if q, ok := d.open[key]; ok {
+		return q, nil
+	}
+	cfg := persist.Config{}
+	if d.cfg != nil {
+		cfg = *d.cfg
+	}
+	cfg.Dir = filepath.Join(d.root, namespace)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	s, err := persist.OpenFileStore(ctx, queue, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	q := &dataQueue{store: s, changed: make(chan struct{}), done: make(chan struct{})}
+	// Versions start at the open's wall-clock time, so that a client that saw versions of
+	// an earlier run of the server (or of the queue's earlier opening) is woken at once
+	// instead of waiting for the count to climb past them.
+	q.version.Store(time.Now().UnixNano())
+	ch, release := s.Changes()
+	go q.watch(ch, release)
+	if d.open == nil {
+		d.open = map[string]*dataQueue{}
+	}
+	d.open[key] = q
+	return q, nil
+}
+
+// watch counts the store's commits into version. The next watch is taken before the
+// version moves, so a client that read version v and then read the queue is woken by any
+// commit its read missed. It returns once the store is closed (its Changes then answers
+// the same closed channel).
+func (q *dataQueue) watch(ch <-chan struct{}, release func()) {
+	defer close(q.done)
+	for {
+		<-ch
+		release()
+		next, nextRelease := q.store.Changes()
+		q.version.Add(1)
+		q.mu.Lock()
+		close(q.changed)
+		q.changed = make(chan struct{})
+		q.mu.Unlock()
+		if next == ch {
+			nextRelease()
+			return
+		}
+		ch, release = next, nextRelease
+	}
+}
+
+// waitChange returns a channel closed once the version passes after.
+func (q *dataQueue) waitChange(after int64) <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.version.Load() > after {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return q.changed
+}
+
+// list returns the names of the data queues of namespace (directories under its root).
+func (d *dataQueues) list(namespace string) ([]string, error) {
+	if d == nil || d.root == "" {
+		return nil, errNoDataDir
+	}
+	ents, err := os.ReadDir(filepath.Join(d.root, namespace))
+	if errors.Is(err, os.ErrNotExist) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, e := range ents {
+		if e.IsDir() && plane.ValidateName("queue name", e.Name()) == nil {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// close closes every open store (flushing their tails); later gets fail.
+func (d *dataQueues) close(ctx context.Context) error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	d.closed = true
+	open := d.open
+	d.open = nil
+	d.mu.Unlock()
+	var errs []error
+	for key, q := range open {
+		if err := q.store.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("data queue %s: %w", key, err))
+		}
+		<-q.done
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes the data queues the server opened (their tails are flushed into
+// fragments), after Stop and once the http.Server has finished its requests. Requests to
+// data queues after it fail with 503 shutting_down. It does not close the plane.
+func (s *Server) Close(ctx context.Context) error { return s.data.close(ctx) }
+
+// dataRoutes returns the handlers of api.DataRoutes, each writing its errors with the
+// details of persist's typed errors.
+func (s *Server) dataRoutes() map[string]handlerFunc {
+	d := api.DataPath
+	hs := map[string]handlerFunc{
+		"GET /v1/namespaces/{namespace}/data":     s.handleDataQueues,
+		"POST " + d + "/records":                  s.handleDataPut,
+		"GET " + d + "/records":                   s.handleDataRead,
+		"GET " + d + "/stream":                    s.handleDataStream,
+		"POST " + d + "/fields":                   s.handleDataPutFields,
+		"POST " + d + "/flush":                    s.handleDataFlush,
+		"POST " + d + "/data":                     s.handleDataGet,
+		"POST " + d + "/meta":                     s.handleDataMeta,
+		"POST " + d + "/produced":                 s.handleDataProduced,
+		"POST " + d + "/consumption/mark":         s.handleDataMark,
+		"POST " + d + "/consumption/reset":        s.handleDataReset,
+		"GET " + d + "/consumption":               s.handleDataConsumed,
+		"POST " + d + "/clear":                    s.handleDataClear,
+		"DELETE " + d + "/partitions/{partition}": s.handleDataClearPartition,
+		"POST " + d + "/kv":                       s.handleDataKVPut,
+		"POST " + d + "/kv/get":                   s.handleDataKVGet,
+		"GET " + d + "/kv":                        s.handleDataKVList,
+		"POST " + d + "/kv/clear":                 s.handleDataKVClear,
+		"GET " + d + "/schema":                    s.handleDataSchema,
+		"GET " + d + "/stats":                     s.handleDataStats,
+		"GET " + d + "/changes":                   s.handleDataChanges,
+	}
+	for k, h := range hs {
+		hs[k] = func(w http.ResponseWriter, r *http.Request, p *principal) error {
+			if err := h(w, r, p); err != nil {
+				s.writeDataError(w, r, err)
+			}
+			return nil
+		}
+	}
+	return hs
+}
+
+// dataPerms: data:put and data:read (admin tokens hold both).
+var (
+	dataPutPerms  = []plane.Permission{plane.PermissionDataPut}
+	dataReadPerms = []plane.Permission{plane.PermissionDataRead}
+)
+
+// dataQueueOf validates the namespace and queue of a data route, checks the token, and
+// returns the open queue, with the change version when the request started in its
+// answer's header.
+func (s *Server) dataQueueOf(w http.ResponseWriter, r *http.Request, p *principal, perms []plane.Permission) (*dataQueue, error) {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := authorizeQueue(p, ns, q, perms...); err != nil {
+		return nil, err
+	}
+	dq, err := s.data.get(r.Context(), ns, q)
+	if err != nil {
+		return nil, err
+	}
+	w.Header().Set(api.HeaderDataVersion, strconv.FormatInt(dq.version.Load(), 10))
+	return dq, nil
+}
+
+// dataStatuses are the statuses of persist's codes that the plane does not have.
+var dataStatuses = map[string]int{
+	persist.ErrSchema.Code:           http.StatusBadRequest,
+	persist.ErrUnsupportedValue.Code: http.StatusBadRequest,
+	persist.ErrCorrupt.Code:          http.StatusInternalServerError,
+}
+
+// writeDataError writes err as a DataErrorBody when it is one of persist's typed errors
+// (with their details, so a client rebuilds them), else as the server's ErrorBody.
+func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		tl  *tooLargeError
+		inv *plane.InvalidError
+		se  *persist.SchemaError
+		ue  *persist.UnsupportedValueError
+		nf  *persist.NotFoundError
+	)
+	code := persist.Code(err)
+	out := api.DataErrorBody{Code: code, Message: err.Error()}
+	switch {
+	case errors.As(err, &tl):
+		s.writeError(w, r, err)
+		return
+	case errors.As(err, &se):
+		out.Details = &api.DataErrorDetails{Field: se.Field, Have: string(se.Have), Got: string(se.Got), Reason: se.Reason}
+	case errors.As(err, &ue):
+		out.Details = &api.DataErrorDetails{Field: ue.Field, GoType: ue.GoType, Reason: ue.Reason}
+	case errors.As(err, &nf):
+		out.Details = &api.DataErrorDetails{Partition: nf.Partition, Keys: nf.Keys, Indexes: nf.Indexes}
+	case errors.As(err, &inv):
+		body, _ := api.NewErrorBody(inv)
+		out.Details = &api.DataErrorDetails{Field: inv.Field, Value: body.Details.Value, Rule: inv.Rule}
+	case dataStatuses[code] != 0:
+	default:
+		s.writeError(w, r, err)
+		return
+	}
+	status := api.Status(code)
+	if st, ok := dataStatuses[code]; ok {
+		status = st
+	}
+	if rec, ok := w.(*recorder); ok {
+		rec.code, rec.msg = out.Code, out.Message
+	}
+	if status == http.StatusInternalServerError {
+		out.Message = "internal error" // the log has the rest
+	}
+	s.write(w, r, status, &out)
+}

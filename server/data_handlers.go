@@ -1,0 +1,795 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// The handlers of the data routes (api.DataRoutes): each validates the names, checks the
+// token, takes the queue's store (data.go) and calls one persist.Store method.
+
+func (s *Server) handleDataQueues(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns := r.PathValue("namespace")
+	if err := plane.ValidateName("namespace", ns); err != nil {
+		return err
+	}
+	if !p.allowsNamespace(ns, plane.PermissionDataRead) {
+		return forbidden("listing the data queues of namespace "+ns, plane.PermissionDataRead)
+	}
+	names, err := s.data.list(ns)
+	if err != nil {
+		return err
+	}
+	out := names[:0]
+	for _, n := range names {
+		if p.allows(ns, n, plane.PermissionDataRead) {
+			out = append(out, n)
+		}
+	}
+	s.write(w, r, http.StatusOK, &api.DataQueuesResponse{Queues: out})
+	return nil
+}
+
+// isArrow reports whether the request body is an Arrow IPC stream.
+func isArrow(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == api.ContentTypeArrow
+}
+
+// readArrow reads an Arrow IPC stream body into records (and their _index column when
+// withIndex). Errors: *plane.InvalidError for a stream that does not decode or does not
+// match the rules of persist.RecordsFromArrow; 413 beyond the body limit.
+func (s *Server) readArrow(w http.ResponseWriter, r *http.Request, withIndex bool) ([]persist.Record, []int64, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, nil, &tooLargeError{limit: mbe.Limit}
+		}
+		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
+	}
+	rd, err := ipc.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "an Arrow IPC stream (application/vnd.apache.arrow.stream): " + err.Error()}
+	}
+	defer rd.Release()
+	var recs []persist.Record
+	var idx []int64
+	for rd.Next() {
+		rs, ix, err := persist.RecordsFromArrow(rd.RecordBatch(), withIndex)
+		if err != nil {
+			return nil, nil, err
+		}
+		recs = append(recs, rs...)
+		idx = append(idx, ix...)
+	}
+	if err := rd.Err(); err != nil {
+		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "an Arrow IPC stream (application/vnd.apache.arrow.stream): " + err.Error()}
+	}
+	return recs, idx, nil
+}
+
+// records decodes the records of a JSON or msgpack body.
+func records(field string, vals []api.Value) ([]persist.Record, error) {
+	out := make([]persist.Record, len(vals))
+	for i, v := range vals {
+		name := fmt.Sprintf("%s[%d]", field, i)
+		if v.Wire == nil {
+			return nil, &plane.InvalidError{Field: name, Rule: "a map of field name → value (null is not a record)"}
+		}
+		rec, err := persist.RecordFromWire(name, v.Wire)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = rec
+	}
+	return out, nil
+}
+
+// partitionOf returns the partition of a request: the body's, else the query's, else the
+// default.
+func partitionOf(r *http.Request, body string) string {
+	if body != "" {
+		return body
+	}
+	if q := r.URL.Query().Get("partition"); q != "" {
+		return q
+	}
+	return persist.DefaultPartition
+}
+
+func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
+	if err != nil {
+		return err
+	}
+	var recs []persist.Record
+	partition := partitionOf(r, "")
+	if isArrow(r) {
+		if recs, _, err = s.readArrow(w, r, false); err != nil {
+			return err
+		}
+	} else {
+		var req api.DataPutRequest
+		if err := s.readBody(w, r, &req); err != nil {
+			return err
+		}
+		partition = partitionOf(r, req.Partition)
+		if recs, err = records("records", req.Records); err != nil {
+			return err
+		}
+	}
+	idx, err := dq.store.PutPartition(r.Context(), partition, recs)
+	if err != nil {
+		return err
+	}
+	count(s.data.metrics.put, r, len(idx))
+	if idx == nil {
+		idx = []int64{}
+	}
+	s.write(w, r, http.StatusOK, &api.DataIndexesResponse{Indexes: idx})
+	return nil
+}
+
+func (s *Server) handleDataPutFields(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
+	if err != nil {
+		return err
+	}
+	var recs []persist.Record
+	var idx []int64
+	partition := partitionOf(r, "")
+	if isArrow(r) {
+		if recs, idx, err = s.readArrow(w, r, true); err != nil {
+			return err
+		}
+	} else {
+		var req api.DataPutFieldsRequest
+		if err := s.readBody(w, r, &req); err != nil {
+			return err
+		}
+		partition = partitionOf(r, req.Partition)
+		if recs, err = records("records", req.Records); err != nil {
+			return err
+		}
+		idx = req.Indexes
+	}
+	if err := dq.store.PutFields(r.Context(), partition, idx, recs); err != nil {
+		return err
+	}
+	count(s.data.metrics.put, r, len(recs))
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleDataFlush(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
+	if err != nil {
+		return err
+	}
+	if err := dq.store.Flush(r.Context()); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+// getOpts reads the fields, partition and shard of a read from the query.
+func getOpts(r *http.Request) (*persist.GetOpts, error) {
+	q := r.URL.Query()
+	opts := &persist.GetOpts{Partition: q.Get("partition")}
+	if f := q.Get("fields"); f != "" {
+		opts.Fields = strings.Split(f, ",")
+	}
+	for _, x := range []struct {
+		name string
+		dst  *int
+	}{{"rank", &opts.Shard.Rank}, {"world_size", &opts.Shard.WorldSize}, {"shard_buckets", &opts.Shard.Buckets}} {
+		n, err := queryInt(r, x.name, 0)
+		if err != nil {
+			return nil, err
+		}
+		if n < -1<<31 || n > 1<<31-1 {
+			return nil, plane.Invalid(x.name, n, "a 32-bit integer")
+		}
+		*x.dst = int(n)
+	}
+	opts.Shard.Column = q.Get("shard_column")
+	return opts, nil
+}
+
+// wantsRows reports whether the client asked for JSON or msgpack rows instead of Arrow.
+func wantsRows(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.Contains(a, api.ContentTypeJSON) || strings.Contains(a, "msgpack")
+}
+
+// writeBatch answers a bulk read: an Arrow IPC stream of b (persist.BatchRecord), or rows
+// in JSON or msgpack when the client asked for them. b is released.
+func (s *Server) writeBatch(w http.ResponseWriter, r *http.Request, b *persist.Batch, next int64) error {
+	defer b.Release()
+	count(s.data.metrics.read, r, b.Len())
+	if wantsRows(r) {
+		rows, err := b.Rows()
+		if err != nil {
+			return err
+		}
+		out := api.DataRowsResponse{Rows: make([]api.DataRow, len(rows)), Next: next}
+		for i, row := range rows {
+			wb, err := persist.RecordToWire("rows", row.Fields)
+			if err != nil {
+				return err
+			}
+			out.Rows[i] = api.DataRow{Index: row.Index, Partition: row.Partition, Fields: api.Value{Wire: wb}}
+		}
+		s.write(w, r, http.StatusOK, &out)
+		return nil
+	}
+	rec := persist.BatchRecord(b)
+	defer rec.Release()
+	var buf bytes.Buffer
+	iw := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
+	if err := iw.Write(rec); err != nil {
+		return err
+	}
+	if err := iw.Close(); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", api.ContentTypeArrow)
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(http.StatusOK)
+	w.Write(buf.Bytes()) //nolint:errcheck // the client went away
+	return nil
+}
+
+func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	opts, err := getOpts(r)
+	if err != nil {
+		return err
+	}
+	offset, err := queryInt(r, "offset", 0)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 1000)
+	if err != nil {
+		return err
+	}
+	if limit > 1<<31-1 {
+		return plane.Invalid("limit", limit, "≥ 1 and a 32-bit integer")
+	}
+	wait, err := querySeconds(r, "wait")
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	var deadline <-chan time.Time
+	if wait > 0 {
+		c, capped, release, err := s.longPoll(r, wait)
+		if err != nil {
+			return err
+		}
+		defer release()
+		ctx = c
+		t := time.NewTimer(capped)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		v := dq.version.Load()
+		b, next, err := dq.store.Scan(ctx, offset, int(limit), opts)
+		if err != nil {
+			return stopErr(ctx, err)
+		}
+		if b.Len() > 0 || deadline == nil {
+			w.Header().Set(api.HeaderNextOffset, strconv.FormatInt(next, 10))
+			return s.writeBatch(w, r, b, next)
+		}
+		b.Release()
+		offset = max(offset, next)
+		select {
+		case <-dq.waitChange(v):
+		case <-deadline:
+			deadline = nil // one more read answers what is there (nothing): an empty batch
+		case <-ctx.Done():
+			return stopErr(ctx, ctx.Err())
+		}
+	}
+}
+
+func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	opts, err := getOpts(r)
+	if err != nil {
+		return err
+	}
+	offset, err := queryInt(r, "offset", 0)
+	if err != nil {
+		return err
+	}
+	size, err := queryInt(r, "batch_size", persist.StreamBatchSizeDefault)
+	if err != nil {
+		return err
+	}
+	if size < 1 || size > 1<<31-1 {
+		return plane.Invalid("batch_size", size, "≥ 1 and a 32-bit integer")
+	}
+	idle, err := querySeconds(r, "idle_timeout")
+	if err != nil {
+		return err
+	}
+	if idle == 0 {
+		idle = 30 * time.Second
+	}
+	if opts.Fields == nil { // the columns of one IPC stream are fixed: the schema's now
+		sc, err := dq.store.Schema(r.Context())
+		if err != nil {
+			return err
+		}
+		opts.Fields = []string{}
+		for _, f := range sc.Fields {
+			opts.Fields = append(opts.Fields, f.Name)
+		}
+	}
+	ctx, _, release, err := s.longPoll(r, idle)
+	if err != nil {
+		return err
+	}
+	defer release()
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	var iw *ipc.Writer
+	var schema interface{ Equal(*arrow.Schema) bool }
+	flusher, _ := w.(http.Flusher)
+	idleTimer := time.NewTimer(idle)
+	defer idleTimer.Stop()
+	for {
+		v := dq.version.Load()
+		b, next, err := dq.store.Scan(ctx, offset, int(size), opts)
+		if err != nil {
+			if iw == nil {
+				return stopErr(ctx, err)
+			}
+			break // the stream has begun: end it; the client resumes from its last index
+		}
+		offset = max(offset, next)
+		if b.Len() > 0 {
+			rec := persist.BatchRecord(b)
+			b.Release()
+			if iw == nil {
+				w.Header().Set("Content-Type", api.ContentTypeArrow)
+				w.WriteHeader(http.StatusOK)
+				iw = ipc.NewWriter(w, ipc.WithSchema(rec.Schema()))
+				schema = rec.Schema()
+			} else if !schema.Equal(rec.Schema()) {
+				rec.Release()
+				break // a column widened: end the stream; the client reconnects from offset
+			}
+			err := iw.Write(rec)
+			count(s.data.metrics.read, r, int(rec.NumRows()))
+			rec.Release()
+			if err != nil {
+				return nil // the client went away
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			idleTimer.Reset(idle)
+			continue
+		}
+		b.Release()
+		select {
+		case <-dq.waitChange(v):
+			continue
+		case <-idleTimer.C:
+		case <-ctx.Done():
+		}
+		break
+	}
+	if iw == nil { // nothing arrived: an empty stream with the requested columns
+		next, _, err := dq.store.Counts(r.Context())
+		if err != nil {
+			return err
+		}
+		b, _, err := dq.store.Scan(r.Context(), next, 1, &persist.GetOpts{Fields: opts.Fields})
+		if err != nil {
+			return err
+		}
+		rec := persist.BatchRecord(b)
+		b.Release()
+		defer rec.Release()
+		w.Header().Set("Content-Type", api.ContentTypeArrow)
+		w.WriteHeader(http.StatusOK)
+		iw = ipc.NewWriter(w, ipc.WithSchema(rec.Schema()))
+		if err := iw.Write(rec); err != nil { // an empty batch: the schema reaches the client
+			return nil
+		}
+	}
+	iw.Close() //nolint:errcheck // writes the end-of-stream marker; the client may be gone
+	return nil
+}
+
+func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	var req api.DataGetRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	meta := &persist.BatchMeta{Indexes: req.Indexes, Size: len(req.Indexes), Partition: req.Partition, Task: req.Task}
+	fields := req.Fields
+	if fields == nil {
+		sc, err := dq.store.Schema(r.Context())
+		if err != nil {
+			return err
+		}
+		for _, f := range sc.Fields {
+			fields = append(fields, f.Name)
+		}
+	}
+	for _, f := range fields {
+		meta.Fields = append(meta.Fields, persist.FieldMeta{Name: f})
+	}
+	b, err := dq.store.GetData(r.Context(), meta)
+	if err != nil {
+		return err
+	}
+	return s.writeBatch(w, r, b, 0)
+}
+
+func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	var req api.DataMetaRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	timeout, err := seconds("timeout", req.Timeout)
+	if err != nil {
+		return err
+	}
+	mr := &persist.MetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
+		Wait: req.Wait, Timeout: timeout, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex}
+	if mr.Partition == "" {
+		mr.Partition = persist.DefaultPartition
+	}
+	if req.Sampler != nil {
+		mr.Sampler.Name = req.Sampler.Name
+		if req.Sampler.Params != nil {
+			raw, err := json.Marshal(req.Sampler.Params)
+			if err != nil {
+				return plane.Invalid("sampler.params", nil, "a JSON object of the sampler's parameters")
+			}
+			mr.Sampler.Params = raw
+		}
+	}
+	ctx := r.Context()
+	if mr.Wait {
+		if mr.Timeout == 0 {
+			mr.Timeout = persist.GetMetaTimeoutDefault
+		}
+		c, capped, release, err := s.longPoll(r, mr.Timeout)
+		if err != nil {
+			return err
+		}
+		defer release()
+		ctx, mr.Timeout = c, capped
+	}
+	m, err := dq.store.GetMeta(ctx, mr)
+	if err != nil {
+		return stopErr(ctx, err)
+	}
+	count(s.data.metrics.meta, r, len(m.Indexes))
+	out := api.DataBatchMeta{Size: m.Size, Indexes: m.Indexes, Fields: make([]api.DataFieldMeta, len(m.Fields)),
+		Partition: m.Partition, Task: m.Task}
+	if out.Indexes == nil {
+		out.Indexes = []int64{}
+	}
+	for i, f := range m.Fields {
+		out.Fields[i] = api.DataFieldMeta{Name: f.Name, Kind: string(f.Kind), DType: f.DType, Shape: f.Shape}
+	}
+	s.write(w, r, http.StatusOK, &out)
+	return nil
+}
+
+func (s *Server) handleDataProduced(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	var req api.DataProducedRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	out, err := dq.store.Produced(r.Context(), partitionOf(r, req.Partition), req.Indexes, req.Fields)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		out = [][]bool{}
+	}
+	s.write(w, r, http.StatusOK, &api.DataProducedResponse{Produced: out})
+	return nil
+}
+
+func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	var req api.DataConsumptionRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := dq.store.MarkConsumed(r.Context(), req.Task, partitionOf(r, req.Partition), req.Indexes); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleDataReset(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	var req api.DataConsumptionRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Indexes != nil {
+		return plane.Invalid("indexes", nil, "none: a reset forgets every index the task consumed in the partition")
+	}
+	if err := dq.store.ResetConsumption(r.Context(), req.Task, partitionOf(r, req.Partition)); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleDataConsumed(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	n, err := dq.store.Consumed(r.Context(), r.URL.Query().Get("task"), partitionOf(r, ""))
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.DataConsumedResponse{Consumed: n})
+	return nil
+}
+
+func (s *Server) handleDataClear(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
+	if err != nil {
+		return err
+	}
+	var req api.DataClearRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := dq.store.ClearSamples(r.Context(), partitionOf(r, req.Partition), req.Indexes); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleDataClearPartition(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
+	if err != nil {
+		return err
+	}
+	if err := dq.store.ClearPartition(r.Context(), r.PathValue("partition")); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleDataKVPut(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
+	if err != nil {
+		return err
+	}
+	var req api.DataKVPutRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	recs, err := records("records", req.Records)
+	if err != nil {
+		return err
+	}
+	idx, err := dq.store.KVPut(r.Context(), partitionOf(r, req.Partition), req.Keys, recs, req.Tags)
+	if err != nil {
+		return err
+	}
+	count(s.data.metrics.put, r, len(idx))
+	if idx == nil {
+		idx = []int64{}
+	}
+	s.write(w, r, http.StatusOK, &api.DataIndexesResponse{Indexes: idx})
+	return nil
+}
+
+// kvEntries converts KV entries for an answer.
+func kvEntries(es []persist.KVEntry) (*api.DataKVResponse, error) {
+	out := &api.DataKVResponse{Entries: make([]api.DataKVEntry, len(es))}
+	for i, e := range es {
+		out.Entries[i] = api.DataKVEntry{Partition: e.Partition, Key: e.Key, Index: e.Index, Tags: e.Tags}
+		if e.Fields != nil {
+			b, err := persist.RecordToWire("entries", e.Fields)
+			if err != nil {
+				return nil, err
+			}
+			out.Entries[i].Fields = api.Value{Wire: b}
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) handleDataKVGet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	var req api.DataKVKeysRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	es, err := dq.store.KVGet(r.Context(), partitionOf(r, req.Partition), req.Keys, req.Fields)
+	if err != nil {
+		return err
+	}
+	out, err := kvEntries(es)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleDataKVList(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	es, err := dq.store.KVList(r.Context(), r.URL.Query().Get("partition"))
+	if err != nil {
+		return err
+	}
+	out, err := kvEntries(es)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleDataKVClear(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
+	if err != nil {
+		return err
+	}
+	var req api.DataKVKeysRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Fields != nil {
+		return plane.Invalid("fields", nil, "none: a clear removes whole keys")
+	}
+	if err := dq.store.KVClear(r.Context(), partitionOf(r, req.Partition), req.Keys); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleDataSchema(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	sc, err := dq.store.Schema(r.Context())
+	if err != nil {
+		return err
+	}
+	out := api.DataSchemaResponse{Fields: make([]api.DataField, len(sc.Fields))}
+	for i, f := range sc.Fields {
+		out.Fields[i] = api.DataField{Name: f.Name, Kind: string(f.Kind)}
+	}
+	s.write(w, r, http.StatusOK, &out)
+	return nil
+}
+
+func (s *Server) handleDataStats(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	st, err := dq.store.Stats(r.Context())
+	if err != nil {
+		return err
+	}
+	out := api.DataStats{NextIndex: st.NextIndex, Len: st.Len, Cleared: st.Cleared, TailRows: st.TailRows,
+		FragmentRows: st.FragmentRows, Fragments: st.Fragments, FragmentBytes: st.FragmentBytes,
+		ManifestVersion: st.ManifestVersion, PendingFragments: st.PendingFragments, Partitions: st.Partitions,
+		ConsumedByTask: st.ConsumedByTask, Puts: st.Puts, Gets: st.Gets, Flushes: st.Flushes, Compactions: st.Compactions,
+		Commits: st.Commits, CommittedOps: st.CommittedOps, RecoveredFragments: st.RecoveredFragments,
+		OrphansDeleted: st.OrphansDeleted, LastFlush: st.LastFlush, LastFlushDuration: st.LastFlushDuration.Seconds()}
+	if out.Partitions == nil {
+		out.Partitions = map[string]int64{}
+	}
+	if out.ConsumedByTask == nil {
+		out.ConsumedByTask = map[string]int64{}
+	}
+	s.write(w, r, http.StatusOK, &out)
+	return nil
+}
+
+func (s *Server) handleDataChanges(w http.ResponseWriter, r *http.Request, p *principal) error {
+	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(r, "after", -1)
+	if err != nil {
+		return err
+	}
+	wait, err := querySeconds(r, "wait")
+	if err != nil {
+		return err
+	}
+	ch := dq.waitChange(after)
+	select {
+	case <-ch:
+	default:
+		if wait > 0 {
+			ctx, capped, release, err := s.longPoll(r, wait)
+			if err != nil {
+				return err
+			}
+			defer release()
+			t := time.NewTimer(capped)
+			defer t.Stop()
+			select {
+			case <-ch:
+			case <-t.C:
+			case <-ctx.Done():
+				if err := stopErr(ctx, ctx.Err()); !errors.Is(err, context.Canceled) {
+					return err
+				}
+				return ctx.Err()
+			}
+		}
+	}
+	s.write(w, r, http.StatusOK, &api.DataVersionResponse{Version: dq.version.Load()})
+	return nil
+}

@@ -1,0 +1,331 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// D is the path of the data queue used by the tests.
+const D = "/v1/namespaces/default/data/rollouts"
+
+// dataSetup is setup with a data directory; the data queues are closed at cleanup.
+func dataSetup(t *testing.T, cfg *server.Config) *testBundle {
+	t.Helper()
+	var c server.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.DataDir = t.TempDir()
+	b := setup(t, &c)
+	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
+	return b
+}
+
+// dataErr decodes a data error body.
+func dataErr(t *testing.T, r *response, status int, code string) api.DataErrorBody {
+	t.Helper()
+	require.Equal(t, status, r.status, "body %s", r.body)
+	var eb api.DataErrorBody
+	require.NoError(t, json.Unmarshal(r.body, &eb), "body %s", r.body)
+	require.Equal(t, code, eb.Code, "message %q", eb.Message)
+	require.NotEmpty(t, eb.Message)
+	require.NotContains(t, eb.Message, "persist.", "no Go type names in messages")
+	return eb
+}
+
+func arrowBody(t *testing.T, rec arrow.RecordBatch) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
+	require.NoError(t, w.Write(rec))
+	require.NoError(t, w.Close())
+	rec.Release()
+	return buf.Bytes()
+}
+
+func int64Record(name string, vals ...int64) arrow.RecordBatch {
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues(vals, nil)
+	a := b.NewArray()
+	defer a.Release()
+	return array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: name, Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil),
+		[]arrow.Array{a}, int64(len(vals)))
+}
+
+// TestDataBadInput: every kind of bad input over HTTP is a typed error with persist's code,
+// and writes nothing.
+func TestDataBadInput(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1, "tokens": [1, 2]}, {"x": 2, "tokens": [3]}]}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.JSONEq(t, `{"indexes": [0, 1]}`, string(r.body))
+
+	state := func() (int64, string) {
+		r := b.do(t, "GET", D+"/stats", "", nil, "")
+		require.Equal(t, 200, r.status)
+		var st api.DataStats
+		require.NoError(t, json.Unmarshal(r.body, &st))
+		r = b.do(t, "GET", D+"/schema", "", nil, "")
+		require.Equal(t, 200, r.status)
+		return st.NextIndex, string(r.body)
+	}
+	next0, schema0 := state()
+	require.EqualValues(t, 2, next0)
+	require.JSONEq(t, `{"fields": [{"name": "tokens", "kind": "list<int64>"}, {"name": "x", "kind": "int64"}]}`, schema0)
+
+	meta := func(body string) *response {
+		return b.do(t, "POST", D+"/meta", api.ContentTypeJSON, []byte(body), "")
+	}
+	e := dataErr(t, meta(`{"fields": ["x"], "batch_size": 2, "task": "t", "sampler": {"name": "no-such"}}`), 400, "invalid")
+	require.Contains(t, e.Message, "no-such")
+	e = dataErr(t, meta(`{"fields": ["x"], "batch_size": 2, "task": "t", "sampler": {"name": "grpo-group-n", "params": {"n": 2, "x": 1}}}`), 400, "invalid")
+	require.Contains(t, e.Message, `"x"`)
+	dataErr(t, meta(`{"fields": ["x"], "batch_size": 4, "task": "t", "sampler": {"name": "grpo-group-n", "params": {"n": 3}}}`), 400, "invalid")
+	dataErr(t, meta(`{"fields": ["x"], "batch_size": 0, "task": "t"}`), 400, "invalid")
+	dataErr(t, meta(`{"fields": ["x"], "batch_size": 1, "task": "t", "partition": "../x"}`), 400, "invalid")
+
+	put := func(body string) *response {
+		return b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(body), "")
+	}
+	e = dataErr(t, put(`{"records": [{"x": 3}, {"x": "three"}]}`), 400, "incompatible_type")
+	require.Equal(t, &api.DataErrorDetails{Field: "x", Have: "int64", Got: "string"}, e.Details)
+	dataErr(t, put(`{"records": [{"tokens": "abc"}]}`), 400, "incompatible_type")
+	e = dataErr(t, put(`{"records": [{"x": 3}, {"_index": 1}]}`), 400, "invalid")
+	require.Contains(t, e.Message, "_index")
+	dataErr(t, put(`{"partition": ".hidden", "records": [{"x": 3}]}`), 400, "invalid")
+	dataErr(t, put(`{"records": [{"x": 3}, 7]}`), 400, "invalid")
+	dataErr(t, put(`{"records": [{"x": 18446744073709551615}]}`), 400, "unsupported_value")
+	// A tensor whose data does not match its shape.
+	b.do(t, "POST", D+"/records", api.ContentTypeJSON,
+		[]byte(`{"records": [{"t": {"$ndarray": {"dtype": "float32", "shape": [3], "data": "AAAAAA=="}}}]}`), "").requireError(t, 400, "invalid")
+	// PutFields with as many records as indexes only.
+	dataErr(t, b.do(t, "POST", D+"/fields", api.ContentTypeJSON, []byte(`{"indexes": [0, 1], "records": [{"y": 1}]}`), ""), 400, "invalid")
+	dataErr(t, b.do(t, "POST", D+"/fields", api.ContentTypeJSON, []byte(`{"indexes": [7], "records": [{"y": 1}]}`), ""), 404, "not_found")
+	// A record over the size limit.
+	big := `{"records": [{"s": "` + strings.Repeat("a", 16<<20+10) + `"}]}`
+	e = dataErr(t, put(big), 400, "invalid")
+	require.Equal(t, "records[0]", e.Details.Field)
+	// A body beyond the body limit.
+	r = put(`{"records": [{"s": "` + strings.Repeat("a", 18<<20) + `"}]}`)
+	require.Equal(t, 413, r.status)
+
+	// Arrow streams: garbage, a column of another type than the schema's, a type with no
+	// kind, PutFields without _index.
+	arrowPut := func(path string, body []byte) *response {
+		return b.do(t, "POST", D+path, api.ContentTypeArrow, body, "")
+	}
+	dataErr(t, arrowPut("/records", []byte("not arrow")), 400, "invalid")
+	sb := array.NewStringBuilder(memory.DefaultAllocator)
+	sb.AppendValues([]string{"a"}, nil)
+	sa := sb.NewArray()
+	e = dataErr(t, arrowPut("/records", arrowBody(t, array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.BinaryTypes.String}}, nil), []arrow.Array{sa}, 1))), 400, "incompatible_type")
+	require.Equal(t, "x", e.Details.Field)
+	sa.Release()
+	db := array.NewDate32Builder(memory.DefaultAllocator)
+	db.Append(1)
+	da := db.NewArray()
+	e = dataErr(t, arrowPut("/records", arrowBody(t, array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "d", Type: arrow.FixedWidthTypes.Date32}}, nil), []arrow.Array{da}, 1))), 400, "invalid")
+	require.Contains(t, e.Message, "column d")
+	da.Release()
+	dataErr(t, arrowPut("/fields", arrowBody(t, int64Record("y", 1))), 400, "invalid")
+
+	next, schema := state()
+	require.Equal(t, next0, next, "nothing was written")
+	require.JSONEq(t, schema0, schema, "nor did the schema change")
+
+	// A good Arrow put and field update, and an Arrow read back.
+	r = arrowPut("/records", arrowBody(t, int64Record("x", 5, 6)))
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.JSONEq(t, `{"indexes": [2, 3]}`, string(r.body))
+	ib := array.NewInt64Builder(memory.DefaultAllocator)
+	ib.AppendValues([]int64{3}, nil)
+	ia := ib.NewArray()
+	fb := array.NewFloat64Builder(memory.DefaultAllocator)
+	fb.AppendValues([]float64{0.5}, nil)
+	fa := fb.NewArray()
+	rec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "_index", Type: arrow.PrimitiveTypes.Int64}, {Name: "reward", Type: arrow.PrimitiveTypes.Float64}}, nil),
+		[]arrow.Array{ia, fa}, 1)
+	ia.Release()
+	fa.Release()
+	r = arrowPut("/fields", arrowBody(t, rec))
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = b.do(t, "GET", D+"/records?offset=3&limit=10&fields=x,reward", "", nil, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.Equal(t, api.ContentTypeArrow, r.header.Get("Content-Type"))
+	require.Equal(t, "4", r.header.Get(api.HeaderNextOffset))
+	rd, err := ipc.NewReader(bytes.NewReader(r.body))
+	require.NoError(t, err)
+	require.True(t, rd.Next())
+	got := rd.RecordBatch()
+	require.EqualValues(t, 1, got.NumRows())
+	require.Equal(t, []string{"_index", "_partition", "x", "reward"}, []string{got.Schema().Field(0).Name, got.Schema().Field(1).Name, got.Schema().Field(2).Name, got.Schema().Field(3).Name})
+	require.Equal(t, 0.5, got.Column(3).(*array.Float64).Value(0))
+	rd.Release()
+	// The same as JSON rows.
+	hr, err := http.NewRequest("GET", b.ts.URL+D+"/records?offset=3&limit=10", nil)
+	require.NoError(t, err)
+	hr.Header.Set("Accept", api.ContentTypeJSON)
+	resp, err := b.ts.Client().Do(hr)
+	require.NoError(t, err)
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.JSONEq(t, `{"rows": [{"index": 3, "partition": "default", "fields": {"x": 6, "reward": 0.5}}], "next": 4}`, string(data))
+}
+
+// TestDataAuth: data:put and data:read are the data routes' permissions, per namespace and
+// queue; namespaces are separate; names that would leave the data root are refused.
+func TestDataAuth(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, &server.Config{AdminToken: adminSecret})
+	producer, _ := b.mint(t, "team-a", "roll*", 0, plane.PermissionDataPut)
+	reader, _ := b.mint(t, "team-a", "*", 0, plane.PermissionDataRead)
+	jobs, _ := b.mint(t, "team-a", "*", 0, plane.PermissionSubmit, plane.PermissionRead, plane.PermissionConsume)
+	A := "/v1/namespaces/team-a/data/rollouts"
+	body := []byte(`{"records": [{"x": 1}]}`)
+	require.Equal(t, 200, b.do(t, "POST", A+"/records", api.ContentTypeJSON, body, producer).status)
+	b.do(t, "POST", A+"/records", api.ContentTypeJSON, body, reader).requireError(t, 403, "forbidden")
+	b.do(t, "POST", A+"/records", api.ContentTypeJSON, body, jobs).requireError(t, 403, "forbidden")
+	b.do(t, "POST", "/v1/namespaces/team-a/data/other/records", api.ContentTypeJSON, body, producer).requireError(t, 403, "forbidden")
+	b.do(t, "POST", "/v1/namespaces/team-b/data/rollouts/records", api.ContentTypeJSON, body, producer).requireError(t, 403, "forbidden")
+	b.do(t, "GET", A+"/records", "", nil, producer).requireError(t, 403, "forbidden")
+	r := b.do(t, "GET", A+"/records", "", nil, reader)
+	require.Equal(t, 200, r.status)
+	b.do(t, "GET", A+"/records", "", nil, "").requireError(t, 401, "unauthorized")
+
+	// The same queue name in another namespace is another queue.
+	require.Equal(t, 200, b.do(t, "POST", "/v1/namespaces/team-b/data/rollouts/records", api.ContentTypeJSON, []byte(`{"records": [{"y": "s"}]}`), adminSecret).status)
+	r = b.do(t, "GET", "/v1/namespaces/team-b/data/rollouts/schema", "", nil, adminSecret)
+	require.JSONEq(t, `{"fields": [{"name": "y", "kind": "string"}]}`, string(r.body))
+	r = b.do(t, "GET", "/v1/namespaces/team-a/data", "", nil, reader)
+	require.JSONEq(t, `{"queues": ["rollouts"]}`, string(r.body))
+
+	// Metrics: a data token sees its queue's series, not another namespace's.
+	r = b.do(t, "GET", "/metrics", "", nil, producer)
+	require.Equal(t, 200, r.status)
+	require.Contains(t, string(r.body), `lakeshore_data_records_put_total{namespace="team-a",queue="rollouts"} 1`)
+	require.NotContains(t, string(r.body), `namespace="team-b"`)
+
+	for _, p := range []string{"/v1/namespaces/..%2F..%2Fetc/data/q/schema", "/v1/namespaces/.x/data/q/schema", "/v1/namespaces/a/data/..%2Fb/schema", "/v1/namespaces/a/data/_q/schema"} {
+		r := b.do(t, "GET", p, "", nil, adminSecret)
+		require.Contains(t, []int{400, 404}, r.status, "%s: %s", p, r.body)
+	}
+}
+
+// TestDataStream: GET …/stream answers one Arrow IPC stream, a record batch per arrival,
+// and ends after idle_timeout without a new record.
+func TestDataStream(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	put := func(body string) {
+		r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(body), "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	put(`{"records": [{"x": 1}, {"x": 2}]}`)
+	resp, err := b.ts.Client().Get(b.ts.URL + D + "/stream?offset=1&batch_size=10&idle_timeout=1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, api.ContentTypeArrow, resp.Header.Get("Content-Type"))
+	rd, err := ipc.NewReader(resp.Body)
+	require.NoError(t, err)
+	defer rd.Release()
+	var got []int64
+	read := func() {
+		t.Helper()
+		require.True(t, rd.Next(), "a batch: %v", rd.Err())
+		col := rd.RecordBatch().Column(0).(*array.Int64)
+		got = append(got, col.Int64Values()...)
+	}
+	read()
+	require.Equal(t, []int64{1}, got)
+	start := time.Now()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		put(`{"records": [{"x": 3}, {"x": 4}]}`)
+	}()
+	read()
+	require.Equal(t, []int64{1, 2, 3}, got)
+	require.Less(t, time.Since(start), 900*time.Millisecond, "the stream delivers a put as it commits")
+	require.False(t, rd.Next(), "the stream ends after the idle timeout")
+	require.NoError(t, rd.Err())
+}
+
+// TestDataOpenAPI: JSON exchanges of the data routes validate against the generated
+// OpenAPI document (requests and answers).
+func TestDataOpenAPI(t *testing.T) {
+	t.Parallel()
+	doc, err := libopenapi.NewDocument(api.OpenAPI())
+	require.NoError(t, err)
+	v, errs := validator.NewValidator(doc)
+	require.Empty(t, errs)
+	b := dataSetup(t, &server.Config{AdminToken: adminSecret})
+	call := func(method, path, body string) {
+		t.Helper()
+		req, err := http.NewRequest(method, b.ts.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", api.ContentTypeJSON)
+		}
+		req.Header.Set("Accept", api.ContentTypeJSON)
+		req.Header.Set("Authorization", "Bearer "+adminSecret)
+		resp, err := b.ts.Client().Do(req)
+		require.NoError(t, err)
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode, "%s %s: %s", method, path, data)
+		vreq, err := http.NewRequest(method, "http://localhost"+path, strings.NewReader(body))
+		require.NoError(t, err)
+		vreq.Header = req.Header.Clone()
+		resp.Body = io.NopCloser(bytes.NewReader(data))
+		ok, verrs := v.ValidateHttpRequestResponse(vreq, resp)
+		var msgs []string
+		for _, e := range verrs {
+			msgs = append(msgs, e.Message+": "+e.Reason)
+			for _, se := range e.SchemaValidationErrors {
+				msgs = append(msgs, "  "+se.Reason+" at "+se.FieldPath)
+			}
+		}
+		require.True(t, ok, "%s %s → %s\n%s", method, path, data, strings.Join(msgs, "\n"))
+	}
+	call("POST", D+"/records?partition=p", `{"records": [{"x": 1, "t": [1, 2]}, {"x": 2}]}`)
+	call("POST", D+"/fields", `{"partition": "p", "indexes": [0], "records": [{"y": 0.5}]}`)
+	call("GET", D+"/records?offset=0&limit=10&fields=x", "")
+	call("POST", D+"/data", `{"indexes": [1, 0], "fields": ["x"]}`)
+	call("POST", D+"/meta", `{"fields": ["x"], "batch_size": 2, "task": "t", "partition": "p", "sampler": {"name": "grpo-group-n", "params": {"n": 2}}}`)
+	call("POST", D+"/produced", `{"partition": "p", "indexes": [0, 1], "fields": ["x", "y"]}`)
+	call("POST", D+"/consumption/mark", `{"task": "u", "partition": "p", "indexes": [0]}`)
+	call("GET", D+"/consumption?task=u&partition=p", "")
+	call("POST", D+"/consumption/reset", `{"task": "u", "partition": "p"}`)
+	call("POST", D+"/kv", `{"partition": "kv", "keys": ["a"], "records": [{"z": "s"}], "tags": [{"src": "x"}]}`)
+	call("POST", D+"/kv/get", `{"partition": "kv", "keys": ["a"]}`)
+	call("GET", D+"/kv?partition=kv", "")
+	call("POST", D+"/kv/clear", `{"partition": "kv", "keys": ["a"]}`)
+	call("POST", D+"/clear", `{"partition": "p", "indexes": [1]}`)
+	call("DELETE", D+"/partitions/p", "")
+	call("GET", D+"/schema", "")
+	call("POST", D+"/flush", "")
+	call("GET", D+"/stats", "")
+	call("GET", D+"/changes?after=-1&wait=0", "")
+	call("GET", "/v1/namespaces/default/data", "")
+}

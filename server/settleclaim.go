@@ -1,0 +1,88 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// handleSettleAndClaim settles invocations and claims from the path's queue in one
+// transaction of the plane. Settles of invocations the token may not consume answer
+// not_found item by item (as POST /v1/settle does) and the rest still go through. Once the
+// plane settled, the answer is 200 with the results even if the claim's wait was ended by
+// a shutdown, so the client never repeats a settle that is done.
+func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.SettleAndClaimRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	params := make([]plane.SettleParams, len(req.Settles))
+	for i := range req.Settles {
+		if params[i], err = s.settleParams(&req.Settles[i], fmt.Sprintf("settles[%d].", i)); err != nil {
+			return err
+		}
+	}
+	wait, err := seconds("claim.wait", req.Claim.Wait)
+	if err != nil {
+		return err
+	}
+	ttl, err := leaseTTL("claim.lease_ttl", req.Claim.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	claim := &plane.ClaimParams{Namespace: ns, Queue: q, Kind: plane.Kind(req.Claim.Kind), Temperature: req.Claim.Temperature,
+		Max: req.Claim.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Claim.Worker}
+	if err := claim.Validate(); err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, plane.PermissionConsume); err != nil {
+		return err
+	}
+	ids := make([]string, len(params))
+	for i := range params {
+		ids[i] = params[i].ID
+	}
+	denied, err := s.authorizeJobs(r, p, ids)
+	if err != nil {
+		return err
+	}
+	var send []plane.SettleParams
+	var at []int
+	for i := range params {
+		if denied[i] == nil {
+			send, at = append(send, params[i]), append(at, i)
+		}
+	}
+	ctx, wait, release, err := s.longPoll(r, wait)
+	if err != nil {
+		return err
+	}
+	defer release()
+	claim.Wait = wait
+	errs, jobs, err := s.drv.InvocationSettleAndClaim(ctx, send, claim)
+	if err != nil {
+		return stopErr(ctx, err)
+	}
+	out := &api.SettleAndClaimResponse{Results: make([]api.ItemResponse, len(params)), Jobs: make([]api.Job, len(jobs))}
+	for i, e := range denied {
+		out.Results[i] = api.ItemResponse{Error: itemError(e)}
+	}
+	for k, e := range errs {
+		out.Results[at[k]] = api.ItemResponse{Error: itemError(e)}
+		if e == nil {
+			s.metrics.settles.WithLabelValues(api.OutcomeName(send[k].Outcome)).Inc()
+		}
+	}
+	for i, j := range jobs {
+		out.Jobs[i] = api.NewJob(j)
+	}
+	s.metrics.claims.WithLabelValues(ns, q).Add(float64(len(jobs)))
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
