@@ -253,16 +253,21 @@ func (d *Driver) wake(keys map[string]struct{}) {
 
 // sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error) or
 // for the plane to close (→ plane.ErrClosed). Without a listener it returns nil after the
-// jittered poll interval, so the caller re-checks.
+// jittered poll interval, so the caller re-checks; with one, after recheckPolls intervals,
+// so that a notification lost anywhere on its way (a listener that reconnected between the
+// commit and the NOTIFY, a notifier that failed to send) delays a waiter by seconds, never
+// until its timeout.
 func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
 	if wait <= 0 {
 		return plane.ErrTimeout
 	}
 	final := true
-	if !d.notifier.listening() {
-		if p := d.pollDelay(); p < wait {
-			wait, final = p, false
-		}
+	p := d.pollDelay()
+	if d.notifier.listening() {
+		p *= recheckPolls
+	}
+	if p < wait {
+		wait, final = p, false
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -280,6 +285,10 @@ func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.D
 		return plane.ErrClosed
 	}
 }
+
+// recheckPolls is how many poll intervals a waiter sleeps, while the listener is up, before
+// it re-checks by itself.
+const recheckPolls = 5
 
 // pollDelay is the poll interval with ±20% jitter, so that many waiters do not poll in step.
 func (d *Driver) pollDelay() time.Duration {
