@@ -107,9 +107,15 @@ def burn_down(target: str, jobs: int, workers: int, concurrency: int) -> float:
     t0 = time.perf_counter()
     for p in procs:
         p.start()
-    while q.count("succeeded") < jobs:
+    first = None
+    while (done := q.count("succeeded")) < jobs:
+        if done and first is None:
+            first = time.perf_counter()
         time.sleep(0.05)
-    dt = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    dt = t1 - t0
+    if first is not None:
+        print(f"  ({jobs / (t1 - first):,.0f} jobs/s from the first result)", flush=True)
     for p in procs:
         p.join(60)
     d.close()
