@@ -47,6 +47,12 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 			changed, release = d.hub.watch(key)
 		}
 		out, err := d.submitOnce(ctx, p, tk)
+		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, errBlocked) {
+			// A blocked submit whose context ended during its re-try: it gave up waiting for
+			// room (the re-try rolled back), not on a lost connection.
+			release()
+			return nil, gaveUp(p, ctx.Err())
+		}
 		if !errors.Is(err, errBlocked) {
 			release()
 			return out, err
