@@ -2,7 +2,7 @@ package server
 
 import (
 	"errors"
-	"math"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -19,8 +19,8 @@ func frameQuery(r *http.Request) (since int64, limit int, wait time.Duration, er
 	if l, err = queryInt(r, "limit", 0); err != nil {
 		return
 	}
-	if l < 0 || l > math.MaxInt32 {
-		return 0, 0, 0, plane.Invalid("limit", l, "use 0 (the default) or a positive count")
+	if l < 0 || l > plane.FrameReadLimitMax {
+		return 0, 0, 0, plane.Invalid("limit", l, fmt.Sprintf("use 1–%d, or 0 for the default %d", plane.FrameReadLimitMax, plane.FrameReadLimitDefault))
 	}
 	wait, err = querySeconds(r, "wait")
 	return since, int(l), wait, err

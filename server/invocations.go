@@ -280,6 +280,15 @@ func (s *Server) settleParams(st *api.Settle, prefix string) (plane.SettleParams
 	if sp.RetryDelay, err = seconds(prefix+"retry_delay", st.RetryDelay); err != nil {
 		return sp, err
 	}
+	if err := sp.Validate(); err != nil {
+		var ie *plane.InvalidError
+		if errors.As(err, &ie) && ie.Message == "" {
+			c := *ie
+			c.Field = prefix + ie.Field
+			return sp, &c
+		}
+		return sp, err
+	}
 	return sp, nil
 }
 

@@ -366,14 +366,8 @@ func (d *refDriver) apply(ri *refInvocation, tr plane.Transition) {
 }
 
 func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleParams) ([]error, error) {
-	for _, p := range ps {
-		if err := plane.ValidateID(p.ID); err != nil {
-			return nil, err
-		}
-		if p.Outcome < plane.OutcomeSucceeded || p.Outcome > plane.OutcomeTimedOut {
-			return nil, plane.Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
-		}
-		if err := plane.ValidateValueSize("result", len(p.Result)); err != nil {
+	for i := range ps {
+		if err := ps[i].Validate(); err != nil {
 			return nil, err
 		}
 	}
@@ -665,7 +659,7 @@ func (d *refDriver) FramePost(ctx context.Context, p *plane.FramePostParams) (in
 }
 
 func (d *refDriver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
-	if err := p.Journal.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := d.lock(); err != nil {
@@ -686,10 +680,13 @@ func (d *refDriver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*p
 			frames, closed = tp.frames, tp.closed
 		}
 		start := int(min(max(p.Since+1, 0), int64(len(frames))))
-		out := slices.Clone(frames[start:])
-		if limit := cmp.Or(p.Limit, plane.FrameReadLimitDefault); len(out) > limit {
-			out = out[:limit]
+		page := plane.FramePage{Limit: cmp.Or(p.Limit, plane.FrameReadLimitDefault)}
+		for _, f := range frames[start:] {
+			if !page.Add(f) {
+				break
+			}
 		}
+		out := page.Frames
 		if len(out) > 0 || closed || p.Wait == 0 {
 			return &plane.FrameReadResult{Frames: out, Closed: closed}, nil
 		}
