@@ -169,6 +169,20 @@ func ValidateDelay(field string, d time.Duration) error {
 // ErrorTypeRule is what the Type of a settle's error may be.
 const ErrorTypeRule = "use at most 128 bytes of printable ASCII without spaces (a name such as ValueError)"
 
+// ValidErrorType reports whether t keeps ErrorTypeRule ("" is valid: the plane makes it
+// "error").
+func ValidErrorType(t string) bool {
+	if len(t) > 128 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // MaxErrorMessageBytes bounds the Message of a settle's error (64 KiB). A longer message is
 // cut to its first MaxErrorMessageBytes bytes (at a UTF-8 boundary) and ends with
 // ErrorMessageCut: workers whose stderr is long still settle.
@@ -177,9 +191,11 @@ const MaxErrorMessageBytes = 64 << 10
 // ErrorMessageCut ends an error message that was cut to MaxErrorMessageBytes.
 const ErrorMessageCut = " … [cut]"
 
-// CutErrorMessage returns m cut to at most MaxErrorMessageBytes bytes (ending with
-// ErrorMessageCut when it was cut), never splitting a UTF-8 sequence.
+// CutErrorMessage returns m with invalid UTF-8 replaced by U+FFFD, cut to at most
+// MaxErrorMessageBytes bytes (ending with ErrorMessageCut when it was cut), never splitting
+// a UTF-8 sequence.
 func CutErrorMessage(m string) string {
+	m = strings.ToValidUTF8(m, "\uFFFD")
 	if len(m) <= MaxErrorMessageBytes {
 		return m
 	}
@@ -204,17 +220,8 @@ func (p *SettleParams) Validate() error {
 		return err
 	}
 	if p.Error != nil {
-		t := p.Error.Type
-		if len(t) > 128 {
-			return Invalid("error.type", t, ErrorTypeRule)
-		}
-		for i := 0; i < len(t); i++ {
-			if t[i] <= ' ' || t[i] >= 0x7f {
-				return Invalid("error.type", t, ErrorTypeRule)
-			}
-		}
-		if !utf8.ValidString(p.Error.Message) {
-			return Invalid("error.message", nil, "use valid UTF-8")
+		if !ValidErrorType(p.Error.Type) {
+			return Invalid("error.type", p.Error.Type, ErrorTypeRule)
 		}
 	}
 	return ValidateDelay("retry_delay", p.RetryDelay)
