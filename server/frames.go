@@ -51,7 +51,7 @@ func (s *Server) handleInvocationFrames(w http.ResponseWriter, r *http.Request, 
 	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
 		return err
 	}
-	return s.frames(w, r, plane.Journal{InvocationID: id}, since, limit, wait)
+	return s.frames(w, r, p, plane.Journal{InvocationID: id}, since, limit, wait)
 }
 
 func (s *Server) handleTopicFrames(w http.ResponseWriter, r *http.Request, p *principal) error {
@@ -66,11 +66,11 @@ func (s *Server) handleTopicFrames(w http.ResponseWriter, r *http.Request, p *pr
 	if err := authorizeQueue(p, j.Namespace, j.Queue, anyPerms...); err != nil {
 		return err
 	}
-	return s.frames(w, r, j, since, limit, wait)
+	return s.frames(w, r, p, j, since, limit, wait)
 }
 
-func (s *Server) frames(w http.ResponseWriter, r *http.Request, j plane.Journal, since int64, limit int, wait time.Duration) error {
-	ctx, wait, release, err := s.longPoll(r, wait)
+func (s *Server) frames(w http.ResponseWriter, r *http.Request, p *principal, j plane.Journal, since int64, limit int, wait time.Duration) error {
+	ctx, wait, release, err := s.longPoll(r, p, wait)
 	if err != nil {
 		return err
 	}

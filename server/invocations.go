@@ -192,7 +192,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request, p *principal
 	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
 		return err
 	}
-	ctx, timeout, release, err := s.longPoll(r, timeout)
+	ctx, timeout, release, err := s.longPoll(r, p, timeout)
 	if err != nil {
 		return err
 	}

@@ -61,9 +61,11 @@ type ServeOpts struct {
 	TLSCert, TLSKey string
 	// ShutdownTimeout bounds the graceful shutdown. Defaults to ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
-	// LongPollMax and MaxLongPolls are server.Config's (0: its defaults).
-	LongPollMax  time.Duration
-	MaxLongPolls int
+	// LongPollMax, MaxLongPolls and MaxLongPollsPerTenant are server.Config's (0: its
+	// defaults).
+	LongPollMax           time.Duration
+	MaxLongPolls          int
+	MaxLongPollsPerTenant int
 	// LogRequests logs one line per request (method, path, status, bytes, duration) at
 	// level Info: `serve -v`.
 	LogRequests bool
@@ -85,7 +87,7 @@ func (o *ServeOpts) Validate() error {
 		return plane.Invalid("--target", o.Target, "it is this server's own address (--addr "+cmp.Or(o.Addr, AddrDefault)+
 			"), so every request would be proxied back to itself; serve a SQLite file (the default) or another server")
 	}
-	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 {
+	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 {
 		return plane.Invalid("timeouts and limits", nil, "use values ≥ 0")
 	}
 	return nil
@@ -158,7 +160,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	defer drv.Close()
 
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests,
-		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls})
+		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, MaxLongPollsPerTenant: o.MaxLongPollsPerTenant})
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -330,5 +332,6 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", ShutdownTimeoutDefault, "bound on the graceful shutdown")
 	f.DurationVar(&o.LongPollMax, "long-poll-max", server.LongPollMaxDefault, "cap of one long-poll")
 	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")
+	f.IntVar(&o.MaxLongPollsPerTenant, "max-long-polls-per-tenant", 0, "long-polls one token (or, without tokens, one namespace) holds at once before 503 (0: a quarter of --max-long-polls)")
 	return cmd
 }
