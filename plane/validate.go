@@ -146,6 +146,14 @@ func (s *SubmitParams) validate() error {
 	return ValidateMetadata(s.Metadata)
 }
 
+// IDTaken is the error of a submit whose client-chosen id already names an invocation of
+// another queue. Invocation ids are one space across every namespace; the answer is the
+// same whichever queue or namespace holds the id, so it tells another tenant nothing but
+// that the id (which it had to know) is taken.
+func IDTaken(id string) error {
+	return Invalid("id", id, "it is already the id of another invocation; use a fresh ULID for each new invocation")
+}
+
 // SubmitManyMax is the most invocations one InvocationSubmitMany (one batch submit) may
 // carry. A batch is one write transaction: 10,000 small invocations hold the writer about
 // half a second on SQLite, which every other submitter waits for.

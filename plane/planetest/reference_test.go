@@ -157,6 +157,11 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 	defer d.mu.Unlock()
 	now := d.now()
 	out := make([]plane.SubmitResult, len(p.Invocations))
+	for _, s := range p.Invocations {
+		if ri, ok := d.invs[s.ID]; ok && s.ID != "" && (ri.inv.Namespace != p.Namespace || ri.inv.Queue != p.Queue) {
+			return nil, plane.IDTaken(s.ID)
+		}
+	}
 	for i, s := range p.Invocations {
 		if s.Key != "" {
 			if id, ok := d.keys[refKey{p.Namespace, p.Queue, s.Key}]; ok {
