@@ -286,3 +286,29 @@ func TestLongPollShareByTenant(t *testing.T) {
 		<-held
 	}
 }
+
+// TestTokenCreateRefusesBadInput: an existing id is 400 naming id (never a 500); ids,
+// globs, hashes and permissions are checked, each error naming its field.
+func TestTokenCreateRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	_, tok := b.mint(t, "team-a", "*", 0, plane.PermissionRead)
+	for _, c := range []struct {
+		name  string
+		body  map[string]any
+		field string
+	}{
+		{"ExistingID", map[string]any{"id": tok.ID, "namespace": "*", "queue": "*", "permissions": []string{"admin"}}, "id"},
+		{"IDWithSpace", map[string]any{"id": "x y", "namespace": "team-a", "queue": "*", "permissions": []string{"read"}}, "id"},
+		{"GlobWithSlash", map[string]any{"namespace": "a/b", "queue": "*", "permissions": []string{"read"}}, "namespace"},
+		{"BadQueueGlob", map[string]any{"namespace": "a", "queue": "[", "permissions": []string{"read"}}, "queue"},
+		{"ShortHash", map[string]any{"namespace": "team-a", "queue": "*", "permissions": []string{"read"}, "hash": "AAAA"}, "hash"},
+		{"NoPermissions", map[string]any{"namespace": "team-a", "queue": "*", "permissions": []string{}}, "permissions"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := b.doJSON(t, "POST", "/v1/tokens", c.body, adminSecret)
+			eb := r.requireError(t, 400, "invalid")
+			require.True(t, strings.HasPrefix(eb.Message, "invalid "+c.field), "message %q names %s", eb.Message, c.field)
+		})
+	}
+}
