@@ -207,6 +207,19 @@ func testIssue11Verbs(t *testing.T, newCLI func(*testing.T) *cli) {
 			}
 		}
 		require.Len(t, seen, 5)
+
+		// The "more:" hint repeats every filter: following it gives the next page.
+		_, errs, code = c.run("", "jobs", "jl", "--key-prefix", "batch-0/", "--oldest", "--limit", "1", "--state", "queued")
+		require.Zero(t, code, errs)
+		require.Contains(t, errs, "more: ")
+		hint := strings.TrimSpace(errs[strings.Index(errs, "more: ")+len("more: "):])
+		for _, flag := range []string{"--key-prefix batch-0/", "--oldest", "--limit 1", "--state queued", "--after "} {
+			require.Contains(t, hint, flag, "the hint %q keeps %s", hint, flag)
+		}
+		words := strings.Fields(hint)[1:]
+		out = c.ok(append([]string{"--json"}, words...)...)
+		require.Len(t, strings.Split(out, "\n"), 1, "the next queued job of batch-0/, oldest first")
+		require.Contains(t, out, ids[4])
 		_, _, code = c.run("", "jobs", "jl", "--state", "bogus")
 		require.Equal(t, exitUsage, code)
 		_, _, code = c.run("", "jobs", "jl", "--limit", "5000")
