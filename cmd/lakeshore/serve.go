@@ -134,6 +134,24 @@ func CheckBind(addr string, authOn, insecureNoAuth bool) error {
 		addr, EnvAdminToken, AddrDefault)
 }
 
+// AdminTokenMin is the shortest admin token serve accepts on an address that is not
+// loopback (16 bytes): a short one is guessed.
+const AdminTokenMin = 16
+
+// CheckAdminToken refuses an admin token shorter than AdminTokenMin on a non-loopback
+// address. An empty token (auth off) is CheckBind's matter.
+func CheckAdminToken(addr, admin string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return plane.Invalid("--addr", addr, "use host:port")
+	}
+	if admin == "" || IsLoopback(host) || len(admin) >= AdminTokenMin {
+		return nil
+	}
+	return plane.Invalid("admin token", fmt.Sprintf("of %d bytes", len(admin)),
+		fmt.Sprintf("use at least %d bytes on a non-loopback address, e.g. the output of `openssl rand -hex 32`", AdminTokenMin))
+}
+
 // RunServe serves the plane named by o.Target until ctx ends, then shuts down gracefully:
 // long-polls end with 503 shutting_down, short requests finish (within ShutdownTimeout),
 // and the plane is closed. Logs go to logger.
@@ -147,6 +165,9 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 		return err
 	}
 	if err := CheckBind(addr, admin != "", o.InsecureNoAuth); err != nil {
+		return err
+	}
+	if err := CheckAdminToken(addr, admin); err != nil {
 		return err
 	}
 	target, err := serveTarget(o.Target, getenv)
