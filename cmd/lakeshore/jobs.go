@@ -54,6 +54,9 @@ stderr) gives the --after cursor of the next page; with --json the last line on 
 					if !inv.FinishedAt.IsZero() {
 						m["finished_at"] = inv.FinishedAt
 					}
+					if due := delayedUntil(inv); !due.IsZero() {
+						m["available_at"] = due
+					}
 					if inv.Error != nil {
 						m["error"] = inv.Error
 					}

@@ -448,3 +448,24 @@ func TestTokenVerbFailsFast(t *testing.T) {
 	require.Contains(t, errs, "refuses connections")
 	require.Less(t, time.Since(start), 5*time.Second)
 }
+
+// TestGetShowsDelay: get and jobs show when a delayed job becomes claimable; get --json
+// leaves out an empty worker.
+func TestGetShowsDelay(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	id := c.ok("submit", "later", `"x"`, "--delay", "5m")
+	out := c.ok("--json", "get", id)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	due, ok := m["available_at"].(string)
+	require.True(t, ok, "get --json has available_at: %s", out)
+	at, err := time.Parse(time.RFC3339Nano, due)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(5*time.Minute), at, time.Minute)
+	require.NotContains(t, m, "worker", "no worker yet: the key is left out")
+	require.Contains(t, c.ok("get", id), "available")
+	require.Contains(t, c.ok("--json", "jobs", "later"), "available_at")
+	now := c.ok("submit", "later", `"y"`)
+	require.NotContains(t, c.ok("--json", "get", now), "available_at", "a job claimable now shows no due time")
+}
