@@ -90,10 +90,10 @@ func (w *WorkerInfo) Validate() error {
 		}
 	}
 	if len(w.Host) > 255 || !utf8.ValidString(w.Host) || strings.IndexFunc(w.Host, unicode.IsControl) >= 0 {
-		return Invalid("worker host", w.Host, WorkerHostRule)
+		return Invalid("host", w.Host, WorkerHostRule)
 	}
 	if w.PID < 0 {
-		return Invalid("worker pid", w.PID, "use a process id ≥ 0")
+		return Invalid("pid", w.PID, "use a process id ≥ 0")
 	}
 	if len(w.Queues) > 1024 {
 		return Invalid("worker queues", len(w.Queues), "name at most 1024 queues")

@@ -35,11 +35,11 @@ const KeyRule = "use 1–512 bytes of UTF-8 without NUL"
 // ValidateKey checks a non-empty idempotency key against KeyRule.
 func ValidateKey(key string) error {
 	if len(key) == 0 || len(key) > 512 || !utf8.ValidString(key) {
-		return Invalid("idempotency key", key, KeyRule)
+		return Invalid("key", key, KeyRule)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] == 0 {
-			return Invalid("idempotency key", key, KeyRule)
+			return Invalid("key", key, KeyRule)
 		}
 	}
 	return nil
@@ -353,7 +353,7 @@ func (p *ClaimParams) Validate() error {
 // LeaseTTLMax. A longer lease would leave a dead worker's job stuck for that long.
 func ValidateLeaseTTL(ttl time.Duration) error {
 	if ttl < 0 || ttl > LeaseTTLMax {
-		return Invalid("lease", ttl, fmt.Sprintf("use a duration from 0 (the default %s) to %s; heartbeat to keep a long job", LeaseTTLDefault, LeaseTTLMax))
+		return Invalid("lease_ttl", ttl, fmt.Sprintf("use a duration from 0 (the default %s) to %s; heartbeat to keep a long job", LeaseTTLDefault, LeaseTTLMax))
 	}
 	return nil
 }
@@ -398,7 +398,7 @@ func (p *ListParams) Validate() error {
 	}
 	if p.KeyPrefix != "" {
 		if err := ValidateKey(p.KeyPrefix); err != nil {
-			return Invalid("key prefix", p.KeyPrefix, KeyRule)
+			return Invalid("key_prefix", p.KeyPrefix, KeyRule)
 		}
 	}
 	if p.After != "" {
