@@ -57,7 +57,8 @@ func (q *Queue) Submit(ctx context.Context, payload any, opts *SubmitOptions) (s
 // SubmitMany enqueues a batch in one transaction and returns the ids in the batch's order
 // (an existing key yields the existing id). The batch is all or nothing: when any payload
 // does not encode or any option is invalid, nothing is submitted. An empty batch does
-// nothing. Errors: as Submit; an encoding error names the submission's index.
+// nothing. A batch holds at most plane.SubmitManyMax (10,000) submissions: split larger
+// ones. Errors: as Submit; an encoding error names the submission's index.
 func (q *Queue) SubmitMany(ctx context.Context, batch []Submission) ([]string, error) {
 	res, err := q.SubmitManyResults(ctx, batch)
 	if err != nil {
