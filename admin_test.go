@@ -239,6 +239,18 @@ func TestWaitReleased(t *testing.T) {
 	killed, err := q.Kill(ctx, id)
 	require.NoError(t, err)
 	require.True(t, killed)
+	// Forged confirmations (another worker's name, another attempt, not a map) are ignored:
+	// WaitReleased still waits for the worker that ran the attempt.
+	forge, err := q.Topic(lakeshore.ReleasedTopicPrefix + id)
+	require.NoError(t, err)
+	for _, v := range []any{
+		map[string]any{"id": id, "attempt": int64(1), "worker": "fake"},
+		map[string]any{"id": id, "attempt": int64(2), "worker": ""},
+		"released",
+	} {
+		_, err := forge.Post(ctx, v)
+		require.NoError(t, err)
+	}
 	attempt, err := q.WaitReleased(ctx, id, &lakeshore.ListenOptions{Timeout: 10 * time.Second})
 	require.NoError(t, err)
 	require.Equal(t, 1, attempt)

@@ -155,7 +155,8 @@ func IsPermanent(err error) bool {
 }
 
 // errorInfo turns a nack's cause into the ErrorInfo the plane stores: Type is the cause's
-// ErrorType() when some error in its chain has one, else "error"; Message is its text (a
+// ErrorType() when some error in its chain has one that keeps plane.ErrorTypeRule, else
+// "error"; Message is its text (a
 // panic's adds the panicking frame, not the stack).
 func errorInfo(cause error) *ErrorInfo {
 	info := &ErrorInfo{Type: ErrorTypeDefault, Message: "nack"}
@@ -165,7 +166,7 @@ func errorInfo(cause error) *ErrorInfo {
 	info.Message = cause.Error()
 	var typed interface{ ErrorType() string }
 	if errors.As(cause, &typed) {
-		if t := typed.ErrorType(); t != "" {
+		if t := typed.ErrorType(); t != "" && plane.ValidErrorType(t) {
 			info.Type = t
 		}
 	}

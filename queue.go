@@ -57,7 +57,8 @@ func (q *Queue) Submit(ctx context.Context, payload any, opts *SubmitOptions) (s
 // SubmitMany enqueues a batch in one transaction and returns the ids in the batch's order
 // (an existing key yields the existing id). The batch is all or nothing: when any payload
 // does not encode or any option is invalid, nothing is submitted. An empty batch does
-// nothing. Errors: as Submit; an encoding error names the submission's index.
+// nothing. A batch holds at most plane.SubmitManyMax (10,000) submissions: split larger
+// ones. Errors: as Submit; an encoding error names the submission's index.
 func (q *Queue) SubmitMany(ctx context.Context, batch []Submission) ([]string, error) {
 	res, err := q.SubmitManyResults(ctx, batch)
 	if err != nil {
@@ -266,6 +267,8 @@ func (q *Queue) Kill(ctx context.Context, id string) (bool, error) {
 // exec command gets SIGTERM, then SIGKILL after its grace period). opts.Timeout bounds the
 // wait (default TopicTimeoutDefault, 5 s; negative: until ctx ends). A worker that dies
 // without confirming (SIGKILL) never confirms: on Linux its commands die with it.
+// Only a confirmation of the attempt the invocation last ran, by the worker that ran it
+// (Invocation.Worker), counts; other values on the topic are logged and ignored.
 // Errors: ErrNotFound; ErrTimeout when no confirmation came in time.
 func (q *Queue) WaitReleased(ctx context.Context, id string, opts *ListenOptions) (attempt int, err error) {
 	inv, err := q.Get(ctx, id)
@@ -276,19 +279,48 @@ func (q *Queue) WaitReleased(ctx context.Context, id string, opts *ListenOptions
 	if err != nil {
 		return 0, err
 	}
-	f, ok, err := topic.Listen(ctx, FromStart, opts)
-	if err != nil {
-		return 0, ctxError(err)
+	timeout := TopicTimeoutDefault
+	if opts != nil && opts.Timeout != 0 {
+		timeout = opts.Timeout
 	}
-	if !ok {
-		return 0, fmt.Errorf("wait for the release of %s: no worker confirmed it: %w", id, ErrTimeout)
-	}
-	if m, isMap := f.Value.(map[string]any); isMap {
-		if a, isInt := m["attempt"].(int64); isInt {
-			return int(a), nil
+	end := time.Now().Add(timeout)
+	since := FromStart
+	for {
+		left := &ListenOptions{Timeout: -1}
+		if timeout > 0 {
+			if left.Timeout = time.Until(end); left.Timeout <= 0 {
+				break
+			}
 		}
+		f, ok, err := topic.Listen(ctx, since, left)
+		if err != nil {
+			return 0, ctxError(err)
+		}
+		if !ok {
+			break
+		}
+		since = f.Seq
+		if releasedBy(f.Value, inv) {
+			return inv.Attempt, nil
+		}
+		q.d.cfg.Logger.WarnContext(ctx, "ignored a release confirmation that does not match the invocation's attempt and worker",
+			logKeyJobID, id)
 	}
-	return 0, nil
+	return 0, fmt.Errorf("wait for the release of %s: no worker confirmed it: %w", id, ErrTimeout)
+}
+
+// releasedBy reports whether v, a value of the release topic, confirms the attempt inv
+// last ran, by the worker that ran it: {"id": inv.ID, "attempt": inv.Attempt, "worker":
+// inv.Worker}. Other values (a stale attempt's, a forger's) are not a confirmation.
+func releasedBy(v any, inv *Invocation) bool {
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		return false
+	}
+	id, _ := m["id"].(string)
+	attempt, _ := m["attempt"].(int64)
+	worker, _ := m["worker"].(string)
+	return id == inv.ID && inv.Attempt > 0 && attempt == int64(inv.Attempt) && worker == inv.Worker
 }
 
 // Count returns the number of the queue's invocations in state, counted from the rows that

@@ -19,8 +19,9 @@ import (
 )
 
 // The tags of JSON objects that stand for wire values JSON has no form of (see
-// docs/http-api.md, "JSON ↔ wire value mapping"). A JSON object whose first member's name
-// starts with "$" is a tagged value and has exactly that one member.
+// docs/http-api.md, "JSON ↔ wire value mapping"). A JSON object with exactly one member
+// whose name starts with "$" is a tagged value; objects of two or more members are plain
+// maps.
 const (
 	TagBytes     = "$bytes"     // bin: standard base64
 	TagFloat     = "$float"     // NaN, Infinity, -Infinity
@@ -30,7 +31,7 @@ const (
 	TagImage     = "$image"     // ext 3: {format, data}
 	TagTuple     = "$tuple"     // ext 4: [values…]
 	TagThunk     = "$thunk"     // ext 5: {language, data}
-	TagMap       = "$map"       // a plain map whose only key starts with "$"
+	TagMap       = "$map"       // a plain map, e.g. one whose only key starts with "$"
 	TagMsgpack   = "$msgpack"   // one value as its raw wire bytes, base64
 )
 
@@ -319,7 +320,9 @@ func (p *jsonParser) number(s string) (any, error) {
 	return f, nil
 }
 
-// object reads the members of an object whose '{' was read.
+// object reads the members of an object whose '{' was read. An object with exactly one
+// member whose name starts with "$" is a tagged value; any other object is a plain map,
+// whatever the order of its members.
 func (p *jsonParser) object(depth int) (any, error) {
 	m := map[string]any{}
 	first := true
@@ -330,18 +333,28 @@ func (p *jsonParser) object(depth int) (any, error) {
 		}
 		k := tok.String()
 		if first && strings.HasPrefix(k, "$") {
-			// A tagged value when it is the only member.
-			v, err := p.tagged(k, depth)
+			at := string(p.dec.StackPointer())
+			raw, err := p.dec.ReadValue()
 			if err != nil {
-				return nil, err
-			}
-			if p.dec.PeekKind() != '}' {
-				return nil, p.fail(fmt.Sprintf("an object whose first member is %q is a tagged value and has exactly one member; wrap a plain map in {\"$map\": {…}}", k))
-			}
-			if _, err := p.dec.ReadToken(); err != nil {
 				return nil, p.syntax(err)
 			}
-			return v, nil
+			raw = bytes.Clone(raw)
+			sub := &jsonParser{dec: jsontext.NewDecoder(bytes.NewReader(raw))}
+			if p.dec.PeekKind() == '}' {
+				// The only member: a tagged value.
+				if _, err := p.dec.ReadToken(); err != nil {
+					return nil, p.syntax(err)
+				}
+				v, err := sub.tagged(k, depth)
+				return v, within(at, err)
+			}
+			v, err := sub.value(depth + 1)
+			if err != nil {
+				return nil, within(at, err)
+			}
+			m[k] = v
+			first = false
+			continue
 		}
 		first = false
 		v, err := p.value(depth + 1)
@@ -354,6 +367,18 @@ func (p *jsonParser) object(depth int) (any, error) {
 		return nil, p.syntax(err)
 	}
 	return m, nil
+}
+
+// within places the path of a *ValueError found in a member's value read on its own under
+// the member's path at.
+func within(at string, err error) error {
+	var ve *ValueError
+	if errors.As(err, &ve) {
+		c := *ve
+		c.Path = at + ve.Path
+		return &c
+	}
+	return err
 }
 
 // tagged reads the value of tag (its name was read).

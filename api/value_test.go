@@ -78,3 +78,36 @@ func TestHostileBodyLengths(t *testing.T) {
 	require.ErrorIs(t, err, plane.ErrInvalid)
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "no allocation for the declared million elements")
 }
+
+// TestJSONTagOnlyWithOneMember: only a one-member object whose name starts with "$" is a
+// tag; an object of more members is a plain map whatever the order of its members.
+func TestJSONTagOnlyWithOneMember(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		json string
+		want any
+	}{
+		{`{"$x": 1, "y": 2}`, map[string]any{"$x": int64(1), "y": int64(2)}},
+		{`{"y": 2, "$x": 1}`, map[string]any{"$x": int64(1), "y": int64(2)}},
+		{`{"$set": {"a": 1}, "$inc": {"n": 1}}`, map[string]any{"$set": map[string]any{"a": int64(1)}, "$inc": map[string]any{"n": int64(1)}}},
+		{`{"$bytes": "AAEC", "b": {"$bytes": "AAEC"}}`, map[string]any{"$bytes": "AAEC", "b": []byte{0, 1, 2}}},
+	} {
+		got, err := api.JSONToWire([]byte(tc.json))
+		require.NoError(t, err, tc.json)
+		want, err := wire.Marshal(tc.want)
+		require.NoError(t, err)
+		require.Equal(t, want, got, tc.json)
+		// What the server writes back reads as the same value.
+		again, err := api.JSONToWire(api.WireToJSON(nil, got))
+		require.NoError(t, err)
+		require.Equal(t, got, again, tc.json)
+	}
+	// A single $-member is still a tag, and errors inside still say where.
+	_, err := api.JSONToWire([]byte(`{"a": {"$x": 1}}`))
+	var ve *api.ValueError
+	require.ErrorAs(t, err, &ve)
+	require.Contains(t, ve.Reason, `unknown tag "$x"`)
+	_, err = api.JSONToWire([]byte(`{"$x": {"k": {"$float": "nope"}}, "y": 1}`))
+	require.ErrorAs(t, err, &ve)
+	require.Contains(t, ve.Path, "/$x/k")
+}

@@ -53,7 +53,7 @@ func (a Admission) Validate() error {
 	case a.MaxDepth < 0:
 		return Invalid("max depth", a.MaxDepth, "use a number ≥ 0 (0: no limit)")
 	case a.OnFull != "" && a.OnFull != OnFullReject && a.OnFull != OnFullBlock:
-		return Invalid("on full", string(a.OnFull), "use reject|block")
+		return Invalid("on_full", string(a.OnFull), "use reject|block")
 	case a.RateLimit < 0 || math.IsNaN(a.RateLimit) || math.IsInf(a.RateLimit, 0):
 		return Invalid("rate limit", a.RateLimit, "use submits per second ≥ 0 (0: no limit)")
 	case a.Burst < 0:

@@ -105,6 +105,7 @@ func SettleTransition(p *SettleParams, attempt, maxAttempts int, b Backoff, unit
 	if p.Error != nil {
 		info = *p.Error
 		info.Type = cmp.Or(info.Type, ErrorTypeError)
+		info.Message = CutErrorMessage(info.Message)
 	}
 	delay := func() time.Duration {
 		if p.RetryDelay > 0 {

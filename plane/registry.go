@@ -1,6 +1,8 @@
 package plane
 
 import (
+	"fmt"
+	"path"
 	"strings"
 	"time"
 	"unicode"
@@ -94,10 +96,10 @@ func (w *WorkerInfo) Validate() error {
 		}
 	}
 	if len(w.Host) > 255 || !utf8.ValidString(w.Host) || strings.IndexFunc(w.Host, unicode.IsControl) >= 0 {
-		return Invalid("worker host", w.Host, WorkerHostRule)
+		return Invalid("host", w.Host, WorkerHostRule)
 	}
 	if w.PID < 0 {
-		return Invalid("worker pid", w.PID, "use a process id ≥ 0")
+		return Invalid("pid", w.PID, "use a process id ≥ 0")
 	}
 	if len(w.Queues) > 1024 {
 		return Invalid("worker queues", len(w.Queues), "name at most 1024 queues")
@@ -105,6 +107,59 @@ func (w *WorkerInfo) Validate() error {
 	for _, q := range w.Queues {
 		if err := ValidateName("queue name", q); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// TokenIDRule is what TokenInfo.ID may be (the rule of worker ids).
+const TokenIDRule = WorkerIDRule
+
+// TokenGlobRule is what TokenInfo.Namespace and TokenInfo.Queue may be.
+const TokenGlobRule = "use a path.Match pattern of 1–128 bytes of [A-Za-z0-9._-] and *?[]^, e.g. * or train-*"
+
+// ErrTokenExists is the error of a TokenCreate whose id (or secret) is already stored.
+func ErrTokenExists(id string) error {
+	return Invalid("id", id, "a token with this id or secret exists already; choose another id, or revoke the old token")
+}
+
+// Validate checks a token to create: id (TokenIDRule), a 32-byte SHA-256 hash, the
+// namespace and queue globs (TokenGlobRule) and at least one known permission. Errors:
+// *InvalidError naming the field as on the wire.
+func (tok *TokenInfo) Validate() error {
+	if len(tok.ID) == 0 || len(tok.ID) > 128 {
+		return Invalid("id", tok.ID, TokenIDRule)
+	}
+	for i := 0; i < len(tok.ID); i++ {
+		if c := tok.ID[i]; c <= ' ' || c > '~' {
+			return Invalid("id", tok.ID, TokenIDRule)
+		}
+	}
+	if len(tok.Hash) != 32 {
+		return Invalid("hash", fmt.Sprintf("of %d bytes", len(tok.Hash)), "use the 32-byte SHA-256 of the secret")
+	}
+	for _, g := range []struct{ field, glob string }{{"namespace", tok.Namespace}, {"queue", tok.Queue}} {
+		if len(g.glob) == 0 || len(g.glob) > 128 {
+			return Invalid(g.field, g.glob, TokenGlobRule)
+		}
+		for i := 0; i < len(g.glob); i++ {
+			c := g.glob[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-*?[]^", c) >= 0) {
+				return Invalid(g.field, g.glob, TokenGlobRule)
+			}
+		}
+		if _, err := path.Match(g.glob, ""); err != nil {
+			return Invalid(g.field, g.glob, TokenGlobRule)
+		}
+	}
+	if len(tok.Permissions) == 0 {
+		return Invalid("permissions", nil, "give at least one of submit|consume|read|admin")
+	}
+	for _, p := range tok.Permissions {
+		switch p {
+		case PermissionSubmit, PermissionConsume, PermissionRead, PermissionAdmin:
+		default:
+			return Invalid("permissions", string(p), "use submit|consume|read|admin")
 		}
 	}
 	return nil

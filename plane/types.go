@@ -78,7 +78,7 @@ func ParseKind(s string) (Kind, error) {
 	case KindFIFO, KindFILO, KindPriority, KindBoltzmann:
 		return Kind(s), nil
 	}
-	return "", &InvalidError{Field: "queue kind", Value: s, Rule: "use fifo|priority|filo|boltzmann",
+	return "", &InvalidError{Field: "kind", Value: s, Rule: "use fifo|priority|filo|boltzmann",
 		Message: fmt.Sprintf("unknown queue kind %q; use fifo|priority|filo|boltzmann", s)}
 }
 

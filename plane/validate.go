@@ -1,11 +1,13 @@
 package plane
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -33,11 +35,11 @@ const KeyRule = "use 1–512 bytes of UTF-8 without NUL"
 // ValidateKey checks a non-empty idempotency key against KeyRule.
 func ValidateKey(key string) error {
 	if len(key) == 0 || len(key) > 512 || !utf8.ValidString(key) {
-		return Invalid("idempotency key", key, KeyRule)
+		return Invalid("key", key, KeyRule)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] == 0 {
-			return Invalid("idempotency key", key, KeyRule)
+			return Invalid("key", key, KeyRule)
 		}
 	}
 	return nil
@@ -85,38 +87,209 @@ func (p *SubmitManyParams) Validate() error {
 	if err := ValidateName("queue name", p.Queue); err != nil {
 		return err
 	}
+	if len(p.Invocations) > SubmitManyMax {
+		return &InvalidError{Field: "invocations", Value: fmt.Sprintf("of %d items", len(p.Invocations)),
+			Rule: fmt.Sprintf("submit at most %d invocations per batch; split larger batches", SubmitManyMax)}
+	}
 	for i := range p.Invocations {
-		s := &p.Invocations[i]
-		if s.ID != "" {
-			if err := ValidateID(s.ID); err != nil {
-				return err
+		if err := p.Invocations[i].validate(); err != nil {
+			if len(p.Invocations) > 1 {
+				return itemError("invocations", i, err)
 			}
-		}
-		if s.Key != "" {
-			if err := ValidateKey(s.Key); err != nil {
-				return err
-			}
-		}
-		if math.IsNaN(s.Priority) || math.IsInf(s.Priority, 0) {
-			return Invalid("priority", s.Priority, "use a finite number")
-		}
-		if s.MaxAttempts < 0 {
-			return Invalid("max attempts", s.MaxAttempts, "use a number ≥ 1, or 0 for the default (3)")
-		}
-		if s.AttemptTimeout < 0 {
-			return Invalid("attempt timeout", s.AttemptTimeout, "use a duration ≥ 0 (0: none)")
-		}
-		if s.Delay < 0 {
-			return Invalid("delay", s.Delay, "use a duration ≥ 0 (0: claimable at once)")
-		}
-		if err := ValidateValueSize("payload", len(s.Payload)); err != nil {
-			return err
-		}
-		if err := ValidateMetadata(s.Metadata); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// itemError prefixes the Field of an *InvalidError with the list and the index of the item
+// it is about, e.g. "invocations[3].priority".
+func itemError(list string, i int, err error) error {
+	var ie *InvalidError
+	if errors.As(err, &ie) && ie.Message == "" {
+		c := *ie
+		c.Field = fmt.Sprintf("%s[%d].%s", list, i, ie.Field)
+		return &c
+	}
+	return err
+}
+
+func (s *SubmitParams) validate() error {
+	if s.ID != "" {
+		if err := ValidateID(s.ID); err != nil {
+			return err
+		}
+	}
+	if s.Key != "" {
+		if err := ValidateKey(s.Key); err != nil {
+			return err
+		}
+	}
+	if math.IsNaN(s.Priority) || math.IsInf(s.Priority, 0) {
+		return Invalid("priority", s.Priority, "use a finite number")
+	}
+	if s.MaxAttempts < 0 {
+		return Invalid("max_attempts", s.MaxAttempts, "use a number ≥ 1, or 0 for the default (3)")
+	}
+	if s.AttemptTimeout < 0 {
+		return Invalid("attempt_timeout", s.AttemptTimeout, "use a duration ≥ 0 (0: none)")
+	}
+	if err := ValidateDelay("delay", s.Delay); err != nil {
+		return err
+	}
+	if !s.NotBefore.IsZero() && (s.NotBefore.Year() < 1970 || s.NotBefore.Year() > 9999) {
+		return Invalid("not_before", s.NotBefore, "use a time between the years 1970 and 9999")
+	}
+	if err := ValidateValueSize("payload", len(s.Payload)); err != nil {
+		return err
+	}
+	return ValidateMetadata(s.Metadata)
+}
+
+// IDTaken is the error of a submit whose client-chosen id already names an invocation of
+// another queue. Invocation ids are one space across every namespace; the answer is the
+// same whichever queue or namespace holds the id, so it tells another tenant nothing but
+// that the id (which it had to know) is taken.
+func IDTaken(id string) error {
+	return Invalid("id", id, "it is already the id of another invocation; use a fresh ULID for each new invocation")
+}
+
+// SubmitManyMax is the most invocations one InvocationSubmitMany (one batch submit) may
+// carry. A batch is one write transaction: 10,000 small invocations hold the writer about
+// half a second on SQLite, which every other submitter waits for.
+const SubmitManyMax = 10_000
+
+// ClaimMaxLimit is the largest Max of one claim: one claim is one write transaction, and
+// its answer carries every payload.
+const ClaimMaxLimit = 1000
+
+// DelayMax is the longest Delay of a submit and RetryDelay of a settle (366 days).
+const DelayMax = 366 * 24 * time.Hour
+
+// ValidateDelay checks a delay (field "delay" or "retry_delay"): 0 up to DelayMax.
+func ValidateDelay(field string, d time.Duration) error {
+	if d < 0 || d > DelayMax {
+		return Invalid(field, d, "use a duration from 0 to 366 days (0: no delay)")
+	}
+	return nil
+}
+
+// ErrorTypeRule is what the Type of a settle's error may be.
+const ErrorTypeRule = "use at most 128 bytes of printable ASCII without spaces (a name such as ValueError)"
+
+// ValidErrorType reports whether t keeps ErrorTypeRule ("" is valid: the plane makes it
+// "error").
+func ValidErrorType(t string) bool {
+	if len(t) > 128 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxErrorMessageBytes bounds the Message of a settle's error (64 KiB). A longer message is
+// cut to its first MaxErrorMessageBytes bytes (at a UTF-8 boundary) and ends with
+// ErrorMessageCut: workers whose stderr is long still settle.
+const MaxErrorMessageBytes = 64 << 10
+
+// ErrorMessageCut ends an error message that was cut to MaxErrorMessageBytes.
+const ErrorMessageCut = " … [cut]"
+
+// CutErrorMessage returns m with invalid UTF-8 replaced by U+FFFD, cut to at most
+// MaxErrorMessageBytes bytes (ending with ErrorMessageCut when it was cut), never splitting
+// a UTF-8 sequence.
+func CutErrorMessage(m string) string {
+	m = strings.ToValidUTF8(m, "\uFFFD")
+	if len(m) <= MaxErrorMessageBytes {
+		return m
+	}
+	n := MaxErrorMessageBytes - len(ErrorMessageCut)
+	for n > 0 && !utf8.RuneStart(m[n]) {
+		n--
+	}
+	return m[:n] + ErrorMessageCut
+}
+
+// Validate checks a settle: the id, the outcome, the result's size, the error's type and
+// the retry delay. The error's message is not refused for its length: the plane cuts it
+// (CutErrorMessage). Errors: *InvalidError.
+func (p *SettleParams) Validate() error {
+	if err := ValidateID(p.ID); err != nil {
+		return err
+	}
+	if p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeTimedOut {
+		return Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
+	}
+	if err := ValidateValueSize("result", len(p.Result)); err != nil {
+		return err
+	}
+	if p.Error != nil {
+		if !ValidErrorType(p.Error.Type) {
+			return Invalid("error.type", p.Error.Type, ErrorTypeRule)
+		}
+	}
+	return ValidateDelay("retry_delay", p.RetryDelay)
+}
+
+// ClaimWorkerRule is what the Worker of a claim may be.
+const ClaimWorkerRule = "use at most 128 bytes of UTF-8 without control characters"
+
+// FrameReadLimitMax is the largest Limit of one FrameRead.
+const FrameReadLimitMax = 1000
+
+// FrameReadBytes is the byte budget of one FrameRead: a page stops after the frame whose
+// value takes the values' total to FrameReadBytes or more (16 MiB), so it always holds at
+// least one frame; the reader goes on from the last frame's seq.
+const FrameReadBytes = 16 << 20
+
+// Validate checks a frame read: the journal, since ≥ -1, limit 0–FrameReadLimitMax and
+// wait ≥ 0. Errors: *InvalidError.
+func (p *FrameReadParams) Validate() error {
+	if err := p.Journal.Validate(); err != nil {
+		return err
+	}
+	if p.Since < -1 {
+		return Invalid("since", p.Since, "use a seq ≥ -1 (-1: from the start)")
+	}
+	if p.Limit < 0 || p.Limit > FrameReadLimitMax {
+		return Invalid("limit", p.Limit, fmt.Sprintf("use 1–%d, or 0 for the default %d", FrameReadLimitMax, FrameReadLimitDefault))
+	}
+	if p.Wait < 0 {
+		return Invalid("wait", p.Wait, "use a duration ≥ 0")
+	}
+	return nil
+}
+
+// FramePage gathers the frames of one FrameRead page under its limit and FrameReadBytes.
+type FramePage struct {
+	// Limit is the page's frame limit (already defaulted).
+	Limit int
+	// Frames are the frames gathered so far.
+	Frames []Frame
+	bytes  int
+	full   bool
+}
+
+// Add appends f unless the page is full and reports whether another frame may follow.
+func (g *FramePage) Add(f Frame) bool {
+	if g.Full() {
+		return false
+	}
+	g.Frames = append(g.Frames, f)
+	g.bytes += len(f.Value)
+	if g.bytes >= FrameReadBytes {
+		g.full = true
+	}
+	return !g.Full()
+}
+
+// Full reports whether the page holds its limit of frames or FrameReadBytes of values.
+func (g *FramePage) Full() bool {
+	return g.full || len(g.Frames) >= g.Limit
 }
 
 // MetadataRule is what an envelope's metadata may be.
@@ -159,8 +332,19 @@ func (p *ClaimParams) Validate() error {
 			return err
 		}
 	}
-	if p.Max < 0 || p.LeaseTTL < 0 || p.Wait < 0 {
-		return Invalid("claim", fmt.Sprintf("max=%d lease=%s wait=%s", p.Max, p.LeaseTTL, p.Wait), "use max ≥ 0, lease ≥ 0, wait ≥ 0")
+	if p.Max < 0 || p.Max > ClaimMaxLimit {
+		return Invalid("max", p.Max, fmt.Sprintf("use 1–%d, or 0 for 1", ClaimMaxLimit))
+	}
+	if p.Wait < 0 {
+		return Invalid("wait", p.Wait, "use a duration ≥ 0")
+	}
+	if len(p.Worker) > 128 || !utf8.ValidString(p.Worker) {
+		return Invalid("worker", p.Worker, ClaimWorkerRule)
+	}
+	for _, r := range p.Worker {
+		if unicode.IsControl(r) {
+			return Invalid("worker", p.Worker, ClaimWorkerRule)
+		}
 	}
 	return ValidateLeaseTTL(p.LeaseTTL)
 }
@@ -169,7 +353,7 @@ func (p *ClaimParams) Validate() error {
 // LeaseTTLMax. A longer lease would leave a dead worker's job stuck for that long.
 func ValidateLeaseTTL(ttl time.Duration) error {
 	if ttl < 0 || ttl > LeaseTTLMax {
-		return Invalid("lease", ttl, fmt.Sprintf("use a duration from 0 (the default %s) to %s; heartbeat to keep a long job", LeaseTTLDefault, LeaseTTLMax))
+		return Invalid("lease_ttl", ttl, fmt.Sprintf("use a duration from 0 (the default %s) to %s; heartbeat to keep a long job", LeaseTTLDefault, LeaseTTLMax))
 	}
 	return nil
 }
@@ -214,7 +398,7 @@ func (p *ListParams) Validate() error {
 	}
 	if p.KeyPrefix != "" {
 		if err := ValidateKey(p.KeyPrefix); err != nil {
-			return Invalid("key prefix", p.KeyPrefix, KeyRule)
+			return Invalid("key_prefix", p.KeyPrefix, KeyRule)
 		}
 	}
 	if p.After != "" {
@@ -233,14 +417,3 @@ func (p *ListParams) Validate() error {
 // limit and still have a Next cursor: the listing goes on from there.
 const ListScanFactor = 10
 
-// Validate checks the params of one settle: a valid id, a known outcome, a result of at
-// most MaxValueBytes. Errors: *InvalidError.
-func (p *SettleParams) Validate() error {
-	if err := ValidateID(p.ID); err != nil {
-		return err
-	}
-	if p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeTimedOut {
-		return Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
-	}
-	return ValidateValueSize("result", len(p.Result))
-}

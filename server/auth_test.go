@@ -258,3 +258,57 @@ func TestWorkersKeyedByNamespace(t *testing.T) {
 		require.Equal(t, "tenant-a", w.Namespace)
 	}
 }
+
+// TestLongPollShareByTenant: one token holding its share of the long-poll slots gets 503 on
+// the next one, while another tenant's long-polls still get a slot.
+func TestLongPollShareByTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret, MaxLongPolls: 4, MaxLongPollsPerTenant: 2})
+	a, _ := b.mint(t, "team-a", "*", 0, plane.PermissionConsume)
+	other, _ := b.mint(t, "team-b", "*", 0, plane.PermissionConsume)
+	claimA := "/v1/namespaces/team-a/queues/q/claim"
+	held := make(chan *response, 2)
+	for range 2 {
+		go func() { held <- b.doJSON(t, "POST", claimA, map[string]any{"wait": 30}, a) }()
+	}
+	require.Eventually(t, func() bool {
+		return strings.Contains(string(b.do(t, "GET", "/metrics", "", nil, adminSecret).body), "lakeshore_http_long_polls_open 2")
+	}, 10*time.Second, 5*time.Millisecond)
+	r := b.doJSON(t, "POST", claimA, map[string]any{"wait": 1}, a)
+	eb := r.requireError(t, 503, "too_many_long_polls")
+	require.Contains(t, eb.Message, "share")
+	start := time.Now()
+	r = b.doJSON(t, "POST", "/v1/namespaces/team-b/queues/q/claim", map[string]any{"wait": 0.2}, other)
+	require.Equal(t, 200, r.status, "another tenant still long-polls: %s", r.body)
+	require.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond, "and it waited")
+	b.srv.Stop()
+	for range 2 {
+		<-held
+	}
+}
+
+// TestTokenCreateRefusesBadInput: an existing id is 400 naming id (never a 500); ids,
+// globs, hashes and permissions are checked, each error naming its field.
+func TestTokenCreateRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	_, tok := b.mint(t, "team-a", "*", 0, plane.PermissionRead)
+	for _, c := range []struct {
+		name  string
+		body  map[string]any
+		field string
+	}{
+		{"ExistingID", map[string]any{"id": tok.ID, "namespace": "*", "queue": "*", "permissions": []string{"admin"}}, "id"},
+		{"IDWithSpace", map[string]any{"id": "x y", "namespace": "team-a", "queue": "*", "permissions": []string{"read"}}, "id"},
+		{"GlobWithSlash", map[string]any{"namespace": "a/b", "queue": "*", "permissions": []string{"read"}}, "namespace"},
+		{"BadQueueGlob", map[string]any{"namespace": "a", "queue": "[", "permissions": []string{"read"}}, "queue"},
+		{"ShortHash", map[string]any{"namespace": "team-a", "queue": "*", "permissions": []string{"read"}, "hash": "AAAA"}, "hash"},
+		{"NoPermissions", map[string]any{"namespace": "team-a", "queue": "*", "permissions": []string{}}, "permissions"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := b.doJSON(t, "POST", "/v1/tokens", c.body, adminSecret)
+			eb := r.requireError(t, 400, "invalid")
+			require.True(t, strings.HasPrefix(eb.Message, "invalid "+c.field), "message %q names %s", eb.Message, c.field)
+		})
+	}
+}

@@ -285,7 +285,7 @@ func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *princ
 	ctx := r.Context()
 	var deadline <-chan time.Time
 	if wait > 0 {
-		c, capped, release, err := s.longPoll(r, wait)
+		c, capped, release, err := s.longPoll(r, p, wait)
 		if err != nil {
 			return err
 		}
@@ -354,7 +354,7 @@ func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *pri
 			opts.Fields = append(opts.Fields, f.Name)
 		}
 	}
-	ctx, _, release, err := s.longPoll(r, idle)
+	ctx, _, release, err := s.longPoll(r, p, idle)
 	if err != nil {
 		return err
 	}
@@ -494,7 +494,7 @@ func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *princ
 		if mr.Timeout == 0 {
 			mr.Timeout = persist.GetMetaTimeoutDefault
 		}
-		c, capped, release, err := s.longPoll(r, mr.Timeout)
+		c, capped, release, err := s.longPoll(r, p, mr.Timeout)
 		if err != nil {
 			return err
 		}
@@ -772,7 +772,7 @@ func (s *Server) handleDataChanges(w http.ResponseWriter, r *http.Request, p *pr
 	case <-ch:
 	default:
 		if wait > 0 {
-			ctx, capped, release, err := s.longPoll(r, wait)
+			ctx, capped, release, err := s.longPoll(r, p, wait)
 			if err != nil {
 				return err
 			}

@@ -2,7 +2,7 @@ package server
 
 import (
 	"errors"
-	"math"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -19,8 +19,8 @@ func frameQuery(r *http.Request) (since int64, limit int, wait time.Duration, er
 	if l, err = queryInt(r, "limit", 0); err != nil {
 		return
 	}
-	if l < 0 || l > math.MaxInt32 {
-		return 0, 0, 0, plane.Invalid("limit", l, "use 0 (the default) or a positive count")
+	if l < 0 || l > plane.FrameReadLimitMax {
+		return 0, 0, 0, plane.Invalid("limit", l, fmt.Sprintf("use 1–%d, or 0 for the default %d", plane.FrameReadLimitMax, plane.FrameReadLimitDefault))
 	}
 	wait, err = querySeconds(r, "wait")
 	return since, int(l), wait, err
@@ -51,7 +51,7 @@ func (s *Server) handleInvocationFrames(w http.ResponseWriter, r *http.Request, 
 	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
 		return err
 	}
-	return s.frames(w, r, plane.Journal{InvocationID: id}, since, limit, wait)
+	return s.frames(w, r, p, plane.Journal{InvocationID: id}, since, limit, wait)
 }
 
 func (s *Server) handleTopicFrames(w http.ResponseWriter, r *http.Request, p *principal) error {
@@ -66,11 +66,11 @@ func (s *Server) handleTopicFrames(w http.ResponseWriter, r *http.Request, p *pr
 	if err := authorizeQueue(p, j.Namespace, j.Queue, anyPerms...); err != nil {
 		return err
 	}
-	return s.frames(w, r, j, since, limit, wait)
+	return s.frames(w, r, p, j, since, limit, wait)
 }
 
-func (s *Server) frames(w http.ResponseWriter, r *http.Request, j plane.Journal, since int64, limit int, wait time.Duration) error {
-	ctx, wait, release, err := s.longPoll(r, wait)
+func (s *Server) frames(w http.ResponseWriter, r *http.Request, p *principal, j plane.Journal, since int64, limit int, wait time.Duration) error {
+	ctx, wait, release, err := s.longPoll(r, p, wait)
 	if err != nil {
 		return err
 	}

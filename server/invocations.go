@@ -192,7 +192,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request, p *principal
 	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
 		return err
 	}
-	ctx, timeout, release, err := s.longPoll(r, timeout)
+	ctx, timeout, release, err := s.longPoll(r, p, timeout)
 	if err != nil {
 		return err
 	}
@@ -278,6 +278,15 @@ func (s *Server) settleParams(st *api.Settle, prefix string) (plane.SettleParams
 		}
 	}
 	if sp.RetryDelay, err = seconds(prefix+"retry_delay", st.RetryDelay); err != nil {
+		return sp, err
+	}
+	if err := sp.Validate(); err != nil {
+		var ie *plane.InvalidError
+		if errors.As(err, &ie) && ie.Message == "" {
+			c := *ie
+			c.Field = prefix + ie.Field
+			return sp, &c
+		}
 		return sp, err
 	}
 	return sp, nil

@@ -35,7 +35,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 	if err := authorizeQueue(p, ns, q, plane.PermissionConsume); err != nil {
 		return err
 	}
-	ctx, wait, release, err := s.longPoll(r, wait)
+	ctx, wait, release, err := s.longPoll(r, p, wait)
 	if err != nil {
 		return err
 	}

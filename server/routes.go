@@ -178,20 +178,31 @@ func leaseTTL(field string, f float64) (time.Duration, error) {
 // Long-polls.
 
 // longPoll admits a waiting request: it caps wait at LongPollMax, takes a long-poll slot
-// when wait > 0, and returns a context that also ends when the server stops. release must
-// be called. Errors: ErrShuttingDown, ErrTooManyLongPolls.
-func (s *Server) longPoll(r *http.Request, wait time.Duration) (ctx context.Context, capped time.Duration, release func(), err error) {
+// when wait > 0 (one of MaxLongPolls, and one of the MaxLongPollsPerTenant of p's tenant),
+// and returns a context that also ends when the server stops. release must be called.
+// Errors: ErrShuttingDown, ErrTooManyLongPolls.
+func (s *Server) longPoll(r *http.Request, p *principal, wait time.Duration) (ctx context.Context, capped time.Duration, release func(), err error) {
 	if s.stopped.Load() {
 		return nil, 0, nil, api.ErrShuttingDown
 	}
 	capped = min(wait, s.cfg.LongPollMax)
-	slot := false
+	slot, tenant := false, ""
 	if capped > 0 {
+		tenant = longPollTenant(r, p)
+		s.tenantMu.Lock()
+		if s.tenantPolls[tenant] >= s.cfg.MaxLongPollsPerTenant {
+			s.tenantMu.Unlock()
+			return nil, 0, nil, fmt.Errorf("%w: this token (or namespace) holds its share of %d; retry later",
+				api.ErrTooManyLongPolls, s.cfg.MaxLongPollsPerTenant)
+		}
+		s.tenantPolls[tenant]++
+		s.tenantMu.Unlock()
 		select {
 		case s.longPolls <- struct{}{}:
 			slot = true
 			s.metrics.longPolls.Inc()
 		default:
+			s.releaseTenant(tenant)
 			return nil, 0, nil, fmt.Errorf("%w: the server holds %d; retry later", api.ErrTooManyLongPolls, s.cfg.MaxLongPolls)
 		}
 	}
@@ -203,8 +214,27 @@ func (s *Server) longPoll(r *http.Request, wait time.Duration) (ctx context.Cont
 		if slot {
 			<-s.longPolls
 			s.metrics.longPolls.Dec()
+			s.releaseTenant(tenant)
 		}
 	}, nil
+}
+
+// longPollTenant names whose share a long-poll takes: the token's id when the request has
+// a stored token; else (auth off or the admin token) the namespace it addresses, "" for a
+// route by invocation id.
+func longPollTenant(r *http.Request, p *principal) string {
+	if p != nil && p.tok != nil {
+		return "token " + p.tok.ID
+	}
+	return "namespace " + r.PathValue("namespace")
+}
+
+func (s *Server) releaseTenant(tenant string) {
+	s.tenantMu.Lock()
+	defer s.tenantMu.Unlock()
+	if s.tenantPolls[tenant]--; s.tenantPolls[tenant] <= 0 {
+		delete(s.tenantPolls, tenant)
+	}
 }
 
 // stopErr turns an error that the server's stop caused into ErrShuttingDown.

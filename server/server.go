@@ -17,6 +17,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +74,11 @@ type Config struct {
 	// MaxLongPollsDefault.
 	MaxLongPolls int
 
+	// MaxLongPollsPerTenant bounds the long-polls and streams one tenant holds at once: one
+	// stored token, or (auth off, the admin token) one namespace; so one tenant cannot take
+	// every slot of MaxLongPolls. Defaults to a quarter of MaxLongPolls (at least 1).
+	MaxLongPollsPerTenant int
+
 	// Now is the clock of token expiry. Defaults to time.Now.
 	Now func() time.Time
 
@@ -124,6 +130,7 @@ func (c *Config) withDefaults() Config {
 	out.LongPollMax = cmp.Or(out.LongPollMax, LongPollMaxDefault)
 	out.MaxBodyBytes = cmp.Or(out.MaxBodyBytes, MaxBodyBytesDefault)
 	out.MaxLongPolls = cmp.Or(out.MaxLongPolls, MaxLongPollsDefault)
+	out.MaxLongPollsPerTenant = min(cmp.Or(out.MaxLongPollsPerTenant, max(out.MaxLongPolls/4, 1)), out.MaxLongPolls)
 	out.StreamPing = cmp.Or(out.StreamPing, StreamPingDefault)
 	if out.Now == nil {
 		out.Now = time.Now
@@ -180,9 +187,12 @@ type Server struct {
 	adminHash [sha256.Size]byte
 
 	longPolls chan struct{} // semaphore of open long-polls
-	stopCtx   context.Context
-	stop      context.CancelCauseFunc
-	stopped   atomic.Bool
+
+	tenantMu    sync.Mutex
+	tenantPolls map[string]int // open long-polls by longPollTenant
+	stopCtx     context.Context
+	stop        context.CancelCauseFunc
+	stopped     atomic.Bool
 
 	history *ui.History // the dashboard's rate history; nil with DisableUI
 }
@@ -193,7 +203,7 @@ type Server struct {
 func New(drv plane.Driver, cfg *Config) *Server {
 	c := cfg.withDefaults()
 	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
-		longPolls: make(chan struct{}, c.MaxLongPolls), data: &dataQueues{root: c.DataDir, cfg: c.DataConfig}}
+		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{}, data: &dataQueues{root: c.DataDir, cfg: c.DataConfig}}
 	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
 	if c.AdminToken != "" {
 		s.authOn = true

@@ -59,7 +59,7 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 			send, at = append(send, params[i]), append(at, i)
 		}
 	}
-	ctx, wait, release, err := s.longPoll(r, wait)
+	ctx, wait, release, err := s.longPoll(r, p, wait)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func (s *Server) handleInvocationStream(w http.ResponseWriter, r *http.Request, 
 	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
 		return err
 	}
-	return s.stream(w, r, plane.Journal{InvocationID: id})
+	return s.stream(w, r, p, plane.Journal{InvocationID: id})
 }
 
 func (s *Server) handleTopicStream(w http.ResponseWriter, r *http.Request, p *principal) error {
@@ -34,7 +34,7 @@ func (s *Server) handleTopicStream(w http.ResponseWriter, r *http.Request, p *pr
 	if err := authorizeQueue(p, j.Namespace, j.Queue, anyPerms...); err != nil {
 		return err
 	}
-	return s.stream(w, r, j)
+	return s.stream(w, r, p, j)
 }
 
 // streamWriter writes the events of a live stream: SSE or a sequence of msgpack
@@ -97,7 +97,7 @@ func (sw *streamWriter) flush() {
 // stream serves a live stream of journal j from ?since= until its END or ERROR frame,
 // ?timeout= seconds of silence (then an error event with code timeout), the client going
 // away, or the server stopping (an error event with code shutting_down).
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, j plane.Journal) error {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *principal, j plane.Journal) error {
 	since, limit, _, err := frameQuery(r)
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, j plane.Journal)
 	if err != nil {
 		return err
 	}
-	ctx, _, release, err := s.longPoll(r, s.cfg.LongPollMax)
+	ctx, _, release, err := s.longPoll(r, p, s.cfg.LongPollMax)
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func TestCraftedJSONValuesRefused(t *testing.T) {
 		"ShortNDArray":    {`{"payload": {"$ndarray": {"dtype": "float32", "shape": [2], "data": "AACAPw=="}}}`, "payload", "needs 8"},
 		"UnknownDType":    {`{"payload": {"$ndarray": {"dtype": "float128", "shape": [1], "data": ""}}}`, "payload", "dtype"},
 		"BadBase64":       {`{"payload": {"$bytes": "!!"}}`, "payload", "base64"},
-		"TagWithSibling":  {`{"payload": {"$bytes": "", "x": 1}}`, "payload", "$map"},
+		"TagOfWrongType":  {`{"payload": {"x": {"$bytes": 5}}}`, "payload", "$bytes"},
 		"HugeInteger":     {`{"payload": 99999999999999999999}`, "payload", "2^64"},
 		"DuplicateKey":    {`{"payload": {"a": 1, "a": 2}}`, "request body", "duplicate"},
 		"BadTimestamp":    {`{"payload": {"$timestamp": "yesterday"}}`, "payload", "RFC 3339"},

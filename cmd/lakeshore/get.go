@@ -35,7 +35,13 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 	m := map[string]any{
 		"id": inv.ID, "namespace": inv.Namespace, "queue": inv.Queue, "state": inv.State,
 		"attempt": inv.Attempt, "max_attempts": inv.MaxAttempts, "priority": inv.Priority,
-		"payload": payload, "created_at": inv.CreatedAt, "worker": inv.Worker,
+		"payload": payload, "created_at": inv.CreatedAt,
+	}
+	if inv.Worker != "" {
+		m["worker"] = inv.Worker
+	}
+	if due := delayedUntil(inv); !due.IsZero() {
+		m["available_at"] = due
 	}
 	if inv.Key != "" {
 		m["key"] = inv.Key
@@ -69,6 +75,9 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 	}
 	row("priority", inv.Priority)
 	row("created", formatTime(inv.CreatedAt))
+	if due := delayedUntil(inv); !due.IsZero() {
+		row("available", formatTime(due)+" (delayed)")
+	}
 	row("started", formatTime(inv.StartedAt))
 	row("finished", formatTime(inv.FinishedAt))
 	if inv.Worker != "" {
@@ -82,4 +91,13 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 		row("error", fmt.Sprintf("%s (attempt %d): %s", inv.Error.Type, inv.Error.Attempt, inv.Error.Message))
 	}
 	return tw.Flush()
+}
+
+// delayedUntil is when a queued invocation that is not claimable yet (a delayed submit or
+// a retry's backoff) becomes claimable; zero when it is claimable now or not queued.
+func delayedUntil(inv *lakeshore.Invocation) time.Time {
+	if inv.State == lakeshore.StateQueued && inv.AvailableAt.After(time.Now()) {
+		return inv.AvailableAt
+	}
+	return time.Time{}
 }

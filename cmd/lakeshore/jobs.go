@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lakeshore-dev/lakeshore"
 )
@@ -51,6 +54,9 @@ stderr) gives the --after cursor of the next page; with --json the last line on 
 					if !inv.FinishedAt.IsZero() {
 						m["finished_at"] = inv.FinishedAt
 					}
+					if due := delayedUntil(inv); !due.IsZero() {
+						m["available_at"] = due
+					}
 					if inv.Error != nil {
 						m["error"] = inv.Error
 					}
@@ -84,7 +90,7 @@ stderr) gives the --after cursor of the next page; with --json the last line on 
 				return err
 			}
 			if page.Next != "" {
-				fmt.Fprintf(a.stderr, "more: lakeshore jobs %s --after %s\n", q.Name(), page.Next)
+				fmt.Fprintf(a.stderr, "more: %s\n", nextPageCommand(c, q.Name(), page.Next))
 			}
 			return nil
 		},
@@ -96,4 +102,32 @@ stderr) gives the --after cursor of the next page; with --json the last line on 
 	f.BoolVar(&o.Oldest, "oldest", false, "oldest first (default: newest first)")
 	f.StringVar(&o.After, "after", "", "cursor of the next page, as printed by the previous one")
 	return c
+}
+
+// nextPageCommand is the command line that lists the page after cursor next: the jobs
+// command with every flag the user gave (filters, order, limit, --namespace, --target)
+// and --after next.
+func nextPageCommand(c *cobra.Command, queue, next string) string {
+	parts := []string{"lakeshore", "jobs", shellWord(queue)}
+	c.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name == "after" {
+			return
+		}
+		if f.Value.Type() == "bool" {
+			parts = append(parts, "--"+f.Name)
+			return
+		}
+		parts = append(parts, "--"+f.Name, shellWord(f.Value.String()))
+	})
+	return strings.Join(append(parts, "--after", next), " ")
+}
+
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9._/:@%+=,-]+$`)
+
+// shellWord quotes s for a POSIX shell when it needs quoting.
+func shellWord(s string) string {
+	if plainWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

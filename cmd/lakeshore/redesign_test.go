@@ -207,6 +207,19 @@ func testIssue11Verbs(t *testing.T, newCLI func(*testing.T) *cli) {
 			}
 		}
 		require.Len(t, seen, 5)
+
+		// The "more:" hint repeats every filter: following it gives the next page.
+		_, errs, code = c.run("", "jobs", "jl", "--key-prefix", "batch-0/", "--oldest", "--limit", "1", "--state", "queued")
+		require.Zero(t, code, errs)
+		require.Contains(t, errs, "more: ")
+		hint := strings.TrimSpace(errs[strings.Index(errs, "more: ")+len("more: "):])
+		for _, flag := range []string{"--key-prefix batch-0/", "--oldest", "--limit 1", "--state queued", "--after "} {
+			require.Contains(t, hint, flag, "the hint %q keeps %s", hint, flag)
+		}
+		words := strings.Fields(hint)[1:]
+		out = c.ok(append([]string{"--json"}, words...)...)
+		require.Len(t, strings.Split(out, "\n"), 1, "the next queued job of batch-0/, oldest first")
+		require.Contains(t, out, ids[4])
 		_, _, code = c.run("", "jobs", "jl", "--state", "bogus")
 		require.Equal(t, exitUsage, code)
 		_, _, code = c.run("", "jobs", "jl", "--limit", "5000")
@@ -434,4 +447,25 @@ func TestTokenVerbFailsFast(t *testing.T) {
 	require.Equal(t, exitError, code, errs)
 	require.Contains(t, errs, "refuses connections")
 	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// TestGetShowsDelay: get and jobs show when a delayed job becomes claimable; get --json
+// leaves out an empty worker.
+func TestGetShowsDelay(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	id := c.ok("submit", "later", `"x"`, "--delay", "5m")
+	out := c.ok("--json", "get", id)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	due, ok := m["available_at"].(string)
+	require.True(t, ok, "get --json has available_at: %s", out)
+	at, err := time.Parse(time.RFC3339Nano, due)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(5*time.Minute), at, time.Minute)
+	require.NotContains(t, m, "worker", "no worker yet: the key is left out")
+	require.Contains(t, c.ok("get", id), "available")
+	require.Contains(t, c.ok("--json", "jobs", "later"), "available_at")
+	now := c.ok("submit", "later", `"y"`)
+	require.NotContains(t, c.ok("--json", "get", now), "available_at", "a job claimable now shows no due time")
 }

@@ -62,9 +62,11 @@ type ServeOpts struct {
 	TLSCert, TLSKey string
 	// ShutdownTimeout bounds the graceful shutdown. Defaults to ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
-	// LongPollMax and MaxLongPolls are server.Config's (0: its defaults).
-	LongPollMax  time.Duration
-	MaxLongPolls int
+	// LongPollMax, MaxLongPolls and MaxLongPollsPerTenant are server.Config's (0: its
+	// defaults).
+	LongPollMax           time.Duration
+	MaxLongPolls          int
+	MaxLongPollsPerTenant int
 	// NoUI turns the web dashboard at /ui/ off (`--no-ui`; docs/dashboard.md).
 	NoUI bool
 	// DataDir is the root of the data queues the server serves
@@ -92,7 +94,7 @@ func (o *ServeOpts) Validate() error {
 		return plane.Invalid("--target", o.Target, "it is this server's own address (--addr "+cmp.Or(o.Addr, AddrDefault)+
 			"), so every request would be proxied back to itself; serve a SQLite file (the default) or another server")
 	}
-	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 {
+	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 {
 		return plane.Invalid("timeouts and limits", nil, "use values ≥ 0")
 	}
 	return nil
@@ -139,6 +141,24 @@ func CheckBind(addr string, authOn, insecureNoAuth bool) error {
 		addr, EnvAdminToken, AddrDefault)
 }
 
+// AdminTokenMin is the shortest admin token serve accepts on an address that is not
+// loopback (16 bytes): a short one is guessed.
+const AdminTokenMin = 16
+
+// CheckAdminToken refuses an admin token shorter than AdminTokenMin on a non-loopback
+// address. An empty token (auth off) is CheckBind's matter.
+func CheckAdminToken(addr, admin string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return plane.Invalid("--addr", addr, "use host:port")
+	}
+	if admin == "" || IsLoopback(host) || len(admin) >= AdminTokenMin {
+		return nil
+	}
+	return plane.Invalid("admin token", fmt.Sprintf("of %d bytes", len(admin)),
+		fmt.Sprintf("use at least %d bytes on a non-loopback address, e.g. the output of `openssl rand -hex 32`", AdminTokenMin))
+}
+
 // RunServe serves the plane named by o.Target until ctx ends, then shuts down gracefully:
 // long-polls end with 503 shutting_down, short requests finish (within ShutdownTimeout),
 // and the plane is closed. Logs go to logger.
@@ -152,6 +172,9 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 		return err
 	}
 	if err := CheckBind(addr, admin != "", o.InsecureNoAuth); err != nil {
+		return err
+	}
+	if err := CheckAdminToken(addr, admin); err != nil {
 		return err
 	}
 	target, err := serveTarget(o.Target, getenv)
@@ -169,7 +192,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 		return err
 	}
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests,
-		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, DisableUI: o.NoUI,
+		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, MaxLongPollsPerTenant: o.MaxLongPollsPerTenant, DisableUI: o.NoUI,
 		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}})
 	defer func() {
 		// After the http.Server's shutdown: flush and close the data queues.
@@ -379,5 +402,6 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", ShutdownTimeoutDefault, "bound on the graceful shutdown")
 	f.DurationVar(&o.LongPollMax, "long-poll-max", server.LongPollMaxDefault, "cap of one long-poll")
 	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")
+	f.IntVar(&o.MaxLongPollsPerTenant, "max-long-polls-per-tenant", 0, "long-polls one token (or, without tokens, one namespace) holds at once before 503 (0: a quarter of --max-long-polls)")
 	return cmd
 }

@@ -221,3 +221,22 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestCheckAdminToken: a short admin token is refused on a public address, accepted on
+// loopback.
+func TestCheckAdminToken(t *testing.T) {
+	require.Error(t, CheckAdminToken("0.0.0.0:7077", "a"))
+	require.ErrorIs(t, CheckAdminToken("10.0.0.1:7077", "fifteen-bytes!!"), plane.ErrInvalid)
+	require.NoError(t, CheckAdminToken("0.0.0.0:7077", "sixteen-bytes!!!"))
+	require.NoError(t, CheckAdminToken("127.0.0.1:7077", "a"))
+	require.NoError(t, CheckAdminToken("0.0.0.0:7077", ""))
+	ctx := t.Context()
+	err := RunServe(ctx, &ServeOpts{Addr: "0.0.0.0:0", Target: ":memory:"}, nil, func(k string) string {
+		if k == EnvAdminToken {
+			return "a"
+		}
+		return ""
+	})
+	require.ErrorIs(t, err, plane.ErrInvalid)
+	require.Contains(t, err.Error(), "16 bytes")
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 func newWorkerCmd(a *app) *cobra.Command {
@@ -63,7 +64,7 @@ signal stops the running commands, and their jobs are retried.`,
 			defer d.Close()
 			kind, err := lakeshore.ParseKind(order)
 			if err != nil {
-				return usageError(err)
+				return usageError(plane.Invalid("--order", order, "use fifo, filo, priority or boltzmann"))
 			}
 			if c.Flags().Changed("temperature") && kind != lakeshore.KindBoltzmann {
 				return usagef("--temperature applies to --order boltzmann only")

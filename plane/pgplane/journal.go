@@ -147,12 +147,8 @@ func (t *tx) postTopic(name string, value []byte, final bool) (int64, error, err
 
 // FrameRead implements plane.Driver.
 func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
-	if err := p.Journal.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	if p.Since < -1 || p.Limit < 0 || p.Wait < 0 {
-		return nil, plane.Invalid("frame read", fmt.Sprintf("since=%d limit=%d wait=%s", p.Since, p.Limit, p.Wait),
-			"use since ≥ -1 (-1: from the start), limit ≥ 0, wait ≥ 0")
 	}
 	limit := p.Limit
 	if limit == 0 {
@@ -216,6 +212,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 			return fmt.Errorf("read frames: %w", err)
 		}
 		defer rs.Close()
+		page := plane.FramePage{Limit: limit}
 		for rs.Next() {
 			var f plane.Frame
 			var kind int16
@@ -224,16 +221,20 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 				return fmt.Errorf("read frames: %w", err)
 			}
 			f.Kind, f.Time = frameKinds[kind], fromMS(ms)
-			res.Frames = append(res.Frames, f)
+			if !page.Add(f) {
+				break
+			}
 		}
+		rs.Close()
 		if err := rs.Err(); err != nil {
 			return fmt.Errorf("read frames: %w", err)
 		}
-		if inv != nil && inv.terminal() && len(res.Frames) < limit {
+		if inv != nil && inv.terminal() && !page.Full() {
 			if f := inv.terminalFrame(); f.Seq > since {
-				res.Frames = append(res.Frames, f)
+				page.Add(f)
 			}
 		}
+		res.Frames = page.Frames
 		return nil
 	})
 	if err != nil {

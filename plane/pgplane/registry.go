@@ -136,8 +136,8 @@ func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
 
 // TokenCreate implements plane.Driver.
 func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
-	if tok.ID == "" || len(tok.Hash) == 0 || tok.Namespace == "" || tok.Queue == "" || len(tok.Permissions) == 0 {
-		return plane.Invalid("token", tok.ID, "give an id, a hash, namespace and queue globs, and at least one permission")
+	if err := tok.Validate(); err != nil {
+		return err
 	}
 	perms := make([]string, len(tok.Permissions))
 	for i, p := range tok.Permissions {
@@ -154,7 +154,7 @@ func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return plane.Invalid("token", tok.ID, "its id or secret already exists; make a new one")
+		return plane.ErrTokenExists(tok.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("create token: %w", err)

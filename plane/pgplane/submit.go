@@ -194,7 +194,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 			err := t.queryRow(t.d.sql.existingByID, s.ID).Scan(&ns, &q)
 			if err == nil {
 				if ns != p.Namespace || q != p.Queue {
-					return plane.Invalid("invocation id", s.ID, "it already names an invocation of another queue; use a fresh ULID")
+					return plane.IDTaken(s.ID)
 				}
 				out[i] = plane.SubmitResult{ID: s.ID, Existing: true}
 				continue

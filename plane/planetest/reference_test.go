@@ -157,6 +157,11 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 	defer d.mu.Unlock()
 	now := d.now()
 	out := make([]plane.SubmitResult, len(p.Invocations))
+	for _, s := range p.Invocations {
+		if ri, ok := d.invs[s.ID]; ok && s.ID != "" && (ri.inv.Namespace != p.Namespace || ri.inv.Queue != p.Queue) {
+			return nil, plane.IDTaken(s.ID)
+		}
+	}
 	for i, s := range p.Invocations {
 		if s.Key != "" {
 			if id, ok := d.keys[refKey{p.Namespace, p.Queue, s.Key}]; ok {
@@ -390,14 +395,8 @@ func (d *refDriver) apply(ri *refInvocation, tr plane.Transition) {
 }
 
 func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleParams) ([]error, error) {
-	for _, p := range ps {
-		if err := plane.ValidateID(p.ID); err != nil {
-			return nil, err
-		}
-		if p.Outcome < plane.OutcomeSucceeded || p.Outcome > plane.OutcomeTimedOut {
-			return nil, plane.Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
-		}
-		if err := plane.ValidateValueSize("result", len(p.Result)); err != nil {
+	for i := range ps {
+		if err := ps[i].Validate(); err != nil {
 			return nil, err
 		}
 	}
@@ -694,7 +693,7 @@ func (d *refDriver) FramePost(ctx context.Context, p *plane.FramePostParams) (in
 }
 
 func (d *refDriver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
-	if err := p.Journal.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := d.lock(); err != nil {
@@ -715,10 +714,13 @@ func (d *refDriver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*p
 			frames, closed = tp.frames, tp.closed
 		}
 		start := int(min(max(p.Since+1, 0), int64(len(frames))))
-		out := slices.Clone(frames[start:])
-		if limit := cmp.Or(p.Limit, plane.FrameReadLimitDefault); len(out) > limit {
-			out = out[:limit]
+		page := plane.FramePage{Limit: cmp.Or(p.Limit, plane.FrameReadLimitDefault)}
+		for _, f := range frames[start:] {
+			if !page.Add(f) {
+				break
+			}
 		}
+		out := page.Frames
 		if len(out) > 0 || closed || p.Wait == 0 {
 			return &plane.FrameReadResult{Frames: out, Closed: closed}, nil
 		}

@@ -3,6 +3,7 @@ package planetest
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,5 +271,32 @@ func testSubmit(t *testing.T, s *suite) {
 		third := b.submit(t, plane.SubmitParams{ID: id, Payload: []byte("thrice")})[0]
 		require.Equal(t, plane.SubmitResult{ID: id, Existing: true}, third)
 		b.requireCounts(t, map[plane.State]int64{plane.StateSucceeded: 1})
+	})
+
+	t.Run("ClientIDOfAnotherQueueRevealsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{})
+		gen := plane.NewIDGenerator()
+		sameNS, otherNS := gen.New(b.now()), gen.New(b.now())
+		b.submitTo(t, b.ns, "mine-too", plane.SubmitParams{ID: sameNS})
+		b.submitTo(t, "other-tenant", "secret", plane.SubmitParams{ID: otherNS})
+		submit := func(id string) error {
+			_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+				Invocations: []plane.SubmitParams{{ID: id}}})
+			return err
+		}
+		errSame, errOther := submit(sameNS), submit(otherNS)
+		requireInvalid(t, errSame, "id")
+		requireInvalid(t, errOther, "id")
+		// The answer for another tenant's id is the answer for an id of one's own namespace:
+		// it names neither the queue nor the namespace.
+		require.Equal(t, strings.ReplaceAll(errSame.Error(), sameNS, "ID"), strings.ReplaceAll(errOther.Error(), otherNS, "ID"))
+		var ie *plane.InvalidError
+		require.ErrorAs(t, errOther, &ie)
+		require.Equal(t, "id", ie.Field, "the field as on the wire")
+		require.NotContains(t, errOther.Error(), "queue", "the answer does not say where the id is used")
+		require.NotContains(t, errOther.Error(), "other-tenant")
+		require.NotContains(t, errOther.Error(), "secret")
+		require.Zero(t, b.count(t, plane.StateQueued), "nothing was submitted to this queue")
 	})
 }

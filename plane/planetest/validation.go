@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -331,6 +332,94 @@ func testValidation(t *testing.T, s *suite) {
 		_, err = b.drv.InvocationTrim(b.ctx, &plane.TrimParams{Queue: "bad name!", FinishedBefore: b.now().Add(time.Hour)})
 		requireInvalid(t, err, "queue")
 		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1})
+	})
+
+	t.Run("BoundsRejected", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{})
+		// A batch larger than SubmitManyMax is refused whole, naming the bound.
+		_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+			Invocations: make([]plane.SubmitParams, plane.SubmitManyMax+1)})
+		requireInvalid(t, err, "invocations", strconv.Itoa(plane.SubmitManyMax))
+		b.requireNothingStored(t)
+		// An item of a batch is named by its index.
+		_, err = b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+			Invocations: []plane.SubmitParams{{}, {MaxAttempts: -1}}})
+		requireInvalid(t, err, "invocations[1].max_attempts")
+		// Delays are bounded.
+		for _, p := range []plane.SubmitParams{{Delay: plane.DelayMax + time.Second}, {Delay: math.MaxInt64}} {
+			_, err = b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{p}})
+			requireInvalid(t, err, "delay", "366 days")
+		}
+		b.requireNothingStored(t)
+
+		id := b.submitOne(t, plane.SubmitParams{Delay: plane.DelayMax})
+		b.requireState(t, id, plane.StateQueued, 0)
+		id = b.submitOne(t, plane.SubmitParams{})
+		// Claim's max and worker are bounded.
+		for _, c := range []struct {
+			p       plane.ClaimParams
+			mention string
+		}{
+			{plane.ClaimParams{Kind: plane.KindFIFO, Max: plane.ClaimMaxLimit + 1}, "max"},
+			{plane.ClaimParams{Kind: plane.KindFIFO, Worker: "evil\x1b[31m\nline2"}, "worker"},
+			{plane.ClaimParams{Kind: plane.KindFIFO, Worker: "nul\x00"}, "worker"},
+			{plane.ClaimParams{Kind: plane.KindFIFO, Worker: strings.Repeat("w", 129)}, "worker"},
+		} {
+			c.p.Namespace, c.p.Queue = b.ns, b.q
+			jobs, err := b.drv.InvocationClaimMany(b.ctx, &c.p)
+			require.Empty(t, jobs)
+			requireInvalid(t, err, c.mention)
+		}
+		b.requireState(t, id, plane.StateQueued, 0)
+		j := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, Max: plane.ClaimMaxLimit, Worker: "host-1 pid 42"})[0]
+		require.Equal(t, id, j.ID)
+
+		// A settle's error type is a short name, its retry delay bounded; a long message is cut.
+		for _, p := range []plane.SettleParams{
+			{Outcome: plane.OutcomeFailed, Error: &plane.ErrorInfo{Type: strings.Repeat("x", 129), Message: "m"}},
+			{Outcome: plane.OutcomeFailed, Error: &plane.ErrorInfo{Type: "two words", Message: "m"}},
+			{Outcome: plane.OutcomeRetry, Error: &plane.ErrorInfo{Type: "x", Message: "m"}, RetryDelay: plane.DelayMax + time.Second},
+		} {
+			p.ID, p.Token = j.ID, j.Token
+			errs, err := b.drv.InvocationSettleMany(b.ctx, []plane.SettleParams{p})
+			requireInvalidSomewhere(t, err, firstErr(errs), "settle bound")
+		}
+		b.requireState(t, id, plane.StateRunning, 1)
+		long := strings.Repeat("é", plane.MaxErrorMessageBytes)
+		must(t, b.settle(t, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeFailed,
+			Error: &plane.ErrorInfo{Type: "ValueError", Message: long}}), "settle with a long message")
+		inv := b.requireState(t, id, plane.StateFailed, 1)
+		require.LessOrEqual(t, len(inv.Error.Message), plane.MaxErrorMessageBytes)
+		require.True(t, strings.HasSuffix(inv.Error.Message, plane.ErrorMessageCut), "a cut message says so")
+		require.True(t, utf8.ValidString(inv.Error.Message), "a cut message stays UTF-8")
+		require.Equal(t, "ValueError", inv.Error.Type)
+	})
+
+	t.Run("FrameReadBounded", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{})
+		_, err := b.drv.FrameRead(b.ctx, &plane.FrameReadParams{Journal: b.topicJournal("t"), Since: -1, Limit: plane.FrameReadLimitMax + 1})
+		requireInvalid(t, err, "limit", strconv.Itoa(plane.FrameReadLimitMax))
+		// Three values of just over 8 MiB: a page stops once its values reach
+		// FrameReadBytes, so the first page holds two frames and the second the third.
+		half := strings.Repeat("v", plane.FrameReadBytes/2+1)
+		for range 3 {
+			b.topicPost(t, "big", half, false)
+		}
+		b.topicPost(t, "big", "", true)
+		res := b.read(t, plane.FrameReadParams{Journal: b.topicJournal("big"), Since: -1})
+		require.Len(t, res.Frames, 2, "a page stops past FrameReadBytes of values")
+		res = b.read(t, plane.FrameReadParams{Journal: b.topicJournal("big"), Since: res.Frames[1].Seq})
+		require.Len(t, res.Frames, 2, "the rest follows from the cursor: the third value and END")
+		require.Equal(t, plane.FrameEnd, res.Frames[1].Kind)
+		// One frame larger than the budget still comes alone.
+		b.topicPost(t, "one", strings.Repeat("w", plane.FrameReadBytes-1), false)
+		b.topicPost(t, "one", "x", false)
+		res = b.read(t, plane.FrameReadParams{Journal: b.topicJournal("one"), Since: -1, Limit: 1})
+		require.Len(t, res.Frames, 1)
+		frames, _ := b.frames(t, b.topicJournal("big"))
+		require.Len(t, frames, 4)
 	})
 
 	t.Run("JournalNamingBothRejected", func(t *testing.T) {

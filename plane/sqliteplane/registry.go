@@ -74,14 +74,23 @@ func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
 
 // TokenCreate implements plane.Driver.
 func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
-	if tok.ID == "" || len(tok.Hash) == 0 || tok.Namespace == "" || tok.Queue == "" || len(tok.Permissions) == 0 {
-		return plane.Invalid("token", tok.ID, "give an id, a hash, namespace and queue globs, and at least one permission")
+	if err := tok.Validate(); err != nil {
+		return err
 	}
 	perms := make([]string, len(tok.Permissions))
 	for i, p := range tok.Permissions {
 		perms[i] = string(p)
 	}
-	return d.do(ctx, func(t *wtx) error {
+	var exists error
+	err := d.do(ctx, func(t *wtx) error {
+		var n int
+		if err := t.w.conn.QueryRowContext(t.ctx, `SELECT count(*) FROM tokens WHERE id = ? OR hash = ?`, tok.ID, tok.Hash).Scan(&n); err != nil {
+			return fmt.Errorf("create token: %w", err)
+		}
+		if n > 0 {
+			exists = plane.ErrTokenExists(tok.ID)
+			return nil
+		}
 		_, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`, tok.ID, tok.Hash, tok.Namespace, tok.Queue, strings.Join(perms, ","),
 			cmp.Or(toMS(tok.CreatedAt), t.ms), toMS(tok.ExpiresAt))
@@ -90,6 +99,10 @@ func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return exists
 }
 
 const tokenColumns = `id, hash, namespace, queue, permissions, created_ms, expires_ms, revoked_ms`

@@ -12,14 +12,8 @@ import (
 
 // InvocationSettleMany implements plane.Driver.
 func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.SettleParams) ([]error, error) {
-	for _, p := range params {
-		if err := plane.ValidateID(p.ID); err != nil {
-			return nil, err
-		}
-		if p.Outcome < plane.OutcomeSucceeded || p.Outcome > plane.OutcomeTimedOut {
-			return nil, plane.Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
-		}
-		if err := plane.ValidateValueSize("result", len(p.Result)); err != nil {
+	for i := range params {
+		if err := params[i].Validate(); err != nil {
 			return nil, err
 		}
 	}

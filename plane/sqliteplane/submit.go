@@ -98,7 +98,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 			}
 			if ok {
 				if h.namespace != p.Namespace || h.queue != p.Queue {
-					return plane.Invalid("invocation id", s.ID, "it already names an invocation of another queue; use a fresh ULID"), nil
+					return plane.IDTaken(s.ID), nil
 				}
 				out[i] = plane.SubmitResult{ID: s.ID, Existing: true}
 				continue
