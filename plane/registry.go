@@ -153,13 +153,13 @@ func (tok *TokenInfo) Validate() error {
 		}
 	}
 	if len(tok.Permissions) == 0 {
-		return Invalid("permissions", nil, "give at least one of submit|consume|read|admin")
+		return Invalid("permissions", nil, "give at least one of submit|consume|read|admin|data:put|data:read")
 	}
 	for _, p := range tok.Permissions {
 		switch p {
-		case PermissionSubmit, PermissionConsume, PermissionRead, PermissionAdmin:
+		case PermissionSubmit, PermissionConsume, PermissionRead, PermissionAdmin, PermissionDataPut, PermissionDataRead:
 		default:
-			return Invalid("permissions", string(p), "use submit|consume|read|admin")
+			return Invalid("permissions", string(p), "use submit|consume|read|admin|data:put|data:read")
 		}
 	}
 	return nil
