@@ -416,4 +416,3 @@ func (p *ListParams) Validate() error {
 // ListScanFactor × the page's limit. A page may therefore hold fewer invocations than its
 // limit and still have a Next cursor: the listing goes on from there.
 const ListScanFactor = 10
-
