@@ -1,0 +1,200 @@
+package plane
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Provider kinds: the names a ProviderRef may carry. "exec:PROGRAM" names an external
+// program that speaks the exec provider's JSON protocol (docs/providers.md).
+const (
+	// ProviderLocal runs workers as processes on the supervisor's machine.
+	ProviderLocal = "local"
+	// ProviderSlurm submits workers as SLURM batch jobs (sbatch, scancel, squeue).
+	ProviderSlurm = "slurm"
+	// ProviderExecPrefix starts the name of an exec provider: "exec:" then the program.
+	ProviderExecPrefix = "exec:"
+)
+
+// Defaults of LaunchPolicy, applied by WithDefaults.
+const (
+	// MaxWorkersDefault is LaunchPolicy.MaxWorkers when 0.
+	MaxWorkersDefault = 1
+	// JobsPerWorkerDefault is LaunchPolicy.JobsPerWorker when 0: one worker per queued job,
+	// up to MaxWorkers.
+	JobsPerWorkerDefault = 1
+	// CooldownDefault is LaunchPolicy.Cooldown when 0.
+	CooldownDefault = 5 * time.Second
+	// IdleTimeoutDefault is LaunchPolicy.IdleTimeout when 0.
+	IdleTimeoutDefault = time.Minute
+	// RegisterTimeoutDefault is LaunchPolicy.RegisterTimeout when 0.
+	RegisterTimeoutDefault = 2 * time.Minute
+)
+
+// ProviderRef attaches a provider to a queue: who supplies its workers, and the launch
+// policy it follows. A queue without one (nil, the default) runs on whatever workers were
+// started by hand; attaching one changes who supplies the workers, not how jobs behave.
+// It is stored in the plane beside the queue's admission block.
+type ProviderRef struct {
+	// Name is the provider: ProviderLocal, ProviderSlurm, or ProviderExecPrefix followed by
+	// the program's path ("exec:/opt/bin/k8s-workers").
+	Name string `json:"name" msgpack:"name"`
+	// Policy is how many workers to run and how to launch each.
+	Policy LaunchPolicy `json:"policy" msgpack:"policy"`
+}
+
+// LaunchPolicy is how a supervisor follows a queue's backlog with workers. Durations are
+// time.Duration (seconds on the HTTP API).
+type LaunchPolicy struct {
+	// MinWorkers is kept running even when the queue is empty. Defaults to 0 (scale to zero).
+	MinWorkers int `json:"min_workers,omitempty" msgpack:"min_workers,omitempty"`
+	// MaxWorkers caps the workers running or launching. Defaults to MaxWorkersDefault (1).
+	MaxWorkers int `json:"max_workers,omitempty" msgpack:"max_workers,omitempty"`
+	// JobsPerWorker is the target backlog per worker: the supervisor wants
+	// ceil(queued ÷ JobsPerWorker) workers, within [MinWorkers, MaxWorkers]. Defaults to
+	// JobsPerWorkerDefault (1).
+	JobsPerWorker int `json:"jobs_per_worker,omitempty" msgpack:"jobs_per_worker,omitempty"`
+	// ScaleUpStep caps the launches of one tick. Defaults to 0: no cap (up to MaxWorkers).
+	ScaleUpStep int `json:"scale_up_step,omitempty" msgpack:"scale_up_step,omitempty"`
+	// Cooldown is the least time between two scale-downs of the queue, and between a
+	// scale-up and the next scale-down. Scale-ups are never delayed by it. Defaults to
+	// CooldownDefault (5 s).
+	Cooldown time.Duration `json:"cooldown,omitempty" msgpack:"cooldown,omitempty"`
+	// IdleTimeout is how long a worker runs no job before the supervisor stops it (never
+	// below MinWorkers). Defaults to IdleTimeoutDefault (1 min).
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty" msgpack:"idle_timeout,omitempty"`
+	// RegisterTimeout is how long a launch may take to register in the worker registry
+	// before it counts as failed (stopped, and replaced while there is work). Defaults to
+	// RegisterTimeoutDefault (2 min).
+	RegisterTimeout time.Duration `json:"register_timeout,omitempty" msgpack:"register_timeout,omitempty"`
+	// Command is the worker's argv, run by the provider (for example
+	// ["lakeshore", "worker", "thumbnails", "--", "convert", "{}", "{}.png"] or
+	// ["python", "worker.py"]). Required.
+	Command []string `json:"command" msgpack:"command"`
+	// Env is added to the worker's environment, beside the LAKESHORE_* variables the
+	// provider sets (docs/providers.md). Defaults to none.
+	Env map[string]string `json:"env,omitempty" msgpack:"env,omitempty"`
+	// Resources are asked for each launch (honoured by slurm and exec providers; the local
+	// provider ignores all but none).
+	Resources Resources `json:"resources,omitzero" msgpack:"resources,omitempty"`
+}
+
+// Resources are what one launch asks of its provider. Zero values ask for nothing.
+type Resources struct {
+	// CPUs per worker.
+	CPUs int `json:"cpus,omitempty" msgpack:"cpus,omitempty"`
+	// GPUs per worker.
+	GPUs int `json:"gpus,omitempty" msgpack:"gpus,omitempty"`
+	// MemoryMB is memory per worker, in MiB.
+	MemoryMB int64 `json:"memory_mb,omitempty" msgpack:"memory_mb,omitempty"`
+	// TimeLimit is the longest a worker may run (SLURM --time). 0: the provider's default.
+	TimeLimit time.Duration `json:"time_limit,omitempty" msgpack:"time_limit,omitempty"`
+	// Partition is the SLURM partition (or the exec provider's pool).
+	Partition string `json:"partition,omitempty" msgpack:"partition,omitempty"`
+}
+
+// WithDefaults returns p with MaxWorkers, JobsPerWorker, Cooldown, IdleTimeout and
+// RegisterTimeout filled in.
+func (p LaunchPolicy) WithDefaults() LaunchPolicy {
+	if p.MaxWorkers == 0 {
+		p.MaxWorkers = max(MaxWorkersDefault, p.MinWorkers)
+	}
+	if p.JobsPerWorker == 0 {
+		p.JobsPerWorker = JobsPerWorkerDefault
+	}
+	if p.Cooldown == 0 {
+		p.Cooldown = CooldownDefault
+	}
+	if p.IdleTimeout == 0 {
+		p.IdleTimeout = IdleTimeoutDefault
+	}
+	if p.RegisterTimeout == 0 {
+		p.RegisterTimeout = RegisterTimeoutDefault
+	}
+	return p
+}
+
+// Validate checks r's name and policy. It cannot know whether the program exists on the
+// machine that will launch workers; the supervisor reports that in its log and metrics.
+// Errors: *InvalidError naming the field and what is allowed.
+func (r ProviderRef) Validate() error {
+	switch {
+	case r.Name == ProviderLocal, r.Name == ProviderSlurm:
+	case strings.HasPrefix(r.Name, ProviderExecPrefix):
+		if strings.TrimSpace(strings.TrimPrefix(r.Name, ProviderExecPrefix)) == "" {
+			return Invalid("provider", r.Name, "name the program after exec:, e.g. exec:/usr/local/bin/my-provider")
+		}
+	default:
+		return Invalid("provider", r.Name, "use local, slurm or exec:PROGRAM")
+	}
+	return r.Policy.Validate()
+}
+
+// Validate checks p. Errors: *InvalidError naming the field and what is allowed.
+func (p LaunchPolicy) Validate() error {
+	d := p.WithDefaults()
+	switch {
+	case p.MinWorkers < 0:
+		return Invalid("min workers", p.MinWorkers, "use a number ≥ 0")
+	case p.MaxWorkers < 0:
+		return Invalid("max workers", p.MaxWorkers, "use a number ≥ 1, or 0 for the default (1)")
+	case d.MaxWorkers < p.MinWorkers:
+		return Invalid("max workers", p.MaxWorkers, fmt.Sprintf("use a number ≥ min workers (%d)", p.MinWorkers))
+	case p.JobsPerWorker < 0:
+		return Invalid("jobs per worker", p.JobsPerWorker, "use a number ≥ 1, or 0 for the default (1)")
+	case p.ScaleUpStep < 0:
+		return Invalid("scale-up step", p.ScaleUpStep, "use a number ≥ 1, or 0 for no cap")
+	case p.Cooldown < 0:
+		return Invalid("cooldown", p.Cooldown, "use a duration ≥ 0 (0: the default, 5s)")
+	case p.IdleTimeout < 0:
+		return Invalid("idle timeout", p.IdleTimeout, "use a duration ≥ 0 (0: the default, 1m)")
+	case p.RegisterTimeout < 0:
+		return Invalid("register timeout", p.RegisterTimeout, "use a duration ≥ 0 (0: the default, 2m)")
+	case len(p.Command) == 0 || strings.TrimSpace(p.Command[0]) == "":
+		return Invalid("worker command", p.Command, "give the worker's command, e.g. lakeshore worker QUEUE -- ./handle.sh")
+	case p.Resources.CPUs < 0:
+		return Invalid("cpus", p.Resources.CPUs, "use a number ≥ 0")
+	case p.Resources.GPUs < 0:
+		return Invalid("gpus", p.Resources.GPUs, "use a number ≥ 0")
+	case p.Resources.MemoryMB < 0:
+		return Invalid("memory", p.Resources.MemoryMB, "use MiB ≥ 0")
+	case p.Resources.TimeLimit < 0:
+		return Invalid("time limit", p.Resources.TimeLimit, "use a duration ≥ 0 (0: the provider's default)")
+	}
+	for k := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return Invalid("worker environment", k, "use NAME=VALUE with a NAME that has no '=' or NUL")
+		}
+	}
+	return nil
+}
+
+// ProviderParams name a queue and, for a set, its provider reference.
+type ProviderParams struct {
+	Namespace string
+	Queue     string
+	Provider  ProviderRef
+}
+
+// QueueProvider is a queue with a provider attached, as Driver.QueueProviderList lists it.
+type QueueProvider struct {
+	Namespace string      `json:"namespace" msgpack:"namespace"`
+	Queue     string      `json:"queue" msgpack:"queue"`
+	Provider  ProviderRef `json:"provider" msgpack:"provider"`
+}
+
+// LeaseParams take or renew a named lease in the plane (Driver.LeaseAcquire): a row with
+// a holder and an expiry, so that one process at a time acts for the name (a provider
+// supervisor per queue). It works through PgBouncer (no advisory locks) and across
+// processes on one SQLite file.
+type LeaseParams struct {
+	// Namespace scopes the lease (tenants never contend for each other's names).
+	Namespace string
+	// Name is what the lease guards, e.g. "provider/QUEUE". 1–200 bytes.
+	Name string
+	// Holder identifies the process taking it (a ULID).
+	Holder string
+	// TTL is how long the lease holds without a renewal; > 0.
+	TTL time.Duration
+}
