@@ -217,3 +217,24 @@ func TestJobRef(t *testing.T) {
 		t.Error("parseRef of 2 bytes: no error")
 	}
 }
+
+// TestSmokeMemory runs `bench memory` at tiny sizes: a real `lakeshore serve` process built
+// from ../cmd/lakeshore holding long-polls and queued jobs, and a worker process.
+func TestSmokeMemory(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"memory", "-quick", "-long-polls", "50", "-queued", "500",
+		"-worker-jobs", "100", "-worker-concurrency", "4"}, &stdout, &stderr)
+	t.Log(stderr.String())
+	if code != 0 {
+		t.Fatalf("bench memory -quick exited %d", code)
+	}
+	table := stdout.String()
+	t.Log(table)
+	for _, row := range []string{"| lakeshore serve | claim long-polls (empty queue) open | 50 |",
+		"| lakeshore serve | result waits (queued jobs) open | 50 |", "| lakeshore serve | jobs queued (16-byte payloads) | 500 |",
+		"| worker process | concurrency 4, working 100 no-op jobs | 3 |"} {
+		if !strings.Contains(table, row) {
+			t.Errorf("no row starting %q", row)
+		}
+	}
+}
