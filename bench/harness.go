@@ -116,6 +116,7 @@ func run(ctx context.Context, o options, stderr io.Writer) (*report, error) {
 		return nil, err
 	}
 	h := &harness{o: o, stderr: stderr}
+	raiseOpenFilesBestEffort(1 << 18)
 	syss, err := selectSystems(o.systems)
 	if err != nil {
 		return nil, err
@@ -322,7 +323,7 @@ func selectWorkloads(names []string) ([]workload, error) {
 // role says how a system's row is read against Lakeshore's.
 func role(name string) string {
 	switch name {
-	case "lakeshore", "lakeshore-http":
+	case "lakeshore", "lakeshore-http", "lakeshore-pg":
 		return "ours"
 	case "sqlite-raw":
 		return "ceiling"

@@ -33,6 +33,7 @@ type memoryOptions struct {
 	bin               string
 	sync              string
 	out               string
+	phases            []string
 }
 
 // memoryQueue is the queue every memory phase uses, in the default namespace.
@@ -52,8 +53,17 @@ func runMemory(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.IntVar(&o.workerJobs, "worker-jobs", 100_000, "jobs the worker process works (at concurrency 1: a tenth)")
 	fs.StringVar(&o.bin, "lakeshore", "", "lakeshore binary to serve with (default: built from ../cmd/lakeshore)")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
+	phases := fs.String("phases", "claims,waits,queued,worker", "phases to run, comma-separated: claims (claim long-polls), "+
+		"waits (result waits), queued (queued jobs), worker (a worker process under load)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	o.phases = splitList(*phases)
+	for _, p := range o.phases {
+		if _, ok := memoryPhases[p]; !ok {
+			fmt.Fprintf(stderr, "bench memory: -phases: unknown phase %q (have claims,waits,queued,worker)\n", p)
+			return 2
+		}
 	}
 	if *quick {
 		o.longPolls, o.queued, o.workerJobs = min(o.longPolls, 200), min(o.queued, 2000), min(o.workerJobs, 500)
@@ -76,6 +86,14 @@ func runMemory(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	return 0
+}
+
+// memoryPhase measures one state of a process and returns its rows.
+type memoryPhase func(ctx context.Context, o *memoryOptions, bin, dir string, stderr io.Writer) ([]memoryRow, error)
+
+// memoryPhases are the phases of `bench memory` by -phases name.
+var memoryPhases = map[string]memoryPhase{
+	"claims": memoryClaims, "waits": memoryWaits, "queued": memoryQueued, "worker": memoryWorker,
 }
 
 // memoryRow is one line of the memory report.
@@ -107,10 +125,8 @@ func measureMemory(ctx context.Context, o *memoryOptions, stderr io.Writer) (str
 	}
 	started := time.Now()
 	var rows []memoryRow
-	for _, phase := range []func(context.Context, *memoryOptions, string, string, io.Writer) ([]memoryRow, error){
-		memoryClaims, memoryWaits, memoryQueued, memoryWorker,
-	} {
-		r, err := phase(ctx, o, bin, dir, stderr)
+	for _, name := range o.phases {
+		r, err := memoryPhases[name](ctx, o, bin, dir, stderr)
 		if err != nil {
 			return "", err
 		}
@@ -161,6 +177,21 @@ func raiseOpenFiles(need uint64) error {
 		return fmt.Errorf("raise the open-file limit to %d: %w (run `ulimit -Hn %d` as root, or lower -long-polls)", need, err, need)
 	}
 	return nil
+}
+
+// raiseOpenFilesBestEffort raises this process's open-file limit towards want, as far as
+// it is allowed to, and ignores a refusal: the open-loop latency workloads hold a socket
+// per submit and result wait in flight, both ends in this process for lakeshore-http, and
+// a system that falls behind the offered rate can hold thousands.
+func raiseOpenFilesBestEffort(want uint64) {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil || l.Cur >= want {
+		return
+	}
+	if err := raiseOpenFiles(want); err != nil {
+		l.Cur = l.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
 }
 
 // buildLakeshore builds cmd/lakeshore of the repository this module sits in into dir.
