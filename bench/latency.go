@@ -17,6 +17,8 @@ import (
 var latencyMetrics = []metric{
 	{name: "handler start p50 (ms)"}, {name: "handler start p90 (ms)"}, {name: "handler start p99 (ms)"},
 	{name: "handler start p99.9 (ms)"}, {name: "achieved (jobs/s)", higher: true},
+	{name: "submit returned p50 (ms)"}, {name: "submit returned p99 (ms)"},
+	{name: "submit returned → handler start p50 (ms)"}, {name: "submit returned → handler start p99 (ms)"},
 }
 
 const (
@@ -35,12 +37,18 @@ const (
 type openLoopResult struct {
 	start    []time.Duration // enqueue→handler start, one per job, sorted
 	readable []time.Duration // enqueue→result readable, sorted; nil when not tracked
-	achieved float64         // jobs ÷ (last handler start − first submit), jobs/s
+	// submit is enqueue→the submit call returned (the commit acknowledged), and woken is
+	// submit returned→handler start (the wake-up path after the commit; negative when the
+	// handler started before the producer saw its acknowledgement), both sorted.
+	submit, woken []time.Duration
+	achieved      float64 // jobs ÷ (last handler start − first submit), jobs/s
 }
 
 // startMetrics returns the latencyMetrics values of r.
 func (r *openLoopResult) startMetrics() []float64 {
-	return append(percentiles(r.start, 0.50, 0.90, 0.99, 0.999), r.achieved)
+	out := append(percentiles(r.start, 0.50, 0.90, 0.99, 0.999), r.achieved)
+	out = append(out, percentiles(r.submit, 0.50, 0.99)...)
+	return append(out, percentiles(r.woken, 0.50, 0.99)...)
 }
 
 // openLoop offers rate jobs/s for d on s with concurrency workers: submit i is issued at
@@ -52,6 +60,7 @@ func openLoop(ctx context.Context, s store, rate int, d time.Duration, concurren
 	total := max(1, int(float64(rate)*d.Seconds()))
 	started := make([]atomic.Int64, total) // handler start, Unix ns
 	enqueued := make([]int64, total)
+	returned := make([]int64, total) // the submit call returned, Unix ns
 	readable := make([]int64, total)
 	var seen atomic.Int64
 	stop, err := s.work(ctx, workParams{concurrency: concurrency, result: track, track: track,
@@ -85,9 +94,11 @@ func openLoop(ctx context.Context, s store, rate int, d time.Duration, concurren
 				if err := s.enqueue(ctx, ref); err != nil {
 					errs <- err
 				}
+				returned[i] = time.Now().UnixNano()
 				return
 			}
 			wait, err := tr.enqueueTracked(ctx, ref)
+			returned[i] = time.Now().UnixNano()
 			if err != nil {
 				errs <- err
 				return
@@ -121,14 +132,19 @@ func openLoop(ctx context.Context, s store, rate int, d time.Duration, concurren
 	if n := seen.Load(); n < int64(total) {
 		return nil, fmt.Errorf("%d of %d jobs started within a minute", n, total)
 	}
-	out := &openLoopResult{start: make([]time.Duration, total)}
+	out := &openLoopResult{start: make([]time.Duration, total), submit: make([]time.Duration, total),
+		woken: make([]time.Duration, total)}
 	last := int64(0)
 	for i := range total {
 		st := started[i].Load()
 		last = max(last, st)
 		out.start[i] = time.Duration(st - enqueued[i])
+		out.submit[i] = time.Duration(returned[i] - enqueued[i])
+		out.woken[i] = time.Duration(st - returned[i])
 	}
 	slices.Sort(out.start)
+	slices.Sort(out.submit)
+	slices.Sort(out.woken)
 	out.achieved = float64(total) / time.Duration(last-begin.UnixNano()).Seconds()
 	if tracked {
 		out.readable = make([]time.Duration, total)
