@@ -31,22 +31,28 @@ type options struct {
 	rate               int
 	latencyDuration    time.Duration
 	latencyConcurrency int
-	crashJobs          int
-	crashConcurrency   int
-	crashTimeout       time.Duration
-	leaseTTL           time.Duration
-	sync               string
-	dir                string
+	// peakWorkers and peakDuration shape latency-80's closed-loop peak run (and its
+	// workers in the open loop after it); peaks, from -peak, skip that run for the
+	// systems it names (jobs/s).
+	peakWorkers      int
+	peakDuration     time.Duration
+	peaks            map[string]float64
+	crashJobs        int
+	crashConcurrency int
+	crashTimeout     time.Duration
+	leaseTTL         time.Duration
+	sync             string
+	dir              string
 }
 
 // withDefaults fills zero fields: full sizes, or tiny ones with quick.
 func (o options) withDefaults() options {
 	def := options{runs: 3, n: 100_000, maxTime: 20 * time.Second, rate: 1000, latencyDuration: 20 * time.Second,
-		latencyConcurrency: 8, crashJobs: 10_000, crashConcurrency: 8, crashTimeout: 3 * time.Minute,
+		latencyConcurrency: 8, peakWorkers: 64, peakDuration: 4 * time.Second, crashJobs: 10_000, crashConcurrency: 8, crashTimeout: 3 * time.Minute,
 		leaseTTL: 5 * time.Second, sync: "FULL"}
 	if o.quick {
 		def = options{runs: 1, n: 300, maxTime: 2 * time.Second, rate: 200, latencyDuration: time.Second,
-			latencyConcurrency: 8, crashJobs: 300, crashConcurrency: 8, crashTimeout: 2 * time.Minute,
+			latencyConcurrency: 8, peakWorkers: 8, peakDuration: time.Second, crashJobs: 300, crashConcurrency: 8, crashTimeout: 2 * time.Minute,
 			leaseTTL: time.Second, sync: "FULL"}
 	}
 	pick := func(v, d int) int {
@@ -68,6 +74,8 @@ func (o options) withDefaults() options {
 	o.rate = pick(o.rate, def.rate)
 	o.latencyDuration = pickD(o.latencyDuration, def.latencyDuration)
 	o.latencyConcurrency = pick(o.latencyConcurrency, def.latencyConcurrency)
+	o.peakWorkers = pick(o.peakWorkers, def.peakWorkers)
+	o.peakDuration = pickD(o.peakDuration, def.peakDuration)
 	o.crashJobs = pick(o.crashJobs, def.crashJobs)
 	o.crashConcurrency = pick(o.crashConcurrency, def.crashConcurrency)
 	o.crashTimeout = pickD(o.crashTimeout, def.crashTimeout)
@@ -108,6 +116,7 @@ func run(ctx context.Context, o options, stderr io.Writer) (*report, error) {
 		return nil, err
 	}
 	h := &harness{o: o, stderr: stderr}
+	raiseOpenFilesBestEffort(1 << 18)
 	syss, err := selectSystems(o.systems)
 	if err != nil {
 		return nil, err
@@ -246,7 +255,7 @@ func run(ctx context.Context, o options, stderr io.Writer) (*report, error) {
 // stallAfter is how long one run may take before the harness dumps its goroutines: far
 // longer than any healthy run.
 func (h *harness) stallAfter() time.Duration {
-	return 2*h.o.maxTime + h.o.latencyDuration + h.o.crashTimeout + 2*time.Minute
+	return 2*h.o.maxTime + h.o.latencyDuration + h.o.peakDuration + h.o.crashTimeout + 2*time.Minute
 }
 
 // dumpStall writes every goroutine's stack to a file in the temporary directory, for a run
@@ -314,7 +323,7 @@ func selectWorkloads(names []string) ([]workload, error) {
 // role says how a system's row is read against Lakeshore's.
 func role(name string) string {
 	switch name {
-	case "lakeshore", "lakeshore-http":
+	case "lakeshore", "lakeshore-http", "lakeshore-pg":
 		return "ours"
 	case "sqlite-raw":
 		return "ceiling"

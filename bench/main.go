@@ -9,6 +9,8 @@
 //	cd bench && go run . -out ../docs/table.md       # full sizes
 //	cd bench && go run . -systems lakeshore,river -workloads burndown-8 -runs 5
 //	cd bench && go run . -systems lakeshore-pg,river-pg -workloads enqueue-64,burndown-64
+//	cd bench && go run . -workloads latency,latency-80   # open loop at 1,000/s and at 80% of peak
+//	cd bench && go run . memory                       # RSS of lakeshore serve and a worker process
 //
 // It is its own Go module so the peers never enter Lakeshore's dependencies.
 package main
@@ -36,10 +38,13 @@ func main() {
 
 // runMain parses args, runs the harness and prints the table; it returns the exit code.
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "memory" {
+		return runMemory(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	var systemsFlag, workloadsFlag, cpuprofile string
+	var systemsFlag, workloadsFlag, cpuprofile, peaksFlag string
 	fs.BoolVar(&o.quick, "quick", false, "tiny sizes (a smoke test taking seconds; the figures mean nothing)")
 	fs.StringVar(&systemsFlag, "systems", "", "comma-separated systems (default all): "+strings.Join(systemNames(), ","))
 	fs.StringVar(&workloadsFlag, "workloads", "", "comma-separated workloads (default all): "+workloadNames())
@@ -51,6 +56,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.rate, "rate", 0, "latency workload: jobs per second (default 1000; quick 200)")
 	fs.DurationVar(&o.latencyDuration, "latency-duration", 0, "latency workload: how long to enqueue (default 20s; quick 1s)")
 	fs.IntVar(&o.latencyConcurrency, "latency-workers", 0, "latency workload: workers (default 8)")
+	fs.IntVar(&o.peakWorkers, "peak-workers", 0, "latency-80 workload: workers of the peak run and of the open loop at 80% of it (default 64; quick 8)")
+	fs.DurationVar(&o.peakDuration, "peak-duration", 0, "latency-80 workload: length of the closed-loop peak run (default 4s; quick 1s)")
+	fs.StringVar(&peaksFlag, "peak", "", "latency-80 workload: take these peaks instead of measuring them, e.g. lakeshore=20000,river=3000 (jobs/s)")
 	fs.IntVar(&o.crashJobs, "crash-jobs", 0, "crash workload: jobs (default 10000; quick 300)")
 	fs.IntVar(&o.crashConcurrency, "crash-workers", 0, "crash workload: workers per process (default 8)")
 	fs.DurationVar(&o.crashTimeout, "crash-timeout", 0, "crash workload: how long to wait for every job to be terminal (default 3m)")
@@ -65,6 +73,12 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	peaks, err := parsePeaks(peaksFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	o.peaks = peaks
 	o.systems = splitList(systemsFlag)
 	o.workloads = splitList(workloadsFlag)
 	if cpuprofile != "" {

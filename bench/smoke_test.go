@@ -78,7 +78,7 @@ func TestSmoke(t *testing.T) {
 }
 
 // TestSmokePostgres runs the PostgreSQL systems (lakeshore-pg, river-pg) on the harness's
-// own PostgreSQL in quick mode on three short workloads (the crash workload waits out
+// own PostgreSQL in quick mode on four short workloads (the crash workload waits out
 // River's 30 s rescuer: run it by hand). Without PostgreSQL they are skipped with a line
 // saying how to install it, and the test checks that line instead (fails with CI=true).
 func TestSmokePostgres(t *testing.T) {
@@ -98,7 +98,7 @@ func TestSkipsPostgresWithoutIt(t *testing.T) {
 func testSmokePostgres(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := runMain(context.Background(), []string{"-quick", "-systems", "lakeshore,lakeshore-pg,river-pg",
-		"-workloads", "enqueue-64,batch-100,burndown-8"}, &stdout, &stderr)
+		"-workloads", "enqueue-64,batch-100,burndown-8,latency"}, &stdout, &stderr)
 	t.Log(stderr.String())
 	if code != 0 {
 		t.Fatalf("bench -quick exited %d", code)
@@ -116,7 +116,8 @@ func testSmokePostgres(t *testing.T) {
 		return
 	}
 	for _, s := range []string{"lakeshore-pg", "river-pg"} {
-		for _, row := range []string{"| enqueue-64 | jobs/s | " + s + " | ", "| burndown-8 | jobs/s | " + s + " | ", "| batch-100 | jobs/s | " + s + " | "} {
+		for _, row := range []string{"| enqueue-64 | jobs/s | " + s + " | ", "| burndown-8 | jobs/s | " + s + " | ",
+			"| batch-100 | jobs/s | " + s + " | ", "| latency | handler start p99 (ms) | " + s + " | "} {
 			i := strings.Index(table, row)
 			if i < 0 {
 				t.Errorf("no row %q in:\n%s", row, table)
@@ -215,5 +216,26 @@ func TestJobRef(t *testing.T) {
 	}
 	if _, err := parseRef([]byte{1, 2}); err == nil {
 		t.Error("parseRef of 2 bytes: no error")
+	}
+}
+
+// TestSmokeMemory runs `bench memory` at tiny sizes: a real `lakeshore serve` process built
+// from ../cmd/lakeshore holding long-polls and queued jobs, and a worker process.
+func TestSmokeMemory(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"memory", "-quick", "-long-polls", "50", "-queued", "500",
+		"-worker-jobs", "100", "-worker-concurrency", "4"}, &stdout, &stderr)
+	t.Log(stderr.String())
+	if code != 0 {
+		t.Fatalf("bench memory -quick exited %d", code)
+	}
+	table := stdout.String()
+	t.Log(table)
+	for _, row := range []string{"| lakeshore serve | claim long-polls (empty queue) open | 50 |",
+		"| lakeshore serve | result waits (queued jobs) open | 50 |", "| lakeshore serve | jobs queued (16-byte payloads) | 500 |",
+		"| worker process | concurrency 4, working 100 no-op jobs | 3 |"} {
+		if !strings.Contains(table, row) {
+			t.Errorf("no row starting %q", row)
+		}
 	}
 }

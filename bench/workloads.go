@@ -57,14 +57,26 @@ func workloads() []workload {
 		{
 			name: "latency",
 			params: func(o *options) string {
-				return fmt.Sprintf("%d jobs/s for %s, one enqueue per job on its own goroutine, %d workers; "+
-					"enqueue→handler start and enqueue→result readable by the producer", o.rate, o.latencyDuration, o.latencyConcurrency)
+				return fmt.Sprintf("open loop: %d jobs/s offered for %s (submits scheduled on a fixed timetable, each on its own "+
+					"goroutine, never waiting for earlier ones), %d workers; enqueue→handler start and enqueue→result "+
+					"readable by the producer; achieved = jobs ÷ (last handler start − first submit)",
+					o.rate, o.latencyDuration, o.latencyConcurrency)
 			},
-			metrics: []metric{
-				{name: "handler start p50 (ms)"}, {name: "handler start p90 (ms)"}, {name: "handler start p99 (ms)"},
-				{name: "result readable p50 (ms)"}, {name: "result readable p90 (ms)"}, {name: "result readable p99 (ms)"},
-			},
+			metrics: append(slices.Clone(latencyMetrics), metric{name: "result readable p50 (ms)"},
+				metric{name: "result readable p90 (ms)"}, metric{name: "result readable p99 (ms)"}),
 			run: runLatency,
+		},
+		{
+			name: "latency-80",
+			params: func(o *options) string {
+				return fmt.Sprintf("peak: a closed loop of 64 producers (at most %s jobs submitted but not started) and %d "+
+					"workers for %s, handler starts counted over its last three quarters (or -peak); then, once drained, "+
+					"the open loop of `latency` at %d%% of that peak for %s, no results stored; enqueue→handler start",
+					thousands(peakBacklog), o.peakWorkers, o.peakDuration, peakPercent, o.latencyDuration)
+			},
+			metrics: append([]metric{{name: "peak (jobs/s)", higher: true}, {name: "offered (jobs/s)", higher: true}},
+				latencyMetrics...),
+			run: runLatencyAtPeak,
 		},
 		{
 			name: "crash",
@@ -261,106 +273,4 @@ func burnDownWorkload(c int) workload {
 			return []float64{float64(ran.Load()) / elapsed.Seconds()}, nil
 		},
 	}
-}
-
-// runLatency enqueues at a fixed rate, each job from its own goroutine, and measures
-// enqueue→handler start and, where the system stores results, enqueue→result readable.
-func runLatency(ctx context.Context, h *harness, sys system, e *env) ([]float64, error) {
-	s, err := sys.open(ctx, e)
-	if err != nil {
-		return nil, err
-	}
-	defer s.close()
-	if _, err := s.pending(ctx); errors.Is(err, errNoWorkers) {
-		return nil, notApplicable("no workers")
-	}
-	if _, ok := s.(ceilingStore); ok {
-		return nil, notApplicable("a ceiling: no results")
-	}
-	total := int(float64(h.o.rate) * h.o.latencyDuration.Seconds())
-	started := make([]atomic.Int64, total) // handler start, Unix ns
-	enqueued := make([]int64, total)
-	readable := make([]int64, total)
-	var seen atomic.Int64
-	stop, err := s.work(ctx, workParams{concurrency: h.o.latencyConcurrency, result: true, track: true,
-		handle: func(ref jobRef) {
-			if ref.Seq >= 0 && ref.Seq < int64(total) && started[ref.Seq].CompareAndSwap(0, time.Now().UnixNano()) {
-				seen.Add(1)
-			}
-		}})
-	if err != nil {
-		return nil, err
-	}
-	tr, tracked := s.(tracker)
-	var wg sync.WaitGroup
-	errs := make(chan error, total)
-	interval := time.Duration(float64(time.Second) / float64(h.o.rate))
-	begin := time.Now()
-	for i := range total {
-		time.Sleep(time.Until(begin.Add(time.Duration(i) * interval)))
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			ref := newRef(int64(i))
-			enqueued[i] = ref.EnqueuedNS
-			if !tracked {
-				if err := s.enqueue(ctx, ref); err != nil {
-					errs <- err
-				}
-				return
-			}
-			wait, err := tr.enqueueTracked(ctx, ref)
-			if err != nil {
-				errs <- err
-				return
-			}
-			wctx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			if err := wait(wctx); err != nil {
-				errs <- fmt.Errorf("wait for result of job %d: %w", i, err)
-				return
-			}
-			readable[i] = time.Now().UnixNano()
-		})
-	}
-	wg.Wait()
-	for deadline := time.Now().Add(time.Minute); seen.Load() < int64(total) && time.Now().Before(deadline) && ctx.Err() == nil; {
-		time.Sleep(5 * time.Millisecond)
-	}
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	stopErr := stop(stopCtx)
-	close(errs)
-	if err := <-errs; err != nil {
-		return nil, err
-	}
-	if stopErr != nil {
-		return nil, fmt.Errorf("stop workers: %w", stopErr)
-	}
-	if n := seen.Load(); n < int64(total) {
-		return nil, fmt.Errorf("%d of %d jobs started within a minute", n, total)
-	}
-	startLat := make([]time.Duration, total)
-	for i := range total {
-		startLat[i] = time.Duration(started[i].Load() - enqueued[i])
-	}
-	out := percentiles(startLat)
-	if tracked {
-		resLat := make([]time.Duration, total)
-		for i := range total {
-			resLat[i] = time.Duration(readable[i] - enqueued[i])
-		}
-		out = append(out, percentiles(resLat)...)
-	} else {
-		out = append(out, nan, nan, nan)
-	}
-	return out, nil
-}
-
-// percentiles returns p50, p90, p99 in milliseconds.
-func percentiles(d []time.Duration) []float64 {
-	slices.Sort(d)
-	ms := func(q float64) float64 { return float64(percentile(d, q)) / float64(time.Millisecond) }
-	return []float64{ms(0.50), ms(0.90), ms(0.99)}
 }
