@@ -68,10 +68,14 @@ func newStatements(schema string) statements {
 		existingByID:  s(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`),
 		existingByKey: s(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`),
 		// promote makes the due waiting rows of a queue claimable, oldest due first.
-		// It returns the smallest id it moved (NULL: none).
+		// It returns the smallest id it moved (NULL: none). It waits for rows another
+		// transaction holds (maintenance promoting them, a cancel) instead of skipping them:
+		// a skipped row would still look waiting to the claim's snapshot, and a claim that
+		// may not wait would come back empty while a due job exists. Claims of one queue
+		// lock in the index's order, so they do not deadlock with each other.
 		promote: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
 			WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
-			ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT min(id) FROM moved`),
+			ORDER BY available_ms LIMIT 1000 FOR UPDATE) AND state = 0 AND waiting RETURNING id) SELECT min(id) FROM moved`),
 		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
 		// the smallest id moved per queue.
 		promoteDue: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
