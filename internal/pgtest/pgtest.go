@@ -127,6 +127,49 @@ func Database(t testing.TB) string {
 	return s.URL(name)
 }
 
+// Schema returns the URL of a database shared by the tests of this binary and the name of
+// a fresh, empty schema in it (dropped with everything in it when t ends), for a plane
+// configured with that schema. A schema costs a few milliseconds where a database costs a
+// copy of its template and a checkpoint, so suites that make a plane per subtest (the
+// conformance suite: hundreds) use Schema; tests that need a database to themselves (one
+// they restart, or count connections of) use Database.
+func Schema(t testing.TB) (url, schema string) {
+	t.Helper()
+	s := Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mu.Lock()
+	if !sharedMade {
+		if err := s.exec(ctx, "CREATE DATABASE "+sharedDatabase); err != nil {
+			mu.Unlock()
+			t.Fatalf("pgtest: create database: %v", err)
+		}
+		sharedMade = true
+	}
+	mu.Unlock()
+	schema = fmt.Sprintf("t_%d_%d", os.Getpid(), databases.Add(1))
+	url = s.URL(sharedDatabase)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Logf("pgtest: drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Logf("pgtest: drop schema %s: %v", schema, err)
+		}
+	})
+	return url, schema
+}
+
+// sharedDatabase is the database of Schema's schemas; sharedMade says it exists.
+const sharedDatabase = "shared"
+
+var sharedMade bool
+
 // URL returns the URL of database name on s as the superuser.
 func (s *Server) URL(name string) string {
 	u := url.URL{Scheme: "postgres", User: url.UserPassword(Superuser, Password),

@@ -78,8 +78,10 @@ type Driver struct {
 	notifier *notifier
 	settles  *grouper[*settleRequest]
 	claims   *grouper[*claimRequest]
-	submits  *grouper[*submitRequest]
-	posts    *grouper[*postRequest]
+	// settleClaims groups the settle-and-claim calls of concurrent workers.
+	settleClaims *grouper[*settleClaimRequest]
+	submits      *grouper[*submitRequest]
+	posts        *grouper[*postRequest]
 
 	stop      chan struct{} // closed by Close
 	wg        sync.WaitGroup
@@ -160,6 +162,7 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 	d.notifier = newNotifier(d)
 	d.settles = newSettleGrouper(d)
 	d.claims = newClaimGrouper(d)
+	d.settleClaims = newSettleClaimGrouper(d)
 	d.submits = newSubmitGrouper(d)
 	d.posts = newPostGrouper(d)
 	d.wg.Add(2)

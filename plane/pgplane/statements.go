@@ -12,7 +12,7 @@ type statements struct {
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
 	claimFIFOFrom, promoteDue                                string
 	nextAvailable, setRunning                                string
-	head, headMany, setQueued, setTerminal, setLease         string
+	head, headMany, setQueued, setTerminalMany, setLease     string
 	ackHeld, nextFrame, insertFrame, topicAppend             string
 	row, rowsByID, topicClosed, frames                       string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
@@ -68,10 +68,14 @@ func newStatements(schema string) statements {
 		existingByID:  s(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`),
 		existingByKey: s(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`),
 		// promote makes the due waiting rows of a queue claimable, oldest due first.
-		// It returns the smallest id it moved (NULL: none).
+		// It returns the smallest id it moved (NULL: none). It waits for rows another
+		// transaction holds (maintenance promoting them, a cancel) instead of skipping them:
+		// a skipped row would still look waiting to the claim's snapshot, and a claim that
+		// may not wait would come back empty while a due job exists. Claims of one queue
+		// lock in the index's order, so they do not deadlock with each other.
 		promote: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
 			WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
-			ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING id) SELECT min(id) FROM moved`),
+			ORDER BY available_ms LIMIT 1000 FOR UPDATE) AND state = 0 AND waiting RETURNING id) SELECT min(id) FROM moved`),
 		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
 		// the smallest id moved per queue.
 		promoteDue: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
@@ -91,8 +95,11 @@ func newStatements(schema string) statements {
 		headMany: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		setQueued: s(`UPDATE {s}.invocations SET state = 0, available_ms = $2, waiting = $3, lease_token = NULL,
 			lease_expires_ms = 0, attempt_deadline_ms = 0, error = $4 WHERE id = $1`),
-		setTerminal: s(`UPDATE {s}.invocations SET state = $2, result = $3, error = $4, finished_ms = $5,
-			lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false WHERE id = $1`),
+		// setTerminalMany ends every invocation of a transaction with one statement.
+		setTerminalMany: s(`UPDATE {s}.invocations AS i SET state = u.state, result = u.result, error = u.error,
+				finished_ms = $1, lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false
+			FROM unnest($2::text[], $3::smallint[], $4::bytea[], $5::bytea[]) AS u(id, state, result, error)
+			WHERE i.id = u.id`),
 		setLease:    s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
 		nextFrame:   s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
 		insertFrame: s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),

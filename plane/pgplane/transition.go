@@ -98,7 +98,7 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	}
 	if !tr.Retry() {
 		state := stateNumber(tr.State)
-		t.exec(t.d.sql.setTerminal, h.id, int16(state), result, errBlob, t.ms)
+		t.end(h.id, int16(state), result, errBlob)
 		t.finished(h.id, h.namespace, h.queue, h.priority, h.state, state)
 		h.state = state
 		h.token = nil

@@ -29,6 +29,17 @@ type tx struct {
 	// commit, so two transactions never lock counter rows in opposite orders.
 	counts map[countKey]int64
 	wakes  map[string]struct{}
+	// ends are the terminal writes not yet queued: they go out as one statement (one
+	// UPDATE from arrays for every invocation the transaction ends), queued before the next
+	// write or read so that writes keep their order.
+	ends ends
+}
+
+// ends are terminal writes gathered into one statement.
+type ends struct {
+	ids             []string
+	states          []int16
+	results, errors [][]byte
 }
 
 type countKey struct {
@@ -128,14 +139,37 @@ func isConnClosed(err error) bool {
 // exec queues a write whose result nobody reads; it goes out with the next read or at
 // commit.
 func (t *tx) exec(sql string, args ...any) {
+	t.queueEnds()
 	if t.batch == nil {
 		t.batch = &pgx.Batch{}
 	}
 	t.batch.Queue(sql, args...)
 }
 
+// end queues the terminal write of invocation id: state, result and error, finished now.
+func (t *tx) end(id string, state int16, result, errBlob []byte) {
+	t.ends.ids = append(t.ends.ids, id)
+	t.ends.states = append(t.ends.states, state)
+	t.ends.results = append(t.ends.results, result)
+	t.ends.errors = append(t.ends.errors, errBlob)
+}
+
+// queueEnds queues the gathered terminal writes as one statement.
+func (t *tx) queueEnds() {
+	if len(t.ends.ids) == 0 {
+		return
+	}
+	if t.batch == nil {
+		t.batch = &pgx.Batch{}
+	}
+	e := t.ends
+	t.ends = ends{}
+	t.batch.Queue(t.d.sql.setTerminalMany, t.ms, e.ids, e.states, e.results, e.errors)
+}
+
 // flush sends the queued writes. Reads call it first, so they see the writes.
 func (t *tx) flush() error {
+	t.queueEnds()
 	if t.batch == nil || t.batch.Len() == 0 {
 		return nil
 	}
