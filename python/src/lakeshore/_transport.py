@@ -274,15 +274,18 @@ class Batcher(Generic[I, T]):
             except BaseException as e:  # noqa: BLE001 - every waiting caller gets it
                 answers = [e] * len(batch)
             for (_, fut), answer in zip(batch, answers):
-                if fut.done():
+                try:
+                    # A caller on another thread may cancel between a done() check and
+                    # the set: the set itself decides, and the other callers still get
+                    # their answers.
+                    if isinstance(answer, BaseException):
+                        fut.set_exception(answer)
+                    else:
+                        fut.set_result(answer)
+                except concurrent.futures.InvalidStateError:
                     if self._orphan is not None and not isinstance(answer, BaseException):
                         with contextlib.suppress(Exception):
                             await self._orphan(answer)
-                    continue
-                if isinstance(answer, BaseException):
-                    fut.set_exception(answer)
-                else:
-                    fut.set_result(answer)
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -296,7 +299,7 @@ class Batcher(Generic[I, T]):
         with self._lock:
             pending, self._pending = self._pending, []
         for _, fut in pending:
-            if not fut.done():
+            with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile
                 fut.set_exception(errors.DispatchError("the call was cancelled (the dispatch was closed)", code="closed"))
 
 
