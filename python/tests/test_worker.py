@@ -347,7 +347,7 @@ def test_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(InvalidError):
             m.write(bad, b"")
     with pytest.raises(InvalidError, match="unsupported store"):
-        scope("p", store="s3://bucket")
+        scope("p", store="azblob://container")
 
 
 @pytest.mark.parametrize("example", [["gpu_worker.py", "demo"], ["fanout.py"]])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import concurrent.futures
 import contextlib
 import dataclasses
 import math
@@ -20,7 +21,7 @@ from typing import Any, Literal
 
 from lakeshore import errors, wire
 from lakeshore._ids import is_ulid, new_ulid
-from lakeshore._transport import LONG_POLL_MAX, invocation_path, queue_path
+from lakeshore._transport import LONG_POLL_MAX, Batcher, invocation_path, queue_path, wait_future
 from lakeshore.dispatch import Dispatch, default_dispatch
 
 __all__ = [
@@ -388,6 +389,21 @@ class QueueCore:
         self.lease_ttl = _check_seconds("lease_ttl", lease_ttl)
         self.path = queue_path(dispatch.namespace, name)
         self.held: dict[str, Job] = {}  # jobs claimed here and not yet settled, by id
+        # Submits made at once (from many threads or tasks) go as one batched request.
+        self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
+        # Settles made at once go as one POST /v1/settle; claims made at once (a worker's
+        # idle slots) as one claim of as many jobs.
+        self._settles: Batcher[tuple[dict[str, Any], float | None], None] = Batcher(
+            dispatch._portal, self._send_settles
+        )
+        # Long-polling claims coalesce behind the one in flight; claims that do not wait are
+        # never held behind a long-poll.
+        self._claims: Batcher[tuple[float, float | None, str | None], Mapping[str, Any] | None] = Batcher(
+            dispatch._portal, self._send_claims, in_flight=1, orphan=self._release
+        )
+        self._claims_now: Batcher[tuple[float, float | None, str | None], Mapping[str, Any] | None] = Batcher(
+            dispatch._portal, self._send_claims, in_flight=4, orphan=self._release
+        )
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
         return await self.dispatch._transport.call(method, path, **kw)
@@ -449,10 +465,37 @@ class QueueCore:
             body["not_before"] = _check_time("not_before", env.not_before)
         return body
 
-    async def submit(self, body: Mapping[str, Any]) -> str:
+    def submit_future(self, body: dict[str, Any]) -> concurrent.futures.Future[str]:
+        """Submit one invocation (a body from :meth:`submit_body`): a future of its id.
+
+        Callable from any thread. Submits made while others are being sent are coalesced
+        into one batched request (``…/invocations/batch``, all-or-nothing); when the server
+        refuses a batch of several (one bad item, a full queue), each of its submits is
+        sent again alone, so every caller gets its own answer. The ids are made here, so a
+        repeated submit never enqueues twice."""
+        return self._submits.put(body)
+
+    async def submit(self, body: dict[str, Any]) -> str:
         """Submit one invocation (a body from :meth:`submit_body`) and return its id."""
+        return await asyncio.wrap_future(self.submit_future(body))
+
+    async def _submit_one(self, body: Mapping[str, Any]) -> str:
         ans = await self._call("POST", self.path + "/invocations", body=body, retry="safe")
         return str(ans["id"])
+
+    async def _send_submits(self, bodies: list[dict[str, Any]]) -> list[str | BaseException]:
+        if len(bodies) == 1:
+            return [await self._submit_one(bodies[0])]
+        keys = [b["key"] for b in bodies if "key" in b]
+        if len(keys) == len(set(keys)):
+            try:
+                return list(await self.submit_many(bodies))
+            except errors.UnavailableError:
+                raise
+            except errors.DispatchError:
+                pass  # refused as a whole: each alone below gets its own answer
+        answers = await asyncio.gather(*(self._submit_one(b) for b in bodies), return_exceptions=True)
+        return list(answers)
 
     async def submit_many(self, bodies: list[dict[str, Any]]) -> list[str]:
         """Submit a batch in one request; return the ids in order."""
@@ -674,19 +717,58 @@ class QueueCore:
         ttl = _check_seconds("lease_ttl", lease_ttl) if lease_ttl is not None else self.lease_ttl
         while True:
             chunk = min(LONG_POLL_MAX, max(0.0, end - time.monotonic()))
-            body: dict[str, Any] = {"kind": self.kind, "max": 1, "wait": chunk}
+            claims = self._claims if chunk > 0 else self._claims_now
+            d = await asyncio.wrap_future(claims.put((chunk, ttl, worker)))
+            if d is not None:
+                return await self._job(d)
+            if time.monotonic() >= end:
+                return None
+
+    async def _send_claims(
+        self, items: list[tuple[float, float | None, str | None]]
+    ) -> list[Mapping[str, Any] | None | BaseException]:
+        # Claims of the same lease and worker go as one claim of len(group) jobs, waiting as
+        # long as the shortest of them; a caller left without a job claims again (claim()'s
+        # loop) until its own wait is over.
+        groups: dict[tuple[float | None, str | None], list[int]] = {}
+        for i, (_, ttl, worker) in enumerate(items):
+            groups.setdefault((ttl, worker), []).append(i)
+        answers: list[Mapping[str, Any] | None | BaseException] = [None] * len(items)
+
+        async def claim(ttl: float | None, worker: str | None, idx: list[int]) -> None:
+            wait = min(items[i][0] for i in idx)
+            body: dict[str, Any] = {"kind": self.kind, "max": len(idx), "wait": wait}
             if self.kind == "boltzmann":
                 body["temperature"] = self.temperature
             if ttl is not None:
                 body["lease_ttl"] = ttl
             if worker:
                 body["worker"] = worker
-            ans = await self._call("POST", self.path + "/claim", body=body, wait=chunk, retry="once")
-            jobs = ans.get("jobs") or []
-            if jobs:
-                return await self._job(jobs[0])
-            if time.monotonic() >= end:
-                return None
+            try:
+                ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once")
+            except errors.DispatchError as e:
+                for i in idx:
+                    answers[i] = e
+                return
+            for i, job in zip(idx, ans.get("jobs") or []):
+                answers[i] = job
+
+        await asyncio.gather(*(claim(ttl, worker, idx) for (ttl, worker), idx in groups.items()))
+        return answers
+
+    async def _release(self, d: Mapping[str, Any] | None) -> None:
+        # A job claimed for a caller that stopped waiting (a cancelled claim): give it back
+        # for another worker now rather than at its lease's expiry.
+        if d is None:
+            return
+        body = {
+            "id": str(d["id"]),
+            "token": str(d.get("token") or ""),
+            "outcome": "retry",
+            "retry_delay": 0.0,
+            "error": {"type": "released", "message": "claimed for a caller that stopped waiting", "attempt": int(d.get("attempt") or 0)},
+        }
+        await self._send_settles([(body, None)])
 
     async def _job(self, d: Mapping[str, Any]) -> Job:
         job = Job(
@@ -735,18 +817,48 @@ class QueueCore:
         retry_delay: float | None = None,
     ) -> None:
         """Settle a job: ``succeeded``, ``retry``, ``failed`` or ``timed_out``."""
-        body: dict[str, Any] = {"token": job.token, "outcome": outcome}
+        body: dict[str, Any] = {"id": job.id, "token": job.token, "outcome": outcome}
         if result is not None:
             body["result"] = result
         if error is not None:
             body["error"] = dict(error)
         if retry_delay is not None:
             body["retry_delay"] = retry_delay
-        deadline = _lease_deadline(job)
         try:
-            await self._call("POST", invocation_path(job.id) + "/settle", body=body, retry="fenced", deadline=deadline)
+            await asyncio.wrap_future(self._settles.put((body, _lease_deadline(job))))
         finally:
             self.held.pop(job.id, None)
+
+    async def _settle_one(self, body: Mapping[str, Any], deadline: float | None) -> None:
+        b = dict(body)
+        id = str(b.pop("id"))
+        await self._call("POST", invocation_path(id) + "/settle", body=b, retry="fenced", deadline=deadline)
+
+    async def _send_settles(self, items: list[tuple[dict[str, Any], float | None]]) -> list[None | BaseException]:
+        # Several settles go as one POST /v1/settle (one transaction, one answer per settle);
+        # a batch refused as a whole (one bad item) is sent again one settle at a time.
+        if len(items) == 1:
+            await self._settle_one(*items[0])
+            return [None]
+        deadlines = [d for _, d in items if d is not None]
+        try:
+            ans = await self._call(
+                "POST",
+                "/v1/settle",
+                body={"settles": [b for b, _ in items]},
+                retry="fenced",
+                deadline=min(deadlines) if deadlines else None,
+            )
+        except errors.UnavailableError:
+            raise
+        except errors.DispatchError:
+            answers = await asyncio.gather(*(self._settle_one(b, d) for b, d in items), return_exceptions=True)
+            return [a if isinstance(a, BaseException) else None for a in answers]
+        out: list[None | BaseException] = []
+        for r in ans.get("results") or []:
+            e = r.get("error") if isinstance(r, Mapping) else None
+            out.append(errors.error_from_body(e) if e else None)
+        return out
 
     async def ack(self, job: Job | str, result: Any) -> None:
         """Settle a held job as succeeded with ``result``."""
@@ -923,7 +1035,7 @@ class SyncQueue:
             QueueFullError, RateLimitedError: the queue's admission refused it.
         """
         body = self._core.submit_body(payload, envelope, key, priority, options)
-        return self._d.run(self._core.submit(body))
+        return wait_future(self._d._portal, self._core.submit_future(body))
 
     def submit_many(self, payloads: builtins.list[Any]) -> list[str]:
         """Enqueue several payloads (or Envelopes) in one request; return their ids."""
@@ -1128,7 +1240,7 @@ class Queue:
     ) -> str:
         """See :meth:`SyncQueue.submit`."""
         body = self._core.submit_body(payload, envelope, key, priority, options)
-        return await self._d.run_async(self._core.submit(body))
+        return await asyncio.wrap_future(self._core.submit_future(body))
 
     async def submit_many(self, payloads: builtins.list[Any]) -> list[str]:
         """See :meth:`SyncQueue.submit_many`."""

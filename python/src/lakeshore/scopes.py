@@ -15,7 +15,13 @@ Stores (``store=``, or ``$LAKESHORE_STORE``):
   (a temporary file renamed into place);
 - ``mem://``: a store in this process's memory (tests).
 
-Object stores (``s3://``, ``gs://``, ``azblob://``) are served by the Go SDK only for now.
+- ``s3://bucket?region=…&endpoint=…&disable_https=true&use_path_style=true`` and
+  ``gs://bucket``: an object store through ``pyarrow.fs`` (the ``data`` extra), the URLs of
+  the Go SDK's stores (gocloud.dev/blob): the same bucket and prefix name the same objects
+  from Go and Python. Credentials come from the environment as for the AWS and Google
+  clients (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``GOOGLE_APPLICATION_CREDENTIALS``).
+
+``azblob://`` is served by the Go SDK only (pyarrow has no Azure filesystem in every build).
 Keys follow the Go SDK's rules: relative, ``/``-separated, no empty, ``.`` or ``..``
 segment, no backslash or NUL, valid UTF-8; nothing escapes the prefix.
 """
@@ -28,6 +34,8 @@ import tempfile
 import threading
 from pathlib import Path
 from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from lakeshore import errors
 
@@ -68,6 +76,8 @@ class Scope:
         store = store if store is not None else os.environ.get("LAKESHORE_STORE", "")
         self.store = store
         self._root: Path | None
+        self._fs: Any = None  # a pyarrow.fs.FileSystem for s3:// and gs://
+        self._bucket = ""
         if store == "mem://":
             self._root = None
         elif store == "":
@@ -75,13 +85,16 @@ class Scope:
             self._root = home / "blobs"
         elif store.startswith("file://"):
             self._root = Path(store[len("file://") :])
+        elif store.startswith(("s3://", "gs://")):
+            self._root = None
+            self._fs, self._bucket = _object_store(store)
         elif "://" in store:
             raise errors.InvalidError(
-                f"unsupported store {store!r}: the Python SDK reads and writes file:// directories and mem:// "
-                "(object stores are served by the Go SDK's scope package)",
+                f"unsupported store {store!r}: the Python SDK reads and writes file:// directories, s3:// and gs:// "
+                "buckets and mem:// (other stores are served by the Go SDK's scope package)",
                 field="store",
                 value=store,
-                rule="file:///dir, a directory path, or mem://",
+                rule="file:///dir, a directory path, s3://bucket, gs://bucket or mem://",
             )
         else:
             self._root = Path(store)
@@ -98,6 +111,13 @@ class Scope:
         """Store ``data`` (str is written as UTF-8) at ``key``, replacing it; return ``key``."""
         name = self._name(key)
         raw = data.encode() if isinstance(data, str) else bytes(data)
+        if self._fs is not None:
+            try:
+                with self._fs.open_output_stream(f"{self._bucket}/{name}") as f:
+                    f.write(raw)
+            except OSError as e:
+                raise errors.UnavailableError(f"write {key!r} to {self.store}: {e}", code="unavailable") from e
+            return key
         if self._root is None:
             with _mem_lock:
                 _mem[name] = raw
@@ -118,7 +138,18 @@ class Scope:
     def read(self, key: str) -> bytes:
         """The bytes at ``key``. Raises NotFoundError when there is none."""
         name = self._name(key)
-        if self._root is None:
+        if self._fs is not None:
+            try:
+                with self._fs.open_input_stream(f"{self._bucket}/{name}") as f:
+                    data = bytes(f.read())
+            except FileNotFoundError:
+                data = None
+            except OSError as e:
+                if "NoSuchKey" in str(e) or "does not exist" in str(e) or "Path does not exist" in str(e):
+                    data = None
+                else:
+                    raise errors.UnavailableError(f"read {key!r} from {self.store}: {e}", code="unavailable") from e
+        elif self._root is None:
             with _mem_lock:
                 data = _mem.get(name)
         else:
@@ -148,6 +179,38 @@ class Scope:
         if self._token is not None:
             _current.reset(self._token)
             self._token = None
+
+
+def _object_store(store: str) -> tuple[Any, str]:
+    """A pyarrow filesystem and bucket name for an s3:// or gs:// URL of gocloud.dev/blob."""
+    u = urlsplit(store)
+    q = {k: v[-1] for k, v in parse_qs(u.query).items()}
+    if not u.netloc:
+        raise errors.InvalidError(
+            f"invalid store {store!r}: name a bucket ({u.scheme}://bucket)", field="store", value=store, rule="s3://bucket or gs://bucket"
+        )
+    try:
+        import pyarrow.fs as pafs
+    except ImportError as e:
+        raise errors.InvalidError(
+            f"store {store!r} needs pyarrow: pip install 'lakeshore[data]'", field="store", value=store, rule="pyarrow installed"
+        ) from e
+    if u.scheme == "gs":
+        return pafs.GcsFileSystem(), u.netloc
+    kw: dict[str, Any] = {}
+    if "region" in q:
+        kw["region"] = q["region"]
+    endpoint = q.get("endpoint")
+    if endpoint:
+        if endpoint.startswith(("http://", "https://")):
+            scheme, _, endpoint = endpoint.partition("://")
+            kw["scheme"] = scheme
+        kw["endpoint_override"] = endpoint
+    if q.get("disable_https") in ("true", "1"):
+        kw["scheme"] = "http"
+    if q.get("use_path_style") in ("true", "1") or q.get("s3ForcePathStyle") in ("true", "1"):
+        kw["force_virtual_addressing"] = False
+    return pafs.S3FileSystem(**kw), u.netloc
 
 
 class _suppress:
