@@ -154,7 +154,9 @@ var (
 //   - claims in batches (up to the free handler slots, WorkerOptions.BatchSize at most),
 //     waiting by notification when the queues are empty; a sequential worker (concurrency
 //     1, one queue) claims its next job with the settle of the last, in one commit
-//     (Driver.InvocationSettleAndClaim);
+//     (Driver.InvocationSettleAndClaim); a wider worker on one queue sends the settles
+//     that gathered meanwhile in one such call with a claim for the slots they free, so a
+//     burn-down costs about one commit per batch;
 //   - acks a handler's result; nacks its error with retry (without retry when marked
 //     Permanent, e.g. a payload that does not decode into a Func's input), its panic with
 //     retry (ErrorInfo type "panic"), and a handler that ends its goroutine with
