@@ -154,7 +154,9 @@ var (
 //   - claims in batches (up to the free handler slots, WorkerOptions.BatchSize at most),
 //     waiting by notification when the queues are empty; a sequential worker (concurrency
 //     1, one queue) claims its next job with the settle of the last, in one commit
-//     (Driver.InvocationSettleAndClaim);
+//     (Driver.InvocationSettleAndClaim); a wider worker on one queue sends the settles
+//     that gathered meanwhile in one such call with a claim for the slots they free, so a
+//     burn-down costs about one commit per batch;
 //   - acks a handler's result; nacks its error with retry (without retry when marked
 //     Permanent, e.g. a payload that does not decode into a Func's input), its panic with
 //     retry (ErrorInfo type "panic"), and a handler that ends its goroutine with
@@ -345,11 +347,18 @@ func (w *Worker) run(ctx, runCtx, claimCtx context.Context, stopClaiming context
 	hb.Go(func() { w.heartbeatLoop(context.WithoutCancel(ctx), info, hbStop) })
 
 	var claimers, handlers sync.WaitGroup
+	var settler *settler
+	if len(w.bindings) == 1 && w.o.Concurrency > 1 {
+		settler = w.newSettler(context.WithoutCancel(ctx), claimCtx, runCtx, w.bindings[0], &handlers)
+	}
 	for _, b := range w.bindings {
-		claimers.Go(func() { w.claimLoop(claimCtx, runCtx, stopClaiming, b, &handlers) })
+		claimers.Go(func() { w.claimLoop(claimCtx, runCtx, stopClaiming, b, &handlers, settler) })
 	}
 	claimers.Wait()
 	handlers.Wait()
+	if settler != nil {
+		settler.stop() // every handler had its answer: nothing is pending
+	}
 	close(hbStop)
 	hb.Wait()
 
@@ -428,7 +437,7 @@ func (w *Worker) idle(b *binding, empty bool) bool {
 	return true
 }
 
-func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.CancelCauseFunc, b *binding, handlers *sync.WaitGroup) {
+func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.CancelCauseFunc, b *binding, handlers *sync.WaitGroup, s *settler) {
 	wait := w.o.ClaimWait
 	if w.o.Once && !w.o.ExitWhenIdle && len(w.bindings) == 1 {
 		wait = -1 // until a job comes or ctx ends (with several queues, a claim must not hold the only slot)
@@ -497,7 +506,7 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 		}
 		w.idle(b, false)
 		for _, job := range jobs {
-			w.start(ctx, runCtx, b, job, handlers)
+			w.start(ctx, runCtx, b, job, handlers, s)
 		}
 	}
 }
@@ -517,14 +526,23 @@ func (w *Worker) release(n int) {
 // start runs job on b's handler in a goroutine holding one slot. A sequential worker
 // (concurrency 1, one queue) settles the job and claims the next one in the same commit
 // (Driver.InvocationSettleAndClaim) while claimCtx lets it claim and MaxJobs allows; the
-// goroutine then runs that job on the same slot: one durable commit per job. Wider workers
-// keep claiming in batches from the claim loop, where the plane's group commit already
-// shares commits among jobs.
-func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup) {
+// goroutine then runs that job on the same slot: one durable commit per job. A wider worker
+// on one queue hands its settles to s, which sends those that gathered meanwhile in one
+// InvocationSettleAndClaim together with a claim for the slots they free (and any other
+// free slot): one commit per batch for the acks and the next claims.
+func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup, s *settler) {
 	jobCtx, cancel := context.WithCancelCause(runCtx)
 	r := &runningJob{e: &execution{q: b.q, job: job, fn: b.fn, cancel: cancel, logger: w.o.Logger}}
 	var next *Job
-	if len(w.bindings) == 1 && w.o.Concurrency == 1 {
+	handedOff := false // the slot passed to s with the settle
+	switch {
+	case s != nil:
+		r.e.settleFn = func(ctx context.Context, p plane.SettleParams) error {
+			var err error
+			handedOff, err = s.settle(ctx, p)
+			return err
+		}
+	case len(w.bindings) == 1 && w.o.Concurrency == 1:
 		r.e.settleFn = func(ctx context.Context, p plane.SettleParams) error {
 			var err error
 			next, err = w.settleAndClaim(ctx, claimCtx, b, p)
@@ -536,12 +554,13 @@ func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, h
 	w.mu.Unlock()
 	handlers.Go(func() {
 		w.run1(runCtx, jobCtx, cancel, r)
-		if next != nil {
+		switch {
+		case next != nil:
 			w.idle(b, false)
-			w.start(claimCtx, runCtx, b, next, handlers) // the slot passes to the next job
-			return
+			w.start(claimCtx, runCtx, b, next, handlers, s) // the slot passes to the next job
+		case !handedOff:
+			w.release(1)
 		}
-		w.release(1)
 	})
 }
 

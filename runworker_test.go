@@ -30,6 +30,10 @@ type spyDriver struct {
 	settles    map[string]int
 	// settleAndClaims counts InvocationSettleAndClaim calls; chained, the jobs they claimed.
 	settleAndClaims, chained int
+	// settleBatches are the settle counts of the InvocationSettleAndClaim calls.
+	settleBatches []int
+	// noSettleAndClaim makes InvocationSettleAndClaim answer ErrNotImplemented.
+	noSettleAndClaim atomic.Bool
 
 	heartbeatsFail atomic.Bool
 	heartbeats     atomic.Int64
@@ -55,7 +59,11 @@ func (s *spyDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleP
 }
 
 func (s *spyDriver) InvocationSettleAndClaim(ctx context.Context, ps []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
+	if s.noSettleAndClaim.Load() {
+		return nil, nil, plane.ErrNotImplemented
+	}
 	s.mu.Lock()
+	s.settleBatches = append(s.settleBatches, len(ps))
 	for _, p := range ps {
 		s.settles[p.ID]++
 	}
