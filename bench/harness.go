@@ -314,7 +314,7 @@ func selectWorkloads(names []string) ([]workload, error) {
 // role says how a system's row is read against Lakeshore's.
 func role(name string) string {
 	switch name {
-	case "lakeshore", "lakeshore-http":
+	case "lakeshore", "lakeshore-http", "lakeshore-http-proc":
 		return "ours"
 	case "sqlite-raw":
 		return "ceiling"
