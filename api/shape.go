@@ -73,7 +73,7 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*shape) *shape {
 	case t == timeType:
 		return &shape{kind: shapeTime, nullable: nullable}
 	case t == rawMessageTyp:
-		return &shape{kind: shapeBytes, nullable: true}
+		return &shape{kind: shapeBytes, nullable: nullable}
 	}
 	if s, ok := seen[t]; ok {
 		return s
@@ -90,14 +90,16 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*shape) *shape {
 		return &shape{kind: shapeFloat, nullable: nullable}
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 {
-			return &shape{kind: shapeBytes, nullable: true}
+			return &shape{kind: shapeBytes, nullable: nullable}
 		}
-		s := &shape{kind: shapeArray, nullable: true}
+		// The generated decoder takes nil only for pointers and payloads, not for a list
+		// or a map: nor does the check.
+		s := &shape{kind: shapeArray, nullable: nullable}
 		seen[t] = s
 		s.elem = buildShape(t.Elem(), seen)
 		return s
 	case reflect.Map:
-		s := &shape{kind: shapeMap, nullable: true}
+		s := &shape{kind: shapeMap, nullable: nullable}
 		seen[t] = s
 		s.elem = buildShape(t.Elem(), seen)
 		return s
