@@ -77,10 +77,9 @@ func (g *submitGroup) do(ctx context.Context, d *Driver, params *plane.SubmitMan
 	q.busy = true
 	g.mu.Unlock()
 	if start {
-		// The caller that found the queue idle sends for it (no goroutine to start: a lone
-		// submit costs what it did before grouping), then hands on to a goroutine if
-		// others queued up meanwhile.
-		g.serve(d, key, q, c)
+		// A goroutine sends, not this caller: a caller whose ctx ends returns at once even
+		// while the request that carries others' submits goes on.
+		go g.serve(d, key, q)
 	}
 	select {
 	case <-c.done:
@@ -91,21 +90,14 @@ func (g *submitGroup) do(ctx context.Context, d *Driver, params *plane.SubmitMan
 	}
 }
 
-// serve sends q's callers, batch after batch, until none wait. own is the caller running
-// serve, if any: once its own submit is done it hands the rest to a new goroutine rather
-// than make its caller wait for others.
-func (g *submitGroup) serve(d *Driver, key submitQueueKey, q *submitQueue, own *submitCall) {
+// serve sends q's callers, batch after batch, until none wait.
+func (g *submitGroup) serve(d *Driver, key submitQueueKey, q *submitQueue) {
 	for {
 		g.mu.Lock()
 		if len(q.calls) == 0 {
 			q.busy = false
 			delete(g.queues, key)
 			g.mu.Unlock()
-			return
-		}
-		if own != nil && isDone(own.done) {
-			g.mu.Unlock()
-			go g.serve(d, key, q, nil)
 			return
 		}
 		n, size, k := 0, 0, 0
@@ -122,15 +114,6 @@ func (g *submitGroup) serve(d *Driver, key submitQueueKey, q *submitQueue, own *
 		q.calls = q.calls[k:]
 		g.mu.Unlock()
 		g.send(d, batch)
-	}
-}
-
-func isDone(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }
 
