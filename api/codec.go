@@ -14,7 +14,6 @@ import (
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
 // The content types of request and response bodies.
@@ -107,17 +106,25 @@ func (c Codec) unmarshal(data []byte, v any, strict bool) error {
 		// against the bytes that follow, str keys): the generated decoder would otherwise
 		// allocate for whatever element count a hostile 6-byte body declares. Answers come
 		// from the server the client chose and skip the check.
+		// The same walk then checks the body against the route's fields and their kinds, as
+		// the JSON decoder does (see shape.go).
 		if strict {
-			if _, err := wire.Decode(data); err != nil {
-				return &plane.InvalidError{Field: "request body", Rule: "send one msgpack map of the route's fields: " + strings.TrimPrefix(err.Error(), "wire: ")}
+			if err := checkShape(data, v); err != nil {
+				return err
 			}
 		}
 		rest, err := u.UnmarshalMsg(data)
 		if err == nil && len(rest) > 0 {
-			err = fmt.Errorf("%d bytes follow the body", len(rest))
+			return &plane.InvalidError{Field: "request body", Rule: fmt.Sprintf("send one msgpack map of the route's fields: %d bytes follow it", len(rest))}
 		}
 		if err != nil {
-			return &plane.InvalidError{Field: "request body", Rule: "send one msgpack map of the route's fields: " + strings.TrimPrefix(err.Error(), "msgp: ")}
+			// The decoder's words name Go types and fields: say only what is allowed.
+			// (A request body passed checkShape; this is mostly a value out of range.)
+			rule := "send one msgpack map of the route's fields, each of the kind /v1/openapi.json gives"
+			if !strict {
+				rule = "the answer is not a msgpack map of the route's fields"
+			}
+			return &plane.InvalidError{Field: "request body", Rule: rule}
 		}
 		return nil
 	}

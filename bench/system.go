@@ -108,6 +108,7 @@ func systems() []system {
 	return []system{
 		lakeshoreSystem{},
 		lakeshoreHTTPSystem{},
+		lakeshoreHTTPProcSystem{},
 		riverSystem{},
 		lakeshorePGSystem{},
 		riverPGSystem{},

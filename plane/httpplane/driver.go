@@ -22,17 +22,34 @@ func blockMargin(left time.Duration) time.Duration {
 // here, so the call is retried safely. A submit blocked by a full queue (on_full=block)
 // waits until ctx ends, repeating the request when the server's long-poll limit ends it
 // first.
+//
+// Concurrent calls to one queue coalesce: while one submit request of the queue is in
+// flight, the submits of later callers queue up and go out together in the next request
+// (see submitGroup); each caller gets its own results or error.
 func (d *Driver) InvocationSubmitMany(ctx context.Context, params *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	req := &api.SubmitBatchRequest{Invocations: make([]api.SubmitInvocation, len(params.Invocations))}
+	// The ids are made before grouping, so every repeat (of the coalesced request, or of
+	// one caller's submit alone after it failed) carries the same ones.
+	withIDs := &plane.SubmitManyParams{Namespace: params.Namespace, Queue: params.Queue,
+		Invocations: make([]plane.SubmitParams, len(params.Invocations))}
+	copy(withIDs.Invocations, params.Invocations)
 	now := d.cfg.Now()
+	for i := range withIDs.Invocations {
+		if withIDs.Invocations[i].ID == "" {
+			withIDs.Invocations[i].ID = d.ids.New(now)
+		}
+	}
+	return d.submits.do(ctx, d, withIDs)
+}
+
+// submitNow is one submit request of params (whose invocations all have ids), repeated
+// as InvocationSubmitMany says.
+func (d *Driver) submitNow(ctx context.Context, params *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
+	req := &api.SubmitBatchRequest{Invocations: make([]api.SubmitInvocation, len(params.Invocations))}
 	for i := range params.Invocations {
 		req.Invocations[i] = api.NewSubmitInvocation(&params.Invocations[i])
-		if req.Invocations[i].ID == "" {
-			req.Invocations[i].ID = d.ids.New(now)
-		}
 	}
 	// The request must outlive the caller's deadline a little: the server ends the block
 	// just before it and answers queue_full, which the caller must see rather than its

@@ -112,6 +112,8 @@ type Driver struct {
 	leases leaseBook // lease expiries of the jobs claimed here, bounding settle retries
 	// settles coalesces concurrent InvocationSettleMany calls into batched requests.
 	settles settleGroup
+	// submits coalesces concurrent InvocationSubmitMany calls to one queue.
+	submits submitGroup
 
 	closeCtx context.Context
 	close    context.CancelFunc
