@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"os"
@@ -115,6 +116,9 @@ func TestServeDataDistributed(t *testing.T) {
 			}
 			b, m, err := q.Reader().GetBatch(ctx, &persist.MetaRequest{Fields: []string{"i"}, BatchSize: 50, Task: task,
 				Sampler: persist.SamplerSpec{Name: "sequential"}, Wait: true, Timeout: time.Second})
+			if errors.Is(err, persist.ErrTimeout) {
+				continue // no full batch yet (the producer is behind, or the other rank took it)
+			}
 			if err != nil {
 				return err
 			}
