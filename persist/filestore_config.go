@@ -62,7 +62,12 @@ type Config struct {
 	// file-store fields below (Dir aside) do not apply to it: the server's own
 	// configuration does.
 	URL string
-	// Namespace is the HTTP store's namespace on the server. Defaults to "default".
+	// Namespace is the queue's namespace (tenant) in stores that have namespaces: the
+	// HTTP store's namespace on the server, and the distributed store's (a postgres://
+	// target; persist/lakestore) namespace in its catalog, the same one a server
+	// started with `lakeshore serve --data postgres://…` serves, so a program sees the
+	// same queue through either. The file store has none (a directory is one tenant's).
+	// Defaults to "default".
 	Namespace string
 	// Token is the bearer token the HTTP store sends. Defaults to $LAKESHORE_TOKEN.
 	Token string

@@ -24,11 +24,59 @@ import (
 // live, how they are opened and closed, and how their errors are written. The handlers are
 // in data_handlers.go, the Arrow and record conversions in data_records.go.
 
-// dataQueues opens the data queues of a server lazily, one persist.Store per (namespace,
-// queue) shared by every request, under Config.DataDir/{namespace}/{queue}/.
-type dataQueues struct {
+// DataStores opens and lists the data queues a server serves. Config.DataStores sets
+// it; without it the server keeps file stores under Config.DataDir. Names reach it
+// checked by plane.ValidateName. Its stores must keep namespaces apart: a queue of one
+// namespace never shares a row with the queue of the same name in another.
+type DataStores interface {
+	// Open opens data queue queue of namespace, creating it if needed. The server
+	// opens each (namespace, queue) once and closes the store at Server.Close.
+	Open(ctx context.Context, namespace, queue string) (persist.Store, error)
+	// List returns the names of the data queues of namespace, sorted ([] for none).
+	List(ctx context.Context, namespace string) ([]string, error)
+}
+
+// fileDataStores are the file stores of a server under root/{namespace}/{queue}/.
+type fileDataStores struct {
 	root string
 	cfg  *persist.Config
+}
+
+func (f *fileDataStores) Open(ctx context.Context, namespace, queue string) (persist.Store, error) {
+	cfg := persist.Config{}
+	if f.cfg != nil {
+		cfg = *f.cfg
+	}
+	cfg.Dir = filepath.Join(f.root, namespace)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	return persist.OpenFileStore(ctx, queue, &cfg)
+}
+
+// List returns the directories under the namespace's root.
+func (f *fileDataStores) List(_ context.Context, namespace string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(f.root, namespace))
+	if errors.Is(err, os.ErrNotExist) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, e := range ents {
+		if e.IsDir() && plane.ValidateName("queue name", e.Name()) == nil {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// dataQueues opens the data queues of a server lazily, one persist.Store per (namespace,
+// queue) shared by every request, from stores (nil: the server serves no data queues).
+type dataQueues struct {
+	stores DataStores
 
 	metrics *dataMetrics
 
@@ -80,12 +128,23 @@ type dataQueue struct {
 }
 
 // errNoDataDir answers data routes on a server without a data directory.
-var errNoDataDir = fmt.Errorf("%w: this server serves no data queues (start it with a data directory: lakeshore serve --data-dir)", plane.ErrNotImplemented)
+var errNoDataDir = fmt.Errorf("%w: this server serves no data queues (start it with a data directory or store: lakeshore serve --data-dir or --data)", plane.ErrNotImplemented)
+
+// dataStoresOf returns the data stores a Config asks for.
+func dataStoresOf(c *Config) DataStores {
+	switch {
+	case c.DataStores != nil:
+		return c.DataStores
+	case c.DataDir != "":
+		return &fileDataStores{root: c.DataDir, cfg: c.DataConfig}
+	}
+	return nil
+}
 
 // get returns the open store of namespace/queue, opening it at its first use. Names are
 // validated by the caller (plane.ValidateName: no path separators, no leading dot).
 func (d *dataQueues) get(ctx context.Context, namespace, queue string) (*dataQueue, error) {
-	if d == nil || d.root == "" {
+	if d == nil || d.stores == nil {
 		return nil, errNoDataDir
 	}
 	key := namespace + "/" + queue
@@ -97,15 +156,7 @@ func (d *dataQueues) get(ctx context.Context, namespace, queue string) (*dataQue
 	if q, ok := d.open[key]; ok {
 		return q, nil
 	}
-	cfg := persist.Config{}
-	if d.cfg != nil {
-		cfg = *d.cfg
-	}
-	cfg.Dir = filepath.Join(d.root, namespace)
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	s, err := persist.OpenFileStore(ctx, queue, &cfg)
+	s, err := d.stores.Open(ctx, namespace, queue)
 	if err != nil {
 		return nil, err
 	}
@@ -158,26 +209,12 @@ func (q *dataQueue) waitChange(after int64) <-chan struct{} {
 	return q.changed
 }
 
-// list returns the names of the data queues of namespace (directories under its root).
-func (d *dataQueues) list(namespace string) ([]string, error) {
-	if d == nil || d.root == "" {
+// list returns the names of the data queues of namespace.
+func (d *dataQueues) list(ctx context.Context, namespace string) ([]string, error) {
+	if d == nil || d.stores == nil {
 		return nil, errNoDataDir
 	}
-	ents, err := os.ReadDir(filepath.Join(d.root, namespace))
-	if errors.Is(err, os.ErrNotExist) {
-		return []string{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := []string{}
-	for _, e := range ents {
-		if e.IsDir() && plane.ValidateName("queue name", e.Name()) == nil {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out, nil
+	return d.stores.List(ctx, namespace)
 }
 
 // close closes every open store (flushing their tails); later gets fail.
@@ -205,36 +242,55 @@ func (d *dataQueues) close(ctx context.Context) error {
 // data queues after it fail with 503 shutting_down. It does not close the plane.
 func (s *Server) Close(ctx context.Context) error { return s.data.close(ctx) }
 
-// dataRoutes returns the handlers of api.DataRoutes, each writing its errors with the
-// details of persist's typed errors.
+// dataHandler handles a request to one data queue, opened (and the token checked) by
+// dataRoutes before it runs.
+type dataHandler func(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error
+
+// dataRoutes returns the handlers of api.DataRoutes. Every route to one queue shares one
+// prologue (dataQueueOf: validate the namespace and queue, check the token for the
+// route's permission, open the store); every handler writes its errors with the details
+// of persist's typed errors.
 func (s *Server) dataRoutes() map[string]handlerFunc {
 	d := api.DataPath
-	hs := map[string]handlerFunc{
-		"GET /v1/namespaces/{namespace}/data":     s.handleDataQueues,
-		"POST " + d + "/records":                  s.handleDataPut,
-		"GET " + d + "/records":                   s.handleDataRead,
-		"GET " + d + "/stream":                    s.handleDataStream,
-		"POST " + d + "/fields":                   s.handleDataPutFields,
-		"POST " + d + "/flush":                    s.handleDataFlush,
-		"POST " + d + "/data":                     s.handleDataGet,
-		"POST " + d + "/meta":                     s.handleDataMeta,
-		"POST " + d + "/produced":                 s.handleDataProduced,
-		"POST " + d + "/consumption/mark":         s.handleDataMark,
-		"POST " + d + "/consumption/reset":        s.handleDataReset,
-		"GET " + d + "/consumption":               s.handleDataConsumed,
-		"POST " + d + "/clear":                    s.handleDataClear,
-		"DELETE " + d + "/partitions/{partition}": s.handleDataClearPartition,
-		"POST " + d + "/kv":                       s.handleDataKVPut,
-		"POST " + d + "/kv/get":                   s.handleDataKVGet,
-		"GET " + d + "/kv":                        s.handleDataKVList,
-		"POST " + d + "/kv/clear":                 s.handleDataKVClear,
-		"GET " + d + "/schema":                    s.handleDataSchema,
-		"GET " + d + "/stats":                     s.handleDataStats,
-		"GET " + d + "/changes":                   s.handleDataChanges,
+	put, read := dataPutPerms, dataReadPerms
+	queueRoutes := map[string]struct {
+		perms []plane.Permission
+		h     dataHandler
+	}{
+		"POST " + d + "/records":                  {put, s.handleDataPut},
+		"GET " + d + "/records":                   {read, s.handleDataRead},
+		"GET " + d + "/stream":                    {read, s.handleDataStream},
+		"POST " + d + "/fields":                   {put, s.handleDataPutFields},
+		"POST " + d + "/flush":                    {put, s.handleDataFlush},
+		"POST " + d + "/data":                     {read, s.handleDataGet},
+		"POST " + d + "/meta":                     {read, s.handleDataMeta},
+		"POST " + d + "/produced":                 {read, s.handleDataProduced},
+		"POST " + d + "/consumption/mark":         {read, s.handleDataMark},
+		"POST " + d + "/consumption/reset":        {read, s.handleDataReset},
+		"GET " + d + "/consumption":               {read, s.handleDataConsumed},
+		"POST " + d + "/clear":                    {put, s.handleDataClear},
+		"DELETE " + d + "/partitions/{partition}": {put, s.handleDataClearPartition},
+		"POST " + d + "/kv":                       {put, s.handleDataKVPut},
+		"POST " + d + "/kv/get":                   {read, s.handleDataKVGet},
+		"GET " + d + "/kv":                        {read, s.handleDataKVList},
+		"POST " + d + "/kv/clear":                 {put, s.handleDataKVClear},
+		"GET " + d + "/schema":                    {read, s.handleDataSchema},
+		"GET " + d + "/stats":                     {read, s.handleDataStats},
+		"GET " + d + "/changes":                   {read, s.handleDataChanges},
 	}
-	for k, h := range hs {
+	hs := map[string]handlerFunc{"GET /v1/namespaces/{namespace}/data": func(w http.ResponseWriter, r *http.Request, p *principal) error {
+		if err := s.handleDataQueues(w, r, p); err != nil {
+			s.writeDataError(w, r, err)
+		}
+		return nil
+	}}
+	for k, route := range queueRoutes {
 		hs[k] = func(w http.ResponseWriter, r *http.Request, p *principal) error {
-			if err := h(w, r, p); err != nil {
+			dq, err := s.dataQueueOf(w, r, p, route.perms)
+			if err == nil {
+				err = route.h(w, r, p, dq)
+			}
+			if err != nil {
 				s.writeDataError(w, r, err)
 			}
 			return nil

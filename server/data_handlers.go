@@ -32,7 +32,7 @@ func (s *Server) handleDataQueues(w http.ResponseWriter, r *http.Request, p *pri
 	if !p.allowsNamespace(ns, plane.PermissionDataRead) {
 		return forbidden("listing the data queues of namespace "+ns, plane.PermissionDataRead)
 	}
-	names, err := s.data.list(ns)
+	names, err := s.data.list(r.Context(), ns)
 	if err != nil {
 		return err
 	}
@@ -114,12 +114,9 @@ func partitionOf(r *http.Request, body string) string {
 	return persist.DefaultPartition
 }
 
-func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var recs []persist.Record
+	var err error
 	partition := partitionOf(r, "")
 	if isArrow(r) {
 		if recs, _, err = s.readArrow(w, r, false); err != nil {
@@ -147,13 +144,10 @@ func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *princi
 	return nil
 }
 
-func (s *Server) handleDataPutFields(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataPutFields(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var recs []persist.Record
 	var idx []int64
+	var err error
 	partition := partitionOf(r, "")
 	if isArrow(r) {
 		if recs, idx, err = s.readArrow(w, r, true); err != nil {
@@ -178,11 +172,7 @@ func (s *Server) handleDataPutFields(w http.ResponseWriter, r *http.Request, p *
 	return nil
 }
 
-func (s *Server) handleDataFlush(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataFlush(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	if err := dq.store.Flush(r.Context()); err != nil {
 		return err
 	}
@@ -258,11 +248,7 @@ func (s *Server) writeBatch(w http.ResponseWriter, r *http.Request, b *persist.B
 	return nil
 }
 
-func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	opts, err := getOpts(r)
 	if err != nil {
 		return err
@@ -317,11 +303,7 @@ func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *princ
 	}
 }
 
-func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	opts, err := getOpts(r)
 	if err != nil {
 		return err
@@ -431,11 +413,7 @@ func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *pri
 	return nil
 }
 
-func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataGetRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
@@ -461,11 +439,7 @@ func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *princi
 	return s.writeBatch(w, r, b, 0)
 }
 
-func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataMetaRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
@@ -518,11 +492,7 @@ func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *princ
 	return nil
 }
 
-func (s *Server) handleDataProduced(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataProduced(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataProducedRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
@@ -538,11 +508,7 @@ func (s *Server) handleDataProduced(w http.ResponseWriter, r *http.Request, p *p
 	return nil
 }
 
-func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataConsumptionRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
@@ -554,11 +520,7 @@ func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *princ
 	return nil
 }
 
-func (s *Server) handleDataReset(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataReset(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataConsumptionRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
@@ -573,11 +535,7 @@ func (s *Server) handleDataReset(w http.ResponseWriter, r *http.Request, p *prin
 	return nil
 }
 
-func (s *Server) handleDataConsumed(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataConsumed(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	n, err := dq.store.Consumed(r.Context(), r.URL.Query().Get("task"), partitionOf(r, ""))
 	if err != nil {
 		return err
@@ -586,11 +544,7 @@ func (s *Server) handleDataConsumed(w http.ResponseWriter, r *http.Request, p *p
 	return nil
 }
 
-func (s *Server) handleDataClear(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataClear(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataClearRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
@@ -602,11 +556,7 @@ func (s *Server) handleDataClear(w http.ResponseWriter, r *http.Request, p *prin
 	return nil
 }
 
-func (s *Server) handleDataClearPartition(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataClearPartition(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	if err := dq.store.ClearPartition(r.Context(), r.PathValue("partition")); err != nil {
 		return err
 	}
@@ -614,11 +564,7 @@ func (s *Server) handleDataClearPartition(w http.ResponseWriter, r *http.Request
 	return nil
 }
 
-func (s *Server) handleDataKVPut(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataKVPut(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataKVPutRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
@@ -655,11 +601,7 @@ func kvEntries(es []persist.KVEntry) (*api.DataKVResponse, error) {
 	return out, nil
 }
 
-func (s *Server) handleDataKVGet(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataKVGet(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataKVKeysRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
@@ -676,11 +618,7 @@ func (s *Server) handleDataKVGet(w http.ResponseWriter, r *http.Request, p *prin
 	return nil
 }
 
-func (s *Server) handleDataKVList(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataKVList(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	es, err := dq.store.KVList(r.Context(), r.URL.Query().Get("partition"))
 	if err != nil {
 		return err
@@ -693,11 +631,7 @@ func (s *Server) handleDataKVList(w http.ResponseWriter, r *http.Request, p *pri
 	return nil
 }
 
-func (s *Server) handleDataKVClear(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataPutPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataKVClear(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataKVKeysRequest
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
@@ -712,11 +646,7 @@ func (s *Server) handleDataKVClear(w http.ResponseWriter, r *http.Request, p *pr
 	return nil
 }
 
-func (s *Server) handleDataSchema(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataSchema(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	sc, err := dq.store.Schema(r.Context())
 	if err != nil {
 		return err
@@ -729,11 +659,7 @@ func (s *Server) handleDataSchema(w http.ResponseWriter, r *http.Request, p *pri
 	return nil
 }
 
-func (s *Server) handleDataStats(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataStats(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	st, err := dq.store.Stats(r.Context())
 	if err != nil {
 		return err
@@ -754,11 +680,7 @@ func (s *Server) handleDataStats(w http.ResponseWriter, r *http.Request, p *prin
 	return nil
 }
 
-func (s *Server) handleDataChanges(w http.ResponseWriter, r *http.Request, p *principal) error {
-	dq, err := s.dataQueueOf(w, r, p, dataReadPerms)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataChanges(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	after, err := queryInt(r, "after", -1)
 	if err != nil {
 		return err

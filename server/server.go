@@ -47,6 +47,12 @@ type Config struct {
 	// to persist's defaults.
 	DataConfig *persist.Config
 
+	// DataStores, when set, opens and lists the data queues instead of file stores
+	// under DataDir (DataDir and DataConfig are then ignored): `lakeshore serve --data
+	// postgres://…?blob=…` sets it to the distributed store (persist/lakestore), so that
+	// any number of servers serve the same queues. Defaults to nil.
+	DataStores DataStores
+
 	// Gatherer serves /metrics. Defaults to Registerer when it is a Gatherer, else a
 	// private registry.
 	Gatherer prometheus.Gatherer
@@ -203,7 +209,7 @@ type Server struct {
 func New(drv plane.Driver, cfg *Config) *Server {
 	c := cfg.withDefaults()
 	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
-		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{}, data: &dataQueues{root: c.DataDir, cfg: c.DataConfig}}
+		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{}, data: &dataQueues{stores: dataStoresOf(&c)}}
 	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
 	if c.AdminToken != "" {
 		s.authOn = true

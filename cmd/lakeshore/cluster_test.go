@@ -32,11 +32,11 @@ type servedProcess struct {
 	done chan struct{}
 }
 
-// startServe starts `lakeshore serve --target target --addr 127.0.0.1:0` as a child process
-// and returns once it listens.
-func startServe(t *testing.T, target string) *servedProcess {
+// startServe starts `lakeshore serve --target target --addr 127.0.0.1:0 [args…]` as a child
+// process and returns once it listens.
+func startServe(t *testing.T, target string, args ...string) *servedProcess {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--target", target, "--addr", "127.0.0.1:0")
+	cmd := exec.Command(binary, append([]string{"serve", "--target", target, "--addr", "127.0.0.1:0"}, args...)...)
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, EnvAdminToken+"=") && !strings.HasPrefix(kv, lakeshore.EnvURL+"=") {

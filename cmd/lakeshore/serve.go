@@ -22,6 +22,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/lakestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -73,6 +74,10 @@ type ServeOpts struct {
 	// (/v1/namespaces/{ns}/data/{queue}, package persist): DataDir/{ns}/{queue}/.
 	// Defaults to $LAKESHORE_HOME/data (~/.lakeshore/data).
 	DataDir string
+	// Data, when set, is the distributed store the data queues live in instead of
+	// DataDir: "postgres://…?blob=<bucket URL>" (persist/lakestore; `--data`). Any
+	// number of servers given the same Data serve the same queues.
+	Data string
 	// LogRequests logs one line per request (method, path, status, bytes, duration) at
 	// level Info: `serve -v`.
 	LogRequests bool
@@ -86,6 +91,12 @@ type ServeOpts struct {
 func (o *ServeOpts) Validate() error {
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return plane.Invalid("--tls-cert/--tls-key", nil, "give both or neither")
+	}
+	if o.Data != "" && o.DataDir != "" {
+		return plane.Invalid("--data/--data-dir", nil, "give one: --data-dir for file stores on this machine, --data for a distributed store")
+	}
+	if o.Data != "" && !lakestore.IsCatalogURL(o.Data) {
+		return plane.Invalid("--data", lakestore.Redact(o.Data), "postgres://…?blob=<bucket URL>, e.g. postgres://db/lakeshore?blob=s3%3A%2F%2Fbucket")
 	}
 	if _, _, err := net.SplitHostPort(cmp.Or(o.Addr, AddrDefault)); err != nil {
 		return plane.Invalid("--addr", o.Addr, "use host:port, e.g. "+AddrDefault)
@@ -187,13 +198,20 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	}
 	defer drv.Close()
 
-	dataDir, err := serveDataDir(o.DataDir, getenv)
-	if err != nil {
+	var dataDir string
+	var dataStores server.DataStores
+	if o.Data != "" {
+		st, err := lakestore.NewStores(o.Data, &lakestore.Config{Logger: logger})
+		if err != nil {
+			return err
+		}
+		dataStores, dataDir = st, "(distributed store)"
+	} else if dataDir, err = serveDataDir(o.DataDir, getenv); err != nil {
 		return err
 	}
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests,
 		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, MaxLongPollsPerTenant: o.MaxLongPollsPerTenant, DisableUI: o.NoUI,
-		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}})
+		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores})
 	defer func() {
 		// After the http.Server's shutdown: flush and close the data queues.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault))
@@ -399,6 +417,7 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
 	f.StringVar(&o.TLSKey, "tls-key", "", "TLS key file (PEM)")
 	f.StringVar(&o.DataDir, "data-dir", "", "root of the data queues (default: $"+lakeshore.EnvHome+"/data)")
+	f.StringVar(&o.Data, "data", "", "serve the data queues from a distributed store instead of --data-dir: postgres://…?blob=<bucket URL>")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", ShutdownTimeoutDefault, "bound on the graceful shutdown")
 	f.DurationVar(&o.LongPollMax, "long-poll-max", server.LongPollMaxDefault, "cap of one long-poll")
 	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")

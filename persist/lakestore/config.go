@@ -60,6 +60,14 @@ type Config struct {
 	// RowGroupRows is the largest number of rows in one Parquet row group. Defaults
 	// to persist.RowGroupRowsDefault (65,536).
 	RowGroupRows int
+	// Namespace, when set, puts the queue in that namespace (a tenant of a server): the
+	// queue's catalog rows are keyed "_ns/{namespace}/{name}" and its fragments are the
+	// objects {prefix}_ns/{namespace}/{name}/….parquet, so queues of the same name in
+	// different namespaces share nothing, and no queue opened without a namespace (its
+	// name cannot start with "_") shares a key or an object prefix with them. Same
+	// rules as a queue name. Defaults to "" (the queue is keyed by its name alone).
+	// `lakeshore serve --data` opens every queue in the namespace of its route.
+	Namespace string
 	// Logger receives warnings from background work. Defaults to a text logger on
 	// stderr at level Warn.
 	Logger *slog.Logger
@@ -85,6 +93,8 @@ func (c Config) validate() error {
 		return &persist.InvalidError{Field: "Config.Catalog", Value: redact(c.Catalog), Rule: "a postgres:// or postgresql:// URL"}
 	case c.Blob == "" || !strings.Contains(c.Blob, "://"):
 		return &persist.InvalidError{Field: "Config.Blob", Value: c.Blob, Rule: "a bucket URL: file:///dir, mem://, s3://bucket, gs://bucket"}
+	case c.Namespace != "" && persist.CheckName("namespace", c.Namespace) != nil:
+		return persist.CheckName("namespace", c.Namespace)
 	case c.FlushInterval < 0 && c.FlushInterval != -1:
 		return &persist.InvalidError{Field: "Config.FlushInterval", Value: c.FlushInterval, Rule: "positive, 0 for the default, or -1 to disable"}
 	case c.FlushRows < -1:
@@ -129,6 +139,18 @@ func ParseTarget(target string) (catalog, blobURL string, err error) {
 	u.RawQuery = q.Encode()
 	return u.String(), blobURL, nil
 }
+
+// catalogKey is the key of queue name in the catalog and the bucket (see
+// Config.Namespace).
+func catalogKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return "_ns/" + namespace + "/" + name
+}
+
+// Redact returns a URL without its password, for messages and logs.
+func Redact(s string) string { return redact(s) }
 
 // redact drops the password of a URL for messages.
 func redact(s string) string {

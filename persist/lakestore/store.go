@@ -33,7 +33,8 @@ const notifyChannel = "lakeshore_lakestore"
 // number of Stores, in any processes on any machines, may open one queue of one
 // catalog at once. Safe for concurrent use.
 type Store struct {
-	name   string
+	name   string // the queue's key in the catalog and the bucket (catalogKey)
+	queue  string // the queue's name, as given to Open
 	cfg    Config
 	pool   *pgxpool.Pool
 	bucket *blob.Bucket
@@ -91,13 +92,14 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("lakestore: open bucket %s: %w", c.Blob, err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO queues(queue) VALUES ($1) ON CONFLICT DO NOTHING`, name); err != nil {
+	key := catalogKey(c.Namespace, name)
+	if _, err := pool.Exec(ctx, `INSERT INTO queues(queue) VALUES ($1) ON CONFLICT DO NOTHING`, key); err != nil {
 		pool.Close()
 		bucket.Close()
 		return nil, fmt.Errorf("lakestore: create queue: %w", err)
 	}
 	cache, _ := lru.New[string, *fragment](c.CacheFragments)
-	s := &Store{name: name, cfg: c, pool: pool, bucket: bucket, cache: cache, closing: make(chan struct{}), kick: make(chan struct{}, 1)}
+	s := &Store{name: key, queue: name, cfg: c, pool: pool, bucket: bucket, cache: cache, closing: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.hub.init()
 	bgctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -109,7 +111,7 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 }
 
 // Name implements persist.Store.
-func (s *Store) Name() string { return s.name }
+func (s *Store) Name() string { return s.queue }
 
 // enter registers a call in flight; it fails with ErrClosed once Close began.
 func (s *Store) enter() error {

@@ -1,7 +1,13 @@
 package lakestore
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
@@ -13,13 +19,87 @@ func init() {
 
 // openTarget opens the store of a persist.Open target "postgres://…?blob=<bucket URL>"
 // (see ParseTarget), with persist.Config's FlushInterval, FlushRows, RowGroupRows,
-// PollInterval and Logger.
+// PollInterval, Logger and Namespace (a queue opened with a namespace is kept apart
+// from the queues of other namespaces; see Config.Namespace). The namespace defaults
+// to persist.NamespaceDefault, as over HTTP, so persist.Open names the same queue
+// with a postgres:// target as with the URL of a server serving that catalog.
 func openTarget(ctx context.Context, name, target string, pc *persist.Config) (persist.Store, error) {
 	catalog, blobURL, err := ParseTarget(target)
 	if err != nil {
 		return nil, err
 	}
 	cfg := &Config{Catalog: catalog, Blob: blobURL, FlushInterval: pc.FlushInterval, FlushRows: pc.FlushRows,
-		RowGroupRows: pc.RowGroupRows, PollInterval: pc.PollInterval, Logger: pc.Logger}
+		RowGroupRows: pc.RowGroupRows, PollInterval: pc.PollInterval, Logger: pc.Logger, Namespace: cmp.Or(pc.Namespace, persist.NamespaceDefault)}
 	return Open(ctx, name, cfg)
+}
+
+// ListQueues returns the names of the queues of namespace in the catalog at catalog (a
+// postgres:// URL), sorted: the queues opened with Config.Namespace = namespace. A
+// catalog no store has migrated yet has none. Errors: *persist.InvalidError for a bad
+// URL or namespace, connection errors.
+func ListQueues(ctx context.Context, catalog, namespace string) ([]string, error) {
+	if err := persist.CheckName("namespace", namespace); err != nil {
+		return nil, err
+	}
+	if !IsCatalogURL(catalog) {
+		return nil, &persist.InvalidError{Field: "catalog", Value: redact(catalog), Rule: "a postgres:// or postgresql:// URL"}
+	}
+	conn, err := pgx.Connect(ctx, catalog)
+	if err != nil {
+		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	prefix := catalogKey(namespace, "")
+	rows, err := conn.Query(ctx, `SELECT substr(queue, $2) FROM `+catalogSchema+`.queues WHERE starts_with(queue, $1) ORDER BY queue`,
+		prefix, len(prefix)+1)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") { // undefined table or schema: nothing migrated yet
+			return []string{}, nil
+		}
+		return nil, fmt.Errorf("lakestore: list queues: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("lakestore: list queues: %w", err)
+	}
+	return out, nil
+}
+
+// Stores opens the queues of one catalog and bucket by namespace: the data queues
+// `lakeshore serve --data postgres://…?blob=…` serves (it is a server.DataStores). Each
+// queue opened is its own Store (its own catalog pool and bucket handle).
+type Stores struct {
+	cfg Config
+}
+
+// NewStores returns the Stores of target, a "postgres://…?blob=<bucket URL>" as
+// ParseTarget reads it, with cfg's other settings (nil: defaults; its Catalog, Blob and
+// Namespace are ignored). Errors: *persist.InvalidError for a bad target or Config.
+func NewStores(target string, cfg *Config) (*Stores, error) {
+	catalog, blobURL, err := ParseTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Catalog, c.Blob, c.Namespace = catalog, blobURL, ""
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &Stores{cfg: c}, nil
+}
+
+// Open opens queue in namespace (Config.Namespace).
+func (s *Stores) Open(ctx context.Context, namespace, queue string) (persist.Store, error) {
+	c := s.cfg
+	c.Namespace = namespace
+	return Open(ctx, queue, &c)
+}
+
+// List returns the queues of namespace (ListQueues).
+func (s *Stores) List(ctx context.Context, namespace string) ([]string, error) {
+	return ListQueues(ctx, s.cfg.Catalog, namespace)
 }
