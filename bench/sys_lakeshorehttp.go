@@ -86,43 +86,40 @@ func (h *httpHost) stop() error {
 }
 
 func (lakeshoreHTTPSystem) open(ctx context.Context, e *env) (store, error) {
-	url := e.httpURL
-	var host *httpHost
+	return openOverHTTP(e, func() (string, func() error, error) {
+		h, err := startHTTPHost(ctx, e)
+		if err != nil {
+			return "", nil, err
+		}
+		return h.url, h.stop, nil
+	})
+}
+
+// openOverHTTP opens a store on the HTTP plane at e.httpURL, or, when the harness gave
+// none, on a server that start starts and the store's close stops.
+func openOverHTTP(e *env, start func() (url string, stop func() error, err error)) (store, error) {
+	url, stop := e.httpURL, func() error { return nil }
 	if url == "" {
 		var err error
-		if host, err = startHTTPHost(ctx, e); err != nil {
+		if url, stop, err = start(); err != nil {
 			return nil, err
 		}
-		url = host.url
 	}
 	drv, err := httpplane.New(url, nil)
 	if err != nil {
-		if host != nil {
-			host.stop()
-		}
-		return nil, err
+		return nil, errors.Join(err, stop())
 	}
 	s, err := newLakeshoreStore(lakeshore.New(drv, &lakeshore.Config{Logger: quietLogger()}), e)
 	if err != nil {
-		drv.Close()
-		if host != nil {
-			host.stop()
-		}
-		return nil, err
+		return nil, errors.Join(err, drv.Close(), stop())
 	}
-	return &lakeshoreHTTPStore{lakeshoreStore: s, drv: drv, host: host}, nil
+	return &lakeshoreHTTPStore{lakeshoreStore: s, drv: drv, stop: stop}, nil
 }
 
 type lakeshoreHTTPStore struct {
 	*lakeshoreStore
 	drv  *httpplane.Driver
-	host *httpHost // nil when the server belongs to someone else
+	stop func() error // stops the server the store started; a no-op for someone else's
 }
 
-func (s *lakeshoreHTTPStore) close() error {
-	err := s.drv.Close()
-	if s.host != nil {
-		err = errors.Join(err, s.host.stop())
-	}
-	return err
-}
+func (s *lakeshoreHTTPStore) close() error { return errors.Join(s.drv.Close(), s.stop()) }

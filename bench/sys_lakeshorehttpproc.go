@@ -13,9 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/lakeshore-dev/lakeshore"
-	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 )
 
 // serveEnv names the environment variable that turns this binary into a Lakeshore server
@@ -146,43 +143,11 @@ func (lakeshoreHTTPProcSystem) host(ctx context.Context, e *env) (func() error, 
 }
 
 func (lakeshoreHTTPProcSystem) open(ctx context.Context, e *env) (store, error) {
-	url := e.httpURL
-	var host *procHost
-	if url == "" {
-		var err error
-		if host, err = startProcHost(e); err != nil {
-			return nil, err
+	return openOverHTTP(e, func() (string, func() error, error) {
+		h, err := startProcHost(e)
+		if err != nil {
+			return "", nil, err
 		}
-		url = host.url
-	}
-	drv, err := httpplane.New(url, nil)
-	if err != nil {
-		if host != nil {
-			host.stop()
-		}
-		return nil, err
-	}
-	s, err := newLakeshoreStore(lakeshore.New(drv, &lakeshore.Config{Logger: quietLogger()}), e)
-	if err != nil {
-		drv.Close()
-		if host != nil {
-			host.stop()
-		}
-		return nil, err
-	}
-	return &lakeshoreHTTPProcStore{lakeshoreStore: s, drv: drv, host: host}, nil
-}
-
-type lakeshoreHTTPProcStore struct {
-	*lakeshoreStore
-	drv  *httpplane.Driver
-	host *procHost // nil when the server belongs to someone else
-}
-
-func (s *lakeshoreHTTPProcStore) close() error {
-	err := s.drv.Close()
-	if s.host != nil {
-		err = errors.Join(err, s.host.stop())
-	}
-	return err
+		return h.url, h.stop, nil
+	})
 }
