@@ -138,8 +138,11 @@ func (pf *providerFlags) apply(a *app, c *cobra.Command, q *lakeshore.Queue) err
 func splitCommand(s string) ([]string, error) {
 	var expanded []string
 	argv, err := shell.Fields(s, func(name string) string {
-		if name == "IFS" { // consulted for every split, not an expansion of the command's
+		switch name { // consulted for every command, not expansions of its words
+		case "IFS":
 			return " \t\n"
+		case "PWD":
+			return ""
 		}
 		expanded = append(expanded, name)
 		return ""
