@@ -81,6 +81,12 @@ type WorkerOptions struct {
 	// jobs. Defaults to a fresh ULID.
 	ID string
 
+	// LaunchID is the provider's launch id the worker registers with (WorkerInfo.LaunchID),
+	// so a supervisor matches it to its launch. Defaults to the LAKESHORE_LAUNCH_ID
+	// environment variable, which a provider sets (docs/providers.md); "" when started by
+	// hand.
+	LaunchID string
+
 	// LeaseTTL is the lease of every claim and heartbeat. Defaults to LeaseTTLDefault (30 s).
 	LeaseTTL time.Duration
 
@@ -91,6 +97,10 @@ type WorkerOptions struct {
 	// MaxJobs makes RunWorker return nil after it claimed this many jobs and they settled.
 	// Defaults to 0: no limit.
 	MaxJobs int
+
+	// Provider is the name of the provider that launched the worker (WorkerInfo.Provider).
+	// Defaults to the LAKESHORE_PROVIDER environment variable; "" when started by hand.
+	Provider string
 
 	// Once makes RunWorker handle exactly one job and return nil: it waits for a job (until
 	// ctx ends, or not at all with ExitWhenIdle), runs it, settles it. It implies
@@ -119,6 +129,8 @@ func (o *WorkerOptions) withDefaults(d *Dispatch, nBindings int) WorkerOptions {
 	if out.Logger == nil {
 		out.Logger = d.cfg.Logger
 	}
+	out.LaunchID = cmp.Or(out.LaunchID, os.Getenv("LAKESHORE_LAUNCH_ID"))
+	out.Provider = cmp.Or(out.Provider, os.Getenv("LAKESHORE_PROVIDER"))
 	return out
 }
 
@@ -181,8 +193,9 @@ type Worker struct {
 
 	mu       sync.Mutex
 	running  map[string]*runningJob
-	reserved int   // jobs claimed or being claimed, against MaxJobs
-	fatal    error // what stopped the claimers (the plane closed), returned by Err
+	reserved int       // jobs claimed or being claimed, against MaxJobs
+	idleAt   time.Time // when the last running job ended (zero: none has), for the registry
+	fatal    error     // what stopped the claimers (the plane closed), returned by Err
 
 	started      bool                    // guarded by mu
 	stopClaiming context.CancelCauseFunc // set by Start, guarded by mu
@@ -388,10 +401,18 @@ func (w *Worker) info() *plane.WorkerInfo {
 		PID:       os.Getpid(),
 		Queues:    queues,
 		StartedAt: w.d.cfg.Now(),
+		Provider:  w.o.Provider,
+		LaunchID:  w.o.LaunchID,
 	}
 }
 
 func (w *Worker) register(ctx context.Context, info *plane.WorkerInfo) {
+	w.mu.Lock()
+	info.Running, info.IdleSince = len(w.running), time.Time{}
+	if info.Running == 0 {
+		info.IdleSince = cmp.Or(w.idleAt, info.StartedAt)
+	}
+	w.mu.Unlock()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if err := w.d.drv.WorkerRegister(rctx, info); err != nil && !errors.Is(err, ErrNotImplemented) {
@@ -571,6 +592,9 @@ func (w *Worker) run1(runCtx, jobCtx context.Context, cancel context.CancelCause
 	defer func() {
 		w.mu.Lock()
 		delete(w.running, job.ID)
+		if len(w.running) == 0 {
+			w.idleAt = w.d.cfg.Now()
+		}
 		w.mu.Unlock()
 	}()
 	err := r.e.run(runCtx, jobCtx)

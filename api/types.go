@@ -350,6 +350,13 @@ type WorkerRegisterRequest struct {
 	PID       int       `json:"pid" msg:"pid"`
 	Queues    []string  `json:"queues" msg:"queues"`
 	StartedAt time.Time `json:"started_at" msg:"started_at"`
+	// Provider and LaunchID say who launched the worker (empty when started by hand).
+	Provider string `json:"provider,omitzero" msg:"provider,omitempty"`
+	LaunchID string `json:"launch_id,omitzero" msg:"launch_id,omitempty"`
+	// Running is how many jobs the worker runs now; IdleSince when its last job ended
+	// (absent while one runs).
+	Running   int       `json:"running,omitzero" msg:"running,omitempty"`
+	IdleSince time.Time `json:"idle_since,omitzero" msg:"idle_since,omitzero"`
 }
 
 // Worker is plane.WorkerInfo on the wire.
@@ -361,6 +368,10 @@ type Worker struct {
 	Queues    []string  `json:"queues" msg:"queues"`
 	StartedAt time.Time `json:"started_at" msg:"started_at"`
 	LastSeen  time.Time `json:"last_seen" msg:"last_seen"`
+	Provider  string    `json:"provider,omitzero" msg:"provider,omitempty"`
+	LaunchID  string    `json:"launch_id,omitzero" msg:"launch_id,omitempty"`
+	Running   int       `json:"running" msg:"running"`
+	IdleSince time.Time `json:"idle_since,omitzero" msg:"idle_since,omitzero"`
 }
 
 // WorkersResponse answers GET /v1/workers.

@@ -12845,6 +12845,30 @@ func (z *Worker) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "LastSeen")
 				return
 			}
+		case "provider":
+			z.Provider, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Provider")
+				return
+			}
+		case "launch_id":
+			z.LaunchID, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "LaunchID")
+				return
+			}
+		case "running":
+			z.Running, err = dc.ReadInt()
+			if err != nil {
+				err = msgp.WrapError(err, "Running")
+				return
+			}
+		case "idle_since":
+			z.IdleSince, err = dc.ReadTime()
+			if err != nil {
+				err = msgp.WrapError(err, "IdleSince")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -12858,83 +12882,153 @@ func (z *Worker) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *Worker) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 7
-	// write "id"
-	err = en.Append(0x87, 0xa2, 0x69, 0x64)
+	// check for omitted fields
+	zb0001Len := uint32(11)
+	var zb0001Mask uint16 /* 11 bits */
+	_ = zb0001Mask
+	if z.Provider == "" {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
+	if z.LaunchID == "" {
+		zb0001Len--
+		zb0001Mask |= 0x100
+	}
+	if z.IdleSince.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x400
+	}
+	// variable map header, size zb0001Len
+	err = en.Append(0x80 | uint8(zb0001Len))
 	if err != nil {
 		return
 	}
-	err = en.WriteString(z.ID)
-	if err != nil {
-		err = msgp.WrapError(err, "ID")
-		return
-	}
-	// write "namespace"
-	err = en.Append(0xa9, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65)
-	if err != nil {
-		return
-	}
-	err = en.WriteString(z.Namespace)
-	if err != nil {
-		err = msgp.WrapError(err, "Namespace")
-		return
-	}
-	// write "host"
-	err = en.Append(0xa4, 0x68, 0x6f, 0x73, 0x74)
-	if err != nil {
-		return
-	}
-	err = en.WriteString(z.Host)
-	if err != nil {
-		err = msgp.WrapError(err, "Host")
-		return
-	}
-	// write "pid"
-	err = en.Append(0xa3, 0x70, 0x69, 0x64)
-	if err != nil {
-		return
-	}
-	err = en.WriteInt(z.PID)
-	if err != nil {
-		err = msgp.WrapError(err, "PID")
-		return
-	}
-	// write "queues"
-	err = en.Append(0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
-	if err != nil {
-		return
-	}
-	err = en.WriteArrayHeader(uint32(len(z.Queues)))
-	if err != nil {
-		err = msgp.WrapError(err, "Queues")
-		return
-	}
-	for za0001 := range z.Queues {
-		err = en.WriteString(z.Queues[za0001])
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// write "id"
+		err = en.Append(0xa2, 0x69, 0x64)
 		if err != nil {
-			err = msgp.WrapError(err, "Queues", za0001)
 			return
 		}
-	}
-	// write "started_at"
-	err = en.Append(0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
-	if err != nil {
-		return
-	}
-	err = en.WriteTimeExt(z.StartedAt)
-	if err != nil {
-		err = msgp.WrapError(err, "StartedAt")
-		return
-	}
-	// write "last_seen"
-	err = en.Append(0xa9, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x73, 0x65, 0x65, 0x6e)
-	if err != nil {
-		return
-	}
-	err = en.WriteTimeExt(z.LastSeen)
-	if err != nil {
-		err = msgp.WrapError(err, "LastSeen")
-		return
+		err = en.WriteString(z.ID)
+		if err != nil {
+			err = msgp.WrapError(err, "ID")
+			return
+		}
+		// write "namespace"
+		err = en.Append(0xa9, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Namespace)
+		if err != nil {
+			err = msgp.WrapError(err, "Namespace")
+			return
+		}
+		// write "host"
+		err = en.Append(0xa4, 0x68, 0x6f, 0x73, 0x74)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Host)
+		if err != nil {
+			err = msgp.WrapError(err, "Host")
+			return
+		}
+		// write "pid"
+		err = en.Append(0xa3, 0x70, 0x69, 0x64)
+		if err != nil {
+			return
+		}
+		err = en.WriteInt(z.PID)
+		if err != nil {
+			err = msgp.WrapError(err, "PID")
+			return
+		}
+		// write "queues"
+		err = en.Append(0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
+		if err != nil {
+			return
+		}
+		err = en.WriteArrayHeader(uint32(len(z.Queues)))
+		if err != nil {
+			err = msgp.WrapError(err, "Queues")
+			return
+		}
+		for za0001 := range z.Queues {
+			err = en.WriteString(z.Queues[za0001])
+			if err != nil {
+				err = msgp.WrapError(err, "Queues", za0001)
+				return
+			}
+		}
+		// write "started_at"
+		err = en.Append(0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
+		if err != nil {
+			return
+		}
+		err = en.WriteTimeExt(z.StartedAt)
+		if err != nil {
+			err = msgp.WrapError(err, "StartedAt")
+			return
+		}
+		// write "last_seen"
+		err = en.Append(0xa9, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x73, 0x65, 0x65, 0x6e)
+		if err != nil {
+			return
+		}
+		err = en.WriteTimeExt(z.LastSeen)
+		if err != nil {
+			err = msgp.WrapError(err, "LastSeen")
+			return
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// write "provider"
+			err = en.Append(0xa8, 0x70, 0x72, 0x6f, 0x76, 0x69, 0x64, 0x65, 0x72)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.Provider)
+			if err != nil {
+				err = msgp.WrapError(err, "Provider")
+				return
+			}
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// write "launch_id"
+			err = en.Append(0xa9, 0x6c, 0x61, 0x75, 0x6e, 0x63, 0x68, 0x5f, 0x69, 0x64)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.LaunchID)
+			if err != nil {
+				err = msgp.WrapError(err, "LaunchID")
+				return
+			}
+		}
+		// write "running"
+		err = en.Append(0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
+		if err != nil {
+			return
+		}
+		err = en.WriteInt(z.Running)
+		if err != nil {
+			err = msgp.WrapError(err, "Running")
+			return
+		}
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
+			// write "idle_since"
+			err = en.Append(0xaa, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x73, 0x69, 0x6e, 0x63, 0x65)
+			if err != nil {
+				return
+			}
+			err = en.WriteTimeExt(z.IdleSince)
+			if err != nil {
+				err = msgp.WrapError(err, "IdleSince")
+				return
+			}
+		}
 	}
 	return
 }
@@ -12942,31 +13036,70 @@ func (z *Worker) EncodeMsg(en *msgp.Writer) (err error) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Worker) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 7
-	// string "id"
-	o = append(o, 0x87, 0xa2, 0x69, 0x64)
-	o = msgp.AppendString(o, z.ID)
-	// string "namespace"
-	o = append(o, 0xa9, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65)
-	o = msgp.AppendString(o, z.Namespace)
-	// string "host"
-	o = append(o, 0xa4, 0x68, 0x6f, 0x73, 0x74)
-	o = msgp.AppendString(o, z.Host)
-	// string "pid"
-	o = append(o, 0xa3, 0x70, 0x69, 0x64)
-	o = msgp.AppendInt(o, z.PID)
-	// string "queues"
-	o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Queues)))
-	for za0001 := range z.Queues {
-		o = msgp.AppendString(o, z.Queues[za0001])
+	// check for omitted fields
+	zb0001Len := uint32(11)
+	var zb0001Mask uint16 /* 11 bits */
+	_ = zb0001Mask
+	if z.Provider == "" {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
-	// string "started_at"
-	o = append(o, 0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
-	o = msgp.AppendTimeExt(o, z.StartedAt)
-	// string "last_seen"
-	o = append(o, 0xa9, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x73, 0x65, 0x65, 0x6e)
-	o = msgp.AppendTimeExt(o, z.LastSeen)
+	if z.LaunchID == "" {
+		zb0001Len--
+		zb0001Mask |= 0x100
+	}
+	if z.IdleSince.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x400
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "id"
+		o = append(o, 0xa2, 0x69, 0x64)
+		o = msgp.AppendString(o, z.ID)
+		// string "namespace"
+		o = append(o, 0xa9, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65)
+		o = msgp.AppendString(o, z.Namespace)
+		// string "host"
+		o = append(o, 0xa4, 0x68, 0x6f, 0x73, 0x74)
+		o = msgp.AppendString(o, z.Host)
+		// string "pid"
+		o = append(o, 0xa3, 0x70, 0x69, 0x64)
+		o = msgp.AppendInt(o, z.PID)
+		// string "queues"
+		o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
+		o = msgp.AppendArrayHeader(o, uint32(len(z.Queues)))
+		for za0001 := range z.Queues {
+			o = msgp.AppendString(o, z.Queues[za0001])
+		}
+		// string "started_at"
+		o = append(o, 0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
+		o = msgp.AppendTimeExt(o, z.StartedAt)
+		// string "last_seen"
+		o = append(o, 0xa9, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x73, 0x65, 0x65, 0x6e)
+		o = msgp.AppendTimeExt(o, z.LastSeen)
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "provider"
+			o = append(o, 0xa8, 0x70, 0x72, 0x6f, 0x76, 0x69, 0x64, 0x65, 0x72)
+			o = msgp.AppendString(o, z.Provider)
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "launch_id"
+			o = append(o, 0xa9, 0x6c, 0x61, 0x75, 0x6e, 0x63, 0x68, 0x5f, 0x69, 0x64)
+			o = msgp.AppendString(o, z.LaunchID)
+		}
+		// string "running"
+		o = append(o, 0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
+		o = msgp.AppendInt(o, z.Running)
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
+			// string "idle_since"
+			o = append(o, 0xaa, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x73, 0x69, 0x6e, 0x63, 0x65)
+			o = msgp.AppendTimeExt(o, z.IdleSince)
+		}
+	}
 	return
 }
 
@@ -13051,6 +13184,30 @@ func (z *Worker) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "LastSeen")
 				return
 			}
+		case "provider":
+			z.Provider, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Provider")
+				return
+			}
+		case "launch_id":
+			z.LaunchID, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "LaunchID")
+				return
+			}
+		case "running":
+			z.Running, bts, err = msgp.ReadIntBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Running")
+				return
+			}
+		case "idle_since":
+			z.IdleSince, bts, err = msgp.ReadTimeBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "IdleSince")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -13069,7 +13226,7 @@ func (z *Worker) Msgsize() (s int) {
 	for za0001 := range z.Queues {
 		s += msgp.StringPrefixSize + len(z.Queues[za0001])
 	}
-	s += 11 + msgp.TimeSize + 10 + msgp.TimeSize
+	s += 11 + msgp.TimeSize + 10 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize
 	return
 }
 
@@ -13136,6 +13293,30 @@ func (z *WorkerRegisterRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "StartedAt")
 				return
 			}
+		case "provider":
+			z.Provider, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Provider")
+				return
+			}
+		case "launch_id":
+			z.LaunchID, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "LaunchID")
+				return
+			}
+		case "running":
+			z.Running, err = dc.ReadInt()
+			if err != nil {
+				err = msgp.WrapError(err, "Running")
+				return
+			}
+		case "idle_since":
+			z.IdleSince, err = dc.ReadTime()
+			if err != nil {
+				err = msgp.WrapError(err, "IdleSince")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -13149,53 +13330,129 @@ func (z *WorkerRegisterRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *WorkerRegisterRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 4
-	// write "host"
-	err = en.Append(0x84, 0xa4, 0x68, 0x6f, 0x73, 0x74)
+	// check for omitted fields
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
+	_ = zb0001Mask
+	if z.Provider == "" {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
+	if z.LaunchID == "" {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.Running == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
+	if z.IdleSince.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
+	// variable map header, size zb0001Len
+	err = en.Append(0x80 | uint8(zb0001Len))
 	if err != nil {
 		return
 	}
-	err = en.WriteString(z.Host)
-	if err != nil {
-		err = msgp.WrapError(err, "Host")
-		return
-	}
-	// write "pid"
-	err = en.Append(0xa3, 0x70, 0x69, 0x64)
-	if err != nil {
-		return
-	}
-	err = en.WriteInt(z.PID)
-	if err != nil {
-		err = msgp.WrapError(err, "PID")
-		return
-	}
-	// write "queues"
-	err = en.Append(0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
-	if err != nil {
-		return
-	}
-	err = en.WriteArrayHeader(uint32(len(z.Queues)))
-	if err != nil {
-		err = msgp.WrapError(err, "Queues")
-		return
-	}
-	for za0001 := range z.Queues {
-		err = en.WriteString(z.Queues[za0001])
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// write "host"
+		err = en.Append(0xa4, 0x68, 0x6f, 0x73, 0x74)
 		if err != nil {
-			err = msgp.WrapError(err, "Queues", za0001)
 			return
 		}
-	}
-	// write "started_at"
-	err = en.Append(0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
-	if err != nil {
-		return
-	}
-	err = en.WriteTimeExt(z.StartedAt)
-	if err != nil {
-		err = msgp.WrapError(err, "StartedAt")
-		return
+		err = en.WriteString(z.Host)
+		if err != nil {
+			err = msgp.WrapError(err, "Host")
+			return
+		}
+		// write "pid"
+		err = en.Append(0xa3, 0x70, 0x69, 0x64)
+		if err != nil {
+			return
+		}
+		err = en.WriteInt(z.PID)
+		if err != nil {
+			err = msgp.WrapError(err, "PID")
+			return
+		}
+		// write "queues"
+		err = en.Append(0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
+		if err != nil {
+			return
+		}
+		err = en.WriteArrayHeader(uint32(len(z.Queues)))
+		if err != nil {
+			err = msgp.WrapError(err, "Queues")
+			return
+		}
+		for za0001 := range z.Queues {
+			err = en.WriteString(z.Queues[za0001])
+			if err != nil {
+				err = msgp.WrapError(err, "Queues", za0001)
+				return
+			}
+		}
+		// write "started_at"
+		err = en.Append(0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
+		if err != nil {
+			return
+		}
+		err = en.WriteTimeExt(z.StartedAt)
+		if err != nil {
+			err = msgp.WrapError(err, "StartedAt")
+			return
+		}
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// write "provider"
+			err = en.Append(0xa8, 0x70, 0x72, 0x6f, 0x76, 0x69, 0x64, 0x65, 0x72)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.Provider)
+			if err != nil {
+				err = msgp.WrapError(err, "Provider")
+				return
+			}
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// write "launch_id"
+			err = en.Append(0xa9, 0x6c, 0x61, 0x75, 0x6e, 0x63, 0x68, 0x5f, 0x69, 0x64)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.LaunchID)
+			if err != nil {
+				err = msgp.WrapError(err, "LaunchID")
+				return
+			}
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// write "running"
+			err = en.Append(0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
+			if err != nil {
+				return
+			}
+			err = en.WriteInt(z.Running)
+			if err != nil {
+				err = msgp.WrapError(err, "Running")
+				return
+			}
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// write "idle_since"
+			err = en.Append(0xaa, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x73, 0x69, 0x6e, 0x63, 0x65)
+			if err != nil {
+				return
+			}
+			err = en.WriteTimeExt(z.IdleSince)
+			if err != nil {
+				err = msgp.WrapError(err, "IdleSince")
+				return
+			}
+		}
 	}
 	return
 }
@@ -13203,22 +13460,67 @@ func (z *WorkerRegisterRequest) EncodeMsg(en *msgp.Writer) (err error) {
 // MarshalMsg implements msgp.Marshaler
 func (z *WorkerRegisterRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 4
-	// string "host"
-	o = append(o, 0x84, 0xa4, 0x68, 0x6f, 0x73, 0x74)
-	o = msgp.AppendString(o, z.Host)
-	// string "pid"
-	o = append(o, 0xa3, 0x70, 0x69, 0x64)
-	o = msgp.AppendInt(o, z.PID)
-	// string "queues"
-	o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Queues)))
-	for za0001 := range z.Queues {
-		o = msgp.AppendString(o, z.Queues[za0001])
+	// check for omitted fields
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
+	_ = zb0001Mask
+	if z.Provider == "" {
+		zb0001Len--
+		zb0001Mask |= 0x10
 	}
-	// string "started_at"
-	o = append(o, 0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
-	o = msgp.AppendTimeExt(o, z.StartedAt)
+	if z.LaunchID == "" {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.Running == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
+	if z.IdleSince.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "host"
+		o = append(o, 0xa4, 0x68, 0x6f, 0x73, 0x74)
+		o = msgp.AppendString(o, z.Host)
+		// string "pid"
+		o = append(o, 0xa3, 0x70, 0x69, 0x64)
+		o = msgp.AppendInt(o, z.PID)
+		// string "queues"
+		o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
+		o = msgp.AppendArrayHeader(o, uint32(len(z.Queues)))
+		for za0001 := range z.Queues {
+			o = msgp.AppendString(o, z.Queues[za0001])
+		}
+		// string "started_at"
+		o = append(o, 0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
+		o = msgp.AppendTimeExt(o, z.StartedAt)
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "provider"
+			o = append(o, 0xa8, 0x70, 0x72, 0x6f, 0x76, 0x69, 0x64, 0x65, 0x72)
+			o = msgp.AppendString(o, z.Provider)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "launch_id"
+			o = append(o, 0xa9, 0x6c, 0x61, 0x75, 0x6e, 0x63, 0x68, 0x5f, 0x69, 0x64)
+			o = msgp.AppendString(o, z.LaunchID)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "running"
+			o = append(o, 0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
+			o = msgp.AppendInt(o, z.Running)
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "idle_since"
+			o = append(o, 0xaa, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x73, 0x69, 0x6e, 0x63, 0x65)
+			o = msgp.AppendTimeExt(o, z.IdleSince)
+		}
+	}
 	return
 }
 
@@ -13285,6 +13587,30 @@ func (z *WorkerRegisterRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "StartedAt")
 				return
 			}
+		case "provider":
+			z.Provider, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Provider")
+				return
+			}
+		case "launch_id":
+			z.LaunchID, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "LaunchID")
+				return
+			}
+		case "running":
+			z.Running, bts, err = msgp.ReadIntBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Running")
+				return
+			}
+		case "idle_since":
+			z.IdleSince, bts, err = msgp.ReadTimeBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "IdleSince")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -13303,7 +13629,7 @@ func (z *WorkerRegisterRequest) Msgsize() (s int) {
 	for za0001 := range z.Queues {
 		s += msgp.StringPrefixSize + len(z.Queues[za0001])
 	}
-	s += 11 + msgp.TimeSize
+	s += 11 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize
 	return
 }
 

@@ -107,6 +107,33 @@ type Driver interface {
 	// there was one.
 	QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error)
 
+	// QueueProviderSet attaches a provider to a queue (ProviderRef: the provider's name and
+	// launch policy), replacing any earlier one. It is stored as given (defaults are not
+	// filled in). Errors: *InvalidError (a bad namespace, queue name, provider or policy;
+	// nothing is stored).
+	QueueProviderSet(ctx context.Context, params *ProviderParams) error
+
+	// QueueProviderGet returns the provider of a queue, or nil when it has none.
+	QueueProviderGet(ctx context.Context, namespace, queue string) (*ProviderRef, error)
+
+	// QueueProviderDelete detaches the provider of a queue and reports whether there was
+	// one. The queue's workers are not touched: a supervisor stops acting for it.
+	QueueProviderDelete(ctx context.Context, namespace, queue string) (bool, error)
+
+	// QueueProviderList lists the queues with a provider in a namespace ("" for every
+	// namespace), ordered by namespace then queue.
+	QueueProviderList(ctx context.Context, namespace string) ([]QueueProvider, error)
+
+	// LeaseAcquire takes the named lease (namespace, name) for params.Holder when it is
+	// free, expired, or already held by Holder, and sets its expiry to now + TTL on the
+	// plane's clock; it returns true then. It returns false (no error) while another
+	// holder's lease has not expired. Errors: *InvalidError.
+	LeaseAcquire(ctx context.Context, params *LeaseParams) (bool, error)
+
+	// LeaseRelease frees the named lease if holder holds it; otherwise it changes nothing.
+	// Errors: *InvalidError.
+	LeaseRelease(ctx context.Context, namespace, name, holder string) error
+
 	// WorkerRegister records or refreshes a live worker (LastSeen = now).
 	WorkerRegister(ctx context.Context, info *WorkerInfo) error
 

@@ -1,9 +1,12 @@
 package plane
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Provider kinds: the names a ProviderRef may carry. "exec:PROGRAM" names an external
@@ -197,4 +200,75 @@ type LeaseParams struct {
 	Holder string
 	// TTL is how long the lease holds without a renewal; > 0.
 	TTL time.Duration
+}
+
+// ProviderRefMaxBytes bounds a stored ProviderRef, as JSON (64 KiB): a worker command and
+// environment, not a payload.
+const ProviderRefMaxBytes = 64 << 10
+
+// LeaseNameRule is what LeaseParams.Name may be.
+const LeaseNameRule = "use 1–200 bytes of UTF-8 without control characters, e.g. provider/QUEUE"
+
+// LeaseHolderRule is what LeaseParams.Holder may be (the rule of worker ids).
+const LeaseHolderRule = WorkerIDRule
+
+// Validate checks the namespace, the queue name and the provider reference (its name,
+// its policy, and its size: at most ProviderRefMaxBytes as JSON). Errors: *InvalidError
+// naming the field and what is allowed.
+func (p *ProviderParams) Validate() error {
+	if err := ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	if err := ValidateName("queue name", p.Queue); err != nil {
+		return err
+	}
+	if err := p.Provider.Validate(); err != nil {
+		return err
+	}
+	for _, arg := range p.Provider.Policy.Command {
+		if strings.IndexByte(arg, 0) >= 0 || !utf8.ValidString(arg) {
+			return Invalid("worker command", arg, "use arguments of UTF-8 without NUL")
+		}
+	}
+	for k, v := range p.Provider.Policy.Env {
+		if strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return Invalid("worker environment", k, "use NAME=VALUE of UTF-8 without NUL")
+		}
+	}
+	if b, err := json.Marshal(p.Provider); err != nil || len(b) > ProviderRefMaxBytes {
+		return Invalid("provider", fmt.Sprintf("of %d bytes", len(b)), fmt.Sprintf("keep the command, environment and resources under %d bytes as JSON", ProviderRefMaxBytes))
+	}
+	return nil
+}
+
+// Validate checks a lease to take: the namespace, the name (LeaseNameRule), the holder
+// (LeaseHolderRule) and a TTL in (0, LeaseTTLMax]. Errors: *InvalidError.
+func (p *LeaseParams) Validate() error {
+	if err := ValidateLease(p.Namespace, p.Name, p.Holder); err != nil {
+		return err
+	}
+	if p.TTL <= 0 || p.TTL > LeaseTTLMax {
+		return Invalid("lease ttl", p.TTL, "use a duration > 0 and at most 7 days")
+	}
+	return nil
+}
+
+// ValidateLease checks the namespace, name and holder of a lease (LeaseParams.Validate and
+// Driver.LeaseRelease). Errors: *InvalidError.
+func ValidateLease(namespace, name, holder string) error {
+	if err := ValidateName("namespace", namespace); err != nil {
+		return err
+	}
+	if len(name) == 0 || len(name) > 200 || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+		return Invalid("lease name", name, LeaseNameRule)
+	}
+	if len(holder) == 0 || len(holder) > 128 {
+		return Invalid("lease holder", holder, LeaseHolderRule)
+	}
+	for i := 0; i < len(holder); i++ {
+		if c := holder[i]; c <= ' ' || c > '~' {
+			return Invalid("lease holder", holder, LeaseHolderRule)
+		}
+	}
+	return nil
 }

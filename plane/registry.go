@@ -21,6 +21,19 @@ type WorkerInfo struct {
 	StartedAt time.Time `json:"started_at" msgpack:"started_at"`
 	// LastSeen is set by the plane at each WorkerRegister.
 	LastSeen time.Time `json:"last_seen" msgpack:"last_seen"`
+	// Provider is the provider that launched the worker ("" when started by hand), from
+	// the LAKESHORE_PROVIDER environment variable.
+	Provider string `json:"provider,omitempty" msgpack:"provider,omitempty"`
+	// LaunchID is the provider's launch id ("" when started by hand), from the
+	// LAKESHORE_LAUNCH_ID environment variable: a supervisor matches its launches to
+	// registered workers by it.
+	LaunchID string `json:"launch_id,omitempty" msgpack:"launch_id,omitempty"`
+	// Running is how many jobs the worker ran at its last registration.
+	Running int `json:"running" msgpack:"running"`
+	// IdleSince is when the worker's last job ended (or when it started, if it ran none)
+	// while Running is 0; zero while a job runs. A supervisor stops workers idle for longer
+	// than the policy's IdleTimeout.
+	IdleSince time.Time `json:"idle_since,omitzero" msgpack:"idle_since,omitempty"`
 }
 
 // WorkerListParams are the arguments of Driver.WorkerList.
@@ -100,6 +113,14 @@ func (w *WorkerInfo) Validate() error {
 	}
 	if w.PID < 0 {
 		return Invalid("pid", w.PID, "use a process id ≥ 0")
+	}
+	if w.Running < 0 {
+		return Invalid("running", w.Running, "use a number of jobs ≥ 0")
+	}
+	for _, f := range []struct{ field, value string }{{"provider", w.Provider}, {"launch id", w.LaunchID}} {
+		if len(f.value) > 255 || !utf8.ValidString(f.value) || strings.IndexFunc(f.value, unicode.IsControl) >= 0 {
+			return Invalid(f.field, f.value, "use at most 255 bytes of UTF-8 without control characters")
+		}
 	}
 	if len(w.Queues) > 1024 {
 		return Invalid("worker queues", len(w.Queues), "name at most 1024 queues")

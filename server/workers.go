@@ -47,7 +47,8 @@ func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, p 
 			return err
 		}
 	}
-	info := &plane.WorkerInfo{ID: id, Namespace: ns, Host: req.Host, PID: req.PID, Queues: req.Queues, StartedAt: req.StartedAt}
+	info := &plane.WorkerInfo{ID: id, Namespace: ns, Host: req.Host, PID: req.PID, Queues: req.Queues, StartedAt: req.StartedAt,
+		Provider: req.Provider, LaunchID: req.LaunchID, Running: req.Running, IdleSince: req.IdleSince}
 	if err := s.drv.WorkerRegister(r.Context(), info); err != nil {
 		return err
 	}

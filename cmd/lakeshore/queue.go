@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,7 +15,7 @@ func newQueueCmd(a *app) *cobra.Command {
 		Use:   "queue",
 		Args:  cobra.ArbitraryArgs,
 		RunE:  unknownSubcommand,
-		Short: "Show, set or clear a queue's admission block (depth and rate limits)",
+		Short: "Show, set or clear a queue's admission block (depth and rate limits) and its provider",
 	}
 	c.AddCommand(newQueueSetCmd(a), newQueueGetCmd(a), newQueueClearCmd(a))
 	return c
@@ -24,26 +25,44 @@ func newQueueSetCmd(a *app) *cobra.Command {
 	var (
 		set    lakeshore.Admission
 		onFull string
+		pf     providerFlags
 	)
 	c := &cobra.Command{
 		Use:   "set NAME",
-		Short: "Change the admission block of queue NAME: the flags given replace those fields only",
+		Short: "Change the admission block or provider of queue NAME: the flags given replace those fields only",
 		Long: `Set fields of the admission block of queue NAME. The flags given are merged into the
 block the queue already has: setting --deadline-cutoff keeps an earlier --max-depth.
-A flag set to 0 removes that limit; 'lakeshore queue clear NAME' removes the whole block.`,
+A flag set to 0 removes that limit; 'lakeshore queue clear NAME' removes the whole block.
+
+--provider attaches a provider that launches and stops the queue's workers to follow the
+launch policy the other provider flags set (docs/providers.md); the same merge applies:
+--max-workers alone changes only that field of the queue's provider. --provider none
+detaches it.`,
 		Example: `  lakeshore queue set embed --max-depth 1000 --on-full block
-  lakeshore queue set scrape --rate-limit 5 --burst 10 --deadline-cutoff 30s`,
+  lakeshore queue set scrape --rate-limit 5 --burst 10 --deadline-cutoff 30s
+  lakeshore queue set thumbs --provider local --max-workers 4 --worker-command 'lakeshore worker thumbs -- ./thumb.sh'
+  lakeshore queue set train --provider slurm --max-workers 8 --gpus 1 --memory 16GiB --time-limit 4h --partition gpu \
+      --worker-command 'python train_worker.py'`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			f := c.Flags()
-			if f.NFlag() == 0 || !anyChanged(c, "max-depth", "on-full", "rate-limit", "burst", "deadline-cutoff") {
-				return usagef("queue set: give at least one of --max-depth, --on-full, --rate-limit, --burst, --deadline-cutoff")
+			admission := anyChanged(c, "max-depth", "on-full", "rate-limit", "burst", "deadline-cutoff")
+			if f.NFlag() == 0 || !admission && !pf.changed(c) {
+				return usagef("queue set: give at least one of --max-depth, --on-full, --rate-limit, --burst, --deadline-cutoff, or --provider and its policy flags")
 			}
 			d, q, err := a.queue(c.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer d.Close()
+			if pf.changed(c) {
+				if err := pf.apply(a, c, q); err != nil {
+					return err
+				}
+			}
+			if !admission {
+				return a.printAdmission(c, q)
+			}
 			var ad lakeshore.Admission
 			if old, err := q.Admission(c.Context()); err != nil {
 				return err
@@ -77,6 +96,7 @@ A flag set to 0 removes that limit; 'lakeshore queue clear NAME' removes the who
 	f.Float64Var(&set.RateLimit, "rate-limit", 0, "submits per second, a token bucket (0: none)")
 	f.Int64Var(&set.Burst, "burst", 0, "token bucket size (default: the rate rounded up)")
 	f.DurationVar(&set.DeadlineCutoff, "deadline-cutoff", 0, "reject submits whose deadline is nearer than this (0: none)")
+	pf.register(c)
 	return c
 }
 
@@ -93,7 +113,7 @@ func anyChanged(c *cobra.Command, names ...string) bool {
 func newQueueGetCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get NAME",
-		Short: "Show the admission block of queue NAME",
+		Short: "Show the admission block and the provider of queue NAME",
 		Args:  exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			d, q, err := a.queue(c.Context(), args[0])
@@ -139,8 +159,12 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	if err != nil {
 		return err
 	}
+	ref, err := q.Provider(c.Context())
+	if err != nil && !errors.Is(err, lakeshore.ErrNotImplemented) {
+		return err
+	}
 	if a.json {
-		m := map[string]any{"namespace": q.Namespace(), "queue": q.Name(), "admission": nil}
+		m := map[string]any{"namespace": q.Namespace(), "queue": q.Name(), "admission": nil, "provider": providerJSON(ref)}
 		if ad != nil {
 			m["admission"] = map[string]any{"max_depth": ad.MaxDepth, "on_full": ad.OnFull,
 				"rate_limit": ad.RateLimit, "burst": ad.Burst, "deadline_cutoff": ad.DeadlineCutoff.String(),
@@ -149,8 +173,10 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 		return a.printJSON(m)
 	}
 	if ad == nil {
-		_, err := fmt.Fprintf(a.stdout, "%s: no admission block\n", q.Name())
-		return err
+		if _, err := fmt.Fprintf(a.stdout, "%s: no admission block\n", q.Name()); err != nil {
+			return err
+		}
+		return a.printProvider(ref)
 	}
 	tw := a.table()
 	fmt.Fprintf(tw, "queue\t%s/%s\n", q.Namespace(), q.Name())
@@ -159,5 +185,8 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	fmt.Fprintf(tw, "rate limit\t%g/s\n", ad.RateLimit)
 	fmt.Fprintf(tw, "burst\t%d\n", ad.Burst)
 	fmt.Fprintf(tw, "deadline cutoff\t%s\n", time.Duration(ad.DeadlineCutoff))
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return a.printProvider(ref)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -17,7 +18,7 @@ func newWorkersCmd(a *app) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "workers",
-		Short: "List live workers: id, host, pid, queues, started, last seen",
+		Short: "List live workers: id, host, pid, queues, who launched them, jobs running, started, last seen",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			d, err := a.open(c.Context())
@@ -38,10 +39,12 @@ func newWorkersCmd(a *app) *cobra.Command {
 				return nil
 			}
 			tw := a.table()
-			fmt.Fprintln(tw, "ID\tHOST\tPID\tNAMESPACE\tQUEUES\tSTARTED\tLAST SEEN")
+			fmt.Fprintln(tw, "ID\tHOST\tPID\tNAMESPACE\tQUEUES\tPROVIDER\tLAUNCH\tRUNNING\tSTARTED\tLAST SEEN")
 			for _, w := range ws {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s ago\n", w.ID, w.Host, w.PID, w.Namespace,
-					strings.Join(w.Queues, ","), formatTime(w.StartedAt), time.Since(w.LastSeen).Round(time.Second))
+				provider, launch := cmp.Or(w.Provider, "-"), cmp.Or(w.LaunchID, "-")
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s ago\n", w.ID, w.Host, w.PID, w.Namespace,
+					strings.Join(w.Queues, ","), provider, launch, w.Running, formatTime(w.StartedAt),
+					time.Since(w.LastSeen).Round(time.Second))
 			}
 			return tw.Flush()
 		},

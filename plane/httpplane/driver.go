@@ -399,7 +399,8 @@ func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) err
 		return plane.Invalid("worker id", info.ID, "use 1–128 bytes (a ULID)")
 	}
 	return d.do(ctx, &call{method: "PUT", path: workerPath(info.Namespace, info.ID), body: &api.WorkerRegisterRequest{
-		Host: info.Host, PID: info.PID, Queues: info.Queues, StartedAt: info.StartedAt}, safe: true})
+		Host: info.Host, PID: info.PID, Queues: info.Queues, StartedAt: info.StartedAt,
+		Provider: info.Provider, LaunchID: info.LaunchID, Running: info.Running, IdleSince: info.IdleSince}, safe: true})
 }
 
 // WorkerList implements plane.Driver.

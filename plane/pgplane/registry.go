@@ -90,9 +90,12 @@ func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) err
 		queues = []string{}
 	}
 	return d.do(ctx, func(t *tx) error {
-		t.exec(`INSERT INTO `+d.schema+`.workers (namespace, id, host, pid, queues, started_ms, seen_ms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = $7, queues = $5`,
-			ns, info.ID, info.Host, info.PID, queues, cmp.Or(toMS(info.StartedAt), t.ms), t.ms)
+		t.exec(`INSERT INTO `+d.schema+`.workers (namespace, id, host, pid, queues, started_ms, seen_ms,
+			provider, launch_id, running, idle_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = $7,
+			queues = $5, provider = $8, launch_id = $9, running = $10, idle_ms = $11`,
+			ns, info.ID, info.Host, info.PID, queues, cmp.Or(toMS(info.StartedAt), t.ms), t.ms,
+			info.Provider, info.LaunchID, info.Running, toMS(info.IdleSince))
 		return nil
 	})
 }
@@ -103,7 +106,8 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 		return nil, err
 	}
 	since := d.cfg.Now().Add(-cmp.Or(p.SeenWithin, plane.WorkerSeenWithinDefault)).UnixMilli()
-	rs, err := d.pool.Query(ctx, `SELECT id, namespace, host, pid, queues, started_ms, seen_ms FROM `+d.schema+`.workers
+	rs, err := d.pool.Query(ctx, `SELECT id, namespace, host, pid, queues, started_ms, seen_ms,
+		provider, launch_id, running, idle_ms FROM `+d.schema+`.workers
 		WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`, since, p.Namespace)
 	if err != nil {
 		return nil, d.failure(fmt.Errorf("list workers: %w", err))
@@ -112,11 +116,12 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 	var out []plane.WorkerInfo
 	for rs.Next() {
 		var w plane.WorkerInfo
-		var started, seen int64
-		if err := rs.Scan(&w.ID, &w.Namespace, &w.Host, &w.PID, &w.Queues, &started, &seen); err != nil {
+		var started, seen, idle int64
+		if err := rs.Scan(&w.ID, &w.Namespace, &w.Host, &w.PID, &w.Queues, &started, &seen,
+			&w.Provider, &w.LaunchID, &w.Running, &idle); err != nil {
 			return nil, fmt.Errorf("list workers: %w", err)
 		}
-		w.StartedAt, w.LastSeen = fromMS(started), fromMS(seen)
+		w.StartedAt, w.LastSeen, w.IdleSince = fromMS(started), fromMS(seen), fromMS(idle)
 		out = append(out, w)
 	}
 	return out, d.failure(rs.Err())

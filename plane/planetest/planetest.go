@@ -78,6 +78,8 @@ func Run(t *testing.T, factory Factory) {
 		{"Delayed", testDelayed},
 		{"List", testList},
 		{"Workers", testWorkers},
+		{"Providers", testProviders},
+		{"Leases", testLeases},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

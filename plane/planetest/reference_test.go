@@ -60,6 +60,9 @@ type refDriver struct {
 	changed chan struct{}
 	closed  bool
 	workers map[[2]string]plane.WorkerInfo
+	// providers and leases are created on first use (reference_provider_test.go).
+	providers map[[2]string][]byte // the ProviderRef as JSON, by (namespace, queue)
+	leases    map[[2]string]refLease
 	// lastPass is the clock reading of the last maintenance pass: invocations that came due
 	// since then wake the waiters.
 	lastPass time.Time

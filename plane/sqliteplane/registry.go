@@ -20,10 +20,12 @@ func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) err
 	ns := cmp.Or(info.Namespace, plane.NamespaceDefault)
 	queues, _ := json.Marshal(info.Queues)
 	return d.do(ctx, func(t *wtx) error {
-		_, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO workers (id, namespace, host, pid, queues, started_ms, seen_ms)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7, queues = ?5,
-			host = ?3, pid = ?4`,
-			info.ID, ns, info.Host, info.PID, string(queues), cmp.Or(toMS(info.StartedAt), t.ms), t.ms)
+		_, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO workers (id, namespace, host, pid, queues, started_ms, seen_ms,
+			provider, launch_id, running, idle_ms)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7,
+			queues = ?5, host = ?3, pid = ?4, provider = ?8, launch_id = ?9, running = ?10, idle_ms = ?11`,
+			info.ID, ns, info.Host, info.PID, string(queues), cmp.Or(toMS(info.StartedAt), t.ms), t.ms,
+			info.Provider, info.LaunchID, info.Running, toMS(info.IdleSince))
 		if err != nil {
 			return fmt.Errorf("register worker: %w", err)
 		}
@@ -37,7 +39,8 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 		return nil, err
 	}
 	since := d.cfg.Now().Add(-cmp.Or(p.SeenWithin, plane.WorkerSeenWithinDefault)).UnixMilli()
-	rs, err := d.readDB.QueryContext(ctx, `SELECT id, namespace, host, pid, queues, started_ms, seen_ms FROM workers
+	rs, err := d.readDB.QueryContext(ctx, `SELECT id, namespace, host, pid, queues, started_ms, seen_ms,
+		provider, launch_id, running, idle_ms FROM workers
 		WHERE seen_ms >= ?1 AND (?2 = '' OR namespace = ?2) ORDER BY started_ms, id`, since, p.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
@@ -47,12 +50,13 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 	for rs.Next() {
 		var w plane.WorkerInfo
 		var queues string
-		var started, seen int64
-		if err := rs.Scan(&w.ID, &w.Namespace, &w.Host, &w.PID, &queues, &started, &seen); err != nil {
+		var started, seen, idle int64
+		if err := rs.Scan(&w.ID, &w.Namespace, &w.Host, &w.PID, &queues, &started, &seen,
+			&w.Provider, &w.LaunchID, &w.Running, &idle); err != nil {
 			return nil, fmt.Errorf("list workers: %w", err)
 		}
 		_ = json.Unmarshal([]byte(queues), &w.Queues)
-		w.StartedAt, w.LastSeen = fromMS(started), fromMS(seen)
+		w.StartedAt, w.LastSeen, w.IdleSince = fromMS(started), fromMS(seen), fromMS(idle)
 		out = append(out, w)
 	}
 	return out, rs.Err()

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// providerRoutes are the routes of elastic queues (issue 17): a queue's provider and the
+// named leases supervisors take.
+func (s *Server) providerRoutes() map[string]handlerFunc {
+	q := api.QueuePath
+	return map[string]handlerFunc{
+		"GET " + q + "/provider":                         s.handleProviderGet,
+		"PUT " + q + "/provider":                         s.handleProviderSet,
+		"DELETE " + q + "/provider":                      s.handleProviderDelete,
+		"GET /v1/providers":                              s.handleProviderList,
+		"POST /v1/namespaces/{namespace}/leases/acquire": s.handleLeaseAcquire,
+		"POST /v1/namespaces/{namespace}/leases/release": s.handleLeaseRelease,
+	}
+}
+
+func (s *Server) handleProviderGet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, anyPerms...); err != nil {
+		return err
+	}
+	ref, err := s.drv.QueueProviderGet(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.ProviderResponse{Provider: api.NewProvider(ref)})
+	return nil
+}
+
+func (s *Server) handleProviderSet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.Provider
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	params := &plane.ProviderParams{Namespace: ns, Queue: q, Provider: *req.Plane()}
+	if err := params.Validate(); err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
+		return err
+	}
+	if err := s.drv.QueueProviderSet(r.Context(), params); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.ProviderResponse{Provider: api.NewProvider(&params.Provider)})
+	return nil
+}
+
+func (s *Server) handleProviderDelete(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
+		return err
+	}
+	ok, err := s.drv.QueueProviderDelete(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.ChangedResponse{Changed: ok})
+	return nil
+}
+
+func (s *Server) handleProviderList(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns := r.URL.Query().Get("namespace")
+	if ns != "" {
+		if err := plane.ValidateName("namespace", ns); err != nil {
+			return err
+		}
+	}
+	list, err := s.drv.QueueProviderList(r.Context(), ns)
+	if err != nil {
+		return err
+	}
+	out := &api.QueueProvidersResponse{Queues: make([]api.QueueProvider, 0, len(list))}
+	for i := range list {
+		qp := &list[i]
+		if p.allows(qp.Namespace, qp.Queue, anyPerms...) {
+			out.Queues = append(out.Queues, api.QueueProvider{Namespace: qp.Namespace, Queue: qp.Queue, Provider: *api.NewProvider(&qp.Provider)})
+		}
+	}
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
+
+// leaseOf reads the namespace and body of a lease route, validated, and checks that p is an
+// admin of every queue of the namespace.
+func (s *Server) leaseOf(w http.ResponseWriter, r *http.Request, p *principal) (string, *api.LeaseRequest, error) {
+	ns := r.PathValue("namespace")
+	if err := plane.ValidateName("namespace", ns); err != nil {
+		return "", nil, err
+	}
+	var req api.LeaseRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return "", nil, err
+	}
+	if err := plane.ValidateLease(ns, req.Name, req.Holder); err != nil {
+		return "", nil, err
+	}
+	if !p.all && !(p.allows(ns, "*", plane.PermissionAdmin) && p.tok.Queue == "*") {
+		return "", nil, fmt.Errorf("%w: leases need admin on every queue of namespace %s (a token for queue *)", api.ErrForbidden, ns)
+	}
+	return ns, &req, nil
+}
+
+func (s *Server) handleLeaseAcquire(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, req, err := s.leaseOf(w, r, p)
+	if err != nil {
+		return err
+	}
+	ttl, err := seconds("ttl", req.TTL)
+	if err != nil {
+		return err
+	}
+	ok, err := s.drv.LeaseAcquire(r.Context(), &plane.LeaseParams{Namespace: ns, Name: req.Name, Holder: req.Holder, TTL: ttl})
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.LeaseResponse{Acquired: ok})
+	return nil
+}
+
+func (s *Server) handleLeaseRelease(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, req, err := s.leaseOf(w, r, p)
+	if err != nil {
+		return err
+	}
+	if err := s.drv.LeaseRelease(r.Context(), ns, req.Name, req.Holder); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}

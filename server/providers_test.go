@@ -1,0 +1,69 @@
+package server_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// TestProviderRoutesAuth: a queue's provider is set by an admin of that queue and read by
+// any token of it; /v1/providers lists only covered queues; leases need admin on every
+// queue of the namespace; a bad policy is invalid, naming the field.
+func TestProviderRoutesAuth(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	qp := func(ns, q string) string { return "/v1/namespaces/" + ns + "/queues/" + q + "/provider" }
+	queueAdmin, _ := b.mint(t, "default", "jobs", 0, plane.PermissionAdmin)
+	nsAdmin, _ := b.mint(t, "default", "*", 0, plane.PermissionAdmin)
+	reader, _ := b.mint(t, "default", "jobs", 0, plane.PermissionRead)
+	producer, _ := b.mint(t, "default", "jobs", 0, plane.PermissionSubmit)
+	ref := map[string]any{"name": "local", "policy": map[string]any{"max_workers": 2, "idle_timeout": 30, "command": []string{"lakeshore", "worker", "jobs"}}}
+
+	r := b.doJSON(t, "PUT", qp("default", "jobs"), ref, producer)
+	require.Equal(t, 403, r.status, "%s", r.body)
+	r = b.doJSON(t, "PUT", qp("default", "jobs"), map[string]any{"name": "local", "policy": map[string]any{"min_workers": 3, "max_workers": 2, "command": []string{"w"}}}, queueAdmin)
+	require.Equal(t, 400, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), "max workers")
+	r = b.doJSON(t, "PUT", qp("default", "jobs"), ref, queueAdmin)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = b.doJSON(t, "PUT", qp("default", "other"), ref, nsAdmin)
+	require.Equal(t, 200, r.status, "%s", r.body)
+
+	r = b.doJSON(t, "GET", qp("default", "jobs"), nil, reader)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var got api.ProviderResponse
+	require.NoError(t, json.Unmarshal(r.body, &got))
+	require.Equal(t, "local", got.Provider.Name)
+	require.Equal(t, 2, got.Provider.Policy.MaxWorkers)
+	require.Equal(t, 30.0, got.Provider.Policy.IdleTimeout)
+
+	r = b.doJSON(t, "GET", "/v1/providers", nil, reader)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var list api.QueueProvidersResponse
+	require.NoError(t, json.Unmarshal(r.body, &list))
+	require.Len(t, list.Queues, 1, "a token sees only the queues it covers")
+	require.Equal(t, "jobs", list.Queues[0].Queue)
+
+	lease := map[string]any{"name": "provider/jobs", "holder": "h1", "ttl": 10}
+	r = b.doJSON(t, "POST", "/v1/namespaces/default/leases/acquire", lease, queueAdmin)
+	require.Equal(t, 403, r.status, "a queue's admin is not the namespace's: %s", r.body)
+	r = b.doJSON(t, "POST", "/v1/namespaces/default/leases/acquire", lease, nsAdmin)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.JSONEq(t, `{"acquired":true}`, string(r.body))
+	r = b.doJSON(t, "POST", "/v1/namespaces/default/leases/acquire", map[string]any{"name": "provider/jobs", "holder": "h2", "ttl": 10}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.JSONEq(t, `{"acquired":false}`, string(r.body))
+	r = b.doJSON(t, "POST", "/v1/namespaces/default/leases/acquire", map[string]any{"name": "provider/jobs", "holder": "h2"}, adminSecret)
+	require.Equal(t, 400, r.status, "a lease needs a ttl: %s", r.body)
+	r = b.doJSON(t, "POST", "/v1/namespaces/default/leases/release", map[string]any{"name": "provider/jobs", "holder": "h1"}, nsAdmin)
+	require.Equal(t, 200, r.status, "%s", r.body)
+
+	r = b.doJSON(t, "DELETE", qp("default", "jobs"), nil, queueAdmin)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.JSONEq(t, `{"changed":true}`, string(r.body))
+}
