@@ -225,6 +225,27 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 		providers[name], alive[name] = p, m
 	}
 
+	// Index launches and workers by queue once, so a tick is linear in queues + workers.
+	launchesOf := make(map[string]map[queueKey][]LaunchStatus, len(alive)) // provider → queue → launches
+	for name, m := range alive {
+		byQueue := make(map[queueKey][]LaunchStatus)
+		for _, l := range m {
+			k := queueKey{l.Namespace, l.Queue}
+			byQueue[k] = append(byQueue[k], l)
+		}
+		launchesOf[name] = byQueue
+	}
+	workersOf := make(map[queueKey][]plane.WorkerInfo)
+	for _, w := range workers {
+		if w.LaunchID == "" {
+			continue // started by hand
+		}
+		for _, q := range w.Queues {
+			k := queueKey{w.Namespace, q}
+			workersOf[k] = append(workersOf[k], w)
+		}
+	}
+
 	keep := make(map[queueKey]bool, len(refs))
 	for _, r := range refs {
 		k := queueKey{r.Namespace, r.Queue}
@@ -233,7 +254,9 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 		if p == nil {
 			continue
 		}
-		if err := s.queue(ctx, k, r.Provider, p, alive[r.Provider.Name], counts[k], workers); err != nil {
+		v := queueView{ref: r.Provider, alive: alive[r.Provider.Name], launches: launchesOf[r.Provider.Name][k],
+			counts: counts[k], workers: workersOf[k]}
+		if err := s.queue(ctx, k, p, &v); err != nil {
 			return err
 		}
 	}
@@ -257,9 +280,18 @@ func (s *Supervisor) forgetAllBut(keep map[queueKey]bool) {
 	}
 }
 
+// queueView is what a tick read about one queue.
+type queueView struct {
+	ref      plane.ProviderRef
+	alive    map[string]LaunchStatus // every launch its provider runs, by id
+	launches []LaunchStatus          // those of this queue
+	counts   map[plane.State]int64
+	workers  []plane.WorkerInfo // registered workers of this queue with a launch id
+}
+
 // queue acts for one queue: take or renew its lease, reconcile launches, decide, act.
-func (s *Supervisor) queue(ctx context.Context, k queueKey, ref plane.ProviderRef, p Provider,
-	alive map[string]LaunchStatus, counts map[plane.State]int64, workers []plane.WorkerInfo) error {
+func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queueView) error {
+	ref, alive, counts := v.ref, v.alive, v.counts
 	now := s.cfg.Now()
 	tr := s.queues[k]
 	if tr == nil {
@@ -293,8 +325,8 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, ref plane.ProviderRe
 	st := QueueState{Policy: policy, Queued: counts[plane.StateQueued], Running: counts[plane.StateRunning],
 		Pending: map[string]time.Time{}, LastScaleDown: tr.lastScale, NextLaunch: tr.nextLaunch, Now: now}
 	registered := map[string]bool{}
-	for _, w := range workers {
-		if w.Namespace != k.namespace || w.Provider != ref.Name || w.LaunchID == "" || !slices.Contains(w.Queues, k.queue) {
+	for _, w := range v.workers {
+		if w.Provider != ref.Name {
 			continue
 		}
 		if _, ok := alive[w.LaunchID]; !ok {
@@ -304,8 +336,9 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, ref plane.ProviderRe
 		st.Workers = append(st.Workers, w)
 	}
 	// Launches of this queue the provider runs that are not registered: ours, or adopted.
-	for id, l := range alive {
-		if l.Namespace != k.namespace || l.Queue != k.queue || registered[id] {
+	for _, l := range v.launches {
+		id := l.ID
+		if registered[id] {
 			continue
 		}
 		if _, ok := tr.pending[id]; !ok {
