@@ -419,3 +419,55 @@ func TestProviderExecProgramFaults(t *testing.T) {
 	}
 	_ = fmt.Sprint(job.ID)
 }
+
+// TestProviderExecExample: the exec provider of examples/providers/exec_local.py (the
+// protocol's documented example) launches real workers that run the jobs, and the
+// supervisor stops them once idle.
+func TestProviderExecExample(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not found: apt-get install python3")
+	}
+	program, err := filepath.Abs("../../examples/providers/exec_local.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProviderPlane(t)
+	t.Setenv("EXEC_PROVIDER_DIR", t.TempDir())
+	name := "exec:" + program
+	err = p.drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: "default", Queue: "ex",
+		Provider: plane.ProviderRef{Name: name, Policy: plane.LaunchPolicy{MaxWorkers: 2, JobsPerWorker: 5,
+			IdleTimeout: time.Second, Cooldown: 200 * time.Millisecond, Command: workerCommand("ex", "true")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	resolve := newResolver(p.home, 10*time.Second)
+	s, err := provider.NewSupervisor(provider.SupervisorConfig{Driver: p.drv, Resolve: resolve, Tick: 100 * time.Millisecond,
+		StopGrace: 10 * time.Second, WorkerEnv: map[string]string{lakeshore.EnvHome: p.home},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	p.submit("ex", 20)
+	waitFor(t, 2*time.Minute, "20 jobs succeeded through the exec provider", func() bool {
+		return p.count("ex", lakeshore.StateSucceeded) == 20
+	})
+	ex, err := resolve(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the exec provider's workers stopped once idle", func() bool {
+		ls, err := ex.List(t.Context())
+		return err == nil && len(ls) == 0
+	})
+	if !strings.Contains(logs.String(), "provider supervisor: launched") {
+		t.Errorf("no launch logged:\n%s", logs.String())
+	}
+}
