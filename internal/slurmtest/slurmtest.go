@@ -394,6 +394,7 @@ SlurmdParameters=config_overrides
 MpiDefault=none
 ReturnToService=2
 KillWait=5
+DefMemPerCPU=100
 MinJobAge=60
 SlurmdTimeout=60
 AccountingStorageType=accounting_storage/none
