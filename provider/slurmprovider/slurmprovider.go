@@ -138,6 +138,22 @@ type Config struct {
 	DrainBeforeTimeLimit time.Duration
 }
 
+// Environment variables ConfigFromEnv reads. SLURM's own variables work as usual beside
+// them: SLURM_CONF names the cluster, and sbatch's input variables (SBATCH_ACCOUNT,
+// SBATCH_QOS, SBATCH_CONSTRAINT, SBATCH_PARTITION…) set options for every launch.
+const (
+	// EnvLogDir sets Config.LogDir.
+	EnvLogDir = "LAKESHORE_SLURM_LOG_DIR"
+	// EnvJobNamePrefix sets Config.JobNamePrefix.
+	EnvJobNamePrefix = "LAKESHORE_SLURM_JOB_PREFIX"
+)
+
+// ConfigFromEnv returns the Config a supervisor uses by default: the zero Config with
+// LogDir and JobNamePrefix from EnvLogDir and EnvJobNamePrefix when set.
+func ConfigFromEnv() Config {
+	return Config{LogDir: os.Getenv(EnvLogDir), JobNamePrefix: os.Getenv(EnvJobNamePrefix)}
+}
+
 // Provider launches workers as SLURM batch jobs. It keeps no state of its own: SLURM's
 // queue is the record, so a restarted supervisor adopts the jobs of the one before. Safe
 // for concurrent use.

@@ -32,7 +32,7 @@ func newLaunchID() string {
 
 // newProvider returns a provider on the shared test cluster, whose launches are cancelled
 // when t ends.
-func newProvider(t *testing.T) (*slurmprovider.Provider, *slurmtest.Cluster) {
+func newProvider(t testing.TB) (*slurmprovider.Provider, *slurmtest.Cluster) {
 	t.Helper()
 	c := slurmtest.Shared(t)
 	p, err := slurmprovider.New(slurmprovider.Config{SlurmConf: c.Conf, LogDir: t.TempDir(), PollInterval: 100 * time.Millisecond})
@@ -50,7 +50,7 @@ func newProvider(t *testing.T) (*slurmprovider.Provider, *slurmtest.Cluster) {
 	return p, c
 }
 
-func waitUntil(t *testing.T, what string, c *slurmtest.Cluster, cond func() bool) {
+func waitUntil(t testing.TB, what string, c *slurmtest.Cluster, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for !cond() {
@@ -61,7 +61,7 @@ func waitUntil(t *testing.T, what string, c *slurmtest.Cluster, cond func() bool
 	}
 }
 
-func find(t *testing.T, p *slurmprovider.Provider, id string) (provider.LaunchStatus, bool) {
+func find(t testing.TB, p *slurmprovider.Provider, id string) (provider.LaunchStatus, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
