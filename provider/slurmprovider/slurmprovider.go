@@ -383,6 +383,12 @@ func (p *Provider) Stop(ctx context.Context, id string, grace time.Duration) err
 		if len(statuses) == 0 {
 			return nil
 		}
+		if statuses[0].State == provider.LaunchPending {
+			// It was pending when signalled (a moment before it started): cancel it.
+			if _, err := p.run(ctx, p.cfg.Scancel, name, user, "--state=PENDING"); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
 		if !time.Now().Before(deadline) {
 			break
 		}
