@@ -3,6 +3,7 @@ package slurmprovider_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,7 +20,19 @@ import (
 	"github.com/lakeshore-dev/lakeshore/provider/slurmprovider"
 )
 
-func TestMain(m *testing.M) { os.Exit(slurmtest.Main(m)) }
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if wantsBinary() {
+		// Build cmd/lakeshore while the other tests run: TestLakeshoreWorker, last, needs it.
+		go buildOnce.Do(build)
+	}
+	code := slurmtest.Main(m)
+	buildOnce.Do(func() {}) // wait for a build under way
+	if binary != "" {
+		os.RemoveAll(filepath.Dir(binary))
+	}
+	os.Exit(code)
+}
 
 // wait is generous: the machine may be loaded (load 10–30).
 const wait = 90 * time.Second
