@@ -126,8 +126,8 @@ type Config struct {
 	// ExtraArgs are more sbatch options for every launch, e.g. ["--account=ml",
 	// "--qos=normal", "--constraint=a100"]. Default: none.
 	ExtraArgs []string
-	// User is whose jobs List reads (squeue --user). Default: the user running the
-	// provider.
+	// User is whose jobs List reads and Stop cancels (squeue and scancel --user), a name
+	// or a uid. Default: the user running the provider.
 	User string
 	// CommandTimeout bounds each run of a SLURM command. Default: CommandTimeoutDefault.
 	CommandTimeout time.Duration
@@ -192,7 +192,7 @@ func New(cfg Config) (*Provider, error) {
 		if u, err := user.Current(); err == nil {
 			cfg.User = u.Username
 		} else {
-			cfg.User = os.Getenv("USER")
+			cfg.User = strconv.Itoa(os.Getuid()) // squeue and scancel take a uid too
 		}
 	}
 	if cfg.LogDir == "" {
