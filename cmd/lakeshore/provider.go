@@ -21,6 +21,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/provider"
 	"github.com/lakeshore-dev/lakeshore/provider/execprovider"
 	"github.com/lakeshore-dev/lakeshore/provider/localprovider"
+	"github.com/lakeshore-dev/lakeshore/provider/slurmprovider"
 )
 
 func newProviderCmd(a *app) *cobra.Command {
@@ -203,10 +204,14 @@ func newResolver(home string, timeout time.Duration) provider.Resolver {
 		switch {
 		case name == plane.ProviderLocal:
 			p, err = localprovider.New(local)
+		case name == plane.ProviderSlurm:
+			cfg := slurmprovider.ConfigFromEnv()
+			cfg.CommandTimeout = timeout
+			p, err = slurmprovider.New(cfg)
 		case strings.HasPrefix(name, plane.ProviderExecPrefix):
 			p, err = execprovider.New(name, timeout)
 		default:
-			p, err = extraProvider(name, timeout)
+			err = plane.Invalid("provider", name, "use local, slurm or exec:PROGRAM")
 		}
 		if err != nil {
 			return nil, err
@@ -214,11 +219,6 @@ func newResolver(home string, timeout time.Duration) provider.Resolver {
 		made[name] = p
 		return p, nil
 	}
-}
-
-// extraProvider resolves the providers beyond local and exec (slurm).
-var extraProvider = func(name string, timeout time.Duration) (provider.Provider, error) {
-	return nil, plane.Invalid("provider", name, "use local, slurm or exec:PROGRAM")
 }
 
 // runSupervisorIn runs a supervisor beside a server until ctx ends ('serve --providers').

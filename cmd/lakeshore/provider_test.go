@@ -18,9 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/internal/slurmtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/provider"
 	"github.com/lakeshore-dev/lakeshore/provider/localprovider"
+	"github.com/lakeshore-dev/lakeshore/provider/slurmprovider"
 )
 
 // providerPlane is an embedded plane in a fresh home that worker processes reach through
@@ -469,5 +471,74 @@ func TestProviderExecExample(t *testing.T) {
 	})
 	if !strings.Contains(logs.String(), "provider supervisor: launched") {
 		t.Errorf("no launch logged:\n%s", logs.String())
+	}
+}
+
+// TestProviderSlurmScale: on a real single-node SLURM, a queue at zero workers scales to
+// its max under a burst (never above), every job runs, and once idle the supervisor
+// cancels every SLURM job it launched.
+func TestProviderSlurmScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a private SLURM")
+	}
+	cluster := slurmtest.Shared(t)
+	p := newProviderPlane(t)
+	slurm, err := slurmprovider.New(slurmprovider.Config{SlurmConf: cluster.Conf, LogDir: t.TempDir(),
+		JobNamePrefix: "lakeshore-test-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: "default", Queue: "sq",
+		Provider: plane.ProviderRef{Name: plane.ProviderSlurm, Policy: plane.LaunchPolicy{MaxWorkers: 2, JobsPerWorker: 10,
+			IdleTimeout: time.Second, Cooldown: 200 * time.Millisecond, Command: workerCommand("sq", "true"),
+			Resources: plane.Resources{CPUs: 1, TimeLimit: 10 * time.Minute}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	s, err := provider.NewSupervisor(provider.SupervisorConfig{Driver: p.drv,
+		Resolve: func(string) (provider.Provider, error) { return slurm, nil }, Tick: 100 * time.Millisecond,
+		StopGrace: 10 * time.Second, WorkerEnv: map[string]string{lakeshore.EnvHome: p.home},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		ls, _ := slurm.List(context.Background())
+		for _, l := range ls {
+			_ = slurm.Stop(context.Background(), l.ID, 0)
+		}
+	}()
+	most := 0
+	sample := func() {
+		if ls, err := slurm.List(t.Context()); err == nil {
+			most = max(most, len(ls))
+		}
+	}
+	submitted := time.Now()
+	p.submit("sq", 100)
+	waitFor(t, 2*time.Minute, "a first job claimed at zero workers", func() bool {
+		sample()
+		return p.count("sq", lakeshore.StateQueued) < 100
+	})
+	t.Logf("submit → first claim at zero workers (slurm provider, tick 100 ms): %s", time.Since(submitted).Round(time.Millisecond))
+	waitFor(t, 3*time.Minute, "100 jobs succeeded on SLURM workers", func() bool {
+		sample()
+		return p.count("sq", lakeshore.StateSucceeded) == 100
+	})
+	waitFor(t, 2*time.Minute, "every SLURM worker cancelled once idle", func() bool {
+		ls, err := slurm.List(t.Context())
+		return err == nil && len(ls) == 0
+	})
+	if n := strings.Count(logs.String(), "msg=\"provider supervisor: launched\""); most > 2 || n != 2 {
+		t.Errorf("%d SLURM workers at once and %d launches; the policy wants 2 for 100 jobs at 10 per worker (max 2)\n%s", most, n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "reason=idle") {
+		t.Errorf("no idle stop logged:\n%s", logs.String())
 	}
 }

@@ -103,6 +103,13 @@ var (
 // TestMain: os.Exit(slurmtest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
+	StopShared()
+	return code
+}
+
+// StopShared stops the cluster Shared started, if any (for a TestMain that wraps m.Run
+// in another helper's Main, such as pgtest.Main, and so cannot use Main).
+func StopShared() {
 	mu.Lock()
 	defer mu.Unlock()
 	if cluster != nil {
@@ -111,7 +118,6 @@ func Main(m *testing.M) int {
 		}
 		cluster = nil
 	}
-	return code
 }
 
 // Shared returns the cluster of this test binary, starting it on first use. Where SLURM is
