@@ -420,7 +420,9 @@ func (p *Provider) List(ctx context.Context) ([]provider.LaunchStatus, error) {
 	return p.jobs(ctx)
 }
 
-const fieldSeparator = "\x1f"
+// fieldSeparator separates squeue's fields. Our jobs' names (prefix + [A-Za-z0-9._-]) and
+// comments (URL-encoded) never hold it, and the comment, last, is split off whole.
+const fieldSeparator = "|"
 
 // jobs runs squeue for the provider's user (and filter args) and returns its launches.
 func (p *Provider) jobs(ctx context.Context, filter ...string) ([]provider.LaunchStatus, error) {
