@@ -502,6 +502,7 @@ func (p *Provider) runEnv(ctx context.Context, env []string, program string, arg
 	if said == "" {
 		said = strings.TrimSpace(tail(stdout.String(), 1000))
 	}
+	said = strings.ReplaceAll(said, "\n", "; ") // one line in logs
 	switch {
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 		return nil, &CommandError{Command: line, Kind: ErrNotInstalled, Output: filepath.Base(program) + " was not found",
