@@ -420,7 +420,9 @@ func (p *Provider) List(ctx context.Context) ([]provider.LaunchStatus, error) {
 	return p.jobs(ctx)
 }
 
-const fieldSeparator = "\x1f"
+// fieldSeparator separates squeue's fields. Our jobs' names (prefix + [A-Za-z0-9._-]) and
+// comments (URL-encoded) never hold it, and the comment, last, is split off whole.
+const fieldSeparator = "|"
 
 // jobs runs squeue for the provider's user (and filter args) and returns its launches.
 func (p *Provider) jobs(ctx context.Context, filter ...string) ([]provider.LaunchStatus, error) {
@@ -500,6 +502,7 @@ func (p *Provider) runEnv(ctx context.Context, env []string, program string, arg
 	if said == "" {
 		said = strings.TrimSpace(tail(stdout.String(), 1000))
 	}
+	said = strings.ReplaceAll(said, "\n", "; ") // one line in logs
 	switch {
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 		return nil, &CommandError{Command: line, Kind: ErrNotInstalled, Output: filepath.Base(program) + " was not found",
