@@ -23,5 +23,6 @@ func commands() []func(*app) *cobra.Command {
 		newMapCmd,
 		newServeCmd, newTokenCmd, newDaemonCmd, newMigrateCmd,
 		newDataCmd,
+		newProviderCmd,
 	}
 }

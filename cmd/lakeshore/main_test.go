@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/slurmtest"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -44,7 +45,8 @@ func TestMain(m *testing.M) {
 				code = 1
 			}
 		}()
-		code = pgtest.Main(m) // stops the PostgreSQL server of the postgres tests, if one started
+		defer slurmtest.StopShared() // stops the SLURM cluster of the provider tests, if one started
+		code = pgtest.Main(m)        // stops the PostgreSQL server of the postgres tests, if one started
 	}()
 	os.Exit(code)
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
@@ -81,6 +82,10 @@ type ServeOpts struct {
 	// LogRequests logs one line per request (method, path, status, bytes, duration) at
 	// level Info: `serve -v`.
 	LogRequests bool
+	// Providers runs the provider supervisor inside the server (`--providers`;
+	// docs/providers.md), configured by Supervisor.
+	Providers  bool
+	Supervisor supervisorFlags
 
 	// Ready, when set, is called with the listening address once the server accepts
 	// connections (tests).
@@ -209,7 +214,15 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	} else if dataDir, err = serveDataDir(o.DataDir, getenv); err != nil {
 		return err
 	}
-	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests,
+	reg := prometheus.NewRegistry()
+	if o.Providers {
+		stop, err := runSupervisorIn(ctx, drv, target, &o.Supervisor, logger, reg, getenv)
+		if err != nil {
+			return fmt.Errorf("--providers: %w", err)
+		}
+		defer stop()
+	}
+	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests, Registerer: reg,
 		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, MaxLongPollsPerTenant: o.MaxLongPollsPerTenant, DisableUI: o.NoUI,
 		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores})
 	defer func() {
@@ -421,6 +434,8 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", ShutdownTimeoutDefault, "bound on the graceful shutdown")
 	f.DurationVar(&o.LongPollMax, "long-poll-max", server.LongPollMaxDefault, "cap of one long-poll")
 	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")
+	f.BoolVar(&o.Providers, "providers", false, "run the provider supervisor in the server: launch and stop workers for queues with a provider (docs/providers.md)")
+	o.Supervisor.register(cmd, "providers-")
 	f.IntVar(&o.MaxLongPollsPerTenant, "max-long-polls-per-tenant", 0, "long-polls one token (or, without tokens, one namespace) holds at once before 503 (0: a quarter of --max-long-polls)")
 	return cmd
 }

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/provider"
+	"github.com/lakeshore-dev/lakeshore/provider/execprovider"
+	"github.com/lakeshore-dev/lakeshore/provider/localprovider"
+	"github.com/lakeshore-dev/lakeshore/provider/slurmprovider"
+)
+
+func newProviderCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "provider",
+		Short: "Supply workers to queues that have a provider attached",
+		Long: `A queue with a provider attached ('lakeshore queue set Q --provider NAME …') gets its
+workers from a supervisor: 'lakeshore provider run' (or 'lakeshore serve --providers')
+watches each such queue's backlog and live workers and launches or stops workers through
+the provider (local, slurm or exec:PROGRAM) to follow the queue's launch policy.
+See docs/providers.md.`,
+		Args: exactArgs(0),
+		RunE: unknownSubcommand,
+	}
+	c.AddCommand(newProviderRunCmd(a))
+	return c
+}
+
+func newProviderRunCmd(a *app) *cobra.Command {
+	var (
+		o           supervisorFlags
+		metricsAddr string
+	)
+	c := &cobra.Command{
+		Use:   "run [--dry-run] [--tick 1s] [--metrics-addr HOST:PORT]",
+		Short: "Run the provider supervisor until interrupted",
+		Long: `Run the supervisor over every queue with a provider in --namespace (every namespace
+when not set) of the plane named by --target (or $LAKESHORE_URL, else the embedded plane).
+One supervisor acts per queue at a time (a lease in the plane), so several may run for
+availability. Every decision is logged on stderr; --dry-run logs them and launches and
+stops nothing. Workers keep running when the supervisor stops; the next one adopts them.
+
+Launched workers reach the plane through their environment: LAKESHORE_URL for an
+http(s):// or postgres:// plane, LAKESHORE_HOME for the embedded one (a SQLite file named
+lakeshore.db), plus LAKESHORE_LAUNCH_ID, LAKESHORE_PROVIDER, LAKESHORE_QUEUE and
+LAKESHORE_NAMESPACE. SIGINT/SIGTERM stop the supervisor.`,
+		Example: `  lakeshore provider run --dry-run
+  LAKESHORE_URL=postgres://lakeshore@db.internal/jobs lakeshore provider run --tick 2s`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			target, err := supervisorTarget(a.planeURL(), os.Getenv)
+			if err != nil {
+				return usageError(err)
+			}
+			logger := a.logger()
+			if !a.verbose {
+				logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			}
+			drv, err := lakeshore.OpenDriver(c.Context(), target, &lakeshore.Config{Logger: logger})
+			if err != nil {
+				return fmt.Errorf("open plane: %w", err)
+			}
+			defer drv.Close()
+			reg := prometheus.NewRegistry()
+			s, err := newSupervisor(drv, target, a.namespace, &o, logger, provider.NewMetrics(reg), os.Getenv)
+			if err != nil {
+				return err
+			}
+			if metricsAddr != "" {
+				stop, err := serveMetrics(metricsAddr, reg, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			logger.Info("provider supervisor running", "target", target, "holder", s.Holder(), "dry_run", o.dryRun)
+			return s.Run(c.Context())
+		},
+	}
+	o.register(c, "")
+	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the supervisor's Prometheus metrics at http://HOST:PORT/metrics (default: not served)")
+	return c
+}
+
+// serveMetrics serves reg at addr/metrics until the returned stop is called.
+func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: ReadHeaderTimeout}
+	go func() { _ = hs.Serve(ln) }()
+	logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() { _ = hs.Close() }, nil
+}
+
+// supervisorFlags are the flags of 'provider run', shared with 'serve --providers'.
+type supervisorFlags struct {
+	dryRun    bool
+	tick      time.Duration
+	stopGrace time.Duration
+	timeout   time.Duration
+	leaseTTL  time.Duration
+}
+
+func (o *supervisorFlags) register(c *cobra.Command, prefix string) {
+	f := c.Flags()
+	f.BoolVar(&o.dryRun, prefix+"dry-run", false, "log and count every decision, but launch and stop nothing")
+	f.DurationVar(&o.tick, prefix+"tick", provider.TickDefault, "how often the supervisor looks at its queues")
+	f.DurationVar(&o.stopGrace, prefix+"stop-grace", provider.StopGraceDefault, "how long a stopped worker may drain before it is killed")
+	f.DurationVar(&o.leaseTTL, prefix+"lease-ttl", provider.LeaseTTLDefault, "per-queue lease: another supervisor takes a queue over within it when this one dies")
+	f.DurationVar(&o.timeout, prefix+"call-timeout", provider.CallTimeoutDefault, "bound on each provider call (launch, stop, list, an exec program)")
+}
+
+// supervisorTarget resolves where the supervisor's plane is: the target, else the
+// embedded default. ":memory:" is refused: no worker process could reach it.
+func supervisorTarget(target string, getenv func(string) string) (string, error) {
+	if target == ":memory:" || strings.EqualFold(target, "sqlite://:memory:") {
+		return "", plane.Invalid("target", target, "use a plane other processes can reach: a file, http(s):// or postgres://")
+	}
+	return serveTarget(target, getenv)
+}
+
+// workerEnv is how a launched worker reaches the plane at target.
+func workerEnv(target string, logger *slog.Logger) map[string]string {
+	lower := strings.ToLower(target)
+	switch {
+	case strings.HasPrefix(lower, "http://"), strings.HasPrefix(lower, "https://"),
+		strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+		return map[string]string{lakeshore.EnvURL: target}
+	}
+	path := strings.TrimPrefix(target, "sqlite://")
+	if filepath.Base(path) != lakeshore.DefaultDBName {
+		logger.Warn("provider supervisor: launched workers find the embedded plane through LAKESHORE_HOME, which names a directory holding "+
+			lakeshore.DefaultDBName+"; this plane's file has another name, so give the worker command its --target", "target", target)
+	}
+	return map[string]string{lakeshore.EnvHome: filepath.Dir(path)}
+}
+
+// newSupervisor builds the supervisor with the providers this build has.
+func newSupervisor(drv plane.Driver, target, namespace string, o *supervisorFlags, logger *slog.Logger,
+	metrics *provider.Metrics, getenv func(string) string) (*provider.Supervisor, error) {
+	home, err := supervisorHome(target, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return provider.NewSupervisor(provider.SupervisorConfig{
+		Driver: drv, Resolve: newResolver(home, o.timeout), Namespace: namespace, Tick: o.tick,
+		StopGrace: o.stopGrace, CallTimeout: o.timeout, LeaseTTL: o.leaseTTL, DryRun: o.dryRun,
+		WorkerEnv: workerEnv(target, logger), Logger: logger, Metrics: metrics,
+	})
+}
+
+// supervisorHome is where the local provider keeps its launch records: beside the
+// embedded plane's file, else under $LAKESHORE_HOME (~/.lakeshore).
+func supervisorHome(target string, getenv func(string) string) (string, error) {
+	lower := strings.ToLower(target)
+	if !strings.Contains(lower, "://") || strings.HasPrefix(lower, "sqlite://") {
+		return filepath.Dir(strings.TrimPrefix(target, "sqlite://")), nil
+	}
+	if home := getenv(lakeshore.EnvHome); home != "" {
+		return home, nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the local provider's directory: set %s: %w", lakeshore.EnvHome, err)
+	}
+	return filepath.Join(h, ".lakeshore"), nil
+}
+
+// newResolver maps provider names to this build's providers, making each once.
+func newResolver(home string, timeout time.Duration) provider.Resolver {
+	var (
+		mu    sync.Mutex
+		made  = map[string]provider.Provider{}
+		local = filepath.Join(home, "run", "providers", "local")
+	)
+	return func(name string) (provider.Provider, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := made[name]; ok {
+			return p, nil
+		}
+		var (
+			p   provider.Provider
+			err error
+		)
+		switch {
+		case name == plane.ProviderLocal:
+			p, err = localprovider.New(local)
+		case name == plane.ProviderSlurm:
+			cfg := slurmprovider.ConfigFromEnv()
+			cfg.CommandTimeout = timeout
+			p, err = slurmprovider.New(cfg)
+		case strings.HasPrefix(name, plane.ProviderExecPrefix):
+			p, err = execprovider.New(name, timeout)
+		default:
+			err = plane.Invalid("provider", name, "use local, slurm or exec:PROGRAM")
+		}
+		if err != nil {
+			return nil, err
+		}
+		made[name] = p
+		return p, nil
+	}
+}
+
+// runSupervisorIn runs a supervisor beside a server until ctx ends ('serve --providers').
+func runSupervisorIn(ctx context.Context, drv plane.Driver, target string, o *supervisorFlags, logger *slog.Logger,
+	reg prometheus.Registerer, getenv func(string) string) (func(), error) {
+	if _, err := supervisorTarget(target, getenv); err != nil {
+		return nil, err
+	}
+	s, err := newSupervisor(drv, target, "", o, logger, provider.NewMetrics(reg), getenv)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.Run(ctx); err != nil {
+			logger.Error("provider supervisor stopped", "error", err)
+		}
+	}()
+	logger.Info("provider supervisor running", "holder", s.Holder(), "dry_run", o.dryRun)
+	return func() { cancel(); <-done }, nil
+}

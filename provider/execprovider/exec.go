@@ -1,0 +1,163 @@
+// Package execprovider is the "exec:PROGRAM" provider: an external program that launches,
+// stops and lists workers wherever it likes (a cloud, Kubernetes), so Lakeshore needs no
+// code for it.
+//
+// The protocol (docs/providers.md has an example in Python): the supervisor runs
+//
+//	PROGRAM launch   stdin: a launch as JSON {"id", "namespace", "queue", "command",
+//	                 "env", "resources"}; stdout: anything (ignored)
+//	PROGRAM stop     stdin: {"id": "...", "grace_seconds": 30}; stdout: anything
+//	PROGRAM list     stdin: {}; stdout: {"launches": [{"id", "namespace", "queue",
+//	                 "state": "pending"|"running"|"exited", "detail"}]}
+//
+// Exit status 0 means success; any other status is a failure whose stderr (its last
+// 2 KiB) is reported. Every call is bounded by a timeout; a program that hangs is killed.
+package execprovider
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/provider"
+)
+
+// TimeoutDefault bounds one call of the program when Config.Timeout is 0.
+const TimeoutDefault = 30 * time.Second
+
+// stderrTail is how much of a failed call's stderr an error keeps.
+const stderrTail = 2048
+
+// Provider runs an external program for every launch, stop and list. Create it with New.
+type Provider struct {
+	name    string
+	program string
+	timeout time.Duration
+}
+
+// New returns the provider for name "exec:PROGRAM"; each call is cut off after timeout
+// (0: TimeoutDefault). Errors: *plane.InvalidError for a name without a program.
+func New(name string, timeout time.Duration) (*Provider, error) {
+	program := strings.TrimSpace(strings.TrimPrefix(name, plane.ProviderExecPrefix))
+	if !strings.HasPrefix(name, plane.ProviderExecPrefix) || program == "" {
+		return nil, plane.Invalid("provider", name, "use exec:PROGRAM, e.g. exec:/usr/local/bin/my-provider")
+	}
+	return &Provider{name: name, program: program, timeout: cmp.Or(timeout, TimeoutDefault)}, nil
+}
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return p.name }
+
+// Launch implements provider.Provider: PROGRAM launch.
+func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
+	_, err := p.call(ctx, "launch", l)
+	return err
+}
+
+// Stop implements provider.Provider: PROGRAM stop.
+func (p *Provider) Stop(ctx context.Context, id string, grace time.Duration) error {
+	_, err := p.call(ctx, "stop", map[string]any{"id": id, "grace_seconds": grace.Seconds()})
+	return err
+}
+
+// List implements provider.Provider: PROGRAM list. Errors: the answer is not the JSON
+// the protocol describes.
+func (p *Provider) List(ctx context.Context) ([]provider.LaunchStatus, error) {
+	out, err := p.call(ctx, "list", struct{}{})
+	if err != nil {
+		return nil, err
+	}
+	var answer struct {
+		Launches []provider.LaunchStatus `json:"launches"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	if err := dec.Decode(&answer); err != nil {
+		return nil, fmt.Errorf("provider %s list: the answer is not {\"launches\": [...]} JSON (%s); it began %q", p.name, jsonProblem(err), head(out))
+	}
+	for i, l := range answer.Launches {
+		switch l.State {
+		case provider.LaunchPending, provider.LaunchRunning, provider.LaunchExited:
+		default:
+			return nil, fmt.Errorf("provider %s list: launch %d has state %q; use pending, running or exited", p.name, i, l.State)
+		}
+		if l.ID == "" {
+			return nil, fmt.Errorf("provider %s list: launch %d has no id", p.name, i)
+		}
+	}
+	return answer.Launches, nil
+}
+
+// call runs PROGRAM op with in as JSON on stdin and returns its stdout.
+func (p *Provider) call(ctx context.Context, op string, in any) ([]byte, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("provider %s %s: %w", p.name, op, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.program, op)
+	cmd.Stdin = bytes.NewReader(body)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) } // its children too
+	cmd.WaitDelay = time.Second
+	err = cmd.Run()
+	switch {
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		return nil, fmt.Errorf("provider %s %s: no answer within %s; the program was killed", p.name, op, p.timeout)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("provider %s %s: %w", p.name, op, ctx.Err())
+	case errors.Is(err, exec.ErrNotFound):
+		return nil, fmt.Errorf("provider %s %s: program %q not found on this machine", p.name, op, p.program)
+	case err != nil:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return nil, fmt.Errorf("provider %s %s: exited with status %d: %s", p.name, op, exit.ExitCode(), tail(stderr.Bytes()))
+		}
+		return nil, fmt.Errorf("provider %s %s: %w", p.name, op, err)
+	}
+	return stdout.Bytes(), nil
+}
+
+func tail(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > stderrTail {
+		b = b[len(b)-stderrTail:]
+	}
+	if len(b) == 0 {
+		return "(no stderr)"
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+func head(b []byte) string {
+	if len(b) > 80 {
+		b = b[:80]
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+// jsonProblem describes a decode error without naming Go types.
+func jsonProblem(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q has a JSON %s where the protocol wants another kind", typ.Field, typ.Value)
+	case errors.Is(err, io.EOF):
+		return "empty answer"
+	}
+	return "unreadable answer"
+}

@@ -1,0 +1,469 @@
+package provider
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Defaults of SupervisorConfig.
+const (
+	// TickDefault is how often a supervisor looks at its queues.
+	TickDefault = time.Second
+	// LeaseTTLDefault is how long a supervisor's per-queue lease holds without renewal; a
+	// supervisor that dies is replaced by another within it.
+	LeaseTTLDefault = 15 * time.Second
+	// StopGraceDefault is how long a stopped worker may drain before it is killed.
+	StopGraceDefault = 30 * time.Second
+	// CallTimeoutDefault bounds one provider call (launch, stop request, list).
+	CallTimeoutDefault = 30 * time.Second
+	// backoffMax caps the wait between launches after consecutive failures.
+	backoffMax = time.Minute
+)
+
+// Resolver returns the Provider for a ProviderRef's name. Errors: an unknown provider.
+type Resolver func(name string) (Provider, error)
+
+// SupervisorConfig configures a Supervisor. Driver and Resolve are required.
+type SupervisorConfig struct {
+	// Driver is the dispatch plane whose queues the supervisor serves.
+	Driver plane.Driver
+	// Resolve maps a ProviderRef's name to its Provider.
+	Resolve Resolver
+	// Namespace restricts the supervisor to one namespace. Defaults to "": every namespace.
+	Namespace string
+	// Tick is how often it looks at the queues. Defaults to TickDefault (1 s).
+	Tick time.Duration
+	// LeaseTTL is the per-queue lease ("provider/QUEUE"). Defaults to LeaseTTLDefault
+	// (15 s); renewed every third of it.
+	LeaseTTL time.Duration
+	// StopGrace is how long a stopped worker may drain before it is killed. Defaults to
+	// StopGraceDefault (30 s).
+	StopGrace time.Duration
+	// CallTimeout bounds each provider call. Defaults to CallTimeoutDefault (30 s).
+	CallTimeout time.Duration
+	// DryRun logs and counts every decision but launches and stops nothing.
+	DryRun bool
+	// Holder identifies this supervisor in the leases. Defaults to a fresh ULID.
+	Holder string
+	// WorkerEnv is added to every launched worker's environment: how it reaches the plane
+	// (LAKESHORE_URL and LAKESHORE_TOKEN, LAKESHORE_HOME, or a PostgreSQL target).
+	WorkerEnv map[string]string
+	// Logger receives every decision (info) and every failure (warn). Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// Metrics receives the supervisor's metrics. Defaults to none (NewMetrics(nil)).
+	Metrics *Metrics
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Supervisor follows the backlog of every queue that has a provider with workers launched
+// and stopped through the provider, one supervisor per queue at a time (a lease in the
+// plane). Workers it launched keep running when it stops; a supervisor started later
+// adopts them (Provider.List). Create it with NewSupervisor; safe for one Run at a time.
+type Supervisor struct {
+	cfg    SupervisorConfig
+	ids    *plane.IDGenerator
+	queues map[queueKey]*queueTrack
+
+	stops sync.WaitGroup // Stop calls in flight
+}
+
+type queueKey struct{ namespace, queue string }
+
+// queueTrack is what the supervisor remembers of a queue whose lease it holds.
+type queueTrack struct {
+	held         bool
+	renewed      time.Time
+	pending      map[string]time.Time // launch id → when launched or adopted, until registered
+	seen         map[string]bool      // launch ids seen alive (pending or registered)
+	stopping     map[string]bool      // launch ids we asked to stop
+	lastScale    time.Time
+	failures     int
+	nextLaunch   time.Time
+	lastDecision string
+}
+
+// NewSupervisor checks cfg and returns a Supervisor. Errors: *plane.InvalidError for a
+// missing Driver or Resolve, or a negative duration.
+func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
+	switch {
+	case cfg.Driver == nil:
+		return nil, plane.Invalid("driver", nil, "pass the dispatch plane's driver")
+	case cfg.Resolve == nil:
+		return nil, plane.Invalid("resolver", nil, "pass a function from provider name to Provider")
+	case cfg.Tick < 0, cfg.LeaseTTL < 0, cfg.StopGrace < 0, cfg.CallTimeout < 0:
+		return nil, plane.Invalid("supervisor durations", nil, "use durations ≥ 0 (0: the defaults)")
+	}
+	cfg.Tick = cmp.Or(cfg.Tick, TickDefault)
+	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, LeaseTTLDefault)
+	cfg.StopGrace = cmp.Or(cfg.StopGrace, StopGraceDefault)
+	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, CallTimeoutDefault)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	ids := plane.NewIDGenerator()
+	if cfg.Holder == "" {
+		cfg.Holder = ids.New(cfg.Now())
+	}
+	return &Supervisor{cfg: cfg, ids: ids, queues: make(map[queueKey]*queueTrack)}, nil
+}
+
+// Holder returns the id this supervisor holds its leases under.
+func (s *Supervisor) Holder() string { return s.cfg.Holder }
+
+// Run ticks until ctx ends, then releases its leases (another supervisor takes over at
+// once) and waits for the stops in flight. Workers keep running. It returns nil when ctx
+// ended, or the plane's error when the plane closed.
+func (s *Supervisor) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.Tick)
+	defer t.Stop()
+	defer s.release()
+	for {
+		if err := s.Tick(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, plane.ErrClosed) {
+				return err
+			}
+			s.cfg.Logger.Warn("provider supervisor: tick failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// release gives up every held lease and waits for the stops in flight.
+func (s *Supervisor) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+	defer cancel()
+	for k, tr := range s.queues {
+		if tr.held {
+			_ = s.cfg.Driver.LeaseRelease(ctx, k.namespace, leaseName(k.queue), s.cfg.Holder)
+		}
+	}
+	s.stops.Wait()
+}
+
+func leaseName(queue string) string { return "provider/" + queue }
+
+// Tick looks at every queue with a provider once and acts on the ones whose lease it holds
+// or takes. Provider failures are logged and counted, never returned: one bad provider
+// does not stop the others. It returns the plane's errors.
+func (s *Supervisor) Tick(ctx context.Context) error {
+	start := s.cfg.Now()
+	defer func() { s.cfg.Metrics.tick.Observe(time.Since(start).Seconds()) }()
+	refs, err := s.cfg.Driver.QueueProviderList(ctx, s.cfg.Namespace)
+	if err != nil {
+		return fmt.Errorf("list queues with providers: %w", err)
+	}
+	if len(refs) == 0 {
+		s.forgetAllBut(nil)
+		return nil
+	}
+	stats, err := s.cfg.Driver.QueueStatsList(ctx, s.cfg.Namespace)
+	if err != nil {
+		return fmt.Errorf("queue counts: %w", err)
+	}
+	counts := make(map[queueKey]map[plane.State]int64, len(stats))
+	for _, st := range stats {
+		counts[queueKey{st.Namespace, st.Queue}] = st.Counts
+	}
+	workers, err := s.cfg.Driver.WorkerList(ctx, &plane.WorkerListParams{Namespace: s.cfg.Namespace})
+	if err != nil {
+		return fmt.Errorf("list workers: %w", err)
+	}
+
+	// One List per provider per tick: which launches still run.
+	providers := make(map[string]Provider)
+	alive := make(map[string]map[string]LaunchStatus) // provider → launch id → status
+	for _, r := range refs {
+		name := r.Provider.Name
+		if _, done := alive[name]; done {
+			continue
+		}
+		alive[name] = nil
+		p, err := s.cfg.Resolve(name)
+		if err != nil {
+			s.cfg.Metrics.errors.WithLabelValues(name, "resolve").Inc()
+			s.cfg.Logger.Warn("provider supervisor: unknown provider; its queues keep their workers", "provider", name, "error", err)
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		list, err := p.List(cctx)
+		cancel()
+		if err != nil {
+			s.cfg.Metrics.errors.WithLabelValues(name, "list").Inc()
+			s.cfg.Logger.Warn("provider supervisor: list launches failed; skipping its queues this tick", "provider", name, "error", err)
+			continue
+		}
+		m := make(map[string]LaunchStatus, len(list))
+		for _, l := range list {
+			if l.State != LaunchExited {
+				m[l.ID] = l
+			}
+		}
+		providers[name], alive[name] = p, m
+	}
+
+	// Index launches and workers by queue once, so a tick is linear in queues + workers.
+	launchesOf := make(map[string]map[queueKey][]LaunchStatus, len(alive)) // provider → queue → launches
+	for name, m := range alive {
+		byQueue := make(map[queueKey][]LaunchStatus)
+		for _, l := range m {
+			k := queueKey{l.Namespace, l.Queue}
+			byQueue[k] = append(byQueue[k], l)
+		}
+		launchesOf[name] = byQueue
+	}
+	workersOf := make(map[queueKey][]plane.WorkerInfo)
+	for _, w := range workers {
+		if w.LaunchID == "" {
+			continue // started by hand
+		}
+		for _, q := range w.Queues {
+			k := queueKey{w.Namespace, q}
+			workersOf[k] = append(workersOf[k], w)
+		}
+	}
+
+	keep := make(map[queueKey]bool, len(refs))
+	for _, r := range refs {
+		k := queueKey{r.Namespace, r.Queue}
+		keep[k] = true
+		p := providers[r.Provider.Name]
+		if p == nil {
+			continue
+		}
+		v := queueView{ref: r.Provider, alive: alive[r.Provider.Name], launches: launchesOf[r.Provider.Name][k],
+			counts: counts[k], workers: workersOf[k]}
+		if err := s.queue(ctx, k, p, &v); err != nil {
+			return err
+		}
+	}
+	s.forgetAllBut(keep)
+	return nil
+}
+
+// forgetAllBut drops the tracks of queues that lost their provider, releasing their leases.
+func (s *Supervisor) forgetAllBut(keep map[queueKey]bool) {
+	for k, tr := range s.queues {
+		if keep[k] {
+			continue
+		}
+		if tr.held {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+			_ = s.cfg.Driver.LeaseRelease(ctx, k.namespace, leaseName(k.queue), s.cfg.Holder)
+			cancel()
+		}
+		delete(s.queues, k)
+		s.cfg.Metrics.forget(k)
+	}
+}
+
+// queueView is what a tick read about one queue.
+type queueView struct {
+	ref      plane.ProviderRef
+	alive    map[string]LaunchStatus // every launch its provider runs, by id
+	launches []LaunchStatus          // those of this queue
+	counts   map[plane.State]int64
+	workers  []plane.WorkerInfo // registered workers of this queue with a launch id
+}
+
+// queue acts for one queue: take or renew its lease, reconcile launches, decide, act.
+func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queueView) error {
+	ref, alive, counts := v.ref, v.alive, v.counts
+	now := s.cfg.Now()
+	tr := s.queues[k]
+	if tr == nil {
+		tr = &queueTrack{pending: map[string]time.Time{}, seen: map[string]bool{}, stopping: map[string]bool{}}
+		s.queues[k] = tr
+	}
+	if !tr.held || now.Sub(tr.renewed) >= s.cfg.LeaseTTL/3 {
+		held, err := s.cfg.Driver.LeaseAcquire(ctx, &plane.LeaseParams{Namespace: k.namespace, Name: leaseName(k.queue),
+			Holder: s.cfg.Holder, TTL: s.cfg.LeaseTTL})
+		if err != nil {
+			return fmt.Errorf("lease of %s/%s: %w", k.namespace, k.queue, err)
+		}
+		if !held {
+			if tr.held {
+				s.cfg.Logger.Info("provider supervisor: another supervisor took the queue", "namespace", k.namespace, "queue", k.queue)
+			}
+			delete(s.queues, k) // its launches are the holder's to adopt
+			s.cfg.Metrics.forget(k)
+			return nil
+		}
+		if !tr.held {
+			s.cfg.Logger.Info("provider supervisor: acting for the queue", "namespace", k.namespace, "queue", k.queue, "provider", ref.Name)
+		}
+		tr.held, tr.renewed = true, now
+	}
+
+	policy := ref.Policy.WithDefaults()
+	labels := []string{k.namespace, k.queue, ref.Name}
+
+	// Registered workers of this queue launched by this provider, alive in it.
+	st := QueueState{Policy: policy, Queued: counts[plane.StateQueued], Running: counts[plane.StateRunning],
+		Pending: map[string]time.Time{}, LastScaleDown: tr.lastScale, NextLaunch: tr.nextLaunch, Now: now}
+	registered := map[string]bool{}
+	for _, w := range v.workers {
+		if w.Provider != ref.Name {
+			continue
+		}
+		if _, ok := alive[w.LaunchID]; !ok {
+			continue // ended; its registration has not aged out yet
+		}
+		registered[w.LaunchID] = true
+		st.Workers = append(st.Workers, w)
+	}
+	// Launches of this queue the provider runs that are not registered: ours, or adopted.
+	for _, l := range v.launches {
+		id := l.ID
+		if registered[id] {
+			continue
+		}
+		if _, ok := tr.pending[id]; !ok {
+			tr.pending[id] = now
+			if !tr.seen[id] {
+				s.cfg.Logger.Info("provider supervisor: adopted a running launch", "namespace", k.namespace, "queue", k.queue, "launch", id)
+			}
+		}
+	}
+	for id := range tr.pending {
+		switch {
+		case registered[id]:
+			delete(tr.pending, id)
+			tr.failures, tr.nextLaunch = 0, time.Time{}
+		case !aliveOrJustLaunched(alive, id, tr.pending[id], now, s.cfg.Tick):
+			delete(tr.pending, id)
+		default:
+			st.Pending[id] = tr.pending[id]
+		}
+	}
+	for id := range registered {
+		tr.seen[id] = true
+	}
+	for id := range st.Pending {
+		tr.seen[id] = true
+	}
+	// A launch seen alive that ended without our stop: a crash (or SLURM killed it).
+	for id := range tr.seen {
+		if _, pending := st.Pending[id]; registered[id] || pending {
+			continue
+		}
+		delete(tr.seen, id)
+		if tr.stopping[id] {
+			delete(tr.stopping, id)
+			continue
+		}
+		s.fail(tr, now, labels, "ended", id)
+	}
+
+	d := Decide(&st)
+	s.cfg.Metrics.want.WithLabelValues(labels...).Set(float64(d.Want))
+	s.cfg.Metrics.live.WithLabelValues(labels...).Set(float64(d.Live))
+	if d.Launch == 0 && len(d.Stop) == 0 && len(d.Expired) == 0 {
+		return nil
+	}
+	s.cfg.Logger.Info("provider supervisor: decision", "namespace", k.namespace, "queue", k.queue, "provider", ref.Name,
+		"queued", st.Queued, "running", st.Running, "want", d.Want, "live", d.Live, "launch", d.Launch,
+		"stop", len(d.Stop), "expired", len(d.Expired), "reason", d.Reason, "dry_run", s.cfg.DryRun)
+	if s.cfg.DryRun {
+		s.cfg.Metrics.decisions.WithLabelValues(append(labels, "dry_run")...).Inc()
+		return nil
+	}
+	s.cfg.Metrics.decisions.WithLabelValues(append(labels, "acted")...).Inc()
+	for _, id := range d.Expired {
+		delete(tr.pending, id)
+		delete(tr.seen, id)
+		s.fail(tr, now, labels, "register_timeout", id)
+		s.stop(p, k, id, labels, "register_timeout")
+	}
+	for _, id := range d.Stop {
+		tr.stopping[id] = true
+		tr.lastScale = now
+		s.stop(p, k, id, labels, "idle")
+	}
+	for range d.Launch {
+		l := s.launchSpec(k, ref.Name, policy)
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		err := p.Launch(cctx, l)
+		cancel()
+		if err != nil {
+			s.cfg.Metrics.launches.WithLabelValues(append(labels, "error")...).Inc()
+			s.cfg.Logger.Warn("provider supervisor: launch failed", "namespace", k.namespace, "queue", k.queue,
+				"provider", ref.Name, "error", err)
+			s.fail(tr, now, labels, "launch", l.ID)
+			break // back off before the next one
+		}
+		s.cfg.Metrics.launches.WithLabelValues(append(labels, "ok")...).Inc()
+		tr.pending[l.ID], tr.seen[l.ID] = now, true
+		tr.lastScale = now
+		s.cfg.Logger.Info("provider supervisor: launched", "namespace", k.namespace, "queue", k.queue, "provider", ref.Name, "launch", l.ID)
+	}
+	return nil
+}
+
+// aliveOrJustLaunched: a launch counts while its provider lists it, or for two ticks after
+// it was made (a provider may list a launch a moment after accepting it).
+func aliveOrJustLaunched(alive map[string]LaunchStatus, id string, at, now time.Time, tick time.Duration) bool {
+	if _, ok := alive[id]; ok {
+		return true
+	}
+	return now.Sub(at) < 2*tick
+}
+
+// fail counts a failed launch and backs the queue's next launch off.
+func (s *Supervisor) fail(tr *queueTrack, now time.Time, labels []string, kind, id string) {
+	tr.failures++
+	wait := min(backoffMax, time.Second<<min(tr.failures-1, 10))
+	tr.nextLaunch = now.Add(wait)
+	s.cfg.Metrics.failures.WithLabelValues(append(labels, kind)...).Inc()
+	s.cfg.Logger.Warn("provider supervisor: worker failed", "namespace", labels[0], "queue", labels[1], "provider", labels[2],
+		"launch", id, "failure", kind, "consecutive", tr.failures, "next_launch_in", wait)
+}
+
+// stop asks the provider to stop a launch, in the background (it drains for up to
+// StopGrace).
+func (s *Supervisor) stop(p Provider, k queueKey, id string, labels []string, reason string) {
+	s.cfg.Metrics.stops.WithLabelValues(append(labels, reason)...).Inc()
+	s.cfg.Logger.Info("provider supervisor: stopping", "namespace", k.namespace, "queue", k.queue, "launch", id, "reason", reason)
+	s.stops.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StopGrace+s.cfg.CallTimeout)
+		defer cancel()
+		if err := p.Stop(ctx, id, s.cfg.StopGrace); err != nil {
+			s.cfg.Metrics.errors.WithLabelValues(p.Name(), "stop").Inc()
+			s.cfg.Logger.Warn("provider supervisor: stop failed", "namespace", k.namespace, "queue", k.queue, "launch", id, "error", err)
+		}
+	})
+}
+
+// launchSpec makes a Launch for queue k: a fresh id, the policy's command, resources and
+// environment, the supervisor's WorkerEnv and the LAKESHORE_* variables.
+func (s *Supervisor) launchSpec(k queueKey, name string, p plane.LaunchPolicy) *Launch {
+	env := make(map[string]string, len(p.Env)+len(s.cfg.WorkerEnv)+4)
+	maps.Copy(env, s.cfg.WorkerEnv)
+	maps.Copy(env, p.Env)
+	id := s.ids.New(s.cfg.Now())
+	env[EnvLaunchID], env[EnvProvider], env[EnvQueue], env[EnvNamespace] = id, name, k.queue, k.namespace
+	return &Launch{ID: id, Namespace: k.namespace, Queue: k.queue, Command: slices.Clone(p.Command), Env: env, Resources: p.Resources}
+}
