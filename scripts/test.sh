@@ -15,7 +15,9 @@ set -eu
 cd "$(dirname "$0")/.."
 
 echo "==> go test ./..."
-go test ./...
+# A package binary may take minutes on a loaded 2-core machine (the PostgreSQL conformance
+# suite runs twice): the default 10-minute bound is too tight for it.
+go test -timeout 25m ./...
 
 echo "==> python: pytest python/tests"
 venv=python/.venv
