@@ -2,6 +2,7 @@ package httpplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -85,10 +86,26 @@ func (g *submitGroup) do(ctx context.Context, d *Driver, params *plane.SubmitMan
 	case <-c.done:
 		return c.out, c.err
 	case <-ctx.Done():
-		// The request may still submit them: the ids make a repeat find them.
-		return nil, ctx.Err()
 	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The server ends a blocked submit just before the caller's deadline and answers
+		// queue_full, which the caller must see rather than its own deadline; on a busy
+		// machine that answer may land a little after the deadline. Wait for it, briefly.
+		t := time.NewTimer(deadlineGrace)
+		defer t.Stop()
+		select {
+		case <-c.done:
+			return c.out, c.err
+		case <-t.C:
+		}
+	}
+	// The request may still submit them: the ids make a repeat find them.
+	return nil, ctx.Err()
 }
+
+// deadlineGrace is how long a caller whose deadline passed still waits for the answer of
+// the request that carries its submits (see submitGroup.do).
+const deadlineGrace = 2 * time.Second
 
 // serve sends q's callers, batch after batch, until none wait.
 func (g *submitGroup) serve(d *Driver, key submitQueueKey, q *submitQueue) {
@@ -163,7 +180,15 @@ func (g *submitGroup) send(d *Driver, batch []*submitCall) {
 	if err != nil {
 		// Each caller alone, concurrently: its own error, its own deadline.
 		var wg sync.WaitGroup
+		var ae *plane.AdmissionError
+		admission := errors.As(err, &ae)
 		for _, c := range live {
+			if admission && c.ctx.Err() != nil {
+				// The queue refused the request this caller's deadline bounded: its answer.
+				c.err = err
+				close(c.done)
+				continue
+			}
 			wg.Go(func() {
 				c.out, c.err = d.submitNow(c.ctx, c.params)
 				close(c.done)
