@@ -110,6 +110,8 @@ func systems() []system {
 		lakeshoreHTTPSystem{},
 		riverSystem{},
 		lakeshorePGSystem{},
+		lakeshorePGServeSystem{replicas: 1},
+		lakeshorePGServeSystem{replicas: 3},
 		riverPGSystem{},
 		goqiteSystem{},
 		asynqSystem{},
