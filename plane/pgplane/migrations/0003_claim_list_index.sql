@@ -5,6 +5,6 @@
 -- walked the partial index; a listing scans each (state, waiting) range by id and merges
 -- them. A claimable row is now in the heap, the primary key, this index and the priority
 -- index (4 entries, was 5); a row with a key in invocations_key too.
-CREATE INDEX invocations_list ON {schema}.invocations (namespace, queue, state, waiting, id);
-DROP INDEX {schema}.invocations_fifo;
-DROP INDEX {schema}.invocations_list_state;
+CREATE INDEX IF NOT EXISTS invocations_list ON {schema}.invocations (namespace, queue, state, waiting, id);
+DROP INDEX IF EXISTS {schema}.invocations_fifo;
+DROP INDEX IF EXISTS {schema}.invocations_list_state;
