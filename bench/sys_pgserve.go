@@ -48,21 +48,26 @@ func (s lakeshorePGServeSystem) settings(e *env) string {
 		"over them; queue lease %s; CPU per replica and of PostgreSQL printed on stderr at close", s.replicas, e.leaseTTL)
 }
 
-// serveBinary is cmd/lakeshore, built once per harness process.
-var serveBinary struct {
-	once sync.Once
-	path string
-	err  error
+// serveBinary guards the build of cmd/lakeshore: once per harness run, into the run's
+// base directory (removed with it).
+var serveBinary sync.Mutex
+
+func lakeshoreBinary(ctx context.Context, e *env) (string, error) {
+	serveBinary.Lock()
+	defer serveBinary.Unlock()
+	dir := filepath.Join(filepath.Dir(e.dir), "lakeshore-serve-bin")
+	if bin := filepath.Join(dir, "lakeshore"); fileExists(bin) {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return buildLakeshore(ctx, dir)
 }
 
-func lakeshoreBinary(ctx context.Context) (string, error) {
-	serveBinary.once.Do(func() {
-		dir := filepath.Join(os.TempDir(), "lakeshore-bench-serve-"+strconv.Itoa(os.Getpid()))
-		if serveBinary.err = os.MkdirAll(dir, 0o755); serveBinary.err == nil {
-			serveBinary.path, serveBinary.err = buildLakeshore(ctx, dir)
-		}
-	})
-	return serveBinary.path, serveBinary.err
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // pgServeProcess is one `lakeshore serve --target postgres://…` child.
@@ -115,7 +120,7 @@ func (s lakeshorePGServeSystem) open(ctx context.Context, e *env) (store, error)
 	if err != nil {
 		return nil, err
 	}
-	bin, err := lakeshoreBinary(ctx)
+	bin, err := lakeshoreBinary(ctx, e)
 	if err != nil {
 		return nil, err
 	}
