@@ -323,7 +323,7 @@ func selectWorkloads(names []string) ([]workload, error) {
 // role says how a system's row is read against Lakeshore's.
 func role(name string) string {
 	switch name {
-	case "lakeshore", "lakeshore-http", "lakeshore-http-proc", "lakeshore-pg":
+	case "lakeshore", "lakeshore-http", "lakeshore-http-proc", "lakeshore-pg", "lakeshore-pg-serve", "lakeshore-pg-serve3":
 		return "ours"
 	case "sqlite-raw":
 		return "ceiling"

@@ -239,3 +239,31 @@ func TestSmokeMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestSmokePostgresServe runs pgplane behind three real `lakeshore serve` processes
+// (lakeshore-pg-serve3) in quick mode on one short workload, and checks the CPU line it
+// prints at close. It builds ../cmd/lakeshore once. Skipped without PostgreSQL (the skip
+// line is TestSmokePostgres's to check).
+func TestSmokePostgresServe(t *testing.T) {
+	if _, err := findPG(); err != nil {
+		t.Skip(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"-quick", "-systems", "lakeshore,lakeshore-pg-serve3",
+		"-workloads", "burndown-8"}, &stdout, &stderr)
+	t.Log(stderr.String())
+	if code != 0 {
+		t.Fatalf("bench -quick exited %d", code)
+	}
+	table := stdout.String()
+	row := "| burndown-8 | jobs/s | lakeshore-pg-serve3 | "
+	i := strings.Index(table, row)
+	if i < 0 {
+		t.Fatalf("no row %q in:\n%s", row, table)
+	}
+	line := table[i:]
+	line = line[:strings.IndexByte(line, '\n')]
+	if strings.Contains(line, "error") || strings.Contains(line, "n/a") {
+		t.Errorf("failed row: %s", line)
+	}
+}

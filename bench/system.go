@@ -111,6 +111,8 @@ func systems() []system {
 		lakeshoreHTTPProcSystem{},
 		riverSystem{},
 		lakeshorePGSystem{},
+		lakeshorePGServeSystem{replicas: 1},
+		lakeshorePGServeSystem{replicas: 3},
 		riverPGSystem{},
 		goqiteSystem{},
 		asynqSystem{},

@@ -31,6 +31,8 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 		var changed <-chan struct{}
 		release := func() {}
 		if p.Wait > 0 {
+			// Watched before the claim, so a commit between the claim and the park below
+			// still wakes us.
 			changed, release = d.hub.watch(key)
 		}
 		if err := d.checkOpen(); err != nil {
@@ -50,8 +52,20 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 		if req.next > 0 { // a queued invocation becomes due before the wait ends
 			wait = min(wait, max(time.Duration(req.next-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
 		}
-		err := d.sleep(ctx, changed, wait)
+		// Park for a direct handoff: a transaction of this process that makes jobs of the
+		// queue claimable claims for us before it commits (handoff.go).
+		w := &claimWaiter{p: p, kind: kind, n: req.n, req: req, deliver: make(chan []*plane.Job, 1)}
+		d.claimWaiters.park(key, w)
+		handed, err := d.sleepParked(ctx, changed, wait, w.deliver)
 		release()
+		if handed == nil && !d.claimWaiters.unpark(key, w) {
+			// A writer took us: its delivery comes right after its commit. Jobs claimed for
+			// us are returned even if ctx ended, so no lease is left without a holder.
+			handed = <-w.deliver
+		}
+		if len(handed) > 0 {
+			return handed, nil
+		}
 		if err != nil && err != plane.ErrTimeout {
 			return nil, err
 		}

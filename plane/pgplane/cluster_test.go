@@ -309,7 +309,15 @@ func TestClaimIgnoresDelayed(t *testing.T) {
 		}
 		plan := explain(t, conn, sql, args...)
 		require.NotContains(t, plan, "Seq Scan", "%s plan:\n%s", name, plan)
-		want := map[string]string{"fifo": "invocations_fifo", "priority": "invocations_priority", "promote": "invocations_waiting"}[name]
+		if name == "fifo" && strings.Contains(plan, "invocations_list") {
+			// The (queue, state, waiting, id) index: its range of claimable rows only.
+			require.Contains(t, plan, "(waiting = false)", "%s plan:\n%s", name, plan)
+			require.NotContains(t, plan, "Filter", "%s plan:\n%s", name, plan)
+			continue
+		}
+		// The fifo claim may also read the partial index of claimable rows by priority
+		// (sorting the few claimable rows there are).
+		want := map[string]string{"fifo": "invocations_priority", "priority": "invocations_priority", "promote": "invocations_waiting"}[name]
 		require.Contains(t, plan, want, "%s plan:\n%s", name, plan)
 	}
 	j := claimOne(t, d, 0)

@@ -68,6 +68,8 @@ type Driver struct {
 	hub     *hub
 	blocked lines  // submits waiting for room, per queue, in this process
 	floors  floors // where fifo claims start, per queue
+	// claimWaiters are the idle claims parked for a direct handoff, per queue.
+	claimWaiters claimWaiters
 
 	maintainMu sync.Mutex // one maintenance pass at a time in this process
 	node       string

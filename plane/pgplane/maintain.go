@@ -95,7 +95,7 @@ func (d *Driver) maintain(ctx context.Context) error {
 			if err := rs.Scan(&ns, &q, &oldest); err != nil {
 				return err
 			}
-			t.wake(queueKey(ns, q))
+			t.wakeQueue(ns, q)
 			d.floors.lower(queueKey(ns, q), oldest)
 		}
 		return rs.Err()

@@ -186,9 +186,9 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	if p.KeyPrefix != "" {
 		budget = limit * plane.ListScanFactor
 	}
-	// One index scan per state listed, on (queue, state, id), merged by id: the same
-	// O(budget) entries per state whatever the queue's size, with one index fewer to keep
-	// up on every insert than a (queue, id) index would cost.
+	// One index scan per state listed and waiting flag, on (queue, state, waiting, id)
+	// (the index fifo claims walk too), merged by id: the same O(budget) entries per state
+	// whatever the queue's size, with no index of its own to keep up on every insert.
 	states := []int{}
 	if p.State != "" {
 		states = append(states, stateNumber(p.State))
@@ -209,8 +209,11 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	}
 	var parts []string
 	for _, st := range states {
-		parts = append(parts, `(SELECT id, key FROM `+d.schema+`.invocations WHERE namespace = $1 AND queue = $2 AND state = `+
-			strconv.Itoa(st)+after+` ORDER BY namespace `+order+`, queue `+order+`, state `+order+`, id `+order+` LIMIT $3)`)
+		for _, waiting := range []string{"false", "true"} {
+			parts = append(parts, `(SELECT id, key FROM `+d.schema+`.invocations WHERE namespace = $1 AND queue = $2 AND state = `+
+				strconv.Itoa(st)+` AND waiting = `+waiting+after+` ORDER BY namespace `+order+`, queue `+order+`, state `+order+
+				`, waiting `+order+`, id `+order+` LIMIT $3)`)
+		}
 	}
 	scan := `SELECT id, key FROM (` + strings.Join(parts, " UNION ALL ") + `) AS scanned ORDER BY id ` + order + ` LIMIT $3`
 	rs, err := d.pool.Query(ctx, scan, args...)

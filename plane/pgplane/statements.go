@@ -8,6 +8,7 @@ type statements struct {
 	countsAdd, countQueued, count, levels                    string
 	lockAdmission, admission, admissionTokens                string
 	insert, insertMany, existingByID, existingByKey          string
+	insertFresh, insertManyFresh                             string
 	admissionExists, deleteIDs                               string
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
 	claimFIFOFrom, promoteDue                                string
@@ -27,7 +28,7 @@ const headColumns = `id, namespace, queue, state, priority, attempt, max_attempt
 
 func newStatements(schema string) statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
-	return statements{
+	st := statements{
 		countsAdd: s(`INSERT INTO {s}.counts (namespace, queue, state, priority, shard, n)
 			SELECT u.namespace, u.queue, u.state, u.priority, $5, u.n
 			FROM unnest($1::text[], $2::text[], $3::smallint[], $4::float8[], $6::bigint[]) AS u(namespace, queue, state, priority, n)
@@ -137,4 +138,10 @@ func newStatements(schema string) statements {
 			WHERE l.holder = $1 OR l.expires_at < now() RETURNING holder`),
 		leaderRelease: s(`DELETE FROM {s}.leases WHERE name = 'maintenance' AND holder = $1`),
 	}
+	// The fresh variants insert rows that can conflict with none: no key, and ids this
+	// process made. Without ON CONFLICT PostgreSQL inserts each row once instead of
+	// speculatively (a heap insert plus a confirmation): one WAL record fewer per row.
+	st.insertFresh = strings.Replace(st.insert, "ON CONFLICT DO NOTHING ", "", 1)
+	st.insertManyFresh = strings.Replace(st.insertMany, "ON CONFLICT DO NOTHING ", "", 1)
+	return st
 }

@@ -120,6 +120,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 	deadlines := make([]int64, 0, n)
 	availables := make([]int64, 0, n)
 	index := make(map[string]int, n) // id → invocation index
+	freshOnly := true                // no key and no caller's id: no row can conflict
 	for i := range p.Invocations {
 		s := &p.Invocations[i]
 		dupOf[i] = -1
@@ -139,6 +140,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		}
 		index[id] = i
 		out[i].ID = id
+		freshOnly = freshOnly && s.Key == "" && s.ID == ""
 		var key *string
 		if s.Key != "" {
 			key = &s.Key
@@ -158,7 +160,11 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		deadlines = append(deadlines, toMS(s.Deadline))
 		availables = append(availables, available)
 	}
-	rows, err := t.query(t.d.sql.insert, p.Namespace, p.Queue, t.ms, ids, keys, prios, payloads, metas,
+	insert := t.d.sql.insert
+	if freshOnly {
+		insert = t.d.sql.insertFresh
+	}
+	rows, err := t.query(insert, p.Namespace, p.Queue, t.ms, ids, keys, prios, payloads, metas,
 		maxAttempts, timeouts, deadlines, availables)
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
@@ -223,7 +229,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 				return err
 			}
 		}
-		t.wake(queueKey(p.Namespace, p.Queue))
+		t.wakeQueue(p.Namespace, p.Queue)
 	}
 	return nil
 }
@@ -397,6 +403,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 		id string
 	}
 	var slots []slot
+	freshOnly := true // no key and no caller's id: no row can conflict
 	var rowIDs, rowNS, rowQ []string
 	var rowKeys []*string
 	var prios []float64
@@ -432,6 +439,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			}
 			firstOfID[id] = i
 			r.out[i].ID = id
+			freshOnly = freshOnly && s.Key == "" && s.ID == ""
 			slots = append(slots, slot{r, i, id})
 			rowIDs, rowNS, rowQ = append(rowIDs, id), append(rowNS, r.p.Namespace), append(rowQ, r.p.Queue)
 			var key *string
@@ -454,7 +462,11 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 	}
 	inserted := make(map[string]bool, len(slots))
 	if len(slots) > 0 {
-		rs, err := t.query(t.d.sql.insertMany, t.ms, rowIDs, rowNS, rowQ, rowKeys, prios, payloads, metas,
+		insert := t.d.sql.insertMany
+		if freshOnly {
+			insert = t.d.sql.insertManyFresh
+		}
+		rs, err := t.query(insert, t.ms, rowIDs, rowNS, rowQ, rowKeys, prios, payloads, metas,
 			attempts, timeouts, deadlines, availables)
 		if err != nil {
 			return fmt.Errorf("submit: %w", err)
@@ -511,7 +523,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 		}
 		t.count(sl.r.p.Namespace, sl.r.p.Queue, stateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
 		t.d.floors.lower(queueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
-		t.wake(queueKey(sl.r.p.Namespace, sl.r.p.Queue))
+		t.wakeQueue(sl.r.p.Namespace, sl.r.p.Queue)
 	}
 	if len(undo) > 0 {
 		t.exec(t.d.sql.deleteIDs, undo)

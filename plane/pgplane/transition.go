@@ -110,9 +110,11 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	t.count(h.namespace, h.queue, stateQueued, h.priority, +1)
 	h.state = stateQueued
 	h.token = nil
-	t.wake(queueKey(h.namespace, h.queue))
 	if available <= t.ms {
+		t.wakeQueue(h.namespace, h.queue)
 		t.d.floors.lower(queueKey(h.namespace, h.queue), h.id)
+	} else {
+		t.wake(queueKey(h.namespace, h.queue)) // idle claimers shorten their wait
 	}
 }
 

@@ -33,6 +33,12 @@ type tx struct {
 	// UPDATE from arrays for every invocation the transaction ends), queued before the next
 	// write or read so that writes keep their order.
 	ends ends
+	// claimable are the queues the transaction made jobs claimable in (handOff serves
+	// their parked claimers), handoffs the parked claimers it took, and quiet the queues
+	// whose waiters in this process are not woken after the commit (nothing is left).
+	claimable map[string]struct{}
+	handoffs  []*handoff
+	quiet     map[string]struct{}
 }
 
 // ends are terminal writes gathered into one statement.
@@ -67,10 +73,14 @@ func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
 			if err := fn(t); err != nil {
 				return err
 			}
+			if err := t.handOff(); err != nil {
+				return err
+			}
 			return t.flushCounts()
 		})
+		t.deliver(err == nil)
 		if err == nil {
-			d.wake(t.wakes)
+			d.wake(t.wakes, t.quiet)
 			return nil
 		}
 		if retryable(err) && attempt < 5 {
@@ -275,13 +285,23 @@ func (t *tx) wake(key string) {
 	t.wakes[key] = struct{}{}
 }
 
-// wake wakes the waiters of keys in this process at once, and in the others through the
-// notifier.
-func (d *Driver) wake(keys map[string]struct{}) {
+// wake wakes the waiters of keys in this process at once (except those of quiet, whose
+// claimable jobs were handed to this process's parked claimers), and in the others
+// through the notifier.
+func (d *Driver) wake(keys, quiet map[string]struct{}) {
 	if len(keys) == 0 {
 		return
 	}
-	d.hub.notify(keys)
+	local := keys
+	if len(quiet) > 0 {
+		local = make(map[string]struct{}, len(keys))
+		for k := range keys {
+			if _, ok := quiet[k]; !ok {
+				local[k] = struct{}{}
+			}
+		}
+	}
+	d.hub.notify(local)
 	d.notifier.add(keys)
 }
 
@@ -317,6 +337,42 @@ func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.D
 		return ctx.Err()
 	case <-d.stop:
 		return plane.ErrClosed
+	}
+}
+
+// sleepParked is sleep for a parked claim, which a writer's delivery also ends: it returns
+// the jobs delivered (nil, nil when the delivery was empty: the claim runs again).
+func (d *Driver) sleepParked(ctx context.Context, changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error) {
+	if wait <= 0 {
+		return nil, plane.ErrTimeout
+	}
+	final := true
+	p := d.pollDelay()
+	if d.notifier.listening() {
+		p *= recheckPolls
+	}
+	if p < wait {
+		wait, final = p, false
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case jobs := <-deliver:
+		if jobs == nil {
+			jobs = []*plane.Job{} // delivered: not to be waited for again
+		}
+		return jobs, nil
+	case <-changed:
+		return nil, nil
+	case <-timer.C:
+		if final {
+			return nil, plane.ErrTimeout
+		}
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-d.stop:
+		return nil, plane.ErrClosed
 	}
 }
 
