@@ -15,7 +15,7 @@ type statements struct {
 	claimFIFO, claimFILO, claimPriority      *sql.Stmt
 	claimLevel, levels, promote, earliestDue *sql.Stmt
 	delayedDeadlinesPassed                   *sql.Stmt
-	setRunning, setQueued, setTerminal       *sql.Stmt
+	setQueued, setTerminal                   *sql.Stmt
 	setLease, nextFrame                      *sql.Stmt
 	insertFrame, topicGet, topicPut          *sql.Stmt
 	countAdd, countDelete                    *sql.Stmt
@@ -26,6 +26,9 @@ type statements struct {
 	begin, commit                            *sql.Stmt
 	admission, admissionTokens, queuedCount  *sql.Stmt
 	ackHeld                                  *sql.Stmt
+	// ackRows[k-1] and runRows[k-1] are the batched statements of k rows (batch.go),
+	// prepared the first time a batch of k needs them.
+	ackRows, runRows [batchRows]*sql.Stmt
 	// insertRows[k] inserts insertChunks[k] invocations in one statement.
 	insertRows [len(insertChunks)]*sql.Stmt
 }
@@ -86,8 +89,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 			WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT ?2) RETURNING namespace, queue, priority`},
 		{&s.earliestDue, `SELECT min(available_ms) FROM invocations WHERE state = -1`},
 		{&s.delayedDeadlinesPassed, `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
-		{&s.setRunning, `UPDATE invocations SET state = 1, attempt = ?, lease_token = ?, lease_expires_ms = ?,
-			attempt_deadline_ms = ?, started_ms = ?, worker = ? WHERE seq = ?`},
 		{&s.setQueued, `UPDATE invocations SET state = ?, available_ms = ?, lease_token = NULL,
 			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ? WHERE seq = ?`},
 		{&s.setTerminal, `UPDATE invocations SET state = ?, result = ?, error = ?, finished_ms = ?,
@@ -120,6 +121,20 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		s.all = append(s.all, stmt)
 	}
 	return nil
+}
+
+// batched returns cache[k-1], preparing it with build(k) on conn the first time.
+func (s *statements) batched(ctx context.Context, conn *sql.Conn, cache *[batchRows]*sql.Stmt, k int, build func(int) string) (*sql.Stmt, error) {
+	if st := cache[k-1]; st != nil {
+		return st, nil
+	}
+	st, err := conn.PrepareContext(ctx, build(k))
+	if err != nil {
+		return nil, fmt.Errorf("prepare a batch of %d: %w", k, err)
+	}
+	cache[k-1] = st
+	s.all = append(s.all, st)
+	return st, nil
 }
 
 func (s *statements) close() {
