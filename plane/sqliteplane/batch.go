@@ -42,7 +42,7 @@ func ackRowsSQL(k int) string {
 }
 
 // runRowsSQL starts a new attempt of k invocations claimed in one transaction: each row
-// (seq, token) gets its lease token. ?1 is the lease expiry, ?2 the clock (the start time;
+// (id, token) gets its lease token. ?1 is the lease expiry, ?2 the clock (the start time;
 // the attempt deadline is measured from it), ?3 the worker.
 func runRowsSQL(k int) string {
 	var b strings.Builder
@@ -56,7 +56,7 @@ func runRowsSQL(k int) string {
 		n := 4 + 2*i
 		b.WriteString("(?" + strconv.Itoa(n) + ", ?" + strconv.Itoa(n+1) + ")")
 	}
-	b.WriteString(`) AS v WHERE invocations.seq = v.column1`)
+	b.WriteString(`) AS v WHERE invocations.id = v.column1`)
 	return b.String()
 }
 
@@ -143,8 +143,7 @@ func (t *wtx) settleMany(params []plane.SettleParams, out []error) error {
 
 // run is a job a claim started whose row is written by runPending.
 type run struct {
-	seq   int64
-	token string
+	id, token string
 }
 
 // runPending writes the rows of the jobs the claim started since the last call, in batched
@@ -159,7 +158,7 @@ func (t *wtx) runPending(lease time.Duration, worker string) error {
 		}
 		args = append(args[:0], t.ms+lease.Milliseconds(), t.ms, worker)
 		for _, r := range t.runs[:k] {
-			args = append(args, r.seq, r.token)
+			args = append(args, r.id, r.token)
 		}
 		if _, err := stmt.ExecContext(t.ctx, args...); err != nil {
 			return fmt.Errorf("claim: %w", err)

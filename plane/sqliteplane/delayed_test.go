@@ -22,7 +22,7 @@ func TestQueryPlansDelayedAndList(t *testing.T) {
 	d := openTemp(t, nil)
 	ctx := context.Background()
 	for name, query := range map[string]string{
-		"promote due":      `SELECT seq FROM invocations WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT ?2`,
+		"promote due":      `SELECT id FROM invocations WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT ?2`,
 		"earliest due":     `SELECT min(available_ms) FROM invocations WHERE state = -1`,
 		"delayed deadline": `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT ?2`,
 		"list newest":      listNewest,
