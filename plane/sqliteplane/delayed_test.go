@@ -165,6 +165,12 @@ func TestMigrationMovesBackedOffJobs(t *testing.T) {
 	var workers int
 	require.NoError(t, d.readDB.QueryRowContext(ctx, `SELECT count(*) FROM workers WHERE namespace = 'a' AND id = 'w1'`).Scan(&workers))
 	require.Equal(t, 1, workers)
+	// Migration 006 moved both rows into the table keyed by id, which has no rowid.
+	var rows int
+	require.NoError(t, d.readDB.QueryRowContext(ctx, `SELECT count(*) FROM invocations`).Scan(&rows))
+	require.Equal(t, 2, rows)
+	_, err = d.readDB.ExecContext(ctx, `SELECT rowid FROM invocations`)
+	require.Error(t, err, "invocations is WITHOUT ROWID")
 }
 
 func openAt(t *testing.T, path string) *Driver {

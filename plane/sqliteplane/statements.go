@@ -11,7 +11,7 @@ import (
 type statements struct {
 	all []*sql.Stmt
 
-	insert, idByKey, rowByID, rowByIDFull    *sql.Stmt
+	idByKey, rowByID, rowByIDFull            *sql.Stmt
 	claimFIFO, claimFILO, claimPriority      *sql.Stmt
 	claimLevel, levels, promote, earliestDue *sql.Stmt
 	delayedDeadlinesPassed                   *sql.Stmt
@@ -39,17 +39,32 @@ type statements struct {
 // crosses database/sql once).
 var insertChunks = [...]int{64, 8, 1}
 
-// insertColumns are the columns a submit writes, insertWidth their count.
+// insertColumns are the columns a submit writes. The namespace, queue and creation time
+// are the batch's (?1, ?2, ?3, bound once per statement); each row binds insertWidth more:
+// id, key, state, priority, payload, metadata, max_attempts, attempt_timeout_ms,
+// deadline_ms, available_ms.
 const (
 	insertColumns = `id, namespace, queue, key, state, priority, payload, metadata, max_attempts,
 		attempt_timeout_ms, deadline_ms, available_ms, created_ms`
-	insertWidth = 13
+	insertWidth = 10
 )
 
 // insertSQL is the INSERT of n invocations.
 func insertSQL(n int) string {
-	row := "(?" + strings.Repeat(", ?", insertWidth-1) + ")"
-	return "INSERT INTO invocations (" + insertColumns + ") VALUES " + row + strings.Repeat(", "+row, n-1)
+	var b strings.Builder
+	b.WriteString("INSERT INTO invocations (" + insertColumns + ") VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		a := 4 + insertWidth*i
+		fmt.Fprintf(&b, "(?%d, ?1, ?2", a)
+		for k := 1; k < insertWidth; k++ {
+			fmt.Fprintf(&b, ", ?%d", a+k)
+		}
+		b.WriteString(", ?3)")
+	}
+	return b.String()
 }
 
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
@@ -71,7 +86,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 			WHERE id = ?3 AND state = 1 AND lease_token = ?4 AND lease_expires_ms > ?2
 			AND (attempt_deadline_ms = 0 OR attempt_deadline_ms > ?2)
 			RETURNING namespace, queue, priority`},
-		{&s.insert, insertSQL(1)},
 		{&s.insertRows[0], insertSQL(insertChunks[0])},
 		{&s.insertRows[1], insertSQL(insertChunks[1])},
 		{&s.insertRows[2], insertSQL(insertChunks[2])},
