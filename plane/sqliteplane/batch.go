@@ -2,7 +2,6 @@ package sqliteplane
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,8 +30,7 @@ func ackRowsSQL(k int) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		n := 2 + 3*i
-		fmt.Fprintf(&b, "(?%d, ?%d, ?%d)", n, n+1, n+2)
+		b.WriteString("(?, ?, ?)") // ?2, ?3, … in order: see insertColumns on numbered ones
 	}
 	b.WriteString(`) AS v WHERE invocations.id = v.column1 AND invocations.state = 1
 		AND invocations.lease_token = v.column2 AND invocations.lease_expires_ms > ?1
@@ -53,8 +51,7 @@ func runRowsSQL(k int) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		n := 4 + 2*i
-		b.WriteString("(?" + strconv.Itoa(n) + ", ?" + strconv.Itoa(n+1) + ")")
+		b.WriteString("(?, ?)") // ?4, ?5, … in order
 	}
 	b.WriteString(`) AS v WHERE invocations.id = v.column1`)
 	return b.String()

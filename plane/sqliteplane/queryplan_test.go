@@ -53,14 +53,17 @@ func TestQueryPlans(t *testing.T) {
 }
 
 // planArgs are arguments for every parameter of query: "default", "q", 0, 1, then nulls.
+// Its numbered parameters (?NNN) come before its anonymous ones (?), as in every statement
+// of the plane.
 func planArgs(query string) []any {
-	n := strings.Count(query, "?")
-	if numbered := regexp.MustCompile(`\?(\d+)`).FindAllStringSubmatch(query, -1); len(numbered) > 0 {
-		n = 0
-		for _, m := range numbered {
-			k, _ := strconv.Atoi(m[1])
-			n = max(n, k)
+	n := 0
+	for _, m := range regexp.MustCompile(`\?(\d*)`).FindAllStringSubmatch(query, -1) {
+		if m[1] == "" {
+			n++
+			continue
 		}
+		k, _ := strconv.Atoi(m[1])
+		n = max(n, k)
 	}
 	args := make([]any, n)
 	copy(args, []any{"default", "q", 0, 1})
