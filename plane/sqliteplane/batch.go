@@ -40,7 +40,7 @@ func ackRowsSQL(k int) string {
 }
 
 // runRowsSQL starts a new attempt of k invocations claimed in one transaction: each row
-// (id, token) gets its lease token. ?1 is the lease expiry, ?2 the clock (the start time;
+// (seq, token) gets its lease token. ?1 is the lease expiry, ?2 the clock (the start time;
 // the attempt deadline is measured from it), ?3 the worker.
 func runRowsSQL(k int) string {
 	var b strings.Builder
@@ -53,7 +53,7 @@ func runRowsSQL(k int) string {
 		}
 		b.WriteString("(?, ?)") // ?4, ?5, … in order
 	}
-	b.WriteString(`) AS v WHERE invocations.id = v.column1`)
+	b.WriteString(`) AS v WHERE invocations.seq = v.column1`)
 	return b.String()
 }
 
@@ -140,7 +140,8 @@ func (t *wtx) settleMany(params []plane.SettleParams, out []error) error {
 
 // run is a job a claim started whose row is written by runPending.
 type run struct {
-	id, token string
+	seq   int64
+	token string
 }
 
 // runPending writes the rows of the jobs the claim started since the last call, in batched
@@ -155,7 +156,7 @@ func (t *wtx) runPending(lease time.Duration, worker string) error {
 		}
 		args = append(args[:0], t.ms+lease.Milliseconds(), t.ms, worker)
 		for _, r := range t.runs[:k] {
-			args = append(args, r.id, r.token)
+			args = append(args, r.seq, r.token)
 		}
 		if _, err := stmt.ExecContext(t.ctx, args...); err != nil {
 			return fmt.Errorf("claim: %w", err)

@@ -214,7 +214,7 @@ func (t *wtx) candidates(stmt *sql.Stmt, args ...any) ([]*row, error) {
 // runPending), or, when r's deadline has passed or
 // is nearer than the queue's cutoff, ends it as timeout without running it (nil job).
 func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
-	h := &head{id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
+	h := &head{seq: r.seq, id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
 		priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
 	if r.deadlineMS > 0 {
 		if end := plane.ClaimTransition(time.UnixMilli(r.deadlineMS), time.UnixMilli(t.ms), cutoff, r.attempt); end != nil {
@@ -226,7 +226,7 @@ func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (
 	attempt := r.attempt + 1
 	// The row is written with the claim's other started rows by runPending (batch.go):
 	// attempt + 1, token, expires, the attempt deadline, started now by p.Worker.
-	t.runs = append(t.runs, run{id: r.id, token: token})
+	t.runs = append(t.runs, run{seq: r.seq, token: token})
 	t.count(r.namespace, r.queue, stateQueued, r.priority, -1)
 	t.count(r.namespace, r.queue, stateRunning, r.priority, +1)
 	return &plane.Job{

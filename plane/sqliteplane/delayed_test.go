@@ -22,7 +22,7 @@ func TestQueryPlansDelayedAndList(t *testing.T) {
 	d := openTemp(t, nil)
 	ctx := context.Background()
 	for name, query := range map[string]string{
-		"promote due":      `SELECT id FROM invocations WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT ?2`,
+		"promote due":      `SELECT seq FROM invocations WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT ?2`,
 		"earliest due":     `SELECT min(available_ms) FROM invocations WHERE state = -1`,
 		"delayed deadline": `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT ?2`,
 		"list newest":      listNewest,
@@ -165,12 +165,6 @@ func TestMigrationMovesBackedOffJobs(t *testing.T) {
 	var workers int
 	require.NoError(t, d.readDB.QueryRowContext(ctx, `SELECT count(*) FROM workers WHERE namespace = 'a' AND id = 'w1'`).Scan(&workers))
 	require.Equal(t, 1, workers)
-	// Migration 006 moved both rows into the table keyed by id, which has no rowid.
-	var rows int
-	require.NoError(t, d.readDB.QueryRowContext(ctx, `SELECT count(*) FROM invocations`).Scan(&rows))
-	require.Equal(t, 2, rows)
-	_, err = d.readDB.ExecContext(ctx, `SELECT rowid FROM invocations`)
-	require.Error(t, err, "invocations is WITHOUT ROWID")
 }
 
 func openAt(t *testing.T, path string) *Driver {

@@ -76,7 +76,7 @@ func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, err
 	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.id, seq, frameValue, value, h.attempt, t.ms); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
-	if _, err := t.w.st.nextFrame.ExecContext(t.ctx, h.id); err != nil {
+	if _, err := t.w.st.nextFrame.ExecContext(t.ctx, h.seq); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
 	t.wake(journalKey(h.id))

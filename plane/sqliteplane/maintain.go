@@ -132,6 +132,7 @@ func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64,
 		return 0, fmt.Errorf("trim: %w", err)
 	}
 	type victim struct {
+		seq           int64
 		id, ns, queue string
 		state         int
 		priority      float64
@@ -139,7 +140,7 @@ func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64,
 	var victims []victim
 	for rs.Next() {
 		var v victim
-		if err := rs.Scan(&v.id, &v.ns, &v.queue, &v.state, &v.priority); err != nil {
+		if err := rs.Scan(&v.seq, &v.id, &v.ns, &v.queue, &v.state, &v.priority); err != nil {
 			rs.Close()
 			return 0, fmt.Errorf("trim: %w", err)
 		}
@@ -150,7 +151,7 @@ func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64,
 		return 0, fmt.Errorf("trim: %w", err)
 	}
 	for _, v := range victims {
-		if _, err := t.w.st.deleteInvocation.ExecContext(t.ctx, v.id); err != nil {
+		if _, err := t.w.st.deleteInvocation.ExecContext(t.ctx, v.seq); err != nil {
 			return 0, fmt.Errorf("trim %s: %w", v.id, err)
 		}
 		if _, err := t.w.st.deleteFrames.ExecContext(t.ctx, v.id); err != nil {

@@ -25,7 +25,7 @@ func TestQueryPlans(t *testing.T) {
 		"claim level":      `SELECT ` + rowColumns + ` ` + claimWhere + ` AND priority = ?4 ORDER BY id LIMIT 1`,
 		"levels":           `SELECT priority, n FROM counts WHERE namespace = ? AND queue = ? AND state = 0 AND n > 0`,
 		"count":            `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state = ?`,
-		"by id":            `SELECT state FROM invocations WHERE id = ?`,
+		"by id":            `SELECT seq FROM invocations WHERE id = ?`,
 		"by key":           `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
 		"expired leases":   `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT 1000`,
 		"overdue attempts": `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT 1000`,

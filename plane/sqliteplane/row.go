@@ -47,12 +47,13 @@ func stateNumber(s plane.State) int {
 }
 
 // rowColumns are the columns scanRow reads, in order.
-const rowColumns = `id, namespace, queue, key, state, priority, payload, metadata, attempt,
+const rowColumns = `seq, id, namespace, queue, key, state, priority, payload, metadata, attempt,
 	max_attempts, attempt_timeout_ms, deadline_ms, available_ms, lease_token, lease_expires_ms,
 	worker, result, error, created_ms, started_ms, finished_ms, next_frame`
 
 // row is one invocations row as stored.
 type row struct {
+	seq                                         int64
 	id, namespace, queue                        string
 	key                                         sql.NullString
 	state                                       int
@@ -71,7 +72,7 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanRow(s scanner) (*row, error) {
 	r := &row{}
-	err := s.Scan(&r.id, &r.namespace, &r.queue, &r.key, &r.state, &r.priority, &r.payload,
+	err := s.Scan(&r.seq, &r.id, &r.namespace, &r.queue, &r.key, &r.state, &r.priority, &r.payload,
 		&r.metadata, &r.attempt, &r.maxAttempts, &r.attemptTimeoutMS, &r.deadlineMS, &r.availableMS,
 		&r.token, &r.leaseExpiresMS, &r.worker, &r.result, &r.errorInfo, &r.createdMS, &r.startedMS,
 		&r.finishedMS, &r.nextFrame)

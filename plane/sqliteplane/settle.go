@@ -87,7 +87,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 				continue
 			}
 			expires := t.ms + cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault).Milliseconds()
-			if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.id); err != nil {
+			if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.seq); err != nil {
 				return fmt.Errorf("heartbeat %s: %w", p.ID, err)
 			}
 			out[i].LeaseExpiresAt = fromMS(expires)

@@ -90,7 +90,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.insertRows[1], insertSQL(insertChunks[1])},
 		{&s.insertRows[2], insertSQL(insertChunks[2])},
 		{&s.idByKey, `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`},
-		{&s.rowByID, `SELECT namespace, queue, state, priority, attempt, max_attempts,
+		{&s.rowByID, `SELECT seq, namespace, queue, state, priority, attempt, max_attempts,
 			lease_token, lease_expires_ms, attempt_deadline_ms, next_frame FROM invocations WHERE id = ?`},
 		{&s.rowByIDFull, `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`},
 		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT ?4`},
@@ -99,16 +99,16 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.claimLevel, `SELECT ` + rowColumns + ` ` + claimWhere + ` AND priority = ?4 ORDER BY id LIMIT 1`},
 		{&s.levels, `SELECT priority, n FROM counts WHERE namespace = ? AND queue = ? AND state = 0 AND n > 0`},
 		// promote makes delayed invocations that are due claimable, earliest first.
-		{&s.promote, `UPDATE invocations SET state = 0 WHERE id IN (SELECT id FROM invocations
+		{&s.promote, `UPDATE invocations SET state = 0 WHERE seq IN (SELECT seq FROM invocations
 			WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT ?2) RETURNING namespace, queue, priority`},
 		{&s.earliestDue, `SELECT min(available_ms) FROM invocations WHERE state = -1`},
 		{&s.delayedDeadlinesPassed, `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
 		{&s.setQueued, `UPDATE invocations SET state = ?, available_ms = ?, lease_token = NULL,
-			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ? WHERE id = ?`},
+			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ? WHERE seq = ?`},
 		{&s.setTerminal, `UPDATE invocations SET state = ?, result = ?, error = ?, finished_ms = ?,
-			lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0 WHERE id = ?`},
-		{&s.setLease, `UPDATE invocations SET lease_expires_ms = ? WHERE id = ?`},
-		{&s.nextFrame, `UPDATE invocations SET next_frame = next_frame + 1 WHERE id = ?`},
+			lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0 WHERE seq = ?`},
+		{&s.setLease, `UPDATE invocations SET lease_expires_ms = ? WHERE seq = ?`},
+		{&s.nextFrame, `UPDATE invocations SET next_frame = next_frame + 1 WHERE seq = ?`},
 		{&s.insertFrame, `INSERT INTO frames (journal, seq, kind, value, attempt, time_ms) VALUES (?, ?, ?, ?, ?, ?)`},
 		{&s.topicGet, `SELECT next_seq, closed FROM topics WHERE journal = ?`},
 		{&s.topicPut, `INSERT INTO topics (journal, next_seq, closed, updated_ms) VALUES (?1, ?2, ?3, ?4)
@@ -119,9 +119,9 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT ?`},
 		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT ?`},
 		{&s.deadlinesPassed, `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
-		{&s.finishedBefore, `SELECT id, namespace, queue, state, priority FROM invocations
+		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
 			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT ?4`},
-		{&s.deleteInvocation, `DELETE FROM invocations WHERE id = ?`},
+		{&s.deleteInvocation, `DELETE FROM invocations WHERE seq = ?`},
 		{&s.deleteFrames, `DELETE FROM frames WHERE journal = ?`},
 		{&s.staleTopics, `SELECT journal FROM topics WHERE updated_ms < ? LIMIT 1000`},
 		{&s.deleteTopic, `DELETE FROM topics WHERE journal = ?`},

@@ -11,6 +11,7 @@ import (
 
 // head is the part of an invocation row that state transitions need.
 type head struct {
+	seq                  int64
 	id                   string
 	namespace, queue     string
 	state                int
@@ -25,7 +26,7 @@ type head struct {
 // head reads the transition fields of invocation id; ok is false when there is none.
 func (t *wtx) head(id string) (*head, bool, error) {
 	h := &head{id: id}
-	err := t.w.st.rowByID.QueryRowContext(t.ctx, id).Scan(&h.namespace, &h.queue, &h.state,
+	err := t.w.st.rowByID.QueryRowContext(t.ctx, id).Scan(&h.seq, &h.namespace, &h.queue, &h.state,
 		&h.priority, &h.attempt, &h.maxAttempts, &h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
@@ -81,7 +82,7 @@ func (t *wtx) finish(h *head, state int, result []byte, info *plane.ErrorInfo) e
 		info.Attempt = h.attempt
 		errBlob = info.Encode()
 	}
-	if _, err := t.w.st.setTerminal.ExecContext(t.ctx, state, result, errBlob, t.ms, h.id); err != nil {
+	if _, err := t.w.st.setTerminal.ExecContext(t.ctx, state, result, errBlob, t.ms, h.seq); err != nil {
 		return fmt.Errorf("finish invocation %s: %w", h.id, err)
 	}
 	t.finished(h.id, h.namespace, h.queue, h.priority, h.state, state)
@@ -106,7 +107,7 @@ func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration) error
 	if due > t.ms {
 		state = stateDelayed // out of the claim indexes until the writer promotes it
 	}
-	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), h.id); err != nil {
+	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), h.seq); err != nil {
 		return fmt.Errorf("requeue invocation %s: %w", h.id, err)
 	}
 	t.count(h.namespace, h.queue, h.state, h.priority, -1)
