@@ -31,15 +31,7 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 		return nil, nil, err
 	}
 	out := make([]error, len(settle))
-	jobs, committed, err := d.claimAfter(ctx, p, func(t *wtx) error {
-		for i := range settle {
-			var err error
-			if out[i], err = t.settle(&settle[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	jobs, committed, err := d.claimAfter(ctx, p, func(t *wtx) error { return t.settleMany(settle, out) })
 	if err != nil && !committed {
 		return nil, nil, err
 	}
@@ -139,6 +131,7 @@ const (
 func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Duration) ([]*plane.Job, int64, error) {
 	var cutoff time.Duration // the queue's deadline cutoff
 	var jobs []*plane.Job
+	t.runs = t.runs[:0] // nothing left of a claim that failed
 	// Delayed invocations that are due join the claim indexes first (usually a no-op that
 	// costs nothing: the writer knows the earliest due time).
 	if _, err := t.promoteDue(promoteBatchClaim); err != nil {
@@ -180,6 +173,11 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 				}
 				jobs = append(jobs, job)
 			}
+			// The started rows are written before any new read of candidates, which must
+			// not see them as claimable.
+			if err := t.runPending(lease, p.Worker); err != nil {
+				return nil, 0, err
+			}
 			if !skipped || len(rows) == 0 {
 				break
 			}
@@ -212,7 +210,8 @@ func (t *wtx) candidates(stmt *sql.Stmt, args ...any) ([]*row, error) {
 	return out, rs.Err()
 }
 
-// start begins a new attempt of r under a fresh lease, or, when r's deadline has passed or
+// start begins a new attempt of r under a fresh lease (its row written by the caller's
+// runPending), or, when r's deadline has passed or
 // is nearer than the queue's cutoff, ends it as timeout without running it (nil job).
 func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
 	h := &head{seq: r.seq, id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
@@ -224,14 +223,10 @@ func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (
 	}
 	token := plane.NewToken(t.now)
 	expires := t.ms + lease.Milliseconds()
-	var attemptDeadline int64
-	if r.attemptTimeoutMS > 0 {
-		attemptDeadline = t.ms + r.attemptTimeoutMS
-	}
 	attempt := r.attempt + 1
-	if _, err := t.w.st.setRunning.ExecContext(t.ctx, attempt, token, expires, attemptDeadline, t.ms, p.Worker, r.seq); err != nil {
-		return nil, fmt.Errorf("claim %s: %w", r.id, err)
-	}
+	// The row is written with the claim's other started rows by runPending (batch.go):
+	// attempt + 1, token, expires, the attempt deadline, started now by p.Worker.
+	t.runs = append(t.runs, run{seq: r.seq, token: token})
 	t.count(r.namespace, r.queue, stateQueued, r.priority, -1)
 	t.count(r.namespace, r.queue, stateRunning, r.priority, +1)
 	return &plane.Job{
@@ -273,6 +268,9 @@ func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Dur
 		}
 		job, err := t.start(rows[0], p, lease, cutoff)
 		if err != nil {
+			return err
+		}
+		if err := t.runPending(lease, p.Worker); err != nil { // before the next draw reads
 			return err
 		}
 		if levels[i].Count--; levels[i].Count <= 0 {

@@ -2,6 +2,8 @@ package sqliteplane
 
 import (
 	"context"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -28,9 +30,11 @@ func TestQueryPlans(t *testing.T) {
 		"expired leases":   `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT 1000`,
 		"overdue attempts": `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT 1000`,
 		"deadlines":        `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT 1000`,
+		"ack rows":         ackRowsSQL(3),
+		"run rows":         runRowsSQL(3),
 		"frames":           `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`,
 	} {
-		rows, err := d.readDB.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, "default", "q", 0, 1)
+		rows, err := d.readDB.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, planArgs(query)...)
 		require.NoError(t, err, name)
 		var plan []string
 		for rows.Next() {
@@ -41,8 +45,27 @@ func TestQueryPlans(t *testing.T) {
 		}
 		require.NoError(t, rows.Close())
 		text := strings.Join(plan, "; ")
+		t.Logf("%s: %s", name, text)
 		require.NotContains(t, text, "TEMP B-TREE", "%s sorts rows: %s", name, text)
 		require.NotRegexp(t, `SCAN (invocations|frames|counts)\b`, text, "%s scans a table: %s", name, text)
 		require.Contains(t, text, "SEARCH", "%s: %s", name, text)
 	}
+}
+
+// planArgs are arguments for every parameter of query: "default", "q", 0, 1, then nulls.
+// Its numbered parameters (?NNN) come before its anonymous ones (?), as in every statement
+// of the plane.
+func planArgs(query string) []any {
+	n := 0
+	for _, m := range regexp.MustCompile(`\?(\d*)`).FindAllStringSubmatch(query, -1) {
+		if m[1] == "" {
+			n++
+			continue
+		}
+		k, _ := strconv.Atoi(m[1])
+		n = max(n, k)
+	}
+	args := make([]any, n)
+	copy(args, []any{"default", "q", 0, 1})
+	return args
 }

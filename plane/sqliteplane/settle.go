@@ -18,15 +18,7 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 		}
 	}
 	out := make([]error, len(params))
-	err := d.do(ctx, func(t *wtx) error {
-		for i := range params {
-			var err error
-			if out[i], err = t.settle(&params[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := d.do(ctx, func(t *wtx) error { return t.settleMany(params, out) })
 	if err != nil {
 		return nil, err
 	}

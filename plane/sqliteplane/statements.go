@@ -11,11 +11,11 @@ import (
 type statements struct {
 	all []*sql.Stmt
 
-	insert, idByKey, rowByID, rowByIDFull    *sql.Stmt
+	idByKey, rowByID, rowByIDFull            *sql.Stmt
 	claimFIFO, claimFILO, claimPriority      *sql.Stmt
 	claimLevel, levels, promote, earliestDue *sql.Stmt
 	delayedDeadlinesPassed                   *sql.Stmt
-	setRunning, setQueued, setTerminal       *sql.Stmt
+	setQueued, setTerminal                   *sql.Stmt
 	setLease, nextFrame                      *sql.Stmt
 	insertFrame, topicGet, topicPut          *sql.Stmt
 	countAdd, countDelete                    *sql.Stmt
@@ -26,6 +26,9 @@ type statements struct {
 	begin, commit                            *sql.Stmt
 	admission, admissionTokens, queuedCount  *sql.Stmt
 	ackHeld                                  *sql.Stmt
+	// ackRows[k-1] and runRows[k-1] are the batched statements of k rows (batch.go),
+	// prepared the first time a batch of k needs them.
+	ackRows, runRows [batchRows]*sql.Stmt
 	// insertRows[k] inserts insertChunks[k] invocations in one statement.
 	insertRows [len(insertChunks)]*sql.Stmt
 }
@@ -36,17 +39,32 @@ type statements struct {
 // crosses database/sql once).
 var insertChunks = [...]int{64, 8, 1}
 
-// insertColumns are the columns a submit writes, insertWidth their count.
+// insertColumns are the columns a submit writes. The namespace, queue and creation time
+// are the batch's (?1, ?2, ?3, bound once per statement); each row binds insertWidth more,
+// with anonymous parameters (numbered in order after ?3): id, key, state, priority,
+// payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms.
+//
+// Only the few shared parameters are numbered: the driver asks SQLite for the name of
+// every parameter it binds, and SQLite finds a numbered one's name by a linear scan of the
+// statement's numbered parameters, so a statement of hundreds of numbered parameters binds
+// in time quadratic in their number (measured: half the instructions of a submit).
 const (
-	insertColumns = `id, namespace, queue, key, state, priority, payload, metadata, max_attempts,
-		attempt_timeout_ms, deadline_ms, available_ms, created_ms`
-	insertWidth = 13
+	insertColumns = `namespace, queue, created_ms, id, key, state, priority, payload, metadata,
+		max_attempts, attempt_timeout_ms, deadline_ms, available_ms`
+	insertWidth = 10
 )
 
 // insertSQL is the INSERT of n invocations.
 func insertSQL(n int) string {
-	row := "(?" + strings.Repeat(", ?", insertWidth-1) + ")"
-	return "INSERT INTO invocations (" + insertColumns + ") VALUES " + row + strings.Repeat(", "+row, n-1)
+	var b strings.Builder
+	b.WriteString("INSERT INTO invocations (" + insertColumns + ") VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?1, ?2, ?3" + strings.Repeat(", ?", insertWidth) + ")")
+	}
+	return b.String()
 }
 
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
@@ -68,7 +86,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 			WHERE id = ?3 AND state = 1 AND lease_token = ?4 AND lease_expires_ms > ?2
 			AND (attempt_deadline_ms = 0 OR attempt_deadline_ms > ?2)
 			RETURNING namespace, queue, priority`},
-		{&s.insert, insertSQL(1)},
 		{&s.insertRows[0], insertSQL(insertChunks[0])},
 		{&s.insertRows[1], insertSQL(insertChunks[1])},
 		{&s.insertRows[2], insertSQL(insertChunks[2])},
@@ -86,8 +103,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 			WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT ?2) RETURNING namespace, queue, priority`},
 		{&s.earliestDue, `SELECT min(available_ms) FROM invocations WHERE state = -1`},
 		{&s.delayedDeadlinesPassed, `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
-		{&s.setRunning, `UPDATE invocations SET state = 1, attempt = ?, lease_token = ?, lease_expires_ms = ?,
-			attempt_deadline_ms = ?, started_ms = ?, worker = ? WHERE seq = ?`},
 		{&s.setQueued, `UPDATE invocations SET state = ?, available_ms = ?, lease_token = NULL,
 			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ? WHERE seq = ?`},
 		{&s.setTerminal, `UPDATE invocations SET state = ?, result = ?, error = ?, finished_ms = ?,
@@ -120,6 +135,20 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		s.all = append(s.all, stmt)
 	}
 	return nil
+}
+
+// batched returns cache[k-1], preparing it with build(k) on conn the first time.
+func (s *statements) batched(ctx context.Context, conn *sql.Conn, cache *[batchRows]*sql.Stmt, k int, build func(int) string) (*sql.Stmt, error) {
+	if st := cache[k-1]; st != nil {
+		return st, nil
+	}
+	st, err := conn.PrepareContext(ctx, build(k))
+	if err != nil {
+		return nil, fmt.Errorf("prepare a batch of %d: %w", k, err)
+	}
+	cache[k-1] = st
+	s.all = append(s.all, st)
+	return st, nil
 }
 
 func (s *statements) close() {

@@ -150,15 +150,23 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 // (insertChunks), and records their ids in out. Per batch, not per row: the count changes
 // of one (state, priority) pair, the claimable mark and the earliest due time.
 func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fresh []int, out []plane.SubmitResult) error {
-	args := make([]any, 0, min(len(fresh), insertChunks[0])*insertWidth)
+	args := make([]any, 0, 3+min(len(fresh), insertChunks[0])*insertWidth)
 	claimable := false
+	// The count changes of consecutive rows of one (state, priority) go in one call.
+	var counted countKey
+	var pending int64
+	defer func() {
+		if pending != 0 {
+			t.count(namespace, queue, counted.state, counted.priority, pending)
+		}
+	}()
 	for len(fresh) > 0 {
 		k := 0
 		for insertChunks[k] > len(fresh) {
 			k++
 		}
 		n := insertChunks[k]
-		args = args[:0]
+		args = append(args[:0], namespace, queue, t.ms)
 		for _, i := range fresh[:n] {
 			s := &invs[i]
 			var key any
@@ -184,9 +192,14 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 					state = stateDelayed
 				}
 			}
-			args = append(args, id, namespace, queue, key, state, s.Priority, payload,
-				encodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), toMS(s.Deadline), due, t.ms)
-			t.count(namespace, queue, state, s.Priority, +1)
+			args = append(args, id, key, state, s.Priority, payload,
+				encodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), toMS(s.Deadline), due)
+			if pending != 0 && (counted.state != state || counted.priority != s.Priority) {
+				t.count(namespace, queue, counted.state, counted.priority, pending)
+				pending = 0
+			}
+			counted.state, counted.priority = state, s.Priority
+			pending++
 			if state == stateDelayed {
 				t.delayed(due)
 			} else {

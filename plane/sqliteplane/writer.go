@@ -125,6 +125,8 @@ type wtx struct {
 	handoffs  []handoff
 	// buckets are the token buckets drawn from, written once before commit.
 	buckets map[[2]string]*admission
+	// runs are the jobs claimed whose rows runPending has not written yet.
+	runs []run
 }
 
 type countKey struct {
