@@ -546,8 +546,10 @@ class QueueCore:
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             chunk = LONG_POLL_MAX if end is None else min(LONG_POLL_MAX, max(0.0, end - time.monotonic()))
+            # Idempotent: a dropped long-poll is repeated (within the transport's retry
+            # window from the failure), never past the caller's own deadline.
             ans = await self._call(
-                "GET", invocation_path(id) + "/wait", params={"timeout": chunk}, wait=chunk, retry="safe"
+                "GET", invocation_path(id) + "/wait", params={"timeout": chunk}, wait=chunk, retry="safe", deadline=end
             )
             if ans.get("done"):
                 return _invocation(ans["invocation"])
