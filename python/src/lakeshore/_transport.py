@@ -50,6 +50,15 @@ LONG_POLL_MAX = 60.0
 
 _REQUEST_MARGIN = 30.0
 
+_HELD = 1.0
+"""Seconds a failed long-poll must have been held for its failure to restart the retry window."""
+
+_MIN_ATTEMPTS = 3
+"""Attempts a repeatable call gets even when its retry window has passed."""
+
+_SENDING = 32
+"""Long-polls of one process that connect and send at once (see HttpTransport._long_poll)."""
+
 _SHORT_POOL_CONNECTIONS = 64
 _LONG_POOLS = 16
 _LONG_POOL_CONNECTIONS = 64
@@ -371,6 +380,8 @@ class HttpTransport:
         self._next_long = 0
         self._slots: dict[int, asyncio.Semaphore] = {}
         self._client_pid = 0
+        self._sending: asyncio.Semaphore | None = None
+        self._sending_pid = 0
 
     def _new_client(self, max_connections: int) -> httpx.AsyncClient:
         headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
@@ -409,6 +420,57 @@ class HttpTransport:
             self._next_long = (self._next_long + 1) % len(self._long)
             client = self._long[self._next_long]
         return client, self._slots[id(client)]
+
+    async def _long_poll(
+        self,
+        client: httpx.AsyncClient,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        content: bytes | None,
+        headers: Mapping[str, str],
+        wait: float,
+    ) -> tuple[httpx.Response, bytes]:
+        """Send a long-poll through the sending gate: at most ``_SENDING`` long-polls of the
+        process connect and send at once; the gate opens again once a request is sent,
+        so the holds themselves are not bounded by it.
+
+        A thousand waits started at once would otherwise open a thousand connections on
+        one loop together: on a loaded machine the loop then writes a request seconds
+        after its connection was accepted (past the server's 10 s header timeout, which
+        closes it unanswered: "Server disconnected without sending a response") or
+        notices a finished connect after the connect timeout."""
+        if self._sending is None or self._sending_pid != os.getpid():
+            self._sending = asyncio.Semaphore(_SENDING)
+            self._sending_pid = os.getpid()
+        gate = self._sending
+        await gate.acquire()
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                gate.release()
+
+        async def trace(event: str, _info: Mapping[str, Any]) -> None:
+            if event == "http11.receive_response_headers.started":
+                release()
+
+        try:
+            resp = await client.request(
+                method,
+                path,
+                params=query,
+                content=content,
+                headers=headers,
+                timeout=httpx.Timeout(wait + _REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
+                extensions={"trace": trace},
+            )
+            release()
+            return resp, await resp.aread()
+        finally:
+            release()
 
     async def aclose(self) -> None:
         """Close the connections (on the loop that made them)."""
@@ -450,24 +512,33 @@ class HttpTransport:
         if accept is not None:
             headers["Accept"] = accept
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
-        start = time.monotonic()
+        # The retry window starts at the first failure, not at the call: a long-poll that
+        # held for a while and then dropped (the server closed the connection — e.g. a fresh
+        # connection whose request an overloaded client sent after the server's header
+        # timeout — or a read that timed out) is repeated as a call that failed at once is.
+        first_failure: float | None = None
         attempt = 0
         while True:
             attempt += 1
+            attempt_start = time.monotonic()
             retryable = False
             retry_after = 0.0
+            held = False  # a long-poll that reached the server and then failed
             cause: BaseException | None = None
             try:
                 async with slots:
-                    resp = await client.request(
-                        method,
-                        path,
-                        params=query,
-                        content=content,
-                        headers=headers,
-                        timeout=httpx.Timeout(wait + _REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
-                    )
-                    data = await resp.aread()
+                    if wait > 0:
+                        resp, data = await self._long_poll(client, method, path, query, content, headers, wait)
+                    else:
+                        resp = await client.request(
+                            method,
+                            path,
+                            params=query,
+                            content=content,
+                            headers=headers,
+                            timeout=httpx.Timeout(wait + _REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
+                        )
+                        data = await resp.aread()
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
                 cause = e
                 retryable = True  # never sent: any call may be repeated
@@ -485,6 +556,7 @@ class HttpTransport:
             except httpx.TransportError as e:
                 cause = e
                 retryable = retry != "once"
+                held = wait > 0
                 err = errors.UnavailableError(
                     f"{method} {path}: the connection to {self.url} failed: {str(e) or type(e).__name__}",
                     code="unavailable",
@@ -510,12 +582,18 @@ class HttpTransport:
             now = time.monotonic()
             if not retryable:
                 raise err from cause
+            if first_failure is None or (held and now - attempt_start >= _HELD):
+                # A request the server held and then dropped made progress: the window
+                # starts again (only quick failures in a row use it up).
+                first_failure = now
             if retry == "fenced" and deadline is not None:
                 limit = deadline
             else:
-                limit = start + self.retry_for if deadline is None else min(start + self.retry_for, deadline)
+                limit = first_failure + self.retry_for if deadline is None else min(first_failure + self.retry_for, deadline)
             pause = max(retry_after, min(2.0, 0.05 * (2 ** min(attempt - 1, 6))) * (0.5 + random.random() / 2))
-            if now + pause > limit:
+            # A safe call gets at least _MIN_ATTEMPTS attempts before its deadline even when
+            # one slow failure (a connect timeout on a loaded machine) used up the window.
+            if now + pause > limit and (attempt >= _MIN_ATTEMPTS or retry == "once" or (deadline is not None and now + pause > deadline)):
                 raise err from cause
             await asyncio.sleep(pause)
 

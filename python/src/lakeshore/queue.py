@@ -347,8 +347,18 @@ def decode_value(what: str, data: Any) -> Any:
     try:
         return wire.decode(data)
     except wire.DecodeError as e:
+        if "unknown ext type" in e.reason:
+            fix = (
+                "it holds an extension type this lakeshore package does not know: it was written by a newer "
+                "Lakeshore; upgrade this package (pip install -U lakeshore) to the server's version"
+            )
+        else:
+            fix = (
+                "the stored bytes are not one valid wire value (truncated or corrupt): the writer sent bytes "
+                "of its own instead of a value encoded by a Lakeshore SDK (docs/wire.md)"
+            )
         raise errors.InvalidError(
-            f"{what} does not decode: {e}", field=what, rule="a valid wire value (docs/wire.md)"
+            f"{what} does not decode ({e}); {fix}", field=what, rule="a valid wire value (docs/wire.md)"
         ) from e
 
 
@@ -364,6 +374,19 @@ def _error_info(error: BaseException | str | None, attempt: int) -> dict[str, An
 
 
 # ------------------------------------------------------------------------------ the core
+
+
+@dataclasses.dataclass(frozen=True)
+class SettleClaim:
+    """One worker slot's turn for :meth:`QueueCore.settle_and_claim_future`: the settle of
+    its finished job (a settle body, or None) and whether it wants a next job."""
+
+    settle: dict[str, Any] | None
+    deadline: float | None
+    claim: bool
+    lease_ttl: float | None
+    worker: str | None
+
 
 
 class QueueCore:
@@ -403,6 +426,12 @@ class QueueCore:
         )
         self._claims_now: Batcher[tuple[float, float | None, str | None], Mapping[str, Any] | None] = Batcher(
             dispatch._portal, self._send_claims, in_flight=4, orphan=self._release
+        )
+
+        # A worker's finished jobs settle in the request that claims its next ones
+        # (POST …/settle-and-claim, no wait): one request per turn of a worker's slots.
+        self._settle_claims: Batcher[SettleClaim, tuple[BaseException | None, Mapping[str, Any] | None]] = Batcher(
+            dispatch._portal, self._send_settle_claims, in_flight=1, orphan=self._release_answer
         )
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
@@ -517,8 +546,10 @@ class QueueCore:
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             chunk = LONG_POLL_MAX if end is None else min(LONG_POLL_MAX, max(0.0, end - time.monotonic()))
+            # Idempotent: a dropped long-poll is repeated (within the transport's retry
+            # window from the failure), never past the caller's own deadline.
             ans = await self._call(
-                "GET", invocation_path(id) + "/wait", params={"timeout": chunk}, wait=chunk, retry="safe"
+                "GET", invocation_path(id) + "/wait", params={"timeout": chunk}, wait=chunk, retry="safe", deadline=end
             )
             if ans.get("done"):
                 return _invocation(ans["invocation"])
@@ -755,6 +786,105 @@ class QueueCore:
 
         await asyncio.gather(*(claim(ttl, worker, idx) for (ttl, worker), idx in groups.items()))
         return answers
+
+    def settle_and_claim_future(
+        self, item: SettleClaim
+    ) -> concurrent.futures.Future[tuple[BaseException | None, Mapping[str, Any] | None]]:
+        """Hand a settle and/or a claim of one job (no wait) to the settle-and-claim batcher.
+
+        Callable from any thread; the future's answer is ``(settle error or None, claimed
+        job's fields or None)`` (:meth:`job_from` makes the Job). Items arriving together go
+        as one ``POST …/settle-and-claim``."""
+        return self._settle_claims.put(item)
+
+    async def _send_settle_claims(
+        self, items: list[SettleClaim]
+    ) -> list[tuple[BaseException | None, Mapping[str, Any] | None] | BaseException]:
+        settles = [(it.settle, it.deadline) for it in items if it.settle is not None]
+        wanting = [i for i, it in enumerate(items) if it.claim]
+        out: list[tuple[BaseException | None, Mapping[str, Any] | None] | BaseException] = [(None, None)] * len(items)
+        if not wanting:
+            errs = await self._settles_each(settles)
+            k = 0
+            for i, it in enumerate(items):
+                if it.settle is not None:
+                    out[i] = (errs[k], None)
+                    k += 1
+            return out
+        first = items[wanting[0]]
+        claim: dict[str, Any] = {"kind": self.kind, "max": len(wanting), "wait": 0.0}
+        if self.kind == "boltzmann":
+            claim["temperature"] = self.temperature
+        if first.lease_ttl is not None:
+            claim["lease_ttl"] = first.lease_ttl
+        if first.worker:
+            claim["worker"] = first.worker
+        deadlines = [d for _, d in settles if d is not None]
+        try:
+            ans = await self._call(
+                "POST",
+                self.path + "/settle-and-claim",
+                body={"settles": [b for b, _ in settles], "claim": claim},
+                retry="once",
+                deadline=min(deadlines) if deadlines else None,
+            )
+        except errors.DispatchError:
+            # Refused as a whole (one settle the server cannot read) or not answered: the
+            # settles go again on their own route (per item when refused; fenced, so a
+            # repeat of a done settle is answered, not applied twice), and the claims with
+            # them.
+            errs = await self._settles_each(settles)
+            k = 0
+            claims = await self._send_claims([(0.0, it.lease_ttl, it.worker) for it in items if it.claim])
+            c = 0
+            for i, it in enumerate(items):
+                err: BaseException | None = None
+                if it.settle is not None:
+                    err = errs[k]
+                    k += 1
+                job: Mapping[str, Any] | None = None
+                if it.claim:
+                    got = claims[c]
+                    c += 1
+                    if isinstance(got, BaseException):
+                        if err is None and it.settle is None:
+                            out[i] = got
+                            continue
+                    else:
+                        job = got
+                out[i] = (err, job)
+            return out
+        results = ans.get("results") or []
+        jobs = list(ans.get("jobs") or [])
+        k = 0
+        for i, it in enumerate(items):
+            err = None
+            if it.settle is not None:
+                r = results[k] if k < len(results) else None
+                k += 1
+                e = r.get("error") if isinstance(r, Mapping) else None
+                err = errors.error_from_body(e) if e else None
+            job = jobs.pop(0) if it.claim and jobs else None
+            out[i] = (err, job)
+        return out
+
+    async def _settles_each(self, settles: list[tuple[dict[str, Any], float | None]]) -> list[BaseException | None]:
+        if not settles:
+            return []
+        try:
+            return await self._send_settles(settles)
+        except errors.DispatchError as e:
+            return [e] * len(settles)
+
+    async def _release_answer(self, answer: tuple[BaseException | None, Mapping[str, Any] | None]) -> None:
+        await self._release(answer[1])
+
+    async def job_from(self, d: Mapping[str, Any]) -> Job:
+        """The Job of a claimed job's fields (its payload decoded; held here).
+
+        Raises:
+            errors.InvalidError: the payload does not decode (the invocation is failed)."""
+        return await self._job(d)
 
     async def _release(self, d: Mapping[str, Any] | None) -> None:
         # A job claimed for a caller that stopped waiting (a cancelled claim): give it back

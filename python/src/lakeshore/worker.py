@@ -52,7 +52,16 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
 from lakeshore import errors, wire
 from lakeshore._ids import new_ulid
 from lakeshore.dispatch import Dispatch, default_dispatch
-from lakeshore.queue import Job, QueueCore, SyncQueue, _error_info, _heartbeat_interval
+from lakeshore.queue import (
+    Job,
+    QueueCore,
+    SettleClaim,
+    SyncQueue,
+    _error_info,
+    _heartbeat_interval,
+    _lease_deadline,
+    encode_value,
+)
 
 __all__ = ["udf", "UDF", "run_worker", "JobStopped", "BodyKind", "registry"]
 
@@ -287,9 +296,22 @@ class _Running:
     thread_id: int | None = None
     lost: bool = False  # the plane took the job back (killed, lease lost): nothing to settle
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    due: float | None = None  # the monotonic instant of the next heartbeat (None: one is in flight)
+
+
+# A finished job's settle, sent with the slot's next claim: (the job's core, the settle
+# body, the fenced call's deadline, the job).
+_Pending = tuple[QueueCore, dict[str, Any], float | None, Job]
 
 
 class _Worker:
+    """The slots of ``run_worker`` on the worker's event loop.
+
+    Per job: one request that settles the slot's previous job and claims its next one
+    (``POST …/settle-and-claim`` with no wait, coalesced with the other slots' turns into
+    one request); a long-poll claim only when that found the queue empty. Leases are kept
+    by one keeper task on the client's loop for all running jobs (no task per job)."""
+
     def __init__(
         self,
         dispatch: Dispatch,
@@ -316,11 +338,16 @@ class _Worker:
         self.done = 0
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lakeshore-body")
         self.claims: set[asyncio.Task[Any]] = set()
+        self.keeper_wake: asyncio.Event | None = None
 
     async def run(self) -> int:
         slots = 1 if self.once else self.concurrency
-        await asyncio.gather(*(self.slot(i) for i in range(slots)))
-        self.pool.shutdown(wait=True)
+        keeper = asyncio.run_coroutine_threadsafe(self.keeper(), self.d._portal.loop)
+        try:
+            await asyncio.gather(*(self.slot(i) for i in range(slots)))
+        finally:
+            keeper.cancel()
+            self.pool.shutdown(wait=True)
         return self.done
 
     def drain(self) -> None:
@@ -339,40 +366,89 @@ class _Worker:
         names = list(self.handlers)
         turn = i
         deadline = time.monotonic() + self.wait
-        while not self.draining:
-            name = names[turn % len(names)]
-            turn += 1
-            core = self.cores[name]
-            if self.once:
-                wait = max(0.0, deadline - time.monotonic())
-            else:
-                wait = 5.0 if len(names) == 1 else 0.5
-            claim = asyncio.ensure_future(self._claim(core, wait))
-            self.claims.add(claim)
-            try:
-                job = await claim
-            except asyncio.CancelledError:
+        pending: _Pending | None = None
+        try:
+            while not self.draining:
+                name = names[turn % len(names)]
+                turn += 1
+                core = self.cores[name]
+                if pending is not None:
+                    # Settle the finished job and claim the next one in one request.
+                    settled, pending = pending, None
+                    try:
+                        job = await self._settle_and_claim(core, settled, claim=not self.draining)
+                    except errors.DispatchError as e:
+                        if isinstance(e, errors.InvalidError):
+                            continue  # a payload that does not decode: failed already
+                        job = None
+                    if job is None:
+                        continue  # the queue is empty: the next turn long-polls
+                else:
+                    if self.once:
+                        wait = max(0.0, deadline - time.monotonic())
+                    else:
+                        wait = 5.0 if len(names) == 1 else 0.5
+                    claim = asyncio.ensure_future(self._claim(core, wait))
+                    self.claims.add(claim)
+                    try:
+                        job = await claim
+                    except asyncio.CancelledError:
+                        if self.draining:
+                            return
+                        raise
+                    except errors.DispatchError as e:
+                        if isinstance(e, errors.InvalidError):
+                            continue  # a payload that does not decode: failed by claim() already
+                        if e.code == "closed":
+                            return  # the dispatch was closed: nothing more to claim
+                        log.warning("lakeshore worker: claim from %s failed: %s", name, e)
+                        await asyncio.sleep(1.0)
+                        continue
+                    finally:
+                        self.claims.discard(claim)
+                    if job is None:
+                        if self.once and time.monotonic() >= deadline and turn % len(names) == 0:
+                            return
+                        continue
                 if self.draining:
+                    # Claimed as the drain began: give it back for another worker now.
+                    await self._settle_and_claim(
+                        core, (core, _settle_body(job, "retry", None, _error_info("released: the worker is draining", job.attempt), 0.0), _lease_deadline(job), job), claim=False
+                    )
                     return
-                raise
-            except errors.DispatchError as e:
-                if isinstance(e, errors.InvalidError):
-                    continue  # a payload that does not decode: failed by claim() already
-                if e.code == "closed":
-                    return  # the dispatch was closed: nothing more to claim
-                log.warning("lakeshore worker: claim from %s failed: %s", name, e)
-                await asyncio.sleep(1.0)
-                continue
-            finally:
-                self.claims.discard(claim)
-            if job is None:
-                if self.once and time.monotonic() >= deadline and turn % len(names) == 0:
+                pending = await self.execute(core, job)
+                self.done += 1
+                if self.once:
                     return
-                continue
-            await self.execute(core, job)
-            self.done += 1
-            if self.once:
-                return
+        finally:
+            if pending is not None:
+                with contextlib.suppress(errors.DispatchError):
+                    await self._settle_and_claim(pending[0], pending, claim=False)
+
+    async def _settle_and_claim(self, core: QueueCore, settled: _Pending | None, *, claim: bool) -> Job | None:
+        """Send a finished job's settle and (with ``claim``) claim one job without waiting.
+
+        Raises:
+            errors.InvalidError: the claimed job's payload does not decode (it is failed).
+            errors.DispatchError: the claim failed."""
+        item = SettleClaim(
+            settle=settled[1] if settled else None,
+            deadline=settled[2] if settled else None,
+            claim=claim,
+            lease_ttl=core.lease_ttl,
+            worker=self.worker_id,
+        )
+        settle_error, d = await asyncio.wrap_future(core.settle_and_claim_future(item))
+        if settled is not None:
+            job = settled[3]
+            settled[0].held.pop(job.id, None)
+            if isinstance(settle_error, errors.LeaseLostError):
+                log.warning("lakeshore worker: job %s: the lease was lost before it settled (fenced off)", job.id)
+            elif settle_error is not None:
+                log.warning("lakeshore worker: job %s: settle failed: %s", job.id, settle_error)
+        if d is None:
+            return None
+        return await core.job_from(d)
 
     async def _claim(self, core: QueueCore, wait: float) -> Job | None:
         # The claim's coroutine is made here, so a task cancelled before it starts leaves
@@ -388,28 +464,57 @@ class _Worker:
             if r.thread_id is not None:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(r.thread_id), ctypes.py_object(JobStopped))
 
-    async def keeper(self, r: _Running) -> None:
-        """Heartbeat on the client's thread; stop the body when the lease is lost."""
-        interval = _heartbeat_interval(r.job)
-        while r.job.id in r.core.held:
-            await asyncio.sleep(interval)
-            if r.job.id not in r.core.held:
-                return
-            try:
-                await r.core.heartbeat(r.job)
-            except (errors.LeaseLostError, errors.NotFoundError, errors.InvocationError):
-                log.warning("lakeshore worker: job %s was killed or lost its lease: stopping its body", r.job.id)
-                r.lost = True
-                self._stop(r)
-                return
-            except errors.DispatchError:
-                continue
+    async def keeper(self) -> None:
+        """On the client's loop: heartbeat every running job when its turn comes; stop the
+        body of one whose lease is lost. One task for the worker, whatever runs."""
+        wake = self.keeper_wake = asyncio.Event()
+        while True:
+            now = time.monotonic()
+            next_at = now + 1.0
+            for r in list(self.running.values()):
+                due = r.due
+                if due is None:
+                    continue
+                if due <= now:
+                    r.due = None
+                    asyncio.ensure_future(self._beat(r))
+                else:
+                    next_at = min(next_at, due)
+            wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(wake.wait(), max(0.005, next_at - now))
 
-    async def execute(self, core: QueueCore, job: Job) -> None:
+    async def _beat(self, r: _Running) -> None:
+        if r.job.id not in r.core.held:
+            return
+        try:
+            await r.core.heartbeat(r.job)
+        except (errors.LeaseLostError, errors.NotFoundError, errors.InvocationError):
+            log.warning("lakeshore worker: job %s was killed or lost its lease: stopping its body", r.job.id)
+            r.lost = True
+            self._stop(r)
+            return
+        except errors.DispatchError:
+            pass
+        r.due = time.monotonic() + _heartbeat_interval(r.job)
+
+    def _keep(self, r: _Running) -> None:
+        """Hand a running job to the keeper (no thread hop unless its first beat is sooner
+        than the keeper's next wake)."""
+        interval = _heartbeat_interval(r.job)
+        r.due = time.monotonic() + interval
+        self.running[r.job.id] = r
+        wake = self.keeper_wake
+        if interval < 1.0 and wake is not None:
+            with contextlib.suppress(RuntimeError):
+                self.d._portal.loop.call_soon_threadsafe(wake.set)
+
+    async def execute(self, core: QueueCore, job: Job) -> _Pending | None:
+        """Run the job's body; return its settle (sent with the slot's next claim), or None
+        when the plane took the job back."""
         fn = self.handlers[core.name]
         r = _Running(job, core, threading.Event())
-        self.running[job.id] = r
-        keeper = asyncio.run_coroutine_threadsafe(self.keeper(r), self.d._portal.loop)
+        self._keep(r)
         outcome: tuple[str, Any] = ("nack", None)
         try:
             kind, call = _prepare(fn, job.payload)
@@ -426,29 +531,38 @@ class _Worker:
             else:
                 outcome = ("nack", e)
                 if isinstance(e, asyncio.CancelledError):
+                    self.running.pop(job.id, None)
+                    await self._settle_now(core, self._settle_of(core, job, outcome, r.lost))
                     raise
         except Exception as e:
             outcome = ("nack", e)
         finally:
-            keeper.cancel()
             self.running.pop(job.id, None)
-            await self._settle(core, job, outcome, r.lost)
+        return self._settle_of(core, job, outcome, r.lost)
 
-    async def _settle(self, core: QueueCore, job: Job, outcome: tuple[str, Any], lost: bool) -> None:
+    async def _settle_now(self, core: QueueCore, settled: _Pending | None) -> None:
+        if settled is not None:
+            with contextlib.suppress(errors.DispatchError):
+                await self._settle_and_claim(core, settled, claim=False)
+
+    def _settle_of(self, core: QueueCore, job: Job, outcome: tuple[str, Any], lost: bool) -> _Pending | None:
         what, value = outcome
-        try:
-            if what == "ack":
-                await self.d.run_async(core.ack(job, value))
-            elif what == "stopped":
-                if not lost and job.id in core.held:
-                    # Stopped by a signal (not by the plane): release it for a retry.
-                    await self.d.run_async(core.settle(job, "retry", None, _error_info(value or "stopped", job.attempt), 0.0))
-            else:
-                await self.d.run_async(core.nack(job, value, True))
-        except errors.LeaseLostError:
-            log.warning("lakeshore worker: job %s: the lease was lost before it settled (fenced off)", job.id)
-        except (errors.DispatchError, wire.EncodeError) as e:
-            log.warning("lakeshore worker: job %s: settle failed: %s", job.id, e)
+        deadline = _lease_deadline(job)
+        if what == "ack":
+            try:
+                data = encode_value("result", value)
+            except (wire.EncodeError, errors.InvalidError) as e:
+                # The result cannot be stored: fail the job (no retry would change it).
+                log.warning("lakeshore worker: job %s: the result cannot be stored, the job fails: %s", job.id, e)
+                return core, _settle_body(job, "failed", None, _error_info(e, job.attempt)), deadline, job
+            return core, _settle_body(job, "succeeded", data, None), deadline, job
+        if what == "stopped":
+            if not lost and job.id in core.held:
+                # Stopped by a signal (not by the plane): release it for a retry.
+                return core, _settle_body(job, "retry", None, _error_info(value or "stopped", job.attempt), 0.0), deadline, job
+            core.held.pop(job.id, None)
+            return None
+        return core, _settle_body(job, "retry", None, _error_info(value, job.attempt)), deadline, job
 
     def _run_sync(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
         with r.lock:
@@ -501,6 +615,20 @@ class _Worker:
         finally:
             await agen.aclose()
         return result
+
+
+def _settle_body(
+    job: Job, outcome: str, result: bytes | None, error: Mapping[str, Any] | None, retry_delay: float | None = None
+) -> dict[str, Any]:
+    """The settle of a held job (the body of POST /v1/settle's items)."""
+    body: dict[str, Any] = {"id": job.id, "token": job.token, "outcome": outcome}
+    if result is not None:
+        body["result"] = result
+    if error is not None:
+        body["error"] = dict(error)
+    if retry_delay is not None:
+        body["retry_delay"] = retry_delay
+    return body
 
 
 def _prepare(fn: Callable[..., Any], payload: Any) -> tuple[BodyKind, Callable[[], Any]]:

@@ -1,0 +1,119 @@
+"""A value from the server that this client cannot decode: a clear error naming the value
+and the fix, and nothing left half-done. A real server validates every value it stores, so
+these answers come from a stub on loopback that plays a newer (or broken) server."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+import pytest
+
+from lakeshore import DispatchError, HttpDispatch, Queue, SyncQueue
+from lakeshore._ids import new_ulid
+from lakeshore.errors import InvalidError
+
+UNKNOWN_EXT = msgpack.packb(msgpack.ExtType(9, b"\x00\x01"))  # ext 9: no such type (yet)
+TRUNCATED = b"\x92\x01"  # an array of two with one element
+GOOD = msgpack.packb(42)
+
+
+class _Stub(http.server.BaseHTTPRequestHandler):
+    results: dict[str, bytes] = {}
+    jobs: list[dict[str, Any]] = []
+    settles: list[tuple[str, dict[str, Any]]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _answer(self, body: Any) -> None:
+        data = msgpack.packb(body, use_bin_type=True)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/msgpack")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _invocation(self, id: str) -> dict[str, Any]:
+        return {"id": id, "namespace": "default", "queue": "q", "state": "succeeded", "attempt": 1, "result": self.results[id]}
+
+    def do_GET(self) -> None:
+        parts = self.path.split("?")[0].strip("/").split("/")
+        if parts[:2] == ["v1", "invocations"] and len(parts) >= 3 and parts[2] in self.results:
+            inv = self._invocation(parts[2])
+            self._answer({"done": True, "invocation": inv} if parts[3:] == ["wait"] else inv)
+            return
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        body = msgpack.unpackb(self.rfile.read(int(self.headers.get("Content-Length") or 0)), raw=False)
+        path = self.path.split("?")[0]
+        if path.endswith("/claim"):
+            jobs, _Stub.jobs = _Stub.jobs, []
+            self._answer({"jobs": jobs})
+        elif path.endswith("/settle"):
+            _Stub.settles.append((path.split("/")[3], body))
+            self._answer({})
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+
+@pytest.fixture
+def stub() -> Iterator[HttpDispatch]:
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    d = HttpDispatch(f"http://127.0.0.1:{srv.server_address[1]}", retry_for=1.0)
+    try:
+        yield d
+    finally:
+        d.close()
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [(UNKNOWN_EXT, "upgrade this package"), (TRUNCATED, "truncated or corrupt")],
+    ids=["unknown-extension", "truncated"],
+)
+def test_a_result_that_does_not_decode(stub: HttpDispatch, data: bytes, says: str) -> None:
+    bad, good = new_ulid(), new_ulid()
+    _Stub.results.update({bad: data, good: GOOD})
+    q = SyncQueue("q", dispatch=stub)
+    with pytest.raises(InvalidError) as e:
+        q.result(bad, timeout=5)
+    assert isinstance(e.value, DispatchError)
+    msg = str(e.value)
+    assert f"result of {bad} does not decode" in msg and says in msg, msg
+    assert "docs/wire.md" in msg or "pip install" in msg
+    # The same from asyncio, and the client is left usable: the next result comes.
+    aq = Queue("q", dispatch=stub)
+
+    async def both() -> Any:
+        with pytest.raises(InvalidError, match="does not decode"):
+            await aq.result(bad, timeout=5)
+        return await aq.result(good, timeout=5)
+
+    assert asyncio.run(both()) == 42
+    assert q.result(good, timeout=5) == 42
+
+
+def test_a_claimed_payload_that_does_not_decode_is_failed_not_left_leased(stub: HttpDispatch) -> None:
+    id = new_ulid()
+    _Stub.settles.clear()
+    _Stub.jobs = [{"id": id, "token": "t1", "attempt": 1, "queue": "q", "payload": TRUNCATED}]
+    q = SyncQueue("q", dispatch=stub)
+    with pytest.raises(InvalidError, match=f"payload of {id} does not decode"):
+        q.claim()
+    # The invocation was failed at once (no retry would read it), not left to its lease.
+    assert [(i, b["outcome"], b["token"], b["error"]["type"]) for i, b in _Stub.settles] == [(id, "failed", "t1", "invalid_payload")]
+    assert id not in q._core.held
