@@ -324,3 +324,36 @@ func BatchFromRecord(rec arrow.RecordBatch) (*Batch, error) {
 	b.Record = array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(n))
 	return b, nil
 }
+
+// batchFromStream turns the record batch of a POST …/batch answer (the form the stores
+// make: an int64 column IndexColumn, then the fields with their kinds in the
+// lakeshore.kind metadata) into a Batch of partition, without copying: Indexes shares
+// the _index column's memory and Record is rec, retained (the caller still releases its
+// own reference). Errors: *InvalidError for a record of another form.
+func batchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
+	sc := rec.Schema()
+	bad := &InvalidError{Field: "batch", Value: sc.String(), Rule: "columns _index (int64 without nulls), then the fields with their lakeshore.kind metadata"}
+	if rec.NumCols() < 1 || sc.Field(0).Name != colIndex {
+		return nil, bad
+	}
+	ia, ok := rec.Column(0).(*array.Int64)
+	if !ok || ia.NullN() > 0 {
+		return nil, bad
+	}
+	b := &Batch{Indexes: ia.Int64Values(), Fields: make([]Field, 0, rec.NumCols()-1)}
+	for c := 1; c < int(rec.NumCols()); c++ {
+		f := sc.Field(c)
+		kind, _ := f.Metadata.GetValue(metaKind)
+		if !validKind(Kind(kind)) || !arrow.TypeEqual(f.Type, arrowType(Kind(kind))) {
+			return nil, &InvalidError{Field: "column " + f.Name, Value: f.Type.String(), Rule: "a column with its lakeshore.kind metadata and that kind's Arrow type"}
+		}
+		b.Fields = append(b.Fields, Field{Name: f.Name, Kind: Kind(kind)})
+	}
+	b.Partitions = make([]string, len(b.Indexes))
+	for i := range b.Partitions {
+		b.Partitions[i] = partition
+	}
+	rec.Retain()
+	b.Record = rec
+	return b, nil
+}
