@@ -112,7 +112,7 @@ type DataFieldMeta struct {
 
 // DataBatchMeta answers POST …/meta (persist.BatchMeta).
 type DataBatchMeta struct {
-	Size      int             `json:"size" msg:"size"`
+	Size int `json:"size" msg:"size"`
 	// Indexes is absent from the Lakeshore-Batch-Meta header of POST …/batch.
 	Indexes   []int64         `json:"indexes,omitzero" msg:"indexes"`
 	Fields    []DataFieldMeta `json:"fields" msg:"fields"`
