@@ -141,7 +141,9 @@ type httpRequest struct {
 	path   string
 	query  url.Values
 	body   msgp.Marshaler
-	arrow  bool // the answer is an Arrow IPC stream
+	// arrowBody, when not nil, is the body instead: an Arrow IPC stream.
+	arrowBody []byte
+	arrow     bool // the answer is an Arrow IPC stream
 	// idempotent marks a POST or DELETE that is safe to repeat (GETs always are).
 	idempotent bool
 }
@@ -214,6 +216,8 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 			return nil, nil, err
 		}
 		body = bytes.NewReader(b)
+	} else if req.arrowBody != nil {
+		body = bytes.NewReader(req.arrowBody)
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.method, u, body)
 	if err != nil {
@@ -221,6 +225,8 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 	}
 	if req.body != nil {
 		hr.Header.Set("Content-Type", api.ContentTypeMsgpack)
+	} else if req.arrowBody != nil {
+		hr.Header.Set("Content-Type", api.ContentTypeArrow)
 	}
 	if req.arrow {
 		hr.Header.Set("Accept", api.ContentTypeArrow) // errors come back as JSON
@@ -323,8 +329,17 @@ func wireRecords(recs []Record) ([]api.Value, error) {
 	return out, nil
 }
 
-// PutPartition implements Store.
+// PutPartition implements Store. A batch whose fields each hold scalars of one kind
+// travels as one Arrow IPC stream (arrowPutBody), any other as wire-encoded maps.
 func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []Record) ([]int64, error) {
+	if body, ok := arrowPutBody(recs); ok {
+		var out api.DataIndexesResponse
+		if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: url.Values{"partition": {partition}},
+			arrowBody: body}, &out); err != nil {
+			return nil, err
+		}
+		return out.Indexes, nil
+	}
 	vals, err := wireRecords(recs)
 	if err != nil {
 		return nil, err
