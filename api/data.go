@@ -24,6 +24,11 @@ const (
 	// HeaderNextOffset carries, on GET …/records, the offset where a following read
 	// continues (past records that were considered and filtered out).
 	HeaderNextOffset = "Lakeshore-Next-Offset"
+	// HeaderBatchMeta carries, on POST …/batch, the batch's metadata as a JSON
+	// DataBatchMeta without indexes (the answer's _index column holds them): size,
+	// fields with kinds, dtypes and shapes, partition, task. An error answer carries it
+	// too when the samples were handed out before reading them failed.
+	HeaderBatchMeta = "Lakeshore-Batch-Meta"
 )
 
 // DataPath is the path prefix of the routes addressed by data queue.
@@ -107,8 +112,9 @@ type DataFieldMeta struct {
 
 // DataBatchMeta answers POST …/meta (persist.BatchMeta).
 type DataBatchMeta struct {
-	Size      int             `json:"size" msg:"size"`
-	Indexes   []int64         `json:"indexes" msg:"indexes"`
+	Size int `json:"size" msg:"size"`
+	// Indexes is absent from the Lakeshore-Batch-Meta header of POST …/batch.
+	Indexes   []int64         `json:"indexes,omitzero" msg:"indexes"`
 	Fields    []DataFieldMeta `json:"fields" msg:"fields"`
 	Partition string          `json:"partition" msg:"partition"`
 	Task      string          `json:"task" msg:"task"`

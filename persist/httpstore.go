@@ -141,7 +141,9 @@ type httpRequest struct {
 	path   string
 	query  url.Values
 	body   msgp.Marshaler
-	arrow  bool // the answer is an Arrow IPC stream
+	// arrowBody, when not nil, is the body instead: an Arrow IPC stream.
+	arrowBody []byte
+	arrow     bool // the answer is an Arrow IPC stream
 	// idempotent marks a POST or DELETE that is safe to repeat (GETs always are).
 	idempotent bool
 }
@@ -214,6 +216,8 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 			return nil, nil, err
 		}
 		body = bytes.NewReader(b)
+	} else if req.arrowBody != nil {
+		body = bytes.NewReader(req.arrowBody)
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.method, u, body)
 	if err != nil {
@@ -221,6 +225,8 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 	}
 	if req.body != nil {
 		hr.Header.Set("Content-Type", api.ContentTypeMsgpack)
+	} else if req.arrowBody != nil {
+		hr.Header.Set("Content-Type", api.ContentTypeArrow)
 	}
 	if req.arrow {
 		hr.Header.Set("Accept", api.ContentTypeArrow) // errors come back as JSON
@@ -257,7 +263,7 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 		}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, httpError(resp, data)
+		return nil, resp.Header, httpError(resp, data)
 	}
 	if out != nil {
 		if _, err := out.UnmarshalMsg(data); err != nil {
@@ -323,8 +329,17 @@ func wireRecords(recs []Record) ([]api.Value, error) {
 	return out, nil
 }
 
-// PutPartition implements Store.
+// PutPartition implements Store. A batch whose fields each hold scalars of one kind
+// travels as one Arrow IPC stream (arrowPutBody), any other as wire-encoded maps.
 func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []Record) ([]int64, error) {
+	if body, ok := arrowPutBody(recs); ok {
+		var out api.DataIndexesResponse
+		if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: url.Values{"partition": {partition}},
+			arrowBody: body}, &out); err != nil {
+			return nil, err
+		}
+		return out.Indexes, nil
+	}
 	vals, err := wireRecords(recs)
 	if err != nil {
 		return nil, err
@@ -446,8 +461,10 @@ func (s *httpStore) Scan(ctx context.Context, offset int64, limit int, opts *Get
 // repeat the request (the server caps a long-poll, 60 s by default).
 const httpLongPollSlice = 50 * time.Second
 
-// GetMeta implements Store.
-func (s *httpStore) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
+// metaBody returns the body of POST …/meta and …/batch for req. Errors: *InvalidError
+// for a request the server would refuse in the same words (checked here when the
+// encoding would lose it: sampler parameters that are not a JSON object).
+func metaBody(req *MetaRequest) (*api.DataMetaRequest, error) {
 	if req == nil {
 		return nil, &InvalidError{Field: "MetaRequest", Value: nil, Rule: "a request"}
 	}
@@ -470,6 +487,16 @@ func (s *httpStore) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, 
 			}
 		}
 	}
+	return body, nil
+}
+
+// handOut sends a GetMeta request (path …/meta or …/batch) and, in wait mode, repeats it
+// while the server's capped long-poll times out before req's own timeout.
+func (s *httpStore) handOut(ctx context.Context, path string, req *MetaRequest, out msgp.Unmarshaler) ([]byte, http.Header, error) {
+	body, err := metaBody(req)
+	if err != nil {
+		return nil, nil, err
+	}
 	timeout := req.Timeout
 	if timeout == 0 {
 		timeout = GetMetaTimeoutDefault
@@ -482,20 +509,71 @@ func (s *httpStore) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, 
 				body.Timeout = 0.001
 			}
 		}
-		var out api.DataBatchMeta
-		_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/meta", body: body}, &out)
-		if err != nil {
-			if req.Wait && errors.Is(err, ErrTimeout) && time.Until(deadline) > 0 && ctx.Err() == nil {
-				continue // the server capped the wait: a timed-out wait handed out nothing
-			}
-			return nil, err
+		data, h, err := s.do(ctx, httpRequest{method: "POST", path: path, body: body, arrow: out == nil}, out)
+		if err != nil && req.Wait && errors.Is(err, ErrTimeout) && time.Until(deadline) > 0 && ctx.Err() == nil {
+			continue // the server capped the wait: a timed-out wait handed out nothing
 		}
-		m := &BatchMeta{Size: out.Size, Indexes: out.Indexes, Partition: out.Partition, Task: out.Task}
-		for _, f := range out.Fields {
-			m.Fields = append(m.Fields, FieldMeta{Name: f.Name, Kind: Kind(f.Kind), DType: f.DType, Shape: f.Shape})
-		}
-		return m, nil
+		return data, h, err
 	}
+}
+
+// batchMetaFrom converts an answer's metadata.
+func batchMetaFrom(out *api.DataBatchMeta) *BatchMeta {
+	m := &BatchMeta{Size: out.Size, Indexes: out.Indexes, Partition: out.Partition, Task: out.Task}
+	for _, f := range out.Fields {
+		m.Fields = append(m.Fields, FieldMeta{Name: f.Name, Kind: Kind(f.Kind), DType: f.DType, Shape: f.Shape})
+	}
+	return m
+}
+
+// GetMeta implements Store.
+func (s *httpStore) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
+	var out api.DataBatchMeta
+	if _, _, err := s.handOut(ctx, "/meta", req, &out); err != nil {
+		return nil, err
+	}
+	return batchMetaFrom(&out), nil
+}
+
+// GetBatch implements BatchGetter: one POST …/batch, answered by the Arrow IPC stream of
+// the batch and its metadata in the Lakeshore-Batch-Meta header.
+func (s *httpStore) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
+	data, h, err := s.handOut(ctx, "/batch", req, nil)
+	var meta *BatchMeta
+	if hv := h.Get(api.HeaderBatchMeta); hv != "" {
+		var out api.DataBatchMeta
+		if jerr := json.Unmarshal([]byte(hv), &out); jerr != nil {
+			return nil, nil, fmt.Errorf("persist: decode the server's %s header: %w", api.HeaderBatchMeta, jerr)
+		}
+		meta = batchMetaFrom(&out)
+	}
+	if err != nil {
+		return nil, meta, err // handed out (meta != nil) but not read: as in process
+	}
+	if meta == nil {
+		return nil, nil, fmt.Errorf("persist: the server's answer has no %s header", api.HeaderBatchMeta)
+	}
+	rd, err := ipc.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, meta, fmt.Errorf("persist: decode the server's Arrow answer: %w", err)
+	}
+	defer rd.Release()
+	if !rd.Next() {
+		if err := rd.Err(); err != nil {
+			return nil, meta, fmt.Errorf("persist: decode the server's Arrow answer: %w", err)
+		}
+		return nil, meta, fmt.Errorf("persist: the server's Arrow answer has no record batch")
+	}
+	b, err := batchFromStream(rd.RecordBatch(), meta.Partition)
+	if err != nil {
+		return nil, meta, err
+	}
+	if len(b.Indexes) > 0 {
+		meta.Indexes = b.Indexes
+	} else {
+		meta.Indexes = []int64{}
+	}
+	return b, meta, nil
 }
 
 // GetData implements Store.

@@ -68,8 +68,8 @@ func BenchmarkHTTPPutBatch(b *testing.B) {
 	})
 }
 
-// BenchmarkHTTPGetBatch: Reader.GetBatch (GetMeta then GetData: two requests, the data as
-// an Arrow IPC stream) of 1,024 rows of 5 numeric fields from a flushed queue of 100,000
+// BenchmarkHTTPGetBatch: Reader.GetBatch (GetMeta then GetData; over HTTP one request,
+// POST …/batch, answered by an Arrow IPC stream) of 1,024 rows of 5 numeric fields from a flushed queue of 100,000
 // rows, one trainer loop (target over HTTP: ≥ 1,000,000 rows/s); ReadOnly is Queue.Read of
 // 1,024 consecutive rows (one request).
 func BenchmarkHTTPGetBatch(b *testing.B) {

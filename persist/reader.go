@@ -32,8 +32,13 @@ func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
 	return r.s.GetData(ctx, meta)
 }
 
-// GetBatch is GetMeta followed by GetData.
+// GetBatch is GetMeta followed by GetData (one request over HTTP). When GetData fails,
+// the metadata is returned beside the error: the samples were handed out (and marked
+// consumed unless DeferConsume).
 func (r *Reader) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
+	if bg, ok := r.s.(BatchGetter); ok {
+		return bg.GetBatch(ctx, req)
+	}
 	meta, err := r.GetMeta(ctx, req)
 	if err != nil {
 		return nil, nil, err

@@ -76,6 +76,14 @@ type Store interface {
 	Close(ctx context.Context) error
 }
 
+// BatchGetter is implemented by stores that hand out a batch and read it in one call
+// (the HTTP store: one request instead of two); Reader.GetBatch uses it. GetBatch
+// behaves as GetMeta followed by GetData: when reading fails after the samples were
+// handed out, it returns the metadata beside the error.
+type BatchGetter interface {
+	GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error)
+}
+
 // Compacter is implemented by stores that merge their storage on demand (the file
 // store); Queue.Compact uses it.
 type Compacter interface {

@@ -1,10 +1,13 @@
 package persist
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lakeshore-dev/lakeshore/wire"
@@ -138,8 +141,9 @@ func RecordToWire(field string, rec Record) ([]byte, error) {
 func RecordsFromArrow(rec arrow.RecordBatch, indexColumn bool) ([]Record, []int64, error) {
 	n := int(rec.NumRows())
 	recs := make([]Record, n)
+	width := int(rec.NumCols())
 	for i := range recs {
-		recs[i] = Record{}
+		recs[i] = make(Record, width)
 	}
 	var idx []int64
 	sc := rec.Schema()
@@ -323,4 +327,207 @@ func BatchFromRecord(rec arrow.RecordBatch) (*Batch, error) {
 	}
 	b.Record = array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(n))
 	return b, nil
+}
+
+// batchFromStream turns the record batch of a POST …/batch answer (the form the stores
+// make: an int64 column IndexColumn, then the fields with their kinds in the
+// lakeshore.kind metadata) into a Batch of partition, without copying: Indexes shares
+// the _index column's memory and Record is rec, retained (the caller still releases its
+// own reference). Errors: *InvalidError for a record of another form.
+func batchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
+	sc := rec.Schema()
+	bad := &InvalidError{Field: "batch", Value: sc.String(), Rule: "columns _index (int64 without nulls), then the fields with their lakeshore.kind metadata"}
+	if rec.NumCols() < 1 || sc.Field(0).Name != colIndex {
+		return nil, bad
+	}
+	ia, ok := rec.Column(0).(*array.Int64)
+	if !ok || ia.NullN() > 0 {
+		return nil, bad
+	}
+	b := &Batch{Indexes: ia.Int64Values(), Fields: make([]Field, 0, rec.NumCols()-1)}
+	for c := 1; c < int(rec.NumCols()); c++ {
+		f := sc.Field(c)
+		kind, _ := f.Metadata.GetValue(metaKind)
+		if !validKind(Kind(kind)) || !arrow.TypeEqual(f.Type, arrowType(Kind(kind))) {
+			return nil, &InvalidError{Field: "column " + f.Name, Value: f.Type.String(), Rule: "a column with its lakeshore.kind metadata and that kind's Arrow type"}
+		}
+		b.Fields = append(b.Fields, Field{Name: f.Name, Kind: Kind(kind)})
+	}
+	b.Partitions = make([]string, len(b.Indexes))
+	for i := range b.Partitions {
+		b.Partitions[i] = partition
+	}
+	rec.Retain()
+	b.Record = rec
+	return b, nil
+}
+
+// arrowPutMaxValue is the longest string or byte slice arrowPutBody sends in Arrow form:
+// a batch with a longer one travels as wire maps, whose per-record size limit
+// (MaxRecordBytes) then applies exactly as in process.
+const arrowPutMaxValue = 64 << 10
+
+// scalarKind returns the kind of a value arrowPutBody sends in Arrow form: bool, a Go
+// integer type that always fits in int64, float32/64, a string or byte slice up to
+// arrowPutMaxValue; "" for any other value (nil included).
+func scalarKind(v any) Kind {
+	switch x := v.(type) {
+	case bool:
+		return KindBool
+	case int, int8, int16, int32, int64, uint8, uint16, uint32:
+		return KindInt64
+	case float32, float64:
+		return KindFloat64
+	case string:
+		if len(x) <= arrowPutMaxValue {
+			return KindString
+		}
+	case []byte:
+		if len(x) <= arrowPutMaxValue {
+			return KindBytes
+		}
+	}
+	return ""
+}
+
+// arrowPutBody encodes recs as an Arrow IPC stream of one record batch, a column per
+// field (sorted by name) and nulls where a record has no value, when every field holds
+// values of one scalar kind (scalarKind) in every record that has it; ok is false
+// otherwise (lists, tensors, codec values, kinds mixed in one field, long values, no
+// field at all), and the caller sends wire maps. The server turns the stream back into
+// the same records (RecordsFromArrow), so the store sees what it would in process.
+func arrowPutBody(recs []Record) (body []byte, ok bool) {
+	if len(recs) == 0 {
+		return nil, false
+	}
+	kinds := map[string]Kind{}
+	for _, r := range recs {
+		for name, v := range r {
+			if v == nil {
+				continue
+			}
+			k := scalarKind(v)
+			if k == "" {
+				return nil, false
+			}
+			if have, seen := kinds[name]; !seen {
+				kinds[name] = k
+			} else if have != k {
+				return nil, false
+			}
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, false
+	}
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	fields := make([]arrow.Field, len(names))
+	cols := make([]arrow.Array, len(names))
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	n := len(recs)
+	for c, name := range names {
+		k := kinds[name]
+		fields[c] = arrow.Field{Name: name, Type: arrowType(k), Nullable: true}
+		switch k {
+		case KindBool:
+			b := array.NewBooleanBuilder(memory.DefaultAllocator)
+			b.Reserve(n)
+			for _, r := range recs {
+				if x, ok := r[name].(bool); ok {
+					b.UnsafeAppend(x)
+				} else {
+					b.UnsafeAppendBoolToBitmap(false)
+				}
+			}
+			cols[c] = b.NewArray()
+			b.Release()
+		case KindInt64:
+			b := array.NewInt64Builder(memory.DefaultAllocator)
+			b.Reserve(n)
+			for _, r := range recs {
+				switch x := r[name].(type) {
+				case int:
+					b.UnsafeAppend(int64(x))
+				case int64:
+					b.UnsafeAppend(x)
+				case int32:
+					b.UnsafeAppend(int64(x))
+				case int16:
+					b.UnsafeAppend(int64(x))
+				case int8:
+					b.UnsafeAppend(int64(x))
+				case uint8:
+					b.UnsafeAppend(int64(x))
+				case uint16:
+					b.UnsafeAppend(int64(x))
+				case uint32:
+					b.UnsafeAppend(int64(x))
+				default:
+					b.UnsafeAppendBoolToBitmap(false)
+				}
+			}
+			cols[c] = b.NewArray()
+			b.Release()
+		case KindFloat64:
+			b := array.NewFloat64Builder(memory.DefaultAllocator)
+			b.Reserve(n)
+			for _, r := range recs {
+				switch x := r[name].(type) {
+				case float64:
+					b.UnsafeAppend(x)
+				case float32:
+					b.UnsafeAppend(float64(x))
+				default:
+					b.UnsafeAppendBoolToBitmap(false)
+				}
+			}
+			cols[c] = b.NewArray()
+			b.Release()
+		case KindString:
+			b := array.NewStringBuilder(memory.DefaultAllocator)
+			b.Reserve(n)
+			for _, r := range recs {
+				if x, ok := r[name].(string); ok {
+					b.Append(x)
+				} else {
+					b.AppendNull()
+				}
+			}
+			cols[c] = b.NewArray()
+			b.Release()
+		case KindBytes:
+			b := array.NewBinaryBuilder(memory.DefaultAllocator, arrow.BinaryTypes.Binary)
+			b.Reserve(n)
+			for _, r := range recs {
+				if x, ok := r[name].([]byte); ok {
+					b.Append(x)
+				} else {
+					b.AppendNull()
+				}
+			}
+			cols[c] = b.NewArray()
+			b.Release()
+		}
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(n))
+	defer rec.Release()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
+	if err := w.Write(rec); err != nil {
+		return nil, false
+	}
+	if err := w.Close(); err != nil {
+		return nil, false
+	}
+	return buf.Bytes(), true
 }

@@ -264,6 +264,7 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		"POST " + d + "/flush":                    {put, s.handleDataFlush},
 		"POST " + d + "/data":                     {read, s.handleDataGet},
 		"POST " + d + "/meta":                     {read, s.handleDataMeta},
+		"POST " + d + "/batch":                    {read, s.handleDataBatch},
 		"POST " + d + "/produced":                 {read, s.handleDataProduced},
 		"POST " + d + "/consumption/mark":         {read, s.handleDataMark},
 		"POST " + d + "/consumption/reset":        {read, s.handleDataReset},

@@ -216,23 +216,33 @@ func (s *Server) writeBatch(w http.ResponseWriter, r *http.Request, b *persist.B
 	defer b.Release()
 	count(s.data.metrics.read, r, b.Len())
 	if wantsRows(r) {
-		rows, err := b.Rows()
-		if err != nil {
-			return err
-		}
-		out := api.DataRowsResponse{Rows: make([]api.DataRow, len(rows)), Next: next}
-		for i, row := range rows {
-			wb, err := persist.RecordToWire("rows", row.Fields)
-			if err != nil {
-				return err
-			}
-			out.Rows[i] = api.DataRow{Index: row.Index, Partition: row.Partition, Fields: api.Value{Wire: wb}}
-		}
-		s.write(w, r, http.StatusOK, &out)
-		return nil
+		return s.writeRows(w, r, b, next)
 	}
 	rec := persist.BatchRecord(b)
 	defer rec.Release()
+	return writeArrow(w, rec)
+}
+
+// writeRows answers b as JSON or msgpack rows.
+func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, b *persist.Batch, next int64) error {
+	rows, err := b.Rows()
+	if err != nil {
+		return err
+	}
+	out := api.DataRowsResponse{Rows: make([]api.DataRow, len(rows)), Next: next}
+	for i, row := range rows {
+		wb, err := persist.RecordToWire("rows", row.Fields)
+		if err != nil {
+			return err
+		}
+		out.Rows[i] = api.DataRow{Index: row.Index, Partition: row.Partition, Fields: api.Value{Wire: wb}}
+	}
+	s.write(w, r, http.StatusOK, &out)
+	return nil
+}
+
+// writeArrow answers rec as a 200 Arrow IPC stream of one record batch.
+func writeArrow(w http.ResponseWriter, rec arrow.RecordBatch) error {
 	var buf bytes.Buffer
 	iw := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
 	if err := iw.Write(rec); err != nil {
@@ -439,14 +449,15 @@ func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *princi
 	return s.writeBatch(w, r, b, 0)
 }
 
-func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+// metaRequestOf reads the body of POST …/meta and …/batch into a persist.MetaRequest.
+func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist.MetaRequest, error) {
 	var req api.DataMetaRequest
 	if err := s.readBody(w, r, &req); err != nil {
-		return err
+		return nil, err
 	}
 	timeout, err := seconds("timeout", req.Timeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mr := &persist.MetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
 		Wait: req.Wait, Timeout: timeout, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex}
@@ -458,11 +469,16 @@ func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *princ
 		if req.Sampler.Params != nil {
 			raw, err := json.Marshal(req.Sampler.Params)
 			if err != nil {
-				return plane.Invalid("sampler.params", nil, "a JSON object of the sampler's parameters")
+				return nil, plane.Invalid("sampler.params", nil, "a JSON object of the sampler's parameters")
 			}
 			mr.Sampler.Params = raw
 		}
 	}
+	return mr, nil
+}
+
+// getMeta runs GetMeta for mr, as a long-poll when it waits.
+func (s *Server) getMeta(r *http.Request, p *principal, dq *dataQueue, mr *persist.MetaRequest) (*persist.BatchMeta, error) {
 	ctx := r.Context()
 	if mr.Wait {
 		if mr.Timeout == 0 {
@@ -470,26 +486,79 @@ func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *princ
 		}
 		c, capped, release, err := s.longPoll(r, p, mr.Timeout)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer release()
 		ctx, mr.Timeout = c, capped
 	}
 	m, err := dq.store.GetMeta(ctx, mr)
 	if err != nil {
-		return stopErr(ctx, err)
+		return nil, stopErr(ctx, err)
 	}
 	count(s.data.metrics.meta, r, len(m.Indexes))
-	out := api.DataBatchMeta{Size: m.Size, Indexes: m.Indexes, Fields: make([]api.DataFieldMeta, len(m.Fields)),
+	return m, nil
+}
+
+// batchMetaOf converts m for an answer; without indexes when withIndexes is false (the
+// answer of POST …/batch carries them in its _index column).
+func batchMetaOf(m *persist.BatchMeta, withIndexes bool) *api.DataBatchMeta {
+	out := &api.DataBatchMeta{Size: m.Size, Fields: make([]api.DataFieldMeta, len(m.Fields)),
 		Partition: m.Partition, Task: m.Task}
-	if out.Indexes == nil {
-		out.Indexes = []int64{}
+	if withIndexes {
+		out.Indexes = m.Indexes
+		if out.Indexes == nil {
+			out.Indexes = []int64{}
+		}
 	}
 	for i, f := range m.Fields {
 		out.Fields[i] = api.DataFieldMeta{Name: f.Name, Kind: string(f.Kind), DType: f.DType, Shape: f.Shape}
 	}
-	s.write(w, r, http.StatusOK, &out)
+	return out
+}
+
+func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	mr, err := s.metaRequestOf(w, r)
+	if err != nil {
+		return err
+	}
+	m, err := s.getMeta(r, p, dq, mr)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, batchMetaOf(m, true))
 	return nil
+}
+
+// handleDataBatch is GetMeta then GetData in one request (Reader.GetBatch): the answer is
+// the Arrow IPC stream of the batch as the store made it (the _index column, then the
+// fields; no _partition column, the batch is of one partition), with the rest of the
+// metadata as JSON in the Lakeshore-Batch-Meta header. When GetData fails after GetMeta
+// handed the samples out, the error answer carries that header too, so the client can
+// return the metadata beside the error as Reader.GetBatch does in process.
+func (s *Server) handleDataBatch(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	mr, err := s.metaRequestOf(w, r)
+	if err != nil {
+		return err
+	}
+	m, err := s.getMeta(r, p, dq, mr)
+	if err != nil {
+		return err
+	}
+	hdr, err := json.Marshal(batchMetaOf(m, false))
+	if err != nil {
+		return err
+	}
+	w.Header().Set(api.HeaderBatchMeta, string(hdr))
+	b, err := dq.store.GetData(r.Context(), m)
+	if err != nil {
+		return err
+	}
+	defer b.Release()
+	count(s.data.metrics.read, r, b.Len())
+	if wantsRows(r) {
+		return s.writeRows(w, r, b, 0)
+	}
+	return writeArrow(w, b.Record)
 }
 
 func (s *Server) handleDataProduced(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {

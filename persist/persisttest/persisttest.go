@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"PutFieldsAndProduced", testPutFieldsAndProduced},
 		{"GetMetaConsumption", testGetMetaConsumption},
 		{"GetMetaWait", testGetMetaWait},
+		{"GetBatch", testGetBatch},
 		{"SamplersByName", testSamplersByName},
 		{"RankAwareDeferConsume", testRankAwareDeferConsume},
 		{"GRPOPastIncompleteGroups", testGRPOPastIncompleteGroups},
@@ -250,6 +251,62 @@ func testGetMetaWait(t *testing.T, q *persist.Queue) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("a waiting GetMeta did not see the rows put after it started")
 	}
+}
+
+// testGetBatch: Reader.GetBatch (one request over HTTP) hands out and reads in one call:
+// the values of the requested fields, the partition of every row, an empty batch (with no
+// error) before any data, a wait that sees rows put after it started, a sampler's refusal.
+func testGetBatch(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	r := q.Reader()
+	b, m, err := r.GetBatch(ctx, &persist.MetaRequest{Fields: []string{"x", "y"}, BatchSize: 4, Task: "t"})
+	require.NoError(t, err, "a consumer may start before its producers")
+	require.Equal(t, 0, m.Size)
+	require.Empty(t, m.Indexes)
+	require.Equal(t, 0, b.Len())
+	b.Release()
+
+	putN(t, q, "p", 6, func(i int) persist.Record { return persist.Record{"x": i, "y": float64(i) / 2, "s": "str"} })
+	b, m, err = r.GetBatch(ctx, &persist.MetaRequest{Fields: []string{"y", "x"}, BatchSize: 4, Task: "t", Partition: "p"})
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1, 2, 3}, m.Indexes)
+	require.Equal(t, 4, m.Size)
+	require.Equal(t, "p", m.Partition)
+	require.Equal(t, m.Indexes, b.Indexes)
+	require.Equal(t, []string{"y", "x"}, []string{b.Fields[0].Name, b.Fields[1].Name})
+	rows, err := b.Rows()
+	require.NoError(t, err)
+	for i, row := range rows {
+		require.Equal(t, "p", row.Partition)
+		require.Equal(t, persist.Record{"x": int64(i), "y": float64(i) / 2}, row.Fields)
+	}
+	b.Release()
+
+	done := make(chan []int64, 1)
+	go func() {
+		b, m, err := r.GetBatch(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "t", Partition: "p",
+			Wait: true, Timeout: 30 * time.Second})
+		if err != nil {
+			done <- nil
+			return
+		}
+		b.Release()
+		done <- m.Indexes
+	}()
+	putN(t, q, "p", 2, func(i int) persist.Record { return persist.Record{"x": 10 + i} })
+	select {
+	case got := <-done:
+		require.Equal(t, []int64{4, 5, 6, 7}, got)
+	case <-time.After(25 * time.Second):
+		t.Fatal("a waiting GetBatch did not see the rows put after it started")
+	}
+
+	_, _, err = r.GetBatch(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 3, Task: "g", Partition: "p",
+		Sampler: persist.SamplerSpec{Name: persist.SamplerGRPOGroupN, Params: json.RawMessage(`{"n": 2}`)}})
+	requireInvalid(t, err)
+	n, err := q.Consumed(ctx, "g", "p")
+	require.NoError(t, err)
+	require.Zero(t, n, "a refused request hands nothing out")
 }
 
 func testSamplersByName(t *testing.T, q *persist.Queue) {
