@@ -51,7 +51,7 @@ func (s *Server) handleProviderSet(w http.ResponseWriter, r *http.Request, p *pr
 	if err := params.Validate(); err != nil {
 		return err
 	}
-	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
+	if err := authorizeProviderChange(p, ns, q); err != nil {
 		return err
 	}
 	if err := s.drv.QueueProviderSet(r.Context(), params); err != nil {
@@ -66,7 +66,7 @@ func (s *Server) handleProviderDelete(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
-	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
+	if err := authorizeProviderChange(p, ns, q); err != nil {
 		return err
 	}
 	ok, err := s.drv.QueueProviderDelete(r.Context(), ns, q)
@@ -96,6 +96,21 @@ func (s *Server) handleProviderList(w http.ResponseWriter, r *http.Request, p *p
 		}
 	}
 	s.write(w, r, http.StatusOK, out)
+	return nil
+}
+
+// authorizeProviderChange allows setting or removing a queue's provider to the server's
+// admin token only. A provider's policy names the command its workers run (and an exec:
+// provider names a program), and a supervisor runs them with its own privileges on the
+// operator's machines: a tenant token, even an admin of the queue, must not choose code
+// those machines run. Tenants read their queues' providers (GET) with any permission.
+func authorizeProviderChange(p *principal, ns, q string) error {
+	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
+		return err
+	}
+	if !p.all {
+		return fmt.Errorf("%w: setting or removing a queue's provider needs the server's admin token (its workers run commands on the operator's machines)", api.ErrForbidden)
+	}
 	return nil
 }
 

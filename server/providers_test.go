@@ -11,8 +11,9 @@ import (
 	"github.com/lakeshore-dev/lakeshore/server"
 )
 
-// TestProviderRoutesAuth: a queue's provider is set by an admin of that queue and read by
-// any token of it; /v1/providers lists only covered queues; leases need admin on every
+// TestProviderRoutesAuth: a queue's provider is set and removed with the server's admin
+// token only (its command runs on the operator's machines; a tenant's admin token is
+// refused) and read by any token of the queue; /v1/providers lists only covered queues; leases need admin on every
 // queue of the namespace; a bad policy is invalid, naming the field.
 func TestProviderRoutesAuth(t *testing.T) {
 	t.Parallel()
@@ -29,9 +30,17 @@ func TestProviderRoutesAuth(t *testing.T) {
 	r = b.doJSON(t, "PUT", qp("default", "jobs"), map[string]any{"name": "local", "policy": map[string]any{"min_workers": 3, "max_workers": 2, "command": []string{"w"}}}, queueAdmin)
 	require.Equal(t, 400, r.status, "%s", r.body)
 	require.Contains(t, string(r.body), "max workers")
-	r = b.doJSON(t, "PUT", qp("default", "jobs"), ref, queueAdmin)
+	for _, tenant := range []string{queueAdmin, nsAdmin} {
+		r = b.doJSON(t, "PUT", qp("default", "jobs"), ref, tenant)
+		require.Equal(t, 403, r.status, "a tenant's admin token cannot choose the command a supervisor runs: %s", r.body)
+		require.Contains(t, string(r.body), "server's admin token")
+	}
+	r = b.doJSON(t, "GET", qp("default", "jobs"), nil, reader)
 	require.Equal(t, 200, r.status, "%s", r.body)
-	r = b.doJSON(t, "PUT", qp("default", "other"), ref, nsAdmin)
+	require.JSONEq(t, `{"provider":null}`, string(r.body), "a refused set changed nothing")
+	r = b.doJSON(t, "PUT", qp("default", "jobs"), ref, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = b.doJSON(t, "PUT", qp("default", "other"), ref, adminSecret)
 	require.Equal(t, 200, r.status, "%s", r.body)
 
 	r = b.doJSON(t, "GET", qp("default", "jobs"), nil, reader)
@@ -63,7 +72,9 @@ func TestProviderRoutesAuth(t *testing.T) {
 	r = b.doJSON(t, "POST", "/v1/namespaces/default/leases/release", map[string]any{"name": "provider/jobs", "holder": "h1"}, nsAdmin)
 	require.Equal(t, 200, r.status, "%s", r.body)
 
-	r = b.doJSON(t, "DELETE", qp("default", "jobs"), nil, queueAdmin)
+	r = b.doJSON(t, "DELETE", qp("default", "jobs"), nil, nsAdmin)
+	require.Equal(t, 403, r.status, "%s", r.body)
+	r = b.doJSON(t, "DELETE", qp("default", "jobs"), nil, adminSecret)
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.JSONEq(t, `{"changed":true}`, string(r.body))
 }
