@@ -39,7 +39,8 @@ const (
 // supervisor (lakeshore provider run, or lakeshore serve --providers) launches and stops
 // the queue's workers to follow ref.Policy. It does not check that the worker command
 // exists: it runs on the launching machine. Errors: *InvalidError naming the bad field and
-// what is allowed; nothing is stored.
+// what is allowed; over HTTP, ErrForbidden unless the client holds the server's admin token
+// (a tenant token may not choose the command a supervisor runs); nothing is stored.
 func (q *Queue) SetProvider(ctx context.Context, ref ProviderRef) error {
 	p := &plane.ProviderParams{Namespace: q.opts.Namespace, Queue: q.name, Provider: ref}
 	if err := p.Validate(); err != nil {
@@ -56,7 +57,7 @@ func (q *Queue) Provider(ctx context.Context) (*ProviderRef, error) {
 
 // RemoveProvider detaches the queue's provider and reports whether there was one. Workers
 // already running keep running until they exit or are stopped by hand; no supervisor acts
-// for the queue any more.
+// for the queue any more. Over HTTP it needs the server's admin token, as SetProvider does.
 func (q *Queue) RemoveProvider(ctx context.Context) (bool, error) {
 	return q.d.drv.QueueProviderDelete(ctx, q.opts.Namespace, q.name)
 }
