@@ -29,8 +29,9 @@ import (
 // This file is the HTTP store: a Store over the data routes of `lakeshore serve`
 // (docs/http-api.md, "Data queues"), so that Open with an http(s) URL gives the same
 // Queue, Reader and KVView in a process on another machine. Control bodies are msgpack,
-// records travel as wire-encoded maps (RecordToWire), reads come back as Arrow IPC streams
-// (BatchFromRecord), and errors are rebuilt into the same typed errors as in process.
+// a put of scalar records travels as one Arrow IPC stream (arrowPutBody) and any other as
+// wire-encoded maps (RecordToWire), reads come back as Arrow IPC streams (BatchFromRecord),
+// and errors are rebuilt into the same typed errors as in process.
 
 // Environment variables read by Open when Config leaves the target or token empty.
 const (
