@@ -54,15 +54,17 @@ type LaunchPolicy struct {
 	MinWorkers int `json:"min_workers,omitempty" msgpack:"min_workers,omitempty"`
 	// MaxWorkers caps the workers running or launching. Defaults to MaxWorkersDefault (1).
 	MaxWorkers int `json:"max_workers,omitempty" msgpack:"max_workers,omitempty"`
-	// JobsPerWorker is the target backlog per worker: the supervisor wants
-	// ceil(queued ÷ JobsPerWorker) workers, within [MinWorkers, MaxWorkers]. Defaults to
+	// JobsPerWorker is the target work per worker: the supervisor wants
+	// ceil((queued + running) ÷ JobsPerWorker) workers, within [MinWorkers, MaxWorkers]
+	// (provider.Decide). Queued counts delayed jobs not due yet. Defaults to
 	// JobsPerWorkerDefault (1).
 	JobsPerWorker int `json:"jobs_per_worker,omitempty" msgpack:"jobs_per_worker,omitempty"`
 	// ScaleUpStep caps the launches of one tick. Defaults to 0: no cap (up to MaxWorkers).
 	ScaleUpStep int `json:"scale_up_step,omitempty" msgpack:"scale_up_step,omitempty"`
-	// Cooldown is the least time between two scale-downs of the queue, and between a
-	// scale-up and the next scale-down. Scale-ups are never delayed by it. Defaults to
-	// CooldownDefault (5 s).
+	// Cooldown is the least time from the supervisor's last change of the queue's workers
+	// (a launch, or a stop of an idle worker) to its next stop of an idle worker. Launches
+	// are never delayed by it (backlog is served at once), and a launch that failed or
+	// expired does not restart it. Defaults to CooldownDefault (5 s).
 	Cooldown time.Duration `json:"cooldown,omitempty" msgpack:"cooldown,omitempty"`
 	// IdleTimeout is how long a worker runs no job before the supervisor stops it (never
 	// below MinWorkers). Defaults to IdleTimeoutDefault (1 min).

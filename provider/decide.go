@@ -20,8 +20,13 @@ type QueueState struct {
 	Workers []plane.WorkerInfo
 	// Pending are launches not registered yet, with the time each was made (or adopted).
 	Pending map[string]time.Time
-	// LastScaleDown is when the supervisor last stopped a worker of the queue (or last
-	// launched one); Cooldown counts from it.
+	// Stopping is how many launches the supervisor asked to stop that have not ended yet:
+	// they drain (finish their running jobs) and count as live, so MaxWorkers caps what
+	// runs, but they are neither in Workers nor in Pending and are never stopped twice.
+	Stopping int
+	// LastScaleDown is when the supervisor last changed the queue's workers: its last stop
+	// of an idle worker or its last launch. Cooldown counts from it, and delays only
+	// scale-downs.
 	LastScaleDown time.Time
 	// NextLaunch is the earliest time of the next launch (backoff after failed launches);
 	// zero for no wait.
@@ -35,7 +40,7 @@ type Decision struct {
 	// Want is the number of workers the policy wants: ceil((queued + running) ÷ jobs per
 	// worker) within [min, max].
 	Want int
-	// Live is the workers registered plus launches pending.
+	// Live is the workers registered plus launches pending plus launches stopping.
 	Live int
 	// Launch is how many workers to launch now.
 	Launch int
@@ -51,11 +56,14 @@ type Decision struct {
 // Decide is the scaling rule, a pure function of the queue's state (docs/providers.md):
 //
 //   - want = clamp(ceil((queued + running) ÷ JobsPerWorker), MinWorkers, MaxWorkers);
-//   - live = registered workers + pending launches (a launch that has not registered within
-//     RegisterTimeout is expired: stopped, counted as failed, and no longer live);
+//   - live = registered workers + pending launches + launches stopping (a launch that has not
+//     registered within RegisterTimeout is expired: stopped, counted as failed, and no
+//     longer pending; until it has ended it counts as stopping);
 //   - want > live: launch want − live (at most ScaleUpStep, none before NextLaunch);
-//   - live > want, Cooldown passed since the last scale change: stop workers that ran no
-//     job for IdleTimeout, oldest idle first, never below want, never one that runs a job.
+//     Cooldown never delays a launch;
+//   - live > want, Cooldown passed since the last launch or idle stop (LastScaleDown): stop
+//     workers that ran no job for IdleTimeout, oldest idle first, never below want, never
+//     one that runs a job.
 func Decide(s *QueueState) Decision {
 	p := s.Policy
 	var d Decision
@@ -74,7 +82,7 @@ func Decide(s *QueueState) Decision {
 		}
 	}
 	slices.Sort(d.Expired)
-	d.Live = len(s.Workers) + len(s.Pending) - len(d.Expired)
+	d.Live = len(s.Workers) + len(s.Pending) + max(s.Stopping, 0) - len(d.Expired)
 
 	switch {
 	case d.Want > d.Live:

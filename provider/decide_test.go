@@ -48,6 +48,11 @@ func TestDecide(t *testing.T) {
 		{name: "never below the backlog's need", state: provider.QueueState{Queued: 15,
 			Workers: []plane.WorkerInfo{idle("a", 5*time.Minute), idle("b", 5*time.Minute), idle("c", 5*time.Minute)}},
 			want: 2, live: 3, stop: []string{"a"}},
+		{name: "launches stopping count as live while they drain: no launch above max", state: provider.QueueState{
+			Queued: 100, Stopping: 4}, want: 4, live: 4},
+		{name: "launches stopping are not stopped again", state: provider.QueueState{Stopping: 2,
+			Workers: []plane.WorkerInfo{idle("a", 5*time.Minute)}}, want: 0, live: 3, stop: []string{"a"}},
+		{name: "cooldown never delays a launch", state: provider.QueueState{Queued: 5, LastScaleDown: now}, want: 1, launch: 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

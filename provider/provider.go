@@ -86,3 +86,11 @@ type Provider interface {
 	// twice).
 	List(ctx context.Context) ([]LaunchStatus, error)
 }
+
+// Checker is a Provider that can tell, before any launch, whether it can work at all (SLURM
+// answers; the exec program exists). A supervisor calls Check the first time it uses the
+// provider, so "SLURM is not reachable" is one clear line in its log at start-up rather than
+// a failed launch later. Errors: what is wrong and how to fix it.
+type Checker interface {
+	Check(ctx context.Context) error
+}

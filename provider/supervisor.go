@@ -50,7 +50,11 @@ type SupervisorConfig struct {
 	StopGrace time.Duration
 	// CallTimeout bounds each provider call. Defaults to CallTimeoutDefault (30 s).
 	CallTimeout time.Duration
-	// DryRun logs and counts every decision but launches and stops nothing.
+	// DryRun logs and counts what the supervisor would do, and exports its gauges, but
+	// launches and stops nothing and takes no lease: a dry run beside a real supervisor
+	// never keeps it from a queue. It logs a decision when it differs from the queue's
+	// previous one (not at every tick), and counts no failures (a launch that ended may
+	// have been stopped by the supervisor that acts).
 	DryRun bool
 	// Holder identifies this supervisor in the leases. Defaults to a fresh ULID.
 	Holder string
@@ -71,26 +75,31 @@ type SupervisorConfig struct {
 // plane). Workers it launched keep running when it stops; a supervisor started later
 // adopts them (Provider.List). Create it with NewSupervisor; safe for one Run at a time.
 type Supervisor struct {
-	cfg    SupervisorConfig
-	ids    *plane.IDGenerator
-	queues map[queueKey]*queueTrack
+	cfg     SupervisorConfig
+	ids     *plane.IDGenerator
+	queues  map[queueKey]*queueTrack
+	checked map[string]bool // providers whose Check ran
+	failing map[string]bool // providers whose last List failed
 
-	stops sync.WaitGroup // Stop calls in flight
+	stops      sync.WaitGroup // Stop calls in flight
+	mu         sync.Mutex
+	stopFailed map[queueKey]map[string]bool // launches whose Stop failed, to be stopped again
 }
 
 type queueKey struct{ namespace, queue string }
 
 // queueTrack is what the supervisor remembers of a queue whose lease it holds.
 type queueTrack struct {
-	held         bool
+	held         bool // its lease (never in a dry run)
+	watched      bool // a dry run logged that it watches the queue
 	renewed      time.Time
 	pending      map[string]time.Time // launch id → when launched or adopted, until registered
-	seen         map[string]bool      // launch ids seen alive (pending or registered)
-	stopping     map[string]bool      // launch ids we asked to stop
+	seen         map[string]bool      // launch ids seen alive (pending, registered or stopping)
+	stopping     map[string]bool      // launch ids we asked to stop, until they end
 	lastScale    time.Time
 	failures     int
 	nextLaunch   time.Time
-	lastDecision string
+	lastDecision string // a dry run's last decision logged
 }
 
 // NewSupervisor checks cfg and returns a Supervisor. Errors: *plane.InvalidError for a
@@ -121,7 +130,8 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 	if cfg.Holder == "" {
 		cfg.Holder = ids.New(cfg.Now())
 	}
-	return &Supervisor{cfg: cfg, ids: ids, queues: make(map[queueKey]*queueTrack)}, nil
+	return &Supervisor{cfg: cfg, ids: ids, queues: make(map[queueKey]*queueTrack), checked: map[string]bool{},
+		failing: map[string]bool{}, stopFailed: map[queueKey]map[string]bool{}}, nil
 }
 
 // Holder returns the id this supervisor holds its leases under.
@@ -167,10 +177,12 @@ func (s *Supervisor) release() {
 func leaseName(queue string) string { return "provider/" + queue }
 
 // Tick looks at every queue with a provider once and acts on the ones whose lease it holds
-// or takes. Provider failures are logged and counted, never returned: one bad provider
-// does not stop the others. It returns the plane's errors.
+// or takes (a dry run takes none and only logs). The first time it uses a provider that is
+// a Checker it checks it, and logs an error line when the provider cannot work. Provider
+// failures are logged and counted, never returned: one bad provider does not stop the
+// others. It returns the plane's errors.
 func (s *Supervisor) Tick(ctx context.Context) error {
-	start := s.cfg.Now()
+	start := time.Now() // the real clock: the metric is the tick's cost
 	defer func() { s.cfg.Metrics.tick.Observe(time.Since(start).Seconds()) }()
 	refs, err := s.cfg.Driver.QueueProviderList(ctx, s.cfg.Namespace)
 	if err != nil {
@@ -208,13 +220,21 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 			s.cfg.Logger.Warn("provider supervisor: unknown provider; its queues keep their workers", "provider", name, "error", err)
 			continue
 		}
+		if !s.check(ctx, name, p) {
+			continue
+		}
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		list, err := p.List(cctx)
 		cancel()
 		if err != nil {
+			s.failing[name] = true
 			s.cfg.Metrics.errors.WithLabelValues(name, "list").Inc()
 			s.cfg.Logger.Warn("provider supervisor: list launches failed; skipping its queues this tick", "provider", name, "error", err)
 			continue
+		}
+		if s.failing[name] {
+			delete(s.failing, name)
+			s.cfg.Logger.Info("provider supervisor: the provider answers again", "provider", name)
 		}
 		m := make(map[string]LaunchStatus, len(list))
 		for _, l := range list {
@@ -264,6 +284,35 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 	return nil
 }
 
+// check runs p's Check the first time the supervisor uses p. It reports whether to go on
+// with p this tick: false when the check failed (its error is logged; List, the next
+// tick, is the next try).
+func (s *Supervisor) check(ctx context.Context, name string, p Provider) bool {
+	if s.checked[name] {
+		return true
+	}
+	s.checked[name] = true
+	c, ok := p.(Checker)
+	if !ok {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	err := c.Check(cctx)
+	cancel()
+	if err == nil {
+		return true
+	}
+	if ctx.Err() != nil {
+		s.checked[name] = false
+		return false
+	}
+	s.failing[name] = true
+	s.cfg.Metrics.errors.WithLabelValues(name, "check").Inc()
+	s.cfg.Logger.Error("provider supervisor: the provider cannot work; its queues keep the workers they have, and it is tried again every tick",
+		"provider", name, "error", err)
+	return false
+}
+
 // forgetAllBut drops the tracks of queues that lost their provider, releasing their leases.
 func (s *Supervisor) forgetAllBut(keep map[queueKey]bool) {
 	for k, tr := range s.queues {
@@ -275,9 +324,17 @@ func (s *Supervisor) forgetAllBut(keep map[queueKey]bool) {
 			_ = s.cfg.Driver.LeaseRelease(ctx, k.namespace, leaseName(k.queue), s.cfg.Holder)
 			cancel()
 		}
-		delete(s.queues, k)
-		s.cfg.Metrics.forget(k)
+		s.drop(k)
 	}
+}
+
+// drop forgets queue k: its track, its gauges and its failed stops.
+func (s *Supervisor) drop(k queueKey) {
+	delete(s.queues, k)
+	s.cfg.Metrics.forget(k)
+	s.mu.Lock()
+	delete(s.stopFailed, k)
+	s.mu.Unlock()
 }
 
 // queueView is what a tick read about one queue.
@@ -298,7 +355,15 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		tr = &queueTrack{pending: map[string]time.Time{}, seen: map[string]bool{}, stopping: map[string]bool{}}
 		s.queues[k] = tr
 	}
-	if !tr.held || now.Sub(tr.renewed) >= s.cfg.LeaseTTL/3 {
+	switch {
+	case s.cfg.DryRun:
+		// A dry run takes no lease: it must never keep a real supervisor from a queue.
+		if !tr.watched {
+			tr.watched = true
+			s.cfg.Logger.Info("provider supervisor: watching the queue (dry run: no lease taken, nothing launched or stopped)",
+				"namespace", k.namespace, "queue", k.queue, "provider", ref.Name)
+		}
+	case !tr.held || now.Sub(tr.renewed) >= s.cfg.LeaseTTL/3:
 		held, err := s.cfg.Driver.LeaseAcquire(ctx, &plane.LeaseParams{Namespace: k.namespace, Name: leaseName(k.queue),
 			Holder: s.cfg.Holder, TTL: s.cfg.LeaseTTL})
 		if err != nil {
@@ -308,8 +373,7 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 			if tr.held {
 				s.cfg.Logger.Info("provider supervisor: another supervisor took the queue", "namespace", k.namespace, "queue", k.queue)
 			}
-			delete(s.queues, k) // its launches are the holder's to adopt
-			s.cfg.Metrics.forget(k)
+			s.drop(k) // its launches are the holder's to adopt
 			return nil
 		}
 		if !tr.held {
@@ -324,6 +388,11 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 	// Registered workers of this queue launched by this provider, alive in it.
 	st := QueueState{Policy: policy, Queued: counts[plane.StateQueued], Running: counts[plane.StateRunning],
 		Pending: map[string]time.Time{}, LastScaleDown: tr.lastScale, NextLaunch: tr.nextLaunch, Now: now}
+	// A stop that failed: the launch is considered again (stopped again if still idle or
+	// expired), never left running unmanaged.
+	for _, id := range s.takeStopFailed(k) {
+		delete(tr.stopping, id)
+	}
 	registered := map[string]bool{}
 	for _, w := range v.workers {
 		if w.Provider != ref.Name {
@@ -333,12 +402,14 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 			continue // ended; its registration has not aged out yet
 		}
 		registered[w.LaunchID] = true
-		st.Workers = append(st.Workers, w)
+		if !tr.stopping[w.LaunchID] {
+			st.Workers = append(st.Workers, w)
+		}
 	}
 	// Launches of this queue the provider runs that are not registered: ours, or adopted.
 	for _, l := range v.launches {
 		id := l.ID
-		if registered[id] {
+		if registered[id] || tr.stopping[id] {
 			continue
 		}
 		if _, ok := tr.pending[id]; !ok {
@@ -365,15 +436,28 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 	for id := range st.Pending {
 		tr.seen[id] = true
 	}
+	// Launches we asked to stop drain until they end: live (max_workers caps what runs),
+	// but neither stopped again nor adopted.
+	for id := range tr.stopping {
+		if _, up := alive[id]; up {
+			st.Stopping++
+			tr.seen[id] = true
+		}
+	}
 	// A launch seen alive that ended without our stop: a crash (or SLURM killed it).
 	for id := range tr.seen {
-		if _, pending := st.Pending[id]; registered[id] || pending {
+		_, pending := st.Pending[id]
+		_, up := alive[id]
+		if registered[id] || pending || (tr.stopping[id] && up) {
 			continue
 		}
 		delete(tr.seen, id)
 		if tr.stopping[id] {
 			delete(tr.stopping, id)
 			continue
+		}
+		if s.cfg.DryRun {
+			continue // perhaps the acting supervisor stopped it: not ours to count
 		}
 		s.fail(tr, now, labels, "ended", id)
 	}
@@ -382,7 +466,17 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 	s.cfg.Metrics.want.WithLabelValues(labels...).Set(float64(d.Want))
 	s.cfg.Metrics.live.WithLabelValues(labels...).Set(float64(d.Live))
 	if d.Launch == 0 && len(d.Stop) == 0 && len(d.Expired) == 0 {
+		tr.lastDecision = ""
 		return nil
+	}
+	if s.cfg.DryRun {
+		// What it would do, once per change: the same decision repeats at every tick, as
+		// nothing acts on it.
+		key := fmt.Sprint(d.Want, d.Live, d.Launch, d.Stop, d.Expired, d.Reason)
+		if key == tr.lastDecision {
+			return nil
+		}
+		tr.lastDecision = key
 	}
 	s.cfg.Logger.Info("provider supervisor: decision", "namespace", k.namespace, "queue", k.queue, "provider", ref.Name,
 		"queued", st.Queued, "running", st.Running, "want", d.Want, "live", d.Live, "launch", d.Launch,
@@ -394,7 +488,7 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 	s.cfg.Metrics.decisions.WithLabelValues(append(labels, "acted")...).Inc()
 	for _, id := range d.Expired {
 		delete(tr.pending, id)
-		delete(tr.seen, id)
+		tr.stopping[id] = true // counted once; drains (or is cancelled) and is not adopted again
 		s.fail(tr, now, labels, "register_timeout", id)
 		s.stop(p, k, id, labels, "register_timeout")
 	}
@@ -452,9 +546,25 @@ func (s *Supervisor) stop(p Provider, k queueKey, id string, labels []string, re
 		defer cancel()
 		if err := p.Stop(ctx, id, s.cfg.StopGrace); err != nil {
 			s.cfg.Metrics.errors.WithLabelValues(p.Name(), "stop").Inc()
-			s.cfg.Logger.Warn("provider supervisor: stop failed", "namespace", k.namespace, "queue", k.queue, "launch", id, "error", err)
+			s.cfg.Logger.Warn("provider supervisor: stop failed; the launch is considered again at the next tick",
+				"namespace", k.namespace, "queue", k.queue, "launch", id, "error", err)
+			s.mu.Lock()
+			if s.stopFailed[k] == nil {
+				s.stopFailed[k] = map[string]bool{}
+			}
+			s.stopFailed[k][id] = true
+			s.mu.Unlock()
 		}
 	})
+}
+
+// takeStopFailed returns (and forgets) queue k's launches whose Stop failed.
+func (s *Supervisor) takeStopFailed(k queueKey) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := slices.Collect(maps.Keys(s.stopFailed[k]))
+	delete(s.stopFailed, k)
+	return ids
 }
 
 // launchSpec makes a Launch for queue k: a fresh id, the policy's command, resources and

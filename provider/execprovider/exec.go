@@ -5,7 +5,9 @@
 // The protocol (docs/providers.md has an example in Python): the supervisor runs
 //
 //	PROGRAM launch   stdin: a launch as JSON {"id", "namespace", "queue", "command",
-//	                 "env", "resources"}; stdout: anything (ignored)
+//	                 "env", "resources": {"cpus", "gpus", "memory_mb", "time_limit"
+//	                 (seconds), "partition"}} (resources not asked are absent);
+//	                 stdout: anything (ignored)
 //	PROGRAM stop     stdin: {"id": "...", "grace_seconds": 30}; stdout: anything
 //	PROGRAM list     stdin: {}; stdout: {"launches": [{"id", "namespace", "queue",
 //	                 "state": "pending"|"running"|"exited", "detail"}]}
@@ -22,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -57,10 +60,47 @@ func New(name string, timeout time.Duration) (*Provider, error) {
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return p.name }
 
+var _ provider.Checker = (*Provider)(nil)
+
+// Check implements provider.Checker: the program exists and is executable on this machine
+// (a supervisor checks at start-up). It does not run the program.
+func (p *Provider) Check(context.Context) error {
+	if _, err := exec.LookPath(p.program); err != nil {
+		return fmt.Errorf("provider %s: program %q is not found or not executable on this machine; install it or fix the queue's provider name", p.name, p.program)
+	}
+	return nil
+}
+
 // Launch implements provider.Provider: PROGRAM launch.
 func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
-	_, err := p.call(ctx, "launch", l)
+	r, env := l.Resources, l.Env
+	if env == nil {
+		env = map[string]string{} // {} rather than null: programs merge it into theirs
+	}
+	_, err := p.call(ctx, "launch", launchRequest{ID: l.ID, Namespace: l.Namespace, Queue: l.Queue,
+		Command: l.Command, Env: env, Resources: resourcesRequest{CPUs: r.CPUs, GPUs: r.GPUs, MemoryMB: r.MemoryMB,
+			TimeLimit: r.TimeLimit.Seconds(), Partition: r.Partition}})
 	return err
+}
+
+// launchRequest is a launch as the program reads it on stdin (durations in seconds, as on
+// the HTTP API).
+type launchRequest struct {
+	ID        string            `json:"id"`
+	Namespace string            `json:"namespace"`
+	Queue     string            `json:"queue"`
+	Command   []string          `json:"command"`
+	Env       map[string]string `json:"env"`
+	Resources resourcesRequest  `json:"resources"`
+}
+
+// resourcesRequest is plane.Resources on the wire; zero values (not asked) are absent.
+type resourcesRequest struct {
+	CPUs      int     `json:"cpus,omitempty"`
+	GPUs      int     `json:"gpus,omitempty"`
+	MemoryMB  int64   `json:"memory_mb,omitempty"`
+	TimeLimit float64 `json:"time_limit,omitempty"` // seconds
+	Partition string  `json:"partition,omitempty"`
 }
 
 // Stop implements provider.Provider: PROGRAM stop.
@@ -117,8 +157,10 @@ func (p *Provider) call(ctx context.Context, op string, in any) ([]byte, error) 
 		return nil, fmt.Errorf("provider %s %s: no answer within %s; the program was killed", p.name, op, p.timeout)
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("provider %s %s: %w", p.name, op, ctx.Err())
-	case errors.Is(err, exec.ErrNotFound):
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("provider %s %s: program %q not found on this machine", p.name, op, p.program)
+	case errors.Is(err, os.ErrPermission):
+		return nil, fmt.Errorf("provider %s %s: program %q is not executable (chmod +x it)", p.name, op, p.program)
 	case err != nil:
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {

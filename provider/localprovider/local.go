@@ -168,7 +168,8 @@ func (p *Provider) read(id string) (record, bool) {
 }
 
 // alive reports whether rec's process still runs (the same process: its start time
-// matches, so a reused pid is not mistaken for it).
+// matches, so a reused pid is not mistaken for it; a zombie, ended but not yet reaped by
+// its parent, has ended).
 func (p *Provider) alive(rec record) bool {
 	p.mu.Lock()
 	done, ours := p.exited[rec.ID]
@@ -184,7 +185,10 @@ func (p *Provider) alive(rec record) bool {
 	if err := syscall.Kill(rec.PID, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
-	st := startTime(rec.PID)
+	state, st := procStat(rec.PID)
+	if state == 'Z' || state == 'X' {
+		return false
+	}
 	return st == 0 || rec.StartTime == 0 || st == rec.StartTime
 }
 
@@ -231,21 +235,28 @@ func (p *Provider) waitGone(rec record) error {
 // startTime reads field 22 of /proc/PID/stat (clock ticks after boot); 0 when unknown
 // (no /proc).
 func startTime(pid int) uint64 {
+	_, st := procStat(pid)
+	return st
+}
+
+// procStat reads fields 3 (the state: R, S, Z…) and 22 (the start time, in clock ticks
+// after boot) of /proc/PID/stat; 0 and 0 when unknown (no /proc, or no such process).
+func procStat(pid int) (state byte, start uint64) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')') // the command name may hold spaces and parentheses
 	if i < 0 {
-		return 0
+		return 0, 0
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, 0
 	}
 	v, _ := strconv.ParseUint(f[19], 10, 64) // field 22 is the 20th after the name
-	return v
+	return f[0][0], v
 }
 
 func validID(id string) bool {

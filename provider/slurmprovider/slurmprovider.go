@@ -162,7 +162,10 @@ type Provider struct {
 	env []string // the commands' environment (this process's, with SLURM_CONF)
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Checker  = (*Provider)(nil) // a supervisor checks SLURM answers at start-up
+)
 
 // New returns a provider for cfg, creating its log directory. It does not contact SLURM
 // (Check does). Errors: a missing SlurmConf file or an uncreatable log directory.
@@ -238,8 +241,10 @@ func (p *Provider) LogPath(id string) string {
 	return filepath.Join(p.cfg.LogDir, p.JobName(id)+".log")
 }
 
-// Check asks SLURM whether it answers (squeue for the provider's user), for a clear error
-// at start-up rather than at the first launch. Errors: *CommandError.
+// Check implements provider.Checker: it asks SLURM whether it answers (squeue for the
+// provider's user), for a clear error at start-up rather than at the first launch (a
+// supervisor calls it the first time it uses the provider). Errors: *CommandError
+// (ErrUnreachable, ErrNotInstalled).
 func (p *Provider) Check(ctx context.Context) error {
 	_, err := p.run(ctx, p.cfg.Squeue, "--noheader", "--user="+p.cfg.User, "--format=%i")
 	return err
