@@ -1,0 +1,629 @@
+package provider_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+	"github.com/lakeshore-dev/lakeshore/provider"
+	"github.com/lakeshore-dev/lakeshore/provider/execprovider"
+	"github.com/lakeshore-dev/lakeshore/provider/localprovider"
+)
+
+// The supervisor's tests run real providers (local processes, exec programs) on a real
+// SQLite plane, ticking by hand on a clock of their own, so backoffs, cooldowns and register
+// timeouts pass at once.
+
+// execTimeout bounds each call of the tests' exec programs.
+const execTimeout = 300 * time.Millisecond
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// logBuffer is a goroutine-safe log sink.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type rig struct {
+	t     *testing.T
+	drv   plane.Driver
+	local *localprovider.Provider
+	clock *clock
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	dir := t.TempDir()
+	drv, err := sqliteplane.Open(t.Context(), filepath.Join(dir, "lakeshore.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := localprovider.New(filepath.Join(dir, "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ls, _ := local.List(context.Background())
+		for _, l := range ls {
+			_ = local.Stop(context.Background(), l.ID, 0)
+		}
+		drv.Close()
+	})
+	return &rig{t: t, drv: drv, local: local, clock: &clock{now: time.Now()}}
+}
+
+// supervisor returns a supervisor on the rig's plane and clock, its metrics in reg and its
+// log in logs; edit changes its configuration.
+func (r *rig) supervisor(reg prometheus.Registerer, logs *logBuffer, edit func(*provider.SupervisorConfig)) *provider.Supervisor {
+	r.t.Helper()
+	resolve := func(name string) (provider.Provider, error) {
+		switch {
+		case name == plane.ProviderLocal:
+			return r.local, nil
+		case strings.HasPrefix(name, plane.ProviderExecPrefix):
+			return execprovider.New(name, execTimeout)
+		}
+		return nil, plane.Invalid("provider", name, "use local or exec:PROGRAM")
+	}
+	cfg := provider.SupervisorConfig{Driver: r.drv, Resolve: resolve, Tick: 50 * time.Millisecond, LeaseTTL: 5 * time.Second,
+		StopGrace: 2 * time.Second, CallTimeout: 2 * time.Second, Metrics: provider.NewMetrics(reg), Now: r.clock.Now,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := provider.NewSupervisor(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return s
+}
+
+func (r *rig) tick(s *provider.Supervisor) {
+	r.t.Helper()
+	if err := s.Tick(r.t.Context()); err != nil {
+		r.t.Fatalf("Tick: %v", err)
+	}
+}
+
+func (r *rig) setProvider(queue, name string, policy plane.LaunchPolicy) {
+	r.t.Helper()
+	if err := r.drv.QueueProviderSet(r.t.Context(), &plane.ProviderParams{Namespace: "default", Queue: queue,
+		Provider: plane.ProviderRef{Name: name, Policy: policy}}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) submit(queue string, n int) {
+	r.t.Helper()
+	inv := make([]plane.SubmitParams, n)
+	for i := range inv {
+		inv[i].Payload = []byte{0xc0} // msgpack nil
+	}
+	if _, err := r.drv.InvocationSubmitMany(r.t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: queue,
+		Invocations: inv}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// launches returns the local provider's live launch ids.
+func (r *rig) launches() []string {
+	r.t.Helper()
+	ls, err := r.local.List(r.t.Context())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ids := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i] = l.ID
+	}
+	return ids
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 20s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// metric sums the samples of the metric name in reg whose labels include labels.
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	sample:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue sample
+				}
+			}
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+// TestSupervisorDryRun: a dry run logs and counts what it would do and exports its gauges,
+// launches nothing, and takes no lease, so a real supervisor started beside it (even after
+// it) acts for the queue at its first tick. It logs a repeated decision once, and does not
+// count as failures the launches the acting supervisor stops.
+func TestSupervisorDryRun(t *testing.T) {
+	r := newRig(t)
+	r.setProvider("dry", plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 2, Command: []string{"sleep", "30"}})
+	r.submit("dry", 2)
+	dryReg, dryLogs := prometheus.NewRegistry(), &logBuffer{}
+	dry := r.supervisor(dryReg, dryLogs, func(c *provider.SupervisorConfig) { c.DryRun = true })
+	for range 3 {
+		r.tick(dry)
+		r.clock.add(100 * time.Millisecond)
+	}
+	if ls := r.launches(); len(ls) != 0 {
+		t.Fatalf("a dry run launched %v", ls)
+	}
+	logs := dryLogs.String()
+	if n := strings.Count(logs, `msg="provider supervisor: decision"`); n != 1 || !strings.Contains(logs, "launch=2") ||
+		!strings.Contains(logs, "dry_run=true") {
+		t.Errorf("the dry run logged %d decisions; want one, launch=2 dry_run=true, for three ticks of the same decision:\n%s", n, logs)
+	}
+	if !strings.Contains(logs, "watching the queue (dry run: no lease taken") {
+		t.Errorf("the dry run does not say it watches the queue without a lease:\n%s", logs)
+	}
+	if n := metric(t, dryReg, "lakeshore_provider_decisions_total", "outcome", "dry_run"); n != 1 {
+		t.Errorf("decisions_total{outcome=dry_run} = %v; want 1", n)
+	}
+	if n := metric(t, dryReg, "lakeshore_provider_workers_wanted", "queue", "dry"); n != 2 {
+		t.Errorf("workers_wanted = %v; want 2", n)
+	}
+	if n := metric(t, dryReg, "lakeshore_provider_launches_total"); n != 0 {
+		t.Errorf("launches_total = %v in a dry run", n)
+	}
+
+	// The real supervisor, started after the dry run, acts at its first tick.
+	realReg := prometheus.NewRegistry()
+	real := r.supervisor(realReg, &logBuffer{}, nil)
+	r.tick(real)
+	if ls := r.launches(); len(ls) != 2 {
+		t.Fatalf("the real supervisor beside a dry run launched %v; want 2 launches at its first tick", ls)
+	}
+	// The dry run sees the real launches as live: nothing more to do, nothing launched.
+	r.tick(dry)
+	r.tick(dry)
+	if ls := r.launches(); len(ls) != 2 {
+		t.Errorf("launches after more dry-run ticks: %v", ls)
+	}
+	// The launches end (the acting supervisor stopped them): not the dry run's failures.
+	for _, id := range r.launches() {
+		if err := r.local.Stop(t.Context(), id, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.clock.add(time.Second)
+	r.tick(dry)
+	if n := metric(t, dryReg, "lakeshore_provider_failures_total"); n != 0 {
+		t.Errorf("the dry run counted %v failures for launches another supervisor ran", n)
+	}
+	// It sees the need again: a new decision, logged.
+	if n := strings.Count(dryLogs.String(), `msg="provider supervisor: decision"`); n != 2 {
+		t.Errorf("the dry run logged %d decisions; want a second one once the launches ended:\n%s", n, dryLogs.String())
+	}
+	// Run of a dry run returns without a lease to release.
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := dry.Run(ctx); err != nil {
+		t.Errorf("Run of a dry run: %v", err)
+	}
+}
+
+// TestSupervisorCommandNotFound: a worker command that does not exist fails the launch,
+// logged and counted; launches back off (1 s, then 2 s…) rather than retrying every tick,
+// and the queue keeps working with the workers it has (one started by hand).
+func TestSupervisorCommandNotFound(t *testing.T) {
+	r := newRig(t)
+	r.setProvider("nf", plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 2, Command: []string{"lakeshore-no-such-worker-7"}})
+	r.submit("nf", 4)
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, nil)
+	attempts := func() float64 { return metric(t, reg, "lakeshore_provider_launches_total", "result", "error") }
+	for _, step := range []struct {
+		after time.Duration
+		want  float64
+	}{{0, 1}, {500 * time.Millisecond, 1}, {600 * time.Millisecond, 2}, {time.Second, 2}, {1200 * time.Millisecond, 3}} {
+		r.clock.add(step.after)
+		r.tick(s)
+		if n := attempts(); n != step.want {
+			t.Fatalf("%v launch attempts after +%s; want %v (backoff 1s, then 2s)\n%s", n, step.after, step.want, logs.String())
+		}
+	}
+	if n := metric(t, reg, "lakeshore_provider_failures_total", "kind", "launch", "queue", "nf", "provider", "local"); n != 3 {
+		t.Errorf("failures_total{kind=launch} = %v; want 3", n)
+	}
+	for _, want := range []string{`msg="provider supervisor: launch failed"`, "lakeshore-no-such-worker-7", "not found on this machine",
+		"failure=launch", "next_launch_in=2s"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs.String())
+		}
+	}
+
+	// A worker started by hand runs the jobs; the supervisor leaves it alone.
+	d := lakeshore.New(r.drv, nil)
+	defer d.Close()
+	var ran sync.WaitGroup
+	ran.Go(func() {
+		err := lakeshore.RunWorker(t.Context(), d, []lakeshore.Handler{lakeshore.Handle("nf", func(context.Context, *lakeshore.Job) (any, error) {
+			return "done", nil
+		})}, &lakeshore.WorkerOptions{ExitWhenIdle: true})
+		if err != nil {
+			t.Errorf("the hand-started worker: %v", err)
+		}
+	})
+	done := make(chan struct{})
+	go func() { ran.Wait(); close(done) }()
+	for waiting := true; waiting; {
+		r.clock.add(100 * time.Millisecond)
+		r.tick(s)
+		select {
+		case <-done:
+			waiting = false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	q, err := d.Queue("nf", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.Count(t.Context(), lakeshore.StateSucceeded); err != nil || n != 4 {
+		t.Errorf("%d jobs succeeded (%v) on the hand-started worker; want 4", n, err)
+	}
+	if n := metric(t, reg, "lakeshore_provider_stops_total"); n != 0 {
+		t.Errorf("the supervisor stopped %v workers; it must leave hand-started ones alone", n)
+	}
+}
+
+// TestSupervisorRegisterTimeout: a launch that never registers is expired at the register
+// timeout: stopped, counted failed once (not again as "ended" when it goes, and never
+// adopted back while it is being stopped), and replaced.
+func TestSupervisorRegisterTimeout(t *testing.T) {
+	r := newRig(t)
+	r.setProvider("reg", plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 1, RegisterTimeout: time.Second,
+		Command: []string{"sleep", "60"}})
+	r.submit("reg", 1)
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, nil)
+	r.tick(s)
+	first := r.launches()
+	if len(first) != 1 {
+		t.Fatalf("launches after the first tick: %v; want 1", first)
+	}
+	r.clock.add(1500 * time.Millisecond)
+	r.tick(s)
+	if n := metric(t, reg, "lakeshore_provider_failures_total", "kind", "register_timeout"); n != 1 {
+		t.Errorf("failures_total{kind=register_timeout} = %v; want 1\n%s", n, logs.String())
+	}
+	if n := metric(t, reg, "lakeshore_provider_stops_total", "reason", "register_timeout"); n != 1 {
+		t.Errorf("stops_total{reason=register_timeout} = %v; want 1", n)
+	}
+	if n := metric(t, reg, "lakeshore_provider_launches_total", "result", "ok"); n != 2 {
+		t.Errorf("launches_total{ok} = %v; want 2 (the expired launch is replaced)", n)
+	}
+	waitUntil(t, "the expired launch is stopped", func() bool {
+		for _, id := range r.launches() {
+			if id == first[0] {
+				return false
+			}
+		}
+		return true
+	})
+	for range 5 {
+		r.clock.add(100 * time.Millisecond)
+		r.tick(s)
+	}
+	if n := metric(t, reg, "lakeshore_provider_failures_total"); n != 1 {
+		t.Errorf("failures_total = %v; want 1: the expired launch is counted once\n%s", n, logs.String())
+	}
+	if n := metric(t, reg, "lakeshore_provider_launches_total"); n != 2 {
+		t.Errorf("launches_total = %v; want 2", n)
+	}
+	if strings.Contains(logs.String(), "adopted") {
+		t.Errorf("the supervisor adopted its own expired launch:\n%s", logs.String())
+	}
+	if want := "launch=" + first[0] + " failure=register_timeout"; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, logs.String())
+	}
+}
+
+// TestSupervisorStopsOnceWhileDraining: an idle worker being stopped drains (here: ignores
+// SIGTERM until the grace ends); meanwhile it counts as live, is not stopped again, and its
+// end is not a failure.
+func TestSupervisorStopsOnceWhileDraining(t *testing.T) {
+	r := newRig(t)
+	policy := plane.LaunchPolicy{MinWorkers: 1, IdleTimeout: time.Second, Cooldown: time.Millisecond,
+		Command: []string{"sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"}}
+	r.setProvider("drain", plane.ProviderLocal, policy)
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) { c.StopGrace = 1500 * time.Millisecond })
+	r.tick(s)
+	ids := r.launches()
+	if len(ids) != 1 {
+		t.Fatalf("launches: %v; want the minimum, 1", ids)
+	}
+	// It registers, idle for a while.
+	now := r.clock.Now()
+	if err := r.drv.WorkerRegister(t.Context(), &plane.WorkerInfo{ID: "w1", Namespace: "default", Host: "h", PID: 1,
+		Queues: []string{"drain"}, StartedAt: now, Provider: plane.ProviderLocal, LaunchID: ids[0], IdleSince: now.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	policy.MinWorkers = 0
+	r.setProvider("drain", plane.ProviderLocal, policy)
+	r.clock.add(10 * time.Millisecond)
+	r.tick(s)
+	if n := metric(t, reg, "lakeshore_provider_stops_total", "reason", "idle"); n != 1 {
+		t.Fatalf("stops_total{reason=idle} = %v; want 1\n%s", n, logs.String())
+	}
+	for range 5 {
+		r.clock.add(100 * time.Millisecond)
+		r.tick(s)
+		if n := metric(t, reg, "lakeshore_provider_stops_total"); n != 1 {
+			t.Fatalf("stops_total = %v while the worker drains; want it stopped once\n%s", n, logs.String())
+		}
+		if len(r.launches()) == 1 {
+			if n := metric(t, reg, "lakeshore_provider_workers_live", "queue", "drain"); n != 1 {
+				t.Errorf("workers_live = %v while a stopped worker drains; want 1", n)
+			}
+		}
+	}
+	waitUntil(t, "the worker is killed after the grace", func() bool { return len(r.launches()) == 0 })
+	r.clock.add(100 * time.Millisecond)
+	r.tick(s)
+	if n := metric(t, reg, "lakeshore_provider_failures_total"); n != 0 {
+		t.Errorf("failures_total = %v; a worker the supervisor stopped did not fail\n%s", n, logs.String())
+	}
+	if n := metric(t, reg, "lakeshore_provider_workers_live", "queue", "drain"); n != 0 {
+		t.Errorf("workers_live = %v once the worker ended", n)
+	}
+}
+
+// execProgram writes an exec provider for queue whose launch and stop behave as told:
+// "ok", "hang" (sleeps past every timeout), "fail" (exit 4 or 5 with a message on stderr),
+// or "garbage" (does its work, then prints what is not JSON, which launch and stop ignore).
+// Its list answers the launches made and not stopped, as running.
+func execProgram(t *testing.T, queue, launch, stop string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := fmt.Sprintf(`#!/bin/sh
+D=%s
+req=$(cat)
+id=$(printf '%%s' "$req" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+case "$1" in
+launch)
+  case %q in hang) sleep 30;; fail) echo 'cloud quota exceeded' >&2; exit 4;; esac
+  touch "$D/launch-$id"
+  [ %q = garbage ] && echo '<<< not json >>>'
+  exit 0;;
+stop)
+  case %q in hang) sleep 30;; fail) echo 'cannot reach the cloud' >&2; exit 5;; esac
+  rm -f "$D/launch-$id"
+  [ %q = garbage ] && echo '<<< not json >>>'
+  exit 0;;
+list)
+  printf '{"launches": ['
+  sep=
+  for f in "$D"/launch-*; do
+    [ -e "$f" ] || continue
+    printf '%%s{"id": "%%s", "namespace": "default", "queue": %q, "state": "running"}' "$sep" "${f##*/launch-}"
+    sep=,
+  done
+  echo ']}';;
+esac
+`, strconv.Quote(dir), launch, launch, stop, stop, queue)
+	path := filepath.Join(dir, "provider.sh")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return "exec:" + path
+}
+
+// TestSupervisorExecLaunchAndStopFaults: an exec provider whose launch or stop hangs, exits
+// non-zero or prints garbage is bounded (each call cut off at its timeout), logged and
+// counted; the supervisor never crashes, and a launch whose stop failed is stopped again
+// later rather than left running unmanaged.
+func TestSupervisorExecLaunchAndStopFaults(t *testing.T) {
+	policy := plane.LaunchPolicy{MaxWorkers: 1, RegisterTimeout: time.Second, Command: []string{"w"}}
+	t.Run("launch", func(t *testing.T) {
+		for _, c := range []struct {
+			mode, log string
+			ok        bool
+		}{
+			{"hang", "launch: no answer within 300ms; the program was killed", false},
+			{"fail", "launch: exited with status 4: cloud quota exceeded", false},
+			{"garbage", "", true}, // stdout is ignored: the launch is made
+		} {
+			t.Run(c.mode, func(t *testing.T) {
+				r := newRig(t)
+				name := execProgram(t, "x", c.mode, "ok")
+				r.setProvider("x", name, policy)
+				r.submit("x", 1)
+				reg, logs := prometheus.NewRegistry(), &logBuffer{}
+				s := r.supervisor(reg, logs, nil)
+				start := time.Now()
+				r.tick(s)
+				if d := time.Since(start); d > 5*time.Second {
+					t.Errorf("a tick took %s; the launch is cut off at %s", d, execTimeout)
+				}
+				result, kind := "error", 1.0
+				if c.ok {
+					result, kind = "ok", 0
+				}
+				if n := metric(t, reg, "lakeshore_provider_launches_total", "result", result, "provider", name); n != 1 {
+					t.Errorf("launches_total{result=%s} = %v; want 1\n%s", result, n, logs.String())
+				}
+				if n := metric(t, reg, "lakeshore_provider_failures_total", "kind", "launch"); n != kind {
+					t.Errorf("failures_total{kind=launch} = %v; want %v", n, kind)
+				}
+				if c.log != "" && (!strings.Contains(logs.String(), c.log) || !strings.Contains(logs.String(), `msg="provider supervisor: launch failed"`)) {
+					t.Errorf("the log lacks the failed launch, %q:\n%s", c.log, logs.String())
+				}
+				r.clock.add(100 * time.Millisecond)
+				r.tick(s) // and the supervisor goes on
+			})
+		}
+	})
+	t.Run("stop", func(t *testing.T) {
+		for _, c := range []struct{ mode, log string }{
+			{"hang", "stop: no answer within 300ms; the program was killed"},
+			{"fail", "stop: exited with status 5: cannot reach the cloud"},
+			{"garbage", ""}, // stdout is ignored: the stop is made
+		} {
+			t.Run(c.mode, func(t *testing.T) {
+				r := newRig(t)
+				name := execProgram(t, "x", "ok", c.mode)
+				r.setProvider("x", name, policy)
+				r.submit("x", 1)
+				reg, logs := prometheus.NewRegistry(), &logBuffer{}
+				s := r.supervisor(reg, logs, nil)
+				r.tick(s)
+				first := listOf(t, name)
+				if len(first) != 1 {
+					t.Fatalf("launches after the first tick: %v; want 1\n%s", first, logs.String())
+				}
+				// The launch never registers: at the register timeout it is stopped (and
+				// replaced).
+				r.clock.add(1500 * time.Millisecond)
+				r.tick(s)
+				if n := metric(t, reg, "lakeshore_provider_stops_total", "reason", "register_timeout"); n != 1 {
+					t.Fatalf("stops_total{reason=register_timeout} = %v; want 1\n%s", n, logs.String())
+				}
+				if c.log == "" {
+					waitUntil(t, "the stop is made", func() bool { return !slices.Contains(listOf(t, name), first[0]) })
+					if n := metric(t, reg, "lakeshore_provider_errors_total"); n != 0 {
+						t.Errorf("errors_total = %v for a stop that printed garbage and succeeded\n%s", n, logs.String())
+					}
+					return
+				}
+				waitUntil(t, "the failed stop is logged", func() bool { return metric(t, reg, "lakeshore_provider_errors_total", "operation", "stop") == 1 })
+				if !strings.Contains(logs.String(), `msg="provider supervisor: stop failed; the launch is considered again at the next tick"`) ||
+					!strings.Contains(logs.String(), c.log) {
+					t.Errorf("the log lacks the failed stop, %q:\n%s", c.log, logs.String())
+				}
+				// Considered again: still listed, so not a crash; expired again after another
+				// register timeout, and stopped again.
+				r.clock.add(100 * time.Millisecond)
+				r.tick(s)
+				if n := metric(t, reg, "lakeshore_provider_failures_total", "kind", "ended"); n != 0 {
+					t.Errorf("failures_total{kind=ended} = %v for a launch still running", n)
+				}
+				r.clock.add(1500 * time.Millisecond)
+				r.tick(s)
+				if n := strings.Count(logs.String(), "launch="+first[0]+" reason=register_timeout"); n != 2 {
+					t.Errorf("the launch whose stop failed was stopped %d times; want again after another register timeout (2)\n%s", n, logs.String())
+				}
+			})
+		}
+	})
+}
+
+// listOf returns the ids an exec provider lists.
+func listOf(t *testing.T, name string) []string {
+	t.Helper()
+	p, err := execprovider.New(name, execTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := p.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i] = l.ID
+	}
+	return ids
+}
+
+// TestSupervisorChecksProviderAtStart: a provider that cannot work (an exec program that
+// does not exist) is one error line at the supervisor's first tick, counted once; its
+// queues are skipped, and List (failing, logged) is the retry of later ticks.
+func TestSupervisorChecksProviderAtStart(t *testing.T) {
+	r := newRig(t)
+	name := "exec:" + filepath.Join(t.TempDir(), "no-such-provider")
+	r.setProvider("x", name, plane.LaunchPolicy{Command: []string{"w"}})
+	r.submit("x", 1)
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, nil)
+	r.tick(s)
+	if n := metric(t, reg, "lakeshore_provider_errors_total", "operation", "check", "provider", name); n != 1 {
+		t.Errorf("errors_total{operation=check} = %v; want 1", n)
+	}
+	for _, want := range []string{"level=ERROR", "provider supervisor: the provider cannot work", "is not found or not executable on this machine"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	r.tick(s)
+	if n := metric(t, reg, "lakeshore_provider_errors_total", "operation", "check"); n != 1 {
+		t.Errorf("errors_total{operation=check} = %v after a second tick; the check runs once", n)
+	}
+	if n := metric(t, reg, "lakeshore_provider_errors_total", "operation", "list"); n != 1 {
+		t.Errorf("errors_total{operation=list} = %v; the second tick tries List", n)
+	}
+	if n := metric(t, reg, "lakeshore_provider_launches_total"); n != 0 {
+		t.Errorf("launches_total = %v through a provider that cannot work", n)
+	}
+}
