@@ -475,7 +475,7 @@ func TestProviderExecExample(t *testing.T) {
 }
 
 // TestProviderSlurmScale: on a real single-node SLURM, a queue at zero workers scales to
-// its max under a burst (never above), every job runs, and once idle the supervisor
+// its max under a burst of 1,000 no-op jobs (never above), every job runs, and once idle the supervisor
 // cancels every SLURM job it launched.
 func TestProviderSlurmScale(t *testing.T) {
 	if testing.Short() {
@@ -521,22 +521,22 @@ func TestProviderSlurmScale(t *testing.T) {
 		}
 	}
 	submitted := time.Now()
-	p.submit("sq", 100)
+	p.submit("sq", 1000)
 	waitFor(t, 2*time.Minute, "a first job claimed at zero workers", func() bool {
 		sample()
-		return p.count("sq", lakeshore.StateQueued) < 100
+		return p.count("sq", lakeshore.StateQueued) < 1000
 	})
 	t.Logf("submit → first claim at zero workers (slurm provider, tick 100 ms): %s", time.Since(submitted).Round(time.Millisecond))
-	waitFor(t, 3*time.Minute, "100 jobs succeeded on SLURM workers", func() bool {
+	waitFor(t, 3*time.Minute, "1,000 jobs succeeded on SLURM workers", func() bool {
 		sample()
-		return p.count("sq", lakeshore.StateSucceeded) == 100
+		return p.count("sq", lakeshore.StateSucceeded) == 1000
 	})
 	waitFor(t, 2*time.Minute, "every SLURM worker cancelled once idle", func() bool {
 		ls, err := slurm.List(t.Context())
 		return err == nil && len(ls) == 0
 	})
 	if n := strings.Count(logs.String(), "msg=\"provider supervisor: launched\""); most > 2 || n != 2 {
-		t.Errorf("%d SLURM workers at once and %d launches; the policy wants 2 for 100 jobs at 10 per worker (max 2)\n%s", most, n, logs.String())
+		t.Errorf("%d SLURM workers at once and %d launches; the policy wants 2 for 1,000 jobs at 10 per worker (max 2)\n%s", most, n, logs.String())
 	}
 	if !strings.Contains(logs.String(), "reason=idle") {
 		t.Errorf("no idle stop logged:\n%s", logs.String())

@@ -494,6 +494,7 @@ func (p *Provider) runEnv(ctx context.Context, env []string, program string, arg
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CommandTimeout)
 	defer cancel()
+	start := time.Now()
 	cmd := exec.CommandContext(cctx, program, args...)
 	cmd.Env = env
 	cmd.WaitDelay = 2 * time.Second
@@ -512,11 +513,14 @@ func (p *Provider) runEnv(ctx context.Context, env []string, program string, arg
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 		return nil, &CommandError{Command: line, Kind: ErrNotInstalled, Output: filepath.Base(program) + " was not found",
 			Hint: "install SLURM's client commands on the machine running the supervisor (apt-get install slurm-client), or give their paths in the provider's configuration"}
-	case ctx.Err() != nil:
+	case errors.Is(ctx.Err(), context.Canceled):
 		return nil, fmt.Errorf("slurm provider: %s: %w", line, ctx.Err())
 	case cctx.Err() != nil:
-		return nil, &CommandError{Command: line, Kind: ErrUnreachable, Output: fmt.Sprintf("no answer within %s", p.cfg.CommandTimeout),
-			Hint: "check that slurmctld runs and answers (scontrol ping), or raise the provider's command timeout"}
+		// The command's timeout, or the caller's deadline (a supervisor's call timeout):
+		// either way SLURM did not answer in time.
+		return nil, &CommandError{Command: line, Kind: ErrUnreachable,
+			Output: fmt.Sprintf("no answer within %s", time.Since(start).Round(100*time.Millisecond)),
+			Hint:   "check that slurmctld runs and answers (scontrol ping), or raise the provider's command timeout"}
 	case unreachable(said):
 		return nil, &CommandError{Command: line, Kind: ErrUnreachable, Output: said,
 			Hint: "check that slurmctld runs and answers (scontrol ping), that munged runs on this machine, and that SLURM_CONF names the cluster's slurm.conf"}
