@@ -391,7 +391,7 @@ func TestProviderSlurmReplacesKilledJob(t *testing.T) {
 			p, slurm, cluster, _ := slurmPlane(t, slurmprovider.Config{})
 			// The first attempt runs until killed; a retry ends at once.
 			p.setSlurm("sk", plane.LaunchPolicy{MaxWorkers: 1, IdleTimeout: time.Second, Cooldown: 200 * time.Millisecond,
-				Command: workerCommand("sk", "sh", "-c", `[ "$LAKESHORE_ATTEMPT" = 1 ] && exec sleep 60; exit 0`),
+				Command:   workerCommand("sk", "sh", "-c", `[ "$LAKESHORE_ATTEMPT" = 1 ] && exec sleep 60; exit 0`),
 				Resources: plane.Resources{CPUs: 1, TimeLimit: 10 * time.Minute}})
 			reg := prometheus.NewRegistry()
 			var logs syncBuffer

@@ -475,8 +475,8 @@ func TestProviderExecExample(t *testing.T) {
 }
 
 // TestProviderSlurmScale: on a real single-node SLURM, a queue at zero workers scales to
-// its max under a burst of 1,000 no-op jobs (never above), every job runs, and once idle the supervisor
-// cancels every SLURM job it launched.
+// its max under a burst of 1,000 no-op jobs (never above), every job runs, and once idle
+// the supervisor cancels every SLURM job it launched.
 func TestProviderSlurmScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a private SLURM")
