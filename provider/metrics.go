@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lakeshore_provider_decisions_total",
 			Help: "Scaling decisions that launch or stop workers, by outcome (acted, dry_run)."}, append(q, "outcome")),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lakeshore_provider_errors_total",
-			Help: "Provider calls that failed, by operation (resolve, list, stop)."}, []string{"provider", "operation"}),
+			Help: "Provider calls that failed, by operation (resolve, check, list, stop)."}, []string{"provider", "operation"}),
 		want: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakeshore_provider_workers_wanted",
 			Help: "Workers the launch policy wants for the queue's backlog."}, q),
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakeshore_provider_workers_live",

@@ -52,7 +52,10 @@ func newProviderRunCmd(a *app) *cobra.Command {
 when not set) of the plane named by --target (or $LAKESHORE_URL, else the embedded plane).
 One supervisor acts per queue at a time (a lease in the plane), so several may run for
 availability. Every decision is logged on stderr; --dry-run logs them and launches and
-stops nothing. Workers keep running when the supervisor stops; the next one adopts them.
+stops nothing, and takes no lease (a real supervisor beside it still acts). A provider
+that cannot work (SLURM not reachable, an exec program missing) is an error line at
+start-up; the supervisor keeps running. Workers keep running when the supervisor stops;
+the next one adopts them.
 
 Launched workers reach the plane through their environment: LAKESHORE_URL for an
 http(s):// or postgres:// plane, LAKESHORE_HOME for the embedded one (a SQLite file named
@@ -121,7 +124,7 @@ type supervisorFlags struct {
 
 func (o *supervisorFlags) register(c *cobra.Command, prefix string) {
 	f := c.Flags()
-	f.BoolVar(&o.dryRun, prefix+"dry-run", false, "log and count every decision, but launch and stop nothing")
+	f.BoolVar(&o.dryRun, prefix+"dry-run", false, "log and count every decision, but launch and stop nothing and take no lease")
 	f.DurationVar(&o.tick, prefix+"tick", provider.TickDefault, "how often the supervisor looks at its queues")
 	f.DurationVar(&o.stopGrace, prefix+"stop-grace", provider.StopGraceDefault, "how long a stopped worker may drain before it is killed")
 	f.DurationVar(&o.leaseTTL, prefix+"lease-ttl", provider.LeaseTTLDefault, "per-queue lease: another supervisor takes a queue over within it when this one dies")

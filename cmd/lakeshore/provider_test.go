@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -426,17 +427,24 @@ func TestProviderExecProgramFaults(t *testing.T) {
 // protocol's documented example) launches real workers that run the jobs, and the
 // supervisor stops them once idle.
 func TestProviderExecExample(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not found: apt-get install python3")
-	}
 	program, err := filepath.Abs("../../examples/providers/exec_local.py")
 	if err != nil {
 		t.Fatal(err)
 	}
+	runExecProvider(t, program)
+}
+
+// runExecProvider runs the Python exec provider program through a supervisor: 20 jobs on a
+// queue at zero workers run on the workers it launches, which are stopped once idle.
+func runExecProvider(t *testing.T, program string) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not found: apt-get install python3")
+	}
 	p := newProviderPlane(t)
 	t.Setenv("EXEC_PROVIDER_DIR", t.TempDir())
 	name := "exec:" + program
-	err = p.drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: "default", Queue: "ex",
+	err := p.drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: "default", Queue: "ex",
 		Provider: plane.ProviderRef{Name: name, Policy: plane.LaunchPolicy{MaxWorkers: 2, JobsPerWorker: 5,
 			IdleTimeout: time.Second, Cooldown: 200 * time.Millisecond, Command: workerCommand("ex", "true")}}})
 	if err != nil {
@@ -469,9 +477,32 @@ func TestProviderExecExample(t *testing.T) {
 		ls, err := ex.List(t.Context())
 		return err == nil && len(ls) == 0
 	})
-	if !strings.Contains(logs.String(), "provider supervisor: launched") {
-		t.Errorf("no launch logged:\n%s", logs.String())
+	for _, want := range []string{"provider supervisor: launched", "reason=idle"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no %q logged:\n%s", want, logs.String())
+		}
 	}
+	if strings.Contains(logs.String(), "level=WARN") || strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("the provider's calls failed:\n%s", logs.String())
+	}
+}
+
+// TestProviderDocsExecExample: the Python exec provider shown in docs/providers.md works as
+// shown.
+func TestProviderDocsExecExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/providers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```python\n(#!/usr/bin/env python3\n\"\"\"An exec provider.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/providers.md has no Python exec provider block")
+	}
+	program := filepath.Join(t.TempDir(), "provider.py")
+	if err := os.WriteFile(program, m[1], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runExecProvider(t, program)
 }
 
 // TestProviderSlurmScale: on a real single-node SLURM, a queue at zero workers scales to

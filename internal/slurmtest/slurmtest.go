@@ -45,7 +45,7 @@ import (
 )
 
 // InstallHint is what a skipped test says when SLURM is missing.
-const InstallHint = "SLURM is not installed: install it with `apt-get install -y slurm-wlm` (it brings munge); " +
+const InstallHint = "SLURM is not installed: install it with `apt-get install -y slurm-wlm munge`; " +
 	"the tests look for munged, slurmctld, slurmd, sbatch, squeue, scancel, scontrol and sinfo on PATH and in /usr/sbin"
 
 // Partition is the name of the cluster's only partition (the default one).

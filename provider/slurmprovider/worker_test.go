@@ -69,8 +69,7 @@ func wantsBinary() bool {
 		re, err := regexp.Compile(pattern)
 		return err == nil && re.MatchString(name)
 	}
-	return matches("test.run", "TestLakeshoreWorker") || matches("test.run", "TestSupervisorOnSlurm") ||
-		matches("test.bench", "BenchmarkSubmitToClaim")
+	return matches("test.run", "TestLakeshoreWorker") || matches("test.bench", "BenchmarkSubmitToClaim")
 }
 
 // workerRun is one job run by a `lakeshore worker` that SLURM started for it.
