@@ -16,7 +16,7 @@ type QueueState struct {
 	// Queued and Running are the queue's invocation counts.
 	Queued, Running int64
 	// Workers are the registered workers this queue's provider launched for it, that are
-	// still alive in the provider.
+	// still alive in the provider and not being stopped (those are Stopping).
 	Workers []plane.WorkerInfo
 	// Pending are launches not registered yet, with the time each was made (or adopted).
 	Pending map[string]time.Time

@@ -72,8 +72,10 @@ type SupervisorConfig struct {
 
 // Supervisor follows the backlog of every queue that has a provider with workers launched
 // and stopped through the provider, one supervisor per queue at a time (a lease in the
-// plane). Workers it launched keep running when it stops; a supervisor started later
-// adopts them (Provider.List). Create it with NewSupervisor; safe for one Run at a time.
+// plane; a dry run takes none and acts on nothing). Workers it launched keep running when it
+// stops; a supervisor started later adopts them (Provider.List). A worker it stops drains
+// and counts as live until it ends; a stop that fails is tried again. Create it with
+// NewSupervisor; safe for one Run (or Tick) at a time.
 type Supervisor struct {
 	cfg     SupervisorConfig
 	ids     *plane.IDGenerator
