@@ -93,6 +93,9 @@ func (q *fileQueue) flush(ctx context.Context) error {
 			if err := metaAdd(t.ctx, t, "tail_rows", -n); err != nil {
 				return err
 			}
+			if _, err := t.exec(`DELETE FROM put_ids WHERE at < ?`, time.Now().Add(-PutIDRetention).UnixNano()); err != nil {
+				return fmt.Errorf("forget old put ids: %w", err)
+			}
 			return metaSet(t.ctx, t, "manifest_version", ver)
 		})
 		if err != nil {

@@ -19,8 +19,10 @@ type Store interface {
 
 	// PutPartition appends recs to partition atomically and returns their consecutive
 	// global indexes once they are durable. Global indexes are unique across
-	// partitions, monotonic and never reused.
-	PutPartition(ctx context.Context, partition string, recs []Record) ([]int64, error)
+	// partitions, monotonic and never reused. With opts.ID (an idempotency id), a
+	// repeat of the id within PutIDRetention writes nothing and returns the indexes
+	// the first put got (see PutOpts).
+	PutPartition(ctx context.Context, partition string, recs []Record, opts *PutOpts) ([]int64, error)
 	// PutFields merges fields[i] into the sample at indexes[i] of partition,
 	// atomically; every (sample, field) put becomes produced.
 	PutFields(ctx context.Context, partition string, indexes []int64, fields []Record) error

@@ -132,7 +132,11 @@ func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *princi
 			return err
 		}
 	}
-	idx, err := dq.store.PutPartition(r.Context(), partition, recs)
+	var opts *persist.PutOpts
+	if id := r.URL.Query().Get("put_id"); id != "" {
+		opts = &persist.PutOpts{ID: id}
+	}
+	idx, err := dq.store.PutPartition(r.Context(), partition, recs, opts)
 	if err != nil {
 		return err
 	}
