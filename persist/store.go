@@ -91,3 +91,14 @@ type BatchGetter interface {
 type Compacter interface {
 	Compact(ctx context.Context) error
 }
+
+// ChangeVersioner is implemented by stores whose commits are counted in one version
+// shared by every handle of the queue, in every process (the distributed store: a
+// counter in the queue's catalog row). ChangeVersion returns it: it grows with every
+// commit that Changes reports and that may change what a read returns, never goes back,
+// and is the same number whichever handle reads it. Servers answer it as the queue's
+// change version (docs/http-api.md), so versions stay comparable across the replicas
+// behind a load balancer. Errors: ErrClosed, the store's connection errors.
+type ChangeVersioner interface {
+	ChangeVersion(ctx context.Context) (int64, error)
+}

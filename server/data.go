@@ -120,8 +120,12 @@ func count(c *prometheus.CounterVec, r *http.Request, n int) {
 type dataQueue struct {
 	store persist.Store
 	// version grows after every commit the store reports through Changes; changed is
-	// closed (and replaced) at each increment.
+	// closed (and replaced) at each increment. For a store with a shared version
+	// (persist.ChangeVersioner: the distributed store) it is that version as last read,
+	// so that every server of the queue answers comparable versions; else it counts
+	// this server's wake-ups from the open's wall-clock time.
 	version atomic.Int64
+	shared  persist.ChangeVersioner
 	mu      sync.Mutex
 	changed chan struct{}
 	done    chan struct{}
@@ -161,11 +165,24 @@ func (d *dataQueues) get(ctx context.Context, namespace, queue string) (*dataQue
 		return nil, err
 	}
 	q := &dataQueue{store: s, changed: make(chan struct{}), done: make(chan struct{})}
-	// Versions start at the open's wall-clock time, so that a client that saw versions of
-	// an earlier run of the server (or of the queue's earlier opening) is woken at once
-	// instead of waiting for the count to climb past them.
-	q.version.Store(time.Now().UnixNano())
 	ch, release := s.Changes()
+	if sv, ok := s.(persist.ChangeVersioner); ok {
+		// The store's own version, the same on every server of the queue (taken after
+		// Changes, so that no commit after it is missed).
+		v, err := sv.ChangeVersion(ctx)
+		if err != nil {
+			release()
+			_ = s.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		q.shared = sv
+		q.version.Store(v)
+	} else {
+		// Versions start at the open's wall-clock time, so that a client that saw
+		// versions of an earlier run of the server (or of the queue's earlier opening)
+		// is woken at once instead of waiting for the count to climb past them.
+		q.version.Store(time.Now().UnixNano())
+	}
 	go q.watch(ch, release)
 	if d.open == nil {
 		d.open = map[string]*dataQueue{}
@@ -184,17 +201,52 @@ func (q *dataQueue) watch(ch <-chan struct{}, release func()) {
 		<-ch
 		release()
 		next, nextRelease := q.store.Changes()
-		q.version.Add(1)
-		q.mu.Lock()
-		close(q.changed)
-		q.changed = make(chan struct{})
-		q.mu.Unlock()
+		q.advance()
 		if next == ch {
 			nextRelease()
 			return
 		}
 		ch, release = next, nextRelease
 	}
+}
+
+// advance moves the version past the commit just reported and wakes the waiters. A
+// shared version is read from the store; while that fails (the catalog unreachable) the
+// waiters are woken anyway (they read again) and the read is retried until it succeeds
+// or the store is closed, so a client's version is never passed by a number the other
+// servers do not share.
+func (q *dataQueue) advance() {
+	if q.shared == nil {
+		q.version.Add(1)
+		q.signal()
+		return
+	}
+	backoff := 20 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v, err := q.shared.ChangeVersion(ctx)
+		cancel()
+		if err == nil {
+			for cur := q.version.Load(); v > cur && !q.version.CompareAndSwap(cur, v); cur = q.version.Load() {
+			}
+			q.signal()
+			return
+		}
+		q.signal()
+		if errors.Is(err, persist.ErrClosed) {
+			return
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// signal wakes every waiter of the version.
+func (q *dataQueue) signal() {
+	q.mu.Lock()
+	close(q.changed)
+	q.changed = make(chan struct{})
+	q.mu.Unlock()
 }
 
 // waitChange returns a channel closed once the version passes after.

@@ -200,7 +200,7 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 		s.name, persist.PutIDRetention.Microseconds()); err != nil {
 		return false, fmt.Errorf("lakestore: flush: forget old put ids: %w", err)
 	}
-	if err := s.notify(ctx, tx); err != nil {
+	if err := s.announce(ctx, tx); err != nil { // the UPDATE above bumped the change version
 		return false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
