@@ -50,6 +50,14 @@ type flushClaim struct {
 func (q *fileQueue) flush(ctx context.Context) error {
 	q.flushMu.Lock()
 	defer q.flushMu.Unlock()
+	err := q.flushLocked(ctx)
+	if err != nil && ctx.Err() == nil {
+		q.metrics.flushFailures.Add(1)
+	}
+	return err
+}
+
+func (q *fileQueue) flushLocked(ctx context.Context) error {
 	for {
 		claims, more, err := q.claimTail(ctx)
 		if err != nil {

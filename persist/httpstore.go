@@ -746,7 +746,7 @@ func (s *httpStore) Stats(ctx context.Context) (Stats, error) {
 	if _, _, err := s.do(ctx, httpRequest{method: "GET", path: "/stats"}, &o); err != nil {
 		return Stats{}, err
 	}
-	return Stats{Puts: o.Puts, Gets: o.Gets, Flushes: o.Flushes, Compactions: o.Compactions, LastFlush: o.LastFlush,
+	return Stats{Puts: o.Puts, Gets: o.Gets, Flushes: o.Flushes, FlushFailures: o.FlushFailures, Compactions: o.Compactions, LastFlush: o.LastFlush,
 		LastFlushDuration: time.Duration(o.LastFlushDuration * float64(time.Second)), Commits: o.Commits,
 		CommittedOps: o.CommittedOps, RecoveredFragments: o.RecoveredFragments, OrphansDeleted: o.OrphansDeleted,
 		NextIndex: o.NextIndex, Len: o.Len, Cleared: o.Cleared, TailRows: o.TailRows, FragmentRows: o.FragmentRows,

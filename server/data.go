@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,7 +94,7 @@ type dataMetrics struct {
 	meta *prometheus.CounterVec // samples handed out by GetMeta
 }
 
-func newDataMetrics(reg prometheus.Registerer) *dataMetrics {
+func newDataMetrics(reg prometheus.Registerer, d *dataQueues) *dataMetrics {
 	m := &dataMetrics{
 		put: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lakeshore_data_records_put_total", Help: "Records put into data queues over HTTP (puts, field updates, KV puts).",
@@ -105,8 +106,58 @@ func newDataMetrics(reg prometheus.Registerer) *dataMetrics {
 			Name: "lakeshore_data_samples_handed_out_total", Help: "Samples of data queues handed out by GetMeta over HTTP.",
 		}, []string{"namespace", "queue"}),
 	}
-	reg.MustRegister(m.put, m.read, m.meta)
+	reg.MustRegister(m.put, m.read, m.meta, &dataStatsCollector{d: d})
 	return m
+}
+
+// The series of dataStatsCollector, read from the Stats of every data queue this server
+// has open, at scrape time.
+var (
+	dataTailRowsDesc = prometheus.NewDesc("lakeshore_data_tail_rows",
+		"Rows (and field updates) of a data queue in its durable tail, not yet flushed into fragments (shared by every server of the queue).",
+		[]string{"namespace", "queue"}, nil)
+	dataFlushFailuresDesc = prometheus.NewDesc("lakeshore_data_flush_failures_total",
+		"Flushes of a data queue by this server that failed, the rows staying durable in the tail (an unreachable object store, a full disk).",
+		[]string{"namespace", "queue"}, nil)
+	dataLastFlushDesc = prometheus.NewDesc("lakeshore_data_last_flush_timestamp_seconds",
+		"When this server last completed a flush of a data queue (Unix seconds; absent before the first).",
+		[]string{"namespace", "queue"}, nil)
+)
+
+// dataStatsCollector reports the flush health of the open data queues: a tail that
+// grows while flush failures climb is the alert that the object store (or disk) is away.
+type dataStatsCollector struct{ d *dataQueues }
+
+func (c *dataStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- dataTailRowsDesc
+	ch <- dataFlushFailuresDesc
+	ch <- dataLastFlushDesc
+}
+
+func (c *dataStatsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.d.mu.Lock()
+	open := make(map[string]*dataQueue, len(c.d.open))
+	for k, q := range c.d.open {
+		open[k] = q
+	}
+	c.d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for key, q := range open {
+		ns, queue, _ := strings.Cut(key, "/")
+		st, err := q.store.Stats(ctx)
+		if err != nil {
+			if !errors.Is(err, persist.ErrClosed) {
+				ch <- prometheus.NewInvalidMetric(dataTailRowsDesc, fmt.Errorf("data queue %s: %w", key, err))
+			}
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(dataTailRowsDesc, prometheus.GaugeValue, float64(st.TailRows), ns, queue)
+		ch <- prometheus.MustNewConstMetric(dataFlushFailuresDesc, prometheus.CounterValue, float64(st.FlushFailures), ns, queue)
+		if !st.LastFlush.IsZero() {
+			ch <- prometheus.MustNewConstMetric(dataLastFlushDesc, prometheus.GaugeValue, float64(st.LastFlush.UnixNano())/1e9, ns, queue)
+		}
+	}
 }
 
 // count adds n to the counter c of the request's namespace and queue.

@@ -740,7 +740,7 @@ func (s *Server) handleDataStats(w http.ResponseWriter, r *http.Request, p *prin
 	out := api.DataStats{NextIndex: st.NextIndex, Len: st.Len, Cleared: st.Cleared, TailRows: st.TailRows,
 		FragmentRows: st.FragmentRows, Fragments: st.Fragments, FragmentBytes: st.FragmentBytes,
 		ManifestVersion: st.ManifestVersion, PendingFragments: st.PendingFragments, Partitions: st.Partitions,
-		ConsumedByTask: st.ConsumedByTask, Puts: st.Puts, Gets: st.Gets, Flushes: st.Flushes, Compactions: st.Compactions,
+		ConsumedByTask: st.ConsumedByTask, Puts: st.Puts, Gets: st.Gets, Flushes: st.Flushes, FlushFailures: st.FlushFailures, Compactions: st.Compactions,
 		Commits: st.Commits, CommittedOps: st.CommittedOps, RecoveredFragments: st.RecoveredFragments,
 		OrphansDeleted: st.OrphansDeleted, LastFlush: st.LastFlush, LastFlushDuration: st.LastFlushDuration.Seconds()}
 	if out.Partitions == nil {

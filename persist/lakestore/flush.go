@@ -45,6 +45,9 @@ func (s *Store) flushAll(ctx context.Context) error {
 	}
 	for {
 		more, err := s.flushOnce(ctx, below)
+		if err != nil && ctx.Err() == nil {
+			s.flushFailures.Add(1)
+		}
 		if err != nil || !more {
 			return err
 		}
@@ -379,7 +382,7 @@ func (s *Store) Stats(ctx context.Context) (persist.Stats, error) {
 		return persist.Stats{}, err
 	}
 	defer s.leave()
-	st := persist.Stats{Puts: s.puts.Load(), Gets: s.gets.Load(), Flushes: s.flushes.Load(), OrphansDeleted: s.orphans.Load(),
+	st := persist.Stats{Puts: s.puts.Load(), Gets: s.gets.Load(), Flushes: s.flushes.Load(), FlushFailures: s.flushFailures.Load(), OrphansDeleted: s.orphans.Load(),
 		LastFlushDuration: time.Duration(s.lastFlushDur.Load()), Partitions: map[string]int64{}, ConsumedByTask: map[string]int64{}}
 	if t := s.lastFlush.Load(); t != 0 {
 		st.LastFlush = time.Unix(0, t)

@@ -53,6 +53,7 @@ type Store struct {
 	flushMu   sync.Mutex   // one flush of this store at a time
 
 	puts, gets, flushes, orphans atomic.Int64
+	flushFailures                atomic.Int64 // flushes that failed, the rows left in the tail
 	lastFlush, lastFlushDur      atomic.Int64 // unix nanoseconds, nanoseconds
 }
 
