@@ -280,7 +280,8 @@ func TestHTTPProducersAndConsumers(t *testing.T) {
 }
 
 // TestHTTPStoreRetriesReads: reads (safe to repeat) ride out a server that answers 503
-// shutting_down a few times; a put (not safe to repeat) is not repeated.
+// shutting_down a few times, and so do puts (safe to repeat by their put id: written
+// once); a field update (not safe to repeat) is not repeated.
 func TestHTTPStoreRetriesReads(t *testing.T) {
 	t.Parallel()
 	back, err := sqliteplane.Open(context.Background(), ":memory:", nil)
@@ -319,10 +320,17 @@ func TestHTTPStoreRetriesReads(t *testing.T) {
 	require.Len(t, rows, 2)
 	refuse.Store(1)
 	before := puts.Load()
-	_, err = q.Put(ctx, persist.Record{"x": 3})
-	require.Error(t, err, "a put is not repeated")
-	require.Equal(t, before+1, puts.Load())
+	idx, err := q.Put(ctx, persist.Record{"x": 3})
+	require.NoError(t, err, "a put is repeated (by its put id)")
+	require.EqualValues(t, 2, idx)
+	require.Equal(t, before+2, puts.Load())
 	n, err := q.Len(ctx)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, n)
+	require.EqualValues(t, 3, n, "and written once")
+	refuse.Store(1)
+	err = q.PutFields(ctx, persist.DefaultPartition, []int64{0}, []persist.Record{{"y": 1}})
+	require.Error(t, err, "a field update is not repeated")
+	ok, err := q.Produced(ctx, persist.DefaultPartition, []int64{0}, []string{"y"})
+	require.NoError(t, err)
+	require.False(t, ok[0][0])
 }
