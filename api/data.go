@@ -211,6 +211,7 @@ type DataStats struct {
 	Puts               int64            `json:"puts" msg:"puts"`
 	Gets               int64            `json:"gets" msg:"gets"`
 	Flushes            int64            `json:"flushes" msg:"flushes"`
+	FlushFailures      int64            `json:"flush_failures" msg:"flush_failures"`
 	Compactions        int64            `json:"compactions" msg:"compactions"`
 	Commits            int64            `json:"commits" msg:"commits"`
 	CommittedOps       int64            `json:"committed_ops" msg:"committed_ops"`

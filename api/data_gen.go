@@ -6658,6 +6658,12 @@ func (z *DataStats) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Flushes")
 				return
 			}
+		case "flush_failures":
+			z.FlushFailures, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "FlushFailures")
+				return
+			}
 		case "compactions":
 			z.Compactions, err = dc.ReadInt64()
 			if err != nil {
@@ -6714,12 +6720,12 @@ func (z *DataStats) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *DataStats) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(21)
-	var zb0001Mask uint32 /* 21 bits */
+	zb0001Len := uint32(22)
+	var zb0001Mask uint32 /* 22 bits */
 	_ = zb0001Mask
 	if z.LastFlush.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x80000
+		zb0001Mask |= 0x100000
 	}
 	// variable map header, size zb0001Len
 	err = en.WriteMapHeader(zb0001Len)
@@ -6893,6 +6899,16 @@ func (z *DataStats) EncodeMsg(en *msgp.Writer) (err error) {
 			err = msgp.WrapError(err, "Flushes")
 			return
 		}
+		// write "flush_failures"
+		err = en.Append(0xae, 0x66, 0x6c, 0x75, 0x73, 0x68, 0x5f, 0x66, 0x61, 0x69, 0x6c, 0x75, 0x72, 0x65, 0x73)
+		if err != nil {
+			return
+		}
+		err = en.WriteInt64(z.FlushFailures)
+		if err != nil {
+			err = msgp.WrapError(err, "FlushFailures")
+			return
+		}
 		// write "compactions"
 		err = en.Append(0xab, 0x63, 0x6f, 0x6d, 0x70, 0x61, 0x63, 0x74, 0x69, 0x6f, 0x6e, 0x73)
 		if err != nil {
@@ -6943,7 +6959,7 @@ func (z *DataStats) EncodeMsg(en *msgp.Writer) (err error) {
 			err = msgp.WrapError(err, "OrphansDeleted")
 			return
 		}
-		if (zb0001Mask & 0x80000) == 0 { // if not omitted
+		if (zb0001Mask & 0x100000) == 0 { // if not omitted
 			// write "last_flush"
 			err = en.Append(0xaa, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x66, 0x6c, 0x75, 0x73, 0x68)
 			if err != nil {
@@ -6973,12 +6989,12 @@ func (z *DataStats) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *DataStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(21)
-	var zb0001Mask uint32 /* 21 bits */
+	zb0001Len := uint32(22)
+	var zb0001Mask uint32 /* 22 bits */
 	_ = zb0001Mask
 	if z.LastFlush.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x80000
+		zb0001Mask |= 0x100000
 	}
 	// variable map header, size zb0001Len
 	o = msgp.AppendMapHeader(o, zb0001Len)
@@ -7035,6 +7051,9 @@ func (z *DataStats) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "flushes"
 		o = append(o, 0xa7, 0x66, 0x6c, 0x75, 0x73, 0x68, 0x65, 0x73)
 		o = msgp.AppendInt64(o, z.Flushes)
+		// string "flush_failures"
+		o = append(o, 0xae, 0x66, 0x6c, 0x75, 0x73, 0x68, 0x5f, 0x66, 0x61, 0x69, 0x6c, 0x75, 0x72, 0x65, 0x73)
+		o = msgp.AppendInt64(o, z.FlushFailures)
 		// string "compactions"
 		o = append(o, 0xab, 0x63, 0x6f, 0x6d, 0x70, 0x61, 0x63, 0x74, 0x69, 0x6f, 0x6e, 0x73)
 		o = msgp.AppendInt64(o, z.Compactions)
@@ -7050,7 +7069,7 @@ func (z *DataStats) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "orphans_deleted"
 		o = append(o, 0xaf, 0x6f, 0x72, 0x70, 0x68, 0x61, 0x6e, 0x73, 0x5f, 0x64, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x64)
 		o = msgp.AppendInt64(o, z.OrphansDeleted)
-		if (zb0001Mask & 0x80000) == 0 { // if not omitted
+		if (zb0001Mask & 0x100000) == 0 { // if not omitted
 			// string "last_flush"
 			o = append(o, 0xaa, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x66, 0x6c, 0x75, 0x73, 0x68)
 			o = msgp.AppendTimeExt(o, z.LastFlush)
@@ -7220,6 +7239,12 @@ func (z *DataStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Flushes")
 				return
 			}
+		case "flush_failures":
+			z.FlushFailures, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "FlushFailures")
+				return
+			}
 		case "compactions":
 			z.Compactions, bts, err = msgp.ReadInt64Bytes(bts)
 			if err != nil {
@@ -7290,7 +7315,7 @@ func (z *DataStats) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0003) + msgp.Int64Size
 		}
 	}
-	s += 5 + msgp.Int64Size + 5 + msgp.Int64Size + 8 + msgp.Int64Size + 12 + msgp.Int64Size + 8 + msgp.Int64Size + 14 + msgp.Int64Size + 20 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.TimeSize + 20 + msgp.Float64Size
+	s += 5 + msgp.Int64Size + 5 + msgp.Int64Size + 8 + msgp.Int64Size + 15 + msgp.Int64Size + 12 + msgp.Int64Size + 8 + msgp.Int64Size + 14 + msgp.Int64Size + 20 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.TimeSize + 20 + msgp.Float64Size
 	return
 }
 

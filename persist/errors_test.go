@@ -17,7 +17,7 @@ func TestErrorCodesSurviveTheWire(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, nil)
-	_, err := q.PutPartition(ctx, "-bad", []Record{{"x": 1}})
+	_, err := q.PutPartition(ctx, "-bad", []Record{{"x": 1}}, nil)
 	var ie *plane.InvalidError
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, "partition", ie.Field)

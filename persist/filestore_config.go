@@ -40,8 +40,10 @@ const (
 //
 // Where the queue lives is configuration, not code: Open uses the HTTP store (a
 // `lakeshore serve` on another machine) when URL is set, when Dir holds an http:// or
-// https:// URL, or when Dir is empty and $LAKESHORE_URL is set; else the file store
-// under Dir. The same program thus runs against a local directory or a server.
+// https:// URL, or when Dir is empty and $LAKESHORE_URL is set; a registered store (the
+// distributed one, persist/lakestore) when that target is a postgres:// URL; else the
+// file store under Dir. The same program thus runs against a local directory, a server
+// or PostgreSQL and object storage.
 type Config struct {
 	// BusyTimeout is how long a transaction waits for another process's write lock on
 	// meta.db before failing. Defaults to BusyTimeoutDefault (30 s).
@@ -56,11 +58,14 @@ type Config struct {
 	// CompactInterval is how often the background compactor looks for work besides
 	// after each flush. Defaults to CompactIntervalDefault (10 s).
 	CompactInterval time.Duration
-	// Dir is the root directory; the queue lives in Dir/{name}/. Required.
+	// Dir is the root directory; the queue lives in Dir/{name}/. It may instead hold a
+	// target URL (http(s)://… or postgres://…?blob=…; see Config). Required unless URL
+	// or $LAKESHORE_URL names the target.
 	Dir string
-	// URL is the server of the HTTP store ("http://127.0.0.1:7077"); see Config. The
-	// file-store fields below (Dir aside) do not apply to it: the server's own
-	// configuration does.
+	// URL is the target when set: the server of the HTTP store
+	// ("http://127.0.0.1:7077"), or a registered target (postgres://…?blob=…); see
+	// Config. The file-store fields below (Dir aside) do not apply to the HTTP store:
+	// the server's own configuration does.
 	URL string
 	// Namespace is the queue's namespace (tenant) in stores that have namespaces: the
 	// HTTP store's namespace on the server, and the distributed store's (a postgres://
@@ -114,6 +119,10 @@ func (c Config) validate() error {
 	switch {
 	case c.Dir == "":
 		return &InvalidError{Field: "queue option Dir", Value: "", Rule: "a directory path"}
+	case isHTTP(c.Dir):
+		return &InvalidError{Field: "queue option Dir", Value: c.Dir, Rule: "a directory path for the file store (open an http(s) URL with Open or OpenHTTPStore)"}
+	case schemeOf(c.Dir) != "":
+		return unknownTarget("queue option Dir", c.Dir)
 	case c.BusyTimeout < 0:
 		return &InvalidError{Field: "queue option BusyTimeout", Value: c.BusyTimeout, Rule: "positive, or 0 for the default"}
 	case c.CacheBytes < 0:

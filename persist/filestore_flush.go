@@ -50,6 +50,14 @@ type flushClaim struct {
 func (q *fileQueue) flush(ctx context.Context) error {
 	q.flushMu.Lock()
 	defer q.flushMu.Unlock()
+	err := q.flushLocked(ctx)
+	if err != nil && ctx.Err() == nil {
+		q.metrics.flushFailures.Add(1)
+	}
+	return err
+}
+
+func (q *fileQueue) flushLocked(ctx context.Context) error {
 	for {
 		claims, more, err := q.claimTail(ctx)
 		if err != nil {
@@ -92,6 +100,9 @@ func (q *fileQueue) flush(ctx context.Context) error {
 			}
 			if err := metaAdd(t.ctx, t, "tail_rows", -n); err != nil {
 				return err
+			}
+			if _, err := t.exec(`DELETE FROM put_ids WHERE at < ?`, time.Now().Add(-PutIDRetention).UnixNano()); err != nil {
+				return fmt.Errorf("forget old put ids: %w", err)
 			}
 			return metaSet(t.ctx, t, "manifest_version", ver)
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // putResult is filled by a put op.
@@ -80,7 +81,7 @@ func prepareNorm(partition string, recs []normRecord) (*putPrepared, error) {
 // durable. Errors: *SchemaError (nothing written), *UnsupportedValueError,
 // *InvalidError, ErrClosed, ctx's error (the put may then still have been written).
 func (q *fileQueue) Put(ctx context.Context, rec Record) (int64, error) {
-	idx, err := q.PutPartition(ctx, DefaultPartition, []Record{rec})
+	idx, err := q.PutPartition(ctx, DefaultPartition, []Record{rec}, nil)
 	if err != nil {
 		return -1, err
 	}
@@ -91,15 +92,20 @@ func (q *fileQueue) Put(ctx context.Context, rec Record) (int64, error) {
 // indexes (consecutive) once they are durable. The batch is atomic: on any error
 // nothing is written. Errors as for Put.
 func (q *fileQueue) PutBatch(ctx context.Context, recs []Record) ([]int64, error) {
-	return q.PutPartition(ctx, DefaultPartition, recs)
+	return q.PutPartition(ctx, DefaultPartition, recs, nil)
 }
 
 // PutPartition appends recs to partition (1–128 bytes of [A-Za-z0-9._-], not starting
-// with . _ or -) and returns
-// their consecutive global indexes once durable. Global indexes are unique across
-// partitions, monotonic and never reused. Atomic; errors as for Put.
-func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []Record) ([]int64, error) {
+// with . _ or -) and returns their consecutive global indexes once durable. Global
+// indexes are unique across partitions, monotonic and never reused. Atomic; errors as
+// for Put. With opts.ID, the id is stored in meta.db (table put_ids) in the put's
+// transaction, and a put repeating it answers the stored indexes without writing.
+func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []Record, opts *PutOpts) ([]int64, error) {
 	if err := checkName("partition", partition); err != nil {
+		return nil, err
+	}
+	id, err := putID(opts)
+	if err != nil {
 		return nil, err
 	}
 	if len(recs) == 0 {
@@ -114,13 +120,37 @@ func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []R
 	}
 	defer q.leave()
 	var lo int64
+	var repeat []int64
 	err = q.w.doPut(ctx, func(t *wtx) error {
+		if id != "" {
+			var part string
+			var plo, pn int64
+			err := t.queryRow(`SELECT partition, lo, n FROM put_ids WHERE id = ?`, id).Scan(&part, &plo, &pn)
+			if err == nil {
+				repeat, err = PutIDRepeat(id, part, plo, pn, partition, len(recs))
+				return err // nothing written either way
+			}
+			if !isNoRows(err) {
+				return fmt.Errorf("read put id: %w", err)
+			}
+		}
 		var err error
-		lo, err = t.putRows(p)
-		return err
+		if lo, err = t.putRows(p); err != nil {
+			return err
+		}
+		if id != "" {
+			if _, err := t.exec(`INSERT INTO put_ids(id, partition, lo, n, at) VALUES (?, ?, ?, ?, ?)`,
+				id, partition, lo, len(recs), time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("record put id: %w", err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if repeat != nil {
+		return repeat, nil
 	}
 	q.metrics.puts.Add(int64(len(recs)))
 	out := make([]int64, len(recs))

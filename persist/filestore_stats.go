@@ -11,6 +11,7 @@ import (
 // metrics are this Queue handle's counters since Open.
 type metrics struct {
 	puts, gets, flushes, compactions atomic.Int64
+	flushFailures                    atomic.Int64 // flushes that failed (rows left in the tail)
 	lastFlush, lastFlushDur          atomic.Int64 // unix ns, ns
 	commits, committedOps            atomic.Int64 // write transactions and the operations they carried
 	recoveredFragments               atomic.Int64 // pending fragments of dead processes rolled back by Open
@@ -26,7 +27,7 @@ func (q *fileQueue) Stats(ctx context.Context) (Stats, error) {
 	defer q.leave()
 	st := Stats{
 		Puts: q.metrics.puts.Load(), Gets: q.metrics.gets.Load(),
-		Flushes: q.metrics.flushes.Load(), Compactions: q.metrics.compactions.Load(),
+		Flushes: q.metrics.flushes.Load(), FlushFailures: q.metrics.flushFailures.Load(), Compactions: q.metrics.compactions.Load(),
 		LastFlushDuration: time.Duration(q.metrics.lastFlushDur.Load()),
 		Commits:           q.metrics.commits.Load(), CommittedOps: q.metrics.committedOps.Load(),
 		RecoveredFragments: q.metrics.recoveredFragments.Load(), OrphansDeleted: q.metrics.orphansDeleted.Load(),

@@ -302,12 +302,13 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 			continue
 		}
 		if op.put {
-			// A plain put writes nothing before its only expected failure (a schema
-			// conflict, found before any write), so it needs no savepoint; any other
-			// failure fails the whole group.
+			// A plain put writes nothing before its only expected failures (a schema
+			// conflict, a repeated put id naming another batch: both found before any
+			// write), so it needs no savepoint; any other failure fails the whole group.
 			if err := op.fn(t); err != nil {
 				var se *SchemaError
-				if !errors.As(err, &se) {
+				var ie *InvalidError
+				if !errors.As(err, &se) && !errors.As(err, &ie) {
 					w.conn.ExecContext(ctx, "ROLLBACK")
 					fail(err)
 					return

@@ -51,22 +51,6 @@ func isHTTP(target string) bool {
 	return strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://")
 }
 
-// httpTarget returns the server a Config names: URL, else Dir when it is an http(s) URL,
-// else $LAKESHORE_URL when Dir is empty; "" for the file store.
-func (c *Config) httpTarget() string {
-	switch {
-	case c == nil:
-		return os.Getenv(EnvURL)
-	case c.URL != "":
-		return c.URL
-	case isHTTP(c.Dir):
-		return c.Dir
-	case c.Dir == "":
-		return os.Getenv(EnvURL)
-	}
-	return ""
-}
-
 // OpenHTTPStore returns a Store over the data queue name of the server at baseURL (an
 // http or https URL, e.g. "http://127.0.0.1:7077"), in cfg.Namespace (default
 // "default"), sending cfg.Token (default $LAKESHORE_TOKEN) as the bearer token. It asks
@@ -173,8 +157,9 @@ func (s *httpStore) do(ctx context.Context, req httpRequest, out msgp.Unmarshale
 	}
 }
 
-// httpRetries bounds the attempts of a call that is safe to repeat (reads, marks,
-// clears, flushes) when the server is unreachable or restarting: about 3 s in all.
+// httpRetries bounds the attempts of a call that is safe to repeat (reads, puts — by
+// their put id —, marks, clears, flushes) when the server is unreachable or restarting:
+// about 3 s in all.
 const httpRetries = 6
 
 // transportError is a request that got no answer from the server.
@@ -253,7 +238,11 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 		if s.closed.Load() {
 			return nil, nil, ErrClosed
 		}
-		return nil, nil, fmt.Errorf("persist: %s %s: read answer: %w", req.method, s.base+req.path, err)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, nil, ctx.Err()
+		}
+		// The connection broke before the whole answer arrived: as good as no answer.
+		return nil, nil, &transportError{fmt.Errorf("persist: %s %s: read answer: %w", req.method, s.base+req.path, err)}
 	}
 	if v, err := strconv.ParseInt(resp.Header.Get(api.HeaderDataVersion), 10, 64); err == nil {
 		for {
@@ -331,12 +320,22 @@ func wireRecords(recs []Record) ([]api.Value, error) {
 }
 
 // PutPartition implements Store. A batch whose fields each hold scalars of one kind
-// travels as one Arrow IPC stream (arrowPutBody), any other as wire-encoded maps.
-func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []Record) ([]int64, error) {
+// travels as one Arrow IPC stream (arrowPutBody), any other as wire-encoded maps. Every
+// batch carries an idempotency id (opts.ID, else a new one: NewPutID) in the put_id
+// parameter, so the put is repeated like a read when the server does not answer or is
+// restarting: the server answers a repeat with the indexes of the first put.
+func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []Record, opts *PutOpts) ([]int64, error) {
+	id, err := putID(opts)
+	if err != nil {
+		return nil, err
+	}
+	if id == "" {
+		id = NewPutID()
+	}
+	q := url.Values{"partition": {partition}, "put_id": {id}}
+	var out api.DataIndexesResponse
 	if body, ok := arrowPutBody(recs); ok {
-		var out api.DataIndexesResponse
-		if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: url.Values{"partition": {partition}},
-			arrowBody: body}, &out); err != nil {
+		if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: q, arrowBody: body, idempotent: true}, &out); err != nil {
 			return nil, err
 		}
 		return out.Indexes, nil
@@ -345,9 +344,7 @@ func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []R
 	if err != nil {
 		return nil, err
 	}
-	var out api.DataIndexesResponse
-	q := url.Values{"partition": {partition}}
-	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: q,
+	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: q, idempotent: true,
 		body: &api.DataPutRequest{Partition: partition, Records: vals}}, &out); err != nil {
 		return nil, err
 	}
@@ -749,7 +746,7 @@ func (s *httpStore) Stats(ctx context.Context) (Stats, error) {
 	if _, _, err := s.do(ctx, httpRequest{method: "GET", path: "/stats"}, &o); err != nil {
 		return Stats{}, err
 	}
-	return Stats{Puts: o.Puts, Gets: o.Gets, Flushes: o.Flushes, Compactions: o.Compactions, LastFlush: o.LastFlush,
+	return Stats{Puts: o.Puts, Gets: o.Gets, Flushes: o.Flushes, FlushFailures: o.FlushFailures, Compactions: o.Compactions, LastFlush: o.LastFlush,
 		LastFlushDuration: time.Duration(o.LastFlushDuration * float64(time.Second)), Commits: o.Commits,
 		CommittedOps: o.CommittedOps, RecoveredFragments: o.RecoveredFragments, OrphansDeleted: o.OrphansDeleted,
 		NextIndex: o.NextIndex, Len: o.Len, Cleared: o.Cleared, TailRows: o.TailRows, FragmentRows: o.FragmentRows,

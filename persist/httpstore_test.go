@@ -89,6 +89,68 @@ func TestHTTPStoreConformance(t *testing.T) {
 	})
 }
 
+// loseAnswers is a transport that lets the server handle a request but loses the
+// answer of the first lose puts (as when the server is killed right after its commit,
+// or the connection breaks on the way back).
+type loseAnswers struct {
+	lose atomic.Int32
+	puts atomic.Int32
+}
+
+func (l *loseAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/records") {
+		return resp, err
+	}
+	l.puts.Add(1)
+	if l.lose.Add(-1) < 0 {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil, io.ErrUnexpectedEOF
+}
+
+// TestHTTPStorePutRetriedByID: a put whose answer is lost (the server committed it) is
+// repeated by the HTTP store with the same put id, and the server answers the first
+// put's indexes: the caller gets them, the queue holds the batch once. A caller's own
+// retry of a failed PutPartitionOnce is as safe.
+func TestHTTPStorePutRetriedByID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := startDataServer(t, nil)
+	lose := &loseAnswers{}
+	lose.lose.Store(2)
+	s, err := persist.OpenHTTPStore(ctx, d.url, "q", &persist.Config{HTTPClient: &http.Client{Transport: lose}})
+	require.NoError(t, err)
+	q := persist.New(s)
+	defer q.Close(ctx)
+	idx, err := q.PutBatch(ctx, []persist.Record{{"x": 1}, {"x": 2}})
+	require.NoError(t, err, "the store retries a put whose answer was lost")
+	require.Equal(t, []int64{0, 1}, idx)
+	require.EqualValues(t, 3, lose.puts.Load(), "two lost answers, then the repeat's")
+	idx, err = q.PutBatch(ctx, []persist.Record{{"x": 3, "tensor": persist.Tensor{DType: "uint8", Shape: []int{1}, Data: []byte{1}}}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, idx, "no duplicate: the next batch follows at once")
+	rows, err := q.Get(ctx, 0, 10, nil)
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+
+	// Every attempt lost: the caller sees the transport error, and its own retry with
+	// the same id gets the indexes written by the first attempt.
+	lose.lose.Store(100)
+	id := persist.NewPutID()
+	_, err = q.PutPartitionOnce(ctx, id, "default", []persist.Record{{"x": 4}})
+	require.Error(t, err)
+	lose.lose.Store(0)
+	idx, err = q.PutPartitionOnce(ctx, id, "default", []persist.Record{{"x": 4}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3}, idx)
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, n)
+}
+
 // startHTTPChild re-executes the test binary in a child role of child_test.go, with the
 // server's URL as its directory argument; stdout is returned as a scanner.
 func startHTTPChild(t *testing.T, role, url, arg string, env ...string) (*exec.Cmd, *bufio.Scanner, *strings.Builder) {
@@ -218,7 +280,8 @@ func TestHTTPProducersAndConsumers(t *testing.T) {
 }
 
 // TestHTTPStoreRetriesReads: reads (safe to repeat) ride out a server that answers 503
-// shutting_down a few times; a put (not safe to repeat) is not repeated.
+// shutting_down a few times, and so do puts (safe to repeat by their put id: written
+// once); a field update (not safe to repeat) is not repeated.
 func TestHTTPStoreRetriesReads(t *testing.T) {
 	t.Parallel()
 	back, err := sqliteplane.Open(context.Background(), ":memory:", nil)
@@ -257,10 +320,17 @@ func TestHTTPStoreRetriesReads(t *testing.T) {
 	require.Len(t, rows, 2)
 	refuse.Store(1)
 	before := puts.Load()
-	_, err = q.Put(ctx, persist.Record{"x": 3})
-	require.Error(t, err, "a put is not repeated")
-	require.Equal(t, before+1, puts.Load())
+	idx, err := q.Put(ctx, persist.Record{"x": 3})
+	require.NoError(t, err, "a put is repeated (by its put id)")
+	require.EqualValues(t, 2, idx)
+	require.Equal(t, before+2, puts.Load())
 	n, err := q.Len(ctx)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, n)
+	require.EqualValues(t, 3, n, "and written once")
+	refuse.Store(1)
+	err = q.PutFields(ctx, persist.DefaultPartition, []int64{0}, []persist.Record{{"y": 1}})
+	require.Error(t, err, "a field update is not repeated")
+	ok, err := q.Produced(ctx, persist.DefaultPartition, []int64{0}, []string{"y"})
+	require.NoError(t, err)
+	require.False(t, ok[0][0])
 }

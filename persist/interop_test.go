@@ -42,7 +42,7 @@ func TestParquetInterop(t *testing.T) {
 		recs[i] = allKinds(i)
 	}
 	recs[3] = Record{"i": 3} // a sparse row: other columns are null
-	_, err := q.PutPartition(ctx, "train", recs)
+	_, err := q.PutPartition(ctx, "train", recs, nil)
 	require.NoError(t, err)
 	require.NoError(t, q.Flush(ctx))
 

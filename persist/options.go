@@ -102,10 +102,14 @@ func checkKey(key string) error {
 // Stats is a snapshot of a queue's counters and storage.
 type Stats struct {
 	// Counters of this Queue handle (this process) since Open.
-	Puts        int64 // records put (Put, PutBatch, PutPartition, PutFields, KV puts)
-	Gets        int64 // rows returned by Get, Stream, GetData and GetBatch
-	Flushes     int64 // flushes that wrote at least one fragment
-	Compactions int64 // compactions that replaced fragments
+	Puts    int64 // records put (Put, PutBatch, PutPartition, PutFields, KV puts)
+	Gets    int64 // rows returned by Get, Stream, GetData and GetBatch
+	Flushes int64 // flushes that wrote at least one fragment
+	// FlushFailures counts flushes (background or Flush) that failed, the rows staying
+	// durable in the tail: an unreachable object store, a full disk. A climbing count
+	// with a climbing TailRows is the alert.
+	FlushFailures int64
+	Compactions   int64 // compactions that replaced fragments
 	// LastFlush is when this handle last completed a flush (zero if never), and
 	// LastFlushDuration how long writing its fragments and publishing them took.
 	LastFlush         time.Time

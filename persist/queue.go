@@ -23,24 +23,25 @@ func New(s Store) *Queue { return &Queue{s: s} }
 // not starting with . _ or -. Errors: *InvalidError for a bad name or Config, and I/O
 // or SQLite errors.
 //
-// With an http(s) target (Config.URL, an http(s) URL in Config.Dir, or $LAKESHORE_URL when
-// Dir is empty) it opens the queue on that server instead (OpenHTTPStore): the same
-// Queue, Reader and KVView over HTTP. When cfg.Dir is a URL whose scheme a store package
-// registered (RegisterTarget), that store opens the queue instead: with persist/lakestore
-// imported, Dir "postgres://…?blob=<bucket URL>" opens the distributed store
-// (docs/persist.md).
+// The target is Config.URL, else Config.Dir, else $LAKESHORE_URL when Dir is empty: an
+// http(s) URL opens the queue on that server (OpenHTTPStore), the same Queue, Reader and
+// KVView over HTTP; a URL whose scheme a store package registered (RegisterTarget) opens
+// that store — with persist/lakestore imported, "postgres://…?blob=<bucket URL>" opens
+// the distributed store (docs/persist.md); a path is the file store's root. A URL of any
+// other scheme is refused with *InvalidError (a postgres:// one without persist/lakestore
+// imported names the import to add), never taken for a directory.
 func Open(ctx context.Context, name string, cfg *Config) (*Queue, error) {
-	var s Store
-	var err error
-	var dir string
-	if cfg != nil {
-		dir = cfg.Dir
+	target, open, http, err := cfg.resolveTarget()
+	if err != nil {
+		return nil, err
 	}
-	if open, ok := targetOpener(dir); ok { // a registered URL target (RegisterTarget)
-		s, err = open(ctx, name, dir, cfg)
-	} else if target := cfg.httpTarget(); target != "" {
+	var s Store
+	switch {
+	case open != nil: // a registered URL target (RegisterTarget)
+		s, err = open(ctx, name, target, cfg)
+	case http:
 		s, err = OpenHTTPStore(ctx, target, name, cfg)
-	} else {
+	default:
 		s, err = OpenFileStore(ctx, name, cfg)
 	}
 	if err != nil {
@@ -78,7 +79,7 @@ func (q *Queue) Dir() string {
 // durable. Errors: *SchemaError (nothing written), *UnsupportedValueError,
 // *InvalidError, ErrClosed, ctx's error (the put may then still have been written).
 func (q *Queue) Put(ctx context.Context, rec Record) (int64, error) {
-	idx, err := q.s.PutPartition(ctx, DefaultPartition, []Record{rec})
+	idx, err := q.s.PutPartition(ctx, DefaultPartition, []Record{rec}, nil)
 	if err != nil {
 		return -1, err
 	}
@@ -89,7 +90,7 @@ func (q *Queue) Put(ctx context.Context, rec Record) (int64, error) {
 // indexes (consecutive) once they are durable. The batch is atomic: on any error
 // nothing is written. Errors as for Put.
 func (q *Queue) PutBatch(ctx context.Context, recs []Record) ([]int64, error) {
-	return q.s.PutPartition(ctx, DefaultPartition, recs)
+	return q.s.PutPartition(ctx, DefaultPartition, recs, nil)
 }
 
 // PutPartition appends recs to partition (1–128 bytes of [A-Za-z0-9._-], not starting
@@ -97,7 +98,22 @@ func (q *Queue) PutBatch(ctx context.Context, recs []Record) ([]int64, error) {
 // indexes are unique across partitions, monotonic and never reused. Atomic; errors as
 // for Put.
 func (q *Queue) PutPartition(ctx context.Context, partition string, recs []Record) ([]int64, error) {
-	return q.s.PutPartition(ctx, partition, recs)
+	return q.s.PutPartition(ctx, partition, recs, nil)
+}
+
+// PutPartitionOnce is PutPartition with an idempotency id (PutOpts.ID; NewPutID makes
+// one): calling it again with the same id — a retry after a timeout, a lost answer, a
+// restart of the caller or of a server — within PutIDRetention writes nothing and
+// returns the indexes the first call got, so a batch is never appended twice. Every
+// store honours it (the file store in meta.db, the distributed store in its catalog,
+// the HTTP store by sending the id to the server, which also makes its own retries of
+// the batch safe). Errors as for PutPartition, and *InvalidError for a bad id or a
+// repeat naming another partition or number of records.
+func (q *Queue) PutPartitionOnce(ctx context.Context, id, partition string, recs []Record) ([]int64, error) {
+	if id == "" {
+		return nil, &InvalidError{Field: "put_id", Value: id, Rule: "1–128 bytes of [A-Za-z0-9._:-] (NewPutID makes one)"}
+	}
+	return q.s.PutPartition(ctx, partition, recs, &PutOpts{ID: id})
 }
 
 // PutFields adds fields to existing samples of partition: fields[i] is merged into

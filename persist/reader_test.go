@@ -15,7 +15,7 @@ func putN(t *testing.T, q *fileQueue, partition string, n int, rec func(i int) R
 	for i := range recs {
 		recs[i] = rec(i)
 	}
-	idx, err := q.PutPartition(context.Background(), partition, recs)
+	idx, err := q.PutPartition(context.Background(), partition, recs, nil)
 	require.NoError(t, err)
 	return idx
 }

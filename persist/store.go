@@ -19,8 +19,10 @@ type Store interface {
 
 	// PutPartition appends recs to partition atomically and returns their consecutive
 	// global indexes once they are durable. Global indexes are unique across
-	// partitions, monotonic and never reused.
-	PutPartition(ctx context.Context, partition string, recs []Record) ([]int64, error)
+	// partitions, monotonic and never reused. With opts.ID (an idempotency id), a
+	// repeat of the id within PutIDRetention writes nothing and returns the indexes
+	// the first put got (see PutOpts).
+	PutPartition(ctx context.Context, partition string, recs []Record, opts *PutOpts) ([]int64, error)
 	// PutFields merges fields[i] into the sample at indexes[i] of partition,
 	// atomically; every (sample, field) put becomes produced.
 	PutFields(ctx context.Context, partition string, indexes []int64, fields []Record) error
@@ -88,4 +90,15 @@ type BatchGetter interface {
 // store); Queue.Compact uses it.
 type Compacter interface {
 	Compact(ctx context.Context) error
+}
+
+// ChangeVersioner is implemented by stores whose commits are counted in one version
+// shared by every handle of the queue, in every process (the distributed store: a
+// counter in the queue's catalog row). ChangeVersion returns it: it grows with every
+// commit that Changes reports and that may change what a read returns, never goes back,
+// and is the same number whichever handle reads it. Servers answer it as the queue's
+// change version (docs/http-api.md), so versions stay comparable across the replicas
+// behind a load balancer. Errors: ErrClosed, the store's connection errors.
+type ChangeVersioner interface {
+	ChangeVersion(ctx context.Context) (int64, error)
 }

@@ -1,6 +1,8 @@
 package persist
 
 import (
+	"context"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,4 +54,29 @@ func FuzzDecodeRecords(f *testing.F) {
 		}
 		_, _ = decodeIndexes(b)
 	})
+}
+
+// TestFlushFailuresCounted: a flush that cannot write its fragment (here the data
+// directory is replaced by a file) fails, keeps the rows in the tail and is counted in
+// Stats.FlushFailures; the next flush after the fault is gone succeeds.
+func TestFlushFailuresCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
+	_, err := q.PutBatch(ctx, []Record{{"x": 1}, {"x": 2}})
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(q.dataDir, q.dataDir+".away"))
+	require.NoError(t, os.WriteFile(q.dataDir, nil, 0o644))
+	require.Error(t, q.Flush(ctx))
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.FlushFailures)
+	require.EqualValues(t, 2, st.TailRows, "the rows stay in the tail")
+	require.NoError(t, os.Remove(q.dataDir))
+	require.NoError(t, os.Rename(q.dataDir+".away", q.dataDir))
+	require.NoError(t, q.Flush(ctx))
+	st, err = q.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.FlushFailures)
+	require.Zero(t, st.TailRows)
 }

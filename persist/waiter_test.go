@@ -22,7 +22,7 @@ func putRate(t testing.TB, q *fileQueue, partition string, rec Record, d time.Du
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		t0 := time.Now()
-		if _, err := q.PutPartition(ctx, partition, []Record{rec}); err != nil {
+		if _, err := q.PutPartition(ctx, partition, []Record{rec}, nil); err != nil {
 			t.Fatal(err)
 		}
 		lat = append(lat, time.Since(t0))
@@ -62,7 +62,7 @@ func TestWaitingGetMetaDoesNotStallProducers(t *testing.T) {
 			}
 		}
 	}
-	if _, err := q.PutPartition(ctx, "train", recs); err != nil {
+	if _, err := q.PutPartition(ctx, "train", recs, nil); err != nil {
 		t.Fatal(err)
 	}
 	other, incomplete := Record{"z": int64(1)}, Record{"prompt": "p"} // no reward: completes no group
@@ -154,7 +154,7 @@ func TestGetMetaConcurrentConsumersDisjoint(t *testing.T) {
 			for j := range recs {
 				recs[j] = Record{"x": i + j}
 			}
-			if _, err := q.PutPartition(ctx, "p", recs); err != nil {
+			if _, err := q.PutPartition(ctx, "p", recs, nil); err != nil {
 				t.Error(err)
 				return
 			}

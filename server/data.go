@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,7 +94,7 @@ type dataMetrics struct {
 	meta *prometheus.CounterVec // samples handed out by GetMeta
 }
 
-func newDataMetrics(reg prometheus.Registerer) *dataMetrics {
+func newDataMetrics(reg prometheus.Registerer, d *dataQueues) *dataMetrics {
 	m := &dataMetrics{
 		put: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lakeshore_data_records_put_total", Help: "Records put into data queues over HTTP (puts, field updates, KV puts).",
@@ -105,8 +106,58 @@ func newDataMetrics(reg prometheus.Registerer) *dataMetrics {
 			Name: "lakeshore_data_samples_handed_out_total", Help: "Samples of data queues handed out by GetMeta over HTTP.",
 		}, []string{"namespace", "queue"}),
 	}
-	reg.MustRegister(m.put, m.read, m.meta)
+	reg.MustRegister(m.put, m.read, m.meta, &dataStatsCollector{d: d})
 	return m
+}
+
+// The series of dataStatsCollector, read from the Stats of every data queue this server
+// has open, at scrape time.
+var (
+	dataTailRowsDesc = prometheus.NewDesc("lakeshore_data_tail_rows",
+		"Rows (and field updates) of a data queue in its durable tail, not yet flushed into fragments (shared by every server of the queue).",
+		[]string{"namespace", "queue"}, nil)
+	dataFlushFailuresDesc = prometheus.NewDesc("lakeshore_data_flush_failures_total",
+		"Flushes of a data queue by this server that failed, the rows staying durable in the tail (an unreachable object store, a full disk).",
+		[]string{"namespace", "queue"}, nil)
+	dataLastFlushDesc = prometheus.NewDesc("lakeshore_data_last_flush_timestamp_seconds",
+		"When this server last completed a flush of a data queue (Unix seconds; absent before the first).",
+		[]string{"namespace", "queue"}, nil)
+)
+
+// dataStatsCollector reports the flush health of the open data queues: a tail that
+// grows while flush failures climb is the alert that the object store (or disk) is away.
+type dataStatsCollector struct{ d *dataQueues }
+
+func (c *dataStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- dataTailRowsDesc
+	ch <- dataFlushFailuresDesc
+	ch <- dataLastFlushDesc
+}
+
+func (c *dataStatsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.d.mu.Lock()
+	open := make(map[string]*dataQueue, len(c.d.open))
+	for k, q := range c.d.open {
+		open[k] = q
+	}
+	c.d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for key, q := range open {
+		ns, queue, _ := strings.Cut(key, "/")
+		st, err := q.store.Stats(ctx)
+		if err != nil {
+			if !errors.Is(err, persist.ErrClosed) {
+				ch <- prometheus.NewInvalidMetric(dataTailRowsDesc, fmt.Errorf("data queue %s: %w", key, err))
+			}
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(dataTailRowsDesc, prometheus.GaugeValue, float64(st.TailRows), ns, queue)
+		ch <- prometheus.MustNewConstMetric(dataFlushFailuresDesc, prometheus.CounterValue, float64(st.FlushFailures), ns, queue)
+		if !st.LastFlush.IsZero() {
+			ch <- prometheus.MustNewConstMetric(dataLastFlushDesc, prometheus.GaugeValue, float64(st.LastFlush.UnixNano())/1e9, ns, queue)
+		}
+	}
 }
 
 // count adds n to the counter c of the request's namespace and queue.
@@ -120,8 +171,12 @@ func count(c *prometheus.CounterVec, r *http.Request, n int) {
 type dataQueue struct {
 	store persist.Store
 	// version grows after every commit the store reports through Changes; changed is
-	// closed (and replaced) at each increment.
+	// closed (and replaced) at each increment. For a store with a shared version
+	// (persist.ChangeVersioner: the distributed store) it is that version as last read,
+	// so that every server of the queue answers comparable versions; else it counts
+	// this server's wake-ups from the open's wall-clock time.
 	version atomic.Int64
+	shared  persist.ChangeVersioner
 	mu      sync.Mutex
 	changed chan struct{}
 	done    chan struct{}
@@ -161,11 +216,24 @@ func (d *dataQueues) get(ctx context.Context, namespace, queue string) (*dataQue
 		return nil, err
 	}
 	q := &dataQueue{store: s, changed: make(chan struct{}), done: make(chan struct{})}
-	// Versions start at the open's wall-clock time, so that a client that saw versions of
-	// an earlier run of the server (or of the queue's earlier opening) is woken at once
-	// instead of waiting for the count to climb past them.
-	q.version.Store(time.Now().UnixNano())
 	ch, release := s.Changes()
+	if sv, ok := s.(persist.ChangeVersioner); ok {
+		// The store's own version, the same on every server of the queue (taken after
+		// Changes, so that no commit after it is missed).
+		v, err := sv.ChangeVersion(ctx)
+		if err != nil {
+			release()
+			_ = s.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		q.shared = sv
+		q.version.Store(v)
+	} else {
+		// Versions start at the open's wall-clock time, so that a client that saw
+		// versions of an earlier run of the server (or of the queue's earlier opening)
+		// is woken at once instead of waiting for the count to climb past them.
+		q.version.Store(time.Now().UnixNano())
+	}
 	go q.watch(ch, release)
 	if d.open == nil {
 		d.open = map[string]*dataQueue{}
@@ -184,17 +252,52 @@ func (q *dataQueue) watch(ch <-chan struct{}, release func()) {
 		<-ch
 		release()
 		next, nextRelease := q.store.Changes()
-		q.version.Add(1)
-		q.mu.Lock()
-		close(q.changed)
-		q.changed = make(chan struct{})
-		q.mu.Unlock()
+		q.advance()
 		if next == ch {
 			nextRelease()
 			return
 		}
 		ch, release = next, nextRelease
 	}
+}
+
+// advance moves the version past the commit just reported and wakes the waiters. A
+// shared version is read from the store; while that fails (the catalog unreachable) the
+// waiters are woken anyway (they read again) and the read is retried until it succeeds
+// or the store is closed, so a client's version is never passed by a number the other
+// servers do not share.
+func (q *dataQueue) advance() {
+	if q.shared == nil {
+		q.version.Add(1)
+		q.signal()
+		return
+	}
+	backoff := 20 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v, err := q.shared.ChangeVersion(ctx)
+		cancel()
+		if err == nil {
+			for cur := q.version.Load(); v > cur && !q.version.CompareAndSwap(cur, v); cur = q.version.Load() {
+			}
+			q.signal()
+			return
+		}
+		q.signal()
+		if errors.Is(err, persist.ErrClosed) {
+			return
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// signal wakes every waiter of the version.
+func (q *dataQueue) signal() {
+	q.mu.Lock()
+	close(q.changed)
+	q.changed = make(chan struct{})
+	q.mu.Unlock()
 }
 
 // waitChange returns a channel closed once the version passes after.

@@ -132,7 +132,11 @@ func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *princi
 			return err
 		}
 	}
-	idx, err := dq.store.PutPartition(r.Context(), partition, recs)
+	var opts *persist.PutOpts
+	if id := r.URL.Query().Get("put_id"); id != "" {
+		opts = &persist.PutOpts{ID: id}
+	}
+	idx, err := dq.store.PutPartition(r.Context(), partition, recs, opts)
 	if err != nil {
 		return err
 	}
@@ -736,7 +740,7 @@ func (s *Server) handleDataStats(w http.ResponseWriter, r *http.Request, p *prin
 	out := api.DataStats{NextIndex: st.NextIndex, Len: st.Len, Cleared: st.Cleared, TailRows: st.TailRows,
 		FragmentRows: st.FragmentRows, Fragments: st.Fragments, FragmentBytes: st.FragmentBytes,
 		ManifestVersion: st.ManifestVersion, PendingFragments: st.PendingFragments, Partitions: st.Partitions,
-		ConsumedByTask: st.ConsumedByTask, Puts: st.Puts, Gets: st.Gets, Flushes: st.Flushes, Compactions: st.Compactions,
+		ConsumedByTask: st.ConsumedByTask, Puts: st.Puts, Gets: st.Gets, Flushes: st.Flushes, FlushFailures: st.FlushFailures, Compactions: st.Compactions,
 		Commits: st.Commits, CommittedOps: st.CommittedOps, RecoveredFragments: st.RecoveredFragments,
 		OrphansDeleted: st.OrphansDeleted, LastFlush: st.LastFlush, LastFlushDuration: st.LastFlushDuration.Seconds()}
 	if out.Partitions == nil {

@@ -216,7 +216,7 @@ func New(drv plane.Driver, cfg *Config) *Server {
 		s.adminHash = sha256.Sum256([]byte(c.AdminToken))
 	}
 	s.metrics = newMetrics(c.Registerer, drv)
-	s.data.metrics = newDataMetrics(c.Registerer)
+	s.data.metrics = newDataMetrics(c.Registerer, s.data)
 	s.registerRoutes()
 	s.registerUI()
 	return s

@@ -16,12 +16,15 @@ import (
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/lakestore"
 )
 
-// The data verbs: `lakeshore data VERB QUEUE` on data queues (package persist), local or
-// on a server, chosen as the job verbs choose their plane: an http(s) --target (else
-// $LAKESHORE_URL) is a server; anything else is the local directory --data-dir (default
-// $LAKESHORE_HOME/data/{namespace}, the layout `lakeshore serve` serves).
+// The data verbs: `lakeshore data VERB QUEUE` on data queues (package persist), local, on
+// a server or on the distributed store, chosen as the job verbs choose their plane: an
+// http(s) --target (else $LAKESHORE_URL) is a server; a postgres://…?blob=<bucket URL>
+// one is the distributed store (persist/lakestore, linked into this command); anything
+// else is the local directory --data-dir (default $LAKESHORE_HOME/data/{namespace}, the
+// layout `lakeshore serve` serves).
 
 // dataOpts are the flags shared by the data verbs.
 type dataOpts struct {
@@ -34,8 +37,10 @@ func newDataCmd(a *app) *cobra.Command {
 		Use:   "data",
 		Short: "Put, read, flush and export data queues (package persist)",
 		Long: `The data verbs work on data queues: locally in --data-dir (default
-$LAKESHORE_HOME/data/{namespace}), or on the server named by an http(s) --target or
-$LAKESHORE_URL (same tokens: $LAKESHORE_TOKEN).`,
+$LAKESHORE_HOME/data/{namespace}), on the server named by an http(s) --target or
+$LAKESHORE_URL (same tokens: $LAKESHORE_TOKEN), or on the distributed store named by a
+--target (or $LAKESHORE_URL) postgres://…?blob=<bucket URL> (the catalog in PostgreSQL,
+the fragments in the bucket; namespace --namespace).`,
 		Args: cobra.ArbitraryArgs,
 		RunE: unknownSubcommand,
 	}
@@ -50,9 +55,12 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string) (*persist.
 	ns := cmp.Or(a.namespace, os.Getenv(lakeshore.EnvNamespace), lakeshore.NamespaceDefault)
 	target := cmp.Or(a.target, os.Getenv(lakeshore.EnvURL))
 	cfg := &persist.Config{Namespace: ns, Logger: a.logger()}
-	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+	switch {
+	case strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://"):
 		cfg.URL = target
-	} else {
+	case lakestore.IsCatalogURL(target):
+		cfg.Dir = target // the distributed store (persist.Open, registered by persist/lakestore)
+	default:
 		dir := o.dir
 		if dir == "" {
 			home := os.Getenv(lakeshore.EnvHome)
@@ -64,6 +72,9 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string) (*persist.
 				home = filepath.Join(h, ".lakeshore")
 			}
 			dir = filepath.Join(home, "data", ns)
+		}
+		if strings.Contains(dir, "://") {
+			return nil, usagef("--data-dir: want a directory, got the URL %s (give a server or a postgres://…?blob=… store with --target)", lakestore.Redact(dir))
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
@@ -47,6 +49,24 @@ func newHTTPDataCLI(t *testing.T) *dataCLI {
 	return &dataCLI{cli: &cli{t: t, target: ts.URL}, args: []string{"data"}, cfg: persist.Config{URL: ts.URL}}
 }
 
+// newDistributedDataCLI runs the data verbs with --target postgres://…?blob=file://…:
+// the distributed store (persist/lakestore) on a fresh catalog database and bucket.
+func newDistributedDataCLI(t *testing.T) *dataCLI {
+	u, err := url.Parse(pgtest.Database(t))
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("blob", "file://"+t.TempDir())
+	q.Set("flush_interval", "-1")
+	u.RawQuery = q.Encode()
+	home := t.TempDir() // the local default directory, which must stay empty
+	t.Setenv("LAKESHORE_HOME", home)
+	t.Cleanup(func() {
+		ents, _ := os.ReadDir(home)
+		require.Empty(t, ents, "a postgres:// target never touches the local data directory")
+	})
+	return &dataCLI{cli: &cli{t: t, target: u.String()}, args: []string{"data"}, cfg: persist.Config{Dir: u.String()}}
+}
+
 func (c *dataCLI) data(stdin string, args ...string) string {
 	c.t.Helper()
 	out, errs, code := c.run(stdin, append(append([]string{}, c.args...), args...)...)
@@ -63,6 +83,17 @@ func TestDataVerbs(t *testing.T) {
 func TestDataVerbsOverHTTP(t *testing.T) {
 	t.Parallel()
 	testDataVerbs(t, newHTTPDataCLI)
+}
+
+// TestDataVerbsOnDistributedStore runs the same verbs with --target
+// postgres://…?blob=…: put, get, stats, partitions, consumption, flush and export work
+// on the distributed store, and a program opening the same target sees the same queue.
+func TestDataVerbsOnDistributedStore(t *testing.T) {
+	testDataVerbs(t, newDistributedDataCLI)
+	c := newDistributedDataCLI(t)
+	_, errs, code := c.run("", "data", "stats", "rollouts", "--target", "postgres://127.0.0.1:1/none")
+	require.NotZero(t, code)
+	require.Contains(t, errs, "blob parameter", "a postgres:// target without a bucket says what is missing")
 }
 
 func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {

@@ -28,7 +28,7 @@ func BenchmarkPutBatch(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for b.Loop() {
-		if _, err := s.PutPartition(ctx, persist.DefaultPartition, recs); err != nil {
+		if _, err := s.PutPartition(ctx, persist.DefaultPartition, recs, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -42,7 +42,7 @@ func BenchmarkGetBatch(b *testing.B) {
 	s := openTest(b, pgtest.Database(b), fileBucket(b), "q", &Config{FlushRows: -1})
 	const rows = 100_000
 	for i := 0; i < rows; i += 10_000 {
-		if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i)); err != nil {
+		if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i), nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func BenchmarkFlush(b *testing.B) {
 		b.Run(fmt.Sprintf("queue=%d", size), func(b *testing.B) {
 			s := openTest(b, pgtest.Database(b), fileBucket(b), "q", &Config{FlushRows: -1})
 			for i := 0; i < size; i += 10_000 {
-				if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i)); err != nil {
+				if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i), nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -87,7 +87,7 @@ func BenchmarkFlush(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				b.StopTimer()
-				if _, err := s.PutPartition(ctx, persist.DefaultPartition, recs); err != nil {
+				if _, err := s.PutPartition(ctx, persist.DefaultPartition, recs, nil); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 const (
 	FlushIntervalDefault  = 5 * time.Second
 	FlushRowsDefault      = 50_000
+	FlushTimeoutDefault   = 5 * time.Minute
 	SweepIntervalDefault  = 10 * time.Minute
 	SweepGraceDefault     = time.Hour
 	CacheFragmentsDefault = 64
@@ -40,14 +42,27 @@ type Config struct {
 	// FlushRows starts a background flush when this store has put this many rows since
 	// its last flush. Defaults to FlushRowsDefault (50,000); -1 disables it.
 	FlushRows int
+	// FlushTimeout bounds one flush, from the start of its catalog transaction to its
+	// commit (writing its fragment objects included). Each fragment object carries its
+	// flush's publication deadline (the catalog's clock at the start plus FlushTimeout,
+	// in the object's metadata), and the catalog refuses to publish it later (a
+	// deferred check run at commit, on the catalog's clock), so the sweeper never
+	// deletes an object a flush may still publish however SweepGrace is set and
+	// whatever the clocks of the machines say. A flush that takes longer fails (its
+	// rows stay in the tail) and is retried. Defaults to FlushTimeoutDefault (5 min).
+	FlushTimeout time.Duration
 	// SweepInterval is how often the sweeper deletes orphan fragments (objects no
 	// catalog row names, left by flushes that died before publishing). Defaults to
 	// SweepIntervalDefault (10 min); -1 disables the background sweeper (Sweep still
 	// works).
 	SweepInterval time.Duration
-	// SweepGrace is how old an unnamed object must be before the sweeper deletes it, so
-	// that a flush still writing or publishing is never swept. Defaults to
-	// SweepGraceDefault (1 h); it must exceed the longest flush.
+	// SweepGrace is how long past its flush's publication deadline (see FlushTimeout)
+	// an unnamed object is kept before the sweeper deletes it, both read on the
+	// catalog's clock: the deadline alone already makes deleting safe, the grace
+	// covers a commit whose deadline check passed but whose commit record is still
+	// being written. An object without a deadline (written by an older version) is
+	// deleted once its modification time is older than FlushTimeoutDefault plus
+	// SweepGrace. Defaults to SweepGraceDefault (1 h); below a second only for tests.
 	SweepGrace time.Duration
 	// CacheFragments is how many decoded fragments are kept in memory for reads.
 	// Defaults to CacheFragmentsDefault (64).
@@ -76,6 +91,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.FlushInterval = cmp.Or(c.FlushInterval, FlushIntervalDefault)
 	c.FlushRows = cmp.Or(c.FlushRows, FlushRowsDefault)
+	c.FlushTimeout = cmp.Or(c.FlushTimeout, FlushTimeoutDefault)
 	c.SweepInterval = cmp.Or(c.SweepInterval, SweepIntervalDefault)
 	c.SweepGrace = cmp.Or(c.SweepGrace, SweepGraceDefault)
 	c.CacheFragments = cmp.Or(c.CacheFragments, CacheFragmentsDefault)
@@ -99,6 +115,8 @@ func (c Config) validate() error {
 		return &persist.InvalidError{Field: "Config.FlushInterval", Value: c.FlushInterval, Rule: "positive, 0 for the default, or -1 to disable"}
 	case c.FlushRows < -1:
 		return &persist.InvalidError{Field: "Config.FlushRows", Value: c.FlushRows, Rule: "positive, 0 for the default, or -1 to disable"}
+	case c.FlushTimeout < 0:
+		return &persist.InvalidError{Field: "Config.FlushTimeout", Value: c.FlushTimeout, Rule: "positive, or 0 for the default"}
 	case c.SweepInterval < 0 && c.SweepInterval != -1:
 		return &persist.InvalidError{Field: "Config.SweepInterval", Value: c.SweepInterval, Rule: "positive, 0 for the default, or -1 to disable"}
 	case c.SweepGrace < 0:
@@ -119,25 +137,96 @@ func IsCatalogURL(target string) bool {
 }
 
 // ParseTarget splits a target "postgres://…?blob=<bucket URL>" (the bucket URL
-// query-escaped) into Config.Catalog and Config.Blob: the blob parameter is removed
-// from the catalog URL. Errors: *persist.InvalidError.
+// query-escaped) into Config.Catalog and Config.Blob: the blob parameter and the
+// store's settings (TargetOptions) are removed from the catalog URL. Errors:
+// *persist.InvalidError.
 func ParseTarget(target string) (catalog, blobURL string, err error) {
+	c, err := ParseTargetConfig(target)
+	if err != nil {
+		return "", "", err
+	}
+	return c.Catalog, c.Blob, nil
+}
+
+// TargetOptions are the query parameters of a target URL that set the store's Config
+// instead of reaching PostgreSQL: each names the Config field of the same words
+// (flush_interval → FlushInterval). Durations are Go durations ("200ms", "5m"), or -1 to
+// disable where the field allows it; flush_rows is a count.
+var TargetOptions = []string{"flush_interval", "flush_rows", "flush_timeout", "sweep_interval", "sweep_grace", "poll_interval"}
+
+// ParseTargetConfig reads a target "postgres://…?blob=<bucket URL>[&flush_interval=…]":
+// the catalog URL (without blob and TargetOptions), the bucket URL and the settings the
+// target carries, so that `lakeshore serve --data`, `lakeshore data --target` and
+// persist.Open take the store's settings from configuration alone. The other fields
+// of the Config it returns are zero. Errors: *persist.InvalidError naming the
+// parameter.
+func ParseTargetConfig(target string) (Config, error) {
+	var c Config
 	if !IsCatalogURL(target) {
-		return "", "", &persist.InvalidError{Field: "target", Value: redact(target), Rule: "postgres://…?blob=<bucket URL>"}
+		return c, &persist.InvalidError{Field: "target", Value: redact(target), Rule: "postgres://…?blob=<bucket URL>"}
 	}
 	u, perr := url.Parse(target)
 	if perr != nil {
-		return "", "", &persist.InvalidError{Field: "target", Value: redact(target), Rule: "a valid URL: postgres://…?blob=<bucket URL>"}
+		return c, &persist.InvalidError{Field: "target", Value: redact(target), Rule: "a valid URL: postgres://…?blob=<bucket URL>"}
 	}
 	q := u.Query()
-	blobURL = q.Get("blob")
-	if blobURL == "" {
-		return "", "", &persist.InvalidError{Field: "target", Value: redact(target),
+	c.Blob = q.Get("blob")
+	if c.Blob == "" {
+		return c, &persist.InvalidError{Field: "target", Value: redact(target),
 			Rule: "a blob parameter naming the bucket of the fragments: postgres://…?blob=s3%3A%2F%2Fbucket"}
 	}
 	q.Del("blob")
+	for _, opt := range TargetOptions {
+		v := q.Get(opt)
+		q.Del(opt)
+		if v == "" {
+			continue
+		}
+		if opt == "flush_rows" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < -1 {
+				return c, &persist.InvalidError{Field: "target parameter " + opt, Value: v, Rule: "a count ≥ 1, or -1 to disable"}
+			}
+			c.FlushRows = n
+			continue
+		}
+		var d time.Duration
+		if v == "-1" {
+			d = -1
+		} else if x, err := time.ParseDuration(v); err == nil && x > 0 {
+			d = x
+		} else {
+			return c, &persist.InvalidError{Field: "target parameter " + opt, Value: v, Rule: "a positive duration such as 200ms or 5m (or -1 to disable, where allowed)"}
+		}
+		switch opt {
+		case "flush_interval":
+			c.FlushInterval = d
+		case "flush_timeout":
+			c.FlushTimeout = d
+		case "sweep_interval":
+			c.SweepInterval = d
+		case "sweep_grace":
+			c.SweepGrace = d
+		case "poll_interval":
+			c.PollInterval = d
+		}
+	}
 	u.RawQuery = q.Encode()
-	return u.String(), blobURL, nil
+	c.Catalog = u.String()
+	return c, nil
+}
+
+// overlay returns c with the settings a target carried (the non-zero fields of t) in
+// place of its own.
+func (c Config) overlay(t Config) Config {
+	c.Catalog, c.Blob = t.Catalog, t.Blob
+	c.FlushInterval = cmp.Or(t.FlushInterval, c.FlushInterval)
+	c.FlushRows = cmp.Or(t.FlushRows, c.FlushRows)
+	c.FlushTimeout = cmp.Or(t.FlushTimeout, c.FlushTimeout)
+	c.SweepInterval = cmp.Or(t.SweepInterval, c.SweepInterval)
+	c.SweepGrace = cmp.Or(t.SweepGrace, c.SweepGrace)
+	c.PollInterval = cmp.Or(t.PollInterval, c.PollInterval)
+	return c
 }
 
 // catalogKey is the key of queue name in the catalog and the bucket (see

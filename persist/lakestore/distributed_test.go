@@ -187,28 +187,79 @@ func TestBucketUnavailable(t *testing.T) {
 }
 
 // TestSweepDeletesOrphans: objects no catalog row names (a flush that died between
-// writing its fragment and publishing it) are deleted once older than the grace
-// period; published fragments never are.
+// writing its fragment and publishing it) are deleted once their publication deadline
+// passed (by the catalog's clock) and the grace period after it; an object whose flush
+// may still publish it (deadline ahead), an unnamed object without a deadline that is
+// younger than FlushTimeoutDefault plus the grace, published fragments and other
+// queues' objects never are.
+// It runs on a file:// bucket and on S3 (the deadline travels as object metadata).
 func TestSweepDeletesOrphans(t *testing.T) {
+	t.Run("file", func(t *testing.T) { testSweepDeletesOrphans(t, fileBucket(t)) })
+	t.Run("s3", func(t *testing.T) { testSweepDeletesOrphans(t, startS3(t, "lake").url("lake")) })
+}
+
+func testSweepDeletesOrphans(t *testing.T, bucket string) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := openTest(t, pgtest.Database(t), "file://"+dir, "q", &Config{SweepGrace: time.Nanosecond, SweepInterval: -1})
+	s := openTest(t, pgtest.Database(t), bucket, "q", &Config{SweepGrace: time.Nanosecond, SweepInterval: -1})
 	q := persist.New(s)
 	_, err := q.PutBatch(ctx, []persist.Record{{"x": 1}, {"x": 2}})
 	require.NoError(t, err)
 	require.NoError(t, q.Flush(ctx))
-	require.NoError(t, s.bucket.WriteAll(ctx, "q/r-orphan.parquet", []byte("left by a dead flush"), nil))
-	require.NoError(t, s.bucket.WriteAll(ctx, "other/r-x.parquet", []byte("another queue's"), nil))
+	var catalogNow time.Time
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&catalogNow))
+	deadline := func(d time.Duration) *blob.WriterOptions {
+		return &blob.WriterOptions{Metadata: map[string]string{metaPublishBy: catalogNow.Add(d).UTC().Format(time.RFC3339Nano)}}
+	}
+	require.NoError(t, s.bucket.WriteAll(ctx, "q/r-dead.parquet", []byte("left by a dead flush"), deadline(-time.Second)))
+	require.NoError(t, s.bucket.WriteAll(ctx, "q/r-flushing.parquet", []byte("a flush still running"), deadline(time.Minute)))
+	require.NoError(t, s.bucket.WriteAll(ctx, "q/r-legacy.parquet", []byte("no deadline, young"), nil))
+	require.NoError(t, s.bucket.WriteAll(ctx, "other/r-x.parquet", []byte("another queue's"), deadline(-time.Hour)))
 	n, err := s.Sweep(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	ok, err := s.bucket.Exists(ctx, "other/r-x.parquet")
+	for _, key := range []string{"other/r-x.parquet", "q/r-flushing.parquet", "q/r-legacy.parquet"} {
+		ok, err := s.bucket.Exists(ctx, key)
+		require.NoError(t, err)
+		require.True(t, ok, "%s is kept", key)
+	}
+	ok, err := s.bucket.Exists(ctx, "q/r-dead.parquet")
 	require.NoError(t, err)
-	require.True(t, ok, "another queue's objects are not this queue's to sweep")
+	require.False(t, ok, "the dead flush's object is swept")
+	require.NoError(t, s.bucket.Delete(ctx, "q/r-flushing.parquet"))
+	require.NoError(t, s.bucket.Delete(ctx, "q/r-legacy.parquet"))
 	require.Equal(t, namedObjects(t, s), bucketObjects(t, s.bucket, "q/"))
 	rows, err := q.Get(ctx, 0, 10, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
+}
+
+// TestCatalogRefusesLatePublication: a fragment row whose publication deadline passed
+// is refused at COMMIT by the catalog itself (a deferred check on its clock), so a
+// flush that stalled past its FlushTimeout — after its last statement, before its
+// commit — cannot publish an object the sweeper may have deleted.
+func TestCatalogRefusesLatePublication(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, pgtest.Database(t), "mem://", "q", nil)
+	tx, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `INSERT INTO fragments(queue, object, kind, min_idx, max_idx, rows, bytes, fields, added_version, publish_by)
+		VALUES ($1, 'q/r-late.parquet', 0, 0, 0, 1, 1, '{}', 1, clock_timestamp() + interval '50 milliseconds')`, s.name)
+	require.NoError(t, err, "the deadline is checked at commit, not at the insert")
+	time.Sleep(100 * time.Millisecond)
+	err = tx.Commit(ctx)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "after its deadline")
+	require.Empty(t, namedObjects(t, s))
+
+	// A flush whose transaction outlives FlushTimeout fails and keeps its rows in the tail.
+	s2 := openTest(t, pgtest.Database(t), "mem://", "q", &Config{FlushTimeout: time.Nanosecond})
+	_, err = persist.New(s2).PutBatch(ctx, []persist.Record{{"x": 1}})
+	require.NoError(t, err)
+	require.Error(t, s2.Flush(ctx))
+	st, err := s2.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.TailRows)
 }
 
 func namedObjects(t *testing.T, s *Store) []string {

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/oklog/ulid/v2"
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
@@ -21,9 +23,9 @@ import (
 // flushEntries bounds the tail entries one flush moves into fragments.
 const flushEntries = 4096
 
-// flushTimeout bounds one flush (its fragment uploads and its catalog transaction); it
-// must stay well below Config.SweepGrace.
-const flushTimeout = 5 * time.Minute
+// metaPublishBy is the metadata key of a fragment object holding its flush's
+// publication deadline (RFC 3339, the catalog's clock): see Config.FlushTimeout.
+const metaPublishBy = "lakeshore-publish-by"
 
 // Flush implements persist.Store: every record put before the call is in a fragment
 // when it returns.
@@ -43,6 +45,9 @@ func (s *Store) flushAll(ctx context.Context) error {
 	}
 	for {
 		more, err := s.flushOnce(ctx, below)
+		if err != nil && ctx.Err() == nil {
+			s.flushFailures.Add(1)
+		}
 		if err != nil || !more {
 			return err
 		}
@@ -67,7 +72,7 @@ func (s *Store) objectKey(kind persist.FragmentKind) string {
 func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
 	defer cancel()
 	start := time.Now()
 	tx, err := s.pool.Begin(ctx)
@@ -77,6 +82,13 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 	defer tx.Rollback(context.Background())
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lakeshore.lakestore.flush/' || $1, 0))`, s.name); err != nil {
 		return false, fmt.Errorf("lakestore: flush lock: %w", err)
+	}
+	// The publication deadline, on the catalog's clock: the fragments rows carry it and
+	// the catalog refuses them at COMMIT once it passed; the objects carry it for the
+	// sweeper (see Config.FlushTimeout).
+	var deadline time.Time
+	if err := tx.QueryRow(ctx, `SELECT clock_timestamp() + $1 * interval '1 microsecond'`, s.cfg.FlushTimeout.Microseconds()).Scan(&deadline); err != nil {
+		return false, fmt.Errorf("lakestore: flush: %w", err)
 	}
 	rows, err := tx.Query(ctx, `SELECT seq, kind, partition, lo, idx, data FROM tail WHERE queue = $1 AND seq < $2 ORDER BY seq LIMIT $3`, s.name, below, flushEntries)
 	if err != nil {
@@ -166,7 +178,7 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 			names = []string{}
 		}
 		key := s.objectKey(part.kind)
-		n, err := s.writeObject(ctx, key, part.kind, fields, part.rows)
+		n, err := s.writeObject(ctx, key, part.kind, fields, part.rows, deadline)
 		if err != nil {
 			return false, err
 		}
@@ -179,18 +191,26 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 		return false, fmt.Errorf("lakestore: flush: %w", err)
 	}
 	for _, p := range pubs {
-		if _, err := tx.Exec(ctx, `INSERT INTO fragments(queue, object, kind, min_idx, max_idx, rows, bytes, fields, added_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			s.name, p.key, int16(p.kind), p.min, p.max, p.rows, p.bytes, p.fields, version); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO fragments(queue, object, kind, min_idx, max_idx, rows, bytes, fields, added_version, publish_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			s.name, p.key, int16(p.kind), p.min, p.max, p.rows, p.bytes, p.fields, version, deadline); err != nil {
 			return false, fmt.Errorf("lakestore: flush: publish fragment: %w", err)
 		}
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM tail WHERE queue = $1 AND seq = ANY($2)`, s.name, seqs); err != nil {
 		return false, fmt.Errorf("lakestore: flush: %w", err)
 	}
-	if err := s.notify(ctx, tx); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM put_ids WHERE queue = $1 AND created_at < now() - $2 * interval '1 microsecond'`,
+		s.name, persist.PutIDRetention.Microseconds()); err != nil {
+		return false, fmt.Errorf("lakestore: flush: forget old put ids: %w", err)
+	}
+	if err := s.announce(ctx, tx); err != nil { // the UPDATE above bumped the change version
 		return false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "LSF01" {
+			return false, fmt.Errorf("lakestore: flush: took longer than FlushTimeout (%s), not published; the rows stay in the tail: %s", s.cfg.FlushTimeout, pe.Message)
+		}
 		return false, fmt.Errorf("lakestore: flush: publish: %w", err)
 	}
 	s.flushes.Add(1)
@@ -214,10 +234,11 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 // writeObject writes rows as a new fragment object (create-if-absent) and returns its
 // size in bytes; on any error the object is not created.
-func (s *Store) writeObject(ctx context.Context, key string, kind persist.FragmentKind, fields []persist.Field, rows []persist.FragmentRow) (int64, error) {
+func (s *Store) writeObject(ctx context.Context, key string, kind persist.FragmentKind, fields []persist.Field, rows []persist.FragmentRow, publishBy time.Time) (int64, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{IfNotExist: true, ContentType: "application/vnd.apache.parquet"})
+	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{IfNotExist: true, ContentType: "application/vnd.apache.parquet",
+		Metadata: map[string]string{metaPublishBy: publishBy.UTC().Format(time.RFC3339Nano)}})
 	if err != nil {
 		return 0, fmt.Errorf("lakestore: write fragment %s: %w", key, err)
 	}
@@ -258,9 +279,11 @@ func (s *Store) flushLoop(ctx context.Context) {
 }
 
 // Sweep deletes the queue's orphan fragments: objects under {prefix}{queue}/ that no
-// catalog row names and that are older than Config.SweepGrace (left by flushes that
-// died, or failed to publish, after writing them). It returns how many it deleted. The
-// objects are listed before the catalog is read, so an object published meanwhile is
+// catalog row names (left by flushes that died, or failed to publish, after writing
+// them) and whose publication deadline passed more than Config.SweepGrace ago on the
+// catalog's clock, so that no flush can publish them any more (see
+// Config.FlushTimeout). It returns how many it deleted. The objects are listed and the
+// catalog's clock read before the catalog's names, so an object published meanwhile is
 // never taken for an orphan.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	if err := s.enter(); err != nil {
@@ -292,6 +315,10 @@ func (s *Store) sweep(ctx context.Context) (int, error) {
 	if len(objs) == 0 {
 		return 0, nil
 	}
+	var catalogNow time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&catalogNow); err != nil {
+		return 0, fmt.Errorf("lakestore: sweep: %w", err)
+	}
 	rows, err := s.pool.Query(ctx, `SELECT object FROM fragments WHERE queue = $1`, s.name)
 	if err != nil {
 		return 0, fmt.Errorf("lakestore: sweep: %w", err)
@@ -301,13 +328,26 @@ func (s *Store) sweep(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("lakestore: sweep: %w", err)
 	}
 	slices.Sort(named)
-	cutoff := time.Now().Add(-s.cfg.SweepGrace)
 	n := 0
 	for _, o := range objs {
-		if _, ok := slices.BinarySearch(named, o.key); ok || o.mod.After(cutoff) {
+		if _, ok := slices.BinarySearch(named, o.key); ok {
 			continue
 		}
-		if err := s.bucket.Delete(ctx, o.key); err != nil {
+		attrs, err := s.bucket.Attributes(ctx, o.key)
+		if err != nil {
+			if gcerrors.Code(err) == gcerrors.NotFound {
+				continue // deleted by another sweeper
+			}
+			return n, fmt.Errorf("lakestore: sweep: %s: %w", o.key, err)
+		}
+		if by, err := time.Parse(time.RFC3339Nano, attrs.Metadata[metaPublishBy]); err == nil {
+			if !catalogNow.After(by.Add(s.cfg.SweepGrace)) {
+				continue // a flush may still publish it, or just did
+			}
+		} else if time.Since(o.mod) <= FlushTimeoutDefault+s.cfg.SweepGrace {
+			continue // no deadline (an older version wrote it): by its age
+		}
+		if err := s.bucket.Delete(ctx, o.key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return n, fmt.Errorf("lakestore: sweep: delete %s: %w", o.key, err)
 		}
 		n++
@@ -342,7 +382,7 @@ func (s *Store) Stats(ctx context.Context) (persist.Stats, error) {
 		return persist.Stats{}, err
 	}
 	defer s.leave()
-	st := persist.Stats{Puts: s.puts.Load(), Gets: s.gets.Load(), Flushes: s.flushes.Load(), OrphansDeleted: s.orphans.Load(),
+	st := persist.Stats{Puts: s.puts.Load(), Gets: s.gets.Load(), Flushes: s.flushes.Load(), FlushFailures: s.flushFailures.Load(), OrphansDeleted: s.orphans.Load(),
 		LastFlushDuration: time.Duration(s.lastFlushDur.Load()), Partitions: map[string]int64{}, ConsumedByTask: map[string]int64{}}
 	if t := s.lastFlush.Load(); t != 0 {
 		st.LastFlush = time.Unix(0, t)

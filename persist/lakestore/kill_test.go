@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +28,8 @@ func TestKillChild(t *testing.T) {
 	}
 	catalog, bucket, _ := strings.Cut(env, " ")
 	ctx := context.Background()
-	s, err := Open(ctx, "q", &Config{Catalog: catalog, Blob: bucket, FlushRows: 30, FlushInterval: 5 * time.Millisecond, SweepInterval: -1})
+	s, err := Open(ctx, "q", &Config{Catalog: catalog, Blob: bucket, FlushRows: 30, FlushInterval: 5 * time.Millisecond, SweepInterval: -1,
+		FlushTimeout: time.Second})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -114,8 +116,15 @@ func TestSIGKILLMidFlush(t *testing.T) {
 		require.Equal(t, v, byIdx[idx]["v"], "index %d", idx)
 	}
 	t.Logf("%d acknowledged records over 3 kills, %d rows in the queue", len(acked), len(rows))
-	swept, err := s.Sweep(ctx)
-	require.NoError(t, err)
+	// The killed flushes' objects are swept once their deadline (1 s after their start)
+	// passed; named ones never are.
+	swept := 0
+	waitFor(t, func() bool {
+		n, err := s.Sweep(ctx)
+		require.NoError(t, err)
+		swept += n
+		return slices.Equal(namedObjects(t, s), bucketObjects(t, s.bucket, "q/"))
+	})
 	t.Logf("the sweeper deleted %d orphan fragments", swept)
 	require.Equal(t, namedObjects(t, s), bucketObjects(t, s.bucket, "q/"), "no orphan after the sweeper, no named fragment missing")
 	require.NoError(t, q.Flush(ctx))

@@ -2,6 +2,7 @@ package lakestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -14,10 +15,19 @@ import (
 // the schema, allocates the indexes from the queue's counter (its row locked), appends
 // the encoded records to the tail table and extends the partition's segments. The
 // records are durable when it returns (PostgreSQL's commit); no object-store round
-// trip is made.
-func (s *Store) PutPartition(ctx context.Context, partition string, recs []persist.Record) ([]int64, error) {
+// trip is made. With opts.ID the id is stored in the catalog (put_ids) in the same
+// transaction, after the queue's row is locked, so a repeat through any server answers
+// the first put's indexes.
+func (s *Store) PutPartition(ctx context.Context, partition string, recs []persist.Record, opts *persist.PutOpts) ([]int64, error) {
 	if err := persist.CheckName("partition", partition); err != nil {
 		return nil, err
+	}
+	var id string
+	if opts != nil && opts.ID != "" {
+		if err := persist.CheckPutID(opts.ID); err != nil {
+			return nil, err
+		}
+		id = opts.ID
 	}
 	if len(recs) == 0 {
 		return nil, nil
@@ -31,16 +41,41 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 	}
 	defer s.leave()
 	var lo int64
+	var repeat []int64
 	err = s.write(ctx, func(tx pgx.Tx) error {
 		st, err := s.loadQueue(ctx, tx, true)
 		if err != nil {
 			return err
 		}
+		if id != "" {
+			var part string
+			var plo, pn int64
+			err := tx.QueryRow(ctx, `SELECT partition, lo, n FROM put_ids WHERE queue = $1 AND id = $2`, s.name, id).Scan(&part, &plo, &pn)
+			if err == nil {
+				repeat, err = persist.PutIDRepeat(id, part, plo, pn, partition, len(recs))
+				if err == nil {
+					err = errRepeat // roll back: nothing to write
+				}
+				return err
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("read put id: %w", err)
+			}
+		}
 		if lo, err = s.putRows(ctx, tx, st, partition, p); err != nil {
 			return err
 		}
+		if id != "" {
+			if _, err := tx.Exec(ctx, `INSERT INTO put_ids(queue, id, partition, lo, n) VALUES ($1, $2, $3, $4, $5)`,
+				s.name, id, partition, lo, len(recs)); err != nil {
+				return fmt.Errorf("record put id: %w", err)
+			}
+		}
 		return s.saveQueue(ctx, tx, st)
 	})
+	if errors.Is(err, errRepeat) {
+		return repeat, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +87,9 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 	}
 	return out, nil
 }
+
+// errRepeat ends the transaction of a put whose id was already stored.
+var errRepeat = errors.New("lakestore: repeated put id")
 
 // noteUnflushed counts rows put and kicks the flusher past FlushRows.
 func (s *Store) noteUnflushed(n int64) {

@@ -53,6 +53,7 @@ type Store struct {
 	flushMu   sync.Mutex   // one flush of this store at a time
 
 	puts, gets, flushes, orphans atomic.Int64
+	flushFailures                atomic.Int64 // flushes that failed, the rows left in the tail
 	lastFlush, lastFlushDur      atomic.Int64 // unix nanoseconds, nanoseconds
 }
 
@@ -238,13 +239,39 @@ func (s *Store) listen(ctx context.Context) {
 // through the notification the transaction sent).
 func (s *Store) committed() { s.hub.wake() }
 
-// notify sends the change notification inside tx (delivered at commit) and bumps the
-// queue's change version.
+// notify bumps the queue's change version and sends the change notification inside tx
+// (delivered at commit), in one statement. Transactions that already bumped the version
+// (saveQueue, flushes) call announce instead. The queue's row is locked from here to the
+// commit, so callers that did not lock it call notify last.
 func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `WITH v AS (UPDATE queues SET change_version = change_version + 1 WHERE queue = $2 RETURNING queue)
+		SELECT pg_notify($1, queue) FROM v`, notifyChannel, s.name); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// announce sends the change notification inside tx (delivered at commit).
+func (s *Store) announce(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, s.name); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
+}
+
+// ChangeVersion implements persist.ChangeVersioner: the queue's change_version in the
+// catalog, bumped in every transaction that notifies, so every server reads the same
+// version for the same commits.
+func (s *Store) ChangeVersion(ctx context.Context) (int64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	var v int64
+	if err := s.pool.QueryRow(ctx, `SELECT change_version FROM queues WHERE queue = $1`, s.name).Scan(&v); err != nil {
+		return 0, fmt.Errorf("lakestore: read the change version: %w", err)
+	}
+	return v, nil
 }
 
 // queueState is the queue's row: its counters and schema.
@@ -316,7 +343,7 @@ func (s *Store) saveQueue(ctx context.Context, tx pgx.Tx, st *queueState) error 
 		change_version = change_version + 1 WHERE queue = $1`, s.name, st.next, st.nextSeq, st.schemaVersion, sj, st.bigInts); err != nil {
 		return fmt.Errorf("update queue: %w", err)
 	}
-	return s.notify(ctx, tx)
+	return s.announce(ctx, tx)
 }
 
 // evolve checks p against the queue's schema and records the result in st.

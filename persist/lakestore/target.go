@@ -18,19 +18,23 @@ func init() {
 }
 
 // openTarget opens the store of a persist.Open target "postgres://…?blob=<bucket URL>"
-// (see ParseTarget), with persist.Config's FlushInterval, FlushRows, RowGroupRows,
-// PollInterval, Logger and Namespace (a queue opened with a namespace is kept apart
-// from the queues of other namespaces; see Config.Namespace). The namespace defaults
-// to persist.NamespaceDefault, as over HTTP, so persist.Open names the same queue
-// with a postgres:// target as with the URL of a server serving that catalog.
+// (see ParseTargetConfig: its settings win), with persist.Config's FlushInterval,
+// FlushRows, RowGroupRows, PollInterval, Logger and Namespace (a queue opened with a
+// namespace is kept apart from the queues of other namespaces; see Config.Namespace).
+// The namespace defaults to persist.NamespaceDefault, as over HTTP, so persist.Open
+// names the same queue with a postgres:// target as with the URL of a server serving
+// that catalog.
 func openTarget(ctx context.Context, name, target string, pc *persist.Config) (persist.Store, error) {
-	catalog, blobURL, err := ParseTarget(target)
+	t, err := ParseTargetConfig(target)
 	if err != nil {
 		return nil, err
 	}
-	cfg := &Config{Catalog: catalog, Blob: blobURL, FlushInterval: pc.FlushInterval, FlushRows: pc.FlushRows,
-		RowGroupRows: pc.RowGroupRows, PollInterval: pc.PollInterval, Logger: pc.Logger, Namespace: cmp.Or(pc.Namespace, persist.NamespaceDefault)}
-	return Open(ctx, name, cfg)
+	if pc == nil {
+		pc = &persist.Config{}
+	}
+	cfg := Config{FlushInterval: pc.FlushInterval, FlushRows: pc.FlushRows, RowGroupRows: pc.RowGroupRows, PollInterval: pc.PollInterval,
+		Logger: pc.Logger, Namespace: cmp.Or(pc.Namespace, persist.NamespaceDefault)}.overlay(t)
+	return Open(ctx, name, &cfg)
 }
 
 // ListQueues returns the names of the queues of namespace in the catalog at catalog (a
@@ -74,10 +78,11 @@ type Stores struct {
 }
 
 // NewStores returns the Stores of target, a "postgres://…?blob=<bucket URL>" as
-// ParseTarget reads it, with cfg's other settings (nil: defaults; its Catalog, Blob and
-// Namespace are ignored). Errors: *persist.InvalidError for a bad target or Config.
+// ParseTargetConfig reads it (the settings it carries win), with cfg's other settings
+// (nil: defaults; its Catalog, Blob and Namespace are ignored). Errors:
+// *persist.InvalidError for a bad target or Config.
 func NewStores(target string, cfg *Config) (*Stores, error) {
-	catalog, blobURL, err := ParseTarget(target)
+	t, err := ParseTargetConfig(target)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +90,8 @@ func NewStores(target string, cfg *Config) (*Stores, error) {
 	if cfg != nil {
 		c = *cfg
 	}
-	c.Catalog, c.Blob, c.Namespace = catalog, blobURL, ""
+	c = c.overlay(t)
+	c.Namespace = ""
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

@@ -1,5 +1,5 @@
 // Package persisttest is the conformance suite of persist.Store: every store (the file
-// store, and next the HTTP and distributed stores) runs Run and must pass it
+// store, the HTTP store and the distributed store) runs Run and must pass it
 // unchanged. It uses only the public persist API over the store under test, so what
 // it checks is what a user of persist.Queue, Reader and KVView can rely on whatever
 // the store.
@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ func Run(t *testing.T, newStore NewStore) {
 	}{
 		{"PutAndRead", testPutAndRead},
 		{"PutIsAtomic", testPutIsAtomic},
+		{"PutIDRepeats", testPutIDRepeats},
 		{"PutFieldsAndProduced", testPutFieldsAndProduced},
 		{"GetMetaConsumption", testGetMetaConsumption},
 		{"GetMetaWait", testGetMetaWait},
@@ -169,6 +171,74 @@ func testPutIsAtomic(t *testing.T, q *persist.Queue) {
 	require.NoError(t, err)
 	_, ok := s.Kind("y")
 	require.False(t, ok, "nor changes the schema")
+}
+
+// testPutIDRepeats: a put repeating an idempotency id (a retry whose answer was lost)
+// returns the indexes of the first put and writes nothing, also when the repeats race;
+// a repeat naming another partition or number of records, and a bad id, are refused.
+func testPutIDRepeats(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, "p", 2, func(i int) persist.Record { return persist.Record{"x": i} })
+	id := persist.NewPutID()
+	recs := []persist.Record{{"x": 10}, {"x": 11}, {"x": 12}}
+	first, err := q.PutPartitionOnce(ctx, id, "p", recs)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3, 4}, first)
+	again, err := q.PutPartitionOnce(ctx, id, "p", recs)
+	require.NoError(t, err)
+	require.Equal(t, first, again, "a repeated put id answers the first put's indexes")
+	next, err := q.NextIndex(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, next, "and writes nothing")
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n)
+
+	// Repeats racing each other (retries from several connections or servers): one
+	// batch is written, every caller gets its indexes.
+	id2 := persist.NewPutID()
+	got := make([][]int64, 8)
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = q.PutPartitionOnce(ctx, id2, "p", []persist.Record{{"x": 20}, {"x": 21}}) })
+	}
+	wg.Wait()
+	for i := range got {
+		require.NoError(t, errs[i])
+		require.Equal(t, []int64{5, 6}, got[i])
+	}
+	rows, err := q.Get(ctx, 0, 100, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6}, indexes(rows), "no duplicate rows")
+	require.Equal(t, int64(20), rows[5].Fields["x"])
+
+	// A plain put and another id append as usual.
+	other, err := q.PutPartitionOnce(ctx, persist.NewPutID(), "p", recs)
+	require.NoError(t, err)
+	require.Equal(t, []int64{7, 8, 9}, other)
+	plain := putN(t, q, "p", 1, func(int) persist.Record { return persist.Record{"x": 0} })
+	require.Equal(t, []int64{10}, plain)
+
+	// A repeat that is not the same batch, and bad ids: refused, nothing written.
+	_, err = q.PutPartitionOnce(ctx, id, "p", recs[:2])
+	requireInvalid(t, err)
+	_, err = q.PutPartitionOnce(ctx, id, "q", recs)
+	requireInvalid(t, err)
+	for _, bad := range []string{"", "has space", "slash/id", string(make([]byte, 129))} {
+		_, err = q.PutPartitionOnce(ctx, bad, "p", recs)
+		requireInvalid(t, err)
+	}
+	next, err = q.NextIndex(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 11, next, "refused repeats write nothing")
+	again, err = q.PutPartitionOnce(ctx, id, "p", recs)
+	require.NoError(t, err)
+	require.Equal(t, first, again, "the id is still remembered after flushes and other puts")
+	require.NoError(t, q.Flush(ctx))
+	again, err = q.PutPartitionOnce(ctx, id, "p", recs)
+	require.NoError(t, err)
+	require.Equal(t, first, again)
 }
 
 func testPutFieldsAndProduced(t *testing.T, q *persist.Queue) {

@@ -179,3 +179,33 @@ def test_rl_loop_example(data_server: Server) -> None:
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("32 samples, tokens (32, 16)") == 4
+
+
+def test_lost_put_answer_is_not_put_twice(d: HttpDispatch, qname: str) -> None:
+    """A batch whose answer was lost (the server committed it, the connection broke) is
+    sent again, with its put id, by the next send: the server answers the first put's
+    indexes, so the queue holds the batch once and no record is lost."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100)
+        real = q._call
+        lost = {"n": 0}
+
+        async def lose_first_answer(method: str, path: str, **kw: object) -> object:
+            ans = await real(method, path, **kw)
+            if path == "/records" and method == "POST" and lost["n"] == 0:
+                lost["n"] += 1
+                raise httpx.RemoteProtocolError("the server went away before answering")
+            return ans
+
+        q._call = lose_first_answer  # type: ignore[method-assign]
+        await q.put_batch([{"i": 0}, {"i": 1}])
+        with pytest.raises(httpx.RemoteProtocolError):
+            await q.flush()
+        await q.put({"i": 2})
+        await q.flush()  # the lost batch first, with its put id, then the new one
+        other = Queue(qname, dispatch=d)
+        got = await other.get(limit=10)
+        assert [r["i"] for r in got] == [0, 1, 2]
+
+    asyncio.run(main())

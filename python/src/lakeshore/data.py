@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import secrets
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -241,6 +242,12 @@ def _records(data: bytes) -> list[dict[str, Any]]:
     return out
 
 
+def _put_id() -> str:
+    """A new idempotency id for one put batch (the put_id parameter): 26 random
+    characters, as the Go SDK's ULIDs are long."""
+    return secrets.token_hex(13)
+
+
 # ------------------------------------------------------------------------------ the queue
 
 
@@ -284,6 +291,10 @@ class Queue:
         self._d = dispatch or default_dispatch()
         self.path = f"/v1/namespaces/{quote(self._d.namespace, safe='')}/data/{quote(name, safe='')}"
         self._buffer: list[tuple[str, bytes]] = []
+        # Batches sent without an answer (a dropped connection, a killed server), with
+        # their put ids: sent again, first, by the next send, so the server answers a
+        # repeat with the first put's indexes instead of appending twice.
+        self._unsent: list[tuple[str, list[bytes], str]] = []
         self._buffer_lock = asyncio.Lock()
         self._flush_timer: asyncio.TimerHandle | None = None
         self._offset = 0
@@ -332,19 +343,25 @@ class Queue:
     async def _send(self) -> list[int]:
         async with self._buffer_lock:
             buf, self._buffer = self._buffer, []
-        indexes: list[int] = []
-        try:
             by_part: dict[str, list[bytes]] = {}
             for part, rec in buf:
                 by_part.setdefault(part, []).append(rec)
-            for part, recs in by_part.items():
+            batches = self._unsent + [(part, recs, _put_id()) for part, recs in by_part.items()]
+            self._unsent = []
+        indexes: list[int] = []
+        sent = 0
+        try:
+            for part, recs, put_id in batches:
                 ans = await self._call(
-                    "POST", "/records", params={"partition": part}, body={"records": recs}, retry="safe"
+                    "POST", "/records", params={"partition": part, "put_id": put_id}, body={"records": recs}, retry="safe"
                 )
                 indexes.extend(int(i) for i in ans.get("indexes") or [])
+                sent += 1
         except BaseException:
             async with self._buffer_lock:
-                self._buffer[:0] = buf  # nothing is lost: sent again by the next flush
+                # Nothing is lost and nothing is put twice: sent again, with the same
+                # put ids, by the next send.
+                self._unsent[:0] = batches[sent:]
             raise
         return indexes
 
@@ -362,7 +379,7 @@ class Queue:
     async def get(self, limit: int = 100, *, partition_id: str | None = None, fields: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """The next ``limit`` records after what this object has read (from the first), as
         dicts. Sends this object's buffered records first."""
-        if self._buffer:
+        if self._buffer or self._unsent:
             await self._send()
         recs, nxt = await self._read(self._offset, limit, partition_id, fields, 0.0)
         self._offset = nxt
@@ -428,7 +445,7 @@ class Queue:
         ``enable_metrics``."""
         ans = dict(await self._call("GET", "/stats", retry="safe"))
         if self.enable_metrics:
-            ans["client"] = dict(self.metrics, buffered=len(self._buffer))
+            ans["client"] = dict(self.metrics, buffered=len(self._buffer) + sum(len(b[1]) for b in self._unsent))
         return ans
 
 
@@ -474,7 +491,7 @@ class Reader:
             body["dp_rank"] = self.rank
         if timeout is not None:
             body["timeout"] = float(timeout)
-        if q._buffer:
+        if q._buffer or q._unsent:
             await q._send()
         ans = await q._call("POST", "/meta", body=body, wait=timeout or 30.0, retry="once")
         return BatchMeta(

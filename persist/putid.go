@@ -1,0 +1,73 @@
+package persist
+
+import (
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// PutOpts are the options of one put batch (Store.PutPartition). A nil *PutOpts is
+// the zero value.
+type PutOpts struct {
+	// ID, when set, is the batch's idempotency id: the store remembers it, with the
+	// indexes the batch got, for at least PutIDRetention, and a put repeating it (a
+	// retry whose first answer was lost: a timeout, a dropped connection, a server
+	// killed after its commit) writes nothing and answers the same indexes. A repeat
+	// must name the same partition and as many records (the records themselves are
+	// not compared); otherwise it fails with *InvalidError. 1–128 bytes of
+	// [A-Za-z0-9._:-]; NewPutID makes one. "" (the default) is a plain put.
+	ID string
+}
+
+// PutIDRetention is how long a store remembers the id of a put batch (PutOpts.ID) at
+// least. Stores forget older ids during their flushes, so a repeat later than this may
+// be written again.
+const PutIDRetention = 10 * time.Minute
+
+// NewPutID returns a new idempotency id for a put batch: a ULID (26 characters, time
+// ordered, random), unique with overwhelming probability across processes and
+// machines.
+func NewPutID() string { return ulid.MustNew(ulid.Now(), rand.Reader).String() }
+
+// putID returns the id of opts ("" for none), checked. Errors: *InvalidError.
+func putID(opts *PutOpts) (string, error) {
+	if opts == nil || opts.ID == "" {
+		return "", nil
+	}
+	if err := CheckPutID(opts.ID); err != nil {
+		return "", err
+	}
+	return opts.ID, nil
+}
+
+// CheckPutID checks an idempotency id of a put batch (PutOpts.ID), for stores outside
+// this package. Errors: *InvalidError naming put_id, as the HTTP parameter.
+func CheckPutID(id string) error {
+	ok := len(id) >= 1 && len(id) <= 128
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:-", c) >= 0
+	}
+	if !ok {
+		return &InvalidError{Field: "put_id", Value: id, Rule: "1–128 bytes of [A-Za-z0-9._:-]"}
+	}
+	return nil
+}
+
+// PutIDRepeat checks a repeated put id against what its first put stored (partition,
+// n records) and returns the indexes to answer: lo, lo+1, …, or *InvalidError when the
+// repeat names another partition or another number of records.
+func PutIDRepeat(id, storedPartition string, lo, n int64, partition string, records int) ([]int64, error) {
+	if storedPartition != partition || n != int64(records) {
+		return nil, &InvalidError{Field: "put_id", Value: id,
+			Rule: fmt.Sprintf("an id not used by another batch: it named a put of %d records into partition %s, this put has %d into %s", n, storedPartition, records, partition)}
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = lo + int64(i)
+	}
+	return out, nil
+}
