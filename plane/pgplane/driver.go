@@ -93,19 +93,20 @@ type Driver struct {
 var _ plane.Driver = (*Driver)(nil)
 
 // Open connects to the PostgreSQL database at url (postgres://user:password@host:port/db or
-// a key=value connection string; pool_max_conns sets the pool's size, 8 by default), migrates the plane's schema to SchemaVersion and starts
-// the plane. Close closes the pool it makes. Errors: *plane.InvalidError for a bad URL or
-// Config; ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or ErrSchemaNewer,
+// a key=value connection string; pool_max_conns sets the pool's size, 8 by default; the
+// plane's own parameters schema, poll_only, poll_interval and retention set those fields of
+// cfg, see ParseURL), migrates the plane's schema to SchemaVersion and starts the plane.
+// Close closes the pool it makes. Errors: *plane.InvalidError for a bad URL, URL parameter
+// or Config; ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or ErrSchemaNewer,
 // wrapped with what the server said.
 func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
-	c := cfg.withDefaults()
-	if err := c.validate(); err != nil {
+	pc, fromURL, err := ParseURL(url, cfg)
+	if err != nil {
 		return nil, err
 	}
-	pc, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
-			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + firstLine(err.Error()) + ")"}
+	c := fromURL.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = max(pc.MaxConns, 8) // grouped callers need few, but the default 4 is tight
