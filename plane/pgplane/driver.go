@@ -50,6 +50,9 @@ var (
 	// ErrCredentials: the server refused the URL's user or password. It also matches
 	// plane.ErrUnauthorized.
 	ErrCredentials = errors.New("credentials refused")
+	// ErrHostNotFound: the URL's host name does not resolve (no such host in DNS or
+	// /etc/hosts). It also matches plane.ErrUnavailable.
+	ErrHostNotFound = errors.New("host not found")
 	// ErrDatabaseMissing: the URL names a database that does not exist.
 	ErrDatabaseMissing = errors.New("database does not exist")
 	// ErrSchemaNewer: the schema was migrated by a newer version of Lakeshore; this one
@@ -97,8 +100,8 @@ var _ plane.Driver = (*Driver)(nil)
 // plane's own parameters schema, poll_only, poll_interval and retention set those fields of
 // cfg, see ParseURL), migrates the plane's schema to SchemaVersion and starts the plane.
 // Close closes the pool it makes. Errors: *plane.InvalidError for a bad URL, URL parameter
-// or Config; ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or ErrSchemaNewer,
-// wrapped with what the server said.
+// or Config; ErrHostNotFound, ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or
+// ErrSchemaNewer, wrapped with what the server said.
 func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 	pc, fromURL, err := ParseURL(url, cfg)
 	if err != nil {
@@ -306,6 +309,11 @@ func classify(cc *pgx.ConnConfig, err error) error {
 				where, cc.Database, cc.Database, ErrDatabaseMissing)
 		}
 		return fmt.Errorf("pgplane: PostgreSQL at %s: %s (SQLSTATE %s)", where, pgErr.Message, pgErr.Code)
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return fmt.Errorf("pgplane: the host name %q of the database URL does not resolve (check the URL's host): %w: %w",
+			cc.Host, ErrHostNotFound, plane.ErrUnavailable)
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("pgplane: nothing accepts connections at %s (is PostgreSQL running there?): %w: %w",

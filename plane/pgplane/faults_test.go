@@ -2,9 +2,11 @@ package pgplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +29,29 @@ func TestOpenFaults(t *testing.T) {
 		require.ErrorIs(t, err, plane.ErrInvalid)
 		require.Contains(t, err.Error(), "database URL")
 		require.NotContains(t, err.Error(), "secret", "the password never shows in a message")
+	})
+	t.Run("WrongScheme", func(t *testing.T) {
+		for _, bad := range []string{"mysql://user:secret@127.0.0.1/db", "http://user:secret@127.0.0.1:5432/db"} {
+			_, err := Open(t.Context(), bad, nil)
+			require.ErrorIs(t, err, plane.ErrInvalid, bad)
+			require.Contains(t, err.Error(), "postgres://", "the message says what is allowed")
+			require.Contains(t, err.Error(), strings.SplitN(bad, ":", 2)[0], "and names the scheme given")
+			require.NotContains(t, err.Error(), "secret")
+		}
+	})
+	t.Run("UnknownHost", func(t *testing.T) {
+		const host = "no-such-host.invalid" // RFC 2606: never resolves
+		bad := *u
+		bad.Host = host + ":5432"
+		_, err := Open(t.Context(), bad.String(), nil)
+		require.ErrorIs(t, err, plane.ErrUnavailable)
+		require.Contains(t, err.Error(), host)
+		require.NotContains(t, err.Error(), pgtest.Password)
+		var dnsErr *net.DNSError
+		if _, lookup := net.DefaultResolver.LookupHost(t.Context(), host); errors.As(lookup, &dnsErr) && dnsErr.IsNotFound {
+			require.ErrorIs(t, err, ErrHostNotFound, "the resolver says no such host: so does the error")
+			require.Contains(t, err.Error(), "does not resolve")
+		}
 	})
 	t.Run("ConnectionRefused", func(t *testing.T) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

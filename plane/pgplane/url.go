@@ -3,6 +3,7 @@ package pgplane
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,6 +40,11 @@ func ParseURL(url string, cfg *Config) (*pgxpool.Config, *Config, error) {
 	var out Config
 	if cfg != nil {
 		out = *cfg
+	}
+	if scheme, _, ok := strings.Cut(url, "://"); ok && !strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql") &&
+		!strings.ContainsAny(scheme, " =") {
+		return nil, nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
+			Rule: "use a postgres:// or postgresql:// URL (" + strconv.Quote(scheme) + " is not PostgreSQL's scheme), or a key=value connection string"}
 	}
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // OpenPool connects to the database at url as Open does (same URL forms, same errors:
-// *plane.InvalidError for a bad URL, ErrConnectionRefused, ErrCredentials or
+// *plane.InvalidError for a bad URL, ErrHostNotFound, ErrConnectionRefused, ErrCredentials or
 // ErrDatabaseMissing naming what the server said) without starting a plane or touching the
 // schema: for tools such as `lakeshore migrate`. The plane's URL parameters (ParseURL) are
 // checked and removed; read them with ParseURL. The caller closes the pool.
