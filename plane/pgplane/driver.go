@@ -132,7 +132,11 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 }
 
 // New starts a plane on an existing pool, migrating the schema to SchemaVersion first (within
-// 30 s). The pool stays the caller's: Close does not close it. Errors as Open's.
+// 30 s). The pool stays the caller's: Close does not close it. Errors as Open's. Wrap it
+// for the SDK in two steps (drv, err := pgplane.New(pool, cfg); then
+// lakeshore.New(drv, nil)): the SDK's New takes a driver and a Config, not New's two
+// results. A pool built from a URL that carries the plane's parameters (schema=…) must be
+// parsed with ParseURL, which removes them: PostgreSQL refuses a connection that sends them.
 func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 	c := cfg.withDefaults()
 	if err := c.validate(); err != nil {
