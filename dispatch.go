@@ -113,8 +113,10 @@ type Dispatch struct {
 //   - http://…, https://…: the HTTP plane (a `lakeshore serve` server; bearer token from
 //     $LAKESHORE_TOKEN).
 //   - postgres://…, postgresql://…: the PostgreSQL plane in that database (pgplane.Open:
-//     the schema is migrated on first use; Config.Postgres configures it). Errors name a
-//     refused connection, wrong credentials, a missing database or a newer schema.
+//     the schema is migrated on first use; Config.Postgres configures it, and so do the
+//     URL parameters schema, poll_only, poll_interval and retention, see
+//     pgplane.ParseURL). Errors name a refused connection, wrong credentials, a missing
+//     database or a newer schema.
 //
 // Any other scheme is an *InvalidError listing these forms, as are a target with leading or
 // trailing white space, "sqlite:…" without "//" (sqlite://:memory: is ":memory:") and a

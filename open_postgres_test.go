@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore"
@@ -51,4 +52,39 @@ func TestOpenPostgresFaults(t *testing.T) {
 	_, err = lakeshore.Open(t.Context(), strings.Replace(db, pgtest.Password, "s3cr3t-guess", 1), nil)
 	require.ErrorIs(t, err, pgplane.ErrCredentials)
 	require.NotContains(t, err.Error(), "s3cr3t-guess", "the password is not echoed")
+}
+
+// TestNewOnPostgresPool runs the steps of ExampleNew_postgres on the test server: a plane
+// made by pgplane.New on the caller's pool, under the Config's schema, wrapped by
+// lakeshore.New; closing the driver leaves the pool open.
+func TestNewOnPostgresPool(t *testing.T) {
+	db := pgtest.Database(t)
+	pool, err := pgxpool.New(t.Context(), db)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	_, err = pgplane.New(pool, &pgplane.Config{Schema: "Not-A-Schema"})
+	require.ErrorIs(t, err, lakeshore.ErrInvalid, "a bad Config is refused before anything is written")
+
+	drv, err := pgplane.New(pool, &pgplane.Config{Schema: "jobs", Logger: testLogger(t)})
+	require.NoError(t, err)
+	d := lakeshore.New(drv, &lakeshore.Config{Namespace: "examples"})
+	q, err := d.Queue("embed", nil)
+	require.NoError(t, err)
+	id, err := q.Submit(t.Context(), map[string]any{"doc": 1}, nil)
+	require.NoError(t, err)
+	job, err := q.Claim(t.Context(), nil)
+	require.NoError(t, err)
+	require.Equal(t, id, job.ID)
+	require.NoError(t, q.Ack(t.Context(), job, "done"))
+	var result string
+	require.NoError(t, q.Result(t.Context(), id, &result, nil))
+	require.Equal(t, "done", result)
+
+	require.NoError(t, d.Close())
+	require.NoError(t, drv.Close())
+	require.NoError(t, pool.Ping(t.Context()), "the pool stays the caller's")
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM jobs.invocations WHERE id = $1`, id).Scan(&n))
+	require.Equal(t, 1, n, "under the Config's schema")
 }

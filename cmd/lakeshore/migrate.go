@@ -20,7 +20,8 @@ func newMigrateCmd(a *app) *cobra.Command {
 		Use:   "migrate [--check] [--schema NAME]",
 		Short: "Bring a PostgreSQL plane's schema up to this build's version, or check it with --check",
 		Long: `Migrate applies the embedded schema migrations of the PostgreSQL plane named by --target
-(or $LAKESHORE_URL), a postgres:// or postgresql:// URL, under --schema. Concurrent
+(or $LAKESHORE_URL), a postgres:// or postgresql:// URL, under --schema (or the URL's
+schema= parameter; the two must agree when both are given). Concurrent
 migrators are serialised by the database; each migration is one transaction. Opening a
 plane migrates it too: run migrate ahead of a rolling upgrade to do it once, in one place.
 
@@ -39,7 +40,11 @@ refuses other targets.`,
 			if target == "" || err != nil || (!strings.EqualFold(u.Scheme, "postgres") && !strings.EqualFold(u.Scheme, "postgresql")) {
 				return usagef("migrate needs a postgres:// or postgresql:// --target (or $LAKESHORE_URL); SQLite planes migrate when opened and servers migrate their own plane")
 			}
-			schema = cmp.Or(schema, pgplane.SchemaDefault)
+			_, fromURL, err := pgplane.ParseURL(target, &pgplane.Config{Schema: schema}) // ?schema= or --schema
+			if err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+			schema = cmp.Or(fromURL.Schema, pgplane.SchemaDefault)
 			pool, err := pgplane.OpenPool(c.Context(), target)
 			if err != nil {
 				return fmt.Errorf("migrate: %w", err)

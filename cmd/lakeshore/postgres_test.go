@@ -98,3 +98,45 @@ func TestMigrate(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errs, "postgres://")
 }
+
+// TestPostgresURLParameters: the plane's schema and poll-only mode are chosen in the URL
+// (--target or LAKESHORE_URL: ?schema=…&poll_only=true), for every verb, worker and migrate;
+// the parameters never reach PostgreSQL (which refuses parameters it does not know).
+func TestPostgresURLParameters(t *testing.T) {
+	db := pgtest.Database(t)
+	c := &cli{t: t, target: db + "&schema=cli_plane&poll_only=true&poll_interval=100ms&retention=6h"}
+
+	out, errs, code := c.run("", "migrate", "--check")
+	require.Equal(t, exitJobFailed, code, "stdout: %s stderr: %s", out, errs)
+	require.Contains(t, out, "schema cli_plane: version 0", "migrate reads the URL's schema")
+	require.Contains(t, c.ok("migrate"), "schema cli_plane")
+	require.Contains(t, c.ok("migrate", "--schema", "cli_plane", "--check"), "up to date", "a flag that agrees")
+	_, errs, code = c.run("", "migrate", "--schema", "other")
+	require.Equal(t, exitUsage, code, "a flag that contradicts the URL: %s", errs)
+	require.Contains(t, errs, "schema")
+
+	id := c.ok("submit", "jobs", `{"x":1}`)
+	c.ok("worker", "jobs", "--once", "--", "cat")
+	require.Contains(t, c.ok("get", id), "succeeded")
+
+	conn, err := pgx.Connect(context.Background(), db)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM cli_plane.invocations WHERE id = $1`, id).Scan(&n))
+	require.Equal(t, 1, n, "the job lives in the URL's schema")
+	var other bool
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'lakeshore')`).Scan(&other))
+	require.False(t, other, "nothing under the default schema")
+
+	// The same through LAKESHORE_URL.
+	t.Setenv("LAKESHORE_URL", c.target)
+	env := &cli{t: t}
+	require.Contains(t, env.ok("count", "jobs", "succeeded"), "1")
+
+	// A value that does not parse: a usage error naming the parameter, nothing opened.
+	bad := &cli{t: t, target: db + "&poll_only=sometimes"}
+	_, errs, code = bad.run("", "count", "jobs")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, "poll_only")
+}

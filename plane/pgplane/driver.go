@@ -50,6 +50,9 @@ var (
 	// ErrCredentials: the server refused the URL's user or password. It also matches
 	// plane.ErrUnauthorized.
 	ErrCredentials = errors.New("credentials refused")
+	// ErrHostNotFound: the URL's host name does not resolve (no such host in DNS or
+	// /etc/hosts). It also matches plane.ErrUnavailable.
+	ErrHostNotFound = errors.New("host not found")
 	// ErrDatabaseMissing: the URL names a database that does not exist.
 	ErrDatabaseMissing = errors.New("database does not exist")
 	// ErrSchemaNewer: the schema was migrated by a newer version of Lakeshore; this one
@@ -93,19 +96,20 @@ type Driver struct {
 var _ plane.Driver = (*Driver)(nil)
 
 // Open connects to the PostgreSQL database at url (postgres://user:password@host:port/db or
-// a key=value connection string; pool_max_conns sets the pool's size, 8 by default), migrates the plane's schema to SchemaVersion and starts
-// the plane. Close closes the pool it makes. Errors: *plane.InvalidError for a bad URL or
-// Config; ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or ErrSchemaNewer,
-// wrapped with what the server said.
+// a key=value connection string; pool_max_conns sets the pool's size, 8 by default; the
+// plane's own parameters schema, poll_only, poll_interval and retention set those fields of
+// cfg, see ParseURL), migrates the plane's schema to SchemaVersion and starts the plane.
+// Close closes the pool it makes. Errors: *plane.InvalidError for a bad URL, URL parameter
+// or Config; ErrHostNotFound, ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or
+// ErrSchemaNewer, wrapped with what the server said.
 func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
-	c := cfg.withDefaults()
-	if err := c.validate(); err != nil {
+	pc, fromURL, err := ParseURL(url, cfg)
+	if err != nil {
 		return nil, err
 	}
-	pc, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
-			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + firstLine(err.Error()) + ")"}
+	c := fromURL.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = max(pc.MaxConns, 8) // grouped callers need few, but the default 4 is tight
@@ -128,7 +132,11 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 }
 
 // New starts a plane on an existing pool, migrating the schema to SchemaVersion first (within
-// 30 s). The pool stays the caller's: Close does not close it. Errors as Open's.
+// 30 s). The pool stays the caller's: Close does not close it. Errors as Open's. Wrap it
+// for the SDK in two steps (drv, err := pgplane.New(pool, cfg); then
+// lakeshore.New(drv, nil)): the SDK's New takes a driver and a Config, not New's two
+// results. A pool built from a URL that carries the plane's parameters (schema=…) must be
+// parsed with ParseURL, which removes them: PostgreSQL refuses a connection that sends them.
 func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 	c := cfg.withDefaults()
 	if err := c.validate(); err != nil {
@@ -305,6 +313,11 @@ func classify(cc *pgx.ConnConfig, err error) error {
 				where, cc.Database, cc.Database, ErrDatabaseMissing)
 		}
 		return fmt.Errorf("pgplane: PostgreSQL at %s: %s (SQLSTATE %s)", where, pgErr.Message, pgErr.Code)
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return fmt.Errorf("pgplane: the host name %q of the database URL does not resolve (check the URL's host): %w: %w",
+			cc.Host, ErrHostNotFound, plane.ErrUnavailable)
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("pgplane: nothing accepts connections at %s (is PostgreSQL running there?): %w: %w",

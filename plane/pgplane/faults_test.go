@@ -2,9 +2,11 @@ package pgplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +29,29 @@ func TestOpenFaults(t *testing.T) {
 		require.ErrorIs(t, err, plane.ErrInvalid)
 		require.Contains(t, err.Error(), "database URL")
 		require.NotContains(t, err.Error(), "secret", "the password never shows in a message")
+	})
+	t.Run("WrongScheme", func(t *testing.T) {
+		for _, bad := range []string{"mysql://user:secret@127.0.0.1/db", "http://user:secret@127.0.0.1:5432/db"} {
+			_, err := Open(t.Context(), bad, nil)
+			require.ErrorIs(t, err, plane.ErrInvalid, bad)
+			require.Contains(t, err.Error(), "postgres://", "the message says what is allowed")
+			require.Contains(t, err.Error(), strings.SplitN(bad, ":", 2)[0], "and names the scheme given")
+			require.NotContains(t, err.Error(), "secret")
+		}
+	})
+	t.Run("UnknownHost", func(t *testing.T) {
+		const host = "no-such-host.invalid" // RFC 2606: never resolves
+		bad := *u
+		bad.Host = host + ":5432"
+		_, err := Open(t.Context(), bad.String(), nil)
+		require.ErrorIs(t, err, plane.ErrUnavailable)
+		require.Contains(t, err.Error(), host)
+		require.NotContains(t, err.Error(), pgtest.Password)
+		var dnsErr *net.DNSError
+		if _, lookup := net.DefaultResolver.LookupHost(t.Context(), host); errors.As(lookup, &dnsErr) && dnsErr.IsNotFound {
+			require.ErrorIs(t, err, ErrHostNotFound, "the resolver says no such host: so does the error")
+			require.Contains(t, err.Error(), "does not resolve")
+		}
 	})
 	t.Run("ConnectionRefused", func(t *testing.T) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -155,4 +180,128 @@ func TestConnectionsDropped(t *testing.T) {
 	for _, id := range ids[1:] {
 		require.Equal(t, ids[0], id)
 	}
+}
+
+// TestDropInTransaction breaks the connection of a transaction at two exact points, through
+// a proxy that reads the wire protocol: the backend terminated after the transaction's
+// statements ran and before its COMMIT, and the COMMIT done but its answer lost. Both give
+// the caller an error matching plane.ErrUnavailable. The first leaves nothing written; a
+// submit retried with the same client id (or key) after either makes exactly one job, and
+// a settle retried after either settles once.
+func TestDropInTransaction(t *testing.T) {
+	url := pgtest.Database(t)
+	proxy, via := newFaultProxy(t, url)
+	// No maintenance pass (an hour apart) commits in the middle of the test.
+	d := open(t, via, &Config{MaintenanceInterval: time.Hour})
+	admin := mustConn(t, url)
+	ids := plane.NewIDGenerator()
+	rows := func(where string, args ...any) int {
+		var n int
+		require.NoError(t, admin.QueryRow(t.Context(), `SELECT count(*) FROM lakeshore.invocations WHERE `+where, args...).Scan(&n))
+		return n
+	}
+	countersMatchRows := func() {
+		t.Helper()
+		var all int64
+		require.NoError(t, admin.QueryRow(t.Context(), `SELECT count(*) FROM lakeshore.invocations`).Scan(&all))
+		stats, err := d.QueueStatsList(t.Context(), "default")
+		require.NoError(t, err)
+		var counted int64
+		for _, s := range stats {
+			for _, n := range s.Counts {
+				counted += n
+			}
+		}
+		require.Equal(t, all, counted, "the counters match the rows: nothing half-written")
+	}
+	submit := func(id, key string) ([]plane.SubmitResult, error) {
+		return d.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+			Invocations: []plane.SubmitParams{{ID: id, Payload: []byte{0xc0}}, {Key: key, Payload: []byte{0xc0}}}})
+	}
+	submitOne(t, d, plane.SubmitParams{}) // the pool's connections are up
+
+	t.Run("SubmitTerminatedBeforeCommit", func(t *testing.T) {
+		id := ids.New(time.Now())
+		proxy.arm(faultTerminateBeforeCommit)
+		_, err := submit(id, "before")
+		require.Equal(t, faultTerminateBeforeCommit, proxy.await())
+		require.ErrorIs(t, err, plane.ErrUnavailable, "a dropped connection is retryable: %v", err)
+		require.Zero(t, rows(`id = $1 OR key = 'before'`, id), "nothing of the transaction was written")
+		countersMatchRows()
+
+		res, err := submit(id, "before")
+		require.NoError(t, err, "the pool replaces the connection")
+		require.Equal(t, id, res[0].ID)
+		require.False(t, res[0].Existing, "the first submit made nothing: the retry makes the job")
+		res, err = submit(id, "before")
+		require.NoError(t, err)
+		require.True(t, res[0].Existing)
+		require.True(t, res[1].Existing)
+		require.Equal(t, 1, rows(`id = $1`, id))
+		require.Equal(t, 1, rows(`key = 'before'`))
+		countersMatchRows()
+	})
+	t.Run("SubmitCommitAnswerLost", func(t *testing.T) {
+		id := ids.New(time.Now())
+		proxy.arm(faultLoseCommitAnswer)
+		_, err := submit(id, "lost")
+		require.Equal(t, faultLoseCommitAnswer, proxy.await())
+		require.ErrorIs(t, err, plane.ErrUnavailable, "a lost answer is retryable: %v", err)
+		require.Equal(t, 1, rows(`id = $1`, id), "the commit was done")
+
+		res, err := submit(id, "lost")
+		require.NoError(t, err)
+		require.Equal(t, id, res[0].ID)
+		require.True(t, res[0].Existing, "the retry finds the job the lost commit made")
+		require.True(t, res[1].Existing, "and the keyed one")
+		require.Equal(t, 1, rows(`id = $1`, id), "never a second job")
+		require.Equal(t, 1, rows(`key = 'lost'`))
+		countersMatchRows()
+	})
+	claim := func() *plane.Job {
+		t.Helper()
+		jobs, err := d.InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q", LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		return jobs[0]
+	}
+	ack := func(j *plane.Job) (error, error) {
+		errs, err := d.InvocationSettleMany(t.Context(), []plane.SettleParams{{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded, Result: []byte{0xc3}}})
+		if err != nil {
+			return nil, err
+		}
+		return errs[0], nil
+	}
+	t.Run("SettleTerminatedBeforeCommit", func(t *testing.T) {
+		j := claim()
+		proxy.arm(faultTerminateBeforeCommit)
+		_, err := ack(j)
+		require.Equal(t, faultTerminateBeforeCommit, proxy.await())
+		require.ErrorIs(t, err, plane.ErrUnavailable, "%v", err)
+		inv, err := d.InvocationGet(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Equal(t, plane.StateRunning, inv.State, "the settle was not written")
+		countersMatchRows()
+		settled, err := ack(j)
+		require.NoError(t, err)
+		require.NoError(t, settled, "the lease still holds: the retry settles")
+		inv, err = d.InvocationGet(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Equal(t, plane.StateSucceeded, inv.State)
+		countersMatchRows()
+	})
+	t.Run("SettleCommitAnswerLost", func(t *testing.T) {
+		j := claim()
+		proxy.arm(faultLoseCommitAnswer)
+		_, err := ack(j)
+		require.Equal(t, faultLoseCommitAnswer, proxy.await())
+		require.ErrorIs(t, err, plane.ErrUnavailable, "%v", err)
+		inv, err := d.InvocationGet(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Equal(t, plane.StateSucceeded, inv.State, "the settle was committed")
+		settled, err := ack(j)
+		require.NoError(t, err)
+		require.ErrorIs(t, settled, plane.ErrLeaseLost, "the retry is fenced: the job settles once")
+		countersMatchRows()
+	})
 }

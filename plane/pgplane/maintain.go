@@ -9,8 +9,9 @@ import (
 )
 
 // maintainLoop runs maintenance every MaintenanceInterval while this process holds the
-// maintenance lease; the others try to take it on the same beat, and one of them does once
-// the holder stops renewing (it died, or closed and released it).
+// maintenance lease, and at once again after a pass that ran out of budget with work left
+// (a backlog of rows to trim or leases to end); the others try to take it on the same beat,
+// and one of them does once the holder stops renewing (it died, or closed and released it).
 func (d *Driver) maintainLoop() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -18,12 +19,22 @@ func (d *Driver) maintainLoop() {
 	ticker := time.NewTicker(d.cfg.MaintenanceInterval)
 	defer ticker.Stop()
 	var renewed time.Time // when this process last took or renewed the lease
+	behind := false       // the last pass left work for the next
 	for {
-		select {
-		case <-d.stop:
-			return
-		case <-ticker.C:
+		if behind {
+			select {
+			case <-d.stop:
+				return
+			default:
+			}
+		} else {
+			select {
+			case <-d.stop:
+				return
+			case <-ticker.C:
+			}
 		}
+		behind = false
 		// Renew when a third of the lease has gone; between renewals the lease is ours.
 		if renewed.IsZero() || time.Since(renewed) > d.cfg.LeaderTTL/3 {
 			leader, err := d.takeLeadership(ctx)
@@ -40,7 +51,8 @@ func (d *Driver) maintainLoop() {
 			}
 			renewed = time.Now()
 		}
-		if err := d.maintain(ctx); err != nil && ctx.Err() == nil {
+		var err error
+		if behind, err = d.maintain(ctx); err != nil && ctx.Err() == nil {
 			d.cfg.Logger.Warn("pgplane: maintenance", "err", err)
 		}
 	}
@@ -71,20 +83,47 @@ func (d *Driver) Maintain(ctx context.Context) error {
 	if err := d.checkOpen(); err != nil {
 		return err
 	}
-	return d.maintain(ctx)
+	_, err := d.maintain(ctx)
+	return err
 }
 
-// maintain ends expired leases, overdue attempts and passed deadlines (1,000 rows a
-// transaction at most), then trims what the retention period no longer keeps in bounded
-// batches.
-func (d *Driver) maintain(ctx context.Context) error {
+// maintainBatch is the most rows one maintenance transaction ends or trims: a bounded
+// batch keeps its locks short and its WAL small.
+const maintainBatch = 1000
+
+// maintainBudget is how long one maintenance pass goes on while its steps find full
+// batches: three quarters of MaintenanceInterval, and at most a third of LeaderTTL (the
+// lease is renewed between passes), so a pass ends before the next is due and the leader
+// renews its lease in time. A pass always runs each step once, whatever the budget.
+func (d *Driver) maintainBudget() time.Duration {
+	return min(d.cfg.MaintenanceInterval*3/4, d.cfg.LeaderTTL/3)
+}
+
+// maintain makes due delayed rows claimable (1,000 a pass), ends expired leases, overdue
+// attempts and passed deadlines, and trims what the retention period no longer keeps, each
+// in transactions of maintainBatch rows, repeating a step while its batches come back full
+// and the pass is within maintainBudget. It reports whether it left work for the next pass
+// (a step's last batch was full when the budget ran out).
+func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 	// One pass at a time in this process: an explicit Maintain waits for the timer's pass
 	// instead of skipping the rows it holds, so what Maintain returns has been done.
 	d.maintainMu.Lock()
 	defer d.maintainMu.Unlock()
+	until := time.Now().Add(d.maintainBudget())
+	more := func(n int64) bool {
+		if n < maintainBatch || ctx.Err() != nil {
+			return false
+		}
+		if time.Now().After(until) {
+			behind = true
+			return false
+		}
+		return true
+	}
 	// Due delayed and backed-off rows become claimable, and their queues' idle claimers
 	// are woken (a claimer's own timer runs on real time; the plane's clock may jump).
-	err := d.do(ctx, func(t *tx) error {
+	// Once a pass: the first claim of a queue promotes its own due rows as well.
+	err = d.do(ctx, func(t *tx) error {
 		rs, err := t.query(d.sql.promoteDue, t.ms)
 		if err != nil {
 			return err
@@ -101,7 +140,7 @@ func (d *Driver) maintain(ctx context.Context) error {
 		return rs.Err()
 	})
 	if err != nil {
-		return fmt.Errorf("maintenance: promote: %w", err)
+		return false, fmt.Errorf("maintenance: promote: %w", err)
 	}
 	steps := []struct {
 		sql string
@@ -112,28 +151,35 @@ func (d *Driver) maintain(ctx context.Context) error {
 		{d.sql.deadlinesPassed, func(t *tx, h *head) { t.apply(h, plane.DeadlineTransition(h.attempt), nil) }},
 	}
 	for _, step := range steps {
-		err := d.do(ctx, func(t *tx) error {
-			heads, err := t.heads(step.sql, t.ms)
+		for {
+			var n int64
+			err := d.do(ctx, func(t *tx) error {
+				heads, err := t.heads(step.sql, t.ms)
+				if err != nil {
+					return err
+				}
+				for _, h := range heads {
+					step.end(t, h)
+				}
+				n = int64(len(heads))
+				return nil
+			})
 			if err != nil {
-				return err
+				return false, fmt.Errorf("maintenance: %w", err)
 			}
-			for _, h := range heads {
-				step.end(t, h)
+			if !more(n) {
+				break
 			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("maintenance: %w", err)
 		}
 	}
 	if d.cfg.Retention > 0 {
 		cutoff := d.cfg.Now().Add(-d.cfg.Retention)
-		for range 10 { // at most 10,000 rows a pass; the next pass goes on
-			n, err := d.trimBatch(ctx, "", "", cutoff, 1000)
+		for {
+			n, err := d.trimBatch(ctx, "", "", cutoff, maintainBatch)
 			if err != nil {
-				return err
+				return false, err
 			}
-			if n < 1000 {
+			if !more(n) {
 				break
 			}
 		}
@@ -141,13 +187,13 @@ func (d *Driver) maintain(ctx context.Context) error {
 			t.exec(d.sql.trimTopics, cutoff.UnixMilli())
 			return nil
 		}); err != nil {
-			return fmt.Errorf("trim topics: %w", err)
+			return false, fmt.Errorf("trim topics: %w", err)
 		}
 	}
 	if _, err := d.pool.Exec(ctx, d.sql.countsVacuum); err != nil {
-		return fmt.Errorf("maintenance: %w", d.failure(err))
+		return false, fmt.Errorf("maintenance: %w", d.failure(err))
 	}
-	return nil
+	return behind, nil
 }
 
 // trimBatch deletes up to limit terminal invocations (of one namespace and queue, "" for
@@ -194,12 +240,12 @@ func (d *Driver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64
 	}
 	var total int64
 	for {
-		n, err := d.trimBatch(ctx, p.Namespace, p.Queue, p.FinishedBefore, 1000)
+		n, err := d.trimBatch(ctx, p.Namespace, p.Queue, p.FinishedBefore, maintainBatch)
 		total += n
 		if err != nil {
 			return total, err
 		}
-		if n < 1000 {
+		if n < maintainBatch {
 			return total, nil
 		}
 	}

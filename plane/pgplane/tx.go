@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -134,7 +135,11 @@ func connectionError(err error) error {
 		return fmt.Errorf("pgplane: %w", err)
 	}
 	var netErr net.Error
-	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+	// pgconn.ErrConnClosed is what a call reads when the server's side of the connection
+	// went away under it, e.g. between a COMMIT and its answer: the commit may have been
+	// done, so it is retryable only with an idempotency key or client id, as documented.
+	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, net.ErrClosed) || isConnClosed(err) {
 		return fmt.Errorf("pgplane: connection to PostgreSQL lost: %v: %w", err, plane.ErrUnavailable)
 	}

@@ -10,14 +10,14 @@ import (
 )
 
 // OpenPool connects to the database at url as Open does (same URL forms, same errors:
-// *plane.InvalidError for a bad URL, ErrConnectionRefused, ErrCredentials or
+// *plane.InvalidError for a bad URL, ErrHostNotFound, ErrConnectionRefused, ErrCredentials or
 // ErrDatabaseMissing naming what the server said) without starting a plane or touching the
-// schema: for tools such as `lakeshore migrate`. The caller closes the pool.
+// schema: for tools such as `lakeshore migrate`. The plane's URL parameters (ParseURL) are
+// checked and removed; read them with ParseURL. The caller closes the pool.
 func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(url)
+	pc, _, err := ParseURL(url, nil)
 	if err != nil {
-		return nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
-			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + firstLine(err.Error()) + ")"}
+		return nil, err
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = 2

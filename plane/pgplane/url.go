@@ -1,0 +1,107 @@
+package pgplane
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// URL parameters of the plane. Open, OpenPool and ParseURL read them from a database URL
+// (postgres://…?schema=jobs&poll_only=true) or a key=value connection string (… schema=jobs)
+// and remove them before connecting: pgx sends every parameter it does not know to the
+// server as a run-time setting, and PostgreSQL refuses the connection over one it does not
+// know ("unrecognized configuration parameter"). They reach the plane where only a URL
+// can be given: --target and $LAKESHORE_URL of every CLI verb, `serve` and `worker`.
+const (
+	// URLSchema sets Config.Schema.
+	URLSchema = "schema"
+	// URLPollOnly sets Config.PollOnly: true or false (also 1/0, t/f).
+	URLPollOnly = "poll_only"
+	// URLPollInterval sets Config.PollInterval: a Go duration, e.g. 500ms.
+	URLPollInterval = "poll_interval"
+	// URLRetention sets Config.Retention: a Go duration, e.g. 6h; negative keeps terminal
+	// jobs forever.
+	URLRetention = "retention"
+)
+
+// ParseURL parses url as Open does (a postgres:// URL or a key=value connection string,
+// with the PG* environment variables as defaults) and returns the pool's configuration,
+// with the plane's URL parameters (URLSchema, URLPollOnly, URLPollInterval, URLRetention)
+// removed, and a copy of cfg (nil: the zero Config) with those parameters applied. A
+// parameter and a field of cfg that both set a value must agree. Defaults are not filled
+// in. Errors: *plane.InvalidError (never showing the password) for a URL that does not
+// parse, a parameter value that does not parse, or a parameter that contradicts cfg.
+func ParseURL(url string, cfg *Config) (*pgxpool.Config, *Config, error) {
+	var out Config
+	if cfg != nil {
+		out = *cfg
+	}
+	if scheme, _, ok := strings.Cut(url, "://"); ok && !strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql") &&
+		!strings.ContainsAny(scheme, " =") {
+		return nil, nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
+			Rule: "use a postgres:// or postgresql:// URL (" + strconv.Quote(scheme) + " is not PostgreSQL's scheme), or a key=value connection string"}
+	}
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
+			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + firstLine(err.Error()) + ")"}
+	}
+	params := pc.ConnConfig.RuntimeParams
+	take := func(name string) (string, bool) {
+		v, ok := params[name]
+		delete(params, name)
+		return v, ok
+	}
+	conflict := func(name string, url, cfg any) error {
+		return plane.Invalid("database URL parameter "+name, url,
+			fmt.Sprintf("it contradicts the Config value %v: give one of them", cfg))
+	}
+	if v, ok := take(URLSchema); ok {
+		if !schemaName.MatchString(v) {
+			return nil, nil, plane.Invalid("database URL parameter "+URLSchema, v, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+		}
+		if out.Schema != "" && out.Schema != v {
+			return nil, nil, conflict(URLSchema, v, out.Schema)
+		}
+		out.Schema = v
+	}
+	if v, ok := take(URLPollOnly); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, nil, plane.Invalid("database URL parameter "+URLPollOnly, v, "use true or false")
+		}
+		if out.PollOnly && !b {
+			return nil, nil, conflict(URLPollOnly, v, out.PollOnly)
+		}
+		out.PollOnly = b
+	}
+	duration := func(name string, field *time.Duration, rule string, ok func(time.Duration) bool) error {
+		v, present := take(name)
+		if !present {
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || !ok(d) {
+			return plane.Invalid("database URL parameter "+name, v, rule)
+		}
+		if *field != 0 && *field != d {
+			return conflict(name, v, *field)
+		}
+		*field = d
+		return nil
+	}
+	if err := duration(URLPollInterval, &out.PollInterval, "use a positive duration, e.g. 500ms or 2s",
+		func(d time.Duration) bool { return d > 0 }); err != nil {
+		return nil, nil, err
+	}
+	if err := duration(URLRetention, &out.Retention, "use a non-zero duration, e.g. 6h or 168h (negative: keep forever)",
+		func(d time.Duration) bool { return d != 0 }); err != nil {
+		return nil, nil, err
+	}
+	return pc, &out, nil
+}
