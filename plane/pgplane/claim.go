@@ -274,6 +274,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			}
 		}
 		if kind == plane.KindFIFO {
+			t.begin(reqs) // the floor is raised past the jobs taken, which begin moves to jobs
 			t.d.floors.raise(qkey, reqs, !fromFloor)
 		}
 	}
