@@ -1320,8 +1320,8 @@ class SyncQueue:
         ]
         return self._d.run(self._core.submit_many(bodies))
 
-    def result(self, inv: str, *, timeout: float | None = 30.0) -> Any:
-        """Wait until invocation ``inv`` ends and return its decoded result.
+    def result(self, inv_id: str, *, timeout: float | None = 30.0) -> Any:
+        """Wait until invocation ``inv_id`` ends and return its decoded result.
 
         Raises:
             InvocationFailedError, InvocationCancelledError, InvocationKilledError,
@@ -1329,41 +1329,41 @@ class SyncQueue:
             TimeoutError: ``timeout`` seconds passed first (None: wait without limit).
             NotFoundError: no such invocation.
         """
-        return self._d.run(self._core.result(inv, timeout))
+        return self._d.run(self._core.result(inv_id, timeout))
 
     def call(self, payload: Any = None, *, timeout: float | None = 30.0, **kw: Any) -> Any:
         """Submit ``payload`` and wait for its result (``kw``: as :meth:`submit`)."""
         return self.result(self.submit(payload, **kw), timeout=timeout)
 
-    def get(self, inv: str) -> Invocation:
+    def get(self, inv_id: str) -> Invocation:
         """The invocation's row (state, attempts, times, error)."""
-        return self._d.run(self._core.get(inv))
+        return self._d.run(self._core.get(inv_id))
 
-    def wait(self, inv: str, *, timeout: float | None = 30.0) -> Invocation:
+    def wait(self, inv_id: str, *, timeout: float | None = 30.0) -> Invocation:
         """Wait until the invocation ends, in whatever state, and return its row."""
-        return self._d.run(self._core.wait(inv, timeout))
+        return self._d.run(self._core.wait(inv_id, timeout))
 
-    def stream(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Any]:
+    def stream(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Any]:
         """The values the invocation's worker posts, live: an iterator that stops at END.
 
         ``since`` resumes after that frame seq (see :meth:`frames` for the seqs). An ERROR
         frame raises the invocation's error; ``timeout`` seconds of silence raise
         TimeoutError."""
-        for f in self.frames(inv, since=since, timeout=timeout):
+        for f in self.frames(inv_id, since=since, timeout=timeout):
             yield f.value
 
-    def frames(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Frame]:
+    def frames(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Frame]:
         """As :meth:`stream`, yielding :class:`Frame` values (seq, value, attempt, time)."""
-        _check_id(inv)
-        return _sync_iter(self._d, self._core.stream(invocation_path(inv), inv, since, timeout))
+        _check_id(inv_id)
+        return _sync_iter(self._d, self._core.stream(invocation_path(inv_id), inv_id, since, timeout))
 
-    def cancel(self, inv: str) -> bool:
+    def cancel(self, inv_id: str) -> bool:
         """Cancel a queued invocation; whether it did (a running one finishes: see kill)."""
-        return self._d.run(self._core.cancel(inv))
+        return self._d.run(self._core.cancel(inv_id))
 
-    def kill(self, inv: str) -> bool:
+    def kill(self, inv_id: str) -> bool:
         """Kill an invocation, queued or running (its worker loses the lease); whether it did."""
-        return self._d.run(self._core.kill(inv))
+        return self._d.run(self._core.kill(inv_id))
 
     def count(self, state: StateName = "queued") -> int:
         """The number of the queue's invocations in ``state``."""
@@ -1452,10 +1452,10 @@ class SyncQueue:
         """Extend a claimed job's lease; return the new expiry."""
         return self._d.run(self._core.heartbeat(job))
 
-    def post(self, inv: Job | str, value: Any, *, final: bool = False) -> int:
+    def post(self, inv_id: Job | str, value: Any, *, final: bool = False) -> int:
         """Append a VALUE frame (END with ``final``: the job succeeds with ``value``) to the
         journal of a job this queue object claimed; return its seq."""
-        return self._d.run(self._core.post(inv, value, final))
+        return self._d.run(self._core.post(inv_id, value, final))
 
     @contextlib.contextmanager
     def working(self, *, wait: float = 0.0) -> Iterator[Job | None]:
@@ -1553,39 +1553,39 @@ class Queue:
         ]
         return await self._d.run_async(self._core.submit_many(bodies))
 
-    async def result(self, inv: str, *, timeout: float | None = 30.0) -> Any:
+    async def result(self, inv_id: str, *, timeout: float | None = 30.0) -> Any:
         """See :meth:`SyncQueue.result`."""
-        return await self._d.run_async(self._core.result(inv, timeout))
+        return await self._d.run_async(self._core.result(inv_id, timeout))
 
     async def call(self, payload: Any = None, *, timeout: float | None = 30.0, **kw: Any) -> Any:
         """See :meth:`SyncQueue.call`."""
         return await self.result(await self.submit(payload, **kw), timeout=timeout)
 
-    async def get(self, inv: str) -> Invocation:
+    async def get(self, inv_id: str) -> Invocation:
         """See :meth:`SyncQueue.get`."""
-        return await self._d.run_async(self._core.get(inv))
+        return await self._d.run_async(self._core.get(inv_id))
 
-    async def wait(self, inv: str, *, timeout: float | None = 30.0) -> Invocation:
+    async def wait(self, inv_id: str, *, timeout: float | None = 30.0) -> Invocation:
         """See :meth:`SyncQueue.wait`."""
-        return await self._d.run_async(self._core.wait(inv, timeout))
+        return await self._d.run_async(self._core.wait(inv_id, timeout))
 
-    async def stream(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Any]:
-        """See :meth:`SyncQueue.stream`: ``async for value in q.stream(inv)``."""
-        async for f in self.frames(inv, since=since, timeout=timeout):
+    async def stream(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Any]:
+        """See :meth:`SyncQueue.stream`: ``async for value in q.stream(inv_id)``."""
+        async for f in self.frames(inv_id, since=since, timeout=timeout):
             yield f.value
 
-    def frames(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Frame]:
+    def frames(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Frame]:
         """See :meth:`SyncQueue.frames`."""
-        _check_id(inv)
-        return _async_iter(self._d, self._core.stream(invocation_path(inv), inv, since, timeout))
+        _check_id(inv_id)
+        return _async_iter(self._d, self._core.stream(invocation_path(inv_id), inv_id, since, timeout))
 
-    async def cancel(self, inv: str) -> bool:
+    async def cancel(self, inv_id: str) -> bool:
         """See :meth:`SyncQueue.cancel`."""
-        return await self._d.run_async(self._core.cancel(inv))
+        return await self._d.run_async(self._core.cancel(inv_id))
 
-    async def kill(self, inv: str) -> bool:
+    async def kill(self, inv_id: str) -> bool:
         """See :meth:`SyncQueue.kill`."""
-        return await self._d.run_async(self._core.kill(inv))
+        return await self._d.run_async(self._core.kill(inv_id))
 
     async def count(self, state: StateName = "queued") -> int:
         """See :meth:`SyncQueue.count`."""
@@ -1653,9 +1653,9 @@ class Queue:
         """See :meth:`SyncQueue.heartbeat`."""
         return await self._d.run_async(self._core.heartbeat(job))
 
-    async def post(self, inv: Job | str, value: Any, *, final: bool = False) -> int:
+    async def post(self, inv_id: Job | str, value: Any, *, final: bool = False) -> int:
         """See :meth:`SyncQueue.post`."""
-        return await self._d.run_async(self._core.post(inv, value, final))
+        return await self._d.run_async(self._core.post(inv_id, value, final))
 
     @contextlib.asynccontextmanager
     async def working(self, *, wait: float = 0.0) -> AsyncIterator[Job | None]:
