@@ -26,7 +26,11 @@ if [ ! -x "$venv/bin/pytest" ]; then
     echo "python3 -m venv failed: install python3-venv (apt-get install python3-venv)" >&2
     exit 1
   }
+fi
+# (Re)install when the venv is new or python/pyproject.toml changed since the last install.
+if [ ! -f "$venv/.installed" ] || [ python/pyproject.toml -nt "$venv/.installed" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check -e 'python[test]'
+  touch "$venv/.installed"
 fi
 go build -o "$venv/lakeshore" ./cmd/lakeshore
 rc=0

@@ -41,6 +41,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -254,16 +255,26 @@ func RunDaemon(ctx context.Context, o *DaemonOpts, logger *slog.Logger, getenv f
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 
-	// Data queues: beside the plane's home ($LAKESHORE_HOME/data, as serve), or for a
-	// private ":memory:" plane a temporary directory that goes with the daemon.
+	// Data queues: in data/ beside the plane's SQLite file (for the default
+	// $LAKESHORE_HOME/lakeshore.db that is $LAKESHORE_HOME/data, as serve), so the data of a
+	// file's plane goes with the file whichever client started its daemon; for a plane that
+	// is not a file ($LAKESHORE_HOME/data, as serve), or for a private ":memory:" plane a
+	// temporary directory that goes with the daemon.
 	var dataDir string
-	if target == ":memory:" {
+	switch {
+	case target == ":memory:":
 		if dataDir, err = os.MkdirTemp("", "lakeshore-daemon-data-"); err != nil {
 			return fmt.Errorf("create the data directory: %w", err)
 		}
 		defer os.RemoveAll(dataDir)
-	} else if dataDir, err = serveDataDir("", getenv); err != nil {
-		return err
+	case !strings.Contains(target, "://"):
+		if dataDir, err = serveDataDir(filepath.Join(filepath.Dir(target), "data"), getenv); err != nil {
+			return err
+		}
+	default:
+		if dataDir, err = serveDataDir("", getenv); err != nil {
+			return err
+		}
 	}
 	srv := server.New(drv, &server.Config{Logger: logger, DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}})
 	defer func() {

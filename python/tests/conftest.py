@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from lakeshore import HttpDispatch
+from lakeshore.dispatch import LocalDispatch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,3 +156,73 @@ def qname(request: pytest.FixtureRequest) -> str:
     _counter += 1
     base = re.sub(r"[^A-Za-z0-9]", "-", request.node.name)[:80].strip("-")
     return f"{base}-{_counter}"
+
+
+PLANES = ("memory", "embedded", "serve")
+"""The three planes every verb is tested on: ``Dispatch(":memory:")`` (a private daemon), the
+embedded default's kind ``Dispatch(path)`` (the shared daemon of a SQLite file) and a real
+``lakeshore serve`` over loopback with bearer-token auth."""
+
+
+@dataclass
+class Planes:
+    """The session's planes, made on first use and shared by every test of the session (one
+    daemon or server each, so parametrizing over them costs requests, not start-ups)."""
+
+    binary: str
+    server: Server
+    home: Path
+    made: dict[str, HttpDispatch]
+
+    def get(self, kind: str) -> HttpDispatch:
+        """The plane of kind ``memory``, ``embedded`` or ``serve``."""
+        d = self.made.get(kind)
+        if d is None:
+            if kind == "memory":
+                d = LocalDispatch(":memory:", binary=self.binary)
+            elif kind == "embedded":
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setenv("LAKESHORE_HOME", str(self.home))
+                    mp.delenv("LAKESHORE_URL", raising=False)
+                    d = LocalDispatch(str(self.home / "lakeshore.db"), binary=self.binary)
+            elif kind == "serve":
+                d = HttpDispatch(self.server.url, token=self.server.admin_token)
+            else:
+                raise ValueError(kind)
+            self.made[kind] = d
+        return d
+
+    def token(self, kind: str, permissions: str) -> HttpDispatch:
+        """A plane of ``kind`` whose calls carry a tenant token of ``permissions`` on every
+        queue (serve); the local planes have no tokens (the socket is the owner's)."""
+        if kind != "serve":
+            return self.get(kind)
+        key = f"serve:{permissions}"
+        d = self.made.get(key)
+        if d is None:
+            d = HttpDispatch(self.server.url, token=self.server.token("*", permissions))
+            self.made[key] = d
+        return d
+
+
+@pytest.fixture(scope="session")
+def planes(lakeshore_bin: str, server: Server) -> Iterator[Planes]:
+    """The session's three planes (see :data:`PLANES`)."""
+    home = Path(tempfile.mkdtemp(prefix="ls-planes-"))
+    p = Planes(lakeshore_bin, server, home, {})
+    try:
+        yield p
+    finally:
+        for d in p.made.values():
+            d.close()
+        from lakeshore import _daemon
+
+        for sock in home.glob("run/*/daemon.sock"):
+            _daemon._request(str(sock), "POST", "/v1/daemon/stop")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(params=PLANES)
+def every_plane(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
+    """Each of the three planes in turn (the test runs once per plane)."""
+    return planes.get(str(request.param))

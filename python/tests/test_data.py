@@ -1,56 +1,51 @@
-"""The data queue (lakeshore.data) against a real server with the data routes.
-
-The binary is ``$LAKESHORE_DATA_BIN``, else ``$LAKESHORE_BIN``, else the session's; the
-tests skip, saying why, when it does not serve the data routes of docs/http-api.md.
-"""
+"""The data queue (lakeshore.data) on every plane: ``Dispatch(":memory:")``, the embedded
+daemon of a file (``Dispatch(path)``) and ``lakeshore serve`` with a tenant token of the
+data permissions (``every_plane``, the session's planes in conftest.py); then the
+TransferQueue sampler edge cases, the read layouts (no Python object per row), torch and
+TensorDict, ``storage_path`` and the persisting-queue seed page as written."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
+import subprocess
+import sys
 import tempfile
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
-from lakeshore import HttpDispatch, InvalidError
+from lakeshore import HttpDispatch, InvalidError, NotFoundError
+from lakeshore import TimeoutError as LakeshoreTimeout
 from lakeshore.data import (
+    Batch,
     GRPOGroupNSampler,
     KVInterface,
     Queue,
     RankAwareSampler,
+    SeqlenBalancedSampler,
     SequentialSampler,
 )
-from tests.conftest import Server, start_server, stop_server
+from tests.conftest import PLANES, Planes, Server
 
 pytest.importorskip("pyarrow")
 
-
-@pytest.fixture(scope="module")
-def data_server(lakeshore_bin: str) -> Iterator[Server]:
-    binary = os.environ.get("LAKESHORE_DATA_BIN") or lakeshore_bin
-    home = Path(tempfile.mkdtemp(prefix="ls-data-"))
-    s = start_server(binary, home, "adm-data")
-    try:
-        probe = httpx.get(s.url + "/v1/namespaces/default/data", headers={"Authorization": "Bearer adm-data"})
-        if probe.status_code == 404:
-            pytest.skip(f"{binary} does not serve the data routes (branch data, docs/http-api.md 'Data queues'); "
-                        "set LAKESHORE_DATA_BIN to a binary built from a tree that has them")
-        yield s
-    finally:
-        stop_server(s)
-        shutil.rmtree(home, ignore_errors=True)
+DATA = "data:put,data:read"
 
 
-@pytest.fixture
-def d(data_server: Server) -> Iterator[HttpDispatch]:
-    dd = HttpDispatch(data_server.url, token=data_server.admin_token)
-    yield dd
-    dd.close()
+@pytest.fixture(params=PLANES)
+def d(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
+    """Each plane; on serve, a token that grants only the data permissions."""
+    return planes.token(str(request.param), DATA)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
 
 
 def test_seed_put_flush_get(d: HttpDispatch, qname: str) -> None:
@@ -67,7 +62,7 @@ def test_seed_put_flush_get(d: HttpDispatch, qname: str) -> None:
         assert r["step"] == 3 and r["toks"] == [1, 2]
         assert r["obs"].dtype == np.float32 and r["obs"].tolist() == [0.0, 1.0, 2.0]
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_auto_flush_batch_size_and_stats(d: HttpDispatch, qname: str) -> None:
@@ -77,12 +72,12 @@ def test_auto_flush_batch_size_and_stats(d: HttpDispatch, qname: str) -> None:
         other = Queue(qname, dispatch=d)
         assert len(await other.get(limit=10)) == 3
         await q.put({"i": 3})
-        await asyncio.sleep(0.6)  # the interval sends it
+        await asyncio.sleep(0.5)  # the interval sends it
         assert [r["i"] for r in await other.get(limit=10)] == [3]
         st = await q.stats()
         assert st["len"] == 4 and st["client"]["puts"] == 4
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_stream(d: HttpDispatch, qname: str) -> None:
@@ -92,16 +87,18 @@ def test_stream(d: HttpDispatch, qname: str) -> None:
         async def produce() -> None:
             for i in range(5):
                 await q.put({"i": i})
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.03)
 
         p = asyncio.create_task(produce())
         seen: list[int] = []
-        async for batch in Queue(qname, dispatch=d).stream(limit=1000, wait=True, timeout=1.0):
+        async for batch in Queue(qname, dispatch=d).stream(limit=1000, wait=True, timeout=0.5):
             seen.extend(r["i"] for r in batch)
         await p
         assert seen == list(range(5))
+        # Without wait the stream ends at the tail.
+        assert [len(b) async for b in Queue(qname, dispatch=d).stream(limit=2, wait=False)] == [2, 2, 1]
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_meta_data_batches_and_consumption(d: HttpDispatch, qname: str) -> None:
@@ -117,13 +114,15 @@ def test_meta_data_batches_and_consumption(d: HttpDispatch, qname: str) -> None:
             fields=["ids", "reward"], batch_size=8, task_name="actor_train", partition_id="train_0", sampler=SequentialSampler()
         )
         assert meta.size == 8 and meta.global_indexes == list(range(8)) and meta.field_names == ["ids", "reward"]
+        assert {f["name"]: f["kind"] for f in meta.fields} == {"ids": "list<int64>", "reward": "float64"}
         batch = await reader.get_data(meta, partition_id="train_0")
         assert batch["reward"].dtype == np.float64 and batch["reward"].tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
         assert not batch["reward"].flags["OWNDATA"]  # a view on the Arrow buffer: zero-copy
-        assert batch["ids"].shape == (8, 3)  # equal-length lists: one 2-D array
+        assert batch["ids"].shape == (8, 3) and batch["ids"].dtype == np.int64  # equal-length lists: one 2-D array
         assert batch.global_indexes.tolist() == list(range(8))
         rest = await reader.get_batch(fields=["reward"], batch_size=8, task_name="actor_train", partition_id="train_0")
         assert rest.global_indexes.tolist() == list(range(8, 16))  # consumed ones are skipped
+        assert rest.meta is not None and rest.meta.global_indexes == list(range(8, 16)) and rest.meta.task_name == "actor_train"
         assert await q.consumed("actor_train", "train_0") == 16
         await q.reset_consumption("actor_train", partition_id="train_0")
         again = await reader.get_batch(fields=["reward"], batch_size=4, task_name="actor_train", partition_id="train_0")
@@ -131,27 +130,15 @@ def test_meta_data_batches_and_consumption(d: HttpDispatch, qname: str) -> None:
         await q.mark_consumed("other", global_indexes=[0, 1, 2, 3], partition_id="train_0")
         nxt = await reader.get_batch(fields=["reward"], batch_size=4, task_name="other", partition_id="train_0")
         assert nxt.global_indexes.tolist() == [4, 5, 6, 7]
-        # GRPO: whole groups of n per prompt; a batch size not a multiple of n is refused.
-        g = await reader.get_batch(
-            fields=["prompt"], batch_size=8, task_name="grpo", partition_id="train_0",
-            sampler=GRPOGroupNSampler(n_samples_per_prompt=4, group_field="prompt"),
-        )
-        prompts = g["prompt"].tolist()
-        assert len(prompts) == 8 and prompts[:4] == [prompts[0]] * 4 and prompts[4:] == [prompts[4]] * 4
-        with pytest.raises(InvalidError):
-            await reader.get_batch(
-                fields=["prompt"], batch_size=6, task_name="grpo2", partition_id="train_0",
-                sampler=GRPOGroupNSampler(n_samples_per_prompt=4, group_field="prompt"),
-            )
-        # Rank-aware: the ranks of one step get the same records.
-        r0, r1 = q.reader(0, 2), q.reader(1, 2)
-        b0 = await r0.get_batch(fields=["reward"], batch_size=2, task_name="dp", partition_id="train_0", sampler=RankAwareSampler())
-        b1 = await r1.get_batch(fields=["reward"], batch_size=2, task_name="dp", partition_id="train_0", sampler=RankAwareSampler())
-        assert len(b0) == 2 and len(b1) == 2
+        # defer_consume: handed out, not consumed until marked.
+        held = await reader.get_meta(["reward"], 2, "late", "train_0", defer_consume=True)
+        assert await q.consumed("late", "train_0") == 0
+        await q.mark_consumed("late", held.global_indexes, "train_0")
+        assert await q.consumed("late", "train_0") == 2
         with pytest.raises(InvalidError):
             q.reader(2, 2)
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_kv_interface(d: HttpDispatch, qname: str) -> None:
@@ -166,16 +153,434 @@ def test_kv_interface(d: HttpDispatch, qname: str) -> None:
         assert pairs == {"sess-42": {"status": "complete"}, "sess-43": {}, "sess-44": {}}
         await kv.kv_clear(["sess-42"], partition_id="prod")
         assert set(dict(await kv.kv_list("prod"))) == {"sess-43", "sess-44"}
+        with pytest.raises(NotFoundError):
+            await kv.kv_batch_get(["sess-42"], partition_id="prod")
+        # Columns: numpy arrays, one row per key; 0-d rows are scalars.
+        await kv.kv_batch_put(
+            ["a", "b"], data={"obs": np.arange(6, dtype=np.float32).reshape(2, 3), "r": np.array([0.5, 1.5])}, partition_id="cols"
+        )
+        a, b = await kv.kv_batch_get(["a", "b"], partition_id="cols")
+        assert a["obs"].tolist() == [0, 1, 2] and b["obs"].tolist() == [3, 4, 5] and (a["r"], b["r"]) == (0.5, 1.5)
+        assert type(a["r"]) is float
+        with pytest.raises(InvalidError):
+            await kv.kv_batch_put(["a", "b", "c"], data={"r": np.array([0.5, 1.5])}, partition_id="cols")
 
-    asyncio.run(main())
+    run(main())
 
 
-def test_rl_loop_example(data_server: Server) -> None:
-    import subprocess
-    import sys
+# ------------------------------------------------------------------------------ samplers (TransferQueue's edge cases)
 
+
+def test_rank_aware_ranks_of_one_group_get_the_same_records(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=1000)
+        await q.put_batch([{"x": float(i)} for i in range(12)])
+        await q.flush()
+        # Two data-parallel groups of two tensor-parallel ranks each: every process makes
+        # its reader of its group's rank.
+        g0 = [q.reader(0, 2), q.reader(0, 2)]
+        g1 = [q.reader(1, 2), q.reader(1, 2)]
+        sampler = RankAwareSampler()
+        steps: list[tuple[list[int], list[int]]] = []
+        for _ in range(2):
+            a0, b0 = [
+                (await r.get_batch(fields=["x"], batch_size=3, task_name="dp", sampler=sampler)).global_indexes.tolist()
+                for r in g0
+            ]
+            a1, b1 = [
+                (await r.get_batch(fields=["x"], batch_size=3, task_name="dp", sampler=sampler)).global_indexes.tolist()
+                for r in g1
+            ]
+            assert a0 == b0 and a1 == b1  # identical within a group
+            assert len(a0) == 3 and not set(a0) & set(a1)  # disjoint across groups
+            steps.append((a0, a1))
+        (s0g0, s0g1), (s1g0, s1g1) = steps
+        assert not (set(s0g0) | set(s0g1)) & (set(s1g0) | set(s1g1))  # the next step is new records
+        assert sorted(s0g0 + s0g1 + s1g0 + s1g1) == list(range(12))
+        # A late rank of group 0 asking for step 0 gets the stored assignment, whoever
+        # consumed it: the same records as its peers.
+        late = await q.reader(0, 2).get_meta(["x"], 3, "dp", sampler=sampler, batch_index=0)
+        assert late.global_indexes == s0g0
+        # The values are the same records too.
+        b = await q.reader(0, 2).get_batch(["x"], 3, "dp", sampler=sampler, batch_index=1)
+        assert b["x"].tolist() == [float(i) for i in s1g0]
+
+    run(main())
+
+
+def test_grpo_incomplete_groups_and_batch_sizes(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=1000)
+        # p1 has 3 of its 4 samples (a failed generation); p0 and p2 are complete.
+        rows = [{"uid": "p0", "r": 0.0}] * 4 + [{"uid": "p1", "r": 1.0}] * 3 + [{"uid": "p2", "r": 2.0}] * 4
+        await q.put_batch(rows)
+        await q.flush()
+        grpo = GRPOGroupNSampler(n_samples_per_prompt=4, group_field="uid")
+        reader = q.reader()
+        b = await reader.get_batch(fields=["uid"], batch_size=8, task_name="grpo", sampler=grpo, timeout=2)
+        assert b["uid"].tolist() == ["p0"] * 4 + ["p2"] * 4  # the incomplete group is skipped, not split
+        # A batch size that is not a multiple of n is refused, saying so.
+        with pytest.raises(InvalidError) as e:
+            await reader.get_batch(fields=["uid"], batch_size=6, task_name="grpo6", sampler=grpo)
+        assert "batch_size" in str(e.value)
+        # Only the incomplete group is left: a wait ends in a timeout and hands nothing out.
+        with pytest.raises(LakeshoreTimeout):
+            await reader.get_batch(fields=["uid"], batch_size=4, task_name="grpo", sampler=grpo, timeout=0.3)
+        assert await q.consumed("grpo") == 8
+        # Without wait: nothing complete is ready, so an empty batch.
+        empty = await reader.get_batch(fields=["uid"], batch_size=4, task_name="grpo", sampler=grpo, wait=False)
+        assert len(empty) == 0
+        # The missing sample arrives: the group completes and is handed out whole.
+        await q.put({"uid": "p1", "r": 1.0})
+        await q.flush()
+        done = await reader.get_batch(fields=["uid", "r"], batch_size=4, task_name="grpo", sampler=grpo, timeout=2)
+        assert done["uid"].tolist() == ["p1"] * 4 and done["r"].tolist() == [1.0] * 4
+        # Without group_field: aligned blocks of n consecutive samples of the partition.
+        q2 = Queue(qname + "-blocks", dispatch=d, batch_size=1000)
+        await q2.put_batch([{"i": i} for i in range(6)])
+        await q2.flush()
+        blocks = await q2.reader().get_batch(["i"], 4, "g", sampler=GRPOGroupNSampler(2))
+        assert blocks["i"].tolist() == [0, 1, 2, 3]
+        with pytest.raises(InvalidError):
+            GRPOGroupNSampler(n_samples_per_prompt=0)
+
+    run(main())
+
+
+def test_not_enough_data_before_the_timeout(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=1000)
+        await q.put_batch([{"i": i} for i in range(3)])
+        await q.flush()
+        reader = q.reader()
+        with pytest.raises(LakeshoreTimeout):
+            await reader.get_meta(["i"], 5, "t", timeout=0.3)
+        assert await q.consumed("t") == 0  # a wait that ended handed nothing out
+        partial = await reader.get_meta(["i"], 5, "t", wait=False)
+        assert partial.global_indexes == [0, 1, 2]
+
+        # A wait that the data fills in time returns the full batch.
+        async def later() -> None:
+            await asyncio.sleep(0.2)
+            await q.put_batch([{"i": i} for i in range(3, 8)])
+            await q.flush()
+
+        t = asyncio.create_task(later())
+        full = await reader.get_meta(["i"], 5, "t", timeout=5)
+        await t
+        assert full.global_indexes == [3, 4, 5, 6, 7]
+
+    run(main())
+
+
+def test_seqlen_balanced_sampler(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=1000)
+        lengths = [9, 1, 8, 2, 7, 3, 6, 4]
+        await q.put_batch([{"tokens": list(range(n)), "n": n} for n in lengths] + [{"tokens": [0], "n": 1}] * 4)
+        await q.flush()
+        b = await q.reader().get_batch(["n"], 8, "seq", sampler=SeqlenBalancedSampler("tokens", groups=2))
+        got = b["n"].tolist()
+        assert sorted(got) == sorted(lengths)  # the first 8 ready samples
+        assert sum(got[:4]) == sum(got[4:]) == 20  # two equal-count parts, balanced
+        with pytest.raises(InvalidError):
+            await q.reader().get_batch(["n"], 3, "seq2", sampler=SeqlenBalancedSampler("tokens", groups=2))
+
+    run(main())
+
+
+def test_reader_get_reads_its_ranks_shard(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=1000)
+        await q.put_batch([{"i": i} for i in range(40)])
+        await q.flush()
+        r0, r1 = q.reader(0, 2), q.reader(1, 2)
+        got0 = [r["i"] for r in await r0.get(limit=100)]
+        got1 = [r["i"] for r in await r1.get(limit=100)]
+        assert got0 and got1 and not set(got0) & set(got1)
+        assert sorted(got0 + got1) == list(range(40))  # the shards cover the queue
+        assert await r0.get(limit=100) == []  # each reader has its own cursor
+        assert [r["i"] for r in await q.reader(0, 2).get(limit=100)] == got0  # the same shard again
+        assert len(await q.reader().get(limit=100)) == 40  # world size 1: everything
+
+    run(main())
+
+
+# ------------------------------------------------------------------------------ read layouts
+
+
+def test_tensor_columns_without_an_object_per_row(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=1000)
+        obs = np.arange(4 * 2 * 3, dtype=np.float32).reshape(4, 2, 3)
+        await q.put_batch([{"obs": obs[i], "id": i, "mask": np.ones(5, dtype=np.int8) * i} for i in range(4)])
+        await q.flush()
+        b = await q.reader().get_batch(["obs", "mask", "id"], 4, "t")
+        assert isinstance(b, Batch)
+        assert b["obs"].dtype == np.float32 and b["obs"].shape == (4, 2, 3)  # stacked: one array
+        np.testing.assert_array_equal(b["obs"], obs)
+        assert not b["obs"].flags["OWNDATA"] and b["obs"].flags["WRITEABLE"]  # a writable view on the answer
+        assert b["mask"].dtype == np.int8 and b["mask"].shape == (4, 5)
+        assert b["id"].dtype == np.int64 and b["id"].tolist() == [0, 1, 2, 3]
+        # Shapes that differ: one array per row, in an object array.
+        await q.put_batch([{"obs": np.zeros(2, dtype=np.float32)}, {"obs": np.zeros(3, dtype=np.float32)}])
+        await q.flush()
+        ragged = await q.reader().get_batch(["obs"], 2, "t")
+        assert ragged["obs"].dtype == object and [a.shape for a in ragged["obs"]] == [(2,), (3,)]
+        # Ragged lists: one 1-D view per row.
+        await q.put_batch([{"toks": [1, 2, 3]}, {"toks": [4]}])
+        await q.flush()
+        lists = await q.reader().get_batch(["toks"], 2, "t")
+        assert [a.tolist() for a in lists["toks"]] == [[1, 2, 3], [4]]
+        # zerocopy_mode="off": every column its own copy.
+        await q.reset_consumption("t")
+        off = Queue(qname, dispatch=d, zerocopy_mode="off")
+        c = await off.reader().get_batch(["obs", "id"], 4, "t")
+        assert c["obs"].flags["OWNDATA"] and c["id"].flags["OWNDATA"]
+        np.testing.assert_array_equal(c["obs"], obs)
+
+    run(main())
+
+
+def test_bfloat16_and_complex_tensors(d: HttpDispatch, qname: str) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=1000)
+        bf = np.array([[1.5, -2.0], [0.25, 8.0]], dtype=ml_dtypes.bfloat16)
+        cx = np.array([[1 + 2j], [3 - 4j]], dtype=np.complex64)
+        await q.put_batch([{"bf": bf[i], "cx": cx[i]} for i in range(2)])
+        await q.flush()
+        b = await q.reader().get_batch(["bf", "cx"], 2, "t")
+        assert b["bf"].dtype == bf.dtype and b["bf"].shape == (2, 2) and b["bf"].tolist() == bf.tolist()
+        assert b["cx"].dtype == np.complex64 and b["cx"].tolist() == cx.tolist()
+
+    run(main())
+
+
+def test_torch_and_tensordict_formats(d: HttpDispatch, qname: str) -> None:
+    torch = pytest.importorskip("torch")
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=1000)
+        await q.put_batch(
+            [{"input_ids": torch.arange(4) + i, "reward": float(i), "text": f"t{i}"} for i in range(3)]
+        )
+        await q.flush()
+        b = await q.reader().get_batch(["input_ids", "reward", "text"], 3, "t", format="torch")
+        assert isinstance(b["input_ids"], torch.Tensor) and b["input_ids"].shape == (3, 4)
+        assert b["input_ids"].dtype == torch.int64 and b["input_ids"][2].tolist() == [2, 3, 4, 5]
+        assert b["reward"].tolist() == [0.0, 1.0, 2.0] and b["text"].tolist() == ["t0", "t1", "t2"]
+        b["input_ids"][0, 0] = 99  # writable memory of its own answer
+        with pytest.raises(InvalidError):
+            await q.reader().get_batch(["reward"], 1, "t2", format="pandas")  # type: ignore[arg-type]
+        tensordict = pytest.importorskip("tensordict")
+        await q.reset_consumption("t")
+        td = await q.reader().get_batch(["input_ids", "reward", "text"], 3, "t", format="tensordict")
+        assert isinstance(td, tensordict.TensorDict) and td.batch_size == torch.Size([3])
+        assert td["input_ids"].shape == (3, 4) and td["_index"].tolist() == [0, 1, 2]
+        assert td.get_non_tensor("text") == ["t0", "t1", "t2"]
+        # kv_batch_put takes a TensorDict of columns, one row per key.
+        kv = KVInterface(q)
+        cols = tensordict.TensorDict({"obs": torch.ones(2, 3), "r": torch.tensor([0.5, 1.5])}, batch_size=[2])
+        await kv.kv_batch_put(["s-1", "s-2"], data=cols, partition_id="kv")
+        one, two = await kv.kv_batch_get(["s-1", "s-2"], partition_id="kv")
+        assert one["r"] == 0.5 and two["r"] == 1.5 and one["obs"].tolist() == [1.0, 1.0, 1.0]
+
+    run(main())
+
+
+def test_queue_arguments() -> None:
+    with pytest.raises(InvalidError) as e:
+        Queue("q", zerocopy_mode="sometimes", dispatch=object())  # type: ignore[arg-type]
+    assert "auto" in str(e.value) and "off" in str(e.value)
+    with pytest.raises(InvalidError):
+        Queue("q", batch_size=0, dispatch=object())  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ storage_path and the seed page
+
+
+@pytest.fixture
+def short_home(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh directory as cwd and LAKESHORE_HOME (short: daemon sockets live there), the
+    session's binary, no LAKESHORE_URL; its daemons are stopped at the end."""
+    from lakeshore import _daemon, data
+
+    h = Path(tempfile.mkdtemp(prefix="ls-sp-"))
+    monkeypatch.setenv("LAKESHORE_HOME", str(h / "home"))
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    monkeypatch.delenv("LAKESHORE_URL", raising=False)
+    monkeypatch.chdir(h)
+    yield h
+    data._close_storage_planes()
+    for sock in h.glob("home/run/*/daemon.sock"):
+        _daemon._request(str(sock), "POST", "/v1/daemon/stop")
+
+
+def test_storage_path_is_the_embedded_plane_of_that_directory(short_home: Path) -> None:
+    async def main() -> None:
+        q = Queue("events", storage_path="./data")
+        assert q.dispatch.target == str(short_home / "data" / "lakeshore.db")  # type: ignore[attr-defined]
+        await q.put({"step": 1})
+        await q.flush()
+        assert Queue("events", storage_path=short_home / "data").dispatch is q.dispatch  # one plane per directory
+        assert (short_home / "data" / "data" / "default" / "events").is_dir()  # the data is under storage_path
+        other = Queue("events", storage_path="./elsewhere")
+        assert await other.get(limit=10) == []  # another directory, another plane
+        assert await Queue("events", storage_path="./data").get(limit=10) == [{"step": 1}]
+
+    run(main())
+    (short_home / "afile").write_text("x")
+    with pytest.raises(InvalidError):
+        Queue("events", storage_path="./afile")
+
+
+SEED_PAGE = '''
+import asyncio
+import numpy as np
+from lakeshore.data import Queue, SequentialSampler, KVInterface, RankAwareSampler, GRPOGroupNSampler
+
+async def main():
+    q = Queue("events", storage_path="./data")
+
+    await q.put({"step": 1, "reward": 0.5})
+    await q.put({"step": 2, "reward": 0.8})
+    await q.flush()
+
+    records = await q.get(limit=100)
+    print(f"Read {len(records)} records")  # Read 2 records
+
+asyncio.run(main())
+
+q = Queue("events",
+    storage_path="./data",
+    batch_size=100,                # flush when 100 records accumulate
+    auto_flush_interval_sec=1.0,   # or every second, whichever comes first
+    enable_metrics=True,           # track put/get/flush counts
+)
+
+reader_0 = q.reader()   # under Pulsing: rank=0, world_size=2
+reader_1 = q.reader()   # under Pulsing: rank=1, world_size=2
+
+q = Queue("events", zerocopy_mode="auto")   # avoids pickle + copy for tensor data
+
+async def batches():
+    q = Queue("training_data", storage_path="./data")
+    # (not on the page: the records it reads)
+    await q.put_batch([{"input_ids": np.arange(8) + i, "attention_mask": np.ones(8, dtype=np.int8),
+                        "labels": np.int64(i)} for i in range(64)], partition_id="train_0")
+    await q.flush()
+    reader = q.reader()
+
+    # Phase 1: what's available?
+    meta = await reader.get_meta(
+        fields=["input_ids", "attention_mask", "labels"],
+        batch_size=32,
+        task_name="actor_train",
+        partition_id="train_0",
+        sampler=SequentialSampler(),
+    )
+    # meta.size, meta.global_indexes, meta.field_names
+    print("meta", meta.size, meta.global_indexes[:3], meta.field_names)
+
+    # Phase 2: pull the actual tensors
+    batch = await reader.get_data(meta, partition_id="train_0")
+    print("data", batch["input_ids"].shape, batch["labels"][:3].tolist())
+
+    # Or do both in one call
+    batch = await reader.get_batch(
+        fields=["input_ids", "attention_mask"],
+        batch_size=32,
+        task_name="actor_train",
+        partition_id="train_0",
+        sampler=SequentialSampler(),
+    )
+    print("batch", batch["attention_mask"].shape, batch.global_indexes[:2].tolist())
+
+async def kv_page():
+    q = Queue("kv_store", storage_path="./data")
+    kv = KVInterface(q)
+    tensor_dict = {"obs": np.zeros(3, dtype=np.float32)}             # (not on the page)
+    two_session_batch = {"obs": np.ones((2, 3), dtype=np.float32)}   # (not on the page)
+
+    # Put by key
+    await kv.kv_put("sess-42", data=tensor_dict, partition_id="prod",
+        tag={"status": "complete", "model": "llama-70b"})
+
+    # Batch put
+    await kv.kv_batch_put(
+        ["sess-43", "sess-44"],
+        data=two_session_batch,
+        partition_id="prod",
+    )
+
+    # Retrieve by keys
+    data = await kv.kv_batch_get(["sess-42", "sess-43"], partition_id="prod")
+    print("kv", [d["obs"].tolist() for d in data])
+
+    # List keys and their tags
+    pairs = await kv.kv_list("prod")
+    # → [("sess-42", {"status": "complete", ...}), ("sess-43", {}), ...]
+    print("pairs", pairs)
+
+    # Clean up
+    await kv.kv_clear(["sess-42"], partition_id="prod")
+
+async def consumption():
+    q = Queue("training_data", storage_path="./data")
+    # Mark records as processed by this task
+    await q.mark_consumed("actor_train", global_indexes=[1, 2, 3], partition_id="train_0")
+
+    # Reset consumption state for a fresh training run
+    await q.reset_consumption("actor_train", partition_id="train_0")
+    print("consumed", await q.consumed("actor_train", partition_id="train_0"))
+
+    # Simple: consume in order
+    seq = SequentialSampler()
+
+    # Distributed training: each rank gets independent shards
+    rank = RankAwareSampler()
+
+    # GRPO: sample N items from each prompt group
+    grpo = GRPOGroupNSampler(n_samples_per_prompt=4)
+
+    process = lambda batch: print("stream", len(batch))
+    q = Queue("events", storage_path="./data")   # (not on the page: which queue)
+    async for batch in q.stream(limit=1000, wait=True, timeout=0.5):
+        process(batch)
+
+asyncio.run(batches())
+asyncio.run(kv_page())
+asyncio.run(consumption())
+'''
+
+
+def test_the_persisting_queue_seed_page_as_written(short_home: Path) -> None:
+    """The seed page's snippets (docs: persisting-queue), run in order in a fresh process with
+    ``from persisting import`` made ``from lakeshore.data import``; the Pulsing lines are
+    not ours (no cluster), and the page's undefined ``tensor_dict``/``two_session_batch``
+    and the records it reads are supplied, marked ``(not on the page)``."""
+    script = short_home / "seed_page.py"
+    script.write_text(textwrap.dedent(SEED_PAGE))
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, str(script)], cwd=short_home, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[0] == "Read 2 records"
+    assert "meta 32 [0, 1, 2] ['input_ids', 'attention_mask', 'labels']" in out
+    assert "data (32, 8) [0, 1, 2]" in out
+    assert "batch (32, 8) [32, 33]" in out
+    assert "kv [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]" in out
+    assert any(line.startswith("pairs [('sess-42', {") for line in out)
+    assert "consumed 0" in out
+    assert "stream 2" in out
+    assert (short_home / "data" / "data" / "default" / "training_data").is_dir()
+
+
+def test_rl_loop_example(server: Server) -> None:
     script = Path(__file__).resolve().parents[2] / "examples" / "python" / "rl_loop.py"
-    env = dict(os.environ, LAKESHORE_URL=data_server.url, LAKESHORE_TOKEN=data_server.admin_token)
+    env = dict(os.environ, LAKESHORE_URL=server.url, LAKESHORE_TOKEN=server.admin_token)
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("32 samples, tokens (32, 16)") == 4

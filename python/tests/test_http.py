@@ -1,5 +1,8 @@
-"""The client against a real ``lakeshore serve`` on loopback: every verb of SyncQueue,
-Queue and Topic, errors by code, auth, fork, and 1,000 concurrent waits in asyncio."""
+"""Every verb of SyncQueue, Queue and Topic on the three planes — ``Dispatch(":memory:")``,
+the embedded daemon of a file (``Dispatch(path)``) and a real ``lakeshore serve`` on loopback
+with bearer-token auth (the ``dispatch`` fixture below; the session shares one daemon or
+server of each) —, errors by code, auth, fork; and, on serve only, the tests that spend
+their time waiting on leases (heartbeats, expiry) and 1,000 concurrent waits in asyncio."""
 
 from __future__ import annotations
 
@@ -37,9 +40,21 @@ from lakeshore import (
     wire,
 )
 
-from .conftest import Server
+from .conftest import PLANES, Planes, Server
 
 UNKNOWN_ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+
+
+@pytest.fixture(params=PLANES)
+def dispatch(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
+    """Each plane in turn (serve with the server's admin token)."""
+    return planes.get(str(request.param))
+
+
+@pytest.fixture
+def serve(planes: Planes) -> HttpDispatch:
+    """The ``lakeshore serve`` plane only (tests whose time goes to waiting)."""
+    return planes.get("serve")
 
 
 def test_submit_claim_ack_result(dispatch: HttpDispatch, qname: str) -> None:
@@ -230,8 +245,8 @@ def test_working(dispatch: HttpDispatch, qname: str) -> None:
     assert row.state == "queued" and row.attempt == 1 and row.error is not None  # retried
 
 
-def test_working_heartbeats_a_slow_body(dispatch: HttpDispatch, qname: str) -> None:
-    q = SyncQueue(qname, dispatch=dispatch, lease_ttl=2.0)
+def test_working_heartbeats_a_slow_body(serve: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=serve, lease_ttl=2.0)
     inv = q.submit(None)
     with q.working() as job:
         assert job is not None
@@ -243,8 +258,8 @@ def test_working_heartbeats_a_slow_body(dispatch: HttpDispatch, qname: str) -> N
     assert q.get(inv).attempt == 1
 
 
-def test_lease_expires_without_heartbeats(dispatch: HttpDispatch, qname: str) -> None:
-    q = SyncQueue(qname, dispatch=dispatch, lease_ttl=0.5)
+def test_lease_expires_without_heartbeats(serve: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=serve, lease_ttl=0.5)
     q.submit(None)
     job = q.claim()
     assert job is not None
@@ -281,14 +296,14 @@ def test_unknown_kind(dispatch: HttpDispatch) -> None:
 def test_delayed_submit(dispatch: HttpDispatch, qname: str) -> None:
     q = SyncQueue(qname, dispatch=dispatch)
     t0 = time.monotonic()
-    inv = q.submit("later", delay=1.0)
+    inv = q.submit("later", delay=0.4)
     early = q.claim()
     if early is not None:
         pytest.skip("the served plane ignores delayed submits (Driver contract 5ec173e: not built in this tree yet)")
     job = q.claim(wait=5)
-    assert job is not None and job.id == inv and time.monotonic() - t0 >= 0.9
+    assert job is not None and job.id == inv and time.monotonic() - t0 >= 0.35
     q.ack(job)
-    at = datetime.now(timezone.utc) + timedelta(seconds=0.8)
+    at = datetime.now(timezone.utc) + timedelta(seconds=0.4)
     inv2 = q.submit("at", not_before=at)
     assert q.claim() is None
     job = q.claim(wait=5)
@@ -466,9 +481,9 @@ def test_async_queue(dispatch: HttpDispatch, qname: str) -> None:
     asyncio.run(main())
 
 
-def test_async_working(dispatch: HttpDispatch, qname: str) -> None:
+def test_async_working(serve: HttpDispatch, qname: str) -> None:
     async def main() -> None:
-        q = Queue(qname, dispatch=dispatch, lease_ttl=2.0)
+        q = Queue(qname, dispatch=serve, lease_ttl=2.0)
         async with q.working() as job:
             assert job is None
         ok = await q.submit(20)
@@ -488,10 +503,10 @@ def test_async_working(dispatch: HttpDispatch, qname: str) -> None:
     asyncio.run(main())
 
 
-def test_thousand_concurrent_waits_do_not_stall_the_loop(dispatch: HttpDispatch, qname: str) -> None:
+def test_thousand_concurrent_waits_do_not_stall_the_loop(serve: HttpDispatch, qname: str) -> None:
     n = 1000
-    q = Queue(qname, dispatch=dispatch)
-    worker_dispatch = HttpDispatch(dispatch.url, token=dispatch._transport.token)
+    q = Queue(qname, dispatch=serve)
+    worker_dispatch = HttpDispatch(serve.url, token=serve._transport.token)
     worker = SyncQueue(qname, dispatch=worker_dispatch)
 
     async def main() -> None:

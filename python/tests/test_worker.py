@@ -135,7 +135,7 @@ def test_thunk_queue(mem: lakeshore.Dispatch) -> None:
 
 def test_a_killed_job_stops_its_body(mem: lakeshore.Dispatch) -> None:
     stopped: dict[str, bool] = {}
-    started = {k: threading.Event() for k in ("sync", "gen", "async")}
+    started = {k: threading.Event() for k in ("sync", "gen", "async", "agen")}
 
     @udf(queue="kill-sync", dispatch=mem, lease_ttl=1.0)
     def busy() -> None:
@@ -168,7 +168,19 @@ def test_a_killed_job_stops_its_body(mem: lakeshore.Dispatch) -> None:
             stopped["async"] = True
             raise
 
-    for name, f in (("sync", busy), ("gen", ticks), ("async", waits)):
+    @udf(queue="kill-agen", dispatch=mem, lease_ttl=1.0)
+    async def atick() -> Any:
+        started["agen"].set()
+        try:
+            i = 0
+            while True:
+                await asyncio.sleep(0.05)
+                i += 1
+                yield i
+        finally:
+            stopped["agen"] = True
+
+    for name, f in (("sync", busy), ("gen", ticks), ("async", waits), ("agen", atick)):
         inv = f.submit()
         t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": [f], "once": True}, daemon=True)
         t.start()
@@ -190,7 +202,13 @@ WORKER_SCRIPT = textwrap.dedent(
     @udf(queue=sys.argv[3], dispatch=d, lease_ttl=1.0)
     def slow(tag: str, seconds: float) -> str:
         print("started", os.getpid(), flush=True)
-        time.sleep(seconds)
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end:  # Python bytecode between short sleeps: stoppable
+                time.sleep(0.02)
+        except lakeshore.JobStopped:
+            print("stopped", flush=True)
+            raise
         return f"{tag} by {os.getpid()}"
 
     print("ready", flush=True)
@@ -249,19 +267,43 @@ def test_a_sigkilled_worker_s_job_is_retried_and_a_stale_one_fenced(home: Path, 
     d.close()
 
 
-def test_sigterm_drains(home: Path, tmp_path: Path) -> None:
-    target = str(home / "drain.db")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_drains(home: Path, tmp_path: Path, signum: signal.Signals) -> None:
+    target = str(home / f"drain-{signum.name}.db")
     d = lakeshore.Dispatch(target)
     q = SyncQueue("crash", dispatch=d)
     first = q.submit({"tag": "first", "seconds": 1.0})
     second = q.submit({"tag": "second", "seconds": 1.0})
     w = _start_worker(tmp_path, target, "forever")
     assert w.stdout is not None and w.stdout.readline().startswith("started")
-    w.send_signal(signal.SIGTERM)
+    w.send_signal(signum)
     out, _ = w.communicate(timeout=30)
     assert w.returncode == 0 and "drained" in out
     assert q.result(first, timeout=5) == f"first by {w.pid}"  # the running job finished
     assert q.get(second).state == "queued"  # nothing new was claimed
+    d.close()
+
+
+def test_a_second_signal_stops_running_jobs_and_releases_them(home: Path, tmp_path: Path) -> None:
+    target = str(home / "second.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("crash", dispatch=d)
+    inv = q.submit({"tag": "long", "seconds": 60.0})
+    w = _start_worker(tmp_path, target, "forever")
+    assert w.stdout is not None and w.stdout.readline().startswith("started")
+    t0 = time.monotonic()
+    w.send_signal(signal.SIGTERM)  # drain: the job would run its 60 s
+    time.sleep(0.2)
+    w.send_signal(signal.SIGINT)  # again: stop it
+    out, _ = w.communicate(timeout=30)
+    assert w.returncode == 0 and "stopped" in out and "drained" in out
+    assert time.monotonic() - t0 < 20  # not the job's 60 s, nor its lease
+    row = q.get(inv)
+    assert row.state == "queued" and row.attempt == 1 and row.error is not None  # released at once for a retry
+    job = q.claim(wait=5)  # no lease to wait out
+    assert job is not None and job.id == inv and job.attempt == 2
+    q.ack(job, "second attempt")
+    assert q.result(inv, timeout=5) == "second attempt"
     d.close()
 
 

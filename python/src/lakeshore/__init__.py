@@ -18,7 +18,7 @@ Planes (:class:`Dispatch`: ``:memory:``, a file, the embedded default, ``http(s)
 from __future__ import annotations
 
 from lakeshore import errors, wire
-from lakeshore.dispatch import Dispatch, HttpDispatch, LocalDispatch, default_dispatch
+from lakeshore.dispatch import Dispatch, HttpDispatch, LocalDispatch, WorkerInfo, default_dispatch
 from lakeshore.errors import (
     AdmissionError,
     DispatchError,
@@ -49,7 +49,10 @@ from lakeshore.queue import (
     Invocation,
     InvocationPage,
     Job,
+    LaunchPolicy,
+    Provider,
     Queue,
+    Resources,
     SyncQueue,
     Topic,
 )
@@ -74,6 +77,10 @@ __all__ = [
     "Invocation",
     "InvocationPage",
     "Admission",
+    "Provider",
+    "LaunchPolicy",
+    "Resources",
+    "WorkerInfo",
     "FROM_START",
     "KINDS",
     "STATES",

@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import random
+import socket
 import threading
 import time
 import weakref
@@ -25,6 +26,9 @@ from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
+import anyio
+import anyio.abc
+import httpcore
 import httpx
 import msgpack
 
@@ -229,6 +233,7 @@ class Batcher(Generic[I, T]):
         self._in_flight = 0
         self._scheduled = False
         self._pid = os.getpid()
+        self._releases: set[asyncio.Future[None]] = set()
 
     def put(self, item: I) -> concurrent.futures.Future[T]:
         """Queue item for the next batch; the future gets its answer or exception.
@@ -282,6 +287,7 @@ class Batcher(Generic[I, T]):
                 answers = [closed] * len(batch)
             except BaseException as e:  # noqa: BLE001 - every waiting caller gets it
                 answers = [e] * len(batch)
+            orphans: list[T] = []
             for (_, fut), answer in zip(batch, answers):
                 try:
                     # A caller on another thread may cancel between a done() check and
@@ -293,8 +299,13 @@ class Batcher(Generic[I, T]):
                         fut.set_result(answer)
                 except concurrent.futures.InvalidStateError:
                     if self._orphan is not None and not isinstance(answer, BaseException):
-                        with contextlib.suppress(Exception):
-                            await self._orphan(answer)
+                        orphans.append(answer)
+            if orphans:
+                # In a task of their own: once every caller of the batch has gone, this
+                # task may be cancelled (_abandoned), which must not cut the releases short.
+                release = asyncio.ensure_future(self._release(orphans))
+                self._releases.add(release)
+                release.add_done_callback(self._releases.discard)
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -303,6 +314,12 @@ class Batcher(Generic[I, T]):
                     self._scheduled = True
             if again:
                 self._flush()
+
+    async def _release(self, orphans: list[T]) -> None:
+        assert self._orphan is not None
+        for answer in orphans:
+            with contextlib.suppress(Exception):
+                await self._orphan(answer)
 
     def _fail_pending(self) -> None:
         with self._lock:
@@ -327,6 +344,67 @@ def _reset_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class UnixSocketBackend(httpcore.AnyIOBackend):
+    """httpcore's anyio backend with a unix-socket connect that cannot race its timeout.
+
+    anyio's ``connect_unix`` (4.x) waits out a refused connect (``EAGAIN``: the daemon's
+    listen backlog is full, as under a burst of new connections on a loaded machine) with
+    ``loop.add_writer(sock, future.set_result, None)``, and an unconnected unix socket is
+    always writable, so it spins on ``connect()`` while the backlog stays full. When the
+    connect timeout (``anyio.fail_after``, which delivers its cancellation once per loop turn)
+    cancels that future in the turn where the writer callback is already queued, the callback
+    sets a result on the cancelled future and the loop logs ``asyncio.exceptions.
+    InvalidStateError: invalid state`` "from a loop callback" (seen in a daemon latency run);
+    the spinning also starves the client loop. This connect retries ``connect()`` after
+    short sleeps (1 ms, doubling to 50 ms) with no loop callback, and raises
+    ``httpcore.ConnectTimeout`` at the timeout."""
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
+        from httpcore._backends.anyio import AnyIOStream  # the stream httpcore's backend makes
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            delay = 0.001
+            while True:
+                try:
+                    sock.connect(path)
+                    break
+                except BlockingIOError:
+                    if deadline is not None and time.monotonic() + delay > deadline:
+                        raise httpcore.ConnectTimeout(f"connect to {path}: the listen backlog stayed full") from None
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 0.05)
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            stream = await anyio.abc.UNIXSocketStream.from_socket(sock)
+        except OSError as e:
+            sock.close()
+            raise httpcore.ConnectError(str(e) or type(e).__name__) from e
+        except BaseException:
+            sock.close()
+            raise
+        return AnyIOStream(stream)
+
+
+def _unix_transport(uds: str, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    """An httpx transport to a unix socket through :class:`UnixSocketBackend`."""
+    t = httpx.AsyncHTTPTransport(uds=uds, limits=limits, verify=False)
+    # httpx takes no network backend: its pool (the private ``_pool``, the same since httpx
+    # 0.18) is replaced with one that has ours.
+    t._pool = httpcore.AsyncConnectionPool(
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        uds=uds,
+        network_backend=UnixSocketBackend(),
+    )
+    return t
 
 
 def pack(body: Mapping[str, Any]) -> bytes:
@@ -394,8 +472,10 @@ class HttpTransport:
             limits=limits,
             # No TLS on a unix socket or an http:// URL: verify=False skips loading the CA
             # bundle (0.1–0.4 s per client, 17 clients per transport) for nothing.
-            transport=httpx.AsyncHTTPTransport(uds=self.uds, limits=limits, verify=False)
-            if self.uds or self.url.startswith("http://")
+            transport=_unix_transport(self.uds, limits)
+            if self.uds
+            else httpx.AsyncHTTPTransport(limits=limits, verify=False)
+            if self.url.startswith("http://")
             else None,
             timeout=httpx.Timeout(_REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
         )

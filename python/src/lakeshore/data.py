@@ -5,7 +5,7 @@ of the Go engine, over the data routes of the HTTP API, ``docs/http-api.md``)::
     from lakeshore.data import Queue, GRPOGroupNSampler
 
     async def main() -> None:
-        q = Queue("events")
+        q = Queue("events", storage_path="./data")
         await q.put({"step": 1, "reward": 0.5})
         await q.flush()
         records = await q.get(limit=100)
@@ -16,30 +16,45 @@ of the Go engine, over the data routes of the HTTP API, ``docs/http-api.md``)::
 
     asyncio.run(main())
 
-Reads answer Arrow IPC; :meth:`Reader.get_data` returns the columns as numpy arrays without
-a Python object per row (``pyarrow`` is needed for reads: ``pip install 'lakeshore[data]'``).
-Records are maps of field name to a wire value (int, float, bool, str, bytes, lists of
-numbers, numpy arrays as tensors; anything else is stored encoded).
+Every plane serves the data routes: the embedded daemon (``Dispatch(path)`` and the process
+default), a private ``Dispatch(":memory:")`` (its data goes with the daemon) and ``lakeshore
+serve`` (``HttpDispatch``), with the same code.
 
-The plane is the dispatch's (``dispatch=``, else the process default: ``$LAKESHORE_URL``
-or the embedded daemon); the server keeps the data under its data directory
-(``serve --data-dir``), so ``storage_path`` is accepted for the seed's signature and
-recorded, but the server decides where the data lives.
+Reads answer Arrow IPC; :meth:`Reader.get_batch` returns the columns as numpy arrays (or
+torch tensors, or a TensorDict) without a Python object per row for numbers, equal-length
+lists and tensors of one dtype and shape (``pyarrow`` is needed for reads: ``pip install
+'lakeshore[data]'``). Records are maps of field name to a wire value (int, float, bool, str,
+bytes, lists of numbers, numpy arrays and torch tensors as tensors; anything else is stored
+encoded).
+
+Where the data lives: ``dispatch=`` when given; else, with ``storage_path`` and no
+``$LAKESHORE_URL``, the embedded plane of that directory (``{storage_path}/lakeshore.db``,
+whose daemon keeps the data queues in ``{storage_path}/data/{namespace}/{queue}/``); else the
+process default (``$LAKESHORE_URL``, or the embedded plane under ``$LAKESHORE_HOME``). With a
+server plane (a dispatch or ``$LAKESHORE_URL``) the server decides where its data lives and
+``storage_path`` is only recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import dataclasses
+import json
+import math
+import os
 import secrets
+import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import quote
 
 import numpy as np
 
-from lakeshore import errors
+from lakeshore import errors, wire
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import _check_name, encode_value
 
@@ -54,10 +69,24 @@ __all__ = [
     "GRPOGroupNSampler",
     "SeqlenBalancedSampler",
     "KVInterface",
+    "ZerocopyMode",
+    "BatchFormat",
 ]
 
 ARROW = "application/vnd.apache.arrow.stream"
 
+ZerocopyMode = Literal["auto", "off"]
+"""How read columns relate to the answer's memory: ``"auto"`` views on the answer's Arrow
+buffers where the layout allows (numbers without nulls, equal-length lists, tensors of one
+dtype and shape; writable, and one answer's buffer is kept alive while any of its columns
+is); ``"off"`` every column its own copy."""
+
+BatchFormat = Literal["numpy", "torch", "tensordict"]
+"""What :meth:`Reader.get_batch` returns: a :class:`Batch` of numpy arrays, a :class:`Batch`
+of torch tensors, or a ``tensordict.TensorDict``."""
+
+_ZEROCOPY_MODES = ("auto", "off")
+_FORMATS = ("numpy", "torch", "tensordict")
 
 # ------------------------------------------------------------------------------ samplers
 
@@ -137,10 +166,12 @@ class BatchMeta:
 
 class Batch(dict[str, Any]):
     """Columns by field name (numpy arrays, or torch tensors with ``format="torch"``), with
-    ``global_indexes`` (a numpy int64 array) and ``table`` (the pyarrow Table)."""
+    ``global_indexes`` (a numpy int64 array), ``meta`` (the :class:`BatchMeta`) and ``table``
+    (the pyarrow Table of the answer)."""
 
     global_indexes: np.ndarray[Any, Any]
     table: Any
+    meta: BatchMeta | None = None
 
     def __len__(self) -> int:
         return int(len(self.global_indexes))
@@ -149,6 +180,7 @@ class Batch(dict[str, Any]):
 def _pyarrow() -> Any:
     try:
         import pyarrow
+        import pyarrow.compute  # noqa: F401
         import pyarrow.ipc  # noqa: F401
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise errors.DispatchError(
@@ -157,70 +189,226 @@ def _pyarrow() -> Any:
     return pyarrow
 
 
-def _column(col: Any, fmt: str) -> Any:
-    """One Arrow column as numpy (zero-copy for primitive columns without nulls)."""
-    pa = _pyarrow()
-    arr = col.combine_chunks() if hasattr(col, "combine_chunks") else col
-    t = arr.type
-    out: Any
-    if pa.types.is_struct(t) and {f.name for f in t} >= {"dtype", "shape", "data"}:
-        # tensor: {dtype, shape, data}: one ndarray per row, stacked when shapes agree
-        dtypes = arr.field("dtype").to_pylist()
-        shapes = arr.field("shape").to_pylist()
-        datas = arr.field("data").to_pylist()
-        items = [
-            None if d is None else np.frombuffer(d, dtype=np.dtype(dt).newbyteorder("<")).reshape(sh)
-            for dt, sh, d in zip(dtypes, shapes, datas)
-        ]
-        full = [i for i in items if i is not None]
-        if items and len(full) == len(items) and len({(i.dtype, i.shape) for i in full}) == 1:
-            out = np.stack(full)
-        else:
-            out = np.array(items + [None], dtype=object)[:-1]
-    elif (pa.types.is_list(t) or pa.types.is_large_list(t)) and arr.null_count == 0:
-        lengths = np.diff(arr.offsets.to_numpy())
-        flat = arr.flatten().to_numpy(zero_copy_only=False)
-        if len(lengths) and (lengths == lengths[0]).all():
-            out = flat.reshape(len(lengths), int(lengths[0]))  # a 2-D array, no copy
-        else:
-            out = np.array(np.split(flat, np.cumsum(lengths)[:-1]) + [None], dtype=object)[:-1]
-    elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
-        out = np.array(arr.to_pylist() + [None], dtype=object)[:-1]
-    else:
-        out = arr.to_numpy(zero_copy_only=False)
-    if fmt == "torch" and isinstance(out, np.ndarray) and out.dtype != object:
-        import torch
+class _Answer:
+    """One Arrow answer: the table and the private, writable copy of the bytes its buffers
+    point into (so that column views on it are writable numpy arrays)."""
 
-        out = torch.from_numpy(out)
+    def __init__(self, data: bytes) -> None:
+        pa = _pyarrow()
+        self.raw = bytearray(data)
+        self.base = np.frombuffer(self.raw, dtype=np.uint8) if self.raw else np.zeros(0, dtype=np.uint8)
+        if not data:
+            self.table = pa.table({})
+            self._address = 0
+            return
+        buf = pa.py_buffer(self.raw)
+        self._address = buf.address
+        self.table = pa.ipc.open_stream(buf).read_all()
+
+    def view(self, buf: Any, dtype: np.dtype[Any], count: int, byte_offset: int) -> np.ndarray[Any, Any]:
+        """``count`` items of ``dtype`` at ``byte_offset`` in the Arrow buffer ``buf``: a
+        writable view on the answer when the buffer lies in it, else a read-only view."""
+        start = buf.address - self._address + byte_offset
+        if self.raw and 0 <= start and start + count * dtype.itemsize <= len(self.raw):
+            return np.frombuffer(self.raw, dtype=dtype, count=count, offset=start)
+        return np.frombuffer(buf, dtype=dtype, count=count, offset=byte_offset)  # pragma: no cover - compressed IPC
+
+
+def _objects(items: list[Any]) -> np.ndarray[Any, Any]:
+    """A 1-D object array of items (numpy would make a 2-D array of equal-length lists)."""
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
     return out
 
 
-def _table(data: bytes) -> Any:
+def _primitive(ans: _Answer, arr: Any) -> np.ndarray[Any, Any] | None:
+    """A numeric Arrow array without nulls as a numpy view; None for other arrays."""
     pa = _pyarrow()
-    if not data:
-        return pa.table({})
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    t = arr.type
+    if arr.null_count or not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        return None
+    dt = np.dtype(t.to_pandas_dtype())
+    if len(arr) == 0:
+        return np.zeros(0, dtype=dt)
+    return ans.view(arr.buffers()[1], dt, len(arr), arr.offset * dt.itemsize)
 
 
-def _batch(data: bytes, fields: Sequence[str] | None, fmt: str) -> Batch:
-    table = _table(data)
+def _offsets(ans: _Answer, arr: Any) -> np.ndarray[Any, Any]:
+    """The n+1 offsets of a list or binary Arrow array, as numpy int64."""
+    pa = _pyarrow()
+    large = pa.types.is_large_list(arr.type) or pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+    dt = np.dtype(np.int64 if large else np.int32)
+    if len(arr) == 0:
+        return np.zeros(1, dtype=np.int64)
+    return ans.view(arr.buffers()[1], dt, len(arr) + 1, arr.offset * dt.itemsize).astype(np.int64)
+
+
+def _list_column(ans: _Answer, arr: Any) -> np.ndarray[Any, Any] | None:
+    """A list or fixed-size-list column of numbers without nulls: a 2-D view when every row
+    has the same length, else an object array of 1-D views; None for other lists."""
+    pa = _pyarrow()
+    t = arr.type
+    if arr.null_count:
+        return None
+    n = len(arr)
+    if pa.types.is_fixed_size_list(t):
+        k = t.list_size
+        values = arr.values  # the child, from the array's first slot
+        flat = _primitive(ans, values)
+        if flat is None:
+            return None
+        start = arr.offset * k
+        return flat[start : start + n * k].reshape(n, k)
+    offsets = _offsets(ans, arr)
+    flat = _primitive(ans, arr.values)
+    if flat is None:
+        return None
+    lengths = np.diff(offsets)
+    if n and (lengths == lengths[0]).all():
+        return flat[offsets[0] : offsets[-1]].reshape(n, int(lengths[0]))
+    return _objects([flat[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())])
+
+
+def _tensor_column(ans: _Answer, arr: Any, field: Mapping[str, Any] | None) -> Any:
+    """A tensor column (struct ``{dtype, shape, data}``, the wire ndarray's layout): one
+    ``(n, *shape)`` view on the answer when every row has the same dtype and shape, else
+    an object array of per-row arrays."""
+    pa = _pyarrow()
+    names = [f.name for f in arr.type]
+    parts = dict(zip(names, arr.flatten()))
+    dtypes, shapes, datas = parts["dtype"], parts["shape"], parts["data"]
+    n = len(arr)
+    if n == 0:
+        empty = wire._numpy_dtype(str((field or {}).get("dtype") or "float64")) or np.dtype(np.float64)
+        return np.zeros((0, *((field or {}).get("shape") or ())), dtype=empty)
+    if not (arr.null_count or dtypes.null_count or shapes.null_count or datas.null_count):
+        unique = pa.compute.unique(dtypes)
+        nd: np.dtype[Any] | None = wire._numpy_dtype(unique[0].as_py()) if len(unique) == 1 else None
+        shape_offsets = _offsets(ans, shapes)
+        ranks = np.diff(shape_offsets)
+        dims = _primitive(ans, shapes.values)
+        if nd is not None and dims is not None and (ranks == ranks[0]).all():
+            k = int(ranks[0])
+            rows = dims[shape_offsets[0] : shape_offsets[-1]].reshape(n, k)
+            if (rows == rows[0]).all():
+                shape = tuple(int(d) for d in rows[0])
+                per = math.prod(shape) * nd.itemsize
+                data_offsets = _offsets(ans, datas)
+                if (np.diff(data_offsets) == per).all():
+                    count = n * math.prod(shape)
+                    if count == 0:
+                        return np.zeros((n, *shape), dtype=nd)
+                    flat = ans.view(datas.buffers()[2], nd, count, int(data_offsets[0]))
+                    return flat.reshape((n, *shape))
+    # Mixed dtypes or shapes, nulls, or bfloat16 without ml_dtypes: one array per row.
+    items: list[Any] = []
+    for d in arr.to_pylist():
+        if d is None:
+            items.append(None)
+            continue
+        rd = wire._numpy_dtype(d["dtype"])
+        if rd is None:
+            items.append(wire.NDArray(d["dtype"], tuple(d["shape"]), bytes(d["data"])))
+        else:
+            items.append(np.frombuffer(bytearray(d["data"]), dtype=rd).reshape(d["shape"]))
+    return _objects(items)
+
+
+def _column(ans: _Answer, col: Any, field: Mapping[str, Any] | None) -> Any:
+    """One Arrow column as numpy: views on the answer for numbers without nulls,
+    equal-length lists and uniform tensors; object arrays for strings, bytes and ragged
+    values."""
+    pa = _pyarrow()
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    t = arr.type
+    out: Any = None
+    if pa.types.is_struct(t) and {f.name for f in t} >= {"dtype", "shape", "data"}:
+        out = _tensor_column(ans, arr, field)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        out = _list_column(ans, arr)
+        if out is None:
+            out = _objects([None if v is None else np.asarray(v) for v in arr.to_pylist()])
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        out = _objects(arr.to_pylist())
+    else:
+        out = _primitive(ans, arr)
+        if out is None:
+            out = arr.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _torch_of(a: Any) -> Any:
+    """A numpy column as a torch tensor sharing its memory (bfloat16 through a uint16 view);
+    object columns stay numpy."""
+    if not isinstance(a, np.ndarray) or a.dtype == object:
+        return a
+    import torch
+
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
+    if not a.flags.writeable:  # pragma: no cover - views on the answer are writable
+        a = a.copy()
+    return torch.from_numpy(a)
+
+
+def _batch(
+    data: bytes, fields: Sequence[str] | None, fmt: str, zerocopy: str, meta: BatchMeta | None = None
+) -> Any:
+    """The answer of a batch read as a :class:`Batch` (or a TensorDict)."""
+    ans = _Answer(data)
+    table = ans.table
     b = Batch()
+    described = {str(f.get("name")): f for f in (meta.fields if meta else [])}
     names = [n for n in table.column_names if not n.startswith("_")]
     for n in fields or names:
         if n in table.column_names:
-            b[n] = _column(table.column(n), fmt)
-    b.global_indexes = (
-        table.column("_index").to_numpy() if "_index" in table.column_names else np.zeros(0, dtype=np.int64)
-    )
+            col = _column(ans, table.column(n), described.get(n))
+            if zerocopy == "off" and isinstance(col, np.ndarray) and col.dtype != object:
+                col = col.copy()
+            b[n] = col
+    if "_index" in table.column_names:
+        idx = _column(ans, table.column("_index"), None)
+        b.global_indexes = idx.copy() if zerocopy == "off" else idx
+    else:
+        b.global_indexes = np.zeros(0, dtype=np.int64)
     b.table = table
-    return b
+    b.meta = meta
+    if fmt == "numpy":
+        return b
+    if fmt == "torch":
+        for k in list(b):
+            b[k] = _torch_of(b[k])
+        return b
+    return _tensordict(b)
+
+
+def _tensordict(b: Batch) -> Any:
+    """A Batch as a ``tensordict.TensorDict`` of batch size ``[n]``: numeric columns as
+    tensors, the others (strings, bytes, ragged values) as non-tensor data; the global
+    indexes under ``"_index"``."""
+    try:
+        import torch
+        from tensordict import TensorDict
+    except ImportError as e:
+        raise errors.DispatchError(
+            "format='tensordict' needs torch and tensordict: pip install tensordict", code="not_implemented"
+        ) from e
+    n = len(b)
+    td = TensorDict({}, batch_size=[n])
+    td["_index"] = torch.from_numpy(np.ascontiguousarray(b.global_indexes))
+    for k, v in b.items():
+        t = _torch_of(v)
+        if isinstance(t, torch.Tensor):
+            td[k] = t
+        else:
+            td.set_non_tensor(k, list(v))
+    return td
 
 
 def _records(data: bytes) -> list[dict[str, Any]]:
     """Rows as dicts of field values (no null fields, no _index/_partition)."""
-    from lakeshore import wire
-
-    table = _table(data)
+    pa = _pyarrow()
+    table = pa.table({}) if not data else pa.ipc.open_stream(pa.py_buffer(data)).read_all()
     names = [n for n in table.column_names if not n.startswith("_")]
     kinds = {}
     for f in table.schema:
@@ -235,17 +423,69 @@ def _records(data: bytes) -> list[dict[str, Any]]:
                 continue
             if kinds.get(k) == "codec" and isinstance(v, bytes):
                 v = wire.decode(v)
-            elif kinds.get(k) == "tensor" and isinstance(v, dict):
-                v = np.frombuffer(v["data"], dtype=np.dtype(v["dtype"]).newbyteorder("<")).reshape(v["shape"])
+            elif isinstance(v, dict) and {"dtype", "shape", "data"} <= set(v):
+                nd = wire._numpy_dtype(v["dtype"])
+                if nd is None:
+                    v = wire.NDArray(v["dtype"], tuple(v["shape"]), bytes(v["data"]))
+                else:
+                    v = np.frombuffer(bytearray(v["data"]), dtype=nd).reshape(v["shape"])
             rec[k] = v
         out.append(rec)
     return out
+
+
+def _meta_of(ans: Mapping[str, Any], fields: Sequence[str], partition: str, task: str) -> BatchMeta:
+    return BatchMeta(
+        size=int(ans.get("size") or 0),
+        global_indexes=[int(i) for i in ans.get("indexes") or []],
+        field_names=list(fields),
+        partition_id=str(ans.get("partition") or partition),
+        task_name=str(ans.get("task") or task),
+        fields=list(ans.get("fields") or []),
+    )
 
 
 def _put_id() -> str:
     """A new idempotency id for one put batch (the put_id parameter): 26 random
     characters, as the Go SDK's ULIDs are long."""
     return secrets.token_hex(13)
+
+
+# ------------------------------------------------------------------------------ the plane of a storage path
+
+_storage_lock = threading.Lock()
+_storage_planes: dict[str, Dispatch] = {}
+
+
+def _storage_dispatch(storage_path: str | os.PathLike[str]) -> Dispatch:
+    """The embedded plane of a storage directory (``{dir}/lakeshore.db``), one per directory
+    in the process, closed at exit; the process default when ``$LAKESHORE_URL`` is set."""
+    if os.environ.get("LAKESHORE_URL"):
+        return default_dispatch()
+    root = Path(storage_path).expanduser().resolve()
+    if root.exists() and not root.is_dir():
+        raise errors.InvalidError(
+            f"storage_path {str(storage_path)!r} is a file; name a directory (the queue's data goes under it)",
+            field="storage_path",
+            value=str(storage_path),
+            rule="a directory",
+        )
+    target = str(root / "lakeshore.db")
+    with _storage_lock:
+        d = _storage_planes.get(target)
+        if d is None or not d._closer.alive:
+            root.mkdir(parents=True, exist_ok=True)
+            d = Dispatch(target)
+            _storage_planes[target] = d
+        return d
+
+
+def _close_storage_planes() -> None:
+    for d in list(_storage_planes.values()):
+        d.close()
+
+
+atexit.register(_close_storage_planes)
 
 
 # ------------------------------------------------------------------------------ the queue
@@ -256,24 +496,33 @@ class Queue:
 
     Args:
         name: the queue, 1–128 bytes of ``[A-Za-z0-9._-]``.
-        storage_path: accepted for the seed's signature; the plane's server keeps the data
-            under its data directory (see the module's doc).
+        storage_path: a directory: without ``dispatch`` and ``$LAKESHORE_URL``, the queue
+            lives on the embedded plane of that directory (its data under
+            ``{storage_path}/data/``); with a server plane it is only recorded (the server
+            keeps its data under its data directory). See the module's doc.
         batch_size: puts are buffered and sent when this many accumulate.
         auto_flush_interval_sec: or after this many seconds (buffered records are sent and
             committed).
         enable_metrics: count this object's puts, gets and flushes in :meth:`stats`.
-        dispatch: the plane (default: the process default).
+        zerocopy_mode: ``"auto"`` (default): read columns are views on the answer's Arrow
+            buffers where the layout allows; ``"off"``: copies (:data:`ZerocopyMode`). Puts
+            carry numpy arrays and torch tensors as raw tensors either way (never pickled).
+        dispatch: the plane (default: see ``storage_path``, else the process default).
         partition_id: the partition puts and reads use by default (``"default"``).
+
+    Raises:
+        InvalidError: a bad name, batch size or zerocopy mode.
     """
 
     def __init__(
         self,
         name: str,
-        storage_path: str | None = None,
+        storage_path: str | os.PathLike[str] | None = None,
         batch_size: int = 100,
         auto_flush_interval_sec: float = 1.0,
         enable_metrics: bool = False,
         *,
+        zerocopy_mode: ZerocopyMode = "auto",
         dispatch: Dispatch | None = None,
         partition_id: str = "default",
     ) -> None:
@@ -282,13 +531,26 @@ class Queue:
             raise errors.InvalidError(
                 f"invalid batch_size {batch_size!r}: want an integer ≥ 1", field="batch_size", value=batch_size, rule="≥ 1"
             )
+        if zerocopy_mode not in _ZEROCOPY_MODES:
+            raise errors.InvalidError(
+                f"invalid zerocopy_mode {zerocopy_mode!r}: use 'auto' (views on the answer) or 'off' (copies)",
+                field="zerocopy_mode",
+                value=zerocopy_mode,
+                rule="auto|off",
+            )
         self.name = name
-        self.storage_path = storage_path
+        self.storage_path = None if storage_path is None else os.fspath(storage_path)
         self.batch_size = batch_size
         self.auto_flush_interval_sec = auto_flush_interval_sec
         self.enable_metrics = enable_metrics
+        self.zerocopy_mode = zerocopy_mode
         self.partition_id = partition_id
-        self._d = dispatch or default_dispatch()
+        if dispatch is not None:
+            self._d = dispatch
+        elif storage_path is not None:
+            self._d = _storage_dispatch(storage_path)
+        else:
+            self._d = default_dispatch()
         self.path = f"/v1/namespaces/{quote(self._d.namespace, safe='')}/data/{quote(name, safe='')}"
         self._buffer: list[tuple[str, bytes]] = []
         # Batches sent without an answer (a dropped connection, a killed server), with
@@ -299,6 +561,11 @@ class Queue:
         self._flush_timer: asyncio.TimerHandle | None = None
         self._offset = 0
         self.metrics = {"puts": 0, "gets": 0, "flushes": 0}
+
+    @property
+    def dispatch(self) -> Dispatch:
+        """The plane the queue lives on."""
+        return self._d
 
     def __repr__(self) -> str:
         return f"data.Queue({self.name!r}, dispatch={self._d!r})"
@@ -387,13 +654,21 @@ class Queue:
         return recs
 
     async def _read(
-        self, offset: int, limit: int, partition_id: str | None, fields: Sequence[str] | None, wait: float
+        self,
+        offset: int,
+        limit: int,
+        partition_id: str | None,
+        fields: Sequence[str] | None,
+        wait: float,
+        shard: tuple[int, int] | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
         params: dict[str, Any] = {"offset": offset, "limit": limit, "partition": partition_id or self.partition_id}
         if fields:
             params["fields"] = ",".join(fields)
         if wait > 0:
             params["wait"] = wait
+        if shard is not None and shard[1] > 1:
+            params["rank"], params["world_size"] = shard
         data, headers = await self._call("GET", "/records", params=params, wait=wait, raw=True, accept=ARROW, retry="safe")
         recs = _records(data)
         nxt = headers.get("Lakeshore-Next-Offset")
@@ -418,7 +693,7 @@ class Queue:
                 return
 
     def reader(self, rank: int = 0, world_size: int = 1) -> Reader:
-        """A reader for data-parallel rank ``rank`` of ``world_size``."""
+        """A reader for data-parallel rank ``rank`` of ``world_size`` (see :class:`Reader`)."""
         return Reader(self, rank, world_size)
 
     async def mark_consumed(self, task_name: str, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
@@ -427,7 +702,8 @@ class Queue:
         await self._call("POST", "/consumption/mark", body=body, retry="safe")
 
     async def reset_consumption(self, task_name: str, partition_id: str | None = None) -> None:
-        """Forget what ``task_name`` consumed in the partition (a fresh run)."""
+        """Forget what ``task_name`` consumed in the partition (a fresh run), with its
+        rank-aware assignments."""
         await self._call("POST", "/consumption/reset", body={"task": task_name, "partition": partition_id or self.partition_id}, retry="safe")
 
     async def consumed(self, task_name: str, partition_id: str | None = None) -> int:
@@ -438,6 +714,12 @@ class Queue:
     async def clear_partition(self, partition_id: str) -> None:
         """Remove a partition's records."""
         await self._call("DELETE", f"/partitions/{quote(partition_id, safe='')}", retry="safe")
+
+    async def clear_samples(self, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
+        """Remove records by global index (an incomplete GRPO group whose members are
+        cleared stops holding later groups back)."""
+        body = {"partition": partition_id or self.partition_id, "indexes": [int(i) for i in global_indexes]}
+        await self._call("POST", "/clear", body=body, retry="safe")
 
     async def stats(self) -> dict[str, Any]:
         """The server's statistics of the queue (rows, partitions, consumption by task,
@@ -450,7 +732,16 @@ class Queue:
 
 
 class Reader:
-    """Reads for one data-parallel rank (from :meth:`Queue.reader`)."""
+    """Reads for one data-parallel rank (from :meth:`Queue.reader`).
+
+    - :meth:`get` reads this rank's shard of the records (bucket of the global index mod
+      ``world_size``), from its own cursor.
+    - :meth:`get_meta` with :func:`RankAwareSampler`: every reader of the same ``rank``
+      (the data-parallel group: e.g. the tensor-parallel ranks of one replica, each making
+      ``q.reader(rank, world_size)``) gets the identical records at the same step, and
+      different ranks disjoint ones. The step is counted per reader, task and partition (the
+      k-th call is step k), or given as ``batch_index=``.
+    """
 
     def __init__(self, queue: Queue, rank: int, world_size: int) -> None:
         if not (isinstance(rank, int) and isinstance(world_size, int) and 0 <= rank < world_size):
@@ -463,6 +754,55 @@ class Reader:
         self.queue = queue
         self.rank = rank
         self.world_size = world_size
+        self._offset = 0
+        self._steps: dict[tuple[str, str], int] = {}
+
+    def _meta_body(
+        self,
+        fields: Sequence[str],
+        batch_size: int,
+        task_name: str,
+        partition_id: str | None,
+        sampler: Sampler | None,
+        wait: bool,
+        batch_index: int | None,
+        defer_consume: bool,
+    ) -> dict[str, Any]:
+        part = partition_id or self.queue.partition_id
+        step = self._steps.get((task_name, part), 0) if batch_index is None else int(batch_index)
+        body: dict[str, Any] = {
+            "fields": list(fields),
+            "batch_size": int(batch_size),
+            "task": task_name,
+            "partition": part,
+            "sampler": (sampler or SequentialSampler()).body(),
+            "wait": bool(wait),
+            "dp_rank": self.rank,
+            "batch_index": step,
+        }
+        if defer_consume:
+            body["defer_consume"] = True
+        return body
+
+    def _advance(self, body: Mapping[str, Any]) -> None:
+        self._steps[(str(body["task"]), str(body["partition"]))] = int(body["batch_index"]) + 1
+
+    async def _meta_call(self, path: str, body: dict[str, Any], timeout: float | None, **kw: Any) -> Any:
+        """POST a meta request, repeating it while the server's long-poll cap ends it before
+        the caller's ``timeout`` (default 30 s)."""
+        q = self.queue
+        if q._buffer or q._unsent:
+            await q._send()
+        total = 30.0 if timeout is None else float(timeout)
+        deadline = time.monotonic() + total
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            body["timeout"] = left
+            try:
+                return await q._call("POST", path, body=body, wait=left if body["wait"] else 0.0, retry="once", **kw)
+            except errors.TimeoutError:
+                if not body["wait"] or time.monotonic() >= deadline - 0.01:
+                    raise
 
     async def get_meta(
         self,
@@ -474,39 +814,30 @@ class Reader:
         *,
         timeout: float | None = None,
         wait: bool = True,
+        batch_index: int | None = None,
+        defer_consume: bool = False,
     ) -> BatchMeta:
-        """Pick the next ``batch_size`` records for ``task_name`` (marked consumed by it)
-        by ``sampler`` (default sequential), waiting up to ``timeout`` seconds (server
-        default 30) for enough of them. Raises TimeoutError when they do not come."""
-        q = self.queue
-        body: dict[str, Any] = {
-            "fields": list(fields),
-            "batch_size": int(batch_size),
-            "task": task_name,
-            "partition": partition_id or q.partition_id,
-            "sampler": (sampler or SequentialSampler()).body(),
-            "wait": bool(wait),
-        }
-        if self.world_size > 1:
-            body["dp_rank"] = self.rank
-        if timeout is not None:
-            body["timeout"] = float(timeout)
-        if q._buffer or q._unsent:
-            await q._send()
-        ans = await q._call("POST", "/meta", body=body, wait=timeout or 30.0, retry="once")
-        return BatchMeta(
-            size=int(ans.get("size") or 0),
-            global_indexes=[int(i) for i in ans.get("indexes") or []],
-            field_names=list(fields),
-            partition_id=str(ans.get("partition") or body["partition"]),
-            task_name=str(ans.get("task") or task_name),
-            fields=list(ans.get("fields") or []),
-        )
+        """Pick the next ``batch_size`` records for ``task_name`` by ``sampler`` (default
+        sequential) and mark them consumed by it (unless ``defer_consume``: then call
+        :meth:`Queue.mark_consumed`).
 
-    async def get_data(self, meta: BatchMeta, partition_id: str | None = None, *, format: str = "numpy") -> Batch:
-        """The columns of the records ``meta`` names, in its order: numpy arrays (zero-copy
-        from Arrow for primitive columns without nulls; fixed-size lists as 2-D arrays,
-        tensors stacked), or torch tensors with ``format="torch"``."""
+        With ``wait`` (the default) it waits up to ``timeout`` seconds (default 30) for a
+        full batch and raises :class:`~lakeshore.errors.TimeoutError` when none comes,
+        handing nothing out; without, it returns what is ready now (possibly fewer or
+        none). ``batch_index`` is the step for :func:`RankAwareSampler` (default: this
+        reader's count of calls for the task and partition)."""
+        body = self._meta_body(fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume)
+        ans = await self._meta_call("/meta", body, timeout)
+        self._advance(body)
+        return _meta_of(ans, fields, body["partition"], task_name)
+
+    async def get_data(self, meta: BatchMeta, partition_id: str | None = None, *, format: BatchFormat = "numpy") -> Any:
+        """The columns of the records ``meta`` names, in its order: a :class:`Batch` of
+        numpy arrays (views on the Arrow answer for numbers, equal-length lists and tensors
+        of one dtype and shape; see ``zerocopy_mode``), of torch tensors sharing that memory
+        with ``format="torch"``, or a ``tensordict.TensorDict`` with
+        ``format="tensordict"``."""
+        _check_format(format)
         body = {
             "indexes": meta.global_indexes,
             "fields": meta.field_names,
@@ -514,7 +845,7 @@ class Reader:
             "task": meta.task_name,
         }
         data, _ = await self.queue._call("POST", "/data", body=body, raw=True, accept=ARROW, retry="safe")
-        return _batch(data, meta.field_names, format)
+        return _batch(data, meta.field_names, format, self.queue.zerocopy_mode, meta)
 
     async def get_batch(
         self,
@@ -525,15 +856,85 @@ class Reader:
         sampler: Sampler | None = None,
         *,
         timeout: float | None = None,
-        format: str = "numpy",
-    ) -> Batch:
-        """:meth:`get_meta` then :meth:`get_data`."""
-        meta = await self.get_meta(fields, batch_size, task_name, partition_id, sampler, timeout=timeout)
-        return await self.get_data(meta, partition_id, format=format)
+        wait: bool = True,
+        format: BatchFormat = "numpy",
+        batch_index: int | None = None,
+        defer_consume: bool = False,
+    ) -> Any:
+        """:meth:`get_meta` then :meth:`get_data` in one request (``POST D/batch``): the
+        batch as ``format`` says, with ``.meta`` (a :class:`BatchMeta`) on a
+        :class:`Batch`."""
+        _check_format(format)
+        body = self._meta_body(fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume)
+        data, headers = await self._meta_call("/batch", body, timeout, raw=True, accept=ARROW)
+        self._advance(body)
+        described: Mapping[str, Any] = {}
+        with contextlib.suppress(ValueError):
+            described = json.loads(headers.get("Lakeshore-Batch-Meta") or "{}")
+        b = _batch(data, fields, "numpy", self.queue.zerocopy_mode)
+        meta = _meta_of(
+            dict(described, indexes=b.global_indexes.tolist()), fields, body["partition"], task_name
+        )
+        b.meta = meta
+        if format == "numpy":
+            return b
+        if format == "torch":
+            for k in list(b):
+                b[k] = _torch_of(b[k])
+            return b
+        return _tensordict(b)
 
     async def get(self, limit: int = 100, partition_id: str | None = None) -> list[dict[str, Any]]:
-        """As :meth:`Queue.get`, this rank's share."""
-        return await self.queue.get(limit, partition_id=partition_id)
+        """This rank's share of the records (those whose bucket belongs to ``rank`` of
+        ``world_size``; all of them with world_size 1), the next ``limit`` after what this
+        reader has read."""
+        q = self.queue
+        if q._buffer or q._unsent:
+            await q._send()
+        recs, nxt = await q._read(self._offset, limit, partition_id, None, 0.0, (self.rank, self.world_size))
+        self._offset = nxt
+        q.metrics["gets"] += len(recs)
+        return recs
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in _FORMATS:
+        raise errors.InvalidError(
+            f"invalid format {fmt!r}: use 'numpy', 'torch' or 'tensordict'", field="format", value=fmt, rule="numpy|torch|tensordict"
+        )
+
+
+def _rows_of_columns(data: Any, n: int) -> list[dict[str, Any]]:
+    """Records from columns (a mapping of field → one value per row, e.g. a TensorDict or a
+    dict of arrays): row i of each column; 0-d arrays and tensors become Python scalars."""
+    batch = getattr(data, "batch_size", None)
+    if batch is not None and len(batch) and int(batch[0]) != n:
+        raise errors.InvalidError(
+            f"kv_batch_put: {n} keys and data of batch size {int(batch[0])}", field="data", rule="one row per key"
+        )
+    cols: dict[str, Any] = {}
+    for k in data.keys():
+        col = data.get_non_tensor(k) if hasattr(data, "get_non_tensor") and not _is_tensor(data.get(k)) else data[k]
+        if len(col) != n:
+            raise errors.InvalidError(
+                f"kv_batch_put: {n} keys and column {k!r} of {len(col)} values", field="data", rule="one value per key"
+            )
+        cols[str(k)] = col
+    rows: list[dict[str, Any]] = []
+    for i in range(n):
+        row: dict[str, Any] = {}
+        for k, col in cols.items():
+            v = col[i]
+            if getattr(v, "ndim", None) == 0 and hasattr(v, "item"):
+                v = v.item()
+            row[k] = v
+        rows.append(row)
+    return rows
+
+
+def _is_tensor(v: Any) -> bool:
+    t = type(v)
+    return t.__module__.startswith("torch") and t.__name__ == "Tensor"
 
 
 class KVInterface:
@@ -545,20 +946,23 @@ class KVInterface:
     async def kv_put(
         self, key: str, data: Mapping[str, Any], partition_id: str | None = None, tag: Mapping[str, str] | None = None
     ) -> int:
-        """Store ``data`` (a record) under ``key``; return its global index."""
-        return (await self.kv_batch_put([key], [data], partition_id, [tag] if tag else None))[0]
+        """Store ``data`` (a record: a map of field → value, or a TensorDict of batch size
+        ``[]``) under ``key``; return its global index."""
+        return (await self.kv_batch_put([key], [dict(data.items())], partition_id, [tag] if tag else None))[0]
 
     async def kv_batch_put(
         self,
         keys: Sequence[str],
-        data: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]],
+        data: Sequence[Mapping[str, Any]] | Mapping[str, Any],
         partition_id: str | None = None,
         tags: Sequence[Mapping[str, str] | None] | None = None,
     ) -> list[int]:
-        """Store records under ``keys``: ``data`` is a list of records, or columns (a map of
-        field → one value per key)."""
-        if isinstance(data, Mapping):
-            records = [{f: col[i] for f, col in data.items()} for i in range(len(keys))]
+        """Store records under ``keys``: ``data`` is a list of records, or columns with one
+        row per key: a mapping of field → column (a numpy array, a torch tensor, a list) or
+        a ``tensordict.TensorDict`` of batch size ``[len(keys)]``. Row i of a column is the
+        value of record i (0-d rows as Python scalars). Return their global indexes."""
+        if isinstance(data, Mapping) or hasattr(data, "batch_size"):
+            records = _rows_of_columns(data, len(keys))
         else:
             records = [dict(r) for r in data]
         if len(records) != len(keys):
@@ -600,8 +1004,6 @@ class KVInterface:
 
 
 def _entry_fields(e: Mapping[str, Any]) -> dict[str, Any]:
-    from lakeshore import wire
-
     f = e.get("fields")
     if isinstance(f, (bytes, bytearray)):
         f = wire.decode(bytes(f))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import subprocess
 import threading
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -15,11 +17,63 @@ from typing import Any, TypeVar
 from lakeshore import _daemon, errors
 from lakeshore._transport import HttpTransport, Portal
 
-__all__ = ["Dispatch", "HttpDispatch", "LocalDispatch", "default_dispatch"]
+__all__ = ["Dispatch", "HttpDispatch", "LocalDispatch", "WorkerInfo", "default_dispatch"]
 
 T = TypeVar("T")
 
 DEFAULT_NAMESPACE = "default"
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerInfo:
+    """A live worker in the plane's registry (``run_worker`` and the Go worker register and
+    refresh themselves; ``lakeshore workers`` lists them).
+
+    Attributes:
+        id: the worker's id (its claims carry it).
+        namespace: the namespace of its queues.
+        host, pid: where it runs.
+        queues: the queues it serves.
+        started_at: when it started.
+        last_seen: its last registration (the plane's clock).
+        provider: the provider that launched it (``""`` when started by hand).
+        launch_id: the provider's launch id (``""`` when started by hand).
+        running: the jobs it ran at its last registration.
+        idle_since: when its last job ended (or it started) while ``running`` is 0; None
+            while a job runs.
+    """
+
+    id: str
+    namespace: str
+    host: str
+    pid: int
+    queues: list[str]
+    started_at: datetime | None
+    last_seen: datetime | None
+    provider: str = ""
+    launch_id: str = ""
+    running: int = 0
+    idle_since: datetime | None = None
+
+
+def _worker_info(w: Mapping[str, Any]) -> WorkerInfo:
+    def t(k: str) -> datetime | None:
+        v = w.get(k)
+        return v if isinstance(v, datetime) else None
+
+    return WorkerInfo(
+        id=str(w.get("id") or ""),
+        namespace=str(w.get("namespace") or ""),
+        host=str(w.get("host") or ""),
+        pid=int(w.get("pid") or 0),
+        queues=[str(q) for q in w.get("queues") or []],
+        started_at=t("started_at"),
+        last_seen=t("last_seen"),
+        provider=str(w.get("provider") or ""),
+        launch_id=str(w.get("launch_id") or ""),
+        running=int(w.get("running") or 0),
+        idle_since=t("idle_since"),
+    )
 
 
 class Dispatch:
@@ -65,6 +119,13 @@ class Dispatch:
         """Close the connections and stop the client's thread. Calls in progress end with
         a ``closed`` DispatchError; later calls raise one."""
         self._closer()
+
+    def workers(self, namespace: str | None = None, *, seen_within: float | None = None) -> list[WorkerInfo]:
+        """The live workers of the plane (of ``namespace``; every namespace the token
+        covers by default) that registered within ``seen_within`` seconds (default 60)."""
+        params: dict[str, Any] = {"namespace": namespace, "seen_within": seen_within}
+        ans = self.run(self._transport.call("GET", "/v1/workers", params=params, retry="safe"))
+        return [_worker_info(w) for w in ans.get("workers") or []]
 
     def __enter__(self) -> Dispatch:
         return self

@@ -15,7 +15,7 @@ import dataclasses
 import math
 import time
 import traceback
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -35,6 +35,9 @@ __all__ = [
     "Invocation",
     "InvocationPage",
     "Admission",
+    "Resources",
+    "LaunchPolicy",
+    "Provider",
     "QueueCore",
     "SyncQueue",
     "Queue",
@@ -213,6 +216,129 @@ class Admission:
     rate_limit: float | None = None
     burst: int | None = None
     deadline_cutoff: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """What one launch of a provider asks for (zero: nothing). The SLURM and exec providers
+    honour them; the local provider ignores them.
+
+    Attributes:
+        cpus: CPUs per worker.
+        gpus: GPUs per worker.
+        memory_mb: memory per worker, in MiB.
+        time_limit: seconds a worker may run (SLURM's ``--time``).
+        partition: the SLURM partition (or the exec program's equivalent).
+    """
+
+    cpus: int = 0
+    gpus: int = 0
+    memory_mb: int = 0
+    time_limit: float = 0.0
+    partition: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPolicy:
+    """How a provider's supervisor follows a queue's backlog with workers
+    (``docs/providers.md``, "The launch policy"). Zero values take the plane's defaults.
+
+    Attributes:
+        command: the worker's argv, e.g. ``["python", "worker.py"]`` (a script calling
+            :func:`~lakeshore.run_worker`, which registers with the launch id); required.
+        min_workers: kept running even with an empty queue (default 0: scale to zero).
+        max_workers: workers running or launching, at most (default 1).
+        jobs_per_worker: the target backlog per worker (default 1).
+        scale_up_step: launches per tick, at most (default 0: no cap).
+        cooldown: seconds between scale-downs (default 5).
+        idle_timeout: seconds without a job after which a worker is stopped (default 60).
+        register_timeout: seconds a launch may take to register (default 120).
+        env: added to the worker's environment.
+        resources: asked of the provider per launch.
+    """
+
+    command: Sequence[str]
+    min_workers: int = 0
+    max_workers: int = 0
+    jobs_per_worker: int = 0
+    scale_up_step: int = 0
+    cooldown: float = 0.0
+    idle_timeout: float = 0.0
+    register_timeout: float = 0.0
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    resources: Resources = dataclasses.field(default_factory=Resources)
+
+
+@dataclasses.dataclass(frozen=True)
+class Provider:
+    """The provider attached to a queue and its launch policy.
+
+    Attributes:
+        name: ``"local"``, ``"slurm"`` or ``"exec:PROGRAM"``.
+        policy: the launch policy, with the plane's defaults filled in.
+    """
+
+    name: str
+    policy: LaunchPolicy
+
+
+def _provider_body(name: str, policy: LaunchPolicy) -> dict[str, Any]:
+    if not isinstance(policy, LaunchPolicy):
+        raise TypeError(f"policy is a {type(policy).__name__}; pass a lakeshore.LaunchPolicy (or its fields as keywords)")
+    if isinstance(policy.command, (str, bytes)):
+        raise TypeError("policy.command is a string; pass the argv as a list, e.g. ['python', 'worker.py']")
+    p: dict[str, Any] = {"command": [str(c) for c in policy.command]}
+    for f in ("min_workers", "max_workers", "jobs_per_worker", "scale_up_step"):
+        if getattr(policy, f):
+            p[f] = int(getattr(policy, f))
+    for f in ("cooldown", "idle_timeout", "register_timeout"):
+        if getattr(policy, f):
+            p[f] = float(getattr(policy, f))
+    if policy.env:
+        p["env"] = {str(k): str(v) for k, v in policy.env.items()}
+    r = {k: v for k, v in dataclasses.asdict(policy.resources).items() if v}
+    if r:
+        p["resources"] = r
+    return {"name": name, "policy": p}
+
+
+def _provider(a: Mapping[str, Any] | None) -> Provider | None:
+    if not a:
+        return None
+    p = a.get("policy") or {}
+    r = p.get("resources") or {}
+    return Provider(
+        name=str(a.get("name") or ""),
+        policy=LaunchPolicy(
+            command=list(p.get("command") or []),
+            min_workers=int(p.get("min_workers") or 0),
+            max_workers=int(p.get("max_workers") or 0),
+            jobs_per_worker=int(p.get("jobs_per_worker") or 0),
+            scale_up_step=int(p.get("scale_up_step") or 0),
+            cooldown=float(p.get("cooldown") or 0.0),
+            idle_timeout=float(p.get("idle_timeout") or 0.0),
+            register_timeout=float(p.get("register_timeout") or 0.0),
+            env=dict(p.get("env") or {}),
+            resources=Resources(
+                cpus=int(r.get("cpus") or 0),
+                gpus=int(r.get("gpus") or 0),
+                memory_mb=int(r.get("memory_mb") or 0),
+                time_limit=float(r.get("time_limit") or 0.0),
+                partition=str(r.get("partition") or ""),
+            ),
+        ),
+    )
+
+
+def _policy_of(policy: LaunchPolicy | None, fields: Mapping[str, Any]) -> LaunchPolicy:
+    if policy is not None and fields:
+        raise TypeError("set_provider takes a LaunchPolicy or its fields as keywords, not both")
+    if policy is not None:
+        return policy
+    try:
+        return LaunchPolicy(**fields)
+    except TypeError as e:
+        raise TypeError(f"set_provider: {e} (the fields of lakeshore.LaunchPolicy)") from None
 
 
 def _invocation(d: Mapping[str, Any]) -> Invocation:
@@ -628,6 +754,23 @@ class QueueCore:
     async def clear_admission(self) -> bool:
         """Remove the queue's admission limits; whether there were any."""
         ans = await self._call("DELETE", self.path + "/admission", retry="safe")
+        return bool(ans.get("changed"))
+
+    async def provider(self) -> Provider | None:
+        """The queue's provider, or None (its workers are started by hand)."""
+        ans = await self._call("GET", self.path + "/provider", retry="safe")
+        return _provider(ans.get("provider"))
+
+    async def set_provider(self, name: str, policy: LaunchPolicy) -> Provider:
+        """Attach a provider (replacing any); return it as stored."""
+        body = _provider_body(name, policy)
+        ans = await self._call("PUT", self.path + "/provider", body=body, retry="safe")
+        got = _provider(ans.get("provider"))
+        return got if got is not None else Provider(name, policy)
+
+    async def remove_provider(self) -> bool:
+        """Detach the queue's provider; whether there was one."""
+        ans = await self._call("DELETE", self.path + "/provider", retry="safe")
         return bool(ans.get("changed"))
 
     # -- journals ------------------------------------------------------------------------
@@ -1177,8 +1320,8 @@ class SyncQueue:
         ]
         return self._d.run(self._core.submit_many(bodies))
 
-    def result(self, inv: str, *, timeout: float | None = 30.0) -> Any:
-        """Wait until invocation ``inv`` ends and return its decoded result.
+    def result(self, inv_id: str, *, timeout: float | None = 30.0) -> Any:
+        """Wait until invocation ``inv_id`` ends and return its decoded result.
 
         Raises:
             InvocationFailedError, InvocationCancelledError, InvocationKilledError,
@@ -1186,41 +1329,41 @@ class SyncQueue:
             TimeoutError: ``timeout`` seconds passed first (None: wait without limit).
             NotFoundError: no such invocation.
         """
-        return self._d.run(self._core.result(inv, timeout))
+        return self._d.run(self._core.result(inv_id, timeout))
 
     def call(self, payload: Any = None, *, timeout: float | None = 30.0, **kw: Any) -> Any:
         """Submit ``payload`` and wait for its result (``kw``: as :meth:`submit`)."""
         return self.result(self.submit(payload, **kw), timeout=timeout)
 
-    def get(self, inv: str) -> Invocation:
+    def get(self, inv_id: str) -> Invocation:
         """The invocation's row (state, attempts, times, error)."""
-        return self._d.run(self._core.get(inv))
+        return self._d.run(self._core.get(inv_id))
 
-    def wait(self, inv: str, *, timeout: float | None = 30.0) -> Invocation:
+    def wait(self, inv_id: str, *, timeout: float | None = 30.0) -> Invocation:
         """Wait until the invocation ends, in whatever state, and return its row."""
-        return self._d.run(self._core.wait(inv, timeout))
+        return self._d.run(self._core.wait(inv_id, timeout))
 
-    def stream(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Any]:
+    def stream(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Any]:
         """The values the invocation's worker posts, live: an iterator that stops at END.
 
         ``since`` resumes after that frame seq (see :meth:`frames` for the seqs). An ERROR
         frame raises the invocation's error; ``timeout`` seconds of silence raise
         TimeoutError."""
-        for f in self.frames(inv, since=since, timeout=timeout):
+        for f in self.frames(inv_id, since=since, timeout=timeout):
             yield f.value
 
-    def frames(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Frame]:
+    def frames(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Frame]:
         """As :meth:`stream`, yielding :class:`Frame` values (seq, value, attempt, time)."""
-        _check_id(inv)
-        return _sync_iter(self._d, self._core.stream(invocation_path(inv), inv, since, timeout))
+        _check_id(inv_id)
+        return _sync_iter(self._d, self._core.stream(invocation_path(inv_id), inv_id, since, timeout))
 
-    def cancel(self, inv: str) -> bool:
+    def cancel(self, inv_id: str) -> bool:
         """Cancel a queued invocation; whether it did (a running one finishes: see kill)."""
-        return self._d.run(self._core.cancel(inv))
+        return self._d.run(self._core.cancel(inv_id))
 
-    def kill(self, inv: str) -> bool:
+    def kill(self, inv_id: str) -> bool:
         """Kill an invocation, queued or running (its worker loses the lease); whether it did."""
-        return self._d.run(self._core.kill(inv))
+        return self._d.run(self._core.kill(inv_id))
 
     def count(self, state: StateName = "queued") -> int:
         """The number of the queue's invocations in ``state``."""
@@ -1258,6 +1401,34 @@ class SyncQueue:
         """Remove the queue's admission limits; whether there were any."""
         return self._d.run(self._core.clear_admission())
 
+    def provider(self) -> Provider | None:
+        """The queue's provider and launch policy, or None when it has none (its workers
+        are started by hand). Any token of the queue may read it."""
+        return self._d.run(self._core.provider())
+
+    def set_provider(self, name: str, policy: LaunchPolicy | None = None, **fields: Any) -> Provider:
+        """Attach a provider to the queue (replacing any): from then on a supervisor
+        (``lakeshore provider run`` or ``lakeshore serve --providers``) launches and stops
+        its workers to follow the policy (``docs/providers.md``). Pass a
+        :class:`LaunchPolicy` or its fields as keywords::
+
+            q.set_provider("local", command=["python", "worker.py"], max_workers=4, idle_timeout=30)
+
+        Returns the provider as stored (defaults filled in).
+
+        Raises:
+            InvalidError: an unknown provider, a policy out of range or without a command
+                (nothing is stored).
+            ForbiddenError: over HTTP, the token is not the server's admin token (a tenant
+                token may not choose the command a supervisor runs).
+        """
+        return self._d.run(self._core.set_provider(name, _policy_of(policy, fields)))
+
+    def remove_provider(self) -> bool:
+        """Detach the queue's provider; whether there was one. Running workers keep running
+        until they exit or are stopped. Over HTTP it needs the server's admin token."""
+        return self._d.run(self._core.remove_provider())
+
     def topic(self, name: str | None = None) -> Topic:
         """A topic of the queue (auto-named ``topic-<ULID>`` when ``name`` is None)."""
         return Topic(self, name)
@@ -1281,10 +1452,10 @@ class SyncQueue:
         """Extend a claimed job's lease; return the new expiry."""
         return self._d.run(self._core.heartbeat(job))
 
-    def post(self, inv: Job | str, value: Any, *, final: bool = False) -> int:
+    def post(self, inv_id: Job | str, value: Any, *, final: bool = False) -> int:
         """Append a VALUE frame (END with ``final``: the job succeeds with ``value``) to the
         journal of a job this queue object claimed; return its seq."""
-        return self._d.run(self._core.post(inv, value, final))
+        return self._d.run(self._core.post(inv_id, value, final))
 
     @contextlib.contextmanager
     def working(self, *, wait: float = 0.0) -> Iterator[Job | None]:
@@ -1382,39 +1553,39 @@ class Queue:
         ]
         return await self._d.run_async(self._core.submit_many(bodies))
 
-    async def result(self, inv: str, *, timeout: float | None = 30.0) -> Any:
+    async def result(self, inv_id: str, *, timeout: float | None = 30.0) -> Any:
         """See :meth:`SyncQueue.result`."""
-        return await self._d.run_async(self._core.result(inv, timeout))
+        return await self._d.run_async(self._core.result(inv_id, timeout))
 
     async def call(self, payload: Any = None, *, timeout: float | None = 30.0, **kw: Any) -> Any:
         """See :meth:`SyncQueue.call`."""
         return await self.result(await self.submit(payload, **kw), timeout=timeout)
 
-    async def get(self, inv: str) -> Invocation:
+    async def get(self, inv_id: str) -> Invocation:
         """See :meth:`SyncQueue.get`."""
-        return await self._d.run_async(self._core.get(inv))
+        return await self._d.run_async(self._core.get(inv_id))
 
-    async def wait(self, inv: str, *, timeout: float | None = 30.0) -> Invocation:
+    async def wait(self, inv_id: str, *, timeout: float | None = 30.0) -> Invocation:
         """See :meth:`SyncQueue.wait`."""
-        return await self._d.run_async(self._core.wait(inv, timeout))
+        return await self._d.run_async(self._core.wait(inv_id, timeout))
 
-    async def stream(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Any]:
-        """See :meth:`SyncQueue.stream`: ``async for value in q.stream(inv)``."""
-        async for f in self.frames(inv, since=since, timeout=timeout):
+    async def stream(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Any]:
+        """See :meth:`SyncQueue.stream`: ``async for value in q.stream(inv_id)``."""
+        async for f in self.frames(inv_id, since=since, timeout=timeout):
             yield f.value
 
-    def frames(self, inv: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Frame]:
+    def frames(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> AsyncIterator[Frame]:
         """See :meth:`SyncQueue.frames`."""
-        _check_id(inv)
-        return _async_iter(self._d, self._core.stream(invocation_path(inv), inv, since, timeout))
+        _check_id(inv_id)
+        return _async_iter(self._d, self._core.stream(invocation_path(inv_id), inv_id, since, timeout))
 
-    async def cancel(self, inv: str) -> bool:
+    async def cancel(self, inv_id: str) -> bool:
         """See :meth:`SyncQueue.cancel`."""
-        return await self._d.run_async(self._core.cancel(inv))
+        return await self._d.run_async(self._core.cancel(inv_id))
 
-    async def kill(self, inv: str) -> bool:
+    async def kill(self, inv_id: str) -> bool:
         """See :meth:`SyncQueue.kill`."""
-        return await self._d.run_async(self._core.kill(inv))
+        return await self._d.run_async(self._core.kill(inv_id))
 
     async def count(self, state: StateName = "queued") -> int:
         """See :meth:`SyncQueue.count`."""
@@ -1448,6 +1619,18 @@ class Queue:
         """See :meth:`SyncQueue.clear_admission`."""
         return await self._d.run_async(self._core.clear_admission())
 
+    async def provider(self) -> Provider | None:
+        """See :meth:`SyncQueue.provider`."""
+        return await self._d.run_async(self._core.provider())
+
+    async def set_provider(self, name: str, policy: LaunchPolicy | None = None, **fields: Any) -> Provider:
+        """See :meth:`SyncQueue.set_provider`."""
+        return await self._d.run_async(self._core.set_provider(name, _policy_of(policy, fields)))
+
+    async def remove_provider(self) -> bool:
+        """See :meth:`SyncQueue.remove_provider`."""
+        return await self._d.run_async(self._core.remove_provider())
+
     def topic(self, name: str | None = None) -> AsyncTopic:
         """See :meth:`SyncQueue.topic`."""
         return AsyncTopic(self.sync.topic(name))
@@ -1470,9 +1653,9 @@ class Queue:
         """See :meth:`SyncQueue.heartbeat`."""
         return await self._d.run_async(self._core.heartbeat(job))
 
-    async def post(self, inv: Job | str, value: Any, *, final: bool = False) -> int:
+    async def post(self, inv_id: Job | str, value: Any, *, final: bool = False) -> int:
         """See :meth:`SyncQueue.post`."""
-        return await self._d.run_async(self._core.post(inv, value, final))
+        return await self._d.run_async(self._core.post(inv_id, value, final))
 
     @contextlib.asynccontextmanager
     async def working(self, *, wait: float = 0.0) -> AsyncIterator[Job | None]:

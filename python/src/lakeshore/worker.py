@@ -47,7 +47,9 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
+from urllib.parse import quote
 
 from lakeshore import errors, wire
 from lakeshore._ids import new_ulid
@@ -323,6 +325,9 @@ class _Worker:
         lease_ttl: float | None,
         worker_id: str,
         queue_kinds: dict[str, str],
+        launch_id: str = "",
+        provider: str = "",
+        register_interval: float = 10.0,
     ) -> None:
         self.d = dispatch
         self.handlers = handlers
@@ -339,16 +344,84 @@ class _Worker:
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lakeshore-body")
         self.claims: set[asyncio.Task[Any]] = set()
         self.keeper_wake: asyncio.Event | None = None
+        # The worker registry (as the Go worker's): who runs, for `lakeshore workers` and
+        # for a provider's supervisor, which matches launches to registered workers by the
+        # launch id it put in the environment.
+        self.started_at = datetime.now(timezone.utc)
+        self.idle_at = self.started_at
+        self.launch_id = launch_id
+        self.provider = provider
+        self.register_interval = register_interval
+        self.registry = True  # False once the plane said it has no registry
+        self.register_warned = False
+        self.worker_path = f"/v1/namespaces/{quote(dispatch.namespace, safe='')}/workers/{quote(worker_id, safe='')}"
 
     async def run(self) -> int:
         slots = 1 if self.once else self.concurrency
-        keeper = asyncio.run_coroutine_threadsafe(self.keeper(), self.d._portal.loop)
+        await self.d.run_async(self._register())
+        portal = self.d._portal.loop
+        keeper = asyncio.run_coroutine_threadsafe(self.keeper(), portal)
+        registrar = asyncio.run_coroutine_threadsafe(self.registrar(), portal)
         try:
             await asyncio.gather(*(self.slot(i) for i in range(slots)))
         finally:
             keeper.cancel()
+            registrar.cancel()
             self.pool.shutdown(wait=True)
+            with contextlib.suppress(errors.DispatchError, RuntimeError):
+                await self.d.run_async(self._deregister())
         return self.done
+
+    def _registration(self) -> dict[str, Any]:
+        running = len(self.running)
+        body: dict[str, Any] = {
+            "host": (socket.gethostname() or "localhost")[:255],
+            "pid": os.getpid(),
+            "queues": list(self.handlers),
+            "started_at": self.started_at,
+            "running": running,
+        }
+        if running == 0:
+            body["idle_since"] = self.idle_at
+        if self.provider:
+            body["provider"] = self.provider
+        if self.launch_id:
+            body["launch_id"] = self.launch_id
+        return body
+
+    async def _register(self) -> None:
+        """Register or refresh the worker in the plane's registry (on the client's loop).
+        Failures are logged once and retried at the next refresh; a plane without a
+        registry is not asked again."""
+        if not self.registry:
+            return
+        try:
+            await self.d._transport.call("PUT", self.worker_path, body=self._registration(), retry="safe")
+        except errors.DispatchError as e:
+            if e.code in ("not_implemented", "route_not_found"):
+                self.registry = False
+                return
+            if not self.register_warned:
+                self.register_warned = True
+                log.warning("lakeshore worker: registration as %s failed (retried every %.0f s): %s", self.worker_id, self.register_interval, e)
+        else:
+            self.register_warned = False
+
+    async def registrar(self) -> None:
+        """On the client's loop: refresh the registration (running jobs, idle time) every
+        ``register_interval`` seconds."""
+        while True:
+            await asyncio.sleep(self.register_interval)
+            await self._register()
+
+    async def _deregister(self) -> None:
+        if not self.registry:
+            return
+        try:
+            await self.d._transport.call("DELETE", self.worker_path, retry="safe")
+        except errors.DispatchError as e:
+            if e.code not in ("not_implemented", "route_not_found", "closed"):
+                log.warning("lakeshore worker: deregistration of %s failed: %s", self.worker_id, e)
 
     def drain(self) -> None:
         """Claim nothing more; running jobs finish."""
@@ -538,6 +611,8 @@ class _Worker:
             outcome = ("nack", e)
         finally:
             self.running.pop(job.id, None)
+            if not self.running:
+                self.idle_at = datetime.now(timezone.utc)
         return self._settle_of(core, job, outcome, r.lost)
 
     async def _settle_now(self, core: QueueCore, settled: _Pending | None) -> None:
@@ -667,6 +742,8 @@ def run_worker(
     handle_signals: bool = True,
     worker_id: str | None = None,
     stop: threading.Event | None = None,
+    launch_id: str | None = None,
+    provider: str | None = None,
 ) -> int:
     """Run the functions bound to ``queues`` in this process until stopped; return the
     number of jobs run.
@@ -686,6 +763,18 @@ def run_worker(
             a retry) and returns.
         worker_id: the worker's id on the plane (default ``<host>-<pid>-<ULID>``).
         stop: an event another thread sets to drain the worker (as a first SIGTERM).
+        launch_id: the provider's launch id the worker registers with (default
+            ``$LAKESHORE_LAUNCH_ID``, which a provider sets; ``""`` when started by hand).
+        provider: the provider that launched it (default ``$LAKESHORE_PROVIDER``).
+
+    The worker registers in the plane's worker registry as the Go worker does (``PUT
+    /v1/namespaces/{ns}/workers/{id}``: host, pid, queues, start, launch id, provider, jobs
+    running or the time it became idle), refreshes that every third of the lease
+    (``lease_ttl``, default 30 s: every 10 s) and removes it when it returns, so
+    ``lakeshore workers`` lists it and a provider's supervisor counts it as live (a launch
+    that never registers is stopped after the policy's ``register_timeout``). Over HTTP
+    registering needs the ``consume`` permission on the namespace (a failure is logged and
+    retried; the jobs still run).
     """
     if concurrency < 1:
         raise errors.InvalidError(
@@ -721,7 +810,17 @@ def run_worker(
     d = d or default_dispatch()
     wid = worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_ulid()[-8:]}"
     w = _Worker(
-        d, handlers, concurrency=concurrency, once=once, wait=wait, lease_ttl=lease_ttl, worker_id=wid, queue_kinds=kinds
+        d,
+        handlers,
+        concurrency=concurrency,
+        once=once,
+        wait=wait,
+        lease_ttl=lease_ttl,
+        worker_id=wid,
+        queue_kinds=kinds,
+        launch_id=os.environ.get("LAKESHORE_LAUNCH_ID", "") if launch_id is None else launch_id,
+        provider=os.environ.get("LAKESHORE_PROVIDER", "") if provider is None else provider,
+        register_interval=(lease_ttl or 30.0) / 3,
     )
     loop = asyncio.new_event_loop()
     signals = 0
