@@ -20,8 +20,9 @@ import (
 // read the table) while producers keep a backlog of about 1,000 jobs and workers claim and
 // ack them, with VACUUM run every second as an eager autovacuum would. It checks that the
 // snapshot really holds vacuum back (the dead tuples left after a VACUUM outnumber the jobs
-// done, and a VACUUM after the snapshot ends removes them), that the median claim of the
-// last tenth of the run is within soakSlowdownBound of the first tenth's, and reports claim
+// done, and a VACUUM after the snapshot ends removes them), in a run of LAKESHORE_SOAK that
+// the median claim of the last tenth of the run is within soakSlowdownBound of the first
+// tenth's, and reports claim
 // latency per tenth of the run, the dead tuples and the plans of a fifo claim from the start of the
 // index and of a count. It runs for LAKESHORE_SOAK (a duration, e.g. 1m), 10 s by default;
 // skipped with -short. LAKESHORE_SOAK_NO_SNAPSHOT=1 runs the control: the same load and
@@ -175,6 +176,12 @@ func TestLongTransactionSoak(t *testing.T) {
 	}
 	ratio := float64(p(last, .5)) / float64(max(p(first, .5), time.Millisecond))
 	t.Logf("claim p50 last tenth / first tenth: %.2f", ratio)
+	if os.Getenv("LAKESHORE_SOAK") == "" {
+		// The default 10 s run checks what the snapshot does to vacuum, not speed: a timed
+		// bound would fail on a loaded machine (speed is measured by the manual soak, on a
+		// quiet one; TestFIFOFloorKept checks the floor that keeps claims fast).
+		return
+	}
 	require.Less(t, p(last, .99), time.Second, "the claim path stays usable under an old snapshot")
 	require.Less(t, ratio, soakSlowdownBound(soak), "the median claim of the last tenth (%s) against the first tenth's (%s)",
 		p(last, .5), p(first, .5))

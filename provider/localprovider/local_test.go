@@ -57,7 +57,7 @@ func worker(dir string, drain bool) []string {
 	if drain {
 		onTerm += "; exit 0"
 	}
-	script := `D="$1"; trap '` + onTerm + `' TERM; echo "$LAKESHORE_LAUNCH_ID $X" > "$D/env.tmp"; mv "$D/env.tmp" "$D/env"; echo out; ` +
+	script := `D="$1"; trap '` + onTerm + `' TERM; echo out; echo "$LAKESHORE_LAUNCH_ID $X" > "$D/env.tmp"; mv "$D/env.tmp" "$D/env"; ` +
 		`while :; do sleep 0.05; done`
 	return []string{"sh", "-c", script, "worker", dir}
 }
