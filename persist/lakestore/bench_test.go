@@ -3,6 +3,9 @@ package lakestore
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,12 +70,61 @@ func BenchmarkGetBatch(b *testing.B) {
 	b.ReportMetric(float64(b.N*1024)/time.Since(start).Seconds(), "rows/s")
 }
 
+// BenchmarkReaderGetBatch: what a trainer loop does, Reader.GetBatch (GetMeta with the
+// sequential sampler, consumption decided in the catalog, then the data) of 1,024 rows of
+// 5 numeric fields from flushed fragments; the "GetBatch" figure.
+func BenchmarkReaderGetBatch(b *testing.B) {
+	ctx := context.Background()
+	s := openTest(b, pgtest.Database(b), fileBucket(b), "q", &Config{FlushRows: -1})
+	const rows = 200_000
+	for i := 0; i < rows; i += 10_000 {
+		if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	q := persist.New(s)
+	r := q.Reader()
+	fields := []string{"a", "b", "c", "d"}
+	task := fmt.Sprintf("bench-%d", b.N)
+	var got int64
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		bt, _, err := r.GetBatch(ctx, &persist.MetaRequest{Fields: fields, BatchSize: 1024, Task: task})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bt.Len() == 0 { // every row consumed: start the task again
+			if err := q.ResetConsumption(ctx, task, persist.DefaultPartition); err != nil {
+				b.Fatal(err)
+			}
+		}
+		got += int64(bt.Len())
+		bt.Release()
+	}
+	b.ReportMetric(float64(got)/time.Since(start).Seconds(), "rows/s")
+}
+
 // BenchmarkFlush: the flush of 10,000 new rows on queues already holding 0, 100,000
-// and 500,000 flushed rows: a flush reads only the tail, so its cost does not grow
-// with the queue.
+// and 500,000 flushed rows (LAKESTORE_BENCH_SIZES=0,1000000,10000000 for other sizes): a
+// flush reads only the tail, so its cost does not grow with the queue.
 func BenchmarkFlush(b *testing.B) {
 	ctx := context.Background()
-	for _, size := range []int{0, 100_000, 500_000} {
+	sizes := []int{0, 100_000, 500_000}
+	if v := os.Getenv("LAKESTORE_BENCH_SIZES"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				b.Fatalf("LAKESTORE_BENCH_SIZES: %v", err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, size := range sizes {
 		b.Run(fmt.Sprintf("queue=%d", size), func(b *testing.B) {
 			s := openTest(b, pgtest.Database(b), fileBucket(b), "q", &Config{FlushRows: -1})
 			for i := 0; i < size; i += 10_000 {
