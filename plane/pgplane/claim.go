@@ -48,7 +48,6 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 			release()
 			return req.jobs, req.err
 		}
-		d.markEmpty(key, changed, req.next)
 		wait := time.Until(waitUntil)
 		if req.next > 0 { // a queued invocation becomes due before the wait ends
 			wait = min(wait, max(time.Duration(req.next-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
@@ -154,16 +153,6 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		return err
 	}
 	qkey := queueKey(p.Namespace, p.Queue)
-	if _, woken := t.wakes[qkey]; !woken {
-		// Nothing of this transaction made jobs of the queue claimable, and the queue is
-		// known to have none (empty.go): no statement can claim anything.
-		if next, ok := t.d.knownEmpty(qkey, t.ms); ok {
-			for _, r := range reqs {
-				r.next = next
-			}
-			return nil
-		}
-	}
 	floor, fromFloor := "", false // fifo: scan from this process's floor of the queue
 	if kind == plane.KindFIFO {
 		floor, fromFloor = t.d.floors.get(qkey)

@@ -69,9 +69,8 @@ type Driver struct {
 	sql     statements
 	ids     *plane.IDGenerator
 	hub     *hub
-	blocked lines       // submits waiting for room, per queue, in this process
-	floors  floors      // where fifo claims start, per queue
-	empty   emptyQueues // queues known to have no claimable job (empty.go)
+	blocked lines  // submits waiting for room, per queue, in this process
+	floors  floors // where fifo claims start, per queue
 	// claimWaiters are the idle claims parked for a direct handoff, per queue.
 	claimWaiters claimWaiters
 
