@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import json
 import os
 import random
@@ -192,6 +191,46 @@ class Portal:
 _portals: weakref.WeakSet[Portal] = weakref.WeakSet()
 
 
+class _Batch:
+    """The calls sent in one request of a :class:`Batcher`, and the task sending it."""
+
+    __slots__ = ("loop", "task", "calls")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], calls: list[_Call[Any]]) -> None:
+        self.loop = loop
+        self.task = task
+        self.calls = calls
+
+    def abandoned(self) -> None:
+        """One of the calls was cancelled: once every caller stopped waiting, cancel the
+        request, as a cancelled call of its own would be."""
+        if all(c.cancelled() for c in self.calls) and not self.task.done():
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                self.loop.call_soon_threadsafe(self.task.cancel)
+
+
+class _Call(concurrent.futures.Future[T]):
+    """The future of one call handed to a :class:`Batcher`: cancelling it drops it from
+    the batch it waits for, or tells the batch it was sent in (no done-callback per call)."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__()
+        self._batcher_lock = lock
+        self.batch: _Batch | None = None  # set, under the batcher's lock, when sent
+        self.dropped = False  # cancelled before it was sent
+
+    def cancel(self) -> bool:
+        if not super().cancel():
+            return False
+        with self._batcher_lock:
+            sent = self.batch
+            if sent is None:
+                self.dropped = True
+        if sent is not None:
+            sent.abandoned()
+        return True
+
+
 class Batcher(Generic[I, T]):
     """Coalesces calls made at once, from any thread or task, into batched calls on a
     portal's loop.
@@ -225,7 +264,7 @@ class Batcher(Generic[I, T]):
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
-        self._pending: list[tuple[I, concurrent.futures.Future[T]]] = []
+        self._pending: list[tuple[I, _Call[T]]] = []
         self._in_flight = 0
         self._scheduled = False
         self._pid = os.getpid()
@@ -238,14 +277,17 @@ class Batcher(Generic[I, T]):
         if self._pid != os.getpid():
             self._reset()  # a forked child: the parent's batches are not ours to answer
         loop = self._portal.loop
-        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        fut: _Call[T] = _Call(self._lock)
         with self._lock:
             self._pending.append((item, fut))
             wake = not self._scheduled and self._in_flight < self._max_in_flight
             if wake:
                 self._scheduled = True
         if wake:
-            loop.call_soon_threadsafe(self._flush)
+            if self._portal.in_portal():
+                loop.call_soon(self._flush)  # no self-pipe write and loop wake-up for our own loop
+            else:
+                loop.call_soon_threadsafe(self._flush)
         return fut
 
     def _flush(self) -> None:
@@ -253,27 +295,18 @@ class Batcher(Generic[I, T]):
         with self._lock:
             self._scheduled = False
             while self._pending and self._in_flight < self._max_in_flight:
-                batch = self._pending[: self._max_batch]
+                # A call cancelled while it waited here is not sent.
+                batch = [entry for entry in self._pending[: self._max_batch] if not entry[1].dropped]
                 del self._pending[: self._max_batch]
+                if not batch:
+                    continue
                 self._in_flight += 1
                 task = loop.create_task(self._run(batch))
+                sent = _Batch(loop, task, [fut for _, fut in batch])
                 for _, fut in batch:
-                    fut.add_done_callback(functools.partial(self._abandoned, loop, task, batch))
+                    fut.batch = sent
 
-    @staticmethod
-    def _abandoned(
-        loop: asyncio.AbstractEventLoop,
-        task: asyncio.Task[None],
-        batch: list[tuple[I, concurrent.futures.Future[T]]],
-        fut: concurrent.futures.Future[T],
-    ) -> None:
-        # Every caller of a batch stopped waiting (cancelled): cancel its request, as a
-        # cancelled call of its own would be.
-        if fut.cancelled() and all(f.cancelled() for _, f in batch) and not task.done():
-            with contextlib.suppress(RuntimeError):  # the loop is closed
-                loop.call_soon_threadsafe(task.cancel)
-
-    async def _run(self, batch: list[tuple[I, concurrent.futures.Future[T]]]) -> None:
+    async def _run(self, batch: list[tuple[I, _Call[T]]]) -> None:
         try:
             try:
                 answers = await self._send([item for item, _ in batch])
