@@ -418,6 +418,7 @@ class HttpTransport:
         # The hot routes' lean HTTP/1.1 connections (plain http:// and unix sockets only),
         # with the same bounds on requests in flight as the httpx pools.
         self._hot_ok = uds is not None or url.startswith("http://")
+        self._hot_prefix = urlsplit(url).path  # a path the server is mounted under, if any
         self._hot: _http11.Pool | None = None
         self._hot_slots: tuple[asyncio.Semaphore, asyncio.Semaphore] | None = None
         self._hot_pid = 0
@@ -591,7 +592,7 @@ class HttpTransport:
         resp: httpx.Response | _http11.Answer
         if hot and self._hot_ok and not raw and accept is None:
             lean, slots = self._hot_pool(wait > 0)
-            target = urlsplit(self.url).path + path + ("?" + urlencode(query) if query else "")
+            target = self._hot_prefix + path + ("?" + urlencode(query) if query else "")
         else:
             client, slots = self._http(wait > 0)
         # The retry window starts at the first failure, not at the call: a long-poll that

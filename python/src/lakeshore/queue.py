@@ -448,6 +448,9 @@ class QueueCore:
         options: Mapping[str, Any],
     ) -> dict[str, Any]:
         """The body of one submit (encodes the payload; raises on bad arguments)."""
+        if envelope is None and key is None and not priority and not options:
+            # A bare payload (the common case): the body the general path below makes.
+            return {"id": new_ulid(), "payload": encode_value("payload", payload)}
         env = dataclasses.replace(envelope) if envelope is not None else Envelope(payload=payload)
         if envelope is not None and payload is not None:
             raise errors.InvalidError(
