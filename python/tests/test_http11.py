@@ -129,7 +129,7 @@ def test_answers_by_length_chunked_and_after_an_informational_one(stubs: list[_S
         d.close()
 
 
-def test_connection_close_and_a_server_closed_idle_connection_reconnect(stubs: list[_Stub]) -> None:
+def test_connection_close_no_length_and_a_server_closed_idle_connection_reconnect(stubs: list[_Stub]) -> None:
     n = 0
 
     async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
@@ -137,6 +137,11 @@ def test_connection_close_and_a_server_closed_idle_connection_reconnect(stubs: l
         n += 1
         if n == 1:
             w.write(_answer({"id": "a" * 26}, extra=b"Connection: close\r\n"))
+            return False
+        if n == 3:
+            # No length: the body runs until the server closes the connection.
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/msgpack\r\n\r\n")
+            w.write(msgpack.packb({"id": "c" * 26}))
             return False
         w.write(_answer({"id": "b" * 26}))
         return n != 2  # after the second answer the server closes the idle connection
@@ -147,8 +152,9 @@ def test_connection_close_and_a_server_closed_idle_connection_reconnect(stubs: l
         assert q.submit(1) == "a" * 26
         assert q.submit(2) == "b" * 26
         time.sleep(0.2)  # the close reaches the client's loop while the connection is idle
-        assert q.submit(3) == "b" * 26
-        assert s.connections == 3
+        assert q.submit(3) == "c" * 26
+        assert q.submit(4) == "b" * 26
+        assert s.connections == 4
     finally:
         d.close()
 

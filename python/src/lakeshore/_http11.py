@@ -86,7 +86,11 @@ class _Connection(asyncio.Protocol):
             waiter.set_result(answer)
 
     def eof_received(self) -> bool | None:
-        return False  # close the transport: connection_lost follows
+        # The server closed its side: never reuse the connection (connection_lost follows,
+        # and answers an exchange in progress).
+        self.closed = True
+        self.pool._lost(self)
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -278,7 +282,7 @@ class Pool:
         now = self.loop.time()
         while idle:
             conn, _ = idle.popitem()
-            if conn.closed:
+            if conn.closed or conn.transport is None or conn.transport.is_closing():
                 continue
             if now - conn.idle_since > KEEPALIVE_EXPIRY:
                 conn.close()
