@@ -1,7 +1,7 @@
 """The client's cost per call with many callers at once (docs/benchmarks-python.md,
 "Batching"): not a test.
 
-    python python/benchmarks/bench_batching.py submit /tmp/x.db   # 16 threads x 100 submits
+    python python/benchmarks/bench_batching.py submit /tmp/x.db [T [E]]  # T (16) threads x E (100) submits
     python python/benchmarks/bench_batching.py worker /tmp/y.db [N [C]]   # N (500) no-op
                                   # jobs, one run_worker(concurrency=C (8)); CPU ms per job
 
@@ -84,4 +84,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "worker":
         worker(sys.argv[2], *(int(a) for a in sys.argv[3:5]))
     else:
-        submit(sys.argv[2])
+        submit(sys.argv[2], *(int(a) for a in sys.argv[3:5]))

@@ -34,13 +34,16 @@ async def run(url: str, rows: int, put_batch: int, read_batch: int) -> tuple[flo
     put_rate = rows / (time.perf_counter() - t)
     reader = q.reader()
     got = 0
-    t = time.perf_counter()
+    c0, t = os.times(), time.perf_counter()
     while got < rows:
         n = min(read_batch, rows - got)
         b = await reader.get_batch(["step", "reward", "length"], n, "bench")
         assert isinstance(b["reward"], np.ndarray) and len(b["reward"]) == n
         got += n
     get_rate = rows / (time.perf_counter() - t)
+    c1 = os.times()
+    cpu = c1.user - c0.user + c1.system - c0.system
+    print(f"  (client CPU {cpu * 1e6 / rows:.2f} µs/row read)", flush=True)
     d.close()
     return put_rate, get_rate
 

@@ -69,11 +69,13 @@ def enqueue(target: str, n: int, threads: int = 16) -> float:
     for t in ts:
         t.start()
     barrier.wait()
-    t0 = time.perf_counter()
+    c0, t0 = os.times(), time.perf_counter()
     for t in ts:
         t.join()
-    dt = time.perf_counter() - t0
+    c1, dt = os.times(), time.perf_counter() - t0
     d.close()
+    cpu = c1.user - c0.user + c1.system - c0.system
+    print(f"  (client CPU {cpu * 1e3 / (per * threads):.3f} ms/submit)", flush=True)
     return per * threads / dt
 
 
@@ -161,7 +163,7 @@ def latency(target: str, rate: float, seconds: float, workers: int) -> tuple[flo
             samples.append(time.perf_counter() - t)
 
         tasks = []
-        start = time.perf_counter()
+        c0, start = os.times(), time.perf_counter()
         n = int(rate * seconds)
         for i in range(n):
             delay = start + i / rate - time.perf_counter()
@@ -169,6 +171,9 @@ def latency(target: str, rate: float, seconds: float, workers: int) -> tuple[flo
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(one(i)))
         await asyncio.gather(*tasks)
+        c1 = os.times()
+        cpu = c1.user - c0.user + c1.system - c0.system
+        print(f"  (client CPU {cpu * 1e3 / n:.3f} ms/job, submit + result)", flush=True)
         return samples
 
     samples = asyncio.run(main())

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import json
 import os
 import random
@@ -24,7 +23,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode, urlsplit
 
 import anyio
 import anyio.abc
@@ -32,7 +31,7 @@ import httpcore
 import httpx
 import msgpack
 
-from lakeshore import errors
+from lakeshore import _http11, errors
 
 T = TypeVar("T")
 I = TypeVar("I")
@@ -196,6 +195,46 @@ class Portal:
 _portals: weakref.WeakSet[Portal] = weakref.WeakSet()
 
 
+class _Batch:
+    """The calls sent in one request of a :class:`Batcher`, and the task sending it."""
+
+    __slots__ = ("loop", "task", "calls")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], calls: list[_Call[Any]]) -> None:
+        self.loop = loop
+        self.task = task
+        self.calls = calls
+
+    def abandoned(self) -> None:
+        """One of the calls was cancelled: once every caller stopped waiting, cancel the
+        request, as a cancelled call of its own would be."""
+        if all(c.cancelled() for c in self.calls) and not self.task.done():
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                self.loop.call_soon_threadsafe(self.task.cancel)
+
+
+class _Call(concurrent.futures.Future[T]):
+    """The future of one call handed to a :class:`Batcher`: cancelling it drops it from
+    the batch it waits for, or tells the batch it was sent in (no done-callback per call)."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__()
+        self._batcher_lock = lock
+        self.batch: _Batch | None = None  # set, under the batcher's lock, when sent
+        self.dropped = False  # cancelled before it was sent
+
+    def cancel(self) -> bool:
+        if not super().cancel():
+            return False
+        with self._batcher_lock:
+            sent = self.batch
+            if sent is None:
+                self.dropped = True
+        if sent is not None:
+            sent.abandoned()
+        return True
+
+
 class Batcher(Generic[I, T]):
     """Coalesces calls made at once, from any thread or task, into batched calls on a
     portal's loop.
@@ -229,7 +268,7 @@ class Batcher(Generic[I, T]):
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
-        self._pending: list[tuple[I, concurrent.futures.Future[T]]] = []
+        self._pending: list[tuple[I, _Call[T]]] = []
         self._in_flight = 0
         self._scheduled = False
         self._pid = os.getpid()
@@ -243,14 +282,17 @@ class Batcher(Generic[I, T]):
         if self._pid != os.getpid():
             self._reset()  # a forked child: the parent's batches are not ours to answer
         loop = self._portal.loop
-        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        fut: _Call[T] = _Call(self._lock)
         with self._lock:
             self._pending.append((item, fut))
             wake = not self._scheduled and self._in_flight < self._max_in_flight
             if wake:
                 self._scheduled = True
         if wake:
-            loop.call_soon_threadsafe(self._flush)
+            if self._portal.in_portal():
+                loop.call_soon(self._flush)  # no self-pipe write and loop wake-up for our own loop
+            else:
+                loop.call_soon_threadsafe(self._flush)
         return fut
 
     def _flush(self) -> None:
@@ -258,27 +300,18 @@ class Batcher(Generic[I, T]):
         with self._lock:
             self._scheduled = False
             while self._pending and self._in_flight < self._max_in_flight:
-                batch = self._pending[: self._max_batch]
+                # A call cancelled while it waited here is not sent.
+                batch = [entry for entry in self._pending[: self._max_batch] if not entry[1].dropped]
                 del self._pending[: self._max_batch]
+                if not batch:
+                    continue
                 self._in_flight += 1
                 task = loop.create_task(self._run(batch))
+                sent = _Batch(loop, task, [fut for _, fut in batch])
                 for _, fut in batch:
-                    fut.add_done_callback(functools.partial(self._abandoned, loop, task, batch))
+                    fut.batch = sent
 
-    @staticmethod
-    def _abandoned(
-        loop: asyncio.AbstractEventLoop,
-        task: asyncio.Task[None],
-        batch: list[tuple[I, concurrent.futures.Future[T]]],
-        fut: concurrent.futures.Future[T],
-    ) -> None:
-        # Every caller of a batch stopped waiting (cancelled): cancel its request, as a
-        # cancelled call of its own would be.
-        if fut.cancelled() and all(f.cancelled() for _, f in batch) and not task.done():
-            with contextlib.suppress(RuntimeError):  # the loop is closed
-                loop.call_soon_threadsafe(task.cancel)
-
-    async def _run(self, batch: list[tuple[I, concurrent.futures.Future[T]]]) -> None:
+    async def _run(self, batch: list[tuple[I, _Call[T]]]) -> None:
         try:
             try:
                 answers = await self._send([item for item, _ in batch])
@@ -460,6 +493,13 @@ class HttpTransport:
         self._client_pid = 0
         self._sending: asyncio.Semaphore | None = None
         self._sending_pid = 0
+        # The hot routes' lean HTTP/1.1 connections (plain http:// and unix sockets only),
+        # with the same bounds on requests in flight as the httpx pools.
+        self._hot_ok = uds is not None or url.startswith("http://")
+        self._hot_prefix = urlsplit(url).path  # a path the server is mounted under, if any
+        self._hot: _http11.Pool | None = None
+        self._hot_slots: tuple[asyncio.Semaphore, asyncio.Semaphore] | None = None
+        self._hot_pid = 0
 
     def _new_client(self, max_connections: int) -> httpx.AsyncClient:
         headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
@@ -501,6 +541,39 @@ class HttpTransport:
             client = self._long[self._next_long]
         return client, self._slots[id(client)]
 
+    def _hot_pool(self, long_poll: bool) -> tuple[_http11.Pool, asyncio.Semaphore]:
+        """The lean pool of this process and loop, and the semaphore bounding its requests
+        in flight (as many as the httpx pools allow: short calls and long-polls apart)."""
+        loop = asyncio.get_running_loop()
+        pool = self._hot
+        if pool is None or pool.loop is not loop or self._hot_pid != os.getpid():
+            parts = urlsplit(self.url)
+            headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
+            if self.token:
+                headers["Authorization"] = f"Bearer {self.token}"
+            pool = self._hot = _http11.Pool(
+                loop,
+                host=parts.hostname or "",
+                port=parts.port or 80,
+                uds=self.uds,
+                host_header=parts.netloc,
+                headers=headers,
+                connect_timeout=self._connect_timeout,
+            )
+            self._hot_slots = (
+                asyncio.Semaphore(_SHORT_POOL_CONNECTIONS),
+                asyncio.Semaphore(_LONG_POOLS * _LONG_POOL_CONNECTIONS),
+            )
+            self._hot_pid = os.getpid()
+        assert self._hot_slots is not None
+        return pool, self._hot_slots[1 if long_poll else 0]
+
+    def _sending_gate(self) -> asyncio.Semaphore:
+        if self._sending is None or self._sending_pid != os.getpid():
+            self._sending = asyncio.Semaphore(_SENDING)
+            self._sending_pid = os.getpid()
+        return self._sending
+
     async def _long_poll(
         self,
         client: httpx.AsyncClient,
@@ -520,10 +593,7 @@ class HttpTransport:
         after its connection was accepted (past the server's 10 s header timeout, which
         closes it unanswered: "Server disconnected without sending a response") or
         notices a finished connect after the connect timeout."""
-        if self._sending is None or self._sending_pid != os.getpid():
-            self._sending = asyncio.Semaphore(_SENDING)
-            self._sending_pid = os.getpid()
-        gate = self._sending
+        gate = self._sending_gate()
         await gate.acquire()
         held = True
 
@@ -556,6 +626,9 @@ class HttpTransport:
         """Close the connections (on the loop that made them)."""
         clients = [c for c in [self._short, *self._long] if c is not None]
         self._short, self._long = None, []
+        hot, self._hot = self._hot, None
+        if hot is not None and self._hot_pid == os.getpid():
+            hot.close()
         if self._client_pid == os.getpid():
             for c in clients:
                 await c.aclose()
@@ -572,6 +645,7 @@ class HttpTransport:
         deadline: float | None = None,
         raw: bool = False,
         accept: str | None = None,
+        hot: bool = False,
     ) -> Any:
         """Make one API call and return the decoded answer, retrying by ``retry``.
 
@@ -581,17 +655,26 @@ class HttpTransport:
             deadline: a ``time.monotonic()`` instant after which no retry starts.
             raw: return ``(body bytes, headers)`` of a 2xx answer undecoded (Arrow reads).
             accept: the Accept header (default msgpack).
+            hot: a route of the queue's hot path (submit, claim, settle, wait): sent by the
+                lean HTTP/1.1 client (:mod:`lakeshore._http11`) on ``http://`` and unix
+                sockets, with the same timeouts, errors and retries as through httpx.
 
         Raises:
             errors.DispatchError: the server's error, rebuilt from its body, or
                 :class:`~lakeshore.errors.UnavailableError` when it could not be reached.
         """
-        client, slots = self._http(wait > 0)
         content = pack(body) if body is not None else None
         headers = {"Content-Type": "application/msgpack"} if content is not None else {}
         if accept is not None:
             headers["Accept"] = accept
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        lean: _http11.Pool | None = None
+        resp: httpx.Response | _http11.Answer
+        if hot and self._hot_ok and not raw and accept is None:
+            lean, slots = self._hot_pool(wait > 0)
+            target = self._hot_prefix + path + ("?" + urlencode(query) if query else "")
+        else:
+            client, slots = self._http(wait > 0)
         # The retry window starts at the first failure, not at the call: a long-poll that
         # held for a while and then dropped (the server closed the connection — e.g. a fresh
         # connection whose request an overloaded client sent after the server's header
@@ -607,7 +690,17 @@ class HttpTransport:
             cause: BaseException | None = None
             try:
                 async with slots:
-                    if wait > 0:
+                    if lean is not None:
+                        resp = await lean.request(
+                            method,
+                            target,
+                            content,
+                            headers,
+                            wait + _REQUEST_MARGIN,
+                            self._sending_gate() if wait > 0 else None,
+                        )
+                        data = resp.content
+                    elif wait > 0:
                         resp, data = await self._long_poll(client, method, path, query, content, headers, wait)
                     else:
                         resp = await client.request(
@@ -653,7 +746,7 @@ class HttpTransport:
                     retryable = True
                 elif status in (502, 503, 504):
                     retryable = retry != "once"
-                ra = resp.headers.get("Retry-After")
+                ra = resp.headers.get("retry-after")
                 if ra:
                     try:
                         retry_after = float(ra)
@@ -686,10 +779,10 @@ def _param(v: Any) -> str:
     return str(v)
 
 
-def _decode_answer(resp: httpx.Response, data: bytes) -> Any:
+def _decode_answer(resp: httpx.Response | _http11.Answer, data: bytes) -> Any:
     if not data:
         return {}
-    ctype = resp.headers.get("Content-Type", "")
+    ctype = resp.headers.get("content-type", "")
     try:
         if "msgpack" in ctype:
             return unpack(data)

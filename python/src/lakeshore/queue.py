@@ -574,6 +574,9 @@ class QueueCore:
         options: Mapping[str, Any],
     ) -> dict[str, Any]:
         """The body of one submit (encodes the payload; raises on bad arguments)."""
+        if envelope is None and key is None and not priority and not options:
+            # A bare payload (the common case): the body the general path below makes.
+            return {"id": new_ulid(), "payload": encode_value("payload", payload)}
         env = dataclasses.replace(envelope) if envelope is not None else Envelope(payload=payload)
         if envelope is not None and payload is not None:
             raise errors.InvalidError(
@@ -635,7 +638,7 @@ class QueueCore:
         return await asyncio.wrap_future(self.submit_future(body))
 
     async def _submit_one(self, body: Mapping[str, Any]) -> str:
-        ans = await self._call("POST", self.path + "/invocations", body=body, retry="safe")
+        ans = await self._call("POST", self.path + "/invocations", body=body, retry="safe", hot=True)
         return str(ans["id"])
 
     async def _send_submits(self, bodies: list[dict[str, Any]]) -> list[str | BaseException]:
@@ -654,7 +657,9 @@ class QueueCore:
 
     async def submit_many(self, bodies: list[dict[str, Any]]) -> list[str]:
         """Submit a batch in one request; return the ids in order."""
-        ans = await self._call("POST", self.path + "/invocations/batch", body={"invocations": bodies}, retry="safe")
+        ans = await self._call(
+            "POST", self.path + "/invocations/batch", body={"invocations": bodies}, retry="safe", hot=True
+        )
         return [str(r["id"]) for r in ans["results"]]
 
     async def get(self, id: str) -> Invocation:
@@ -675,7 +680,13 @@ class QueueCore:
             # Idempotent: a dropped long-poll is repeated (within the transport's retry
             # window from the failure), never past the caller's own deadline.
             ans = await self._call(
-                "GET", invocation_path(id) + "/wait", params={"timeout": chunk}, wait=chunk, retry="safe", deadline=end
+                "GET",
+                invocation_path(id) + "/wait",
+                params={"timeout": chunk},
+                wait=chunk,
+                retry="safe",
+                deadline=end,
+                hot=True,
             )
             if ans.get("done"):
                 return _invocation(ans["invocation"])
@@ -919,7 +930,7 @@ class QueueCore:
             if worker:
                 body["worker"] = worker
             try:
-                ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once")
+                ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once", hot=True)
             except errors.DispatchError as e:
                 for i in idx:
                     answers[i] = e
@@ -970,6 +981,7 @@ class QueueCore:
                 body={"settles": [b for b, _ in settles], "claim": claim},
                 retry="once",
                 deadline=min(deadlines) if deadlines else None,
+                hot=True,
             )
         except errors.DispatchError:
             # Refused as a whole (one settle the server cannot read) or not answered: the
@@ -1105,7 +1117,7 @@ class QueueCore:
     async def _settle_one(self, body: Mapping[str, Any], deadline: float | None) -> None:
         b = dict(body)
         id = str(b.pop("id"))
-        await self._call("POST", invocation_path(id) + "/settle", body=b, retry="fenced", deadline=deadline)
+        await self._call("POST", invocation_path(id) + "/settle", body=b, retry="fenced", deadline=deadline, hot=True)
 
     async def _send_settles(self, items: list[tuple[dict[str, Any], float | None]]) -> list[None | BaseException]:
         # Several settles go as one POST /v1/settle (one transaction, one answer per settle);
@@ -1121,6 +1133,7 @@ class QueueCore:
                 body={"settles": [b for b, _ in items]},
                 retry="fenced",
                 deadline=min(deadlines) if deadlines else None,
+                hot=True,
             )
         except errors.UnavailableError:
             raise

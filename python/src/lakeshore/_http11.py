@@ -1,0 +1,380 @@
+"""A lean HTTP/1.1 client for the queue's hot routes (submit, claim, settle, wait).
+
+httpx's async stack (httpx, httpcore, h11, anyio) costs about 0.3 ms of CPU per request; a
+busy client spends most of its time there. This module sends the same requests with one
+``transport.write`` and parses the answer in one ``data_received`` pass: an
+:class:`asyncio.Protocol` per keep-alive connection, on the portal's loop.
+
+It behaves as the httpx path does where :meth:`~lakeshore._transport.HttpTransport.call`
+can tell: it raises httpx's exception types (``ConnectError``, ``ConnectTimeout``,
+``ReadTimeout``, ``RemoteProtocolError``, ``ReadError``), applies the connect timeout and a
+read timeout per read, keeps idle connections for :data:`KEEPALIVE_EXPIRY` seconds (httpx's
+default) and drops one the server closed as soon as the loop sees the close. It speaks plain
+``http://`` and unix sockets only; ``https://`` goes through httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+KEEPALIVE_EXPIRY = 5.0
+"""Seconds an idle connection is kept for reuse (httpx's default ``keepalive_expiry``)."""
+
+_MAX_HEAD = 64 << 10
+"""The most bytes of status line and headers an answer may have."""
+
+
+class Answer:
+    """One HTTP answer: its status, headers (by lower-case name) and body."""
+
+    __slots__ = ("status_code", "headers", "content")
+
+    def __init__(self, status_code: int, headers: dict[str, str], content: bytes) -> None:
+        self.status_code = status_code
+        self.headers = headers
+        self.content = content
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: one exchange at a time, the answer parsed as it arrives."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.waiter: asyncio.Future[Answer] | None = None
+        self.last_read = 0.0
+        self.keep = False
+        self.timer: asyncio.TimerHandle | None = None
+        self._buf = bytearray()
+        self._status = 0
+        self._headers: dict[str, str] | None = None
+        self._length = 0  # the body's length; -1: chunked; -2: until the connection closes
+        self._body = bytearray()
+        self._chunk = -1  # bytes left of the current chunk (-1: a size line is next)
+        self._head_request = False
+
+    # -- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            # Bytes nobody asked for (or after an abandoned exchange): the connection's
+            # state is unknown, so it is not reused.
+            self.close()
+            return
+        self.last_read = self.pool.loop.time()
+        self._buf += data
+        try:
+            answer = self._parse()
+        except httpx.RemoteProtocolError as e:
+            self.close()
+            waiter.set_exception(e)
+            return
+        if answer is not None:
+            if self._buf:
+                self.keep = False  # bytes past the answer: not a connection to reuse
+            self.waiter = None
+            waiter.set_result(answer)
+
+    def eof_received(self) -> bool | None:
+        # The server closed its side: never reuse the connection (connection_lost follows,
+        # and answers an exchange in progress).
+        self.closed = True
+        self.pool._lost(self)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pool._lost(self)
+        waiter, self.waiter = self.waiter, None
+        if waiter is None or waiter.done():
+            return
+        if self._headers is not None and self._length == -2:
+            # A body that runs until the connection closes has ended.
+            waiter.set_result(Answer(self._status, self._headers, bytes(self._body)))
+            return
+        if exc is not None:
+            err: Exception = httpx.ReadError(str(exc) or type(exc).__name__)
+        elif self._headers is None and not self._buf:
+            err = httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        else:
+            err = httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+        waiter.set_exception(err)
+
+    # -- the exchange
+
+    def start(self, waiter: asyncio.Future[Answer], head_request: bool) -> None:
+        """Reset the parser for a new answer that ``waiter`` will get."""
+        self.waiter = waiter
+        self.keep = False
+        self._buf.clear()
+        self._status = 0
+        self._headers = None
+        self._length = 0
+        self._body = bytearray()
+        self._chunk = -1
+        self._head_request = head_request
+        self.last_read = self.pool.loop.time()
+
+    def close(self) -> None:
+        """Close the connection (an exchange in progress fails)."""
+        if not self.closed:
+            self.closed = True
+            self.pool._lost(self)
+            if self.transport is not None:
+                self.transport.close()
+
+    def abort(self) -> None:
+        """Drop the connection at once (an exchange abandoned midway)."""
+        self.waiter = None
+        if self.transport is not None:
+            self.transport.abort()
+        self.closed = True
+        self.pool._lost(self)
+
+    def _parse(self) -> Answer | None:
+        buf = self._buf
+        while self._headers is None:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > _MAX_HEAD:
+                    raise httpx.RemoteProtocolError("the answer's headers are too long")
+                return None
+            lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+            del buf[: end + 4]
+            version, _, rest = lines[0].partition(" ")
+            code = rest[:3]
+            if not version.startswith("HTTP/1.") or not code.isdigit():
+                raise httpx.RemoteProtocolError(f"not an HTTP/1.1 answer: {lines[0][:80]!r}")
+            status = int(code)
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                name, sep, value = line.partition(":")
+                if not sep:
+                    raise httpx.RemoteProtocolError(f"a malformed header line: {line[:80]!r}")
+                name = name.strip().lower()
+                value = value.strip()
+                headers[name] = headers[name] + ", " + value if name in headers else value
+            if 100 <= status < 200:
+                continue  # an informational answer: the real one follows
+            self._status = status
+            self._headers = headers
+            self.keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+            if self._head_request or status in (204, 304):
+                self._length = 0
+            elif "chunked" in headers.get("transfer-encoding", "").lower():
+                self._length = -1
+            elif "content-length" in headers:
+                try:
+                    self._length = int(headers["content-length"])
+                except ValueError:
+                    raise httpx.RemoteProtocolError("a malformed Content-Length") from None
+                if self._length < 0:
+                    raise httpx.RemoteProtocolError("a malformed Content-Length")
+            else:
+                self._length = -2
+                self.keep = False
+        if self._length >= 0:
+            if len(buf) < self._length:
+                return None
+            body = bytes(buf[: self._length])
+            del buf[: self._length]
+            return Answer(self._status, self._headers, body)
+        if self._length == -2:
+            self._body += buf
+            buf.clear()
+            return None
+        return self._parse_chunks()
+
+    def _parse_chunks(self) -> Answer | None:
+        buf = self._buf
+        while True:
+            if self._chunk < 0:
+                end = buf.find(b"\r\n")
+                if end < 0:
+                    if len(buf) > _MAX_HEAD:
+                        raise httpx.RemoteProtocolError("a malformed chunk size")
+                    return None
+                size_text = bytes(buf[:end]).split(b";", 1)[0].strip()
+                try:
+                    size = int(size_text, 16)
+                except ValueError:
+                    raise httpx.RemoteProtocolError(f"a malformed chunk size {size_text[:20]!r}") from None
+                if size == 0:
+                    # The last chunk: trailers (ignored) end with an empty line.
+                    if buf[end + 2 : end + 4] == b"\r\n":
+                        del buf[: end + 4]
+                    else:
+                        trailers = buf.find(b"\r\n\r\n", end + 2)
+                        if trailers < 0:
+                            return None
+                        del buf[: trailers + 4]
+                    assert self._headers is not None
+                    return Answer(self._status, self._headers, bytes(self._body))
+                del buf[: end + 2]
+                self._chunk = size
+            if len(buf) < self._chunk + 2:
+                return None
+            self._body += buf[: self._chunk]
+            if buf[self._chunk : self._chunk + 2] != b"\r\n":
+                raise httpx.RemoteProtocolError("a chunk not ended by CRLF")
+            del buf[: self._chunk + 2]
+            self._chunk = -1
+
+
+class Pool:
+    """The keep-alive connections of one server, on one loop.
+
+    Callers bound the exchanges in flight themselves (the transport's semaphores); the
+    pool opens a connection when none is idle."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        host: str,
+        port: int,
+        uds: str | None,
+        host_header: str,
+        headers: dict[str, str],
+        connect_timeout: float,
+    ) -> None:
+        self.loop = loop
+        self._host = host
+        self._port = port
+        self._uds = uds
+        self._connect_timeout = connect_timeout
+        fixed = f"Host: {host_header}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self._fixed = fixed.encode("latin-1")
+        # Idle connections in the order they were put back (a dict as an ordered set: the
+        # newest is reused first, a lost one leaves in O(1)).
+        self._idle: dict[_Connection, None] = {}
+        self._busy: set[_Connection] = set()
+
+    def _lost(self, conn: _Connection) -> None:
+        self._idle.pop(conn, None)
+
+    async def _connect(self) -> _Connection:
+        try:
+            if self._uds is not None:
+                coro: Any = self.loop.create_unix_connection(lambda: _Connection(self), self._uds)
+            else:
+                coro = self.loop.create_connection(lambda: _Connection(self), self._host, self._port)
+            _, conn = await asyncio.wait_for(coro, self._connect_timeout)
+        except asyncio.TimeoutError:
+            raise httpx.ConnectTimeout(f"no connection within {self._connect_timeout:g} s") from None
+        except OSError as e:
+            raise httpx.ConnectError(str(e) or type(e).__name__) from e
+        assert isinstance(conn, _Connection)
+        return conn
+
+    def _checkout(self) -> _Connection | None:
+        idle = self._idle
+        now = self.loop.time()
+        while idle:
+            conn, _ = idle.popitem()
+            if conn.closed or conn.transport is None or conn.transport.is_closing():
+                continue
+            if now - conn.idle_since > KEEPALIVE_EXPIRY:
+                conn.close()
+                continue
+            return conn
+        return None
+
+    def _checkin(self, conn: _Connection) -> None:
+        now = self.loop.time()
+        conn.idle_since = now
+        self._idle[conn] = None
+        # The oldest idle connection, once expired, is closed now rather than when reached.
+        oldest = next(iter(self._idle))
+        if now - oldest.idle_since > KEEPALIVE_EXPIRY:
+            oldest.close()
+
+    async def request(
+        self,
+        method: str,
+        target: str,
+        content: bytes | None,
+        headers: dict[str, str],
+        timeout: float,
+        gate: asyncio.Semaphore | None = None,
+    ) -> Answer:
+        """Send one request and return its answer.
+
+        ``target`` is the path with its query; ``timeout`` bounds each read (as httpx's
+        read timeout); ``gate``, when given, is held from before connecting until the
+        request is written.
+
+        Raises:
+            httpx.ConnectError, httpx.ConnectTimeout: no connection (nothing was sent).
+            httpx.ReadTimeout: no byte of the answer for ``timeout`` seconds.
+            httpx.RemoteProtocolError, httpx.ReadError: the connection failed or the
+                answer is not HTTP/1.1.
+        """
+        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._fixed
+        if headers:
+            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
+        if content is not None:
+            head += b"Content-Length: %d\r\n\r\n" % len(content)
+        else:
+            head += b"\r\n"
+        if gate is not None:
+            await gate.acquire()
+        try:
+            conn = self._checkout()
+            if conn is None:
+                conn = await self._connect()
+            waiter: asyncio.Future[Answer] = self.loop.create_future()
+            conn.start(waiter, method == "HEAD")
+            transport = conn.transport
+            assert transport is not None
+            if content:
+                transport.writelines((head, content))
+            else:
+                transport.write(head)
+        finally:
+            if gate is not None:
+                gate.release()
+        self._busy.add(conn)
+        conn.timer = self.loop.call_later(timeout, self._read_timeout, conn, waiter, timeout)
+        try:
+            answer = await waiter
+        except BaseException:
+            conn.abort()
+            raise
+        finally:
+            if conn.timer is not None:
+                conn.timer.cancel()
+                conn.timer = None
+            self._busy.discard(conn)
+        if conn.keep and not conn.closed:
+            self._checkin(conn)
+        else:
+            conn.close()
+        return answer
+
+    def _read_timeout(self, conn: _Connection, waiter: asyncio.Future[Answer], timeout: float) -> None:
+        if waiter.done():
+            return
+        left = conn.last_read + timeout - self.loop.time()
+        if left > 0:
+            # A read came since the timer was set: wait for the rest of its timeout.
+            conn.timer = self.loop.call_later(left, self._read_timeout, conn, waiter, timeout)
+            return
+        conn.waiter = None
+        waiter.set_exception(httpx.ReadTimeout(f"no answer within {timeout:g} s"))
+
+    def close(self) -> None:
+        """Close every connection (exchanges in progress fail)."""
+        for conn in list(self._idle) + list(self._busy):
+            conn.close()
+        self._idle.clear()

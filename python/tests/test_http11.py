@@ -1,0 +1,232 @@
+"""The lean HTTP/1.1 client of the hot routes (lakeshore._http11) against a stub server on
+loopback that answers as a real server may: chunked bodies, informational answers,
+``Connection: close``, idle connections closed by the server, answers that never come,
+bytes that are not HTTP. What the caller sees must be what the httpx path gives: the
+answer, or the same retry-by-class behaviour and UnavailableError."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+
+import httpx
+import msgpack
+import pytest
+
+from lakeshore import HttpDispatch, SyncQueue, errors
+from lakeshore._http11 import Pool
+
+Handler = Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
+
+
+class _Stub:
+    """A loopback server whose ``handler`` gets each request's head (the body is read by
+    Content-Length) and writes the answer; it returns whether to keep the connection."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        async def start() -> None:
+            self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
+            self.port = self.server.sockets[0].getsockname()[1]
+            ready.set()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.loop.create_task(start())
+            self.loop.run_forever()
+
+        self.server: asyncio.Server
+        self.port = 0
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        ready.wait(10)
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        await reader.readexactly(int(line.split(b":")[1]))
+                self.requests.append(head)
+                if not await self.handler(head, reader, writer):
+                    writer.close()
+                    return
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    def close(self) -> None:
+        async def stop() -> None:
+            self.server.close()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def _answer(body: object, *, extra: bytes = b"", chunked: bool = False) -> bytes:
+    data = msgpack.packb(body, use_bin_type=True)
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/msgpack\r\n" + extra
+    if not chunked:
+        return head + b"Content-Length: %d\r\n\r\n" % len(data) + data
+    # Two chunks (one with an extension), then the last chunk with a trailer.
+    a, b = data[:3], data[3:]
+    return head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n%x;x=1\r\n%s\r\n0\r\nX-T: 1\r\n\r\n" % (len(a), a, len(b), b)
+
+
+@pytest.fixture
+def stubs() -> Iterator[list[_Stub]]:
+    made: list[_Stub] = []
+    yield made
+    for s in made:
+        s.close()
+
+
+def _dispatch(stubs: list[_Stub], handler: Handler, retry_for: float = 0.3) -> tuple[_Stub, HttpDispatch]:
+    s = _Stub(handler)
+    stubs.append(s)
+    return s, HttpDispatch(f"http://127.0.0.1:{s.port}", token="t0k", retry_for=retry_for)
+
+
+def test_answers_by_length_chunked_and_after_an_informational_one(stubs: list[_Stub]) -> None:
+    n = 0
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        nonlocal n
+        n += 1
+        ids = {"id": f"{n:026d}"}
+        if n % 3 == 1:
+            w.write(_answer(ids))
+        elif n % 3 == 2:
+            w.write(_answer(ids, chunked=True))
+        else:
+            w.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            w.write(_answer(ids))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        assert [q.submit(i) for i in range(6)] == [f"{i:026d}" for i in range(1, 7)]
+        assert s.connections == 1  # one keep-alive connection for all
+        head = s.requests[0].decode()
+        assert head.startswith("POST /v1/namespaces/default/queues/q/invocations HTTP/1.1\r\n")
+        for h in ["Host: 127.0.0.1:", "Authorization: Bearer t0k", "Content-Type: application/msgpack",
+                  "Accept: application/msgpack", "User-Agent: lakeshore-python"]:
+            assert h in head
+    finally:
+        d.close()
+
+
+def test_connection_close_no_length_and_a_server_closed_idle_connection_reconnect(stubs: list[_Stub]) -> None:
+    n = 0
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        nonlocal n
+        n += 1
+        if n == 1:
+            w.write(_answer({"id": "a" * 26}, extra=b"Connection: close\r\n"))
+            return False
+        if n == 3:
+            # No length: the body runs until the server closes the connection.
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/msgpack\r\n\r\n")
+            w.write(msgpack.packb({"id": "c" * 26}))
+            return False
+        w.write(_answer({"id": "b" * 26}))
+        return n != 2  # after the second answer the server closes the idle connection
+
+    s, d = _dispatch(stubs, handler)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        assert q.submit(1) == "a" * 26
+        assert q.submit(2) == "b" * 26
+        time.sleep(0.2)  # the close reaches the client's loop while the connection is idle
+        assert q.submit(3) == "c" * 26
+        assert q.submit(4) == "b" * 26
+        assert s.connections == 4
+    finally:
+        d.close()
+
+
+def test_a_dropped_call_is_retried_by_class_and_bad_bytes_are_unavailable(stubs: list[_Stub]) -> None:
+    n = 0
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        nonlocal n
+        n += 1
+        if b"/claim" in head:
+            w.write(b"SMTP ready\r\n\r\n")  # not HTTP
+            return True
+        if n == 1:
+            return False  # closed without an answer: a safe call (submit) is repeated
+        w.write(_answer({"id": "c" * 26}))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        assert q.submit(1) == "c" * 26
+        with pytest.raises(errors.UnavailableError, match="not an HTTP/1.1 answer"):
+            q.claim()  # "once": not repeated
+        assert sum(b"/claim" in r for r in s.requests) == 1
+    finally:
+        d.close()
+
+
+def test_refused_connections_are_unavailable() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    d = HttpDispatch(f"http://127.0.0.1:{port}", retry_for=0.2)
+    try:
+        with pytest.raises(errors.UnavailableError, match="cannot reach the Lakeshore server"):
+            SyncQueue("q", dispatch=d).submit(1)
+    finally:
+        d.close()
+
+
+def test_the_read_timeout_is_per_read() -> None:
+    async def main() -> None:
+        async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            try:
+                await r.readuntil(b"\r\n\r\n")
+                if not served:
+                    served.append(1)
+                    data = _answer({"ok": True})
+                    for i in range(len(data)):  # a byte every 0.1 s: each read within the timeout
+                        w.write(data[i : i + 1])
+                        await w.drain()
+                        await asyncio.sleep(0.1 if i < 4 else 0)
+                await r.read()  # the second request is never answered
+            finally:
+                w.close()
+
+        served: list[int] = []
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = Pool(asyncio.get_running_loop(), host="127.0.0.1", port=port, uds=None,
+                    host_header=f"127.0.0.1:{port}", headers={}, connect_timeout=1.0)
+        try:
+            t0 = time.monotonic()
+            answer = await pool.request("GET", "/slow", None, {}, 0.25)
+            assert answer.status_code == 200 and msgpack.unpackb(answer.content) == {"ok": True}
+            assert time.monotonic() - t0 >= 0.4  # longer than one timeout, no read later than it
+            with pytest.raises(httpx.ReadTimeout):
+                await pool.request("GET", "/never", None, {}, 0.2)
+        finally:
+            pool.close()
+            server.close()
+
+    asyncio.run(main())
