@@ -481,8 +481,7 @@ def _storage_dispatch(storage_path: str | os.PathLike[str]) -> Dispatch:
     with _storage_lock:
         d = _storage_planes.get(target)
         if d is None or not d._closer.alive:
-            root.mkdir(parents=True, exist_ok=True)
-            d = Dispatch(target)
+            d = Dispatch(target)  # makes root 0700 when missing (and lakeshore.db 0600)
             _storage_planes[target] = d
         return d
 

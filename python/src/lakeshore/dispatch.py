@@ -230,7 +230,9 @@ class LocalDispatch(HttpDispatch):
       temporary directory. It stops when the Dispatch is closed, at exit, and when this
       process dies (even by SIGKILL: it reads a pipe from this process and exits at EOF).
     - a file: the shared daemon of that file, one per file on the machine, on
-      ``$LAKESHORE_HOME/run/<name>-<hash>/daemon.sock``. The first client starts it under a
+      ``$LAKESHORE_HOME/run/<name>-<hash>/daemon.sock``. Directories made on the way (the
+      file's, ``$LAKESHORE_HOME``, its ``run/``) are mode 0700 and a database file made here
+      0600, as the CLI makes them: payloads and results are the owner's only. The first client starts it under a
       file lock; every client attaches (a shared lock on ``clients.lock``) until it closes
       or exits; the daemon exits after ``idle_exit`` seconds with no client attached. A
       daemon of another protocol or binary is replaced when no client is attached. If the
@@ -279,7 +281,10 @@ class LocalDispatch(HttpDispatch):
                     value=target,
                     rule="a SQLite file path",
                 )
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            # The database holds payloads and results: a directory made here is 0700 (as
+            # the CLI makes $LAKESHORE_HOME) and a file made here 0600.
+            _daemon.make_private_dirs(Path(target).parent)
+            _daemon.create_private_file(Path(target))
             self._shared = _daemon.SharedDaemon(binary, target, start_timeout, idle_exit)
             socket_path = self._shared.socket
             revive = self._shared.attach
