@@ -1,6 +1,7 @@
 """A value from the server that this client cannot decode: a clear error naming the value
 and the fix, and nothing left half-done. A real server validates every value it stores, so
-these answers come from a stub on loopback that plays a newer (or broken) server."""
+most answers come from a stub on loopback that plays a newer (or broken) server; the last test
+sends a real server a valid value numpy cannot hold."""
 
 from __future__ import annotations
 
@@ -117,3 +118,56 @@ def test_a_claimed_payload_that_does_not_decode_is_failed_not_left_leased(stub: 
     # The invocation was failed at once (no retry would read it), not left to its lease.
     assert [(i, b["outcome"], b["token"], b["error"]["type"]) for i, b in _Stub.settles] == [(id, "failed", "t1", "invalid_payload")]
     assert id not in q._core.held
+
+
+UNHOLDABLE = {"$ndarray": {"dtype": "float32", "shape": [0, 9223372036854775807], "data": ""}}
+"""A payload a real server accepts (a valid wire array of zero elements) that numpy cannot
+make: no Python worker can read it."""
+
+
+def test_an_unholdable_payload_from_a_real_server_fails_its_job_and_spares_the_worker(server: Any, qname: str) -> None:
+    import httpx
+
+    from lakeshore import run_worker
+
+    def submit() -> str:
+        r = httpx.post(
+            f"{server.url}/v1/namespaces/default/queues/{qname}/invocations",
+            json={"payload": UNHOLDABLE},
+            headers={"Authorization": f"Bearer {server.admin_token}"},
+        )
+        assert r.status_code == 200, r.text  # the server takes it: it is valid
+        return str(r.json()["id"])
+
+    d = HttpDispatch(server.url, token=server.admin_token)
+    try:
+        q = SyncQueue(qname, dispatch=d)
+
+        def failed_invalid(id: str) -> None:
+            inv = q.get(id)
+            assert inv.state == "failed" and inv.error is not None, inv
+            assert inv.error["type"] == "invalid_payload" and "cannot be held by numpy" in inv.error["message"], inv.error
+
+        a = submit()
+        with pytest.raises(InvalidError, match=f"payload of {a} does not decode.*cannot be held by numpy"):
+            q.claim()
+        failed_invalid(a)
+
+        b = submit()
+        with pytest.raises(InvalidError, match=f"payload of {b}"), q.working():
+            pass
+        failed_invalid(b)
+
+        # A worker: the poison job is failed and the worker goes on to the next one.
+        c = submit()
+        good = q.submit(3)
+
+        def double(x: int) -> int:
+            return 2 * x
+
+        assert run_worker(d, queues={qname: double}, once=True, wait=5, handle_signals=False) == 1
+        failed_invalid(c)
+        assert q.result(good, timeout=5) == 6
+        assert q.count("running") == 0 and q.count("queued") == 0
+    finally:
+        d.close()

@@ -230,3 +230,43 @@ def test_fork_children_keep_using_the_dispatch(home: Path, target: str) -> None:
     assert q.count() == 4
     assert d.process is None or d.process.poll() is None  # the children did not stop it
     d.close()
+
+
+def _mode(p: Path) -> int:
+    return p.stat().st_mode & 0o777
+
+
+def test_a_home_made_by_python_is_private(home: Path, lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$LAKESHORE_HOME and its run/ directory made by Python are 0700, as the CLI makes them,
+    and the database (with its -wal and -shm) 0600: other local users read no payloads."""
+    old = os.umask(0o022)  # the common umask, under which mkdir's default gives 0755
+    try:
+        new_home = home / "parent" / "home"
+        monkeypatch.setenv("LAKESHORE_HOME", str(new_home))
+        d = lakeshore.default_dispatch()
+        try:
+            SyncQueue("private", dispatch=d).submit({"secret": 1})
+        finally:
+            d.close()
+        assert (_mode(home / "parent"), _mode(new_home)) == (0o700, 0o700)
+        run = new_home / "run"
+        assert _mode(run) == 0o700 and [_mode(p) for p in run.iterdir()] == [0o700]
+        for name in ("lakeshore.db", "lakeshore.db-wal", "lakeshore.db-shm"):  # the daemon still runs: WAL open
+            assert _mode(new_home / name) == 0o600, name
+        # The CLI makes a home the same way (the Go side's os.MkdirAll(home, 0o700)).
+        go_home = home / "go-parent" / "home"
+        env = dict(os.environ, LAKESHORE_HOME=str(go_home))
+        subprocess.run([lakeshore_bin, "count", "q"], env=env, check=True, capture_output=True)
+        assert (_mode(home / "go-parent"), _mode(go_home)) == (0o700, 0o700)
+        # An existing directory is left as it is; what is made inside it is private.
+        shared = home / "shared"
+        shared.mkdir(mode=0o755)
+        monkeypatch.setenv("LAKESHORE_HOME", str(shared))
+        with lakeshore.Dispatch(str(shared / "db" / "q.db")) as d2:
+            SyncQueue("private", dispatch=d2).submit(1)
+        assert _mode(shared) == 0o755
+        assert (_mode(shared / "run"), _mode(shared / "db"), _mode(shared / "db" / "q.db")) == (0o700, 0o700, 0o600)
+    finally:
+        os.umask(old)
+        for sock in home.glob("**/run/*/daemon.sock"):
+            _daemon._request(str(sock), "POST", "/v1/daemon/stop")

@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
-from lakeshore import HttpDispatch, InvalidError, NotFoundError
+from lakeshore import HttpDispatch, IncompatibleTypeError, InvalidError, NotFoundError, UnavailableError
 from lakeshore import TimeoutError as LakeshoreTimeout
 from lakeshore.data import (
     Batch,
@@ -612,5 +612,78 @@ def test_lost_put_answer_is_not_put_twice(d: HttpDispatch, qname: str) -> None:
         other = Queue(qname, dispatch=d)
         got = await other.get(limit=10)
         assert [r["i"] for r in got] == [0, 1, 2]
+
+    asyncio.run(main())
+
+
+def test_a_refused_batch_is_dropped_and_raised_once(d: HttpDispatch, qname: str) -> None:
+    """A batch the server refused (a 4xx: it wrote none of it) is raised once and dropped,
+    not sent again by every later send; the batches after it still go."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0)
+        await q.put({"a": 1})
+        await q.flush()
+        await q.put({"a": "s"})  # a string into the int64 column
+        await q.put({"a": 3}, partition_id="other")  # a second batch of the same send
+        with pytest.raises(IncompatibleTypeError) as e:
+            await q.flush()
+        assert e.value.code == "incompatible_type" and e.value.status == 400
+        assert e.value.field == "a" and e.value.have and e.value.got, e.value.details
+        assert isinstance(e.value, TypeError)
+        assert any("wrote none of them; they were dropped" in n for n in getattr(e.value, "__notes__", []))
+        assert [len(b[1]) for b in q._unsent] == [1]  # the refused batch is gone, the other kept
+        await q.put({"a": 2})
+        await q.flush()  # no error: the refusal was raised once
+        await q.flush()
+        other = Queue(qname, dispatch=d)
+        assert [r["a"] for r in await other.get(limit=10)] == [1, 2]
+        assert [r["a"] for r in await Queue(qname, dispatch=d).get(limit=10, partition_id="other")] == [3]
+
+    asyncio.run(main())
+
+
+def test_a_refusal_met_by_the_auto_flush_is_raised_by_the_next_flush(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0.05)
+        await q.put({"a": 1})
+        await q.flush()
+        await q.put({"a": "s"})
+        for _ in range(100):  # the interval sends it (and meets the refusal)
+            await asyncio.sleep(0.02)
+            if q._refused is not None:
+                break
+        assert q._buffer == [] and q._unsent == []
+        await q.put({"a": 2})
+        with pytest.raises(IncompatibleTypeError):
+            await q.flush()  # raised after the rest was sent and committed
+        await q.flush()
+        assert [r["a"] for r in await Queue(qname, dispatch=d).get(limit=10)] == [1, 2]
+
+    asyncio.run(main())
+
+
+def test_a_lost_answer_of_a_5xx_is_sent_again(d: HttpDispatch, qname: str) -> None:
+    """A 5xx (unavailable) is an answer that was lost, not a refusal: the batch stays and
+    goes again with its put id."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0)
+        real = q._call
+        failures = {"n": 0}
+
+        async def busy_once(method: str, path: str, **kw: object) -> object:
+            if path == "/records" and method == "POST" and failures["n"] == 0:
+                failures["n"] += 1
+                raise UnavailableError("the served plane could not be reached", code="unavailable", status=502)
+            return await real(method, path, **kw)
+
+        q._call = busy_once  # type: ignore[method-assign]
+        await q.put_batch([{"i": 0}, {"i": 1}])
+        with pytest.raises(UnavailableError):
+            await q.flush()
+        assert [len(b[1]) for b in q._unsent] == [2]
+        await q.flush()
+        assert [r["i"] for r in await Queue(qname, dispatch=d).get(limit=10)] == [0, 1]
 
     asyncio.run(main())

@@ -26,6 +26,9 @@ CASES: list[tuple[str, int, type[errors.DispatchError]]] = [
     ("failed", 409, errors.InvocationFailedError),
     ("cancelled", 409, errors.InvocationCancelledError),
     ("timed_out", 409, errors.InvocationTimedOutError),
+    ("incompatible_type", 400, errors.IncompatibleTypeError),
+    ("unsupported_value", 400, errors.UnsupportedValueError),
+    ("corrupt", 500, errors.CorruptError),
     ("internal", 500, errors.DispatchError),
     ("not_implemented", 501, errors.DispatchError),
     ("route_not_found", 404, errors.DispatchError),
@@ -89,3 +92,35 @@ def test_bodies_that_are_not_lakeshore_errors() -> None:
     assert isinstance(err, errors.UnavailableError) and "502" in str(err)
     err = errors.error_from_body("<html>", 500)
     assert type(err) is errors.DispatchError and err.code == "internal"
+
+
+def test_data_errors_carry_their_details() -> None:
+    err = errors.error_from_body(
+        {"code": "incompatible_type", "message": "m", "details": {"field": "a", "have": "int64", "got": "string"}}, 400
+    )
+    assert isinstance(err, errors.IncompatibleTypeError) and isinstance(err, TypeError)
+    assert (err.field, err.have, err.got, err.reason) == ("a", "int64", "string", "")
+    err = errors.error_from_body(
+        {"code": "unsupported_value", "message": "m", "details": {"field": "x", "go_type": "complex128", "reason": "r"}}, 400
+    )
+    assert isinstance(err, errors.UnsupportedValueError) and isinstance(err, TypeError)
+    assert (err.field, err.go_type, err.reason) == ("x", "complex128", "r")
+
+
+def test_every_code_of_the_http_api_doc_is_known() -> None:
+    # docs/http-api.md's error table and its data errors: each code has a class here, or is
+    # one of the defects the module documents as a plain DispatchError.
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "http-api.md").read_text()
+    section = text[text.index("\n## Errors\n") : text.index("\n## Authentication")]
+    rows = re.findall(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)*) \|", section, re.M)
+    table_codes = {c for row in rows for c in re.findall(r"`([a-z_]+)`", row)}
+    data = text[text.index("### Data errors") : text.index("## Errors")]
+    data_codes = set(re.findall(r"`([a-z_]+)` \d{3}", data))
+    plain = {"internal", "not_implemented", "route_not_found", "method_not_allowed", "unsupported_media_type"}
+    codes = table_codes | data_codes
+    assert {"incompatible_type", "corrupt", "lease_lost", "journal_closed"} <= codes, codes
+    for code in codes - plain:
+        assert type(errors.error_from_body({"code": code, "message": "m"}, 400)) is not errors.DispatchError, code

@@ -454,6 +454,58 @@ def test_token_from_the_environment(server: Server, qname: str, monkeypatch: pyt
     q.dispatch.close()
 
 
+def test_namespace_from_the_environment(server: Server, qname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$LAKESHORE_NAMESPACE is every Dispatch's default namespace, as the Go SDK's
+    Config.Namespace (a provider sets it for the workers it launches); namespace= wins."""
+    monkeypatch.setenv("LAKESHORE_NAMESPACE", "team-env")
+    monkeypatch.setenv("LAKESHORE_URL", server.url)
+    monkeypatch.setenv("LAKESHORE_TOKEN", server.admin_token)
+    monkeypatch.setattr(lakeshore.dispatch, "_default", None)
+    d = lakeshore.default_dispatch()
+    try:
+        assert d.namespace == "team-env"
+        q = SyncQueue(qname)
+        inv = q.submit(1)
+        got = q.get(inv)
+        assert got.namespace == "team-env"
+        # The queue of that name in "default" is another queue: it is empty.
+        with HttpDispatch(server.url, token=server.admin_token, namespace="default") as other:
+            assert SyncQueue(qname, dispatch=other).count() == 0
+        job = q.claim()
+        assert job is not None and job.id == inv and job.namespace == "team-env"
+        q.ack(job, 2)
+    finally:
+        d.close()
+    with HttpDispatch(server.url) as h:
+        assert h.namespace == "team-env"
+    with HttpDispatch(server.url, namespace="given") as h:
+        assert h.namespace == "given"
+    with lakeshore.Dispatch(server.url, namespace="given") as h:
+        assert isinstance(h, HttpDispatch) and h.namespace == "given"
+    monkeypatch.setenv("LAKESHORE_NAMESPACE", "")  # empty is unset, as in Go (cmp.Or)
+    with HttpDispatch(server.url) as h:
+        assert h.namespace == "default"
+    monkeypatch.setenv("LAKESHORE_NAMESPACE", "bad name")
+    with pytest.raises(InvalidError, match=r"namespace \$LAKESHORE_NAMESPACE 'bad name'"):
+        HttpDispatch(server.url)
+    with pytest.raises(InvalidError, match="invalid namespace '.x'"):
+        HttpDispatch(server.url, namespace=".x")
+
+
+def test_a_local_dispatch_takes_the_namespace_too(lakeshore_bin: str, qname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKESHORE_NAMESPACE", "team-local")
+    with lakeshore.Dispatch(":memory:", binary=lakeshore_bin) as d:
+        assert d.namespace == "team-local"
+        q = SyncQueue(qname, dispatch=d)
+        assert q.get(q.submit(1)).namespace == "team-local"
+    with lakeshore.Dispatch(":memory:", binary=lakeshore_bin, namespace="given") as d:
+        q = SyncQueue(qname, dispatch=d)
+        assert q.get(q.submit(1)).namespace == "given"
+    monkeypatch.setenv("LAKESHORE_NAMESPACE", "-bad")
+    with pytest.raises(InvalidError, match="LAKESHORE_NAMESPACE"):
+        lakeshore.Dispatch(":memory:", binary=lakeshore_bin)
+
+
 # ---------------------------------------------------------------------------------- asyncio
 
 

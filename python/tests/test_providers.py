@@ -180,14 +180,14 @@ lakeshore.run_worker(queues={os.environ["LAKESHORE_QUEUE"]: double}, lease_ttl=1
 """
 
 
-def test_a_python_worker_launched_by_a_provider_counts_as_live(
-    lakeshore_bin: str, server: Server, planes: Planes, qname: str
-) -> None:
+def test_a_python_worker_launched_by_a_provider_counts_as_live(lakeshore_bin: str, server: Server, qname: str) -> None:
     """`lakeshore provider run` launches a Python run_worker script (the local provider); it
     registers with the launch id from LAKESHORE_LAUNCH_ID, so the supervisor counts it live,
     it runs the job, and once idle the supervisor stops it as idle (a launch that never
-    registered would be stopped as register_timeout instead), and it deregisters on exit."""
-    d = planes.get("serve")
+    registered would be stopped as register_timeout instead), and it deregisters on exit.
+    The queue is in a namespace of its own: the worker serves it from LAKESHORE_NAMESPACE,
+    which the provider sets (its script names none)."""
+    d = HttpDispatch(server.url, token=server.admin_token, namespace="prov-ns")
     home = Path(tempfile.mkdtemp(prefix="ls-prov-"))
     script = home / "worker.py"
     script.write_text(textwrap.dedent(WORKER))
@@ -207,6 +207,7 @@ def test_a_python_worker_launched_by_a_provider_counts_as_live(
         assert q.result(inv, timeout=60) == 42
         mine = [w for w in d.workers() if qname in w.queues]
         assert len(mine) == 1 and mine[0].provider == "local" and re.fullmatch(r"[0-9A-Z]{26}", mine[0].launch_id)
+        assert mine[0].namespace == "prov-ns"
         launch = mine[0].launch_id
         text = ""
 
@@ -222,3 +223,4 @@ def test_a_python_worker_launched_by_a_provider_counts_as_live(
         q.remove_provider()
         sup.terminate()
         sup.wait(20)
+        d.close()

@@ -140,6 +140,90 @@ def test_array_validation() -> None:
     wire.encode(wire.NDArray("int8", (1,) * 64, b"\x00"))
 
 
+def _array_ext(dtype: str, shape: list[int], data: bytes = b"", typ: int = 1) -> bytes:
+    """An ndarray (or tensor) extension built by msgpack-python, not by this codec."""
+    return msgpack.packb(msgpack.ExtType(typ, msgpack.packb([dtype, shape, data], use_bin_type=True)))
+
+
+BIG = (1 << 63) - 1  # the largest dimension the wire carries (Go's math.MaxInt)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "shape"),
+    [
+        ("float32", [0, BIG]),  # the payload of the issue: Go and the JSON API accept it
+        ("int16", [BIG, 0]),
+        ("complex128", [3, 0, BIG]),
+        ("int8", [1 << 32, 1 << 32, 0]),  # the product overflows before the zero: Go accepts it
+        ("float64", [0] + [BIG] * 63),
+    ],
+    ids=["zero-then-max", "max-then-zero", "zero-among-huge", "overflow-then-zero", "sixty-three-huge"],
+)
+def test_zero_size_arrays_numpy_cannot_hold_are_decode_errors(dtype: str, shape: list[int]) -> None:
+    # Valid wire values (Go's checkArray accepts them: zero elements, zero bytes) that numpy
+    # cannot make: a DecodeError naming the limit, never numpy's raw ValueError.
+    for typ, mode in [(1, "auto"), (2, "numpy")]:
+        with pytest.raises(wire.DecodeError, match="cannot be held by numpy") as e:
+            wire.decode(_array_ext(dtype, shape, typ=typ), tensors=mode)  # type: ignore[arg-type]
+        assert "cannot be decoded here" in e.value.reason and e.value.path == "$"
+    # The same from this codec's own encoding, and nested: the path says where.
+    data = wire.encode({"x": [wire.NDArray(dtype, tuple(shape), b"")]})
+    with pytest.raises(wire.DecodeError, match="cannot be held by numpy") as e:
+        wire.decode(data)
+    assert e.value.path == "$.x[0]"
+    # Raw forms keep it (no allocation); asking numpy for it is a clear ValueError.
+    raw = wire.decode(_array_ext(dtype, shape, typ=2), tensors="raw")
+    assert raw == wire.Tensor(dtype, tuple(shape), b"")
+    with pytest.raises(ValueError, match="cannot be held by numpy"):
+        raw.numpy()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "shape"),
+    [("float32", [0, (1 << 61) - 1]), ("int8", [0, BIG]), ("int16", [1 << 20, 1 << 20, 0]), ("bool", [0] * 64)],
+)
+def test_zero_size_arrays_numpy_can_hold_decode(dtype: str, shape: list[int]) -> None:
+    got = wire.decode(_array_ext(dtype, shape))
+    assert isinstance(got, np.ndarray) and got.shape == tuple(shape) and got.size == 0
+    assert got.dtype == np.dtype(dtype) and got.flags.writeable
+    assert wire.encode(got) == wire.encode(wire.NDArray(dtype, tuple(shape), b""))
+
+
+@pytest.mark.parametrize(
+    ("shape", "says"),
+    [
+        ([-1], "want a non-negative int"),
+        ([0, -5], "want a non-negative int"),
+        ([1 << 32, 1 << 32, 1 << 32], "needs"),  # overflows uint64: Go refuses it too
+        ([BIG, BIG], "needs"),
+        ([1 << 62], "needs"),  # bytes over MaxInt: Go refuses it too
+        ([1 << 63], "overflows int64"),
+        ([0, (1 << 64) - 1], "overflows int64"),
+    ],
+)
+def test_array_shapes_go_refuses_are_refused(shape: list[int], says: str) -> None:
+    with pytest.raises(wire.DecodeError, match=says):
+        wire.decode(_array_ext("float32", shape))
+
+
+def test_encode_refuses_dimensions_over_int64() -> None:
+    with pytest.raises(wire.EncodeError, match="dimension over"):
+        wire.encode(wire.NDArray("float32", (0, 1 << 63), b""))
+
+
+def test_no_memory_for_an_array_is_a_decode_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = np.frombuffer
+
+    def no_memory(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(np, "frombuffer", no_memory)
+    with pytest.raises(wire.DecodeError, match="MemoryError"):
+        wire.decode(wire.encode(np.zeros(4, np.float32)))
+    monkeypatch.setattr(np, "frombuffer", real)
+    assert wire.decode(wire.encode(np.zeros(4, np.float32))).shape == (4,)
+
+
 # ---------------------------------------------------------------------------------- scalars
 
 

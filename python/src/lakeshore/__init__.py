@@ -21,8 +21,10 @@ from lakeshore import errors, wire
 from lakeshore.dispatch import Dispatch, HttpDispatch, LocalDispatch, WorkerInfo, default_dispatch
 from lakeshore.errors import (
     AdmissionError,
+    CorruptError,
     DispatchError,
     ForbiddenError,
+    IncompatibleTypeError,
     InvalidError,
     InvocationCancelledError,
     InvocationError,
@@ -37,6 +39,7 @@ from lakeshore.errors import (
     TimeoutError,
     UnauthorizedError,
     UnavailableError,
+    UnsupportedValueError,
 )
 from lakeshore.queue import (
     FROM_START,
@@ -109,6 +112,9 @@ __all__ = [
     "UnauthorizedError",
     "ForbiddenError",
     "UnavailableError",
+    "IncompatibleTypeError",
+    "UnsupportedValueError",
+    "CorruptError",
 ]
 # lakeshore.TimeoutError (a subclass of the builtin) is left out of __all__ so that a star
 # import does not shadow the builtin TimeoutError.

@@ -86,6 +86,39 @@ def home_dir() -> Path:
     return Path(os.environ.get("LAKESHORE_HOME") or Path.home() / ".lakeshore")
 
 
+def make_private_dirs(path: Path) -> None:
+    """Create the directory ``path`` and every missing parent with mode 0700, as Go's
+    ``os.MkdirAll(path, 0o700)`` does (the CLI's ``$LAKESHORE_HOME`` and run directories):
+    what they hold (payloads, results, the daemon's socket) is its owner's only. Existing
+    directories are left as they are."""
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            pass  # made by another process meanwhile
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} is not a directory")
+
+
+def create_private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 when it does not exist (an existing file is left
+    as it is). A SQLite file made so keeps that mode, and SQLite gives its -wal and -shm
+    files the mode of the database file."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # not ours to make (read-only, no permission): the daemon says what it cannot open
+
+
 def socket_for(home: Path, target: str) -> str:
     """The shared daemon's socket for a SQLite file (``DaemonSocketFor`` in Go)."""
     digest = hashlib.sha256(target.encode()).hexdigest()[:12]
@@ -334,7 +367,7 @@ class SharedDaemon:
                 info = handshake(self.socket)
                 if info is not None:
                     return info
-            self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private_dirs(self.run_dir)
             start_fd = _flock(self.run_dir / "start.lock", fcntl.LOCK_EX)
             assert start_fd is not None
             try:

@@ -445,6 +445,13 @@ def _meta_of(ans: Mapping[str, Any], fields: Sequence[str], partition: str, task
     )
 
 
+def _refused(e: errors.DispatchError) -> bool:
+    """Whether the server answered ``e`` as a refusal (a 4xx: nothing of the request was
+    written and a repeat would be refused again), not an answer that was lost (no status: a
+    connection error; a 5xx) nor a "try again" (408, 429), which are repeated."""
+    return e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429)
+
+
 def _put_id() -> str:
     """A new idempotency id for one put batch (the put_id parameter): 26 random
     characters, as the Go SDK's ULIDs are long."""
@@ -474,8 +481,7 @@ def _storage_dispatch(storage_path: str | os.PathLike[str]) -> Dispatch:
     with _storage_lock:
         d = _storage_planes.get(target)
         if d is None or not d._closer.alive:
-            root.mkdir(parents=True, exist_ok=True)
-            d = Dispatch(target)
+            d = Dispatch(target)  # makes root 0700 when missing (and lakeshore.db 0600)
             _storage_planes[target] = d
         return d
 
@@ -553,10 +559,13 @@ class Queue:
             self._d = default_dispatch()
         self.path = f"/v1/namespaces/{quote(self._d.namespace, safe='')}/data/{quote(name, safe='')}"
         self._buffer: list[tuple[str, bytes]] = []
-        # Batches sent without an answer (a dropped connection, a killed server), with
-        # their put ids: sent again, first, by the next send, so the server answers a
-        # repeat with the first put's indexes instead of appending twice.
+        # Batches sent without an answer (a dropped connection, a killed server, a 5xx),
+        # with their put ids: sent again, first, by the next send, so the server answers a
+        # repeat with the first put's indexes instead of appending twice. A batch the server
+        # refused (a 4xx: it wrote nothing) is never among them.
         self._unsent: list[tuple[str, list[bytes], str]] = []
+        # A refusal the background auto-flush met: raised by the next flush().
+        self._refused: errors.DispatchError | None = None
         self._buffer_lock = asyncio.Lock()
         self._flush_timer: asyncio.TimerHandle | None = None
         self._offset = 0
@@ -604,8 +613,10 @@ class Queue:
         self._flush_timer = None
         try:
             await self.flush()
-        except errors.DispatchError:
-            pass  # the records stay buffered; the next put or flush sends them
+        except errors.DispatchError as e:
+            if _refused(e) and self._refused is None:
+                self._refused = e  # no caller here: the next flush() raises it
+            # Otherwise the records stay buffered; the next put or flush sends them.
 
     async def _send(self) -> list[int]:
         async with self._buffer_lock:
@@ -624,22 +635,45 @@ class Queue:
                 )
                 indexes.extend(int(i) for i in ans.get("indexes") or [])
                 sent += 1
-        except BaseException:
+        except BaseException as e:
+            refused = isinstance(e, errors.DispatchError) and _refused(e)
             async with self._buffer_lock:
-                # Nothing is lost and nothing is put twice: sent again, with the same
-                # put ids, by the next send.
-                self._unsent[:0] = batches[sent:]
+                # An answer that was lost: nothing is lost and nothing is put twice, the
+                # batch goes again, with the same put id, by the next send. A refusal: the
+                # server wrote nothing of that batch and would refuse it again, so it is
+                # dropped (raised once, here); the batches after it go with the next send.
+                self._unsent[:0] = batches[sent + 1 :] if refused else batches[sent:]
+            if refused and hasattr(e, "add_note"):  # Python 3.11+
+                part, recs, _ = batches[sent]
+                e.add_note(
+                    f"lakeshore: the server refused a batch of {len(recs)} records to partition {part!r} and wrote "
+                    "none of them; they were dropped (put them again, fixed). Other records are unaffected."
+                )
             raise
         return indexes
 
     async def flush(self) -> None:
-        """Send the buffered records and commit them to storage."""
+        """Send the buffered records and commit them to storage.
+
+        Raises:
+            DispatchError: a batch could not be sent. When the server refused it (a 4xx
+                answer, e.g. :class:`~lakeshore.errors.IncompatibleTypeError` for a value the
+                field's column cannot take) it wrote none of that batch's records and the
+                batch is dropped: the error is raised once and later puts go through. When
+                the answer was lost (a connection error, a 5xx or ``unavailable``; also a 408
+                or 429, which ask for a repeat) the batch
+                stays buffered and goes again, with its put id, by the next send. A refusal
+                the background auto-flush met is raised by the next ``flush()``, after it
+                has sent and committed the rest."""
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None
         await self._send()
         await self._call("POST", "/flush", retry="safe")
         self.metrics["flushes"] += 1
+        refused, self._refused = self._refused, None
+        if refused is not None:
+            raise refused
 
     # -- reads ---------------------------------------------------------------------------
 

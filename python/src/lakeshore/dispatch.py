@@ -17,11 +17,42 @@ from typing import Any, TypeVar
 from lakeshore import _daemon, errors
 from lakeshore._transport import HttpTransport, Portal
 
-__all__ = ["Dispatch", "HttpDispatch", "LocalDispatch", "WorkerInfo", "default_dispatch"]
+__all__ = ["Dispatch", "HttpDispatch", "LocalDispatch", "WorkerInfo", "default_dispatch", "resolve_namespace"]
 
 T = TypeVar("T")
 
 DEFAULT_NAMESPACE = "default"
+"""The namespace when neither ``namespace=`` nor ``$LAKESHORE_NAMESPACE`` names one."""
+
+ENV_NAMESPACE = "LAKESHORE_NAMESPACE"
+"""The environment variable of the default namespace, as the Go SDK and CLI read it (a
+provider sets it for the workers it launches)."""
+
+_NAME_RULE = "1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'"
+
+
+def resolve_namespace(namespace: str | None) -> str:
+    """The namespace a Dispatch uses: ``namespace`` when given, else
+    ``$LAKESHORE_NAMESPACE`` when set and not empty, else ``"default"`` (Go's
+    ``Config.Namespace`` default).
+
+    Raises:
+        InvalidError: the name (given, or from the environment: the error says so) breaks
+            the rule of names (1–128 bytes of ``[A-Za-z0-9._-]``, not starting with ``.``
+            or ``-``)."""
+    source = "namespace"
+    if namespace is None:
+        namespace = os.environ.get(ENV_NAMESPACE)
+        if not namespace:
+            return DEFAULT_NAMESPACE
+        source = f"namespace ${ENV_NAMESPACE}"
+    ok = isinstance(namespace, str) and 1 <= len(namespace.encode()) <= 128 and namespace[0] not in ".-"
+    ok = ok and all(c.isascii() and (c.isalnum() or c in "._-") for c in namespace)
+    if not ok:
+        raise errors.InvalidError(
+            f"invalid {source} {namespace!r}: {_NAME_RULE}", field="namespace", value=namespace, rule=_NAME_RULE
+        )
+    return namespace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +113,8 @@ class Dispatch:
     ``Dispatch("http://host:7077")`` (or any ``http(s)://`` URL) is an :class:`HttpDispatch`;
     ``Dispatch(":memory:")`` (a private plane, for tests) and ``Dispatch(path)`` (a SQLite
     file) are :class:`LocalDispatch` planes, served by the local daemon (``lakeshore daemon``).
+    Every form takes ``namespace=`` (default ``$LAKESHORE_NAMESPACE``, else ``"default"``):
+    the namespace of the queues made from it.
 
     A Dispatch is safe to share between threads and event loops, and survives ``fork``
     (a child makes its own connections on first use). Close it with :meth:`close` or use it
@@ -150,7 +183,9 @@ class HttpDispatch(Dispatch):
     Args:
         url: the server, e.g. ``"http://127.0.0.1:7077"``; default ``$LAKESHORE_URL``.
         token: the bearer token; default ``$LAKESHORE_TOKEN`` (none when unset).
-        namespace: the namespace of the queues made from it (default ``"default"``).
+        namespace: the namespace of the queues, data queues and worker registrations made
+            from it; default ``$LAKESHORE_NAMESPACE`` when set (a provider sets it for the
+            workers it launches), else ``"default"``.
         retry_for: seconds to keep retrying a call the server did not answer (refused
             connections, 502/503) before raising
             :class:`~lakeshore.errors.UnavailableError`; calls safe to repeat only.
@@ -161,9 +196,10 @@ class HttpDispatch(Dispatch):
         url: str | None = None,
         token: str | None = None,
         *,
-        namespace: str = DEFAULT_NAMESPACE,
+        namespace: str | None = None,
         retry_for: float = 10.0,
     ) -> None:
+        namespace = resolve_namespace(namespace)
         if url is None:
             url = os.environ.get("LAKESHORE_URL")
             if not url:
@@ -174,13 +210,6 @@ class HttpDispatch(Dispatch):
                 )
         if token is None:
             token = os.environ.get("LAKESHORE_TOKEN") or None
-        if not isinstance(namespace, str) or not namespace:
-            raise errors.InvalidError(
-                f"invalid namespace {namespace!r}: 1–128 bytes of [A-Za-z0-9._-]",
-                field="namespace",
-                value=namespace,
-                rule="1–128 bytes of [A-Za-z0-9._-]",
-            )
         self.url = url.rstrip("/")
         self.namespace = namespace
         self._transport = HttpTransport(self.url, token, retry_for=retry_for)
@@ -201,7 +230,9 @@ class LocalDispatch(HttpDispatch):
       temporary directory. It stops when the Dispatch is closed, at exit, and when this
       process dies (even by SIGKILL: it reads a pipe from this process and exits at EOF).
     - a file: the shared daemon of that file, one per file on the machine, on
-      ``$LAKESHORE_HOME/run/<name>-<hash>/daemon.sock``. The first client starts it under a
+      ``$LAKESHORE_HOME/run/<name>-<hash>/daemon.sock``. Directories made on the way (the
+      file's, ``$LAKESHORE_HOME``, its ``run/``) are mode 0700 and a database file made here
+      0600, as the CLI makes them: payloads and results are the owner's only. The first client starts it under a
       file lock; every client attaches (a shared lock on ``clients.lock``) until it closes
       or exits; the daemon exits after ``idle_exit`` seconds with no client attached. A
       daemon of another protocol or binary is replaced when no client is attached. If the
@@ -229,10 +260,11 @@ class LocalDispatch(HttpDispatch):
         target: str = ":memory:",
         *,
         binary: str | None = None,
-        namespace: str = DEFAULT_NAMESPACE,
+        namespace: str | None = None,
         start_timeout: float = 20.0,
         idle_exit: float = _daemon.IDLE_EXIT,
     ) -> None:
+        namespace = resolve_namespace(namespace)
         binary = _daemon.find_binary(binary)
         self._private: _daemon.PrivateDaemon | None = None
         self._shared: _daemon.SharedDaemon | None = None
@@ -249,7 +281,10 @@ class LocalDispatch(HttpDispatch):
                     value=target,
                     rule="a SQLite file path",
                 )
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            # The database holds payloads and results: a directory made here is 0700 (as
+            # the CLI makes $LAKESHORE_HOME) and a file made here 0600.
+            _daemon.make_private_dirs(Path(target).parent)
+            _daemon.create_private_file(Path(target))
             self._shared = _daemon.SharedDaemon(binary, target, start_timeout, idle_exit)
             socket_path = self._shared.socket
             revive = self._shared.attach
@@ -275,7 +310,7 @@ class LocalDispatch(HttpDispatch):
         self._closer()
 
     def __repr__(self) -> str:
-        return f"LocalDispatch({self.target!r}, socket={self.socket!r})"
+        return f"LocalDispatch({self.target!r}, socket={self.socket!r}, namespace={self.namespace!r})"
 
 
 def _close_local(
@@ -299,7 +334,8 @@ def default_dispatch() -> Dispatch:
     """The process's plane, made on first use: an :class:`HttpDispatch` on
     ``$LAKESHORE_URL`` when it is set, else the embedded plane: a :class:`LocalDispatch` on
     ``$LAKESHORE_HOME/lakeshore.db`` (``~/.lakeshore`` by default), served by the shared
-    daemon of that file."""
+    daemon of that file. Its namespace is ``$LAKESHORE_NAMESPACE``, else ``"default"``
+    (read when it is made)."""
     global _default
     with _default_lock:
         if _default is None:

@@ -25,11 +25,20 @@ class                       code                  meaning
                                                   busy or stopping (also ``closed``,
                                                   ``shutting_down``, ``too_many_long_polls``)
 :class:`TimeoutError`       ``timeout``           the caller's own wait ended first
+:class:`IncompatibleTypeError`  ``incompatible_type``  data queue: a value the field's
+                                                  column type cannot take (nothing written)
+:class:`UnsupportedValueError`  ``unsupported_value``  data queue: a value of a type that
+                                                  cannot be stored (nothing written)
+:class:`CorruptError`       ``corrupt``           data queue: on-disk state does not match
+                                                  its manifest
 ==========================  ====================  =========================================
 
-Other codes (``internal``, ``not_implemented``, ``route_not_found``, …) are plain
-:class:`DispatchError` values with that code. :class:`TimeoutError` is also the builtin
-``TimeoutError``, :class:`InvalidError` also a ``ValueError``.
+Other codes (``internal``, ``not_implemented``, ``route_not_found``,
+``method_not_allowed``, ``unsupported_media_type``: a client or server defect, not a
+condition to handle) are plain :class:`DispatchError` values with that code.
+:class:`TimeoutError` is also the builtin ``TimeoutError``, :class:`InvalidError` also a
+``ValueError``, :class:`IncompatibleTypeError` and :class:`UnsupportedValueError` also a
+``TypeError``.
 """
 
 from __future__ import annotations
@@ -56,6 +65,9 @@ __all__ = [
     "ForbiddenError",
     "UnavailableError",
     "TimeoutError",
+    "IncompatibleTypeError",
+    "UnsupportedValueError",
+    "CorruptError",
     "error_from_body",
 ]
 
@@ -268,6 +280,63 @@ class TimeoutError(DispatchError, builtins.TimeoutError):
     code = "timeout"
 
 
+class IncompatibleTypeError(DispatchError, builtins.TypeError):
+    """A data-queue put whose value for :attr:`field` has a kind (:attr:`got`) that the
+    field's column (:attr:`have`) cannot take (Go: ``persist.ErrSchema``). The put wrote
+    nothing. Also a builtin ``TypeError``."""
+
+    code = "incompatible_type"
+
+    @property
+    def field(self) -> str:
+        """The record field."""
+        return str(self.details.get("field", ""))
+
+    @property
+    def have(self) -> str:
+        """The column's kind, e.g. ``"int64"``."""
+        return str(self.details.get("have", ""))
+
+    @property
+    def got(self) -> str:
+        """The value's kind, e.g. ``"string"``."""
+        return str(self.details.get("got", ""))
+
+    @property
+    def reason(self) -> str:
+        """Why they do not widen when they usually would (``""`` when they never do)."""
+        return str(self.details.get("reason", ""))
+
+
+class UnsupportedValueError(DispatchError, builtins.TypeError):
+    """A data-queue put of a value of a type that cannot be stored (Go:
+    ``persist.ErrUnsupportedValue``). The put wrote nothing. Also a builtin ``TypeError``."""
+
+    code = "unsupported_value"
+
+    @property
+    def field(self) -> str:
+        """The record field."""
+        return str(self.details.get("field", ""))
+
+    @property
+    def go_type(self) -> str:
+        """The value's type as the server saw it."""
+        return str(self.details.get("go_type", ""))
+
+    @property
+    def reason(self) -> str:
+        """What is allowed instead."""
+        return str(self.details.get("reason", ""))
+
+
+class CorruptError(DispatchError):
+    """A data queue's on-disk state does not match its manifest (a missing or unreadable
+    fragment): the server's storage needs attention (Go: ``persist.ErrCorrupt``)."""
+
+    code = "corrupt"
+
+
 _BY_CODE: dict[str, type[DispatchError]] = {
     "not_found": NotFoundError,
     "failed": InvocationFailedError,
@@ -285,6 +354,9 @@ _BY_CODE: dict[str, type[DispatchError]] = {
     "shutting_down": UnavailableError,
     "too_many_long_polls": UnavailableError,
     "timeout": TimeoutError,
+    "incompatible_type": IncompatibleTypeError,
+    "unsupported_value": UnsupportedValueError,
+    "corrupt": CorruptError,
 }
 
 

@@ -478,6 +478,11 @@ def decode_value(what: str, data: Any) -> Any:
                 "it holds an extension type this lakeshore package does not know: it was written by a newer "
                 "Lakeshore; upgrade this package (pip install -U lakeshore) to the server's version"
             )
+        elif "cannot be decoded here" in e.reason:
+            fix = (
+                "it is a valid wire value that this Python process cannot hold (numpy's size limits or "
+                "memory): send a shape numpy can make, or read it with the Go SDK"
+            )
         else:
             fix = (
                 "the stored bytes are not one valid wire value (truncated or corrupt): the writer sent bytes "

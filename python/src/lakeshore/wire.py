@@ -30,7 +30,10 @@ ext 5 thunk        :class:`Thunk` (never unpickled by ``decode``; see :meth:`Thu
 Decoding refuses what the Go decoder refuses (:class:`DecodeError`): truncated input, bytes
 after the value, the byte ``0xc1``, map keys that are not str, duplicate keys, invalid UTF-8,
 nesting deeper than :data:`MAX_DEPTH`, unknown extension codes and extension payloads that
-break their layout. Encoding refuses values with no wire form (:class:`EncodeError`).
+break their layout. It also raises :class:`DecodeError` (never numpy's ``ValueError`` or a
+``MemoryError``) for a valid array this process cannot hold: zero elements whose non-zero
+dimensions × item size exceed numpy's limit of 2**63-1, as ``[0, 2**63-1]``, which Go accepts.
+Encoding refuses values with no wire form (:class:`EncodeError`).
 Both work without recursion, so nesting up to :data:`MAX_DEPTH` never hits Python's
 recursion limit.
 """
@@ -114,6 +117,7 @@ DTYPES: Mapping[str, int] = {
 _DTYPE_LIST = ", ".join(DTYPES)
 
 _MIN_INT = -(1 << 63)
+_MAX_INT = (1 << 63) - 1
 _MAX_UINT = (1 << 64) - 1
 _MAX_U32 = (1 << 32) - 1
 
@@ -226,6 +230,8 @@ def _check_array(dtype: str, shape: tuple[int, ...], n: int) -> str:
     for d in shape:
         if not isinstance(d, int) or isinstance(d, bool) or d < 0:
             return f"shape {_shape_text(shape)} has a dimension that is not a non-negative int"
+        if d > _MAX_INT:
+            return f"shape {_shape_text(shape)} has a dimension over {_MAX_INT} (the wire's int64)"
         count *= d
     want = count * size
     if n != want:
@@ -476,10 +482,36 @@ def _numpy_dtype(name: str) -> np.dtype[Any] | None:
     return le
 
 
+def _numpy_span_reason(dtype: str, shape: tuple[int, ...]) -> str:
+    """Return "" if numpy can hold an array of ``shape`` and ``dtype``, else the reason.
+
+    numpy refuses an array whose non-zero dimensions times the item size exceed its index
+    type (int64) even when a zero dimension makes it empty: the wire (and Go) accept
+    ``[0, 9223372036854775807]``, numpy cannot make it."""
+    span = DTYPES[dtype]
+    for d in shape:
+        if d:
+            span *= d
+    if span > _MAX_INT:
+        return (
+            f"shape {_shape_text(shape)} of {dtype} cannot be held by numpy: its non-zero dimensions "
+            f"× {DTYPES[dtype]} bytes are {span}, over numpy's limit of {_MAX_INT} (even for an array of "
+            "zero elements)"
+        )
+    return ""
+
+
 def _to_numpy(dtype: str, shape: tuple[int, ...], data: bytes | memoryview, path: str) -> np.ndarray[Any, Any]:
+    """The array as a writable numpy copy; ``ValueError`` when numpy cannot hold its shape
+    (checked before anything is allocated), ``ImportError`` for bfloat16 without ml_dtypes."""
     nd = _numpy_dtype(dtype)
     if nd is None:
         raise ImportError("bfloat16 arrays need ml_dtypes: pip install 'lakeshore[bfloat16]'")
+    reason = _numpy_span_reason(dtype, shape)
+    if reason:
+        raise ValueError(reason)
+    if not data:
+        return np.empty(shape, dtype=nd)
     arr = np.frombuffer(bytearray(data), dtype=nd).reshape(shape)
     return arr
 
@@ -1173,7 +1205,10 @@ def decode(
         The value, mapped as the module documentation says.
 
     Raises:
-        DecodeError: the bytes are not one valid wire value; it says where and why.
+        DecodeError: the bytes are not one valid wire value, or hold one this process cannot
+            represent (an array over numpy's size limit, such as shape ``[0, 2**63-1]``, or
+            no memory for it); it says where and why. Nothing else is raised for any input,
+            except ``ImportError`` for a mode that needs a missing module.
     """
     buf = bytes(data)
     n = len(buf)
@@ -1181,6 +1216,7 @@ def decode(
         raise DecodeError(0, "$", "input is empty; want one msgpack value")
     stack: list[_Frame] = []
     r = _Reader(buf, 0, n)
+    at = 0
     try:
         while True:
             end = r.end
@@ -1313,6 +1349,10 @@ def decode(
                 return value
     except _Fail as f:
         raise DecodeError(f.offset, _frame_path(stack), f.reason) from None
+    except (ValueError, OverflowError, MemoryError) as e:
+        # A backstop: a well-formed value this process cannot hold is the decoder's error,
+        # never a library's raw exception (the array path says more, above).
+        raise DecodeError(at, _frame_path(stack), f"the value cannot be decoded here: {e or type(e).__name__}") from None
 
 
 def _check_depth(stack: list[_Frame], at: int) -> None:
@@ -1376,19 +1416,15 @@ def _ext_value(
     if typ in (EXT_NDARRAY, EXT_TENSOR):
         kind = "ndarray" if typ == EXT_NDARRAY else "tensor"
         dtype, shape, data = _array_payload(buf, kind, pstart, pend)
-        if typ == EXT_NDARRAY:
-            if _numpy_dtype(dtype) is None:
-                return NDArray(dtype, shape, data)
-            return _to_numpy(dtype, shape, data, "")
-        if tensors == "raw":
-            return Tensor(dtype, shape, data)
-        if tensors == "numpy":
-            if _numpy_dtype(dtype) is None:
-                return Tensor(dtype, shape, data)
-            return _to_numpy(dtype, shape, data, "")
-        if tensors == "torch" or _optional("torch") is not None:
-            return _to_torch(dtype, shape, data)
-        return Tensor(dtype, shape, data)
+        try:
+            return _array_value(typ, dtype, shape, data, tensors)
+        except ImportError:
+            raise
+        except (ValueError, OverflowError, MemoryError, RuntimeError) as e:
+            # A valid wire array this process cannot hold (numpy's or torch's size limits,
+            # or no memory for the copy): the decoder's error, never the library's.
+            why = str(e) or type(e).__name__
+            raise _Fail(at, f"{kind} cannot be decoded here: {why}") from None
     if typ in (EXT_IMAGE, EXT_THUNK):
         kind, field = ("image", "format") if typ == EXT_IMAGE else ("thunk", "language")
         r = _Reader(buf, pstart, pend)
@@ -1416,6 +1452,23 @@ def _ext_value(
         at,
         f"unknown ext type {typ}; want -1 (timestamp), 1 (ndarray), 2 (tensor), 3 (image), 4 (tuple) or 5 (thunk)",
     )
+
+
+def _array_value(typ: int, dtype: str, shape: tuple[int, ...], data: bytes, tensors: TensorMode) -> Any:
+    """The Python value of a valid ndarray (``typ`` 1) or tensor (2) payload."""
+    if typ == EXT_NDARRAY:
+        if _numpy_dtype(dtype) is None:
+            return NDArray(dtype, shape, data)
+        return _to_numpy(dtype, shape, data, "")
+    if tensors == "raw":
+        return Tensor(dtype, shape, data)
+    if tensors == "numpy":
+        if _numpy_dtype(dtype) is None:
+            return Tensor(dtype, shape, data)
+        return _to_numpy(dtype, shape, data, "")
+    if tensors == "torch" or _optional("torch") is not None:
+        return _to_torch(dtype, shape, data)
+    return Tensor(dtype, shape, data)
 
 
 def _array_payload(buf: bytes, kind: str, pstart: int, pend: int) -> tuple[str, tuple[int, ...], bytes]:
