@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -341,6 +342,11 @@ func RunDaemon(ctx context.Context, o *DaemonOpts, logger *slog.Logger, getenv f
 					continue
 				}
 				sl, err := flockFile(filepath.Join(dir, DaemonStartLock), syscall.LOCK_EX|syscall.LOCK_NB)
+				if errors.Is(err, fs.ErrNotExist) {
+					// Its directory was removed: no client can find this daemon any more.
+					stop(fmt.Errorf("idle for %s and its directory %s is gone", o.IdleExit, dir))
+					return
+				}
 				if err != nil {
 					continue // a client is attaching
 				}

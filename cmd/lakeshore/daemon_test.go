@@ -95,3 +95,31 @@ func TestDaemonSocketPathTooLong(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestDaemonExitsWhenItsDirectoryIsGone: a daemon whose socket directory was removed (a
+// deleted home, a test's temporary directory) can never be found by a client again, so it
+// exits when idle instead of running forever.
+func TestDaemonExitsWhenItsDirectoryIsGone(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "run", "d.sock")
+	ready := make(chan DaemonInfo, 1)
+	done := make(chan error, 1)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		done <- RunDaemon(context.Background(), &DaemonOpts{Socket: socket, Target: ":memory:", IdleExit: 200 * time.Millisecond,
+			Ready: func(i DaemonInfo) { ready <- i }}, logger, os.Getenv)
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("daemon: %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "run")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the daemon of a removed directory did not exit when idle")
+	}
+}
