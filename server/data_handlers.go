@@ -53,8 +53,10 @@ func isArrow(r *http.Request) bool {
 }
 
 // readArrow reads an Arrow IPC stream body into records (and their _index column when
-// withIndex). Errors: *plane.InvalidError for a stream that does not decode or does not
-// match the rules of persist.RecordsFromArrow; 413 beyond the body limit.
+// withIndex), every length the stream declares checked against the body before it is
+// trusted (persist.RecordsFromArrowStream). Errors: *plane.InvalidError for a stream that
+// does not decode or does not match the rules of persist.RecordsFromArrow; 413 beyond
+// the body limit.
 func (s *Server) readArrow(w http.ResponseWriter, r *http.Request, withIndex bool) ([]persist.Record, []int64, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
@@ -64,25 +66,7 @@ func (s *Server) readArrow(w http.ResponseWriter, r *http.Request, withIndex boo
 		}
 		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
 	}
-	rd, err := ipc.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "an Arrow IPC stream (application/vnd.apache.arrow.stream): " + err.Error()}
-	}
-	defer rd.Release()
-	var recs []persist.Record
-	var idx []int64
-	for rd.Next() {
-		rs, ix, err := persist.RecordsFromArrow(rd.RecordBatch(), withIndex)
-		if err != nil {
-			return nil, nil, err
-		}
-		recs = append(recs, rs...)
-		idx = append(idx, ix...)
-	}
-	if err := rd.Err(); err != nil {
-		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "an Arrow IPC stream (application/vnd.apache.arrow.stream): " + err.Error()}
-	}
-	return recs, idx, nil
+	return persist.RecordsFromArrowStream("request body", data, withIndex)
 }
 
 // records decodes the records of a JSON or msgpack body.
