@@ -26,7 +26,7 @@ import (
 
 func (s *Server) handleDataQueues(w http.ResponseWriter, r *http.Request, p *principal) error {
 	ns := r.PathValue("namespace")
-	if err := plane.ValidateName("namespace", ns); err != nil {
+	if err := plane.ValidateNamespace(ns); err != nil {
 		return err
 	}
 	if !p.allowsNamespace(ns, plane.PermissionDataRead) {

@@ -111,7 +111,7 @@ var anyPerms = []plane.Permission{plane.PermissionRead, plane.PermissionSubmit, 
 // any authorization). Errors: *plane.InvalidError.
 func queueOf(r *http.Request) (namespace, queue string, err error) {
 	namespace, queue = r.PathValue("namespace"), r.PathValue("queue")
-	if err := plane.ValidateName("namespace", namespace); err != nil {
+	if err := plane.ValidateNamespace(namespace); err != nil {
 		return "", "", err
 	}
 	if err := plane.ValidateName("queue name", queue); err != nil {

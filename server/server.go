@@ -47,6 +47,18 @@ type Config struct {
 	// to persist's defaults.
 	DataConfig *persist.Config
 
+	// MaxOpenDataQueues bounds the data queues open at once (each a store with its
+	// files or connections): to open another, the least recently used one no request
+	// holds is closed (its tail flushed); when requests hold every one, a request for
+	// another gets 503 too_many_long_polls with Retry-After. Defaults to
+	// MaxOpenDataQueuesDefault.
+	MaxOpenDataQueues int
+
+	// DataQueueIdle is how long a data queue stays open with no request holding it
+	// before it is closed (it reopens at the next request). Defaults to
+	// DataQueueIdleDefault; -1 keeps idle queues open (up to MaxOpenDataQueues).
+	DataQueueIdle time.Duration
+
 	// DataStores, when set, opens and lists the data queues instead of file stores
 	// under DataDir (DataDir and DataConfig are then ignored): `lakeshore serve --data
 	// postgres://…?blob=…` sets it to the distributed store (persist/lakestore), so that
@@ -121,6 +133,10 @@ const (
 	MaxBodyBytesDefault = plane.MaxValueBytes + 1<<20
 	// MaxLongPollsDefault bounds the long-polls open at once.
 	MaxLongPollsDefault = 10000
+	// MaxOpenDataQueuesDefault bounds the data queues open at once.
+	MaxOpenDataQueuesDefault = 128
+	// DataQueueIdleDefault is how long an unused data queue stays open.
+	DataQueueIdleDefault = 2 * time.Minute
 	// StreamPingDefault is the keep-alive interval of live streams.
 	StreamPingDefault = 15 * time.Second
 	// RequestIDHeader carries the request id (taken from the client when it is a short
@@ -138,6 +154,8 @@ func (c *Config) withDefaults() Config {
 	out.MaxLongPolls = cmp.Or(out.MaxLongPolls, MaxLongPollsDefault)
 	out.MaxLongPollsPerTenant = min(cmp.Or(out.MaxLongPollsPerTenant, max(out.MaxLongPolls/4, 1)), out.MaxLongPolls)
 	out.StreamPing = cmp.Or(out.StreamPing, StreamPingDefault)
+	out.MaxOpenDataQueues = cmp.Or(out.MaxOpenDataQueues, MaxOpenDataQueuesDefault)
+	out.DataQueueIdle = cmp.Or(out.DataQueueIdle, DataQueueIdleDefault)
 	if out.Now == nil {
 		out.Now = time.Now
 	}
@@ -209,7 +227,8 @@ type Server struct {
 func New(drv plane.Driver, cfg *Config) *Server {
 	c := cfg.withDefaults()
 	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
-		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{}, data: &dataQueues{stores: dataStoresOf(&c)}}
+		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{},
+		data: &dataQueues{stores: dataStoresOf(&c), log: c.Logger, maxOpen: c.MaxOpenDataQueues, idle: max(c.DataQueueIdle, 0), stop: make(chan struct{})}}
 	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
 	if c.AdminToken != "" {
 		s.authOn = true

@@ -13,7 +13,7 @@ import (
 // workerOf returns the validated namespace and worker id of a worker route.
 func workerOf(r *http.Request) (namespace, id string, err error) {
 	namespace, id = r.PathValue("namespace"), r.PathValue("id")
-	if err := plane.ValidateName("namespace", namespace); err != nil {
+	if err := plane.ValidateNamespace(namespace); err != nil {
 		return "", "", err
 	}
 	if id == "" || len(id) > 128 {
@@ -78,7 +78,7 @@ func (s *Server) handleWorkerList(w http.ResponseWriter, r *http.Request, p *pri
 	}
 	ns := r.URL.Query().Get("namespace")
 	if ns != "" {
-		if err := plane.ValidateName("namespace", ns); err != nil {
+		if err := plane.ValidateNamespace(ns); err != nil {
 			return err
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
@@ -241,8 +242,8 @@ func exitCode(err error) int {
 		return ce.code
 	}
 	switch {
-	case errors.Is(err, lakeshore.ErrInvalid):
-		return exitUsage
+	case errors.Is(err, lakeshore.ErrInvalid), errors.Is(err, persist.ErrSchema), errors.Is(err, persist.ErrUnsupportedValue):
+		return exitUsage // bad input: a data record of the wrong type or one with no stored form
 	case errors.Is(err, lakeshore.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, lakeshore.ErrFailed), errors.Is(err, lakeshore.ErrCancelled), errors.Is(err, lakeshore.ErrTimedOut):
