@@ -141,6 +141,10 @@ func (c Codec) unmarshal(data []byte, v any, strict bool) error {
 // FieldName turns a JSON Pointer ("/invocations/1/payload") into the field name errors use
 // ("invocations[1].payload").
 func FieldName(ptr string) string {
+	return shortPointer(fieldName(ptr))
+}
+
+func fieldName(ptr string) string {
 	var sb strings.Builder
 	for tok := range jsontext.Pointer(ptr).Tokens() {
 		if _, err := strconv.Atoi(tok); err == nil && sb.Len() > 0 {
@@ -163,7 +167,7 @@ func jsonError(err error) error {
 	switch {
 	case errors.As(err, &se) && errors.As(err, &ve):
 		field := FieldName(string(se.JSONPointer))
-		if ve.Path != "" {
+		if ve.Path != "" { // a path in the value, elided by shortPointer when long
 			field += " at " + ve.Path
 		}
 		return &plane.InvalidError{Field: cmpOr(field, "value"), Rule: ve.Reason}

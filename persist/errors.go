@@ -137,7 +137,7 @@ func (e *NotFoundError) Error() string {
 	}
 	var what []string
 	for _, k := range e.Keys {
-		what = append(what, fmt.Sprintf("key %q", k))
+		what = append(what, fmt.Sprintf("key %q", plane.Truncate(k)))
 	}
 	for _, i := range e.Indexes {
 		what = append(what, fmt.Sprintf("index %d", i))

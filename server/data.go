@@ -643,8 +643,16 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 	if st, ok := dataStatuses[code]; ok {
 		status = st
 	}
+	out.Message = cut(out.Message, maxErrorAnswerText)
+	if d := out.Details; d != nil {
+		d.Field, d.Rule = cut(d.Field, maxErrorAnswerText), cut(d.Rule, maxErrorAnswerText)
+		d.Reason = cut(d.Reason, maxErrorAnswerText)
+	}
 	if rec, ok := w.(*recorder); ok {
 		rec.code, rec.msg = out.Code, out.Message
+		if out.Details != nil {
+			rec.field = loggedField(out.Details.Field)
+		}
 	}
 	if status == http.StatusInternalServerError {
 		out.Message = "internal error" // the log has the rest

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -189,7 +190,35 @@ const (
 	logCode      = "code"
 	logDuration  = "duration"
 	logError     = "error"
+	logField     = "field"
 )
+
+// Bounds of what a log line or an error answer carries of a request: a request's values
+// are never logged (a client error logs its code and the field it names), and a path or
+// a server error's text is cut.
+const (
+	maxLoggedPath      = 512
+	maxLoggedError     = 1024
+	maxErrorAnswerText = 4096 // a message or rule: values in it are cut at plane.MaxQuotedBytes already
+)
+
+// loggedField is the field of a client error as logged: the body field, without the
+// path inside its value (which may hold the client's map keys).
+func loggedField(f string) string {
+	f, _, _ = strings.Cut(f, " at ")
+	return cut(f, plane.MaxQuotedBytes)
+}
+
+// cut returns s cut to n bytes at a rune boundary, with "…" when cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
 
 // StatusClientClosedRequest is the status logs and metrics record for a request whose
 // client went away before the answer (nginx's 499); nothing is sent.
@@ -300,11 +329,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A long-poll ended by a graceful shutdown: expected, not an error.
 		s.log.Debug("request ended by the shutdown", attrs...)
 	case rw.code == api.ErrTooManyLongPolls.Code:
-		s.log.Warn("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
+		s.log.Warn("request", append(attrs, logPath, cut(r.URL.Path, maxLoggedPath), logError, cut(rw.msg, maxLoggedError))...)
 	case rw.status >= 500:
-		s.log.Error("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
+		s.log.Error("request", append(attrs, logPath, cut(r.URL.Path, maxLoggedPath), logError, cut(rw.msg, maxLoggedError))...)
 	case rw.status >= 400:
-		s.log.Info("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
+		// The client's mistake: its code and the field it named, never the values it sent.
+		if rw.field != "" {
+			attrs = append(attrs, logField, rw.field)
+		}
+		s.log.Info("request", append(attrs, logPath, cut(r.URL.Path, maxLoggedPath))...)
 	case s.cfg.LogRequests:
 		s.log.Info("request", attrs...)
 	default:
@@ -374,6 +407,7 @@ type recorder struct {
 	wrote  bool
 	code   string
 	msg    string
+	field  string // the field a client error names
 }
 
 func (r *recorder) WriteHeader(status int) {
@@ -455,10 +489,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else if body.Code == api.ErrTooManyLongPolls.Code || body.Code == api.ErrShuttingDown.Code {
 		w.Header().Set("Retry-After", "1")
 	}
+	body.Message = cut(body.Message, maxErrorAnswerText)
+	if d := body.Details; d != nil {
+		d.Field, d.Rule = cut(d.Field, maxErrorAnswerText), cut(d.Rule, maxErrorAnswerText)
+	}
 	if rec, ok := w.(*recorder); ok {
 		rec.code = body.Code
 		if rec.msg == "" {
 			rec.msg = body.Message
+		}
+		if body.Details != nil {
+			rec.field = loggedField(body.Details.Field)
 		}
 	}
 	s.write(w, r, status, &body)
