@@ -246,9 +246,36 @@ func writeArrow(w http.ResponseWriter, rec arrow.RecordBatch) error {
 	return nil
 }
 
+// checkShardColumn refuses a shard column that is neither _index nor a field of the
+// queue's schema (every row would hash alike: one rank would get everything).
+func checkShardColumn(ctx context.Context, dq *dataQueue, opts *persist.GetOpts) error {
+	col := opts.Shard.Column
+	if col == "" || col == persist.IndexColumn {
+		return nil
+	}
+	sc, err := dq.store.Schema(ctx)
+	if err != nil {
+		return err
+	}
+	names := []string{persist.IndexColumn}
+	for _, f := range sc.Fields {
+		if f.Name == col {
+			return nil
+		}
+		names = append(names, f.Name)
+	}
+	if len(names) > 9 {
+		names = append(names[:9], "…")
+	}
+	return plane.Invalid("shard_column", col, "_index or a field of the queue ("+strings.Join(names, ", ")+")")
+}
+
 func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	opts, err := getOpts(r)
 	if err != nil {
+		return err
+	}
+	if err := checkShardColumn(r.Context(), dq, opts); err != nil {
 		return err
 	}
 	offset, err := queryInt(r, "offset", 0)
@@ -304,6 +331,9 @@ func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *princ
 func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	opts, err := getOpts(r)
 	if err != nil {
+		return err
+	}
+	if err := checkShardColumn(r.Context(), dq, opts); err != nil {
 		return err
 	}
 	offset, err := queryInt(r, "offset", 0)
@@ -570,6 +600,9 @@ func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *princ
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := persist.CheckIndexes(req.Indexes); err != nil {
+		return err
+	}
 	if err := dq.store.MarkConsumed(r.Context(), req.Task, partitionOf(r, req.Partition), req.Indexes); err != nil {
 		return err
 	}
@@ -604,6 +637,9 @@ func (s *Server) handleDataConsumed(w http.ResponseWriter, r *http.Request, p *p
 func (s *Server) handleDataClear(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataClearRequest
 	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := persist.CheckIndexes(req.Indexes); err != nil {
 		return err
 	}
 	if err := dq.store.ClearSamples(r.Context(), partitionOf(r, req.Partition), req.Indexes); err != nil {

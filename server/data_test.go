@@ -491,3 +491,30 @@ func TestNamespaceRule(t *testing.T) {
 		require.Contains(t, e.Message, "not starting with", "%s %s", c.method, c.path)
 	}
 }
+
+// TestTypedNits: out-of-range numbers and durations say what is allowed, a null body is
+// refused, an unknown shard column, a negative dp_rank and a negative index are typed
+// 400s on every route that takes them.
+func TestTypedNits(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	Q := "/v1/namespaces/default/queues/q"
+	e := b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"priority": 1e400}`), "").requireError(t, 400, "invalid")
+	require.Contains(t, e.Message, "out of range: use a finite number within ±1.8e308")
+	e = b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"delay": 1e300}`), "").requireError(t, 400, "invalid")
+	require.Contains(t, e.Message, "invalid delay 1e+300: use seconds from 0 to 9223372036")
+	e = b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`null`), "").requireError(t, 400, "invalid")
+	require.Contains(t, e.Message, "null is not one; send {}")
+	b.do(t, "POST", Q+"/invocations", api.ContentTypeMsgpack, []byte{0xc0}, "").requireError(t, 400, "invalid")
+
+	require.Equal(t, 200, b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}, {"x": 2}]}`), "").status)
+	e2 := dataErr(t, b.do(t, "GET", D+"/records?rank=0&world_size=2&shard_column=nosuch", "", nil, ""), 400, "invalid")
+	require.Contains(t, e2.Message, "_index or a field of the queue (_index, x)")
+	require.Equal(t, 200, b.do(t, "GET", D+"/records?rank=0&world_size=2&shard_column=x", "", nil, "").status)
+	e2 = dataErr(t, b.do(t, "POST", D+"/meta", api.ContentTypeJSON, []byte(`{"fields": ["x"], "batch_size": 1, "task": "t", "dp_rank": -1}`), ""), 400, "invalid")
+	require.Equal(t, "dp_rank", e2.Details.Field)
+	for path, body := range map[string]string{"/clear": `{"indexes": [0, -1]}`, "/consumption/mark": `{"task": "t", "indexes": [0, -1]}`} {
+		e2 = dataErr(t, b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(body), ""), 400, "invalid")
+		require.Equal(t, "indexes[1]", e2.Details.Field, path)
+	}
+}

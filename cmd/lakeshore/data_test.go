@@ -219,3 +219,26 @@ func TestDataVerbsCheckNames(t *testing.T) {
 	require.Empty(t, ents, "nothing was created")
 	c.ok("data", "put", "q", "--partition", "p") // a good name still works
 }
+
+// TestFlagValuesSayWhatIsAllowed: a flag value its type cannot parse says what the flag
+// takes, without the parser's Go words and without the usage hint (exit 2); an
+// unwritable map --out is a bad value too.
+func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	for _, cs := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"submit", "q", "--priority", "abc"}, `invalid --priority "abc": use a number`},
+		{[]string{"queue", "set", "q", "--rate-limit", "1", "--burst", "1e18"}, `invalid --burst "1e18": use a whole number (digits, no exponent or fraction)`},
+		{[]string{"map", "--input", "/dev/null", "--out", "/proc/nope/out.jsonl", "--", "true"}, `invalid --out "/proc/nope/out.jsonl": its directory is not writable`},
+	} {
+		_, errs, code := c.run("", cs.args...)
+		require.Equal(t, exitUsage, code, "%v: %s", cs.args, errs)
+		require.Contains(t, errs, cs.want, cs.args)
+		for _, internal := range []string{"strconv.", "Parse", "Run 'lakeshore --help'"} {
+			require.NotContains(t, errs, internal, cs.args)
+		}
+	}
+}
