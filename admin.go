@@ -43,7 +43,7 @@ const (
 // namespace name.
 func (d *Dispatch) QueueStats(ctx context.Context, namespace string) ([]QueueStats, error) {
 	if namespace != "" {
-		if err := plane.ValidateName("namespace", namespace); err != nil {
+		if err := plane.ValidateNamespace(namespace); err != nil {
 			return nil, err
 		}
 	}
@@ -275,7 +275,7 @@ func (a *Admin) Trim(ctx context.Context, opts *TrimOptions) (int64, error) {
 		return 0, plane.Invalid("trim age", o.OlderThan, "use a duration ≥ 0")
 	}
 	if o.Namespace != "" {
-		if err := plane.ValidateName("namespace", o.Namespace); err != nil {
+		if err := plane.ValidateNamespace(o.Namespace); err != nil {
 			return 0, err
 		}
 	}

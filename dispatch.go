@@ -123,7 +123,7 @@ type Dispatch struct {
 // directory. ctx bounds the opening only.
 func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 	c := cfg.withDefaults(os.Getenv)
-	if err := plane.ValidateName("namespace", c.Namespace); err != nil {
+	if err := plane.ValidateNamespace(c.Namespace); err != nil {
 		return nil, err
 	}
 	drv, err := openDriver(ctx, target, c)

@@ -100,7 +100,7 @@ func (o *QueueOptions) withDefaults(namespace string) QueueOptions {
 }
 
 func (o *QueueOptions) validate() error {
-	if err := plane.ValidateName("namespace", o.Namespace); err != nil {
+	if err := plane.ValidateNamespace(o.Namespace); err != nil {
 		return err
 	}
 	if _, err := plane.ParseKind(string(o.Kind)); err != nil {

@@ -67,7 +67,7 @@ func (q *Queue) RemoveProvider(ctx context.Context) (bool, error) {
 // namespace name.
 func (d *Dispatch) QueueProviders(ctx context.Context, namespace string) ([]QueueProvider, error) {
 	if namespace != "" {
-		if err := plane.ValidateName("namespace", namespace); err != nil {
+		if err := plane.ValidateNamespace(namespace); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"mime"
@@ -108,6 +109,9 @@ func (c Codec) unmarshal(data []byte, v any, strict bool) error {
 		// from the server the client chose and skip the check.
 		// The same walk then checks the body against the route's fields and their kinds, as
 		// the JSON decoder does (see shape.go).
+		if strict && len(data) == 1 && data[0] == 0xc0 {
+			return &plane.InvalidError{Field: "request body", Rule: "send one msgpack map (nil is not one; send an empty map, 0x80)"}
+		}
 		if strict {
 			if err := checkShape(data, v); err != nil {
 				return err
@@ -131,6 +135,9 @@ func (c Codec) unmarshal(data []byte, v any, strict bool) error {
 	if len(data) == 0 {
 		return &plane.InvalidError{Field: "request body", Rule: "send one JSON object (an empty body is not one; send {})"}
 	}
+	if strict && string(bytes.TrimSpace(data)) == "null" {
+		return &plane.InvalidError{Field: "request body", Rule: "send one JSON object (null is not one; send {})"}
+	}
 	err := json.Unmarshal(data, v, json.RejectUnknownMembers(strict))
 	if err == nil {
 		return nil
@@ -141,6 +148,10 @@ func (c Codec) unmarshal(data []byte, v any, strict bool) error {
 // FieldName turns a JSON Pointer ("/invocations/1/payload") into the field name errors use
 // ("invocations[1].payload").
 func FieldName(ptr string) string {
+	return shortPointer(fieldName(ptr))
+}
+
+func fieldName(ptr string) string {
 	var sb strings.Builder
 	for tok := range jsontext.Pointer(ptr).Tokens() {
 		if _, err := strconv.Atoi(tok); err == nil && sb.Len() > 0 {
@@ -163,7 +174,7 @@ func jsonError(err error) error {
 	switch {
 	case errors.As(err, &se) && errors.As(err, &ve):
 		field := FieldName(string(se.JSONPointer))
-		if ve.Path != "" {
+		if ve.Path != "" { // a path in the value, elided by shortPointer when long
 			field += " at " + ve.Path
 		}
 		return &plane.InvalidError{Field: cmpOr(field, "value"), Rule: ve.Reason}
@@ -175,6 +186,12 @@ func jsonError(err error) error {
 		field := cmpOr(FieldName(string(se.JSONPointer)), "request body")
 		want := jsonKindOf(se.GoType)
 		got := kindName(se.JSONKind)
+		if se.JSONKind == '0' && se.Err != nil && strings.Contains(se.Err.Error(), "out of range") {
+			return &plane.InvalidError{Field: field, Rule: "the number is out of range: " + numberRange(se.GoType)}
+		}
+		if se.JSONKind == '0' && want == "an integer" {
+			return &plane.InvalidError{Field: field, Rule: "want an integer (digits, no fraction or exponent), got a number that is not one"}
+		}
 		if got != "" && want != "" {
 			return &plane.InvalidError{Field: field, Rule: fmt.Sprintf("want %s, got %s", want, got)}
 		}
@@ -187,6 +204,25 @@ func jsonError(err error) error {
 			strings.TrimPrefix(sy.Err.Error(), "jsontext: "))}
 	}
 	return &plane.InvalidError{Field: "request body", Rule: "send one JSON object: malformed or truncated JSON"}
+}
+
+// numberRange says which numbers a Go number type t holds, for a value out of its range.
+func numberRange(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Float32:
+		return "use a finite number within ±3.4e38"
+	case reflect.Float64:
+		return "use a finite number within ±1.8e308"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bits := t.Bits()
+		return fmt.Sprintf("use an integer from %d to %d", int64(-1)<<(bits-1), int64(1)<<(bits-1)-1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("use an integer from 0 to %d", uint64(1)<<t.Bits()-1)
+	}
+	return "use a number the field holds"
 }
 
 func cmpOr(a, b string) string {

@@ -253,7 +253,9 @@ type DataErrorDetails struct {
 	Reason string `json:"reason,omitzero" msg:"reason,omitempty"`
 	// unsupported_value (*persist.UnsupportedValueError): the type of the value.
 	GoType string `json:"go_type,omitzero" msg:"go_type,omitempty"`
-	// not_found (*persist.NotFoundError).
+	// not_found (*persist.NotFoundError): the data queue that does not exist, or the
+	// partition searched and the keys or indexes missing there.
+	Queue     string   `json:"queue,omitzero" msg:"queue,omitempty"`
 	Partition string   `json:"partition,omitzero" msg:"partition,omitempty"`
 	Keys      []string `json:"keys,omitzero" msg:"keys,omitempty"`
 	Indexes   []int64  `json:"indexes,omitzero" msg:"indexes,omitempty"`

@@ -1194,6 +1194,12 @@ func (z *DataErrorDetails) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "GoType")
 				return
 			}
+		case "queue":
+			z.Queue, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Queue")
+				return
+			}
 		case "partition":
 			z.Partition, err = dc.ReadString()
 			if err != nil {
@@ -1260,8 +1266,8 @@ func (z *DataErrorDetails) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *DataErrorDetails) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(10)
-	var zb0001Mask uint16 /* 10 bits */
+	zb0001Len := uint32(11)
+	var zb0001Mask uint16 /* 11 bits */
 	_ = zb0001Mask
 	if z.Field == "" {
 		zb0001Len--
@@ -1291,17 +1297,21 @@ func (z *DataErrorDetails) EncodeMsg(en *msgp.Writer) (err error) {
 		zb0001Len--
 		zb0001Mask |= 0x40
 	}
-	if z.Partition == "" {
+	if z.Queue == "" {
 		zb0001Len--
 		zb0001Mask |= 0x80
 	}
-	if z.Keys == nil {
+	if z.Partition == "" {
 		zb0001Len--
 		zb0001Mask |= 0x100
 	}
-	if z.Indexes == nil {
+	if z.Keys == nil {
 		zb0001Len--
 		zb0001Mask |= 0x200
+	}
+	if z.Indexes == nil {
+		zb0001Len--
+		zb0001Mask |= 0x400
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -1396,6 +1406,18 @@ func (z *DataErrorDetails) EncodeMsg(en *msgp.Writer) (err error) {
 			}
 		}
 		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// write "queue"
+			err = en.Append(0xa5, 0x71, 0x75, 0x65, 0x75, 0x65)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.Queue)
+			if err != nil {
+				err = msgp.WrapError(err, "Queue")
+				return
+			}
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
 			// write "partition"
 			err = en.Append(0xa9, 0x70, 0x61, 0x72, 0x74, 0x69, 0x74, 0x69, 0x6f, 0x6e)
 			if err != nil {
@@ -1407,7 +1429,7 @@ func (z *DataErrorDetails) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x100) == 0 { // if not omitted
+		if (zb0001Mask & 0x200) == 0 { // if not omitted
 			// write "keys"
 			err = en.Append(0xa4, 0x6b, 0x65, 0x79, 0x73)
 			if err != nil {
@@ -1426,7 +1448,7 @@ func (z *DataErrorDetails) EncodeMsg(en *msgp.Writer) (err error) {
 				}
 			}
 		}
-		if (zb0001Mask & 0x200) == 0 { // if not omitted
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
 			// write "indexes"
 			err = en.Append(0xa7, 0x69, 0x6e, 0x64, 0x65, 0x78, 0x65, 0x73)
 			if err != nil {
@@ -1453,8 +1475,8 @@ func (z *DataErrorDetails) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *DataErrorDetails) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(10)
-	var zb0001Mask uint16 /* 10 bits */
+	zb0001Len := uint32(11)
+	var zb0001Mask uint16 /* 11 bits */
 	_ = zb0001Mask
 	if z.Field == "" {
 		zb0001Len--
@@ -1484,17 +1506,21 @@ func (z *DataErrorDetails) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x40
 	}
-	if z.Partition == "" {
+	if z.Queue == "" {
 		zb0001Len--
 		zb0001Mask |= 0x80
 	}
-	if z.Keys == nil {
+	if z.Partition == "" {
 		zb0001Len--
 		zb0001Mask |= 0x100
 	}
-	if z.Indexes == nil {
+	if z.Keys == nil {
 		zb0001Len--
 		zb0001Mask |= 0x200
+	}
+	if z.Indexes == nil {
+		zb0001Len--
+		zb0001Mask |= 0x400
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -1541,11 +1567,16 @@ func (z *DataErrorDetails) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendString(o, z.GoType)
 		}
 		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "queue"
+			o = append(o, 0xa5, 0x71, 0x75, 0x65, 0x75, 0x65)
+			o = msgp.AppendString(o, z.Queue)
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
 			// string "partition"
 			o = append(o, 0xa9, 0x70, 0x61, 0x72, 0x74, 0x69, 0x74, 0x69, 0x6f, 0x6e)
 			o = msgp.AppendString(o, z.Partition)
 		}
-		if (zb0001Mask & 0x100) == 0 { // if not omitted
+		if (zb0001Mask & 0x200) == 0 { // if not omitted
 			// string "keys"
 			o = append(o, 0xa4, 0x6b, 0x65, 0x79, 0x73)
 			o = msgp.AppendArrayHeader(o, uint32(len(z.Keys)))
@@ -1553,7 +1584,7 @@ func (z *DataErrorDetails) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendString(o, z.Keys[za0001])
 			}
 		}
-		if (zb0001Mask & 0x200) == 0 { // if not omitted
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
 			// string "indexes"
 			o = append(o, 0xa7, 0x69, 0x6e, 0x64, 0x65, 0x78, 0x65, 0x73)
 			o = msgp.AppendArrayHeader(o, uint32(len(z.Indexes)))
@@ -1629,6 +1660,12 @@ func (z *DataErrorDetails) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "GoType")
 				return
 			}
+		case "queue":
+			z.Queue, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Queue")
+				return
+			}
 		case "partition":
 			z.Partition, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
@@ -1695,7 +1732,7 @@ func (z *DataErrorDetails) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *DataErrorDetails) Msgsize() (s int) {
-	s = 1 + 6 + msgp.StringPrefixSize + len(z.Field) + 6 + msgp.GuessSize(z.Value) + 5 + msgp.StringPrefixSize + len(z.Rule) + 5 + msgp.StringPrefixSize + len(z.Have) + 4 + msgp.StringPrefixSize + len(z.Got) + 7 + msgp.StringPrefixSize + len(z.Reason) + 8 + msgp.StringPrefixSize + len(z.GoType) + 10 + msgp.StringPrefixSize + len(z.Partition) + 5 + msgp.ArrayHeaderSize
+	s = 1 + 6 + msgp.StringPrefixSize + len(z.Field) + 6 + msgp.GuessSize(z.Value) + 5 + msgp.StringPrefixSize + len(z.Rule) + 5 + msgp.StringPrefixSize + len(z.Have) + 4 + msgp.StringPrefixSize + len(z.Got) + 7 + msgp.StringPrefixSize + len(z.Reason) + 8 + msgp.StringPrefixSize + len(z.GoType) + 6 + msgp.StringPrefixSize + len(z.Queue) + 10 + msgp.StringPrefixSize + len(z.Partition) + 5 + msgp.ArrayHeaderSize
 	for za0001 := range z.Keys {
 		s += msgp.StringPrefixSize + len(z.Keys[za0001])
 	}

@@ -119,11 +119,14 @@ func NewErrorBody(err error) (ErrorBody, int) {
 	return b, Status(code)
 }
 
-// wireValue keeps the value of an InvalidError encodable: strings, bools and numbers as
-// they are, durations as seconds, anything else as its text.
+// wireValue keeps the value of an InvalidError encodable: strings (cut to
+// plane.MaxQuotedBytes), bools and numbers as they are, durations as seconds, anything
+// else as its text (cut too).
 func wireValue(v any) any {
 	switch x := v.(type) {
-	case nil, string, bool, int, int64, int32, uint, uint64, uint32:
+	case string:
+		return plane.Truncate(x)
+	case nil, bool, int, int64, int32, uint, uint64, uint32:
 		return x
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -135,7 +138,7 @@ func wireValue(v any) any {
 	case time.Duration:
 		return x.String()
 	}
-	return fmt.Sprint(v)
+	return plane.Truncate(fmt.Sprint(v))
 }
 
 // Err rebuilds the error a body describes: the typed plane error when it has details, the

@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/tinylib/msgp/msgp"
 
+	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
@@ -224,7 +226,7 @@ func JSONToWire(text []byte) ([]byte, error) {
 	if err != nil {
 		var ee *wire.EncodeError
 		if errors.As(err, &ee) {
-			return nil, &ValueError{Path: pointer(ee.Path), Reason: ee.Reason}
+			return nil, &ValueError{Path: shortPointer(pointer(ee.Path)), Reason: ee.Reason}
 		}
 		return nil, &ValueError{Reason: err.Error()}
 	}
@@ -241,6 +243,15 @@ func pointer(p string) string {
 	return r.Replace(p)
 }
 
+// quoteKey quotes a member name that the error's path also shows: whole when short, else
+// by its length only, so that a long name is not quoted twice.
+func quoteKey(k string) string {
+	if len(k) > plane.MaxQuotedBytes {
+		return fmt.Sprintf("(a name of %d bytes)", len(k))
+	}
+	return strconv.Quote(k)
+}
+
 // rawWire is a {"$msgpack": …} value: bytes to store as they are (after the check).
 type rawWire []byte
 
@@ -249,13 +260,44 @@ type jsonParser struct {
 }
 
 func (p *jsonParser) fail(reason string) error {
-	return &ValueError{Path: string(p.dec.StackPointer()), Reason: reason}
+	return &ValueError{Path: shortPointer(string(p.dec.StackPointer())), Reason: reason}
+}
+
+// shortPointer shortens a JSON Pointer for messages: each name longer than 32 bytes is
+// cut and ends in "…" (a long map key is quoted once, in part), and a pointer still longer
+// than 2·plane.MaxQuotedBytes (deep nesting) loses its middle.
+func shortPointer(p string) string {
+	if len(p) <= 32 {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	for i, seg := range segs {
+		if len(seg) > 32 {
+			n := 32
+			for n > 0 && !utf8.RuneStart(seg[n]) {
+				n--
+			}
+			segs[i] = seg[:n] + "…"
+		}
+	}
+	p = strings.Join(segs, "/")
+	if len(p) <= 2*plane.MaxQuotedBytes {
+		return p
+	}
+	head, tail := plane.MaxQuotedBytes, len(p)-plane.MaxQuotedBytes
+	for head > 0 && !utf8.RuneStart(p[head]) {
+		head--
+	}
+	for tail < len(p) && !utf8.RuneStart(p[tail]) {
+		tail++
+	}
+	return p[:head] + "…" + p[tail:]
 }
 
 func (p *jsonParser) syntax(err error) error {
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
-		return &ValueError{Path: string(se.JSONPointer), Reason: strings.TrimPrefix(se.Err.Error(), "jsontext: ")}
+		return &ValueError{Path: shortPointer(string(se.JSONPointer)), Reason: plane.Truncate(strings.TrimPrefix(se.Err.Error(), "jsontext: "))}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return &ValueError{Reason: "the JSON value is truncated"}
@@ -309,13 +351,13 @@ func (p *jsonParser) number(s string) (any, error) {
 			return u, nil
 		}
 		if !strings.HasPrefix(s, "-") {
-			return nil, p.fail(fmt.Sprintf("integer %s is above 2^64-1; send it as a float (%s.0) or a string", s, s))
+			return nil, p.fail(fmt.Sprintf("integer %s is above 2^64-1; send it as a float (ending in .0) or a string", plane.Truncate(s)))
 		}
-		return nil, p.fail(fmt.Sprintf("integer %s is below -2^63; send it as a float (%s.0) or a string", s, s))
+		return nil, p.fail(fmt.Sprintf("integer %s is below -2^63; send it as a float (ending in .0) or a string", plane.Truncate(s)))
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
-		return nil, p.fail(fmt.Sprintf("number %s is out of the float64 range; use {\"$float\": \"Infinity\"}", s))
+		return nil, p.fail(fmt.Sprintf("number %s is out of the float64 range; use {\"$float\": \"Infinity\"}", plane.Truncate(s)))
 	}
 	return f, nil
 }
@@ -375,7 +417,7 @@ func within(at string, err error) error {
 	var ve *ValueError
 	if errors.As(err, &ve) {
 		c := *ve
-		c.Path = at + ve.Path
+		c.Path = shortPointer(at + ve.Path)
 		return &c
 	}
 	return err
@@ -442,7 +484,7 @@ func (p *jsonParser) tagged(tag string, depth int) (any, error) {
 		case "-Infinity":
 			return math.Inf(-1), nil
 		}
-		return nil, p.fail(fmt.Sprintf(`$float is %q; use "NaN", "Infinity" or "-Infinity" (finite floats are plain numbers)`, s))
+		return nil, p.fail(fmt.Sprintf(`$float is %q; use "NaN", "Infinity" or "-Infinity" (finite floats are plain numbers)`, plane.Truncate(s)))
 	case TagTimestamp:
 		s, err := p.stringOf(tag, "an RFC 3339 time")
 		if err != nil {
@@ -450,7 +492,7 @@ func (p *jsonParser) tagged(tag string, depth int) (any, error) {
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return nil, p.fail(fmt.Sprintf("$timestamp %q is not an RFC 3339 time, e.g. 2026-12-01T05:00:00.5Z", s))
+			return nil, p.fail(fmt.Sprintf("$timestamp %q is not an RFC 3339 time, e.g. 2026-12-01T05:00:00.5Z", plane.Truncate(s)))
 		}
 		return t, nil
 	case TagNDArray, TagTensor:
@@ -462,7 +504,7 @@ func (p *jsonParser) tagged(tag string, depth int) (any, error) {
 		data, _ := f["data"].([]byte)
 		shape, _ := f["shape"].([]int)
 		if _, ok := wire.ItemSize(dtype); !ok {
-			return nil, p.fail(fmt.Sprintf("%s dtype %q is unknown; use bool, int8…int64, uint8…uint64, float16, bfloat16, float32, float64, complex64 or complex128", tag, dtype))
+			return nil, p.fail(fmt.Sprintf("%s dtype %q is unknown; use bool, int8…int64, uint8…uint64, float16, bfloat16, float32, float64, complex64 or complex128", tag, plane.Truncate(dtype)))
 		}
 		a := wire.NDArray{DType: dtype, Shape: shape, Data: data}
 		if err := a.Validate(); err != nil {
@@ -495,7 +537,7 @@ func (p *jsonParser) tagged(tag string, depth int) (any, error) {
 		}
 		return wire.Image{Format: s, Data: data}, nil
 	}
-	return nil, p.fail(fmt.Sprintf("unknown tag %q; use $bytes, $float, $timestamp, $ndarray, $tensor, $image, $tuple, $thunk, $map or $msgpack (wrap a plain map with one $-key in $map)", tag))
+	return nil, p.fail(fmt.Sprintf("unknown tag %s; use $bytes, $float, $timestamp, $ndarray, $tensor, $image, $tuple, $thunk, $map or $msgpack (wrap a plain map with one $-key in $map)", quoteKey(tag)))
 }
 
 func (p *jsonParser) stringOf(tag, want string) (string, error) {
@@ -567,7 +609,7 @@ func (p *jsonParser) fields(tag string, names []string) (map[string]any, error) 
 				return nil, err
 			}
 		default:
-			return nil, p.fail(fmt.Sprintf("%s has no member %q; it takes %s", tag, k, strings.Join(names, ", ")))
+			return nil, p.fail(fmt.Sprintf("%s has no member %s; it takes %s", tag, quoteKey(k), strings.Join(names, ", ")))
 		}
 	}
 	p.dec.ReadToken() //nolint:errcheck // peeked

@@ -120,9 +120,11 @@ func (e *UnsupportedValueError) Is(target error) bool {
 	return isCode(target, ErrUnsupportedValue.Code)
 }
 
-// NotFoundError lists the indexes or keys that were asked for but do not exist. It
-// matches ErrNotFound.
+// NotFoundError lists the indexes or keys that were asked for but do not exist, or
+// names the queue that does not exist (Queue: opened with Config.Existing, or read over
+// HTTP before any put created it). It matches ErrNotFound.
 type NotFoundError struct {
+	Queue     string   // the queue that does not exist, when that is what is missing
 	Partition string   // the partition searched, "" for all
 	Keys      []string // missing KV keys, if the lookup was by key
 	Indexes   []int64  // missing global indexes, if the lookup was by index
@@ -130,9 +132,12 @@ type NotFoundError struct {
 
 // Error describes what was wrong and what is allowed.
 func (e *NotFoundError) Error() string {
+	if e.Queue != "" && e.Keys == nil && e.Indexes == nil {
+		return fmt.Sprintf("persist: data queue %q does not exist (its first put creates it)", e.Queue)
+	}
 	var what []string
 	for _, k := range e.Keys {
-		what = append(what, fmt.Sprintf("key %q", k))
+		what = append(what, fmt.Sprintf("key %q", plane.Truncate(k)))
 	}
 	for _, i := range e.Indexes {
 		what = append(what, fmt.Sprintf("index %d", i))

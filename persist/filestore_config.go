@@ -98,6 +98,12 @@ type Config struct {
 	// RowGroupRows is the largest number of rows in one Parquet row group (row groups
 	// are also cut at 64 MiB of data). Defaults to RowGroupRowsDefault (65,536).
 	RowGroupRows int
+	// Existing opens only a queue that exists: Open of one that does not fails with a
+	// *NotFoundError naming it (Queue; ErrNotFound) and creates nothing (no directory,
+	// no catalog row). The HTTP store then also fails Open for a queue its server does
+	// not have. Defaults to false: Open creates the queue (the HTTP store's server
+	// creates it at its first put; reads before then are *NotFoundError).
+	Existing bool
 }
 
 func (c Config) withDefaults() Config {

@@ -3,6 +3,7 @@ package persist
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"log/slog"
@@ -76,6 +77,11 @@ func openFile(ctx context.Context, name string, cfg *Config) (*fileQueue, error)
 	}
 	c := cfg.withDefaults()
 	dir := filepath.Join(c.Dir, name)
+	if c.Existing {
+		if _, err := os.Stat(filepath.Join(dir, "meta.db")); errors.Is(err, os.ErrNotExist) {
+			return nil, &NotFoundError{Queue: name}
+		}
+	}
 	q := &fileQueue{name: name, dir: dir, dataDir: filepath.Join(dir, "data"), cfg: c, log: c.Logger,
 		closing: make(chan struct{}), flushKick: make(chan struct{}, 1), compactKick: make(chan struct{}, 1)}
 	q.hub.init()

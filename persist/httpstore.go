@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,11 +88,23 @@ func OpenHTTPStore(ctx context.Context, baseURL, name string, cfg *Config) (Stor
 	s := &httpStore{name: name, client: client, token: tok,
 		base: strings.TrimSuffix(baseURL, "/") + "/v1/namespaces/" + url.PathEscape(ns) + "/data/" + url.PathEscape(name)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.existing = c.Existing
 	if _, err := s.Schema(ctx); err != nil {
 		s.cancel()
 		return nil, err
 	}
 	return s, nil
+}
+
+// queueMissing reports whether err says that the queue itself does not exist: the
+// server answers 404 not_found naming it to a read before the first put, and the HTTP
+// store reads such a queue as an empty one (its schema, stats, reads, consumption and
+// KV entries empty; GetMeta in wait mode waits for the first put by asking again), so
+// that a consumer may start before its producers, as with the other stores. Routes
+// that name indexes or keys answer the not_found as it is: none exists.
+func queueMissing(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf) && nf.Queue != "" && nf.Keys == nil && nf.Indexes == nil
 }
 
 // defaultHTTPClient keeps many idle connections to one server (many concurrent
@@ -110,6 +123,9 @@ type httpStore struct {
 	base   string // …/v1/namespaces/{ns}/data/{queue}
 	client *http.Client
 	token  string
+
+	// existing is Config.Existing: Open fails for a queue the server does not have.
+	existing bool
 
 	// version is the highest change version the server reported.
 	version atomic.Int64
@@ -285,8 +301,8 @@ func httpError(resp *http.Response, data []byte) error {
 		case ErrUnsupportedValue.Code:
 			return &UnsupportedValueError{Field: d.Field, GoType: d.GoType, Reason: d.Reason}
 		case ErrNotFound.Code:
-			if d.Partition != "" || d.Keys != nil || d.Indexes != nil {
-				return &NotFoundError{Partition: d.Partition, Keys: d.Keys, Indexes: d.Indexes}
+			if d.Queue != "" || d.Partition != "" || d.Keys != nil || d.Indexes != nil {
+				return &NotFoundError{Queue: d.Queue, Partition: d.Partition, Keys: d.Keys, Indexes: d.Indexes}
 			}
 		case ErrInvalid.Code:
 			if d.Field != "" || d.Rule != "" {
@@ -441,6 +457,9 @@ func (s *httpStore) Scan(ctx context.Context, offset int64, limit int, opts *Get
 	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "limit": {strconv.Itoa(limit)}}
 	getQuery(q, opts)
 	data, h, err := s.do(ctx, httpRequest{method: "GET", path: "/records", query: q, arrow: true}, nil)
+	if queueMissing(err) { // no put has created the queue yet: it reads as empty
+		return emptyBatch(nil), offset, nil
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -500,6 +519,7 @@ func (s *httpStore) handOut(ctx context.Context, path string, req *MetaRequest, 
 		timeout = GetMetaTimeoutDefault
 	}
 	deadline := time.Now().Add(timeout)
+	absentWait := 20 * time.Millisecond
 	for {
 		if req.Wait {
 			body.Timeout = min(time.Until(deadline), httpLongPollSlice).Seconds()
@@ -510,6 +530,20 @@ func (s *httpStore) handOut(ctx context.Context, path string, req *MetaRequest, 
 		data, h, err := s.do(ctx, httpRequest{method: "POST", path: path, body: body, arrow: out == nil}, out)
 		if err != nil && req.Wait && errors.Is(err, ErrTimeout) && time.Until(deadline) > 0 && ctx.Err() == nil {
 			continue // the server capped the wait: a timed-out wait handed out nothing
+		}
+		if queueMissing(err) && req.Wait {
+			// No put has created the queue yet: wait for one by asking again.
+			wait := min(absentWait, time.Until(deadline))
+			if wait <= 0 {
+				return nil, nil, fmt.Errorf("%w: no batch of %d within %s: data queue %q has no records yet", ErrTimeout, req.BatchSize, timeout, s.name)
+			}
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			absentWait = min(2*absentWait, 500*time.Millisecond)
+			continue
 		}
 		return data, h, err
 	}
@@ -527,7 +561,11 @@ func batchMetaFrom(out *api.DataBatchMeta) *BatchMeta {
 // GetMeta implements Store.
 func (s *httpStore) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
 	var out api.DataBatchMeta
-	if _, _, err := s.handOut(ctx, "/meta", req, &out); err != nil {
+	_, _, err := s.handOut(ctx, "/meta", req, &out)
+	if queueMissing(err) {
+		return absentMeta(req), nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	return batchMetaFrom(&out), nil
@@ -537,6 +575,9 @@ func (s *httpStore) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, 
 // the batch and its metadata in the Lakeshore-Batch-Meta header.
 func (s *httpStore) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
 	data, h, err := s.handOut(ctx, "/batch", req, nil)
+	if queueMissing(err) {
+		return emptyBatch(nil), absentMeta(req), nil
+	}
 	var meta *BatchMeta
 	if hv := h.Get(api.HeaderBatchMeta); hv != "" {
 		var out api.DataBatchMeta
@@ -572,6 +613,16 @@ func (s *httpStore) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *Ba
 		meta.Indexes = []int64{}
 	}
 	return b, meta, nil
+}
+
+// absentMeta is the answer of GetMeta without waiting on a queue no put has created
+// yet: nothing handed out, as from an empty queue.
+func absentMeta(req *MetaRequest) *BatchMeta {
+	m := &BatchMeta{Indexes: []int64{}, Partition: cmp.Or(req.Partition, DefaultPartition), Task: req.Task}
+	for _, f := range req.Fields {
+		m.Fields = append(m.Fields, FieldMeta{Name: f})
+	}
+	return m
 }
 
 // GetData implements Store.
@@ -646,6 +697,9 @@ func (s *httpStore) Consumed(ctx context.Context, task, partition string) (int64
 	var out api.DataConsumedResponse
 	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/consumption",
 		query: url.Values{"task": {task}, "partition": {partition}}}, &out)
+	if queueMissing(err) {
+		return 0, nil
+	}
 	return out.Consumed, err
 }
 
@@ -708,7 +762,11 @@ func (s *httpStore) KVGet(ctx context.Context, partition string, keys []string, 
 // KVList implements Store.
 func (s *httpStore) KVList(ctx context.Context, partition string) ([]KVEntry, error) {
 	var out api.DataKVResponse
-	if _, _, err := s.do(ctx, httpRequest{method: "GET", path: "/kv", query: url.Values{"partition": {partition}}}, &out); err != nil {
+	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/kv", query: url.Values{"partition": {partition}}}, &out)
+	if queueMissing(err) {
+		return []KVEntry{}, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	return kvEntriesOf(out.Entries)
@@ -724,7 +782,11 @@ func (s *httpStore) KVClear(ctx context.Context, partition string, keys []string
 // Schema implements Store.
 func (s *httpStore) Schema(ctx context.Context) (Schema, error) {
 	var out api.DataSchemaResponse
-	if _, _, err := s.do(ctx, httpRequest{method: "GET", path: "/schema"}, &out); err != nil {
+	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/schema"}, &out)
+	if queueMissing(err) && !s.existing {
+		return Schema{}, nil
+	}
+	if err != nil {
 		return Schema{}, err
 	}
 	var sc Schema
@@ -743,7 +805,11 @@ func (s *httpStore) Counts(ctx context.Context) (int64, int64, error) {
 // Stats implements Store. The counters are those of the server's handle of the queue.
 func (s *httpStore) Stats(ctx context.Context) (Stats, error) {
 	var o api.DataStats
-	if _, _, err := s.do(ctx, httpRequest{method: "GET", path: "/stats"}, &o); err != nil {
+	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/stats"}, &o)
+	if queueMissing(err) {
+		return Stats{Partitions: map[string]int64{}, ConsumedByTask: map[string]int64{}}, nil
+	}
+	if err != nil {
 		return Stats{}, err
 	}
 	return Stats{Puts: o.Puts, Gets: o.Gets, Flushes: o.Flushes, FlushFailures: o.FlushFailures, Compactions: o.Compactions, LastFlush: o.LastFlush,

@@ -76,5 +76,11 @@ func (r *MetaRequest) validate() error {
 	if r.Timeout < 0 {
 		return &InvalidError{Field: "timeout", Value: r.Timeout, Rule: "≥ 0"}
 	}
+	if r.DPRank < 0 {
+		return &InvalidError{Field: "dp_rank", Value: r.DPRank, Rule: "≥ 0"}
+	}
+	if r.BatchIndex < 0 {
+		return &InvalidError{Field: "batch_index", Value: r.BatchIndex, Rule: "≥ 0"}
+	}
 	return checkName("partition", r.Partition)
 }

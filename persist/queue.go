@@ -159,6 +159,9 @@ func (q *Queue) Produced(ctx context.Context, partition string, indexes []int64,
 // harmless. Errors: *InvalidError, *NotFoundError for indexes not in partition,
 // ErrClosed.
 func (q *Queue) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
+	if err := CheckIndexes(indexes); err != nil {
+		return err
+	}
 	return q.s.MarkConsumed(ctx, task, partition, indexes)
 }
 
@@ -179,8 +182,12 @@ func (q *Queue) Consumed(ctx context.Context, task, partition string) (int64, er
 // stays as it was), KV keys naming them are forgotten, and the store reclaims their
 // storage (the file store: at the next compaction of their fragments). Use it for
 // abandoned samples, such as the incomplete groups of failed generations. Indexes not
-// in partition (or already cleared) are ignored. Errors: *InvalidError, ErrClosed.
+// in partition (or already cleared) are ignored, so a repeated clear is harmless; an index
+// below 0 is *InvalidError, as for MarkConsumed. Errors: *InvalidError, ErrClosed.
 func (q *Queue) ClearSamples(ctx context.Context, partition string, indexes []int64) error {
+	if err := CheckIndexes(indexes); err != nil {
+		return err
+	}
 	return q.s.ClearSamples(ctx, partition, indexes)
 }
 

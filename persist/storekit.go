@@ -188,6 +188,18 @@ func CheckName(what, name string) error { return checkName(what, name) }
 // CheckTask checks a consumption task name (1–256 bytes). Errors: *InvalidError.
 func CheckTask(task string) error { return checkTask(task) }
 
+// CheckIndexes checks that every global index of a call is ≥ 0 (an index below 0 is
+// never a sample's, so it is a bad argument, not a missing one). Errors: *InvalidError
+// naming the first bad one.
+func CheckIndexes(indexes []int64) error {
+	for i, x := range indexes {
+		if x < 0 {
+			return &InvalidError{Field: fmt.Sprintf("indexes[%d]", i), Value: x, Rule: "a global index ≥ 0"}
+		}
+	}
+	return nil
+}
+
 // CheckReadArgs checks the arguments of a Scan (offset ≥ 0, limit ≥ 1, a valid shard
 // and partition name). Errors: *InvalidError.
 func CheckReadArgs(offset int64, limit int, opts *GetOpts) error {

@@ -183,7 +183,7 @@ func RecordsFromArrow(rec arrow.RecordBatch, indexColumn bool) ([]Record, []int6
 func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, error), error) {
 	bad := func() error {
 		return &InvalidError{Field: "column " + name, Value: col.DataType().String(),
-			Rule: "bool, int8…int64, uint8…uint32, float32/64, string, binary, list of integers or floats, or the tensor struct {dtype: string, shape: list<int64>, data: binary}"}
+			Rule: arrowColumnRule}
 	}
 	switch a := col.(type) {
 	case *array.Boolean:
@@ -394,8 +394,9 @@ func scalarKind(v any) Kind {
 // field (sorted by name) and nulls where a record has no value, when every field holds
 // values of one scalar kind (scalarKind) in every record that has it; ok is false
 // otherwise (lists, tensors, codec values, kinds mixed in one field, long values, no
-// field at all), and the caller sends wire maps. The server turns the stream back into
-// the same records (RecordsFromArrow), so the store sees what it would in process.
+// field at all, more rows than the stream has bytes), and the caller sends wire maps.
+// The server turns the stream back into the same records (RecordsFromArrowStream), so
+// the store sees what it would in process.
 func arrowPutBody(recs []Record) (body []byte, ok bool) {
 	if len(recs) == 0 {
 		return nil, false
@@ -527,6 +528,9 @@ func arrowPutBody(recs []Record) (body []byte, ok bool) {
 		return nil, false
 	}
 	if err := w.Close(); err != nil {
+		return nil, false
+	}
+	if n > buf.Len() { // beyond one row per byte (RecordsFromArrowStream): wire maps
 		return nil, false
 	}
 	return buf.Bytes(), true

@@ -3,6 +3,7 @@ package plane
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Error is a Lakeshore error with a stable code. The sentinels below are *Error values, and
@@ -101,7 +102,7 @@ func ErrorFromCode(code, message string) error {
 type InvalidError struct {
 	// Field names the argument, e.g. "queue name".
 	Field string
-	// Value is what was given (quoted in the message when it is short).
+	// Value is what was given (quoted in the message, cut to MaxQuotedBytes).
 	Value any
 	// Rule says what is allowed, e.g. "1–128 bytes of [A-Za-z0-9._-]".
 	Rule string
@@ -116,14 +117,31 @@ func (e *InvalidError) Error() string {
 	if e.Value == nil {
 		return fmt.Sprintf("invalid %s: %s", e.Field, e.Rule)
 	}
-	v := fmt.Sprintf("%v", e.Value)
+	var v string
 	if s, ok := e.Value.(string); ok {
-		if len(s) > 64 {
-			s = s[:64] + "…"
-		}
-		v = fmt.Sprintf("%q", s)
+		v = fmt.Sprintf("%q", Truncate(s))
+	} else {
+		v = Truncate(fmt.Sprintf("%v", e.Value))
 	}
 	return fmt.Sprintf("invalid %s %s: %s", e.Field, v, e.Rule)
+}
+
+// MaxQuotedBytes bounds a value of the caller's quoted in an error message or detail:
+// a longer one is cut and ends in "…", so a bad value is never answered (or logged) at
+// its own size.
+const MaxQuotedBytes = 100
+
+// Truncate returns s when it has at most MaxQuotedBytes bytes, else its first bytes up to
+// MaxQuotedBytes (cut at a rune boundary) followed by "…".
+func Truncate(s string) string {
+	if len(s) <= MaxQuotedBytes {
+		return s
+	}
+	n := MaxQuotedBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // Is makes every *InvalidError match ErrInvalid.

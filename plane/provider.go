@@ -218,7 +218,7 @@ const LeaseHolderRule = WorkerIDRule
 // its policy, and its size: at most ProviderRefMaxBytes as JSON). Errors: *InvalidError
 // naming the field and what is allowed.
 func (p *ProviderParams) Validate() error {
-	if err := ValidateName("namespace", p.Namespace); err != nil {
+	if err := ValidateNamespace(p.Namespace); err != nil {
 		return err
 	}
 	if err := ValidateName("queue name", p.Queue); err != nil {
@@ -258,7 +258,7 @@ func (p *LeaseParams) Validate() error {
 // ValidateLease checks the namespace, name and holder of a lease (LeaseParams.Validate and
 // Driver.LeaseRelease). Errors: *InvalidError.
 func ValidateLease(namespace, name, holder string) error {
-	if err := ValidateName("namespace", namespace); err != nil {
+	if err := ValidateNamespace(namespace); err != nil {
 		return err
 	}
 	if len(name) == 0 || len(name) > 200 || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {

@@ -104,7 +104,7 @@ func (w *WorkerInfo) Validate() error {
 		}
 	}
 	if w.Namespace != "" {
-		if err := ValidateName("namespace", w.Namespace); err != nil {
+		if err := ValidateNamespace(w.Namespace); err != nil {
 			return err
 		}
 	}

@@ -29,6 +29,20 @@ func ValidateName(field, name string) error {
 	return nil
 }
 
+// NamespaceRule is what a namespace name may be: NameRule, and not starting with '_'
+// either (names starting with '_' are the stores' own: the distributed data store keys
+// namespaced queues "_ns/{namespace}/…").
+const NamespaceRule = "use 1–128 bytes of [A-Za-z0-9._-], not starting with '.', '_' or '-'"
+
+// ValidateNamespace checks a namespace name against NamespaceRule, for jobs and data
+// alike. Errors: *InvalidError naming field "namespace".
+func ValidateNamespace(name string) error {
+	if ValidateName("namespace", name) != nil || name[0] == '_' {
+		return Invalid("namespace", name, NamespaceRule)
+	}
+	return nil
+}
+
 // KeyRule is what an idempotency key may be.
 const KeyRule = "use 1–512 bytes of UTF-8 without NUL"
 
@@ -81,7 +95,7 @@ func ValidateID(id string) error {
 
 // Validate checks the params of a submit and fills nothing in. Errors: *InvalidError.
 func (p *SubmitManyParams) Validate() error {
-	if err := ValidateName("namespace", p.Namespace); err != nil {
+	if err := ValidateNamespace(p.Namespace); err != nil {
 		return err
 	}
 	if err := ValidateName("queue name", p.Queue); err != nil {
@@ -318,7 +332,7 @@ func ValidateMetadata(m map[string]string) error {
 
 // Validate checks the params of a claim. Errors: *InvalidError.
 func (p *ClaimParams) Validate() error {
-	if err := ValidateName("namespace", p.Namespace); err != nil {
+	if err := ValidateNamespace(p.Namespace); err != nil {
 		return err
 	}
 	if err := ValidateName("queue name", p.Queue); err != nil {
@@ -374,7 +388,7 @@ func (j Journal) Validate() error {
 		}
 		return ValidateID(j.InvocationID)
 	}
-	if err := ValidateName("namespace", j.Namespace); err != nil {
+	if err := ValidateNamespace(j.Namespace); err != nil {
 		return err
 	}
 	if err := ValidateName("queue name", j.Queue); err != nil {
@@ -385,7 +399,7 @@ func (j Journal) Validate() error {
 
 // Validate checks the params of a listing and fills nothing in. Errors: *InvalidError.
 func (p *ListParams) Validate() error {
-	if err := ValidateName("namespace", p.Namespace); err != nil {
+	if err := ValidateNamespace(p.Namespace); err != nil {
 		return err
 	}
 	if err := ValidateName("queue name", p.Queue); err != nil {

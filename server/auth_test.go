@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -257,6 +258,41 @@ func TestWorkersKeyedByNamespace(t *testing.T) {
 	for _, w := range wr.Workers {
 		require.Equal(t, "tenant-a", w.Namespace)
 	}
+}
+
+// TestWorkersQueueScoped: a token scoped to some queues lists and removes only the
+// workers whose every queue it covers, the check of registering: a consume token for
+// team-a/q1 neither sees nor removes a worker serving secret-q (the removal answers as
+// for an unknown worker and removes nothing), and still removes its own.
+func TestWorkersQueueScoped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	q1, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionConsume)
+	reg := func(queues ...string) map[string]any {
+		return map[string]any{"host": "h", "pid": 1, "queues": queues, "started_at": time.Now()}
+	}
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/team-a/workers/w9", reg("secret-q"), adminSecret).status)
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/team-a/workers/w8", reg("q1", "secret-q"), adminSecret).status)
+	b.doJSON(t, "PUT", "/v1/namespaces/team-a/workers/w7", reg("secret-q"), q1).requireError(t, 403, "forbidden")
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/team-a/workers/w1", reg("q1"), q1).status)
+	list := func(token string) []string {
+		r := b.do(t, "GET", "/v1/workers?namespace=team-a", "", nil, token)
+		require.Equal(t, 200, r.status)
+		var wr api.WorkersResponse
+		require.NoError(t, api.JSON.Unmarshal(r.body, &wr))
+		var ids []string
+		for _, w := range wr.Workers {
+			ids = append(ids, w.ID)
+		}
+		sort.Strings(ids)
+		return ids
+	}
+	require.Equal(t, []string{"w1"}, list(q1))
+	require.Equal(t, 200, b.do(t, "DELETE", "/v1/namespaces/team-a/workers/w9", "", nil, q1).status)
+	require.Equal(t, 200, b.do(t, "DELETE", "/v1/namespaces/team-a/workers/w8", "", nil, q1).status)
+	require.Equal(t, []string{"w1", "w8", "w9"}, list(adminSecret), "nothing of the other queues was removed")
+	require.Equal(t, 200, b.do(t, "DELETE", "/v1/namespaces/team-a/workers/w1", "", nil, q1).status)
+	require.Equal(t, []string{"w8", "w9"}, list(adminSecret))
 }
 
 // TestLongPollShareByTenant: one token holding its share of the long-poll slots gets 503 on

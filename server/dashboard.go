@@ -106,7 +106,7 @@ func (s *Server) handleUISession(w http.ResponseWriter, r *http.Request, p *prin
 	}
 	q := r.URL.Query()
 	if ns, queue := q.Get("namespace"), q.Get("queue"); ns != "" || queue != "" {
-		if err := plane.ValidateName("namespace", ns); err != nil {
+		if err := plane.ValidateNamespace(ns); err != nil {
 			return err
 		}
 		if err := plane.ValidateName("queue name", queue); err != nil {

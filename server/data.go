@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -30,9 +31,13 @@ import (
 // checked by plane.ValidateName. Its stores must keep namespaces apart: a queue of one
 // namespace never shares a row with the queue of the same name in another.
 type DataStores interface {
-	// Open opens data queue queue of namespace, creating it if needed. The server
-	// opens each (namespace, queue) once and closes the store at Server.Close.
-	Open(ctx context.Context, namespace, queue string) (persist.Store, error)
+	// Open opens data queue queue of namespace, creating it if needed when create is
+	// true (puts); when it is false (every other route), a queue that does not exist is
+	// a *persist.NotFoundError naming it (Queue) and nothing is created. The server
+	// keeps at most Config.MaxOpenDataQueues stores open, one per (namespace, queue),
+	// closing the least recently used idle one to open another and any idle for
+	// Config.DataQueueIdle, and closes the rest at Server.Close.
+	Open(ctx context.Context, namespace, queue string, create bool) (persist.Store, error)
 	// List returns the names of the data queues of namespace, sorted ([] for none).
 	List(ctx context.Context, namespace string) ([]string, error)
 }
@@ -43,13 +48,18 @@ type fileDataStores struct {
 	cfg  *persist.Config
 }
 
-func (f *fileDataStores) Open(ctx context.Context, namespace, queue string) (persist.Store, error) {
+func (f *fileDataStores) Open(ctx context.Context, namespace, queue string, create bool) (persist.Store, error) {
 	cfg := persist.Config{}
 	if f.cfg != nil {
 		cfg = *f.cfg
 	}
 	cfg.Dir = filepath.Join(f.root, namespace)
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	cfg.Existing = !create
+	if !create {
+		if _, err := os.Stat(cfg.Dir); errors.Is(err, os.ErrNotExist) {
+			return nil, &persist.NotFoundError{Queue: queue}
+		}
+	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	return persist.OpenFileStore(ctx, queue, &cfg)
@@ -76,14 +86,27 @@ func (f *fileDataStores) List(_ context.Context, namespace string) ([]string, er
 
 // dataQueues opens the data queues of a server lazily, one persist.Store per (namespace,
 // queue) shared by every request, from stores (nil: the server serves no data queues).
+// At most maxOpen are open (or opening) at once: to open another, the least recently
+// used one that no request holds is closed; when every one is held, the request is
+// refused with 503 too_many_long_polls (the holders are long-polls and streams). A
+// queue no request has held for idle is closed by the janitor. So no tenant, by naming
+// many queues, holds more than maxOpen stores' files.
 type dataQueues struct {
-	stores DataStores
+	stores  DataStores
+	log     *slog.Logger
+	maxOpen int
+	idle    time.Duration
 
 	metrics *dataMetrics
 
-	mu     sync.Mutex
-	open   map[string]*dataQueue
-	closed bool
+	mu      sync.Mutex
+	open    map[string]*dataQueue
+	busy    map[string]chan struct{} // keys being opened or closed, closed when done
+	opening int                      // keys being opened (counted against maxOpen)
+	closed  bool
+	janitor bool // the janitor runs
+	stop    chan struct{}
+	bg      sync.WaitGroup // closes of evicted queues, the janitor
 }
 
 // dataMetrics count what the data routes moved, per namespace and queue (scoped per token
@@ -169,7 +192,12 @@ func count(c *prometheus.CounterVec, r *http.Request, n int) {
 
 // dataQueue is one open data queue and its change version.
 type dataQueue struct {
+	key   string // namespace/queue
 	store persist.Store
+	// users counts the requests holding the queue (dataQueues.get to release); lastUse
+	// is when the last of them released it. Guarded by dataQueues.mu.
+	users   int
+	lastUse time.Time
 	// version grows after every commit the store reports through Changes; changed is
 	// closed (and replaced) at each increment. For a store with a shared version
 	// (persist.ChangeVersioner: the distributed store) it is that version as last read,
@@ -196,22 +224,82 @@ func dataStoresOf(c *Config) DataStores {
 	return nil
 }
 
-// get returns the open store of namespace/queue, opening it at its first use. Names are
-// validated by the caller (plane.ValidateName: no path separators, no leading dot).
-func (d *dataQueues) get(ctx context.Context, namespace, queue string) (*dataQueue, error) {
+// get returns the open store of namespace/queue, held until release, opening it at its
+// first use (creating the queue only when create is true; else a queue that does not
+// exist is a *persist.NotFoundError and nothing is created). Names are validated by the
+// caller (plane.ValidateName: no path separators, no leading dot).
+func (d *dataQueues) get(ctx context.Context, namespace, queue string, create bool) (*dataQueue, error) {
 	if d == nil || d.stores == nil {
 		return nil, errNoDataDir
 	}
 	key := namespace + "/" + queue
 	d.mu.Lock()
+	for {
+		if d.closed {
+			d.mu.Unlock()
+			return nil, fmt.Errorf("%w: retry", api.ErrShuttingDown)
+		}
+		if q, ok := d.open[key]; ok {
+			q.users++
+			d.mu.Unlock()
+			return q, nil
+		}
+		busy, ok := d.busy[key]
+		if !ok {
+			break
+		}
+		d.mu.Unlock() // being opened or closed by another request: wait, then look again
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		d.mu.Lock()
+	}
+	if len(d.open)+d.opening >= d.maxOpen && !d.evictLocked(func(*dataQueue) bool { return true }) {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d data queues are in use at once by requests in progress (the server's limit); retry", api.ErrTooManyLongPolls, d.maxOpen)
+	}
+	done := make(chan struct{})
+	if d.busy == nil {
+		d.busy = map[string]chan struct{}{}
+	}
+	d.busy[key] = done
+	d.opening++
+	d.mu.Unlock()
+
+	q, err := d.openQueue(ctx, namespace, queue, create)
+
+	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	d.opening--
+	delete(d.busy, key)
+	close(done)
+	if err != nil {
+		return nil, err
+	}
+	if d.closed { // Server.Close began while the store opened
+		d.mu.Unlock()
+		d.closeQueue(q)
+		d.mu.Lock()
 		return nil, fmt.Errorf("%w: retry", api.ErrShuttingDown)
 	}
-	if q, ok := d.open[key]; ok {
-		return q, nil
+	q.key, q.users = key, 1
+	if d.open == nil {
+		d.open = map[string]*dataQueue{}
 	}
-	s, err := d.stores.Open(ctx, namespace, queue)
+	d.open[key] = q
+	if !d.janitor && d.idle > 0 {
+		d.janitor = true
+		d.bg.Add(1)
+		go d.closeIdle()
+	}
+	return q, nil
+}
+
+// openQueue opens the store of namespace/queue and starts watching its changes.
+func (d *dataQueues) openQueue(ctx context.Context, namespace, queue string, create bool) (*dataQueue, error) {
+	s, err := d.stores.Open(ctx, namespace, queue, create)
 	if err != nil {
 		return nil, err
 	}
@@ -235,11 +323,84 @@ func (d *dataQueues) get(ctx context.Context, namespace, queue string) (*dataQue
 		q.version.Store(time.Now().UnixNano())
 	}
 	go q.watch(ch, release)
-	if d.open == nil {
-		d.open = map[string]*dataQueue{}
-	}
-	d.open[key] = q
 	return q, nil
+}
+
+// release ends a request's hold on q (from get).
+func (d *dataQueues) release(q *dataQueue) {
+	d.mu.Lock()
+	q.users--
+	q.lastUse = time.Now()
+	d.mu.Unlock()
+}
+
+// evictLocked closes, in the background, the least recently used open queue that no
+// request holds and that ok accepts; false when there is none (or the server closed).
+// d.mu is held.
+func (d *dataQueues) evictLocked(ok func(*dataQueue) bool) bool {
+	if d.closed {
+		return false
+	}
+	var victim *dataQueue
+	for _, q := range d.open {
+		if q.users == 0 && ok(q) && (victim == nil || q.lastUse.Before(victim.lastUse)) {
+			victim = q
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	delete(d.open, victim.key)
+	done := make(chan struct{})
+	if d.busy == nil {
+		d.busy = map[string]chan struct{}{}
+	}
+	d.busy[victim.key] = done
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		d.closeQueue(victim)
+		d.mu.Lock()
+		delete(d.busy, victim.key)
+		close(done)
+		d.mu.Unlock()
+	}()
+	return true
+}
+
+// closeQueue closes q's store (flushing its tail) and waits for its watcher.
+func (d *dataQueues) closeQueue(q *dataQueue) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := q.store.Close(ctx); err != nil && d.log != nil {
+		d.log.Warn("closing a data queue failed; its tail stays durable", "queue", q.key, logError, err.Error())
+	}
+	<-q.done
+}
+
+// closeIdle is the janitor: it closes the queues no request has held for d.idle, until
+// the last open one is closed or the server closes.
+func (d *dataQueues) closeIdle() {
+	defer d.bg.Done()
+	t := time.NewTicker(max(d.idle/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		cutoff := time.Now().Add(-d.idle)
+		for d.evictLocked(func(q *dataQueue) bool { return q.lastUse.Before(cutoff) }) {
+		}
+		if len(d.open) == 0 || d.closed {
+			d.janitor = false
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+	}
 }
 
 // watch counts the store's commits into version. The next watch is taken before the
@@ -320,16 +481,23 @@ func (d *dataQueues) list(ctx context.Context, namespace string) ([]string, erro
 	return d.stores.List(ctx, namespace)
 }
 
-// close closes every open store (flushing their tails); later gets fail.
+// close closes every open store (flushing their tails), after the closes of evicted
+// ones in progress; later gets fail.
 func (d *dataQueues) close(ctx context.Context) error {
 	if d == nil {
 		return nil
 	}
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
 	d.closed = true
 	open := d.open
 	d.open = nil
+	close(d.stop)
 	d.mu.Unlock()
+	d.bg.Wait()
 	var errs []error
 	for key, q := range open {
 		if err := q.store.Close(ctx); err != nil {
@@ -389,10 +557,12 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		return nil
 	}}
 	for k, route := range queueRoutes {
+		create := k == "POST "+d+"/records" || k == "POST "+d+"/kv" // only puts create a queue
 		hs[k] = func(w http.ResponseWriter, r *http.Request, p *principal) error {
-			dq, err := s.dataQueueOf(w, r, p, route.perms)
+			dq, err := s.dataQueueOf(w, r, p, route.perms, create)
 			if err == nil {
 				err = route.h(w, r, p, dq)
+				s.data.release(dq)
 			}
 			if err != nil {
 				s.writeDataError(w, r, err)
@@ -410,17 +580,21 @@ var (
 )
 
 // dataQueueOf validates the namespace and queue of a data route, checks the token, and
-// returns the open queue, with the change version when the request started in its
-// answer's header.
-func (s *Server) dataQueueOf(w http.ResponseWriter, r *http.Request, p *principal, perms []plane.Permission) (*dataQueue, error) {
+// returns the open queue (held: the caller releases it), with the change version when
+// the request started in its answer's header. Only with create is a queue that does not
+// exist created; else it is 404 not_found.
+func (s *Server) dataQueueOf(w http.ResponseWriter, r *http.Request, p *principal, perms []plane.Permission, create bool) (*dataQueue, error) {
 	ns, q, err := queueOf(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := persist.CheckName("queue name", q); err != nil { // data queues: not starting with _ either
 		return nil, err
 	}
 	if err := authorizeQueue(p, ns, q, perms...); err != nil {
 		return nil, err
 	}
-	dq, err := s.data.get(r.Context(), ns, q)
+	dq, err := s.data.get(r.Context(), ns, q, create)
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +630,7 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 	case errors.As(err, &ue):
 		out.Details = &api.DataErrorDetails{Field: ue.Field, GoType: ue.GoType, Reason: ue.Reason}
 	case errors.As(err, &nf):
-		out.Details = &api.DataErrorDetails{Partition: nf.Partition, Keys: nf.Keys, Indexes: nf.Indexes}
+		out.Details = &api.DataErrorDetails{Queue: nf.Queue, Partition: nf.Partition, Keys: nf.Keys, Indexes: nf.Indexes}
 	case errors.As(err, &inv):
 		body, _ := api.NewErrorBody(inv)
 		out.Details = &api.DataErrorDetails{Field: inv.Field, Value: body.Details.Value, Rule: inv.Rule}
@@ -469,8 +643,16 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 	if st, ok := dataStatuses[code]; ok {
 		status = st
 	}
+	out.Message = cut(out.Message, maxErrorAnswerText)
+	if d := out.Details; d != nil {
+		d.Field, d.Rule = cut(d.Field, maxErrorAnswerText), cut(d.Rule, maxErrorAnswerText)
+		d.Reason = cut(d.Reason, maxErrorAnswerText)
+	}
 	if rec, ok := w.(*recorder); ok {
 		rec.code, rec.msg = out.Code, out.Message
+		if out.Details != nil {
+			rec.field = loggedField(out.Details.Field)
+		}
 	}
 	if status == http.StatusInternalServerError {
 		out.Message = "internal error" // the log has the rest

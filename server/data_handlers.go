@@ -26,7 +26,7 @@ import (
 
 func (s *Server) handleDataQueues(w http.ResponseWriter, r *http.Request, p *principal) error {
 	ns := r.PathValue("namespace")
-	if err := plane.ValidateName("namespace", ns); err != nil {
+	if err := plane.ValidateNamespace(ns); err != nil {
 		return err
 	}
 	if !p.allowsNamespace(ns, plane.PermissionDataRead) {
@@ -53,8 +53,10 @@ func isArrow(r *http.Request) bool {
 }
 
 // readArrow reads an Arrow IPC stream body into records (and their _index column when
-// withIndex). Errors: *plane.InvalidError for a stream that does not decode or does not
-// match the rules of persist.RecordsFromArrow; 413 beyond the body limit.
+// withIndex), every length the stream declares checked against the body before it is
+// trusted (persist.RecordsFromArrowStream). Errors: *plane.InvalidError for a stream that
+// does not decode or does not match the rules of persist.RecordsFromArrow; 413 beyond
+// the body limit.
 func (s *Server) readArrow(w http.ResponseWriter, r *http.Request, withIndex bool) ([]persist.Record, []int64, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
@@ -64,25 +66,7 @@ func (s *Server) readArrow(w http.ResponseWriter, r *http.Request, withIndex boo
 		}
 		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
 	}
-	rd, err := ipc.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "an Arrow IPC stream (application/vnd.apache.arrow.stream): " + err.Error()}
-	}
-	defer rd.Release()
-	var recs []persist.Record
-	var idx []int64
-	for rd.Next() {
-		rs, ix, err := persist.RecordsFromArrow(rd.RecordBatch(), withIndex)
-		if err != nil {
-			return nil, nil, err
-		}
-		recs = append(recs, rs...)
-		idx = append(idx, ix...)
-	}
-	if err := rd.Err(); err != nil {
-		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "an Arrow IPC stream (application/vnd.apache.arrow.stream): " + err.Error()}
-	}
-	return recs, idx, nil
+	return persist.RecordsFromArrowStream("request body", data, withIndex)
 }
 
 // records decodes the records of a JSON or msgpack body.
@@ -262,9 +246,36 @@ func writeArrow(w http.ResponseWriter, rec arrow.RecordBatch) error {
 	return nil
 }
 
+// checkShardColumn refuses a shard column that is neither _index nor a field of the
+// queue's schema (every row would hash alike: one rank would get everything).
+func checkShardColumn(ctx context.Context, dq *dataQueue, opts *persist.GetOpts) error {
+	col := opts.Shard.Column
+	if col == "" || col == persist.IndexColumn {
+		return nil
+	}
+	sc, err := dq.store.Schema(ctx)
+	if err != nil {
+		return err
+	}
+	names := []string{persist.IndexColumn}
+	for _, f := range sc.Fields {
+		if f.Name == col {
+			return nil
+		}
+		names = append(names, f.Name)
+	}
+	if len(names) > 9 {
+		names = append(names[:9], "…")
+	}
+	return plane.Invalid("shard_column", col, "_index or a field of the queue ("+strings.Join(names, ", ")+")")
+}
+
 func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	opts, err := getOpts(r)
 	if err != nil {
+		return err
+	}
+	if err := checkShardColumn(r.Context(), dq, opts); err != nil {
 		return err
 	}
 	offset, err := queryInt(r, "offset", 0)
@@ -320,6 +331,9 @@ func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *princ
 func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	opts, err := getOpts(r)
 	if err != nil {
+		return err
+	}
+	if err := checkShardColumn(r.Context(), dq, opts); err != nil {
 		return err
 	}
 	offset, err := queryInt(r, "offset", 0)
@@ -586,6 +600,9 @@ func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *princ
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := persist.CheckIndexes(req.Indexes); err != nil {
+		return err
+	}
 	if err := dq.store.MarkConsumed(r.Context(), req.Task, partitionOf(r, req.Partition), req.Indexes); err != nil {
 		return err
 	}
@@ -620,6 +637,9 @@ func (s *Server) handleDataConsumed(w http.ResponseWriter, r *http.Request, p *p
 func (s *Server) handleDataClear(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataClearRequest
 	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := persist.CheckIndexes(req.Indexes); err != nil {
 		return err
 	}
 	if err := dq.store.ClearSamples(r.Context(), partitionOf(r, req.Partition), req.Indexes); err != nil {

@@ -3,10 +3,17 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -328,4 +336,185 @@ func TestDataOpenAPI(t *testing.T) {
 	call("GET", D+"/stats", "")
 	call("GET", D+"/changes?after=-1&wait=0", "")
 	call("GET", "/v1/namespaces/default/data", "")
+}
+
+// TestDataArrowDeclaredLengths: an Arrow body that declares more than it holds (4 bytes
+// of metadata length 0x7ffffff0, then 100 bytes) is refused with 400 invalid naming the
+// problem, on every route that takes Arrow, without allocating what it declares and
+// without Go internals in the message. Not parallel: it measures the process's
+// allocations.
+func TestDataArrowDeclaredLengths(t *testing.T) {
+	b := dataSetup(t, nil)
+	body := make([]byte, 104)
+	binary.LittleEndian.PutUint32(body, 0x7ffffff0)
+	for _, path := range []string{"/records", "/fields"} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		e := dataErr(t, b.do(t, "POST", D+path, api.ContentTypeArrow, body, ""), 400, "invalid")
+		runtime.ReadMemStats(&after)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "bytes allocated for a 108-byte body")
+		require.Less(t, time.Since(start), time.Second)
+		require.Contains(t, e.Message, "message 1 declares 2147483632 bytes of metadata, and the body holds 100 more")
+		require.Equal(t, "request body", e.Details.Field)
+		for _, internal := range []string{"runtime error", "arrow/ipc", "slice bounds"} {
+			require.NotContains(t, e.Message, internal)
+		}
+	}
+	// KV puts take no Arrow body.
+	b.do(t, "POST", D+"/kv", api.ContentTypeArrow, body, "").requireError(t, 415, "unsupported_media_type")
+}
+
+// countingStores are file stores under root that count the stores open.
+type countingStores struct {
+	root string
+	open atomic.Int64
+}
+
+func (c *countingStores) Open(ctx context.Context, namespace, queue string, create bool) (persist.Store, error) {
+	dir := filepath.Join(c.root, namespace)
+	if !create {
+		if _, err := os.Stat(filepath.Join(dir, queue)); err != nil {
+			return nil, &persist.NotFoundError{Queue: queue}
+		}
+	}
+	s, err := persist.OpenFileStore(ctx, queue, &persist.Config{Dir: dir, Existing: !create})
+	if err != nil {
+		return nil, err
+	}
+	c.open.Add(1)
+	return &countedStore{Store: s, c: c}, nil
+}
+
+func (c *countingStores) List(context.Context, string) ([]string, error) { return []string{}, nil }
+
+type countedStore struct {
+	persist.Store
+	c    *countingStores
+	once sync.Once
+}
+
+func (s *countedStore) Close(ctx context.Context) error {
+	s.once.Do(func() { s.c.open.Add(-1) })
+	return s.Store.Close(ctx)
+}
+
+// TestDataReadsCreateNothing: a read of a data queue that does not exist is 404
+// not_found naming the queue (details.queue), on every read route and every put route
+// that needs samples, and creates nothing; puts (records, KV) create the queue.
+func TestDataReadsCreateNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := setup(t, &server.Config{DataDir: dir})
+	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
+	const N = "/v1/namespaces/team-a/data/nosuch"
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/stats", ""}, {"GET", "/schema", ""}, {"GET", "/records", ""}, {"GET", "/records?wait=1", ""},
+		{"GET", "/stream?idle_timeout=1", ""}, {"GET", "/changes?wait=1", ""}, {"GET", "/kv", ""}, {"GET", "/consumption?task=t", ""},
+		{"POST", "/data", `{"indexes": [0]}`}, {"POST", "/meta", `{"batch_size": 1, "task": "t"}`},
+		{"POST", "/meta", `{"batch_size": 1, "task": "t", "wait": true, "timeout": 1}`}, {"POST", "/batch", `{"batch_size": 1, "task": "t"}`},
+		{"POST", "/kv/get", `{"keys": ["k"]}`}, {"POST", "/produced", `{"indexes": [0]}`},
+		{"POST", "/consumption/mark", `{"task": "t", "indexes": [0]}`}, {"POST", "/fields", `{"indexes": [0], "records": [{"y": 1}]}`},
+		{"POST", "/flush", ``}, {"POST", "/clear", `{"indexes": [0]}`}, {"POST", "/kv/clear", `{"keys": ["k"]}`},
+		{"DELETE", "/partitions/p", ""},
+	} {
+		start := time.Now()
+		e := dataErr(t, b.do(t, c.method, N+c.path, api.ContentTypeJSON, []byte(c.body), ""), 404, "not_found")
+		require.Less(t, time.Since(start), 900*time.Millisecond, "%s %s answers at once", c.method, c.path)
+		require.Equal(t, "nosuch", e.Details.Queue, "%s %s", c.method, c.path)
+		require.Contains(t, e.Message, `data queue "nosuch" does not exist`)
+	}
+	_, err := os.Stat(filepath.Join(dir, "team-a"))
+	require.ErrorIs(t, err, os.ErrNotExist, "no directory was created")
+
+	r := b.do(t, "POST", N+"/kv", api.ContentTypeJSON, []byte(`{"keys": ["k"], "records": [{"x": 1}]}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.Equal(t, 200, b.do(t, "GET", N+"/stats", "", nil, "").status)
+	r = b.do(t, "POST", "/v1/namespaces/team-a/data/other/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = b.do(t, "GET", "/v1/namespaces/team-a/data", "", nil, "")
+	require.JSONEq(t, `{"queues": ["nosuch", "other"]}`, string(r.body))
+}
+
+// TestDataOpenQueuesBounded: the server keeps at most MaxOpenDataQueues stores open,
+// closing the least recently used idle one to open another and any idle one after
+// DataQueueIdle; when requests hold every one, another queue's request is 503
+// too_many_long_polls until one is released.
+func TestDataOpenQueuesBounded(t *testing.T) {
+	t.Parallel()
+	stores := &countingStores{root: t.TempDir()}
+	b := setup(t, &server.Config{DataStores: stores, MaxOpenDataQueues: 2, DataQueueIdle: 200 * time.Millisecond})
+	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
+	q := func(i int) string { return fmt.Sprintf("/v1/namespaces/default/data/q%d", i) }
+	for i := range 5 {
+		r := b.do(t, "POST", q(i)+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.LessOrEqual(t, stores.open.Load(), int64(2))
+	}
+	// Reads of every queue still see what was put (an evicted queue reopens).
+	for i := range 5 {
+		r := b.do(t, "GET", q(i)+"/stats", "", nil, "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.Contains(t, string(r.body), `"next_index":1`)
+		require.LessOrEqual(t, stores.open.Load(), int64(2))
+	}
+	require.Eventually(t, func() bool { return stores.open.Load() == 0 }, 5*time.Second, 20*time.Millisecond, "idle queues are closed")
+
+	// Two long-polls hold two queues: a third queue is refused, then served once one ends.
+	held := make(chan *response, 2)
+	for i := range 2 {
+		go func() {
+			held <- b.do(t, "GET", q(i)+"/changes?after=9223372036854775806&wait=1", "", nil, "")
+		}()
+	}
+	require.Eventually(t, func() bool { return stores.open.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
+	b.do(t, "GET", q(2)+"/stats", "", nil, "").requireError(t, 503, "too_many_long_polls")
+	for range 2 {
+		require.Equal(t, 200, (<-held).status)
+	}
+	require.Equal(t, 200, b.do(t, "GET", q(2)+"/stats", "", nil, "").status)
+}
+
+// TestNamespaceRule: a namespace starting with '_' is refused for jobs and data alike
+// (docs/http-api.md), and a data queue name starting with '_' too.
+func TestNamespaceRule(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/namespaces/_x/queues/q/invocations", `{}`},
+		{"GET", "/v1/namespaces/_x/queues/q/stats", ""},
+		{"POST", "/v1/namespaces/_x/data/q/records", `{"records": [{"x": 1}]}`},
+		{"GET", "/v1/namespaces/_x/data", ""},
+		{"POST", "/v1/namespaces/default/data/_q/records", `{"records": [{"x": 1}]}`},
+	} {
+		e := b.do(t, c.method, c.path, api.ContentTypeJSON, []byte(c.body), "").requireError(t, 400, "invalid")
+		require.Contains(t, e.Message, "not starting with", "%s %s", c.method, c.path)
+	}
+}
+
+// TestTypedNits: out-of-range numbers and durations say what is allowed, a null body is
+// refused, an unknown shard column, a negative dp_rank and a negative index are typed
+// 400s on every route that takes them.
+func TestTypedNits(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	Q := "/v1/namespaces/default/queues/q"
+	e := b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"priority": 1e400}`), "").requireError(t, 400, "invalid")
+	require.Contains(t, e.Message, "out of range: use a finite number within ±1.8e308")
+	e = b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"delay": 1e300}`), "").requireError(t, 400, "invalid")
+	require.Contains(t, e.Message, "invalid delay 1e+300: use seconds from 0 to 9223372036")
+	e = b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`null`), "").requireError(t, 400, "invalid")
+	require.Contains(t, e.Message, "null is not one; send {}")
+	b.do(t, "POST", Q+"/invocations", api.ContentTypeMsgpack, []byte{0xc0}, "").requireError(t, 400, "invalid")
+
+	require.Equal(t, 200, b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}, {"x": 2}]}`), "").status)
+	e2 := dataErr(t, b.do(t, "GET", D+"/records?rank=0&world_size=2&shard_column=nosuch", "", nil, ""), 400, "invalid")
+	require.Contains(t, e2.Message, "_index or a field of the queue (_index, x)")
+	require.Equal(t, 200, b.do(t, "GET", D+"/records?rank=0&world_size=2&shard_column=x", "", nil, "").status)
+	e2 = dataErr(t, b.do(t, "POST", D+"/meta", api.ContentTypeJSON, []byte(`{"fields": ["x"], "batch_size": 1, "task": "t", "dp_rank": -1}`), ""), 400, "invalid")
+	require.Equal(t, "dp_rank", e2.Details.Field)
+	for path, body := range map[string]string{"/clear": `{"indexes": [0, -1]}`, "/consumption/mark": `{"task": "t", "indexes": [0, -1]}`} {
+		e2 = dataErr(t, b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(body), ""), 400, "invalid")
+		require.Equal(t, "indexes[1]", e2.Details.Field, path)
+	}
 }

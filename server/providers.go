@@ -80,7 +80,7 @@ func (s *Server) handleProviderDelete(w http.ResponseWriter, r *http.Request, p 
 func (s *Server) handleProviderList(w http.ResponseWriter, r *http.Request, p *principal) error {
 	ns := r.URL.Query().Get("namespace")
 	if ns != "" {
-		if err := plane.ValidateName("namespace", ns); err != nil {
+		if err := plane.ValidateNamespace(ns); err != nil {
 			return err
 		}
 	}
@@ -118,7 +118,7 @@ func authorizeProviderChange(p *principal, ns, q string) error {
 // admin of every queue of the namespace.
 func (s *Server) leaseOf(w http.ResponseWriter, r *http.Request, p *principal) (string, *api.LeaseRequest, error) {
 	ns := r.PathValue("namespace")
-	if err := plane.ValidateName("namespace", ns); err != nil {
+	if err := plane.ValidateNamespace(ns); err != nil {
 		return "", nil, err
 	}
 	var req api.LeaseRequest

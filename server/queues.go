@@ -64,7 +64,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request, p *principal) error {
 	ns := r.URL.Query().Get("namespace")
 	if ns != "" {
-		if err := plane.ValidateName("namespace", ns); err != nil {
+		if err := plane.ValidateNamespace(ns); err != nil {
 			return err
 		}
 	}
@@ -197,7 +197,7 @@ func (s *Server) handleTrim(w http.ResponseWriter, r *http.Request, p *principal
 		return err
 	}
 	if req.Namespace != "" {
-		if err := plane.ValidateName("namespace", req.Namespace); err != nil {
+		if err := plane.ValidateNamespace(req.Namespace); err != nil {
 			return err
 		}
 	}

@@ -111,7 +111,7 @@ var anyPerms = []plane.Permission{plane.PermissionRead, plane.PermissionSubmit, 
 // any authorization). Errors: *plane.InvalidError.
 func queueOf(r *http.Request) (namespace, queue string, err error) {
 	namespace, queue = r.PathValue("namespace"), r.PathValue("queue")
-	if err := plane.ValidateName("namespace", namespace); err != nil {
+	if err := plane.ValidateNamespace(namespace); err != nil {
 		return "", "", err
 	}
 	if err := plane.ValidateName("queue name", queue); err != nil {
@@ -159,11 +159,15 @@ func queryInt(r *http.Request, name string, def int64) (int64, error) {
 
 // seconds checks a duration field of a body: finite and ≥ 0.
 func seconds(field string, f float64) (time.Duration, error) {
-	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, plane.Invalid(field, f, "use seconds ≥ 0")
+	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > maxSeconds {
+		return 0, plane.Invalid(field, f, fmt.Sprintf("use seconds from 0 to %d (about 292 years)", int64(maxSeconds)))
 	}
 	return api.Duration(f), nil
 }
+
+// maxSeconds is the longest duration a field in seconds may have: what time.Duration
+// holds.
+const maxSeconds = float64(math.MaxInt64 / int64(time.Second))
 
 // leaseTTL checks a lease_ttl field: seconds ≥ 0 (0: the plane's default) and at most
 // api.MaxLeaseTTL.

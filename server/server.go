@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -46,6 +47,18 @@ type Config struct {
 	// DataConfig configures the data queues' file stores (its Dir is ignored). Defaults
 	// to persist's defaults.
 	DataConfig *persist.Config
+
+	// MaxOpenDataQueues bounds the data queues open at once (each a store with its
+	// files or connections): to open another, the least recently used one no request
+	// holds is closed (its tail flushed); when requests hold every one, a request for
+	// another gets 503 too_many_long_polls with Retry-After. Defaults to
+	// MaxOpenDataQueuesDefault.
+	MaxOpenDataQueues int
+
+	// DataQueueIdle is how long a data queue stays open with no request holding it
+	// before it is closed (it reopens at the next request). Defaults to
+	// DataQueueIdleDefault; -1 keeps idle queues open (up to MaxOpenDataQueues).
+	DataQueueIdle time.Duration
 
 	// DataStores, when set, opens and lists the data queues instead of file stores
 	// under DataDir (DataDir and DataConfig are then ignored): `lakeshore serve --data
@@ -121,6 +134,10 @@ const (
 	MaxBodyBytesDefault = plane.MaxValueBytes + 1<<20
 	// MaxLongPollsDefault bounds the long-polls open at once.
 	MaxLongPollsDefault = 10000
+	// MaxOpenDataQueuesDefault bounds the data queues open at once.
+	MaxOpenDataQueuesDefault = 128
+	// DataQueueIdleDefault is how long an unused data queue stays open.
+	DataQueueIdleDefault = 2 * time.Minute
 	// StreamPingDefault is the keep-alive interval of live streams.
 	StreamPingDefault = 15 * time.Second
 	// RequestIDHeader carries the request id (taken from the client when it is a short
@@ -138,6 +155,8 @@ func (c *Config) withDefaults() Config {
 	out.MaxLongPolls = cmp.Or(out.MaxLongPolls, MaxLongPollsDefault)
 	out.MaxLongPollsPerTenant = min(cmp.Or(out.MaxLongPollsPerTenant, max(out.MaxLongPolls/4, 1)), out.MaxLongPolls)
 	out.StreamPing = cmp.Or(out.StreamPing, StreamPingDefault)
+	out.MaxOpenDataQueues = cmp.Or(out.MaxOpenDataQueues, MaxOpenDataQueuesDefault)
+	out.DataQueueIdle = cmp.Or(out.DataQueueIdle, DataQueueIdleDefault)
 	if out.Now == nil {
 		out.Now = time.Now
 	}
@@ -171,7 +190,35 @@ const (
 	logCode      = "code"
 	logDuration  = "duration"
 	logError     = "error"
+	logField     = "field"
 )
+
+// Bounds of what a log line or an error answer carries of a request: a request's values
+// are never logged (a client error logs its code and the field it names), and a path or
+// a server error's text is cut.
+const (
+	maxLoggedPath      = 512
+	maxLoggedError     = 1024
+	maxErrorAnswerText = 4096 // a message or rule: values in it are cut at plane.MaxQuotedBytes already
+)
+
+// loggedField is the field of a client error as logged: the body field, without the
+// path inside its value (which may hold the client's map keys).
+func loggedField(f string) string {
+	f, _, _ = strings.Cut(f, " at ")
+	return cut(f, plane.MaxQuotedBytes)
+}
+
+// cut returns s cut to n bytes at a rune boundary, with "…" when cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
 
 // StatusClientClosedRequest is the status logs and metrics record for a request whose
 // client went away before the answer (nginx's 499); nothing is sent.
@@ -209,7 +256,8 @@ type Server struct {
 func New(drv plane.Driver, cfg *Config) *Server {
 	c := cfg.withDefaults()
 	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
-		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{}, data: &dataQueues{stores: dataStoresOf(&c)}}
+		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{},
+		data: &dataQueues{stores: dataStoresOf(&c), log: c.Logger, maxOpen: c.MaxOpenDataQueues, idle: max(c.DataQueueIdle, 0), stop: make(chan struct{})}}
 	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
 	if c.AdminToken != "" {
 		s.authOn = true
@@ -281,11 +329,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A long-poll ended by a graceful shutdown: expected, not an error.
 		s.log.Debug("request ended by the shutdown", attrs...)
 	case rw.code == api.ErrTooManyLongPolls.Code:
-		s.log.Warn("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
+		s.log.Warn("request", append(attrs, logPath, cut(r.URL.Path, maxLoggedPath), logError, cut(rw.msg, maxLoggedError))...)
 	case rw.status >= 500:
-		s.log.Error("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
+		s.log.Error("request", append(attrs, logPath, cut(r.URL.Path, maxLoggedPath), logError, cut(rw.msg, maxLoggedError))...)
 	case rw.status >= 400:
-		s.log.Info("request", append(attrs, logPath, r.URL.Path, logError, rw.msg)...)
+		// The client's mistake: its code and the field it named, never the values it sent.
+		if rw.field != "" {
+			attrs = append(attrs, logField, rw.field)
+		}
+		s.log.Info("request", append(attrs, logPath, cut(r.URL.Path, maxLoggedPath))...)
 	case s.cfg.LogRequests:
 		s.log.Info("request", attrs...)
 	default:
@@ -355,6 +407,7 @@ type recorder struct {
 	wrote  bool
 	code   string
 	msg    string
+	field  string // the field a client error names
 }
 
 func (r *recorder) WriteHeader(status int) {
@@ -436,10 +489,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else if body.Code == api.ErrTooManyLongPolls.Code || body.Code == api.ErrShuttingDown.Code {
 		w.Header().Set("Retry-After", "1")
 	}
+	body.Message = cut(body.Message, maxErrorAnswerText)
+	if d := body.Details; d != nil {
+		d.Field, d.Rule = cut(d.Field, maxErrorAnswerText), cut(d.Rule, maxErrorAnswerText)
+	}
 	if rec, ok := w.(*recorder); ok {
 		rec.code = body.Code
 		if rec.msg == "" {
 			rec.msg = body.Message
+		}
+		if body.Details != nil {
+			rec.field = loggedField(body.Details.Field)
 		}
 	}
 	s.write(w, r, status, &body)

@@ -218,3 +218,40 @@ func TestClientCancelIsNotAServerError(t *testing.T) {
 	require.Contains(t, string(r.body), `route="POST /v1/namespaces/{namespace}/queues/{queue}/claim",status="499"`)
 	require.NotContains(t, string(r.body), `status="500"`)
 }
+
+// TestBadValuesNotEchoed: a bad value is quoted in an error answer at most once in the
+// message (and once in the rule), cut to plane.MaxQuotedBytes, and never logged: a 1 MiB
+// integer literal, map key, tag, idempotency key or data record answers a short 400 and
+// logs a short line with the code and field.
+func TestBadValuesNotEchoed(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	big := strings.Repeat("1", 1<<20)
+	Q := "/v1/namespaces/default/queues/q"
+	for name, c := range map[string]struct{ path, body string }{
+		"integer":         {Q + "/invocations", `{"payload": ` + big + `}`},
+		"negative":        {Q + "/invocations", `{"payload": -` + big + `}`},
+		"float":           {Q + "/invocations", `{"payload": ` + big + `e400}`},
+		"map key":         {Q + "/invocations", `{"payload": {"` + big + `": 1, "` + big + `": 2}}`},
+		"tag":             {Q + "/invocations", `{"payload": {"$` + big + `": 1}}`},
+		"timestamp":       {Q + "/invocations", `{"payload": {"$timestamp": "` + big + `"}}`},
+		"key":             {Q + "/invocations", `{"key": "` + big + `"}`},
+		"metadata key":    {Q + "/invocations", `{"metadata": {"` + big + `": "x"}}`},
+		"data record":     {D + "/records", `{"records": [{"x": ` + big + `}]}`},
+		"data record key": {D + "/records", `{"records": [{"` + big + `": 1}]}`},
+		"kv key":          {D + "/kv", `{"keys": ["` + big + `"], "records": [{"x": 1}]}`},
+	} {
+		before := len(b.logs.String())
+		r := b.do(t, "POST", c.path, api.ContentTypeJSON, []byte(c.body), "")
+		require.Equal(t, 400, r.status, "%s: %.300s", name, r.body)
+		require.Less(t, len(r.body), 4096, "%s: %.300s", name, r.body)
+		eb := r.errBody(t)
+		require.Equal(t, "invalid", eb.Code, name)
+		require.LessOrEqual(t, strings.Count(eb.Message, strings.Repeat("1", 60)), 1, "%s: the value is quoted once: %s", name, eb.Message)
+		require.Less(t, len(eb.Message), 600, "%s: %s", name, eb.Message)
+		t.Logf("%s: %s", name, eb.Message)
+		logs := b.logs.String()[before:]
+		require.NotContains(t, logs, "1111111111", "%s: values are never logged", name)
+		require.Contains(t, logs, "code=invalid", name)
+	}
+}

@@ -13,13 +13,28 @@ import (
 // workerOf returns the validated namespace and worker id of a worker route.
 func workerOf(r *http.Request) (namespace, id string, err error) {
 	namespace, id = r.PathValue("namespace"), r.PathValue("id")
-	if err := plane.ValidateName("namespace", namespace); err != nil {
+	if err := plane.ValidateNamespace(namespace); err != nil {
 		return "", "", err
 	}
 	if id == "" || len(id) > 128 {
 		return "", "", plane.Invalid("worker id", id, "use 1–128 bytes (a ULID)")
 	}
 	return namespace, id, nil
+}
+
+// coversWorker reports whether p holds one of perms on every queue worker w serves (and
+// on its namespace): a worker is listed and removed only by a token that could register
+// it, so a token scoped to some queues never sees or removes a worker of others.
+func coversWorker(p *principal, w *plane.WorkerInfo, perms ...plane.Permission) bool {
+	if !p.allowsNamespace(w.Namespace, perms...) {
+		return false
+	}
+	for _, q := range w.Queues {
+		if !p.allows(w.Namespace, q, perms...) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, p *principal) error {
@@ -64,6 +79,21 @@ func (s *Server) handleWorkerRemove(w http.ResponseWriter, r *http.Request, p *p
 	if !p.allowsNamespace(ns, plane.PermissionConsume) {
 		return forbidden("namespace "+ns, plane.PermissionConsume)
 	}
+	if p.scoped() {
+		// A queue-scoped token removes only a worker whose every queue it covers, the check
+		// of registering; any other is answered as an unknown one (nothing removed, no
+		// existence oracle).
+		ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: ns})
+		if err != nil {
+			return err
+		}
+		for i := range ws {
+			if ws[i].ID == id && !coversWorker(p, &ws[i], plane.PermissionConsume) {
+				s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+				return nil
+			}
+		}
+	}
 	if err := s.drv.WorkerRemove(r.Context(), ns, id); err != nil {
 		return err
 	}
@@ -78,7 +108,7 @@ func (s *Server) handleWorkerList(w http.ResponseWriter, r *http.Request, p *pri
 	}
 	ns := r.URL.Query().Get("namespace")
 	if ns != "" {
-		if err := plane.ValidateName("namespace", ns); err != nil {
+		if err := plane.ValidateNamespace(ns); err != nil {
 			return err
 		}
 	}
@@ -88,7 +118,7 @@ func (s *Server) handleWorkerList(w http.ResponseWriter, r *http.Request, p *pri
 	}
 	out := &api.WorkersResponse{Workers: make([]api.Worker, 0, len(ws))}
 	for i := range ws {
-		if p.allowsNamespace(ws[i].Namespace, anyPerms...) {
+		if coversWorker(p, &ws[i], anyPerms...) {
 			out.Workers = append(out.Workers, api.NewWorker(&ws[i]))
 		}
 	}

@@ -204,7 +204,7 @@ func (d *decoder) mapValue(b []byte, depth int) (any, []byte, error) {
 			return nil, b, err
 		}
 		if _, dup := out[k]; dup {
-			return nil, b, d.fail(at, fmt.Sprintf("duplicate map key %q", k))
+			return nil, b, d.fail(at, fmt.Sprintf("duplicate map key %q", quotable(k)))
 		}
 		var v any
 		if v, rest, err = d.value(rest, depth+1); err != nil {

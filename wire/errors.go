@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Every error returned by this package matches exactly one of them through
@@ -154,10 +155,26 @@ func keySeg(k string) string {
 	for i := 0; i < len(k); i++ {
 		c := k[i]
 		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
-			return fmt.Sprintf("[%q]", k)
+			return fmt.Sprintf("[%q]", quotable(k))
 		}
 	}
-	return "." + k
+	return "." + quotable(k)
+}
+
+// maxQuoted bounds a key or value quoted in an error: longer ones are cut and end in
+// "…" (plane.MaxQuotedBytes, which this package cannot import).
+const maxQuoted = 100
+
+// quotable returns s cut to maxQuoted bytes at a rune boundary, with "…" when cut.
+func quotable(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // indexSeg renders an array index as a path segment: "[3]".

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
@@ -136,7 +139,7 @@ kill: nothing changed); 2 usage or bad input; 3 not found; 4 a wait timed out;
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(err) })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return flagError(err) })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.target, "target", "", `plane to use: a file path, sqlite://path, ":memory:", http(s)://…, postgres://… (default $`+lakeshore.EnvURL+`, else $`+lakeshore.EnvHome+`/lakeshore.db)`)
 	pf.StringVar(&a.namespace, "namespace", "", "namespace of queues (default $"+lakeshore.EnvNamespace+", else \"default\")")
@@ -229,6 +232,34 @@ func (e *codeError) Unwrap() error { return e.err }
 
 func usageError(err error) error { return &codeError{code: exitUsage, err: err} }
 
+// flagValueError matches pflag's words for a value its flag type cannot parse.
+var flagValueError = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?(--[\w-]+)" flag: `)
+
+// flagError turns a flag error into a usage error; a value a flag cannot parse becomes
+// an *InvalidError saying what the flag takes (exit 2, without the usage hint), never the
+// parser's Go words (strconv.ParseFloat: …).
+func flagError(err error) error {
+	m := flagValueError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return usageError(err)
+	}
+	value, flag := m[1], m[2]
+	var ne *strconv.NumError
+	switch {
+	case errors.As(err, &ne) && ne.Func == "ParseFloat":
+		return plane.Invalid(flag, value, "use a number, e.g. 1.5")
+	case errors.As(err, &ne) && ne.Func == "ParseBool":
+		return plane.Invalid(flag, value, "use true or false")
+	case errors.As(err, &ne) && ne.Func == "ParseUint":
+		return plane.Invalid(flag, value, "use a whole number from 0 to 18446744073709551615")
+	case errors.As(err, &ne):
+		return plane.Invalid(flag, value, "use a whole number (digits, no exponent or fraction) from -9223372036854775808 to 9223372036854775807")
+	case strings.Contains(err.Error(), "time: "):
+		return plane.Invalid(flag, value, "use a duration such as 500ms, 30s, 5m or 1h")
+	}
+	return plane.Invalid(flag, value, strings.TrimPrefix(err.Error(), m[0]))
+}
+
 func usagef(format string, args ...any) error { return usageError(fmt.Errorf(format, args...)) }
 
 // silentExit ends the command with code after it printed its own outcome.
@@ -241,8 +272,8 @@ func exitCode(err error) int {
 		return ce.code
 	}
 	switch {
-	case errors.Is(err, lakeshore.ErrInvalid):
-		return exitUsage
+	case errors.Is(err, lakeshore.ErrInvalid), errors.Is(err, persist.ErrSchema), errors.Is(err, persist.ErrUnsupportedValue):
+		return exitUsage // bad input: a data record of the wrong type or one with no stored form
 	case errors.Is(err, lakeshore.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, lakeshore.ErrFailed), errors.Is(err, lakeshore.ErrCancelled), errors.Is(err, lakeshore.ErrTimedOut):

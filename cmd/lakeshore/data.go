@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/lakestore"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // The data verbs: `lakeshore data VERB QUEUE` on data queues (package persist), local, on
@@ -50,11 +52,20 @@ the fragments in the bucket; namespace --namespace).`,
 	return cmd
 }
 
-// openData opens data queue name where the flags say.
-func (a *app) openData(ctx context.Context, o *dataOpts, name string) (*persist.Queue, error) {
+// openData opens data queue name where the flags say, creating it when create is true
+// (put); else a queue that does not exist is a *persist.NotFoundError (exit 3) and
+// nothing is created. The namespace and queue name are checked first, by the rule of the
+// HTTP path (plane.ValidateNamespace, persist.CheckName), before any directory is made.
+func (a *app) openData(ctx context.Context, o *dataOpts, name string, create bool) (*persist.Queue, error) {
 	ns := cmp.Or(a.namespace, os.Getenv(lakeshore.EnvNamespace), lakeshore.NamespaceDefault)
+	if err := plane.ValidateNamespace(ns); err != nil {
+		return nil, err
+	}
+	if err := persist.CheckName("queue name", name); err != nil {
+		return nil, err
+	}
 	target := cmp.Or(a.target, os.Getenv(lakeshore.EnvURL))
-	cfg := &persist.Config{Namespace: ns, Logger: a.logger()}
+	cfg := &persist.Config{Namespace: ns, Logger: a.logger(), Existing: !create}
 	switch {
 	case strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://"):
 		cfg.URL = target
@@ -76,21 +87,32 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string) (*persist.
 		if strings.Contains(dir, "://") {
 			return nil, usagef("--data-dir: want a directory, got the URL %s (give a server or a postgres://…?blob=… store with --target)", lakestore.Redact(dir))
 		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, err
+		if create {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, err
+			}
 		}
 		cfg.Dir = dir
 	}
 	q, err := persist.Open(ctx, name, cfg)
+	var nf *persist.NotFoundError
+	if errors.As(err, &nf) && nf.Queue != "" {
+		return nil, fmt.Errorf("data queue %s does not exist in namespace %s (its first put creates it): %w", name, ns, persist.ErrNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open data queue %s: %w", name, err)
 	}
 	return q, nil
 }
 
-// withData runs fn on data queue name and closes it.
+// withData runs fn on data queue name, which must exist, and closes it.
 func (a *app) withData(c *cobra.Command, o *dataOpts, name string, fn func(q *persist.Queue) error) error {
-	q, err := a.openData(c.Context(), o, name)
+	return a.withDataQueue(c, o, name, false, fn)
+}
+
+// withDataQueue runs fn on data queue name (created when create is true) and closes it.
+func (a *app) withDataQueue(c *cobra.Command, o *dataOpts, name string, create bool, fn func(q *persist.Queue) error) error {
+	q, err := a.openData(c.Context(), o, name, create)
 	if err != nil {
 		return err
 	}
@@ -112,7 +134,10 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			if batch < 1 {
 				return usagef("--batch: want ≥ 1, got %d", batch)
 			}
-			return a.withData(c, o, args[0], func(q *persist.Queue) error {
+			if err := persist.CheckName("partition", partition); err != nil {
+				return err
+			}
+			return a.withDataQueue(c, o, args[0], true, func(q *persist.Queue) error {
 				sc := bufio.NewScanner(a.stdin)
 				sc.Buffer(make([]byte, 1<<20), persist.MaxRecordBytes*2)
 				var recs []persist.Record

@@ -118,8 +118,18 @@ func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {
 
 	// Bad input: typed errors and exit codes, nothing written.
 	_, errs, code := c.run(`{"score": "high"}`+"\n", append(c.args, "put", "rollouts")...)
-	require.NotZero(t, code)
+	require.Equal(t, exitUsage, code, "a value of the wrong type is bad input")
 	require.Contains(t, errs, `field "score" has type int64`)
+	// Reads of a queue that does not exist say so and create nothing.
+	for _, verb := range []string{"stats", "get", "flush", "partitions", "consumption"} {
+		_, errs, code = c.run("", append(c.args, verb, "nosuch")...)
+		require.Equal(t, exitNotFound, code, "data %s nosuch: %s", verb, errs)
+		require.Contains(t, errs, "data queue nosuch does not exist in namespace default", verb)
+	}
+	if c.cfg.Dir != "" && !strings.Contains(c.cfg.Dir, "://") {
+		_, err := os.Stat(filepath.Join(c.cfg.Dir, "nosuch"))
+		require.ErrorIs(t, err, os.ErrNotExist, "no directory was created")
+	}
 	_, errs, code = c.run(`not json`+"\n", append(c.args, "put", "rollouts")...)
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errs, "line 1")
@@ -180,4 +190,55 @@ func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {
 	require.Equal(t, []int64{0, 1, 3}, idx, "the cleared record is left out")
 	require.Equal(t, map[int64]int64{0: 1, 1: 7}, scores, "field updates are merged")
 	require.Equal(t, filepath.Join(dir, "rollouts-00000.parquet"), names[0])
+}
+
+// TestDataVerbsCheckNames: the local data verbs check the namespace, queue and partition
+// names by the rule of the HTTP path before anything is created: no name leaves the
+// data directory. Not parallel: it sets LAKESHORE_HOME.
+func TestDataVerbsCheckNames(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("LAKESHORE_HOME", filepath.Join(home, "a", "b"))
+	c := newCLI(t)
+	for _, args := range [][]string{
+		{"--namespace", "../../etc", "data", "put", "q"},
+		{"--namespace", "a/b", "data", "put", "q"},
+		{"--namespace", "_x", "data", "put", "q"},
+		{"--namespace=-x", "data", "put", "q"},
+		{"data", "put", "../q"},
+		{"data", "put", "_q"},
+		{"data", "put", "q", "--partition", "../p"},
+		{"--namespace", "../../etc", "data", "stats", "q"},
+	} {
+		_, errs, code := c.run(`{"x": 1}`+"\n", args...)
+		require.Equal(t, exitUsage, code, "%v: %s", args, errs)
+		require.Contains(t, errs, "invalid", "%v", args)
+		require.NotContains(t, errs, "Run 'lakeshore --help'", "%v: a bad value, not a usage error", args)
+	}
+	ents, err := os.ReadDir(home)
+	require.NoError(t, err)
+	require.Empty(t, ents, "nothing was created")
+	c.ok("data", "put", "q", "--partition", "p") // a good name still works
+}
+
+// TestFlagValuesSayWhatIsAllowed: a flag value its type cannot parse says what the flag
+// takes, without the parser's Go words and without the usage hint (exit 2); an
+// unwritable map --out is a bad value too.
+func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	for _, cs := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"submit", "q", "--priority", "abc"}, `invalid --priority "abc": use a number`},
+		{[]string{"queue", "set", "q", "--rate-limit", "1", "--burst", "1e18"}, `invalid --burst "1e18": use a whole number (digits, no exponent or fraction)`},
+		{[]string{"map", "--input", "/dev/null", "--out", "/proc/nope/out.jsonl", "--", "true"}, `invalid --out "/proc/nope/out.jsonl": its directory is not writable`},
+	} {
+		_, errs, code := c.run("", cs.args...)
+		require.Equal(t, exitUsage, code, "%v: %s", cs.args, errs)
+		require.Contains(t, errs, cs.want, cs.args)
+		for _, internal := range []string{"strconv.", "Parse", "Run 'lakeshore --help'"} {
+			require.NotContains(t, errs, internal, cs.args)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -458,14 +459,19 @@ func newMapOutput(stdout io.Writer, path string) (*mapOutput, error) {
 		return &mapOutput{w: bufio.NewWriter(stdout)}, nil
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return nil, usagef("--out %s is a directory", path)
+		return nil, plane.Invalid("--out", path, "it is a directory; give a file path")
 	}
 	removeStaleOutputs(path)
 	// The temporary file's name carries this process's pid, so that the next run can tell
 	// a file left by a killed run (removed) from one another run is still writing.
 	f, err := os.CreateTemp(filepath.Dir(path), fmt.Sprintf(".%s.%d.*.tmp", filepath.Base(path), os.Getpid()))
 	if err != nil {
-		return nil, usagef("--out %s is not writable: %w", path, err)
+		reason := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Err.Error()
+		}
+		return nil, plane.Invalid("--out", path, "its directory is not writable ("+reason+"); give a file in a writable directory")
 	}
 	return &mapOutput{w: bufio.NewWriterSize(f, 256<<10), f: f, path: path}, nil
 }

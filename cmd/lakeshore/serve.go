@@ -69,6 +69,9 @@ type ServeOpts struct {
 	LongPollMax           time.Duration
 	MaxLongPolls          int
 	MaxLongPollsPerTenant int
+	// MaxOpenDataQueues and DataQueueIdle are server.Config's (0: its defaults).
+	MaxOpenDataQueues int
+	DataQueueIdle     time.Duration
 	// NoUI turns the web dashboard at /ui/ off (`--no-ui`; docs/dashboard.md).
 	NoUI bool
 	// DataDir is the root of the data queues the server serves
@@ -110,7 +113,8 @@ func (o *ServeOpts) Validate() error {
 		return plane.Invalid("--target", o.Target, "it is this server's own address (--addr "+cmp.Or(o.Addr, AddrDefault)+
 			"), so every request would be proxied back to itself; serve a SQLite file (the default) or another server")
 	}
-	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 {
+	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 ||
+		o.MaxOpenDataQueues < 0 || o.DataQueueIdle < 0 {
 		return plane.Invalid("timeouts and limits", nil, "use values ≥ 0")
 	}
 	return nil
@@ -224,6 +228,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	}
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests, Registerer: reg,
 		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, MaxLongPollsPerTenant: o.MaxLongPollsPerTenant, DisableUI: o.NoUI,
+		MaxOpenDataQueues: o.MaxOpenDataQueues, DataQueueIdle: o.DataQueueIdle,
 		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores})
 	defer func() {
 		// After the http.Server's shutdown: flush and close the data queues.
@@ -436,6 +441,8 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")
 	f.BoolVar(&o.Providers, "providers", false, "run the provider supervisor in the server: launch and stop workers for queues with a provider (docs/providers.md)")
 	o.Supervisor.register(cmd, "providers-")
+	f.IntVar(&o.MaxOpenDataQueues, "max-open-data-queues", server.MaxOpenDataQueuesDefault, "data queues open at once (the least recently used idle one is closed to open another)")
+	f.DurationVar(&o.DataQueueIdle, "data-queue-idle", server.DataQueueIdleDefault, "close a data queue no request has used for this long")
 	f.IntVar(&o.MaxLongPollsPerTenant, "max-long-polls-per-tenant", 0, "long-polls one token (or, without tokens, one namespace) holds at once before 503 (0: a quarter of --max-long-polls)")
 	return cmd
 }

@@ -86,6 +86,10 @@ type Config struct {
 	// Logger receives warnings from background work. Defaults to a text logger on
 	// stderr at level Warn.
 	Logger *slog.Logger
+	// Existing opens only a queue the catalog has: Open of one it does not fails with a
+	// *persist.NotFoundError naming it (persist.ErrNotFound) and adds no catalog row.
+	// Defaults to false: Open creates the queue.
+	Existing bool
 }
 
 func (c Config) withDefaults() Config {

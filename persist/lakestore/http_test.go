@@ -211,3 +211,27 @@ func TestBucketUnavailableThroughServer(t *testing.T) {
 	}
 	t.Logf("%s outage: %d records put meanwhile, %d flush failures", outage, n-1, st.FlushFailures)
 }
+
+// TestStoresOpenExisting: opened for a read (create false), a queue the catalog does not
+// have is a *persist.NotFoundError naming it and no catalog row is added; a put creates
+// it, after which the read opens it.
+func TestStoresOpenExisting(t *testing.T) {
+	t.Parallel()
+	catalog := pgtest.Database(t)
+	stores, err := NewStores(targetOf(t, catalog, fileBucket(t)), nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = stores.Open(ctx, "team-a", "nosuch", false)
+	var nf *persist.NotFoundError
+	require.ErrorAs(t, err, &nf)
+	require.Equal(t, "nosuch", nf.Queue)
+	names, err := stores.List(ctx, "team-a")
+	require.NoError(t, err)
+	require.Empty(t, names, "no catalog row was added")
+	s, err := stores.Open(ctx, "team-a", "nosuch", true)
+	require.NoError(t, err)
+	require.NoError(t, s.Close(ctx))
+	s, err = stores.Open(ctx, "team-a", "nosuch", false)
+	require.NoError(t, err)
+	require.NoError(t, s.Close(ctx))
+}

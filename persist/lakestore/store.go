@@ -59,7 +59,7 @@ type Store struct {
 
 var _ persist.Store = (*Store)(nil)
 
-// Open opens (creating it if needed) queue name in the catalog and bucket of cfg:
+// Open opens (creating it if needed, unless Config.Existing) queue name in the catalog and bucket of cfg:
 // it migrates the catalog, starts listening for other servers' commits, the
 // background flusher and the sweeper. name must be 1–128 bytes of [A-Za-z0-9._-], not
 // starting with . _ or -. Errors: *persist.InvalidError for a bad name or Config,
@@ -94,7 +94,17 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("lakestore: open bucket %s: %w", c.Blob, err)
 	}
 	key := catalogKey(c.Namespace, name)
-	if _, err := pool.Exec(ctx, `INSERT INTO queues(queue) VALUES ($1) ON CONFLICT DO NOTHING`, key); err != nil {
+	if c.Existing {
+		var ok bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queues WHERE queue = $1)`, key).Scan(&ok); err != nil || !ok {
+			pool.Close()
+			bucket.Close()
+			if err != nil {
+				return nil, fmt.Errorf("lakestore: look the queue up: %w", err)
+			}
+			return nil, &persist.NotFoundError{Queue: name}
+		}
+	} else if _, err := pool.Exec(ctx, `INSERT INTO queues(queue) VALUES ($1) ON CONFLICT DO NOTHING`, key); err != nil {
 		pool.Close()
 		bucket.Close()
 		return nil, fmt.Errorf("lakestore: create queue: %w", err)

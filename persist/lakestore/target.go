@@ -33,7 +33,7 @@ func openTarget(ctx context.Context, name, target string, pc *persist.Config) (p
 		pc = &persist.Config{}
 	}
 	cfg := Config{FlushInterval: pc.FlushInterval, FlushRows: pc.FlushRows, RowGroupRows: pc.RowGroupRows, PollInterval: pc.PollInterval,
-		Logger: pc.Logger, Namespace: cmp.Or(pc.Namespace, persist.NamespaceDefault)}.overlay(t)
+		Logger: pc.Logger, Namespace: cmp.Or(pc.Namespace, persist.NamespaceDefault), Existing: pc.Existing}.overlay(t)
 	return Open(ctx, name, &cfg)
 }
 
@@ -98,10 +98,12 @@ func NewStores(target string, cfg *Config) (*Stores, error) {
 	return &Stores{cfg: c}, nil
 }
 
-// Open opens queue in namespace (Config.Namespace).
-func (s *Stores) Open(ctx context.Context, namespace, queue string) (persist.Store, error) {
+// Open opens queue in namespace (Config.Namespace), creating it when create is true;
+// else a queue the catalog does not have is *persist.NotFoundError and nothing is added.
+func (s *Stores) Open(ctx context.Context, namespace, queue string, create bool) (persist.Store, error) {
 	c := s.cfg
 	c.Namespace = namespace
+	c.Existing = !create
 	return Open(ctx, queue, &c)
 }
 

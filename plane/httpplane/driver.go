@@ -269,7 +269,7 @@ func queuePath(namespace, queue string) string {
 
 // InvocationCount implements plane.Driver.
 func (d *Driver) InvocationCount(ctx context.Context, params *plane.CountParams) (int64, error) {
-	if err := plane.ValidateName("namespace", params.Namespace); err != nil {
+	if err := plane.ValidateNamespace(params.Namespace); err != nil {
 		return 0, err
 	}
 	if err := plane.ValidateName("queue name", params.Queue); err != nil {
@@ -392,7 +392,7 @@ func workerPath(namespace, id string) string {
 
 // WorkerRegister implements plane.Driver.
 func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error {
-	if err := plane.ValidateName("namespace", info.Namespace); err != nil {
+	if err := plane.ValidateNamespace(info.Namespace); err != nil {
 		return err
 	}
 	if info.ID == "" {
@@ -425,7 +425,7 @@ func (d *Driver) WorkerList(ctx context.Context, params *plane.WorkerListParams)
 
 // WorkerRemove implements plane.Driver.
 func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
-	if err := plane.ValidateName("namespace", namespace); err != nil {
+	if err := plane.ValidateNamespace(namespace); err != nil {
 		return err
 	}
 	if id == "" {
@@ -436,7 +436,7 @@ func (d *Driver) WorkerRemove(ctx context.Context, namespace, id string) error {
 
 // InvocationList implements plane.Driver.
 func (d *Driver) InvocationList(ctx context.Context, params *plane.ListParams) (*plane.ListPage, error) {
-	if err := plane.ValidateName("namespace", params.Namespace); err != nil {
+	if err := plane.ValidateNamespace(params.Namespace); err != nil {
 		return nil, err
 	}
 	if err := plane.ValidateName("queue name", params.Queue); err != nil {

@@ -46,7 +46,7 @@ func (d *Driver) QueueProviderDelete(ctx context.Context, namespace, queue strin
 func (d *Driver) QueueProviderList(ctx context.Context, namespace string) ([]plane.QueueProvider, error) {
 	q := url.Values{}
 	if namespace != "" {
-		if err := plane.ValidateName("namespace", namespace); err != nil {
+		if err := plane.ValidateNamespace(namespace); err != nil {
 			return nil, err
 		}
 		q.Set("namespace", namespace)
@@ -89,7 +89,7 @@ func (d *Driver) LeaseRelease(ctx context.Context, namespace, name, holder strin
 }
 
 func validQueue(namespace, queue string) error {
-	if err := plane.ValidateName("namespace", namespace); err != nil {
+	if err := plane.ValidateNamespace(namespace); err != nil {
 		return err
 	}
 	return plane.ValidateName("queue name", queue)

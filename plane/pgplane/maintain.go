@@ -229,7 +229,7 @@ func (d *Driver) trimBatch(ctx context.Context, namespace, queue string, cutoff 
 // InvocationTrim implements plane.Driver, in transactions of 1,000 rows.
 func (d *Driver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {
 	if p.Namespace != "" {
-		if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+		if err := plane.ValidateNamespace(p.Namespace); err != nil {
 			return 0, err
 		}
 	}

@@ -17,7 +17,8 @@ import (
 // badNames break the name rule: 1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'.
 var badNames = []string{"", ".hidden", "-dash", "has space", "slash/es", "colon:x", "ünïcode", "nul\x00", "tab\t", strings.Repeat("a", 129)}
 
-// goodNames keep the rule, at its edges.
+// goodNames keep the rule, at its edges ("_under" is a good queue and topic name, and a
+// bad namespace: plane.NamespaceRule).
 var goodNames = []string{"a", "9", "_under", "A.b_c-9", "x-", "x.", strings.Repeat("z", 128)}
 
 // malformedIDs are not 26-character upper-case Crockford base32 ULIDs.
@@ -99,15 +100,29 @@ func testValidation(t *testing.T, s *suite) {
 		t.Parallel()
 		b := s.setup(t, config{})
 		for _, name := range goodNames {
-			id := b.submitTo(t, name, name, plane.SubmitParams{Payload: []byte(name)})[0].ID
-			jobs := b.claim(t, plane.ClaimParams{Namespace: name, Queue: name, Kind: plane.KindFIFO})
+			ns := name
+			if strings.HasPrefix(name, "_") { // a good queue or topic name, not a namespace (NamespaceRule)
+				ns = b.ns
+			}
+			id := b.submitTo(t, ns, name, plane.SubmitParams{Payload: []byte(name)})[0].ID
+			jobs := b.claim(t, plane.ClaimParams{Namespace: ns, Queue: name, Kind: plane.KindFIFO})
 			require.Len(t, jobs, 1, "name %q", name)
 			require.Equal(t, id, jobs[0].ID)
 			require.Equal(t, name, jobs[0].Queue)
-			require.Equal(t, name, jobs[0].Namespace)
-			_, err := b.postErr(plane.Journal{Namespace: name, Queue: name, Topic: name}, "", "v", false)
+			require.Equal(t, ns, jobs[0].Namespace)
+			_, err := b.postErr(plane.Journal{Namespace: ns, Queue: name, Topic: name}, "", "v", false)
 			must(t, err, "topic "+name)
 		}
+	})
+
+	t.Run("UnderscoreNamespacesRejected", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{})
+		_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: "_under", Queue: b.q, Invocations: []plane.SubmitParams{{Payload: []byte("x")}}})
+		requireInvalid(t, err, "namespace", "not starting with '.', '_' or '-'")
+		_, err = b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: "_under", Queue: b.q, Kind: plane.KindFIFO})
+		requireInvalid(t, err, "namespace")
+		b.requireNothingStored(t)
 	})
 
 	t.Run("BadKeysRejected", func(t *testing.T) {

@@ -193,7 +193,7 @@ func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
 // they never hold the writer for long.
 func (d *Driver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {
 	if p.Namespace != "" {
-		if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+		if err := plane.ValidateNamespace(p.Namespace); err != nil {
 			return 0, err
 		}
 	}

@@ -75,7 +75,7 @@ func (d *Driver) QueueProviderDelete(ctx context.Context, namespace, queue strin
 // QueueProviderList implements plane.Driver.
 func (d *Driver) QueueProviderList(ctx context.Context, namespace string) ([]plane.QueueProvider, error) {
 	if namespace != "" {
-		if err := plane.ValidateName("namespace", namespace); err != nil {
+		if err := plane.ValidateNamespace(namespace); err != nil {
 			return nil, err
 		}
 	}
@@ -141,7 +141,7 @@ func (d *Driver) LeaseRelease(ctx context.Context, namespace, name, holder strin
 }
 
 func validQueue(namespace, queue string) error {
-	if err := plane.ValidateName("namespace", namespace); err != nil {
+	if err := plane.ValidateNamespace(namespace); err != nil {
 		return err
 	}
 	return plane.ValidateName("queue name", queue)

@@ -67,7 +67,7 @@ func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plan
 
 // InvocationCount implements plane.Driver.
 func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int64, error) {
-	if err := plane.ValidateName("namespace", p.Namespace); err != nil {
+	if err := plane.ValidateNamespace(p.Namespace); err != nil {
 		return 0, err
 	}
 	if err := plane.ValidateName("queue name", p.Queue); err != nil {
@@ -96,7 +96,7 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 // QueueStatsList implements plane.Driver.
 func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.QueueStats, error) {
 	if namespace != "" {
-		if err := plane.ValidateName("namespace", namespace); err != nil {
+		if err := plane.ValidateNamespace(namespace); err != nil {
 			return nil, err
 		}
 	}
