@@ -687,3 +687,31 @@ def test_a_lost_answer_of_a_5xx_is_sent_again(d: HttpDispatch, qname: str) -> No
         assert [r["i"] for r in await Queue(qname, dispatch=d).get(limit=10)] == [0, 1]
 
     asyncio.run(main())
+
+
+def test_reads_of_a_queue_no_put_created(d: HttpDispatch, qname: str) -> None:
+    """The server creates a data queue at its first put only and answers reads of a missing
+    one 404 (creating nothing); the SDK reads it as empty, as the Go HTTP store does, so a
+    consumer may start before its producers."""
+
+    async def main() -> None:
+        q = Queue(qname + "-absent", dispatch=d)
+        assert await q.get(limit=10) == []
+        assert [b async for b in q.stream(wait=False)] == []
+        st = await q.stats()
+        assert st["len"] == 0 and st["partitions"] == {}
+        assert await q.consumed("t") == 0
+        assert await KVInterface(q).kv_list() == []
+        meta = await q.reader().get_meta(["x"], 2, "t", wait=False)
+        assert meta.size == 0 and meta.global_indexes == []
+        with pytest.raises(TimeoutError):
+            await q.reader().get_meta(["x"], 2, "t", timeout=0.3)
+        # A consumer that waits gets the records of a producer that starts after it.
+        waiter = asyncio.create_task(q.reader().get_meta(["x"], 2, "t", timeout=10))
+        await asyncio.sleep(0.2)
+        await q.put_batch([{"x": 1}, {"x": 2}])
+        await q.flush()
+        meta = await waiter
+        assert meta.size == 2
+
+    run(main())

@@ -490,6 +490,8 @@ def test_namespace_from_the_environment(server: Server, qname: str, monkeypatch:
         HttpDispatch(server.url)
     with pytest.raises(InvalidError, match="invalid namespace '.x'"):
         HttpDispatch(server.url, namespace=".x")
+    with pytest.raises(InvalidError, match="invalid namespace '_x'"):  # _ starts the server's own
+        HttpDispatch(server.url, namespace="_x")
 
 
 def test_a_local_dispatch_takes_the_namespace_too(lakeshore_bin: str, qname: str, monkeypatch: pytest.MonkeyPatch) -> None:

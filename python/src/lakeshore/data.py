@@ -452,6 +452,19 @@ def _refused(e: errors.DispatchError) -> bool:
     return e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429)
 
 
+def _queue_missing(e: BaseException) -> bool:
+    """Whether e says the data queue itself does not exist yet (no put created it): the
+    server answers reads of such a queue 404 with details.queue, and creates nothing."""
+    return isinstance(e, errors.NotFoundError) and bool(e.details.get("queue"))
+
+
+# How long a waiting call sleeps between asks while its queue does not exist yet: a batch
+# hand-out (whose deadline is seconds away), a read of a stream (whose idle timeout may be
+# short).
+_ABSENT_WAIT = 0.5
+_ABSENT_READ_WAIT = 0.05
+
+
 def _put_id() -> str:
     """A new idempotency id for one put batch (the put_id parameter): 26 random
     characters, as the Go SDK's ULIDs are long."""
@@ -703,7 +716,15 @@ class Queue:
             params["wait"] = wait
         if shard is not None and shard[1] > 1:
             params["rank"], params["world_size"] = shard
-        data, headers = await self._call("GET", "/records", params=params, wait=wait, raw=True, accept=ARROW, retry="safe")
+        try:
+            data, headers = await self._call("GET", "/records", params=params, wait=wait, raw=True, accept=ARROW, retry="safe")
+        except errors.NotFoundError as e:
+            if not _queue_missing(e):
+                raise
+            # No put has created the queue yet: it reads as empty (after the wait asked for).
+            if wait > 0:
+                await asyncio.sleep(min(wait, _ABSENT_READ_WAIT))
+            return [], offset
         recs = _records(data)
         nxt = headers.get("Lakeshore-Next-Offset")
         return recs, int(nxt) if nxt else offset + len(recs)
@@ -742,7 +763,12 @@ class Queue:
 
     async def consumed(self, task_name: str, partition_id: str | None = None) -> int:
         """How many records ``task_name`` consumed in the partition."""
-        ans = await self._call("GET", "/consumption", params={"task": task_name, "partition": partition_id or self.partition_id}, retry="safe")
+        try:
+            ans = await self._call("GET", "/consumption", params={"task": task_name, "partition": partition_id or self.partition_id}, retry="safe")
+        except errors.NotFoundError as e:
+            if _queue_missing(e):
+                return 0
+            raise
         return int(ans.get("consumed") or 0)
 
     async def clear_partition(self, partition_id: str) -> None:
@@ -759,7 +785,17 @@ class Queue:
         """The server's statistics of the queue (rows, partitions, consumption by task,
         fragments, …), and this object's counters under ``"client"`` with
         ``enable_metrics``."""
-        ans = dict(await self._call("GET", "/stats", retry="safe"))
+        try:
+            ans = dict(await self._call("GET", "/stats", retry="safe"))
+        except errors.NotFoundError as e:
+            if not _queue_missing(e):
+                raise
+            # No put created it yet: the statistics of an empty queue.
+            ans = {k: 0 for k in ("next_index", "len", "cleared", "tail_rows", "fragment_rows", "fragments", "fragment_bytes",
+                                  "manifest_version", "pending_fragments", "puts", "gets", "flushes", "flush_failures",
+                                  "compactions", "commits", "committed_ops", "recovered_fragments", "orphans_deleted",
+                                  "version")}
+            ans.update(partitions={}, consumed_by_task={})
         if self.enable_metrics:
             ans["client"] = dict(self.metrics, buffered=len(self._buffer) + sum(len(b[1]) for b in self._unsent))
         return ans
@@ -837,6 +873,19 @@ class Reader:
             except errors.TimeoutError:
                 if not body["wait"] or time.monotonic() >= deadline - 0.01:
                     raise
+            except errors.NotFoundError as e:
+                if not _queue_missing(e):
+                    raise
+                # No put has created the queue yet: nothing to hand out now; a waiting call
+                # asks again until its deadline.
+                if not body["wait"]:
+                    return (b"", {}) if kw.get("raw") else {}
+                left = deadline - time.monotonic()
+                if left <= 0.01:
+                    raise errors.TimeoutError(
+                        f"no batch of {body['batch_size']} within {total:g} s: data queue {q.name!r} has no records yet"
+                    ) from e
+                await asyncio.sleep(min(_ABSENT_WAIT, left))
 
     async def get_meta(
         self,
@@ -1027,7 +1076,12 @@ class KVInterface:
     async def kv_list(self, partition_id: str | None = None) -> list[tuple[str, dict[str, str]]]:
         """``(key, tags)`` of the partition's keys (``partition_id=""``: every partition)."""
         part = self.queue.partition_id if partition_id is None else partition_id
-        ans = await self.queue._call("GET", "/kv", params={"partition": part}, retry="safe")
+        try:
+            ans = await self.queue._call("GET", "/kv", params={"partition": part}, retry="safe")
+        except errors.NotFoundError as e:
+            if _queue_missing(e):
+                return []  # no put created the queue yet
+            raise
         return [(str(e["key"]), dict(e.get("tags") or {})) for e in ans.get("entries") or []]
 
     async def kv_clear(self, keys: Sequence[str], partition_id: str | None = None) -> None:

@@ -28,7 +28,7 @@ ENV_NAMESPACE = "LAKESHORE_NAMESPACE"
 """The environment variable of the default namespace, as the Go SDK and CLI read it (a
 provider sets it for the workers it launches)."""
 
-_NAME_RULE = "1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'"
+_NAME_RULE = "1–128 bytes of [A-Za-z0-9._-], not starting with '.', '_' or '-'"
 
 
 def resolve_namespace(namespace: str | None) -> str:
@@ -38,15 +38,15 @@ def resolve_namespace(namespace: str | None) -> str:
 
     Raises:
         InvalidError: the name (given, or from the environment: the error says so) breaks
-            the rule of names (1–128 bytes of ``[A-Za-z0-9._-]``, not starting with ``.``
-            or ``-``)."""
+            the rule of namespaces (1–128 bytes of ``[A-Za-z0-9._-]``, not starting with
+            ``.``, ``_`` or ``-``: names starting with ``_`` are the server's own)."""
     source = "namespace"
     if namespace is None:
         namespace = os.environ.get(ENV_NAMESPACE)
         if not namespace:
             return DEFAULT_NAMESPACE
         source = f"namespace ${ENV_NAMESPACE}"
-    ok = isinstance(namespace, str) and 1 <= len(namespace.encode()) <= 128 and namespace[0] not in ".-"
+    ok = isinstance(namespace, str) and 1 <= len(namespace.encode()) <= 128 and namespace[0] not in "._-"
     ok = ok and all(c.isascii() and (c.isalnum() or c in "._-") for c in namespace)
     if not ok:
         raise errors.InvalidError(
