@@ -350,11 +350,9 @@ func TestDataArrowDeclaredLengths(t *testing.T) {
 	for _, path := range []string{"/records", "/fields"} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		start := time.Now()
 		e := dataErr(t, b.do(t, "POST", D+path, api.ContentTypeArrow, body, ""), 400, "invalid")
 		runtime.ReadMemStats(&after)
 		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "bytes allocated for a 108-byte body")
-		require.Less(t, time.Since(start), time.Second)
 		require.Contains(t, e.Message, "message 1 declares 2147483632 bytes of metadata, and the body holds 100 more")
 		require.Equal(t, "request body", e.Details.Field)
 		for _, internal := range []string{"runtime error", "arrow/ipc", "slice bounds"} {
