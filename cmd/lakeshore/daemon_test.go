@@ -30,19 +30,8 @@ func unixClient(socket string) *http.Client {
 func TestDaemonHandshakeOwnershipIdleExit(t *testing.T) {
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "run", "d.sock")
-	ready := make(chan DaemonInfo, 1)
-	done := make(chan error, 1)
+	info, done := startDaemon(t, socket, 300*time.Millisecond)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go func() {
-		done <- RunDaemon(context.Background(), &DaemonOpts{Socket: socket, Target: ":memory:", IdleExit: 300 * time.Millisecond,
-			Ready: func(i DaemonInfo) { ready <- i }}, logger, os.Getenv)
-	}()
-	var info DaemonInfo
-	select {
-	case info = <-ready:
-	case err := <-done:
-		t.Fatalf("daemon: %v", err)
-	}
 	// A client attaches before the daemon can go idle.
 	cl, err := flockFile(filepath.Join(dir, "run", DaemonClientsLock), syscall.LOCK_SH)
 	if err != nil {
@@ -101,19 +90,7 @@ func TestDaemonSocketPathTooLong(t *testing.T) {
 // exits when idle instead of running forever.
 func TestDaemonExitsWhenItsDirectoryIsGone(t *testing.T) {
 	dir := t.TempDir()
-	socket := filepath.Join(dir, "run", "d.sock")
-	ready := make(chan DaemonInfo, 1)
-	done := make(chan error, 1)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go func() {
-		done <- RunDaemon(context.Background(), &DaemonOpts{Socket: socket, Target: ":memory:", IdleExit: 200 * time.Millisecond,
-			Ready: func(i DaemonInfo) { ready <- i }}, logger, os.Getenv)
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("daemon: %v", err)
-	}
+	_, done := startDaemon(t, filepath.Join(dir, "run", "d.sock"), 200*time.Millisecond)
 	if err := os.RemoveAll(filepath.Join(dir, "run")); err != nil {
 		t.Fatal(err)
 	}
@@ -121,5 +98,25 @@ func TestDaemonExitsWhenItsDirectoryIsGone(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the daemon of a removed directory did not exit when idle")
+	}
+}
+
+// startDaemon runs a :memory: daemon on socket with the idle exit given, and returns once
+// it is ready: its handshake and the channel its RunDaemon's result comes on.
+func startDaemon(t *testing.T, socket string, idleExit time.Duration) (DaemonInfo, <-chan error) {
+	t.Helper()
+	ready := make(chan DaemonInfo, 1)
+	done := make(chan error, 1)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		done <- RunDaemon(context.Background(), &DaemonOpts{Socket: socket, Target: ":memory:", IdleExit: idleExit,
+			Ready: func(i DaemonInfo) { ready <- i }}, logger, os.Getenv)
+	}()
+	select {
+	case info := <-ready:
+		return info, done
+	case err := <-done:
+		t.Fatalf("daemon: %v", err)
+		return DaemonInfo{}, nil
 	}
 }
