@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -160,6 +161,10 @@ def test_an_unholdable_payload_from_a_real_server_fails_its_job_and_spares_the_w
 
         # A worker: the poison job is failed and the worker goes on to the next one.
         c = submit()
+        # The good job's id (made by this client) must sort after the poison one's (made by
+        # the server): fifo across clients follows their ids' milliseconds, and two ids of
+        # one millisecond order at random.
+        time.sleep(0.005)
         good = q.submit(3)
 
         def double(x: int) -> int:
