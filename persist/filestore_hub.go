@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 )
 
 // changesKey is the hub key of every commit: streams and Changes wait for any commit.
@@ -17,9 +17,9 @@ const changesKey = "changes"
 func partitionKey(partition string) string { return "p\x1f" + partition }
 
 // hub wakes waiters after commits, on internal/sqlitedb's Hub.
-type hub struct{ h *sqlitedb.Hub }
+type hub struct{ h *planekit.Hub }
 
-func (h *hub) init() { h.h = sqlitedb.NewHub() }
+func (h *hub) init() { h.h = planekit.NewHub() }
 
 // watch returns a channel closed by the next broadcast, and the release to call when
 // the waiter stops waiting.

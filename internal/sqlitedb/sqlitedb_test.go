@@ -9,6 +9,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +24,7 @@ type tx struct {
 	flushed bool
 }
 
-func open(t *testing.T, path string) (*DB, *Writer[*tx], *Hub, *[]bool) {
+func open(t *testing.T, path string) (*DB, *Writer[*tx], *planekit.Hub, *[]bool) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := Open(path, nil)
@@ -31,7 +32,7 @@ func open(t *testing.T, path string) (*DB, *Writer[*tx], *Hub, *[]bool) {
 	conn, err := db.Write.Conn(ctx)
 	require.NoError(t, err)
 	require.NoError(t, Migrate(ctx, conn, schema))
-	hub := NewHub()
+	hub := planekit.NewHub()
 	var mu sync.Mutex
 	ends := &[]bool{}
 	w, err := NewWriter(ctx, WriterConfig[*tx]{

@@ -15,6 +15,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -30,7 +31,7 @@ type Driver struct {
 	readDB  *sql.DB // db.Read
 	writer  *sqlitedb.Writer[*wtx]
 	ids     *plane.IDGenerator
-	hub     *sqlitedb.Hub
+	hub     *planekit.Hub
 	reads   readStatements
 	blocked lines // submits waiting for room, per queue
 
@@ -69,7 +70,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Driver, error) {
 		db:     db,
 		readDB: db.Read,
 		ids:    plane.NewIDGenerator(),
-		hub:    sqlitedb.NewHub(),
+		hub:    planekit.NewHub(),
 		stop:   make(chan struct{}),
 	}
 	d.maintainer = maintainer{retention: c.Retention, batch: 1000}
