@@ -31,8 +31,8 @@ const (
 	TagNDArray   = "$ndarray"   // ext 1: {dtype, shape, data}
 	TagTensor    = "$tensor"    // ext 2: {dtype, shape, data}
 	TagImage     = "$image"     // ext 3: {format, data}
-	TagTuple     = "$tuple"     // ext 4: [values…]
-	TagThunk     = "$thunk"     // ext 5: {language, data}
+	TagTuple     = "$tuple"     // ext 5 (4 in wire version 1): [values…]
+	TagThunk     = "$thunk"     // ext 64 (5 in wire version 1): {language, data}
 	TagMap       = "$map"       // a plain map, e.g. one whose only key starts with "$"
 	TagMsgpack   = "$msgpack"   // one value as its raw wire bytes, base64
 )

@@ -19,7 +19,13 @@ import (
 //	bin                 []byte
 //	array               []any
 //	map                 map[string]any
-//	ext -1, 1, 2, 3, 4, 5  time.Time (UTC), NDArray, Tensor, Image, Tuple, Thunk
+//	ext -1, 1, 2, 3     time.Time (UTC), NDArray, Tensor, Image
+//	ext 5 (and 4), 64   Tuple, Thunk
+//
+// An NDArray or Tensor written with a byte-order dtype name (">i4", big-endian data) decodes
+// to its plain name and little-endian data. Ext 4, the tuple of wire version 1, still decodes
+// as a Tuple; ext 5 is always a Tuple here (version 1's thunks need DecodeWith and
+// DecodeOptions.Version 1).
 //
 // Decode never panics and never aliases data. Declared lengths are checked against the
 // remaining input before anything is allocated, and preallocation is budgeted across the whole
@@ -32,7 +38,30 @@ import (
 // valid UTF-8, nesting deeper than MaxDepth, an unknown extension code, or an extension
 // payload that breaks its layout (see NDArray.Validate for arrays).
 func Decode(data []byte) (any, error) {
-	d := decoder{total: len(data), slots: len(data)}
+	return DecodeWith(data, DecodeOptions{})
+}
+
+// DecodeOptions choose how DecodeWith reads; the zero value is Decode's behaviour.
+type DecodeOptions struct {
+	// Verbatim keeps what the writer chose where Decode normalises: maps decode to Map in
+	// their wire order, and arrays keep a byte-order dtype name and its data as written. So
+	// Marshal of the result gives back the input exactly whenever the input is in canonical
+	// form (smallest headers), whatever its key order: e.g. every value dreamlake-lakeshore
+	// writes.
+	Verbatim bool
+	// Version is the wire version the bytes were written in: 0 or 2 for the current one, 1
+	// for bytes Lakeshore wrote before version 2, whose ext 5 is a Thunk (see ExtThunkV1).
+	// Version 1 reads ext 4 as a Tuple, as every version does, and ext 64 as a Thunk too.
+	Version int
+}
+
+// DecodeWith is Decode with options. Errors: those of Decode, and *DecodeError (Is
+// ErrMalformed) for a Version other than 0, 1 or 2.
+func DecodeWith(data []byte, opts DecodeOptions) (any, error) {
+	d := decoder{total: len(data), slots: len(data), opts: opts}
+	if opts.Version < 0 || opts.Version > Version {
+		return nil, d.fail(data, fmt.Sprintf("wire version %d is not known; want 1 or %d", opts.Version, Version))
+	}
 	if len(data) == 0 {
 		return nil, d.fail(data, "input is empty; want one msgpack value")
 	}
@@ -57,6 +86,8 @@ type decoder struct {
 	// reserve more than one slot per input byte in all. Past the budget, containers grow as
 	// their elements are actually read.
 	slots int
+	// opts are the caller's options.
+	opts DecodeOptions
 }
 
 // reserve takes up to n slots from the budget and returns how many it took.
@@ -190,17 +221,14 @@ func (d *decoder) mapValue(b []byte, depth int) (any, []byte, error) {
 	if 2*uint64(n) > uint64(len(rest)) { // every key and value takes at least one byte
 		return nil, b, d.fail(b, fmt.Sprintf("map declares %d entries but only %d bytes follow", n, len(rest)))
 	}
+	if d.opts.Verbatim {
+		return d.orderedMap(b, rest, n, depth)
+	}
 	out := make(map[string]any, d.reserve(2*uint64(n))/2)
 	for range n {
 		at := rest
-		if len(at) == 0 {
-			return nil, b, d.fail(at, "input ends where a map key should start (truncated)")
-		}
-		if t := at[0]; !(t >= 0xa0 && t <= 0xbf || t >= 0xd9 && t <= 0xdb) {
-			return nil, b, d.fail(at, fmt.Sprintf("map key is %s; Lakeshore maps have str keys only", leadKind(t)))
-		}
 		var k string
-		if k, rest, err = d.str(at, "map key"); err != nil {
+		if k, rest, err = d.mapKey(at); err != nil {
 			return nil, b, err
 		}
 		if _, dup := out[k]; dup {
@@ -213,6 +241,41 @@ func (d *decoder) mapValue(b []byte, depth int) (any, []byte, error) {
 		out[k] = v
 	}
 	return out, rest, nil
+}
+
+// orderedMap decodes the n entries of a map starting at rest (b is the map's header) into a
+// Map in wire order, with the checks of mapValue.
+func (d *decoder) orderedMap(b, rest []byte, n uint32, depth int) (any, []byte, error) {
+	out := make(Map, 0, d.reserve(2*uint64(n))/2)
+	seen := make(map[string]struct{}, cap(out))
+	for range n {
+		at := rest
+		k, next, err := d.mapKey(at)
+		if err != nil {
+			return nil, b, err
+		}
+		if _, dup := seen[k]; dup {
+			return nil, b, d.fail(at, fmt.Sprintf("duplicate map key %q", quotable(k)))
+		}
+		seen[k] = struct{}{}
+		var v any
+		if v, rest, err = d.value(next, depth+1); err != nil {
+			return nil, b, withPath(err, keySeg(k))
+		}
+		out = append(out, MapEntry{Key: k, Value: v})
+	}
+	return out, rest, nil
+}
+
+// mapKey decodes the str key at the start of at.
+func (d *decoder) mapKey(at []byte) (string, []byte, error) {
+	if len(at) == 0 {
+		return "", at, d.fail(at, "input ends where a map key should start (truncated)")
+	}
+	if t := at[0]; !(t >= 0xa0 && t <= 0xbf || t >= 0xd9 && t <= 0xdb) {
+		return "", at, d.fail(at, fmt.Sprintf("map key is %s; Lakeshore maps have str keys only", leadKind(t)))
+	}
+	return d.str(at, "map key")
 }
 
 // leadKind names the msgpack family of a lead byte, for error messages.

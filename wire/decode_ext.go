@@ -24,30 +24,50 @@ func (d *decoder) ext(b []byte, depth int) (any, []byte, error) {
 		return t, rest, nil
 	case ExtNDArray:
 		v, err = d.arrayPayload(payload, "ndarray", func(dt string, s []int, data []byte) any {
-			return NDArray{DType: dt, Shape: s, Data: data}
+			return d.array(NDArray{DType: dt, Shape: s, Data: data})
 		})
 	case ExtTensor:
 		v, err = d.arrayPayload(payload, "tensor", func(dt string, s []int, data []byte) any {
-			return Tensor{DType: dt, Shape: s, Data: data}
+			return Tensor(d.array(NDArray{DType: dt, Shape: s, Data: data}))
 		})
 	case ExtImage:
 		v, err = d.pairPayload(payload, "image", "format", func(name string, data []byte) any {
 			return Image{Format: name, Data: data}
 		})
+	case ExtThunkV1:
+		if d.opts.Version == 1 {
+			v, err = d.thunk(payload)
+			break
+		}
+		v, err = d.tuplePayload(payload, depth) // ExtTuple
 	case ExtThunk:
-		v, err = d.pairPayload(payload, "thunk", "language", func(name string, data []byte) any {
-			return Thunk{Language: name, Data: data}
-		})
-	case ExtTuple:
+		v, err = d.thunk(payload)
+	case ExtTupleV1:
 		v, err = d.tuplePayload(payload, depth)
 	default:
 		return nil, b, d.fail(b, fmt.Sprintf("unknown ext type %d; want -1 (timestamp), 1 (ndarray), 2 (tensor), "+
-			"3 (image), 4 (tuple) or 5 (thunk)", typ))
+			"3 (image), 5 (tuple; 4 in wire version 1) or 64 (thunk)", typ))
 	}
 	if err != nil {
 		return nil, b, err
 	}
 	return v, rest, nil
+}
+
+// thunk decodes a Thunk's payload.
+func (d *decoder) thunk(payload []byte) (any, error) {
+	return d.pairPayload(payload, "thunk", "language", func(name string, data []byte) any {
+		return Thunk{Language: name, Data: data}
+	})
+}
+
+// array returns a decoded array normalised to its plain dtype name and little-endian data,
+// or as written when the options say Verbatim.
+func (d *decoder) array(a NDArray) NDArray {
+	if d.opts.Verbatim {
+		return a
+	}
+	return a.Normalized()
 }
 
 // payloadHeader reads the array header opening an extension payload and checks it has want

@@ -19,8 +19,8 @@ const MaxDepth = 512
 // Marshal encodes v as one msgpack value and returns the bytes.
 //
 // The generic values nil, bool, int64 (and every Go integer type), uint64, float64, float32,
-// string, []byte, []any, map[string]any, NDArray, Tensor, Image, Tuple, Thunk and time.Time
-// take a fast path. Other values go through reflection: pointers encode their target (nil:
+// string, []byte, []any, map[string]any, Map, NDArray, Tensor, Image, Tuple, Thunk and
+// time.Time take a fast path. Other values go through reflection: pointers encode their target (nil:
 // msgpack nil), named scalar types their underlying kind, slices and arrays as arrays (of
 // bytes: as bin), maps with string-kind keys as maps, structs as maps of their exported
 // fields. Field names come from the `msgpack` tag, else the `json` tag, else the Go name;
@@ -29,7 +29,8 @@ const MaxDepth = 512
 //
 // The output is deterministic: integers take their smallest form (non-negative ones as
 // fixint/uint 8–64, negative ones as negative fixint/int 8–64), floats keep their width,
-// map keys are sorted by bytes, nil slices and maps encode as nil.
+// map[string]any keys are sorted by bytes (a Map keeps its order), nil slices and maps encode
+// as nil. Tuples are written as ext 5 and thunks as ext 64 (wire Version 2).
 //
 // Errors: *EncodeError (Is ErrUnsupported) for channels, funcs, complex numbers (use an
 // NDArray with dtype complex64/complex128), maps with non-string keys, strings that are not
@@ -102,6 +103,11 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 			return msgp.AppendNil(b), nil
 		}
 		return appendMap(b, x, depth)
+	case Map:
+		if x == nil {
+			return msgp.AppendNil(b), nil
+		}
+		return appendOrderedMap(b, x, depth)
 	case NDArray:
 		return appendArrayExt(b, ExtNDArray, x.DType, x.Shape, x.Data, "wire.NDArray")
 	case Tensor:
@@ -193,6 +199,32 @@ func appendMap(b []byte, m map[string]any, depth int) ([]byte, error) {
 		}
 		if b, err = appendValue(b, m[k], depth+1); err != nil {
 			return b, withPath(err, keySeg(k))
+		}
+	}
+	return b, nil
+}
+
+// appendOrderedMap appends m with its entries in order, refusing a key twice.
+func appendOrderedMap(b []byte, m Map, depth int) ([]byte, error) {
+	if err := checkDepth(depth, "wire.Map"); err != nil {
+		return b, err
+	}
+	if len(m) > math.MaxUint32 {
+		return b, &EncodeError{Type: "wire.Map", Reason: "more than 2^32-1 entries"}
+	}
+	seen := make(map[string]struct{}, len(m))
+	b = msgp.AppendMapHeader(b, uint32(len(m)))
+	var err error
+	for _, e := range m {
+		if _, dup := seen[e.Key]; dup {
+			return b, withPath(&EncodeError{Type: "wire.Map", Reason: "the key is in the map twice"}, keySeg(e.Key))
+		}
+		seen[e.Key] = struct{}{}
+		if b, err = appendString(b, e.Key); err != nil {
+			return b, withPath(err, keySeg(e.Key))
+		}
+		if b, err = appendValue(b, e.Value, depth+1); err != nil {
+			return b, withPath(err, keySeg(e.Key))
 		}
 	}
 	return b, nil

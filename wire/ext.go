@@ -5,38 +5,76 @@ import (
 	"math"
 )
 
+// Version is the version of the wire format this package writes. Version 2 adopted the
+// extension codes of the dreamlake-lakeshore codec (tuple 5, thunk moved to 64) and accepts
+// its byte-order dtype names and map key order; version 1 wrote tuples as ext 4 and thunks as
+// ext 5. Decode reads both versions except where they collide (ext 5): DecodeOptions.Version
+// 1 reads ext 5 as version 1 wrote it.
+const Version = 2
+
 // Extension type codes (msgpack ext, application range), as written on the wire.
 const (
 	ExtTimestamp int8 = -1 // the standard msgpack timestamp ↔ time.Time
 	ExtNDArray   int8 = 1  // [dtype str, shape [uint…], data bin] ↔ NDArray
 	ExtTensor    int8 = 2  // same payload as ExtNDArray ↔ Tensor
 	ExtImage     int8 = 3  // [format str, data bin] ↔ Image
-	ExtTuple     int8 = 4  // [values…] ↔ Tuple
-	ExtThunk     int8 = 5  // [language str, data bin] ↔ Thunk
+	ExtTuple     int8 = 5  // [values…] ↔ Tuple (the dreamlake-lakeshore code)
+	ExtThunk     int8 = 64 // [language str, data bin] ↔ Thunk (far from the codes it appends)
+
+	// ExtTupleV1 is the tuple code of wire version 1. Decode still reads it as a Tuple (no
+	// other writer uses 4); Marshal writes ExtTuple.
+	ExtTupleV1 int8 = 4
+	// ExtThunkV1 is the thunk code of wire version 1. It is ExtTuple now, so only
+	// DecodeOptions{Version: 1} reads it as a Thunk.
+	ExtThunkV1 int8 = 5
 )
 
 // Image is an encoded image (wire extension 3), kept as its file bytes. The zero value has
 // no format and does not encode (use *Image or omitempty for optional fields).
 type Image struct {
-	// Format names the encoding in lower case, e.g. "png", "jpeg", "webp"; it must not be
-	// empty. The bytes are not inspected.
+	// Format names the encoding, e.g. "png", "jpeg", "webp"; it must not be empty. Its case
+	// carries no meaning (PIL and dreamlake-lakeshore write "PNG"; Lakeshore writes lower
+	// case), and it is kept as written. The bytes are not inspected.
 	Format string
 	// Data holds the encoded image file.
 	Data []byte
 }
 
-// Tuple is an ordered, fixed collection of values (wire extension 4). It decodes back to a
+// Tuple is an ordered, fixed collection of values (wire extension 5; version 1 wrote 4). It decodes back to a
 // Tuple, never a []any, so a Python tuple survives the trip. A nil Tuple encodes as the empty
 // tuple.
 type Tuple []any
 
-// Thunk is code passed by value (wire extension 5), opaque to Go: a runtime that knows
+// Thunk is code passed by value (wire extension 64; version 1 wrote 5), opaque to Go: a runtime that knows
 // Language can run it. The zero value has no language and does not encode.
 type Thunk struct {
 	// Language names the runtime, e.g. "python-cloudpickle"; it must not be empty.
 	Language string
 	// Data holds the serialized code.
 	Data []byte
+}
+
+// Map is a map that keeps its key order: DecodeOptions.Verbatim decodes maps to it, and
+// Marshal writes its entries in order (a map[string]any has no order, so Marshal sorts its
+// keys). Keys must be unique.
+type Map []MapEntry
+
+// MapEntry is one key and value of a Map.
+type MapEntry struct {
+	// Key is the entry's key.
+	Key string
+	// Value is the entry's value, any value Marshal accepts.
+	Value any
+}
+
+// Get returns the value of key and whether m has it.
+func (m Map) Get(key string) (any, bool) {
+	for _, e := range m {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return nil, false
 }
 
 // Size of msgpack headers, used to size extension payloads before writing them.

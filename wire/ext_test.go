@@ -9,7 +9,7 @@ import (
 )
 
 // TestExtHeaderForms checks that each payload size gets the smallest extension header and
-// that every form decodes. A Thunk's payload is 2 + len(language) + bin header + data bytes.
+// that every form decodes (a thunk is ext 64, 0x40). A Thunk's payload is 2 + len(language) + bin header + data bytes.
 func TestExtHeaderForms(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -17,12 +17,12 @@ func TestExtHeaderForms(t *testing.T) {
 		payloadLen int
 		header     string // hex of the header bytes: lead, [length], type
 	}{
-		{name: "Fixext16", payloadLen: 16, header: "d805"},
-		{name: "Ext8", payloadLen: 17, header: "c71105"},
-		{name: "Ext8Max", payloadLen: 255, header: "c7ff05"},
-		{name: "Ext16", payloadLen: 256, header: "c8010005"},
-		{name: "Ext16Max", payloadLen: 65535, header: "c8ffff05"},
-		{name: "Ext32", payloadLen: 65536, header: "c90001000005"},
+		{name: "Fixext16", payloadLen: 16, header: "d840"},
+		{name: "Ext8", payloadLen: 17, header: "c71140"},
+		{name: "Ext8Max", payloadLen: 255, header: "c7ff40"},
+		{name: "Ext16", payloadLen: 256, header: "c8010040"},
+		{name: "Ext16Max", payloadLen: 65535, header: "c8ffff40"},
+		{name: "Ext32", payloadLen: 65536, header: "c90001000040"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

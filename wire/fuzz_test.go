@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// addGoldenSeeds adds every golden vector, valid and invalid, to the fuzz corpus.
+// addGoldenSeeds adds every golden vector, valid and invalid, and every vector written by
+// dreamlake-lakeshore (testdata/seed) to the fuzz corpus.
 func addGoldenSeeds(f *testing.F) {
 	f.Helper()
-	for _, pattern := range []string{"*.msgpack", "invalid/*.msgpack"} {
-		files, err := filepath.Glob(filepath.Join(goldenDir, pattern))
+	for _, pattern := range []string{goldenDir + "/*.msgpack", goldenDir + "/invalid/*.msgpack", seedDir + "/*.msgpack"} {
+		files, err := filepath.Glob(pattern)
 		require.NoError(f, err)
 		for _, file := range files {
 			data, err := os.ReadFile(file)
@@ -24,11 +25,16 @@ func addGoldenSeeds(f *testing.F) {
 }
 
 // FuzzDecode checks that Decode never panics, fails only with ErrMalformed, and that what
-// it accepts re-encodes to canonical bytes no longer than the input, which decode to the
-// same value and re-encode to the same bytes.
+// it accepts re-encodes to canonical bytes, which decode to the same value and re-encode to
+// the same bytes. The Verbatim form (wire order, byte-order names kept) is never longer
+// than the input and round-trips the same way; the normalised form may be longer, as
+// ">i4" becomes "int32". Decoding as version 1 never panics either.
 func FuzzDecode(f *testing.F) {
 	addGoldenSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, v1err := DecodeWith(data, DecodeOptions{Version: 1}); v1err != nil {
+			require.ErrorIs(t, v1err, ErrMalformed)
+		}
 		v, err := Decode(data)
 		if err != nil {
 			require.ErrorIs(t, err, ErrMalformed)
@@ -36,11 +42,23 @@ func FuzzDecode(f *testing.F) {
 		}
 		canonical, err := Marshal(v)
 		require.NoError(t, err)
-		require.LessOrEqual(t, len(canonical), len(data), "canonical form is never longer")
 		again, err := Decode(canonical)
 		require.NoError(t, err)
 		requireSameValue(t, v, again)
 		require.Equal(t, canonical, mustMarshal(t, again))
+
+		verbatim, err := DecodeWith(data, DecodeOptions{Verbatim: true})
+		require.NoError(t, err)
+		exact, err := Marshal(verbatim)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(exact), len(data), "the verbatim form is never longer")
+		verbatimAgain, err := DecodeWith(exact, DecodeOptions{Verbatim: true})
+		require.NoError(t, err)
+		requireSameValue(t, verbatim, verbatimAgain)
+		require.Equal(t, exact, mustMarshal(t, verbatimAgain))
+		normalised, err := Decode(exact)
+		require.NoError(t, err)
+		requireSameValue(t, v, normalised)
 
 		var viaUnmarshal any
 		require.NoError(t, Unmarshal(data, &viaUnmarshal))

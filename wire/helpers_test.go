@@ -66,6 +66,20 @@ func sameValue(a, b any) string {
 			}
 		}
 		return ""
+	case Map:
+		y := b.(Map)
+		if len(x) != len(y) {
+			return fmt.Sprintf("map sizes %d vs %d", len(x), len(y))
+		}
+		for i := range x {
+			if x[i].Key != y[i].Key {
+				return fmt.Sprintf("entry %d: key %q vs %q", i, x[i].Key, y[i].Key)
+			}
+			if why := sameValue(x[i].Value, y[i].Value); why != "" {
+				return fmt.Sprintf("[%q]: %s", x[i].Key, why)
+			}
+		}
+		return ""
 	case NDArray:
 		return sameArray(x.DType, x.Shape, x.Data, b.(NDArray).DType, b.(NDArray).Shape, b.(NDArray).Data)
 	case Tensor:

@@ -17,13 +17,18 @@ const MaxDims = 64
 type NDArray struct {
 	// DType is a numpy dtype name: "bool", "int8", "int16", "int32", "int64", "uint8",
 	// "uint16", "uint32", "uint64", "float16", "bfloat16", "float32", "float64", "complex64"
-	// or "complex128". ItemSize gives its width.
+	// or "complex128"; or a numpy byte-order name for one of them (">i4", "<f8", "|u1", …:
+	// "<" little endian, ">" big endian, "|" one-byte), which is what numpy's str(dtype) gives
+	// a big-endian array and what dreamlake-lakeshore writes for one. Decode normalises a
+	// byte-order name to the plain name and little-endian data (unless Verbatim); Normalized
+	// does the same. ItemSize gives its width.
 	DType string
 	// Shape lists the dimensions, outermost first; each is >= 0. Empty (nil) means a 0-d
 	// array holding one element. At most MaxDims entries.
 	Shape []int
 	// Data holds product(Shape) × ItemSize(DType) bytes: the elements in C (row-major) order,
-	// each little endian. Decoding never aliases the input buffer.
+	// each little endian (big endian under a ">" name). Decoding never aliases the input
+	// buffer.
 	Data []byte
 }
 
@@ -51,9 +56,12 @@ func (t Tensor) Validate() error {
 	return nil
 }
 
-// ItemSize returns the width in bytes of one element of the numpy dtype name, and false for
-// a name this package does not know.
+// ItemSize returns the width in bytes of one element of the numpy dtype name (plain or
+// byte-order, see NDArray.DType), and false for a name this package does not know.
 func ItemSize(dtype string) (int, bool) {
+	if plain, _, ok := plainDType(dtype); ok {
+		dtype = plain
+	}
 	switch dtype {
 	case "bool", "int8", "uint8":
 		return 1, true
@@ -71,7 +79,73 @@ func ItemSize(dtype string) (int, bool) {
 
 // dtypeList is the error hint for an unknown dtype.
 const dtypeList = "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, " +
-	"float16, bfloat16, float32, float64, complex64, complex128"
+	"float16, bfloat16, float32, float64, complex64, complex128, or a byte-order name such as \">i4\""
+
+// byteOrderCodes maps numpy's type codes (the part after the byte-order character) to the
+// plain dtype names.
+var byteOrderCodes = map[string]string{
+	"b1": "bool", "i1": "int8", "u1": "uint8",
+	"i2": "int16", "u2": "uint16", "f2": "float16",
+	"i4": "int32", "u4": "uint32", "f4": "float32",
+	"i8": "int64", "u8": "uint64", "f8": "float64", "c8": "complex64",
+	"c16": "complex128",
+}
+
+// plainDType returns the plain name of a byte-order dtype name (">i4" → "int32") and
+// whether its data is big endian; ok is false for any other string (plain names included).
+// "|" (not applicable) is accepted for one-byte types only; numpy's "=" (native) is not,
+// as the wire never depends on the writer's machine.
+func plainDType(dtype string) (plain string, bigEndian, ok bool) {
+	if len(dtype) < 3 {
+		return "", false, false
+	}
+	plain, ok = byteOrderCodes[dtype[1:]]
+	if !ok {
+		return "", false, false
+	}
+	switch dtype[0] {
+	case '<':
+		return plain, false, true
+	case '>':
+		return plain, true, true
+	case '|':
+		if dtype[2] == '1' {
+			return plain, false, true
+		}
+	}
+	return "", false, false
+}
+
+// Normalized returns a with a plain dtype name and little-endian data: a byte-order name
+// (">i4") becomes its plain name ("int32") and big-endian data is swapped into a new slice.
+// Any other array is returned as is.
+func (a NDArray) Normalized() NDArray {
+	a.DType, a.Data = normalizeDType(a.DType, a.Data)
+	return a
+}
+
+// normalizeDType returns the plain name of dtype and data in little-endian order (a copy when
+// bytes are swapped); other names come back unchanged.
+func normalizeDType(dtype string, data []byte) (string, []byte) {
+	plain, bigEndian, ok := plainDType(dtype)
+	if !ok {
+		return dtype, data
+	}
+	if !bigEndian {
+		return plain, data
+	}
+	width, _ := ItemSize(plain)
+	if plain == "complex64" || plain == "complex128" {
+		width /= 2 // each of the real and imaginary parts is swapped on its own
+	}
+	out := make([]byte, len(data))
+	for i := 0; i+width <= len(data); i += width {
+		for j := range width {
+			out[i+j] = data[i+width-1-j]
+		}
+	}
+	return plain, out
+}
 
 // checkArray returns "" if dtype, shape and a data length of n bytes form a valid array, and
 // otherwise the reason they do not.
@@ -177,12 +251,14 @@ func NewNDArray[T Element](shape []int, values []T) (NDArray, error) {
 }
 
 // NDArrayValues returns a copy of a's elements as a flat []T in C order (use a.Shape to
-// index). Errors: *MismatchError (Is ErrMismatch) when a.DType is not DTypeOf[T](), and
-// *EncodeError (Is ErrUnsupported) when a is invalid (see NDArray.Validate).
+// index); a byte-order name counts as its plain name (">i4" as "int32"). Errors:
+// *MismatchError (Is ErrMismatch) when a.DType is not DTypeOf[T](), and *EncodeError (Is
+// ErrUnsupported) when a is invalid (see NDArray.Validate).
 func NDArrayValues[T Element](a NDArray) ([]T, error) {
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}
+	a = a.Normalized()
 	if want := DTypeOf[T](); a.DType != want {
 		return nil, &MismatchError{Wire: "ndarray", Type: "[]" + want,
 			Reason: fmt.Sprintf("dtype is %s, want %s", a.DType, want)}

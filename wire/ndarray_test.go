@@ -104,7 +104,12 @@ func TestNDArrayValidate(t *testing.T) {
 		{name: "MaxDims", array: NDArray{DType: "uint8", Shape: ones(MaxDims), Data: []byte{7}}, ok: true},
 		{name: "Complex128", array: NDArray{DType: "complex128", Shape: []int{1}, Data: make([]byte, 16)}, ok: true},
 		{name: "ZeroValue", array: NDArray{}},
-		{name: "NumpyByteOrderPrefix", array: NDArray{DType: "<f4", Shape: []int{1}, Data: make([]byte, 4)}},
+		{name: "NumpyByteOrderLittle", array: NDArray{DType: "<f4", Shape: []int{1}, Data: make([]byte, 4)}, ok: true},
+		{name: "NumpyByteOrderBig", array: NDArray{DType: ">c16", Shape: []int{1}, Data: make([]byte, 16)}, ok: true},
+		{name: "NumpyByteOrderOneByte", array: NDArray{DType: "|u1", Shape: []int{1}, Data: make([]byte, 1)}, ok: true},
+		{name: "NumpyByteOrderNative", array: NDArray{DType: "=f4", Shape: []int{1}, Data: make([]byte, 4)}},
+		{name: "NumpyByteOrderNotApplicableWide", array: NDArray{DType: "|f4", Shape: []int{1}, Data: make([]byte, 4)}},
+		{name: "NumpyByteOrderWrongLength", array: NDArray{DType: ">i8", Shape: []int{1}, Data: make([]byte, 4)}},
 		{name: "WrongLength", array: NDArray{DType: "float16", Shape: []int{3}, Data: make([]byte, 5)}},
 		{name: "HugeBytes", array: NDArray{DType: "complex128", Shape: []int{math.MaxInt / 8}}},
 	} {
