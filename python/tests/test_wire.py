@@ -421,7 +421,7 @@ def test_depth_needs_no_recursion() -> None:
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(150)
     try:
-        data = b"\x91" * 510 + b"\x81\xa1k\xd5\x04\x91\x01"  # 510 arrays, a map, a tuple
+        data = b"\x91" * 510 + b"\x81\xa1k\xd5\x05\x91\x01"  # 510 arrays, a map, a tuple
         v = wire.decode(data)
         assert wire.encode(v) == data
     finally:

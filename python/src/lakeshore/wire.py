@@ -1,4 +1,4 @@
-"""The Lakeshore wire codec: one msgpack value with six extension types.
+"""The Lakeshore wire codec: one msgpack value with six extension types (wire version 2).
 
 Every payload, result and frame value crosses processes and languages as one msgpack value
 in the format of the Go package ``wire`` (``docs/wire.md`` in the repository). This module
@@ -17,15 +17,24 @@ float 32           :class:`Float32` (a ``float`` that re-encodes as float 32)
 str                ``str`` (valid UTF-8)
 bin                ``bytes`` (``bytearray`` and ``memoryview`` encode too)
 array              ``list``
-map                ``dict`` with ``str`` keys (written sorted by key)
+map                ``dict`` with ``str`` keys (written sorted by key); :class:`Map` with
+                   ``verbatim=True`` (written in its order)
 ext -1 timestamp   aware ``datetime`` in UTC; :class:`Timestamp` when it has nanoseconds;
                    :class:`UnixTime` outside the years 1–9999
 ext 1 ndarray      ``numpy.ndarray`` (bfloat16 needs ``ml_dtypes``; without it :class:`NDArray`)
 ext 2 tensor       ``torch.Tensor`` when torch is installed, else :class:`Tensor`
 ext 3 image        :class:`Image` (its file bytes); ``PIL.Image.Image`` with ``images="pil"``
-ext 4 tuple        ``tuple``
-ext 5 thunk        :class:`Thunk` (never unpickled by ``decode``; see :meth:`Thunk.load`)
+ext 5 tuple        ``tuple`` (ext 4, version 1's tuple code, decodes to a tuple too)
+ext 64 thunk       :class:`Thunk` (never unpickled by ``decode``; see :meth:`Thunk.load`)
 =================  ==========================================================================
+
+Wire version 2 (:data:`WIRE_VERSION`) adopted the extension codes of the dreamlake-lakeshore
+codec (tuple 5) and moved the thunk to 64; version 1 wrote tuples as ext 4 and thunks as ext
+5, which ``decode(data, version=1)`` reads. Arrays written with a numpy byte-order dtype name
+(``">i4"``, big-endian data, as dreamlake-lakeshore writes a big-endian array) decode to the
+plain dtype in native order; ``decode(data, verbatim=True)`` keeps them as written (an
+:class:`NDArray` or :class:`Tensor`) and maps in their wire order (:class:`Map`), so that
+``encode`` gives the input back byte for byte.
 
 Decoding refuses what the Go decoder refuses (:class:`DecodeError`): truncated input, bytes
 after the value, the byte ``0xc1``, map keys that are not str, duplicate keys, invalid UTF-8,
@@ -62,6 +71,10 @@ __all__ = [
     "EXT_IMAGE",
     "EXT_TUPLE",
     "EXT_THUNK",
+    "EXT_TUPLE_V1",
+    "EXT_THUNK_V1",
+    "WIRE_VERSION",
+    "Map",
     "THUNK_LANGUAGE",
     "WireError",
     "DecodeError",
@@ -89,8 +102,15 @@ EXT_TIMESTAMP = -1
 EXT_NDARRAY = 1
 EXT_TENSOR = 2
 EXT_IMAGE = 3
-EXT_TUPLE = 4
-EXT_THUNK = 5
+EXT_TUPLE = 5
+EXT_THUNK = 64
+EXT_TUPLE_V1 = 4
+"""Version 1's tuple code; still decoded as a tuple (no other writer uses it)."""
+EXT_THUNK_V1 = 5
+"""Version 1's thunk code, now the tuple's: only ``decode(data, version=1)`` reads it as a thunk."""
+
+WIRE_VERSION = 2
+"""The wire version ``encode`` writes (docs/wire.md, Versions)."""
 
 THUNK_LANGUAGE = "python"
 """The language :func:`thunk` writes: the data is a cloudpickle of a Python callable."""
@@ -114,7 +134,54 @@ DTYPES: Mapping[str, int] = {
 }
 """Every dtype name the wire carries, with its width in bytes."""
 
-_DTYPE_LIST = ", ".join(DTYPES)
+_DTYPE_LIST = ", ".join(DTYPES) + ', or a byte-order name such as ">i4"'
+
+# numpy's type codes (after the byte-order character) and the plain dtype names they stand for.
+_BYTE_ORDER_CODES = {
+    "b1": "bool",
+    "i1": "int8",
+    "u1": "uint8",
+    "i2": "int16",
+    "u2": "uint16",
+    "f2": "float16",
+    "i4": "int32",
+    "u4": "uint32",
+    "f4": "float32",
+    "i8": "int64",
+    "u8": "uint64",
+    "f8": "float64",
+    "c8": "complex64",
+    "c16": "complex128",
+}
+
+
+def _plain_dtype(dtype: str) -> tuple[str, bool] | None:
+    """The plain name of a byte-order dtype name and whether its data is big endian
+    (``">i4"`` → ``("int32", True)``); None for any other name. ``"|"`` goes with one-byte
+    types only, and numpy's ``"="`` (the writer's native order) is refused."""
+    plain = _BYTE_ORDER_CODES.get(dtype[1:])
+    if plain is None or not dtype:
+        return None
+    if dtype[0] == "<":
+        return plain, False
+    if dtype[0] == ">":
+        return plain, True
+    if dtype[0] == "|" and dtype[2] == "1":
+        return plain, False
+    return None
+
+
+def _normalize(dtype: str, data: bytes) -> tuple[str, bytes]:
+    """A byte-order dtype name and its data as the plain name and little-endian data; other
+    names unchanged. The data must fit the dtype (checked by the caller)."""
+    plain = _plain_dtype(dtype)
+    if plain is None:
+        return dtype, data
+    name, big = plain
+    if not big or DTYPES[name] == 1:
+        return name, data
+    swapped = np.frombuffer(data, dtype=np.dtype(dtype)).byteswap()
+    return name, swapped.tobytes()
 
 _MIN_INT = -(1 << 63)
 _MAX_INT = (1 << 63) - 1
@@ -219,9 +286,19 @@ class Float32(float):
         return f"Float32({float.__repr__(self)})"
 
 
+class Map(dict[str, Any]):
+    """A dict that :func:`encode` writes in its insertion order (a plain ``dict`` is written
+    sorted by key). ``decode(data, verbatim=True)`` gives maps as ``Map`` in their wire
+    order, so re-encoding gives the same bytes whatever order the writer chose (the
+    dreamlake-lakeshore codec writes insertion order)."""
+
+    __slots__ = ()
+
+
 def _check_array(dtype: str, shape: tuple[int, ...], n: int) -> str:
     """Return "" if dtype, shape and n data bytes form a valid array, else the reason."""
-    size = DTYPES.get(dtype)
+    plain = _plain_dtype(dtype)
+    size = DTYPES.get(plain[0] if plain else dtype)
     if size is None:
         return f"unknown dtype {_go_quote(dtype)}; want one of {_DTYPE_LIST}"
     if len(shape) > MAX_DIMS:
@@ -251,12 +328,15 @@ class NDArray:
     """An n-dimensional array in its wire form (extension 1), for dtypes numpy cannot hold.
 
     ``decode`` gives a ``numpy.ndarray`` whenever it can; it gives an ``NDArray`` only for
-    bfloat16 without ``ml_dtypes``. ``encode`` accepts both.
+    bfloat16 without ``ml_dtypes``, and with ``verbatim=True`` for a byte-order dtype name.
+    ``encode`` accepts both.
 
     Attributes:
-        dtype: a name from :data:`DTYPES`, e.g. ``"bfloat16"``.
+        dtype: a name from :data:`DTYPES`, e.g. ``"bfloat16"``; or a numpy byte-order name
+            (``">i4"``, ``"<f8"``, ``"|u1"``) as ``decode(..., verbatim=True)`` keeps it.
         shape: dimensions, outermost first; ``()`` is a 0-d array of one element.
-        data: ``product(shape) * DTYPES[dtype]`` bytes, C order, each element little endian.
+        data: ``product(shape) * DTYPES[dtype]`` bytes, C order, each element little endian
+            (big endian under a ``">"`` name).
     """
 
     dtype: str
@@ -314,7 +394,9 @@ class Image:
     """An encoded image (extension 3), kept as its file bytes.
 
     Attributes:
-        format: the encoding in lower case, e.g. ``"png"``, ``"jpeg"``; never empty.
+        format: the encoding, e.g. ``"png"``, ``"jpeg"``; never empty. Its case carries no
+            meaning and is kept as written: PIL and dreamlake-lakeshore write ``"PNG"``,
+            :meth:`from_pil` lower case.
         data: the image file.
     """
 
@@ -340,7 +422,7 @@ class Image:
 
 @dataclasses.dataclass(frozen=True)
 class Thunk:
-    """Code passed by value (extension 5), opaque to the codec.
+    """Code passed by value (extension 64; 5 in wire version 1), opaque to the codec.
 
     Attributes:
         language: the runtime that can run it; :func:`thunk` writes ``"python"``
@@ -504,6 +586,7 @@ def _numpy_span_reason(dtype: str, shape: tuple[int, ...]) -> str:
 def _to_numpy(dtype: str, shape: tuple[int, ...], data: bytes | memoryview, path: str) -> np.ndarray[Any, Any]:
     """The array as a writable numpy copy; ``ValueError`` when numpy cannot hold its shape
     (checked before anything is allocated), ``ImportError`` for bfloat16 without ml_dtypes."""
+    dtype, data = _normalize(dtype, bytes(data))
     nd = _numpy_dtype(dtype)
     if nd is None:
         raise ImportError("bfloat16 arrays need ml_dtypes: pip install 'lakeshore[bfloat16]'")
@@ -539,6 +622,7 @@ def _to_torch(dtype: str, shape: tuple[int, ...], data: bytes | memoryview) -> A
     torch = _optional("torch")
     if torch is None:
         raise ImportError("torch is not installed")
+    dtype, data = _normalize(dtype, bytes(data))
     tdt = getattr(torch, _TORCH_DTYPES[dtype], None)
     if tdt is None:  # an old torch without uint16/32/64
         raise ImportError(f"this torch has no {dtype} dtype")
@@ -743,7 +827,8 @@ def encode(value: Any) -> bytes:
 
     Integers take their smallest form (non-negative ones unsigned), floats keep their width
     (``float`` is float 64, :class:`Float32` and ``numpy.float32`` float 32), map keys are
-    sorted, so equal values give equal bytes: the form of the golden vectors.
+    sorted (a :class:`Map` keeps its order), so equal values give equal bytes: the form of
+    the golden vectors. Tuples are written as ext 5 and thunks as ext 64 (wire version 2).
 
     Accepted: ``None``, ``bool``, ``int`` in [-2**63, 2**64), ``float``, ``str``, ``bytes``,
     ``bytearray``, ``memoryview``, ``list``, ``dict`` with ``str`` keys, ``tuple``, numpy
@@ -848,7 +933,8 @@ def _open(out: bytearray, v: Any, path: str, depth: int) -> _Container:
                 raise EncodeError(
                     path, _type_name(v), f"map key {k!r} is {_type_name(k)}; Lakeshore maps have str keys only"
                 )
-        keys.sort()
+        if not isinstance(v, Map):
+            keys.sort()
         if len(keys) > _MAX_U32:
             raise EncodeError(path, _type_name(v), "more than 2^32-1 entries")
         out += _map_header(len(keys))
@@ -1012,9 +1098,9 @@ class _Frame:
 
     __slots__ = ("kind", "items", "remaining", "key", "index", "end", "start")
 
-    def __init__(self, kind: str, remaining: int, end: int, start: int) -> None:
+    def __init__(self, kind: str, remaining: int, end: int, start: int, ordered: bool = False) -> None:
         self.kind = kind  # "array", "map" or "tuple"
-        self.items: Any = {} if kind == "map" else []
+        self.items: Any = (Map() if ordered else {}) if kind == "map" else []
         self.remaining = remaining
         self.key: str | None = None  # map: the key whose value is read next
         self.index = 0
@@ -1189,6 +1275,8 @@ def decode(
     *,
     tensors: TensorMode = "auto",
     images: ImageMode = "raw",
+    verbatim: bool = False,
+    version: int = WIRE_VERSION,
 ) -> Any:
     """Decode ``data``, which must hold exactly one wire value.
 
@@ -1200,6 +1288,14 @@ def decode(
         images: what extension 3 becomes: ``"raw"`` an :class:`Image` (the file bytes, which
             re-encode exactly); ``"pil"`` a loaded ``PIL.Image.Image`` (a file PIL cannot read
             is a :class:`DecodeError`).
+        verbatim: keep what the writer chose where decoding normalises: maps become
+            :class:`Map` in wire order, and arrays with a byte-order dtype name (``">i4"``)
+            stay :class:`NDArray` / :class:`Tensor` as written. ``encode`` of the result then
+            gives ``data`` back byte for byte whenever ``data`` is in canonical form (smallest
+            headers), e.g. every value the dreamlake-lakeshore codec writes.
+        version: the wire version ``data`` was written in: 2 (the current one) or 1, whose
+            ext 5 is a :class:`Thunk` (see :data:`EXT_THUNK_V1`); stored bytes from before
+            version 2 need it to read their thunks.
 
     Returns:
         The value, mapped as the module documentation says.
@@ -1210,6 +1306,8 @@ def decode(
             no memory for it); it says where and why. Nothing else is raised for any input,
             except ``ImportError`` for a mode that needs a missing module.
     """
+    if version not in (1, WIRE_VERSION):
+        raise ValueError(f"wire version {version!r} is not known; want 1 or {WIRE_VERSION}")
     buf = bytes(data)
     n = len(buf)
     if n == 0:
@@ -1267,9 +1365,9 @@ def decode(
                 if 2 * count > end - r.pos:
                     raise _Fail(at, f"map declares {count} entries but only {end - r.pos} bytes follow")
                 if count:
-                    stack.append(_Frame("map", count, end, at))
+                    stack.append(_Frame("map", count, end, at, verbatim))
                     continue
-                value = {}
+                value = Map() if verbatim else {}
             elif lead <= 0x9F or lead == 0xDC or lead == 0xDD:
                 if lead <= 0x9F:
                     count = lead & 0x0F
@@ -1312,12 +1410,12 @@ def decode(
                     value = r.int_of("int")
             elif lead in (0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8):
                 typ, pstart, pend = _ext_header_at(r, at)
-                if typ == EXT_TUPLE:
+                if typ == EXT_TUPLE_V1 or (typ == EXT_TUPLE and version != 1):
                     value = _open_tuple(r, stack, at, pstart, pend)
                     if value is None:
                         continue
                 else:
-                    value = _ext_value(buf, typ, at, pstart, pend, tensors, images)
+                    value = _ext_value(buf, typ, at, pstart, pend, tensors, images, verbatim)
                     r.pos = pend
             else:
                 raise _Fail(at, "byte 0xc1 is never used in msgpack")
@@ -1409,13 +1507,18 @@ def _open_tuple(r: _Reader, stack: list[_Frame], at: int, pstart: int, pend: int
 
 
 def _ext_value(
-    buf: bytes, typ: int, at: int, pstart: int, pend: int, tensors: TensorMode, images: ImageMode
+    buf: bytes, typ: int, at: int, pstart: int, pend: int, tensors: TensorMode, images: ImageMode, verbatim: bool
 ) -> Any:
+    """The value of an extension other than a tuple (ext 5 here is version 1's thunk)."""
     if typ == EXT_TIMESTAMP:
         return _timestamp_value(buf[pstart:pend], at)
     if typ in (EXT_NDARRAY, EXT_TENSOR):
         kind = "ndarray" if typ == EXT_NDARRAY else "tensor"
         dtype, shape, data = _array_payload(buf, kind, pstart, pend)
+        if _plain_dtype(dtype) is not None:
+            if verbatim:
+                return (NDArray if typ == EXT_NDARRAY else Tensor)(dtype, shape, data)
+            dtype, data = _normalize(dtype, data)
         try:
             return _array_value(typ, dtype, shape, data, tensors)
         except ImportError:
@@ -1425,7 +1528,7 @@ def _ext_value(
             # or no memory for the copy): the decoder's error, never the library's.
             why = str(e) or type(e).__name__
             raise _Fail(at, f"{kind} cannot be decoded here: {why}") from None
-    if typ in (EXT_IMAGE, EXT_THUNK):
+    if typ in (EXT_IMAGE, EXT_THUNK, EXT_THUNK_V1):
         kind, field = ("image", "format") if typ == EXT_IMAGE else ("thunk", "language")
         r = _Reader(buf, pstart, pend)
         if r.array_header(f"{kind} payload") != 2:
@@ -1437,7 +1540,7 @@ def _ext_value(
         data = r.bin_of(f"{kind} data")
         if r.pos != pend:
             raise _Fail(r.pos, f"{pend - r.pos} bytes follow the {kind} payload's last element")
-        if typ == EXT_THUNK:
+        if typ != EXT_IMAGE:
             return Thunk(name, data)
         img = Image(name, data)
         if images == "pil":
@@ -1450,7 +1553,8 @@ def _ext_value(
         return img
     raise _Fail(
         at,
-        f"unknown ext type {typ}; want -1 (timestamp), 1 (ndarray), 2 (tensor), 3 (image), 4 (tuple) or 5 (thunk)",
+        f"unknown ext type {typ}; want -1 (timestamp), 1 (ndarray), 2 (tensor), 3 (image), "
+        "5 (tuple; 4 in wire version 1) or 64 (thunk)",
     )
 
 
