@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -162,5 +164,19 @@ func TestImageFormatEitherCase(t *testing.T) {
 		got, err := Decode(b)
 		require.NoError(t, err)
 		require.Equal(t, img, got)
+	}
+}
+
+// TestVersion1UpgradeRecipe checks docs/wire.md's upgrade of stored version 1 bytes:
+// Marshal(DecodeWith(b, {Version: 1, Verbatim: true})) gives the version 2 golden vectors.
+func TestVersion1UpgradeRecipe(t *testing.T) {
+	t.Parallel()
+	for old, golden := range map[string]string{v1Thunk: "thunk", v1TupleInMap: "tuple-in-map",
+		v1TuplePair: "tuple-pair", v1TupleNested: "tuple-nested"} {
+		v, err := DecodeWith(mustHex(t, old), DecodeOptions{Version: 1, Verbatim: true})
+		require.NoError(t, err)
+		want, err := os.ReadFile(filepath.Join(goldenDir, golden+".msgpack"))
+		require.NoError(t, err)
+		require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(mustMarshal(t, v)), golden)
 	}
 }
