@@ -135,3 +135,18 @@ def test_image_format_either_case() -> None:
     for fmt in ["PNG", "png", "Jpeg"]:
         img = wire.Image(fmt, b"\x01\x02")
         assert wire.decode(wire.encode(img)) == img
+
+
+def test_version1_thunk_payload_runs_on_a_thunks_only_queue() -> None:
+    """A job stored before wire version 2 holds its thunk as ext 5, which now decodes as the
+    tuple (language, data); a thunks-only queue (which takes no tuples) still runs it."""
+    from lakeshore import worker
+
+    th = wire.thunk(lambda: 6 * 7)
+    payload = wire.decode(wire.encode((th.language, th.data)))
+    assert payload == (th.language, th.data)
+    _, call = worker._prepare(worker._run_thunk, payload)
+    assert call() == 42
+    # On a queue with a handler, a tuple stays a tuple.
+    _, call = worker._prepare(lambda p: p, payload)
+    assert call() == payload

@@ -708,6 +708,10 @@ def _settle_body(
 
 def _prepare(fn: Callable[..., Any], payload: Any) -> tuple[BodyKind, Callable[[], Any]]:
     """The body kind and a no-argument call of ``fn`` (or of a thunk payload) with the payload."""
+    if fn is _run_thunk and _is_version1_thunk(payload):
+        # A job stored before wire version 2: its thunk (then ext 5) now reads as the tuple
+        # (language, data). A thunks-only queue takes no tuples, so it cannot be one.
+        payload = wire.Thunk(payload[0], payload[1])
     if isinstance(payload, wire.Thunk):
         target = payload.load()
         if not callable(target):
@@ -725,6 +729,18 @@ def _prepare(fn: Callable[..., Any], payload: Any) -> tuple[BodyKind, Callable[[
     if payload is None:
         return kind, lambda: f()
     return kind, lambda: f(payload)
+
+
+def _is_version1_thunk(payload: Any) -> bool:
+    """Whether payload has the shape of a wire version 1 thunk read as version 2: a tuple of
+    a non-empty language and the code's bytes."""
+    return (
+        type(payload) is tuple
+        and len(payload) == 2
+        and isinstance(payload[0], str)
+        and payload[0] != ""
+        and isinstance(payload[1], bytes)
+    )
 
 
 def _run_thunk(*_: Any) -> Any:
