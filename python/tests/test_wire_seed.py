@@ -150,3 +150,53 @@ def test_version1_thunk_payload_runs_on_a_thunks_only_queue() -> None:
     # On a queue with a handler, a tuple stays a tuple.
     _, call = worker._prepare(lambda p: p, payload)
     assert call() == payload
+
+
+def _real_package_python() -> str | None:
+    """The python of a virtual environment with dreamlake-lakeshore (scripts/seed_vectors.sh
+    makes one: SEED_VENV, default /tmp/lakeshore-seed-venv), or None."""
+    import os
+
+    venv = Path(os.environ.get("SEED_VENV", "/tmp/lakeshore-seed-venv"))
+    py = venv / "bin" / "python"
+    return str(py) if py.exists() else None
+
+
+def test_real_package_reads_our_bytes() -> None:
+    """The other direction: bytes our encoder writes, read by dreamlake-lakeshore's own
+    decoder and written again by its encoder, come back unchanged (tuples as tuples, our
+    thunk as an opaque ext 64 it keeps). Needs the package's virtual environment."""
+    import subprocess
+
+    py = _real_package_python()
+    if py is None:
+        pytest.skip("no dreamlake-lakeshore venv: run sh scripts/seed_vectors.sh (or set SEED_VENV)")
+    values: list[Any] = [
+        (1, "a"),
+        ((), (None,)),
+        ("python", b"\x80\x05\x95"),
+        {"pair": (1, 2.5), "list": [1, 2.5]},
+        wire.Map(zeta=1, alpha=(2, [3])),
+        np.arange(6, dtype=np.int32).reshape(2, 3),
+        np.array([True, False]),
+        np.arange(3, dtype=">f8"),
+        (np.zeros((1, 2), dtype=np.uint8), {"k": np.array(1.5)}),
+        wire.thunk(len),
+        [2**64 - 1, -(2**63), -0.0, "héllo", b""],
+    ]
+    ours = [wire.encode(v).hex() for v in values]
+    script = (
+        "import sys\n"
+        "from dreamlake.lakeshore import wire\n"
+        "for h in sys.stdin.read().split():\n"
+        "    v = wire.unpack(bytes.fromhex(h))\n"
+        "    print(type(v).__name__, wire.pack(v).hex())\n"
+    )
+    out = subprocess.run([py, "-c", script], input=" ".join(ours), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")
+    for i, h in enumerate(ours):
+        kind, again = lines[i].split()
+        assert again == h, (i, values[i])
+    assert lines[0].split()[0] == "tuple" and lines[2].split()[0] == "tuple"
+    assert lines[9].split()[0] == "ExtType"
