@@ -149,6 +149,12 @@ func TestVerbatimKeepsKeyOrder(t *testing.T) {
 	_, err = Marshal(Map{{"a", 1}, {"a", 2}})
 	require.ErrorIs(t, err, ErrUnsupported)
 	require.ErrorContains(t, err, "twice")
+	type holder struct {
+		M Map `msgpack:"m"`
+	}
+	inStruct := mustMarshal(t, holder{M: Map{{"b", int64(1)}, {"a", int64(2)}}})
+	require.Equal(t, append([]byte{0x81, 0xa1, 'm'}, mustMarshal(t, Map{{"b", int64(1)}, {"a", int64(2)}})...), inStruct,
+		"a Map field keeps its order too")
 	nilMap, err := Marshal(Map(nil))
 	require.NoError(t, err)
 	require.Equal(t, []byte{0xc0}, nilMap)
