@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -103,15 +104,34 @@ def test_a_killed_client_takes_its_private_daemon_along(lakeshore_bin: str) -> N
 
 def test_embedded_default_one_daemon_per_home(home: Path, lakeshore_bin: str) -> None:
     # Four processes race to start the daemon of the default plane: exactly one starts it.
+    # Each stays attached until all four have printed the daemon they use: on a loaded
+    # machine a process whose interpreter starts a second late could otherwise find the
+    # daemon gone idle (LAKESHORE_IDLE_EXIT=1) after the others left, and rightly start a
+    # second one — which is not the race this test is about.
     code = (
         "import lakeshore, sys; q = lakeshore.SyncQueue('race'); q.submit(sys.argv[1]); "
-        "print(q.dispatch.info.pid, flush=True)"
+        "print(q.dispatch.info.pid, flush=True); sys.stdin.read()"
     )
     env = dict(os.environ, LAKESHORE_HOME=str(home), LAKESHORE_BIN=lakeshore_bin, LAKESHORE_IDLE_EXIT="1")
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, str(i)], stdout=subprocess.PIPE, env=env) for i in range(4)
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        for i in range(4)
     ]
-    pids = {int(p.communicate(timeout=60)[0]) for p in procs}
+    deadline = time.monotonic() + 60
+    pids = set()
+    for p in procs:
+        assert p.stdout is not None and p.stdin is not None
+        ready, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, "a racing client printed no daemon pid within 60 s"
+        pids.add(int(p.stdout.readline()))
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.close()
+        p.wait(timeout=60)
+        assert p.stdout is not None
+        p.stdout.close()
     assert all(p.returncode == 0 for p in procs)
     assert len(pids) == 1, f"several daemons served one home: {pids}"
     (pid,) = pids
