@@ -1,6 +1,6 @@
 package api
 
-//go:generate go run github.com/tinylib/msgp -file providers.go -o providers_gen.go -tests=false -unexported=false
+//go:generate go run github.com/tinylib/msgp -file providers.go -o providers_gen.go -io=false -tests=false -unexported=false
 
 import (
 	"github.com/lakeshore-dev/lakeshore/plane"
