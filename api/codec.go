@@ -291,5 +291,6 @@ func jsonKindOf(t reflect.Type) string {
 	return ""
 }
 
-// NilValue is msgpack nil, stored for an absent payload, result or frame value.
-var NilValue = []byte{0xc0}
+// NilValue returns msgpack nil, stored for an absent payload, result or frame value: a new
+// slice each call, so no caller can change another's.
+func NilValue() []byte { return []byte{0xc0} }
