@@ -6,6 +6,12 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
+// Size limits for msgp deserialization
+const (
+	z4cc83e32limitArrays = 1000000
+	z4cc83e32limitMaps   = 100000
+)
+
 // MarshalMsg implements msgp.Marshaler
 func (z *LaunchPolicy) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
@@ -121,6 +127,10 @@ func (z *LaunchPolicy) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -178,6 +188,10 @@ func (z *LaunchPolicy) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Command")
 				return
 			}
+			if zb0002 > z4cc83e32limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if cap(z.Command) >= int(zb0002) {
 				z.Command = (z.Command)[:zb0002]
 			} else {
@@ -195,6 +209,10 @@ func (z *LaunchPolicy) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Env")
+				return
+			}
+			if zb0003 > z4cc83e32limitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			if z.Env == nil {
@@ -294,6 +312,10 @@ func (z *LeaseRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -358,6 +380,10 @@ func (z *LeaseResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -415,6 +441,10 @@ func (z *Provider) UnmarshalMsg(bts []byte) (o []byte, err error) {
 	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -489,6 +519,10 @@ func (z *ProviderResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -512,6 +546,10 @@ func (z *ProviderResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Provider")
+					return
+				}
+				if zb0002 > z4cc83e32limitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
 				for zb0002 > 0 {
@@ -602,6 +640,10 @@ func (z *QueueProvider) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -627,6 +669,10 @@ func (z *QueueProvider) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Provider")
+				return
+			}
+			if zb0002 > z4cc83e32limitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			for zb0002 > 0 {
@@ -717,6 +763,10 @@ func (z *QueueProvidersResponse) UnmarshalMsg(bts []byte) (o []byte, err error) 
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -732,6 +782,10 @@ func (z *QueueProvidersResponse) UnmarshalMsg(bts []byte) (o []byte, err error) 
 				err = msgp.WrapError(err, "Queues")
 				return
 			}
+			if zb0002 > z4cc83e32limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if cap(z.Queues) >= int(zb0002) {
 				z.Queues = (z.Queues)[:zb0002]
 			} else {
@@ -742,6 +796,10 @@ func (z *QueueProvidersResponse) UnmarshalMsg(bts []byte) (o []byte, err error) 
 				zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Queues", za0001)
+					return
+				}
+				if zb0003 > z4cc83e32limitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
 				for zb0003 > 0 {
@@ -769,6 +827,10 @@ func (z *QueueProvidersResponse) UnmarshalMsg(bts []byte) (o []byte, err error) 
 						zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
 						if err != nil {
 							err = msgp.WrapError(err, "Queues", za0001, "Provider")
+							return
+						}
+						if zb0004 > z4cc83e32limitMaps {
+							err = msgp.ErrLimitExceeded
 							return
 						}
 						for zb0004 > 0 {
@@ -898,6 +960,10 @@ func (z *Resources) UnmarshalMsg(bts []byte) (o []byte, err error) {
 	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
