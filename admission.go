@@ -35,9 +35,6 @@ const (
 // applies to every later submit from any process. Errors: *InvalidError naming the bad
 // field.
 func (q *Queue) SetAdmission(ctx context.Context, a Admission) error {
-	if err := a.Validate(); err != nil {
-		return err
-	}
 	return q.d.drv.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: q.opts.Namespace, Queue: q.name, Admission: a})
 }
 

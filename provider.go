@@ -42,11 +42,7 @@ const (
 // what is allowed; over HTTP, ErrForbidden unless the client holds the server's admin token
 // (a tenant token may not choose the command a supervisor runs); nothing is stored.
 func (q *Queue) SetProvider(ctx context.Context, ref ProviderRef) error {
-	p := &plane.ProviderParams{Namespace: q.opts.Namespace, Queue: q.name, Provider: ref}
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	return q.d.drv.QueueProviderSet(ctx, p)
+	return q.d.drv.QueueProviderSet(ctx, &plane.ProviderParams{Namespace: q.opts.Namespace, Queue: q.name, Provider: ref})
 }
 
 // Provider returns the queue's provider, or nil when it has none (its workers are started
@@ -66,11 +62,6 @@ func (q *Queue) RemoveProvider(ctx context.Context) (bool, error) {
 // then queue; "" lists every namespace the caller may see. Errors: *InvalidError for a bad
 // namespace name.
 func (d *Dispatch) QueueProviders(ctx context.Context, namespace string) ([]QueueProvider, error) {
-	if namespace != "" {
-		if err := plane.ValidateNamespace(namespace); err != nil {
-			return nil, err
-		}
-	}
 	return d.drv.QueueProviderList(ctx, namespace)
 }
 
@@ -80,18 +71,11 @@ func (d *Dispatch) QueueProviders(ctx context.Context, namespace string) ([]Queu
 // name this way: the provider supervisor takes "provider/QUEUE" before acting for a queue.
 // Errors: *InvalidError (plane.LeaseNameRule, plane.LeaseHolderRule, ttl in (0, 7 days]).
 func (a *Admin) AcquireLease(ctx context.Context, namespace, name, holder string, ttl time.Duration) (bool, error) {
-	p := &plane.LeaseParams{Namespace: namespace, Name: name, Holder: holder, TTL: ttl}
-	if err := p.Validate(); err != nil {
-		return false, err
-	}
-	return a.d.drv.LeaseAcquire(ctx, p)
+	return a.d.drv.LeaseAcquire(ctx, &plane.LeaseParams{Namespace: namespace, Name: name, Holder: holder, TTL: ttl})
 }
 
 // ReleaseLease frees the named lease if holder has it (so another process may take it at
 // once); otherwise it changes nothing. Errors: *InvalidError.
 func (a *Admin) ReleaseLease(ctx context.Context, namespace, name, holder string) error {
-	if err := plane.ValidateLease(namespace, name, holder); err != nil {
-		return err
-	}
 	return a.d.drv.LeaseRelease(ctx, namespace, name, holder)
 }

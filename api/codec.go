@@ -103,32 +103,22 @@ func (c Codec) unmarshal(data []byte, v any, strict bool) error {
 		if !ok {
 			return fmt.Errorf("api: %T is not a body", v)
 		}
-		// The wire codec checks a request body's shape first (nesting, declared lengths
-		// against the bytes that follow, str keys): the generated decoder would otherwise
-		// allocate for whatever element count a hostile 6-byte body declares. Answers come
-		// from the server the client chose and skip the check.
-		// The same walk then checks the body against the route's fields and their kinds, as
-		// the JSON decoder does (see shape.go).
-		if strict && len(data) == 1 && data[0] == 0xc0 {
-			return &plane.InvalidError{Field: "request body", Rule: "send one msgpack map (nil is not one; send an empty map, 0x80)"}
-		}
+		// A request body is read by the wire codec and checked against the route's
+		// fields and their kinds while filling v, in one walk (see shape.go). Answers come
+		// from the server the client chose and take the generated decoder.
 		if strict {
-			if err := checkShape(data, v); err != nil {
-				return err
+			if len(data) == 1 && data[0] == 0xc0 {
+				return &plane.InvalidError{Field: "request body", Rule: "send one msgpack map (nil is not one; send an empty map, 0x80)"}
 			}
+			return decodeRequest(data, v)
 		}
 		rest, err := u.UnmarshalMsg(data)
 		if err == nil && len(rest) > 0 {
 			return &plane.InvalidError{Field: "request body", Rule: fmt.Sprintf("send one msgpack map of the route's fields: %d bytes follow it", len(rest))}
 		}
 		if err != nil {
-			// The decoder's words name Go types and fields: say only what is allowed.
-			// (A request body passed checkShape; this is mostly a value out of range.)
-			rule := "send one msgpack map of the route's fields, each of the kind /v1/openapi.json gives"
-			if !strict {
-				rule = "the answer is not a msgpack map of the route's fields"
-			}
-			return &plane.InvalidError{Field: "request body", Rule: rule}
+			// The decoder's words name Go types and fields: say only what is wrong.
+			return &plane.InvalidError{Field: "request body", Rule: "the answer is not a msgpack map of the route's fields"}
 		}
 		return nil
 	}
@@ -291,5 +281,6 @@ func jsonKindOf(t reflect.Type) string {
 	return ""
 }
 
-// NilValue is msgpack nil, stored for an absent payload, result or frame value.
-var NilValue = []byte{0xc0}
+// NilValue returns msgpack nil, stored for an absent payload, result or frame value: a new
+// slice each call, so no caller can change another's.
+func NilValue() []byte { return []byte{0xc0} }

@@ -1,6 +1,6 @@
 package api
 
-//go:generate go run github.com/tinylib/msgp -file data.go -o data_gen.go -tests=false -unexported=false
+//go:generate go run github.com/tinylib/msgp -file data.go -o data_gen.go -io=false -tests=false -unexported=false
 
 //msgp:newtime
 //msgp:limit arrays:10000000 maps:100000

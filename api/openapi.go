@@ -38,7 +38,7 @@ type schemaSet struct {
 func buildOpenAPI() []byte {
 	set := &schemaSet{defs: map[string]any{}}
 	paths := map[string]map[string]any{}
-	for _, rt := range Routes {
+	for _, rt := range Routes() {
 		op := map[string]any{"operationId": rt.Operation, "summary": rt.Summary}
 		if rt.Permission != "" {
 			op["description"] = "Permission: " + rt.Permission + "."

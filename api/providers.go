@@ -1,6 +1,8 @@
 package api
 
-//go:generate go run github.com/tinylib/msgp -file providers.go -o providers_gen.go -tests=false -unexported=false
+//go:generate go run github.com/tinylib/msgp -file providers.go -o providers_gen.go -io=false -tests=false -unexported=false
+
+//msgp:limit arrays:1000000 maps:100000
 
 import (
 	"github.com/lakeshore-dev/lakeshore/plane"

@@ -6,314 +6,11 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
-// DecodeMsg implements msgp.Decodable
-func (z *LaunchPolicy) DecodeMsg(dc *msgp.Reader) (err error) {
-	var field []byte
-	_ = field
-	var zb0001 uint32
-	zb0001, err = dc.ReadMapHeader()
-	if err != nil {
-		err = msgp.WrapError(err)
-		return
-	}
-	for zb0001 > 0 {
-		zb0001--
-		field, err = dc.ReadMapKeyPtr()
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-		switch msgp.UnsafeString(field) {
-		case "min_workers":
-			z.MinWorkers, err = dc.ReadInt()
-			if err != nil {
-				err = msgp.WrapError(err, "MinWorkers")
-				return
-			}
-		case "max_workers":
-			z.MaxWorkers, err = dc.ReadInt()
-			if err != nil {
-				err = msgp.WrapError(err, "MaxWorkers")
-				return
-			}
-		case "jobs_per_worker":
-			z.JobsPerWorker, err = dc.ReadInt()
-			if err != nil {
-				err = msgp.WrapError(err, "JobsPerWorker")
-				return
-			}
-		case "scale_up_step":
-			z.ScaleUpStep, err = dc.ReadInt()
-			if err != nil {
-				err = msgp.WrapError(err, "ScaleUpStep")
-				return
-			}
-		case "cooldown":
-			z.Cooldown, err = dc.ReadFloat64()
-			if err != nil {
-				err = msgp.WrapError(err, "Cooldown")
-				return
-			}
-		case "idle_timeout":
-			z.IdleTimeout, err = dc.ReadFloat64()
-			if err != nil {
-				err = msgp.WrapError(err, "IdleTimeout")
-				return
-			}
-		case "register_timeout":
-			z.RegisterTimeout, err = dc.ReadFloat64()
-			if err != nil {
-				err = msgp.WrapError(err, "RegisterTimeout")
-				return
-			}
-		case "command":
-			var zb0002 uint32
-			zb0002, err = dc.ReadArrayHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Command")
-				return
-			}
-			if cap(z.Command) >= int(zb0002) {
-				z.Command = (z.Command)[:zb0002]
-			} else {
-				z.Command = make([]string, zb0002)
-			}
-			for za0001 := range z.Command {
-				z.Command[za0001], err = dc.ReadString()
-				if err != nil {
-					err = msgp.WrapError(err, "Command", za0001)
-					return
-				}
-			}
-		case "env":
-			var zb0003 uint32
-			zb0003, err = dc.ReadMapHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Env")
-				return
-			}
-			if z.Env == nil {
-				z.Env = make(map[string]string, zb0003)
-			} else if len(z.Env) > 0 {
-				clear(z.Env)
-			}
-			for zb0003 > 0 {
-				zb0003--
-				var za0002 string
-				za0002, err = dc.ReadString()
-				if err != nil {
-					err = msgp.WrapError(err, "Env")
-					return
-				}
-				var za0003 string
-				za0003, err = dc.ReadString()
-				if err != nil {
-					err = msgp.WrapError(err, "Env", za0002)
-					return
-				}
-				z.Env[za0002] = za0003
-			}
-		case "resources":
-			err = z.Resources.DecodeMsg(dc)
-			if err != nil {
-				err = msgp.WrapError(err, "Resources")
-				return
-			}
-		default:
-			err = dc.Skip()
-			if err != nil {
-				err = msgp.WrapError(err)
-				return
-			}
-		}
-	}
-	return
-}
-
-// EncodeMsg implements msgp.Encodable
-func (z *LaunchPolicy) EncodeMsg(en *msgp.Writer) (err error) {
-	// check for omitted fields
-	zb0001Len := uint32(10)
-	var zb0001Mask uint16 /* 10 bits */
-	_ = zb0001Mask
-	if z.MinWorkers == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x1
-	}
-	if z.MaxWorkers == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x2
-	}
-	if z.JobsPerWorker == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x4
-	}
-	if z.ScaleUpStep == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x8
-	}
-	if z.Cooldown == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x10
-	}
-	if z.IdleTimeout == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x20
-	}
-	if z.RegisterTimeout == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x40
-	}
-	if z.Env == nil {
-		zb0001Len--
-		zb0001Mask |= 0x100
-	}
-	// variable map header, size zb0001Len
-	err = en.Append(0x80 | uint8(zb0001Len))
-	if err != nil {
-		return
-	}
-
-	// skip if no fields are to be emitted
-	if zb0001Len != 0 {
-		if (zb0001Mask & 0x1) == 0 { // if not omitted
-			// write "min_workers"
-			err = en.Append(0xab, 0x6d, 0x69, 0x6e, 0x5f, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72, 0x73)
-			if err != nil {
-				return
-			}
-			err = en.WriteInt(z.MinWorkers)
-			if err != nil {
-				err = msgp.WrapError(err, "MinWorkers")
-				return
-			}
-		}
-		if (zb0001Mask & 0x2) == 0 { // if not omitted
-			// write "max_workers"
-			err = en.Append(0xab, 0x6d, 0x61, 0x78, 0x5f, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72, 0x73)
-			if err != nil {
-				return
-			}
-			err = en.WriteInt(z.MaxWorkers)
-			if err != nil {
-				err = msgp.WrapError(err, "MaxWorkers")
-				return
-			}
-		}
-		if (zb0001Mask & 0x4) == 0 { // if not omitted
-			// write "jobs_per_worker"
-			err = en.Append(0xaf, 0x6a, 0x6f, 0x62, 0x73, 0x5f, 0x70, 0x65, 0x72, 0x5f, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72)
-			if err != nil {
-				return
-			}
-			err = en.WriteInt(z.JobsPerWorker)
-			if err != nil {
-				err = msgp.WrapError(err, "JobsPerWorker")
-				return
-			}
-		}
-		if (zb0001Mask & 0x8) == 0 { // if not omitted
-			// write "scale_up_step"
-			err = en.Append(0xad, 0x73, 0x63, 0x61, 0x6c, 0x65, 0x5f, 0x75, 0x70, 0x5f, 0x73, 0x74, 0x65, 0x70)
-			if err != nil {
-				return
-			}
-			err = en.WriteInt(z.ScaleUpStep)
-			if err != nil {
-				err = msgp.WrapError(err, "ScaleUpStep")
-				return
-			}
-		}
-		if (zb0001Mask & 0x10) == 0 { // if not omitted
-			// write "cooldown"
-			err = en.Append(0xa8, 0x63, 0x6f, 0x6f, 0x6c, 0x64, 0x6f, 0x77, 0x6e)
-			if err != nil {
-				return
-			}
-			err = en.WriteFloat64(z.Cooldown)
-			if err != nil {
-				err = msgp.WrapError(err, "Cooldown")
-				return
-			}
-		}
-		if (zb0001Mask & 0x20) == 0 { // if not omitted
-			// write "idle_timeout"
-			err = en.Append(0xac, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x6f, 0x75, 0x74)
-			if err != nil {
-				return
-			}
-			err = en.WriteFloat64(z.IdleTimeout)
-			if err != nil {
-				err = msgp.WrapError(err, "IdleTimeout")
-				return
-			}
-		}
-		if (zb0001Mask & 0x40) == 0 { // if not omitted
-			// write "register_timeout"
-			err = en.Append(0xb0, 0x72, 0x65, 0x67, 0x69, 0x73, 0x74, 0x65, 0x72, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x6f, 0x75, 0x74)
-			if err != nil {
-				return
-			}
-			err = en.WriteFloat64(z.RegisterTimeout)
-			if err != nil {
-				err = msgp.WrapError(err, "RegisterTimeout")
-				return
-			}
-		}
-		// write "command"
-		err = en.Append(0xa7, 0x63, 0x6f, 0x6d, 0x6d, 0x61, 0x6e, 0x64)
-		if err != nil {
-			return
-		}
-		err = en.WriteArrayHeader(uint32(len(z.Command)))
-		if err != nil {
-			err = msgp.WrapError(err, "Command")
-			return
-		}
-		for za0001 := range z.Command {
-			err = en.WriteString(z.Command[za0001])
-			if err != nil {
-				err = msgp.WrapError(err, "Command", za0001)
-				return
-			}
-		}
-		if (zb0001Mask & 0x100) == 0 { // if not omitted
-			// write "env"
-			err = en.Append(0xa3, 0x65, 0x6e, 0x76)
-			if err != nil {
-				return
-			}
-			err = en.WriteMapHeader(uint32(len(z.Env)))
-			if err != nil {
-				err = msgp.WrapError(err, "Env")
-				return
-			}
-			for za0002, za0003 := range z.Env {
-				err = en.WriteString(za0002)
-				if err != nil {
-					err = msgp.WrapError(err, "Env")
-					return
-				}
-				err = en.WriteString(za0003)
-				if err != nil {
-					err = msgp.WrapError(err, "Env", za0002)
-					return
-				}
-			}
-		}
-		// write "resources"
-		err = en.Append(0xa9, 0x72, 0x65, 0x73, 0x6f, 0x75, 0x72, 0x63, 0x65, 0x73)
-		if err != nil {
-			return
-		}
-		err = z.Resources.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "Resources")
-			return
-		}
-	}
-	return
-}
+// Size limits for msgp deserialization
+const (
+	z4cc83e32limitArrays = 1000000
+	z4cc83e32limitMaps   = 100000
+)
 
 // MarshalMsg implements msgp.Marshaler
 func (z *LaunchPolicy) MarshalMsg(b []byte) (o []byte, err error) {
@@ -430,6 +127,10 @@ func (z *LaunchPolicy) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -487,6 +188,10 @@ func (z *LaunchPolicy) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Command")
 				return
 			}
+			if zb0002 > z4cc83e32limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if cap(z.Command) >= int(zb0002) {
 				z.Command = (z.Command)[:zb0002]
 			} else {
@@ -504,6 +209,10 @@ func (z *LaunchPolicy) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Env")
+				return
+			}
+			if zb0003 > z4cc83e32limitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			if z.Env == nil {
@@ -562,107 +271,6 @@ func (z *LaunchPolicy) Msgsize() (s int) {
 	return
 }
 
-// DecodeMsg implements msgp.Decodable
-func (z *LeaseRequest) DecodeMsg(dc *msgp.Reader) (err error) {
-	var field []byte
-	_ = field
-	var zb0001 uint32
-	zb0001, err = dc.ReadMapHeader()
-	if err != nil {
-		err = msgp.WrapError(err)
-		return
-	}
-	for zb0001 > 0 {
-		zb0001--
-		field, err = dc.ReadMapKeyPtr()
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-		switch msgp.UnsafeString(field) {
-		case "name":
-			z.Name, err = dc.ReadString()
-			if err != nil {
-				err = msgp.WrapError(err, "Name")
-				return
-			}
-		case "holder":
-			z.Holder, err = dc.ReadString()
-			if err != nil {
-				err = msgp.WrapError(err, "Holder")
-				return
-			}
-		case "ttl":
-			z.TTL, err = dc.ReadFloat64()
-			if err != nil {
-				err = msgp.WrapError(err, "TTL")
-				return
-			}
-		default:
-			err = dc.Skip()
-			if err != nil {
-				err = msgp.WrapError(err)
-				return
-			}
-		}
-	}
-	return
-}
-
-// EncodeMsg implements msgp.Encodable
-func (z LeaseRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// check for omitted fields
-	zb0001Len := uint32(3)
-	var zb0001Mask uint8 /* 3 bits */
-	_ = zb0001Mask
-	if z.TTL == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x4
-	}
-	// variable map header, size zb0001Len
-	err = en.Append(0x80 | uint8(zb0001Len))
-	if err != nil {
-		return
-	}
-
-	// skip if no fields are to be emitted
-	if zb0001Len != 0 {
-		// write "name"
-		err = en.Append(0xa4, 0x6e, 0x61, 0x6d, 0x65)
-		if err != nil {
-			return
-		}
-		err = en.WriteString(z.Name)
-		if err != nil {
-			err = msgp.WrapError(err, "Name")
-			return
-		}
-		// write "holder"
-		err = en.Append(0xa6, 0x68, 0x6f, 0x6c, 0x64, 0x65, 0x72)
-		if err != nil {
-			return
-		}
-		err = en.WriteString(z.Holder)
-		if err != nil {
-			err = msgp.WrapError(err, "Holder")
-			return
-		}
-		if (zb0001Mask & 0x4) == 0 { // if not omitted
-			// write "ttl"
-			err = en.Append(0xa3, 0x74, 0x74, 0x6c)
-			if err != nil {
-				return
-			}
-			err = en.WriteFloat64(z.TTL)
-			if err != nil {
-				err = msgp.WrapError(err, "TTL")
-				return
-			}
-		}
-	}
-	return
-}
-
 // MarshalMsg implements msgp.Marshaler
 func (z LeaseRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
@@ -702,6 +310,10 @@ func (z *LeaseRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -748,57 +360,6 @@ func (z LeaseRequest) Msgsize() (s int) {
 	return
 }
 
-// DecodeMsg implements msgp.Decodable
-func (z *LeaseResponse) DecodeMsg(dc *msgp.Reader) (err error) {
-	var field []byte
-	_ = field
-	var zb0001 uint32
-	zb0001, err = dc.ReadMapHeader()
-	if err != nil {
-		err = msgp.WrapError(err)
-		return
-	}
-	for zb0001 > 0 {
-		zb0001--
-		field, err = dc.ReadMapKeyPtr()
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-		switch msgp.UnsafeString(field) {
-		case "acquired":
-			z.Acquired, err = dc.ReadBool()
-			if err != nil {
-				err = msgp.WrapError(err, "Acquired")
-				return
-			}
-		default:
-			err = dc.Skip()
-			if err != nil {
-				err = msgp.WrapError(err)
-				return
-			}
-		}
-	}
-	return
-}
-
-// EncodeMsg implements msgp.Encodable
-func (z LeaseResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 1
-	// write "acquired"
-	err = en.Append(0x81, 0xa8, 0x61, 0x63, 0x71, 0x75, 0x69, 0x72, 0x65, 0x64)
-	if err != nil {
-		return
-	}
-	err = en.WriteBool(z.Acquired)
-	if err != nil {
-		err = msgp.WrapError(err, "Acquired")
-		return
-	}
-	return
-}
-
 // MarshalMsg implements msgp.Marshaler
 func (z LeaseResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
@@ -817,6 +378,10 @@ func (z *LeaseResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -851,73 +416,6 @@ func (z LeaseResponse) Msgsize() (s int) {
 	return
 }
 
-// DecodeMsg implements msgp.Decodable
-func (z *Provider) DecodeMsg(dc *msgp.Reader) (err error) {
-	var field []byte
-	_ = field
-	var zb0001 uint32
-	zb0001, err = dc.ReadMapHeader()
-	if err != nil {
-		err = msgp.WrapError(err)
-		return
-	}
-	for zb0001 > 0 {
-		zb0001--
-		field, err = dc.ReadMapKeyPtr()
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-		switch msgp.UnsafeString(field) {
-		case "name":
-			z.Name, err = dc.ReadString()
-			if err != nil {
-				err = msgp.WrapError(err, "Name")
-				return
-			}
-		case "policy":
-			err = z.Policy.DecodeMsg(dc)
-			if err != nil {
-				err = msgp.WrapError(err, "Policy")
-				return
-			}
-		default:
-			err = dc.Skip()
-			if err != nil {
-				err = msgp.WrapError(err)
-				return
-			}
-		}
-	}
-	return
-}
-
-// EncodeMsg implements msgp.Encodable
-func (z *Provider) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 2
-	// write "name"
-	err = en.Append(0x82, 0xa4, 0x6e, 0x61, 0x6d, 0x65)
-	if err != nil {
-		return
-	}
-	err = en.WriteString(z.Name)
-	if err != nil {
-		err = msgp.WrapError(err, "Name")
-		return
-	}
-	// write "policy"
-	err = en.Append(0xa6, 0x70, 0x6f, 0x6c, 0x69, 0x63, 0x79)
-	if err != nil {
-		return
-	}
-	err = z.Policy.EncodeMsg(en)
-	if err != nil {
-		err = msgp.WrapError(err, "Policy")
-		return
-	}
-	return
-}
-
 // MarshalMsg implements msgp.Marshaler
 func (z *Provider) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
@@ -943,6 +441,10 @@ func (z *Provider) UnmarshalMsg(bts []byte) (o []byte, err error) {
 	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -983,121 +485,6 @@ func (z *Provider) Msgsize() (s int) {
 	return
 }
 
-// DecodeMsg implements msgp.Decodable
-func (z *ProviderResponse) DecodeMsg(dc *msgp.Reader) (err error) {
-	var field []byte
-	_ = field
-	var zb0001 uint32
-	zb0001, err = dc.ReadMapHeader()
-	if err != nil {
-		err = msgp.WrapError(err)
-		return
-	}
-	for zb0001 > 0 {
-		zb0001--
-		field, err = dc.ReadMapKeyPtr()
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-		switch msgp.UnsafeString(field) {
-		case "provider":
-			if dc.IsNil() {
-				err = dc.ReadNil()
-				if err != nil {
-					err = msgp.WrapError(err, "Provider")
-					return
-				}
-				z.Provider = nil
-			} else {
-				if z.Provider == nil {
-					z.Provider = new(Provider)
-				}
-				var zb0002 uint32
-				zb0002, err = dc.ReadMapHeader()
-				if err != nil {
-					err = msgp.WrapError(err, "Provider")
-					return
-				}
-				for zb0002 > 0 {
-					zb0002--
-					field, err = dc.ReadMapKeyPtr()
-					if err != nil {
-						err = msgp.WrapError(err, "Provider")
-						return
-					}
-					switch msgp.UnsafeString(field) {
-					case "name":
-						z.Provider.Name, err = dc.ReadString()
-						if err != nil {
-							err = msgp.WrapError(err, "Provider", "Name")
-							return
-						}
-					case "policy":
-						err = z.Provider.Policy.DecodeMsg(dc)
-						if err != nil {
-							err = msgp.WrapError(err, "Provider", "Policy")
-							return
-						}
-					default:
-						err = dc.Skip()
-						if err != nil {
-							err = msgp.WrapError(err, "Provider")
-							return
-						}
-					}
-				}
-			}
-		default:
-			err = dc.Skip()
-			if err != nil {
-				err = msgp.WrapError(err)
-				return
-			}
-		}
-	}
-	return
-}
-
-// EncodeMsg implements msgp.Encodable
-func (z *ProviderResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 1
-	// write "provider"
-	err = en.Append(0x81, 0xa8, 0x70, 0x72, 0x6f, 0x76, 0x69, 0x64, 0x65, 0x72)
-	if err != nil {
-		return
-	}
-	if z.Provider == nil {
-		err = en.WriteNil()
-		if err != nil {
-			return
-		}
-	} else {
-		// map header, size 2
-		// write "name"
-		err = en.Append(0x82, 0xa4, 0x6e, 0x61, 0x6d, 0x65)
-		if err != nil {
-			return
-		}
-		err = en.WriteString(z.Provider.Name)
-		if err != nil {
-			err = msgp.WrapError(err, "Provider", "Name")
-			return
-		}
-		// write "policy"
-		err = en.Append(0xa6, 0x70, 0x6f, 0x6c, 0x69, 0x63, 0x79)
-		if err != nil {
-			return
-		}
-		err = z.Provider.Policy.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "Provider", "Policy")
-			return
-		}
-	}
-	return
-}
-
 // MarshalMsg implements msgp.Marshaler
 func (z *ProviderResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
@@ -1132,6 +519,10 @@ func (z *ProviderResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1155,6 +546,10 @@ func (z *ProviderResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Provider")
+					return
+				}
+				if zb0002 > z4cc83e32limitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
 				for zb0002 > 0 {
@@ -1209,134 +604,6 @@ func (z *ProviderResponse) Msgsize() (s int) {
 	return
 }
 
-// DecodeMsg implements msgp.Decodable
-func (z *QueueProvider) DecodeMsg(dc *msgp.Reader) (err error) {
-	var field []byte
-	_ = field
-	var zb0001 uint32
-	zb0001, err = dc.ReadMapHeader()
-	if err != nil {
-		err = msgp.WrapError(err)
-		return
-	}
-	for zb0001 > 0 {
-		zb0001--
-		field, err = dc.ReadMapKeyPtr()
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-		switch msgp.UnsafeString(field) {
-		case "namespace":
-			z.Namespace, err = dc.ReadString()
-			if err != nil {
-				err = msgp.WrapError(err, "Namespace")
-				return
-			}
-		case "queue":
-			z.Queue, err = dc.ReadString()
-			if err != nil {
-				err = msgp.WrapError(err, "Queue")
-				return
-			}
-		case "provider":
-			var zb0002 uint32
-			zb0002, err = dc.ReadMapHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Provider")
-				return
-			}
-			for zb0002 > 0 {
-				zb0002--
-				field, err = dc.ReadMapKeyPtr()
-				if err != nil {
-					err = msgp.WrapError(err, "Provider")
-					return
-				}
-				switch msgp.UnsafeString(field) {
-				case "name":
-					z.Provider.Name, err = dc.ReadString()
-					if err != nil {
-						err = msgp.WrapError(err, "Provider", "Name")
-						return
-					}
-				case "policy":
-					err = z.Provider.Policy.DecodeMsg(dc)
-					if err != nil {
-						err = msgp.WrapError(err, "Provider", "Policy")
-						return
-					}
-				default:
-					err = dc.Skip()
-					if err != nil {
-						err = msgp.WrapError(err, "Provider")
-						return
-					}
-				}
-			}
-		default:
-			err = dc.Skip()
-			if err != nil {
-				err = msgp.WrapError(err)
-				return
-			}
-		}
-	}
-	return
-}
-
-// EncodeMsg implements msgp.Encodable
-func (z *QueueProvider) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 3
-	// write "namespace"
-	err = en.Append(0x83, 0xa9, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65)
-	if err != nil {
-		return
-	}
-	err = en.WriteString(z.Namespace)
-	if err != nil {
-		err = msgp.WrapError(err, "Namespace")
-		return
-	}
-	// write "queue"
-	err = en.Append(0xa5, 0x71, 0x75, 0x65, 0x75, 0x65)
-	if err != nil {
-		return
-	}
-	err = en.WriteString(z.Queue)
-	if err != nil {
-		err = msgp.WrapError(err, "Queue")
-		return
-	}
-	// write "provider"
-	err = en.Append(0xa8, 0x70, 0x72, 0x6f, 0x76, 0x69, 0x64, 0x65, 0x72)
-	if err != nil {
-		return
-	}
-	// map header, size 2
-	// write "name"
-	err = en.Append(0x82, 0xa4, 0x6e, 0x61, 0x6d, 0x65)
-	if err != nil {
-		return
-	}
-	err = en.WriteString(z.Provider.Name)
-	if err != nil {
-		err = msgp.WrapError(err, "Provider", "Name")
-		return
-	}
-	// write "policy"
-	err = en.Append(0xa6, 0x70, 0x6f, 0x6c, 0x69, 0x63, 0x79)
-	if err != nil {
-		return
-	}
-	err = z.Provider.Policy.EncodeMsg(en)
-	if err != nil {
-		err = msgp.WrapError(err, "Provider", "Policy")
-		return
-	}
-	return
-}
-
 // MarshalMsg implements msgp.Marshaler
 func (z *QueueProvider) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
@@ -1373,6 +640,10 @@ func (z *QueueProvider) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1398,6 +669,10 @@ func (z *QueueProvider) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Provider")
+				return
+			}
+			if zb0002 > z4cc83e32limitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			for zb0002 > 0 {
@@ -1446,183 +721,6 @@ func (z *QueueProvider) Msgsize() (s int) {
 	return
 }
 
-// DecodeMsg implements msgp.Decodable
-func (z *QueueProvidersResponse) DecodeMsg(dc *msgp.Reader) (err error) {
-	var field []byte
-	_ = field
-	var zb0001 uint32
-	zb0001, err = dc.ReadMapHeader()
-	if err != nil {
-		err = msgp.WrapError(err)
-		return
-	}
-	for zb0001 > 0 {
-		zb0001--
-		field, err = dc.ReadMapKeyPtr()
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-		switch msgp.UnsafeString(field) {
-		case "queues":
-			var zb0002 uint32
-			zb0002, err = dc.ReadArrayHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Queues")
-				return
-			}
-			if cap(z.Queues) >= int(zb0002) {
-				z.Queues = (z.Queues)[:zb0002]
-			} else {
-				z.Queues = make([]QueueProvider, zb0002)
-			}
-			for za0001 := range z.Queues {
-				var zb0003 uint32
-				zb0003, err = dc.ReadMapHeader()
-				if err != nil {
-					err = msgp.WrapError(err, "Queues", za0001)
-					return
-				}
-				for zb0003 > 0 {
-					zb0003--
-					field, err = dc.ReadMapKeyPtr()
-					if err != nil {
-						err = msgp.WrapError(err, "Queues", za0001)
-						return
-					}
-					switch msgp.UnsafeString(field) {
-					case "namespace":
-						z.Queues[za0001].Namespace, err = dc.ReadString()
-						if err != nil {
-							err = msgp.WrapError(err, "Queues", za0001, "Namespace")
-							return
-						}
-					case "queue":
-						z.Queues[za0001].Queue, err = dc.ReadString()
-						if err != nil {
-							err = msgp.WrapError(err, "Queues", za0001, "Queue")
-							return
-						}
-					case "provider":
-						var zb0004 uint32
-						zb0004, err = dc.ReadMapHeader()
-						if err != nil {
-							err = msgp.WrapError(err, "Queues", za0001, "Provider")
-							return
-						}
-						for zb0004 > 0 {
-							zb0004--
-							field, err = dc.ReadMapKeyPtr()
-							if err != nil {
-								err = msgp.WrapError(err, "Queues", za0001, "Provider")
-								return
-							}
-							switch msgp.UnsafeString(field) {
-							case "name":
-								z.Queues[za0001].Provider.Name, err = dc.ReadString()
-								if err != nil {
-									err = msgp.WrapError(err, "Queues", za0001, "Provider", "Name")
-									return
-								}
-							case "policy":
-								err = z.Queues[za0001].Provider.Policy.DecodeMsg(dc)
-								if err != nil {
-									err = msgp.WrapError(err, "Queues", za0001, "Provider", "Policy")
-									return
-								}
-							default:
-								err = dc.Skip()
-								if err != nil {
-									err = msgp.WrapError(err, "Queues", za0001, "Provider")
-									return
-								}
-							}
-						}
-					default:
-						err = dc.Skip()
-						if err != nil {
-							err = msgp.WrapError(err, "Queues", za0001)
-							return
-						}
-					}
-				}
-			}
-		default:
-			err = dc.Skip()
-			if err != nil {
-				err = msgp.WrapError(err)
-				return
-			}
-		}
-	}
-	return
-}
-
-// EncodeMsg implements msgp.Encodable
-func (z *QueueProvidersResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 1
-	// write "queues"
-	err = en.Append(0x81, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
-	if err != nil {
-		return
-	}
-	err = en.WriteArrayHeader(uint32(len(z.Queues)))
-	if err != nil {
-		err = msgp.WrapError(err, "Queues")
-		return
-	}
-	for za0001 := range z.Queues {
-		// map header, size 3
-		// write "namespace"
-		err = en.Append(0x83, 0xa9, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65)
-		if err != nil {
-			return
-		}
-		err = en.WriteString(z.Queues[za0001].Namespace)
-		if err != nil {
-			err = msgp.WrapError(err, "Queues", za0001, "Namespace")
-			return
-		}
-		// write "queue"
-		err = en.Append(0xa5, 0x71, 0x75, 0x65, 0x75, 0x65)
-		if err != nil {
-			return
-		}
-		err = en.WriteString(z.Queues[za0001].Queue)
-		if err != nil {
-			err = msgp.WrapError(err, "Queues", za0001, "Queue")
-			return
-		}
-		// write "provider"
-		err = en.Append(0xa8, 0x70, 0x72, 0x6f, 0x76, 0x69, 0x64, 0x65, 0x72)
-		if err != nil {
-			return
-		}
-		// map header, size 2
-		// write "name"
-		err = en.Append(0x82, 0xa4, 0x6e, 0x61, 0x6d, 0x65)
-		if err != nil {
-			return
-		}
-		err = en.WriteString(z.Queues[za0001].Provider.Name)
-		if err != nil {
-			err = msgp.WrapError(err, "Queues", za0001, "Provider", "Name")
-			return
-		}
-		// write "policy"
-		err = en.Append(0xa6, 0x70, 0x6f, 0x6c, 0x69, 0x63, 0x79)
-		if err != nil {
-			return
-		}
-		err = z.Queues[za0001].Provider.Policy.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "Queues", za0001, "Provider", "Policy")
-			return
-		}
-	}
-	return
-}
-
 // MarshalMsg implements msgp.Marshaler
 func (z *QueueProvidersResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
@@ -1665,6 +763,10 @@ func (z *QueueProvidersResponse) UnmarshalMsg(bts []byte) (o []byte, err error) 
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1680,6 +782,10 @@ func (z *QueueProvidersResponse) UnmarshalMsg(bts []byte) (o []byte, err error) 
 				err = msgp.WrapError(err, "Queues")
 				return
 			}
+			if zb0002 > z4cc83e32limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if cap(z.Queues) >= int(zb0002) {
 				z.Queues = (z.Queues)[:zb0002]
 			} else {
@@ -1690,6 +796,10 @@ func (z *QueueProvidersResponse) UnmarshalMsg(bts []byte) (o []byte, err error) 
 				zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Queues", za0001)
+					return
+				}
+				if zb0003 > z4cc83e32limitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
 				for zb0003 > 0 {
@@ -1717,6 +827,10 @@ func (z *QueueProvidersResponse) UnmarshalMsg(bts []byte) (o []byte, err error) 
 						zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
 						if err != nil {
 							err = msgp.WrapError(err, "Queues", za0001, "Provider")
+							return
+						}
+						if zb0004 > z4cc83e32limitMaps {
+							err = msgp.ErrLimitExceeded
 							return
 						}
 						for zb0004 > 0 {
@@ -1773,163 +887,6 @@ func (z *QueueProvidersResponse) Msgsize() (s int) {
 	s = 1 + 7 + msgp.ArrayHeaderSize
 	for za0001 := range z.Queues {
 		s += 1 + 10 + msgp.StringPrefixSize + len(z.Queues[za0001].Namespace) + 6 + msgp.StringPrefixSize + len(z.Queues[za0001].Queue) + 9 + 1 + 5 + msgp.StringPrefixSize + len(z.Queues[za0001].Provider.Name) + 7 + z.Queues[za0001].Provider.Policy.Msgsize()
-	}
-	return
-}
-
-// DecodeMsg implements msgp.Decodable
-func (z *Resources) DecodeMsg(dc *msgp.Reader) (err error) {
-	var field []byte
-	_ = field
-	var zb0001 uint32
-	zb0001, err = dc.ReadMapHeader()
-	if err != nil {
-		err = msgp.WrapError(err)
-		return
-	}
-	for zb0001 > 0 {
-		zb0001--
-		field, err = dc.ReadMapKeyPtr()
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-		switch msgp.UnsafeString(field) {
-		case "cpus":
-			z.CPUs, err = dc.ReadInt()
-			if err != nil {
-				err = msgp.WrapError(err, "CPUs")
-				return
-			}
-		case "gpus":
-			z.GPUs, err = dc.ReadInt()
-			if err != nil {
-				err = msgp.WrapError(err, "GPUs")
-				return
-			}
-		case "memory_mb":
-			z.MemoryMB, err = dc.ReadInt64()
-			if err != nil {
-				err = msgp.WrapError(err, "MemoryMB")
-				return
-			}
-		case "time_limit":
-			z.TimeLimit, err = dc.ReadFloat64()
-			if err != nil {
-				err = msgp.WrapError(err, "TimeLimit")
-				return
-			}
-		case "partition":
-			z.Partition, err = dc.ReadString()
-			if err != nil {
-				err = msgp.WrapError(err, "Partition")
-				return
-			}
-		default:
-			err = dc.Skip()
-			if err != nil {
-				err = msgp.WrapError(err)
-				return
-			}
-		}
-	}
-	return
-}
-
-// EncodeMsg implements msgp.Encodable
-func (z *Resources) EncodeMsg(en *msgp.Writer) (err error) {
-	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
-	_ = zb0001Mask
-	if z.CPUs == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x1
-	}
-	if z.GPUs == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x2
-	}
-	if z.MemoryMB == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x4
-	}
-	if z.TimeLimit == 0 {
-		zb0001Len--
-		zb0001Mask |= 0x8
-	}
-	if z.Partition == "" {
-		zb0001Len--
-		zb0001Mask |= 0x10
-	}
-	// variable map header, size zb0001Len
-	err = en.Append(0x80 | uint8(zb0001Len))
-	if err != nil {
-		return
-	}
-
-	// skip if no fields are to be emitted
-	if zb0001Len != 0 {
-		if (zb0001Mask & 0x1) == 0 { // if not omitted
-			// write "cpus"
-			err = en.Append(0xa4, 0x63, 0x70, 0x75, 0x73)
-			if err != nil {
-				return
-			}
-			err = en.WriteInt(z.CPUs)
-			if err != nil {
-				err = msgp.WrapError(err, "CPUs")
-				return
-			}
-		}
-		if (zb0001Mask & 0x2) == 0 { // if not omitted
-			// write "gpus"
-			err = en.Append(0xa4, 0x67, 0x70, 0x75, 0x73)
-			if err != nil {
-				return
-			}
-			err = en.WriteInt(z.GPUs)
-			if err != nil {
-				err = msgp.WrapError(err, "GPUs")
-				return
-			}
-		}
-		if (zb0001Mask & 0x4) == 0 { // if not omitted
-			// write "memory_mb"
-			err = en.Append(0xa9, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79, 0x5f, 0x6d, 0x62)
-			if err != nil {
-				return
-			}
-			err = en.WriteInt64(z.MemoryMB)
-			if err != nil {
-				err = msgp.WrapError(err, "MemoryMB")
-				return
-			}
-		}
-		if (zb0001Mask & 0x8) == 0 { // if not omitted
-			// write "time_limit"
-			err = en.Append(0xaa, 0x74, 0x69, 0x6d, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74)
-			if err != nil {
-				return
-			}
-			err = en.WriteFloat64(z.TimeLimit)
-			if err != nil {
-				err = msgp.WrapError(err, "TimeLimit")
-				return
-			}
-		}
-		if (zb0001Mask & 0x10) == 0 { // if not omitted
-			// write "partition"
-			err = en.Append(0xa9, 0x70, 0x61, 0x72, 0x74, 0x69, 0x74, 0x69, 0x6f, 0x6e)
-			if err != nil {
-				return
-			}
-			err = en.WriteString(z.Partition)
-			if err != nil {
-				err = msgp.WrapError(err, "Partition")
-				return
-			}
-		}
 	}
 	return
 }
@@ -2003,6 +960,10 @@ func (z *Resources) UnmarshalMsg(bts []byte) (o []byte, err error) {
 	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z4cc83e32limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {

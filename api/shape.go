@@ -14,13 +14,18 @@ import (
 	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
-// A msgpack request body is checked against its route's shape before the generated decoder
-// reads it, so that msgpack bodies behave like JSON ones (Codec.UnmarshalRequest): a field
+// A msgpack request body is decoded once: wire.Decode reads the bytes into their generic
+// form (checking nesting, declared lengths against the bytes that follow, UTF-8, str keys,
+// so a hostile 6-byte body cannot make anything allocate for the element count it
+// declares), and one walk of that form against the route's shape both checks it and fills
+// the typed body. So msgpack bodies behave like JSON ones (Codec.UnmarshalRequest): a field
 // the route does not have is refused, not skipped, and a value of the wrong kind is refused
 // with the field's name in the API's terms ("invocations[1].priority") and what it takes,
 // never a Go type or a decoder's wording. The shape of each body type is derived once from
-// its msg tags (reflection once per type, not per request); the check walks the generic
-// form wire.Decode already made of the body.
+// its msg tags (reflection once per type, not per request). The walk stores what the
+// msgp-generated decoder (which reads answers, Codec.Unmarshal) would: times in the local
+// zone, an empty array into an absent list as nil, the same element limits (the
+// //msgp:limit directives); a field of type any takes the generic form itself.
 
 // shapeKind is what one field takes.
 type shapeKind int
@@ -43,8 +48,32 @@ const (
 type shape struct {
 	kind     shapeKind
 	nullable bool // nil is taken (a pointer, a payload)
-	fields   map[string]*shape
+	fields   map[string]field
 	elem     *shape
+	limit    int // the most elements of an array or map the generated decoder takes; 0: any
+}
+
+// field is one named field of an object: its index in the struct and its shape.
+type field struct {
+	index int
+	shape *shape
+}
+
+// The element limits of the //msgp:limit directives: data.go's, and types.go's and
+// providers.go's. A request body is held to what the generated decoder of its type takes.
+const (
+	limitArrays     = 1_000_000
+	limitMaps       = 100_000
+	dataLimitArrays = 10_000_000
+)
+
+// limits returns the element limits of struct type t's generated decoder: the data-queue
+// bodies (data.go, named Data…) take longer arrays.
+func limits(t reflect.Type) (arrays, maps int) {
+	if strings.HasPrefix(t.Name(), "Data") {
+		return dataLimitArrays, limitMaps
+	}
+	return limitArrays, limitMaps
 }
 
 var (
@@ -57,12 +86,15 @@ func shapeOf(t reflect.Type) *shape {
 	if s, ok := shapes.Load(t); ok {
 		return s.(*shape)
 	}
-	s := buildShape(t, map[reflect.Type]*shape{})
+	arrays, maps := limits(t)
+	s := buildShape(t, map[reflect.Type]*shape{}, arrays, maps)
 	shapes.Store(t, s)
 	return s
 }
 
-func buildShape(t reflect.Type, seen map[reflect.Type]*shape) *shape {
+// buildShape makes the shape of t; arrays and maps are the element limits of the struct
+// type whose field t is.
+func buildShape(t reflect.Type, seen map[reflect.Type]*shape, arrays, maps int) *shape {
 	nullable := false
 	for t.Kind() == reflect.Pointer {
 		t, nullable = t.Elem(), true
@@ -94,18 +126,19 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*shape) *shape {
 		}
 		// The generated decoder takes nil only for pointers and payloads, not for a list
 		// or a map: nor does the check.
-		s := &shape{kind: shapeArray, nullable: nullable}
+		s := &shape{kind: shapeArray, nullable: nullable, limit: arrays}
 		seen[t] = s
-		s.elem = buildShape(t.Elem(), seen)
+		s.elem = buildShape(t.Elem(), seen, arrays, maps)
 		return s
 	case reflect.Map:
-		s := &shape{kind: shapeMap, nullable: nullable}
+		s := &shape{kind: shapeMap, nullable: nullable, limit: maps}
 		seen[t] = s
-		s.elem = buildShape(t.Elem(), seen)
+		s.elem = buildShape(t.Elem(), seen, arrays, maps)
 		return s
 	case reflect.Struct:
-		s := &shape{kind: shapeObject, nullable: nullable, fields: map[string]*shape{}}
+		s := &shape{kind: shapeObject, nullable: nullable, fields: map[string]field{}}
 		seen[t] = s
+		arrays, maps := limits(t)
 		for i := range t.NumField() {
 			f := t.Field(i)
 			if !f.IsExported() {
@@ -118,71 +151,126 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*shape) *shape {
 			if name == "" {
 				name = f.Name
 			}
-			s.fields[name] = buildShape(f.Type, seen)
+			s.fields[name] = field{index: i, shape: buildShape(f.Type, seen, arrays, maps)}
 		}
 		return s
 	}
 	return &shape{kind: shapeAny, nullable: true}
 }
 
-// checkShape checks a msgpack request body against v's shape. v is a pointer to a body.
-// Errors: *plane.InvalidError naming the field and what it takes.
-func checkShape(data []byte, v any) error {
+// decodeRequest decodes a msgpack request body into v, a pointer to a body, checking it
+// against v's shape on the way. Errors: *plane.InvalidError naming the field and what it
+// takes.
+func decodeRequest(data []byte, v any) error {
 	generic, err := wire.Decode(data)
 	if err != nil {
 		return &plane.InvalidError{Field: "request body", Rule: "send one msgpack map of the route's fields: " + strings.TrimPrefix(err.Error(), "wire: ")}
 	}
-	t := reflect.TypeOf(v)
-	if t == nil || t.Kind() != reflect.Pointer {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return &plane.InvalidError{Field: "request body", Rule: "send one msgpack map of the route's fields"}
 	}
-	s := shapeOf(t.Elem())
+	s := shapeOf(rv.Type().Elem())
 	if s.kind == shapeObject && generic == nil {
 		return &plane.InvalidError{Field: "request body", Rule: "send one msgpack map of the route's fields (nil is not one; send an empty map)"}
 	}
-	return s.check("", generic)
+	var late error
+	if err := s.decode("", generic, rv.Elem(), &late); err != nil {
+		return err
+	}
+	return late
 }
 
-func (s *shape) check(path string, v any) error {
+// decode checks v, in wire.Decode's generic form, against s and stores it in dst. A value
+// of the right kind that dst cannot hold (a number out of its range, more elements than the
+// generated decoder takes) sets *late, if unset, and the walk goes on: a value of the wrong
+// kind anywhere in the body is the error reported, as when the check ran before the
+// generated decoder.
+func (s *shape) decode(path string, v any, dst reflect.Value, late *error) error {
 	if v == nil {
 		if s.nullable || s.kind == shapeAny {
+			dst.SetZero()
 			return nil
 		}
 		return s.mismatch(path, v)
 	}
+	for dst.Kind() == reflect.Pointer {
+		if dst.IsNil() {
+			dst.Set(reflect.New(dst.Type().Elem()))
+		}
+		dst = dst.Elem()
+	}
 	switch s.kind {
 	case shapeAny:
+		if g := reflect.ValueOf(v); g.Type().AssignableTo(dst.Type()) {
+			dst.Set(g)
+		} else {
+			setLate(late)
+		}
 		return nil
 	case shapeString:
-		if _, ok := v.(string); ok {
+		if x, ok := v.(string); ok {
+			dst.SetString(x)
 			return nil
 		}
 	case shapeInt:
-		switch v.(type) {
-		case int64, uint64:
+		switch x := v.(type) {
+		case int64:
+			storeInt(dst, x, late)
+			return nil
+		case uint64: // above every int64
+			if dst.CanUint() && !dst.OverflowUint(x) {
+				dst.SetUint(x)
+			} else {
+				setLate(late)
+			}
 			return nil
 		}
 	case shapeFloat:
-		switch v.(type) {
-		case float32, float64:
+		switch x := v.(type) {
+		case float32:
+			dst.SetFloat(float64(x))
+			return nil
+		case float64:
+			if dst.Kind() == reflect.Float32 {
+				setLate(late) // the generated decoder reads only a float 32 into one
+			} else {
+				dst.SetFloat(x)
+			}
 			return nil
 		}
 	case shapeBool:
-		if _, ok := v.(bool); ok {
+		if x, ok := v.(bool); ok {
+			dst.SetBool(x)
 			return nil
 		}
-	case shapeBytes, shapeValue:
-		if _, ok := v.([]byte); ok {
+	case shapeBytes:
+		if x, ok := v.([]byte); ok {
+			dst.SetBytes(x)
+			return nil
+		}
+	case shapeValue:
+		if x, ok := v.([]byte); ok {
+			dst.Set(reflect.ValueOf(Value{Wire: x}))
 			return nil
 		}
 	case shapeTime:
-		if _, ok := v.(time.Time); ok {
+		if x, ok := v.(time.Time); ok {
+			dst.Set(reflect.ValueOf(x.Local()))
 			return nil
 		}
 	case shapeArray:
 		if a, ok := v.([]any); ok {
+			if s.limit > 0 && len(a) > s.limit {
+				setLate(late)
+			}
+			if dst.Cap() >= len(a) {
+				dst.SetLen(len(a))
+			} else {
+				dst.Set(reflect.MakeSlice(dst.Type(), len(a), len(a)))
+			}
 			for i, e := range a {
-				if err := s.elem.check(path+"["+strconv.Itoa(i)+"]", e); err != nil {
+				if err := s.elem.decode(path+"["+strconv.Itoa(i)+"]", e, dst.Index(i), late); err != nil {
 					return err
 				}
 			}
@@ -190,10 +278,20 @@ func (s *shape) check(path string, v any) error {
 		}
 	case shapeMap:
 		if m, ok := v.(map[string]any); ok {
+			if s.limit > 0 && len(m) > s.limit {
+				setLate(late)
+			}
+			if dst.IsNil() {
+				dst.Set(reflect.MakeMapWithSize(dst.Type(), len(m)))
+			} else {
+				dst.Clear()
+			}
 			for _, k := range sortedKeys(m) {
-				if err := s.elem.check(join(path, k), m[k]); err != nil {
+				e := reflect.New(dst.Type().Elem()).Elem()
+				if err := s.elem.decode(join(path, k), m[k], e, late); err != nil {
 					return err
 				}
+				dst.SetMapIndex(reflect.ValueOf(k).Convert(dst.Type().Key()), e)
 			}
 			return nil
 		}
@@ -205,7 +303,7 @@ func (s *shape) check(path string, v any) error {
 					return &plane.InvalidError{Field: "request body field", Value: join(path, k),
 						Rule: "unknown field (names are case-sensitive); check it against /v1/openapi.json"}
 				}
-				if err := f.check(join(path, k), m[k]); err != nil {
+				if err := f.shape.decode(join(path, k), m[k], dst.Field(f.index), late); err != nil {
 					return err
 				}
 			}
@@ -213,6 +311,27 @@ func (s *shape) check(path string, v any) error {
 		}
 	}
 	return s.mismatch(path, v)
+}
+
+// storeInt stores i in dst, an int or uint, or sets *late when dst cannot hold it.
+func storeInt(dst reflect.Value, i int64, late *error) {
+	switch {
+	case dst.CanInt() && !dst.OverflowInt(i):
+		dst.SetInt(i)
+	case dst.CanUint() && i >= 0 && !dst.OverflowUint(uint64(i)):
+		dst.SetUint(uint64(i))
+	default:
+		setLate(late)
+	}
+}
+
+// setLate records that a value of the right kind does not fit its field, unless something
+// was recorded already. The words are the generated decoder's rule: the value is of the
+// kind the document gives, but out of what the field holds.
+func setLate(late *error) {
+	if *late == nil {
+		*late = &plane.InvalidError{Field: "request body", Rule: "send one msgpack map of the route's fields, each of the kind /v1/openapi.json gives"}
+	}
 }
 
 func (s *shape) mismatch(path string, v any) error {

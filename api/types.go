@@ -1,6 +1,6 @@
 package api
 
-//go:generate go run github.com/tinylib/msgp -file types.go -o types_gen.go -tests=false -unexported=false
+//go:generate go run github.com/tinylib/msgp -file types.go -o types_gen.go -io=false -tests=false -unexported=false
 
 //msgp:newtime
 //msgp:limit arrays:1000000 maps:100000

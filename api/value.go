@@ -691,27 +691,5 @@ func (v *Value) UnmarshalMsg(b []byte) ([]byte, error) {
 	return b, err
 }
 
-// EncodeMsg writes the value to w.
-func (v Value) EncodeMsg(w *msgp.Writer) error {
-	if v.Wire == nil {
-		return w.WriteNil()
-	}
-	return w.WriteBytes(v.Wire)
-}
-
-// DecodeMsg reads the value from r.
-func (v *Value) DecodeMsg(r *msgp.Reader) error {
-	if r.IsNil() {
-		v.Wire = nil
-		return r.ReadNil()
-	}
-	var err error
-	v.Wire, err = r.ReadBytes(nil)
-	if v.Wire == nil && err == nil {
-		v.Wire = []byte{}
-	}
-	return err
-}
-
 // Msgsize is an upper bound of the encoded size.
 func (v Value) Msgsize() int { return msgp.BytesPrefixSize + len(v.Wire) }

@@ -24,8 +24,10 @@ const (
 	StateTimeout   State = "timeout"
 )
 
-// States lists every state, live ones first.
-var States = []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled, StateKilled, StateTimeout}
+// States lists every state, live ones first: a new slice each call.
+func States() []State {
+	return []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled, StateKilled, StateTimeout}
+}
 
 // Terminal reports whether s is a final state.
 func (s State) Terminal() bool {
@@ -38,7 +40,7 @@ func (s State) Terminal() bool {
 
 // ParseState returns the State named s, or an *InvalidError listing the states.
 func ParseState(s string) (State, error) {
-	for _, st := range States {
+	for _, st := range States() {
 		if string(st) == s {
 			return st, nil
 		}
@@ -47,8 +49,9 @@ func ParseState(s string) (State, error) {
 }
 
 func stateList() string {
-	names := make([]string, len(States))
-	for i, s := range States {
+	states := States()
+	names := make([]string, len(states))
+	for i, s := range states {
 		names[i] = string(s)
 	}
 	return strings.Join(names, "|")

@@ -61,8 +61,8 @@ type SupervisorConfig struct {
 	// WorkerEnv is added to every launched worker's environment: how it reaches the plane
 	// (LAKESHORE_URL and LAKESHORE_TOKEN, LAKESHORE_HOME, or a PostgreSQL target).
 	WorkerEnv map[string]string
-	// Logger receives every decision (info) and every failure (warn). Defaults to
-	// slog.Default().
+	// Logger receives every decision (info) and every failure (warn). Required: the caller
+	// passes its own (slog.New(slog.DiscardHandler) for none), never the process default.
 	Logger *slog.Logger
 	// Metrics receives the supervisor's metrics. Defaults to none (NewMetrics(nil)).
 	Metrics *Metrics
@@ -105,13 +105,15 @@ type queueTrack struct {
 }
 
 // NewSupervisor checks cfg and returns a Supervisor. Errors: *plane.InvalidError for a
-// missing Driver or Resolve, or a negative duration.
+// missing Driver, Resolve or Logger, or a negative duration.
 func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 	switch {
 	case cfg.Driver == nil:
 		return nil, plane.Invalid("driver", nil, "pass the dispatch plane's driver")
 	case cfg.Resolve == nil:
 		return nil, plane.Invalid("resolver", nil, "pass a function from provider name to Provider")
+	case cfg.Logger == nil:
+		return nil, plane.Invalid("logger", nil, "pass the supervisor's logger (slog.New(slog.DiscardHandler) for none)")
 	case cfg.Tick < 0, cfg.LeaseTTL < 0, cfg.StopGrace < 0, cfg.CallTimeout < 0:
 		return nil, plane.Invalid("supervisor durations", nil, "use durations ≥ 0 (0: the defaults)")
 	}
@@ -121,9 +123,6 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, CallTimeoutDefault)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)

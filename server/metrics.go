@@ -73,7 +73,7 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, st := range stats {
-		for _, state := range plane.States {
+		for _, state := range plane.States() {
 			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(st.Counts[state]), st.Namespace, st.Queue, string(state))
 		}
 	}

@@ -100,7 +100,7 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request, p *principa
 			out = api.NewQueueStats(&stats[i])
 		}
 	}
-	for _, st := range plane.States {
+	for _, st := range plane.States() {
 		if _, ok := out.Counts[string(st)]; !ok {
 			out.Counts[string(st)] = 0
 		}

@@ -70,7 +70,7 @@ func (s *Server) registerRoutes() {
 	for pattern, h := range s.providerRoutes() {
 		auth[pattern] = h
 	}
-	for _, rt := range api.Routes {
+	for _, rt := range api.Routes() {
 		pattern := rt.Method + " " + rt.Path
 		s.routes = append(s.routes, rt)
 		if h, ok := public[pattern]; ok {

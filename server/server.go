@@ -532,7 +532,7 @@ func (s *Server) value(field string, v api.Value) ([]byte, error) {
 		if s.cfg.RawValues {
 			return nil, nil
 		}
-		return api.NilValue, nil
+		return api.NilValue(), nil
 	}
 	if s.cfg.RawValues {
 		return v.Wire, nil

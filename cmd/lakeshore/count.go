@@ -15,7 +15,7 @@ func newCountCmd(a *app) *cobra.Command {
 		Short: "Count a queue's jobs in one state, or in every state",
 		Args:  rangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
-			states := plane.States
+			states := plane.States()
 			if len(args) == 2 {
 				s, err := lakeshore.ParseState(args[1])
 				if err != nil {
@@ -63,9 +63,9 @@ func (a *app) noteUnusedQueue(c *cobra.Command, d *lakeshore.Dispatch, q *lakesh
 			return nil
 		}
 	}
-	if len(counts) < len(plane.States) {
+	if len(counts) < len(plane.States()) {
 		var total int64
-		for _, s := range plane.States {
+		for _, s := range plane.States() {
 			n, err := q.Count(c.Context(), s)
 			if err != nil {
 				return err

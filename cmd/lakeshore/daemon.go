@@ -75,7 +75,7 @@ const (
 
 // MaxSocketPath is the longest unix socket path, in bytes, the system takes (107 on Linux,
 // 103 on macOS and the BSDs).
-var MaxSocketPath = len(syscall.RawSockaddrUnix{}.Path) - 1
+const MaxSocketPath = len(syscall.RawSockaddrUnix{}.Path) - 1
 
 // DaemonOpts are the options of `lakeshore daemon`.
 type DaemonOpts struct {

@@ -32,7 +32,7 @@ func newQueuesCmd(a *app) *cobra.Command {
 			if a.json {
 				for _, s := range stats {
 					counts := map[string]int64{}
-					for _, st := range plane.States {
+					for _, st := range plane.States() {
 						counts[string(st)] = s.Counts[st]
 					}
 					if err := a.printJSON(map[string]any{"namespace": s.Namespace, "queue": s.Queue,
@@ -44,13 +44,13 @@ func newQueuesCmd(a *app) *cobra.Command {
 			}
 			tw := a.table()
 			fmt.Fprint(tw, "NAMESPACE\tQUEUE")
-			for _, st := range plane.States {
+			for _, st := range plane.States() {
 				fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
 			}
 			fmt.Fprintln(tw, "\tADMISSION")
 			for _, s := range stats {
 				fmt.Fprintf(tw, "%s\t%s", s.Namespace, s.Queue)
-				for _, st := range plane.States {
+				for _, st := range plane.States() {
 					fmt.Fprintf(tw, "\t%d", s.Counts[st])
 				}
 				fmt.Fprintf(tw, "\t%s\n", admissionText(s.Admission))

@@ -366,6 +366,9 @@ func (d *Driver) FrameRead(ctx context.Context, params *plane.FrameReadParams) (
 
 // QueueAdmissionSet implements plane.Driver.
 func (d *Driver) QueueAdmissionSet(ctx context.Context, params *plane.AdmissionParams) error {
+	if err := params.Admission.Validate(); err != nil {
+		return err
+	}
 	return d.do(ctx, &call{method: "PUT", path: queuePath(params.Namespace, params.Queue) + "/admission",
 		body: api.NewAdmission(&params.Admission), out: &api.AdmissionResponse{}, safe: true})
 }

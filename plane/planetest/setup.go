@@ -265,7 +265,7 @@ func (b *bundle) count(t *testing.T, state plane.State) int64 {
 func (b *bundle) requireCounts(t *testing.T, want map[plane.State]int64) {
 	t.Helper()
 	got := make(map[plane.State]int64)
-	for _, st := range plane.States {
+	for _, st := range plane.States() {
 		if n := b.count(t, st); n != 0 || want[st] != 0 {
 			got[st] = n
 		}

@@ -359,7 +359,7 @@ func TestManyProcessesNeverBusy(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	total := int64(0)
-	for _, s := range plane.States {
+	for _, s := range plane.States() {
 		n, err := d.InvocationCount(context.Background(), &plane.CountParams{Namespace: "default", Queue: "busy", State: s})
 		require.NoError(t, err)
 		total += n

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/lakeshore-dev/lakeshore/internal/slurmtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/provider"
@@ -28,6 +30,10 @@ func TestMain(m *testing.M) {
 	}
 	code := slurmtest.Main(m)
 	buildOnce.Do(func() {}) // wait for a build under way
+	if err := goleak.Find(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
+	}
 	if binary != "" {
 		os.RemoveAll(filepath.Dir(binary))
 	}
