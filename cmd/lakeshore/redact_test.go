@@ -32,7 +32,7 @@ func TestSecretsNotPrinted(t *testing.T) {
 		go func() {
 			done <- RunServe(ctx, &ServeOpts{Addr: "127.0.0.1:0", Target: db, Providers: true,
 				Supervisor: supervisorFlags{dryRun: true, tick: time.Hour, stopGrace: time.Second, timeout: time.Second, leaseTTL: provider.LeaseTTLDefault},
-				DataDir: t.TempDir(), Ready: func(a net.Addr) { ready <- a }},
+				DataDir:    t.TempDir(), Ready: func(a net.Addr) { ready <- a }},
 				slog.New(slog.NewTextHandler(&logs, nil)), func(string) string { return "" })
 		}()
 		select {
