@@ -262,7 +262,7 @@ func itemError(err error) *api.ErrorBody {
 	if err == nil {
 		return nil
 	}
-	b, _ := api.NewErrorBody(err)
+	b, _, _ := publicErrorBody(err)
 	return &b
 }
 
