@@ -80,6 +80,15 @@ func checkQueryUTF8(rawQuery string) error {
 	return nil
 }
 
+// invocationNotFound names the invocation and the likely causes in a not_found answer of a
+// route addressed by invocation id (plane.InvocationNotFound).
+func invocationNotFound(r *http.Request, err error) error {
+	if strings.Contains(r.Pattern, " /v1/invocations/{id}") {
+		return plane.InvocationNotFound(err, r.PathValue("id"))
+	}
+	return err
+}
+
 // escapeInvalidUTF8 returns s with each byte that is not part of valid UTF-8 written as
 // \xNN, so that an answer can quote it.
 func escapeInvalidUTF8(s string) string {

@@ -233,3 +233,32 @@ func TestFuzzRoutesWithRandomBytes(t *testing.T) {
 	}
 	t.Logf("%d routes, %d requests", len(api.Routes), requests)
 }
+
+// TestNotFoundNamesTheIDOverHTTP (issue 29, item 9): the routes addressed by invocation id
+// (get, result's wait, stream, cancel, kill, settle: ack) and the settle batch answer
+// not_found naming the id and the likely causes.
+func TestNotFoundNamesTheIDOverHTTP(t *testing.T) {
+	b := setup(t, nil)
+	id := plane.NewIDGenerator().New(time.Now())
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/invocations/" + id, ""},
+		{http.MethodGet, "/v1/invocations/" + id + "/wait?timeout=0.1", ""},
+		{http.MethodGet, "/v1/invocations/" + id + "/stream", ""},
+		{http.MethodPost, "/v1/invocations/" + id + "/cancel", ""},
+		{http.MethodPost, "/v1/invocations/" + id + "/kill", ""},
+		{http.MethodPost, "/v1/invocations/" + id + "/settle", `{"token":"AAAAAAAAAAAAAAAAAAAAAAAAAA","outcome":"succeeded"}`},
+	} {
+		ct := ""
+		if c.body != "" {
+			ct = api.ContentTypeJSON
+		}
+		r := b.do(t, c.method, c.path, ct, []byte(c.body), "")
+		eb := r.requireError(t, http.StatusNotFound, plane.ErrNotFound.Code)
+		require.Contains(t, eb.Message, id, c.path)
+		require.Contains(t, eb.Message, "retention", c.path)
+	}
+	r := b.do(t, http.MethodPost, "/v1/settle", api.ContentTypeJSON,
+		[]byte(`{"settles":[{"id":"`+id+`","token":"AAAAAAAAAAAAAAAAAAAAAAAAAA","outcome":"succeeded"}]}`), "")
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	require.Contains(t, string(r.body), id+": no such id")
+}

@@ -467,6 +467,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, v any
 
 // writeError writes the error body of err with its status (and Retry-After when known).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	err = invocationNotFound(r, err)
 	body, status, hidden := publicErrorBody(err)
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || status >= 500) {
 		// The client went away (a long-poll it gave up on): not a server error, and there
