@@ -5,8 +5,10 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import os
+import re
 import subprocess
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Coroutine, Mapping
 from datetime import datetime
@@ -107,6 +109,64 @@ def _worker_info(w: Mapping[str, Any]) -> WorkerInfo:
     )
 
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_SECRET_PARAMS = frozenset({"password", "sslpassword", "passwd", "pwd", "secret", "token", "access_token"})
+
+
+def redact_url(target: str) -> str:
+    """``target`` as it may be printed: a URL's password, and the values of query
+    parameters that carry secrets (``password=``, ``sslpassword=``, ``token=``, …), replaced
+    by ``xxxxx`` (as the Go side's ``plane.RedactURL``)."""
+    if not _SCHEME.match(target):
+        return target
+    try:
+        u = urllib.parse.urlsplit(target)
+        netloc = u.netloc
+        if u.password is not None:
+            userinfo, _, host = netloc.rpartition("@")
+            netloc = f"{userinfo.partition(':')[0]}:xxxxx@{host}"
+        query = "&".join(
+            f"{k}=xxxxx" if k.lower() in _SECRET_PARAMS else (f"{k}={v}" if sep else k)
+            for k, sep, v in (pair.partition("=") for pair in u.query.split("&") if pair)
+        )
+        return urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment))
+    except ValueError:
+        return target.split("://", 1)[0] + "://xxxxx"
+
+
+def is_url(target: str) -> bool:
+    """Whether ``target`` starts with a ``scheme://``."""
+    return _SCHEME.match(target) is not None
+
+
+def check_target(target: str, field: str, *, http: bool) -> None:
+    """Refuse a plane target this client cannot serve, instead of taking it for a file
+    path: any ``scheme://`` but ``http://`` and ``https://`` (``postgres://``,
+    ``redis://``, …), and with ``http=True`` anything but those two. Raises
+    :class:`~lakeshore.errors.InvalidError` naming what is accepted (the value redacted)."""
+    m = _SCHEME.match(target)
+    scheme = m.group(1).lower() if m else ""
+    if scheme in ("http", "https") or (not scheme and not http):
+        return
+    shown = redact_url(target)
+    if http:
+        accepted = "an http:// or https:// URL of a `lakeshore serve`"
+    else:
+        accepted = "':memory:', a SQLite file path, or an http:// or https:// URL of a `lakeshore serve`"
+    hint = ""
+    if scheme in ("postgres", "postgresql"):
+        hint = (
+            f"; to use PostgreSQL from Python, run `lakeshore serve --target {shown}` "
+            "(or `LAKESHORE_URL=postgres://… lakeshore serve`) and pass its http:// URL"
+        )
+    raise errors.InvalidError(
+        f"{field} {shown!r} is not a plane the Python client opens: it takes {accepted}{hint}",
+        field=field,
+        value=shown,
+        rule=accepted,
+    )
+
+
 class Dispatch:
     """A dispatch plane: the queues, their invocations, journals and workers.
 
@@ -135,7 +195,8 @@ class Dispatch:
                     field="target",
                     rule="':memory:', a path or a URL",
                 )
-            if target.startswith(("http://", "https://")):
+            check_target(target, "target", http=False)
+            if target.lower().startswith(("http://", "https://")):
                 return super().__new__(HttpDispatch)
             return super().__new__(LocalDispatch)
         return super().__new__(cls)
@@ -208,6 +269,7 @@ class HttpDispatch(Dispatch):
                     field="url",
                     rule="an http:// or https:// URL",
                 )
+        check_target(url, "url", http=True)
         if token is None:
             token = os.environ.get("LAKESHORE_TOKEN") or None
         self.url = url.rstrip("/")
@@ -273,6 +335,15 @@ class LocalDispatch(HttpDispatch):
             socket_path, revive = self._private.socket, None
             self.info = self._private.info
         else:
+            check_target(str(target), "target", http=False)
+            if is_url(str(target)):
+                raise errors.InvalidError(
+                    f"LocalDispatch serves ':memory:' or a SQLite file, not the URL {redact_url(str(target))!r}: "
+                    "use Dispatch(url) or HttpDispatch(url) for a server",
+                    field="target",
+                    value=redact_url(str(target)),
+                    rule="':memory:' or a SQLite file path",
+                )
             target = str(Path(target).expanduser().resolve())
             if Path(target).is_dir():
                 raise errors.InvalidError(
