@@ -192,3 +192,19 @@ def test_pyarrow_is_installed_by_the_readme_command() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "pip install -e 'python[data,test]'" in readme
     assert ".venv/" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_printed_urls_are_redacted() -> None:
+    from lakeshore._transport import redact_url
+
+    assert redact_url("http://user:secret@h:7077/x?token=secret&a=1") == "http://user:xxxxx@h:7077/x?token=xxxxx&a=1"
+    assert redact_url("postgres://lake:secret@db/lake?sslpassword=secret") == "postgres://lake:xxxxx@db/lake?sslpassword=xxxxx"
+    assert redact_url("/home/me/lakeshore.db") == "/home/me/lakeshore.db"
+    d = HttpDispatch("http://user:secret@127.0.0.1:9", retry_for=0.0)
+    try:
+        assert "secret" not in repr(d)
+        with pytest.raises(lakeshore.errors.UnavailableError) as e:
+            SyncQueue("q", dispatch=d).count()
+        assert "secret" not in str(e.value) and "xxxxx" in str(e.value)
+    finally:
+        d.close()

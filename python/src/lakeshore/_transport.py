@@ -16,9 +16,11 @@ import contextlib
 import json
 import os
 import random
+import re
 import socket
 import threading
 import time
+import urllib.parse
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime
@@ -50,6 +52,31 @@ RetryClass = Literal["safe", "fenced", "once"]
 
 LONG_POLL_MAX = 60.0
 """The longest wait one request asks the server for (the server's default cap)."""
+
+_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_SECRET_PARAMS = frozenset({"password", "sslpassword", "passwd", "pwd", "secret", "token", "access_token"})
+
+
+def redact_url(target: str) -> str:
+    """``target`` as it may be printed: a URL's password, and the values of query
+    parameters that carry secrets (``password=``, ``sslpassword=``, ``token=``, …), replaced
+    by ``xxxxx`` (as the Go side's ``plane.RedactURL``)."""
+    if not _URL_SCHEME.match(target):
+        return target
+    try:
+        u = urllib.parse.urlsplit(target)
+        netloc = u.netloc
+        if u.password is not None:
+            userinfo, _, host = netloc.rpartition("@")
+            netloc = f"{userinfo.partition(':')[0]}:xxxxx@{host}"
+        query = "&".join(
+            f"{k}=xxxxx" if k.lower() in _SECRET_PARAMS else (f"{k}={v}" if sep else k)
+            for k, sep, v in (pair.partition("=") for pair in u.query.split("&") if pair)
+        )
+        return urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment))
+    except ValueError:
+        return target.split("://", 1)[0] + "://xxxxx"
+
 
 _REQUEST_MARGIN = 30.0
 
@@ -715,7 +742,7 @@ class HttpTransport:
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
                 cause = e
                 retryable = True  # never sent: any call may be repeated
-                where = f"the local daemon's socket {self.uds}" if self.uds else f"the Lakeshore server at {self.url}"
+                where = f"the local daemon's socket {self.uds}" if self.uds else f"the Lakeshore server at {redact_url(self.url)}"
                 hint = "" if self.uds else "; is `lakeshore serve` running there (check LAKESHORE_URL)?"
                 err: errors.DispatchError = errors.UnavailableError(
                     f"cannot reach {where}: {str(e) or type(e).__name__}{hint}",
@@ -731,7 +758,7 @@ class HttpTransport:
                 retryable = retry != "once"
                 held = wait > 0
                 err = errors.UnavailableError(
-                    f"{method} {path}: the connection to {self.url} failed: {str(e) or type(e).__name__}",
+                    f"{method} {path}: the connection to {redact_url(self.url)} failed: {str(e) or type(e).__name__}",
                     code="unavailable",
                 )
             else:

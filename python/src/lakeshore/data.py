@@ -56,7 +56,8 @@ from urllib.parse import quote
 import numpy as np
 
 from lakeshore import errors, wire
-from lakeshore.dispatch import Dispatch, default_dispatch, is_url, redact_url
+from lakeshore._transport import redact_url
+from lakeshore.dispatch import Dispatch, default_dispatch, is_url
 from lakeshore.queue import _check_name, encode_value
 
 log = logging.getLogger("lakeshore.data")

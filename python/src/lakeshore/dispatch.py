@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import threading
-import urllib.parse
 import weakref
 from collections.abc import Coroutine, Mapping
 from datetime import datetime
@@ -17,7 +16,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from lakeshore import _daemon, errors
-from lakeshore._transport import HttpTransport, Portal
+from lakeshore._transport import HttpTransport, Portal, redact_url
 
 __all__ = ["Dispatch", "HttpDispatch", "LocalDispatch", "WorkerInfo", "default_dispatch", "resolve_namespace"]
 
@@ -110,28 +109,6 @@ def _worker_info(w: Mapping[str, Any]) -> WorkerInfo:
 
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_SECRET_PARAMS = frozenset({"password", "sslpassword", "passwd", "pwd", "secret", "token", "access_token"})
-
-
-def redact_url(target: str) -> str:
-    """``target`` as it may be printed: a URL's password, and the values of query
-    parameters that carry secrets (``password=``, ``sslpassword=``, ``token=``, …), replaced
-    by ``xxxxx`` (as the Go side's ``plane.RedactURL``)."""
-    if not _SCHEME.match(target):
-        return target
-    try:
-        u = urllib.parse.urlsplit(target)
-        netloc = u.netloc
-        if u.password is not None:
-            userinfo, _, host = netloc.rpartition("@")
-            netloc = f"{userinfo.partition(':')[0]}:xxxxx@{host}"
-        query = "&".join(
-            f"{k}=xxxxx" if k.lower() in _SECRET_PARAMS else (f"{k}={v}" if sep else k)
-            for k, sep, v in (pair.partition("=") for pair in u.query.split("&") if pair)
-        )
-        return urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment))
-    except ValueError:
-        return target.split("://", 1)[0] + "://xxxxx"
 
 
 def is_url(target: str) -> bool:
@@ -280,7 +257,7 @@ class HttpDispatch(Dispatch):
         self._closer = weakref.finalize(self, self._portal.close, self._transport.aclose)
 
     def __repr__(self) -> str:
-        return f"HttpDispatch({self.url!r}, namespace={self.namespace!r})"
+        return f"HttpDispatch({redact_url(self.url)!r}, namespace={self.namespace!r})"
 
 
 class LocalDispatch(HttpDispatch):
