@@ -6,16 +6,25 @@ import (
 	"strings"
 )
 
-// InvocationNotFound returns err, when it is ErrNotFound about invocation id, as an error
-// that names the id and the likely causes (it still matches ErrNotFound, code not_found);
-// any other err is returned as it is. Every client's "not found" for result, cancel,
-// stream, ack and get goes through it: the server for HTTP callers, the Go SDK for its
-// own.
+// InvocationNotFound returns err, when it is ErrNotFound about an invocation, as an error
+// that names the likely causes and (when id is not "") the id; it still matches
+// ErrNotFound (code not_found). Any other err is returned as it is. Every "not found" for
+// result, cancel, stream, ack and get goes through it: the server adds the causes without
+// the id (an answer about another tenant's id must be the same bytes as one about an
+// unknown id: no existence oracle), and each client (the Go SDK, the Python client) names
+// the id it asked about.
 func InvocationNotFound(err error, id string) error {
-	if err == nil || !errors.Is(err, ErrNotFound) || id == "" || strings.Contains(err.Error(), id) {
+	if err == nil || !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf("%w: invocation %s: %s", ErrNotFound, Truncate(id), NotFoundCauses)
+	msg := err.Error()
+	if !strings.Contains(msg, NotFoundCauses) {
+		err = fmt.Errorf("%w: %s", err, NotFoundCauses)
+	}
+	if id != "" && !strings.Contains(msg, id) {
+		err = fmt.Errorf("invocation %s: %w", Truncate(id), err)
+	}
+	return err
 }
 
 // NotFoundCauses is what an unknown invocation id most likely means.

@@ -80,11 +80,12 @@ func checkQueryUTF8(rawQuery string) error {
 	return nil
 }
 
-// invocationNotFound names the invocation and the likely causes in a not_found answer of a
-// route addressed by invocation id (plane.InvocationNotFound).
+// invocationNotFound names the likely causes in a not_found answer of a route addressed by
+// invocation id (plane.InvocationNotFound), never the id: the answer about another
+// tenant's id is the same as about an unknown one; the client names the id it asked for.
 func invocationNotFound(r *http.Request, err error) error {
 	if strings.Contains(r.Pattern, " /v1/invocations/{id}") {
-		return plane.InvocationNotFound(err, r.PathValue("id"))
+		return plane.InvocationNotFound(err, "")
 	}
 	return err
 }

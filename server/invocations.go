@@ -343,7 +343,7 @@ func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request, p *princip
 	}
 	out := &api.SettlesResponse{Results: make([]api.ItemResponse, len(errs))}
 	for i, e := range errs {
-		out.Results[i] = api.ItemResponse{Error: itemError(plane.InvocationNotFound(e, params[i].ID))}
+		out.Results[i] = api.ItemResponse{Error: itemError(plane.InvocationNotFound(e, ""))}
 	}
 	s.write(w, r, http.StatusOK, out)
 	return nil
@@ -425,7 +425,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, p *prin
 	}
 	out := &api.HeartbeatsResponse{Results: make([]api.HeartbeatResult, len(res))}
 	for i, h := range res {
-		out.Results[i] = api.HeartbeatResult{LeaseExpiresAt: h.LeaseExpiresAt, Error: itemError(plane.InvocationNotFound(h.Err, params[i].ID))}
+		out.Results[i] = api.HeartbeatResult{LeaseExpiresAt: h.LeaseExpiresAt, Error: itemError(plane.InvocationNotFound(h.Err, ""))}
 	}
 	s.write(w, r, http.StatusOK, out)
 	return nil

@@ -78,6 +78,18 @@ def redact_url(target: str) -> str:
         return target.split("://", 1)[0] + "://xxxxx"
 
 
+def _name_invocation(err: errors.DispatchError, path: str) -> errors.DispatchError:
+    """A ``not_found`` answer of a route addressed by invocation id names that id (the server
+    names only the likely causes: its answer about another tenant's id must equal the one
+    about an unknown id)."""
+    if err.code == "not_found" and path.startswith("/v1/invocations/"):
+        inv_id = path.split("/")[3]
+        if inv_id and inv_id not in err.message:
+            err.message = f"invocation {inv_id}: {err.message}"
+            err.args = (err.message,)
+    return err
+
+
 _REQUEST_MARGIN = 30.0
 
 _HELD = 1.0
@@ -768,7 +780,7 @@ class HttpTransport:
                 decoded = _decode_answer(resp, data)
                 if 200 <= status < 300:
                     return decoded
-                err = errors.error_from_body(decoded, status)
+                err = _name_invocation(errors.error_from_body(decoded, status), path)
                 if err.code in ("shutting_down", "too_many_long_polls"):
                     retryable = True
                 elif status in (502, 503, 504):
