@@ -79,6 +79,17 @@ func TestSecretsNotPrinted(t *testing.T) {
 		require.NotContains(t, logs.String(), pgtest.Password)
 	})
 
+	t.Run("provider settings", func(t *testing.T) {
+		c := newCLI(t)
+		_, errs, code := c.run("", "queue", "set", "a", "--provider", "local", "--worker-command", "sh -c true postgres://u:hunter2@db/x",
+			"--worker-env", "DATABASE_URL=postgres://u:hunter2@db/x?sslpassword=hunter2")
+		require.Zero(t, code, errs)
+		text := c.ok("queue", "get", "a")
+		require.Contains(t, text, "DATABASE_URL=postgres://u:xxxxx@db/x")
+		require.Contains(t, text, "postgres://u:xxxxx@db/x")
+		require.NotContains(t, text, "hunter2")
+	})
+
 	t.Run("refuses connections", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
