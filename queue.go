@@ -228,7 +228,7 @@ func (q *Queue) wait(ctx context.Context, id string, timeout time.Duration) (*pl
 		case errors.Is(err, ErrTimeout):
 			return nil, fmt.Errorf("result %s: waited %s: %w", id, timeout.Round(time.Millisecond), ErrTimeout)
 		}
-		return nil, ctxError(err)
+		return nil, plane.InvocationNotFound(ctxError(err), id)
 	}
 }
 
@@ -248,7 +248,8 @@ func ctxError(err error) error {
 // running or terminal invocation it changes nothing and returns false (a running attempt
 // finishes; see Kill). Errors: ErrNotFound.
 func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
-	return q.d.drv.InvocationCancel(ctx, id)
+	ok, err := q.d.drv.InvocationCancel(ctx, id)
+	return ok, plane.InvocationNotFound(err, id)
 }
 
 // Kill ends the running invocation id as killed and revokes its lease, reporting whether it
@@ -256,7 +257,8 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 // cancels its handler's context at the next heartbeat. On any other state it changes
 // nothing and returns false. Errors: ErrNotFound.
 func (q *Queue) Kill(ctx context.Context, id string) (bool, error) {
-	return q.d.drv.InvocationKill(ctx, id)
+	ok, err := q.d.drv.InvocationKill(ctx, id)
+	return ok, plane.InvocationNotFound(err, id)
 }
 
 // WaitReleased waits until the worker that ran invocation id when it was killed (or when
@@ -341,7 +343,7 @@ func (q *Queue) Len(ctx context.Context) (int64, error) { return q.Count(ctx, St
 func (q *Queue) Get(ctx context.Context, id string) (*Invocation, error) {
 	inv, err := q.d.drv.InvocationGet(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, plane.InvocationNotFound(err, id)
 	}
 	return &Invocation{Invocation: *inv}, nil
 }

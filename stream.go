@@ -73,7 +73,14 @@ func (q *Queue) Stream(ctx context.Context, id string, since int64, opts *Stream
 	if err := plane.ValidateID(id); err != nil {
 		return func(yield func(Frame, error) bool) { yield(Frame{}, err) }
 	}
-	return q.d.stream(ctx, plane.Journal{InvocationID: id}, since, opts.timeout(StreamTimeoutDefault))
+	seq := q.d.stream(ctx, plane.Journal{InvocationID: id}, since, opts.timeout(StreamTimeoutDefault))
+	return func(yield func(Frame, error) bool) {
+		for f, err := range seq {
+			if !yield(f, plane.InvocationNotFound(err, id)) {
+				return
+			}
+		}
+	}
 }
 
 // stream reads journal j from cursor since, yielding VALUE frames until END, an error, or

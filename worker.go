@@ -155,7 +155,7 @@ func (q *Queue) settle(ctx context.Context, p plane.SettleParams) error {
 		return fmt.Errorf("settle %s: the plane returned %d results for 1", p.ID, len(errs))
 	}
 	if errs[0] != nil {
-		return fmt.Errorf("settle %s: %w", p.ID, errs[0])
+		return fmt.Errorf("settle %s: %w", p.ID, plane.InvocationNotFound(errs[0], p.ID))
 	}
 	return nil
 }

@@ -2,10 +2,11 @@ package persist
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // TargetOpener opens the store of queue name at target, a URL whose scheme a store
@@ -79,14 +80,8 @@ func unknownTarget(field, target string) error {
 	return &InvalidError{Field: field, Value: redactURL(target), Rule: rule}
 }
 
-// redactURL drops the password of a URL for messages.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
-}
+// redactURL drops the secrets of a URL for messages (plane.RedactURL).
+func redactURL(s string) string { return plane.RedactURL(s) }
 
 // resolveTarget says which store Open uses for cfg: a registered target (open set,
 // target its URL), the HTTP store (http set), or the file store (neither). The target is

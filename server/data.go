@@ -643,10 +643,10 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 	if st, ok := dataStatuses[code]; ok {
 		status = st
 	}
-	out.Message = cut(out.Message, maxErrorAnswerText)
+	out.Message = escapeInvalidUTF8(cut(out.Message, maxErrorAnswerText))
 	if d := out.Details; d != nil {
-		d.Field, d.Rule = cut(d.Field, maxErrorAnswerText), cut(d.Rule, maxErrorAnswerText)
-		d.Reason = cut(d.Reason, maxErrorAnswerText)
+		d.Field, d.Rule = escapeInvalidUTF8(cut(d.Field, maxErrorAnswerText)), escapeInvalidUTF8(cut(d.Rule, maxErrorAnswerText))
+		d.Reason = escapeInvalidUTF8(cut(d.Reason, maxErrorAnswerText))
 	}
 	if rec, ok := w.(*recorder); ok {
 		rec.code, rec.msg = out.Code, out.Message

@@ -262,7 +262,7 @@ func itemError(err error) *api.ErrorBody {
 	if err == nil {
 		return nil
 	}
-	b, _ := api.NewErrorBody(err)
+	b, _, _ := publicErrorBody(err)
 	return &b
 }
 
@@ -343,7 +343,7 @@ func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request, p *princip
 	}
 	out := &api.SettlesResponse{Results: make([]api.ItemResponse, len(errs))}
 	for i, e := range errs {
-		out.Results[i] = api.ItemResponse{Error: itemError(e)}
+		out.Results[i] = api.ItemResponse{Error: itemError(plane.InvocationNotFound(e, ""))}
 	}
 	s.write(w, r, http.StatusOK, out)
 	return nil
@@ -425,7 +425,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, p *prin
 	}
 	out := &api.HeartbeatsResponse{Results: make([]api.HeartbeatResult, len(res))}
 	for i, h := range res {
-		out.Results[i] = api.HeartbeatResult{LeaseExpiresAt: h.LeaseExpiresAt, Error: itemError(h.Err)}
+		out.Results[i] = api.HeartbeatResult{LeaseExpiresAt: h.LeaseExpiresAt, Error: itemError(plane.InvocationNotFound(h.Err, ""))}
 	}
 	s.write(w, r, http.StatusOK, out)
 	return nil

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -84,7 +83,7 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 // every token.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, p *principal) error {
 	if p.all {
-		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+		s.metricsHandler(s.cfg.Gatherer).ServeHTTP(w, r)
 		return nil
 	}
 	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
@@ -104,7 +103,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, p *princi
 		}
 		return out, err
 	})
-	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	s.metricsHandler(g).ServeHTTP(w, r)
 	return nil
 }
 

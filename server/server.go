@@ -300,6 +300,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route = "unmatched"
 		h = http.HandlerFunc(s.unmatched)
 	}
+	if err := s.checkRequest(r, route); err != nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, err) })
+	}
 	r = r.WithContext(context.WithValue(r.Context(), requestKey{}, &requestInfo{id: rid}))
 	func() {
 		defer func() {
@@ -464,7 +467,8 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, v any
 
 // writeError writes the error body of err with its status (and Retry-After when known).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	body, status := api.NewErrorBody(err)
+	err = invocationNotFound(r, err)
+	body, status, hidden := publicErrorBody(err)
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || status >= 500) {
 		// The client went away (a long-poll it gave up on): not a server error, and there
 		// is no one to answer.
@@ -476,6 +480,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var tl *tooLargeError
 	if errors.As(err, &tl) {
 		status = http.StatusRequestEntityTooLarge
+	}
+	if rec, ok := w.(*recorder); ok && hidden != "" {
+		rec.msg = hidden // the log has what the caller is not told
 	}
 	if status == http.StatusInternalServerError && !errors.Is(err, api.ErrInternal) {
 		// Keep server internals out of the body; the log has them.

@@ -74,7 +74,7 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 		out.Results[i] = api.ItemResponse{Error: itemError(e)}
 	}
 	for k, e := range errs {
-		out.Results[at[k]] = api.ItemResponse{Error: itemError(e)}
+		out.Results[at[k]] = api.ItemResponse{Error: itemError(plane.InvocationNotFound(e, ""))}
 		if e == nil {
 			s.metrics.settles.WithLabelValues(api.OutcomeName(send[k].Outcome)).Inc()
 		}

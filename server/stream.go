@@ -151,7 +151,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *principal, j 
 		}
 		if len(res.Frames) == 0 && !res.Closed {
 			if time.Since(lastFrame) >= silence {
-				eb, _ := api.NewErrorBody(fmt.Errorf("%w: no frame for %s", plane.ErrTimeout, silence))
+				eb, _, _ := publicErrorBody(fmt.Errorf("%w: no frame for %s", plane.ErrTimeout, silence))
 				sw.event(&api.StreamEvent{Error: &eb})
 				sw.flush()
 				return nil
@@ -159,7 +159,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *principal, j 
 		}
 		if ctx.Err() != nil {
 			if err := stopErr(ctx, ctx.Err()); err != ctx.Err() {
-				eb, _ := api.NewErrorBody(err)
+				eb, _, _ := publicErrorBody(err)
 				sw.event(&api.StreamEvent{Error: &eb})
 				sw.flush()
 			}
@@ -172,7 +172,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *principal, j 
 				res = &plane.FrameReadResult{}
 				continue // reported above on the next turn
 			}
-			eb, _ := api.NewErrorBody(err)
+			eb, _, hidden := publicErrorBody(err)
+			if hidden != "" {
+				s.log.Error("stream: reading frames", logError, cut(hidden, maxLoggedError))
+			}
 			sw.event(&api.StreamEvent{Error: &eb})
 			sw.flush()
 			return nil

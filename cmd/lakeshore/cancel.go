@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +32,7 @@ func (a *app) endJob(ctx context.Context, id, verb, done string, fn func(*lakesh
 	defer d.Close()
 	changed, err := fn(q, ctx, id)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", verb, id, err)
+		return verbError(verb, id, err)
 	}
 	inv, err := q.Get(ctx, id)
 	if err != nil {
@@ -50,4 +51,13 @@ func (a *app) endJob(ctx context.Context, id, verb, done string, fn func(*lakesh
 		return silentExit(exitJobFailed)
 	}
 	return nil
+}
+
+// verbError names the verb and the id of a failed verb on one invocation, the id once
+// (the SDK's not_found already names it: "cancel: invocation 01…: not found: …").
+func verbError(verb, id string, err error) error {
+	if strings.Contains(err.Error(), id) {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	return fmt.Errorf("%s %s: %w", verb, id, err)
 }

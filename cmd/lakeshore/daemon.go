@@ -252,7 +252,7 @@ func RunDaemon(ctx context.Context, o *DaemonOpts, logger *slog.Logger, getenv f
 	}
 
 	info := DaemonInfo{Protocol: DaemonProtocol, Version: binaryVersion(), Binary: binaryIdentity(), PID: os.Getpid(),
-		Target: target, Socket: socket, StartedAt: time.Now().UTC()}
+		Target: plane.RedactURL(target), Socket: socket, StartedAt: time.Now().UTC()}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 
@@ -316,7 +316,7 @@ func RunDaemon(ctx context.Context, o *DaemonOpts, logger *slog.Logger, getenv f
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	logger.Info("daemon ready", "socket", socket, "pid", info.PID, "protocol", DaemonProtocol, "target", target)
+	logger.Info("daemon ready", "socket", socket, "pid", info.PID, "protocol", DaemonProtocol, "target", plane.RedactURL(target))
 	if o.Ready != nil {
 		o.Ready(info)
 	}

@@ -85,7 +85,7 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 			dir = filepath.Join(home, "data", ns)
 		}
 		if strings.Contains(dir, "://") {
-			return nil, usagef("--data-dir: want a directory, got the URL %s (give a server or a postgres://…?blob=… store with --target)", lakestore.Redact(dir))
+			return nil, usagef("--data-dir: want a directory, got the URL %s (give a server or a postgres://…?blob=… store with --target)", plane.RedactURL(dir))
 		}
 		if create {
 			if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -22,7 +22,7 @@ func newGetCmd(a *app) *cobra.Command {
 			defer d.Close()
 			inv, err := q.Get(c.Context(), args[0])
 			if err != nil {
-				return fmt.Errorf("get %s: %w", args[0], err)
+				return verbError("get", args[0], err)
 			}
 			return a.printInvocation(inv)
 		},

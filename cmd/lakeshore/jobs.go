@@ -74,10 +74,7 @@ stderr) gives the --after cursor of the next page; with --json the last line on 
 			for _, inv := range page.Invocations {
 				errText := "-"
 				if inv.Error != nil {
-					errText = inv.Error.Type + ": " + inv.Error.Message
-					if len(errText) > 60 {
-						errText = errText[:57] + "..."
-					}
+					errText = errorSummary(inv.Error.Type, inv.Error.Message)
 				}
 				key := inv.Key
 				if key == "" {
@@ -130,4 +127,20 @@ func shellWord(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// errorSummary is a job's error in one row of `lakeshore jobs`: its type and the first line
+// of its message (a traceback follows it; `lakeshore get` shows the whole), at most 60
+// characters, cut at a rune boundary.
+func errorSummary(typ, message string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(message), "\n")
+	first = strings.TrimSpace(first)
+	text := first
+	if typ != "" && typ != first && !strings.HasPrefix(first, typ+":") {
+		text = typ + ": " + first
+	}
+	if r := []rune(text); len(r) > 60 {
+		text = string(r[:57]) + "..."
+	}
+	return text
 }

@@ -51,7 +51,7 @@ die with it).`,
 			start := time.Now()
 			attempt, err := q.WaitReleased(c.Context(), args[0], &lakeshore.ListenOptions{Timeout: timeout})
 			if err != nil {
-				return fmt.Errorf("kill %s: %w", args[0], err)
+				return verbError("kill", args[0], err)
 			}
 			if a.json {
 				return a.printJSON(map[string]any{"id": args[0], "released": true, "attempt": attempt,

@@ -90,7 +90,7 @@ LAKESHORE_NAMESPACE. SIGINT/SIGTERM stop the supervisor.`,
 				}
 				defer stop()
 			}
-			logger.Info("provider supervisor running", "target", target, "holder", s.Holder(), "dry_run", o.dryRun)
+			logger.Info("provider supervisor running", "target", plane.RedactURL(target), "holder", s.Holder(), "dry_run", o.dryRun)
 			return s.Run(c.Context())
 		},
 	}
@@ -151,7 +151,7 @@ func workerEnv(target string, logger *slog.Logger) map[string]string {
 	path := strings.TrimPrefix(target, "sqlite://")
 	if filepath.Base(path) != lakeshore.DefaultDBName {
 		logger.Warn("provider supervisor: launched workers find the embedded plane through LAKESHORE_HOME, which names a directory holding "+
-			lakeshore.DefaultDBName+"; this plane's file has another name, so give the worker command its --target", "target", target)
+			lakeshore.DefaultDBName+"; this plane's file has another name, so give the worker command its --target", "target", plane.RedactURL(target))
 	}
 	return map[string]string{lakeshore.EnvHome: filepath.Dir(path)}
 }

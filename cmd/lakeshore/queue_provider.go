@@ -206,9 +206,13 @@ func (a *app) printProvider(ref *lakeshore.ProviderRef) error {
 	fmt.Fprintf(tw, "cooldown\t%s\n", p.Cooldown)
 	fmt.Fprintf(tw, "idle timeout\t%s\n", p.IdleTimeout)
 	fmt.Fprintf(tw, "register timeout\t%s\n", p.RegisterTimeout)
-	fmt.Fprintf(tw, "worker command\t%s\n", shellJoin(p.Command))
+	command := make([]string, len(p.Command))
+	for i, arg := range p.Command {
+		command[i] = plane.RedactURL(arg) // a URL argument's password is not printed
+	}
+	fmt.Fprintf(tw, "worker command\t%s\n", shellJoin(command))
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-		fmt.Fprintf(tw, "worker env\t%s=%s\n", k, p.Env[k])
+		fmt.Fprintf(tw, "worker env\t%s=%s\n", k, plane.RedactURL(p.Env[k]))
 	}
 	r := p.Resources
 	var res []string

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // How a one-shot verb treats an HTTP plane that refuses connections (issue 11 item 1):
@@ -67,10 +68,10 @@ func (c dialCheck) check(ctx context.Context, target string, notes io.Writer) er
 		elapsed := time.Since(start)
 		if elapsed >= c.giveUp {
 			return fmt.Errorf("%s refuses connections (tried for %s; is 'lakeshore serve' running?): %w",
-				target, c.giveUp, lakeshore.ErrUnavailable)
+				plane.RedactURL(target), c.giveUp, lakeshore.ErrUnavailable)
 		}
 		if !noticed && elapsed >= c.noticeAfter {
-			fmt.Fprintf(notes, "lakeshore: %s refuses connections; retrying…\n", target)
+			fmt.Fprintf(notes, "lakeshore: %s refuses connections; retrying…\n", plane.RedactURL(target))
 			noticed = true
 		}
 		select {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,10 +47,7 @@ func (a *app) printResult(c *cobra.Command, q *lakeshore.Queue, id string, timeo
 		return &codeError{code: exitJobFailed, err: err}
 	}
 	if err != nil {
-		if !strings.Contains(err.Error(), id) {
-			err = fmt.Errorf("result %s: %w", id, err) // name the id, as get does
-		}
-		return err
+		return verbError("result", id, err) // name the verb and the id, as get does
 	}
 	if a.json {
 		return a.printJSON(map[string]any{"id": id, "state": lakeshore.StateSucceeded, "result": v})

@@ -104,13 +104,13 @@ func (o *ServeOpts) Validate() error {
 		return plane.Invalid("--data/--data-dir", nil, "give one: --data-dir for file stores on this machine, --data for a distributed store")
 	}
 	if o.Data != "" && !lakestore.IsCatalogURL(o.Data) {
-		return plane.Invalid("--data", lakestore.Redact(o.Data), "postgres://…?blob=<bucket URL>, e.g. postgres://db/lakeshore?blob=s3%3A%2F%2Fbucket")
+		return plane.Invalid("--data", plane.RedactURL(o.Data), "postgres://…?blob=<bucket URL>, e.g. postgres://db/lakeshore?blob=s3%3A%2F%2Fbucket")
 	}
 	if _, _, err := net.SplitHostPort(cmp.Or(o.Addr, AddrDefault)); err != nil {
 		return plane.Invalid("--addr", o.Addr, "use host:port, e.g. "+AddrDefault)
 	}
 	if targetIsAddr(o.Target, cmp.Or(o.Addr, AddrDefault)) {
-		return plane.Invalid("--target", o.Target, "it is this server's own address (--addr "+cmp.Or(o.Addr, AddrDefault)+
+		return plane.Invalid("--target", plane.RedactURL(o.Target), "it is this server's own address (--addr "+cmp.Or(o.Addr, AddrDefault)+
 			"), so every request would be proxied back to itself; serve a SQLite file (the default) or another server")
 	}
 	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 ||
@@ -260,7 +260,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if o.TLSCert != "" {
 		scheme = "https"
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", target, "data", dataDir)
+	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", plane.RedactURL(target), "data", dataDir)
 
 	errc := make(chan error, 1)
 	go func() {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // TestVerbs runs every verb against a SQLite file target.
@@ -223,7 +224,8 @@ func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 		for _, verb := range []string{"cancel", "kill", "result", "get"} {
 			_, errs, code := c.run("", verb, id)
 			require.Equal(t, exitNotFound, code)
-			require.Equal(t, "lakeshore: "+verb+" "+id+": not found\n", errs)
+			// Issue 29 item 9: the message names the id (once) and the likely causes.
+			require.Equal(t, "lakeshore: "+verb+": invocation "+id+": not found: "+plane.NotFoundCauses+"\n", errs)
 		}
 	})
 

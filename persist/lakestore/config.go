@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // Defaults of Config.
@@ -242,14 +243,8 @@ func catalogKey(namespace, name string) string {
 	return "_ns/" + namespace + "/" + name
 }
 
-// Redact returns a URL without its password, for messages and logs.
-func Redact(s string) string { return redact(s) }
+// Redact returns a URL without its secrets, for messages and logs (plane.RedactURL).
+func Redact(s string) string { return plane.RedactURL(s) }
 
-// redact drops the password of a URL for messages.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
-}
+// redact drops the secrets of a URL for messages.
+func redact(s string) string { return plane.RedactURL(s) }

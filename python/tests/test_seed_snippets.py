@@ -120,7 +120,7 @@ def test_topics(plane: dls.Dispatch) -> None:
 
 
 def test_fan_out(plane: dls.Dispatch) -> None:
-    echo_worker("gpu", 20, lambda p: p["seed"] * 2)
+    w = echo_worker("gpu", 20, lambda p: p["seed"] * 2)
 
     async def main() -> list[Any]:
         q = Queue("gpu")
@@ -128,6 +128,9 @@ def test_fan_out(plane: dls.Dispatch) -> None:
         return await asyncio.gather(*(q.result(i, timeout=300) for i in ids))
 
     assert asyncio.run(main()) == [2 * i for i in range(20)]
+    # The last result can arrive before the worker's ack call has returned: closing the
+    # plane under it (the fixture's teardown) would fail that call in the thread.
+    w.join(30)
 
 
 def test_task_queue_page_running_a_worker(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -300,6 +300,7 @@ def test_a_second_signal_stops_running_jobs_and_releases_them(home: Path, tmp_pa
     assert time.monotonic() - t0 < 20  # not the job's 60 s, nor its lease
     row = q.get(inv)
     assert row.state == "queued" and row.attempt == 1 and row.error is not None  # released at once for a retry
+    assert "stopped by SIGINT, released for retry" in str(row.error), row.error  # not "JobStopped: JobStopped"
     job = q.claim(wait=5)  # no lease to wait out
     assert job is not None and job.id == inv and job.attempt == 2
     q.ack(job, "second attempt")

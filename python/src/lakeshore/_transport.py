@@ -16,9 +16,11 @@ import contextlib
 import json
 import os
 import random
+import re
 import socket
 import threading
 import time
+import urllib.parse
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime
@@ -50,6 +52,43 @@ RetryClass = Literal["safe", "fenced", "once"]
 
 LONG_POLL_MAX = 60.0
 """The longest wait one request asks the server for (the server's default cap)."""
+
+_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_SECRET_PARAMS = frozenset({"password", "sslpassword", "passwd", "pwd", "secret", "token", "access_token"})
+
+
+def redact_url(target: str) -> str:
+    """``target`` as it may be printed: a URL's password, and the values of query
+    parameters that carry secrets (``password=``, ``sslpassword=``, ``token=``, …), replaced
+    by ``xxxxx`` (as the Go side's ``plane.RedactURL``)."""
+    if not _URL_SCHEME.match(target):
+        return target
+    try:
+        u = urllib.parse.urlsplit(target)
+        netloc = u.netloc
+        if u.password is not None:
+            userinfo, _, host = netloc.rpartition("@")
+            netloc = f"{userinfo.partition(':')[0]}:xxxxx@{host}"
+        query = "&".join(
+            f"{k}=xxxxx" if k.lower() in _SECRET_PARAMS else (f"{k}={v}" if sep else k)
+            for k, sep, v in (pair.partition("=") for pair in u.query.split("&") if pair)
+        )
+        return urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment))
+    except ValueError:
+        return target.split("://", 1)[0] + "://xxxxx"
+
+
+def _name_invocation(err: errors.DispatchError, path: str) -> errors.DispatchError:
+    """A ``not_found`` answer of a route addressed by invocation id names that id (the server
+    names only the likely causes: its answer about another tenant's id must equal the one
+    about an unknown id)."""
+    if err.code == "not_found" and path.startswith("/v1/invocations/"):
+        inv_id = path.split("/")[3]
+        if inv_id and inv_id not in err.message:
+            err.message = f"invocation {inv_id}: {err.message}"
+            err.args = (err.message,)
+    return err
+
 
 _REQUEST_MARGIN = 30.0
 
@@ -715,7 +754,7 @@ class HttpTransport:
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
                 cause = e
                 retryable = True  # never sent: any call may be repeated
-                where = f"the local daemon's socket {self.uds}" if self.uds else f"the Lakeshore server at {self.url}"
+                where = f"the local daemon's socket {self.uds}" if self.uds else f"the Lakeshore server at {redact_url(self.url)}"
                 hint = "" if self.uds else "; is `lakeshore serve` running there (check LAKESHORE_URL)?"
                 err: errors.DispatchError = errors.UnavailableError(
                     f"cannot reach {where}: {str(e) or type(e).__name__}{hint}",
@@ -731,7 +770,7 @@ class HttpTransport:
                 retryable = retry != "once"
                 held = wait > 0
                 err = errors.UnavailableError(
-                    f"{method} {path}: the connection to {self.url} failed: {str(e) or type(e).__name__}",
+                    f"{method} {path}: the connection to {redact_url(self.url)} failed: {str(e) or type(e).__name__}",
                     code="unavailable",
                 )
             else:
@@ -741,7 +780,7 @@ class HttpTransport:
                 decoded = _decode_answer(resp, data)
                 if 200 <= status < 300:
                     return decoded
-                err = errors.error_from_body(decoded, status)
+                err = _name_invocation(errors.error_from_body(decoded, status), path)
                 if err.code in ("shutting_down", "too_many_long_polls"):
                     retryable = True
                 elif status in (502, 503, 504):

@@ -42,6 +42,7 @@ import atexit
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import os
 import secrets
@@ -55,8 +56,11 @@ from urllib.parse import quote
 import numpy as np
 
 from lakeshore import errors, wire
-from lakeshore.dispatch import Dispatch, default_dispatch
+from lakeshore._transport import redact_url
+from lakeshore.dispatch import Dispatch, default_dispatch, is_url
 from lakeshore.queue import _check_name, encode_value
+
+log = logging.getLogger("lakeshore.data")
 
 __all__ = [
     "Queue",
@@ -480,6 +484,15 @@ _storage_planes: dict[str, Dispatch] = {}
 def _storage_dispatch(storage_path: str | os.PathLike[str]) -> Dispatch:
     """The embedded plane of a storage directory (``{dir}/lakeshore.db``), one per directory
     in the process, closed at exit; the process default when ``$LAKESHORE_URL`` is set."""
+    if is_url(str(storage_path)):
+        shown = redact_url(str(storage_path))
+        raise errors.InvalidError(
+            f"storage_path {shown!r} is a URL; name a directory (the queue's data goes under it), "
+            "or pass dispatch=Dispatch('http://…') for a server's data queues",
+            field="storage_path",
+            value=shown,
+            rule="a directory",
+        )
     if os.environ.get("LAKESHORE_URL"):
         return default_dispatch()
     root = Path(storage_path).expanduser().resolve()
@@ -558,6 +571,7 @@ class Queue:
                 rule="auto|off",
             )
         self.name = name
+        self._told_partition = False
         self.storage_path = None if storage_path is None else os.fspath(storage_path)
         self.batch_size = batch_size
         self.auto_flush_interval_sec = auto_flush_interval_sec
@@ -581,7 +595,7 @@ class Queue:
         self._refused: errors.DispatchError | None = None
         self._buffer_lock = asyncio.Lock()
         self._flush_timer: asyncio.TimerHandle | None = None
-        self._offset = 0
+        self._offsets: dict[str, int] = {}  # the read cursor of each partition
         self.metrics = {"puts": 0, "gets": 0, "flushes": 0}
 
     @property
@@ -695,10 +709,33 @@ class Queue:
         dicts. Sends this object's buffered records first."""
         if self._buffer or self._unsent:
             await self._send()
-        recs, nxt = await self._read(self._offset, limit, partition_id, fields, 0.0)
-        self._offset = nxt
+        part = partition_id or self.partition_id
+        recs, nxt = await self._read(self._offsets.get(part, 0), limit, part, fields, 0.0)
+        self._offsets[part] = nxt
         self.metrics["gets"] += len(recs)
+        if not recs and partition_id is None and not self._told_partition:
+            await self._tell_other_partitions()
         return recs
+
+    async def _tell_other_partitions(self) -> None:
+        """After a read of the default partition found nothing: log once, at WARNING, which
+        other partitions hold records (a put with ``partition_id=`` and a read without it
+        read different partitions; reads never span partitions)."""
+        try:
+            parts = (await self._call("GET", "/stats", retry="safe")).get("partitions") or {}
+        except errors.DispatchError:
+            return
+        others = {str(p): int(n) for p, n in dict(parts).items() if str(p) != self.partition_id and int(n) > 0}
+        if others:
+            self._told_partition = True
+            log.warning(
+                "lakeshore.data: %s: get() read partition %r (this Queue's partition_id), which has no records "
+                "after offset %d; records are in partitions %s: pass partition_id= to read one (reads are per partition)",
+                self.name,
+                self.partition_id,
+                self._offsets.get(self.partition_id, 0),
+                others,
+            )
 
     async def _read(
         self,
@@ -739,17 +776,24 @@ class Queue:
             left = timeout - (time.monotonic() - last)
             if wait and left <= 0:
                 return
-            recs, nxt = await self._read(self._offset, limit, partition_id, None, min(left, 30.0) if wait else 0.0)
-            self._offset = nxt
+            part = partition_id or self.partition_id
+            recs, nxt = await self._read(self._offsets.get(part, 0), limit, part, None, min(left, 30.0) if wait else 0.0)
+            self._offsets[part] = nxt
             if recs:
                 last = time.monotonic()
                 yield recs
             elif not wait:
                 return
 
-    def reader(self, rank: int = 0, world_size: int = 1) -> Reader:
-        """A reader for data-parallel rank ``rank`` of ``world_size`` (see :class:`Reader`)."""
-        return Reader(self, rank, world_size)
+    def reader(self, rank: int | None = None, world_size: int | None = None) -> Reader:
+        """A reader for data-parallel rank ``rank`` of ``world_size`` (see :class:`Reader`).
+        Defaults: ``$RANK`` and ``$WORLD_SIZE``, which distributed launchers set (torchrun,
+        ``torch.distributed``, DeepSpeed), else 0 and 1.
+
+        Raises:
+            InvalidError: a rank outside ``0 ≤ rank < world_size``, or such variables that
+                are not integers."""
+        return Reader(self, _env_int("RANK", 0) if rank is None else rank, _env_int("WORLD_SIZE", 1) if world_size is None else world_size)
 
     async def mark_consumed(self, task_name: str, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
         """Mark records consumed by ``task_name`` (samplers skip them for that task)."""
@@ -824,7 +868,7 @@ class Reader:
         self.queue = queue
         self.rank = rank
         self.world_size = world_size
-        self._offset = 0
+        self._offsets: dict[str, int] = {}  # the read cursor of each partition
         self._steps: dict[tuple[str, str], int] = {}
 
     def _meta_body(
@@ -974,10 +1018,27 @@ class Reader:
         q = self.queue
         if q._buffer or q._unsent:
             await q._send()
-        recs, nxt = await q._read(self._offset, limit, partition_id, None, 0.0, (self.rank, self.world_size))
-        self._offset = nxt
+        part = partition_id or q.partition_id
+        recs, nxt = await q._read(self._offsets.get(part, 0), limit, part, None, 0.0, (self.rank, self.world_size))
+        self._offsets[part] = nxt
         q.metrics["gets"] += len(recs)
         return recs
+
+
+def _env_int(name: str, default: int) -> int:
+    """The integer in environment variable ``name``, else ``default`` when unset."""
+    v = os.environ.get(name, "").strip()
+    if not v:
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise errors.InvalidError(
+            f"${name}={v!r} is not an integer (distributed launchers set it to the process's {name.lower()})",
+            field=name,
+            value=v,
+            rule="an integer",
+        ) from None
 
 
 def _check_format(fmt: str) -> None:
@@ -1027,10 +1088,27 @@ class KVInterface:
         self.queue = queue
 
     async def kv_put(
-        self, key: str, data: Mapping[str, Any], partition_id: str | None = None, tag: Mapping[str, str] | None = None
+        self, key: str, data: Mapping[str, Any] | None, partition_id: str | None = None, tag: Mapping[str, str] | None = None
     ) -> int:
         """Store ``data`` (a record: a map of field → value, or a TensorDict of batch size
-        ``[]``) under ``key``; return its global index."""
+        ``[]``) under ``key``; return its global index. Putting a key again merges its
+        fields (the new value wins) and its tags; ``data=None`` with a ``tag`` is a tag-only
+        update (the tag merges, the data stays), as TransferQueue's and the Go store's.
+
+        Raises:
+            InvalidError: neither data nor a tag, or data that is not a mapping."""
+        if data is None:
+            if not tag:
+                raise errors.InvalidError(
+                    f"kv_put {key!r}: nothing to put: give data, a tag, or both", field="data", rule="a record or a tag"
+                )
+            data = {}
+        if not (isinstance(data, Mapping) or hasattr(data, "items")):
+            raise errors.InvalidError(
+                f"kv_put {key!r}: data is a {type(data).__name__}, want a record (a map of field → value)",
+                field="data",
+                rule="a map of field → value, or a TensorDict of batch size []",
+            )
         return (await self.kv_batch_put([key], [dict(data.items())], partition_id, [tag] if tag else None))[0]
 
     async def kv_batch_put(

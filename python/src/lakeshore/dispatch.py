@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import os
+import re
 import subprocess
 import threading
 import weakref
@@ -15,7 +16,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from lakeshore import _daemon, errors
-from lakeshore._transport import HttpTransport, Portal
+from lakeshore._transport import HttpTransport, Portal, redact_url
 
 __all__ = ["Dispatch", "HttpDispatch", "LocalDispatch", "WorkerInfo", "default_dispatch", "resolve_namespace"]
 
@@ -107,6 +108,42 @@ def _worker_info(w: Mapping[str, Any]) -> WorkerInfo:
     )
 
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def is_url(target: str) -> bool:
+    """Whether ``target`` starts with a ``scheme://``."""
+    return _SCHEME.match(target) is not None
+
+
+def check_target(target: str, field: str, *, http: bool) -> None:
+    """Refuse a plane target this client cannot serve, instead of taking it for a file
+    path: any ``scheme://`` but ``http://`` and ``https://`` (``postgres://``,
+    ``redis://``, …), and with ``http=True`` anything but those two. Raises
+    :class:`~lakeshore.errors.InvalidError` naming what is accepted (the value redacted)."""
+    m = _SCHEME.match(target)
+    scheme = m.group(1).lower() if m else ""
+    if scheme in ("http", "https") or (not scheme and not http):
+        return
+    shown = redact_url(target)
+    if http:
+        accepted = "an http:// or https:// URL of a `lakeshore serve`"
+    else:
+        accepted = "':memory:', a SQLite file path, or an http:// or https:// URL of a `lakeshore serve`"
+    hint = ""
+    if scheme in ("postgres", "postgresql"):
+        hint = (
+            f"; to use PostgreSQL from Python, run `lakeshore serve --target {shown}` "
+            "(or `LAKESHORE_URL=postgres://… lakeshore serve`) and pass its http:// URL"
+        )
+    raise errors.InvalidError(
+        f"{field} {shown!r} is not a plane the Python client opens: it takes {accepted}{hint}",
+        field=field,
+        value=shown,
+        rule=accepted,
+    )
+
+
 class Dispatch:
     """A dispatch plane: the queues, their invocations, journals and workers.
 
@@ -135,7 +172,8 @@ class Dispatch:
                     field="target",
                     rule="':memory:', a path or a URL",
                 )
-            if target.startswith(("http://", "https://")):
+            check_target(target, "target", http=False)
+            if target.lower().startswith(("http://", "https://")):
                 return super().__new__(HttpDispatch)
             return super().__new__(LocalDispatch)
         return super().__new__(cls)
@@ -208,6 +246,7 @@ class HttpDispatch(Dispatch):
                     field="url",
                     rule="an http:// or https:// URL",
                 )
+        check_target(url, "url", http=True)
         if token is None:
             token = os.environ.get("LAKESHORE_TOKEN") or None
         self.url = url.rstrip("/")
@@ -218,7 +257,7 @@ class HttpDispatch(Dispatch):
         self._closer = weakref.finalize(self, self._portal.close, self._transport.aclose)
 
     def __repr__(self) -> str:
-        return f"HttpDispatch({self.url!r}, namespace={self.namespace!r})"
+        return f"HttpDispatch({redact_url(self.url)!r}, namespace={self.namespace!r})"
 
 
 class LocalDispatch(HttpDispatch):
@@ -273,6 +312,15 @@ class LocalDispatch(HttpDispatch):
             socket_path, revive = self._private.socket, None
             self.info = self._private.info
         else:
+            check_target(str(target), "target", http=False)
+            if is_url(str(target)):
+                raise errors.InvalidError(
+                    f"LocalDispatch serves ':memory:' or a SQLite file, not the URL {redact_url(str(target))!r}: "
+                    "use Dispatch(url) or HttpDispatch(url) for a server",
+                    field="target",
+                    value=redact_url(str(target)),
+                    rule="':memory:' or a SQLite file path",
+                )
             target = str(Path(target).expanduser().resolve())
             if Path(target).is_dir():
                 raise errors.InvalidError(

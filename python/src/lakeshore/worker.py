@@ -76,6 +76,29 @@ BodyKind = Literal["sync", "generator", "async", "async_generator"]
 """The four body kinds of a bound function."""
 
 
+def _log_failure(job: Job, e: BaseException) -> None:
+    """Log a failed attempt of ``job`` at WARNING with its traceback, its id, its attempt and
+    whether the plane will retry it (as Celery, RQ and Ray do): a failing body is never
+    silent."""
+    limit = job.max_attempts
+    if limit and job.attempt >= limit:
+        fate = f"no retry: it was the last of {limit} attempts, the job fails"
+    elif limit:
+        fate = f"it will be retried ({limit - job.attempt} attempts left)"
+    else:
+        fate = "it will be retried"
+    log.warning(
+        "lakeshore worker: job %s (queue %s) attempt %d failed: %s: %s; %s",
+        job.id,
+        job.queue,
+        job.attempt,
+        type(e).__name__,
+        e,
+        fate,
+        exc_info=(type(e), e, e.__traceback__),
+    )
+
+
 class JobStopped(BaseException):
     """Raised inside a body whose job was killed or whose lease was lost (a BaseException, so
     that ``except Exception`` in the body does not swallow it)."""
@@ -339,6 +362,7 @@ class _Worker:
         self.wait = wait
         self.worker_id = worker_id
         self.draining = False
+        self.stop_reason = "stopped"
         self.running: dict[str, _Running] = {}
         self.done = 0
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lakeshore-body")
@@ -429,8 +453,10 @@ class _Worker:
         for t in list(self.claims):
             t.cancel()
 
-    def stop_running(self) -> None:
-        """Stop the running jobs (they are released for a retry)."""
+    def stop_running(self, reason: str = "stopped by the worker's shutdown") -> None:
+        """Stop the running jobs (they are released for a retry); ``reason`` is what their
+        error says ("stopped by SIGINT")."""
+        self.stop_reason = reason
         self.drain()
         for r in list(self.running.values()):
             self._stop(r)
@@ -609,6 +635,7 @@ class _Worker:
                     raise
         except Exception as e:
             outcome = ("nack", e)
+            _log_failure(job, e)
         finally:
             self.running.pop(job.id, None)
             if not self.running:
@@ -634,7 +661,8 @@ class _Worker:
         if what == "stopped":
             if not lost and job.id in core.held:
                 # Stopped by a signal (not by the plane): release it for a retry.
-                return core, _settle_body(job, "retry", None, _error_info(value or "stopped", job.attempt), 0.0), deadline, job
+                reason = f"{self.stop_reason}, released for retry"
+                return core, _settle_body(job, "retry", None, _error_info(reason, job.attempt), 0.0), deadline, job
             core.held.pop(job.id, None)
             return None
         return core, _settle_body(job, "retry", None, _error_info(value, job.attempt)), deadline, job
@@ -849,7 +877,7 @@ def run_worker(
             loop.call_soon_threadsafe(w.drain)
         else:
             log.warning("lakeshore worker: %s again: stopping running jobs (they will be retried)", signal.Signals(signum).name)
-            loop.call_soon_threadsafe(w.stop_running)
+            loop.call_soon_threadsafe(w.stop_running, f"stopped by {signal.Signals(signum).name}")
 
     previous: dict[signal.Signals, Any] = {}
     if handle_signals and threading.current_thread() is threading.main_thread():

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// This file keeps what a request may not do to the server, and what an answer may not
+// tell a caller: requests refused before any handler (a declared body over the limit,
+// bytes that are not UTF-8 in the path or the query), and error bodies cleaned of the
+// storage's internals and of bytes JSON cannot carry.
+
+// unavailableMessage is all a caller learns of an unavailable storage (502 unavailable):
+// the database's user, name, host, port and dial errors go to the server's log only.
+const unavailableMessage = "the queue's storage is unavailable; retry"
+
+// checkRequest refuses, before any handler runs, a request whose declared Content-Length
+// exceeds the body limit (413 at once, without waiting for a body that may never come)
+// and one whose path segments or query parameters are not UTF-8 (400 invalid naming the
+// parameter, the bad bytes escaped). pattern is the matched route ("" when none).
+func (s *Server) checkRequest(r *http.Request, pattern string) error {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return &tooLargeError{limit: s.cfg.MaxBodyBytes}
+	}
+	if err := checkPathUTF8(r, pattern); err != nil {
+		return err
+	}
+	return checkQueryUTF8(r.URL.RawQuery)
+}
+
+// checkPathUTF8 names the route's path parameter ({namespace}, {queue}, …) whose segment
+// is not UTF-8, or "path" when no route matched.
+func checkPathUTF8(r *http.Request, pattern string) error {
+	if utf8.ValidString(r.URL.Path) {
+		return nil
+	}
+	_, routePath, _ := strings.Cut(pattern, " ")
+	names := strings.Split(routePath, "/")
+	for i, seg := range strings.Split(r.URL.EscapedPath(), "/") {
+		v, err := url.PathUnescape(seg)
+		if err != nil || utf8.ValidString(v) {
+			continue
+		}
+		name := "path"
+		if i < len(names) && strings.HasPrefix(names[i], "{") {
+			name = strings.Trim(names[i], "{}.")
+		}
+		return plane.Invalid(name, escapeInvalidUTF8(v), "use UTF-8 (percent-encode its bytes)")
+	}
+	return plane.Invalid("path", escapeInvalidUTF8(r.URL.Path), "use UTF-8 (percent-encode its bytes)")
+}
+
+// checkQueryUTF8 names the query parameter whose name or value is not UTF-8.
+func checkQueryUTF8(rawQuery string) error {
+	if rawQuery == "" {
+		return nil
+	}
+	q, _ := url.ParseQuery(rawQuery) // malformed pairs are dropped, as r.URL.Query() does
+	for k, vs := range q {
+		if !utf8.ValidString(k) {
+			return plane.Invalid("query parameter name", escapeInvalidUTF8(k), "use UTF-8 (percent-encode its bytes)")
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return plane.Invalid(k, escapeInvalidUTF8(v), "use UTF-8 (percent-encode its bytes)")
+			}
+		}
+	}
+	return nil
+}
+
+// invocationNotFound names the likely causes in a not_found answer of a route addressed by
+// invocation id (plane.InvocationNotFound), never the id: the answer about another
+// tenant's id is the same as about an unknown one; the client names the id it asked for.
+func invocationNotFound(r *http.Request, err error) error {
+	if strings.Contains(r.Pattern, " /v1/invocations/{id}") {
+		return plane.InvocationNotFound(err, "")
+	}
+	return err
+}
+
+// escapeInvalidUTF8 returns s with each byte that is not part of valid UTF-8 written as
+// \xNN, so that an answer can quote it.
+func escapeInvalidUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// publicErrorBody is api.NewErrorBody as a caller may see it: an unavailable storage
+// answers unavailableMessage (hidden is the error's own text, for the server's log), and
+// every text is UTF-8 (invalid bytes escaped), so that encoding the answer cannot fail.
+func publicErrorBody(err error) (body api.ErrorBody, status int, hidden string) {
+	body, status = api.NewErrorBody(err)
+	if body.Code == plane.ErrUnavailable.Code {
+		hidden = err.Error()
+		body.Message = unavailableMessage
+		body.Details = nil
+	}
+	body.Message = escapeInvalidUTF8(body.Message)
+	if d := body.Details; d != nil {
+		d.Field, d.Rule, d.Detail = escapeInvalidUTF8(d.Field), escapeInvalidUTF8(d.Rule), escapeInvalidUTF8(d.Detail)
+		if v, ok := d.Value.(string); ok {
+			d.Value = escapeInvalidUTF8(v)
+		}
+	}
+	return body, status, hidden
+}
+
+// metricsHandler serves g for a scrape: a collector's error (the plane's depth, when its
+// storage is unavailable) is logged here, and the scrape answers the metrics it has,
+// never the error's text.
+func (s *Server) metricsHandler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		fams, err := g.Gather()
+		if err != nil {
+			s.log.Error("metrics: a collector failed", logError, cut(err.Error(), maxLoggedError))
+			err = errors.New(unavailableMessage)
+		}
+		return fams, err
+	}), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
