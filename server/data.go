@@ -517,7 +517,7 @@ func (s *Server) Close(ctx context.Context) error { return s.data.close(ctx) }
 // dataRoutes before it runs.
 type dataHandler func(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error
 
-// dataRoutes returns the handlers of api.DataRoutes. Every route to one queue shares one
+// dataRoutes returns the handlers of api.DataRoutes()(). Every route to one queue shares one
 // prologue (dataQueueOf: validate the namespace and queue, check the token for the
 // route's permission, open the store); every handler writes its errors with the details
 // of persist's typed errors.

@@ -171,7 +171,7 @@ func readLine(conn net.Conn) (string, error) {
 	}
 }
 
-// TestFuzzRoutesWithRandomBytes (issue 29, item 3): every route of api.Routes (the data
+// TestFuzzRoutesWithRandomBytes (issue 29, item 3): every route of api.Routes() (the data
 // routes included), with random bytes in each path parameter and each query parameter it
 // declares, answers without a 5xx. Deterministic (a fixed seed) and bounded.
 func TestFuzzRoutesWithRandomBytes(t *testing.T) {
@@ -194,7 +194,7 @@ func TestFuzzRoutesWithRandomBytes(t *testing.T) {
 	}
 	const rounds = 12
 	requests := 0
-	for _, rt := range api.Routes {
+	for _, rt := range api.Routes() {
 		for range rounds {
 			segs := strings.Split(rt.Path, "/")
 			for i, s := range segs {
@@ -231,7 +231,7 @@ func TestFuzzRoutesWithRandomBytes(t *testing.T) {
 			require.Less(t, resp.StatusCode, 500, "%s %s: %s", rt.Method, target, body)
 		}
 	}
-	t.Logf("%d routes, %d requests", len(api.Routes), requests)
+	t.Logf("%d routes, %d requests", len(api.Routes()), requests)
 }
 
 // TestNotFoundNamesTheIDOverHTTP (issue 29, item 9): the routes addressed by invocation id

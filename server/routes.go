@@ -17,7 +17,7 @@ import (
 // as the error body.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal) error
 
-// registerRoutes registers a handler for every route of api.Routes, the table the OpenAPI
+// registerRoutes registers a handler for every route of api.Routes(), the table the OpenAPI
 // document is generated from. It panics when the table and the handlers disagree.
 func (s *Server) registerRoutes() {
 	public := map[string]http.HandlerFunc{
@@ -94,10 +94,10 @@ func (s *Server) registerRoutes() {
 		})
 	}
 	for pattern := range auth {
-		panic("server: " + pattern + " is not in api.Routes")
+		panic("server: " + pattern + " is not in api.Routes()")
 	}
 	for pattern := range public {
-		panic("server: " + pattern + " is not in api.Routes")
+		panic("server: " + pattern + " is not in api.Routes()")
 	}
 }
 
