@@ -104,6 +104,10 @@ type Config struct {
 	// not have. Defaults to false: Open creates the queue (the HTTP store's server
 	// creates it at its first put; reads before then are *NotFoundError).
 	Existing bool
+	// Samplers are the samplers GetMeta runs by name (MetaRequest.Sampler). The zero
+	// value means DefaultSamplers(). The HTTP store ignores it: its server's stores run
+	// the samplers of the server's configuration.
+	Samplers Samplers
 }
 
 func (c Config) withDefaults() Config {
@@ -115,6 +119,7 @@ func (c Config) withDefaults() Config {
 	c.FlushRows = cmp.Or(c.FlushRows, FlushRowsDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.RowGroupRows = cmp.Or(c.RowGroupRows, RowGroupRowsDefault)
+	c.Samplers = c.Samplers.orDefault()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}

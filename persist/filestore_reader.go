@@ -33,21 +33,11 @@ var errNotFull = errors.New("batch not full")
 // Errors: *InvalidError (bad request, a sampler's rule such as GRPO batch sizes),
 // ErrTimeout (wait mode), ErrClosed, ctx's error.
 func (r *fileReader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
-	rq := *req
-	if rq.Partition == "" {
-		rq.Partition = DefaultPartition
-	}
-	if err := rq.validate(); err != nil {
-		return nil, err
-	}
-	sampler, err := NewSampler(rq.Sampler)
+	q := r.q
+	rq, sampler, err := NormalizeMetaRequest(req, q.cfg.Samplers)
 	if err != nil {
 		return nil, err
 	}
-	if rq.Sampler.Name == "" {
-		rq.Sampler.Name = SamplerSequential
-	}
-	q := r.q
 	if err := q.enter(); err != nil {
 		return nil, err
 	}

@@ -497,7 +497,7 @@ func metaBody(req *MetaRequest) (*api.DataMetaRequest, error) {
 		body.Sampler = &api.DataSampler{Name: req.Sampler.Name}
 		if len(req.Sampler.Params) > 0 {
 			if err := json.Unmarshal(req.Sampler.Params, &body.Sampler.Params); err != nil || body.Sampler.Params == nil {
-				if _, lerr := NewSampler(req.Sampler); lerr != nil {
+				if _, lerr := DefaultSamplers().New(req.Sampler); lerr != nil {
 					return nil, lerr // the same error as in process
 				}
 				return nil, &InvalidError{Field: "sampler params", Value: string(req.Sampler.Params), Rule: "a JSON object"}

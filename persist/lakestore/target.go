@@ -33,7 +33,7 @@ func openTarget(ctx context.Context, name, target string, pc *persist.Config) (p
 		pc = &persist.Config{}
 	}
 	cfg := Config{FlushInterval: pc.FlushInterval, FlushRows: pc.FlushRows, RowGroupRows: pc.RowGroupRows, PollInterval: pc.PollInterval,
-		Logger: pc.Logger, Namespace: cmp.Or(pc.Namespace, persist.NamespaceDefault), Existing: pc.Existing}.overlay(t)
+		Logger: pc.Logger, Namespace: cmp.Or(pc.Namespace, persist.NamespaceDefault), Existing: pc.Existing, Samplers: pc.Samplers}.overlay(t)
 	return Open(ctx, name, &cfg)
 }
 
