@@ -40,8 +40,8 @@ const (
 //
 // Where the queue lives is configuration, not code: Open uses the HTTP store (a
 // `lakeshore serve` on another machine) when URL is set, when Dir holds an http:// or
-// https:// URL, or when Dir is empty and $LAKESHORE_URL is set; a registered store (the
-// distributed one, persist/lakestore) when that target is a postgres:// URL; else the
+// https:// URL, or when Dir is empty and $LAKESHORE_URL is set; a store given to Open (the
+// distributed one, lakestore.Driver()) when that target is a postgres:// URL; else the
 // file store under Dir. The same program thus runs against a local directory, a server
 // or PostgreSQL and object storage.
 type Config struct {
@@ -63,7 +63,7 @@ type Config struct {
 	// or $LAKESHORE_URL names the target.
 	Dir string
 	// URL is the target when set: the server of the HTTP store
-	// ("http://127.0.0.1:7077"), or a registered target (postgres://…?blob=…); see
+	// ("http://127.0.0.1:7077"), or the target of a store given to Open (postgres://…?blob=…); see
 	// Config. The file-store fields below (Dir aside) do not apply to the HTTP store:
 	// the server's own configuration does.
 	URL string

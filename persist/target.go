@@ -5,35 +5,31 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 )
 
-// TargetOpener opens the store of queue name at target, a URL whose scheme a store
-// package registered with RegisterTarget (from Config.URL, Config.Dir or
-// $LAKESHORE_URL); cfg is the Config given to Open (nil when none was), whose
-// store-independent settings (FlushInterval, FlushRows, RowGroupRows,
-// PollInterval, Logger, Namespace) the store may honour.
-type TargetOpener func(ctx context.Context, name, target string, cfg *Config) (Store, error)
-
-var targets sync.Map // scheme → TargetOpener
-
-// RegisterTarget makes Open accept targets of the form scheme://… (in Config.Dir, or in
-// $LAKESHORE_URL when Config names no target), opened by open. Store packages call it
-// from init, as database/sql drivers register themselves: persist/lakestore registers
-// postgres and postgresql, so a program reaches the distributed store by configuration
-// once it has the one blank import
+// StoreDriver is a store package's entry for Open: the URL schemes of the targets it
+// serves and how it opens one. persist links the file store and the HTTP store itself;
+// any other store is given to Open explicitly, never registered behind the caller's
+// back — persist/lakestore's Driver() serves postgres:// and postgresql:// targets:
 //
-//	import _ "github.com/lakeshore-dev/lakeshore/persist/lakestore"
+//	q, err := persist.Open(ctx, "rollouts", cfg, lakestore.Driver())
 //
-// (persist itself cannot import it: the distributed store is built on persist, and it
-// brings PostgreSQL and the object-store drivers, which a program of the file or HTTP
-// store does not need). A later registration of a scheme replaces the earlier one.
-func RegisterTarget(scheme string, open TargetOpener) {
-	targets.Store(strings.ToLower(scheme), open)
+// (persist cannot import it: the distributed store is built on persist, and it brings
+// PostgreSQL and the object-store drivers, which a program of the file or HTTP store
+// does not need.)
+type StoreDriver struct {
+	// Schemes are the URL schemes (before "://", any case) of the targets the driver
+	// serves.
+	Schemes []string
+	// Open opens the store of queue name at target (from Config.URL, Config.Dir or
+	// $LAKESHORE_URL); cfg is the Config given to Open (nil when none was), whose
+	// store-independent settings (FlushInterval, FlushRows, RowGroupRows,
+	// PollInterval, Logger, Namespace, Existing, Samplers) the store may honour.
+	Open func(ctx context.Context, name, target string, cfg *Config) (Store, error)
 }
 
-// LakestorePackage is the import path of the package that registers the postgres://
-// targets of the distributed store.
+// LakestorePackage is the import path of the package whose Driver serves the
+// postgres:// targets of the distributed store.
 const LakestorePackage = "github.com/lakeshore-dev/lakeshore/persist/lakestore"
 
 // schemeOf returns the scheme of target when it is a URL scheme://… ("" when target is
@@ -52,29 +48,32 @@ func schemeOf(target string) string {
 	return strings.ToLower(scheme)
 }
 
-// targetOpener returns the opener registered for the scheme of target, if target is a
-// URL with a registered scheme.
-func targetOpener(target string) (TargetOpener, bool) {
+// driverFor returns the driver of drivers serving the scheme of target, if target is a
+// URL of such a scheme.
+func driverFor(target string, drivers []StoreDriver) (StoreDriver, bool) {
 	scheme := schemeOf(target)
 	if scheme == "" {
-		return nil, false
+		return StoreDriver{}, false
 	}
-	o, ok := targets.Load(scheme)
-	if !ok {
-		return nil, false
+	for _, d := range drivers {
+		for _, s := range d.Schemes {
+			if strings.EqualFold(s, scheme) && d.Open != nil {
+				return d, true
+			}
+		}
 	}
-	return o.(TargetOpener), true
+	return StoreDriver{}, false
 }
 
 // unknownTarget is the error for a target URL whose scheme no store serves: field names
-// where it came from. A postgres:// target names the import that registers it.
+// where it came from. A postgres:// target names the driver to give Open.
 func unknownTarget(field, target string) error {
 	scheme := schemeOf(target)
-	rule := "a directory path, an http:// or https:// URL of a lakeshore server, or a URL whose scheme a store package registered " +
-		"(postgres://…?blob=<bucket URL> with " + LakestorePackage + " imported); no store serves " + scheme + "://"
+	rule := "a directory path, an http:// or https:// URL of a lakeshore server, or a URL whose scheme a store driver given to Open serves " +
+		"(postgres://…?blob=<bucket URL> with the Driver() of " + LakestorePackage + "); no store serves " + scheme + "://"
 	if scheme == "postgres" || scheme == "postgresql" {
-		rule = "a registered target: " + scheme + ":// is the distributed store, which this program does not link; add the import " +
-			`_ "` + LakestorePackage + `" (the lakeshore command has it)`
+		rule = "a target of a store given to Open: " + scheme + ":// is the distributed store, which this call was not given; pass " +
+			"lakestore.Driver() (package " + LakestorePackage + ") to persist.Open (the lakeshore command does)"
 	}
 	return &InvalidError{Field: field, Value: redactURL(target), Rule: rule}
 }
@@ -88,12 +87,12 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// resolveTarget says which store Open uses for cfg: a registered target (open set,
-// target its URL), the HTTP store (http set), or the file store (neither). The target is
+// resolveTarget says which store Open uses for cfg: one of drivers (open set, target its
+// URL), the HTTP store (http set), or the file store (neither). The target is
 // Config.URL, else Config.Dir, else $LAKESHORE_URL when Dir is empty. Errors:
 // *InvalidError for a URL whose scheme no store serves (a postgres:// target without
-// persist/lakestore imported: the error names the import).
-func (c *Config) resolveTarget() (target string, open TargetOpener, http bool, err error) {
+// lakestore.Driver(): the error names it).
+func (c *Config) resolveTarget(drivers []StoreDriver) (target string, open *StoreDriver, http bool, err error) {
 	field := "queue option Dir"
 	switch {
 	case c != nil && c.URL != "":
@@ -108,12 +107,12 @@ func (c *Config) resolveTarget() (target string, open TargetOpener, http bool, e
 	}
 	if schemeOf(target) == "" {
 		if field != "queue option Dir" && target != "" {
-			return "", nil, false, &InvalidError{Field: field, Value: target, Rule: "an http:// or https:// URL, or a URL whose scheme a store package registered (postgres://…?blob=…)"}
+			return "", nil, false, &InvalidError{Field: field, Value: target, Rule: "an http:// or https:// URL, or a URL whose scheme a store driver given to Open serves (postgres://…?blob=…)"}
 		}
 		return "", nil, false, nil // the file store (or a missing Dir, which it reports)
 	}
-	if o, ok := targetOpener(target); ok {
-		return target, o, false, nil
+	if d, ok := driverFor(target, drivers); ok {
+		return target, &d, false, nil
 	}
 	return "", nil, false, unknownTarget(field, target)
 }

@@ -12,9 +12,12 @@ import (
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
-func init() {
-	persist.RegisterTarget("postgres", openTarget)
-	persist.RegisterTarget("postgresql", openTarget)
+// Driver returns the distributed store's entry for persist.Open: it serves the targets
+// "postgres://…?blob=<bucket URL>" and "postgresql://…" (see openTarget):
+//
+//	q, err := persist.Open(ctx, "rollouts", &persist.Config{URL: target}, lakestore.Driver())
+func Driver() persist.StoreDriver {
+	return persist.StoreDriver{Schemes: []string{"postgres", "postgresql"}, Open: openTarget}
 }
 
 // openTarget opens the store of a persist.Open target "postgres://…?blob=<bucket URL>"
