@@ -83,7 +83,7 @@ func childProducer(ctx context.Context, dir, arg string) int {
 				for i := range recs {
 					recs[i] = producerValue(base + k0 + int64(i))
 				}
-				idx, err := q.PutBatch(ctx, recs)
+				idx, err := New(q).PutBatch(ctx, recs)
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "put:", err)
 					os.Exit(1)
@@ -117,7 +117,7 @@ func childFlushKill(ctx context.Context, dir, point string) int {
 	for i := range recs {
 		recs[i] = producerValue(int64(i))
 	}
-	idx, err := q.PutBatch(ctx, recs)
+	idx, err := New(q).PutBatch(ctx, recs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "put:", err)
 		return 1
@@ -154,7 +154,7 @@ func childProducer2(ctx context.Context, dir, src string) int {
 		for j := range recs {
 			recs[j] = Record{"src": src, "n": i + j}
 		}
-		if _, err := q.PutBatch(ctx, recs); err != nil {
+		if _, err := New(q).PutBatch(ctx, recs); err != nil {
 			fmt.Fprintln(os.Stderr, "put:", err)
 			return 1
 		}
@@ -182,10 +182,10 @@ func childConsumer(ctx context.Context, dir, task string) int {
 	defer out.Flush()
 	for {
 		req := &MetaRequest{Fields: []string{"src", "n"}, BatchSize: 16, Task: task, Wait: true, Timeout: 200 * time.Millisecond}
-		b, _, err := r.GetBatch(ctx, req)
+		b, _, err := New(r.q).Reader().GetBatch(ctx, req)
 		if errors.Is(err, ErrTimeout) {
 			req.Wait = false
-			b, _, err = r.GetBatch(ctx, req)
+			b, _, err = New(r.q).Reader().GetBatch(ctx, req)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "get:", err)
@@ -250,7 +250,7 @@ func childCompactKill(ctx context.Context, dir, point string) int {
 		for i := range recs {
 			recs[i] = producerValue(int64(f*100 + i))
 		}
-		if _, err := q.PutBatch(ctx, recs); err != nil {
+		if _, err := New(q).PutBatch(ctx, recs); err != nil {
 			fmt.Fprintln(os.Stderr, "put:", err)
 			return 1
 		}

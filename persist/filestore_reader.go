@@ -604,19 +604,6 @@ func isAscending(x []int64) bool {
 	return true
 }
 
-// GetBatch is GetMeta followed by GetData.
-func (r *fileReader) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
-	meta, err := r.GetMeta(ctx, req)
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := r.GetData(ctx, meta)
-	if err != nil {
-		return nil, meta, err
-	}
-	return b, meta, nil
-}
-
 // producedCount returns whether any span was ever produced later (0 when no PutFields
 // or KV merge ever ran), to skip the produced query in the common case.
 func (t *wtx) producedCount() (int64, error) {

@@ -24,7 +24,7 @@ const (
 // state is (inside its transaction). The zero value means Sequential. Build one from
 // the typed parameters, e.g. GRPOGroupN{N: 4}.Spec(); Params is their JSON encoding.
 type SamplerSpec struct {
-	// Name is a registered sampler name: SamplerSequential, SamplerRankAware,
+	// Name is a sampler name of the store's Samplers: SamplerSequential, SamplerRankAware,
 	// SamplerGRPOGroupN, SamplerSeqLenBalanced, or one added with Samplers.With.
 	// "" means SamplerSequential.
 	Name string `json:"name"`
