@@ -343,6 +343,11 @@ func arrowType(k Kind) arrow.DataType {
 	panic("persist: unknown kind " + string(k))
 }
 
+// TensorArrowType returns the Arrow type of a tensor value (KindTensor, KindNDArray,
+// KindWireTensor) in batches and Arrow bodies: struct<dtype: string, shape:
+// list<int64>, data: binary>.
+func TensorArrowType() *arrow.StructType { return tensorType }
+
 var tensorType = arrow.StructOf(
 	arrow.Field{Name: "dtype", Type: arrow.BinaryTypes.String, Nullable: true},
 	arrow.Field{Name: "shape", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},

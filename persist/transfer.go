@@ -179,11 +179,15 @@ func RecordsFromArrow(rec arrow.RecordBatch, indexColumn bool) ([]Record, []int6
 	return recs, idx, nil
 }
 
+// ArrowColumnRule says which Arrow types a column of an Arrow put may have
+// (RecordsFromArrow).
+const ArrowColumnRule = "bool, int8…int64, uint8…uint32, float32/64, string, binary, list of integers or floats, or the tensor struct {dtype: string, shape: list<int64>, data: binary}"
+
 // arrowConverter returns the function that reads element i of col as a Go value.
 func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, error), error) {
 	bad := func() error {
 		return &InvalidError{Field: "column " + name, Value: col.DataType().String(),
-			Rule: arrowColumnRule}
+			Rule: ArrowColumnRule}
 	}
 	switch a := col.(type) {
 	case *array.Boolean:
