@@ -34,10 +34,6 @@ func runChild(role string) int {
 		return childConsumer(ctx, dir, arg)
 	case "rankaware":
 		return childRankAware(ctx, dir, arg)
-	case "httpfollower":
-		return childHTTPFollower(ctx, dir, arg)
-	case "httpconsumer":
-		return childHTTPConsumer(ctx, dir, arg)
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2
@@ -268,60 +264,4 @@ func childCompactKill(ctx context.Context, dir, point string) int {
 	q.Compact(ctx)
 	fmt.Fprintln(os.Stderr, "compaction point not reached:", point)
 	return 1
-}
-
-// childHTTPFollower opens queue q on the server at url (LAKESHORE_URL's way: Config
-// without Dir), prints "ready", then follows the log with a waiting Stream and prints
-// the index of every row until it has seen want rows.
-func childHTTPFollower(ctx context.Context, url, want string) int {
-	n, _ := strconv.Atoi(want)
-	os.Setenv(EnvURL, url)
-	q, err := Open(ctx, "q", &Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
-	}
-	defer q.Close(ctx)
-	fmt.Println("ready")
-	s := q.Stream(&StreamOpts{Wait: true, IdleTimeout: 30 * time.Second, BatchSize: 100})
-	for seen := 0; seen < n; {
-		rows, err := s.Next(ctx)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "next:", err)
-			return 1
-		}
-		for _, r := range rows {
-			fmt.Println(r.Index)
-		}
-		seen += len(rows)
-	}
-	return 0
-}
-
-// childHTTPConsumer hands out batches of queue q on the server at url to task arg with
-// the sequential sampler, waiting for full batches, and prints every index it got
-// until it has PERSIST_TEST_COUNT of them.
-func childHTTPConsumer(ctx context.Context, url, task string) int {
-	count, _ := strconv.Atoi(os.Getenv("PERSIST_TEST_COUNT"))
-	q, err := Open(ctx, "q", &Config{URL: url})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
-	}
-	defer q.Close(ctx)
-	out := bufio.NewWriter(os.Stdout)
-	defer out.Flush()
-	for got := 0; got < count; {
-		m, err := q.Reader().GetMeta(ctx, &MetaRequest{Fields: []string{"k"}, BatchSize: min(500, count-got), Task: task,
-			Wait: true, Timeout: 60 * time.Second})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "get meta:", err)
-			return 1
-		}
-		for _, x := range m.Indexes {
-			fmt.Fprintln(out, x)
-		}
-		got += len(m.Indexes)
-	}
-	return 0
 }

@@ -131,7 +131,7 @@ func (c Config) validate() error {
 	case c.Dir == "":
 		return &InvalidError{Field: "queue option Dir", Value: "", Rule: "a directory path"}
 	case isHTTP(c.Dir):
-		return &InvalidError{Field: "queue option Dir", Value: c.Dir, Rule: "a directory path for the file store (open an http(s) URL with Open or OpenHTTPStore)"}
+		return &InvalidError{Field: "queue option Dir", Value: c.Dir, Rule: "a directory path for the file store (open an http(s) URL with Open and httpstore.Driver())"}
 	case schemeOf(c.Dir) != "":
 		return unknownTarget("queue option Dir", c.Dir)
 	case c.BusyTimeout < 0:

@@ -105,6 +105,9 @@ func widen(have, got Kind) (Kind, bool) {
 	return "", false
 }
 
+// Valid reports whether k is one of the kinds a field may have.
+func (k Kind) Valid() bool { return validKind(k) }
+
 func validKind(k Kind) bool {
 	switch k {
 	case KindBool, KindInt64, KindFloat64, KindString, KindBytes, KindInt64List, KindFloat64List, KindTensor, KindNDArray, KindWireTensor, KindCodec:

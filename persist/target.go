@@ -7,16 +7,35 @@ import (
 	"strings"
 )
 
+// Environment variables read by Open when Config leaves the target or token empty.
+const (
+	// EnvURL names the target of a Config without Dir or URL: LAKESHORE_URL, as the
+	// job queue's SDK and CLI use.
+	EnvURL = "LAKESHORE_URL"
+	// EnvToken is the bearer token the HTTP store sends when Config.Token is empty.
+	EnvToken = "LAKESHORE_TOKEN"
+)
+
+// NamespaceDefault is the namespace of a data queue reached over HTTP or in the
+// distributed store without Config.Namespace.
+const NamespaceDefault = "default"
+
+// isHTTP reports whether target is an http(s) URL.
+func isHTTP(target string) bool {
+	return strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://")
+}
+
 // StoreDriver is a store package's entry for Open: the URL schemes of the targets it
-// serves and how it opens one. persist links the file store and the HTTP store itself;
-// any other store is given to Open explicitly, never registered behind the caller's
-// back — persist/lakestore's Driver() serves postgres:// and postgresql:// targets:
+// serves and how it opens one. persist links the file store itself; any other store is
+// given to Open explicitly, never registered behind the caller's back —
+// persist/httpstore's Driver() serves http:// and https:// targets, persist/lakestore's
+// postgres:// and postgresql:// ones:
 //
-//	q, err := persist.Open(ctx, "rollouts", cfg, lakestore.Driver())
+//	q, err := persist.Open(ctx, "rollouts", cfg, httpstore.Driver(), lakestore.Driver())
 //
-// (persist cannot import it: the distributed store is built on persist, and it brings
-// PostgreSQL and the object-store drivers, which a program of the file or HTTP store
-// does not need.)
+// (persist cannot import them: they are built on persist, and they bring the HTTP API
+// types, PostgreSQL and the object-store drivers, which a program of another store does
+// not need.)
 type StoreDriver struct {
 	// Schemes are the URL schemes (before "://", any case) of the targets the driver
 	// serves.
@@ -27,6 +46,10 @@ type StoreDriver struct {
 	// PollInterval, Logger, Namespace, Existing, Samplers) the store may honour.
 	Open func(ctx context.Context, name, target string, cfg *Config) (Store, error)
 }
+
+// HTTPStorePackage is the import path of the package whose Driver serves the http://
+// and https:// targets of the HTTP store.
+const HTTPStorePackage = "github.com/lakeshore-dev/lakeshore/persist/httpstore"
 
 // LakestorePackage is the import path of the package whose Driver serves the
 // postgres:// targets of the distributed store.
@@ -69,9 +92,13 @@ func driverFor(target string, drivers []StoreDriver) (StoreDriver, bool) {
 // where it came from. A postgres:// target names the driver to give Open.
 func unknownTarget(field, target string) error {
 	scheme := schemeOf(target)
-	rule := "a directory path, an http:// or https:// URL of a lakeshore server, or a URL whose scheme a store driver given to Open serves " +
-		"(postgres://…?blob=<bucket URL> with the Driver() of " + LakestorePackage + "); no store serves " + scheme + "://"
-	if scheme == "postgres" || scheme == "postgresql" {
+	rule := "a directory path, or a URL whose scheme a store driver given to Open serves " +
+		"(http(s):// with the Driver() of " + HTTPStorePackage + ", postgres://…?blob=<bucket URL> with the Driver() of " + LakestorePackage + "); no store serves " + scheme + "://"
+	switch scheme {
+	case "http", "https":
+		rule = "a target of a store given to Open: " + scheme + ":// is the HTTP store, which this call was not given; pass " +
+			"httpstore.Driver() (package " + HTTPStorePackage + ") to persist.Open (the lakeshore command does)"
+	case "postgres", "postgresql":
 		rule = "a target of a store given to Open: " + scheme + ":// is the distributed store, which this call was not given; pass " +
 			"lakestore.Driver() (package " + LakestorePackage + ") to persist.Open (the lakeshore command does)"
 	}
@@ -88,11 +115,11 @@ func redactURL(s string) string {
 }
 
 // resolveTarget says which store Open uses for cfg: one of drivers (open set, target its
-// URL), the HTTP store (http set), or the file store (neither). The target is
-// Config.URL, else Config.Dir, else $LAKESHORE_URL when Dir is empty. Errors:
-// *InvalidError for a URL whose scheme no store serves (a postgres:// target without
-// lakestore.Driver(): the error names it).
-func (c *Config) resolveTarget(drivers []StoreDriver) (target string, open *StoreDriver, http bool, err error) {
+// URL), or the file store (open nil). The target is Config.URL, else Config.Dir, else
+// $LAKESHORE_URL when Dir is empty. Errors: *InvalidError for a URL whose scheme no
+// given store serves (an http(s):// target without httpstore.Driver(), a postgres://
+// one without lakestore.Driver(): the error names it).
+func (c *Config) resolveTarget(drivers []StoreDriver) (target string, open *StoreDriver, err error) {
 	field := "queue option Dir"
 	switch {
 	case c != nil && c.URL != "":
@@ -102,17 +129,14 @@ func (c *Config) resolveTarget(drivers []StoreDriver) (target string, open *Stor
 	default:
 		target, field = os.Getenv(EnvURL), "$"+EnvURL
 	}
-	if isHTTP(target) {
-		return target, nil, true, nil
-	}
 	if schemeOf(target) == "" {
 		if field != "queue option Dir" && target != "" {
-			return "", nil, false, &InvalidError{Field: field, Value: target, Rule: "an http:// or https:// URL, or a URL whose scheme a store driver given to Open serves (postgres://…?blob=…)"}
+			return "", nil, &InvalidError{Field: field, Value: target, Rule: "an http:// or https:// URL, or a URL whose scheme a store driver given to Open serves (postgres://…?blob=…)"}
 		}
-		return "", nil, false, nil // the file store (or a missing Dir, which it reports)
+		return "", nil, nil // the file store (or a missing Dir, which it reports)
 	}
 	if d, ok := driverFor(target, drivers); ok {
-		return target, &d, false, nil
+		return target, &d, nil
 	}
-	return "", nil, false, unknownTarget(field, target)
+	return "", nil, unknownTarget(field, target)
 }

@@ -333,12 +333,12 @@ func BatchFromRecord(rec arrow.RecordBatch) (*Batch, error) {
 	return b, nil
 }
 
-// batchFromStream turns the record batch of a POST …/batch answer (the form the stores
+// BatchFromStream turns the record batch of a POST …/batch answer (the form the stores
 // make: an int64 column IndexColumn, then the fields with their kinds in the
 // lakeshore.kind metadata) into a Batch of partition, without copying: Indexes shares
 // the _index column's memory and Record is rec, retained (the caller still releases its
 // own reference). Errors: *InvalidError for a record of another form.
-func batchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
+func BatchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
 	sc := rec.Schema()
 	bad := &InvalidError{Field: "batch", Value: sc.String(), Rule: "columns _index (int64 without nulls), then the fields with their lakeshore.kind metadata"}
 	if rec.NumCols() < 1 || sc.Field(0).Name != colIndex {
@@ -366,12 +366,12 @@ func batchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
 	return b, nil
 }
 
-// arrowPutMaxValue is the longest string or byte slice arrowPutBody sends in Arrow form:
+// arrowPutMaxValue is the longest string or byte slice ArrowPutBody sends in Arrow form:
 // a batch with a longer one travels as wire maps, whose per-record size limit
 // (MaxRecordBytes) then applies exactly as in process.
 const arrowPutMaxValue = 64 << 10
 
-// scalarKind returns the kind of a value arrowPutBody sends in Arrow form: bool, a Go
+// scalarKind returns the kind of a value ArrowPutBody sends in Arrow form: bool, a Go
 // integer type that always fits in int64, float32/64, a string or byte slice up to
 // arrowPutMaxValue; "" for any other value (nil included).
 func scalarKind(v any) Kind {
@@ -394,14 +394,14 @@ func scalarKind(v any) Kind {
 	return ""
 }
 
-// arrowPutBody encodes recs as an Arrow IPC stream of one record batch, a column per
+// ArrowPutBody encodes recs as an Arrow IPC stream of one record batch, a column per
 // field (sorted by name) and nulls where a record has no value, when every field holds
 // values of one scalar kind (scalarKind) in every record that has it; ok is false
 // otherwise (lists, tensors, codec values, kinds mixed in one field, long values, no
 // field at all, more rows than the stream has bytes), and the caller sends wire maps.
 // The server turns the stream back into the same records (RecordsFromArrowStream), so
 // the store sees what it would in process.
-func arrowPutBody(recs []Record) (body []byte, ok bool) {
+func ArrowPutBody(recs []Record) (body []byte, ok bool) {
 	if len(recs) == 0 {
 		return nil, false
 	}
