@@ -399,8 +399,9 @@ func scalarKind(v any) Kind {
 // values of one scalar kind (scalarKind) in every record that has it; ok is false
 // otherwise (lists, tensors, codec values, kinds mixed in one field, long values, no
 // field at all, more rows than the stream has bytes), and the caller sends wire maps.
-// The server turns the stream back into the same records (RecordsFromArrowStream), so
-// the store sees what it would in process.
+// The server turns the stream back into the same records
+// (internal/arrowbody.RecordsFromArrowStream), so the store sees what it would in
+// process. The HTTP store (persist/httpstore) sends its puts this way.
 func ArrowPutBody(recs []Record) (body []byte, ok bool) {
 	if len(recs) == 0 {
 		return nil, false
@@ -534,7 +535,7 @@ func ArrowPutBody(recs []Record) (body []byte, ok bool) {
 	if err := w.Close(); err != nil {
 		return nil, false
 	}
-	if n > buf.Len() { // beyond one row per byte (RecordsFromArrowStream): wire maps
+	if n > buf.Len() { // beyond one row per byte (internal/arrowbody.RecordsFromArrowStream): wire maps
 		return nil, false
 	}
 	return buf.Bytes(), true
