@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lakeshore-dev/lakeshore/persist/internal/putid"
 )
 
 // putResult is filled by a put op.
@@ -109,7 +111,7 @@ func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []R
 			var plo, pn int64
 			err := t.queryRow(`SELECT partition, lo, n FROM put_ids WHERE id = ?`, id).Scan(&part, &plo, &pn)
 			if err == nil {
-				repeat, err = PutIDRepeat(id, part, plo, pn, partition, len(recs))
+				repeat, err = putid.Repeat(id, part, plo, pn, partition, len(recs))
 				return err // nothing written either way
 			}
 			if !isNoRows(err) {
