@@ -52,7 +52,7 @@ func BenchmarkPutBatch(b *testing.B) {
 	for g := 0; g < 8; g++ {
 		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
-				if _, err := q.PutBatch(ctx, batch); err != nil {
+				if _, err := New(q).PutBatch(ctx, batch); err != nil {
 					b.Error(err)
 					return
 				}
@@ -79,7 +79,7 @@ func BenchmarkPutSingle(b *testing.B) {
 				if i > int64(b.N) {
 					return
 				}
-				if _, err := q.Put(ctx, scalarRecord(int(i))); err != nil {
+				if _, err := New(q).Put(ctx, scalarRecord(int(i))); err != nil {
 					b.Error(err)
 					return
 				}
@@ -131,7 +131,7 @@ func fill(b *testing.B, q *fileQueue, n int, rec func(i int) Record) {
 				for i := range recs {
 					recs[i] = rec(lo + i)
 				}
-				if _, err := q.PutBatch(ctx, recs); err != nil {
+				if _, err := New(q).PutBatch(ctx, recs); err != nil {
 					b.Error(err)
 					return
 				}
@@ -163,7 +163,7 @@ func BenchmarkFlush(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				for j := 0; j < 10; j++ {
-					if _, err := q.PutBatch(ctx, batch); err != nil {
+					if _, err := New(q).PutBatch(ctx, batch); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -205,7 +205,7 @@ func BenchmarkGetBatch(b *testing.B) {
 			for g := 0; g < goroutines; g++ {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
-						bt, _, err := r.GetBatch(ctx, &MetaRequest{Fields: fields, BatchSize: 1024, Task: task})
+						bt, _, err := New(r.q).Reader().GetBatch(ctx, &MetaRequest{Fields: fields, BatchSize: 1024, Task: task})
 						if err != nil {
 							b.Error(err)
 							return
@@ -229,7 +229,7 @@ func BenchmarkGetBatch(b *testing.B) {
 		start := time.Now()
 		for i := 0; i < b.N; i++ {
 			off := int64(i*1024) % int64(rows-1024)
-			bt, err := q.Read(ctx, off, 1024, &GetOpts{Fields: fields})
+			bt, err := New(q).Read(ctx, off, 1024, &GetOpts{Fields: fields})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -264,7 +264,7 @@ func BenchmarkTensorRead(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				off := int64(i*per) % n
-				bt, err := q.Read(ctx, off, per, &GetOpts{Fields: []string{"x"}})
+				bt, err := New(q).Read(ctx, off, per, &GetOpts{Fields: []string{"x"}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -34,10 +34,6 @@ func runChild(role string) int {
 		return childConsumer(ctx, dir, arg)
 	case "rankaware":
 		return childRankAware(ctx, dir, arg)
-	case "httpfollower":
-		return childHTTPFollower(ctx, dir, arg)
-	case "httpconsumer":
-		return childHTTPConsumer(ctx, dir, arg)
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2
@@ -83,7 +79,7 @@ func childProducer(ctx context.Context, dir, arg string) int {
 				for i := range recs {
 					recs[i] = producerValue(base + k0 + int64(i))
 				}
-				idx, err := q.PutBatch(ctx, recs)
+				idx, err := New(q).PutBatch(ctx, recs)
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "put:", err)
 					os.Exit(1)
@@ -117,7 +113,7 @@ func childFlushKill(ctx context.Context, dir, point string) int {
 	for i := range recs {
 		recs[i] = producerValue(int64(i))
 	}
-	idx, err := q.PutBatch(ctx, recs)
+	idx, err := New(q).PutBatch(ctx, recs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "put:", err)
 		return 1
@@ -154,7 +150,7 @@ func childProducer2(ctx context.Context, dir, src string) int {
 		for j := range recs {
 			recs[j] = Record{"src": src, "n": i + j}
 		}
-		if _, err := q.PutBatch(ctx, recs); err != nil {
+		if _, err := New(q).PutBatch(ctx, recs); err != nil {
 			fmt.Fprintln(os.Stderr, "put:", err)
 			return 1
 		}
@@ -182,10 +178,10 @@ func childConsumer(ctx context.Context, dir, task string) int {
 	defer out.Flush()
 	for {
 		req := &MetaRequest{Fields: []string{"src", "n"}, BatchSize: 16, Task: task, Wait: true, Timeout: 200 * time.Millisecond}
-		b, _, err := r.GetBatch(ctx, req)
+		b, _, err := New(r.q).Reader().GetBatch(ctx, req)
 		if errors.Is(err, ErrTimeout) {
 			req.Wait = false
-			b, _, err = r.GetBatch(ctx, req)
+			b, _, err = New(r.q).Reader().GetBatch(ctx, req)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "get:", err)
@@ -250,7 +246,7 @@ func childCompactKill(ctx context.Context, dir, point string) int {
 		for i := range recs {
 			recs[i] = producerValue(int64(f*100 + i))
 		}
-		if _, err := q.PutBatch(ctx, recs); err != nil {
+		if _, err := New(q).PutBatch(ctx, recs); err != nil {
 			fmt.Fprintln(os.Stderr, "put:", err)
 			return 1
 		}
@@ -268,60 +264,4 @@ func childCompactKill(ctx context.Context, dir, point string) int {
 	q.Compact(ctx)
 	fmt.Fprintln(os.Stderr, "compaction point not reached:", point)
 	return 1
-}
-
-// childHTTPFollower opens queue q on the server at url (LAKESHORE_URL's way: Config
-// without Dir), prints "ready", then follows the log with a waiting Stream and prints
-// the index of every row until it has seen want rows.
-func childHTTPFollower(ctx context.Context, url, want string) int {
-	n, _ := strconv.Atoi(want)
-	os.Setenv(EnvURL, url)
-	q, err := Open(ctx, "q", &Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
-	}
-	defer q.Close(ctx)
-	fmt.Println("ready")
-	s := q.Stream(&StreamOpts{Wait: true, IdleTimeout: 30 * time.Second, BatchSize: 100})
-	for seen := 0; seen < n; {
-		rows, err := s.Next(ctx)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "next:", err)
-			return 1
-		}
-		for _, r := range rows {
-			fmt.Println(r.Index)
-		}
-		seen += len(rows)
-	}
-	return 0
-}
-
-// childHTTPConsumer hands out batches of queue q on the server at url to task arg with
-// the sequential sampler, waiting for full batches, and prints every index it got
-// until it has PERSIST_TEST_COUNT of them.
-func childHTTPConsumer(ctx context.Context, url, task string) int {
-	count, _ := strconv.Atoi(os.Getenv("PERSIST_TEST_COUNT"))
-	q, err := Open(ctx, "q", &Config{URL: url})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
-	}
-	defer q.Close(ctx)
-	out := bufio.NewWriter(os.Stdout)
-	defer out.Flush()
-	for got := 0; got < count; {
-		m, err := q.Reader().GetMeta(ctx, &MetaRequest{Fields: []string{"k"}, BatchSize: min(500, count-got), Task: task,
-			Wait: true, Timeout: 60 * time.Second})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "get meta:", err)
-			return 1
-		}
-		for _, x := range m.Indexes {
-			fmt.Fprintln(out, x)
-		}
-		got += len(m.Indexes)
-	}
-	return 0
 }

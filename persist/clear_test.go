@@ -62,7 +62,7 @@ func TestClearSamples(t *testing.T) {
 		require.NoError(t, q.Flush(ctx))
 	}
 	putN(t, q, "b", 5, func(i int) Record { return Record{"x": 100 + i} }) // 40..44
-	_, err := fileKVOf(q).Put(ctx, "a", "k3", Record{"x": 3}, nil)         // 45
+	_, err := KV(New(q)).Put(ctx, "a", "k3", Record{"x": 3}, nil)          // 45
 	require.NoError(t, err)
 	require.NoError(t, q.Flush(ctx))
 
@@ -72,7 +72,7 @@ func TestClearSamples(t *testing.T) {
 	n, err := q.Len(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 46-5, n)
-	rows, err := q.Get(ctx, 0, 100, &GetOpts{Partition: "a"})
+	rows, err := New(q).Get(ctx, 0, 100, &GetOpts{Partition: "a"})
 	require.NoError(t, err)
 	var got []int64
 	for _, row := range rows {
@@ -88,7 +88,7 @@ func TestClearSamples(t *testing.T) {
 	m, err := r.GetMeta(ctx, &MetaRequest{Fields: []string{"x"}, BatchSize: 5, Task: "t", Partition: "a"})
 	require.NoError(t, err)
 	require.Equal(t, []int64{0, 4, 5, 6, 7}, m.Indexes)
-	rows, err = q.Get(ctx, 40, 1, nil)
+	rows, err = New(q).Get(ctx, 40, 1, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(40), rows[0].Index, "partition b is untouched")
 
@@ -98,12 +98,12 @@ func TestClearSamples(t *testing.T) {
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, st0.FragmentRows-5, st.FragmentRows, "compaction reclaims the cleared rows")
-	after, err := q.Get(ctx, 0, 100, nil)
+	after, err := New(q).Get(ctx, 0, 100, nil)
 	require.NoError(t, err)
 	require.Len(t, after, 41)
 	q = reopen(t, q)
 	checkNoOrphans(t, q)
-	again, err := q.Get(ctx, 0, 100, nil)
+	again, err := New(q).Get(ctx, 0, 100, nil)
 	require.NoError(t, err)
 	require.Equal(t, after, again)
 }
@@ -129,7 +129,7 @@ func TestClearPartition(t *testing.T) {
 	n, err := q.Consumed(ctx, "t", "gone")
 	require.NoError(t, err)
 	require.Zero(t, n)
-	rows, err := q.Get(ctx, 0, 100, nil)
+	rows, err := New(q).Get(ctx, 0, 100, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 3)
 	require.Equal(t, int64(30), rows[0].Index)
@@ -146,7 +146,7 @@ func TestClearPartition(t *testing.T) {
 	require.Zero(t, st.Fragments, "the three cleared fragments merged into nothing")
 	q = reopen(t, q)
 	checkNoOrphans(t, q)
-	rows, err = q.Get(ctx, 0, 100, nil)
+	rows, err = New(q).Get(ctx, 0, 100, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 5)
 }

@@ -32,7 +32,7 @@ func TestCompaction(t *testing.T) {
 	require.NoError(t, q.Flush(ctx))
 	require.NoError(t, q.PutFields(ctx, "b", []int64{30}, []Record{{"r": 4.0}}))
 	require.NoError(t, q.Flush(ctx))
-	before, err := q.Get(ctx, 0, 1000, nil)
+	before, err := New(q).Get(ctx, 0, 1000, nil)
 	require.NoError(t, err)
 	require.Len(t, before, 150)
 	require.Equal(t, 3.0, before[10].Fields["r"])
@@ -46,14 +46,14 @@ func TestCompaction(t *testing.T) {
 	require.Equal(t, 2, st.Fragments, "one rows fragment and one field fragment")
 	require.Positive(t, st.Compactions)
 	require.Greater(t, st.ManifestVersion, st0.ManifestVersion)
-	after, err := q.Get(ctx, 0, 1000, nil)
+	after, err := New(q).Get(ctx, 0, 1000, nil)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
 
 	// The compacted queue reopens with the same content and no leftover files.
 	q = reopen(t, q)
 	checkNoOrphans(t, q)
-	again, err := q.Get(ctx, 0, 1000, nil)
+	again, err := New(q).Get(ctx, 0, 1000, nil)
 	require.NoError(t, err)
 	require.Equal(t, before, again)
 	r := q.fileReader()
@@ -74,7 +74,7 @@ func TestBackgroundCompactionWithConcurrentReads(t *testing.T) {
 			for !stop.Load() {
 				n, err := q.NextIndex(ctx)
 				require.NoError(t, err)
-				rows, err := q.Get(ctx, 0, 100_000, nil)
+				rows, err := New(q).Get(ctx, 0, 100_000, nil)
 				require.NoError(t, err)
 				require.GreaterOrEqual(t, int64(len(rows)), n, "a read never misses rows")
 				for i, r := range rows {
@@ -106,7 +106,7 @@ func TestBackgroundCompactionWithConcurrentReads(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	require.Positive(t, reads.Load())
-	rows, err := q.Get(ctx, 0, 100_000, nil)
+	rows, err := New(q).Get(ctx, 0, 100_000, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 600)
 }
@@ -139,7 +139,7 @@ func TestCrashMidCompaction(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), st.RecoveredFragments)
 			require.Equal(t, 5, st.Fragments)
-			rows, err := q.Get(ctx, 0, 1000, nil)
+			rows, err := New(q).Get(ctx, 0, 1000, nil)
 			require.NoError(t, err)
 			require.Len(t, rows, 500)
 			for i, r := range rows {
@@ -148,7 +148,7 @@ func TestCrashMidCompaction(t *testing.T) {
 			// The released inputs compact fine now.
 			require.NoError(t, q.Compact(ctx))
 			checkNoOrphans(t, q)
-			rows, err = q.Get(ctx, 0, 1000, nil)
+			rows, err = New(q).Get(ctx, 0, 1000, nil)
 			require.NoError(t, err)
 			require.Len(t, rows, 500)
 		})
@@ -164,7 +164,7 @@ func TestChunkCacheBound(t *testing.T) {
 	putN(t, q, DefaultPartition, 2000, func(i int) Record { return Record{"x": i} })
 	require.NoError(t, q.Flush(ctx))
 	for round := 0; round < 2; round++ {
-		rows, err := q.Get(ctx, 0, 2000, nil)
+		rows, err := New(q).Get(ctx, 0, 2000, nil)
 		require.NoError(t, err)
 		require.Len(t, rows, 2000)
 		require.Equal(t, int64(1999), rows[1999].Fields["x"])

@@ -107,7 +107,7 @@ func TestCrashRecovery(t *testing.T) {
 		st, err := q.Stats(ctx)
 		require.NoError(t, err)
 		t.Logf("round %d: recovery rolled back %d unfinished flushes/compactions, deleted %d files", round, st.RecoveredFragments, st.OrphansDeleted)
-		rows, err := q.Get(ctx, 0, 10_000_000, nil)
+		rows, err := New(q).Get(ctx, 0, 10_000_000, nil)
 		require.NoError(t, err)
 		seenK := map[int64]bool{}
 		for i, r := range rows {
@@ -196,7 +196,7 @@ func TestCrashMidFlush(t *testing.T) {
 			require.Equal(t, int64(1), st.RecoveredFragments)
 			require.Equal(t, int64(500), st.TailRows)
 			checkNoOrphans(t, q)
-			rows, err := q.Get(ctx, 0, 1000, nil)
+			rows, err := New(q).Get(ctx, 0, 1000, nil)
 			require.NoError(t, err)
 			require.Len(t, rows, 500)
 			for i, r := range rows {
@@ -204,7 +204,7 @@ func TestCrashMidFlush(t *testing.T) {
 			}
 			require.NoError(t, q.Flush(ctx))
 			checkNoOrphans(t, q)
-			rows, err = q.Get(ctx, 0, 1000, nil)
+			rows, err = New(q).Get(ctx, 0, 1000, nil)
 			require.NoError(t, err)
 			require.Len(t, rows, 500)
 		})

@@ -38,8 +38,8 @@
 // partition, some fields, one rank's shard). Queue.Reader gives two-phase reads:
 // GetMeta hands out ready, unconsumed samples of a partition for a task (chosen by a
 // sampler named in the request with its parameters, a SamplerSpec: sequential,
-// rank-aware, grpo-group-n, seqlen-balanced, or one added with RegisterSampler) and
-// GetData reads their fields as an Arrow record. Queue.PutFields adds fields to
+// rank-aware, grpo-group-n, seqlen-balanced, or one added with Samplers.With and given
+// to the store in Config.Samplers) and GetData reads their fields as an Arrow record. Queue.PutFields adds fields to
 // existing samples later; Queue.ClearSamples and ClearPartition drop samples for good.
 // KV gives a key-value view with tags and tombstones.
 //

@@ -23,9 +23,9 @@ func TestErrorCodesSurviveTheWire(t *testing.T) {
 	require.Equal(t, "partition", ie.Field)
 	require.ErrorIs(t, err, plane.ErrInvalid)
 	require.Equal(t, `invalid partition "-bad": 1–128 bytes of [A-Za-z0-9._-], not starting with . _ or -`, err.Error())
-	_, err = q.Put(ctx, Record{"x": 1})
+	_, err = New(q).Put(ctx, Record{"x": 1})
 	require.NoError(t, err)
-	_, err = q.Put(ctx, Record{"x": "s"})
+	_, err = New(q).Put(ctx, Record{"x": "s"})
 	schemaErr := err
 	errs := map[string]error{
 		"invalid":           &InvalidError{Field: "f", Rule: "r"},

@@ -40,8 +40,8 @@ const (
 //
 // Where the queue lives is configuration, not code: Open uses the HTTP store (a
 // `lakeshore serve` on another machine) when URL is set, when Dir holds an http:// or
-// https:// URL, or when Dir is empty and $LAKESHORE_URL is set; a registered store (the
-// distributed one, persist/lakestore) when that target is a postgres:// URL; else the
+// https:// URL, or when Dir is empty and $LAKESHORE_URL is set; a store given to Open (the
+// distributed one, lakestore.Driver()) when that target is a postgres:// URL; else the
 // file store under Dir. The same program thus runs against a local directory, a server
 // or PostgreSQL and object storage.
 type Config struct {
@@ -63,7 +63,7 @@ type Config struct {
 	// or $LAKESHORE_URL names the target.
 	Dir string
 	// URL is the target when set: the server of the HTTP store
-	// ("http://127.0.0.1:7077"), or a registered target (postgres://…?blob=…); see
+	// ("http://127.0.0.1:7077"), or the target of a store given to Open (postgres://…?blob=…); see
 	// Config. The file-store fields below (Dir aside) do not apply to the HTTP store:
 	// the server's own configuration does.
 	URL string
@@ -104,6 +104,10 @@ type Config struct {
 	// not have. Defaults to false: Open creates the queue (the HTTP store's server
 	// creates it at its first put; reads before then are *NotFoundError).
 	Existing bool
+	// Samplers are the samplers GetMeta runs by name (MetaRequest.Sampler). The zero
+	// value means DefaultSamplers(). The HTTP store ignores it: its server's stores run
+	// the samplers of the server's configuration.
+	Samplers Samplers
 }
 
 func (c Config) withDefaults() Config {
@@ -115,6 +119,7 @@ func (c Config) withDefaults() Config {
 	c.FlushRows = cmp.Or(c.FlushRows, FlushRowsDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.RowGroupRows = cmp.Or(c.RowGroupRows, RowGroupRowsDefault)
+	c.Samplers = c.Samplers.orDefault()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -126,7 +131,7 @@ func (c Config) validate() error {
 	case c.Dir == "":
 		return &InvalidError{Field: "queue option Dir", Value: "", Rule: "a directory path"}
 	case isHTTP(c.Dir):
-		return &InvalidError{Field: "queue option Dir", Value: c.Dir, Rule: "a directory path for the file store (open an http(s) URL with Open or OpenHTTPStore)"}
+		return &InvalidError{Field: "queue option Dir", Value: c.Dir, Rule: "a directory path for the file store (open an http(s) URL with Open and httpstore.Driver())"}
 	case schemeOf(c.Dir) != "":
 		return unknownTarget("queue option Dir", c.Dir)
 	case c.BusyTimeout < 0:

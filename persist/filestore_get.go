@@ -57,26 +57,6 @@ func normalizeForHash(v any, k Kind) any {
 	return v
 }
 
-// Get returns up to limit records with global index ≥ offset, in index order, skipping
-// cleared ones (and, per opts, other partitions and other ranks' shards). Records
-// still in the tail are included: every put that returned is readable. Errors:
-// *InvalidError (bad limit, offset, field or shard), ErrClosed.
-func (q *fileQueue) Get(ctx context.Context, offset int64, limit int, opts *GetOpts) ([]Row, error) {
-	b, err := q.Read(ctx, offset, limit, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer b.Release()
-	return b.Rows()
-}
-
-// Read is Get returning the columnar *Batch (Arrow) instead of rows. The caller
-// should Release the batch.
-func (q *fileQueue) Read(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, error) {
-	b, _, err := q.read(ctx, offset, limit, opts)
-	return b, err
-}
-
 // read also returns the index below which every record has been considered, where a
 // following read continues.
 func (q *fileQueue) read(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, int64, error) {

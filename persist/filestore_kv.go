@@ -22,16 +22,6 @@ type fileKV struct {
 // KV returns the key-value view of q.
 func fileKVOf(q *fileQueue) *fileKV { return &fileKV{q: q} }
 
-// Put stores fields and tags under key in partition and returns its global index.
-// Errors as for BatchPut.
-func (kv *fileKV) Put(ctx context.Context, partition, key string, fields Record, tags map[string]string) (int64, error) {
-	idx, err := kv.BatchPut(ctx, partition, []string{key}, []Record{fields}, []map[string]string{tags})
-	if err != nil {
-		return -1, err
-	}
-	return idx[0], nil
-}
-
 // BatchPut stores fields[i] and tags[i] under keys[i] (fields and tags may be nil, or
 // hold nil entries). New keys get new samples (consecutive indexes, in key order);
 // existing keys are merged as described on KVView. A key given twice is merged in

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lakeshore-dev/lakeshore/persist/internal/putid"
 )
 
 // putResult is filled by a put op.
@@ -77,24 +79,6 @@ func prepareNorm(partition string, recs []normRecord) (*putPrepared, error) {
 	return p, nil
 }
 
-// Put appends rec to the default partition and returns its global index once it is
-// durable. Errors: *SchemaError (nothing written), *UnsupportedValueError,
-// *InvalidError, ErrClosed, ctx's error (the put may then still have been written).
-func (q *fileQueue) Put(ctx context.Context, rec Record) (int64, error) {
-	idx, err := q.PutPartition(ctx, DefaultPartition, []Record{rec}, nil)
-	if err != nil {
-		return -1, err
-	}
-	return idx[0], nil
-}
-
-// PutBatch appends recs to the default partition in order and returns their global
-// indexes (consecutive) once they are durable. The batch is atomic: on any error
-// nothing is written. Errors as for Put.
-func (q *fileQueue) PutBatch(ctx context.Context, recs []Record) ([]int64, error) {
-	return q.PutPartition(ctx, DefaultPartition, recs, nil)
-}
-
 // PutPartition appends recs to partition (1–128 bytes of [A-Za-z0-9._-], not starting
 // with . _ or -) and returns their consecutive global indexes once durable. Global
 // indexes are unique across partitions, monotonic and never reused. Atomic; errors as
@@ -127,7 +111,7 @@ func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []R
 			var plo, pn int64
 			err := t.queryRow(`SELECT partition, lo, n FROM put_ids WHERE id = ?`, id).Scan(&part, &plo, &pn)
 			if err == nil {
-				repeat, err = PutIDRepeat(id, part, plo, pn, partition, len(recs))
+				repeat, err = putid.Repeat(id, part, plo, pn, partition, len(recs))
 				return err // nothing written either way
 			}
 			if !isNoRows(err) {

@@ -33,21 +33,11 @@ var errNotFull = errors.New("batch not full")
 // Errors: *InvalidError (bad request, a sampler's rule such as GRPO batch sizes),
 // ErrTimeout (wait mode), ErrClosed, ctx's error.
 func (r *fileReader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
-	rq := *req
-	if rq.Partition == "" {
-		rq.Partition = DefaultPartition
-	}
-	if err := rq.validate(); err != nil {
-		return nil, err
-	}
-	sampler, err := NewSampler(rq.Sampler)
+	q := r.q
+	rq, sampler, err := NormalizeMetaRequest(req, q.cfg.Samplers)
 	if err != nil {
 		return nil, err
 	}
-	if rq.Sampler.Name == "" {
-		rq.Sampler.Name = SamplerSequential
-	}
-	q := r.q
 	if err := q.enter(); err != nil {
 		return nil, err
 	}
@@ -612,19 +602,6 @@ func isAscending(x []int64) bool {
 		}
 	}
 	return true
-}
-
-// GetBatch is GetMeta followed by GetData.
-func (r *fileReader) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
-	meta, err := r.GetMeta(ctx, req)
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := r.GetData(ctx, meta)
-	if err != nil {
-		return nil, meta, err
-	}
-	return b, meta, nil
 }
 
 // producedCount returns whether any span was ever produced later (0 when no PutFields

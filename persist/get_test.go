@@ -26,9 +26,9 @@ func TestShardedReaders(t *testing.T) {
 			uidRank := map[string]int{}
 			for rank := 0; rank < world; rank++ {
 				sh := Shard{Rank: rank, WorldSize: world, Column: col, Buckets: 16}
-				rows, err := q.Get(ctx, 0, 10_000, &GetOpts{Shard: sh})
+				rows, err := New(q).Get(ctx, 0, 10_000, &GetOpts{Shard: sh})
 				require.NoError(t, err)
-				again, err := q.Get(ctx, 0, 10_000, &GetOpts{Shard: sh})
+				again, err := New(q).Get(ctx, 0, 10_000, &GetOpts{Shard: sh})
 				require.NoError(t, err)
 				require.Equal(t, rows, again, "deterministic")
 				for _, r := range rows {
@@ -44,7 +44,7 @@ func TestShardedReaders(t *testing.T) {
 					}
 				}
 				// Stream with the same shard yields the same rows in small batches.
-				s := q.fileStream(&StreamOpts{GetOpts: GetOpts{Shard: sh}, BatchSize: 7})
+				s := New(q).Stream(&StreamOpts{GetOpts: GetOpts{Shard: sh}, BatchSize: 7})
 				var streamed []Row
 				for {
 					b, err := s.Next(ctx)
@@ -72,8 +72,8 @@ func TestShardedReaders(t *testing.T) {
 			}
 		})
 	}
-	_, err := q.Get(ctx, 0, 1, &GetOpts{Shard: Shard{Rank: 3, WorldSize: 3}})
+	_, err := New(q).Get(ctx, 0, 1, &GetOpts{Shard: Shard{Rank: 3, WorldSize: 3}})
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = q.Get(ctx, 0, 1, &GetOpts{Shard: Shard{Rank: 0, WorldSize: 8, Buckets: 4}})
+	_, err = New(q).Get(ctx, 0, 1, &GetOpts{Shard: Shard{Rank: 0, WorldSize: 8, Buckets: 4}})
 	require.ErrorIs(t, err, ErrInvalid)
 }

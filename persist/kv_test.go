@@ -20,7 +20,7 @@ func TestKV(t *testing.T) {
 					require.NoError(t, q.Flush(ctx))
 				}
 			}
-			i42, err := kv.Put(ctx, "prod", "sess-42", Record{"tokens": []int{1, 2}, "score": 1}, map[string]string{"status": "running"})
+			i42, err := KV(New(kv.q)).Put(ctx, "prod", "sess-42", Record{"tokens": []int{1, 2}, "score": 1}, map[string]string{"status": "running"})
 			require.NoError(t, err)
 			require.Equal(t, int64(0), i42)
 			idx, err := kv.BatchPut(ctx, "prod", []string{"sess-43", "sess-44"}, []Record{{"score": 3}, {"score": 4}}, nil)
@@ -29,12 +29,12 @@ func TestKV(t *testing.T) {
 			maybeFlush()
 
 			// Putting again merges fields (new value wins) and tags, and keeps the index.
-			again, err := kv.Put(ctx, "prod", "sess-42", Record{"score": 2.5, "reward": 1.0}, map[string]string{"status": "complete", "model": "m"})
+			again, err := KV(New(kv.q)).Put(ctx, "prod", "sess-42", Record{"score": 2.5, "reward": 1.0}, map[string]string{"status": "complete", "model": "m"})
 			require.NoError(t, err)
 			require.Equal(t, i42, again)
 			maybeFlush()
 			// A tag-only put leaves the data alone.
-			_, err = kv.Put(ctx, "prod", "sess-43", nil, map[string]string{"status": "complete"})
+			_, err = KV(New(kv.q)).Put(ctx, "prod", "sess-43", nil, map[string]string{"status": "complete"})
 			require.NoError(t, err)
 
 			got, err := kv.BatchGet(ctx, "prod", []string{"sess-43", "sess-42"}, nil)
@@ -46,7 +46,7 @@ func TestKV(t *testing.T) {
 			}, got)
 
 			// Other partition: separate key space.
-			o, err := kv.Put(ctx, "dev", "sess-42", Record{"score": 9}, nil)
+			o, err := KV(New(kv.q)).Put(ctx, "dev", "sess-42", Record{"score": 9}, nil)
 			require.NoError(t, err)
 			require.Equal(t, int64(3), o)
 
@@ -71,7 +71,7 @@ func TestKV(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(2), got[0].Index)
 			require.Equal(t, Record{"score": 4.0}, got[0].Fields)
-			rows, err := q.Get(ctx, 0, 10, nil)
+			rows, err := New(q).Get(ctx, 0, 10, nil)
 			require.NoError(t, err)
 			var indexes []int64
 			for _, r := range rows {
@@ -89,7 +89,7 @@ func TestKV(t *testing.T) {
 			require.Equal(t, []int64{0, 2}, m.Indexes)
 
 			// Re-putting a cleared key makes a new sample with a new index.
-			ni, err := kv.Put(ctx, "prod", "sess-43", Record{"score": 30}, nil)
+			ni, err := KV(New(kv.q)).Put(ctx, "prod", "sess-43", Record{"score": 30}, nil)
 			require.NoError(t, err)
 			require.Equal(t, int64(4), ni)
 		})
@@ -101,7 +101,7 @@ func TestKVSchemaConflictWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	q := openTemp(t, nil)
 	kv := fileKVOf(q)
-	_, err := kv.Put(ctx, "p", "a", Record{"x": "text"}, nil)
+	_, err := KV(New(kv.q)).Put(ctx, "p", "a", Record{"x": "text"}, nil)
 	require.NoError(t, err)
 	_, err = kv.BatchPut(ctx, "p", []string{"b", "a"}, []Record{{"x": "ok"}, {"x": 5}}, nil)
 	require.ErrorIs(t, err, ErrSchema)

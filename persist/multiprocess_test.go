@@ -91,7 +91,7 @@ func TestTwoProducersTwoConsumers(t *testing.T) {
 	}
 	t.Logf("consumers got %v samples", perConsumer)
 	require.Len(t, seen, total, "every record consumed once")
-	rows, err := q.Get(ctx, 0, total+10, nil)
+	rows, err := New(q).Get(ctx, 0, total+10, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, total)
 	bySrc := map[string]map[int64]bool{}
@@ -108,7 +108,7 @@ func TestTwoProducersTwoConsumers(t *testing.T) {
 		require.Len(t, ns, per, "producer %s", src)
 	}
 	// Another task still sees every sample.
-	b, _, err := q.fileReader().GetBatch(ctx, &MetaRequest{Fields: []string{"n"}, BatchSize: total + 10, Task: "eval"})
+	b, _, err := New(q).Reader().GetBatch(ctx, &MetaRequest{Fields: []string{"n"}, BatchSize: total + 10, Task: "eval"})
 	require.NoError(t, err)
 	require.Equal(t, total, b.Len())
 	b.Release()

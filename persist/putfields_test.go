@@ -14,7 +14,7 @@ func TestPutFieldsDuplicateIndexLaterWins(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
-	_, err := q.PutBatch(ctx, []Record{{"x": 0}, {"x": 1}})
+	_, err := New(q).PutBatch(ctx, []Record{{"x": 0}, {"x": 1}})
 	require.NoError(t, err)
 	require.NoError(t, q.PutFields(ctx, DefaultPartition, []int64{1, 0, 1},
 		[]Record{{"r": 1, "s": "a"}, {"r": 10}, {"r": 2, "t": nil}}))
@@ -23,14 +23,14 @@ func TestPutFieldsDuplicateIndexLaterWins(t *testing.T) {
 		{Index: 1, Partition: DefaultPartition, Fields: Record{"x": int64(1), "r": int64(2), "s": "a"}},
 	}
 	check := func(stage string) {
-		rows, err := q.Get(ctx, 0, 10, nil)
+		rows, err := New(q).Get(ctx, 0, 10, nil)
 		require.NoError(t, err, stage)
 		require.Equal(t, want, rows, stage)
 	}
 	check("tail")
 	require.NoError(t, q.Flush(ctx))
 	check("flushed")
-	_, err = q.PutBatch(ctx, []Record{{"x": 2}})
+	_, err = New(q).PutBatch(ctx, []Record{{"x": 2}})
 	require.NoError(t, err)
 	require.NoError(t, q.Flush(ctx))
 	require.NoError(t, q.Compact(ctx))

@@ -2,7 +2,6 @@ package persist
 
 import (
 	"crypto/rand"
-	"fmt"
 	"strings"
 	"time"
 
@@ -55,19 +54,4 @@ func CheckPutID(id string) error {
 		return &InvalidError{Field: "put_id", Value: id, Rule: "1–128 bytes of [A-Za-z0-9._:-]"}
 	}
 	return nil
-}
-
-// PutIDRepeat checks a repeated put id against what its first put stored (partition,
-// n records) and returns the indexes to answer: lo, lo+1, …, or *InvalidError when the
-// repeat names another partition or another number of records.
-func PutIDRepeat(id, storedPartition string, lo, n int64, partition string, records int) ([]int64, error) {
-	if storedPartition != partition || n != int64(records) {
-		return nil, &InvalidError{Field: "put_id", Value: id,
-			Rule: fmt.Sprintf("an id not used by another batch: it named a put of %d records into partition %s, this put has %d into %s", n, storedPartition, records, partition)}
-	}
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = lo + int64(i)
-	}
-	return out, nil
 }

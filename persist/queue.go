@@ -23,24 +23,23 @@ func New(s Store) *Queue { return &Queue{s: s} }
 // not starting with . _ or -. Errors: *InvalidError for a bad name or Config, and I/O
 // or SQLite errors.
 //
-// The target is Config.URL, else Config.Dir, else $LAKESHORE_URL when Dir is empty: an
-// http(s) URL opens the queue on that server (OpenHTTPStore), the same Queue, Reader and
-// KVView over HTTP; a URL whose scheme a store package registered (RegisterTarget) opens
-// that store — with persist/lakestore imported, "postgres://…?blob=<bucket URL>" opens
-// the distributed store (docs/persist.md); a path is the file store's root. A URL of any
-// other scheme is refused with *InvalidError (a postgres:// one without persist/lakestore
-// imported names the import to add), never taken for a directory.
-func Open(ctx context.Context, name string, cfg *Config) (*Queue, error) {
-	target, open, http, err := cfg.resolveTarget()
+// The target is Config.URL, else Config.Dir, else $LAKESHORE_URL when Dir is empty: a
+// URL whose scheme one of stores serves opens that store — with httpstore.Driver()
+// given, an http(s) URL opens the queue on that server, the same Queue, Reader and
+// KVView over HTTP; with lakestore.Driver(), "postgres://…?blob=<bucket URL>" opens the
+// distributed store (docs/persist.md); a path is the file store's root. A URL of any
+// other scheme is refused with *InvalidError (an http(s):// or postgres:// one whose
+// driver was not given names the driver to give), never taken for a directory. Stores
+// are given explicitly: persist registers none behind the caller's back.
+func Open(ctx context.Context, name string, cfg *Config, stores ...StoreDriver) (*Queue, error) {
+	target, open, err := cfg.resolveTarget(stores)
 	if err != nil {
 		return nil, err
 	}
 	var s Store
 	switch {
-	case open != nil: // a registered URL target (RegisterTarget)
-		s, err = open(ctx, name, target, cfg)
-	case http:
-		s, err = OpenHTTPStore(ctx, target, name, cfg)
+	case open != nil: // a target of one of stores
+		s, err = open.Open(ctx, name, target, cfg)
 	default:
 		s, err = OpenFileStore(ctx, name, cfg)
 	}

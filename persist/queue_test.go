@@ -47,14 +47,14 @@ func TestPutGet(t *testing.T) {
 		t.Run(fmt.Sprintf("Flushed=%v", flush), func(t *testing.T) {
 			t.Parallel()
 			q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
-			idx, err := q.Put(ctx, allKinds(0))
+			idx, err := New(q).Put(ctx, allKinds(0))
 			require.NoError(t, err)
 			require.Equal(t, int64(0), idx)
 			var recs []Record
 			for i := 1; i < 10; i++ {
 				recs = append(recs, allKinds(i))
 			}
-			ids, err := q.PutBatch(ctx, recs)
+			ids, err := New(q).PutBatch(ctx, recs)
 			require.NoError(t, err)
 			require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}, ids)
 			if flush {
@@ -64,7 +64,7 @@ func TestPutGet(t *testing.T) {
 				require.Equal(t, int64(0), st.TailRows)
 				require.Equal(t, int64(10), st.FragmentRows)
 			}
-			rows, err := q.Get(ctx, 0, 100, nil)
+			rows, err := New(q).Get(ctx, 0, 100, nil)
 			require.NoError(t, err)
 			require.Len(t, rows, 10)
 			for i, r := range rows {
@@ -72,7 +72,7 @@ func TestPutGet(t *testing.T) {
 				require.Equal(t, DefaultPartition, r.Partition)
 				require.Equal(t, wantKinds(i), r.Fields, "row %d", i)
 			}
-			rows, err = q.Get(ctx, 3, 2, &GetOpts{Fields: []string{"s", "i"}})
+			rows, err = New(q).Get(ctx, 3, 2, &GetOpts{Fields: []string{"s", "i"}})
 			require.NoError(t, err)
 			require.Equal(t, []Row{
 				{Index: 3, Partition: "default", Fields: Record{"s": "s3", "i": int64(3)}},
@@ -95,7 +95,7 @@ func TestPutGetAcrossTailAndFragments(t *testing.T) {
 		for i := 0; i < 25; i++ {
 			recs = append(recs, Record{"x": round*100 + i})
 		}
-		ids, err := q.PutBatch(ctx, recs)
+		ids, err := New(q).PutBatch(ctx, recs)
 		require.NoError(t, err)
 		for i := range ids {
 			want = append(want, int64(round*100+i))
@@ -104,7 +104,7 @@ func TestPutGetAcrossTailAndFragments(t *testing.T) {
 			require.NoError(t, q.Flush(ctx))
 		}
 	}
-	rows, err := q.Get(ctx, 0, 1000, nil)
+	rows, err := New(q).Get(ctx, 0, 1000, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 100)
 	for i, r := range rows {
@@ -112,7 +112,7 @@ func TestPutGetAcrossTailAndFragments(t *testing.T) {
 		require.Equal(t, want[i], r.Fields["x"])
 	}
 	// Reading from an offset inside a fragment and across into the tail.
-	rows, err = q.Get(ctx, 20, 10, nil)
+	rows, err = New(q).Get(ctx, 20, 10, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 10)
 	require.Equal(t, int64(20), rows[0].Index)
@@ -130,7 +130,7 @@ func TestCloseNeverLosesRows(t *testing.T) {
 	for w := 0; w < writers; w++ {
 		wg.Go(func() {
 			for i := 0; i < per; i++ {
-				_, err := q.Put(ctx, Record{"w": w, "i": i})
+				_, err := New(q).Put(ctx, Record{"w": w, "i": i})
 				require.NoError(t, err)
 			}
 		})
@@ -138,7 +138,7 @@ func TestCloseNeverLosesRows(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, q.Close(ctx))
 	require.NoError(t, q.Close(ctx), "Close is idempotent")
-	_, err = q.Put(ctx, Record{"w": 1})
+	_, err = New(q).Put(ctx, Record{"w": 1})
 	require.ErrorIs(t, err, ErrClosed)
 
 	// Close flushed: the files alone hold every row.
@@ -149,7 +149,7 @@ func TestCloseNeverLosesRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(0), st.TailRows)
 	require.Equal(t, int64(writers*per), st.FragmentRows)
-	rows, err := q2.Get(ctx, 0, 10_000, nil)
+	rows, err := New(q2).Get(ctx, 0, 10_000, nil)
 	require.NoError(t, err)
 	seen := map[[2]int64]bool{}
 	for _, r := range rows {
@@ -162,10 +162,10 @@ func TestSchemaEvolution(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
-	_, err := q.Put(ctx, Record{"name": "a", "score": 1})
+	_, err := New(q).Put(ctx, Record{"name": "a", "score": 1})
 	require.NoError(t, err)
 	require.NoError(t, q.Flush(ctx)) // score is stored as int64 in the first fragment
-	_, err = q.Put(ctx, Record{"name": "b", "score": 2.5, "extra": true})
+	_, err = New(q).Put(ctx, Record{"name": "b", "score": 2.5, "extra": true})
 	require.NoError(t, err)
 
 	s, err := q.Schema(ctx)
@@ -173,7 +173,7 @@ func TestSchemaEvolution(t *testing.T) {
 	require.Equal(t, []Field{{"name", KindString}, {"score", KindFloat64}, {"extra", KindBool}}, s.Fields)
 
 	// Incompatible: the put fails naming the field and both types, and writes nothing.
-	_, err = q.PutBatch(ctx, []Record{{"name": "c", "score": 3}, {"name": 7, "score": 1}})
+	_, err = New(q).PutBatch(ctx, []Record{{"name": "c", "score": 3}, {"name": 7, "score": 1}})
 	require.ErrorIs(t, err, ErrSchema)
 	var se *SchemaError
 	require.True(t, errors.As(err, &se))
@@ -188,10 +188,10 @@ func TestSchemaEvolution(t *testing.T) {
 	require.Equal(t, int64(2), n)
 
 	// Later puts keep working, with the same and with new fields.
-	_, err = q.Put(ctx, Record{"name": "d", "score": 4})
+	_, err = New(q).Put(ctx, Record{"name": "d", "score": 4})
 	require.NoError(t, err)
 	require.NoError(t, q.Flush(ctx))
-	rows, err := q.Get(ctx, 0, 10, nil)
+	rows, err := New(q).Get(ctx, 0, 10, nil)
 	require.NoError(t, err)
 	require.Equal(t, []Record{
 		{"name": "a", "score": 1.0},
@@ -206,7 +206,7 @@ func TestSchemaConflictConcurrent(t *testing.T) {
 	// A rejected put grouped into the same transaction as good puts undoes only itself.
 	ctx := context.Background()
 	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
-	_, err := q.Put(ctx, Record{"v": 1})
+	_, err := New(q).Put(ctx, Record{"v": 1})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -220,7 +220,7 @@ func TestSchemaConflictConcurrent(t *testing.T) {
 				} else {
 					rec = Record{"v": i}
 				}
-				_, err := q.Put(ctx, rec)
+				_, err := New(q).Put(ctx, rec)
 				mu.Lock()
 				if err != nil {
 					require.ErrorIs(t, err, ErrSchema)
@@ -237,7 +237,7 @@ func TestSchemaConflictConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(good+1), n)
 	require.Positive(t, bad)
-	rows, err := q.Get(ctx, 0, 1000, nil)
+	rows, err := New(q).Get(ctx, 0, 1000, nil)
 	require.NoError(t, err)
 	for _, r := range rows {
 		require.IsType(t, int64(0), r.Fields["v"])
@@ -254,15 +254,15 @@ func TestInvalidArguments(t *testing.T) {
 	_, err = openFile(ctx, "q", &Config{Dir: t.TempDir(), FlushRows: -5})
 	require.ErrorContains(t, err, "FlushRows")
 	q := openTemp(t, nil)
-	_, err = q.Put(ctx, Record{"_index": 1})
+	_, err = New(q).Put(ctx, Record{"_index": 1})
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = q.Put(ctx, Record{"c": make(chan int)})
+	_, err = New(q).Put(ctx, Record{"c": make(chan int)})
 	require.ErrorIs(t, err, ErrUnsupportedValue)
 	_, err = q.PutPartition(ctx, "bad/part", []Record{{"a": 1}}, nil)
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = q.Get(ctx, 0, 0, nil)
+	_, err = New(q).Get(ctx, 0, 0, nil)
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = q.Get(ctx, 0, 1, &GetOpts{Fields: []string{"nope"}})
+	_, err = New(q).Get(ctx, 0, 1, &GetOpts{Fields: []string{"nope"}})
 	require.ErrorIs(t, err, ErrInvalid)
 }
 
@@ -278,7 +278,7 @@ func TestAutoFlush(t *testing.T) {
 			for j := range recs {
 				recs[j] = Record{"x": i*15 + j}
 			}
-			_, err := q.PutBatch(ctx, recs)
+			_, err := New(q).PutBatch(ctx, recs)
 			require.NoError(t, err)
 		}
 		wait(1)
@@ -290,7 +290,7 @@ func TestAutoFlush(t *testing.T) {
 		t.Parallel()
 		q := openTemp(t, &Config{FlushInterval: 20 * time.Millisecond, FlushRows: -1})
 		wait := flushWaiter(t, q)
-		_, err := q.Put(ctx, Record{"x": 1})
+		_, err := New(q).Put(ctx, Record{"x": 1})
 		require.NoError(t, err)
 		wait(1)
 		st, err := q.Stats(ctx)
@@ -328,10 +328,10 @@ func TestStream(t *testing.T) {
 		t.Parallel()
 		q := openTemp(t, nil)
 		for i := 0; i < 25; i++ {
-			_, err := q.Put(ctx, Record{"i": i})
+			_, err := New(q).Put(ctx, Record{"i": i})
 			require.NoError(t, err)
 		}
-		s := q.fileStream(&StreamOpts{BatchSize: 10})
+		s := New(q).Stream(&StreamOpts{BatchSize: 10})
 		var got []int64
 		for {
 			rows, err := s.Next(ctx)
@@ -352,7 +352,7 @@ func TestStream(t *testing.T) {
 	t.Run("WaitAndIdleTimeout", func(t *testing.T) {
 		t.Parallel()
 		q := openTemp(t, nil)
-		s := q.fileStream(&StreamOpts{BatchSize: 100, Wait: true, IdleTimeout: 500 * time.Millisecond})
+		s := New(q).Stream(&StreamOpts{BatchSize: 100, Wait: true, IdleTimeout: 500 * time.Millisecond})
 		got := make(chan int64, 100)
 		done := make(chan error, 1)
 		go func() {
@@ -368,7 +368,7 @@ func TestStream(t *testing.T) {
 			}
 		}()
 		for i := 0; i < 5; i++ {
-			_, err := q.Put(ctx, Record{"i": i})
+			_, err := New(q).Put(ctx, Record{"i": i})
 			require.NoError(t, err)
 			require.Equal(t, int64(i), <-got) // the waiting stream wakes for each put
 		}
@@ -380,7 +380,7 @@ func TestStream(t *testing.T) {
 		t.Parallel()
 		q, err := openFile(ctx, "q", &Config{Dir: t.TempDir()})
 		require.NoError(t, err)
-		s := q.fileStream(&StreamOpts{Wait: true})
+		s := New(q).Stream(&StreamOpts{Wait: true})
 		done := make(chan error, 1)
 		go func() {
 			_, err := s.Next(ctx)
@@ -404,7 +404,7 @@ func TestPartitionsInGet(t *testing.T) {
 	require.Equal(t, []int64{0, 1}, a)
 	require.Equal(t, []int64{2}, b)
 	require.Equal(t, []int64{3}, c)
-	rows, err := q.Get(ctx, 0, 10, &GetOpts{Partition: "a"})
+	rows, err := New(q).Get(ctx, 0, 10, &GetOpts{Partition: "a"})
 	require.NoError(t, err)
 	require.Equal(t, []Row{
 		{Index: 0, Partition: "a", Fields: Record{"x": int64(1)}},
@@ -421,7 +421,7 @@ func TestNoOrphansAfterCleanRun(t *testing.T) {
 	ctx := context.Background()
 	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
 	for i := 0; i < 3; i++ {
-		_, err := q.Put(ctx, Record{"x": i})
+		_, err := New(q).Put(ctx, Record{"x": i})
 		require.NoError(t, err)
 		require.NoError(t, q.Flush(ctx))
 	}
@@ -443,7 +443,7 @@ func TestDurabilityModes(t *testing.T) {
 			var sync int
 			require.NoError(t, q.rdb.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
 			require.Equal(t, map[Durability]int{Durable: 2, Buffered: 1}[mode], sync, "synchronous=FULL (2) or NORMAL (1)")
-			_, err := q.PutBatch(ctx, []Record{{"x": 1}, {"x": 2}})
+			_, err := New(q).PutBatch(ctx, []Record{{"x": 1}, {"x": 2}})
 			require.NoError(t, err)
 			q = reopen(t, q)
 			n, err := q.Len(ctx)
@@ -465,14 +465,14 @@ func TestTwoHandlesOneProcess(t *testing.T) {
 	for h, q := range []*fileQueue{a, b} {
 		wg.Go(func() {
 			for i := 0; i < 100; i++ {
-				_, err := q.PutBatch(ctx, []Record{{"h": h, "i": i}, {"h": h, "i": i}})
+				_, err := New(q).PutBatch(ctx, []Record{{"h": h, "i": i}, {"h": h, "i": i}})
 				require.NoError(t, err)
 			}
 		})
 	}
 	wg.Wait()
 	for _, q := range []*fileQueue{a, b} {
-		rows, err := q.Get(ctx, 0, 1000, nil)
+		rows, err := New(q).Get(ctx, 0, 1000, nil)
 		require.NoError(t, err)
 		require.Len(t, rows, 400, "each handle sees every row")
 		for i, r := range rows {
@@ -485,13 +485,13 @@ func TestMissingFragmentIsCorrupt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
-	_, err := q.Put(ctx, Record{"x": 1})
+	_, err := New(q).Put(ctx, Record{"x": 1})
 	require.NoError(t, err)
 	require.NoError(t, q.Flush(ctx))
 	files, err := filepath.Glob(filepath.Join(q.Dir(), "data", "*.parquet"))
 	require.NoError(t, err)
 	require.Len(t, files, 1)
 	require.NoError(t, os.Remove(files[0]))
-	_, err = q.Get(ctx, 0, 1, nil)
+	_, err = New(q).Get(ctx, 0, 1, nil)
 	require.ErrorIs(t, err, ErrCorrupt)
 }

@@ -109,7 +109,7 @@ func TestFieldReadinessWithPutFields(t *testing.T) {
 			if flush {
 				require.NoError(t, q.Flush(ctx))
 			}
-			b, meta, err := r.GetBatch(ctx, &req)
+			b, meta, err := New(r.q).Reader().GetBatch(ctx, &req)
 			require.NoError(t, err)
 			require.Equal(t, []int64{0, 2}, meta.Indexes)
 			rows, err := b.Rows()
@@ -124,12 +124,12 @@ func TestFieldReadinessWithPutFields(t *testing.T) {
 				require.NoError(t, q.Flush(ctx))
 			}
 			require.NoError(t, q.PutFields(ctx, "rollouts", []int64{0}, []Record{{"reward": 10.0}}))
-			got, err := q.Get(ctx, 0, 1, nil)
+			got, err := New(q).Get(ctx, 0, 1, nil)
 			require.NoError(t, err)
 			require.Equal(t, Record{"prompt": "p", "resp": int64(100), "reward": 10.0}, got[0].Fields)
 			if flush {
 				require.NoError(t, q.Flush(ctx))
-				got, err = q.Get(ctx, 0, 1, nil)
+				got, err = New(q).Get(ctx, 0, 1, nil)
 				require.NoError(t, err)
 				require.Equal(t, Record{"prompt": "p", "resp": int64(100), "reward": 10.0}, got[0].Fields)
 			}
@@ -262,7 +262,7 @@ func TestGetBatchBeforeAnyData(t *testing.T) {
 	ctx := context.Background()
 	q := openTemp(t, nil)
 	// A consumer that starts before the producers: no such field yet, no error.
-	b, m, err := q.fileReader().GetBatch(ctx, &MetaRequest{Fields: []string{"src", "n"}, BatchSize: 4, Task: "t"})
+	b, m, err := New(q).Reader().GetBatch(ctx, &MetaRequest{Fields: []string{"src", "n"}, BatchSize: 4, Task: "t"})
 	require.NoError(t, err)
 	require.Equal(t, 0, m.Size)
 	require.Equal(t, 0, b.Len())

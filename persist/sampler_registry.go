@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
-	"sync"
 )
 
 // Names of the built-in samplers (SamplerSpec.Name).
@@ -24,8 +24,8 @@ const (
 // state is (inside its transaction). The zero value means Sequential. Build one from
 // the typed parameters, e.g. GRPOGroupN{N: 4}.Spec(); Params is their JSON encoding.
 type SamplerSpec struct {
-	// Name is a registered sampler name: SamplerSequential, SamplerRankAware,
-	// SamplerGRPOGroupN, SamplerSeqLenBalanced, or one added with RegisterSampler.
+	// Name is a sampler name of the store's Samplers: SamplerSequential, SamplerRankAware,
+	// SamplerGRPOGroupN, SamplerSeqLenBalanced, or one added with Samplers.With.
 	// "" means SamplerSequential.
 	Name string `json:"name"`
 	// Params are the sampler's parameters as a JSON object; empty means none. Unknown
@@ -37,57 +37,90 @@ type SamplerSpec struct {
 // given). It returns *InvalidError for parameters outside what the sampler allows.
 type SamplerFactory func(params json.RawMessage) (Sampler, error)
 
-var samplers = struct {
-	sync.RWMutex
+// Samplers is a set of samplers by name: the samplers a store runs for GetMeta
+// (SamplerSpec.Name). It is a value, carried in the store's configuration
+// (Config.Samplers, lakestore.Config.Samplers); the zero value means DefaultSamplers.
+// A Samplers is never changed in place: With returns a new set, so one set may be
+// shared by any number of stores and goroutines.
+type Samplers struct {
 	byName map[string]SamplerFactory
-}{byName: map[string]SamplerFactory{}}
+}
 
-// RegisterSampler makes a sampler available by name to every store of this process
-// (a store runs the samplers registered in its own process: register a custom sampler
-// in the server's process to use it over the network). name follows the partition
-// name rule. Errors: *InvalidError for a bad or already registered name, or a nil
-// factory.
-func RegisterSampler(name string, build SamplerFactory) error {
+// DefaultSamplers returns the built-in samplers: SamplerSequential, SamplerRankAware,
+// SamplerGRPOGroupN and SamplerSeqLenBalanced.
+func DefaultSamplers() Samplers {
+	return Samplers{byName: map[string]SamplerFactory{
+		SamplerSequential: func(p json.RawMessage) (Sampler, error) {
+			var s Sequential
+			return s, DecodeSamplerParams(SamplerSequential, p, &s)
+		},
+		SamplerRankAware: func(p json.RawMessage) (Sampler, error) {
+			var s RankAware
+			return s, DecodeSamplerParams(SamplerRankAware, p, &s)
+		},
+		SamplerGRPOGroupN: func(p json.RawMessage) (Sampler, error) {
+			var g GRPOGroupN
+			if err := DecodeSamplerParams(SamplerGRPOGroupN, p, &g); err != nil {
+				return nil, err
+			}
+			return g, g.validate()
+		},
+		SamplerSeqLenBalanced: func(p json.RawMessage) (Sampler, error) {
+			var s SeqLenBalanced
+			if err := DecodeSamplerParams(SamplerSeqLenBalanced, p, &s); err != nil {
+				return nil, err
+			}
+			return s, s.validate()
+		},
+	}}
+}
+
+// orDefault returns s, or DefaultSamplers for the zero value.
+func (s Samplers) orDefault() Samplers {
+	if s.byName == nil {
+		return DefaultSamplers()
+	}
+	return s
+}
+
+// With returns the set s plus the sampler name built by build (a store runs the
+// samplers of its own configuration: give a custom sampler to the server's stores to
+// use it over the network). name follows the partition name rule. Errors:
+// *InvalidError for a bad name, a name s already has, or a nil factory.
+func (s Samplers) With(name string, build SamplerFactory) (Samplers, error) {
+	s = s.orDefault()
 	if err := checkName("sampler name", name); err != nil {
-		return err
+		return s, err
 	}
 	if build == nil {
-		return &InvalidError{Field: "sampler factory", Value: nil, Rule: "a function"}
+		return s, &InvalidError{Field: "sampler factory", Value: nil, Rule: "a function"}
 	}
-	samplers.Lock()
-	defer samplers.Unlock()
-	if _, dup := samplers.byName[name]; dup {
-		return &InvalidError{Field: "sampler name", Value: name, Rule: "a name not registered yet"}
+	if _, dup := s.byName[name]; dup {
+		return s, &InvalidError{Field: "sampler name", Value: name, Rule: "a name not in the set yet"}
 	}
-	samplers.byName[name] = build
-	return nil
+	out := make(map[string]SamplerFactory, len(s.byName)+1)
+	maps.Copy(out, s.byName)
+	out[name] = build
+	return Samplers{byName: out}, nil
 }
 
-// SamplerNames returns the registered sampler names, sorted.
-func SamplerNames() []string {
-	samplers.RLock()
-	defer samplers.RUnlock()
-	out := make([]string, 0, len(samplers.byName))
-	for n := range samplers.byName {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+// Names returns the names of the samplers of s, sorted.
+func (s Samplers) Names() []string {
+	return slices.Sorted(maps.Keys(s.orDefault().byName))
 }
 
-// NewSampler builds the sampler spec names. Errors: *InvalidError for an unknown name
+// New builds the sampler spec names. Errors: *InvalidError for a name s does not have
 // or parameters the sampler refuses (unknown, of the wrong type, out of range).
-func NewSampler(spec SamplerSpec) (Sampler, error) {
+func (s Samplers) New(spec SamplerSpec) (Sampler, error) {
+	s = s.orDefault()
 	name := spec.Name
 	if name == "" {
 		name = SamplerSequential
 	}
-	samplers.RLock()
-	build := samplers.byName[name]
-	samplers.RUnlock()
+	build := s.byName[name]
 	if build == nil {
 		return nil, &InvalidError{Field: "sampler", Value: name,
-			Rule: "a registered sampler name: " + strings.Join(SamplerNames(), ", ")}
+			Rule: "a registered sampler name: " + strings.Join(s.Names(), ", ")}
 	}
 	var params json.RawMessage
 	if p := bytes.TrimSpace(spec.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
@@ -191,33 +224,3 @@ func (g GRPOGroupN) Spec() SamplerSpec { return spec(SamplerGRPOGroupN, g) }
 
 // Spec returns the SamplerSpec of s.
 func (s SeqLenBalanced) Spec() SamplerSpec { return spec(SamplerSeqLenBalanced, s) }
-
-func init() {
-	must := func(err error) {
-		if err != nil {
-			panic(err) // only a programming error in this file can fail here
-		}
-	}
-	must(RegisterSampler(SamplerSequential, func(p json.RawMessage) (Sampler, error) {
-		var s Sequential
-		return s, DecodeSamplerParams(SamplerSequential, p, &s)
-	}))
-	must(RegisterSampler(SamplerRankAware, func(p json.RawMessage) (Sampler, error) {
-		var s RankAware
-		return s, DecodeSamplerParams(SamplerRankAware, p, &s)
-	}))
-	must(RegisterSampler(SamplerGRPOGroupN, func(p json.RawMessage) (Sampler, error) {
-		var g GRPOGroupN
-		if err := DecodeSamplerParams(SamplerGRPOGroupN, p, &g); err != nil {
-			return nil, err
-		}
-		return g, g.validate()
-	}))
-	must(RegisterSampler(SamplerSeqLenBalanced, func(p json.RawMessage) (Sampler, error) {
-		var s SeqLenBalanced
-		if err := DecodeSamplerParams(SamplerSeqLenBalanced, p, &s); err != nil {
-			return nil, err
-		}
-		return s, s.validate()
-	}))
-}

@@ -115,18 +115,21 @@ type badSampler struct{}
 
 func (badSampler) Sample(context.Context, *SampleInput) ([]int64, error) { return []int64{1000}, nil }
 
-func init() {
+// testSamplers returns DefaultSamplers with the two test samplers added.
+func testSamplers(t *testing.T) Samplers {
+	set := DefaultSamplers()
 	for name, s := range map[string]Sampler{"test-even-only": evenOnly{}, "test-bad": badSampler{}} {
-		if err := RegisterSampler(name, func(json.RawMessage) (Sampler, error) { return s, nil }); err != nil {
-			panic(err)
-		}
+		var err error
+		set, err = set.With(name, func(json.RawMessage) (Sampler, error) { return s, nil })
+		require.NoError(t, err)
 	}
+	return set
 }
 
 func TestCustomSampler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	q := openTemp(t, nil)
+	q := openTemp(t, &Config{Samplers: testSamplers(t)})
 	r := q.fileReader()
 	putN(t, q, DefaultPartition, 6, func(i int) Record { return Record{"x": i} })
 	require.Equal(t, []int64{0, 2}, metaIdx(t, r, MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "t", Sampler: SamplerSpec{Name: "test-even-only"}}))
@@ -278,8 +281,9 @@ func TestSamplerByName(t *testing.T) {
 		require.ErrorContains(t, err, c.msg)
 		require.NotContains(t, err.Error(), "persist.", "no Go type names")
 	}
-	require.Contains(t, SamplerNames(), "seqlen-balanced")
-	require.ErrorIs(t, RegisterSampler("rank-aware", func(json.RawMessage) (Sampler, error) { return RankAware{}, nil }), ErrInvalid)
+	require.Contains(t, DefaultSamplers().Names(), "seqlen-balanced")
+	_, err = DefaultSamplers().With("rank-aware", func(json.RawMessage) (Sampler, error) { return RankAware{}, nil })
+	require.ErrorIs(t, err, ErrInvalid)
 }
 
 // memSource is a SampleSource over a slice, as a store other than the file store

@@ -19,11 +19,11 @@ func TestSamplerParamsRefused(t *testing.T) {
 		`{"n": "x"}`:       "n must be a JSON number",
 		`{"n": 4} 5`:       "data follows the object",
 	} {
-		_, err := NewSampler(SamplerSpec{Name: SamplerGRPOGroupN, Params: json.RawMessage(params)})
+		_, err := DefaultSamplers().New(SamplerSpec{Name: SamplerGRPOGroupN, Params: json.RawMessage(params)})
 		require.ErrorIs(t, err, ErrInvalid, params)
 		require.ErrorContains(t, err, want, params)
 	}
-	_, err := NewSampler(SamplerSpec{Name: SamplerGRPOGroupN, Params: json.RawMessage(`{"n": 4}`)})
+	_, err := DefaultSamplers().New(SamplerSpec{Name: SamplerGRPOGroupN, Params: json.RawMessage(`{"n": 4}`)})
 	require.NoError(t, err)
 }
 

@@ -105,6 +105,9 @@ func widen(have, got Kind) (Kind, bool) {
 	return "", false
 }
 
+// Valid reports whether k is one of the kinds a field may have.
+func (k Kind) Valid() bool { return validKind(k) }
+
 func validKind(k Kind) bool {
 	switch k {
 	case KindBool, KindInt64, KindFloat64, KindString, KindBytes, KindInt64List, KindFloat64List, KindTensor, KindNDArray, KindWireTensor, KindCodec:
@@ -342,6 +345,11 @@ func arrowType(k Kind) arrow.DataType {
 	}
 	panic("persist: unknown kind " + string(k))
 }
+
+// TensorArrowType returns the Arrow type of a tensor value (KindTensor, KindNDArray,
+// KindWireTensor) in batches and Arrow bodies: struct<dtype: string, shape:
+// list<int64>, data: binary>.
+func TensorArrowType() *arrow.StructType { return tensorType }
 
 var tensorType = arrow.StructOf(
 	arrow.Field{Name: "dtype", Type: arrow.BinaryTypes.String, Nullable: true},

@@ -222,8 +222,9 @@ func CheckReadArgs(offset int64, limit int, opts *GetOpts) error {
 }
 
 // NormalizeMetaRequest returns req with its defaults applied (partition, sampler name)
-// and the sampler it names. Errors: *InvalidError for a bad request or sampler.
-func NormalizeMetaRequest(req *MetaRequest) (MetaRequest, Sampler, error) {
+// and the sampler of samplers it names. Errors: *InvalidError for a bad request or
+// sampler.
+func NormalizeMetaRequest(req *MetaRequest, samplers Samplers) (MetaRequest, Sampler, error) {
 	rq := *req
 	if rq.Partition == "" {
 		rq.Partition = DefaultPartition
@@ -231,7 +232,7 @@ func NormalizeMetaRequest(req *MetaRequest) (MetaRequest, Sampler, error) {
 	if err := rq.validate(); err != nil {
 		return rq, nil, err
 	}
-	sampler, err := NewSampler(rq.Sampler)
+	sampler, err := samplers.New(rq.Sampler)
 	if err != nil {
 		return rq, nil, err
 	}

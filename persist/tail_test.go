@@ -63,7 +63,7 @@ func TestFlushFailuresCounted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
-	_, err := q.PutBatch(ctx, []Record{{"x": 1}, {"x": 2}})
+	_, err := New(q).PutBatch(ctx, []Record{{"x": 1}, {"x": 2}})
 	require.NoError(t, err)
 	require.NoError(t, os.Rename(q.dataDir, q.dataDir+".away"))
 	require.NoError(t, os.WriteFile(q.dataDir, nil, 0o644))

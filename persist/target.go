@@ -4,37 +4,56 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// TargetOpener opens the store of queue name at target, a URL whose scheme a store
-// package registered with RegisterTarget (from Config.URL, Config.Dir or
-// $LAKESHORE_URL); cfg is the Config given to Open (nil when none was), whose
-// store-independent settings (FlushInterval, FlushRows, RowGroupRows,
-// PollInterval, Logger, Namespace) the store may honour.
-type TargetOpener func(ctx context.Context, name, target string, cfg *Config) (Store, error)
+// Environment variables read by Open when Config leaves the target or token empty.
+const (
+	// EnvURL names the target of a Config without Dir or URL: LAKESHORE_URL, as the
+	// job queue's SDK and CLI use.
+	EnvURL = "LAKESHORE_URL"
+	// EnvToken is the bearer token the HTTP store sends when Config.Token is empty.
+	EnvToken = "LAKESHORE_TOKEN"
+)
 
-var targets sync.Map // scheme → TargetOpener
+// NamespaceDefault is the namespace of a data queue reached over HTTP or in the
+// distributed store without Config.Namespace.
+const NamespaceDefault = "default"
 
-// RegisterTarget makes Open accept targets of the form scheme://… (in Config.Dir, or in
-// $LAKESHORE_URL when Config names no target), opened by open. Store packages call it
-// from init, as database/sql drivers register themselves: persist/lakestore registers
-// postgres and postgresql, so a program reaches the distributed store by configuration
-// once it has the one blank import
-//
-//	import _ "github.com/lakeshore-dev/lakeshore/persist/lakestore"
-//
-// (persist itself cannot import it: the distributed store is built on persist, and it
-// brings PostgreSQL and the object-store drivers, which a program of the file or HTTP
-// store does not need). A later registration of a scheme replaces the earlier one.
-func RegisterTarget(scheme string, open TargetOpener) {
-	targets.Store(strings.ToLower(scheme), open)
+// isHTTP reports whether target is an http(s) URL.
+func isHTTP(target string) bool {
+	return strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://")
 }
 
-// LakestorePackage is the import path of the package that registers the postgres://
-// targets of the distributed store.
+// StoreDriver is a store package's entry for Open: the URL schemes of the targets it
+// serves and how it opens one. persist links the file store itself; any other store is
+// given to Open explicitly, never registered behind the caller's back —
+// persist/httpstore's Driver() serves http:// and https:// targets, persist/lakestore's
+// postgres:// and postgresql:// ones:
+//
+//	q, err := persist.Open(ctx, "rollouts", cfg, httpstore.Driver(), lakestore.Driver())
+//
+// (persist cannot import them: they are built on persist, and they bring the HTTP API
+// types, PostgreSQL and the object-store drivers, which a program of another store does
+// not need.)
+type StoreDriver struct {
+	// Schemes are the URL schemes (before "://", any case) of the targets the driver
+	// serves.
+	Schemes []string
+	// Open opens the store of queue name at target (from Config.URL, Config.Dir or
+	// $LAKESHORE_URL); cfg is the Config given to Open (nil when none was), whose
+	// store-independent settings (FlushInterval, FlushRows, RowGroupRows,
+	// PollInterval, Logger, Namespace, Existing, Samplers) the store may honour.
+	Open func(ctx context.Context, name, target string, cfg *Config) (Store, error)
+}
+
+// HTTPStorePackage is the import path of the package whose Driver serves the http://
+// and https:// targets of the HTTP store.
+const HTTPStorePackage = "github.com/lakeshore-dev/lakeshore/persist/httpstore"
+
+// LakestorePackage is the import path of the package whose Driver serves the
+// postgres:// targets of the distributed store.
 const LakestorePackage = "github.com/lakeshore-dev/lakeshore/persist/lakestore"
 
 // schemeOf returns the scheme of target when it is a URL scheme://… ("" when target is
@@ -53,29 +72,36 @@ func schemeOf(target string) string {
 	return strings.ToLower(scheme)
 }
 
-// targetOpener returns the opener registered for the scheme of target, if target is a
-// URL with a registered scheme.
-func targetOpener(target string) (TargetOpener, bool) {
+// driverFor returns the driver of drivers serving the scheme of target, if target is a
+// URL of such a scheme.
+func driverFor(target string, drivers []StoreDriver) (StoreDriver, bool) {
 	scheme := schemeOf(target)
 	if scheme == "" {
-		return nil, false
+		return StoreDriver{}, false
 	}
-	o, ok := targets.Load(scheme)
-	if !ok {
-		return nil, false
+	for _, d := range drivers {
+		for _, s := range d.Schemes {
+			if strings.EqualFold(s, scheme) && d.Open != nil {
+				return d, true
+			}
+		}
 	}
-	return o.(TargetOpener), true
+	return StoreDriver{}, false
 }
 
 // unknownTarget is the error for a target URL whose scheme no store serves: field names
-// where it came from. A postgres:// target names the import that registers it.
+// where it came from. A postgres:// target names the driver to give Open.
 func unknownTarget(field, target string) error {
 	scheme := schemeOf(target)
-	rule := "a directory path, an http:// or https:// URL of a lakeshore server, or a URL whose scheme a store package registered " +
-		"(postgres://…?blob=<bucket URL> with " + LakestorePackage + " imported); no store serves " + scheme + "://"
-	if scheme == "postgres" || scheme == "postgresql" {
-		rule = "a registered target: " + scheme + ":// is the distributed store, which this program does not link; add the import " +
-			`_ "` + LakestorePackage + `" (the lakeshore command has it)`
+	rule := "a directory path, or a URL whose scheme a store driver given to Open serves " +
+		"(http(s):// with the Driver() of " + HTTPStorePackage + ", postgres://…?blob=<bucket URL> with the Driver() of " + LakestorePackage + "); no store serves " + scheme + "://"
+	switch scheme {
+	case "http", "https":
+		rule = "a target of a store given to Open: " + scheme + ":// is the HTTP store, which this call was not given; pass " +
+			"httpstore.Driver() (package " + HTTPStorePackage + ") to persist.Open (the lakeshore command does)"
+	case "postgres", "postgresql":
+		rule = "a target of a store given to Open: " + scheme + ":// is the distributed store, which this call was not given; pass " +
+			"lakestore.Driver() (package " + LakestorePackage + ") to persist.Open (the lakeshore command does)"
 	}
 	return &InvalidError{Field: field, Value: redactURL(target), Rule: rule}
 }
@@ -83,12 +109,12 @@ func unknownTarget(field, target string) error {
 // redactURL drops the secrets of a URL for messages (plane.RedactURL).
 func redactURL(s string) string { return plane.RedactURL(s) }
 
-// resolveTarget says which store Open uses for cfg: a registered target (open set,
-// target its URL), the HTTP store (http set), or the file store (neither). The target is
-// Config.URL, else Config.Dir, else $LAKESHORE_URL when Dir is empty. Errors:
-// *InvalidError for a URL whose scheme no store serves (a postgres:// target without
-// persist/lakestore imported: the error names the import).
-func (c *Config) resolveTarget() (target string, open TargetOpener, http bool, err error) {
+// resolveTarget says which store Open uses for cfg: one of drivers (open set, target its
+// URL), or the file store (open nil). The target is Config.URL, else Config.Dir, else
+// $LAKESHORE_URL when Dir is empty. Errors: *InvalidError for a URL whose scheme no
+// given store serves (an http(s):// target without httpstore.Driver(), a postgres://
+// one without lakestore.Driver(): the error names it).
+func (c *Config) resolveTarget(drivers []StoreDriver) (target string, open *StoreDriver, err error) {
 	field := "queue option Dir"
 	switch {
 	case c != nil && c.URL != "":
@@ -98,17 +124,14 @@ func (c *Config) resolveTarget() (target string, open TargetOpener, http bool, e
 	default:
 		target, field = os.Getenv(EnvURL), "$"+EnvURL
 	}
-	if isHTTP(target) {
-		return target, nil, true, nil
-	}
 	if schemeOf(target) == "" {
 		if field != "queue option Dir" && target != "" {
-			return "", nil, false, &InvalidError{Field: field, Value: target, Rule: "an http:// or https:// URL, or a URL whose scheme a store package registered (postgres://…?blob=…)"}
+			return "", nil, &InvalidError{Field: field, Value: target, Rule: "an http:// or https:// URL, or a URL whose scheme a store driver given to Open serves (postgres://…?blob=…)"}
 		}
-		return "", nil, false, nil // the file store (or a missing Dir, which it reports)
+		return "", nil, nil // the file store (or a missing Dir, which it reports)
 	}
-	if o, ok := targetOpener(target); ok {
-		return target, o, false, nil
+	if d, ok := driverFor(target, drivers); ok {
+		return target, &d, nil
 	}
-	return "", nil, false, unknownTarget(field, target)
+	return "", nil, unknownTarget(field, target)
 }

@@ -23,7 +23,7 @@ func TestOpenRefusesUnknownTargets(t *testing.T) {
 		var ie *InvalidError
 		require.ErrorAs(t, err, &ie)
 		require.Equal(t, "queue option Dir", ie.Field)
-		require.Contains(t, err.Error(), LakestorePackage, "the error names the import that registers postgres:// targets")
+		require.Contains(t, err.Error(), LakestorePackage, "the error names the package whose driver serves postgres:// targets")
 		require.NotContains(t, err.Error(), "secret", "the password is redacted")
 		_, err = OpenFileStore(ctx, "q", &Config{Dir: target})
 		require.ErrorIs(t, err, ErrInvalid, "the file store refuses a URL too: %s", target)
@@ -31,7 +31,7 @@ func TestOpenRefusesUnknownTargets(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalid, target)
 	}
 	_, err := Open(ctx, "q", &Config{Dir: "postgres://db/lake"})
-	require.Contains(t, err.Error(), `add the import _ "`+LakestorePackage+`"`)
+	require.Contains(t, err.Error(), "pass lakestore.Driver() (package "+LakestorePackage+") to persist.Open")
 
 	t.Setenv(EnvURL, "postgres://db/lake?blob=mem%3A%2F%2F")
 	_, err = Open(ctx, "q", nil)

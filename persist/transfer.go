@@ -179,11 +179,15 @@ func RecordsFromArrow(rec arrow.RecordBatch, indexColumn bool) ([]Record, []int6
 	return recs, idx, nil
 }
 
+// ArrowColumnRule says which Arrow types a column of an Arrow put may have
+// (RecordsFromArrow).
+const ArrowColumnRule = "bool, int8…int64, uint8…uint32, float32/64, string, binary, list of integers or floats, or the tensor struct {dtype: string, shape: list<int64>, data: binary}"
+
 // arrowConverter returns the function that reads element i of col as a Go value.
 func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, error), error) {
 	bad := func() error {
 		return &InvalidError{Field: "column " + name, Value: col.DataType().String(),
-			Rule: arrowColumnRule}
+			Rule: ArrowColumnRule}
 	}
 	switch a := col.(type) {
 	case *array.Boolean:
@@ -329,12 +333,12 @@ func BatchFromRecord(rec arrow.RecordBatch) (*Batch, error) {
 	return b, nil
 }
 
-// batchFromStream turns the record batch of a POST …/batch answer (the form the stores
+// BatchFromStream turns the record batch of a POST …/batch answer (the form the stores
 // make: an int64 column IndexColumn, then the fields with their kinds in the
 // lakeshore.kind metadata) into a Batch of partition, without copying: Indexes shares
 // the _index column's memory and Record is rec, retained (the caller still releases its
 // own reference). Errors: *InvalidError for a record of another form.
-func batchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
+func BatchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
 	sc := rec.Schema()
 	bad := &InvalidError{Field: "batch", Value: sc.String(), Rule: "columns _index (int64 without nulls), then the fields with their lakeshore.kind metadata"}
 	if rec.NumCols() < 1 || sc.Field(0).Name != colIndex {
@@ -362,12 +366,12 @@ func batchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
 	return b, nil
 }
 
-// arrowPutMaxValue is the longest string or byte slice arrowPutBody sends in Arrow form:
+// arrowPutMaxValue is the longest string or byte slice ArrowPutBody sends in Arrow form:
 // a batch with a longer one travels as wire maps, whose per-record size limit
 // (MaxRecordBytes) then applies exactly as in process.
 const arrowPutMaxValue = 64 << 10
 
-// scalarKind returns the kind of a value arrowPutBody sends in Arrow form: bool, a Go
+// scalarKind returns the kind of a value ArrowPutBody sends in Arrow form: bool, a Go
 // integer type that always fits in int64, float32/64, a string or byte slice up to
 // arrowPutMaxValue; "" for any other value (nil included).
 func scalarKind(v any) Kind {
@@ -390,14 +394,15 @@ func scalarKind(v any) Kind {
 	return ""
 }
 
-// arrowPutBody encodes recs as an Arrow IPC stream of one record batch, a column per
+// ArrowPutBody encodes recs as an Arrow IPC stream of one record batch, a column per
 // field (sorted by name) and nulls where a record has no value, when every field holds
 // values of one scalar kind (scalarKind) in every record that has it; ok is false
 // otherwise (lists, tensors, codec values, kinds mixed in one field, long values, no
 // field at all, more rows than the stream has bytes), and the caller sends wire maps.
-// The server turns the stream back into the same records (RecordsFromArrowStream), so
-// the store sees what it would in process.
-func arrowPutBody(recs []Record) (body []byte, ok bool) {
+// The server turns the stream back into the same records
+// (internal/arrowbody.RecordsFromArrowStream), so the store sees what it would in
+// process. The HTTP store (persist/httpstore) sends its puts this way.
+func ArrowPutBody(recs []Record) (body []byte, ok bool) {
 	if len(recs) == 0 {
 		return nil, false
 	}
@@ -530,7 +535,7 @@ func arrowPutBody(recs []Record) (body []byte, ok bool) {
 	if err := w.Close(); err != nil {
 		return nil, false
 	}
-	if n > buf.Len() { // beyond one row per byte (RecordsFromArrowStream): wire maps
+	if n > buf.Len() { // beyond one row per byte (internal/arrowbody.RecordsFromArrowStream): wire maps
 		return nil, false
 	}
 	return buf.Bytes(), true

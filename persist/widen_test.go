@@ -24,25 +24,25 @@ func TestWideningKeepsBigIntegersExact(t *testing.T) {
 	}
 
 	// A float column refuses a big integer.
-	_, err := q.Put(ctx, Record{"f": 0.5})
+	_, err := New(q).Put(ctx, Record{"f": 0.5})
 	require.NoError(t, err)
-	_, err = q.Put(ctx, Record{"f": big})
+	_, err = New(q).Put(ctx, Record{"f": big})
 	requireRefused(err)
-	_, err = q.Put(ctx, Record{"f": int64(1) << 53})
+	_, err = New(q).Put(ctx, Record{"f": int64(1) << 53})
 	require.NoError(t, err, "2^53 itself is exact")
 
 	// An int column holding a big integer refuses to widen.
-	_, err = q.Put(ctx, Record{"i": big})
+	_, err = New(q).Put(ctx, Record{"i": big})
 	require.NoError(t, err)
-	_, err = q.Put(ctx, Record{"i": 1.5})
+	_, err = New(q).Put(ctx, Record{"i": 1.5})
 	requireRefused(err)
 	// A batch mixing both refuses too, and writes nothing.
-	_, err = q.PutBatch(ctx, []Record{{"j": big}, {"j": 2.5}})
+	_, err = New(q).PutBatch(ctx, []Record{{"j": big}, {"j": 2.5}})
 	requireRefused(err)
 	// Lists.
-	_, err = q.Put(ctx, Record{"l": []int64{1, big}})
+	_, err = New(q).Put(ctx, Record{"l": []int64{1, big}})
 	require.NoError(t, err)
-	_, err = q.Put(ctx, Record{"l": []float64{0.5}})
+	_, err = New(q).Put(ctx, Record{"l": []float64{0.5}})
 	requireRefused(err)
 	// PutFields and KV go through the same rule.
 	require.ErrorIs(t, q.PutFields(ctx, DefaultPartition, []int64{0}, []Record{{"f": -big}}), ErrSchema)
@@ -56,13 +56,13 @@ func TestWideningKeepsBigIntegersExact(t *testing.T) {
 	require.Equal(t, KindInt64, k)
 	_, ok := s.Kind("j")
 	require.False(t, ok)
-	rows, err := q.Get(ctx, 2, 1, nil)
+	rows, err := New(q).Get(ctx, 2, 1, nil)
 	require.NoError(t, err)
 	require.Equal(t, big, rows[0].Fields["i"], "exact after the refused widening")
 
 	// Small integers still widen.
-	_, err = q.Put(ctx, Record{"s": int64(3)})
+	_, err = New(q).Put(ctx, Record{"s": int64(3)})
 	require.NoError(t, err)
-	_, err = q.Put(ctx, Record{"s": 3.5})
+	_, err = New(q).Put(ctx, Record{"s": 3.5})
 	require.NoError(t, err)
 }

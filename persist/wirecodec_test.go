@@ -22,7 +22,7 @@ func TestWireValues(t *testing.T) {
 		t.Run(map[bool]string{false: "Tail", true: "Fragments"}[flush], func(t *testing.T) {
 			t.Parallel()
 			q := openTemp(t, &Config{FlushInterval: -1, FlushRows: -1})
-			_, err := q.Put(ctx, Record{
+			_, err := New(q).Put(ctx, Record{
 				"nd":    nd,
 				"wt":    &wt,
 				"words": []string{"a", "b"},
@@ -41,7 +41,7 @@ func TestWireValues(t *testing.T) {
 				want := map[string]Kind{"nd": KindTensor, "wt": KindWireTensor, "words": KindCodec, "m": KindCodec, "st": KindCodec, "tup": KindCodec}[f.Name]
 				require.Equal(t, want, f.Kind, f.Name)
 			}
-			rows, err := q.Get(ctx, 0, 1, nil)
+			rows, err := New(q).Get(ctx, 0, 1, nil)
 			require.NoError(t, err)
 			got := rows[0].Fields
 			require.Equal(t, nd, got["nd"])
@@ -52,12 +52,12 @@ func TestWireValues(t *testing.T) {
 			require.Equal(t, wire.Tuple{int64(1), "two"}, got["tup"])
 
 			// A tensor field takes only its own tensor type.
-			_, err = q.Put(ctx, Record{"nd": wt})
+			_, err = New(q).Put(ctx, Record{"nd": wt})
 			require.ErrorIs(t, err, ErrSchema)
 			require.ErrorContains(t, err, "tensor")
 			require.ErrorContains(t, err, "wire.tensor")
 			// An NDArray whose data does not match dtype and shape is rejected.
-			_, err = q.Put(ctx, Record{"nd": wire.NDArray{DType: "float32", Shape: []int{3}, Data: []byte{1}}})
+			_, err = New(q).Put(ctx, Record{"nd": wire.NDArray{DType: "float32", Shape: []int{3}, Data: []byte{1}}})
 			require.ErrorIs(t, err, ErrUnsupportedValue)
 		})
 	}
@@ -77,13 +77,13 @@ func TestLegacyNDArrayColumn(t *testing.T) {
 		return metaAdd(t.ctx, t, "schema_version", 1)
 	}))
 	x := Tensor{DType: "uint8", Shape: []int{2}, Data: []byte{1, 2}}
-	_, err := q.Put(ctx, Record{"nd": x})
+	_, err := New(q).Put(ctx, Record{"nd": x})
 	require.NoError(t, err)
 	s, err := q.Schema(ctx)
 	require.NoError(t, err)
 	k, _ := s.Kind("nd")
 	require.Equal(t, KindNDArray, k, "the column keeps its kind")
-	rows, err := q.Get(ctx, 0, 1, nil)
+	rows, err := New(q).Get(ctx, 0, 1, nil)
 	require.NoError(t, err)
 	require.Equal(t, x, rows[0].Fields["nd"])
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/internal/arrowbody"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -54,7 +55,7 @@ func isArrow(r *http.Request) bool {
 
 // readArrow reads an Arrow IPC stream body into records (and their _index column when
 // withIndex), every length the stream declares checked against the body before it is
-// trusted (persist.RecordsFromArrowStream). Errors: *plane.InvalidError for a stream that
+// trusted (arrowbody.RecordsFromArrowStream). Errors: *plane.InvalidError for a stream that
 // does not decode or does not match the rules of persist.RecordsFromArrow; 413 beyond
 // the body limit.
 func (s *Server) readArrow(w http.ResponseWriter, r *http.Request, withIndex bool) ([]persist.Record, []int64, error) {
@@ -66,7 +67,7 @@ func (s *Server) readArrow(w http.ResponseWriter, r *http.Request, withIndex boo
 		}
 		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
 	}
-	return persist.RecordsFromArrowStream("request body", data, withIndex)
+	return arrowbody.RecordsFromArrowStream("request body", data, withIndex)
 }
 
 // records decodes the records of a JSON or msgpack body.

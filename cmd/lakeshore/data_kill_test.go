@@ -21,6 +21,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
 	"github.com/lakeshore-dev/lakeshore/persist/lakestore"
 )
 
@@ -80,7 +81,7 @@ func TestServeDataKilledMidPut(t *testing.T) {
 	var pending *batchInFlight
 	for round := 0; round <= kills; round++ {
 		srv := startServe(t, db, "--data", target)
-		q, err := persist.Open(ctx, "rollouts", &persist.Config{URL: srv.url})
+		q, err := persist.Open(ctx, "rollouts", &persist.Config{URL: srv.url}, httpstore.Driver())
 		require.NoError(t, err)
 		put := func(id string, lo int) ([]int64, error) {
 			recs := make([]persist.Record, batch)
@@ -218,7 +219,7 @@ func TestServeDataProducersConsumers(t *testing.T) {
 		servers = append(servers, startServe(t, db, "--data", target))
 	}
 	open := func(s *servedProcess) *persist.Queue {
-		q, err := persist.Open(ctx, "rollouts", &persist.Config{URL: s.url})
+		q, err := persist.Open(ctx, "rollouts", &persist.Config{URL: s.url}, httpstore.Driver())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = q.Close(context.Background()) })
 		return q

@@ -19,6 +19,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -75,7 +76,7 @@ func TestServeDataDistributed(t *testing.T) {
 	tokA := mintToken(t, servers[0].url, admin, "tenant-a", plane.PermissionDataPut, plane.PermissionDataRead)
 	tokB := mintToken(t, servers[1].url, admin, "tenant-b", plane.PermissionDataPut, plane.PermissionDataRead)
 	open := func(s *servedProcess, ns, token string) *persist.Queue {
-		pq, err := persist.Open(ctx, "rollouts", &persist.Config{URL: s.url, Namespace: ns, Token: token})
+		pq, err := persist.Open(ctx, "rollouts", &persist.Config{URL: s.url, Namespace: ns, Token: token}, httpstore.Driver())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = pq.Close(context.Background()) })
 		return pq
@@ -161,7 +162,7 @@ func TestServeDataDistributed(t *testing.T) {
 	// Namespaces stay apart: tenant B's token reads nothing of tenant A's queue, on
 	// either server, and B's queue of the same name is its own.
 	for _, s := range servers {
-		_, err := persist.Open(ctx, "rollouts", &persist.Config{URL: s.url, Namespace: "tenant-a", Token: tokB})
+		_, err := persist.Open(ctx, "rollouts", &persist.Config{URL: s.url, Namespace: "tenant-a", Token: tokB}, httpstore.Driver())
 		require.ErrorIs(t, err, plane.ErrForbidden, "tenant B opening tenant A's queue on %s", s.url)
 	}
 	own := open(servers[1], "tenant-b", tokB)

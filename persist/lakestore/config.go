@@ -91,6 +91,9 @@ type Config struct {
 	// *persist.NotFoundError naming it (persist.ErrNotFound) and adds no catalog row.
 	// Defaults to false: Open creates the queue.
 	Existing bool
+	// Samplers are the samplers GetMeta runs by name (persist.MetaRequest.Sampler).
+	// The zero value means persist.DefaultSamplers().
+	Samplers persist.Samplers
 }
 
 func (c Config) withDefaults() Config {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
 	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
@@ -64,7 +65,7 @@ func targetOf(t testing.TB, catalog, bucket string, settings ...string) string {
 func TestConformanceOverHTTP(t *testing.T) {
 	persisttest.Run(t, func(t *testing.T) persist.Store {
 		base := startServer(t, targetOf(t, pgtest.Database(t), fileBucket(t), "flush_interval=-1"))
-		s, err := persist.OpenHTTPStore(context.Background(), base, "q", nil)
+		s, err := httpstore.Open(context.Background(), base, "q", nil)
 		require.NoError(t, err)
 		return s
 	})
@@ -95,7 +96,7 @@ func TestStreamWaitAcrossReplicas(t *testing.T) {
 	target := targetOf(t, pgtest.Database(t), fileBucket(t), "flush_interval=-1")
 	a, b := startServer(t, target), startServer(t, target)
 	// b opens the queue first, so a per-server version of a would be far ahead of b's.
-	onB, err := persist.Open(ctx, "q", &persist.Config{URL: b})
+	onB, err := persist.Open(ctx, "q", &persist.Config{URL: b}, httpstore.Driver())
 	require.NoError(t, err)
 	defer onB.Close(ctx)
 	_, err = onB.PutBatch(ctx, []persist.Record{{"x": 0}})
@@ -107,7 +108,7 @@ func TestStreamWaitAcrossReplicas(t *testing.T) {
 		}
 		return a
 	}}}
-	reader, err := persist.Open(ctx, "q", &persist.Config{URL: a, HTTPClient: lb})
+	reader, err := persist.Open(ctx, "q", &persist.Config{URL: a, HTTPClient: lb}, httpstore.Driver())
 	require.NoError(t, err)
 	defer reader.Close(ctx)
 
@@ -160,7 +161,7 @@ func TestBucketUnavailableThroughServer(t *testing.T) {
 	ctx := context.Background()
 	f := startS3(t, "lake")
 	base := startServer(t, targetOf(t, pgtest.Database(t), f.url("lake"), "flush_interval=50ms", "flush_timeout=1s"))
-	q, err := persist.Open(ctx, "q", &persist.Config{URL: base})
+	q, err := persist.Open(ctx, "q", &persist.Config{URL: base}, httpstore.Driver())
 	require.NoError(t, err)
 	defer q.Close(ctx)
 	_, err = q.PutBatch(ctx, []persist.Record{{"x": int64(0)}})

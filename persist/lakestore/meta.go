@@ -23,7 +23,7 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 	if req == nil {
 		return nil, &persist.InvalidError{Field: "request", Value: nil, Rule: "a MetaRequest"}
 	}
-	rq, sampler, err := persist.NormalizeMetaRequest(req)
+	rq, sampler, err := persist.NormalizeMetaRequest(req, s.cfg.Samplers)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/putid"
 )
 
 // PutPartition implements persist.Store: one catalog transaction checks and evolves
@@ -52,7 +53,7 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 			var plo, pn int64
 			err := tx.QueryRow(ctx, `SELECT partition, lo, n FROM put_ids WHERE queue = $1 AND id = $2`, s.name, id).Scan(&part, &plo, &pn)
 			if err == nil {
-				repeat, err = persist.PutIDRepeat(id, part, plo, pn, partition, len(recs))
+				repeat, err = putid.Repeat(id, part, plo, pn, partition, len(recs))
 				if err == nil {
 					err = errRepeat // roll back: nothing to write
 				}

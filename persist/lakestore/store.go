@@ -20,12 +20,17 @@ import (
 	_ "gocloud.dev/blob/memblob"  // mem:// buckets
 	_ "gocloud.dev/blob/s3blob"   // s3:// buckets
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // notifyChannel is the PostgreSQL channel on which commits announce the queue they
 // changed, so that waiting readers on every server wake.
 const notifyChannel = "lakeshore_lakestore"
+
+// changesKey is the one key of the store's hub: every commit may change what a read
+// returns, so Changes waits for any.
+const changesKey = "changes"
 
 // Store is the distributed persist.Store: the catalog in PostgreSQL, the data as
 // immutable Parquet fragments in a gocloud.dev/blob bucket, and puts durable in the
@@ -39,7 +44,7 @@ type Store struct {
 	pool   *pgxpool.Pool
 	bucket *blob.Bucket
 	cache  *lru.Cache[string, *fragment]
-	hub    hub
+	hub    *planekit.Hub // waiters of Changes, under changesKey
 
 	mu       sync.RWMutex // guards closed against enter
 	closed   bool
@@ -111,7 +116,7 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 	}
 	cache, _ := lru.New[string, *fragment](c.CacheFragments)
 	s := &Store{name: key, queue: name, cfg: c, pool: pool, bucket: bucket, cache: cache, closing: make(chan struct{}), kick: make(chan struct{}, 1)}
-	s.hub.init()
+	s.hub = planekit.NewHub()
 	bgctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.bg.Add(3)
@@ -150,7 +155,7 @@ func (s *Store) Close(ctx context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 	close(s.closing)
-	s.hub.wake() // waiters see closing at once
+	s.hub.NotifyAll() // waiters see closing at once
 	s.inflight.Wait()
 	s.stop()
 	s.bg.Wait()
@@ -167,33 +172,14 @@ func (s *Store) Close(ctx context.Context) error {
 
 // Changes implements persist.Store.
 func (s *Store) Changes() (<-chan struct{}, func()) {
+	ch, release := s.hub.Watch(changesKey)
 	select {
-	case <-s.closing:
+	case <-s.closing: // checked after Watch: Close's NotifyAll follows close(closing)
+		release()
 		return s.closing, func() {}
 	default:
+		return ch, release
 	}
-	return s.hub.watch(), func() {}
-}
-
-// hub wakes waiters: watch returns a channel closed at the next wake.
-type hub struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (h *hub) init() { h.ch = make(chan struct{}) }
-
-func (h *hub) watch() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ch
-}
-
-func (h *hub) wake() {
-	h.mu.Lock()
-	close(h.ch)
-	h.ch = make(chan struct{})
-	h.mu.Unlock()
 }
 
 // listen wakes waiters at every commit of this queue by any server (LISTEN), and
@@ -205,7 +191,7 @@ func (s *Store) listen(ctx context.Context) {
 			_, err = conn.Exec(ctx, `LISTEN `+notifyChannel)
 		}
 		if err == nil {
-			s.hub.wake() // anything committed while not listening
+			s.hub.NotifyAll() // anything committed while not listening
 			for ctx.Err() == nil {
 				wctx, cancel := context.WithTimeout(ctx, s.cfg.PollInterval)
 				n, werr := conn.WaitForNotification(wctx)
@@ -215,14 +201,14 @@ func (s *Store) listen(ctx context.Context) {
 						break
 					}
 					if errors.Is(werr, context.DeadlineExceeded) || pgconn.Timeout(werr) {
-						s.hub.wake()
+						s.hub.NotifyAll()
 						continue
 					}
 					err = werr
 					break
 				}
 				if n.Payload == s.name {
-					s.hub.wake()
+					s.hub.NotifyAll()
 				}
 			}
 		}
@@ -247,7 +233,7 @@ func (s *Store) listen(ctx context.Context) {
 
 // committed wakes this process's waiters at once after a commit (other servers wake
 // through the notification the transaction sent).
-func (s *Store) committed() { s.hub.wake() }
+func (s *Store) committed() { s.hub.NotifyAll() }
 
 // notify bumps the queue's change version and sends the change notification inside tx
 // (delivered at commit), in one statement. Transactions that already bumped the version

@@ -12,9 +12,12 @@ import (
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
-func init() {
-	persist.RegisterTarget("postgres", openTarget)
-	persist.RegisterTarget("postgresql", openTarget)
+// Driver returns the distributed store's entry for persist.Open: it serves the targets
+// "postgres://…?blob=<bucket URL>" and "postgresql://…" (see openTarget):
+//
+//	q, err := persist.Open(ctx, "rollouts", &persist.Config{URL: target}, lakestore.Driver())
+func Driver() persist.StoreDriver {
+	return persist.StoreDriver{Schemes: []string{"postgres", "postgresql"}, Open: openTarget}
 }
 
 // openTarget opens the store of a persist.Open target "postgres://…?blob=<bucket URL>"
@@ -33,7 +36,7 @@ func openTarget(ctx context.Context, name, target string, pc *persist.Config) (p
 		pc = &persist.Config{}
 	}
 	cfg := Config{FlushInterval: pc.FlushInterval, FlushRows: pc.FlushRows, RowGroupRows: pc.RowGroupRows, PollInterval: pc.PollInterval,
-		Logger: pc.Logger, Namespace: cmp.Or(pc.Namespace, persist.NamespaceDefault), Existing: pc.Existing}.overlay(t)
+		Logger: pc.Logger, Namespace: cmp.Or(pc.Namespace, persist.NamespaceDefault), Existing: pc.Existing, Samplers: pc.Samplers}.overlay(t)
 	return Open(ctx, name, &cfg)
 }
 

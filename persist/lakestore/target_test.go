@@ -23,7 +23,7 @@ func TestPersistOpenTarget(t *testing.T) {
 	q.Set("blob", fileBucket(t))
 	u.RawQuery = q.Encode()
 
-	pq, err := persist.Open(ctx, "rollouts", &persist.Config{Dir: u.String()})
+	pq, err := persist.Open(ctx, "rollouts", &persist.Config{Dir: u.String()}, Driver())
 	require.NoError(t, err)
 	_, ok := pq.Store().(*Store)
 	require.True(t, ok, "a postgres:// target opens the distributed store")
@@ -31,20 +31,20 @@ func TestPersistOpenTarget(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, pq.Close(ctx))
 
-	pq, err = persist.Open(ctx, "rollouts", &persist.Config{Dir: u.String()})
+	pq, err = persist.Open(ctx, "rollouts", &persist.Config{Dir: u.String()}, Driver())
 	require.NoError(t, err)
 	defer pq.Close(ctx)
 	n, err := pq.Len(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 
-	_, err = persist.Open(ctx, "rollouts", &persist.Config{Dir: target})
+	_, err = persist.Open(ctx, "rollouts", &persist.Config{Dir: target}, Driver())
 	require.ErrorIs(t, err, persist.ErrInvalid, "a target without a bucket")
 
 	// The same target in $LAKESHORE_URL (no Dir), or in Config.URL, opens the same queue.
 	t.Setenv(persist.EnvURL, u.String())
 	for _, cfg := range []*persist.Config{nil, {}, {URL: u.String()}} {
-		pq, err := persist.Open(ctx, "rollouts", cfg)
+		pq, err := persist.Open(ctx, "rollouts", cfg, Driver())
 		require.NoError(t, err)
 		_, ok := pq.Store().(*Store)
 		require.True(t, ok, "%+v with $LAKESHORE_URL=postgres://… opens the distributed store", cfg)

@@ -1,4 +1,4 @@
-package persist_test
+package httpstore_test
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
 	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
@@ -71,7 +72,7 @@ func (d *dataServer) open(t testing.TB, name string, cfg *persist.Config) persis
 		c = *cfg
 	}
 	c.URL, c.HTTPClient = d.url, d.client
-	s, err := persist.OpenHTTPStore(context.Background(), d.url, name, &c)
+	s, err := httpstore.Open(context.Background(), d.url, name, &c)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
@@ -121,7 +122,7 @@ func TestHTTPStorePutRetriedByID(t *testing.T) {
 	d := startDataServer(t, nil)
 	lose := &loseAnswers{}
 	lose.lose.Store(2)
-	s, err := persist.OpenHTTPStore(ctx, d.url, "q", &persist.Config{HTTPClient: &http.Client{Transport: lose}})
+	s, err := httpstore.Open(ctx, d.url, "q", &persist.Config{HTTPClient: &http.Client{Transport: lose}})
 	require.NoError(t, err)
 	q := persist.New(s)
 	defer q.Close(ctx)
@@ -307,7 +308,7 @@ func TestHTTPStoreRetriesReads(t *testing.T) {
 		client.CloseIdleConnections()
 		back.Close()
 	})
-	s, err := persist.OpenHTTPStore(context.Background(), ts.URL, "q", &persist.Config{HTTPClient: client})
+	s, err := httpstore.Open(context.Background(), ts.URL, "q", &persist.Config{HTTPClient: client})
 	require.NoError(t, err)
 	q := persist.New(s)
 	defer q.Close(context.Background())

@@ -1,4 +1,8 @@
-package persist
+// Package arrowbody guards the Arrow bodies the server receives from other processes (the
+// Arrow puts and field updates of the data routes): RecordsFromArrowStream checks every
+// length an Arrow IPC stream declares before arrow-go decodes it, then reads the records
+// with persist.RecordsFromArrow.
+package arrowbody
 
 import (
 	"encoding/binary"
@@ -8,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // This file reads the Arrow IPC streams other processes put (the Arrow bodies of the
@@ -25,23 +31,20 @@ import (
 // RecordsFromArrowStream.
 const ArrowStreamRule = "one uncompressed little-endian Arrow IPC stream (application/vnd.apache.arrow.stream): a schema message, then record batches, every declared length within the body"
 
-// arrowColumnRule says which Arrow types a column may have (RecordsFromArrow).
-const arrowColumnRule = "bool, int8…int64, uint8…uint32, float32/64, string, binary, list of integers or floats, or the tensor struct {dtype: string, shape: list<int64>, data: binary}"
-
 // arrowMaxDepth bounds the nesting of the fields of a schema: the deepest accepted type
 // (the tensor struct's list of int64) has depth 3.
 const arrowMaxDepth = 4
 
 // RecordsFromArrowStream reads body, an Arrow IPC stream held whole in memory, into
-// records as RecordsFromArrow reads each of its record batches (with indexColumn, the
+// records as persist.RecordsFromArrow reads each of its record batches (with indexColumn, the
 // _index column is returned apart). Every length the stream declares is checked against
 // body before anything is allocated or decoded: message metadata and bodies, buffers,
 // rows of columns, offsets of strings and lists. The stream holds at most one row per
 // byte of body in all. Compressed record batches, dictionaries, big-endian schemas and
-// column types RecordsFromArrow does not accept are refused. field names the body in
-// errors ("request body"). Errors: *InvalidError whose Rule says what was wrong, without
+// column types persist.RecordsFromArrow does not accept are refused. field names the body in
+// errors ("request body"). Errors: *persist.InvalidError whose Rule says what was wrong, without
 // the decoder's internals.
-func RecordsFromArrowStream(field string, body []byte, indexColumn bool) ([]Record, []int64, error) {
+func RecordsFromArrowStream(field string, body []byte, indexColumn bool) ([]persist.Record, []int64, error) {
 	mr := &arrowMessages{field: field, data: body, maxRows: int64(len(body))}
 	rd, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(memory.NewGoAllocator()))
 	if err != nil {
@@ -50,21 +53,21 @@ func RecordsFromArrowStream(field string, body []byte, indexColumn bool) ([]Reco
 	defer rd.Release()
 	sc := rd.Schema()
 	for _, f := range sc.Fields() {
-		if indexColumn && f.Name == colIndex {
+		if indexColumn && f.Name == persist.IndexColumn {
 			if f.Type.ID() != arrow.INT64 {
-				return nil, nil, &InvalidError{Field: "column " + colIndex, Value: f.Type.String(), Rule: "int64 without nulls"}
+				return nil, nil, &persist.InvalidError{Field: "column " + persist.IndexColumn, Value: f.Type.String(), Rule: "int64 without nulls"}
 			}
 			continue
 		}
 		if !acceptedArrowType(f.Type) {
-			return nil, nil, &InvalidError{Field: "column " + f.Name, Value: f.Type.String(), Rule: arrowColumnRule}
+			return nil, nil, &persist.InvalidError{Field: "column " + f.Name, Value: f.Type.String(), Rule: persist.ArrowColumnRule}
 		}
 	}
 	mr.schema = sc
-	var recs []Record
+	var recs []persist.Record
 	var idx []int64
 	for rd.Next() {
-		rs, ix, err := RecordsFromArrow(rd.RecordBatch(), indexColumn)
+		rs, ix, err := persist.RecordsFromArrow(rd.RecordBatch(), indexColumn)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -77,13 +80,13 @@ func RecordsFromArrowStream(field string, body []byte, indexColumn bool) ([]Reco
 	if mr.err != nil {
 		return nil, nil, mr.err
 	}
-	if indexColumn && idx == nil && sc.FieldIndices(colIndex) == nil {
-		return nil, nil, &InvalidError{Field: "column " + colIndex, Rule: "an int64 column _index naming each row's sample"}
+	if indexColumn && idx == nil && sc.FieldIndices(persist.IndexColumn) == nil {
+		return nil, nil, &persist.InvalidError{Field: "column " + persist.IndexColumn, Rule: "an int64 column _index naming each row's sample"}
 	}
 	return recs, idx, nil
 }
 
-// acceptedArrowType reports whether RecordsFromArrow converts a column of type dt.
+// acceptedArrowType reports whether persist.RecordsFromArrow converts a column of type dt.
 func acceptedArrowType(dt arrow.DataType) bool {
 	switch dt.ID() {
 	case arrow.BOOL, arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32,
@@ -97,7 +100,7 @@ func acceptedArrowType(dt arrow.DataType) bool {
 			return !ext
 		}
 	case arrow.STRUCT:
-		return arrow.TypeEqual(dt, tensorType)
+		return arrow.TypeEqual(dt, persist.TensorArrowType())
 	}
 	return false
 }
@@ -123,9 +126,9 @@ type arrowMessages struct {
 	retains int
 }
 
-// invalid returns the *InvalidError of a stream with problem.
+// invalid returns the *persist.InvalidError of a stream with problem.
 func (m *arrowMessages) invalid(format string, args ...any) error {
-	return &InvalidError{Field: m.field, Rule: ArrowStreamRule + "; " + fmt.Sprintf(format, args...)}
+	return &persist.InvalidError{Field: m.field, Rule: ArrowStreamRule + "; " + fmt.Sprintf(format, args...)}
 }
 
 // failure returns the error of a read that failed with err: the check's own error, or
@@ -249,7 +252,7 @@ const (
 
 // checkSchema checks the schema message's flatbuffer where arrow-go reads it: every
 // table, vector and string in bounds, little-endian, no dictionary, types among those
-// RecordsFromArrow accepts, at most arrowMaxDepth levels of fields.
+// persist.RecordsFromArrow accepts, at most arrowMaxDepth levels of fields.
 func (m *arrowMessages) checkSchema(fb *flatReader, s flatTable) error {
 	if e := s.i16(0, 0); e != 0 {
 		return m.invalid("the schema is big-endian; send little-endian data")
@@ -282,7 +285,7 @@ func (m *arrowMessages) checkField(fb *flatReader, f flatTable, depth int) error
 	if len(name) > 64 {
 		name = name[:64] + "…"
 	}
-	bad := &InvalidError{Field: "column " + name, Rule: arrowColumnRule}
+	bad := &persist.InvalidError{Field: "column " + name, Rule: persist.ArrowColumnRule}
 	if depth > 1 {
 		bad.Field = "field " + name + " of a column"
 	}

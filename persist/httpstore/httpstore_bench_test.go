@@ -1,4 +1,4 @@
-package persist_test
+package httpstore_test
 
 import (
 	"context"

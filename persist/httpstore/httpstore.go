@@ -1,4 +1,4 @@
-package persist
+package httpstore
 
 import (
 	"bytes"
@@ -17,69 +17,68 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// This file is the HTTP store: a Store over the data routes of `lakeshore serve`
-// (docs/http-api.md, "Data queues"), so that Open with an http(s) URL gives the same
-// Queue, Reader and KVView in a process on another machine. Control bodies are msgpack,
-// a put of scalar records travels as one Arrow IPC stream (arrowPutBody) and any other as
-// wire-encoded maps (RecordToWire), reads come back as Arrow IPC streams (BatchFromRecord),
-// and errors are rebuilt into the same typed errors as in process.
-
-// Environment variables read by Open when Config leaves the target or token empty.
-const (
-	// EnvURL names the server a Config without Dir or URL reaches: LAKESHORE_URL, as the
-	// job queue's SDK and CLI use.
-	EnvURL = "LAKESHORE_URL"
-	// EnvToken is the bearer token sent to the server when Config.Token is empty.
-	EnvToken = "LAKESHORE_TOKEN"
-)
-
-// NamespaceDefault is the namespace of a data queue reached over HTTP without
-// Config.Namespace.
-const NamespaceDefault = "default"
+// Package httpstore is the HTTP store: a persist.Store over the data routes of `lakeshore
+// serve` (docs/http-api.md, "Data queues"), so that persist.Open with an http(s) URL and
+// Driver() gives the same Queue, Reader and KVView in a process on another machine.
+// Control bodies are msgpack, a put of scalar records travels as one Arrow IPC stream
+// (persist.ArrowPutBody) and any other as wire-encoded maps (persist.RecordToWire), reads come
+// back as Arrow IPC streams (persist.BatchFromRecord), and errors are rebuilt into the
+// same typed errors as in process.
 
 // isHTTP reports whether target is an http(s) URL.
 func isHTTP(target string) bool {
 	return strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://")
 }
 
-// OpenHTTPStore returns a Store over the data queue name of the server at baseURL (an
+var _ persist.Store = (*httpStore)(nil)
+
+// Driver returns the HTTP store's entry for persist.Open: it serves http:// and https://
+// targets (Config.URL, Config.Dir or $LAKESHORE_URL naming a `lakeshore serve`):
+//
+//	q, err := persist.Open(ctx, "rollouts", &persist.Config{URL: "http://127.0.0.1:7077"}, httpstore.Driver())
+func Driver() persist.StoreDriver {
+	return persist.StoreDriver{Schemes: []string{"http", "https"},
+		Open: func(ctx context.Context, name, target string, cfg *persist.Config) (persist.Store, error) {
+			return Open(ctx, target, name, cfg)
+		}}
+}
+
+// Open returns a persist.Store over the data queue name of the server at baseURL (an
 // http or https URL, e.g. "http://127.0.0.1:7077"), in cfg.Namespace (default
 // "default"), sending cfg.Token (default $LAKESHORE_TOKEN) as the bearer token. It asks
 // the server for the queue's schema once, so an unreachable server, a refused token or a
 // server without data queues fails here. Errors: *InvalidError for a bad name or URL, the
 // server's errors (ErrForbidden, plane.ErrUnauthorized, …), transport errors.
-func OpenHTTPStore(ctx context.Context, baseURL, name string, cfg *Config) (Store, error) {
-	if err := checkName("queue name", name); err != nil {
+func Open(ctx context.Context, baseURL, name string, cfg *persist.Config) (persist.Store, error) {
+	if err := persist.CheckName("queue name", name); err != nil {
 		return nil, err
 	}
-	var c Config
+	var c persist.Config
 	if cfg != nil {
 		c = *cfg
 	}
 	u, err := url.Parse(baseURL)
 	if err != nil || !isHTTP(baseURL) || u.Host == "" {
-		return nil, &InvalidError{Field: "Config.URL", Value: baseURL, Rule: "an http:// or https:// URL of a lakeshore server"}
+		return nil, &persist.InvalidError{Field: "Config.URL", Value: baseURL, Rule: "an http:// or https:// URL of a lakeshore server"}
 	}
 	ns := c.Namespace
 	if ns == "" {
-		ns = NamespaceDefault
+		ns = persist.NamespaceDefault
 	}
-	if err := checkName("namespace", ns); err != nil {
+	if err := persist.CheckName("namespace", ns); err != nil {
 		return nil, err
 	}
 	tok := c.Token
 	if tok == "" {
-		tok = os.Getenv(EnvToken)
+		tok = os.Getenv(persist.EnvToken)
 	}
 	client := c.HTTPClient
 	if client == nil {
@@ -103,7 +102,7 @@ func OpenHTTPStore(ctx context.Context, baseURL, name string, cfg *Config) (Stor
 // that a consumer may start before its producers, as with the other stores. Routes
 // that name indexes or keys answer the not_found as it is: none exists.
 func queueMissing(err error) bool {
-	var nf *NotFoundError
+	var nf *persist.NotFoundError
 	return errors.As(err, &nf) && nf.Queue != "" && nf.Keys == nil && nf.Indexes == nil
 }
 
@@ -167,7 +166,7 @@ func (s *httpStore) do(ctx context.Context, req httpRequest, out msgp.Unmarshale
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		case <-s.ctx.Done():
-			return nil, nil, ErrClosed
+			return nil, nil, persist.ErrClosed
 		}
 		backoff = min(2*backoff, time.Second)
 	}
@@ -201,7 +200,7 @@ func retryable(err error) bool {
 // doOnce is one attempt of do.
 func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmarshaler) ([]byte, http.Header, error) {
 	if s.closed.Load() {
-		return nil, nil, ErrClosed
+		return nil, nil, persist.ErrClosed
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -241,7 +240,7 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 	resp, err := s.client.Do(hr)
 	if err != nil {
 		if s.closed.Load() {
-			return nil, nil, ErrClosed
+			return nil, nil, persist.ErrClosed
 		}
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return nil, nil, ctx.Err()
@@ -252,7 +251,7 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 	resp.Body.Close()
 	if err != nil {
 		if s.closed.Load() {
-			return nil, nil, ErrClosed
+			return nil, nil, persist.ErrClosed
 		}
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return nil, nil, ctx.Err()
@@ -296,17 +295,17 @@ func httpError(resp *http.Response, data []byte) error {
 	d := b.Details
 	if d != nil {
 		switch b.Code {
-		case ErrSchema.Code:
-			return &SchemaError{Field: d.Field, Have: Kind(d.Have), Got: Kind(d.Got), Reason: d.Reason}
-		case ErrUnsupportedValue.Code:
-			return &UnsupportedValueError{Field: d.Field, GoType: d.GoType, Reason: d.Reason}
-		case ErrNotFound.Code:
+		case persist.ErrSchema.Code:
+			return &persist.SchemaError{Field: d.Field, Have: persist.Kind(d.Have), Got: persist.Kind(d.Got), Reason: d.Reason}
+		case persist.ErrUnsupportedValue.Code:
+			return &persist.UnsupportedValueError{Field: d.Field, GoType: d.GoType, Reason: d.Reason}
+		case persist.ErrNotFound.Code:
 			if d.Queue != "" || d.Partition != "" || d.Keys != nil || d.Indexes != nil {
-				return &NotFoundError{Queue: d.Queue, Partition: d.Partition, Keys: d.Keys, Indexes: d.Indexes}
+				return &persist.NotFoundError{Queue: d.Queue, Partition: d.Partition, Keys: d.Keys, Indexes: d.Indexes}
 			}
-		case ErrInvalid.Code:
+		case persist.ErrInvalid.Code:
 			if d.Field != "" || d.Rule != "" {
-				e := &InvalidError{Field: d.Field, Value: d.Value, Rule: d.Rule}
+				e := &persist.InvalidError{Field: d.Field, Value: d.Value, Rule: d.Rule}
 				if e.Error() != b.Message {
 					e.Message = b.Message
 				}
@@ -323,10 +322,10 @@ func httpError(resp *http.Response, data []byte) error {
 func (s *httpStore) Name() string { return s.name }
 
 // wireRecords encodes records for a body.
-func wireRecords(recs []Record) ([]api.Value, error) {
+func wireRecords(recs []persist.Record) ([]api.Value, error) {
 	out := make([]api.Value, len(recs))
 	for i, r := range recs {
-		b, err := RecordToWire(fmt.Sprintf("records[%d]", i), r)
+		b, err := persist.RecordToWire(fmt.Sprintf("records[%d]", i), r)
 		if err != nil {
 			return nil, err
 		}
@@ -336,21 +335,24 @@ func wireRecords(recs []Record) ([]api.Value, error) {
 }
 
 // PutPartition implements Store. A batch whose fields each hold scalars of one kind
-// travels as one Arrow IPC stream (arrowPutBody), any other as wire-encoded maps. Every
+// travels as one Arrow IPC stream (persist.ArrowPutBody), any other as wire-encoded maps. Every
 // batch carries an idempotency id (opts.ID, else a new one: NewPutID) in the put_id
 // parameter, so the put is repeated like a read when the server does not answer or is
 // restarting: the server answers a repeat with the indexes of the first put.
-func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []Record, opts *PutOpts) ([]int64, error) {
-	id, err := putID(opts)
-	if err != nil {
-		return nil, err
+func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []persist.Record, opts *persist.PutOpts) ([]int64, error) {
+	var id string
+	if opts != nil && opts.ID != "" {
+		if err := persist.CheckPutID(opts.ID); err != nil {
+			return nil, err
+		}
+		id = opts.ID
 	}
 	if id == "" {
-		id = NewPutID()
+		id = persist.NewPutID()
 	}
 	q := url.Values{"partition": {partition}, "put_id": {id}}
 	var out api.DataIndexesResponse
-	if body, ok := arrowPutBody(recs); ok {
+	if body, ok := persist.ArrowPutBody(recs); ok {
 		if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: q, arrowBody: body, idempotent: true}, &out); err != nil {
 			return nil, err
 		}
@@ -368,7 +370,7 @@ func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []R
 }
 
 // PutFields implements Store.
-func (s *httpStore) PutFields(ctx context.Context, partition string, indexes []int64, fields []Record) error {
+func (s *httpStore) PutFields(ctx context.Context, partition string, indexes []int64, fields []persist.Record) error {
 	vals, err := wireRecords(fields)
 	if err != nil {
 		return err
@@ -382,7 +384,7 @@ func (s *httpStore) PutFields(ctx context.Context, partition string, indexes []i
 }
 
 // readBatch decodes an Arrow IPC answer into a Batch.
-func readBatch(data []byte) (*Batch, error) {
+func readBatch(data []byte) (*persist.Batch, error) {
 	rd, err := ipc.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("persist: decode the server's Arrow answer: %w", err)
@@ -395,7 +397,7 @@ func readBatch(data []byte) (*Batch, error) {
 		return emptyBatch(nil), nil
 	}
 	rec := rd.RecordBatch()
-	b, err := BatchFromRecord(rec)
+	b, err := persist.BatchFromRecord(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -403,23 +405,12 @@ func readBatch(data []byte) (*Batch, error) {
 }
 
 // emptyBatch returns a batch of no rows with fields.
-func emptyBatch(fields []Field) *Batch {
-	return &Batch{Indexes: []int64{}, Partitions: []string{}, Fields: fields,
-		Record: makeRecord(nil, fields, emptyColumns(fields))}
-}
-
-func emptyColumns(fields []Field) []arrow.Array {
-	cols := make([]arrow.Array, len(fields))
-	for i, f := range fields {
-		b := array.NewBuilder(memory.DefaultAllocator, arrowType(f.Kind))
-		cols[i] = b.NewArray()
-		b.Release()
-	}
-	return cols
+func emptyBatch(fields []persist.Field) *persist.Batch {
+	return persist.NewBatch(fields, []int64{}, []string{}, nil)
 }
 
 // getQuery encodes GetOpts as query parameters.
-func getQuery(q url.Values, opts *GetOpts) {
+func getQuery(q url.Values, opts *persist.GetOpts) {
 	if opts == nil {
 		return
 	}
@@ -443,15 +434,15 @@ func getQuery(q url.Values, opts *GetOpts) {
 }
 
 // Scan implements Store.
-func (s *httpStore) Scan(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, int64, error) {
+func (s *httpStore) Scan(ctx context.Context, offset int64, limit int, opts *persist.GetOpts) (*persist.Batch, int64, error) {
 	if opts != nil {
 		for _, f := range opts.Fields {
 			if strings.Contains(f, ",") { // the query separates names by commas
-				return nil, 0, &InvalidError{Field: "fields", Value: f, Rule: "over HTTP, field names without a comma"}
+				return nil, 0, &persist.InvalidError{Field: "fields", Value: f, Rule: "over HTTP, field names without a comma"}
 			}
 		}
 		if opts.Fields != nil && len(opts.Fields) == 0 {
-			return nil, 0, &InvalidError{Field: "fields", Value: "[]", Rule: "at least one name, or nil for every field"}
+			return nil, 0, &persist.InvalidError{Field: "fields", Value: "[]", Rule: "at least one name, or nil for every field"}
 		}
 	}
 	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "limit": {strconv.Itoa(limit)}}
@@ -481,9 +472,9 @@ const httpLongPollSlice = 50 * time.Second
 // metaBody returns the body of POST …/meta and …/batch for req. Errors: *InvalidError
 // for a request the server would refuse in the same words (checked here when the
 // encoding would lose it: sampler parameters that are not a JSON object).
-func metaBody(req *MetaRequest) (*api.DataMetaRequest, error) {
+func metaBody(req *persist.MetaRequest) (*api.DataMetaRequest, error) {
 	if req == nil {
-		return nil, &InvalidError{Field: "MetaRequest", Value: nil, Rule: "a request"}
+		return nil, &persist.InvalidError{Field: "MetaRequest", Value: nil, Rule: "a request"}
 	}
 	body := &api.DataMetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
 		Wait: req.Wait, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex}
@@ -491,16 +482,16 @@ func metaBody(req *MetaRequest) (*api.DataMetaRequest, error) {
 		body.Fields = []string{}
 	}
 	if req.Timeout < 0 {
-		return nil, &InvalidError{Field: "MetaRequest.Timeout", Value: req.Timeout, Rule: "≥ 0"}
+		return nil, &persist.InvalidError{Field: "MetaRequest.Timeout", Value: req.Timeout, Rule: "≥ 0"}
 	}
 	if req.Sampler.Name != "" || len(req.Sampler.Params) > 0 {
 		body.Sampler = &api.DataSampler{Name: req.Sampler.Name}
 		if len(req.Sampler.Params) > 0 {
 			if err := json.Unmarshal(req.Sampler.Params, &body.Sampler.Params); err != nil || body.Sampler.Params == nil {
-				if _, lerr := NewSampler(req.Sampler); lerr != nil {
+				if _, lerr := persist.DefaultSamplers().New(req.Sampler); lerr != nil {
 					return nil, lerr // the same error as in process
 				}
-				return nil, &InvalidError{Field: "sampler params", Value: string(req.Sampler.Params), Rule: "a JSON object"}
+				return nil, &persist.InvalidError{Field: "sampler params", Value: string(req.Sampler.Params), Rule: "a JSON object"}
 			}
 		}
 	}
@@ -509,14 +500,14 @@ func metaBody(req *MetaRequest) (*api.DataMetaRequest, error) {
 
 // handOut sends a GetMeta request (path …/meta or …/batch) and, in wait mode, repeats it
 // while the server's capped long-poll times out before req's own timeout.
-func (s *httpStore) handOut(ctx context.Context, path string, req *MetaRequest, out msgp.Unmarshaler) ([]byte, http.Header, error) {
+func (s *httpStore) handOut(ctx context.Context, path string, req *persist.MetaRequest, out msgp.Unmarshaler) ([]byte, http.Header, error) {
 	body, err := metaBody(req)
 	if err != nil {
 		return nil, nil, err
 	}
 	timeout := req.Timeout
 	if timeout == 0 {
-		timeout = GetMetaTimeoutDefault
+		timeout = persist.GetMetaTimeoutDefault
 	}
 	deadline := time.Now().Add(timeout)
 	absentWait := 20 * time.Millisecond
@@ -528,14 +519,14 @@ func (s *httpStore) handOut(ctx context.Context, path string, req *MetaRequest, 
 			}
 		}
 		data, h, err := s.do(ctx, httpRequest{method: "POST", path: path, body: body, arrow: out == nil}, out)
-		if err != nil && req.Wait && errors.Is(err, ErrTimeout) && time.Until(deadline) > 0 && ctx.Err() == nil {
+		if err != nil && req.Wait && errors.Is(err, persist.ErrTimeout) && time.Until(deadline) > 0 && ctx.Err() == nil {
 			continue // the server capped the wait: a timed-out wait handed out nothing
 		}
 		if queueMissing(err) && req.Wait {
 			// No put has created the queue yet: wait for one by asking again.
 			wait := min(absentWait, time.Until(deadline))
 			if wait <= 0 {
-				return nil, nil, fmt.Errorf("%w: no batch of %d within %s: data queue %q has no records yet", ErrTimeout, req.BatchSize, timeout, s.name)
+				return nil, nil, fmt.Errorf("%w: no batch of %d within %s: data queue %q has no records yet", persist.ErrTimeout, req.BatchSize, timeout, s.name)
 			}
 			select {
 			case <-time.After(wait):
@@ -550,16 +541,16 @@ func (s *httpStore) handOut(ctx context.Context, path string, req *MetaRequest, 
 }
 
 // batchMetaFrom converts an answer's metadata.
-func batchMetaFrom(out *api.DataBatchMeta) *BatchMeta {
-	m := &BatchMeta{Size: out.Size, Indexes: out.Indexes, Partition: out.Partition, Task: out.Task}
+func batchMetaFrom(out *api.DataBatchMeta) *persist.BatchMeta {
+	m := &persist.BatchMeta{Size: out.Size, Indexes: out.Indexes, Partition: out.Partition, Task: out.Task}
 	for _, f := range out.Fields {
-		m.Fields = append(m.Fields, FieldMeta{Name: f.Name, Kind: Kind(f.Kind), DType: f.DType, Shape: f.Shape})
+		m.Fields = append(m.Fields, persist.FieldMeta{Name: f.Name, Kind: persist.Kind(f.Kind), DType: f.DType, Shape: f.Shape})
 	}
 	return m
 }
 
 // GetMeta implements Store.
-func (s *httpStore) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
+func (s *httpStore) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist.BatchMeta, error) {
 	var out api.DataBatchMeta
 	_, _, err := s.handOut(ctx, "/meta", req, &out)
 	if queueMissing(err) {
@@ -573,12 +564,12 @@ func (s *httpStore) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, 
 
 // GetBatch implements BatchGetter: one POST …/batch, answered by the Arrow IPC stream of
 // the batch and its metadata in the Lakeshore-Batch-Meta header.
-func (s *httpStore) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
+func (s *httpStore) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persist.Batch, *persist.BatchMeta, error) {
 	data, h, err := s.handOut(ctx, "/batch", req, nil)
 	if queueMissing(err) {
 		return emptyBatch(nil), absentMeta(req), nil
 	}
-	var meta *BatchMeta
+	var meta *persist.BatchMeta
 	if hv := h.Get(api.HeaderBatchMeta); hv != "" {
 		var out api.DataBatchMeta
 		if jerr := json.Unmarshal([]byte(hv), &out); jerr != nil {
@@ -603,7 +594,7 @@ func (s *httpStore) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *Ba
 		}
 		return nil, meta, fmt.Errorf("persist: the server's Arrow answer has no record batch")
 	}
-	b, err := batchFromStream(rd.RecordBatch(), meta.Partition)
+	b, err := persist.BatchFromStream(rd.RecordBatch(), meta.Partition)
 	if err != nil {
 		return nil, meta, err
 	}
@@ -617,27 +608,27 @@ func (s *httpStore) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *Ba
 
 // absentMeta is the answer of GetMeta without waiting on a queue no put has created
 // yet: nothing handed out, as from an empty queue.
-func absentMeta(req *MetaRequest) *BatchMeta {
-	m := &BatchMeta{Indexes: []int64{}, Partition: cmp.Or(req.Partition, DefaultPartition), Task: req.Task}
+func absentMeta(req *persist.MetaRequest) *persist.BatchMeta {
+	m := &persist.BatchMeta{Indexes: []int64{}, Partition: cmp.Or(req.Partition, persist.DefaultPartition), Task: req.Task}
 	for _, f := range req.Fields {
-		m.Fields = append(m.Fields, FieldMeta{Name: f})
+		m.Fields = append(m.Fields, persist.FieldMeta{Name: f})
 	}
 	return m
 }
 
 // GetData implements Store.
-func (s *httpStore) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
+func (s *httpStore) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.Batch, error) {
 	if meta == nil {
-		return nil, &InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
+		return nil, &persist.InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
 	}
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, persist.ErrClosed
 	}
 	if len(meta.Indexes) == 0 {
-		var fields []Field
+		var fields []persist.Field
 		for _, f := range meta.Fields {
-			if validKind(f.Kind) {
-				fields = append(fields, Field{Name: f.Name, Kind: f.Kind})
+			if f.Kind.Valid() {
+				fields = append(fields, persist.Field{Name: f.Name, Kind: f.Kind})
 			}
 		}
 		return emptyBatch(fields), nil
@@ -712,7 +703,7 @@ func (s *httpStore) ClearSamples(ctx context.Context, partition string, indexes 
 
 // ClearPartition implements Store.
 func (s *httpStore) ClearPartition(ctx context.Context, partition string) error {
-	if err := checkName("partition", partition); err != nil {
+	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
 	_, _, err := s.do(ctx, httpRequest{method: "DELETE", path: "/partitions/" + url.PathEscape(partition), idempotent: true}, &api.EmptyResponse{})
@@ -720,7 +711,7 @@ func (s *httpStore) ClearPartition(ctx context.Context, partition string) error 
 }
 
 // KVPut implements Store.
-func (s *httpStore) KVPut(ctx context.Context, partition string, keys []string, fields []Record, tags []map[string]string) ([]int64, error) {
+func (s *httpStore) KVPut(ctx context.Context, partition string, keys []string, fields []persist.Record, tags []map[string]string) ([]int64, error) {
 	vals, err := wireRecords(fields)
 	if err != nil {
 		return nil, err
@@ -734,12 +725,12 @@ func (s *httpStore) KVPut(ctx context.Context, partition string, keys []string, 
 }
 
 // kvEntries converts entries of an answer.
-func kvEntriesOf(in []api.DataKVEntry) ([]KVEntry, error) {
-	out := make([]KVEntry, len(in))
+func kvEntriesOf(in []api.DataKVEntry) ([]persist.KVEntry, error) {
+	out := make([]persist.KVEntry, len(in))
 	for i, e := range in {
-		out[i] = KVEntry{Partition: e.Partition, Key: e.Key, Index: e.Index, Tags: e.Tags}
+		out[i] = persist.KVEntry{Partition: e.Partition, Key: e.Key, Index: e.Index, Tags: e.Tags}
 		if e.Fields.Wire != nil {
-			rec, err := RecordFromWire("entries", e.Fields.Wire)
+			rec, err := persist.RecordFromWire("entries", e.Fields.Wire)
 			if err != nil {
 				return nil, err
 			}
@@ -750,7 +741,7 @@ func kvEntriesOf(in []api.DataKVEntry) ([]KVEntry, error) {
 }
 
 // KVGet implements Store.
-func (s *httpStore) KVGet(ctx context.Context, partition string, keys []string, fields []string) ([]KVEntry, error) {
+func (s *httpStore) KVGet(ctx context.Context, partition string, keys []string, fields []string) ([]persist.KVEntry, error) {
 	var out api.DataKVResponse
 	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv/get", idempotent: true,
 		body: &api.DataKVKeysRequest{Partition: partition, Keys: nonNilStrings(keys), Fields: fields}}, &out); err != nil {
@@ -760,11 +751,11 @@ func (s *httpStore) KVGet(ctx context.Context, partition string, keys []string, 
 }
 
 // KVList implements Store.
-func (s *httpStore) KVList(ctx context.Context, partition string) ([]KVEntry, error) {
+func (s *httpStore) KVList(ctx context.Context, partition string) ([]persist.KVEntry, error) {
 	var out api.DataKVResponse
 	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/kv", query: url.Values{"partition": {partition}}}, &out)
 	if queueMissing(err) {
-		return []KVEntry{}, nil
+		return []persist.KVEntry{}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -780,18 +771,18 @@ func (s *httpStore) KVClear(ctx context.Context, partition string, keys []string
 }
 
 // Schema implements Store.
-func (s *httpStore) Schema(ctx context.Context) (Schema, error) {
+func (s *httpStore) Schema(ctx context.Context) (persist.Schema, error) {
 	var out api.DataSchemaResponse
 	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/schema"}, &out)
 	if queueMissing(err) && !s.existing {
-		return Schema{}, nil
+		return persist.Schema{}, nil
 	}
 	if err != nil {
-		return Schema{}, err
+		return persist.Schema{}, err
 	}
-	var sc Schema
+	var sc persist.Schema
 	for _, f := range out.Fields {
-		sc.Fields = append(sc.Fields, Field{Name: f.Name, Kind: Kind(f.Kind)})
+		sc.Fields = append(sc.Fields, persist.Field{Name: f.Name, Kind: persist.Kind(f.Kind)})
 	}
 	return sc, nil
 }
@@ -803,16 +794,16 @@ func (s *httpStore) Counts(ctx context.Context) (int64, int64, error) {
 }
 
 // Stats implements Store. The counters are those of the server's handle of the queue.
-func (s *httpStore) Stats(ctx context.Context) (Stats, error) {
+func (s *httpStore) Stats(ctx context.Context) (persist.Stats, error) {
 	var o api.DataStats
 	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/stats"}, &o)
 	if queueMissing(err) {
-		return Stats{Partitions: map[string]int64{}, ConsumedByTask: map[string]int64{}}, nil
+		return persist.Stats{Partitions: map[string]int64{}, ConsumedByTask: map[string]int64{}}, nil
 	}
 	if err != nil {
-		return Stats{}, err
+		return persist.Stats{}, err
 	}
-	return Stats{Puts: o.Puts, Gets: o.Gets, Flushes: o.Flushes, FlushFailures: o.FlushFailures, Compactions: o.Compactions, LastFlush: o.LastFlush,
+	return persist.Stats{Puts: o.Puts, Gets: o.Gets, Flushes: o.Flushes, FlushFailures: o.FlushFailures, Compactions: o.Compactions, LastFlush: o.LastFlush,
 		LastFlushDuration: time.Duration(o.LastFlushDuration * float64(time.Second)), Commits: o.Commits,
 		CommittedOps: o.CommittedOps, RecoveredFragments: o.RecoveredFragments, OrphansDeleted: o.OrphansDeleted,
 		NextIndex: o.NextIndex, Len: o.Len, Cleared: o.Cleared, TailRows: o.TailRows, FragmentRows: o.FragmentRows,

@@ -1,4 +1,4 @@
-package persist
+package arrowbody
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // arrowStreamOf encodes rec as an IPC stream (with opts for the writer).
@@ -29,9 +31,9 @@ func arrowStreamOf(t testing.TB, rec arrow.RecordBatch, opts ...ipc.Option) []by
 // included, and an _index column.
 func everyKindBatch(t testing.TB) arrow.RecordBatch {
 	mem := memory.DefaultAllocator
-	tensor := arrow.StructOf(tensorType.Fields()...)
+	tensor := arrow.StructOf(persist.TensorArrowType().Fields()...)
 	sc := arrow.NewSchema([]arrow.Field{
-		{Name: colIndex, Type: arrow.PrimitiveTypes.Int64},
+		{Name: persist.IndexColumn, Type: arrow.PrimitiveTypes.Int64},
 		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		{Name: "i8", Type: arrow.PrimitiveTypes.Int8, Nullable: true},
 		{Name: "u32", Type: arrow.PrimitiveTypes.Uint32, Nullable: true},
@@ -86,11 +88,11 @@ func TestArrowStreamEveryKind(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{0, 1, 2, 0, 1, 2}, idx)
 	require.Len(t, recs, 6)
-	require.Equal(t, Record{}, recs[1])
+	require.Equal(t, persist.Record{}, recs[1])
 	require.Equal(t, "sss", recs[2]["s"])
 	require.Equal(t, []int64{1, 2, 2}, recs[2]["li"])
 	require.Equal(t, []float64{1.5}, recs[0]["lf"])
-	require.Equal(t, []int{1}, recs[0]["t"].(Tensor).Shape)
+	require.Equal(t, []int{1}, recs[0]["t"].(persist.Tensor).Shape)
 }
 
 // TestArrowStreamDeclaredLengths is the attack of a body that declares more than it
@@ -103,8 +105,8 @@ func TestArrowStreamDeclaredLengths(t *testing.T) {
 	for _, b := range [][]byte{body, cont} {
 		allocated := allocatedBy(func() {
 			_, _, err := RecordsFromArrowStream("request body", b, false)
-			require.ErrorIs(t, err, ErrInvalid)
-			var inv *InvalidError
+			require.ErrorIs(t, err, persist.ErrInvalid)
+			var inv *persist.InvalidError
 			require.ErrorAs(t, err, &inv)
 			require.Equal(t, "request body", inv.Field)
 			require.Contains(t, err.Error(), "message 1 declares 2147483632 bytes of metadata, and the body holds 100 more")
@@ -152,14 +154,14 @@ func TestArrowStreamRefused(t *testing.T) {
 		}(), "invalid column u \"uint64\": bool, int8…int64"},
 	} {
 		_, _, err := RecordsFromArrowStream("request body", c.body, true)
-		require.ErrorIs(t, err, ErrInvalid, name)
+		require.ErrorIs(t, err, persist.ErrInvalid, name)
 		require.Contains(t, err.Error(), c.want, name)
 	}
 }
 
 // TestArrowStreamCorrupted corrupts a valid stream at every position, byte by byte and
 // with large 32- and 64-bit words (lengths, offsets, counts), and checks that every
-// result is the records or an *InvalidError of the checks: never a panic, never an
+// result is the records or an *persist.InvalidError of the checks: never a panic, never an
 // error of the decoder's that the checks did not foresee (those mean arrow-go hit a
 // length it trusted), never more than a small multiple of the body allocated.
 func TestArrowStreamCorrupted(t *testing.T) { // not parallel: allocatedBy
@@ -174,7 +176,7 @@ func TestArrowStreamCorrupted(t *testing.T) { // not parallel: allocatedBy
 		if err == nil {
 			return
 		}
-		var inv *InvalidError
+		var inv *persist.InvalidError
 		require.ErrorAs(t, err, &inv)
 		for _, internal := range []string{"runtime error", "arrow/ipc", "does not decode", "panic"} {
 			require.NotContains(t, err.Error(), internal)
@@ -201,7 +203,7 @@ func TestArrowStreamCorrupted(t *testing.T) { // not parallel: allocatedBy
 }
 
 // FuzzRecordsFromArrowStream feeds arbitrary bodies: never a panic, only the
-// *InvalidError of a check (never the fallback for a decoder error a check missed).
+// *persist.InvalidError of a check (never the fallback for a decoder error a check missed).
 func FuzzRecordsFromArrowStream(f *testing.F) {
 	rec := everyKindBatch(f)
 	defer rec.Release()
@@ -209,7 +211,7 @@ func FuzzRecordsFromArrowStream(f *testing.F) {
 	f.Add([]byte{0xf0, 0xff, 0xff, 0x7f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _, err := RecordsFromArrowStream("request body", b, false)
-		var inv *InvalidError
+		var inv *persist.InvalidError
 		if err != nil && (!errors.As(err, &inv) || strings.Contains(err.Error(), "does not decode")) {
 			t.Fatalf("%T: %v", err, err)
 		}
