@@ -131,9 +131,11 @@ func (h *History) sampleOnce(ctx context.Context) {
 }
 
 // Point is the rates of one queue between two samples, in invocations per second; Time is
-// the end of the interval.
+// the end of the interval and Seconds its length (the sampling interval, longer when a
+// sample was late), so rate × Seconds is the count of the interval.
 type Point struct {
 	Time      time.Time `json:"t"`
+	Seconds   float64   `json:"seconds"`
 	Submitted float64   `json:"submitted"`
 	Succeeded float64   `json:"succeeded"`
 	Failed    float64   `json:"failed"`
@@ -176,7 +178,7 @@ func (h *History) Series(allow func(namespace, queue string) bool) []Series {
 				continue
 			}
 			rate := func(a, b int64) float64 { return float64(max(b-a, 0)) / dt }
-			out[j].Points = append(out[j].Points, Point{Time: cur.at, Submitted: rate(p.total, c.total),
+			out[j].Points = append(out[j].Points, Point{Time: cur.at, Seconds: dt, Submitted: rate(p.total, c.total),
 				Succeeded: rate(p.succeeded, c.succeeded), Failed: rate(p.failed, c.failed)})
 		}
 	}
