@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -109,7 +110,7 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 	if h == nil {
 		return 0, plane.ErrNotFound, nil
 	}
-	if h.state >= stateSucceeded {
+	if h.state >= planekit.StateSucceeded {
 		return 0, plane.ErrJournalClosed, nil
 	}
 	if lost := t.holds(h, p.Token); lost != nil {
@@ -122,7 +123,7 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 	}
 	t.exec(t.d.sql.insertFrame, h.id, seq, int16(frameValue), value, h.attempt, t.ms)
 	t.exec(t.d.sql.nextFrame, h.id)
-	t.wake(journalKey(h.id))
+	t.wake(planekit.JournalKey(h.id))
 	return seq, nil, nil
 }
 
@@ -141,7 +142,7 @@ func (t *tx) postTopic(name string, value []byte, final bool) (int64, error, err
 		kind = frameEnd
 	}
 	t.exec(t.d.sql.insertFrame, name, seq, int16(kind), value, 0, t.ms)
-	t.wake(journalKey(name))
+	t.wake(planekit.JournalKey(name))
 	return seq, nil, nil
 }
 
@@ -160,7 +161,7 @@ func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plan
 		var changed <-chan struct{}
 		release := func() {}
 		if p.Wait > 0 {
-			changed, release = d.hub.watch(journalKey(name))
+			changed, release = d.hub.Watch(planekit.JournalKey(name))
 		}
 		res, err := d.readFrames(ctx, p.Journal.InvocationID != "", name, p.Since, limit)
 		if err != nil || len(res.Frames) > 0 || res.Closed || p.Wait == 0 {
@@ -200,7 +201,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 			if err != nil {
 				return fmt.Errorf("read frames: %w", err)
 			}
-			res.Closed = inv.terminal()
+			res.Closed = inv.Terminal()
 		} else {
 			err := tx.QueryRow(ctx, d.sql.topicClosed, name).Scan(&res.Closed)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -220,7 +221,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 			if err := rs.Scan(&f.Seq, &kind, &f.Value, &f.Attempt, &ms); err != nil {
 				return fmt.Errorf("read frames: %w", err)
 			}
-			f.Kind, f.Time = frameKinds[kind], fromMS(ms)
+			f.Kind, f.Time = frameKinds[kind], planekit.FromMS(ms)
 			if !page.Add(f) {
 				break
 			}
@@ -229,8 +230,8 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		if err := rs.Err(); err != nil {
 			return fmt.Errorf("read frames: %w", err)
 		}
-		if inv != nil && inv.terminal() && !page.Full() {
-			if f := inv.terminalFrame(); f.Seq > since {
+		if inv != nil && inv.Terminal() && !page.Full() {
+			if f := inv.TerminalFrame(); f.Seq > since {
 				page.Add(f)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -135,7 +136,7 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 				return err
 			}
 			t.wakeQueue(ns, q)
-			d.floors.lower(queueKey(ns, q), oldest)
+			d.floors.lower(planekit.QueueKey(ns, q), oldest)
 		}
 		return rs.Err()
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -24,7 +25,7 @@ func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocatio
 	if err != nil {
 		return nil, err
 	}
-	return r.invocation(), nil
+	return r.Invocation(), nil
 }
 
 func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
@@ -51,15 +52,15 @@ func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plan
 	}
 	waitUntil := time.Now().Add(p.Timeout)
 	for {
-		changed, release := d.hub.watch(invocationKey(p.ID))
+		changed, release := d.hub.Watch(planekit.InvocationKey(p.ID))
 		r, err := d.getRow(ctx, p.ID)
 		if err != nil {
 			release()
 			return nil, err
 		}
-		if r.terminal() {
+		if r.Terminal() {
 			release()
-			return r.invocation(), nil
+			return r.Invocation(), nil
 		}
 		err = d.sleep(ctx, changed, time.Until(waitUntil))
 		release()
@@ -81,7 +82,7 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 	if err := plane.ValidateName("queue name", p.Queue); err != nil {
 		return 0, err
 	}
-	state := stateNumber(p.State)
+	state := planekit.StateNumber(p.State)
 	if state < 0 {
 		_, err := plane.ParseState(string(p.State))
 		return 0, err
@@ -124,7 +125,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 			out = append(out, plane.QueueStats{Namespace: ns, Queue: q, Counts: make(map[plane.State]int64)})
 		}
 		if n != 0 {
-			out[len(out)-1].Counts[stateNames[state]] = n
+			out[len(out)-1].Counts[planekit.StateName(int(state))] = n
 		}
 	}
 	rs.Close()
@@ -191,9 +192,9 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	// whatever the queue's size, with no index of its own to keep up on every insert.
 	states := []int{}
 	if p.State != "" {
-		states = append(states, stateNumber(p.State))
+		states = append(states, planekit.StateNumber(p.State))
 	} else {
-		for i := range stateNames {
+		for i := planekit.StateQueued; i <= planekit.StateTimeout; i++ {
 			states = append(states, i)
 		}
 	}
@@ -261,7 +262,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 		if err != nil {
 			return nil, fmt.Errorf("list: %w", err)
 		}
-		byID[r.id] = r.invocation()
+		byID[r.ID] = r.Invocation()
 	}
 	if err := rows.Err(); err != nil {
 		return nil, d.failure(fmt.Errorf("list: %w", err))

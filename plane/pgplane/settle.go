@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -133,7 +134,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 			expires := t.ms + cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault).Milliseconds()
 			t.exec(d.sql.setLease, h.id, expires)
 			h.leaseExpiresMS = expires
-			out[i].LeaseExpiresAt = fromMS(expires)
+			out[i].LeaseExpiresAt = planekit.FromMS(expires)
 		}
 		return nil
 	})
@@ -145,12 +146,12 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 
 // InvocationCancel implements plane.Driver.
 func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateQueued, stateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
+	return d.endIf(ctx, id, planekit.StateQueued, planekit.StateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
 }
 
 // InvocationKill implements plane.Driver.
 func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateRunning, stateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
+	return d.endIf(ctx, id, planekit.StateRunning, planekit.StateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
 }
 
 // endIf ends invocation id in state to, with info, when it is in state from.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -33,18 +34,18 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 	if !req.solo {
 		return req.out, req.err
 	}
-	key := roomKey(p.Namespace, p.Queue)
-	var tk *ticket
+	key := planekit.RoomKey(p.Namespace, p.Queue)
+	var tk *planekit.Ticket
 	defer func() {
 		if tk != nil {
-			d.blocked.leave(key, tk)
+			d.blocked.Leave(key, tk)
 		}
 	}()
 	for {
 		var changed <-chan struct{}
 		release := func() {}
 		if tk != nil {
-			changed, release = d.hub.watch(key)
+			changed, release = d.hub.Watch(key)
 		}
 		out, err := d.submitOnce(ctx, p, tk)
 		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, errBlocked) {
@@ -59,9 +60,9 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 		}
 		if tk == nil { // first time blocked: get in line, then wait for our turn
 			release()
-			tk = d.blocked.join(key)
+			tk = d.blocked.Join(key)
 			select {
-			case <-tk.turn:
+			case <-tk.Turn:
 			case <-ctx.Done():
 				return nil, gaveUp(p, ctx.Err())
 			case <-d.stop:
@@ -89,7 +90,7 @@ func gaveUp(p *plane.SubmitManyParams, cause error) error {
 var errBlocked = errors.New("blocked")
 
 // submitOnce runs one submit transaction; errBlocked means the queue is full and blocks.
-func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *ticket) ([]plane.SubmitResult, error) {
+func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *planekit.Ticket) ([]plane.SubmitResult, error) {
 	out := make([]plane.SubmitResult, len(p.Invocations))
 	err := d.do(ctx, func(t *tx) error { return t.submitMany(p, out, tk) })
 	if err != nil {
@@ -101,7 +102,7 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 // submitMany inserts the invocations that are new, resolves the rest to their existing ids,
 // then applies the queue's admission block to the new ones; a refusal returns an error,
 // which rolls the inserts back.
-func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *ticket) error {
+func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket) error {
 	clear(out)
 	a, err := t.admission(p.Namespace, p.Queue, true)
 	if err != nil {
@@ -154,10 +155,10 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		keys = append(keys, key)
 		prios = append(prios, s.Priority)
 		payloads = append(payloads, payload)
-		metas = append(metas, encodeMetadata(s.Metadata))
+		metas = append(metas, planekit.EncodeMetadata(s.Metadata))
 		maxAttempts = append(maxAttempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
 		timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
-		deadlines = append(deadlines, toMS(s.Deadline))
+		deadlines = append(deadlines, planekit.ToMS(s.Deadline))
 		availables = append(availables, available)
 	}
 	insert := t.d.sql.insert
@@ -188,10 +189,10 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		i := index[id]
 		s := &p.Invocations[i]
 		if inserted[id] {
-			t.d.floors.lower(queueKey(p.Namespace, p.Queue), id)
+			t.d.floors.lower(planekit.QueueKey(p.Namespace, p.Queue), id)
 			fresh++
 			freshDeadlines = append(freshDeadlines, s.Deadline)
-			t.count(p.Namespace, p.Queue, stateQueued, s.Priority, +1)
+			t.count(p.Namespace, p.Queue, planekit.StateQueued, s.Priority, +1)
 			continue
 		}
 		// The id or the key exists already.
@@ -224,7 +225,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 	}
 	if fresh > 0 {
 		if a != nil {
-			ahead := t.d.blocked.ahead(roomKey(p.Namespace, p.Queue), tk)
+			ahead := t.d.blocked.Ahead(planekit.RoomKey(p.Namespace, p.Queue), tk)
 			if err := t.admit(p.Namespace, p.Queue, a, fresh, freshDeadlines, ahead); err != nil {
 				return err
 			}
@@ -288,7 +289,7 @@ func (t *tx) admit(namespace, queue string, a *admission, n int64, deadlines []t
 		if err := t.queryRow(t.d.sql.countQueued, namespace, queue).Scan(&queued); err != nil {
 			return fmt.Errorf("count queued: %w", err)
 		}
-		queued += t.pending(namespace, queue, stateQueued) - n // the committed count before this submit
+		queued += t.pending(namespace, queue, planekit.StateQueued) - n // the committed count before this submit
 		block, refused := a.CheckDepth(name, queued, n, ahead)
 		if block {
 			return errBlocked
@@ -453,10 +454,10 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			rowKeys = append(rowKeys, key)
 			prios = append(prios, s.Priority)
 			payloads = append(payloads, payload)
-			metas = append(metas, encodeMetadata(s.Metadata))
+			metas = append(metas, planekit.EncodeMetadata(s.Metadata))
 			attempts = append(attempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
 			timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
-			deadlines = append(deadlines, toMS(s.Deadline))
+			deadlines = append(deadlines, planekit.ToMS(s.Deadline))
 			availables = append(availables, s.DueAt(t.now).UnixMilli())
 		}
 	}
@@ -521,8 +522,8 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			undo = append(undo, sl.id)
 			continue
 		}
-		t.count(sl.r.p.Namespace, sl.r.p.Queue, stateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
-		t.d.floors.lower(queueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
+		t.count(sl.r.p.Namespace, sl.r.p.Queue, planekit.StateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
+		t.d.floors.lower(planekit.QueueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
 		t.wakeQueue(sl.r.p.Namespace, sl.r.p.Queue)
 	}
 	if len(undo) > 0 {

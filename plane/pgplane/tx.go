@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -217,8 +218,8 @@ func (t *tx) count(namespace, queue string, state int, priority float64, n int64
 		t.counts = make(map[countKey]int64)
 	}
 	t.counts[countKey{namespace, queue, state, priority}] += n
-	if state == stateQueued && n < 0 {
-		t.wake(roomKey(namespace, queue)) // room for submits blocked on max depth
+	if state == planekit.StateQueued && n < 0 {
+		t.wake(planekit.RoomKey(namespace, queue)) // room for submits blocked on max depth
 	}
 }
 
@@ -306,7 +307,7 @@ func (d *Driver) wake(keys, quiet map[string]struct{}) {
 			}
 		}
 	}
-	d.hub.notify(local)
+	d.hub.Notify(local)
 	d.notifier.add(keys)
 }
 

@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -33,7 +33,7 @@ func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams
 			return fmt.Errorf("set admission: %w", err)
 		}
 		delete(t.w.admissions, [2]string{p.Namespace, p.Queue})
-		t.wake(roomKey(p.Namespace, p.Queue)) // a raised limit makes room
+		t.wake(planekit.RoomKey(p.Namespace, p.Queue)) // a raised limit makes room
 		return nil
 	})
 }
@@ -74,7 +74,7 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 		n, _ := res.RowsAffected()
 		deleted = n > 0
 		delete(t.w.admissions, [2]string{namespace, queue})
-		t.wake(roomKey(namespace, queue))
+		t.wake(planekit.RoomKey(namespace, queue))
 		return nil
 	})
 	return deleted, err
@@ -133,7 +133,7 @@ func (t *wtx) queued(namespace, queue string) (int64, error) {
 		t.w.queued[key] = n
 	}
 	for k, delta := range t.counts {
-		if queued(k.state) && k.namespace == namespace && k.queue == queue {
+		if planekit.Queued(k.state) && k.namespace == namespace && k.queue == queue {
 			n += delta
 		}
 	}
@@ -189,58 +189,3 @@ func (t *wtx) admit(namespace, queue string, a *admission, n int64, deadlines []
 	}
 	return nil, nil
 }
-
-// line is the in-process arrival order of submits blocked on a full queue: only its head
-// retries, so waiters are admitted first come, first served, and new submits queue behind.
-type lines struct {
-	mu    sync.Mutex
-	lines map[string][]*ticket
-}
-
-type ticket struct{ turn chan struct{} }
-
-// join puts a new ticket at the end of key's line.
-func (l *lines) join(key string) *ticket {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lines == nil {
-		l.lines = make(map[string][]*ticket)
-	}
-	tk := &ticket{turn: make(chan struct{})}
-	if len(l.lines[key]) == 0 {
-		close(tk.turn)
-	}
-	l.lines[key] = append(l.lines[key], tk)
-	return tk
-}
-
-// leave removes tk from key's line and hands the turn to the next.
-func (l *lines) leave(key string, tk *ticket) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	line := l.lines[key]
-	for i, x := range line {
-		if x == tk {
-			line = append(line[:i], line[i+1:]...)
-			if i == 0 && len(line) > 0 {
-				close(line[0].turn)
-			}
-			break
-		}
-	}
-	if len(line) == 0 {
-		delete(l.lines, key)
-	} else {
-		l.lines[key] = line
-	}
-}
-
-// ahead reports whether someone other than tk waits in key's line.
-func (l *lines) ahead(key string, tk *ticket) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	line := l.lines[key]
-	return len(line) > 0 && line[0] != tk
-}
-
-func roomKey(namespace, queue string) string { return "r:" + namespace + "/" + queue }

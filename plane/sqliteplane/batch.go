@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -91,7 +92,7 @@ func (t *wtx) ackMany(params []plane.SettleParams, which []int, done []bool) err
 				return fmt.Errorf("ack: %w", err)
 			}
 			done[byID[id]] = true
-			t.finished(id, ns, q, priority, stateRunning, stateSucceeded)
+			t.finished(id, ns, q, priority, planekit.StateRunning, planekit.StateSucceeded)
 		}
 		rs.Close()
 		if err := rs.Err(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -63,7 +64,7 @@ func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, err
 	if err != nil || !ok {
 		return 0, plane.ErrNotFound, err
 	}
-	if h.state >= stateSucceeded {
+	if h.state >= planekit.StateSucceeded {
 		return 0, plane.ErrJournalClosed, nil
 	}
 	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
@@ -71,7 +72,7 @@ func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, err
 	}
 	seq := h.nextFrame
 	if p.Final {
-		return seq, nil, t.finish(h, stateSucceeded, value, nil)
+		return seq, nil, t.finish(h, planekit.StateSucceeded, value, nil)
 	}
 	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.id, seq, frameValue, value, h.attempt, t.ms); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
@@ -79,7 +80,7 @@ func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, err
 	if _, err := t.w.st.nextFrame.ExecContext(t.ctx, h.seq); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
-	t.wake(journalKey(h.id))
+	t.wake(planekit.JournalKey(h.id))
 	return seq, nil, nil
 }
 
@@ -103,7 +104,7 @@ func (t *wtx) postTopic(name string, value []byte, final bool) (int64, error, er
 	if _, err := t.w.st.topicPut.ExecContext(t.ctx, name, seq+1, final, t.ms); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
-	t.wake(journalKey(name))
+	t.wake(planekit.JournalKey(name))
 	return seq, nil, nil
 }
 
@@ -122,7 +123,7 @@ func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plan
 		var changed <-chan struct{}
 		release := func() {}
 		if p.Wait > 0 {
-			changed, release = d.hub.Watch(journalKey(name))
+			changed, release = d.hub.Watch(planekit.JournalKey(name))
 		}
 		res, err := d.readFrames(ctx, p.Journal.InvocationID != "", name, p.Since, limit)
 		if err != nil || len(res.Frames) > 0 || res.Closed || p.Wait == 0 {
@@ -181,7 +182,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		if err != nil {
 			return nil, fmt.Errorf("read frames: %w", err)
 		}
-		res.Closed = inv.terminal()
+		res.Closed = inv.Terminal()
 	} else {
 		err := tx.StmtContext(ctx, d.reads.topicClosed).QueryRowContext(ctx, name).Scan(&res.Closed)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -201,7 +202,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		if err := rs.Scan(&f.Seq, &kind, &f.Value, &f.Attempt, &ms); err != nil {
 			return nil, fmt.Errorf("read frames: %w", err)
 		}
-		f.Kind, f.Time = frameKinds[kind], fromMS(ms)
+		f.Kind, f.Time = frameKinds[kind], planekit.FromMS(ms)
 		if !page.Add(f) {
 			break
 		}
@@ -209,8 +210,8 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("read frames: %w", err)
 	}
-	if inv != nil && inv.terminal() && !page.Full() {
-		if f := inv.terminalFrame(); f.Seq > since {
+	if inv != nil && inv.Terminal() && !page.Full() {
+		if f := inv.TerminalFrame(); f.Seq > since {
 			page.Add(f)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -43,25 +44,25 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 		end   func(h *head) error
 	}{
 		{t.w.st.expiredLeases, &r.LeasesExpired, func(h *head) error {
-			if h.state != stateRunning {
+			if h.state != planekit.StateRunning {
 				return errSkip
 			}
 			return t.expireLease(h)
 		}},
 		{t.w.st.attemptsOverdue, &r.AttemptsOverdue, func(h *head) error {
-			if h.state != stateRunning {
+			if h.state != planekit.StateRunning {
 				return errSkip
 			}
 			return t.attemptOverdue(h)
 		}},
 		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
-			if !queued(h.state) {
+			if !planekit.Queued(h.state) {
 				return errSkip
 			}
 			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
 		}},
 		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
-			if !queued(h.state) {
+			if !planekit.Queued(h.state) {
 				return errSkip
 			}
 			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)

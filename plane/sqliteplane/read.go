@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -20,7 +21,7 @@ func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocatio
 	if err != nil {
 		return nil, err
 	}
-	return r.invocation(), nil
+	return r.Invocation(), nil
 }
 
 func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
@@ -47,15 +48,15 @@ func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plan
 	}
 	waitUntil := time.Now().Add(p.Timeout)
 	for {
-		changed, release := d.hub.Watch(invocationKey(p.ID))
+		changed, release := d.hub.Watch(planekit.InvocationKey(p.ID))
 		r, err := d.getRow(ctx, p.ID)
 		if err != nil {
 			release()
 			return nil, err
 		}
-		if r.terminal() {
+		if r.Terminal() {
 			release()
-			return r.invocation(), nil
+			return r.Invocation(), nil
 		}
 		err = d.sleep(ctx, changed, time.Until(waitUntil))
 		release()
@@ -73,7 +74,7 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 	if err := plane.ValidateName("queue name", p.Queue); err != nil {
 		return 0, err
 	}
-	state := stateNumber(p.State)
+	state := planekit.StateNumber(p.State)
 	if state < 0 {
 		_, err := plane.ParseState(string(p.State))
 		return 0, err
@@ -83,8 +84,8 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 	}
 	var n int64
 	also := state // queued counts delayed invocations too
-	if state == stateQueued {
-		also = stateDelayed
+	if state == planekit.StateQueued {
+		also = planekit.StateDelayed
 	}
 	err := d.reads.count.QueryRowContext(ctx, p.Namespace, p.Queue, state, also).Scan(&n)
 	if err != nil {
@@ -121,7 +122,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 			out = append(out, plane.QueueStats{Namespace: ns, Queue: q, Counts: make(map[plane.State]int64)})
 		}
 		if n != 0 {
-			out[len(out)-1].Counts[stateName(state)] += n
+			out[len(out)-1].Counts[planekit.StateName(state)] += n
 		}
 	}
 	if err := rs.Err(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -38,7 +39,7 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 		var priority float64
 		err := t.w.st.ackHeld.QueryRowContext(t.ctx, result, t.ms, p.ID, p.Token).Scan(&ns, &q, &priority)
 		if err == nil {
-			t.finished(p.ID, ns, q, priority, stateRunning, stateSucceeded)
+			t.finished(p.ID, ns, q, priority, planekit.StateRunning, planekit.StateSucceeded)
 			return nil, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -90,7 +91,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 			if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.seq); err != nil {
 				return fmt.Errorf("heartbeat %s: %w", p.ID, err)
 			}
-			out[i].LeaseExpiresAt = fromMS(expires)
+			out[i].LeaseExpiresAt = planekit.FromMS(expires)
 		}
 		return nil
 	})
@@ -102,12 +103,12 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 
 // InvocationCancel implements plane.Driver.
 func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, queued, stateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
+	return d.endIf(ctx, id, planekit.Queued, planekit.StateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
 }
 
 // InvocationKill implements plane.Driver.
 func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, func(s int) bool { return s == stateRunning }, stateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
+	return d.endIf(ctx, id, func(s int) bool { return s == planekit.StateRunning }, planekit.StateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
 }
 
 // endIf ends invocation id in state to, with info, when from accepts its state.

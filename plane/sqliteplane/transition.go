@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -42,7 +43,7 @@ func (t *wtx) head(id string) (*head, bool, error) {
 // maintenance would), so the answer never depends on when maintenance last ran: an attempt
 // that outlived its timeout ends as an attempt timeout however its worker settles it.
 func (t *wtx) holds(h *head, token string) (error, error) {
-	if h.state != stateRunning || !h.token.Valid || h.token.String != token {
+	if h.state != planekit.StateRunning || !h.token.Valid || h.token.String != token {
 		return plane.ErrLeaseLost, nil
 	}
 	if h.leaseExpiresMS <= t.ms {
@@ -70,7 +71,7 @@ func (t *wtx) expireLease(h *head) error {
 // other state finishes it, with result when it succeeded.
 func (t *wtx) apply(h *head, tr plane.Transition, result []byte) error {
 	if !tr.Retry() {
-		return t.finish(h, stateNumber(tr.State), result, tr.Error)
+		return t.finish(h, planekit.StateNumber(tr.State), result, tr.Error)
 	}
 	return t.requeue(h, tr.Error, tr.Delay)
 }
@@ -95,17 +96,17 @@ func (t *wtx) finish(h *head, state int, result []byte, info *plane.ErrorInfo) e
 func (t *wtx) finished(id, namespace, queue string, priority float64, from, to int) {
 	t.count(namespace, queue, from, priority, -1)
 	t.count(namespace, queue, to, priority, +1)
-	t.wake(invocationKey(id))
-	t.wake(journalKey(id))
+	t.wake(planekit.InvocationKey(id))
+	t.wake(planekit.JournalKey(id))
 }
 
 // requeue puts h's ended attempt back in the queue, claimable after delay, recording info
 // as the error of the attempt that ended.
 func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration) error {
 	due := t.ms + delay.Milliseconds()
-	state := stateQueued
+	state := planekit.StateQueued
 	if due > t.ms {
-		state = stateDelayed // out of the claim indexes until the writer promotes it
+		state = planekit.StateDelayed // out of the claim indexes until the writer promotes it
 	}
 	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), h.seq); err != nil {
 		return fmt.Errorf("requeue invocation %s: %w", h.id, err)
@@ -113,7 +114,7 @@ func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration) error
 	t.count(h.namespace, h.queue, h.state, h.priority, -1)
 	t.count(h.namespace, h.queue, state, h.priority, +1)
 	h.state = state
-	if state == stateDelayed {
+	if state == planekit.StateDelayed {
 		t.delayed(due)
 	} else {
 		t.markClaimable(h.namespace, h.queue)
@@ -155,8 +156,8 @@ func (t *wtx) promoteDue(limit int) (int, error) {
 			rs.Close()
 			return n, fmt.Errorf("promote delayed invocations: %w", err)
 		}
-		t.count(ns, q, stateDelayed, priority, -1)
-		t.count(ns, q, stateQueued, priority, +1)
+		t.count(ns, q, planekit.StateDelayed, priority, -1)
+		t.count(ns, q, planekit.StateQueued, priority, +1)
 		t.markClaimable(ns, q)
 		n++
 	}
