@@ -81,10 +81,11 @@ func (d *Driver) settleGroup(ctx context.Context, group []*settleRequest) {
 	}
 }
 
-// settle acks or nacks one invocation (h nil: it does not exist). It returns the caller's
+// settle acks or nacks one invocation (h nil: it does not exist; one outside p's scope
+// answers alike). It returns the caller's
 // error: nil, ErrLeaseLost or ErrNotFound.
 func (t *tx) settle(h *head, p *plane.SettleParams) error {
-	if h == nil {
+	if h == nil || !p.Scope.Covers(h.namespace, h.queue) {
 		return plane.ErrNotFound
 	}
 	if err := t.holds(h, p.Token); err != nil {
@@ -123,7 +124,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 		for i, p := range params {
 			out[i] = plane.HeartbeatResult{}
 			h := byID[p.ID]
-			if h == nil {
+			if h == nil || !p.Scope.Covers(h.namespace, h.queue) {
 				out[i].Err = plane.ErrNotFound
 				continue
 			}

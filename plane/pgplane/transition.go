@@ -3,6 +3,7 @@ package pgplane
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -60,18 +61,21 @@ func (t *tx) heads(sql string, args ...any) ([]*head, error) {
 	return out, rows.Err()
 }
 
-// holds checks that token is the current, unexpired lease of h and that the attempt is within
-// its attempt timeout. An expired lease or an overdue attempt is ended on the spot (as
-// maintenance would), so the answer never depends on when maintenance last ran.
+// holds applies plane.Holds, the fencing check, to h: ErrLeaseLost when token does not hold
+// the lease (an expired lease or an overdue attempt is ended on the spot).
 func (t *tx) holds(h *head, token string) error {
-	if h.state != planekit.StateRunning || h.token == nil || *h.token != token {
-		return plane.ErrLeaseLost
+	var current string
+	if h.token != nil {
+		current = *h.token
 	}
-	if h.leaseExpiresMS <= t.ms {
+	switch plane.Holds(h.state == planekit.StateRunning, current, token, planekit.FromMS(h.leaseExpiresMS),
+		planekit.FromMS(h.attemptDeadlineMS), time.UnixMilli(t.ms)) {
+	case plane.FenceLost:
+		return plane.ErrLeaseLost
+	case plane.FenceExpired:
 		t.expireLease(h)
 		return plane.ErrLeaseLost
-	}
-	if h.attemptDeadlineMS > 0 && h.attemptDeadlineMS <= t.ms {
+	case plane.FenceOverdue:
 		t.attemptOverdue(h)
 		return plane.ErrLeaseLost
 	}

@@ -29,8 +29,9 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 // settle acks or nacks one invocation. The first result is the caller's error
 // (ErrLeaseLost, ErrNotFound), the second a SQL failure.
 func (t *wtx) settle(p *plane.SettleParams) (error, error) {
-	if p.Outcome == plane.OutcomeSucceeded {
-		// The common case in one statement; anything unusual takes the path below.
+	if p.Outcome == plane.OutcomeSucceeded && p.Scope == (plane.Scope{}) {
+		// The common case in one statement; anything unusual (a scoped caller, whose scope
+		// is checked on the row read below) takes the path below.
 		result := p.Result
 		if result == nil {
 			result = []byte{0xc0} // msgpack nil: an ack without a result
@@ -47,7 +48,7 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 		}
 	}
 	h, ok, err := t.head(p.ID)
-	if err != nil || !ok {
+	if err != nil || !ok || !p.Scope.Covers(h.namespace, h.queue) {
 		return plane.ErrNotFound, err
 	}
 	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
@@ -75,7 +76,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 			if err != nil {
 				return err
 			}
-			if !ok {
+			if !ok || !p.Scope.Covers(h.namespace, h.queue) {
 				out[i].Err = plane.ErrNotFound
 				continue
 			}

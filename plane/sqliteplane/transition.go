@@ -38,18 +38,17 @@ func (t *wtx) head(id string) (*head, bool, error) {
 	return h, true, nil
 }
 
-// holds checks that token is the current, unexpired lease of h and that the attempt is within
-// its attempt timeout. An expired lease or an overdue attempt is ended on the spot (as
-// maintenance would), so the answer never depends on when maintenance last ran: an attempt
-// that outlived its timeout ends as an attempt timeout however its worker settles it.
+// holds applies plane.Holds, the fencing check, to h: the first result is ErrLeaseLost when
+// token does not hold the lease (an expired lease or an overdue attempt is ended on the spot),
+// the second a SQL failure.
 func (t *wtx) holds(h *head, token string) (error, error) {
-	if h.state != planekit.StateRunning || !h.token.Valid || h.token.String != token {
+	switch plane.Holds(h.state == planekit.StateRunning, h.token.String, token, planekit.FromMS(h.leaseExpiresMS),
+		planekit.FromMS(h.attemptDeadlineMS), time.UnixMilli(t.ms)) {
+	case plane.FenceLost:
 		return plane.ErrLeaseLost, nil
-	}
-	if h.leaseExpiresMS <= t.ms {
+	case plane.FenceExpired:
 		return plane.ErrLeaseLost, t.expireLease(h)
-	}
-	if h.attemptDeadlineMS > 0 && h.attemptDeadlineMS <= t.ms {
+	case plane.FenceOverdue:
 		return plane.ErrLeaseLost, t.attemptOverdue(h)
 	}
 	return nil, nil
