@@ -44,33 +44,7 @@ func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
 
 // InvocationWait implements plane.Driver.
 func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plane.Invocation, error) {
-	if err := plane.ValidateID(p.ID); err != nil {
-		return nil, err
-	}
-	if p.Timeout < 0 {
-		return nil, plane.Invalid("timeout", p.Timeout, "use a duration ≥ 0")
-	}
-	waitUntil := time.Now().Add(p.Timeout)
-	for {
-		changed, release := d.hub.Watch(planekit.InvocationKey(p.ID))
-		r, err := d.getRow(ctx, p.ID)
-		if err != nil {
-			release()
-			return nil, err
-		}
-		if r.Terminal() {
-			release()
-			return r.Invocation(), nil
-		}
-		err = d.sleep(ctx, changed, time.Until(waitUntil))
-		release()
-		if errors.Is(err, plane.ErrTimeout) && time.Until(waitUntil) > 0 {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
+	return planekit.WaitTerminal(ctx, d.hub, p.ID, p.Timeout, d.getRow, d.sleep)
 }
 
 // InvocationCount implements plane.Driver: a sum over the queue's counter rows of one state

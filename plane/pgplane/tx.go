@@ -318,68 +318,18 @@ func (d *Driver) wake(keys, quiet map[string]struct{}) {
 // commit and the NOTIFY, a notifier that failed to send) delays a waiter by seconds, never
 // until its timeout.
 func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
-	if wait <= 0 {
-		return plane.ErrTimeout
-	}
-	final := true
-	p := d.pollDelay()
-	if d.notifier.listening() {
-		p *= recheckPolls
-	}
-	if p < wait {
-		wait, final = p, false
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-changed:
-		return nil
-	case <-timer.C:
-		if final {
-			return plane.ErrTimeout
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-d.stop:
-		return plane.ErrClosed
-	}
+	_, err := d.sleepParked(ctx, changed, wait, nil)
+	return err
 }
 
 // sleepParked is sleep for a parked claim, which a writer's delivery also ends: it returns
 // the jobs delivered (nil, nil when the delivery was empty: the claim runs again).
 func (d *Driver) sleepParked(ctx context.Context, changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error) {
-	if wait <= 0 {
-		return nil, plane.ErrTimeout
-	}
-	final := true
-	p := d.pollDelay()
+	poll := d.pollDelay()
 	if d.notifier.listening() {
-		p *= recheckPolls
+		poll *= recheckPolls
 	}
-	if p < wait {
-		wait, final = p, false
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case jobs := <-deliver:
-		if jobs == nil {
-			jobs = []*plane.Job{} // delivered: not to be waited for again
-		}
-		return jobs, nil
-	case <-changed:
-		return nil, nil
-	case <-timer.C:
-		if final {
-			return nil, plane.ErrTimeout
-		}
-		return nil, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-d.stop:
-		return nil, plane.ErrClosed
-	}
+	return planekit.Sleep(ctx, d.stop, changed, deliver, wait, poll)
 }
 
 // recheckPolls is how many poll intervals a waiter sleeps, while the listener is up, before

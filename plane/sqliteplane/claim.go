@@ -89,19 +89,10 @@ func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before fu
 		if nextMS > 0 { // a queued invocation leaves backoff before the wait ends
 			wait = min(wait, max(time.Duration(nextMS-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
 		}
-		var handed []*plane.Job
-		var stopErr error
-		timer := time.NewTimer(max(wait, 0))
-		select {
-		case handed = <-w.deliver:
-		case <-changed:
-		case <-timer.C:
-		case <-ctx.Done():
-			stopErr = ctx.Err()
-		case <-d.stopped:
-			stopErr = plane.ErrClosed
+		handed, stopErr := planekit.Sleep(ctx, d.stopped, changed, w.deliver, wait, 0)
+		if stopErr == plane.ErrTimeout {
+			stopErr = nil
 		}
-		timer.Stop()
 		release()
 		if handed == nil && !d.claimWaiters.Unpark(key, w) {
 			// The writer took us: its delivery comes right after its commit. Jobs claimed

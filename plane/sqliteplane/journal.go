@@ -144,21 +144,8 @@ func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plan
 // sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error) or
 // for the plane to close (→ plane.ErrClosed).
 func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
-	if wait <= 0 {
-		return plane.ErrTimeout
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-changed:
-		return nil
-	case <-timer.C:
-		return plane.ErrTimeout
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-d.stopped:
-		return plane.ErrClosed
-	}
+	_, err := planekit.Sleep(ctx, d.stopped, changed, nil, wait, 0)
+	return err
 }
 
 // readFrames reads the frames after since in one read transaction, so an invocation's
