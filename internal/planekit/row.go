@@ -210,3 +210,11 @@ func (r *Row) Job(token string, expiresMS int64) *plane.Job {
 		LeaseExpiresAt: FromMS(expiresMS),
 	}
 }
+
+// ValidateQueue checks a queue's namespace and name.
+func ValidateQueue(namespace, queue string) error {
+	if err := plane.ValidateNamespace(namespace); err != nil {
+		return err
+	}
+	return plane.ValidateName("queue name", queue)
+}

@@ -77,3 +77,28 @@ func WaitTerminal(ctx context.Context, hub *Hub, id string, timeout time.Duratio
 		}
 	}
 }
+
+// Get is Driver.InvocationGet over a plane's row read.
+func Get(ctx context.Context, id string, get func(context.Context, string) (*Row, error)) (*plane.Invocation, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return nil, err
+	}
+	r, err := get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.Invocation(), nil
+}
+
+// ListBudget returns the page size of the listing p and how many invocations one page may
+// examine: the page size, or plane.ListScanFactor times it with a KeyPrefix.
+func ListBudget(p *plane.ListParams) (limit, budget int) {
+	limit = p.Limit
+	if limit == 0 {
+		limit = plane.ListLimitDefault
+	}
+	if p.KeyPrefix != "" {
+		return limit, limit * plane.ListScanFactor
+	}
+	return limit, limit
+}

@@ -1,7 +1,6 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,14 +17,7 @@ import (
 
 // InvocationGet implements plane.Driver.
 func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocation, error) {
-	if err := plane.ValidateID(id); err != nil {
-		return nil, err
-	}
-	r, err := d.getRow(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return r.Invocation(), nil
+	return planekit.Get(ctx, id, d.getRow)
 }
 
 func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
@@ -50,10 +42,7 @@ func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plan
 // InvocationCount implements plane.Driver: a sum over the queue's counter rows of one state
 // (levels × shards rows, however many invocations).
 func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int64, error) {
-	if err := plane.ValidateNamespace(p.Namespace); err != nil {
-		return 0, err
-	}
-	if err := plane.ValidateName("queue name", p.Queue); err != nil {
+	if err := planekit.ValidateQueue(p.Namespace, p.Queue); err != nil {
 		return 0, err
 	}
 	state := planekit.StateNumber(p.State)
@@ -156,11 +145,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	limit := cmp.Or(p.Limit, plane.ListLimitDefault)
-	budget := limit
-	if p.KeyPrefix != "" {
-		budget = limit * plane.ListScanFactor
-	}
+	limit, budget := planekit.ListBudget(p)
 	// One index scan per state listed and waiting flag, on (queue, state, waiting, id)
 	// (the index fifo claims walk too), merged by id: the same O(budget) entries per state
 	// whatever the queue's size, with no index of its own to keep up on every insert.

@@ -15,10 +15,7 @@ import (
 
 // QueueAdmissionSet implements plane.Driver. Setting a block refills its token bucket.
 func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) error {
-	if err := plane.ValidateNamespace(p.Namespace); err != nil {
-		return err
-	}
-	if err := plane.ValidateName("queue name", p.Queue); err != nil {
+	if err := planekit.ValidateQueue(p.Namespace, p.Queue); err != nil {
 		return err
 	}
 	if err := p.Admission.Validate(); err != nil {
@@ -38,10 +35,7 @@ func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams
 
 // QueueAdmissionGet implements plane.Driver.
 func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string) (*plane.Admission, error) {
-	if err := plane.ValidateNamespace(namespace); err != nil {
-		return nil, err
-	}
-	if err := plane.ValidateName("queue name", queue); err != nil {
+	if err := planekit.ValidateQueue(namespace, queue); err != nil {
 		return nil, err
 	}
 	var a *admission
@@ -58,10 +52,7 @@ func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string)
 
 // QueueAdmissionDelete implements plane.Driver.
 func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error) {
-	if err := plane.ValidateNamespace(namespace); err != nil {
-		return false, err
-	}
-	if err := plane.ValidateName("queue name", queue); err != nil {
+	if err := planekit.ValidateQueue(namespace, queue); err != nil {
 		return false, err
 	}
 	var deleted bool

@@ -61,6 +61,19 @@ func (t *tx) heads(sql string, args ...any) ([]*head, error) {
 	return out, rows.Err()
 }
 
+// headsByID locks and reads the heads of ids (in id order), by id.
+func (t *tx) headsByID(ids []string) (map[string]*head, error) {
+	heads, err := t.heads(t.d.sql.headMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*head, len(heads))
+	for _, h := range heads {
+		byID[h.id] = h
+	}
+	return byID, nil
+}
+
 // holds applies plane.Holds, the fencing check, to h: ErrLeaseLost when token does not hold
 // the lease (an expired lease or an overdue attempt is ended on the spot).
 func (t *tx) holds(h *head, token string) error {

@@ -23,10 +23,8 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 // InvocationSettleAndClaim implements plane.Driver: the settles and the first claim are
 // one write op, so one commit; a claim that then waits waits as InvocationClaimMany.
 func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
-	for i := range settle {
-		if err := settle[i].Validate(); err != nil {
-			return nil, nil, err
-		}
+	if err := planekit.ValidateAll(settle); err != nil {
+		return nil, nil, err
 	}
 	if err := p.Validate(); err != nil {
 		return nil, nil, err

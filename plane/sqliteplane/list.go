@@ -39,11 +39,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	limit := cmp.Or(p.Limit, plane.ListLimitDefault)
-	budget := limit
-	if p.KeyPrefix != "" {
-		budget = limit * plane.ListScanFactor
-	}
+	limit, budget := planekit.ListBudget(p)
 	states := allStates
 	switch {
 	case p.State == plane.StateQueued:

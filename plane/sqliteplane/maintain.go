@@ -193,30 +193,11 @@ func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
 // InvocationTrim implements plane.Driver. Large trims run in transactions of 1,000 rows so
 // they never hold the writer for long.
 func (d *Driver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {
-	if p.Namespace != "" {
-		if err := plane.ValidateNamespace(p.Namespace); err != nil {
-			return 0, err
-		}
-	}
-	if p.Queue != "" {
-		if err := plane.ValidateName("queue name", p.Queue); err != nil {
-			return 0, err
-		}
-	}
-	var total int64
-	for {
-		var n int64
-		err := d.do(ctx, func(t *wtx) error {
-			var err error
-			n, err = t.trim(p.Namespace, p.Queue, p.FinishedBefore, 1000)
+	return planekit.Trim(p, func(limit int) (n int64, err error) {
+		err = d.do(ctx, func(t *wtx) error {
+			n, err = t.trim(p.Namespace, p.Queue, p.FinishedBefore, limit)
 			return err
 		})
-		if err != nil {
-			return total, err
-		}
-		total += n
-		if n < 1000 {
-			return total, nil
-		}
-	}
+		return n, err
+	})
 }

@@ -14,14 +14,7 @@ import (
 
 // InvocationGet implements plane.Driver.
 func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocation, error) {
-	if err := plane.ValidateID(id); err != nil {
-		return nil, err
-	}
-	r, err := d.getRow(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return r.Invocation(), nil
+	return planekit.Get(ctx, id, d.getRow)
 }
 
 func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
@@ -45,10 +38,7 @@ func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plan
 
 // InvocationCount implements plane.Driver.
 func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int64, error) {
-	if err := plane.ValidateNamespace(p.Namespace); err != nil {
-		return 0, err
-	}
-	if err := plane.ValidateName("queue name", p.Queue); err != nil {
+	if err := planekit.ValidateQueue(p.Namespace, p.Queue); err != nil {
 		return 0, err
 	}
 	state := planekit.StateNumber(p.State)

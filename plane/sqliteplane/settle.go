@@ -13,10 +13,8 @@ import (
 
 // InvocationSettleMany implements plane.Driver.
 func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.SettleParams) ([]error, error) {
-	for i := range params {
-		if err := params[i].Validate(); err != nil {
-			return nil, err
-		}
+	if err := planekit.ValidateAll(params); err != nil {
+		return nil, err
 	}
 	out := make([]error, len(params))
 	err := d.do(ctx, func(t *wtx) error { return t.settleMany(params, out) })
@@ -63,10 +61,8 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 
 // InvocationHeartbeatMany implements plane.Driver.
 func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
-	for i := range params {
-		if err := params[i].Validate(); err != nil {
-			return nil, err
-		}
+	if err := planekit.ValidateAll(params); err != nil {
+		return nil, err
 	}
 	out := make([]plane.HeartbeatResult, len(params))
 	err := d.do(ctx, func(t *wtx) error {
@@ -104,16 +100,16 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 
 // InvocationCancel implements plane.Driver.
 func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, planekit.Queued, planekit.StateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
+	return d.endIf(ctx, id, planekit.Cancel)
 }
 
 // InvocationKill implements plane.Driver.
 func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, func(s int) bool { return s == planekit.StateRunning }, planekit.StateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
+	return d.endIf(ctx, id, planekit.Kill)
 }
 
-// endIf ends invocation id in state to, with info, when from accepts its state.
-func (d *Driver) endIf(ctx context.Context, id string, from func(int) bool, to int, info plane.ErrorInfo) (bool, error) {
+// endIf ends invocation id as e says when e ends it from its state.
+func (d *Driver) endIf(ctx context.Context, id string, e planekit.Ending) (bool, error) {
 	if err := plane.ValidateID(id); err != nil {
 		return false, err
 	}
@@ -129,12 +125,12 @@ func (d *Driver) endIf(ctx context.Context, id string, from func(int) bool, to i
 			logical = plane.ErrNotFound
 			return nil
 		}
-		if !from(h.state) {
+		if !e.From(h.state) {
 			return nil
 		}
 		done = true
-		info := info
-		return t.finish(h, to, nil, &info)
+		info := e.Info
+		return t.finish(h, e.To, nil, &info)
 	})
 	if err != nil {
 		return false, err
