@@ -186,7 +186,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		var a admission
 		var onFull string
 		var cutoffMS int64
-		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
+		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read admission: %w", err)
 		}

@@ -48,13 +48,13 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 			changed, release = d.hub.Watch(key)
 		}
 		out, err := d.submitOnce(ctx, p, tk)
-		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, errBlocked) {
+		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, planekit.ErrBlocked) {
 			// A blocked submit whose context ended during its re-try: it gave up waiting for
 			// room (the re-try rolled back), not on a lost connection.
 			release()
 			return nil, gaveUp(p, ctx.Err())
 		}
-		if !errors.Is(err, errBlocked) {
+		if !errors.Is(err, planekit.ErrBlocked) {
 			release()
 			return out, err
 		}
@@ -86,10 +86,7 @@ func gaveUp(p *plane.SubmitManyParams, cause error) error {
 		Detail: "at max depth, and the submit blocked until its context ended", Cause: cause}
 }
 
-// errBlocked tells the submitter to wait for room (OnFullBlock).
-var errBlocked = errors.New("blocked")
-
-// submitOnce runs one submit transaction; errBlocked means the queue is full and blocks.
+// submitOnce runs one submit transaction; planekit.ErrBlocked means the queue is full and blocks.
 func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *planekit.Ticket) ([]plane.SubmitResult, error) {
 	out := make([]plane.SubmitResult, len(p.Invocations))
 	err := d.do(ctx, func(t *tx) error { return t.submitMany(p, out, tk) })
@@ -248,12 +245,7 @@ func cmpOr(v, def int) int {
 	return v
 }
 
-// admission is a stored admission block with its token bucket.
-type admission struct {
-	plane.Admission
-	tokens   float64
-	tokensMS int64
-}
+type admission = planekit.Admission
 
 // admission reads the admission block of a queue (nil: none), locking its row when lock is
 // set: a submit holds it to its commit, which orders the queue's admission decisions.
@@ -262,47 +254,28 @@ func (t *tx) admission(namespace, queue string, lock bool) (*admission, error) {
 	if lock {
 		sql = t.d.sql.lockAdmission
 	}
-	var a admission
-	var onFull string
-	var cutoffMS int64
-	err := t.queryRow(sql, namespace, queue).Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read admission: %w", err)
-	}
-	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
-	return &a, nil
+	return planekit.ScanAdmission(t.queryRow(sql, namespace, queue), pgx.ErrNoRows)
 }
 
-// admit applies a's limits (plane's admission policy) to n new invocations with the given
-// deadlines. It returns the caller's error (*plane.AdmissionError, *plane.InvalidError,
-// errBlocked) or a SQL failure; either rolls the transaction back.
+// admit applies a's limits (plane's admission policy, planekit.Admission.Admit) to n new
+// invocations with the given deadlines. It returns the caller's error
+// (*plane.AdmissionError, *plane.InvalidError, planekit.ErrBlocked) or a SQL failure; either
+// rolls the transaction back.
 func (t *tx) admit(namespace, queue string, a *admission, n int64, deadlines []time.Time, ahead bool) error {
-	name := namespace + "/" + queue
-	if err := a.CheckDeadlines(name, t.now, deadlines); err != nil {
-		return err
-	}
-	if a.MaxDepth > 0 {
+	bucket, refused, err := a.Admit(namespace, queue, t.now, n, deadlines, ahead, func() (int64, error) {
 		var queued int64
 		if err := t.queryRow(t.d.sql.countQueued, namespace, queue).Scan(&queued); err != nil {
-			return fmt.Errorf("count queued: %w", err)
+			return 0, fmt.Errorf("count queued: %w", err)
 		}
-		queued += t.pending(namespace, queue, planekit.StateQueued) - n // the committed count before this submit
-		block, refused := a.CheckDepth(name, queued, n, ahead)
-		if block {
-			return errBlocked
-		}
-		if refused != nil {
-			return refused
-		}
+		return queued + t.pending(namespace, queue, planekit.StateQueued) - n, nil // the committed count before this submit
+	})
+	if err != nil {
+		return err
 	}
-	if a.RateLimit > 0 {
-		bucket, err := a.Take(name, plane.TokenBucket{Tokens: a.tokens, At: time.UnixMilli(a.tokensMS)}, t.now, n)
-		if err != nil {
-			return err
-		}
+	if refused != nil {
+		return refused
+	}
+	if bucket != nil {
 		t.exec(t.d.sql.admissionTokens, namespace, queue, bucket.Tokens, bucket.At.UnixMilli())
 	}
 	return nil

@@ -110,7 +110,7 @@ func isPlaneError(err error) bool {
 	var e *plane.Error
 	var invalid *plane.InvalidError
 	var admission *plane.AdmissionError
-	return errors.As(err, &e) || errors.As(err, &invalid) || errors.As(err, &admission) || errors.Is(err, errBlocked)
+	return errors.As(err, &e) || errors.As(err, &invalid) || errors.As(err, &admission) || errors.Is(err, planekit.ErrBlocked)
 }
 
 // retryable reports a transaction the database aborted to break a deadlock or a

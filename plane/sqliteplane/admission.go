@@ -3,7 +3,6 @@ package sqliteplane
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -43,8 +42,8 @@ func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string)
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	a, err := scanAdmission(d.readDB.QueryRowContext(ctx, `SELECT `+admissionColumns+` FROM queues
-		WHERE namespace = ? AND queue = ?`, namespace, queue))
+	a, err := planekit.ScanAdmission(d.readDB.QueryRowContext(ctx, `SELECT `+planekit.AdmissionColumns+` FROM queues
+		WHERE namespace = ? AND queue = ?`, namespace, queue), sql.ErrNoRows)
 	if err != nil || a == nil {
 		return nil, err
 	}
@@ -71,30 +70,7 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 	return deleted, err
 }
 
-const admissionColumns = `max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms`
-
-// admission is a stored admission block with its token bucket.
-type admission struct {
-	plane.Admission
-	tokens   float64
-	tokensMS int64
-}
-
-// scanAdmission returns nil (and no error) when the queue has no block.
-func scanAdmission(s scanner) (*admission, error) {
-	var a admission
-	var onFull string
-	var cutoffMS int64
-	err := s.Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read admission: %w", err)
-	}
-	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
-	return &a, nil
-}
+type admission = planekit.Admission
 
 // admission returns the admission block of a queue (nil: none), from the writer's cache when
 // it holds it. The caller may update the returned block's token bucket in place, after
@@ -104,7 +80,7 @@ func (t *wtx) admission(namespace, queue string) (*admission, error) {
 	if a, ok := t.w.admissions[key]; ok {
 		return a, nil
 	}
-	a, err := scanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue))
+	a, err := planekit.ScanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue), sql.ErrNoRows)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +110,7 @@ func (t *wtx) queued(namespace, queue string) (int64, error) {
 // flushBuckets writes the token buckets this transaction drew from, once each.
 func (t *wtx) flushBuckets() error {
 	for key, a := range t.buckets {
-		if _, err := t.w.st.admissionTokens.ExecContext(t.ctx, a.tokens, a.tokensMS, key[0], key[1]); err != nil {
+		if _, err := t.w.st.admissionTokens.ExecContext(t.ctx, a.Tokens, a.TokensMS, key[0], key[1]); err != nil {
 			return fmt.Errorf("rate limit: %w", err)
 		}
 	}
@@ -142,41 +118,21 @@ func (t *wtx) flushBuckets() error {
 	return nil
 }
 
-// errBlocked tells the submitter to wait for room (OnFullBlock).
-var errBlocked = errors.New("blocked")
-
-// admit applies a's limits (plane's admission policy) to n new invocations with the given
-// deadlines. It returns the caller's error (*plane.AdmissionError, *plane.InvalidError,
-// errBlocked) or a SQL failure. Nothing is written unless every limit passes.
+// admit applies a's limits (plane's admission policy, planekit.Admission.Admit) to n new
+// invocations with the given deadlines. It returns the caller's error
+// (*plane.AdmissionError, *plane.InvalidError, planekit.ErrBlocked) or a SQL failure.
+// Nothing is written unless every limit passes.
 func (t *wtx) admit(namespace, queue string, a *admission, n int64, deadlines []time.Time, ahead bool) (error, error) {
-	name := namespace + "/" + queue
-	if err := a.CheckDeadlines(name, t.now, deadlines); err != nil {
-		return err, nil
+	bucket, refused, err := a.Admit(namespace, queue, t.now, n, deadlines, ahead,
+		func() (int64, error) { return t.queued(namespace, queue) })
+	if refused != nil || err != nil || bucket == nil {
+		return refused, err
 	}
-	if a.MaxDepth > 0 {
-		queued, err := t.queued(namespace, queue)
-		if err != nil {
-			return nil, err
-		}
-		block, refused := a.CheckDepth(name, queued, n, ahead)
-		if block {
-			return errBlocked, nil
-		}
-		if refused != nil {
-			return refused, nil
-		}
+	// The cached block is the bucket's state; the row is written once before commit.
+	a.Tokens, a.TokensMS = bucket.Tokens, t.ms
+	if t.buckets == nil {
+		t.buckets = make(map[[2]string]*admission)
 	}
-	if a.RateLimit > 0 {
-		b, refused := a.Take(name, plane.TokenBucket{Tokens: a.tokens, At: time.UnixMilli(a.tokensMS)}, time.UnixMilli(t.ms), n)
-		if refused != nil {
-			return refused, nil
-		}
-		// The cached block is the bucket's state; the row is written once before commit.
-		a.tokens, a.tokensMS = b.Tokens, t.ms
-		if t.buckets == nil {
-			t.buckets = make(map[[2]string]*admission)
-		}
-		t.buckets[[2]string{namespace, queue}] = a
-	}
+	t.buckets[[2]string{namespace, queue}] = a
 	return nil, nil
 }

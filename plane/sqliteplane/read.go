@@ -101,7 +101,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 // withAdmission adds each queue's admission block to stats, and the queues that have a
 // block but no invocations yet, keeping the (namespace, queue) order.
 func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []plane.QueueStats) ([]plane.QueueStats, error) {
-	rs, err := d.readDB.QueryContext(ctx, `SELECT namespace, queue, `+admissionColumns+` FROM queues
+	rs, err := d.readDB.QueryContext(ctx, `SELECT namespace, queue, `+planekit.AdmissionColumns+` FROM queues
 		WHERE ?1 = '' OR namespace = ?1`, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
@@ -116,7 +116,7 @@ func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []pl
 		var a admission
 		var onFull string
 		var cutoffMS int64
-		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS); err != nil {
+		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS); err != nil {
 			return nil, fmt.Errorf("queue stats: %w", err)
 		}
 		a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond

@@ -32,7 +32,7 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 			changed, release = d.hub.Watch(key)
 		}
 		out, err := d.submitOnce(ctx, p, tk)
-		if !errors.Is(err, errBlocked) {
+		if !errors.Is(err, planekit.ErrBlocked) {
 			release()
 			return out, err
 		}
@@ -64,7 +64,7 @@ func (d *Driver) gaveUp(p *plane.SubmitManyParams, cause error) error {
 		Detail: "at max depth, and the submit blocked until its context ended", Cause: cause}
 }
 
-// submitOnce runs one submit transaction. errBlocked means the queue is full and blocks.
+// submitOnce runs one submit transaction. planekit.ErrBlocked means the queue is full and blocks.
 func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *planekit.Ticket) ([]plane.SubmitResult, error) {
 	out := make([]plane.SubmitResult, len(p.Invocations))
 	var logical error
