@@ -2,6 +2,7 @@ package plane
 
 import (
 	"context"
+	"path"
 	"time"
 )
 
@@ -251,6 +252,9 @@ type SettleParams struct {
 	Error *ErrorInfo
 	// RetryDelay overrides the backoff for OutcomeRetry when > 0.
 	RetryDelay time.Duration
+	// Scope is the caller's scope: an invocation outside it answers ErrNotFound, exactly
+	// like an unknown id. The zero Scope covers every invocation.
+	Scope Scope
 }
 
 // HeartbeatParams extend one lease.
@@ -259,6 +263,32 @@ type HeartbeatParams struct {
 	Token string
 	// LeaseTTL is the new lease length from now. 0 means LeaseTTLDefault.
 	LeaseTTL time.Duration
+	// Scope is the caller's scope, as in SettleParams.
+	Scope Scope
+}
+
+// Scope limits a settle or heartbeat to the invocations of the namespaces and queues an
+// access token covers, so the server need not read an invocation to authorize a write to
+// it: the driver checks Covers on the row it locks for the write anyway, and an invocation
+// outside the scope answers ErrNotFound, exactly like an unknown id, so a token cannot
+// learn which ids exist elsewhere (nor change them). Namespace and Queue are glob patterns
+// as path.Match reads them; "" matches every name. The zero Scope covers everything.
+type Scope struct {
+	Namespace string
+	Queue     string
+}
+
+// Covers reports whether s covers the queue (namespace, queue).
+func (s Scope) Covers(namespace, queue string) bool {
+	return globCovers(s.Namespace, namespace) && globCovers(s.Queue, queue)
+}
+
+func globCovers(pattern, name string) bool {
+	if pattern == "" || pattern == "*" {
+		return true
+	}
+	ok, err := path.Match(pattern, name)
+	return err == nil && ok
 }
 
 // HeartbeatResult is the outcome of one heartbeat.

@@ -19,14 +19,17 @@ type Backoff struct {
 	Jitter float64
 }
 
-// BackoffDefault: exponential from 1 s, capped at 5 min, ±10% jitter.
-var BackoffDefault = Backoff{Base: time.Second, Max: 5 * time.Minute, Jitter: 0.1}
+// BackoffDefault returns the default backoff: exponential from 1 s, capped at 5 min, ±10%
+// jitter. A function, so no caller can change the default under every other.
+func BackoffDefault() Backoff {
+	return Backoff{Base: time.Second, Max: 5 * time.Minute, Jitter: 0.1}
+}
 
 // Delay returns the delay before attempt+1, after attempt (1-based) failed. unit is a
 // uniform random number in [0,1) for the jitter.
 func (b Backoff) Delay(attempt int, unit float64) time.Duration {
 	if b.Base == 0 && b.Max == 0 {
-		b = BackoffDefault
+		b = BackoffDefault()
 	}
 	d := float64(b.Base) * math.Pow(2, float64(max(attempt-1, 0)))
 	if b.Max > 0 && d > float64(b.Max) {
@@ -76,6 +79,41 @@ const (
 	// ErrorTypeError: a nack that named no type.
 	ErrorTypeError = "error"
 )
+
+// Fence is the answer of the fencing check Holds.
+type Fence int
+
+const (
+	// FenceHeld: the token holds the running attempt's lease.
+	FenceHeld Fence = iota
+	// FenceLost: the invocation is not running, or runs under another attempt's token.
+	FenceLost
+	// FenceExpired: the token's lease ran out. The driver ends the attempt on the spot with
+	// LeaseExpiredTransition (as maintenance would), then answers ErrLeaseLost.
+	FenceExpired
+	// FenceOverdue: the attempt outlived its attempt timeout. The driver ends it on the spot
+	// with AttemptOverdueTransition, then answers ErrLeaseLost.
+	FenceOverdue
+)
+
+// Holds is the fencing check every driver applies, to the row it locked, before a settle,
+// a heartbeat or a frame posted under a lease: does token (the caller's) hold the lease of
+// the running attempt whose stored token is leaseToken ("" when none), its lease expiring at
+// leaseExpires and its attempt deadline attemptDeadline (zero: none), at now? An expired
+// lease or an overdue attempt is ended by the driver on the spot, so the answer never
+// depends on when maintenance last ran: an attempt that outlived its timeout ends as an
+// attempt timeout however its worker settles it.
+func Holds(running bool, leaseToken, token string, leaseExpires, attemptDeadline, now time.Time) Fence {
+	switch {
+	case !running || leaseToken == "" || leaseToken != token:
+		return FenceLost
+	case !leaseExpires.After(now):
+		return FenceExpired
+	case !attemptDeadline.IsZero() && !attemptDeadline.After(now):
+		return FenceOverdue
+	}
+	return FenceHeld
+}
 
 // failAttempt ends attempt of maxAttempts with info: a retry after delay() while attempts
 // remain, else final. delay is called only for a retry.

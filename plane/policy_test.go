@@ -52,7 +52,7 @@ func TestSettleTransition(t *testing.T) {
 
 func TestSettleTransitionDoesNotAliasTheCallersError(t *testing.T) {
 	info := &ErrorInfo{Message: "m"}
-	tr := SettleTransition(&SettleParams{Outcome: OutcomeFailed, Error: info}, 2, 3, BackoffDefault, never)
+	tr := SettleTransition(&SettleParams{Outcome: OutcomeFailed, Error: info}, 2, 3, BackoffDefault(), never)
 	if info.Type != "" || info.Attempt != 0 || tr.Error == info {
 		t.Fatalf("the caller's ErrorInfo was changed: %+v", info)
 	}
@@ -71,7 +71,7 @@ func TestLeaseAndAttemptTransitions(t *testing.T) {
 	if tr.State != StateQueued || tr.Delay != time.Second || tr.Error.Type != ErrorTypeAttemptTimeout {
 		t.Fatalf("an overdue attempt with attempts left: %+v", tr)
 	}
-	if tr := AttemptOverdueTransition(2, 2, BackoffDefault, never); tr.State != StateTimeout {
+	if tr := AttemptOverdueTransition(2, 2, BackoffDefault(), never); tr.State != StateTimeout {
 		t.Fatalf("an overdue last attempt: %+v", tr)
 	}
 }

@@ -237,25 +237,18 @@ func (s *Server) changeInvocation(w http.ResponseWriter, r *http.Request, p *pri
 
 // Settles and heartbeats.
 
-// authorizeJobs checks consume rights on every invocation named, all before any is
-// touched. It returns, per id, nil or the error that item gets without reaching the
-// driver: not_found for an invocation of a queue the token does not cover (exactly what
-// an unknown id gets).
-func (s *Server) authorizeJobs(r *http.Request, p *principal, ids []string) ([]error, error) {
-	out := make([]error, len(ids))
-	for i, id := range ids {
-		if err := s.authorizeInvocation(r, p, id, plane.PermissionConsume); err != nil {
-			switch {
-			case errors.Is(err, plane.ErrNotFound):
-				out[i] = plane.ErrNotFound
-			case errors.Is(err, plane.ErrInvalid):
-				// the driver reports it per item
-			default:
-				return nil, err
-			}
-		}
+// jobScope checks that p may consume, when it names any invocation (n > 0), and returns
+// the scope the plane applies to the settles and heartbeats of p: an invocation of a
+// namespace or queue p does not cover answers not_found from the plane, exactly what an
+// unknown id gets, so no invocation is read before the write (see authorizeInvocation).
+func jobScope(p *principal, n int) (plane.Scope, error) {
+	if n > 0 && !p.has([]plane.Permission{plane.PermissionConsume}) {
+		return plane.Scope{}, forbidden("invocation", plane.PermissionConsume)
 	}
-	return out, nil
+	if !p.scoped() {
+		return plane.Scope{}, nil
+	}
+	return plane.Scope{Namespace: p.tok.Namespace, Queue: p.tok.Queue}, nil
 }
 
 func itemError(err error) *api.ErrorBody {
@@ -292,33 +285,25 @@ func (s *Server) settleParams(st *api.Settle, prefix string) (plane.SettleParams
 	return sp, nil
 }
 
-// settle settles params after authorizing them; one error per item.
+// settle settles params within p's scope; one error per item.
 func (s *Server) settle(r *http.Request, p *principal, params []plane.SettleParams) ([]error, error) {
-	ids := make([]string, len(params))
-	for i := range params {
-		ids[i] = params[i].ID
-	}
-	denied, err := s.authorizeJobs(r, p, ids)
+	scope, err := jobScope(p, len(params))
 	if err != nil {
 		return nil, err
 	}
-	var send []plane.SettleParams
-	var at []int
 	for i := range params {
-		if denied[i] == nil {
-			send, at = append(send, params[i]), append(at, i)
-		}
+		params[i].Scope = scope
 	}
-	out := denied
-	if len(send) > 0 {
-		errs, err := s.drv.InvocationSettleMany(r.Context(), send)
+	out := make([]error, len(params))
+	if len(params) > 0 {
+		errs, err := s.drv.InvocationSettleMany(r.Context(), params)
 		if err != nil {
 			return nil, err
 		}
-		for k, e := range errs {
-			out[at[k]] = e
+		for i, e := range errs {
+			out[i] = e
 			if e == nil {
-				s.metrics.settles.WithLabelValues(api.OutcomeName(send[k].Outcome)).Inc()
+				s.metrics.settles.WithLabelValues(api.OutcomeName(params[i].Outcome)).Inc()
 			}
 		}
 	}
@@ -374,36 +359,19 @@ func (s *Server) handleSettleOne(w http.ResponseWriter, r *http.Request, p *prin
 	return nil
 }
 
-// heartbeat extends the leases of params after authorizing them.
+// heartbeat extends the leases of params within p's scope.
 func (s *Server) heartbeat(r *http.Request, p *principal, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
-	ids := make([]string, len(params))
-	for i := range params {
-		ids[i] = params[i].ID
-	}
-	denied, err := s.authorizeJobs(r, p, ids)
+	scope, err := jobScope(p, len(params))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]plane.HeartbeatResult, len(params))
-	var send []plane.HeartbeatParams
-	var at []int
 	for i := range params {
-		if denied[i] != nil {
-			out[i].Err = denied[i]
-			continue
-		}
-		send, at = append(send, params[i]), append(at, i)
+		params[i].Scope = scope
 	}
-	if len(send) > 0 {
-		res, err := s.drv.InvocationHeartbeatMany(r.Context(), send)
-		if err != nil {
-			return nil, err
-		}
-		for k, h := range res {
-			out[at[k]] = h
-		}
+	if len(params) == 0 {
+		return []plane.HeartbeatResult{}, nil
 	}
-	return out, nil
+	return s.drv.InvocationHeartbeatMany(r.Context(), params)
 }
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, p *principal) error {

@@ -44,20 +44,12 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 	if err := authorizeQueue(p, ns, q, plane.PermissionConsume); err != nil {
 		return err
 	}
-	ids := make([]string, len(params))
-	for i := range params {
-		ids[i] = params[i].ID
-	}
-	denied, err := s.authorizeJobs(r, p, ids)
+	scope, err := jobScope(p, len(params))
 	if err != nil {
 		return err
 	}
-	var send []plane.SettleParams
-	var at []int
 	for i := range params {
-		if denied[i] == nil {
-			send, at = append(send, params[i]), append(at, i)
-		}
+		params[i].Scope = scope
 	}
 	ctx, wait, release, err := s.longPoll(r, p, wait)
 	if err != nil {
@@ -65,18 +57,15 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 	}
 	defer release()
 	claim.Wait = wait
-	errs, jobs, err := s.drv.InvocationSettleAndClaim(ctx, send, claim)
+	errs, jobs, err := s.drv.InvocationSettleAndClaim(ctx, params, claim)
 	if err != nil {
 		return stopErr(ctx, err)
 	}
 	out := &api.SettleAndClaimResponse{Results: make([]api.ItemResponse, len(params)), Jobs: make([]api.Job, len(jobs))}
-	for i, e := range denied {
-		out.Results[i] = api.ItemResponse{Error: itemError(e)}
-	}
-	for k, e := range errs {
-		out.Results[at[k]] = api.ItemResponse{Error: itemError(plane.InvocationNotFound(e, ""))}
+	for i, e := range errs {
+		out.Results[i] = api.ItemResponse{Error: itemError(plane.InvocationNotFound(e, ""))}
 		if e == nil {
-			s.metrics.settles.WithLabelValues(api.OutcomeName(send[k].Outcome)).Inc()
+			s.metrics.settles.WithLabelValues(api.OutcomeName(params[i].Outcome)).Inc()
 		}
 	}
 	for i, j := range jobs {

@@ -3,6 +3,7 @@ package sqlitedb
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -36,6 +37,7 @@ func open(t *testing.T, path string) (*DB, *Writer[*tx], *planekit.Hub, *[]bool)
 	var mu sync.Mutex
 	ends := &[]bool{}
 	w, err := NewWriter(ctx, WriterConfig[*tx]{
+		Logger:  slog.New(slog.DiscardHandler),
 		Conn:    conn,
 		Begin:   func(ctx context.Context) *tx { return &tx{ctx: ctx} },
 		Flush:   func(x *tx) error { x.flushed = true; return nil },
@@ -157,8 +159,9 @@ func TestTasksRunAndDoAfterStopFails(t *testing.T) {
 	require.NoError(t, err)
 	ran := make(chan struct{}, 10)
 	w, err := NewWriter(ctx, WriterConfig[*tx]{
-		Conn:  conn,
-		Begin: func(ctx context.Context) *tx { return &tx{ctx: ctx} },
+		Logger: slog.New(slog.DiscardHandler),
+		Conn:   conn,
+		Begin:  func(ctx context.Context) *tx { return &tx{ctx: ctx} },
 		Tasks: []Task[*tx]{{Name: "tick", Interval: time.Millisecond, Apply: func(*tx) error {
 			select {
 			case ran <- struct{}{}:
@@ -187,9 +190,10 @@ func TestAlarmRunsWhenAsked(t *testing.T) {
 	var w *Writer[*tx]
 	asks := 0
 	w, err = NewWriter(ctx, WriterConfig[*tx]{
-		Conn:  conn,
-		Begin: func(ctx context.Context) *tx { return &tx{ctx: ctx} },
-		Alarm: func(*tx) error { ran <- time.Now(); return nil },
+		Logger: slog.New(slog.DiscardHandler),
+		Conn:   conn,
+		Begin:  func(ctx context.Context) *tx { return &tx{ctx: ctx} },
+		Alarm:  func(*tx) error { ran <- time.Now(); return nil },
 		AlarmIn: func() (time.Duration, bool) {
 			asks++ // the writer's goroutine only
 			switch asks {

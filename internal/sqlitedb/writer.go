@@ -70,7 +70,8 @@ type WriterConfig[T any] struct {
 	// AlarmIn runs in the writer's goroutine and must be cheap. Both optional.
 	Alarm   func(tx T) error
 	AlarmIn func() (in time.Duration, set bool)
-	// Logger receives task failures. Defaults to slog.Default().
+	// Logger receives task failures. Required: the caller passes its own, so no writer
+	// logs to the process-wide default behind its caller's back.
 	Logger *slog.Logger
 	// Stopped runs when Run returns, after the last transaction and before the connection
 	// closes (close prepared statements here). Optional.
@@ -104,7 +105,7 @@ func NewWriter[T any](ctx context.Context, cfg WriterConfig[T]) (*Writer[T], err
 		cfg.PollInterval = 20 * time.Millisecond
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		return nil, errors.New("sqlitedb: WriterConfig.Logger is required")
 	}
 	w := &Writer[T]{cfg: cfg, ops: make(chan *op[T]), stop: make(chan struct{}), stopped: make(chan struct{})}
 	var err error

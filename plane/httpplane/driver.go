@@ -138,7 +138,24 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 			return nil, err
 		}
 	}
-	return d.settles.do(ctx, d, params)
+	out, err := d.outOfScope(ctx, len(params), func(i int) (string, plane.Scope) { return params[i].ID, params[i].Scope })
+	if err != nil {
+		return nil, err
+	}
+	send, at := inScope(params, out)
+	if at == nil {
+		return d.settles.do(ctx, d, params)
+	}
+	if len(send) > 0 {
+		errs, err := d.settles.do(ctx, d, send)
+		if err != nil {
+			return nil, err
+		}
+		for k, e := range errs {
+			out[at[k]] = e
+		}
+	}
+	return out, nil
 }
 
 // settleNow is one POST /v1/settle of params, retried as InvocationSettleMany says.
@@ -171,6 +188,29 @@ func (d *Driver) settleNow(ctx context.Context, params []plane.SettleParams) ([]
 // InvocationHeartbeatMany implements plane.Driver. Heartbeats are fenced, so they are
 // retried like settles: until ctx ends or the leases would have expired.
 func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
+	denied, err := d.outOfScope(ctx, len(params), func(i int) (string, plane.Scope) { return params[i].ID, params[i].Scope })
+	if err != nil {
+		return nil, err
+	}
+	if send, at := inScope(params, denied); at != nil {
+		out := make([]plane.HeartbeatResult, len(params))
+		for i, e := range denied {
+			out[i].Err = e
+		}
+		if len(send) > 0 {
+			for k := range send {
+				send[k].Scope = plane.Scope{} // checked
+			}
+			res, err := d.InvocationHeartbeatMany(ctx, send)
+			if err != nil {
+				return nil, err
+			}
+			for k, r := range res {
+				out[at[k]] = r
+			}
+		}
+		return out, nil
+	}
 	req := &api.HeartbeatsRequest{Heartbeats: make([]api.Heartbeat, len(params))}
 	ids := make([]string, len(params))
 	for i, p := range params {

@@ -24,6 +24,23 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 	if err := p.Validate(); err != nil {
 		return nil, nil, err
 	}
+	denied, err := d.outOfScope(ctx, len(settle), func(i int) (string, plane.Scope) { return settle[i].ID, settle[i].Scope })
+	if err != nil {
+		return nil, nil, err
+	}
+	if send, at := inScope(settle, denied); at != nil {
+		for k := range send {
+			send[k].Scope = plane.Scope{} // checked
+		}
+		errs, jobs, err := d.InvocationSettleAndClaim(ctx, send, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, e := range errs {
+			denied[at[k]] = e
+		}
+		return denied, jobs, nil
+	}
 	end := time.Now().Add(p.Wait)
 	wait := min(p.Wait, d.cfg.LongPollMax)
 	if left, ok := remaining(ctx); ok && wait > 0 {
@@ -37,7 +54,7 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 		req.Settles[i] = api.NewSettle(&settle[i])
 	}
 	var out api.SettleAndClaimResponse
-	err := d.do(ctx, &call{method: "POST", path: queuePath(p.Namespace, p.Queue) + "/settle-and-claim", body: req, out: &out, wait: wait})
+	err = d.do(ctx, &call{method: "POST", path: queuePath(p.Namespace, p.Queue) + "/settle-and-claim", body: req, out: &out, wait: wait})
 	if err != nil {
 		if ctx.Err() != nil || len(settle) == 0 {
 			return nil, nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -26,14 +27,14 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 	kind, _ := plane.ParseKind(string(p.Kind))
 	req := &claimRequest{p: p, kind: kind, n: max(p.Max, 1), lease: cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)}
 	waitUntil := time.Now().Add(p.Wait)
-	key := queueKey(p.Namespace, p.Queue)
+	key := planekit.QueueKey(p.Namespace, p.Queue)
 	for {
 		var changed <-chan struct{}
 		release := func() {}
 		if p.Wait > 0 {
 			// Watched before the claim, so a commit between the claim and the park below
 			// still wakes us.
-			changed, release = d.hub.watch(key)
+			changed, release = d.hub.Watch(key)
 		}
 		if err := d.checkOpen(); err != nil {
 			release()
@@ -55,10 +56,10 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 		// Park for a direct handoff: a transaction of this process that makes jobs of the
 		// queue claimable claims for us before it commits (handoff.go).
 		w := &claimWaiter{p: p, kind: kind, n: req.n, req: req, deliver: make(chan []*plane.Job, 1)}
-		d.claimWaiters.park(key, w)
+		d.claimWaiters.Park(key, w)
 		handed, err := d.sleepParked(ctx, changed, wait, w.deliver)
 		release()
-		if handed == nil && !d.claimWaiters.unpark(key, w) {
+		if handed == nil && !d.claimWaiters.Unpark(key, w) {
 			// A writer took us: its delivery comes right after its commit. Jobs claimed for
 			// us are returned even if ctx ended, so no lease is left without a holder.
 			handed = <-w.deliver
@@ -152,7 +153,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	qkey := queueKey(p.Namespace, p.Queue)
+	qkey := planekit.QueueKey(p.Namespace, p.Queue)
 	floor, fromFloor := "", false // fifo: scan from this process's floor of the queue
 	if kind == plane.KindFIFO {
 		floor, fromFloor = t.d.floors.get(qkey)
@@ -185,7 +186,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		var a admission
 		var onFull string
 		var cutoffMS int64
-		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
+		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read admission: %w", err)
 		}
@@ -316,15 +317,15 @@ func (t *tx) candidates(sql string, args ...any) ([]*row, error) {
 // expired ends r as timeout instead of running it when plane's policy says so (its
 // deadline has passed, or is nearer than the queue's cutoff), and reports whether it did.
 func (t *tx) expired(r *row, cutoff time.Duration) bool {
-	if r.deadlineMS == 0 {
+	if r.DeadlineMS == 0 {
 		return false
 	}
-	end := plane.ClaimTransition(time.UnixMilli(r.deadlineMS), t.now, cutoff, r.attempt)
+	end := plane.ClaimTransition(time.UnixMilli(r.DeadlineMS), t.now, cutoff, r.Attempt)
 	if end == nil {
 		return false
 	}
-	h := &head{id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
-		priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
+	h := &head{id: r.ID, namespace: r.Namespace, queue: r.Queue, state: r.State,
+		priority: r.Priority, attempt: r.Attempt, maxAttempts: r.MaxAttempts, nextFrame: r.NextFrame}
 	t.apply(h, *end, nil)
 	return true
 }
@@ -341,24 +342,10 @@ func (t *tx) begin(reqs []*claimRequest) {
 		tokens := make([]string, len(req.pending))
 		for i, r := range req.pending {
 			token := plane.NewToken(t.now)
-			ids[i], tokens[i] = r.id, token
-			t.count(r.namespace, r.queue, stateQueued, r.priority, -1)
-			t.count(r.namespace, r.queue, stateRunning, r.priority, +1)
-			req.jobs = append(req.jobs, &plane.Job{
-				ID:             r.id,
-				Namespace:      r.namespace,
-				Queue:          r.queue,
-				Key:            deref(r.key),
-				Payload:        r.payload,
-				Metadata:       decodeMetadata(r.metadata),
-				Priority:       r.priority,
-				Attempt:        r.attempt + 1,
-				MaxAttempts:    r.maxAttempts,
-				AttemptTimeout: time.Duration(r.attemptTimeoutMS) * time.Millisecond,
-				Deadline:       fromMS(r.deadlineMS),
-				Token:          token,
-				LeaseExpiresAt: fromMS(expires),
-			})
+			ids[i], tokens[i] = r.ID, token
+			t.count(r.Namespace, r.Queue, planekit.StateQueued, r.Priority, -1)
+			t.count(r.Namespace, r.Queue, planekit.StateRunning, r.Priority, +1)
+			req.jobs = append(req.jobs, r.Job(token, expires))
 		}
 		t.exec(t.d.sql.setRunning, t.ms, expires, req.p.Worker, ids, tokens)
 		req.pending = nil

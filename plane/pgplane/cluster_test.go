@@ -226,7 +226,7 @@ func abandon(d *Driver) {
 	d.closeOnce.Do(func() {
 		close(d.stop)
 		d.wg.Wait()
-		d.hub.notifyAll()
+		d.hub.NotifyAll()
 		d.pool.Close()
 	})
 }

@@ -86,7 +86,7 @@ func (c *Config) withDefaults() Config {
 	}
 	out.Schema = cmp.Or(out.Schema, SchemaDefault)
 	if out.Backoff == (plane.Backoff{}) {
-		out.Backoff = plane.BackoffDefault
+		out.Backoff = plane.BackoffDefault()
 	}
 	out.MaintenanceInterval = cmp.Or(out.MaintenanceInterval, MaintenanceIntervalDefault)
 	out.LeaderTTL = cmp.Or(out.LeaderTTL, LeaderTTLDefault)

@@ -1,7 +1,6 @@
 package pgplane
 
 import (
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,8 +9,6 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/planetest"
 )
-
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // TestConformance runs the whole conformance suite against PostgreSQL, each subtest on a
 // fresh schema of one database of the test server (a schema per subtest costs milliseconds;

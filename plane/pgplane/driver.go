@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -68,11 +69,11 @@ type Driver struct {
 	schema  string
 	sql     statements
 	ids     *plane.IDGenerator
-	hub     *hub
-	blocked lines  // submits waiting for room, per queue, in this process
-	floors  floors // where fifo claims start, per queue
+	hub     *planekit.Hub
+	blocked planekit.Lines // submits waiting for room, per queue, in this process
+	floors  floors         // where fifo claims start, per queue
 	// claimWaiters are the idle claims parked for a direct handoff, per queue.
-	claimWaiters claimWaiters
+	claimWaiters planekit.Waiters[claimWaiter]
 
 	maintainMu sync.Mutex // one maintenance pass at a time in this process
 	node       string
@@ -156,7 +157,7 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 		pool:   pool,
 		schema: pgx.Identifier{c.Schema}.Sanitize(),
 		ids:    plane.NewIDGenerator(),
-		hub:    newHub(),
+		hub:    planekit.NewHub(),
 		node:   plane.NewToken(time.Now()),
 		stop:   make(chan struct{}),
 	}
@@ -271,7 +272,7 @@ func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.stop)
 		d.wg.Wait()
-		d.hub.notifyAll()
+		d.hub.NotifyAll()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		d.releaseLeadership(ctx)
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -22,7 +23,7 @@ func TestFIFOFloorKept(t *testing.T) {
 	}
 	_, err := d.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch})
 	require.NoError(t, err)
-	key := queueKey("default", "q")
+	key := planekit.QueueKey("default", "q")
 	for round := range 3 {
 		jobs, err := d.InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 10})
 		require.NoError(t, err)

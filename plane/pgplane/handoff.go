@@ -1,8 +1,7 @@
 package pgplane
 
 import (
-	"sync"
-
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -27,59 +26,6 @@ type claimWaiter struct {
 	deliver chan []*plane.Job // buffered 1: written once by the writer that took the waiter
 }
 
-// claimWaiters are the parked claims per queue, in arrival order.
-type claimWaiters struct {
-	mu      sync.Mutex
-	byQueue map[string][]*claimWaiter
-}
-
-// park adds w to the end of key's waiters.
-func (c *claimWaiters) park(key string, w *claimWaiter) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byQueue == nil {
-		c.byQueue = make(map[string][]*claimWaiter)
-	}
-	c.byQueue[key] = append(c.byQueue[key], w)
-}
-
-// unpark removes w and reports whether it was still parked. false means a writer took it
-// and will deliver to it.
-func (c *claimWaiters) unpark(key string, w *claimWaiter) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ws := c.byQueue[key]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i:i], ws[i+1:]...)
-			if len(ws) == 0 {
-				delete(c.byQueue, key)
-			} else {
-				c.byQueue[key] = ws
-			}
-			return true
-		}
-	}
-	return false
-}
-
-// take removes and returns the first waiter of key, or nil.
-func (c *claimWaiters) take(key string) *claimWaiter {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ws := c.byQueue[key]
-	if len(ws) == 0 {
-		return nil
-	}
-	w := ws[0]
-	if len(ws) == 1 {
-		delete(c.byQueue, key)
-	} else {
-		c.byQueue[key] = ws[1:]
-	}
-	return w
-}
-
 // handoff is a waiter taken by the current transaction, and the jobs claimed for it.
 type handoff struct {
 	w    *claimWaiter
@@ -89,7 +35,7 @@ type handoff struct {
 // wakeQueue marks a queue that the transaction made jobs claimable in: its parked claimers
 // are served before the commit and its other waiters woken after it.
 func (t *tx) wakeQueue(namespace, queue string) {
-	key := queueKey(namespace, queue)
+	key := planekit.QueueKey(namespace, queue)
 	t.wake(key)
 	if t.claimable == nil {
 		t.claimable = make(map[string]struct{})
@@ -112,7 +58,7 @@ func (t *tx) handOff() error {
 		// time, so none is missed.
 		delete(t.claimable, key)
 		for {
-			w := waiters.take(key)
+			w := waiters.Take(key)
 			if w == nil {
 				break
 			}

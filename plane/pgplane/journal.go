@@ -6,47 +6,23 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// Stored frame kinds.
-const (
-	frameValue = 0
-	frameEnd   = 1
-	frameError = 2
-)
-
-var frameKinds = [...]plane.FrameKind{plane.FrameValue, plane.FrameEnd, plane.FrameError}
-
-// journalName is the frames.journal of j: the invocation id, or "t/ns/queue/topic" (names
-// cannot contain '/', ids cannot start with 't').
-func journalName(j plane.Journal) string {
-	if j.InvocationID != "" {
-		return j.InvocationID
-	}
-	return "t/" + j.Namespace + "/" + j.Queue + "/" + j.Topic
-}
-
 // FramePost implements plane.Driver.
 func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64, error) {
-	if err := p.Journal.Validate(); err != nil {
+	value, err := planekit.PostValue(p)
+	if err != nil {
 		return 0, err
-	}
-	if err := plane.ValidateValueSize("frame value", len(p.Value)); err != nil {
-		return 0, err
-	}
-	value := p.Value
-	if value == nil {
-		value = []byte{0xc0} // msgpack nil
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	req := &postRequest{p: p, value: value, journal: journalName(p.Journal)}
+	req := &postRequest{p: p, value: value, journal: planekit.JournalName(p.Journal)}
 	if err := d.checkOpen(); err != nil {
 		return 0, err
 	}
@@ -109,7 +85,7 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 	if h == nil {
 		return 0, plane.ErrNotFound, nil
 	}
-	if h.state >= stateSucceeded {
+	if h.state >= planekit.StateSucceeded {
 		return 0, plane.ErrJournalClosed, nil
 	}
 	if lost := t.holds(h, p.Token); lost != nil {
@@ -120,9 +96,9 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 		t.apply(h, plane.Transition{State: plane.StateSucceeded}, value)
 		return seq, nil, nil
 	}
-	t.exec(t.d.sql.insertFrame, h.id, seq, int16(frameValue), value, h.attempt, t.ms)
+	t.exec(t.d.sql.insertFrame, h.id, seq, int16(planekit.FrameValue), value, h.attempt, t.ms)
 	t.exec(t.d.sql.nextFrame, h.id)
-	t.wake(journalKey(h.id))
+	t.wake(planekit.JournalKey(h.id))
 	return seq, nil, nil
 }
 
@@ -136,49 +112,18 @@ func (t *tx) postTopic(name string, value []byte, final bool) (int64, error, err
 	if err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
-	kind := frameValue
+	kind := planekit.FrameValue
 	if final {
-		kind = frameEnd
+		kind = planekit.FrameEnd
 	}
 	t.exec(t.d.sql.insertFrame, name, seq, int16(kind), value, 0, t.ms)
-	t.wake(journalKey(name))
+	t.wake(planekit.JournalKey(name))
 	return seq, nil, nil
 }
 
 // FrameRead implements plane.Driver.
 func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = plane.FrameReadLimitDefault
-	}
-	name := journalName(p.Journal)
-	waitUntil := time.Now().Add(p.Wait)
-	for {
-		var changed <-chan struct{}
-		release := func() {}
-		if p.Wait > 0 {
-			changed, release = d.hub.watch(journalKey(name))
-		}
-		res, err := d.readFrames(ctx, p.Journal.InvocationID != "", name, p.Since, limit)
-		if err != nil || len(res.Frames) > 0 || res.Closed || p.Wait == 0 {
-			release()
-			return res, err
-		}
-		err = d.sleep(ctx, changed, time.Until(waitUntil))
-		release()
-		if errors.Is(err, plane.ErrTimeout) {
-			if time.Until(waitUntil) <= 0 {
-				return res, nil
-			}
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
+	return planekit.ReadFrames(ctx, d.hub, p, d.readFrames, d.sleep)
 }
 
 // readFrames reads the frames after since in one repeatable-read snapshot, so an
@@ -200,7 +145,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 			if err != nil {
 				return fmt.Errorf("read frames: %w", err)
 			}
-			res.Closed = inv.terminal()
+			res.Closed = inv.Terminal()
 		} else {
 			err := tx.QueryRow(ctx, d.sql.topicClosed, name).Scan(&res.Closed)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -212,30 +157,8 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 			return fmt.Errorf("read frames: %w", err)
 		}
 		defer rs.Close()
-		page := plane.FramePage{Limit: limit}
-		for rs.Next() {
-			var f plane.Frame
-			var kind int16
-			var ms int64
-			if err := rs.Scan(&f.Seq, &kind, &f.Value, &f.Attempt, &ms); err != nil {
-				return fmt.Errorf("read frames: %w", err)
-			}
-			f.Kind, f.Time = frameKinds[kind], fromMS(ms)
-			if !page.Add(f) {
-				break
-			}
-		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return fmt.Errorf("read frames: %w", err)
-		}
-		if inv != nil && inv.terminal() && !page.Full() {
-			if f := inv.terminalFrame(); f.Seq > since {
-				page.Add(f)
-			}
-		}
-		res.Frames = page.Frames
-		return nil
+		res.Frames, err = planekit.FramePage(rs, limit, inv, since)
+		return err
 	})
 	if err != nil {
 		return nil, d.failure(err)

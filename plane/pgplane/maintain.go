@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -135,7 +136,7 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 				return err
 			}
 			t.wakeQueue(ns, q)
-			d.floors.lower(queueKey(ns, q), oldest)
+			d.floors.lower(planekit.QueueKey(ns, q), oldest)
 		}
 		return rs.Err()
 	})
@@ -228,25 +229,7 @@ func (d *Driver) trimBatch(ctx context.Context, namespace, queue string, cutoff 
 
 // InvocationTrim implements plane.Driver, in transactions of 1,000 rows.
 func (d *Driver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {
-	if p.Namespace != "" {
-		if err := plane.ValidateNamespace(p.Namespace); err != nil {
-			return 0, err
-		}
-	}
-	if p.Queue != "" {
-		if err := plane.ValidateName("queue name", p.Queue); err != nil {
-			return 0, err
-		}
-	}
-	var total int64
-	for {
-		n, err := d.trimBatch(ctx, p.Namespace, p.Queue, p.FinishedBefore, maintainBatch)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < maintainBatch {
-			return total, nil
-		}
-	}
+	return planekit.Trim(p, func(limit int) (int64, error) {
+		return d.trimBatch(ctx, p.Namespace, p.Queue, p.FinishedBefore, limit)
+	})
 }

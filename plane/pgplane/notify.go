@@ -111,7 +111,7 @@ func (n *notifier) listen(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := n.listenOnce(ctx)
 		n.up.Store(false)
-		n.d.hub.notifyAll()
+		n.d.hub.NotifyAll()
 		if ctx.Err() != nil {
 			return
 		}
@@ -134,7 +134,7 @@ func (n *notifier) listenOnce(ctx context.Context) error {
 		return err
 	}
 	n.up.Store(true)
-	n.d.hub.notifyAll() // changes made while no one listened
+	n.d.hub.NotifyAll() // changes made while no one listened
 	for {
 		note, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -147,12 +147,12 @@ func (n *notifier) listenOnce(ctx context.Context) error {
 		keys := make(map[string]struct{}, len(lines)-1)
 		for _, k := range lines[1:] {
 			if k == "*" {
-				n.d.hub.notifyAll()
+				n.d.hub.NotifyAll()
 				keys = nil
 				break
 			}
 			keys[k] = struct{}{}
 		}
-		n.d.hub.notify(keys)
+		n.d.hub.Notify(keys)
 	}
 }

@@ -1,7 +1,6 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,19 +11,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // InvocationGet implements plane.Driver.
 func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocation, error) {
-	if err := plane.ValidateID(id); err != nil {
-		return nil, err
-	}
-	r, err := d.getRow(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return r.invocation(), nil
+	return planekit.Get(ctx, id, d.getRow)
 }
 
 func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
@@ -43,45 +36,16 @@ func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
 
 // InvocationWait implements plane.Driver.
 func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plane.Invocation, error) {
-	if err := plane.ValidateID(p.ID); err != nil {
-		return nil, err
-	}
-	if p.Timeout < 0 {
-		return nil, plane.Invalid("timeout", p.Timeout, "use a duration ≥ 0")
-	}
-	waitUntil := time.Now().Add(p.Timeout)
-	for {
-		changed, release := d.hub.watch(invocationKey(p.ID))
-		r, err := d.getRow(ctx, p.ID)
-		if err != nil {
-			release()
-			return nil, err
-		}
-		if r.terminal() {
-			release()
-			return r.invocation(), nil
-		}
-		err = d.sleep(ctx, changed, time.Until(waitUntil))
-		release()
-		if errors.Is(err, plane.ErrTimeout) && time.Until(waitUntil) > 0 {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
+	return planekit.WaitTerminal(ctx, d.hub, p.ID, p.Timeout, d.getRow, d.sleep)
 }
 
 // InvocationCount implements plane.Driver: a sum over the queue's counter rows of one state
 // (levels × shards rows, however many invocations).
 func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int64, error) {
-	if err := plane.ValidateNamespace(p.Namespace); err != nil {
+	if err := planekit.ValidateQueue(p.Namespace, p.Queue); err != nil {
 		return 0, err
 	}
-	if err := plane.ValidateName("queue name", p.Queue); err != nil {
-		return 0, err
-	}
-	state := stateNumber(p.State)
+	state := planekit.StateNumber(p.State)
 	if state < 0 {
 		_, err := plane.ParseState(string(p.State))
 		return 0, err
@@ -124,7 +88,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 			out = append(out, plane.QueueStats{Namespace: ns, Queue: q, Counts: make(map[plane.State]int64)})
 		}
 		if n != 0 {
-			out[len(out)-1].Counts[stateNames[state]] = n
+			out[len(out)-1].Counts[planekit.StateName(int(state))] = n
 		}
 	}
 	rs.Close()
@@ -181,19 +145,15 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	limit := cmp.Or(p.Limit, plane.ListLimitDefault)
-	budget := limit
-	if p.KeyPrefix != "" {
-		budget = limit * plane.ListScanFactor
-	}
+	limit, budget := planekit.ListBudget(p)
 	// One index scan per state listed and waiting flag, on (queue, state, waiting, id)
 	// (the index fifo claims walk too), merged by id: the same O(budget) entries per state
 	// whatever the queue's size, with no index of its own to keep up on every insert.
 	states := []int{}
 	if p.State != "" {
-		states = append(states, stateNumber(p.State))
+		states = append(states, planekit.StateNumber(p.State))
 	} else {
-		for i := range stateNames {
+		for i := planekit.StateQueued; i <= planekit.StateTimeout; i++ {
 			states = append(states, i)
 		}
 	}
@@ -261,7 +221,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 		if err != nil {
 			return nil, fmt.Errorf("list: %w", err)
 		}
-		byID[r.id] = r.invocation()
+		byID[r.ID] = r.Invocation()
 	}
 	if err := rows.Err(); err != nil {
 		return nil, d.failure(fmt.Errorf("list: %w", err))

@@ -9,15 +9,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // QueueAdmissionSet implements plane.Driver. Setting a block refills its token bucket.
 func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) error {
-	if err := plane.ValidateNamespace(p.Namespace); err != nil {
-		return err
-	}
-	if err := plane.ValidateName("queue name", p.Queue); err != nil {
+	if err := planekit.ValidateQueue(p.Namespace, p.Queue); err != nil {
 		return err
 	}
 	if err := p.Admission.Validate(); err != nil {
@@ -30,17 +28,14 @@ func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams
 			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = $3, on_full = $4, rate_limit = $5, burst = $6,
 			deadline_cutoff_ms = $7, tokens = $9, tokens_ms = $8`,
 			p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst, a.DeadlineCutoff.Milliseconds(), t.ms, float64(a.Burst))
-		t.wake(roomKey(p.Namespace, p.Queue)) // a raised limit makes room
+		t.wake(planekit.RoomKey(p.Namespace, p.Queue)) // a raised limit makes room
 		return nil
 	})
 }
 
 // QueueAdmissionGet implements plane.Driver.
 func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string) (*plane.Admission, error) {
-	if err := plane.ValidateNamespace(namespace); err != nil {
-		return nil, err
-	}
-	if err := plane.ValidateName("queue name", queue); err != nil {
+	if err := planekit.ValidateQueue(namespace, queue); err != nil {
 		return nil, err
 	}
 	var a *admission
@@ -57,10 +52,7 @@ func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string)
 
 // QueueAdmissionDelete implements plane.Driver.
 func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error) {
-	if err := plane.ValidateNamespace(namespace); err != nil {
-		return false, err
-	}
-	if err := plane.ValidateName("queue name", queue); err != nil {
+	if err := planekit.ValidateQueue(namespace, queue); err != nil {
 		return false, err
 	}
 	var deleted bool
@@ -73,7 +65,7 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 			return fmt.Errorf("delete admission: %w", err)
 		}
 		deleted = tag.RowsAffected() > 0
-		t.wake(roomKey(namespace, queue))
+		t.wake(planekit.RoomKey(namespace, queue))
 		return nil
 	})
 	return deleted, err
@@ -94,8 +86,8 @@ func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) err
 			provider, launch_id, running, idle_ms)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = $7,
 			queues = $5, provider = $8, launch_id = $9, running = $10, idle_ms = $11`,
-			ns, info.ID, info.Host, info.PID, queues, cmp.Or(toMS(info.StartedAt), t.ms), t.ms,
-			info.Provider, info.LaunchID, info.Running, toMS(info.IdleSince))
+			ns, info.ID, info.Host, info.PID, queues, cmp.Or(planekit.ToMS(info.StartedAt), t.ms), t.ms,
+			info.Provider, info.LaunchID, info.Running, planekit.ToMS(info.IdleSince))
 		return nil
 	})
 }
@@ -121,7 +113,7 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 			&w.Provider, &w.LaunchID, &w.Running, &idle); err != nil {
 			return nil, fmt.Errorf("list workers: %w", err)
 		}
-		w.StartedAt, w.LastSeen, w.IdleSince = fromMS(started), fromMS(seen), fromMS(idle)
+		w.StartedAt, w.LastSeen, w.IdleSince = planekit.FromMS(started), planekit.FromMS(seen), planekit.FromMS(idle)
 		out = append(out, w)
 	}
 	return out, d.failure(rs.Err())
@@ -154,7 +146,7 @@ func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
 		}
 		_, err := t.tx.Exec(t.ctx, `INSERT INTO `+d.schema+`.tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`, tok.ID, tok.Hash, tok.Namespace, tok.Queue, perms,
-			cmp.Or(toMS(tok.CreatedAt), t.ms), toMS(tok.ExpiresAt))
+			cmp.Or(planekit.ToMS(tok.CreatedAt), t.ms), planekit.ToMS(tok.ExpiresAt))
 		return err
 	})
 	var pgErr *pgconn.PgError
@@ -179,7 +171,7 @@ func scanToken(s scanner) (*plane.TokenInfo, error) {
 	for _, p := range perms {
 		tok.Permissions = append(tok.Permissions, plane.Permission(p))
 	}
-	tok.CreatedAt, tok.ExpiresAt, tok.RevokedAt = fromMS(created), fromMS(expires), fromMS(revoked)
+	tok.CreatedAt, tok.ExpiresAt, tok.RevokedAt = planekit.FromMS(created), planekit.FromMS(expires), planekit.FromMS(revoked)
 	return &tok, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -14,10 +15,8 @@ import (
 // writes, commit), so a busy plane settles many jobs per round trip and per commit — the
 // shape of River's batch completer, without its timer: a lone settle goes out at once.
 func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.SettleParams) ([]error, error) {
-	for i := range params {
-		if err := params[i].Validate(); err != nil {
-			return nil, err
-		}
+	if err := planekit.ValidateAll(params); err != nil {
+		return nil, err
 	}
 	if err := d.checkOpen(); err != nil {
 		return nil, err
@@ -58,13 +57,9 @@ func (d *Driver) settleGroup(ctx context.Context, group []*settleRequest) {
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	err := d.do(ctx, func(t *tx) error {
-		heads, err := t.heads(d.sql.headMany, ids)
+		byID, err := t.headsByID(ids)
 		if err != nil {
 			return err
-		}
-		byID := make(map[string]*head, len(heads))
-		for _, h := range heads {
-			byID[h.id] = h
 		}
 		for _, r := range group {
 			for i := range r.params {
@@ -80,10 +75,11 @@ func (d *Driver) settleGroup(ctx context.Context, group []*settleRequest) {
 	}
 }
 
-// settle acks or nacks one invocation (h nil: it does not exist). It returns the caller's
+// settle acks or nacks one invocation (h nil: it does not exist; one outside p's scope
+// answers alike). It returns the caller's
 // error: nil, ErrLeaseLost or ErrNotFound.
 func (t *tx) settle(h *head, p *plane.SettleParams) error {
-	if h == nil {
+	if h == nil || !p.Scope.Covers(h.namespace, h.queue) {
 		return plane.ErrNotFound
 	}
 	if err := t.holds(h, p.Token); err != nil {
@@ -111,18 +107,14 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 	ids = slices.Compact(ids)
 	out := make([]plane.HeartbeatResult, len(params))
 	err := d.do(ctx, func(t *tx) error {
-		heads, err := t.heads(d.sql.headMany, ids)
+		byID, err := t.headsByID(ids)
 		if err != nil {
 			return err
-		}
-		byID := make(map[string]*head, len(heads))
-		for _, h := range heads {
-			byID[h.id] = h
 		}
 		for i, p := range params {
 			out[i] = plane.HeartbeatResult{}
 			h := byID[p.ID]
-			if h == nil {
+			if h == nil || !p.Scope.Covers(h.namespace, h.queue) {
 				out[i].Err = plane.ErrNotFound
 				continue
 			}
@@ -133,7 +125,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 			expires := t.ms + cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault).Milliseconds()
 			t.exec(d.sql.setLease, h.id, expires)
 			h.leaseExpiresMS = expires
-			out[i].LeaseExpiresAt = fromMS(expires)
+			out[i].LeaseExpiresAt = planekit.FromMS(expires)
 		}
 		return nil
 	})
@@ -145,16 +137,16 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 
 // InvocationCancel implements plane.Driver.
 func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateQueued, stateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
+	return d.endIf(ctx, id, planekit.Cancel)
 }
 
 // InvocationKill implements plane.Driver.
 func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, stateRunning, stateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
+	return d.endIf(ctx, id, planekit.Kill)
 }
 
-// endIf ends invocation id in state to, with info, when it is in state from.
-func (d *Driver) endIf(ctx context.Context, id string, from, to int, info plane.ErrorInfo) (bool, error) {
+// endIf ends invocation id as e says when e ends it from its state.
+func (d *Driver) endIf(ctx context.Context, id string, e planekit.Ending) (bool, error) {
 	if err := plane.ValidateID(id); err != nil {
 		return false, err
 	}
@@ -168,11 +160,11 @@ func (d *Driver) endIf(ctx context.Context, id string, from, to int, info plane.
 		if h == nil {
 			return plane.ErrNotFound
 		}
-		if h.state != from {
+		if !e.From(h.state) {
 			return nil
 		}
 		done = true
-		t.finish(h, to, info)
+		t.finish(h, e.To, e.Info)
 		return nil
 	})
 	return done, err

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -18,10 +19,8 @@ import (
 // plane settles and claims many jobs per round trip and per commit. A claim that finds
 // nothing and may wait goes on as InvocationClaimMany once the settles committed.
 func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
-	for i := range settle {
-		if err := settle[i].Validate(); err != nil {
-			return nil, nil, err
-		}
+	if err := planekit.ValidateAll(settle); err != nil {
+		return nil, nil, err
 	}
 	if err := p.Validate(); err != nil {
 		return nil, nil, err
@@ -104,13 +103,9 @@ func (d *Driver) settleClaimGroup(ctx context.Context, reqs []*settleClaimReques
 			r.claim.jobs, r.claim.pending, r.claim.next, r.claim.err = nil, nil, 0, nil
 		}
 		if len(ids) > 0 {
-			heads, err := t.heads(d.sql.headMany, ids)
+			byID, err := t.headsByID(ids)
 			if err != nil {
 				return err
-			}
-			byID := make(map[string]*head, len(heads))
-			for _, h := range heads {
-				byID[h.id] = h
 			}
 			for _, r := range reqs {
 				for i := range r.settle {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -33,35 +34,35 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 	if !req.solo {
 		return req.out, req.err
 	}
-	key := roomKey(p.Namespace, p.Queue)
-	var tk *ticket
+	key := planekit.RoomKey(p.Namespace, p.Queue)
+	var tk *planekit.Ticket
 	defer func() {
 		if tk != nil {
-			d.blocked.leave(key, tk)
+			d.blocked.Leave(key, tk)
 		}
 	}()
 	for {
 		var changed <-chan struct{}
 		release := func() {}
 		if tk != nil {
-			changed, release = d.hub.watch(key)
+			changed, release = d.hub.Watch(key)
 		}
 		out, err := d.submitOnce(ctx, p, tk)
-		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, errBlocked) {
+		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, planekit.ErrBlocked) {
 			// A blocked submit whose context ended during its re-try: it gave up waiting for
 			// room (the re-try rolled back), not on a lost connection.
 			release()
 			return nil, gaveUp(p, ctx.Err())
 		}
-		if !errors.Is(err, errBlocked) {
+		if !errors.Is(err, planekit.ErrBlocked) {
 			release()
 			return out, err
 		}
 		if tk == nil { // first time blocked: get in line, then wait for our turn
 			release()
-			tk = d.blocked.join(key)
+			tk = d.blocked.Join(key)
 			select {
-			case <-tk.turn:
+			case <-tk.Turn:
 			case <-ctx.Done():
 				return nil, gaveUp(p, ctx.Err())
 			case <-d.stop:
@@ -85,11 +86,8 @@ func gaveUp(p *plane.SubmitManyParams, cause error) error {
 		Detail: "at max depth, and the submit blocked until its context ended", Cause: cause}
 }
 
-// errBlocked tells the submitter to wait for room (OnFullBlock).
-var errBlocked = errors.New("blocked")
-
-// submitOnce runs one submit transaction; errBlocked means the queue is full and blocks.
-func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *ticket) ([]plane.SubmitResult, error) {
+// submitOnce runs one submit transaction; planekit.ErrBlocked means the queue is full and blocks.
+func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *planekit.Ticket) ([]plane.SubmitResult, error) {
 	out := make([]plane.SubmitResult, len(p.Invocations))
 	err := d.do(ctx, func(t *tx) error { return t.submitMany(p, out, tk) })
 	if err != nil {
@@ -101,7 +99,7 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 // submitMany inserts the invocations that are new, resolves the rest to their existing ids,
 // then applies the queue's admission block to the new ones; a refusal returns an error,
 // which rolls the inserts back.
-func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *ticket) error {
+func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket) error {
 	clear(out)
 	a, err := t.admission(p.Namespace, p.Queue, true)
 	if err != nil {
@@ -154,10 +152,10 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		keys = append(keys, key)
 		prios = append(prios, s.Priority)
 		payloads = append(payloads, payload)
-		metas = append(metas, encodeMetadata(s.Metadata))
+		metas = append(metas, planekit.EncodeMetadata(s.Metadata))
 		maxAttempts = append(maxAttempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
 		timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
-		deadlines = append(deadlines, toMS(s.Deadline))
+		deadlines = append(deadlines, planekit.ToMS(s.Deadline))
 		availables = append(availables, available)
 	}
 	insert := t.d.sql.insert
@@ -188,10 +186,10 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		i := index[id]
 		s := &p.Invocations[i]
 		if inserted[id] {
-			t.d.floors.lower(queueKey(p.Namespace, p.Queue), id)
+			t.d.floors.lower(planekit.QueueKey(p.Namespace, p.Queue), id)
 			fresh++
 			freshDeadlines = append(freshDeadlines, s.Deadline)
-			t.count(p.Namespace, p.Queue, stateQueued, s.Priority, +1)
+			t.count(p.Namespace, p.Queue, planekit.StateQueued, s.Priority, +1)
 			continue
 		}
 		// The id or the key exists already.
@@ -224,7 +222,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 	}
 	if fresh > 0 {
 		if a != nil {
-			ahead := t.d.blocked.ahead(roomKey(p.Namespace, p.Queue), tk)
+			ahead := t.d.blocked.Ahead(planekit.RoomKey(p.Namespace, p.Queue), tk)
 			if err := t.admit(p.Namespace, p.Queue, a, fresh, freshDeadlines, ahead); err != nil {
 				return err
 			}
@@ -247,12 +245,7 @@ func cmpOr(v, def int) int {
 	return v
 }
 
-// admission is a stored admission block with its token bucket.
-type admission struct {
-	plane.Admission
-	tokens   float64
-	tokensMS int64
-}
+type admission = planekit.Admission
 
 // admission reads the admission block of a queue (nil: none), locking its row when lock is
 // set: a submit holds it to its commit, which orders the queue's admission decisions.
@@ -261,47 +254,28 @@ func (t *tx) admission(namespace, queue string, lock bool) (*admission, error) {
 	if lock {
 		sql = t.d.sql.lockAdmission
 	}
-	var a admission
-	var onFull string
-	var cutoffMS int64
-	err := t.queryRow(sql, namespace, queue).Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read admission: %w", err)
-	}
-	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
-	return &a, nil
+	return planekit.ScanAdmission(t.queryRow(sql, namespace, queue), pgx.ErrNoRows)
 }
 
-// admit applies a's limits (plane's admission policy) to n new invocations with the given
-// deadlines. It returns the caller's error (*plane.AdmissionError, *plane.InvalidError,
-// errBlocked) or a SQL failure; either rolls the transaction back.
+// admit applies a's limits (plane's admission policy, planekit.Admission.Admit) to n new
+// invocations with the given deadlines. It returns the caller's error
+// (*plane.AdmissionError, *plane.InvalidError, planekit.ErrBlocked) or a SQL failure; either
+// rolls the transaction back.
 func (t *tx) admit(namespace, queue string, a *admission, n int64, deadlines []time.Time, ahead bool) error {
-	name := namespace + "/" + queue
-	if err := a.CheckDeadlines(name, t.now, deadlines); err != nil {
-		return err
-	}
-	if a.MaxDepth > 0 {
+	bucket, refused, err := a.Admit(namespace, queue, t.now, n, deadlines, ahead, func() (int64, error) {
 		var queued int64
 		if err := t.queryRow(t.d.sql.countQueued, namespace, queue).Scan(&queued); err != nil {
-			return fmt.Errorf("count queued: %w", err)
+			return 0, fmt.Errorf("count queued: %w", err)
 		}
-		queued += t.pending(namespace, queue, stateQueued) - n // the committed count before this submit
-		block, refused := a.CheckDepth(name, queued, n, ahead)
-		if block {
-			return errBlocked
-		}
-		if refused != nil {
-			return refused
-		}
+		return queued + t.pending(namespace, queue, planekit.StateQueued) - n, nil // the committed count before this submit
+	})
+	if err != nil {
+		return err
 	}
-	if a.RateLimit > 0 {
-		bucket, err := a.Take(name, plane.TokenBucket{Tokens: a.tokens, At: time.UnixMilli(a.tokensMS)}, t.now, n)
-		if err != nil {
-			return err
-		}
+	if refused != nil {
+		return refused
+	}
+	if bucket != nil {
 		t.exec(t.d.sql.admissionTokens, namespace, queue, bucket.Tokens, bucket.At.UnixMilli())
 	}
 	return nil
@@ -453,10 +427,10 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			rowKeys = append(rowKeys, key)
 			prios = append(prios, s.Priority)
 			payloads = append(payloads, payload)
-			metas = append(metas, encodeMetadata(s.Metadata))
+			metas = append(metas, planekit.EncodeMetadata(s.Metadata))
 			attempts = append(attempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
 			timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
-			deadlines = append(deadlines, toMS(s.Deadline))
+			deadlines = append(deadlines, planekit.ToMS(s.Deadline))
 			availables = append(availables, s.DueAt(t.now).UnixMilli())
 		}
 	}
@@ -521,8 +495,8 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			undo = append(undo, sl.id)
 			continue
 		}
-		t.count(sl.r.p.Namespace, sl.r.p.Queue, stateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
-		t.d.floors.lower(queueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
+		t.count(sl.r.p.Namespace, sl.r.p.Queue, planekit.StateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
+		t.d.floors.lower(planekit.QueueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
 		t.wakeQueue(sl.r.p.Namespace, sl.r.p.Queue)
 	}
 	if len(undo) > 0 {

@@ -3,9 +3,11 @@ package pgplane
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -59,18 +61,34 @@ func (t *tx) heads(sql string, args ...any) ([]*head, error) {
 	return out, rows.Err()
 }
 
-// holds checks that token is the current, unexpired lease of h and that the attempt is within
-// its attempt timeout. An expired lease or an overdue attempt is ended on the spot (as
-// maintenance would), so the answer never depends on when maintenance last ran.
-func (t *tx) holds(h *head, token string) error {
-	if h.state != stateRunning || h.token == nil || *h.token != token {
-		return plane.ErrLeaseLost
+// headsByID locks and reads the heads of ids (in id order), by id.
+func (t *tx) headsByID(ids []string) (map[string]*head, error) {
+	heads, err := t.heads(t.d.sql.headMany, ids)
+	if err != nil {
+		return nil, err
 	}
-	if h.leaseExpiresMS <= t.ms {
+	byID := make(map[string]*head, len(heads))
+	for _, h := range heads {
+		byID[h.id] = h
+	}
+	return byID, nil
+}
+
+// holds applies plane.Holds, the fencing check, to h: ErrLeaseLost when token does not hold
+// the lease (an expired lease or an overdue attempt is ended on the spot).
+func (t *tx) holds(h *head, token string) error {
+	var current string
+	if h.token != nil {
+		current = *h.token
+	}
+	switch plane.Holds(h.state == planekit.StateRunning, current, token, planekit.FromMS(h.leaseExpiresMS),
+		planekit.FromMS(h.attemptDeadlineMS), time.UnixMilli(t.ms)) {
+	case plane.FenceLost:
+		return plane.ErrLeaseLost
+	case plane.FenceExpired:
 		t.expireLease(h)
 		return plane.ErrLeaseLost
-	}
-	if h.attemptDeadlineMS > 0 && h.attemptDeadlineMS <= t.ms {
+	case plane.FenceOverdue:
 		t.attemptOverdue(h)
 		return plane.ErrLeaseLost
 	}
@@ -97,7 +115,7 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 		errBlob = tr.Error.Encode()
 	}
 	if !tr.Retry() {
-		state := stateNumber(tr.State)
+		state := planekit.StateNumber(tr.State)
 		t.end(h.id, int16(state), result, errBlob)
 		t.finished(h.id, h.namespace, h.queue, h.priority, h.state, state)
 		h.state = state
@@ -107,14 +125,14 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	available := t.ms + tr.Delay.Milliseconds()
 	t.exec(t.d.sql.setQueued, h.id, available, available > t.ms, errBlob)
 	t.count(h.namespace, h.queue, h.state, h.priority, -1)
-	t.count(h.namespace, h.queue, stateQueued, h.priority, +1)
-	h.state = stateQueued
+	t.count(h.namespace, h.queue, planekit.StateQueued, h.priority, +1)
+	h.state = planekit.StateQueued
 	h.token = nil
 	if available <= t.ms {
 		t.wakeQueue(h.namespace, h.queue)
-		t.d.floors.lower(queueKey(h.namespace, h.queue), h.id)
+		t.d.floors.lower(planekit.QueueKey(h.namespace, h.queue), h.id)
 	} else {
-		t.wake(queueKey(h.namespace, h.queue)) // idle claimers shorten their wait
+		t.wake(planekit.QueueKey(h.namespace, h.queue)) // idle claimers shorten their wait
 	}
 }
 
@@ -122,13 +140,13 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 // decide), its attempt filled in.
 func (t *tx) finish(h *head, state int, info plane.ErrorInfo) {
 	info.Attempt = h.attempt
-	t.apply(h, plane.Transition{State: stateNames[state], Error: &info}, nil)
+	t.apply(h, plane.Transition{State: planekit.StateName(state), Error: &info}, nil)
 }
 
 // finished records that invocation id moved from state from to the terminal state to.
 func (t *tx) finished(id, namespace, queue string, priority float64, from, to int) {
 	t.count(namespace, queue, from, priority, -1)
 	t.count(namespace, queue, to, priority, +1)
-	t.wake(invocationKey(id))
-	t.wake(journalKey(id))
+	t.wake(planekit.InvocationKey(id))
+	t.wake(planekit.JournalKey(id))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -109,7 +110,7 @@ func isPlaneError(err error) bool {
 	var e *plane.Error
 	var invalid *plane.InvalidError
 	var admission *plane.AdmissionError
-	return errors.As(err, &e) || errors.As(err, &invalid) || errors.As(err, &admission) || errors.Is(err, errBlocked)
+	return errors.As(err, &e) || errors.As(err, &invalid) || errors.As(err, &admission) || errors.Is(err, planekit.ErrBlocked)
 }
 
 // retryable reports a transaction the database aborted to break a deadlock or a
@@ -217,8 +218,8 @@ func (t *tx) count(namespace, queue string, state int, priority float64, n int64
 		t.counts = make(map[countKey]int64)
 	}
 	t.counts[countKey{namespace, queue, state, priority}] += n
-	if state == stateQueued && n < 0 {
-		t.wake(roomKey(namespace, queue)) // room for submits blocked on max depth
+	if state == planekit.StateQueued && n < 0 {
+		t.wake(planekit.RoomKey(namespace, queue)) // room for submits blocked on max depth
 	}
 }
 
@@ -306,7 +307,7 @@ func (d *Driver) wake(keys, quiet map[string]struct{}) {
 			}
 		}
 	}
-	d.hub.notify(local)
+	d.hub.Notify(local)
 	d.notifier.add(keys)
 }
 
@@ -317,68 +318,18 @@ func (d *Driver) wake(keys, quiet map[string]struct{}) {
 // commit and the NOTIFY, a notifier that failed to send) delays a waiter by seconds, never
 // until its timeout.
 func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
-	if wait <= 0 {
-		return plane.ErrTimeout
-	}
-	final := true
-	p := d.pollDelay()
-	if d.notifier.listening() {
-		p *= recheckPolls
-	}
-	if p < wait {
-		wait, final = p, false
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-changed:
-		return nil
-	case <-timer.C:
-		if final {
-			return plane.ErrTimeout
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-d.stop:
-		return plane.ErrClosed
-	}
+	_, err := d.sleepParked(ctx, changed, wait, nil)
+	return err
 }
 
 // sleepParked is sleep for a parked claim, which a writer's delivery also ends: it returns
 // the jobs delivered (nil, nil when the delivery was empty: the claim runs again).
 func (d *Driver) sleepParked(ctx context.Context, changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error) {
-	if wait <= 0 {
-		return nil, plane.ErrTimeout
-	}
-	final := true
-	p := d.pollDelay()
+	poll := d.pollDelay()
 	if d.notifier.listening() {
-		p *= recheckPolls
+		poll *= recheckPolls
 	}
-	if p < wait {
-		wait, final = p, false
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case jobs := <-deliver:
-		if jobs == nil {
-			jobs = []*plane.Job{} // delivered: not to be waited for again
-		}
-		return jobs, nil
-	case <-changed:
-		return nil, nil
-	case <-timer.C:
-		if final {
-			return nil, plane.ErrTimeout
-		}
-		return nil, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-d.stop:
-		return nil, plane.ErrClosed
-	}
+	return planekit.Sleep(ctx, d.stop, changed, deliver, wait, poll)
 }
 
 // recheckPolls is how many poll intervals a waiter sleeps, while the listener is up, before

@@ -3,20 +3,16 @@ package sqliteplane
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // QueueAdmissionSet implements plane.Driver. Setting a block refills its token bucket.
 func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) error {
-	if err := plane.ValidateNamespace(p.Namespace); err != nil {
-		return err
-	}
-	if err := plane.ValidateName("queue name", p.Queue); err != nil {
+	if err := planekit.ValidateQueue(p.Namespace, p.Queue); err != nil {
 		return err
 	}
 	if err := p.Admission.Validate(); err != nil {
@@ -33,24 +29,21 @@ func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams
 			return fmt.Errorf("set admission: %w", err)
 		}
 		delete(t.w.admissions, [2]string{p.Namespace, p.Queue})
-		t.wake(roomKey(p.Namespace, p.Queue)) // a raised limit makes room
+		t.wake(planekit.RoomKey(p.Namespace, p.Queue)) // a raised limit makes room
 		return nil
 	})
 }
 
 // QueueAdmissionGet implements plane.Driver.
 func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string) (*plane.Admission, error) {
-	if err := plane.ValidateNamespace(namespace); err != nil {
-		return nil, err
-	}
-	if err := plane.ValidateName("queue name", queue); err != nil {
+	if err := planekit.ValidateQueue(namespace, queue); err != nil {
 		return nil, err
 	}
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	a, err := scanAdmission(d.readDB.QueryRowContext(ctx, `SELECT `+admissionColumns+` FROM queues
-		WHERE namespace = ? AND queue = ?`, namespace, queue))
+	a, err := planekit.ScanAdmission(d.readDB.QueryRowContext(ctx, `SELECT `+planekit.AdmissionColumns+` FROM queues
+		WHERE namespace = ? AND queue = ?`, namespace, queue), sql.ErrNoRows)
 	if err != nil || a == nil {
 		return nil, err
 	}
@@ -59,10 +52,7 @@ func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string)
 
 // QueueAdmissionDelete implements plane.Driver.
 func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error) {
-	if err := plane.ValidateNamespace(namespace); err != nil {
-		return false, err
-	}
-	if err := plane.ValidateName("queue name", queue); err != nil {
+	if err := planekit.ValidateQueue(namespace, queue); err != nil {
 		return false, err
 	}
 	var deleted bool
@@ -74,36 +64,13 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 		n, _ := res.RowsAffected()
 		deleted = n > 0
 		delete(t.w.admissions, [2]string{namespace, queue})
-		t.wake(roomKey(namespace, queue))
+		t.wake(planekit.RoomKey(namespace, queue))
 		return nil
 	})
 	return deleted, err
 }
 
-const admissionColumns = `max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms`
-
-// admission is a stored admission block with its token bucket.
-type admission struct {
-	plane.Admission
-	tokens   float64
-	tokensMS int64
-}
-
-// scanAdmission returns nil (and no error) when the queue has no block.
-func scanAdmission(s scanner) (*admission, error) {
-	var a admission
-	var onFull string
-	var cutoffMS int64
-	err := s.Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read admission: %w", err)
-	}
-	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
-	return &a, nil
-}
+type admission = planekit.Admission
 
 // admission returns the admission block of a queue (nil: none), from the writer's cache when
 // it holds it. The caller may update the returned block's token bucket in place, after
@@ -113,7 +80,7 @@ func (t *wtx) admission(namespace, queue string) (*admission, error) {
 	if a, ok := t.w.admissions[key]; ok {
 		return a, nil
 	}
-	a, err := scanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue))
+	a, err := planekit.ScanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue), sql.ErrNoRows)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +100,7 @@ func (t *wtx) queued(namespace, queue string) (int64, error) {
 		t.w.queued[key] = n
 	}
 	for k, delta := range t.counts {
-		if queued(k.state) && k.namespace == namespace && k.queue == queue {
+		if planekit.Queued(k.state) && k.namespace == namespace && k.queue == queue {
 			n += delta
 		}
 	}
@@ -143,7 +110,7 @@ func (t *wtx) queued(namespace, queue string) (int64, error) {
 // flushBuckets writes the token buckets this transaction drew from, once each.
 func (t *wtx) flushBuckets() error {
 	for key, a := range t.buckets {
-		if _, err := t.w.st.admissionTokens.ExecContext(t.ctx, a.tokens, a.tokensMS, key[0], key[1]); err != nil {
+		if _, err := t.w.st.admissionTokens.ExecContext(t.ctx, a.Tokens, a.TokensMS, key[0], key[1]); err != nil {
 			return fmt.Errorf("rate limit: %w", err)
 		}
 	}
@@ -151,96 +118,21 @@ func (t *wtx) flushBuckets() error {
 	return nil
 }
 
-// errBlocked tells the submitter to wait for room (OnFullBlock).
-var errBlocked = errors.New("blocked")
-
-// admit applies a's limits (plane's admission policy) to n new invocations with the given
-// deadlines. It returns the caller's error (*plane.AdmissionError, *plane.InvalidError,
-// errBlocked) or a SQL failure. Nothing is written unless every limit passes.
+// admit applies a's limits (plane's admission policy, planekit.Admission.Admit) to n new
+// invocations with the given deadlines. It returns the caller's error
+// (*plane.AdmissionError, *plane.InvalidError, planekit.ErrBlocked) or a SQL failure.
+// Nothing is written unless every limit passes.
 func (t *wtx) admit(namespace, queue string, a *admission, n int64, deadlines []time.Time, ahead bool) (error, error) {
-	name := namespace + "/" + queue
-	if err := a.CheckDeadlines(name, t.now, deadlines); err != nil {
-		return err, nil
+	bucket, refused, err := a.Admit(namespace, queue, t.now, n, deadlines, ahead,
+		func() (int64, error) { return t.queued(namespace, queue) })
+	if refused != nil || err != nil || bucket == nil {
+		return refused, err
 	}
-	if a.MaxDepth > 0 {
-		queued, err := t.queued(namespace, queue)
-		if err != nil {
-			return nil, err
-		}
-		block, refused := a.CheckDepth(name, queued, n, ahead)
-		if block {
-			return errBlocked, nil
-		}
-		if refused != nil {
-			return refused, nil
-		}
+	// The cached block is the bucket's state; the row is written once before commit.
+	a.Tokens, a.TokensMS = bucket.Tokens, t.ms
+	if t.buckets == nil {
+		t.buckets = make(map[[2]string]*admission)
 	}
-	if a.RateLimit > 0 {
-		b, refused := a.Take(name, plane.TokenBucket{Tokens: a.tokens, At: time.UnixMilli(a.tokensMS)}, time.UnixMilli(t.ms), n)
-		if refused != nil {
-			return refused, nil
-		}
-		// The cached block is the bucket's state; the row is written once before commit.
-		a.tokens, a.tokensMS = b.Tokens, t.ms
-		if t.buckets == nil {
-			t.buckets = make(map[[2]string]*admission)
-		}
-		t.buckets[[2]string{namespace, queue}] = a
-	}
+	t.buckets[[2]string{namespace, queue}] = a
 	return nil, nil
 }
-
-// line is the in-process arrival order of submits blocked on a full queue: only its head
-// retries, so waiters are admitted first come, first served, and new submits queue behind.
-type lines struct {
-	mu    sync.Mutex
-	lines map[string][]*ticket
-}
-
-type ticket struct{ turn chan struct{} }
-
-// join puts a new ticket at the end of key's line.
-func (l *lines) join(key string) *ticket {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lines == nil {
-		l.lines = make(map[string][]*ticket)
-	}
-	tk := &ticket{turn: make(chan struct{})}
-	if len(l.lines[key]) == 0 {
-		close(tk.turn)
-	}
-	l.lines[key] = append(l.lines[key], tk)
-	return tk
-}
-
-// leave removes tk from key's line and hands the turn to the next.
-func (l *lines) leave(key string, tk *ticket) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	line := l.lines[key]
-	for i, x := range line {
-		if x == tk {
-			line = append(line[:i], line[i+1:]...)
-			if i == 0 && len(line) > 0 {
-				close(line[0].turn)
-			}
-			break
-		}
-	}
-	if len(line) == 0 {
-		delete(l.lines, key)
-	} else {
-		l.lines[key] = line
-	}
-}
-
-// ahead reports whether someone other than tk waits in key's line.
-func (l *lines) ahead(key string, tk *ticket) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	line := l.lines[key]
-	return len(line) > 0 && line[0] != tk
-}
-
-func roomKey(namespace, queue string) string { return "r:" + namespace + "/" + queue }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -91,7 +92,7 @@ func (t *wtx) ackMany(params []plane.SettleParams, which []int, done []bool) err
 				return fmt.Errorf("ack: %w", err)
 			}
 			done[byID[id]] = true
-			t.finished(id, ns, q, priority, stateRunning, stateSucceeded)
+			t.finished(id, ns, q, priority, planekit.StateRunning, planekit.StateSucceeded)
 		}
 		rs.Close()
 		if err := rs.Err(); err != nil {
@@ -105,7 +106,8 @@ func (t *wtx) ackMany(params []plane.SettleParams, which []int, done []bool) err
 // settleMany settles params in order into out (the callers' errors: ErrLeaseLost,
 // ErrNotFound); it returns a SQL failure. Acks of ids that appear once in params go in
 // batched statements first (distinct invocations: their order does not matter); the rest,
-// and any ack the batch did not take (a stale token, an expired lease), go one by one.
+// and any ack the batch did not take (a stale token, an expired lease), go one by one, as do
+// scoped settles: their scope is checked on the row read for them (settle).
 func (t *wtx) settleMany(params []plane.SettleParams, out []error) error {
 	done := make([]bool, len(params))
 	if len(params) > 1 {
@@ -115,7 +117,7 @@ func (t *wtx) settleMany(params []plane.SettleParams, out []error) error {
 		}
 		var which []int
 		for i := range params {
-			if params[i].Outcome == plane.OutcomeSucceeded && seen[params[i].ID] == 1 {
+			if params[i].Outcome == plane.OutcomeSucceeded && seen[params[i].ID] == 1 && params[i].Scope == (plane.Scope{}) {
 				which = append(which, i)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -22,10 +23,8 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 // InvocationSettleAndClaim implements plane.Driver: the settles and the first claim are
 // one write op, so one commit; a claim that then waits waits as InvocationClaimMany.
 func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
-	for i := range settle {
-		if err := settle[i].Validate(); err != nil {
-			return nil, nil, err
-		}
+	if err := planekit.ValidateAll(settle); err != nil {
+		return nil, nil, err
 	}
 	if err := p.Validate(); err != nil {
 		return nil, nil, err
@@ -47,7 +46,7 @@ func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before fu
 	n := max(p.Max, 1)
 	lease := cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
 	waitUntil := time.Now().Add(p.Wait)
-	key := queueKey(p.Namespace, p.Queue)
+	key := planekit.QueueKey(p.Namespace, p.Queue)
 	for {
 		var changed <-chan struct{}
 		release := func() {}
@@ -71,14 +70,14 @@ func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before fu
 			var err error
 			jobs, nextMS, err = t.claim(p, kind, n, lease)
 			if err == nil && len(jobs) == 0 && w != nil {
-				d.claimWaiters.park(key, w) // in the transaction: no submit slips between
+				d.claimWaiters.Park(key, w) // in the transaction: no submit slips between
 				w.parked = true
 			}
 			return err
 		})
 		committed = committed || err == nil
 		if err != nil || len(jobs) > 0 || p.Wait == 0 {
-			if w != nil && w.parked && !d.claimWaiters.unpark(key, w) {
+			if w != nil && w.parked && !d.claimWaiters.Unpark(key, w) {
 				jobs = append(jobs, <-w.deliver...) // parked by a try that rolled back, then served
 			}
 			release()
@@ -88,21 +87,12 @@ func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before fu
 		if nextMS > 0 { // a queued invocation leaves backoff before the wait ends
 			wait = min(wait, max(time.Duration(nextMS-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
 		}
-		var handed []*plane.Job
-		var stopErr error
-		timer := time.NewTimer(max(wait, 0))
-		select {
-		case handed = <-w.deliver:
-		case <-changed:
-		case <-timer.C:
-		case <-ctx.Done():
-			stopErr = ctx.Err()
-		case <-d.stopped:
-			stopErr = plane.ErrClosed
+		handed, stopErr := planekit.Sleep(ctx, d.stopped, changed, w.deliver, wait, 0)
+		if stopErr == plane.ErrTimeout {
+			stopErr = nil
 		}
-		timer.Stop()
 		release()
-		if handed == nil && !d.claimWaiters.unpark(key, w) {
+		if handed == nil && !d.claimWaiters.Unpark(key, w) {
 			// The writer took us: its delivery comes right after its commit. Jobs claimed
 			// for us are returned even if ctx ended, so no lease is left without a holder.
 			handed = <-w.deliver
@@ -214,36 +204,21 @@ func (t *wtx) candidates(stmt *sql.Stmt, args ...any) ([]*row, error) {
 // runPending), or, when r's deadline has passed or
 // is nearer than the queue's cutoff, ends it as timeout without running it (nil job).
 func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
-	h := &head{seq: r.seq, id: r.id, namespace: r.namespace, queue: r.queue, state: r.state,
-		priority: r.priority, attempt: r.attempt, maxAttempts: r.maxAttempts, nextFrame: r.nextFrame}
-	if r.deadlineMS > 0 {
-		if end := plane.ClaimTransition(time.UnixMilli(r.deadlineMS), time.UnixMilli(t.ms), cutoff, r.attempt); end != nil {
+	h := &head{seq: r.Seq, id: r.ID, namespace: r.Namespace, queue: r.Queue, state: r.State,
+		priority: r.Priority, attempt: r.Attempt, maxAttempts: r.MaxAttempts, nextFrame: r.NextFrame}
+	if r.DeadlineMS > 0 {
+		if end := plane.ClaimTransition(time.UnixMilli(r.DeadlineMS), time.UnixMilli(t.ms), cutoff, r.Attempt); end != nil {
 			return nil, t.apply(h, *end, nil)
 		}
 	}
 	token := plane.NewToken(t.now)
 	expires := t.ms + lease.Milliseconds()
-	attempt := r.attempt + 1
 	// The row is written with the claim's other started rows by runPending (batch.go):
 	// attempt + 1, token, expires, the attempt deadline, started now by p.Worker.
-	t.runs = append(t.runs, run{seq: r.seq, token: token})
-	t.count(r.namespace, r.queue, stateQueued, r.priority, -1)
-	t.count(r.namespace, r.queue, stateRunning, r.priority, +1)
-	return &plane.Job{
-		ID:             r.id,
-		Namespace:      r.namespace,
-		Queue:          r.queue,
-		Key:            r.key.String,
-		Payload:        r.payload,
-		Metadata:       decodeMetadata(r.metadata),
-		Priority:       r.priority,
-		Attempt:        attempt,
-		MaxAttempts:    r.maxAttempts,
-		AttemptTimeout: time.Duration(r.attemptTimeoutMS) * time.Millisecond,
-		Deadline:       fromMS(r.deadlineMS),
-		Token:          token,
-		LeaseExpiresAt: fromMS(expires),
-	}, nil
+	t.runs = append(t.runs, run{seq: r.Seq, token: token})
+	t.count(r.Namespace, r.Queue, planekit.StateQueued, r.Priority, -1)
+	t.count(r.Namespace, r.Queue, planekit.StateRunning, r.Priority, +1)
+	return r.Job(token, expires), nil
 }
 
 // claimBoltzmann draws a priority level with probability ∝ count·exp((p − pmax)/T), then

@@ -59,7 +59,7 @@ func (c *Config) withDefaults() Config {
 		out = *c
 	}
 	if out.Backoff == (plane.Backoff{}) {
-		out.Backoff = plane.BackoffDefault
+		out.Backoff = plane.BackoffDefault()
 	}
 	out.MaintenanceInterval = cmp.Or(out.MaintenanceInterval, MaintenanceIntervalDefault)
 	out.PollInterval = cmp.Or(out.PollInterval, PollIntervalDefault)

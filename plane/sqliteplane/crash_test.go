@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/stretchr/testify/require"
 )
@@ -234,10 +235,10 @@ func TestCrashRecovery(t *testing.T) {
 		actual[s] = n
 	}
 	require.NoError(t, rows.Close())
-	require.Equal(t, map[int]int64{stateSucceeded: actual[stateSucceeded]}, actual, "every job ends succeeded")
+	require.Equal(t, map[int]int64{planekit.StateSucceeded: actual[planekit.StateSucceeded]}, actual, "every job ends succeeded")
 	n, err := d.InvocationCount(ctx, &plane.CountParams{Namespace: "default", Queue: "crash", State: plane.StateSucceeded})
 	require.NoError(t, err)
-	require.Equal(t, actual[stateSucceeded], n)
+	require.Equal(t, actual[planekit.StateSucceeded], n)
 	var keys, distinct int64
 	require.NoError(t, d.readDB.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT key) FROM invocations`).Scan(&keys, &distinct))
 	require.Equal(t, keys, distinct, "one job per key")

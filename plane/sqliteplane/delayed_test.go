@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -154,7 +155,7 @@ func TestMigrationMovesBackedOffJobs(t *testing.T) {
 	d := openAt(t, path)
 	var state int
 	require.NoError(t, d.readDB.QueryRowContext(ctx, `SELECT state FROM invocations WHERE id = '01J00000000000000000000001'`).Scan(&state))
-	require.Equal(t, stateDelayed, state)
+	require.Equal(t, planekit.StateDelayed, state)
 	n, err := d.InvocationCount(ctx, &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateQueued})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n)

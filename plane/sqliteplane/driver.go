@@ -33,9 +33,9 @@ type Driver struct {
 	ids     *plane.IDGenerator
 	hub     *planekit.Hub
 	reads   readStatements
-	blocked lines // submits waiting for room, per queue
+	blocked planekit.Lines // submits waiting for room, per queue
 
-	claimWaiters claimWaiters // claims parked for a direct handoff, per queue
+	claimWaiters planekit.Waiters[claimWaiter] // claims parked for a direct handoff, per queue
 	maintainer   maintainer
 
 	stop    chan struct{}   // closed by Close

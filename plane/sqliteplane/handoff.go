@@ -1,9 +1,9 @@
 package sqliteplane
 
 import (
-	"sync"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -24,74 +24,6 @@ type claimWaiter struct {
 	parked  bool              // set by the claim transaction that parked it
 }
 
-// claimWaiters are the parked claims per queue, in arrival order.
-type claimWaiters struct {
-	mu      sync.Mutex
-	byQueue map[string][]*claimWaiter
-}
-
-// park adds w to its queue's waiters unless it is there already.
-func (c *claimWaiters) park(key string, w *claimWaiter) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byQueue == nil {
-		c.byQueue = make(map[string][]*claimWaiter)
-	}
-	for _, x := range c.byQueue[key] {
-		if x == w {
-			return
-		}
-	}
-	c.byQueue[key] = append(c.byQueue[key], w)
-}
-
-// unpark removes w and reports whether it was still parked. false means the writer took it
-// and will deliver to it.
-func (c *claimWaiters) unpark(key string, w *claimWaiter) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ws := c.byQueue[key]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i], ws[i+1:]...)
-			if len(ws) == 0 {
-				delete(c.byQueue, key)
-			} else {
-				c.byQueue[key] = ws
-			}
-			return true
-		}
-	}
-	return false
-}
-
-// take removes and returns the first waiter of key, or nil.
-func (c *claimWaiters) take(key string) *claimWaiter {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ws := c.byQueue[key]
-	if len(ws) == 0 {
-		return nil
-	}
-	w := ws[0]
-	if len(ws) == 1 {
-		delete(c.byQueue, key)
-	} else {
-		c.byQueue[key] = ws[1:]
-	}
-	return w
-}
-
-// putBack returns w to the head of key's waiters.
-func (c *claimWaiters) putBack(key string, w *claimWaiter) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byQueue == nil {
-		c.byQueue = make(map[string][]*claimWaiter)
-	}
-	c.byQueue[key] = append([]*claimWaiter{w}, c.byQueue[key]...)
-}
-
 // handoff is jobs claimed for a parked waiter in the current transaction.
 type handoff struct {
 	w    *claimWaiter
@@ -103,7 +35,7 @@ func (t *wtx) markClaimable(namespace, queue string) {
 	if t.claimable == nil {
 		t.claimable = make(map[string][2]string)
 	}
-	t.claimable[queueKey(namespace, queue)] = [2]string{namespace, queue}
+	t.claimable[planekit.QueueKey(namespace, queue)] = [2]string{namespace, queue}
 }
 
 // handOff claims, at the end of the transaction, for the parked waiters of every queue that
@@ -119,17 +51,17 @@ func (t *wtx) handOff() error {
 		// a time so none is missed.
 		delete(t.claimable, key)
 		for {
-			w := waiters.take(key)
+			w := waiters.Take(key)
 			if w == nil {
 				break
 			}
 			jobs, _, err := t.claim(w.p, w.kind, w.n, w.lease)
 			if err != nil {
-				waiters.putBack(key, w)
+				waiters.PutBack(key, w)
 				return err
 			}
 			if len(jobs) == 0 {
-				waiters.putBack(key, w)
+				waiters.PutBack(key, w)
 				break
 			}
 			t.handoffs = append(t.handoffs, handoff{w, jobs})
@@ -145,7 +77,7 @@ func (t *wtx) deliver(committed bool) {
 		if committed {
 			h.w.deliver <- h.jobs
 		} else {
-			t.w.d.claimWaiters.putBack(queueKey(h.w.p.Namespace, h.w.p.Queue), h.w)
+			t.w.d.claimWaiters.PutBack(planekit.QueueKey(h.w.p.Namespace, h.w.p.Queue), h.w)
 		}
 	}
 	t.handoffs = nil

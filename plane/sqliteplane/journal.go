@@ -7,43 +7,20 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// Stored frame kinds.
-const (
-	frameValue = 0
-	frameEnd   = 1
-	frameError = 2
-)
-
-var frameKinds = [...]plane.FrameKind{plane.FrameValue, plane.FrameEnd, plane.FrameError}
-
-// journalName is the frames.journal of j: the invocation id, or "t/ns/queue/topic" (names
-// cannot contain '/', ids cannot start with 't').
-func journalName(j plane.Journal) string {
-	if j.InvocationID != "" {
-		return j.InvocationID
-	}
-	return "t/" + j.Namespace + "/" + j.Queue + "/" + j.Topic
-}
-
 // FramePost implements plane.Driver.
 func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64, error) {
-	if err := p.Journal.Validate(); err != nil {
+	value, err := planekit.PostValue(p)
+	if err != nil {
 		return 0, err
 	}
-	if err := plane.ValidateValueSize("frame value", len(p.Value)); err != nil {
-		return 0, err
-	}
-	value := p.Value
-	if value == nil {
-		value = []byte{0xc0} // msgpack nil
-	}
-	name := journalName(p.Journal)
+	name := planekit.JournalName(p.Journal)
 	var seq int64
 	var logical error
-	err := d.do(ctx, func(t *wtx) error {
+	err = d.do(ctx, func(t *wtx) error {
 		var err error
 		if p.Journal.InvocationID != "" {
 			seq, logical, err = t.postInvocation(p, value)
@@ -63,7 +40,7 @@ func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, err
 	if err != nil || !ok {
 		return 0, plane.ErrNotFound, err
 	}
-	if h.state >= stateSucceeded {
+	if h.state >= planekit.StateSucceeded {
 		return 0, plane.ErrJournalClosed, nil
 	}
 	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
@@ -71,15 +48,15 @@ func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, err
 	}
 	seq := h.nextFrame
 	if p.Final {
-		return seq, nil, t.finish(h, stateSucceeded, value, nil)
+		return seq, nil, t.finish(h, planekit.StateSucceeded, value, nil)
 	}
-	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.id, seq, frameValue, value, h.attempt, t.ms); err != nil {
+	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.id, seq, planekit.FrameValue, value, h.attempt, t.ms); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
 	if _, err := t.w.st.nextFrame.ExecContext(t.ctx, h.seq); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
-	t.wake(journalKey(h.id))
+	t.wake(planekit.JournalKey(h.id))
 	return seq, nil, nil
 }
 
@@ -93,9 +70,9 @@ func (t *wtx) postTopic(name string, value []byte, final bool) (int64, error, er
 	if closed {
 		return 0, plane.ErrJournalClosed, nil
 	}
-	kind := frameValue
+	kind := planekit.FrameValue
 	if final {
-		kind = frameEnd
+		kind = planekit.FrameEnd
 	}
 	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, name, seq, kind, value, 0, t.ms); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
@@ -103,61 +80,20 @@ func (t *wtx) postTopic(name string, value []byte, final bool) (int64, error, er
 	if _, err := t.w.st.topicPut.ExecContext(t.ctx, name, seq+1, final, t.ms); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
-	t.wake(journalKey(name))
+	t.wake(planekit.JournalKey(name))
 	return seq, nil, nil
 }
 
 // FrameRead implements plane.Driver.
 func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = plane.FrameReadLimitDefault
-	}
-	name := journalName(p.Journal)
-	waitUntil := time.Now().Add(p.Wait)
-	for {
-		var changed <-chan struct{}
-		release := func() {}
-		if p.Wait > 0 {
-			changed, release = d.hub.Watch(journalKey(name))
-		}
-		res, err := d.readFrames(ctx, p.Journal.InvocationID != "", name, p.Since, limit)
-		if err != nil || len(res.Frames) > 0 || res.Closed || p.Wait == 0 {
-			release()
-			return res, err
-		}
-		if err := d.sleep(ctx, changed, time.Until(waitUntil)); err != nil {
-			release()
-			if errors.Is(err, plane.ErrTimeout) {
-				return res, nil
-			}
-			return nil, err
-		}
-		release()
-	}
+	return planekit.ReadFrames(ctx, d.hub, p, d.readFrames, d.sleep)
 }
 
 // sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error) or
 // for the plane to close (→ plane.ErrClosed).
 func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
-	if wait <= 0 {
-		return plane.ErrTimeout
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-changed:
-		return nil
-	case <-timer.C:
-		return plane.ErrTimeout
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-d.stopped:
-		return plane.ErrClosed
-	}
+	_, err := planekit.Sleep(ctx, d.stopped, changed, nil, wait, 0)
+	return err
 }
 
 // readFrames reads the frames after since in one read transaction, so an invocation's
@@ -181,7 +117,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		if err != nil {
 			return nil, fmt.Errorf("read frames: %w", err)
 		}
-		res.Closed = inv.terminal()
+		res.Closed = inv.Terminal()
 	} else {
 		err := tx.StmtContext(ctx, d.reads.topicClosed).QueryRowContext(ctx, name).Scan(&res.Closed)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -193,27 +129,8 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		return nil, fmt.Errorf("read frames: %w", err)
 	}
 	defer rs.Close()
-	page := plane.FramePage{Limit: limit}
-	for rs.Next() {
-		var f plane.Frame
-		var kind int
-		var ms int64
-		if err := rs.Scan(&f.Seq, &kind, &f.Value, &f.Attempt, &ms); err != nil {
-			return nil, fmt.Errorf("read frames: %w", err)
-		}
-		f.Kind, f.Time = frameKinds[kind], fromMS(ms)
-		if !page.Add(f) {
-			break
-		}
+	if res.Frames, err = planekit.FramePage(rs, limit, inv, since); err != nil {
+		return nil, err
 	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("read frames: %w", err)
-	}
-	if inv != nil && inv.terminal() && !page.Full() {
-		if f := inv.terminalFrame(); f.Seq > since {
-			page.Add(f)
-		}
-	}
-	res.Frames = page.Frames
 	return res, nil
 }

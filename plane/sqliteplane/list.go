@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -25,7 +26,7 @@ const (
 )
 
 // allStates are the stored states, delayed included.
-var allStates = []int{stateDelayed, stateQueued, stateRunning, stateSucceeded, stateFailed, stateCancelled, stateKilled, stateTimeout}
+var allStates = []int{planekit.StateDelayed, planekit.StateQueued, planekit.StateRunning, planekit.StateSucceeded, planekit.StateFailed, planekit.StateCancelled, planekit.StateKilled, planekit.StateTimeout}
 
 // InvocationList implements plane.Driver. A page costs O(Limit · states listed) index
 // entries, whatever the queue's size, in one read transaction (it never blocks the writer).
@@ -38,17 +39,13 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	limit := cmp.Or(p.Limit, plane.ListLimitDefault)
-	budget := limit
-	if p.KeyPrefix != "" {
-		budget = limit * plane.ListScanFactor
-	}
+	limit, budget := planekit.ListBudget(p)
 	states := allStates
 	switch {
 	case p.State == plane.StateQueued:
-		states = []int{stateQueued, stateDelayed}
+		states = []int{planekit.StateQueued, planekit.StateDelayed}
 	case p.State != "":
-		states = []int{stateNumber(p.State)}
+		states = []int{planekit.StateNumber(p.State)}
 	}
 	query, after := listNewest, cmp.Or(p.After, "~") // "~" sorts after every ULID
 	if p.Oldest {
@@ -100,10 +97,10 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 		if err != nil {
 			return nil, fmt.Errorf("list: %w", err)
 		}
-		if p.KeyPrefix != "" && !strings.HasPrefix(r.key.String, p.KeyPrefix) {
+		if p.KeyPrefix != "" && !strings.HasPrefix(r.Key.String, p.KeyPrefix) {
 			continue
 		}
-		page.Invocations = append(page.Invocations, r.invocation())
+		page.Invocations = append(page.Invocations, r.Invocation())
 		if len(page.Invocations) == limit {
 			if i+1 < len(ids) {
 				page.Next = id

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -43,25 +44,25 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 		end   func(h *head) error
 	}{
 		{t.w.st.expiredLeases, &r.LeasesExpired, func(h *head) error {
-			if h.state != stateRunning {
+			if h.state != planekit.StateRunning {
 				return errSkip
 			}
 			return t.expireLease(h)
 		}},
 		{t.w.st.attemptsOverdue, &r.AttemptsOverdue, func(h *head) error {
-			if h.state != stateRunning {
+			if h.state != planekit.StateRunning {
 				return errSkip
 			}
 			return t.attemptOverdue(h)
 		}},
 		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
-			if !queued(h.state) {
+			if !planekit.Queued(h.state) {
 				return errSkip
 			}
 			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
 		}},
 		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
-			if !queued(h.state) {
+			if !planekit.Queued(h.state) {
 				return errSkip
 			}
 			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
@@ -192,30 +193,11 @@ func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
 // InvocationTrim implements plane.Driver. Large trims run in transactions of 1,000 rows so
 // they never hold the writer for long.
 func (d *Driver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {
-	if p.Namespace != "" {
-		if err := plane.ValidateNamespace(p.Namespace); err != nil {
-			return 0, err
-		}
-	}
-	if p.Queue != "" {
-		if err := plane.ValidateName("queue name", p.Queue); err != nil {
-			return 0, err
-		}
-	}
-	var total int64
-	for {
-		var n int64
-		err := d.do(ctx, func(t *wtx) error {
-			var err error
-			n, err = t.trim(p.Namespace, p.Queue, p.FinishedBefore, 1000)
+	return planekit.Trim(p, func(limit int) (n int64, err error) {
+		err = d.do(ctx, func(t *wtx) error {
+			n, err = t.trim(p.Namespace, p.Queue, p.FinishedBefore, limit)
 			return err
 		})
-		if err != nil {
-			return total, err
-		}
-		total += n
-		if n < 1000 {
-			return total, nil
-		}
-	}
+		return n, err
+	})
 }

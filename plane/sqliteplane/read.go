@@ -8,19 +8,13 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // InvocationGet implements plane.Driver.
 func (d *Driver) InvocationGet(ctx context.Context, id string) (*plane.Invocation, error) {
-	if err := plane.ValidateID(id); err != nil {
-		return nil, err
-	}
-	r, err := d.getRow(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return r.invocation(), nil
+	return planekit.Get(ctx, id, d.getRow)
 }
 
 func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
@@ -39,41 +33,15 @@ func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
 
 // InvocationWait implements plane.Driver.
 func (d *Driver) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plane.Invocation, error) {
-	if err := plane.ValidateID(p.ID); err != nil {
-		return nil, err
-	}
-	if p.Timeout < 0 {
-		return nil, plane.Invalid("timeout", p.Timeout, "use a duration ≥ 0")
-	}
-	waitUntil := time.Now().Add(p.Timeout)
-	for {
-		changed, release := d.hub.Watch(invocationKey(p.ID))
-		r, err := d.getRow(ctx, p.ID)
-		if err != nil {
-			release()
-			return nil, err
-		}
-		if r.terminal() {
-			release()
-			return r.invocation(), nil
-		}
-		err = d.sleep(ctx, changed, time.Until(waitUntil))
-		release()
-		if err != nil {
-			return nil, err
-		}
-	}
+	return planekit.WaitTerminal(ctx, d.hub, p.ID, p.Timeout, d.getRow, d.sleep)
 }
 
 // InvocationCount implements plane.Driver.
 func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int64, error) {
-	if err := plane.ValidateNamespace(p.Namespace); err != nil {
+	if err := planekit.ValidateQueue(p.Namespace, p.Queue); err != nil {
 		return 0, err
 	}
-	if err := plane.ValidateName("queue name", p.Queue); err != nil {
-		return 0, err
-	}
-	state := stateNumber(p.State)
+	state := planekit.StateNumber(p.State)
 	if state < 0 {
 		_, err := plane.ParseState(string(p.State))
 		return 0, err
@@ -83,8 +51,8 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 	}
 	var n int64
 	also := state // queued counts delayed invocations too
-	if state == stateQueued {
-		also = stateDelayed
+	if state == planekit.StateQueued {
+		also = planekit.StateDelayed
 	}
 	err := d.reads.count.QueryRowContext(ctx, p.Namespace, p.Queue, state, also).Scan(&n)
 	if err != nil {
@@ -121,7 +89,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 			out = append(out, plane.QueueStats{Namespace: ns, Queue: q, Counts: make(map[plane.State]int64)})
 		}
 		if n != 0 {
-			out[len(out)-1].Counts[stateName(state)] += n
+			out[len(out)-1].Counts[planekit.StateName(state)] += n
 		}
 	}
 	if err := rs.Err(); err != nil {
@@ -133,7 +101,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 // withAdmission adds each queue's admission block to stats, and the queues that have a
 // block but no invocations yet, keeping the (namespace, queue) order.
 func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []plane.QueueStats) ([]plane.QueueStats, error) {
-	rs, err := d.readDB.QueryContext(ctx, `SELECT namespace, queue, `+admissionColumns+` FROM queues
+	rs, err := d.readDB.QueryContext(ctx, `SELECT namespace, queue, `+planekit.AdmissionColumns+` FROM queues
 		WHERE ?1 = '' OR namespace = ?1`, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
@@ -148,7 +116,7 @@ func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []pl
 		var a admission
 		var onFull string
 		var cutoffMS int64
-		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.tokens, &a.tokensMS); err != nil {
+		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS); err != nil {
 			return nil, fmt.Errorf("queue stats: %w", err)
 		}
 		a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -24,8 +25,8 @@ func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) err
 			provider, launch_id, running, idle_ms)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7,
 			queues = ?5, host = ?3, pid = ?4, provider = ?8, launch_id = ?9, running = ?10, idle_ms = ?11`,
-			info.ID, ns, info.Host, info.PID, string(queues), cmp.Or(toMS(info.StartedAt), t.ms), t.ms,
-			info.Provider, info.LaunchID, info.Running, toMS(info.IdleSince))
+			info.ID, ns, info.Host, info.PID, string(queues), cmp.Or(planekit.ToMS(info.StartedAt), t.ms), t.ms,
+			info.Provider, info.LaunchID, info.Running, planekit.ToMS(info.IdleSince))
 		if err != nil {
 			return fmt.Errorf("register worker: %w", err)
 		}
@@ -56,7 +57,7 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 			return nil, fmt.Errorf("list workers: %w", err)
 		}
 		_ = json.Unmarshal([]byte(queues), &w.Queues)
-		w.StartedAt, w.LastSeen, w.IdleSince = fromMS(started), fromMS(seen), fromMS(idle)
+		w.StartedAt, w.LastSeen, w.IdleSince = planekit.FromMS(started), planekit.FromMS(seen), planekit.FromMS(idle)
 		out = append(out, w)
 	}
 	return out, rs.Err()
@@ -97,7 +98,7 @@ func (d *Driver) TokenCreate(ctx context.Context, tok *plane.TokenInfo) error {
 		}
 		_, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`, tok.ID, tok.Hash, tok.Namespace, tok.Queue, strings.Join(perms, ","),
-			cmp.Or(toMS(tok.CreatedAt), t.ms), toMS(tok.ExpiresAt))
+			cmp.Or(planekit.ToMS(tok.CreatedAt), t.ms), planekit.ToMS(tok.ExpiresAt))
 		if err != nil {
 			return fmt.Errorf("create token: %w", err)
 		}
@@ -121,7 +122,7 @@ func scanToken(s scanner) (*plane.TokenInfo, error) {
 	for _, p := range strings.Split(perms, ",") {
 		tok.Permissions = append(tok.Permissions, plane.Permission(p))
 	}
-	tok.CreatedAt, tok.ExpiresAt, tok.RevokedAt = fromMS(created), fromMS(expires), fromMS(revoked)
+	tok.CreatedAt, tok.ExpiresAt, tok.RevokedAt = planekit.FromMS(created), planekit.FromMS(expires), planekit.FromMS(revoked)
 	return &tok, nil
 }
 

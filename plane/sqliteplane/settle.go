@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // InvocationSettleMany implements plane.Driver.
 func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.SettleParams) ([]error, error) {
-	for i := range params {
-		if err := params[i].Validate(); err != nil {
-			return nil, err
-		}
+	if err := planekit.ValidateAll(params); err != nil {
+		return nil, err
 	}
 	out := make([]error, len(params))
 	err := d.do(ctx, func(t *wtx) error { return t.settleMany(params, out) })
@@ -28,8 +27,9 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 // settle acks or nacks one invocation. The first result is the caller's error
 // (ErrLeaseLost, ErrNotFound), the second a SQL failure.
 func (t *wtx) settle(p *plane.SettleParams) (error, error) {
-	if p.Outcome == plane.OutcomeSucceeded {
-		// The common case in one statement; anything unusual takes the path below.
+	if p.Outcome == plane.OutcomeSucceeded && p.Scope == (plane.Scope{}) {
+		// The common case in one statement; anything unusual (a scoped caller, whose scope
+		// is checked on the row read below) takes the path below.
 		result := p.Result
 		if result == nil {
 			result = []byte{0xc0} // msgpack nil: an ack without a result
@@ -38,7 +38,7 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 		var priority float64
 		err := t.w.st.ackHeld.QueryRowContext(t.ctx, result, t.ms, p.ID, p.Token).Scan(&ns, &q, &priority)
 		if err == nil {
-			t.finished(p.ID, ns, q, priority, stateRunning, stateSucceeded)
+			t.finished(p.ID, ns, q, priority, planekit.StateRunning, planekit.StateSucceeded)
 			return nil, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -46,7 +46,7 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 		}
 	}
 	h, ok, err := t.head(p.ID)
-	if err != nil || !ok {
+	if err != nil || !ok || !p.Scope.Covers(h.namespace, h.queue) {
 		return plane.ErrNotFound, err
 	}
 	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
@@ -61,10 +61,8 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 
 // InvocationHeartbeatMany implements plane.Driver.
 func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
-	for i := range params {
-		if err := params[i].Validate(); err != nil {
-			return nil, err
-		}
+	if err := planekit.ValidateAll(params); err != nil {
+		return nil, err
 	}
 	out := make([]plane.HeartbeatResult, len(params))
 	err := d.do(ctx, func(t *wtx) error {
@@ -74,7 +72,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 			if err != nil {
 				return err
 			}
-			if !ok {
+			if !ok || !p.Scope.Covers(h.namespace, h.queue) {
 				out[i].Err = plane.ErrNotFound
 				continue
 			}
@@ -90,7 +88,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 			if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.seq); err != nil {
 				return fmt.Errorf("heartbeat %s: %w", p.ID, err)
 			}
-			out[i].LeaseExpiresAt = fromMS(expires)
+			out[i].LeaseExpiresAt = planekit.FromMS(expires)
 		}
 		return nil
 	})
@@ -102,16 +100,16 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 
 // InvocationCancel implements plane.Driver.
 func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, queued, stateCancelled, plane.ErrorInfo{Type: plane.ErrorTypeCancelled, Message: "cancelled before it ran"})
+	return d.endIf(ctx, id, planekit.Cancel)
 }
 
 // InvocationKill implements plane.Driver.
 func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, func(s int) bool { return s == stateRunning }, stateKilled, plane.ErrorInfo{Type: plane.ErrorTypeKilled, Message: "killed while running"})
+	return d.endIf(ctx, id, planekit.Kill)
 }
 
-// endIf ends invocation id in state to, with info, when from accepts its state.
-func (d *Driver) endIf(ctx context.Context, id string, from func(int) bool, to int, info plane.ErrorInfo) (bool, error) {
+// endIf ends invocation id as e says when e ends it from its state.
+func (d *Driver) endIf(ctx context.Context, id string, e planekit.Ending) (bool, error) {
 	if err := plane.ValidateID(id); err != nil {
 		return false, err
 	}
@@ -127,12 +125,12 @@ func (d *Driver) endIf(ctx context.Context, id string, from func(int) bool, to i
 			logical = plane.ErrNotFound
 			return nil
 		}
-		if !from(h.state) {
+		if !e.From(h.state) {
 			return nil
 		}
 		done = true
-		info := info
-		return t.finish(h, to, nil, &info)
+		info := e.Info
+		return t.finish(h, e.To, nil, &info)
 	})
 	if err != nil {
 		return false, err

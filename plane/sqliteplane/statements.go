@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 )
 
 // statements are the writer's prepared statements, compiled once on its connection.
@@ -76,7 +78,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 	}{
 		{&s.begin, `BEGIN IMMEDIATE`},
 		{&s.commit, `COMMIT`},
-		{&s.admission, `SELECT ` + admissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`},
+		{&s.admission, `SELECT ` + planekit.AdmissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`},
 		{&s.admissionTokens, `UPDATE queues SET tokens = ?, tokens_ms = ? WHERE namespace = ? AND queue = ?`},
 		{&s.queuedCount, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state IN (0, -1)`},
 		// ackHeld succeeds an invocation only while the token holds a live lease within the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -17,11 +18,11 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	key := roomKey(p.Namespace, p.Queue)
-	var tk *ticket
+	key := planekit.RoomKey(p.Namespace, p.Queue)
+	var tk *planekit.Ticket
 	defer func() {
 		if tk != nil {
-			d.blocked.leave(key, tk)
+			d.blocked.Leave(key, tk)
 		}
 	}()
 	for {
@@ -31,15 +32,15 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 			changed, release = d.hub.Watch(key)
 		}
 		out, err := d.submitOnce(ctx, p, tk)
-		if !errors.Is(err, errBlocked) {
+		if !errors.Is(err, planekit.ErrBlocked) {
 			release()
 			return out, err
 		}
 		if tk == nil { // first time blocked: get in line, then wait for our turn
 			release()
-			tk = d.blocked.join(key)
+			tk = d.blocked.Join(key)
 			select {
-			case <-tk.turn:
+			case <-tk.Turn:
 			case <-ctx.Done():
 				return nil, d.gaveUp(p, ctx.Err())
 			case <-d.stopped:
@@ -63,8 +64,8 @@ func (d *Driver) gaveUp(p *plane.SubmitManyParams, cause error) error {
 		Detail: "at max depth, and the submit blocked until its context ended", Cause: cause}
 }
 
-// submitOnce runs one submit transaction. errBlocked means the queue is full and blocks.
-func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *ticket) ([]plane.SubmitResult, error) {
+// submitOnce runs one submit transaction. planekit.ErrBlocked means the queue is full and blocks.
+func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *planekit.Ticket) ([]plane.SubmitResult, error) {
 	out := make([]plane.SubmitResult, len(p.Invocations))
 	var logical error
 	err := d.do(ctx, func(t *wtx) error {
@@ -83,7 +84,7 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 
 // submitMany resolves existing keys and ids, applies the queue's admission block to the new
 // invocations, then inserts them. It returns the caller's error or a SQL failure.
-func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *ticket) (error, error) {
+func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket) (error, error) {
 	clear(out)
 	seen := map[string]int{}       // key → index of its first new invocation in this batch
 	dupOf := make([]int, len(out)) // index of the first invocation with the same new key, or -1
@@ -129,7 +130,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 			return nil, err
 		}
 		if a != nil {
-			ahead := t.w.d.blocked.ahead(roomKey(p.Namespace, p.Queue), tk)
+			ahead := t.w.d.blocked.Ahead(planekit.RoomKey(p.Namespace, p.Queue), tk)
 			if refused, err := t.admit(p.Namespace, p.Queue, a, int64(len(fresh)), deadlines, ahead); refused != nil || err != nil {
 				return refused, err
 			}
@@ -185,22 +186,22 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			if payload == nil {
 				payload = []byte{}
 			}
-			state, due := stateQueued, t.ms
+			state, due := planekit.StateQueued, t.ms
 			if s.Delay > 0 || !s.NotBefore.IsZero() {
 				// Due times are the plane's clock at millisecond precision, never the client's.
 				if due = s.DueAt(time.UnixMilli(t.ms)).UnixMilli(); due > t.ms {
-					state = stateDelayed
+					state = planekit.StateDelayed
 				}
 			}
 			args = append(args, id, key, state, s.Priority, payload,
-				encodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), toMS(s.Deadline), due)
+				planekit.EncodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due)
 			if pending != 0 && (counted.state != state || counted.priority != s.Priority) {
 				t.count(namespace, queue, counted.state, counted.priority, pending)
 				pending = 0
 			}
 			counted.state, counted.priority = state, s.Priority
 			pending++
-			if state == stateDelayed {
+			if state == planekit.StateDelayed {
 				t.delayed(due)
 			} else {
 				claimable = true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -37,18 +38,17 @@ func (t *wtx) head(id string) (*head, bool, error) {
 	return h, true, nil
 }
 
-// holds checks that token is the current, unexpired lease of h and that the attempt is within
-// its attempt timeout. An expired lease or an overdue attempt is ended on the spot (as
-// maintenance would), so the answer never depends on when maintenance last ran: an attempt
-// that outlived its timeout ends as an attempt timeout however its worker settles it.
+// holds applies plane.Holds, the fencing check, to h: the first result is ErrLeaseLost when
+// token does not hold the lease (an expired lease or an overdue attempt is ended on the spot),
+// the second a SQL failure.
 func (t *wtx) holds(h *head, token string) (error, error) {
-	if h.state != stateRunning || !h.token.Valid || h.token.String != token {
+	switch plane.Holds(h.state == planekit.StateRunning, h.token.String, token, planekit.FromMS(h.leaseExpiresMS),
+		planekit.FromMS(h.attemptDeadlineMS), time.UnixMilli(t.ms)) {
+	case plane.FenceLost:
 		return plane.ErrLeaseLost, nil
-	}
-	if h.leaseExpiresMS <= t.ms {
+	case plane.FenceExpired:
 		return plane.ErrLeaseLost, t.expireLease(h)
-	}
-	if h.attemptDeadlineMS > 0 && h.attemptDeadlineMS <= t.ms {
+	case plane.FenceOverdue:
 		return plane.ErrLeaseLost, t.attemptOverdue(h)
 	}
 	return nil, nil
@@ -70,7 +70,7 @@ func (t *wtx) expireLease(h *head) error {
 // other state finishes it, with result when it succeeded.
 func (t *wtx) apply(h *head, tr plane.Transition, result []byte) error {
 	if !tr.Retry() {
-		return t.finish(h, stateNumber(tr.State), result, tr.Error)
+		return t.finish(h, planekit.StateNumber(tr.State), result, tr.Error)
 	}
 	return t.requeue(h, tr.Error, tr.Delay)
 }
@@ -95,17 +95,17 @@ func (t *wtx) finish(h *head, state int, result []byte, info *plane.ErrorInfo) e
 func (t *wtx) finished(id, namespace, queue string, priority float64, from, to int) {
 	t.count(namespace, queue, from, priority, -1)
 	t.count(namespace, queue, to, priority, +1)
-	t.wake(invocationKey(id))
-	t.wake(journalKey(id))
+	t.wake(planekit.InvocationKey(id))
+	t.wake(planekit.JournalKey(id))
 }
 
 // requeue puts h's ended attempt back in the queue, claimable after delay, recording info
 // as the error of the attempt that ended.
 func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration) error {
 	due := t.ms + delay.Milliseconds()
-	state := stateQueued
+	state := planekit.StateQueued
 	if due > t.ms {
-		state = stateDelayed // out of the claim indexes until the writer promotes it
+		state = planekit.StateDelayed // out of the claim indexes until the writer promotes it
 	}
 	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), h.seq); err != nil {
 		return fmt.Errorf("requeue invocation %s: %w", h.id, err)
@@ -113,7 +113,7 @@ func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration) error
 	t.count(h.namespace, h.queue, h.state, h.priority, -1)
 	t.count(h.namespace, h.queue, state, h.priority, +1)
 	h.state = state
-	if state == stateDelayed {
+	if state == planekit.StateDelayed {
 		t.delayed(due)
 	} else {
 		t.markClaimable(h.namespace, h.queue)
@@ -155,8 +155,8 @@ func (t *wtx) promoteDue(limit int) (int, error) {
 			rs.Close()
 			return n, fmt.Errorf("promote delayed invocations: %w", err)
 		}
-		t.count(ns, q, stateDelayed, priority, -1)
-		t.count(ns, q, stateQueued, priority, +1)
+		t.count(ns, q, planekit.StateDelayed, priority, -1)
+		t.count(ns, q, planekit.StateQueued, priority, +1)
 		t.markClaimable(ns, q)
 		n++
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -138,8 +139,8 @@ type countKey struct {
 // count records a change of n invocations in (queue, state, priority level).
 func (t *wtx) count(namespace, queue string, state int, priority float64, n int64) {
 	t.counts[countKey{namespace, queue, state, priority}] += n
-	if queued(state) && n < 0 {
-		t.wake(roomKey(namespace, queue)) // room for submits blocked on max depth
+	if planekit.Queued(state) && n < 0 {
+		t.wake(planekit.RoomKey(namespace, queue)) // room for submits blocked on max depth
 	}
 }
 
@@ -149,7 +150,7 @@ func (t *wtx) flushCounts() error {
 		if n == 0 {
 			continue
 		}
-		if queued(k.state) {
+		if planekit.Queued(k.state) {
 			if q, ok := t.w.queued[[2]string{k.namespace, k.queue}]; ok {
 				t.w.queued[[2]string{k.namespace, k.queue}] = q + n
 			}

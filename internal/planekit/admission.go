@@ -1,0 +1,75 @@
+package planekit
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// ErrBlocked tells a submitter to wait for room in its queue (OnFullBlock).
+var ErrBlocked = errors.New("blocked")
+
+// AdmissionColumns are the columns of a queues row that ScanAdmission reads, in order.
+const AdmissionColumns = `max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms`
+
+// Admission is a stored admission block with its token bucket.
+type Admission struct {
+	plane.Admission
+	Tokens   float64
+	TokensMS int64
+}
+
+// ScanAdmission reads a row of AdmissionColumns. It returns nil (and no error) when the
+// queue has no block: the read's error is noRows (sql.ErrNoRows, pgx.ErrNoRows).
+func ScanAdmission(s Scanner, noRows error) (*Admission, error) {
+	var a Admission
+	var onFull string
+	var cutoffMS int64
+	err := s.Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS)
+	if errors.Is(err, noRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read admission: %w", err)
+	}
+	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
+	return &a, nil
+}
+
+// Admit applies a's limits (plane's admission policy) to n new invocations of the queue
+// (namespace, queue) with the given deadlines, in a transaction whose clock reads now:
+// deadline cutoff, then max depth, then the token bucket. ahead reports that earlier
+// blocked submits wait in this process's line. queued returns the queue's queued count
+// before this submit; it is called only under a depth limit. It returns the bucket after
+// the draw (nil without a rate limit) for the caller to store, the caller's error
+// (*plane.AdmissionError, *plane.InvalidError, ErrBlocked) or a storage failure of queued.
+func (a *Admission) Admit(namespace, queue string, now time.Time, n int64, deadlines []time.Time, ahead bool,
+	queued func() (int64, error)) (bucket *plane.TokenBucket, refused, err error) {
+	name := namespace + "/" + queue
+	if err := a.CheckDeadlines(name, now, deadlines); err != nil {
+		return nil, err, nil
+	}
+	if a.MaxDepth > 0 {
+		q, err := queued()
+		if err != nil {
+			return nil, nil, err
+		}
+		block, refused := a.CheckDepth(name, q, n, ahead)
+		if block {
+			return nil, ErrBlocked, nil
+		}
+		if refused != nil {
+			return nil, refused, nil
+		}
+	}
+	if a.RateLimit > 0 {
+		b, refused := a.Take(name, plane.TokenBucket{Tokens: a.Tokens, At: time.UnixMilli(a.TokensMS)}, time.UnixMilli(now.UnixMilli()), n)
+		if refused != nil {
+			return nil, refused, nil
+		}
+		return &b, nil, nil
+	}
+	return nil, nil, nil
+}

@@ -1,0 +1,117 @@
+package planekit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Stored frame kinds, the same in every plane's frames table.
+const (
+	FrameValue = 0
+	FrameEnd   = 1
+	FrameError = 2
+)
+
+var frameKinds = [...]plane.FrameKind{plane.FrameValue, plane.FrameEnd, plane.FrameError}
+
+// JournalName is the frames.journal of j: the invocation id, or "t/ns/queue/topic" (names
+// cannot contain '/', ids cannot start with 't').
+func JournalName(j plane.Journal) string {
+	if j.InvocationID != "" {
+		return j.InvocationID
+	}
+	return "t/" + j.Namespace + "/" + j.Queue + "/" + j.Topic
+}
+
+// PostValue checks the post p and returns the value to store (msgpack nil for none).
+func PostValue(p *plane.FramePostParams) ([]byte, error) {
+	if err := p.Journal.Validate(); err != nil {
+		return nil, err
+	}
+	if err := plane.ValidateValueSize("frame value", len(p.Value)); err != nil {
+		return nil, err
+	}
+	if p.Value == nil {
+		return []byte{0xc0}, nil // msgpack nil
+	}
+	return p.Value, nil
+}
+
+// Rows are the rows of a query (database/sql's and pgx's alike).
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// FramePage reads stored frames (seq, kind, value, attempt, time in ms) from rs into a page
+// of limit frames, then adds the derived END or ERROR frame of inv (nil for a topic) when
+// inv is terminal, the page has room and the frame comes after since.
+func FramePage(rs Rows, limit int, inv *Row, since int64) ([]plane.Frame, error) {
+	page := plane.FramePage{Limit: limit}
+	for rs.Next() {
+		var f plane.Frame
+		var kind int
+		var ms int64
+		if err := rs.Scan(&f.Seq, &kind, &f.Value, &f.Attempt, &ms); err != nil {
+			return nil, fmt.Errorf("read frames: %w", err)
+		}
+		f.Kind, f.Time = frameKinds[kind], FromMS(ms)
+		if !page.Add(f) {
+			break
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read frames: %w", err)
+	}
+	if inv != nil && inv.Terminal() && !page.Full() {
+		if f := inv.TerminalFrame(); f.Seq > since {
+			page.Add(f)
+		}
+	}
+	return page.Frames, nil
+}
+
+// ReadFrames is Driver.FrameRead over a plane's hub, its snapshot read of one page (read)
+// and its sleep: it waits up to p.Wait for a frame after p.Since or the journal's close.
+func ReadFrames(ctx context.Context, hub *Hub, p *plane.FrameReadParams,
+	read func(ctx context.Context, invocation bool, name string, since int64, limit int) (*plane.FrameReadResult, error),
+	sleep func(context.Context, <-chan struct{}, time.Duration) error,
+) (*plane.FrameReadResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = plane.FrameReadLimitDefault
+	}
+	name := JournalName(p.Journal)
+	waitUntil := time.Now().Add(p.Wait)
+	for {
+		var changed <-chan struct{}
+		release := func() {}
+		if p.Wait > 0 {
+			changed, release = hub.Watch(JournalKey(name))
+		}
+		res, err := read(ctx, p.Journal.InvocationID != "", name, p.Since, limit)
+		if err != nil || len(res.Frames) > 0 || res.Closed || p.Wait == 0 {
+			release()
+			return res, err
+		}
+		err = sleep(ctx, changed, time.Until(waitUntil))
+		release()
+		if errors.Is(err, plane.ErrTimeout) {
+			if time.Until(waitUntil) <= 0 {
+				return res, nil
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package planekit
+
+import (
+	"database/sql"
+	"encoding/json"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Stored state numbers, the same in every plane's invocations table. Terminal states are
+// ≥ StateSucceeded (the retention indexes rely on it). StateDelayed is sqliteplane's
+// internal state of a queued invocation not yet claimable (a delayed submit, a retry in
+// backoff), kept out of the claim indexes until the writer promotes it; every read reports
+// it as queued.
+const (
+	StateDelayed   = -1
+	StateQueued    = 0
+	StateRunning   = 1
+	StateSucceeded = 2
+	StateFailed    = 3
+	StateCancelled = 4
+	StateKilled    = 5
+	StateTimeout   = 6
+)
+
+var stateNames = [...]plane.State{plane.StateQueued, plane.StateRunning, plane.StateSucceeded,
+	plane.StateFailed, plane.StateCancelled, plane.StateKilled, plane.StateTimeout}
+
+// StateName is the public state of a stored state number.
+func StateName(n int) plane.State {
+	if n == StateDelayed {
+		return plane.StateQueued
+	}
+	return stateNames[n]
+}
+
+// Queued reports whether a stored state is public "queued": claimable or delayed.
+func Queued(state int) bool { return state == StateQueued || state == StateDelayed }
+
+// StateNumber is the stored number of a public state (-1 for an unknown one).
+func StateNumber(s plane.State) int {
+	for i, n := range stateNames {
+		if n == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// Scanner is a row of a query result (database/sql's and pgx's rows alike).
+type Scanner interface{ Scan(dest ...any) error }
+
+// RowColumns are the columns ScanRow reads, in order, after the row's sequence number when
+// the plane stores one.
+const RowColumns = `id, namespace, queue, key, state, priority, payload, metadata, attempt,
+	max_attempts, attempt_timeout_ms, deadline_ms, available_ms, lease_token, lease_expires_ms,
+	worker, result, error, created_ms, started_ms, finished_ms, next_frame`
+
+// Row is one invocations row as stored.
+type Row struct {
+	Seq                                         int64 // sqliteplane's rowid; 0 in pgplane
+	ID, Namespace, Queue                        string
+	Key                                         sql.NullString
+	State                                       int
+	Priority                                    float64
+	Payload, Metadata                           []byte
+	Attempt, MaxAttempts                        int
+	AttemptTimeoutMS, DeadlineMS, AvailableMS   int64
+	Token                                       sql.NullString
+	LeaseExpiresMS                              int64
+	Worker                                      sql.NullString
+	Result, ErrorInfo                           []byte
+	CreatedMS, StartedMS, FinishedMS, NextFrame int64
+}
+
+// ScanRow reads a row of RowColumns, preceded by the sequence number when seq is true.
+func ScanRow(s Scanner, seq bool) (*Row, error) {
+	r := &Row{}
+	dest := []any{&r.ID, &r.Namespace, &r.Queue, &r.Key, &r.State, &r.Priority, &r.Payload,
+		&r.Metadata, &r.Attempt, &r.MaxAttempts, &r.AttemptTimeoutMS, &r.DeadlineMS, &r.AvailableMS,
+		&r.Token, &r.LeaseExpiresMS, &r.Worker, &r.Result, &r.ErrorInfo, &r.CreatedMS, &r.StartedMS,
+		&r.FinishedMS, &r.NextFrame}
+	if seq {
+		dest = append([]any{&r.Seq}, dest...)
+	}
+	if err := s.Scan(dest...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Terminal reports whether the invocation has finished.
+func (r *Row) Terminal() bool { return r.State >= StateSucceeded }
+
+// Invocation is the public view of the row.
+func (r *Row) Invocation() *plane.Invocation {
+	inv := &plane.Invocation{
+		ID:             r.ID,
+		Namespace:      r.Namespace,
+		Queue:          r.Queue,
+		Key:            r.Key.String,
+		State:          StateName(r.State),
+		Priority:       r.Priority,
+		Payload:        r.Payload,
+		Metadata:       DecodeMetadata(r.Metadata),
+		Attempt:        r.Attempt,
+		MaxAttempts:    r.MaxAttempts,
+		AttemptTimeout: time.Duration(r.AttemptTimeoutMS) * time.Millisecond,
+		Deadline:       FromMS(r.DeadlineMS),
+		AvailableAt:    FromMS(r.AvailableMS),
+		LeaseExpiresAt: FromMS(r.LeaseExpiresMS),
+		Worker:         r.Worker.String,
+		CreatedAt:      FromMS(r.CreatedMS),
+		StartedAt:      FromMS(r.StartedMS),
+		FinishedAt:     FromMS(r.FinishedMS),
+	}
+	if r.State == StateSucceeded {
+		inv.Result = r.Result
+	}
+	if len(r.ErrorInfo) > 0 {
+		if info, err := plane.DecodeErrorInfo(r.ErrorInfo); err == nil {
+			inv.Error = &info
+		}
+	}
+	return inv
+}
+
+// TerminalFrame derives the END or ERROR frame of a terminal invocation from its row.
+func (r *Row) TerminalFrame() plane.Frame {
+	f := plane.Frame{Seq: r.NextFrame, Kind: plane.FrameEnd, Value: r.Result, Attempt: r.Attempt, Time: FromMS(r.FinishedMS)}
+	if r.State != StateSucceeded {
+		f.Kind = plane.FrameError
+		f.Value = r.ErrorInfo
+		if len(f.Value) == 0 {
+			f.Value = plane.ErrorInfo{Type: string(stateNames[r.State]), Message: string(stateNames[r.State]), Attempt: r.Attempt}.Encode()
+		}
+	}
+	return f
+}
+
+// FromMS is the time of Unix milliseconds ms; 0 is the zero time.
+func FromMS(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// ToMS is the Unix milliseconds of t; the zero time is 0.
+func ToMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// EncodeMetadata is the stored form of invocation metadata (nil when empty).
+func EncodeMetadata(m map[string]string) []byte {
+	if len(m) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(m) // a map[string]string always encodes
+	return b
+}
+
+// DecodeMetadata reads stored metadata; nil when empty or unreadable.
+func DecodeMetadata(b []byte) map[string]string {
+	if len(b) == 0 {
+		return nil
+	}
+	var m map[string]string
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// Hub keys: a waiter watches the key of what it waits for; the driver notifies it after
+// the commit that changed it.
+
+// InvocationKey is the hub key of an invocation's state.
+func InvocationKey(id string) string { return "i:" + id }
+
+// JournalKey is the hub key of a journal's frames.
+func JournalKey(journal string) string { return "j:" + journal }
+
+// QueueKey is the hub key of a queue's claimable jobs.
+func QueueKey(namespace, queue string) string { return "q:" + namespace + "/" + queue }
+
+// RoomKey is the hub key of room in a full queue.
+func RoomKey(namespace, queue string) string { return "r:" + namespace + "/" + queue }
+
+// Job is the job a claim hands out for the row's next attempt under token, its lease
+// expiring at expiresMS.
+func (r *Row) Job(token string, expiresMS int64) *plane.Job {
+	return &plane.Job{
+		ID:             r.ID,
+		Namespace:      r.Namespace,
+		Queue:          r.Queue,
+		Key:            r.Key.String,
+		Payload:        r.Payload,
+		Metadata:       DecodeMetadata(r.Metadata),
+		Priority:       r.Priority,
+		Attempt:        r.Attempt + 1,
+		MaxAttempts:    r.MaxAttempts,
+		AttemptTimeout: time.Duration(r.AttemptTimeoutMS) * time.Millisecond,
+		Deadline:       FromMS(r.DeadlineMS),
+		Token:          token,
+		LeaseExpiresAt: FromMS(expiresMS),
+	}
+}
+
+// ValidateQueue checks a queue's namespace and name.
+func ValidateQueue(namespace, queue string) error {
+	if err := plane.ValidateNamespace(namespace); err != nil {
+		return err
+	}
+	return plane.ValidateName("queue name", queue)
+}

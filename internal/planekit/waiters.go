@@ -1,0 +1,79 @@
+package planekit
+
+import "sync"
+
+// Direct handoff. A claim with Wait that finds nothing claimable parks itself as a waiter
+// of its queue in this process. A later transaction of this process that makes jobs of that
+// queue claimable (a submit, a retry, a promotion, a lease expiry) takes the waiters, first
+// come first served, claims for them before it commits, and hands them the jobs after the
+// commit. So a submit reaches an idle claimer in one commit, and wakes only the claimers it
+// feeds: no herd of idle claimers racing for one job. The drivers keep the claim itself.
+
+// Waiters are the parked claims per queue key, in arrival order; W is the driver's waiter.
+// The zero Waiters is ready to use. Safe for concurrent use.
+type Waiters[W any] struct {
+	mu      sync.Mutex
+	byQueue map[string][]*W
+}
+
+// Park adds w to the end of key's waiters unless it is there already.
+func (c *Waiters[W]) Park(key string, w *W) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byQueue == nil {
+		c.byQueue = make(map[string][]*W)
+	}
+	for _, x := range c.byQueue[key] {
+		if x == w {
+			return
+		}
+	}
+	c.byQueue[key] = append(c.byQueue[key], w)
+}
+
+// Unpark removes w and reports whether it was still parked. false means a transaction took
+// it and will deliver to it.
+func (c *Waiters[W]) Unpark(key string, w *W) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.byQueue[key]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i:i], ws[i+1:]...)
+			if len(ws) == 0 {
+				delete(c.byQueue, key)
+			} else {
+				c.byQueue[key] = ws
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// Take removes and returns the first waiter of key, or nil.
+func (c *Waiters[W]) Take(key string) *W {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.byQueue[key]
+	if len(ws) == 0 {
+		return nil
+	}
+	w := ws[0]
+	if len(ws) == 1 {
+		delete(c.byQueue, key)
+	} else {
+		c.byQueue[key] = ws[1:]
+	}
+	return w
+}
+
+// PutBack returns w to the head of key's waiters.
+func (c *Waiters[W]) PutBack(key string, w *W) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byQueue == nil {
+		c.byQueue = make(map[string][]*W)
+	}
+	c.byQueue[key] = append([]*W{w}, c.byQueue[key]...)
+}
