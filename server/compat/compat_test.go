@@ -79,7 +79,7 @@ func TestLeaseExtendedByPollAndPost(t *testing.T) {
 			_, _ = io.WriteString(w, err.Error())
 		},
 		Done:     make(chan struct{}),
-		LeaseTTL: time.Second,
+		LeaseTTL: 3 * time.Second, // margins for a loaded machine
 	})
 	for pattern, h := range routes {
 		mux.HandleFunc(pattern, h)
@@ -101,7 +101,7 @@ func TestLeaseExtendedByPollAndPost(t *testing.T) {
 	claim(busy)
 	frame := []byte{0x94, 0x00, 0x00, 0xa1, 'x', 0xc0} // [VALUE, 0, "x", nil]
 	for i := range 3 {
-		time.Sleep(700 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // 4.5 s in all: past the lease unless extended
 		if i == 1 {
 			status, out := call(t, ts.URL, "/v1/daemon/poll", poll) // no job: extends only
 			require.Equal(t, http.StatusOK, status, out)
@@ -121,7 +121,7 @@ func TestLeaseExtendedByPollAndPost(t *testing.T) {
 
 	silent = plane.NewIDGenerator().New(time.Now())
 	claim(silent)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(4 * time.Second)
 	require.NoError(t, drv.Maintain(t.Context()))
 	status, out = call(t, ts.URL, "/v1/daemon/ack", map[string]any{"invocation_id": silent, "state": "succeeded"})
 	require.Equal(t, http.StatusConflict, status, out)
