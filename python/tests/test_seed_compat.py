@@ -518,3 +518,30 @@ def test_routes_answer_typed_errors(sqlite_server: Server) -> None:
         assert r.status_code == 400, (path, r.status_code, r.text)
         error = wire.decode(r.content) if "msgpack" in r.headers["content-type"] else r.json()
         assert error["code"] == "invalid", error
+
+
+def test_once_on_an_empty_queue_returns_at_once(real_python: str, every_plane: HttpDispatch, qname: str) -> None:
+    """Issue 24 semantics 3, side by side: ``run_worker(…, once=True)`` on an empty queue
+    returns 0 at once in the real package (its local plane) and in ours (every plane); a job
+    already queued is still run."""
+    got = real(
+        real_python,
+        Server("http://127.0.0.1:1", "", None, Path()),  # type: ignore[arg-type]
+        """
+        import tempfile
+        local = dls.Dispatch(os.path.join(tempfile.mkdtemp(), "plane.db"))
+        start = time.monotonic()
+        out([dls.run_worker(dls.SyncQueue("idle", dispatch=local), once=True), time.monotonic() - start])
+        """,
+        token=None,
+    )[0]
+    assert got[0] == 0 and got[1] < 1, got
+
+    def never() -> None:
+        raise AssertionError("never called")
+
+    start = time.monotonic()
+    assert run_worker(every_plane, queues={qname: never}, once=True, handle_signals=False) == 0
+    assert time.monotonic() - start < 3  # one claim without a long-poll (the real package: 0.00 s)
+    SyncQueue(qname, dispatch=every_plane).submit(None)
+    assert run_worker(every_plane, queues={qname: lambda: "ran"}, once=True, handle_signals=False) == 1

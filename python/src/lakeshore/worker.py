@@ -753,7 +753,7 @@ def run_worker(
     queues: Sequence[str | UDF[Any, Any]] | Mapping[str, Callable[..., Any]] | None = None,
     once: bool = False,
     concurrency: int = 1,
-    wait: float = 10.0,
+    wait: float = 0.0,
     lease_ttl: float | None = None,
     handle_signals: bool = True,
     worker_id: str | None = None,
@@ -769,10 +769,12 @@ def run_worker(
         queues: queue names (their ``@udf`` functions; a name with no function runs
             thunk payloads), ``UDF`` objects, or a mapping of queue name to callable.
             Default: every ``@udf`` of the process.
-        once: run exactly one job (waiting up to ``wait`` seconds for one) and return.
+        once: run at most one job and return: the one claimable now (or within ``wait``
+            seconds), else return 0 at once (issue 24: the page's "drain exactly one job and
+            return", as dreamlake-lakeshore does).
         concurrency: jobs at once (sync bodies run on that many threads; async ones on the
             worker's event loop).
-        wait: with ``once``, how long to wait for a job.
+        wait: with ``once``, how long to wait for a job (default 0: no waiting).
         lease_ttl: seconds of a claim's lease between heartbeats (default: the server's).
         handle_signals: on the main thread, the first SIGTERM/SIGINT drains (nothing new is
             claimed; running jobs finish), the second stops the running jobs (released for
