@@ -102,6 +102,29 @@ func (h *handlers) wrap(f handlerFunc) http.HandlerFunc {
 	}
 }
 
+// untilStop returns r's context, also ended when the server stops: long-polls and streams
+// end at once on a graceful shutdown.
+func (h *handlers) untilStop(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		select {
+		case <-h.cfg.Done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// stopped turns the error of a wait that untilStop's context ended into the server's
+// shutting_down (503, Retry-After: 1) when the server stopped it, not the client.
+func stopped(ctx context.Context, r *http.Request, err error) error {
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		return fmt.Errorf("%w: the server is stopping", api.ErrShuttingDown)
+	}
+	return err
+}
+
 // readBody decodes the msgpack body of r into v. Errors: *plane.InvalidError.
 func readBody(w http.ResponseWriter, r *http.Request, v any) error {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))

@@ -234,3 +234,40 @@ func TestRealPackageOnEveryPlane(t *testing.T) {
 		})
 	}
 }
+
+// TestStopEndsLongPolls: a poll waiting for a job and an open stream end at once when the
+// server stops (503 shutting_down for the poll), not after their wait.
+func TestStopEndsLongPolls(t *testing.T) {
+	drv := sqlite(t)
+	srv := server.New(drv, &server.Config{})
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	type answer struct {
+		status int
+		took   time.Duration
+	}
+	polled, streamed := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		status, _ := call(t, ts.URL, "/v1/daemon/poll", map[string]any{"worker_id": "w", "timeout_s": 25, "queue": "q"})
+		polled <- answer{status, time.Since(start)}
+	}()
+	go func() {
+		start := time.Now()
+		r, err := http.Get(ts.URL + "/v1/namespaces/default/producer/invocations/some-topic/result/stream")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			streamed <- answer{r.StatusCode, time.Since(start)}
+			return
+		}
+		streamed <- answer{0, time.Since(start)}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	srv.Stop()
+	p, s := <-polled, <-streamed
+	require.Equal(t, http.StatusServiceUnavailable, p.status)
+	require.Less(t, p.took, 10*time.Second)
+	require.Equal(t, http.StatusOK, s.status)
+	require.Less(t, s.took, 10*time.Second)
+}

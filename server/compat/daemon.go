@@ -120,15 +120,14 @@ func (h *handlers) poll(w http.ResponseWriter, r *http.Request, p Principal) err
 		return forbidden(namespace, req.Queue, plane.PermissionConsume)
 	}
 	h.extend(r, h.leases.ofWorker(req.WorkerID))
-	jobs, err := h.cfg.Driver.InvocationClaimMany(r.Context(), &plane.ClaimParams{
+	ctx, cancel := h.untilStop(r)
+	defer cancel()
+	jobs, err := h.cfg.Driver.InvocationClaimMany(ctx, &plane.ClaimParams{
 		Namespace: namespace, Queue: req.Queue, Kind: plane.KindFIFO, Max: 1,
 		LeaseTTL: h.cfg.LeaseTTL, Wait: seconds(req.TimeoutS), Worker: req.WorkerID,
 	})
 	if err != nil {
-		if r.Context().Err() != nil {
-			return nil
-		}
-		return err
+		return stopped(ctx, r, err)
 	}
 	commands := []map[string]any{}
 	for _, job := range jobs {

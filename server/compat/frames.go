@@ -95,9 +95,12 @@ const streamWait = 15 * time.Second
 func (h *handlers) writeStream(w http.ResponseWriter, r *http.Request, journal plane.Journal, since int64) error {
 	rc := http.NewResponseController(w)
 	wrote := false
-	ctx := r.Context()
+	ctx, cancel := h.untilStop(r)
+	defer cancel()
+	wait := time.Duration(0) // the first read answers at once: the headers go out at once
 	for {
-		res, err := h.cfg.Driver.FrameRead(ctx, &plane.FrameReadParams{Journal: journal, Since: since, Wait: streamWait})
+		res, err := h.cfg.Driver.FrameRead(ctx, &plane.FrameReadParams{Journal: journal, Since: since, Wait: wait})
+		wait = streamWait
 		if err != nil {
 			if wrote || ctx.Err() != nil {
 				return nil // the stream has begun (or no one listens): end it
@@ -122,15 +125,8 @@ func (h *handlers) writeStream(w http.ResponseWriter, r *http.Request, journal p
 		if err := rc.Flush(); err != nil {
 			return nil
 		}
-		if res.Closed && len(res.Frames) == 0 {
+		if res.Closed && len(res.Frames) == 0 || ctx.Err() != nil {
 			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-h.cfg.Done:
-			return nil
-		default:
 		}
 	}
 }

@@ -79,7 +79,10 @@ func (h *handlers) await(w http.ResponseWriter, r *http.Request, p Principal) er
 		return err
 	}
 	if !inv.State.Terminal() && req.TimeoutS > 0 {
-		got, err := h.cfg.Driver.InvocationWait(r.Context(), &plane.WaitParams{ID: inv.ID, Timeout: seconds(req.TimeoutS)})
+		ctx, cancel := h.untilStop(r)
+		got, err := h.cfg.Driver.InvocationWait(ctx, &plane.WaitParams{ID: inv.ID, Timeout: seconds(req.TimeoutS)})
+		err = stopped(ctx, r, err)
+		cancel()
 		switch {
 		case err == nil:
 			inv = got
