@@ -81,7 +81,7 @@ def out(v):
 
 def real(
     python: str,
-    server: Server,
+    server: Server | None,
     script: str,
     arg: Any = None,
     *,
@@ -90,9 +90,10 @@ def real(
     cwd: Path | None = None,
 ) -> list[Any]:
     """Run script with the real package (after _PRELUDE: ``dp``, ``ARG``, ``out``) and
-    return the values it printed with ``out``, decoded by our codec."""
-    env = dict(os.environ, COMPAT_URL=server.url, COMPAT_NS=namespace)
-    env["COMPAT_TOKEN"] = server.admin_token if token == "admin" else (token or "")
+    return the values it printed with ``out``, decoded by our codec. Without a server, ``dp``
+    points nowhere (for scripts that use the package's local plane)."""
+    env = dict(os.environ, COMPAT_URL=server.url if server else "http://127.0.0.1:1", COMPAT_NS=namespace)
+    env["COMPAT_TOKEN"] = (server.admin_token if server else "") if token == "admin" else (token or "")
     env.pop("LAKESHORE_URL", None)
     r = subprocess.run(
         [python, "-c", _PRELUDE + textwrap.dedent(script)],
@@ -526,7 +527,7 @@ def test_once_on_an_empty_queue_returns_at_once(real_python: str, every_plane: H
     already queued is still run."""
     got = real(
         real_python,
-        Server("http://127.0.0.1:1", "", None, Path()),  # type: ignore[arg-type]
+        None,
         """
         import tempfile
         local = dls.Dispatch(os.path.join(tempfile.mkdtemp(), "plane.db"))
