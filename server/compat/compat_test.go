@@ -150,8 +150,9 @@ func realPython(t *testing.T) string {
 }
 
 // realScript drives the real package's HttpDispatch through the job-queue snippets: submit,
-// claim, post, ack, result, stream, a topic, and run_worker with a generator @udf, a
-// failing one and a thunk. It asserts as it goes and prints "ok".
+// claim, post, ack, result, stream, keyed submits, a nack without retry, a topic, and
+// run_worker with a generator @udf, a failing one and a thunk. It asserts as it goes and
+// prints "ok".
 const realScript = `
 import os, time
 import dreamlake.lakeshore as dls
@@ -170,6 +171,17 @@ q.post(job.id, ("frame", 1))
 dp.ack(job.id, "worker-1", result=wire.pack({"echo": wire.unpack(job.envelope)}))
 assert q.result(inv, timeout=10) == {"echo": payload}
 assert list(q.stream(inv, timeout=10)) == [("frame", 1)]
+
+k = q.submit("first", key="nightly-7")
+assert q.submit("second", key="nightly-7") == k  # the key's existing invocation
+job = dp.claim("jobs", "worker-1")
+assert job.id == k and wire.unpack(job.envelope) == "first"
+dp.nack(k, "worker-1", error="not now", retry=False)
+try:
+    q.result(k, timeout=10)
+    raise AssertionError("no error")
+except DispatchError as e:
+    assert "not now" in str(e), e
 
 t = q.topic("progress")
 t.post({"step": 1}); t.post((2, 3)); t.post(None, final=True)
