@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -546,3 +546,81 @@ def test_once_on_an_empty_queue_returns_at_once(real_python: str, every_plane: H
     assert time.monotonic() - start < 3  # one claim without a long-poll (the real package: 0.00 s)
     SyncQueue(qname, dispatch=every_plane).submit(None)
     assert run_worker(every_plane, queues={qname: lambda: "ran"}, once=True, handle_signals=False) == 1
+
+
+_GENERATORS = """
+def keys():
+    yield ["k0"]
+    yield "k1"
+    yield ("k2", "k3")
+
+def named():
+    yield {"a": "x"}
+    yield {"b": "y"}
+
+def keys_then_named():
+    yield "k0"
+    yield {"b": "y"}
+
+def data():
+    yield 0
+    yield 1
+
+def keys_then_data():
+    yield "k0"
+    yield 1
+
+def nothing():
+    return
+    yield
+
+async def async_keys():
+    yield ["k0"]
+    yield "k1"
+"""
+_GENERATOR_NAMES = ["keys", "named", "keys_then_named", "data", "keys_then_data", "nothing", "async_keys"]
+
+
+def test_a_generator_result_is_its_key_manifest(real_python: str, every_plane: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    """Issue 24 semantics 2, side by side: a generator body that returns nothing has the
+    real package's result — its yields' key manifest, or None for a data stream — in both
+    SDKs; ours keeps a generator's own ``return`` value."""
+    (tmp_path / "compatgens.py").write_text(
+        "import dreamlake.lakeshore as dls\n"
+        + _GENERATORS.replace("\ndef ", "\n@dls.udf(queue='gens')\ndef ").replace("\nasync def ", "\n@dls.udf(queue='gens')\nasync def ")
+    )
+    theirs = real(
+        real_python,
+        None,
+        f"""
+        import tempfile, compatgens
+        local = dls.Dispatch(os.path.join(tempfile.mkdtemp(), "plane.db"))
+        q = dls.SyncQueue("gens", dispatch=local)
+        results = []
+        for name in {_GENERATOR_NAMES!r}:
+            inv = getattr(compatgens, name).submit(_dispatch=local)
+            assert dls.run_worker(q, once=True) == 1
+            results.append(q.result(inv, timeout=10))
+        out(results)
+        """,
+        token=None,
+        cwd=tmp_path,
+    )[0]
+    namespace: dict[str, Any] = {}
+    exec(_GENERATORS, namespace)
+    ours = []
+    q = SyncQueue(qname, dispatch=every_plane)
+    for name in _GENERATOR_NAMES:
+        inv = q.submit(None)
+        assert run_worker(every_plane, queues={qname: namespace[name]}, once=True, wait=10, handle_signals=False) == 1
+        ours.append(q.result(inv, timeout=10))
+    assert theirs == [["k0", "k1", "k2", "k3"], {"a": "x", "b": "y"}, ["k0", "y"], None, None, None, ["k0", "k1"]]
+    assert ours == theirs
+
+    def returns() -> Generator[str, None, str]:
+        yield "k0"
+        return "returned"
+
+    inv = q.submit(None)
+    assert run_worker(every_plane, queues={qname: returns}, once=True, wait=10, handle_signals=False) == 1
+    assert q.result(inv, timeout=10) == "returned"
