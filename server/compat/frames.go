@@ -166,11 +166,18 @@ func (h *handlers) resultChunk(w http.ResponseWriter, r *http.Request, p Princip
 	if req.Seq != nil {
 		seq = *req.Seq
 	}
-	journal, err := h.journalOf(r, p, daemonNamespace(p), name, plane.PermissionConsume, plane.PermissionSubmit)
-	if err != nil {
+	ctx := r.Context()
+	var journal plane.Journal
+	if _, ok := h.leases.get(name); ok {
+		// A job handed out by poll, whatever the namespace of the token that posts.
+		inv, err := h.invocation(ctx, p, "", name, plane.PermissionConsume)
+		if err != nil {
+			return err
+		}
+		journal.InvocationID = inv.ID
+	} else if journal, err = h.journalOf(r, p, daemonNamespace(p), name, plane.PermissionConsume, plane.PermissionSubmit); err != nil {
 		return err
 	}
-	ctx := r.Context()
 	token := ""
 	if journal.InvocationID != "" {
 		held, ok := h.leases.get(journal.InvocationID)
