@@ -11,8 +11,24 @@
 # 2. The Python SDK's pytest suite, in a virtual environment it creates once in
 #    python/.venv (pip install -e 'python[test]'), against a lakeshore binary built from
 #    this tree.
+# Both use the real dreamlake-lakeshore package (issue 24: server/compat's tests and
+# python/tests/test_seed_compat.py, test_wire_seed.py) from a scratch virtual environment,
+# $SEED_VENV (default /tmp/lakeshore-seed-venv, the one scripts/seed_vectors.sh makes),
+# created here when it is missing. Without it those tests skip, and with CI=true fail.
 set -eu
 cd "$(dirname "$0")/.."
+
+SEED_VENV="${SEED_VENV:-/tmp/lakeshore-seed-venv}"
+export SEED_VENV
+if ! "$SEED_VENV/bin/python" -c 'import dreamlake.lakeshore, numpy' 2>/dev/null; then
+  echo "==> $SEED_VENV: pip install dreamlake-lakeshore==0.5.0"
+  if ! { python3 -m venv "$SEED_VENV" &&
+    "$SEED_VENV/bin/pip" install -q --disable-pip-version-check dreamlake-lakeshore==0.5.0 \
+      msgpack==1.2.4 numpy==2.4.6 pillow==13.0.0; }; then
+    echo "could not make $SEED_VENV with dreamlake-lakeshore==0.5.0 (network access to PyPI?)" >&2
+    if [ "${CI:-}" = true ]; then exit 1; fi
+  fi
+fi
 
 echo "==> go test ./..."
 # A package binary may take minutes on a loaded 2-core machine (the PostgreSQL conformance

@@ -266,6 +266,7 @@ func New(drv plane.Driver, cfg *Config) *Server {
 	s.metrics = newMetrics(c.Registerer, drv)
 	s.data.metrics = newDataMetrics(c.Registerer, s.data)
 	s.registerRoutes()
+	s.mountCompat()
 	s.registerUI()
 	return s
 }

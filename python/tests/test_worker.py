@@ -212,7 +212,8 @@ WORKER_SCRIPT = textwrap.dedent(
         return f"{tag} by {os.getpid()}"
 
     print("ready", flush=True)
-    run_worker(d, queues=[slow], once=sys.argv[2] == "once", concurrency=1)
+    # once: wait for the job (a retry comes after the dead worker's 1 s lease).
+    run_worker(d, queues=[slow], once=sys.argv[2] == "once", concurrency=1, wait=10)
     print("drained", flush=True)
     """
 )

@@ -19,9 +19,11 @@ worker calls ``fn(**payload)``. The body kind is chosen once, at decoration, wit
 
 - a plain function: its return value is the result;
 - a generator: each ``yield`` posts a VALUE frame (``q.stream(inv)`` reads them live); its
-  ``return`` value is the result;
+  ``return`` value is the result, or without one (``None``) the yields' key manifest as
+  dreamlake-lakeshore makes it (see :class:`_Manifest`);
 - a coroutine function: awaited on the worker's event loop; its return value is the result;
-- an async generator: as a generator, on the worker's event loop.
+- an async generator: as a generator (its result: the key manifest), on the worker's event
+  loop.
 
 Sync bodies run on threads of the worker, async ones on its event loop; leases are
 heartbeated from the client's own thread, so a CPU-bound body does not lose its job. A
@@ -676,12 +678,14 @@ class _Worker:
             if kind == "sync":
                 return call()
             gen = call()
+            manifest = _Manifest()
             try:
                 while True:
                     try:
                         value = next(gen)
                     except StopIteration as stop:
-                        return stop.value
+                        return manifest.result() if stop.value is None else stop.value
+                    manifest.add(value)
                     if r.stopped.is_set():
                         gen.close()
                         raise JobStopped(r.job.id)
@@ -704,9 +708,10 @@ class _Worker:
         if kind == "async":
             return await call()
         agen = call()
-        result = None
+        manifest = _Manifest()
         try:
             async for value in agen:
+                manifest.add(value)
                 if r.stopped.is_set():
                     raise JobStopped(r.job.id)
                 try:
@@ -717,7 +722,40 @@ class _Worker:
                     raise JobStopped(r.job.id) from None
         finally:
             await agen.aclose()
-        return result
+        return manifest.result()
+
+
+class _Manifest:
+    """The result of a generator body that returns nothing, as dreamlake-lakeshore makes it
+    (issue 24, semantics 2; checked against the package): when every yield is a key — a
+    ``str``, a list or tuple of ``str``, or a ``dict`` of ``str`` to ``str`` — the keys
+    concatenated in order (``["k0"], ["k1"]`` → ``["k0", "k1"]``; named keys alone stay a
+    dict, after plain keys they add their values), else ``None`` (a data stream: the values
+    are its frames, not kept)."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.named: dict[str, str] = {}
+        self.data = False
+
+    def add(self, item: Any) -> None:
+        if self.data:
+            return
+        if isinstance(item, str):
+            self.keys.append(item)
+        elif isinstance(item, (list, tuple)) and all(isinstance(x, str) for x in item):
+            self.keys.extend(item)
+        elif isinstance(item, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in item.items()):
+            self.named.update(item)
+        else:
+            self.data, self.keys, self.named = True, [], {}
+
+    def result(self) -> list[str] | dict[str, str] | None:
+        if self.data:
+            return None
+        if self.named and not self.keys:
+            return dict(self.named)
+        return self.keys + list(self.named.values()) if self.keys else None
 
 
 def _settle_body(
@@ -781,7 +819,7 @@ def run_worker(
     queues: Sequence[str | UDF[Any, Any]] | Mapping[str, Callable[..., Any]] | None = None,
     once: bool = False,
     concurrency: int = 1,
-    wait: float = 10.0,
+    wait: float = 0.0,
     lease_ttl: float | None = None,
     handle_signals: bool = True,
     worker_id: str | None = None,
@@ -797,10 +835,12 @@ def run_worker(
         queues: queue names (their ``@udf`` functions; a name with no function runs
             thunk payloads), ``UDF`` objects, or a mapping of queue name to callable.
             Default: every ``@udf`` of the process.
-        once: run exactly one job (waiting up to ``wait`` seconds for one) and return.
+        once: run at most one job and return: the one claimable now (or within ``wait``
+            seconds), else return 0 at once (issue 24: the page's "drain exactly one job and
+            return", as dreamlake-lakeshore does).
         concurrency: jobs at once (sync bodies run on that many threads; async ones on the
             worker's event loop).
-        wait: with ``once``, how long to wait for a job.
+        wait: with ``once``, how long to wait for a job (default 0: no waiting).
         lease_ttl: seconds of a claim's lease between heartbeats (default: the server's).
         handle_signals: on the main thread, the first SIGTERM/SIGINT drains (nothing new is
             claimed; running jobs finish), the second stops the running jobs (released for

@@ -1,0 +1,192 @@
+// Package compat serves the HTTP routes of the dreamlake-lakeshore 0.5.0 package's
+// HttpDispatch (issue 24) on top of a plane.Driver, so that package's SyncQueue, Queue,
+// run_worker, stream and topics run against `lakeshore serve` with only LAKESHORE_URL set.
+//
+// The routes, all msgpack bodies:
+//
+//	POST /v1/namespaces/{namespace}/producer/submit                         submit
+//	POST /v1/namespaces/{namespace}/producer/await                          wait (bounded)
+//	GET  /v1/namespaces/{namespace}/producer/invocations/{id}/result/stream frames, re-framed
+//	POST /v1/daemon/poll                                                    claim one
+//	POST /v1/daemon/ack                                                     settle
+//	POST /v1/daemon/result-chunk                                            post one frame
+//
+// Every route maps onto the driver's verbs; nothing here stores state of its own except the
+// lease tokens (see Leases). docs/http-api.md, "Compatibility routes", is the contract.
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// TopicQueue is the queue a compatibility topic lives on: the real package names topics
+// only by name, ours by (namespace, queue, topic).
+const TopicQueue = "_topics"
+
+// LeaseTTLDefault is the lease of a job claimed through /v1/daemon/poll. The real worker
+// sends no heartbeats; its lease is extended to this length from now on every poll by the
+// same worker_id and on every frame it posts for the job.
+const LeaseTTLDefault = 5 * time.Minute
+
+// maxBody bounds a request body: one value of plane.MaxValueBytes and its fields.
+const maxBody = plane.MaxValueBytes + 1<<20
+
+// waitMax bounds one long-poll (poll, await) whatever timeout_s asks.
+const waitMax = 30 * time.Second
+
+// Principal is who a request acts as, as the server's authentication found it.
+type Principal interface {
+	// Allows reports whether the principal may use one of perms on (namespace, queue).
+	Allows(namespace, queue string, perms ...plane.Permission) bool
+	// Namespace is the token's namespace pattern, "" for the admin token or auth off.
+	Namespace() string
+}
+
+// Config wires the routes to a server.
+type Config struct {
+	// Driver is the plane behind the server.
+	Driver plane.Driver
+	// Authenticate finds the principal of a request (the server's bearer tokens).
+	Authenticate func(r *http.Request) (Principal, error)
+	// WriteError writes err as the server's typed error body.
+	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+	// Done is closed when the server stops: open streams end then.
+	Done <-chan struct{}
+	// LeaseTTL is the lease of a claimed job; 0 means LeaseTTLDefault.
+	LeaseTTL time.Duration
+}
+
+// Routes returns the compatibility routes, pattern → handler, for an http.ServeMux.
+func Routes(cfg *Config) map[string]http.HandlerFunc {
+	h := &handlers{cfg: *cfg, leases: newLeases()}
+	if h.cfg.LeaseTTL <= 0 {
+		h.cfg.LeaseTTL = LeaseTTLDefault
+	}
+	p := "/v1/namespaces/{namespace}/producer"
+	return map[string]http.HandlerFunc{
+		"POST " + p + "/submit":                        h.wrap(h.submit),
+		"POST " + p + "/await":                         h.wrap(h.await),
+		"GET " + p + "/invocations/{id}/result/stream": h.wrap(h.stream),
+		"POST /v1/daemon/poll":                         h.wrap(h.poll),
+		"POST /v1/daemon/ack":                          h.wrap(h.ack),
+		"POST /v1/daemon/result-chunk":                 h.wrap(h.resultChunk),
+	}
+}
+
+type handlers struct {
+	cfg    Config
+	leases *leases
+}
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p Principal) error
+
+func (h *handlers) wrap(f handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := h.cfg.Authenticate(r)
+		if err == nil {
+			err = f(w, r, p)
+		}
+		if err != nil {
+			h.cfg.WriteError(w, r, err)
+		}
+	}
+}
+
+// untilStop returns r's context, also ended when the server stops: long-polls and streams
+// end at once on a graceful shutdown.
+func (h *handlers) untilStop(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		select {
+		case <-h.cfg.Done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// stopped turns the error of a wait that untilStop's context ended into the server's
+// shutting_down (503, Retry-After: 1) when the server stopped it, not the client.
+func stopped(ctx context.Context, r *http.Request, err error) error {
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		return fmt.Errorf("%w: the server is stopping", api.ErrShuttingDown)
+	}
+	return err
+}
+
+// readBody decodes the msgpack body of r into v. Errors: *plane.InvalidError.
+func readBody(w http.ResponseWriter, r *http.Request, v any) error {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return plane.Invalid("body", nil, fmt.Sprintf("at most %d bytes", maxBody))
+		}
+		return fmt.Errorf("read body: %w", err)
+	}
+	if err := msgpack.Unmarshal(b, v); err != nil {
+		return plane.Invalid("body", nil, "a msgpack map of the route's fields: "+err.Error())
+	}
+	return nil
+}
+
+// writeBody answers v as msgpack.
+func writeBody(w http.ResponseWriter, v any) error {
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: encode answer: %v", api.ErrInternal, err)
+	}
+	w.Header().Set("Content-Type", "application/x-msgpack")
+	_, _ = w.Write(b)
+	return nil
+}
+
+// seconds turns timeout_s into a wait, at most waitMax and never negative.
+func seconds(s float64) time.Duration {
+	if !(s > 0) {
+		return 0
+	}
+	return min(time.Duration(s*float64(time.Second)), waitMax)
+}
+
+// daemonNamespace is the namespace of the daemon routes, which name none: the token's
+// namespace when it is one name (no glob), else "default".
+func daemonNamespace(p Principal) string {
+	ns := p.Namespace()
+	if ns == "" || plane.ValidateNamespace(ns) != nil {
+		return plane.NamespaceDefault
+	}
+	return ns
+}
+
+// invocation returns invocation id when p may use one of perms on its queue (and, when
+// namespace is set, it is of that namespace). An invocation p may not see answers like an
+// unknown one. Errors: plane.ErrNotFound, *plane.InvalidError.
+func (h *handlers) invocation(ctx context.Context, p Principal, namespace, id string, perms ...plane.Permission) (*plane.Invocation, error) {
+	if err := plane.ValidateID(id); err != nil {
+		return nil, err
+	}
+	inv, err := h.cfg.Driver.InvocationGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if namespace != "" && inv.Namespace != namespace || !p.Allows(inv.Namespace, inv.Queue, perms...) {
+		return nil, fmt.Errorf("%w: invocation %s", plane.ErrNotFound, id)
+	}
+	return inv, nil
+}
+
+func forbidden(namespace, queue string, perms ...plane.Permission) error {
+	return fmt.Errorf("%w: the token does not grant %v on queue %s/%s", api.ErrForbidden, perms, namespace, queue)
+}

@@ -1,0 +1,285 @@
+package compat_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+	"github.com/lakeshore-dev/lakeshore/server"
+	"github.com/lakeshore-dev/lakeshore/server/compat"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// everyone is the principal of a server without tokens.
+type everyone struct{}
+
+func (everyone) Allows(string, string, ...plane.Permission) bool { return true }
+func (everyone) Namespace() string                               { return "" }
+
+func sqlite(t *testing.T) plane.Driver {
+	drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "plane.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { drv.Close() })
+	return drv
+}
+
+func postgres(t *testing.T) plane.Driver {
+	drv, err := pgplane.Open(t.Context(), pgtest.Database(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { drv.Close() })
+	return drv
+}
+
+// call posts body as msgpack to path and decodes the answer into a map.
+func call(t *testing.T, url, path string, body any) (int, map[string]any) {
+	t.Helper()
+	b, err := msgpack.Marshal(body)
+	require.NoError(t, err)
+	r, err := http.Post(url+path, "application/x-msgpack", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer r.Body.Close()
+	raw, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	out := map[string]any{}
+	if r.StatusCode == http.StatusOK {
+		require.NoError(t, msgpack.Unmarshal(raw, &out))
+	} else {
+		out["text"] = string(raw)
+	}
+	return r.StatusCode, out
+}
+
+// TestLeaseExtendedByPollAndPost: a job claimed through poll keeps its lease past the lease
+// length while its worker polls or posts (a real worker sends no heartbeats), and loses it
+// when the worker goes silent: its ack then answers 409 lease_lost and the job is queued
+// again.
+func TestLeaseExtendedByPollAndPost(t *testing.T) {
+	drv := sqlite(t)
+	mux := http.NewServeMux()
+	routes := compat.Routes(&compat.Config{
+		Driver:       drv,
+		Authenticate: func(*http.Request) (compat.Principal, error) { return everyone{}, nil },
+		WriteError: func(w http.ResponseWriter, _ *http.Request, err error) {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, err.Error())
+		},
+		Done:     make(chan struct{}),
+		LeaseTTL: 3 * time.Second, // margins for a loaded machine
+	})
+	for pattern, h := range routes {
+		mux.HandleFunc(pattern, h)
+	}
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	submit := "/v1/namespaces/default/producer/submit"
+	poll := map[string]any{"worker_id": "w1", "timeout_s": 0, "queue": "q"}
+	claim := func(id string) {
+		status, out := call(t, ts.URL, submit, map[string]any{"invocation_id": id, "queue": "q", "args_blob": []byte{0x01}})
+		require.Equal(t, http.StatusOK, status, out)
+		status, out = call(t, ts.URL, "/v1/daemon/poll", poll)
+		require.Equal(t, http.StatusOK, status, out)
+		commands := out["commands"].([]any)
+		require.Len(t, commands, 1)
+		require.Equal(t, id, commands[0].(map[string]any)["body"].(map[string]any)["invocation_id"])
+	}
+	busy, silent := plane.NewIDGenerator().New(time.Now()), ""
+	claim(busy)
+	frame := []byte{0x94, 0x00, 0x00, 0xa1, 'x', 0xc0} // [VALUE, 0, "x", nil]
+	for i := range 3 {
+		time.Sleep(1500 * time.Millisecond) // 4.5 s in all: past the lease unless extended
+		if i == 1 {
+			status, out := call(t, ts.URL, "/v1/daemon/poll", poll) // no job: extends only
+			require.Equal(t, http.StatusOK, status, out)
+			require.Empty(t, out["commands"])
+			continue
+		}
+		status, out := call(t, ts.URL, "/v1/daemon/result-chunk", map[string]any{"invocation_id": busy, "seq": i, "bytes": frame})
+		require.Equal(t, http.StatusOK, status, out)
+	}
+	require.NoError(t, drv.Maintain(t.Context()))
+	status, out := call(t, ts.URL, "/v1/daemon/ack", map[string]any{"invocation_id": busy, "state": "succeeded", "result_blob": []byte{0x02}})
+	require.Equal(t, http.StatusOK, status, out)
+	inv, err := drv.InvocationGet(t.Context(), busy)
+	require.NoError(t, err)
+	require.Equal(t, plane.StateSucceeded, inv.State)
+	require.Equal(t, []byte{0x02}, inv.Result)
+
+	silent = plane.NewIDGenerator().New(time.Now())
+	claim(silent)
+	time.Sleep(4 * time.Second)
+	require.NoError(t, drv.Maintain(t.Context()))
+	status, out = call(t, ts.URL, "/v1/daemon/ack", map[string]any{"invocation_id": silent, "state": "succeeded"})
+	require.Equal(t, http.StatusConflict, status, out)
+	require.Contains(t, out["text"], "lease")
+	inv, err = drv.InvocationGet(t.Context(), silent)
+	require.NoError(t, err)
+	require.Equal(t, plane.StateQueued, inv.State)
+}
+
+// realPython is the python of the scratch venv with dreamlake-lakeshore (SEED_VENV, made by
+// scripts/test.sh), or a skip (a failure with CI=true).
+func realPython(t *testing.T) string {
+	venv := os.Getenv("SEED_VENV")
+	if venv == "" {
+		venv = "/tmp/lakeshore-seed-venv"
+	}
+	py := filepath.Join(venv, "bin", "python")
+	if err := exec.Command(py, "-c", "import dreamlake.lakeshore").Run(); err != nil {
+		msg := "no dreamlake-lakeshore in " + venv + " (sh scripts/test.sh makes it; or set SEED_VENV): " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return py
+}
+
+// realScript drives the real package's HttpDispatch through the job-queue snippets: submit,
+// claim, post, ack, result, stream, keyed submits, a nack without retry, a topic, and
+// run_worker with a generator @udf, a failing one and a thunk. It asserts as it goes and
+// prints "ok".
+const realScript = `
+import os, time
+import dreamlake.lakeshore as dls
+from dreamlake.lakeshore import wire
+from dreamlake.lakeshore.http_dispatch import HttpDispatch
+from dreamlake.lakeshore.dispatch import DispatchError
+import compatjobs
+
+dp = HttpDispatch(os.environ["COMPAT_URL"], token=os.environ["COMPAT_TOKEN"])
+q = dls.SyncQueue("jobs", dispatch=dp)
+payload = {"pair": (1, 2.5), "s": "héllo", "b": b"\x00", "n": None, "l": [1, (2,)]}
+inv = q.submit(payload)
+job = dp.claim("jobs", "worker-1")
+assert job.id == inv and job.envelope == wire.pack(payload)
+q.post(job.id, ("frame", 1))
+dp.ack(job.id, "worker-1", result=wire.pack({"echo": wire.unpack(job.envelope)}))
+assert q.result(inv, timeout=10) == {"echo": payload}
+assert list(q.stream(inv, timeout=10)) == [("frame", 1)]
+
+k = q.submit("first", key="nightly-7")
+assert q.submit("second", key="nightly-7") == k  # the key's existing invocation
+job = dp.claim("jobs", "worker-1")
+assert job.id == k and wire.unpack(job.envelope) == "first"
+dp.nack(k, "worker-1", error="not now", retry=False)
+try:
+    q.result(k, timeout=10)
+    raise AssertionError("no error")
+except DispatchError as e:
+    assert "not now" in str(e), e
+
+t = q.topic("progress")
+t.post({"step": 1}); t.post((2, 3)); t.post(None, final=True)
+assert list(t.stream(timeout=10)) == [{"step": 1}, (2, 3)]
+
+u = dls.SyncQueue("udf", dispatch=dp)
+g = compatjobs.count.submit(3, _dispatch=dp)
+b = compatjobs.boom.submit(_dispatch=dp)
+th = u.submit(dls.thunk(lambda: 40 + 2))
+assert dls.run_worker(u, once=True) == 1
+assert dls.run_worker(u, once=True, retries=0) == 1
+assert dls.run_worker(u, once=True, allow_pickled=True) == 1
+assert u.result(g, timeout=10) == ["k0", "k1", "k2"]
+assert list(u.stream(g, timeout=10)) == [["k0"], ["k1"], ["k2"]]
+assert u.result(th, timeout=10) == 42
+try:
+    u.result(b, timeout=10)
+    raise AssertionError("no error")
+except DispatchError as e:
+    assert "ValueError: nope" in str(e), e
+start = time.monotonic()
+assert dls.run_worker(u, once=True) == 0 and time.monotonic() - start < 5
+print("ok")
+`
+
+const realJobs = `
+import dreamlake.lakeshore as dls
+
+@dls.udf(queue="udf")
+def count(n):
+    for i in range(n):
+        yield [f"k{i}"]
+
+@dls.udf(queue="udf")
+def boom():
+    raise ValueError("nope")
+`
+
+// TestRealPackageOnEveryPlane runs realScript with the real dreamlake-lakeshore 0.5.0 against
+// a server with tokens on SQLite and on PostgreSQL.
+func TestRealPackageOnEveryPlane(t *testing.T) {
+	py := realPython(t)
+	for name, open := range map[string]func(*testing.T) plane.Driver{"sqlite": sqlite, "postgres": postgres} {
+		t.Run(name, func(t *testing.T) {
+			drv := open(t)
+			srv := server.New(drv, &server.Config{AdminToken: "admin-secret"})
+			ts := httptest.NewServer(srv)
+			defer func() {
+				srv.Stop()
+				ts.Close()
+			}()
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "compatjobs.py"), []byte(realJobs), 0o600))
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, py, "-c", realScript)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "COMPAT_URL="+ts.URL, "COMPAT_TOKEN=admin-secret", "LAKESHORE_URL=")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, string(out))
+			require.Equal(t, "ok\n", string(out))
+		})
+	}
+}
+
+// TestStopEndsLongPolls: a poll waiting for a job and an open stream end at once when the
+// server stops (503 shutting_down for the poll), not after their wait.
+func TestStopEndsLongPolls(t *testing.T) {
+	drv := sqlite(t)
+	srv := server.New(drv, &server.Config{})
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	type answer struct {
+		status int
+		took   time.Duration
+	}
+	polled, streamed := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		status, _ := call(t, ts.URL, "/v1/daemon/poll", map[string]any{"worker_id": "w", "timeout_s": 25, "queue": "q"})
+		polled <- answer{status, time.Since(start)}
+	}()
+	go func() {
+		start := time.Now()
+		r, err := http.Get(ts.URL + "/v1/namespaces/default/producer/invocations/some-topic/result/stream")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			streamed <- answer{r.StatusCode, time.Since(start)}
+			return
+		}
+		streamed <- answer{0, time.Since(start)}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	srv.Stop()
+	p, s := <-polled, <-streamed
+	require.Equal(t, http.StatusServiceUnavailable, p.status)
+	require.Less(t, p.took, 10*time.Second)
+	require.Equal(t, http.StatusOK, s.status)
+	require.Less(t, s.took, 10*time.Second)
+}

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server/compat"
+)
+
+// mountCompat serves the routes of the dreamlake-lakeshore package's HttpDispatch
+// (server/compat) with the same bearer tokens as ours. They are not in api.Routes: they are
+// that package's contract, not ours (docs/http-api.md, "Compatibility routes").
+func (s *Server) mountCompat() {
+	routes := compat.Routes(&compat.Config{
+		Driver: s.drv,
+		Authenticate: func(r *http.Request) (compat.Principal, error) {
+			p, err := s.authenticate(r)
+			if err != nil {
+				return nil, err
+			}
+			return compatPrincipal{p}, nil
+		},
+		WriteError: s.writeError,
+		Done:       s.stopCtx.Done(),
+	})
+	for pattern, h := range routes {
+		s.mux.HandleFunc(pattern, h)
+	}
+}
+
+// compatPrincipal is a principal as server/compat sees it.
+type compatPrincipal struct{ p *principal }
+
+func (c compatPrincipal) Allows(namespace, queue string, perms ...plane.Permission) bool {
+	return c.p.allows(namespace, queue, perms...)
+}
+
+func (c compatPrincipal) Namespace() string {
+	if c.p.all {
+		return ""
+	}
+	return c.p.tok.Namespace
+}
