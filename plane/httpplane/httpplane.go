@@ -34,6 +34,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
@@ -289,7 +290,18 @@ type call struct {
 	// ctx is the request's context when set (a blocked submit detaches it from the
 	// caller's deadline); else the caller's.
 	ctx context.Context
+	// claims: the answer carries claimed jobs. When the caller's ctx ends, the request is
+	// given claimGrace before its connection closes, and once the answer's first byte
+	// arrived it is read to the end: closing the connection under an answer the server
+	// already sent would leave its jobs held until their lease expires (the caller gives
+	// them back instead, see claimed). A connection closed before the server answered
+	// makes the server give back what it claimed.
+	claims bool
 }
+
+// claimGrace is how long a claim whose caller went away still waits for an answer already
+// on its way before its connection closes.
+const claimGrace = 50 * time.Millisecond
 
 // do performs c and decodes its answer, retrying as c allows.
 func (d *Driver) do(ctx context.Context, c *call) error {
@@ -406,11 +418,36 @@ func (d *Driver) waitDeadline(ctx context.Context, waits bool, end time.Time) ti
 // once sends one request. It reports whether the error may be retried, and the server's
 // Retry-After.
 func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byte) (err error, retryAfter time.Duration, retryable bool) {
+	if c.claims {
+		reqCtx = context.WithoutCancel(reqCtx)
+	}
 	rctx, cancel := context.WithTimeout(reqCtx, c.wait+d.cfg.RequestTimeout)
 	defer cancel()
 	rctx, cancelClose := context.WithCancelCause(rctx)
 	defer cancelClose(nil)
 	defer context.AfterFunc(d.closeCtx, func() { cancelClose(plane.ErrClosed) })()
+	if c.claims {
+		var answering atomic.Bool // the answer's first byte arrived
+		var mu sync.Mutex
+		var grace *time.Timer
+		defer func() {
+			mu.Lock()
+			if grace != nil {
+				grace.Stop()
+			}
+			mu.Unlock()
+		}()
+		defer context.AfterFunc(ctx, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			grace = time.AfterFunc(claimGrace, func() {
+				if !answering.Load() {
+					cancelClose(context.Cause(ctx))
+				}
+			})
+		})()
+		rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { answering.Store(true) }})
+	}
 
 	var rd io.Reader
 	if body != nil {
