@@ -182,10 +182,15 @@ class Portal:
             fut.cancel()
             raise
 
-    async def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
+    async def run_async(
+        self, coro: Coroutine[Any, Any, T], orphan: Callable[[T], Coroutine[Any, Any, None]] | None = None
+    ) -> T:
         """Await coro on the portal's loop from another loop without blocking that loop.
 
-        Cancelling the awaiting task cancels the coroutine on the portal."""
+        Cancelling the awaiting task cancels the coroutine on the portal. When the coroutine
+        had already produced its answer (or produces one despite the cancel), ``orphan``,
+        when given, gets that answer on the portal's loop (a claimed job nobody will run is
+        given back there)."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:  # pragma: no cover - always called from a coroutine
@@ -194,7 +199,19 @@ class Portal:
         if running is loop:
             return await coro
         fut = asyncio.run_coroutine_threadsafe(coro, loop)
-        return await asyncio.wrap_future(fut)
+        try:
+            return await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            if orphan is not None:
+                hand_over = orphan
+
+                def lost(f: concurrent.futures.Future[T]) -> None:
+                    if not f.cancelled() and f.exception() is None:
+                        with contextlib.suppress(RuntimeError):  # the loop is closed
+                            asyncio.run_coroutine_threadsafe(hand_over(f.result()), loop)
+
+                fut.add_done_callback(lost)
+            raise
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None, timeout: float = 5.0) -> None:
         """Cancel what runs on the loop, run cleanup there, then stop the loop and its thread."""

@@ -13,7 +13,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from lakeshore import _daemon, errors
 from lakeshore._transport import HttpTransport, Portal, redact_url
@@ -182,9 +182,12 @@ class Dispatch:
         """Run a coroutine of the client core and block until it ends (blocking facades)."""
         return self._portal.run(coro)
 
-    async def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await a coroutine of the client core without blocking the caller's loop."""
-        return await self._portal.run_async(coro)
+    async def run_async(
+        self, coro: Coroutine[Any, Any, T], orphan: Callable[[T], Coroutine[Any, Any, None]] | None = None
+    ) -> T:
+        """Await a coroutine of the client core without blocking the caller's loop (see
+        :meth:`~lakeshore._transport.Portal.run_async` for ``orphan``)."""
+        return await self._portal.run_async(coro, orphan)
 
     def close(self) -> None:
         """Close the connections and stop the client's thread. Calls in progress end with
