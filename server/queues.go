@@ -43,6 +43,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 	params.Wait = wait
 	jobs, err := s.drv.InvocationClaimMany(ctx, params)
 	if err != nil {
+		s.releaseAbandoned(r, jobs) // jobs a plane claimed before its error are no one's
 		return stopErr(ctx, err)
 	}
 	if len(jobs) == 0 && ctx.Err() != nil {
@@ -55,7 +56,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 		out.Jobs[i] = api.NewJob(j)
 	}
 	s.metrics.claims.WithLabelValues(ns, q).Add(float64(len(jobs)))
-	s.write(w, r, http.StatusOK, out)
+	s.writeClaimed(w, r, out, jobs)
 	return nil
 }
 

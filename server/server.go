@@ -454,16 +454,53 @@ func responseCodec(r *http.Request) api.Codec {
 
 // write writes v with status in the response codec.
 func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, v any) {
+	s.writeAnswer(w, r, status, v) //nolint:errcheck // the client went away; nothing to do
+}
+
+// writeAnswer is write, reporting whether the answer could not be encoded or sent.
+func (s *Server) writeAnswer(w http.ResponseWriter, r *http.Request, status int, v any) error {
 	c := responseCodec(r)
 	b, err := c.Marshal(v)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("%w: encode response: %v", api.ErrInternal, err))
-		return
+		err = fmt.Errorf("%w: encode response: %v", api.ErrInternal, err)
+		s.writeError(w, r, err)
+		return err
 	}
 	w.Header().Set("Content-Type", c.ContentType())
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	w.Write(b) //nolint:errcheck // the client went away; nothing to do
+	_, err = w.Write(b)
+	return err
+}
+
+// writeClaimed answers a claim (or a settle-and-claim) with out, which carries jobs. A
+// caller that went away is not a claimer: when the request's context ended before the
+// answer (a long-poll whose connection closed) or the answer could not be sent, the jobs
+// are given back at once (plane.ReleaseAbandoned) instead of staying held until their
+// lease expires. An answer that was sent is the caller's, whatever happens to it after.
+func (s *Server) writeClaimed(w http.ResponseWriter, r *http.Request, out any, jobs []*plane.Job) {
+	if len(jobs) > 0 && r.Context().Err() != nil {
+		s.releaseAbandoned(r, jobs)
+		s.writeError(w, r, r.Context().Err())
+		return
+	}
+	err := s.writeAnswer(w, r, http.StatusOK, out)
+	if err == nil && len(jobs) > 0 {
+		err = http.NewResponseController(w).Flush()
+	}
+	if err != nil && len(jobs) > 0 {
+		s.releaseAbandoned(r, jobs)
+	}
+}
+
+// releaseAbandoned gives back jobs (none: nothing) claimed for a caller that went away.
+func (s *Server) releaseAbandoned(r *http.Request, jobs []*plane.Job) {
+	if len(jobs) == 0 {
+		return
+	}
+	if err := plane.ReleaseAbandoned(r.Context(), s.drv, jobs); err != nil {
+		s.log.Warn("release the jobs of a claim whose caller went away", "jobs", len(jobs), "error", err)
+	}
 }
 
 // writeError writes the error body of err with its status (and Retry-After when known).

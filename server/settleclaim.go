@@ -59,6 +59,7 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 	claim.Wait = wait
 	errs, jobs, err := s.drv.InvocationSettleAndClaim(ctx, params, claim)
 	if err != nil {
+		s.releaseAbandoned(r, jobs) // jobs a plane claimed before its error are no one's
 		return stopErr(ctx, err)
 	}
 	out := &api.SettleAndClaimResponse{Results: make([]api.ItemResponse, len(params)), Jobs: make([]api.Job, len(jobs))}
@@ -72,6 +73,6 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 		out.Jobs[i] = api.NewJob(j)
 	}
 	s.metrics.claims.WithLabelValues(ns, q).Add(float64(len(jobs)))
-	s.write(w, r, http.StatusOK, out)
+	s.writeClaimed(w, r, out, jobs)
 	return nil
 }

@@ -42,28 +42,40 @@ type dialCheck struct {
 	noticeAfter, giveUp, every time.Duration
 }
 
+// A list of servers ("http://a:7077,http://b:7077", replicas the HTTP plane fails over
+// between) passes when any of them accepts connections.
 func (c dialCheck) check(ctx context.Context, target string, notes io.Writer) error {
-	u, err := url.Parse(target)
-	if err != nil || (!strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https")) || u.Host == "" {
-		return nil
-	}
-	host := u.Host
-	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[strings.EqualFold(u.Scheme, "https")])
+	var hosts []string
+	for _, one := range strings.Split(target, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil || (!strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https")) || u.Host == "" {
+			return nil
+		}
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[strings.EqualFold(u.Scheme, "https")])
+		}
+		hosts = append(hosts, host)
 	}
 	start := time.Now()
 	noticed := false
 	for {
-		var d net.Dialer
-		dctx, cancel := context.WithTimeout(ctx, c.giveUp)
-		conn, err := d.DialContext(dctx, "tcp", host)
-		cancel()
-		if err == nil {
-			conn.Close()
-			return nil
+		refused := 0
+		for _, host := range hosts {
+			var d net.Dialer
+			dctx, cancel := context.WithTimeout(ctx, c.giveUp)
+			conn, err := d.DialContext(dctx, "tcp", host)
+			cancel()
+			if err == nil {
+				conn.Close()
+				return nil
+			}
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				refused++
+			}
 		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil // not a refusal: the plane's own retries decide
+		if refused < len(hosts) {
+			return nil // not all refusals: the plane's own retries decide
 		}
 		elapsed := time.Since(start)
 		if elapsed >= c.giveUp {

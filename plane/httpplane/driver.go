@@ -96,7 +96,10 @@ func (d *Driver) submitNow(ctx context.Context, params *plane.SubmitManyParams) 
 
 // InvocationClaimMany implements plane.Driver. A claim is not repeated once sent (a lost
 // answer leaves its jobs leased until the lease expires); a Wait longer than LongPollMax
-// is several requests.
+// is several requests. A claim whose ctx ends takes no job: its request's connection
+// closes, and the server gives back what it claimed for a request whose context ended or
+// whose answer could not be sent; jobs answered after ctx ended are given back here (see
+// claimed), and ctx's error is returned.
 func (d *Driver) InvocationClaimMany(ctx context.Context, params *plane.ClaimParams) ([]*plane.Job, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
@@ -111,18 +114,34 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, params *plane.ClaimPar
 			Temperature: params.Temperature, Max: params.Max, LeaseTTL: api.Seconds(params.LeaseTTL),
 			Wait: api.Seconds(wait), Worker: params.Worker}
 		var out api.ClaimResponse
-		if err := d.do(ctx, &call{method: "POST", path: queuePath(params.Namespace, params.Queue) + "/claim", body: req, out: &out, wait: wait}); err != nil {
+		if err := d.do(ctx, &call{method: "POST", path: queuePath(params.Namespace, params.Queue) + "/claim", body: req, out: &out, wait: wait, claims: true}); err != nil {
 			return nil, err
 		}
 		if len(out.Jobs) > 0 || wait == 0 || !time.Now().Before(end) {
-			jobs := make([]*plane.Job, len(out.Jobs))
-			for i := range out.Jobs {
-				jobs[i] = out.Jobs[i].Plane()
-				d.leases.note(jobs[i].ID, jobs[i].LeaseExpiresAt)
+			jobs := d.claimed(ctx, out.Jobs)
+			if len(out.Jobs) > 0 && ctx.Err() != nil {
+				return nil, ctx.Err()
 			}
 			return jobs, nil
 		}
 	}
+}
+
+// claimed turns a claim's answer into jobs. When ctx ended while the answer was on its way
+// (the caller went away: it is not a claimer), the jobs are given back at once
+// (plane.ReleaseAbandoned) and none is returned, instead of staying held until their
+// lease expires.
+func (d *Driver) claimed(ctx context.Context, answer []api.Job) []*plane.Job {
+	jobs := make([]*plane.Job, len(answer))
+	for i := range answer {
+		jobs[i] = answer[i].Plane()
+		d.leases.note(jobs[i].ID, jobs[i].LeaseExpiresAt)
+	}
+	if len(jobs) > 0 && ctx.Err() != nil {
+		plane.ReleaseAbandoned(ctx, d, jobs) //nolint:errcheck // a failed release leaves the jobs to their lease's expiry
+		return nil
+	}
+	return jobs
 }
 
 // InvocationSettleMany implements plane.Driver. A settle is fenced by its lease token, so

@@ -16,6 +16,11 @@
 // not repeated once sent. Config.Unreachable makes calls fail fast on a server that refuses
 // connections (one-shot CLI verbs), and Config.OnRetry reports each retry. A connection
 // failure that is finally returned wraps plane.ErrUnavailable and keeps its cause.
+//
+// New accepts several servers (replicas of one plane), separated by commas:
+// "http://a:7077,http://b:7077". Calls go to one of them; a connection failure or a 502,
+// 503 or 504 answer moves every later call of the Driver to the next server (failover), and
+// a call that may be retried (the rules above, unchanged) is retried there at once.
 package httpplane
 
 import (
@@ -29,6 +34,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
@@ -103,11 +109,13 @@ const (
 
 // Driver is a plane.Driver over HTTP. Safe for concurrent use.
 type Driver struct {
-	base   string // scheme://host[:port][/prefix], without a trailing slash
-	client *http.Client
-	cfg    Config
-	ids    *plane.IDGenerator
-	ownTr  *http.Transport // the transport New made, closed by Close
+	bases []string // scheme://host[:port][/prefix] of each server, without a trailing slash
+	// current is the index in bases of the server calls go to; a failure there moves it on.
+	current atomic.Int32
+	client  *http.Client
+	cfg     Config
+	ids     *plane.IDGenerator
+	ownTr   *http.Transport // the transport New made, closed by Close
 
 	leases leaseBook // lease expiries of the jobs claimed here, bounding settle retries
 	// settles coalesces concurrent InvocationSettleMany calls into batched requests.
@@ -179,14 +187,12 @@ func (d *Driver) leaseEnd(ctx context.Context, ids []string) time.Time {
 var _ plane.Driver = (*Driver)(nil)
 
 // New returns a Driver for the server at baseURL (http:// or https://, optionally with a
-// path prefix). It makes no request. Errors: *plane.InvalidError for a bad URL.
+// path prefix), or for several replicas of one plane separated by commas (see the package
+// comment: failover). It makes no request. Errors: *plane.InvalidError for a bad URL.
 func New(baseURL string, cfg *Config) (*Driver, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, plane.Invalid("server URL", baseURL, "use http(s)://host[:port]")
-	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, plane.Invalid("server URL", baseURL, "use http(s)://host[:port][/prefix] without user, query or fragment")
+	bases, err := ParseServers(baseURL)
+	if err != nil {
+		return nil, err
 	}
 	var c Config
 	if cfg != nil {
@@ -204,7 +210,7 @@ func New(baseURL string, cfg *Config) (*Driver, error) {
 	if c.LongPollMax < 0 || c.RequestTimeout < 0 {
 		return nil, plane.Invalid("timeout", nil, "use positive durations")
 	}
-	d := &Driver{base: strings.TrimSuffix(u.Scheme+"://"+u.Host+u.EscapedPath(), "/"), cfg: c, ids: plane.NewIDGenerator()}
+	d := &Driver{bases: bases, cfg: c, ids: plane.NewIDGenerator()}
 	d.client = c.HTTPClient
 	if d.client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -216,6 +222,35 @@ func New(baseURL string, cfg *Config) (*Driver, error) {
 	}
 	d.closeCtx, d.close = context.WithCancel(context.Background())
 	return d, nil
+}
+
+// ParseServers splits a server list, "http://a:7077" or "http://a:7077,http://b:7077", into
+// base URLs without a trailing slash. Errors: *plane.InvalidError naming the bad URL.
+func ParseServers(list string) ([]string, error) {
+	var bases []string
+	for _, one := range strings.Split(list, ",") {
+		one = strings.TrimSpace(one)
+		u, err := url.Parse(one)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, plane.Invalid("server URL", plane.RedactURL(one), "use http(s)://host[:port], or several separated by commas")
+		}
+		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, plane.Invalid("server URL", plane.RedactURL(one), "use http(s)://host[:port][/prefix] without user, query or fragment")
+		}
+		bases = append(bases, strings.TrimSuffix(u.Scheme+"://"+u.Host+u.EscapedPath(), "/"))
+	}
+	return bases, nil
+}
+
+// server returns the index of the server calls go to now.
+func (d *Driver) server() int { return int(d.current.Load()) }
+
+// failover moves later calls from server i, which failed, to the next server. A failure
+// reported by a call that started on an older choice does not move the choice again.
+func (d *Driver) failover(i int) {
+	if len(d.bases) > 1 {
+		d.current.CompareAndSwap(int32(i), int32((i+1)%len(d.bases)))
+	}
 }
 
 // Close ends calls in progress (they return plane.ErrClosed), makes later calls fail with
@@ -255,7 +290,18 @@ type call struct {
 	// ctx is the request's context when set (a blocked submit detaches it from the
 	// caller's deadline); else the caller's.
 	ctx context.Context
+	// claims: the answer carries claimed jobs. When the caller's ctx ends, the request is
+	// given claimGrace before its connection closes, and once the answer's first byte
+	// arrived it is read to the end: closing the connection under an answer the server
+	// already sent would leave its jobs held until their lease expires (the caller gives
+	// them back instead, see claimed). A connection closed before the server answered
+	// makes the server give back what it claimed.
+	claims bool
 }
+
+// claimGrace is how long a claim whose caller went away still waits for an answer already
+// on its way before its connection closes.
+const claimGrace = 50 * time.Millisecond
 
 // do performs c and decodes its answer, retrying as c allows.
 func (d *Driver) do(ctx context.Context, c *call) error {
@@ -269,9 +315,9 @@ func (d *Driver) do(ctx context.Context, c *call) error {
 			return fmt.Errorf("encode %s %s: %w", c.method, c.path, err)
 		}
 	}
-	u := d.base + c.path
+	rest := c.path
 	if len(c.query) > 0 {
-		u += "?" + c.query.Encode()
+		rest += "?" + c.query.Encode()
 	}
 	reqCtx := cmp.Or(c.ctx, ctx)
 	var last error // the last attempt's connection failure
@@ -286,9 +332,13 @@ func (d *Driver) do(ctx context.Context, c *call) error {
 				q[k] = v
 			}
 			q.Set(c.waitParam, strconv.FormatFloat(api.Seconds(c.wait), 'g', -1, 64))
-			u = d.base + c.path + "?" + q.Encode()
+			rest = c.path + "?" + q.Encode()
 		}
-		err, retryAfter, retryable := d.once(ctx, reqCtx, c, u, body)
+		srv := d.server()
+		err, retryAfter, retryable := d.once(ctx, reqCtx, c, d.bases[srv]+rest, body)
+		if err != nil && (errors.Is(err, plane.ErrUnavailable) || errors.Is(err, errServerDown)) {
+			d.failover(srv)
+		}
 		if err != nil && ctx.Err() != nil && last != nil {
 			// ctx ended the call while the server was out of reach: say both.
 			return fmt.Errorf("%w; last attempt: %w", ctx.Err(), last)
@@ -318,6 +368,10 @@ func (d *Driver) do(ctx context.Context, c *call) error {
 		delay := min(retryBase<<min(attempt, 16), retryMax)
 		delay = delay/2 + rand.N(delay/2+1)
 		delay = max(delay, retryAfter)
+		if len(d.bases) > 1 && (attempt+1)%len(d.bases) != 0 {
+			// Failing over: the next server has not been tried in this round.
+			delay = 0
+		}
 		if !c.until.IsZero() {
 			delay = min(delay, left)
 		}
@@ -364,11 +418,36 @@ func (d *Driver) waitDeadline(ctx context.Context, waits bool, end time.Time) ti
 // once sends one request. It reports whether the error may be retried, and the server's
 // Retry-After.
 func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byte) (err error, retryAfter time.Duration, retryable bool) {
+	if c.claims {
+		reqCtx = context.WithoutCancel(reqCtx)
+	}
 	rctx, cancel := context.WithTimeout(reqCtx, c.wait+d.cfg.RequestTimeout)
 	defer cancel()
 	rctx, cancelClose := context.WithCancelCause(rctx)
 	defer cancelClose(nil)
 	defer context.AfterFunc(d.closeCtx, func() { cancelClose(plane.ErrClosed) })()
+	if c.claims {
+		var answering atomic.Bool // the answer's first byte arrived
+		var mu sync.Mutex
+		var grace *time.Timer
+		defer func() {
+			mu.Lock()
+			if grace != nil {
+				grace.Stop()
+			}
+			mu.Unlock()
+		}()
+		defer context.AfterFunc(ctx, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			grace = time.AfterFunc(claimGrace, func() {
+				if !answering.Load() {
+					cancelClose(context.Cause(ctx))
+				}
+			})
+		})()
+		rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { answering.Store(true) }})
+	}
 
 	var rd io.Reader
 	if body != nil {
@@ -427,6 +506,10 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		err = eb.Err()
 	}
 	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		err = serverDown{err}
+	}
+	switch resp.StatusCode {
 	case http.StatusBadGateway, http.StatusGatewayTimeout:
 		return err, retryAfter, c.safe
 	case http.StatusServiceUnavailable:
@@ -444,6 +527,17 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 func unavailable(c *call, err error) error {
 	return fmt.Errorf("%s %s: %w (%w)", c.method, c.path, plane.ErrUnavailable, err)
 }
+
+// errServerDown matches an answer of a server that cannot serve now (502, 503 or 504):
+// the Driver fails over to its next server.
+var errServerDown = errors.New("server cannot serve now")
+
+// serverDown marks err, a 502, 503 or 504 answer, as matching errServerDown; it reads and
+// unwraps as err.
+type serverDown struct{ err error }
+
+func (e serverDown) Error() string   { return e.err.Error() }
+func (e serverDown) Unwrap() []error { return []error{e.err, errServerDown} }
 
 // dialError reports whether err happened before the request was sent (nothing reached
 // the server), so even an unsafe call may be retried.

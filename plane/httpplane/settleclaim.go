@@ -13,7 +13,8 @@ import (
 // …/settle-and-claim), so the server settles and claims in one transaction. The request is
 // not repeated once sent, as a claim is not; when it fails, the settles are sent again on
 // their own by InvocationSettleMany (fenced, so a repeat is harmless: a settle that reached
-// the server before the failure answers lease_lost) and no job is claimed. A Wait longer
+// the server before the failure answers lease_lost) and no job is claimed. Jobs answered
+// after ctx ended are given back at once (see claimed). A Wait longer
 // than LongPollMax goes on as InvocationClaimMany.
 func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
 	for i := range settle {
@@ -54,7 +55,7 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 		req.Settles[i] = api.NewSettle(&settle[i])
 	}
 	var out api.SettleAndClaimResponse
-	err = d.do(ctx, &call{method: "POST", path: queuePath(p.Namespace, p.Queue) + "/settle-and-claim", body: req, out: &out, wait: wait})
+	err = d.do(ctx, &call{method: "POST", path: queuePath(p.Namespace, p.Queue) + "/settle-and-claim", body: req, out: &out, wait: wait, claims: true})
 	if err != nil {
 		if ctx.Err() != nil || len(settle) == 0 {
 			return nil, nil, err
@@ -75,11 +76,7 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 			errs[i] = r.Error.Err()
 		}
 	}
-	jobs := make([]*plane.Job, len(out.Jobs))
-	for i := range out.Jobs {
-		jobs[i] = out.Jobs[i].Plane()
-		d.leases.note(jobs[i].ID, jobs[i].LeaseExpiresAt)
-	}
+	jobs := d.claimed(ctx, out.Jobs)
 	if len(jobs) == 0 && p.Wait > 0 && time.Until(end) > 0 && ctx.Err() == nil {
 		rest := *p
 		rest.Wait = time.Until(end)

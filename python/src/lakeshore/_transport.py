@@ -22,7 +22,7 @@ import threading
 import time
 import urllib.parse
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
@@ -182,10 +182,15 @@ class Portal:
             fut.cancel()
             raise
 
-    async def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
+    async def run_async(
+        self, coro: Coroutine[Any, Any, T], orphan: Callable[[T], Coroutine[Any, Any, None]] | None = None
+    ) -> T:
         """Await coro on the portal's loop from another loop without blocking that loop.
 
-        Cancelling the awaiting task cancels the coroutine on the portal."""
+        Cancelling the awaiting task cancels the coroutine on the portal. When the coroutine
+        had already produced its answer (or produces one despite the cancel), ``orphan``,
+        when given, gets that answer on the portal's loop (a claimed job nobody will run is
+        given back there)."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:  # pragma: no cover - always called from a coroutine
@@ -194,7 +199,19 @@ class Portal:
         if running is loop:
             return await coro
         fut = asyncio.run_coroutine_threadsafe(coro, loop)
-        return await asyncio.wrap_future(fut)
+        try:
+            return await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            if orphan is not None:
+                hand_over = orphan
+
+                def lost(f: concurrent.futures.Future[T]) -> None:
+                    if not f.cancelled() and f.exception() is None:
+                        with contextlib.suppress(RuntimeError):  # the loop is closed
+                            asyncio.run_coroutine_threadsafe(hand_over(f.result()), loop)
+
+                fut.add_done_callback(lost)
+            raise
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None, timeout: float = 5.0) -> None:
         """Cancel what runs on the loop, run cleanup there, then stop the loop and its thread."""
@@ -491,36 +508,14 @@ def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
 
 
-class HttpTransport:
-    """The HTTP calls of one client: msgpack bodies, bearer token, retries by class.
+class _Server:
+    """One server of a transport: its URL and its connection pools (made on first use, in
+    the process and on the loop that use them)."""
 
-    Lives on a portal's loop: its ``httpx.AsyncClient`` is made there on first use."""
-
-    def __init__(
-        self,
-        url: str,
-        token: str | None,
-        *,
-        retry_for: float = 10.0,
-        connect_timeout: float = 5.0,
-        uds: str | None = None,
-        revive: Callable[[], object] | None = None,
-    ) -> None:
-        url = url.rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise errors.InvalidError(
-                f"invalid server URL {url!r}: use http://host:port or https://host:port",
-                field="url",
-                value=url,
-                rule="an http:// or https:// URL",
-            )
+    def __init__(self, url: str, token: str | None, connect_timeout: float, uds: str | None) -> None:
         self.url = url
         self.token = token
-        self.retry_for = retry_for
         self.uds = uds
-        # Called (on a worker thread) when the server cannot be reached, before a retry: a
-        # local dispatch restarts its daemon there.
-        self.revive = revive
         self._connect_timeout = connect_timeout
         # Short calls get a pool of their own; long-polls spread over several pools.
         # httpcore's pool does work per waiting request on every change, so one pool holding
@@ -530,12 +525,10 @@ class HttpTransport:
         self._next_long = 0
         self._slots: dict[int, asyncio.Semaphore] = {}
         self._client_pid = 0
-        self._sending: asyncio.Semaphore | None = None
-        self._sending_pid = 0
         # The hot routes' lean HTTP/1.1 connections (plain http:// and unix sockets only),
         # with the same bounds on requests in flight as the httpx pools.
-        self._hot_ok = uds is not None or url.startswith("http://")
-        self._hot_prefix = urlsplit(url).path  # a path the server is mounted under, if any
+        self.hot_ok = uds is not None or url.startswith("http://")
+        self.hot_prefix = urlsplit(url).path  # a path the server is mounted under, if any
         self._hot: _http11.Pool | None = None
         self._hot_slots: tuple[asyncio.Semaphore, asyncio.Semaphore] | None = None
         self._hot_pid = 0
@@ -559,7 +552,7 @@ class HttpTransport:
             timeout=httpx.Timeout(_REQUEST_MARGIN, connect=self._connect_timeout, pool=None),
         )
 
-    def _http(self, long_poll: bool) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    def http(self, long_poll: bool) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         """A client and the semaphore bounding its requests in flight to its connections.
 
         httpcore's pool does work per queued request whenever a request starts or ends, so
@@ -580,7 +573,7 @@ class HttpTransport:
             client = self._long[self._next_long]
         return client, self._slots[id(client)]
 
-    def _hot_pool(self, long_poll: bool) -> tuple[_http11.Pool, asyncio.Semaphore]:
+    def hot_pool(self, long_poll: bool) -> tuple[_http11.Pool, asyncio.Semaphore]:
         """The lean pool of this process and loop, and the semaphore bounding its requests
         in flight (as many as the httpx pools allow: short calls and long-polls apart)."""
         loop = asyncio.get_running_loop()
@@ -606,6 +599,91 @@ class HttpTransport:
             self._hot_pid = os.getpid()
         assert self._hot_slots is not None
         return pool, self._hot_slots[1 if long_poll else 0]
+
+    async def aclose(self) -> None:
+        """Close the connections (on the loop that made them)."""
+        clients = [c for c in [self._short, *self._long] if c is not None]
+        self._short, self._long = None, []
+        hot, self._hot = self._hot, None
+        if hot is not None and self._hot_pid == os.getpid():
+            hot.close()
+        if self._client_pid == os.getpid():
+            for c in clients:
+                await c.aclose()
+
+
+def server_urls(url: str | Sequence[str]) -> list[str]:
+    """The servers of ``url``: one URL, several separated by commas
+    (``"http://a:7077,http://b:7077"``, replicas of one plane) or a list of URLs; each
+    without a trailing slash.
+
+    Raises:
+        errors.InvalidError: an empty list, or a URL that is not http:// or https://.
+    """
+    parts = url.split(",") if isinstance(url, str) else list(url)
+    urls = [u.strip().rstrip("/") for u in parts]
+    if not urls:
+        raise errors.InvalidError(
+            "invalid server URL: the list is empty", field="url", value="", rule="an http:// or https:// URL"
+        )
+    for u in urls:
+        if not u.startswith(("http://", "https://")):
+            raise errors.InvalidError(
+                f"invalid server URL {redact_url(u)!r}: use http://host:port or https://host:port, "
+                "or several separated by commas",
+                field="url",
+                value=redact_url(u),
+                rule="an http:// or https:// URL",
+            )
+    return urls
+
+
+class HttpTransport:
+    """The HTTP calls of one client: msgpack bodies, bearer token, retries by class.
+
+    Several servers (replicas of one plane) may be given: calls go to one of them, and a
+    connection failure or a 502, 503 or 504 answer moves every later call to the next one
+    (failover); a call that its retry class allows to repeat is repeated there at once.
+
+    Lives on a portal's loop: its ``httpx.AsyncClient`` is made there on first use."""
+
+    def __init__(
+        self,
+        url: str | Sequence[str],
+        token: str | None,
+        *,
+        retry_for: float = 10.0,
+        connect_timeout: float = 5.0,
+        uds: str | None = None,
+        revive: Callable[[], object] | None = None,
+    ) -> None:
+        self._servers = [_Server(u, token, connect_timeout, uds) for u in server_urls(url)]
+        self._current = 0
+        self.token = token
+        self.retry_for = retry_for
+        self.uds = uds
+        # Called (on a worker thread) when the server cannot be reached, before a retry: a
+        # local dispatch restarts its daemon there.
+        self.revive = revive
+        self._connect_timeout = connect_timeout
+        self._sending: asyncio.Semaphore | None = None
+        self._sending_pid = 0
+
+    @property
+    def servers(self) -> list[_Server]:
+        """The servers, in failover order."""
+        return self._servers
+
+    @property
+    def url(self) -> str:
+        """The URL of the server calls go to now."""
+        return self._servers[self._current].url
+
+    def _failover(self, i: int) -> None:
+        """Move later calls from server ``i``, which failed, to the next server (unless an
+        earlier failure moved them already)."""
+        if self._current == i:
+            self._current = (i + 1) % len(self._servers)
 
     def _sending_gate(self) -> asyncio.Semaphore:
         if self._sending is None or self._sending_pid != os.getpid():
@@ -662,15 +740,9 @@ class HttpTransport:
             release()
 
     async def aclose(self) -> None:
-        """Close the connections (on the loop that made them)."""
-        clients = [c for c in [self._short, *self._long] if c is not None]
-        self._short, self._long = None, []
-        hot, self._hot = self._hot, None
-        if hot is not None and self._hot_pid == os.getpid():
-            hot.close()
-        if self._client_pid == os.getpid():
-            for c in clients:
-                await c.aclose()
+        """Close the connections of every server (on the loop that made them)."""
+        for server in self._servers:
+            await server.aclose()
 
     async def call(
         self,
@@ -707,13 +779,7 @@ class HttpTransport:
         if accept is not None:
             headers["Accept"] = accept
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
-        lean: _http11.Pool | None = None
         resp: httpx.Response | _http11.Answer
-        if hot and self._hot_ok and not raw and accept is None:
-            lean, slots = self._hot_pool(wait > 0)
-            target = self._hot_prefix + path + ("?" + urlencode(query) if query else "")
-        else:
-            client, slots = self._http(wait > 0)
         # The retry window starts at the first failure, not at the call: a long-poll that
         # held for a while and then dropped (the server closed the connection — e.g. a fresh
         # connection whose request an overloaded client sent after the server's header
@@ -723,6 +789,14 @@ class HttpTransport:
         while True:
             attempt += 1
             attempt_start = time.monotonic()
+            at = self._current
+            server = self._servers[at]
+            lean: _http11.Pool | None = None
+            if hot and server.hot_ok and not raw and accept is None:
+                lean, slots = server.hot_pool(wait > 0)
+                target = server.hot_prefix + path + ("?" + urlencode(query) if query else "")
+            else:
+                client, slots = server.http(wait > 0)
             retryable = False
             retry_after = 0.0
             held = False  # a long-poll that reached the server and then failed
@@ -754,7 +828,8 @@ class HttpTransport:
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
                 cause = e
                 retryable = True  # never sent: any call may be repeated
-                where = f"the local daemon's socket {self.uds}" if self.uds else f"the Lakeshore server at {redact_url(self.url)}"
+                self._failover(at)
+                where = f"the local daemon's socket {self.uds}" if self.uds else f"the Lakeshore server at {redact_url(server.url)}"
                 hint = "" if self.uds else "; is `lakeshore serve` running there (check LAKESHORE_URL)?"
                 err: errors.DispatchError = errors.UnavailableError(
                     f"cannot reach {where}: {str(e) or type(e).__name__}{hint}",
@@ -769,8 +844,9 @@ class HttpTransport:
                 cause = e
                 retryable = retry != "once"
                 held = wait > 0
+                self._failover(at)
                 err = errors.UnavailableError(
-                    f"{method} {path}: the connection to {redact_url(self.url)} failed: {str(e) or type(e).__name__}",
+                    f"{method} {path}: the connection to {redact_url(server.url)} failed: {str(e) or type(e).__name__}",
                     code="unavailable",
                 )
             else:
@@ -781,6 +857,8 @@ class HttpTransport:
                 if 200 <= status < 300:
                     return decoded
                 err = _name_invocation(errors.error_from_body(decoded, status), path)
+                if status in (502, 503, 504):
+                    self._failover(at)
                 if err.code in ("shutting_down", "too_many_long_polls"):
                     retryable = True
                 elif status in (502, 503, 504):
@@ -803,6 +881,8 @@ class HttpTransport:
             else:
                 limit = first_failure + self.retry_for if deadline is None else min(first_failure + self.retry_for, deadline)
             pause = max(retry_after, min(2.0, 0.05 * (2 ** min(attempt - 1, 6))) * (0.5 + random.random() / 2))
+            if len(self._servers) > 1 and attempt % len(self._servers) != 0:
+                pause = 0.0  # failing over: the next server has not been tried in this round
             # A safe call gets at least _MIN_ATTEMPTS attempts before its deadline even when
             # one slow failure (a connect timeout on a loaded machine) used up the window.
             if now + pause > limit and (attempt >= _MIN_ATTEMPTS or retry == "once" or (deadline is not None and now + pause > deadline)):

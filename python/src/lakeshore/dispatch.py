@@ -9,11 +9,11 @@ import re
 import subprocess
 import threading
 import weakref
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from lakeshore import _daemon, errors
 from lakeshore._transport import HttpTransport, Portal, redact_url
@@ -182,9 +182,12 @@ class Dispatch:
         """Run a coroutine of the client core and block until it ends (blocking facades)."""
         return self._portal.run(coro)
 
-    async def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await a coroutine of the client core without blocking the caller's loop."""
-        return await self._portal.run_async(coro)
+    async def run_async(
+        self, coro: Coroutine[Any, Any, T], orphan: Callable[[T], Coroutine[Any, Any, None]] | None = None
+    ) -> T:
+        """Await a coroutine of the client core without blocking the caller's loop (see
+        :meth:`~lakeshore._transport.Portal.run_async` for ``orphan``)."""
+        return await self._portal.run_async(coro, orphan)
 
     def close(self) -> None:
         """Close the connections and stop the client's thread. Calls in progress end with
@@ -219,7 +222,10 @@ class HttpDispatch(Dispatch):
     """The plane behind a ``lakeshore serve``, over its HTTP API (msgpack bodies).
 
     Args:
-        url: the server, e.g. ``"http://127.0.0.1:7077"``; default ``$LAKESHORE_URL``.
+        url: the server, e.g. ``"http://127.0.0.1:7077"``, or several replicas of one plane,
+            as a list or separated by commas (``"http://a:7077,http://b:7077"``): calls go to
+            one, and a connection failure or a 502/503/504 answer moves them to the next
+            (failover, with the retry rules below); default ``$LAKESHORE_URL``.
         token: the bearer token; default ``$LAKESHORE_TOKEN`` (none when unset).
         namespace: the namespace of the queues, data queues and worker registrations made
             from it; default ``$LAKESHORE_NAMESPACE`` when set (a provider sets it for the
@@ -231,7 +237,7 @@ class HttpDispatch(Dispatch):
 
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         token: str | None = None,
         *,
         namespace: str | None = None,
@@ -246,18 +252,22 @@ class HttpDispatch(Dispatch):
                     field="url",
                     rule="an http:// or https:// URL",
                 )
-        check_target(url, "url", http=True)
+        urls = url.split(",") if isinstance(url, str) else list(url)
+        for one in urls:
+            check_target(one.strip(), "url", http=True)
         if token is None:
             token = os.environ.get("LAKESHORE_TOKEN") or None
-        self.url = url.rstrip("/")
+        self._transport = HttpTransport(urls, token, retry_for=retry_for)
+        self.url = ",".join(server.url for server in self._transport.servers)
+        """The server URLs, separated by commas."""
         self.namespace = namespace
-        self._transport = HttpTransport(self.url, token, retry_for=retry_for)
         self._portal = Portal()
         # A Dispatch dropped without close() still stops its thread and connections.
         self._closer = weakref.finalize(self, self._portal.close, self._transport.aclose)
 
     def __repr__(self) -> str:
-        return f"HttpDispatch({redact_url(self.url)!r}, namespace={self.namespace!r})"
+        shown = ",".join(redact_url(server.url) for server in self._transport.servers)
+        return f"HttpDispatch({shown!r}, namespace={self.namespace!r})"
 
 
 class LocalDispatch(HttpDispatch):

@@ -908,7 +908,15 @@ class QueueCore:
         while True:
             chunk = min(LONG_POLL_MAX, max(0.0, end - time.monotonic()))
             claims = self._claims if chunk > 0 else self._claims_now
-            d = await asyncio.wrap_future(claims.put((chunk, ttl, worker)))
+            fut = claims.put((chunk, ttl, worker))
+            try:
+                d = await asyncio.wrap_future(fut)
+            except asyncio.CancelledError:
+                # Cancelled after the answer came (it is not the batcher's orphan then): a
+                # caller that went away takes no job, so give it back at once.
+                if fut.done() and not fut.cancelled() and fut.exception() is None and fut.result() is not None:
+                    asyncio.run_coroutine_threadsafe(self._release(fut.result()), self.dispatch._portal.loop)
+                raise
             if d is not None:
                 return await self._job(d)
             if time.monotonic() >= end:
@@ -1046,6 +1054,13 @@ class QueueCore:
             errors.InvalidError: the payload does not decode (the invocation is failed)."""
         return await self._job(d)
 
+    async def release_job(self, job: Job | None) -> None:
+        """Give back ``job``, claimed for a caller that stopped waiting (see :meth:`_release`)."""
+        if job is None:
+            return
+        self.held.pop(job.id, None)
+        await self._release({"id": job.id, "token": job.token, "attempt": job.attempt})
+
     async def _release(self, d: Mapping[str, Any] | None) -> None:
         # A job claimed for a caller that stopped waiting (a cancelled claim): give it back
         # for another worker now rather than at its lease's expiry.
@@ -1055,7 +1070,7 @@ class QueueCore:
             "id": str(d["id"]),
             "token": str(d.get("token") or ""),
             "outcome": "retry",
-            "retry_delay": 0.0,
+            "retry_delay": 0.001,  # due now (0 would mean the queue's backoff)
             "error": {"type": "released", "message": "claimed for a caller that stopped waiting", "attempt": int(d.get("attempt") or 0)},
         }
         await self._send_settles([(body, None)])
@@ -1656,8 +1671,9 @@ class Queue:
     async def claim(
         self, *, wait: float = 0.0, lease_ttl: float | None = None, worker: str | None = None
     ) -> Job | None:
-        """See :meth:`SyncQueue.claim`."""
-        return await self._d.run_async(self._core.claim(wait, lease_ttl, worker))
+        """See :meth:`SyncQueue.claim`. A claim cancelled after its job arrived gives the job
+        back at once (a caller that went away takes no job)."""
+        return await self._d.run_async(self._core.claim(wait, lease_ttl, worker), self._core.release_job)
 
     async def ack(self, job: Job | str, result: Any = None) -> None:
         """See :meth:`SyncQueue.ack`."""
