@@ -3,6 +3,8 @@ package persist
 import (
 	"context"
 	"fmt"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // ClearSamples drops samples of partition for good, as TransferQueue's clear_samples
@@ -14,7 +16,7 @@ import (
 // that are not in partition (or already cleared) are ignored, so ClearSamples is
 // idempotent. Errors: *InvalidError, ErrClosed.
 func (q *fileQueue) ClearSamples(ctx context.Context, partition string, indexes []int64) error {
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return err
 	}
 	if len(indexes) == 0 {
@@ -24,7 +26,7 @@ func (q *fileQueue) ClearSamples(ctx context.Context, partition string, indexes 
 		return err
 	}
 	defer q.leave()
-	set := setOf(indexes)
+	set := record.SetOf(indexes)
 	return q.w.do(ctx, func(t *wtx) error {
 		if err := t.syncPuts(); err != nil { // segments must be in the table
 			return err
@@ -42,7 +44,7 @@ func (q *fileQueue) ClearSamples(ctx context.Context, partition string, indexes 
 // partition afterwards are new samples with new indexes. Clearing an empty or unknown
 // partition does nothing. Errors: *InvalidError, ErrClosed.
 func (q *fileQueue) ClearPartition(ctx context.Context, partition string) error {
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return err
 	}
 	if err := q.enter(); err != nil {
@@ -61,7 +63,7 @@ func (q *fileQueue) ClearPartition(ctx context.Context, partition string) error 
 		if err != nil {
 			return err
 		}
-		if err := t.clearSpans(partition, segs.minus(tomb)); err != nil {
+		if err := t.clearSpans(partition, segs.Minus(tomb)); err != nil {
 			return err
 		}
 		for _, table := range []string{"consumed", "assignments", "held"} {
@@ -75,12 +77,12 @@ func (q *fileQueue) ClearPartition(ctx context.Context, partition string) error 
 
 // clearSpans tombstones s (samples of partition that exist and are not cleared) and
 // forgets the KV keys naming them.
-func (t *wtx) clearSpans(partition string, s idxset) error {
+func (t *wtx) clearSpans(partition string, s record.IndexSet) error {
 	if len(s) == 0 {
 		return nil
 	}
 	for _, sp := range s {
-		if _, err := t.exec(`DELETE FROM kv WHERE partition = ? AND idx >= ? AND idx < ?`, partition, sp.lo, sp.hi); err != nil {
+		if _, err := t.exec(`DELETE FROM kv WHERE partition = ? AND idx >= ? AND idx < ?`, partition, sp.Lo, sp.Hi); err != nil {
 			return fmt.Errorf("forget cleared keys: %w", err)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // Compaction merges small fragments into larger ones so that reads open few files. It
@@ -98,7 +100,7 @@ type compactClaim struct {
 	file   string
 	inputs []*fragMeta
 	fields []Field
-	tomb   idxset // cleared samples when the compaction was claimed: left out
+	tomb   record.IndexSet // cleared samples when the compaction was claimed: left out
 }
 
 // compactOnce merges one group of at least threshold fragments of the same kind and
@@ -326,9 +328,9 @@ func (q *fileQueue) mergeFragments(ctx context.Context, c *compactClaim, out str
 			}
 		}
 	}()
-	second := colPartition
+	second := record.ColPartition
 	if c.kind == fragFields {
-		second = colSeq
+		second = record.ColSeq
 	}
 	for _, in := range c.inputs {
 		h, err := openFragment(filepath.Join(q.dataDir, in.file))
@@ -349,7 +351,7 @@ func (q *fileQueue) mergeFragments(ctx context.Context, c *compactClaim, out str
 				defer tbl.Release()
 				return array.Concatenate(tbl.Column(0).Data().Chunks(), memory.DefaultAllocator)
 			}
-			ia, err := read(colIndex)
+			ia, err := read(record.ColIndex)
 			if err != nil {
 				h.close()
 				return 0, 0, 0, 0, err
@@ -404,7 +406,7 @@ func (q *fileQueue) mergeFragments(ctx context.Context, c *compactClaim, out str
 	if len(c.tomb) > 0 {
 		kept := refs[:0]
 		for _, r := range refs {
-			if !c.tomb.contains(r.idx) {
+			if !c.tomb.Contains(r.idx) {
 				kept = append(kept, r)
 			}
 		}
@@ -423,7 +425,7 @@ func (q *fileQueue) mergeFragments(ctx context.Context, c *compactClaim, out str
 		var bytes int64
 		for i := start; i < end; i++ {
 			for _, f := range c.fields {
-				if !isTensor(f.Kind) && f.Kind != KindBytes && f.Kind != KindCodec {
+				if !record.IsTensor(f.Kind) && f.Kind != KindBytes && f.Kind != KindCodec {
 					continue
 				}
 				if a := srcs[refs[i].src].cols[f.Name]; a != nil && !a.IsNull(refs[i].row) {
@@ -500,7 +502,7 @@ func compareInt64(a, b int64) int {
 // valueSizeAt approximates the bytes of element i of a binary or tensor column.
 func valueSizeAt(a arrow.Array, i int, k Kind) int {
 	switch {
-	case isTensor(k):
+	case record.IsTensor(k):
 		return len(a.(*array.Struct).Field(2).(*array.Binary).Value(i))
 	case k == KindBytes || k == KindCodec:
 		return len(a.(*array.Binary).Value(i))

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // Consumption is tracked per (partition, task) in meta.db as merged spans of global
@@ -22,7 +24,7 @@ func checkTask(task string) error {
 }
 
 // markConsumed merges idx into the consumed spans of (partition, task).
-func (t *wtx) markConsumed(partition, task string, s idxset) error {
+func (t *wtx) markConsumed(partition, task string, s record.IndexSet) error {
 	return mergeSpans(t, s, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? AND hi >= ? AND lo <= ?`,
 		`DELETE FROM consumed WHERE partition = ? AND task = ? AND lo = ?`,
 		`INSERT INTO consumed(partition, task, lo, hi) VALUES (?, ?, ?, ?)`, partition, task)
@@ -36,7 +38,7 @@ func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, in
 	if err := checkTask(task); err != nil {
 		return err
 	}
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return err
 	}
 	if len(indexes) == 0 {
@@ -46,14 +48,14 @@ func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, in
 		return err
 	}
 	defer q.leave()
-	set := setOf(indexes)
+	set := record.SetOf(indexes)
 	return q.w.do(ctx, func(t *wtx) error {
 		in, err := t.partitionSet(partition, set)
 		if err != nil {
 			return err
 		}
-		if missing := set.minus(in); len(missing) > 0 {
-			return &NotFoundError{Partition: partition, Indexes: missing.first(16)}
+		if missing := set.Minus(in); len(missing) > 0 {
+			return &NotFoundError{Partition: partition, Indexes: missing.First(16)}
 		}
 		return t.markConsumed(partition, task, set)
 	})
@@ -66,7 +68,7 @@ func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string
 	if err := checkTask(task); err != nil {
 		return err
 	}
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return err
 	}
 	if err := q.enter(); err != nil {

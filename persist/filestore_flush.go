@@ -249,7 +249,7 @@ func (q *fileQueue) claimTail(ctx context.Context) (claims []*flushClaim, more b
 			c.minI = min(c.minI, fr.idx)
 			c.maxI = max(c.maxI, fr.idx)
 			for _, fv := range r {
-				used[e.kind][fv.name] = true
+				used[e.kind][fv.Name] = true
 			}
 			c.rows = append(c.rows, fr)
 		}

@@ -21,6 +21,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // A fragment is an immutable Parquet file in {queue}/data/. Row fragments hold new
@@ -45,7 +47,7 @@ type fragRow struct {
 	idx  int64
 	part string // row fragments
 	seq  int64  // field fragments
-	rec  normRecord
+	rec  record.NormRecord
 }
 
 // syncFile fsyncs before it closes, so that the Parquet writer's Close makes the file durable.
@@ -62,18 +64,18 @@ func (f syncFile) Close() error {
 
 // fragmentSchema returns the Arrow schema of a fragment of kind with the given fields.
 func fragmentSchema(kind int, fields []Field) *arrow.Schema {
-	cols := []arrow.Field{{Name: colIndex, Type: arrow.PrimitiveTypes.Int64}}
+	cols := []arrow.Field{{Name: record.ColIndex, Type: arrow.PrimitiveTypes.Int64}}
 	fk := "rows"
 	if kind == fragRows {
-		cols = append(cols, arrow.Field{Name: colPartition, Type: arrow.BinaryTypes.String})
+		cols = append(cols, arrow.Field{Name: record.ColPartition, Type: arrow.BinaryTypes.String})
 	} else {
 		fk = "fields"
-		cols = append(cols, arrow.Field{Name: colSeq, Type: arrow.PrimitiveTypes.Int64})
+		cols = append(cols, arrow.Field{Name: record.ColSeq, Type: arrow.PrimitiveTypes.Int64})
 	}
 	for _, f := range fields {
-		cols = append(cols, arrowField(f))
+		cols = append(cols, record.ArrowField(f))
 	}
-	md := arrow.NewMetadata([]string{metaFragmentKey}, []string{fk})
+	md := arrow.NewMetadata([]string{record.MetaFragmentKey}, []string{fk})
 	return arrow.NewSchema(cols, &md)
 }
 
@@ -95,7 +97,7 @@ func createFragment(path string, kind int, fields []Field, rowGroupRows int) (*f
 	props := parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Snappy),
 		parquet.WithDictionaryDefault(false),
-		parquet.WithDictionaryFor(colPartition, true),
+		parquet.WithDictionaryFor(record.ColPartition, true),
 		parquet.WithMaxRowGroupLength(int64(rowGroupRows)),
 		parquet.WithStats(true),
 	)
@@ -186,14 +188,14 @@ func writeFragment(path string, kind int, fields []Field, rows []fragRow, rowGro
 		}
 		clear(set)
 		for _, fv := range r.rec {
-			p, ok := pos[fv.name]
+			p, ok := pos[fv.Name]
 			if !ok {
 				continue
 			}
 			set[p] = true
 			want := fields[p].Kind
-			appendValue(b.Field(2+p), want, convertValue(fv.val, fv.kind, want))
-			bytes += valueBytes(fv.val)
+			appendValue(b.Field(2+p), want, record.ConvertValue(fv.Val, fv.Kind, want))
+			bytes += valueBytes(fv.Val)
 		}
 		for p, ok := range set {
 			if !ok {
@@ -234,8 +236,8 @@ func valueBytes(v any) int {
 		return len(x)
 	case []byte:
 		return len(x)
-	case codecValue:
-		return len(x.b)
+	case record.CodecValue:
+		return len(x.Bytes)
 	case []int64:
 		return 8 * len(x)
 	case []float64:
@@ -260,7 +262,7 @@ func appendValue(b array.Builder, k Kind, v any) {
 	case KindBytes:
 		b.(*array.BinaryBuilder).Append(v.([]byte))
 	case KindCodec:
-		b.(*array.BinaryBuilder).Append(v.(codecValue).b)
+		b.(*array.BinaryBuilder).Append(v.(record.CodecValue).Bytes)
 	case KindInt64List:
 		lb := b.(*array.ListBuilder)
 		lb.Append(true)
@@ -327,7 +329,7 @@ func openFragment(path string) (*fragHandle, error) {
 		}
 		walk(&sf)
 		h.leaves[sf.Field.Name] = leaves
-		if k, ok := sf.Field.Metadata.GetValue(metaKind); ok {
+		if k, ok := sf.Field.Metadata.GetValue(record.MetaKind); ok {
 			h.kinds[sf.Field.Name] = Kind(k)
 		}
 	}
@@ -522,7 +524,7 @@ func (c *fragCache) locate(ctx context.Context, h *fragHandle, idx []int64, visi
 		if start == len(idx) || idx[start] > hi {
 			continue
 		}
-		arr, err := c.column(ctx, h, rg, colIndex)
+		arr, err := c.column(ctx, h, rg, record.ColIndex)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,8 @@ import (
 	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // hashValue hashes element i of arr (nil arr: the index itself).
@@ -21,7 +23,7 @@ func hashValue(arr arrow.Array, i int, k Kind, index int64) uint64 {
 	if arr.IsNull(i) {
 		return h.Sum64()
 	}
-	v, err := valueAt(arr, i, k)
+	v, err := record.ValueAt(arr, i, k)
 	if err != nil {
 		return h.Sum64()
 	}
@@ -44,15 +46,15 @@ func hashValue(arr arrow.Array, i int, k Kind, index int64) uint64 {
 		h.Write(x)
 	default:
 		// Lists, tensors and codec values hash by their tail encoding.
-		h.Write(encodeRecords(nil, []normRecord{{{name: "", kind: k, val: normalizeForHash(v, k)}}}))
+		h.Write(encodeRecords(nil, []record.NormRecord{{{Name: "", Kind: k, Val: normalizeForHash(v, k)}}}))
 	}
 	return h.Sum64()
 }
 
 func normalizeForHash(v any, k Kind) any {
 	if k == KindCodec {
-		b, _ := wireMarshal(v)
-		return codecValue{b: b}
+		b, _ := record.WireMarshal(v)
+		return record.CodecValue{Bytes: b}
 	}
 	return v
 }
@@ -73,7 +75,7 @@ func (q *fileQueue) read(ctx context.Context, offset int64, limit int, opts *Get
 		return nil, 0, err
 	}
 	if opts.Partition != "" {
-		if err := checkName("partition", opts.Partition); err != nil {
+		if err := CheckName("partition", opts.Partition); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -87,9 +89,9 @@ func (q *fileQueue) read(ctx context.Context, offset int64, limit int, opts *Get
 		if err != nil {
 			return nil, err
 		}
-		live := idxset{{offset, s.next}}.minus(s.tomb).intersect(parts)
+		live := record.IndexSet{{Lo: offset, Hi: s.next}}.Minus(s.tomb).Intersect(parts)
 		if !opts.Shard.active() {
-			out := live.first(limit)
+			out := live.First(limit)
 			scanned = s.next
 			if len(out) == limit {
 				scanned = out[len(out)-1] + 1
@@ -105,10 +107,10 @@ func (q *fileQueue) read(ctx context.Context, offset int64, limit int, opts *Get
 }
 
 // pickShard walks live in chunks, keeping the indexes this rank owns.
-func (q *fileQueue) pickShard(ctx context.Context, tx queryer, s *snapshot, live idxset, limit int, sh Shard, scanned *int64) ([]int64, error) {
+func (q *fileQueue) pickShard(ctx context.Context, tx queryer, s *snapshot, live record.IndexSet, limit int, sh Shard, scanned *int64) ([]int64, error) {
 	*scanned = s.next
 	var field *Field
-	if col := sh.Column; col != "" && col != colIndex {
+	if col := sh.Column; col != "" && col != record.ColIndex {
 		k, ok := s.schema.Kind(col)
 		if !ok {
 			// No record has the column: every record hashes as empty, so one rank
@@ -116,7 +118,7 @@ func (q *fileQueue) pickShard(ctx context.Context, tx queryer, s *snapshot, live
 			if !sh.owns(fnv.New64a().Sum64()) {
 				return nil, nil
 			}
-			out := live.first(limit)
+			out := live.First(limit)
 			if len(out) == limit {
 				*scanned = out[len(out)-1] + 1
 			}
@@ -126,8 +128,8 @@ func (q *fileQueue) pickShard(ctx context.Context, tx queryer, s *snapshot, live
 	}
 	var out []int64
 	for len(live) > 0 {
-		chunk := live.first(max(limit*sh.WorldSize, 1024))
-		live = live.from(chunk[len(chunk)-1] + 1)
+		chunk := live.First(max(limit*sh.WorldSize, 1024))
+		live = live.From(chunk[len(chunk)-1] + 1)
 		var arr arrow.Array
 		var kind Kind
 		if field != nil {

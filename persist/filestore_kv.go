@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // KVView is a key-value view of a queue: each key of a partition names one sample (one
@@ -28,7 +30,7 @@ func fileKVOf(q *fileQueue) *fileKV { return &fileKV{q: q} }
 // order. Durable when it returns; atomic. Errors: *InvalidError (empty key, lengths
 // differ), *SchemaError, *UnsupportedValueError, ErrClosed.
 func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string, fields []Record, tags []map[string]string) ([]int64, error) {
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return nil, err
 	}
 	if fields != nil && len(fields) != len(keys) {
@@ -62,9 +64,9 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 			maps.Copy(it.tags, tags[i])
 		}
 	}
-	norm := make([]normRecord, len(items))
+	norm := make([]record.NormRecord, len(items))
 	for i, it := range items {
-		nr, err := normalizeRecord(it.rec)
+		nr, err := record.NormalizeRecord(it.rec)
 		if err != nil {
 			return nil, fmt.Errorf("key %q: %w", it.key, err)
 		}
@@ -84,7 +86,7 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 		if err := t.checkSchema(all.kinds, all.bigInts); err != nil {
 			return err
 		}
-		var newRecs, updRecs []normRecord
+		var newRecs, updRecs []record.NormRecord
 		var newItems, updItems []int
 		var updIdx []int64
 		oldTags := make([]map[string]string, len(items))
@@ -167,7 +169,7 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 // BatchGet reads fields (nil: all) of keys in partition, in the order of keys. Errors:
 // *NotFoundError naming every missing (or cleared) key, *InvalidError, ErrClosed.
 func (kv *fileKV) BatchGet(ctx context.Context, partition string, keys []string, fields []string) ([]KVEntry, error) {
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return nil, err
 	}
 	q := kv.q
@@ -199,7 +201,7 @@ func (kv *fileKV) BatchGet(ctx context.Context, partition string, keys []string,
 		if len(missing) > 0 {
 			return nil, &NotFoundError{Partition: partition, Keys: missing}
 		}
-		return sortedUnique(idx), nil
+		return record.SortedUnique(idx), nil
 	})
 	if err != nil {
 		return nil, err
@@ -258,7 +260,7 @@ func (kv *fileKV) List(ctx context.Context, partition string) ([]KVEntry, error)
 // forgotten. Keys that do not exist are ignored, so Clear is idempotent. Errors:
 // *InvalidError, ErrClosed.
 func (kv *fileKV) Clear(ctx context.Context, partition string, keys []string) error {
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return err
 	}
 	q := kv.q
@@ -286,12 +288,12 @@ func (kv *fileKV) Clear(ctx context.Context, partition string, keys []string) er
 			return nil
 		}
 		sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
-		return t.addTombstones(setOf(idx))
+		return t.addTombstones(record.SetOf(idx))
 	})
 }
 
 // addTombstones merges s into the tombstones.
-func (t *wtx) addTombstones(s idxset) error {
+func (t *wtx) addTombstones(s record.IndexSet) error {
 	if err := mergeSpans(t, s, `SELECT lo, hi FROM tombstones WHERE hi >= ? AND lo <= ?`,
 		`DELETE FROM tombstones WHERE lo = ?`, `INSERT INTO tombstones(lo, hi) VALUES (?, ?)`); err != nil {
 		return err

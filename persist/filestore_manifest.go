@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // The manifest is the fragments table of meta.db: every fragment file with its state
@@ -36,7 +38,7 @@ type tailEntry struct {
 	minI  int64
 	maxI  int64
 	idx   []int64 // entryFields: the target indexes
-	recs  []normRecord
+	recs  []record.NormRecord
 }
 
 // segment: indexes [lo, hi) belong to partition and were put with field set fieldset.
@@ -52,7 +54,7 @@ type snapshot struct {
 	next     int64
 	version  int64
 	tailRows int64
-	tomb     idxset
+	tomb     record.IndexSet
 	frags    []*fragMeta  // live, overlapping the loaded range
 	tail     []*tailEntry // overlapping the loaded range, by seq
 }
@@ -143,7 +145,7 @@ type readCache struct {
 	frags   []*fragMeta // every live fragment, by min_idx
 	tombVer int64
 	tombOK  bool
-	tomb    idxset
+	tomb    record.IndexSet
 }
 
 // liveFragments returns every live fragment as of manifest version ver.
@@ -265,9 +267,9 @@ func (q *fileQueue) dropFlushedTail(ctx context.Context) {
 }
 
 // partitionSpans returns the index spans of partition (all partitions if "").
-func partitionSpans(ctx context.Context, tx queryer, partition string, lo int64) (idxset, error) {
+func partitionSpans(ctx context.Context, tx queryer, partition string, lo int64) (record.IndexSet, error) {
 	if partition == "" {
-		return idxset{{lo, 1<<62 - 1}}, nil
+		return record.IndexSet{{Lo: lo, Hi: 1<<62 - 1}}, nil
 	}
 	return loadSpans(ctx, tx, `SELECT lo, hi FROM segments WHERE partition = ? AND hi > ? ORDER BY lo`, partition, lo)
 }

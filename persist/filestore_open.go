@@ -69,7 +69,7 @@ func openFile(ctx context.Context, name string, cfg *Config) (*fileQueue, error)
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	if err := checkName("queue name", name); err != nil {
+	if err := CheckName("queue name", name); err != nil {
 		return nil, err
 	}
 	if err := cfg.validate(); err != nil {

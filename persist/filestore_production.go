@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // Produced reports the production status of each (sample, field): result[i][j] says
@@ -12,7 +14,7 @@ import (
 // partition, or were cleared, report false for every field. Errors: *InvalidError,
 // ErrClosed, SQLite errors.
 func (q *fileQueue) Produced(ctx context.Context, partition string, indexes []int64, fields []string) ([][]bool, error) {
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return nil, err
 	}
 	if err := q.enter(); err != nil {
@@ -33,15 +35,15 @@ func (q *fileQueue) Produced(ctx context.Context, partition string, indexes []in
 			return fmt.Errorf("read segments: %w", err)
 		}
 		type seg struct {
-			sp     span
+			sp     record.Span
 			fields map[string]bool
 		}
 		var segs []seg
-		var all []span
+		var all []record.Span
 		for rows.Next() {
 			var sg seg
 			var fs string
-			if err := rows.Scan(&sg.sp.lo, &sg.sp.hi, &fs); err != nil {
+			if err := rows.Scan(&sg.sp.Lo, &sg.sp.Hi, &fs); err != nil {
 				rows.Close()
 				return fmt.Errorf("read segments: %w", err)
 			}
@@ -57,9 +59,9 @@ func (q *fileQueue) Produced(ctx context.Context, partition string, indexes []in
 		if err != nil {
 			return err
 		}
-		live := spansOf(all).minus(tomb)
+		live := record.SpansOf(all).Minus(tomb)
 		for j, f := range fields {
-			var has []span
+			var has []record.Span
 			for _, sg := range segs {
 				if sg.fields[f] {
 					has = append(has, sg.sp)
@@ -69,9 +71,9 @@ func (q *fileQueue) Produced(ctx context.Context, partition string, indexes []in
 			if err != nil {
 				return err
 			}
-			ready := spansOf(has).union(prod).intersect(live)
+			ready := record.SpansOf(has).Union(prod).Intersect(live)
 			for i, x := range indexes {
-				out[i][j] = ready.contains(x)
+				out[i][j] = ready.Contains(x)
 			}
 		}
 		return nil

@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist/internal/putid"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // putResult is filled by a put op.
 type putPrepared struct {
 	partition string
-	recs      []normRecord
+	recs      []record.NormRecord
 	data      []byte
-	kinds     []fieldValue     // unique (name, kind) pairs, val unused
-	bigInts   map[string]int64 // field → an integer beyond ±2^53 it holds (see exactInt)
-	runs      []fieldRun       // consecutive records with the same field set
+	kinds     []record.FieldValue // unique (name, kind) pairs, val unused
+	bigInts   map[string]int64    // field → an integer beyond ±2^53 it holds (see exactInt)
+	runs      []fieldRun          // consecutive records with the same field set
 }
 
 type fieldRun struct {
@@ -27,9 +29,9 @@ type fieldRun struct {
 // prepare normalizes and encodes records outside the writer, so that encoding runs on
 // the callers' goroutines in parallel.
 func prepare(partition string, recs []Record) (*putPrepared, error) {
-	norm := make([]normRecord, len(recs))
+	norm := make([]record.NormRecord, len(recs))
 	for i, r := range recs {
-		nr, err := normalizeRecord(r)
+		nr, err := record.NormalizeRecord(r)
 		if err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
 		}
@@ -41,30 +43,30 @@ func prepare(partition string, recs []Record) (*putPrepared, error) {
 // prepareNorm builds the put of normalized records: their (field, kind) pairs, runs of
 // equal field sets and encoding. It fails with *SchemaError if the records themselves
 // disagree on a field's type.
-func prepareNorm(partition string, recs []normRecord) (*putPrepared, error) {
+func prepareNorm(partition string, recs []record.NormRecord) (*putPrepared, error) {
 	p := &putPrepared{partition: partition, recs: recs}
 	seen := map[string]Kind{}
 	for _, nr := range recs {
 		names := make([]string, len(nr))
 		for j, fv := range nr {
-			names[j] = fv.name
-			if k, ok := seen[fv.name]; !ok || (k != fv.kind) {
+			names[j] = fv.Name
+			if k, ok := seen[fv.Name]; !ok || (k != fv.Kind) {
 				if ok {
-					if _, ok := widen(k, fv.kind); !ok {
-						return nil, &SchemaError{Field: fv.name, Have: k, Got: fv.kind}
+					if _, ok := record.Widen(k, fv.Kind); !ok {
+						return nil, &SchemaError{Field: fv.Name, Have: k, Got: fv.Kind}
 					}
 				}
-				seen[fv.name] = fv.kind
-				p.kinds = append(p.kinds, fieldValue{name: fv.name, kind: fv.kind})
+				seen[fv.Name] = fv.Kind
+				p.kinds = append(p.kinds, record.FieldValue{Name: fv.Name, Kind: fv.Kind})
 			}
 		}
 		for _, fv := range nr {
-			if v, big := inexactInt(fv); big {
+			if v, big := record.InexactInt(fv); big {
 				if p.bigInts == nil {
 					p.bigInts = map[string]int64{}
 				}
-				if _, ok := p.bigInts[fv.name]; !ok {
-					p.bigInts[fv.name] = v
+				if _, ok := p.bigInts[fv.Name]; !ok {
+					p.bigInts[fv.Name] = v
 				}
 			}
 		}
@@ -85,7 +87,7 @@ func prepareNorm(partition string, recs []normRecord) (*putPrepared, error) {
 // for Put. With opts.ID, the id is stored in meta.db (table put_ids) in the put's
 // transaction, and a put repeating it answers the stored indexes without writing.
 func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []Record, opts *PutOpts) ([]int64, error) {
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return nil, err
 	}
 	id, err := putID(opts)
@@ -148,12 +150,12 @@ func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []R
 // It refuses, with *SchemaError, to let a float64 column hold an integer beyond ±2^53
 // (bigInts, field → such a value), which it would round: neither a put of such an
 // integer into a float64 column nor the widening of an int64 column that holds one.
-func (t *wtx) checkSchema(kinds []fieldValue, bigInts map[string]int64) error {
+func (t *wtx) checkSchema(kinds []record.FieldValue, bigInts map[string]int64) error {
 	s, err := t.loadSchema()
 	if err != nil {
 		return err
 	}
-	ns, changed, err := evolve(*s, []normRecord{kinds})
+	ns, changed, err := record.Evolve(*s, []record.NormRecord{kinds})
 	if err != nil {
 		return err
 	}
@@ -165,9 +167,9 @@ func (t *wtx) checkSchema(kinds []fieldValue, bigInts map[string]int64) error {
 		if k, _ := final.Kind(field); k == KindFloat64 || k == KindFloat64List {
 			have, ok := s.Kind(field)
 			if !ok {
-				have = intKindOf(k)
+				have = record.IntKindOf(k)
 			}
-			return &SchemaError{Field: field, Have: have, Got: otherKind(have),
+			return &SchemaError{Field: field, Have: have, Got: record.OtherKind(have),
 				Reason: fmt.Sprintf("the integer %d is beyond ±2^53 and a float64 column would round it (allowed: integers within ±2^53, or int64 only in this field)", v)}
 		}
 	}
@@ -308,7 +310,7 @@ func (t *wtx) addSegment(partition, fields string, lo, hi int64) error {
 // returns; atomic. Errors: *NotFoundError for an index that does not exist in partition
 // (or was cleared), *SchemaError, *InvalidError, ErrClosed.
 func (q *fileQueue) PutFields(ctx context.Context, partition string, indexes []int64, fields []Record) error {
-	if err := checkName("partition", partition); err != nil {
+	if err := CheckName("partition", partition); err != nil {
 		return err
 	}
 	if len(indexes) != len(fields) {
@@ -370,18 +372,18 @@ func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
 	if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
 		return err
 	}
-	set := setOf(indexes)
+	set := record.SetOf(indexes)
 	ok, err := t.partitionSet(p.partition, set)
 	if err != nil {
 		return err
 	}
-	if missing := set.minus(ok); len(missing) > 0 {
-		return &NotFoundError{Partition: p.partition, Indexes: missing.first(16)}
+	if missing := set.Minus(ok); len(missing) > 0 {
+		return &NotFoundError{Partition: p.partition, Indexes: missing.First(16)}
 	}
 	if err := t.checkSchema(p.kinds, p.bigInts); err != nil {
 		return err
 	}
-	minI, maxI := set[0].lo, set[len(set)-1].hi-1
+	minI, maxI := set[0].Lo, set[len(set)-1].Hi-1
 	if _, err := t.exec(`INSERT INTO tail(kind, partition, lo, n, min_idx, max_idx, idx, data) VALUES (1, ?, 0, ?, ?, ?, ?, ?)`,
 		p.partition, len(indexes), minI, maxI, encodeIndexes(indexes), p.data); err != nil {
 		return fmt.Errorf("insert tail: %w", err)
@@ -390,11 +392,11 @@ func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
 	byField := map[string][]int64{}
 	for i, rec := range p.recs {
 		for _, fv := range rec {
-			byField[fv.name] = append(byField[fv.name], indexes[i])
+			byField[fv.Name] = append(byField[fv.Name], indexes[i])
 		}
 	}
 	for f, idx := range byField {
-		if err := t.addProduced(f, setOf(idx)); err != nil {
+		if err := t.addProduced(f, record.SetOf(idx)); err != nil {
 			return err
 		}
 	}
@@ -406,42 +408,42 @@ func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
 }
 
 // partitionSet returns the part of s that exists in partition and is not cleared.
-func (t *wtx) partitionSet(partition string, s idxset) (idxset, error) {
+func (t *wtx) partitionSet(partition string, s record.IndexSet) (record.IndexSet, error) {
 	segs, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM segments WHERE partition = ? AND hi > ? AND lo <= ? ORDER BY lo`,
-		partition, s[0].lo, s[len(s)-1].hi-1)
+		partition, s[0].Lo, s[len(s)-1].Hi-1)
 	if err != nil {
 		return nil, err
 	}
-	tomb, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM tombstones WHERE hi > ? AND lo <= ? ORDER BY lo`, s[0].lo, s[len(s)-1].hi-1)
+	tomb, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM tombstones WHERE hi > ? AND lo <= ? ORDER BY lo`, s[0].Lo, s[len(s)-1].Hi-1)
 	if err != nil {
 		return nil, err
 	}
-	return s.intersect(segs).minus(tomb), nil
+	return s.Intersect(segs).Minus(tomb), nil
 }
 
 // addProduced merges s into the produced spans of field.
-func (t *wtx) addProduced(field string, s idxset) error {
+func (t *wtx) addProduced(field string, s record.IndexSet) error {
 	return mergeSpans(t, s, `SELECT lo, hi FROM produced WHERE field = ? AND hi >= ? AND lo <= ?`,
 		`DELETE FROM produced WHERE field = ? AND lo = ?`, `INSERT INTO produced(field, lo, hi) VALUES (?, ?, ?)`, field)
 }
 
 // mergeSpans unions s into a table of spans keyed by key args: overlapping or adjacent
 // stored spans are deleted and re-inserted merged.
-func mergeSpans(t *wtx, s idxset, sel, del, ins string, keys ...any) error {
+func mergeSpans(t *wtx, s record.IndexSet, sel, del, ins string, keys ...any) error {
 	for _, sp := range s {
-		args := append(append([]any{}, keys...), sp.lo, sp.hi)
+		args := append(append([]any{}, keys...), sp.Lo, sp.Hi)
 		old, err := loadSpans(t.ctx, t, sel, args...)
 		if err != nil {
 			return err
 		}
-		merged := idxset{sp}.union(old)
+		merged := record.IndexSet{sp}.Union(old)
 		for _, o := range old {
-			if _, err := t.exec(del, append(append([]any{}, keys...), o.lo)...); err != nil {
+			if _, err := t.exec(del, append(append([]any{}, keys...), o.Lo)...); err != nil {
 				return fmt.Errorf("merge spans: %w", err)
 			}
 		}
 		for _, m := range merged {
-			if _, err := t.exec(ins, append(append([]any{}, keys...), m.lo, m.hi)...); err != nil {
+			if _, err := t.exec(ins, append(append([]any{}, keys...), m.Lo, m.Hi)...); err != nil {
 				return fmt.Errorf("merge spans: %w", err)
 			}
 		}
@@ -449,16 +451,16 @@ func mergeSpans(t *wtx, s idxset, sel, del, ins string, keys ...any) error {
 	return nil
 }
 
-func loadSpans(ctx context.Context, q queryer, query string, args ...any) (idxset, error) {
+func loadSpans(ctx context.Context, q queryer, query string, args ...any) (record.IndexSet, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read spans: %w", err)
 	}
 	defer rows.Close()
-	var out []span
+	var out []record.Span
 	for rows.Next() {
-		var sp span
-		if err := rows.Scan(&sp.lo, &sp.hi); err != nil {
+		var sp record.Span
+		if err := rows.Scan(&sp.Lo, &sp.Hi); err != nil {
 			return nil, fmt.Errorf("read spans: %w", err)
 		}
 		out = append(out, sp)
@@ -466,5 +468,5 @@ func loadSpans(ctx context.Context, q queryer, query string, args ...any) (idxse
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read spans: %w", err)
 	}
-	return spansOf(out), nil
+	return record.SpansOf(out), nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // Reader does two-phase reads for training loops: GetMeta decides which samples a
@@ -263,9 +265,9 @@ func (p *metaPlan) sample(ctx context.Context, rq *MetaRequest, sampler Sampler)
 	if ws, ok := sampler.(WindowSampler); ok {
 		window = max(ws.Window(rq.BatchSize), rq.BatchSize)
 	}
-	in := &SampleInput{Ready: ready.first(window), BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition,
+	in := &SampleInput{Ready: ready.First(window), BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition,
 		DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, Source: p.src}
-	in.MoreReady = int64(len(in.Ready)) < ready.count()
+	in.MoreReady = int64(len(in.Ready)) < ready.Count()
 	idx, err := sampler.Sample(ctx, in)
 	if err != nil {
 		return err
@@ -274,16 +276,16 @@ func (p *metaPlan) sample(ctx context.Context, rq *MetaRequest, sampler Sampler)
 		return fmt.Errorf("%w: sampler %s returned %d samples for a batch of %d", ErrInvalid, rq.Sampler.Name, len(idx), rq.BatchSize)
 	}
 	// Everything handed out must be ready now, or be the group's stored assignment.
-	chosen := setOf(idx)
-	if int(chosen.count()) != len(idx) {
+	chosen := record.SetOf(idx)
+	if int(chosen.Count()) != len(idx) {
 		return fmt.Errorf("%w: sampler %s returned an index twice", ErrInvalid, rq.Sampler.Name)
 	}
-	bad := chosen.minus(ready)
+	bad := chosen.Minus(ready)
 	if len(bad) > 0 && p.src.storedOK {
-		bad = bad.minus(setOf(p.src.stored))
+		bad = bad.Minus(record.SetOf(p.src.stored))
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
+		return fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", ErrInvalid, rq.Sampler.Name, bad[0].Lo, rq.Task)
 	}
 	if rq.Wait && len(idx) < rq.BatchSize {
 		return errNotFull
@@ -301,7 +303,7 @@ func (p *metaPlan) sample(ctx context.Context, rq *MetaRequest, sampler Sampler)
 // partition and production never go back.
 func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 	src := p.src
-	chosen := setOf(p.idx)
+	chosen := record.SetOf(p.idx)
 	if recheck {
 		stored, ok, err := t.assignment(rq.Partition, rq.Task, rq.DPRank, rq.BatchIndex)
 		if err != nil {
@@ -312,10 +314,10 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 		}
 		fresh := chosen
 		if src.storedOK {
-			fresh = fresh.minus(setOf(src.stored)) // checked against the stored assignment above
+			fresh = fresh.Minus(record.SetOf(src.stored)) // checked against the stored assignment above
 		}
 		if len(fresh) > 0 {
-			lo, hi := fresh[0].lo, fresh[len(fresh)-1].hi
+			lo, hi := fresh[0].Lo, fresh[len(fresh)-1].Hi
 			consumed, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? AND lo < ? AND hi > ? ORDER BY lo`, rq.Partition, rq.Task, hi, lo)
 			if err != nil {
 				return err
@@ -324,18 +326,18 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 			if err != nil {
 				return err
 			}
-			if len(fresh.intersect(consumed)) > 0 || len(fresh.intersect(tomb)) > 0 {
+			if len(fresh.Intersect(consumed)) > 0 || len(fresh.Intersect(tomb)) > 0 {
 				return errHandOutConflict
 			}
 		}
 		if src.assigned != nil && len(src.assigned) > 0 {
-			a := setOf(src.assigned)
+			a := record.SetOf(src.assigned)
 			held, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? AND lo < ? AND hi > ? ORDER BY lo`,
-				rq.Partition, rq.Task, a[len(a)-1].hi, a[0].lo)
+				rq.Partition, rq.Task, a[len(a)-1].Hi, a[0].Lo)
 			if err != nil {
 				return err
 			}
-			if len(a.intersect(held)) > 0 {
+			if len(a.Intersect(held)) > 0 {
 				return errHandOutConflict
 			}
 		}
@@ -345,7 +347,7 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 			rq.Partition, rq.Task, rq.DPRank, rq.BatchIndex, encodeIndexes(src.assigned)); err != nil {
 			return fmt.Errorf("store assignment: %w", err)
 		}
-		if err := t.addHeld(rq.Partition, rq.Task, setOf(src.assigned)); err != nil {
+		if err := t.addHeld(rq.Partition, rq.Task, record.SetOf(src.assigned)); err != nil {
 			return err
 		}
 	}
@@ -359,19 +361,19 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 
 // readySet computes the samples of partition with all fields produced, not consumed by
 // task and not cleared; it also returns the partition's spans.
-func (t *wtx) readySet(partition, task string, fields []string) (ready, part idxset, err error) {
+func (t *wtx) readySet(partition, task string, fields []string) (ready, part record.IndexSet, err error) {
 	rows, err := t.query(`SELECT lo, hi, fieldset FROM segments WHERE partition = ? ORDER BY lo`, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read segments: %w", err)
 	}
 	type seg struct {
-		sp span
+		sp record.Span
 		fs int64
 	}
 	var segs []seg
 	for rows.Next() {
 		var s seg
-		if err := rows.Scan(&s.sp.lo, &s.sp.hi, &s.fs); err != nil {
+		if err := rows.Scan(&s.sp.Lo, &s.sp.Hi, &s.fs); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("read segments: %w", err)
 		}
@@ -385,19 +387,19 @@ func (t *wtx) readySet(partition, task string, fields []string) (ready, part idx
 	if err != nil {
 		return nil, nil, err
 	}
-	var all []span
+	var all []record.Span
 	for _, s := range segs {
 		all = append(all, s.sp)
 	}
-	part = spansOf(all)
+	part = record.SpansOf(all)
 	ready = part
 	// Spans produced later (PutFields), for all requested fields in one query.
-	prod := map[string][]span{}
+	prod := map[string][]record.Span{}
 	if n, err := t.producedCount(); err != nil {
 		return nil, nil, err
 	} else if n > 0 {
 		q := `SELECT field, lo, hi FROM produced WHERE hi > ? AND field IN (?` + strings.Repeat(", ?", len(fields)-1) + `)`
-		args := []any{part[0].lo}
+		args := []any{part[0].Lo}
 		for _, f := range fields {
 			args = append(args, f)
 		}
@@ -407,8 +409,8 @@ func (t *wtx) readySet(partition, task string, fields []string) (ready, part idx
 		}
 		for rows.Next() {
 			var f string
-			var sp span
-			if err := rows.Scan(&f, &sp.lo, &sp.hi); err != nil {
+			var sp record.Span
+			if err := rows.Scan(&f, &sp.Lo, &sp.Hi); err != nil {
 				rows.Close()
 				return nil, nil, fmt.Errorf("read produced: %w", err)
 			}
@@ -417,15 +419,15 @@ func (t *wtx) readySet(partition, task string, fields []string) (ready, part idx
 		rows.Close()
 	}
 	for _, f := range fields {
-		var has []span
+		var has []record.Span
 		for _, s := range segs {
 			if fieldsets[s.fs][f] {
 				has = append(has, s.sp)
 			}
 		}
-		ready = ready.intersect(spansOf(append(has, prod[f]...)))
+		ready = ready.Intersect(record.SpansOf(append(has, prod[f]...)))
 	}
-	lo := part[0].lo
+	lo := part[0].Lo
 	tomb, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM tombstones WHERE hi > ? ORDER BY lo`, lo)
 	if err != nil {
 		return nil, nil, err
@@ -434,7 +436,7 @@ func (t *wtx) readySet(partition, task string, fields []string) (ready, part idx
 	if err != nil {
 		return nil, nil, err
 	}
-	return ready.minus(tomb).minus(consumed), part, nil
+	return ready.Minus(tomb).Minus(consumed), part, nil
 }
 
 // fieldsets returns every field set (id → field names), cached by the Queue: a field
@@ -509,14 +511,14 @@ func (q *fileQueue) batchMeta(ctx context.Context, rq *MetaRequest, idx []int64,
 		m.Fields = append(m.Fields, fm)
 	}
 	if len(tensors) > 0 && len(idx) > 0 {
-		sorted := sortedUnique(append([]int64(nil), idx...))
+		sorted := record.SortedUnique(append([]int64(nil), idx...))
 		b, err := q.readBatch(ctx, tensors, func(queryer, *snapshot) ([]int64, error) { return sorted, nil })
 		if err != nil {
 			return nil, err
 		}
 		defer b.Release()
 		for i := range m.Fields {
-			if !isTensor(m.Fields[i].Kind) {
+			if !record.IsTensor(m.Fields[i].Kind) {
 				continue
 			}
 			col := b.Column(m.Fields[i].Name)
@@ -524,7 +526,7 @@ func (q *fileQueue) batchMeta(ctx context.Context, rq *MetaRequest, idx []int64,
 				if col.IsNull(r) {
 					continue
 				}
-				tn := tensorAt(col.(*array.Struct), r)
+				tn := record.TensorAt(col.(*array.Struct), r)
 				if r == 0 {
 					m.Fields[i].DType, m.Fields[i].Shape = tn.DType, tn.Shape
 				} else if m.Fields[i].Shape != nil && !sameShape(m.Fields[i].Shape, tn.Shape) {
@@ -568,7 +570,7 @@ func (r *fileReader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, erro
 		// An empty batch (possibly for fields no sample has yet): nothing to read.
 		var fields []Field
 		for _, f := range meta.Fields {
-			if validKind(f.Kind) {
+			if record.ValidKind(f.Kind) {
 				fields = append(fields, Field{Name: f.Name, Kind: f.Kind})
 			}
 		}
@@ -576,13 +578,13 @@ func (r *fileReader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, erro
 		for i, f := range fields {
 			cols[i] = buildColumn(f.Kind, nil)
 		}
-		return &Batch{Fields: fields, Record: makeRecord(nil, fields, cols)}, nil
+		return &Batch{Fields: fields, Record: record.MakeRecord(nil, fields, cols)}, nil
 	}
-	sorted := sortedUnique(append([]int64(nil), meta.Indexes...))
+	sorted := record.SortedUnique(append([]int64(nil), meta.Indexes...))
 	b, err := q.readBatch(ctx, meta.FieldNames(), func(_ queryer, s *snapshot) ([]int64, error) {
-		want := setOf(sorted)
-		if missing := want.minus(idxset{{0, s.next}}.minus(s.tomb)); len(missing) > 0 {
-			return nil, &NotFoundError{Partition: meta.Partition, Indexes: missing.first(16)}
+		want := record.SetOf(sorted)
+		if missing := want.Minus(record.IndexSet{{Lo: 0, Hi: s.next}}.Minus(s.tomb)); len(missing) > 0 {
+			return nil, &NotFoundError{Partition: meta.Partition, Indexes: missing.First(16)}
 		}
 		return sorted, nil
 	})
@@ -590,7 +592,7 @@ func (r *fileReader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, erro
 		return nil, err
 	}
 	if !isAscending(meta.Indexes) {
-		b = b.reorder(meta.Indexes)
+		b = reorderBatch(b, meta.Indexes)
 	}
 	return b, nil
 }

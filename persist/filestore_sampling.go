@@ -3,6 +3,8 @@ package persist
 import (
 	"context"
 	"fmt"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 var _ SampleSource = (*fileSampleSource)(nil)
@@ -17,12 +19,12 @@ type fileSampleSource struct {
 	Task, Partition    string
 	DPRank, BatchIndex int
 	q                  *fileQueue
-	partSpans          idxset
-	ready              idxset  // every ready sample; Ready is its first window
-	stored             []int64 // the group's stored assignment, if storedOK
+	partSpans          record.IndexSet
+	ready              record.IndexSet // every ready sample; Ready is its first window
+	stored             []int64         // the group's stored assignment, if storedOK
 	storedOK           bool
-	held               idxset  // the holds of (Partition, Task)
-	assigned           []int64 // what the sampler assigned (nil: nothing)
+	held               record.IndexSet // the holds of (Partition, Task)
+	assigned           []int64         // what the sampler assigned (nil: nothing)
 }
 
 // ReadyAfter returns, ascending, up to n ready samples with an index greater than
@@ -30,9 +32,9 @@ type fileSampleSource struct {
 // may need more than the window Ready (GRPOGroupN, when incomplete groups fill it) page
 // through every ready sample with it.
 func (in *fileSampleSource) ReadyAfter(after int64, n int) ([]int64, bool) {
-	rest := in.ready.from(after + 1)
-	page := rest.first(n)
-	return page, int64(len(page)) < rest.count()
+	rest := in.ready.From(after + 1)
+	page := rest.First(n)
+	return page, int64(len(page)) < rest.Count()
 }
 
 // Values returns the values of field for indexes (nil where a sample has no value),
@@ -41,7 +43,7 @@ func (in *fileSampleSource) Values(ctx context.Context, field string, indexes []
 	if len(indexes) == 0 {
 		return nil, nil
 	}
-	sorted := sortedUnique(append([]int64(nil), indexes...))
+	sorted := record.SortedUnique(append([]int64(nil), indexes...))
 	b, err := in.q.readBatch(ctx, []string{field}, func(tx queryer, s *snapshot) ([]int64, error) {
 		return sorted, nil
 	})
@@ -71,10 +73,10 @@ func (in *fileSampleSource) Ordinals(indexes []int64) []int64 {
 	for i, x := range indexes {
 		var before int64
 		for _, sp := range in.partSpans {
-			if sp.lo > x {
+			if sp.Lo > x {
 				break
 			}
-			before += min(sp.hi, x) - sp.lo
+			before += min(sp.Hi, x) - sp.Lo
 		}
 		out[i] = before
 	}
@@ -117,11 +119,11 @@ func (in *fileSampleSource) Assign(indexes []int64) error {
 // of (Task, Partition) holds: with DeferConsume, samples handed to one data-parallel
 // group stay ready until consumed, and must not be offered to another group.
 func (in *fileSampleSource) ReadyUnheld(n int) ([]int64, error) {
-	return in.ready.minus(in.held).first(n), nil
+	return in.ready.Minus(in.held).First(n), nil
 }
 
 // addHeld merges s into the held spans of (partition, task).
-func (t *wtx) addHeld(partition, task string, s idxset) error {
+func (t *wtx) addHeld(partition, task string, s record.IndexSet) error {
 	return mergeSpans(t, s, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? AND hi >= ? AND lo <= ?`,
 		`DELETE FROM held WHERE partition = ? AND task = ? AND lo = ?`,
 		`INSERT INTO held(partition, task, lo, hi) VALUES (?, ?, ?, ?)`, partition, task)
@@ -160,7 +162,7 @@ func (q *fileQueue) backfillHeld(ctx context.Context) error {
 			return fmt.Errorf("read assignments: %w", err)
 		}
 		for k, idx := range byKey {
-			if err := t.addHeld(k.partition, k.task, setOf(idx)); err != nil {
+			if err := t.addHeld(k.partition, k.task, record.SetOf(idx)); err != nil {
 				return err
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // The durable tail: rows put but not yet flushed into a Parquet fragment live in the
@@ -45,14 +47,14 @@ func putString(b []byte, s []byte) []byte {
 }
 
 // encodeRecords appends the encoding of recs to b.
-func encodeRecords(b []byte, recs []normRecord) []byte {
+func encodeRecords(b []byte, recs []record.NormRecord) []byte {
 	b = binary.AppendUvarint(b, uint64(len(recs)))
 	for _, rec := range recs {
 		b = binary.AppendUvarint(b, uint64(len(rec)))
 		for _, fv := range rec {
-			b = putString(b, []byte(fv.name))
-			b = append(b, kindCodes[fv.kind])
-			switch v := fv.val.(type) {
+			b = putString(b, []byte(fv.Name))
+			b = append(b, kindCodes[fv.Kind])
+			switch v := fv.Val.(type) {
 			case bool:
 				if v {
 					b = append(b, 1)
@@ -67,8 +69,8 @@ func encodeRecords(b []byte, recs []normRecord) []byte {
 				b = putString(b, []byte(v))
 			case []byte:
 				b = putString(b, v)
-			case codecValue:
-				b = putString(b, v.b)
+			case record.CodecValue:
+				b = putString(b, v.Bytes)
 			case []int64:
 				b = binary.AppendUvarint(b, uint64(len(v)))
 				for _, x := range v {
@@ -87,7 +89,7 @@ func encodeRecords(b []byte, recs []normRecord) []byte {
 				}
 				b = putString(b, v.Data)
 			default:
-				panic(fmt.Sprintf("persist: encode: unexpected normalized value %T", fv.val))
+				panic(fmt.Sprintf("persist: encode: unexpected normalized value %T", fv.Val))
 			}
 		}
 	}
@@ -169,9 +171,9 @@ func (d *tailDecoder) count(minBytesEach int) int {
 // decodeRecords decodes one or more concatenated batches encoded by encodeRecords (the
 // writer concatenates the batches of consecutive puts into one tail entry). Strings and
 // byte slices alias b.
-func decodeRecords(b []byte) ([]normRecord, error) {
+func decodeRecords(b []byte) ([]record.NormRecord, error) {
 	d := &tailDecoder{b: b}
-	var recs []normRecord
+	var recs []record.NormRecord
 	for len(d.b) > 0 && d.err == nil {
 		var err error
 		if recs, err = d.batch(recs); err != nil {
@@ -184,11 +186,11 @@ func decodeRecords(b []byte) ([]normRecord, error) {
 	return recs, nil
 }
 
-func (d *tailDecoder) batch(recs []normRecord) ([]normRecord, error) {
+func (d *tailDecoder) batch(recs []record.NormRecord) ([]record.NormRecord, error) {
 	nrec := d.count(1)
 	for r := 0; r < nrec && d.err == nil; r++ {
 		nf := d.count(2)
-		rec := make(normRecord, 0, nf)
+		rec := make(record.NormRecord, 0, nf)
 		for f := 0; f < nf && d.err == nil; f++ {
 			nb := d.str()
 			name, ok := d.names[string(nb)] // no allocation for the lookup
@@ -220,7 +222,7 @@ func (d *tailDecoder) batch(recs []normRecord) ([]normRecord, error) {
 			case KindBytes:
 				v = d.str()
 			case KindCodec:
-				v = codecValue{b: d.str()}
+				v = record.CodecValue{Bytes: d.str()}
 			case KindInt64List:
 				n := d.count(1)
 				x := make([]int64, n)
@@ -249,7 +251,7 @@ func (d *tailDecoder) batch(recs []normRecord) ([]normRecord, error) {
 			if d.err != nil {
 				break
 			}
-			rec = append(rec, fieldValue{name: name, kind: kind, val: v})
+			rec = append(rec, record.FieldValue{Name: name, Kind: kind, Val: v})
 		}
 		recs = append(recs, rec)
 	}

@@ -82,5 +82,5 @@ func (r *MetaRequest) validate() error {
 	if r.BatchIndex < 0 {
 		return &InvalidError{Field: "batch_index", Value: r.BatchIndex, Rule: "≥ 0"}
 	}
-	return checkName("partition", r.Partition)
+	return CheckName("partition", r.Partition)
 }

@@ -170,7 +170,7 @@ func TestSchemaEvolution(t *testing.T) {
 
 	s, err := q.Schema(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []Field{{"name", KindString}, {"score", KindFloat64}, {"extra", KindBool}}, s.Fields)
+	require.Equal(t, []Field{{Name: "name", Kind: KindString}, {Name: "score", Kind: KindFloat64}, {Name: "extra", Kind: KindBool}}, s.Fields)
 
 	// Incompatible: the put fails naming the field and both types, and writes nothing.
 	_, err = New(q).PutBatch(ctx, []Record{{"name": "c", "score": 3}, {"name": 7, "score": 1}})

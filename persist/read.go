@@ -9,115 +9,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
-
-// Row is one record as read back: its global index, its partition and its fields (only
-// the fields that are produced; a field without a value is absent from the map). Values
-// come back as bool, int64, float64, string, []byte, []int64, []float64, Tensor (or the
-// wire codec's tensor type that was put) or the decoded codec value. Byte slices and
-// tensor data may share memory with the read's Arrow buffers: do not modify them.
-type Row struct {
-	Index     int64
-	Partition string
-	Fields    Record
-}
-
-// Batch is the result of a columnar read: Record has an int64 column "_index" and one
-// column per requested field, in the order of Fields, with rows in the order of
-// Indexes. Columns are sliced from the fragments' decoded Arrow arrays without copying
-// when a batch comes from one run of consecutive rows of one fragment.
-type Batch struct {
-	Indexes    []int64
-	Partitions []string
-	Fields     []Field
-	Record     arrow.RecordBatch
-}
-
-// Len returns the number of rows.
-func (b *Batch) Len() int { return len(b.Indexes) }
-
-// Release releases the Arrow record. The batch must not be used afterwards.
-func (b *Batch) Release() {
-	if b.Record != nil {
-		b.Record.Release()
-		b.Record = nil
-	}
-}
-
-// Rows converts the batch into rows. Errors: a codec value that no longer decodes.
-func (b *Batch) Rows() ([]Row, error) {
-	out := make([]Row, len(b.Indexes))
-	for i := range out {
-		out[i] = Row{Index: b.Indexes[i], Partition: b.Partitions[i], Fields: make(Record, len(b.Fields))}
-	}
-	for c, f := range b.Fields {
-		arr := b.Record.Column(c + 1)
-		for i := range out {
-			if arr.IsNull(i) {
-				continue
-			}
-			v, err := valueAt(arr, i, f.Kind)
-			if err != nil {
-				return nil, fmt.Errorf("decode field %q of index %d: %w", f.Name, b.Indexes[i], err)
-			}
-			out[i].Fields[f.Name] = v
-		}
-	}
-	return out, nil
-}
-
-// Column returns the Arrow column of field name, or nil.
-func (b *Batch) Column(name string) arrow.Array {
-	for c, f := range b.Fields {
-		if f.Name == name {
-			return b.Record.Column(c + 1)
-		}
-	}
-	return nil
-}
-
-// valueAt converts element i of arr (of kind k, not null) to its Go value.
-func valueAt(arr arrow.Array, i int, k Kind) (any, error) {
-	switch k {
-	case KindBool:
-		return arr.(*array.Boolean).Value(i), nil
-	case KindInt64:
-		return arr.(*array.Int64).Value(i), nil
-	case KindFloat64:
-		return arr.(*array.Float64).Value(i), nil
-	case KindString:
-		return arr.(*array.String).Value(i), nil
-	case KindBytes:
-		return arr.(*array.Binary).Value(i), nil
-	case KindCodec:
-		return wireDecode(arr.(*array.Binary).Value(i))
-	case KindInt64List:
-		l := arr.(*array.List)
-		s, e := l.ValueOffsets(i)
-		return append([]int64{}, l.ListValues().(*array.Int64).Int64Values()[s:e]...), nil
-	case KindFloat64List:
-		l := arr.(*array.List)
-		s, e := l.ValueOffsets(i)
-		return append([]float64{}, l.ListValues().(*array.Float64).Float64Values()[s:e]...), nil
-	case KindTensor:
-		return tensorAt(arr.(*array.Struct), i), nil
-	case KindNDArray, KindWireTensor:
-		return wireTensorValue(k, tensorAt(arr.(*array.Struct), i)), nil
-	}
-	return nil, fmt.Errorf("unknown kind %s", k)
-}
-
-func tensorAt(sa *array.Struct, i int) Tensor {
-	var t Tensor
-	t.DType = sa.Field(0).(*array.String).Value(i)
-	l := sa.Field(1).(*array.List)
-	s, e := l.ValueOffsets(i)
-	for _, d := range l.ListValues().(*array.Int64).Int64Values()[s:e] {
-		t.Shape = append(t.Shape, int(d))
-	}
-	t.Data = sa.Field(2).(*array.Binary).Value(i)
-	return t
-}
 
 // cell says where the value of one (row, field) comes from: an Arrow array of a
 // fragment (arr, row) or a decoded tail value (val), and its kind as stored there.
@@ -136,7 +30,7 @@ func (q *fileQueue) readColumns(ctx context.Context, s *snapshot, idx []int64, f
 	if len(idx) == 0 {
 		out := make([]arrow.Array, len(fields))
 		for i, f := range fields {
-			out[i] = array.MakeArrayOfNull(memory.DefaultAllocator, arrowType(f.Kind), 0)
+			out[i] = array.MakeArrayOfNull(memory.DefaultAllocator, record.ArrowType(f.Kind), 0)
 		}
 		return out, nil
 	}
@@ -163,8 +57,8 @@ func (q *fileQueue) readColumns(ctx context.Context, s *snapshot, idx []int64, f
 		}
 		for i := sort.Search(len(idx), func(i int) bool { return idx[i] >= e.lo }); i < len(idx) && idx[i] < e.lo+e.n; i++ {
 			for _, fv := range e.recs[idx[i]-e.lo] {
-				if p, ok := fpos[fv.name]; ok {
-					cells[p][i] = cell{val: fv.val, kind: fv.kind, seq: -1, set: true}
+				if p, ok := fpos[fv.Name]; ok {
+					cells[p][i] = cell{val: fv.Val, kind: fv.Kind, seq: -1, set: true}
 				}
 			}
 		}
@@ -204,7 +98,7 @@ func (q *fileQueue) readColumns(ctx context.Context, s *snapshot, idx []int64, f
 					cols[p] = a
 				}
 				if fm.kind == fragFields {
-					a, err := q.cache.column(ctx, h, rg, colSeq)
+					a, err := q.cache.column(ctx, h, rg, record.ColSeq)
 					if err != nil {
 						return err
 					}
@@ -247,12 +141,12 @@ func (q *fileQueue) readColumns(ctx context.Context, s *snapshot, idx []int64, f
 				continue
 			}
 			for _, fv := range e.recs[j] {
-				p, ok := fpos[fv.name]
+				p, ok := fpos[fv.Name]
 				if !ok {
 					continue
 				}
 				if c := &cells[p][i]; !c.set || e.seq > c.seq {
-					*c = cell{val: fv.val, kind: fv.kind, seq: e.seq, set: true}
+					*c = cell{val: fv.Val, kind: fv.Kind, seq: e.seq, set: true}
 				}
 			}
 		}
@@ -268,7 +162,7 @@ func (q *fileQueue) readColumns(ctx context.Context, s *snapshot, idx []int64, f
 // without copying when every cell is a consecutive row of the same array and kind.
 func buildColumn(k Kind, cells []cell) arrow.Array {
 	if len(cells) == 0 {
-		return array.MakeArrayOfNull(memory.DefaultAllocator, arrowType(k), 0)
+		return array.MakeArrayOfNull(memory.DefaultAllocator, record.ArrowType(k), 0)
 	}
 	if first := cells[0]; first.set && first.arr != nil && first.kind == k {
 		ok := true
@@ -282,7 +176,7 @@ func buildColumn(k Kind, cells []cell) arrow.Array {
 			return array.NewSlice(first.arr, int64(first.row), int64(first.row+len(cells)))
 		}
 	}
-	b := array.NewBuilder(memory.DefaultAllocator, arrowType(k))
+	b := array.NewBuilder(memory.DefaultAllocator, record.ArrowType(k))
 	defer b.Release()
 	b.Reserve(len(cells))
 	for _, c := range cells {
@@ -292,7 +186,7 @@ func buildColumn(k Kind, cells []cell) arrow.Array {
 		case c.arr != nil:
 			appendArrow(b, k, c.arr, c.row, c.kind)
 		default:
-			appendValue(b, k, convertValue(c.val, c.kind, k))
+			appendValue(b, k, record.ConvertValue(c.val, c.kind, k))
 		}
 	}
 	return b.NewArray()
@@ -320,10 +214,10 @@ func appendArrow(b array.Builder, to Kind, arr arrow.Array, row int, from Kind) 
 	case KindBytes, KindCodec:
 		b.(*array.BinaryBuilder).Append(arr.(*array.Binary).Value(row))
 	case KindInt64List, KindFloat64List:
-		v, _ := valueAt(arr, row, from)
-		appendValue(b, to, convertValue(v, from, to))
+		v, _ := record.ValueAt(arr, row, from)
+		appendValue(b, to, record.ConvertValue(v, from, to))
 	case KindTensor, KindNDArray, KindWireTensor:
-		appendValue(b, to, tensorAt(arr.(*array.Struct), row))
+		appendValue(b, to, record.TensorAt(arr.(*array.Struct), row))
 	}
 }
 
@@ -356,7 +250,7 @@ func (q *fileQueue) readBatchOnce(ctx context.Context, names []string, pick func
 		if err != nil {
 			return err
 		}
-		fields, err := selectFields(s.schema, names)
+		fields, err := record.SelectFields(s.schema, names)
 		if err != nil {
 			return err
 		}
@@ -377,49 +271,15 @@ func (q *fileQueue) readBatchOnce(ctx context.Context, names []string, pick func
 		if err != nil {
 			return err
 		}
-		b.Record = makeRecord(idx, fields, cols)
+		b.Record = record.MakeRecord(idx, fields, cols)
 		return nil
 	})
 	return b, err
 }
 
-func makeRecord(idx []int64, fields []Field, cols []arrow.Array) arrow.RecordBatch {
-	af := make([]arrow.Field, 0, len(fields)+1)
-	af = append(af, arrow.Field{Name: colIndex, Type: arrow.PrimitiveTypes.Int64})
-	for _, f := range fields {
-		af = append(af, arrowField(f))
-	}
-	ib := array.NewInt64Builder(memory.DefaultAllocator)
-	ib.AppendValues(idx, nil)
-	ia := ib.NewArray()
-	ib.Release()
-	all := append([]arrow.Array{ia}, cols...)
-	rec := array.NewRecordBatch(arrow.NewSchema(af, nil), all, int64(len(idx)))
-	for _, a := range all {
-		a.Release()
-	}
-	return rec
-}
-
-// selectFields resolves requested field names against the schema; nil means all.
-func selectFields(s Schema, names []string) ([]Field, error) {
-	if names == nil {
-		return append([]Field(nil), s.Fields...), nil
-	}
-	out := make([]Field, 0, len(names))
-	for _, n := range names {
-		k, ok := s.Kind(n)
-		if !ok {
-			return nil, &InvalidError{Field: "fields", Value: n, Rule: "names of fields in the queue schema (" + s.String() + ")"}
-		}
-		out = append(out, Field{Name: n, Kind: k})
-	}
-	return out, nil
-}
-
-// reorder returns the batch with rows in the order of indexes (which must be a
+// reorderBatch returns the batch with rows in the order of indexes (which must be a
 // permutation of b.Indexes); b is released.
-func (b *Batch) reorder(indexes []int64) *Batch {
+func reorderBatch(b *Batch, indexes []int64) *Batch {
 	pos := make(map[int64]int, len(b.Indexes))
 	for i, x := range b.Indexes {
 		pos[x] = i
@@ -441,7 +301,7 @@ func (b *Batch) reorder(indexes []int64) *Batch {
 		cols[c] = buildColumn(f.Kind, cells)
 	}
 	out := &Batch{Indexes: append([]int64(nil), indexes...), Partitions: parts, Fields: b.Fields,
-		Record: makeRecord(indexes, b.Fields, cols)}
+		Record: record.MakeRecord(indexes, b.Fields, cols)}
 	b.Release()
 	return out
 }

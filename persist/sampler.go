@@ -3,6 +3,8 @@ package persist
 import (
 	"context"
 	"fmt"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // Sampler chooses which ready samples a GetMeta hands out. Implement it to add a
@@ -75,9 +77,9 @@ func (in *SampleInput) ReadyAfter(after int64, n int) ([]int64, bool) {
 	if in.Source != nil {
 		return in.Source.ReadyAfter(after, n)
 	}
-	rest := setOf(in.Ready).from(after + 1)
-	page := rest.first(n)
-	return page, int64(len(page)) < rest.count()
+	rest := record.SetOf(in.Ready).From(after + 1)
+	page := rest.First(n)
+	return page, int64(len(page)) < rest.Count()
 }
 
 // ReadyUnheld returns, ascending, the first n ready samples that no stored assignment

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // GRPOGroupN hands out only whole groups of N samples of one prompt, never a partial
@@ -22,7 +24,7 @@ func (g GRPOGroupN) validate() error {
 		return &InvalidError{Field: "sampler grpo-group-n parameter n", Value: g.N, Rule: "≥ 1"}
 	}
 	if g.GroupField != "" {
-		return checkFieldName(g.GroupField)
+		return record.CheckFieldName(g.GroupField)
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func (s Samplers) orDefault() Samplers {
 // *InvalidError for a bad name, a name s already has, or a nil factory.
 func (s Samplers) With(name string, build SamplerFactory) (Samplers, error) {
 	s = s.orDefault()
-	if err := checkName("sampler name", name); err != nil {
+	if err := CheckName("sampler name", name); err != nil {
 		return s, err
 	}
 	if build == nil {

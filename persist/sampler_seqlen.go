@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // SeqLenBalanced takes the first BatchSize ready samples (like Sequential) and orders
@@ -24,7 +26,7 @@ func (s SeqLenBalanced) validate() error {
 	if s.Groups < 1 {
 		return &InvalidError{Field: "sampler seqlen-balanced parameter groups", Value: s.Groups, Rule: "≥ 1"}
 	}
-	return checkFieldName(s.LengthField)
+	return record.CheckFieldName(s.LengthField)
 }
 
 // Sample picks and orders the batch. Errors: *InvalidError when LengthField is empty,
@@ -98,7 +100,7 @@ func seqLen(v any) float64 {
 	case []any:
 		return float64(len(x))
 	}
-	if k, t, ok, _ := wireTensor("", v); ok && k != "" {
+	if k, t, ok, _ := record.WireTensor("", v); ok && k != "" {
 		return seqLen(t)
 	}
 	return 0

@@ -17,6 +17,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // This file exports the pieces of the file store that other stores (persist/lakestore)
@@ -28,13 +30,13 @@ import (
 
 // StoredRecord is one record as stores keep it: its fields normalized (values of one
 // kind each, sorted by name). The zero value has no fields.
-type StoredRecord struct{ r normRecord }
+type StoredRecord struct{ r record.NormRecord }
 
 // FieldNames returns the names of the record's fields, sorted.
 func (s StoredRecord) FieldNames() []string {
 	out := make([]string, len(s.r))
 	for i, fv := range s.r {
-		out[i] = fv.name
+		out[i] = fv.Name
 	}
 	return out
 }
@@ -44,11 +46,11 @@ func (s StoredRecord) FieldNames() []string {
 // kind, and whether the record has it.
 func (s StoredRecord) Value(name string) (any, Kind, bool) {
 	for _, fv := range s.r {
-		if fv.name == name {
-			if c, ok := fv.val.(codecValue); ok {
-				return c.b, fv.kind, true
+		if fv.Name == name {
+			if c, ok := fv.Val.(record.CodecValue); ok {
+				return c.Bytes, fv.Kind, true
 			}
-			return fv.val, fv.kind, true
+			return fv.Val, fv.Kind, true
 		}
 	}
 	return nil, "", false
@@ -59,14 +61,14 @@ func (s StoredRecord) Merge(later StoredRecord) StoredRecord {
 	if len(s.r) == 0 {
 		return later
 	}
-	out := make(normRecord, 0, len(s.r)+len(later.r))
+	out := make(record.NormRecord, 0, len(s.r)+len(later.r))
 	i, j := 0, 0
 	for i < len(s.r) || j < len(later.r) {
 		switch {
-		case j == len(later.r) || (i < len(s.r) && s.r[i].name < later.r[j].name):
+		case j == len(later.r) || (i < len(s.r) && s.r[i].Name < later.r[j].Name):
 			out = append(out, s.r[i])
 			i++
-		case i == len(s.r) || later.r[j].name < s.r[i].name:
+		case i == len(s.r) || later.r[j].Name < s.r[i].Name:
 			out = append(out, later.r[j])
 			j++
 		default:
@@ -129,7 +131,7 @@ func (p *PreparedRecords) Records() []StoredRecord {
 // never widen). bigIntField reports whether a field was remembered so by an earlier
 // put. Errors: *SchemaError, and nothing may be written then.
 func (p *PreparedRecords) EvolveSchema(s Schema, bigIntField func(field string) (bool, error)) (Schema, bool, []string, error) {
-	ns, changed, err := evolve(s, []normRecord{p.p.kinds})
+	ns, changed, err := record.Evolve(s, []record.NormRecord{p.p.kinds})
 	if err != nil {
 		return s, false, nil, err
 	}
@@ -142,9 +144,9 @@ func (p *PreparedRecords) EvolveSchema(s Schema, bigIntField func(field string) 
 		if k, _ := final.Kind(field); k == KindFloat64 || k == KindFloat64List {
 			have, ok := s.Kind(field)
 			if !ok {
-				have = intKindOf(k)
+				have = record.IntKindOf(k)
 			}
-			return s, false, nil, &SchemaError{Field: field, Have: have, Got: otherKind(have),
+			return s, false, nil, &SchemaError{Field: field, Have: have, Got: record.OtherKind(have),
 				Reason: fmt.Sprintf("the integer %d is beyond ±2^53 and a float64 column would round it (allowed: integers within ±2^53, or int64 only in this field)", v)}
 		}
 		bigs = append(bigs, field)
@@ -181,10 +183,6 @@ func DecodeRecords(b []byte) ([]StoredRecord, error) {
 	return out, nil
 }
 
-// CheckName checks a partition (what "partition") or queue name: 1–128 bytes of
-// [A-Za-z0-9._-], not starting with . _ or -. Errors: *InvalidError.
-func CheckName(what, name string) error { return checkName(what, name) }
-
 // CheckTask checks a consumption task name (1–256 bytes). Errors: *InvalidError.
 func CheckTask(task string) error { return checkTask(task) }
 
@@ -216,7 +214,7 @@ func CheckReadArgs(offset int64, limit int, opts *GetOpts) error {
 		return err
 	}
 	if opts.Partition != "" {
-		return checkName("partition", opts.Partition)
+		return CheckName("partition", opts.Partition)
 	}
 	return nil
 }
@@ -251,10 +249,6 @@ func SamplerWindow(s Sampler, batchSize int) int {
 	}
 	return max(4*batchSize, 1024)
 }
-
-// SelectFields returns the schema fields named by names (nil: every field). Errors:
-// *InvalidError for an unknown name.
-func SelectFields(s Schema, names []string) ([]Field, error) { return selectFields(s, names) }
 
 // ShardOwns reports whether the record at index, with value v of kind k in the shard's
 // column (nil v: none, or the column is the global index), belongs to sh's rank. It
@@ -297,12 +291,12 @@ func hashStored(v any, k Kind, index int64, useIndex bool) uint64 {
 		h.Write([]byte(x))
 	case []byte:
 		if k == KindCodec {
-			h.Write(encodeRecords(nil, []normRecord{{{name: "", kind: k, val: codecValue{b: x}}}}))
+			h.Write(encodeRecords(nil, []record.NormRecord{{{Name: "", Kind: k, Val: record.CodecValue{Bytes: x}}}}))
 		} else {
 			h.Write(x)
 		}
 	default:
-		h.Write(encodeRecords(nil, []normRecord{{{name: "", kind: k, val: v}}}))
+		h.Write(encodeRecords(nil, []record.NormRecord{{{Name: "", Kind: k, Val: v}}}))
 	}
 	return h.Sum64()
 }
@@ -313,13 +307,13 @@ func hashStored(v any, k Kind, index int64, useIndex bool) uint64 {
 func NewBatch(fields []Field, indexes []int64, partitions []string, recs []StoredRecord) *Batch {
 	cols := make([]arrow.Array, len(fields))
 	for p, f := range fields {
-		b := array.NewBuilder(memory.DefaultAllocator, arrowType(f.Kind))
+		b := array.NewBuilder(memory.DefaultAllocator, record.ArrowType(f.Kind))
 		b.Reserve(len(recs))
 		for _, r := range recs {
 			found := false
 			for _, fv := range r.r {
-				if fv.name == f.Name {
-					appendValue(b, f.Kind, convertValue(fv.val, fv.kind, f.Kind))
+				if fv.Name == f.Name {
+					appendValue(b, f.Kind, record.ConvertValue(fv.Val, fv.Kind, f.Kind))
 					found = true
 					break
 				}
@@ -331,7 +325,7 @@ func NewBatch(fields []Field, indexes []int64, partitions []string, recs []Store
 		cols[p] = b.NewArray()
 		b.Release()
 	}
-	return &Batch{Indexes: indexes, Partitions: partitions, Fields: fields, Record: makeRecord(indexes, fields, cols)}
+	return &Batch{Indexes: indexes, Partitions: partitions, Fields: fields, Record: record.MakeRecord(indexes, fields, cols)}
 }
 
 // FragmentKind says what a Parquet fragment holds.
@@ -365,7 +359,7 @@ func WriteFragment(w io.Writer, kind FragmentKind, fields []Field, rows []Fragme
 	props := parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Snappy),
 		parquet.WithDictionaryDefault(false),
-		parquet.WithDictionaryFor(colPartition, true),
+		parquet.WithDictionaryFor(record.ColPartition, true),
 		parquet.WithMaxRowGroupLength(int64(rowGroupRows)),
 		parquet.WithStats(true),
 	)
@@ -408,14 +402,14 @@ func WriteFragment(w io.Writer, kind FragmentKind, fields []Field, rows []Fragme
 		}
 		clear(set)
 		for _, fv := range r.Record.r {
-			p, ok := pos[fv.name]
+			p, ok := pos[fv.Name]
 			if !ok {
 				continue
 			}
 			set[p] = true
 			want := fields[p].Kind
-			appendValue(b.Field(2+p), want, convertValue(fv.val, fv.kind, want))
-			bytes += valueBytes(fv.val)
+			appendValue(b.Field(2+p), want, record.ConvertValue(fv.Val, fv.Kind, want))
+			bytes += valueBytes(fv.Val)
 		}
 		for p, ok := range set {
 			if !ok {
@@ -464,10 +458,10 @@ func ReadFragment(r parquet.ReaderAtSeeker) (FragmentKind, []FragmentRow, error)
 	defer tbl.Release()
 	sc := tbl.Schema()
 	kind := FragmentRows
-	if sc.NumFields() < 2 || sc.Field(0).Name != colIndex {
-		return 0, nil, fmt.Errorf("%w: read fragment: no %s column", ErrCorrupt, colIndex)
+	if sc.NumFields() < 2 || sc.Field(0).Name != record.ColIndex {
+		return 0, nil, fmt.Errorf("%w: read fragment: no %s column", ErrCorrupt, record.ColIndex)
 	}
-	if sc.Field(1).Name == colSeq {
+	if sc.Field(1).Name == record.ColSeq {
 		kind = FragmentFields
 	}
 	type col struct {
@@ -477,7 +471,7 @@ func ReadFragment(r parquet.ReaderAtSeeker) (FragmentKind, []FragmentRow, error)
 	cols := make([]col, sc.NumFields())
 	for i := 2; i < sc.NumFields(); i++ {
 		f := sc.Field(i)
-		k, ok := f.Metadata.GetValue(metaKind)
+		k, ok := f.Metadata.GetValue(record.MetaKind)
 		if !ok {
 			return 0, nil, fmt.Errorf("%w: read fragment: column %q has no kind", ErrCorrupt, f.Name)
 		}
@@ -496,7 +490,7 @@ func ReadFragment(r parquet.ReaderAtSeeker) (FragmentKind, []FragmentRow, error)
 			} else {
 				fr.Seq = rec.Column(1).(*array.Int64).Value(i)
 			}
-			var nr normRecord
+			var nr record.NormRecord
 			for c := 2; c < len(cols); c++ {
 				arr := rec.Column(c)
 				if arr.IsNull(i) {
@@ -506,9 +500,9 @@ func ReadFragment(r parquet.ReaderAtSeeker) (FragmentKind, []FragmentRow, error)
 				if err != nil {
 					return 0, nil, fmt.Errorf("%w: read fragment column %q: %v", ErrCorrupt, cols[c].name, err)
 				}
-				nr = append(nr, fieldValue{name: cols[c].name, kind: cols[c].kind, val: v})
+				nr = append(nr, record.FieldValue{Name: cols[c].name, Kind: cols[c].kind, Val: v})
 			}
-			sort.Slice(nr, func(a, b int) bool { return nr[a].name < nr[b].name })
+			sort.Slice(nr, func(a, b int) bool { return nr[a].Name < nr[b].Name })
 			fr.Record = StoredRecord{r: nr}
 			rows = append(rows, fr)
 		}
@@ -525,11 +519,11 @@ func storedValueAt(arr arrow.Array, i int, k Kind) (any, error) {
 	case KindBytes:
 		return append([]byte{}, arr.(*array.Binary).Value(i)...), nil
 	case KindCodec:
-		return codecValue{b: append([]byte{}, arr.(*array.Binary).Value(i)...)}, nil
+		return record.CodecValue{Bytes: append([]byte{}, arr.(*array.Binary).Value(i)...)}, nil
 	case KindTensor, KindNDArray, KindWireTensor:
-		t := tensorAt(arr.(*array.Struct), i)
+		t := record.TensorAt(arr.(*array.Struct), i)
 		t.Data = append([]byte{}, t.Data...)
 		return t, nil
 	}
-	return valueAt(arr, i, k)
+	return record.ValueAt(arr, i, k)
 }

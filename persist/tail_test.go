@@ -6,17 +6,19 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 func TestTailEncoding(t *testing.T) {
 	t.Parallel()
-	var recs []normRecord
+	var recs []record.NormRecord
 	for i := 0; i < 5; i++ {
-		nr, err := normalizeRecord(allKinds(i))
+		nr, err := record.NormalizeRecord(allKinds(i))
 		require.NoError(t, err)
 		recs = append(recs, nr)
 	}
-	recs = append(recs, normRecord{}) // a record without fields
+	recs = append(recs, record.NormRecord{}) // a record without fields
 	b := encodeRecords(nil, recs)
 	got, err := decodeRecords(b)
 	require.NoError(t, err)
@@ -43,8 +45,8 @@ func TestTailEncoding(t *testing.T) {
 // FuzzDecodeRecords checks that arbitrary bytes never make the tail decoder panic or
 // allocate without bound.
 func FuzzDecodeRecords(f *testing.F) {
-	nr, _ := normalizeRecord(allKinds(3))
-	f.Add(encodeRecords(nil, []normRecord{nr}))
+	nr, _ := record.NormalizeRecord(allKinds(3))
+	f.Add(encodeRecords(nil, []record.NormRecord{nr}))
 	f.Add([]byte{1, 1, 1, 'a', 8, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		recs, err := decodeRecords(b)

@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // This file reads the Arrow IPC streams other processes put (the Arrow bodies of the
@@ -60,7 +62,7 @@ func RecordsFromArrowStream(field string, body []byte, indexColumn bool) ([]pers
 			continue
 		}
 		if !acceptedArrowType(f.Type) {
-			return nil, nil, &persist.InvalidError{Field: "column " + f.Name, Value: f.Type.String(), Rule: persist.ArrowColumnRule}
+			return nil, nil, &persist.InvalidError{Field: "column " + f.Name, Value: f.Type.String(), Rule: record.ArrowColumnRule}
 		}
 	}
 	mr.schema = sc
@@ -100,7 +102,7 @@ func acceptedArrowType(dt arrow.DataType) bool {
 			return !ext
 		}
 	case arrow.STRUCT:
-		return arrow.TypeEqual(dt, persist.TensorArrowType())
+		return arrow.TypeEqual(dt, record.TensorArrowType())
 	}
 	return false
 }
@@ -285,7 +287,7 @@ func (m *arrowMessages) checkField(fb *flatReader, f flatTable, depth int) error
 	if len(name) > 64 {
 		name = name[:64] + "…"
 	}
-	bad := &persist.InvalidError{Field: "column " + name, Rule: persist.ArrowColumnRule}
+	bad := &persist.InvalidError{Field: "column " + name, Rule: record.ArrowColumnRule}
 	if depth > 1 {
 		bad.Field = "field " + name + " of a column"
 	}

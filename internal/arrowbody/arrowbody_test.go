@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // arrowStreamOf encodes rec as an IPC stream (with opts for the writer).
@@ -31,7 +33,7 @@ func arrowStreamOf(t testing.TB, rec arrow.RecordBatch, opts ...ipc.Option) []by
 // included, and an _index column.
 func everyKindBatch(t testing.TB) arrow.RecordBatch {
 	mem := memory.DefaultAllocator
-	tensor := arrow.StructOf(persist.TensorArrowType().Fields()...)
+	tensor := arrow.StructOf(record.TensorArrowType().Fields()...)
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: persist.IndexColumn, Type: arrow.PrimitiveTypes.Int64},
 		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},

@@ -23,13 +23,15 @@ import (
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // Package httpstore is the HTTP store: a persist.Store over the data routes of `lakeshore
 // serve` (docs/http-api.md, "Data queues"), so that persist.Open with an http(s) URL and
 // Driver() gives the same Queue, Reader and KVView in a process on another machine.
 // Control bodies are msgpack, a put of scalar records travels as one Arrow IPC stream
-// (persist.ArrowPutBody) and any other as wire-encoded maps (persist.RecordToWire), reads come
+// (record.ArrowPutBody) and any other as wire-encoded maps (persist.RecordToWire), reads come
 // back as Arrow IPC streams (persist.BatchFromRecord), and errors are rebuilt into the
 // same typed errors as in process.
 
@@ -335,7 +337,7 @@ func wireRecords(recs []persist.Record) ([]api.Value, error) {
 }
 
 // PutPartition implements Store. A batch whose fields each hold scalars of one kind
-// travels as one Arrow IPC stream (persist.ArrowPutBody), any other as wire-encoded maps. Every
+// travels as one Arrow IPC stream (record.ArrowPutBody), any other as wire-encoded maps. Every
 // batch carries an idempotency id (opts.ID, else a new one: NewPutID) in the put_id
 // parameter, so the put is repeated like a read when the server does not answer or is
 // restarting: the server answers a repeat with the indexes of the first put.
@@ -352,7 +354,7 @@ func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []p
 	}
 	q := url.Values{"partition": {partition}, "put_id": {id}}
 	var out api.DataIndexesResponse
-	if body, ok := persist.ArrowPutBody(recs); ok {
+	if body, ok := record.ArrowPutBody(recs); ok {
 		if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: q, arrowBody: body, idempotent: true}, &out); err != nil {
 			return nil, err
 		}
@@ -594,7 +596,7 @@ func (s *httpStore) GetBatch(ctx context.Context, req *persist.MetaRequest) (*pe
 		}
 		return nil, meta, fmt.Errorf("persist: the server's Arrow answer has no record batch")
 	}
-	b, err := persist.BatchFromStream(rd.RecordBatch(), meta.Partition)
+	b, err := record.BatchFromStream(rd.RecordBatch(), meta.Partition)
 	if err != nil {
 		return nil, meta, err
 	}

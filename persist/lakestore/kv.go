@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 func checkKey(key string) error {
@@ -168,7 +170,7 @@ func (s *Store) KVGet(ctx context.Context, partition string, keys []string, fiel
 		if err != nil {
 			return err
 		}
-		sel, err := persist.SelectFields(st.schema, fields)
+		sel, err := record.SelectFields(st.schema, fields)
 		if err != nil {
 			return err
 		}

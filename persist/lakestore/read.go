@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // fragment is a decoded fragment, kept in the cache (fragments never change).
@@ -176,7 +178,7 @@ func (s *Store) Scan(ctx context.Context, offset int64, limit int, opts *persist
 		if err != nil {
 			return err
 		}
-		fields, err := persist.SelectFields(st.schema, opts.Fields)
+		fields, err := record.SelectFields(st.schema, opts.Fields)
 		if err != nil {
 			return err
 		}
@@ -273,7 +275,7 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 			b = persist.NewBatch(fields, nil, nil, nil)
 			return nil
 		}
-		fields, err := persist.SelectFields(st.schema, meta.FieldNames())
+		fields, err := record.SelectFields(st.schema, meta.FieldNames())
 		if err != nil {
 			return err
 		}

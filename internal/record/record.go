@@ -1,4 +1,4 @@
-package persist
+package record
 
 import (
 	"regexp"
@@ -19,15 +19,15 @@ var nameRule = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 const nameRuleText = "1–128 bytes of [A-Za-z0-9._-], not starting with . _ or -"
 
-func checkName(field, name string) error {
+func CheckName(field, name string) error {
 	if !nameRule.MatchString(name) {
 		return &InvalidError{Field: field, Value: name, Rule: nameRuleText}
 	}
 	return nil
 }
 
-// sortedUnique sorts idx and drops duplicates, in place.
-func sortedUnique(idx []int64) []int64 {
+// SortedUnique sorts idx and drops duplicates, in place.
+func SortedUnique(idx []int64) []int64 {
 	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
 	out := idx[:0]
 	for i, v := range idx {

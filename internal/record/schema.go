@@ -1,4 +1,4 @@
-package persist
+package record
 
 import (
 	"github.com/lakeshore-dev/lakeshore/wire"
@@ -49,16 +49,16 @@ func (k Kind) accepts() string {
 // maxExactInt is 2^53: every integer of at most this magnitude is exact as a float64.
 const maxExactInt = 1 << 53
 
-// inexactInt reports whether fv is an integer (or a list holding one) of magnitude
+// InexactInt reports whether fv is an integer (or a list holding one) of magnitude
 // beyond 2^53, which float64 would round, and returns that integer.
-func inexactInt(fv fieldValue) (int64, bool) {
-	switch fv.kind {
+func InexactInt(fv FieldValue) (int64, bool) {
+	switch fv.Kind {
 	case KindInt64:
-		if v := fv.val.(int64); v > maxExactInt || v < -maxExactInt {
+		if v := fv.Val.(int64); v > maxExactInt || v < -maxExactInt {
 			return v, true
 		}
 	case KindInt64List:
-		for _, v := range fv.val.([]int64) {
+		for _, v := range fv.Val.([]int64) {
 			if v > maxExactInt || v < -maxExactInt {
 				return v, true
 			}
@@ -67,16 +67,16 @@ func inexactInt(fv fieldValue) (int64, bool) {
 	return 0, false
 }
 
-// intKindOf returns the integer kind that widens to the float kind k.
-func intKindOf(k Kind) Kind {
+// IntKindOf returns the integer kind that widens to the float kind k.
+func IntKindOf(k Kind) Kind {
 	if k == KindFloat64List {
 		return KindInt64List
 	}
 	return KindInt64
 }
 
-// otherKind returns the kind that k widens with.
-func otherKind(k Kind) Kind {
+// OtherKind returns the kind that k widens with.
+func OtherKind(k Kind) Kind {
 	switch k {
 	case KindInt64:
 		return KindFloat64
@@ -90,8 +90,8 @@ func otherKind(k Kind) Kind {
 	return k
 }
 
-// widen returns the column kind that holds both have and got, or ok=false if none does.
-func widen(have, got Kind) (Kind, bool) {
+// Widen returns the column kind that holds both have and got, or ok=false if none does.
+func Widen(have, got Kind) (Kind, bool) {
 	switch {
 	case have == got:
 		return have, true
@@ -106,9 +106,9 @@ func widen(have, got Kind) (Kind, bool) {
 }
 
 // Valid reports whether k is one of the kinds a field may have.
-func (k Kind) Valid() bool { return validKind(k) }
+func (k Kind) Valid() bool { return ValidKind(k) }
 
-func validKind(k Kind) bool {
+func ValidKind(k Kind) bool {
 	switch k {
 	case KindBool, KindInt64, KindFloat64, KindString, KindBytes, KindInt64List, KindFloat64List, KindTensor, KindNDArray, KindWireTensor, KindCodec:
 		return true
@@ -116,9 +116,9 @@ func validKind(k Kind) bool {
 	return false
 }
 
-// isTensor reports whether k is one of the tensor kinds (all stored as dtype, shape,
+// IsTensor reports whether k is one of the tensor kinds (all stored as dtype, shape,
 // data).
-func isTensor(k Kind) bool { return k == KindTensor || k == KindNDArray || k == KindWireTensor }
+func IsTensor(k Kind) bool { return k == KindTensor || k == KindNDArray || k == KindWireTensor }
 
 // Tensor is the wire codec's n-dimensional array, wire.NDArray: the one tensor type of
 // Lakeshore. It is stored as its element type, its shape and its raw row-major bytes.
@@ -152,17 +152,17 @@ func (s Schema) Kind(name string) (Kind, bool) {
 
 // Reserved column names used inside fragments; records cannot use them.
 const (
-	colIndex     = "_index"
-	colPartition = "_partition"
-	colSeq       = "_seq"
+	ColIndex     = "_index"
+	ColPartition = "_partition"
+	ColSeq       = "_seq"
 )
 
 // fieldSep joins field names in meta.db (fieldsets, fragment field lists), so no field
 // name may contain it.
 const fieldSep = "\x1f"
 
-func checkFieldName(name string) error {
-	if name == "" || name == colIndex || name == colPartition || name == colSeq || len(name) > 256 ||
+func CheckFieldName(name string) error {
+	if name == "" || name == ColIndex || name == ColPartition || name == ColSeq || len(name) > 256 ||
 		strings.Contains(name, fieldSep) || !utf8.ValidString(name) {
 		return &InvalidError{Field: "record field name", Value: name,
 			Rule: `1–256 bytes of valid UTF-8 without the byte \x1f, and not one of the reserved names _index, _partition, _seq`}
@@ -170,47 +170,47 @@ func checkFieldName(name string) error {
 	return nil
 }
 
-// fieldValue is one normalized field of a record: the value is one of bool, int64,
+// FieldValue is one normalized field of a record: the value is one of bool, int64,
 // float64, string, []byte, []int64, []float64, Tensor, codecValue.
-type fieldValue struct {
-	name string
-	kind Kind
-	val  any
+type FieldValue struct {
+	Name string
+	Kind Kind
+	Val  any
 }
 
-// codecValue is a value stored as wire-codec bytes (kind codec), or a tensor flavour tag.
-type codecValue struct {
-	b []byte
+// CodecValue is a value stored as wire-codec bytes (kind codec), or a tensor flavour tag.
+type CodecValue struct {
+	Bytes []byte
 }
 
-// normRecord is a record with its fields normalized and sorted by name.
-type normRecord []fieldValue
+// NormRecord is a record with its fields normalized and sorted by name.
+type NormRecord []FieldValue
 
-// normalizeRecord converts a user record into its normalized form. Nil values are
+// NormalizeRecord converts a user record into its normalized form. Nil values are
 // dropped: a nil value means "no value", so the field is not produced for that sample.
-func normalizeRecord(rec Record) (normRecord, error) {
-	out := make(normRecord, 0, len(rec))
+func NormalizeRecord(rec Record) (NormRecord, error) {
+	out := make(NormRecord, 0, len(rec))
 	for name, v := range rec {
 		if v == nil {
 			continue
 		}
-		if err := checkFieldName(name); err != nil {
+		if err := CheckFieldName(name); err != nil {
 			return nil, err
 		}
 		kind, val, err := normalizeValue(name, v)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, fieldValue{name: name, kind: kind, val: val})
+		out = append(out, FieldValue{Name: name, Kind: kind, Val: val})
 	}
 	// An insertion sort: records have a few fields, and sort.Slice's reflection costs
 	// more than the sort itself (it showed in PutBatch profiles).
 	if len(out) > 16 {
-		sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		return out, nil
 	}
 	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].name < out[j-1].name; j-- {
+		for j := i; j > 0 && out[j].Name < out[j-1].Name; j-- {
 			out[j], out[j-1] = out[j-1], out[j]
 		}
 	}
@@ -286,14 +286,14 @@ func normalizeValue(field string, v any) (Kind, any, error) {
 		}
 		return KindTensor, *x, checkTensor(field, *x)
 	}
-	if k, t, ok, err := wireTensor(field, v); ok {
+	if k, t, ok, err := WireTensor(field, v); ok {
 		return k, t, err
 	}
-	b, err := wireMarshal(v)
+	b, err := WireMarshal(v)
 	if err != nil {
 		return "", nil, &UnsupportedValueError{Field: field, GoType: reflect.TypeOf(v).String(), Reason: err.Error()}
 	}
-	return KindCodec, codecValue{b: b}, nil
+	return KindCodec, CodecValue{Bytes: b}, nil
 }
 
 func convertInts[T int | int8 | int16 | int32 | uint16 | uint32](x []T) []int64 {
@@ -304,8 +304,8 @@ func convertInts[T int | int8 | int16 | int32 | uint16 | uint32](x []T) []int64 
 	return out
 }
 
-// convertValue converts a normalized value of kind from to the (wider or equal) kind to.
-func convertValue(v any, from, to Kind) any {
+// ConvertValue converts a normalized value of kind from to the (wider or equal) kind to.
+func ConvertValue(v any, from, to Kind) any {
 	if from == to {
 		return v
 	}
@@ -323,8 +323,8 @@ func convertValue(v any, from, to Kind) any {
 	return v
 }
 
-// arrowType returns the Arrow data type that stores kind k.
-func arrowType(k Kind) arrow.DataType {
+// ArrowType returns the Arrow data type that stores kind k.
+func ArrowType(k Kind) arrow.DataType {
 	switch k {
 	case KindBool:
 		return arrow.FixedWidthTypes.Boolean
@@ -360,21 +360,21 @@ var tensorType = arrow.StructOf(
 // Metadata keys written into fragments so that other readers (and ours) know how to
 // decode a column back to what was put.
 const (
-	metaKind        = "lakeshore.kind"        // field metadata: the Kind of the column
-	metaTensorWire  = "lakeshore.tensor_type" // field metadata on tensor columns: Go type put
-	metaFragmentKey = "lakeshore.fragment"    // schema metadata: "rows" or "fields"
+	MetaKind        = "lakeshore.kind"        // field metadata: the Kind of the column
+	MetaTensorWire  = "lakeshore.tensor_type" // field metadata on tensor columns: Go type put
+	MetaFragmentKey = "lakeshore.fragment"    // schema metadata: "rows" or "fields"
 )
 
-// arrowField returns the Arrow field for a schema field, with its kind in the metadata.
-func arrowField(f Field) arrow.Field {
-	return arrow.Field{Name: f.Name, Type: arrowType(f.Kind), Nullable: true,
-		Metadata: arrow.NewMetadata([]string{metaKind}, []string{string(f.Kind)})}
+// ArrowField returns the Arrow field for a schema field, with its kind in the metadata.
+func ArrowField(f Field) arrow.Field {
+	return arrow.Field{Name: f.Name, Type: ArrowType(f.Kind), Nullable: true,
+		Metadata: arrow.NewMetadata([]string{MetaKind}, []string{string(f.Kind)})}
 }
 
-// evolve checks the fields of recs against schema s and returns the evolved schema
+// Evolve checks the fields of recs against schema s and returns the evolved schema
 // (new fields appended, widened kinds changed) and whether it changed. On an
 // incompatible value it returns a *SchemaError and s unchanged.
-func evolve(s Schema, recs []normRecord) (Schema, bool, error) {
+func Evolve(s Schema, recs []NormRecord) (Schema, bool, error) {
 	changed := false
 	var out Schema
 	pos := make(map[string]int, len(s.Fields))
@@ -383,14 +383,14 @@ func evolve(s Schema, recs []normRecord) (Schema, bool, error) {
 	}
 	for _, rec := range recs {
 		for _, fv := range rec {
-			i, ok := pos[fv.name]
+			i, ok := pos[fv.Name]
 			if !ok {
 				if !changed {
 					out = Schema{Fields: append([]Field(nil), s.Fields...)}
 					changed = true
 				}
-				pos[fv.name] = len(out.Fields)
-				out.Fields = append(out.Fields, Field{Name: fv.name, Kind: fv.kind})
+				pos[fv.Name] = len(out.Fields)
+				out.Fields = append(out.Fields, Field{Name: fv.Name, Kind: fv.Kind})
 				continue
 			}
 			cur := s.Fields
@@ -398,12 +398,12 @@ func evolve(s Schema, recs []normRecord) (Schema, bool, error) {
 				cur = out.Fields
 			}
 			have := cur[i].Kind
-			if have == fv.kind {
+			if have == fv.Kind {
 				continue
 			}
-			w, ok := widen(have, fv.kind)
+			w, ok := Widen(have, fv.Kind)
 			if !ok {
-				return s, false, &SchemaError{Field: fv.name, Have: have, Got: fv.kind}
+				return s, false, &SchemaError{Field: fv.Name, Have: have, Got: fv.Kind}
 			}
 			if w != have {
 				if !changed {

@@ -1,4 +1,4 @@
-package persist
+package record
 
 import (
 	"bytes"
@@ -24,8 +24,8 @@ const MaxRecordBytes = 16 << 20
 // PartitionColumn is the name of the string column holding each row's partition in the
 // Arrow form of a batch (BatchRecord), beside the int64 column IndexColumn.
 const (
-	IndexColumn     = colIndex
-	PartitionColumn = colPartition
+	IndexColumn     = ColIndex
+	PartitionColumn = ColPartition
 )
 
 // RecordFromWire decodes one record from its wire form: a map of field name → value
@@ -149,15 +149,15 @@ func RecordsFromArrow(rec arrow.RecordBatch, indexColumn bool) ([]Record, []int6
 	sc := rec.Schema()
 	for c, f := range sc.Fields() {
 		col := rec.Column(c)
-		if indexColumn && f.Name == colIndex {
+		if indexColumn && f.Name == ColIndex {
 			a, ok := col.(*array.Int64)
 			if !ok || a.NullN() > 0 {
-				return nil, nil, &InvalidError{Field: "column " + colIndex, Value: col.DataType().String(), Rule: "int64 without nulls"}
+				return nil, nil, &InvalidError{Field: "column " + ColIndex, Value: col.DataType().String(), Rule: "int64 without nulls"}
 			}
 			idx = append([]int64(nil), a.Int64Values()...)
 			continue
 		}
-		kind, _ := f.Metadata.GetValue(metaKind)
+		kind, _ := f.Metadata.GetValue(MetaKind)
 		conv, err := arrowConverter(f.Name, col, Kind(kind))
 		if err != nil {
 			return nil, nil, err
@@ -174,7 +174,7 @@ func RecordsFromArrow(rec arrow.RecordBatch, indexColumn bool) ([]Record, []int6
 		}
 	}
 	if indexColumn && idx == nil {
-		return nil, nil, &InvalidError{Field: "column " + colIndex, Rule: "an int64 column _index naming each row's sample"}
+		return nil, nil, &InvalidError{Field: "column " + ColIndex, Rule: "an int64 column _index naming each row's sample"}
 	}
 	return recs, idx, nil
 }
@@ -258,7 +258,7 @@ func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, er
 			return nil, bad()
 		}
 		return func(i int) (any, error) {
-			t := tensorAt(a, i)
+			t := TensorAt(a, i)
 			t.Data = append([]byte(nil), t.Data...)
 			if kind == KindWireTensor {
 				return wire.Tensor(t), nil
@@ -275,8 +275,8 @@ func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, er
 func BatchRecord(b *Batch) arrow.RecordBatch {
 	fields := make([]arrow.Field, 0, len(b.Fields)+2)
 	cols := make([]arrow.Array, 0, len(b.Fields)+2)
-	fields = append(fields, arrow.Field{Name: colIndex, Type: arrow.PrimitiveTypes.Int64},
-		arrow.Field{Name: colPartition, Type: arrow.BinaryTypes.String})
+	fields = append(fields, arrow.Field{Name: ColIndex, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: ColPartition, Type: arrow.BinaryTypes.String})
 	ib := array.NewInt64Builder(memory.DefaultAllocator)
 	ib.AppendValues(b.Indexes, nil)
 	ia := ib.NewArray()
@@ -287,7 +287,7 @@ func BatchRecord(b *Batch) arrow.RecordBatch {
 	pb.Release()
 	cols = append(cols, ia, pa)
 	for c, f := range b.Fields {
-		fields = append(fields, arrowField(f))
+		fields = append(fields, ArrowField(f))
 		col := b.Record.Column(c + 1)
 		col.Retain()
 		cols = append(cols, col)
@@ -304,7 +304,7 @@ func BatchRecord(b *Batch) arrow.RecordBatch {
 // rec). Errors: *InvalidError for a record of another form.
 func BatchFromRecord(rec arrow.RecordBatch) (*Batch, error) {
 	sc := rec.Schema()
-	if rec.NumCols() < 2 || sc.Field(0).Name != colIndex || sc.Field(1).Name != colPartition {
+	if rec.NumCols() < 2 || sc.Field(0).Name != ColIndex || sc.Field(1).Name != ColPartition {
 		return nil, &InvalidError{Field: "batch", Value: sc.String(), Rule: "columns _index (int64), _partition (string), then the fields"}
 	}
 	ia, ok1 := rec.Column(0).(*array.Int64)
@@ -317,12 +317,12 @@ func BatchFromRecord(rec arrow.RecordBatch) (*Batch, error) {
 	for i := range n {
 		b.Partitions[i] = pa.Value(i)
 	}
-	fields := []arrow.Field{{Name: colIndex, Type: arrow.PrimitiveTypes.Int64}}
+	fields := []arrow.Field{{Name: ColIndex, Type: arrow.PrimitiveTypes.Int64}}
 	cols := []arrow.Array{rec.Column(0)}
 	for c := 2; c < int(rec.NumCols()); c++ {
 		f := sc.Field(c)
-		kind, _ := f.Metadata.GetValue(metaKind)
-		if !validKind(Kind(kind)) || !arrow.TypeEqual(f.Type, arrowType(Kind(kind))) {
+		kind, _ := f.Metadata.GetValue(MetaKind)
+		if !ValidKind(Kind(kind)) || !arrow.TypeEqual(f.Type, ArrowType(Kind(kind))) {
 			return nil, &InvalidError{Field: "column " + f.Name, Value: f.Type.String(), Rule: "a column with its lakeshore.kind metadata and that kind's Arrow type"}
 		}
 		b.Fields = append(b.Fields, Field{Name: f.Name, Kind: Kind(kind)})
@@ -341,7 +341,7 @@ func BatchFromRecord(rec arrow.RecordBatch) (*Batch, error) {
 func BatchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
 	sc := rec.Schema()
 	bad := &InvalidError{Field: "batch", Value: sc.String(), Rule: "columns _index (int64 without nulls), then the fields with their lakeshore.kind metadata"}
-	if rec.NumCols() < 1 || sc.Field(0).Name != colIndex {
+	if rec.NumCols() < 1 || sc.Field(0).Name != ColIndex {
 		return nil, bad
 	}
 	ia, ok := rec.Column(0).(*array.Int64)
@@ -351,8 +351,8 @@ func BatchFromStream(rec arrow.RecordBatch, partition string) (*Batch, error) {
 	b := &Batch{Indexes: ia.Int64Values(), Fields: make([]Field, 0, rec.NumCols()-1)}
 	for c := 1; c < int(rec.NumCols()); c++ {
 		f := sc.Field(c)
-		kind, _ := f.Metadata.GetValue(metaKind)
-		if !validKind(Kind(kind)) || !arrow.TypeEqual(f.Type, arrowType(Kind(kind))) {
+		kind, _ := f.Metadata.GetValue(MetaKind)
+		if !ValidKind(Kind(kind)) || !arrow.TypeEqual(f.Type, ArrowType(Kind(kind))) {
 			return nil, &InvalidError{Field: "column " + f.Name, Value: f.Type.String(), Rule: "a column with its lakeshore.kind metadata and that kind's Arrow type"}
 		}
 		b.Fields = append(b.Fields, Field{Name: f.Name, Kind: Kind(kind)})
@@ -443,7 +443,7 @@ func ArrowPutBody(recs []Record) (body []byte, ok bool) {
 	n := len(recs)
 	for c, name := range names {
 		k := kinds[name]
-		fields[c] = arrow.Field{Name: name, Type: arrowType(k), Nullable: true}
+		fields[c] = arrow.Field{Name: name, Type: ArrowType(k), Nullable: true}
 		switch k {
 		case KindBool:
 			b := array.NewBooleanBuilder(memory.DefaultAllocator)

@@ -1,4 +1,4 @@
-package persist
+package record
 
 import (
 	"fmt"
@@ -21,9 +21,9 @@ func checkTensor(field string, t Tensor) error {
 	return nil
 }
 
-// wireTensor reports whether v is the codec's wire.Tensor and returns its kind and
+// WireTensor reports whether v is the codec's wire.Tensor and returns its kind and
 // Tensor form; an invalid array is an *UnsupportedValueError.
-func wireTensor(field string, v any) (Kind, Tensor, bool, error) {
+func WireTensor(field string, v any) (Kind, Tensor, bool, error) {
 	var a wire.NDArray
 	var k Kind
 	switch x := v.(type) {
@@ -43,16 +43,16 @@ func wireTensor(field string, v any) (Kind, Tensor, bool, error) {
 	return k, Tensor{DType: a.DType, Shape: a.Shape, Data: a.Data}, true, nil
 }
 
-// wireTensorValue converts a stored tensor back to the codec type of kind k.
-func wireTensorValue(k Kind, t Tensor) any {
+// WireTensorValue converts a stored tensor back to the codec type of kind k.
+func WireTensorValue(k Kind, t Tensor) any {
 	if k == KindWireTensor {
 		return wire.Tensor{DType: t.DType, Shape: t.Shape, Data: t.Data}
 	}
 	return wire.NDArray{DType: t.DType, Shape: t.Shape, Data: t.Data}
 }
 
-// wireMarshal encodes v with the codec.
-func wireMarshal(v any) ([]byte, error) { return wire.Marshal(v) }
+// WireMarshal encodes v with the codec.
+func WireMarshal(v any) ([]byte, error) { return wire.Marshal(v) }
 
-// wireDecode decodes codec bytes back to the value that was put (its generic form).
-func wireDecode(b []byte) (any, error) { return wire.Decode(b) }
+// WireDecode decodes codec bytes back to the value that was put (its generic form).
+func WireDecode(b []byte) (any, error) { return wire.Decode(b) }
