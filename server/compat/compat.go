@@ -23,10 +23,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
 // TopicQueue is the queue a compatibility topic lives on: the real package names topics
@@ -135,7 +134,7 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 		return fmt.Errorf("read body: %w", err)
 	}
-	if err := msgpack.Unmarshal(b, v); err != nil {
+	if err := wire.Unmarshal(b, v); err != nil {
 		return plane.Invalid("body", nil, "a msgpack map of the route's fields: "+err.Error())
 	}
 	return nil
@@ -143,7 +142,7 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) error {
 
 // writeBody answers v as msgpack.
 func writeBody(w http.ResponseWriter, v any) error {
-	b, err := msgpack.Marshal(v)
+	b, err := wire.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("%w: encode answer: %v", api.ErrInternal, err)
 	}
