@@ -54,31 +54,31 @@ refuses other targets.`,
 			if err != nil {
 				return fmt.Errorf("migrate: %w", err)
 			}
-			after := before
-			if before > pgplane.SchemaVersion {
+			after, latest := before, pgplane.SchemaVersion()
+			if before > latest {
 				return fmt.Errorf("migrate: schema %s is at version %d, this build knows up to %d: upgrade lakeshore: %w",
-					schema, before, pgplane.SchemaVersion, pgplane.ErrSchemaNewer)
+					schema, before, latest, pgplane.ErrSchemaNewer)
 			}
-			if !check && before < pgplane.SchemaVersion {
+			if !check && before < latest {
 				if err := pgplane.Migrate(c.Context(), pool, schema); err != nil {
 					return fmt.Errorf("migrate: %w", err)
 				}
-				after = pgplane.SchemaVersion
+				after = latest
 			}
 			status := "up to date"
 			switch {
-			case after < pgplane.SchemaVersion:
+			case after < latest:
 				status = "migrations pending: run lakeshore migrate"
 			case before < after:
 				status = fmt.Sprintf("migrated from version %d", before)
 			}
 			if a.json {
-				err = a.printJSON(map[string]any{"schema": schema, "version": after, "build_version": pgplane.SchemaVersion,
-					"previous_version": before, "up_to_date": after == pgplane.SchemaVersion})
+				err = a.printJSON(map[string]any{"schema": schema, "version": after, "build_version": latest,
+					"previous_version": before, "up_to_date": after == latest})
 			} else {
-				_, err = fmt.Fprintf(a.stdout, "schema %s: version %d (this build: %d): %s\n", schema, after, pgplane.SchemaVersion, status)
+				_, err = fmt.Fprintf(a.stdout, "schema %s: version %d (this build: %d): %s\n", schema, after, latest, status)
 			}
-			if err == nil && after < pgplane.SchemaVersion {
+			if err == nil && after < latest {
 				return silentExit(exitJobFailed)
 			}
 			return err

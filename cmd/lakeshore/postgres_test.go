@@ -69,7 +69,7 @@ func TestMigrate(t *testing.T) {
 	require.Contains(t, c.ok("migrate"), "up to date", "migrate twice is a no-op")
 	var got map[string]any
 	require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "migrate", "--check")), &got))
-	require.Equal(t, float64(pgplane.SchemaVersion), got["version"])
+	require.Equal(t, float64(pgplane.SchemaVersion()), got["version"])
 	require.Equal(t, true, got["up_to_date"])
 
 	// Another schema name coexists in the same database.
@@ -81,7 +81,7 @@ func TestMigrate(t *testing.T) {
 	conn, err := pgx.Connect(context.Background(), c.target)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(t.Context(), `INSERT INTO lakeshore.schema_migrations (version) VALUES ($1)`, pgplane.SchemaVersion+1)
+	_, err = conn.Exec(t.Context(), `INSERT INTO lakeshore.schema_migrations (version) VALUES ($1)`, pgplane.SchemaVersion()+1)
 	require.NoError(t, err)
 	for _, args := range [][]string{{"migrate", "--check"}, {"migrate"}, {"submit", "jobs", "1"}} {
 		out, errs, code = c.run("", args...)

@@ -156,11 +156,13 @@ func ParseTarget(target string) (catalog, blobURL string, err error) {
 	return c.Catalog, c.Blob, nil
 }
 
-// TargetOptions are the query parameters of a target URL that set the store's Config
+// TargetOptions returns the query parameters of a target URL that set the store's Config
 // instead of reaching PostgreSQL: each names the Config field of the same words
 // (flush_interval → FlushInterval). Durations are Go durations ("200ms", "5m"), or -1 to
 // disable where the field allows it; flush_rows is a count.
-var TargetOptions = []string{"flush_interval", "flush_rows", "flush_timeout", "sweep_interval", "sweep_grace", "poll_interval"}
+func TargetOptions() []string {
+	return []string{"flush_interval", "flush_rows", "flush_timeout", "sweep_interval", "sweep_grace", "poll_interval"}
+}
 
 // ParseTargetConfig reads a target "postgres://…?blob=<bucket URL>[&flush_interval=…]":
 // the catalog URL (without blob and TargetOptions), the bucket URL and the settings the
@@ -184,7 +186,7 @@ func ParseTargetConfig(target string) (Config, error) {
 			Rule: "a blob parameter naming the bucket of the fragments: postgres://…?blob=s3%3A%2F%2Fbucket"}
 	}
 	q.Del("blob")
-	for _, opt := range TargetOptions {
+	for _, opt := range TargetOptions() {
 		v := q.Get(opt)
 		q.Del(opt)
 		if v == "" {

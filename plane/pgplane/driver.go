@@ -38,10 +38,10 @@ var migrations embed.FS
 
 // SchemaVersion is the schema version this build writes and reads: the number of embedded
 // migrations.
-var SchemaVersion = func() int {
+func SchemaVersion() int {
 	names, _ := fs.Glob(migrations, "migrations/*.sql")
 	return len(names)
-}()
+}
 
 // Errors of opening a plane. Each names what went wrong, before anything is written.
 var (
@@ -195,11 +195,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if err != nil {
 		return err
 	}
-	if version > SchemaVersion {
+	if version > SchemaVersion() {
 		return fmt.Errorf("pgplane: schema %s is at version %d, this build knows up to %d: upgrade lakeshore: %w",
-			schema, version, SchemaVersion, ErrSchemaNewer)
+			schema, version, SchemaVersion(), ErrSchemaNewer)
 	}
-	if version == SchemaVersion {
+	if version == SchemaVersion() {
 		return nil
 	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")

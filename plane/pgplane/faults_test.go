@@ -92,13 +92,13 @@ func TestOpenFaults(t *testing.T) {
 		conn, err := pgx.Connect(t.Context(), good)
 		require.NoError(t, err)
 		defer conn.Close(context.Background())
-		_, err = conn.Exec(t.Context(), `INSERT INTO newer.schema_migrations (version) VALUES ($1)`, SchemaVersion+1)
+		_, err = conn.Exec(t.Context(), `INSERT INTO newer.schema_migrations (version) VALUES ($1)`, SchemaVersion()+1)
 		require.NoError(t, err)
 		before := tablesOf(t, conn, "newer")
 
 		_, err = Open(t.Context(), good, &Config{Schema: "newer"})
 		require.ErrorIs(t, err, ErrSchemaNewer)
-		require.Contains(t, err.Error(), fmt.Sprintf("version %d", SchemaVersion+1))
+		require.Contains(t, err.Error(), fmt.Sprintf("version %d", SchemaVersion()+1))
 		require.Equal(t, before, tablesOf(t, conn, "newer"), "nothing written")
 	})
 }
