@@ -103,11 +103,8 @@ func unknownTarget(field, target string) error {
 		rule = "a target of a store given to Open: " + scheme + ":// is the distributed store, which this call was not given; pass " +
 			"lakestore.Driver() (package " + LakestorePackage + ") to persist.Open (the lakeshore command does)"
 	}
-	return &InvalidError{Field: field, Value: redactURL(target), Rule: rule}
+	return &InvalidError{Field: field, Value: plane.RedactURL(target), Rule: rule}
 }
-
-// redactURL drops the secrets of a URL for messages (plane.RedactURL).
-func redactURL(s string) string { return plane.RedactURL(s) }
 
 // resolveTarget says which store Open uses for cfg: one of drivers (open set, target its
 // URL), or the file store (open nil). The target is Config.URL, else Config.Dir, else

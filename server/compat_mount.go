@@ -21,6 +21,7 @@ func (s *Server) mountCompat() {
 			return compatPrincipal{p}, nil
 		},
 		WriteError: s.writeError,
+		ReadBody:   s.readRaw,
 		Done:       s.stopCtx.Done(),
 	})
 	for pattern, h := range routes {

@@ -557,15 +557,25 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		return err
 	}
+	data, err := s.readRaw(w, r)
+	if err != nil {
+		return err
+	}
+	return c.UnmarshalRequest(data, v)
+}
+
+// readRaw reads the request body, at most Config.MaxBodyBytes. Errors: a body over the
+// limit (invalid, 413), *plane.InvalidError for a body cut short.
+func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &tooLargeError{limit: mbe.Limit}
+			return nil, &tooLargeError{limit: mbe.Limit}
 		}
-		return &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
+		return nil, &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
 	}
-	return c.UnmarshalRequest(data, v)
+	return data, nil
 }
 
 // value checks a payload, result or frame value named field: one value the wire codec

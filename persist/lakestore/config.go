@@ -114,7 +114,7 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case !IsCatalogURL(c.Catalog):
-		return &persist.InvalidError{Field: "Config.Catalog", Value: redact(c.Catalog), Rule: "a postgres:// or postgresql:// URL"}
+		return &persist.InvalidError{Field: "Config.Catalog", Value: plane.RedactURL(c.Catalog), Rule: "a postgres:// or postgresql:// URL"}
 	case c.Blob == "" || !strings.Contains(c.Blob, "://"):
 		return &persist.InvalidError{Field: "Config.Blob", Value: c.Blob, Rule: "a bucket URL: file:///dir, mem://, s3://bucket, gs://bucket"}
 	case c.Namespace != "" && persist.CheckName("namespace", c.Namespace) != nil:
@@ -173,16 +173,16 @@ func TargetOptions() []string {
 func ParseTargetConfig(target string) (Config, error) {
 	var c Config
 	if !IsCatalogURL(target) {
-		return c, &persist.InvalidError{Field: "target", Value: redact(target), Rule: "postgres://…?blob=<bucket URL>"}
+		return c, &persist.InvalidError{Field: "target", Value: plane.RedactURL(target), Rule: "postgres://…?blob=<bucket URL>"}
 	}
 	u, perr := url.Parse(target)
 	if perr != nil {
-		return c, &persist.InvalidError{Field: "target", Value: redact(target), Rule: "a valid URL: postgres://…?blob=<bucket URL>"}
+		return c, &persist.InvalidError{Field: "target", Value: plane.RedactURL(target), Rule: "a valid URL: postgres://…?blob=<bucket URL>"}
 	}
 	q := u.Query()
 	c.Blob = q.Get("blob")
 	if c.Blob == "" {
-		return c, &persist.InvalidError{Field: "target", Value: redact(target),
+		return c, &persist.InvalidError{Field: "target", Value: plane.RedactURL(target),
 			Rule: "a blob parameter naming the bucket of the fragments: postgres://…?blob=s3%3A%2F%2Fbucket"}
 	}
 	q.Del("blob")
@@ -247,9 +247,3 @@ func catalogKey(namespace, name string) string {
 	}
 	return "_ns/" + namespace + "/" + name
 }
-
-// Redact returns a URL without its secrets, for messages and logs (plane.RedactURL).
-func Redact(s string) string { return plane.RedactURL(s) }
-
-// redact drops the secrets of a URL for messages.
-func redact(s string) string { return plane.RedactURL(s) }

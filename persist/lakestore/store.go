@@ -22,6 +22,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // notifyChannel is the PostgreSQL channel on which commits announce the queue they
@@ -82,7 +83,7 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 	c := cfg.withDefaults()
 	pc, err := pgxpool.ParseConfig(c.Catalog)
 	if err != nil {
-		return nil, &persist.InvalidError{Field: "Config.Catalog", Value: redact(c.Catalog), Rule: "a valid postgres:// URL (" + err.Error() + ")"}
+		return nil, &persist.InvalidError{Field: "Config.Catalog", Value: plane.RedactURL(c.Catalog), Rule: "a valid postgres:// URL (" + err.Error() + ")"}
 	}
 	pc.ConnConfig.RuntimeParams["search_path"] = catalogSchema
 	pool, err := pgxpool.NewWithConfig(ctx, pc)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // Driver returns the distributed store's entry for persist.Open: it serves the targets
@@ -49,7 +50,7 @@ func ListQueues(ctx context.Context, catalog, namespace string) ([]string, error
 		return nil, err
 	}
 	if !IsCatalogURL(catalog) {
-		return nil, &persist.InvalidError{Field: "catalog", Value: redact(catalog), Rule: "a postgres:// or postgresql:// URL"}
+		return nil, &persist.InvalidError{Field: "catalog", Value: plane.RedactURL(catalog), Rule: "a postgres:// or postgresql:// URL"}
 	}
 	conn, err := pgx.Connect(ctx, catalog)
 	if err != nil {

@@ -17,9 +17,7 @@ package compat
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -36,9 +34,6 @@ const TopicQueue = "_topics"
 // sends no heartbeats; its lease is extended to this length from now on every poll by the
 // same worker_id and on every frame it posts for the job.
 const LeaseTTLDefault = 5 * time.Minute
-
-// maxBody bounds a request body: one value of plane.MaxValueBytes and its fields.
-const maxBody = plane.MaxValueBytes + 1<<20
 
 // waitMax bounds one long-poll (poll, await) whatever timeout_s asks.
 const waitMax = 30 * time.Second
@@ -59,6 +54,9 @@ type Config struct {
 	Authenticate func(r *http.Request) (Principal, error)
 	// WriteError writes err as the server's typed error body.
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+	// ReadBody reads a request body within the server's limit (its errors are the
+	// server's: a body over the limit answers 413). Required.
+	ReadBody func(w http.ResponseWriter, r *http.Request) ([]byte, error)
 	// Done is closed when the server stops: open streams end then.
 	Done <-chan struct{}
 	// LeaseTTL is the lease of a claimed job; 0 means LeaseTTLDefault.
@@ -124,15 +122,12 @@ func stopped(ctx context.Context, r *http.Request, err error) error {
 	return err
 }
 
-// readBody decodes the msgpack body of r into v. Errors: *plane.InvalidError.
-func readBody(w http.ResponseWriter, r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+// readBody decodes the msgpack body of r into v, read by Config.ReadBody. Errors: the
+// server's for the body itself, *plane.InvalidError for one that is not the route's map.
+func (h *handlers) readBody(w http.ResponseWriter, r *http.Request, v any) error {
+	b, err := h.cfg.ReadBody(w, r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return plane.Invalid("body", nil, fmt.Sprintf("at most %d bytes", maxBody))
-		}
-		return fmt.Errorf("read body: %w", err)
+		return err
 	}
 	if err := wire.Unmarshal(b, v); err != nil {
 		return plane.Invalid("body", nil, "a msgpack map of the route's fields: "+err.Error())

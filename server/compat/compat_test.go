@@ -78,6 +78,7 @@ func TestLeaseExtendedByPollAndPost(t *testing.T) {
 			w.WriteHeader(http.StatusConflict)
 			_, _ = io.WriteString(w, err.Error())
 		},
+		ReadBody: func(_ http.ResponseWriter, r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) },
 		Done:     make(chan struct{}),
 		LeaseTTL: 3 * time.Second, // margins for a loaded machine
 	})

@@ -106,7 +106,7 @@ type pollRequest struct {
 // byte-exact as args_blob.
 func (h *handlers) poll(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req pollRequest
-	if err := readBody(w, r, &req); err != nil {
+	if err := h.readBody(w, r, &req); err != nil {
 		return err
 	}
 	if req.WorkerID == "" {
@@ -159,7 +159,7 @@ type ackError struct {
 // remain when error.retry is true (the default) and failing at once otherwise.
 func (h *handlers) ack(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req ackRequest
-	if err := readBody(w, r, &req); err != nil {
+	if err := h.readBody(w, r, &req); err != nil {
 		return err
 	}
 	if _, err := h.invocation(r.Context(), p, "", req.InvocationID, plane.PermissionConsume); err != nil {

@@ -148,7 +148,7 @@ type chunkRequest struct {
 // package's rule, issue 24 semantics 1).
 func (h *handlers) resultChunk(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req chunkRequest
-	if err := readBody(w, r, &req); err != nil {
+	if err := h.readBody(w, r, &req); err != nil {
 		return err
 	}
 	name := req.InvocationID

@@ -32,7 +32,7 @@ func (h *handlers) submit(w http.ResponseWriter, r *http.Request, p Principal) e
 		return err
 	}
 	var req submitRequest
-	if err := readBody(w, r, &req); err != nil {
+	if err := h.readBody(w, r, &req); err != nil {
 		return err
 	}
 	queue := req.Queue
@@ -71,7 +71,7 @@ type awaitRequest struct {
 func (h *handlers) await(w http.ResponseWriter, r *http.Request, p Principal) error {
 	namespace := r.PathValue("namespace")
 	var req awaitRequest
-	if err := readBody(w, r, &req); err != nil {
+	if err := h.readBody(w, r, &req); err != nil {
 		return err
 	}
 	inv, err := h.invocation(r.Context(), p, namespace, req.InvocationID, plane.PermissionRead, plane.PermissionSubmit)
