@@ -226,7 +226,12 @@ func midScale(t *testing.T, p *providerPlane, queue string, env []string, list f
 	}
 	p.submit(queue, 40)
 	first, logs1 := p.startSupervisor(env, "--tick", "2s", "--lease-ttl", "1s", "--stop-grace", "10s")
-	waitFor(t, 2*time.Minute, "the first launch", func() bool { return sample() >= 1 })
+	// The kill lands after the first launch is both live and logged: a launch the provider
+	// lists a moment before the supervisor writes its "launched" line would otherwise be
+	// a launch the killed supervisor made and never reported.
+	waitFor(t, 2*time.Minute, "the first launch", func() bool {
+		return sample() >= 1 && strings.Contains(logs1.String(), `msg="provider supervisor: launched"`)
+	})
 	kill(t, first)
 	if n := sample(); n != 1 {
 		t.Fatalf("%d launches when the supervisor was killed; the test wants it killed between the first and the second\n%s", n, logs1.String())
