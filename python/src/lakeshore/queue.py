@@ -476,7 +476,7 @@ def decode_value(what: str, data: Any) -> Any:
         if "unknown ext type" in e.reason:
             fix = (
                 "it holds an extension type this lakeshore package does not know: it was written by a newer "
-                "Lakeshore; upgrade this package (pip install -U lakeshore) to the server's version"
+                "Lakeshore; upgrade this package (pip install -U lakeshore-queue) to the server's version"
             )
         elif "cannot be decoded here" in e.reason:
             fix = (
