@@ -196,12 +196,14 @@ func TestDashboardSearchAndTraceback(t *testing.T) {
 }
 
 // TestDashboardWorkerHealth: the workers page lists each worker's held jobs with their age,
-// and marks a worker whose last heartbeat is older than its lease as stale (a plane whose
-// clock was two minutes behind when that worker registered).
+// marks a worker whose last heartbeat is older than its lease as stale (a plane whose clock
+// was two minutes behind when that worker registered), and one holding a job whose lease
+// expired as dead.
 func TestDashboardWorkerHealth(t *testing.T) {
 	var skew atomic.Int64 // nanoseconds the plane's clock is behind
 	drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "lakeshore.db"),
-		&sqliteplane.Config{Now: func() time.Time { return time.Now().Add(-time.Duration(skew.Load())) }})
+		&sqliteplane.Config{Now: func() time.Time { return time.Now().Add(-time.Duration(skew.Load())) },
+			MaintenanceInterval: time.Hour}) // an expired lease stays on its job (no maintenance pass)
 	require.NoError(t, err)
 	srv := server.New(drv, &server.Config{AdminToken: adminToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ts := httptest.NewServer(srv)
@@ -210,6 +212,11 @@ func TestDashboardWorkerHealth(t *testing.T) {
 
 	skew.Store(int64(2 * time.Minute))
 	e.call("PUT", "/v1/namespaces/default/workers/w-gone", adminToken, map[string]any{"host": "box-9", "pid": 9, "queues": []string{"jobs"}, "started_at": time.Now().Add(-time.Hour)}, 200)
+	// w-dead holds a job whose lease (1 s, taken two minutes ago) has expired.
+	e.call("PUT", "/v1/namespaces/default/workers/w-dead", adminToken, map[string]any{"host": "box-8", "pid": 8, "queues": []string{"jobs"}, "started_at": time.Now().Add(-time.Hour)}, 200)
+	e.submit("default", "jobs", map[string]any{"payload": "orphan"})
+	res := e.call("POST", "/v1/namespaces/default/queues/jobs/claim", adminToken, map[string]any{"max": 1, "worker": "w-dead", "lease_ttl": 1}, 200)
+	require.Len(t, res["jobs"], 1)
 	skew.Store(0)
 	e.call("PUT", "/v1/namespaces/default/workers/w-live", adminToken, map[string]any{"host": "box-1", "pid": 1, "queues": []string{"jobs"}, "started_at": time.Now()}, 200)
 	var held []string
@@ -229,6 +236,8 @@ func TestDashboardWorkerHealth(t *testing.T) {
 		require.Regexp(t, `^\d+s$`, b.text(`tr[data-worker="w-live"] [data-age="`+id+`"]`))
 	}
 	require.Equal(t, 1, b.count(`tr[data-worker="w-gone"].stale`))
+	require.Equal(t, "dead", b.text(`tr[data-worker="w-dead"] [data-worker-status]`))
+	require.Contains(t, b.text(`tr[data-worker="w-dead"]`), "the leases of the 1 job it holds have expired")
 	b.screenshot("issue29-workers")
 	b.noProblems(false)
 }
