@@ -208,7 +208,7 @@ type uiSearch struct {
 func parsePath(path string) ([]string, error) {
 	rule := "use dot-separated keys and array indexes, e.g. input.prompt or items.0.id (at most 512 bytes of UTF-8)"
 	if path == "" || len(path) > 512 || !utf8.ValidString(path) {
-		return nil, plane.Invalid("path", path, rule)
+		return nil, plane.Invalid("path", strings.ToValidUTF8(path, "\uFFFD"), rule)
 	}
 	path = strings.TrimPrefix(strings.TrimPrefix(path, "$"), ".")
 	parts := strings.Split(path, ".")
