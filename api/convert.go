@@ -195,7 +195,7 @@ func NewQueueStats(s *plane.QueueStats) QueueStats {
 	for k, v := range s.Counts {
 		counts[string(k)] = v
 	}
-	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission)}
+	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission), Paused: s.Paused}
 }
 
 // Plane converts s back to a plane.QueueStats.
@@ -204,7 +204,7 @@ func (s *QueueStats) Plane() plane.QueueStats {
 	for k, v := range s.Counts {
 		counts[plane.State(k)] = v
 	}
-	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane()}
+	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane(), Paused: s.Paused}
 }
 
 // NewWorker converts w to its wire form.

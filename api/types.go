@@ -337,6 +337,9 @@ type QueueStats struct {
 	Queue     string           `json:"queue" msg:"queue"`
 	Counts    map[string]int64 `json:"counts" msg:"counts"`
 	Admission *Admission       `json:"admission,omitzero" msg:"admission,omitempty"`
+	// Paused is true while the queue is paused (PUT …/pause): it accepts submits, and no
+	// claim takes its invocations. Absent when false.
+	Paused bool `json:"paused,omitzero" msg:"paused,omitempty"`
 }
 
 // QueuesResponse answers GET /v1/queues.

@@ -3009,12 +3009,16 @@ func (z PostResponse) Msgsize() (s int) {
 func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(4)
-	var zb0001Mask uint8 /* 4 bits */
+	zb0001Len := uint32(5)
+	var zb0001Mask uint8 /* 5 bits */
 	_ = zb0001Mask
 	if z.Admission == nil {
 		zb0001Len--
 		zb0001Mask |= 0x8
+	}
+	if z.Paused == false {
+		zb0001Len--
+		zb0001Mask |= 0x10
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -3046,6 +3050,11 @@ func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 					return
 				}
 			}
+		}
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "paused"
+			o = append(o, 0xa6, 0x70, 0x61, 0x75, 0x73, 0x65, 0x64)
+			o = msgp.AppendBool(o, z.Paused)
 		}
 	}
 	return
@@ -3134,6 +3143,12 @@ func (z *QueueStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "paused":
+			z.Paused, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Paused")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3161,6 +3176,7 @@ func (z *QueueStats) Msgsize() (s int) {
 	} else {
 		s += z.Admission.Msgsize()
 	}
+	s += 7 + msgp.BoolSize
 	return
 }
 

@@ -1,8 +1,10 @@
 package plane
 
 import (
+	"cmp"
 	"context"
 	"path"
+	"slices"
 	"time"
 )
 
@@ -108,6 +110,15 @@ type Driver interface {
 	// there was one.
 	QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error)
 
+	// QueuePause pauses (params.Paused) or resumes a queue and reports whether that changed
+	// its state. A paused queue accepts submits (admission still applies) but no claim takes
+	// its invocations: claims answer nothing, and claims that wait keep waiting (a
+	// handoff skips the queue too). Running invocations are not touched: they settle,
+	// heartbeat and post as before, and a retry re-queues behind the pause. Resuming makes
+	// the queue's queued invocations claimable at once and wakes its waiting claimers.
+	// QueueStatsList reports Paused. Errors: *InvalidError (a bad namespace or queue name).
+	QueuePause(ctx context.Context, params *PauseParams) (bool, error)
+
 	// QueueProviderSet attaches a provider to a queue (ProviderRef: the provider's name and
 	// launch policy), replacing any earlier one. It is stored as given (defaults are not
 	// filled in). Errors: *InvalidError (a bad namespace, queue name, provider or policy;
@@ -204,6 +215,47 @@ type SubmitResult struct {
 	ID string
 	// Existing is true when the key or ID already existed and nothing was enqueued.
 	Existing bool
+}
+
+// PauseParams are the arguments of Driver.QueuePause.
+type PauseParams struct {
+	Namespace string
+	Queue     string
+	// Paused pauses the queue when true, resumes it when false.
+	Paused bool
+}
+
+// Validate checks the namespace and queue name. Errors: *InvalidError.
+func (p *PauseParams) Validate() error {
+	if err := ValidateNamespace(p.Namespace); err != nil {
+		return err
+	}
+	return ValidateName("queue name", p.Queue)
+}
+
+// MarkPaused sets Paused on the stats of the queues in paused (keyed by namespace and
+// queue), adds the paused queues that have no stats yet (no invocations, no admission
+// block), and sorts stats by namespace, then queue. Every plane's QueueStatsList ends
+// with it.
+func MarkPaused(stats []QueueStats, paused map[[2]string]bool) []QueueStats {
+	seen := make(map[[2]string]bool, len(paused))
+	for i := range stats {
+		key := [2]string{stats[i].Namespace, stats[i].Queue}
+		if paused[key] {
+			stats[i].Paused = true
+			seen[key] = true
+		}
+	}
+	for key, p := range paused {
+		if !p || seen[key] {
+			continue
+		}
+		stats = append(stats, QueueStats{Namespace: key[0], Queue: key[1], Counts: map[State]int64{}, Paused: true})
+	}
+	slices.SortFunc(stats, func(a, b QueueStats) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Queue, b.Queue))
+	})
+	return stats
 }
 
 // ClaimParams are the arguments of Driver.InvocationClaimMany.

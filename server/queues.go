@@ -190,6 +190,23 @@ func (s *Server) handleAdmissionDelete(w http.ResponseWriter, r *http.Request, p
 	return nil
 }
 
+// handlePause answers PUT …/pause (pause) and DELETE …/pause (resume).
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
+		return err
+	}
+	ok, err := s.drv.QueuePause(r.Context(), &plane.PauseParams{Namespace: ns, Queue: q, Paused: r.Method == http.MethodPut})
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.ChangedResponse{Changed: ok})
+	return nil
+}
+
 // Maintenance.
 
 func (s *Server) handleTrim(w http.ResponseWriter, r *http.Request, p *principal) error {

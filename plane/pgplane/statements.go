@@ -21,7 +21,9 @@ type statements struct {
 	leaderTake, leaderRelease                                string
 }
 
-const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting`
+// claimWhere selects a queue's claimable rows; none while the queue is paused (pause.go).
+const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
+	AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 
 const headColumns = `id, namespace, queue, state, priority, attempt, max_attempts, lease_token,
 	lease_expires_ms, attempt_deadline_ms, next_frame`

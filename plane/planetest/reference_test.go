@@ -63,6 +63,7 @@ type refDriver struct {
 	// providers and leases are created on first use (reference_provider_test.go).
 	providers map[[2]string][]byte // the ProviderRef as JSON, by (namespace, queue)
 	leases    map[[2]string]refLease
+	paused    map[[2]string]bool // the paused queues, created on first use
 	// lastPass is the clock reading of the last maintenance pass: invocations that came due
 	// since then wake the waiters.
 	lastPass time.Time
@@ -274,6 +275,9 @@ func (d *refDriver) nextAvailable(ns, q string) time.Time {
 
 // pick chooses the next claimable invocation of a queue, ending those past their deadline.
 func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvocation {
+	if d.paused[[2]string{ns, q}] {
+		return nil
+	}
 	now := d.now()
 	var cands []*refInvocation
 	for _, ri := range d.invs {
@@ -609,7 +613,13 @@ func (d *refDriver) QueueStatsList(ctx context.Context, namespace string) ([]pla
 	for k, counts := range byQueue {
 		out = append(out, plane.QueueStats{Namespace: k[0], Queue: k[1], Counts: counts})
 	}
-	return out, nil
+	paused := map[[2]string]bool{}
+	for k := range d.paused {
+		if namespace == "" || k[0] == namespace {
+			paused[k] = true
+		}
+	}
+	return plane.MarkPaused(out, paused), nil
 }
 
 func (d *refDriver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {

@@ -127,6 +127,9 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if _, err := t.promoteDue(promoteBatchClaim); err != nil {
 		return nil, 0, err
 	}
+	if paused, err := t.paused(p.Namespace, p.Queue); paused || err != nil {
+		return nil, 0, err // a paused queue gives nothing; its resume hands off (pause.go)
+	}
 	a, err := t.admission(p.Namespace, p.Queue)
 	if err != nil {
 		return nil, 0, err

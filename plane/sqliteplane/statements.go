@@ -27,6 +27,7 @@ type statements struct {
 	staleTopics, deleteTopic                 *sql.Stmt
 	begin, commit                            *sql.Stmt
 	admission, admissionTokens, queuedCount  *sql.Stmt
+	paused                                   *sql.Stmt
 	ackHeld                                  *sql.Stmt
 	// ackRows[k-1] and runRows[k-1] are the batched statements of k rows (batch.go),
 	// prepared the first time a batch of k needs them.
@@ -79,6 +80,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.begin, `BEGIN IMMEDIATE`},
 		{&s.commit, `COMMIT`},
 		{&s.admission, `SELECT ` + planekit.AdmissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`},
+		{&s.paused, `SELECT 1 FROM queue_pauses WHERE namespace = ? AND queue = ?`},
 		{&s.admissionTokens, `UPDATE queues SET tokens = ?, tokens_ms = ? WHERE namespace = ? AND queue = ?`},
 		{&s.queuedCount, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state IN (0, -1)`},
 		// ackHeld succeeds an invocation only while the token holds a live lease within the

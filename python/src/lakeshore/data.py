@@ -23,7 +23,7 @@ serve`` (``HttpDispatch``), with the same code.
 Reads answer Arrow IPC; :meth:`Reader.get_batch` returns the columns as numpy arrays (or
 torch tensors, or a TensorDict) without a Python object per row for numbers, equal-length
 lists and tensors of one dtype and shape (``pyarrow`` is needed for reads: ``pip install
-'lakeshore[data]'``). Records are maps of field name to a wire value (int, float, bool, str,
+'lakeshore-queue[data]'``). Records are maps of field name to a wire value (int, float, bool, str,
 bytes, lists of numbers, numpy arrays and torch tensors as tensors; anything else is stored
 encoded).
 
@@ -188,7 +188,7 @@ def _pyarrow() -> Any:
         import pyarrow.ipc  # noqa: F401
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise errors.DispatchError(
-            "data queue reads need pyarrow: pip install 'lakeshore[data]' (or pyarrow)", code="not_implemented"
+            "data queue reads need pyarrow: pip install 'lakeshore-queue[data]' (or pyarrow)", code="not_implemented"
         ) from e
     return pyarrow
 

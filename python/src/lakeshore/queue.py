@@ -476,7 +476,7 @@ def decode_value(what: str, data: Any) -> Any:
         if "unknown ext type" in e.reason:
             fix = (
                 "it holds an extension type this lakeshore package does not know: it was written by a newer "
-                "Lakeshore; upgrade this package (pip install -U lakeshore) to the server's version"
+                "Lakeshore; upgrade this package (pip install -U lakeshore-queue) to the server's version"
             )
         elif "cannot be decoded here" in e.reason:
             fix = (
@@ -788,6 +788,16 @@ class QueueCore:
         """Detach the queue's provider; whether there was one."""
         ans = await self._call("DELETE", self.path + "/provider", retry="safe")
         return bool(ans.get("changed"))
+
+    async def set_paused(self, paused: bool) -> bool:
+        """Pause (PUT) or resume (DELETE) the queue; whether that changed it."""
+        ans = await self._call("PUT" if paused else "DELETE", self.path + "/pause", retry="safe")
+        return bool(ans.get("changed"))
+
+    async def paused(self) -> bool:
+        """Whether the queue is paused."""
+        ans = await self._call("GET", self.path + "/stats", retry="safe")
+        return bool(ans.get("paused"))
 
     # -- journals ------------------------------------------------------------------------
 
@@ -1462,6 +1472,22 @@ class SyncQueue:
         until they exit or are stopped. Over HTTP it needs the server's admin token."""
         return self._d.run(self._core.remove_provider())
 
+    def pause(self) -> bool:
+        """Pause the queue: it still accepts submits, but no worker claims its invocations
+        until :meth:`resume` (running ones finish as usual). Returns whether it was running.
+        Needs an admin token over HTTP (``ForbiddenError`` otherwise). The CLI's ``lakeshore
+        queue pause``, the dashboard's Pause button and ``PUT …/pause`` do the same."""
+        return self._d.run(self._core.set_paused(True))
+
+    def resume(self) -> bool:
+        """Resume a paused queue: its queued invocations are claimable at once and waiting
+        workers take them. Returns whether it was paused."""
+        return self._d.run(self._core.set_paused(False))
+
+    def paused(self) -> bool:
+        """Whether the queue is paused."""
+        return self._d.run(self._core.paused())
+
     def topic(self, name: str | None = None) -> Topic:
         """A topic of the queue (auto-named ``topic-<ULID>`` when ``name`` is None)."""
         return Topic(self, name)
@@ -1663,6 +1689,18 @@ class Queue:
     async def remove_provider(self) -> bool:
         """See :meth:`SyncQueue.remove_provider`."""
         return await self._d.run_async(self._core.remove_provider())
+
+    async def pause(self) -> bool:
+        """See :meth:`SyncQueue.pause`."""
+        return await self._d.run_async(self._core.set_paused(True))
+
+    async def resume(self) -> bool:
+        """See :meth:`SyncQueue.resume`."""
+        return await self._d.run_async(self._core.set_paused(False))
+
+    async def paused(self) -> bool:
+        """See :meth:`SyncQueue.paused`."""
+        return await self._d.run_async(self._core.paused())
 
     def topic(self, name: str | None = None) -> AsyncTopic:
         """See :meth:`SyncQueue.topic`."""

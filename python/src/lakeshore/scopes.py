@@ -193,7 +193,7 @@ def _object_store(store: str) -> tuple[Any, str]:
         import pyarrow.fs as pafs
     except ImportError as e:
         raise errors.InvalidError(
-            f"store {store!r} needs pyarrow: pip install 'lakeshore[data]'", field="store", value=store, rule="pyarrow installed"
+            f"store {store!r} needs pyarrow: pip install 'lakeshore-queue[data]'", field="store", value=store, rule="pyarrow installed"
         ) from e
     if u.scheme == "gs":
         return pafs.GcsFileSystem(), u.netloc
