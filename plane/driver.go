@@ -217,7 +217,7 @@ type ClaimParams struct {
 	// to Queue, counts once; at most ClaimQueuesLimit names in all with Queue. nil: Queue
 	// alone.
 	Queues []string
-	Kind      Kind
+	Kind   Kind
 	// Temperature is the boltzmann temperature, > 0 and finite. Ignored for other kinds.
 	Temperature float64
 	// Max is how many to claim at most; 0 means 1.
