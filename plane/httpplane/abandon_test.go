@@ -25,7 +25,9 @@ func TestCancelledClaimHoldsNoJob(t *testing.T) {
 	drv, _, _ := testServer(t, planetest.Options{}, nil, nil)
 	ctx := t.Context()
 	var won, cancelled atomic.Int64
-	defer func() { t.Logf("the claim won the race %d times of 100, was cancelled %d times", won.Load(), cancelled.Load()) }()
+	defer func() {
+		t.Logf("the claim won the race %d times of 100, was cancelled %d times", won.Load(), cancelled.Load())
+	}()
 	for i := range 100 {
 		queue := fmt.Sprintf("abandon-%d", i)
 		cctx, cancel := context.WithCancel(ctx)

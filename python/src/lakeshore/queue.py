@@ -553,16 +553,16 @@ class QueueCore:
         # Long-polling claims coalesce behind the one in flight; claims that do not wait are
         # never held behind a long-poll.
         self._claims: Batcher[tuple[float, float | None, str | None], Mapping[str, Any] | None] = Batcher(
-            dispatch._portal, self._send_claims, in_flight=1, orphan=self._release
+            dispatch._portal, self._send_claims, in_flight=1, orphan=self._release, drain=True
         )
         self._claims_now: Batcher[tuple[float, float | None, str | None], Mapping[str, Any] | None] = Batcher(
-            dispatch._portal, self._send_claims, in_flight=4, orphan=self._release
+            dispatch._portal, self._send_claims, in_flight=4, orphan=self._release, drain=True
         )
 
         # A worker's finished jobs settle in the request that claims its next ones
         # (POST …/settle-and-claim, no wait): one request per turn of a worker's slots.
         self._settle_claims: Batcher[SettleClaim, tuple[BaseException | None, Mapping[str, Any] | None]] = Batcher(
-            dispatch._portal, self._send_settle_claims, in_flight=1, orphan=self._release_answer
+            dispatch._portal, self._send_settle_claims, in_flight=1, orphan=self._release_answer, drain=True
         )
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
