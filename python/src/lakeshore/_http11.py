@@ -46,20 +46,24 @@ class Abandon:
     HTTP/1.1 pool registers its connections here (:data:`abandon_var`); a request that has
     none to register (the httpx path) is cancelled as before."""
 
-    __slots__ = ("fired", "conns")
+    __slots__ = ("fired", "conns", "sent")
 
     def __init__(self) -> None:
         self.fired = False
-        self.conns: set[Any] = set()  # _http11._Connection, registered while in flight
+        self.conns: set[_Connection] = set()  # registered while their exchange is in flight
+        self.sent = False  # a request went out on a lean connection
 
     def fire(self, task: asyncio.Task[None]) -> None:
-        """Half-close the batch's connections (on the loop); cancel ``task`` when it has
-        none, or when no answer came within :data:`CLAIM_ANSWER_WAIT`."""
+        """Half-close the batch's connections (on the loop); cancel ``task`` when it sent
+        nothing on them (a request yet to be sent is not: the pool sends nothing for a
+        fired batch), or when no answer came within :data:`CLAIM_ANSWER_WAIT`. A batch
+        whose answer already arrived is left to finish: its jobs go to the orphan hook."""
         self.fired = True
         if task.done():
             return
         if not self.conns:
-            task.cancel()
+            if not self.sent:
+                task.cancel()
             return
         for conn in list(self.conns):
             conn.half_close()
@@ -403,6 +407,7 @@ class Pool:
         self._busy.add(conn)
         if abandon is not None:
             abandon.conns.add(conn)
+            abandon.sent = True
         conn.timer = self.loop.call_later(timeout, self._read_timeout, conn, waiter, timeout)
         try:
             answer = await waiter

@@ -198,19 +198,38 @@ class Portal:
         loop = self.loop
         if running is loop:
             return await coro
-        fut = asyncio.run_coroutine_threadsafe(coro, loop)
+        if orphan is None:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+        # The caller's cancel marks the concurrent future cancelled at once, while the
+        # coroutine on the portal may still produce its answer (the cancel reaches its task
+        # a loop turn later): the answer is handed over there, by whichever of the two
+        # sides comes second, never lost between them.
+        lock = threading.Lock()
+        gone = False
+        answer: list[T] = []
+        hand_over = orphan
+
+        async def keep() -> T:
+            nonlocal gone
+            result = await coro
+            with lock:
+                late = gone
+                if not late:
+                    answer.append(result)
+            if late:
+                await hand_over(result)
+            return result
+
+        fut = asyncio.run_coroutine_threadsafe(keep(), loop)
         try:
             return await asyncio.wrap_future(fut)
         except asyncio.CancelledError:
-            if orphan is not None:
-                hand_over = orphan
-
-                def lost(f: concurrent.futures.Future[T]) -> None:
-                    if not f.cancelled() and f.exception() is None:
-                        with contextlib.suppress(RuntimeError):  # the loop is closed
-                            asyncio.run_coroutine_threadsafe(hand_over(f.result()), loop)
-
-                fut.add_done_callback(lost)
+            with lock:
+                gone = True
+                done = list(answer)
+            if done:
+                with contextlib.suppress(RuntimeError):  # the loop is closed
+                    asyncio.run_coroutine_threadsafe(hand_over(done[0]), loop)
             raise
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None, timeout: float = 5.0) -> None:
@@ -421,6 +440,9 @@ class Batcher(Generic[I, T]):
 
     async def _release(self, orphans: list[T]) -> None:
         assert self._orphan is not None
+        # A task of its own, whose context was copied from the batch's: its requests are
+        # not the abandoned batch's.
+        _http11.abandon_var.set(None)
         for answer in orphans:
             with contextlib.suppress(Exception):
                 await self._orphan(answer)
