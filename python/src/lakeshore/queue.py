@@ -543,6 +543,10 @@ class QueueCore:
         self.lease_ttl = _check_seconds("lease_ttl", lease_ttl)
         self.path = queue_path(dispatch.namespace, name)
         self.held: dict[str, Job] = {}  # jobs claimed here and not yet settled, by id
+        # Further queues of the namespace this core's claims take from (one long-poll
+        # over all of them, fair across them: the claim's ``queues``); a job claimed from
+        # one of them is held here too, and names its queue.
+        self.also: list[str] = []
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
         # Settles made at once go as one POST /v1/settle; claims made at once (a worker's
@@ -942,6 +946,8 @@ class QueueCore:
                 body["lease_ttl"] = ttl
             if worker:
                 body["worker"] = worker
+            if self.also:
+                body["queues"] = self.also
             try:
                 ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once", hot=True)
             except errors.DispatchError as e:
@@ -986,6 +992,8 @@ class QueueCore:
             claim["lease_ttl"] = first.lease_ttl
         if first.worker:
             claim["worker"] = first.worker
+        if self.also:
+            claim["queues"] = self.also
         deadlines = [d for _, d in settles if d is not None]
         try:
             ans = await self._call(
