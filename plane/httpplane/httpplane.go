@@ -435,29 +435,45 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 	defer cancelClose(nil)
 	defer context.AfterFunc(d.closeCtx, func() { cancelClose(plane.ErrClosed) })()
 	if c.claims {
-		var answering atomic.Bool // the answer's first byte arrived
 		var mu sync.Mutex
-		var grace *time.Timer
-		var conn net.Conn // the request's connection, once the transport has one
-		gone := false     // ctx ended
+		var (
+			answering bool        // the answer's first byte arrived
+			finished  bool        // once returned: the connection is no longer this call's
+			gone      bool        // ctx ended
+			conn      net.Conn    // the request's connection, once the transport has one
+			grace     *time.Timer // closes the connection if no answer begins in time
+		)
 		// abandon half-closes the connection (with mu held, once ctx ended and the
-		// connection is known) and bounds the wait for the answer.
+		// connection is known) and bounds the wait for the answer. Once the answer began
+		// (or the call returned), the connection may already be back in the pool, serving
+		// another request: it is left alone.
 		abandon := func() {
-			wait := claimGrace
-			if cw, ok := conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-				wait = claimAnswerWait
-			}
-			if grace != nil {
+			if answering || finished {
 				return
 			}
+			halfClosed := false
+			if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+				halfClosed = cw.CloseWrite() == nil
+			}
+			if grace != nil {
+				return // a retry, on a fresh connection, of a request already abandoned
+			}
+			wait := claimGrace
+			if halfClosed {
+				wait = claimAnswerWait
+			}
 			grace = time.AfterFunc(wait, func() {
-				if !answering.Load() {
+				mu.Lock()
+				started := answering
+				mu.Unlock()
+				if !started {
 					cancelClose(context.Cause(ctx))
 				}
 			})
 		}
 		defer func() {
 			mu.Lock()
+			finished = true
 			if grace != nil {
 				grace.Stop()
 			}
@@ -476,11 +492,15 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 				mu.Lock()
 				defer mu.Unlock()
 				conn = info.Conn
-				if gone { // also a retry, on a fresh connection, of a request abandoned
+				if gone {
 					abandon()
 				}
 			},
-			GotFirstResponseByte: func() { answering.Store(true) },
+			GotFirstResponseByte: func() {
+				mu.Lock()
+				answering = true
+				mu.Unlock()
+			},
 		})
 	}
 
