@@ -37,7 +37,9 @@ func (q *Queue) ClaimMany(ctx context.Context, n int, opts *ClaimOptions) ([]*Jo
 	return q.claim(ctx, n, opts)
 }
 
-func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, error) {
+// claim claims up to n jobs from q (and from the queues also names, of q's namespace, in
+// one claim over all of them: plane.ClaimParams.Queues).
+func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions, also ...string) ([]*Job, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -49,6 +51,7 @@ func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, e
 		o.LeaseTTL = q.opts.LeaseTTL
 	}
 	params := q.claimParams(n, o)
+	params.Queues = also
 	if o.Wait < 0 {
 		params.Wait = waitChunk
 	}

@@ -143,6 +143,11 @@ type ClaimRequest struct {
 	LeaseTTL float64 `json:"lease_ttl,omitzero" msg:"lease_ttl,omitempty"`
 	Wait     float64 `json:"wait,omitzero" msg:"wait,omitempty"`
 	Worker   string  `json:"worker,omitzero" msg:"worker,omitempty"`
+	// Queues names further queues of the path's namespace to claim from besides the path's
+	// queue (plane.ClaimParams.Queues): the claim waits on all of them at once and takes
+	// from whichever has work first, the first queue tried turning from claim to claim. At
+	// most 64 distinct names with the path's; the token must be allowed to consume each.
+	Queues []string `json:"queues,omitzero" msg:"queues,omitempty"`
 }
 
 // Job is plane.Job on the wire: a claimed invocation with its lease.

@@ -283,8 +283,8 @@ func (z ChangedResponse) Msgsize() (s int) {
 func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(6)
-	var zb0001Mask uint8 /* 6 bits */
+	zb0001Len := uint32(7)
+	var zb0001Mask uint8 /* 7 bits */
 	_ = zb0001Mask
 	if z.Kind == "" {
 		zb0001Len--
@@ -309,6 +309,10 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Worker == "" {
 		zb0001Len--
 		zb0001Mask |= 0x20
+	}
+	if z.Queues == nil {
+		zb0001Len--
+		zb0001Mask |= 0x40
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -344,6 +348,14 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "worker"
 			o = append(o, 0xa6, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72)
 			o = msgp.AppendString(o, z.Worker)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "queues"
+			o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Queues)))
+			for za0001 := range z.Queues {
+				o = msgp.AppendString(o, z.Queues[za0001])
+			}
 		}
 	}
 	return
@@ -407,6 +419,29 @@ func (z *ClaimRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Worker")
 				return
 			}
+		case "queues":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Queues")
+				return
+			}
+			if zb0002 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Queues) >= int(zb0002) {
+				z.Queues = (z.Queues)[:zb0002]
+			} else {
+				z.Queues = make([]string, zb0002)
+			}
+			for za0001 := range z.Queues {
+				z.Queues[za0001], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Queues", za0001)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -421,7 +456,10 @@ func (z *ClaimRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *ClaimRequest) Msgsize() (s int) {
-	s = 1 + 5 + msgp.StringPrefixSize + len(z.Kind) + 12 + msgp.Float64Size + 4 + msgp.IntSize + 10 + msgp.Float64Size + 5 + msgp.Float64Size + 7 + msgp.StringPrefixSize + len(z.Worker)
+	s = 1 + 5 + msgp.StringPrefixSize + len(z.Kind) + 12 + msgp.Float64Size + 4 + msgp.IntSize + 10 + msgp.Float64Size + 5 + msgp.Float64Size + 7 + msgp.StringPrefixSize + len(z.Worker) + 7 + msgp.ArrayHeaderSize
+	for za0001 := range z.Queues {
+		s += msgp.StringPrefixSize + len(z.Queues[za0001])
+	}
 	return
 }
 

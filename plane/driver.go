@@ -262,7 +262,14 @@ func MarkPaused(stats []QueueStats, paused map[[2]string]bool) []QueueStats {
 type ClaimParams struct {
 	Namespace string
 	Queue     string
-	Kind      Kind
+	// Queues names further queues of Namespace the claim may take from besides Queue: it
+	// waits on all of them at once and takes from whichever has work first (its jobs all
+	// come from that one queue). Which queue is tried first rotates from claim to claim,
+	// so a queue that always has work cannot starve the others. A name repeated, or equal
+	// to Queue, counts once; at most ClaimQueuesLimit names in all with Queue. nil: Queue
+	// alone.
+	Queues []string
+	Kind   Kind
 	// Temperature is the boltzmann temperature, > 0 and finite. Ignored for other kinds.
 	Temperature float64
 	// Max is how many to claim at most; 0 means 1.

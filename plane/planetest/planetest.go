@@ -66,6 +66,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Lease", testLease},
 		{"Settle", testSettle},
 		{"SettleAndClaim", testSettleAndClaim},
+		{"Queues", testQueues},
 		{"Cancel", testCancel},
 		{"Deadline", testDeadline},
 		{"Journal", testJournal},

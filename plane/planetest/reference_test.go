@@ -60,6 +60,9 @@ type refDriver struct {
 	changed chan struct{}
 	closed  bool
 	workers map[[2]string]plane.WorkerInfo
+	// rotation is how many claims over several queues began: the first queue they try
+	// turns with it.
+	rotation int
 	// providers and leases are created on first use (reference_provider_test.go).
 	providers map[[2]string][]byte // the ProviderRef as JSON, by (namespace, queue)
 	leases    map[[2]string]refLease
@@ -231,14 +234,24 @@ func (d *refDriver) InvocationSettleAndClaim(ctx context.Context, ps []plane.Set
 func (d *refDriver) claimLocked(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
 	kind, _ := plane.ParseKind(string(p.Kind))
 	deadline := time.Now().Add(p.Wait)
+	queues := p.QueueNames()
 	for {
+		// Several queues: the first with work, tried from one place further each time.
+		first := d.rotation % len(queues)
+		d.rotation++
 		var jobs []*plane.Job
-		for range max(p.Max, 1) {
-			ri := d.pick(p.Namespace, p.Queue, kind, p.Temperature)
-			if ri == nil {
+		for i := range queues {
+			q := queues[(first+i)%len(queues)]
+			for range max(p.Max, 1) {
+				ri := d.pick(p.Namespace, q, kind, p.Temperature)
+				if ri == nil {
+					break
+				}
+				jobs = append(jobs, d.start(ri, p))
+			}
+			if len(jobs) > 0 {
 				break
 			}
-			jobs = append(jobs, d.start(ri, p))
 		}
 		if len(jobs) > 0 {
 			d.notify()
@@ -249,7 +262,13 @@ func (d *refDriver) claimLocked(ctx context.Context, p *plane.ClaimParams) ([]*p
 		}
 		// Wake when the next backoff ends, too (real clock only).
 		wake := deadline
-		if next := d.nextAvailable(p.Namespace, p.Queue); !next.IsZero() && d.now().Add(time.Until(wake)).After(next) {
+		var next time.Time
+		for _, q := range queues {
+			if n := d.nextAvailable(p.Namespace, q); !n.IsZero() && (next.IsZero() || n.Before(next)) {
+				next = n
+			}
+		}
+		if !next.IsZero() && d.now().Add(time.Until(wake)).After(next) {
 			wake = time.Now().Add(next.Sub(d.now()))
 		}
 		more, err := d.waitChange(ctx, wake)

@@ -543,6 +543,10 @@ class QueueCore:
         self.lease_ttl = _check_seconds("lease_ttl", lease_ttl)
         self.path = queue_path(dispatch.namespace, name)
         self.held: dict[str, Job] = {}  # jobs claimed here and not yet settled, by id
+        # Further queues of the namespace this core's claims take from (one long-poll
+        # over all of them, fair across them: the claim's ``queues``); a job claimed from
+        # one of them is held here too, and names its queue.
+        self.also: list[str] = []
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
         # Settles made at once go as one POST /v1/settle; claims made at once (a worker's
@@ -553,16 +557,16 @@ class QueueCore:
         # Long-polling claims coalesce behind the one in flight; claims that do not wait are
         # never held behind a long-poll.
         self._claims: Batcher[tuple[float, float | None, str | None], Mapping[str, Any] | None] = Batcher(
-            dispatch._portal, self._send_claims, in_flight=1, orphan=self._release
+            dispatch._portal, self._send_claims, in_flight=1, orphan=self._release, drain=True
         )
         self._claims_now: Batcher[tuple[float, float | None, str | None], Mapping[str, Any] | None] = Batcher(
-            dispatch._portal, self._send_claims, in_flight=4, orphan=self._release
+            dispatch._portal, self._send_claims, in_flight=4, orphan=self._release, drain=True
         )
 
         # A worker's finished jobs settle in the request that claims its next ones
         # (POST …/settle-and-claim, no wait): one request per turn of a worker's slots.
         self._settle_claims: Batcher[SettleClaim, tuple[BaseException | None, Mapping[str, Any] | None]] = Batcher(
-            dispatch._portal, self._send_settle_claims, in_flight=1, orphan=self._release_answer
+            dispatch._portal, self._send_settle_claims, in_flight=1, orphan=self._release_answer, drain=True
         )
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
@@ -952,6 +956,8 @@ class QueueCore:
                 body["lease_ttl"] = ttl
             if worker:
                 body["worker"] = worker
+            if self.also:
+                body["queues"] = self.also
             try:
                 ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once", hot=True)
             except errors.DispatchError as e:
@@ -996,6 +1002,8 @@ class QueueCore:
             claim["lease_ttl"] = first.lease_ttl
         if first.worker:
             claim["worker"] = first.worker
+        if self.also:
+            claim["queues"] = self.also
         deadlines = [d for _, d in settles if d is not None]
         try:
             ans = await self._call(

@@ -336,7 +336,9 @@ class _Worker:
 
     Per job: one request that settles the slot's previous job and claims its next one
     (``POST …/settle-and-claim`` with no wait, coalesced with the other slots' turns into
-    one request); a long-poll claim only when that found the queue empty. Leases are kept
+    one request); a long-poll claim only when that found the queues empty. The queues of
+    one claim order are claimed together (one claim over all of them, its ``queues``),
+    so a long-poll waits on every queue at once. Leases are kept
     by one keeper task on the client's loop for all running jobs (no task per job)."""
 
     def __init__(
@@ -359,6 +361,15 @@ class _Worker:
         self.cores = {
             name: QueueCore(name, dispatch, queue_kinds.get(name, "fifo"), 1.0, lease_ttl) for name in handlers
         }
+        # One claim per claim order over all of its queues: it waits on them at once and
+        # takes from whichever has work first, fair across them (the claim's ``queues``).
+        # Its core holds the jobs it claims, whichever queue they come from.
+        by_kind: dict[str, QueueCore] = {}
+        for name, core in self.cores.items():
+            first = by_kind.setdefault(core.kind, core)
+            if first is not core:
+                first.also.append(name)
+        self.claimers = list(by_kind.values())
         self.concurrency = concurrency
         self.once = once
         self.wait = wait
@@ -464,15 +475,15 @@ class _Worker:
             self._stop(r)
 
     async def slot(self, i: int) -> None:
-        names = list(self.handlers)
+        claimers = self.claimers
         turn = i
         deadline = time.monotonic() + self.wait
         pending: _Pending | None = None
         try:
             while not self.draining:
-                name = names[turn % len(names)]
+                core = claimers[turn % len(claimers)]
+                name = ",".join([core.name, *core.also])
                 turn += 1
-                core = self.cores[name]
                 if pending is not None:
                     # Settle the finished job and claim the next one in one request.
                     settled, pending = pending, None
@@ -488,7 +499,7 @@ class _Worker:
                     if self.once:
                         wait = max(0.0, deadline - time.monotonic())
                     else:
-                        wait = 5.0 if len(names) == 1 else 0.5
+                        wait = 5.0 if len(claimers) == 1 else 0.5
                     claim = asyncio.ensure_future(self._claim(core, wait))
                     self.claims.add(claim)
                     try:
@@ -508,7 +519,7 @@ class _Worker:
                     finally:
                         self.claims.discard(claim)
                     if job is None:
-                        if self.once and time.monotonic() >= deadline and turn % len(names) == 0:
+                        if self.once and time.monotonic() >= deadline and turn % len(claimers) == 0:
                             return
                         continue
                 if self.draining:
@@ -613,7 +624,7 @@ class _Worker:
     async def execute(self, core: QueueCore, job: Job) -> _Pending | None:
         """Run the job's body; return its settle (sent with the slot's next claim), or None
         when the plane took the job back."""
-        fn = self.handlers[core.name]
+        fn = self.handlers[job.queue]  # core claims for several queues: the job names its own
         r = _Running(job, core, threading.Event())
         self._keep(r)
         outcome: tuple[str, Any] = ("nack", None)
