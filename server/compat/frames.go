@@ -143,9 +143,9 @@ type chunkRequest struct {
 // resultChunk appends one real-package Frame to an invocation's journal (the claimed job of
 // some worker, fenced by its held token) or to a topic. The client's seq makes the post
 // idempotent: a seq the journal already has is absorbed (duplicate: true). On an invocation,
-// END and ERROR frames are not stored: they end the worker's journal, and the ack that
-// follows settles the job and closes the journal with its own END or ERROR (the real
-// package's rule, issue 24 semantics 1).
+// END is a final post: it ends the journal and the ack that follows settles the job (the
+// plane's rule, planekit.JournalClosed; issue 24 semantics 1). An ERROR frame is not
+// stored: the nack that follows ends the job, and the journal with its derived ERROR.
 func (h *handlers) resultChunk(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req chunkRequest
 	if err := h.readBody(w, r, &req); err != nil {
@@ -198,8 +198,8 @@ func (h *handlers) resultChunk(w http.ResponseWriter, r *http.Request, p Princip
 		}
 	}
 	posted := seq
-	if f.kind == kindValue {
-		n, err := h.cfg.Driver.FramePost(ctx, &plane.FramePostParams{Journal: journal, Token: token, Value: f.body})
+	if f.kind == kindValue || f.kind == kindEnd && journal.InvocationID != "" {
+		n, err := h.cfg.Driver.FramePost(ctx, &plane.FramePostParams{Journal: journal, Token: token, Value: f.body, Final: f.kind == kindEnd})
 		if err != nil {
 			return err
 		}
