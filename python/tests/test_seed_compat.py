@@ -632,3 +632,49 @@ def test_a_generator_result_is_its_key_manifest(real_python: str, every_plane: H
     inv = q.submit(None)
     assert run_worker(every_plane, queues={qname: returns}, once=True, wait=10, handle_signals=False) == 1
     assert q.result(inv, timeout=10) == "returned"
+
+
+def test_two_replicas_on_one_postgres(real_python: str, lakeshore_bin: str, postgres_server: Any) -> None:
+    """Two ``lakeshore serve`` processes on one PostgreSQL schema serve the real client as
+    one: a job polled on one replica is streamed (its END ends the journal) and acked on the
+    other, because the poll's lease is kept in the plane (server/compat's LeaseQueue), not
+    in the memory of the replica that took it."""
+    target = postgres_server.url("replicas_" + secrets.token_hex(6))
+    admin = "adm-" + secrets.token_hex(16)
+    homes = [Path(tempfile.mkdtemp(prefix="lakeshore-replica-")) for _ in range(2)]
+    servers = [start_server(lakeshore_bin, home, admin, target=target) for home in homes]
+    try:
+        a, b = servers
+        inv = real(
+            real_python,
+            a,
+            """
+            q = dls.SyncQueue("rq-replicas", dispatch=dp)
+            inv = q.submit({"n": 2})
+            job = dp.claim("rq-replicas", "worker-a")
+            assert job.id == inv
+            out(inv)
+            """,
+        )[0]
+        got = real(
+            real_python,
+            b,  # the other replica: frames, END and the ack
+            """
+            inv = ARG
+            for seq, v in enumerate(["s0", "s1"]):
+                dp.journal_append(inv, seq, wire.Frame(wire.FrameKind.VALUE, seq, v).to_bytes())
+            dp.journal_append(inv, 2, wire.Frame(wire.FrameKind.END, 2).to_bytes(), final=True)
+            dp.ack(inv, "worker-a", result=wire.pack("done"))
+            q = dls.SyncQueue("rq-replicas", dispatch=dp)
+            out([wire.unpack(dp.result(inv, timeout=10)), list(q.stream(inv))])
+            """,
+            inv,
+        )[0]
+        assert got == ["done", ["s0", "s1"]]
+        streamed = real(real_python, a, "q = dls.SyncQueue('rq-replicas', dispatch=dp)\nout(list(q.stream(ARG)))\n", inv)[0]
+        assert streamed == ["s0", "s1"]
+    finally:
+        for s in servers:
+            stop_server(s)
+        for home in homes:
+            shutil.rmtree(home, ignore_errors=True)
