@@ -678,3 +678,63 @@ def test_two_replicas_on_one_postgres(real_python: str, lakeshore_bin: str, post
             stop_server(s)
         for home in homes:
             shutil.rmtree(home, ignore_errors=True)
+
+
+def test_real_udf_jobs_run_on_our_worker(real_python: str, compat_server: Server, tmp_path: Path) -> None:
+    """A mixed fleet with functions (issue 24): the real package's ``@udf`` submits its
+    Envelope (docs/wire.md) and our ``run_worker`` runs it with the envelope's args and
+    kwargs on the function bound to the queue; the real client reads the result (a tuple
+    stays a tuple) and the journal of a generator body."""
+    (tmp_path / "compatudfs.py").write_text(
+        textwrap.dedent(
+            """
+            import dreamlake.lakeshore as dls
+
+            @dls.udf(queue="rq-udf-ours")
+            def add(a, b, scale=1):
+                return (a + b) * scale
+
+            @dls.udf(queue="rq-udf-ours-gen")
+            def count(n):
+                for i in range(n):
+                    yield [f"k{i}"]
+            """
+        )
+    )
+    ids = real(
+        real_python,
+        compat_server,
+        """
+        import compatudfs
+        out([compatudfs.add.submit(2, 3, scale=10, _dispatch=dp), compatudfs.add.submit((1,), (2,), _dispatch=dp),
+             compatudfs.count.submit(2, _dispatch=dp)])
+        """,
+        cwd=tmp_path,
+    )[0]
+
+    def ours_add(a: Any, b: Any, scale: int = 1) -> Any:
+        return a + b if scale == 1 else (a + b) * scale
+
+    def ours_count(n: int) -> Iterator[list[str]]:
+        for i in range(n):
+            yield [f"k{i}"]
+
+    d = HttpDispatch(compat_server.url, token=compat_server.admin_token)
+    try:
+        for _ in range(2):
+            assert run_worker(d, queues={"rq-udf-ours": ours_add}, once=True, wait=10, handle_signals=False) == 1
+        assert run_worker(d, queues={"rq-udf-ours-gen": ours_count}, once=True, wait=10, handle_signals=False) == 1
+    finally:
+        d.close()
+    got = real(
+        real_python,
+        compat_server,
+        """
+        q = dls.SyncQueue("rq-udf-ours", dispatch=dp)
+        g = dls.SyncQueue("rq-udf-ours-gen", dispatch=dp)
+        out([q.result(ARG[0], timeout=10), q.result(ARG[1], timeout=10), list(g.stream(ARG[2], timeout=10))])
+        """,
+        ids,
+    )[0]
+    assert got[0] == 50 and got[1] == (1, 2) and type(got[1]) is tuple
+    assert got[2] == [["k0"], ["k1"]]
