@@ -26,7 +26,7 @@ import httpx
 import numpy as np
 import pytest
 
-from lakeshore import HttpDispatch, SyncQueue, run_worker, wire
+from lakeshore import HttpDispatch, InvalidError, SyncQueue, run_worker, wire
 
 from .conftest import Server, start_server, stop_server
 
@@ -738,3 +738,35 @@ def test_real_udf_jobs_run_on_our_worker(real_python: str, compat_server: Server
     )[0]
     assert got[0] == 50 and got[1] == (1, 2) and type(got[1]) is tuple
     assert got[2] == [["k0"], ["k1"]]
+
+
+def test_our_envelope_jobs_run_on_both_workers(
+    real_python: str, compat_server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other direction (issue 24): our producer submits ``dreamlake_envelope(fn, …)``
+    (the package's Envelope, ``fn`` by module and qualname) and the real ``run_worker``
+    runs it; the same payload runs on our own worker's thunks-only queue too."""
+    (tmp_path / "ourfns.py").write_text("def mul(a, b, tag='x'):\n    return (a * b, tag)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from lakeshore import dreamlake_envelope
+
+    d = HttpDispatch(compat_server.url, token=compat_server.admin_token)
+    try:
+        q = SyncQueue("rq-env-real", dispatch=d)
+        theirs = q.submit(dreamlake_envelope("ourfns:mul", 6, 7, tag="real"))
+        ran = real(
+            real_python,
+            compat_server,
+            "q = dls.SyncQueue('rq-env-real', dispatch=dp)\nout(dls.run_worker(q, once=True))\n",
+            cwd=tmp_path,
+        )[0]
+        assert ran == 1
+        assert q.result(theirs, timeout=10) == (42, "real")
+        ours = SyncQueue("rq-env-ours", dispatch=d)
+        mine = ours.submit(dreamlake_envelope("ourfns:mul", 2, 3))
+        assert run_worker(d, queues=["rq-env-ours"], once=True, wait=10, handle_signals=False) == 1
+        assert ours.result(mine, timeout=10) == (6, "x")
+    finally:
+        d.close()
+    with pytest.raises(InvalidError):
+        dreamlake_envelope(lambda: 1)

@@ -67,7 +67,7 @@ from lakeshore.queue import (
     encode_value,
 )
 
-__all__ = ["udf", "UDF", "run_worker", "JobStopped", "BodyKind", "registry"]
+__all__ = ["udf", "UDF", "run_worker", "JobStopped", "BodyKind", "registry", "dreamlake_envelope"]
 
 log = logging.getLogger("lakeshore.worker")
 
@@ -815,6 +815,43 @@ def _seed_envelope(payload: Any) -> Mapping[str, Any] | None:
         and isinstance(payload["kwargs"], (bytes, bytearray))
     )
     return payload if ok else None
+
+
+def dreamlake_envelope(fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The payload of a job that runs ``fn(*args, **kwargs)`` on a dreamlake-lakeshore
+    worker as well as on ours (a mixed fleet, issue 24): the package's ``Envelope``
+    (docs/wire.md) naming ``fn`` by reference, ``{kind: "ref", module, qualname}``, with the
+    arguments packed. ``fn`` is a module-level function or :class:`UDF` (its module and
+    qualified name), or a ``"module:qualname"`` string; the worker imports it, so it must
+    be importable there. Submit it with any queue's ``submit``; ``result`` is what ``fn``
+    returned.
+
+    Raises:
+        InvalidError: ``fn`` names no importable module (``__main__``, a lambda, a
+            nested function) or is not a ``module:qualname`` string."""
+    if isinstance(fn, str):
+        module, _, qualname = fn.partition(":")
+    else:
+        target = fn.fn if isinstance(fn, UDF) else fn
+        module, qualname = getattr(target, "__module__", "") or "", getattr(target, "__qualname__", "") or ""
+    if not module or not qualname or module == "__main__" or "<" in qualname:
+        raise errors.InvalidError(
+            f"cannot name {fn!r} by reference: want a module-level function of an importable module, or 'module:qualname'",
+            field="fn",
+            value=str(fn),
+            rule="an importable module:qualname",
+        )
+    return {
+        "v": 1,
+        "id": "",
+        "fn": {"kind": "ref", "module": module, "qualname": qualname},
+        "args": wire.encode(list(args)),
+        "kwargs": wire.encode(dict(kwargs)),
+        "prefix": "",
+        "key": None,
+        "cfg": {},
+        "parent": None,
+    }
 
 
 def _prepare_envelope(fn: Callable[..., Any], env: Mapping[str, Any]) -> tuple[BodyKind, Callable[[], Any]]:
