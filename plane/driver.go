@@ -89,7 +89,8 @@ type Driver interface {
 	InvocationTrim(ctx context.Context, params *TrimParams) (int64, error)
 
 	// FramePost appends a frame to a journal and returns its seq. On an invocation's journal
-	// it needs the lease token; Final there acks the invocation with Value as the result.
+	// it needs the lease token; Final there appends END with Value and ends the journal for
+	// the running attempt without settling the job (its settle follows; docs/semantics.md).
 	// On a topic's journal Final appends END and closes the topic.
 	// Errors: ErrLeaseLost, ErrJournalClosed, ErrNotFound, *InvalidError.
 	FramePost(ctx context.Context, params *FramePostParams) (int64, error)
@@ -412,7 +413,8 @@ type FramePostParams struct {
 	Token string
 	// Value is the wire-encoded value, at most MaxValueBytes.
 	Value []byte
-	// Final closes the journal: END on a topic, ack with Value on an invocation.
+	// Final appends END with Value and closes the journal: a topic for good, an
+	// invocation's for its running attempt (the job is settled by its ack).
 	Final bool
 }
 

@@ -33,7 +33,8 @@ type refInvocation struct {
 	token     string // the current lease's token ("" when not running)
 	lastToken string // the token of the latest claim
 	frames    []plane.Frame
-	closed    bool
+	closed    bool // terminal: the journal ended
+	closedBy  int  // the attempt whose final post stored an END frame, 0 when none did
 }
 
 type refTopicKey struct{ ns, q, topic string }
@@ -398,6 +399,12 @@ func (d *refDriver) end(ri *refInvocation, state plane.State, info *plane.ErrorI
 
 func (d *refDriver) appendFrame(ri *refInvocation, kind plane.FrameKind, v []byte) int64 {
 	seq := int64(len(ri.frames))
+	if kind != plane.FrameValue && ri.closedBy != 0 && ri.closedBy == ri.inv.Attempt {
+		// The attempt that settles ri ended its journal with a final post: the stored END
+		// frame stays the last.
+		ri.closed = true
+		return seq
+	}
 	ri.frames = append(ri.frames, plane.Frame{Seq: seq, Kind: kind, Value: slices.Clone(v), Attempt: ri.inv.Attempt, Time: d.now()})
 	if kind != plane.FrameValue {
 		ri.closed = true
@@ -716,9 +723,14 @@ func (d *refDriver) FramePost(ctx context.Context, p *plane.FramePostParams) (in
 		}
 		return 0, plane.ErrLeaseLost
 	}
+	if ri.closedBy == ri.inv.Attempt {
+		return 0, plane.ErrJournalClosed
+	}
 	if p.Final {
+		// END ends the journal of this attempt; the ack that follows settles the job.
 		seq := int64(len(ri.frames))
-		d.succeed(ri, p.Value)
+		ri.frames = append(ri.frames, plane.Frame{Seq: seq, Kind: plane.FrameEnd, Value: slices.Clone(p.Value), Attempt: ri.inv.Attempt, Time: d.now()})
+		ri.closedBy = ri.inv.Attempt
 		return seq, nil
 	}
 	return d.appendFrame(ri, plane.FrameValue, p.Value), nil
@@ -741,7 +753,8 @@ func (d *refDriver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*p
 			if err != nil {
 				return nil, err
 			}
-			frames, closed = ri.frames, ri.closed
+			frames = ri.frames
+			closed = ri.closed || ri.inv.State == plane.StateRunning && ri.closedBy == ri.inv.Attempt
 		} else if tp := d.topics[refTopicKey{p.Journal.Namespace, p.Journal.Queue, p.Journal.Topic}]; tp != nil {
 			frames, closed = tp.frames, tp.closed
 		}

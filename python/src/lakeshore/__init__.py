@@ -61,7 +61,7 @@ from lakeshore.queue import (
 )
 from lakeshore.scopes import Scope, run, scope
 from lakeshore.wire import Thunk, thunk
-from lakeshore.worker import UDF, JobStopped, run_worker, udf
+from lakeshore.worker import UDF, JobStopped, dreamlake_envelope, run_worker, udf
 
 __all__ = [
     "errors",
@@ -92,6 +92,7 @@ __all__ = [
     "udf",
     "UDF",
     "run_worker",
+    "dreamlake_envelope",
     "JobStopped",
     "scope",
     "Scope",

@@ -1218,15 +1218,13 @@ class QueueCore:
         return j.lease_expires_at
 
     async def post(self, job: Job | str, value: Any, final: bool) -> int:
-        """Append a VALUE frame to a held job's journal (END with ``final``: the job
-        succeeds with ``value`` as its result); return the frame's seq."""
+        """Append a VALUE frame to a held job's journal (with ``final`` the END frame, which
+        ends the journal; the job stays held until its ``ack``); return the frame's seq."""
         j = self._held(job)
         body: dict[str, Any] = {"token": j.token, "value": encode_value("value", value)}
         if final:
             body["final"] = True
         ans = await self._call("POST", invocation_path(j.id) + "/frames", body=body, retry="once")
-        if final:
-            self.held.pop(j.id, None)
         return int(ans["seq"])
 
     async def keep_alive(self, job: Job, interval: float) -> None:
@@ -1520,8 +1518,11 @@ class SyncQueue:
         return self._d.run(self._core.heartbeat(job))
 
     def post(self, inv_id: Job | str, value: Any, *, final: bool = False) -> int:
-        """Append a VALUE frame (END with ``final``: the job succeeds with ``value``) to the
-        journal of a job this queue object claimed; return its seq."""
+        """Append a VALUE frame to the journal of a job this queue object claimed and return
+        its seq. With ``final`` the frame is END (``value``, often None, is its body): it ends
+        the journal, so streams stop there and later posts raise JournalClosedError, but it
+        does not settle the job: ``ack`` does (as in dreamlake-lakeshore: the journal is
+        derived data, the invocation is the truth)."""
         return self._d.run(self._core.post(inv_id, value, final))
 
     @contextlib.contextmanager

@@ -67,7 +67,7 @@ from lakeshore.queue import (
     encode_value,
 )
 
-__all__ = ["udf", "UDF", "run_worker", "JobStopped", "BodyKind", "registry"]
+__all__ = ["udf", "UDF", "run_worker", "JobStopped", "BodyKind", "registry", "dreamlake_envelope"]
 
 log = logging.getLogger("lakeshore.worker")
 
@@ -794,6 +794,9 @@ def _prepare(fn: Callable[..., Any], payload: Any) -> tuple[BodyKind, Callable[[
         if not callable(target):
             raise TypeError(f"the thunk payload is a {type(target).__name__}, not a callable")
         return body_kind(target), cast(Callable[[], Any], target)
+    envelope = _seed_envelope(payload)
+    if envelope is not None:
+        return _prepare_envelope(fn, envelope)
     if isinstance(fn, UDF):
         f = fn.fn
         kind = fn.kind
@@ -806,6 +809,98 @@ def _prepare(fn: Callable[..., Any], payload: Any) -> tuple[BodyKind, Callable[[
     if payload is None:
         return kind, lambda: f()
     return kind, lambda: f(payload)
+
+
+_ENVELOPE_KEYS = frozenset({"v", "id", "fn", "args", "kwargs", "prefix", "key", "cfg", "parent"})
+
+
+def _seed_envelope(payload: Any) -> Mapping[str, Any] | None:
+    """The payload when it is the dreamlake-lakeshore package's ``Envelope`` (docs/wire.md,
+    "Envelope": its ``@udf`` and function jobs), else None."""
+    if not isinstance(payload, Mapping) or set(payload) != _ENVELOPE_KEYS:
+        return None
+    ok = (
+        isinstance(payload["v"], int)
+        and isinstance(payload["fn"], Mapping)
+        and isinstance(payload["args"], (bytes, bytearray))
+        and isinstance(payload["kwargs"], (bytes, bytearray))
+    )
+    return payload if ok else None
+
+
+def dreamlake_envelope(fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The payload of a job that runs ``fn(*args, **kwargs)`` on a dreamlake-lakeshore
+    worker as well as on ours (a mixed fleet, issue 24): the package's ``Envelope``
+    (docs/wire.md) naming ``fn`` by reference, ``{kind: "ref", module, qualname}``, with the
+    arguments packed. ``fn`` is a module-level function or :class:`UDF` (its module and
+    qualified name), or a ``"module:qualname"`` string; the worker imports it, so it must
+    be importable there. Submit it with any queue's ``submit``; ``result`` is what ``fn``
+    returned.
+
+    Raises:
+        InvalidError: ``fn`` names no importable module (``__main__``, a lambda, a
+            nested function) or is not a ``module:qualname`` string."""
+    if isinstance(fn, str):
+        module, _, qualname = fn.partition(":")
+    else:
+        target = fn.fn if isinstance(fn, UDF) else fn
+        module, qualname = getattr(target, "__module__", "") or "", getattr(target, "__qualname__", "") or ""
+    if not module or not qualname or module == "__main__" or "<" in qualname:
+        raise errors.InvalidError(
+            f"cannot name {fn!r} by reference: want a module-level function of an importable module, or 'module:qualname'",
+            field="fn",
+            value=str(fn),
+            rule="an importable module:qualname",
+        )
+    return {
+        "v": 1,
+        "id": "",
+        "fn": {"kind": "ref", "module": module, "qualname": qualname},
+        "args": wire.encode(list(args)),
+        "kwargs": wire.encode(dict(kwargs)),
+        "prefix": "",
+        "key": None,
+        "cfg": {},
+        "parent": None,
+    }
+
+
+def _prepare_envelope(fn: Callable[..., Any], env: Mapping[str, Any]) -> tuple[BodyKind, Callable[[], Any]]:
+    """The body kind and call of a job the dreamlake-lakeshore package submitted (a mixed
+    fleet, issue 24): ``fn`` (the queue's function) with the envelope's packed ``args`` and
+    ``kwargs``; on a thunks-only queue the function the envelope names by reference
+    (``{kind: "ref", module, qualname}``, imported here). Pickled functions are refused, as
+    the package's own HTTP workers refuse them by default."""
+    args = wire.decode(bytes(env["args"])) if env["args"] else []
+    kwargs = wire.decode(bytes(env["kwargs"])) if env["kwargs"] else {}
+    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, Mapping):
+        raise TypeError("the envelope's args are not a list or its kwargs not a map")
+    if fn is _run_thunk:
+        ref = env["fn"]
+        if ref.get("kind", "ref") != "ref":
+            raise TypeError(
+                f"the envelope's function is {ref.get('kind')!r}: this worker runs functions by reference only "
+                "(module:qualname), never pickled code"
+            )
+        import importlib
+
+        module, qualname = str(ref.get("module") or ""), str(ref.get("qualname") or "")
+        if not module or module == "__main__":
+            raise TypeError(f"the envelope's function {qualname!r} has no importable module ({module!r})")
+        target: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+        target = getattr(target, "local", None) or getattr(target, "fn", None) or target
+        if not callable(target):
+            raise TypeError(f"{module}:{qualname} is a {type(target).__name__}, not a callable")
+        f: Callable[..., Any] = target
+        kind = body_kind(target)
+    elif isinstance(fn, UDF):
+        f, kind = fn.fn, fn.kind
+    else:
+        f, kind = fn, body_kind(fn)
+    a, kw = list(args), dict(kwargs)
+    return kind, lambda: f(*a, **kw)
 
 
 def _is_version1_thunk(payload: Any) -> bool:
