@@ -361,7 +361,7 @@ func join(field, key string) string {
 
 func (p *parser) scalar(n *yaml.Node, field string) (string, error) {
 	if n.Kind != yaml.ScalarNode {
-		return "", p.fail(n, field, "want a single value")
+		return "", p.fail(n, field, "want a single value (quote text that holds \": \" or starts with { or [)")
 	}
 	return n.Value, nil
 }

@@ -210,3 +210,16 @@ def test_failed_run_setup_fails_the_attempt(mem: lakeshore.Dispatch, hooks: obje
     with pytest.raises(errors.InvocationError, match="scratch disk full"):
         q.result(inv, timeout=10)
     assert ran == []
+
+
+def test_the_fabric_example_runs(lakeshore_bin: str, tmp_path: Path) -> None:
+    """examples/fabric/run.py: submitted from the example's directory, run by a worker in
+    a fresh directory, on the embedded plane of a fresh LAKESHORE_HOME."""
+    script = Path(__file__).resolve().parents[2] / "examples" / "fabric" / "run.py"
+    env = dict(os.environ, LAKESHORE_BIN=lakeshore_bin, LAKESHORE_HOME=str(tmp_path / "home"))
+    for k in ("LAKESHORE_URL", "LAKESHORE_CONFIG", "LAKESHORE_TOKEN"):
+        env.pop(k, None)
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "positive +4  I love this, it is great  (ready)" in r.stdout
+    assert "its directory never held the code: True" in r.stdout

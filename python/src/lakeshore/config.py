@@ -410,7 +410,7 @@ class _Parser:
 
     def scalar(self, n: yaml.Node, field: str) -> str:
         if not isinstance(n, yaml.ScalarNode):
-            raise self.fail(n, field, "want a single value")
+            raise self.fail(n, field, "want a single value (quote text that holds \": \" or starts with { or [)")
         return str(n.value)
 
     def strings(self, n: yaml.Node, field: str) -> tuple[str, ...]:

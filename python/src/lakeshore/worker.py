@@ -2,11 +2,15 @@
 
 ::
 
-    from lakeshore import udf, run_worker
+    from lakeshore import lifecycle, udf, run_worker
+
+    @lifecycle.on_host_setup                 # once per worker process, before its first body
+    def load():
+        MODELS["embed"] = load_model()
 
     @udf(queue="embed")
     def embed(text: str) -> list[float]:
-        return model().encode(text)          # model() loads once per worker process
+        return MODELS["embed"].encode(text)
 
     inv = embed.submit(text="hello", _key="doc-1")   # a durable id
     vec = embed.call(text="hello")                    # submit + result
