@@ -21,6 +21,7 @@ log = logging.getLogger("lakeshore.worker")
 _uploaded: set[tuple[int, str, str, str]] = set()  # (id(dispatch), namespace, queue, digest)
 _uploaded_lock = threading.Lock()
 _refs: dict[tuple[int, str], str] = {}
+_metadata: dict[tuple[int, str], tuple[config.Mode, dict[str, str]]] = {}
 
 
 def code_path(namespace: str, queue: str, digest: str) -> str:
@@ -67,7 +68,11 @@ def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, di
         snap = code.snapshot(cfg.dir, cfg.code)
         upload(dispatch, queue, snap, cfg.code.max_bytes if cfg.code else config.DEFAULT_MAX_CODE_BYTES)
         digest = snap.digest
-    md = mode.metadata(digest)
+    mk = (id(mode), digest)
+    cached = _metadata.get(mk)
+    if cached is None or cached[0] is not mode:
+        cached = _metadata[mk] = (mode, mode.metadata(digest))
+    md = dict(cached[1])
     if digest and fn is not None:
         rk = (id(fn), cfg.dir)
         ref = _refs.get(rk)

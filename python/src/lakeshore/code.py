@@ -307,6 +307,26 @@ class _Tree:
     stats: dict[str, _Stat]
     files: dict[str, File]
     digest: str
+    # The fast path's checks, joined once: (full path, mtime_ns) of the index and the
+    # directories, (full path, stat) of the files.
+    watch_dirs: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    watch_files: list[tuple[str, _Stat]] = dataclasses.field(default_factory=list)
+    snapshot: Snapshot | None = None
+
+    def unchanged(self) -> bool:
+        """Whether nothing the listing or the hashes depend on changed (one stat each)."""
+        stat = os.stat
+        try:
+            for full, mtime in self.watch_dirs:
+                if stat(full).st_mtime_ns != mtime:
+                    return False
+            for full, sk in self.watch_files:
+                st = stat(full)
+                if (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) != sk:
+                    return False
+        except OSError:
+            return False
+        return True
 
 
 _trees: dict[tuple[str, Any], _Tree] = {}
@@ -336,7 +356,7 @@ def _listed_under(root: str, paths: Iterable[str], git: bool) -> tuple[tuple[str
                 out.append((index, os.stat(index).st_mtime_ns))
     for d in sorted(_dirs_of(root, paths)):
         try:
-            out.append((d, os.stat(os.path.join(root, d)).st_mtime_ns))
+            out.append((os.path.join(root, d), os.stat(os.path.join(root, d)).st_mtime_ns))
         except OSError:
             return None
     return tuple(out)
@@ -369,19 +389,8 @@ def snapshot(root: str | os.PathLike[str], code: Code | None = None) -> Snapshot
     key = (root, mounts)
     with _trees_lock:
         tree = _trees.get(key)
-    if tree is not None:
-        unchanged = _listed_under(root, tree.paths, git) == tree.listed_under
-        if unchanged:
-            for p in tree.paths:
-                try:
-                    if _stat_key(os.stat(os.path.join(root, p))) != tree.stats.get(p):
-                        unchanged = False
-                        break
-                except OSError:
-                    unchanged = False
-                    break
-        if unchanged:
-            return Snapshot(root, list(tree.files.values()), tree.digest)
+    if tree is not None and tree.snapshot is not None and tree.unchanged():
+        return tree.snapshot
     paths = git_files(root) if git else mount_files(root, mounts)
     now = time.time()
     stats: dict[str, _Stat] = {}
@@ -403,9 +412,11 @@ def snapshot(root: str | os.PathLike[str], code: Code | None = None) -> Snapshot
             stats[p] = (-1, -1, -1, -1)  # too recent to trust its stat: hash it again next time
     listed = _listed_under(root, paths, git) or ()
     d = digest(files.values())
+    snap = Snapshot(root, list(files.values()), d)
+    t = _Tree(listed, paths, stats, files, d, list(listed), [(os.path.join(root, p), stats[p]) for p in paths], snap)
     with _trees_lock:
-        _trees[key] = _Tree(listed, paths, stats, files, d)
-    return Snapshot(root, list(files.values()), d)
+        _trees[key] = t
+    return snap
 
 
 def write_archive(out: io.BufferedIOBase | io.BytesIO, root: str, files: Iterable[File]) -> None:
