@@ -178,3 +178,48 @@ def test_cache_verifies_and_evicts(tmp_path: Path) -> None:
     dead.mkdir()
     code.CodeCache(str(tmp_path / "cache"))
     assert not dead.exists()
+
+
+def test_a_worker_killed_mid_unpack_leaves_no_entry(tmp_path: Path) -> None:
+    """A worker SIGKILLed while it unpacks a digest leaves only its .tmp- directory, never
+    an entry under the digest's name; the next cache sweeps it and unpacks afresh."""
+    import signal
+    import sys
+    import time
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(200):
+        (src / f"f{i:03}.bin").write_bytes(os.urandom(256 << 10))
+    files = code.hash_files(src, sorted(p.name for p in src.iterdir()))
+    snap = code.Snapshot(str(src), files, code.digest(files))
+    archive = tmp_path / "code.tar.gz"
+    archive.write_bytes(snap.archive())
+    cache_dir = tmp_path / "cache"
+    script = (
+        "import sys, time\n"
+        "from lakeshore import code\n"
+        "orig = code._mkdir_inside\n"
+        "def slow(root, d):\n"
+        "    time.sleep(0.01)\n"  # a slow disk: the kill lands mid-unpack
+        "    orig(root, d)\n"
+        "code._mkdir_inside = slow\n"
+        f"code.CodeCache({str(cache_dir)!r}).put({snap.digest!r}, open({str(archive)!r}, 'rb').read())\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    tmp = None
+    while time.monotonic() < deadline:
+        tmps = list(cache_dir.glob(".tmp-*")) if cache_dir.exists() else []
+        if tmps and len(list(tmps[0].iterdir())) >= 5:
+            tmp = tmps[0]
+            break
+        time.sleep(0.005)
+    assert tmp is not None, "the unpack never started"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    cache = code.CodeCache(str(cache_dir))
+    assert not cache.has(snap.digest), "a half-unpacked entry is under the digest's name"
+    assert not tmp.exists(), "the killed worker's leftover was not swept"
+    d = cache.put(snap.digest, archive.read_bytes())
+    assert len(os.listdir(d)) == 200
