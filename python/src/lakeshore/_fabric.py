@@ -44,6 +44,11 @@ def upload(dispatch: Any, queue: str, snap: code.Snapshot, max_bytes: int) -> No
         dispatch.run(t.call("HEAD", path, raw=True, retry="safe"))
     except errors.DispatchError as e:
         # A HEAD answer has no body: a missing archive is a bare 404.
+        if e.status == 501:
+            raise code.CodeError(
+                "the server keeps no code archives (it runs without a code directory): "
+                "submit this mode to a `lakeshore serve` or the local daemon, or set code: false on the mode"
+            ) from None
         if not isinstance(e, errors.NotFoundError) and e.status != 404:
             raise
         data = snap.archive(max_bytes)
