@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -91,6 +92,7 @@ def _git(root: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git (apt-get install git)")
 def test_snapshot_git_tree_and_cache(tmp_path: Path) -> None:
     _git(tmp_path, "init", "-q")
     (tmp_path / ".gitignore").write_text("*.log\n")

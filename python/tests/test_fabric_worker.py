@@ -10,6 +10,7 @@ digest: the next run gets the new code, the old invocation keeps its result.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -89,6 +90,7 @@ def _work(where: Path, env: dict[str, str], queue: str) -> None:
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git (apt-get install git)")
 def test_shipped_code_runs_on_a_worker_elsewhere(server: Server, tmp_path: Path, qname: str) -> None:
     proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
     (proj / "mylib").mkdir(parents=True)
