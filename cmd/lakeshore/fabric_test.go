@@ -62,6 +62,9 @@ func TestSubmitMode(t *testing.T) {
 	if err != nil || got.AttemptTimeout != 90*time.Second {
 		t.Errorf("the time limit is not the attempt timeout: %+v, %v", got, err)
 	}
+	if out := c.ok("get", id); !strings.Contains(out, "mode") || !strings.Contains(out, "gpu (host key hk1_") {
+		t.Errorf("get does not show the mode:\n%s", out)
+	}
 	_, errs, code := c.run("", "submit", "q", "1", "--mode", "h100")
 	if code == 0 || !strings.Contains(errs, `no mode "h100" (allowed: gpu, shipped)`) {
 		t.Errorf("unknown mode: exit %d, %s", code, errs)
