@@ -110,7 +110,38 @@ type WorkerOptions struct {
 	// ctx ends, or not at all with ExitWhenIdle), runs it, settles it. It implies
 	// Concurrency 1 and MaxJobs 1. Defaults to false.
 	Once bool
+
+	// OnHostSetup runs once, in Start, before the worker registers or claims anything (load
+	// a model once per process here, not in a global by hand): no handler runs before it
+	// returned. Its error fails Start (and RunWorker), not the jobs: they stay queued for
+	// another worker. Defaults to nil (nothing). The Python SDK's
+	// lakeshore.lifecycle.on_host_setup is the same phase.
+	OnHostSetup func(ctx context.Context) error
+
+	// OnRunSetup runs before every handler, with the job's context; its error fails that
+	// attempt as the handler's error would (nack with retry), and the handler does not run.
+	// Defaults to nil.
+	OnRunSetup func(ctx context.Context, job *Job) error
+
+	// OnShutdown runs once when the worker stops (drained, cancelled or at its limits),
+	// after the last handler settled and before it deregisters, with a context that is not
+	// cancelled with Start's. Defaults to nil.
+	OnShutdown func(ctx context.Context)
 }
+
+// WorkerPhase is a worker's phase (Worker.Phase), named as the Python SDK's
+// lakeshore.lifecycle.phase() names them.
+type WorkerPhase string
+
+// The phases of a worker.
+const (
+	// PhaseSetup: not started, or OnHostSetup running.
+	PhaseSetup WorkerPhase = "setup"
+	// PhaseReady: claiming and running jobs.
+	PhaseReady WorkerPhase = "ready"
+	// PhaseDraining: stopping (nothing new is claimed) or stopped.
+	PhaseDraining WorkerPhase = "draining"
+)
 
 func (o *WorkerOptions) withDefaults(d *Dispatch, nBindings int) WorkerOptions {
 	var out WorkerOptions
@@ -204,6 +235,7 @@ type Worker struct {
 	idleAt   time.Time // when the last running job ended (zero: none has), for the registry
 	fatal    error     // what stopped the claimers (the plane closed), returned by Err
 
+	phase        WorkerPhase             // guarded by mu
 	started      bool                    // guarded by mu
 	stopClaiming context.CancelCauseFunc // set by Start, guarded by mu
 	stopRun      context.CancelCauseFunc // set by Start, guarded by mu
@@ -225,7 +257,7 @@ func NewWorker(d *Dispatch, handlers []Handler, opts *WorkerOptions) (*Worker, e
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency), done: make(chan struct{})}
+	w := &Worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency), done: make(chan struct{}), phase: PhaseSetup}
 	seen := map[string]bool{}
 	for _, h := range handlers {
 		if h == nil {
@@ -245,7 +277,17 @@ func NewWorker(d *Dispatch, handlers []Handler, opts *WorkerOptions) (*Worker, e
 			return nil, plane.Invalid("handlers", name, "bind one handler per queue")
 		}
 		seen[name] = true
-		w.bindings = append(w.bindings, &binding{q: q, fn: b.Func})
+		fn := b.Func
+		if setup := o.OnRunSetup; setup != nil {
+			handler := fn
+			fn = func(ctx context.Context, job *Job) (any, error) {
+				if err := setup(ctx, job); err != nil {
+					return nil, fmt.Errorf("run setup: %w", err)
+				}
+				return handler(ctx, job)
+			}
+		}
+		w.bindings = append(w.bindings, &binding{q: q, fn: fn})
 	}
 	// One claim per namespace and claim order, over all of its queues.
 	byClaim := map[[3]string]*claimGroup{}
@@ -309,18 +351,46 @@ func (g *claimGroup) binding(job *Job) *binding {
 // ID returns the worker's id in the registry (WorkerOptions.ID, or the ULID it was given).
 func (w *Worker) ID() string { return w.o.ID }
 
+// Phase returns the worker's phase: PhaseSetup until OnHostSetup returned, PhaseReady
+// while it claims, PhaseDraining once it stops claiming.
+func (w *Worker) Phase() WorkerPhase {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.phase
+}
+
+func (w *Worker) setPhase(p WorkerPhase) {
+	w.mu.Lock()
+	w.phase = p
+	w.mu.Unlock()
+}
+
 // Start registers the worker and starts claiming and running jobs in the background; it
 // returns at once. ctx is the worker's lifetime: when it ends, running handlers are
 // cancelled, their jobs nacked with retry, and the worker stops with ctx's error (Err).
 // The worker also stops on its own when WorkerOptions.Once or MaxJobs is reached, when
 // ExitWhenIdle finds no work, and when the plane refuses it for good (closed, unauthorized):
-// Done tells when. Errors: an error when the worker was already started.
+// Done tells when. With WorkerOptions.OnHostSetup, Start runs it first and returns its
+// error (wrapped) without starting: the worker registers and claims nothing.
+// Errors: an error when the worker was already started; OnHostSetup's.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	if w.started {
 		w.mu.Unlock()
 		return errors.New("start worker: already started; make a new Worker to run again")
 	}
+	if w.o.OnHostSetup != nil {
+		w.started = true // a second Start while the set-up runs is refused
+		w.mu.Unlock()
+		if err := w.o.OnHostSetup(ctx); err != nil {
+			w.mu.Lock()
+			w.started = false
+			w.mu.Unlock()
+			return fmt.Errorf("start worker: host setup: %w", err)
+		}
+		w.mu.Lock()
+	}
+	w.phase = PhaseReady
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	claimCtx, stopClaiming := context.WithCancelCause(runCtx)
 	w.started, w.stopRun, w.stopClaiming = true, stopRun, stopClaiming
@@ -352,8 +422,8 @@ func (w *Worker) stop(ctx context.Context, cause error, cancelRunning bool) erro
 	w.mu.Lock()
 	started, stopClaiming, stopRun := w.started, w.stopClaiming, w.stopRun
 	w.mu.Unlock()
-	if !started {
-		return nil
+	if !started || stopClaiming == nil {
+		return nil // not started, or OnHostSetup still running in Start
 	}
 	if cancelRunning {
 		w.o.Logger.Info("worker cancelling running jobs", logKeyWorkerID, w.o.ID)
@@ -431,9 +501,13 @@ func (w *Worker) run(ctx, runCtx, claimCtx context.Context, stopClaiming context
 		claimers.Go(func() { w.claimLoop(claimCtx, runCtx, stopClaiming, g, &handlers, settler) })
 	}
 	claimers.Wait()
+	w.setPhase(PhaseDraining)
 	handlers.Wait()
 	if settler != nil {
 		settler.stop() // every handler had its answer: nothing is pending
+	}
+	if w.o.OnShutdown != nil {
+		w.o.OnShutdown(context.WithoutCancel(ctx))
 	}
 	close(hbStop)
 	hb.Wait()

@@ -21,6 +21,9 @@ type Route struct {
 	Response any
 	// ContentType is the answer's media type when Response is nil.
 	ContentType string
+	// RequestContentType, when Request is nil, is the media type of a raw request body
+	// (a code archive's application/gzip).
+	RequestContentType string
 }
 
 // Param is a query parameter. Type is an OpenAPI type: "string", "integer" or "number".
@@ -135,5 +138,5 @@ func Routes() []Route {
 		{Method: "POST", Path: "/v1/tokens/lookup", Operation: "tokenLookup", Permission: "admin*", Summary: "find a token by hash",
 			Request: &TokenLookupRequest{}, Response: &Token{}},
 		{Method: "DELETE", Path: "/v1/tokens/{id}", Operation: "tokenRevoke", Permission: "admin*", Summary: "revoke a token", Response: &ChangedResponse{}},
-	}, DataRoutes()...)
+	}, append(DataRoutes(), CodeRoutes()...)...)
 }

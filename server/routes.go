@@ -69,6 +69,9 @@ func (s *Server) registerRoutes() {
 	for pattern, h := range s.dataRoutes() {
 		auth[pattern] = h
 	}
+	for pattern, h := range s.codeRoutes() {
+		auth[pattern] = h
+	}
 	for pattern, h := range s.providerRoutes() {
 		auth[pattern] = h
 	}

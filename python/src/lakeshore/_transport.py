@@ -794,6 +794,8 @@ class HttpTransport:
         raw: bool = False,
         accept: str | None = None,
         hot: bool = False,
+        content: bytes | None = None,
+        content_type: str = "application/octet-stream",
     ) -> Any:
         """Make one API call and return the decoded answer, retrying by ``retry``.
 
@@ -806,13 +808,19 @@ class HttpTransport:
             hot: a route of the queue's hot path (submit, claim, settle, wait): sent by the
                 lean HTTP/1.1 client (:mod:`lakeshore._http11`) on ``http://`` and unix
                 sockets, with the same timeouts, errors and retries as through httpx.
+            content: a raw request body (a code archive) instead of ``body``, sent with
+                ``content_type``.
 
         Raises:
             errors.DispatchError: the server's error, rebuilt from its body, or
                 :class:`~lakeshore.errors.UnavailableError` when it could not be reached.
         """
-        content = pack(body) if body is not None else None
-        headers = {"Content-Type": "application/msgpack"} if content is not None else {}
+        headers: dict[str, str] = {}
+        if body is not None:
+            content = pack(body)
+            headers["Content-Type"] = "application/msgpack"
+        elif content is not None:
+            headers["Content-Type"] = content_type
         if accept is not None:
             headers["Accept"] = accept
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}

@@ -2,11 +2,15 @@
 
 ::
 
-    from lakeshore import udf, run_worker
+    from lakeshore import lifecycle, udf, run_worker
+
+    @lifecycle.on_host_setup                 # once per worker process, before its first body
+    def load():
+        MODELS["embed"] = load_model()
 
     @udf(queue="embed")
     def embed(text: str) -> list[float]:
-        return model().encode(text)          # model() loads once per worker process
+        return MODELS["embed"].encode(text)
 
     inv = embed.submit(text="hello", _key="doc-1")   # a durable id
     vec = embed.call(text="hello")                    # submit + result
@@ -53,7 +57,7 @@ from datetime import datetime, timezone
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
 from urllib.parse import quote
 
-from lakeshore import errors, wire
+from lakeshore import _fabric, errors, lifecycle, wire
 from lakeshore._ids import new_ulid
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import (
@@ -136,8 +140,10 @@ class UDF(Generic[P, R]):
         max_attempts: int | None = None,
         attempt_timeout: float | None = None,
         lease_ttl: float | None = None,
+        mode: str | None = None,
     ) -> None:
         self.fn = fn
+        self.mode = mode
         self.queue_name = queue
         self.kind = body_kind(fn)
         self._dispatch = dispatch
@@ -188,11 +194,30 @@ class UDF(Generic[P, R]):
                 out[name] = value
         return out
 
-    def submit(self, *args: Any, _key: str | None = None, _dispatch: Dispatch | None = None, **kwargs: Any) -> str:
+    def submit(
+        self, *args: Any, _key: str | None = None, _dispatch: Dispatch | None = None, _mode: str | None = None, **kwargs: Any
+    ) -> str:
         """Enqueue a run with these arguments and return its invocation id (a ULID string).
 
-        ``_key`` makes the submit idempotent: resubmitting it returns the first id."""
-        return self.queue(_dispatch).submit(self.payload(args, kwargs), key=_key, **self._options)
+        ``_key`` makes the submit idempotent: resubmitting it returns the first id.
+        ``_mode`` names the compute mode (default: the decorator's ``mode``).
+
+        Raises:
+            lakeshore.config.ConfigError: no project file or no such mode.
+            lakeshore.code.CodeError: the mode ships code that cannot be shipped."""
+        q = self.queue(_dispatch)
+        return q.submit(self.payload(args, kwargs), key=_key, **self.submit_options(_mode, q))
+
+    def submit_options(self, mode: str | None, q: SyncQueue) -> dict[str, Any]:
+        """The options of a submit: the decorator's, and a mode's run declaration
+        (:mod:`lakeshore.config`; its code shipped once per digest, :mod:`lakeshore.code`)."""
+        name = mode or self.mode
+        if not name:
+            return self._options
+        extra = _fabric.submit_options(name, self.fn, self.queue_name, q.dispatch)
+        if "attempt_timeout" in self._options:
+            extra.pop("attempt_timeout", None)
+        return {**self._options, **extra}
 
     def call(
         self, *args: Any, _timeout: float | None = 300.0, _key: str | None = None, _dispatch: Dispatch | None = None,
@@ -225,6 +250,7 @@ class UDF(Generic[P, R]):
         :class:`~lakeshore.errors.InvocationError` unless ``return_exceptions``, which yields
         the error instead. ``timeout`` bounds the wait for each result."""
         q = self.queue(_dispatch)
+        options = self.submit_options(None, q)
         payloads: list[Any] = []
         for item in inputs:
             if isinstance(item, Mapping):
@@ -237,7 +263,7 @@ class UDF(Generic[P, R]):
         for i in range(0, len(payloads), 500):
             from lakeshore.queue import Envelope
 
-            ids.extend(q.submit_many([Envelope(payload=p, **self._options) for p in payloads[i : i + 500]]))
+            ids.extend(q.submit_many([Envelope(payload=p, **options) for p in payloads[i : i + 500]]))
         return _map_results(q, ids, order_outputs, return_exceptions, timeout)
 
 
@@ -287,12 +313,17 @@ def udf(
     max_attempts: int | None = None,
     attempt_timeout: float | None = None,
     lease_ttl: float | None = None,
+    mode: str | None = None,
 ) -> Any:
     """Bind a function to a queue (default: the function's name): ``@udf(queue="gpu")``.
 
     The body kind (sync, generator, async, async generator) is chosen once, here. The
     binding is registered so that ``run_worker()`` runs it. ``max_attempts`` and
-    ``attempt_timeout`` apply to every submit; ``lease_ttl`` to the worker's claims."""
+    ``attempt_timeout`` apply to every submit; ``lease_ttl`` to the worker's claims.
+    ``mode`` names a compute mode of the project's ``lakeshore.yaml``
+    (:mod:`lakeshore.config`): each submit carries its run declaration and, when the mode
+    ships code, the digest of the submitter's code, which a worker started anywhere
+    fetches and imports the function from (docs/fabric.md)."""
 
     def bind(f: Callable[P, R]) -> UDF[P, R]:
         u = UDF(
@@ -303,6 +334,7 @@ def udf(
             max_attempts=max_attempts,
             attempt_timeout=attempt_timeout,
             lease_ttl=lease_ttl,
+            mode=mode,
         )
         with _registry_lock:
             registry[u.queue_name] = u
@@ -391,6 +423,7 @@ class _Worker:
         self.register_interval = register_interval
         self.registry = True  # False once the plane said it has no registry
         self.register_warned = False
+        self.preparer = _fabric.Preparer(dispatch)
         self.worker_path = f"/v1/namespaces/{quote(dispatch.namespace, safe='')}/workers/{quote(worker_id, safe='')}"
 
     async def run(self) -> int:
@@ -463,6 +496,7 @@ class _Worker:
     def drain(self) -> None:
         """Claim nothing more; running jobs finish."""
         self.draining = True
+        lifecycle._set_phase("draining")
         for t in list(self.claims):
             t.cancel()
 
@@ -629,6 +663,11 @@ class _Worker:
         self._keep(r)
         outcome: tuple[str, Any] = ("nack", None)
         try:
+            if self.preparer.needed(job.metadata) or lifecycle.pending_host_setup() or lifecycle.has_run_setup():
+                # The run's code, setup and hooks, off the loop (they block).
+                shipped = await asyncio.get_running_loop().run_in_executor(self.pool, self._before_body, job)
+                if shipped is not None:
+                    fn = shipped
             kind, call = _prepare(fn, job.payload)
             if kind in ("async", "async_generator"):
                 r.task = asyncio.ensure_future(self._run_async(kind, call, r))
@@ -654,6 +693,16 @@ class _Worker:
             if not self.running:
                 self.idle_at = datetime.now(timezone.utc)
         return self._settle_of(core, job, outcome, r.lost)
+
+    def _before_body(self, job: Job) -> Callable[..., Any] | None:
+        """In a worker thread: prepare a run that carries a declaration (its code, setup,
+        env, run_setup; the function it ships), then the lifecycle hooks."""
+        fn = None
+        if self.preparer.needed(job.metadata):
+            fn = self.preparer.prepare(job.namespace, job.queue, job.metadata)
+        lifecycle.run_host_setup()
+        lifecycle.run_run_setup()
+        return fn
 
     async def _settle_now(self, core: QueueCore, settled: _Pending | None) -> None:
         if settled is not None:
@@ -1012,6 +1061,11 @@ def run_worker(
         provider=os.environ.get("LAKESHORE_PROVIDER", "") if provider is None else provider,
         register_interval=(lease_ttl or 30.0) / 3,
     )
+    # Host set-up before any claim: a hook that raises fails the start, not the jobs.
+    lifecycle._set_phase("setup")
+    lifecycle.run_host_setup()
+    lifecycle._set_phase("ready")
+    lifecycle._shutdown_done = False
     loop = asyncio.new_event_loop()
     signals = 0
 
@@ -1051,3 +1105,6 @@ def run_worker(
         for s, h in previous.items():
             signal.signal(s, h)
         loop.close()
+        if not once:
+            lifecycle._set_phase("draining")
+            lifecycle.run_shutdown()
