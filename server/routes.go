@@ -67,6 +67,9 @@ func (s *Server) registerRoutes() {
 	for pattern, h := range s.dataRoutes() {
 		auth[pattern] = h
 	}
+	for pattern, h := range s.scheduleRoutes() {
+		auth[pattern] = h
+	}
 	for pattern, h := range s.providerRoutes() {
 		auth[pattern] = h
 	}

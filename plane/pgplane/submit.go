@@ -89,7 +89,7 @@ func gaveUp(p *plane.SubmitManyParams, cause error) error {
 // submitOnce runs one submit transaction; planekit.ErrBlocked means the queue is full and blocks.
 func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *planekit.Ticket) ([]plane.SubmitResult, error) {
 	out := make([]plane.SubmitResult, len(p.Invocations))
-	err := d.do(ctx, func(t *tx) error { return t.submitMany(p, out, tk) })
+	err := d.do(ctx, func(t *tx) error { return t.submitMany(p, out, tk, true) })
 	if err != nil {
 		return nil, err
 	}
@@ -97,13 +97,16 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 }
 
 // submitMany inserts the invocations that are new, resolves the rest to their existing ids,
-// then applies the queue's admission block to the new ones; a refusal returns an error,
-// which rolls the inserts back.
-func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket) error {
+// then applies the queue's admission block to the new ones when admit is set (a schedule's
+// fires are not admitted); a refusal returns an error, which rolls the inserts back.
+func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket, admit bool) error {
 	clear(out)
-	a, err := t.admission(p.Namespace, p.Queue, true)
-	if err != nil {
-		return err
+	var a *admission
+	if admit {
+		var err error
+		if a, err = t.admission(p.Namespace, p.Queue, true); err != nil {
+			return err
+		}
 	}
 	n := len(p.Invocations)
 	firstOfKey := map[string]int{}

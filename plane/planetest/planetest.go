@@ -80,6 +80,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Workers", testWorkers},
 		{"Providers", testProviders},
 		{"Leases", testLeases},
+		{"Schedules", testSchedules},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

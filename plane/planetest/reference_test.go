@@ -780,7 +780,8 @@ func (d *refDriver) Close() error {
 	return nil
 }
 
-// Admission, workers and tokens are beyond what refDriver checks: the suite skips them.
+// Admission, workers, tokens and schedules are beyond what refDriver checks: the suite
+// skips them.
 
 func (d *refDriver) QueueAdmissionSet(context.Context, *plane.AdmissionParams) error {
 	return plane.ErrNotImplemented
@@ -901,4 +902,20 @@ func (d *refDriver) TokenList(context.Context) ([]plane.TokenInfo, error) {
 
 func (d *refDriver) TokenRevoke(context.Context, string) (bool, error) {
 	return false, plane.ErrNotImplemented
+}
+
+func (d *refDriver) ScheduleSet(context.Context, *plane.Schedule) (*plane.Schedule, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) ScheduleList(context.Context, string) ([]plane.Schedule, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) ScheduleDelete(context.Context, string, string) (bool, error) {
+	return false, plane.ErrNotImplemented
+}
+
+func (d *refDriver) SchedulePause(context.Context, string, string, bool) (*plane.Schedule, error) {
+	return nil, plane.ErrNotImplemented
 }
