@@ -259,3 +259,9 @@ func (s *Schedule) String() string {
 	}
 	return s.Cron
 }
+
+// ScheduleNotFound is the ErrNotFound (code not_found) of a schedule that does not exist:
+// "schedule NAMESPACE/NAME not found".
+func ScheduleNotFound(namespace, name string) error {
+	return &Error{Code: ErrNotFound.Code, Message: fmt.Sprintf("schedule %s/%s not found", namespace, Truncate(name))}
+}

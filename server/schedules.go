@@ -55,7 +55,7 @@ func (s *Server) authorizeSchedule(r *http.Request, p *principal, namespace, nam
 			break
 		}
 	}
-	return plane.ErrNotFound
+	return plane.ScheduleNotFound(namespace, name)
 }
 
 func (s *Server) handleScheduleSet(w http.ResponseWriter, r *http.Request, p *principal) error {

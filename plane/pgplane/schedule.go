@@ -109,7 +109,7 @@ func (d *Driver) SchedulePause(ctx context.Context, namespace, name string, paus
 		row, err := scanSchedule(t.queryRow(`SELECT `+scheduleColumns+` FROM `+d.schema+`.schedules
 			WHERE namespace = $1 AND name = $2 FOR UPDATE`, namespace, name))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return plane.ErrNotFound
+			return plane.ScheduleNotFound(namespace, name)
 		}
 		if err != nil {
 			return fmt.Errorf("pause schedule: %w", err)

@@ -108,7 +108,7 @@ func (d *Driver) SchedulePause(ctx context.Context, namespace, name string, paus
 		row, err := scanSchedule(t.w.conn.QueryRowContext(t.ctx, `SELECT `+scheduleColumns+` FROM schedules
 			WHERE namespace = ? AND name = ?`, namespace, name))
 		if errors.Is(err, sql.ErrNoRows) {
-			return plane.ErrNotFound
+			return plane.ScheduleNotFound(namespace, name)
 		}
 		if err != nil {
 			return fmt.Errorf("pause schedule: %w", err)
