@@ -2,6 +2,7 @@ package api
 
 //go:generate go run github.com/tinylib/msgp -file schedules.go -o schedules_gen.go -io=false -tests=false -unexported=false
 
+//msgp:newtime
 //msgp:limit arrays:1000000 maps:100000
 
 import (

@@ -166,12 +166,12 @@ func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 		if (zb0001Mask & 0x2000) == 0 { // if not omitted
 			// string "next_fire"
 			o = append(o, 0xa9, 0x6e, 0x65, 0x78, 0x74, 0x5f, 0x66, 0x69, 0x72, 0x65)
-			o = msgp.AppendTime(o, z.NextFire)
+			o = msgp.AppendTimeExt(o, z.NextFire)
 		}
 		if (zb0001Mask & 0x4000) == 0 { // if not omitted
 			// string "last_fire"
 			o = append(o, 0xa9, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x66, 0x69, 0x72, 0x65)
-			o = msgp.AppendTime(o, z.LastFire)
+			o = msgp.AppendTimeExt(o, z.LastFire)
 		}
 		if (zb0001Mask & 0x8000) == 0 { // if not omitted
 			// string "last_id"
@@ -181,12 +181,12 @@ func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 		if (zb0001Mask & 0x10000) == 0 { // if not omitted
 			// string "created_at"
 			o = append(o, 0xaa, 0x63, 0x72, 0x65, 0x61, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
-			o = msgp.AppendTime(o, z.CreatedAt)
+			o = msgp.AppendTimeExt(o, z.CreatedAt)
 		}
 		if (zb0001Mask & 0x20000) == 0 { // if not omitted
 			// string "updated_at"
 			o = append(o, 0xaa, 0x75, 0x70, 0x64, 0x61, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
-			o = msgp.AppendTime(o, z.UpdatedAt)
+			o = msgp.AppendTimeExt(o, z.UpdatedAt)
 		}
 	}
 	return
