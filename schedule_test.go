@@ -70,3 +70,33 @@ func TestSchedule(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list)
 }
+
+// TestSubmitUniqueFor: SubmitOptions.UniqueFor is the key's dedup window: within it the
+// first id comes back, after it a new invocation takes the key.
+func TestSubmitUniqueFor(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	var mu sync.Mutex
+	now := time.Date(2031, time.January, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	drv, err := sqliteplane.Open(ctx, ":memory:", &sqliteplane.Config{Logger: testLogger(t), Now: clock})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, drv.Close()) })
+	d := lakeshore.New(drv, &lakeshore.Config{Logger: testLogger(t)})
+	q, err := d.Queue("reports", nil)
+	require.NoError(t, err)
+	opts := &lakeshore.SubmitOptions{Key: "daily", UniqueFor: 30 * time.Second}
+	first, err := q.Submit(ctx, 1, opts)
+	require.NoError(t, err)
+	again, err := q.Submit(ctx, 2, opts)
+	require.NoError(t, err)
+	require.Equal(t, first, again, "within the window")
+	mu.Lock()
+	now = now.Add(30 * time.Second)
+	mu.Unlock()
+	next, err := q.Submit(ctx, 3, opts)
+	require.NoError(t, err)
+	require.NotEqual(t, first, next, "after the window")
+	_, err = q.Submit(ctx, 4, &lakeshore.SubmitOptions{UniqueFor: time.Second})
+	require.ErrorIs(t, err, lakeshore.ErrInvalid, "a window needs a key")
+}

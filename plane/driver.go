@@ -218,6 +218,11 @@ type SubmitParams struct {
 	// Delay delays the invocation by this long from the plane's clock at submit; when both
 	// are set the later of NotBefore and now+Delay wins. 0: no delay. Not negative.
 	Delay time.Duration
+	// UniqueFor is the dedup window of Key (plane/dedup.go): within it a second submit of
+	// the key returns the first invocation; after it the submit takes the key over and
+	// enqueues a new one. 0: the key holds until its invocation is trimmed. Needs Key; at
+	// most UniqueForMax.
+	UniqueFor time.Duration
 }
 
 // SubmitResult is the outcome of one submit.

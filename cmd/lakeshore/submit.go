@@ -21,6 +21,7 @@ func newSubmitCmd(a *app) *cobra.Command {
 		attemptTimeout time.Duration
 		timeout        time.Duration
 		delay          time.Duration
+		uniqueFor      time.Duration
 		at             string
 	)
 	c := &cobra.Command{
@@ -85,7 +86,7 @@ then (the plane's clock decides). With --wait, wait for the job and print its re
 			}
 			id, err := q.Submit(submitCtx, payload, &lakeshore.SubmitOptions{
 				Key: key, Priority: priority, MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout,
-				Delay: delay, NotBefore: notBefore,
+				Delay: delay, NotBefore: notBefore, UniqueFor: uniqueFor,
 			})
 			if err != nil {
 				return err
@@ -107,6 +108,7 @@ then (the plane's clock decides). With --wait, wait for the job and print its re
 	f.Float64Var(&priority, "priority", 0, "priority (higher first for priority and boltzmann claims)")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before the job fails (default 3)")
 	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt (default none)")
+	f.DurationVar(&uniqueFor, "unique-for", 0, "dedup window of --key: within it a resubmit returns the first job, after it a new job takes the key (default 0: held until trimmed)")
 	f.DurationVar(&delay, "delay", 0, "not claimable before this long from now, e.g. 5m (plane's clock)")
 	f.StringVar(&at, "at", "", "not claimable before this RFC 3339 time, e.g. 2026-12-02T06:00:00Z")
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")

@@ -30,9 +30,11 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 		return nil, err
 	}
 	req := &submitRequest{p: p}
-	d.submits.do(ctx, req)
-	if !req.solo {
-		return req.out, req.err
+	if !hasDedupWindow(p) { // a dedup window frees its key first: that runs in submitMany
+		d.submits.do(ctx, req)
+		if !req.solo {
+			return req.out, req.err
+		}
 	}
 	key := planekit.RoomKey(p.Namespace, p.Queue)
 	var tk *planekit.Ticket
@@ -131,6 +133,14 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 				continue
 			}
 			firstOfKey[s.Key] = i
+			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
+				// The window has passed for an invocation created at or before cutoff: it
+				// gives the key up (row locked by the update, so concurrent submits of the
+				// key serialize on it), and the insert below takes it.
+				t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL
+					WHERE namespace = $1 AND queue = $2 AND key = $3 AND created_ms <= $4`,
+					p.Namespace, p.Queue, s.Key, cutoff.UnixMilli())
+			}
 		}
 		id := s.ID
 		if id == "" {
@@ -233,6 +243,16 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		t.wakeQueue(p.Namespace, p.Queue)
 	}
 	return nil
+}
+
+// hasDedupWindow reports whether a submit of p carries a dedup window (UniqueFor).
+func hasDedupWindow(p *plane.SubmitManyParams) bool {
+	for i := range p.Invocations {
+		if p.Invocations[i].UniqueFor > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // pgconnRetry wraps a failure that a fresh transaction resolves.

@@ -81,6 +81,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Providers", testProviders},
 		{"Leases", testLeases},
 		{"Schedules", testSchedules},
+		{"Dedup", testDedup},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

@@ -167,7 +167,14 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 	}
 	for i, s := range p.Invocations {
 		if s.Key != "" {
-			if id, ok := d.keys[refKey{p.Namespace, p.Queue, s.Key}]; ok {
+			k := refKey{p.Namespace, p.Queue, s.Key}
+			if cutoff := plane.DedupCutoff(now, s.UniqueFor); !cutoff.IsZero() {
+				if ri, ok := d.invs[d.keys[k]]; ok && !ri.inv.CreatedAt.After(cutoff) {
+					ri.inv.Key = "" // the window has passed: it gives the key up
+					delete(d.keys, k)
+				}
+			}
+			if id, ok := d.keys[k]; ok {
 				out[i] = plane.SubmitResult{ID: id, Existing: true}
 				continue
 			}

@@ -118,6 +118,15 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 				dupOf[i] = first
 				continue
 			}
+			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
+				// The window has passed for an invocation created at or before cutoff: it
+				// gives the key up, and this submit takes it.
+				if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL
+					WHERE namespace = ? AND queue = ? AND key = ? AND created_ms <= ?`,
+					p.Namespace, p.Queue, s.Key, cutoff.UnixMilli()); err != nil {
+					return nil, fmt.Errorf("submit: dedup window: %w", err)
+				}
+			}
 			var id string
 			err := t.w.st.idByKey.QueryRowContext(t.ctx, p.Namespace, p.Queue, s.Key).Scan(&id)
 			if err == nil {
