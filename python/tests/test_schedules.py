@@ -82,3 +82,13 @@ def test_interval_schedule_fires(every_plane: HttpDispatch, qname: str) -> None:
         assert last.last_fire is not None and last.last_id
     finally:
         remove_schedule(qname, dispatch=d)
+
+
+def test_submit_unique_for(every_plane: HttpDispatch, qname: str) -> None:
+    """``unique_for=`` is the key's dedup window: the first id within it; a key without a
+    window holds; a window without a key is refused."""
+    q = SyncQueue(qname, dispatch=every_plane)
+    first = q.submit(1, key="daily", unique_for=30)
+    assert q.submit(2, key="daily", unique_for=30) == first
+    with pytest.raises(InvalidError, match="unique_for"):
+        q.submit(3, unique_for=30)
