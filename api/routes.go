@@ -36,6 +36,9 @@ type Param struct {
 // QueuePath is the path prefix of the routes addressed by queue.
 const QueuePath = "/v1/namespaces/{namespace}/queues/{queue}"
 
+// SchedulePath is the path of one schedule.
+const SchedulePath = "/v1/namespaces/{namespace}/schedules/{name}"
+
 // InvocationPath is the path prefix of the routes addressed by invocation.
 const InvocationPath = "/v1/invocations/{id}"
 
@@ -125,6 +128,16 @@ func Routes() []Route {
 			Query: []Param{{"namespace", "string", "restrict to one namespace"}, {"seen_within", "number", "seconds (default 60)"}}, Response: &WorkersResponse{}},
 		{Method: "GET", Path: "/v1/providers", Operation: "providers", Permission: "any (only queues the token covers)", Summary: "queues with a provider",
 			Query: []Param{{"namespace", "string", "restrict to one namespace"}}, Response: &QueueProvidersResponse{}},
+		{Method: "GET", Path: "/v1/schedules", Operation: "schedules", Permission: "any (only schedules of queues the token covers)", Summary: "schedules with their last and next fire",
+			Query: []Param{{"namespace", "string", "restrict to one namespace"}}, Response: &SchedulesResponse{}},
+		{Method: "PUT", Path: SchedulePath, Operation: "scheduleSet", Permission: "submit (on the schedule's queue)", Summary: "create or replace a schedule",
+			Request: &Schedule{}, Response: &Schedule{}},
+		{Method: "DELETE", Path: SchedulePath, Operation: "scheduleDelete", Permission: "submit (on the schedule's queue)", Summary: "remove a schedule",
+			Response: &ChangedResponse{}},
+		{Method: "POST", Path: SchedulePath + "/pause", Operation: "schedulePause", Permission: "submit (on the schedule's queue)", Summary: "pause a schedule",
+			Response: &Schedule{}},
+		{Method: "POST", Path: SchedulePath + "/resume", Operation: "scheduleResume", Permission: "submit (on the schedule's queue)", Summary: "resume a schedule from its next tick",
+			Response: &Schedule{}},
 		{Method: "POST", Path: "/v1/namespaces/{namespace}/leases/acquire", Operation: "leaseAcquire", Permission: "admin (on every queue of the namespace)", Summary: "take or renew a named lease",
 			Request: &LeaseRequest{}, Response: &LeaseResponse{}},
 		{Method: "POST", Path: "/v1/namespaces/{namespace}/leases/release", Operation: "leaseRelease", Permission: "admin (on every queue of the namespace)", Summary: "free a named lease held by holder",

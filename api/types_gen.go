@@ -4579,8 +4579,8 @@ func (z *SubmitBatchResponse) Msgsize() (s int) {
 func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(10)
-	var zb0001Mask uint16 /* 10 bits */
+	zb0001Len := uint32(11)
+	var zb0001Mask uint16 /* 11 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -4621,6 +4621,10 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Delay == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x200
+	}
+	if z.UniqueFor == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x400
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -4684,6 +4688,11 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "delay"
 			o = append(o, 0xa5, 0x64, 0x65, 0x6c, 0x61, 0x79)
 			o = msgp.AppendFloat64(o, z.Delay)
+		}
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
+			// string "unique_for"
+			o = append(o, 0xaa, 0x75, 0x6e, 0x69, 0x71, 0x75, 0x65, 0x5f, 0x66, 0x6f, 0x72)
+			o = msgp.AppendFloat64(o, z.UniqueFor)
 		}
 	}
 	return
@@ -4797,6 +4806,12 @@ func (z *SubmitInvocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Delay")
 				return
 			}
+		case "unique_for":
+			z.UniqueFor, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "UniqueFor")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -4818,7 +4833,7 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size
 	return
 }
 
@@ -4826,8 +4841,8 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(11)
-	var zb0001Mask uint16 /* 11 bits */
+	zb0001Len := uint32(12)
+	var zb0001Mask uint16 /* 12 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -4869,9 +4884,13 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x200
 	}
-	if z.MaxWait == 0 {
+	if z.UniqueFor == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x400
+	}
+	if z.MaxWait == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x800
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -4937,6 +4956,11 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendFloat64(o, z.Delay)
 		}
 		if (zb0001Mask & 0x400) == 0 { // if not omitted
+			// string "unique_for"
+			o = append(o, 0xaa, 0x75, 0x6e, 0x69, 0x71, 0x75, 0x65, 0x5f, 0x66, 0x6f, 0x72)
+			o = msgp.AppendFloat64(o, z.UniqueFor)
+		}
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
 			// string "max_wait"
 			o = append(o, 0xa8, 0x6d, 0x61, 0x78, 0x5f, 0x77, 0x61, 0x69, 0x74)
 			o = msgp.AppendFloat64(o, z.MaxWait)
@@ -5053,6 +5077,12 @@ func (z *SubmitRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Delay")
 				return
 			}
+		case "unique_for":
+			z.UniqueFor, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "UniqueFor")
+				return
+			}
 		case "max_wait":
 			z.MaxWait, bts, err = msgp.ReadFloat64Bytes(bts)
 			if err != nil {
@@ -5080,7 +5110,7 @@ func (z *SubmitRequest) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 9 + msgp.Float64Size
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size
 	return
 }
 

@@ -147,6 +147,27 @@ type Driver interface {
 	// Errors: *InvalidError.
 	LeaseRelease(ctx context.Context, namespace, name, holder string) error
 
+	// ScheduleSet stores a schedule (plane.Schedule), replacing the one of the same namespace
+	// and name, and returns it as stored. Its next fire is the first tick of its rule after
+	// the plane's clock now (none while Paused); a replaced schedule keeps its created
+	// time and last fire. The plane's maintenance fires it (Schedule's doc). Errors:
+	// *InvalidError (nothing is stored).
+	ScheduleSet(ctx context.Context, s *Schedule) (*Schedule, error)
+
+	// ScheduleList lists the schedules of a namespace ("" for every namespace), ordered by
+	// namespace then name. Errors: *InvalidError (a bad namespace).
+	ScheduleList(ctx context.Context, namespace string) ([]Schedule, error)
+
+	// ScheduleDelete removes a schedule and reports whether there was one. Its fires
+	// already submitted are ordinary invocations and stay.
+	ScheduleDelete(ctx context.Context, namespace, name string) (bool, error)
+
+	// SchedulePause pauses (paused true) or resumes a schedule and returns it. A resumed
+	// schedule fires from the first tick after the plane's clock now: the ticks that passed
+	// while it was paused are skipped. Pausing a paused schedule (or resuming a running one)
+	// changes nothing. Errors: ErrNotFound (no such schedule), *InvalidError.
+	SchedulePause(ctx context.Context, namespace, name string, paused bool) (*Schedule, error)
+
 	// WorkerRegister records or refreshes a live worker (LastSeen = now).
 	WorkerRegister(ctx context.Context, info *WorkerInfo) error
 
@@ -169,8 +190,8 @@ type Driver interface {
 	// TokenRevoke revokes token id and reports whether it was live. Errors: ErrNotFound.
 	TokenRevoke(ctx context.Context, id string) (bool, error)
 
-	// Maintain runs one maintenance pass now (lease expiry, attempt timeouts, deadlines,
-	// retention) instead of waiting for the timer.
+	// Maintain runs one maintenance pass now (schedule fires, lease expiry, attempt
+	// timeouts, deadlines, retention) instead of waiting for the timer.
 	Maintain(ctx context.Context) error
 
 	// Close stops background work, waits for it, and releases the plane. Safe to call twice.
@@ -209,6 +230,11 @@ type SubmitParams struct {
 	// Delay delays the invocation by this long from the plane's clock at submit; when both
 	// are set the later of NotBefore and now+Delay wins. 0: no delay. Not negative.
 	Delay time.Duration
+	// UniqueFor is the dedup window of Key (plane/dedup.go): within it a second submit of
+	// the key returns the first invocation; after it the submit takes the key over and
+	// enqueues a new one. 0: the key holds until its invocation is trimmed. Needs Key; at
+	// most UniqueForMax.
+	UniqueFor time.Duration
 }
 
 // SubmitResult is the outcome of one submit.

@@ -72,6 +72,9 @@ func (s *Server) registerRoutes() {
 	for pattern, h := range s.codeRoutes() {
 		auth[pattern] = h
 	}
+	for pattern, h := range s.scheduleRoutes() {
+		auth[pattern] = h
+	}
 	for pattern, h := range s.providerRoutes() {
 		auth[pattern] = h
 	}

@@ -82,6 +82,8 @@ func Run(t *testing.T, factory Factory) {
 		{"Providers", testProviders},
 		{"Leases", testLeases},
 		{"Pause", testPause},
+		{"Schedules", testSchedules},
+		{"Dedup", testDedup},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

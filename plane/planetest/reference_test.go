@@ -172,7 +172,14 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 	}
 	for i, s := range p.Invocations {
 		if s.Key != "" {
-			if id, ok := d.keys[refKey{p.Namespace, p.Queue, s.Key}]; ok {
+			k := refKey{p.Namespace, p.Queue, s.Key}
+			if cutoff := plane.DedupCutoff(now, s.UniqueFor); !cutoff.IsZero() {
+				if ri, ok := d.invs[d.keys[k]]; ok && !ri.inv.CreatedAt.After(cutoff) {
+					ri.inv.Key = "" // the window has passed: it gives the key up
+					delete(d.keys, k)
+				}
+			}
+			if id, ok := d.keys[k]; ok {
 				out[i] = plane.SubmitResult{ID: id, Existing: true}
 				continue
 			}
@@ -822,7 +829,8 @@ func (d *refDriver) Close() error {
 	return nil
 }
 
-// Admission, workers and tokens are beyond what refDriver checks: the suite skips them.
+// Admission, workers, tokens and schedules are beyond what refDriver checks: the suite
+// skips them.
 
 func (d *refDriver) QueueAdmissionSet(context.Context, *plane.AdmissionParams) error {
 	return plane.ErrNotImplemented
@@ -943,4 +951,20 @@ func (d *refDriver) TokenList(context.Context) ([]plane.TokenInfo, error) {
 
 func (d *refDriver) TokenRevoke(context.Context, string) (bool, error) {
 	return false, plane.ErrNotImplemented
+}
+
+func (d *refDriver) ScheduleSet(context.Context, *plane.Schedule) (*plane.Schedule, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) ScheduleList(context.Context, string) ([]plane.Schedule, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) ScheduleDelete(context.Context, string, string) (bool, error) {
+	return false, plane.ErrNotImplemented
+}
+
+func (d *refDriver) SchedulePause(context.Context, string, string, bool) (*plane.Schedule, error) {
+	return nil, plane.ErrNotImplemented
 }

@@ -78,6 +78,9 @@ class Envelope:
         delay: seconds before the invocation may be claimed (≥ 0).
         not_before: an aware datetime before which it may not be claimed.
         id: a client-made ULID (made for you when None), so a repeated submit is harmless.
+        unique_for: seconds of the key's dedup window: within it a resubmit of the key
+            returns the first id; after it a new invocation takes the key over (needs
+            ``key``; default: the key holds until its invocation is trimmed).
     """
 
     payload: Any = None
@@ -90,6 +93,7 @@ class Envelope:
     delay: float | None = None
     not_before: datetime | None = None
     id: str | None = None
+    unique_for: float | None = None
 
 
 @dataclasses.dataclass
@@ -630,6 +634,8 @@ class QueueCore:
             body["delay"] = _check_seconds("delay", env.delay)
         if env.not_before is not None:
             body["not_before"] = _check_time("not_before", env.not_before)
+        if env.unique_for is not None:
+            body["unique_for"] = _check_seconds("unique_for", env.unique_for)
         return body
 
     def submit_future(self, body: dict[str, Any]) -> concurrent.futures.Future[str]:

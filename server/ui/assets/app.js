@@ -509,7 +509,7 @@ function route() {
   const { parts, query } = parseHash();
   const name = parts[0] || 'overview';
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.page === name);
-  const pages = { overview: overviewPage, q: queuePage, i: invocationPage, workers: workersPage, topics: topicsPage, data: dataListPage, d: dataQueuePage };
+  const pages = { overview: overviewPage, q: queuePage, i: invocationPage, workers: workersPage, schedules: schedulesPage, topics: topicsPage, data: dataListPage, d: dataQueuePage };
   const fn = pages[name];
   if (!fn) {
     $main.appendChild(el('div', { class: 'error', role: 'alert' }, el('strong', { text: 'No such page' }), 'Go back to the overview.'));
@@ -1100,6 +1100,47 @@ function workerStatus(w, jobs, now) {
   }
   if (now - seen > lease) return { status: 'stale', why: 'no heartbeat for ' + fmtAge(now - seen) + ', longer than its ' + fmtAge(lease) + ' lease' };
   return { status: 'alive', why: '' };
+}
+
+// ---------- schedules ----------
+
+// schedulesPage lists the durable schedules the token covers (docs/semantics.md,
+// "Schedules"): rule, queue, catch-up policy, last fire (linking its job) and next fire, with
+// pause and resume.
+async function schedulesPage() {
+  $main.appendChild(el('h1', { text: 'Schedules' }));
+  const host = el('div', { id: 'schedules' });
+  $main.appendChild(host);
+  const act = async (sc, verb) => {
+    try {
+      await api('POST', '/v1/namespaces/' + seg(sc.namespace) + '/schedules/' + seg(sc.name) + '/' + verb);
+      route();
+    } catch (err) { if (!isAbort(err)) toast(err.message); }
+  };
+  every(5000, async () => {
+    const list = (await api('GET', '/v1/schedules')).schedules;
+    clear(host);
+    if (list.length === 0) {
+      host.appendChild(el('div', { class: 'notice', id: 'no-schedules' }, 'No schedule. Add one with: lakeshore schedule add NAME "0 3 * * *" --queue QUEUE'));
+      return;
+    }
+    host.appendChild(el('div', { class: 'table-wrap' }, el('table', { id: 'schedule-table' },
+      el('thead', {}, el('tr', {}, ['schedule', 'rule', 'queue', 'catch-up', 'last fire', 'next fire', ''].map(h => el('th', { text: h })))),
+      el('tbody', {}, list.map(sc => {
+        const rule = sc.cron ? sc.cron + (sc.time_zone ? ' (' + sc.time_zone + ')' : '') : 'every ' + fmtAge(sc.every * 1000);
+        return el('tr', { 'data-schedule': sc.namespace + '/' + sc.name },
+          el('td', { text: sc.namespace + '/' + sc.name }),
+          el('td', { class: 'mono', text: rule }),
+          el('td', {}, el('a', { href: '#/q/' + seg(sc.namespace) + '/' + seg(sc.queue) }, sc.queue)),
+          el('td', { text: sc.catch_up || 'once' }),
+          el('td', {}, sc.last_fire ? [el('span', { class: 'mono', text: fmtTime(sc.last_fire) }), ' ',
+            sc.last_id ? el('a', { class: 'mono', href: '#/i/' + seg(sc.last_id) }, sc.last_id.slice(-8)) : ''] : '—'),
+          el('td', { class: 'mono', text: sc.paused ? 'paused' : fmtTime(sc.next_fire) }),
+          el('td', {}, sc.paused
+            ? el('button', { class: 'sched-resume', onclick: () => act(sc, 'resume') }, 'Resume')
+            : el('button', { class: 'sched-pause', onclick: () => act(sc, 'pause') }, 'Pause')));
+      })))));
+  });
 }
 
 // ---------- topics ----------
