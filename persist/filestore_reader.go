@@ -155,7 +155,7 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 		if err := p.sample(ctx, rq, sampler); err != nil {
 			return nil, p.schema, err
 		}
-		if len(p.idx) == 0 && p.src.assigned == nil {
+		if len(p.idx) == 0 && p.src.assigned == nil && len(p.src.dropped) == 0 {
 			return p.idx, p.schema, nil // nothing to record
 		}
 		q.hook("getmeta-chosen")
@@ -251,6 +251,16 @@ func (t *wtx) loadMetaState(rq *MetaRequest) (*metaPlan, error) {
 	if p.src.held, err = loadSpans(t.ctx, t, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? ORDER BY lo`, rq.Partition, rq.Task); err != nil {
 		return nil, err
 	}
+	if p.src.version, err = metaGet(t.ctx, t, "weight_version"); err != nil {
+		return nil, err
+	}
+	if len(p.src.ready) > 0 {
+		leased, err := t.activeLeases(rq.Partition, rq.Task, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		p.src.ready = p.src.ready.Minus(leased)
+	}
 	return p, nil
 }
 
@@ -312,6 +322,16 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 		if ok != src.storedOK || !slices.Equal(stored, src.stored) {
 			return errHandOutConflict
 		}
+		if rq.Staleness != nil {
+			// The batch was judged fresh against this version: it must still be current.
+			cur, err := metaGet(t.ctx, t, "weight_version")
+			if err != nil {
+				return err
+			}
+			if cur != src.version {
+				return errHandOutConflict
+			}
+		}
 		fresh := chosen
 		if src.storedOK {
 			fresh = fresh.Minus(record.SetOf(src.stored)) // checked against the stored assignment above
@@ -327,6 +347,13 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 				return err
 			}
 			if len(fresh.Intersect(consumed)) > 0 || len(fresh.Intersect(tomb)) > 0 {
+				return errHandOutConflict
+			}
+			leased, err := t.activeLeases(rq.Partition, rq.Task, time.Now())
+			if err != nil {
+				return err
+			}
+			if len(fresh.Intersect(leased)) > 0 {
 				return errHandOutConflict
 			}
 		}
@@ -354,6 +381,32 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 	if !rq.DeferConsume && len(p.idx) > 0 {
 		if err := t.markConsumed(rq.Partition, rq.Task, chosen); err != nil {
 			return err
+		}
+		t.rows = true // wake producers blocked by back-pressure
+	}
+	if rq.Lease > 0 && len(p.idx) > 0 {
+		if err := t.addLease(rq.Partition, rq.Task, chosen, time.Now().Add(rq.Lease)); err != nil {
+			return err
+		}
+	}
+	if len(src.dropped) > 0 {
+		// Stale samples stay stale (versions never go back): dropping them needs no
+		// recheck. Only those the task has not consumed yet count.
+		drop := record.SetOf(src.dropped).Minus(chosen)
+		consumed, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? AND lo < ? AND hi > ? ORDER BY lo`,
+			rq.Partition, rq.Task, drop[len(drop)-1].Hi, drop[0].Lo)
+		if err != nil {
+			return err
+		}
+		drop = drop.Minus(consumed)
+		if n := drop.Count(); n > 0 {
+			if err := t.markConsumed(rq.Partition, rq.Task, drop); err != nil {
+				return err
+			}
+			if err := metaAdd(t.ctx, t, "stale_dropped", n); err != nil {
+				return err
+			}
+			t.rows = true
 		}
 	}
 	return nil

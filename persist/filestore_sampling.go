@@ -25,6 +25,8 @@ type fileSampleSource struct {
 	storedOK           bool
 	held               record.IndexSet // the holds of (Partition, Task)
 	assigned           []int64         // what the sampler assigned (nil: nothing)
+	version            int64           // the queue's current weight version
+	dropped            []int64         // stale samples to mark consumed (StaleDrop)
 }
 
 // ReadyAfter returns, ascending, up to n ready samples with an index greater than
