@@ -114,6 +114,13 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 	if err != nil {
 		return nil, st.schema, err
 	}
+	var version int64
+	if rq.Staleness != nil {
+		// Held FOR SHARE until commit: SetVersion waits for this hand-out.
+		if version, err = s.currentVersion(ctx, tx, true); err != nil {
+			return nil, st.schema, err
+		}
+	}
 	var ready spanSet
 	if known {
 		tomb, err := s.tombstones(ctx, tx)
@@ -128,9 +135,16 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 			}
 			ready = ready.intersect(has)
 		}
+		if len(ready) > 0 {
+			leased, err := s.activeLeases(ctx, tx, rq.Partition, rq.Task)
+			if err != nil {
+				return nil, st.schema, err
+			}
+			ready = ready.minus(leased)
+		}
 	}
 	window := persist.SamplerWindow(sampler, rq.BatchSize)
-	src := &sampleSource{s: s, ctx: ctx, tx: tx, rq: rq, ready: ready, part: part, schema: st.schema}
+	src := &sampleSource{s: s, ctx: ctx, tx: tx, rq: rq, ready: ready, part: part, schema: st.schema, version: version}
 	first := ready.first(window)
 	in := &persist.SampleInput{Ready: first, MoreReady: int64(len(first)) < ready.count(),
 		BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, Source: src}
@@ -164,6 +178,22 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 			return nil, st.schema, err
 		}
 	}
+	if rq.Lease > 0 && len(idx) > 0 {
+		if err := s.addLease(ctx, tx, rq.Partition, rq.Task, chosen, rq.Lease); err != nil {
+			return nil, st.schema, err
+		}
+	}
+	if len(src.dropped) > 0 {
+		if err := s.dropStale(ctx, tx, rq, src.dropped, chosen, consumed); err != nil {
+			return nil, st.schema, err
+		}
+	}
+	if (!rq.DeferConsume && len(idx) > 0) || len(src.dropped) > 0 {
+		// Wake producers blocked by back-pressure, in every process.
+		if err := s.announce(ctx, tx); err != nil {
+			return nil, st.schema, err
+		}
+	}
 	if idx == nil {
 		idx = []int64{}
 	}
@@ -180,6 +210,10 @@ type sampleSource struct {
 	ready  spanSet
 	part   spanSet
 	schema persist.Schema
+	// version is the queue's weight version (held FOR SHARE) when the request is
+	// staleness-bounded; dropped the stale samples the sampler saw.
+	version int64
+	dropped []int64
 }
 
 func (c *sampleSource) ReadyAfter(after int64, n int) ([]int64, bool) {
@@ -375,7 +409,10 @@ func (s *Store) MarkConsumed(ctx context.Context, task, partition string, indexe
 		if err != nil {
 			return err
 		}
-		return insertSpans(ctx, tx, "consumed", "queue, partition, task", set.minus(consumed), s.name, partition, task)
+		if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", set.minus(consumed), s.name, partition, task); err != nil {
+			return err
+		}
+		return s.announce(ctx, tx) // wake producers blocked by back-pressure
 	})
 }
 
@@ -395,7 +432,7 @@ func (s *Store) ResetConsumption(ctx context.Context, task, partition string) er
 		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
 			return err
 		}
-		for _, table := range []string{"consumed", "assignments", "held"} {
+		for _, table := range []string{"consumed", "assignments", "held", "leases"} {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task); err != nil {
 				return fmt.Errorf("reset consumption: %w", err)
 			}
@@ -484,7 +521,7 @@ func (s *Store) ClearPartition(ctx context.Context, partition string) error {
 		if err := s.clearSpans(ctx, tx, partition, spansOfSegments(segs).minus(tomb)); err != nil {
 			return err
 		}
-		for _, table := range []string{"consumed", "assignments", "held"} {
+		for _, table := range []string{"consumed", "assignments", "held", "leases"} {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE queue = $1 AND partition = $2`, s.name, partition); err != nil {
 				return fmt.Errorf("clear partition %s: %w", table, err)
 			}
