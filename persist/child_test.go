@@ -34,6 +34,8 @@ func runChild(role string) int {
 		return childConsumer(ctx, dir, arg)
 	case "rankaware":
 		return childRankAware(ctx, dir, arg)
+	case "trainer":
+		return childTrainer(ctx, dir, arg)
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2
