@@ -66,6 +66,7 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *MetaRequest, sampler Sa
 	// partition (or other processes' commits, or Close) wake it.
 	woken, release := q.hub.watchPartition(rq.Partition)
 	defer release()
+	q.hook("getmeta-attempt")
 	start := time.Now()
 	idx, schema, err := q.handOut(ctx, rq, sampler)
 	if err == nil {
