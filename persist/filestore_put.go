@@ -160,6 +160,9 @@ func (q *fileQueue) putOnce(ctx context.Context, partition string, recs []Record
 		return repeat, nil
 	}
 	q.metrics.puts.Add(int64(len(recs)))
+	if target >= 0 {
+		q.versions.putVersions(lo, recs) // some record has a version
+	}
 	out := make([]int64, len(recs))
 	for i := range out {
 		out[i] = lo + int64(i)

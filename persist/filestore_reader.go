@@ -255,6 +255,13 @@ func (t *wtx) loadMetaState(rq *MetaRequest) (*metaPlan, error) {
 	if p.src.version, err = metaGet(t.ctx, t, "weight_version"); err != nil {
 		return nil, err
 	}
+	if rq.Staleness != nil {
+		var updated int64
+		if err := t.queryRow(`SELECT EXISTS (SELECT 1 FROM produced WHERE field = ?)`, WeightVersionField).Scan(&updated); err != nil {
+			return nil, fmt.Errorf("read produced: %w", err)
+		}
+		p.src.versionsStable = updated == 0
+	}
 	if len(p.src.ready) > 0 {
 		leased, err := t.activeLeases(rq.Partition, rq.Task, time.Now())
 		if err != nil {

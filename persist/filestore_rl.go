@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
@@ -146,4 +148,121 @@ func (t *wtx) admit(a *Admission, partition string, n int, target int64) error {
 		return err
 	}
 	return Admitted(a, partition, n, target, unconsumed, cur)
+}
+
+// versionCache holds the weight versions of records this process put or read, as
+// spans of consecutive indexes of one version (a put batch is one span), so that a
+// staleness-bounded GetMeta judges its samples without reading the column again. A
+// record's version is written with it and changes only by a later PutFields of the
+// field: a GetMeta uses the cache only while its snapshot shows no such update
+// (produced spans of WeightVersionField), in any process.
+type versionCache struct {
+	mu    sync.Mutex
+	spans []versionSpan // sorted by lo, disjoint
+}
+
+type versionSpan struct{ lo, hi, v int64 }
+
+// maxVersionSpans bounds the cache; past it, it starts over.
+const maxVersionSpans = 1 << 20
+
+// add records that indexes lo..hi-1 have version v.
+func (c *versionCache) add(lo, hi, v int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.spans)
+	if n > 0 && c.spans[n-1].hi == lo && c.spans[n-1].v == v {
+		c.spans[n-1].hi = hi
+		return
+	}
+	if n >= maxVersionSpans {
+		c.spans, n = nil, 0
+	}
+	if n == 0 || c.spans[n-1].hi <= lo {
+		c.spans = append(c.spans, versionSpan{lo, hi, v})
+		return
+	}
+	i := sort.Search(n, func(i int) bool { return c.spans[i].hi > lo })
+	if i < n && c.spans[i].lo < hi {
+		return // overlaps what is known (the same records): keep it
+	}
+	c.spans = append(c.spans, versionSpan{})
+	copy(c.spans[i+1:], c.spans[i:])
+	c.spans[i] = versionSpan{lo, hi, v}
+}
+
+// lookup returns the versions of indexes (ascending or not) and which are known.
+func (c *versionCache) lookup(indexes []int64) ([]int64, []bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vs, ok := make([]int64, len(indexes)), make([]bool, len(indexes))
+	for i, x := range indexes {
+		j := sort.Search(len(c.spans), func(j int) bool { return c.spans[j].hi > x })
+		if j < len(c.spans) && c.spans[j].lo <= x {
+			vs[i], ok[i] = c.spans[j].v, true
+		}
+	}
+	return vs, ok
+}
+
+// reset forgets everything (a PutFields of the version field in this process).
+func (c *versionCache) reset() {
+	c.mu.Lock()
+	c.spans = nil
+	c.mu.Unlock()
+}
+
+// putVersions caches the versions of a put's records (indexes lo…).
+func (c *versionCache) putVersions(lo int64, recs []Record) {
+	for i := 0; i < len(recs); {
+		v, ok := versionValue(recs[i][WeightVersionField])
+		j := i + 1
+		for j < len(recs) {
+			w, ok2 := versionValue(recs[j][WeightVersionField])
+			if ok2 != ok || w != v {
+				break
+			}
+			j++
+		}
+		if ok {
+			c.add(lo+int64(i), lo+int64(j), v)
+		}
+		i = j
+	}
+}
+
+// versionValues answers SampleSource.Values for WeightVersionField from the cache when
+// the snapshot allows it, reading (and caching) only what it does not know.
+func (in *fileSampleSource) versionValues(ctx context.Context, indexes []int64) ([]any, error) {
+	c := &in.q.versions
+	vs, known := c.lookup(indexes)
+	var miss []int64
+	for i, ok := range known {
+		if !ok {
+			miss = append(miss, indexes[i])
+		}
+	}
+	var got []any
+	if len(miss) > 0 {
+		var err error
+		if got, err = in.readValues(ctx, WeightVersionField, miss); err != nil {
+			return nil, err
+		}
+		for i, x := range miss {
+			if v, ok := versionValue(got[i]); ok && got[i] != nil {
+				c.add(x, x+1, v)
+			}
+		}
+	}
+	out := make([]any, len(indexes))
+	m := 0
+	for i, ok := range known {
+		if ok {
+			out[i] = vs[i]
+		} else {
+			out[i] = got[m]
+			m++
+		}
+	}
+	return out, nil
 }

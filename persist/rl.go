@@ -284,14 +284,22 @@ func (s stalenessSampler) Sample(ctx context.Context, in *SampleInput) ([]int64,
 		return nil, &InvalidError{Field: "max_staleness", Value: s.st.Max, Rule: "a store that keeps weight versions"}
 	}
 	fs := &freshSource{SampleSource: in.Source, ctx: ctx, floor: vs.CurrentVersion() - s.st.Max, known: map[int64]bool{}}
-	ready, err := fs.fresh(in.Ready)
+	// Judge only what the inner sampler looks at: its own window if it asks for one,
+	// else one batch (samplers that need more page on with ReadyAfter, which judges as
+	// it goes). Reading versions is the bound's whole cost.
+	want := in.BatchSize
+	if ws, ok := s.inner.(WindowSampler); ok {
+		want = max(ws.Window(in.BatchSize), in.BatchSize)
+	}
+	head := in.Ready[:min(want, len(in.Ready))]
+	ready, err := fs.fresh(head)
 	if err != nil {
 		return nil, err
 	}
-	more := in.MoreReady
-	if more && len(in.Ready) > 0 && len(ready) < len(in.Ready) {
-		// Stale samples made room in the window: fill it from beyond.
-		extra, m, err := fs.readyAfter(in.Ready[len(in.Ready)-1], len(in.Ready)-len(ready))
+	more := in.MoreReady || len(head) < len(in.Ready)
+	if more && len(head) > 0 && len(ready) < want {
+		// Stale samples made room: fill it from beyond.
+		extra, m, err := fs.readyAfter(head[len(head)-1], want-len(ready))
 		if err != nil {
 			return nil, err
 		}
