@@ -39,8 +39,8 @@ type fileQueue struct {
 	schemaVer     int64
 	fieldsetCache map[int64]map[string]bool
 	// versions caches records' weight versions for staleness-bounded reads (rl.go).
-	versions versionCache
-	fieldsetIDs   map[string]int64
+	versions    versionCache
+	fieldsetIDs map[string]int64
 
 	mu       sync.RWMutex // guards closed and inflight.Add
 	closed   bool
