@@ -138,6 +138,11 @@ func (t *wtx) admit(a *Admission, partition string, n int, target int64) error {
 	}
 	var unconsumed int64
 	if a.MaxUnconsumed > 0 {
+		// Earlier puts of this group keep their rows in memory: write them back first,
+		// so that the count sees them.
+		if err := t.syncPuts(); err != nil {
+			return err
+		}
 		var err error
 		if unconsumed, err = t.unconsumed(partition, a.Task); err != nil {
 			return err

@@ -28,6 +28,7 @@ func rlCases() []struct {
 		{"StalenessBound", testStalenessBound},
 		{"StalenessUnderConcurrentProducers", testStalenessConcurrent},
 		{"Backpressure", testBackpressure},
+		{"BackpressureHoldsFastProducers", testBackpressureHoldsProducers},
 		{"LeasedReads", testLeasedReads},
 	}
 }
@@ -305,4 +306,89 @@ func testLeasedReads(t *testing.T, q *persist.Queue) {
 	requireInvalid(t, err)
 	require.NoError(t, q.ResetConsumption(ctx, "train", persist.DefaultPartition))
 	require.Equal(t, []int64{0, 1, 2}, metaIdx(t, q, req), "a reset forgets leases")
+}
+
+// testBackpressureHoldsProducers: four producers, each far faster than the trainer,
+// put groups at the version they read, held by a blocking admission of at most 64
+// unconsumed records; the trainer reads batches bounded by staleness k = 1 and
+// advances the version after each. The buffer never passes its bound, no record is
+// served beyond the bound, and the producers were held (they put no more than the
+// trainer consumed plus the bound).
+func testBackpressureHoldsProducers(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	const bound, k, steps = 64, 1, 30
+	adm := &persist.Admission{Task: "train", MaxUnconsumed: bound, MaxAhead: -1, Block: true, Timeout: time.Minute}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var produced, held atomic.Int64
+	for p := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v, err := q.Version(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				recs := []persist.Record{{"x": p}, {"x": p}, {"x": p}, {"x": p}}
+				_, err = q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, adm)
+				var bp *persist.BackpressureError
+				switch {
+				case errors.As(err, &bp):
+					held.Add(1) // a blocked put whose wait ended: try again
+				case errors.Is(err, persist.ErrClosed):
+					return
+				case err != nil:
+					t.Error(err)
+					return
+				default:
+					produced.Add(4)
+				}
+			}
+		})
+	}
+	r := q.Reader()
+	served, violations, maxBuffer := 0, 0, int64(0)
+	for step := 0; step < steps; step++ {
+		before, err := q.Version(ctx)
+		require.NoError(t, err)
+		b, _, err := r.GetBatch(ctx, &persist.MetaRequest{Fields: []string{"x", persist.WeightVersionField}, BatchSize: 16, Task: "train",
+			Staleness: &persist.Staleness{Max: k}, Wait: true, Timeout: time.Minute})
+		require.NoError(t, err)
+		rows, err := b.Rows()
+		b.Release()
+		require.NoError(t, err)
+		for _, row := range rows {
+			if before-row.Fields[persist.WeightVersionField].(int64) > k {
+				violations++
+			}
+		}
+		served += len(rows)
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		buffer := st.Partitions[persist.DefaultPartition] - st.ConsumedByTask[persist.DefaultPartition+"/train"]
+		maxBuffer = max(maxBuffer, buffer)
+		require.NoError(t, q.SetVersion(ctx, before+1))
+	}
+	close(stop)
+	// Unblock producers waiting for room: consume what is left.
+	for {
+		m, err := r.GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 64, Task: "train"})
+		require.NoError(t, err)
+		if len(m.Indexes) == 0 {
+			break
+		}
+	}
+	wg.Wait()
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	t.Logf("served %d in %d steps, %d dropped stale, %d produced, buffer at most %d of %d, 0 violations wanted: %d", served, steps,
+		st.StaleDropped, produced.Load(), maxBuffer, bound, violations)
+	require.Zero(t, violations)
+	require.Equal(t, steps*16, served)
+	require.LessOrEqual(t, maxBuffer, int64(bound), "the buffer passed its bound")
 }
