@@ -154,6 +154,14 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 			return nil, Schema{}, err
 		}
 		if err := p.sample(ctx, rq, sampler); err != nil {
+			if errors.Is(err, errNotFull) && len(p.src.dropped) > 0 {
+				// No full batch, but stale samples to drop: drop them now (they stay stale),
+				// so that producers held by back-pressure get the room.
+				p.idx, p.src.assigned = nil, nil
+				if err := q.w.do(ctx, func(t *wtx) error { return t.recordMeta(rq, p, false) }); err != nil {
+					return nil, p.schema, err
+				}
+			}
 			return nil, p.schema, err
 		}
 		if len(p.idx) == 0 && p.src.assigned == nil && len(p.src.dropped) == 0 {
@@ -169,16 +177,28 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 		}
 	}
 	var p *metaPlan
+	notFull := false
 	err := q.w.do(ctx, func(t *wtx) error {
 		var err error
 		if p, err = t.loadMetaState(rq); err != nil {
 			return err
 		}
 		if err := p.sample(t.ctx, rq, sampler); err != nil {
+			if errors.Is(err, errNotFull) && len(p.src.dropped) > 0 {
+				p.idx, p.src.assigned = nil, nil
+				if rerr := t.recordMeta(rq, p, false); rerr != nil {
+					return rerr
+				}
+				notFull = true
+				return nil // commit the drops
+			}
 			return err
 		}
 		return t.recordMeta(rq, p, false)
 	})
+	if err == nil && notFull {
+		err = errNotFull
+	}
 	if err != nil {
 		if p != nil {
 			return nil, p.schema, err

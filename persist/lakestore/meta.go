@@ -14,6 +14,10 @@ import (
 
 var errNotFull = errors.New("batch not full")
 
+// errNotFullDropped is errNotFull from a GetMeta transaction that dropped stale samples:
+// that transaction commits (the drops), and the GetMeta waits on.
+var errNotFullDropped = errors.New("batch not full; stale samples dropped")
+
 // GetMeta implements persist.Store. The decision is one catalog transaction holding
 // the row lock of (queue, partition, task) in the consumers table: the sampler runs
 // and the consumption (and assignments) are written while no other server can decide
@@ -41,11 +45,19 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 		woken, release := s.Changes()
 		var idx []int64
 		var schema persist.Schema
+		dropped := false
 		err := s.write(ctx, func(tx pgx.Tx) error {
 			var err error
 			idx, schema, err = s.getMeta(ctx, tx, &rq, sampler)
+			if errors.Is(err, errNotFullDropped) {
+				dropped = true
+				return nil // commit the drops
+			}
 			return err
 		})
+		if err == nil && dropped {
+			err = errNotFull
+		}
 		if err == nil {
 			release()
 			return s.batchMeta(ctx, &rq, idx, schema)
@@ -144,7 +156,16 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		}
 	}
 	window := persist.SamplerWindow(sampler, rq.BatchSize)
-	src := &sampleSource{s: s, ctx: ctx, tx: tx, rq: rq, ready: ready, part: part, schema: st.schema, version: version}
+	// A staleness-bounded sampler's writes (assignments) are under a savepoint, so that a
+	// wait that finds no full batch keeps its drops and forgets the rest.
+	sampled := tx
+	if rq.Staleness != nil {
+		if sampled, err = tx.Begin(ctx); err != nil {
+			return nil, st.schema, fmt.Errorf("savepoint: %w", err)
+		}
+		defer sampled.Rollback(ctx) // a no-op once committed (released)
+	}
+	src := &sampleSource{s: s, ctx: ctx, tx: sampled, rq: rq, ready: ready, part: part, schema: st.schema, version: version}
 	first := ready.first(window)
 	in := &persist.SampleInput{Ready: first, MoreReady: int64(len(first)) < ready.count(),
 		BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, Source: src}
@@ -171,7 +192,26 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		return nil, st.schema, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", persist.ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
 	}
 	if rq.Wait && len(idx) < rq.BatchSize {
+		if len(src.dropped) > 0 {
+			// Stale samples are dropped even when no batch is handed out: producers held
+			// by back-pressure get the room.
+			if err := sampled.Rollback(ctx); err != nil { // an assignment the sampler stored
+				return nil, st.schema, fmt.Errorf("roll back the sampler's writes: %w", err)
+			}
+			if err := s.dropStale(ctx, tx, rq, src.dropped, nil, consumed); err != nil {
+				return nil, st.schema, err
+			}
+			if err := s.announce(ctx, tx); err != nil {
+				return nil, st.schema, err
+			}
+			return nil, st.schema, errNotFullDropped
+		}
 		return nil, st.schema, errNotFull // rolls back any assignment the sampler stored
+	}
+	if sampled != tx {
+		if err := sampled.Commit(ctx); err != nil { // releases the savepoint
+			return nil, st.schema, fmt.Errorf("release savepoint: %w", err)
+		}
 	}
 	if !rq.DeferConsume && len(idx) > 0 {
 		if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", chosen.minus(consumed), s.name, rq.Partition, rq.Task); err != nil {

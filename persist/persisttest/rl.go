@@ -29,6 +29,7 @@ func rlCases() []struct {
 		{"StalenessUnderConcurrentProducers", testStalenessConcurrent},
 		{"Backpressure", testBackpressure},
 		{"BackpressureHoldsFastProducers", testBackpressureHoldsProducers},
+		{"WaitingReaderDropsStaleForHeldProducers", testWaitDropsStale},
 		{"LeasedReads", testLeasedReads},
 	}
 }
@@ -391,4 +392,27 @@ func testBackpressureHoldsProducers(t *testing.T, q *persist.Queue) {
 	require.Zero(t, violations)
 	require.Equal(t, steps*16, served)
 	require.LessOrEqual(t, maxBuffer, int64(bound), "the buffer passed its bound")
+}
+
+// testWaitDropsStale: the buffer is full of stale records and the producer is held by
+// back-pressure; a staleness-bounded reader waiting for a batch drops them even though
+// it has no batch yet, which lets the producer in, whose records make the batch.
+func testWaitDropsStale(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putVersioned(t, q, 4, 0, 0)
+	require.NoError(t, q.SetVersion(ctx, 5))
+	adm := &persist.Admission{Task: "train", MaxUnconsumed: 4, MaxAhead: -1, Block: true, Timeout: time.Minute}
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.PutVersioned(ctx, persist.DefaultPartition, []persist.Record{{"x": 100}, {"x": 101}}, 5, -1, adm)
+		done <- err
+	}()
+	m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train",
+		Staleness: &persist.Staleness{Max: 1}, Wait: true, Timeout: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 5}, m.Indexes)
+	require.NoError(t, <-done)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, st.StaleDropped)
 }
