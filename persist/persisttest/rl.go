@@ -3,6 +3,7 @@ package persisttest
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,7 @@ func rlCases() []struct {
 		{"Backpressure", testBackpressure},
 		{"BackpressureHoldsFastProducers", testBackpressureHoldsProducers},
 		{"WaitingReaderDropsStaleForHeldProducers", testWaitDropsStale},
+		{"ReplayAndPriorities", testReplay},
 		{"LeasedReads", testLeasedReads},
 	}
 }
@@ -415,4 +417,40 @@ func testWaitDropsStale(t *testing.T, q *persist.Queue) {
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, st.StaleDropped)
+}
+
+// testReplay: replay draws with replacement from a window, weighted by a priority
+// field (UpdatePriorities), without consuming anything.
+func testReplay(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	idx := putN(t, q, persist.DefaultPartition, 10, func(i int) persist.Record { return persist.Record{"x": i, "prio": 0.0} })
+	putN(t, q, "other", 5, func(i int) persist.Record { return persist.Record{"x": 100 + i, "prio": 1.0} })
+	require.NoError(t, q.UpdatePriorities(ctx, "", "prio", []int64{idx[8], idx[9]}, []float64{1, 3}))
+	rs, err := q.Replay(ctx, &persist.ReplayRequest{Fields: []string{"x"}, Size: 400, Weight: "prio", Rand: rand.New(rand.NewPCG(1, 2))})
+	require.NoError(t, err)
+	defer rs.Batch.Release()
+	require.Len(t, rs.Draws, 400)
+	n := map[int64]int{}
+	for _, x := range rs.Draws {
+		n[x]++
+	}
+	require.Len(t, n, 2, "only the samples of positive priority in the partition: %v", n)
+	require.Greater(t, n[idx[9]], 2*n[idx[8]], "drawn by weight (1:3): %v", n)
+	require.Equal(t, []int64{idx[8], idx[9]}, rs.Batch.Indexes)
+	rows, err := rs.Batch.Rows()
+	require.NoError(t, err)
+	require.EqualValues(t, 8, rows[0].Fields["x"])
+
+	uniform, err := q.Replay(ctx, &persist.ReplayRequest{Size: 50, Window: 12, Rand: rand.New(rand.NewPCG(3, 4))})
+	require.NoError(t, err)
+	defer uniform.Batch.Release()
+	for _, x := range uniform.Draws {
+		require.GreaterOrEqual(t, x, int64(3), "the window holds the last 12 indexes")
+		require.Less(t, x, int64(10))
+	}
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train"}),
+		"replay consumed nothing")
+	_, err = q.Replay(ctx, &persist.ReplayRequest{Size: 0})
+	requireInvalid(t, err)
+	require.Error(t, q.UpdatePriorities(ctx, "", "prio", []int64{0}, nil))
 }
