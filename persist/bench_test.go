@@ -365,3 +365,33 @@ func BenchmarkGetBatchStaleness(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReplay: Queue.Replay of 1,024 draws weighted by a float field over a window
+// of 100,000 flushed records of 5 numeric fields (the window's weights are read at every
+// call), returning the 5 fields.
+func BenchmarkReplay(b *testing.B) {
+	const rows = 100_000
+	ctx := context.Background()
+	q := benchQueue(b, &Config{FlushRows: -1, FlushInterval: -1})
+	fill(b, q, rows, func(i int) Record {
+		r := numericRecord(i)
+		r["prio"] = float64(i%100) + 1
+		return r
+	})
+	if err := q.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	qq := New(q)
+	var draws int64
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		rs, err := qq.Replay(ctx, &ReplayRequest{Fields: []string{"a", "b", "c", "d", "e"}, Size: 1024, Window: rows, Weight: "prio"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		draws += int64(len(rs.Draws))
+		rs.Batch.Release()
+	}
+	b.ReportMetric(float64(draws)/time.Since(start).Seconds(), "draws/s")
+}
