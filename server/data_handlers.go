@@ -121,7 +121,21 @@ func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *princi
 	if err != nil {
 		return err
 	}
-	idx, err := dq.store.PutPartition(r.Context(), partition, recs, opts)
+	ctx := r.Context()
+	if opts != nil && opts.Admission != nil && opts.Admission.Block {
+		// A put blocked by back-pressure is a long-poll, as a blocked submit: it takes a
+		// slot and waits at most LongPollMax (the answer is then queue_full with waited;
+		// a client repeats it with its put id).
+		a := *opts.Admission
+		c, capped, release, err := s.longPoll(r, p, cmpOrDuration(a.Timeout, persist.GetMetaTimeoutDefault))
+		if err != nil {
+			return err
+		}
+		defer release()
+		a.Timeout = capped
+		opts.Admission, ctx = &a, c
+	}
+	idx, err := dq.store.PutPartition(ctx, partition, recs, opts)
 	if err != nil {
 		return err
 	}
@@ -901,4 +915,11 @@ func (s *Server) handleDataSetVersion(w http.ResponseWriter, r *http.Request, p 
 	}
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
 	return nil
+}
+
+func cmpOrDuration(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
