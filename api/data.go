@@ -100,6 +100,19 @@ type DataMetaRequest struct {
 	DeferConsume bool         `json:"defer_consume,omitzero" msg:"defer_consume,omitempty"`
 	DPRank       int          `json:"dp_rank,omitzero" msg:"dp_rank,omitempty"`
 	BatchIndex   int          `json:"batch_index,omitzero" msg:"batch_index,omitempty"`
+	// MaxStaleness, when present, bounds the weight versions handed out
+	// (persist.Staleness.Max, ≥ 0); StalePolicy is "drop" (the default) or "keep".
+	MaxStaleness *int64 `json:"max_staleness,omitempty" msg:"max_staleness,omitempty"`
+	StalePolicy  string `json:"stale_policy,omitzero" msg:"stale_policy,omitempty"`
+	// Lease, in seconds, hands the batch out leased (persist.MetaRequest.Lease): POST
+	// …/consumption/mark commits it. 0: no lease.
+	Lease float64 `json:"lease,omitzero" msg:"lease,omitempty"`
+}
+
+// DataWeightVersion is the body of POST …/version and the answer of GET …/version: the
+// queue's current weight version (persist.Queue.SetVersion).
+type DataWeightVersion struct {
+	Version int64 `json:"version" msg:"version"`
 }
 
 // DataFieldMeta describes one field of a batch (persist.FieldMeta).
@@ -219,6 +232,8 @@ type DataStats struct {
 	OrphansDeleted     int64            `json:"orphans_deleted" msg:"orphans_deleted"`
 	LastFlush          time.Time        `json:"last_flush,omitzero" msg:"last_flush,omitzero"`
 	LastFlushDuration  float64          `json:"last_flush_duration" msg:"last_flush_duration"`
+	WeightVersion      int64            `json:"weight_version" msg:"weight_version"`
+	StaleDropped       int64            `json:"stale_dropped" msg:"stale_dropped"`
 }
 
 // DataVersionResponse answers GET …/changes.
@@ -259,4 +274,20 @@ type DataErrorDetails struct {
 	Partition string   `json:"partition,omitzero" msg:"partition,omitempty"`
 	Keys      []string `json:"keys,omitzero" msg:"keys,omitempty"`
 	Indexes   []int64  `json:"indexes,omitzero" msg:"indexes,omitempty"`
+	// queue_full from a data put (*persist.BackpressureError), with partition: the
+	// task's unconsumed records, the put's records and the bound; or the current
+	// version, the put's target version and the bound on versions ahead; and how long
+	// a blocked put waited (seconds).
+	Backpressure *DataBackpressure `json:"backpressure,omitzero" msg:"backpressure,omitempty"`
+}
+
+// DataBackpressure details a data put refused by its back-pressure (persist.BackpressureError).
+type DataBackpressure struct {
+	Unconsumed int64   `json:"unconsumed" msg:"unconsumed"`
+	Records    int64   `json:"records" msg:"records"`
+	Limit      int64   `json:"limit" msg:"limit"`
+	Version    int64   `json:"version" msg:"version"`
+	Target     int64   `json:"target" msg:"target"`
+	MaxAhead   int64   `json:"max_ahead" msg:"max_ahead"`
+	Waited     float64 `json:"waited,omitzero" msg:"waited,omitempty"`
 }

@@ -13,6 +13,131 @@ const (
 )
 
 // MarshalMsg implements msgp.Marshaler
+func (z *DataBackpressure) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// check for omitted fields
+	zb0001Len := uint32(7)
+	var zb0001Mask uint8 /* 7 bits */
+	_ = zb0001Mask
+	if z.Waited == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "unconsumed"
+		o = append(o, 0xaa, 0x75, 0x6e, 0x63, 0x6f, 0x6e, 0x73, 0x75, 0x6d, 0x65, 0x64)
+		o = msgp.AppendInt64(o, z.Unconsumed)
+		// string "records"
+		o = append(o, 0xa7, 0x72, 0x65, 0x63, 0x6f, 0x72, 0x64, 0x73)
+		o = msgp.AppendInt64(o, z.Records)
+		// string "limit"
+		o = append(o, 0xa5, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+		o = msgp.AppendInt64(o, z.Limit)
+		// string "version"
+		o = append(o, 0xa7, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
+		o = msgp.AppendInt64(o, z.Version)
+		// string "target"
+		o = append(o, 0xa6, 0x74, 0x61, 0x72, 0x67, 0x65, 0x74)
+		o = msgp.AppendInt64(o, z.Target)
+		// string "max_ahead"
+		o = append(o, 0xa9, 0x6d, 0x61, 0x78, 0x5f, 0x61, 0x68, 0x65, 0x61, 0x64)
+		o = msgp.AppendInt64(o, z.MaxAhead)
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "waited"
+			o = append(o, 0xa6, 0x77, 0x61, 0x69, 0x74, 0x65, 0x64)
+			o = msgp.AppendFloat64(o, z.Waited)
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *DataBackpressure) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z8b843d16limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "unconsumed":
+			z.Unconsumed, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Unconsumed")
+				return
+			}
+		case "records":
+			z.Records, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Records")
+				return
+			}
+		case "limit":
+			z.Limit, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Limit")
+				return
+			}
+		case "version":
+			z.Version, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Version")
+				return
+			}
+		case "target":
+			z.Target, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Target")
+				return
+			}
+		case "max_ahead":
+			z.MaxAhead, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "MaxAhead")
+				return
+			}
+		case "waited":
+			z.Waited, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Waited")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *DataBackpressure) Msgsize() (s int) {
+	s = 1 + 11 + msgp.Int64Size + 8 + msgp.Int64Size + 6 + msgp.Int64Size + 8 + msgp.Int64Size + 7 + msgp.Int64Size + 10 + msgp.Int64Size + 7 + msgp.Float64Size
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
 func (z *DataBatchMeta) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// map header, size 5
@@ -540,8 +665,8 @@ func (z *DataErrorBody) Msgsize() (s int) {
 func (z *DataErrorDetails) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(11)
-	var zb0001Mask uint16 /* 11 bits */
+	zb0001Len := uint32(12)
+	var zb0001Mask uint16 /* 12 bits */
 	_ = zb0001Mask
 	if z.Field == "" {
 		zb0001Len--
@@ -586,6 +711,10 @@ func (z *DataErrorDetails) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Indexes == nil {
 		zb0001Len--
 		zb0001Mask |= 0x400
+	}
+	if z.Backpressure == nil {
+		zb0001Len--
+		zb0001Mask |= 0x800
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -655,6 +784,19 @@ func (z *DataErrorDetails) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendArrayHeader(o, uint32(len(z.Indexes)))
 			for za0002 := range z.Indexes {
 				o = msgp.AppendInt64(o, z.Indexes[za0002])
+			}
+		}
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
+			// string "backpressure"
+			o = append(o, 0xac, 0x62, 0x61, 0x63, 0x6b, 0x70, 0x72, 0x65, 0x73, 0x73, 0x75, 0x72, 0x65)
+			if z.Backpressure == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Backpressure.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Backpressure")
+					return
+				}
 			}
 		}
 	}
@@ -783,6 +925,23 @@ func (z *DataErrorDetails) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "backpressure":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Backpressure = nil
+			} else {
+				if z.Backpressure == nil {
+					z.Backpressure = new(DataBackpressure)
+				}
+				bts, err = z.Backpressure.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Backpressure")
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -801,7 +960,12 @@ func (z *DataErrorDetails) Msgsize() (s int) {
 	for za0001 := range z.Keys {
 		s += msgp.StringPrefixSize + len(z.Keys[za0001])
 	}
-	s += 8 + msgp.ArrayHeaderSize + (len(z.Indexes) * (msgp.Int64Size))
+	s += 8 + msgp.ArrayHeaderSize + (len(z.Indexes) * (msgp.Int64Size)) + 13
+	if z.Backpressure == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.Backpressure.Msgsize()
+	}
 	return
 }
 
@@ -1822,8 +1986,8 @@ func (z *DataKVResponse) Msgsize() (s int) {
 func (z *DataMetaRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(10)
-	var zb0001Mask uint16 /* 10 bits */
+	zb0001Len := uint32(13)
+	var zb0001Mask uint16 /* 13 bits */
 	_ = zb0001Mask
 	if z.Partition == "" {
 		zb0001Len--
@@ -1852,6 +2016,18 @@ func (z *DataMetaRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.BatchIndex == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x200
+	}
+	if z.MaxStaleness == nil {
+		zb0001Len--
+		zb0001Mask |= 0x400
+	}
+	if z.StalePolicy == "" {
+		zb0001Len--
+		zb0001Mask |= 0x800
+	}
+	if z.Lease == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x1000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -1912,6 +2088,25 @@ func (z *DataMetaRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "batch_index"
 			o = append(o, 0xab, 0x62, 0x61, 0x74, 0x63, 0x68, 0x5f, 0x69, 0x6e, 0x64, 0x65, 0x78)
 			o = msgp.AppendInt(o, z.BatchIndex)
+		}
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
+			// string "max_staleness"
+			o = append(o, 0xad, 0x6d, 0x61, 0x78, 0x5f, 0x73, 0x74, 0x61, 0x6c, 0x65, 0x6e, 0x65, 0x73, 0x73)
+			if z.MaxStaleness == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o = msgp.AppendInt64(o, *z.MaxStaleness)
+			}
+		}
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
+			// string "stale_policy"
+			o = append(o, 0xac, 0x73, 0x74, 0x61, 0x6c, 0x65, 0x5f, 0x70, 0x6f, 0x6c, 0x69, 0x63, 0x79)
+			o = msgp.AppendString(o, z.StalePolicy)
+		}
+		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+			// string "lease"
+			o = append(o, 0xa5, 0x6c, 0x65, 0x61, 0x73, 0x65)
+			o = msgp.AppendFloat64(o, z.Lease)
 		}
 	}
 	return
@@ -2027,6 +2222,35 @@ func (z *DataMetaRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "BatchIndex")
 				return
 			}
+		case "max_staleness":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.MaxStaleness = nil
+			} else {
+				if z.MaxStaleness == nil {
+					z.MaxStaleness = new(int64)
+				}
+				*z.MaxStaleness, bts, err = msgp.ReadInt64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "MaxStaleness")
+					return
+				}
+			}
+		case "stale_policy":
+			z.StalePolicy, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "StalePolicy")
+				return
+			}
+		case "lease":
+			z.Lease, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Lease")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -2051,7 +2275,13 @@ func (z *DataMetaRequest) Msgsize() (s int) {
 	} else {
 		s += z.Sampler.Msgsize()
 	}
-	s += 5 + msgp.BoolSize + 8 + msgp.Float64Size + 14 + msgp.BoolSize + 8 + msgp.IntSize + 12 + msgp.IntSize
+	s += 5 + msgp.BoolSize + 8 + msgp.Float64Size + 14 + msgp.BoolSize + 8 + msgp.IntSize + 12 + msgp.IntSize + 14
+	if z.MaxStaleness == nil {
+		s += msgp.NilSize
+	} else {
+		s += msgp.Int64Size
+	}
+	s += 13 + msgp.StringPrefixSize + len(z.StalePolicy) + 6 + msgp.Float64Size
 	return
 }
 
@@ -3069,8 +3299,8 @@ func (z *DataSchemaResponse) Msgsize() (s int) {
 func (z *DataStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(22)
-	var zb0001Mask uint32 /* 22 bits */
+	zb0001Len := uint32(24)
+	var zb0001Mask uint32 /* 24 bits */
 	_ = zb0001Mask
 	if z.LastFlush.IsZero() {
 		zb0001Len--
@@ -3157,6 +3387,12 @@ func (z *DataStats) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "last_flush_duration"
 		o = append(o, 0xb3, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x66, 0x6c, 0x75, 0x73, 0x68, 0x5f, 0x64, 0x75, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e)
 		o = msgp.AppendFloat64(o, z.LastFlushDuration)
+		// string "weight_version"
+		o = append(o, 0xae, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
+		o = msgp.AppendInt64(o, z.WeightVersion)
+		// string "stale_dropped"
+		o = append(o, 0xad, 0x73, 0x74, 0x61, 0x6c, 0x65, 0x5f, 0x64, 0x72, 0x6f, 0x70, 0x70, 0x65, 0x64)
+		o = msgp.AppendInt64(o, z.StaleDropped)
 	}
 	return
 }
@@ -3367,6 +3603,18 @@ func (z *DataStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "LastFlushDuration")
 				return
 			}
+		case "weight_version":
+			z.WeightVersion, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "WeightVersion")
+				return
+			}
+		case "stale_dropped":
+			z.StaleDropped, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "StaleDropped")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3395,7 +3643,7 @@ func (z *DataStats) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0003) + msgp.Int64Size
 		}
 	}
-	s += 5 + msgp.Int64Size + 5 + msgp.Int64Size + 8 + msgp.Int64Size + 15 + msgp.Int64Size + 12 + msgp.Int64Size + 8 + msgp.Int64Size + 14 + msgp.Int64Size + 20 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.TimeSize + 20 + msgp.Float64Size
+	s += 5 + msgp.Int64Size + 5 + msgp.Int64Size + 8 + msgp.Int64Size + 15 + msgp.Int64Size + 12 + msgp.Int64Size + 8 + msgp.Int64Size + 14 + msgp.Int64Size + 20 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.TimeSize + 20 + msgp.Float64Size + 15 + msgp.Int64Size + 14 + msgp.Int64Size
 	return
 }
 
@@ -3451,6 +3699,62 @@ func (z *DataVersionResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z DataVersionResponse) Msgsize() (s int) {
+	s = 1 + 8 + msgp.Int64Size
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z DataWeightVersion) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 1
+	// string "version"
+	o = append(o, 0x81, 0xa7, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
+	o = msgp.AppendInt64(o, z.Version)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *DataWeightVersion) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z8b843d16limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "version":
+			z.Version, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Version")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z DataWeightVersion) Msgsize() (s int) {
 	s = 1 + 8 + msgp.Int64Size
 	return
 }

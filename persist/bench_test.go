@@ -317,3 +317,81 @@ func BenchmarkOpen(b *testing.B) {
 	}
 	b.ReportMetric(float64(heap)/(1<<20), "heapMiB")
 }
+
+// BenchmarkGetBatchStaleness: one trainer loop of Reader.GetBatch (5 numeric fields,
+// batches of 1,024) over records tagged with weight versions, Plain (no bound) against
+// Bounded (MetaRequest.Staleness with a bound every record meets, so both hand out the
+// same rows: the figure is the cost of judging each sample's version). Flushed: the
+// records are in Parquet fragments (the steady state); the version column is read for
+// the sampler's window of each GetMeta.
+func BenchmarkGetBatchStaleness(b *testing.B) {
+	rows := 200_000
+	ctx := context.Background()
+	q := benchQueue(b, &Config{FlushRows: -1, FlushInterval: -1})
+	fill(b, q, rows, func(i int) Record {
+		r := numericRecord(i)
+		r[WeightVersionField] = int64(i / 10_000)
+		return r
+	})
+	if err := q.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := q.SetVersion(ctx, int64(rows/10_000)); err != nil {
+		b.Fatal(err)
+	}
+	fields := []string{"a", "b", "c", "d", "e"}
+	for _, c := range []struct {
+		name string
+		st   *Staleness
+	}{{"Plain", nil}, {"Bounded", &Staleness{Max: int64(rows / 10_000)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			task := fmt.Sprintf("bench-%s-%d", c.name, b.N)
+			r := New(q).Reader()
+			var got int64
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				bt, _, err := r.GetBatch(ctx, &MetaRequest{Fields: fields, BatchSize: 1024, Task: task, Staleness: c.st})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if bt.Len() == 0 { // wrapped around: start the task again
+					q.ResetConsumption(ctx, task, DefaultPartition)
+				}
+				got += int64(bt.Len())
+				bt.Release()
+			}
+			b.ReportMetric(float64(got)/time.Since(start).Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkReplay: Queue.Replay of 1,024 draws weighted by a float field over a window
+// of 100,000 flushed records of 5 numeric fields (the window's weights are read at every
+// call), returning the 5 fields.
+func BenchmarkReplay(b *testing.B) {
+	const rows = 100_000
+	ctx := context.Background()
+	q := benchQueue(b, &Config{FlushRows: -1, FlushInterval: -1})
+	fill(b, q, rows, func(i int) Record {
+		r := numericRecord(i)
+		r["prio"] = float64(i%100) + 1
+		return r
+	})
+	if err := q.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	qq := New(q)
+	var draws int64
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		rs, err := qq.Replay(ctx, &ReplayRequest{Fields: []string{"a", "b", "c", "d", "e"}, Size: 1024, Window: rows, Weight: "prio"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		draws += int64(len(rs.Draws))
+		rs.Batch.Release()
+	}
+	b.ReportMetric(float64(draws)/time.Since(start).Seconds(), "draws/s")
+}

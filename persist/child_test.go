@@ -17,6 +17,10 @@ import (
 // itself with PERSIST_TEST_CHILD=<role>; the queue directory comes in PERSIST_TEST_DIR
 // and role parameters in PERSIST_TEST_ARG.
 
+// TestChildren holds the child roles of the external test package (persist_test, which
+// may import persisttest), registered by its init functions.
+var TestChildren = map[string]func(ctx context.Context, dir, arg string) int{}
+
 func runChild(role string) int {
 	ctx := context.Background()
 	dir := os.Getenv("PERSIST_TEST_DIR")
@@ -34,6 +38,9 @@ func runChild(role string) int {
 		return childConsumer(ctx, dir, arg)
 	case "rankaware":
 		return childRankAware(ctx, dir, arg)
+	}
+	if child, ok := TestChildren[role]; ok {
+		return child(ctx, dir, arg)
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2

@@ -66,7 +66,7 @@ func (q *fileQueue) ClearPartition(ctx context.Context, partition string) error 
 		if err := t.clearSpans(partition, segs.Minus(tomb)); err != nil {
 			return err
 		}
-		for _, table := range []string{"consumed", "assignments", "held"} {
+		for _, table := range []string{"consumed", "assignments", "held", "leases"} {
 			if _, err := t.exec(`DELETE FROM `+table+` WHERE partition = ?`, partition); err != nil {
 				return fmt.Errorf("clear partition %s: %w", table, err)
 			}

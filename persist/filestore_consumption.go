@@ -57,6 +57,7 @@ func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, in
 		if missing := set.Minus(in); len(missing) > 0 {
 			return &NotFoundError{Partition: partition, Indexes: missing.First(16)}
 		}
+		t.rows = true // wake producers blocked by back-pressure
 		return t.markConsumed(partition, task, set)
 	})
 }
@@ -84,6 +85,9 @@ func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string
 		}
 		if _, err := t.exec(`DELETE FROM held WHERE partition = ? AND task = ?`, partition, task); err != nil {
 			return fmt.Errorf("reset assignments: %w", err)
+		}
+		if _, err := t.exec(`DELETE FROM leases WHERE partition = ? AND task = ?`, partition, task); err != nil {
+			return fmt.Errorf("reset leases: %w", err)
 		}
 		t.changed(partition) // wake waiting readers: samples are ready again
 		return nil

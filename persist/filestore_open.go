@@ -38,7 +38,9 @@ type fileQueue struct {
 	schema        *Schema
 	schemaVer     int64
 	fieldsetCache map[int64]map[string]bool
-	fieldsetIDs   map[string]int64
+	// versions caches records' weight versions for staleness-bounded reads (rl.go).
+	versions    versionCache
+	fieldsetIDs map[string]int64
 
 	mu       sync.RWMutex // guards closed and inflight.Add
 	closed   bool

@@ -97,6 +97,17 @@ func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []R
 	if len(recs) == 0 {
 		return nil, nil
 	}
+	var adm *Admission
+	if opts != nil {
+		adm = opts.Admission
+	}
+	if err := CheckAdmission(adm); err != nil {
+		return nil, err
+	}
+	target, err := TargetVersion(recs)
+	if err != nil {
+		return nil, err
+	}
 	p, err := prepare(partition, recs)
 	if err != nil {
 		return nil, err
@@ -105,9 +116,16 @@ func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []R
 		return nil, err
 	}
 	defer q.leave()
+	return AdmitLoop(ctx, adm, q.Changes, q.closing, func() ([]int64, error) {
+		return q.putOnce(ctx, partition, recs, p, id, adm, target)
+	})
+}
+
+// putOnce is one attempt of PutPartition.
+func (q *fileQueue) putOnce(ctx context.Context, partition string, recs []Record, p *putPrepared, id string, adm *Admission, target int64) ([]int64, error) {
 	var lo int64
 	var repeat []int64
-	err = q.w.doPut(ctx, func(t *wtx) error {
+	err := q.w.doPut(ctx, func(t *wtx) error {
 		if id != "" {
 			var part string
 			var plo, pn int64
@@ -119,6 +137,9 @@ func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []R
 			if !isNoRows(err) {
 				return fmt.Errorf("read put id: %w", err)
 			}
+		}
+		if err := t.admit(adm, partition, len(recs), target); err != nil {
+			return err
 		}
 		var err error
 		if lo, err = t.putRows(p); err != nil {
@@ -139,6 +160,9 @@ func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []R
 		return repeat, nil
 	}
 	q.metrics.puts.Add(int64(len(recs)))
+	if target >= 0 {
+		q.versions.putVersions(lo, recs) // some record has a version
+	}
 	out := make([]int64, len(recs))
 	for i := range out {
 		out[i] = lo + int64(i)

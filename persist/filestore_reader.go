@@ -66,6 +66,7 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *MetaRequest, sampler Sa
 	// partition (or other processes' commits, or Close) wake it.
 	woken, release := q.hub.watchPartition(rq.Partition)
 	defer release()
+	q.hook("getmeta-attempt")
 	start := time.Now()
 	idx, schema, err := q.handOut(ctx, rq, sampler)
 	if err == nil {
@@ -153,9 +154,17 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 			return nil, Schema{}, err
 		}
 		if err := p.sample(ctx, rq, sampler); err != nil {
+			if errors.Is(err, errNotFull) && len(p.src.dropped) > 0 {
+				// No full batch, but stale samples to drop: drop them now (they stay stale),
+				// so that producers held by back-pressure get the room.
+				p.idx, p.src.assigned = nil, nil
+				if err := q.w.do(ctx, func(t *wtx) error { return t.recordMeta(rq, p, false) }); err != nil {
+					return nil, p.schema, err
+				}
+			}
 			return nil, p.schema, err
 		}
-		if len(p.idx) == 0 && p.src.assigned == nil {
+		if len(p.idx) == 0 && p.src.assigned == nil && len(p.src.dropped) == 0 {
 			return p.idx, p.schema, nil // nothing to record
 		}
 		q.hook("getmeta-chosen")
@@ -168,16 +177,28 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 		}
 	}
 	var p *metaPlan
+	notFull := false
 	err := q.w.do(ctx, func(t *wtx) error {
 		var err error
 		if p, err = t.loadMetaState(rq); err != nil {
 			return err
 		}
 		if err := p.sample(t.ctx, rq, sampler); err != nil {
+			if errors.Is(err, errNotFull) && len(p.src.dropped) > 0 {
+				p.idx, p.src.assigned = nil, nil
+				if rerr := t.recordMeta(rq, p, false); rerr != nil {
+					return rerr
+				}
+				notFull = true
+				return nil // commit the drops
+			}
 			return err
 		}
 		return t.recordMeta(rq, p, false)
 	})
+	if err == nil && notFull {
+		err = errNotFull
+	}
 	if err != nil {
 		if p != nil {
 			return nil, p.schema, err
@@ -251,6 +272,23 @@ func (t *wtx) loadMetaState(rq *MetaRequest) (*metaPlan, error) {
 	if p.src.held, err = loadSpans(t.ctx, t, `SELECT lo, hi FROM held WHERE partition = ? AND task = ? ORDER BY lo`, rq.Partition, rq.Task); err != nil {
 		return nil, err
 	}
+	if p.src.version, err = metaGet(t.ctx, t, "weight_version"); err != nil {
+		return nil, err
+	}
+	if rq.Staleness != nil {
+		var updated int64
+		if err := t.queryRow(`SELECT EXISTS (SELECT 1 FROM produced WHERE field = ?)`, WeightVersionField).Scan(&updated); err != nil {
+			return nil, fmt.Errorf("read produced: %w", err)
+		}
+		p.src.versionsStable = updated == 0
+	}
+	if len(p.src.ready) > 0 {
+		leased, err := t.activeLeases(rq.Partition, rq.Task, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		p.src.ready = p.src.ready.Minus(leased)
+	}
 	return p, nil
 }
 
@@ -312,6 +350,16 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 		if ok != src.storedOK || !slices.Equal(stored, src.stored) {
 			return errHandOutConflict
 		}
+		if rq.Staleness != nil {
+			// The batch was judged fresh against this version: it must still be current.
+			cur, err := metaGet(t.ctx, t, "weight_version")
+			if err != nil {
+				return err
+			}
+			if cur != src.version {
+				return errHandOutConflict
+			}
+		}
 		fresh := chosen
 		if src.storedOK {
 			fresh = fresh.Minus(record.SetOf(src.stored)) // checked against the stored assignment above
@@ -327,6 +375,13 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 				return err
 			}
 			if len(fresh.Intersect(consumed)) > 0 || len(fresh.Intersect(tomb)) > 0 {
+				return errHandOutConflict
+			}
+			leased, err := t.activeLeases(rq.Partition, rq.Task, time.Now())
+			if err != nil {
+				return err
+			}
+			if len(fresh.Intersect(leased)) > 0 {
 				return errHandOutConflict
 			}
 		}
@@ -354,6 +409,32 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 	if !rq.DeferConsume && len(p.idx) > 0 {
 		if err := t.markConsumed(rq.Partition, rq.Task, chosen); err != nil {
 			return err
+		}
+		t.rows = true // wake producers blocked by back-pressure
+	}
+	if rq.Lease > 0 && len(p.idx) > 0 {
+		if err := t.addLease(rq.Partition, rq.Task, chosen, time.Now().Add(rq.Lease)); err != nil {
+			return err
+		}
+	}
+	if len(src.dropped) > 0 {
+		// Stale samples stay stale (versions never go back): dropping them needs no
+		// recheck. Only those the task has not consumed yet count.
+		drop := record.SetOf(src.dropped).Minus(chosen)
+		consumed, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? AND lo < ? AND hi > ? ORDER BY lo`,
+			rq.Partition, rq.Task, drop[len(drop)-1].Hi, drop[0].Lo)
+		if err != nil {
+			return err
+		}
+		drop = drop.Minus(consumed)
+		if n := drop.Count(); n > 0 {
+			if err := t.markConsumed(rq.Partition, rq.Task, drop); err != nil {
+				return err
+			}
+			if err := metaAdd(t.ctx, t, "stale_dropped", n); err != nil {
+				return err
+			}
+			t.rows = true
 		}
 	}
 	return nil

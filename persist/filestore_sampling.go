@@ -25,6 +25,9 @@ type fileSampleSource struct {
 	storedOK           bool
 	held               record.IndexSet // the holds of (Partition, Task)
 	assigned           []int64         // what the sampler assigned (nil: nothing)
+	version            int64           // the queue's current weight version
+	versionsStable     bool            // no PutFields ever changed a weight version: the cache holds
+	dropped            []int64         // stale samples to mark consumed (StaleDrop)
 }
 
 // ReadyAfter returns, ascending, up to n ready samples with an index greater than
@@ -43,6 +46,14 @@ func (in *fileSampleSource) Values(ctx context.Context, field string, indexes []
 	if len(indexes) == 0 {
 		return nil, nil
 	}
+	if field == WeightVersionField && in.versionsStable {
+		return in.versionValues(ctx, indexes)
+	}
+	return in.readValues(ctx, field, indexes)
+}
+
+// readValues reads the values of field for indexes from the store.
+func (in *fileSampleSource) readValues(ctx context.Context, field string, indexes []int64) ([]any, error) {
 	sorted := record.SortedUnique(append([]int64(nil), indexes...))
 	b, err := in.q.readBatch(ctx, []string{field}, func(tx queryer, s *snapshot) ([]int64, error) {
 		return sorted, nil
@@ -51,6 +62,23 @@ func (in *fileSampleSource) Values(ctx context.Context, field string, indexes []
 		return nil, err
 	}
 	defer b.Release()
+	// Numbers straight from the column (the weight versions a staleness bound judges,
+	// rewards): no row maps. Other kinds through Rows, which decodes codec values.
+	if col := b.Column(field); col != nil && len(b.Fields) == 1 && (b.Fields[0].Kind == KindInt64 || b.Fields[0].Kind == KindFloat64) {
+		pos := make(map[int64]int, len(b.Indexes))
+		for i, x := range b.Indexes {
+			pos[x] = i
+		}
+		out := make([]any, len(indexes))
+		for i, x := range indexes {
+			if p, ok := pos[x]; ok && !col.IsNull(p) {
+				if out[i], err = record.ValueAt(col, p, b.Fields[0].Kind); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return out, nil
+	}
 	rows, err := b.Rows()
 	if err != nil {
 		return nil, err

@@ -47,6 +47,12 @@ func (q *fileQueue) Stats(ctx context.Context) (Stats, error) {
 		if st.ManifestVersion, err = metaGet(ctx, tx, "manifest_version"); err != nil {
 			return err
 		}
+		if st.WeightVersion, err = metaGet(ctx, tx, "weight_version"); err != nil {
+			return err
+		}
+		if st.StaleDropped, err = metaGet(ctx, tx, "stale_dropped"); err != nil {
+			return err
+		}
 		var cleared, frows, fbytes sql.NullInt64
 		if err := tx.QueryRowContext(ctx, `SELECT SUM(hi - lo) FROM tombstones`).Scan(&cleared); err != nil {
 			return fmt.Errorf("stats: %w", err)

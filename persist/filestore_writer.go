@@ -303,12 +303,14 @@ func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writ
 		}
 		if op.put {
 			// A plain put writes nothing before its only expected failures (a schema
-			// conflict, a repeated put id naming another batch: both found before any
-			// write), so it needs no savepoint; any other failure fails the whole group.
+			// conflict, a repeated put id naming another batch, a refusal by its
+			// admission: all found before any write), so it needs no savepoint; any
+			// other failure fails the whole group.
 			if err := op.fn(t); err != nil {
 				var se *SchemaError
 				var ie *InvalidError
-				if !errors.As(err, &se) && !errors.As(err, &ie) {
+				var bp *BackpressureError
+				if !errors.As(err, &se) && !errors.As(err, &ie) && !errors.As(err, &bp) {
 					w.conn.ExecContext(ctx, "ROLLBACK")
 					fail(err)
 					return

@@ -32,6 +32,15 @@ type MetaRequest struct {
 	// DPRank and BatchIndex identify the data-parallel group and the step, for
 	// RankAware (and custom samplers).
 	DPRank, BatchIndex int
+	// Staleness, when set, bounds the weight versions handed out (see Staleness): a
+	// record produced at version v is served only while current − v ≤ Staleness.Max.
+	// Any sampler takes it.
+	Staleness *Staleness
+	// Lease, when > 0, hands the samples out without consuming them (as DeferConsume)
+	// and holds them from the task's other GetMetas for Lease (at most LeaseMax):
+	// MarkConsumed (Reader.Commit) consumes them; once the lease expires
+	// uncommitted, they are ready again. 0: no lease.
+	Lease time.Duration
 }
 
 // FieldMeta describes one field of a batch. For tensor fields DType and Shape are the
@@ -81,6 +90,12 @@ func (r *MetaRequest) validate() error {
 	}
 	if r.BatchIndex < 0 {
 		return &InvalidError{Field: "batch_index", Value: r.BatchIndex, Rule: "≥ 0"}
+	}
+	if r.Lease < 0 || r.Lease > LeaseMax {
+		return &InvalidError{Field: "lease", Value: r.Lease, Rule: "≥ 0 and ≤ 24h (0: no lease)"}
+	}
+	if err := r.Staleness.validate(); err != nil {
+		return err
 	}
 	return CheckName("partition", r.Partition)
 }

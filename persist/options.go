@@ -137,4 +137,6 @@ type Stats struct {
 	Partitions       map[string]int64 // partition → records put into it (cleared ones included)
 	ConsumedByTask   map[string]int64 // "partition/task" → samples marked consumed
 	PendingFragments int              // flushes or compactions in progress (or of crashed processes)
+	WeightVersion    int64            // the queue's current weight version (Queue.SetVersion)
+	StaleDropped     int64            // records dropped as stale by staleness-bounded reads (StaleDrop), all tasks
 }

@@ -19,6 +19,10 @@ type PutOpts struct {
 	// not compared); otherwise it fails with *InvalidError. 1–128 bytes of
 	// [A-Za-z0-9._:-]; NewPutID makes one. "" (the default) is a plain put.
 	ID string
+	// Admission, when set, is the put's back-pressure (see Admission): the put is
+	// refused with *BackpressureError, or waits (Admission.Block), while the trainer
+	// has too much left to consume or the put runs too far ahead of its version.
+	Admission *Admission
 }
 
 // PutIDRetention is how long a store remembers the id of a put batch (PutOpts.ID) at

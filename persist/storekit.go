@@ -237,7 +237,10 @@ func NormalizeMetaRequest(req *MetaRequest, samplers Samplers) (MetaRequest, Sam
 	if rq.Sampler.Name == "" {
 		rq.Sampler.Name = SamplerSequential
 	}
-	return rq, sampler, nil
+	if rq.Lease > 0 {
+		rq.DeferConsume = true
+	}
+	return rq, withStaleness(sampler, rq.Staleness), nil
 }
 
 // SamplerWindow returns how many ready samples a sampler sees at first for a batch of

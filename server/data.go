@@ -549,6 +549,8 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		"GET " + d + "/schema":                    {read, s.handleDataSchema},
 		"GET " + d + "/stats":                     {read, s.handleDataStats},
 		"GET " + d + "/changes":                   {read, s.handleDataChanges},
+		"GET " + d + "/version":                   {read, s.handleDataVersion},
+		"POST " + d + "/version":                  {put, s.handleDataSetVersion},
 	}
 	hs := map[string]handlerFunc{"GET /v1/namespaces/{namespace}/data": func(w http.ResponseWriter, r *http.Request, p *principal) error {
 		if err := s.handleDataQueues(w, r, p); err != nil {
@@ -557,7 +559,7 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		return nil
 	}}
 	for k, route := range queueRoutes {
-		create := k == "POST "+d+"/records" || k == "POST "+d+"/kv" // only puts create a queue
+		create := k == "POST "+d+"/records" || k == "POST "+d+"/kv" || k == "POST "+d+"/version" // only puts (and a trainer's first version) create a queue
 		hs[k] = func(w http.ResponseWriter, r *http.Request, p *principal) error {
 			dq, err := s.dataQueueOf(w, r, p, route.perms, create)
 			if err == nil {
@@ -618,6 +620,7 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 		se  *persist.SchemaError
 		ue  *persist.UnsupportedValueError
 		nf  *persist.NotFoundError
+		bp  *persist.BackpressureError
 	)
 	code := persist.Code(err)
 	out := api.DataErrorBody{Code: code, Message: err.Error()}
@@ -631,6 +634,9 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 		out.Details = &api.DataErrorDetails{Field: ue.Field, GoType: ue.GoType, Reason: ue.Reason}
 	case errors.As(err, &nf):
 		out.Details = &api.DataErrorDetails{Queue: nf.Queue, Partition: nf.Partition, Keys: nf.Keys, Indexes: nf.Indexes}
+	case errors.As(err, &bp):
+		out.Details = &api.DataErrorDetails{Partition: bp.Partition, Backpressure: &api.DataBackpressure{Unconsumed: bp.Unconsumed, Records: bp.Records,
+			Limit: bp.Limit, Version: bp.Version, Target: bp.Target, MaxAhead: bp.MaxAhead, Waited: bp.Waited.Seconds()}}
 	case errors.As(err, &inv):
 		body, _ := api.NewErrorBody(inv)
 		out.Details = &api.DataErrorDetails{Field: inv.Field, Value: body.Details.Value, Rule: inv.Rule}

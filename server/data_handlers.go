@@ -117,11 +117,25 @@ func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *princi
 			return err
 		}
 	}
-	var opts *persist.PutOpts
-	if id := r.URL.Query().Get("put_id"); id != "" {
-		opts = &persist.PutOpts{ID: id}
+	opts, err := putOptsOf(r)
+	if err != nil {
+		return err
 	}
-	idx, err := dq.store.PutPartition(r.Context(), partition, recs, opts)
+	ctx := r.Context()
+	if opts != nil && opts.Admission != nil && opts.Admission.Block {
+		// A put blocked by back-pressure is a long-poll, as a blocked submit: it takes a
+		// slot and waits at most LongPollMax (the answer is then queue_full with waited;
+		// a client repeats it with its put id).
+		a := *opts.Admission
+		c, capped, release, err := s.longPoll(r, p, cmpOrDuration(a.Timeout, persist.GetMetaTimeoutDefault))
+		if err != nil {
+			return err
+		}
+		defer release()
+		a.Timeout = capped
+		opts.Admission, ctx = &a, c
+	}
+	idx, err := dq.store.PutPartition(ctx, partition, recs, opts)
 	if err != nil {
 		return err
 	}
@@ -478,8 +492,17 @@ func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist
 	if err != nil {
 		return nil, err
 	}
+	lease, err := seconds("lease", req.Lease)
+	if err != nil {
+		return nil, err
+	}
 	mr := &persist.MetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
-		Wait: req.Wait, Timeout: timeout, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex}
+		Wait: req.Wait, Timeout: timeout, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex, Lease: lease}
+	if req.MaxStaleness != nil {
+		mr.Staleness = &persist.Staleness{Max: *req.MaxStaleness, Policy: persist.StalenessPolicy(req.StalePolicy)}
+	} else if req.StalePolicy != "" {
+		return nil, plane.Invalid("stale_policy", req.StalePolicy, "only with max_staleness")
+	}
 	if mr.Partition == "" {
 		mr.Partition = persist.DefaultPartition
 	}
@@ -763,7 +786,8 @@ func (s *Server) handleDataStats(w http.ResponseWriter, r *http.Request, p *prin
 		ManifestVersion: st.ManifestVersion, PendingFragments: st.PendingFragments, Partitions: st.Partitions,
 		ConsumedByTask: st.ConsumedByTask, Puts: st.Puts, Gets: st.Gets, Flushes: st.Flushes, FlushFailures: st.FlushFailures, Compactions: st.Compactions,
 		Commits: st.Commits, CommittedOps: st.CommittedOps, RecoveredFragments: st.RecoveredFragments,
-		OrphansDeleted: st.OrphansDeleted, LastFlush: st.LastFlush, LastFlushDuration: st.LastFlushDuration.Seconds()}
+		OrphansDeleted: st.OrphansDeleted, LastFlush: st.LastFlush, LastFlushDuration: st.LastFlushDuration.Seconds(),
+		WeightVersion: st.WeightVersion, StaleDropped: st.StaleDropped}
 	if out.Partitions == nil {
 		out.Partitions = map[string]int64{}
 	}
@@ -808,4 +832,94 @@ func (s *Server) handleDataChanges(w http.ResponseWriter, r *http.Request, p *pr
 	}
 	s.write(w, r, http.StatusOK, &api.DataVersionResponse{Version: dq.version.Load()})
 	return nil
+}
+
+// putOptsOf reads a put's idempotency id and back-pressure (persist.Admission) from the
+// query.
+func putOptsOf(r *http.Request) (*persist.PutOpts, error) {
+	q := r.URL.Query()
+	opts := &persist.PutOpts{ID: q.Get("put_id")}
+	if q.Get("admission_task") == "" && q.Get("max_unconsumed") == "" && q.Get("max_ahead") == "" {
+		if q.Get("admission_block") != "" || q.Get("admission_timeout") != "" {
+			return nil, plane.Invalid("admission_block", q.Get("admission_block"), "only with max_unconsumed or max_ahead")
+		}
+		if opts.ID == "" {
+			return nil, nil
+		}
+		return opts, nil
+	}
+	a := &persist.Admission{Task: q.Get("admission_task"), MaxAhead: -1}
+	var err error
+	if a.MaxUnconsumed, err = queryInt(r, "max_unconsumed", 0); err != nil {
+		return nil, err
+	}
+	if a.MaxAhead, err = queryInt(r, "max_ahead", -1); err != nil {
+		return nil, err
+	}
+	switch b := q.Get("admission_block"); b {
+	case "", "false", "0":
+	case "true", "1":
+		a.Block = true
+	default:
+		return nil, plane.Invalid("admission_block", b, "true or false")
+	}
+	if t := q.Get("admission_timeout"); t != "" {
+		f, perr := strconv.ParseFloat(t, 64)
+		if perr != nil {
+			return nil, plane.Invalid("admission_timeout", t, "seconds, a number ≥ 0")
+		}
+		if a.Timeout, err = seconds("admission_timeout", f); err != nil {
+			return nil, err
+		}
+	}
+	if err := persist.CheckAdmission(a); err != nil {
+		return nil, err
+	}
+	opts.Admission = a
+	return opts, nil
+}
+
+// versioner returns the store's persist.Versioner.
+func versioner(dq *dataQueue) (persist.Versioner, error) {
+	v, ok := dq.store.(persist.Versioner)
+	if !ok {
+		return nil, plane.Invalid("queue", dq.store.Name(), "a store that keeps weight versions")
+	}
+	return v, nil
+}
+
+func (s *Server) handleDataVersion(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	v, err := versioner(dq)
+	if err != nil {
+		return err
+	}
+	n, err := v.Version(r.Context())
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.DataWeightVersion{Version: n})
+	return nil
+}
+
+func (s *Server) handleDataSetVersion(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	var req api.DataWeightVersion
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	v, err := versioner(dq)
+	if err != nil {
+		return err
+	}
+	if err := v.SetVersion(r.Context(), req.Version); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func cmpOrDuration(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }

@@ -305,6 +305,11 @@ func httpError(resp *http.Response, data []byte) error {
 			if d.Queue != "" || d.Partition != "" || d.Keys != nil || d.Indexes != nil {
 				return &persist.NotFoundError{Queue: d.Queue, Partition: d.Partition, Keys: d.Keys, Indexes: d.Indexes}
 			}
+		case persist.ErrQueueFull.Code:
+			if bp := d.Backpressure; bp != nil {
+				return &persist.BackpressureError{Partition: d.Partition, Unconsumed: bp.Unconsumed, Records: bp.Records, Limit: bp.Limit,
+					Version: bp.Version, Target: bp.Target, MaxAhead: bp.MaxAhead, Waited: api.Duration(bp.Waited)}
+			}
 		case persist.ErrInvalid.Code:
 			if d.Field != "" || d.Rule != "" {
 				e := &persist.InvalidError{Field: d.Field, Value: d.Value, Rule: d.Rule}
@@ -353,6 +358,21 @@ func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []p
 		id = persist.NewPutID()
 	}
 	q := url.Values{"partition": {partition}, "put_id": {id}}
+	if opts != nil && opts.Admission != nil {
+		a := opts.Admission
+		if err := persist.CheckAdmission(a); err != nil {
+			return nil, err
+		}
+		if a.Task != "" {
+			q.Set("admission_task", a.Task)
+		}
+		q.Set("max_unconsumed", strconv.FormatInt(a.MaxUnconsumed, 10))
+		q.Set("max_ahead", strconv.FormatInt(max(a.MaxAhead, -1), 10))
+		if a.Block {
+			q.Set("admission_block", "true")
+			q.Set("admission_timeout", strconv.FormatFloat(a.Timeout.Seconds(), 'f', -1, 64))
+		}
+	}
 	var out api.DataIndexesResponse
 	if body, ok := record.ArrowPutBody(recs); ok {
 		if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: q, arrowBody: body, idempotent: true}, &out); err != nil {
@@ -479,7 +499,10 @@ func metaBody(req *persist.MetaRequest) (*api.DataMetaRequest, error) {
 		return nil, &persist.InvalidError{Field: "MetaRequest", Value: nil, Rule: "a request"}
 	}
 	body := &api.DataMetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
-		Wait: req.Wait, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex}
+		Wait: req.Wait, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex, Lease: req.Lease.Seconds()}
+	if req.Staleness != nil {
+		body.MaxStaleness, body.StalePolicy = &req.Staleness.Max, string(req.Staleness.Policy)
+	}
 	if body.Fields == nil {
 		body.Fields = []string{}
 	}
@@ -810,7 +833,26 @@ func (s *httpStore) Stats(ctx context.Context) (persist.Stats, error) {
 		CommittedOps: o.CommittedOps, RecoveredFragments: o.RecoveredFragments, OrphansDeleted: o.OrphansDeleted,
 		NextIndex: o.NextIndex, Len: o.Len, Cleared: o.Cleared, TailRows: o.TailRows, FragmentRows: o.FragmentRows,
 		Fragments: o.Fragments, FragmentBytes: o.FragmentBytes, ManifestVersion: o.ManifestVersion,
-		Partitions: o.Partitions, ConsumedByTask: o.ConsumedByTask, PendingFragments: o.PendingFragments}, nil
+		Partitions: o.Partitions, ConsumedByTask: o.ConsumedByTask, PendingFragments: o.PendingFragments,
+		WeightVersion: o.WeightVersion, StaleDropped: o.StaleDropped}, nil
+}
+
+var _ persist.Versioner = (*httpStore)(nil)
+
+// SetVersion implements persist.Versioner (POST …/version).
+func (s *httpStore) SetVersion(ctx context.Context, version int64) error {
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/version", idempotent: true, body: &api.DataWeightVersion{Version: version}}, &api.EmptyResponse{})
+	return err
+}
+
+// Version implements persist.Versioner (GET …/version).
+func (s *httpStore) Version(ctx context.Context) (int64, error) {
+	var out api.DataWeightVersion
+	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/version"}, &out)
+	if queueMissing(err) {
+		return 0, nil
+	}
+	return out.Version, err
 }
 
 // Flush implements Store.

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -334,4 +335,23 @@ func TestHTTPStoreRetriesReads(t *testing.T) {
 	ok, err := q.Produced(ctx, persist.DefaultPartition, []int64{0}, []string{"y"})
 	require.NoError(t, err)
 	require.False(t, ok[0][0])
+}
+
+// TestHTTPTrainerSIGKILLBetweenReadAndCommit: a trainer process reading leased batches
+// over HTTP is SIGKILLed holding an uncommitted batch; the restarted one reads exactly
+// that batch first, and every sample is committed once (persisttest.TrainerCrash).
+func TestHTTPTrainerSIGKILLBetweenReadAndCommit(t *testing.T) {
+	d := startDataServer(t, nil)
+	q := persist.New(d.open(t, "q", nil))
+	persisttest.TrainerCrash(t, q, func(holdAt int) *persisttest.TrainerProcess {
+		cmd, out, stderr := startHTTPChild(t, "httptrainer", d.url, strconv.Itoa(holdAt))
+		return &persisttest.TrainerProcess{Lines: out,
+			Kill: func() error { return cmd.Process.Signal(syscall.SIGKILL) },
+			Wait: func() error {
+				if err := cmd.Wait(); err != nil {
+					return fmt.Errorf("%w; stderr: %s", err, stderr.String())
+				}
+				return nil
+			}}
+	})
 }

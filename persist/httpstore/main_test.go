@@ -13,6 +13,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
 // childEnv selects a child-process role when the test binary is re-executed by a
@@ -37,6 +38,15 @@ func runChild(role string) int {
 		return childHTTPFollower(ctx, url, arg)
 	case "httpconsumer":
 		return childHTTPConsumer(ctx, url, arg)
+	case "httptrainer":
+		holdAt, _ := strconv.Atoi(arg)
+		q, err := persist.Open(ctx, "q", &persist.Config{URL: url}, httpstore.Driver())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "open:", err)
+			return 1
+		}
+		defer q.Close(ctx)
+		return persisttest.Trainer(ctx, q, holdAt, os.Stdout, os.Stderr)
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2

@@ -397,6 +397,12 @@ func (s *Store) Stats(ctx context.Context) (persist.Stats, error) {
 			return err
 		}
 		st.NextIndex, st.Cleared, st.ManifestVersion = q.next, tomb.count(), q.manifestVersion
+		if st.WeightVersion, err = s.currentVersion(ctx, tx, false); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(stale_dropped), 0) FROM consumers WHERE queue = $1`, s.name).Scan(&st.StaleDropped); err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
 		st.Len = st.NextIndex - st.Cleared
 		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM tail WHERE queue = $1`, s.name).Scan(&st.TailRows); err != nil {
 			return fmt.Errorf("stats: %w", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
 // TestKillChild is the child of TestSIGKILLMidFlush: it puts batches forever, printing
@@ -141,4 +142,54 @@ func drain(lines <-chan string) []string {
 		out = append(out, l)
 	}
 	return out
+}
+
+// TestTrainerChild is the child of TestTrainerSIGKILLBetweenReadAndCommit: a trainer
+// reading leased batches (persisttest.Trainer).
+func TestTrainerChild(t *testing.T) {
+	env := os.Getenv("LAKESTORE_TRAINER_CHILD")
+	if env == "" {
+		t.Skip("the child process of TestTrainerSIGKILLBetweenReadAndCommit")
+	}
+	f := strings.Fields(env)
+	holdAt, _ := strconv.Atoi(f[2])
+	ctx := context.Background()
+	s, err := Open(ctx, "q", &Config{Catalog: f[0], Blob: f[1], SweepInterval: -1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		os.Exit(1)
+	}
+	q := persist.New(s)
+	code := persisttest.Trainer(ctx, q, holdAt, os.Stdout, os.Stderr)
+	_ = q.Close(ctx)
+	os.Exit(code)
+}
+
+// TestTrainerSIGKILLBetweenReadAndCommit: a trainer process of the distributed store
+// is SIGKILLed holding a leased, uncommitted batch; the restarted one reads exactly
+// that batch first, and every sample is committed once (persisttest.TrainerCrash).
+func TestTrainerSIGKILLBetweenReadAndCommit(t *testing.T) {
+	ctx := context.Background()
+	catalog, bucket := pgtest.Database(t), fileBucket(t)
+	s, err := Open(ctx, "q", &Config{Catalog: catalog, Blob: bucket, SweepInterval: -1})
+	require.NoError(t, err)
+	q := persist.New(s)
+	defer q.Close(ctx)
+	persisttest.TrainerCrash(t, q, func(holdAt int) *persisttest.TrainerProcess {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestTrainerChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("LAKESTORE_TRAINER_CHILD=%s %s %d", catalog, bucket, holdAt))
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		return &persisttest.TrainerProcess{Lines: bufio.NewScanner(out),
+			Kill: func() error { return cmd.Process.Signal(syscall.SIGKILL) },
+			Wait: func() error {
+				if err := cmd.Wait(); err != nil {
+					return fmt.Errorf("%w; stderr: %s", err, stderr.String())
+				}
+				return nil
+			}}
+	})
 }

@@ -14,6 +14,10 @@ import (
 
 var errNotFull = errors.New("batch not full")
 
+// errNotFullDropped is errNotFull from a GetMeta transaction that dropped stale samples:
+// that transaction commits (the drops), and the GetMeta waits on.
+var errNotFullDropped = errors.New("batch not full; stale samples dropped")
+
 // GetMeta implements persist.Store. The decision is one catalog transaction holding
 // the row lock of (queue, partition, task) in the consumers table: the sampler runs
 // and the consumption (and assignments) are written while no other server can decide
@@ -41,11 +45,19 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 		woken, release := s.Changes()
 		var idx []int64
 		var schema persist.Schema
+		dropped := false
 		err := s.write(ctx, func(tx pgx.Tx) error {
 			var err error
 			idx, schema, err = s.getMeta(ctx, tx, &rq, sampler)
+			if errors.Is(err, errNotFullDropped) {
+				dropped = true
+				return nil // commit the drops
+			}
 			return err
 		})
+		if err == nil && dropped {
+			err = errNotFull
+		}
 		if err == nil {
 			release()
 			return s.batchMeta(ctx, &rq, idx, schema)
@@ -114,6 +126,13 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 	if err != nil {
 		return nil, st.schema, err
 	}
+	var version int64
+	if rq.Staleness != nil {
+		// Held FOR SHARE until commit: SetVersion waits for this hand-out.
+		if version, err = s.currentVersion(ctx, tx, true); err != nil {
+			return nil, st.schema, err
+		}
+	}
 	var ready spanSet
 	if known {
 		tomb, err := s.tombstones(ctx, tx)
@@ -128,9 +147,25 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 			}
 			ready = ready.intersect(has)
 		}
+		if len(ready) > 0 {
+			leased, err := s.activeLeases(ctx, tx, rq.Partition, rq.Task)
+			if err != nil {
+				return nil, st.schema, err
+			}
+			ready = ready.minus(leased)
+		}
 	}
 	window := persist.SamplerWindow(sampler, rq.BatchSize)
-	src := &sampleSource{s: s, ctx: ctx, tx: tx, rq: rq, ready: ready, part: part, schema: st.schema}
+	// A staleness-bounded sampler's writes (assignments) are under a savepoint, so that a
+	// wait that finds no full batch keeps its drops and forgets the rest.
+	sampled := tx
+	if rq.Staleness != nil {
+		if sampled, err = tx.Begin(ctx); err != nil {
+			return nil, st.schema, fmt.Errorf("savepoint: %w", err)
+		}
+		defer sampled.Rollback(ctx) // a no-op once committed (released)
+	}
+	src := &sampleSource{s: s, ctx: ctx, tx: sampled, rq: rq, ready: ready, part: part, schema: st.schema, version: version}
 	first := ready.first(window)
 	in := &persist.SampleInput{Ready: first, MoreReady: int64(len(first)) < ready.count(),
 		BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, Source: src}
@@ -157,10 +192,45 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		return nil, st.schema, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", persist.ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
 	}
 	if rq.Wait && len(idx) < rq.BatchSize {
+		if len(src.dropped) > 0 {
+			// Stale samples are dropped even when no batch is handed out: producers held
+			// by back-pressure get the room.
+			if err := sampled.Rollback(ctx); err != nil { // an assignment the sampler stored
+				return nil, st.schema, fmt.Errorf("roll back the sampler's writes: %w", err)
+			}
+			if err := s.dropStale(ctx, tx, rq, src.dropped, nil, consumed); err != nil {
+				return nil, st.schema, err
+			}
+			if err := s.announce(ctx, tx); err != nil {
+				return nil, st.schema, err
+			}
+			return nil, st.schema, errNotFullDropped
+		}
 		return nil, st.schema, errNotFull // rolls back any assignment the sampler stored
+	}
+	if sampled != tx {
+		if err := sampled.Commit(ctx); err != nil { // releases the savepoint
+			return nil, st.schema, fmt.Errorf("release savepoint: %w", err)
+		}
 	}
 	if !rq.DeferConsume && len(idx) > 0 {
 		if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", chosen.minus(consumed), s.name, rq.Partition, rq.Task); err != nil {
+			return nil, st.schema, err
+		}
+	}
+	if rq.Lease > 0 && len(idx) > 0 {
+		if err := s.addLease(ctx, tx, rq.Partition, rq.Task, chosen, rq.Lease); err != nil {
+			return nil, st.schema, err
+		}
+	}
+	if len(src.dropped) > 0 {
+		if err := s.dropStale(ctx, tx, rq, src.dropped, chosen, consumed); err != nil {
+			return nil, st.schema, err
+		}
+	}
+	if (!rq.DeferConsume && len(idx) > 0) || len(src.dropped) > 0 {
+		// Wake producers blocked by back-pressure, in every process.
+		if err := s.announce(ctx, tx); err != nil {
 			return nil, st.schema, err
 		}
 	}
@@ -180,6 +250,10 @@ type sampleSource struct {
 	ready  spanSet
 	part   spanSet
 	schema persist.Schema
+	// version is the queue's weight version (held FOR SHARE) when the request is
+	// staleness-bounded; dropped the stale samples the sampler saw.
+	version int64
+	dropped []int64
 }
 
 func (c *sampleSource) ReadyAfter(after int64, n int) ([]int64, bool) {
@@ -375,7 +449,10 @@ func (s *Store) MarkConsumed(ctx context.Context, task, partition string, indexe
 		if err != nil {
 			return err
 		}
-		return insertSpans(ctx, tx, "consumed", "queue, partition, task", set.minus(consumed), s.name, partition, task)
+		if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", set.minus(consumed), s.name, partition, task); err != nil {
+			return err
+		}
+		return s.announce(ctx, tx) // wake producers blocked by back-pressure
 	})
 }
 
@@ -395,7 +472,7 @@ func (s *Store) ResetConsumption(ctx context.Context, task, partition string) er
 		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
 			return err
 		}
-		for _, table := range []string{"consumed", "assignments", "held"} {
+		for _, table := range []string{"consumed", "assignments", "held", "leases"} {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task); err != nil {
 				return fmt.Errorf("reset consumption: %w", err)
 			}
@@ -484,7 +561,7 @@ func (s *Store) ClearPartition(ctx context.Context, partition string) error {
 		if err := s.clearSpans(ctx, tx, partition, spansOfSegments(segs).minus(tomb)); err != nil {
 			return err
 		}
-		for _, table := range []string{"consumed", "assignments", "held"} {
+		for _, table := range []string{"consumed", "assignments", "held", "leases"} {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE queue = $1 AND partition = $2`, s.name, partition); err != nil {
 				return fmt.Errorf("clear partition %s: %w", table, err)
 			}

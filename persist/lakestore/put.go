@@ -33,6 +33,17 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 	if len(recs) == 0 {
 		return nil, nil
 	}
+	var adm *persist.Admission
+	if opts != nil {
+		adm = opts.Admission
+	}
+	if err := persist.CheckAdmission(adm); err != nil {
+		return nil, err
+	}
+	target, err := persist.TargetVersion(recs)
+	if err != nil {
+		return nil, err
+	}
 	p, err := persist.PrepareRecords(recs)
 	if err != nil {
 		return nil, err
@@ -41,9 +52,16 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 		return nil, err
 	}
 	defer s.leave()
+	return persist.AdmitLoop(ctx, adm, s.Changes, s.closing, func() ([]int64, error) {
+		return s.putOnce(ctx, partition, len(recs), p, id, adm, target)
+	})
+}
+
+// putOnce is one attempt of PutPartition.
+func (s *Store) putOnce(ctx context.Context, partition string, n int, p *persist.PreparedRecords, id string, adm *persist.Admission, target int64) ([]int64, error) {
 	var lo int64
 	var repeat []int64
-	err = s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx pgx.Tx) error {
 		st, err := s.loadQueue(ctx, tx, true)
 		if err != nil {
 			return err
@@ -53,7 +71,7 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 			var plo, pn int64
 			err := tx.QueryRow(ctx, `SELECT partition, lo, n FROM put_ids WHERE queue = $1 AND id = $2`, s.name, id).Scan(&part, &plo, &pn)
 			if err == nil {
-				repeat, err = putid.Repeat(id, part, plo, pn, partition, len(recs))
+				repeat, err = putid.Repeat(id, part, plo, pn, partition, n)
 				if err == nil {
 					err = errRepeat // roll back: nothing to write
 				}
@@ -63,12 +81,15 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 				return fmt.Errorf("read put id: %w", err)
 			}
 		}
+		if err := s.admit(ctx, tx, adm, partition, n, target); err != nil {
+			return err
+		}
 		if lo, err = s.putRows(ctx, tx, st, partition, p); err != nil {
 			return err
 		}
 		if id != "" {
 			if _, err := tx.Exec(ctx, `INSERT INTO put_ids(queue, id, partition, lo, n) VALUES ($1, $2, $3, $4, $5)`,
-				s.name, id, partition, lo, len(recs)); err != nil {
+				s.name, id, partition, lo, n); err != nil {
 				return fmt.Errorf("record put id: %w", err)
 			}
 		}
@@ -80,9 +101,9 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 	if err != nil {
 		return nil, err
 	}
-	s.puts.Add(int64(len(recs)))
-	s.noteUnflushed(int64(len(recs)))
-	out := make([]int64, len(recs))
+	s.puts.Add(int64(n))
+	s.noteUnflushed(int64(n))
+	out := make([]int64, n)
 	for i := range out {
 		out[i] = lo + int64(i)
 	}

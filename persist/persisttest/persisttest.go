@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"BadInput", testBadInput},
 		{"Close", testClose},
 	}
+	cases = append(cases, rlCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newStore(t)

@@ -75,6 +75,9 @@ __all__ = [
     "KVInterface",
     "ZerocopyMode",
     "BatchFormat",
+    "Backpressure",
+    "WEIGHT_VERSION",
+    "TARGET_WEIGHT_VERSION",
 ]
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -523,6 +526,56 @@ atexit.register(_close_storage_planes)
 # ------------------------------------------------------------------------------ the queue
 
 
+@dataclasses.dataclass(frozen=True)
+class Backpressure:
+    """Back-pressure of a queue's puts (Go: ``persist.Admission``): a batch is admitted
+    only while ``task_name`` has at most ``max_unconsumed`` records of the partition left
+    to consume (counting the batch; a batch into an empty buffer always goes), and while
+    its records' target version (``target_weight_version``, else ``weight_version``) is
+    at most ``max_ahead`` above the queue's current version. A refused batch raises
+    :class:`~lakeshore.errors.QueueFullError` and stays buffered (sent again, with its put
+    id, by the next send), so nothing is lost or put twice.
+
+    Attributes:
+        task_name: the trainer's task whose unconsumed records count (with
+            ``max_unconsumed``).
+        max_unconsumed: at most this many unconsumed records (None: no bound).
+        max_ahead: at most this many versions ahead (None: no bound).
+        on_full: ``"reject"`` (QueueFullError at once) or ``"block"`` (the put waits for
+            the trainer to consume or advance the version, up to ``timeout``).
+        timeout: seconds a blocked put waits (default 30).
+    """
+
+    task_name: str | None = None
+    max_unconsumed: int | None = None
+    max_ahead: int | None = None
+    on_full: str = "reject"
+    timeout: float | None = None
+
+    def params(self) -> dict[str, str]:
+        """The query parameters of a put (docs/http-api.md)."""
+        if self.on_full not in ("reject", "block"):
+            raise errors.InvalidError(
+                f"invalid on_full {self.on_full!r}: use 'reject' or 'block'", field="on_full", value=self.on_full, rule="reject|block"
+            )
+        out: dict[str, str] = {}
+        if self.task_name is not None:
+            out["admission_task"] = self.task_name
+        out["max_unconsumed"] = str(int(self.max_unconsumed or 0))
+        out["max_ahead"] = str(-1 if self.max_ahead is None else int(self.max_ahead))
+        if self.on_full == "block":
+            out["admission_block"] = "true"
+            if self.timeout is not None:
+                out["admission_timeout"] = repr(float(self.timeout))
+        return out
+
+
+WEIGHT_VERSION = "weight_version"
+"""The field holding the policy version that produced a record (Go: persist.WeightVersionField)."""
+TARGET_WEIGHT_VERSION = "target_weight_version"
+"""The field holding the version a record is meant for (Go: persist.TargetVersionField)."""
+
+
 class Queue:
     """A persistent, append-only data queue.
 
@@ -541,6 +594,8 @@ class Queue:
             carry numpy arrays and torch tensors as raw tensors either way (never pickled).
         dispatch: the plane (default: see ``storage_path``, else the process default).
         partition_id: the partition puts and reads use by default (``"default"``).
+        backpressure: the back-pressure of this object's puts (:class:`Backpressure`;
+            None: none).
 
     Raises:
         InvalidError: a bad name, batch size or zerocopy mode.
@@ -557,6 +612,7 @@ class Queue:
         zerocopy_mode: ZerocopyMode = "auto",
         dispatch: Dispatch | None = None,
         partition_id: str = "default",
+        backpressure: Backpressure | None = None,
     ) -> None:
         _check_name("queue name", name)
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -579,6 +635,10 @@ class Queue:
         self.enable_metrics = enable_metrics
         self.zerocopy_mode = zerocopy_mode
         self.partition_id = partition_id
+        self._bp_params = backpressure.params() if backpressure is not None else {}
+        self._bp_wait = float(backpressure.timeout if backpressure.timeout is not None else 30.0) if (
+            backpressure is not None and backpressure.on_full == "block"
+        ) else 0.0
         if dispatch is not None:
             self._d = dispatch
         elif storage_path is not None:
@@ -612,19 +672,45 @@ class Queue:
 
     # -- writes --------------------------------------------------------------------------
 
-    async def put(self, record: Mapping[str, Any], *, partition_id: str | None = None) -> None:
+    async def put(
+        self,
+        record: Mapping[str, Any],
+        *,
+        partition_id: str | None = None,
+        weight_version: int | None = None,
+        target_weight_version: int | None = None,
+    ) -> None:
         """Buffer one record (a map of field → value); sent at ``batch_size`` or after
-        ``auto_flush_interval_sec``. Raises EncodeError for a value with no wire form."""
-        await self.put_batch([record], partition_id=partition_id)
+        ``auto_flush_interval_sec``. ``weight_version`` (and ``target_weight_version``)
+        tag it with the policy version that produced it (the ``weight_version`` field,
+        which staleness-bounded reads judge). Raises EncodeError for a value with no wire
+        form."""
+        await self.put_batch(
+            [record], partition_id=partition_id, weight_version=weight_version, target_weight_version=target_weight_version
+        )
 
-    async def put_batch(self, records: Sequence[Mapping[str, Any]], *, partition_id: str | None = None) -> None:
+    async def put_batch(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        *,
+        partition_id: str | None = None,
+        weight_version: int | None = None,
+        target_weight_version: int | None = None,
+    ) -> None:
         """Buffer several records (sent as :meth:`put`'s)."""
         part = partition_id or self.partition_id
+        tags: dict[str, int] = {}
+        for name, v in ((WEIGHT_VERSION, weight_version), (TARGET_WEIGHT_VERSION, target_weight_version)):
+            if v is None:
+                continue
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise errors.InvalidError(f"invalid {name} {v!r}: want an integer ≥ 0", field=name, value=v, rule="≥ 0")
+            tags[name] = v
         encoded = []
         for i, r in enumerate(records):
             if not isinstance(r, Mapping):
                 raise TypeError(f"record {i} is a {type(r).__name__}; a record is a map of field name → value")
-            encoded.append((part, encode_value(f"record {i}", dict(r))))
+            encoded.append((part, encode_value(f"record {i}", dict(r, **tags) if tags else dict(r))))
         async with self._buffer_lock:
             self._buffer.extend(encoded)
             self.metrics["puts"] += len(encoded)
@@ -659,7 +745,12 @@ class Queue:
         try:
             for part, recs, put_id in batches:
                 ans = await self._call(
-                    "POST", "/records", params={"partition": part, "put_id": put_id}, body={"records": recs}, retry="safe"
+                    "POST",
+                    "/records",
+                    params={"partition": part, "put_id": put_id, **self._bp_params},
+                    body={"records": recs},
+                    retry="safe",
+                    wait=self._bp_wait,
                 )
                 indexes.extend(int(i) for i in ans.get("indexes") or [])
                 sent += 1
@@ -809,6 +900,23 @@ class Queue:
                 are not integers."""
         return Reader(self, _env_int("RANK", 0) if rank is None else rank, _env_int("WORLD_SIZE", 1) if world_size is None else world_size)
 
+    async def set_version(self, version: int) -> None:
+        """Advance the queue's current weight version (the trainer, after an optimizer
+        step). Versions never go back: a lower one raises InvalidError; the same one is a
+        no-op. Staleness-bounded reads and blocked producers see it at once."""
+        await self._call("POST", "/version", body={"version": int(version)}, retry="safe")
+
+    async def version(self) -> int:
+        """The queue's current weight version (0 until :meth:`set_version`): rollout
+        workers reload their weights when it changes."""
+        try:
+            ans = await self._call("GET", "/version", retry="safe")
+        except errors.NotFoundError as e:
+            if _queue_missing(e):
+                return 0
+            raise
+        return int(ans.get("version") or 0)
+
     async def mark_consumed(self, task_name: str, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
         """Mark records consumed by ``task_name`` (samplers skip them for that task). On a
         queue no put has created yet there is nothing to mark: it does nothing (as
@@ -895,7 +1003,7 @@ class Queue:
             ans = {k: 0 for k in ("next_index", "len", "cleared", "tail_rows", "fragment_rows", "fragments", "fragment_bytes",
                                   "manifest_version", "pending_fragments", "puts", "gets", "flushes", "flush_failures",
                                   "compactions", "commits", "committed_ops", "recovered_fragments", "orphans_deleted",
-                                  "version")}
+                                  "version", "weight_version", "stale_dropped")}
             ans.update(partitions={}, consumed_by_task={})
         if self.enable_metrics:
             ans["client"] = dict(self.metrics, buffered=len(self._buffer) + sum(len(b[1]) for b in self._unsent))
@@ -938,6 +1046,9 @@ class Reader:
         wait: bool,
         batch_index: int | None,
         defer_consume: bool,
+        max_staleness: int | None = None,
+        stale_policy: str | None = None,
+        lease: float | None = None,
     ) -> dict[str, Any]:
         part = partition_id or self.queue.partition_id
         step = self._steps.get((task_name, part), 0) if batch_index is None else int(batch_index)
@@ -953,6 +1064,18 @@ class Reader:
         }
         if defer_consume:
             body["defer_consume"] = True
+        if max_staleness is not None:
+            body["max_staleness"] = int(max_staleness)
+            if stale_policy is not None:
+                body["stale_policy"] = stale_policy
+        elif stale_policy is not None:
+            raise errors.InvalidError(
+                "stale_policy needs max_staleness", field="stale_policy", value=stale_policy, rule="only with max_staleness"
+            )
+        if lease is not None:
+            if not lease > 0:
+                raise errors.InvalidError(f"invalid lease {lease!r}: want seconds > 0", field="lease", value=lease, rule="> 0")
+            body["lease"] = float(lease)
         return body
 
     def _advance(self, body: Mapping[str, Any]) -> None:
@@ -1000,6 +1123,9 @@ class Reader:
         wait: bool | None = None,
         batch_index: int | None = None,
         defer_consume: bool = False,
+        max_staleness: int | None = None,
+        stale_policy: str | None = None,
+        lease: float | None = None,
     ) -> BatchMeta:
         """Pick the next ``batch_size`` records for ``task_name`` by ``sampler`` (default
         sequential) and mark them consumed by it (unless ``defer_consume``: then call
@@ -1011,9 +1137,17 @@ class Reader:
         empty queue). ``wait`` defaults to whether a ``timeout`` was given: a plain call
         answers at once, as persisting's does (issue 24, semantics 5). ``batch_index`` is
         the step for :func:`RankAwareSampler` (default: this reader's count of calls for
-        the task and partition)."""
+        the task and partition).
+
+        ``max_staleness=k`` (any sampler) serves a record produced at weight version v only
+        while ``current - v ≤ k``; older ones are dropped for the task (counted in
+        ``stats()["stale_dropped"]``) or, with ``stale_policy="keep"``, left for a replay
+        reader. ``lease=`` seconds hands the batch out leased: :meth:`commit` consumes it;
+        if the process dies first, the batch is ready again when the lease expires."""
         wait = timeout is not None if wait is None else wait
-        body = self._meta_body(fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume)
+        body = self._meta_body(
+            fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume, max_staleness, stale_policy, lease
+        )
         ans = await self._meta_call("/meta", body, timeout)
         self._advance(body)
         return _meta_of(ans, fields, body["partition"], task_name)
@@ -1047,13 +1181,19 @@ class Reader:
         format: BatchFormat = "numpy",
         batch_index: int | None = None,
         defer_consume: bool = False,
+        max_staleness: int | None = None,
+        stale_policy: str | None = None,
+        lease: float | None = None,
     ) -> Any:
         """:meth:`get_meta` then :meth:`get_data` in one request (``POST D/batch``): the
         batch as ``format`` says, with ``.meta`` (a :class:`BatchMeta`) on a
-        :class:`Batch`. ``wait`` defaults as :meth:`get_meta`'s."""
+        :class:`Batch`. ``wait`` defaults as :meth:`get_meta`'s; ``max_staleness``,
+        ``stale_policy`` and ``lease`` as for :meth:`get_meta`."""
         _check_format(format)
         wait = timeout is not None if wait is None else wait
-        body = self._meta_body(fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume)
+        body = self._meta_body(
+            fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume, max_staleness, stale_policy, lease
+        )
         data, headers = await self._meta_call("/batch", body, timeout, raw=True, accept=ARROW)
         self._advance(body)
         described: Mapping[str, Any] = {}
@@ -1071,6 +1211,12 @@ class Reader:
                 b[k] = _torch_of(b[k])
             return b
         return _tensordict(b)
+
+    async def commit(self, meta: BatchMeta) -> None:
+        """Consume a batch read with ``lease=`` (after the optimizer step): it is never
+        handed to the task again. A trainer killed before committing gets the batch back
+        once its lease expires."""
+        await self.queue.mark_consumed(meta.task_name, meta.global_indexes, meta.partition_id)
 
     async def get(self, limit: int = 100, partition_id: str | None = None) -> list[dict[str, Any]]:
         """This rank's share of the records (those whose bucket belongs to ``rank`` of

@@ -1,0 +1,172 @@
+package lakestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+)
+
+// The distributed store's part of weight versions, staleness, back-pressure and
+// leases (persist/rl.go; catalog migration 0003).
+
+var (
+	_ persist.Versioner     = (*Store)(nil)
+	_ persist.VersionSource = (*sampleSource)(nil)
+)
+
+// SetVersion implements persist.Versioner. It waits for staleness-bounded GetMetas in
+// flight (they hold the version's row FOR SHARE), so none hands out a batch judged
+// against a version older than the committed one.
+func (s *Store) SetVersion(ctx context.Context, version int64) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.write(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO weight_versions(queue) VALUES ($1) ON CONFLICT DO NOTHING`, s.name); err != nil {
+			return fmt.Errorf("set version: %w", err)
+		}
+		var cur int64
+		if err := tx.QueryRow(ctx, `SELECT version FROM weight_versions WHERE queue = $1 FOR UPDATE`, s.name).Scan(&cur); err != nil {
+			return fmt.Errorf("set version: %w", err)
+		}
+		if version < cur {
+			return &persist.InvalidError{Field: "version", Value: version, Rule: fmt.Sprintf("≥ the current version %d (versions never go back)", cur)}
+		}
+		if version == cur {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE weight_versions SET version = $2 WHERE queue = $1`, s.name, version); err != nil {
+			return fmt.Errorf("set version: %w", err)
+		}
+		return s.notify(ctx, tx) // wake producers blocked by MaxAhead, in every process
+	})
+}
+
+// Version implements persist.Versioner.
+func (s *Store) Version(ctx context.Context) (int64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	return s.currentVersion(ctx, s.pool, false)
+}
+
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// currentVersion reads the queue's weight version (0 without a row), holding its row
+// FOR SHARE when share is set (then creating it first, so that there is a row to hold).
+func (s *Store) currentVersion(ctx context.Context, q rowQuerier, share bool) (int64, error) {
+	sql := `SELECT version FROM weight_versions WHERE queue = $1`
+	if share {
+		sql += ` FOR SHARE`
+	}
+	for attempt := 0; ; attempt++ {
+		var v int64
+		err := q.QueryRow(ctx, sql, s.name).Scan(&v)
+		if err == nil {
+			return v, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("read version: %w", err)
+		}
+		if !share || attempt > 0 {
+			return 0, nil
+		}
+		if err := q.QueryRow(ctx, `INSERT INTO weight_versions(queue) VALUES ($1) ON CONFLICT DO NOTHING RETURNING 0`, s.name).Scan(new(int64)); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("create version: %w", err)
+		}
+	}
+}
+
+// CurrentVersion implements persist.VersionSource.
+func (c *sampleSource) CurrentVersion() int64 { return c.version }
+
+// Drop implements persist.VersionSource.
+func (c *sampleSource) Drop(indexes []int64) { c.dropped = append(c.dropped, indexes...) }
+
+// activeLeases returns the spans of (partition, task) leased and not expired.
+func (s *Store) activeLeases(ctx context.Context, q querier, partition, task string) (spanSet, error) {
+	return loadSpans(ctx, q, `SELECT lo, hi FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires > now()`, s.name, partition, task)
+}
+
+// addLease leases set to (partition, task) for d, dropping the pair's expired leases.
+func (s *Store) addLease(ctx context.Context, tx pgx.Tx, partition, task string, set spanSet, d time.Duration) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires <= now()`, s.name, partition, task); err != nil {
+		return fmt.Errorf("drop expired leases: %w", err)
+	}
+	for _, sp := range set {
+		if _, err := tx.Exec(ctx, `INSERT INTO leases(queue, partition, task, lo, hi, expires) VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 microsecond')`,
+			s.name, partition, task, sp.lo, sp.hi, d.Microseconds()); err != nil {
+			return fmt.Errorf("store lease: %w", err)
+		}
+	}
+	return nil
+}
+
+// dropStale marks the stale samples a staleness-bounded sampler saw consumed for the
+// task (those not consumed yet, and not handed out by this GetMeta) and counts them.
+func (s *Store) dropStale(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, dropped []int64, chosen, consumed spanSet) error {
+	drop := setOf(dropped).minus(chosen).minus(consumed)
+	n := drop.count()
+	if n == 0 {
+		return nil
+	}
+	if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", drop, s.name, rq.Partition, rq.Task); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE consumers SET stale_dropped = stale_dropped + $4 WHERE queue = $1 AND partition = $2 AND task = $3`,
+		s.name, rq.Partition, rq.Task, n); err != nil {
+		return fmt.Errorf("count dropped: %w", err)
+	}
+	return nil
+}
+
+// unconsumed counts the samples of partition task has not consumed (cleared ones
+// excluded), for persist.Admission.
+func (s *Store) unconsumed(ctx context.Context, tx pgx.Tx, partition, task string) (int64, error) {
+	segs, err := s.segments(ctx, tx, partition, 0, 1<<62)
+	if err != nil {
+		return 0, err
+	}
+	part := spansOfSegments(segs)
+	if len(part) == 0 {
+		return 0, nil
+	}
+	tomb, err := s.tombstones(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task)
+	if err != nil {
+		return 0, err
+	}
+	return part.minus(tomb).minus(consumed).count(), nil
+}
+
+// admit checks a put against its admission inside the put's transaction (the queue's
+// row locked, so puts are judged one after another).
+func (s *Store) admit(ctx context.Context, tx pgx.Tx, a *persist.Admission, partition string, n int, target int64) error {
+	if a == nil {
+		return nil
+	}
+	var unconsumed int64
+	if a.MaxUnconsumed > 0 {
+		var err error
+		if unconsumed, err = s.unconsumed(ctx, tx, partition, a.Task); err != nil {
+			return err
+		}
+	}
+	cur, err := s.currentVersion(ctx, tx, false)
+	if err != nil {
+		return err
+	}
+	return persist.Admitted(a, partition, n, target, unconsumed, cur)
+}

@@ -1,0 +1,456 @@
+package persisttest
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+)
+
+// The conformance cases of weight versions, staleness-bounded sampling, back-pressure
+// and leased reads (persist/rl.go).
+
+func rlCases() []struct {
+	name string
+	fn   func(t *testing.T, q *persist.Queue)
+} {
+	return []struct {
+		name string
+		fn   func(t *testing.T, q *persist.Queue)
+	}{
+		{"WeightVersions", testWeightVersions},
+		{"StalenessBound", testStalenessBound},
+		{"StalenessUnderConcurrentProducers", testStalenessConcurrent},
+		{"Backpressure", testBackpressure},
+		{"BackpressureHoldsFastProducers", testBackpressureHoldsProducers},
+		{"WaitingReaderDropsStaleForHeldProducers", testWaitDropsStale},
+		{"ReplayAndPriorities", testReplay},
+		{"LeasedReads", testLeasedReads},
+	}
+}
+
+func putVersioned(t *testing.T, q *persist.Queue, n int, version int64, from int) []int64 {
+	t.Helper()
+	recs := make([]persist.Record, n)
+	for i := range recs {
+		recs[i] = persist.Record{"x": from + i}
+	}
+	idx, err := q.PutVersioned(context.Background(), persist.DefaultPartition, recs, version, -1, nil)
+	require.NoError(t, err)
+	return idx
+}
+
+func testWeightVersions(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	v, err := q.Version(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, v)
+	require.NoError(t, q.SetVersion(ctx, 3))
+	require.NoError(t, q.SetVersion(ctx, 3), "setting the current version again is a no-op")
+	requireInvalid(t, q.SetVersion(ctx, 2))
+	v, err = q.Version(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, st.WeightVersion)
+
+	_, err = q.PutVersioned(ctx, persist.DefaultPartition, []persist.Record{{"x": 1, "big": "payload"}}, 2, 4, nil)
+	require.NoError(t, err)
+	_, err = q.PutVersioned(ctx, persist.DefaultPartition, []persist.Record{{"x": 2}}, -1, -1, nil)
+	requireInvalid(t, err)
+	// The version is a column of its own: read alone, without the other fields.
+	b, err := q.Reader().GetData(ctx, &persist.BatchMeta{Indexes: []int64{0}, Partition: persist.DefaultPartition,
+		Fields: []persist.FieldMeta{{Name: persist.WeightVersionField}, {Name: persist.TargetVersionField}}})
+	require.NoError(t, err)
+	rows, err := b.Rows()
+	b.Release()
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Len(t, rows[0].Fields, 2)
+	require.EqualValues(t, 2, rows[0].Fields[persist.WeightVersionField])
+	require.EqualValues(t, 4, rows[0].Fields[persist.TargetVersionField])
+}
+
+func testStalenessBound(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putVersioned(t, q, 4, 0, 0)                                                                          // 0..3
+	putVersioned(t, q, 4, 1, 4)                                                                          // 4..7
+	putN(t, q, persist.DefaultPartition, 1, func(int) persist.Record { return persist.Record{"x": 99} }) // 8: no version
+	putVersioned(t, q, 4, 2, 9)                                                                          // 9..12
+	require.NoError(t, q.SetVersion(ctx, 2))
+
+	req := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train", Staleness: &persist.Staleness{Max: 1}}
+	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, q, req), "version 0 is 2 behind: dropped")
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, st.StaleDropped)
+	require.EqualValues(t, 8, st.ConsumedByTask[persist.DefaultPartition+"/train"], "dropped samples are consumed for the task")
+	require.NoError(t, q.SetVersion(ctx, 3))
+	require.Equal(t, []int64{8, 9, 10, 11}, metaIdx(t, q, req), "a record without a version is never stale")
+	require.Equal(t, []int64{12}, metaIdx(t, q, req))
+
+	// Keep: stale samples are skipped and left for a replay reader.
+	keep := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 20, Task: "keep", Staleness: &persist.Staleness{Max: 0, Policy: persist.StaleKeep}}
+	require.Equal(t, []int64{8}, metaIdx(t, q, keep), "nothing is of version 3; 8 has no version")
+	replay := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 20, Task: "keep"}
+	require.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12}, metaIdx(t, q, replay), "kept stale samples are still there")
+	st2, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, st2.StaleDropped, "keep drops nothing")
+
+	// Any sampler takes the bound.
+	stale, err := q.PutVersioned(ctx, "grpo", []persist.Record{{"x": 1}, {"x": 2}}, 2, -1, nil)
+	require.NoError(t, err)
+	fresh, err := q.PutVersioned(ctx, "grpo", []persist.Record{{"x": 3}, {"x": 4}, {"x": 5}, {"x": 6}}, 3, -1, nil)
+	require.NoError(t, err)
+	grpo := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "g", Partition: "grpo", Sampler: persist.GRPOGroupN{N: 2}.Spec(), Staleness: &persist.Staleness{Max: 0}}
+	require.Equal(t, fresh, metaIdx(t, q, grpo))
+	grpo.Staleness = nil
+	require.Equal(t, []int64{}, metaIdx(t, q, grpo), "the stale group was dropped for the task (%v)", stale)
+
+	_, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 1, Task: "t", Staleness: &persist.Staleness{Max: -1}})
+	requireInvalid(t, err)
+	_, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 1, Task: "t", Staleness: &persist.Staleness{Policy: "later"}})
+	requireInvalid(t, err)
+}
+
+// testStalenessConcurrent: producers put at the version they last read while a
+// trainer reads with a bound k and advances the version after each batch, and
+// another goroutine advances it too; no record handed out is more than k versions
+// behind the version current before the read.
+func testStalenessConcurrent(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	const k = 1
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var produced atomic.Int64
+	for p := range 3 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v, err := q.Version(ctx)
+				if !errors.Is(err, nil) {
+					t.Error(err)
+					return
+				}
+				recs := []persist.Record{{"x": p*1_000_000 + 2*i}, {"x": p*1_000_000 + 2*i + 1}}
+				if _, err := q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, nil); err != nil {
+					t.Error(err)
+					return
+				}
+				produced.Add(2)
+			}
+		})
+	}
+	var bumps atomic.Int64
+	wg.Go(func() { // a second writer of the version
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v, err := q.Version(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := q.SetVersion(ctx, v+1); err != nil && !errors.Is(err, persist.ErrInvalid) {
+				t.Error(err)
+				return
+			}
+			bumps.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+	})
+	req := persist.MetaRequest{Fields: []string{"x", persist.WeightVersionField}, BatchSize: 4, Task: "train",
+		Staleness: &persist.Staleness{Max: k}, Wait: true, Timeout: time.Minute}
+	served, violations := 0, 0
+	for batch := 0; batch < 40; batch++ {
+		before, err := q.Version(ctx)
+		require.NoError(t, err)
+		b, m, err := q.Reader().GetBatch(ctx, &req)
+		require.NoError(t, err)
+		rows, err := b.Rows()
+		b.Release()
+		require.NoError(t, err)
+		require.Len(t, rows, len(m.Indexes))
+		for _, r := range rows {
+			if before-r.Fields[persist.WeightVersionField].(int64) > k {
+				violations++
+			}
+			served++
+		}
+		now, err := q.Version(ctx)
+		require.NoError(t, err)
+		if err := q.SetVersion(ctx, now+1); err != nil {
+			require.ErrorIs(t, err, persist.ErrInvalid) // the other writer was first
+		}
+	}
+	close(stop)
+	wg.Wait()
+	require.Zero(t, violations, "records served beyond the staleness bound")
+	require.Equal(t, 160, served)
+	require.Positive(t, bumps.Load())
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	t.Logf("produced %d, served %d, dropped %d stale, version %d", produced.Load(), served, st.StaleDropped, st.WeightVersion)
+}
+
+func testBackpressure(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	rec := func(n int) []persist.Record {
+		out := make([]persist.Record, n)
+		for i := range out {
+			out[i] = persist.Record{"x": i}
+		}
+		return out
+	}
+	adm := &persist.Admission{Task: "train", MaxUnconsumed: 4, MaxAhead: -1}
+	_, err := q.PutAdmitted(ctx, persist.DefaultPartition, rec(3), adm)
+	require.NoError(t, err)
+	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(2), adm)
+	var bp *persist.BackpressureError
+	require.ErrorAs(t, err, &bp, "%v", err)
+	require.ErrorIs(t, err, persist.ErrQueueFull)
+	require.Equal(t, "queue_full", persist.Code(err))
+	require.EqualValues(t, 3, bp.Unconsumed)
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n, "a refused put writes nothing")
+
+	// A blocked put wakes when the trainer consumes.
+	blocking := *adm
+	blocking.Block, blocking.Timeout = true, time.Minute
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.PutAdmitted(ctx, persist.DefaultPartition, rec(2), &blocking)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the put did not block: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.Equal(t, []int64{0, 1}, metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train"}))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the blocked put did not wake when the trainer consumed")
+	}
+	// Its deadline is honoured.
+	blocking.Timeout = 30 * time.Millisecond
+	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(2), &blocking)
+	require.ErrorAs(t, err, &bp)
+	require.Positive(t, bp.Waited)
+
+	// Versions ahead.
+	ahead := &persist.Admission{MaxAhead: 1}
+	_, err = q.PutVersioned(ctx, "v", rec(1), 0, 2, ahead)
+	require.ErrorIs(t, err, persist.ErrQueueFull)
+	require.NoError(t, q.SetVersion(ctx, 1))
+	_, err = q.PutVersioned(ctx, "v", rec(1), 0, 2, ahead)
+	require.NoError(t, err)
+
+	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.Admission{MaxUnconsumed: 3})
+	requireInvalid(t, err)
+	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.Admission{Task: "t", MaxUnconsumed: -1})
+	requireInvalid(t, err)
+}
+
+func testLeasedReads(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, persist.DefaultPartition, 8, func(i int) persist.Record { return persist.Record{"x": i} })
+	r := q.Reader()
+	req := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 3, Task: "train"}
+	b, a, err := r.GetBatchLeased(ctx, &req, time.Hour)
+	require.NoError(t, err)
+	b.Release()
+	require.Equal(t, []int64{0, 1, 2}, a.Indexes)
+	require.NoError(t, r.Commit(ctx, a))
+	const lease = 300 * time.Millisecond
+	b, l, err := r.GetBatchLeased(ctx, &req, lease)
+	require.NoError(t, err)
+	b.Release()
+	require.Equal(t, []int64{3, 4, 5}, l.Indexes)
+	require.Equal(t, []int64{6, 7}, metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 3, Task: "train", Lease: time.Hour}),
+		"a leased batch is held from the task's other reads")
+	other := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "eval"}
+	require.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7}, metaIdx(t, q, other), "leases are per task")
+	// The uncommitted lease expires: exactly that batch is ready again, never the
+	// committed one.
+	deadline := time.Now().Add(30 * time.Second)
+	var again []int64
+	for time.Now().Before(deadline) {
+		again = metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "train", Lease: time.Hour})
+		if len(again) > 0 {
+			break
+		}
+		time.Sleep(lease / 4)
+	}
+	require.Equal(t, []int64{3, 4, 5}, again)
+	n, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	_, _, err = r.GetBatchLeased(ctx, &req, 0)
+	requireInvalid(t, err)
+	require.NoError(t, q.ResetConsumption(ctx, "train", persist.DefaultPartition))
+	require.Equal(t, []int64{0, 1, 2}, metaIdx(t, q, req), "a reset forgets leases")
+}
+
+// testBackpressureHoldsProducers: four producers, each far faster than the trainer,
+// put groups at the version they read, held by a blocking admission of at most 64
+// unconsumed records; the trainer reads batches bounded by staleness k = 1 and
+// advances the version after each. The buffer never passes its bound, no record is
+// served beyond the bound, and the producers were held (they put no more than the
+// trainer consumed plus the bound).
+func testBackpressureHoldsProducers(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	const bound, k, steps = 64, 1, 30
+	adm := &persist.Admission{Task: "train", MaxUnconsumed: bound, MaxAhead: -1, Block: true, Timeout: time.Minute}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var produced, held atomic.Int64
+	for p := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v, err := q.Version(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				recs := []persist.Record{{"x": p}, {"x": p}, {"x": p}, {"x": p}}
+				_, err = q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, adm)
+				var bp *persist.BackpressureError
+				switch {
+				case errors.As(err, &bp):
+					held.Add(1) // a blocked put whose wait ended: try again
+				case errors.Is(err, persist.ErrClosed):
+					return
+				case err != nil:
+					t.Error(err)
+					return
+				default:
+					produced.Add(4)
+				}
+			}
+		})
+	}
+	r := q.Reader()
+	served, violations, maxBuffer := 0, 0, int64(0)
+	for step := 0; step < steps; step++ {
+		before, err := q.Version(ctx)
+		require.NoError(t, err)
+		b, _, err := r.GetBatch(ctx, &persist.MetaRequest{Fields: []string{"x", persist.WeightVersionField}, BatchSize: 16, Task: "train",
+			Staleness: &persist.Staleness{Max: k}, Wait: true, Timeout: time.Minute})
+		require.NoError(t, err)
+		rows, err := b.Rows()
+		b.Release()
+		require.NoError(t, err)
+		for _, row := range rows {
+			if before-row.Fields[persist.WeightVersionField].(int64) > k {
+				violations++
+			}
+		}
+		served += len(rows)
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		buffer := st.Partitions[persist.DefaultPartition] - st.ConsumedByTask[persist.DefaultPartition+"/train"]
+		maxBuffer = max(maxBuffer, buffer)
+		require.NoError(t, q.SetVersion(ctx, before+1))
+	}
+	close(stop)
+	// Unblock producers waiting for room: consume what is left.
+	for {
+		m, err := r.GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 64, Task: "train"})
+		require.NoError(t, err)
+		if len(m.Indexes) == 0 {
+			break
+		}
+	}
+	wg.Wait()
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	t.Logf("served %d in %d steps, %d dropped stale, %d produced, buffer at most %d of %d, 0 violations wanted: %d", served, steps,
+		st.StaleDropped, produced.Load(), maxBuffer, bound, violations)
+	require.Zero(t, violations)
+	require.Equal(t, steps*16, served)
+	require.LessOrEqual(t, maxBuffer, int64(bound), "the buffer passed its bound")
+}
+
+// testWaitDropsStale: the buffer is full of stale records and the producer is held by
+// back-pressure; a staleness-bounded reader waiting for a batch drops them even though
+// it has no batch yet, which lets the producer in, whose records make the batch.
+func testWaitDropsStale(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putVersioned(t, q, 4, 0, 0)
+	require.NoError(t, q.SetVersion(ctx, 5))
+	adm := &persist.Admission{Task: "train", MaxUnconsumed: 4, MaxAhead: -1, Block: true, Timeout: time.Minute}
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.PutVersioned(ctx, persist.DefaultPartition, []persist.Record{{"x": 100}, {"x": 101}}, 5, -1, adm)
+		done <- err
+	}()
+	m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train",
+		Staleness: &persist.Staleness{Max: 1}, Wait: true, Timeout: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 5}, m.Indexes)
+	require.NoError(t, <-done)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, st.StaleDropped)
+}
+
+// testReplay: replay draws with replacement from a window, weighted by a priority
+// field (UpdatePriorities), without consuming anything.
+func testReplay(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	idx := putN(t, q, persist.DefaultPartition, 10, func(i int) persist.Record { return persist.Record{"x": i, "prio": 0.0} })
+	putN(t, q, "other", 5, func(i int) persist.Record { return persist.Record{"x": 100 + i, "prio": 1.0} })
+	require.NoError(t, q.UpdatePriorities(ctx, "", "prio", []int64{idx[8], idx[9]}, []float64{1, 3}))
+	rs, err := q.Replay(ctx, &persist.ReplayRequest{Fields: []string{"x"}, Size: 400, Weight: "prio", Rand: rand.New(rand.NewPCG(1, 2))})
+	require.NoError(t, err)
+	defer rs.Batch.Release()
+	require.Len(t, rs.Draws, 400)
+	n := map[int64]int{}
+	for _, x := range rs.Draws {
+		n[x]++
+	}
+	require.Len(t, n, 2, "only the samples of positive priority in the partition: %v", n)
+	require.Greater(t, n[idx[9]], 2*n[idx[8]], "drawn by weight (1:3): %v", n)
+	require.Equal(t, []int64{idx[8], idx[9]}, rs.Batch.Indexes)
+	rows, err := rs.Batch.Rows()
+	require.NoError(t, err)
+	require.EqualValues(t, 8, rows[0].Fields["x"])
+
+	uniform, err := q.Replay(ctx, &persist.ReplayRequest{Size: 50, Window: 12, Rand: rand.New(rand.NewPCG(3, 4))})
+	require.NoError(t, err)
+	defer uniform.Batch.Release()
+	for _, x := range uniform.Draws {
+		require.GreaterOrEqual(t, x, int64(3), "the window holds the last 12 indexes")
+		require.Less(t, x, int64(10))
+	}
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train"}),
+		"replay consumed nothing")
+	_, err = q.Replay(ctx, &persist.ReplayRequest{Size: 0})
+	requireInvalid(t, err)
+	require.Error(t, q.UpdatePriorities(ctx, "", "prio", []int64{0}, nil))
+}

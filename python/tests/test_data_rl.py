@@ -1,0 +1,117 @@
+"""Weight versions, staleness-bounded reads, back-pressure and leased reads of the data
+queue (lakeshore.data; Go: persist/rl.go) on every plane."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from lakeshore import HttpDispatch, InvalidError, QueueFullError
+from lakeshore.data import WEIGHT_VERSION, Backpressure, Queue
+from tests.conftest import PLANES, Planes
+
+pytest.importorskip("pyarrow")
+
+
+@pytest.fixture(params=PLANES)
+def d(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
+    return planes.token(str(request.param), "data:put,data:read")
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_versions_and_staleness(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        assert await q.version() == 0
+        for v in range(3):
+            await q.put_batch([{"x": 10 * v + i} for i in range(4)], weight_version=v)
+        await q.flush()
+        await q.set_version(2)
+        await q.set_version(2)  # the same version: a no-op
+        with pytest.raises(InvalidError):
+            await q.set_version(1)
+        assert await q.version() == 2
+        r = q.reader()
+        b = await r.get_batch(["x", WEIGHT_VERSION], 8, "train", max_staleness=1, wait=False)
+        assert sorted(b[WEIGHT_VERSION].tolist()) == [1] * 4 + [2] * 4
+        st = await q.stats()
+        assert st["stale_dropped"] == 4 and st["weight_version"] == 2
+        # keep: stale records stay for a replay reader.
+        m = await r.get_meta(["x"], 12, "fresh", max_staleness=0, stale_policy="keep", wait=False)
+        assert m.size == 4
+        replay = await r.get_meta(["x"], 12, "fresh", wait=False)
+        assert replay.size == 8
+        with pytest.raises(InvalidError):
+            await r.get_meta(["x"], 1, "t", stale_policy="drop", wait=False)
+        with pytest.raises(InvalidError):
+            await r.get_meta(["x"], 1, "t", max_staleness=-1, wait=False)
+        with pytest.raises(InvalidError):
+            await q.put({"x": 1}, weight_version=-1)
+
+    run(main())
+
+
+def test_backpressure_reject_and_block(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=1000, auto_flush_interval_sec=0,
+                  backpressure=Backpressure(task_name="train", max_unconsumed=4))
+        await q.put_batch([{"x": i} for i in range(3)])
+        await q.flush()
+        await q.put_batch([{"x": i} for i in range(2)])
+        with pytest.raises(QueueFullError):
+            await q.flush()
+        other = Queue(qname, dispatch=d)
+        st = await other.stats()
+        assert st["len"] == 3  # refused: nothing written, the batch stays buffered
+        r = other.reader()
+        assert (await r.get_meta(["x"], 2, "train", wait=False)).size == 2
+        await q.flush()  # the buffered batch goes now
+        assert (await other.stats())["len"] == 5
+
+        blocking = Queue(qname, dispatch=d, batch_size=1000, auto_flush_interval_sec=0,
+                         backpressure=Backpressure(task_name="train", max_unconsumed=4, on_full="block", timeout=60))
+        await blocking.put_batch([{"x": i} for i in range(2)])
+        put = asyncio.ensure_future(blocking.flush())
+        await asyncio.sleep(0.2)
+        assert not put.done()  # held by the trainer's unconsumed records
+        assert (await r.get_meta(["x"], 3, "train", wait=False)).size == 3
+        await asyncio.wait_for(put, 60)  # woken by the consumption
+        assert (await other.stats())["len"] == 7
+
+        ahead = Queue(qname, dispatch=d, backpressure=Backpressure(max_ahead=1))
+        await ahead.put({"x": 1}, weight_version=0, target_weight_version=2, partition_id="v")
+        with pytest.raises(QueueFullError):
+            await ahead.flush()
+        await q.set_version(1)
+        await ahead.flush()
+
+    run(main())
+
+
+def test_leased_reads_and_commit(d: HttpDispatch, qname: str) -> None:
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"x": i} for i in range(6)])
+        await q.flush()
+        r = q.reader()
+        a = await r.get_batch(["x"], 2, "train", lease=3600, wait=False)
+        await r.commit(a.meta)
+        b = await r.get_meta(["x"], 2, "train", lease=0.3, wait=False)
+        assert b.global_indexes == [2, 3]
+        c = await r.get_meta(["x"], 4, "train", lease=3600, wait=False)
+        assert c.global_indexes == [4, 5]  # b is held while leased
+        again: list[int] = []
+        for _ in range(200):
+            again = (await r.get_meta(["x"], 4, "train", lease=3600, wait=False)).global_indexes
+            if again:
+                break
+            await asyncio.sleep(0.05)
+        assert again == [2, 3]  # b's lease expired uncommitted; a never comes back
+        assert await q.consumed("train") == 2
+
+    run(main())
