@@ -417,3 +417,69 @@ func (c *endable) Err() error {
 		return nil
 	}
 }
+
+// TestSubmitDecidedPastCallersContext ends a submit's context while its transaction waits
+// on the admission row (held by another session): the transaction goes on to its answer,
+// so a blocked submit on a full queue answers queue_full with its context's end as the
+// cause (what the conformance case BlockEndsWithCallersDeadline asks, on a machine too
+// loaded to decide within the deadline), and a submit with room answers its ids, committed,
+// rather than an error for a submit that was written.
+func TestSubmitDecidedPastCallersContext(t *testing.T) {
+	url := pgtest.Database(t)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	admin := mustConn(t, url)
+	watch := mustConn(t, url)
+	for _, c := range []struct {
+		name     string
+		maxDepth int64
+		want     error // nil: submitted
+	}{{"full", 1, plane.ErrQueueFull}, {"room", 5, nil}} {
+		q := "q-" + c.name
+		require.NoError(t, d.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: q,
+			Admission: plane.Admission{MaxDepth: c.maxDepth, OnFull: plane.OnFullBlock}}))
+		_, err := d.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: q,
+			Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
+		require.NoError(t, err)
+		tx, err := admin.Begin(t.Context())
+		require.NoError(t, err)
+		_, err = tx.Exec(t.Context(), `SELECT 1 FROM lakeshore.queues WHERE namespace = 'default' AND queue = $1 FOR UPDATE`, q)
+		require.NoError(t, err)
+		ctx := newEndable(t.Context(), context.DeadlineExceeded)
+		type answer struct {
+			res []plane.SubmitResult
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			res, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: q,
+				Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
+			done <- answer{res, err}
+		}()
+		require.Eventually(t, func() bool {
+			var n int
+			require.NoError(t, watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+			return n > 0
+		}, time.Minute, 5*time.Millisecond, "%s: the submit waits on the admission row", c.name)
+		ctx.end()
+		require.NoError(t, tx.Rollback(t.Context()))
+		var a answer
+		select {
+		case a = <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the submit did not return", c.name)
+		}
+		n, err := d.InvocationCount(t.Context(), &plane.CountParams{Namespace: "default", Queue: q, State: plane.StateQueued})
+		require.NoError(t, err)
+		if c.want == nil {
+			require.NoError(t, a.err, "%s: the submit committed", c.name)
+			require.Len(t, a.res, 1)
+			require.EqualValues(t, 2, n, "%s: the submit was written", c.name)
+			continue
+		}
+		require.ErrorIs(t, a.err, c.want, c.name)
+		require.ErrorIs(t, a.err, context.DeadlineExceeded, "%s: the cause is the caller's deadline", c.name)
+		require.NotErrorIs(t, a.err, plane.ErrUnavailable, c.name)
+		require.EqualValues(t, 1, n, "%s: nothing was written", c.name)
+	}
+}
