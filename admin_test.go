@@ -261,3 +261,48 @@ func TestWaitReleased(t *testing.T) {
 		t.Fatal("confirmed before the handler returned")
 	}
 }
+
+// TestQueuePauseResume: Queue.Pause stops claims while submits are accepted, Paused reports
+// it, and Resume hands the queued job to a claimer that was waiting (issue 29 item 18).
+func TestQueuePauseResume(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t, nil)
+	ctx := t.Context()
+	changed, err := q.Pause(ctx)
+	require.NoError(t, err)
+	require.True(t, changed)
+	paused, err := q.Paused(ctx)
+	require.NoError(t, err)
+	require.True(t, paused)
+	id, err := q.Submit(ctx, "held", nil)
+	require.NoError(t, err, "a paused queue accepts submits")
+	job, err := q.Claim(ctx, nil)
+	require.NoError(t, err)
+	require.Nil(t, job, "a paused queue gives a claim nothing")
+	got := make(chan *lakeshore.Job, 1)
+	go func() {
+		j, err := q.Claim(ctx, &lakeshore.ClaimOptions{Wait: 20 * time.Second})
+		if err != nil {
+			j = nil
+		}
+		got <- j
+	}()
+	select {
+	case j := <-got:
+		t.Fatalf("a claimer of a paused queue returned %v", j)
+	case <-time.After(200 * time.Millisecond):
+	}
+	changed, err = q.Resume(ctx)
+	require.NoError(t, err)
+	require.True(t, changed)
+	select {
+	case j := <-got:
+		require.NotNil(t, j)
+		require.Equal(t, id, j.ID)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resume did not wake the waiting claimer")
+	}
+	changed, err = q.Resume(ctx)
+	require.NoError(t, err)
+	require.False(t, changed)
+}

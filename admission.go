@@ -48,3 +48,32 @@ func (q *Queue) Admission(ctx context.Context) (*Admission, error) {
 func (q *Queue) ClearAdmission(ctx context.Context) (bool, error) {
 	return q.d.drv.QueueAdmissionDelete(ctx, q.opts.Namespace, q.name)
 }
+
+// Pause pauses the queue and reports whether it was running: it still accepts submits
+// (its admission block applies), but no claim takes its invocations — workers keep
+// waiting — until Resume. Invocations already running are not touched. The pause is stored
+// in the plane, so it holds for every process and server. Errors: *InvalidError (a bad
+// name); over HTTP, ErrForbidden without an admin token.
+func (q *Queue) Pause(ctx context.Context) (bool, error) {
+	return q.d.drv.QueuePause(ctx, &plane.PauseParams{Namespace: q.opts.Namespace, Queue: q.name, Paused: true})
+}
+
+// Resume resumes a paused queue and reports whether it was paused: its queued invocations
+// are claimable at once, and waiting workers take them.
+func (q *Queue) Resume(ctx context.Context) (bool, error) {
+	return q.d.drv.QueuePause(ctx, &plane.PauseParams{Namespace: q.opts.Namespace, Queue: q.name, Paused: false})
+}
+
+// Paused reports whether the queue is paused (from Dispatch.QueueStats).
+func (q *Queue) Paused(ctx context.Context) (bool, error) {
+	stats, err := q.d.drv.QueueStatsList(ctx, q.opts.Namespace)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range stats {
+		if s.Queue == q.name {
+			return s.Paused, nil
+		}
+	}
+	return false, nil
+}

@@ -150,6 +150,13 @@ type SubmitOptions struct {
 	// delay.
 	Delay time.Duration
 
+	// UniqueFor is the dedup window of Key (docs/semantics.md, "Dedup windows"): within it
+	// a second submit of the key returns the first id (the first wins, "unique_for" or
+	// throttle); once it has passed, the submit enqueues a new invocation that takes the key
+	// over. Needs Key; at most 366 days. Defaults to 0: the key holds until its invocation
+	// is trimmed.
+	UniqueFor time.Duration
+
 	// Metadata are free-form string headers carried with the invocation (Job.Metadata,
 	// Invocation.Metadata). Defaults to none.
 	Metadata map[string]string

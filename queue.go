@@ -114,6 +114,7 @@ func (q *Queue) SubmitManyResults(ctx context.Context, batch []Submission) ([]Su
 			Metadata:       s.Metadata,
 			NotBefore:      s.NotBefore,
 			Delay:          s.Delay,
+			UniqueFor:      s.UniqueFor,
 		}
 	}
 	res, err := q.d.drv.InvocationSubmitMany(ctx, params)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,8 +62,10 @@ type WorkerOptions struct {
 	BatchSize int
 
 	// ClaimWait is how long one claim waits for a job (by notification) before the worker
-	// looks again at its limits. Defaults to ClaimWaitDefault (1 s), divided among the
-	// queues when there are several so that none starves.
+	// looks again at its limits. Defaults to ClaimWaitDefault (1 s). The queues of one
+	// namespace and claim order are served by one claim that waits on all of them at once
+	// (plane.ClaimParams.Queues); with handlers in several namespaces or orders, the
+	// default is divided among those claims.
 	ClaimWait time.Duration
 
 	// Concurrency is how many handlers run at once. Defaults to ConcurrencyDefault (1).
@@ -106,7 +110,38 @@ type WorkerOptions struct {
 	// ctx ends, or not at all with ExitWhenIdle), runs it, settles it. It implies
 	// Concurrency 1 and MaxJobs 1. Defaults to false.
 	Once bool
+
+	// OnHostSetup runs once, in Start, before the worker registers or claims anything (load
+	// a model once per process here, not in a global by hand): no handler runs before it
+	// returned. Its error fails Start (and RunWorker), not the jobs: they stay queued for
+	// another worker. Defaults to nil (nothing). The Python SDK's
+	// lakeshore.lifecycle.on_host_setup is the same phase.
+	OnHostSetup func(ctx context.Context) error
+
+	// OnRunSetup runs before every handler, with the job's context; its error fails that
+	// attempt as the handler's error would (nack with retry), and the handler does not run.
+	// Defaults to nil.
+	OnRunSetup func(ctx context.Context, job *Job) error
+
+	// OnShutdown runs once when the worker stops (drained, cancelled or at its limits),
+	// after the last handler settled and before it deregisters, with a context that is not
+	// cancelled with Start's. Defaults to nil.
+	OnShutdown func(ctx context.Context)
 }
+
+// WorkerPhase is a worker's phase (Worker.Phase), named as the Python SDK's
+// lakeshore.lifecycle.phase() names them.
+type WorkerPhase string
+
+// The phases of a worker.
+const (
+	// PhaseSetup: not started, or OnHostSetup running.
+	PhaseSetup WorkerPhase = "setup"
+	// PhaseReady: claiming and running jobs.
+	PhaseReady WorkerPhase = "ready"
+	// PhaseDraining: stopping (nothing new is claimed) or stopped.
+	PhaseDraining WorkerPhase = "draining"
+)
 
 func (o *WorkerOptions) withDefaults(d *Dispatch, nBindings int) WorkerOptions {
 	var out WorkerOptions
@@ -164,11 +199,13 @@ var (
 // WorkerOptions.Concurrency at once, from Start until it is stopped. It:
 //
 //   - claims in batches (up to the free handler slots, WorkerOptions.BatchSize at most),
-//     waiting by notification when the queues are empty; a sequential worker (concurrency
-//     1, one queue) claims its next job with the settle of the last, in one commit
-//     (Driver.InvocationSettleAndClaim); a wider worker on one queue sends the settles
-//     that gathered meanwhile in one such call with a claim for the slots they free, so a
-//     burn-down costs about one commit per batch;
+//     waiting by notification when the queues are empty; the queues of one namespace and
+//     claim order are served by one claim that waits on all of them at once and takes
+//     from whichever has work first, fair across them (plane.ClaimParams.Queues); a
+//     sequential worker (concurrency 1, one such claim) claims its next job with the
+//     settle of the last, in one commit (Driver.InvocationSettleAndClaim); a wider such
+//     worker sends the settles that gathered meanwhile in one such call with a claim for
+//     the slots they free, so a burn-down costs about one commit per batch;
 //   - acks a handler's result; nacks its error with retry (without retry when marked
 //     Permanent, e.g. a payload that does not decode into a Func's input), its panic with
 //     retry (ErrorInfo type "panic"), and a handler that ends its goroutine with
@@ -189,6 +226,7 @@ type Worker struct {
 	d        *Dispatch
 	o        WorkerOptions
 	bindings []*binding
+	groups   []*claimGroup // one claim loop each
 	slots    chan struct{} // a token per running handler
 
 	mu       sync.Mutex
@@ -197,6 +235,7 @@ type Worker struct {
 	idleAt   time.Time // when the last running job ended (zero: none has), for the registry
 	fatal    error     // what stopped the claimers (the plane closed), returned by Err
 
+	phase        WorkerPhase             // guarded by mu
 	started      bool                    // guarded by mu
 	stopClaiming context.CancelCauseFunc // set by Start, guarded by mu
 	stopRun      context.CancelCauseFunc // set by Start, guarded by mu
@@ -218,7 +257,7 @@ func NewWorker(d *Dispatch, handlers []Handler, opts *WorkerOptions) (*Worker, e
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency), done: make(chan struct{})}
+	w := &Worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency), done: make(chan struct{}), phase: PhaseSetup}
 	seen := map[string]bool{}
 	for _, h := range handlers {
 		if h == nil {
@@ -238,26 +277,120 @@ func NewWorker(d *Dispatch, handlers []Handler, opts *WorkerOptions) (*Worker, e
 			return nil, plane.Invalid("handlers", name, "bind one handler per queue")
 		}
 		seen[name] = true
-		w.bindings = append(w.bindings, &binding{q: q, fn: b.Func})
+		fn := b.Func
+		if setup := o.OnRunSetup; setup != nil {
+			handler := fn
+			fn = func(ctx context.Context, job *Job) (any, error) {
+				if err := setup(ctx, job); err != nil {
+					return nil, fmt.Errorf("run setup: %w", err)
+				}
+				return handler(ctx, job)
+			}
+		}
+		w.bindings = append(w.bindings, &binding{q: q, fn: fn})
+	}
+	// One claim per namespace and claim order, over all of its queues.
+	byClaim := map[[3]string]*claimGroup{}
+	for _, b := range w.bindings {
+		o := b.q.opts
+		k := [3]string{o.Namespace, string(o.Kind), strconv.FormatFloat(o.Temperature, 'g', -1, 64)}
+		g := byClaim[k]
+		if g == nil {
+			g = &claimGroup{byQueue: map[string]*binding{}}
+			byClaim[k] = g
+			w.groups = append(w.groups, g)
+		}
+		g.bindings = append(g.bindings, b)
+		g.byQueue[b.q.Name()] = b
+		b.group = g
+	}
+	if opts == nil || opts.ClaimWait == 0 {
+		w.o.ClaimWait = ClaimWaitDefault / time.Duration(len(w.groups))
 	}
 	return w, nil
 }
 
+// claimGroup is the handlers one claim serves: those of one namespace and claim order,
+// claimed from with one claim over all their queues (plane.ClaimParams.Queues).
+type claimGroup struct {
+	bindings []*binding
+	byQueue  map[string]*binding
+	empty    bool // the last claim came back empty (guarded by Worker.mu)
+}
+
+// claim claims up to n jobs from the group's queues.
+func (g *claimGroup) claim(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, error) {
+	return g.bindings[0].q.claim(ctx, n, opts, g.also()...)
+}
+
+// also names the group's queues after the first.
+func (g *claimGroup) also() []string {
+	if len(g.bindings) == 1 {
+		return nil
+	}
+	out := make([]string, 0, len(g.bindings)-1)
+	for _, b := range g.bindings[1:] {
+		out = append(out, b.q.Name())
+	}
+	return out
+}
+
+// name names the group's queues for logs.
+func (g *claimGroup) name() string {
+	return strings.Join(append([]string{g.bindings[0].q.Name()}, g.also()...), ",")
+}
+
+// binding returns the handler of a job the group claimed.
+func (g *claimGroup) binding(job *Job) *binding {
+	if b := g.byQueue[job.Queue]; b != nil {
+		return b
+	}
+	return g.bindings[0] // not reached: a claim takes only from the queues it names
+}
+
 // ID returns the worker's id in the registry (WorkerOptions.ID, or the ULID it was given).
 func (w *Worker) ID() string { return w.o.ID }
+
+// Phase returns the worker's phase: PhaseSetup until OnHostSetup returned, PhaseReady
+// while it claims, PhaseDraining once it stops claiming.
+func (w *Worker) Phase() WorkerPhase {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.phase
+}
+
+func (w *Worker) setPhase(p WorkerPhase) {
+	w.mu.Lock()
+	w.phase = p
+	w.mu.Unlock()
+}
 
 // Start registers the worker and starts claiming and running jobs in the background; it
 // returns at once. ctx is the worker's lifetime: when it ends, running handlers are
 // cancelled, their jobs nacked with retry, and the worker stops with ctx's error (Err).
 // The worker also stops on its own when WorkerOptions.Once or MaxJobs is reached, when
 // ExitWhenIdle finds no work, and when the plane refuses it for good (closed, unauthorized):
-// Done tells when. Errors: an error when the worker was already started.
+// Done tells when. With WorkerOptions.OnHostSetup, Start runs it first and returns its
+// error (wrapped) without starting: the worker registers and claims nothing.
+// Errors: an error when the worker was already started; OnHostSetup's.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	if w.started {
 		w.mu.Unlock()
 		return errors.New("start worker: already started; make a new Worker to run again")
 	}
+	if w.o.OnHostSetup != nil {
+		w.started = true // a second Start while the set-up runs is refused
+		w.mu.Unlock()
+		if err := w.o.OnHostSetup(ctx); err != nil {
+			w.mu.Lock()
+			w.started = false
+			w.mu.Unlock()
+			return fmt.Errorf("start worker: host setup: %w", err)
+		}
+		w.mu.Lock()
+	}
+	w.phase = PhaseReady
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	claimCtx, stopClaiming := context.WithCancelCause(runCtx)
 	w.started, w.stopRun, w.stopClaiming = true, stopRun, stopClaiming
@@ -289,8 +422,8 @@ func (w *Worker) stop(ctx context.Context, cause error, cancelRunning bool) erro
 	w.mu.Lock()
 	started, stopClaiming, stopRun := w.started, w.stopClaiming, w.stopRun
 	w.mu.Unlock()
-	if !started {
-		return nil
+	if !started || stopClaiming == nil {
+		return nil // not started, or OnHostSetup still running in Start
 	}
 	if cancelRunning {
 		w.o.Logger.Info("worker cancelling running jobs", logKeyWorkerID, w.o.ID)
@@ -344,7 +477,7 @@ func RunWorker(ctx context.Context, d *Dispatch, handlers []Handler, opts *Worke
 type binding struct {
 	q     *Queue
 	fn    HandlerFunc
-	empty bool // the last claim came back empty (guarded by Worker.mu)
+	group *claimGroup // the claim that serves it
 }
 
 type runningJob struct {
@@ -361,16 +494,20 @@ func (w *Worker) run(ctx, runCtx, claimCtx context.Context, stopClaiming context
 
 	var claimers, handlers sync.WaitGroup
 	var settler *settler
-	if len(w.bindings) == 1 && w.o.Concurrency > 1 {
-		settler = w.newSettler(context.WithoutCancel(ctx), claimCtx, runCtx, w.bindings[0], &handlers)
+	if len(w.groups) == 1 && w.o.Concurrency > 1 {
+		settler = w.newSettler(context.WithoutCancel(ctx), claimCtx, runCtx, w.groups[0], &handlers)
 	}
-	for _, b := range w.bindings {
-		claimers.Go(func() { w.claimLoop(claimCtx, runCtx, stopClaiming, b, &handlers, settler) })
+	for _, g := range w.groups {
+		claimers.Go(func() { w.claimLoop(claimCtx, runCtx, stopClaiming, g, &handlers, settler) })
 	}
 	claimers.Wait()
+	w.setPhase(PhaseDraining)
 	handlers.Wait()
 	if settler != nil {
 		settler.stop() // every handler had its answer: nothing is pending
+	}
+	if w.o.OnShutdown != nil {
+		w.o.OnShutdown(context.WithoutCancel(ctx))
 	}
 	close(hbStop)
 	hb.Wait()
@@ -441,16 +578,16 @@ func (w *Worker) unreserve(n int) {
 	w.mu.Unlock()
 }
 
-// idle records that b's claim came back empty and reports whether the worker is idle: every
-// queue's last claim was empty and nothing runs.
-func (w *Worker) idle(b *binding, empty bool) bool {
+// idle records whether g's claim came back empty and reports whether the worker is idle:
+// every claim's last answer was empty and nothing runs.
+func (w *Worker) idle(g *claimGroup, empty bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b.empty = empty
+	g.empty = empty
 	if !empty || len(w.running) > 0 {
 		return false
 	}
-	for _, o := range w.bindings {
+	for _, o := range w.groups {
 		if !o.empty {
 			return false
 		}
@@ -458,10 +595,10 @@ func (w *Worker) idle(b *binding, empty bool) bool {
 	return true
 }
 
-func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.CancelCauseFunc, b *binding, handlers *sync.WaitGroup, s *settler) {
+func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.CancelCauseFunc, g *claimGroup, handlers *sync.WaitGroup, s *settler) {
 	wait := w.o.ClaimWait
-	if w.o.Once && !w.o.ExitWhenIdle && len(w.bindings) == 1 {
-		wait = -1 // until a job comes or ctx ends (with several queues, a claim must not hold the only slot)
+	if w.o.Once && !w.o.ExitWhenIdle && len(w.groups) == 1 {
+		wait = -1 // until a job comes or ctx ends (with several claims, one must not hold the only slot)
 	}
 	for ctx.Err() == nil {
 		select {
@@ -489,7 +626,7 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 		if w.o.ExitWhenIdle {
 			claimWait = 0
 		}
-		jobs, err := b.q.claim(ctx, got, &ClaimOptions{Wait: claimWait, LeaseTTL: w.o.LeaseTTL})
+		jobs, err := g.claim(ctx, got, &ClaimOptions{Wait: claimWait, LeaseTTL: w.o.LeaseTTL})
 		w.unreserve(got - len(jobs))
 		w.release(got - len(jobs))
 		if err != nil {
@@ -499,12 +636,12 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 			if errors.Is(err, ErrClosed) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrInvalid) {
 				// Retrying cannot help: the plane is gone, or refuses this worker for good.
 				w.mu.Lock()
-				w.fatal = cmp.Or(w.fatal, fmt.Errorf("claim from %s: %w", b.q.Name(), err))
+				w.fatal = cmp.Or(w.fatal, fmt.Errorf("claim from %s: %w", g.name(), err))
 				w.mu.Unlock()
 				stopClaiming(err)
 				return
 			}
-			w.o.Logger.WarnContext(ctx, "claim failed", logKeyQueue, b.q.Name(), logKeyError, err)
+			w.o.Logger.WarnContext(ctx, "claim failed", logKeyQueue, g.name(), logKeyError, err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(claimRetryDelay):
@@ -512,7 +649,7 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 			continue
 		}
 		if len(jobs) == 0 {
-			if w.o.ExitWhenIdle && w.idle(b, true) {
+			if w.o.ExitWhenIdle && w.idle(g, true) {
 				stopClaiming(nil)
 				return
 			}
@@ -525,9 +662,9 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 			}
 			continue
 		}
-		w.idle(b, false)
+		w.idle(g, false)
 		for _, job := range jobs {
-			w.start(ctx, runCtx, b, job, handlers, s)
+			w.start(ctx, runCtx, g.binding(job), job, handlers, s)
 		}
 	}
 }
@@ -545,10 +682,10 @@ func (w *Worker) release(n int) {
 }
 
 // start runs job on b's handler in a goroutine holding one slot. A sequential worker
-// (concurrency 1, one queue) settles the job and claims the next one in the same commit
+// (concurrency 1, one claim) settles the job and claims the next one in the same commit
 // (Driver.InvocationSettleAndClaim) while claimCtx lets it claim and MaxJobs allows; the
 // goroutine then runs that job on the same slot: one durable commit per job. A wider worker
-// on one queue hands its settles to s, which sends those that gathered meanwhile in one
+// with one claim hands its settles to s, which sends those that gathered meanwhile in one
 // InvocationSettleAndClaim together with a claim for the slots they free (and any other
 // free slot): one commit per batch for the acks and the next claims.
 func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup, s *settler) {
@@ -563,7 +700,7 @@ func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, h
 			handedOff, err = s.settle(ctx, p)
 			return err
 		}
-	case len(w.bindings) == 1 && w.o.Concurrency == 1:
+	case len(w.groups) == 1 && w.o.Concurrency == 1:
 		r.e.settleFn = func(ctx context.Context, p plane.SettleParams) error {
 			var err error
 			next, err = w.settleAndClaim(ctx, claimCtx, b, p)
@@ -577,8 +714,8 @@ func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, h
 		w.run1(runCtx, jobCtx, cancel, r)
 		switch {
 		case next != nil:
-			w.idle(b, false)
-			w.start(claimCtx, runCtx, b, next, handlers, s) // the slot passes to the next job
+			w.idle(b.group, false)
+			w.start(claimCtx, runCtx, b.group.binding(next), next, handlers, s) // the slot passes to the next job
 		case !handedOff:
 			w.release(1)
 		}
@@ -610,13 +747,15 @@ func (w *Worker) run1(runCtx, jobCtx context.Context, cancel context.CancelCause
 }
 
 // settleAndClaim settles p and, while claimCtx allows claiming and MaxJobs is not reached,
-// claims b's next job in the same commit (without waiting: an empty queue is the claim
+// claims the next job of b's claim (any of its queues) in the same commit (without waiting: an empty queue is the claim
 // loop's to wait on). It returns the claimed job (nil for none) and the settle's error.
 func (w *Worker) settleAndClaim(ctx, claimCtx context.Context, b *binding, p plane.SettleParams) (*Job, error) {
 	if claimCtx.Err() != nil || w.reserve(1) == 0 {
 		return nil, b.q.settle(ctx, p)
 	}
-	errs, jobs, err := w.d.drv.InvocationSettleAndClaim(ctx, []plane.SettleParams{p}, b.q.claimParams(1, ClaimOptions{LeaseTTL: w.o.LeaseTTL}))
+	claim := b.group.bindings[0].q.claimParams(1, ClaimOptions{LeaseTTL: w.o.LeaseTTL})
+	claim.Queues = b.group.also()
+	errs, jobs, err := w.d.drv.InvocationSettleAndClaim(ctx, []plane.SettleParams{p}, claim)
 	if errors.Is(err, ErrNotImplemented) {
 		w.unreserve(1)
 		return nil, b.q.settle(ctx, p)

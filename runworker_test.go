@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,9 +38,21 @@ type spyDriver struct {
 
 	heartbeatsFail atomic.Bool
 	heartbeats     atomic.Int64
+
+	// claimQueues are the queues of every claim (claim and settle-and-claim), sorted.
+	claimQueues [][]string
+}
+
+func (s *spyDriver) noteClaim(p *plane.ClaimParams) {
+	qs := p.QueueNames()
+	slices.Sort(qs)
+	s.mu.Lock()
+	s.claimQueues = append(s.claimQueues, qs)
+	s.mu.Unlock()
 }
 
 func (s *spyDriver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
+	s.noteClaim(p)
 	jobs, err := s.Driver.InvocationClaimMany(ctx, p)
 	if len(jobs) > 0 {
 		s.mu.Lock()
@@ -62,6 +75,7 @@ func (s *spyDriver) InvocationSettleAndClaim(ctx context.Context, ps []plane.Set
 	if s.noSettleAndClaim.Load() {
 		return nil, nil, plane.ErrNotImplemented
 	}
+	s.noteClaim(p)
 	s.mu.Lock()
 	s.settleBatches = append(s.settleBatches, len(ps))
 	for _, p := range ps {
@@ -172,6 +186,43 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestRunWorker(t *testing.T) {
 	t.Parallel()
+
+	t.Run("SeveralQueuesOneClaim", func(t *testing.T) {
+		t.Parallel()
+		for _, concurrency := range []int{1, 4} {
+			_, d, spy := setupWorker(t)
+			qc, err := d.Queue("c", nil)
+			require.NoError(t, err)
+			var ran atomic.Int64
+			fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+				if job.Queue != "c" {
+					return nil, fmt.Errorf("job %s of queue %s ran on c's handler", job.ID, job.Queue)
+				}
+				ran.Add(1)
+				return nil, nil
+			}
+			none := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+				return nil, fmt.Errorf("job %s of queue %s: no work was submitted there", job.ID, job.Queue)
+			}
+			// Work only on the last queue: the one claim waiting on all three gets it as
+			// soon as it is submitted, not after a wait on each empty queue in turn.
+			done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("a", none), lakeshore.Handle("b", none),
+				lakeshore.Handle("c", fn)}, &lakeshore.WorkerOptions{MaxJobs: 10, Concurrency: concurrency, ClaimWait: time.Minute})
+			time.Sleep(20 * time.Millisecond) // most likely waiting by now; either way it must get the jobs
+			ids := submitN(t, qc, 10, nil)
+			require.NoError(t, waitDone(t, done))
+			require.EqualValues(t, 10, ran.Load())
+			for _, id := range ids {
+				require.Equal(t, lakeshore.StateSucceeded, state(t, qc, id).State)
+			}
+			spy.mu.Lock()
+			require.NotEmpty(t, spy.claimQueues)
+			for _, qs := range spy.claimQueues {
+				require.Equal(t, []string{"a", "b", "c"}, qs, "concurrency %d: every claim waits on all three queues", concurrency)
+			}
+			spy.mu.Unlock()
+		}
+	})
 
 	t.Run("SequentialAcksAndClaimsInOneCall", func(t *testing.T) {
 		t.Parallel()

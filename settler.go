@@ -9,8 +9,8 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// settler sends the settles of a Worker's handlers on one queue in batches: each batch is
-// the settles that gathered while the previous one was being committed, sent in ONE
+// settler sends the settles of a Worker's handlers (all of one claim) in batches: each
+// batch is the settles that gathered while the previous one was being committed, sent in ONE
 // Driver.InvocationSettleAndClaim together with a claim for as many jobs as slots are
 // free (the slots of the settled jobs, handed over with their settles, and any other free
 // slot). A burn-down at concurrency N thus costs about one durable commit per batch for
@@ -24,7 +24,7 @@ import (
 // through InvocationSettleMany from then on.
 type settler struct {
 	w             *Worker
-	b             *binding
+	g             *claimGroup     // the worker's one claim: its queues
 	base          context.Context // settle calls: a settleTimeout from it
 	claimCtx      context.Context // claiming is allowed while it lasts
 	runCtx        context.Context // the jobs it claims run under it
@@ -34,14 +34,21 @@ type settler struct {
 	unimplemented bool // the plane has no InvocationSettleAndClaim
 }
 
+// claimParams are the params of a claim of n jobs from the settler's queues.
+func (s *settler) claimParams(n int) *plane.ClaimParams {
+	p := s.g.bindings[0].q.claimParams(n, ClaimOptions{LeaseTTL: s.w.o.LeaseTTL})
+	p.Queues = s.g.also()
+	return p
+}
+
 // settleRequest is one handler's settle; its slot passes to the settler with it.
 type settleRequest struct {
 	p     plane.SettleParams
 	reply chan error // buffered: the settler never blocks on it
 }
 
-func (w *Worker) newSettler(base, claimCtx, runCtx context.Context, b *binding, handlers *sync.WaitGroup) *settler {
-	s := &settler{w: w, b: b, base: base, claimCtx: claimCtx, runCtx: runCtx, handlers: handlers,
+func (w *Worker) newSettler(base, claimCtx, runCtx context.Context, g *claimGroup, handlers *sync.WaitGroup) *settler {
+	s := &settler{w: w, g: g, base: base, claimCtx: claimCtx, runCtx: runCtx, handlers: handlers,
 		requests: make(chan *settleRequest, w.o.Concurrency), done: make(chan struct{})}
 	go s.loop()
 	return s
@@ -129,7 +136,7 @@ func (s *settler) send(batch []*settleRequest) {
 		if n := w.reserve(min(held, w.o.BatchSize)); n > 0 {
 			claimed = true
 			errs, jobs, err = w.d.drv.InvocationSettleAndClaim(ctx, params,
-				s.b.q.claimParams(n, ClaimOptions{LeaseTTL: w.o.LeaseTTL}))
+				s.claimParams(n))
 			w.unreserve(n - len(jobs))
 			if errors.Is(err, ErrNotImplemented) {
 				s.unimplemented, claimed = true, false
@@ -153,10 +160,11 @@ func (s *settler) send(batch []*settleRequest) {
 	// Start what was claimed before answering: the waiting handlers keep the handler group
 	// counted while the new jobs join it.
 	if len(jobs) > 0 {
-		w.idle(s.b, false)
+		w.idle(s.g, false)
 	}
 	for _, j := range jobs {
-		w.start(s.claimCtx, s.runCtx, s.b, newJob(j, w.o.LeaseTTL), s.handlers, s)
+		job := newJob(j, w.o.LeaseTTL)
+		w.start(s.claimCtx, s.runCtx, s.g.binding(job), job, s.handlers, s)
 	}
 	w.release(held - len(jobs))
 	for i, r := range batch {

@@ -37,7 +37,9 @@ func (q *Queue) ClaimMany(ctx context.Context, n int, opts *ClaimOptions) ([]*Jo
 	return q.claim(ctx, n, opts)
 }
 
-func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, error) {
+// claim claims up to n jobs from q (and from the queues also names, of q's namespace, in
+// one claim over all of them: plane.ClaimParams.Queues).
+func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions, also ...string) ([]*Job, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -49,6 +51,7 @@ func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions) ([]*Job, e
 		o.LeaseTTL = q.opts.LeaseTTL
 	}
 	params := q.claimParams(n, o)
+	params.Queues = also
 	if o.Wait < 0 {
 		params.Wait = waitChunk
 	}
@@ -189,10 +192,21 @@ func (q *Queue) Post(ctx context.Context, job *Job, value any) (int64, error) {
 	return q.post(ctx, job, value, false)
 }
 
-// PostFinal acks job with value as its result (the journal's END frame) and returns the
-// END frame's seq: Ack for workers that stream, one call instead of two. Errors: as Post.
+// PostFinal ends job's journal with an END frame carrying value, then acks job with value
+// as its result, and returns the END frame's seq: Ack for workers that stream, one call
+// instead of two. The END frame alone does not settle the job (docs/semantics.md,
+// "Journals"): when the ack fails after the END was posted (ErrLeaseLost, the job was
+// claimed again), the journal stays ended for that attempt and the next attempt opens it
+// again. Errors: as Post, then as Ack.
 func (q *Queue) PostFinal(ctx context.Context, job *Job, value any) (int64, error) {
-	return q.post(ctx, job, value, true)
+	seq, err := q.post(ctx, job, value, true)
+	if err != nil {
+		return 0, err
+	}
+	if err := q.Ack(ctx, job, value); err != nil {
+		return 0, err
+	}
+	return seq, nil
 }
 
 func (q *Queue) post(ctx context.Context, job *Job, value any, final bool) (int64, error) {

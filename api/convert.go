@@ -51,14 +51,14 @@ func (e *ErrorInfo) Plane() *plane.ErrorInfo {
 func NewSubmitInvocation(p *plane.SubmitParams) SubmitInvocation {
 	return SubmitInvocation{ID: p.ID, Payload: Value{Wire: p.Payload}, Key: p.Key, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: Seconds(p.AttemptTimeout), Deadline: p.Deadline, Metadata: p.Metadata,
-		NotBefore: p.NotBefore, Delay: Seconds(p.Delay)}
+		NotBefore: p.NotBefore, Delay: Seconds(p.Delay), UniqueFor: Seconds(p.UniqueFor)}
 }
 
 // Params converts s back to plane.SubmitParams.
 func (s *SubmitInvocation) Params() plane.SubmitParams {
 	return plane.SubmitParams{ID: s.ID, Payload: s.Payload.Wire, Key: s.Key, Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, AttemptTimeout: Duration(s.AttemptTimeout), Deadline: s.Deadline, Metadata: s.Metadata,
-		NotBefore: s.NotBefore, Delay: Duration(s.Delay)}
+		NotBefore: s.NotBefore, Delay: Duration(s.Delay), UniqueFor: Duration(s.UniqueFor)}
 }
 
 // NewInvocation converts inv to its wire form.
@@ -195,7 +195,7 @@ func NewQueueStats(s *plane.QueueStats) QueueStats {
 	for k, v := range s.Counts {
 		counts[string(k)] = v
 	}
-	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission)}
+	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission), Paused: s.Paused}
 }
 
 // Plane converts s back to a plane.QueueStats.
@@ -204,7 +204,7 @@ func (s *QueueStats) Plane() plane.QueueStats {
 	for k, v := range s.Counts {
 		counts[plane.State(k)] = v
 	}
-	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane()}
+	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane(), Paused: s.Paused}
 }
 
 // NewWorker converts w to its wire form.

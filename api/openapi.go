@@ -29,6 +29,7 @@ var pathParamDocs = map[string]string{
 	"queue":     "queue name: 1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'",
 	"topic":     "topic name: 1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'",
 	"id":        "an invocation id (ULID), worker id or token id",
+	"digest":    "a code digest: 64 lowercase hex digits (docs/fabric.md)",
 }
 
 type schemaSet struct {
@@ -63,6 +64,10 @@ func buildOpenAPI() []byte {
 			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
 				ContentTypeJSON:    map[string]any{"schema": ref},
 				ContentTypeMsgpack: map[string]any{"schema": ref},
+			}}
+		} else if rt.RequestContentType != "" {
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+				rt.RequestContentType: map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}},
 			}}
 		}
 		okResp := map[string]any{"description": "success"}

@@ -21,6 +21,9 @@ type Route struct {
 	Response any
 	// ContentType is the answer's media type when Response is nil.
 	ContentType string
+	// RequestContentType, when Request is nil, is the media type of a raw request body
+	// (a code archive's application/gzip).
+	RequestContentType string
 }
 
 // Param is a query parameter. Type is an OpenAPI type: "string", "integer" or "number".
@@ -32,6 +35,9 @@ type Param struct {
 
 // QueuePath is the path prefix of the routes addressed by queue.
 const QueuePath = "/v1/namespaces/{namespace}/queues/{queue}"
+
+// SchedulePath is the path of one schedule.
+const SchedulePath = "/v1/namespaces/{namespace}/schedules/{name}"
 
 // InvocationPath is the path prefix of the routes addressed by invocation.
 const InvocationPath = "/v1/invocations/{id}"
@@ -74,6 +80,10 @@ func Routes() []Route {
 		{Method: "PUT", Path: QueuePath + "/admission", Operation: "admissionSet", Permission: "admin", Summary: "set the admission block",
 			Request: &Admission{}, Response: &AdmissionResponse{}},
 		{Method: "DELETE", Path: QueuePath + "/admission", Operation: "admissionDelete", Permission: "admin", Summary: "remove the admission block",
+			Response: &ChangedResponse{}},
+		{Method: "PUT", Path: QueuePath + "/pause", Operation: "pause", Permission: "admin", Summary: "pause the queue: submits are accepted, claims take nothing (changed: it was not paused)",
+			Response: &ChangedResponse{}},
+		{Method: "DELETE", Path: QueuePath + "/pause", Operation: "resume", Permission: "admin", Summary: "resume the queue: its queued invocations are claimable again (changed: it was paused)",
 			Response: &ChangedResponse{}},
 		{Method: "GET", Path: QueuePath + "/provider", Operation: "providerGet", Permission: "any", Summary: "the queue's provider and launch policy",
 			Response: &ProviderResponse{}},
@@ -118,6 +128,16 @@ func Routes() []Route {
 			Query: []Param{{"namespace", "string", "restrict to one namespace"}, {"seen_within", "number", "seconds (default 60)"}}, Response: &WorkersResponse{}},
 		{Method: "GET", Path: "/v1/providers", Operation: "providers", Permission: "any (only queues the token covers)", Summary: "queues with a provider",
 			Query: []Param{{"namespace", "string", "restrict to one namespace"}}, Response: &QueueProvidersResponse{}},
+		{Method: "GET", Path: "/v1/schedules", Operation: "schedules", Permission: "any (only schedules of queues the token covers)", Summary: "schedules with their last and next fire",
+			Query: []Param{{"namespace", "string", "restrict to one namespace"}}, Response: &SchedulesResponse{}},
+		{Method: "PUT", Path: SchedulePath, Operation: "scheduleSet", Permission: "submit (on the schedule's queue)", Summary: "create or replace a schedule",
+			Request: &Schedule{}, Response: &Schedule{}},
+		{Method: "DELETE", Path: SchedulePath, Operation: "scheduleDelete", Permission: "submit (on the schedule's queue)", Summary: "remove a schedule",
+			Response: &ChangedResponse{}},
+		{Method: "POST", Path: SchedulePath + "/pause", Operation: "schedulePause", Permission: "submit (on the schedule's queue)", Summary: "pause a schedule",
+			Response: &Schedule{}},
+		{Method: "POST", Path: SchedulePath + "/resume", Operation: "scheduleResume", Permission: "submit (on the schedule's queue)", Summary: "resume a schedule from its next tick",
+			Response: &Schedule{}},
 		{Method: "POST", Path: "/v1/namespaces/{namespace}/leases/acquire", Operation: "leaseAcquire", Permission: "admin (on every queue of the namespace)", Summary: "take or renew a named lease",
 			Request: &LeaseRequest{}, Response: &LeaseResponse{}},
 		{Method: "POST", Path: "/v1/namespaces/{namespace}/leases/release", Operation: "leaseRelease", Permission: "admin (on every queue of the namespace)", Summary: "free a named lease held by holder",
@@ -131,5 +151,5 @@ func Routes() []Route {
 		{Method: "POST", Path: "/v1/tokens/lookup", Operation: "tokenLookup", Permission: "admin*", Summary: "find a token by hash",
 			Request: &TokenLookupRequest{}, Response: &Token{}},
 		{Method: "DELETE", Path: "/v1/tokens/{id}", Operation: "tokenRevoke", Permission: "admin*", Summary: "revoke a token", Response: &ChangedResponse{}},
-	}, DataRoutes()...)
+	}, append(DataRoutes(), CodeRoutes()...)...)
 }

@@ -37,6 +37,10 @@ type SubmitInvocation struct {
 	// Delay delays the invocation by this many seconds from the plane's now (≥ 0); with
 	// NotBefore the later time wins.
 	Delay float64 `json:"delay,omitzero" msg:"delay,omitempty"`
+	// UniqueFor is the dedup window of Key in seconds (plane/dedup.go): within it a second
+	// submit of the key returns the first id; after it a new invocation takes the key.
+	// 0: the key holds until its invocation is trimmed.
+	UniqueFor float64 `json:"unique_for,omitzero" msg:"unique_for,omitempty"`
 }
 
 // SubmitRequest is the body of POST /v1/namespaces/{ns}/queues/{queue}/invocations: one
@@ -52,6 +56,7 @@ type SubmitRequest struct {
 	Metadata       map[string]string `json:"metadata,omitzero" msg:"metadata,omitempty"`
 	NotBefore      time.Time         `json:"not_before,omitzero" msg:"not_before,omitzero"`
 	Delay          float64           `json:"delay,omitzero" msg:"delay,omitempty"`
+	UniqueFor      float64           `json:"unique_for,omitzero" msg:"unique_for,omitempty"`
 	// MaxWait bounds how long a submit to a full queue with on_full=block waits for room,
 	// in seconds. 0: the server's long-poll limit.
 	MaxWait float64 `json:"max_wait,omitzero" msg:"max_wait,omitempty"`
@@ -60,7 +65,8 @@ type SubmitRequest struct {
 // Invocation returns the invocation r describes.
 func (r *SubmitRequest) Invocation() SubmitInvocation {
 	return SubmitInvocation{ID: r.ID, Payload: r.Payload, Key: r.Key, Priority: r.Priority, MaxAttempts: r.MaxAttempts,
-		AttemptTimeout: r.AttemptTimeout, Deadline: r.Deadline, Metadata: r.Metadata, NotBefore: r.NotBefore, Delay: r.Delay}
+		AttemptTimeout: r.AttemptTimeout, Deadline: r.Deadline, Metadata: r.Metadata, NotBefore: r.NotBefore, Delay: r.Delay,
+		UniqueFor: r.UniqueFor}
 }
 
 // SubmitBatchRequest is the body of POST …/invocations/batch: invocations of one queue,
@@ -143,6 +149,11 @@ type ClaimRequest struct {
 	LeaseTTL float64 `json:"lease_ttl,omitzero" msg:"lease_ttl,omitempty"`
 	Wait     float64 `json:"wait,omitzero" msg:"wait,omitempty"`
 	Worker   string  `json:"worker,omitzero" msg:"worker,omitempty"`
+	// Queues names further queues of the path's namespace to claim from besides the path's
+	// queue (plane.ClaimParams.Queues): the claim waits on all of them at once and takes
+	// from whichever has work first, the first queue tried turning from claim to claim. At
+	// most 64 distinct names with the path's; the token must be allowed to consume each.
+	Queues []string `json:"queues,omitzero" msg:"queues,omitempty"`
 }
 
 // Job is plane.Job on the wire: a claimed invocation with its lease.
@@ -337,6 +348,9 @@ type QueueStats struct {
 	Queue     string           `json:"queue" msg:"queue"`
 	Counts    map[string]int64 `json:"counts" msg:"counts"`
 	Admission *Admission       `json:"admission,omitzero" msg:"admission,omitempty"`
+	// Paused is true while the queue is paused (PUT …/pause): it accepts submits, and no
+	// claim takes its invocations. Absent when false.
+	Paused bool `json:"paused,omitzero" msg:"paused,omitempty"`
 }
 
 // QueuesResponse answers GET /v1/queues.

@@ -283,8 +283,8 @@ func (z ChangedResponse) Msgsize() (s int) {
 func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(6)
-	var zb0001Mask uint8 /* 6 bits */
+	zb0001Len := uint32(7)
+	var zb0001Mask uint8 /* 7 bits */
 	_ = zb0001Mask
 	if z.Kind == "" {
 		zb0001Len--
@@ -309,6 +309,10 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Worker == "" {
 		zb0001Len--
 		zb0001Mask |= 0x20
+	}
+	if z.Queues == nil {
+		zb0001Len--
+		zb0001Mask |= 0x40
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -344,6 +348,14 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "worker"
 			o = append(o, 0xa6, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72)
 			o = msgp.AppendString(o, z.Worker)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "queues"
+			o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Queues)))
+			for za0001 := range z.Queues {
+				o = msgp.AppendString(o, z.Queues[za0001])
+			}
 		}
 	}
 	return
@@ -407,6 +419,29 @@ func (z *ClaimRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Worker")
 				return
 			}
+		case "queues":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Queues")
+				return
+			}
+			if zb0002 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Queues) >= int(zb0002) {
+				z.Queues = (z.Queues)[:zb0002]
+			} else {
+				z.Queues = make([]string, zb0002)
+			}
+			for za0001 := range z.Queues {
+				z.Queues[za0001], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Queues", za0001)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -421,7 +456,10 @@ func (z *ClaimRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *ClaimRequest) Msgsize() (s int) {
-	s = 1 + 5 + msgp.StringPrefixSize + len(z.Kind) + 12 + msgp.Float64Size + 4 + msgp.IntSize + 10 + msgp.Float64Size + 5 + msgp.Float64Size + 7 + msgp.StringPrefixSize + len(z.Worker)
+	s = 1 + 5 + msgp.StringPrefixSize + len(z.Kind) + 12 + msgp.Float64Size + 4 + msgp.IntSize + 10 + msgp.Float64Size + 5 + msgp.Float64Size + 7 + msgp.StringPrefixSize + len(z.Worker) + 7 + msgp.ArrayHeaderSize
+	for za0001 := range z.Queues {
+		s += msgp.StringPrefixSize + len(z.Queues[za0001])
+	}
 	return
 }
 
@@ -3009,12 +3047,16 @@ func (z PostResponse) Msgsize() (s int) {
 func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(4)
-	var zb0001Mask uint8 /* 4 bits */
+	zb0001Len := uint32(5)
+	var zb0001Mask uint8 /* 5 bits */
 	_ = zb0001Mask
 	if z.Admission == nil {
 		zb0001Len--
 		zb0001Mask |= 0x8
+	}
+	if z.Paused == false {
+		zb0001Len--
+		zb0001Mask |= 0x10
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -3046,6 +3088,11 @@ func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 					return
 				}
 			}
+		}
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "paused"
+			o = append(o, 0xa6, 0x70, 0x61, 0x75, 0x73, 0x65, 0x64)
+			o = msgp.AppendBool(o, z.Paused)
 		}
 	}
 	return
@@ -3134,6 +3181,12 @@ func (z *QueueStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "paused":
+			z.Paused, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Paused")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3161,6 +3214,7 @@ func (z *QueueStats) Msgsize() (s int) {
 	} else {
 		s += z.Admission.Msgsize()
 	}
+	s += 7 + msgp.BoolSize
 	return
 }
 
@@ -4525,8 +4579,8 @@ func (z *SubmitBatchResponse) Msgsize() (s int) {
 func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(10)
-	var zb0001Mask uint16 /* 10 bits */
+	zb0001Len := uint32(11)
+	var zb0001Mask uint16 /* 11 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -4567,6 +4621,10 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Delay == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x200
+	}
+	if z.UniqueFor == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x400
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -4630,6 +4688,11 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "delay"
 			o = append(o, 0xa5, 0x64, 0x65, 0x6c, 0x61, 0x79)
 			o = msgp.AppendFloat64(o, z.Delay)
+		}
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
+			// string "unique_for"
+			o = append(o, 0xaa, 0x75, 0x6e, 0x69, 0x71, 0x75, 0x65, 0x5f, 0x66, 0x6f, 0x72)
+			o = msgp.AppendFloat64(o, z.UniqueFor)
 		}
 	}
 	return
@@ -4743,6 +4806,12 @@ func (z *SubmitInvocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Delay")
 				return
 			}
+		case "unique_for":
+			z.UniqueFor, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "UniqueFor")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -4764,7 +4833,7 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size
 	return
 }
 
@@ -4772,8 +4841,8 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(11)
-	var zb0001Mask uint16 /* 11 bits */
+	zb0001Len := uint32(12)
+	var zb0001Mask uint16 /* 12 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -4815,9 +4884,13 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x200
 	}
-	if z.MaxWait == 0 {
+	if z.UniqueFor == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x400
+	}
+	if z.MaxWait == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x800
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -4883,6 +4956,11 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendFloat64(o, z.Delay)
 		}
 		if (zb0001Mask & 0x400) == 0 { // if not omitted
+			// string "unique_for"
+			o = append(o, 0xaa, 0x75, 0x6e, 0x69, 0x71, 0x75, 0x65, 0x5f, 0x66, 0x6f, 0x72)
+			o = msgp.AppendFloat64(o, z.UniqueFor)
+		}
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
 			// string "max_wait"
 			o = append(o, 0xa8, 0x6d, 0x61, 0x78, 0x5f, 0x77, 0x61, 0x69, 0x74)
 			o = msgp.AppendFloat64(o, z.MaxWait)
@@ -4999,6 +5077,12 @@ func (z *SubmitRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Delay")
 				return
 			}
+		case "unique_for":
+			z.UniqueFor, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "UniqueFor")
+				return
+			}
 		case "max_wait":
 			z.MaxWait, bts, err = msgp.ReadFloat64Bytes(bts)
 			if err != nil {
@@ -5026,7 +5110,7 @@ func (z *SubmitRequest) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 9 + msgp.Float64Size
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size
 	return
 }
 

@@ -1,8 +1,10 @@
 package plane
 
 import (
+	"cmp"
 	"context"
 	"path"
+	"slices"
 	"time"
 )
 
@@ -87,7 +89,8 @@ type Driver interface {
 	InvocationTrim(ctx context.Context, params *TrimParams) (int64, error)
 
 	// FramePost appends a frame to a journal and returns its seq. On an invocation's journal
-	// it needs the lease token; Final there acks the invocation with Value as the result.
+	// it needs the lease token; Final there appends END with Value and ends the journal for
+	// the running attempt without settling the job (its settle follows; docs/semantics.md).
 	// On a topic's journal Final appends END and closes the topic.
 	// Errors: ErrLeaseLost, ErrJournalClosed, ErrNotFound, *InvalidError.
 	FramePost(ctx context.Context, params *FramePostParams) (int64, error)
@@ -107,6 +110,15 @@ type Driver interface {
 	// QueueAdmissionDelete removes the admission block of a queue and reports whether
 	// there was one.
 	QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error)
+
+	// QueuePause pauses (params.Paused) or resumes a queue and reports whether that changed
+	// its state. A paused queue accepts submits (admission still applies) but no claim takes
+	// its invocations: claims answer nothing, and claims that wait keep waiting (a
+	// handoff skips the queue too). Running invocations are not touched: they settle,
+	// heartbeat and post as before, and a retry re-queues behind the pause. Resuming makes
+	// the queue's queued invocations claimable at once and wakes its waiting claimers.
+	// QueueStatsList reports Paused. Errors: *InvalidError (a bad namespace or queue name).
+	QueuePause(ctx context.Context, params *PauseParams) (bool, error)
 
 	// QueueProviderSet attaches a provider to a queue (ProviderRef: the provider's name and
 	// launch policy), replacing any earlier one. It is stored as given (defaults are not
@@ -135,6 +147,27 @@ type Driver interface {
 	// Errors: *InvalidError.
 	LeaseRelease(ctx context.Context, namespace, name, holder string) error
 
+	// ScheduleSet stores a schedule (plane.Schedule), replacing the one of the same namespace
+	// and name, and returns it as stored. Its next fire is the first tick of its rule after
+	// the plane's clock now (none while Paused); a replaced schedule keeps its created
+	// time and last fire. The plane's maintenance fires it (Schedule's doc). Errors:
+	// *InvalidError (nothing is stored).
+	ScheduleSet(ctx context.Context, s *Schedule) (*Schedule, error)
+
+	// ScheduleList lists the schedules of a namespace ("" for every namespace), ordered by
+	// namespace then name. Errors: *InvalidError (a bad namespace).
+	ScheduleList(ctx context.Context, namespace string) ([]Schedule, error)
+
+	// ScheduleDelete removes a schedule and reports whether there was one. Its fires
+	// already submitted are ordinary invocations and stay.
+	ScheduleDelete(ctx context.Context, namespace, name string) (bool, error)
+
+	// SchedulePause pauses (paused true) or resumes a schedule and returns it. A resumed
+	// schedule fires from the first tick after the plane's clock now: the ticks that passed
+	// while it was paused are skipped. Pausing a paused schedule (or resuming a running one)
+	// changes nothing. Errors: ErrNotFound (no such schedule), *InvalidError.
+	SchedulePause(ctx context.Context, namespace, name string, paused bool) (*Schedule, error)
+
 	// WorkerRegister records or refreshes a live worker (LastSeen = now).
 	WorkerRegister(ctx context.Context, info *WorkerInfo) error
 
@@ -157,8 +190,8 @@ type Driver interface {
 	// TokenRevoke revokes token id and reports whether it was live. Errors: ErrNotFound.
 	TokenRevoke(ctx context.Context, id string) (bool, error)
 
-	// Maintain runs one maintenance pass now (lease expiry, attempt timeouts, deadlines,
-	// retention) instead of waiting for the timer.
+	// Maintain runs one maintenance pass now (schedule fires, lease expiry, attempt
+	// timeouts, deadlines, retention) instead of waiting for the timer.
 	Maintain(ctx context.Context) error
 
 	// Close stops background work, waits for it, and releases the plane. Safe to call twice.
@@ -197,6 +230,11 @@ type SubmitParams struct {
 	// Delay delays the invocation by this long from the plane's clock at submit; when both
 	// are set the later of NotBefore and now+Delay wins. 0: no delay. Not negative.
 	Delay time.Duration
+	// UniqueFor is the dedup window of Key (plane/dedup.go): within it a second submit of
+	// the key returns the first invocation; after it the submit takes the key over and
+	// enqueues a new one. 0: the key holds until its invocation is trimmed. Needs Key; at
+	// most UniqueForMax.
+	UniqueFor time.Duration
 }
 
 // SubmitResult is the outcome of one submit.
@@ -206,11 +244,59 @@ type SubmitResult struct {
 	Existing bool
 }
 
+// PauseParams are the arguments of Driver.QueuePause.
+type PauseParams struct {
+	Namespace string
+	Queue     string
+	// Paused pauses the queue when true, resumes it when false.
+	Paused bool
+}
+
+// Validate checks the namespace and queue name. Errors: *InvalidError.
+func (p *PauseParams) Validate() error {
+	if err := ValidateNamespace(p.Namespace); err != nil {
+		return err
+	}
+	return ValidateName("queue name", p.Queue)
+}
+
+// MarkPaused sets Paused on the stats of the queues in paused (keyed by namespace and
+// queue), adds the paused queues that have no stats yet (no invocations, no admission
+// block), and sorts stats by namespace, then queue. Every plane's QueueStatsList ends
+// with it.
+func MarkPaused(stats []QueueStats, paused map[[2]string]bool) []QueueStats {
+	seen := make(map[[2]string]bool, len(paused))
+	for i := range stats {
+		key := [2]string{stats[i].Namespace, stats[i].Queue}
+		if paused[key] {
+			stats[i].Paused = true
+			seen[key] = true
+		}
+	}
+	for key, p := range paused {
+		if !p || seen[key] {
+			continue
+		}
+		stats = append(stats, QueueStats{Namespace: key[0], Queue: key[1], Counts: map[State]int64{}, Paused: true})
+	}
+	slices.SortFunc(stats, func(a, b QueueStats) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Queue, b.Queue))
+	})
+	return stats
+}
+
 // ClaimParams are the arguments of Driver.InvocationClaimMany.
 type ClaimParams struct {
 	Namespace string
 	Queue     string
-	Kind      Kind
+	// Queues names further queues of Namespace the claim may take from besides Queue: it
+	// waits on all of them at once and takes from whichever has work first (its jobs all
+	// come from that one queue). Which queue is tried first rotates from claim to claim,
+	// so a queue that always has work cannot starve the others. A name repeated, or equal
+	// to Queue, counts once; at most ClaimQueuesLimit names in all with Queue. nil: Queue
+	// alone.
+	Queues []string
+	Kind   Kind
 	// Temperature is the boltzmann temperature, > 0 and finite. Ignored for other kinds.
 	Temperature float64
 	// Max is how many to claim at most; 0 means 1.
@@ -353,7 +439,8 @@ type FramePostParams struct {
 	Token string
 	// Value is the wire-encoded value, at most MaxValueBytes.
 	Value []byte
-	// Final closes the journal: END on a topic, ack with Value on an invocation.
+	// Final appends END with Value and closes the journal: a topic for good, an
+	// invocation's for its running attempt (the job is settled by its ack).
 	Final bool
 }
 

@@ -319,4 +319,7 @@ type MaintenanceReport struct {
 	Trimmed int
 	// TopicsTrimmed are topics deleted by retention.
 	TopicsTrimmed int
+	// SchedulesFired are the invocations schedules submitted (a fire whose key existed
+	// already counts too).
+	SchedulesFired int
 }

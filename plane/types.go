@@ -183,4 +183,7 @@ type QueueStats struct {
 	Counts    map[State]int64
 	// Admission is the queue's admission block, nil when it has none.
 	Admission *Admission
+	// Paused is true while the queue is paused (Driver.QueuePause): it accepts submits,
+	// and no claim takes its invocations.
+	Paused bool
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,6 +150,9 @@ func (s *SubmitParams) validate() error {
 		return Invalid("attempt_timeout", s.AttemptTimeout, "use a duration ≥ 0 (0: none)")
 	}
 	if err := ValidateDelay("delay", s.Delay); err != nil {
+		return err
+	}
+	if err := validateUniqueFor(s.UniqueFor, s.Key); err != nil {
 		return err
 	}
 	if !s.NotBefore.IsZero() && (s.NotBefore.Year() < 1970 || s.NotBefore.Year() > 9999) {
@@ -330,6 +334,26 @@ func ValidateMetadata(m map[string]string) error {
 	return nil
 }
 
+// ClaimQueuesLimit is the most queues one claim may wait on (ClaimParams.Queue and
+// Queues together, each counted once).
+const ClaimQueuesLimit = 64
+
+// QueueNames returns the distinct queues the claim may take from: Queue, then Queues in
+// their order, each once.
+func (p *ClaimParams) QueueNames() []string {
+	if len(p.Queues) == 0 {
+		return []string{p.Queue}
+	}
+	out := make([]string, 0, len(p.Queues)+1)
+	out = append(out, p.Queue)
+	for _, q := range p.Queues {
+		if !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
 // Validate checks the params of a claim. Errors: *InvalidError.
 func (p *ClaimParams) Validate() error {
 	if err := ValidateNamespace(p.Namespace); err != nil {
@@ -337,6 +361,18 @@ func (p *ClaimParams) Validate() error {
 	}
 	if err := ValidateName("queue name", p.Queue); err != nil {
 		return err
+	}
+	if len(p.Queues) > 0 {
+		seen := map[string]struct{}{p.Queue: {}}
+		for _, q := range p.Queues {
+			if err := ValidateName("queues", q); err != nil {
+				return err
+			}
+			if seen[q] = struct{}{}; len(seen) > ClaimQueuesLimit {
+				return &InvalidError{Field: "queues", Value: fmt.Sprintf("more than %d queues", ClaimQueuesLimit),
+					Rule: fmt.Sprintf("name at most %d distinct queues in one claim, its own queue included", ClaimQueuesLimit)}
+			}
+		}
 	}
 	if _, err := ParseKind(string(p.Kind)); err != nil {
 		return err

@@ -9,7 +9,7 @@
 #    Tests that need PostgreSQL or Chromium skip with the command that installs them when
 #    those are absent (with CI=true they fail instead).
 # 2. The Python SDK's pytest suite, in a virtual environment it creates once in
-#    python/.venv (pip install -e 'python[test]'), against a lakeshore binary built from
+#    python/.venv (pip install -e 'python[test]', the distribution lakeshore-queue), against a lakeshore binary built from
 #    this tree.
 # Both use the real dreamlake-lakeshore package (issue 24: server/compat's tests and
 # python/tests/test_seed_compat.py, test_wire_seed.py) from a scratch virtual environment,
@@ -45,6 +45,9 @@ if [ ! -x "$venv/bin/pytest" ]; then
 fi
 # (Re)install when the venv is new or python/pyproject.toml changed since the last install.
 if [ ! -f "$venv/.installed" ] || [ python/pyproject.toml -nt "$venv/.installed" ]; then
+  # The distribution was named lakeshore before issue 29 (now lakeshore-queue: the PyPI name
+  # lakeshore is another project's): drop an install under the old name first.
+  "$venv/bin/pip" uninstall -q -y --disable-pip-version-check lakeshore >/dev/null 2>&1 || true
   "$venv/bin/pip" install -q --disable-pip-version-check -e 'python[test]'
   touch "$venv/.installed"
 fi

@@ -348,3 +348,33 @@ func TestTokenCreateRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimQueuesScoped: a claim over several queues (the body's queues) is refused with
+// 403 when the token may not consume one of them — on claim and on settle-and-claim —
+// and takes nothing; a token covering all of them claims from the queue that has work.
+func TestClaimQueuesScoped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	q1, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionConsume)
+	both, _ := b.mint(t, "team-a", "q*", 0, plane.PermissionConsume)
+	submit := b.doJSON(t, "POST", "/v1/namespaces/team-a/queues/secret-q/invocations", map[string]any{"payload": "x"}, adminSecret)
+	require.Equal(t, 200, submit.status, "%s", submit.body)
+	b.doJSON(t, "POST", "/v1/namespaces/team-a/queues/q1/claim", map[string]any{"queues": []string{"secret-q"}}, q1).
+		requireError(t, 403, "forbidden")
+	b.doJSON(t, "POST", "/v1/namespaces/team-a/queues/q1/settle-and-claim",
+		map[string]any{"settles": []any{}, "claim": map[string]any{"queues": []string{"q2", "secret-q"}}}, q1).
+		requireError(t, 403, "forbidden")
+	r := b.do(t, "GET", "/v1/namespaces/team-a/queues/secret-q/count?state=queued", "", nil, adminSecret)
+	require.Equal(t, 200, r.status)
+	require.Contains(t, string(r.body), `"count":1`, "the refused claims took nothing")
+	b.doJSON(t, "POST", "/v1/namespaces/team-a/queues/q1/invocations", map[string]any{"payload": "y"}, adminSecret)
+	r = b.doJSON(t, "POST", "/v1/namespaces/team-a/queues/q2/claim", map[string]any{"queues": []string{"q1"}, "wait": 5}, both)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var cr api.ClaimResponse
+	require.NoError(t, api.JSON.Unmarshal(r.body, &cr))
+	require.Len(t, cr.Jobs, 1)
+	require.Equal(t, "q1", cr.Jobs[0].Queue)
+	r = b.doJSON(t, "POST", "/v1/namespaces/team-a/queues/q1/claim", map[string]any{"queues": make([]string, 1)}, both)
+	eb := r.requireError(t, 400, "invalid")
+	require.Contains(t, eb.Message, "queues")
+}

@@ -41,6 +41,8 @@ func (s *Server) registerUI() {
 	for pattern, h := range map[string]handlerFunc{
 		"GET /ui/api/session": s.handleUISession,
 		"GET /ui/api/history": s.handleUIHistory,
+		"GET /ui/api/queue":   s.handleUIQueue,
+		"GET /ui/api/search":  s.handleUISearch,
 	} {
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			ui.SetSecurityHeaders(w.Header())

@@ -30,7 +30,11 @@ const unavailableMessage = "the queue's storage is unavailable; retry"
 // and one whose path segments or query parameters are not UTF-8 (400 invalid naming the
 // parameter, the bad bytes escaped). pattern is the matched route ("" when none).
 func (s *Server) checkRequest(r *http.Request, pattern string) error {
-	if r.ContentLength > s.cfg.MaxBodyBytes {
+	if pattern == "PUT "+api.CodePath {
+		if r.ContentLength > s.cfg.MaxCodeBytes {
+			return codeTooLarge(s.cfg.MaxCodeBytes)
+		}
+	} else if r.ContentLength > s.cfg.MaxBodyBytes {
 		return &tooLargeError{limit: s.cfg.MaxBodyBytes}
 	}
 	if err := checkPathUTF8(r, pattern); err != nil {

@@ -28,11 +28,11 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 		return err
 	}
 	params := &plane.ClaimParams{Namespace: ns, Queue: q, Kind: plane.Kind(req.Kind), Temperature: req.Temperature,
-		Max: req.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Worker}
+		Max: req.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Worker, Queues: req.Queues}
 	if err := params.Validate(); err != nil {
 		return err
 	}
-	if err := authorizeQueue(p, ns, q, plane.PermissionConsume); err != nil {
+	if err := authorizeClaim(p, params); err != nil {
 		return err
 	}
 	ctx, wait, release, err := s.longPoll(r, p, wait)
@@ -55,9 +55,26 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 	for i, j := range jobs {
 		out.Jobs[i] = api.NewJob(j)
 	}
-	s.metrics.claims.WithLabelValues(ns, q).Add(float64(len(jobs)))
+	s.countClaims(jobs)
 	s.writeClaimed(w, r, out, jobs)
 	return nil
+}
+
+// authorizeClaim checks that p may consume every queue claim may take from.
+func authorizeClaim(p *principal, claim *plane.ClaimParams) error {
+	for _, q := range claim.QueueNames() {
+		if err := authorizeQueue(p, claim.Namespace, q, plane.PermissionConsume); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countClaims counts claimed jobs by their queue.
+func (s *Server) countClaims(jobs []*plane.Job) {
+	for _, j := range jobs {
+		s.metrics.claims.WithLabelValues(j.Namespace, j.Queue).Inc()
+	}
 }
 
 // Queues.
@@ -183,6 +200,23 @@ func (s *Server) handleAdmissionDelete(w http.ResponseWriter, r *http.Request, p
 		return err
 	}
 	ok, err := s.drv.QueueAdmissionDelete(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.ChangedResponse{Changed: ok})
+	return nil
+}
+
+// handlePause answers PUT …/pause (pause) and DELETE …/pause (resume).
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, err := queueOf(r)
+	if err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
+		return err
+	}
+	ok, err := s.drv.QueuePause(r.Context(), &plane.PauseParams{Namespace: ns, Queue: q, Paused: r.Method == http.MethodPut})
 	if err != nil {
 		return err
 	}

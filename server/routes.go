@@ -39,6 +39,8 @@ func (s *Server) registerRoutes() {
 		"GET " + q + "/admission":                        s.handleAdmissionGet,
 		"PUT " + q + "/admission":                        s.handleAdmissionSet,
 		"DELETE " + q + "/admission":                     s.handleAdmissionDelete,
+		"PUT " + q + "/pause":                            s.handlePause,
+		"DELETE " + q + "/pause":                         s.handlePause,
 		"POST " + q + "/topics/{topic}/frames":           s.handleTopicPost,
 		"GET " + q + "/topics/{topic}/frames":            s.handleTopicFrames,
 		"GET " + q + "/topics/{topic}/stream":            s.handleTopicStream,
@@ -65,6 +67,12 @@ func (s *Server) registerRoutes() {
 		"DELETE /v1/tokens/{id}":                         s.handleTokenRevoke,
 	}
 	for pattern, h := range s.dataRoutes() {
+		auth[pattern] = h
+	}
+	for pattern, h := range s.codeRoutes() {
+		auth[pattern] = h
+	}
+	for pattern, h := range s.scheduleRoutes() {
 		auth[pattern] = h
 	}
 	for pattern, h := range s.providerRoutes() {

@@ -88,6 +88,16 @@ type Config struct {
 	// MaxBodyBytes bounds a request body. Defaults to MaxBodyBytesDefault.
 	MaxBodyBytes int64
 
+	// CodeDir is the root of the code archives shipped with runs (PUT and GET
+	// /v1/namespaces/{ns}/queues/{q}/code/{digest}, docs/fabric.md): each is
+	// CodeDir/{ns}/{queue}/{digest}.tar.gz. Empty: no code routes (they answer 501
+	// not_implemented). Defaults to "".
+	CodeDir string
+
+	// MaxCodeBytes bounds one code archive (compressed); its files may unpack to at most
+	// 16 times that. Defaults to MaxCodeBytesDefault.
+	MaxCodeBytes int64
+
 	// MaxLongPolls bounds the long-polls and streams open at once; beyond it a waiting
 	// request gets 503 too_many_long_polls with Retry-After. Defaults to
 	// MaxLongPollsDefault.
@@ -132,6 +142,8 @@ const (
 	LongPollMaxDefault = 60 * time.Second
 	// MaxBodyBytesDefault is the largest payload plus 1 MiB for the envelope.
 	MaxBodyBytesDefault = plane.MaxValueBytes + 1<<20
+	// MaxCodeBytesDefault bounds one code archive: 100 MiB.
+	MaxCodeBytesDefault = 100 << 20
 	// MaxLongPollsDefault bounds the long-polls open at once.
 	MaxLongPollsDefault = 10000
 	// MaxOpenDataQueuesDefault bounds the data queues open at once.
@@ -152,6 +164,7 @@ func (c *Config) withDefaults() Config {
 	}
 	out.LongPollMax = cmp.Or(out.LongPollMax, LongPollMaxDefault)
 	out.MaxBodyBytes = cmp.Or(out.MaxBodyBytes, MaxBodyBytesDefault)
+	out.MaxCodeBytes = cmp.Or(out.MaxCodeBytes, MaxCodeBytesDefault)
 	out.MaxLongPolls = cmp.Or(out.MaxLongPolls, MaxLongPollsDefault)
 	out.MaxLongPollsPerTenant = min(cmp.Or(out.MaxLongPollsPerTenant, max(out.MaxLongPolls/4, 1)), out.MaxLongPolls)
 	out.StreamPing = cmp.Or(out.StreamPing, StreamPingDefault)
@@ -605,17 +618,28 @@ func (s *Server) value(field string, v api.Value) ([]byte, error) {
 }
 
 // tooLargeError is a body over MaxBodyBytes: code invalid, status 413.
-type tooLargeError struct{ limit int64 }
+type tooLargeError struct {
+	limit int64
+	// advice replaces the default advice (store large data in a blob store).
+	advice string
+}
+
+func (e *tooLargeError) hint() string {
+	if e.advice != "" {
+		return e.advice
+	}
+	return "store large data in a blob store and pass its key"
+}
 
 func (e *tooLargeError) Error() string {
-	return fmt.Sprintf("invalid request body: larger than %d bytes; store large data in a blob store and pass its key", e.limit)
+	return fmt.Sprintf("invalid request body: larger than %d bytes; %s", e.limit, e.hint())
 }
 
 func (e *tooLargeError) Is(target error) bool { return target == plane.ErrInvalid }
 
 func (e *tooLargeError) As(target any) bool {
 	if p, ok := target.(**plane.InvalidError); ok {
-		*p = &plane.InvalidError{Field: "request body", Rule: fmt.Sprintf("at most %d bytes; store large data in a blob store and pass its key", e.limit)}
+		*p = &plane.InvalidError{Field: "request body", Rule: fmt.Sprintf("at most %d bytes; %s", e.limit, e.hint())}
 		return true
 	}
 	return false

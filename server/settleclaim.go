@@ -37,11 +37,11 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 		return err
 	}
 	claim := &plane.ClaimParams{Namespace: ns, Queue: q, Kind: plane.Kind(req.Claim.Kind), Temperature: req.Claim.Temperature,
-		Max: req.Claim.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Claim.Worker}
+		Max: req.Claim.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Claim.Worker, Queues: req.Claim.Queues}
 	if err := claim.Validate(); err != nil {
 		return err
 	}
-	if err := authorizeQueue(p, ns, q, plane.PermissionConsume); err != nil {
+	if err := authorizeClaim(p, claim); err != nil {
 		return err
 	}
 	scope, err := jobScope(p, len(params))
@@ -72,7 +72,7 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 	for i, j := range jobs {
 		out.Jobs[i] = api.NewJob(j)
 	}
-	s.metrics.claims.WithLabelValues(ns, q).Add(float64(len(jobs)))
+	s.countClaims(jobs)
 	s.writeClaimed(w, r, out, jobs)
 	return nil
 }

@@ -24,5 +24,6 @@ func commands() []func(*app) *cobra.Command {
 		newServeCmd, newTokenCmd, newDaemonCmd, newMigrateCmd,
 		newDataCmd,
 		newProviderCmd,
+		newScheduleCmd,
 	}
 }

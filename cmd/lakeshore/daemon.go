@@ -261,23 +261,31 @@ func RunDaemon(ctx context.Context, o *DaemonOpts, logger *slog.Logger, getenv f
 	// file's plane goes with the file whichever client started its daemon; for a plane that
 	// is not a file ($LAKESHORE_HOME/data, as serve), or for a private ":memory:" plane a
 	// temporary directory that goes with the daemon.
-	var dataDir string
+	// The code archives (docs/fabric.md) live beside it, in code/.
+	var dataDir, codeDir string
 	switch {
 	case target == ":memory:":
 		if dataDir, err = os.MkdirTemp("", "lakeshore-daemon-data-"); err != nil {
 			return fmt.Errorf("create the data directory: %w", err)
 		}
 		defer os.RemoveAll(dataDir)
+		codeDir = filepath.Join(dataDir, ".code")
 	case !strings.Contains(target, "://"):
 		if dataDir, err = serveDataDir(filepath.Join(filepath.Dir(target), "data"), getenv); err != nil {
+			return err
+		}
+		if codeDir, err = serveCodeDir(filepath.Join(filepath.Dir(target), "code"), getenv); err != nil {
 			return err
 		}
 	default:
 		if dataDir, err = serveDataDir("", getenv); err != nil {
 			return err
 		}
+		if codeDir, err = serveCodeDir("", getenv); err != nil {
+			return err
+		}
 	}
-	srv := server.New(drv, &server.Config{Logger: logger, DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}})
+	srv := server.New(drv, &server.Config{Logger: logger, DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, CodeDir: codeDir})
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeoutDefault)
 		defer cancel()

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/fabric"
 )
 
 func newGetCmd(a *app) *cobra.Command {
@@ -82,6 +83,13 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 	row("finished", formatTime(inv.FinishedAt))
 	if inv.Worker != "" {
 		row("worker", inv.Worker)
+	}
+	// The run declaration of a compute mode (docs/fabric.md), shown by name.
+	if m := inv.Metadata[fabric.MetaMode]; m != "" {
+		row("mode", m+" (host key "+inv.Metadata[fabric.MetaHostKey]+")")
+	}
+	if c := inv.Metadata[fabric.MetaCode]; c != "" {
+		row("code", c)
 	}
 	row("payload", compactJSON(payload))
 	if inv.State == lakeshore.StateSucceeded {

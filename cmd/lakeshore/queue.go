@@ -15,9 +15,9 @@ func newQueueCmd(a *app) *cobra.Command {
 		Use:   "queue",
 		Args:  cobra.ArbitraryArgs,
 		RunE:  unknownSubcommand,
-		Short: "Show, set or clear a queue's admission block (depth and rate limits) and its provider",
+		Short: "Show, set or clear a queue's admission block (depth and rate limits) and its provider; pause or resume it",
 	}
-	c.AddCommand(newQueueSetCmd(a), newQueueGetCmd(a), newQueueClearCmd(a))
+	c.AddCommand(newQueueSetCmd(a), newQueueGetCmd(a), newQueueClearCmd(a), newQueuePauseCmd(a, true), newQueuePauseCmd(a, false))
 	return c
 }
 
@@ -108,6 +108,44 @@ func anyChanged(c *cobra.Command, names ...string) bool {
 		}
 	}
 	return false
+}
+
+// newQueuePauseCmd is `queue pause NAME` (pause) or `queue resume NAME`.
+func newQueuePauseCmd(a *app, pause bool) *cobra.Command {
+	use, short, done, already := "resume NAME", "Resume queue NAME: its queued invocations are claimable again", "resumed", "was not paused"
+	if pause {
+		use, short, done, already = "pause NAME", "Pause queue NAME: submits are accepted, no worker claims its invocations until resume", "paused", "was already paused"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, q, err := a.queue(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			var changed bool
+			if pause {
+				changed, err = q.Pause(c.Context())
+			} else {
+				changed, err = q.Resume(c.Context())
+			}
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"queue": q.Name(), "paused": pause, "changed": changed})
+			}
+			if changed {
+				fmt.Fprintf(a.stdout, "%s: %s\n", q.Name(), done)
+			} else {
+				fmt.Fprintf(a.stdout, "%s: %s\n", q.Name(), already)
+			}
+			return nil
+		},
+	}
 }
 
 func newQueueGetCmd(a *app) *cobra.Command {

@@ -13,7 +13,7 @@ func newQueuesCmd(a *app) *cobra.Command {
 	var all bool
 	c := &cobra.Command{
 		Use:   "queues",
-		Short: "List every queue with its depth by state and its admission block",
+		Short: "List every queue with its depth by state, its admission block and whether it is paused",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			d, err := a.open(c.Context())
@@ -36,7 +36,7 @@ func newQueuesCmd(a *app) *cobra.Command {
 						counts[string(st)] = s.Counts[st]
 					}
 					if err := a.printJSON(map[string]any{"namespace": s.Namespace, "queue": s.Queue,
-						"counts": counts, "admission": s.Admission}); err != nil {
+						"counts": counts, "admission": s.Admission, "paused": s.Paused}); err != nil {
 						return err
 					}
 				}
@@ -47,13 +47,17 @@ func newQueuesCmd(a *app) *cobra.Command {
 			for _, st := range plane.States() {
 				fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
 			}
-			fmt.Fprintln(tw, "\tADMISSION")
+			fmt.Fprintln(tw, "\tADMISSION\tPAUSED")
 			for _, s := range stats {
 				fmt.Fprintf(tw, "%s\t%s", s.Namespace, s.Queue)
 				for _, st := range plane.States() {
 					fmt.Fprintf(tw, "\t%d", s.Counts[st])
 				}
-				fmt.Fprintf(tw, "\t%s\n", admissionText(s.Admission))
+				paused := "-"
+				if s.Paused {
+					paused = "paused"
+				}
+				fmt.Fprintf(tw, "\t%s\t%s\n", admissionText(s.Admission), paused)
 			}
 			return tw.Flush()
 		},

@@ -218,6 +218,10 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	} else if dataDir, err = serveDataDir(o.DataDir, getenv); err != nil {
 		return err
 	}
+	codeDir, err := serveCodeDir("", getenv)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	if o.Providers {
 		stop, err := runSupervisorIn(ctx, drv, target, &o.Supervisor, logger, reg, getenv)
@@ -229,7 +233,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests, Registerer: reg,
 		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, MaxLongPollsPerTenant: o.MaxLongPollsPerTenant, DisableUI: o.NoUI,
 		MaxOpenDataQueues: o.MaxOpenDataQueues, DataQueueIdle: o.DataQueueIdle,
-		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores})
+		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores, CodeDir: codeDir})
 	defer func() {
 		// After the http.Server's shutdown: flush and close the data queues.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault))
@@ -296,6 +300,17 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 // serveDataDir resolves the data queues' root: dir as given (made absolute), else
 // $LAKESHORE_HOME/data (~/.lakeshore/data), created with mode 0700.
 func serveDataDir(dir string, getenv func(string) string) (string, error) {
+	return homeSubdir(dir, "data", getenv)
+}
+
+// serveCodeDir returns the code archives' directory (server.Config.CodeDir, created with
+// mode 0700): dir when given, else $LAKESHORE_HOME/code (~/.lakeshore/code when unset).
+func serveCodeDir(dir string, getenv func(string) string) (string, error) {
+	return homeSubdir(dir, "code", getenv)
+}
+
+// homeSubdir returns dir made absolute, else $LAKESHORE_HOME/name, created.
+func homeSubdir(dir, name string, getenv func(string) string) (string, error) {
 	if dir == "" {
 		home := getenv(lakeshore.EnvHome)
 		if home == "" {
@@ -305,7 +320,7 @@ func serveDataDir(dir string, getenv func(string) string) (string, error) {
 			}
 			home = filepath.Join(h, ".lakeshore")
 		}
-		dir = filepath.Join(home, "data")
+		dir = filepath.Join(home, name)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

@@ -21,7 +21,9 @@ func newSubmitCmd(a *app) *cobra.Command {
 		attemptTimeout time.Duration
 		timeout        time.Duration
 		delay          time.Duration
+		uniqueFor      time.Duration
 		at             string
+		mode           string
 	)
 	c := &cobra.Command{
 		Use:   "submit QUEUE [PAYLOAD]",
@@ -30,7 +32,9 @@ func newSubmitCmd(a *app) *cobra.Command {
 from --file (- for stdin), or from stdin when neither is given; --string takes the
 text as a plain string instead. With --key, submitting the same key again returns
 the existing id. With --delay or --at, the job is queued now but not claimable before
-then (the plane's clock decides). With --wait, wait for the job and print its result
+then (the plane's clock decides). With --mode, the job carries that compute mode's run
+declaration from the lakeshore.yaml found from the working directory (docs/fabric.md),
+and a mode that ships code uploads it to the server once per digest. With --wait, wait for the job and print its result
 (exit 1 when it failed, was cancelled or timed out; 4 when the wait timed out).`,
 		Example: `  lakeshore submit embed '{"text": "hello"}'
   lakeshore submit embed --key doc-42 --file doc.json --wait
@@ -83,10 +87,16 @@ then (the plane's clock decides). With --wait, wait for the job and print its re
 				submitCtx, cancel = context.WithTimeout(submitCtx, timeout)
 				defer cancel()
 			}
-			id, err := q.Submit(submitCtx, payload, &lakeshore.SubmitOptions{
+			opts := &lakeshore.SubmitOptions{
 				Key: key, Priority: priority, MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout,
-				Delay: delay, NotBefore: notBefore,
-			})
+				Delay: delay, NotBefore: notBefore, UniqueFor: uniqueFor,
+			}
+			if mode != "" {
+				if err := a.modeOptions(submitCtx, mode, q.Namespace(), q.Name(), opts); err != nil {
+					return err
+				}
+			}
+			id, err := q.Submit(submitCtx, payload, opts)
 			if err != nil {
 				return err
 			}
@@ -107,8 +117,10 @@ then (the plane's clock decides). With --wait, wait for the job and print its re
 	f.Float64Var(&priority, "priority", 0, "priority (higher first for priority and boltzmann claims)")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before the job fails (default 3)")
 	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt (default none)")
+	f.DurationVar(&uniqueFor, "unique-for", 0, "dedup window of --key: within it a resubmit returns the first job, after it a new job takes the key (default 0: held until trimmed)")
 	f.DurationVar(&delay, "delay", 0, "not claimable before this long from now, e.g. 5m (plane's clock)")
 	f.StringVar(&at, "at", "", "not claimable before this RFC 3339 time, e.g. 2026-12-02T06:00:00Z")
+	f.StringVar(&mode, "mode", "", "compute mode of the project's lakeshore.yaml: the job carries its run declaration (and its code, uploaded once per digest)")
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
 	f.DurationVar(&timeout, "timeout", 0, "how long a submit blocked on a full queue may wait, and with --wait how long to wait for the result (default: no bound on the block, 30s for the result; negative: forever)")
 	return c

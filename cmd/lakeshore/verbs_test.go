@@ -177,6 +177,28 @@ func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 		c.ok("submit", "a", "null")
 	})
 
+	t.Run("QueuePauseResume", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t)
+		id := c.ok("submit", "p", `"held"`)
+		require.Equal(t, "p: paused", c.ok("queue", "pause", "p"))
+		require.Equal(t, "p: was already paused", c.ok("queue", "pause", "p"))
+		require.Regexp(t, `default\s+p\s+1\s+0\s+0\s+0\s+0\s+0\s+0\s+-\s+paused`, c.ok("queues"))
+		var row map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "queues")), &row))
+		require.Equal(t, true, row["paused"])
+		c.ok("submit", "p", `"accepted while paused"`)
+		require.Equal(t, "2", c.ok("count", "p", "queued"), "a paused queue accepts submits")
+		require.Equal(t, "p: resumed", c.ok("queue", "resume", "p"))
+		require.Equal(t, "p: was not paused", c.ok("queue", "resume", "p"))
+		var out map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "queue", "pause", "p")), &out))
+		require.Equal(t, map[string]any{"queue": "p", "paused": true, "changed": true}, out)
+		c.ok("queue", "resume", "p")
+		c.ok("worker", "p", "--once", "--", "cat")
+		require.Contains(t, c.ok("get", id), "succeeded")
+	})
+
 	t.Run("WorkersList", func(t *testing.T) {
 		t.Parallel()
 		c := newCLI(t)

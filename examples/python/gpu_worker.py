@@ -12,7 +12,6 @@ finishes, nothing new is claimed.
 
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 import time
@@ -22,20 +21,24 @@ from typing import Any
 import numpy as np
 
 import lakeshore
-from lakeshore import run_worker, udf
+from lakeshore import lifecycle, run_worker, udf
 
 
-@functools.cache
-def model() -> np.ndarray[Any, Any]:
-    """Stands in for loading weights onto the GPU: slow, once per process."""
+WEIGHTS: dict[str, np.ndarray[Any, Any]] = {}
+
+
+@lifecycle.on_host_setup
+def load_weights() -> None:
+    """Stands in for loading weights onto the GPU: slow, once per worker process, before
+    its first body (run_worker runs it before it claims anything)."""
     time.sleep(0.5)
-    return np.linspace(0.0, 1.0, 16, dtype=np.float32).reshape(4, 4)
+    WEIGHTS["denoise"] = np.linspace(0.0, 1.0, 16, dtype=np.float32).reshape(4, 4)
 
 
 @udf(queue="denoise", lease_ttl=10.0)
 def denoise(image: np.ndarray[Any, Any], steps: int = 4) -> Iterator[dict[str, Any]]:
     """A generator body: each yield is a VALUE frame (progress); the return is the result."""
-    w = model()
+    w = WEIGHTS["denoise"]
     x = image.astype(np.float32)
     for step in range(steps):
         x = np.tanh(x @ w)  # the "GPU" work

@@ -10,6 +10,20 @@ import "sync"
 type Hub struct {
 	mu   sync.Mutex
 	keys map[string]*watch
+	anys map[string][]*anyWatch // the waiters of several keys (WatchAny), by key
+}
+
+// anyWatch is one waiter of several keys.
+type anyWatch struct {
+	ch     chan struct{}
+	closed bool
+}
+
+func (a *anyWatch) wake() {
+	if !a.closed {
+		a.closed = true
+		close(a.ch)
+	}
 }
 
 type watch struct {
@@ -18,7 +32,9 @@ type watch struct {
 }
 
 // NewHub returns an empty hub.
-func NewHub() *Hub { return &Hub{keys: make(map[string]*watch)} }
+func NewHub() *Hub {
+	return &Hub{keys: make(map[string]*watch), anys: make(map[string][]*anyWatch)}
+}
 
 // Watch returns a channel closed at the next Notify of key (or NotifyAll), and a release
 // func the waiter must call when it stops waiting.
@@ -52,6 +68,12 @@ func (h *Hub) Notify(keys map[string]struct{}) {
 			close(w.ch)
 			delete(h.keys, k)
 		}
+		if as := h.anys[k]; as != nil {
+			for _, a := range as {
+				a.wake()
+			}
+			delete(h.anys, k)
+		}
 	}
 	h.mu.Unlock()
 }
@@ -63,6 +85,12 @@ func (h *Hub) NotifyAll() {
 		close(w.ch)
 		delete(h.keys, k)
 	}
+	for k, as := range h.anys {
+		for _, a := range as {
+			a.wake()
+		}
+		delete(h.anys, k)
+	}
 	h.mu.Unlock()
 }
 
@@ -70,5 +98,34 @@ func (h *Hub) NotifyAll() {
 func (h *Hub) Waiting() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.keys) > 0
+	return len(h.keys) > 0 || len(h.anys) > 0
+}
+
+// WatchAny is Watch over several keys at once: the channel closes at the next Notify of
+// any of them (or NotifyAll). The waiter must call release when it stops waiting.
+func (h *Hub) WatchAny(keys []string) (<-chan struct{}, func()) {
+	a := &anyWatch{ch: make(chan struct{})}
+	h.mu.Lock()
+	for _, k := range keys {
+		h.anys[k] = append(h.anys[k], a)
+	}
+	h.mu.Unlock()
+	return a.ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, k := range keys {
+			as := h.anys[k]
+			for i, x := range as {
+				if x == a {
+					as = append(as[:i:i], as[i+1:]...)
+					break
+				}
+			}
+			if len(as) == 0 {
+				delete(h.anys, k)
+			} else {
+				h.anys[k] = as
+			}
+		}
+	}
 }

@@ -41,6 +41,23 @@ func PostValue(p *plane.FramePostParams) ([]byte, error) {
 	return p.Value, nil
 }
 
+// JournalClosed is the rule of an invocation's journal (issue 24, semantics 1), from its
+// stored state, attempt and closedBy (the attempt whose final post stored an END frame, 0
+// when none did): the journal is closed once the job is terminal, and while the attempt
+// that posted the END frame still runs. A final post ends the journal, not the job: the
+// job is settled by the ack (or nack, or expiry) that follows, as in the dreamlake-lakeshore
+// package ("the journal is derived data — truth is the invocation row"). A retried job's
+// next attempt opens the journal again, and its posts continue the seqs.
+func JournalClosed(state, attempt, closedBy int) bool {
+	return state >= StateSucceeded || state == StateRunning && closedBy == attempt
+}
+
+// DerivesTerminalFrame reports whether a terminal invocation's journal ends with the END or
+// ERROR frame derived from its row: not when the attempt that settled it had already ended
+// the journal with a final post (its stored END frame is then the journal's last frame,
+// and the outcome is the invocation's alone).
+func DerivesTerminalFrame(attempt, closedBy int) bool { return closedBy == 0 || closedBy != attempt }
+
 // Rows are the rows of a query (database/sql's and pgx's alike).
 type Rows interface {
 	Next() bool
@@ -50,7 +67,7 @@ type Rows interface {
 
 // FramePage reads stored frames (seq, kind, value, attempt, time in ms) from rs into a page
 // of limit frames, then adds the derived END or ERROR frame of inv (nil for a topic) when
-// inv is terminal, the page has room and the frame comes after since.
+// inv is terminal, DerivesTerminalFrame, the page has room and the frame comes after since.
 func FramePage(rs Rows, limit int, inv *Row, since int64) ([]plane.Frame, error) {
 	page := plane.FramePage{Limit: limit}
 	for rs.Next() {
@@ -68,7 +85,7 @@ func FramePage(rs Rows, limit int, inv *Row, since int64) ([]plane.Frame, error)
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("read frames: %w", err)
 	}
-	if inv != nil && inv.Terminal() && !page.Full() {
+	if inv != nil && inv.Terminal() && DerivesTerminalFrame(inv.Attempt, inv.JournalClosedBy) && !page.Full() {
 		if f := inv.TerminalFrame(); f.Seq > since {
 			page.Add(f)
 		}

@@ -82,3 +82,58 @@ func TestRow(t *testing.T) {
 		t.Fatalf("job %+v", j)
 	}
 }
+
+// TestWatchAny: a waiter of several keys wakes at the first Notify of any of them (or
+// NotifyAll), not of other keys; released, it leaves nothing behind.
+func TestWatchAny(t *testing.T) {
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	h := NewHub()
+	ch, release := h.WatchAny([]string{"a", "b"})
+	h.Notify(map[string]struct{}{"c": {}})
+	if closed(ch) {
+		t.Fatal("woken by a key it does not watch")
+	}
+	h.Notify(map[string]struct{}{"b": {}})
+	if !closed(ch) {
+		t.Fatal("not woken by one of its keys")
+	}
+	h.Notify(map[string]struct{}{"a": {}}) // a second wake-up of the same waiter is harmless
+	release()
+	if h.Waiting() {
+		t.Fatal("a released waiter is still listed")
+	}
+	ch, release = h.WatchAny([]string{"a", "b"})
+	h.NotifyAll()
+	if !closed(ch) {
+		t.Fatal("not woken by NotifyAll")
+	}
+	release()
+	ch, release = h.WatchAny([]string{"a", "b"})
+	release()
+	if h.Waiting() || closed(ch) {
+		t.Fatal("released before any wake-up: listed, or woken")
+	}
+}
+
+// TestRotation: each queue is tried first once in every len(queues) orders.
+func TestRotation(t *testing.T) {
+	var r Rotation
+	firsts := map[string]int{}
+	for range 9 {
+		o := r.Order([]string{"a", "b", "c"})
+		if len(o) != 3 {
+			t.Fatalf("order %v: not every queue", o)
+		}
+		firsts[o[0]]++
+	}
+	if firsts["a"] != 3 || firsts["b"] != 3 || firsts["c"] != 3 {
+		t.Fatalf("first queues %v, want each 3 times", firsts)
+	}
+}

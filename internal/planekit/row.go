@@ -55,7 +55,7 @@ type Scanner interface{ Scan(dest ...any) error }
 // the plane stores one.
 const RowColumns = `id, namespace, queue, key, state, priority, payload, metadata, attempt,
 	max_attempts, attempt_timeout_ms, deadline_ms, available_ms, lease_token, lease_expires_ms,
-	worker, result, error, created_ms, started_ms, finished_ms, next_frame`
+	worker, result, error, created_ms, started_ms, finished_ms, next_frame, journal_closed`
 
 // Row is one invocations row as stored.
 type Row struct {
@@ -72,6 +72,9 @@ type Row struct {
 	Worker                                      sql.NullString
 	Result, ErrorInfo                           []byte
 	CreatedMS, StartedMS, FinishedMS, NextFrame int64
+	// JournalClosedBy is the attempt whose final post ended the journal, 0 when none did
+	// (the journal_closed column; JournalClosed is the rule that reads it).
+	JournalClosedBy int
 }
 
 // ScanRow reads a row of RowColumns, preceded by the sequence number when seq is true.
@@ -80,7 +83,7 @@ func ScanRow(s Scanner, seq bool) (*Row, error) {
 	dest := []any{&r.ID, &r.Namespace, &r.Queue, &r.Key, &r.State, &r.Priority, &r.Payload,
 		&r.Metadata, &r.Attempt, &r.MaxAttempts, &r.AttemptTimeoutMS, &r.DeadlineMS, &r.AvailableMS,
 		&r.Token, &r.LeaseExpiresMS, &r.Worker, &r.Result, &r.ErrorInfo, &r.CreatedMS, &r.StartedMS,
-		&r.FinishedMS, &r.NextFrame}
+		&r.FinishedMS, &r.NextFrame, &r.JournalClosedBy}
 	if seq {
 		dest = append([]any{&r.Seq}, dest...)
 	}
@@ -125,6 +128,9 @@ func (r *Row) Invocation() *plane.Invocation {
 	}
 	return inv
 }
+
+// JournalClosed reports whether the invocation's journal is closed (JournalClosed).
+func (r *Row) JournalClosed() bool { return JournalClosed(r.State, r.Attempt, r.JournalClosedBy) }
 
 // TerminalFrame derives the END or ERROR frame of a terminal invocation from its row.
 func (r *Row) TerminalFrame() plane.Frame {

@@ -290,17 +290,25 @@ type call struct {
 	// ctx is the request's context when set (a blocked submit detaches it from the
 	// caller's deadline); else the caller's.
 	ctx context.Context
-	// claims: the answer carries claimed jobs. When the caller's ctx ends, the request is
-	// given claimGrace before its connection closes, and once the answer's first byte
-	// arrived it is read to the end: closing the connection under an answer the server
-	// already sent would leave its jobs held until their lease expires (the caller gives
-	// them back instead, see claimed). A connection closed before the server answered
-	// makes the server give back what it claimed.
+	// claims: the answer carries claimed jobs. When the caller's ctx ends, the request's
+	// connection is half-closed (its write side shut: the server reads EOF, which ends
+	// the long-poll, and gives back what it claims after that), and the answer is still
+	// read to the end, up to claimAnswerWait for its first byte: closing the connection
+	// under an answer the server already sent would leave its jobs held until their lease
+	// expires, whereas an answer read is given back by the caller (see claimed). A
+	// connection that cannot be half-closed is given claimGrace instead before it
+	// closes.
 	claims bool
 }
 
+// claimAnswerWait is how long a claim whose caller went away waits, after half-closing
+// its connection, for the server's answer to begin before closing the connection. The
+// server answers at once when it reads the EOF; this bounds a server or proxy that does
+// not.
+const claimAnswerWait = 5 * time.Second
+
 // claimGrace is how long a claim whose caller went away still waits for an answer already
-// on its way before its connection closes.
+// on its way before its connection closes, when that connection cannot be half-closed.
 const claimGrace = 50 * time.Millisecond
 
 // do performs c and decodes its answer, retrying as c allows.
@@ -427,11 +435,45 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 	defer cancelClose(nil)
 	defer context.AfterFunc(d.closeCtx, func() { cancelClose(plane.ErrClosed) })()
 	if c.claims {
-		var answering atomic.Bool // the answer's first byte arrived
 		var mu sync.Mutex
-		var grace *time.Timer
+		var (
+			answering bool        // the answer's first byte arrived
+			finished  bool        // once returned: the connection is no longer this call's
+			gone      bool        // ctx ended
+			conn      net.Conn    // the request's connection, once the transport has one
+			grace     *time.Timer // closes the connection if no answer begins in time
+		)
+		// abandon half-closes the connection (with mu held, once ctx ended and the
+		// connection is known) and bounds the wait for the answer. Once the answer began
+		// (or the call returned), the connection may already be back in the pool, serving
+		// another request: it is left alone.
+		abandon := func() {
+			if answering || finished {
+				return
+			}
+			halfClosed := false
+			if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+				halfClosed = cw.CloseWrite() == nil
+			}
+			if grace != nil {
+				return // a retry, on a fresh connection, of a request already abandoned
+			}
+			wait := claimGrace
+			if halfClosed {
+				wait = claimAnswerWait
+			}
+			grace = time.AfterFunc(wait, func() {
+				mu.Lock()
+				started := answering
+				mu.Unlock()
+				if !started {
+					cancelClose(context.Cause(ctx))
+				}
+			})
+		}
 		defer func() {
 			mu.Lock()
+			finished = true
 			if grace != nil {
 				grace.Stop()
 			}
@@ -440,13 +482,26 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		defer context.AfterFunc(ctx, func() {
 			mu.Lock()
 			defer mu.Unlock()
-			grace = time.AfterFunc(claimGrace, func() {
-				if !answering.Load() {
-					cancelClose(context.Cause(ctx))
-				}
-			})
+			gone = true
+			if conn != nil {
+				abandon()
+			}
 		})()
-		rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { answering.Store(true) }})
+		rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) {
+				mu.Lock()
+				defer mu.Unlock()
+				conn = info.Conn
+				if gone {
+					abandon()
+				}
+			},
+			GotFirstResponseByte: func() {
+				mu.Lock()
+				answering = true
+				mu.Unlock()
+			},
+		})
 	}
 
 	var rd io.Reader
@@ -494,6 +549,10 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 			return nil, 0, false
 		}
 		if err := codec.Unmarshal(data, c.out); err != nil {
+			if c.claims && ctx.Err() != nil {
+				// The server saw the caller go away and answered nothing.
+				return ctx.Err(), 0, false
+			}
 			return fmt.Errorf("%s %s: decode answer: %v", c.method, c.path, err), 0, false
 		}
 		return nil, 0, false

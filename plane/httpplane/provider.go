@@ -41,6 +41,21 @@ func (d *Driver) QueueProviderDelete(ctx context.Context, namespace, queue strin
 	return out.Changed, err
 }
 
+// QueuePause implements plane.Driver: PUT …/pause pauses, DELETE …/pause resumes. Not
+// repeated once sent (a repeat would report no change).
+func (d *Driver) QueuePause(ctx context.Context, params *plane.PauseParams) (bool, error) {
+	if err := params.Validate(); err != nil {
+		return false, err
+	}
+	method := "DELETE"
+	if params.Paused {
+		method = "PUT"
+	}
+	var out api.ChangedResponse
+	err := d.do(ctx, &call{method: method, path: queuePath(params.Namespace, params.Queue) + "/pause", out: &out})
+	return out.Changed, err
+}
+
 // QueueProviderList implements plane.Driver. Through a scoped token it lists only the
 // queues the token covers.
 func (d *Driver) QueueProviderList(ctx context.Context, namespace string) ([]plane.QueueProvider, error) {

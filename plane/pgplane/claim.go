@@ -24,6 +24,10 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if len(p.Queues) > 0 {
+		jobs, _, err := d.claimAcross(ctx, p, nil)
+		return jobs, err
+	}
 	kind, _ := plane.ParseKind(string(p.Kind))
 	req := &claimRequest{p: p, kind: kind, n: max(p.Max, 1), lease: cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)}
 	waitUntil := time.Now().Add(p.Wait)
@@ -74,6 +78,57 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 			return nil, nil
 		}
 	}
+}
+
+// claimAcross claims for a claim over several queues (planekit.ClaimAcross): each try is
+// one transaction that claims, with claimFor, from the first queue in the rotation's order
+// with claimable work; before, when set, runs first in the first. It waits on the hub's
+// queue keys, which wakeQueue notifies here and the notifier from other processes.
+func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before func(t *tx) error) ([]*plane.Job, bool, error) {
+	kind, _ := plane.ParseKind(string(p.Kind))
+	n, lease := max(p.Max, 1), cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
+	try := func(ctx context.Context, queues []string) ([]*plane.Job, time.Duration, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		var jobs []*plane.Job
+		var next int64
+		first := before
+		before = nil
+		err := d.do(ctx, func(t *tx) error {
+			jobs, next = nil, 0
+			if first != nil {
+				if err := first(t); err != nil {
+					return err
+				}
+			}
+			for _, q := range queues {
+				one := *p
+				one.Queue, one.Queues = q, nil
+				r := &claimRequest{p: &one, kind: kind, n: n, lease: lease}
+				if err := t.claimFor([]*claimRequest{r}); err != nil {
+					return err
+				}
+				if len(r.jobs) > 0 {
+					jobs = r.jobs
+					return nil
+				}
+				if r.next > 0 && (next == 0 || r.next < next) {
+					next = r.next
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		var due time.Duration
+		if next > 0 {
+			due = max(time.Duration(next-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond)
+		}
+		return jobs, due, nil
+	}
+	return planekit.ClaimAcross(ctx, p, &d.rotation, d.hub, planekit.QueueKey, try, d.sleep)
 }
 
 // claimRequest is one caller's claim, served in a group.

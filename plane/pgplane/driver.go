@@ -74,6 +74,8 @@ type Driver struct {
 	floors  floors         // where fifo claims start, per queue
 	// claimWaiters are the idle claims parked for a direct handoff, per queue.
 	claimWaiters planekit.Waiters[claimWaiter]
+	// rotation turns the first queue of claims over several queues.
+	rotation planekit.Rotation
 
 	maintainMu sync.Mutex // one maintenance pass at a time in this process
 	node       string

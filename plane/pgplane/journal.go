@@ -75,7 +75,8 @@ func (d *Driver) postGroup(ctx context.Context, reqs []*postRequest) {
 	}
 }
 
-// postInvocation appends a VALUE frame to an invocation's journal, or with Final acks it.
+// postInvocation appends a VALUE frame to an invocation's journal, or with Final the END
+// frame that ends the journal (planekit.JournalClosed; the job is settled by its ack).
 // The first error is the caller's (written state kept: an expired lease found here is ended).
 func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, error, error) {
 	h, err := t.head(p.Journal.InvocationID)
@@ -91,13 +92,18 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 	if lost := t.holds(h, p.Token); lost != nil {
 		return 0, lost, nil
 	}
-	seq := h.nextFrame
-	if p.Final {
-		t.apply(h, plane.Transition{State: plane.StateSucceeded}, value)
-		return seq, nil, nil
+	if planekit.JournalClosed(h.state, h.attempt, h.journalClosedBy) {
+		return 0, plane.ErrJournalClosed, nil
 	}
-	t.exec(t.d.sql.insertFrame, h.id, seq, int16(planekit.FrameValue), value, h.attempt, t.ms)
-	t.exec(t.d.sql.nextFrame, h.id)
+	seq := h.nextFrame
+	kind, next := planekit.FrameValue, t.d.sql.nextFrame
+	if p.Final {
+		kind, next = planekit.FrameEnd, t.d.sql.endJournal
+		h.journalClosedBy = h.attempt
+	}
+	t.exec(t.d.sql.insertFrame, h.id, seq, int16(kind), value, h.attempt, t.ms)
+	t.exec(next, h.id)
+	h.nextFrame++
 	t.wake(planekit.JournalKey(h.id))
 	return seq, nil, nil
 }
@@ -145,7 +151,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 			if err != nil {
 				return fmt.Errorf("read frames: %w", err)
 			}
-			res.Closed = inv.Terminal()
+			res.Closed = inv.JournalClosed()
 		} else {
 			err := tx.QueryRow(ctx, d.sql.topicClosed, name).Scan(&res.Closed)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -121,6 +121,20 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 		}
 		return true
 	}
+	// Due schedules fire first, so their fires are promoted in the same pass.
+	for {
+		var n int
+		if err := d.do(ctx, func(t *tx) error {
+			var err error
+			n, err = t.fireSchedules(maintainBatch)
+			return err
+		}); err != nil {
+			return false, fmt.Errorf("maintenance: schedules: %w", err)
+		}
+		if !more(int64(n)) {
+			break
+		}
+	}
 	// Due delayed and backed-off rows become claimable, and their queues' idle claimers
 	// are woken (a claimer's own timer runs on real time; the plane's clock may jump).
 	// Once a pass: the first claim of a queue promotes its own due rows as well.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -124,13 +123,12 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 	if err := rs.Err(); err != nil {
 		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Queue < out[j].Queue
-	})
-	return out, nil
+	rs.Close()
+	paused, err := d.pausedQueues(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return plane.MarkPaused(out, paused), nil
 }
 
 // InvocationList implements plane.Driver. A page walks the (queue, id) index, or the

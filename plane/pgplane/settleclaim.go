@@ -31,6 +31,15 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
+	if len(p.Queues) > 0 {
+		out := make([]error, len(settle))
+		jobs, committed, err := d.claimAcross(ctx, p, func(t *tx) error { return t.settleAll(settle, out) })
+		if err != nil && !committed {
+			return nil, nil, err
+		}
+		// Once the settles committed, a wait ended by ctx or Close is no error of the call.
+		return out, jobs, nil
+	}
 	kind, _ := plane.ParseKind(string(p.Kind))
 	req := &settleClaimRequest{
 		settle: settle,
@@ -52,6 +61,27 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 	// The settles are committed: a wait ended by ctx or Close is no error of this call.
 	jobs, _ := d.InvocationClaimMany(ctx, &rest)
 	return req.out, jobs, nil
+}
+
+// settleAll settles in t (rows locked in id order, as settleClaimGroup does), each
+// result into out.
+func (t *tx) settleAll(settle []plane.SettleParams, out []error) error {
+	if len(settle) == 0 {
+		return nil
+	}
+	ids := make([]string, len(settle))
+	for i := range settle {
+		ids[i] = settle[i].ID
+	}
+	slices.Sort(ids)
+	byID, err := t.headsByID(slices.Compact(ids))
+	if err != nil {
+		return err
+	}
+	for i := range settle {
+		out[i] = t.settle(byID[settle[i].ID], &settle[i])
+	}
+	return nil
 }
 
 // settleClaimRequest is one worker's settle-and-claim, served in a group.

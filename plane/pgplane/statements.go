@@ -14,17 +14,19 @@ type statements struct {
 	claimFIFOFrom, promoteDue                                string
 	nextAvailable, setRunning                                string
 	head, headMany, setQueued, setTerminalMany, setLease     string
-	ackHeld, nextFrame, insertFrame, topicAppend             string
+	ackHeld, nextFrame, endJournal, insertFrame, topicAppend string
 	row, rowsByID, topicClosed, frames                       string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
 	leaderTake, leaderRelease                                string
 }
 
-const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting`
+// claimWhere selects a queue's claimable rows; none while the queue is paused (pause.go).
+const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
+	AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 
 const headColumns = `id, namespace, queue, state, priority, attempt, max_attempts, lease_token,
-	lease_expires_ms, attempt_deadline_ms, next_frame`
+	lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed`
 
 func newStatements(schema string) statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
@@ -103,6 +105,7 @@ func newStatements(schema string) statements {
 			WHERE i.id = u.id`),
 		setLease:    s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
 		nextFrame:   s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
+		endJournal:  s(`UPDATE {s}.invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE id = $1`),
 		insertFrame: s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),
 		// topicAppend takes the next seq of an open topic (creating it), or nothing when closed.
 		topicAppend: s(`INSERT INTO {s}.topics AS t (journal, next_seq, closed, updated_ms) VALUES ($1, 1, $2, $3)

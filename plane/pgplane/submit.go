@@ -34,9 +34,11 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 		return nil, err
 	}
 	req := &submitRequest{p: p}
-	d.submits.do(ctx, req)
-	if !req.solo {
-		return req.out, req.err
+	if !hasDedupWindow(p) { // a dedup window frees its key first: that runs in submitMany
+		d.submits.do(ctx, req)
+		if !req.solo {
+			return req.out, req.err
+		}
 	}
 	key := planekit.RoomKey(p.Namespace, p.Queue)
 	var tk *planekit.Ticket
@@ -90,7 +92,7 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 	out := make([]plane.SubmitResult, len(p.Invocations))
 	tctx, cancel := detached(ctx)
 	defer cancel()
-	err := d.do(tctx, func(t *tx) error { return t.submitMany(p, out, tk) })
+	err := d.do(tctx, func(t *tx) error { return t.submitMany(p, out, tk, true) })
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +100,16 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 }
 
 // submitMany inserts the invocations that are new, resolves the rest to their existing ids,
-// then applies the queue's admission block to the new ones; a refusal returns an error,
-// which rolls the inserts back.
-func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket) error {
+// then applies the queue's admission block to the new ones when admit is set (a schedule's
+// fires are not admitted); a refusal returns an error, which rolls the inserts back.
+func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket, admit bool) error {
 	clear(out)
-	a, err := t.admission(p.Namespace, p.Queue, true)
-	if err != nil {
-		return err
+	var a *admission
+	if admit {
+		var err error
+		if a, err = t.admission(p.Namespace, p.Queue, true); err != nil {
+			return err
+		}
 	}
 	n := len(p.Invocations)
 	firstOfKey := map[string]int{}
@@ -129,6 +134,14 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 				continue
 			}
 			firstOfKey[s.Key] = i
+			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
+				// The window has passed for an invocation created at or before cutoff: it
+				// gives the key up (row locked by the update, so concurrent submits of the
+				// key serialize on it), and the insert below takes it.
+				t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL
+					WHERE namespace = $1 AND queue = $2 AND key = $3 AND created_ms <= $4`,
+					p.Namespace, p.Queue, s.Key, cutoff.UnixMilli())
+			}
 		}
 		id := s.ID
 		if id == "" {
@@ -231,6 +244,16 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		t.wakeQueue(p.Namespace, p.Queue)
 	}
 	return nil
+}
+
+// hasDedupWindow reports whether a submit of p carries a dedup window (UniqueFor).
+func hasDedupWindow(p *plane.SubmitManyParams) bool {
+	for i := range p.Invocations {
+		if p.Invocations[i].UniqueFor > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // pgconnRetry wraps a failure that a fresh transaction resolves.

@@ -22,12 +22,13 @@ type head struct {
 	leaseExpiresMS       int64
 	attemptDeadlineMS    int64
 	nextFrame            int64
+	journalClosedBy      int
 }
 
 func scanHead(s scanner) (*head, error) {
 	h := &head{}
 	err := s.Scan(&h.id, &h.namespace, &h.queue, &h.state, &h.priority, &h.attempt, &h.maxAttempts,
-		&h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame)
+		&h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame, &h.journalClosedBy)
 	return h, err
 }
 

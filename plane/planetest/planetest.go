@@ -66,6 +66,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Lease", testLease},
 		{"Settle", testSettle},
 		{"SettleAndClaim", testSettleAndClaim},
+		{"Queues", testQueues},
 		{"Cancel", testCancel},
 		{"Deadline", testDeadline},
 		{"Journal", testJournal},
@@ -80,6 +81,9 @@ func Run(t *testing.T, factory Factory) {
 		{"Workers", testWorkers},
 		{"Providers", testProviders},
 		{"Leases", testLeases},
+		{"Pause", testPause},
+		{"Schedules", testSchedules},
+		{"Dedup", testDedup},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

@@ -35,6 +35,30 @@ func (d *refDriver) QueueProviderSet(_ context.Context, p *plane.ProviderParams)
 	return nil
 }
 
+func (d *refDriver) QueuePause(_ context.Context, p *plane.PauseParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, err
+	}
+	if err := d.lock(); err != nil {
+		return false, err
+	}
+	defer d.mu.Unlock()
+	key := [2]string{p.Namespace, p.Queue}
+	if d.paused[key] == p.Paused {
+		return false, nil
+	}
+	if d.paused == nil {
+		d.paused = map[[2]string]bool{}
+	}
+	if p.Paused {
+		d.paused[key] = true
+	} else {
+		delete(d.paused, key)
+		d.notify() // waiting claimers look again
+	}
+	return true, nil
+}
+
 func (d *refDriver) QueueProviderGet(_ context.Context, namespace, queue string) (*plane.ProviderRef, error) {
 	if err := validQueue(namespace, queue); err != nil {
 		return nil, err

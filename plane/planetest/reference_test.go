@@ -33,7 +33,8 @@ type refInvocation struct {
 	token     string // the current lease's token ("" when not running)
 	lastToken string // the token of the latest claim
 	frames    []plane.Frame
-	closed    bool
+	closed    bool // terminal: the journal ended
+	closedBy  int  // the attempt whose final post stored an END frame, 0 when none did
 }
 
 type refTopicKey struct{ ns, q, topic string }
@@ -60,9 +61,13 @@ type refDriver struct {
 	changed chan struct{}
 	closed  bool
 	workers map[[2]string]plane.WorkerInfo
+	// rotation is how many claims over several queues began: the first queue they try
+	// turns with it.
+	rotation int
 	// providers and leases are created on first use (reference_provider_test.go).
 	providers map[[2]string][]byte // the ProviderRef as JSON, by (namespace, queue)
 	leases    map[[2]string]refLease
+	paused    map[[2]string]bool // the paused queues, created on first use
 	// lastPass is the clock reading of the last maintenance pass: invocations that came due
 	// since then wake the waiters.
 	lastPass time.Time
@@ -167,7 +172,14 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 	}
 	for i, s := range p.Invocations {
 		if s.Key != "" {
-			if id, ok := d.keys[refKey{p.Namespace, p.Queue, s.Key}]; ok {
+			k := refKey{p.Namespace, p.Queue, s.Key}
+			if cutoff := plane.DedupCutoff(now, s.UniqueFor); !cutoff.IsZero() {
+				if ri, ok := d.invs[d.keys[k]]; ok && !ri.inv.CreatedAt.After(cutoff) {
+					ri.inv.Key = "" // the window has passed: it gives the key up
+					delete(d.keys, k)
+				}
+			}
+			if id, ok := d.keys[k]; ok {
 				out[i] = plane.SubmitResult{ID: id, Existing: true}
 				continue
 			}
@@ -230,14 +242,24 @@ func (d *refDriver) InvocationSettleAndClaim(ctx context.Context, ps []plane.Set
 func (d *refDriver) claimLocked(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
 	kind, _ := plane.ParseKind(string(p.Kind))
 	deadline := time.Now().Add(p.Wait)
+	queues := p.QueueNames()
 	for {
+		// Several queues: the first with work, tried from one place further each time.
+		first := d.rotation % len(queues)
+		d.rotation++
 		var jobs []*plane.Job
-		for range max(p.Max, 1) {
-			ri := d.pick(p.Namespace, p.Queue, kind, p.Temperature)
-			if ri == nil {
+		for i := range queues {
+			q := queues[(first+i)%len(queues)]
+			for range max(p.Max, 1) {
+				ri := d.pick(p.Namespace, q, kind, p.Temperature)
+				if ri == nil {
+					break
+				}
+				jobs = append(jobs, d.start(ri, p))
+			}
+			if len(jobs) > 0 {
 				break
 			}
-			jobs = append(jobs, d.start(ri, p))
 		}
 		if len(jobs) > 0 {
 			d.notify()
@@ -248,7 +270,13 @@ func (d *refDriver) claimLocked(ctx context.Context, p *plane.ClaimParams) ([]*p
 		}
 		// Wake when the next backoff ends, too (real clock only).
 		wake := deadline
-		if next := d.nextAvailable(p.Namespace, p.Queue); !next.IsZero() && d.now().Add(time.Until(wake)).After(next) {
+		var next time.Time
+		for _, q := range queues {
+			if n := d.nextAvailable(p.Namespace, q); !n.IsZero() && (next.IsZero() || n.Before(next)) {
+				next = n
+			}
+		}
+		if !next.IsZero() && d.now().Add(time.Until(wake)).After(next) {
 			wake = time.Now().Add(next.Sub(d.now()))
 		}
 		more, err := d.waitChange(ctx, wake)
@@ -274,6 +302,9 @@ func (d *refDriver) nextAvailable(ns, q string) time.Time {
 
 // pick chooses the next claimable invocation of a queue, ending those past their deadline.
 func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvocation {
+	if d.paused[[2]string{ns, q}] {
+		return nil
+	}
 	now := d.now()
 	var cands []*refInvocation
 	for _, ri := range d.invs {
@@ -375,6 +406,12 @@ func (d *refDriver) end(ri *refInvocation, state plane.State, info *plane.ErrorI
 
 func (d *refDriver) appendFrame(ri *refInvocation, kind plane.FrameKind, v []byte) int64 {
 	seq := int64(len(ri.frames))
+	if kind != plane.FrameValue && ri.closedBy != 0 && ri.closedBy == ri.inv.Attempt {
+		// The attempt that settles ri ended its journal with a final post: the stored END
+		// frame stays the last.
+		ri.closed = true
+		return seq
+	}
 	ri.frames = append(ri.frames, plane.Frame{Seq: seq, Kind: kind, Value: slices.Clone(v), Attempt: ri.inv.Attempt, Time: d.now()})
 	if kind != plane.FrameValue {
 		ri.closed = true
@@ -609,7 +646,13 @@ func (d *refDriver) QueueStatsList(ctx context.Context, namespace string) ([]pla
 	for k, counts := range byQueue {
 		out = append(out, plane.QueueStats{Namespace: k[0], Queue: k[1], Counts: counts})
 	}
-	return out, nil
+	paused := map[[2]string]bool{}
+	for k := range d.paused {
+		if namespace == "" || k[0] == namespace {
+			paused[k] = true
+		}
+	}
+	return plane.MarkPaused(out, paused), nil
 }
 
 func (d *refDriver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {
@@ -687,9 +730,14 @@ func (d *refDriver) FramePost(ctx context.Context, p *plane.FramePostParams) (in
 		}
 		return 0, plane.ErrLeaseLost
 	}
+	if ri.closedBy == ri.inv.Attempt {
+		return 0, plane.ErrJournalClosed
+	}
 	if p.Final {
+		// END ends the journal of this attempt; the ack that follows settles the job.
 		seq := int64(len(ri.frames))
-		d.succeed(ri, p.Value)
+		ri.frames = append(ri.frames, plane.Frame{Seq: seq, Kind: plane.FrameEnd, Value: slices.Clone(p.Value), Attempt: ri.inv.Attempt, Time: d.now()})
+		ri.closedBy = ri.inv.Attempt
 		return seq, nil
 	}
 	return d.appendFrame(ri, plane.FrameValue, p.Value), nil
@@ -712,7 +760,8 @@ func (d *refDriver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*p
 			if err != nil {
 				return nil, err
 			}
-			frames, closed = ri.frames, ri.closed
+			frames = ri.frames
+			closed = ri.closed || ri.inv.State == plane.StateRunning && ri.closedBy == ri.inv.Attempt
 		} else if tp := d.topics[refTopicKey{p.Journal.Namespace, p.Journal.Queue, p.Journal.Topic}]; tp != nil {
 			frames, closed = tp.frames, tp.closed
 		}
@@ -780,7 +829,8 @@ func (d *refDriver) Close() error {
 	return nil
 }
 
-// Admission, workers and tokens are beyond what refDriver checks: the suite skips them.
+// Admission, workers, tokens and schedules are beyond what refDriver checks: the suite
+// skips them.
 
 func (d *refDriver) QueueAdmissionSet(context.Context, *plane.AdmissionParams) error {
 	return plane.ErrNotImplemented
@@ -901,4 +951,20 @@ func (d *refDriver) TokenList(context.Context) ([]plane.TokenInfo, error) {
 
 func (d *refDriver) TokenRevoke(context.Context, string) (bool, error) {
 	return false, plane.ErrNotImplemented
+}
+
+func (d *refDriver) ScheduleSet(context.Context, *plane.Schedule) (*plane.Schedule, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) ScheduleList(context.Context, string) ([]plane.Schedule, error) {
+	return nil, plane.ErrNotImplemented
+}
+
+func (d *refDriver) ScheduleDelete(context.Context, string, string) (bool, error) {
+	return false, plane.ErrNotImplemented
+}
+
+func (d *refDriver) SchedulePause(context.Context, string, string, bool) (*plane.Schedule, error) {
+	return nil, plane.ErrNotImplemented
 }

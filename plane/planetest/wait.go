@@ -91,9 +91,13 @@ func testWait(t *testing.T, s *suite) {
 				j := b.claimID(t, b.submitOne(t, plane.SubmitParams{}))
 				return j.ID, func() { b.ack(t, j, "r") }
 			}, plane.StateSucceeded},
-			{"PostFinal", func(t *testing.T, b *bundle) (string, func()) {
+			{"PostFinalThenAck", func(t *testing.T, b *bundle) (string, func()) {
 				j := b.claimID(t, b.submitOne(t, plane.SubmitParams{}))
-				return j.ID, func() { _, err := b.postErr(invJournal(j.ID), j.Token, "r", true); must(t, err, "post final") }
+				return j.ID, func() {
+					_, err := b.postErr(invJournal(j.ID), j.Token, "r", true)
+					must(t, err, "post final")
+					b.ack(t, j, "r")
+				}
 			}, plane.StateSucceeded},
 			{"Nack", func(t *testing.T, b *bundle) (string, func()) {
 				j := b.claimID(t, b.submitOne(t, plane.SubmitParams{}))

@@ -16,8 +16,54 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if len(p.Queues) > 0 {
+		jobs, _, err := d.claimAcross(ctx, p, nil)
+		return jobs, err
+	}
 	jobs, _, err := d.claimAfter(ctx, p, nil)
 	return jobs, err
+}
+
+// claimAcross is claimAfter for a claim over several queues (planekit.ClaimAcross): each
+// try is one write op that claims from the first queue, in the rotation's order, with
+// claimable work; before, when set, runs in the first. It waits on the hub's
+// planekit.ClaimableKey of every queue, which markClaimable notifies.
+func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before func(t *wtx) error) ([]*plane.Job, bool, error) {
+	kind, _ := plane.ParseKind(string(p.Kind))
+	n := max(p.Max, 1)
+	lease := cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
+	try := func(ctx context.Context, queues []string) ([]*plane.Job, time.Duration, error) {
+		var jobs []*plane.Job
+		var nextMS int64
+		first := before
+		before = nil
+		err := d.do(ctx, func(t *wtx) error {
+			if first != nil {
+				if err := first(t); err != nil {
+					return err
+				}
+			}
+			for _, q := range queues {
+				one := *p
+				one.Queue, one.Queues = q, nil
+				var err error
+				if jobs, nextMS, err = t.claim(&one, kind, n, lease); err != nil || len(jobs) > 0 {
+					return err
+				}
+			}
+			return nil
+		})
+		var due time.Duration
+		if nextMS > 0 {
+			due = max(time.Duration(nextMS-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond)
+		}
+		return jobs, due, err
+	}
+	sleep := func(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
+		_, err := planekit.Sleep(ctx, d.stopped, changed, nil, wait, 0)
+		return err
+	}
+	return planekit.ClaimAcross(ctx, p, &d.rotation, d.hub, planekit.ClaimableKey, try, sleep)
 }
 
 // InvocationSettleAndClaim implements plane.Driver: the settles and the first claim are
@@ -30,7 +76,11 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 		return nil, nil, err
 	}
 	out := make([]error, len(settle))
-	jobs, committed, err := d.claimAfter(ctx, p, func(t *wtx) error { return t.settleMany(settle, out) })
+	claim := d.claimAfter
+	if len(p.Queues) > 0 {
+		claim = d.claimAcross
+	}
+	jobs, committed, err := claim(ctx, p, func(t *wtx) error { return t.settleMany(settle, out) })
 	if err != nil && !committed {
 		return nil, nil, err
 	}
@@ -126,6 +176,9 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	// costs nothing: the writer knows the earliest due time).
 	if _, err := t.promoteDue(promoteBatchClaim); err != nil {
 		return nil, 0, err
+	}
+	if paused, err := t.paused(p.Namespace, p.Queue); paused || err != nil {
+		return nil, 0, err // a paused queue gives nothing; its resume hands off (pause.go)
 	}
 	a, err := t.admission(p.Namespace, p.Queue)
 	if err != nil {

@@ -36,6 +36,7 @@ type Driver struct {
 	blocked planekit.Lines // submits waiting for room, per queue
 
 	claimWaiters planekit.Waiters[claimWaiter] // claims parked for a direct handoff, per queue
+	rotation     planekit.Rotation             // the first queue of claims over several queues
 	maintainer   maintainer
 
 	stop    chan struct{}   // closed by Close

@@ -30,12 +30,14 @@ type handoff struct {
 	jobs []*plane.Job
 }
 
-// markClaimable notes that the transaction made jobs of a queue claimable now.
+// markClaimable notes that the transaction made jobs of a queue claimable now: its parked
+// claims are handed jobs before the commit, and claims over several queues woken after it.
 func (t *wtx) markClaimable(namespace, queue string) {
 	if t.claimable == nil {
 		t.claimable = make(map[string][2]string)
 	}
 	t.claimable[planekit.QueueKey(namespace, queue)] = [2]string{namespace, queue}
+	t.wake(planekit.ClaimableKey(namespace, queue)) // claims over several queues
 }
 
 // handOff claims, at the end of the transaction, for the parked waiters of every queue that

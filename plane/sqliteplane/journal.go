@@ -35,6 +35,8 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 	return seq, logical
 }
 
+// postInvocation appends a VALUE frame to an invocation's journal, or with Final the END
+// frame that ends the journal (planekit.JournalClosed; the job is settled by its ack).
 func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, error, error) {
 	h, ok, err := t.head(p.Journal.InvocationID)
 	if err != nil || !ok {
@@ -46,14 +48,18 @@ func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, err
 	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
 		return 0, lost, err
 	}
-	seq := h.nextFrame
-	if p.Final {
-		return seq, nil, t.finish(h, planekit.StateSucceeded, value, nil)
+	if planekit.JournalClosed(h.state, h.attempt, h.journalClosedBy) {
+		return 0, plane.ErrJournalClosed, nil
 	}
-	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.id, seq, planekit.FrameValue, value, h.attempt, t.ms); err != nil {
+	seq := h.nextFrame
+	kind, next := planekit.FrameValue, t.w.st.nextFrame
+	if p.Final {
+		kind, next = planekit.FrameEnd, t.w.st.endJournal
+	}
+	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.id, seq, kind, value, h.attempt, t.ms); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
-	if _, err := t.w.st.nextFrame.ExecContext(t.ctx, h.seq); err != nil {
+	if _, err := next.ExecContext(t.ctx, h.seq); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
 	t.wake(planekit.JournalKey(h.id))
@@ -117,7 +123,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		if err != nil {
 			return nil, fmt.Errorf("read frames: %w", err)
 		}
-		res.Closed = inv.Terminal()
+		res.Closed = inv.JournalClosed()
 	} else {
 		err := tx.StmtContext(ctx, d.reads.topicClosed).QueryRowContext(ctx, name).Scan(&res.Closed)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {

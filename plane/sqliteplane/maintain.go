@@ -35,6 +35,9 @@ type maintainer struct {
 func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 	var r plane.MaintenanceReport
 	var err error
+	if r.SchedulesFired, err = t.fireSchedules(m.batch); err != nil {
+		return r, err
+	}
 	if r.Promoted, err = t.promoteDue(m.batch); err != nil {
 		return r, err
 	}

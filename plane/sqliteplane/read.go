@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -130,13 +129,12 @@ func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []pl
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	sort.Slice(stats, func(i, j int) bool {
-		if stats[i].Namespace != stats[j].Namespace {
-			return stats[i].Namespace < stats[j].Namespace
-		}
-		return stats[i].Queue < stats[j].Queue
-	})
-	return stats, nil
+	rs.Close()
+	paused, err := d.pausedQueues(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return plane.MarkPaused(stats, paused), nil
 }
 
 // readStatements are prepared once on the read pool (database/sql re-prepares them per

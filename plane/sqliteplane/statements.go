@@ -18,7 +18,7 @@ type statements struct {
 	claimLevel, levels, promote, earliestDue *sql.Stmt
 	delayedDeadlinesPassed                   *sql.Stmt
 	setQueued, setTerminal                   *sql.Stmt
-	setLease, nextFrame                      *sql.Stmt
+	setLease, nextFrame, endJournal          *sql.Stmt
 	insertFrame, topicGet, topicPut          *sql.Stmt
 	countAdd, countDelete                    *sql.Stmt
 	expiredLeases, attemptsOverdue           *sql.Stmt
@@ -27,6 +27,7 @@ type statements struct {
 	staleTopics, deleteTopic                 *sql.Stmt
 	begin, commit                            *sql.Stmt
 	admission, admissionTokens, queuedCount  *sql.Stmt
+	paused                                   *sql.Stmt
 	ackHeld                                  *sql.Stmt
 	// ackRows[k-1] and runRows[k-1] are the batched statements of k rows (batch.go),
 	// prepared the first time a batch of k needs them.
@@ -79,6 +80,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.begin, `BEGIN IMMEDIATE`},
 		{&s.commit, `COMMIT`},
 		{&s.admission, `SELECT ` + planekit.AdmissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`},
+		{&s.paused, `SELECT 1 FROM queue_pauses WHERE namespace = ? AND queue = ?`},
 		{&s.admissionTokens, `UPDATE queues SET tokens = ?, tokens_ms = ? WHERE namespace = ? AND queue = ?`},
 		{&s.queuedCount, `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ? AND queue = ? AND state IN (0, -1)`},
 		// ackHeld succeeds an invocation only while the token holds a live lease within the
@@ -93,7 +95,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.insertRows[2], insertSQL(insertChunks[2])},
 		{&s.idByKey, `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`},
 		{&s.rowByID, `SELECT seq, namespace, queue, state, priority, attempt, max_attempts,
-			lease_token, lease_expires_ms, attempt_deadline_ms, next_frame FROM invocations WHERE id = ?`},
+			lease_token, lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed FROM invocations WHERE id = ?`},
 		{&s.rowByIDFull, `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`},
 		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT ?4`},
 		{&s.claimFILO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT ?4`},
@@ -111,6 +113,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 			lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0 WHERE seq = ?`},
 		{&s.setLease, `UPDATE invocations SET lease_expires_ms = ? WHERE seq = ?`},
 		{&s.nextFrame, `UPDATE invocations SET next_frame = next_frame + 1 WHERE seq = ?`},
+		{&s.endJournal, `UPDATE invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE seq = ?`},
 		{&s.insertFrame, `INSERT INTO frames (journal, seq, kind, value, attempt, time_ms) VALUES (?, ?, ?, ?, ?, ?)`},
 		{&s.topicGet, `SELECT next_seq, closed FROM topics WHERE journal = ?`},
 		{&s.topicPut, `INSERT INTO topics (journal, next_seq, closed, updated_ms) VALUES (?1, ?2, ?3, ?4)

@@ -70,7 +70,7 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 	var logical error
 	err := d.do(ctx, func(t *wtx) error {
 		var err error
-		logical, err = t.submitMany(p, out, tk)
+		logical, err = t.submitMany(p, out, tk, true)
 		return err
 	})
 	if err != nil {
@@ -82,9 +82,17 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 	return out, nil
 }
 
+// submitUnadmitted submits without the queue's admission block (a schedule's fires): the
+// keys and ids resolve as in any submit.
+func (t *wtx) submitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error {
+	_, err := t.submitMany(p, out, nil, false)
+	return err
+}
+
 // submitMany resolves existing keys and ids, applies the queue's admission block to the new
-// invocations, then inserts them. It returns the caller's error or a SQL failure.
-func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket) (error, error) {
+// invocations when admit is set, then inserts them. It returns the caller's error or a SQL
+// failure.
+func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket, admit bool) (error, error) {
 	clear(out)
 	seen := map[string]int{}       // key → index of its first new invocation in this batch
 	dupOf := make([]int, len(out)) // index of the first invocation with the same new key, or -1
@@ -110,6 +118,15 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 				dupOf[i] = first
 				continue
 			}
+			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
+				// The window has passed for an invocation created at or before cutoff: it
+				// gives the key up, and this submit takes it.
+				if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL
+					WHERE namespace = ? AND queue = ? AND key = ? AND created_ms <= ?`,
+					p.Namespace, p.Queue, s.Key, cutoff.UnixMilli()); err != nil {
+					return nil, fmt.Errorf("submit: dedup window: %w", err)
+				}
+			}
 			var id string
 			err := t.w.st.idByKey.QueryRowContext(t.ctx, p.Namespace, p.Queue, s.Key).Scan(&id)
 			if err == nil {
@@ -124,7 +141,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 		fresh = append(fresh, i)
 		deadlines = append(deadlines, s.Deadline)
 	}
-	if len(fresh) > 0 {
+	if len(fresh) > 0 && admit {
 		a, err := t.admission(p.Namespace, p.Queue)
 		if err != nil {
 			return nil, err

@@ -22,13 +22,14 @@ type head struct {
 	leaseExpiresMS       int64
 	attemptDeadlineMS    int64
 	nextFrame            int64
+	journalClosedBy      int
 }
 
 // head reads the transition fields of invocation id; ok is false when there is none.
 func (t *wtx) head(id string) (*head, bool, error) {
 	h := &head{id: id}
 	err := t.w.st.rowByID.QueryRowContext(t.ctx, id).Scan(&h.seq, &h.namespace, &h.queue, &h.state,
-		&h.priority, &h.attempt, &h.maxAttempts, &h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame)
+		&h.priority, &h.attempt, &h.maxAttempts, &h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame, &h.journalClosedBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}

@@ -42,6 +42,8 @@ type writer struct {
 	// It is cleared after any rollback and whenever another process committed (the
 	// transaction-start check of data_version), so it never outlives what it mirrors.
 	admissions map[[2]string]*admission
+	// paused caches whether a queue is paused (pause.go), cleared with admissions.
+	paused map[[2]string]bool
 	// queued caches the committed queued count of queues whose depth was checked; kept up to
 	// date by flushCounts and cleared with admissions.
 	queued map[[2]string]int64
@@ -57,7 +59,7 @@ const (
 )
 
 func newWriter(d *Driver) (*writer, error) {
-	w := &writer{d: d, admissions: make(map[[2]string]*admission), queued: make(map[[2]string]int64), armed: -1}
+	w := &writer{d: d, admissions: make(map[[2]string]*admission), paused: make(map[[2]string]bool), queued: make(map[[2]string]int64), armed: -1}
 	seed := d.cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -107,6 +109,7 @@ func (w *writer) foreign(err error) {
 // forget drops what the writer caches of the database.
 func (w *writer) forget() {
 	clear(w.admissions)
+	clear(w.paused)
 	clear(w.queued)
 	w.nextDue = dueUnknown
 }

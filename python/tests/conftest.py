@@ -25,6 +25,8 @@ import pytest
 from lakeshore import HttpDispatch
 from lakeshore.dispatch import LocalDispatch
 
+from . import pgserver
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -115,6 +117,30 @@ def lakeshore_bin(tmp_path_factory: pytest.TempPathFactory) -> str:
     if path is None:
         pytest.skip(reason)
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[pgserver.PgServer]:
+    """A private PostgreSQL server for the session (tests/pgserver.py, as internal/pgtest
+    starts one for Go's tests). Skips where PostgreSQL is not installed; fails then with
+    ``CI=true``."""
+    try:
+        pg = pgserver.start()
+    except pgserver.NotInstalled as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{e} (CI=true: a missing server fails the run)")
+        pytest.skip(str(e))
+    try:
+        yield pg
+    finally:
+        pg.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: pgserver.PgServer) -> str:
+    """The URL of a fresh schema on the session's PostgreSQL server (``schema=`` of
+    pgplane.ParseURL; ``lakeshore serve`` creates it)."""
+    return postgres_server.url("t_" + secrets.token_hex(6))
 
 
 @pytest.fixture(scope="session")

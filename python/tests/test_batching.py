@@ -120,6 +120,48 @@ def test_a_cancelled_claim_leaves_no_job_held(dispatch: HttpDispatch, qname: str
     assert job is not None and job.id == inv
 
 
+def test_a_cancelled_claim_racing_a_submit_leaves_no_job_held(dispatch: HttpDispatch, qname: str) -> None:
+    """100 times: a long-poll claim is cancelled while a submit lands, both let go at the
+    same moment with their own jitter of up to 2 ms. Whichever wins, the job is claimable
+    by a live caller at once: the cancelled claim half-closes its connection and reads the
+    answer, and a job in it is given back (not held until its lease expires)."""
+    import random
+
+    async def main() -> None:
+        won = 0
+        for i in range(100):
+            q = Queue(f"{qname}-{i}", dispatch=dispatch)
+            waiting = asyncio.ensure_future(q.claim(wait=5.0))
+            await asyncio.sleep(random.uniform(0.005, 0.015))  # most likely parked on the server by now
+
+            async def cancel() -> None:
+                await asyncio.sleep(random.uniform(0, 0.002))
+                waiting.cancel()
+
+            async def submit() -> str:
+                await asyncio.sleep(random.uniform(0, 0.002))
+                return await q.submit("x")
+
+            _, inv = await asyncio.gather(cancel(), submit())
+            try:
+                job = await waiting
+            except asyncio.CancelledError:
+                job = None
+            if job is not None:  # the claim won before it was cancelled: a live caller
+                won += 1
+                assert job.id == inv
+                await q.ack(job, None)
+                continue
+            start = time.monotonic()
+            again = await q.claim(wait=10.0)
+            assert again is not None and again.id == inv, f"iteration {i}: the job stays held by the cancelled claim"
+            assert time.monotonic() - start < 10.0
+            await q.ack(again, None)
+        print(f"the claim won the race {won} times of 100")
+
+    asyncio.run(main())
+
+
 def test_a_worker_runs_every_job_once_with_batched_claims(dispatch: HttpDispatch, qname: str) -> None:
     q = SyncQueue(qname, dispatch=dispatch)
     invs = q.submit_many(list(range(60)))

@@ -7,6 +7,7 @@ TensorDict, ``storage_path`` and the persisting-queue seed page as written."""
 from __future__ import annotations
 
 import asyncio
+import time
 import os
 import subprocess
 import sys
@@ -713,5 +714,49 @@ def test_reads_of_a_queue_no_put_created(d: HttpDispatch, qname: str) -> None:
         await q.flush()
         meta = await waiter
         assert meta.size == 2
+
+    run(main())
+
+
+def test_persisting_semantics(d: HttpDispatch, qname: str) -> None:
+    """Issue 24, semantics 5, as persisting 0.3.0 does: ``get(limit, offset)`` reads from
+    ``offset`` each time; ``get_meta`` answers what is available now (size 0 on an empty
+    queue, the page's "Phase 1: what's available?"); consumption calls on a queue without
+    records do nothing. A ``None`` field is the documented difference (docs/python.md)."""
+
+    async def main() -> None:
+        empty = Queue(qname + "-empty", dispatch=d)
+        t0 = time.monotonic()
+        meta = await empty.get_meta(["x"], 4)
+        assert meta.size == 0 and meta.global_indexes == []
+        assert (await empty.reader().get_meta(["x"], 4, "t")).size == 0
+        assert time.monotonic() - t0 < 5, "no wait without a timeout"
+        await empty.mark_consumed("t", [])
+        await empty.mark_consumed("t", [3])
+        await empty.reset_consumption("t")
+        with pytest.raises(TimeoutError):
+            await empty.reader().get_meta(["x"], 4, "t", timeout=0.3)  # a timeout asks to wait
+
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"i": i} for i in range(6)])
+        await q.flush()
+        assert [r["i"] for r in await q.get(2, 0)] == [0, 1]
+        assert [r["i"] for r in await q.get(2, 0)] == [0, 1], "an offset reads from there each time"
+        assert [r["i"] for r in await q.get(3, offset=4)] == [4, 5]
+        assert [r["i"] for r in await q.get(4)] == [0, 1, 2, 3], "without one: this object's cursor"
+        assert [r["i"] for r in await q.get(4)] == [4, 5]
+        with pytest.raises(InvalidError):
+            await q.get(1, -1)
+        first = await q.get_meta(["i"], 4, task_name="a")
+        assert first.global_indexes == [0, 1, 2, 3]
+        partial = await q.get_meta(["i"], 4, task_name="a")
+        assert partial.global_indexes == [4, 5], "what is ready now, fewer than asked"
+        assert (await q.get_batch(["i"], 2, task_name="b"))["i"].tolist() == [0, 1]
+
+        nones = Queue(qname + "-none", dispatch=d)
+        await nones.put_batch([{"a": 1, "b": None}, {"a": 2}])
+        await nones.flush()
+        # persisting keeps {"a": 1, "b": None}; ours reads a null field as absent.
+        assert await nones.get(10, 0) == [{"a": 1}, {"a": 2}]
 
     run(main())

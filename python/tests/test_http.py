@@ -191,8 +191,9 @@ def test_stream_live_resume_and_end(dispatch: HttpDispatch, qname: str) -> None:
     for i in range(3):
         assert q.post(inv, {"step": i}) == i
         time.sleep(0.05)
-    q.post(job, "final", final=True)  # END: the job succeeds with this result
+    q.post(job, None, final=True)  # END: ends the journal, the stream stops
     t.join(10)
+    q.ack(job, "final")  # the ack settles the job
     assert done.is_set() and seen == [{"step": 0}, {"step": 1}, {"step": 2}]
     assert q.result(inv, timeout=5) == "final"
     frames = list(q.frames(inv, since=0))

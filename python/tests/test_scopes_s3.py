@@ -57,7 +57,10 @@ def test_scope_over_s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Non
     fs.create_dir("lakeshore-test")
     with scope("scene7", store=store):
         assert run.write("frames/0001.png", b"\x89PNG") == "frames/0001.png"
-        assert run.read("frames/0001.png") == b"\x89PNG"
+        assert run.read_bytes("frames/0001.png") == b"\x89PNG"
+        assert run.read("frames/0001.png").read_bytes() == b"\x89PNG"
+        mesh = run.write("process/mesh.ply")  # a staged local path, uploaded at the scope's end
+        mesh.write_bytes(b"mesh")
         with pytest.raises(NotFoundError):
             run.read("frames/missing.png")
         with pytest.raises(errors.InvalidError):
@@ -65,6 +68,7 @@ def test_scope_over_s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Non
     # The object is where the Go SDK's scope would put it: <bucket>/<prefix>/<key>.
     with fs.open_input_stream("lakeshore-test/scene7/frames/0001.png") as f:
         assert f.read() == b"\x89PNG"
+    assert scope("scene7", store=store).read_bytes("process/mesh.ply") == b"mesh"
     assert scope("other", store=store).exists("frames/0001.png") is False
 
 

@@ -3,7 +3,8 @@
 Its ``HttpDispatch`` speaks the compatibility routes of server/compat (docs/http-api.md,
 "Compatibility routes"). The package runs in its own virtual environment (``SEED_VENV``,
 default /tmp/lakeshore-seed-venv; scripts/test.sh makes it): each test runs a script there
-against a real ``lakeshore serve`` on a SQLite file, and values cross between the two
+against a real ``lakeshore serve`` on a SQLite file and on PostgreSQL (a private server,
+tests/pgserver.py), and values cross between the two
 processes as wire bytes, so both codecs are exercised. Without the venv the tests skip with
 the reason, except under CI=true, where they fail.
 """
@@ -25,7 +26,7 @@ import httpx
 import numpy as np
 import pytest
 
-from lakeshore import HttpDispatch, SyncQueue, run_worker, wire
+from lakeshore import HttpDispatch, InvalidError, SyncQueue, run_worker, wire
 
 from .conftest import Server, start_server, stop_server
 
@@ -53,11 +54,18 @@ def real_python() -> str:
     return _real_python()
 
 
-@pytest.fixture(scope="module")
-def sqlite_server(lakeshore_bin: str) -> Iterator[Server]:
-    """``lakeshore serve`` on a SQLite file, with an admin token."""
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def compat_server(request: pytest.FixtureRequest, lakeshore_bin: str) -> Iterator[Server]:
+    """``lakeshore serve`` with an admin token on a SQLite file, then on a schema of the
+    session's private PostgreSQL server (``postgres_server``): every test of this module
+    runs on both planes."""
     home = Path(tempfile.mkdtemp(prefix="lakeshore-compat-"))
-    s = start_server(lakeshore_bin, home, "adm-" + secrets.token_hex(16), target=str(home / "plane.db"))
+    if request.param == "sqlite":
+        target = str(home / "plane.db")
+    else:
+        pg = request.getfixturevalue("postgres_server")
+        target = pg.url("compat_" + secrets.token_hex(6))
+    s = start_server(lakeshore_bin, home, "adm-" + secrets.token_hex(16), target=target)
     try:
         yield s
     finally:
@@ -142,12 +150,12 @@ def payloads() -> list[Any]:
     ]
 
 
-def test_sync_queue_submit_claim_post_ack_result_stream(real_python: str, sqlite_server: Server) -> None:
+def test_sync_queue_submit_claim_post_ack_result_stream(real_python: str, compat_server: Server) -> None:
     """SyncQueue end to end over HttpDispatch: every payload arrives byte-for-byte, the
     posted frames stream back, the ack's result comes back, and the claim is fenced."""
     got = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         q = dls.SyncQueue("rq-basic", dispatch=dp)
         results, streams = [], []
@@ -176,12 +184,12 @@ def test_sync_queue_submit_claim_post_ack_result_stream(real_python: str, sqlite
         assert same([("frame", p), 2], s), (p, s)
 
 
-def test_stream_reconnects_with_since(real_python: str, sqlite_server: Server) -> None:
+def test_stream_reconnects_with_since(real_python: str, compat_server: Server) -> None:
     """The stream's cursor: since=N replays the frames after N, then live frames, and the
     stream ends after the ack (the journal closes with the invocation)."""
     got = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         import threading
         q = dls.SyncQueue("rq-since", dispatch=dp)
@@ -202,11 +210,11 @@ def test_stream_reconnects_with_since(real_python: str, sqlite_server: Server) -
     assert got == [[0, 1, 2, 3, 4], [2, 3], "done"]
 
 
-def test_topics_by_name(real_python: str, sqlite_server: Server) -> None:
+def test_topics_by_name(real_python: str, compat_server: Server) -> None:
     """Topic.post / stream / listen over the journal, named by the real package's names."""
     got = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         q = dls.SyncQueue("rq-topic", dispatch=dp)
         t = q.topic("progress-1")
@@ -228,7 +236,7 @@ def test_topics_by_name(real_python: str, sqlite_server: Server) -> None:
     assert got[3] == [{"step": 1}]
 
 
-def test_run_worker_runs_udfs_and_thunks(real_python: str, sqlite_server: Server, tmp_path: Path) -> None:
+def test_run_worker_runs_udfs_and_thunks(real_python: str, compat_server: Server, tmp_path: Path) -> None:
     """@udf (sync, generator, raising) and a thunk submitted by the real package and run by
     its run_worker against serve; a generator's frames stream; a failure reaches result and
     stream; run_worker(once=True) on the empty queue returns 0 at once."""
@@ -254,7 +262,7 @@ def test_run_worker_runs_udfs_and_thunks(real_python: str, sqlite_server: Server
     )
     got = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         import compatjobs
         q = dls.SyncQueue("rq-udf", dispatch=dp)
@@ -293,11 +301,11 @@ def test_run_worker_runs_udfs_and_thunks(real_python: str, sqlite_server: Server
     assert empty == 0 and took < 5  # one poll of timeout_s=1
 
 
-def test_async_queue(real_python: str, sqlite_server: Server) -> None:
+def test_async_queue(real_python: str, compat_server: Server) -> None:
     """The async spelling (dls.Queue) over HttpDispatch."""
     got = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         import asyncio
         async def main():
@@ -313,13 +321,13 @@ def test_async_queue(real_python: str, sqlite_server: Server) -> None:
     assert got == [[(1, "a"), "ok"]]
 
 
-def test_real_producer_with_our_worker(real_python: str, sqlite_server: Server) -> None:
+def test_real_producer_with_our_worker(real_python: str, compat_server: Server) -> None:
     """A mixed fleet: the real package submits every shared payload type; our Python worker
     (over our own routes) runs them; the real package reads the results."""
     queue = "rq-mixed-ours"
     ids = real(
         real_python,
-        sqlite_server,
+        compat_server,
         f"""
         q = dls.SyncQueue("{queue}", dispatch=dp)
         out([q.submit(p) for p in ARG])
@@ -332,7 +340,7 @@ def test_real_producer_with_our_worker(real_python: str, sqlite_server: Server) 
         seen.append(args[0] if args else (kwargs if kwargs else None))
         return ["ours", list(args), kwargs]
 
-    d = HttpDispatch(sqlite_server.url, token=sqlite_server.admin_token)
+    d = HttpDispatch(compat_server.url, token=compat_server.admin_token)
     try:
         for _ in ids:
             assert run_worker(d, queues={queue: handler}, once=True, wait=10, handle_signals=False) == 1
@@ -340,7 +348,7 @@ def test_real_producer_with_our_worker(real_python: str, sqlite_server: Server) 
         d.close()
     for p, s in zip(payloads(), seen):
         assert same(p, s), (p, s)
-    results = real(real_python, sqlite_server, "q = dls.SyncQueue(%r, dispatch=dp)\nout([q.result(i, timeout=10) for i in ARG])\n" % queue, ids)[0]
+    results = real(real_python, compat_server, "q = dls.SyncQueue(%r, dispatch=dp)\nout([q.result(i, timeout=10) for i in ARG])\n" % queue, ids)[0]
     for p, r in zip(payloads(), results):
         if isinstance(p, dict):
             want: Any = ["ours", [], p]
@@ -351,17 +359,17 @@ def test_real_producer_with_our_worker(real_python: str, sqlite_server: Server) 
         assert same(want, r), (p, r)
 
 
-def test_our_producer_with_real_worker(real_python: str, sqlite_server: Server) -> None:
+def test_our_producer_with_real_worker(real_python: str, compat_server: Server) -> None:
     """The other mixed fleet: our SyncQueue submits every shared payload type; the real
     package claims, posts a frame and acks each; our side reads results and streams."""
     queue = "rq-mixed-real"
-    d = HttpDispatch(sqlite_server.url, token=sqlite_server.admin_token)
+    d = HttpDispatch(compat_server.url, token=compat_server.admin_token)
     try:
         q = SyncQueue(queue, dispatch=d)
         ids = [q.submit(p) for p in payloads()]
         done = real(
             real_python,
-            sqlite_server,
+            compat_server,
             f"""
             q = dls.SyncQueue("{queue}", dispatch=dp)
             n, deadline = 0, time.monotonic() + 30
@@ -384,17 +392,17 @@ def test_our_producer_with_real_worker(real_python: str, sqlite_server: Server) 
         d.close()
 
 
-def test_fencing_and_auth(real_python: str, sqlite_server: Server) -> None:
+def test_fencing_and_auth(real_python: str, compat_server: Server) -> None:
     """The ack is fenced by the poll's token: a job killed while held answers lease_lost
     (409) to the real worker's ack. Tokens: none is 401; a namespace's token submits and
     works in its namespace (the daemon routes take the token's namespace) and cannot read
     another namespace's invocation."""
-    admin = {"Authorization": f"Bearer {sqlite_server.admin_token}"}
+    admin = {"Authorization": f"Bearer {compat_server.admin_token}"}
     # The kill happens between the claim and the ack: run the two halves as two scripts,
     # the ack half with a fresh HttpDispatch (the server, not the client, holds the token).
     inv = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         q = dls.SyncQueue("rq-fence", dispatch=dp)
         inv = q.submit(1)
@@ -403,11 +411,11 @@ def test_fencing_and_auth(real_python: str, sqlite_server: Server) -> None:
         out(inv)
         """,
     )[0]
-    r = httpx.post(f"{sqlite_server.url}/v1/invocations/{inv}/kill", headers=admin)
+    r = httpx.post(f"{compat_server.url}/v1/invocations/{inv}/kill", headers=admin)
     assert r.status_code == 200, r.text
     acked = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         try:
             dp.ack(ARG, "worker-a", result=wire.pack("late"))
@@ -421,7 +429,7 @@ def test_fencing_and_auth(real_python: str, sqlite_server: Server) -> None:
 
     never = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         q = dls.SyncQueue("rq-fence", dispatch=dp)
         inv = q.submit(2)
@@ -436,7 +444,7 @@ def test_fencing_and_auth(real_python: str, sqlite_server: Server) -> None:
 
     unauth = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         try:
             dls.SyncQueue("rq-auth", dispatch=dp).submit(1)
@@ -448,10 +456,10 @@ def test_fencing_and_auth(real_python: str, sqlite_server: Server) -> None:
     )[0]
     assert "401" in unauth
 
-    team = sqlite_server.token("*", "submit,consume,read", namespace="team")
+    team = compat_server.token("*", "submit,consume,read", namespace="team")
     own = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         q = dls.SyncQueue("rq-team", dispatch=dp)
         inv = q.submit({"team": 1})
@@ -463,13 +471,13 @@ def test_fencing_and_auth(real_python: str, sqlite_server: Server) -> None:
         namespace="team",
     )[0]
     assert own[1] == {"team": 1}
-    r = httpx.get(f"{sqlite_server.url}/v1/invocations/{own[0]}", headers=admin)
+    r = httpx.get(f"{compat_server.url}/v1/invocations/{own[0]}", headers=admin)
     assert r.status_code == 200 and r.json()["namespace"] == "team", r.text
 
-    other = sqlite_server.token("*", "submit,consume,read", namespace="other")
+    other = compat_server.token("*", "submit,consume,read", namespace="other")
     leaked = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         for ns in ("other", "team"):
             d = HttpDispatch(os.environ["COMPAT_URL"], token=os.environ["COMPAT_TOKEN"], namespace=ns)
@@ -484,13 +492,13 @@ def test_fencing_and_auth(real_python: str, sqlite_server: Server) -> None:
     assert all("404" in answer for answer in leaked), leaked
 
 
-def test_a_busy_real_worker_keeps_its_job(real_python: str, sqlite_server: Server) -> None:
+def test_a_busy_real_worker_keeps_its_job(real_python: str, compat_server: Server) -> None:
     """A job claimed through poll holds a lease the real worker never heartbeats; the job
     stays running (not re-queued) while the worker is busy and acks fine afterwards. (The
     extension on poll and post past a short lease: server/compat's TestLeaseExtendedByPollAndPost.)"""
     got = real(
         real_python,
-        sqlite_server,
+        compat_server,
         """
         q = dls.SyncQueue("rq-lease", dispatch=dp)
         inv = q.submit("slow")
@@ -506,16 +514,16 @@ def test_a_busy_real_worker_keeps_its_job(real_python: str, sqlite_server: Serve
     assert got == ["running", "ok"]
 
 
-def test_routes_answer_typed_errors(sqlite_server: Server) -> None:
+def test_routes_answer_typed_errors(compat_server: Server) -> None:
     """Bad bodies are 400 with our error body, never a 5xx."""
-    admin = {"Authorization": f"Bearer {sqlite_server.admin_token}", "Content-Type": "application/x-msgpack"}
+    admin = {"Authorization": f"Bearer {compat_server.admin_token}", "Content-Type": "application/x-msgpack"}
     for path, body in [
         ("/v1/namespaces/default/producer/submit", b"\x01"),
         ("/v1/namespaces/default/producer/submit", wire.encode({"queue": "bad queue!", "args_blob": b"\xc0"})),
         ("/v1/daemon/result-chunk", wire.encode({"invocation_id": "topic-x", "seq": 0, "bytes": b"\x93\x00\x00\x00"})),
         ("/v1/daemon/ack", wire.encode({"invocation_id": "nope", "state": "succeeded"})),
     ]:
-        r = httpx.post(sqlite_server.url + path, content=body, headers=admin)
+        r = httpx.post(compat_server.url + path, content=body, headers=admin)
         assert r.status_code == 400, (path, r.status_code, r.text)
         error = wire.decode(r.content) if "msgpack" in r.headers["content-type"] else r.json()
         assert error["code"] == "invalid", error
@@ -624,3 +632,141 @@ def test_a_generator_result_is_its_key_manifest(real_python: str, every_plane: H
     inv = q.submit(None)
     assert run_worker(every_plane, queues={qname: returns}, once=True, wait=10, handle_signals=False) == 1
     assert q.result(inv, timeout=10) == "returned"
+
+
+def test_two_replicas_on_one_postgres(real_python: str, lakeshore_bin: str, postgres_server: Any) -> None:
+    """Two ``lakeshore serve`` processes on one PostgreSQL schema serve the real client as
+    one: a job polled on one replica is streamed (its END ends the journal) and acked on the
+    other, because the poll's lease is kept in the plane (server/compat's LeaseQueue), not
+    in the memory of the replica that took it."""
+    target = postgres_server.url("replicas_" + secrets.token_hex(6))
+    admin = "adm-" + secrets.token_hex(16)
+    homes = [Path(tempfile.mkdtemp(prefix="lakeshore-replica-")) for _ in range(2)]
+    servers = [start_server(lakeshore_bin, home, admin, target=target) for home in homes]
+    try:
+        a, b = servers
+        inv = real(
+            real_python,
+            a,
+            """
+            q = dls.SyncQueue("rq-replicas", dispatch=dp)
+            inv = q.submit({"n": 2})
+            job = dp.claim("rq-replicas", "worker-a")
+            assert job.id == inv
+            out(inv)
+            """,
+        )[0]
+        got = real(
+            real_python,
+            b,  # the other replica: frames, END and the ack
+            """
+            inv = ARG
+            for seq, v in enumerate(["s0", "s1"]):
+                dp.journal_append(inv, seq, wire.Frame(wire.FrameKind.VALUE, seq, v).to_bytes())
+            dp.journal_append(inv, 2, wire.Frame(wire.FrameKind.END, 2).to_bytes(), final=True)
+            dp.ack(inv, "worker-a", result=wire.pack("done"))
+            q = dls.SyncQueue("rq-replicas", dispatch=dp)
+            out([wire.unpack(dp.result(inv, timeout=10)), list(q.stream(inv))])
+            """,
+            inv,
+        )[0]
+        assert got == ["done", ["s0", "s1"]]
+        streamed = real(real_python, a, "q = dls.SyncQueue('rq-replicas', dispatch=dp)\nout(list(q.stream(ARG)))\n", inv)[0]
+        assert streamed == ["s0", "s1"]
+    finally:
+        for s in servers:
+            stop_server(s)
+        for home in homes:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def test_real_udf_jobs_run_on_our_worker(real_python: str, compat_server: Server, tmp_path: Path) -> None:
+    """A mixed fleet with functions (issue 24): the real package's ``@udf`` submits its
+    Envelope (docs/wire.md) and our ``run_worker`` runs it with the envelope's args and
+    kwargs on the function bound to the queue; the real client reads the result (a tuple
+    stays a tuple) and the journal of a generator body."""
+    (tmp_path / "compatudfs.py").write_text(
+        textwrap.dedent(
+            """
+            import dreamlake.lakeshore as dls
+
+            @dls.udf(queue="rq-udf-ours")
+            def add(a, b, scale=1):
+                return (a + b) * scale
+
+            @dls.udf(queue="rq-udf-ours-gen")
+            def count(n):
+                for i in range(n):
+                    yield [f"k{i}"]
+            """
+        )
+    )
+    ids = real(
+        real_python,
+        compat_server,
+        """
+        import compatudfs
+        out([compatudfs.add.submit(2, 3, scale=10, _dispatch=dp), compatudfs.add.submit((1,), (2,), _dispatch=dp),
+             compatudfs.count.submit(2, _dispatch=dp)])
+        """,
+        cwd=tmp_path,
+    )[0]
+
+    def ours_add(a: Any, b: Any, scale: int = 1) -> Any:
+        return a + b if scale == 1 else (a + b) * scale
+
+    def ours_count(n: int) -> Iterator[list[str]]:
+        for i in range(n):
+            yield [f"k{i}"]
+
+    d = HttpDispatch(compat_server.url, token=compat_server.admin_token)
+    try:
+        for _ in range(2):
+            assert run_worker(d, queues={"rq-udf-ours": ours_add}, once=True, wait=10, handle_signals=False) == 1
+        assert run_worker(d, queues={"rq-udf-ours-gen": ours_count}, once=True, wait=10, handle_signals=False) == 1
+    finally:
+        d.close()
+    got = real(
+        real_python,
+        compat_server,
+        """
+        q = dls.SyncQueue("rq-udf-ours", dispatch=dp)
+        g = dls.SyncQueue("rq-udf-ours-gen", dispatch=dp)
+        out([q.result(ARG[0], timeout=10), q.result(ARG[1], timeout=10), list(g.stream(ARG[2], timeout=10))])
+        """,
+        ids,
+    )[0]
+    assert got[0] == 50 and got[1] == (1, 2) and type(got[1]) is tuple
+    assert got[2] == [["k0"], ["k1"]]
+
+
+def test_our_envelope_jobs_run_on_both_workers(
+    real_python: str, compat_server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other direction (issue 24): our producer submits ``dreamlake_envelope(fn, …)``
+    (the package's Envelope, ``fn`` by module and qualname) and the real ``run_worker``
+    runs it; the same payload runs on our own worker's thunks-only queue too."""
+    (tmp_path / "ourfns.py").write_text("def mul(a, b, tag='x'):\n    return (a * b, tag)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from lakeshore import dreamlake_envelope
+
+    d = HttpDispatch(compat_server.url, token=compat_server.admin_token)
+    try:
+        q = SyncQueue("rq-env-real", dispatch=d)
+        theirs = q.submit(dreamlake_envelope("ourfns:mul", 6, 7, tag="real"))
+        ran = real(
+            real_python,
+            compat_server,
+            "q = dls.SyncQueue('rq-env-real', dispatch=dp)\nout(dls.run_worker(q, once=True))\n",
+            cwd=tmp_path,
+        )[0]
+        assert ran == 1
+        assert q.result(theirs, timeout=10) == (42, "real")
+        ours = SyncQueue("rq-env-ours", dispatch=d)
+        mine = ours.submit(dreamlake_envelope("ourfns:mul", 2, 3))
+        assert run_worker(d, queues=["rq-env-ours"], once=True, wait=10, handle_signals=False) == 1
+        assert ours.result(mine, timeout=10) == (6, "x")
+    finally:
+        d.close()
+    with pytest.raises(InvalidError):
+        dreamlake_envelope(lambda: 1)

@@ -46,7 +46,7 @@ def _build(cmd: list[str], out: Path, env: dict[str, str]) -> Path:
 def _check_wheel(wheel: Path) -> zipfile.ZipInfo:
     """The wheel's binary entry, after checking the tag and the contents."""
     name = wheel.name
-    assert name.startswith("lakeshore-") and "-py3-none-" in name and not name.endswith("-any.whl"), name
+    assert name.startswith("lakeshore_queue-") and "-py3-none-" in name and not name.endswith("-any.whl"), name
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         assert {"lakeshore/__init__.py", "lakeshore/py.typed", "lakeshore/data.py", "lakeshore/_bin/lakeshore"} <= names

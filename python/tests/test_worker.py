@@ -375,7 +375,8 @@ def test_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with scope("scene7"):
         key = lakeshore.run.write("frames/0001.png", b"\x89PNG")
         assert key == "frames/0001.png"
-        assert lakeshore.run.read(key) == b"\x89PNG"
+        assert lakeshore.run.read_bytes(key) == b"\x89PNG"
+        assert lakeshore.run.read(key) == tmp_path / "blobs" / "scene7" / "frames" / "0001.png"
     assert (tmp_path / "blobs" / "scene7" / "frames" / "0001.png").read_bytes() == b"\x89PNG"
     with pytest.raises(InvalidError, match="outside a scope"):
         lakeshore.run.read(key)
@@ -383,15 +384,52 @@ def test_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(NotFoundError):
         other.read(key)
     other.write(key, "text")
-    assert other.read(key) == b"text"
+    assert other.read(key).read_bytes() == b"text"
     m = scope("p", store="mem://")
     m.write("a/b", b"1")
-    assert scope("p", store="mem://").read("a/b") == b"1"
+    assert scope("p", store="mem://").read_bytes("a/b") == b"1"
     for bad in ["", "/abs", "a/../b", "a//b", "a\\b", "./a"]:
         with pytest.raises(InvalidError):
             m.write(bad, b"")
     with pytest.raises(InvalidError, match="unsupported store"):
         scope("p", store="azblob://container")
+
+
+@pytest.mark.parametrize("store", ["file", "mem://"])
+def test_scope_paths_as_the_page_uses_them(tmp_path: Path, store: str) -> None:
+    """Issue 24, semantics 4: ``run.write(key)`` is a local path for the body to write and
+    ``run.read(key)`` a local path to read, as in dreamlake-lakeshore's page
+    (``mesh = dls.run.write("process/mesh.ply"); extract_mesh(dls.run.read(splats)).save(mesh)``)."""
+    url = f"file://{tmp_path}/blobs" if store == "file" else store
+    prefix = f"scene-{tmp_path.name}"
+    scope(prefix, store=url).write_bytes("splats.ply", b"splats")
+    with scope(prefix, store=url):
+        mesh = lakeshore.run.write("process/mesh.ply")
+        assert isinstance(mesh, Path) and mesh.parent.is_dir()
+        mesh.write_bytes(lakeshore.run.read("splats.ply").read_bytes() + b" -> mesh")
+        assert lakeshore.run.read("process/mesh.ply").read_bytes() == b"splats -> mesh"
+        frames = lakeshore.run.write("frames", dir=True)
+        (frames / "0001.png").write_bytes(b"f1")
+        lakeshore.run.write("never-written.bin")  # handed out, not written: nothing uploaded
+    s = scope(prefix, store=url)
+    assert s.read_bytes("process/mesh.ply") == b"splats -> mesh"
+    assert s.read_bytes("frames/0001.png") == b"f1"
+    assert not s.exists("never-written.bin")
+    if store == "file":
+        assert mesh == tmp_path / "blobs" / prefix / "process" / "mesh.ply", "the path is the blob"
+    else:
+        assert not mesh.exists(), "the staging directory goes when the scope ends"
+    # A body that raises uploads nothing (mem://); publish uploads during the run.
+    with pytest.raises(RuntimeError):
+        with scope(prefix, store=url):
+            lakeshore.run.write("early.txt").write_text("early")
+            assert lakeshore.run.publish("early.txt") == "early.txt"
+            lakeshore.run.write("late.txt").write_text("late")
+            raise RuntimeError("the body failed")
+    assert s.read_bytes("early.txt") == b"early"
+    assert s.exists("late.txt") == (store == "file"), "a directory store's path is the blob itself"
+    with pytest.raises(NotFoundError):
+        s.read("missing.ply")
 
 
 @pytest.mark.parametrize("example", [["gpu_worker.py", "demo"], ["fanout.py"]])

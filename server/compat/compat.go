@@ -11,8 +11,10 @@
 //	POST /v1/daemon/ack                                                     settle
 //	POST /v1/daemon/result-chunk                                            post one frame
 //
-// Every route maps onto the driver's verbs; nothing here stores state of its own except the
-// lease tokens (see Leases). docs/http-api.md, "Compatibility routes", is the contract.
+// Every route maps onto the driver's verbs. The lease token of a job handed out by poll is
+// kept in the plane (a topic of LeaseQueue), so several replicas serve one fleet; each
+// replica also remembers the leases it handed out, to extend them on the worker's next poll.
+// docs/http-api.md, "Compatibility routes", is the contract.
 package compat
 
 import (

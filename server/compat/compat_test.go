@@ -284,3 +284,82 @@ func TestStopEndsLongPolls(t *testing.T) {
 	require.Equal(t, http.StatusOK, s.status)
 	require.Less(t, s.took, 10*time.Second)
 }
+
+// serveCompat serves the compatibility routes over drv on a test server (a replica: its
+// own handlers and memory).
+func serveCompat(t *testing.T, drv plane.Driver) string {
+	mux := http.NewServeMux()
+	routes := compat.Routes(&compat.Config{
+		Driver:       drv,
+		Authenticate: func(*http.Request) (compat.Principal, error) { return everyone{}, nil },
+		WriteError: func(w http.ResponseWriter, _ *http.Request, err error) {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, err.Error())
+		},
+		ReadBody: func(_ http.ResponseWriter, r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) },
+		Done:     make(chan struct{}),
+	})
+	for pattern, h := range routes {
+		mux.HandleFunc(pattern, h)
+	}
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// TestReplicasShareLeases: the lease a poll took on one replica is in the plane, so the
+// worker's frames and ack may reach another replica (two planes on one PostgreSQL database,
+// as two `serve` processes): the job settles, and its attempt's END ends the journal. An
+// ack of an attempt no poll took answers lease_lost on every replica.
+func TestReplicasShareLeases(t *testing.T) {
+	url := pgtest.Database(t)
+	var replicas []string
+	var drivers []plane.Driver
+	for range 2 {
+		drv, err := pgplane.Open(t.Context(), url, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { drv.Close() })
+		drivers = append(drivers, drv)
+		replicas = append(replicas, serveCompat(t, drv))
+	}
+	a, b := replicas[0], replicas[1]
+	id := plane.NewIDGenerator().New(time.Now())
+	status, out := call(t, a, "/v1/namespaces/default/producer/submit", map[string]any{"invocation_id": id, "queue": "q", "args_blob": []byte{0x01}})
+	require.Equal(t, http.StatusOK, status, out)
+	status, out = call(t, a, "/v1/daemon/poll", map[string]any{"worker_id": "w1", "timeout_s": 5, "queue": "q"})
+	require.Equal(t, http.StatusOK, status, out)
+	require.Len(t, out["commands"], 1)
+	value := []byte{0x94, 0x00, 0x00, 0xa1, 'x', 0xc0} // [VALUE, 0, "x", nil]
+	end := []byte{0x94, 0x03, 0x01, 0xc0, 0xc0}        // [END, 1, nil, nil]
+	status, out = call(t, b, "/v1/daemon/result-chunk", map[string]any{"invocation_id": id, "seq": 0, "bytes": value})
+	require.Equal(t, http.StatusOK, status, out)
+	status, out = call(t, b, "/v1/daemon/result-chunk", map[string]any{"invocation_id": id, "seq": 1, "bytes": end, "final": true})
+	require.Equal(t, http.StatusOK, status, out)
+	inv, err := drivers[0].InvocationGet(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, plane.StateRunning, inv.State, "END ends the journal, not the job")
+	status, out = call(t, b, "/v1/daemon/ack", map[string]any{"invocation_id": id, "state": "succeeded", "result_blob": []byte{0x02}})
+	require.Equal(t, http.StatusOK, status, out)
+	inv, err = drivers[1].InvocationGet(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, plane.StateSucceeded, inv.State)
+	require.Equal(t, []byte{0x02}, inv.Result)
+	res, err := drivers[0].FrameRead(t.Context(), &plane.FrameReadParams{Journal: plane.Journal{InvocationID: id}, Since: -1})
+	require.NoError(t, err)
+	require.True(t, res.Closed)
+	require.Len(t, res.Frames, 2, "VALUE, then the worker's END: the ack derives no second END")
+	require.Equal(t, plane.FrameEnd, res.Frames[1].Kind)
+
+	// Claimed by our own SDK's verb, not by poll: no replica holds a lease for it.
+	other := plane.NewIDGenerator().New(time.Now())
+	status, out = call(t, a, "/v1/namespaces/default/producer/submit", map[string]any{"invocation_id": other, "queue": "q2", "args_blob": []byte{0x01}})
+	require.Equal(t, http.StatusOK, status, out)
+	jobs, err := drivers[0].InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q2", Kind: plane.KindFIFO, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	for _, r := range replicas {
+		status, out = call(t, r, "/v1/daemon/ack", map[string]any{"invocation_id": other, "state": "succeeded"})
+		require.Equal(t, http.StatusConflict, status, out)
+		require.Contains(t, out["text"], "lease")
+	}
+}

@@ -1,13 +1,79 @@
 package compat
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/wire"
 )
+
+// LeaseQueue is the queue whose topics hold the lease records of jobs claimed through
+// /v1/daemon/poll: topic <invocation id> of the job's namespace, one frame per claim
+// (leaseRecord). They are ordinary topics, trimmed by retention like any other; a token
+// that may read that queue's topics may read the lease tokens of that namespace's
+// compatibility jobs (docs/http-api.md).
+const LeaseQueue = "_leases"
+
+// leaseRecord is one claim's lease, as stored in the plane.
+type leaseRecord struct {
+	Token   string `msgpack:"token"`
+	Worker  string `msgpack:"worker"`
+	Attempt int    `msgpack:"attempt"`
+}
+
+func leaseJournal(namespace, id string) plane.Journal {
+	return plane.Journal{Namespace: namespace, Queue: LeaseQueue, Topic: id}
+}
+
+// record stores the lease of job, claimed by worker, in the plane and in this replica's
+// memory.
+func (h *handlers) record(ctx context.Context, job *plane.Job, worker string) error {
+	h.leases.put(job.ID, held{token: job.Token, worker: worker, expiresAt: job.LeaseExpiresAt})
+	v, err := wire.Marshal(leaseRecord{Token: job.Token, Worker: worker, Attempt: job.Attempt})
+	if err != nil {
+		return fmt.Errorf("encode lease record: %w", err)
+	}
+	_, err = h.cfg.Driver.FramePost(ctx, &plane.FramePostParams{Journal: leaseJournal(job.Namespace, job.ID), Value: v})
+	return err
+}
+
+// leaseOf returns the lease of the running attempt of inv that a poll of any replica
+// recorded; ok is false when none did (a job claimed otherwise, or an attempt not claimed
+// through poll).
+func (h *handlers) leaseOf(ctx context.Context, inv *plane.Invocation) (held, bool, error) {
+	var last []byte
+	since := int64(-1)
+	for {
+		res, err := h.cfg.Driver.FrameRead(ctx, &plane.FrameReadParams{Journal: leaseJournal(inv.Namespace, inv.ID), Since: since})
+		if err != nil {
+			if errors.Is(err, plane.ErrNotFound) {
+				return held{}, false, nil
+			}
+			return held{}, false, err
+		}
+		if len(res.Frames) == 0 {
+			break
+		}
+		last = res.Frames[len(res.Frames)-1].Value
+		since = res.Frames[len(res.Frames)-1].Seq
+	}
+	if last == nil {
+		return held{}, false, nil
+	}
+	var rec leaseRecord
+	if err := wire.Unmarshal(last, &rec); err != nil {
+		return held{}, false, fmt.Errorf("decode lease record of %s: %w", inv.ID, err)
+	}
+	if rec.Attempt != inv.Attempt {
+		return held{}, false, nil
+	}
+	return held{token: rec.Token, worker: rec.Worker}, true, nil
+}
 
 // held is the lease of one job claimed through /v1/daemon/poll.
 type held struct {
@@ -16,11 +82,11 @@ type held struct {
 	expiresAt time.Time
 }
 
-// leases keeps the fencing token of every job claimed through this server, by invocation
-// id: the real package's ack names only the invocation, never a token. It lives in memory:
-// an ack or frame that reaches another replica (or this one after a restart) answers
-// lease_lost, and the job comes back when its lease expires — at least once, never settled
-// by a stale worker. Run one replica behind real-package workers (docs/http-api.md).
+// leases keeps, in this replica's memory, the fencing token of every job claimed through
+// it, by invocation id, for extending a worker's leases on its next poll. The token a
+// settle or a post uses is the lease record in the plane (leaseOf), which every replica
+// reads: the real package's ack names only the invocation, never a token, and may reach any
+// replica behind a load balancer.
 type leases struct {
 	mu   sync.Mutex
 	byID map[string]held
@@ -53,30 +119,27 @@ func (l *leases) drop(id string) {
 	delete(l.byID, id)
 }
 
-// ofWorker returns the ids of the jobs worker holds.
-func (l *leases) ofWorker(worker string) []string {
+// ofWorker returns the ids of the jobs worker holds through this replica, and their tokens.
+func (l *leases) ofWorker(worker string) (ids, tokens []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var ids []string
 	for id, h := range l.byID {
 		if h.worker == worker {
-			ids = append(ids, id)
+			ids, tokens = append(ids, id), append(tokens, h.token)
 		}
 	}
-	return ids
+	return ids, tokens
 }
 
-// extend heartbeats the held leases of ids to LeaseTTL from now; a lease found lost is
+// extend heartbeats the leases of ids, as held, to LeaseTTL from now; a lease found lost is
 // forgotten. Failures are not the request's: the next settle reports them.
-func (h *handlers) extend(r *http.Request, ids []string) {
+func (h *handlers) extend(r *http.Request, ids []string, tokens []string) {
 	if len(ids) == 0 {
 		return
 	}
 	params := make([]plane.HeartbeatParams, 0, len(ids))
-	for _, id := range ids {
-		if x, ok := h.leases.get(id); ok {
-			params = append(params, plane.HeartbeatParams{ID: id, Token: x.token, LeaseTTL: h.cfg.LeaseTTL})
-		}
+	for i, id := range ids {
+		params = append(params, plane.HeartbeatParams{ID: id, Token: tokens[i], LeaseTTL: h.cfg.LeaseTTL})
 	}
 	res, err := h.cfg.Driver.InvocationHeartbeatMany(r.Context(), params)
 	if err != nil {
@@ -87,7 +150,7 @@ func (h *handlers) extend(r *http.Request, ids []string) {
 			h.leases.drop(params[i].ID)
 			continue
 		}
-		if x, ok := h.leases.get(params[i].ID); ok {
+		if x, ok := h.leases.get(params[i].ID); ok && x.token == params[i].Token {
 			x.expiresAt = hb.LeaseExpiresAt
 			h.leases.put(params[i].ID, x)
 		}
@@ -119,7 +182,8 @@ func (h *handlers) poll(w http.ResponseWriter, r *http.Request, p Principal) err
 	if !p.Allows(namespace, req.Queue, plane.PermissionConsume) {
 		return forbidden(namespace, req.Queue, plane.PermissionConsume)
 	}
-	h.extend(r, h.leases.ofWorker(req.WorkerID))
+	ids, tokens := h.leases.ofWorker(req.WorkerID)
+	h.extend(r, ids, tokens)
 	ctx, cancel := h.untilStop(r)
 	defer cancel()
 	jobs, err := h.cfg.Driver.InvocationClaimMany(ctx, &plane.ClaimParams{
@@ -131,7 +195,13 @@ func (h *handlers) poll(w http.ResponseWriter, r *http.Request, p Principal) err
 	}
 	commands := []map[string]any{}
 	for _, job := range jobs {
-		h.leases.put(job.ID, held{token: job.Token, worker: req.WorkerID, expiresAt: job.LeaseExpiresAt})
+		if err := h.record(r.Context(), job, req.WorkerID); err != nil {
+			// Without its record no replica could settle the job: give it back at once.
+			_, _ = h.cfg.Driver.InvocationSettleMany(context.WithoutCancel(r.Context()), []plane.SettleParams{{
+				ID: job.ID, Token: job.Token, Outcome: plane.OutcomeRetry,
+				Error: &plane.ErrorInfo{Type: "unavailable", Message: "the lease record could not be stored"}}})
+			return err
+		}
 		commands = append(commands, map[string]any{"kind": "run", "body": map[string]any{
 			"invocation_id": job.ID, "args_blob": job.Payload, "attempt": job.Attempt,
 			"queue": job.Queue, "namespace": job.Namespace,
@@ -162,12 +232,16 @@ func (h *handlers) ack(w http.ResponseWriter, r *http.Request, p Principal) erro
 	if err := h.readBody(w, r, &req); err != nil {
 		return err
 	}
-	if _, err := h.invocation(r.Context(), p, "", req.InvocationID, plane.PermissionConsume); err != nil {
+	inv, err := h.invocation(r.Context(), p, "", req.InvocationID, plane.PermissionConsume)
+	if err != nil {
 		return err
 	}
-	x, ok := h.leases.get(req.InvocationID)
+	x, ok, err := h.leaseOf(r.Context(), inv)
+	if err != nil {
+		return err
+	}
 	if !ok {
-		return fmt.Errorf("%w: no worker of this server holds invocation %s", plane.ErrLeaseLost, req.InvocationID)
+		return fmt.Errorf("%w: no worker polled invocation %s's attempt %d", plane.ErrLeaseLost, req.InvocationID, inv.Attempt)
 	}
 	settle := plane.SettleParams{ID: req.InvocationID, Token: x.token}
 	switch req.State {

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -143,9 +144,9 @@ type chunkRequest struct {
 // resultChunk appends one real-package Frame to an invocation's journal (the claimed job of
 // some worker, fenced by its held token) or to a topic. The client's seq makes the post
 // idempotent: a seq the journal already has is absorbed (duplicate: true). On an invocation,
-// END and ERROR frames are not stored: they end the worker's journal, and the ack that
-// follows settles the job and closes the journal with its own END or ERROR (the real
-// package's rule, issue 24 semantics 1).
+// END is a final post: it ends the journal and the ack that follows settles the job (the
+// plane's rule, planekit.JournalClosed; issue 24 semantics 1). An ERROR frame is not
+// stored: the nack that follows ends the job, and the journal with its derived ERROR.
 func (h *handlers) resultChunk(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req chunkRequest
 	if err := h.readBody(w, r, &req); err != nil {
@@ -168,24 +169,27 @@ func (h *handlers) resultChunk(w http.ResponseWriter, r *http.Request, p Princip
 	}
 	ctx := r.Context()
 	var journal plane.Journal
-	if _, ok := h.leases.get(name); ok {
-		// A job handed out by poll, whatever the namespace of the token that posts.
-		inv, err := h.invocation(ctx, p, "", name, plane.PermissionConsume)
+	token := ""
+	var inv *plane.Invocation
+	if plane.ValidateID(name) == nil {
+		// A job handed out by poll (on any replica), whatever the namespace of the token
+		// that posts.
+		if inv, err = h.invocation(ctx, p, "", name, plane.PermissionConsume); err != nil && !errors.Is(err, plane.ErrNotFound) {
+			return err
+		}
+	}
+	if inv != nil {
+		x, ok, err := h.leaseOf(ctx, inv)
 		if err != nil {
 			return err
 		}
-		journal.InvocationID = inv.ID
+		if !ok {
+			return fmt.Errorf("%w: no worker polled invocation %s's attempt %d", plane.ErrLeaseLost, inv.ID, inv.Attempt)
+		}
+		journal.InvocationID, token = inv.ID, x.token
+		h.extend(r, []string{inv.ID}, []string{token})
 	} else if journal, err = h.journalOf(r, p, daemonNamespace(p), name, plane.PermissionConsume, plane.PermissionSubmit); err != nil {
 		return err
-	}
-	token := ""
-	if journal.InvocationID != "" {
-		held, ok := h.leases.get(journal.InvocationID)
-		if !ok {
-			return fmt.Errorf("%w: no worker of this server holds invocation %s", plane.ErrLeaseLost, journal.InvocationID)
-		}
-		token = held.token
-		h.extend(r, []string{journal.InvocationID})
 	}
 	if seq >= 0 {
 		// Absorb a seq the journal already has (a retried post).
@@ -198,8 +202,8 @@ func (h *handlers) resultChunk(w http.ResponseWriter, r *http.Request, p Princip
 		}
 	}
 	posted := seq
-	if f.kind == kindValue {
-		n, err := h.cfg.Driver.FramePost(ctx, &plane.FramePostParams{Journal: journal, Token: token, Value: f.body})
+	if f.kind == kindValue || f.kind == kindEnd && journal.InvocationID != "" {
+		n, err := h.cfg.Driver.FramePost(ctx, &plane.FramePostParams{Journal: journal, Token: token, Value: f.body, Final: f.kind == kindEnd})
 		if err != nil {
 			return err
 		}

@@ -498,6 +498,44 @@ func TestDashboardWorkersAndTopics(t *testing.T) {
 	b.noProblems(false)
 }
 
+// TestDashboardSchedules lists a schedule that has fired (its last fire links the job it
+// submitted) and a cron schedule with its next fire; pausing one from the page shows it
+// paused.
+func TestDashboardSchedules(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t, e)
+	e.call("PUT", "/v1/namespaces/default/schedules/tick", adminToken, map[string]any{"queue": "jobs", "every": 1.0, "payload": map[string]any{"n": 1}}, 200)
+	e.call("PUT", "/v1/namespaces/default/schedules/nightly", adminToken, map[string]any{"queue": "eval", "cron": "0 3 * * *", "time_zone": "Europe/Paris"}, 200)
+	var lastID string
+	require.Eventually(t, func() bool {
+		for _, sc := range e.call("GET", "/v1/schedules", adminToken, nil, 200)["schedules"].([]any) {
+			if m := sc.(map[string]any); m["name"] == "tick" && m["last_id"] != nil {
+				lastID = m["last_id"].(string)
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond, "the interval schedule fires")
+
+	b.open(adminToken, "#/schedules")
+	row := b.text(`#schedule-table tr[data-schedule="default/tick"]`)
+	require.Contains(t, row, "every 1s")
+	require.Contains(t, row, "jobs")
+	nightly := b.text(`#schedule-table tr[data-schedule="default/nightly"]`)
+	require.Contains(t, nightly, "0 3 * * * (Europe/Paris)")
+	require.Contains(t, nightly, "eval")
+	// It fires every second: the link is to its latest fire, lastID or a later one.
+	require.Equal(t, 1, b.count(`#schedule-table tr[data-schedule="default/tick"] a[href^="#/i/01"]`), "the last fire links its job")
+	require.Equal(t, "tick", e.call("GET", "/v1/invocations/"+lastID, adminToken, nil, 200)["metadata"].(map[string]any)["schedule"])
+	b.screenshot("schedules")
+
+	b.click(`#schedule-table tr[data-schedule="default/nightly"] button.sched-pause`)
+	require.Contains(t, b.text(`#schedule-table tr[data-schedule="default/nightly"] button.sched-resume`), "Resume")
+	require.Contains(t, b.text(`#schedule-table tr[data-schedule="default/nightly"]`), "paused")
+	b.screenshot("schedules-paused")
+	b.noProblems(false)
+}
+
 // TestDashboardReadOnly: a read-only token for one namespace sees its queues but not the
 // other namespace's, and no action button anywhere.
 func TestDashboardReadOnly(t *testing.T) {

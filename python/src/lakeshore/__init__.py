@@ -59,9 +59,18 @@ from lakeshore.queue import (
     SyncQueue,
     Topic,
 )
+from lakeshore.schedules import (
+    ScheduleInfo,
+    pause_schedule,
+    remove_schedule,
+    resume_schedule,
+    schedule,
+    schedules,
+    set_schedule,
+)
 from lakeshore.scopes import Scope, run, scope
 from lakeshore.wire import Thunk, thunk
-from lakeshore.worker import UDF, JobStopped, run_worker, udf
+from lakeshore.worker import UDF, JobStopped, dreamlake_envelope, run_worker, udf
 
 __all__ = [
     "errors",
@@ -84,6 +93,13 @@ __all__ = [
     "LaunchPolicy",
     "Resources",
     "WorkerInfo",
+    "ScheduleInfo",
+    "schedule",
+    "schedules",
+    "set_schedule",
+    "pause_schedule",
+    "resume_schedule",
+    "remove_schedule",
     "FROM_START",
     "KINDS",
     "STATES",
@@ -92,6 +108,7 @@ __all__ = [
     "udf",
     "UDF",
     "run_worker",
+    "dreamlake_envelope",
     "JobStopped",
     "scope",
     "Scope",

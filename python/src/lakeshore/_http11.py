@@ -16,6 +16,7 @@ default) and drops one the server closed as soon as the loop sees the close. It 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 import httpx
@@ -25,6 +26,52 @@ KEEPALIVE_EXPIRY = 5.0
 
 _MAX_HEAD = 64 << 10
 """The most bytes of status line and headers an answer may have."""
+
+
+CLAIM_ANSWER_WAIT = 5.0
+"""Seconds a claim whose callers all stopped waiting waits, after half-closing its
+connection, for the server's answer before the request is cancelled (the server answers at
+once when it reads the EOF; this bounds one that does not)."""
+
+
+class Abandon:
+    """The connections of a batch's requests in flight, for a batch whose callers all
+    stopped waiting (:meth:`_Batch.abandoned`) while its answer may carry claimed jobs.
+
+    Cancelling such a request would close its connection under an answer the server may
+    already have sent, leaving the jobs in it held until their lease expires. Instead
+    :meth:`fire` half-closes each connection (``write_eof``): the server reads the EOF,
+    ends the long-poll and gives back whatever it claims after that, and the answer is
+    still read to the end, its jobs given back by the batcher's orphan hook. The lean
+    HTTP/1.1 pool registers its connections here (:data:`abandon_var`); a request that has
+    none to register (the httpx path) is cancelled as before."""
+
+    __slots__ = ("fired", "conns", "sent")
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.conns: set[_Connection] = set()  # registered while their exchange is in flight
+        self.sent = False  # a request went out on a lean connection
+
+    def fire(self, task: asyncio.Task[None]) -> None:
+        """Half-close the batch's connections (on the loop); cancel ``task`` when it sent
+        nothing on them (a request yet to be sent is not: the pool sends nothing for a
+        fired batch), or when no answer came within :data:`CLAIM_ANSWER_WAIT`. A batch
+        whose answer already arrived is left to finish: its jobs go to the orphan hook."""
+        self.fired = True
+        if task.done():
+            return
+        if not self.conns:
+            if not self.sent:
+                task.cancel()
+            return
+        for conn in list(self.conns):
+            conn.half_close()
+        asyncio.get_running_loop().call_later(CLAIM_ANSWER_WAIT, task.cancel)
+
+
+abandon_var: contextvars.ContextVar[Abandon | None] = contextvars.ContextVar("lakeshore_abandon", default=None)
+"""The :class:`Abandon` of the batch whose request the current task sends, if it drains."""
 
 
 class Answer:
@@ -57,6 +104,7 @@ class _Connection(asyncio.Protocol):
         self._body = bytearray()
         self._chunk = -1  # bytes left of the current chunk (-1: a size line is next)
         self._head_request = False
+        self.half_closed = False  # its write side shut: never reused
 
     # -- asyncio.Protocol
 
@@ -132,6 +180,13 @@ class _Connection(asyncio.Protocol):
             self.pool._lost(self)
             if self.transport is not None:
                 self.transport.close()
+
+    def half_close(self) -> None:
+        """Shut the connection's write side (the server reads EOF) and keep reading the
+        answer in progress; the connection is not reused."""
+        self.half_closed = True
+        if self.transport is not None and not self.closed and self.transport.can_write_eof():
+            self.transport.write_eof()
 
     def abort(self) -> None:
         """Drop the connection at once (an exchange abandoned midway)."""
@@ -329,10 +384,15 @@ class Pool:
             head += b"\r\n"
         if gate is not None:
             await gate.acquire()
+        abandon = abandon_var.get()
         try:
             conn = self._checkout()
             if conn is None:
                 conn = await self._connect()
+            if abandon is not None and abandon.fired:
+                # The callers went away before it was sent: send nothing.
+                self._checkin(conn)
+                raise asyncio.CancelledError
             waiter: asyncio.Future[Answer] = self.loop.create_future()
             conn.start(waiter, method == "HEAD")
             transport = conn.transport
@@ -345,6 +405,9 @@ class Pool:
             if gate is not None:
                 gate.release()
         self._busy.add(conn)
+        if abandon is not None:
+            abandon.conns.add(conn)
+            abandon.sent = True
         conn.timer = self.loop.call_later(timeout, self._read_timeout, conn, waiter, timeout)
         try:
             answer = await waiter
@@ -356,7 +419,9 @@ class Pool:
                 conn.timer.cancel()
                 conn.timer = None
             self._busy.discard(conn)
-        if conn.keep and not conn.closed:
+            if abandon is not None:
+                abandon.conns.discard(conn)
+        if conn.keep and not conn.closed and not conn.half_closed:
             self._checkin(conn)
         else:
             conn.close()

@@ -198,19 +198,38 @@ class Portal:
         loop = self.loop
         if running is loop:
             return await coro
-        fut = asyncio.run_coroutine_threadsafe(coro, loop)
+        if orphan is None:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+        # The caller's cancel marks the concurrent future cancelled at once, while the
+        # coroutine on the portal may still produce its answer (the cancel reaches its task
+        # a loop turn later): the answer is handed over there, by whichever of the two
+        # sides comes second, never lost between them.
+        lock = threading.Lock()
+        gone = False
+        answer: list[T] = []
+        hand_over = orphan
+
+        async def keep() -> T:
+            nonlocal gone
+            result = await coro
+            with lock:
+                late = gone
+                if not late:
+                    answer.append(result)
+            if late:
+                await hand_over(result)
+            return result
+
+        fut = asyncio.run_coroutine_threadsafe(keep(), loop)
         try:
             return await asyncio.wrap_future(fut)
         except asyncio.CancelledError:
-            if orphan is not None:
-                hand_over = orphan
-
-                def lost(f: concurrent.futures.Future[T]) -> None:
-                    if not f.cancelled() and f.exception() is None:
-                        with contextlib.suppress(RuntimeError):  # the loop is closed
-                            asyncio.run_coroutine_threadsafe(hand_over(f.result()), loop)
-
-                fut.add_done_callback(lost)
+            with lock:
+                gone = True
+                done = list(answer)
+            if done:
+                with contextlib.suppress(RuntimeError):  # the loop is closed
+                    asyncio.run_coroutine_threadsafe(hand_over(done[0]), loop)
             raise
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None, timeout: float = 5.0) -> None:
@@ -254,19 +273,26 @@ _portals: weakref.WeakSet[Portal] = weakref.WeakSet()
 class _Batch:
     """The calls sent in one request of a :class:`Batcher`, and the task sending it."""
 
-    __slots__ = ("loop", "task", "calls")
+    __slots__ = ("loop", "task", "calls", "abandon")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], calls: list[_Call[Any]]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], calls: list[_Call[Any]], abandon: _http11.Abandon | None
+    ) -> None:
         self.loop = loop
         self.task = task
         self.calls = calls
+        self.abandon = abandon
 
     def abandoned(self) -> None:
         """One of the calls was cancelled: once every caller stopped waiting, cancel the
-        request, as a cancelled call of its own would be."""
+        request, as a cancelled call of its own would be (or, for a batcher that drains,
+        half-close its connection and read its answer: :class:`~lakeshore._http11.Abandon`)."""
         if all(c.cancelled() for c in self.calls) and not self.task.done():
             with contextlib.suppress(RuntimeError):  # the loop is closed
-                self.loop.call_soon_threadsafe(self.task.cancel)
+                if self.abandon is not None:
+                    self.loop.call_soon_threadsafe(self.abandon.fire, self.task)
+                else:
+                    self.loop.call_soon_threadsafe(self.task.cancel)
 
 
 class _Call(concurrent.futures.Future[T]):
@@ -311,12 +337,17 @@ class Batcher(Generic[I, T]):
         max_batch: int = 1000,
         in_flight: int = 2,
         orphan: Callable[[T], Awaitable[None]] | None = None,
+        drain: bool = False,
     ) -> None:
         self._portal = portal
         self._send = send
         # Called on the loop with the answer of an item whose caller stopped waiting (a
         # claimed job nobody will run is released here).
         self._orphan = orphan
+        # drain: a batch whose callers all stopped waiting half-closes its connection and
+        # reads its answer (_http11.Abandon) instead of being cancelled, so that the
+        # orphan hook gets the jobs the server claimed for it.
+        self._drain = drain
         self._max_batch = max_batch
         self._max_in_flight = in_flight
         self._reset()
@@ -362,12 +393,15 @@ class Batcher(Generic[I, T]):
                 if not batch:
                     continue
                 self._in_flight += 1
-                task = loop.create_task(self._run(batch))
-                sent = _Batch(loop, task, [fut for _, fut in batch])
+                abandon = _http11.Abandon() if self._drain else None
+                task = loop.create_task(self._run(batch, abandon))
+                sent = _Batch(loop, task, [fut for _, fut in batch], abandon)
                 for _, fut in batch:
                     fut.batch = sent
 
-    async def _run(self, batch: list[tuple[I, _Call[T]]]) -> None:
+    async def _run(self, batch: list[tuple[I, _Call[T]]], abandon: _http11.Abandon | None = None) -> None:
+        if abandon is not None:
+            _http11.abandon_var.set(abandon)  # this task's own context: seen by the pool's requests
         try:
             try:
                 answers = await self._send([item for item, _ in batch])
@@ -406,6 +440,9 @@ class Batcher(Generic[I, T]):
 
     async def _release(self, orphans: list[T]) -> None:
         assert self._orphan is not None
+        # A task of its own, whose context was copied from the batch's: its requests are
+        # not the abandoned batch's.
+        _http11.abandon_var.set(None)
         for answer in orphans:
             with contextlib.suppress(Exception):
                 await self._orphan(answer)
@@ -757,6 +794,8 @@ class HttpTransport:
         raw: bool = False,
         accept: str | None = None,
         hot: bool = False,
+        content: bytes | None = None,
+        content_type: str = "application/octet-stream",
     ) -> Any:
         """Make one API call and return the decoded answer, retrying by ``retry``.
 
@@ -769,13 +808,19 @@ class HttpTransport:
             hot: a route of the queue's hot path (submit, claim, settle, wait): sent by the
                 lean HTTP/1.1 client (:mod:`lakeshore._http11`) on ``http://`` and unix
                 sockets, with the same timeouts, errors and retries as through httpx.
+            content: a raw request body (a code archive) instead of ``body``, sent with
+                ``content_type``.
 
         Raises:
             errors.DispatchError: the server's error, rebuilt from its body, or
                 :class:`~lakeshore.errors.UnavailableError` when it could not be reached.
         """
-        content = pack(body) if body is not None else None
-        headers = {"Content-Type": "application/msgpack"} if content is not None else {}
+        headers: dict[str, str] = {}
+        if body is not None:
+            content = pack(body)
+            headers["Content-Type"] = "application/msgpack"
+        elif content is not None:
+            headers["Content-Type"] = content_type
         if accept is not None:
             headers["Accept"] = accept
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}

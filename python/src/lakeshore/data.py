@@ -23,7 +23,7 @@ serve`` (``HttpDispatch``), with the same code.
 Reads answer Arrow IPC; :meth:`Reader.get_batch` returns the columns as numpy arrays (or
 torch tensors, or a TensorDict) without a Python object per row for numbers, equal-length
 lists and tensors of one dtype and shape (``pyarrow`` is needed for reads: ``pip install
-'lakeshore[data]'``). Records are maps of field name to a wire value (int, float, bool, str,
+'lakeshore-queue[data]'``). Records are maps of field name to a wire value (int, float, bool, str,
 bytes, lists of numbers, numpy arrays and torch tensors as tensors; anything else is stored
 encoded).
 
@@ -188,7 +188,7 @@ def _pyarrow() -> Any:
         import pyarrow.ipc  # noqa: F401
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise errors.DispatchError(
-            "data queue reads need pyarrow: pip install 'lakeshore[data]' (or pyarrow)", code="not_implemented"
+            "data queue reads need pyarrow: pip install 'lakeshore-queue[data]' (or pyarrow)", code="not_implemented"
         ) from e
     return pyarrow
 
@@ -572,6 +572,7 @@ class Queue:
             )
         self.name = name
         self._told_partition = False
+        self._default_reader: Reader | None = None  # get_meta/get_batch on the queue
         self.storage_path = None if storage_path is None else os.fspath(storage_path)
         self.batch_size = batch_size
         self.auto_flush_interval_sec = auto_flush_interval_sec
@@ -704,14 +705,27 @@ class Queue:
 
     # -- reads ---------------------------------------------------------------------------
 
-    async def get(self, limit: int = 100, *, partition_id: str | None = None, fields: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """The next ``limit`` records after what this object has read (from the first), as
-        dicts. Sends this object's buffered records first."""
+    async def get(
+        self, limit: int = 100, offset: int | None = None, *, partition_id: str | None = None, fields: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` records as dicts: from ``offset`` (the record at that position of
+        the partition, 0 the first) when given, as persisting's ``get(limit, offset)`` reads
+        each time, leaving this object's cursor alone; else the next after what this object
+        has read (its cursor, from the first). Sends this object's buffered records first.
+
+        Raises:
+            InvalidError: a negative ``offset``."""
+        if offset is not None and (not isinstance(offset, int) or isinstance(offset, bool) or offset < 0):
+            raise errors.InvalidError(
+                f"invalid offset {offset!r}: a record position ≥ 0", field="offset", value=str(offset), rule="an integer ≥ 0"
+            )
         if self._buffer or self._unsent:
             await self._send()
         part = partition_id or self.partition_id
-        recs, nxt = await self._read(self._offsets.get(part, 0), limit, part, fields, 0.0)
-        self._offsets[part] = nxt
+        start = self._offsets.get(part, 0) if offset is None else offset
+        recs, nxt = await self._read(start, limit, part, fields, 0.0)
+        if offset is None:
+            self._offsets[part] = nxt
         self.metrics["gets"] += len(recs)
         if not recs and partition_id is None and not self._told_partition:
             await self._tell_other_partitions()
@@ -796,14 +810,57 @@ class Queue:
         return Reader(self, _env_int("RANK", 0) if rank is None else rank, _env_int("WORLD_SIZE", 1) if world_size is None else world_size)
 
     async def mark_consumed(self, task_name: str, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
-        """Mark records consumed by ``task_name`` (samplers skip them for that task)."""
+        """Mark records consumed by ``task_name`` (samplers skip them for that task). On a
+        queue no put has created yet there is nothing to mark: it does nothing (as
+        persisting does)."""
         body = {"task": task_name, "partition": partition_id or self.partition_id, "indexes": [int(i) for i in global_indexes]}
-        await self._call("POST", "/consumption/mark", body=body, retry="safe")
+        try:
+            await self._call("POST", "/consumption/mark", body=body, retry="safe")
+        except errors.NotFoundError as e:
+            if not _queue_missing(e):
+                raise
 
     async def reset_consumption(self, task_name: str, partition_id: str | None = None) -> None:
         """Forget what ``task_name`` consumed in the partition (a fresh run), with its
-        rank-aware assignments."""
-        await self._call("POST", "/consumption/reset", body={"task": task_name, "partition": partition_id or self.partition_id}, retry="safe")
+        rank-aware assignments. On a queue no put has created yet it does nothing."""
+        try:
+            await self._call("POST", "/consumption/reset", body={"task": task_name, "partition": partition_id or self.partition_id}, retry="safe")
+        except errors.NotFoundError as e:
+            if not _queue_missing(e):
+                raise
+
+    async def get_meta(
+        self,
+        fields: Sequence[str],
+        batch_size: int,
+        task_name: str = "default",
+        partition_id: str | None = None,
+        sampler: Sampler | None = None,
+        **kw: Any,
+    ) -> BatchMeta:
+        """persisting's ``Queue.get_meta``: :meth:`Reader.get_meta` of this queue's reader
+        for ``$RANK``/``$WORLD_SIZE`` (one reader per queue object, so its step count
+        carries from call to call); it answers what is available now unless a ``timeout``
+        is given (``kw``: Reader.get_meta's keywords)."""
+        return await self._reader().get_meta(fields, batch_size, task_name, partition_id, sampler, **kw)
+
+    async def get_batch(
+        self,
+        fields: Sequence[str],
+        batch_size: int,
+        task_name: str = "default",
+        partition_id: str | None = None,
+        sampler: Sampler | None = None,
+        **kw: Any,
+    ) -> Any:
+        """persisting's ``Queue.get_batch``: :meth:`Reader.get_batch` of this queue's reader
+        (see :meth:`get_meta`)."""
+        return await self._reader().get_batch(fields, batch_size, task_name, partition_id, sampler, **kw)
+
+    def _reader(self) -> Reader:
+        if self._default_reader is None:
+            self._default_reader = self.reader()
+        return self._default_reader
 
     async def consumed(self, task_name: str, partition_id: str | None = None) -> int:
         """How many records ``task_name`` consumed in the partition."""
@@ -940,7 +997,7 @@ class Reader:
         sampler: Sampler | None = None,
         *,
         timeout: float | None = None,
-        wait: bool = True,
+        wait: bool | None = None,
         batch_index: int | None = None,
         defer_consume: bool = False,
     ) -> BatchMeta:
@@ -948,11 +1005,14 @@ class Reader:
         sequential) and mark them consumed by it (unless ``defer_consume``: then call
         :meth:`Queue.mark_consumed`).
 
-        With ``wait`` (the default) it waits up to ``timeout`` seconds (default 30) for a
-        full batch and raises :class:`~lakeshore.errors.TimeoutError` when none comes,
-        handing nothing out; without, it returns what is ready now (possibly fewer or
-        none). ``batch_index`` is the step for :func:`RankAwareSampler` (default: this
-        reader's count of calls for the task and partition)."""
+        With ``wait`` it waits up to ``timeout`` seconds (default 30) for a full batch and
+        raises :class:`~lakeshore.errors.TimeoutError` when none comes, handing nothing
+        out; without, it returns what is ready now (possibly fewer or none: size 0 on an
+        empty queue). ``wait`` defaults to whether a ``timeout`` was given: a plain call
+        answers at once, as persisting's does (issue 24, semantics 5). ``batch_index`` is
+        the step for :func:`RankAwareSampler` (default: this reader's count of calls for
+        the task and partition)."""
+        wait = timeout is not None if wait is None else wait
         body = self._meta_body(fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume)
         ans = await self._meta_call("/meta", body, timeout)
         self._advance(body)
@@ -983,15 +1043,16 @@ class Reader:
         sampler: Sampler | None = None,
         *,
         timeout: float | None = None,
-        wait: bool = True,
+        wait: bool | None = None,
         format: BatchFormat = "numpy",
         batch_index: int | None = None,
         defer_consume: bool = False,
     ) -> Any:
         """:meth:`get_meta` then :meth:`get_data` in one request (``POST D/batch``): the
         batch as ``format`` says, with ``.meta`` (a :class:`BatchMeta`) on a
-        :class:`Batch`."""
+        :class:`Batch`. ``wait`` defaults as :meth:`get_meta`'s."""
         _check_format(format)
+        wait = timeout is not None if wait is None else wait
         body = self._meta_body(fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume)
         data, headers = await self._meta_call("/batch", body, timeout, raw=True, accept=ARROW)
         self._advance(body)

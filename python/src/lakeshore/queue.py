@@ -78,6 +78,9 @@ class Envelope:
         delay: seconds before the invocation may be claimed (≥ 0).
         not_before: an aware datetime before which it may not be claimed.
         id: a client-made ULID (made for you when None), so a repeated submit is harmless.
+        unique_for: seconds of the key's dedup window: within it a resubmit of the key
+            returns the first id; after it a new invocation takes the key over (needs
+            ``key``; default: the key holds until its invocation is trimmed).
     """
 
     payload: Any = None
@@ -90,6 +93,7 @@ class Envelope:
     delay: float | None = None
     not_before: datetime | None = None
     id: str | None = None
+    unique_for: float | None = None
 
 
 @dataclasses.dataclass
@@ -476,7 +480,7 @@ def decode_value(what: str, data: Any) -> Any:
         if "unknown ext type" in e.reason:
             fix = (
                 "it holds an extension type this lakeshore package does not know: it was written by a newer "
-                "Lakeshore; upgrade this package (pip install -U lakeshore) to the server's version"
+                "Lakeshore; upgrade this package (pip install -U lakeshore-queue) to the server's version"
             )
         elif "cannot be decoded here" in e.reason:
             fix = (
@@ -543,6 +547,10 @@ class QueueCore:
         self.lease_ttl = _check_seconds("lease_ttl", lease_ttl)
         self.path = queue_path(dispatch.namespace, name)
         self.held: dict[str, Job] = {}  # jobs claimed here and not yet settled, by id
+        # Further queues of the namespace this core's claims take from (one long-poll
+        # over all of them, fair across them: the claim's ``queues``); a job claimed from
+        # one of them is held here too, and names its queue.
+        self.also: list[str] = []
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
         # Settles made at once go as one POST /v1/settle; claims made at once (a worker's
@@ -553,16 +561,16 @@ class QueueCore:
         # Long-polling claims coalesce behind the one in flight; claims that do not wait are
         # never held behind a long-poll.
         self._claims: Batcher[tuple[float, float | None, str | None], Mapping[str, Any] | None] = Batcher(
-            dispatch._portal, self._send_claims, in_flight=1, orphan=self._release
+            dispatch._portal, self._send_claims, in_flight=1, orphan=self._release, drain=True
         )
         self._claims_now: Batcher[tuple[float, float | None, str | None], Mapping[str, Any] | None] = Batcher(
-            dispatch._portal, self._send_claims, in_flight=4, orphan=self._release
+            dispatch._portal, self._send_claims, in_flight=4, orphan=self._release, drain=True
         )
 
         # A worker's finished jobs settle in the request that claims its next ones
         # (POST …/settle-and-claim, no wait): one request per turn of a worker's slots.
         self._settle_claims: Batcher[SettleClaim, tuple[BaseException | None, Mapping[str, Any] | None]] = Batcher(
-            dispatch._portal, self._send_settle_claims, in_flight=1, orphan=self._release_answer
+            dispatch._portal, self._send_settle_claims, in_flight=1, orphan=self._release_answer, drain=True
         )
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
@@ -626,6 +634,8 @@ class QueueCore:
             body["delay"] = _check_seconds("delay", env.delay)
         if env.not_before is not None:
             body["not_before"] = _check_time("not_before", env.not_before)
+        if env.unique_for is not None:
+            body["unique_for"] = _check_seconds("unique_for", env.unique_for)
         return body
 
     def submit_future(self, body: dict[str, Any]) -> concurrent.futures.Future[str]:
@@ -789,6 +799,16 @@ class QueueCore:
         ans = await self._call("DELETE", self.path + "/provider", retry="safe")
         return bool(ans.get("changed"))
 
+    async def set_paused(self, paused: bool) -> bool:
+        """Pause (PUT) or resume (DELETE) the queue; whether that changed it."""
+        ans = await self._call("PUT" if paused else "DELETE", self.path + "/pause", retry="safe")
+        return bool(ans.get("changed"))
+
+    async def paused(self) -> bool:
+        """Whether the queue is paused."""
+        ans = await self._call("GET", self.path + "/stats", retry="safe")
+        return bool(ans.get("paused"))
+
     # -- journals ------------------------------------------------------------------------
 
     async def frames(
@@ -942,6 +962,8 @@ class QueueCore:
                 body["lease_ttl"] = ttl
             if worker:
                 body["worker"] = worker
+            if self.also:
+                body["queues"] = self.also
             try:
                 ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once", hot=True)
             except errors.DispatchError as e:
@@ -986,6 +1008,8 @@ class QueueCore:
             claim["lease_ttl"] = first.lease_ttl
         if first.worker:
             claim["worker"] = first.worker
+        if self.also:
+            claim["queues"] = self.also
         deadlines = [d for _, d in settles if d is not None]
         try:
             ans = await self._call(
@@ -1200,15 +1224,13 @@ class QueueCore:
         return j.lease_expires_at
 
     async def post(self, job: Job | str, value: Any, final: bool) -> int:
-        """Append a VALUE frame to a held job's journal (END with ``final``: the job
-        succeeds with ``value`` as its result); return the frame's seq."""
+        """Append a VALUE frame to a held job's journal (with ``final`` the END frame, which
+        ends the journal; the job stays held until its ``ack``); return the frame's seq."""
         j = self._held(job)
         body: dict[str, Any] = {"token": j.token, "value": encode_value("value", value)}
         if final:
             body["final"] = True
         ans = await self._call("POST", invocation_path(j.id) + "/frames", body=body, retry="once")
-        if final:
-            self.held.pop(j.id, None)
         return int(ans["seq"])
 
     async def keep_alive(self, job: Job, interval: float) -> None:
@@ -1462,6 +1484,22 @@ class SyncQueue:
         until they exit or are stopped. Over HTTP it needs the server's admin token."""
         return self._d.run(self._core.remove_provider())
 
+    def pause(self) -> bool:
+        """Pause the queue: it still accepts submits, but no worker claims its invocations
+        until :meth:`resume` (running ones finish as usual). Returns whether it was running.
+        Needs an admin token over HTTP (``ForbiddenError`` otherwise). The CLI's ``lakeshore
+        queue pause``, the dashboard's Pause button and ``PUT …/pause`` do the same."""
+        return self._d.run(self._core.set_paused(True))
+
+    def resume(self) -> bool:
+        """Resume a paused queue: its queued invocations are claimable at once and waiting
+        workers take them. Returns whether it was paused."""
+        return self._d.run(self._core.set_paused(False))
+
+    def paused(self) -> bool:
+        """Whether the queue is paused."""
+        return self._d.run(self._core.paused())
+
     def topic(self, name: str | None = None) -> Topic:
         """A topic of the queue (auto-named ``topic-<ULID>`` when ``name`` is None)."""
         return Topic(self, name)
@@ -1486,8 +1524,11 @@ class SyncQueue:
         return self._d.run(self._core.heartbeat(job))
 
     def post(self, inv_id: Job | str, value: Any, *, final: bool = False) -> int:
-        """Append a VALUE frame (END with ``final``: the job succeeds with ``value``) to the
-        journal of a job this queue object claimed; return its seq."""
+        """Append a VALUE frame to the journal of a job this queue object claimed and return
+        its seq. With ``final`` the frame is END (``value``, often None, is its body): it ends
+        the journal, so streams stop there and later posts raise JournalClosedError, but it
+        does not settle the job: ``ack`` does (as in dreamlake-lakeshore: the journal is
+        derived data, the invocation is the truth)."""
         return self._d.run(self._core.post(inv_id, value, final))
 
     @contextlib.contextmanager
@@ -1663,6 +1704,18 @@ class Queue:
     async def remove_provider(self) -> bool:
         """See :meth:`SyncQueue.remove_provider`."""
         return await self._d.run_async(self._core.remove_provider())
+
+    async def pause(self) -> bool:
+        """See :meth:`SyncQueue.pause`."""
+        return await self._d.run_async(self._core.set_paused(True))
+
+    async def resume(self) -> bool:
+        """See :meth:`SyncQueue.resume`."""
+        return await self._d.run_async(self._core.set_paused(False))
+
+    async def paused(self) -> bool:
+        """See :meth:`SyncQueue.paused`."""
+        return await self._d.run_async(self._core.paused())
 
     def topic(self, name: str | None = None) -> AsyncTopic:
         """See :meth:`SyncQueue.topic`."""

@@ -453,7 +453,7 @@ class Thunk:
 def thunk(fn: Any) -> Thunk:
     """Carry a Python callable by value: a :class:`Thunk` of language ``"python"``.
 
-    Needs ``cloudpickle`` (``pip install 'lakeshore[thunk]'``), which pickles lambdas and
+    Needs ``cloudpickle`` (``pip install 'lakeshore-queue[thunk]'``), which pickles lambdas and
     closures by value. A Python worker runs it with :meth:`Thunk.load`.
     """
     if not callable(fn):
@@ -461,7 +461,7 @@ def thunk(fn: Any) -> Thunk:
     try:
         import cloudpickle
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("lakeshore.thunk needs cloudpickle: pip install 'lakeshore[thunk]'") from e
+        raise ImportError("lakeshore.thunk needs cloudpickle: pip install 'lakeshore-queue[thunk]'") from e
     return Thunk(THUNK_LANGUAGE, cast(bytes, cloudpickle.dumps(fn)))
 
 
@@ -589,7 +589,7 @@ def _to_numpy(dtype: str, shape: tuple[int, ...], data: bytes | memoryview, path
     dtype, data = _normalize(dtype, bytes(data))
     nd = _numpy_dtype(dtype)
     if nd is None:
-        raise ImportError("bfloat16 arrays need ml_dtypes: pip install 'lakeshore[bfloat16]'")
+        raise ImportError("bfloat16 arrays need ml_dtypes: pip install 'lakeshore-queue[bfloat16]'")
     reason = _numpy_span_reason(dtype, shape)
     if reason:
         raise ValueError(reason)

@@ -2,11 +2,15 @@
 
 ::
 
-    from lakeshore import udf, run_worker
+    from lakeshore import lifecycle, udf, run_worker
+
+    @lifecycle.on_host_setup                 # once per worker process, before its first body
+    def load():
+        MODELS["embed"] = load_model()
 
     @udf(queue="embed")
     def embed(text: str) -> list[float]:
-        return model().encode(text)          # model() loads once per worker process
+        return MODELS["embed"].encode(text)
 
     inv = embed.submit(text="hello", _key="doc-1")   # a durable id
     vec = embed.call(text="hello")                    # submit + result
@@ -53,7 +57,7 @@ from datetime import datetime, timezone
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
 from urllib.parse import quote
 
-from lakeshore import errors, wire
+from lakeshore import _fabric, errors, lifecycle, wire
 from lakeshore._ids import new_ulid
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import (
@@ -67,7 +71,7 @@ from lakeshore.queue import (
     encode_value,
 )
 
-__all__ = ["udf", "UDF", "run_worker", "JobStopped", "BodyKind", "registry"]
+__all__ = ["udf", "UDF", "run_worker", "JobStopped", "BodyKind", "registry", "dreamlake_envelope"]
 
 log = logging.getLogger("lakeshore.worker")
 
@@ -136,8 +140,10 @@ class UDF(Generic[P, R]):
         max_attempts: int | None = None,
         attempt_timeout: float | None = None,
         lease_ttl: float | None = None,
+        mode: str | None = None,
     ) -> None:
         self.fn = fn
+        self.mode = mode
         self.queue_name = queue
         self.kind = body_kind(fn)
         self._dispatch = dispatch
@@ -188,11 +194,30 @@ class UDF(Generic[P, R]):
                 out[name] = value
         return out
 
-    def submit(self, *args: Any, _key: str | None = None, _dispatch: Dispatch | None = None, **kwargs: Any) -> str:
+    def submit(
+        self, *args: Any, _key: str | None = None, _dispatch: Dispatch | None = None, _mode: str | None = None, **kwargs: Any
+    ) -> str:
         """Enqueue a run with these arguments and return its invocation id (a ULID string).
 
-        ``_key`` makes the submit idempotent: resubmitting it returns the first id."""
-        return self.queue(_dispatch).submit(self.payload(args, kwargs), key=_key, **self._options)
+        ``_key`` makes the submit idempotent: resubmitting it returns the first id.
+        ``_mode`` names the compute mode (default: the decorator's ``mode``).
+
+        Raises:
+            lakeshore.config.ConfigError: no project file or no such mode.
+            lakeshore.code.CodeError: the mode ships code that cannot be shipped."""
+        q = self.queue(_dispatch)
+        return q.submit(self.payload(args, kwargs), key=_key, **self.submit_options(_mode, q))
+
+    def submit_options(self, mode: str | None, q: SyncQueue) -> dict[str, Any]:
+        """The options of a submit: the decorator's, and a mode's run declaration
+        (:mod:`lakeshore.config`; its code shipped once per digest, :mod:`lakeshore.code`)."""
+        name = mode or self.mode
+        if not name:
+            return self._options
+        extra = _fabric.submit_options(name, self.fn, self.queue_name, q.dispatch)
+        if "attempt_timeout" in self._options:
+            extra.pop("attempt_timeout", None)
+        return {**self._options, **extra}
 
     def call(
         self, *args: Any, _timeout: float | None = 300.0, _key: str | None = None, _dispatch: Dispatch | None = None,
@@ -225,6 +250,7 @@ class UDF(Generic[P, R]):
         :class:`~lakeshore.errors.InvocationError` unless ``return_exceptions``, which yields
         the error instead. ``timeout`` bounds the wait for each result."""
         q = self.queue(_dispatch)
+        options = self.submit_options(None, q)
         payloads: list[Any] = []
         for item in inputs:
             if isinstance(item, Mapping):
@@ -237,7 +263,7 @@ class UDF(Generic[P, R]):
         for i in range(0, len(payloads), 500):
             from lakeshore.queue import Envelope
 
-            ids.extend(q.submit_many([Envelope(payload=p, **self._options) for p in payloads[i : i + 500]]))
+            ids.extend(q.submit_many([Envelope(payload=p, **options) for p in payloads[i : i + 500]]))
         return _map_results(q, ids, order_outputs, return_exceptions, timeout)
 
 
@@ -287,12 +313,17 @@ def udf(
     max_attempts: int | None = None,
     attempt_timeout: float | None = None,
     lease_ttl: float | None = None,
+    mode: str | None = None,
 ) -> Any:
     """Bind a function to a queue (default: the function's name): ``@udf(queue="gpu")``.
 
     The body kind (sync, generator, async, async generator) is chosen once, here. The
     binding is registered so that ``run_worker()`` runs it. ``max_attempts`` and
-    ``attempt_timeout`` apply to every submit; ``lease_ttl`` to the worker's claims."""
+    ``attempt_timeout`` apply to every submit; ``lease_ttl`` to the worker's claims.
+    ``mode`` names a compute mode of the project's ``lakeshore.yaml``
+    (:mod:`lakeshore.config`): each submit carries its run declaration and, when the mode
+    ships code, the digest of the submitter's code, which a worker started anywhere
+    fetches and imports the function from (docs/fabric.md)."""
 
     def bind(f: Callable[P, R]) -> UDF[P, R]:
         u = UDF(
@@ -303,6 +334,7 @@ def udf(
             max_attempts=max_attempts,
             attempt_timeout=attempt_timeout,
             lease_ttl=lease_ttl,
+            mode=mode,
         )
         with _registry_lock:
             registry[u.queue_name] = u
@@ -336,7 +368,9 @@ class _Worker:
 
     Per job: one request that settles the slot's previous job and claims its next one
     (``POST …/settle-and-claim`` with no wait, coalesced with the other slots' turns into
-    one request); a long-poll claim only when that found the queue empty. Leases are kept
+    one request); a long-poll claim only when that found the queues empty. The queues of
+    one claim order are claimed together (one claim over all of them, its ``queues``),
+    so a long-poll waits on every queue at once. Leases are kept
     by one keeper task on the client's loop for all running jobs (no task per job)."""
 
     def __init__(
@@ -359,6 +393,15 @@ class _Worker:
         self.cores = {
             name: QueueCore(name, dispatch, queue_kinds.get(name, "fifo"), 1.0, lease_ttl) for name in handlers
         }
+        # One claim per claim order over all of its queues: it waits on them at once and
+        # takes from whichever has work first, fair across them (the claim's ``queues``).
+        # Its core holds the jobs it claims, whichever queue they come from.
+        by_kind: dict[str, QueueCore] = {}
+        for name, core in self.cores.items():
+            first = by_kind.setdefault(core.kind, core)
+            if first is not core:
+                first.also.append(name)
+        self.claimers = list(by_kind.values())
         self.concurrency = concurrency
         self.once = once
         self.wait = wait
@@ -380,6 +423,7 @@ class _Worker:
         self.register_interval = register_interval
         self.registry = True  # False once the plane said it has no registry
         self.register_warned = False
+        self.preparer = _fabric.Preparer(dispatch)
         self.worker_path = f"/v1/namespaces/{quote(dispatch.namespace, safe='')}/workers/{quote(worker_id, safe='')}"
 
     async def run(self) -> int:
@@ -452,6 +496,7 @@ class _Worker:
     def drain(self) -> None:
         """Claim nothing more; running jobs finish."""
         self.draining = True
+        lifecycle._set_phase("draining")
         for t in list(self.claims):
             t.cancel()
 
@@ -464,15 +509,15 @@ class _Worker:
             self._stop(r)
 
     async def slot(self, i: int) -> None:
-        names = list(self.handlers)
+        claimers = self.claimers
         turn = i
         deadline = time.monotonic() + self.wait
         pending: _Pending | None = None
         try:
             while not self.draining:
-                name = names[turn % len(names)]
+                core = claimers[turn % len(claimers)]
+                name = ",".join([core.name, *core.also])
                 turn += 1
-                core = self.cores[name]
                 if pending is not None:
                     # Settle the finished job and claim the next one in one request.
                     settled, pending = pending, None
@@ -488,7 +533,7 @@ class _Worker:
                     if self.once:
                         wait = max(0.0, deadline - time.monotonic())
                     else:
-                        wait = 5.0 if len(names) == 1 else 0.5
+                        wait = 5.0 if len(claimers) == 1 else 0.5
                     claim = asyncio.ensure_future(self._claim(core, wait))
                     self.claims.add(claim)
                     try:
@@ -508,7 +553,7 @@ class _Worker:
                     finally:
                         self.claims.discard(claim)
                     if job is None:
-                        if self.once and time.monotonic() >= deadline and turn % len(names) == 0:
+                        if self.once and time.monotonic() >= deadline and turn % len(claimers) == 0:
                             return
                         continue
                 if self.draining:
@@ -613,11 +658,16 @@ class _Worker:
     async def execute(self, core: QueueCore, job: Job) -> _Pending | None:
         """Run the job's body; return its settle (sent with the slot's next claim), or None
         when the plane took the job back."""
-        fn = self.handlers[core.name]
+        fn = self.handlers[job.queue]  # core claims for several queues: the job names its own
         r = _Running(job, core, threading.Event())
         self._keep(r)
         outcome: tuple[str, Any] = ("nack", None)
         try:
+            if self.preparer.needed(job.metadata) or lifecycle.pending_host_setup() or lifecycle.has_run_setup():
+                # The run's code, setup and hooks, off the loop (they block).
+                shipped = await asyncio.get_running_loop().run_in_executor(self.pool, self._before_body, job)
+                if shipped is not None:
+                    fn = shipped
             kind, call = _prepare(fn, job.payload)
             if kind in ("async", "async_generator"):
                 r.task = asyncio.ensure_future(self._run_async(kind, call, r))
@@ -643,6 +693,16 @@ class _Worker:
             if not self.running:
                 self.idle_at = datetime.now(timezone.utc)
         return self._settle_of(core, job, outcome, r.lost)
+
+    def _before_body(self, job: Job) -> Callable[..., Any] | None:
+        """In a worker thread: prepare a run that carries a declaration (its code, setup,
+        env, run_setup; the function it ships), then the lifecycle hooks."""
+        fn = None
+        if self.preparer.needed(job.metadata):
+            fn = self.preparer.prepare(job.namespace, job.queue, job.metadata)
+        lifecycle.run_host_setup()
+        lifecycle.run_run_setup()
+        return fn
 
     async def _settle_now(self, core: QueueCore, settled: _Pending | None) -> None:
         if settled is not None:
@@ -783,6 +843,9 @@ def _prepare(fn: Callable[..., Any], payload: Any) -> tuple[BodyKind, Callable[[
         if not callable(target):
             raise TypeError(f"the thunk payload is a {type(target).__name__}, not a callable")
         return body_kind(target), cast(Callable[[], Any], target)
+    envelope = _seed_envelope(payload)
+    if envelope is not None:
+        return _prepare_envelope(fn, envelope)
     if isinstance(fn, UDF):
         f = fn.fn
         kind = fn.kind
@@ -795,6 +858,98 @@ def _prepare(fn: Callable[..., Any], payload: Any) -> tuple[BodyKind, Callable[[
     if payload is None:
         return kind, lambda: f()
     return kind, lambda: f(payload)
+
+
+_ENVELOPE_KEYS = frozenset({"v", "id", "fn", "args", "kwargs", "prefix", "key", "cfg", "parent"})
+
+
+def _seed_envelope(payload: Any) -> Mapping[str, Any] | None:
+    """The payload when it is the dreamlake-lakeshore package's ``Envelope`` (docs/wire.md,
+    "Envelope": its ``@udf`` and function jobs), else None."""
+    if not isinstance(payload, Mapping) or set(payload) != _ENVELOPE_KEYS:
+        return None
+    ok = (
+        isinstance(payload["v"], int)
+        and isinstance(payload["fn"], Mapping)
+        and isinstance(payload["args"], (bytes, bytearray))
+        and isinstance(payload["kwargs"], (bytes, bytearray))
+    )
+    return payload if ok else None
+
+
+def dreamlake_envelope(fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The payload of a job that runs ``fn(*args, **kwargs)`` on a dreamlake-lakeshore
+    worker as well as on ours (a mixed fleet, issue 24): the package's ``Envelope``
+    (docs/wire.md) naming ``fn`` by reference, ``{kind: "ref", module, qualname}``, with the
+    arguments packed. ``fn`` is a module-level function or :class:`UDF` (its module and
+    qualified name), or a ``"module:qualname"`` string; the worker imports it, so it must
+    be importable there. Submit it with any queue's ``submit``; ``result`` is what ``fn``
+    returned.
+
+    Raises:
+        InvalidError: ``fn`` names no importable module (``__main__``, a lambda, a
+            nested function) or is not a ``module:qualname`` string."""
+    if isinstance(fn, str):
+        module, _, qualname = fn.partition(":")
+    else:
+        target = fn.fn if isinstance(fn, UDF) else fn
+        module, qualname = getattr(target, "__module__", "") or "", getattr(target, "__qualname__", "") or ""
+    if not module or not qualname or module == "__main__" or "<" in qualname:
+        raise errors.InvalidError(
+            f"cannot name {fn!r} by reference: want a module-level function of an importable module, or 'module:qualname'",
+            field="fn",
+            value=str(fn),
+            rule="an importable module:qualname",
+        )
+    return {
+        "v": 1,
+        "id": "",
+        "fn": {"kind": "ref", "module": module, "qualname": qualname},
+        "args": wire.encode(list(args)),
+        "kwargs": wire.encode(dict(kwargs)),
+        "prefix": "",
+        "key": None,
+        "cfg": {},
+        "parent": None,
+    }
+
+
+def _prepare_envelope(fn: Callable[..., Any], env: Mapping[str, Any]) -> tuple[BodyKind, Callable[[], Any]]:
+    """The body kind and call of a job the dreamlake-lakeshore package submitted (a mixed
+    fleet, issue 24): ``fn`` (the queue's function) with the envelope's packed ``args`` and
+    ``kwargs``; on a thunks-only queue the function the envelope names by reference
+    (``{kind: "ref", module, qualname}``, imported here). Pickled functions are refused, as
+    the package's own HTTP workers refuse them by default."""
+    args = wire.decode(bytes(env["args"])) if env["args"] else []
+    kwargs = wire.decode(bytes(env["kwargs"])) if env["kwargs"] else {}
+    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, Mapping):
+        raise TypeError("the envelope's args are not a list or its kwargs not a map")
+    if fn is _run_thunk:
+        ref = env["fn"]
+        if ref.get("kind", "ref") != "ref":
+            raise TypeError(
+                f"the envelope's function is {ref.get('kind')!r}: this worker runs functions by reference only "
+                "(module:qualname), never pickled code"
+            )
+        import importlib
+
+        module, qualname = str(ref.get("module") or ""), str(ref.get("qualname") or "")
+        if not module or module == "__main__":
+            raise TypeError(f"the envelope's function {qualname!r} has no importable module ({module!r})")
+        target: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+        target = getattr(target, "local", None) or getattr(target, "fn", None) or target
+        if not callable(target):
+            raise TypeError(f"{module}:{qualname} is a {type(target).__name__}, not a callable")
+        f: Callable[..., Any] = target
+        kind = body_kind(target)
+    elif isinstance(fn, UDF):
+        f, kind = fn.fn, fn.kind
+    else:
+        f, kind = fn, body_kind(fn)
+    a, kw = list(args), dict(kwargs)
+    return kind, lambda: f(*a, **kw)
 
 
 def _is_version1_thunk(payload: Any) -> bool:
@@ -906,6 +1061,11 @@ def run_worker(
         provider=os.environ.get("LAKESHORE_PROVIDER", "") if provider is None else provider,
         register_interval=(lease_ttl or 30.0) / 3,
     )
+    # Host set-up before any claim: a hook that raises fails the start, not the jobs.
+    lifecycle._set_phase("setup")
+    lifecycle.run_host_setup()
+    lifecycle._set_phase("ready")
+    lifecycle._shutdown_done = False
     loop = asyncio.new_event_loop()
     signals = 0
 
@@ -945,3 +1105,6 @@ def run_worker(
         for s, h in previous.items():
             signal.signal(s, h)
         loop.close()
+        if not once:
+            lifecycle._set_phase("draining")
+            lifecycle.run_shutdown()

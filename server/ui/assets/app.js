@@ -509,7 +509,7 @@ function route() {
   const { parts, query } = parseHash();
   const name = parts[0] || 'overview';
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.page === name);
-  const pages = { overview: overviewPage, q: queuePage, i: invocationPage, workers: workersPage, topics: topicsPage, data: dataListPage, d: dataQueuePage };
+  const pages = { overview: overviewPage, q: queuePage, i: invocationPage, workers: workersPage, schedules: schedulesPage, topics: topicsPage, data: dataListPage, d: dataQueuePage };
   const fn = pages[name];
   if (!fn) {
     $main.appendChild(el('div', { class: 'error', role: 'alert' }, el('strong', { text: 'No such page' }), 'Go back to the overview.'));
@@ -528,12 +528,13 @@ window.addEventListener('hashchange', route);
 async function overviewPage() {
   $main.appendChild(el('h1', { text: 'Overview' }));
   const chartCard = el('div', { class: 'card' }, el('div', { class: 'chart-head' }, el('h2', { text: 'All queues, last hour' }), legend()));
-  const chartHost = el('div', { id: 'chart-total' });
+  const chartHost = el('div', { id: 'chart-total' }, el('p', { class: 'muted loading', text: 'Loading…' }));
   chartCard.appendChild(chartHost);
   const note = el('p', { class: 'muted', id: 'history-note' });
   chartCard.appendChild(note);
   $main.appendChild(chartCard);
-  const tableHost = el('div', { id: 'queues' });
+  // Until the first answers arrive the overview says so, rather than showing an empty page.
+  const tableHost = el('div', { id: 'queues' }, el('div', { class: 'notice loading', id: 'overview-loading', role: 'status' }, 'Loading queues…'));
   $main.appendChild(tableHost);
   const oldest = new Map(); // "ns/q" -> {at, created}
   every(5000, async () => {
@@ -567,7 +568,8 @@ async function overviewPage() {
       const active = ws.workers.filter(w => w.namespace === q.namespace && (w.queues || []).includes(q.queue)).length;
       const o = (q.counts.queued || 0) > 0 ? oldest.get(k) : null;
       return el('tr', { 'data-queue': k },
-        el('td', {}, el('a', { href: '#/q/' + seg(q.namespace) + '/' + seg(q.queue), class: 'qlink' }, k)),
+        el('td', {}, el('a', { href: '#/q/' + seg(q.namespace) + '/' + seg(q.queue), class: 'qlink' }, k),
+          q.paused ? [' ', el('span', { class: 'badge paused', 'data-paused': k }, 'paused')] : null),
         STATES.map(s => el('td', { class: 'num', 'data-count': s }, fmtNum(q.counts[s]))),
         el('td', { class: 'num' }, o && o.created ? fmtAge(Date.now() - Date.parse(o.created)) : '—'),
         el('td', {}, admissionSummary(q.admission)),
@@ -625,13 +627,31 @@ async function queuePage(parts, query) {
   }
   const canSubmit = canOn(qs, 'submit'), canAdmin = canOn(qs, 'admin'), canList = canOn(qs, 'read') || canSubmit;
   const countsHost = el('div', { class: 'counts', id: 'counts' });
+  const pauseHost = el('div', { class: 'actions', id: 'pause' });
   const admHost = el('div', { id: 'admission' });
   $main.appendChild(el('div', { class: 'grid' },
-    el('div', { class: 'card' }, el('h2', { text: 'Depth by state' }), countsHost),
+    el('div', { class: 'card' }, el('h2', { text: 'Depth by state' }), countsHost, pauseHost),
     el('div', { class: 'card' }, el('h2', { text: 'Admission' }), admHost)));
   const showCounts = st => {
     clear(countsHost);
     for (const s of STATES) countsHost.appendChild(el('span', { class: 'badge st-' + s, 'data-count': s }, s + ' ' + fmtNum(st.counts[s])));
+    showPause(!!st.paused);
+  };
+  // Pause and resume: a paused queue accepts submits, and no worker claims from it.
+  const showPause = paused => {
+    clear(pauseHost);
+    pauseHost.appendChild(paused ? el('span', { class: 'badge paused', id: 'paused-badge' }, 'paused: submits accepted, no claims')
+      : el('span', { class: 'muted', id: 'running-note', text: 'not paused' }));
+    if (!canOn(qs, 'admin')) return;
+    pauseHost.appendChild(el('button', { class: paused ? 'primary' : 'danger', id: paused ? 'queue-resume' : 'queue-pause', onclick: async () => {
+      if (!await confirmDialog(paused ? 'Resume this queue? Workers take its queued invocations at once.'
+        : 'Pause this queue? Submits are still accepted; workers claim nothing from it until you resume.', paused ? 'Resume' : 'Pause')) return;
+      try {
+        await api(paused ? 'DELETE' : 'PUT', base + '/pause');
+        toast(paused ? 'Queue resumed' : 'Queue paused');
+        showCounts(await api('GET', base + '/stats'));
+      } catch (err) { if (!isAbort(err)) pauseHost.appendChild(errorBox(paused ? 'Not resumed' : 'Not paused', err, 'This queue')); }
+    } }, paused ? 'Resume' : 'Pause'));
   };
   const chartHost = el('div', { id: 'queue-chart' });
   $main.appendChild(el('div', { class: 'card' }, el('div', { class: 'chart-head' }, el('h2', { text: 'Last hour' }), legend()), chartHost));
@@ -648,6 +668,13 @@ async function queuePage(parts, query) {
     $main.appendChild(el('div', { class: 'notice', text: 'Your token may not list this queue\'s invocations.' }));
     return;
   }
+  const figHost = el('div', { id: 'figures' }, el('p', { class: 'muted loading', text: 'Loading…' }));
+  const waitHost = el('div', { id: 'waiting' }, el('p', { class: 'muted loading', text: 'Loading…' }));
+  $main.appendChild(el('div', { class: 'grid' },
+    el('div', { class: 'card' }, el('h2', { text: 'Run and wait times, throughput (last hour)' }), figHost),
+    el('div', { class: 'card' }, el('h2', { text: 'Queued: ready, delayed, retrying' }), waitHost)));
+  every(10000, async () => drawFigures(figHost, waitHost,
+    await api('GET', '/ui/api/queue?' + new URLSearchParams({ namespace: ns, queue: q }))));
 
   // Filters live in the hash, so a filtered page can be linked and reloaded.
   const stateSel = el('select', { id: 'f-state' }, el('option', { value: '' }, 'all states'), STATES.map(s => el('option', { value: s, selected: query.get('state') === s }, s)));
@@ -666,6 +693,7 @@ async function queuePage(parts, query) {
     el('label', {}, 'State', stateSel), el('label', {}, 'Key prefix', keyIn),
     el('label', {}, 'Created from (UTC)', fromIn), el('label', {}, 'Created to (UTC)', toIn),
     el('button', { class: 'primary', type: 'submit', id: 'f-apply' }, 'Apply')));
+  payloadSearch(ns, q, query);
 
   const actions = el('div', { class: 'actions', id: 'bulk' });
   const tableHost = el('div', { id: 'list' });
@@ -769,6 +797,94 @@ async function queuePage(parts, query) {
   await load();
 }
 
+// drawFigures shows /ui/api/queue: run and wait time percentiles and throughput by outcome
+// over the last hour, and the queued invocations split into ready, delayed and retrying
+// (with the due times of those waiting).
+function drawFigures(figHost, waitHost, f) {
+  const secs = v => v === undefined || v === null ? '—' : v < 1 ? (v * 1000).toFixed(0) + ' ms' : v < 120 ? v.toFixed(1) + ' s' : fmtAge(v * 1000);
+  clear(figHost);
+  const pct = (label, id, p) => el('tr', { id }, el('th', { text: label }), el('td', { class: 'num', 'data-p': 'p50', text: secs(p.p50) }),
+    el('td', { class: 'num', 'data-p': 'p95', text: secs(p.p95) }), el('td', { class: 'num', text: String(p.count) }));
+  figHost.appendChild(el('table', { class: 'figures' },
+    el('thead', {}, el('tr', {}, ['', 'p50', 'p95', 'jobs'].map(h => el('th', { class: h ? 'num' : '', text: h })))),
+    el('tbody', {}, pct('run time', 'fig-run', f.run_time), pct('wait time', 'fig-wait', f.wait_time))));
+  const perHour = el('div', { class: 'counts', id: 'throughput' });
+  for (const s of TERMINAL) perHour.appendChild(el('span', { class: 'badge st-' + s, 'data-throughput': s }, s + ' ' + fmtNum(f.throughput[s]) + '/h'));
+  figHost.appendChild(el('h3', { text: 'Finished in the last hour, by outcome' }));
+  figHost.appendChild(perHour);
+  figHost.appendChild(el('p', { class: 'muted', id: 'fig-note', text: 'From the newest ' + f.sample_limit + ' invocations of each finished state (' +
+    fmtNum(f.sampled) + ' read' + (f.capped ? '; more exist, so these are the newest only' : '') + '). Wait time: from claimable to started.' }));
+  clear(waitHost);
+  const split = el('div', { class: 'counts', id: 'queued-split' },
+    el('span', { class: 'badge st-queued', 'data-split': 'ready' }, 'ready ' + fmtNum(f.ready)),
+    el('span', { class: 'badge st-delayed', 'data-split': 'delayed' }, 'delayed ' + fmtNum(f.delayed)),
+    el('span', { class: 'badge st-retrying', 'data-split': 'retrying' }, 'retrying ' + fmtNum(f.retrying)));
+  waitHost.appendChild(split);
+  waitHost.appendChild(el('p', { class: 'muted', text: 'Of the oldest ' + fmtNum(f.queued) + ' queued' + (f.queued_capped ? ' (the first ' + f.queued_limit + ' read; more exist)' : '') + '.' }));
+  if (!f.waiting.length) {
+    waitHost.appendChild(el('p', { class: 'muted', id: 'waiting-empty', text: 'Nothing delayed or in retry backoff.' }));
+    return;
+  }
+  const now = Date.parse(f.now);
+  waitHost.appendChild(el('div', { class: 'table-wrap' }, el('table', { id: 'waiting-table' },
+    el('thead', {}, el('tr', {}, ['id', 'key', 'why', 'attempt', 'due', 'in', 'last error'].map(h => el('th', { text: h })))),
+    el('tbody', {}, f.waiting.map(w => el('tr', { 'data-id': w.id, 'data-kind': w.kind },
+      el('td', { class: 'mono' }, el('a', { href: '#/i/' + seg(w.id) }, w.id)),
+      el('td', { class: 'mono trunc', text: w.key || '' }),
+      el('td', {}, el('span', { class: 'badge st-' + w.kind, text: w.kind })),
+      el('td', { class: 'num', text: String(w.attempt) }),
+      el('td', { class: 'mono', 'data-due': w.due_at, text: fmtTime(w.due_at) }),
+      el('td', { class: 'num', text: fmtAge(Date.parse(w.due_at) - now) }),
+      el('td', { class: 'trunc', text: w.error ? w.error.type + ': ' + firstLine(w.error.message) : '' })))))));
+}
+
+function firstLine(s) { const i = String(s || '').indexOf('\n'); return i < 0 ? String(s || '') : String(s).slice(0, i) + ' …'; }
+
+// payloadSearch is the queue page's search by a JSON path in the payload
+// (/ui/api/search): it reads a bounded slice of the queue per request (the newest 200 from
+// the cursor) and says so; "Scan older" continues from where it stopped.
+function payloadSearch(ns, q, query) {
+  const pathIn = el('input', { id: 's-path', placeholder: 'payload path, e.g. input.user', value: query.get('path') || '' });
+  const valueIn = el('input', { id: 's-value', placeholder: 'equals (JSON or text; empty: has the path)', value: query.get('value') || '' });
+  const results = el('div', { id: 'search-results' });
+  let found = [];
+  const run = async after => {
+    if (!pathIn.value) { clear(results); return; }
+    const p = new URLSearchParams({ namespace: ns, queue: q, path: pathIn.value });
+    if (valueIn.value) p.set('value', valueIn.value);
+    if (query.get('state')) p.set('state', query.get('state'));
+    if (query.get('key')) p.set('key_prefix', query.get('key'));
+    if (after) p.set('after', after); else found = [];
+    clear(results);
+    results.appendChild(el('p', { class: 'muted loading', id: 's-loading', text: 'Searching…' }));
+    let r;
+    try { r = await api('GET', '/ui/api/search?' + p); } catch (err) {
+      if (isAbort(err)) return;
+      clear(results);
+      results.appendChild(errorBox('Cannot search', err, 'This queue'));
+      return;
+    }
+    found = found.concat(r.invocations);
+    clear(results);
+    results.appendChild(el('p', { id: 's-summary', text: found.length + ' match' + (found.length === 1 ? '' : 'es') + ' in the ' + r.scanned + ' invocations read' + (after ? ' (this page)' : '') + '.' }));
+    if (found.length) {
+      results.appendChild(el('div', { class: 'table-wrap' }, el('table', { id: 's-table' },
+        el('thead', {}, el('tr', {}, ['id', 'key', 'state', 'created'].map(h => el('th', { text: h })))),
+        el('tbody', {}, found.map(i => el('tr', { 'data-id': i.id },
+          el('td', { class: 'mono' }, el('a', { href: '#/i/' + seg(i.id) }, i.id)),
+          el('td', { class: 'mono trunc', text: i.key || '' }), el('td', {}, badge(i.state)),
+          el('td', { class: 'mono', text: fmtTime(i.created_at) })))))));
+    }
+    if (r.next) results.appendChild(el('button', { id: 's-more', onclick: () => run(r.next) }, 'Scan older'));
+  };
+  $main.appendChild(el('div', { class: 'card', id: 'search' }, el('h2', { text: 'Search payloads' }),
+    el('form', { class: 'row', id: 's-form', onsubmit: ev => { ev.preventDefault(); run(''); } },
+      el('label', {}, 'JSON path', pathIn), el('label', {}, 'Value', valueIn),
+      el('button', { class: 'primary', type: 'submit', id: 's-run' }, 'Search')),
+    el('p', { class: 'muted', text: 'Reads the newest 200 invocations per search (with the state and key prefix filters above), not the whole queue; continue with "Scan older".' }),
+    results));
+}
+
 // resubmit submits a copy of invocation id (payload, priority, max attempts, attempt
 // timeout, metadata plus retried_from), without its key (the key names the original).
 async function resubmit(id) {
@@ -857,7 +973,9 @@ async function invocationPage(parts) {
     ];
     head.appendChild(el('dl', { class: 'props' }, props.map(([k, v]) => [el('dt', { text: k }), el('dd', {}, v)])));
     if (inv.error) {
-      head.appendChild(el('div', { class: 'error', id: 'inv-error' }, el('strong', { text: 'Error of attempt ' + inv.error.attempt + ': ' + inv.error.type }), inv.error.message));
+      // Tracebacks keep their lines: the message is preformatted, not one paragraph.
+      head.appendChild(el('div', { class: 'error', id: 'inv-error' }, el('strong', { text: 'Error of attempt ' + inv.error.attempt + ': ' + inv.error.type }),
+        el('pre', { class: 'traceback', id: 'inv-traceback', text: inv.error.message })));
     }
     if (canSubmit) {
       const acts = el('div', { class: 'actions' });
@@ -942,18 +1060,85 @@ async function workersPage() {
       host.appendChild(el('div', { class: 'notice', id: 'no-workers' }, 'No worker seen in the last 5 minutes.'));
       return;
     }
+    const now = Date.now();
     host.appendChild(el('div', { class: 'table-wrap' }, el('table', { id: 'worker-table' },
-      el('thead', {}, el('tr', {}, ['worker', 'namespace', 'host', 'pid', 'queues', 'running', 'started', 'last heartbeat'].map(h => el('th', { text: h })))),
+      el('thead', {}, el('tr', {}, ['worker', 'status', 'namespace', 'host', 'pid', 'queues', 'jobs held (age)', 'started', 'last heartbeat'].map(h => el('th', { text: h })))),
       el('tbody', {}, ws.map(w => {
-        const jobs = running.get(w.namespace + '\u0000' + w.id) || [];
-        return el('tr', { 'data-worker': w.id },
-          el('td', { class: 'mono', text: w.id }), el('td', { text: w.namespace }), el('td', { text: w.host }),
+        const jobs = (running.get(w.namespace + '\u0000' + w.id) || []).sort((a, b) => Date.parse(a.started_at) - Date.parse(b.started_at));
+        const st = workerStatus(w, jobs, now);
+        return el('tr', { 'data-worker': w.id, 'data-status': st.status, class: st.status === 'alive' ? '' : 'stale' },
+          el('td', { class: 'mono', text: w.id }),
+          el('td', {}, el('span', { class: 'badge w-' + st.status, 'data-worker-status': st.status, title: st.why, text: st.status }),
+            st.why ? el('div', { class: 'muted small', text: st.why }) : null),
+          el('td', { text: w.namespace }), el('td', { text: w.host }),
           el('td', { class: 'num', text: String(w.pid) }),
           el('td', {}, (w.queues || []).map((q, i) => [i ? ', ' : '', el('a', { href: '#/q/' + seg(w.namespace) + '/' + seg(q) }, q)])),
-          el('td', {}, jobs.length ? jobs.slice(0, 5).map((j, i) => [i ? ' ' : '', el('a', { class: 'mono', href: '#/i/' + seg(j.id) }, j.id.slice(-8))]) : '—',
-            jobs.length > 5 ? ' +' + (jobs.length - 5) : ''),
+          el('td', { class: 'held' }, jobs.length ? jobs.slice(0, 10).map(j => el('div', { 'data-held': j.id },
+            el('a', { class: 'mono', href: '#/i/' + seg(j.id) }, j.id.slice(-8)), ' ',
+            el('span', { class: 'muted', 'data-age': j.id, text: fmtAge(now - Date.parse(j.started_at)) }))) : '—',
+            jobs.length > 10 ? el('div', { class: 'muted', text: '+' + (jobs.length - 10) + ' more' }) : null),
           el('td', { class: 'mono', text: fmtTime(w.started_at) }),
-          el('td', { text: fmtAge(Date.now() - Date.parse(w.last_seen)) + ' ago' }));
+          el('td', { text: fmtAge(now - Date.parse(w.last_seen)) + ' ago' }));
+      })))));
+    host.appendChild(el('p', { class: 'muted', text: 'A worker is stale when its last heartbeat is older than its lease (' + DEFAULT_LEASE_S +
+      ' s unless its jobs hold longer leases): it most likely died, and its jobs return to the queue when their leases expire. Dead: it holds jobs whose leases have expired.' }));
+  });
+}
+
+// DEFAULT_LEASE_S is the plane's default lease (plane.LeaseTTLDefault), in seconds.
+const DEFAULT_LEASE_S = 30;
+
+// workerStatus says whether worker w is alive, stale (its last heartbeat is older than its
+// lease: the longest lease of the jobs it holds, else the default) or dead (it holds jobs
+// whose leases have all expired).
+function workerStatus(w, jobs, now) {
+  const seen = Date.parse(w.last_seen);
+  let lease = DEFAULT_LEASE_S * 1000;
+  for (const j of jobs) if (j.lease_expires_at) lease = Math.max(lease, Date.parse(j.lease_expires_at) - seen);
+  if (jobs.length && jobs.every(j => j.lease_expires_at && Date.parse(j.lease_expires_at) < now)) {
+    return { status: 'dead', why: 'the leases of the ' + jobs.length + ' job' + (jobs.length === 1 ? '' : 's') + ' it holds have expired' };
+  }
+  if (now - seen > lease) return { status: 'stale', why: 'no heartbeat for ' + fmtAge(now - seen) + ', longer than its ' + fmtAge(lease) + ' lease' };
+  return { status: 'alive', why: '' };
+}
+
+// ---------- schedules ----------
+
+// schedulesPage lists the durable schedules the token covers (docs/semantics.md,
+// "Schedules"): rule, queue, catch-up policy, last fire (linking its job) and next fire, with
+// pause and resume.
+async function schedulesPage() {
+  $main.appendChild(el('h1', { text: 'Schedules' }));
+  const host = el('div', { id: 'schedules' });
+  $main.appendChild(host);
+  const act = async (sc, verb) => {
+    try {
+      await api('POST', '/v1/namespaces/' + seg(sc.namespace) + '/schedules/' + seg(sc.name) + '/' + verb);
+      route();
+    } catch (err) { if (!isAbort(err)) toast(err.message); }
+  };
+  every(5000, async () => {
+    const list = (await api('GET', '/v1/schedules')).schedules;
+    clear(host);
+    if (list.length === 0) {
+      host.appendChild(el('div', { class: 'notice', id: 'no-schedules' }, 'No schedule. Add one with: lakeshore schedule add NAME "0 3 * * *" --queue QUEUE'));
+      return;
+    }
+    host.appendChild(el('div', { class: 'table-wrap' }, el('table', { id: 'schedule-table' },
+      el('thead', {}, el('tr', {}, ['schedule', 'rule', 'queue', 'catch-up', 'last fire', 'next fire', ''].map(h => el('th', { text: h })))),
+      el('tbody', {}, list.map(sc => {
+        const rule = sc.cron ? sc.cron + (sc.time_zone ? ' (' + sc.time_zone + ')' : '') : 'every ' + fmtAge(sc.every * 1000);
+        return el('tr', { 'data-schedule': sc.namespace + '/' + sc.name },
+          el('td', { text: sc.namespace + '/' + sc.name }),
+          el('td', { class: 'mono', text: rule }),
+          el('td', {}, el('a', { href: '#/q/' + seg(sc.namespace) + '/' + seg(sc.queue) }, sc.queue)),
+          el('td', { text: sc.catch_up || 'once' }),
+          el('td', {}, sc.last_fire ? [el('span', { class: 'mono', text: fmtTime(sc.last_fire) }), ' ',
+            sc.last_id ? el('a', { class: 'mono', href: '#/i/' + seg(sc.last_id) }, sc.last_id.slice(-8)) : ''] : '—'),
+          el('td', { class: 'mono', text: sc.paused ? 'paused' : fmtTime(sc.next_fire) }),
+          el('td', {}, sc.paused
+            ? el('button', { class: 'sched-resume', onclick: () => act(sc, 'resume') }, 'Resume')
+            : el('button', { class: 'sched-pause', onclick: () => act(sc, 'pause') }, 'Pause')));
       })))));
   });
 }

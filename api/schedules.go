@@ -1,0 +1,64 @@
+package api
+
+//go:generate go run github.com/tinylib/msgp -file schedules.go -o schedules_gen.go -io=false -tests=false -unexported=false
+
+//msgp:newtime
+//msgp:limit arrays:1000000 maps:100000
+
+import (
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Schedule is plane.Schedule on the wire: the body of PUT
+// /v1/namespaces/{namespace}/schedules/{name} (namespace and name from the path) and the
+// answer of the schedule routes. Durations are seconds. NextFire, LastFire, LastID,
+// CreatedAt and UpdatedAt are the plane's (ignored in a request).
+type Schedule struct {
+	Namespace string `json:"namespace,omitzero" msg:"namespace,omitempty"`
+	Name      string `json:"name,omitzero" msg:"name,omitempty"`
+	// Queue receives the fires. Required.
+	Queue string `json:"queue" msg:"queue"`
+	// Cron is a five-field cron expression or @hourly/@daily/@weekly/@monthly/@yearly;
+	// Every an interval in seconds (≥ 1). Exactly one.
+	Cron     string  `json:"cron,omitzero" msg:"cron,omitempty"`
+	Every    float64 `json:"every,omitzero" msg:"every,omitempty"`
+	TimeZone string  `json:"time_zone,omitzero" msg:"time_zone,omitempty"`
+	// Payload is every fire's payload (a JSON value in JSON bodies).
+	Payload        Value             `json:"payload,omitzero" msg:"payload,omitzero"`
+	Priority       float64           `json:"priority,omitzero" msg:"priority,omitempty"`
+	MaxAttempts    int               `json:"max_attempts,omitzero" msg:"max_attempts,omitempty"`
+	AttemptTimeout float64           `json:"attempt_timeout,omitzero" msg:"attempt_timeout,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitzero" msg:"metadata,omitempty"`
+	// CatchUp is once (default), skip or all.
+	CatchUp string `json:"catch_up,omitzero" msg:"catch_up,omitempty"`
+	Paused  bool   `json:"paused,omitzero" msg:"paused,omitempty"`
+
+	NextFire  time.Time `json:"next_fire,omitzero" msg:"next_fire,omitzero"`
+	LastFire  time.Time `json:"last_fire,omitzero" msg:"last_fire,omitzero"`
+	LastID    string    `json:"last_id,omitzero" msg:"last_id,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero" msg:"created_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero" msg:"updated_at,omitzero"`
+}
+
+// SchedulesResponse answers GET /v1/schedules, ordered by namespace then name.
+type SchedulesResponse struct {
+	Schedules []Schedule `json:"schedules" msg:"schedules"`
+}
+
+// NewSchedule converts s to its wire form.
+func NewSchedule(s *plane.Schedule) Schedule {
+	return Schedule{Namespace: s.Namespace, Name: s.Name, Queue: s.Queue, Cron: s.Cron, Every: Seconds(s.Every),
+		TimeZone: s.TimeZone, Payload: Value{Wire: s.Payload}, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
+		AttemptTimeout: Seconds(s.AttemptTimeout), Metadata: s.Metadata, CatchUp: string(s.CatchUp), Paused: s.Paused,
+		NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+// Plane converts s back to a plane.Schedule (the plane's fields included).
+func (s *Schedule) Plane() *plane.Schedule {
+	return &plane.Schedule{Namespace: s.Namespace, Name: s.Name, Queue: s.Queue, Cron: s.Cron, Every: Duration(s.Every),
+		TimeZone: s.TimeZone, Payload: s.Payload.Wire, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
+		AttemptTimeout: Duration(s.AttemptTimeout), Metadata: s.Metadata, CatchUp: plane.CatchUp(s.CatchUp), Paused: s.Paused,
+		NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}

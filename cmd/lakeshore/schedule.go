@@ -1,0 +1,257 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+func newScheduleCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "schedule",
+		Short: "Durable schedules: submit a payload to a queue at each tick of a cron expression or interval",
+		Long: `A schedule submits its payload to its queue at each tick of its rule (a five-field
+cron expression in a time zone, or an interval), once per tick whatever the number of
+processes, restarts or leader changes: the plane's maintenance fires it, keyed by
+schedule/NAME/TICK. Missed ticks after downtime follow --catch-up (once, skip or all).
+See docs/semantics.md, "Schedules".`,
+		Args: exactArgs(0),
+		RunE: unknownSubcommand,
+	}
+	c.AddCommand(newScheduleAddCmd(a), newScheduleListCmd(a), newScheduleRemoveCmd(a),
+		newSchedulePauseCmd(a, true), newSchedulePauseCmd(a, false))
+	return c
+}
+
+func newScheduleAddCmd(a *app) *cobra.Command {
+	var (
+		queue, payload, timeZone, catchUp string
+		every, attemptTimeout             time.Duration
+		priority                          float64
+		maxAttempts                       int
+		paused, asString                  bool
+	)
+	c := &cobra.Command{
+		Use:   "add NAME [CRON] --queue QUEUE [--every 10m] [--payload JSON]",
+		Short: "Create or replace a schedule",
+		Long: `Create schedule NAME, or replace the one of that name. Give a cron expression
+(minute hour day-of-month month day-of-week, or @hourly, @daily, @weekly, @monthly,
+@yearly) read in --time-zone (default UTC), or --every for an interval (ticks at its
+multiples since the Unix epoch). The first fire is the first tick after now. Prints the
+schedule's next fire.`,
+		Example: `  lakeshore schedule add nightly "0 3 * * *" --queue eval --payload '{"suite": "full"}'
+  lakeshore schedule add paris-morning "30 7 * * 1-5" --time-zone Europe/Paris --queue reports
+  lakeshore schedule add heartbeat --every 10m --queue probes --catch-up skip`,
+		Args: rangeArgs(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			if queue == "" {
+				return usagef("schedule add: give the queue the fires go to with --queue")
+			}
+			var cron string
+			if len(args) == 2 {
+				cron = args[1]
+			}
+			if cron == "" && every == 0 {
+				return usagef(`schedule add: give a cron expression ("0 3 * * *") or --every`)
+			}
+			var value any
+			if c.Flags().Changed("payload") {
+				value = payload
+				if !asString {
+					var err error
+					if value, err = parseJSON([]byte(payload)); err != nil {
+						return jsonInputError("payload", err)
+					}
+				}
+			}
+			d, q, err := a.queue(c.Context(), queue)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			sc, err := q.Schedule(c.Context(), args[0], value, &lakeshore.ScheduleOptions{Cron: cron, Every: every,
+				TimeZone: timeZone, CatchUp: lakeshore.CatchUp(catchUp), Paused: paused, Priority: priority,
+				MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(scheduleJSON(sc))
+			}
+			if sc.Paused {
+				_, err = fmt.Fprintf(a.stdout, "schedule %s (%s) to %s: paused\n", sc.Name, sc.String(), sc.Queue)
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "schedule %s (%s) to %s: next fire %s\n", sc.Name, sc.String(), sc.Queue,
+				sc.NextFire.Format(time.RFC3339))
+			return err
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&queue, "queue", "", "the queue every fire is submitted to (required)")
+	f.StringVar(&payload, "payload", "", "the payload of every fire, JSON (default null)")
+	f.BoolVar(&asString, "string", false, "take --payload as a plain string, not JSON")
+	f.DurationVar(&every, "every", 0, "an interval instead of a cron expression, e.g. 10m (at least 1s)")
+	f.StringVar(&timeZone, "time-zone", "", "the IANA time zone the cron expression is read in, e.g. Europe/Paris (default UTC)")
+	f.StringVar(&catchUp, "catch-up", "", "missed ticks after downtime: once (the latest, the default), skip (none) or all (each)")
+	f.BoolVar(&paused, "paused", false, "store the schedule paused")
+	f.Float64Var(&priority, "priority", 0, "priority of every fire")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before a fire fails (default 3)")
+	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt of a fire (default none)")
+	return c
+}
+
+// scheduleJSON is the --json form of a schedule (the HTTP API's field names).
+func scheduleJSON(sc *lakeshore.Schedule) map[string]any {
+	out := map[string]any{"namespace": sc.Namespace, "name": sc.Name, "queue": sc.Queue, "paused": sc.Paused,
+		"catch_up": string(sc.CatchUp)}
+	if sc.CatchUp == "" {
+		out["catch_up"] = string(lakeshore.CatchUpOnce)
+	}
+	if sc.Cron != "" {
+		out["cron"] = sc.Cron
+	} else {
+		out["every"] = sc.Every.Seconds()
+	}
+	if sc.TimeZone != "" {
+		out["time_zone"] = sc.TimeZone
+	}
+	for name, t := range map[string]time.Time{"next_fire": sc.NextFire, "last_fire": sc.LastFire} {
+		if !t.IsZero() {
+			out[name] = t.Format(time.RFC3339Nano)
+		}
+	}
+	if sc.LastID != "" {
+		out["last_id"] = sc.LastID
+	}
+	return out
+}
+
+func newScheduleListCmd(a *app) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "list [--all-namespaces]",
+		Short: "List the schedules with their last and next fire",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			ns := d.Namespace()
+			if all {
+				ns = ""
+			}
+			list, err := d.Schedules(c.Context(), ns)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				out := make([]map[string]any, len(list))
+				for i := range list {
+					out[i] = scheduleJSON(&list[i])
+				}
+				return a.printJSON(out)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tRULE\tQUEUE\tCATCH-UP\tLAST FIRE\tNEXT FIRE")
+			for i := range list {
+				sc := &list[i]
+				name := sc.Name
+				if all {
+					name = sc.Namespace + "/" + sc.Name
+				}
+				next := "paused"
+				if !sc.Paused {
+					next = stamp(sc.NextFire)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, sc.String(), sc.Queue,
+					strings.TrimSpace(string(cmpCatchUp(sc.CatchUp))), stamp(sc.LastFire), next)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&all, "all-namespaces", false, "list the schedules of every namespace")
+	return c
+}
+
+func cmpCatchUp(c lakeshore.CatchUp) lakeshore.CatchUp {
+	if c == "" {
+		return lakeshore.CatchUpOnce
+	}
+	return c
+}
+
+// stamp prints a fire time in RFC 3339 UTC, or - for none.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func newScheduleRemoveCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Delete a schedule (the jobs it submitted stay)",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			ok, err := d.RemoveSchedule(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"removed": ok})
+			}
+			if !ok {
+				_, err = fmt.Fprintf(a.stdout, "no schedule %s\n", args[0])
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "removed %s\n", args[0])
+			return err
+		},
+	}
+}
+
+func newSchedulePauseCmd(a *app, paused bool) *cobra.Command {
+	verb, short := "resume", "Resume a paused schedule from its next tick (the ticks missed while paused are skipped)"
+	if paused {
+		verb, short = "pause", "Pause a schedule: it fires nothing until resumed"
+	}
+	return &cobra.Command{
+		Use:   verb + " NAME",
+		Short: short,
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			d, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			sc, err := d.PauseSchedule(c.Context(), args[0], paused)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(scheduleJSON(sc))
+			}
+			if sc.Paused {
+				_, err = fmt.Fprintf(a.stdout, "paused %s\n", sc.Name)
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "resumed %s: next fire %s\n", sc.Name, stamp(sc.NextFire))
+			return err
+		},
+	}
+}

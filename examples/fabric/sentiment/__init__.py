@@ -1,0 +1,1 @@
+"""A toy sentiment model, shipped with each run (examples/fabric)."""

@@ -1,0 +1,400 @@
+package fabric
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// File is one file of a code tree: its slash-separated path below the root, whether it
+// is executable (archived as mode 0755, else 0644), its size and its SHA-256.
+type File struct {
+	Path       string
+	Executable bool
+	Size       int64
+	SHA256     [32]byte
+}
+
+// digestRe is the form of a code digest: 64 lowercase hex digits.
+var digestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// ValidDigest reports whether s has the form of a code digest (64 lowercase hex digits).
+func ValidDigest(s string) bool { return digestRe.MatchString(s) }
+
+// Digest returns the digest of a code tree: the SHA-256, in lowercase hex, of the text
+// "lakeshore code 1\n" followed, for each file in byte order of its path, by
+// "<path>\x00<644 or 755>\x00<size>\x00<sha256 hex>\n". It depends on the files'
+// paths, contents and executable bits only — not on the archive's bytes, times or
+// owners — so the Go and Python SDKs agree on it (fabric/testdata/vectors.json).
+func Digest(files []File) string {
+	sorted := slices.Clone(files)
+	slices.SortFunc(sorted, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	h := sha256.New()
+	io.WriteString(h, "lakeshore code 1\n")
+	for _, f := range sorted {
+		mode := "644"
+		if f.Executable {
+			mode = "755"
+		}
+		fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\n", f.Path, mode, f.Size, hex.EncodeToString(f.SHA256[:]))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// CodeError is code that cannot be shipped or unpacked: a tree over the size ceiling, a
+// bad archive entry, a digest that does not match. Its Code is "invalid_code".
+type CodeError struct{ Message string }
+
+// Code is the error's stable code, "invalid_code".
+func (e *CodeError) Code() string  { return "invalid_code" }
+func (e *CodeError) Error() string { return e.Message }
+
+func codeErr(format string, args ...any) error {
+	return &CodeError{Message: fmt.Sprintf(format, args...)}
+}
+
+// checkPath checks an archive or tree path: relative, slash-separated, clean, no "..",
+// no NUL, newline or backslash.
+func checkPath(p string) error {
+	if p == "" || strings.ContainsAny(p, "\x00\n\\") || path.IsAbs(p) || path.Clean(p) != p || p == "." ||
+		p == ".." || strings.HasPrefix(p, "../") {
+		return codeErr("bad path %q in the code tree: want a clean relative path with no \"..\", backslash, NUL or newline", p)
+	}
+	return nil
+}
+
+// GitFiles lists the files git would ship from the work tree at root: tracked files and
+// untracked ones not ignored (git ls-files --cached --others --exclude-standard), minus
+// deleted ones, symbolic links and anything not a regular file. Paths are relative to
+// root. Errors: git's, with its message.
+func GitFiles(root string) ([]string, error) {
+	cmd := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("list the git tree at %s: %v: %s", root, err, strings.TrimSpace(stderr.String()))
+	}
+	var files []string
+	for p := range strings.SplitSeq(string(out), "\x00") {
+		if p == "" {
+			continue
+		}
+		st, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p)))
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		files = append(files, p)
+	}
+	slices.Sort(files)
+	return slices.Compact(files), nil
+}
+
+// MountFiles lists the regular files of the mounts below root (no symbolic links, no
+// .git directories), filtered by each mount's Include and Exclude, as paths relative to
+// root.
+func MountFiles(root string, mounts []Mount) ([]string, error) {
+	var files []string
+	for _, m := range mounts {
+		base := filepath.Join(root, filepath.FromSlash(m.Path))
+		err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == ".git" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			rel, err := filepath.Rel(base, p)
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			if len(m.Include) > 0 && !matchAny(m.Include, rel) || matchAny(m.Exclude, rel) {
+				return nil
+			}
+			files = append(files, path.Join(m.Path, rel))
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list mount %s: %w", m.Path, err)
+		}
+	}
+	slices.Sort(files)
+	return slices.Compact(files), nil
+}
+
+func checkPattern(p string) error {
+	_, err := path.Match(p, "")
+	return err
+}
+
+// matchAny reports whether a pattern matches rel: the whole path, a leading directory of
+// it, or (for a pattern without "/") any one component.
+func matchAny(patterns []string, rel string) bool {
+	parts := strings.Split(rel, "/")
+	for _, p := range patterns {
+		slash := strings.Contains(p, "/")
+		for i := range parts {
+			if ok, _ := path.Match(p, strings.Join(parts[:i+1], "/")); ok {
+				return true
+			}
+			if !slash {
+				if ok, _ := path.Match(p, parts[i]); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// HashFiles reads the named files below root and returns them as Files.
+func HashFiles(root string, paths []string) ([]File, error) {
+	out := make([]File, 0, len(paths))
+	for _, p := range paths {
+		if err := checkPath(p); err != nil {
+			return nil, err
+		}
+		f, err := os.Open(filepath.Join(root, filepath.FromSlash(p)))
+		if err != nil {
+			return nil, err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		file := File{Path: p, Executable: st.Mode()&0o111 != 0, Size: n}
+		copy(file.SHA256[:], h.Sum(nil))
+		out = append(out, file)
+	}
+	return out, nil
+}
+
+// Snapshot is a code tree ready to ship: its files, digest and archive.
+type Snapshot struct {
+	Files   []File
+	Digest  string
+	Archive []byte
+}
+
+// Files lists what a submit ships from the project at root: the mounts of code when it
+// has some, else the git tree.
+func Files(root string, code *Code) ([]string, error) {
+	if code != nil && len(code.Mounts) > 0 {
+		return MountFiles(root, code.Mounts)
+	}
+	return GitFiles(root)
+}
+
+// Take snapshots the code of the project at root: lists (Files), hashes and archives it
+// (WriteArchive). Errors: *CodeError when the compressed archive exceeds maxBytes (> 0).
+func Take(root string, code *Code) (*Snapshot, error) {
+	paths, err := Files(root, code)
+	if err != nil {
+		return nil, err
+	}
+	files, err := HashFiles(root, paths)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := WriteArchive(&buf, root, files); err != nil {
+		return nil, err
+	}
+	limit := int64(DefaultMaxCodeBytes)
+	if code != nil && code.MaxBytes > 0 {
+		limit = code.MaxBytes
+	}
+	if int64(buf.Len()) > limit {
+		return nil, codeErr("the code archive of %s is %d bytes compressed, over the ceiling of %d (code.max_size in %s; exclude large files with code.mounts' exclude)", root, buf.Len(), limit, ConfigFileName)
+	}
+	return &Snapshot{Files: files, Digest: Digest(files), Archive: buf.Bytes()}, nil
+}
+
+// WriteArchive writes the deterministic archive of files (read again from root, and
+// checked against their hashes) to w: a gzip-compressed tar of regular-file entries in
+// path order, mode 0644 or 0755, modification time 0, owner 0.
+func WriteArchive(w io.Writer, root string, files []File) error {
+	sorted := slices.Clone(files)
+	slices.SortFunc(sorted, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	tw := tar.NewWriter(zw)
+	for _, f := range sorted {
+		mode := int64(0o644)
+		if f.Executable {
+			mode = 0o755
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.Path, Mode: mode, Size: f.Size, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		in, err := os.Open(filepath.Join(root, filepath.FromSlash(f.Path)))
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		_, err = io.Copy(io.MultiWriter(tw, h), io.LimitReader(in, f.Size))
+		in.Close()
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(h.Sum(nil), f.SHA256[:]) {
+			return codeErr("%s changed while the code was archived: submit again", f.Path)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// Limits bound what ReadArchive accepts.
+type Limits struct {
+	// MaxBytes bounds the files' total uncompressed size (default 4 GiB).
+	MaxBytes int64
+	// MaxFiles bounds the number of entries (default 200,000).
+	MaxFiles int
+}
+
+// ReadArchive reads a code archive, checking every entry (regular files and directories
+// only; clean relative paths; no duplicates; the limits), and returns its files and
+// digest. With dir not "", it also writes the files below dir (which must exist; the
+// caller unpacks into a fresh directory and renames it into place once the digest is
+// checked, so that a crash never leaves a half-unpacked entry under its final name).
+// Errors: *CodeError for a bad archive.
+func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error) {
+	if limits.MaxBytes <= 0 {
+		limits.MaxBytes = 4 << 30
+	}
+	if limits.MaxFiles <= 0 {
+		limits.MaxFiles = 200_000
+	}
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, "", codeErr("the code archive is not gzip-compressed: %v", err)
+	}
+	tr := tar.NewReader(zr)
+	var files []File
+	seen := map[string]bool{}
+	var total int64
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, "", codeErr("the code archive is damaged: %v", err)
+		}
+		name := strings.TrimSuffix(hdr.Name, "/")
+		if err := checkPath(name); err != nil {
+			return nil, "", err
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			continue
+		case tar.TypeReg:
+		default:
+			return nil, "", codeErr("the code archive holds %q of tar type %q: only regular files are allowed (no links or devices)", name, string(hdr.Typeflag))
+		}
+		if seen[name] {
+			return nil, "", codeErr("the code archive holds %q twice", name)
+		}
+		seen[name] = true
+		if len(files) >= limits.MaxFiles {
+			return nil, "", codeErr("the code archive holds more than %d files", limits.MaxFiles)
+		}
+		total += hdr.Size
+		if hdr.Size < 0 || total > limits.MaxBytes {
+			return nil, "", codeErr("the code archive unpacks to more than %d bytes", limits.MaxBytes)
+		}
+		h := sha256.New()
+		var dst io.Writer = h
+		var out *os.File
+		if dir != "" {
+			target := filepath.Join(dir, filepath.FromSlash(name))
+			if err := mkdirInside(dir, filepath.Dir(target)); err != nil {
+				return nil, "", err
+			}
+			mode := os.FileMode(0o644)
+			if hdr.Mode&0o111 != 0 {
+				mode = 0o755
+			}
+			if out, err = os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode); err != nil {
+				return nil, "", err
+			}
+			dst = io.MultiWriter(h, out)
+		}
+		n, err := io.Copy(dst, io.LimitReader(tr, hdr.Size))
+		if out != nil {
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return nil, "", codeErr("the code archive is damaged at %q: %v", name, err)
+		}
+		if n != hdr.Size {
+			return nil, "", codeErr("the code archive is cut short at %q", name)
+		}
+		f := File{Path: name, Executable: hdr.Mode&0o111 != 0, Size: n}
+		copy(f.SHA256[:], h.Sum(nil))
+		files = append(files, f)
+	}
+	return files, Digest(files), nil
+}
+
+// mkdirInside creates dir (inside root) with its parents, refusing a path that leaves
+// root through an existing symbolic link.
+func mkdirInside(root, dir string) error {
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return codeErr("bad directory %q in the code archive", dir)
+	}
+	cur := root
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		st, err := os.Lstat(cur)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Mkdir(cur, 0o755); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case !st.IsDir():
+			return codeErr("the code archive uses %q both as a file and as a directory", strconv.Quote(cur))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,352 @@
+package fabric
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/vectors.json's expected answers")
+
+// vectors is fabric/testdata/vectors.json: the answers both SDKs must give
+// (python/tests/test_fabric.py reads the same file).
+type vectors struct {
+	Comment  string `json:"comment"`
+	HostKeys []struct {
+		Name    string `json:"name"`
+		YAML    string `json:"yaml"`
+		Mode    string `json:"mode"`
+		HostKey string `json:"host_key"`
+	} `json:"host_keys"`
+	CPUs   [][2]any `json:"cpus"`
+	Memory [][2]any `json:"memory"`
+	Code   []struct {
+		Name  string `json:"name"`
+		Files []struct {
+			Path       string `json:"path"`
+			Content    string `json:"content"`
+			Executable bool   `json:"executable"`
+		} `json:"files"`
+		Digest string `json:"digest"`
+	} `json:"code"`
+	Errors []struct {
+		YAML     string `json:"yaml"`
+		Line     int    `json:"line"`
+		Field    string `json:"field"`
+		Contains string `json:"contains"`
+	} `json:"errors"`
+}
+
+func loadVectors(t *testing.T) (*vectors, string) {
+	p := filepath.Join("testdata", "vectors.json")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v vectors
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	return &v, p
+}
+
+func TestVectors(t *testing.T) {
+	v, p := loadVectors(t)
+	for i, hk := range v.HostKeys {
+		c, err := Parse("vectors.yaml", []byte(hk.YAML))
+		if err != nil {
+			t.Fatalf("%s: %v", hk.Name, err)
+		}
+		m, err := c.Mode(hk.Mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := HostKey(m)
+		if *update {
+			v.HostKeys[i].HostKey = got
+		} else if got != hk.HostKey {
+			t.Errorf("%s: host key %s, want %s", hk.Name, got, hk.HostKey)
+		}
+	}
+	for _, c := range v.CPUs {
+		got, err := ParseCPUs(c[0].(string))
+		if want, ok := c[1].(float64); ok {
+			if err != nil || got != int64(want) {
+				t.Errorf("cpus %q: %d, %v; want %v", c[0], got, err, want)
+			}
+		} else if err == nil {
+			t.Errorf("cpus %q: %d, want an error", c[0], got)
+		}
+	}
+	for _, c := range v.Memory {
+		got, err := ParseMemory(c[0].(string))
+		if want, ok := c[1].(float64); ok {
+			if err != nil || got != int64(want) {
+				t.Errorf("memory %q: %d, %v; want %v", c[0], got, err, want)
+			}
+		} else if err == nil {
+			t.Errorf("memory %q: %d, want an error", c[0], got)
+		}
+	}
+	for i, c := range v.Code {
+		root := t.TempDir()
+		var paths []string
+		for _, f := range c.Files {
+			full := filepath.Join(root, filepath.FromSlash(f.Path))
+			os.MkdirAll(filepath.Dir(full), 0o755)
+			mode := os.FileMode(0o644)
+			if f.Executable {
+				mode = 0o755
+			}
+			if err := os.WriteFile(full, []byte(f.Content), mode); err != nil {
+				t.Fatal(err)
+			}
+			paths = append(paths, f.Path)
+		}
+		files, err := HashFiles(root, paths)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := Digest(files)
+		if *update {
+			v.Code[i].Digest = got
+		} else if got != c.Digest {
+			t.Errorf("%s: digest %s, want %s", c.Name, got, c.Digest)
+		}
+		// The archive unpacks to the same digest.
+		var buf bytes.Buffer
+		if err := WriteArchive(&buf, root, files); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if _, d, err := ReadArchive(bytes.NewReader(buf.Bytes()), dir, Limits{}); err != nil || d != got {
+			t.Errorf("%s: unpacked digest %s, %v; want %s", c.Name, d, err, got)
+		}
+	}
+	for _, e := range v.Errors {
+		_, err := Parse("vectors.yaml", []byte(e.YAML))
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			t.Errorf("%q: %v, want a *ConfigError", e.YAML, err)
+			continue
+		}
+		if ce.Line != e.Line || ce.Field != e.Field || !strings.Contains(ce.Error(), e.Contains) {
+			t.Errorf("%q: line %d field %q %q; want line %d field %q containing %q", e.YAML, ce.Line, ce.Field, ce.Error(), e.Line, e.Field, e.Contains)
+		}
+	}
+	if *update {
+		data, _ := json.MarshalIndent(v, "", "  ")
+		if err := os.WriteFile(p, append(data, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const sample = `
+providers:
+  slurm-gpu:
+    type: slurm
+    partition: gpu
+modes:
+  a100:
+    resources: {cpus: 8, memory: 64GiB, gpus: 1, gpu_type: a100, labels: {zone: us-east}}
+    setup:
+      - pip install -r requirements.txt
+    run_setup: [mkdir -p /tmp/scratch]
+    env: {HF_HOME: /cache/hf}
+    provider: slurm-gpu
+    time_limit: 2h
+  cpu:
+    resources: {cpus: 0.5}
+    code: false
+code:
+  max_size: 50MB
+  mounts:
+    - path: src
+      exclude: ["*.pyc", __pycache__]
+`
+
+func TestParse(t *testing.T) {
+	c, err := Parse("/p/lakeshore.yaml", []byte(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Mode("a100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.Resources
+	if r.MilliCPUs != 8000 || r.MemoryBytes != 64<<30 || r.GPUs != 1 || r.GPUType != "a100" || r.Labels["zone"] != "us-east" {
+		t.Errorf("resources %+v", r)
+	}
+	if m.Provider != "slurm-gpu" || m.TimeLimit != 2*time.Hour || !m.Code || m.Env["HF_HOME"] != "/cache/hf" || len(m.Setup) != 1 || len(m.RunSetup) != 1 {
+		t.Errorf("mode %+v", m)
+	}
+	if c.Modes["cpu"].Code || c.Modes["cpu"].Resources.MilliCPUs != 500 {
+		t.Errorf("cpu mode %+v", c.Modes["cpu"])
+	}
+	if c.Code.MaxBytes != 50e6 || c.Code.Mounts[0].Path != "src" || len(c.Code.Mounts[0].Exclude) != 2 {
+		t.Errorf("code %+v", c.Code)
+	}
+	if c.Providers["slurm-gpu"].Options["partition"] != "gpu" {
+		t.Errorf("providers %+v", c.Providers)
+	}
+	_, err = c.Mode("h100")
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `no mode "h100" (allowed: a100, cpu)`) {
+		t.Errorf("unknown mode: %v", err)
+	}
+	md := m.Metadata("ab")
+	var decl RunDeclaration
+	if err := json.Unmarshal([]byte(md[MetaRun]), &decl); err != nil || decl.GPUs != 1 || decl.HostKey != md[MetaHostKey] || md[MetaCode] != "ab" {
+		t.Errorf("metadata %v (%v)", md, err)
+	}
+	// Env, run_setup and the time limit do not change the host key; setup does.
+	m2 := *m
+	m2.Env, m2.RunSetup, m2.TimeLimit = nil, nil, 0
+	if HostKey(&m2) != HostKey(m) {
+		t.Error("per-run fields changed the host key")
+	}
+	m2.Setup = []string{"pip install torch"}
+	if HostKey(&m2) == HostKey(m) {
+		t.Error("setup did not change the host key")
+	}
+}
+
+func TestFind(t *testing.T) {
+	root := t.TempDir()
+	deep := filepath.Join(root, "a", "b")
+	os.MkdirAll(deep, 0o755)
+	os.WriteFile(filepath.Join(root, ConfigFileName), []byte("modes: {x: {}}\n"), 0o644)
+	noenv := func(string) string { return "" }
+	p, err := Find(deep, noenv)
+	if err != nil || p != filepath.Join(root, ConfigFileName) {
+		t.Fatalf("Find: %q, %v", p, err)
+	}
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	os.WriteFile(other, []byte("modes: {y: {}}\n"), 0o644)
+	c, err := Load(deep, func(k string) string {
+		if k == EnvConfig {
+			return other
+		}
+		return ""
+	})
+	if err != nil || c.Modes["y"] == nil {
+		t.Fatalf("Load with %s: %v, %v", EnvConfig, c, err)
+	}
+	if _, err := Find(t.TempDir(), noenv); !errors.Is(err, ErrNoConfig) && err != nil {
+		t.Fatalf("Find in an empty tree: %v", err)
+	}
+}
+
+func TestGitFiles(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	root := t.TempDir()
+	git := func(args ...string) {
+		cmd := exec.Command("git", append([]string{"-C", root}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	os.WriteFile(filepath.Join(root, ".gitignore"), []byte("*.log\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "tracked.py"), []byte("x = 1\n"), 0o644)
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+	os.WriteFile(filepath.Join(root, "untracked.py"), []byte("y = 2\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "ignored.log"), []byte("z\n"), 0o644)
+	os.Symlink("/etc/passwd", filepath.Join(root, "link"))
+	files, err := GitFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(files, ",") != ".gitignore,tracked.py,untracked.py" {
+		t.Errorf("GitFiles: %v", files)
+	}
+	s, err := Take(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Take(root, &Code{MaxBytes: 10}); err == nil || !strings.Contains(err.Error(), "over the ceiling of 10") {
+		t.Errorf("ceiling: %v", err)
+	}
+	// The archive is deterministic.
+	s2, _ := Take(root, nil)
+	if !bytes.Equal(s.Archive, s2.Archive) || s.Digest != s2.Digest {
+		t.Error("two snapshots of one tree differ")
+	}
+}
+
+func TestMountFiles(t *testing.T) {
+	root := t.TempDir()
+	for _, p := range []string{"src/a.py", "src/b.pyc", "src/__pycache__/c.py", "src/data/big.bin", "other/x.py"} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte(p), 0o644)
+	}
+	files, err := MountFiles(root, []Mount{{Path: "src", Exclude: []string{"*.pyc", "__pycache__", "data"}}})
+	if err != nil || strings.Join(files, ",") != "src/a.py" {
+		t.Errorf("exclude: %v %v", files, err)
+	}
+	files, _ = MountFiles(root, []Mount{{Path: "src", Include: []string{"*.py"}}})
+	if strings.Join(files, ",") != "src/__pycache__/c.py,src/a.py" {
+		t.Errorf("include: %v", files)
+	}
+}
+
+// archive builds a tar.gz with the given headers (content: the header's name).
+func archive(t *testing.T, hdrs ...*tar.Header) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, h := range hdrs {
+		body := []byte(h.Name)
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write(body)
+		}
+	}
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
+}
+
+func TestReadArchiveRefuses(t *testing.T) {
+	cases := map[string][]*tar.Header{
+		"bad path":       {{Typeflag: tar.TypeReg, Name: "../escape", Mode: 0o644}},
+		"bad path ":      {{Typeflag: tar.TypeReg, Name: "/etc/x", Mode: 0o644}},
+		"regular files":  {{Typeflag: tar.TypeSymlink, Name: "link", Linkname: "/etc/passwd"}},
+		"regular files ": {{Typeflag: tar.TypeLink, Name: "hard", Linkname: "/etc/passwd"}},
+		"twice":          {{Typeflag: tar.TypeReg, Name: "a", Mode: 0o644}, {Typeflag: tar.TypeReg, Name: "a", Mode: 0o644}},
+		"both as a file": {{Typeflag: tar.TypeReg, Name: "a", Mode: 0o644}, {Typeflag: tar.TypeReg, Name: "a/b", Mode: 0o644}},
+	}
+	for want, hdrs := range cases {
+		dir := t.TempDir()
+		_, _, err := ReadArchive(bytes.NewReader(archive(t, hdrs...)), dir, Limits{})
+		var ce *CodeError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), strings.TrimSpace(want)) {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+	// A size bomb: the limit counts uncompressed bytes.
+	big := archive(t, &tar.Header{Typeflag: tar.TypeReg, Name: strings.Repeat("x", 200), Mode: 0o644})
+	if _, _, err := ReadArchive(bytes.NewReader(big), "", Limits{MaxBytes: 100}); err == nil || !strings.Contains(err.Error(), "more than 100 bytes") {
+		t.Errorf("size bomb: %v", err)
+	}
+}

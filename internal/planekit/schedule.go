@@ -1,0 +1,131 @@
+package planekit
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// scheduleSpec is the stored form of a schedule's rule and submit options (the column
+// spec, JSON): what ScheduleSet was given, without the plane's fields.
+type scheduleSpec struct {
+	Queue          string            `json:"queue"`
+	Cron           string            `json:"cron,omitempty"`
+	EveryMS        int64             `json:"every_ms,omitempty"`
+	TimeZone       string            `json:"time_zone,omitempty"`
+	Payload        []byte            `json:"payload,omitempty"`
+	Priority       float64           `json:"priority,omitempty"`
+	MaxAttempts    int               `json:"max_attempts,omitempty"`
+	AttemptTimeout int64             `json:"attempt_timeout_ms,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+	CatchUp        plane.CatchUp     `json:"catch_up,omitempty"`
+}
+
+// EncodeSchedule is the stored spec of s (its queue, rule and submit options).
+func EncodeSchedule(s *plane.Schedule) []byte {
+	b, _ := json.Marshal(scheduleSpec{Queue: s.Queue, Cron: s.Cron, EveryMS: s.Every.Milliseconds(),
+		TimeZone: s.TimeZone, Payload: s.Payload, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
+		AttemptTimeout: s.AttemptTimeout.Milliseconds(), Metadata: s.Metadata, CatchUp: s.CatchUp})
+	return b // plain fields always encode
+}
+
+// ScheduleRow is a stored schedule as a driver reads it.
+type ScheduleRow struct {
+	Namespace, Name string
+	Spec            []byte
+	Paused          bool
+	// NextMS, LastMS, CreatedMS, UpdatedMS are Unix milliseconds (0: none).
+	NextMS, LastMS, CreatedMS, UpdatedMS int64
+	LastID                               string
+}
+
+// Schedule decodes the row. Errors: a spec that does not decode (named, with the schedule).
+func (r *ScheduleRow) Schedule() (*plane.Schedule, error) {
+	var sp scheduleSpec
+	if err := json.Unmarshal(r.Spec, &sp); err != nil {
+		return nil, fmt.Errorf("schedule %s/%s: stored spec unreadable: %w", r.Namespace, r.Name, err)
+	}
+	return &plane.Schedule{Namespace: r.Namespace, Name: r.Name, Queue: sp.Queue, Cron: sp.Cron,
+		Every: time.Duration(sp.EveryMS) * time.Millisecond, TimeZone: sp.TimeZone, Payload: sp.Payload,
+		Priority: sp.Priority, MaxAttempts: sp.MaxAttempts,
+		AttemptTimeout: time.Duration(sp.AttemptTimeout) * time.Millisecond, Metadata: sp.Metadata,
+		CatchUp: sp.CatchUp, Paused: r.Paused, NextFire: FromMS(r.NextMS).UTC(), LastFire: utc(FromMS(r.LastMS)),
+		LastID: r.LastID, CreatedAt: utc(FromMS(r.CreatedMS)), UpdatedAt: utc(FromMS(r.UpdatedMS))}, nil
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+// ScheduleSetRow is the row ScheduleSet writes for s at the plane's clock reading now:
+// the spec, and the next fire (the first tick after now; none while paused). A replaced
+// schedule keeps its created time, last fire and last id (the driver's upsert leaves them).
+// Errors: *plane.InvalidError (s.Validate, or a rule with no tick ahead).
+func ScheduleSetRow(s *plane.Schedule, now time.Time) (*ScheduleRow, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	row := &ScheduleRow{Namespace: s.Namespace, Name: s.Name, Spec: EncodeSchedule(s), Paused: s.Paused,
+		CreatedMS: now.UnixMilli(), UpdatedMS: now.UnixMilli()}
+	if !s.Paused {
+		next, err := s.FirstFire(now)
+		if err != nil {
+			return nil, err
+		}
+		row.NextMS = next.UnixMilli()
+	}
+	return row, nil
+}
+
+// ScheduleResume is the next fire of a schedule resumed at now (the first tick after now),
+// in Unix milliseconds; 0 when paused. Errors: a stored rule that no longer reads.
+func ScheduleResume(r *ScheduleRow, paused bool, now time.Time) (int64, error) {
+	if paused {
+		return 0, nil
+	}
+	s, err := r.Schedule()
+	if err != nil {
+		return 0, err
+	}
+	next, err := s.FirstFire(now)
+	if err != nil {
+		return 0, err
+	}
+	return next.UnixMilli(), nil
+}
+
+// Fire is what a maintenance pass does to one due schedule: the submits of its fires (each
+// keyed by plane.ScheduleKey, none when the catch-up policy skips), the last tick fired
+// (zero: none) and the next tick to store.
+type Fire struct {
+	Schedule *plane.Schedule
+	Submits  []plane.SubmitParams
+	Last     time.Time
+	NextMS   int64
+}
+
+// ScheduleFire decides the fires of the due schedule r at now by plane.ScheduleFires.
+// Errors: a stored spec or rule that no longer reads (the driver leaves the row and reports
+// it).
+func ScheduleFire(r *ScheduleRow, now time.Time) (*Fire, error) {
+	s, err := r.Schedule()
+	if err != nil {
+		return nil, err
+	}
+	rule, err := s.Rule()
+	if err != nil {
+		return nil, fmt.Errorf("schedule %s/%s: stored rule unreadable: %w", r.Namespace, r.Name, err)
+	}
+	ticks, after := plane.ScheduleFires(rule, s.CatchUp, FromMS(r.NextMS), now)
+	f := &Fire{Schedule: s, NextMS: ToMS(after)}
+	for _, tick := range ticks {
+		f.Submits = append(f.Submits, s.FireParams(tick))
+		f.Last = tick
+	}
+	return f, nil
+}

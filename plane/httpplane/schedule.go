@@ -1,0 +1,85 @@
+package httpplane
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+func schedulePath(namespace, name string) string {
+	return "/v1/namespaces/" + pathID(namespace) + "/schedules/" + pathID(name)
+}
+
+// ScheduleSet implements plane.Driver. The schedule is validated here first: a bad one is
+// refused without a request. Repeating it stores the same schedule, so it is retried.
+func (d *Driver) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Schedule, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	body := api.NewSchedule(s)
+	body.NextFire, body.LastFire, body.LastID, body.CreatedAt, body.UpdatedAt = time.Time{}, time.Time{}, "", time.Time{}, time.Time{}
+	var out api.Schedule
+	if err := d.do(ctx, &call{method: "PUT", path: schedulePath(s.Namespace, s.Name), body: &body, out: &out, safe: true}); err != nil {
+		return nil, err
+	}
+	return out.Plane(), nil
+}
+
+// ScheduleList implements plane.Driver. Through a scoped token it lists only the schedules
+// of the queues the token covers.
+func (d *Driver) ScheduleList(ctx context.Context, namespace string) ([]plane.Schedule, error) {
+	q := url.Values{}
+	if namespace != "" {
+		if err := plane.ValidateNamespace(namespace); err != nil {
+			return nil, err
+		}
+		q.Set("namespace", namespace)
+	}
+	var out api.SchedulesResponse
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/schedules", query: q, out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
+		return nil, err
+	}
+	res := make([]plane.Schedule, len(out.Schedules))
+	for i := range out.Schedules {
+		res[i] = *out.Schedules[i].Plane()
+	}
+	return res, nil
+}
+
+// ScheduleDelete implements plane.Driver. Not repeated once sent (a repeat would report
+// false).
+func (d *Driver) ScheduleDelete(ctx context.Context, namespace, name string) (bool, error) {
+	if err := validSchedule(namespace, name); err != nil {
+		return false, err
+	}
+	var out api.ChangedResponse
+	err := d.do(ctx, &call{method: "DELETE", path: schedulePath(namespace, name), out: &out})
+	return out.Changed, err
+}
+
+// SchedulePause implements plane.Driver. Repeating it changes nothing more, so it is
+// retried.
+func (d *Driver) SchedulePause(ctx context.Context, namespace, name string, paused bool) (*plane.Schedule, error) {
+	if err := validSchedule(namespace, name); err != nil {
+		return nil, err
+	}
+	verb := "/resume"
+	if paused {
+		verb = "/pause"
+	}
+	var out api.Schedule
+	if err := d.do(ctx, &call{method: "POST", path: schedulePath(namespace, name) + verb, out: &out, safe: true}); err != nil {
+		return nil, err
+	}
+	return out.Plane(), nil
+}
+
+func validSchedule(namespace, name string) error {
+	if err := plane.ValidateNamespace(namespace); err != nil {
+		return err
+	}
+	return plane.ValidateName("schedule name", name)
+}

@@ -1,0 +1,218 @@
+package planetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// testSchedules checks durable schedules (ScheduleSet, ScheduleList, SchedulePause,
+// ScheduleDelete, and the fires of maintenance): each tick fires once, keyed by
+// plane.ScheduleKey, at the plane's clock; missed ticks follow the catch-up policy; a paused
+// schedule fires nothing and resumes at its next tick.
+func testSchedules(t *testing.T, s *suite) {
+	// fires lists the invocations schedule name submitted to the bundle's queue, oldest first.
+	fires := func(t *testing.T, b *bundle, name string) []*plane.Invocation {
+		t.Helper()
+		page, err := b.drv.InvocationList(b.ctx, &plane.ListParams{Namespace: b.ns, Queue: b.q,
+			KeyPrefix: plane.ScheduleKeyPrefix + name + "/", Oldest: true, Limit: plane.ListLimitMax})
+		must(t, err, "list fires")
+		return page.Invocations
+	}
+	maintain := func(t *testing.T, b *bundle) {
+		t.Helper()
+		must(t, b.drv.Maintain(b.ctx), "maintain")
+	}
+	set := func(t *testing.T, b *bundle, sc plane.Schedule) *plane.Schedule {
+		t.Helper()
+		sc.Namespace, sc.Queue = b.ns, b.q
+		got, err := b.drv.ScheduleSet(b.ctx, &sc)
+		must(t, err, "set schedule")
+		return got
+	}
+	get := func(t *testing.T, b *bundle, name string) plane.Schedule {
+		t.Helper()
+		list, err := b.drv.ScheduleList(b.ctx, b.ns)
+		must(t, err, "list schedules")
+		for _, sc := range list {
+			if sc.Name == name {
+				return sc
+			}
+		}
+		t.Fatalf("schedule %q not listed", name)
+		return plane.Schedule{}
+	}
+
+	t.Run("IntervalFiresOncePerTick", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		start := b.now()
+		sc := set(t, b, plane.Schedule{Name: "every-minute", Every: time.Minute, Payload: []byte("tick"),
+			Priority: 2, Metadata: map[string]string{"team": "eval"}})
+		require.Equal(t, "every-minute", sc.Name)
+		requireTime(t, start.Add(time.Minute), sc.NextFire, "next fire: the first whole minute after now")
+		require.True(t, sc.LastFire.IsZero(), "never fired")
+		maintain(t, b)
+		require.Empty(t, fires(t, b, "every-minute"), "nothing before the first tick")
+
+		tick := b.advance(time.Minute)
+		maintain(t, b)
+		maintain(t, b) // a second pass at the same time fires nothing more
+		got := fires(t, b, "every-minute")
+		require.Len(t, got, 1, "one fire per tick")
+		inv := b.get(t, got[0].ID)
+		require.Equal(t, plane.ScheduleKey("every-minute", tick), inv.Key)
+		require.Equal(t, []byte("tick"), inv.Payload)
+		require.Equal(t, 2.0, inv.Priority)
+		require.Equal(t, "eval", inv.Metadata["team"])
+		require.Equal(t, "every-minute", inv.Metadata["schedule"])
+		listed := get(t, b, "every-minute")
+		requireTime(t, tick, listed.LastFire, "last fire")
+		require.Equal(t, inv.ID, listed.LastID)
+		requireTime(t, tick.Add(time.Minute), listed.NextFire, "next fire")
+		require.Equal(t, inv.ID, b.claimOne(t).ID, "a fire is an ordinary, claimable invocation")
+
+		b.advance(time.Minute)
+		maintain(t, b)
+		require.Len(t, fires(t, b, "every-minute"), 2, "the next tick fires again")
+	})
+
+	t.Run("TickSubmittedBeforeResolvesToIt", func(t *testing.T) {
+		// A former leader submitted the tick and died before moving the schedule on: the
+		// fire finds the key and enqueues nothing new.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		set(t, b, plane.Schedule{Name: "handover", Every: time.Minute})
+		tick := b.advance(time.Minute)
+		earlier := b.submitOne(t, plane.SubmitParams{Key: plane.ScheduleKey("handover", tick)})
+		maintain(t, b)
+		got := fires(t, b, "handover")
+		require.Len(t, got, 1, "no second invocation for a tick already submitted")
+		require.Equal(t, earlier, got[0].ID)
+		require.Equal(t, earlier, get(t, b, "handover").LastID)
+	})
+
+	t.Run("CatchUp", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		start := b.now()
+		set(t, b, plane.Schedule{Name: "once", Every: time.Minute})
+		set(t, b, plane.Schedule{Name: "skip", Every: 5 * time.Minute, CatchUp: plane.CatchUpSkip})
+		set(t, b, plane.Schedule{Name: "all", Every: time.Minute, CatchUp: plane.CatchUpAll})
+		b.advance(12*time.Minute + 30*time.Second) // twelve minute ticks missed, two five-minute ones
+		maintain(t, b)
+		once := fires(t, b, "once")
+		require.Len(t, once, 1, "once: the latest missed tick only")
+		require.Equal(t, plane.ScheduleKey("once", start.Add(12*time.Minute)), once[0].Key)
+		require.Empty(t, fires(t, b, "skip"), "skip: the latest tick (2m30s old) is past the grace")
+		all := fires(t, b, "all")
+		require.Len(t, all, 12, "all: every missed tick")
+		for i, inv := range all {
+			require.Equal(t, plane.ScheduleKey("all", start.Add(time.Duration(i+1)*time.Minute)), inv.Key)
+		}
+		requireTime(t, start.Add(13*time.Minute), get(t, b, "once").NextFire, "once: next fire after now")
+		requireTime(t, start.Add(13*time.Minute), get(t, b, "all").NextFire, "all: next fire after now")
+		requireTime(t, start.Add(15*time.Minute), get(t, b, "skip").NextFire, "skip: next fire after now")
+		b.advance(2*time.Minute + 40*time.Second) // 15:10: the 15:00 tick is 10 s old, within the grace
+		maintain(t, b)
+		require.Len(t, fires(t, b, "skip"), 1, "skip fires a tick still within the grace")
+		require.Len(t, fires(t, b, "all"), 15, "all: the ticks since, each")
+	})
+
+	t.Run("CronInTimeZone", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		// The clock starts at 2030-06-01 12:00 UTC; 03:00 in Paris (summer time) is 01:00 UTC.
+		sc := set(t, b, plane.Schedule{Name: "nightly", Cron: "0 3 * * *", TimeZone: "Europe/Paris"})
+		want := time.Date(2030, time.June, 2, 1, 0, 0, 0, time.UTC)
+		requireTime(t, want, sc.NextFire, "03:00 Paris")
+		b.advance(want.Sub(b.now()))
+		maintain(t, b)
+		got := fires(t, b, "nightly")
+		require.Len(t, got, 1)
+		require.Equal(t, plane.ScheduleKey("nightly", want), got[0].Key)
+		requireTime(t, want.Add(24*time.Hour), get(t, b, "nightly").NextFire, "the next night")
+	})
+
+	t.Run("PauseResume", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		set(t, b, plane.Schedule{Name: "paused", Every: time.Minute})
+		sc, err := b.drv.SchedulePause(b.ctx, b.ns, "paused", true)
+		must(t, err, "pause")
+		require.True(t, sc.Paused)
+		require.True(t, sc.NextFire.IsZero(), "a paused schedule has no next fire")
+		b.advance(5 * time.Minute)
+		maintain(t, b)
+		require.Empty(t, fires(t, b, "paused"), "paused: no fire")
+		now := b.advance(30 * time.Second)
+		sc, err = b.drv.SchedulePause(b.ctx, b.ns, "paused", false)
+		must(t, err, "resume")
+		require.False(t, sc.Paused)
+		requireTime(t, now.Add(30*time.Second), sc.NextFire, "resumed: the next tick after now")
+		maintain(t, b)
+		require.Empty(t, fires(t, b, "paused"), "the ticks passed while paused are skipped")
+		b.advance(30 * time.Second)
+		maintain(t, b)
+		require.Len(t, fires(t, b, "paused"), 1)
+		_, err = b.drv.SchedulePause(b.ctx, b.ns, "missing", true)
+		requireIs(t, err, plane.ErrNotFound, "pause of an unknown schedule")
+	})
+
+	t.Run("ReplaceListDelete", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		first := set(t, b, plane.Schedule{Name: "b", Every: time.Hour})
+		set(t, b, plane.Schedule{Name: "a", Cron: "@daily"})
+		b.advance(time.Minute)
+		second := set(t, b, plane.Schedule{Name: "b", Every: 2 * time.Hour, CatchUp: plane.CatchUpAll})
+		require.Equal(t, first.CreatedAt, second.CreatedAt, "a replaced schedule keeps its created time")
+		require.Equal(t, 2*time.Hour, second.Every)
+		require.Equal(t, plane.CatchUpAll, second.CatchUp)
+		list, err := b.drv.ScheduleList(b.ctx, b.ns)
+		must(t, err, "list")
+		require.Len(t, list, 2)
+		require.Equal(t, "a", list[0].Name, "ordered by name")
+		require.Equal(t, "@daily", list[0].Cron)
+		other, err := b.drv.ScheduleList(b.ctx, "tenant-b")
+		must(t, err, "list another namespace")
+		require.Empty(t, other)
+		deleted, err := b.drv.ScheduleDelete(b.ctx, b.ns, "b")
+		must(t, err, "delete")
+		require.True(t, deleted)
+		deleted, err = b.drv.ScheduleDelete(b.ctx, b.ns, "b")
+		must(t, err, "delete again")
+		require.False(t, deleted)
+		list, err = b.drv.ScheduleList(b.ctx, "")
+		must(t, err, "list all")
+		require.Len(t, list, 1)
+	})
+
+	t.Run("Invalid", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		for what, sc := range map[string]plane.Schedule{
+			"no rule":          {Name: "x"},
+			"both rules":       {Name: "x", Cron: "* * * * *", Every: time.Minute},
+			"bad cron":         {Name: "x", Cron: "every night"},
+			"six fields":       {Name: "x", Cron: "0 0 3 * * *"},
+			"@every in cron":   {Name: "x", Cron: "@every 1m"},
+			"short interval":   {Name: "x", Every: time.Millisecond},
+			"unknown zone":     {Name: "x", Cron: "0 3 * * *", TimeZone: "Mars/Olympus"},
+			"zone on interval": {Name: "x", Every: time.Minute, TimeZone: "UTC"},
+			"bad catch-up":     {Name: "x", Every: time.Minute, CatchUp: "sometimes"},
+			"bad name":         {Name: "no spaces", Every: time.Minute},
+			"negative tries":   {Name: "x", Every: time.Minute, MaxAttempts: -1},
+		} {
+			sc.Namespace, sc.Queue = b.ns, b.q
+			_, err := b.drv.ScheduleSet(b.ctx, &sc)
+			requireIs(t, err, plane.ErrInvalid, what)
+		}
+		list, err := b.drv.ScheduleList(b.ctx, b.ns)
+		must(t, err, "list")
+		require.Empty(t, list, "nothing stored on error")
+	})
+}

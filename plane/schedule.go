@@ -1,0 +1,267 @@
+package plane
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// CatchUp is what a schedule does with the ticks it missed while no maintenance ran (the
+// plane was down, or the schedule's tick came while another pass was running): the ticks
+// whose time is at or before the pass's clock reading and after the last tick it fired.
+type CatchUp string
+
+// The catch-up policies.
+const (
+	// CatchUpOnce (the default) fires the latest missed tick once and skips the rest.
+	CatchUpOnce CatchUp = "once"
+	// CatchUpSkip fires a tick only while it is fresh (at most ScheduleGrace old at the pass
+	// that sees it); after downtime every missed tick is skipped and the schedule waits for
+	// its next one.
+	CatchUpSkip CatchUp = "skip"
+	// CatchUpAll fires every missed tick, oldest first, at most ScheduleFiresMax per pass
+	// (the rest in the following passes).
+	CatchUpAll CatchUp = "all"
+)
+
+// Bounds and defaults of schedules.
+const (
+	// ScheduleGrace is how old a tick may be at the pass that fires it and still count as on
+	// time for CatchUpSkip (one minute: many maintenance intervals, far less than downtime).
+	ScheduleGrace = time.Minute
+	// ScheduleFiresMax bounds the ticks one schedule fires in one maintenance pass
+	// (CatchUpAll after long downtime).
+	ScheduleFiresMax = 100
+	// ScheduleEveryMin is the shortest interval of an interval schedule (one second).
+	ScheduleEveryMin = time.Second
+	// ScheduleKeyPrefix starts the idempotency key of every fire: ScheduleKey.
+	ScheduleKeyPrefix = "schedule/"
+)
+
+// Schedule is a durable periodic submit: at each tick of its rule (a cron expression or an
+// interval) the plane's maintenance leader submits Payload to Queue with the idempotency key
+// ScheduleKey(Name, tick), in the same transaction that moves the schedule to its next tick,
+// so a tick fires exactly once across replicas, restarts and leader changes. A fire is an
+// ordinary invocation; it is not subject to the queue's admission block. Schedules are
+// keyed by (Namespace, Name).
+type Schedule struct {
+	// Namespace and Name identify the schedule; Name follows NameRule.
+	Namespace string
+	Name      string
+	// Queue receives the fires (in Namespace). Required; NameRule.
+	Queue string
+	// Cron is a five-field cron expression ("0 3 * * *": minute, hour, day of month, month,
+	// day of week) or a descriptor (@hourly, @daily, @weekly, @monthly, @yearly), read by
+	// github.com/robfig/cron/v3's standard parser in TimeZone. Exactly one of Cron and Every.
+	Cron string
+	// Every is the interval of an interval schedule: ticks at the whole multiples of Every
+	// since the Unix epoch (so every replica computes the same ticks). At least
+	// ScheduleEveryMin, a whole number of milliseconds.
+	Every time.Duration
+	// TimeZone is the IANA zone Cron is read in ("Europe/Paris"); "" is UTC. Not allowed
+	// with Every.
+	TimeZone string
+	// Payload is the wire-encoded payload of every fire, at most MaxValueBytes.
+	Payload []byte
+	// Priority, MaxAttempts, AttemptTimeout and Metadata are those of every fire, as in
+	// SubmitParams.
+	Priority       float64
+	MaxAttempts    int
+	AttemptTimeout time.Duration
+	Metadata       map[string]string
+	// CatchUp is the missed-tick policy; "" means CatchUpOnce.
+	CatchUp CatchUp
+	// Paused stops the fires; the ticks that pass while paused are skipped (resuming fires
+	// from the next tick after the resume).
+	Paused bool
+
+	// The fields below are the plane's; ScheduleSet ignores them.
+
+	// NextFire is the next tick the plane will fire (the zero time while paused).
+	NextFire time.Time
+	// LastFire is the tick last fired (zero: never) and LastID the invocation it submitted.
+	LastFire time.Time
+	LastID   string
+	// CreatedAt and UpdatedAt are on the plane's clock.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// CatchUpRule is what Schedule.CatchUp may be.
+const CatchUpRule = `use "once" (fire the latest missed tick, the default), "skip" (fire none) or "all" (fire each)`
+
+// Validate checks s's names, rule, time zone, payload and options. Errors: *InvalidError
+// naming the field and what is allowed.
+func (s *Schedule) Validate() error {
+	if err := ValidateNamespace(s.Namespace); err != nil {
+		return err
+	}
+	if err := ValidateName("schedule name", s.Name); err != nil {
+		return err
+	}
+	if err := ValidateName("queue name", s.Queue); err != nil {
+		return err
+	}
+	if _, err := s.Rule(); err != nil {
+		return err
+	}
+	switch s.CatchUp {
+	case "", CatchUpOnce, CatchUpSkip, CatchUpAll:
+	default:
+		return Invalid("catch_up", string(s.CatchUp), CatchUpRule)
+	}
+	sub := SubmitParams{Payload: s.Payload, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
+		AttemptTimeout: s.AttemptTimeout, Metadata: s.Metadata}
+	return sub.validate()
+}
+
+// ScheduleRule computes the ticks of a schedule. Next(t) is the first tick strictly after t.
+type ScheduleRule interface {
+	Next(t time.Time) time.Time
+}
+
+// everyRule ticks at the multiples of every since the Unix epoch.
+type everyRule struct{ every time.Duration }
+
+func (r everyRule) Next(t time.Time) time.Time {
+	ms, step := t.UnixMilli(), r.every.Milliseconds()
+	next := (ms/step + 1) * step
+	if ms < 0 && ms%step != 0 {
+		next -= step
+	}
+	return time.UnixMilli(next).UTC()
+}
+
+// cronRule reads a cron schedule in a zone.
+type cronRule struct {
+	schedule cron.Schedule
+	zone     *time.Location
+}
+
+func (r cronRule) Next(t time.Time) time.Time {
+	return r.schedule.Next(t.In(r.zone)).UTC()
+}
+
+// Rule returns s's tick rule. Errors: *InvalidError (no rule or both; a cron expression the
+// standard parser refuses; an unknown time zone; an interval too short or not whole
+// milliseconds).
+func (s *Schedule) Rule() (ScheduleRule, error) {
+	switch {
+	case s.Cron == "" && s.Every == 0:
+		return nil, Invalid("cron", "", `give a cron expression ("0 3 * * *") or an interval (every), not neither`)
+	case s.Cron != "" && s.Every != 0:
+		return nil, Invalid("every", s.Every.String(), "give a cron expression or an interval, not both")
+	case s.Every != 0:
+		if s.Every < ScheduleEveryMin || s.Every%time.Millisecond != 0 {
+			return nil, Invalid("every", s.Every.String(), "use at least 1s, in whole milliseconds")
+		}
+		if s.TimeZone != "" {
+			return nil, Invalid("time_zone", s.TimeZone, "an interval schedule ticks on the Unix epoch; give a time zone only with a cron expression")
+		}
+		return everyRule{s.Every}, nil
+	}
+	expr := strings.TrimSpace(s.Cron)
+	if strings.HasPrefix(expr, "@every") || strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+		return nil, Invalid("cron", s.Cron, "give an interval as every and a zone as time_zone, not inside the expression")
+	}
+	parsed, err := cron.ParseStandard(expr)
+	if err != nil {
+		return nil, Invalid("cron", s.Cron, `use five fields (minute hour day-of-month month day-of-week, e.g. "0 3 * * *") or @hourly, @daily, @weekly, @monthly, @yearly: `+err.Error())
+	}
+	zone := time.UTC
+	if s.TimeZone != "" {
+		if zone, err = time.LoadLocation(s.TimeZone); err != nil || s.TimeZone == "Local" {
+			return nil, Invalid("time_zone", s.TimeZone, `use an IANA time zone name such as "Europe/Paris" or "UTC"`)
+		}
+	}
+	return cronRule{parsed, zone}, nil
+}
+
+// ScheduleKey is the idempotency key of the fire of schedule name at tick:
+// "schedule/NAME/" then the tick in RFC 3339 UTC with milliseconds. A fire submitted twice
+// (two leaders, a retried transaction) resolves to one invocation by this key.
+func ScheduleKey(name string, tick time.Time) string {
+	return ScheduleKeyPrefix + name + "/" + tick.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// ScheduleFires decides a maintenance pass's fires of a schedule whose next tick is next,
+// at the plane's clock reading now: the ticks to submit (oldest first, possibly none) and
+// the schedule's next tick after them (after now, unless CatchUpAll left ticks for the next
+// pass). A schedule with next after now fires nothing and keeps next. Pure: the caller
+// passes the time.
+func ScheduleFires(rule ScheduleRule, policy CatchUp, next, now time.Time) (ticks []time.Time, after time.Time) {
+	if next.IsZero() || next.After(now) {
+		return nil, next
+	}
+	if policy == CatchUpAll {
+		t := next
+		for !t.After(now) && len(ticks) < ScheduleFiresMax {
+			ticks = append(ticks, t)
+			t = rule.Next(t)
+		}
+		return ticks, t
+	}
+	// The latest tick at or before now, without walking every missed tick of long downtime
+	// one by one when the rule is an interval.
+	latest := next
+	if r, ok := rule.(everyRule); ok {
+		step := r.every.Milliseconds()
+		latest = time.UnixMilli(next.UnixMilli() + (now.UnixMilli()-next.UnixMilli())/step*step).UTC()
+	} else {
+		for t := rule.Next(latest); !t.IsZero() && !t.After(now); t = rule.Next(latest) {
+			latest = t
+		}
+	}
+	after = rule.Next(latest)
+	if policy == CatchUpSkip && now.Sub(latest) > ScheduleGrace {
+		return nil, after
+	}
+	return []time.Time{latest}, after
+}
+
+// FireParams are the submit of one fire of s at tick: s's payload and options, keyed by
+// ScheduleKey, with metadata "schedule" (the name) and "schedule_tick" (the tick, RFC 3339)
+// added to s's.
+func (s *Schedule) FireParams(tick time.Time) SubmitParams {
+	meta := make(map[string]string, len(s.Metadata)+2)
+	for k, v := range s.Metadata {
+		meta[k] = v
+	}
+	meta["schedule"] = s.Name
+	meta["schedule_tick"] = tick.UTC().Format(time.RFC3339Nano)
+	return SubmitParams{Payload: s.Payload, Key: ScheduleKey(s.Name, tick), Priority: s.Priority,
+		MaxAttempts: s.MaxAttempts, AttemptTimeout: s.AttemptTimeout, Metadata: meta}
+}
+
+// FirstFire is the first tick a schedule set (or resumed) at now fires: the first tick
+// strictly after now. Errors: those of Rule.
+func (s *Schedule) FirstFire(now time.Time) (time.Time, error) {
+	rule, err := s.Rule()
+	if err != nil {
+		return time.Time{}, err
+	}
+	next := rule.Next(now)
+	if next.IsZero() {
+		return time.Time{}, Invalid("cron", s.Cron, "the expression matches no date in the next five years")
+	}
+	return next, nil
+}
+
+// String describes s's rule for listings: the cron expression (with its zone) or "every D".
+func (s *Schedule) String() string {
+	if s.Every != 0 {
+		return "every " + s.Every.String()
+	}
+	if s.TimeZone != "" {
+		return fmt.Sprintf("%s (%s)", s.Cron, s.TimeZone)
+	}
+	return s.Cron
+}
+
+// ScheduleNotFound is the ErrNotFound (code not_found) of a schedule that does not exist:
+// "schedule NAMESPACE/NAME not found".
+func ScheduleNotFound(namespace, name string) error {
+	return &Error{Code: ErrNotFound.Code, Message: fmt.Sprintf("schedule %s/%s not found", namespace, Truncate(name))}
+}

@@ -1,0 +1,149 @@
+"""The compute fabric's glue between the SDK's parts: what a submit of a mode adds
+(metadata, the code upload once per digest) and what a worker does before a body of a
+run that carries a declaration (fetch and unpack its code, run its setup once per
+environment and its run_setup each time, import its function). docs/fabric.md."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from lakeshore import code, config, errors, lifecycle
+
+log = logging.getLogger("lakeshore.worker")
+
+_uploaded: set[tuple[int, str, str, str]] = set()  # (id(dispatch), namespace, queue, digest)
+_uploaded_lock = threading.Lock()
+_refs: dict[tuple[int, str], str] = {}
+_metadata: dict[tuple[int, str], tuple[config.Mode, dict[str, str]]] = {}
+
+
+def code_path(namespace: str, queue: str, digest: str) -> str:
+    """The route of a code archive."""
+    return f"/v1/namespaces/{quote(namespace, safe='')}/queues/{quote(queue, safe='')}/code/{digest}"
+
+
+def upload(dispatch: Any, queue: str, snap: code.Snapshot, max_bytes: int) -> None:
+    """Upload ``snap`` to ``queue``'s code store unless this process already did or the
+    server already holds it (HEAD first: the archive is built only when needed).
+
+    Raises:
+        code.CodeError: over ``max_bytes``; errors.DispatchError: the server's refusal."""
+    key = (id(dispatch), dispatch.namespace, queue, snap.digest)
+    if key in _uploaded:
+        return
+    path = code_path(dispatch.namespace, queue, snap.digest)
+    t = dispatch._transport
+    try:
+        dispatch.run(t.call("HEAD", path, raw=True, retry="safe"))
+    except errors.DispatchError as e:
+        # A HEAD answer has no body: a missing archive is a bare 404.
+        if e.status == 501:
+            raise code.CodeError(
+                "the server keeps no code archives (it runs without a code directory): "
+                "submit this mode to a `lakeshore serve` or the local daemon, or set code: false on the mode"
+            ) from None
+        if not isinstance(e, errors.NotFoundError) and e.status != 404:
+            raise
+        data = snap.archive(max_bytes)
+        dispatch.run(t.call("PUT", path, content=data, content_type="application/gzip", retry="safe"))
+    with _uploaded_lock:
+        _uploaded.add(key)
+
+
+def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, dispatch: Any) -> dict[str, Any]:
+    """The submit options of a run of mode ``mode_name`` (from the project file found from
+    the working directory): its metadata — with the code digest and, for ``fn``, the
+    function reference when the mode ships code — and its time limit as the attempt
+    timeout.
+
+    Raises:
+        config.ConfigError: no project file, no such mode; code.CodeError: the code cannot
+            be shipped."""
+    cfg = config.load()
+    mode = cfg.mode(mode_name)
+    digest = ""
+    if mode.code:
+        snap = code.snapshot(cfg.dir, cfg.code)
+        upload(dispatch, queue, snap, cfg.code.max_bytes if cfg.code else config.DEFAULT_MAX_CODE_BYTES)
+        digest = snap.digest
+    mk = (id(mode), digest)
+    cached = _metadata.get(mk)
+    if cached is None or cached[0] is not mode:
+        cached = _metadata[mk] = (mode, mode.metadata(digest))
+    md = dict(cached[1])
+    if digest and fn is not None:
+        rk = (id(fn), cfg.dir)
+        ref = _refs.get(rk)
+        if ref is None:
+            ref = _refs[rk] = code.function_ref(fn, cfg.dir)
+        md[config.META_FUNCTION] = ref
+    out: dict[str, Any] = {"metadata": md}
+    if mode.time_limit:
+        out["attempt_timeout"] = float(mode.time_limit)
+    return out
+
+
+class Preparer:
+    """A worker's preparation of runs that carry a declaration: its code cache, the
+    environments already set up (host key, digest), one at a time."""
+
+    def __init__(self, dispatch: Any) -> None:
+        self.d = dispatch
+        self.lock = threading.Lock()
+        self.cache: code.CodeCache | None = None
+        self.prepared: set[tuple[str, str]] = set()
+
+    def needed(self, metadata: Any) -> bool:
+        """Whether a job with ``metadata`` needs preparing (a hop off the worker's loop)."""
+        return bool(metadata) and (config.META_RUN in metadata or config.META_CODE in metadata)
+
+    def prepare(self, namespace: str, queue: str, metadata: Any) -> Callable[..., Any] | None:
+        """Prepare the run (in a worker thread): fetch and unpack its code, run its setup
+        commands once per (host key, digest), the host set-up hooks its code registered,
+        its env and run_setup commands; return the function it names, or None (the
+        worker's own). Raises what failed (the attempt fails)."""
+        decl = json.loads(metadata.get(config.META_RUN) or "{}")
+        digest = metadata.get(config.META_CODE, "")
+        with self.lock:
+            root = None
+            if digest:
+                if self.cache is None:
+                    self.cache = code.CodeCache()
+                if not self.cache.has(digest):
+                    data, _ = self.d.run(self.d._transport.call("GET", code_path(namespace, queue, digest), raw=True, retry="safe"))
+                    self.cache.put(digest, data)
+                self.cache.in_use = {digest}
+                self.cache.touch(digest)
+                root = self.cache.path(digest)
+            cwd = root or os.getcwd()
+            env_key = (str(decl.get("host_key", "")), digest)
+            if env_key not in self.prepared:
+                for cmd in decl.get("setup") or []:
+                    _shell(cmd, cwd, None, "setup")
+                self.prepared.add(env_key)
+            lifecycle._set_host_key(env_key[0])
+            fn = None
+            ref = metadata.get(config.META_FUNCTION)
+            if root is not None and ref:
+                fn = code.load_function(root, ref)
+            lifecycle.run_host_setup()
+            env = {str(k): str(v) for k, v in (decl.get("env") or {}).items()}
+            os.environ.update(env)
+            for cmd in decl.get("run_setup") or []:
+                _shell(cmd, cwd, env, "run_setup")
+        return fn
+
+
+def _shell(cmd: str, cwd: str, env: dict[str, str] | None, what: str) -> None:
+    full_env = {**os.environ, **env} if env else None
+    p = subprocess.run(cmd, shell=True, cwd=cwd, env=full_env, capture_output=True, text=True)
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip()[-500:]
+        raise RuntimeError(f"{what} command {cmd!r} exited with {p.returncode}: {tail}")

@@ -1,0 +1,692 @@
+"""Code shipped with the run: snapshot, digest, upload once, fetch and unpack on a worker.
+
+At submit (a mode with ``code``, see :mod:`lakeshore.config`) the submitter's code — the
+git tree of the project (tracked files and untracked ones not ignored) or the declared
+mounts — is addressed by its digest, archived deterministically and uploaded once per
+digest to the server (``PUT /v1/namespaces/{ns}/queues/{q}/code/{digest}``). A worker
+lacking that digest downloads it, unpacks it into a fresh directory of its cache while
+checking every entry (regular files only, clean relative paths, a size bound) and the
+digest, renames it into place (so a crash never leaves a half-unpacked entry under its
+final name), keeps at most ``max_entries`` digests (least recently used go first), and
+imports the function from it with the directory first on ``sys.path`` and ``PYTHONPATH``.
+
+The digest depends on the files' paths, contents and executable bits only (the Go
+package ``fabric`` computes the same: ``fabric/testdata/vectors.json``). Hashing is cached
+by each file's stat (size, modification time, inode), as git's index does, so a submit of
+an unchanged tree reads no file; the listing is redone only when the git index, a
+directory or a file changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import hashlib
+import importlib
+import io
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lakeshore import errors
+from lakeshore.config import Code, Mount
+
+__all__ = [
+    "File",
+    "CodeError",
+    "Snapshot",
+    "digest",
+    "git_files",
+    "mount_files",
+    "hash_files",
+    "snapshot",
+    "write_archive",
+    "read_archive",
+    "CodeCache",
+    "check_pattern",
+    "load_function",
+    "function_ref",
+]
+
+log = logging.getLogger("lakeshore.code")
+
+_DIGEST = re.compile(r"[0-9a-f]{64}\Z")
+
+
+class CodeError(errors.InvalidError):
+    """Code that cannot be shipped or unpacked: over the size ceiling, a bad archive entry,
+    a digest that does not match (an :class:`~lakeshore.errors.InvalidError`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="code", rule=message)
+
+
+@dataclasses.dataclass(frozen=True)
+class File:
+    """One file of a code tree: slash-separated ``path`` below the root, ``executable``,
+    ``size`` and ``sha256`` (32 bytes)."""
+
+    path: str
+    executable: bool
+    size: int
+    sha256: bytes
+
+
+def digest(files: Iterable[File]) -> str:
+    """The digest of a code tree: the SHA-256, in hex, of ``"lakeshore code 1\\n"`` and,
+    per file in byte order of its path, ``<path>\\0<644|755>\\0<size>\\0<sha256 hex>\\n``."""
+    h = hashlib.sha256(b"lakeshore code 1\n")
+    for f in sorted(files, key=lambda f: f.path.encode("utf-8")):
+        h.update(f"{f.path}\0{'755' if f.executable else '644'}\0{f.size}\0{f.sha256.hex()}\n".encode())
+    return h.hexdigest()
+
+
+def _check_path(p: str) -> None:
+    if (
+        not p
+        or any(c in p for c in "\0\n\\")
+        or p.startswith("/")
+        or p in (".", "..")
+        or p.startswith("../")
+        or any(part in ("", ".", "..") for part in p.split("/"))
+    ):
+        raise CodeError(f"bad path {p!r} in the code tree: want a clean relative path with no '..', backslash, NUL or newline")
+
+
+# ------------------------------------------------------------------------------ listing
+
+
+def git_files(root: str | os.PathLike[str]) -> list[str]:
+    """The files git would ship from the work tree at ``root``: tracked and untracked not
+    ignored (``git ls-files --cached --others --exclude-standard``), minus deleted ones,
+    symbolic links and anything not a regular file; sorted, relative to ``root``.
+
+    Raises:
+        CodeError: git failed (not a git work tree, git missing)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", b"") or b""
+        raise CodeError(
+            f"cannot list the git tree at {root}: {detail.decode(errors='replace').strip() or e}; "
+            "ship code from a git work tree or declare code.mounts in lakeshore.yaml"
+        ) from None
+    files = set()
+    for raw in out.split(b"\0"):
+        if not raw:
+            continue
+        p = raw.decode("utf-8", "surrogateescape")
+        try:
+            st = os.lstat(os.path.join(root, p))
+        except OSError:
+            continue
+        if not _is_regular(st.st_mode):
+            continue
+        files.add(p)
+    return sorted(files, key=lambda p: p.encode("utf-8", "surrogateescape"))
+
+
+def _is_regular(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
+
+
+def _translate(pattern: str) -> str:
+    """A regular expression for a Go ``path.Match`` pattern (``*`` and ``?`` never match
+    ``/``; ``[...]`` classes with ``^`` negation; ``\\`` escapes).
+
+    Raises:
+        ValueError: a malformed pattern."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "\\":
+            if i >= n:
+                raise ValueError("syntax error in pattern")
+            out.append(re.escape(pattern[i]))
+            i += 1
+        elif c == "[":
+            cls = ["["]
+            if i < n and pattern[i] == "^":
+                cls.append("^")
+                i += 1
+            first = True
+            while True:
+                if i >= n:
+                    raise ValueError("syntax error in pattern")
+                c = pattern[i]
+                if c == "]" and not first:
+                    i += 1
+                    break
+                first = False
+                if c == "\\":
+                    i += 1
+                    if i >= n:
+                        raise ValueError("syntax error in pattern")
+                    c = pattern[i]
+                cls.append(re.escape(c))
+                i += 1
+                if i + 1 < n and pattern[i] == "-" and pattern[i + 1] != "]":
+                    hi = pattern[i + 1]
+                    i += 2
+                    if hi == "\\":
+                        if i >= n:
+                            raise ValueError("syntax error in pattern")
+                        hi = pattern[i]
+                        i += 1
+                    cls.append("-" + re.escape(hi))
+            cls.append("]")
+            out.append("".join(cls))
+        else:
+            out.append(re.escape(c))
+    return "".join(out) + r"\Z"
+
+
+def check_pattern(pattern: str) -> str:
+    """"" for a well-formed include/exclude pattern, else what is wrong with it."""
+    try:
+        re.compile(_translate(pattern))
+    except (ValueError, re.error) as e:
+        return str(e)
+    return ""
+
+
+def _match_any(patterns: Sequence[str], rel: str) -> bool:
+    parts = rel.split("/")
+    for p in patterns:
+        rx = re.compile(_translate(p))
+        slash = "/" in p
+        for i in range(len(parts)):
+            if rx.match("/".join(parts[: i + 1])):
+                return True
+            if not slash and rx.match(parts[i]):
+                return True
+    return False
+
+
+def mount_files(root: str | os.PathLike[str], mounts: Sequence[Mount]) -> list[str]:
+    """The regular files of ``mounts`` below ``root`` (no symbolic links, no ``.git``),
+    filtered by each mount's include and exclude patterns; sorted, relative to ``root``."""
+    files = set()
+    for m in mounts:
+        base = os.path.join(root, m.path)
+        for d, dirs, names in os.walk(base):
+            dirs[:] = [x for x in dirs if x != ".git" and not os.path.islink(os.path.join(d, x))]
+            for name in names:
+                full = os.path.join(d, name)
+                if not _is_regular(os.lstat(full).st_mode):
+                    continue
+                rel = os.path.relpath(full, base).replace(os.sep, "/")
+                if (m.include and not _match_any(m.include, rel)) or _match_any(m.exclude, rel):
+                    continue
+                files.add(rel if m.path == "." else f"{m.path}/{rel}")
+    return sorted(files, key=lambda p: p.encode("utf-8", "surrogateescape"))
+
+
+# ------------------------------------------------------------------------------ hashing
+
+
+def _hash_file(full: str) -> tuple[bytes, int]:
+    h = hashlib.sha256()
+    n = 0
+    with open(full, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            n += len(chunk)
+    return h.digest(), n
+
+
+def hash_files(root: str | os.PathLike[str], paths: Iterable[str]) -> list[File]:
+    """Read the named files below ``root`` and return them as :class:`File` values."""
+    out = []
+    for p in paths:
+        _check_path(p)
+        full = os.path.join(root, p)
+        st = os.stat(full)
+        sha, n = _hash_file(full)
+        out.append(File(p, bool(st.st_mode & 0o111), n, sha))
+    return out
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """A code tree ready to ship: its ``root``, ``files`` and ``digest``; :meth:`archive`
+    builds its archive."""
+
+    root: str
+    files: list[File]
+    digest: str
+
+    def archive(self, max_bytes: int = 0) -> bytes:
+        """The deterministic archive (:func:`write_archive`).
+
+        Raises:
+            CodeError: over ``max_bytes`` compressed (> 0), or a file changed since the
+                snapshot."""
+        buf = io.BytesIO()
+        write_archive(buf, self.root, self.files)
+        data = buf.getvalue()
+        if max_bytes > 0 and len(data) > max_bytes:
+            raise CodeError(
+                f"the code archive of {self.root} is {len(data)} bytes compressed, over the ceiling of {max_bytes} "
+                "(code.max_size in lakeshore.yaml; exclude large files with code.mounts' exclude)"
+            )
+        return data
+
+
+# (size, mtime_ns, inode, ctime_ns): a file's identity for the hash cache.
+_Stat = tuple[int, int, int, int]
+
+
+@dataclasses.dataclass
+class _Tree:
+    """What a root's last snapshot saw: the stats that decide whether to list again."""
+
+    listed_under: tuple[tuple[str, int], ...]  # (path, mtime_ns) of the git index and the directories
+    paths: list[str]
+    stats: dict[str, _Stat]
+    files: dict[str, File]
+    digest: str
+    # The fast path's checks, joined once: (full path, mtime_ns) of the index and the
+    # directories, (full path, stat) of the files.
+    watch_dirs: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    watch_files: list[tuple[str, _Stat]] = dataclasses.field(default_factory=list)
+    snapshot: Snapshot | None = None
+
+    def unchanged(self) -> bool:
+        """Whether nothing the listing or the hashes depend on changed (one stat each)."""
+        stat = os.stat
+        try:
+            for full, mtime in self.watch_dirs:
+                if stat(full).st_mtime_ns != mtime:
+                    return False
+            for full, sk in self.watch_files:
+                st = stat(full)
+                if (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) != sk:
+                    return False
+        except OSError:
+            return False
+        return True
+
+
+_trees: dict[tuple[str, Any], _Tree] = {}
+_trees_lock = threading.Lock()
+_RACY_SECONDS = 2.0  # a file modified this recently is hashed again next time (git's "racy" rule)
+
+
+def _stat_key(st: os.stat_result) -> _Stat:
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+def _dirs_of(root: str, paths: Iterable[str]) -> set[str]:
+    dirs = {""}
+    for p in paths:
+        parts = p.split("/")[:-1]
+        for i in range(len(parts)):
+            dirs.add("/".join(parts[: i + 1]))
+    return dirs
+
+
+def _listed_under(root: str, paths: Iterable[str], git: bool) -> tuple[tuple[str, int], ...] | None:
+    out = []
+    if git:
+        index = _git_index(root)
+        if index is not None:
+            with contextlib.suppress(OSError):
+                out.append((index, os.stat(index).st_mtime_ns))
+    for d in sorted(_dirs_of(root, paths)):
+        try:
+            out.append((os.path.join(root, d), os.stat(os.path.join(root, d)).st_mtime_ns))
+        except OSError:
+            return None
+    return tuple(out)
+
+
+_git_dirs: dict[str, str | None] = {}
+
+
+def _git_index(root: str) -> str | None:
+    """The git index file of the work tree at root (cached)."""
+    if root not in _git_dirs:
+        try:
+            out = subprocess.run(["git", "-C", root, "rev-parse", "--git-path", "index"], capture_output=True, check=True, text=True).stdout.strip()
+            _git_dirs[root] = os.path.join(root, out)
+        except (OSError, subprocess.CalledProcessError):
+            _git_dirs[root] = None
+    return _git_dirs[root]
+
+
+def snapshot(root: str | os.PathLike[str], code: Code | None = None) -> Snapshot:
+    """Snapshot the code of the project at ``root``: ``code``'s mounts when it has some,
+    else the git tree. An unchanged tree (same index and directory times, same file
+    stats) costs one ``stat`` per file and directory; changed files alone are read again.
+
+    Raises:
+        CodeError: git failed, or a path cannot be shipped."""
+    root = os.path.abspath(root)
+    mounts = code.mounts if code is not None else ()
+    git = not mounts
+    key = (root, mounts)
+    with _trees_lock:
+        tree = _trees.get(key)
+    if tree is not None and tree.snapshot is not None and tree.unchanged():
+        return tree.snapshot
+    paths = git_files(root) if git else mount_files(root, mounts)
+    now = time.time()
+    stats: dict[str, _Stat] = {}
+    files: dict[str, File] = {}
+    for p in paths:
+        _check_path(p)
+        full = os.path.join(root, p)
+        st = os.stat(full)
+        sk = _stat_key(st)
+        old = tree.files.get(p) if tree is not None else None
+        if old is not None and tree is not None and tree.stats.get(p) == sk:
+            files[p] = old
+        else:
+            sha, n = _hash_file(full)
+            files[p] = File(p, bool(st.st_mode & 0o111), n, sha)
+        if now - st.st_mtime > _RACY_SECONDS:
+            stats[p] = sk
+        else:
+            stats[p] = (-1, -1, -1, -1)  # too recent to trust its stat: hash it again next time
+    listed = _listed_under(root, paths, git) or ()
+    d = digest(files.values())
+    snap = Snapshot(root, list(files.values()), d)
+    t = _Tree(listed, paths, stats, files, d, list(listed), [(os.path.join(root, p), stats[p]) for p in paths], snap)
+    with _trees_lock:
+        _trees[key] = t
+    return snap
+
+
+def write_archive(out: io.BufferedIOBase | io.BytesIO, root: str, files: Iterable[File]) -> None:
+    """Write the deterministic archive of ``files`` (read again from ``root`` and checked
+    against their hashes) to ``out``: a gzip-compressed tar (gzip time 0) of regular-file
+    entries in path order, mode 0644 or 0755, time 0, owner 0.
+
+    Raises:
+        CodeError: a file changed since it was hashed."""
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            for f in sorted(files, key=lambda f: f.path.encode("utf-8")):
+                info = tarfile.TarInfo(f.path)
+                info.size, info.mode, info.mtime, info.uid, info.gid = f.size, 0o755 if f.executable else 0o644, 0, 0, 0
+                with open(os.path.join(root, f.path), "rb") as src:
+                    data = src.read(f.size + 1)
+                if len(data) != f.size or hashlib.sha256(data).digest() != f.sha256:
+                    raise CodeError(f"{f.path} changed while the code was archived: submit again")
+                tar.addfile(info, io.BytesIO(data))
+
+
+def read_archive(data: bytes | io.BufferedIOBase, dest: str | None, *, max_bytes: int = 4 << 30, max_files: int = 200_000) -> tuple[list[File], str]:
+    """Read a code archive, checking every entry (regular files and directories only;
+    clean relative paths; no duplicates; the bounds), and return its files and digest;
+    with ``dest`` (an existing empty directory) also write the files there.
+
+    Raises:
+        CodeError: a bad archive."""
+    src = io.BytesIO(data) if isinstance(data, bytes) else data
+    files: list[File] = []
+    seen: set[str] = set()
+    total = 0
+    try:
+        with tarfile.open(fileobj=src, mode="r|gz") as tar:
+            for m in tar:
+                name = m.name.rstrip("/")
+                _check_path(name)
+                if m.isdir():
+                    continue
+                if not m.isreg():
+                    raise CodeError(f"the code archive holds {name!r} of tar type {m.type!r}: only regular files are allowed (no links or devices)")
+                if name in seen:
+                    raise CodeError(f"the code archive holds {name!r} twice")
+                seen.add(name)
+                if len(files) >= max_files:
+                    raise CodeError(f"the code archive holds more than {max_files} files")
+                total += m.size
+                if total > max_bytes:
+                    raise CodeError(f"the code archive unpacks to more than {max_bytes} bytes")
+                body = tar.extractfile(m)
+                if body is None:
+                    raise CodeError(f"the code archive is damaged at {name!r}")
+                h = hashlib.sha256()
+                n = 0
+                out = None
+                if dest is not None:
+                    target = os.path.join(dest, name)
+                    parent = os.path.dirname(target)
+                    _mkdir_inside(dest, parent)
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o755 if m.mode & 0o111 else 0o644)
+                    out = os.fdopen(fd, "wb")
+                try:
+                    while chunk := body.read(1 << 20):
+                        h.update(chunk)
+                        n += len(chunk)
+                        if out is not None:
+                            out.write(chunk)
+                finally:
+                    if out is not None:
+                        out.close()
+                if n != m.size:
+                    raise CodeError(f"the code archive is cut short at {name!r}")
+                files.append(File(name, bool(m.mode & 0o111), n, h.digest()))
+    except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile) as e:
+        if isinstance(e, FileExistsError):
+            raise CodeError(f"the code archive writes {e.filename!r} twice") from None
+        raise CodeError(f"the code archive is damaged: {e}") from None
+    return files, digest(files)
+
+
+def _mkdir_inside(root: str, d: str) -> None:
+    rel = os.path.relpath(d, root)
+    if rel == ".":
+        return
+    if rel == ".." or rel.startswith(".." + os.sep):
+        raise CodeError(f"bad directory {d!r} in the code archive")
+    cur = root
+    for part in rel.split(os.sep):
+        cur = os.path.join(cur, part)
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            os.mkdir(cur, 0o755)
+            continue
+        import stat
+
+        if not stat.S_ISDIR(st.st_mode):
+            raise CodeError(f"the code archive uses {cur!r} both as a file and as a directory")
+
+
+# ------------------------------------------------------------------------------ the worker's cache
+
+
+def default_cache_dir() -> str:
+    """``$LAKESHORE_CODE_CACHE``, else ``$LAKESHORE_HOME/code-cache`` (``~/.lakeshore``)."""
+    if os.environ.get("LAKESHORE_CODE_CACHE"):
+        return os.environ["LAKESHORE_CODE_CACHE"]
+    home = os.environ.get("LAKESHORE_HOME") or os.path.join(os.path.expanduser("~"), ".lakeshore")
+    return os.path.join(home, "code-cache")
+
+
+class CodeCache:
+    """A worker's unpacked code, one directory per digest under ``root``, at most
+    ``max_entries`` kept (least recently used removed first, never one in use by this
+    process). Entries appear only by an atomic rename of a fully unpacked and verified
+    directory; leftovers of a killed worker (``.tmp-<pid>-…``) are removed once their
+    process is gone."""
+
+    def __init__(self, root: str | None = None, *, max_entries: int = 16, max_bytes: int = 4 << 30) -> None:
+        self.root = root or default_cache_dir()
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.lock = threading.Lock()
+        self.in_use: set[str] = set()
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        self._sweep()
+
+    def _sweep(self) -> None:
+        for name in os.listdir(self.root):
+            if not name.startswith((".tmp-", ".trash-")):
+                continue
+            try:
+                pid = int(name.split("-")[1])
+            except (IndexError, ValueError):
+                pid = 0
+            if pid and pid != os.getpid() and _alive(pid):
+                continue
+            shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+
+    def path(self, digest: str) -> str:
+        """The directory of ``digest`` (which must be in the cache)."""
+        return os.path.join(self.root, digest)
+
+    def has(self, digest: str) -> bool:
+        """Whether ``digest`` is unpacked here."""
+        return os.path.isdir(self.path(digest))
+
+    def put(self, digest: str, archive: bytes) -> str:
+        """Unpack and verify ``archive`` as ``digest`` and return its directory.
+
+        Raises:
+            CodeError: a bad digest, a bad archive, or one whose files do not have
+                ``digest``."""
+        if not _DIGEST.match(digest):
+            raise CodeError(f"bad code digest {digest!r}: want 64 lowercase hex digits")
+        final = self.path(digest)
+        if os.path.isdir(final):
+            self.touch(digest)
+            return final
+        tmp = os.path.join(self.root, f".tmp-{os.getpid()}-{threading.get_ident()}-{digest[:12]}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.mkdir(tmp, 0o755)
+        try:
+            _, got = read_archive(archive, tmp, max_bytes=self.max_bytes)
+            if got != digest:
+                raise CodeError(f"the downloaded code has digest {got}, not {digest}: refused")
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not os.path.isdir(final):  # another worker renamed the same digest first: fine
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.touch(digest)
+        self.evict()
+        return final
+
+    def touch(self, digest: str) -> None:
+        """Mark ``digest`` as used now (its directory's time orders the eviction)."""
+        with contextlib.suppress(OSError):
+            os.utime(self.path(digest))
+
+    def evict(self) -> None:
+        """Remove the least recently used digests beyond ``max_entries`` (not those this
+        process uses), each renamed away first so that it vanishes at once."""
+        entries = []
+        for name in os.listdir(self.root):
+            if _DIGEST.match(name) and name not in self.in_use:
+                with contextlib.suppress(OSError):
+                    entries.append((os.stat(os.path.join(self.root, name)).st_mtime_ns, name))
+        total = len(entries) + len(self.in_use)
+        entries.sort()
+        for _, name in entries:
+            if total <= self.max_entries:
+                break
+            trash = os.path.join(self.root, f".trash-{os.getpid()}-{name[:12]}")
+            with contextlib.suppress(OSError):
+                os.rename(os.path.join(self.root, name), trash)
+                shutil.rmtree(trash, ignore_errors=True)
+            total -= 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ------------------------------------------------------------------------------ functions
+
+
+_import_lock = threading.RLock()
+_active_root: str | None = None
+_base_pythonpath = os.environ.get("PYTHONPATH", "")
+
+
+def function_ref(fn: Any, root: str) -> str:
+    """``module:qualname`` of ``fn`` as a worker imports it from the code shipped from
+    ``root``: a function of the ``__main__`` script is named by the script's path below
+    ``root`` (``jobs/train.py`` → ``jobs.train``).
+
+    Raises:
+        CodeError: ``fn`` is nested in a function, or its script is outside ``root``."""
+    qual = getattr(fn, "__qualname__", "")
+    if not qual or "<locals>" in qual:
+        raise CodeError(f"{qual or fn!r} is defined inside a function: a worker cannot import it; define it at module level")
+    mod = getattr(fn, "__module__", "") or ""
+    if mod == "__main__":
+        main = sys.modules.get("__main__")
+        file = getattr(main, "__file__", None)
+        if not file:
+            raise CodeError(f"{qual} is defined in an interactive session: a worker cannot import it; put it in a file of the project")
+        rel = os.path.relpath(os.path.abspath(file), root)
+        if rel.startswith(".."):
+            raise CodeError(f"{qual} is defined in {file}, outside the shipped code at {root}")
+        mod = rel[: -len(".py")].replace(os.sep, ".") if rel.endswith(".py") else rel.replace(os.sep, ".")
+    return f"{mod}:{qual}"
+
+
+def load_function(root: str, ref: str) -> Any:
+    """Import ``ref`` (``module:qualname``) from the code unpacked at ``root``: ``root``
+    goes first on ``sys.path`` and ``PYTHONPATH`` (replacing the previous code root), and
+    modules imported from another code root are forgotten, so that each digest runs its
+    own code. One code root at a time per process.
+
+    Raises:
+        CodeError: a malformed ``ref``; ImportError, AttributeError: as importing does."""
+    global _active_root
+    mod_name, _, qual = ref.partition(":")
+    if not mod_name or not qual:
+        raise CodeError(f"bad function reference {ref!r}: want module:qualname")
+    with _import_lock:
+        if _active_root != root:
+            if _active_root is not None:
+                with contextlib.suppress(ValueError):
+                    sys.path.remove(_active_root)
+                prefix = _active_root + os.sep
+                for name, m in list(sys.modules.items()):
+                    f = getattr(m, "__file__", None) or ""
+                    if f.startswith(prefix):
+                        del sys.modules[name]
+            sys.path.insert(0, root)
+            os.environ["PYTHONPATH"] = root + (os.pathsep + _base_pythonpath if _base_pythonpath else "")
+            importlib.invalidate_caches()
+            _active_root = root
+        obj: Any = importlib.import_module(mod_name)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+    return getattr(obj, "fn", obj) if type(obj).__name__ == "UDF" else obj

@@ -1,0 +1,238 @@
+"""Durable schedules: a payload submitted to a queue at each tick of a cron expression or an
+interval, once per tick, by the plane (``docs/semantics.md``, "Schedules").
+
+>>> @lakeshore.schedule("0 3 * * *", queue="eval", payload={"suite": "full"})  # doctest: +SKIP
+... def nightly(job): ...
+
+stores the schedule ``nightly`` in the plane when the module is imported (replacing one of
+that name); :func:`schedules` lists the stored ones with their last and next fire.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Callable, Literal, TypeVar
+from urllib.parse import quote
+
+from lakeshore import errors
+from lakeshore.dispatch import Dispatch, default_dispatch
+from lakeshore.queue import encode_value
+
+__all__ = [
+    "ScheduleInfo",
+    "pause_schedule",
+    "remove_schedule",
+    "resume_schedule",
+    "schedule",
+    "schedules",
+    "set_schedule",
+]
+
+CatchUp = Literal["once", "skip", "all"]
+"""What a schedule does with the ticks it missed while no maintenance ran: ``"once"`` fires
+the latest (the default), ``"skip"`` fires only ticks at most a minute old, ``"all"`` fires
+each."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleInfo:
+    """A stored schedule.
+
+    Attributes:
+        namespace, name: its identity.
+        queue: the queue every fire is submitted to.
+        cron: the cron expression (``""`` for an interval schedule).
+        every: the interval in seconds (0 for a cron schedule).
+        time_zone: the IANA zone ``cron`` is read in (``""``: UTC).
+        catch_up: the missed-tick policy.
+        paused: whether it fires.
+        next_fire: the next tick it fires (None while paused).
+        last_fire: the tick it last fired (None: never); ``last_id`` that fire's invocation.
+        priority, max_attempts, attempt_timeout, metadata: the options of every fire.
+    """
+
+    namespace: str
+    name: str
+    queue: str
+    cron: str = ""
+    every: float = 0.0
+    time_zone: str = ""
+    catch_up: str = "once"
+    paused: bool = False
+    next_fire: datetime | None = None
+    last_fire: datetime | None = None
+    last_id: str = ""
+    priority: float = 0.0
+    max_attempts: int = 0
+    attempt_timeout: float = 0.0
+    metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _info(a: Mapping[str, Any]) -> ScheduleInfo:
+    def t(k: str) -> datetime | None:
+        v = a.get(k)
+        return v if isinstance(v, datetime) else None
+
+    return ScheduleInfo(
+        namespace=str(a.get("namespace") or ""),
+        name=str(a.get("name") or ""),
+        queue=str(a.get("queue") or ""),
+        cron=str(a.get("cron") or ""),
+        every=float(a.get("every") or 0),
+        time_zone=str(a.get("time_zone") or ""),
+        catch_up=str(a.get("catch_up") or "once"),
+        paused=bool(a.get("paused")),
+        next_fire=t("next_fire"),
+        last_fire=t("last_fire"),
+        last_id=str(a.get("last_id") or ""),
+        priority=float(a.get("priority") or 0),
+        max_attempts=int(a.get("max_attempts") or 0),
+        attempt_timeout=float(a.get("attempt_timeout") or 0),
+        metadata=dict(a.get("metadata") or {}),
+    )
+
+
+def _path(d: Dispatch, name: str) -> str:
+    """The path of a schedule's routes: ``/v1/namespaces/{ns}/schedules/{name}``."""
+    return f"/v1/namespaces/{quote(d.namespace, safe='')}/schedules/{quote(name, safe='')}"
+
+
+def set_schedule(
+    name: str,
+    queue: str,
+    payload: Any = None,
+    *,
+    cron: str | None = None,
+    every: float | None = None,
+    time_zone: str | None = None,
+    catch_up: CatchUp | None = None,
+    paused: bool = False,
+    priority: float = 0.0,
+    max_attempts: int = 0,
+    attempt_timeout: float | None = None,
+    metadata: Mapping[str, str] | None = None,
+    dispatch: Dispatch | None = None,
+) -> ScheduleInfo:
+    """Store schedule ``name`` (replacing one of that name) in the dispatch's namespace: at
+    each tick of ``cron`` (five fields, or ``@hourly`` … ``@yearly``, read in ``time_zone``,
+    default UTC) or of ``every`` seconds (at least 1; ticks at its multiples since the Unix
+    epoch), the plane submits ``payload`` to ``queue`` once, with the key
+    ``schedule/NAME/TICK``. Returns the schedule as stored (``next_fire`` set).
+
+    Raises:
+        InvalidError: a bad rule, zone, name or option (the message names it); nothing is
+            stored."""
+    d = dispatch or default_dispatch()
+    body: dict[str, Any] = {"queue": queue, "payload": encode_value("payload", payload)}
+    for k, v in (
+        ("cron", cron),
+        ("every", float(every) if every is not None else None),
+        ("time_zone", time_zone),
+        ("catch_up", catch_up),
+        ("attempt_timeout", float(attempt_timeout) if attempt_timeout is not None else None),
+        ("metadata", dict(metadata) if metadata else None),
+    ):
+        if v:
+            body[k] = v
+    if paused:
+        body["paused"] = True
+    if priority:
+        body["priority"] = float(priority)
+    if max_attempts:
+        body["max_attempts"] = max_attempts
+    ans = d.run(d._transport.call("PUT", _path(d, name), body=body, retry="safe"))
+    return _info(ans)
+
+
+def schedules(namespace: str | None = None, *, dispatch: Dispatch | None = None) -> list[ScheduleInfo]:
+    """The stored schedules of ``namespace`` (default: every namespace the token covers),
+    ordered by namespace then name, with their last and next fire."""
+    d = dispatch or default_dispatch()
+    ans = d.run(d._transport.call("GET", "/v1/schedules", params={"namespace": namespace}, retry="safe"))
+    return [_info(a) for a in ans.get("schedules") or []]
+
+
+def remove_schedule(name: str, *, dispatch: Dispatch | None = None) -> bool:
+    """Delete schedule ``name`` of the dispatch's namespace; True when there was one. The
+    jobs it submitted stay."""
+    d = dispatch or default_dispatch()
+    ans = d.run(d._transport.call("DELETE", _path(d, name), retry="once"))
+    return bool(ans.get("changed"))
+
+
+def pause_schedule(name: str, *, dispatch: Dispatch | None = None) -> ScheduleInfo:
+    """Pause schedule ``name``: it fires nothing until resumed.
+
+    Raises:
+        NotFoundError: no such schedule."""
+    d = dispatch or default_dispatch()
+    return _info(d.run(d._transport.call("POST", _path(d, name) + "/pause", retry="safe")))
+
+
+def resume_schedule(name: str, *, dispatch: Dispatch | None = None) -> ScheduleInfo:
+    """Resume schedule ``name`` from its first tick after now (the ticks missed while paused
+    are skipped).
+
+    Raises:
+        NotFoundError: no such schedule."""
+    d = dispatch or default_dispatch()
+    return _info(d.run(d._transport.call("POST", _path(d, name) + "/resume", retry="safe")))
+
+
+def schedule(
+    cron: str | None = None,
+    *,
+    every: float | None = None,
+    queue: str | None = None,
+    name: str | None = None,
+    payload: Any = None,
+    time_zone: str | None = None,
+    catch_up: CatchUp | None = None,
+    paused: bool = False,
+    priority: float = 0.0,
+    max_attempts: int = 0,
+    attempt_timeout: float | None = None,
+    metadata: Mapping[str, str] | None = None,
+    dispatch: Dispatch | None = None,
+) -> Callable[[F], F]:
+    """Decorate a handler to store a schedule for it when the decorator runs (at import):
+    ``name`` and ``queue`` default to the function's ``__name__``; the other arguments are
+    :func:`set_schedule`'s. The function is returned unchanged, with the stored
+    :class:`ScheduleInfo` as its ``schedule`` attribute; serve its queue with
+    :func:`~lakeshore.run_worker` as any other.
+
+    Raises:
+        InvalidError: as :func:`set_schedule` (neither or both of ``cron`` and ``every``
+            included)."""
+    if (cron is None) == (every is None):
+        raise errors.InvalidError(
+            "schedule: give a cron expression or every=SECONDS, exactly one",
+            field="cron",
+            value=cron,
+            rule="exactly one of cron and every",
+        )
+
+    def wrap(fn: F) -> F:
+        info = set_schedule(
+            name or fn.__name__,
+            queue or fn.__name__,
+            payload,
+            cron=cron,
+            every=every,
+            time_zone=time_zone,
+            catch_up=catch_up,
+            paused=paused,
+            priority=priority,
+            max_attempts=max_attempts,
+            attempt_timeout=attempt_timeout,
+            metadata=metadata,
+            dispatch=dispatch,
+        )
+        setattr(fn, "schedule", info)  # noqa: B010 (a function attribute)
+        return fn
+
+    return wrap

@@ -1,0 +1,227 @@
+"""The compute fabric's shared definitions agree with the Go package fabric: the golden
+vectors of fabric/testdata/vectors.json (host keys, sizes, code digests, config errors),
+and the code archive's safety checks (docs/fabric.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from lakeshore import code, config
+
+VECTORS = json.loads((Path(__file__).resolve().parents[2] / "fabric" / "testdata" / "vectors.json").read_text())
+
+
+@pytest.mark.parametrize("v", VECTORS["host_keys"], ids=lambda v: v["name"])
+def test_host_key_vectors(v: dict) -> None:
+    c = config.parse("vectors.yaml", v["yaml"])
+    assert c.mode(v["mode"]).host_key == v["host_key"]
+
+
+def test_size_vectors() -> None:
+    for s, want in VECTORS["cpus"]:
+        if want is None:
+            with pytest.raises(ValueError):
+                config.parse_cpus(s)
+        else:
+            assert config.parse_cpus(s) == want, s
+    for s, want in VECTORS["memory"]:
+        if want is None:
+            with pytest.raises(ValueError):
+                config.parse_memory(s)
+        else:
+            assert config.parse_memory(s) == want, s
+
+
+@pytest.mark.parametrize("v", VECTORS["code"], ids=lambda v: v["name"])
+def test_digest_vectors(v: dict, tmp_path: Path) -> None:
+    for f in v["files"]:
+        p = tmp_path / f["path"]
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f["content"], encoding="utf-8")
+        p.chmod(0o755 if f["executable"] else 0o644)
+    files = code.hash_files(tmp_path, [f["path"] for f in v["files"]])
+    assert code.digest(files) == v["digest"]
+    snap = code.Snapshot(str(tmp_path), files, v["digest"])
+    out = tmp_path / "unpacked"
+    out.mkdir()
+    _, d = code.read_archive(snap.archive(), str(out))
+    assert d == v["digest"]
+    assert snap.archive() == snap.archive(), "the archive is deterministic"
+
+
+@pytest.mark.parametrize("v", VECTORS["errors"], ids=lambda v: v["field"])
+def test_error_vectors(v: dict) -> None:
+    with pytest.raises(config.ConfigError) as e:
+        config.parse("vectors.yaml", v["yaml"])
+    assert (e.value.line, e.value.field) == (v["line"], v["field"])
+    assert v["contains"] in str(e.value)
+    assert e.value.code == "invalid_config"
+
+
+def test_find_and_modes(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "lakeshore.yaml").write_text("modes:\n  gpu:\n    resources: {gpus: 2}\n    time_limit: 1h30m\n")
+    assert config.find(tmp_path / "a" / "b", environ={}) == tmp_path / "lakeshore.yaml"
+    c = config.load(tmp_path / "a" / "b", environ={})
+    m = c.mode("gpu")
+    assert (m.resources.gpus, m.time_limit, m.code) == (2, 5400, False)
+    md = m.metadata("ab" * 32)
+    assert md[config.META_CODE] == "ab" * 32 and json.loads(md[config.META_RUN])["gpus"] == 2
+    with pytest.raises(config.ConfigError, match=r'no mode "cpu" \(allowed: gpu\)'):
+        c.mode("cpu")
+    other = tmp_path / "elsewhere.yaml"
+    other.write_text("modes: {x: {}}\n")
+    assert "x" in config.load(tmp_path, environ={"LAKESHORE_CONFIG": str(other)}).modes
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    if config.find(empty, environ={}) is None:
+        with pytest.raises(config.ConfigError, match="no lakeshore.yaml"):
+            config.load(empty, environ={})
+
+
+def _git(root: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git (apt-get install git)")
+def test_snapshot_git_tree_and_cache(tmp_path: Path) -> None:
+    _git(tmp_path, "init", "-q")
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    (tmp_path / "tracked.py").write_text("x = 1\n")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "one")
+    (tmp_path / "untracked.py").write_text("y = 2\n")
+    (tmp_path / "ignored.log").write_text("z\n")
+    (tmp_path / "link").symlink_to("/etc/passwd")
+    s1 = code.snapshot(tmp_path)
+    assert sorted(f.path for f in s1.files) == [".gitignore", "tracked.py", "untracked.py"]
+    assert code.snapshot(tmp_path).digest == s1.digest
+    # An edit of a tracked file (no git command run) changes the digest.
+    (tmp_path / "tracked.py").write_text("x = 22\n")
+    s2 = code.snapshot(tmp_path)
+    assert s2.digest != s1.digest
+    # A new untracked file in a new directory too.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text("")
+    assert "pkg/m.py" in {f.path for f in code.snapshot(tmp_path).files}
+    with pytest.raises(code.CodeError, match="over the ceiling of 10"):
+        code.snapshot(tmp_path).archive(10)
+
+
+def test_mounts(tmp_path: Path) -> None:
+    for p in ["src/a.py", "src/b.pyc", "src/__pycache__/c.py", "src/data/big.bin", "other/x.py"]:
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / p).write_text(p)
+    m = config.Mount("src", exclude=("*.pyc", "__pycache__", "data"))
+    assert code.mount_files(tmp_path, [m]) == ["src/a.py"]
+    assert code.mount_files(tmp_path, [config.Mount("src", include=("*.py",))]) == ["src/__pycache__/c.py", "src/a.py"]
+
+
+def _tar(*members: tuple[tarfile.TarInfo, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for info, data in members:
+            info.size = len(data) if info.isreg() else 0
+            t.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return buf.getvalue()
+
+
+def _info(name: str, type: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    i = tarfile.TarInfo(name)
+    i.type, i.linkname = type, link
+    return i
+
+
+@pytest.mark.parametrize(
+    "members, want",
+    [
+        ([(_info("../escape"), b"x")], "bad path"),
+        ([(_info("/etc/x"), b"x")], "bad path"),
+        ([(_info("link", tarfile.SYMTYPE, "/etc/passwd"), b"")], "only regular files"),
+        ([(_info("hard", tarfile.LNKTYPE, "/etc/passwd"), b"")], "only regular files"),
+        ([(_info("a"), b"1"), (_info("a"), b"2")], "twice"),
+        ([(_info("a"), b"1"), (_info("a/b"), b"2")], "both as a file"),
+    ],
+)
+def test_unsafe_archives_refused(members: list, want: str, tmp_path: Path) -> None:
+    with pytest.raises(code.CodeError, match=want):
+        code.read_archive(_tar(*members), str(tmp_path))
+
+
+def test_cache_verifies_and_evicts(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    cache = code.CodeCache(str(tmp_path / "cache"), max_entries=2)
+    digests = []
+    for i in range(3):
+        (src / "m.py").write_text(f"x = {i}\n")
+        files = code.hash_files(src, ["m.py"])
+        snap = code.Snapshot(str(src), files, code.digest(files))
+        d = cache.put(snap.digest, snap.archive())
+        assert Path(d, "m.py").read_text() == f"x = {i}\n"
+        digests.append(snap.digest)
+        os.utime(d, ns=(i * 10**9, i * 10**9))
+    assert not cache.has(digests[0]) and cache.has(digests[1]) and cache.has(digests[2])
+    # A wrong digest is refused and leaves nothing behind.
+    with pytest.raises(code.CodeError, match="refused"):
+        cache.put("0" * 64, snap.archive())
+    assert sorted(os.listdir(cache.root)) == sorted(digests[1:])
+    # A killed worker's half-unpacked leftover is swept by the next cache.
+    dead = tmp_path / "cache" / ".tmp-999999-1-abc"
+    dead.mkdir()
+    code.CodeCache(str(tmp_path / "cache"))
+    assert not dead.exists()
+
+
+def test_a_worker_killed_mid_unpack_leaves_no_entry(tmp_path: Path) -> None:
+    """A worker SIGKILLed while it unpacks a digest leaves only its .tmp- directory, never
+    an entry under the digest's name; the next cache sweeps it and unpacks afresh."""
+    import signal
+    import sys
+    import time
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(200):
+        (src / f"f{i:03}.bin").write_bytes(os.urandom(256 << 10))
+    files = code.hash_files(src, sorted(p.name for p in src.iterdir()))
+    snap = code.Snapshot(str(src), files, code.digest(files))
+    archive = tmp_path / "code.tar.gz"
+    archive.write_bytes(snap.archive())
+    cache_dir = tmp_path / "cache"
+    script = (
+        "import sys, time\n"
+        "from lakeshore import code\n"
+        "orig = code._mkdir_inside\n"
+        "def slow(root, d):\n"
+        "    time.sleep(0.01)\n"  # a slow disk: the kill lands mid-unpack
+        "    orig(root, d)\n"
+        "code._mkdir_inside = slow\n"
+        f"code.CodeCache({str(cache_dir)!r}).put({snap.digest!r}, open({str(archive)!r}, 'rb').read())\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    tmp = None
+    while time.monotonic() < deadline:
+        tmps = list(cache_dir.glob(".tmp-*")) if cache_dir.exists() else []
+        if tmps and len(list(tmps[0].iterdir())) >= 5:
+            tmp = tmps[0]
+            break
+        time.sleep(0.005)
+    assert tmp is not None, "the unpack never started"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    cache = code.CodeCache(str(cache_dir))
+    assert not cache.has(snap.digest), "a half-unpacked entry is under the digest's name"
+    assert not tmp.exists(), "the killed worker's leftover was not swept"
+    d = cache.put(snap.digest, archive.read_bytes())
+    assert len(os.listdir(d)) == 200

@@ -1,0 +1,227 @@
+"""Code shipped with the run, end to end, and the lifecycle hooks (docs/fabric.md).
+
+A project (a git work tree with a lakeshore.yaml) submits a function defined only in its
+own files; a worker started in another directory, which never saw them, fetches the code
+by digest, runs the mode's setup once, its run_setup and env before each body, its
+on_host_setup hook once before the first body, and the function. A changed line is a new
+digest: the next run gets the new code, the old invocation keeps its result.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import lakeshore
+from lakeshore import errors, lifecycle
+
+from .conftest import Server
+
+
+@pytest.fixture
+def mem(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[lakeshore.Dispatch]:
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    d = lakeshore.Dispatch(":memory:")
+    yield d
+    d.close()
+
+YAML = """\
+modes:
+  small:
+    resources: {cpus: 1}
+    setup: ["echo setup >> {marker}"]
+    run_setup: ["echo run >> {marker}"]
+    env: {GREETING: hello}
+    code: true
+"""
+
+OPS = """\
+import os
+import lakeshore
+from lakeshore import lifecycle
+from mylib.util import shout
+
+MODEL = None
+
+@lifecycle.on_host_setup
+def load_model():
+    global MODEL
+    MODEL = "model-v1"
+
+@lakeshore.udf(queue="{queue}", mode="small")
+def greet(name):
+    assert MODEL is not None, "a body ran before on_host_setup"
+    return f"{{os.environ['GREETING']}} {{shout(name)}} ({{MODEL}}, {{lifecycle.phase()}})"
+"""
+
+
+def _git(root: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
+
+
+def _env(server: Server, tmp: Path) -> dict[str, str]:
+    env = dict(os.environ, LAKESHORE_URL=server.url, LAKESHORE_TOKEN=server.admin_token, LAKESHORE_CODE_CACHE=str(tmp / "cache"))
+    env.pop("LAKESHORE_CONFIG", None)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def _submit(proj: Path, env: dict[str, str]) -> str:
+    r = subprocess.run(
+        [sys.executable, "-c", "import mylib.ops; print(mylib.ops.greet.submit(name='ada'))"],
+        cwd=proj, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def _work(where: Path, env: dict[str, str], queue: str) -> None:
+    script = f"import lakeshore; lakeshore.run_worker(queues=['{queue}'], once=True, wait=30)"
+    r = subprocess.run([sys.executable, "-c", script], cwd=where, env=env, capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git (apt-get install git)")
+def test_shipped_code_runs_on_a_worker_elsewhere(server: Server, tmp_path: Path, qname: str) -> None:
+    proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    (proj / "mylib").mkdir(parents=True)
+    elsewhere.mkdir()
+    marker = tmp_path / "marker.txt"
+    (proj / "lakeshore.yaml").write_text(YAML.replace("{marker}", str(marker)))
+    (proj / "mylib" / "__init__.py").write_text("")
+    (proj / "mylib" / "util.py").write_text("def shout(s):\n    return s.upper()\n")
+    (proj / "mylib" / "ops.py").write_text(OPS.format(queue=qname))
+    _git(proj, "init", "-q")
+    _git(proj, "add", ".")
+    _git(proj, "commit", "-q", "-m", "one")
+    env = _env(server, tmp_path)
+
+    inv1 = _submit(proj, env)
+    _work(elsewhere, env, qname)
+    d = lakeshore.HttpDispatch(server.url, token=server.admin_token)
+    try:
+        q = lakeshore.SyncQueue(qname, dispatch=d)
+        assert q.result(inv1, timeout=30) == "hello ADA (model-v1, ready)"
+        md = q.get(inv1).metadata
+        assert md["lakeshore.mode"] == "small" and len(md["lakeshore.code"]) == 64
+        assert md["lakeshore.function"] == "mylib.ops:greet"
+        assert md["lakeshore.host_key"].startswith("hk1_")
+        assert marker.read_text().split() == ["setup", "run"]
+
+        # A changed line: a new digest, the new code runs; the old invocation keeps its own.
+        (proj / "mylib" / "util.py").write_text("def shout(s):\n    return s.upper() + '!'\n")
+        inv2 = _submit(proj, env)
+        assert q.get(inv2).metadata["lakeshore.code"] != md["lakeshore.code"]
+        _work(elsewhere, env, qname)
+        assert q.result(inv2, timeout=30) == "hello ADA! (model-v1, ready)"
+        assert q.result(inv1, timeout=30) == "hello ADA (model-v1, ready)"
+        # Two worker processes, two environments: setup ran once in each.
+        assert marker.read_text().split() == ["setup", "run", "setup", "run"]
+        assert not (elsewhere / "mylib").exists(), "the worker's directory never saw the code"
+    finally:
+        d.close()
+
+
+def test_unknown_mode_fails_at_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mem: lakeshore.Dispatch) -> None:
+    (tmp_path / "lakeshore.yaml").write_text("modes:\n  small: {}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LAKESHORE_CONFIG", raising=False)
+
+    @lakeshore.udf(queue="fabric-unknown-mode", mode="huge", dispatch=mem)
+    def f() -> int:
+        return 1
+
+    with pytest.raises(lakeshore.config.ConfigError, match=r'no mode "huge" \(allowed: small\)'):
+        f.submit()
+    # A mode without code: the declaration travels, no upload.
+    inv = f.submit(_mode="small")
+    assert f.queue().get(inv).metadata["lakeshore.mode"] == "small"
+
+
+@pytest.fixture
+def hooks() -> Iterator[None]:
+    lifecycle._reset()
+    yield None
+    lifecycle._reset()
+
+
+def test_lifecycle_order(mem: lakeshore.Dispatch, hooks: object) -> None:
+    events: list[str] = []
+    lifecycle.on_host_setup(lambda: events.append(f"host:{lifecycle.phase()}"))
+    lifecycle.on_run_setup(lambda: events.append("run"))
+    lifecycle.on_shutdown(lambda: events.append(f"shutdown:{lifecycle.phase()}"))
+
+    def body(i: int) -> int:
+        events.append(f"body{i}")
+        return i
+
+    q = lakeshore.SyncQueue("fabric-lifecycle", dispatch=mem)
+    for i in range(2):
+        q.submit({"i": i})
+    stop = threading.Event()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not (events.count("body0") and events.count("body1")):
+            if done.wait(0.01):
+                return
+        stop.set()
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        n = lakeshore.run_worker(mem, queues={"fabric-lifecycle": body}, stop=stop, handle_signals=False)
+    finally:
+        done.set()
+        t.join()
+    assert n == 2
+    assert events == ["host:setup", "run", "body0", "run", "body1", "shutdown:draining"]
+
+
+def test_failed_host_setup_fails_the_start_not_the_jobs(mem: lakeshore.Dispatch, hooks: object) -> None:
+    @lifecycle.on_host_setup
+    def broken() -> None:
+        raise RuntimeError("no GPU here")
+
+    q = lakeshore.SyncQueue("fabric-broken-setup", dispatch=mem)
+    inv = q.submit({"x": 1})
+    with pytest.raises(RuntimeError, match="no GPU here"):
+        lakeshore.run_worker(mem, queues={"fabric-broken-setup": lambda x: x}, once=True, wait=0.5, handle_signals=False)
+    assert q.get(inv).state == "queued", "the job stays queued for another worker"
+
+
+def test_failed_run_setup_fails_the_attempt(mem: lakeshore.Dispatch, hooks: object) -> None:
+    ran = []
+
+    @lifecycle.on_run_setup
+    def broken() -> None:
+        raise RuntimeError("scratch disk full")
+
+    q = lakeshore.SyncQueue("fabric-broken-run-setup", dispatch=mem)
+    inv = q.submit({"x": 1}, max_attempts=1)
+    lakeshore.run_worker(mem, queues={"fabric-broken-run-setup": lambda x: ran.append(x)}, once=True, wait=5, handle_signals=False)
+    with pytest.raises(errors.InvocationError, match="scratch disk full"):
+        q.result(inv, timeout=10)
+    assert ran == []
+
+
+def test_the_fabric_example_runs(lakeshore_bin: str, tmp_path: Path) -> None:
+    """examples/fabric/run.py: submitted from the example's directory, run by a worker in
+    a fresh directory, on the embedded plane of a fresh LAKESHORE_HOME."""
+    script = Path(__file__).resolve().parents[2] / "examples" / "fabric" / "run.py"
+    env = dict(os.environ, LAKESHORE_BIN=lakeshore_bin, LAKESHORE_HOME=str(tmp_path / "home"))
+    for k in ("LAKESHORE_URL", "LAKESHORE_CONFIG", "LAKESHORE_TOKEN"):
+        env.pop(k, None)
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "positive +4  I love this, it is great  (ready)" in r.stdout
+    assert "its directory never held the code: True" in r.stdout

@@ -1,0 +1,94 @@
+"""Schedules from Python on every plane: the ``@schedule`` decorator stores a schedule,
+``schedules()`` lists it with its next fire, pause/resume/remove act on it by name, bad
+rules raise InvalidError naming the field, and a stored interval schedule really fires (a
+job with the schedule's key and payload reaches its queue)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lakeshore import (
+    HttpDispatch,
+    InvalidError,
+    NotFoundError,
+    SyncQueue,
+    pause_schedule,
+    remove_schedule,
+    resume_schedule,
+    schedule,
+    schedules,
+    set_schedule,
+)
+
+
+def test_schedule_decorator_list_pause_remove(every_plane: HttpDispatch, qname: str) -> None:
+    d = every_plane
+
+    @schedule("0 3 * * *", queue=qname, name=qname + "-nightly", payload={"suite": "full"}, time_zone="Europe/Paris", dispatch=d)
+    def nightly(job: object) -> None:
+        pass
+
+    info = nightly.schedule  # type: ignore[attr-defined]
+    assert info.name == qname + "-nightly"
+    assert info.queue == qname
+    assert info.cron == "0 3 * * *" and info.time_zone == "Europe/Paris"
+    assert info.next_fire is not None and not info.paused
+
+    mine = [s for s in schedules(d.namespace, dispatch=d) if s.name == qname + "-nightly"]
+    assert len(mine) == 1 and mine[0].catch_up == "once"
+
+    paused = pause_schedule(qname + "-nightly", dispatch=d)
+    assert paused.paused and paused.next_fire is None
+    resumed = resume_schedule(qname + "-nightly", dispatch=d)
+    assert not resumed.paused and resumed.next_fire is not None
+    with pytest.raises(NotFoundError, match="not found"):
+        pause_schedule(qname + "-missing", dispatch=d)
+    assert remove_schedule(qname + "-nightly", dispatch=d)
+    assert not remove_schedule(qname + "-nightly", dispatch=d)
+
+
+def test_schedule_invalid(every_plane: HttpDispatch, qname: str) -> None:
+    d = every_plane
+    with pytest.raises(InvalidError, match="cron"):
+        set_schedule(qname, qname, cron="0 3 * *", dispatch=d)
+    with pytest.raises(InvalidError, match="time_zone"):
+        set_schedule(qname, qname, cron="0 3 * * *", time_zone="Mars/Olympus", dispatch=d)
+    with pytest.raises(InvalidError, match="catch_up"):
+        set_schedule(qname, qname, every=60, catch_up="never", dispatch=d)  # type: ignore[arg-type]
+    with pytest.raises(InvalidError):
+        schedule(queue=qname, dispatch=d)  # neither cron nor every
+    assert not [s for s in schedules(d.namespace, dispatch=d) if s.name == qname]
+
+
+def test_interval_schedule_fires(every_plane: HttpDispatch, qname: str) -> None:
+    d = every_plane
+    info = set_schedule(qname, qname, {"n": 1}, every=1, dispatch=d)
+    try:
+        q = SyncQueue(qname, dispatch=d)
+        job = q.claim(wait=10)
+        assert job is not None, "a fire within a few seconds"
+        assert (job.key or "").startswith(f"schedule/{qname}/")
+        assert job.payload == {"n": 1}
+        q.ack(job)
+        assert info.next_fire is not None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            last = [s for s in schedules(d.namespace, dispatch=d) if s.name == qname][0]
+            if last.last_id:
+                break
+            time.sleep(0.05)
+        assert last.last_fire is not None and last.last_id
+    finally:
+        remove_schedule(qname, dispatch=d)
+
+
+def test_submit_unique_for(every_plane: HttpDispatch, qname: str) -> None:
+    """``unique_for=`` is the key's dedup window: the first id within it; a key without a
+    window holds; a window without a key is refused."""
+    q = SyncQueue(qname, dispatch=every_plane)
+    first = q.submit(1, key="daily", unique_for=30)
+    assert q.submit(2, key="daily", unique_for=30) == first
+    with pytest.raises(InvalidError, match="unique_for"):
+        q.submit(3, unique_for=30)

@@ -1,0 +1,102 @@
+package server_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/fabric"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// codeArchive snapshots a small tree and returns its digest and archive.
+func codeArchive(t *testing.T, files map[string]string) (string, []byte) {
+	t.Helper()
+	root := t.TempDir()
+	var paths []string
+	for p, content := range files {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, p), []byte(content), 0o644))
+		paths = append(paths, p)
+	}
+	hashed, err := fabric.HashFiles(root, paths)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, fabric.WriteArchive(&buf, root, hashed))
+	return fabric.Digest(hashed), buf.Bytes()
+}
+
+// TestCodeRoutes: an archive is stored once per digest, checked against its digest and
+// for unsafe entries, downloadable by workers, and only a token that may submit to the
+// queue may upload (docs/fabric.md).
+func TestCodeRoutes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret, CodeDir: t.TempDir(), MaxCodeBytes: 64 << 10})
+	producer, _ := b.mint(t, "default", "jobs", 0, plane.PermissionSubmit)
+	worker, _ := b.mint(t, "default", "jobs", 0, plane.PermissionConsume)
+	reader, _ := b.mint(t, "default", "jobs", 0, plane.PermissionRead)
+	other, _ := b.mint(t, "default", "other", 0, plane.PermissionSubmit)
+
+	digest, data := codeArchive(t, map[string]string{"pkg/mod.py": "def f():\n    return 1\n", "main.py": "import pkg\n"})
+	path := "/v1/namespaces/default/queues/jobs/code/" + digest
+
+	b.do(t, "GET", path, "", nil, worker).requireError(t, 404, "not_found")
+	b.do(t, "PUT", path, api.ContentTypeGzip, data, worker).requireError(t, 403, "forbidden")
+	b.do(t, "PUT", path, api.ContentTypeGzip, data, reader).requireError(t, 403, "forbidden")
+	b.do(t, "PUT", "/v1/namespaces/default/queues/jobs/code/"+digest, api.ContentTypeGzip, data, other).requireError(t, 403, "forbidden")
+
+	r := b.do(t, "PUT", path, api.ContentTypeGzip, data, producer)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var out api.CodeResponse
+	require.NoError(t, json.Unmarshal(r.body, &out))
+	require.Equal(t, api.CodeResponse{Digest: digest, Size: int64(len(data))}, out)
+	r = b.do(t, "PUT", path, api.ContentTypeGzip, data, producer)
+	require.NoError(t, json.Unmarshal(r.body, &out))
+	require.True(t, out.Existing, "a second upload of one digest writes nothing")
+
+	r = b.do(t, "GET", path, "", nil, worker)
+	require.Equal(t, 200, r.status)
+	require.Equal(t, data, r.body)
+	r = b.do(t, "HEAD", path, "", nil, worker)
+	require.Equal(t, 200, r.status)
+	b.do(t, "GET", path, "", nil, other).requireError(t, 403, "forbidden")
+
+	// The digest of the path must be the archive's.
+	d2, _ := codeArchive(t, map[string]string{"x.py": "x = 2\n"})
+	eb := b.do(t, "PUT", "/v1/namespaces/default/queues/jobs/code/"+d2, api.ContentTypeGzip, data, producer).requireError(t, 400, "invalid")
+	require.Contains(t, eb.Message, "the archive's files have digest "+digest)
+	b.do(t, "PUT", "/v1/namespaces/default/queues/jobs/code/not-a-digest", api.ContentTypeGzip, data, producer).requireError(t, 400, "invalid")
+
+	// Unsafe entries are refused.
+	var evil bytes.Buffer
+	zw := gzip.NewWriter(&evil)
+	tw := tar.NewWriter(zw)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "link", Linkname: "/etc/passwd"}))
+	tw.Close()
+	zw.Close()
+	eb = b.do(t, "PUT", path[:len(path)-64]+strings.Repeat("0", 64), api.ContentTypeGzip, evil.Bytes(), producer).requireError(t, 400, "invalid")
+	require.Contains(t, eb.Message, "only regular files")
+
+	// Over the size bound: 413.
+	big := bytes.Repeat([]byte("x"), 65<<10)
+	b.do(t, "PUT", path, api.ContentTypeGzip, big, producer)
+	r = b.do(t, "PUT", "/v1/namespaces/default/queues/jobs/code/"+strings.Repeat("1", 64), api.ContentTypeGzip, big, producer)
+	require.Equal(t, 413, r.status, "%s", r.body)
+	require.Contains(t, r.errBody(t).Message, "ship less code")
+}
+
+// TestCodeRoutesOff: without a code directory the routes answer 501.
+func TestCodeRoutesOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.do(t, "GET", "/v1/namespaces/default/queues/jobs/code/"+strings.Repeat("a", 64), "", nil, "").requireError(t, 501, "not_implemented")
+}

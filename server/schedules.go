@@ -1,0 +1,162 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// scheduleRoutes are the routes of durable schedules (issue 27). A schedule submits to its
+// queue, so changing one needs submit on that queue; a scoped token sees and touches only
+// the schedules of the queues it covers (others answer not_found, as unknown names).
+func (s *Server) scheduleRoutes() map[string]handlerFunc {
+	return map[string]handlerFunc{
+		"GET /v1/schedules":                    s.handleScheduleList,
+		"PUT " + api.SchedulePath:              s.handleScheduleSet,
+		"DELETE " + api.SchedulePath:           s.handleScheduleDelete,
+		"POST " + api.SchedulePath + "/pause":  s.handleSchedulePause(true),
+		"POST " + api.SchedulePath + "/resume": s.handleSchedulePause(false),
+	}
+}
+
+// scheduleOf reads and validates the namespace and name of a schedule route.
+func scheduleOf(r *http.Request) (namespace, name string, err error) {
+	namespace, name = r.PathValue("namespace"), r.PathValue("name")
+	if err := plane.ValidateNamespace(namespace); err != nil {
+		return "", "", err
+	}
+	if err := plane.ValidateName("schedule name", name); err != nil {
+		return "", "", err
+	}
+	return namespace, name, nil
+}
+
+// authorizeSchedule checks that p may change the stored schedule (namespace, name): submit
+// on its queue. A schedule p's scope does not cover answers plane.ErrNotFound, like one that
+// does not exist, so a token cannot learn which names exist elsewhere.
+func (s *Server) authorizeSchedule(r *http.Request, p *principal, namespace, name string) error {
+	if p.all {
+		return nil
+	}
+	if !p.allowsNamespace(namespace, plane.PermissionSubmit) {
+		return forbidden("namespace "+namespace, plane.PermissionSubmit)
+	}
+	list, err := s.drv.ScheduleList(r.Context(), namespace)
+	if err != nil {
+		return err
+	}
+	for i := range list {
+		if list[i].Name == name {
+			if p.allows(namespace, list[i].Queue, plane.PermissionSubmit) {
+				return nil
+			}
+			break
+		}
+	}
+	return plane.ScheduleNotFound(namespace, name)
+}
+
+func (s *Server) handleScheduleSet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, name, err := scheduleOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.Schedule
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    float64
+	}{{"every", req.Every}, {"attempt_timeout", req.AttemptTimeout}} {
+		if _, err := seconds(d.name, d.v); err != nil {
+			return err
+		}
+	}
+	payload, err := s.value("payload", req.Payload)
+	if err != nil {
+		return err
+	}
+	sc := req.Plane()
+	sc.Namespace, sc.Name, sc.Payload = ns, name, payload
+	if err := sc.Validate(); err != nil {
+		return err
+	}
+	if err := authorizeQueue(p, ns, sc.Queue, plane.PermissionSubmit); err != nil {
+		return err
+	}
+	if !p.all { // replacing a schedule of a queue the token does not cover is not allowed either
+		if err := s.authorizeSchedule(r, p, ns, name); err != nil && !errors.Is(err, plane.ErrNotFound) {
+			return err
+		}
+	}
+	stored, err := s.drv.ScheduleSet(r.Context(), sc)
+	if err != nil {
+		return err
+	}
+	out := api.NewSchedule(stored)
+	s.write(w, r, http.StatusOK, &out)
+	return nil
+}
+
+func (s *Server) handleScheduleDelete(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, name, err := scheduleOf(r)
+	if err != nil {
+		return err
+	}
+	if err := s.authorizeSchedule(r, p, ns, name); err != nil {
+		if errors.Is(err, plane.ErrNotFound) {
+			s.write(w, r, http.StatusOK, &api.ChangedResponse{Changed: false})
+			return nil
+		}
+		return err
+	}
+	ok, err := s.drv.ScheduleDelete(r.Context(), ns, name)
+	if err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.ChangedResponse{Changed: ok})
+	return nil
+}
+
+func (s *Server) handleSchedulePause(paused bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p *principal) error {
+		ns, name, err := scheduleOf(r)
+		if err != nil {
+			return err
+		}
+		if err := s.authorizeSchedule(r, p, ns, name); err != nil {
+			return err
+		}
+		sc, err := s.drv.SchedulePause(r.Context(), ns, name, paused)
+		if err != nil {
+			return err
+		}
+		out := api.NewSchedule(sc)
+		s.write(w, r, http.StatusOK, &out)
+		return nil
+	}
+}
+
+func (s *Server) handleScheduleList(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns := r.URL.Query().Get("namespace")
+	if ns != "" {
+		if err := plane.ValidateNamespace(ns); err != nil {
+			return err
+		}
+	}
+	list, err := s.drv.ScheduleList(r.Context(), ns)
+	if err != nil {
+		return err
+	}
+	out := &api.SchedulesResponse{Schedules: make([]api.Schedule, 0, len(list))}
+	for i := range list {
+		if p.allows(list[i].Namespace, list[i].Queue, anyPerms...) {
+			out.Schedules = append(out.Schedules, api.NewSchedule(&list[i]))
+		}
+	}
+	s.write(w, r, http.StatusOK, out)
+	return nil
+}
