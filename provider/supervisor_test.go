@@ -28,8 +28,11 @@ import (
 // SQLite plane, ticking by hand on a clock of their own, so backoffs, cooldowns and register
 // timeouts pass at once.
 
-// execTimeout bounds each call of the tests' exec programs.
-const execTimeout = 300 * time.Millisecond
+// execTimeout bounds each call of the tests' exec programs. The programs that answer fork a
+// shell and a few commands per call, which a loaded 2-core machine can take well over a
+// second to run (a 300 ms bound failed such calls under load); the hanging
+// ones sleep 30 s, so any bound far below that still tells a cut-off from an answer.
+const execTimeout = 3 * time.Second
 
 type clock struct {
 	mu  sync.Mutex
@@ -491,7 +494,7 @@ func TestSupervisorExecLaunchAndStopFaults(t *testing.T) {
 			mode, log string
 			ok        bool
 		}{
-			{"hang", "launch: no answer within 300ms; the program was killed", false},
+			{"hang", "launch: no answer within " + execTimeout.String() + "; the program was killed", false},
 			{"fail", "launch: exited with status 4: cloud quota exceeded", false},
 			{"garbage", "", true}, // stdout is ignored: the launch is made
 		} {
@@ -504,8 +507,8 @@ func TestSupervisorExecLaunchAndStopFaults(t *testing.T) {
 				s := r.supervisor(reg, logs, nil)
 				start := time.Now()
 				r.tick(s)
-				if d := time.Since(start); d > 5*time.Second {
-					t.Errorf("a tick took %s; the launch is cut off at %s", d, execTimeout)
+				if d := time.Since(start); d > execTimeout+5*time.Second {
+					t.Errorf("a tick took %s; the launch is cut off at %s (the hanging program sleeps 30 s)", d, execTimeout)
 				}
 				result, kind := "error", 1.0
 				if c.ok {
@@ -527,7 +530,7 @@ func TestSupervisorExecLaunchAndStopFaults(t *testing.T) {
 	})
 	t.Run("stop", func(t *testing.T) {
 		for _, c := range []struct{ mode, log string }{
-			{"hang", "stop: no answer within 300ms; the program was killed"},
+			{"hang", "stop: no answer within " + execTimeout.String() + "; the program was killed"},
 			{"fail", "stop: exited with status 5: cannot reach the cloud"},
 			{"garbage", ""}, // stdout is ignored: the stop is made
 		} {
@@ -574,6 +577,12 @@ func TestSupervisorExecLaunchAndStopFaults(t *testing.T) {
 				if n := strings.Count(logs.String(), "launch="+first[0]+" reason=register_timeout"); n != 2 {
 					t.Errorf("the launch whose stop failed was stopped %d times; want again after another register timeout (2)\n%s", n, logs.String())
 				}
+				// Every stop fails as the first did; the test ends once all have (a hand-ticked
+				// supervisor has no Run to wait for its stops in flight).
+				waitUntil(t, "every stop has failed", func() bool {
+					out := logs.String()
+					return strings.Count(out, `msg="provider supervisor: stop failed`) == strings.Count(out, `msg="provider supervisor: stopping"`)
+				})
 			})
 		}
 	})

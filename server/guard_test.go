@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/api"
@@ -117,6 +118,40 @@ func TestUnavailableTellsCallersNothing(t *testing.T) {
 		t.Cleanup(func() { drv.Close() })
 		check(t, drv, "127.0.0.1:"+port, "refused", "dial")
 	})
+}
+
+// TestReadyzOnASlowPlane: a plane that answers nothing within /readyz's 2 s bound (its
+// counters locked by another PostgreSQL session) is not ready: 502 unavailable, as for
+// storage that cannot be reached, not 500 for the context error the plane returns.
+func TestReadyzOnASlowPlane(t *testing.T) {
+	pg, err := pgtest.Start()
+	if errors.Is(err, pgtest.ErrNotInstalled) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { pg.Stop() }) //nolint:errcheck
+	drv, err := pgplane.Open(t.Context(), pg.URL("postgres"), &pgplane.Config{MaintenanceInterval: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { drv.Close() })
+	ts, _ := serveDriver(t, drv, server.Config{})
+	status, body := get(t, ts, "/readyz", "")
+	require.Equal(t, http.StatusOK, status, body)
+
+	admin, err := pgx.Connect(t.Context(), pg.URL("postgres"))
+	require.NoError(t, err)
+	defer admin.Close(context.Background())
+	tx, err := admin.Begin(t.Context())
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	_, err = tx.Exec(t.Context(), `LOCK TABLE lakeshore.counts IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	status, body = get(t, ts, "/readyz", "")
+	require.Equal(t, http.StatusBadGateway, status, body)
+	require.Contains(t, body, `"code":"unavailable"`)
+
+	require.NoError(t, tx.Rollback(t.Context()))
+	status, body = get(t, ts, "/readyz", "")
+	require.Equal(t, http.StatusOK, status, "ready again once the lock is gone: %s", body)
 }
 
 // TestInvalidUTF8Answers400 (issue 29, item 3): bytes that are not UTF-8 in a path segment

@@ -266,14 +266,22 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	s.write(w, r, http.StatusOK, &api.HealthResponse{Status: "ok"})
 }
 
+// readyzTimeout bounds the plane read of /readyz.
+const readyzTimeout = 2 * time.Second
+
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	if s.stopped.Load() {
 		s.writeError(w, r, api.ErrShuttingDown)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), readyzTimeout)
 	defer cancel()
 	if _, err := s.drv.InvocationCount(ctx, &plane.CountParams{Namespace: plane.NamespaceDefault, Queue: "readyz", State: plane.StateQueued}); err != nil {
+		if ctx.Err() != nil && r.Context().Err() == nil {
+			// The plane answered nothing within readyz's own bound (the plane returns that
+			// context's error): its storage is as good as unreachable, not an internal error.
+			err = fmt.Errorf("the plane did not answer within %s: %w", readyzTimeout, plane.ErrUnavailable)
+		}
 		s.writeError(w, r, err)
 		return
 	}

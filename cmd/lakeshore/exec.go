@@ -126,6 +126,11 @@ func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) 
 	errTail := &tailBuffer{limit: s.stderrTail}
 	cmd.Stdout, cmd.Stderr = out, errTail
 	cmd.WaitDelay = s.grace // a grandchild holding stdout open cannot hold the job forever
+	// The guard process runs before the command does: started on the first register, it
+	// took long enough on a loaded machine for a worker SIGKILLed right after the command
+	// started to die before the group was registered, leaving the command's background
+	// children running (TestExecCommandDiesWithWorker).
+	guard.ready()
 	if err := cmd.Start(); err != nil {
 		return nil, lakeshore.Permanent(fmt.Errorf("start %s: %w", s.argv[0], err))
 	}

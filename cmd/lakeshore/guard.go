@@ -78,6 +78,10 @@ func (g *groupGuard) start() {
 	g.w = w
 }
 
+// ready starts the guard process if it is not running yet, so that a register right after a
+// command starts is one write to a pipe.
+func (g *groupGuard) ready() { g.once.Do(g.start) }
+
 // register asks the guard to kill process group pgid if this process dies.
 func (g *groupGuard) register(pgid int) { g.send('+', pgid) }
 
@@ -85,7 +89,7 @@ func (g *groupGuard) register(pgid int) { g.send('+', pgid) }
 func (g *groupGuard) unregister(pgid int) { g.send('-', pgid) }
 
 func (g *groupGuard) send(op byte, pgid int) {
-	g.once.Do(g.start)
+	g.ready()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.w != nil {

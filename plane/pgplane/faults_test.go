@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -304,4 +305,181 @@ func TestDropInTransaction(t *testing.T) {
 		require.ErrorIs(t, settled, plane.ErrLeaseLost, "the retry is fenced: the job settles once")
 		countersMatchRows()
 	})
+}
+
+// TestCallersContextEnd ends the caller's context while its statement waits on a lock that
+// another session holds: pgx then closes the statement's connection, which must still read
+// as the caller's own deadline or cancel (ctx's error), never as plane.ErrUnavailable (a
+// 502 over HTTP, where a client's deadline ended a long wait). A caller whose statement
+// runs on its own context (a group's) is not covered here. The pool works again after.
+func TestCallersContextEnd(t *testing.T) {
+	url := pgtest.Database(t)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	admin := mustConn(t, url)
+	// watch reads pg_stat_activity outside admin's transaction, which would read one
+	// snapshot of it.
+	watch := mustConn(t, url)
+	id := submitOne(t, d, plane.SubmitParams{})
+
+	// locked runs call with ctx while the tables the calls read or write are locked by
+	// another session, and returns its error. end ends ctx once call waits on the lock.
+	locked := func(name string, ctx context.Context, end func(), call func(context.Context) error) error {
+		t.Helper()
+		tx, err := admin.Begin(t.Context())
+		require.NoError(t, err)
+		defer tx.Rollback(context.Background())
+		_, err = tx.Exec(t.Context(), `LOCK TABLE lakeshore.invocations, lakeshore.counts, lakeshore.queues IN ACCESS EXCLUSIVE MODE`)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		// The call waits on the lock (the event), then its context ends.
+		require.Eventually(t, func() bool {
+			select {
+			case err := <-done:
+				t.Fatalf("%s returned before its context ended: %v", name, err)
+			default:
+			}
+			var n int
+			require.NoError(t, watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+			return n > 0
+		}, time.Minute, 5*time.Millisecond, "%s waits on the lock", name)
+		end()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatal("the call did not return when its context ended")
+			return nil
+		}
+	}
+	calls := map[string]func(context.Context) error{
+		"count": func(ctx context.Context) error {
+			_, err := d.InvocationCount(ctx, &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateQueued})
+			return err
+		},
+		"get": func(ctx context.Context) error {
+			_, err := d.InvocationGet(ctx, id)
+			return err
+		},
+		"wait": func(ctx context.Context) error {
+			_, err := d.InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: time.Hour})
+			return err
+		},
+		"read frames": func(ctx context.Context) error {
+			_, err := d.FrameRead(ctx, &plane.FrameReadParams{Journal: plane.Journal{InvocationID: id}, Since: -1, Wait: time.Hour})
+			return err
+		},
+		"set admission": func(ctx context.Context) error {
+			return d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q", Admission: plane.Admission{MaxDepth: 5}})
+		},
+		"queue stats": func(ctx context.Context) error {
+			_, err := d.QueueStatsList(ctx, "default")
+			return err
+		},
+	}
+	for name, call := range calls {
+		for _, ending := range []error{context.Canceled, context.DeadlineExceeded} {
+			ctx := newEndable(t.Context(), ending)
+			err := locked(name, ctx, ctx.end, call)
+			require.ErrorIs(t, err, ending, "%s ended by its caller's context", name)
+			require.NotErrorIs(t, err, plane.ErrUnavailable, "%s ended by its caller's context (%v) is not a lost connection: %v", name, ending, err)
+		}
+	}
+	// The connections pgx closed are replaced: the plane answers again.
+	n, err := d.InvocationCount(t.Context(), &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateQueued})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+}
+
+// endable is a context that ends when end is called, with err as its error: a cancel, or a
+// deadline that passes at the moment the test chooses rather than after a guessed delay.
+type endable struct {
+	context.Context
+	err  error
+	done chan struct{}
+	once sync.Once
+}
+
+func newEndable(parent context.Context, err error) *endable {
+	return &endable{Context: parent, err: err, done: make(chan struct{})}
+}
+
+func (c *endable) end() { c.once.Do(func() { close(c.done) }) }
+
+func (c *endable) Done() <-chan struct{} { return c.done }
+
+func (c *endable) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// TestSubmitDecidedPastCallersContext ends a submit's context while its transaction waits
+// on the admission row (held by another session): the transaction goes on to its answer,
+// so a blocked submit on a full queue answers queue_full with its context's end as the
+// cause (what the conformance case BlockEndsWithCallersDeadline asks, on a machine too
+// loaded to decide within the deadline), and a submit with room answers its ids, committed,
+// rather than an error for a submit that was written.
+func TestSubmitDecidedPastCallersContext(t *testing.T) {
+	url := pgtest.Database(t)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	admin := mustConn(t, url)
+	watch := mustConn(t, url)
+	for _, c := range []struct {
+		name     string
+		maxDepth int64
+		want     error // nil: submitted
+	}{{"full", 1, plane.ErrQueueFull}, {"room", 5, nil}} {
+		q := "q-" + c.name
+		require.NoError(t, d.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: q,
+			Admission: plane.Admission{MaxDepth: c.maxDepth, OnFull: plane.OnFullBlock}}))
+		_, err := d.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: q,
+			Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
+		require.NoError(t, err)
+		tx, err := admin.Begin(t.Context())
+		require.NoError(t, err)
+		_, err = tx.Exec(t.Context(), `SELECT 1 FROM lakeshore.queues WHERE namespace = 'default' AND queue = $1 FOR UPDATE`, q)
+		require.NoError(t, err)
+		ctx := newEndable(t.Context(), context.DeadlineExceeded)
+		type answer struct {
+			res []plane.SubmitResult
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			res, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: q,
+				Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
+			done <- answer{res, err}
+		}()
+		require.Eventually(t, func() bool {
+			var n int
+			require.NoError(t, watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+			return n > 0
+		}, time.Minute, 5*time.Millisecond, "%s: the submit waits on the admission row", c.name)
+		ctx.end()
+		require.NoError(t, tx.Rollback(t.Context()))
+		var a answer
+		select {
+		case a = <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the submit did not return", c.name)
+		}
+		n, err := d.InvocationCount(t.Context(), &plane.CountParams{Namespace: "default", Queue: q, State: plane.StateQueued})
+		require.NoError(t, err)
+		if c.want == nil {
+			require.NoError(t, a.err, "%s: the submit committed", c.name)
+			require.Len(t, a.res, 1)
+			require.EqualValues(t, 2, n, "%s: the submit was written", c.name)
+			continue
+		}
+		require.ErrorIs(t, a.err, c.want, c.name)
+		require.ErrorIs(t, a.err, context.DeadlineExceeded, "%s: the cause is the caller's deadline", c.name)
+		require.NotErrorIs(t, a.err, plane.ErrUnavailable, c.name)
+		require.EqualValues(t, 1, n, "%s: nothing was written", c.name)
+	}
 }

@@ -59,7 +59,7 @@ func (g *grouper[T]) do(ctx context.Context, req T) {
 	}
 	// The group runs on its own context: a leader whose caller gives up must not fail the
 	// others' requests.
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	gctx, cancel := detached(ctx)
 	g.run(gctx, reqs)
 	cancel()
 
@@ -75,4 +75,13 @@ func (g *grouper[T]) do(ctx context.Context, req T) {
 			close(other.done)
 		}
 	}
+}
+
+// detachedTimeout bounds a transaction that runs on a context of its own.
+const detachedTimeout = time.Minute
+
+// detached returns a context for a transaction that must run to its answer whoever waits
+// for it: ctx's values, not its end, bounded by detachedTimeout.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), detachedTimeout)
 }

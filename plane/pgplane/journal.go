@@ -167,7 +167,7 @@ func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, s
 		return err
 	})
 	if err != nil {
-		return nil, d.failure(err)
+		return nil, d.failure(ctx, err)
 	}
 	return res, nil
 }

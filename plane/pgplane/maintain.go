@@ -206,7 +206,7 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 		}
 	}
 	if _, err := d.pool.Exec(ctx, d.sql.countsVacuum); err != nil {
-		return false, fmt.Errorf("maintenance: %w", d.failure(err))
+		return false, fmt.Errorf("maintenance: %w", d.failure(ctx, err))
 	}
 	return behind, nil
 }

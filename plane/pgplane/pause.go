@@ -45,7 +45,7 @@ func (d *Driver) QueuePause(ctx context.Context, p *plane.PauseParams) (bool, er
 func (d *Driver) pausedQueues(ctx context.Context, namespace string) (map[[2]string]bool, error) {
 	rs, err := d.pool.Query(ctx, `SELECT namespace, queue FROM `+d.schema+`.queue_pauses WHERE $1 = '' OR namespace = $1`, namespace)
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
 	defer rs.Close()
 	out := map[[2]string]bool{}
@@ -57,7 +57,7 @@ func (d *Driver) pausedQueues(ctx context.Context, namespace string) (map[[2]str
 		out[key] = true
 	}
 	if err := rs.Err(); err != nil {
-		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
 	return out, nil
 }

@@ -43,7 +43,7 @@ func (d *Driver) QueueProviderGet(ctx context.Context, namespace, queue string) 
 		return nil, nil
 	}
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("get provider: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("get provider: %w", err))
 	}
 	var ref plane.ProviderRef
 	if err := json.Unmarshal([]byte(text), &ref); err != nil {
@@ -85,7 +85,7 @@ func (d *Driver) QueueProviderList(ctx context.Context, namespace string) ([]pla
 	rs, err := d.pool.Query(ctx, `SELECT namespace, queue, provider FROM `+d.schema+`.queue_providers
 		WHERE $1 = '' OR namespace = $1 ORDER BY namespace COLLATE "C", queue COLLATE "C"`, namespace)
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("list providers: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("list providers: %w", err))
 	}
 	defer rs.Close()
 	out := []plane.QueueProvider{}
@@ -100,7 +100,7 @@ func (d *Driver) QueueProviderList(ctx context.Context, namespace string) ([]pla
 		}
 		out = append(out, qp)
 	}
-	return out, d.failure(rs.Err())
+	return out, d.failure(ctx, rs.Err())
 }
 
 // LeaseAcquire implements plane.Driver: one upsert that takes the row only when it is free,

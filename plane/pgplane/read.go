@@ -28,7 +28,7 @@ func (d *Driver) getRow(ctx context.Context, id string) (*row, error) {
 		return nil, plane.ErrNotFound
 	}
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("get %s: %w", id, err))
+		return nil, d.failure(ctx, fmt.Errorf("get %s: %w", id, err))
 	}
 	return r, nil
 }
@@ -54,7 +54,7 @@ func (d *Driver) InvocationCount(ctx context.Context, p *plane.CountParams) (int
 	}
 	var n int64
 	if err := d.pool.QueryRow(ctx, d.sql.count, p.Namespace, p.Queue, int16(state)).Scan(&n); err != nil {
-		return 0, d.failure(fmt.Errorf("count: %w", err))
+		return 0, d.failure(ctx, fmt.Errorf("count: %w", err))
 	}
 	return n, nil
 }
@@ -72,7 +72,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 	rs, err := d.pool.Query(ctx, `SELECT namespace, queue, state, sum(n)::bigint FROM `+d.schema+`.counts
 		WHERE $1 = '' OR namespace = $1 GROUP BY namespace, queue, state ORDER BY namespace, queue`, namespace)
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
 	var out []plane.QueueStats
 	for rs.Next() {
@@ -92,13 +92,13 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
-		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
 	// Add each queue's admission block, and the queues with a block but no invocations yet.
 	rs, err = d.pool.Query(ctx, `SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms
 		FROM `+d.schema+`.queues WHERE $1 = '' OR namespace = $1`, namespace)
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
 	defer rs.Close()
 	index := make(map[[2]string]int, len(out))
@@ -121,7 +121,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		out[i].Admission = &a
 	}
 	if err := rs.Err(); err != nil {
-		return nil, d.failure(fmt.Errorf("queue stats: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
 	rs.Close()
 	paused, err := d.pausedQueues(ctx, namespace)
@@ -176,7 +176,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	scan := `SELECT id, key FROM (` + strings.Join(parts, " UNION ALL ") + `) AS scanned ORDER BY id ` + order + ` LIMIT $3`
 	rs, err := d.pool.Query(ctx, scan, args...)
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("list: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("list: %w", err))
 	}
 	page := &plane.ListPage{Invocations: []*plane.Invocation{}}
 	var ids []string
@@ -200,7 +200,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
-		return nil, d.failure(fmt.Errorf("list: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("list: %w", err))
 	}
 	if more {
 		page.Next = lastExamined // the last id of a full page, or the last one examined
@@ -210,7 +210,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	}
 	rows, err := d.pool.Query(ctx, d.sql.rowsByID, ids)
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("list: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("list: %w", err))
 	}
 	defer rows.Close()
 	byID := make(map[string]*plane.Invocation, len(ids))
@@ -222,7 +222,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 		byID[r.ID] = r.Invocation()
 	}
 	if err := rows.Err(); err != nil {
-		return nil, d.failure(fmt.Errorf("list: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("list: %w", err))
 	}
 	for _, id := range ids {
 		if inv := byID[id]; inv != nil { // trimmed since the scan: left out

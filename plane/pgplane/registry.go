@@ -102,7 +102,7 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 		provider, launch_id, running, idle_ms FROM `+d.schema+`.workers
 		WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`, since, p.Namespace)
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("list workers: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("list workers: %w", err))
 	}
 	defer rs.Close()
 	var out []plane.WorkerInfo
@@ -116,7 +116,7 @@ func (d *Driver) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]p
 		w.StartedAt, w.LastSeen, w.IdleSince = planekit.FromMS(started), planekit.FromMS(seen), planekit.FromMS(idle)
 		out = append(out, w)
 	}
-	return out, d.failure(rs.Err())
+	return out, d.failure(ctx, rs.Err())
 }
 
 // WorkerRemove implements plane.Driver.
@@ -185,7 +185,7 @@ func (d *Driver) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, e
 		return nil, plane.ErrNotFound
 	}
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("get token: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("get token: %w", err))
 	}
 	return tok, nil
 }
@@ -197,7 +197,7 @@ func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
 	}
 	rs, err := d.pool.Query(ctx, `SELECT `+tokenColumns+` FROM `+d.schema+`.tokens ORDER BY created_ms, id`)
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("list tokens: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("list tokens: %w", err))
 	}
 	defer rs.Close()
 	var out []plane.TokenInfo
@@ -208,7 +208,7 @@ func (d *Driver) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
 		}
 		out = append(out, *tok)
 	}
-	return out, d.failure(rs.Err())
+	return out, d.failure(ctx, rs.Err())
 }
 
 // TokenRevoke implements plane.Driver.

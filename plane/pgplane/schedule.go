@@ -61,7 +61,7 @@ func (d *Driver) ScheduleList(ctx context.Context, namespace string) ([]plane.Sc
 	rs, err := d.pool.Query(ctx, `SELECT `+scheduleColumns+` FROM `+d.schema+`.schedules
 		WHERE $1 = '' OR namespace = $1 ORDER BY namespace COLLATE "C", name COLLATE "C"`, namespace)
 	if err != nil {
-		return nil, d.failure(fmt.Errorf("list schedules: %w", err))
+		return nil, d.failure(ctx, fmt.Errorf("list schedules: %w", err))
 	}
 	defer rs.Close()
 	out := []plane.Schedule{}
@@ -76,7 +76,7 @@ func (d *Driver) ScheduleList(ctx context.Context, namespace string) ([]plane.Sc
 		}
 		out = append(out, *s)
 	}
-	return out, d.failure(rs.Err())
+	return out, d.failure(ctx, rs.Err())
 }
 
 // ScheduleDelete implements plane.Driver.

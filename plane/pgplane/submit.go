@@ -16,7 +16,11 @@ import (
 // from arrays (ON CONFLICT DO NOTHING on the id and on the unique partial index of keys, so
 // concurrent submits of one key make one invocation). A submit to a full queue whose
 // admission says block waits in line (arrival order, in this process) for a claim or cancel
-// to make room, woken by notification, until ctx ends.
+// to make room, woken by notification, until ctx ends. ctx bounds that wait, not the submit's
+// transactions: once begun, a transaction runs to its answer on a context of its own (as a
+// group's does, see grouper.do), so a caller whose context ends mid-transaction is told what
+// happened (submitted; or, on a full queue, the admission's answer, queue_full) and never
+// that the database was unavailable, nor that nothing was written when its commit was done.
 func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -50,12 +54,6 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 			changed, release = d.hub.Watch(key)
 		}
 		out, err := d.submitOnce(ctx, p, tk)
-		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, planekit.ErrBlocked) {
-			// A blocked submit whose context ended during its re-try: it gave up waiting for
-			// room (the re-try rolled back), not on a lost connection.
-			release()
-			return nil, gaveUp(p, ctx.Err())
-		}
 		if !errors.Is(err, planekit.ErrBlocked) {
 			release()
 			return out, err
@@ -88,10 +86,13 @@ func gaveUp(p *plane.SubmitManyParams, cause error) error {
 		Detail: "at max depth, and the submit blocked until its context ended", Cause: cause}
 }
 
-// submitOnce runs one submit transaction; planekit.ErrBlocked means the queue is full and blocks.
+// submitOnce runs one submit transaction, on a context of its own that ctx's end does not
+// end (see InvocationSubmitMany); planekit.ErrBlocked means the queue is full and blocks.
 func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *planekit.Ticket) ([]plane.SubmitResult, error) {
 	out := make([]plane.SubmitResult, len(p.Invocations))
-	err := d.do(ctx, func(t *tx) error { return t.submitMany(p, out, tk, true) })
+	tctx, cancel := detached(ctx)
+	defer cancel()
+	err := d.do(tctx, func(t *tx) error { return t.submitMany(p, out, tk, true) })
 	if err != nil {
 		return nil, err
 	}

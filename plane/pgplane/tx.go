@@ -62,7 +62,8 @@ const shards = 8
 // do runs fn in a transaction and commits it, then wakes the waiters of what it changed.
 // An error from fn rolls everything back and is returned as is. A deadlock or
 // serialization failure reruns fn (up to 5 times); a dropped connection returns an error
-// matching plane.ErrUnavailable, the transaction rolled back.
+// matching plane.ErrUnavailable, the transaction rolled back; a ctx that ended under the
+// transaction returns ctx's error (see failure).
 func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
 	if err := d.checkOpen(); err != nil {
 		return err
@@ -89,21 +90,29 @@ func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
 			time.Sleep(time.Duration(rand.IntN(5)+1) * time.Millisecond)
 			continue
 		}
-		return d.failure(err)
+		return d.failure(ctx, err)
 	}
 }
 
-// failure is the error a call returns for err: the caller's own errors as they are;
-// anything else is plane.ErrClosed once Close has begun (the pool is going away under the
-// call), else a connection failure marked by connectionError.
-func (d *Driver) failure(err error) error {
+// failure is the error a call made with ctx returns for err: the caller's own errors as
+// they are; anything else is plane.ErrClosed once Close has begun (the pool is going away
+// under the call); a connection failure once ctx has ended is ctx's error (pgx ends a
+// statement whose context ends by closing its connection, so the caller's own deadline or
+// cancel reads as a lost connection: it is not one, and the caller is told why it stopped,
+// as every plane tells it, never plane.ErrUnavailable); else a connection failure marked
+// by connectionError.
+func (d *Driver) failure(ctx context.Context, err error) error {
 	if err == nil || isPlaneError(err) {
 		return err
 	}
 	if d.checkOpen() != nil {
 		return plane.ErrClosed
 	}
-	return connectionError(err)
+	marked := connectionError(err)
+	if ctx.Err() != nil && (errors.Is(marked, plane.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return ctx.Err()
+	}
+	return marked
 }
 
 func isPlaneError(err error) bool {

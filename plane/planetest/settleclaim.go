@@ -145,7 +145,10 @@ func testSettleAndClaim(t *testing.T, s *suite) {
 		b := s.setup(t, config{realClock: true})
 		id := b.submitOne(t, plane.SubmitParams{})
 		j := b.claimID(t, id)
-		ctx, cancel := context.WithTimeout(b.ctx, 100*time.Millisecond)
+		// The deadline must leave the settles time to be done on a busy machine: over HTTP
+		// their results travel in the answer, which the client asks for before the deadline
+		// (a 100 ms deadline ended the request itself under load, settles and all).
+		ctx, cancel := context.WithTimeout(b.ctx, wakeLatency)
 		defer cancel()
 		errs, jobs, err := b.drv.InvocationSettleAndClaim(ctx, []plane.SettleParams{ackParams(j, "r")},
 			&plane.ClaimParams{Namespace: b.ns, Queue: b.q, Wait: time.Minute})
