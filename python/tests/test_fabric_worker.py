@@ -225,3 +225,31 @@ def test_the_fabric_example_runs(lakeshore_bin: str, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "positive +4  I love this, it is great  (ready)" in r.stdout
     assert "its directory never held the code: True" in r.stdout
+
+
+def test_a_code_path_in_metadata_is_refused(mem: lakeshore.Dispatch, tmp_path: Path) -> None:
+    """``lakeshore.code`` names a digest of the worker's cache, never a directory: a submitter
+    who puts a path there (absolute or ``..``) gets a failed attempt, and the worker imports
+    nothing from it."""
+    evil = tmp_path / "evil" / "sentiment"
+    evil.mkdir(parents=True)
+    (evil / "__init__.py").write_text("")
+    (evil / "model.py").write_text("def score(text):\n    return {'pwned': True}\n")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    q = lakeshore.SyncQueue("fabric-code-path", dispatch=mem)
+    for path in (str(tmp_path / "evil"), os.path.relpath(tmp_path / "evil", cache)):
+        md = {"lakeshore.code": path, "lakeshore.function": "sentiment.model:score"}
+        inv = q.submit(envelope=lakeshore.Envelope(payload={"text": "x"}, metadata=md, max_attempts=1))
+        old = os.environ.get("LAKESHORE_CODE_CACHE")
+        os.environ["LAKESHORE_CODE_CACHE"] = str(cache)
+        try:
+            lakeshore.run_worker(mem, queues={"fabric-code-path": lambda text: {"ours": True}}, once=True, wait=5, handle_signals=False)
+        finally:
+            if old is None:
+                os.environ.pop("LAKESHORE_CODE_CACHE", None)
+            else:
+                os.environ["LAKESHORE_CODE_CACHE"] = old
+        with pytest.raises(errors.InvocationError, match="bad code digest"):
+            q.result(inv, timeout=10)
+    assert "sentiment" not in sys.modules

@@ -557,7 +557,13 @@ class CodeCache:
             shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
 
     def path(self, digest: str) -> str:
-        """The directory of ``digest`` (which must be in the cache)."""
+        """The directory of ``digest`` in the cache (which need not hold it yet).
+
+        Raises:
+            CodeError: ``digest`` is not 64 lowercase hex digits (a job's metadata names
+                it: a path there must never point the worker outside its cache)."""
+        if not _DIGEST.match(digest):
+            raise CodeError(f"bad code digest {digest!r}: want 64 lowercase hex digits")
         return os.path.join(self.root, digest)
 
     def has(self, digest: str) -> bool:
@@ -570,8 +576,6 @@ class CodeCache:
         Raises:
             CodeError: a bad digest, a bad archive, or one whose files do not have
                 ``digest``."""
-        if not _DIGEST.match(digest):
-            raise CodeError(f"bad code digest {digest!r}: want 64 lowercase hex digits")
         final = self.path(digest)
         if os.path.isdir(final):
             self.touch(digest)
@@ -596,8 +600,9 @@ class CodeCache:
 
     def touch(self, digest: str) -> None:
         """Mark ``digest`` as used now (its directory's time orders the eviction)."""
+        path = self.path(digest)
         with contextlib.suppress(OSError):
-            os.utime(self.path(digest))
+            os.utime(path)
 
     def evict(self) -> None:
         """Remove the least recently used digests beyond ``max_entries`` (not those this
