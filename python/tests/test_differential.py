@@ -128,13 +128,20 @@ show("listen 0", t.listen(since=0, timeout=5))
 t.post(None, final=True)
 show("topic stream", list(t.stream(timeout=5)))
 show("once on an empty queue", dls.run_worker(dls.SyncQueue("idle", dispatch=d), once=True))
+import operator
+tq = dls.SyncQueue("thunks", dispatch=d)
+inv = tq.submit(dls.thunk(operator.add, 2, 3))
+show("thunk ran", dls.run_worker(tq, once=True))
+show("thunk result", tq.result(inv, timeout=10))
+show("thunk queue drained", dls.run_worker(tq, once=True))
 """
 )
 
 
 def test_job_queue_program(real_python: str, lakeshore_bin: str, tmp_path: Path) -> None:
     """submit/claim/post/ack/result/stream of every shared payload type, an empty claim,
-    topics, and run_worker(q, once=True) on an empty queue: the same output, line for line."""
+    topics, run_worker(q, once=True) on an empty queue and on a thunk (``thunk(fn, *args)``):
+    the same output, line for line."""
     theirs, ours = both(real_python, JOB_QUEUE, tmp_path, lakeshore_bin)
     assert len(theirs) > 40
     assert theirs == ours
