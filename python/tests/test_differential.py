@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import Server
 from .test_seed_compat import _real_python
 
 
@@ -55,13 +56,15 @@ def persist_python() -> str:
 
 _OURS = [
     ("import dreamlake.lakeshore as dls", "import lakeshore as dls"),
+    ("from dreamlake.lakeshore.http_dispatch import HttpDispatch", "from lakeshore import HttpDispatch"),
     ("from persisting import", "from lakeshore.data import"),
 ]
 
 
-def run(python: str, program: str, cwd: Path, lakeshore_bin: str | None = None) -> list[str]:
-    """Run program with python in cwd; return its stdout's lines (it must exit 0)."""
-    env = dict(os.environ)
+def run(python: str, program: str, cwd: Path, lakeshore_bin: str | None = None, env: dict[str, str] | None = None) -> list[str]:
+    """Run program with python in cwd (env added to the environment); return its stdout's
+    lines (it must exit 0)."""
+    env = dict(os.environ, **(env or {}))
     env.pop("LAKESHORE_URL", None)
     if lakeshore_bin:
         env["LAKESHORE_BIN"] = lakeshore_bin
@@ -71,14 +74,18 @@ def run(python: str, program: str, cwd: Path, lakeshore_bin: str | None = None) 
     return r.stdout.splitlines()
 
 
-def both(real_py: str, program: str, tmp_path: Path, lakeshore_bin: str) -> tuple[list[str], list[str]]:
-    """The program's lines under the real package and under ours (imports rewritten)."""
+def both(real_py: str, program: str, tmp_path: Path, lakeshore_bin: str, env: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """The program's lines under the real package and under ours (imports rewritten); each
+    run gets ``DIFF_PREFIX`` (``real-``, ``ours-``) for names on a shared server."""
     program = textwrap.dedent(program)
     ours = program
     for theirs, mine in _OURS:
         ours = ours.replace(theirs, mine)
     assert ours != program, "the program imports neither package"
-    return run(real_py, program, tmp_path / "real"), run(sys.executable, ours, tmp_path / "ours", lakeshore_bin)
+    return (
+        run(real_py, program, tmp_path / "real", env=dict(env or {}, DIFF_PREFIX="real-")),
+        run(sys.executable, ours, tmp_path / "ours", lakeshore_bin, env=dict(env or {}, DIFF_PREFIX="ours-")),
+    )
 
 
 _SHOW = """
@@ -98,15 +105,22 @@ def show(label, v):
     print(label, repr(norm(v)), flush=True)
 """
 
+LOCAL = 'd = dls.Dispatch(os.path.join(tempfile.mkdtemp(), "plane.db"))\n'
+SERVED = (
+    "from dreamlake.lakeshore.http_dispatch import HttpDispatch\n"
+    'd = HttpDispatch(os.environ["DIFF_URL"], token=os.environ["DIFF_TOKEN"])\n'
+)
+
 JOB_QUEUE = (
     """
 import os, tempfile
 import dreamlake.lakeshore as dls
 """
     + _SHOW
+    + "{dispatch}"
     + """
-d = dls.Dispatch(os.path.join(tempfile.mkdtemp(), "plane.db"))
-q = dls.SyncQueue("diff", dispatch=d)
+P = os.environ.get("DIFF_PREFIX", "")
+q = dls.SyncQueue(P + "diff", dispatch=d)
 payloads = [7, -2**63, 2**64 - 1, 1.5, True, None, "héllo", b"\\x00\\xff", {"k": 1, "n": None},
             [1, "a", [2.5]], (1, (2, "b"), ()), np.arange(6, dtype=np.int32).reshape(2, 3),
             np.array([1.5, -2.5]), {"mask": np.array([True, False]), "t": ("x", 1)}]
@@ -127,9 +141,9 @@ show("listen -1", t.listen(since=-1, timeout=5))
 show("listen 0", t.listen(since=0, timeout=5))
 t.post(None, final=True)
 show("topic stream", list(t.stream(timeout=5)))
-show("once on an empty queue", dls.run_worker(dls.SyncQueue("idle", dispatch=d), once=True))
+show("once on an empty queue", dls.run_worker(dls.SyncQueue(P + "idle", dispatch=d), once=True))
 import operator
-tq = dls.SyncQueue("thunks", dispatch=d)
+tq = dls.SyncQueue(P + "thunks", dispatch=d)
 inv = tq.submit(dls.thunk(operator.add, 2, 3))
 show("thunk ran", dls.run_worker(tq, once=True))
 show("thunk result", tq.result(inv, timeout=10))
@@ -138,11 +152,16 @@ show("thunk queue drained", dls.run_worker(tq, once=True))
 )
 
 
-def test_job_queue_program(real_python: str, lakeshore_bin: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["local", "served"])
+def test_job_queue_program(real_python: str, lakeshore_bin: str, server: Server, tmp_path: Path, where: str) -> None:
     """submit/claim/post/ack/result/stream of every shared payload type, an empty claim,
     topics, run_worker(q, once=True) on an empty queue and on a thunk (``thunk(fn, *args)``):
-    the same output, line for line."""
-    theirs, ours = both(real_python, JOB_QUEUE, tmp_path, lakeshore_bin)
+    the same output, line for line. ``local``: each package's own local plane; ``served``:
+    each package's ``HttpDispatch`` against the same ``lakeshore serve`` (the real one through
+    the compatibility routes)."""
+    program = JOB_QUEUE.replace("{dispatch}", LOCAL if where == "local" else SERVED)
+    env = {"DIFF_URL": server.url, "DIFF_TOKEN": server.admin_token}
+    theirs, ours = both(real_python, program, tmp_path, lakeshore_bin, env)
     assert len(theirs) > 40
     assert theirs == ours
 
