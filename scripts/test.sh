@@ -15,6 +15,10 @@
 # python/tests/test_seed_compat.py, test_wire_seed.py) from a scratch virtual environment,
 # $SEED_VENV (default /tmp/lakeshore-seed-venv, the one scripts/seed_vectors.sh makes),
 # created here when it is missing. Without it those tests skip, and with CI=true fail.
+# The differential suite (python/tests/test_differential.py) also runs the real persisting
+# package from $PERSIST_VENV (default /tmp/lakeshore-persist-venv), made here the same way:
+# persisting==0.3.0 without its torch dependency (--no-deps), with what its local mode
+# imports (pulsing, pylance, pyarrow, numpy).
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -26,6 +30,18 @@ if ! "$SEED_VENV/bin/python" -c 'import dreamlake.lakeshore, numpy' 2>/dev/null;
     "$SEED_VENV/bin/pip" install -q --disable-pip-version-check dreamlake-lakeshore==0.5.0 \
       msgpack==1.2.4 numpy==2.4.6 pillow==13.0.0; }; then
     echo "could not make $SEED_VENV with dreamlake-lakeshore==0.5.0 (network access to PyPI?)" >&2
+    if [ "${CI:-}" = true ]; then exit 1; fi
+  fi
+fi
+
+PERSIST_VENV="${PERSIST_VENV:-/tmp/lakeshore-persist-venv}"
+export PERSIST_VENV
+if ! "$PERSIST_VENV/bin/python" -c 'import persisting, lance' 2>/dev/null; then
+  echo "==> $PERSIST_VENV: pip install --no-deps persisting==0.3.0 pulsing pylance pyarrow numpy"
+  if ! { python3 -m venv "$PERSIST_VENV" &&
+    "$PERSIST_VENV/bin/pip" install -q --disable-pip-version-check --no-deps persisting==0.3.0 \
+      pulsing==0.1.2 pylance==14.0.2 pyarrow==26.0.1 numpy==2.4.6; }; then
+    echo "could not make $PERSIST_VENV with persisting==0.3.0 (network access to PyPI?)" >&2
     if [ "${CI:-}" = true ]; then exit 1; fi
   fi
 fi

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import importlib
 import importlib.util
 import io
@@ -450,14 +451,18 @@ class Thunk:
         return self.load()(*args, **kwargs)
 
 
-def thunk(fn: Any) -> Thunk:
+def thunk(fn: Any, /, *args: Any, **kwargs: Any) -> Thunk:
     """Carry a Python callable by value: a :class:`Thunk` of language ``"python"``.
 
+    With ``args``/``kwargs`` (as dreamlake-lakeshore's ``thunk(fn, *args, **kwargs)``), the
+    thunk is ``functools.partial(fn, *args, **kwargs)``: calling it calls ``fn`` with them.
     Needs ``cloudpickle`` (``pip install 'lakeshore-queue[thunk]'``), which pickles lambdas and
     closures by value. A Python worker runs it with :meth:`Thunk.load`.
     """
     if not callable(fn):
         raise TypeError(f"thunk wants a callable, got {type(fn).__name__}")
+    if args or kwargs:
+        fn = functools.partial(fn, *args, **kwargs)
     try:
         import cloudpickle
     except ImportError as e:  # pragma: no cover - depends on the environment

@@ -62,6 +62,7 @@ from lakeshore._ids import new_ulid
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import (
     Job,
+    Queue,
     QueueCore,
     SettleClaim,
     SyncQueue,
@@ -969,7 +970,7 @@ def _run_thunk(*_: Any) -> Any:
 
 
 def run_worker(
-    dispatch: Dispatch | None = None,
+    dispatch: Dispatch | SyncQueue | Queue | None = None,
     *,
     queues: Sequence[str | UDF[Any, Any]] | Mapping[str, Callable[..., Any]] | None = None,
     once: bool = False,
@@ -986,7 +987,10 @@ def run_worker(
     number of jobs run.
 
     Args:
-        dispatch: the plane (default: each function's, else the process default).
+        dispatch: the plane (default: each function's, else the process default), or a
+            ``SyncQueue``/``Queue``: its plane, and its queue when ``queues`` is not given
+            (``run_worker(q, once=True)``, as dreamlake-lakeshore takes it: the queue's
+            ``@udf`` function, else its thunk and envelope payloads).
         queues: queue names (their ``@udf`` functions; a name with no function runs
             thunk payloads), ``UDF`` objects, or a mapping of queue name to callable.
             Default: every ``@udf`` of the process.
@@ -1019,6 +1023,9 @@ def run_worker(
         raise errors.InvalidError(
             f"invalid concurrency {concurrency!r}: want an integer ≥ 1", field="concurrency", value=concurrency, rule="≥ 1"
         )
+    if isinstance(dispatch, (SyncQueue, Queue)):
+        queues = [dispatch.name] if queues is None else queues
+        dispatch = dispatch._core.dispatch
     handlers: dict[str, Callable[..., Any]] = {}
     kinds: dict[str, str] = {}
     if queues is None:
