@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/fabric"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/wire"
@@ -271,7 +272,11 @@ func exitCode(err error) int {
 	if errors.As(err, &ce) {
 		return ce.code
 	}
+	var config *fabric.ConfigError
+	var code *fabric.CodeError
 	switch {
+	case errors.As(err, &config), errors.As(err, &code):
+		return exitUsage // bad input: lakeshore.yaml, a mode or the code it ships
 	case errors.Is(err, lakeshore.ErrInvalid), errors.Is(err, persist.ErrSchema), errors.Is(err, persist.ErrUnsupportedValue):
 		return exitUsage // bad input: a data record of the wrong type or one with no stored form
 	case errors.Is(err, lakeshore.ErrNotFound):

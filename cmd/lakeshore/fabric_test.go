@@ -66,7 +66,7 @@ func TestSubmitMode(t *testing.T) {
 		t.Errorf("get does not show the mode:\n%s", out)
 	}
 	_, errs, code := c.run("", "submit", "q", "1", "--mode", "h100")
-	if code == 0 || !strings.Contains(errs, `no mode "h100" (allowed: gpu, shipped)`) {
+	if code != exitUsage || !strings.Contains(errs, `no mode "h100" (allowed: gpu, shipped)`) { // bad input
 		t.Errorf("unknown mode: exit %d, %s", code, errs)
 	}
 	_, errs, code = c.run("", "submit", "q", "1", "--mode", "shipped")
