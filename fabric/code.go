@@ -69,14 +69,30 @@ func codeErr(format string, args ...any) error {
 }
 
 // checkPath checks an archive or tree path: relative, slash-separated, clean, no "..",
-// no NUL, newline or backslash.
+// no NUL, newline or backslash, at most MaxPathBytes in all and MaxNameBytes per name (what
+// every worker's file system can create).
 func checkPath(p string) error {
 	if p == "" || strings.ContainsAny(p, "\x00\n\\") || path.IsAbs(p) || path.Clean(p) != p || p == "." ||
 		p == ".." || strings.HasPrefix(p, "../") {
 		return codeErr("bad path %q in the code tree: want a clean relative path with no \"..\", backslash, NUL or newline", p)
 	}
+	if len(p) > MaxPathBytes {
+		return codeErr("a path of %d bytes in the code tree (%.40q…): at most %d bytes are allowed", len(p), p, MaxPathBytes)
+	}
+	for _, name := range strings.Split(p, "/") {
+		if len(name) > MaxNameBytes {
+			return codeErr("a name of %d bytes in the code tree path %.40q…: at most %d bytes per name are allowed", len(name), p, MaxNameBytes)
+		}
+	}
 	return nil
 }
+
+// The longest path of a code tree, and the longest name in it, in bytes (Linux's PATH_MAX
+// and NAME_MAX): an archive past them could be stored but not unpacked.
+const (
+	MaxPathBytes = 4096
+	MaxNameBytes = 255
+)
 
 // GitFiles lists the files git would ship from the work tree at root: tracked files and
 // untracked ones not ignored (git ls-files --cached --others --exclude-standard), minus
@@ -303,7 +319,8 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	}
 	tr := tar.NewReader(zr)
 	var files []File
-	seen := map[string]bool{}
+	seen := map[string]bool{}    // the files
+	parents := map[string]bool{} // the directories the files are in
 	var total int64
 	for {
 		hdr, err := tr.Next()
@@ -326,6 +343,15 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		}
 		if seen[name] {
 			return nil, "", codeErr("the code archive holds %q twice", name)
+		}
+		if parents[name] {
+			return nil, "", codeErr("the code archive holds %q both as a file and as a directory", name)
+		}
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			if seen[d] {
+				return nil, "", codeErr("the code archive holds %q both as a file and as a directory", d)
+			}
+			parents[d] = true
 		}
 		seen[name] = true
 		if len(files) >= limits.MaxFiles {

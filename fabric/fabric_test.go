@@ -329,19 +329,25 @@ func archive(t *testing.T, hdrs ...*tar.Header) []byte {
 
 func TestReadArchiveRefuses(t *testing.T) {
 	cases := map[string][]*tar.Header{
-		"bad path":       {{Typeflag: tar.TypeReg, Name: "../escape", Mode: 0o644}},
-		"bad path ":      {{Typeflag: tar.TypeReg, Name: "/etc/x", Mode: 0o644}},
-		"regular files":  {{Typeflag: tar.TypeSymlink, Name: "link", Linkname: "/etc/passwd"}},
-		"regular files ": {{Typeflag: tar.TypeLink, Name: "hard", Linkname: "/etc/passwd"}},
-		"twice":          {{Typeflag: tar.TypeReg, Name: "a", Mode: 0o644}, {Typeflag: tar.TypeReg, Name: "a", Mode: 0o644}},
-		"both as a file": {{Typeflag: tar.TypeReg, Name: "a", Mode: 0o644}, {Typeflag: tar.TypeReg, Name: "a/b", Mode: 0o644}},
+		"bad path":          {{Typeflag: tar.TypeReg, Name: "../escape", Mode: 0o644}},
+		"bad path ":         {{Typeflag: tar.TypeReg, Name: "/etc/x", Mode: 0o644}},
+		"regular files":     {{Typeflag: tar.TypeSymlink, Name: "link", Linkname: "/etc/passwd"}},
+		"regular files ":    {{Typeflag: tar.TypeLink, Name: "hard", Linkname: "/etc/passwd"}},
+		"twice":             {{Typeflag: tar.TypeReg, Name: "a", Mode: 0o644}, {Typeflag: tar.TypeReg, Name: "a", Mode: 0o644}},
+		"both as a file":    {{Typeflag: tar.TypeReg, Name: "a", Mode: 0o644}, {Typeflag: tar.TypeReg, Name: "a/b", Mode: 0o644}},
+		"both as a file ":   {{Typeflag: tar.TypeReg, Name: "a/b/c", Mode: 0o644}, {Typeflag: tar.TypeReg, Name: "a/b", Mode: 0o644}},
+		"per name":          {{Typeflag: tar.TypeReg, Name: "d/" + strings.Repeat("n", 256), Mode: 0o644}},
+		"bytes are allowed": {{Typeflag: tar.TypeReg, Name: strings.Repeat("d/", 2100) + "f", Mode: 0o644}},
 	}
 	for want, hdrs := range cases {
-		dir := t.TempDir()
-		_, _, err := ReadArchive(bytes.NewReader(archive(t, hdrs...)), dir, Limits{})
-		var ce *CodeError
-		if !errors.As(err, &ce) || !strings.Contains(err.Error(), strings.TrimSpace(want)) {
-			t.Errorf("%s: %v", want, err)
+		// Unpacking on a worker, and checking on the server (no directory): the same refusals,
+		// so the server never stores an archive no worker can unpack.
+		for _, dir := range []string{t.TempDir(), ""} {
+			_, _, err := ReadArchive(bytes.NewReader(archive(t, hdrs...)), dir, Limits{})
+			var ce *CodeError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), strings.TrimSpace(want)) {
+				t.Errorf("%s (directory %q): %v", want, dir, err)
+			}
 		}
 	}
 	// A size bomb: the limit counts uncompressed bytes.

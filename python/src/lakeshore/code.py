@@ -101,6 +101,17 @@ def _check_path(p: str) -> None:
         or any(part in ("", ".", "..") for part in p.split("/"))
     ):
         raise CodeError(f"bad path {p!r} in the code tree: want a clean relative path with no '..', backslash, NUL or newline")
+    if len(p.encode()) > MAX_PATH_BYTES:
+        raise CodeError(f"a path of {len(p.encode())} bytes in the code tree ({p[:40]!r}…): at most {MAX_PATH_BYTES} bytes are allowed")
+    for name in p.split("/"):
+        if len(name.encode()) > MAX_NAME_BYTES:
+            raise CodeError(f"a name of {len(name.encode())} bytes in the code tree path {p[:40]!r}…: at most {MAX_NAME_BYTES} bytes per name are allowed")
+
+
+MAX_PATH_BYTES = 4096
+"""The longest path of a code tree in bytes (Linux's PATH_MAX; the Go fabric.MaxPathBytes)."""
+MAX_NAME_BYTES = 255
+"""The longest name in a code tree path in bytes (NAME_MAX; the Go fabric.MaxNameBytes)."""
 
 
 # ------------------------------------------------------------------------------ listing
