@@ -115,3 +115,27 @@ def test_leased_reads_and_commit(d: HttpDispatch, qname: str) -> None:
         assert await q.consumed("train") == 2
 
     run(main())
+
+
+def test_backpressure_refused_put_does_not_block_reads(d: HttpDispatch, qname: str) -> None:
+    # A trainer holding one handle: a put refused by back-pressure stays buffered, but
+    # the handle's reads go on, and the read that frees room lets the next flush go.
+    async def main() -> None:
+        for on_full in ("reject", "block"):
+            name = f"{qname}-{on_full}"
+            q = Queue(name, dispatch=d, batch_size=1000, auto_flush_interval_sec=0,
+                      backpressure=Backpressure(task_name="train", max_unconsumed=2, on_full=on_full, timeout=0.2))
+            await q.put_batch([{"x": 0}, {"x": 1}])
+            await q.flush()
+            await q.put({"x": 2})
+            with pytest.raises(QueueFullError):
+                await q.flush()
+            b = await asyncio.wait_for(q.reader().get_batch(["x"], 2, "train"), 10)
+            assert b["x"].tolist() == [0, 1]
+            assert (await q.stats())["len"] == 2  # still refused: buffered, not written
+            await q.flush()  # the read freed room: the buffered record goes now
+            assert (await q.stats())["len"] == 3
+            b = await q.get_batch(["x"], 2, "train")
+            assert b["x"].tolist() == [2]
+
+    run(main())

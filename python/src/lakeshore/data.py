@@ -534,7 +534,10 @@ class Backpressure:
     its records' target version (``target_weight_version``, else ``weight_version``) is
     at most ``max_ahead`` above the queue's current version. A refused batch raises
     :class:`~lakeshore.errors.QueueFullError` and stays buffered (sent again, with its put
-    id, by the next send), so nothing is lost or put twice.
+    id, by the next send), so nothing is lost or put twice. Reads on the same object are
+    never held by it: they send what is buffered without waiting on back-pressure, and a
+    batch still refused stays buffered while the read goes on (the read is what frees
+    room for the next flush).
 
     Attributes:
         task_name: the trainer's task whose unconsumed records count (with
@@ -732,7 +735,27 @@ class Queue:
                 self._refused = e  # no caller here: the next flush() raises it
             # Otherwise the records stay buffered; the next put or flush sends them.
 
-    async def _send(self) -> list[int]:
+    async def _send_before_read(self) -> None:
+        """Send the buffered records before a read (so the read sees them), without
+        waiting on back-pressure: a batch the queue's :class:`Backpressure` refuses now
+        stays buffered for a later send (as for :meth:`flush`) and the read goes on, since
+        it is the reads that free room. Other errors are raised."""
+        if not (self._buffer or self._unsent):
+            return
+        try:
+            await self._send(block=False)
+        except errors.QueueFullError:
+            pass
+
+    async def _send(self, block: bool = True) -> list[int]:
+        """Send the buffered records (see :meth:`flush`). ``block=False`` sends them with a
+        blocking :class:`Backpressure` made rejecting: a full queue answers QueueFullError
+        at once instead of holding the call."""
+        params = self._bp_params
+        wait = self._bp_wait
+        if not block:
+            params = {k: v for k, v in params.items() if k not in ("admission_block", "admission_timeout")}
+            wait = 0.0
         async with self._buffer_lock:
             buf, self._buffer = self._buffer, []
             by_part: dict[str, list[bytes]] = {}
@@ -747,10 +770,10 @@ class Queue:
                 ans = await self._call(
                     "POST",
                     "/records",
-                    params={"partition": part, "put_id": put_id, **self._bp_params},
+                    params={"partition": part, "put_id": put_id, **params},
                     body={"records": recs},
                     retry="safe",
-                    wait=self._bp_wait,
+                    wait=wait,
                 )
                 indexes.extend(int(i) for i in ans.get("indexes") or [])
                 sent += 1
@@ -810,8 +833,7 @@ class Queue:
             raise errors.InvalidError(
                 f"invalid offset {offset!r}: a record position ≥ 0", field="offset", value=str(offset), rule="an integer ≥ 0"
             )
-        if self._buffer or self._unsent:
-            await self._send()
+        await self._send_before_read()
         part = partition_id or self.partition_id
         start = self._offsets.get(part, 0) if offset is None else offset
         recs, nxt = await self._read(start, limit, part, fields, 0.0)
@@ -1085,8 +1107,7 @@ class Reader:
         """POST a meta request, repeating it while the server's long-poll cap ends it before
         the caller's ``timeout`` (default 30 s)."""
         q = self.queue
-        if q._buffer or q._unsent:
-            await q._send()
+        await q._send_before_read()
         total = 30.0 if timeout is None else float(timeout)
         deadline = time.monotonic() + total
         while True:
@@ -1223,8 +1244,7 @@ class Reader:
         ``world_size``; all of them with world_size 1), the next ``limit`` after what this
         reader has read."""
         q = self.queue
-        if q._buffer or q._unsent:
-            await q._send()
+        await q._send_before_read()
         part = partition_id or q.partition_id
         recs, nxt = await q._read(self._offsets.get(part, 0), limit, part, None, 0.0, (self.rank, self.world_size))
         self._offsets[part] = nxt
