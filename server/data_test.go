@@ -399,7 +399,8 @@ func (s *countedStore) Close(ctx context.Context) error {
 
 // TestDataReadsCreateNothing: a read of a data queue that does not exist is 404
 // not_found naming the queue (details.queue), on every read route and every put route
-// that needs samples, and creates nothing; puts (records, KV) create the queue.
+// that needs samples, and creates nothing (GET version answers 0); puts (records, KV)
+// create the queue.
 func TestDataReadsCreateNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -422,10 +423,15 @@ func TestDataReadsCreateNothing(t *testing.T) {
 		require.Equal(t, "nosuch", e.Details.Queue, "%s %s", c.method, c.path)
 		require.Contains(t, e.Message, `data queue "nosuch" does not exist`)
 	}
+	// The weight version of a queue not created yet is 0 (docs/http-api.md; the SDKs'
+	// answer), not 404.
+	r := b.do(t, "GET", N+"/version", "", nil, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.JSONEq(t, `{"version": 0}`, string(r.body))
 	_, err := os.Stat(filepath.Join(dir, "team-a"))
 	require.ErrorIs(t, err, os.ErrNotExist, "no directory was created")
 
-	r := b.do(t, "POST", N+"/kv", api.ContentTypeJSON, []byte(`{"keys": ["k"], "records": [{"x": 1}]}`), "")
+	r = b.do(t, "POST", N+"/kv", api.ContentTypeJSON, []byte(`{"keys": ["k"], "records": [{"x": 1}]}`), "")
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.Equal(t, 200, b.do(t, "GET", N+"/stats", "", nil, "").status)
 	r = b.do(t, "POST", "/v1/namespaces/team-a/data/other/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "")
