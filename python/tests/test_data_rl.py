@@ -139,3 +139,30 @@ def test_backpressure_refused_put_does_not_block_reads(d: HttpDispatch, qname: s
             assert b["x"].tolist() == [2]
 
     run(main())
+
+
+def test_bounds_are_typed_errors_naming_the_field(d: HttpDispatch, qname: str) -> None:
+    # Both bounds refuse a negative value alike; max_unconsumed names the missing task;
+    # every lease out of range gets the one message.
+    for bp, field in (
+        (Backpressure(task_name="t", max_unconsumed=-1), "max_unconsumed"),
+        (Backpressure(max_ahead=-1), "max_ahead"),
+        (Backpressure(max_unconsumed=1), "task_name"),
+    ):
+        with pytest.raises(InvalidError) as e:
+            Queue(qname, dispatch=d, backpressure=bp)
+        assert field in str(e.value)
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"x": 1}])
+        await q.flush()
+        messages = set()
+        for lease in (86401.0, 90000.0, 1e20):
+            with pytest.raises(InvalidError) as e:
+                await q.reader().get_batch(["x"], 1, "train", lease=lease)
+            messages.add(str(e.value).replace(repr(lease), "L").replace(f"{lease:g}", "L"))
+        assert len(messages) == 1, messages
+        assert "lease" in messages.pop()
+
+    run(main())

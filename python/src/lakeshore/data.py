@@ -542,8 +542,9 @@ class Backpressure:
     Attributes:
         task_name: the trainer's task whose unconsumed records count (with
             ``max_unconsumed``).
-        max_unconsumed: at most this many unconsumed records (None: no bound).
-        max_ahead: at most this many versions ahead (None: no bound).
+        max_unconsumed: at most this many unconsumed records (None or 0: no bound);
+            an integer ≥ 0, needing ``task_name`` when > 0.
+        max_ahead: at most this many versions ahead (None: no bound); an integer ≥ 0.
         on_full: ``"reject"`` (QueueFullError at once) or ``"block"`` (the put waits for
             the trainer to consume or advance the version, up to ``timeout``).
         timeout: seconds a blocked put waits (default 30).
@@ -561,11 +562,24 @@ class Backpressure:
             raise errors.InvalidError(
                 f"invalid on_full {self.on_full!r}: use 'reject' or 'block'", field="on_full", value=self.on_full, rule="reject|block"
             )
+        for name, v in (("max_unconsumed", self.max_unconsumed), ("max_ahead", self.max_ahead)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise errors.InvalidError(
+                    f"invalid {name} {v!r}: want an integer ≥ 0 (None: no bound)", field=name, value=v, rule="an integer ≥ 0"
+                )
+        if self.max_unconsumed and not self.task_name:
+            raise errors.InvalidError(
+                f"invalid task_name {self.task_name!r}: max_unconsumed needs the task whose unconsumed records it bounds",
+                field="task_name",
+                value=self.task_name,
+                rule="a task name, with max_unconsumed",
+            )
         out: dict[str, str] = {}
         if self.task_name is not None:
             out["admission_task"] = self.task_name
         out["max_unconsumed"] = str(int(self.max_unconsumed or 0))
-        out["max_ahead"] = str(-1 if self.max_ahead is None else int(self.max_ahead))
+        if self.max_ahead is not None:
+            out["max_ahead"] = str(int(self.max_ahead))
         if self.on_full == "block":
             out["admission_block"] = "true"
             if self.timeout is not None:
@@ -601,7 +615,9 @@ class Queue:
             None: none).
 
     Raises:
-        InvalidError: a bad name, batch size or zerocopy mode.
+        InvalidError: a bad name, batch size or zerocopy mode, or a bad ``backpressure``
+            (a negative bound, ``max_unconsumed`` without ``task_name``, an unknown
+            ``on_full``).
     """
 
     def __init__(
