@@ -93,7 +93,8 @@ func (s *Staleness) validate() error {
 // version. A refused put writes nothing.
 type Admission struct {
 	// Task is the consumer (the trainer's task) whose unconsumed records count.
-	// Required with MaxUnconsumed.
+	// Required with MaxUnconsumed (1–256 bytes; else *InvalidError naming
+	// admission_task, its HTTP query parameter).
 	Task string
 	// MaxUnconsumed bounds the records of the partition not yet consumed by Task
 	// (leased ones count as unconsumed until committed), counting the put's own. 0:
@@ -102,7 +103,9 @@ type Admission struct {
 	// MaxAhead, when ≥ 0, bounds how far a record's target version (TargetVersionField,
 	// else WeightVersionField) may be above the current version. -1 (or any value
 	// below 0): no bound. Note that 0 is a bound; the zero Admission has MaxAhead 0,
-	// so set -1 when only MaxUnconsumed is meant.
+	// so set -1 when only MaxUnconsumed is meant. (Over HTTP and in Python no bound is
+	// max_ahead left out; a negative max_ahead there is refused, as a negative
+	// max_unconsumed is.)
 	MaxAhead int64
 	// Block makes a refused put wait until the trainer consumes or advances the
 	// version, up to Timeout (GetMetaTimeoutDefault when 0); without Block it fails at
@@ -119,10 +122,9 @@ func (a *Admission) validate() error {
 	if a.MaxUnconsumed < 0 {
 		return &InvalidError{Field: "max_unconsumed", Value: a.MaxUnconsumed, Rule: "≥ 0 (0: no bound)"}
 	}
-	if a.MaxUnconsumed > 0 {
-		if err := checkTask(a.Task); err != nil {
-			return err
-		}
+	if a.MaxUnconsumed > 0 && (a.Task == "" || len(a.Task) > 256) {
+		// Named by its query parameter (admission_task), whose bound it is.
+		return &InvalidError{Field: "admission_task", Value: a.Task, Rule: "1–256 bytes: the task whose unconsumed records max_unconsumed bounds (required with max_unconsumed)"}
 	}
 	if a.Timeout < 0 {
 		return &InvalidError{Field: "admission_timeout", Value: a.Timeout, Rule: "≥ 0"}

@@ -562,6 +562,11 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		create := k == "POST "+d+"/records" || k == "POST "+d+"/kv" || k == "POST "+d+"/version" // only puts (and a trainer's first version) create a queue
 		hs[k] = func(w http.ResponseWriter, r *http.Request, p *principal) error {
 			dq, err := s.dataQueueOf(w, r, p, route.perms, create)
+			if k == "GET "+d+"/version" && queueMissing(err) {
+				// A queue no put created yet is at version 0 (as the SDKs answer), not 404.
+				s.write(w, r, http.StatusOK, &api.DataWeightVersion{Version: 0})
+				return nil
+			}
 			if err == nil {
 				err = route.h(w, r, p, dq)
 				s.data.release(dq)
@@ -573,6 +578,13 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		}
 	}
 	return hs
+}
+
+// queueMissing reports whether err says the data queue itself does not exist (no put
+// created it yet): persist's *NotFoundError naming the queue.
+func queueMissing(err error) bool {
+	var nf *persist.NotFoundError
+	return errors.As(err, &nf) && nf.Queue != ""
 }
 
 // dataPerms: data:put and data:read (admin tokens hold both).

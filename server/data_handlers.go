@@ -492,10 +492,11 @@ func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist
 	if err != nil {
 		return nil, err
 	}
-	lease, err := seconds("lease", req.Lease)
-	if err != nil {
-		return nil, err
+	// One message for every lease out of range (a negative, NaN, 25 h or 10^20 s one).
+	if !(req.Lease >= 0 && req.Lease <= persist.LeaseMax.Seconds()) {
+		return nil, plane.Invalid("lease", req.Lease, fmt.Sprintf("seconds from 0 to %d (%g h; 0: no lease)", int64(persist.LeaseMax.Seconds()), persist.LeaseMax.Hours()))
 	}
+	lease := api.Duration(req.Lease)
 	mr := &persist.MetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
 		Wait: req.Wait, Timeout: timeout, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex, Lease: lease}
 	if req.MaxStaleness != nil {
@@ -855,6 +856,10 @@ func putOptsOf(r *http.Request) (*persist.PutOpts, error) {
 	}
 	if a.MaxAhead, err = queryInt(r, "max_ahead", -1); err != nil {
 		return nil, err
+	}
+	if q.Get("max_ahead") != "" && a.MaxAhead < 0 {
+		// As a negative max_unconsumed is refused: no bound is max_ahead left out.
+		return nil, plane.Invalid("max_ahead", a.MaxAhead, "≥ 0 (leave max_ahead out for no bound)")
 	}
 	switch b := q.Get("admission_block"); b {
 	case "", "false", "0":

@@ -399,7 +399,8 @@ func (s *countedStore) Close(ctx context.Context) error {
 
 // TestDataReadsCreateNothing: a read of a data queue that does not exist is 404
 // not_found naming the queue (details.queue), on every read route and every put route
-// that needs samples, and creates nothing; puts (records, KV) create the queue.
+// that needs samples, and creates nothing (GET version answers 0); puts (records, KV)
+// create the queue.
 func TestDataReadsCreateNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -422,10 +423,15 @@ func TestDataReadsCreateNothing(t *testing.T) {
 		require.Equal(t, "nosuch", e.Details.Queue, "%s %s", c.method, c.path)
 		require.Contains(t, e.Message, `data queue "nosuch" does not exist`)
 	}
+	// The weight version of a queue not created yet is 0 (docs/http-api.md; the SDKs'
+	// answer), not 404.
+	r := b.do(t, "GET", N+"/version", "", nil, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.JSONEq(t, `{"version": 0}`, string(r.body))
 	_, err := os.Stat(filepath.Join(dir, "team-a"))
 	require.ErrorIs(t, err, os.ErrNotExist, "no directory was created")
 
-	r := b.do(t, "POST", N+"/kv", api.ContentTypeJSON, []byte(`{"keys": ["k"], "records": [{"x": 1}]}`), "")
+	r = b.do(t, "POST", N+"/kv", api.ContentTypeJSON, []byte(`{"keys": ["k"], "records": [{"x": 1}]}`), "")
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.Equal(t, 200, b.do(t, "GET", N+"/stats", "", nil, "").status)
 	r = b.do(t, "POST", "/v1/namespaces/team-a/data/other/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "")
@@ -515,4 +521,39 @@ func TestTypedNits(t *testing.T) {
 		e2 = dataErr(t, b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(body), ""), 400, "invalid")
 		require.Equal(t, "indexes[1]", e2.Details.Field, path)
 	}
+}
+
+// TestDataAdmissionAndLeaseBounds: a put's back-pressure and a meta request's lease out of
+// range are 400 invalid naming the field and what is allowed: max_unconsumed without
+// admission_task names admission_task; a negative max_ahead is refused as a negative
+// max_unconsumed is; every lease out of 0–24 h gets the one message.
+func TestDataAdmissionAndLeaseBounds(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	put := func(query string) *response {
+		return b.do(t, "POST", D+"/records?"+query, api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "")
+	}
+	for query, want := range map[string]string{
+		"max_unconsumed=1":                     `invalid admission_task "": 1–256 bytes`,
+		"max_unconsumed=1&admission_task=":     `invalid admission_task "": 1–256 bytes`,
+		"max_unconsumed=-1&admission_task=t":   "invalid max_unconsumed -1: ≥ 0 (0: no bound)",
+		"max_ahead=-1":                         "invalid max_ahead -1: ≥ 0 (leave max_ahead out for no bound)",
+		"max_ahead=-7&admission_task=t":        "invalid max_ahead -7: ≥ 0 (leave max_ahead out for no bound)",
+		"max_unconsumed=0&admission_block=yes": "admission_block",
+	} {
+		e := dataErr(t, put(query), 400, "invalid")
+		require.Contains(t, e.Message, want, "%s", query)
+	}
+	require.Equal(t, 200, put("max_unconsumed=5&admission_task=t").status, "within the bounds")
+	require.Equal(t, 200, put("admission_task=t&max_ahead=0").status, "max_ahead 0 is a bound")
+
+	meta := func(lease string) *response {
+		return b.do(t, "POST", D+"/meta", api.ContentTypeJSON, []byte(`{"fields": ["x"], "batch_size": 1, "task": "t", "lease": `+lease+`}`), "")
+	}
+	for _, lease := range []string{"86401", "90000", "1e9", "1e20", "-1"} {
+		e := dataErr(t, meta(lease), 400, "invalid")
+		require.Regexp(t, `^invalid lease \S+: seconds from 0 to 86400 \(24 h; 0: no lease\)$`, e.Message, "lease %s", lease)
+	}
+	r := meta("86400")
+	require.Equal(t, 200, r.status, "%s", r.body)
 }

@@ -367,7 +367,9 @@ func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []p
 			q.Set("admission_task", a.Task)
 		}
 		q.Set("max_unconsumed", strconv.FormatInt(a.MaxUnconsumed, 10))
-		q.Set("max_ahead", strconv.FormatInt(max(a.MaxAhead, -1), 10))
+		if a.MaxAhead >= 0 { // below 0: no bound, which is max_ahead left out
+			q.Set("max_ahead", strconv.FormatInt(a.MaxAhead, 10))
+		}
 		if a.Block {
 			q.Set("admission_block", "true")
 			q.Set("admission_timeout", strconv.FormatFloat(a.Timeout.Seconds(), 'f', -1, 64))

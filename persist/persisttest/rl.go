@@ -267,6 +267,7 @@ func testBackpressure(t *testing.T, q *persist.Queue) {
 
 	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.Admission{MaxUnconsumed: 3})
 	requireInvalid(t, err)
+	require.Contains(t, err.Error(), "admission_task", "the missing task is named by its field")
 	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.Admission{Task: "t", MaxUnconsumed: -1})
 	requireInvalid(t, err)
 }

@@ -115,3 +115,54 @@ def test_leased_reads_and_commit(d: HttpDispatch, qname: str) -> None:
         assert await q.consumed("train") == 2
 
     run(main())
+
+
+def test_backpressure_refused_put_does_not_block_reads(d: HttpDispatch, qname: str) -> None:
+    # A trainer holding one handle: a put refused by back-pressure stays buffered, but
+    # the handle's reads go on, and the read that frees room lets the next flush go.
+    async def main() -> None:
+        for on_full in ("reject", "block"):
+            name = f"{qname}-{on_full}"
+            q = Queue(name, dispatch=d, batch_size=1000, auto_flush_interval_sec=0,
+                      backpressure=Backpressure(task_name="train", max_unconsumed=2, on_full=on_full, timeout=0.2))
+            await q.put_batch([{"x": 0}, {"x": 1}])
+            await q.flush()
+            await q.put({"x": 2})
+            with pytest.raises(QueueFullError):
+                await q.flush()
+            b = await asyncio.wait_for(q.reader().get_batch(["x"], 2, "train"), 10)
+            assert b["x"].tolist() == [0, 1]
+            assert (await q.stats())["len"] == 2  # still refused: buffered, not written
+            await q.flush()  # the read freed room: the buffered record goes now
+            assert (await q.stats())["len"] == 3
+            b = await q.get_batch(["x"], 2, "train")
+            assert b["x"].tolist() == [2]
+
+    run(main())
+
+
+def test_bounds_are_typed_errors_naming_the_field(d: HttpDispatch, qname: str) -> None:
+    # Both bounds refuse a negative value alike; max_unconsumed names the missing task;
+    # every lease out of range gets the one message.
+    for bp, field in (
+        (Backpressure(task_name="t", max_unconsumed=-1), "max_unconsumed"),
+        (Backpressure(max_ahead=-1), "max_ahead"),
+        (Backpressure(max_unconsumed=1), "task_name"),
+    ):
+        with pytest.raises(InvalidError) as e:
+            Queue(qname, dispatch=d, backpressure=bp)
+        assert field in str(e.value)
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"x": 1}])
+        await q.flush()
+        messages = set()
+        for lease in (86401.0, 90000.0, 1e20):
+            with pytest.raises(InvalidError) as e:
+                await q.reader().get_batch(["x"], 1, "train", lease=lease)
+            messages.add(str(e.value).replace(repr(lease), "L").replace(f"{lease:g}", "L"))
+        assert len(messages) == 1, messages
+        assert "lease" in messages.pop()
+
+    run(main())

@@ -534,13 +534,17 @@ class Backpressure:
     its records' target version (``target_weight_version``, else ``weight_version``) is
     at most ``max_ahead`` above the queue's current version. A refused batch raises
     :class:`~lakeshore.errors.QueueFullError` and stays buffered (sent again, with its put
-    id, by the next send), so nothing is lost or put twice.
+    id, by the next send), so nothing is lost or put twice. Reads on the same object are
+    never held by it: they send what is buffered without waiting on back-pressure, and a
+    batch still refused stays buffered while the read goes on (the read is what frees
+    room for the next flush).
 
     Attributes:
         task_name: the trainer's task whose unconsumed records count (with
             ``max_unconsumed``).
-        max_unconsumed: at most this many unconsumed records (None: no bound).
-        max_ahead: at most this many versions ahead (None: no bound).
+        max_unconsumed: at most this many unconsumed records (None or 0: no bound);
+            an integer ≥ 0, needing ``task_name`` when > 0.
+        max_ahead: at most this many versions ahead (None: no bound); an integer ≥ 0.
         on_full: ``"reject"`` (QueueFullError at once) or ``"block"`` (the put waits for
             the trainer to consume or advance the version, up to ``timeout``).
         timeout: seconds a blocked put waits (default 30).
@@ -558,11 +562,24 @@ class Backpressure:
             raise errors.InvalidError(
                 f"invalid on_full {self.on_full!r}: use 'reject' or 'block'", field="on_full", value=self.on_full, rule="reject|block"
             )
+        for name, v in (("max_unconsumed", self.max_unconsumed), ("max_ahead", self.max_ahead)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise errors.InvalidError(
+                    f"invalid {name} {v!r}: want an integer ≥ 0 (None: no bound)", field=name, value=v, rule="an integer ≥ 0"
+                )
+        if self.max_unconsumed and not self.task_name:
+            raise errors.InvalidError(
+                f"invalid task_name {self.task_name!r}: max_unconsumed needs the task whose unconsumed records it bounds",
+                field="task_name",
+                value=self.task_name,
+                rule="a task name, with max_unconsumed",
+            )
         out: dict[str, str] = {}
         if self.task_name is not None:
             out["admission_task"] = self.task_name
         out["max_unconsumed"] = str(int(self.max_unconsumed or 0))
-        out["max_ahead"] = str(-1 if self.max_ahead is None else int(self.max_ahead))
+        if self.max_ahead is not None:
+            out["max_ahead"] = str(int(self.max_ahead))
         if self.on_full == "block":
             out["admission_block"] = "true"
             if self.timeout is not None:
@@ -598,7 +615,9 @@ class Queue:
             None: none).
 
     Raises:
-        InvalidError: a bad name, batch size or zerocopy mode.
+        InvalidError: a bad name, batch size or zerocopy mode, or a bad ``backpressure``
+            (a negative bound, ``max_unconsumed`` without ``task_name``, an unknown
+            ``on_full``).
     """
 
     def __init__(
@@ -732,7 +751,27 @@ class Queue:
                 self._refused = e  # no caller here: the next flush() raises it
             # Otherwise the records stay buffered; the next put or flush sends them.
 
-    async def _send(self) -> list[int]:
+    async def _send_before_read(self) -> None:
+        """Send the buffered records before a read (so the read sees them), without
+        waiting on back-pressure: a batch the queue's :class:`Backpressure` refuses now
+        stays buffered for a later send (as for :meth:`flush`) and the read goes on, since
+        it is the reads that free room. Other errors are raised."""
+        if not (self._buffer or self._unsent):
+            return
+        try:
+            await self._send(block=False)
+        except errors.QueueFullError:
+            pass
+
+    async def _send(self, block: bool = True) -> list[int]:
+        """Send the buffered records (see :meth:`flush`). ``block=False`` sends them with a
+        blocking :class:`Backpressure` made rejecting: a full queue answers QueueFullError
+        at once instead of holding the call."""
+        params = self._bp_params
+        wait = self._bp_wait
+        if not block:
+            params = {k: v for k, v in params.items() if k not in ("admission_block", "admission_timeout")}
+            wait = 0.0
         async with self._buffer_lock:
             buf, self._buffer = self._buffer, []
             by_part: dict[str, list[bytes]] = {}
@@ -747,10 +786,10 @@ class Queue:
                 ans = await self._call(
                     "POST",
                     "/records",
-                    params={"partition": part, "put_id": put_id, **self._bp_params},
+                    params={"partition": part, "put_id": put_id, **params},
                     body={"records": recs},
                     retry="safe",
-                    wait=self._bp_wait,
+                    wait=wait,
                 )
                 indexes.extend(int(i) for i in ans.get("indexes") or [])
                 sent += 1
@@ -810,8 +849,7 @@ class Queue:
             raise errors.InvalidError(
                 f"invalid offset {offset!r}: a record position ≥ 0", field="offset", value=str(offset), rule="an integer ≥ 0"
             )
-        if self._buffer or self._unsent:
-            await self._send()
+        await self._send_before_read()
         part = partition_id or self.partition_id
         start = self._offsets.get(part, 0) if offset is None else offset
         recs, nxt = await self._read(start, limit, part, fields, 0.0)
@@ -1085,8 +1123,7 @@ class Reader:
         """POST a meta request, repeating it while the server's long-poll cap ends it before
         the caller's ``timeout`` (default 30 s)."""
         q = self.queue
-        if q._buffer or q._unsent:
-            await q._send()
+        await q._send_before_read()
         total = 30.0 if timeout is None else float(timeout)
         deadline = time.monotonic() + total
         while True:
@@ -1223,8 +1260,7 @@ class Reader:
         ``world_size``; all of them with world_size 1), the next ``limit`` after what this
         reader has read."""
         q = self.queue
-        if q._buffer or q._unsent:
-            await q._send()
+        await q._send_before_read()
         part = partition_id or q.partition_id
         recs, nxt = await q._read(self._offsets.get(part, 0), limit, part, None, 0.0, (self.rank, self.world_size))
         self._offsets[part] = nxt
