@@ -2,10 +2,10 @@
 interval, once per tick, by the plane (``docs/semantics.md``, "Schedules").
 
 >>> @lakeshore.schedule("0 3 * * *", queue="eval", payload={"suite": "full"})  # doctest: +SKIP
-... def nightly(job): ...
+... def nightly(suite): ...
 
 stores the schedule ``nightly`` in the plane when the module is imported (replacing one of
-that name); :func:`schedules` lists the stored ones with their last and next fire.
+that name) and binds ``nightly`` as the handler of queue ``eval``, as ``@udf`` does; :func:`schedules` lists the stored ones with their last and next fire.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Callable, Literal, TypeVar, cast
 from urllib.parse import quote
 
 from lakeshore import errors
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import encode_value
+from lakeshore.worker import udf
 
 __all__ = [
     "ScheduleInfo",
@@ -201,9 +202,12 @@ def schedule(
 ) -> Callable[[F], F]:
     """Decorate a handler to store a schedule for it when the decorator runs (at import):
     ``name`` and ``queue`` default to the function's ``__name__``; the other arguments are
-    :func:`set_schedule`'s. The function is returned unchanged, with the stored
-    :class:`ScheduleInfo` as its ``schedule`` attribute; serve its queue with
-    :func:`~lakeshore.run_worker` as any other.
+    :func:`set_schedule`'s. The function is bound to the queue as its handler exactly as
+    :func:`~lakeshore.udf` binds it (registered, so ``run_worker()`` or
+    ``run_worker(queues=[queue])`` runs it; each fire calls it with the payload's keys as
+    keyword arguments, or with no argument when the payload is None). The returned
+    :class:`~lakeshore.UDF` carries the stored :class:`ScheduleInfo` as its ``schedule``
+    attribute; calling it runs the function here.
 
     Raises:
         InvalidError: as :func:`set_schedule` (neither or both of ``cron`` and ``every``
@@ -217,6 +221,7 @@ def schedule(
         )
 
     def wrap(fn: F) -> F:
+        bound = udf(fn, queue=queue or fn.__name__, dispatch=dispatch)
         info = set_schedule(
             name or fn.__name__,
             queue or fn.__name__,
@@ -232,7 +237,7 @@ def schedule(
             metadata=metadata,
             dispatch=dispatch,
         )
-        setattr(fn, "schedule", info)  # noqa: B010 (a function attribute)
-        return fn
+        setattr(bound, "schedule", info)  # noqa: B010 (an attribute of the binding)
+        return cast(F, bound)
 
     return wrap
