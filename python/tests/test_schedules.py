@@ -10,6 +10,7 @@ import time
 import pytest
 
 from lakeshore import (
+    Admission,
     HttpDispatch,
     InvalidError,
     NotFoundError,
@@ -108,6 +109,29 @@ def test_schedule_decorator_runs_on_worker(every_plane: HttpDispatch, qname: str
         remove_schedule(qname, dispatch=d)
         with lakeshore_worker._registry_lock:
             lakeshore_worker.registry.pop(qname, None)
+
+
+def test_full_queue_skips_tick(every_plane: HttpDispatch, qname: str) -> None:
+    """A fire meets the queue's depth limit: a full queue skips the tick (never grows past
+    the limit), and the listing shows the skip with its reason."""
+    d = every_plane
+    q = SyncQueue(qname, dispatch=d)
+    q.set_admission(Admission(max_depth=1, on_full="reject"))
+    q.submit(1)
+    set_schedule(qname, qname, {"n": 1}, every=1, dispatch=d)
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            info = [s for s in schedules(d.namespace, dispatch=d) if s.name == qname][0]
+            if info.skipped:
+                break
+            time.sleep(0.05)
+        assert info.skipped >= 1 and info.last_skip is not None
+        assert "max depth 1" in info.last_skip_reason
+        assert not info.last_id, "nothing fired into the full queue"
+        assert q.count("queued") == 1, "the queue stays at its limit"
+    finally:
+        remove_schedule(qname, dispatch=d)
 
 
 def test_submit_unique_for(every_plane: HttpDispatch, qname: str) -> None:

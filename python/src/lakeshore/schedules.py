@@ -54,6 +54,9 @@ class ScheduleInfo:
         next_fire: the next tick it fires (None while paused).
         last_fire: the tick it last fired (None: never); ``last_id`` that fire's invocation.
         priority, max_attempts, attempt_timeout, metadata: the options of every fire.
+        skipped: the ticks skipped because the queue was at its max depth since the
+            schedule was last set; ``last_skip`` the last one (None: none) and
+            ``last_skip_reason`` why.
     """
 
     namespace: str
@@ -71,6 +74,9 @@ class ScheduleInfo:
     max_attempts: int = 0
     attempt_timeout: float = 0.0
     metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    skipped: int = 0
+    last_skip: datetime | None = None
+    last_skip_reason: str = ""
 
 
 def _info(a: Mapping[str, Any]) -> ScheduleInfo:
@@ -94,6 +100,9 @@ def _info(a: Mapping[str, Any]) -> ScheduleInfo:
         max_attempts=int(a.get("max_attempts") or 0),
         attempt_timeout=float(a.get("attempt_timeout") or 0),
         metadata=dict(a.get("metadata") or {}),
+        skipped=int(a.get("skipped") or 0),
+        last_skip=t("last_skip"),
+        last_skip_reason=str(a.get("last_skip_reason") or ""),
     )
 
 
