@@ -14,7 +14,7 @@ import (
 // Schedule is plane.Schedule on the wire: the body of PUT
 // /v1/namespaces/{namespace}/schedules/{name} (namespace and name from the path) and the
 // answer of the schedule routes. Durations are seconds. NextFire, LastFire, LastID,
-// CreatedAt and UpdatedAt are the plane's (ignored in a request).
+// CreatedAt, UpdatedAt and the skip record are the plane's (ignored in a request).
 type Schedule struct {
 	Namespace string `json:"namespace,omitzero" msg:"namespace,omitempty"`
 	Name      string `json:"name,omitzero" msg:"name,omitempty"`
@@ -40,6 +40,11 @@ type Schedule struct {
 	LastID    string    `json:"last_id,omitzero" msg:"last_id,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero" msg:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero" msg:"updated_at,omitzero"`
+	// Skipped counts the ticks skipped because the queue was at its max depth since the
+	// schedule was last set; LastSkip is the last one and LastSkipReason why. The plane's.
+	Skipped        int64     `json:"skipped,omitzero" msg:"skipped,omitempty"`
+	LastSkip       time.Time `json:"last_skip,omitzero" msg:"last_skip,omitzero"`
+	LastSkipReason string    `json:"last_skip_reason,omitzero" msg:"last_skip_reason,omitempty"`
 }
 
 // SchedulesResponse answers GET /v1/schedules, ordered by namespace then name.
@@ -52,7 +57,8 @@ func NewSchedule(s *plane.Schedule) Schedule {
 	return Schedule{Namespace: s.Namespace, Name: s.Name, Queue: s.Queue, Cron: s.Cron, Every: Seconds(s.Every),
 		TimeZone: s.TimeZone, Payload: Value{Wire: s.Payload}, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
 		AttemptTimeout: Seconds(s.AttemptTimeout), Metadata: s.Metadata, CatchUp: string(s.CatchUp), Paused: s.Paused,
-		NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		Skipped: s.Skipped, LastSkip: s.LastSkip, LastSkipReason: s.LastSkipReason}
 }
 
 // Plane converts s back to a plane.Schedule (the plane's fields included).
@@ -60,5 +66,6 @@ func (s *Schedule) Plane() *plane.Schedule {
 	return &plane.Schedule{Namespace: s.Namespace, Name: s.Name, Queue: s.Queue, Cron: s.Cron, Every: Duration(s.Every),
 		TimeZone: s.TimeZone, Payload: s.Payload.Wire, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
 		AttemptTimeout: Duration(s.AttemptTimeout), Metadata: s.Metadata, CatchUp: plane.CatchUp(s.CatchUp), Paused: s.Paused,
-		NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		Skipped: s.Skipped, LastSkip: s.LastSkip, LastSkipReason: s.LastSkipReason}
 }

@@ -16,8 +16,8 @@ const (
 func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(18)
-	var zb0001Mask uint32 /* 18 bits */
+	zb0001Len := uint32(21)
+	var zb0001Mask uint32 /* 21 bits */
 	_ = zb0001Mask
 	if z.Namespace == "" {
 		zb0001Len--
@@ -86,6 +86,18 @@ func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.UpdatedAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x20000
+	}
+	if z.Skipped == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x40000
+	}
+	if z.LastSkip.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x80000
+	}
+	if z.LastSkipReason == "" {
+		zb0001Len--
+		zb0001Mask |= 0x100000
 	}
 	// variable map header, size zb0001Len
 	o = msgp.AppendMapHeader(o, zb0001Len)
@@ -187,6 +199,21 @@ func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "updated_at"
 			o = append(o, 0xaa, 0x75, 0x70, 0x64, 0x61, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.UpdatedAt)
+		}
+		if (zb0001Mask & 0x40000) == 0 { // if not omitted
+			// string "skipped"
+			o = append(o, 0xa7, 0x73, 0x6b, 0x69, 0x70, 0x70, 0x65, 0x64)
+			o = msgp.AppendInt64(o, z.Skipped)
+		}
+		if (zb0001Mask & 0x80000) == 0 { // if not omitted
+			// string "last_skip"
+			o = append(o, 0xa9, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x73, 0x6b, 0x69, 0x70)
+			o = msgp.AppendTimeExt(o, z.LastSkip)
+		}
+		if (zb0001Mask & 0x100000) == 0 { // if not omitted
+			// string "last_skip_reason"
+			o = append(o, 0xb0, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x73, 0x6b, 0x69, 0x70, 0x5f, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e)
+			o = msgp.AppendString(o, z.LastSkipReason)
 		}
 	}
 	return
@@ -348,6 +375,24 @@ func (z *Schedule) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "UpdatedAt")
 				return
 			}
+		case "skipped":
+			z.Skipped, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Skipped")
+				return
+			}
+		case "last_skip":
+			z.LastSkip, bts, err = msgp.ReadTimeBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "LastSkip")
+				return
+			}
+		case "last_skip_reason":
+			z.LastSkipReason, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "LastSkipReason")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -369,7 +414,7 @@ func (z *Schedule) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 9 + msgp.StringPrefixSize + len(z.CatchUp) + 7 + msgp.BoolSize + 10 + msgp.TimeSize + 10 + msgp.TimeSize + 8 + msgp.StringPrefixSize + len(z.LastID) + 11 + msgp.TimeSize + 11 + msgp.TimeSize
+	s += 9 + msgp.StringPrefixSize + len(z.CatchUp) + 7 + msgp.BoolSize + 10 + msgp.TimeSize + 10 + msgp.TimeSize + 8 + msgp.StringPrefixSize + len(z.LastID) + 11 + msgp.TimeSize + 11 + msgp.TimeSize + 8 + msgp.Int64Size + 10 + msgp.TimeSize + 17 + msgp.StringPrefixSize + len(z.LastSkipReason)
 	return
 }
 

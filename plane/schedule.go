@@ -44,7 +44,8 @@ const (
 // interval) the plane's maintenance leader submits Payload to Queue with the idempotency key
 // ScheduleKey(Name, tick), in the same transaction that moves the schedule to its next tick,
 // so a tick fires exactly once across replicas, restarts and leader changes. A fire is an
-// ordinary invocation; it is not subject to the queue's admission block. Schedules are
+// ordinary invocation, subject to the queue's depth limit (ScheduleAdmit): a tick that finds
+// the queue full is skipped, counted in Skipped, and never blocks maintenance. Schedules are
 // keyed by (Namespace, Name).
 type Schedule struct {
 	// Namespace and Name identify the schedule; Name follows NameRule.
@@ -87,6 +88,12 @@ type Schedule struct {
 	// CreatedAt and UpdatedAt are on the plane's clock.
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Skipped counts the ticks skipped because the queue was at its max depth
+	// (ScheduleAdmit) since the schedule was last set; LastSkip is the last such tick (zero:
+	// none) and LastSkipReason why ("queue team-a/q1 full: 2 queued of max depth 2").
+	Skipped        int64
+	LastSkip       time.Time
+	LastSkipReason string
 }
 
 // CatchUpRule is what Schedule.CatchUp may be.
@@ -264,4 +271,18 @@ func (s *Schedule) String() string {
 // "schedule NAMESPACE/NAME not found".
 func ScheduleNotFound(namespace, name string) error {
 	return &Error{Code: ErrNotFound.Code, Message: fmt.Sprintf("schedule %s/%s not found", namespace, Truncate(name))}
+}
+
+// ScheduleAdmit applies a queue's depth limit to n fires of one schedule in one pass (oldest
+// first) when the queue holds queued invocations: fit of them are submitted, the rest are
+// skipped (a schedule never waits for room, whatever the queue's OnFull, so maintenance
+// never blocks) with reason saying why. Without a depth limit (MaxDepth 0) all fit. The
+// rate limit and deadline cutoff do not apply to fires. queue is "namespace/queue", for the
+// reason.
+func ScheduleAdmit(a Admission, queue string, queued int64, n int) (fit int, reason string) {
+	if a.MaxDepth <= 0 || queued+int64(n) <= a.MaxDepth {
+		return n, ""
+	}
+	fit = int(max(0, min(int64(n), a.MaxDepth-queued)))
+	return fit, fmt.Sprintf("queue %s full: %d queued of max depth %d", queue, queued, a.MaxDepth)
 }

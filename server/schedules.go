@@ -35,8 +35,11 @@ func scheduleOf(r *http.Request) (namespace, name string, err error) {
 
 // authorizeSchedule checks that p may change the stored schedule (namespace, name): submit
 // on its queue. A schedule p's scope does not cover answers plane.ErrNotFound, like one that
-// does not exist, so a token cannot learn which names exist elsewhere.
-func (s *Server) authorizeSchedule(r *http.Request, p *principal, namespace, name string) error {
+// does not exist, so a token cannot learn which names exist elsewhere; with creating (a PUT),
+// a name that does not exist yet is allowed (nil), while an existing schedule of a queue
+// outside p's scope still answers plane.ErrNotFound, exactly as pause does, and is not
+// replaced.
+func (s *Server) authorizeSchedule(r *http.Request, p *principal, namespace, name string, creating bool) error {
 	if p.all {
 		return nil
 	}
@@ -52,8 +55,11 @@ func (s *Server) authorizeSchedule(r *http.Request, p *principal, namespace, nam
 			if p.allows(namespace, list[i].Queue, plane.PermissionSubmit) {
 				return nil
 			}
-			break
+			return plane.ScheduleNotFound(namespace, name)
 		}
+	}
+	if creating {
+		return nil
 	}
 	return plane.ScheduleNotFound(namespace, name)
 }
@@ -87,10 +93,10 @@ func (s *Server) handleScheduleSet(w http.ResponseWriter, r *http.Request, p *pr
 	if err := authorizeQueue(p, ns, sc.Queue, plane.PermissionSubmit); err != nil {
 		return err
 	}
-	if !p.all { // replacing a schedule of a queue the token does not cover is not allowed either
-		if err := s.authorizeSchedule(r, p, ns, name); err != nil && !errors.Is(err, plane.ErrNotFound) {
-			return err
-		}
+	// Replacing a schedule of a queue the token does not cover is not allowed either: it
+	// answers not_found, as pause does, and the stored schedule stays.
+	if err := s.authorizeSchedule(r, p, ns, name, true); err != nil {
+		return err
 	}
 	stored, err := s.drv.ScheduleSet(r.Context(), sc)
 	if err != nil {
@@ -106,7 +112,7 @@ func (s *Server) handleScheduleDelete(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
-	if err := s.authorizeSchedule(r, p, ns, name); err != nil {
+	if err := s.authorizeSchedule(r, p, ns, name, false); err != nil {
 		if errors.Is(err, plane.ErrNotFound) {
 			s.write(w, r, http.StatusOK, &api.ChangedResponse{Changed: false})
 			return nil
@@ -127,7 +133,7 @@ func (s *Server) handleSchedulePause(paused bool) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := s.authorizeSchedule(r, p, ns, name); err != nil {
+		if err := s.authorizeSchedule(r, p, ns, name, false); err != nil {
 			return err
 		}
 		sc, err := s.drv.SchedulePause(r.Context(), ns, name, paused)

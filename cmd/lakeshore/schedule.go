@@ -129,6 +129,11 @@ func scheduleJSON(sc *lakeshore.Schedule) map[string]any {
 	if sc.LastID != "" {
 		out["last_id"] = sc.LastID
 	}
+	if sc.Skipped > 0 {
+		out["skipped"] = sc.Skipped
+		out["last_skip"] = sc.LastSkip.Format(time.RFC3339Nano)
+		out["last_skip_reason"] = sc.LastSkipReason
+	}
 	return out
 }
 
@@ -160,7 +165,7 @@ func newScheduleListCmd(a *app) *cobra.Command {
 				return a.printJSON(out)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tRULE\tQUEUE\tCATCH-UP\tLAST FIRE\tNEXT FIRE")
+			fmt.Fprintln(tw, "NAME\tRULE\tQUEUE\tCATCH-UP\tLAST FIRE\tNEXT FIRE\tSKIPPED")
 			for i := range list {
 				sc := &list[i]
 				name := sc.Name
@@ -171,8 +176,8 @@ func newScheduleListCmd(a *app) *cobra.Command {
 				if !sc.Paused {
 					next = stamp(sc.NextFire)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, sc.String(), sc.Queue,
-					strings.TrimSpace(string(cmpCatchUp(sc.CatchUp))), stamp(sc.LastFire), next)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", name, sc.String(), sc.Queue,
+					strings.TrimSpace(string(cmpCatchUp(sc.CatchUp))), stamp(sc.LastFire), next, sc.Skipped)
 			}
 			return tw.Flush()
 		},

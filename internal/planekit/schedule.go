@@ -21,13 +21,20 @@ type scheduleSpec struct {
 	AttemptTimeout int64             `json:"attempt_timeout_ms,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
 	CatchUp        plane.CatchUp     `json:"catch_up,omitempty"`
+	// The plane's skip record (plane.Schedule.Skipped, LastSkip, LastSkipReason): kept in
+	// the spec, so a replacing ScheduleSet starts it again.
+	Skipped        int64  `json:"skipped,omitempty"`
+	LastSkipMS     int64  `json:"last_skip_ms,omitempty"`
+	LastSkipReason string `json:"last_skip_reason,omitempty"`
 }
 
-// EncodeSchedule is the stored spec of s (its queue, rule and submit options).
+// EncodeSchedule is the stored spec of s (its queue, rule and submit options, and its skip
+// record).
 func EncodeSchedule(s *plane.Schedule) []byte {
 	b, _ := json.Marshal(scheduleSpec{Queue: s.Queue, Cron: s.Cron, EveryMS: s.Every.Milliseconds(),
 		TimeZone: s.TimeZone, Payload: s.Payload, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
-		AttemptTimeout: s.AttemptTimeout.Milliseconds(), Metadata: s.Metadata, CatchUp: s.CatchUp})
+		AttemptTimeout: s.AttemptTimeout.Milliseconds(), Metadata: s.Metadata, CatchUp: s.CatchUp,
+		Skipped: s.Skipped, LastSkipMS: ToMS(s.LastSkip), LastSkipReason: s.LastSkipReason})
 	return b // plain fields always encode
 }
 
@@ -52,7 +59,8 @@ func (r *ScheduleRow) Schedule() (*plane.Schedule, error) {
 		Priority: sp.Priority, MaxAttempts: sp.MaxAttempts,
 		AttemptTimeout: time.Duration(sp.AttemptTimeout) * time.Millisecond, Metadata: sp.Metadata,
 		CatchUp: sp.CatchUp, Paused: r.Paused, NextFire: FromMS(r.NextMS).UTC(), LastFire: utc(FromMS(r.LastMS)),
-		LastID: r.LastID, CreatedAt: utc(FromMS(r.CreatedMS)), UpdatedAt: utc(FromMS(r.UpdatedMS))}, nil
+		LastID: r.LastID, CreatedAt: utc(FromMS(r.CreatedMS)), UpdatedAt: utc(FromMS(r.UpdatedMS)),
+		Skipped: sp.Skipped, LastSkip: utc(FromMS(sp.LastSkipMS)), LastSkipReason: sp.LastSkipReason}, nil
 }
 
 func utc(t time.Time) time.Time {
@@ -70,7 +78,9 @@ func ScheduleSetRow(s *plane.Schedule, now time.Time) (*ScheduleRow, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	row := &ScheduleRow{Namespace: s.Namespace, Name: s.Name, Spec: EncodeSchedule(s), Paused: s.Paused,
+	set := *s // the skip record is the plane's: a set starts it again
+	set.Skipped, set.LastSkip, set.LastSkipReason = 0, time.Time{}, ""
+	row := &ScheduleRow{Namespace: s.Namespace, Name: s.Name, Spec: EncodeSchedule(&set), Paused: s.Paused,
 		CreatedMS: now.UnixMilli(), UpdatedMS: now.UnixMilli()}
 	if !s.Paused {
 		next, err := s.FirstFire(now)
@@ -107,6 +117,14 @@ type Fire struct {
 	Submits  []plane.SubmitParams
 	Last     time.Time
 	NextMS   int64
+	// ticks are the ticks of Submits.
+	ticks []time.Time
+	// Skipped is how many ticks Admit skipped (the queue was full); then Spec is the
+	// schedule's spec with its skip record moved on, for the driver to store (nil: keep the
+	// stored spec), and SkipReason says why, for the driver's log line.
+	Skipped    int
+	Spec       []byte
+	SkipReason string
 }
 
 // ScheduleFire decides the fires of the due schedule r at now by plane.ScheduleFires.
@@ -125,7 +143,38 @@ func ScheduleFire(r *ScheduleRow, now time.Time) (*Fire, error) {
 	f := &Fire{Schedule: s, NextMS: ToMS(after)}
 	for _, tick := range ticks {
 		f.Submits = append(f.Submits, s.FireParams(tick))
+		f.ticks = append(f.ticks, tick)
 		f.Last = tick
 	}
 	return f, nil
+}
+
+// Admit applies the queue's depth limit (a; nil: the queue has no admission block) to f's
+// fires by plane.ScheduleAdmit: the oldest that fit stay in Submits (Last their last tick,
+// zero when none), the rest are skipped and recorded in the schedule (Skipped, LastSkip,
+// LastSkipReason) and in Spec. queued is the queue's queued count in the driver's
+// transaction; it is called only under a depth limit. Errors: those of queued.
+func (f *Fire) Admit(a *Admission, queued func() (int64, error)) error {
+	if a == nil || a.MaxDepth <= 0 || len(f.Submits) == 0 {
+		return nil
+	}
+	n, err := queued()
+	if err != nil {
+		return err
+	}
+	s := f.Schedule
+	fit, reason := plane.ScheduleAdmit(a.Admission, s.Namespace+"/"+s.Queue, n, len(f.Submits))
+	if fit == len(f.Submits) {
+		return nil
+	}
+	f.Skipped = len(f.Submits) - fit
+	s.Skipped += int64(f.Skipped)
+	s.LastSkip, s.LastSkipReason = f.ticks[len(f.ticks)-1], reason
+	f.Submits, f.ticks = f.Submits[:fit], f.ticks[:fit]
+	f.Last = time.Time{}
+	if fit > 0 {
+		f.Last = f.ticks[fit-1]
+	}
+	f.Spec, f.SkipReason = EncodeSchedule(s), reason
+	return nil
 }

@@ -163,6 +163,27 @@ func (t *tx) fireSchedules(limit int) (int, error) {
 			t.d.cfg.Logger.Warn("pgplane: schedule left unfired", "err", err)
 			continue
 		}
+		if len(f.Submits) > 0 {
+			// The admission row locked as a submit locks it: the depth decision is ordered
+			// with the queue's submits.
+			a, err := t.admission(row.Namespace, f.Schedule.Queue, true)
+			if err != nil {
+				return 0, err
+			}
+			if err := f.Admit(a, func() (int64, error) {
+				var queued int64
+				if err := t.queryRow(t.d.sql.countQueued, row.Namespace, f.Schedule.Queue).Scan(&queued); err != nil {
+					return 0, fmt.Errorf("count queued: %w", err)
+				}
+				return queued + t.pending(row.Namespace, f.Schedule.Queue, planekit.StateQueued), nil
+			}); err != nil {
+				return 0, err
+			}
+			if f.Skipped > 0 {
+				t.d.cfg.Logger.Warn("pgplane: schedule tick skipped", "namespace", row.Namespace,
+					"schedule", row.Name, "skipped", f.Skipped, "reason", f.SkipReason)
+			}
+		}
 		lastMS, lastID := row.LastMS, row.LastID
 		if len(f.Submits) > 0 {
 			p := &plane.SubmitManyParams{Namespace: row.Namespace, Queue: f.Schedule.Queue, Invocations: f.Submits}
@@ -172,8 +193,9 @@ func (t *tx) fireSchedules(limit int) (int, error) {
 			}
 			lastMS, lastID = f.Last.UnixMilli(), out[len(out)-1].ID
 		}
-		t.exec(`UPDATE `+t.d.schema+`.schedules SET next_ms = $1, last_ms = $2, last_id = $3
-			WHERE namespace = $4 AND name = $5`, f.NextMS, lastMS, lastID, row.Namespace, row.Name)
+		t.exec(`UPDATE `+t.d.schema+`.schedules SET next_ms = $1, last_ms = $2, last_id = $3,
+			spec = COALESCE($6::bytea, spec) WHERE namespace = $4 AND name = $5`,
+			f.NextMS, lastMS, lastID, row.Namespace, row.Name, f.Spec)
 	}
 	return len(rows), nil
 }

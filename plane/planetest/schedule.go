@@ -95,6 +95,61 @@ func testSchedules(t *testing.T, s *suite) {
 		require.Equal(t, earlier, get(t, b, "handover").LastID)
 	})
 
+	t.Run("QueueFullSkipsTick", func(t *testing.T) {
+		// A fire is subject to the queue's depth limit (a fresh attacker's trial grew a
+		// reject-at-2 queue past its limit with a schedule): a tick that finds the queue
+		// full is skipped, counted with its reason, never waits (even under on_full block)
+		// and the schedule moves to its next tick; the ticks that fit fire.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		must(t, b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q,
+			Admission: plane.Admission{MaxDepth: 2, OnFull: plane.OnFullBlock}}), "set admission")
+		b.submitOne(t, plane.SubmitParams{})
+		b.submitOne(t, plane.SubmitParams{})
+		set(t, b, plane.Schedule{Name: "full", Every: time.Minute})
+		tick := b.advance(time.Minute)
+		maintain(t, b)
+		require.Empty(t, fires(t, b, "full"), "a full queue takes no fire")
+		listed := get(t, b, "full")
+		require.EqualValues(t, 1, listed.Skipped)
+		requireTime(t, tick, listed.LastSkip, "last skip: the tick")
+		require.Contains(t, listed.LastSkipReason, "max depth 2")
+		require.True(t, listed.LastFire.IsZero(), "nothing fired")
+		requireTime(t, tick.Add(time.Minute), listed.NextFire, "the next tick is stored as usual")
+		require.EqualValues(t, 2, b.count(t, plane.StateQueued), "the queue stays at its limit")
+
+		b.ack(t, b.claimOne(t), "") // room for one (settled: no lease to expire)
+		tick = b.advance(time.Minute)
+		maintain(t, b)
+		got := fires(t, b, "full")
+		require.Len(t, got, 1, "the tick that fits fires")
+		listed = get(t, b, "full")
+		requireTime(t, tick, listed.LastFire, "last fire")
+		require.EqualValues(t, 1, listed.Skipped, "the count stays")
+		// Setting the schedule again starts its skip record again.
+		set(t, b, plane.Schedule{Name: "full", Every: time.Minute})
+		require.Zero(t, get(t, b, "full").Skipped)
+		require.True(t, get(t, b, "full").LastSkip.IsZero())
+		_, err := b.drv.ScheduleDelete(b.ctx, b.ns, "full")
+		must(t, err, "delete")
+
+		// Catching up all missed ticks fires those that fit, oldest first, and skips the rest.
+		set(t, b, plane.Schedule{Name: "all", Every: time.Minute, CatchUp: plane.CatchUpAll})
+		require.Zero(t, get(t, b, "all").Skipped)
+		b.ack(t, b.claimOne(t), "")
+		b.ack(t, b.claimOne(t), "") // room for two
+		first := b.advance(time.Minute)
+		last := b.advance(2 * time.Minute)
+		maintain(t, b)
+		got = fires(t, b, "all")
+		require.Len(t, got, 2, "two of three missed ticks fit")
+		require.Equal(t, plane.ScheduleKey("all", first), got[0].Key)
+		listed = get(t, b, "all")
+		require.EqualValues(t, 1, listed.Skipped)
+		requireTime(t, last, listed.LastSkip, "the newest tick is the one skipped")
+		requireTime(t, last.Add(-time.Minute), listed.LastFire, "last fire: the last that fit")
+	})
+
 	t.Run("CatchUp", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

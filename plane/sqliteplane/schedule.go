@@ -163,6 +163,19 @@ func (t *wtx) fireSchedules(limit int) (int, error) {
 			t.w.d.cfg.Logger.Warn("sqliteplane: schedule left unfired", "err", err)
 			continue
 		}
+		if len(f.Submits) > 0 {
+			a, err := t.admission(row.Namespace, f.Schedule.Queue)
+			if err != nil {
+				return 0, err
+			}
+			if err := f.Admit(a, func() (int64, error) { return t.queued(row.Namespace, f.Schedule.Queue) }); err != nil {
+				return 0, err
+			}
+			if f.Skipped > 0 {
+				t.w.d.cfg.Logger.Warn("sqliteplane: schedule tick skipped", "namespace", row.Namespace,
+					"schedule", row.Name, "skipped", f.Skipped, "reason", f.SkipReason)
+			}
+		}
 		lastMS, lastID := row.LastMS, row.LastID
 		if len(f.Submits) > 0 {
 			p := &plane.SubmitManyParams{Namespace: row.Namespace, Queue: f.Schedule.Queue, Invocations: f.Submits}
@@ -173,8 +186,9 @@ func (t *wtx) fireSchedules(limit int) (int, error) {
 			fired += len(out)
 			lastMS, lastID = f.Last.UnixMilli(), out[len(out)-1].ID
 		}
-		if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE schedules SET next_ms = ?, last_ms = ?, last_id = ?
-			WHERE namespace = ? AND name = ?`, f.NextMS, lastMS, lastID, row.Namespace, row.Name); err != nil {
+		if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE schedules SET next_ms = ?, last_ms = ?, last_id = ?,
+			spec = COALESCE(?, spec) WHERE namespace = ? AND name = ?`,
+			f.NextMS, lastMS, lastID, f.Spec, row.Namespace, row.Name); err != nil {
 			return 0, fmt.Errorf("schedules: %w", err)
 		}
 	}

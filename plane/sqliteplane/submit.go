@@ -82,8 +82,8 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 	return out, nil
 }
 
-// submitUnadmitted submits without the queue's admission block (a schedule's fires): the
-// keys and ids resolve as in any submit.
+// submitUnadmitted submits without the queue's admission block (a schedule's fires, whose
+// depth limit planekit.Fire.Admit applied before): the keys and ids resolve as in any submit.
 func (t *wtx) submitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error {
 	_, err := t.submitMany(p, out, nil, false)
 	return err

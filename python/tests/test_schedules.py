@@ -10,6 +10,7 @@ import time
 import pytest
 
 from lakeshore import (
+    Admission,
     HttpDispatch,
     InvalidError,
     NotFoundError,
@@ -21,13 +22,14 @@ from lakeshore import (
     schedules,
     set_schedule,
 )
+from lakeshore import worker as lakeshore_worker
 
 
 def test_schedule_decorator_list_pause_remove(every_plane: HttpDispatch, qname: str) -> None:
     d = every_plane
 
     @schedule("0 3 * * *", queue=qname, name=qname + "-nightly", payload={"suite": "full"}, time_zone="Europe/Paris", dispatch=d)
-    def nightly(job: object) -> None:
+    def nightly(suite: str) -> None:
         pass
 
     info = nightly.schedule  # type: ignore[attr-defined]
@@ -80,6 +82,54 @@ def test_interval_schedule_fires(every_plane: HttpDispatch, qname: str) -> None:
                 break
             time.sleep(0.05)
         assert last.last_fire is not None and last.last_id
+    finally:
+        remove_schedule(qname, dispatch=d)
+
+
+def test_schedule_decorator_runs_on_worker(every_plane: HttpDispatch, qname: str) -> None:
+    """The documented example end to end (a fresh attacker's trial found it failing with
+    ``TypeError: _run_thunk() got an unexpected keyword argument 'p'``): ``@schedule`` binds
+    the function as its queue's handler, as ``@udf`` does, so ``run_worker(queues=[queue],
+    once=True)`` runs a fire of the schedule through the decorated function."""
+    d = every_plane
+    seen: list[int] = []
+
+    @schedule(every=1, queue=qname, name=qname, payload={"p": 1}, dispatch=d)
+    def tick(p: int) -> int:
+        seen.append(p)
+        return p + 41
+
+    try:
+        assert tick.schedule.queue == qname  # type: ignore[attr-defined]
+        assert lakeshore_worker.registry[qname] is tick
+        ran = lakeshore_worker.run_worker(d, queues=[qname], once=True, wait=15, handle_signals=False)
+        assert ran == 1 and seen == [1]
+        assert tick(2) == 43  # calling the binding runs the function here
+    finally:
+        remove_schedule(qname, dispatch=d)
+        with lakeshore_worker._registry_lock:
+            lakeshore_worker.registry.pop(qname, None)
+
+
+def test_full_queue_skips_tick(every_plane: HttpDispatch, qname: str) -> None:
+    """A fire meets the queue's depth limit: a full queue skips the tick (never grows past
+    the limit), and the listing shows the skip with its reason."""
+    d = every_plane
+    q = SyncQueue(qname, dispatch=d)
+    q.set_admission(Admission(max_depth=1, on_full="reject"))
+    q.submit(1)
+    set_schedule(qname, qname, {"n": 1}, every=1, dispatch=d)
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            info = [s for s in schedules(d.namespace, dispatch=d) if s.name == qname][0]
+            if info.skipped:
+                break
+            time.sleep(0.05)
+        assert info.skipped >= 1 and info.last_skip is not None
+        assert "max depth 1" in info.last_skip_reason
+        assert not info.last_id, "nothing fired into the full queue"
+        assert q.count("queued") == 1, "the queue stays at its limit"
     finally:
         remove_schedule(qname, dispatch=d)
 

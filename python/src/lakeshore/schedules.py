@@ -2,10 +2,10 @@
 interval, once per tick, by the plane (``docs/semantics.md``, "Schedules").
 
 >>> @lakeshore.schedule("0 3 * * *", queue="eval", payload={"suite": "full"})  # doctest: +SKIP
-... def nightly(job): ...
+... def nightly(suite): ...
 
 stores the schedule ``nightly`` in the plane when the module is imported (replacing one of
-that name); :func:`schedules` lists the stored ones with their last and next fire.
+that name) and binds ``nightly`` as the handler of queue ``eval``, as ``@udf`` does; :func:`schedules` lists the stored ones with their last and next fire.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Callable, Literal, TypeVar, cast
 from urllib.parse import quote
 
 from lakeshore import errors
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import encode_value
+from lakeshore.worker import udf
 
 __all__ = [
     "ScheduleInfo",
@@ -53,6 +54,9 @@ class ScheduleInfo:
         next_fire: the next tick it fires (None while paused).
         last_fire: the tick it last fired (None: never); ``last_id`` that fire's invocation.
         priority, max_attempts, attempt_timeout, metadata: the options of every fire.
+        skipped: the ticks skipped because the queue was at its max depth since the
+            schedule was last set; ``last_skip`` the last one (None: none) and
+            ``last_skip_reason`` why.
     """
 
     namespace: str
@@ -70,6 +74,9 @@ class ScheduleInfo:
     max_attempts: int = 0
     attempt_timeout: float = 0.0
     metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    skipped: int = 0
+    last_skip: datetime | None = None
+    last_skip_reason: str = ""
 
 
 def _info(a: Mapping[str, Any]) -> ScheduleInfo:
@@ -93,6 +100,9 @@ def _info(a: Mapping[str, Any]) -> ScheduleInfo:
         max_attempts=int(a.get("max_attempts") or 0),
         attempt_timeout=float(a.get("attempt_timeout") or 0),
         metadata=dict(a.get("metadata") or {}),
+        skipped=int(a.get("skipped") or 0),
+        last_skip=t("last_skip"),
+        last_skip_reason=str(a.get("last_skip_reason") or ""),
     )
 
 
@@ -201,9 +211,12 @@ def schedule(
 ) -> Callable[[F], F]:
     """Decorate a handler to store a schedule for it when the decorator runs (at import):
     ``name`` and ``queue`` default to the function's ``__name__``; the other arguments are
-    :func:`set_schedule`'s. The function is returned unchanged, with the stored
-    :class:`ScheduleInfo` as its ``schedule`` attribute; serve its queue with
-    :func:`~lakeshore.run_worker` as any other.
+    :func:`set_schedule`'s. The function is bound to the queue as its handler exactly as
+    :func:`~lakeshore.udf` binds it (registered, so ``run_worker()`` or
+    ``run_worker(queues=[queue])`` runs it; each fire calls it with the payload's keys as
+    keyword arguments, or with no argument when the payload is None). The returned
+    :class:`~lakeshore.UDF` carries the stored :class:`ScheduleInfo` as its ``schedule``
+    attribute; calling it runs the function here.
 
     Raises:
         InvalidError: as :func:`set_schedule` (neither or both of ``cron`` and ``every``
@@ -217,6 +230,7 @@ def schedule(
         )
 
     def wrap(fn: F) -> F:
+        bound = udf(fn, queue=queue or fn.__name__, dispatch=dispatch)
         info = set_schedule(
             name or fn.__name__,
             queue or fn.__name__,
@@ -232,7 +246,7 @@ def schedule(
             metadata=metadata,
             dispatch=dispatch,
         )
-        setattr(fn, "schedule", info)  # noqa: B010 (a function attribute)
-        return fn
+        setattr(bound, "schedule", info)  # noqa: B010 (an attribute of the binding)
+        return cast(F, bound)
 
     return wrap

@@ -1,0 +1,53 @@
+package server_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// TestScheduleReplaceScoped (a fresh attacker's trial): a token scoped to queue q1 cannot
+// replace its namespace's schedule of queue q2 by PUTting a q1 schedule under the same name;
+// it answers not_found exactly as pausing that schedule does, and the stored schedule stays.
+// The token still creates and replaces schedules of its own queue.
+func TestScheduleReplaceScoped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	path := "/v1/namespaces/team-a/schedules/"
+	r := b.doJSON(t, "PUT", path+"s3", map[string]any{"queue": "q2", "cron": "0 3 * * *"}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	scoped, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionSubmit, plane.PermissionRead, plane.PermissionConsume)
+
+	put := b.doJSON(t, "PUT", path+"s3", map[string]any{"queue": "q1", "every": 1}, scoped)
+	pause := b.doJSON(t, "POST", path+"s3/pause", map[string]any{}, scoped)
+	require.Equal(t, 404, pause.status, "%s", pause.body)
+	require.Equal(t, pause.status, put.status, "%s", put.body)
+	require.Equal(t, string(pause.body), string(put.body), "the same answer as pause: the token learns nothing more")
+
+	r = b.do(t, "GET", "/v1/schedules?namespace=team-a", "", nil, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var list api.SchedulesResponse
+	require.NoError(t, json.Unmarshal(r.body, &list))
+	require.Len(t, list.Schedules, 1)
+	require.Equal(t, "q2", list.Schedules[0].Queue, "the admin's schedule is not replaced")
+	require.Equal(t, "0 3 * * *", list.Schedules[0].Cron)
+
+	// Its own queue: created, then replaced.
+	for _, every := range []float64{1, 2} {
+		r = b.doJSON(t, "PUT", path+"mine", map[string]any{"queue": "q1", "every": every}, scoped)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	// A q1 schedule the admin made is the token's to replace.
+	r = b.doJSON(t, "PUT", path+"shared", map[string]any{"queue": "q1", "every": 5}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = b.doJSON(t, "PUT", path+"shared", map[string]any{"queue": "q1", "every": 7}, scoped)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	// Moving its own schedule to a queue it does not cover is refused by the new queue.
+	r = b.doJSON(t, "PUT", path+"mine", map[string]any{"queue": "q2", "every": 1}, scoped)
+	require.Equal(t, 403, r.status, "%s", r.body)
+}
