@@ -33,6 +33,12 @@ const (
 	ProviderSlurm = plane.ProviderSlurm
 	// ProviderExecPrefix starts the name of an exec provider: "exec:" then the program.
 	ProviderExecPrefix = plane.ProviderExecPrefix
+	// ProviderSSHPrefix starts the name of an ssh provider: "ssh:" then a provider of type
+	// ssh declared in the supervisor's lakeshore.yaml.
+	ProviderSSHPrefix = plane.ProviderSSHPrefix
+	// ProviderKubernetesPrefix starts the name of a Kubernetes provider: "kubernetes:" then
+	// a provider of type kubernetes declared in the supervisor's lakeshore.yaml.
+	ProviderKubernetesPrefix = plane.ProviderKubernetesPrefix
 )
 
 // SetProvider attaches ref to the queue, replacing any earlier provider: from then on a

@@ -11,7 +11,7 @@ import (
 // Provider is plane.ProviderRef on the wire: the provider attached to a queue and its launch
 // policy (durations in seconds).
 type Provider struct {
-	// Name is local, slurm or exec:PROGRAM.
+	// Name is local, slurm, exec:PROGRAM, ssh:NAME or kubernetes:NAME.
 	Name   string       `json:"name" msg:"name"`
 	Policy LaunchPolicy `json:"policy" msg:"policy"`
 }

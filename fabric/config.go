@@ -87,8 +87,32 @@ type Mode struct {
 type Provider struct {
 	// Name is its name in the file; Type one of ProviderTypes.
 	Name, Type string
-	// Options are the provider's settings as strings (partition, hosts, namespace, …).
+	// Options are the provider's settings as strings (partition, namespace, user, …); the
+	// provider that reads them checks them.
 	Options map[string]string
+	// Hosts is an ssh provider's inventory (its `hosts:` list, in file order); nil for
+	// the other types, which may not have one.
+	Hosts []Host
+	// Line is the line of the provider's name in the file (for errors about its options).
+	Line int
+}
+
+// HostKeys are the keys a host of an ssh provider's inventory may have.
+var hostKeys = []string{"dir", "host", "key_file", "lakeshore", "offers", "plane_url", "pool", "port", "user", "workers"}
+
+// HostKeys returns the keys a host of an ssh provider's `hosts:` list may have, sorted.
+func HostKeys() []string { return slices.Clone(hostKeys) }
+
+// Host is one machine of an ssh provider's inventory.
+type Host struct {
+	// Options are the host's settings as strings, keyed by HostKeys but offers (host is
+	// required; the provider checks the values and applies its own defaults).
+	Options map[string]string
+	// Offers is what the host offers its workers (the `offers:` resources: cpus, memory,
+	// gpus, gpu_type, labels); zero: unspecified.
+	Offers Resources
+	// Line is the host's line in the file.
+	Line int
 }
 
 // Code is the code section: what a submit ships.
@@ -480,8 +504,13 @@ func (p *parser) providers(c *Config, n *yaml.Node) error {
 		if err != nil {
 			return err
 		}
-		pr := &Provider{Name: name, Options: map[string]string{}}
+		pr := &Provider{Name: name, Options: map[string]string{}, Line: kv[0].Line}
+		var hosts *yaml.Node
 		for _, f := range fields {
+			if f[0].Value == "hosts" {
+				hosts = f[1]
+				continue
+			}
 			v, err := p.scalar(f[1], join(field, f[0].Value))
 			if err != nil {
 				return err
@@ -498,9 +527,59 @@ func (p *parser) providers(c *Config, n *yaml.Node) error {
 		if pr.Type == "" {
 			return p.fail(kv[0], join(field, "type"), "missing", providerTypes...)
 		}
+		if hosts != nil {
+			if pr.Type != "ssh" {
+				return p.fail(hosts, join(field, "hosts"), fmt.Sprintf("a %s provider has no hosts (only type ssh has an inventory)", pr.Type))
+			}
+			if pr.Hosts, err = p.hosts(hosts, join(field, "hosts")); err != nil {
+				return err
+			}
+		}
 		c.Providers[name] = pr
 	}
 	return nil
+}
+
+// hosts parses an ssh provider's inventory: a list of mappings with the keys of hostKeys,
+// each a single value but offers (resources), host required.
+func (p *parser) hosts(n *yaml.Node, field string) ([]Host, error) {
+	n = deref(n)
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		return nil, p.fail(n, field, "want a list of hosts (host, port, user, key_file, lakeshore, dir, workers, pool, plane_url, offers)")
+	}
+	out := make([]Host, 0, len(n.Content))
+	for i, hn := range n.Content {
+		sub := fmt.Sprintf("%s[%d]", field, i)
+		hn = deref(hn)
+		h := Host{Options: map[string]string{}, Line: hn.Line}
+		if hn.Kind == yaml.ScalarNode && !isNull(hn) { // "- gpu1.internal": the host alone
+			h.Options["host"] = hn.Value
+			out = append(out, h)
+			continue
+		}
+		pairs, err := p.mapping(hn, sub, hostKeys)
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range pairs {
+			if kv[0].Value == "offers" {
+				if err := p.resources(&h.Offers, kv[1], join(sub, "offers")); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			v, err := p.scalar(kv[1], join(sub, kv[0].Value))
+			if err != nil {
+				return nil, err
+			}
+			h.Options[kv[0].Value] = v
+		}
+		if h.Options["host"] == "" {
+			return nil, p.fail(hn, join(sub, "host"), "missing: name the machine (a host name or address)")
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }
 
 func (p *parser) code(n *yaml.Node) (*Code, error) {

@@ -18,6 +18,14 @@ const (
 	ProviderSlurm = "slurm"
 	// ProviderExecPrefix starts the name of an exec provider: "exec:" then the program.
 	ProviderExecPrefix = "exec:"
+	// ProviderSSHPrefix starts the name of an ssh provider: "ssh:" then the name of a
+	// provider of type ssh declared in the supervisor's project file (lakeshore.yaml),
+	// whose hosts run the workers.
+	ProviderSSHPrefix = "ssh:"
+	// ProviderKubernetesPrefix starts the name of a Kubernetes provider: "kubernetes:"
+	// then the name of a provider of type kubernetes declared in the supervisor's project
+	// file; its workers are Pods.
+	ProviderKubernetesPrefix = "kubernetes:"
 )
 
 // Defaults of LaunchPolicy, applied by WithDefaults.
@@ -40,8 +48,10 @@ const (
 // started by hand; attaching one changes who supplies the workers, not how jobs behave.
 // It is stored in the plane beside the queue's admission block.
 type ProviderRef struct {
-	// Name is the provider: ProviderLocal, ProviderSlurm, or ProviderExecPrefix followed by
-	// the program's path ("exec:/opt/bin/k8s-workers").
+	// Name is the provider: ProviderLocal, ProviderSlurm, ProviderExecPrefix followed by
+	// the program's path ("exec:/opt/bin/k8s-workers"), or ProviderSSHPrefix or
+	// ProviderKubernetesPrefix followed by a provider declared in the supervisor's
+	// project file ("ssh:gpu-hosts").
 	Name string `json:"name" msgpack:"name"`
 	// Policy is how many workers to run and how to launch each.
 	Policy LaunchPolicy `json:"policy" msgpack:"policy"`
@@ -130,10 +140,30 @@ func (r ProviderRef) Validate() error {
 		if strings.TrimSpace(strings.TrimPrefix(r.Name, ProviderExecPrefix)) == "" {
 			return Invalid("provider", r.Name, "name the program after exec:, e.g. exec:/usr/local/bin/my-provider")
 		}
+	case strings.HasPrefix(r.Name, ProviderSSHPrefix), strings.HasPrefix(r.Name, ProviderKubernetesPrefix):
+		_, declared, _ := strings.Cut(r.Name, ":")
+		if !declaredNameOK(declared) {
+			return Invalid("provider", r.Name, "name a provider declared in the supervisor's lakeshore.yaml after the prefix: 1-63 of [A-Za-z0-9_.-], starting with a letter or digit, e.g. ssh:gpu-hosts")
+		}
 	default:
-		return Invalid("provider", r.Name, "use local, slurm or exec:PROGRAM")
+		return Invalid("provider", r.Name, "use local, slurm, exec:PROGRAM, ssh:NAME or kubernetes:NAME")
 	}
 	return r.Policy.Validate()
+}
+
+// declaredNameOK reports whether s is a provider name a project file may declare (the rule
+// of fabric's provider names).
+func declaredNameOK(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i, c := range s {
+		ok := c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && (c == '_' || c == '.' || c == '-')
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate checks p. Errors: *InvalidError naming the field and what is allowed.

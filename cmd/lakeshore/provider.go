@@ -31,7 +31,7 @@ func newProviderCmd(a *app) *cobra.Command {
 		Long: `A queue with a provider attached ('lakeshore queue set Q --provider NAME …') gets its
 workers from a supervisor: 'lakeshore provider run' (or 'lakeshore serve --providers')
 watches each such queue's backlog and live workers and launches or stops workers through
-the provider (local, slurm or exec:PROGRAM) to follow the queue's launch policy.
+the provider (local, slurm, exec:PROGRAM, ssh:NAME or kubernetes:NAME) to follow the queue's launch policy.
 See docs/providers.md.`,
 		Args: exactArgs(0),
 		RunE: unknownSubcommand,

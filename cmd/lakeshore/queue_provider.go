@@ -34,7 +34,7 @@ var providerFlagNames = []string{"provider", "min-workers", "max-workers", "jobs
 
 func (pf *providerFlags) register(c *cobra.Command) {
 	f := c.Flags()
-	f.StringVar(&pf.name, "provider", "", "attach a provider that launches the queue's workers: local, slurm or exec:PROGRAM; none detaches it")
+	f.StringVar(&pf.name, "provider", "", "attach a provider that launches the queue's workers: local, slurm, exec:PROGRAM, ssh:NAME or kubernetes:NAME (NAME declared in the supervisor's lakeshore.yaml); none detaches it")
 	f.IntVar(&pf.policy.MinWorkers, "min-workers", 0, "workers kept running even when the queue is empty (0: scale to zero)")
 	f.IntVar(&pf.policy.MaxWorkers, "max-workers", 0, "most workers running or launching (0: the default, 1)")
 	f.IntVar(&pf.policy.JobsPerWorker, "jobs-per-worker", 0, "target work per worker: want ceil((queued + running) ÷ this) workers (0: the default, 1)")
@@ -72,7 +72,7 @@ func (pf *providerFlags) apply(a *app, c *cobra.Command, q *lakeshore.Queue) err
 	} else if old != nil {
 		ref = *old
 	} else if !f.Changed("provider") {
-		return usagef("queue set: queue %s has no provider; give --provider local, slurm or exec:PROGRAM", q.Name())
+		return usagef("queue set: queue %s has no provider; give --provider local, slurm, exec:PROGRAM, ssh:NAME or kubernetes:NAME", q.Name())
 	}
 	p, set := &ref.Policy, &pf.policy
 	if f.Changed("provider") {

@@ -61,7 +61,7 @@ func TestQueueProvider(t *testing.T) {
 				{[]string{"--min-workers", "6", "--max-workers", "2"}, "max workers"},
 				{[]string{"--max-workers", "-1"}, "max workers"},
 				{[]string{"--cooldown", "-1s"}, "cooldown"},
-				{[]string{"--provider", "kubernetes"}, "local, slurm or exec:PROGRAM"},
+				{[]string{"--provider", "kubernetes"}, "local, slurm, exec:PROGRAM, ssh:NAME or kubernetes:NAME"},
 				{[]string{"--worker-command", "run $HOME/x"}, "worker command"},
 				{[]string{"--worker-command", "run 'unclosed"}, "worker command"},
 				{[]string{"--worker-env", "NOEQUALS"}, "worker env"},

@@ -49,6 +49,7 @@ __all__ = [
     "Mode",
     "Resources",
     "Provider",
+    "Host",
     "Code",
     "Mount",
     "find",
@@ -75,6 +76,9 @@ DEFAULT_MAX_CODE_BYTES = 100 << 20
 """The compressed-size ceiling of a code archive when the file sets none (100 MiB)."""
 PROVIDER_TYPES = ("exec", "kubernetes", "local", "slurm", "ssh")
 """The provider types a project file may declare."""
+
+HOST_KEYS = ("dir", "host", "key_file", "lakeshore", "offers", "plane_url", "pool", "port", "user", "workers")
+"""The keys a host of an ssh provider's ``hosts:`` list may have (Go: ``fabric.HostKeys``)."""
 
 META_MODE = "lakeshore.mode"
 """Invocation metadata: the mode's name."""
@@ -183,13 +187,24 @@ class Mode:
 
 
 @dataclasses.dataclass(frozen=True)
+class Host:
+    """One machine of an ssh provider's inventory: its ``options`` as strings (keys of
+    :data:`HOST_KEYS` but ``offers``; ``host`` is always there) and what it ``offers``."""
+
+    options: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    offers: Resources = dataclasses.field(default_factory=lambda: Resources())
+
+
+@dataclasses.dataclass(frozen=True)
 class Provider:
-    """A declared provider: its ``name``, ``type`` (one of :data:`PROVIDER_TYPES`) and
-    ``options`` as strings."""
+    """A declared provider: its ``name``, ``type`` (one of :data:`PROVIDER_TYPES`),
+    ``options`` as strings and, for type ssh, its inventory ``hosts``. The supervisor
+    (Go) launches through it; the Python SDK reads it only to check the file."""
 
     name: str
     type: str
     options: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    hosts: tuple[Host, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -467,7 +482,11 @@ class _Parser:
             if not _NAME.match(name):
                 raise self.fail(k, field, f"bad provider name {json.dumps(name)}: want 1-63 of [A-Za-z0-9_.-], starting with a letter or digit")
             typ, options = "", {}
+            hosts_node: yaml.Node | None = None
             for fk, fv in self.mapping(v, field, None):
+                if fk.value == "hosts":
+                    hosts_node = fv
+                    continue
                 val = self.scalar(fv, self.join(field, fk.value))
                 if fk.value == "type":
                     if val not in PROVIDER_TYPES:
@@ -477,8 +496,34 @@ class _Parser:
                     options[fk.value] = val
             if not typ:
                 raise self.fail(k, field + ".type", "missing", PROVIDER_TYPES)
-            out[name] = Provider(name, typ, options)
+            hosts: tuple[Host, ...] = ()
+            if hosts_node is not None:
+                if typ != "ssh":
+                    raise self.fail(hosts_node, field + ".hosts", f"a {typ} provider has no hosts (only type ssh has an inventory)")
+                hosts = self.hosts(hosts_node, field + ".hosts")
+            out[name] = Provider(name, typ, options, hosts)
         return out
+
+    def hosts(self, n: yaml.Node, field: str) -> tuple[Host, ...]:
+        if not isinstance(n, yaml.SequenceNode) or not n.value:
+            raise self.fail(n, field, "want a list of hosts (host, port, user, key_file, lakeshore, dir, workers, pool, plane_url, offers)")
+        out = []
+        for i, hn in enumerate(n.value):
+            sub = f"{field}[{i}]"
+            if isinstance(hn, yaml.ScalarNode) and hn.tag != _NULL:
+                out.append(Host({"host": str(hn.value)}))
+                continue
+            options: dict[str, str] = {}
+            offers = Resources()
+            for k, v in self.mapping(hn, sub, HOST_KEYS):
+                if k.value == "offers":
+                    offers = self.resources(v, self.join(sub, "offers"))
+                else:
+                    options[k.value] = self.scalar(v, self.join(sub, k.value))
+            if not options.get("host"):
+                raise self.fail(hn, self.join(sub, "host"), "missing: name the machine (a host name or address)")
+            out.append(Host(options, offers))
+        return tuple(out)
 
     def mount_path(self, n: yaml.Node, field: str) -> str:
         s = self.scalar(n, field)

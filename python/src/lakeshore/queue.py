@@ -278,7 +278,7 @@ class Provider:
     """The provider attached to a queue and its launch policy.
 
     Attributes:
-        name: ``"local"``, ``"slurm"`` or ``"exec:PROGRAM"``.
+        name: ``"local"``, ``"slurm"``, ``"exec:PROGRAM"``, ``"ssh:NAME"`` or ``"kubernetes:NAME"`` (NAME declared in the supervisor's ``lakeshore.yaml``).
         policy: the launch policy, with the plane's defaults filled in.
     """
 
