@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,11 +18,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/fabric"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/provider"
 	"github.com/lakeshore-dev/lakeshore/provider/execprovider"
 	"github.com/lakeshore-dev/lakeshore/provider/localprovider"
 	"github.com/lakeshore-dev/lakeshore/provider/slurmprovider"
+	"github.com/lakeshore-dev/lakeshore/provider/sshprovider"
 )
 
 func newProviderCmd(a *app) *cobra.Command {
@@ -164,7 +167,7 @@ func newSupervisor(drv plane.Driver, target, namespace string, o *supervisorFlag
 		return nil, err
 	}
 	return provider.NewSupervisor(provider.SupervisorConfig{
-		Driver: drv, Resolve: newResolver(home, o.timeout), Namespace: namespace, Tick: o.tick,
+		Driver: drv, Resolve: newResolver(home, o.timeout, getenv), Namespace: namespace, Tick: o.tick,
 		StopGrace: o.stopGrace, CallTimeout: o.timeout, LeaseTTL: o.leaseTTL, DryRun: o.dryRun,
 		WorkerEnv: workerEnv(target, logger), Logger: logger, Metrics: metrics,
 	})
@@ -187,8 +190,11 @@ func supervisorHome(target string, getenv func(string) string) (string, error) {
 	return filepath.Join(h, ".lakeshore"), nil
 }
 
-// newResolver maps provider names to this build's providers, making each once.
-func newResolver(home string, timeout time.Duration) provider.Resolver {
+// newResolver maps provider names to this build's providers, making each once. ssh:NAME and
+// kubernetes:NAME are read from the project file (lakeshore.yaml in the working directory
+// or a parent, or $LAKESHORE_CONFIG) when first used; a failure is tried again at the next
+// tick, so a fixed file is picked up without a restart.
+func newResolver(home string, timeout time.Duration, getenv func(string) string) provider.Resolver {
 	var (
 		mu    sync.Mutex
 		made  = map[string]provider.Provider{}
@@ -213,8 +219,27 @@ func newResolver(home string, timeout time.Duration) provider.Resolver {
 			p, err = slurmprovider.New(cfg)
 		case strings.HasPrefix(name, plane.ProviderExecPrefix):
 			p, err = execprovider.New(name, timeout)
+		case strings.HasPrefix(name, plane.ProviderSSHPrefix):
+			var (
+				decl *fabric.Provider
+				file string
+			)
+			if decl, file, err = declaredProvider(name, "ssh", getenv); err == nil {
+				var cfg sshprovider.Config
+				if cfg, err = sshprovider.FromConfig(file, decl); err == nil {
+					p, err = sshprovider.New(cfg)
+				}
+			}
+		case strings.HasPrefix(name, plane.ProviderKubernetesPrefix):
+			var (
+				decl *fabric.Provider
+				file string
+			)
+			if decl, file, err = declaredProvider(name, "kubernetes", getenv); err == nil {
+				p, err = newKubernetesProvider(file, decl)
+			}
 		default:
-			err = plane.Invalid("provider", name, "use local, slurm or exec:PROGRAM")
+			err = plane.Invalid("provider", name, "use local, slurm, exec:PROGRAM, ssh:NAME or kubernetes:NAME")
 		}
 		if err != nil {
 			return nil, err
@@ -222,6 +247,35 @@ func newResolver(home string, timeout time.Duration) provider.Resolver {
 		made[name] = p
 		return p, nil
 	}
+}
+
+// declaredProvider finds the provider a name "TYPE:NAME" refers to in the project file.
+// Errors: no project file, no such provider, or one of another type.
+func declaredProvider(name, typ string, getenv func(string) string) (*fabric.Provider, string, error) {
+	_, declared, _ := strings.Cut(name, ":")
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := fabric.Load(wd, getenv)
+	if err != nil {
+		return nil, "", fmt.Errorf("provider %s is declared in the project file, which the supervisor reads: %w", name, err)
+	}
+	d, ok := c.Providers[declared]
+	if !ok {
+		var have []string
+		for n, p := range c.Providers {
+			if p.Type == typ {
+				have = append(have, n)
+			}
+		}
+		slices.Sort(have)
+		return nil, "", fmt.Errorf("%s: no provider %q under providers: (its %s providers: %s)", c.File, declared, typ, strings.Join(have, ", "))
+	}
+	if d.Type != typ {
+		return nil, "", fmt.Errorf("%s:%d: provider %q is of type %s, not %s: name it %s:%s, or attach it by its own type", c.File, d.Line, declared, d.Type, typ, d.Type, declared)
+	}
+	return d, c.File, nil
 }
 
 // runSupervisorIn runs a supervisor beside a server until ctx ends ('serve --providers').

@@ -395,7 +395,7 @@ func TestProviderExecProgramFaults(t *testing.T) {
 	// 300 ms to run (a bound that tight would log them as hanging): 3 s per call is far
 	// below the hanging program's 30 s sleep, so a cut-off is still told from an answer.
 	const timeout = 3 * time.Second
-	s, err := provider.NewSupervisor(provider.SupervisorConfig{Driver: p.drv, Resolve: newResolver(p.home, timeout),
+	s, err := provider.NewSupervisor(provider.SupervisorConfig{Driver: p.drv, Resolve: newResolver(p.home, timeout, os.Getenv),
 		CallTimeout: timeout, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -455,7 +455,7 @@ func runExecProvider(t *testing.T, program string) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	resolve := newResolver(p.home, 10*time.Second)
+	resolve := newResolver(p.home, 10*time.Second, os.Getenv)
 	s, err := provider.NewSupervisor(provider.SupervisorConfig{Driver: p.drv, Resolve: resolve, Tick: 100 * time.Millisecond,
 		StopGrace: 10 * time.Second, WorkerEnv: map[string]string{lakeshore.EnvHome: p.home},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})

@@ -192,6 +192,26 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
+// KillLaunches kills what a host that dies takes with it: every launch an ssh provider
+// recorded in dir (the host's directory: DIR/run/ID.pid), its process group and every
+// process below it (a job a worker runs in a group of its own included), with SIGKILL.
+func KillLaunches(dir string) {
+	pids, _ := filepath.Glob(filepath.Join(dir, "run", "*.pid"))
+	for _, f := range pids {
+		b, _ := os.ReadFile(f)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 1 {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGSTOP) // starts no more processes while they go
+		for _, c := range descendants(pid) {
+			_ = syscall.Kill(c, syscall.SIGKILL)
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
 // descendants lists the processes below pid (children, their children…), from /proc.
 func descendants(pid int) []int {
 	parent := map[int]int{}

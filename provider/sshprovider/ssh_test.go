@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,17 +59,8 @@ func (f *fixture) provider(t *testing.T) *sshprovider.Provider {
 	return p
 }
 
-// killLaunches SIGKILLs the process group of every launch recorded in a host's directory:
-// what a host that dies takes with it.
-func killLaunches(dir string) {
-	pids, _ := filepath.Glob(filepath.Join(dir, "run", "*.pid"))
-	for _, f := range pids {
-		b, _ := os.ReadFile(f)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-	}
-}
+// killLaunches kills every launch recorded in a host's directory (sshdtest.KillLaunches).
+func killLaunches(dir string) { sshdtest.KillLaunches(dir) }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
