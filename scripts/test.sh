@@ -50,6 +50,12 @@ echo "==> go test ./..."
 # A package binary may take minutes on a loaded 2-core machine (the PostgreSQL conformance
 # suite runs twice): the default 10-minute bound is too tight for it.
 go test -timeout 25m ./...
+# The Kubernetes provider is built only with the lakeshore_kubernetes tag (the default
+# binary leaves client-go out): its tests, against client-go's fake clientset, and the CLI's
+# resolver with it built in.
+echo "==> go test -tags lakeshore_kubernetes (the Kubernetes provider)"
+go test -tags lakeshore_kubernetes ./provider/kubeprovider
+go test -tags lakeshore_kubernetes -run 'TestProviderSSHResolve' ./cmd/lakeshore
 
 echo "==> python: pytest python/tests"
 venv=python/.venv

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,7 +98,17 @@ func TestProviderSSHHostDropsMidRun(t *testing.T) {
 func TestProviderSSHResolve(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "lakeshore.yaml")
-	yaml := "providers:\n  lab:\n    type: ssh\n    known_hosts: /dev/null\n    hosts: [gpu1.internal]\n  k8s:\n    type: kubernetes\n    image: lakeshore\n"
+	kubeconfig := filepath.Join(dir, "kubeconfig") // a cluster that is never asked: resolving makes no call
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "providers:\n  lab:\n    type: ssh\n    known_hosts: /dev/null\n    hosts: [gpu1.internal]\n  k8s:\n    type: kubernetes\n    image: lakeshore\n    kubeconfig: " + kubeconfig + "\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +129,29 @@ func TestProviderSSHResolve(t *testing.T) {
 	if _, err := resolve("ssh:k8s"); err == nil || !strings.Contains(err.Error(), "is of type kubernetes, not ssh") {
 		t.Errorf("ssh:k8s: %v", err)
 	}
-	_, err = resolve("kubernetes:k8s")
+	k, err := resolve("kubernetes:k8s")
 	if kubernetesBuilt {
-		if err != nil {
+		if err != nil || k.Name() != "kubernetes:k8s" {
 			t.Errorf("kubernetes:k8s: %v", err)
 		}
 	} else if err == nil || !strings.Contains(err.Error(), "built without the Kubernetes provider") || !strings.Contains(err.Error(), "-tags lakeshore_kubernetes") {
 		t.Errorf("kubernetes:k8s in a build without it: %v", err)
+	}
+}
+
+// TestDefaultBuildLeavesOutClientGo: the default lakeshore binary links no k8s.io package
+// (the Kubernetes provider is built only with -tags lakeshore_kubernetes).
+func TestDefaultBuildLeavesOutClientGo(t *testing.T) {
+	if testing.Short() || kubernetesBuilt {
+		t.Skip("runs go list on the default build")
+	}
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for dep := range strings.SplitSeq(string(out), "\n") {
+		if strings.HasPrefix(dep, "k8s.io/") {
+			t.Errorf("the default build links %s; keep client-go behind the lakeshore_kubernetes build tag", dep)
+		}
 	}
 }

@@ -1,0 +1,437 @@
+//go:build lakeshore_kubernetes
+
+// Package kubeprovider is the "kubernetes:NAME" provider: each worker is one Pod, created
+// through the Kubernetes API with client-go, with the launch's GPUs as nvidia.com/gpu
+// requests and limits, its CPUs and memory as requests (memory also as a limit), and node
+// selectors from the provider's configuration and the launch's partition.
+//
+// The Pods are the state: each carries labels naming the provider and the launch, so a
+// supervisor started later lists them (List) and adopts the workers an earlier one
+// launched. Stop deletes the Pod with the grace as its termination grace period: the
+// kubelet sends the worker SIGTERM (a Lakeshore worker drains) and SIGKILL after it.
+//
+// The package is built only with the build tag lakeshore_kubernetes (client-go roughly
+// doubles the lakeshore binary and its build time); the default lakeshore binary refuses a
+// kubernetes provider with the command that builds one with it. docs/providers.md says
+// what is tested and how.
+package kubeprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/lakeshore-dev/lakeshore/fabric"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/provider"
+)
+
+// Labels and annotations every worker Pod carries.
+const (
+	// LabelManagedBy is "app.kubernetes.io/managed-by": "lakeshore".
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelProvider is the declared provider's name: a supervisor lists (and adopts) the
+	// Pods with its provider's name.
+	LabelProvider = "lakeshore.dev/provider"
+	// LabelLaunch is the launch id.
+	LabelLaunch = "lakeshore.dev/launch"
+	// AnnotationNamespace and AnnotationQueue are the queue the worker serves (annotations:
+	// a queue name need not be a valid label value).
+	AnnotationNamespace = "lakeshore.dev/namespace"
+	AnnotationQueue     = "lakeshore.dev/queue"
+)
+
+// Defaults of Config.
+const (
+	// NamespaceDefault is Config.Namespace when "".
+	NamespaceDefault = "default"
+	// LakeshoreDefault is Config.Lakeshore when "".
+	LakeshoreDefault = "lakeshore"
+	// GPUResourceDefault is Config.GPUResource when "".
+	GPUResourceDefault = "nvidia.com/gpu"
+	// PartitionLabelDefault is Config.PartitionLabel when "".
+	PartitionLabelDefault = "lakeshore.dev/pool"
+	// ContainerName is the worker's container in its Pod.
+	ContainerName = "worker"
+)
+
+// secretEnv are variables a Pod spec never holds in clear text (anyone who may read Pods
+// would read them): they come from Config.Secret.
+var secretEnv = []string{"LAKESHORE_TOKEN"}
+
+// Config configures a Provider.
+type Config struct {
+	// Name is the provider's declared name; the Provider's name is "kubernetes:" + Name.
+	// Required; also the LabelProvider value of its Pods.
+	Name string
+	// Namespace is the Kubernetes namespace of the Pods. Defaults to NamespaceDefault.
+	Namespace string
+	// Image is the workers' container image (it holds lakeshore, or Python with the
+	// lakeshore-queue package). Required.
+	Image string
+	// Lakeshore is the lakeshore binary in the image: a worker command whose first word is
+	// "lakeshore" runs it instead. Defaults to LakeshoreDefault (found on the image's PATH).
+	Lakeshore string
+	// ServiceAccount is the Pods' service account; "": the namespace's default.
+	ServiceAccount string
+	// NodeSelector is added to every Pod's node selector.
+	NodeSelector map[string]string
+	// PartitionLabel is the node label a launch's Resources.Partition selects (a launch
+	// with partition "a100" gets nodeSelector PartitionLabel=a100). Defaults to
+	// PartitionLabelDefault.
+	PartitionLabel string
+	// GPUResource is the extended resource a launch's GPUs ask for. Defaults to
+	// GPUResourceDefault (nvidia.com/gpu).
+	GPUResource string
+	// PlaneURL, when set, is LAKESHORE_URL for the workers (the plane as Pods reach it),
+	// replacing the supervisor's; LAKESHORE_HOME is then dropped.
+	PlaneURL string
+	// Secret names a Secret in Namespace whose keys become the workers' environment
+	// (envFrom): where LAKESHORE_TOKEN, or a plane URL with a password, comes from. A
+	// launch whose environment holds either is refused without it, naming the variable.
+	Secret string
+	// ImagePullPolicy is the container's pull policy ("": Kubernetes' default).
+	ImagePullPolicy corev1.PullPolicy
+}
+
+// providerKeys are the options a provider of type kubernetes may have besides type.
+var providerKeys = []string{"gpu_resource", "image", "image_pull_policy", "kubeconfig", "lakeshore", "namespace",
+	"node_selector", "partition_label", "plane_url", "secret", "service_account"}
+
+// FromConfig makes a Config of a provider of type kubernetes declared in a project file,
+// and returns its kubeconfig option ("" : in-cluster, else $KUBECONFIG or ~/.kube/config;
+// see NewClient). node_selector is "key=value,key=value". Errors: *fabric.ConfigError
+// naming the file, the line and the field.
+func FromConfig(file string, p *fabric.Provider) (Config, string, error) {
+	fail := func(field, msg string, allowed ...string) error {
+		return &fabric.ConfigError{File: file, Line: p.Line, Field: "providers." + p.Name + field, Message: msg, Allowed: allowed}
+	}
+	if p.Type != "kubernetes" {
+		return Config{}, "", fail(".type", fmt.Sprintf("a provider of type %s is not a kubernetes provider", p.Type))
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Options)) {
+		if !slices.Contains(providerKeys, k) {
+			return Config{}, "", fail("."+k, fmt.Sprintf("unknown key %q", k), append([]string{"type"}, providerKeys...)...)
+		}
+	}
+	o := p.Options
+	cfg := Config{Name: p.Name, Namespace: o["namespace"], Image: o["image"], Lakeshore: o["lakeshore"],
+		ServiceAccount: o["service_account"], PartitionLabel: o["partition_label"], GPUResource: o["gpu_resource"],
+		PlaneURL: o["plane_url"], Secret: o["secret"], ImagePullPolicy: corev1.PullPolicy(o["image_pull_policy"])}
+	if s := o["node_selector"]; s != "" {
+		cfg.NodeSelector = map[string]string{}
+		for kv := range strings.SplitSeq(s, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || k == "" {
+				return Config{}, "", fail(".node_selector", fmt.Sprintf("bad selector %q: want key=value,key=value", s))
+			}
+			cfg.NodeSelector[k] = v
+		}
+	}
+	if cfg.Image == "" {
+		return Config{}, "", fail(".image", "missing: name the workers' container image")
+	}
+	if err := cfg.check(); err != nil {
+		return Config{}, "", fail("", err.Error())
+	}
+	return cfg, o["kubeconfig"], nil
+}
+
+// check reports what is wrong with cfg, as a sentence.
+func (c *Config) check() error {
+	if c.Name == "" || len(validation.IsValidLabelValue(c.Name)) > 0 {
+		return fmt.Errorf("bad provider name %q: it is the Pods' %s label value (63 of [A-Za-z0-9_.-])", c.Name, LabelProvider)
+	}
+	if c.Image == "" {
+		return errors.New("no image: name the workers' container image")
+	}
+	if c.Namespace != "" && len(validation.IsDNS1123Label(c.Namespace)) > 0 {
+		return fmt.Errorf("bad namespace %q: want a Kubernetes namespace name (lowercase letters, digits and -)", c.Namespace)
+	}
+	switch c.ImagePullPolicy {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return fmt.Errorf("bad image_pull_policy %q (allowed: Always, IfNotPresent, Never)", c.ImagePullPolicy)
+	}
+	for k, v := range c.NodeSelector {
+		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+			return fmt.Errorf("bad node selector %s=%s: want a label key and value", k, v)
+		}
+	}
+	return nil
+}
+
+// NewClient returns a client of the cluster: from kubeconfig when given, else in-cluster
+// (the supervisor runs in a Pod), else $KUBECONFIG or ~/.kube/config. Errors: no cluster
+// configuration found, or it is malformed.
+func NewClient(kubeconfig string) (kubernetes.Interface, error) {
+	var (
+		rc  *rest.Config
+		err error
+	)
+	if kubeconfig == "" {
+		rc, err = rest.InClusterConfig()
+	}
+	if kubeconfig != "" || errors.Is(err, rest.ErrNotInCluster) {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = kubeconfig
+		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes provider: no cluster configuration (in-cluster, kubeconfig:, $KUBECONFIG or ~/.kube/config): %w", err)
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+// Provider runs workers as Pods. Create it with New; safe for concurrent use.
+type Provider struct {
+	cfg    Config
+	client kubernetes.Interface
+}
+
+// New checks cfg and returns the provider over client. Errors: *plane.InvalidError for a
+// bad Config.
+func New(cfg Config, client kubernetes.Interface) (*Provider, error) {
+	if err := cfg.check(); err != nil {
+		return nil, plane.Invalid("kubernetes provider", cfg.Name, err.Error())
+	}
+	if client == nil {
+		return nil, plane.Invalid("kubernetes client", nil, "pass a client (NewClient)")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = NamespaceDefault
+	}
+	if cfg.Lakeshore == "" {
+		cfg.Lakeshore = LakeshoreDefault
+	}
+	if cfg.GPUResource == "" {
+		cfg.GPUResource = GPUResourceDefault
+	}
+	if cfg.PartitionLabel == "" {
+		cfg.PartitionLabel = PartitionLabelDefault
+	}
+	return &Provider{cfg: cfg, client: client}, nil
+}
+
+// Name implements provider.Provider: "kubernetes:" + the declared name.
+func (p *Provider) Name() string { return plane.ProviderKubernetesPrefix + p.cfg.Name }
+
+// PodName is the name of launch id's Pod: "lakeshore-" + the id in lowercase.
+func PodName(id string) string { return "lakeshore-" + strings.ToLower(id) }
+
+// Pod builds the Pod of a launch (what Launch creates). Errors: the launch's environment
+// holds a secret (LAKESHORE_TOKEN, a URL with a password) and Config.Secret is not set,
+// naming the variable, never its value; a bad launch id or environment name.
+func (p *Provider) Pod(l *provider.Launch) (*corev1.Pod, error) {
+	if len(l.Command) == 0 {
+		return nil, plane.Invalid("worker command", l.Command, "give the worker's command")
+	}
+	if !validID(l.ID) {
+		return nil, plane.Invalid("launch id", l.ID, "use letters and digits only")
+	}
+	argv := slices.Clone(l.Command)
+	if argv[0] == LakeshoreDefault {
+		argv[0] = p.cfg.Lakeshore
+	}
+	env := maps.Clone(l.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if p.cfg.PlaneURL != "" {
+		env["LAKESHORE_URL"] = p.cfg.PlaneURL
+		delete(env, "LAKESHORE_HOME")
+	}
+	env[provider.EnvLaunchID] = l.ID
+	var vars []corev1.EnvVar
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v := env[k]
+		if len(validation.IsEnvVarName(k)) > 0 {
+			return nil, plane.Invalid("worker environment", k, "use a valid environment variable name")
+		}
+		if slices.Contains(secretEnv, k) || plane.RedactURL(v) != v {
+			if p.cfg.Secret == "" {
+				return nil, fmt.Errorf("kubernetes provider %s: the workers' %s is a secret, which a Pod spec does not hold in clear text: "+
+					"put it in a Secret of namespace %s and name it in the provider's secret: option", p.cfg.Name, k, p.cfg.Namespace)
+			}
+			continue // from the Secret (envFrom)
+		}
+		vars = append(vars, corev1.EnvVar{Name: k, Value: v})
+	}
+	req, lim := corev1.ResourceList{}, corev1.ResourceList{}
+	r := l.Resources
+	if r.CPUs > 0 {
+		req[corev1.ResourceCPU] = *resource.NewQuantity(int64(r.CPUs), resource.DecimalSI)
+	}
+	if r.MemoryMB > 0 {
+		q := *resource.NewQuantity(r.MemoryMB<<20, resource.BinarySI)
+		req[corev1.ResourceMemory], lim[corev1.ResourceMemory] = q, q
+	}
+	if r.GPUs > 0 { // an extended resource: its request must equal its limit
+		q := *resource.NewQuantity(int64(r.GPUs), resource.DecimalSI)
+		name := corev1.ResourceName(p.cfg.GPUResource)
+		req[name], lim[name] = q, q
+	}
+	selector := maps.Clone(p.cfg.NodeSelector)
+	if r.Partition != "" {
+		if selector == nil {
+			selector = map[string]string{}
+		}
+		if len(validation.IsValidLabelValue(r.Partition)) > 0 {
+			return nil, plane.Invalid("partition", r.Partition, "a kubernetes provider's partition is a node label value (63 of [A-Za-z0-9_.-])")
+		}
+		selector[p.cfg.PartitionLabel] = r.Partition
+	}
+	c := corev1.Container{Name: ContainerName, Image: p.cfg.Image, Command: argv, Env: vars,
+		ImagePullPolicy: p.cfg.ImagePullPolicy, Resources: corev1.ResourceRequirements{}}
+	if len(req) > 0 {
+		c.Resources.Requests = req
+	}
+	if len(lim) > 0 {
+		c.Resources.Limits = lim
+	}
+	if p.cfg.Secret != "" {
+		c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.cfg.Secret}}}}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: PodName(l.ID), Namespace: p.cfg.Namespace,
+			Labels:      map[string]string{LabelManagedBy: "lakeshore", LabelProvider: p.cfg.Name, LabelLaunch: l.ID},
+			Annotations: map[string]string{AnnotationNamespace: l.Namespace, AnnotationQueue: l.Queue}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: p.cfg.ServiceAccount,
+			NodeSelector: selector, Containers: []corev1.Container{c}},
+	}
+	if r.TimeLimit > 0 {
+		s := int64((r.TimeLimit + time.Second - 1) / time.Second)
+		pod.Spec.ActiveDeadlineSeconds = &s
+	}
+	return pod, nil
+}
+
+// Launch implements provider.Provider: it creates the launch's Pod (Pod). It returns once
+// the API server accepted it; the Pod is pending until a node runs it. Errors: those of
+// Pod, and the API server's (a namespace that does not exist, a quota exceeded, no
+// permission to create Pods).
+func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
+	pod, err := p.Pod(l)
+	if err != nil {
+		return err
+	}
+	if _, err := p.client.CoreV1().Pods(p.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kubernetes provider %s: create Pod %s/%s: %w", p.cfg.Name, p.cfg.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// selector is the label selector of this provider's Pods.
+func (p *Provider) selector() string {
+	return labels.SelectorFromSet(labels.Set{LabelManagedBy: "lakeshore", LabelProvider: p.cfg.Name}).String()
+}
+
+// List implements provider.Provider: this provider's Pods (by label, an earlier
+// supervisor's included). Pending Pods are pending; Running Pods, and Pods being deleted
+// (draining) that have not ended, are running; Pods that ended (Succeeded, Failed) are
+// left out and deleted. Errors: the API server's.
+func (p *Provider) List(ctx context.Context) ([]provider.LaunchStatus, error) {
+	pods, err := p.client.CoreV1().Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: p.selector()})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes provider %s: list Pods in %s: %w", p.cfg.Name, p.cfg.Namespace, err)
+	}
+	var out []provider.LaunchStatus
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		id := pod.Labels[LabelLaunch]
+		if !validID(id) {
+			continue
+		}
+		l := provider.LaunchStatus{ID: id, Namespace: pod.Annotations[AnnotationNamespace], Queue: pod.Annotations[AnnotationQueue]}
+		switch pod.Status.Phase {
+		case corev1.PodSucceeded, corev1.PodFailed:
+			if pod.DeletionTimestamp == nil {
+				_ = p.client.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+			}
+			continue
+		case corev1.PodRunning:
+			l.State = provider.LaunchRunning
+		default: // Pending, or not yet given a phase
+			l.State = provider.LaunchPending
+		}
+		l.Detail = fmt.Sprintf("pod %s/%s %s", pod.Namespace, pod.Name, pod.Status.Phase)
+		if pod.Spec.NodeName != "" {
+			l.Detail += " on " + pod.Spec.NodeName
+		}
+		if pod.DeletionTimestamp != nil {
+			l.Detail += " (terminating)"
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// Stop implements provider.Provider: it deletes the launch's Pod with grace as its
+// termination grace period (the kubelet sends SIGTERM, then SIGKILL after grace) and waits
+// until the Pod is gone or ctx ends (then the Pod goes on terminating by itself). A Pod
+// that does not exist is not an error. Errors: the API server's.
+func (p *Provider) Stop(ctx context.Context, id string, grace time.Duration) error {
+	if !validID(id) {
+		return nil
+	}
+	pods := p.client.CoreV1().Pods(p.cfg.Namespace)
+	name := PodName(id)
+	seconds := int64(grace / time.Second)
+	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &seconds})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes provider %s: delete Pod %s/%s: %w", p.cfg.Name, p.cfg.Namespace, name, err)
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // deleted: the Pod terminates by itself; List shows it until then
+		case <-tick.C:
+		}
+	}
+}
+
+// Check implements provider.Checker: the provider may list Pods in its namespace. Errors:
+// the API server does not answer, or refuses (no permission).
+func (p *Provider) Check(ctx context.Context) error {
+	_, err := p.client.CoreV1().Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: p.selector(), Limit: 1})
+	if err != nil {
+		return fmt.Errorf("kubernetes provider %s: cannot list Pods in namespace %s (is the cluster reachable, and may the supervisor's account create, list and delete Pods there?): %w",
+			p.cfg.Name, p.cfg.Namespace, err)
+	}
+	return nil
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > 40 { // a label value, and "lakeshore-" + id a Pod name
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,287 @@
+//go:build lakeshore_kubernetes
+
+// The tests run against client-go's fake clientset (k8s.io/client-go/kubernetes/fake), an
+// in-memory object store behind the real typed client, not a live API server: no
+// scheduler or kubelet runs the Pods, so a test sets a Pod's phase itself as a node
+// would. docs/providers.md says why.
+package kubeprovider_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/lakeshore-dev/lakeshore/fabric"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/provider"
+	"github.com/lakeshore-dev/lakeshore/provider/kubeprovider"
+)
+
+func newProvider(t *testing.T, client *fake.Clientset, mod func(*kubeprovider.Config)) *kubeprovider.Provider {
+	t.Helper()
+	cfg := kubeprovider.Config{Name: "gpu", Namespace: "ml", Image: "registry.example/lakeshore:1", Lakeshore: "/usr/local/bin/lakeshore",
+		NodeSelector: map[string]string{"cloud.example/pool": "gpu"}, Secret: "lakeshore-token", ServiceAccount: "workers"}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := kubeprovider.New(cfg, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func launch(id string, res plane.Resources) *provider.Launch {
+	return &provider.Launch{ID: id, Namespace: "team", Queue: "train", Resources: res,
+		Command: []string{"lakeshore", "worker", "train", "--", "python", "train.py"},
+		Env: map[string]string{"LAKESHORE_URL": "https://plane.example:7077", "LAKESHORE_TOKEN": "s3cr3t", "B": "2", "A": "1",
+			provider.EnvQueue: "train"}}
+}
+
+// TestPodManifest: the Pod a launch creates — labels for adoption, the queue in
+// annotations, GPUs as nvidia.com/gpu requests and limits, CPUs and memory, node selectors
+// from the config and the partition, the time limit as activeDeadlineSeconds, the command
+// with the image's lakeshore, the environment sorted, and the token from the Secret, never
+// in the spec.
+func TestPodManifest(t *testing.T) {
+	client := fake.NewClientset()
+	p := newProvider(t, client, nil)
+	ctx := context.Background()
+	l := launch("01JABCDEF", plane.Resources{CPUs: 8, GPUs: 2, MemoryMB: 65536, TimeLimit: 90*time.Minute + time.Millisecond, Partition: "a100"})
+	if err := p.Launch(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := client.CoreV1().Pods("ml").Get(ctx, "lakeshore-01jabcdef", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the Pod: %v", err)
+	}
+	wantLabels := map[string]string{"app.kubernetes.io/managed-by": "lakeshore", "lakeshore.dev/provider": "gpu", "lakeshore.dev/launch": "01JABCDEF"}
+	for k, v := range wantLabels {
+		if pod.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, pod.Labels[k], v)
+		}
+	}
+	if pod.Annotations["lakeshore.dev/namespace"] != "team" || pod.Annotations["lakeshore.dev/queue"] != "train" {
+		t.Errorf("annotations %v", pod.Annotations)
+	}
+	s := pod.Spec
+	if s.RestartPolicy != corev1.RestartPolicyNever || s.ServiceAccountName != "workers" || s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds != 5401 {
+		t.Errorf("spec: restart %s, account %q, deadline %v", s.RestartPolicy, s.ServiceAccountName, s.ActiveDeadlineSeconds)
+	}
+	if len(s.NodeSelector) != 2 || s.NodeSelector["cloud.example/pool"] != "gpu" || s.NodeSelector["lakeshore.dev/pool"] != "a100" {
+		t.Errorf("node selector %v", s.NodeSelector)
+	}
+	if len(s.Containers) != 1 {
+		t.Fatalf("containers %v", s.Containers)
+	}
+	c := s.Containers[0]
+	if c.Name != "worker" || c.Image != "registry.example/lakeshore:1" ||
+		strings.Join(c.Command, " ") != "/usr/local/bin/lakeshore worker train -- python train.py" {
+		t.Errorf("container %s %s %v", c.Name, c.Image, c.Command)
+	}
+	gpu := corev1.ResourceName("nvidia.com/gpu")
+	for _, tc := range []struct {
+		list corev1.ResourceList
+		name corev1.ResourceName
+		want string
+	}{
+		{c.Resources.Requests, corev1.ResourceCPU, "8"}, {c.Resources.Requests, corev1.ResourceMemory, "64Gi"},
+		{c.Resources.Limits, corev1.ResourceMemory, "64Gi"}, {c.Resources.Requests, gpu, "2"}, {c.Resources.Limits, gpu, "2"},
+	} {
+		q, ok := tc.list[tc.name]
+		if !ok || q.Cmp(resource.MustParse(tc.want)) != 0 {
+			t.Errorf("%s = %v, want %s (requests %v, limits %v)", tc.name, q.String(), tc.want, c.Resources.Requests, c.Resources.Limits)
+		}
+	}
+	if _, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		t.Error("a CPU limit: the worker would be throttled; only a request is set")
+	}
+	var names []string
+	for _, e := range c.Env {
+		names = append(names, e.Name+"="+e.Value)
+		if strings.Contains(e.Value, "s3cr3t") {
+			t.Errorf("the Pod spec holds the token in %s", e.Name)
+		}
+	}
+	if got := strings.Join(names, " "); got != "A=1 B=2 LAKESHORE_LAUNCH_ID=01JABCDEF LAKESHORE_QUEUE=train LAKESHORE_URL=https://plane.example:7077" {
+		t.Errorf("env = %s", got)
+	}
+	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[0].SecretRef.Name != "lakeshore-token" {
+		t.Errorf("envFrom = %+v, want the Secret lakeshore-token", c.EnvFrom)
+	}
+
+	// A launch asking nothing: no resources, only the config's selector.
+	if err := p.Launch(ctx, launch("01JPLAIN", plane.Resources{})); err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := client.CoreV1().Pods("ml").Get(ctx, "lakeshore-01jplain", metav1.GetOptions{})
+	if r := plain.Spec.Containers[0].Resources; r.Requests != nil || r.Limits != nil || len(plain.Spec.NodeSelector) != 1 || plain.Spec.ActiveDeadlineSeconds != nil {
+		t.Errorf("a launch asking nothing: resources %+v, selector %v", r, plain.Spec.NodeSelector)
+	}
+}
+
+// TestSecretsStayOutOfPodSpecs: without a Secret, a launch whose environment holds the
+// token or a plane URL with a password is refused, naming the variable, never its value.
+func TestSecretsStayOutOfPodSpecs(t *testing.T) {
+	client := fake.NewClientset()
+	p := newProvider(t, client, func(c *kubeprovider.Config) { c.Secret = "" })
+	ctx := context.Background()
+	err := p.Launch(ctx, launch("01JTOKEN", plane.Resources{}))
+	if err == nil || !strings.Contains(err.Error(), "LAKESHORE_TOKEN is a secret") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("a token without a Secret: %v", err)
+	}
+	l := launch("01JPGURL", plane.Resources{})
+	delete(l.Env, "LAKESHORE_TOKEN")
+	l.Env["LAKESHORE_URL"] = "postgres://lake:hunter2@db.internal/jobs"
+	err = p.Launch(ctx, l)
+	if err == nil || !strings.Contains(err.Error(), "LAKESHORE_URL is a secret") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a URL with a password without a Secret: %v", err)
+	}
+	if pods, _ := client.CoreV1().Pods("ml").List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("%d Pods created by refused launches", len(pods.Items))
+	}
+}
+
+func setPhase(t *testing.T, client *fake.Clientset, name string, phase corev1.PodPhase) {
+	t.Helper()
+	pods := client.CoreV1().Pods("ml")
+	pod, err := pods.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = phase
+	pod.Spec.NodeName = "node-1"
+	if _, err := pods.UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestListAdoptStop: List maps Pod phases to launch states and drops (and deletes) ended
+// Pods; a provider made later (a restarted supervisor) lists the Pods of the one before
+// by their labels, not other providers' Pods; Stop deletes the Pod with the grace as its
+// termination grace period, and stopping a Pod that is gone is not an error.
+func TestListAdoptStop(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := context.Background()
+	first := newProvider(t, client, nil)
+	for _, id := range []string{"01JPEND", "01JRUN", "01JDONE", "01JFAIL"} {
+		if err := first.Launch(ctx, launch(id, plane.Resources{GPUs: 1})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := newProvider(t, client, func(c *kubeprovider.Config) { c.Name = "cpu" })
+	if err := other.Launch(ctx, launch("01JOTHER", plane.Resources{})); err != nil {
+		t.Fatal(err)
+	}
+	setPhase(t, client, "lakeshore-01jrun", corev1.PodRunning)
+	setPhase(t, client, "lakeshore-01jdone", corev1.PodSucceeded)
+	setPhase(t, client, "lakeshore-01jfail", corev1.PodFailed)
+
+	restarted := newProvider(t, client, nil) // a supervisor started later
+	ls, err := restarted.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]provider.LaunchStatus{}
+	for _, l := range ls {
+		got[l.ID] = l
+	}
+	if len(got) != 2 || got["01JPEND"].State != provider.LaunchPending || got["01JRUN"].State != provider.LaunchRunning ||
+		got["01JRUN"].Queue != "train" || got["01JRUN"].Namespace != "team" || !strings.Contains(got["01JRUN"].Detail, "on node-1") {
+		t.Fatalf("List = %+v, want the pending and the running Pod of this provider", got)
+	}
+	for _, gone := range []string{"lakeshore-01jdone", "lakeshore-01jfail"} {
+		if _, err := client.CoreV1().Pods("ml").Get(ctx, gone, metav1.GetOptions{}); err == nil {
+			t.Errorf("the ended Pod %s was not deleted", gone)
+		}
+	}
+
+	client.ClearActions()
+	if err := restarted.Stop(ctx, "01JRUN", 45*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var graced bool
+	for _, a := range client.Actions() {
+		if d, ok := a.(k8stesting.DeleteActionImpl); ok && d.Name == "lakeshore-01jrun" {
+			graced = d.DeleteOptions.GracePeriodSeconds != nil && *d.DeleteOptions.GracePeriodSeconds == 45
+		}
+	}
+	if !graced {
+		t.Errorf("Stop did not delete the Pod with a 45 s grace period: %v", client.Actions())
+	}
+	if err := restarted.Stop(ctx, "01JRUN", time.Second); err != nil {
+		t.Errorf("Stop of a Pod that is gone: %v", err)
+	}
+	if ls, _ := restarted.List(ctx); len(ls) != 1 || ls[0].ID != "01JPEND" {
+		t.Errorf("List after Stop = %+v", ls)
+	}
+	if ls, _ := other.List(ctx); len(ls) != 1 || ls[0].ID != "01JOTHER" {
+		t.Errorf("the other provider's List = %+v", ls)
+	}
+}
+
+// TestAPIErrors: the API server's refusals come back as errors naming the Pod and the
+// namespace; Check says what the supervisor's account must be allowed.
+func TestAPIErrors(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("*", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New(`pods is forbidden: User "system:serviceaccount:ml:default" cannot create resource "pods"`)
+	})
+	p := newProvider(t, client, nil)
+	ctx := context.Background()
+	if err := p.Launch(ctx, launch("01JX", plane.Resources{})); err == nil || !strings.Contains(err.Error(), "create Pod ml/lakeshore-01jx") ||
+		!strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("Launch refused: %v", err)
+	}
+	if err := p.Check(ctx); err == nil || !strings.Contains(err.Error(), "may the supervisor's account create, list and delete Pods") {
+		t.Errorf("Check refused: %v", err)
+	}
+}
+
+// TestFromConfig reads a kubernetes provider from a project file.
+func TestFromConfig(t *testing.T) {
+	c, err := fabric.Parse("lakeshore.yaml", []byte(`providers:
+  k8s:
+    type: kubernetes
+    namespace: ml
+    image: registry.example/lakeshore:1
+    node_selector: "cloud.example/pool=gpu, zone=b"
+    secret: lakeshore-token
+    kubeconfig: /etc/lakeshore/kubeconfig
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, kubeconfig, err := kubeprovider.FromConfig(c.File, c.Providers["k8s"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Namespace != "ml" || cfg.Image != "registry.example/lakeshore:1" || cfg.NodeSelector["zone"] != "b" ||
+		cfg.NodeSelector["cloud.example/pool"] != "gpu" || cfg.Secret != "lakeshore-token" || kubeconfig != "/etc/lakeshore/kubeconfig" {
+		t.Errorf("config %+v, kubeconfig %q", cfg, kubeconfig)
+	}
+	for _, tc := range []struct{ yaml, field, contains string }{
+		{"providers:\n  k:\n    type: kubernetes\n", "providers.k.image", "missing"},
+		{"providers:\n  k:\n    type: kubernetes\n    image: x\n    namespac: ml\n", "providers.k.namespac", `unknown key "namespac"`},
+		{"providers:\n  k:\n    type: kubernetes\n    image: x\n    namespace: ML_Team\n", "providers.k", "bad namespace"},
+		{"providers:\n  k:\n    type: kubernetes\n    image: x\n    node_selector: gpu\n", "providers.k.node_selector", "want key=value"},
+	} {
+		c, err := fabric.Parse("lakeshore.yaml", []byte(tc.yaml))
+		if err == nil {
+			_, _, err = kubeprovider.FromConfig(c.File, c.Providers["k"])
+		}
+		var ce *fabric.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field || !strings.Contains(ce.Message, tc.contains) {
+			t.Errorf("%q: %v, want field %s containing %q", tc.yaml, err, tc.field, tc.contains)
+		}
+	}
+}
