@@ -9,6 +9,7 @@ package kubeprovider_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +284,31 @@ func TestFromConfig(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Field != tc.field || !strings.Contains(ce.Message, tc.contains) {
 			t.Errorf("%q: %v, want field %s containing %q", tc.yaml, err, tc.field, tc.contains)
 		}
+	}
+}
+
+// TestDocsProvider: the provider shown in docs/providers.md reads as it says.
+func TestDocsProvider(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/providers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, part := range strings.Split(string(doc), "```yaml\n")[1:] {
+		if b, _, _ := strings.Cut(part, "```"); strings.Contains(b, "type: kubernetes\n") {
+			block = b
+		}
+	}
+	c, err := fabric.Parse("docs/providers.md", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, kubeconfig, err := kubeprovider.FromConfig(c.File, c.Providers["k8s"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Image != "registry.example/lakeshore-worker:1" || cfg.Namespace != "ml" || cfg.Secret != "lakeshore-token" ||
+		cfg.NodeSelector["cloud.example/pool"] != "gpu" || kubeconfig != "" {
+		t.Errorf("the documented provider reads as %+v", cfg)
 	}
 }

@@ -434,3 +434,37 @@ func TestFromConfig(t *testing.T) {
 		}
 	}
 }
+
+// docsBlock returns the ```yaml block of docs/providers.md that declares a provider of
+// type typ.
+func docsBlock(t *testing.T, typ string) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/providers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range strings.Split(string(doc), "```yaml\n")[1:] {
+		block, _, _ := strings.Cut(part, "```")
+		if strings.Contains(block, "type: "+typ+"\n") {
+			return block
+		}
+	}
+	t.Fatalf("docs/providers.md has no yaml block of a %s provider", typ)
+	return ""
+}
+
+// TestDocsInventory: the inventory shown in docs/providers.md reads as it says.
+func TestDocsInventory(t *testing.T) {
+	c, err := fabric.Parse("docs/providers.md", []byte(docsBlock(t, "ssh")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := sshprovider.FromConfig(c.File, c.Providers["lab"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Hosts) != 2 || cfg.Hosts[0].User != "ml" || cfg.Hosts[1].Workers != 4 || cfg.Hosts[1].Offers.GPUs != 4 ||
+		cfg.Hosts[1].Pool != "a100" || cfg.Hosts[1].PlaneURL != "http://head.internal:7077" || cfg.Hosts[0].Lakeshore != "/opt/lakeshore/bin/lakeshore" {
+		t.Errorf("the documented inventory reads as %+v", cfg)
+	}
+}
