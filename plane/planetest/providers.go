@@ -62,6 +62,21 @@ func testProviders(t *testing.T, s *suite) {
 		require.False(t, deleted, "nothing left to delete")
 	})
 
+	t.Run("DeclaredProviders", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{})
+		// ssh:NAME and kubernetes:NAME name providers of the supervisor's lakeshore.yaml,
+		// which the plane does not read: it stores the name as given.
+		for _, name := range []string{"ssh:lab", "kubernetes:gpu.pool-1"} {
+			ref := sampleProvider()
+			ref.Name = name
+			must(t, b.drv.QueueProviderSet(b.ctx, &plane.ProviderParams{Namespace: b.ns, Queue: b.q, Provider: ref}), "set "+name)
+			got, err := b.drv.QueueProviderGet(b.ctx, b.ns, b.q)
+			must(t, err, "get provider")
+			require.Equal(t, &ref, got, name)
+		}
+	})
+
 	t.Run("ListOrderedAndScoped", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})
@@ -116,6 +131,8 @@ func testProviders(t *testing.T, s *suite) {
 			"unknown provider":    with(func(r *plane.ProviderRef) { r.Name = "kubernetes" }),
 			"empty provider":      with(func(r *plane.ProviderRef) { r.Name = "" }),
 			"exec without prog":   with(func(r *plane.ProviderRef) { r.Name = "exec: " }),
+			"ssh without name":    with(func(r *plane.ProviderRef) { r.Name = "ssh:" }),
+			"bad kubernetes name": with(func(r *plane.ProviderRef) { r.Name = "kubernetes:-gpu/x" }),
 			"max below min":       with(func(r *plane.ProviderRef) { r.Policy.MinWorkers, r.Policy.MaxWorkers = 3, 2 }),
 			"negative min":        with(func(r *plane.ProviderRef) { r.Policy.MinWorkers = -1 }),
 			"negative max":        with(func(r *plane.ProviderRef) { r.Policy.MaxWorkers = -1 }),
