@@ -66,6 +66,21 @@ def test_error_vectors(v: dict) -> None:
     assert e.value.code == "invalid_config"
 
 
+def test_ssh_inventory() -> None:
+    """An ssh provider's hosts: parse as Go's fabric.Host (options as strings, offers as
+    resources); a host may be its name alone."""
+    c = config.parse(
+        "lakeshore.yaml",
+        "providers:\n  lab:\n    type: ssh\n    user: ml\n    hosts:\n      - gpu1\n"
+        "      - {host: gpu2, port: 2222, workers: 4, offers: {gpus: 4, gpu_type: a100, memory: 1GiB}}\n",
+    )
+    lab = c.providers["lab"]
+    assert lab.options == {"user": "ml"}
+    assert [h.options for h in lab.hosts] == [{"host": "gpu1"}, {"host": "gpu2", "port": "2222", "workers": "4"}]
+    assert lab.hosts[1].offers == config.Resources(gpus=4, gpu_type="a100", memory_bytes=1 << 30)
+    assert lab.hosts[0].offers == config.Resources()
+
+
 def test_find_and_modes(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "lakeshore.yaml").write_text("modes:\n  gpu:\n    resources: {gpus: 2}\n    time_limit: 1h30m\n")

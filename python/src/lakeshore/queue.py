@@ -278,7 +278,8 @@ class Provider:
     """The provider attached to a queue and its launch policy.
 
     Attributes:
-        name: ``"local"``, ``"slurm"``, ``"exec:PROGRAM"``, ``"ssh:NAME"`` or ``"kubernetes:NAME"`` (NAME declared in the supervisor's ``lakeshore.yaml``).
+        name: ``"local"``, ``"slurm"``, ``"exec:PROGRAM"``, ``"ssh:NAME"`` or
+            ``"kubernetes:NAME"`` (NAME declared in the supervisor's ``lakeshore.yaml``).
         policy: the launch policy, with the plane's defaults filled in.
     """
 
