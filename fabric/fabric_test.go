@@ -356,3 +356,24 @@ func TestReadArchiveRefuses(t *testing.T) {
 		t.Errorf("size bomb: %v", err)
 	}
 }
+
+// TestGitContextString: the line `lakeshore get` shows for the git context the Python SDK
+// stores under MetaGit.
+func TestGitContextString(t *testing.T) {
+	var g GitContext
+	if err := json.Unmarshal([]byte(`{"branch":"main","commit":"0123456789abcdef0123456789abcdef01234567","diff_sha256":"","dirty":false}`), &g); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		g    GitContext
+		want string
+	}{
+		{g, "0123456789abcdef0123456789abcdef01234567 (main)"},
+		{GitContext{Commit: "abc", Dirty: true, DiffSHA256: "ffeeddccbbaa99887766"}, "abc (detached, dirty, diff ffeeddccbbaa)"},
+		{GitContext{Branch: "main", Dirty: true}, "(no commit) (main, dirty)"},
+	} {
+		if got := c.g.String(); got != c.want {
+			t.Errorf("%+v: got %q, want %q", c.g, got, c.want)
+		}
+	}
+}
