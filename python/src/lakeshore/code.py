@@ -380,7 +380,7 @@ def git_context(root: str | os.PathLike[str]) -> GitContext | None:
 def _git_refs(root: str) -> list[str]:
     """The files whose change means HEAD moved: HEAD itself, the branch's loose ref and
     packed-refs (those that exist)."""
-    out = []
+    out: list[str] = []
     try:
         head = _git(root, "rev-parse", "--git-path", "HEAD").decode().strip()
         paths = [head, _git(root, "rev-parse", "--git-path", "packed-refs").decode().strip()]
