@@ -121,9 +121,10 @@ def grpo_step(w: np.ndarray, batch: Any) -> np.ndarray:
     return w + LEARNING_RATE * grad / GROUP
 
 
-async def train(run: str, steps: int, *, out: Path | None = None, quiet: bool = False) -> dict[str, Any]:
+async def train(run: str, steps: int, *, out: Path | None = None, hold: int = 0) -> dict[str, Any]:
     """The trainer: resumes from the run's checkpoint when there is one. Returns the final
-    checkpoint."""
+    checkpoint. ``hold=s`` (the crash test's): after reading step s's batch, print its
+    indexes and wait, so that a kill lands between the read and the commit."""
     jobs, data = names(run)
     q = DataQueue(data)
     kv = KVInterface(q)
@@ -165,6 +166,9 @@ async def train(run: str, steps: int, *, out: Path | None = None, quiet: bool = 
             timeout=120,
         )
         lag = step - int(batch[WEIGHT_VERSION].min())
+        if step + 1 == hold:
+            print(f"holding the batch of step {hold}: {sorted(int(i) for i in batch.global_indexes)}", flush=True)
+            await asyncio.sleep(3600)
         w = grpo_step(w, batch)
         step += 1
         indexes = [int(i) for i in batch.global_indexes]
@@ -185,12 +189,11 @@ async def train(run: str, steps: int, *, out: Path | None = None, quiet: bool = 
         )
         await reader.commit(batch.meta)
         await weights.publish(step, w)
-        if not quiet:
-            print(
-                f"step {step:3d}  batch reward {batch_rewards[-1]:.3f}  policy reward {curve[-1]:.3f}  "
-                f"staleness ≤ {lag}  {time.monotonic() - start:5.1f} s",
-                flush=True,
-            )
+        print(
+            f"step {step:3d}  batch reward {batch_rewards[-1]:.3f}  policy reward {curve[-1]:.3f}  "
+            f"staleness ≤ {lag}  {time.monotonic() - start:5.1f} s",
+            flush=True,
+        )
     ended = await pool.stop()  # training is over: no rollout waits for a trainer any more
     stats = await q.stats()
     print(
@@ -245,6 +248,7 @@ def main() -> None:
     ap.add_argument("--run", help="the run's name (its queues' prefix); default: a fresh one for 'all', 'demo' otherwise")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--workers", type=int, default=2, help="rollout worker threads of 'all'")
+    ap.add_argument("--hold", type=int, default=0, help="the crash test's: wait after reading this step's batch")
     ap.add_argument("--out", type=Path, default=Path("rl-out"), help="where the curve goes (CSV, and PNG with matplotlib)")
     args = ap.parse_args()
     run = args.run or (f"rl-{int(time.time())}-{os.getpid()}" if args.role == "all" else "demo")
@@ -252,7 +256,7 @@ def main() -> None:
         worker(run)
         return
     if args.role == "trainer":
-        asyncio.run(train(run, args.steps, out=args.out))
+        asyncio.run(train(run, args.steps, out=args.out, hold=args.hold))
         return
     started = time.monotonic()
     stop = threading.Event()
