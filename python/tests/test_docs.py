@@ -13,12 +13,12 @@ import tempfile
 from pathlib import Path
 
 import lakeshore
-from lakeshore import data, dispatch, errors, queue, scopes, wire, worker
+from lakeshore import data, dispatch, errors, queue, rl, scopes, wire, worker
 
 
 def test_public_api_is_documented() -> None:
     missing = []
-    for mod in (lakeshore, wire, errors, queue, dispatch, worker, scopes, data):
+    for mod in (lakeshore, wire, errors, queue, dispatch, worker, scopes, data, rl):
         assert (mod.__doc__ or "").strip(), mod.__name__
         for name in mod.__all__:
             obj = getattr(mod, name)

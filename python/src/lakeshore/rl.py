@@ -244,12 +244,14 @@ def rollout(
                 except errors.QueueFullError:
                     pass  # buffered (with its put id): the next send goes again
 
-            if inspect.isasyncgenfunction(f):
-                async for rec in f(policy, **kwargs):
+            gen: Any = f(policy, **kwargs)
+            if inspect.isasyncgen(gen):
+                rec: Any
+                async for rec in gen:
                     await put(rec)
                     n += 1
             else:
-                for rec in f(policy, **kwargs):
+                for rec in gen:
                     await put(rec)
                     n += 1
             while True:
@@ -268,7 +270,7 @@ def rollout(
 
         body.__signature__ = sig.replace(parameters=params[1:])  # type: ignore[attr-defined]
         del body.__wrapped__  # inspect.signature must see the payload's parameters only
-        return udf(
+        bound: UDF[Any, Any] = udf(
             body,
             queue=queue or str(getattr(f, "__name__", "rollout")),
             dispatch=dispatch,
@@ -276,6 +278,7 @@ def rollout(
             attempt_timeout=attempt_timeout,
             lease_ttl=lease_ttl,
         )
+        return bound
 
     return bind(fn) if fn is not None else bind
 
@@ -359,7 +362,7 @@ class RolloutPool:
             Envelope(payload=self.fn.payload((), self.payload(i)), key=f"{self.key_prefix}{i}", **self._options)
             for i in range(total, total + missing)
         ]
-        return await self.queue.submit_many(envs)  # type: ignore[arg-type]
+        return await self.queue.submit_many(envs)
 
     async def stop(self) -> int:
         """End the pool's jobs when training is over: cancel the queued ones and kill the
@@ -368,7 +371,7 @@ class RolloutPool:
         ended = 0
         for state in ("queued", "running"):
             for _ in range(100):  # pages; each pass ends what it lists
-                page = await self.queue.list(state=state, limit=500)  # type: ignore[arg-type]
+                page = await self.queue.list(state=state, limit=500)
                 n = 0
                 for inv in page.invocations:
                     n += int(await (self.queue.cancel(inv.id) if state == "queued" else self.queue.kill(inv.id)))
