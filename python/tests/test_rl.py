@@ -83,6 +83,31 @@ def test_rollout_jobs_tag_their_version_and_reload_weights(d: HttpDispatch, qnam
     assert results == [{"records": 3, "weight_version": 0}, {"records": 2, "weight_version": 1}, {"records": 2, "weight_version": 1}]
 
 
+def test_an_async_rollout_and_flush_every(planes: Planes, qname: str, tmp_path: Path) -> None:
+    d = planes.get("memory")
+    store = Scope(qname, store=str(tmp_path))
+    sizes: list[int] = []
+
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=store, flush_every=2,
+             partition_id="rollouts")
+    async def play(policy: Policy, n: int) -> Any:
+        q = Queue(f"{qname}-traj", dispatch=d)
+        for i in range(n):
+            sizes.append(int((await q.stats())["len"]))  # what earlier yields already put
+            yield {"i": i}
+
+    run(Weights(Queue(f"{qname}-traj", dispatch=d), store).publish(4, b"raw bytes"))
+    inv = play.submit(n=5)
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1
+    assert play.queue(d).result(inv, timeout=10) == {"records": 5, "weight_version": 4}
+    assert sizes == [0, 0, 2, 2, 4]  # sent every 2 records (the fifth at the end)
+
+    async def read() -> Any:
+        return await Queue(f"{qname}-traj", dispatch=d).get(10, partition_id="rollouts")
+
+    assert [(r["i"], r[WEIGHT_VERSION]) for r in run(read())] == [(i, 4) for i in range(5)]
+
+
 def test_a_rollout_held_by_backpressure_waits_for_the_trainer(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
     @rollout(
         queue=f"{qname}-jobs",
