@@ -114,7 +114,8 @@ def test_a_rollout_held_by_backpressure_waits_for_the_trainer(d: HttpDispatch, q
         data_queue=f"{qname}-traj",
         dispatch=d,
         scope=Scope(qname, store=str(tmp_path)),
-        backpressure=Backpressure(task_name="train", max_unconsumed=4, on_full="block", timeout=0.3),
+        backpressure=Backpressure(task_name="train", max_unconsumed=4, on_full="block", timeout=3600),
+        lease_ttl=3.0,  # heartbeats every second: a kill is noticed within one
     )
     def play(policy: Policy, n: int) -> Iterator[dict[str, Any]]:
         for i in range(n):
@@ -142,6 +143,20 @@ def test_a_rollout_held_by_backpressure_waits_for_the_trainer(d: HttpDispatch, q
     assert run(consume()) == 4
     assert jq.result(inv, timeout=30) == {"records": 2, "weight_version": 0}
     t.join(30)
+    assert run(q.stats())["len"] == 6
+
+    # A held rollout that is killed stops about a second after its worker notices (at the
+    # next heartbeat): its put waits on the server a second at a time, though its
+    # Backpressure's timeout is an hour.
+    held = play.submit(n=3)  # 2 unconsumed + 3 > 4: held
+    t = threading.Thread(target=run_worker, args=(d,), kwargs={"queues": [play], "once": True, "wait": 10}, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while jq.get(held).state != "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert jq.kill(held)
+    t.join(8)
+    assert not t.is_alive(), "the killed rollout's body did not stop"
     assert run(q.stats())["len"] == 6
 
 

@@ -62,6 +62,8 @@ from lakeshore.worker import UDF, udf
 
 __all__ = ["Policy", "Weights", "rollout", "RolloutPool"]
 
+_HELD_POLL = 1.0  # seconds: the longest one wait of a rollout's put held by back-pressure
+
 
 @dataclasses.dataclass(frozen=True)
 class Policy:
@@ -187,9 +189,10 @@ def rollout(
        tagged ``weight_version=policy.version``: all of a job's records in one put at its
        end (a group never split), or every ``flush_every`` records;
     3. under ``backpressure`` (:class:`~lakeshore.data.Backpressure`; use
-       ``on_full="block"``) a put the trainer's unconsumed records hold back waits, and
-       waits again after each ``timeout`` — the job stays running and heartbeated —
-       until the trainer consumes;
+       ``on_full="block"``) a put the trainer's unconsumed records hold back waits — the
+       job stays running and heartbeated — until the trainer consumes, in server-side
+       waits of at most 1 s (or ``timeout`` when shorter), so that a killed job stops
+       about a second after its worker notices the kill (at its next heartbeat);
     4. returns ``{"records": n, "weight_version": v}``.
 
     ``queue`` (default: the function's name), ``dispatch`` (default: the process default,
@@ -208,6 +211,13 @@ def rollout(
             value=flush_every,
             rule="≥ 1",
         )
+
+    # A blocked put waits on the server at most _HELD_POLL at a time and is sent again (the
+    # loop below), so that a job killed meanwhile stops within about that long: the body's
+    # thread only sees JobStopped when it runs Python again.
+    held = backpressure
+    if backpressure is not None and backpressure.on_full == "block":
+        held = dataclasses.replace(backpressure, timeout=min(_HELD_POLL, backpressure.timeout or _HELD_POLL))
 
     def bind(f: Callable[..., Iterable[Mapping[str, Any]]]) -> UDF[Any, Any]:
         if not (inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f)):
@@ -233,7 +243,7 @@ def rollout(
                 batch_size=flush_every or (1 << 30),
                 auto_flush_interval_sec=0,
                 partition_id=partition_id,
-                backpressure=backpressure,
+                backpressure=held,
             )
             policy = await _refresh(Weights(dq, scope, weights_key))
             n = 0
