@@ -157,6 +157,13 @@ type SubmitOptions struct {
 	// is trimmed.
 	UniqueFor time.Duration
 
+	// Debounce makes a submit of Key wait for quiet (docs/semantics.md, "Dedup windows"):
+	// the invocation is due Debounce after the submit, and a later debounced submit of the
+	// key while it still waits replaces its payload and metadata and pushes it back (the
+	// last wins; Submit returns its id). Needs Key; not with UniqueFor; at most 366 days.
+	// Defaults to 0: no debounce.
+	Debounce time.Duration
+
 	// Metadata are free-form string headers carried with the invocation (Job.Metadata,
 	// Invocation.Metadata). Defaults to none.
 	Metadata map[string]string

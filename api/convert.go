@@ -51,14 +51,14 @@ func (e *ErrorInfo) Plane() *plane.ErrorInfo {
 func NewSubmitInvocation(p *plane.SubmitParams) SubmitInvocation {
 	return SubmitInvocation{ID: p.ID, Payload: Value{Wire: p.Payload}, Key: p.Key, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: Seconds(p.AttemptTimeout), Deadline: p.Deadline, Metadata: p.Metadata,
-		NotBefore: p.NotBefore, Delay: Seconds(p.Delay), UniqueFor: Seconds(p.UniqueFor)}
+		NotBefore: p.NotBefore, Delay: Seconds(p.Delay), UniqueFor: Seconds(p.UniqueFor), Debounce: Seconds(p.Debounce)}
 }
 
 // Params converts s back to plane.SubmitParams.
 func (s *SubmitInvocation) Params() plane.SubmitParams {
 	return plane.SubmitParams{ID: s.ID, Payload: s.Payload.Wire, Key: s.Key, Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, AttemptTimeout: Duration(s.AttemptTimeout), Deadline: s.Deadline, Metadata: s.Metadata,
-		NotBefore: s.NotBefore, Delay: Duration(s.Delay), UniqueFor: Duration(s.UniqueFor)}
+		NotBefore: s.NotBefore, Delay: Duration(s.Delay), UniqueFor: Duration(s.UniqueFor), Debounce: Duration(s.Debounce)}
 }
 
 // NewInvocation converts inv to its wire form.

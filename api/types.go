@@ -41,6 +41,10 @@ type SubmitInvocation struct {
 	// submit of the key returns the first id; after it a new invocation takes the key.
 	// 0: the key holds until its invocation is trimmed.
 	UniqueFor float64 `json:"unique_for,omitzero" msg:"unique_for,omitempty"`
+	// Debounce is the debounce window of Key in seconds (plane/dedup.go): due this long
+	// after the submit; a later debounced submit of the key while it still waits replaces
+	// its payload and metadata and pushes it back. 0: none. Not with UniqueFor.
+	Debounce float64 `json:"debounce,omitzero" msg:"debounce,omitempty"`
 }
 
 // SubmitRequest is the body of POST /v1/namespaces/{ns}/queues/{queue}/invocations: one
@@ -57,6 +61,7 @@ type SubmitRequest struct {
 	NotBefore      time.Time         `json:"not_before,omitzero" msg:"not_before,omitzero"`
 	Delay          float64           `json:"delay,omitzero" msg:"delay,omitempty"`
 	UniqueFor      float64           `json:"unique_for,omitzero" msg:"unique_for,omitempty"`
+	Debounce       float64           `json:"debounce,omitzero" msg:"debounce,omitempty"`
 	// MaxWait bounds how long a submit to a full queue with on_full=block waits for room,
 	// in seconds. 0: the server's long-poll limit.
 	MaxWait float64 `json:"max_wait,omitzero" msg:"max_wait,omitempty"`
@@ -66,7 +71,7 @@ type SubmitRequest struct {
 func (r *SubmitRequest) Invocation() SubmitInvocation {
 	return SubmitInvocation{ID: r.ID, Payload: r.Payload, Key: r.Key, Priority: r.Priority, MaxAttempts: r.MaxAttempts,
 		AttemptTimeout: r.AttemptTimeout, Deadline: r.Deadline, Metadata: r.Metadata, NotBefore: r.NotBefore, Delay: r.Delay,
-		UniqueFor: r.UniqueFor}
+		UniqueFor: r.UniqueFor, Debounce: r.Debounce}
 }
 
 // SubmitBatchRequest is the body of POST …/invocations/batch: invocations of one queue,

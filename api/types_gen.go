@@ -4579,8 +4579,8 @@ func (z *SubmitBatchResponse) Msgsize() (s int) {
 func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(11)
-	var zb0001Mask uint16 /* 11 bits */
+	zb0001Len := uint32(12)
+	var zb0001Mask uint16 /* 12 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -4625,6 +4625,10 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.UniqueFor == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x400
+	}
+	if z.Debounce == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x800
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -4693,6 +4697,11 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "unique_for"
 			o = append(o, 0xaa, 0x75, 0x6e, 0x69, 0x71, 0x75, 0x65, 0x5f, 0x66, 0x6f, 0x72)
 			o = msgp.AppendFloat64(o, z.UniqueFor)
+		}
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
+			// string "debounce"
+			o = append(o, 0xa8, 0x64, 0x65, 0x62, 0x6f, 0x75, 0x6e, 0x63, 0x65)
+			o = msgp.AppendFloat64(o, z.Debounce)
 		}
 	}
 	return
@@ -4812,6 +4821,12 @@ func (z *SubmitInvocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "UniqueFor")
 				return
 			}
+		case "debounce":
+			z.Debounce, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Debounce")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -4833,7 +4848,7 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size
 	return
 }
 
@@ -4841,8 +4856,8 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(12)
-	var zb0001Mask uint16 /* 12 bits */
+	zb0001Len := uint32(13)
+	var zb0001Mask uint16 /* 13 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -4888,9 +4903,13 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x400
 	}
-	if z.MaxWait == 0 {
+	if z.Debounce == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x800
+	}
+	if z.MaxWait == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x1000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -4961,6 +4980,11 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendFloat64(o, z.UniqueFor)
 		}
 		if (zb0001Mask & 0x800) == 0 { // if not omitted
+			// string "debounce"
+			o = append(o, 0xa8, 0x64, 0x65, 0x62, 0x6f, 0x75, 0x6e, 0x63, 0x65)
+			o = msgp.AppendFloat64(o, z.Debounce)
+		}
+		if (zb0001Mask & 0x1000) == 0 { // if not omitted
 			// string "max_wait"
 			o = append(o, 0xa8, 0x6d, 0x61, 0x78, 0x5f, 0x77, 0x61, 0x69, 0x74)
 			o = msgp.AppendFloat64(o, z.MaxWait)
@@ -5083,6 +5107,12 @@ func (z *SubmitRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "UniqueFor")
 				return
 			}
+		case "debounce":
+			z.Debounce, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Debounce")
+				return
+			}
 		case "max_wait":
 			z.MaxWait, bts, err = msgp.ReadFloat64Bytes(bts)
 			if err != nil {
@@ -5110,7 +5140,7 @@ func (z *SubmitRequest) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size + 9 + msgp.Float64Size
 	return
 }
 

@@ -214,11 +214,66 @@ func HashFiles(root string, paths []string) ([]File, error) {
 	return out, nil
 }
 
-// Snapshot is a code tree ready to ship: its files, digest and archive.
+// Snapshot is a code tree ready to ship: its files, digest and archive, and for a git tree
+// its git context (nil for declared mounts).
 type Snapshot struct {
 	Files   []File
 	Digest  string
 	Archive []byte
+	Git     *GitContext
+}
+
+// ReadGitContext reads the GitContext of the work tree at root with git (four or five
+// commands; the Python SDK's lakeshore.code.git_context runs the same ones). Errors: root
+// is not a git work tree, or git failed, with git's message.
+func ReadGitContext(root string) (*GitContext, error) {
+	run := func(args ...string) ([]byte, error) {
+		cmd := exec.Command("git", append([]string{"-C", root}, args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("git %s at %s: %v: %s", args[0], root, err, strings.TrimSpace(stderr.String()))
+		}
+		return out, nil
+	}
+	if _, err := run("rev-parse", "--is-inside-work-tree"); err != nil {
+		return nil, err
+	}
+	g := &GitContext{}
+	if out, err := run("rev-parse", "--verify", "-q", "HEAD"); err == nil {
+		g.Commit = strings.TrimSpace(string(out))
+	} // else no commit yet
+	if out, err := run("symbolic-ref", "--short", "-q", "HEAD"); err == nil {
+		g.Branch = strings.TrimSpace(string(out))
+	} // else detached
+	status, err := run("status", "--porcelain=v1", "-z", "--ignore-submodules=none")
+	if err != nil {
+		return nil, err
+	}
+	g.Dirty = len(status) > 0
+	if g.Commit != "" {
+		diff, err := run("diff", "--binary", "--no-ext-diff", "--no-color", "HEAD")
+		if err != nil {
+			return nil, err
+		}
+		if len(diff) > 0 {
+			sum := sha256.Sum256(diff)
+			g.DiffSHA256 = hex.EncodeToString(sum[:])
+		}
+	}
+	if out, err := run("submodule", "status", "--recursive"); err == nil {
+		// " <sha> <path> (<describe>)", the first column a status mark or a space.
+		for line := range strings.SplitSeq(strings.TrimRight(string(out), "\n"), "\n") {
+			if len(line) < 2 {
+				continue
+			}
+			if f := strings.Split(line[1:], " "); len(f) >= 2 {
+				g.Submodules = append(g.Submodules, GitSubmodule{Path: f[1], Commit: f[0]})
+			}
+		}
+	}
+	return g, nil
 }
 
 // Files lists what a submit ships from the project at root: the mounts of code when it
@@ -252,7 +307,13 @@ func Take(root string, code *Code) (*Snapshot, error) {
 	if int64(buf.Len()) > limit {
 		return nil, codeErr("the code archive of %s is %d bytes compressed, over the ceiling of %d (code.max_size in %s; exclude large files with code.mounts' exclude)", root, buf.Len(), limit, ConfigFileName)
 	}
-	return &Snapshot{Files: files, Digest: Digest(files), Archive: buf.Bytes()}, nil
+	snap := &Snapshot{Files: files, Digest: Digest(files), Archive: buf.Bytes()}
+	if code == nil || len(code.Mounts) == 0 {
+		if snap.Git, err = ReadGitContext(root); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
 }
 
 // WriteArchive writes the deterministic archive of files (read again from root, and

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -354,5 +355,70 @@ func TestReadArchiveRefuses(t *testing.T) {
 	big := archive(t, &tar.Header{Typeflag: tar.TypeReg, Name: strings.Repeat("x", 200), Mode: 0o644})
 	if _, _, err := ReadArchive(bytes.NewReader(big), "", Limits{MaxBytes: 100}); err == nil || !strings.Contains(err.Error(), "more than 100 bytes") {
 		t.Errorf("size bomb: %v", err)
+	}
+}
+
+// TestGitContextString: the line `lakeshore get` shows for the git context the Python SDK
+// stores under MetaGit.
+func TestGitContextString(t *testing.T) {
+	var g GitContext
+	if err := json.Unmarshal([]byte(`{"branch":"main","commit":"0123456789abcdef0123456789abcdef01234567","diff_sha256":"","dirty":false}`), &g); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		g    GitContext
+		want string
+	}{
+		{g, "0123456789abcdef0123456789abcdef01234567 (main)"},
+		{GitContext{Commit: "abc", Dirty: true, DiffSHA256: "ffeeddccbbaa99887766"}, "abc (detached, dirty, diff ffeeddccbbaa)"},
+		{GitContext{Branch: "main", Dirty: true}, "(no commit) (main, dirty)"},
+	} {
+		if got := c.g.String(); got != c.want {
+			t.Errorf("%+v: got %q, want %q", c.g, got, c.want)
+		}
+	}
+}
+
+// TestReadGitContext: the git context of a work tree (what Take records for a git tree), as
+// the Python SDK's test_git_context checks it.
+func TestReadGitContext(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if _, err := ReadGitContext(dir); err == nil {
+		t.Fatal("a directory outside git has no git context")
+	}
+	git("init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(dir, "a.py"), []byte("a = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ReadGitContext(dir)
+	if err != nil || !reflect.DeepEqual(*g, GitContext{Branch: "main", Dirty: true}) {
+		t.Fatalf("before the first commit: %+v, %v", g, err)
+	}
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+	head := git("rev-parse", "HEAD")
+	snap, err := Take(dir, nil)
+	if err != nil || snap.Git == nil || !reflect.DeepEqual(*snap.Git, GitContext{Commit: head, Branch: "main"}) {
+		t.Fatalf("a clean tree: %+v, %v", snap, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.py"), []byte("a = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("checkout", "-q", "--detach")
+	g, err = ReadGitContext(dir)
+	if err != nil || g.Commit != head || g.Branch != "" || !g.Dirty || len(g.DiffSHA256) != 64 {
+		t.Fatalf("a dirty detached tree: %+v, %v", g, err)
 	}
 }

@@ -65,7 +65,51 @@ const (
 	MetaCode = "lakeshore.code"
 	// MetaFunction is the Python function a shipped-code run imports ("module:qualname").
 	MetaFunction = "lakeshore.function"
+	// MetaGit is the git context of the shipped code as JSON (GitContext), when the code
+	// is a git tree.
+	MetaGit = "lakeshore.git"
 )
+
+// GitContext is the git state of the tree a run's code was snapshotted from, as stored in
+// MetaGit by the Python SDK's lakeshore.code.GitContext (docs/fabric.md).
+type GitContext struct {
+	// Commit is the full hash of HEAD; "" in a repository without commits.
+	Commit string `json:"commit"`
+	// Branch is the checked-out branch's short name; "" when HEAD is detached.
+	Branch string `json:"branch"`
+	// Dirty tells whether the work tree differed from HEAD (modified, staged, deleted or
+	// untracked-not-ignored files, or a moved or modified submodule).
+	Dirty bool `json:"dirty"`
+	// DiffSHA256 is the SHA-256, in hex, of `git diff --binary HEAD`; "" without a diff.
+	DiffSHA256 string `json:"diff_sha256"`
+	// Submodules are the submodules' paths and commits, recursively; nil without any.
+	Submodules []GitSubmodule `json:"submodules,omitempty"`
+}
+
+// GitSubmodule is one submodule of a GitContext.
+type GitSubmodule struct {
+	Path   string `json:"path"`
+	Commit string `json:"commit"`
+}
+
+// String is the one-line form `lakeshore get` shows: "<commit> (<branch>[, dirty, diff <12 hex>])".
+func (g GitContext) String() string {
+	commit := g.Commit
+	if commit == "" {
+		commit = "(no commit)"
+	}
+	where := g.Branch
+	if where == "" {
+		where = "detached"
+	}
+	if g.Dirty {
+		where += ", dirty"
+		if len(g.DiffSHA256) >= 12 {
+			where += ", diff " + g.DiffSHA256[:12]
+		}
+	}
+	return commit + " (" + where + ")"
+}
 
 // RunDeclaration is the run declaration as stored in MetaRun: the mode with its units
 // spelled out. Python's lakeshore.config.Mode.declaration writes the same fields.

@@ -235,6 +235,12 @@ type SubmitParams struct {
 	// enqueues a new one. 0: the key holds until its invocation is trimmed. Needs Key; at
 	// most UniqueForMax.
 	UniqueFor time.Duration
+	// Debounce makes the submit of Key wait for quiet (plane/dedup.go): the invocation is
+	// due Debounce after the submit, and a later debounced submit of the key while it is
+	// still waiting replaces its payload and metadata and pushes its due time back (the
+	// last wins, returned as Existing). 0: no debounce. Needs Key, not with UniqueFor; at
+	// most UniqueForMax.
+	Debounce time.Duration
 }
 
 // SubmitResult is the outcome of one submit.

@@ -42,7 +42,7 @@ func (b Backoff) Delay(attempt int, unit float64) time.Duration {
 // DueAt returns when an invocation submitted at now with s becomes claimable: the later of
 // s.NotBefore and now+s.Delay, and now when neither is set (or both are in the past).
 func (s *SubmitParams) DueAt(now time.Time) time.Time {
-	due := now.Add(max(s.Delay, 0))
+	due := now.Add(max(s.Delay, 0) + max(s.Debounce, 0))
 	if s.NotBefore.After(due) {
 		due = s.NotBefore
 	}

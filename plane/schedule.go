@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -77,6 +78,13 @@ type Schedule struct {
 	// Paused stops the fires; the ticks that pass while paused are skipped (resuming fires
 	// from the next tick after the resume).
 	Paused bool
+	// Replacing, when not nil, makes ScheduleSet conditional on what it replaces: the stored
+	// schedule of the name must be of queue *Replacing, or with "" there must be none;
+	// otherwise nothing changes and ScheduleSet answers ErrScheduleChanged. The server sets
+	// it to authorise a replace against the schedule it read (a concurrent create or
+	// replace of the name then fails instead of being overwritten). nil: unconditional. Not
+	// stored; the HTTP plane refuses it (ErrNotImplemented): the check is the server's.
+	Replacing *string
 
 	// The fields below are the plane's; ScheduleSet ignores them.
 
@@ -265,6 +273,23 @@ func (s *Schedule) String() string {
 		return fmt.Sprintf("%s (%s)", s.Cron, s.TimeZone)
 	}
 	return s.Cron
+}
+
+// ErrScheduleChanged is a conditional ScheduleSet's answer (Schedule.Replacing) when the
+// stored schedule is not the one expected; nothing changed. It never leaves the server.
+var ErrScheduleChanged = errors.New("the schedule changed since it was read")
+
+// CheckReplacing is the rule of a conditional ScheduleSet: nil when s is unconditional or
+// the stored schedule's queue (storedQueue; exists false when there is none) is the one s
+// expects, else ErrScheduleChanged.
+func CheckReplacing(s *Schedule, storedQueue string, exists bool) error {
+	if s.Replacing == nil {
+		return nil
+	}
+	if want := *s.Replacing; (want == "") == !exists && (!exists || want == storedQueue) {
+		return nil
+	}
+	return ErrScheduleChanged
 }
 
 // ScheduleNotFound is the ErrNotFound (code not_found) of a schedule that does not exist:

@@ -65,7 +65,7 @@ func (s *Server) submit(r *http.Request, p *principal, namespace, queue string, 
 		for _, d := range []struct {
 			name string
 			v    float64
-		}{{"attempt_timeout", invs[i].AttemptTimeout}, {"delay", invs[i].Delay}, {"unique_for", invs[i].UniqueFor}} {
+		}{{"attempt_timeout", invs[i].AttemptTimeout}, {"delay", invs[i].Delay}, {"unique_for", invs[i].UniqueFor}, {"debounce", invs[i].Debounce}} {
 			if _, err := seconds(pre+d.name, d.v); err != nil {
 				return nil, err
 			}

@@ -43,25 +43,35 @@ func (s *Server) authorizeSchedule(r *http.Request, p *principal, namespace, nam
 	if p.all {
 		return nil
 	}
+	queue, err := s.storedScheduleQueue(r, p, namespace, name)
+	if err != nil {
+		return err
+	}
+	if queue == "" && !creating {
+		return plane.ScheduleNotFound(namespace, name)
+	}
+	return nil
+}
+
+// storedScheduleQueue returns the queue of the stored schedule (namespace, name), "" when
+// there is none, after checking that p may submit to it (plane.ErrNotFound when not).
+func (s *Server) storedScheduleQueue(r *http.Request, p *principal, namespace, name string) (string, error) {
 	if !p.allowsNamespace(namespace, plane.PermissionSubmit) {
-		return forbidden("namespace "+namespace, plane.PermissionSubmit)
+		return "", forbidden("namespace "+namespace, plane.PermissionSubmit)
 	}
 	list, err := s.drv.ScheduleList(r.Context(), namespace)
 	if err != nil {
-		return err
+		return "", err
 	}
 	for i := range list {
 		if list[i].Name == name {
 			if p.allows(namespace, list[i].Queue, plane.PermissionSubmit) {
-				return nil
+				return list[i].Queue, nil
 			}
-			return plane.ScheduleNotFound(namespace, name)
+			return "", plane.ScheduleNotFound(namespace, name)
 		}
 	}
-	if creating {
-		return nil
-	}
-	return plane.ScheduleNotFound(namespace, name)
+	return "", nil
 }
 
 func (s *Server) handleScheduleSet(w http.ResponseWriter, r *http.Request, p *principal) error {
@@ -94,13 +104,29 @@ func (s *Server) handleScheduleSet(w http.ResponseWriter, r *http.Request, p *pr
 		return err
 	}
 	// Replacing a schedule of a queue the token does not cover is not allowed either: it
-	// answers not_found, as pause does, and the stored schedule stays.
-	if err := s.authorizeSchedule(r, p, ns, name, true); err != nil {
-		return err
-	}
-	stored, err := s.drv.ScheduleSet(r.Context(), sc)
-	if err != nil {
-		return err
+	// answers not_found, as pause does, and the stored schedule stays. The set is
+	// conditional on the schedule the check read (Schedule.Replacing), so a concurrent
+	// create or replace of the name is checked again, never overwritten unchecked.
+	var stored *plane.Schedule
+	for try := 0; ; try++ {
+		if !p.all {
+			queue, err := s.storedScheduleQueue(r, p, ns, name) // "" when none: the set then creates it
+			if err != nil {
+				return err
+			}
+			sc.Replacing = &queue
+		}
+		stored, err = s.drv.ScheduleSet(r.Context(), sc)
+		if errors.Is(err, plane.ErrScheduleChanged) && try < 3 {
+			continue
+		}
+		if errors.Is(err, plane.ErrScheduleChanged) { // changing under us every time: answer as for a foreign one
+			return plane.ScheduleNotFound(ns, name)
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	out := api.NewSchedule(stored)
 	s.write(w, r, http.StatusOK, &out)

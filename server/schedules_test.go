@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,4 +52,49 @@ func TestScheduleReplaceScoped(t *testing.T) {
 	// Moving its own schedule to a queue it does not cover is refused by the new queue.
 	r = b.doJSON(t, "PUT", path+"mine", map[string]any{"queue": "q2", "every": 1}, scoped)
 	require.Equal(t, 403, r.status, "%s", r.body)
+}
+
+// listThenCreate is a driver whose first ScheduleList, once armed, is followed at once by
+// another client creating the schedule it was asked about: the interleaving of a token's
+// replace check with a concurrent admin create.
+type listThenCreate struct {
+	plane.Driver
+	once   sync.Once
+	armed  chan struct{}
+	create plane.Schedule
+}
+
+func (d *listThenCreate) ScheduleList(ctx context.Context, namespace string) ([]plane.Schedule, error) {
+	list, err := d.Driver.ScheduleList(ctx, namespace)
+	select {
+	case <-d.armed:
+		d.once.Do(func() {
+			sc := d.create
+			_, _ = d.Driver.ScheduleSet(ctx, &sc)
+		})
+	default:
+	}
+	return list, err
+}
+
+// TestScheduleReplaceRace: a token scoped to q1 PUTs a schedule name that does not exist yet
+// while the admin creates that name for q2 between the token's check and its set. The set
+// is conditional on what the check read, so the token's PUT is checked again and refused
+// (not_found, as for any foreign schedule), and the admin's q2 schedule stands.
+func TestScheduleReplaceRace(t *testing.T) {
+	t.Parallel()
+	d := &listThenCreate{armed: make(chan struct{}),
+		create: plane.Schedule{Namespace: "team-a", Name: "race", Queue: "q2", Cron: "0 3 * * *"}}
+	b := setupWrapped(t, &server.Config{AdminToken: adminSecret}, func(back plane.Driver) plane.Driver {
+		d.Driver = back
+		return d
+	})
+	scoped, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionSubmit, plane.PermissionRead)
+	close(d.armed)
+	put := b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/race", map[string]any{"queue": "q1", "every": 1}, scoped)
+	require.Equal(t, 404, put.status, "%s", put.body)
+	list, err := b.back.ScheduleList(t.Context(), "team-a")
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, "q2", list[0].Queue, "the admin's schedule is not overwritten")
 }

@@ -54,6 +54,13 @@ func (s *syncBuffer) String() string {
 
 func setup(t testing.TB, cfg *server.Config) *testBundle {
 	t.Helper()
+	return setupWrapped(t, cfg, nil)
+}
+
+// setupWrapped is setup with the server's driver wrapped (nil: not wrapped), for a test
+// that interleaves plane calls with the server's.
+func setupWrapped(t testing.TB, cfg *server.Config, wrap func(plane.Driver) plane.Driver) *testBundle {
+	t.Helper()
 	back, err := sqliteplane.Open(t.Context(), ":memory:", nil)
 	require.NoError(t, err)
 	var c server.Config
@@ -62,7 +69,11 @@ func setup(t testing.TB, cfg *server.Config) *testBundle {
 	}
 	b := &testBundle{back: back, logs: &syncBuffer{}}
 	c.Logger = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b.srv = server.New(back, &c)
+	var drv plane.Driver = back
+	if wrap != nil {
+		drv = wrap(back)
+	}
+	b.srv = server.New(drv, &c)
 	b.ts = httptest.NewServer(b.srv)
 	t.Cleanup(func() {
 		b.srv.Stop()

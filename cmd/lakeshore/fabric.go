@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -31,7 +32,7 @@ func (a *app) modeOptions(ctx context.Context, mode, namespace, queue string, op
 	if err != nil {
 		return err
 	}
-	digest := ""
+	digest, gitContext := "", ""
 	if m.Code {
 		base := a.planeURL()
 		if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
@@ -45,11 +46,18 @@ func (a *app) modeOptions(ctx context.Context, mode, namespace, queue string, op
 			return err
 		}
 		digest = snap.Digest
+		if snap.Git != nil {
+			g, _ := json.Marshal(snap.Git)
+			gitContext = string(g)
+		}
 	}
 	if opts.Metadata == nil {
 		opts.Metadata = map[string]string{}
 	}
 	maps.Copy(opts.Metadata, m.Metadata(digest))
+	if gitContext != "" {
+		opts.Metadata[fabric.MetaGit] = gitContext
+	}
 	if opts.AttemptTimeout == 0 {
 		opts.AttemptTimeout = m.TimeLimit
 	}

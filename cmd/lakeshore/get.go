@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -90,6 +91,10 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 	}
 	if c := inv.Metadata[fabric.MetaCode]; c != "" {
 		row("code", c)
+	}
+	var git fabric.GitContext
+	if g := inv.Metadata[fabric.MetaGit]; g != "" && json.Unmarshal([]byte(g), &git) == nil {
+		row("git", git.String())
 	}
 	row("payload", compactJSON(payload))
 	if inv.State == lakeshore.StateSucceeded {

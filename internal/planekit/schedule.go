@@ -2,6 +2,7 @@ package planekit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -90,6 +91,23 @@ func ScheduleSetRow(s *plane.Schedule, now time.Time) (*ScheduleRow, error) {
 		row.NextMS = next.UnixMilli()
 	}
 	return row, nil
+}
+
+// StoredScheduleQueue reads the queue of a stored schedule for a conditional ScheduleSet
+// (plane.CheckReplacing) from a driver's scan of its row: exists is false when the scan's
+// error is noRows (sql.ErrNoRows, pgx.ErrNoRows).
+func StoredScheduleQueue(r *ScheduleRow, err, noRows error) (queue string, exists bool, _ error) {
+	if err != nil {
+		if errors.Is(err, noRows) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("read schedule: %w", err)
+	}
+	s, err := r.Schedule()
+	if err != nil {
+		return "", false, err
+	}
+	return s.Queue, true, nil
 }
 
 // ScheduleResume is the next fire of a schedule resumed at now (the first tick after now),

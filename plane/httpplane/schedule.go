@@ -14,10 +14,14 @@ func schedulePath(namespace, name string) string {
 }
 
 // ScheduleSet implements plane.Driver. The schedule is validated here first: a bad one is
-// refused without a request. Repeating it stores the same schedule, so it is retried.
+// refused without a request. Repeating it stores the same schedule, so it is retried. A
+// conditional set (Schedule.Replacing) is the server's own check: plane.ErrNotImplemented.
 func (d *Driver) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Schedule, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
+	}
+	if s.Replacing != nil {
+		return nil, plane.ErrNotImplemented
 	}
 	body := api.NewSchedule(s)
 	body.NextFire, body.LastFire, body.LastID, body.CreatedAt, body.UpdatedAt = time.Time{}, time.Time{}, "", time.Time{}, time.Time{}

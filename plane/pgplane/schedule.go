@@ -32,10 +32,30 @@ func (d *Driver) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sch
 		if err != nil {
 			return err
 		}
+		onConflict := `DO UPDATE SET spec = $3, paused = $4, next_ms = $5, updated_ms = $6`
+		if s.Replacing != nil {
+			// The stored row, locked until commit; with none expected, a row inserted
+			// meanwhile makes the insert below do nothing (no row: the schedule changed).
+			found, err := scanSchedule(t.queryRow(`SELECT `+scheduleColumns+`
+				FROM `+d.schema+`.schedules WHERE namespace = $1 AND name = $2 FOR UPDATE`, s.Namespace, s.Name))
+			queue, exists, err := planekit.StoredScheduleQueue(found, err, pgx.ErrNoRows)
+			if err != nil {
+				return err
+			}
+			if err := plane.CheckReplacing(s, queue, exists); err != nil {
+				return err
+			}
+			if !exists {
+				onConflict = `DO NOTHING`
+			}
+		}
 		stored, err := scanSchedule(t.queryRow(`INSERT INTO `+d.schema+`.schedules AS s (`+scheduleColumns+`)
 			VALUES ($1, $2, $3, $4, $5, 0, '', $6, $6)
-			ON CONFLICT (namespace, name) DO UPDATE SET spec = $3, paused = $4, next_ms = $5, updated_ms = $6
+			ON CONFLICT (namespace, name) `+onConflict+`
 			RETURNING `+scheduleColumns, row.Namespace, row.Name, row.Spec, row.Paused, row.NextMS, t.ms))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return plane.ErrScheduleChanged
+		}
 		if err != nil {
 			return fmt.Errorf("set schedule: %w", err)
 		}

@@ -125,15 +125,41 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 	availables := make([]int64, 0, n)
 	index := make(map[string]int, n) // id → invocation index
 	freshOnly := true                // no key and no caller's id: no row can conflict
+	position := map[int]int{}        // invocation index → its place in the insert's arrays (debounced keys)
 	for i := range p.Invocations {
 		s := &p.Invocations[i]
 		dupOf[i] = -1
 		if s.Key != "" {
 			if first, ok := firstOfKey[s.Key]; ok {
 				dupOf[i] = first
+				if s.Debounce > 0 { // the later payload of a key wins
+					if out[first].Existing {
+						if _, _, err := t.debounce(p.Namespace, p.Queue, s); err != nil {
+							return err
+						}
+					} else if at, ok := position[first]; ok {
+						payloads[at], metas[at] = nonNil(s.Payload), planekit.EncodeMetadata(s.Metadata)
+						availables[at] = s.DueAt(t.now).UnixMilli()
+					}
+				}
 				continue
 			}
 			firstOfKey[s.Key] = i
+			if s.Debounce > 0 {
+				id, ok, err := t.debounce(p.Namespace, p.Queue, s)
+				if err != nil {
+					return err
+				}
+				if ok {
+					out[i] = plane.SubmitResult{ID: id, Existing: true}
+					continue
+				}
+				// No waiting holder: whichever holds the key (claimable, running, retrying,
+				// finished) gives it up, and the insert below takes it.
+				t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL WHERE namespace = $1 AND queue = $2 AND key = $3`,
+					p.Namespace, p.Queue, s.Key)
+				position[i] = len(ids)
+			}
 			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
 				// The window has passed for an invocation created at or before cutoff: it
 				// gives the key up (row locked by the update, so concurrent submits of the
@@ -157,10 +183,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		if s.Key != "" {
 			key = &s.Key
 		}
-		payload := s.Payload
-		if payload == nil {
-			payload = []byte{}
-		}
+		payload := nonNil(s.Payload)
 		available := s.DueAt(t.now).UnixMilli()
 		ids = append(ids, id)
 		keys = append(keys, key)
@@ -246,14 +269,43 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 	return nil
 }
 
-// hasDedupWindow reports whether a submit of p carries a dedup window (UniqueFor).
+// hasDedupWindow reports whether a submit of p carries a dedup or debounce window
+// (UniqueFor, Debounce).
 func hasDedupWindow(p *plane.SubmitManyParams) bool {
 	for i := range p.Invocations {
-		if p.Invocations[i].UniqueFor > 0 {
+		if p.Invocations[i].UniqueFor > 0 || p.Invocations[i].Debounce > 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// debounce gives the invocation holding s's key, when it is still waiting for its first
+// start (queued, waiting, never attempted, its due time ahead), the payload, metadata and
+// due time of the debounced submit s, and returns its id (plane/dedup.go). The update locks
+// the row, so concurrent debounced submits of the key serialize on it.
+func (t *tx) debounce(namespace, queue string, s *plane.SubmitParams) (string, bool, error) {
+	var id string
+	err := t.queryRow(`UPDATE `+t.d.schema+`.invocations SET payload = $4, metadata = $5, available_ms = $6
+		WHERE namespace = $1 AND queue = $2 AND key = $3 AND state = 0 AND waiting AND attempt = 0 AND available_ms > $7
+		RETURNING id`, namespace, queue, s.Key, nonNil(s.Payload), planekit.EncodeMetadata(s.Metadata),
+		s.DueAt(t.now).UnixMilli(), t.ms).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("submit: debounce: %w", err)
+	}
+	t.wake(planekit.InvocationKey(id))
+	return id, true, nil
+}
+
+// nonNil is payload, or an empty payload for nil (the column is NOT NULL).
+func nonNil(payload []byte) []byte {
+	if payload == nil {
+		return []byte{}
+	}
+	return payload
 }
 
 // pgconnRetry wraps a failure that a fresh transaction resolves.

@@ -12,7 +12,8 @@ import (
 // testDedup checks dedup windows (SubmitParams.UniqueFor, plane/dedup.go): within the window
 // a second submit of the key returns the first invocation; once it has passed, the submit
 // takes the key over (the earlier invocation's Key reads "") and enqueues a new one; a
-// submit without a window still finds the key's current holder.
+// submit without a window still finds the key's current holder. Debounce: the last submit
+// wins and the start waits for quiet.
 func testDedup(t *testing.T, s *suite) {
 	t.Run("UniqueFor", func(t *testing.T) {
 		t.Parallel()
@@ -48,13 +49,77 @@ func testDedup(t *testing.T, s *suite) {
 		require.Equal(t, plane.SubmitResult{ID: res[0].ID, Existing: true}, res[1], "one invocation per key and window in a batch")
 	})
 
+	t.Run("Debounce", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		quiet := 10 * time.Second
+		first := b.submit(t, plane.SubmitParams{Key: "index", Debounce: quiet, Payload: []byte("1")})[0]
+		require.False(t, first.Existing)
+		b.requireNothingClaimable(t)
+		b.advance(3 * time.Second)
+		again := b.submit(t, plane.SubmitParams{Key: "index", Debounce: quiet, Payload: []byte("2"), Metadata: map[string]string{"m": "2"}})[0]
+		require.Equal(t, plane.SubmitResult{ID: first.ID, Existing: true}, again, "while it waits, the submit folds into it")
+		inv := b.get(t, first.ID)
+		require.Equal(t, []byte("2"), inv.Payload, "the last payload wins")
+		require.Equal(t, map[string]string{"m": "2"}, inv.Metadata)
+		require.True(t, inv.AvailableAt.Equal(b.now().Add(quiet).Truncate(time.Millisecond)), "due %v after the last submit, got %v", quiet, inv.AvailableAt)
+		b.advance(9 * time.Second) // 12 s after the first submit, 9 s after the last: not quiet yet
+		b.requireNothingClaimable(t)
+		b.advance(time.Second)
+		j := b.claimOne(t)
+		require.Equal(t, first.ID, j.ID)
+		require.Equal(t, []byte("2"), j.Payload)
+
+		// Once it started, a debounced submit of the key starts a new wait with a new
+		// invocation; the running one gives the key up and is otherwise untouched.
+		next := b.submit(t, plane.SubmitParams{Key: "index", Debounce: quiet, Payload: []byte("3")})[0]
+		require.False(t, next.Existing)
+		require.Empty(t, b.get(t, first.ID).Key)
+		require.Equal(t, "index", b.get(t, next.ID).Key)
+		b.ack(t, j, "done")
+		b.requireNothingClaimable(t)
+		plain := b.submit(t, plane.SubmitParams{Key: "index"})[0]
+		require.Equal(t, plane.SubmitResult{ID: next.ID, Existing: true}, plain, "a submit without debounce finds the holder")
+		require.Equal(t, []byte("3"), b.get(t, next.ID).Payload)
+
+		// A holder that is due but not claimed yet has had its quiet: it runs, and the
+		// submit waits anew with its own invocation.
+		b.advance(quiet)
+		late := b.submit(t, plane.SubmitParams{Key: "index", Debounce: quiet, Payload: []byte("4")})[0]
+		require.False(t, late.Existing)
+		require.Equal(t, next.ID, b.claimOne(t).ID)
+		b.requireNothingClaimable(t)
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1, plane.StateRunning: 1, plane.StateSucceeded: 1})
+	})
+
+	t.Run("DebounceOneBatch", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		res := b.submit(t,
+			plane.SubmitParams{Key: "k", Debounce: time.Second, Payload: []byte("a")},
+			plane.SubmitParams{Key: "k", Debounce: time.Second, Payload: []byte("b")})
+		require.False(t, res[0].Existing)
+		require.Equal(t, plane.SubmitResult{ID: res[0].ID, Existing: true}, res[1])
+		require.Equal(t, []byte("b"), b.get(t, res[0].ID).Payload, "the later payload of a batch wins")
+		res = b.submit(t,
+			plane.SubmitParams{Key: "k", Debounce: time.Second, Payload: []byte("c")},
+			plane.SubmitParams{Key: "k", Debounce: time.Second, Payload: []byte("d")})
+		require.Equal(t, []plane.SubmitResult{{ID: res[0].ID, Existing: true}, {ID: res[0].ID, Existing: true}}, res)
+		require.Equal(t, []byte("d"), b.get(t, res[0].ID).Payload, "folded into the waiting one, the later payload wins")
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1})
+	})
+
 	t.Run("Invalid", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
 		for what, p := range map[string]plane.SubmitParams{
-			"no key":   {UniqueFor: time.Minute},
-			"negative": {Key: "k", UniqueFor: -time.Second},
-			"too long": {Key: "k", UniqueFor: plane.UniqueForMax + time.Second},
+			"no key":                  {UniqueFor: time.Minute},
+			"negative":                {Key: "k", UniqueFor: -time.Second},
+			"too long":                {Key: "k", UniqueFor: plane.UniqueForMax + time.Second},
+			"debounce without key":    {Debounce: time.Minute},
+			"negative debounce":       {Key: "k", Debounce: -time.Second},
+			"debounce too long":       {Key: "k", Debounce: plane.UniqueForMax + time.Second},
+			"debounce and unique_for": {Key: "k", Debounce: time.Second, UniqueFor: time.Second},
 		} {
 			_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{p}})
 			requireIs(t, err, plane.ErrInvalid, what)

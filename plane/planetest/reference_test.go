@@ -179,6 +179,16 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 					delete(d.keys, k)
 				}
 			}
+			if ri, ok := d.invs[d.keys[k]]; ok && s.Debounce > 0 {
+				if ri.inv.State == plane.StateQueued && ri.inv.Attempt == 0 && ri.inv.AvailableAt.After(now) {
+					// Still waiting for quiet: the last submit wins and pushes it back.
+					ri.inv.Payload, ri.inv.Metadata, ri.inv.AvailableAt = slices.Clone(s.Payload), s.Metadata, s.DueAt(now)
+					out[i] = plane.SubmitResult{ID: ri.inv.ID, Existing: true}
+					continue
+				}
+				ri.inv.Key = "" // started or finished: it gives the key up
+				delete(d.keys, k)
+			}
 			if id, ok := d.keys[k]; ok {
 				out[i] = plane.SubmitResult{ID: id, Existing: true}
 				continue

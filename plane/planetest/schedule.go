@@ -1,6 +1,7 @@
 package planetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -244,6 +245,30 @@ func testSchedules(t *testing.T, s *suite) {
 		list, err = b.drv.ScheduleList(b.ctx, "")
 		must(t, err, "list all")
 		require.Len(t, list, 1)
+	})
+
+	t.Run("ConditionalSet", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		cond := func(name, queue, replacing string) error {
+			_, err := b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: b.ns, Queue: queue, Name: name,
+				Every: time.Hour, Replacing: &replacing})
+			return err
+		}
+		if err := cond("new", b.q, ""); errors.Is(err, plane.ErrNotImplemented) {
+			t.Skip("this plane leaves the conditional set to its server (the HTTP plane)")
+		} else {
+			must(t, err, "create, none expected")
+		}
+		requireIs(t, cond("new", b.q, ""), plane.ErrScheduleChanged, "expected none, one exists")
+		requireIs(t, cond("new", "other", "other"), plane.ErrScheduleChanged, "expected another queue")
+		require.Equal(t, b.q, get(t, b, "new").Queue, "a failed conditional set changes nothing")
+		must(t, cond("new", "other", b.q), "replace, its queue expected")
+		require.Equal(t, "other", get(t, b, "new").Queue)
+		requireIs(t, cond("absent", b.q, b.q), plane.ErrScheduleChanged, "expected one, none exists")
+		list, err := b.drv.ScheduleList(b.ctx, b.ns)
+		must(t, err, "list")
+		require.Len(t, list, 1, "nothing created by a failed conditional set")
 	})
 
 	t.Run("Invalid", func(t *testing.T) {

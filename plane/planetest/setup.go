@@ -18,8 +18,11 @@ const (
 	// hanging the suite.
 	testTimeout = 2 * time.Minute
 	// wakeLatency is how soon after an event a waiter must have returned. Waiters are woken
-	// by notification; this bound is loose only because the machine may be busy.
-	wakeLatency = 2 * time.Second
+	// by notification; this bound is loose only because the machine may be busy, and it is
+	// raceSlowdown times longer under the race detector, which makes every plane call (the
+	// HTTP plane's wait answer: a SQLite read, JSON, a response) several times slower. It
+	// stays well below longWait, so a waiter that was not woken still fails.
+	wakeLatency = 2 * time.Second * raceSlowdown
 	// longWait is the wait given to a waiter that must be woken long before it elapses.
 	longWait = 20 * time.Second
 	// shortWait is a wait that is meant to elapse.

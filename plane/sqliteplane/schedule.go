@@ -33,6 +33,17 @@ func (d *Driver) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sch
 		if err != nil {
 			return err
 		}
+		if s.Replacing != nil { // the writer's transaction: nothing changes it between the check and the set
+			found, err := scanSchedule(t.w.conn.QueryRowContext(t.ctx,
+				`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ?1 AND name = ?2`, s.Namespace, s.Name))
+			queue, exists, err := planekit.StoredScheduleQueue(found, err, sql.ErrNoRows)
+			if err != nil {
+				return err
+			}
+			if err := plane.CheckReplacing(s, queue, exists); err != nil {
+				return err
+			}
+		}
 		stored, err := scanSchedule(t.w.conn.QueryRowContext(t.ctx, `INSERT INTO schedules (`+scheduleColumns+`)
 			VALUES (?1, ?2, ?3, ?4, ?5, 0, '', ?6, ?6)
 			ON CONFLICT (namespace, name) DO UPDATE SET spec = ?3, paused = ?4, next_ms = ?5, updated_ms = ?6

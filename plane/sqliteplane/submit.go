@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -98,6 +99,8 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 	dupOf := make([]int, len(out)) // index of the first invocation with the same new key, or -1
 	var fresh []int
 	var deadlines []time.Time
+	invs, cloned := p.Invocations, false // copied before a later debounced submit changes one
+	debounced := map[string]string{}     // key → the waiting invocation a debounced submit updated
 	for i, s := range p.Invocations {
 		dupOf[i] = -1
 		if s.ID != "" {
@@ -116,7 +119,30 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 		if s.Key != "" {
 			if first, dup := seen[s.Key]; dup {
 				dupOf[i] = first
+				if s.Debounce > 0 { // the later payload of a key wins
+					if !cloned {
+						invs, cloned = slices.Clone(invs), true
+					}
+					plane.Debounced(&invs[first], &s)
+				}
 				continue
+			}
+			if s.Debounce > 0 {
+				id, ok := debounced[s.Key]
+				if !ok {
+					var err error
+					if id, ok, err = t.waitingHolder(p.Namespace, p.Queue, s.Key); err != nil {
+						return nil, err
+					}
+				}
+				if ok {
+					if err := t.debounce(id, &s); err != nil {
+						return nil, err
+					}
+					debounced[s.Key] = id
+					out[i] = plane.SubmitResult{ID: id, Existing: true}
+					continue
+				}
 			}
 			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
 				// The window has passed for an invocation created at or before cutoff: it
@@ -153,7 +179,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 			}
 		}
 	}
-	if err := t.insertMany(p.Namespace, p.Queue, p.Invocations, fresh, out); err != nil {
+	if err := t.insertMany(p.Namespace, p.Queue, invs, fresh, out); err != nil {
 		return nil, err
 	}
 	for i, first := range dupOf { // later duplicates of a key new in this batch
@@ -204,7 +230,7 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 				payload = []byte{}
 			}
 			state, due := planekit.StateQueued, t.ms
-			if s.Delay > 0 || !s.NotBefore.IsZero() {
+			if s.Delay > 0 || s.Debounce > 0 || !s.NotBefore.IsZero() {
 				// Due times are the plane's clock at millisecond precision, never the client's.
 				if due = s.DueAt(time.UnixMilli(t.ms)).UnixMilli(); due > t.ms {
 					state = planekit.StateDelayed
@@ -233,5 +259,47 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 	if claimable {
 		t.markClaimable(namespace, queue)
 	}
+	return nil
+}
+
+// waitingHolder returns the invocation holding key when it is still waiting for its first
+// start (delayed, never attempted, its due time ahead): the one a debounced submit of the key updates. A holder
+// that is claimable, running, retrying or finished gives the key up here, so the debounced
+// submit enqueues a new invocation with it (plane/dedup.go).
+func (t *wtx) waitingHolder(namespace, queue, key string) (string, bool, error) {
+	var id string
+	var state, attempt int
+	var due int64
+	err := t.w.conn.QueryRowContext(t.ctx, `SELECT id, state, attempt, available_ms FROM invocations
+		WHERE namespace = ? AND queue = ? AND key = ?`, namespace, queue, key).Scan(&id, &state, &attempt, &due)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("submit: debounce: %w", err)
+	}
+	if state == planekit.StateDelayed && attempt == 0 && due > t.ms {
+		return id, true, nil
+	}
+	if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL WHERE id = ?`, id); err != nil {
+		return "", false, fmt.Errorf("submit: debounce: %w", err)
+	}
+	return "", false, nil
+}
+
+// debounce gives the waiting invocation id the payload and metadata of the debounced
+// submit s and its due time, counted from now.
+func (t *wtx) debounce(id string, s *plane.SubmitParams) error {
+	payload := s.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	due := s.DueAt(time.UnixMilli(t.ms)).UnixMilli()
+	if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET payload = ?, metadata = ?, available_ms = ? WHERE id = ?`,
+		payload, planekit.EncodeMetadata(s.Metadata), due, id); err != nil {
+		return fmt.Errorf("submit: debounce: %w", err)
+	}
+	t.delayed(due)
+	t.wake(planekit.InvocationKey(id))
 	return nil
 }

@@ -13,12 +13,12 @@ import tempfile
 from pathlib import Path
 
 import lakeshore
-from lakeshore import data, dispatch, errors, queue, scopes, wire, worker
+from lakeshore import data, dispatch, errors, queue, rl, scopes, wire, worker
 
 
 def test_public_api_is_documented() -> None:
     missing = []
-    for mod in (lakeshore, wire, errors, queue, dispatch, worker, scopes, data):
+    for mod in (lakeshore, wire, errors, queue, dispatch, worker, scopes, data, rl):
         assert (mod.__doc__ or "").strip(), mod.__name__
         for name in mod.__all__:
             obj = getattr(mod, name)
@@ -94,5 +94,6 @@ def test_the_python_md_snippets_run(lakeshore_bin: str, tmp_path: Path) -> None:
         "True None",
         "[[0, 1, 2, 3], [0, 1, 2, 3], [4, 5, 6, 7]]",
         "[{'reward': 0.5, 'step': 1}, {'reward': 0.8, 'step': 2}]",
+        "3 8 True",
     ]:
         assert promised in out, f"{promised!r} not in the output:\n{out}"

@@ -132,6 +132,39 @@ def test_snapshot_git_tree_and_cache(tmp_path: Path) -> None:
         code.snapshot(tmp_path).archive(10)
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git (apt-get install git)")
+def test_git_context(tmp_path: Path) -> None:
+    """A git tree's snapshot carries its commit, branch, dirty flag and diff digest, read
+    again when HEAD moves, the branch changes or a file changes (issue 25 item 3)."""
+    assert code.git_context(tmp_path) is None, "not a git work tree"
+    _git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "a.py").write_text("a = 1\n")
+    s0 = code.snapshot(tmp_path)
+    assert s0.git is not None and s0.git.commit == "" and s0.git.branch == "main" and s0.git.dirty
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "one")
+    head = _git_out(tmp_path, "rev-parse", "HEAD")
+    s1 = code.snapshot(tmp_path)
+    assert s1.digest == s0.digest, "a commit does not change the shipped files"
+    assert s1.git == code.GitContext(head, "main", False, "")
+    assert json.loads(s1.git.to_json()) == {"commit": head, "branch": "main", "dirty": False, "diff_sha256": ""}
+    (tmp_path / "a.py").write_text("a = 2\n")
+    s2 = code.snapshot(tmp_path)
+    assert s2.git is not None and s2.git.dirty and len(s2.git.diff_sha256) == 64 and s2.git.commit == head
+    (tmp_path / "a.py").write_text("a = 1\n")
+    _git(tmp_path, "switch", "-q", "-c", "topic")  # same files, same index: only HEAD moved
+    s3 = code.snapshot(tmp_path)
+    assert s3.git is not None and (s3.git.branch, s3.git.dirty, s3.git.diff_sha256) == ("topic", False, "")
+    _git(tmp_path, "checkout", "-q", "--detach")
+    s4 = code.snapshot(tmp_path)
+    assert s4.git is not None and s4.git.branch == "" and s4.git.commit == head
+    assert code.snapshot(tmp_path, config.Code(mounts=(config.Mount("."),))).git is None, "declared mounts carry no git context"
+
+
+def _git_out(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
 def test_mounts(tmp_path: Path) -> None:
     for p in ["src/a.py", "src/b.pyc", "src/__pycache__/c.py", "src/data/big.bin", "other/x.py"]:
         (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ digest: the next run gets the new code, the old invocation keeps its result.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -115,12 +116,16 @@ def test_shipped_code_runs_on_a_worker_elsewhere(server: Server, tmp_path: Path,
         assert md["lakeshore.mode"] == "small" and len(md["lakeshore.code"]) == 64
         assert md["lakeshore.function"] == "mylib.ops:greet"
         assert md["lakeshore.host_key"].startswith("hk1_")
+        git = json.loads(md["lakeshore.git"])
+        assert git["branch"] and len(git["commit"]) == 40 and git["dirty"] is False and git["diff_sha256"] == ""
         assert marker.read_text().split() == ["setup", "run"]
 
         # A changed line: a new digest, the new code runs; the old invocation keeps its own.
         (proj / "mylib" / "util.py").write_text("def shout(s):\n    return s.upper() + '!'\n")
         inv2 = _submit(proj, env)
-        assert q.get(inv2).metadata["lakeshore.code"] != md["lakeshore.code"]
+        md2 = q.get(inv2).metadata
+        assert md2["lakeshore.code"] != md["lakeshore.code"]
+        assert json.loads(md2["lakeshore.git"])["dirty"] is True, "the edit is not committed"
         _work(elsewhere, env, qname)
         assert q.result(inv2, timeout=30) == "hello ADA! (model-v1, ready)"
         assert q.result(inv1, timeout=30) == "hello ADA (model-v1, ready)"

@@ -142,3 +142,19 @@ def test_submit_unique_for(every_plane: HttpDispatch, qname: str) -> None:
     assert q.submit(2, key="daily", unique_for=30) == first
     with pytest.raises(InvalidError, match="unique_for"):
         q.submit(3, unique_for=30)
+
+
+def test_submit_debounce(every_plane: HttpDispatch, qname: str) -> None:
+    """``debounce=`` is the key's debounce window: a resubmit while the invocation waits
+    returns its id with the last payload; a window without a key, or with ``unique_for``,
+    is refused."""
+    q = SyncQueue(qname, dispatch=every_plane)
+    first = q.submit({"v": 1}, key="reindex", debounce=60)
+    assert q.submit({"v": 2}, key="reindex", debounce=60) == first
+    inv = q.get(first)
+    assert inv.state == "queued" and inv.payload == {"v": 2}, "the last payload wins"
+    assert q.claim(wait=0) is None, "it waits for quiet"
+    with pytest.raises(InvalidError, match="debounce"):
+        q.submit(3, debounce=1)
+    with pytest.raises(InvalidError, match="debounce"):
+        q.submit(3, key="other", debounce=1, unique_for=1)

@@ -499,12 +499,15 @@ func TestDashboardWorkersAndTopics(t *testing.T) {
 }
 
 // TestDashboardSchedules lists a schedule that has fired (its last fire links the job it
-// submitted) and a cron schedule with its next fire; pausing one from the page shows it
-// paused.
+// submitted), a cron schedule with its next fire and a schedule whose ticks a full queue
+// skipped (the count and why); pausing one from the page shows it paused.
 func TestDashboardSchedules(t *testing.T) {
 	e := newEnv(t)
 	b := newBrowser(t, e)
+	e.call("PUT", "/v1/namespaces/default/queues/full/admission", adminToken, map[string]any{"max_depth": 1}, 200)
+	e.call("POST", "/v1/namespaces/default/queues/full/invocations", adminToken, map[string]any{"payload": 0}, 200)
 	e.call("PUT", "/v1/namespaces/default/schedules/tick", adminToken, map[string]any{"queue": "jobs", "every": 1.0, "payload": map[string]any{"n": 1}}, 200)
+	e.call("PUT", "/v1/namespaces/default/schedules/blocked", adminToken, map[string]any{"queue": "full", "every": 1.0}, 200)
 	e.call("PUT", "/v1/namespaces/default/schedules/nightly", adminToken, map[string]any{"queue": "eval", "cron": "0 3 * * *", "time_zone": "Europe/Paris"}, 200)
 	var lastID string
 	require.Eventually(t, func() bool {
@@ -516,6 +519,14 @@ func TestDashboardSchedules(t *testing.T) {
 		}
 		return false
 	}, 20*time.Second, 50*time.Millisecond, "the interval schedule fires")
+	require.Eventually(t, func() bool {
+		for _, sc := range e.call("GET", "/v1/schedules", adminToken, nil, 200)["schedules"].([]any) {
+			if m := sc.(map[string]any); m["name"] == "blocked" && m["skipped"] != nil {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond, "the full queue's schedule skips a tick")
 
 	b.open(adminToken, "#/schedules")
 	row := b.text(`#schedule-table tr[data-schedule="default/tick"]`)
@@ -524,6 +535,8 @@ func TestDashboardSchedules(t *testing.T) {
 	nightly := b.text(`#schedule-table tr[data-schedule="default/nightly"]`)
 	require.Contains(t, nightly, "0 3 * * * (Europe/Paris)")
 	require.Contains(t, nightly, "eval")
+	require.Equal(t, "0", b.text(`#schedule-table tr[data-schedule="default/nightly"] td.sched-skipped`), "nothing skipped")
+	require.Contains(t, b.text(`#schedule-table tr[data-schedule="default/blocked"] td.sched-skipped`), "queue default/full full", "the skips and why")
 	// It fires every second: the link is to its latest fire, lastID or a later one.
 	require.Equal(t, 1, b.count(`#schedule-table tr[data-schedule="default/tick"] a[href^="#/i/01"]`), "the last fire links its job")
 	require.Equal(t, "tick", e.call("GET", "/v1/invocations/"+lastID, adminToken, nil, 200)["metadata"].(map[string]any)["schedule"])

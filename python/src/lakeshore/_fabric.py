@@ -59,9 +59,9 @@ def upload(dispatch: Any, queue: str, snap: code.Snapshot, max_bytes: int) -> No
 
 def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, dispatch: Any) -> dict[str, Any]:
     """The submit options of a run of mode ``mode_name`` (from the project file found from
-    the working directory): its metadata — with the code digest and, for ``fn``, the
-    function reference when the mode ships code — and its time limit as the attempt
-    timeout.
+    the working directory): its metadata — with the code digest, the git context and, for
+    ``fn``, the function reference when the mode ships code — and its time limit as the
+    attempt timeout.
 
     Raises:
         config.ConfigError: no project file, no such mode; code.CodeError: the code cannot
@@ -69,15 +69,18 @@ def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, di
     cfg = config.load()
     mode = cfg.mode(mode_name)
     digest = ""
+    git = None
     if mode.code:
         snap = code.snapshot(cfg.dir, cfg.code)
         upload(dispatch, queue, snap, cfg.code.max_bytes if cfg.code else config.DEFAULT_MAX_CODE_BYTES)
-        digest = snap.digest
+        digest, git = snap.digest, snap.git
     mk = (id(mode), digest)
     cached = _metadata.get(mk)
     if cached is None or cached[0] is not mode:
         cached = _metadata[mk] = (mode, mode.metadata(digest))
     md = dict(cached[1])
+    if git is not None:
+        md[config.META_GIT] = git.to_json()
     if digest and fn is not None:
         rk = (id(fn), cfg.dir)
         ref = _refs.get(rk)

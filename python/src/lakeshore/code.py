@@ -15,6 +15,11 @@ package ``fabric`` computes the same: ``fabric/testdata/vectors.json``). Hashing
 by each file's stat (size, modification time, inode), as git's index does, so a submit of
 an unchanged tree reads no file; the listing is redone only when the git index, a
 directory or a file changed.
+
+A snapshot of a git tree also carries its :class:`GitContext` (commit, branch, dirty flag,
+digest of the diff against the commit, submodule commits), stored on the invocation under
+``lakeshore.git`` for reproducibility; it is read again only when the tree, the index,
+``HEAD`` or the branch's ref changed.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import gzip
 import hashlib
 import importlib
 import io
+import json
 import logging
 import os
 import re
@@ -45,6 +51,8 @@ __all__ = [
     "File",
     "CodeError",
     "Snapshot",
+    "GitContext",
+    "git_context",
     "digest",
     "git_files",
     "mount_files",
@@ -281,12 +289,14 @@ def hash_files(root: str | os.PathLike[str], paths: Iterable[str]) -> list[File]
 
 @dataclasses.dataclass
 class Snapshot:
-    """A code tree ready to ship: its ``root``, ``files`` and ``digest``; :meth:`archive`
+    """A code tree ready to ship: its ``root``, ``files`` and ``digest``, and for a git
+    tree its ``git`` context (None for declared mounts or outside git); :meth:`archive`
     builds its archive."""
 
     root: str
     files: list[File]
     digest: str
+    git: GitContext | None = None
 
     def archive(self, max_bytes: int = 0) -> bytes:
         """The deterministic archive (:func:`write_archive`).
@@ -303,6 +313,87 @@ class Snapshot:
                 "(code.max_size in lakeshore.yaml; exclude large files with code.mounts' exclude)"
             )
         return data
+
+
+@dataclasses.dataclass(frozen=True)
+class GitContext:
+    """The git state of the tree a run's code was snapshotted from (reproducibility: which
+    commit, and whether the shipped code differs from it).
+
+    Attributes:
+        commit: the full hash of ``HEAD``; "" in a repository without commits.
+        branch: the checked-out branch's short name; "" when ``HEAD`` is detached.
+        dirty: whether the work tree differs from ``HEAD`` (modified, staged, deleted or
+            untracked-not-ignored files, or a submodule that moved or is modified).
+        diff_sha256: the SHA-256, in hex, of ``git diff --binary HEAD`` (tracked changes;
+            untracked files are in the code digest itself); "" when there is no diff.
+        submodules: ``(path, commit)`` of each submodule, recursively, in git's order."""
+
+    commit: str
+    branch: str
+    dirty: bool
+    diff_sha256: str
+    submodules: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> str:
+        """The JSON stored under ``lakeshore.git`` (keys sorted; ``submodules`` left out
+        when there are none)."""
+        out: dict[str, Any] = {"commit": self.commit, "branch": self.branch, "dirty": self.dirty, "diff_sha256": self.diff_sha256}
+        if self.submodules:
+            out["submodules"] = [{"path": p, "commit": c} for p, c in self.submodules]
+        return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
+def _git(root: str, *args: str) -> bytes:
+    return subprocess.run(["git", "-C", root, *args], capture_output=True, check=True).stdout
+
+
+def git_context(root: str | os.PathLike[str]) -> GitContext | None:
+    """The :class:`GitContext` of the work tree at ``root``; None when it is not a git work
+    tree or git is missing. Runs git four or five times (a few milliseconds): call it when
+    the tree changed, as :func:`snapshot` does."""
+    root = os.fspath(root)
+    try:
+        _git(root, "rev-parse", "--is-inside-work-tree")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    try:
+        commit = _git(root, "rev-parse", "--verify", "-q", "HEAD").decode().strip()
+    except subprocess.CalledProcessError:
+        commit = ""  # no commit yet
+    try:
+        branch = _git(root, "symbolic-ref", "--short", "-q", "HEAD").decode().strip()
+    except subprocess.CalledProcessError:
+        branch = ""  # detached
+    status = _git(root, "status", "--porcelain=v1", "-z", "--ignore-submodules=none")
+    diff = _git(root, "diff", "--binary", "--no-ext-diff", "--no-color", "HEAD") if commit else b""
+    submodules: list[tuple[str, str]] = []
+    with contextlib.suppress(subprocess.CalledProcessError):
+        for line in _git(root, "submodule", "status", "--recursive").decode(errors="replace").splitlines():
+            # " <sha> <path> (<describe>)", the first column a status mark or a space.
+            fields = line[1:].split(" ")
+            if len(fields) >= 2:
+                submodules.append((fields[1], fields[0]))
+    return GitContext(commit, branch, bool(status), hashlib.sha256(diff).hexdigest() if diff else "", tuple(submodules))
+
+
+def _git_refs(root: str) -> list[str]:
+    """The files whose change means HEAD moved: HEAD itself, the branch's loose ref and
+    packed-refs (those that exist)."""
+    out: list[str] = []
+    try:
+        head = _git(root, "rev-parse", "--git-path", "HEAD").decode().strip()
+        paths = [head, _git(root, "rev-parse", "--git-path", "packed-refs").decode().strip()]
+        ref = _git(root, "symbolic-ref", "-q", "HEAD").decode().strip()
+        if ref:
+            paths.append(_git(root, "rev-parse", "--git-path", ref).decode().strip())
+    except (OSError, subprocess.CalledProcessError):
+        return out
+    for p in paths:
+        full = os.path.join(root, p)
+        if os.path.exists(full):
+            out.append(full)
+    return out
 
 
 # (size, mtime_ns, inode, ctime_ns): a file's identity for the hash cache.
@@ -422,8 +513,16 @@ def snapshot(root: str | os.PathLike[str], code: Code | None = None) -> Snapshot
         else:
             stats[p] = (-1, -1, -1, -1)  # too recent to trust its stat: hash it again next time
     listed = _listed_under(root, paths, git) or ()
+    context = None
+    if git:
+        context = git_context(root)
+        refs = []
+        for full in _git_refs(root):
+            with contextlib.suppress(OSError):
+                refs.append((full, os.stat(full).st_mtime_ns))
+        listed = listed + tuple(refs)  # a commit or a checkout lists (and reads the context) again
     d = digest(files.values())
-    snap = Snapshot(root, list(files.values()), d)
+    snap = Snapshot(root, list(files.values()), d, context)
     t = _Tree(listed, paths, stats, files, d, list(listed), [(os.path.join(root, p), stats[p]) for p in paths], snap)
     with _trees_lock:
         _trees[key] = t

@@ -66,6 +66,7 @@ __all__ = [
     "META_RUN",
     "META_CODE",
     "META_FUNCTION",
+    "META_GIT",
 ]
 
 CONFIG_FILE = "lakeshore.yaml"
@@ -90,6 +91,9 @@ META_CODE = "lakeshore.code"
 """Invocation metadata: the digest of the code shipped with the run."""
 META_FUNCTION = "lakeshore.function"
 """Invocation metadata: the function a shipped-code run imports (``module:qualname``)."""
+META_GIT = "lakeshore.git"
+"""Invocation metadata: the git context of the shipped code as JSON
+(:class:`lakeshore.code.GitContext`: commit, branch, dirty, diff_sha256, submodules)."""
 
 HOST_KEY_PREFIX = "hk1_"
 

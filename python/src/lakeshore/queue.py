@@ -81,6 +81,10 @@ class Envelope:
         unique_for: seconds of the key's dedup window: within it a resubmit of the key
             returns the first id; after it a new invocation takes the key over (needs
             ``key``; default: the key holds until its invocation is trimmed).
+        debounce: seconds of the key's debounce window: the invocation is due this long
+            after the submit, and a resubmit of the key while it still waits replaces its
+            payload and metadata and restarts the wait, returning its id (the last wins;
+            needs ``key``; not with ``unique_for``).
     """
 
     payload: Any = None
@@ -94,6 +98,7 @@ class Envelope:
     not_before: datetime | None = None
     id: str | None = None
     unique_for: float | None = None
+    debounce: float | None = None
 
 
 @dataclasses.dataclass
@@ -637,6 +642,8 @@ class QueueCore:
             body["not_before"] = _check_time("not_before", env.not_before)
         if env.unique_for is not None:
             body["unique_for"] = _check_seconds("unique_for", env.unique_for)
+        if env.debounce is not None:
+            body["debounce"] = _check_seconds("debounce", env.debounce)
         return body
 
     def submit_future(self, body: dict[str, Any]) -> concurrent.futures.Future[str]:
@@ -1356,7 +1363,8 @@ class SyncQueue:
 
         ``key`` makes the submit idempotent per queue. Other options are the fields of
         :class:`Envelope`: ``delay=``, ``not_before=``, ``max_attempts=``,
-        ``attempt_timeout=``, ``deadline=``, ``metadata=``, ``id=``.
+        ``attempt_timeout=``, ``deadline=``, ``metadata=``, ``id=``, ``unique_for=``,
+        ``debounce=``.
 
         Raises:
             wire.EncodeError: the payload has no wire form (a TypeError).

@@ -1105,8 +1105,8 @@ function workerStatus(w, jobs, now) {
 // ---------- schedules ----------
 
 // schedulesPage lists the durable schedules the token covers (docs/semantics.md,
-// "Schedules"): rule, queue, catch-up policy, last fire (linking its job) and next fire, with
-// pause and resume.
+// "Schedules"): rule, queue, catch-up policy, last fire (linking its job), next fire and the
+// ticks skipped because the queue was full (count, last one, why), with pause and resume.
 async function schedulesPage() {
   $main.appendChild(el('h1', { text: 'Schedules' }));
   const host = el('div', { id: 'schedules' });
@@ -1125,7 +1125,7 @@ async function schedulesPage() {
       return;
     }
     host.appendChild(el('div', { class: 'table-wrap' }, el('table', { id: 'schedule-table' },
-      el('thead', {}, el('tr', {}, ['schedule', 'rule', 'queue', 'catch-up', 'last fire', 'next fire', ''].map(h => el('th', { text: h })))),
+      el('thead', {}, el('tr', {}, ['schedule', 'rule', 'queue', 'catch-up', 'last fire', 'next fire', 'skipped', ''].map(h => el('th', { text: h })))),
       el('tbody', {}, list.map(sc => {
         const rule = sc.cron ? sc.cron + (sc.time_zone ? ' (' + sc.time_zone + ')' : '') : 'every ' + fmtAge(sc.every * 1000);
         return el('tr', { 'data-schedule': sc.namespace + '/' + sc.name },
@@ -1136,6 +1136,10 @@ async function schedulesPage() {
           el('td', {}, sc.last_fire ? [el('span', { class: 'mono', text: fmtTime(sc.last_fire) }), ' ',
             sc.last_id ? el('a', { class: 'mono', href: '#/i/' + seg(sc.last_id) }, sc.last_id.slice(-8)) : ''] : '—'),
           el('td', { class: 'mono', text: sc.paused ? 'paused' : fmtTime(sc.next_fire) }),
+          el('td', { class: 'sched-skipped' }, sc.skipped
+            ? [el('span', { class: 'mono', text: String(sc.skipped) + ' (last ' + fmtTime(sc.last_skip) + ')' }),
+              el('div', { class: 'muted', text: sc.last_skip_reason || '' })]
+            : '0'),
           el('td', {}, sc.paused
             ? el('button', { class: 'sched-resume', onclick: () => act(sc, 'resume') }, 'Resume')
             : el('button', { class: 'sched-pause', onclick: () => act(sc, 'pause') }, 'Pause')));

@@ -1,0 +1,318 @@
+"""Rollouts as jobs (lakeshore.rl) on every plane, and the end-to-end example examples/rl/
+with its trainer SIGKILLed mid-run and restarted (issue 26, items 8 and 9)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lakeshore import HttpDispatch, InvalidError, Scope, run_worker
+from lakeshore.data import WEIGHT_VERSION, Backpressure, KVInterface, Queue
+from lakeshore.rl import Policy, RolloutPool, Weights, rollout
+from tests.conftest import PLANES, Planes, Server
+
+pytest.importorskip("pyarrow")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=PLANES)
+def d(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
+    return planes.get(str(request.param))
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_rollout_jobs_tag_their_version_and_reload_weights(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    store = Scope(qname, store=str(tmp_path))
+    loads: list[int] = []
+
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=store)
+    def play(policy: Policy, n: int, tag: str) -> Iterator[dict[str, Any]]:
+        loads.append(policy.version)
+        for i in range(n):
+            yield {"tag": tag, "i": i, "scale": float(policy.weights["scale"][0])}
+
+    q = Queue(f"{qname}-traj", dispatch=d)
+    weights = Weights(q, store)
+
+    async def publish(v: int, scale: float) -> None:
+        await weights.publish(v, {"scale": np.array([scale])})
+
+    run(publish(0, 1.0))
+    assert weights.exists(0) and not weights.exists(1)
+    play.submit(n=3, tag="a")
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1
+    run(publish(1, 2.0))
+    run(publish(1, 2.0))  # a restarted trainer's repeat: harmless
+    with pytest.raises(InvalidError):
+        run(publish(0, 9.0))  # versions never go back
+    for tag in ("b", "c"):
+        play.submit(n=2, tag=tag)
+        assert run_worker(d, queues=[play], once=True, wait=10) == 1
+
+    async def read() -> Any:
+        return await q.reader().get_batch(["tag", "scale", WEIGHT_VERSION], 16, "t", wait=False)
+
+    b = run(read())
+    assert b["tag"].tolist() == ["a"] * 3 + ["b"] * 2 + ["c"] * 2
+    assert b[WEIGHT_VERSION].tolist() == [0, 0, 0, 1, 1, 1, 1]  # tagged with the job's version
+    assert b["scale"].tolist() == [1.0] * 3 + [2.0] * 4  # the weights of that version
+    assert run(weights.current()).version == 1
+    assert loads == [0, 1, 1]
+    # The results say what each job put.
+    jq = play.queue(d)
+    results = [jq.result(i.id, timeout=10) for i in jq.list(state="succeeded", oldest=True).invocations]
+    assert results == [{"records": 3, "weight_version": 0}, {"records": 2, "weight_version": 1}, {"records": 2, "weight_version": 1}]
+
+
+def test_an_async_rollout_and_flush_every(planes: Planes, qname: str, tmp_path: Path) -> None:
+    d = planes.get("memory")
+    store = Scope(qname, store=str(tmp_path))
+    sizes: list[int] = []
+
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=store, flush_every=2,
+             partition_id="rollouts")
+    async def play(policy: Policy, n: int) -> Any:
+        q = Queue(f"{qname}-traj", dispatch=d)
+        for i in range(n):
+            sizes.append(int((await q.stats())["len"]))  # what earlier yields already put
+            yield {"i": i}
+
+    run(Weights(Queue(f"{qname}-traj", dispatch=d), store).publish(4, b"raw bytes"))
+    inv = play.submit(n=5)
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1
+    assert play.queue(d).result(inv, timeout=10) == {"records": 5, "weight_version": 4}
+    assert sizes == [0, 0, 2, 2, 4]  # sent every 2 records (the fifth at the end)
+
+    async def read() -> Any:
+        return await Queue(f"{qname}-traj", dispatch=d).get(10, partition_id="rollouts")
+
+    assert [(r["i"], r[WEIGHT_VERSION]) for r in run(read())] == [(i, 4) for i in range(5)]
+
+
+def test_a_rollout_held_by_backpressure_waits_for_the_trainer(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    @rollout(
+        queue=f"{qname}-jobs",
+        data_queue=f"{qname}-traj",
+        dispatch=d,
+        scope=Scope(qname, store=str(tmp_path)),
+        backpressure=Backpressure(task_name="train", max_unconsumed=4, on_full="block", timeout=3600),
+        lease_ttl=3.0,  # heartbeats every second: a kill is noticed within one
+    )
+    def play(policy: Policy, n: int) -> Iterator[dict[str, Any]]:
+        for i in range(n):
+            yield {"i": i}
+
+    q = Queue(f"{qname}-traj", dispatch=d)
+    play.submit(n=4)
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1  # an empty buffer: admitted
+    inv = play.submit(n=2)
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (run_worker(d, queues=[play], once=True, wait=10), done.set()), daemon=True)
+    t.start()
+    jq = play.queue(d)
+    deadline = time.monotonic() + 30
+    while jq.get(inv).state != "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # Held past several of the put's block timeouts: still running, not failed.
+    time.sleep(1.0)
+    assert jq.get(inv).state == "running" and not done.is_set()
+    assert run(q.stats())["len"] == 4
+
+    async def consume() -> int:
+        return (await q.reader().get_meta(["i"], 4, "train", wait=False)).size
+
+    assert run(consume()) == 4
+    assert jq.result(inv, timeout=30) == {"records": 2, "weight_version": 0}
+    t.join(30)
+    assert run(q.stats())["len"] == 6
+
+    # A held rollout that is killed stops about a second after its worker notices (at the
+    # next heartbeat): its put waits on the server a second at a time, though its
+    # Backpressure's timeout is an hour.
+    held = play.submit(n=3)  # 2 unconsumed + 3 > 4: held
+    t = threading.Thread(target=run_worker, args=(d,), kwargs={"queues": [play], "once": True, "wait": 10}, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while jq.get(held).state != "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert jq.kill(held)
+    t.join(8)
+    assert not t.is_alive(), "the killed rollout's body did not stop"
+    assert run(q.stats())["len"] == 6
+
+
+def test_rollout_pool_keeps_n_in_flight(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=Scope(qname, store=str(tmp_path)))
+    def play(policy: Policy, seed: int) -> Iterator[dict[str, Any]]:
+        yield {"seed": seed}
+
+    pool = RolloutPool.for_window(play, max_unconsumed=100, records_per_job=32, payload=lambda i: {"seed": i})
+    assert pool.in_flight == 3
+    assert RolloutPool.for_window(play, max_unconsumed=8, records_per_job=32, payload=lambda i: {"seed": i}).in_flight == 1
+    with pytest.raises(InvalidError):
+        RolloutPool(play, 0, lambda i: {"seed": i})
+    with pytest.raises(InvalidError):
+        RolloutPool.for_window(play, 8, 0, lambda i: {"seed": i})
+
+    async def top_up() -> list[str]:
+        return await pool.top_up()
+
+    assert len(run(top_up())) == 3
+    assert run(top_up()) == []  # already 3 in flight
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1
+    assert len(run(top_up())) == 1  # the finished one is replaced, as job 3
+    assert run(pool.live()) == (3, 4)
+    assert sorted(play.queue(d).get(i.id).key for i in play.queue(d).list().invocations) == [f"rollout-{i}" for i in range(4)]
+    assert run(pool.stop()) == 3
+    assert run(pool.live())[0] == 0
+
+
+def test_rollout_needs_a_generator_with_a_policy_parameter() -> None:
+    with pytest.raises(InvalidError):
+        rollout(lambda policy: None, data_queue="x")
+    with pytest.raises(InvalidError):
+
+        def no_policy(*args: Any) -> Iterator[dict[str, Any]]:
+            yield {}
+
+        rollout(no_policy, data_queue="x")
+    with pytest.raises(InvalidError):
+        rollout(data_queue="x", flush_every=0)
+
+
+# ------------------------------------------------------------------------------ the example
+
+STEP = re.compile(r"^step +(\d+) ", re.M)
+HOLD = re.compile(r"^holding the batch of step \d+: \[([\d, ]+)\]", re.M)
+
+
+def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as f:
+        return subprocess.Popen([sys.executable, str(REPO / "examples" / "rl" / "train.py"), *args], env=env, stdout=f, stderr=subprocess.STDOUT)
+
+
+def _reap(p: subprocess.Popen[bytes], sig: int = signal.SIGTERM, wait: float = 15) -> None:
+    if p.poll() is None:
+        p.send_signal(sig)
+        try:
+            p.wait(wait)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize("plane", ["embedded", "serve"])
+def test_example_trainer_sigkilled_mid_run_resumes(plane: str, lakeshore_bin: str, server: Server, tmp_path: Path) -> None:
+    """The example across processes — two rollout worker processes and a trainer process —
+    on the embedded plane (its daemon) and on a ``lakeshore serve``: the trainer is
+    SIGKILLed between reading a batch and committing it, and started again. No committed
+    step is lost, no consumed sample is trained on twice (counted), the reward rises."""
+    home = Path(tempfile.mkdtemp(prefix="ls-rl-"))
+    env = dict(os.environ, LAKESHORE_BIN=lakeshore_bin, LAKESHORE_HOME=str(home), PYTHONUNBUFFERED="1")
+    env.pop("LAKESHORE_URL", None)
+    env.pop("LAKESHORE_TOKEN", None)
+    if plane == "serve":
+        env.update(LAKESHORE_URL=server.url, LAKESHORE_TOKEN=server.admin_token)
+    run = f"crash-{plane}-{secrets.token_hex(4)}"
+    steps, hold = 16, 6
+    worker_log, first_log, second_log = tmp_path / "worker.log", tmp_path / "trainer1.log", tmp_path / "trainer2.log"
+    common = ["--run", run, "--out", str(tmp_path / "out")]
+    workers = [_spawn(["worker", *common], env, worker_log) for _ in range(2)]
+    try:
+        # The first trainer stops after reading step `hold`'s batch (leased, not committed)
+        # and is SIGKILLed there: between its read and its commit.
+        trainer = _spawn(["trainer", "--steps", str(steps), "--hold", str(hold), *common], env, first_log)
+        held: list[int] = []
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and trainer.poll() is None:
+            m = HOLD.search(first_log.read_text())
+            if m:
+                held = [int(i) for i in m.group(1).split(",")]
+                break
+            time.sleep(0.02)
+        assert held and trainer.poll() is None, first_log.read_text()
+        trainer.kill()
+        trainer.wait()
+        before = [int(s) for s in STEP.findall(first_log.read_text())]
+        assert before == list(range(1, hold)), first_log.read_text()
+
+        again = _spawn(["trainer", "--steps", str(steps), *common], env, second_log)
+        assert again.wait(60) == 0, second_log.read_text()
+        out = second_log.read_text()
+        resumed = re.search(rf"resumed run '{run}' at step (\d+)", out)
+        assert resumed and int(resumed.group(1)) == hold - 1, out  # every committed step is kept
+        after = [int(s) for s in STEP.findall(out)]
+        assert after == list(range(hold, steps + 1)), out
+
+        async def durable_state() -> tuple[dict[str, Any], int, int, set[int]]:
+            from lakeshore import Dispatch
+
+            if plane == "serve":
+                dispatch: Dispatch = HttpDispatch(server.url, token=server.admin_token)
+            else:
+                dispatch = Dispatch(str(home / "lakeshore.db"))
+            try:
+                q = Queue(f"{run}-traj", dispatch=dispatch)
+                ckpt = (await KVInterface(q).kv_batch_get(["trainer"], partition_id="checkpoints"))[0]
+                trained = {int(i) for i in ckpt["consumed"]}
+                stale = int((await q.stats())["stale_dropped"])
+                # What the task has not consumed: the held batch, when the trainer finished
+                # before its lease expired, is there once the lease expires.
+                left: set[int] = set()
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and len(set(held) - trained - left) > stale:
+                    meta = await q.reader().get_meta(["reward"], 4096, "train", defer_consume=True, wait=False)
+                    left |= set(meta.global_indexes)
+                    await asyncio.sleep(0.1)
+                return ckpt, await q.consumed("train"), stale, left
+            finally:
+                dispatch.close()
+
+        ckpt, consumed, stale, left = asyncio.run(durable_state())
+        trained = [int(i) for i in ckpt["consumed"]]
+        assert int(ckpt["step"]) == steps
+        assert len(trained) == steps * 64  # every step's batch, counted once
+        assert len(set(trained)) == len(trained), "a consumed sample was trained on twice"
+        # The held batch came back when its lease expired: trained on once, or (when the
+        # trainer was done before that) left unconsumed in the buffer, or dropped by the
+        # staleness bound — never trained on twice, never lost.
+        assert all(trained.count(i) <= 1 for i in held)
+        assert len(set(held) - set(trained) - left) <= stale, (held, sorted(left), stale)
+        assert not set(trained) & left
+        # Every consumed record was trained on or dropped as stale: the killed trainer's
+        # uncommitted batch came back (its lease expired) rather than being lost.
+        assert consumed == len(trained) + stale
+        curve = [float(x) for x in ckpt["curve"]]
+        assert len(curve) == steps + 1
+        assert curve[-1] > curve[0] + 0.2, curve  # 0.1 (uniform) at the start
+        assert (tmp_path / "out" / "reward.csv").exists()
+    finally:
+        for w in workers:  # all drain at once (an idle one ends its claim's long-poll)
+            if w.poll() is None:
+                w.send_signal(signal.SIGTERM)
+        for w in workers:
+            _reap(w)
+        from lakeshore import _daemon
+
+        for sock in home.glob("run/*/daemon.sock"):
+            _daemon._request(str(sock), "POST", "/v1/daemon/stop")
+        shutil.rmtree(home, ignore_errors=True)

@@ -1,0 +1,311 @@
+// Package rl runs the rollouts of a reinforcement-learning loop as jobs and keeps what they
+// produce as records of a data queue (issue 26, item 8; the Python SDK's lakeshore.rl,
+// docs/python.md "Rollouts as jobs"):
+//
+//   - Weights keeps a policy's weights by version in a scope (package scope), next to the
+//     data queue's current version (persist.Queue.SetVersion): Publish writes version v's
+//     weights, then advances the queue to v, so a worker that sees v always finds them.
+//   - Rollout makes a job handler from a rollout function: each job reads the queue's
+//     current version, reloads the weights when it moved since the handler's last job,
+//     runs the function and puts its records tagged with that version
+//     (persist.Queue.PutVersioned), waiting while back-pressure holds them.
+//   - Pool keeps N rollout jobs queued or running, N sized by the back-pressure window.
+//
+// The weights are stored wire-encoded (package wire) under {Key}/{version:012d}, the
+// layout of the Python SDK, so a Go trainer and Python rollout workers (or the reverse)
+// share them.
+package rl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/scope"
+	"github.com/lakeshore-dev/lakeshore/wire"
+)
+
+// DefaultKey is the key prefix of Weights when Key is empty.
+const DefaultKey = "weights"
+
+// Policy is the weights a rollout job runs with.
+type Policy struct {
+	// Version is the data queue's current version when the job started; every record
+	// the job puts is tagged with it.
+	Version int64
+	// Weights is the value published for Version (Weights.Publish), decoded by the wire
+	// codec; nil when none was published.
+	Weights any
+}
+
+// Weights is a policy's weights by version in a scope, next to a data queue's current
+// version. A published version's key is never rewritten by Publish of the current
+// version, so a reader never sees half of an update; old versions are not pruned.
+type Weights struct {
+	// Data is the data queue whose current version the weights follow. Required.
+	Data *persist.Queue
+	// Scope holds the weights. Required.
+	Scope *scope.Scope
+	// Key prefixes the weights' keys: version v is {Key}/{v:012d}. Default DefaultKey.
+	Key string
+}
+
+func (w *Weights) key(version int64) (string, error) {
+	if version < 0 {
+		return "", &persist.InvalidError{Field: "version", Value: version, Rule: "an integer ≥ 0"}
+	}
+	k := w.Key
+	if k == "" {
+		k = DefaultKey
+	}
+	return fmt.Sprintf("%s/%012d", k, version), nil
+}
+
+// Publish stores weights (any value the wire codec encodes: []byte, wire.NDArray, maps of
+// them) as version, then advances the data queue's current version to it. Publishing the
+// current version again writes nothing when its weights are there (a restarted trainer
+// repeats its last publish harmlessly). Errors: *persist.InvalidError for a negative
+// version or one below the current version (versions never go back); the wire codec's
+// for a value it cannot encode; the scope's and the queue's.
+func (w *Weights) Publish(ctx context.Context, version int64, weights any) error {
+	key, err := w.key(version)
+	if err != nil {
+		return err
+	}
+	current, err := w.Data.Version(ctx)
+	if err != nil {
+		return err
+	}
+	if version < current {
+		return &persist.InvalidError{Field: "version", Value: version, Rule: fmt.Sprintf("≥ %d, the queue's current version (versions never go back)", current)}
+	}
+	if version > current || !w.Exists(ctx, version) {
+		b, err := wire.Marshal(weights)
+		if err != nil {
+			return fmt.Errorf("encode the weights of version %d: %w", version, err)
+		}
+		if _, err := w.Scope.Write(ctx, key, b); err != nil {
+			return err
+		}
+	}
+	return w.Data.SetVersion(ctx, version)
+}
+
+// Load returns the weights published as version, decoded. Errors: plane.ErrNotFound
+// (matched by errors.Is) when none were; the scope's; the codec's.
+func (w *Weights) Load(ctx context.Context, version int64) (any, error) {
+	key, err := w.key(version)
+	if err != nil {
+		return nil, err
+	}
+	b, err := w.Scope.Read(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	v, err := wire.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("decode the weights of version %d: %w", version, err)
+	}
+	return v, nil
+}
+
+// Exists reports whether weights were published as version (false on any read error).
+func (w *Weights) Exists(ctx context.Context, version int64) bool {
+	key, err := w.key(version)
+	if err != nil {
+		return false
+	}
+	_, err = w.Scope.Read(ctx, key)
+	return err == nil
+}
+
+// Current returns the queue's current version with its weights (nil Weights when none
+// were published for it).
+func (w *Weights) Current(ctx context.Context) (Policy, error) {
+	v, err := w.Data.Version(ctx)
+	if err != nil {
+		return Policy{}, err
+	}
+	weights, err := w.Load(ctx, v)
+	if errors.Is(err, plane.ErrNotFound) {
+		return Policy{Version: v}, nil
+	}
+	if err != nil {
+		return Policy{}, err
+	}
+	return Policy{Version: v, Weights: weights}, nil
+}
+
+// RolloutFunc is a rollout: it produces records with the policy of the job (its
+// payload read with job.Decode).
+type RolloutFunc func(ctx context.Context, policy Policy, job *lakeshore.Job) ([]persist.Record, error)
+
+// RolloutOptions configure Rollout. A nil *RolloutOptions means all defaults.
+type RolloutOptions struct {
+	// Partition is the data queue's partition of the records. Default "default".
+	Partition string
+	// Admission is the back-pressure of the puts (nil: none). With Block, a put the
+	// trainer's unconsumed records hold back waits Timeout and is tried again, for as
+	// long as the job runs (its context): back-pressure, not failure. Without Block a
+	// refused put is tried again every RetryInterval.
+	Admission *persist.Admission
+	// RetryInterval spaces the tries of a refused put. Default 50 ms.
+	RetryInterval time.Duration
+}
+
+// RolloutResult is a rollout job's result.
+type RolloutResult struct {
+	// Records is how many records the job put.
+	Records int `json:"records"`
+	// WeightVersion is the version they were tagged with.
+	WeightVersion int64 `json:"weight_version"`
+}
+
+// Rollout returns the job handler of fn (bind it with lakeshore.Handle and run it with
+// RunWorker): each job reads the data queue's current version, loads that version's
+// weights when it moved since this handler's last job (nil Weights when none were
+// published), runs fn and puts its records to w.Data in one put tagged
+// WeightVersionField = the version, so a group is never split. Its result is a
+// map{"records": n, "weight_version": v}, as the Python SDK's. A retried job runs fn
+// again; records of a failed attempt that were put stay.
+func Rollout(w *Weights, fn RolloutFunc, opts *RolloutOptions) lakeshore.HandlerFunc {
+	var o RolloutOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Partition == "" {
+		o.Partition = "default"
+	}
+	if o.RetryInterval <= 0 {
+		o.RetryInterval = 50 * time.Millisecond
+	}
+	var mu sync.Mutex
+	var cached *Policy
+	return func(ctx context.Context, job *lakeshore.Job) (any, error) {
+		v, err := w.Data.Version(ctx)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		p := cached
+		mu.Unlock()
+		if p == nil || p.Version != v {
+			np := Policy{Version: v}
+			weights, err := w.Load(ctx, v)
+			switch {
+			case err == nil:
+				np.Weights = weights
+			case !errors.Is(err, plane.ErrNotFound):
+				return nil, err
+			}
+			mu.Lock()
+			cached = &np
+			mu.Unlock()
+			p = &np
+		}
+		recs, err := fn(ctx, *p, job)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) > 0 {
+			for {
+				_, err = w.Data.PutVersioned(ctx, o.Partition, recs, p.Version, -1, o.Admission)
+				if !errors.Is(err, persist.ErrQueueFull) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				case <-time.After(o.RetryInterval):
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return map[string]any{"records": int64(len(recs)), "weight_version": p.Version}, nil
+	}
+}
+
+// Pool keeps InFlight jobs of a rollout queue queued or running.
+type Pool struct {
+	// Queue is the rollout jobs' queue. Required.
+	Queue *lakeshore.Queue
+	// InFlight is how many jobs to keep queued or running (≥ 1).
+	InFlight int
+	// Payload returns the payload of job i (0, 1, 2, … over the queue's life).
+	// Required.
+	Payload func(i int64) any
+	// KeyPrefix makes job i's idempotency key {KeyPrefix}{i}. Default "rollout-".
+	KeyPrefix string
+}
+
+// PoolForWindow returns a Pool sized by the back-pressure window: max(1, maxUnconsumed /
+// recordsPerJob) jobs, as many as the trainer's bound holds the output of (more would
+// only wait on back-pressure). Errors: *persist.InvalidError for recordsPerJob < 1.
+func PoolForWindow(q *lakeshore.Queue, maxUnconsumed, recordsPerJob int64, payload func(i int64) any) (*Pool, error) {
+	if recordsPerJob < 1 {
+		return nil, &persist.InvalidError{Field: "records_per_job", Value: recordsPerJob, Rule: "≥ 1"}
+	}
+	n := maxUnconsumed / recordsPerJob
+	if n < 1 {
+		n = 1
+	}
+	return &Pool{Queue: q, InFlight: int(n), Payload: payload}, nil
+}
+
+var allStates = []lakeshore.State{
+	lakeshore.StateQueued, lakeshore.StateRunning, lakeshore.StateSucceeded, lakeshore.StateFailed,
+	lakeshore.StateCancelled, lakeshore.StateKilled, lakeshore.StateTimeout,
+}
+
+// Live returns the pool's jobs queued or running now, and how many the queue holds in
+// all (the next job's i).
+func (p *Pool) Live(ctx context.Context) (live, total int64, err error) {
+	for _, s := range allStates {
+		n, err := p.Queue.Count(ctx, s)
+		if err != nil {
+			return 0, 0, err
+		}
+		if s == lakeshore.StateQueued || s == lakeshore.StateRunning {
+			live += n
+		}
+		total += n
+	}
+	return live, total, nil
+}
+
+// TopUp submits jobs until InFlight are queued or running (call it after each trainer
+// step: finished jobs are replaced), and returns the new ids. Job i goes with key
+// {KeyPrefix}{i}, so a repeated top-up makes no second job. Errors:
+// *persist.InvalidError for InFlight < 1 or a nil Payload; the queue's.
+func (p *Pool) TopUp(ctx context.Context) ([]string, error) {
+	if p.InFlight < 1 {
+		return nil, &persist.InvalidError{Field: "in_flight", Value: p.InFlight, Rule: "≥ 1"}
+	}
+	if p.Payload == nil {
+		return nil, &persist.InvalidError{Field: "payload", Value: nil, Rule: "a function of the job's number"}
+	}
+	live, total, err := p.Live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	missing := int64(p.InFlight) - live
+	if missing <= 0 {
+		return nil, nil
+	}
+	prefix := p.KeyPrefix
+	if prefix == "" {
+		prefix = "rollout-"
+	}
+	batch := make([]lakeshore.Submission, 0, missing)
+	for i := total; i < total+missing; i++ {
+		batch = append(batch, lakeshore.Submission{Payload: p.Payload(i), SubmitOptions: lakeshore.SubmitOptions{Key: fmt.Sprintf("%s%d", prefix, i)}})
+	}
+	return p.Queue.SubmitMany(ctx, batch)
+}
