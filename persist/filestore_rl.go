@@ -271,3 +271,36 @@ func (in *fileSampleSource) versionValues(ctx context.Context, indexes []int64) 
 	}
 	return out, nil
 }
+
+var _ FieldRevisioner = (*fileQueue)(nil)
+
+// bumpFieldRevision adds 1 to field's revision (table field_revisions, migration 0004):
+// a PutFields or KV update of field, or ("") a clear.
+func (t *wtx) bumpFieldRevision(field string) error {
+	if _, err := t.exec(`INSERT INTO field_revisions(field, n) VALUES (?, 1) ON CONFLICT(field) DO UPDATE SET n = n + 1`, field); err != nil {
+		return fmt.Errorf("count field revision: %w", err)
+	}
+	return nil
+}
+
+// FieldRevision implements FieldRevisioner: next_index and the revisions of field and
+// of clears, in one read transaction.
+func (q *fileQueue) FieldRevision(ctx context.Context, field string) (next, revision int64, err error) {
+	if err := q.enter(); err != nil {
+		return 0, 0, err
+	}
+	defer q.leave()
+	err = q.view(ctx, func(tx queryer) error {
+		var err error
+		if next, err = metaGet(ctx, tx, "next_index"); err != nil {
+			return err
+		}
+		var n sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT SUM(n) FROM field_revisions WHERE field IN (?, '')`, field).Scan(&n); err != nil {
+			return fmt.Errorf("read field revision: %w", err)
+		}
+		revision = n.Int64
+		return nil
+	})
+	return next, revision, err
+}

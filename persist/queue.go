@@ -9,7 +9,8 @@ import (
 // safe for concurrent use; several processes (or, with a network store, machines) may
 // use one queue at once.
 type Queue struct {
-	s Store
+	s      Store
+	replay replayCache // Replay's weights (replay.go)
 }
 
 // New returns a Queue over s. Closing the Queue closes s.

@@ -170,3 +170,36 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, a *persist.Admission, part
 	}
 	return persist.Admitted(a, partition, n, target, unconsumed, cur)
 }
+
+var _ persist.FieldRevisioner = (*Store)(nil)
+
+// bumpFieldRevision adds 1 to field's revision (table field_revisions, migration
+// 0004): a PutFields or KV update of field, or ("") a clear.
+func (s *Store) bumpFieldRevision(ctx context.Context, tx pgx.Tx, field string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO field_revisions(queue, field, n) VALUES ($1, $2, 1)
+		ON CONFLICT (queue, field) DO UPDATE SET n = field_revisions.n + 1`, s.name, field); err != nil {
+		return fmt.Errorf("count field revision: %w", err)
+	}
+	return nil
+}
+
+// FieldRevision implements persist.FieldRevisioner: the queue's next index and the
+// revisions of field and of clears, in one snapshot.
+func (s *Store) FieldRevision(ctx context.Context, field string) (next, revision int64, err error) {
+	if err := s.enter(); err != nil {
+		return 0, 0, err
+	}
+	defer s.leave()
+	err = s.view(ctx, func(tx pgx.Tx) error {
+		st, err := s.loadQueue(ctx, tx, false)
+		if err != nil {
+			return err
+		}
+		next = st.next
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(SUM(n), 0)::bigint FROM field_revisions WHERE queue = $1 AND field IN ($2, '')`, s.name, field).Scan(&revision); err != nil {
+			return fmt.Errorf("read field revision: %w", err)
+		}
+		return nil
+	})
+	return next, revision, err
+}
