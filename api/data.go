@@ -115,6 +115,31 @@ type DataWeightVersion struct {
 	Version int64 `json:"version" msg:"version"`
 }
 
+// DataReplayRequest is the body of POST …/replay (persist.ReplayRequest): Size draws
+// with replacement from the records of Partition among the last Window global indexes,
+// weighted by the numeric field Weight ("" uniform); nothing is consumed. Fields
+// absent: every field; IndexesOnly: no field (the answer carries only _index). Seed ≠
+// 0 repeats a draw. The answer is one row per draw, in draw order.
+type DataReplayRequest struct {
+	Partition   string   `json:"partition,omitzero" msg:"partition,omitempty"`
+	Fields      []string `json:"fields,omitzero" msg:"fields,omitempty"`
+	IndexesOnly bool     `json:"indexes_only,omitzero" msg:"indexes_only,omitempty"`
+	Size        int      `json:"size" msg:"size"`
+	Window      int64    `json:"window,omitzero" msg:"window,omitempty"`
+	Weight      string   `json:"weight,omitzero" msg:"weight,omitempty"`
+	Seed        uint64   `json:"seed,omitzero" msg:"seed,omitempty"`
+}
+
+// DataPrioritiesRequest is the body of POST …/priorities
+// (persist.Queue.UpdatePriorities): values[i] becomes the numeric field Field of the
+// sample at indexes[i] of Partition.
+type DataPrioritiesRequest struct {
+	Partition string    `json:"partition,omitzero" msg:"partition,omitempty"`
+	Field     string    `json:"field" msg:"field"`
+	Indexes   []int64   `json:"indexes" msg:"indexes"`
+	Values    []float64 `json:"values" msg:"values"`
+}
+
 // DataFieldMeta describes one field of a batch (persist.FieldMeta).
 type DataFieldMeta struct {
 	Name  string `json:"name" msg:"name"`

@@ -210,11 +210,8 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 		cols[i] = c
 	}
 	idx := append([]int64(nil), draws...)
-	out := &Batch{Indexes: idx, Partitions: parts, Fields: b.Fields, Record: record.MakeRecord(idx, b.Fields, cols)}
-	for _, c := range cols {
-		c.Release()
-	}
-	return out, nil
+	// MakeRecord takes over cols.
+	return &Batch{Indexes: idx, Partitions: parts, Fields: b.Fields, Record: record.MakeRecord(idx, b.Fields, cols)}, nil
 }
 
 // UpdatePriorities sets the numeric field of the samples at indexes of partition to

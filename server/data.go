@@ -194,6 +194,9 @@ func count(c *prometheus.CounterVec, r *http.Request, n int) {
 type dataQueue struct {
 	key   string // namespace/queue
 	store persist.Store
+	// queue is the SDK over store, kept while the store is open: Replay keeps the
+	// window's weights in it between requests.
+	queue *persist.Queue
 	// users counts the requests holding the queue (dataQueues.get to release); lastUse
 	// is when the last of them released it. Guarded by dataQueues.mu.
 	users   int
@@ -303,7 +306,7 @@ func (d *dataQueues) openQueue(ctx context.Context, namespace, queue string, cre
 	if err != nil {
 		return nil, err
 	}
-	q := &dataQueue{store: s, changed: make(chan struct{}), done: make(chan struct{})}
+	q := &dataQueue{store: s, queue: persist.New(s), changed: make(chan struct{}), done: make(chan struct{})}
 	ch, release := s.Changes()
 	if sv, ok := s.(persist.ChangeVersioner); ok {
 		// The store's own version, the same on every server of the queue (taken after
@@ -551,6 +554,8 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		"GET " + d + "/changes":                   {read, s.handleDataChanges},
 		"GET " + d + "/version":                   {read, s.handleDataVersion},
 		"POST " + d + "/version":                  {put, s.handleDataSetVersion},
+		"POST " + d + "/replay":                   {read, s.handleDataReplay},
+		"POST " + d + "/priorities":               {put, s.handleDataPriorities},
 	}
 	hs := map[string]handlerFunc{"GET /v1/namespaces/{namespace}/data": func(w http.ResponseWriter, r *http.Request, p *principal) error {
 		if err := s.handleDataQueues(w, r, p); err != nil {

@@ -928,3 +928,35 @@ func cmpOrDuration(d, def time.Duration) time.Duration {
 	}
 	return d
 }
+
+func (s *Server) handleDataReplay(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	var req api.DataReplayRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	rq := &persist.ReplayRequest{Partition: req.Partition, Fields: req.Fields, Size: req.Size, Window: req.Window, Weight: req.Weight, Seed: req.Seed}
+	if req.IndexesOnly {
+		rq.Fields = []string{}
+	}
+	rs, err := dq.queue.Replay(r.Context(), rq)
+	if err != nil {
+		return err
+	}
+	return s.writeBatch(w, r, rs.Batch, 0)
+}
+
+func (s *Server) handleDataPriorities(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	var req api.DataPrioritiesRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := persist.CheckIndexes(req.Indexes); err != nil {
+		return err
+	}
+	if err := dq.queue.UpdatePriorities(r.Context(), partitionOf(r, req.Partition), req.Field, req.Indexes, req.Values); err != nil {
+		return err
+	}
+	count(s.data.metrics.put, r, len(req.Indexes))
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
