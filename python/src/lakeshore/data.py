@@ -955,6 +955,75 @@ class Queue:
             raise
         return int(ans.get("version") or 0)
 
+    async def replay(
+        self,
+        fields: Sequence[str] | None,
+        size: int,
+        *,
+        weight: str | None = None,
+        window: int | None = None,
+        partition_id: str | None = None,
+        seed: int | None = None,
+        format: BatchFormat = "numpy",
+    ) -> Any:
+        """A replay sample (``POST D/replay``; Go: ``persist.Queue.Replay``): ``size`` draws
+        with replacement from the partition's records among the last ``window`` global
+        indexes (default 100,000), weighted by the numeric field ``weight`` (a priority, a
+        reward, a TD error; a record without it, or with a value ≤ 0, is never drawn) or
+        uniform when ``weight`` is None. Nothing is consumed. The answer is a
+        :class:`Batch` with one row per draw, in draw order (``global_indexes`` repeats an
+        index drawn twice; pass it to :meth:`update_priorities`), empty when nothing can be
+        drawn. ``fields`` None: every field; ``[]``: none (indexes only). ``seed`` repeats
+        a draw. The server keeps the window's weights in memory, so a draw reads only the
+        drawn records.
+
+        Raises:
+            InvalidError: ``size`` outside 1–1,048,576, a negative ``window``, a weight
+                field that is not numeric or is a weight version.
+        """
+        _check_format(format)
+        await self._send_before_read()
+        body: dict[str, Any] = {"size": int(size), "partition": partition_id or self.partition_id}
+        if fields is not None:
+            body["fields"] = [str(f) for f in fields]
+            if not body["fields"]:
+                body["indexes_only"] = True
+        if weight is not None:
+            body["weight"] = weight
+        if window is not None:
+            body["window"] = int(window)
+        if seed is not None:
+            body["seed"] = int(seed)
+        try:
+            data, _ = await self._call("POST", "/replay", body=body, raw=True, accept=ARROW, retry="safe")
+        except errors.NotFoundError as e:
+            if not _queue_missing(e):
+                raise
+            data = b""
+        if not data:
+            b = Batch()
+            b.global_indexes = np.zeros(0, dtype=np.int64)
+            b.table = None
+            return b
+        return _batch(data, fields, format, self.zerocopy_mode)
+
+    async def update_priorities(
+        self, global_indexes: Sequence[int], values: Sequence[float], *, field: str = "priority", partition_id: str | None = None
+    ) -> None:
+        """Set the numeric field ``field`` of the records at ``global_indexes`` to ``values``
+        (one each; ``POST D/priorities``; Go: ``persist.Queue.UpdatePriorities``), for
+        :meth:`replay`'s ``weight``: the next replay draws by the new values.
+
+        Raises:
+            InvalidError: lengths that differ, a weight-version field, a value of the
+                wrong kind for the field.
+            NotFoundError: an index that is not a record of the partition.
+        """
+        idx = [int(i) for i in global_indexes]
+        vals = [float(v) for v in values]
+        body = {"partition": partition_id or self.partition_id, "field": field, "indexes": idx, "values": vals}
+        await self._call("POST", "/priorities", body=body, retry="safe")
+
     async def mark_consumed(self, task_name: str, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
         """Mark records consumed by ``task_name`` (samplers skip them for that task). On a
         queue no put has created yet there is nothing to mark: it does nothing (as
