@@ -154,7 +154,7 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 			return nil, Schema{}, err
 		}
 		if err := p.sample(ctx, rq, sampler); err != nil {
-			if errors.Is(err, errNotFull) && len(p.src.dropped) > 0 {
+			if errors.Is(err, errNotFull) && p.src.drops() {
 				// No full batch, but stale samples to drop: drop them now (they stay stale),
 				// so that producers held by back-pressure get the room.
 				p.idx, p.src.assigned = nil, nil
@@ -164,7 +164,7 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 			}
 			return nil, p.schema, err
 		}
-		if len(p.idx) == 0 && p.src.assigned == nil && len(p.src.dropped) == 0 {
+		if len(p.idx) == 0 && p.src.assigned == nil && !p.src.drops() {
 			return p.idx, p.schema, nil // nothing to record
 		}
 		q.hook("getmeta-chosen")
@@ -184,7 +184,7 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 			return err
 		}
 		if err := p.sample(t.ctx, rq, sampler); err != nil {
-			if errors.Is(err, errNotFull) && len(p.src.dropped) > 0 {
+			if errors.Is(err, errNotFull) && p.src.drops() {
 				p.idx, p.src.assigned = nil, nil
 				if rerr := t.recordMeta(rq, p, false); rerr != nil {
 					return rerr
@@ -435,6 +435,11 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 				return err
 			}
 			t.rows = true
+		}
+	}
+	if len(src.droppedGroups) > 0 || len(src.unused) > 0 {
+		if err := t.dropGroups(rq.Partition, rq.Task, src.droppedGroups, src.unused, chosen); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -304,3 +304,74 @@ func (q *fileQueue) FieldRevision(ctx context.Context, field string) (next, revi
 	})
 	return next, revision, err
 }
+
+// dropGroups marks what GRPOGroupN dropped consumed for (partition, task), in the
+// hand-out's transaction: each group counts once in groups_dropped when any of its
+// samples was not consumed yet (so concurrent readers that judged the same group count
+// it once), and unused samples count one each in samples_unused. Samples of chosen
+// (handed out by this same transaction) are left alone.
+func (t *wtx) dropGroups(partition, task string, groups [][]int64, unused []int64, chosen record.IndexSet) error {
+	var all []int64
+	for _, g := range groups {
+		all = append(all, g...)
+	}
+	all = append(all, unused...)
+	if len(all) == 0 {
+		return nil
+	}
+	every := record.SetOf(all)
+	consumed, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? AND lo < ? AND hi > ? ORDER BY lo`,
+		partition, task, every[len(every)-1].Hi, every[0].Lo)
+	if err != nil {
+		return err
+	}
+	taken := consumed.Union(chosen)
+	var nGroups, nUnused int64
+	for _, g := range groups {
+		if len(record.SetOf(g).Minus(taken)) > 0 {
+			nGroups++
+		}
+	}
+	nUnused = record.SetOf(unused).Minus(taken).Minus(record.SetOf(all[:len(all)-len(unused)])).Count()
+	drop := every.Minus(taken)
+	if len(drop) == 0 {
+		return nil
+	}
+	if err := t.markConsumed(partition, task, drop); err != nil {
+		return err
+	}
+	if err := metaAdd(t.ctx, t, "groups_dropped", nGroups); err != nil {
+		return err
+	}
+	if err := metaAdd(t.ctx, t, "samples_unused", nUnused); err != nil {
+		return err
+	}
+	t.rows = true // wake producers held by back-pressure
+	return nil
+}
+
+var _ GroupDropStore = (*fileQueue)(nil)
+
+// DropGroup implements GroupDropStore.
+func (q *fileQueue) DropGroup(ctx context.Context, task, partition string, indexes []int64) error {
+	if err := CheckDropGroup(task, partition, indexes); err != nil {
+		return err
+	}
+	if err := q.enter(); err != nil {
+		return err
+	}
+	defer q.leave()
+	return q.w.do(ctx, func(t *wtx) error {
+		if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
+			return err
+		}
+		in, err := t.partitionSet(partition, record.SetOf(indexes))
+		if err != nil {
+			return err
+		}
+		if missing := record.SetOf(indexes).Minus(in); len(missing) > 0 {
+			return &NotFoundError{Partition: partition, Indexes: missing.First(16)}
+		}
+		return t.dropGroups(partition, task, [][]int64{indexes}, nil, nil)
+	})
+}

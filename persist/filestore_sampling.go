@@ -28,6 +28,24 @@ type fileSampleSource struct {
 	version            int64           // the queue's current weight version
 	versionsStable     bool            // no PutFields ever changed a weight version: the cache holds
 	dropped            []int64         // stale samples to mark consumed (StaleDrop)
+	droppedGroups      [][]int64       // groups to mark consumed (GroupDropper)
+	unused             []int64         // over-sampled samples to mark consumed (GroupDropper)
+}
+
+var _ GroupDropper = (*fileSampleSource)(nil)
+
+// DropGroups implements GroupDropper.
+func (in *fileSampleSource) DropGroups(groups [][]int64) {
+	in.droppedGroups = append(in.droppedGroups, groups...)
+}
+
+// DropUnused implements GroupDropper.
+func (in *fileSampleSource) DropUnused(indexes []int64) { in.unused = append(in.unused, indexes...) }
+
+// drops reports whether the sampler left anything to drop (written even when no batch
+// is handed out).
+func (in *fileSampleSource) drops() bool {
+	return len(in.dropped) > 0 || len(in.droppedGroups) > 0 || len(in.unused) > 0
 }
 
 // ReadyAfter returns, ascending, up to n ready samples with an index greater than

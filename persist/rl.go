@@ -406,6 +406,20 @@ func (f *freshSource) ReadyAfter(after int64, n int) ([]int64, bool) {
 	return out, more
 }
 
+// DropGroups implements GroupDropper.
+func (f *freshSource) DropGroups(groups [][]int64) {
+	if d, ok := f.SampleSource.(GroupDropper); ok {
+		d.DropGroups(groups)
+	}
+}
+
+// DropUnused implements GroupDropper.
+func (f *freshSource) DropUnused(indexes []int64) {
+	if d, ok := f.SampleSource.(GroupDropper); ok {
+		d.DropUnused(indexes)
+	}
+}
+
 // ReadyUnheld implements SampleSource.
 func (f *freshSource) ReadyUnheld(n int) ([]int64, error) {
 	for m := max(n, 64); ; m *= 4 {

@@ -3,3 +3,6 @@
 -- (PutFields, KV updates); field '' grows with every clear. A Queue's in-memory
 -- weights stay valid while the revision it read is unchanged.
 CREATE TABLE IF NOT EXISTS field_revisions(field TEXT PRIMARY KEY, n INTEGER NOT NULL);
+-- Groups (docs/persist.md, "Groups"): groups dropped by GRPOGroupN's filter and
+-- straggler bound or by DropGroup, and samples of over-sampled groups left unused.
+INSERT OR IGNORE INTO meta(key, value) VALUES ('groups_dropped', 0), ('samples_unused', 0);
