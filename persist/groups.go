@@ -47,4 +47,3 @@ func (q *Queue) DropGroup(ctx context.Context, task, partition string, indexes [
 	}
 	return g.DropGroup(ctx, task, partition, indexes)
 }
-
