@@ -9,3 +9,9 @@ CREATE TABLE field_revisions (
 	n     bigint NOT NULL,
 	PRIMARY KEY (queue, field)
 );
+
+-- Groups (docs/persist.md, "Groups"): per consumer, the groups dropped by
+-- GRPOGroupN's filter and straggler bound or by DropGroup, and the samples of
+-- over-sampled groups left unused, in the row GetMeta already locks.
+ALTER TABLE consumers ADD COLUMN groups_dropped bigint NOT NULL DEFAULT 0;
+ALTER TABLE consumers ADD COLUMN samples_unused bigint NOT NULL DEFAULT 0;
