@@ -259,6 +259,8 @@ type DataStats struct {
 	LastFlushDuration  float64          `json:"last_flush_duration" msg:"last_flush_duration"`
 	WeightVersion      int64            `json:"weight_version" msg:"weight_version"`
 	StaleDropped       int64            `json:"stale_dropped" msg:"stale_dropped"`
+	GroupsDropped      int64            `json:"groups_dropped" msg:"groups_dropped"`
+	SamplesUnused      int64            `json:"samples_unused" msg:"samples_unused"`
 }
 
 // DataVersionResponse answers GET …/changes.

@@ -3616,8 +3616,8 @@ func (z *DataSchemaResponse) Msgsize() (s int) {
 func (z *DataStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(24)
-	var zb0001Mask uint32 /* 24 bits */
+	zb0001Len := uint32(26)
+	var zb0001Mask uint32 /* 26 bits */
 	_ = zb0001Mask
 	if z.LastFlush.IsZero() {
 		zb0001Len--
@@ -3710,6 +3710,12 @@ func (z *DataStats) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "stale_dropped"
 		o = append(o, 0xad, 0x73, 0x74, 0x61, 0x6c, 0x65, 0x5f, 0x64, 0x72, 0x6f, 0x70, 0x70, 0x65, 0x64)
 		o = msgp.AppendInt64(o, z.StaleDropped)
+		// string "groups_dropped"
+		o = append(o, 0xae, 0x67, 0x72, 0x6f, 0x75, 0x70, 0x73, 0x5f, 0x64, 0x72, 0x6f, 0x70, 0x70, 0x65, 0x64)
+		o = msgp.AppendInt64(o, z.GroupsDropped)
+		// string "samples_unused"
+		o = append(o, 0xae, 0x73, 0x61, 0x6d, 0x70, 0x6c, 0x65, 0x73, 0x5f, 0x75, 0x6e, 0x75, 0x73, 0x65, 0x64)
+		o = msgp.AppendInt64(o, z.SamplesUnused)
 	}
 	return
 }
@@ -3932,6 +3938,18 @@ func (z *DataStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "StaleDropped")
 				return
 			}
+		case "groups_dropped":
+			z.GroupsDropped, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "GroupsDropped")
+				return
+			}
+		case "samples_unused":
+			z.SamplesUnused, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "SamplesUnused")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3960,7 +3978,7 @@ func (z *DataStats) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0003) + msgp.Int64Size
 		}
 	}
-	s += 5 + msgp.Int64Size + 5 + msgp.Int64Size + 8 + msgp.Int64Size + 15 + msgp.Int64Size + 12 + msgp.Int64Size + 8 + msgp.Int64Size + 14 + msgp.Int64Size + 20 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.TimeSize + 20 + msgp.Float64Size + 15 + msgp.Int64Size + 14 + msgp.Int64Size
+	s += 5 + msgp.Int64Size + 5 + msgp.Int64Size + 8 + msgp.Int64Size + 15 + msgp.Int64Size + 12 + msgp.Int64Size + 8 + msgp.Int64Size + 14 + msgp.Int64Size + 20 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.TimeSize + 20 + msgp.Float64Size + 15 + msgp.Int64Size + 14 + msgp.Int64Size + 15 + msgp.Int64Size + 15 + msgp.Int64Size
 	return
 }
 

@@ -72,6 +72,8 @@ func DataRoutes() []Route {
 		{Method: "POST", Path: DataPath + "/replay", Operation: "dataReplay", Permission: "data:read",
 			Summary: "replay sample: draws with replacement from a window, weighted by a numeric field, consuming nothing (Arrow IPC stream: one row per draw, in draw order; JSON or msgpack rows on request)",
 			Request: &DataReplayRequest{}, Response: &DataRowsResponse{}, ContentType: ContentTypeArrow},
+		{Method: "POST", Path: DataPath + "/groups/drop", Operation: "dataDropGroup", Permission: "data:read",
+			Summary: "drop a group of samples for a task (marked consumed, counted once in groups_dropped)", Request: &DataConsumptionRequest{}, Response: &EmptyResponse{}},
 		{Method: "POST", Path: DataPath + "/priorities", Operation: "dataUpdatePriorities", Permission: "data:put",
 			Summary: "set the priority (a numeric field) of samples, for replay", Request: &DataPrioritiesRequest{}, Response: &EmptyResponse{}},
 		{Method: "GET", Path: DataPath + "/changes", Operation: "dataChanges", Permission: "data:read", Summary: "wait until the queue's change version passes after (long-poll)",

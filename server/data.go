@@ -555,6 +555,7 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		"GET " + d + "/version":                   {read, s.handleDataVersion},
 		"POST " + d + "/version":                  {put, s.handleDataSetVersion},
 		"POST " + d + "/replay":                   {read, s.handleDataReplay},
+		"POST " + d + "/groups/drop":              {read, s.handleDataDropGroup},
 		"POST " + d + "/priorities":               {put, s.handleDataPriorities},
 	}
 	hs := map[string]handlerFunc{"GET /v1/namespaces/{namespace}/data": func(w http.ResponseWriter, r *http.Request, p *principal) error {

@@ -788,7 +788,7 @@ func (s *Server) handleDataStats(w http.ResponseWriter, r *http.Request, p *prin
 		ConsumedByTask: st.ConsumedByTask, Puts: st.Puts, Gets: st.Gets, Flushes: st.Flushes, FlushFailures: st.FlushFailures, Compactions: st.Compactions,
 		Commits: st.Commits, CommittedOps: st.CommittedOps, RecoveredFragments: st.RecoveredFragments,
 		OrphansDeleted: st.OrphansDeleted, LastFlush: st.LastFlush, LastFlushDuration: st.LastFlushDuration.Seconds(),
-		WeightVersion: st.WeightVersion, StaleDropped: st.StaleDropped}
+		WeightVersion: st.WeightVersion, StaleDropped: st.StaleDropped, GroupsDropped: st.GroupsDropped, SamplesUnused: st.SamplesUnused}
 	if out.Partitions == nil {
 		out.Partitions = map[string]int64{}
 	}
@@ -957,6 +957,18 @@ func (s *Server) handleDataPriorities(w http.ResponseWriter, r *http.Request, p 
 		return err
 	}
 	count(s.data.metrics.put, r, len(req.Indexes))
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleDataDropGroup(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	var req api.DataConsumptionRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := dq.queue.DropGroup(r.Context(), req.Task, partitionOf(r, req.Partition), req.Indexes); err != nil {
+		return err
+	}
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
 	return nil
 }

@@ -672,6 +672,18 @@ func (s *httpStore) GetData(ctx context.Context, meta *persist.BatchMeta) (*pers
 	return readBatch(data)
 }
 
+var _ persist.GroupDropStore = (*httpStore)(nil)
+
+// DropGroup implements persist.GroupDropStore (POST …/groups/drop).
+func (s *httpStore) DropGroup(ctx context.Context, task, partition string, indexes []int64) error {
+	if err := persist.CheckDropGroup(task, partition, indexes); err != nil {
+		return err
+	}
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/groups/drop", idempotent: true,
+		body: &api.DataConsumptionRequest{Task: task, Partition: partition, Indexes: indexes}}, &api.EmptyResponse{})
+	return err
+}
+
 var _ persist.Replayer = (*httpStore)(nil)
 
 // Replay implements persist.Replayer: the server draws (POST …/replay), from the
@@ -880,7 +892,7 @@ func (s *httpStore) Stats(ctx context.Context) (persist.Stats, error) {
 		NextIndex: o.NextIndex, Len: o.Len, Cleared: o.Cleared, TailRows: o.TailRows, FragmentRows: o.FragmentRows,
 		Fragments: o.Fragments, FragmentBytes: o.FragmentBytes, ManifestVersion: o.ManifestVersion,
 		Partitions: o.Partitions, ConsumedByTask: o.ConsumedByTask, PendingFragments: o.PendingFragments,
-		WeightVersion: o.WeightVersion, StaleDropped: o.StaleDropped}, nil
+		WeightVersion: o.WeightVersion, StaleDropped: o.StaleDropped, GroupsDropped: o.GroupsDropped, SamplesUnused: o.SamplesUnused}, nil
 }
 
 var _ persist.Versioner = (*httpStore)(nil)

@@ -123,9 +123,32 @@ def RankAwareSampler() -> Sampler:
     return Sampler("rank-aware")
 
 
-def GRPOGroupNSampler(n_samples_per_prompt: int, group_field: str | None = None) -> Sampler:
-    """Whole groups of ``n_samples_per_prompt`` records of one prompt (GRPO); the batch size
-    must be a multiple of it. ``group_field`` names the prompt's field (server default)."""
+def GRPOGroupNSampler(
+    n_samples_per_prompt: int,
+    group_field: str | None = None,
+    *,
+    use: int | None = None,
+    drop_zero_variance: str | None = None,
+    straggler_seconds: float | None = None,
+    time_field: str | None = None,
+    straggler_policy: str | None = None,
+) -> Sampler:
+    """Whole groups of ``n_samples_per_prompt`` records of one prompt (GRPO): a group is
+    handed out only when all of them are ready; the batch size must be a multiple of
+    ``use`` (default ``n_samples_per_prompt``). ``group_field`` names the prompt's field
+    (default: aligned blocks of n consecutive records). Decided in the store's hand-out
+    transaction, so concurrent readers agree, and counted in ``stats()``:
+
+    - ``use=m`` (over-sampling): n produced, the first m of a complete group handed out, the
+      rest consumed unused (``samples_unused``).
+    - ``drop_zero_variance="reward"`` (DAPO's filter): a complete group whose values of that
+      numeric field are all equal is dropped (``groups_dropped``).
+    - ``straggler_seconds=T, time_field="at"``: an incomplete group whose oldest record's
+      ``time_field`` (Unix seconds, set by the producer, e.g. ``time.time()``) is more than
+      T ago is dropped (``straggler_policy="drop"``, the default) or handed out as it is
+      (``"partial"``).
+
+    Go: ``persist.GRPOGroupN``. Bad parameters raise InvalidError from the server."""
     if not isinstance(n_samples_per_prompt, int) or n_samples_per_prompt < 1:
         raise errors.InvalidError(
             f"invalid n_samples_per_prompt {n_samples_per_prompt!r}: want an integer ≥ 1",
@@ -136,6 +159,16 @@ def GRPOGroupNSampler(n_samples_per_prompt: int, group_field: str | None = None)
     params: dict[str, Any] = {"n": n_samples_per_prompt}
     if group_field:
         params["group_field"] = group_field
+    if use is not None:
+        params["use"] = use
+    if drop_zero_variance:
+        params["drop_zero_variance"] = drop_zero_variance
+    if straggler_seconds is not None:
+        params["straggler_seconds"] = straggler_seconds
+    if time_field:
+        params["time_field"] = time_field
+    if straggler_policy:
+        params["straggler_policy"] = straggler_policy
     return Sampler("grpo-group-n", params)
 
 
@@ -1024,6 +1057,19 @@ class Queue:
         body = {"partition": partition_id or self.partition_id, "field": field, "indexes": idx, "values": vals}
         await self._call("POST", "/priorities", body=body, retry="safe")
 
+    async def drop_group(self, task_name: str, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
+        """Drop a group of records for ``task_name`` (``POST D/groups/drop``; Go:
+        ``persist.Queue.DropGroup``): they are never handed to that task, and the group is
+        counted once in ``stats()["groups_dropped"]`` (dropping it again does nothing) — a
+        group judged useless after reading it, or a straggler given up on.
+
+        Raises:
+            InvalidError: no index, a bad task name or index.
+            NotFoundError: an index that is not a record of the partition.
+        """
+        body = {"task": task_name, "partition": partition_id or self.partition_id, "indexes": [int(i) for i in global_indexes]}
+        await self._call("POST", "/groups/drop", body=body, retry="safe")
+
     async def mark_consumed(self, task_name: str, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
         """Mark records consumed by ``task_name`` (samplers skip them for that task). On a
         queue no put has created yet there is nothing to mark: it does nothing (as
@@ -1110,7 +1156,7 @@ class Queue:
             ans = {k: 0 for k in ("next_index", "len", "cleared", "tail_rows", "fragment_rows", "fragments", "fragment_bytes",
                                   "manifest_version", "pending_fragments", "puts", "gets", "flushes", "flush_failures",
                                   "compactions", "commits", "committed_ops", "recovered_fragments", "orphans_deleted",
-                                  "version", "weight_version", "stale_dropped")}
+                                  "version", "weight_version", "stale_dropped", "groups_dropped", "samples_unused")}
             ans.update(partitions={}, consumed_by_task={})
         if self.enable_metrics:
             ans["client"] = dict(self.metrics, buffered=len(self._buffer) + sum(len(b[1]) for b in self._unsent))
