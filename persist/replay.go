@@ -191,8 +191,12 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 	defer pos.Release()
 	pos.Reserve(len(draws))
 	parts := make([]string, len(draws))
+	at := make(map[int64]int, len(unique))
+	for j, x := range unique {
+		at[x] = j
+	}
 	for i, x := range draws {
-		j := sort.Search(len(unique), func(j int) bool { return unique[j] >= x })
+		j := at[x]
 		pos.UnsafeAppend(int64(j))
 		parts[i] = b.Partitions[j]
 	}
