@@ -104,6 +104,9 @@ type DataMetaRequest struct {
 	// (persist.Staleness.Max, ≥ 0); StalePolicy is "drop" (the default) or "keep".
 	MaxStaleness *int64 `json:"max_staleness,omitempty" msg:"max_staleness,omitempty"`
 	StalePolicy  string `json:"stale_policy,omitzero" msg:"stale_policy,omitempty"`
+	// StaleVersion is which segment of a partial rollout the bound judges
+	// (persist.Staleness.Version): "oldest" (the default) or "newest".
+	StaleVersion string `json:"stale_version,omitzero" msg:"stale_version,omitempty"`
 	// Lease, in seconds, hands the batch out leased (persist.MetaRequest.Lease): POST
 	// …/consumption/mark commits it. 0: no lease.
 	Lease float64 `json:"lease,omitzero" msg:"lease,omitempty"`

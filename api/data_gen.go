@@ -1986,8 +1986,8 @@ func (z *DataKVResponse) Msgsize() (s int) {
 func (z *DataMetaRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(13)
-	var zb0001Mask uint16 /* 13 bits */
+	zb0001Len := uint32(14)
+	var zb0001Mask uint16 /* 14 bits */
 	_ = zb0001Mask
 	if z.Partition == "" {
 		zb0001Len--
@@ -2025,9 +2025,13 @@ func (z *DataMetaRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x800
 	}
-	if z.Lease == 0 {
+	if z.StaleVersion == "" {
 		zb0001Len--
 		zb0001Mask |= 0x1000
+	}
+	if z.Lease == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x2000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -2104,6 +2108,11 @@ func (z *DataMetaRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendString(o, z.StalePolicy)
 		}
 		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+			// string "stale_version"
+			o = append(o, 0xad, 0x73, 0x74, 0x61, 0x6c, 0x65, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
+			o = msgp.AppendString(o, z.StaleVersion)
+		}
+		if (zb0001Mask & 0x2000) == 0 { // if not omitted
 			// string "lease"
 			o = append(o, 0xa5, 0x6c, 0x65, 0x61, 0x73, 0x65)
 			o = msgp.AppendFloat64(o, z.Lease)
@@ -2245,6 +2254,12 @@ func (z *DataMetaRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "StalePolicy")
 				return
 			}
+		case "stale_version":
+			z.StaleVersion, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "StaleVersion")
+				return
+			}
 		case "lease":
 			z.Lease, bts, err = msgp.ReadFloat64Bytes(bts)
 			if err != nil {
@@ -2281,7 +2296,7 @@ func (z *DataMetaRequest) Msgsize() (s int) {
 	} else {
 		s += msgp.Int64Size
 	}
-	s += 13 + msgp.StringPrefixSize + len(z.StalePolicy) + 6 + msgp.Float64Size
+	s += 13 + msgp.StringPrefixSize + len(z.StalePolicy) + 14 + msgp.StringPrefixSize + len(z.StaleVersion) + 6 + msgp.Float64Size
 	return
 }
 

@@ -500,9 +500,11 @@ func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist
 	mr := &persist.MetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
 		Wait: req.Wait, Timeout: timeout, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex, Lease: lease}
 	if req.MaxStaleness != nil {
-		mr.Staleness = &persist.Staleness{Max: *req.MaxStaleness, Policy: persist.StalenessPolicy(req.StalePolicy)}
+		mr.Staleness = &persist.Staleness{Max: *req.MaxStaleness, Policy: persist.StalenessPolicy(req.StalePolicy), Version: persist.StalenessVersion(req.StaleVersion)}
 	} else if req.StalePolicy != "" {
 		return nil, plane.Invalid("stale_policy", req.StalePolicy, "only with max_staleness")
+	} else if req.StaleVersion != "" {
+		return nil, plane.Invalid("stale_version", req.StaleVersion, "only with max_staleness")
 	}
 	if mr.Partition == "" {
 		mr.Partition = persist.DefaultPartition

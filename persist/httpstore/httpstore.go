@@ -503,7 +503,7 @@ func metaBody(req *persist.MetaRequest) (*api.DataMetaRequest, error) {
 	body := &api.DataMetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
 		Wait: req.Wait, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex, Lease: req.Lease.Seconds()}
 	if req.Staleness != nil {
-		body.MaxStaleness, body.StalePolicy = &req.Staleness.Max, string(req.Staleness.Policy)
+		body.MaxStaleness, body.StalePolicy, body.StaleVersion = &req.Staleness.Max, string(req.Staleness.Policy), string(req.Staleness.Version)
 	}
 	if body.Fields == nil {
 		body.Fields = []string{}

@@ -26,6 +26,7 @@ func groupCases() []struct {
 		{"GroupStragglers", testGroupStragglers},
 		{"DropGroup", testDropGroup},
 		{"GroupDecisionsUnderConcurrentReaders", testGroupsConcurrent},
+		{"PartialRollouts", testPartialRollouts},
 	}
 }
 
