@@ -133,6 +133,18 @@ type DataReplayRequest struct {
 	Seed        uint64   `json:"seed,omitzero" msg:"seed,omitempty"`
 }
 
+// DataPatchRequest is the body of POST …/partial/patch (persist.Queue.PatchPartial): a
+// segment produced at WeightVersion added to the partial rollouts at Indexes of
+// Partition (Records[i] merged into Indexes[i]; absent: no field), Complete marking
+// them complete.
+type DataPatchRequest struct {
+	Partition     string  `json:"partition,omitzero" msg:"partition,omitempty"`
+	Indexes       []int64 `json:"indexes" msg:"indexes"`
+	Records       []Value `json:"records,omitzero" msg:"records,omitempty"`
+	WeightVersion int64   `json:"weight_version" msg:"weight_version"`
+	Complete      bool    `json:"complete,omitzero" msg:"complete,omitempty"`
+}
+
 // DataPrioritiesRequest is the body of POST …/priorities
 // (persist.Queue.UpdatePriorities): values[i] becomes the numeric field Field of the
 // sample at indexes[i] of Partition.

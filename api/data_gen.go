@@ -2301,6 +2301,173 @@ func (z *DataMetaRequest) Msgsize() (s int) {
 }
 
 // MarshalMsg implements msgp.Marshaler
+func (z *DataPatchRequest) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// check for omitted fields
+	zb0001Len := uint32(5)
+	var zb0001Mask uint8 /* 5 bits */
+	_ = zb0001Mask
+	if z.Partition == "" {
+		zb0001Len--
+		zb0001Mask |= 0x1
+	}
+	if z.Records == nil {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	if z.Complete == false {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// string "partition"
+			o = append(o, 0xa9, 0x70, 0x61, 0x72, 0x74, 0x69, 0x74, 0x69, 0x6f, 0x6e)
+			o = msgp.AppendString(o, z.Partition)
+		}
+		// string "indexes"
+		o = append(o, 0xa7, 0x69, 0x6e, 0x64, 0x65, 0x78, 0x65, 0x73)
+		o = msgp.AppendArrayHeader(o, uint32(len(z.Indexes)))
+		for za0001 := range z.Indexes {
+			o = msgp.AppendInt64(o, z.Indexes[za0001])
+		}
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "records"
+			o = append(o, 0xa7, 0x72, 0x65, 0x63, 0x6f, 0x72, 0x64, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Records)))
+			for za0002 := range z.Records {
+				o, err = z.Records[za0002].MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Records", za0002)
+					return
+				}
+			}
+		}
+		// string "weight_version"
+		o = append(o, 0xae, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
+		o = msgp.AppendInt64(o, z.WeightVersion)
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "complete"
+			o = append(o, 0xa8, 0x63, 0x6f, 0x6d, 0x70, 0x6c, 0x65, 0x74, 0x65)
+			o = msgp.AppendBool(o, z.Complete)
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *DataPatchRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z8b843d16limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "partition":
+			z.Partition, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Partition")
+				return
+			}
+		case "indexes":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Indexes")
+				return
+			}
+			if zb0002 > z8b843d16limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Indexes) >= int(zb0002) {
+				z.Indexes = (z.Indexes)[:zb0002]
+			} else {
+				z.Indexes = make([]int64, zb0002)
+			}
+			for za0001 := range z.Indexes {
+				z.Indexes[za0001], bts, err = msgp.ReadInt64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Indexes", za0001)
+					return
+				}
+			}
+		case "records":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Records")
+				return
+			}
+			if zb0003 > z8b843d16limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Records) >= int(zb0003) {
+				z.Records = (z.Records)[:zb0003]
+			} else {
+				z.Records = make([]Value, zb0003)
+			}
+			for za0002 := range z.Records {
+				bts, err = z.Records[za0002].UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Records", za0002)
+					return
+				}
+			}
+		case "weight_version":
+			z.WeightVersion, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "WeightVersion")
+				return
+			}
+		case "complete":
+			z.Complete, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Complete")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *DataPatchRequest) Msgsize() (s int) {
+	s = 1 + 10 + msgp.StringPrefixSize + len(z.Partition) + 8 + msgp.ArrayHeaderSize + (len(z.Indexes) * (msgp.Int64Size)) + 8 + msgp.ArrayHeaderSize
+	for za0002 := range z.Records {
+		s += z.Records[za0002].Msgsize()
+	}
+	s += 15 + msgp.Int64Size + 9 + msgp.BoolSize
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
 func (z *DataPrioritiesRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields

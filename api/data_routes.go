@@ -74,6 +74,8 @@ func DataRoutes() []Route {
 			Request: &DataReplayRequest{}, Response: &DataRowsResponse{}, ContentType: ContentTypeArrow},
 		{Method: "POST", Path: DataPath + "/groups/drop", Operation: "dataDropGroup", Permission: "data:read",
 			Summary: "drop a group of samples for a task (marked consumed, counted once in groups_dropped)", Request: &DataConsumptionRequest{}, Response: &EmptyResponse{}},
+		{Method: "POST", Path: DataPath + "/partial/patch", Operation: "dataPatchPartial", Permission: "data:put",
+			Summary: "add a segment produced at a later weight version to partial rollouts (fields merged, segment versions appended, complete flag)", Request: &DataPatchRequest{}, Response: &EmptyResponse{}},
 		{Method: "POST", Path: DataPath + "/priorities", Operation: "dataUpdatePriorities", Permission: "data:put",
 			Summary: "set the priority (a numeric field) of samples, for replay", Request: &DataPrioritiesRequest{}, Response: &EmptyResponse{}},
 		{Method: "GET", Path: DataPath + "/changes", Operation: "dataChanges", Permission: "data:read", Summary: "wait until the queue's change version passes after (long-poll)",

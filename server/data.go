@@ -556,6 +556,7 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		"POST " + d + "/version":                  {put, s.handleDataSetVersion},
 		"POST " + d + "/replay":                   {read, s.handleDataReplay},
 		"POST " + d + "/groups/drop":              {read, s.handleDataDropGroup},
+		"POST " + d + "/partial/patch":            {put, s.handleDataPatchPartial},
 		"POST " + d + "/priorities":               {put, s.handleDataPriorities},
 	}
 	hs := map[string]handlerFunc{"GET /v1/namespaces/{namespace}/data": func(w http.ResponseWriter, r *http.Request, p *principal) error {

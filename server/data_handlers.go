@@ -974,3 +974,23 @@ func (s *Server) handleDataDropGroup(w http.ResponseWriter, r *http.Request, p *
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
 	return nil
 }
+
+func (s *Server) handleDataPatchPartial(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	var req api.DataPatchRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	var recs []persist.Record
+	if req.Records != nil {
+		var err error
+		if recs, err = records("records", req.Records); err != nil {
+			return err
+		}
+	}
+	if err := dq.queue.PatchPartial(r.Context(), partitionOf(r, req.Partition), req.Indexes, recs, req.WeightVersion, req.Complete); err != nil {
+		return err
+	}
+	count(s.data.metrics.put, r, len(req.Indexes))
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}

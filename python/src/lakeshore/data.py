@@ -775,6 +775,76 @@ class Queue:
                 self.auto_flush_interval_sec, lambda: loop.create_task(self._auto_flush())
             )
 
+    async def put_partial(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        weight_version: int,
+        *,
+        complete: bool = False,
+        partition_id: str | None = None,
+    ) -> list[int]:
+        """Put partial rollouts now (after this object's buffered records) and return their
+        global indexes, for :meth:`patch_partial` (Go: ``persist.Queue.PutPartial``): each
+        record's first segment was produced at ``weight_version``, which it keeps as its
+        ``weight_version`` (the oldest segment, judged by staleness bounds by default);
+        ``last_weight_version`` and ``segment_versions`` (``[weight_version]``) follow its
+        segments, and ``complete`` is set (True) only once the last segment is in — a
+        reader that asks for the ``complete`` field gets only complete rollouts. The
+        queue's :class:`Backpressure` applies.
+
+        Raises:
+            InvalidError: a negative ``weight_version``.
+            QueueFullError: back-pressure refused the put (nothing was written)."""
+        if not isinstance(weight_version, int) or isinstance(weight_version, bool) or weight_version < 0:
+            raise errors.InvalidError(
+                f"invalid weight_version {weight_version!r}: want an integer ≥ 0", field=WEIGHT_VERSION, value=weight_version, rule="≥ 0"
+            )
+        tags: dict[str, Any] = {WEIGHT_VERSION: weight_version, "last_weight_version": weight_version, "segment_versions": [weight_version]}
+        if complete:
+            tags["complete"] = True
+        recs = [encode_value(f"record {i}", dict(r, **tags)) for i, r in enumerate(records)]
+        if self._buffer or self._unsent:
+            await self._send()
+        ans = await self._call(
+            "POST",
+            "/records",
+            params={"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params},
+            body={"records": recs},
+            retry="safe",
+            wait=self._bp_wait,
+        )
+        self.metrics["puts"] += len(recs)
+        return [int(i) for i in ans.get("indexes") or []]
+
+    async def patch_partial(
+        self,
+        global_indexes: Sequence[int],
+        records: Sequence[Mapping[str, Any]] | None,
+        weight_version: int,
+        *,
+        complete: bool = False,
+        partition_id: str | None = None,
+    ) -> None:
+        """Add a segment produced at ``weight_version`` to the partial rollouts at
+        ``global_indexes`` (``POST D/partial/patch``; Go: ``persist.Queue.PatchPartial``):
+        ``records[i]`` is merged into the i-th (None: no field), the version is appended to
+        its ``segment_versions`` and becomes its ``last_weight_version``; ``complete=True``
+        marks it complete. Its ``weight_version`` (the oldest segment) stays.
+
+        Raises:
+            InvalidError: a version below the record's newest segment's, a record that is not
+                a partial rollout, a record that sets a version field or ``complete``.
+            NotFoundError: an index that is not a record of the partition."""
+        body: dict[str, Any] = {
+            "partition": partition_id or self.partition_id,
+            "indexes": [int(i) for i in global_indexes],
+            "weight_version": int(weight_version),
+            "complete": bool(complete),
+        }
+        if records is not None:
+            body["records"] = [encode_value(f"record {i}", dict(r)) for i, r in enumerate(records)]
+        await self._call("POST", "/partial/patch", body=body, retry="safe")
+
     async def _auto_flush(self) -> None:
         self._flush_timer = None
         try:
@@ -1278,6 +1348,7 @@ class Reader:
         max_staleness: int | None = None,
         stale_policy: str | None = None,
         lease: float | None = None,
+        stale_version: str | None = None,
     ) -> BatchMeta:
         """Pick the next ``batch_size`` records for ``task_name`` by ``sampler`` (default
         sequential) and mark them consumed by it (unless ``defer_consume``: then call
@@ -1294,12 +1365,15 @@ class Reader:
         ``max_staleness=k`` (any sampler) serves a record produced at weight version v only
         while ``current - v ≤ k``; older ones are dropped for the task (counted in
         ``stats()["stale_dropped"]``) or, with ``stale_policy="keep"``, left for a replay
-        reader. ``lease=`` seconds hands the batch out leased: :meth:`commit` consumes it;
-        if the process dies first, the batch is ready again when the lease expires."""
+        reader. ``stale_version="newest"`` judges a partial rollout by its newest segment
+        (``last_weight_version``) instead of its oldest (the default, ``"oldest"``). ``lease=``
+        seconds hands the batch out leased: :meth:`commit` consumes it; if the process dies
+        first, the batch is ready again when the lease expires."""
         wait = timeout is not None if wait is None else wait
         body = self._meta_body(
             fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume, max_staleness, stale_policy, lease
         )
+        _stale_version(body, stale_version)
         ans = await self._meta_call("/meta", body, timeout)
         self._advance(body)
         return _meta_of(ans, fields, body["partition"], task_name)
@@ -1336,6 +1410,7 @@ class Reader:
         max_staleness: int | None = None,
         stale_policy: str | None = None,
         lease: float | None = None,
+        stale_version: str | None = None,
     ) -> Any:
         """:meth:`get_meta` then :meth:`get_data` in one request (``POST D/batch``): the
         batch as ``format`` says, with ``.meta`` (a :class:`BatchMeta`) on a
@@ -1346,6 +1421,7 @@ class Reader:
         body = self._meta_body(
             fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume, max_staleness, stale_policy, lease
         )
+        _stale_version(body, stale_version)
         data, headers = await self._meta_call("/batch", body, timeout, raw=True, accept=ARROW)
         self._advance(body)
         described: Mapping[str, Any] = {}
@@ -1381,6 +1457,18 @@ class Reader:
         self._offsets[part] = nxt
         q.metrics["gets"] += len(recs)
         return recs
+
+
+def _stale_version(body: dict[str, Any], stale_version: str | None) -> None:
+    """Add ``stale_version`` (partial rollouts: which segment a staleness bound judges) to a
+    meta body; the server checks the value."""
+    if stale_version is None:
+        return
+    if "max_staleness" not in body:
+        raise errors.InvalidError(
+            "stale_version needs max_staleness", field="stale_version", value=stale_version, rule="only with max_staleness"
+        )
+    body["stale_version"] = stale_version
 
 
 def _env_int(name: str, default: int) -> int:
