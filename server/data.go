@@ -145,6 +145,15 @@ var (
 	dataLastFlushDesc = prometheus.NewDesc("lakeshore_data_last_flush_timestamp_seconds",
 		"When this server last completed a flush of a data queue (Unix seconds; absent before the first).",
 		[]string{"namespace", "queue"}, nil)
+	dataStaleDroppedDesc = prometheus.NewDesc("lakeshore_data_stale_dropped_total",
+		"Records of a data queue dropped as stale by staleness-bounded reads, all tasks (shared by every server of the queue).",
+		[]string{"namespace", "queue"}, nil)
+	dataGroupsDroppedDesc = prometheus.NewDesc("lakeshore_data_groups_dropped_total",
+		"Groups of a data queue dropped by GRPO's zero-variance filter, its straggler bound or DropGroup, all tasks (shared by every server of the queue).",
+		[]string{"namespace", "queue"}, nil)
+	dataSamplesUnusedDesc = prometheus.NewDesc("lakeshore_data_samples_unused_total",
+		"Samples of over-sampled GRPO groups of a data queue left unused, all tasks (shared by every server of the queue).",
+		[]string{"namespace", "queue"}, nil)
 )
 
 // dataStatsCollector reports the flush health of the open data queues: a tail that
@@ -155,6 +164,9 @@ func (c *dataStatsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- dataTailRowsDesc
 	ch <- dataFlushFailuresDesc
 	ch <- dataLastFlushDesc
+	ch <- dataStaleDroppedDesc
+	ch <- dataGroupsDroppedDesc
+	ch <- dataSamplesUnusedDesc
 }
 
 func (c *dataStatsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -177,6 +189,9 @@ func (c *dataStatsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(dataTailRowsDesc, prometheus.GaugeValue, float64(st.TailRows), ns, queue)
 		ch <- prometheus.MustNewConstMetric(dataFlushFailuresDesc, prometheus.CounterValue, float64(st.FlushFailures), ns, queue)
+		ch <- prometheus.MustNewConstMetric(dataStaleDroppedDesc, prometheus.CounterValue, float64(st.StaleDropped), ns, queue)
+		ch <- prometheus.MustNewConstMetric(dataGroupsDroppedDesc, prometheus.CounterValue, float64(st.GroupsDropped), ns, queue)
+		ch <- prometheus.MustNewConstMetric(dataSamplesUnusedDesc, prometheus.CounterValue, float64(st.SamplesUnused), ns, queue)
 		if !st.LastFlush.IsZero() {
 			ch <- prometheus.MustNewConstMetric(dataLastFlushDesc, prometheus.GaugeValue, float64(st.LastFlush.UnixNano())/1e9, ns, queue)
 		}
