@@ -154,10 +154,10 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 			return nil, Schema{}, err
 		}
 		if err := p.sample(ctx, rq, sampler); err != nil {
-			if errors.Is(err, errNotFull) && p.src.drops() {
+			if errors.Is(err, errNotFull) && p.src.dropsUnserved() {
 				// No full batch, but stale samples to drop: drop them now (they stay stale),
 				// so that producers held by back-pressure get the room.
-				p.idx, p.src.assigned = nil, nil
+				p.idx, p.src.assigned, p.src.unused = nil, nil, nil // unused samples go with their group's hand-out
 				if err := q.w.do(ctx, func(t *wtx) error { return t.recordMeta(rq, p, false) }); err != nil {
 					return nil, p.schema, err
 				}
@@ -184,8 +184,8 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 			return err
 		}
 		if err := p.sample(t.ctx, rq, sampler); err != nil {
-			if errors.Is(err, errNotFull) && p.src.drops() {
-				p.idx, p.src.assigned = nil, nil
+			if errors.Is(err, errNotFull) && p.src.dropsUnserved() {
+				p.idx, p.src.assigned, p.src.unused = nil, nil, nil // unused samples go with their group's hand-out
 				if rerr := t.recordMeta(rq, p, false); rerr != nil {
 					return rerr
 				}

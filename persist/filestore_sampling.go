@@ -42,10 +42,17 @@ func (in *fileSampleSource) DropGroups(groups [][]int64) {
 // DropUnused implements GroupDropper.
 func (in *fileSampleSource) DropUnused(indexes []int64) { in.unused = append(in.unused, indexes...) }
 
-// drops reports whether the sampler left anything to drop (written even when no batch
-// is handed out).
+// drops reports whether the sampler left anything to drop.
 func (in *fileSampleSource) drops() bool {
-	return len(in.dropped) > 0 || len(in.droppedGroups) > 0 || len(in.unused) > 0
+	return in.dropsUnserved() || len(in.unused) > 0
+}
+
+// dropsUnserved reports whether the sampler left drops that hold without a hand-out
+// (written even when a waiting GetMeta hands nothing out): stale samples and dropped
+// groups — not the unused samples of an over-sampled group, which go with its hand-out
+// (dropped alone, they would leave the group short of N ready samples for ever).
+func (in *fileSampleSource) dropsUnserved() bool {
+	return len(in.dropped) > 0 || len(in.droppedGroups) > 0
 }
 
 // ReadyAfter returns, ascending, up to n ready samples with an index greater than

@@ -192,7 +192,8 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		return nil, st.schema, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", persist.ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
 	}
 	if rq.Wait && len(idx) < rq.BatchSize {
-		if src.drops() {
+		// Unused samples of an over-sampled group go with its hand-out only.
+		if len(src.dropped) > 0 || len(src.droppedGroups) > 0 {
 			// Stale samples and dropped groups are dropped even when no batch is handed
 			// out: producers held by back-pressure get the room.
 			if sampled != tx {
@@ -203,7 +204,7 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 			if err := s.dropStale(ctx, tx, rq, src.dropped, nil, consumed); err != nil {
 				return nil, st.schema, err
 			}
-			if err := s.dropGroups(ctx, tx, rq.Partition, rq.Task, src.droppedGroups, src.unused, nil, consumed); err != nil {
+			if err := s.dropGroups(ctx, tx, rq.Partition, rq.Task, src.droppedGroups, nil, nil, consumed); err != nil {
 				return nil, st.schema, err
 			}
 			if err := s.announce(ctx, tx); err != nil {

@@ -70,6 +70,15 @@ func testGroupFilter(t *testing.T, q *persist.Queue) {
 	other.Task, other.Sampler = "eval", persist.GRPOGroupN{N: 4, GroupField: "uid"}.Spec()
 	require.Equal(t, append(append(append([]int64{}, a...), b...), c...)[:8], metaIdx(t, q, persist.MetaRequest{
 		Fields: other.Fields, BatchSize: 8, Task: "eval", Sampler: other.Sampler}))
+	// A waiting read that finds no full batch leaves an over-sampled group whole: its
+	// unused samples go only with its hand-out.
+	waiting := persist.MetaRequest{Fields: req.Fields, BatchSize: 8, Task: "wait", Sampler: g.Spec(), Wait: true, Timeout: 50 * time.Millisecond}
+	_, err = q.Reader().GetMeta(ctx, &waiting)
+	require.ErrorIs(t, err, persist.ErrTimeout)
+	_, unusedBefore := groupStats(t, q)
+	require.EqualValues(t, 4, unusedBefore, "nothing unused without a hand-out")
+	waiting.Wait, waiting.Timeout = false, 0
+	require.Equal(t, []int64{b[0], b[1], d[0], d[1]}, metaIdx(t, q, waiting), "the groups are still whole")
 	// Bad parameters.
 	for _, bad := range []persist.GRPOGroupN{
 		{N: 4, Use: 5}, {N: 4, Use: -1}, {N: 4, StragglerSeconds: 1}, {N: 4, StragglerSeconds: -1, TimeField: "at"},
