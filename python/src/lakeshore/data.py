@@ -78,6 +78,9 @@ __all__ = [
     "Backpressure",
     "WEIGHT_VERSION",
     "TARGET_WEIGHT_VERSION",
+    "LAST_WEIGHT_VERSION",
+    "SEGMENT_VERSIONS",
+    "COMPLETE",
 ]
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -624,6 +627,13 @@ WEIGHT_VERSION = "weight_version"
 """The field holding the policy version that produced a record (Go: persist.WeightVersionField)."""
 TARGET_WEIGHT_VERSION = "target_weight_version"
 """The field holding the version a record is meant for (Go: persist.TargetVersionField)."""
+LAST_WEIGHT_VERSION = "last_weight_version"
+"""A partial rollout's newest segment's version (Go: persist.LastWeightVersionField)."""
+SEGMENT_VERSIONS = "segment_versions"
+"""A partial rollout's segment versions, in order (Go: persist.SegmentVersionsField)."""
+COMPLETE = "complete"
+"""True once a partial rollout's last segment is in, absent before (Go: persist.CompleteField):
+list it in a read's fields to get only complete rollouts."""
 
 
 class Queue:
@@ -799,9 +809,9 @@ class Queue:
             raise errors.InvalidError(
                 f"invalid weight_version {weight_version!r}: want an integer ≥ 0", field=WEIGHT_VERSION, value=weight_version, rule="≥ 0"
             )
-        tags: dict[str, Any] = {WEIGHT_VERSION: weight_version, "last_weight_version": weight_version, "segment_versions": [weight_version]}
+        tags: dict[str, Any] = {WEIGHT_VERSION: weight_version, LAST_WEIGHT_VERSION: weight_version, SEGMENT_VERSIONS: [weight_version]}
         if complete:
-            tags["complete"] = True
+            tags[COMPLETE] = True
         recs = [encode_value(f"record {i}", dict(r, **tags)) for i, r in enumerate(records)]
         if self._buffer or self._unsent:
             await self._send()
