@@ -104,6 +104,9 @@ type DataMetaRequest struct {
 	// (persist.Staleness.Max, ≥ 0); StalePolicy is "drop" (the default) or "keep".
 	MaxStaleness *int64 `json:"max_staleness,omitempty" msg:"max_staleness,omitempty"`
 	StalePolicy  string `json:"stale_policy,omitzero" msg:"stale_policy,omitempty"`
+	// StaleVersion is which segment of a partial rollout the bound judges
+	// (persist.Staleness.Version): "oldest" (the default) or "newest".
+	StaleVersion string `json:"stale_version,omitzero" msg:"stale_version,omitempty"`
 	// Lease, in seconds, hands the batch out leased (persist.MetaRequest.Lease): POST
 	// …/consumption/mark commits it. 0: no lease.
 	Lease float64 `json:"lease,omitzero" msg:"lease,omitempty"`
@@ -113,6 +116,43 @@ type DataMetaRequest struct {
 // queue's current weight version (persist.Queue.SetVersion).
 type DataWeightVersion struct {
 	Version int64 `json:"version" msg:"version"`
+}
+
+// DataReplayRequest is the body of POST …/replay (persist.ReplayRequest): Size draws
+// with replacement from the records of Partition among the last Window global indexes,
+// weighted by the numeric field Weight ("" uniform); nothing is consumed. Fields
+// absent: every field; IndexesOnly: no field (the answer carries only _index). Seed ≠
+// 0 repeats a draw. The answer is one row per draw, in draw order.
+type DataReplayRequest struct {
+	Partition   string   `json:"partition,omitzero" msg:"partition,omitempty"`
+	Fields      []string `json:"fields,omitzero" msg:"fields,omitempty"`
+	IndexesOnly bool     `json:"indexes_only,omitzero" msg:"indexes_only,omitempty"`
+	Size        int      `json:"size" msg:"size"`
+	Window      int64    `json:"window,omitzero" msg:"window,omitempty"`
+	Weight      string   `json:"weight,omitzero" msg:"weight,omitempty"`
+	Seed        uint64   `json:"seed,omitzero" msg:"seed,omitempty"`
+}
+
+// DataPatchRequest is the body of POST …/partial/patch (persist.Queue.PatchPartial): a
+// segment produced at WeightVersion added to the partial rollouts at Indexes of
+// Partition (Records[i] merged into Indexes[i]; absent: no field), Complete marking
+// them complete.
+type DataPatchRequest struct {
+	Partition     string  `json:"partition,omitzero" msg:"partition,omitempty"`
+	Indexes       []int64 `json:"indexes" msg:"indexes"`
+	Records       []Value `json:"records,omitzero" msg:"records,omitempty"`
+	WeightVersion int64   `json:"weight_version" msg:"weight_version"`
+	Complete      bool    `json:"complete,omitzero" msg:"complete,omitempty"`
+}
+
+// DataPrioritiesRequest is the body of POST …/priorities
+// (persist.Queue.UpdatePriorities): values[i] becomes the numeric field Field of the
+// sample at indexes[i] of Partition.
+type DataPrioritiesRequest struct {
+	Partition string    `json:"partition,omitzero" msg:"partition,omitempty"`
+	Field     string    `json:"field" msg:"field"`
+	Indexes   []int64   `json:"indexes" msg:"indexes"`
+	Values    []float64 `json:"values" msg:"values"`
 }
 
 // DataFieldMeta describes one field of a batch (persist.FieldMeta).
@@ -234,6 +274,8 @@ type DataStats struct {
 	LastFlushDuration  float64          `json:"last_flush_duration" msg:"last_flush_duration"`
 	WeightVersion      int64            `json:"weight_version" msg:"weight_version"`
 	StaleDropped       int64            `json:"stale_dropped" msg:"stale_dropped"`
+	GroupsDropped      int64            `json:"groups_dropped" msg:"groups_dropped"`
+	SamplesUnused      int64            `json:"samples_unused" msg:"samples_unused"`
 }
 
 // DataVersionResponse answers GET …/changes.

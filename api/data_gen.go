@@ -1986,8 +1986,8 @@ func (z *DataKVResponse) Msgsize() (s int) {
 func (z *DataMetaRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(13)
-	var zb0001Mask uint16 /* 13 bits */
+	zb0001Len := uint32(14)
+	var zb0001Mask uint16 /* 14 bits */
 	_ = zb0001Mask
 	if z.Partition == "" {
 		zb0001Len--
@@ -2025,9 +2025,13 @@ func (z *DataMetaRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x800
 	}
-	if z.Lease == 0 {
+	if z.StaleVersion == "" {
 		zb0001Len--
 		zb0001Mask |= 0x1000
+	}
+	if z.Lease == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x2000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -2104,6 +2108,11 @@ func (z *DataMetaRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendString(o, z.StalePolicy)
 		}
 		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+			// string "stale_version"
+			o = append(o, 0xad, 0x73, 0x74, 0x61, 0x6c, 0x65, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
+			o = msgp.AppendString(o, z.StaleVersion)
+		}
+		if (zb0001Mask & 0x2000) == 0 { // if not omitted
 			// string "lease"
 			o = append(o, 0xa5, 0x6c, 0x65, 0x61, 0x73, 0x65)
 			o = msgp.AppendFloat64(o, z.Lease)
@@ -2245,6 +2254,12 @@ func (z *DataMetaRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "StalePolicy")
 				return
 			}
+		case "stale_version":
+			z.StaleVersion, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "StaleVersion")
+				return
+			}
 		case "lease":
 			z.Lease, bts, err = msgp.ReadFloat64Bytes(bts)
 			if err != nil {
@@ -2281,7 +2296,312 @@ func (z *DataMetaRequest) Msgsize() (s int) {
 	} else {
 		s += msgp.Int64Size
 	}
-	s += 13 + msgp.StringPrefixSize + len(z.StalePolicy) + 6 + msgp.Float64Size
+	s += 13 + msgp.StringPrefixSize + len(z.StalePolicy) + 14 + msgp.StringPrefixSize + len(z.StaleVersion) + 6 + msgp.Float64Size
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *DataPatchRequest) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// check for omitted fields
+	zb0001Len := uint32(5)
+	var zb0001Mask uint8 /* 5 bits */
+	_ = zb0001Mask
+	if z.Partition == "" {
+		zb0001Len--
+		zb0001Mask |= 0x1
+	}
+	if z.Records == nil {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	if z.Complete == false {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// string "partition"
+			o = append(o, 0xa9, 0x70, 0x61, 0x72, 0x74, 0x69, 0x74, 0x69, 0x6f, 0x6e)
+			o = msgp.AppendString(o, z.Partition)
+		}
+		// string "indexes"
+		o = append(o, 0xa7, 0x69, 0x6e, 0x64, 0x65, 0x78, 0x65, 0x73)
+		o = msgp.AppendArrayHeader(o, uint32(len(z.Indexes)))
+		for za0001 := range z.Indexes {
+			o = msgp.AppendInt64(o, z.Indexes[za0001])
+		}
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "records"
+			o = append(o, 0xa7, 0x72, 0x65, 0x63, 0x6f, 0x72, 0x64, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Records)))
+			for za0002 := range z.Records {
+				o, err = z.Records[za0002].MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Records", za0002)
+					return
+				}
+			}
+		}
+		// string "weight_version"
+		o = append(o, 0xae, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
+		o = msgp.AppendInt64(o, z.WeightVersion)
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "complete"
+			o = append(o, 0xa8, 0x63, 0x6f, 0x6d, 0x70, 0x6c, 0x65, 0x74, 0x65)
+			o = msgp.AppendBool(o, z.Complete)
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *DataPatchRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z8b843d16limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "partition":
+			z.Partition, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Partition")
+				return
+			}
+		case "indexes":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Indexes")
+				return
+			}
+			if zb0002 > z8b843d16limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Indexes) >= int(zb0002) {
+				z.Indexes = (z.Indexes)[:zb0002]
+			} else {
+				z.Indexes = make([]int64, zb0002)
+			}
+			for za0001 := range z.Indexes {
+				z.Indexes[za0001], bts, err = msgp.ReadInt64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Indexes", za0001)
+					return
+				}
+			}
+		case "records":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Records")
+				return
+			}
+			if zb0003 > z8b843d16limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Records) >= int(zb0003) {
+				z.Records = (z.Records)[:zb0003]
+			} else {
+				z.Records = make([]Value, zb0003)
+			}
+			for za0002 := range z.Records {
+				bts, err = z.Records[za0002].UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Records", za0002)
+					return
+				}
+			}
+		case "weight_version":
+			z.WeightVersion, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "WeightVersion")
+				return
+			}
+		case "complete":
+			z.Complete, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Complete")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *DataPatchRequest) Msgsize() (s int) {
+	s = 1 + 10 + msgp.StringPrefixSize + len(z.Partition) + 8 + msgp.ArrayHeaderSize + (len(z.Indexes) * (msgp.Int64Size)) + 8 + msgp.ArrayHeaderSize
+	for za0002 := range z.Records {
+		s += z.Records[za0002].Msgsize()
+	}
+	s += 15 + msgp.Int64Size + 9 + msgp.BoolSize
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *DataPrioritiesRequest) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// check for omitted fields
+	zb0001Len := uint32(4)
+	var zb0001Mask uint8 /* 4 bits */
+	_ = zb0001Mask
+	if z.Partition == "" {
+		zb0001Len--
+		zb0001Mask |= 0x1
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// string "partition"
+			o = append(o, 0xa9, 0x70, 0x61, 0x72, 0x74, 0x69, 0x74, 0x69, 0x6f, 0x6e)
+			o = msgp.AppendString(o, z.Partition)
+		}
+		// string "field"
+		o = append(o, 0xa5, 0x66, 0x69, 0x65, 0x6c, 0x64)
+		o = msgp.AppendString(o, z.Field)
+		// string "indexes"
+		o = append(o, 0xa7, 0x69, 0x6e, 0x64, 0x65, 0x78, 0x65, 0x73)
+		o = msgp.AppendArrayHeader(o, uint32(len(z.Indexes)))
+		for za0001 := range z.Indexes {
+			o = msgp.AppendInt64(o, z.Indexes[za0001])
+		}
+		// string "values"
+		o = append(o, 0xa6, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x73)
+		o = msgp.AppendArrayHeader(o, uint32(len(z.Values)))
+		for za0002 := range z.Values {
+			o = msgp.AppendFloat64(o, z.Values[za0002])
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *DataPrioritiesRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z8b843d16limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "partition":
+			z.Partition, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Partition")
+				return
+			}
+		case "field":
+			z.Field, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Field")
+				return
+			}
+		case "indexes":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Indexes")
+				return
+			}
+			if zb0002 > z8b843d16limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Indexes) >= int(zb0002) {
+				z.Indexes = (z.Indexes)[:zb0002]
+			} else {
+				z.Indexes = make([]int64, zb0002)
+			}
+			for za0001 := range z.Indexes {
+				z.Indexes[za0001], bts, err = msgp.ReadInt64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Indexes", za0001)
+					return
+				}
+			}
+		case "values":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Values")
+				return
+			}
+			if zb0003 > z8b843d16limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Values) >= int(zb0003) {
+				z.Values = (z.Values)[:zb0003]
+			} else {
+				z.Values = make([]float64, zb0003)
+			}
+			for za0002 := range z.Values {
+				z.Values[za0002], bts, err = msgp.ReadFloat64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Values", za0002)
+					return
+				}
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *DataPrioritiesRequest) Msgsize() (s int) {
+	s = 1 + 10 + msgp.StringPrefixSize + len(z.Partition) + 6 + msgp.StringPrefixSize + len(z.Field) + 8 + msgp.ArrayHeaderSize + (len(z.Indexes) * (msgp.Int64Size)) + 7 + msgp.ArrayHeaderSize + (len(z.Values) * (msgp.Float64Size))
 	return
 }
 
@@ -2839,6 +3159,185 @@ func (z *DataQueuesResponse) Msgsize() (s int) {
 }
 
 // MarshalMsg implements msgp.Marshaler
+func (z *DataReplayRequest) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// check for omitted fields
+	zb0001Len := uint32(7)
+	var zb0001Mask uint8 /* 7 bits */
+	_ = zb0001Mask
+	if z.Partition == "" {
+		zb0001Len--
+		zb0001Mask |= 0x1
+	}
+	if z.Fields == nil {
+		zb0001Len--
+		zb0001Mask |= 0x2
+	}
+	if z.IndexesOnly == false {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	if z.Window == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
+	if z.Weight == "" {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.Seed == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// string "partition"
+			o = append(o, 0xa9, 0x70, 0x61, 0x72, 0x74, 0x69, 0x74, 0x69, 0x6f, 0x6e)
+			o = msgp.AppendString(o, z.Partition)
+		}
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
+			// string "fields"
+			o = append(o, 0xa6, 0x66, 0x69, 0x65, 0x6c, 0x64, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Fields)))
+			for za0001 := range z.Fields {
+				o = msgp.AppendString(o, z.Fields[za0001])
+			}
+		}
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "indexes_only"
+			o = append(o, 0xac, 0x69, 0x6e, 0x64, 0x65, 0x78, 0x65, 0x73, 0x5f, 0x6f, 0x6e, 0x6c, 0x79)
+			o = msgp.AppendBool(o, z.IndexesOnly)
+		}
+		// string "size"
+		o = append(o, 0xa4, 0x73, 0x69, 0x7a, 0x65)
+		o = msgp.AppendInt(o, z.Size)
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "window"
+			o = append(o, 0xa6, 0x77, 0x69, 0x6e, 0x64, 0x6f, 0x77)
+			o = msgp.AppendInt64(o, z.Window)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "weight"
+			o = append(o, 0xa6, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74)
+			o = msgp.AppendString(o, z.Weight)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "seed"
+			o = append(o, 0xa4, 0x73, 0x65, 0x65, 0x64)
+			o = msgp.AppendUint64(o, z.Seed)
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *DataReplayRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z8b843d16limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "partition":
+			z.Partition, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Partition")
+				return
+			}
+		case "fields":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Fields")
+				return
+			}
+			if zb0002 > z8b843d16limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Fields) >= int(zb0002) {
+				z.Fields = (z.Fields)[:zb0002]
+			} else {
+				z.Fields = make([]string, zb0002)
+			}
+			for za0001 := range z.Fields {
+				z.Fields[za0001], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Fields", za0001)
+					return
+				}
+			}
+		case "indexes_only":
+			z.IndexesOnly, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "IndexesOnly")
+				return
+			}
+		case "size":
+			z.Size, bts, err = msgp.ReadIntBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Size")
+				return
+			}
+		case "window":
+			z.Window, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Window")
+				return
+			}
+		case "weight":
+			z.Weight, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Weight")
+				return
+			}
+		case "seed":
+			z.Seed, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Seed")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *DataReplayRequest) Msgsize() (s int) {
+	s = 1 + 10 + msgp.StringPrefixSize + len(z.Partition) + 7 + msgp.ArrayHeaderSize
+	for za0001 := range z.Fields {
+		s += msgp.StringPrefixSize + len(z.Fields[za0001])
+	}
+	s += 13 + msgp.BoolSize + 5 + msgp.IntSize + 7 + msgp.Int64Size + 7 + msgp.StringPrefixSize + len(z.Weight) + 5 + msgp.Uint64Size
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
 func (z *DataRow) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// map header, size 3
@@ -3299,8 +3798,8 @@ func (z *DataSchemaResponse) Msgsize() (s int) {
 func (z *DataStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(24)
-	var zb0001Mask uint32 /* 24 bits */
+	zb0001Len := uint32(26)
+	var zb0001Mask uint32 /* 26 bits */
 	_ = zb0001Mask
 	if z.LastFlush.IsZero() {
 		zb0001Len--
@@ -3393,6 +3892,12 @@ func (z *DataStats) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "stale_dropped"
 		o = append(o, 0xad, 0x73, 0x74, 0x61, 0x6c, 0x65, 0x5f, 0x64, 0x72, 0x6f, 0x70, 0x70, 0x65, 0x64)
 		o = msgp.AppendInt64(o, z.StaleDropped)
+		// string "groups_dropped"
+		o = append(o, 0xae, 0x67, 0x72, 0x6f, 0x75, 0x70, 0x73, 0x5f, 0x64, 0x72, 0x6f, 0x70, 0x70, 0x65, 0x64)
+		o = msgp.AppendInt64(o, z.GroupsDropped)
+		// string "samples_unused"
+		o = append(o, 0xae, 0x73, 0x61, 0x6d, 0x70, 0x6c, 0x65, 0x73, 0x5f, 0x75, 0x6e, 0x75, 0x73, 0x65, 0x64)
+		o = msgp.AppendInt64(o, z.SamplesUnused)
 	}
 	return
 }
@@ -3615,6 +4120,18 @@ func (z *DataStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "StaleDropped")
 				return
 			}
+		case "groups_dropped":
+			z.GroupsDropped, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "GroupsDropped")
+				return
+			}
+		case "samples_unused":
+			z.SamplesUnused, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "SamplesUnused")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3643,7 +4160,7 @@ func (z *DataStats) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0003) + msgp.Int64Size
 		}
 	}
-	s += 5 + msgp.Int64Size + 5 + msgp.Int64Size + 8 + msgp.Int64Size + 15 + msgp.Int64Size + 12 + msgp.Int64Size + 8 + msgp.Int64Size + 14 + msgp.Int64Size + 20 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.TimeSize + 20 + msgp.Float64Size + 15 + msgp.Int64Size + 14 + msgp.Int64Size
+	s += 5 + msgp.Int64Size + 5 + msgp.Int64Size + 8 + msgp.Int64Size + 15 + msgp.Int64Size + 12 + msgp.Int64Size + 8 + msgp.Int64Size + 14 + msgp.Int64Size + 20 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.TimeSize + 20 + msgp.Float64Size + 15 + msgp.Int64Size + 14 + msgp.Int64Size + 15 + msgp.Int64Size + 15 + msgp.Int64Size
 	return
 }
 

@@ -298,5 +298,8 @@ func (t *wtx) addTombstones(s record.IndexSet) error {
 		`DELETE FROM tombstones WHERE lo = ?`, `INSERT INTO tombstones(lo, hi) VALUES (?, ?)`); err != nil {
 		return err
 	}
+	if err := t.bumpFieldRevision(""); err != nil { // Replay's weights forget cleared records
+		return err
+	}
 	return metaAdd(t.ctx, t, "tomb_version", 1) // readers cache tombstones by this version
 }

@@ -423,6 +423,9 @@ func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
 		if err := t.addProduced(f, record.SetOf(idx)); err != nil {
 			return err
 		}
+		if err := t.bumpFieldRevision(f); err != nil {
+			return err
+		}
 	}
 	if err := metaAdd(t.ctx, t, "tail_rows", int64(len(indexes))); err != nil {
 		return err

@@ -154,17 +154,17 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 			return nil, Schema{}, err
 		}
 		if err := p.sample(ctx, rq, sampler); err != nil {
-			if errors.Is(err, errNotFull) && len(p.src.dropped) > 0 {
+			if errors.Is(err, errNotFull) && p.src.dropsUnserved() {
 				// No full batch, but stale samples to drop: drop them now (they stay stale),
 				// so that producers held by back-pressure get the room.
-				p.idx, p.src.assigned = nil, nil
+				p.idx, p.src.assigned, p.src.unused = nil, nil, nil // unused samples go with their group's hand-out
 				if err := q.w.do(ctx, func(t *wtx) error { return t.recordMeta(rq, p, false) }); err != nil {
 					return nil, p.schema, err
 				}
 			}
 			return nil, p.schema, err
 		}
-		if len(p.idx) == 0 && p.src.assigned == nil && len(p.src.dropped) == 0 {
+		if len(p.idx) == 0 && p.src.assigned == nil && !p.src.drops() {
 			return p.idx, p.schema, nil // nothing to record
 		}
 		q.hook("getmeta-chosen")
@@ -184,8 +184,8 @@ func (q *fileQueue) handOut(ctx context.Context, rq *MetaRequest, sampler Sample
 			return err
 		}
 		if err := p.sample(t.ctx, rq, sampler); err != nil {
-			if errors.Is(err, errNotFull) && len(p.src.dropped) > 0 {
-				p.idx, p.src.assigned = nil, nil
+			if errors.Is(err, errNotFull) && p.src.dropsUnserved() {
+				p.idx, p.src.assigned, p.src.unused = nil, nil, nil // unused samples go with their group's hand-out
 				if rerr := t.recordMeta(rq, p, false); rerr != nil {
 					return rerr
 				}
@@ -435,6 +435,11 @@ func (t *wtx) recordMeta(rq *MetaRequest, p *metaPlan, recheck bool) error {
 				return err
 			}
 			t.rows = true
+		}
+	}
+	if len(src.droppedGroups) > 0 || len(src.unused) > 0 {
+		if err := t.dropGroups(rq.Partition, rq.Task, src.droppedGroups, src.unused, chosen); err != nil {
+			return err
 		}
 	}
 	return nil

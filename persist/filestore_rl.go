@@ -271,3 +271,107 @@ func (in *fileSampleSource) versionValues(ctx context.Context, indexes []int64) 
 	}
 	return out, nil
 }
+
+var _ FieldRevisioner = (*fileQueue)(nil)
+
+// bumpFieldRevision adds 1 to field's revision (table field_revisions, migration 0004):
+// a PutFields or KV update of field, or ("") a clear.
+func (t *wtx) bumpFieldRevision(field string) error {
+	if _, err := t.exec(`INSERT INTO field_revisions(field, n) VALUES (?, 1) ON CONFLICT(field) DO UPDATE SET n = n + 1`, field); err != nil {
+		return fmt.Errorf("count field revision: %w", err)
+	}
+	return nil
+}
+
+// FieldRevision implements FieldRevisioner: next_index and the revisions of field and
+// of clears, in one read transaction.
+func (q *fileQueue) FieldRevision(ctx context.Context, field string) (next, revision int64, err error) {
+	if err := q.enter(); err != nil {
+		return 0, 0, err
+	}
+	defer q.leave()
+	err = q.view(ctx, func(tx queryer) error {
+		var err error
+		if next, err = metaGet(ctx, tx, "next_index"); err != nil {
+			return err
+		}
+		var n sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT SUM(n) FROM field_revisions WHERE field IN (?, '')`, field).Scan(&n); err != nil {
+			return fmt.Errorf("read field revision: %w", err)
+		}
+		revision = n.Int64
+		return nil
+	})
+	return next, revision, err
+}
+
+// dropGroups marks what GRPOGroupN dropped consumed for (partition, task), in the
+// hand-out's transaction: each group counts once in groups_dropped when any of its
+// samples was not consumed yet (so concurrent readers that judged the same group count
+// it once), and unused samples count one each in samples_unused. Samples of chosen
+// (handed out by this same transaction) are left alone.
+func (t *wtx) dropGroups(partition, task string, groups [][]int64, unused []int64, chosen record.IndexSet) error {
+	var all []int64
+	for _, g := range groups {
+		all = append(all, g...)
+	}
+	all = append(all, unused...)
+	if len(all) == 0 {
+		return nil
+	}
+	every := record.SetOf(all)
+	consumed, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? AND lo < ? AND hi > ? ORDER BY lo`,
+		partition, task, every[len(every)-1].Hi, every[0].Lo)
+	if err != nil {
+		return err
+	}
+	taken := consumed.Union(chosen)
+	var nGroups, nUnused int64
+	for _, g := range groups {
+		if len(record.SetOf(g).Minus(taken)) > 0 {
+			nGroups++
+		}
+	}
+	nUnused = record.SetOf(unused).Minus(taken).Minus(record.SetOf(all[:len(all)-len(unused)])).Count()
+	drop := every.Minus(taken)
+	if len(drop) == 0 {
+		return nil
+	}
+	if err := t.markConsumed(partition, task, drop); err != nil {
+		return err
+	}
+	if err := metaAdd(t.ctx, t, "groups_dropped", nGroups); err != nil {
+		return err
+	}
+	if err := metaAdd(t.ctx, t, "samples_unused", nUnused); err != nil {
+		return err
+	}
+	t.rows = true // wake producers held by back-pressure
+	return nil
+}
+
+var _ GroupDropStore = (*fileQueue)(nil)
+
+// DropGroup implements GroupDropStore.
+func (q *fileQueue) DropGroup(ctx context.Context, task, partition string, indexes []int64) error {
+	if err := CheckDropGroup(task, partition, indexes); err != nil {
+		return err
+	}
+	if err := q.enter(); err != nil {
+		return err
+	}
+	defer q.leave()
+	return q.w.do(ctx, func(t *wtx) error {
+		if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
+			return err
+		}
+		in, err := t.partitionSet(partition, record.SetOf(indexes))
+		if err != nil {
+			return err
+		}
+		if missing := record.SetOf(indexes).Minus(in); len(missing) > 0 {
+			return &NotFoundError{Partition: partition, Indexes: missing.First(16)}
+		}
+		return t.dropGroups(partition, task, [][]int64{indexes}, nil, nil)
+	})
+}

@@ -28,6 +28,31 @@ type fileSampleSource struct {
 	version            int64           // the queue's current weight version
 	versionsStable     bool            // no PutFields ever changed a weight version: the cache holds
 	dropped            []int64         // stale samples to mark consumed (StaleDrop)
+	droppedGroups      [][]int64       // groups to mark consumed (GroupDropper)
+	unused             []int64         // over-sampled samples to mark consumed (GroupDropper)
+}
+
+var _ GroupDropper = (*fileSampleSource)(nil)
+
+// DropGroups implements GroupDropper.
+func (in *fileSampleSource) DropGroups(groups [][]int64) {
+	in.droppedGroups = append(in.droppedGroups, groups...)
+}
+
+// DropUnused implements GroupDropper.
+func (in *fileSampleSource) DropUnused(indexes []int64) { in.unused = append(in.unused, indexes...) }
+
+// drops reports whether the sampler left anything to drop.
+func (in *fileSampleSource) drops() bool {
+	return in.dropsUnserved() || len(in.unused) > 0
+}
+
+// dropsUnserved reports whether the sampler left drops that hold without a hand-out
+// (written even when a waiting GetMeta hands nothing out): stale samples and dropped
+// groups — not the unused samples of an over-sampled group, which go with its hand-out
+// (dropped alone, they would leave the group short of N ready samples for ever).
+func (in *fileSampleSource) dropsUnserved() bool {
+	return len(in.dropped) > 0 || len(in.droppedGroups) > 0
 }
 
 // ReadyAfter returns, ascending, up to n ready samples with an index greater than

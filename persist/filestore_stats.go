@@ -53,6 +53,12 @@ func (q *fileQueue) Stats(ctx context.Context) (Stats, error) {
 		if st.StaleDropped, err = metaGet(ctx, tx, "stale_dropped"); err != nil {
 			return err
 		}
+		if st.GroupsDropped, err = metaGet(ctx, tx, "groups_dropped"); err != nil {
+			return err
+		}
+		if st.SamplesUnused, err = metaGet(ctx, tx, "samples_unused"); err != nil {
+			return err
+		}
 		var cleared, frows, fbytes sql.NullInt64
 		if err := tx.QueryRowContext(ctx, `SELECT SUM(hi - lo) FROM tombstones`).Scan(&cleared); err != nil {
 			return fmt.Errorf("stats: %w", err)

@@ -139,4 +139,6 @@ type Stats struct {
 	PendingFragments int              // flushes or compactions in progress (or of crashed processes)
 	WeightVersion    int64            // the queue's current weight version (Queue.SetVersion)
 	StaleDropped     int64            // records dropped as stale by staleness-bounded reads (StaleDrop), all tasks
+	GroupsDropped    int64            // groups dropped (GRPOGroupN's filter and straggler bound, DropGroup), all tasks
+	SamplesUnused    int64            // samples of over-sampled groups left unused (GRPOGroupN.Use), all tasks
 }

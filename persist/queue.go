@@ -2,6 +2,7 @@ package persist
 
 import (
 	"context"
+	"sync"
 )
 
 // Queue is a durable, append-only record queue: the data-queue SDK over a Store. Open
@@ -9,7 +10,10 @@ import (
 // safe for concurrent use; several processes (or, with a network store, machines) may
 // use one queue at once.
 type Queue struct {
-	s Store
+	s      Store
+	replay replayCache // Replay's weights (replay.go)
+	// patchMu serializes PatchPartial's read and write of segment versions (partial.go).
+	patchMu sync.Mutex
 }
 
 // New returns a Queue over s. Closing the Queue closes s.

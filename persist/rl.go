@@ -71,6 +71,10 @@ type Staleness struct {
 	Max int64
 	// Policy is StaleDrop (the default, "") or StaleKeep.
 	Policy StalenessPolicy
+	// Version is which segment of a partial rollout is judged (partial.go):
+	// StalenessOldest (the default, "": WeightVersionField) or StalenessNewest
+	// (LastWeightVersionField, else WeightVersionField).
+	Version StalenessVersion
 }
 
 func (s *Staleness) validate() error {
@@ -79,6 +83,11 @@ func (s *Staleness) validate() error {
 	}
 	if s.Max < 0 {
 		return &InvalidError{Field: "max_staleness", Value: s.Max, Rule: "≥ 0"}
+	}
+	switch s.Version {
+	case "", StalenessOldest, StalenessNewest:
+	default:
+		return &InvalidError{Field: "stale_version", Value: string(s.Version), Rule: `"oldest" or "newest"`}
 	}
 	switch s.Policy {
 	case "", StaleDrop, StaleKeep:
@@ -285,7 +294,7 @@ func (s stalenessSampler) Sample(ctx context.Context, in *SampleInput) ([]int64,
 	if !ok {
 		return nil, &InvalidError{Field: "max_staleness", Value: s.st.Max, Rule: "a store that keeps weight versions"}
 	}
-	fs := &freshSource{SampleSource: in.Source, ctx: ctx, floor: vs.CurrentVersion() - s.st.Max, known: map[int64]bool{}}
+	fs := &freshSource{SampleSource: in.Source, ctx: ctx, floor: vs.CurrentVersion() - s.st.Max, known: map[int64]bool{}, newest: s.st.Version == StalenessNewest}
 	// Judge only what the inner sampler looks at: its own window if it asks for one,
 	// else one batch (samplers that need more page on with ReadyAfter, which judges as
 	// it goes). Reading versions is the bound's whole cost.
@@ -339,6 +348,8 @@ type freshSource struct {
 	known map[int64]bool // index → fresh
 	stale []int64
 	err   error
+	// newest judges LastWeightVersionField first (StalenessNewest).
+	newest bool
 }
 
 // fresh returns the fresh ones of idx, in order.
@@ -350,7 +361,7 @@ func (f *freshSource) fresh(idx []int64) ([]int64, error) {
 		}
 	}
 	if len(ask) > 0 {
-		vals, err := f.SampleSource.Values(f.ctx, WeightVersionField, ask)
+		vals, err := f.versions(ask)
 		if err != nil {
 			return nil, err
 		}
@@ -374,6 +385,37 @@ func (f *freshSource) fresh(idx []int64) ([]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// versions reads the judged version of each of idx (nil: none).
+func (f *freshSource) versions(idx []int64) ([]any, error) {
+	if !f.newest {
+		return f.SampleSource.Values(f.ctx, WeightVersionField, idx)
+	}
+	vals, err := f.SampleSource.Values(f.ctx, LastWeightVersionField, idx)
+	if err != nil {
+		return nil, err
+	}
+	var miss []int64
+	for i, v := range vals {
+		if v == nil {
+			miss = append(miss, idx[i])
+		}
+	}
+	if len(miss) > 0 {
+		old, err := f.SampleSource.Values(f.ctx, WeightVersionField, miss)
+		if err != nil {
+			return nil, err
+		}
+		m := 0
+		for i, v := range vals {
+			if v == nil {
+				vals[i] = old[m]
+				m++
+			}
+		}
+	}
+	return vals, nil
 }
 
 // readyAfter pages through the ready samples after after until n fresh ones.
@@ -404,6 +446,20 @@ func (f *freshSource) ReadyAfter(after int64, n int) ([]int64, bool) {
 		f.err = err
 	}
 	return out, more
+}
+
+// DropGroups implements GroupDropper.
+func (f *freshSource) DropGroups(groups [][]int64) {
+	if d, ok := f.SampleSource.(GroupDropper); ok {
+		d.DropGroups(groups)
+	}
+}
+
+// DropUnused implements GroupDropper.
+func (f *freshSource) DropUnused(indexes []int64) {
+	if d, ok := f.SampleSource.(GroupDropper); ok {
+		d.DropUnused(indexes)
+	}
 }
 
 // ReadyUnheld implements SampleSource.

@@ -145,6 +145,15 @@ var (
 	dataLastFlushDesc = prometheus.NewDesc("lakeshore_data_last_flush_timestamp_seconds",
 		"When this server last completed a flush of a data queue (Unix seconds; absent before the first).",
 		[]string{"namespace", "queue"}, nil)
+	dataStaleDroppedDesc = prometheus.NewDesc("lakeshore_data_stale_dropped_total",
+		"Records of a data queue dropped as stale by staleness-bounded reads, all tasks (shared by every server of the queue).",
+		[]string{"namespace", "queue"}, nil)
+	dataGroupsDroppedDesc = prometheus.NewDesc("lakeshore_data_groups_dropped_total",
+		"Groups of a data queue dropped by GRPO's zero-variance filter, its straggler bound or DropGroup, all tasks (shared by every server of the queue).",
+		[]string{"namespace", "queue"}, nil)
+	dataSamplesUnusedDesc = prometheus.NewDesc("lakeshore_data_samples_unused_total",
+		"Samples of over-sampled GRPO groups of a data queue left unused, all tasks (shared by every server of the queue).",
+		[]string{"namespace", "queue"}, nil)
 )
 
 // dataStatsCollector reports the flush health of the open data queues: a tail that
@@ -155,6 +164,9 @@ func (c *dataStatsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- dataTailRowsDesc
 	ch <- dataFlushFailuresDesc
 	ch <- dataLastFlushDesc
+	ch <- dataStaleDroppedDesc
+	ch <- dataGroupsDroppedDesc
+	ch <- dataSamplesUnusedDesc
 }
 
 func (c *dataStatsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -177,6 +189,9 @@ func (c *dataStatsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(dataTailRowsDesc, prometheus.GaugeValue, float64(st.TailRows), ns, queue)
 		ch <- prometheus.MustNewConstMetric(dataFlushFailuresDesc, prometheus.CounterValue, float64(st.FlushFailures), ns, queue)
+		ch <- prometheus.MustNewConstMetric(dataStaleDroppedDesc, prometheus.CounterValue, float64(st.StaleDropped), ns, queue)
+		ch <- prometheus.MustNewConstMetric(dataGroupsDroppedDesc, prometheus.CounterValue, float64(st.GroupsDropped), ns, queue)
+		ch <- prometheus.MustNewConstMetric(dataSamplesUnusedDesc, prometheus.CounterValue, float64(st.SamplesUnused), ns, queue)
 		if !st.LastFlush.IsZero() {
 			ch <- prometheus.MustNewConstMetric(dataLastFlushDesc, prometheus.GaugeValue, float64(st.LastFlush.UnixNano())/1e9, ns, queue)
 		}
@@ -194,6 +209,9 @@ func count(c *prometheus.CounterVec, r *http.Request, n int) {
 type dataQueue struct {
 	key   string // namespace/queue
 	store persist.Store
+	// queue is the SDK over store, kept while the store is open: Replay keeps the
+	// window's weights in it between requests.
+	queue *persist.Queue
 	// users counts the requests holding the queue (dataQueues.get to release); lastUse
 	// is when the last of them released it. Guarded by dataQueues.mu.
 	users   int
@@ -303,7 +321,7 @@ func (d *dataQueues) openQueue(ctx context.Context, namespace, queue string, cre
 	if err != nil {
 		return nil, err
 	}
-	q := &dataQueue{store: s, changed: make(chan struct{}), done: make(chan struct{})}
+	q := &dataQueue{store: s, queue: persist.New(s), changed: make(chan struct{}), done: make(chan struct{})}
 	ch, release := s.Changes()
 	if sv, ok := s.(persist.ChangeVersioner); ok {
 		// The store's own version, the same on every server of the queue (taken after
@@ -551,6 +569,10 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		"GET " + d + "/changes":                   {read, s.handleDataChanges},
 		"GET " + d + "/version":                   {read, s.handleDataVersion},
 		"POST " + d + "/version":                  {put, s.handleDataSetVersion},
+		"POST " + d + "/replay":                   {read, s.handleDataReplay},
+		"POST " + d + "/groups/drop":              {read, s.handleDataDropGroup},
+		"POST " + d + "/partial/patch":            {put, s.handleDataPatchPartial},
+		"POST " + d + "/priorities":               {put, s.handleDataPriorities},
 	}
 	hs := map[string]handlerFunc{"GET /v1/namespaces/{namespace}/data": func(w http.ResponseWriter, r *http.Request, p *principal) error {
 		if err := s.handleDataQueues(w, r, p); err != nil {

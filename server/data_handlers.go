@@ -500,9 +500,11 @@ func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist
 	mr := &persist.MetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
 		Wait: req.Wait, Timeout: timeout, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex, Lease: lease}
 	if req.MaxStaleness != nil {
-		mr.Staleness = &persist.Staleness{Max: *req.MaxStaleness, Policy: persist.StalenessPolicy(req.StalePolicy)}
+		mr.Staleness = &persist.Staleness{Max: *req.MaxStaleness, Policy: persist.StalenessPolicy(req.StalePolicy), Version: persist.StalenessVersion(req.StaleVersion)}
 	} else if req.StalePolicy != "" {
 		return nil, plane.Invalid("stale_policy", req.StalePolicy, "only with max_staleness")
+	} else if req.StaleVersion != "" {
+		return nil, plane.Invalid("stale_version", req.StaleVersion, "only with max_staleness")
 	}
 	if mr.Partition == "" {
 		mr.Partition = persist.DefaultPartition
@@ -788,7 +790,7 @@ func (s *Server) handleDataStats(w http.ResponseWriter, r *http.Request, p *prin
 		ConsumedByTask: st.ConsumedByTask, Puts: st.Puts, Gets: st.Gets, Flushes: st.Flushes, FlushFailures: st.FlushFailures, Compactions: st.Compactions,
 		Commits: st.Commits, CommittedOps: st.CommittedOps, RecoveredFragments: st.RecoveredFragments,
 		OrphansDeleted: st.OrphansDeleted, LastFlush: st.LastFlush, LastFlushDuration: st.LastFlushDuration.Seconds(),
-		WeightVersion: st.WeightVersion, StaleDropped: st.StaleDropped}
+		WeightVersion: st.WeightVersion, StaleDropped: st.StaleDropped, GroupsDropped: st.GroupsDropped, SamplesUnused: st.SamplesUnused}
 	if out.Partitions == nil {
 		out.Partitions = map[string]int64{}
 	}
@@ -927,4 +929,68 @@ func cmpOrDuration(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+func (s *Server) handleDataReplay(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	var req api.DataReplayRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	rq := &persist.ReplayRequest{Partition: req.Partition, Fields: req.Fields, Size: req.Size, Window: req.Window, Weight: req.Weight, Seed: req.Seed}
+	if req.IndexesOnly {
+		rq.Fields = []string{}
+	}
+	rs, err := dq.queue.Replay(r.Context(), rq)
+	if err != nil {
+		return err
+	}
+	return s.writeBatch(w, r, rs.Batch, 0)
+}
+
+func (s *Server) handleDataPriorities(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	var req api.DataPrioritiesRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := persist.CheckIndexes(req.Indexes); err != nil {
+		return err
+	}
+	if err := dq.queue.UpdatePriorities(r.Context(), partitionOf(r, req.Partition), req.Field, req.Indexes, req.Values); err != nil {
+		return err
+	}
+	count(s.data.metrics.put, r, len(req.Indexes))
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleDataDropGroup(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	var req api.DataConsumptionRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := dq.queue.DropGroup(r.Context(), req.Task, partitionOf(r, req.Partition), req.Indexes); err != nil {
+		return err
+	}
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+func (s *Server) handleDataPatchPartial(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+	var req api.DataPatchRequest
+	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	var recs []persist.Record
+	if req.Records != nil {
+		var err error
+		if recs, err = records("records", req.Records); err != nil {
+			return err
+		}
+	}
+	if err := dq.queue.PatchPartial(r.Context(), partitionOf(r, req.Partition), req.Indexes, recs, req.WeightVersion, req.Complete); err != nil {
+		return err
+	}
+	count(s.data.metrics.put, r, len(req.Indexes))
+	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
 }

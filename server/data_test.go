@@ -232,6 +232,13 @@ func TestDataAuth(t *testing.T) {
 	require.Equal(t, 200, r.status)
 	require.Contains(t, string(r.body), `lakeshore_data_records_put_total{namespace="team-a",queue="rollouts"} 1`)
 	require.NotContains(t, string(r.body), `namespace="team-b"`)
+	// The RL drops, from the queue's Stats: a dropped group counts once.
+	require.Equal(t, 200, b.do(t, "POST", A+"/groups/drop", api.ContentTypeJSON, []byte(`{"task": "train", "indexes": [0]}`), reader).status)
+	require.Equal(t, 200, b.do(t, "POST", A+"/groups/drop", api.ContentTypeJSON, []byte(`{"task": "train", "indexes": [0]}`), reader).status)
+	r = b.do(t, "GET", "/metrics", "", nil, producer)
+	require.Contains(t, string(r.body), `lakeshore_data_groups_dropped_total{namespace="team-a",queue="rollouts"} 1`)
+	require.Contains(t, string(r.body), `lakeshore_data_samples_unused_total{namespace="team-a",queue="rollouts"} 0`)
+	require.Contains(t, string(r.body), `lakeshore_data_stale_dropped_total{namespace="team-a",queue="rollouts"} 0`)
 
 	for _, p := range []string{"/v1/namespaces/..%2F..%2Fetc/data/q/schema", "/v1/namespaces/.x/data/q/schema", "/v1/namespaces/a/data/..%2Fb/schema", "/v1/namespaces/a/data/_q/schema"} {
 		r := b.do(t, "GET", p, "", nil, adminSecret)

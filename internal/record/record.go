@@ -2,7 +2,7 @@ package record
 
 import (
 	"regexp"
-	"sort"
+	"slices"
 )
 
 // Record is one sample: field name → value. Values may be bool, any Go integer that
@@ -28,7 +28,7 @@ func CheckName(field, name string) error {
 
 // SortedUnique sorts idx and drops duplicates, in place.
 func SortedUnique(idx []int64) []int64 {
-	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
+	slices.Sort(idx)
 	out := idx[:0]
 	for i, v := range idx {
 		if i == 0 || v != idx[i-1] {

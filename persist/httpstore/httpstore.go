@@ -503,7 +503,7 @@ func metaBody(req *persist.MetaRequest) (*api.DataMetaRequest, error) {
 	body := &api.DataMetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
 		Wait: req.Wait, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex, Lease: req.Lease.Seconds()}
 	if req.Staleness != nil {
-		body.MaxStaleness, body.StalePolicy = &req.Staleness.Max, string(req.Staleness.Policy)
+		body.MaxStaleness, body.StalePolicy, body.StaleVersion = &req.Staleness.Max, string(req.Staleness.Policy), string(req.Staleness.Version)
 	}
 	if body.Fields == nil {
 		body.Fields = []string{}
@@ -672,6 +672,62 @@ func (s *httpStore) GetData(ctx context.Context, meta *persist.BatchMeta) (*pers
 	return readBatch(data)
 }
 
+var _ persist.GroupDropStore = (*httpStore)(nil)
+
+// DropGroup implements persist.GroupDropStore (POST …/groups/drop).
+func (s *httpStore) DropGroup(ctx context.Context, task, partition string, indexes []int64) error {
+	if err := persist.CheckDropGroup(task, partition, indexes); err != nil {
+		return err
+	}
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/groups/drop", idempotent: true,
+		body: &api.DataConsumptionRequest{Task: task, Partition: partition, Indexes: indexes}}, &api.EmptyResponse{})
+	return err
+}
+
+var _ persist.Replayer = (*httpStore)(nil)
+
+// Replay implements persist.Replayer: the server draws (POST …/replay), from the
+// weights it keeps in memory. req.Rand does not cross: Seed does.
+func (s *httpStore) Replay(ctx context.Context, req *persist.ReplayRequest) (*persist.ReplaySample, error) {
+	if err := persist.CheckReplayRequest(req); err != nil {
+		return nil, err
+	}
+	body := &api.DataReplayRequest{Partition: req.Partition, Fields: req.Fields, Size: req.Size, Window: req.Window, Weight: req.Weight, Seed: req.Seed}
+	if req.Fields != nil && len(req.Fields) == 0 {
+		body.IndexesOnly = true
+	}
+	data, _, err := s.do(ctx, httpRequest{method: "POST", path: "/replay", arrow: true, idempotent: true, body: body}, nil)
+	if err != nil {
+		return nil, err
+	}
+	b, err := readBatch(data)
+	if err != nil {
+		return nil, err
+	}
+	if b.Indexes == nil {
+		b.Indexes, b.Partitions = []int64{}, []string{}
+	}
+	return &persist.ReplaySample{Draws: append([]int64{}, b.Indexes...), Batch: b}, nil
+}
+
+// UpdatePriorities implements persist.Replayer (POST …/priorities), so that the
+// server's weights follow at once.
+func (s *httpStore) UpdatePriorities(ctx context.Context, partition, field string, indexes []int64, values []float64) error {
+	if err := persist.CheckIndexes(indexes); err != nil {
+		return err
+	}
+	_, _, err := s.do(ctx, httpRequest{method: "POST", path: "/priorities", idempotent: true,
+		body: &api.DataPrioritiesRequest{Partition: partition, Field: field, Indexes: nonNil(indexes), Values: nonNilFloats(values)}}, &api.EmptyResponse{})
+	return err
+}
+
+func nonNilFloats(x []float64) []float64 {
+	if x == nil {
+		return []float64{}
+	}
+	return x
+}
+
 // Produced implements Store.
 func (s *httpStore) Produced(ctx context.Context, partition string, indexes []int64, fields []string) ([][]bool, error) {
 	var out api.DataProducedResponse
@@ -836,7 +892,7 @@ func (s *httpStore) Stats(ctx context.Context) (persist.Stats, error) {
 		NextIndex: o.NextIndex, Len: o.Len, Cleared: o.Cleared, TailRows: o.TailRows, FragmentRows: o.FragmentRows,
 		Fragments: o.Fragments, FragmentBytes: o.FragmentBytes, ManifestVersion: o.ManifestVersion,
 		Partitions: o.Partitions, ConsumedByTask: o.ConsumedByTask, PendingFragments: o.PendingFragments,
-		WeightVersion: o.WeightVersion, StaleDropped: o.StaleDropped}, nil
+		WeightVersion: o.WeightVersion, StaleDropped: o.StaleDropped, GroupsDropped: o.GroupsDropped, SamplesUnused: o.SamplesUnused}, nil
 }
 
 var _ persist.Versioner = (*httpStore)(nil)

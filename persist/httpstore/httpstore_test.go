@@ -87,7 +87,7 @@ func TestHTTPStoreConformance(t *testing.T) {
 	n := 0
 	persisttest.Run(t, func(t *testing.T) persist.Store {
 		n++
-		return d.open(t, "q"+string(rune('a'+n)), nil)
+		return d.open(t, "q"+strconv.Itoa(n), nil) // one queue per case, however many cases
 	})
 }
 

@@ -400,7 +400,8 @@ func (s *Store) Stats(ctx context.Context) (persist.Stats, error) {
 		if st.WeightVersion, err = s.currentVersion(ctx, tx, false); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(stale_dropped), 0) FROM consumers WHERE queue = $1`, s.name).Scan(&st.StaleDropped); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(stale_dropped), 0), coalesce(sum(groups_dropped), 0), coalesce(sum(samples_unused), 0)
+			FROM consumers WHERE queue = $1`, s.name).Scan(&st.StaleDropped, &st.GroupsDropped, &st.SamplesUnused); err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
 		st.Len = st.NextIndex - st.Cleared

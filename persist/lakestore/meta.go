@@ -192,13 +192,19 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		return nil, st.schema, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", persist.ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
 	}
 	if rq.Wait && len(idx) < rq.BatchSize {
-		if len(src.dropped) > 0 {
-			// Stale samples are dropped even when no batch is handed out: producers held
-			// by back-pressure get the room.
-			if err := sampled.Rollback(ctx); err != nil { // an assignment the sampler stored
-				return nil, st.schema, fmt.Errorf("roll back the sampler's writes: %w", err)
+		// Unused samples of an over-sampled group go with its hand-out only.
+		if len(src.dropped) > 0 || len(src.droppedGroups) > 0 {
+			// Stale samples and dropped groups are dropped even when no batch is handed
+			// out: producers held by back-pressure get the room.
+			if sampled != tx {
+				if err := sampled.Rollback(ctx); err != nil { // an assignment the sampler stored
+					return nil, st.schema, fmt.Errorf("roll back the sampler's writes: %w", err)
+				}
 			}
 			if err := s.dropStale(ctx, tx, rq, src.dropped, nil, consumed); err != nil {
+				return nil, st.schema, err
+			}
+			if err := s.dropGroups(ctx, tx, rq.Partition, rq.Task, src.droppedGroups, nil, nil, consumed); err != nil {
 				return nil, st.schema, err
 			}
 			if err := s.announce(ctx, tx); err != nil {
@@ -228,7 +234,12 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 			return nil, st.schema, err
 		}
 	}
-	if (!rq.DeferConsume && len(idx) > 0) || len(src.dropped) > 0 {
+	if len(src.droppedGroups) > 0 || len(src.unused) > 0 {
+		if err := s.dropGroups(ctx, tx, rq.Partition, rq.Task, src.droppedGroups, src.unused, chosen, consumed); err != nil {
+			return nil, st.schema, err
+		}
+	}
+	if (!rq.DeferConsume && len(idx) > 0) || src.drops() {
 		// Wake producers blocked by back-pressure, in every process.
 		if err := s.announce(ctx, tx); err != nil {
 			return nil, st.schema, err
@@ -254,6 +265,9 @@ type sampleSource struct {
 	// staleness-bounded; dropped the stale samples the sampler saw.
 	version int64
 	dropped []int64
+	// droppedGroups and unused are what GRPOGroupN dropped (persist.GroupDropper).
+	droppedGroups [][]int64
+	unused        []int64
 }
 
 func (c *sampleSource) ReadyAfter(after int64, n int) ([]int64, bool) {

@@ -259,6 +259,9 @@ func (s *Store) putFields(ctx context.Context, tx pgx.Tx, st *queueState, partit
 		if err := insertSpans(ctx, tx, "produced", "queue, field", setOf(idx), s.name, f); err != nil {
 			return err
 		}
+		if err := s.bumpFieldRevision(ctx, tx, f); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -170,3 +170,117 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, a *persist.Admission, part
 	}
 	return persist.Admitted(a, partition, n, target, unconsumed, cur)
 }
+
+var _ persist.FieldRevisioner = (*Store)(nil)
+
+// bumpFieldRevision adds 1 to field's revision (table field_revisions, migration
+// 0004): a PutFields or KV update of field, or ("") a clear.
+func (s *Store) bumpFieldRevision(ctx context.Context, tx pgx.Tx, field string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO field_revisions(queue, field, n) VALUES ($1, $2, 1)
+		ON CONFLICT (queue, field) DO UPDATE SET n = field_revisions.n + 1`, s.name, field); err != nil {
+		return fmt.Errorf("count field revision: %w", err)
+	}
+	return nil
+}
+
+// FieldRevision implements persist.FieldRevisioner: the queue's next index and the
+// revisions of field and of clears, in one snapshot.
+func (s *Store) FieldRevision(ctx context.Context, field string) (next, revision int64, err error) {
+	if err := s.enter(); err != nil {
+		return 0, 0, err
+	}
+	defer s.leave()
+	err = s.view(ctx, func(tx pgx.Tx) error {
+		st, err := s.loadQueue(ctx, tx, false)
+		if err != nil {
+			return err
+		}
+		next = st.next
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(SUM(n), 0)::bigint FROM field_revisions WHERE queue = $1 AND field IN ($2, '')`, s.name, field).Scan(&revision); err != nil {
+			return fmt.Errorf("read field revision: %w", err)
+		}
+		return nil
+	})
+	return next, revision, err
+}
+
+var _ persist.GroupDropper = (*sampleSource)(nil)
+
+// DropGroups implements persist.GroupDropper.
+func (c *sampleSource) DropGroups(groups [][]int64) {
+	c.droppedGroups = append(c.droppedGroups, groups...)
+}
+
+// DropUnused implements persist.GroupDropper.
+func (c *sampleSource) DropUnused(indexes []int64) { c.unused = append(c.unused, indexes...) }
+
+// drops reports whether the sampler left anything to drop.
+func (c *sampleSource) drops() bool {
+	return len(c.dropped) > 0 || len(c.droppedGroups) > 0 || len(c.unused) > 0
+}
+
+// dropGroups marks what GRPOGroupN dropped consumed for (partition, task), with the
+// consumer's row locked: a group counts once in groups_dropped when any of its samples
+// was not consumed yet, an unused sample once in samples_unused; samples of chosen
+// (handed out by this transaction) are left alone.
+func (s *Store) dropGroups(ctx context.Context, tx pgx.Tx, partition, task string, groups [][]int64, unused []int64, chosen, consumed spanSet) error {
+	var grouped []int64
+	for _, g := range groups {
+		grouped = append(grouped, g...)
+	}
+	taken := consumed.union(chosen)
+	var nGroups int64
+	for _, g := range groups {
+		if len(setOf(g).minus(taken)) > 0 {
+			nGroups++
+		}
+	}
+	nUnused := setOf(unused).minus(taken).minus(setOf(grouped)).count()
+	drop := setOf(append(grouped, unused...)).minus(taken)
+	if len(drop) == 0 {
+		return nil
+	}
+	if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", drop, s.name, partition, task); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE consumers SET groups_dropped = groups_dropped + $4, samples_unused = samples_unused + $5
+		WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task, nGroups, nUnused); err != nil {
+		return fmt.Errorf("count dropped groups: %w", err)
+	}
+	return nil
+}
+
+var _ persist.GroupDropStore = (*Store)(nil)
+
+// DropGroup implements persist.GroupDropStore, with the consumer's row locked (as
+// GetMeta decides).
+func (s *Store) DropGroup(ctx context.Context, task, partition string, indexes []int64) error {
+	if err := persist.CheckDropGroup(task, partition, indexes); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	set := setOf(indexes)
+	return s.write(ctx, func(tx pgx.Tx) error {
+		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
+			return err
+		}
+		in, err := s.partitionSet(ctx, tx, partition, set)
+		if err != nil {
+			return err
+		}
+		if missing := set.minus(in); len(missing) > 0 {
+			return &persist.NotFoundError{Partition: partition, Indexes: missing.first(16)}
+		}
+		consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task)
+		if err != nil {
+			return err
+		}
+		if err := s.dropGroups(ctx, tx, partition, task, [][]int64{indexes}, nil, nil, consumed); err != nil {
+			return err
+		}
+		return s.announce(ctx, tx) // wake producers blocked by back-pressure
+	})
+}

@@ -449,6 +449,9 @@ func (s *Store) addTombstones(ctx context.Context, tx pgx.Tx, set spanSet) error
 	if err != nil {
 		return err
 	}
+	if err := s.bumpFieldRevision(ctx, tx, ""); err != nil { // Replay's weights forget cleared records
+		return err
+	}
 	return insertSpans(ctx, tx, "tombstones", "queue", set.minus(tomb), s.name)
 }
 

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Close", testClose},
 	}
 	cases = append(cases, rlCases()...)
+	cases = append(cases, groupCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newStore(t)

@@ -32,6 +32,7 @@ func rlCases() []struct {
 		{"BackpressureHoldsFastProducers", testBackpressureHoldsProducers},
 		{"WaitingReaderDropsStaleForHeldProducers", testWaitDropsStale},
 		{"ReplayAndPriorities", testReplay},
+		{"ReplayWeightsStayExact", testReplayWeightsStayExact},
 		{"LeasedReads", testLeasedReads},
 	}
 }
@@ -437,10 +438,13 @@ func testReplay(t *testing.T, q *persist.Queue) {
 	}
 	require.Len(t, n, 2, "only the samples of positive priority in the partition: %v", n)
 	require.Greater(t, n[idx[9]], 2*n[idx[8]], "drawn by weight (1:3): %v", n)
-	require.Equal(t, []int64{idx[8], idx[9]}, rs.Batch.Indexes)
+	require.Equal(t, rs.Draws, rs.Batch.Indexes, "one row per draw, in draw order")
 	rows, err := rs.Batch.Rows()
 	require.NoError(t, err)
-	require.EqualValues(t, 8, rows[0].Fields["x"])
+	for i, r := range rows {
+		require.EqualValues(t, rs.Draws[i], r.Fields["x"], "row %d holds the record drawn", i)
+		require.Equal(t, persist.DefaultPartition, r.Partition)
+	}
 
 	uniform, err := q.Replay(ctx, &persist.ReplayRequest{Size: 50, Window: 12, Rand: rand.New(rand.NewPCG(3, 4))})
 	require.NoError(t, err)
@@ -453,5 +457,45 @@ func testReplay(t *testing.T, q *persist.Queue) {
 		"replay consumed nothing")
 	_, err = q.Replay(ctx, &persist.ReplayRequest{Size: 0})
 	requireInvalid(t, err)
+	_, err = q.Replay(ctx, &persist.ReplayRequest{Size: 1, Weight: persist.WeightVersionField})
+	requireInvalid(t, err)
 	require.Error(t, q.UpdatePriorities(ctx, "", "prio", []int64{0}, nil))
+	_, err = q.Replay(ctx, &persist.ReplayRequest{Size: 1, Weight: "x\x1f"})
+	requireInvalid(t, err)
+}
+
+// testReplayWeightsStayExact: Replay's weights (kept in memory between calls) follow
+// every change: this handle's UpdatePriorities, new puts, another handle's (another
+// process's) PutFields of the weight field, and clears.
+func testReplayWeightsStayExact(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	other := persist.New(q.Store()) // a second handle: its own cache, as another process
+	idx := putN(t, q, persist.DefaultPartition, 8, func(i int) persist.Record { return persist.Record{"x": i, "prio": 0.0} })
+	drawn := func(size int) map[int64]int {
+		t.Helper()
+		rs, err := q.Replay(ctx, &persist.ReplayRequest{Fields: []string{}, Size: size, Weight: "prio", Seed: 7})
+		require.NoError(t, err)
+		defer rs.Batch.Release()
+		require.Equal(t, rs.Draws, rs.Batch.Indexes)
+		n := map[int64]int{}
+		for _, x := range rs.Draws {
+			n[x]++
+		}
+		return n
+	}
+	require.Empty(t, drawn(10), "every weight is 0: nothing is drawn")
+	require.NoError(t, q.UpdatePriorities(ctx, "", "prio", []int64{idx[2]}, []float64{1}))
+	require.Equal(t, map[int64]int{idx[2]: 50}, drawn(50), "this handle's update")
+	more := putN(t, q, persist.DefaultPartition, 2, func(i int) persist.Record { return persist.Record{"x": 8 + i, "prio": 1e9} })
+	n := drawn(100)
+	require.Greater(t, n[more[0]]+n[more[1]], 90, "new records are drawn, by weight: %v", n)
+	require.NoError(t, other.UpdatePriorities(ctx, "", "prio", more, []float64{0, 0}))
+	require.NoError(t, other.UpdatePriorities(ctx, "", "prio", []int64{idx[5]}, []float64{3}))
+	n = drawn(400)
+	require.Len(t, n, 2, "another handle's updates: %v", n)
+	require.Greater(t, n[idx[5]], 2*n[idx[2]], "drawn by weight (1:3): %v", n)
+	require.NoError(t, q.Store().PutFields(ctx, persist.DefaultPartition, []int64{idx[5]}, []persist.Record{{"prio": 0.0}}))
+	require.Equal(t, map[int64]int{idx[2]: 20}, drawn(20), "a PutFields of the weight field")
+	require.NoError(t, other.Store().ClearSamples(ctx, persist.DefaultPartition, []int64{idx[2]}))
+	require.Empty(t, drawn(10), "a cleared record is never drawn")
 }

@@ -78,6 +78,9 @@ __all__ = [
     "Backpressure",
     "WEIGHT_VERSION",
     "TARGET_WEIGHT_VERSION",
+    "LAST_WEIGHT_VERSION",
+    "SEGMENT_VERSIONS",
+    "COMPLETE",
 ]
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -123,9 +126,32 @@ def RankAwareSampler() -> Sampler:
     return Sampler("rank-aware")
 
 
-def GRPOGroupNSampler(n_samples_per_prompt: int, group_field: str | None = None) -> Sampler:
-    """Whole groups of ``n_samples_per_prompt`` records of one prompt (GRPO); the batch size
-    must be a multiple of it. ``group_field`` names the prompt's field (server default)."""
+def GRPOGroupNSampler(
+    n_samples_per_prompt: int,
+    group_field: str | None = None,
+    *,
+    use: int | None = None,
+    drop_zero_variance: str | None = None,
+    straggler_seconds: float | None = None,
+    time_field: str | None = None,
+    straggler_policy: str | None = None,
+) -> Sampler:
+    """Whole groups of ``n_samples_per_prompt`` records of one prompt (GRPO): a group is
+    handed out only when all of them are ready; the batch size must be a multiple of
+    ``use`` (default ``n_samples_per_prompt``). ``group_field`` names the prompt's field
+    (default: aligned blocks of n consecutive records). Decided in the store's hand-out
+    transaction, so concurrent readers agree, and counted in ``stats()``:
+
+    - ``use=m`` (over-sampling): n produced, the first m of a complete group handed out, the
+      rest consumed unused (``samples_unused``).
+    - ``drop_zero_variance="reward"`` (DAPO's filter): a complete group whose values of that
+      numeric field are all equal is dropped (``groups_dropped``).
+    - ``straggler_seconds=T, time_field="at"``: an incomplete group whose oldest record's
+      ``time_field`` (Unix seconds, set by the producer, e.g. ``time.time()``) is more than
+      T ago is dropped (``straggler_policy="drop"``, the default) or handed out as it is
+      (``"partial"``).
+
+    Go: ``persist.GRPOGroupN``. Bad parameters raise InvalidError from the server."""
     if not isinstance(n_samples_per_prompt, int) or n_samples_per_prompt < 1:
         raise errors.InvalidError(
             f"invalid n_samples_per_prompt {n_samples_per_prompt!r}: want an integer ≥ 1",
@@ -136,6 +162,16 @@ def GRPOGroupNSampler(n_samples_per_prompt: int, group_field: str | None = None)
     params: dict[str, Any] = {"n": n_samples_per_prompt}
     if group_field:
         params["group_field"] = group_field
+    if use is not None:
+        params["use"] = use
+    if drop_zero_variance:
+        params["drop_zero_variance"] = drop_zero_variance
+    if straggler_seconds is not None:
+        params["straggler_seconds"] = straggler_seconds
+    if time_field:
+        params["time_field"] = time_field
+    if straggler_policy:
+        params["straggler_policy"] = straggler_policy
     return Sampler("grpo-group-n", params)
 
 
@@ -591,6 +627,13 @@ WEIGHT_VERSION = "weight_version"
 """The field holding the policy version that produced a record (Go: persist.WeightVersionField)."""
 TARGET_WEIGHT_VERSION = "target_weight_version"
 """The field holding the version a record is meant for (Go: persist.TargetVersionField)."""
+LAST_WEIGHT_VERSION = "last_weight_version"
+"""A partial rollout's newest segment's version (Go: persist.LastWeightVersionField)."""
+SEGMENT_VERSIONS = "segment_versions"
+"""A partial rollout's segment versions, in order (Go: persist.SegmentVersionsField)."""
+COMPLETE = "complete"
+"""True once a partial rollout's last segment is in, absent before (Go: persist.CompleteField):
+list it in a read's fields to get only complete rollouts."""
 
 
 class Queue:
@@ -741,6 +784,76 @@ class Queue:
             self._flush_timer = loop.call_later(
                 self.auto_flush_interval_sec, lambda: loop.create_task(self._auto_flush())
             )
+
+    async def put_partial(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        weight_version: int,
+        *,
+        complete: bool = False,
+        partition_id: str | None = None,
+    ) -> list[int]:
+        """Put partial rollouts now (after this object's buffered records) and return their
+        global indexes, for :meth:`patch_partial` (Go: ``persist.Queue.PutPartial``): each
+        record's first segment was produced at ``weight_version``, which it keeps as its
+        ``weight_version`` (the oldest segment, judged by staleness bounds by default);
+        ``last_weight_version`` and ``segment_versions`` (``[weight_version]``) follow its
+        segments, and ``complete`` is set (True) only once the last segment is in — a
+        reader that asks for the ``complete`` field gets only complete rollouts. The
+        queue's :class:`Backpressure` applies.
+
+        Raises:
+            InvalidError: a negative ``weight_version``.
+            QueueFullError: back-pressure refused the put (nothing was written)."""
+        if not isinstance(weight_version, int) or isinstance(weight_version, bool) or weight_version < 0:
+            raise errors.InvalidError(
+                f"invalid weight_version {weight_version!r}: want an integer ≥ 0", field=WEIGHT_VERSION, value=weight_version, rule="≥ 0"
+            )
+        tags: dict[str, Any] = {WEIGHT_VERSION: weight_version, LAST_WEIGHT_VERSION: weight_version, SEGMENT_VERSIONS: [weight_version]}
+        if complete:
+            tags[COMPLETE] = True
+        recs = [encode_value(f"record {i}", dict(r, **tags)) for i, r in enumerate(records)]
+        if self._buffer or self._unsent:
+            await self._send()
+        ans = await self._call(
+            "POST",
+            "/records",
+            params={"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params},
+            body={"records": recs},
+            retry="safe",
+            wait=self._bp_wait,
+        )
+        self.metrics["puts"] += len(recs)
+        return [int(i) for i in ans.get("indexes") or []]
+
+    async def patch_partial(
+        self,
+        global_indexes: Sequence[int],
+        records: Sequence[Mapping[str, Any]] | None,
+        weight_version: int,
+        *,
+        complete: bool = False,
+        partition_id: str | None = None,
+    ) -> None:
+        """Add a segment produced at ``weight_version`` to the partial rollouts at
+        ``global_indexes`` (``POST D/partial/patch``; Go: ``persist.Queue.PatchPartial``):
+        ``records[i]`` is merged into the i-th (None: no field), the version is appended to
+        its ``segment_versions`` and becomes its ``last_weight_version``; ``complete=True``
+        marks it complete. Its ``weight_version`` (the oldest segment) stays.
+
+        Raises:
+            InvalidError: a version below the record's newest segment's, a record that is not
+                a partial rollout, a record that sets a version field or ``complete``.
+            NotFoundError: an index that is not a record of the partition."""
+        body: dict[str, Any] = {
+            "partition": partition_id or self.partition_id,
+            "indexes": [int(i) for i in global_indexes],
+            "weight_version": int(weight_version),
+            "complete": bool(complete),
+        }
+        if records is not None:
+            body["records"] = [encode_value(f"record {i}", dict(r)) for i, r in enumerate(records)]
+        await self._call("POST", "/partial/patch", body=body, retry="safe")
 
     async def _auto_flush(self) -> None:
         self._flush_timer = None
@@ -955,6 +1068,88 @@ class Queue:
             raise
         return int(ans.get("version") or 0)
 
+    async def replay(
+        self,
+        fields: Sequence[str] | None,
+        size: int,
+        *,
+        weight: str | None = None,
+        window: int | None = None,
+        partition_id: str | None = None,
+        seed: int | None = None,
+        format: BatchFormat = "numpy",
+    ) -> Any:
+        """A replay sample (``POST D/replay``; Go: ``persist.Queue.Replay``): ``size`` draws
+        with replacement from the partition's records among the last ``window`` global
+        indexes (default 100,000), weighted by the numeric field ``weight`` (a priority, a
+        reward, a TD error; a record without it, or with a value ≤ 0, is never drawn) or
+        uniform when ``weight`` is None. Nothing is consumed. The answer is a
+        :class:`Batch` with one row per draw, in draw order (``global_indexes`` repeats an
+        index drawn twice; pass it to :meth:`update_priorities`), empty when nothing can be
+        drawn. ``fields`` None: every field; ``[]``: none (indexes only). ``seed`` repeats
+        a draw. The server keeps the window's weights in memory, so a draw reads only the
+        drawn records.
+
+        Raises:
+            InvalidError: ``size`` outside 1–1,048,576, a negative ``window``, a weight
+                field that is not numeric or is a weight version.
+        """
+        _check_format(format)
+        await self._send_before_read()
+        body: dict[str, Any] = {"size": int(size), "partition": partition_id or self.partition_id}
+        if fields is not None:
+            body["fields"] = [str(f) for f in fields]
+            if not body["fields"]:
+                body["indexes_only"] = True
+        if weight is not None:
+            body["weight"] = weight
+        if window is not None:
+            body["window"] = int(window)
+        if seed is not None:
+            body["seed"] = int(seed)
+        try:
+            data, _ = await self._call("POST", "/replay", body=body, raw=True, accept=ARROW, retry="safe")
+        except errors.NotFoundError as e:
+            if not _queue_missing(e):
+                raise
+            data = b""
+        if not data:
+            b = Batch()
+            b.global_indexes = np.zeros(0, dtype=np.int64)
+            b.table = None
+            return b
+        return _batch(data, fields, format, self.zerocopy_mode)
+
+    async def update_priorities(
+        self, global_indexes: Sequence[int], values: Sequence[float], *, field: str = "priority", partition_id: str | None = None
+    ) -> None:
+        """Set the numeric field ``field`` of the records at ``global_indexes`` to ``values``
+        (one each; ``POST D/priorities``; Go: ``persist.Queue.UpdatePriorities``), for
+        :meth:`replay`'s ``weight``: the next replay draws by the new values.
+
+        Raises:
+            InvalidError: lengths that differ, a weight-version field, a value of the
+                wrong kind for the field.
+            NotFoundError: an index that is not a record of the partition.
+        """
+        idx = [int(i) for i in global_indexes]
+        vals = [float(v) for v in values]
+        body = {"partition": partition_id or self.partition_id, "field": field, "indexes": idx, "values": vals}
+        await self._call("POST", "/priorities", body=body, retry="safe")
+
+    async def drop_group(self, task_name: str, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
+        """Drop a group of records for ``task_name`` (``POST D/groups/drop``; Go:
+        ``persist.Queue.DropGroup``): they are never handed to that task, and the group is
+        counted once in ``stats()["groups_dropped"]`` (dropping it again does nothing) — a
+        group judged useless after reading it, or a straggler given up on.
+
+        Raises:
+            InvalidError: no index, a bad task name or index.
+            NotFoundError: an index that is not a record of the partition.
+        """
+        body = {"task": task_name, "partition": partition_id or self.partition_id, "indexes": [int(i) for i in global_indexes]}
+        await self._call("POST", "/groups/drop", body=body, retry="safe")
+
     async def mark_consumed(self, task_name: str, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
         """Mark records consumed by ``task_name`` (samplers skip them for that task). On a
         queue no put has created yet there is nothing to mark: it does nothing (as
@@ -1041,7 +1236,7 @@ class Queue:
             ans = {k: 0 for k in ("next_index", "len", "cleared", "tail_rows", "fragment_rows", "fragments", "fragment_bytes",
                                   "manifest_version", "pending_fragments", "puts", "gets", "flushes", "flush_failures",
                                   "compactions", "commits", "committed_ops", "recovered_fragments", "orphans_deleted",
-                                  "version", "weight_version", "stale_dropped")}
+                                  "version", "weight_version", "stale_dropped", "groups_dropped", "samples_unused")}
             ans.update(partitions={}, consumed_by_task={})
         if self.enable_metrics:
             ans["client"] = dict(self.metrics, buffered=len(self._buffer) + sum(len(b[1]) for b in self._unsent))
@@ -1163,6 +1358,7 @@ class Reader:
         max_staleness: int | None = None,
         stale_policy: str | None = None,
         lease: float | None = None,
+        stale_version: str | None = None,
     ) -> BatchMeta:
         """Pick the next ``batch_size`` records for ``task_name`` by ``sampler`` (default
         sequential) and mark them consumed by it (unless ``defer_consume``: then call
@@ -1179,12 +1375,15 @@ class Reader:
         ``max_staleness=k`` (any sampler) serves a record produced at weight version v only
         while ``current - v ≤ k``; older ones are dropped for the task (counted in
         ``stats()["stale_dropped"]``) or, with ``stale_policy="keep"``, left for a replay
-        reader. ``lease=`` seconds hands the batch out leased: :meth:`commit` consumes it;
-        if the process dies first, the batch is ready again when the lease expires."""
+        reader. ``stale_version="newest"`` judges a partial rollout by its newest segment
+        (``last_weight_version``) instead of its oldest (the default, ``"oldest"``). ``lease=``
+        seconds hands the batch out leased: :meth:`commit` consumes it; if the process dies
+        first, the batch is ready again when the lease expires."""
         wait = timeout is not None if wait is None else wait
         body = self._meta_body(
             fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume, max_staleness, stale_policy, lease
         )
+        _stale_version(body, stale_version)
         ans = await self._meta_call("/meta", body, timeout)
         self._advance(body)
         return _meta_of(ans, fields, body["partition"], task_name)
@@ -1221,6 +1420,7 @@ class Reader:
         max_staleness: int | None = None,
         stale_policy: str | None = None,
         lease: float | None = None,
+        stale_version: str | None = None,
     ) -> Any:
         """:meth:`get_meta` then :meth:`get_data` in one request (``POST D/batch``): the
         batch as ``format`` says, with ``.meta`` (a :class:`BatchMeta`) on a
@@ -1231,6 +1431,7 @@ class Reader:
         body = self._meta_body(
             fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume, max_staleness, stale_policy, lease
         )
+        _stale_version(body, stale_version)
         data, headers = await self._meta_call("/batch", body, timeout, raw=True, accept=ARROW)
         self._advance(body)
         described: Mapping[str, Any] = {}
@@ -1266,6 +1467,18 @@ class Reader:
         self._offsets[part] = nxt
         q.metrics["gets"] += len(recs)
         return recs
+
+
+def _stale_version(body: dict[str, Any], stale_version: str | None) -> None:
+    """Add ``stale_version`` (partial rollouts: which segment a staleness bound judges) to a
+    meta body; the server checks the value."""
+    if stale_version is None:
+        return
+    if "max_staleness" not in body:
+        raise errors.InvalidError(
+            "stale_version needs max_staleness", field="stale_version", value=stale_version, rule="only with max_staleness"
+        )
+    body["stale_version"] = stale_version
 
 
 def _env_int(name: str, default: int) -> int:
