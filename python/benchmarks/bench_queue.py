@@ -6,7 +6,8 @@ processes, and enqueue → result latency at a fixed rate (docs/benchmarks-pytho
     LAKESHORE_BIN=./lakeshore python python/benchmarks/bench_queue.py http-memory  # serve --target :memory:
 
 Both serve a SQLite file in a fresh temporary $LAKESHORE_HOME (durable: every commit is
-synced as the SQLite plane does). Options: --enqueue N, --jobs N, --workers N,
+synced as the SQLite plane does). Options: --sequential N (submits in a row from one
+thread), --enqueue N, --jobs N, --workers N,
 --rate R, --seconds S.
 """
 
@@ -80,6 +81,25 @@ def enqueue(target: str, n: int, threads: int = 16) -> float:
 
 
 @udf(queue="burn")
+def sequential(target: str, n: int) -> tuple[float, float, float, float]:
+    """n submits in a row from one thread: the median and p99 of one submit (ms), the
+    client's CPU per submit (ms) and submits/s."""
+    d = dispatch(target)
+    q = SyncQueue("sequential", dispatch=d)
+    q.submit(0)  # connections and daemon up before the clock starts
+    samples = []
+    c0, t0 = os.times(), time.perf_counter()
+    for i in range(n):
+        t = time.perf_counter_ns()
+        q.submit(i)
+        samples.append(time.perf_counter_ns() - t)
+    c1, dt = os.times(), time.perf_counter() - t0
+    d.close()
+    cpu = c1.user - c0.user + c1.system - c0.system
+    qs = statistics.quantiles(samples, n=100)
+    return qs[49] / 1e6, qs[98] / 1e6, cpu * 1e3 / n, n / dt
+
+
 def noop(i: int) -> int:
     return i
 
@@ -195,13 +215,21 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--only", choices=["enqueue", "burn", "latency"], help="run one part")
+    ap.add_argument("--sequential", type=int, default=2000, help="submits in a row from one thread")
+    ap.add_argument("--only", choices=["sequential", "enqueue", "burn", "latency"], help="run one part")
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="lsb-"))
     os.environ["LAKESHORE_HOME"] = str(home)
     target, server = plane(args.plane, home)
     try:
         print(f"plane {args.plane}: {target}", flush=True)
+        if args.only in (None, "sequential"):
+            p50, p99, cpu, rate = sequential(target, args.sequential)
+            print(
+                f"sequential submit, 1 thread ({args.sequential:,}): p50 {p50:.3f} ms, p99 {p99:.3f} ms, "
+                f"client CPU {cpu:.3f} ms/submit, {rate:,.0f} submits/s",
+                flush=True,
+            )
         if args.only in (None, "enqueue"):
             print(f"enqueue, 16 threads: {enqueue(target, args.enqueue):,.0f} jobs/s", flush=True)
         if args.only in (None, "burn"):
