@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import Any, Literal
 
 from lakeshore import errors, wire
 from lakeshore._ids import is_ulid, new_ulid
-from lakeshore._transport import LONG_POLL_MAX, Batcher, invocation_path, queue_path, wait_future
+from lakeshore._transport import LONG_POLL_MAX, NOT_SENT, Batcher, invocation_path, queue_path, wait_future
 from lakeshore.dispatch import Dispatch, default_dispatch
 
 __all__ = [
@@ -558,6 +559,8 @@ class QueueCore:
         self.also: list[str] = []
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
+        # Held by the one blocking submit sent on its caller's thread (submit_blocking).
+        self._alone = threading.Lock()
         # Settles made at once go as one POST /v1/settle; claims made at once (a worker's
         # idle slots) as one claim of as many jobs.
         self._settles: Batcher[tuple[dict[str, Any], float | None], None] = Batcher(
@@ -654,6 +657,29 @@ class QueueCore:
         sent again alone, so every caller gets its own answer. The ids are made here, so a
         repeated submit never enqueues twice."""
         return self._submits.put(body)
+
+    def submit_blocking(self, body: dict[str, Any]) -> str:
+        """Submit one invocation (a body from :meth:`submit_body`) from a thread that may
+        block, and return its id.
+
+        A lone submit (no other thread of this queue sending one on its own thread) goes
+        as one request on the calling thread (:meth:`~lakeshore._transport.HttpTransport.
+        call_blocking`), without the two thread hops through the client's loop; while one
+        does, the others are coalesced as :meth:`submit_future`'s are. A submit that the
+        blocking call could not finish (a failed connection, an answer to retry) goes
+        :meth:`submit_future`'s way with the same id, so it never enqueues twice.
+
+        Raises:
+            RuntimeError: called on the client loop's own thread."""
+        portal = self.dispatch._portal
+        if not portal.in_portal() and self._alone.acquire(blocking=False):
+            try:
+                ans = self.dispatch._transport.call_blocking("POST", self.path + "/invocations", body)
+            finally:
+                self._alone.release()
+            if ans is not NOT_SENT:
+                return str(ans["id"])
+        return wait_future(portal, self.submit_future(body))
 
     async def submit(self, body: dict[str, Any]) -> str:
         """Submit one invocation (a body from :meth:`submit_body`) and return its id."""
@@ -1371,7 +1397,7 @@ class SyncQueue:
             QueueFullError, RateLimitedError: the queue's admission refused it.
         """
         body = self._core.submit_body(payload, envelope, key, priority, options)
-        return wait_future(self._d._portal, self._core.submit_future(body))
+        return self._core.submit_blocking(body)
 
     def submit_many(self, payloads: builtins.list[Any]) -> list[str]:
         """Enqueue several payloads (or Envelopes) in one request; return their ids."""
