@@ -477,11 +477,12 @@ class _BlockingConnection(_Parser):
         :data:`KEEPALIVE_EXPIRY`, or the server closed it (or sent bytes nobody asked for)."""
         if now - self.idle_since > KEEPALIVE_EXPIRY:
             return True
+        poller = select.poll()  # not select.select: any descriptor number
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            poller.register(self.sock, select.POLLIN)
+            return bool(poller.poll(0))  # an EOF, an error or bytes nobody asked for
         except (OSError, ValueError):
             return True
-        return bool(readable)  # an EOF or bytes nobody asked for
 
 
 class BlockingPool:
