@@ -364,6 +364,11 @@ class Batcher(Generic[I, T]):
         self._pid = os.getpid()
         self._releases: set[asyncio.Future[None]] = set()
 
+    def idle(self) -> bool:
+        """Whether no batch is being sent and no item waits for one (a hint: read without
+        the lock, it may change at once)."""
+        return self._in_flight == 0 and not self._pending
+
     def put(self, item: I) -> concurrent.futures.Future[T]:
         """Queue item for the next batch; the future gets its answer or exception.
 

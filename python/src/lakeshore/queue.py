@@ -662,17 +662,18 @@ class QueueCore:
         """Submit one invocation (a body from :meth:`submit_body`) from a thread that may
         block, and return its id.
 
-        A lone submit (no other thread of this queue sending one on its own thread) goes
-        as one request on the calling thread (:meth:`~lakeshore._transport.HttpTransport.
-        call_blocking`), without the two thread hops through the client's loop; while one
-        does, the others are coalesced as :meth:`submit_future`'s are. A submit that the
+        A lone submit (no batch of submits in flight or waiting, no other thread of this
+        queue sending one on its own thread) goes as one request on the calling thread
+        (:meth:`~lakeshore._transport.HttpTransport.call_blocking`), without the two thread
+        hops through the client's loop; submits made meanwhile are coalesced as
+        :meth:`submit_future`'s are. A submit that the
         blocking call could not finish (a failed connection, an answer to retry) goes
         :meth:`submit_future`'s way with the same id, so it never enqueues twice.
 
         Raises:
             RuntimeError: called on the client loop's own thread."""
         portal = self.dispatch._portal
-        if not portal.in_portal() and self._alone.acquire(blocking=False):
+        if not portal.in_portal() and self._submits.idle() and self._alone.acquire(blocking=False):
             try:
                 ans = self.dispatch._transport.call_blocking("POST", self.path + "/invocations", body)
             finally:
