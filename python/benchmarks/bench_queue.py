@@ -7,7 +7,8 @@ processes, and enqueue → result latency at a fixed rate (docs/benchmarks-pytho
 
 Both serve a SQLite file in a fresh temporary $LAKESHORE_HOME (durable: every commit is
 synced as the SQLite plane does). Options: --sequential N (submits in a row from one
-thread), --enqueue N, --jobs N, --workers N,
+thread; also the count of --only floor, the same submits on a raw socket without the SDK),
+--enqueue N, --jobs N, --workers N,
 --rate R, --seconds S.
 """
 
@@ -19,6 +20,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -28,8 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 import lakeshore
 from lakeshore import Queue, SyncQueue, run_worker, udf
+from lakeshore._ids import new_ulid
 
 
 def plane(kind: str, home: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
@@ -98,6 +103,46 @@ def sequential(target: str, n: int) -> tuple[float, float, float, float]:
     cpu = c1.user - c0.user + c1.system - c0.system
     qs = statistics.quantiles(samples, n=100)
     return qs[49] / 1e6, qs[98] / 1e6, cpu * 1e3 / n, n / dt
+
+
+def floor(target: str, n: int) -> tuple[float, float]:
+    """n submits in a row on one raw blocking socket, without the SDK (the body packed by
+    hand, the answer read by Content-Length): the median and p99 of one submit (ms), the
+    server's and the kernel's part of a submit."""
+    d = dispatch(target)
+    SyncQueue("floor", dispatch=d).submit(0)  # the daemon up
+    if d._transport.uds:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(d._transport.uds)
+        host = "lakeshore"
+    else:
+        host = target.removeprefix("http://")
+        name, port = host.rsplit(":", 1)
+        sock = socket.create_connection((name, int(port)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    path = "/v1/namespaces/default/queues/floor/invocations"
+    samples = []
+    for i in range(n):
+        body = msgpack.packb({"id": new_ulid(), "payload": msgpack.packb(i)}, use_bin_type=True)
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAccept: application/msgpack\r\n"
+            f"Content-Type: application/msgpack\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        t = time.perf_counter_ns()
+        sock.sendall(head.encode() + body)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += sock.recv(65536)
+        answer_head, _, rest = buf.partition(b"\r\n\r\n")
+        m = re.search(rb"(?i)content-length: *(\d+)", answer_head)
+        assert m and answer_head.startswith(b"HTTP/1.1 200"), answer_head
+        while len(rest) < int(m.group(1)):
+            rest += sock.recv(65536)
+        samples.append(time.perf_counter_ns() - t)
+    sock.close()
+    d.close()
+    qs = statistics.quantiles(samples, n=100)
+    return qs[49] / 1e6, qs[98] / 1e6
 
 
 def noop(i: int) -> int:
@@ -216,13 +261,19 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--sequential", type=int, default=2000, help="submits in a row from one thread")
-    ap.add_argument("--only", choices=["sequential", "enqueue", "burn", "latency"], help="run one part")
+    ap.add_argument(
+        "--only", choices=["floor", "sequential", "enqueue", "burn", "latency"], help="run one part (floor: only when named)"
+    )
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="lsb-"))
     os.environ["LAKESHORE_HOME"] = str(home)
     target, server = plane(args.plane, home)
     try:
         print(f"plane {args.plane}: {target}", flush=True)
+        if args.only == "floor":
+            p50, p99 = floor(target, args.sequential)
+            print(f"floor: raw socket submit, 1 thread ({args.sequential:,}): p50 {p50:.3f} ms, p99 {p99:.3f} ms", flush=True)
+            return
         if args.only in (None, "sequential"):
             p50, p99, cpu, rate = sequential(target, args.sequential)
             print(
