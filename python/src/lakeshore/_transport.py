@@ -827,7 +827,15 @@ class HttpTransport:
         for server in self._servers:
             await server.aclose()
 
-    def call_blocking(self, method: str, path: str, body: Mapping[str, Any]) -> Any:
+    def call_blocking(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        wait: float = 0.0,
+    ) -> Any:
         """Make one call of a hot route on the calling thread, on a blocking keep-alive
         connection, without the portal's loop: one attempt, no retry.
 
@@ -837,7 +845,8 @@ class HttpTransport:
         that may be repeated, such as a submit with its id, go this way) or an answer that
         :meth:`call` would retry (502, 503, 504, ``shutting_down``,
         ``too_many_long_polls``). :meth:`call` then makes the attempts, failover and daemon
-        restart as always.
+        restart as always. ``wait``: the seconds the server may hold the request (a
+        long-poll); each read's timeout is this plus a margin, as :meth:`call`'s.
 
         Raises:
             errors.DispatchError: the server's error, rebuilt from its body, when it is not
@@ -849,11 +858,12 @@ class HttpTransport:
         pool = server.blocking_pool()
         if pool is None:
             return NOT_SENT
-        content = pack(body)
+        content = None if body is None else pack(body)
+        query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        target = server.hot_prefix + path + ("?" + urlencode(query) if query else "")
+        headers = {} if content is None else {"Content-Type": "application/msgpack"}
         try:
-            resp = pool.request(
-                method, server.hot_prefix + path, content, {"Content-Type": "application/msgpack"}, _REQUEST_MARGIN
-            )
+            resp = pool.request(method, target, content, headers, wait + _REQUEST_MARGIN)
         except httpx.TransportError:
             return NOT_SENT
         status = resp.status_code

@@ -530,6 +530,15 @@ class SettleClaim:
 
 
 
+def _result_of(id: str, inv: Invocation) -> Any:
+    """The decoded result of ended invocation ``inv``, or the error its terminal state
+    means (InvocationFailedError, …)."""
+    err = inv.error_for_state()
+    if err is not None:
+        raise err
+    return decode_value(f"result of {id}", inv.raw_result)
+
+
 class QueueCore:
     """The verbs of a queue, as coroutines run on the dispatch's client loop.
 
@@ -745,11 +754,37 @@ class QueueCore:
     async def result(self, id: str, timeout: float | None) -> Any:
         """Wait for the invocation to end and return its decoded result, or raise the
         error its terminal state means (InvocationFailedError, …)."""
-        inv = await self.wait(id, timeout)
-        err = inv.error_for_state()
-        if err is not None:
-            raise err
-        return decode_value(f"result of {id}", inv.raw_result)
+        return _result_of(id, await self.wait(id, timeout))
+
+    def wait_blocking(self, id: str, timeout: float | None) -> Invocation:
+        """:meth:`wait` from a thread that may block: each long-poll is a request on the
+        calling thread (:meth:`~lakeshore._transport.HttpTransport.call_blocking`), without
+        the two thread hops through the client's loop; one the blocking call could not
+        finish is made the loop's way (:meth:`wait`, with its retries) for the time left.
+
+        Raises:
+            errors.TimeoutError: ``timeout`` seconds passed first (None: no limit).
+            RuntimeError: called on the client loop's own thread."""
+        _check_id(id)
+        _check_seconds("timeout", timeout)
+        portal = self.dispatch._portal
+        end = None if timeout is None else time.monotonic() + timeout
+        if not portal.in_portal():
+            transport = self.dispatch._transport
+            while True:
+                chunk = LONG_POLL_MAX if end is None else min(LONG_POLL_MAX, max(0.0, end - time.monotonic()))
+                ans = transport.call_blocking("GET", invocation_path(id) + "/wait", params={"timeout": chunk}, wait=chunk)
+                if ans is NOT_SENT:
+                    break
+                if ans.get("done"):
+                    return _invocation(ans["invocation"])
+                if end is not None and time.monotonic() >= end:
+                    raise errors.TimeoutError(f"result {id}: waited {timeout:g} s and it has not ended", status=None)
+        return portal.run(self.wait(id, None if end is None else max(0.0, end - time.monotonic())))
+
+    def result_blocking(self, id: str, timeout: float | None) -> Any:
+        """:meth:`result` from a thread that may block (:meth:`wait_blocking`)."""
+        return _result_of(id, self.wait_blocking(id, timeout))
 
     async def cancel(self, id: str) -> bool:
         """Cancel a queued invocation; whether it did."""
@@ -1419,7 +1454,7 @@ class SyncQueue:
             TimeoutError: ``timeout`` seconds passed first (None: wait without limit).
             NotFoundError: no such invocation.
         """
-        return self._d.run(self._core.result(inv_id, timeout))
+        return self._core.result_blocking(inv_id, timeout)
 
     def call(self, payload: Any = None, *, timeout: float | None = 30.0, **kw: Any) -> Any:
         """Submit ``payload`` and wait for its result (``kw``: as :meth:`submit`)."""
@@ -1431,7 +1466,7 @@ class SyncQueue:
 
     def wait(self, inv_id: str, *, timeout: float | None = 30.0) -> Invocation:
         """Wait until the invocation ends, in whatever state, and return its row."""
-        return self._d.run(self._core.wait(inv_id, timeout))
+        return self._core.wait_blocking(inv_id, timeout)
 
     def stream(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Any]:
         """The values the invocation's worker posts, live: an iterator that stops at END.
