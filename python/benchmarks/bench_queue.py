@@ -7,7 +7,8 @@ processes, and enqueue → result latency at a fixed rate (docs/benchmarks-pytho
 
 Both serve a SQLite file in a fresh temporary $LAKESHORE_HOME (durable: every commit is
 synced as the SQLite plane does). Options: --sequential N (submits in a row from one
-thread; also the count of --only floor, the same submits on a raw socket without the SDK),
+thread; also the count of --only floor, the same submits on a raw socket without the SDK,
+and of --only calls, SyncQueue.call in a row against two worker processes),
 --enqueue N, --jobs N, --workers N,
 --rate R, --seconds S.
 """
@@ -208,6 +209,34 @@ def latency_worker(target: str, stop_file: str) -> None:
     d.close()
 
 
+def calls(target: str, n: int, workers: int) -> tuple[float, float, float]:
+    """n ``SyncQueue.call`` (submit, then wait for the result) in a row from one thread,
+    echoed by ``workers`` worker processes: the median and p99 of one call (ms) and the
+    caller's CPU per call (ms)."""
+    stop_file = tempfile.mktemp(prefix="lakeshore-bench-stop-")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=latency_worker, args=(target, stop_file)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    d = dispatch(target)
+    q = SyncQueue("latency", dispatch=d)
+    q.call({"i": -1}, timeout=60)  # workers up
+    samples = []
+    c0 = os.times()
+    for i in range(n):
+        t = time.perf_counter_ns()
+        q.call({"i": i}, timeout=60)
+        samples.append(time.perf_counter_ns() - t)
+    c1 = os.times()
+    Path(stop_file).touch()
+    for p in procs:
+        p.join(60)
+    os.unlink(stop_file)
+    d.close()
+    qs = statistics.quantiles(samples, n=100)
+    return qs[49] / 1e6, qs[98] / 1e6, (c1.user - c0.user + c1.system - c0.system) * 1e3 / n
+
+
 def latency(target: str, rate: float, seconds: float, workers: int) -> tuple[float, float, int]:
     stop_file = tempfile.mktemp(prefix="lakeshore-bench-stop-")
     ctx = multiprocessing.get_context("spawn")
@@ -262,7 +291,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--sequential", type=int, default=2000, help="submits in a row from one thread")
     ap.add_argument(
-        "--only", choices=["floor", "sequential", "enqueue", "burn", "latency"], help="run one part (floor: only when named)"
+        "--only",
+        choices=["floor", "sequential", "calls", "enqueue", "burn", "latency"],
+        help="run one part (floor and calls: only when named)",
     )
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="lsb-"))
@@ -273,6 +304,14 @@ def main() -> None:
         if args.only == "floor":
             p50, p99 = floor(target, args.sequential)
             print(f"floor: raw socket submit, 1 thread ({args.sequential:,}): p50 {p50:.3f} ms, p99 {p99:.3f} ms", flush=True)
+            return
+        if args.only == "calls":
+            p50, p99, cpu = calls(target, args.sequential, 2)
+            print(
+                f"call (submit + result) in a row, 1 thread ({args.sequential:,}, 2 worker processes): "
+                f"p50 {p50:.3f} ms, p99 {p99:.3f} ms, client CPU {cpu:.3f} ms/call",
+                flush=True,
+            )
             return
         if args.only in (None, "sequential"):
             p50, p99, cpu, rate = sequential(target, args.sequential)
