@@ -18,6 +18,7 @@ import pytest
 
 from lakeshore import HttpDispatch, Queue, SyncQueue, errors
 from lakeshore._http11 import Pool
+from lakeshore._ids import new_ulid
 
 Handler = Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
 
@@ -199,6 +200,38 @@ def test_a_dropped_call_is_retried_by_class_and_bad_bytes_are_unavailable(stubs:
         with pytest.raises(errors.UnavailableError, match="not an HTTP/1.1 answer"):
             q.claim()  # "once": not repeated
         assert sum(b"/claim" in r for r in s.requests) == 1
+    finally:
+        d.close()
+
+
+def test_a_blocking_result_wait_polls_again_and_hands_a_503_to_the_loop(stubs: list[_Stub]) -> None:
+    inv_id = new_ulid()
+    n = 0
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        nonlocal n
+        n += 1
+        if n == 1:
+            w.write(_answer({"done": False}))  # a long-poll chunk that ended: poll again
+        elif n == 2:
+            body = msgpack.packb({"error": {"code": "unavailable", "message": "busy"}})
+            w.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/msgpack\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        else:
+            w.write(_answer({"done": True, "invocation": {"id": inv_id, "state": "succeeded"}}))
+        return True
+
+    s, d = _dispatch(stubs, handler, retry_for=5.0)
+    try:
+        inv = SyncQueue("q", dispatch=d).wait(inv_id, timeout=10)
+        assert (inv.id, inv.state) == (inv_id, "succeeded")
+        assert len(s.requests) == 3
+        for r in s.requests:
+            assert r.startswith(f"GET /v1/invocations/{inv_id}/wait?timeout=".encode())
+        # The first two on the caller's thread (one blocking connection), the third the
+        # loop's way (a connection of the loop's pool).
+        assert s.connections == 2
+        assert d._portal._loop is not None
     finally:
         d.close()
 
