@@ -6,7 +6,10 @@ processes, and enqueue → result latency at a fixed rate (docs/benchmarks-pytho
     LAKESHORE_BIN=./lakeshore python python/benchmarks/bench_queue.py http-memory  # serve --target :memory:
 
 Both serve a SQLite file in a fresh temporary $LAKESHORE_HOME (durable: every commit is
-synced as the SQLite plane does). Options: --enqueue N, --jobs N, --workers N,
+synced as the SQLite plane does). Options: --sequential N (submits in a row from one
+thread; also the count of --only floor, the same submits on a raw socket without the SDK,
+and of --only calls, SyncQueue.call in a row against two worker processes),
+--enqueue N, --jobs N, --workers N,
 --rate R, --seconds S.
 """
 
@@ -18,6 +21,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -27,8 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 import lakeshore
 from lakeshore import Queue, SyncQueue, run_worker, udf
+from lakeshore._ids import new_ulid
 
 
 def plane(kind: str, home: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
@@ -80,6 +87,65 @@ def enqueue(target: str, n: int, threads: int = 16) -> float:
 
 
 @udf(queue="burn")
+def sequential(target: str, n: int) -> tuple[float, float, float, float]:
+    """n submits in a row from one thread: the median and p99 of one submit (ms), the
+    client's CPU per submit (ms) and submits/s."""
+    d = dispatch(target)
+    q = SyncQueue("sequential", dispatch=d)
+    q.submit(0)  # connections and daemon up before the clock starts
+    samples = []
+    c0, t0 = os.times(), time.perf_counter()
+    for i in range(n):
+        t = time.perf_counter_ns()
+        q.submit(i)
+        samples.append(time.perf_counter_ns() - t)
+    c1, dt = os.times(), time.perf_counter() - t0
+    d.close()
+    cpu = c1.user - c0.user + c1.system - c0.system
+    qs = statistics.quantiles(samples, n=100)
+    return qs[49] / 1e6, qs[98] / 1e6, cpu * 1e3 / n, n / dt
+
+
+def floor(target: str, n: int) -> tuple[float, float]:
+    """n submits in a row on one raw blocking socket, without the SDK (the body packed by
+    hand, the answer read by Content-Length): the median and p99 of one submit (ms), the
+    server's and the kernel's part of a submit."""
+    d = dispatch(target)
+    SyncQueue("floor", dispatch=d).submit(0)  # the daemon up
+    if d._transport.uds:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(d._transport.uds)
+        host = "lakeshore"
+    else:
+        host = target.removeprefix("http://")
+        name, port = host.rsplit(":", 1)
+        sock = socket.create_connection((name, int(port)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    path = "/v1/namespaces/default/queues/floor/invocations"
+    samples = []
+    for i in range(n):
+        body = msgpack.packb({"id": new_ulid(), "payload": msgpack.packb(i)}, use_bin_type=True)
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAccept: application/msgpack\r\n"
+            f"Content-Type: application/msgpack\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        t = time.perf_counter_ns()
+        sock.sendall(head.encode() + body)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += sock.recv(65536)
+        answer_head, _, rest = buf.partition(b"\r\n\r\n")
+        m = re.search(rb"(?i)content-length: *(\d+)", answer_head)
+        assert m and answer_head.startswith(b"HTTP/1.1 200"), answer_head
+        while len(rest) < int(m.group(1)):
+            rest += sock.recv(65536)
+        samples.append(time.perf_counter_ns() - t)
+    sock.close()
+    d.close()
+    qs = statistics.quantiles(samples, n=100)
+    return qs[49] / 1e6, qs[98] / 1e6
+
+
 def noop(i: int) -> int:
     return i
 
@@ -143,6 +209,34 @@ def latency_worker(target: str, stop_file: str) -> None:
     d.close()
 
 
+def calls(target: str, n: int, workers: int) -> tuple[float, float, float]:
+    """n ``SyncQueue.call`` (submit, then wait for the result) in a row from one thread,
+    echoed by ``workers`` worker processes: the median and p99 of one call (ms) and the
+    caller's CPU per call (ms)."""
+    stop_file = tempfile.mktemp(prefix="lakeshore-bench-stop-")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=latency_worker, args=(target, stop_file)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    d = dispatch(target)
+    q = SyncQueue("latency", dispatch=d)
+    q.call({"i": -1}, timeout=60)  # workers up
+    samples = []
+    c0 = os.times()
+    for i in range(n):
+        t = time.perf_counter_ns()
+        q.call({"i": i}, timeout=60)
+        samples.append(time.perf_counter_ns() - t)
+    c1 = os.times()
+    Path(stop_file).touch()
+    for p in procs:
+        p.join(60)
+    os.unlink(stop_file)
+    d.close()
+    qs = statistics.quantiles(samples, n=100)
+    return qs[49] / 1e6, qs[98] / 1e6, (c1.user - c0.user + c1.system - c0.system) * 1e3 / n
+
+
 def latency(target: str, rate: float, seconds: float, workers: int) -> tuple[float, float, int]:
     stop_file = tempfile.mktemp(prefix="lakeshore-bench-stop-")
     ctx = multiprocessing.get_context("spawn")
@@ -195,13 +289,37 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--only", choices=["enqueue", "burn", "latency"], help="run one part")
+    ap.add_argument("--sequential", type=int, default=2000, help="submits in a row from one thread")
+    ap.add_argument(
+        "--only",
+        choices=["floor", "sequential", "calls", "enqueue", "burn", "latency"],
+        help="run one part (floor and calls: only when named)",
+    )
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="lsb-"))
     os.environ["LAKESHORE_HOME"] = str(home)
     target, server = plane(args.plane, home)
     try:
         print(f"plane {args.plane}: {target}", flush=True)
+        if args.only == "floor":
+            p50, p99 = floor(target, args.sequential)
+            print(f"floor: raw socket submit, 1 thread ({args.sequential:,}): p50 {p50:.3f} ms, p99 {p99:.3f} ms", flush=True)
+            return
+        if args.only == "calls":
+            p50, p99, cpu = calls(target, args.sequential, 2)
+            print(
+                f"call (submit + result) in a row, 1 thread ({args.sequential:,}, 2 worker processes): "
+                f"p50 {p50:.3f} ms, p99 {p99:.3f} ms, client CPU {cpu:.3f} ms/call",
+                flush=True,
+            )
+            return
+        if args.only in (None, "sequential"):
+            p50, p99, cpu, rate = sequential(target, args.sequential)
+            print(
+                f"sequential submit, 1 thread ({args.sequential:,}): p50 {p50:.3f} ms, p99 {p99:.3f} ms, "
+                f"client CPU {cpu:.3f} ms/submit, {rate:,.0f} submits/s",
+                flush=True,
+            )
         if args.only in (None, "enqueue"):
             print(f"enqueue, 16 threads: {enqueue(target, args.enqueue):,.0f} jobs/s", flush=True)
         if args.only in (None, "burn"):

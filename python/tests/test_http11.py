@@ -16,8 +16,9 @@ import httpx
 import msgpack
 import pytest
 
-from lakeshore import HttpDispatch, SyncQueue, errors
+from lakeshore import HttpDispatch, Queue, SyncQueue, errors
 from lakeshore._http11 import Pool
+from lakeshore._ids import new_ulid
 
 Handler = Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
 
@@ -99,7 +100,21 @@ def _dispatch(stubs: list[_Stub], handler: Handler, retry_for: float = 0.3) -> t
     return s, HttpDispatch(f"http://127.0.0.1:{s.port}", token="t0k", retry_for=retry_for)
 
 
-def test_answers_by_length_chunked_and_after_an_informational_one(stubs: list[_Stub]) -> None:
+# The sync surface sends a lone submit as a blocking request on the caller's thread
+# (_http11.BlockingPool); the async surface through the portal's loop (_http11.Pool): the
+# stub's answers must read the same both ways.
+SURFACES = ["sync", "async"]
+
+
+def _submitter(d: HttpDispatch, surface: str) -> Callable[[object], str]:
+    if surface == "sync":
+        return SyncQueue("q", dispatch=d).submit
+    q = Queue("q", dispatch=d)
+    return lambda payload: asyncio.run(q.submit(payload))
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_answers_by_length_chunked_and_after_an_informational_one(stubs: list[_Stub], surface: str) -> None:
     n = 0
 
     async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
@@ -117,9 +132,11 @@ def test_answers_by_length_chunked_and_after_an_informational_one(stubs: list[_S
 
     s, d = _dispatch(stubs, handler)
     try:
-        q = SyncQueue("q", dispatch=d)
-        assert [q.submit(i) for i in range(6)] == [f"{i:026d}" for i in range(1, 7)]
+        submit = _submitter(d, surface)
+        assert [submit(i) for i in range(6)] == [f"{i:026d}" for i in range(1, 7)]
         assert s.connections == 1  # one keep-alive connection for all
+        if surface == "sync":
+            assert d._portal._loop is None  # sent on the caller's thread: no loop started
         head = s.requests[0].decode()
         assert head.startswith("POST /v1/namespaces/default/queues/q/invocations HTTP/1.1\r\n")
         for h in ["Host: 127.0.0.1:", "Authorization: Bearer t0k", "Content-Type: application/msgpack",
@@ -129,7 +146,8 @@ def test_answers_by_length_chunked_and_after_an_informational_one(stubs: list[_S
         d.close()
 
 
-def test_connection_close_no_length_and_a_server_closed_idle_connection_reconnect(stubs: list[_Stub]) -> None:
+@pytest.mark.parametrize("surface", SURFACES)
+def test_connection_close_no_length_and_a_server_closed_idle_connection_reconnect(stubs: list[_Stub], surface: str) -> None:
     n = 0
 
     async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
@@ -148,18 +166,19 @@ def test_connection_close_no_length_and_a_server_closed_idle_connection_reconnec
 
     s, d = _dispatch(stubs, handler)
     try:
-        q = SyncQueue("q", dispatch=d)
-        assert q.submit(1) == "a" * 26
-        assert q.submit(2) == "b" * 26
+        submit = _submitter(d, surface)
+        assert submit(1) == "a" * 26
+        assert submit(2) == "b" * 26
         time.sleep(0.2)  # the close reaches the client's loop while the connection is idle
-        assert q.submit(3) == "c" * 26
-        assert q.submit(4) == "b" * 26
+        assert submit(3) == "c" * 26
+        assert submit(4) == "b" * 26
         assert s.connections == 4
     finally:
         d.close()
 
 
-def test_a_dropped_call_is_retried_by_class_and_bad_bytes_are_unavailable(stubs: list[_Stub]) -> None:
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_dropped_call_is_retried_by_class_and_bad_bytes_are_unavailable(stubs: list[_Stub], surface: str) -> None:
     n = 0
 
     async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
@@ -176,10 +195,43 @@ def test_a_dropped_call_is_retried_by_class_and_bad_bytes_are_unavailable(stubs:
     s, d = _dispatch(stubs, handler)
     try:
         q = SyncQueue("q", dispatch=d)
-        assert q.submit(1) == "c" * 26
+        assert _submitter(d, surface)(1) == "c" * 26
+        assert [r.split(b" ")[1] for r in s.requests] == [s.requests[0].split(b" ")[1]] * 2  # the same submit again
         with pytest.raises(errors.UnavailableError, match="not an HTTP/1.1 answer"):
             q.claim()  # "once": not repeated
         assert sum(b"/claim" in r for r in s.requests) == 1
+    finally:
+        d.close()
+
+
+def test_a_blocking_result_wait_polls_again_and_hands_a_503_to_the_loop(stubs: list[_Stub]) -> None:
+    inv_id = new_ulid()
+    n = 0
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        nonlocal n
+        n += 1
+        if n == 1:
+            w.write(_answer({"done": False}))  # a long-poll chunk that ended: poll again
+        elif n == 2:
+            body = msgpack.packb({"error": {"code": "unavailable", "message": "busy"}})
+            w.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/msgpack\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        else:
+            w.write(_answer({"done": True, "invocation": {"id": inv_id, "state": "succeeded"}}))
+        return True
+
+    s, d = _dispatch(stubs, handler, retry_for=5.0)
+    try:
+        inv = SyncQueue("q", dispatch=d).wait(inv_id, timeout=10)
+        assert (inv.id, inv.state) == (inv_id, "succeeded")
+        assert len(s.requests) == 3
+        for r in s.requests:
+            assert r.startswith(f"GET /v1/invocations/{inv_id}/wait?timeout=".encode())
+        # The first two on the caller's thread (one blocking connection), the third the
+        # loop's way (a connection of the loop's pool).
+        assert s.connections == 2
+        assert d._portal._loop is not None
     finally:
         d.close()
 

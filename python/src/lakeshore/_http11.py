@@ -11,12 +11,20 @@ can tell: it raises httpx's exception types (``ConnectError``, ``ConnectTimeout`
 read timeout per read, keeps idle connections for :data:`KEEPALIVE_EXPIRY` seconds (httpx's
 default) and drops one the server closed as soon as the loop sees the close. It speaks plain
 ``http://`` and unix sockets only; ``https://`` goes through httpx.
+
+:class:`BlockingPool` sends the same requests on blocking sockets from the calling thread
+(the sync surface's lone calls), with the same parser.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import select
+import socket
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -85,18 +93,11 @@ class Answer:
         self.content = content
 
 
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection: one exchange at a time, the answer parsed as it arrives."""
+class _Parser:
+    """The parser of one HTTP/1.1 answer at a time, fed bytes as they arrive."""
 
-    def __init__(self, pool: Pool) -> None:
-        self.pool = pool
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.idle_since = 0.0
-        self.waiter: asyncio.Future[Answer] | None = None
-        self.last_read = 0.0
-        self.keep = False
-        self.timer: asyncio.TimerHandle | None = None
+    def __init__(self) -> None:
+        self.keep = False  # the connection may carry the next exchange
         self._buf = bytearray()
         self._status = 0
         self._headers: dict[str, str] | None = None
@@ -104,65 +105,9 @@ class _Connection(asyncio.Protocol):
         self._body = bytearray()
         self._chunk = -1  # bytes left of the current chunk (-1: a size line is next)
         self._head_request = False
-        self.half_closed = False  # its write side shut: never reused
 
-    # -- asyncio.Protocol
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        waiter = self.waiter
-        if waiter is None or waiter.done():
-            # Bytes nobody asked for (or after an abandoned exchange): the connection's
-            # state is unknown, so it is not reused.
-            self.close()
-            return
-        self.last_read = self.pool.loop.time()
-        self._buf += data
-        try:
-            answer = self._parse()
-        except httpx.RemoteProtocolError as e:
-            self.close()
-            waiter.set_exception(e)
-            return
-        if answer is not None:
-            if self._buf:
-                self.keep = False  # bytes past the answer: not a connection to reuse
-            self.waiter = None
-            waiter.set_result(answer)
-
-    def eof_received(self) -> bool | None:
-        # The server closed its side: never reuse the connection (connection_lost follows,
-        # and answers an exchange in progress).
-        self.closed = True
-        self.pool._lost(self)
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.pool._lost(self)
-        waiter, self.waiter = self.waiter, None
-        if waiter is None or waiter.done():
-            return
-        if self._headers is not None and self._length == -2:
-            # A body that runs until the connection closes has ended.
-            waiter.set_result(Answer(self._status, self._headers, bytes(self._body)))
-            return
-        if exc is not None:
-            err: Exception = httpx.ReadError(str(exc) or type(exc).__name__)
-        elif self._headers is None and not self._buf:
-            err = httpx.RemoteProtocolError("Server disconnected without sending a response.")
-        else:
-            err = httpx.RemoteProtocolError("peer closed connection without sending complete message body")
-        waiter.set_exception(err)
-
-    # -- the exchange
-
-    def start(self, waiter: asyncio.Future[Answer], head_request: bool) -> None:
-        """Reset the parser for a new answer that ``waiter`` will get."""
-        self.waiter = waiter
+    def _reset(self, head_request: bool) -> None:
+        """Get ready for a new answer (``head_request``: to a HEAD, so without a body)."""
         self.keep = False
         self._buf.clear()
         self._status = 0
@@ -171,30 +116,6 @@ class _Connection(asyncio.Protocol):
         self._body = bytearray()
         self._chunk = -1
         self._head_request = head_request
-        self.last_read = self.pool.loop.time()
-
-    def close(self) -> None:
-        """Close the connection (an exchange in progress fails)."""
-        if not self.closed:
-            self.closed = True
-            self.pool._lost(self)
-            if self.transport is not None:
-                self.transport.close()
-
-    def half_close(self) -> None:
-        """Shut the connection's write side (the server reads EOF) and keep reading the
-        answer in progress; the connection is not reused."""
-        self.half_closed = True
-        if self.transport is not None and not self.closed and self.transport.can_write_eof():
-            self.transport.write_eof()
-
-    def abort(self) -> None:
-        """Drop the connection at once (an exchange abandoned midway)."""
-        self.waiter = None
-        if self.transport is not None:
-            self.transport.abort()
-        self.closed = True
-        self.pool._lost(self)
 
     def _parse(self) -> Answer | None:
         buf = self._buf
@@ -285,6 +206,104 @@ class _Connection(asyncio.Protocol):
             del buf[: self._chunk + 2]
             self._chunk = -1
 
+
+class _Connection(_Parser, asyncio.Protocol):
+    """One keep-alive connection: one exchange at a time, the answer parsed as it arrives."""
+
+    def __init__(self, pool: Pool) -> None:
+        super().__init__()
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.waiter: asyncio.Future[Answer] | None = None
+        self.last_read = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.half_closed = False  # its write side shut: never reused
+
+
+    # -- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            # Bytes nobody asked for (or after an abandoned exchange): the connection's
+            # state is unknown, so it is not reused.
+            self.close()
+            return
+        self.last_read = self.pool.loop.time()
+        self._buf += data
+        try:
+            answer = self._parse()
+        except httpx.RemoteProtocolError as e:
+            self.close()
+            waiter.set_exception(e)
+            return
+        if answer is not None:
+            if self._buf:
+                self.keep = False  # bytes past the answer: not a connection to reuse
+            self.waiter = None
+            waiter.set_result(answer)
+
+    def eof_received(self) -> bool | None:
+        # The server closed its side: never reuse the connection (connection_lost follows,
+        # and answers an exchange in progress).
+        self.closed = True
+        self.pool._lost(self)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pool._lost(self)
+        waiter, self.waiter = self.waiter, None
+        if waiter is None or waiter.done():
+            return
+        if self._headers is not None and self._length == -2:
+            # A body that runs until the connection closes has ended.
+            waiter.set_result(Answer(self._status, self._headers, bytes(self._body)))
+            return
+        if exc is not None:
+            err: Exception = httpx.ReadError(str(exc) or type(exc).__name__)
+        elif self._headers is None and not self._buf:
+            err = httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        else:
+            err = httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+        waiter.set_exception(err)
+
+    # -- the exchange
+
+    def start(self, waiter: asyncio.Future[Answer], head_request: bool) -> None:
+        """Reset the parser for a new answer that ``waiter`` will get."""
+        self.waiter = waiter
+        self._reset(head_request)
+        self.last_read = self.pool.loop.time()
+
+    def close(self) -> None:
+        """Close the connection (an exchange in progress fails)."""
+        if not self.closed:
+            self.closed = True
+            self.pool._lost(self)
+            if self.transport is not None:
+                self.transport.close()
+
+    def half_close(self) -> None:
+        """Shut the connection's write side (the server reads EOF) and keep reading the
+        answer in progress; the connection is not reused."""
+        self.half_closed = True
+        if self.transport is not None and not self.closed and self.transport.can_write_eof():
+            self.transport.write_eof()
+
+    def abort(self) -> None:
+        """Drop the connection at once (an exchange abandoned midway)."""
+        self.waiter = None
+        if self.transport is not None:
+            self.transport.abort()
+        self.closed = True
+        self.pool._lost(self)
 
 class Pool:
     """The keep-alive connections of one server, on one loop.
@@ -443,3 +462,163 @@ class Pool:
         for conn in list(self._idle) + list(self._busy):
             conn.close()
         self._idle.clear()
+
+
+class _BlockingConnection(_Parser):
+    """One keep-alive connection on a blocking socket, used by one calling thread at a time."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock = sock
+        self.idle_since = 0.0
+
+    def stale(self, now: float) -> bool:
+        """Whether the connection cannot carry a request: idle past
+        :data:`KEEPALIVE_EXPIRY`, or the server closed it (or sent bytes nobody asked for)."""
+        if now - self.idle_since > KEEPALIVE_EXPIRY:
+            return True
+        poller = select.poll()  # not select.select: any descriptor number
+        try:
+            poller.register(self.sock, select.POLLIN)
+            return bool(poller.poll(0))  # an EOF, an error or bytes nobody asked for
+        except (OSError, ValueError):
+            return True
+
+
+class BlockingPool:
+    """The keep-alive connections of one server for calls made on the caller's own thread
+    with blocking sockets (:meth:`~lakeshore._transport.HttpTransport.call_blocking`): a
+    blocking call then costs one ``send`` and one ``recv`` on its thread instead of two
+    thread hops through the portal's loop.
+
+    The connections are shared by the threads of one process (one exchange each at a
+    time); a forked child makes its own. Same headers and timeouts as :class:`Pool`."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        uds: str | None,
+        host_header: str,
+        headers: dict[str, str],
+        connect_timeout: float,
+    ) -> None:
+        self._host = host
+        self._port = port
+        self._uds = uds
+        self._connect_timeout = connect_timeout
+        fixed = f"Host: {host_header}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self._fixed = fixed.encode("latin-1")
+        self._lock = threading.Lock()
+        self._idle: list[_BlockingConnection] = []
+        self.closed = False
+        self.pid = os.getpid()
+
+    def _connect(self) -> _BlockingConnection:
+        try:
+            if self._uds is not None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(self._connect_timeout)
+                    sock.connect(self._uds)
+                except BaseException:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's connections
+        except TimeoutError:
+            raise httpx.ConnectTimeout(f"no connection within {self._connect_timeout:g} s") from None
+        except OSError as e:
+            raise httpx.ConnectError(str(e) or type(e).__name__) from e
+        return _BlockingConnection(sock)
+
+    def _checkout(self) -> _BlockingConnection | None:
+        now = time.monotonic()
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                conn = self._idle.pop()
+            if not conn.stale(now):
+                return conn
+            conn.sock.close()
+
+    def _checkin(self, conn: _BlockingConnection) -> None:
+        conn.idle_since = time.monotonic()
+        with self._lock:
+            if not self.closed:
+                self._idle.append(conn)
+                return
+        conn.sock.close()
+
+    def request(self, method: str, target: str, content: bytes | None, headers: dict[str, str], timeout: float) -> Answer:
+        """Send one request on the calling thread and return its answer.
+
+        ``target`` is the path with its query; ``timeout`` bounds each read (as httpx's
+        read timeout).
+
+        Raises:
+            httpx.ConnectError, httpx.ConnectTimeout: no connection (nothing was sent).
+            httpx.ReadTimeout: no byte of the answer for ``timeout`` seconds.
+            httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError: the connection
+                failed or the answer is not HTTP/1.1.
+        """
+        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._fixed
+        if headers:
+            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
+        if content is not None:
+            head += b"Content-Length: %d\r\n\r\n" % len(content)
+        else:
+            head += b"\r\n"
+        conn = self._checkout()
+        if conn is None:
+            conn = self._connect()
+        sock = conn.sock
+        try:
+            sock.settimeout(timeout)
+            try:
+                sock.sendall(head + content if content else head)
+            except OSError as e:
+                raise httpx.WriteError(str(e) or type(e).__name__) from e
+            conn._reset(method == "HEAD")
+            while True:
+                try:
+                    data = sock.recv(65536)
+                except TimeoutError:
+                    raise httpx.ReadTimeout(f"no answer within {timeout:g} s") from None
+                except OSError as e:
+                    raise httpx.ReadError(str(e) or type(e).__name__) from e
+                if not data:
+                    if conn._headers is not None and conn._length == -2:
+                        # A body that runs until the connection closes has ended.
+                        answer = Answer(conn._status, conn._headers, bytes(conn._body))
+                        conn.keep = False
+                        break
+                    if conn._headers is None and not conn._buf:
+                        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+                    raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+                conn._buf += data
+                parsed = conn._parse()
+                if parsed is not None:
+                    answer = parsed
+                    if conn._buf:
+                        conn.keep = False  # bytes past the answer: not a connection to reuse
+                    break
+        except BaseException:
+            sock.close()
+            raise
+        if conn.keep:
+            self._checkin(conn)
+        else:
+            sock.close()
+        return answer
+
+    def close(self) -> None:
+        """Close the idle connections; one in use is closed when its exchange ends."""
+        with self._lock:
+            self.closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.sock.close()

@@ -269,6 +269,9 @@ class Portal:
 
 _portals: weakref.WeakSet[Portal] = weakref.WeakSet()
 
+NOT_SENT: Any = object()
+"""What :meth:`HttpTransport.call_blocking` returns for a call to send the portal's way."""
+
 
 class _Batch:
     """The calls sent in one request of a :class:`Batcher`, and the task sending it."""
@@ -360,6 +363,11 @@ class Batcher(Generic[I, T]):
         self._scheduled = False
         self._pid = os.getpid()
         self._releases: set[asyncio.Future[None]] = set()
+
+    def idle(self) -> bool:
+        """Whether no batch is being sent and no item waits for one (a hint: read without
+        the lock, it may change at once)."""
+        return self._in_flight == 0 and not self._pending
 
     def put(self, item: I) -> concurrent.futures.Future[T]:
         """Queue item for the next batch; the future gets its answer or exception.
@@ -569,6 +577,8 @@ class _Server:
         self._hot: _http11.Pool | None = None
         self._hot_slots: tuple[asyncio.Semaphore, asyncio.Semaphore] | None = None
         self._hot_pid = 0
+        self._blocking: _http11.BlockingPool | None = None
+        self._closed = False
 
     def _new_client(self, max_connections: int) -> httpx.AsyncClient:
         headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
@@ -637,8 +647,38 @@ class _Server:
         assert self._hot_slots is not None
         return pool, self._hot_slots[1 if long_poll else 0]
 
+    def blocking_pool(self) -> _http11.BlockingPool | None:
+        """The blocking connections of this process for calls on the caller's thread, or
+        None once the server's connections are closed."""
+        pool = self._blocking
+        if pool is None or pool.pid != os.getpid():
+            if self._closed:
+                return None
+            parts = urlsplit(self.url)
+            headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
+            if self.token:
+                headers["Authorization"] = f"Bearer {self.token}"
+            pool = self._blocking = _http11.BlockingPool(
+                host=parts.hostname or "",
+                port=parts.port or 80,
+                uds=self.uds,
+                host_header=parts.netloc,
+                headers=headers,
+                connect_timeout=self._connect_timeout,
+            )
+        return None if pool.closed else pool
+
+    def close_blocking(self) -> None:
+        """Close the blocking connections (from any thread); later blocking calls go the
+        portal's way."""
+        self._closed = True
+        blocking = self._blocking
+        if blocking is not None and blocking.pid == os.getpid():
+            blocking.close()
+
     async def aclose(self) -> None:
         """Close the connections (on the loop that made them)."""
+        self.close_blocking()
         clients = [c for c in [self._short, *self._long] if c is not None]
         self._short, self._long = None, []
         hot, self._hot = self._hot, None
@@ -776,10 +816,66 @@ class HttpTransport:
         finally:
             release()
 
+    def close_blocking(self) -> None:
+        """Close every server's blocking connections (:meth:`call_blocking`'s), from any
+        thread, even when the portal's loop never started."""
+        for server in self._servers:
+            server.close_blocking()
+
     async def aclose(self) -> None:
         """Close the connections of every server (on the loop that made them)."""
         for server in self._servers:
             await server.aclose()
+
+    def call_blocking(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        wait: float = 0.0,
+    ) -> Any:
+        """Make one call of a hot route on the calling thread, on a blocking keep-alive
+        connection, without the portal's loop: one attempt, no retry.
+
+        Returns the decoded answer of a 2xx, or :data:`NOT_SENT` when the call must go the
+        portal's way (:meth:`call`) instead: an ``https://`` server, closed connections, a
+        connection that failed (which may or may not have carried the request: only calls
+        that may be repeated, such as a submit with its id, go this way) or an answer that
+        :meth:`call` would retry (502, 503, 504, ``shutting_down``,
+        ``too_many_long_polls``). :meth:`call` then makes the attempts, failover and daemon
+        restart as always. ``wait``: the seconds the server may hold the request (a
+        long-poll); each read's timeout is this plus a margin, as :meth:`call`'s.
+
+        Raises:
+            errors.DispatchError: the server's error, rebuilt from its body, when it is not
+                one to retry."""
+        at = self._current
+        server = self._servers[at]
+        if not server.hot_ok:
+            return NOT_SENT
+        pool = server.blocking_pool()
+        if pool is None:
+            return NOT_SENT
+        content = None if body is None else pack(body)
+        query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        target = server.hot_prefix + path + ("?" + urlencode(query) if query else "")
+        headers = {} if content is None else {"Content-Type": "application/msgpack"}
+        try:
+            resp = pool.request(method, target, content, headers, wait + _REQUEST_MARGIN)
+        except httpx.TransportError:
+            return NOT_SENT
+        status = resp.status_code
+        decoded = _decode_answer(resp, resp.content)
+        if 200 <= status < 300:
+            return decoded
+        if status in (502, 503, 504):
+            return NOT_SENT
+        err = _name_invocation(errors.error_from_body(decoded, status), path)
+        if err.code in ("shutting_down", "too_many_long_polls"):
+            return NOT_SENT
+        raise err
 
     async def call(
         self,

@@ -263,7 +263,7 @@ class HttpDispatch(Dispatch):
         self.namespace = namespace
         self._portal = Portal()
         # A Dispatch dropped without close() still stops its thread and connections.
-        self._closer = weakref.finalize(self, self._portal.close, self._transport.aclose)
+        self._closer = weakref.finalize(self, _close_http, self._portal, self._transport)
 
     def __repr__(self) -> str:
         shown = ",".join(redact_url(server.url) for server in self._transport.servers)
@@ -371,13 +371,18 @@ class LocalDispatch(HttpDispatch):
         return f"LocalDispatch({self.target!r}, socket={self.socket!r}, namespace={self.namespace!r})"
 
 
+def _close_http(portal: Portal, transport: HttpTransport) -> None:
+    transport.close_blocking()  # the portal's loop may never have started
+    portal.close(transport.aclose)
+
+
 def _close_local(
     portal: Portal,
     transport: HttpTransport,
     private: _daemon.PrivateDaemon | None,
     shared: _daemon.SharedDaemon | None,
 ) -> None:
-    portal.close(transport.aclose)
+    _close_http(portal, transport)
     if private is not None:
         private.stop()
     if shared is not None:

@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import Any, Literal
 
 from lakeshore import errors, wire
 from lakeshore._ids import is_ulid, new_ulid
-from lakeshore._transport import LONG_POLL_MAX, Batcher, invocation_path, queue_path, wait_future
+from lakeshore._transport import LONG_POLL_MAX, NOT_SENT, Batcher, invocation_path, queue_path, wait_future
 from lakeshore.dispatch import Dispatch, default_dispatch
 
 __all__ = [
@@ -530,6 +531,15 @@ class SettleClaim:
 
 
 
+def _result_of(id: str, inv: Invocation) -> Any:
+    """The decoded result of ended invocation ``inv``, or the error its terminal state
+    means (InvocationFailedError, …)."""
+    err = inv.error_for_state()
+    if err is not None:
+        raise err
+    return decode_value(f"result of {id}", inv.raw_result)
+
+
 class QueueCore:
     """The verbs of a queue, as coroutines run on the dispatch's client loop.
 
@@ -559,6 +569,8 @@ class QueueCore:
         self.also: list[str] = []
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
+        # Held by the one blocking submit sent on its caller's thread (submit_blocking).
+        self._alone = threading.Lock()
         # Settles made at once go as one POST /v1/settle; claims made at once (a worker's
         # idle slots) as one claim of as many jobs.
         self._settles: Batcher[tuple[dict[str, Any], float | None], None] = Batcher(
@@ -656,6 +668,30 @@ class QueueCore:
         repeated submit never enqueues twice."""
         return self._submits.put(body)
 
+    def submit_blocking(self, body: dict[str, Any]) -> str:
+        """Submit one invocation (a body from :meth:`submit_body`) from a thread that may
+        block, and return its id.
+
+        A lone submit (no batch of submits in flight or waiting, no other thread of this
+        queue sending one on its own thread) goes as one request on the calling thread
+        (:meth:`~lakeshore._transport.HttpTransport.call_blocking`), without the two thread
+        hops through the client's loop; submits made meanwhile are coalesced as
+        :meth:`submit_future`'s are. A submit that the
+        blocking call could not finish (a failed connection, an answer to retry) goes
+        :meth:`submit_future`'s way with the same id, so it never enqueues twice.
+
+        Raises:
+            RuntimeError: called on the client loop's own thread."""
+        portal = self.dispatch._portal
+        if not portal.in_portal() and self._submits.idle() and self._alone.acquire(blocking=False):
+            try:
+                ans = self.dispatch._transport.call_blocking("POST", self.path + "/invocations", body)
+            finally:
+                self._alone.release()
+            if ans is not NOT_SENT:
+                return str(ans["id"])
+        return wait_future(portal, self.submit_future(body))
+
     async def submit(self, body: dict[str, Any]) -> str:
         """Submit one invocation (a body from :meth:`submit_body`) and return its id."""
         return await asyncio.wrap_future(self.submit_future(body))
@@ -719,11 +755,37 @@ class QueueCore:
     async def result(self, id: str, timeout: float | None) -> Any:
         """Wait for the invocation to end and return its decoded result, or raise the
         error its terminal state means (InvocationFailedError, …)."""
-        inv = await self.wait(id, timeout)
-        err = inv.error_for_state()
-        if err is not None:
-            raise err
-        return decode_value(f"result of {id}", inv.raw_result)
+        return _result_of(id, await self.wait(id, timeout))
+
+    def wait_blocking(self, id: str, timeout: float | None) -> Invocation:
+        """:meth:`wait` from a thread that may block: each long-poll is a request on the
+        calling thread (:meth:`~lakeshore._transport.HttpTransport.call_blocking`), without
+        the two thread hops through the client's loop; one the blocking call could not
+        finish is made the loop's way (:meth:`wait`, with its retries) for the time left.
+
+        Raises:
+            errors.TimeoutError: ``timeout`` seconds passed first (None: no limit).
+            RuntimeError: called on the client loop's own thread."""
+        _check_id(id)
+        _check_seconds("timeout", timeout)
+        portal = self.dispatch._portal
+        end = None if timeout is None else time.monotonic() + timeout
+        if not portal.in_portal():
+            transport = self.dispatch._transport
+            while True:
+                chunk = LONG_POLL_MAX if end is None else min(LONG_POLL_MAX, max(0.0, end - time.monotonic()))
+                ans = transport.call_blocking("GET", invocation_path(id) + "/wait", params={"timeout": chunk}, wait=chunk)
+                if ans is NOT_SENT:
+                    break
+                if ans.get("done"):
+                    return _invocation(ans["invocation"])
+                if end is not None and time.monotonic() >= end:
+                    raise errors.TimeoutError(f"result {id}: waited {timeout:g} s and it has not ended", status=None)
+        return portal.run(self.wait(id, None if end is None else max(0.0, end - time.monotonic())))
+
+    def result_blocking(self, id: str, timeout: float | None) -> Any:
+        """:meth:`result` from a thread that may block (:meth:`wait_blocking`)."""
+        return _result_of(id, self.wait_blocking(id, timeout))
 
     async def cancel(self, id: str) -> bool:
         """Cancel a queued invocation; whether it did."""
@@ -1372,7 +1434,7 @@ class SyncQueue:
             QueueFullError, RateLimitedError: the queue's admission refused it.
         """
         body = self._core.submit_body(payload, envelope, key, priority, options)
-        return wait_future(self._d._portal, self._core.submit_future(body))
+        return self._core.submit_blocking(body)
 
     def submit_many(self, payloads: builtins.list[Any]) -> list[str]:
         """Enqueue several payloads (or Envelopes) in one request; return their ids."""
@@ -1393,7 +1455,7 @@ class SyncQueue:
             TimeoutError: ``timeout`` seconds passed first (None: wait without limit).
             NotFoundError: no such invocation.
         """
-        return self._d.run(self._core.result(inv_id, timeout))
+        return self._core.result_blocking(inv_id, timeout)
 
     def call(self, payload: Any = None, *, timeout: float | None = 30.0, **kw: Any) -> Any:
         """Submit ``payload`` and wait for its result (``kw``: as :meth:`submit`)."""
@@ -1405,7 +1467,7 @@ class SyncQueue:
 
     def wait(self, inv_id: str, *, timeout: float | None = 30.0) -> Invocation:
         """Wait until the invocation ends, in whatever state, and return its row."""
-        return self._d.run(self._core.wait(inv_id, timeout))
+        return self._core.wait_blocking(inv_id, timeout)
 
     def stream(self, inv_id: str, *, since: int = FROM_START, timeout: float | None = 30.0) -> Iterator[Any]:
         """The values the invocation's worker posts, live: an iterator that stops at END.
