@@ -123,7 +123,10 @@ def test_embedded_default_one_daemon_per_home(home: Path, lakeshore_bin: str) ->
     pids = set()
     for p in procs:
         assert p.stdout is not None and p.stdin is not None
-        ready, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        # poll, not select.select: this test process may hold descriptors past FD_SETSIZE.
+        poller = select.poll()
+        poller.register(p.stdout, select.POLLIN)
+        ready = poller.poll(max(0, int((deadline - time.monotonic()) * 1000)))
         assert ready, "a racing client printed no daemon pid within 60 s"
         pids.add(int(p.stdout.readline()))
     for p in procs:
