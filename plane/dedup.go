@@ -1,6 +1,10 @@
 package plane
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
 
 // Dedup windows (SubmitParams.UniqueFor): an idempotency key holds its invocation for a
 // window instead of until the invocation is trimmed. A submit whose key names an invocation
@@ -36,10 +40,87 @@ func DedupCutoff(now time.Time, uniqueFor time.Duration) time.Time {
 	return now.Add(-uniqueFor)
 }
 
+// MetaDebounce is the metadata key that marks an invocation submitted with a debounce
+// window, its value the window in seconds. Only an invocation that carries it is folded
+// into (or has its key taken over) by a later debounced submit of its key: a debounced
+// submit never rewrites the payload or shortens the delay of an ordinary invocation
+// holding the key (Debounce). The plane sets it (DebounceMetadata); a later fold keeps it.
+const MetaDebounce = "lakeshore.debounce"
+
+// DebounceMetadata is the metadata a submit stores: s.Metadata as it is without a debounce
+// window, else a copy marked with MetaDebounce.
+func DebounceMetadata(s *SubmitParams) map[string]string {
+	if s.Debounce <= 0 {
+		return s.Metadata
+	}
+	m := make(map[string]string, len(s.Metadata)+1)
+	for k, v := range s.Metadata {
+		m[k] = v
+	}
+	m[MetaDebounce] = strconv.FormatFloat(s.Debounce.Seconds(), 'f', -1, 64)
+	return m
+}
+
+// DebounceAction is what a debounced submit does about the invocation holding its key.
+type DebounceAction int
+
+const (
+	// DebounceInsert: no invocation holds the key; insert one.
+	DebounceInsert DebounceAction = iota
+	// DebounceFold: the holder is a debounced invocation still waiting for its first start
+	// (never attempted, its due time ahead): give it the submit's payload, metadata and due
+	// time, and answer its id (Existing).
+	DebounceFold
+	// DebounceTakeOver: the holder is a debounced invocation that is claimable, running,
+	// retrying or finished: it gives the key up, and a new invocation is inserted.
+	DebounceTakeOver
+	// DebounceExisting: the holder was not submitted with a debounce window: the submit
+	// answers its id (Existing) as any keyed submit does and changes nothing — a debounced
+	// submit never rewrites an ordinary invocation's payload or shortens its delay.
+	DebounceExisting
+)
+
+// Debounce decides what a debounced submit does about the holder of its key: exists false
+// when none; metadata its metadata (MetaDebounce marks a debounced one); delayed whether it
+// is queued and not yet claimable; attempt its attempt; dueAfterNow whether its due time is
+// still ahead of the plane's now.
+func Debounce(exists bool, metadata map[string]string, delayed bool, attempt int, dueAfterNow bool) DebounceAction {
+	if !exists {
+		return DebounceInsert
+	}
+	if _, marked := metadata[MetaDebounce]; !marked {
+		return DebounceExisting
+	}
+	if delayed && attempt == 0 && dueAfterNow {
+		return DebounceFold
+	}
+	return DebounceTakeOver
+}
+
+// validateBatchDebounce checks that the submits of one key in a batch are all debounced or
+// none are (a dedup window counts as not debounced): a batch folds a key's submits into one
+// invocation, which cannot both wait for quiet and not.
+func validateBatchDebounce(invs []SubmitParams) error {
+	debounced := map[string]bool{}
+	for i := range invs {
+		s := &invs[i]
+		if s.Key == "" {
+			continue
+		}
+		d := s.Debounce > 0
+		if first, seen := debounced[s.Key]; seen && first != d {
+			return Invalid(fmt.Sprintf("invocations[%d].debounce", i), s.Debounce,
+				"in one batch, the submits of a key are all debounced or none are")
+		}
+		debounced[s.Key] = d
+	}
+	return nil
+}
+
 // Debounced folds a later debounced submit of a key within one batch into the first: its
 // payload, metadata and due-time options win. Drivers call it on their copy of the batch.
 func Debounced(first, later *SubmitParams) {
-	first.Payload, first.Metadata = later.Payload, later.Metadata
+	first.Payload, first.Metadata = later.Payload, later.Metadata // DebounceMetadata marks it at insert
 	first.Delay, first.NotBefore, first.Debounce = later.Delay, later.NotBefore, later.Debounce
 }
 

@@ -114,7 +114,7 @@ func (p *SubmitManyParams) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return validateBatchDebounce(p.Invocations)
 }
 
 // itemError prefixes the Field of an *InvalidError with the list and the index of the item

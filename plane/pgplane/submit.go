@@ -134,11 +134,11 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 				dupOf[i] = first
 				if s.Debounce > 0 { // the later payload of a key wins
 					if out[first].Existing {
-						if _, _, err := t.debounce(p.Namespace, p.Queue, s); err != nil {
+						if _, _, err := t.debounce(p.Namespace, p.Queue, s); err != nil { // folds again, or leaves an ordinary holder alone
 							return err
 						}
 					} else if at, ok := position[first]; ok {
-						payloads[at], metas[at] = nonNil(s.Payload), planekit.EncodeMetadata(s.Metadata)
+						payloads[at], metas[at] = nonNil(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s))
 						availables[at] = s.DueAt(t.now).UnixMilli()
 					}
 				}
@@ -146,19 +146,15 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 			}
 			firstOfKey[s.Key] = i
 			if s.Debounce > 0 {
-				id, ok, err := t.debounce(p.Namespace, p.Queue, s)
+				id, action, err := t.debounce(p.Namespace, p.Queue, s)
 				if err != nil {
 					return err
 				}
-				if ok {
+				if action == plane.DebounceFold || action == plane.DebounceExisting {
 					out[i] = plane.SubmitResult{ID: id, Existing: true}
 					continue
 				}
-				// No waiting holder: whichever holds the key (claimable, running, retrying,
-				// finished) gives it up, and the insert below takes it.
-				t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL WHERE namespace = $1 AND queue = $2 AND key = $3`,
-					p.Namespace, p.Queue, s.Key)
-				position[i] = len(ids)
+				position[i] = len(ids) // inserted below (a take-over freed the key)
 			}
 			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
 				// The window has passed for an invocation created at or before cutoff: it
@@ -189,7 +185,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		keys = append(keys, key)
 		prios = append(prios, s.Priority)
 		payloads = append(payloads, payload)
-		metas = append(metas, planekit.EncodeMetadata(s.Metadata))
+		metas = append(metas, planekit.EncodeMetadata(plane.DebounceMetadata(s)))
 		maxAttempts = append(maxAttempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
 		timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
 		deadlines = append(deadlines, planekit.ToMS(s.Deadline))
@@ -280,24 +276,37 @@ func hasDedupWindow(p *plane.SubmitManyParams) bool {
 	return false
 }
 
-// debounce gives the invocation holding s's key, when it is still waiting for its first
-// start (queued, waiting, never attempted, its due time ahead), the payload, metadata and
-// due time of the debounced submit s, and returns its id (plane/dedup.go). The update locks
-// the row, so concurrent debounced submits of the key serialize on it.
-func (t *tx) debounce(namespace, queue string, s *plane.SubmitParams) (string, bool, error) {
+// debounce decides what the debounced submit s does about the invocation holding its key
+// (plane.Debounce) and does it: a fold gives the holder s's payload, metadata and due time;
+// a take-over frees the key for the insert that follows. It returns the holder's id and the
+// action. The holder's row is locked from the read on, so concurrent debounced submits of
+// the key serialize on it.
+func (t *tx) debounce(namespace, queue string, s *plane.SubmitParams) (string, plane.DebounceAction, error) {
 	var id string
-	err := t.queryRow(`UPDATE `+t.d.schema+`.invocations SET payload = $4, metadata = $5, available_ms = $6
-		WHERE namespace = $1 AND queue = $2 AND key = $3 AND state = 0 AND waiting AND attempt = 0 AND available_ms > $7
-		RETURNING id`, namespace, queue, s.Key, nonNil(s.Payload), planekit.EncodeMetadata(s.Metadata),
-		s.DueAt(t.now).UnixMilli(), t.ms).Scan(&id)
+	var metadata []byte
+	var state int16
+	var waiting bool
+	var attempt int
+	var due int64
+	err := t.queryRow(`SELECT id, metadata, state, waiting, attempt, available_ms FROM `+t.d.schema+`.invocations
+		WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`,
+		namespace, queue, s.Key).Scan(&id, &metadata, &state, &waiting, &attempt, &due)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", false, nil
+		return "", plane.DebounceInsert, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("submit: debounce: %w", err)
+		return "", 0, fmt.Errorf("submit: debounce: %w", err)
 	}
-	t.wake(planekit.InvocationKey(id))
-	return id, true, nil
+	action := plane.Debounce(true, planekit.DecodeMetadata(metadata), state == planekit.StateQueued && waiting, attempt, due > t.ms)
+	switch action {
+	case plane.DebounceFold:
+		t.exec(`UPDATE `+t.d.schema+`.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`,
+			id, nonNil(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s)), s.DueAt(t.now).UnixMilli())
+		t.wake(planekit.InvocationKey(id))
+	case plane.DebounceTakeOver:
+		t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL WHERE id = $1`, id)
+	}
+	return id, action, nil
 }
 
 // nonNil is payload, or an empty payload for nil (the column is NOT NULL).

@@ -61,7 +61,7 @@ func testDedup(t *testing.T, s *suite) {
 		require.Equal(t, plane.SubmitResult{ID: first.ID, Existing: true}, again, "while it waits, the submit folds into it")
 		inv := b.get(t, first.ID)
 		require.Equal(t, []byte("2"), inv.Payload, "the last payload wins")
-		require.Equal(t, map[string]string{"m": "2"}, inv.Metadata)
+		require.Equal(t, map[string]string{"m": "2", plane.MetaDebounce: "10"}, inv.Metadata, "its metadata, marked as debounced")
 		require.True(t, inv.AvailableAt.Equal(b.now().Add(quiet).Truncate(time.Millisecond)), "due %v after the last submit, got %v", quiet, inv.AvailableAt)
 		b.advance(9 * time.Second) // 12 s after the first submit, 9 s after the last: not quiet yet
 		b.requireNothingClaimable(t)
@@ -90,6 +90,23 @@ func testDedup(t *testing.T, s *suite) {
 		require.Equal(t, next.ID, b.claimOne(t).ID)
 		b.requireNothingClaimable(t)
 		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1, plane.StateRunning: 1, plane.StateSucceeded: 1})
+	})
+
+	t.Run("DebounceLeavesOrdinaryHolder", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		id := b.submitOne(t, plane.SubmitParams{Key: "z", Delay: time.Hour, Payload: []byte("orig")})
+		due := b.get(t, id).AvailableAt
+		res := b.submit(t, plane.SubmitParams{Key: "z", Debounce: 2 * time.Second, Payload: []byte("other")})[0]
+		require.Equal(t, plane.SubmitResult{ID: id, Existing: true}, res, "an ordinary holder answers as for any keyed submit")
+		inv := b.get(t, id)
+		require.Equal(t, []byte("orig"), inv.Payload, "its payload is not rewritten")
+		require.True(t, due.Equal(inv.AvailableAt), "nor its delay shortened")
+		require.Equal(t, "z", inv.Key)
+		_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{
+			{Key: "k", Payload: []byte("a")}, {Key: "k", Debounce: time.Second, Payload: []byte("b")}}})
+		requireIs(t, err, plane.ErrInvalid, "a batch mixing debounced and ordinary submits of one key")
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1})
 	})
 
 	t.Run("DebounceOneBatch", func(t *testing.T) {

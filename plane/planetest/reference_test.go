@@ -180,14 +180,16 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 				}
 			}
 			if ri, ok := d.invs[d.keys[k]]; ok && s.Debounce > 0 {
-				if ri.inv.State == plane.StateQueued && ri.inv.Attempt == 0 && ri.inv.AvailableAt.After(now) {
-					// Still waiting for quiet: the last submit wins and pushes it back.
-					ri.inv.Payload, ri.inv.Metadata, ri.inv.AvailableAt = slices.Clone(s.Payload), s.Metadata, s.DueAt(now)
+				delayed := ri.inv.State == plane.StateQueued && ri.inv.AvailableAt.After(now)
+				switch plane.Debounce(true, ri.inv.Metadata, delayed, ri.inv.Attempt, ri.inv.AvailableAt.After(now)) {
+				case plane.DebounceFold: // still waiting for quiet: the last submit wins and pushes it back
+					ri.inv.Payload, ri.inv.Metadata, ri.inv.AvailableAt = slices.Clone(s.Payload), plane.DebounceMetadata(&s), s.DueAt(now)
 					out[i] = plane.SubmitResult{ID: ri.inv.ID, Existing: true}
 					continue
+				case plane.DebounceTakeOver: // started or finished: it gives the key up
+					ri.inv.Key = ""
+					delete(d.keys, k)
 				}
-				ri.inv.Key = "" // started or finished: it gives the key up
-				delete(d.keys, k)
 			}
 			if id, ok := d.keys[k]; ok {
 				out[i] = plane.SubmitResult{ID: id, Existing: true}
@@ -205,7 +207,7 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 		}
 		d.invs[id] = &refInvocation{inv: plane.Invocation{
 			ID: id, Namespace: p.Namespace, Queue: p.Queue, Key: s.Key, State: plane.StateQueued,
-			Priority: s.Priority, Payload: slices.Clone(s.Payload), Metadata: s.Metadata,
+			Priority: s.Priority, Payload: slices.Clone(s.Payload), Metadata: plane.DebounceMetadata(&s),
 			MaxAttempts: cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), AttemptTimeout: s.AttemptTimeout,
 			Deadline: s.Deadline, AvailableAt: s.DueAt(now), CreatedAt: now,
 		}}

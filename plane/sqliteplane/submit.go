@@ -128,18 +128,23 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 				continue
 			}
 			if s.Debounce > 0 {
-				id, ok := debounced[s.Key]
-				if !ok {
+				id, folded := debounced[s.Key]
+				action := plane.DebounceFold
+				if !folded {
 					var err error
-					if id, ok, err = t.waitingHolder(p.Namespace, p.Queue, s.Key); err != nil {
+					if id, action, err = t.debounceHolder(p.Namespace, p.Queue, s.Key); err != nil {
 						return nil, err
 					}
 				}
-				if ok {
+				switch action {
+				case plane.DebounceFold:
 					if err := t.debounce(id, &s); err != nil {
 						return nil, err
 					}
 					debounced[s.Key] = id
+					out[i] = plane.SubmitResult{ID: id, Existing: true}
+					continue
+				case plane.DebounceExisting:
 					out[i] = plane.SubmitResult{ID: id, Existing: true}
 					continue
 				}
@@ -237,7 +242,7 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 				}
 			}
 			args = append(args, id, key, state, s.Priority, payload,
-				planekit.EncodeMetadata(s.Metadata), maxAttempts, s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due)
+				planekit.EncodeMetadata(plane.DebounceMetadata(s)), maxAttempts, s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due)
 			if pending != 0 && (counted.state != state || counted.priority != s.Priority) {
 				t.count(namespace, queue, counted.state, counted.priority, pending)
 				pending = 0
@@ -262,29 +267,29 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 	return nil
 }
 
-// waitingHolder returns the invocation holding key when it is still waiting for its first
-// start (delayed, never attempted, its due time ahead): the one a debounced submit of the key updates. A holder
-// that is claimable, running, retrying or finished gives the key up here, so the debounced
-// submit enqueues a new invocation with it (plane/dedup.go).
-func (t *wtx) waitingHolder(namespace, queue, key string) (string, bool, error) {
+// debounceHolder decides what a debounced submit of key does about the invocation holding
+// it (plane.Debounce) and, for a take-over, frees the key. It returns the holder's id and
+// the action.
+func (t *wtx) debounceHolder(namespace, queue, key string) (string, plane.DebounceAction, error) {
 	var id string
 	var state, attempt int
 	var due int64
-	err := t.w.conn.QueryRowContext(t.ctx, `SELECT id, state, attempt, available_ms FROM invocations
-		WHERE namespace = ? AND queue = ? AND key = ?`, namespace, queue, key).Scan(&id, &state, &attempt, &due)
+	var metadata []byte
+	err := t.w.conn.QueryRowContext(t.ctx, `SELECT id, state, attempt, available_ms, metadata FROM invocations
+		WHERE namespace = ? AND queue = ? AND key = ?`, namespace, queue, key).Scan(&id, &state, &attempt, &due, &metadata)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", false, nil
+		return "", plane.DebounceInsert, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("submit: debounce: %w", err)
+		return "", 0, fmt.Errorf("submit: debounce: %w", err)
 	}
-	if state == planekit.StateDelayed && attempt == 0 && due > t.ms {
-		return id, true, nil
+	action := plane.Debounce(true, planekit.DecodeMetadata(metadata), state == planekit.StateDelayed, attempt, due > t.ms)
+	if action == plane.DebounceTakeOver {
+		if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL WHERE id = ?`, id); err != nil {
+			return "", 0, fmt.Errorf("submit: debounce: %w", err)
+		}
 	}
-	if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL WHERE id = ?`, id); err != nil {
-		return "", false, fmt.Errorf("submit: debounce: %w", err)
-	}
-	return "", false, nil
+	return id, action, nil
 }
 
 // debounce gives the waiting invocation id the payload and metadata of the debounced
@@ -296,7 +301,7 @@ func (t *wtx) debounce(id string, s *plane.SubmitParams) error {
 	}
 	due := s.DueAt(time.UnixMilli(t.ms)).UnixMilli()
 	if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET payload = ?, metadata = ?, available_ms = ? WHERE id = ?`,
-		payload, planekit.EncodeMetadata(s.Metadata), due, id); err != nil {
+		payload, planekit.EncodeMetadata(plane.DebounceMetadata(s)), due, id); err != nil {
 		return fmt.Errorf("submit: debounce: %w", err)
 	}
 	t.delayed(due)
