@@ -10,7 +10,10 @@ type (
 	// Admission is a queue's admission block — MaxDepth with its OnFull policy, RateLimit
 	// with Burst, DeadlineCutoff — stored in the plane and enforced inside every submit
 	// transaction, so it holds across processes. A submit whose key already exists bypasses
-	// it. An alias of plane.Admission; its fields document their defaults.
+	// it. Its ConcurrencyLimit, ConcurrencyLimits and KeyWeights apply at claim to the
+	// invocations submitted with a SubmitOptions.ConcurrencyKey (docs/semantics.md,
+	// "Concurrency keys and fair share"). An alias of plane.Admission; its fields document
+	// their defaults.
 	Admission = plane.Admission
 
 	// OnFull is what a submit does when its queue is at Admission.MaxDepth: OnFullReject

@@ -157,6 +157,14 @@ type SubmitOptions struct {
 	// is trimmed.
 	UniqueFor time.Duration
 
+	// ConcurrencyKey groups the invocation with others of its queue (a tenant, a user, a
+	// model) for the queue's concurrency limits and fair share (docs/semantics.md,
+	// "Concurrency keys and fair share"; Admission's ConcurrencyLimit, ConcurrencyLimits,
+	// KeyWeights): at most the key's limit of its invocations run at once, and claims
+	// rotate across keys. 1–256 bytes of UTF-8 without NUL. Defaults to "": none (never
+	// limited).
+	ConcurrencyKey string
+
 	// Metadata are free-form string headers carried with the invocation (Job.Metadata,
 	// Invocation.Metadata). Defaults to none.
 	Metadata map[string]string

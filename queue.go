@@ -115,6 +115,7 @@ func (q *Queue) SubmitManyResults(ctx context.Context, batch []Submission) ([]Su
 			NotBefore:      s.NotBefore,
 			Delay:          s.Delay,
 			UniqueFor:      s.UniqueFor,
+			ConcurrencyKey: s.ConcurrencyKey,
 		}
 	}
 	res, err := q.d.drv.InvocationSubmitMany(ctx, params)

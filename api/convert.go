@@ -51,19 +51,19 @@ func (e *ErrorInfo) Plane() *plane.ErrorInfo {
 func NewSubmitInvocation(p *plane.SubmitParams) SubmitInvocation {
 	return SubmitInvocation{ID: p.ID, Payload: Value{Wire: p.Payload}, Key: p.Key, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: Seconds(p.AttemptTimeout), Deadline: p.Deadline, Metadata: p.Metadata,
-		NotBefore: p.NotBefore, Delay: Seconds(p.Delay), UniqueFor: Seconds(p.UniqueFor)}
+		NotBefore: p.NotBefore, Delay: Seconds(p.Delay), UniqueFor: Seconds(p.UniqueFor), ConcurrencyKey: p.ConcurrencyKey}
 }
 
 // Params converts s back to plane.SubmitParams.
 func (s *SubmitInvocation) Params() plane.SubmitParams {
 	return plane.SubmitParams{ID: s.ID, Payload: s.Payload.Wire, Key: s.Key, Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, AttemptTimeout: Duration(s.AttemptTimeout), Deadline: s.Deadline, Metadata: s.Metadata,
-		NotBefore: s.NotBefore, Delay: Duration(s.Delay), UniqueFor: Duration(s.UniqueFor)}
+		NotBefore: s.NotBefore, Delay: Duration(s.Delay), UniqueFor: Duration(s.UniqueFor), ConcurrencyKey: s.ConcurrencyKey}
 }
 
 // NewInvocation converts inv to its wire form.
 func NewInvocation(inv *plane.Invocation) *Invocation {
-	return &Invocation{ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, State: string(inv.State),
+	return &Invocation{ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, ConcurrencyKey: inv.ConcurrencyKey, State: string(inv.State),
 		Priority: inv.Priority, Payload: Value{Wire: inv.Payload}, Metadata: inv.Metadata, Attempt: inv.Attempt,
 		MaxAttempts: inv.MaxAttempts, AttemptTimeout: Seconds(inv.AttemptTimeout), Deadline: inv.Deadline,
 		AvailableAt: inv.AvailableAt, LeaseExpiresAt: inv.LeaseExpiresAt, Worker: inv.Worker, Result: Value{Wire: inv.Result},
@@ -72,7 +72,7 @@ func NewInvocation(inv *plane.Invocation) *Invocation {
 
 // Plane converts i back to a plane.Invocation.
 func (i *Invocation) Plane() *plane.Invocation {
-	return &plane.Invocation{ID: i.ID, Namespace: i.Namespace, Queue: i.Queue, Key: i.Key, State: plane.State(i.State),
+	return &plane.Invocation{ID: i.ID, Namespace: i.Namespace, Queue: i.Queue, Key: i.Key, ConcurrencyKey: i.ConcurrencyKey, State: plane.State(i.State),
 		Priority: i.Priority, Payload: i.Payload.Wire, Metadata: i.Metadata, Attempt: i.Attempt,
 		MaxAttempts: i.MaxAttempts, AttemptTimeout: Duration(i.AttemptTimeout), Deadline: i.Deadline,
 		AvailableAt: i.AvailableAt, LeaseExpiresAt: i.LeaseExpiresAt, Worker: i.Worker, Result: i.Result.Wire,
@@ -81,14 +81,14 @@ func (i *Invocation) Plane() *plane.Invocation {
 
 // NewJob converts j to its wire form.
 func NewJob(j *plane.Job) Job {
-	return Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, Payload: Value{Wire: j.Payload}, Metadata: j.Metadata,
+	return Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, ConcurrencyKey: j.ConcurrencyKey, Payload: Value{Wire: j.Payload}, Metadata: j.Metadata,
 		Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, AttemptTimeout: Seconds(j.AttemptTimeout),
 		Deadline: j.Deadline, Token: j.Token, LeaseExpiresAt: j.LeaseExpiresAt}
 }
 
 // Plane converts j back to a plane.Job.
 func (j *Job) Plane() *plane.Job {
-	return &plane.Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, Payload: j.Payload.Wire, Metadata: j.Metadata,
+	return &plane.Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, ConcurrencyKey: j.ConcurrencyKey, Payload: j.Payload.Wire, Metadata: j.Metadata,
 		Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, AttemptTimeout: Duration(j.AttemptTimeout),
 		Deadline: j.Deadline, Token: j.Token, LeaseExpiresAt: j.LeaseExpiresAt}
 }
@@ -177,7 +177,8 @@ func NewAdmission(a *plane.Admission) *Admission {
 		return nil
 	}
 	return &Admission{MaxDepth: a.MaxDepth, OnFull: string(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
-		DeadlineCutoff: Seconds(a.DeadlineCutoff)}
+		DeadlineCutoff: Seconds(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
+		KeyWeights: a.KeyWeights}
 }
 
 // Plane converts a back to a plane.Admission (nil for nil).
@@ -186,7 +187,8 @@ func (a *Admission) Plane() *plane.Admission {
 		return nil
 	}
 	return &plane.Admission{MaxDepth: a.MaxDepth, OnFull: plane.OnFull(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
-		DeadlineCutoff: Duration(a.DeadlineCutoff)}
+		DeadlineCutoff: Duration(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
+		KeyWeights: a.KeyWeights}
 }
 
 // NewQueueStats converts s to its wire form.

@@ -41,6 +41,9 @@ type SubmitInvocation struct {
 	// submit of the key returns the first id; after it a new invocation takes the key.
 	// 0: the key holds until its invocation is trimmed.
 	UniqueFor float64 `json:"unique_for,omitzero" msg:"unique_for,omitempty"`
+	// ConcurrencyKey groups the invocation for its queue's concurrency limits and fair share
+	// (plane/concurrency.go): 1–256 bytes of UTF-8 without NUL; absent: none.
+	ConcurrencyKey string `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 }
 
 // SubmitRequest is the body of POST /v1/namespaces/{ns}/queues/{queue}/invocations: one
@@ -57,6 +60,7 @@ type SubmitRequest struct {
 	NotBefore      time.Time         `json:"not_before,omitzero" msg:"not_before,omitzero"`
 	Delay          float64           `json:"delay,omitzero" msg:"delay,omitempty"`
 	UniqueFor      float64           `json:"unique_for,omitzero" msg:"unique_for,omitempty"`
+	ConcurrencyKey string            `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 	// MaxWait bounds how long a submit to a full queue with on_full=block waits for room,
 	// in seconds. 0: the server's long-poll limit.
 	MaxWait float64 `json:"max_wait,omitzero" msg:"max_wait,omitempty"`
@@ -66,7 +70,7 @@ type SubmitRequest struct {
 func (r *SubmitRequest) Invocation() SubmitInvocation {
 	return SubmitInvocation{ID: r.ID, Payload: r.Payload, Key: r.Key, Priority: r.Priority, MaxAttempts: r.MaxAttempts,
 		AttemptTimeout: r.AttemptTimeout, Deadline: r.Deadline, Metadata: r.Metadata, NotBefore: r.NotBefore, Delay: r.Delay,
-		UniqueFor: r.UniqueFor}
+		UniqueFor: r.UniqueFor, ConcurrencyKey: r.ConcurrencyKey}
 }
 
 // SubmitBatchRequest is the body of POST …/invocations/batch: invocations of one queue,
@@ -106,6 +110,7 @@ type Invocation struct {
 	Namespace      string            `json:"namespace" msg:"namespace"`
 	Queue          string            `json:"queue" msg:"queue"`
 	Key            string            `json:"key,omitzero" msg:"key,omitempty"`
+	ConcurrencyKey string            `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 	State          string            `json:"state" msg:"state"`
 	Priority       float64           `json:"priority" msg:"priority"`
 	Payload        Value             `json:"payload,omitzero" msg:"payload,omitzero"`
@@ -162,6 +167,7 @@ type Job struct {
 	Namespace      string            `json:"namespace" msg:"namespace"`
 	Queue          string            `json:"queue" msg:"queue"`
 	Key            string            `json:"key,omitzero" msg:"key,omitempty"`
+	ConcurrencyKey string            `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 	Payload        Value             `json:"payload" msg:"payload"`
 	Metadata       map[string]string `json:"metadata,omitzero" msg:"metadata,omitempty"`
 	Priority       float64           `json:"priority" msg:"priority"`
@@ -334,6 +340,12 @@ type Admission struct {
 	RateLimit      float64 `json:"rate_limit,omitzero" msg:"rate_limit,omitempty"`
 	Burst          int64   `json:"burst,omitzero" msg:"burst,omitempty"`
 	DeadlineCutoff float64 `json:"deadline_cutoff,omitzero" msg:"deadline_cutoff,omitempty"`
+	// ConcurrencyLimit is the most running invocations per concurrency key; 0: no limit.
+	ConcurrencyLimit int64 `json:"concurrency_limit,omitzero" msg:"concurrency_limit,omitempty"`
+	// ConcurrencyLimits overrides ConcurrencyLimit per key (0: no limit for that key).
+	ConcurrencyLimits map[string]int64 `json:"concurrency_limits,omitzero" msg:"concurrency_limits,omitempty"`
+	// KeyWeights weighs the keys' fair share of claims (> 0; default 1).
+	KeyWeights map[string]float64 `json:"key_weights,omitzero" msg:"key_weights,omitempty"`
 }
 
 // AdmissionResponse answers the admission routes; Admission is null when the queue has

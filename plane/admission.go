@@ -34,6 +34,17 @@ type Admission struct {
 	// DeadlineCutoff rejects a submit whose deadline is nearer than this, and at claim ends
 	// (as timeout) a job whose deadline is nearer than this instead of starting it. 0: none.
 	DeadlineCutoff time.Duration `json:"deadline_cutoff,omitempty" msgpack:"deadline_cutoff,omitempty"`
+	// ConcurrencyLimit is the most invocations of one concurrency key (SubmitParams's
+	// ConcurrencyKey) that run at once: a claim skips the keys at their limit. 0: no limit.
+	// Invocations without a key are never limited. Enforced at claim, not at submit.
+	ConcurrencyLimit int64 `json:"concurrency_limit,omitempty" msgpack:"concurrency_limit,omitempty"`
+	// ConcurrencyLimits overrides ConcurrencyLimit for the keys it names (0: no limit for
+	// that key). At most ConcurrencyOverridesMax keys.
+	ConcurrencyLimits map[string]int64 `json:"concurrency_limits,omitempty" msgpack:"concurrency_limits,omitempty"`
+	// KeyWeights weighs the fair share of the keys it names (> 0; a key without a weight
+	// weighs 1): among keys below their limit, claims go to the keys in proportion to their
+	// weights (round-robin when all weigh the same). At most ConcurrencyOverridesMax keys.
+	KeyWeights map[string]float64 `json:"key_weights,omitempty" msgpack:"key_weights,omitempty"`
 }
 
 // WithDefaults returns a with OnFull and Burst filled in.
@@ -61,7 +72,7 @@ func (a Admission) Validate() error {
 	case a.DeadlineCutoff < 0:
 		return Invalid("deadline cutoff", a.DeadlineCutoff, "use a duration ≥ 0 (0: none)")
 	}
-	return nil
+	return a.validateConcurrency()
 }
 
 // AdmissionParams name a queue and, for a set, its admission block.

@@ -235,6 +235,10 @@ type SubmitParams struct {
 	// enqueues a new one. 0: the key holds until its invocation is trimmed. Needs Key; at
 	// most UniqueForMax.
 	UniqueFor time.Duration
+	// ConcurrencyKey groups the invocation with others of its queue for the queue's
+	// concurrency limits and fair share (Admission.ConcurrencyLimit, KeyWeights; plane/
+	// concurrency.go). "": none (never limited). ConcurrencyKeyRule says what it may be.
+	ConcurrencyKey string
 }
 
 // SubmitResult is the outcome of one submit.

@@ -155,6 +155,11 @@ func (s *SubmitParams) validate() error {
 	if err := validateUniqueFor(s.UniqueFor, s.Key); err != nil {
 		return err
 	}
+	if s.ConcurrencyKey != "" {
+		if err := ValidateConcurrencyKey("concurrency_key", s.ConcurrencyKey); err != nil {
+			return err
+		}
+	}
 	if !s.NotBefore.IsZero() && (s.NotBefore.Year() < 1970 || s.NotBefore.Year() > 9999) {
 		return Invalid("not_before", s.NotBefore, "use a time between the years 1970 and 9999")
 	}

@@ -216,6 +216,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	b := &pgx.Batch{}
 	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
+	b.Queue(t.d.sql.keyReady, p.Namespace, p.Queue)
 	switch {
 	case kind == plane.KindBoltzmann:
 		b.Queue(sql, p.Namespace, p.Queue)
@@ -228,6 +229,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var cutoff time.Duration
 	var rows []*row
 	var levels []plane.Level
+	var keyed bool // the queue has a concurrency key ready
 	err := func() error {
 		defer br.Close()
 		var promoted *string // the smallest id made claimable
@@ -241,9 +243,13 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		var a admission
 		var onFull string
 		var cutoffMS int64
-		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS)
+		var concurrency []byte
+		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS, &concurrency)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read admission: %w", err)
+		}
+		if err := br.QueryRow().Scan(&keyed); err != nil {
+			return fmt.Errorf("claim: read concurrency keys: %w", err)
 		}
 		cutoff = time.Duration(cutoffMS) * time.Millisecond
 		rs, err := br.Query()
@@ -288,7 +294,17 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			}
 		}
 	}
-	if kind == plane.KindBoltzmann {
+	if keyed && kind != plane.KindBoltzmann {
+		if fromFloor && len(rows) < want {
+			// Short from the floor: rows below it may be claimable (as below).
+			if rows, err = t.candidates(sql, p.Namespace, p.Queue, want); err != nil {
+				return err
+			}
+		}
+		if err := t.claimKeyed(reqs, kind, rows, cutoff, want, &taken, take); err != nil {
+			return err
+		}
+	} else if kind == plane.KindBoltzmann {
 		for taken < want && len(levels) > 0 {
 			i := plane.DrawLevel(levels, p.Temperature, t.d.float64())
 			t.begin(reqs)
@@ -334,6 +350,12 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			t.d.floors.raise(qkey, reqs, !fromFloor)
 		}
 	}
+	if keyed && kind == plane.KindBoltzmann && taken < want {
+		// The draw took the unkeyed jobs; keyed jobs fill what it left.
+		if err := t.claimKeyed(reqs, kind, nil, cutoff, want, &taken, take); err != nil {
+			return err
+		}
+	}
 	t.begin(reqs)
 	if taken < want {
 		var next *int64
@@ -346,6 +368,63 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 					r.next = *next
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// claimKeyed claims, up to want jobs in all, from a queue with a concurrency key ready:
+// each takes, in kind's order, the earlier of the next unkeyed candidate (from unkeyed,
+// locked by the caller) and the head of the key whose turn it is (plane.KeyTurnFirst),
+// then advances that key's turn. The key's row is locked (FOR UPDATE SKIP LOCKED) before
+// its head is read, and its job begins at once: the trigger of migration 0007 counts the
+// start in the key's running counter under that lock, so concurrent claimers (of this
+// process or another) never start more than the key's limit, and the next read of the
+// ready keys leaves a key at its limit out.
+func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row)) error {
+	p := reqs[0].p
+	head := t.d.sql.keyHeadFIFO
+	switch kind {
+	case plane.KindFILO:
+		head = t.d.sql.keyHeadFILO
+	case plane.KindPriority, plane.KindBoltzmann:
+		head = t.d.sql.keyHeadPriority
+	}
+	skip := []string{} // keys whose head another transaction holds
+	for *taken < want {
+		var key string
+		err := t.queryRow(t.d.sql.keyTurn, p.Namespace, p.Queue, skip).Scan(&key)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("claim: read concurrency keys: %w", err)
+		}
+		var keyedHead *row
+		if key != "" {
+			rows, err := t.candidates(head, p.Namespace, p.Queue, key)
+			if err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				skip = append(skip, key)
+				continue
+			}
+			keyedHead = rows[0]
+		}
+		switch {
+		case keyedHead == nil && len(unkeyed) == 0:
+			return nil
+		case keyedHead == nil || len(unkeyed) > 0 && !plane.KeyTurnFirst(kind, keyedHead.ID, keyedHead.Priority, unkeyed[0].ID, unkeyed[0].Priority):
+			r := unkeyed[0]
+			unkeyed = unkeyed[1:]
+			if !t.expired(r, cutoff) {
+				take(r)
+			}
+		default:
+			if t.expired(keyedHead, cutoff) {
+				continue
+			}
+			take(keyedHead)
+			t.begin(reqs) // counted in the key's row before its next read
+			t.exec(t.d.sql.keyAdvance, p.Namespace, p.Queue, key)
 		}
 	}
 	return nil

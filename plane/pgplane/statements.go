@@ -1,6 +1,10 @@
 package pgplane
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+)
 
 // statements are the plane's SQL with the schema filled in, built once, so pgx's statement
 // cache (keyed by text) prepares each once per connection.
@@ -19,6 +23,8 @@ type statements struct {
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
 	leaderTake, leaderRelease                                string
+	keyReady, keyTurn, keyAdvance                            string
+	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
 }
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (pause.go).
@@ -26,7 +32,7 @@ const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AN
 	AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 
 const headColumns = `id, namespace, queue, state, priority, attempt, max_attempts, lease_token,
-	lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed`
+	lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed, concurrency_key IS NOT NULL`
 
 func newStatements(schema string) statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
@@ -40,29 +46,29 @@ func newStatements(schema string) statements {
 		count:       s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = $3`),
 		levels: s(`SELECT priority, sum(n) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = 0
 			GROUP BY priority HAVING sum(n) > 0`),
-		lockAdmission: s(`SELECT max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms
+		lockAdmission: s(`SELECT ` + planekit.AdmissionColumns + `
 			FROM {s}.queues WHERE namespace = $1 AND queue = $2 FOR UPDATE`),
-		admission: s(`SELECT max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms
+		admission: s(`SELECT ` + planekit.AdmissionColumns + `
 			FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
 		admissionTokens: s(`UPDATE {s}.queues SET tokens = $3, tokens_ms = $4 WHERE namespace = $1 AND queue = $2`),
 		// insert goes in key order, so two batches sharing keys wait on each other in one
 		// order and never deadlock.
 		insert: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key)
 			SELECT u.id, $1, $2, u.key, 0, u.priority, u.available_ms > $3, u.payload, u.metadata, u.max_attempts,
-				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3
+				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3, u.concurrency_key
 			FROM unnest($4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[], $9::integer[], $10::bigint[],
-				$11::bigint[], $12::bigint[]) AS u(id, key, priority, payload, metadata, max_attempts,
-				attempt_timeout_ms, deadline_ms, available_ms)
+				$11::bigint[], $12::bigint[], $13::text[]) AS u(id, key, priority, payload, metadata, max_attempts,
+				attempt_timeout_ms, deadline_ms, available_ms, concurrency_key)
 			ORDER BY u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
 		insertMany: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key)
 			SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
-				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1
+				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key
 			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
-				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[]) AS u(id, namespace, queue, key, priority,
-				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms)
+				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[]) AS u(id, namespace, queue, key, priority,
+				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key)
 			ORDER BY u.namespace, u.queue, u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
 		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
@@ -119,8 +125,27 @@ func newStatements(schema string) statements {
 			ORDER BY lease_expires_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
 		attemptsOverdue: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND attempt_deadline_ms > 0
 			AND attempt_deadline_ms <= $1 ORDER BY attempt_deadline_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
-		deadlinesPassed: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 0 AND deadline_ms > 0
-			AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
+		// deadlinesPassed walks the deadline indexes of unkeyed and keyed queued rows.
+		deadlinesPassed: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id IN (
+				(SELECT id FROM {s}.invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000)
+				UNION ALL
+				(SELECT id FROM {s}.invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000))
+			AND state IN (0, -2) AND deadline_ms > 0 AND deadline_ms <= $1 FOR UPDATE SKIP LOCKED`),
+		// keyReady probes for a ready concurrency key (claims of queues without one go on as
+		// before); keyTurn locks the ready key whose turn it is, skipping keys another claim
+		// holds; keyHead* lock the head of a key's claimable rows in each claim order.
+		keyReady: s(`SELECT EXISTS (SELECT 1 FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
+			AND queued > 0 AND running < limit_n)`),
+		keyTurn: s(`SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
+			AND queued > 0 AND running < limit_n AND concurrency_key <> ALL($3::text[]) ORDER BY pass LIMIT 1 FOR UPDATE SKIP LOCKED`),
+		keyAdvance: s(`UPDATE {s}.concurrency_keys SET pass = pass + 1.0 / weight
+			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
+		keyHeadFIFO: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
+			AND concurrency_key = $3 AND state = -2 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`),
+		keyHeadFILO: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
+			AND concurrency_key = $3 AND state = -2 ORDER BY id DESC LIMIT 1 FOR UPDATE SKIP LOCKED`),
+		keyHeadPriority: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
+			AND concurrency_key = $3 AND state = -2 ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED`),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
 		// and returns what it deleted per counter.
 		trim: s(`WITH victims AS (

@@ -23,12 +23,13 @@ type head struct {
 	attemptDeadlineMS    int64
 	nextFrame            int64
 	journalClosedBy      int
+	keyed                bool // it has a concurrency key
 }
 
 func scanHead(s scanner) (*head, error) {
 	h := &head{}
 	err := s.Scan(&h.id, &h.namespace, &h.queue, &h.state, &h.priority, &h.attempt, &h.maxAttempts,
-		&h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame, &h.journalClosedBy)
+		&h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame, &h.journalClosedBy, &h.keyed)
 	return h, err
 }
 
@@ -111,6 +112,9 @@ func (t *tx) expireLease(h *head) {
 // apply writes what plane's policy decided for h: a retry re-queues it (waiting out the
 // delay outside the claim indexes), anything else ends it with result or tr.Error.
 func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
+	if h.keyed && h.state == planekit.StateRunning {
+		t.wakeQueue(h.namespace, h.queue) // the lease ends: its key's slot frees
+	}
 	var errBlob []byte
 	if tr.Error != nil {
 		errBlob = tr.Error.Encode()

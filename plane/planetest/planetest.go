@@ -84,6 +84,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Pause", testPause},
 		{"Schedules", testSchedules},
 		{"Dedup", testDedup},
+		{"Concurrency", testConcurrency},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

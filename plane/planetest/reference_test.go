@@ -68,6 +68,9 @@ type refDriver struct {
 	providers map[[2]string][]byte // the ProviderRef as JSON, by (namespace, queue)
 	leases    map[[2]string]refLease
 	paused    map[[2]string]bool // the paused queues, created on first use
+	// passes are the fair-share turns of concurrency keys (no limits: the reference keeps
+	// no admission blocks), created on first use.
+	passes map[refKey]float64
 	// lastPass is the clock reading of the last maintenance pass: invocations that came due
 	// since then wake the waiters.
 	lastPass time.Time
@@ -194,7 +197,7 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 			id = d.ids.New(now)
 		}
 		d.invs[id] = &refInvocation{inv: plane.Invocation{
-			ID: id, Namespace: p.Namespace, Queue: p.Queue, Key: s.Key, State: plane.StateQueued,
+			ID: id, Namespace: p.Namespace, Queue: p.Queue, Key: s.Key, ConcurrencyKey: s.ConcurrencyKey, State: plane.StateQueued,
 			Priority: s.Priority, Payload: slices.Clone(s.Payload), Metadata: s.Metadata,
 			MaxAttempts: cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), AttemptTimeout: s.AttemptTimeout,
 			Deadline: s.Deadline, AvailableAt: s.DueAt(now), CreatedAt: now,
@@ -325,6 +328,60 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvoca
 		return nil
 	}
 	slices.SortFunc(cands, func(a, b *refInvocation) int { return cmp.Compare(a.inv.ID, b.inv.ID) })
+	// Keyed jobs: the head of the key whose turn it is (smallest pass; a key seen for the
+	// first time joins at the current turn) against the head of the unkeyed jobs.
+	var unkeyed, keyed []*refInvocation
+	for _, c := range cands {
+		if c.inv.ConcurrencyKey == "" {
+			unkeyed = append(unkeyed, c)
+		} else {
+			keyed = append(keyed, c)
+		}
+	}
+	if len(keyed) == 0 {
+		return d.pickIn(cands, kind, temp)
+	}
+	if d.passes == nil {
+		d.passes = map[refKey]float64{}
+	}
+	turn, found := 0.0, false
+	for _, c := range keyed {
+		if p, ok := d.passes[refKey{ns, q, c.inv.ConcurrencyKey}]; ok && (!found || p < turn) {
+			turn, found = p, true
+		}
+	}
+	var key string
+	for _, c := range keyed {
+		k := refKey{ns, q, c.inv.ConcurrencyKey}
+		if _, ok := d.passes[k]; !ok {
+			d.passes[k] = turn
+		}
+		if key == "" || d.passes[k] < d.passes[refKey{ns, q, key}] || d.passes[k] == d.passes[refKey{ns, q, key}] && k.key < key {
+			key = k.key
+		}
+	}
+	var ofKey []*refInvocation
+	for _, c := range keyed {
+		if c.inv.ConcurrencyKey == key {
+			ofKey = append(ofKey, c)
+		}
+	}
+	head := d.pickIn(ofKey, kind, temp)
+	if kind == plane.KindBoltzmann && len(unkeyed) > 0 {
+		return d.pickIn(unkeyed, kind, temp) // the draw takes unkeyed jobs first
+	}
+	if len(unkeyed) > 0 {
+		other := d.pickIn(unkeyed, kind, temp)
+		if !plane.KeyTurnFirst(kind, head.inv.ID, head.inv.Priority, other.inv.ID, other.inv.Priority) {
+			return other
+		}
+	}
+	d.passes[refKey{ns, q, key}]++
+	return head
+}
+
+// pickIn chooses among claimable candidates sorted by id, in kind's order.
+func (d *refDriver) pickIn(cands []*refInvocation, kind plane.Kind, temp float64) *refInvocation {
 	switch kind {
 	case plane.KindFILO:
 		return cands[len(cands)-1]
@@ -370,7 +427,7 @@ func (d *refDriver) start(ri *refInvocation, p *plane.ClaimParams) *plane.Job {
 	ri.token = plane.NewToken(now)
 	ri.lastToken = ri.token
 	return &plane.Job{
-		ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, Payload: inv.Payload,
+		ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, ConcurrencyKey: inv.ConcurrencyKey, Payload: inv.Payload,
 		Metadata: inv.Metadata, Priority: inv.Priority, Attempt: inv.Attempt, MaxAttempts: inv.MaxAttempts,
 		AttemptTimeout: inv.AttemptTimeout, Deadline: inv.Deadline, Token: ri.token, LeaseExpiresAt: inv.LeaseExpiresAt,
 	}

@@ -187,18 +187,33 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if a != nil {
 		cutoff = a.DeadlineCutoff
 	}
+	stmt := t.w.st.claimFIFO
+	switch kind {
+	case plane.KindFILO:
+		stmt = t.w.st.claimFILO
+	case plane.KindPriority, plane.KindBoltzmann:
+		stmt = t.w.st.claimPriority
+	}
+	// Keyed jobs are claimable only through a key below its limit (concurrency.go); a
+	// queue without one claims exactly as before, after this one index probe.
+	keyed, _, err := t.keyReady(p.Namespace, p.Queue)
+	if err != nil {
+		return nil, 0, err
+	}
 	if kind == plane.KindBoltzmann {
 		if err := t.claimBoltzmann(p, n, lease, cutoff, &jobs); err != nil {
 			return nil, 0, err
 		}
-	} else {
-		stmt := t.w.st.claimFIFO
-		switch kind {
-		case plane.KindFILO:
-			stmt = t.w.st.claimFILO
-		case plane.KindPriority:
-			stmt = t.w.st.claimPriority
+		if keyed != "" && len(jobs) < n { // keyed jobs fill what the draw left
+			if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, &jobs); err != nil {
+				return nil, 0, err
+			}
 		}
+	} else if keyed != "" {
+		if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, &jobs); err != nil {
+			return nil, 0, err
+		}
+	} else {
 		for len(jobs) < n {
 			rows, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, n-len(jobs))
 			if err != nil {
@@ -233,6 +248,81 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 		return nil, next, nil
 	}
 	return nil, 0, nil
+}
+
+// keyReady returns the concurrency key whose turn it is among the queue's keys with
+// claimable jobs below their limit, and its weight ("" when there is none).
+func (t *wtx) keyReady(namespace, queue string) (string, float64, error) {
+	var key string
+	var weight float64
+	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue).Scan(&key, &weight)
+	if err == sql.ErrNoRows {
+		return "", 0, nil
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("claim: read concurrency keys: %w", err)
+	}
+	return key, weight, nil
+}
+
+// claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs: each
+// takes, in kind's order, the earlier of the head of the unkeyed jobs (stmt) and the head
+// of the key whose turn it is (plane.KeyTurnFirst), then advances that key's turn. The
+// triggers of migration 009 count every start in the key's running counter, so the next
+// read of the ready keys leaves a key at its limit out.
+func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, n int, lease, cutoff time.Duration, jobs *[]*plane.Job) error {
+	head := t.w.st.keyHeadFIFO
+	switch kind {
+	case plane.KindFILO:
+		head = t.w.st.keyHeadFILO
+	case plane.KindPriority, plane.KindBoltzmann:
+		head = t.w.st.keyHeadPriority
+	}
+	for len(*jobs) < n {
+		key, _, err := t.keyReady(p.Namespace, p.Queue)
+		if err != nil {
+			return err
+		}
+		var keyedRows []*row
+		if key != "" {
+			if keyedRows, err = t.candidates(head, p.Namespace, p.Queue, key); err != nil {
+				return err
+			}
+		}
+		unkeyed, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, 1)
+		if err != nil {
+			return err
+		}
+		var r *row
+		switch {
+		case len(keyedRows) == 0 && len(unkeyed) == 0:
+			return nil
+		case len(keyedRows) == 0:
+			r, key = unkeyed[0], ""
+		case len(unkeyed) == 0 || plane.KeyTurnFirst(kind, keyedRows[0].ID, keyedRows[0].Priority, unkeyed[0].ID, unkeyed[0].Priority):
+			r = keyedRows[0]
+		default:
+			r, key = unkeyed[0], ""
+		}
+		job, err := t.start(r, p, lease, cutoff)
+		if err != nil {
+			return err
+		}
+		if err := t.runPending(lease, p.Worker); err != nil { // before the next read
+			return err
+		}
+		if job == nil {
+			continue // ended by its deadline
+		}
+		if key != "" {
+			t.w.keyed[[2]string{p.Namespace, p.Queue}] = true
+			if _, err := t.w.st.keyTurn.ExecContext(t.ctx, p.Namespace, p.Queue, key); err != nil {
+				return fmt.Errorf("claim: advance the turn of a concurrency key: %w", err)
+			}
+		}
+		*jobs = append(*jobs, job)
+	}
+	return nil
 }
 
 // candidates reads claimable rows (all of them before any update touches the table).

@@ -115,8 +115,12 @@ func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []pl
 		var a admission
 		var onFull string
 		var cutoffMS int64
-		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS); err != nil {
+		var concurrency []byte
+		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS, &concurrency); err != nil {
 			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		if err := planekit.DecodeConcurrency(concurrency, &a.Admission); err != nil {
+			return nil, err
 		}
 		a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
 		i, ok := index[[2]string{ns, q}]
