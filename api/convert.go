@@ -99,6 +99,9 @@ const (
 	OutcomeRetry     = "retry"
 	OutcomeFailed    = "failed"
 	OutcomeTimedOut  = "timed_out"
+	// OutcomeRateLimited hands the job back without consuming an attempt (plane's
+	// OutcomeRateLimited).
+	OutcomeRateLimited = "rate_limited"
 )
 
 // OutcomeName returns the wire name of o ("" for an unknown outcome).
@@ -112,6 +115,8 @@ func OutcomeName(o plane.Outcome) string {
 		return OutcomeFailed
 	case plane.OutcomeTimedOut:
 		return OutcomeTimedOut
+	case plane.OutcomeRateLimited:
+		return OutcomeRateLimited
 	}
 	return ""
 }
@@ -127,14 +132,16 @@ func ParseOutcome(s string) (plane.Outcome, error) {
 		return plane.OutcomeFailed, nil
 	case OutcomeTimedOut:
 		return plane.OutcomeTimedOut, nil
+	case OutcomeRateLimited:
+		return plane.OutcomeRateLimited, nil
 	}
-	return 0, plane.Invalid("outcome", s, "use succeeded|retry|failed|timed_out")
+	return 0, plane.Invalid("outcome", s, "use succeeded|retry|failed|timed_out|rate_limited")
 }
 
 // NewSettle converts p to its wire form.
 func NewSettle(p *plane.SettleParams) Settle {
 	return Settle{ID: p.ID, Token: p.Token, Outcome: OutcomeName(p.Outcome), Result: Value{Wire: p.Result}, Error: NewErrorInfo(p.Error),
-		RetryDelay: Seconds(p.RetryDelay)}
+		RetryDelay: Seconds(p.RetryDelay), RateLimitKey: p.RateLimitKey}
 }
 
 // Params converts s back to plane.SettleParams. Errors: *plane.InvalidError for an unknown
@@ -145,7 +152,7 @@ func (s *Settle) Params() (plane.SettleParams, error) {
 		return plane.SettleParams{}, err
 	}
 	return plane.SettleParams{ID: s.ID, Token: s.Token, Outcome: o, Result: s.Result.Wire, Error: s.Error.Plane(),
-		RetryDelay: Duration(s.RetryDelay)}, nil
+		RetryDelay: Duration(s.RetryDelay), RateLimitKey: s.RateLimitKey}, nil
 }
 
 // NewFrame converts f to its wire form.
@@ -178,7 +185,7 @@ func NewAdmission(a *plane.Admission) *Admission {
 	}
 	return &Admission{MaxDepth: a.MaxDepth, OnFull: string(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
 		DeadlineCutoff: Seconds(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
-		KeyWeights: a.KeyWeights}
+		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst}
 }
 
 // Plane converts a back to a plane.Admission (nil for nil).
@@ -188,7 +195,7 @@ func (a *Admission) Plane() *plane.Admission {
 	}
 	return &plane.Admission{MaxDepth: a.MaxDepth, OnFull: plane.OnFull(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
 		DeadlineCutoff: Duration(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
-		KeyWeights: a.KeyWeights}
+		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst}
 }
 
 // NewQueueStats converts s to its wire form.

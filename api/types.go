@@ -185,24 +185,27 @@ type ClaimResponse struct {
 }
 
 // SettleRequest is the body of POST /v1/invocations/{id}/settle. Outcome is succeeded,
-// retry, failed or timed_out; RetryDelay is seconds.
+// retry, failed, timed_out or rate_limited; RetryDelay is seconds; RateLimitKey (with
+// rate_limited) is the concurrency key held back as long.
 type SettleRequest struct {
-	Token      string     `json:"token" msg:"token"`
-	Outcome    string     `json:"outcome" msg:"outcome"`
-	Result     Value      `json:"result,omitzero" msg:"result,omitzero"`
-	Error      *ErrorInfo `json:"error,omitzero" msg:"error,omitempty"`
-	RetryDelay float64    `json:"retry_delay,omitzero" msg:"retry_delay,omitempty"`
+	Token        string     `json:"token" msg:"token"`
+	Outcome      string     `json:"outcome" msg:"outcome"`
+	Result       Value      `json:"result,omitzero" msg:"result,omitzero"`
+	Error        *ErrorInfo `json:"error,omitzero" msg:"error,omitempty"`
+	RetryDelay   float64    `json:"retry_delay,omitzero" msg:"retry_delay,omitempty"`
+	RateLimitKey string     `json:"rate_limit_key,omitzero" msg:"rate_limit_key,omitempty"`
 }
 
 // Settle is one ack or nack of POST /v1/settle (plane.SettleParams): SettleRequest with
 // the invocation's id.
 type Settle struct {
-	ID         string     `json:"id" msg:"id"`
-	Token      string     `json:"token" msg:"token"`
-	Outcome    string     `json:"outcome" msg:"outcome"`
-	Result     Value      `json:"result,omitzero" msg:"result,omitzero"`
-	Error      *ErrorInfo `json:"error,omitzero" msg:"error,omitempty"`
-	RetryDelay float64    `json:"retry_delay,omitzero" msg:"retry_delay,omitempty"`
+	ID           string     `json:"id" msg:"id"`
+	Token        string     `json:"token" msg:"token"`
+	Outcome      string     `json:"outcome" msg:"outcome"`
+	Result       Value      `json:"result,omitzero" msg:"result,omitzero"`
+	Error        *ErrorInfo `json:"error,omitzero" msg:"error,omitempty"`
+	RetryDelay   float64    `json:"retry_delay,omitzero" msg:"retry_delay,omitempty"`
+	RateLimitKey string     `json:"rate_limit_key,omitzero" msg:"rate_limit_key,omitempty"`
 }
 
 // SettlesRequest is the body of POST /v1/settle.
@@ -346,6 +349,10 @@ type Admission struct {
 	ConcurrencyLimits map[string]int64 `json:"concurrency_limits,omitzero" msg:"concurrency_limits,omitempty"`
 	// KeyWeights weighs the keys' fair share of claims (> 0; default 1).
 	KeyWeights map[string]float64 `json:"key_weights,omitzero" msg:"key_weights,omitempty"`
+	// KeyRateLimit is the starts per second of each key (a token bucket per key of size
+	// KeyBurst); 0: no limit.
+	KeyRateLimit float64 `json:"key_rate_limit,omitzero" msg:"key_rate_limit,omitempty"`
+	KeyBurst     int64   `json:"key_burst,omitzero" msg:"key_burst,omitempty"`
 }
 
 // AdmissionResponse answers the admission routes; Admission is null when the queue has

@@ -16,8 +16,8 @@ const (
 func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(10)
+	var zb0001Mask uint16 /* 10 bits */
 	_ = zb0001Mask
 	if z.MaxDepth == 0 {
 		zb0001Len--
@@ -50,6 +50,14 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.KeyWeights == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.KeyRateLimit == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x100
+	}
+	if z.KeyBurst == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x200
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -103,6 +111,16 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendString(o, za0003)
 				o = msgp.AppendFloat64(o, za0004)
 			}
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "key_rate_limit"
+			o = append(o, 0xae, 0x6b, 0x65, 0x79, 0x5f, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+			o = msgp.AppendFloat64(o, z.KeyRateLimit)
+		}
+		if (zb0001Mask & 0x200) == 0 { // if not omitted
+			// string "key_burst"
+			o = append(o, 0xa9, 0x6b, 0x65, 0x79, 0x5f, 0x62, 0x75, 0x72, 0x73, 0x74)
+			o = msgp.AppendInt64(o, z.KeyBurst)
 		}
 	}
 	return
@@ -230,6 +248,18 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 				z.KeyWeights[za0003] = za0004
 			}
+		case "key_rate_limit":
+			z.KeyRateLimit, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "KeyRateLimit")
+				return
+			}
+		case "key_burst":
+			z.KeyBurst, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "KeyBurst")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -258,6 +288,7 @@ func (z *Admission) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0003) + msgp.Float64Size
 		}
 	}
+	s += 15 + msgp.Float64Size + 10 + msgp.Int64Size
 	return
 }
 
@@ -3453,8 +3484,8 @@ func (z *QueuesResponse) Msgsize() (s int) {
 func (z *Settle) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(6)
-	var zb0001Mask uint8 /* 6 bits */
+	zb0001Len := uint32(7)
+	var zb0001Mask uint8 /* 7 bits */
 	_ = zb0001Mask
 	if z.Result.IsZero() {
 		zb0001Len--
@@ -3467,6 +3498,10 @@ func (z *Settle) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.RetryDelay == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x20
+	}
+	if z.RateLimitKey == "" {
+		zb0001Len--
+		zb0001Mask |= 0x40
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -3513,6 +3548,11 @@ func (z *Settle) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "retry_delay"
 			o = append(o, 0xab, 0x72, 0x65, 0x74, 0x72, 0x79, 0x5f, 0x64, 0x65, 0x6c, 0x61, 0x79)
 			o = msgp.AppendFloat64(o, z.RetryDelay)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "rate_limit_key"
+			o = append(o, 0xae, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74, 0x5f, 0x6b, 0x65, 0x79)
+			o = msgp.AppendString(o, z.RateLimitKey)
 		}
 	}
 	return
@@ -3626,6 +3666,12 @@ func (z *Settle) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "RetryDelay")
 				return
 			}
+		case "rate_limit_key":
+			z.RateLimitKey, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "RateLimitKey")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3646,7 +3692,7 @@ func (z *Settle) Msgsize() (s int) {
 	} else {
 		s += 1 + 5 + msgp.StringPrefixSize + len(z.Error.Type) + 8 + msgp.StringPrefixSize + len(z.Error.Message) + 8 + msgp.IntSize
 	}
-	s += 12 + msgp.Float64Size
+	s += 12 + msgp.Float64Size + 15 + msgp.StringPrefixSize + len(z.RateLimitKey)
 	return
 }
 
@@ -3932,8 +3978,8 @@ func (z *SettleAndClaimResponse) Msgsize() (s int) {
 func (z *SettleRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
+	zb0001Len := uint32(6)
+	var zb0001Mask uint8 /* 6 bits */
 	_ = zb0001Mask
 	if z.Result.IsZero() {
 		zb0001Len--
@@ -3946,6 +3992,10 @@ func (z *SettleRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.RetryDelay == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x10
+	}
+	if z.RateLimitKey == "" {
+		zb0001Len--
+		zb0001Mask |= 0x20
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -3989,6 +4039,11 @@ func (z *SettleRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "retry_delay"
 			o = append(o, 0xab, 0x72, 0x65, 0x74, 0x72, 0x79, 0x5f, 0x64, 0x65, 0x6c, 0x61, 0x79)
 			o = msgp.AppendFloat64(o, z.RetryDelay)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "rate_limit_key"
+			o = append(o, 0xae, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74, 0x5f, 0x6b, 0x65, 0x79)
+			o = msgp.AppendString(o, z.RateLimitKey)
 		}
 	}
 	return
@@ -4096,6 +4151,12 @@ func (z *SettleRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "RetryDelay")
 				return
 			}
+		case "rate_limit_key":
+			z.RateLimitKey, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "RateLimitKey")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -4116,7 +4177,7 @@ func (z *SettleRequest) Msgsize() (s int) {
 	} else {
 		s += 1 + 5 + msgp.StringPrefixSize + len(z.Error.Type) + 8 + msgp.StringPrefixSize + len(z.Error.Message) + 8 + msgp.IntSize
 	}
-	s += 12 + msgp.Float64Size
+	s += 12 + msgp.Float64Size + 15 + msgp.StringPrefixSize + len(z.RateLimitKey)
 	return
 }
 

@@ -45,6 +45,13 @@ type Admission struct {
 	// weighs 1): among keys below their limit, claims go to the keys in proportion to their
 	// weights (round-robin when all weigh the same). At most ConcurrencyOverridesMax keys.
 	KeyWeights map[string]float64 `json:"key_weights,omitempty" msgpack:"key_weights,omitempty"`
+	// KeyRateLimit is the sustained starts per second of each concurrency key (a token
+	// bucket per key, stored in the plane and shared by every claimer); 0: no limit. A
+	// key whose bucket is empty is skipped by claims until it has a token.
+	KeyRateLimit float64 `json:"key_rate_limit,omitempty" msgpack:"key_rate_limit,omitempty"`
+	// KeyBurst is each key's bucket size: starts allowed at once after idling. Defaults to
+	// max(1, ceil(KeyRateLimit)).
+	KeyBurst int64 `json:"key_burst,omitempty" msgpack:"key_burst,omitempty"`
 }
 
 // WithDefaults returns a with OnFull and Burst filled in.
@@ -54,6 +61,9 @@ func (a Admission) WithDefaults() Admission {
 	}
 	if a.Burst == 0 && a.RateLimit > 0 {
 		a.Burst = max(1, int64(math.Ceil(a.RateLimit)))
+	}
+	if a.KeyBurst == 0 && a.KeyRateLimit > 0 {
+		a.KeyBurst = max(1, int64(math.Ceil(a.KeyRateLimit)))
 	}
 	return a
 }

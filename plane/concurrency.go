@@ -2,9 +2,11 @@ package plane
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"time"
 	"unicode/utf8"
 )
 
@@ -49,6 +51,12 @@ func ValidateConcurrencyKey(field, key string) error {
 func (a Admission) validateConcurrency() error {
 	if a.ConcurrencyLimit < 0 {
 		return Invalid("concurrency_limit", a.ConcurrencyLimit, "use a number ≥ 0 (0: no limit)")
+	}
+	if a.KeyRateLimit < 0 || math.IsNaN(a.KeyRateLimit) || math.IsInf(a.KeyRateLimit, 0) {
+		return Invalid("key_rate_limit", a.KeyRateLimit, "use starts per second per key ≥ 0 (0: no limit)")
+	}
+	if a.KeyBurst < 0 {
+		return Invalid("key_burst", a.KeyBurst, "use a number ≥ 0 (0: the key rate limit rounded up)")
 	}
 	if len(a.ConcurrencyLimits) > ConcurrencyOverridesMax {
 		return Invalid("concurrency_limits", fmt.Sprintf("of %d keys", len(a.ConcurrencyLimits)),
@@ -153,4 +161,27 @@ type KeyStats struct {
 	Limit int64
 	// Weight is the key's share weight (1 unless overridden).
 	Weight float64
+}
+
+// KeyStart draws one start from a concurrency key's token bucket under a's KeyRateLimit
+// and KeyBurst (the queue's Take, written once): tokens and at are the bucket as stored
+// (tokens < 0: never drawn, full). It returns the bucket to store and 0, or, when the key
+// has no token, the wait until it has one (the bucket unchanged). Without a key rate limit
+// it returns the bucket as given and 0.
+func (a Admission) KeyStart(tokens float64, at, now time.Time) (TokenBucket, time.Duration) {
+	a = a.WithDefaults()
+	bucket := TokenBucket{Tokens: tokens, At: at}
+	if a.KeyRateLimit <= 0 {
+		return bucket, 0
+	}
+	if tokens < 0 {
+		bucket = TokenBucket{Tokens: float64(a.KeyBurst), At: now}
+	}
+	key := Admission{RateLimit: a.KeyRateLimit, Burst: a.KeyBurst}
+	next, err := key.Take("", bucket, now, 1)
+	var refused *AdmissionError
+	if errors.As(err, &refused) {
+		return bucket, max(refused.RetryAfter, time.Millisecond)
+	}
+	return next, 0
 }

@@ -244,8 +244,16 @@ func (p *SettleParams) Validate() error {
 	if err := ValidateID(p.ID); err != nil {
 		return err
 	}
-	if p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeTimedOut {
-		return Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
+	if p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeRateLimited {
+		return Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed, timed out or rate limited")
+	}
+	if p.RateLimitKey != "" {
+		if err := ValidateConcurrencyKey("rate_limit_key", p.RateLimitKey); err != nil {
+			return err
+		}
+	}
+	if p.Outcome == OutcomeRateLimited && p.RetryDelay > UniqueForMax {
+		return Invalid("retry_delay", p.RetryDelay, "use at most 366 days")
 	}
 	if err := ValidateValueSize("result", len(p.Result)); err != nil {
 		return err

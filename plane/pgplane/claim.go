@@ -216,7 +216,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	b := &pgx.Batch{}
 	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
-	b.Queue(t.d.sql.keyReady, p.Namespace, p.Queue)
+	b.Queue(t.d.sql.keyReady, p.Namespace, p.Queue, t.ms)
 	switch {
 	case kind == plane.KindBoltzmann:
 		b.Queue(sql, p.Namespace, p.Queue)
@@ -229,7 +229,8 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var cutoff time.Duration
 	var rows []*row
 	var levels []plane.Level
-	var keyed bool // the queue has a concurrency key ready
+	var keyed bool                   // the queue has a concurrency key ready
+	var keyAdmission plane.Admission // the key limits of the queue's admission block
 	err := func() error {
 		defer br.Close()
 		var promoted *string // the smallest id made claimable
@@ -251,6 +252,10 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if err := br.QueryRow().Scan(&keyed); err != nil {
 			return fmt.Errorf("claim: read concurrency keys: %w", err)
 		}
+		if err := planekit.DecodeConcurrency(concurrency, &a.Admission); err != nil {
+			return err
+		}
+		keyAdmission = a.Admission
 		cutoff = time.Duration(cutoffMS) * time.Millisecond
 		rs, err := br.Query()
 		if err != nil {
@@ -301,7 +306,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 				return err
 			}
 		}
-		if err := t.claimKeyed(reqs, kind, rows, cutoff, want, &taken, take); err != nil {
+		if err := t.claimKeyed(reqs, kind, keyAdmission, rows, cutoff, want, &taken, take); err != nil {
 			return err
 		}
 	} else if kind == plane.KindBoltzmann {
@@ -352,14 +357,14 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	}
 	if keyed && kind == plane.KindBoltzmann && taken < want {
 		// The draw took the unkeyed jobs; keyed jobs fill what it left.
-		if err := t.claimKeyed(reqs, kind, nil, cutoff, want, &taken, take); err != nil {
+		if err := t.claimKeyed(reqs, kind, keyAdmission, nil, cutoff, want, &taken, take); err != nil {
 			return err
 		}
 	}
 	t.begin(reqs)
 	if taken < want {
 		var next *int64
-		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue).Scan(&next); err != nil {
+		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue, t.ms).Scan(&next); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
 		if next != nil && *next > t.ms {
@@ -381,7 +386,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 // start in the key's running counter under that lock, so concurrent claimers (of this
 // process or another) never start more than the key's limit, and the next read of the
 // ready keys leaves a key at its limit out.
-func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row)) error {
+func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row)) error {
 	p := reqs[0].p
 	head := t.d.sql.keyHeadFIFO
 	switch kind {
@@ -393,9 +398,17 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, unkeyed []*row, c
 	skip := []string{} // keys whose head another transaction holds
 	for *taken < want {
 		var key string
-		err := t.queryRow(t.d.sql.keyTurn, p.Namespace, p.Queue, skip).Scan(&key)
+		var tokens float64
+		var tokensMS int64
+		err := t.queryRow(t.d.sql.keyTurn, p.Namespace, p.Queue, skip, t.ms).Scan(&key, &tokens, &tokensMS)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read concurrency keys: %w", err)
+		}
+		bucket, wait := a.KeyStart(tokens, time.UnixMilli(tokensMS), t.now)
+		if key != "" && wait > 0 {
+			// The key's bucket is empty: held back until it has a token.
+			t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds())
+			continue
 		}
 		var keyedHead *row
 		if key != "" {
@@ -424,7 +437,7 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, unkeyed []*row, c
 			}
 			take(keyedHead)
 			t.begin(reqs) // counted in the key's row before its next read
-			t.exec(t.d.sql.keyAdvance, p.Namespace, p.Queue, key)
+			t.exec(t.d.sql.keyAdvance, p.Namespace, p.Queue, key, bucket.Tokens, bucket.At.UnixMilli())
 		}
 	}
 	return nil

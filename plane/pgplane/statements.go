@@ -23,7 +23,7 @@ type statements struct {
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
 	leaderTake, leaderRelease                                string
-	keyReady, keyTurn, keyAdvance                            string
+	keyReady, keyTurn, keyAdvance, keyHold                   string
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
 }
 
@@ -95,7 +95,12 @@ func newStatements(schema string) statements {
 		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimPriority: s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY priority DESC, id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimLevel:    s(`SELECT ` + rowColumns + claimWhere + ` AND priority = $3 ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED`),
-		nextAvailable: s(`SELECT min(available_ms) FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting`),
+		// nextAvailable is when the queue's next waiting row becomes due, or a concurrency
+		// key held back (rate limited) becomes claimable, whichever is first (NULL: none).
+		nextAvailable: s(`SELECT least(
+			(SELECT min(available_ms) FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting),
+			(SELECT min(next_ms) FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
+				AND queued > 0 AND running < limit_n AND next_ms > $3))`),
 		setRunning: s(`UPDATE {s}.invocations AS i SET state = 1, attempt = i.attempt + 1, lease_token = u.token,
 				lease_expires_ms = $2, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
 				started_ms = $1, worker = $3
@@ -103,7 +108,7 @@ func newStatements(schema string) statements {
 		head:     s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id = $1 FOR UPDATE`),
 		headMany: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		setQueued: s(`UPDATE {s}.invocations SET state = 0, available_ms = $2, waiting = $3, lease_token = NULL,
-			lease_expires_ms = 0, attempt_deadline_ms = 0, error = $4 WHERE id = $1`),
+			lease_expires_ms = 0, attempt_deadline_ms = 0, error = $4, attempt = attempt - $5 WHERE id = $1`),
 		// setTerminalMany ends every invocation of a transaction with one statement.
 		setTerminalMany: s(`UPDATE {s}.invocations AS i SET state = u.state, result = u.result, error = u.error,
 				finished_ms = $1, lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false
@@ -135,10 +140,13 @@ func newStatements(schema string) statements {
 		// before); keyTurn locks the ready key whose turn it is, skipping keys another claim
 		// holds; keyHead* lock the head of a key's claimable rows in each claim order.
 		keyReady: s(`SELECT EXISTS (SELECT 1 FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
-			AND queued > 0 AND running < limit_n)`),
-		keyTurn: s(`SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
-			AND queued > 0 AND running < limit_n AND concurrency_key <> ALL($3::text[]) ORDER BY pass LIMIT 1 FOR UPDATE SKIP LOCKED`),
-		keyAdvance: s(`UPDATE {s}.concurrency_keys SET pass = pass + 1.0 / weight
+			AND queued > 0 AND running < limit_n AND next_ms <= $3)`),
+		keyTurn: s(`SELECT concurrency_key, tokens, tokens_ms FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
+			AND queued > 0 AND running < limit_n AND next_ms <= $4 AND concurrency_key <> ALL($3::text[])
+			ORDER BY pass LIMIT 1 FOR UPDATE SKIP LOCKED`),
+		keyAdvance: s(`UPDATE {s}.concurrency_keys SET pass = pass + 1.0 / weight, tokens = $4, tokens_ms = $5
+			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
+		keyHold: s(`UPDATE {s}.concurrency_keys SET next_ms = greatest(next_ms, $4)
 			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
 		keyHeadFIFO: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
 			AND concurrency_key = $3 AND state = -2 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`),

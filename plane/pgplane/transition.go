@@ -128,7 +128,15 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 		return
 	}
 	available := t.ms + tr.Delay.Milliseconds()
-	t.exec(t.d.sql.setQueued, h.id, available, available > t.ms, errBlob)
+	refunded := 0
+	if tr.Refund {
+		refunded = 1
+		h.attempt--
+	}
+	t.exec(t.d.sql.setQueued, h.id, available, available > t.ms, errBlob, refunded)
+	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
+		t.exec(t.d.sql.keyHold, h.namespace, h.queue, tr.HoldKey, available)
+	}
 	t.count(h.namespace, h.queue, h.state, h.priority, -1)
 	t.count(h.namespace, h.queue, planekit.StateQueued, h.priority, +1)
 	h.state = planekit.StateQueued

@@ -316,3 +316,55 @@ func testConcurrency(t *testing.T, s *suite) {
 		}
 	})
 }
+
+// testRateLimits checks rate limits per concurrency key (Admission.KeyRateLimit, a token
+// bucket per key in the plane) and the worker's "slow down" answer (OutcomeRateLimited):
+// re-queued after its delay without consuming an attempt, its key held back as long.
+func testRateLimits(t *testing.T, s *suite) {
+	t.Run("RateLimitedSettle", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		ids := b.submit(t, plane.SubmitParams{ConcurrencyKey: "api", MaxAttempts: 1, Payload: []byte("1")},
+			plane.SubmitParams{ConcurrencyKey: "api", MaxAttempts: 1, Payload: []byte("2")},
+			plane.SubmitParams{Payload: []byte("unkeyed")})
+		for round := range 3 { // never consumes its one attempt
+			j := b.claimID(t, ids[0].ID)
+			require.Equal(t, 1, j.Attempt, "round %d", round)
+			must(t, b.settle(t, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeRateLimited,
+				RetryDelay: 10 * time.Second, RateLimitKey: "api"}), "rate-limited settle")
+			inv := b.requireState(t, j.ID, plane.StateQueued, 0)
+			require.Equal(t, plane.ErrorTypeRateLimited, inv.Error.Type)
+			u := b.claimOne(t)
+			require.Equal(t, ids[2].ID, u.ID, "the key is held back: only the unkeyed job is claimable")
+			b.requireNothingClaimable(t)
+			b.nack(t, u, true, "again") // back for the next round
+			b.advance(10 * time.Second)
+		}
+		j := b.claimID(t, ids[0].ID)
+		b.ack(t, j, "done")
+		b.requireState(t, j.ID, plane.StateSucceeded, 1)
+	})
+
+	t.Run("KeyRateLimit", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{KeyRateLimit: 1, KeyBurst: 2})
+		b.submitKeyed(t, "a", 5)
+		b.submitKeyed(t, "b", 5)
+		jobs := b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})
+		require.Equal(t, map[string]int{"a": 2, "b": 2}, keysOf(jobs), "each key starts its burst")
+		for _, j := range jobs {
+			b.ack(t, j, "ok")
+		}
+		b.requireNothingClaimable(t)
+		b.advance(time.Second)
+		jobs = b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})
+		require.Equal(t, map[string]int{"a": 1, "b": 1}, keysOf(jobs), "one start per key per second")
+		b.advance(500 * time.Millisecond)
+		b.requireNothingClaimable(t)
+		got, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
+		must(t, err, "admission get")
+		require.InDelta(t, 1, got.KeyRateLimit, 1e-9)
+		require.EqualValues(t, 2, got.KeyBurst)
+	})
+}

@@ -85,6 +85,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Schedules", testSchedules},
 		{"Dedup", testDedup},
 		{"Concurrency", testConcurrency},
+		{"RateLimits", testRateLimits},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

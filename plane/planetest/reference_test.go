@@ -71,6 +71,8 @@ type refDriver struct {
 	// passes are the fair-share turns of concurrency keys (no limits: the reference keeps
 	// no admission blocks), created on first use.
 	passes map[refKey]float64
+	// held are the concurrency keys a rate-limited settle holds back, until when.
+	held map[refKey]time.Time
 	// lastPass is the clock reading of the last maintenance pass: invocations that came due
 	// since then wake the waiters.
 	lastPass time.Time
@@ -334,12 +336,15 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvoca
 	for _, c := range cands {
 		if c.inv.ConcurrencyKey == "" {
 			unkeyed = append(unkeyed, c)
-		} else {
+		} else if until, ok := d.held[refKey{ns, q, c.inv.ConcurrencyKey}]; !ok || !now.Before(until) {
 			keyed = append(keyed, c)
 		}
 	}
+	if len(keyed) == 0 && len(unkeyed) == 0 {
+		return nil
+	}
 	if len(keyed) == 0 {
-		return d.pickIn(cands, kind, temp)
+		return d.pickIn(unkeyed, kind, temp)
 	}
 	if d.passes == nil {
 		d.passes = map[refKey]float64{}
@@ -489,6 +494,15 @@ func (d *refDriver) apply(ri *refInvocation, tr plane.Transition) {
 	inv.LeaseExpiresAt = time.Time{}
 	inv.Error = tr.Error // why it is being retried
 	ri.token = ""
+	if tr.Refund {
+		inv.Attempt--
+	}
+	if tr.HoldKey != "" {
+		if d.held == nil {
+			d.held = map[refKey]time.Time{}
+		}
+		d.held[refKey{inv.Namespace, inv.Queue, tr.HoldKey}] = inv.AvailableAt
+	}
 }
 
 func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleParams) ([]error, error) {

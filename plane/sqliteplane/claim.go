@@ -244,25 +244,36 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if len(jobs) > 0 {
 		return jobs, 0, nil
 	}
-	if next := t.w.nextDue; next != dueUnknown && next != dueNone && next > t.ms {
-		return nil, next, nil
+	var next int64
+	if due := t.w.nextDue; due != dueUnknown && due != dueNone && due > t.ms {
+		next = due
 	}
-	return nil, 0, nil
+	// A concurrency key held back (rate limited) becomes claimable at its next_ms.
+	var held sql.NullInt64
+	if err := t.w.st.keyNext.QueryRowContext(t.ctx, p.Namespace, p.Queue, t.ms).Scan(&held); err != nil {
+		return nil, 0, fmt.Errorf("claim: read concurrency keys: %w", err)
+	}
+	if held.Valid && (next == 0 || held.Int64 < next) {
+		next = held.Int64
+	}
+	return nil, next, nil
 }
 
 // keyReady returns the concurrency key whose turn it is among the queue's keys with
-// claimable jobs below their limit, and its weight ("" when there is none).
-func (t *wtx) keyReady(namespace, queue string) (string, float64, error) {
+// claimable jobs below their limit and not held back, and its token bucket ("" when there
+// is none).
+func (t *wtx) keyReady(namespace, queue string) (string, plane.TokenBucket, error) {
 	var key string
-	var weight float64
-	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue).Scan(&key, &weight)
+	var tokens float64
+	var tokensMS int64
+	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue, t.ms).Scan(&key, &tokens, &tokensMS)
 	if err == sql.ErrNoRows {
-		return "", 0, nil
+		return "", plane.TokenBucket{}, nil
 	}
 	if err != nil {
-		return "", 0, fmt.Errorf("claim: read concurrency keys: %w", err)
+		return "", plane.TokenBucket{}, fmt.Errorf("claim: read concurrency keys: %w", err)
 	}
-	return key, weight, nil
+	return key, plane.TokenBucket{Tokens: tokens, At: time.UnixMilli(tokensMS)}, nil
 }
 
 // claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs: each
@@ -278,10 +289,24 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 	case plane.KindPriority, plane.KindBoltzmann:
 		head = t.w.st.keyHeadPriority
 	}
+	a, err := t.admission(p.Namespace, p.Queue)
+	if err != nil {
+		return err
+	}
 	for len(*jobs) < n {
-		key, _, err := t.keyReady(p.Namespace, p.Queue)
+		key, bucket, err := t.keyReady(p.Namespace, p.Queue)
 		if err != nil {
 			return err
+		}
+		if key != "" && a != nil {
+			var wait time.Duration
+			if bucket, wait = a.KeyStart(bucket.Tokens, bucket.At, t.now); wait > 0 {
+				// The key's bucket is empty: held back until it has a token.
+				if _, err := t.w.st.keyHold.ExecContext(t.ctx, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds()); err != nil {
+					return fmt.Errorf("claim: hold a rate-limited concurrency key: %w", err)
+				}
+				continue
+			}
 		}
 		var keyedRows []*row
 		if key != "" {
@@ -316,7 +341,7 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 		}
 		if key != "" {
 			t.w.keyed[[2]string{p.Namespace, p.Queue}] = true
-			if _, err := t.w.st.keyTurn.ExecContext(t.ctx, p.Namespace, p.Queue, key); err != nil {
+			if _, err := t.w.st.keyTurn.ExecContext(t.ctx, p.Namespace, p.Queue, key, bucket.Tokens, bucket.At.UnixMilli()); err != nil {
 				return fmt.Errorf("claim: advance the turn of a concurrency key: %w", err)
 			}
 		}

@@ -29,7 +29,7 @@ type statements struct {
 	admission, admissionTokens, queuedCount   *sql.Stmt
 	paused                                    *sql.Stmt
 	ackHeld                                   *sql.Stmt
-	keyReady, keyTurn                         *sql.Stmt
+	keyReady, keyTurn, keyNext, keyHold       *sql.Stmt
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority *sql.Stmt
 	// ackRows[k-1] and runRows[k-1] are the batched statements of k rows (batch.go),
 	// prepared the first time a batch of k needs them.
@@ -111,7 +111,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.earliestDue, `SELECT min(available_ms) FROM invocations WHERE state = -1`},
 		{&s.delayedDeadlinesPassed, `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
 		{&s.setQueued, `UPDATE invocations SET state = ?, available_ms = ?, lease_token = NULL,
-			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ? WHERE seq = ?`},
+			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ?, attempt = attempt - ? WHERE seq = ?`},
 		{&s.setTerminal, `UPDATE invocations SET state = ?, result = ?, error = ?, finished_ms = ?,
 			lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0 WHERE seq = ?`},
 		{&s.setLease, `UPDATE invocations SET lease_expires_ms = ? WHERE seq = ?`},
@@ -129,15 +129,19 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.deadlinesPassed, `SELECT id FROM (SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ?1
 			UNION ALL SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1) LIMIT ?2`},
 		// keyReady is the ready key whose turn it is (concurrency.go).
-		{&s.keyReady, `SELECT concurrency_key, weight FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
-			AND queued > 0 AND running < limit_n ORDER BY pass LIMIT 1`},
+		{&s.keyReady, `SELECT concurrency_key, tokens, tokens_ms FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
+			AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass LIMIT 1`},
+		{&s.keyNext, `SELECT min(next_ms) FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
+			AND queued > 0 AND running < limit_n AND next_ms > ?3`},
+		{&s.keyHold, `UPDATE concurrency_keys SET next_ms = max(next_ms, ?4) WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
 		{&s.keyHeadFIFO, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
 			AND concurrency_key = ?3 AND state = -2 ORDER BY id LIMIT 1`},
 		{&s.keyHeadFILO, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
 			AND concurrency_key = ?3 AND state = -2 ORDER BY id DESC LIMIT 1`},
 		{&s.keyHeadPriority, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
 			AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`},
-		{&s.keyTurn, `UPDATE concurrency_keys SET pass = pass + 1.0 / weight WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
+		{&s.keyTurn, `UPDATE concurrency_keys SET pass = pass + 1.0 / weight, tokens = ?4, tokens_ms = ?5
+			WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
 		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
 			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT ?4`},
 		{&s.deleteInvocation, `DELETE FROM invocations WHERE seq = ?`},

@@ -5,7 +5,8 @@
 -- A claimable row with a concurrency key is stored in state -2 (planekit.StateKeyed; every
 -- read reports it as queued), so the claim indexes of unkeyed jobs never hold it and an
 -- unkeyed claim costs what it cost before. concurrency_keys keeps one row per (queue, key):
--- its claimable (queued) and running counts, limit, weight and pass (the fair-share turn).
+-- its claimable (queued) and running counts, limit, weight, pass (the fair-share turn),
+-- token bucket (tokens < 0: full) and next_ms, before which no claim takes from it.
 -- A keyed claim locks the ready key whose turn it is (FOR UPDATE SKIP LOCKED on
 -- concurrency_keys_ready, which holds only keys with claimable rows below their limit), so
 -- two claimers never start the same key's last slot, and a saturated key's rows are never
@@ -37,6 +38,9 @@ CREATE TABLE {schema}.concurrency_keys (
     limit_n         bigint           NOT NULL,
     weight          double precision NOT NULL,
     pass            double precision NOT NULL DEFAULT 0,
+    tokens          double precision NOT NULL DEFAULT -1,
+    tokens_ms       bigint           NOT NULL DEFAULT 0,
+    next_ms         bigint           NOT NULL DEFAULT 0,
     PRIMARY KEY (namespace, queue, concurrency_key)
 ) WITH (fillfactor = 50);
 CREATE INDEX concurrency_keys_ready ON {schema}.concurrency_keys (namespace, queue, pass) WHERE queued > 0 AND running < limit_n;

@@ -6,8 +6,10 @@
 -- jobs (invocations_queue's state 0 range, invocations_priority) never hold them and an
 -- unkeyed claim costs what it cost before. A keyed claim reaches them through their key:
 -- concurrency_keys keeps one row per (queue, key) with how many of its rows are claimable
--- (queued) and running, its limit and weight, and its pass (the fair-share turn: the
--- smallest pass goes first, each claim adds 1/weight). A claim picks from
+-- (queued) and running, its limit and weight, its pass (the fair-share turn: the
+-- smallest pass goes first, each claim adds 1/weight), its token bucket under the queue's
+-- key_rate_limit (tokens < 0: full) and next_ms, before which no claim takes from it (its
+-- bucket is empty, or a worker answered "rate limited" for it). A claim picks from
 -- concurrency_keys_ready, which holds only the keys with claimable rows below their limit:
 -- a saturated key's rows are never read, however many there are.
 --
@@ -43,6 +45,9 @@ CREATE TABLE concurrency_keys (
     limit_n         INTEGER NOT NULL,
     weight          REAL    NOT NULL,
     pass            REAL    NOT NULL DEFAULT 0,
+    tokens          REAL    NOT NULL DEFAULT -1,
+    tokens_ms       INTEGER NOT NULL DEFAULT 0,
+    next_ms         INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (namespace, queue, concurrency_key)
 ) WITHOUT ROWID;
 CREATE INDEX concurrency_keys_ready ON concurrency_keys (namespace, queue, pass) WHERE queued > 0 AND running < limit_n;
