@@ -44,6 +44,8 @@ A flag set to 0 removes that limit; 'lakeshore queue clear NAME' removes the who
 --concurrency-key) run at once; --key-limit KEY=N overrides it for one key and
 --key-weight KEY=W weighs that key's fair share of claims (default 1). Both repeat, and
 KEY=- removes the override (docs/semantics.md, "Concurrency keys and fair share").
+--key-rate-limit R lets each key start R jobs per second (a token bucket per key of size
+--key-burst).
 
 --provider attaches a provider that launches and stops the queue's workers to follow the
 launch policy the other provider flags set (docs/providers.md); the same merge applies:
@@ -59,9 +61,9 @@ detaches it.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			f := c.Flags()
 			admission := anyChanged(c, "max-depth", "on-full", "rate-limit", "burst", "deadline-cutoff",
-				"concurrency-limit", "key-limit", "key-weight")
+				"concurrency-limit", "key-limit", "key-weight", "key-rate-limit", "key-burst")
 			if f.NFlag() == 0 || !admission && !pf.changed(c) {
-				return usagef("queue set: give at least one of --max-depth, --on-full, --rate-limit, --burst, --deadline-cutoff, --concurrency-limit, --key-limit, --key-weight, or --provider and its policy flags")
+				return usagef("queue set: give at least one of --max-depth, --on-full, --rate-limit, --burst, --deadline-cutoff, --concurrency-limit, --key-limit, --key-weight, --key-rate-limit, --key-burst, or --provider and its policy flags")
 			}
 			d, q, err := a.queue(c.Context(), args[0])
 			if err != nil {
@@ -100,6 +102,12 @@ detaches it.`,
 			if f.Changed("concurrency-limit") {
 				ad.ConcurrencyLimit = set.ConcurrencyLimit
 			}
+			if f.Changed("key-rate-limit") {
+				ad.KeyRateLimit = set.KeyRateLimit
+			}
+			if f.Changed("key-burst") {
+				ad.KeyBurst = set.KeyBurst
+			}
 			if err := mergeKeyOverrides("key-limit", keyLimits, &ad.ConcurrencyLimits, func(v string) (int64, error) {
 				return strconv.ParseInt(v, 10, 64)
 			}); err != nil {
@@ -123,6 +131,8 @@ detaches it.`,
 	f.Int64Var(&set.Burst, "burst", 0, "token bucket size (default: the rate rounded up)")
 	f.DurationVar(&set.DeadlineCutoff, "deadline-cutoff", 0, "reject submits whose deadline is nearer than this (0: none)")
 	f.Int64Var(&set.ConcurrencyLimit, "concurrency-limit", 0, "most running jobs per concurrency key (0: none)")
+	f.Float64Var(&set.KeyRateLimit, "key-rate-limit", 0, "starts per second of each concurrency key, a token bucket per key (0: none)")
+	f.Int64Var(&set.KeyBurst, "key-burst", 0, "each key's token bucket size (default: the key rate rounded up)")
 	f.StringArrayVar(&keyLimits, "key-limit", nil, "KEY=N: the concurrency limit of one key (repeat; KEY=- removes it)")
 	f.StringArrayVar(&keyWeights, "key-weight", nil, "KEY=W: the fair-share weight of one key, > 0 (repeat; KEY=- removes it)")
 	pf.register(c)
@@ -260,7 +270,8 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 			m["admission"] = map[string]any{"max_depth": ad.MaxDepth, "on_full": ad.OnFull,
 				"rate_limit": ad.RateLimit, "burst": ad.Burst, "deadline_cutoff": ad.DeadlineCutoff.String(),
 				"deadline_cutoff_s": ad.DeadlineCutoff.Seconds(), "concurrency_limit": ad.ConcurrencyLimit,
-				"concurrency_limits": ad.ConcurrencyLimits, "key_weights": ad.KeyWeights}
+				"concurrency_limits": ad.ConcurrencyLimits, "key_weights": ad.KeyWeights,
+				"key_rate_limit": ad.KeyRateLimit, "key_burst": ad.KeyBurst}
 		}
 		return a.printJSON(m)
 	}
@@ -278,6 +289,7 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	fmt.Fprintf(tw, "burst\t%d\n", ad.Burst)
 	fmt.Fprintf(tw, "deadline cutoff\t%s\n", time.Duration(ad.DeadlineCutoff))
 	fmt.Fprintf(tw, "concurrency limit\t%d per key\n", ad.ConcurrencyLimit)
+	fmt.Fprintf(tw, "key rate limit\t%g/s burst %d per key\n", ad.KeyRateLimit, ad.KeyBurst)
 	for _, k := range slices.Sorted(maps.Keys(ad.ConcurrencyLimits)) {
 		fmt.Fprintf(tw, "  key %q limit\t%d\n", k, ad.ConcurrencyLimits[k])
 	}

@@ -47,3 +47,26 @@ def test_udf_submit_carries_the_key(dispatch: HttpDispatch, qname: str) -> None:
 
     inv = work.submit(1, _concurrency_key="tenant-7")
     assert SyncQueue(qname, dispatch=dispatch).get(inv).concurrency_key == "tenant-7"
+
+
+def test_rate_limited_hands_the_job_back(every_plane: HttpDispatch, qname: str) -> None:
+    from lakeshore import RateLimited, run_worker
+
+    calls: list[int] = []
+
+    @udf(queue=qname, dispatch=every_plane, max_attempts=1)
+    def call_api(x: int) -> int:
+        calls.append(x)
+        if len(calls) == 1:
+            raise RateLimited(retry_after=0.2, key="upstream")
+        return x * 2
+
+    q = SyncQueue(qname, dispatch=every_plane)
+    inv = call_api.submit(21, _concurrency_key="upstream")
+    run_worker(every_plane, queues=[call_api], once=True, handle_signals=False)
+    got = q.get(inv)
+    assert got.state == "queued" and got.attempt == 0, "no attempt consumed"
+    assert (got.error or {}).get("type") == "rate_limited"
+    run_worker(every_plane, queues=[call_api], once=True, wait=10, handle_signals=False)
+    assert q.result(inv, timeout=10) == 42
+    assert q.get(inv).attempt == 1

@@ -225,6 +225,9 @@ class Admission:
         concurrency_limits: ``{key: limit}`` overrides of ``concurrency_limit``.
         key_weights: ``{key: weight}``, each > 0: the keys' shares of claims (default 1,
             round-robin).
+        key_rate_limit: starts per second of each concurrency key (a token bucket per key
+            in the plane, of size ``key_burst``).
+        key_burst: each key's bucket size (default: ``key_rate_limit`` rounded up).
     """
 
     max_depth: int | None = None
@@ -235,6 +238,8 @@ class Admission:
     concurrency_limit: int | None = None
     concurrency_limits: Mapping[str, int] | None = None
     key_weights: Mapping[str, float] | None = None
+    key_rate_limit: float | None = None
+    key_burst: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1309,6 +1314,8 @@ def _admission(a: Mapping[str, Any]) -> Admission:
         concurrency_limit=a.get("concurrency_limit"),
         concurrency_limits=a.get("concurrency_limits"),
         key_weights=a.get("key_weights"),
+        key_rate_limit=a.get("key_rate_limit"),
+        key_burst=a.get("key_burst"),
     )
 
 

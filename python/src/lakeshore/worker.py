@@ -739,6 +739,14 @@ class _Worker:
                 return core, _settle_body(job, "retry", None, _error_info(reason, job.attempt), 0.0), deadline, job
             core.held.pop(job.id, None)
             return None
+        if isinstance(value, errors.RateLimited):
+            # "Slow down": back to the queue after retry_after, the attempt not counted.
+            info = _error_info(value, job.attempt)
+            info["type"] = "rate_limited"
+            body = _settle_body(job, "rate_limited", None, info, max(value.retry_after, 0.001))
+            if value.key:
+                body["rate_limit_key"] = value.key
+            return core, body, deadline, job
         return core, _settle_body(job, "retry", None, _error_info(value, job.attempt)), deadline, job
 
     def _run_sync(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
