@@ -24,6 +24,10 @@ type (
 	// ErrQueueFull (depth, or a blocked submit whose ctx ended) or ErrRateLimited (rate;
 	// RetryAfter says when to try again). An alias of plane.AdmissionError.
 	AdmissionError = plane.AdmissionError
+
+	// KeyStats is one concurrency key of a queue: its claimable and running jobs, limit and
+	// weight (Queue.ConcurrencyKeys, QueueStats.Keys). An alias of plane.KeyStats.
+	KeyStats = plane.KeyStats
 )
 
 // The full-queue policies.
@@ -79,4 +83,19 @@ func (q *Queue) Paused(ctx context.Context) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// ConcurrencyKeys returns the queue's concurrency keys with jobs claimable or running now,
+// the most running first (at most 100; from Dispatch.QueueStats).
+func (q *Queue) ConcurrencyKeys(ctx context.Context) ([]KeyStats, error) {
+	stats, err := q.d.drv.QueueStatsList(ctx, q.opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range stats {
+		if s.Queue == q.name {
+			return s.Keys, nil
+		}
+	}
+	return nil, nil
 }

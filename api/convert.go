@@ -204,7 +204,12 @@ func NewQueueStats(s *plane.QueueStats) QueueStats {
 	for k, v := range s.Counts {
 		counts[string(k)] = v
 	}
-	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission), Paused: s.Paused}
+	var keys []KeyStats
+	for _, k := range s.Keys {
+		keys = append(keys, KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight})
+	}
+	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission), Paused: s.Paused,
+		Keys: keys}
 }
 
 // Plane converts s back to a plane.QueueStats.
@@ -213,7 +218,12 @@ func (s *QueueStats) Plane() plane.QueueStats {
 	for k, v := range s.Counts {
 		counts[plane.State(k)] = v
 	}
-	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane(), Paused: s.Paused}
+	var keys []plane.KeyStats
+	for _, k := range s.Keys {
+		keys = append(keys, plane.KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight})
+	}
+	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane(), Paused: s.Paused,
+		Keys: keys}
 }
 
 // NewWorker converts w to its wire form.

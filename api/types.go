@@ -370,6 +370,19 @@ type QueueStats struct {
 	// Paused is true while the queue is paused (PUT …/pause): it accepts submits, and no
 	// claim takes its invocations. Absent when false.
 	Paused bool `json:"paused,omitzero" msg:"paused,omitempty"`
+	// Keys are the queue's concurrency keys with jobs claimable or running, the most
+	// running first (at most 100). Absent when none.
+	Keys []KeyStats `json:"keys,omitzero" msg:"keys,omitempty"`
+}
+
+// KeyStats is plane.KeyStats on the wire: one concurrency key's claimable (queued) and
+// running jobs, its limit (0: none) and weight.
+type KeyStats struct {
+	Key     string  `json:"key" msg:"key"`
+	Queued  int64   `json:"queued" msg:"queued"`
+	Running int64   `json:"running" msg:"running"`
+	Limit   int64   `json:"limit" msg:"limit"`
+	Weight  float64 `json:"weight" msg:"weight"`
 }
 
 // QueuesResponse answers GET /v1/queues.

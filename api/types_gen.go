@@ -2969,6 +2969,98 @@ func (z *Job) Msgsize() (s int) {
 }
 
 // MarshalMsg implements msgp.Marshaler
+func (z *KeyStats) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 5
+	// string "key"
+	o = append(o, 0x85, 0xa3, 0x6b, 0x65, 0x79)
+	o = msgp.AppendString(o, z.Key)
+	// string "queued"
+	o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x64)
+	o = msgp.AppendInt64(o, z.Queued)
+	// string "running"
+	o = append(o, 0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
+	o = msgp.AppendInt64(o, z.Running)
+	// string "limit"
+	o = append(o, 0xa5, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+	o = msgp.AppendInt64(o, z.Limit)
+	// string "weight"
+	o = append(o, 0xa6, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74)
+	o = msgp.AppendFloat64(o, z.Weight)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *KeyStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z94b1f360limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "key":
+			z.Key, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Key")
+				return
+			}
+		case "queued":
+			z.Queued, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Queued")
+				return
+			}
+		case "running":
+			z.Running, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Running")
+				return
+			}
+		case "limit":
+			z.Limit, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Limit")
+				return
+			}
+		case "weight":
+			z.Weight, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Weight")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *KeyStats) Msgsize() (s int) {
+	s = 1 + 4 + msgp.StringPrefixSize + len(z.Key) + 7 + msgp.Int64Size + 8 + msgp.Int64Size + 6 + msgp.Int64Size + 7 + msgp.Float64Size
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
 func (z *ListResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// map header, size 2
@@ -3226,8 +3318,8 @@ func (z PostResponse) Msgsize() (s int) {
 func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
+	zb0001Len := uint32(6)
+	var zb0001Mask uint8 /* 6 bits */
 	_ = zb0001Mask
 	if z.Admission == nil {
 		zb0001Len--
@@ -3236,6 +3328,10 @@ func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Paused == false {
 		zb0001Len--
 		zb0001Mask |= 0x10
+	}
+	if z.Keys == nil {
+		zb0001Len--
+		zb0001Mask |= 0x20
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -3272,6 +3368,18 @@ func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "paused"
 			o = append(o, 0xa6, 0x70, 0x61, 0x75, 0x73, 0x65, 0x64)
 			o = msgp.AppendBool(o, z.Paused)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "keys"
+			o = append(o, 0xa4, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Keys)))
+			for za0003 := range z.Keys {
+				o, err = z.Keys[za0003].MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Keys", za0003)
+					return
+				}
+			}
 		}
 	}
 	return
@@ -3366,6 +3474,29 @@ func (z *QueueStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Paused")
 				return
 			}
+		case "keys":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Keys")
+				return
+			}
+			if zb0003 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Keys) >= int(zb0003) {
+				z.Keys = (z.Keys)[:zb0003]
+			} else {
+				z.Keys = make([]KeyStats, zb0003)
+			}
+			for za0003 := range z.Keys {
+				bts, err = z.Keys[za0003].UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Keys", za0003)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3393,7 +3524,10 @@ func (z *QueueStats) Msgsize() (s int) {
 	} else {
 		s += z.Admission.Msgsize()
 	}
-	s += 7 + msgp.BoolSize
+	s += 7 + msgp.BoolSize + 5 + msgp.ArrayHeaderSize
+	for za0003 := range z.Keys {
+		s += z.Keys[za0003].Msgsize()
+	}
 	return
 }
 

@@ -149,6 +149,24 @@ func KeyTurnFirst(kind Kind, keyedID string, keyedPriority float64, unkeyedID st
 	return keyedID < unkeyedID
 }
 
+// KeyStatsMax bounds the keys QueueStats lists per queue.
+const KeyStatsMax = 100
+
+// AddKeyStats adds k, a key of the queue (namespace, queue), to the stats of that queue
+// (adding the queue when stats has none), keeping at most KeyStatsMax keys per queue: the
+// caller passes the keys of each queue most running first.
+func AddKeyStats(stats []QueueStats, namespace, queue string, k KeyStats) []QueueStats {
+	for i := range stats {
+		if stats[i].Namespace == namespace && stats[i].Queue == queue {
+			if len(stats[i].Keys) < KeyStatsMax {
+				stats[i].Keys = append(stats[i].Keys, k)
+			}
+			return stats
+		}
+	}
+	return append(stats, QueueStats{Namespace: namespace, Queue: queue, Counts: map[State]int64{}, Keys: []KeyStats{k}})
+}
+
 // KeyStats is the state of one concurrency key of a queue.
 type KeyStats struct {
 	Key string

@@ -191,4 +191,7 @@ type QueueStats struct {
 	// Paused is true while the queue is paused (Driver.QueuePause): it accepts submits,
 	// and no claim takes its invocations.
 	Paused bool
+	// Keys are the queue's concurrency keys with jobs claimable or running now, the most
+	// running first, then by key; at most KeyStatsMax of them (nil: none).
+	Keys []KeyStats
 }

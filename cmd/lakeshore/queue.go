@@ -264,8 +264,17 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	if err != nil && !errors.Is(err, lakeshore.ErrNotImplemented) {
 		return err
 	}
+	keys, err := q.ConcurrencyKeys(c.Context())
+	if err != nil {
+		return err
+	}
 	if a.json {
-		m := map[string]any{"namespace": q.Namespace(), "queue": q.Name(), "admission": nil, "provider": providerJSON(ref)}
+		keyList := []map[string]any{}
+		for _, k := range keys {
+			keyList = append(keyList, map[string]any{"key": k.Key, "queued": k.Queued, "running": k.Running, "limit": k.Limit, "weight": k.Weight})
+		}
+		m := map[string]any{"namespace": q.Namespace(), "queue": q.Name(), "admission": nil, "provider": providerJSON(ref),
+			"keys": keyList}
 		if ad != nil {
 			m["admission"] = map[string]any{"max_depth": ad.MaxDepth, "on_full": ad.OnFull,
 				"rate_limit": ad.RateLimit, "burst": ad.Burst, "deadline_cutoff": ad.DeadlineCutoff.String(),
@@ -295,6 +304,13 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(ad.KeyWeights)) {
 		fmt.Fprintf(tw, "  key %q weight\t%g\n", k, ad.KeyWeights[k])
+	}
+	for _, k := range keys {
+		limit := "no limit"
+		if k.Limit > 0 {
+			limit = fmt.Sprintf("limit %d", k.Limit)
+		}
+		fmt.Fprintf(tw, "key %q\t%d running (%s), %d queued\n", k.Key, k.Running, limit, k.Queued)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -111,3 +111,31 @@ func DecodeConcurrency(b []byte, a *plane.Admission) error {
 	a.KeyRateLimit, a.KeyBurst = c.RateLimit, c.Burst
 	return nil
 }
+
+// KeyStatsSQL reads the concurrency keys of QueueStatsList (plane.QueueStats.Keys): at most
+// plane.KeyStatsMax per queue, most running first, for the namespace {ns} ("" for all);
+// {s} is the plane's table prefix ("" or "schema.") and {ns} its parameter.
+const KeyStatsSQL = `SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight FROM (
+	SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight,
+		row_number() OVER (PARTITION BY namespace, queue ORDER BY running DESC, concurrency_key) AS n
+	FROM {s}concurrency_keys WHERE {ns} = '' OR namespace = {ns}) AS k
+	WHERE n <= 100 ORDER BY namespace, queue, running DESC, concurrency_key`
+
+// AddKeyStats adds the rows of KeyStatsSQL to stats.
+func AddKeyStats(stats []plane.QueueStats, rows interface {
+	Next() bool
+	Scanner
+}) ([]plane.QueueStats, error) {
+	for rows.Next() {
+		var ns, q string
+		var k plane.KeyStats
+		if err := rows.Scan(&ns, &q, &k.Key, &k.Queued, &k.Running, &k.Limit, &k.Weight); err != nil {
+			return nil, fmt.Errorf("queue stats: concurrency keys: %w", err)
+		}
+		if k.Limit >= plane.ConcurrencyUnlimited {
+			k.Limit = 0
+		}
+		stats = plane.AddKeyStats(stats, ns, q, k)
+	}
+	return stats, nil
+}

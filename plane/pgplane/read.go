@@ -128,6 +128,15 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
 	rs.Close()
+	keys, err := d.pool.Query(ctx, strings.NewReplacer("{s}", d.schema+".", "{ns}", "$1").Replace(planekit.KeyStatsSQL), namespace)
+	if err != nil {
+		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
+	}
+	out, err = planekit.AddKeyStats(out, keys)
+	keys.Close()
+	if err != nil {
+		return nil, err
+	}
 	paused, err := d.pausedQueues(ctx, namespace)
 	if err != nil {
 		return nil, err

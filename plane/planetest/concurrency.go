@@ -64,6 +64,16 @@ func testConcurrency(t *testing.T, s *suite) {
 		require.Equal(t, map[string]int{"a": 2, "b": 1, "-": 2}, keysOf(jobs), "each key up to its limit, unkeyed jobs unlimited")
 		b.requireNothingClaimable(t)
 		require.EqualValues(t, 5, b.count(t, plane.StateQueued), "the jobs of keys at their limit stay queued")
+		stats, err := b.drv.QueueStatsList(b.ctx, b.ns)
+		must(t, err, "queue stats")
+		var keys []plane.KeyStats
+		for _, st := range stats {
+			if st.Queue == b.q {
+				keys = st.Keys
+			}
+		}
+		require.Equal(t, []plane.KeyStats{{Key: "a", Queued: 3, Running: 2, Limit: 2, Weight: 1},
+			{Key: "b", Queued: 2, Running: 1, Limit: 1, Weight: 1}}, keys, "stats show each key's running and limit")
 		for _, j := range jobs {
 			if j.ConcurrencyKey == "a" {
 				b.ack(t, j, "done")

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -134,6 +135,15 @@ func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []pl
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
 	rs.Close()
+	keys, err := d.readDB.QueryContext(ctx, strings.NewReplacer("{s}", "", "{ns}", "?1").Replace(planekit.KeyStatsSQL), namespace)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	stats, err = planekit.AddKeyStats(stats, keys)
+	keys.Close()
+	if err != nil {
+		return nil, err
+	}
 	paused, err := d.pausedQueues(ctx, namespace)
 	if err != nil {
 		return nil, err
