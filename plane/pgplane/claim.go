@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -378,14 +379,15 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	return nil
 }
 
-// claimKeyed claims, up to want jobs in all, from a queue with a concurrency key ready:
-// each takes, in kind's order, the earlier of the next unkeyed candidate (from unkeyed,
-// locked by the caller) and the head of the key whose turn it is (plane.KeyTurnFirst),
-// then advances that key's turn. The key's row is locked (FOR UPDATE SKIP LOCKED) before
-// its head is read, and its job begins at once: the trigger of migration 0007 counts the
-// start in the key's running counter under that lock, so concurrent claimers (of this
-// process or another) never start more than the key's limit, and the next read of the
-// ready keys leaves a key at its limit out.
+// claimKeyed claims, up to want jobs in all, from a queue with a concurrency key ready. Each
+// round locks (FOR UPDATE SKIP LOCKED) the ready keys whose turn it is, as many as jobs are
+// still wanted, and the head of each (one statement each), then takes, in kind's order, the
+// earlier of the next unkeyed candidate (from unkeyed, locked by the caller) and the next
+// of those heads (plane.KeyTurnFirst) — at most one job per key per round — starts them
+// and advances the turns of the keys taken from. The keys' rows stay locked until commit
+// and the trigger of migration 0007 counts each start in its key's running counter under
+// that lock, so concurrent claimers (of this process or another) never start more than a
+// key's limit, and the next round's read leaves a key at its limit out.
 func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row)) error {
 	p := reqs[0].p
 	head := t.d.sql.keyHeadFIFO
@@ -397,47 +399,88 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 	}
 	skip := []string{} // keys whose head another transaction holds
 	for *taken < want {
-		var key string
-		var tokens float64
-		var tokensMS int64
-		err := t.queryRow(t.d.sql.keyTurn, p.Namespace, p.Queue, skip, t.ms).Scan(&key, &tokens, &tokensMS)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		rs, err := t.query(t.d.sql.keyTurn, p.Namespace, p.Queue, skip, t.ms, want-*taken)
+		if err != nil {
 			return fmt.Errorf("claim: read concurrency keys: %w", err)
 		}
-		bucket, wait := a.KeyStart(tokens, time.UnixMilli(tokensMS), t.now)
-		if key != "" && wait > 0 {
-			// The key's bucket is empty: held back until it has a token.
-			t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds())
-			continue
+		buckets := map[string]plane.TokenBucket{}
+		var keys []string
+		held := 0
+		for rs.Next() {
+			var key string
+			var tokens float64
+			var tokensMS int64
+			if err := rs.Scan(&key, &tokens, &tokensMS); err != nil {
+				rs.Close()
+				return fmt.Errorf("claim: read concurrency keys: %w", err)
+			}
+			bucket, wait := a.KeyStart(tokens, time.UnixMilli(tokensMS), t.now)
+			if wait > 0 {
+				// The key's bucket is empty: held back until it has a token.
+				t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds())
+				held++
+				continue
+			}
+			buckets[key] = bucket
+			keys = append(keys, key)
 		}
-		var keyedHead *row
-		if key != "" {
-			rows, err := t.candidates(head, p.Namespace, p.Queue, key)
-			if err != nil {
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("claim: read concurrency keys: %w", err)
+		}
+		var heads []*row
+		if len(keys) > 0 {
+			if heads, err = t.candidates(head, p.Namespace, p.Queue, keys); err != nil {
 				return err
 			}
-			if len(rows) == 0 {
-				skip = append(skip, key)
-				continue
+			found := map[string]bool{}
+			for _, h := range heads {
+				found[h.ConcurrencyKey.String] = true
 			}
-			keyedHead = rows[0]
+			for _, k := range keys {
+				if !found[k] {
+					skip = append(skip, k)
+				}
+			}
+			slices.SortFunc(heads, func(x, y *row) int {
+				if plane.KeyTurnFirst(kind, x.ID, x.Priority, y.ID, y.Priority) {
+					return -1
+				}
+				return 1
+			})
 		}
-		switch {
-		case keyedHead == nil && len(unkeyed) == 0:
-			return nil
-		case keyedHead == nil || len(unkeyed) > 0 && !plane.KeyTurnFirst(kind, keyedHead.ID, keyedHead.Priority, unkeyed[0].ID, unkeyed[0].Priority):
-			r := unkeyed[0]
-			unkeyed = unkeyed[1:]
-			if !t.expired(r, cutoff) {
-				take(r)
+		if len(heads) == 0 && len(unkeyed) == 0 {
+			if len(keys) > 0 || held > 0 {
+				continue // those keys are skipped or held back now: try the next ones
 			}
-		default:
-			if t.expired(keyedHead, cutoff) {
+			return nil
+		}
+		var advanced []string
+		for *taken < want && (len(heads) > 0 || len(unkeyed) > 0) {
+			if len(heads) == 0 || len(unkeyed) > 0 && !plane.KeyTurnFirst(kind, heads[0].ID, heads[0].Priority, unkeyed[0].ID, unkeyed[0].Priority) {
+				r := unkeyed[0]
+				unkeyed = unkeyed[1:]
+				if !t.expired(r, cutoff) {
+					take(r)
+				}
 				continue
 			}
-			take(keyedHead)
-			t.begin(reqs) // counted in the key's row before its next read
-			t.exec(t.d.sql.keyAdvance, p.Namespace, p.Queue, key, bucket.Tokens, bucket.At.UnixMilli())
+			r := heads[0]
+			heads = heads[1:]
+			if t.expired(r, cutoff) {
+				continue
+			}
+			take(r)
+			advanced = append(advanced, r.ConcurrencyKey.String)
+		}
+		t.begin(reqs) // counted in the keys' rows before the next round reads them
+		if len(advanced) > 0 {
+			tokens := make([]float64, len(advanced))
+			ms := make([]int64, len(advanced))
+			for i, k := range advanced {
+				tokens[i], ms[i] = buckets[k].Tokens, buckets[k].At.UnixMilli()
+			}
+			t.exec(t.d.sql.keyAdvance, p.Namespace, p.Queue, advanced, tokens, ms)
 		}
 	}
 	return nil

@@ -31,6 +31,13 @@ type statements struct {
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
 	AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 
+// keyHeads locks the head (in order) of each concurrency key of $3 in queue ($1, $2).
+func keyHeads(order string) string {
+	return `SELECT h.* FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (SELECT ` + rowColumns +
+		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND concurrency_key = k.key AND state = -2
+		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h`
+}
+
 const headColumns = `id, namespace, queue, state, priority, attempt, max_attempts, lease_token,
 	lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed, concurrency_key IS NOT NULL`
 
@@ -137,23 +144,22 @@ func newStatements(schema string) statements {
 				(SELECT id FROM {s}.invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000))
 			AND state IN (0, -2) AND deadline_ms > 0 AND deadline_ms <= $1 FOR UPDATE SKIP LOCKED`),
 		// keyReady probes for a ready concurrency key (claims of queues without one go on as
-		// before); keyTurn locks the ready key whose turn it is, skipping keys another claim
-		// holds; keyHead* lock the head of a key's claimable rows in each claim order.
+		// before); keyTurn locks the ready keys whose turn it is, skipping keys another claim
+		// holds; keyHead* lock the head of each of those keys' claimable rows in each claim
+		// order; keyAdvance advances their turns and stores their buckets.
 		keyReady: s(`SELECT EXISTS (SELECT 1 FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
 			AND queued > 0 AND running < limit_n AND next_ms <= $3)`),
 		keyTurn: s(`SELECT concurrency_key, tokens, tokens_ms FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
 			AND queued > 0 AND running < limit_n AND next_ms <= $4 AND concurrency_key <> ALL($3::text[])
-			ORDER BY pass LIMIT 1 FOR UPDATE SKIP LOCKED`),
-		keyAdvance: s(`UPDATE {s}.concurrency_keys SET pass = pass + 1.0 / weight, tokens = $4, tokens_ms = $5
-			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
+			ORDER BY pass LIMIT $5 FOR UPDATE SKIP LOCKED`),
+		keyAdvance: s(`UPDATE {s}.concurrency_keys AS c SET pass = c.pass + 1.0 / c.weight, tokens = u.tokens, tokens_ms = u.ms
+			FROM unnest($3::text[], $4::float8[], $5::bigint[]) AS u(key, tokens, ms)
+			WHERE c.namespace = $1 AND c.queue = $2 AND c.concurrency_key = u.key`),
 		keyHold: s(`UPDATE {s}.concurrency_keys SET next_ms = greatest(next_ms, $4)
 			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
-		keyHeadFIFO: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
-			AND concurrency_key = $3 AND state = -2 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`),
-		keyHeadFILO: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
-			AND concurrency_key = $3 AND state = -2 ORDER BY id DESC LIMIT 1 FOR UPDATE SKIP LOCKED`),
-		keyHeadPriority: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
-			AND concurrency_key = $3 AND state = -2 ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED`),
+		keyHeadFIFO:     s(keyHeads(`id`)),
+		keyHeadFILO:     s(keyHeads(`id DESC`)),
+		keyHeadPriority: s(keyHeads(`priority DESC, id`)),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
 		// and returns what it deleted per counter.
 		trim: s(`WITH victims AS (

@@ -50,8 +50,9 @@ CREATE INDEX concurrency_keys_ready ON {schema}.concurrency_keys (namespace, que
 -- row (after the write: a submit's insert that ON CONFLICT skips counts nothing), made on
 -- first use (at the current turn: the smallest pass of the ready keys) with the limit and
 -- weight of concurrency_limits; a key left with nothing claimable or running drops its
--- row. The counter change is an upsert, so it lands whatever a concurrent transaction did
--- to the row (a delete included).
+-- row. The counter change is an update of the existing row, or (none found: first use, or
+-- deleted by a concurrent transaction) an upsert, so it lands whatever a concurrent
+-- transaction did to the row.
 CREATE FUNCTION {schema}.invocations_keyed_state() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.state = 0 AND NOT NEW.waiting THEN
@@ -67,6 +68,8 @@ DECLARE
     dq bigint;
     dr bigint;
     turn double precision;
+    queued_after bigint := 1;
+    running_after bigint := 1;
 BEGIN
     IF TG_OP = 'UPDATE' THEN
         was_claimable := OLD.state = -2;
@@ -77,21 +80,33 @@ BEGIN
     IF dq = 0 AND dr = 0 THEN
         RETURN NULL;
     END IF;
-    SELECT k.pass INTO turn FROM {schema}.concurrency_keys k
-        WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue AND k.queued > 0 AND k.running < k.limit_n
-        ORDER BY k.pass LIMIT 1;
-    INSERT INTO {schema}.concurrency_keys AS k (namespace, queue, concurrency_key, queued, running, limit_n, weight, pass)
-    VALUES (NEW.namespace, NEW.queue, NEW.concurrency_key, greatest(dq, 0), greatest(dr, 0),
-        COALESCE((SELECT l.limit_n FROM {schema}.concurrency_limits l WHERE l.namespace = NEW.namespace AND l.queue = NEW.queue AND l.concurrency_key = NEW.concurrency_key),
-                 (SELECT l.limit_n FROM {schema}.concurrency_limits l WHERE l.namespace = NEW.namespace AND l.queue = NEW.queue AND l.concurrency_key = ''),
-                 4611686018427387904),
-        COALESCE((SELECT l.weight FROM {schema}.concurrency_limits l WHERE l.namespace = NEW.namespace AND l.queue = NEW.queue AND l.concurrency_key = NEW.concurrency_key), 1),
-        COALESCE(turn, 0))
-    ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET
+    IF dq > 0 THEN
+        SELECT k.pass INTO turn FROM {schema}.concurrency_keys k
+            WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue AND k.queued > 0 AND k.running < k.limit_n
+            ORDER BY k.pass LIMIT 1;
+    END IF;
+    -- The common case, an existing row: one update. A missing row (first use, or deleted by
+    -- a concurrent transaction) is made by the upsert.
+    UPDATE {schema}.concurrency_keys AS k SET
         pass = CASE WHEN k.queued = 0 AND dq > 0 THEN greatest(k.pass, COALESCE(turn, k.pass)) ELSE k.pass END,
         queued = k.queued + dq,
-        running = k.running + dr;
-    IF dq < 0 OR dr < 0 THEN
+        running = k.running + dr
+    WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue AND k.concurrency_key = NEW.concurrency_key
+    RETURNING k.queued, k.running INTO queued_after, running_after;
+    IF NOT FOUND THEN
+        INSERT INTO {schema}.concurrency_keys AS k (namespace, queue, concurrency_key, queued, running, limit_n, weight, pass)
+        VALUES (NEW.namespace, NEW.queue, NEW.concurrency_key, greatest(dq, 0), greatest(dr, 0),
+            COALESCE((SELECT l.limit_n FROM {schema}.concurrency_limits l WHERE l.namespace = NEW.namespace AND l.queue = NEW.queue AND l.concurrency_key = NEW.concurrency_key),
+                     (SELECT l.limit_n FROM {schema}.concurrency_limits l WHERE l.namespace = NEW.namespace AND l.queue = NEW.queue AND l.concurrency_key = ''),
+                     4611686018427387904),
+            COALESCE((SELECT l.weight FROM {schema}.concurrency_limits l WHERE l.namespace = NEW.namespace AND l.queue = NEW.queue AND l.concurrency_key = NEW.concurrency_key), 1),
+            COALESCE(turn, 0))
+        ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET
+            pass = CASE WHEN k.queued = 0 AND dq > 0 THEN greatest(k.pass, COALESCE(turn, k.pass)) ELSE k.pass END,
+            queued = k.queued + dq,
+            running = k.running + dr;
+    END IF;
+    IF (dq < 0 OR dr < 0) AND queued_after = 0 AND running_after = 0 THEN
         DELETE FROM {schema}.concurrency_keys WHERE namespace = NEW.namespace AND queue = NEW.queue
             AND concurrency_key = NEW.concurrency_key AND queued = 0 AND running = 0;
     END IF;
