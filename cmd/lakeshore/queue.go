@@ -297,8 +297,13 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	fmt.Fprintf(tw, "rate limit\t%g/s\n", ad.RateLimit)
 	fmt.Fprintf(tw, "burst\t%d\n", ad.Burst)
 	fmt.Fprintf(tw, "deadline cutoff\t%s\n", time.Duration(ad.DeadlineCutoff))
-	fmt.Fprintf(tw, "concurrency limit\t%d per key\n", ad.ConcurrencyLimit)
-	fmt.Fprintf(tw, "key rate limit\t%g/s burst %d per key\n", ad.KeyRateLimit, ad.KeyBurst)
+	// The concurrency-key lines appear when the queue uses keys.
+	if ad.ConcurrencyLimit > 0 || len(ad.ConcurrencyLimits) > 0 || len(ad.KeyWeights) > 0 || len(keys) > 0 {
+		fmt.Fprintf(tw, "concurrency limit\t%d per key\n", ad.ConcurrencyLimit)
+	}
+	if ad.KeyRateLimit > 0 {
+		fmt.Fprintf(tw, "key rate limit\t%g/s burst %d per key\n", ad.KeyRateLimit, ad.KeyBurst)
+	}
 	for _, k := range slices.Sorted(maps.Keys(ad.ConcurrencyLimits)) {
 		fmt.Fprintf(tw, "  key %q limit\t%d\n", k, ad.ConcurrencyLimits[k])
 	}
