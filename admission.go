@@ -10,7 +10,10 @@ type (
 	// Admission is a queue's admission block — MaxDepth with its OnFull policy, RateLimit
 	// with Burst, DeadlineCutoff — stored in the plane and enforced inside every submit
 	// transaction, so it holds across processes. A submit whose key already exists bypasses
-	// it. An alias of plane.Admission; its fields document their defaults.
+	// it. Its ConcurrencyLimit, ConcurrencyLimits and KeyWeights apply at claim to the
+	// invocations submitted with a SubmitOptions.ConcurrencyKey (docs/semantics.md,
+	// "Concurrency keys and fair share"). An alias of plane.Admission; its fields document
+	// their defaults.
 	Admission = plane.Admission
 
 	// OnFull is what a submit does when its queue is at Admission.MaxDepth: OnFullReject
@@ -21,6 +24,10 @@ type (
 	// ErrQueueFull (depth, or a blocked submit whose ctx ended) or ErrRateLimited (rate;
 	// RetryAfter says when to try again). An alias of plane.AdmissionError.
 	AdmissionError = plane.AdmissionError
+
+	// KeyStats is one concurrency key of a queue: its claimable and running jobs, limit and
+	// weight (Queue.ConcurrencyKeys, QueueStats.Keys). An alias of plane.KeyStats.
+	KeyStats = plane.KeyStats
 )
 
 // The full-queue policies.
@@ -76,4 +83,19 @@ func (q *Queue) Paused(ctx context.Context) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// ConcurrencyKeys returns the queue's concurrency keys with jobs claimable or running now,
+// the most running first (at most 100; from Dispatch.QueueStats).
+func (q *Queue) ConcurrencyKeys(ctx context.Context) ([]KeyStats, error) {
+	stats, err := q.d.drv.QueueStatsList(ctx, q.opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range stats {
+		if s.Queue == q.name {
+			return s.Keys, nil
+		}
+	}
+	return nil, nil
 }

@@ -20,6 +20,8 @@ type Job struct {
 	Queue     string
 	// Key is the idempotency key it was submitted with ("" for none).
 	Key string
+	// ConcurrencyKey is the concurrency key it was submitted with ("" for none).
+	ConcurrencyKey string
 	// Attempt is this claim's number, starting at 1; MaxAttempts bounds it.
 	Attempt     int
 	MaxAttempts int
@@ -46,6 +48,7 @@ func newJob(j *plane.Job, leaseTTL time.Duration) *Job {
 		Namespace:      j.Namespace,
 		Queue:          j.Queue,
 		Key:            j.Key,
+		ConcurrencyKey: j.ConcurrencyKey,
 		Attempt:        j.Attempt,
 		MaxAttempts:    j.MaxAttempts,
 		Priority:       j.Priority,

@@ -163,6 +163,13 @@ type SubmitOptions struct {
 	// last wins; Submit returns its id). Needs Key; not with UniqueFor; at most 366 days.
 	// Defaults to 0: no debounce.
 	Debounce time.Duration
+	// ConcurrencyKey groups the invocation with others of its queue (a tenant, a user, a
+	// model) for the queue's concurrency limits and fair share (docs/semantics.md,
+	// "Concurrency keys and fair share"; Admission's ConcurrencyLimit, ConcurrencyLimits,
+	// KeyWeights): at most the key's limit of its invocations run at once, and claims
+	// rotate across keys. 1–256 bytes of UTF-8 without NUL. Defaults to "": none (never
+	// limited).
+	ConcurrencyKey string
 
 	// Metadata are free-form string headers carried with the invocation (Job.Metadata,
 	// Invocation.Metadata). Defaults to none.

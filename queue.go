@@ -116,6 +116,7 @@ func (q *Queue) SubmitManyResults(ctx context.Context, batch []Submission) ([]Su
 			Delay:          s.Delay,
 			UniqueFor:      s.UniqueFor,
 			Debounce:       s.Debounce,
+			ConcurrencyKey: s.ConcurrencyKey,
 		}
 	}
 	res, err := q.d.drv.InvocationSubmitMany(ctx, params)

@@ -114,6 +114,11 @@ func ackParams(job *Job, result any) (plane.SettleParams, error) {
 
 // nackParams are the settle params of a nack of job with cause.
 func nackParams(job *Job, cause error, retry bool) plane.SettleParams {
+	var limited *RateLimitedError
+	if errors.As(cause, &limited) { // "slow down": back to the queue, the attempt not counted
+		return plane.SettleParams{ID: job.ID, Token: job.token, Outcome: plane.OutcomeRateLimited,
+			RetryDelay: limited.RetryAfter, RateLimitKey: limited.Key, Error: errorInfo(cause)}
+	}
 	outcome := plane.OutcomeFailed
 	switch {
 	case retry && errors.Is(cause, ErrTimedOut):

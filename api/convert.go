@@ -51,19 +51,19 @@ func (e *ErrorInfo) Plane() *plane.ErrorInfo {
 func NewSubmitInvocation(p *plane.SubmitParams) SubmitInvocation {
 	return SubmitInvocation{ID: p.ID, Payload: Value{Wire: p.Payload}, Key: p.Key, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: Seconds(p.AttemptTimeout), Deadline: p.Deadline, Metadata: p.Metadata,
-		NotBefore: p.NotBefore, Delay: Seconds(p.Delay), UniqueFor: Seconds(p.UniqueFor), Debounce: Seconds(p.Debounce)}
+		NotBefore: p.NotBefore, Delay: Seconds(p.Delay), UniqueFor: Seconds(p.UniqueFor), Debounce: Seconds(p.Debounce), ConcurrencyKey: p.ConcurrencyKey}
 }
 
 // Params converts s back to plane.SubmitParams.
 func (s *SubmitInvocation) Params() plane.SubmitParams {
 	return plane.SubmitParams{ID: s.ID, Payload: s.Payload.Wire, Key: s.Key, Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, AttemptTimeout: Duration(s.AttemptTimeout), Deadline: s.Deadline, Metadata: s.Metadata,
-		NotBefore: s.NotBefore, Delay: Duration(s.Delay), UniqueFor: Duration(s.UniqueFor), Debounce: Duration(s.Debounce)}
+		NotBefore: s.NotBefore, Delay: Duration(s.Delay), UniqueFor: Duration(s.UniqueFor), Debounce: Duration(s.Debounce), ConcurrencyKey: s.ConcurrencyKey}
 }
 
 // NewInvocation converts inv to its wire form.
 func NewInvocation(inv *plane.Invocation) *Invocation {
-	return &Invocation{ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, State: string(inv.State),
+	return &Invocation{ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, ConcurrencyKey: inv.ConcurrencyKey, State: string(inv.State),
 		Priority: inv.Priority, Payload: Value{Wire: inv.Payload}, Metadata: inv.Metadata, Attempt: inv.Attempt,
 		MaxAttempts: inv.MaxAttempts, AttemptTimeout: Seconds(inv.AttemptTimeout), Deadline: inv.Deadline,
 		AvailableAt: inv.AvailableAt, LeaseExpiresAt: inv.LeaseExpiresAt, Worker: inv.Worker, Result: Value{Wire: inv.Result},
@@ -72,7 +72,7 @@ func NewInvocation(inv *plane.Invocation) *Invocation {
 
 // Plane converts i back to a plane.Invocation.
 func (i *Invocation) Plane() *plane.Invocation {
-	return &plane.Invocation{ID: i.ID, Namespace: i.Namespace, Queue: i.Queue, Key: i.Key, State: plane.State(i.State),
+	return &plane.Invocation{ID: i.ID, Namespace: i.Namespace, Queue: i.Queue, Key: i.Key, ConcurrencyKey: i.ConcurrencyKey, State: plane.State(i.State),
 		Priority: i.Priority, Payload: i.Payload.Wire, Metadata: i.Metadata, Attempt: i.Attempt,
 		MaxAttempts: i.MaxAttempts, AttemptTimeout: Duration(i.AttemptTimeout), Deadline: i.Deadline,
 		AvailableAt: i.AvailableAt, LeaseExpiresAt: i.LeaseExpiresAt, Worker: i.Worker, Result: i.Result.Wire,
@@ -81,14 +81,14 @@ func (i *Invocation) Plane() *plane.Invocation {
 
 // NewJob converts j to its wire form.
 func NewJob(j *plane.Job) Job {
-	return Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, Payload: Value{Wire: j.Payload}, Metadata: j.Metadata,
+	return Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, ConcurrencyKey: j.ConcurrencyKey, Payload: Value{Wire: j.Payload}, Metadata: j.Metadata,
 		Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, AttemptTimeout: Seconds(j.AttemptTimeout),
 		Deadline: j.Deadline, Token: j.Token, LeaseExpiresAt: j.LeaseExpiresAt}
 }
 
 // Plane converts j back to a plane.Job.
 func (j *Job) Plane() *plane.Job {
-	return &plane.Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, Payload: j.Payload.Wire, Metadata: j.Metadata,
+	return &plane.Job{ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, Key: j.Key, ConcurrencyKey: j.ConcurrencyKey, Payload: j.Payload.Wire, Metadata: j.Metadata,
 		Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, AttemptTimeout: Duration(j.AttemptTimeout),
 		Deadline: j.Deadline, Token: j.Token, LeaseExpiresAt: j.LeaseExpiresAt}
 }
@@ -99,6 +99,9 @@ const (
 	OutcomeRetry     = "retry"
 	OutcomeFailed    = "failed"
 	OutcomeTimedOut  = "timed_out"
+	// OutcomeRateLimited hands the job back without consuming an attempt (plane's
+	// OutcomeRateLimited).
+	OutcomeRateLimited = "rate_limited"
 )
 
 // OutcomeName returns the wire name of o ("" for an unknown outcome).
@@ -112,6 +115,8 @@ func OutcomeName(o plane.Outcome) string {
 		return OutcomeFailed
 	case plane.OutcomeTimedOut:
 		return OutcomeTimedOut
+	case plane.OutcomeRateLimited:
+		return OutcomeRateLimited
 	}
 	return ""
 }
@@ -127,14 +132,16 @@ func ParseOutcome(s string) (plane.Outcome, error) {
 		return plane.OutcomeFailed, nil
 	case OutcomeTimedOut:
 		return plane.OutcomeTimedOut, nil
+	case OutcomeRateLimited:
+		return plane.OutcomeRateLimited, nil
 	}
-	return 0, plane.Invalid("outcome", s, "use succeeded|retry|failed|timed_out")
+	return 0, plane.Invalid("outcome", s, "use succeeded|retry|failed|timed_out|rate_limited")
 }
 
 // NewSettle converts p to its wire form.
 func NewSettle(p *plane.SettleParams) Settle {
 	return Settle{ID: p.ID, Token: p.Token, Outcome: OutcomeName(p.Outcome), Result: Value{Wire: p.Result}, Error: NewErrorInfo(p.Error),
-		RetryDelay: Seconds(p.RetryDelay)}
+		RetryDelay: Seconds(p.RetryDelay), RateLimitKey: p.RateLimitKey}
 }
 
 // Params converts s back to plane.SettleParams. Errors: *plane.InvalidError for an unknown
@@ -145,7 +152,7 @@ func (s *Settle) Params() (plane.SettleParams, error) {
 		return plane.SettleParams{}, err
 	}
 	return plane.SettleParams{ID: s.ID, Token: s.Token, Outcome: o, Result: s.Result.Wire, Error: s.Error.Plane(),
-		RetryDelay: Duration(s.RetryDelay)}, nil
+		RetryDelay: Duration(s.RetryDelay), RateLimitKey: s.RateLimitKey}, nil
 }
 
 // NewFrame converts f to its wire form.
@@ -177,7 +184,8 @@ func NewAdmission(a *plane.Admission) *Admission {
 		return nil
 	}
 	return &Admission{MaxDepth: a.MaxDepth, OnFull: string(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
-		DeadlineCutoff: Seconds(a.DeadlineCutoff)}
+		DeadlineCutoff: Seconds(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
+		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst}
 }
 
 // Plane converts a back to a plane.Admission (nil for nil).
@@ -186,7 +194,8 @@ func (a *Admission) Plane() *plane.Admission {
 		return nil
 	}
 	return &plane.Admission{MaxDepth: a.MaxDepth, OnFull: plane.OnFull(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
-		DeadlineCutoff: Duration(a.DeadlineCutoff)}
+		DeadlineCutoff: Duration(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
+		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst}
 }
 
 // NewQueueStats converts s to its wire form.
@@ -195,7 +204,12 @@ func NewQueueStats(s *plane.QueueStats) QueueStats {
 	for k, v := range s.Counts {
 		counts[string(k)] = v
 	}
-	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission), Paused: s.Paused}
+	var keys []KeyStats
+	for _, k := range s.Keys {
+		keys = append(keys, KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight})
+	}
+	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission), Paused: s.Paused,
+		Keys: keys}
 }
 
 // Plane converts s back to a plane.QueueStats.
@@ -204,7 +218,12 @@ func (s *QueueStats) Plane() plane.QueueStats {
 	for k, v := range s.Counts {
 		counts[plane.State(k)] = v
 	}
-	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane(), Paused: s.Paused}
+	var keys []plane.KeyStats
+	for _, k := range s.Keys {
+		keys = append(keys, plane.KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight})
+	}
+	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane(), Paused: s.Paused,
+		Keys: keys}
 }
 
 // NewWorker converts w to its wire form.

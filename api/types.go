@@ -45,6 +45,9 @@ type SubmitInvocation struct {
 	// after the submit; a later debounced submit of the key while it still waits replaces
 	// its payload and metadata and pushes it back. 0: none. Not with UniqueFor.
 	Debounce float64 `json:"debounce,omitzero" msg:"debounce,omitempty"`
+	// ConcurrencyKey groups the invocation for its queue's concurrency limits and fair share
+	// (plane/concurrency.go): 1–256 bytes of UTF-8 without NUL; absent: none.
+	ConcurrencyKey string `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 }
 
 // SubmitRequest is the body of POST /v1/namespaces/{ns}/queues/{queue}/invocations: one
@@ -62,6 +65,7 @@ type SubmitRequest struct {
 	Delay          float64           `json:"delay,omitzero" msg:"delay,omitempty"`
 	UniqueFor      float64           `json:"unique_for,omitzero" msg:"unique_for,omitempty"`
 	Debounce       float64           `json:"debounce,omitzero" msg:"debounce,omitempty"`
+	ConcurrencyKey string            `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 	// MaxWait bounds how long a submit to a full queue with on_full=block waits for room,
 	// in seconds. 0: the server's long-poll limit.
 	MaxWait float64 `json:"max_wait,omitzero" msg:"max_wait,omitempty"`
@@ -71,7 +75,7 @@ type SubmitRequest struct {
 func (r *SubmitRequest) Invocation() SubmitInvocation {
 	return SubmitInvocation{ID: r.ID, Payload: r.Payload, Key: r.Key, Priority: r.Priority, MaxAttempts: r.MaxAttempts,
 		AttemptTimeout: r.AttemptTimeout, Deadline: r.Deadline, Metadata: r.Metadata, NotBefore: r.NotBefore, Delay: r.Delay,
-		UniqueFor: r.UniqueFor, Debounce: r.Debounce}
+		UniqueFor: r.UniqueFor, Debounce: r.Debounce, ConcurrencyKey: r.ConcurrencyKey}
 }
 
 // SubmitBatchRequest is the body of POST …/invocations/batch: invocations of one queue,
@@ -111,6 +115,7 @@ type Invocation struct {
 	Namespace      string            `json:"namespace" msg:"namespace"`
 	Queue          string            `json:"queue" msg:"queue"`
 	Key            string            `json:"key,omitzero" msg:"key,omitempty"`
+	ConcurrencyKey string            `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 	State          string            `json:"state" msg:"state"`
 	Priority       float64           `json:"priority" msg:"priority"`
 	Payload        Value             `json:"payload,omitzero" msg:"payload,omitzero"`
@@ -167,6 +172,7 @@ type Job struct {
 	Namespace      string            `json:"namespace" msg:"namespace"`
 	Queue          string            `json:"queue" msg:"queue"`
 	Key            string            `json:"key,omitzero" msg:"key,omitempty"`
+	ConcurrencyKey string            `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 	Payload        Value             `json:"payload" msg:"payload"`
 	Metadata       map[string]string `json:"metadata,omitzero" msg:"metadata,omitempty"`
 	Priority       float64           `json:"priority" msg:"priority"`
@@ -184,24 +190,27 @@ type ClaimResponse struct {
 }
 
 // SettleRequest is the body of POST /v1/invocations/{id}/settle. Outcome is succeeded,
-// retry, failed or timed_out; RetryDelay is seconds.
+// retry, failed, timed_out or rate_limited; RetryDelay is seconds; RateLimitKey (with
+// rate_limited) is the concurrency key held back as long.
 type SettleRequest struct {
-	Token      string     `json:"token" msg:"token"`
-	Outcome    string     `json:"outcome" msg:"outcome"`
-	Result     Value      `json:"result,omitzero" msg:"result,omitzero"`
-	Error      *ErrorInfo `json:"error,omitzero" msg:"error,omitempty"`
-	RetryDelay float64    `json:"retry_delay,omitzero" msg:"retry_delay,omitempty"`
+	Token        string     `json:"token" msg:"token"`
+	Outcome      string     `json:"outcome" msg:"outcome"`
+	Result       Value      `json:"result,omitzero" msg:"result,omitzero"`
+	Error        *ErrorInfo `json:"error,omitzero" msg:"error,omitempty"`
+	RetryDelay   float64    `json:"retry_delay,omitzero" msg:"retry_delay,omitempty"`
+	RateLimitKey string     `json:"rate_limit_key,omitzero" msg:"rate_limit_key,omitempty"`
 }
 
 // Settle is one ack or nack of POST /v1/settle (plane.SettleParams): SettleRequest with
 // the invocation's id.
 type Settle struct {
-	ID         string     `json:"id" msg:"id"`
-	Token      string     `json:"token" msg:"token"`
-	Outcome    string     `json:"outcome" msg:"outcome"`
-	Result     Value      `json:"result,omitzero" msg:"result,omitzero"`
-	Error      *ErrorInfo `json:"error,omitzero" msg:"error,omitempty"`
-	RetryDelay float64    `json:"retry_delay,omitzero" msg:"retry_delay,omitempty"`
+	ID           string     `json:"id" msg:"id"`
+	Token        string     `json:"token" msg:"token"`
+	Outcome      string     `json:"outcome" msg:"outcome"`
+	Result       Value      `json:"result,omitzero" msg:"result,omitzero"`
+	Error        *ErrorInfo `json:"error,omitzero" msg:"error,omitempty"`
+	RetryDelay   float64    `json:"retry_delay,omitzero" msg:"retry_delay,omitempty"`
+	RateLimitKey string     `json:"rate_limit_key,omitzero" msg:"rate_limit_key,omitempty"`
 }
 
 // SettlesRequest is the body of POST /v1/settle.
@@ -339,6 +348,16 @@ type Admission struct {
 	RateLimit      float64 `json:"rate_limit,omitzero" msg:"rate_limit,omitempty"`
 	Burst          int64   `json:"burst,omitzero" msg:"burst,omitempty"`
 	DeadlineCutoff float64 `json:"deadline_cutoff,omitzero" msg:"deadline_cutoff,omitempty"`
+	// ConcurrencyLimit is the most running invocations per concurrency key; 0: no limit.
+	ConcurrencyLimit int64 `json:"concurrency_limit,omitzero" msg:"concurrency_limit,omitempty"`
+	// ConcurrencyLimits overrides ConcurrencyLimit per key (0: no limit for that key).
+	ConcurrencyLimits map[string]int64 `json:"concurrency_limits,omitzero" msg:"concurrency_limits,omitempty"`
+	// KeyWeights weighs the keys' fair share of claims (> 0; default 1).
+	KeyWeights map[string]float64 `json:"key_weights,omitzero" msg:"key_weights,omitempty"`
+	// KeyRateLimit is the starts per second of each key (a token bucket per key of size
+	// KeyBurst); 0: no limit.
+	KeyRateLimit float64 `json:"key_rate_limit,omitzero" msg:"key_rate_limit,omitempty"`
+	KeyBurst     int64   `json:"key_burst,omitzero" msg:"key_burst,omitempty"`
 }
 
 // AdmissionResponse answers the admission routes; Admission is null when the queue has
@@ -356,6 +375,19 @@ type QueueStats struct {
 	// Paused is true while the queue is paused (PUT …/pause): it accepts submits, and no
 	// claim takes its invocations. Absent when false.
 	Paused bool `json:"paused,omitzero" msg:"paused,omitempty"`
+	// Keys are the queue's concurrency keys with jobs claimable or running, the most
+	// running first (at most 100). Absent when none.
+	Keys []KeyStats `json:"keys,omitzero" msg:"keys,omitempty"`
+}
+
+// KeyStats is plane.KeyStats on the wire: one concurrency key's claimable (queued) and
+// running jobs, its limit (0: none) and weight.
+type KeyStats struct {
+	Key     string  `json:"key" msg:"key"`
+	Queued  int64   `json:"queued" msg:"queued"`
+	Running int64   `json:"running" msg:"running"`
+	Limit   int64   `json:"limit" msg:"limit"`
+	Weight  float64 `json:"weight" msg:"weight"`
 }
 
 // QueuesResponse answers GET /v1/queues.

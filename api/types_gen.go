@@ -16,8 +16,8 @@ const (
 func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
+	zb0001Len := uint32(10)
+	var zb0001Mask uint16 /* 10 bits */
 	_ = zb0001Mask
 	if z.MaxDepth == 0 {
 		zb0001Len--
@@ -38,6 +38,26 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.DeadlineCutoff == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x10
+	}
+	if z.ConcurrencyLimit == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.ConcurrencyLimits == nil {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
+	if z.KeyWeights == nil {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
+	if z.KeyRateLimit == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x100
+	}
+	if z.KeyBurst == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x200
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -68,6 +88,39 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "deadline_cutoff"
 			o = append(o, 0xaf, 0x64, 0x65, 0x61, 0x64, 0x6c, 0x69, 0x6e, 0x65, 0x5f, 0x63, 0x75, 0x74, 0x6f, 0x66, 0x66)
 			o = msgp.AppendFloat64(o, z.DeadlineCutoff)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "concurrency_limit"
+			o = append(o, 0xb1, 0x63, 0x6f, 0x6e, 0x63, 0x75, 0x72, 0x72, 0x65, 0x6e, 0x63, 0x79, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+			o = msgp.AppendInt64(o, z.ConcurrencyLimit)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "concurrency_limits"
+			o = append(o, 0xb2, 0x63, 0x6f, 0x6e, 0x63, 0x75, 0x72, 0x72, 0x65, 0x6e, 0x63, 0x79, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74, 0x73)
+			o = msgp.AppendMapHeader(o, uint32(len(z.ConcurrencyLimits)))
+			for za0001, za0002 := range z.ConcurrencyLimits {
+				o = msgp.AppendString(o, za0001)
+				o = msgp.AppendInt64(o, za0002)
+			}
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "key_weights"
+			o = append(o, 0xab, 0x6b, 0x65, 0x79, 0x5f, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74, 0x73)
+			o = msgp.AppendMapHeader(o, uint32(len(z.KeyWeights)))
+			for za0003, za0004 := range z.KeyWeights {
+				o = msgp.AppendString(o, za0003)
+				o = msgp.AppendFloat64(o, za0004)
+			}
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "key_rate_limit"
+			o = append(o, 0xae, 0x6b, 0x65, 0x79, 0x5f, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+			o = msgp.AppendFloat64(o, z.KeyRateLimit)
+		}
+		if (zb0001Mask & 0x200) == 0 { // if not omitted
+			// string "key_burst"
+			o = append(o, 0xa9, 0x6b, 0x65, 0x79, 0x5f, 0x62, 0x75, 0x72, 0x73, 0x74)
+			o = msgp.AppendInt64(o, z.KeyBurst)
 		}
 	}
 	return
@@ -125,6 +178,88 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "DeadlineCutoff")
 				return
 			}
+		case "concurrency_limit":
+			z.ConcurrencyLimit, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConcurrencyLimit")
+				return
+			}
+		case "concurrency_limits":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConcurrencyLimits")
+				return
+			}
+			if zb0002 > z94b1f360limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.ConcurrencyLimits == nil {
+				z.ConcurrencyLimits = make(map[string]int64, zb0002)
+			} else if len(z.ConcurrencyLimits) > 0 {
+				clear(z.ConcurrencyLimits)
+			}
+			for zb0002 > 0 {
+				var za0002 int64
+				zb0002--
+				var za0001 string
+				za0001, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "ConcurrencyLimits")
+					return
+				}
+				za0002, bts, err = msgp.ReadInt64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "ConcurrencyLimits", za0001)
+					return
+				}
+				z.ConcurrencyLimits[za0001] = za0002
+			}
+		case "key_weights":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "KeyWeights")
+				return
+			}
+			if zb0003 > z94b1f360limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.KeyWeights == nil {
+				z.KeyWeights = make(map[string]float64, zb0003)
+			} else if len(z.KeyWeights) > 0 {
+				clear(z.KeyWeights)
+			}
+			for zb0003 > 0 {
+				var za0004 float64
+				zb0003--
+				var za0003 string
+				za0003, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "KeyWeights")
+					return
+				}
+				za0004, bts, err = msgp.ReadFloat64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "KeyWeights", za0003)
+					return
+				}
+				z.KeyWeights[za0003] = za0004
+			}
+		case "key_rate_limit":
+			z.KeyRateLimit, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "KeyRateLimit")
+				return
+			}
+		case "key_burst":
+			z.KeyBurst, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "KeyBurst")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -139,7 +274,21 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Admission) Msgsize() (s int) {
-	s = 1 + 10 + msgp.Int64Size + 8 + msgp.StringPrefixSize + len(z.OnFull) + 11 + msgp.Float64Size + 6 + msgp.Int64Size + 16 + msgp.Float64Size
+	s = 1 + 10 + msgp.Int64Size + 8 + msgp.StringPrefixSize + len(z.OnFull) + 11 + msgp.Float64Size + 6 + msgp.Int64Size + 16 + msgp.Float64Size + 18 + msgp.Int64Size + 19 + msgp.MapHeaderSize
+	if z.ConcurrencyLimits != nil {
+		for za0001, za0002 := range z.ConcurrencyLimits {
+			_ = za0002
+			s += msgp.StringPrefixSize + len(za0001) + msgp.Int64Size
+		}
+	}
+	s += 12 + msgp.MapHeaderSize
+	if z.KeyWeights != nil {
+		for za0003, za0004 := range z.KeyWeights {
+			_ = za0004
+			s += msgp.StringPrefixSize + len(za0003) + msgp.Float64Size
+		}
+	}
+	s += 15 + msgp.Float64Size + 10 + msgp.Int64Size
 	return
 }
 
@@ -2036,60 +2185,64 @@ func (z *HeartbeatsResponse) Msgsize() (s int) {
 func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(20)
-	var zb0001Mask uint32 /* 20 bits */
+	zb0001Len := uint32(21)
+	var zb0001Mask uint32 /* 21 bits */
 	_ = zb0001Mask
 	if z.Key == "" {
 		zb0001Len--
 		zb0001Mask |= 0x8
 	}
-	if z.Payload.IsZero() {
+	if z.ConcurrencyKey == "" {
 		zb0001Len--
-		zb0001Mask |= 0x40
+		zb0001Mask |= 0x10
 	}
-	if z.Metadata == nil {
+	if z.Payload.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x80
 	}
-	if z.AttemptTimeout == 0 {
+	if z.Metadata == nil {
 		zb0001Len--
-		zb0001Mask |= 0x400
+		zb0001Mask |= 0x100
 	}
-	if z.Deadline.IsZero() {
+	if z.AttemptTimeout == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x800
 	}
-	if z.AvailableAt.IsZero() {
+	if z.Deadline.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x1000
 	}
-	if z.LeaseExpiresAt.IsZero() {
+	if z.AvailableAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x2000
 	}
-	if z.Worker == "" {
+	if z.LeaseExpiresAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x4000
 	}
-	if z.Result.IsZero() {
+	if z.Worker == "" {
 		zb0001Len--
 		zb0001Mask |= 0x8000
 	}
-	if z.Error == nil {
+	if z.Result.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x10000
 	}
-	if z.CreatedAt.IsZero() {
+	if z.Error == nil {
 		zb0001Len--
 		zb0001Mask |= 0x20000
 	}
-	if z.StartedAt.IsZero() {
+	if z.CreatedAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x40000
 	}
-	if z.FinishedAt.IsZero() {
+	if z.StartedAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x80000
+	}
+	if z.FinishedAt.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x100000
 	}
 	// variable map header, size zb0001Len
 	o = msgp.AppendMapHeader(o, zb0001Len)
@@ -2110,13 +2263,18 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa3, 0x6b, 0x65, 0x79)
 			o = msgp.AppendString(o, z.Key)
 		}
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "concurrency_key"
+			o = append(o, 0xaf, 0x63, 0x6f, 0x6e, 0x63, 0x75, 0x72, 0x72, 0x65, 0x6e, 0x63, 0x79, 0x5f, 0x6b, 0x65, 0x79)
+			o = msgp.AppendString(o, z.ConcurrencyKey)
+		}
 		// string "state"
 		o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
 		o = msgp.AppendString(o, z.State)
 		// string "priority"
 		o = append(o, 0xa8, 0x70, 0x72, 0x69, 0x6f, 0x72, 0x69, 0x74, 0x79)
 		o = msgp.AppendFloat64(o, z.Priority)
-		if (zb0001Mask & 0x40) == 0 { // if not omitted
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
 			// string "payload"
 			o = append(o, 0xa7, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64)
 			o, err = z.Payload.MarshalMsg(o)
@@ -2125,7 +2283,7 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x80) == 0 { // if not omitted
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
 			// string "metadata"
 			o = append(o, 0xa8, 0x6d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61)
 			o = msgp.AppendMapHeader(o, uint32(len(z.Metadata)))
@@ -2140,32 +2298,32 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "max_attempts"
 		o = append(o, 0xac, 0x6d, 0x61, 0x78, 0x5f, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x73)
 		o = msgp.AppendInt(o, z.MaxAttempts)
-		if (zb0001Mask & 0x400) == 0 { // if not omitted
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
 			// string "attempt_timeout"
 			o = append(o, 0xaf, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x6f, 0x75, 0x74)
 			o = msgp.AppendFloat64(o, z.AttemptTimeout)
 		}
-		if (zb0001Mask & 0x800) == 0 { // if not omitted
+		if (zb0001Mask & 0x1000) == 0 { // if not omitted
 			// string "deadline"
 			o = append(o, 0xa8, 0x64, 0x65, 0x61, 0x64, 0x6c, 0x69, 0x6e, 0x65)
 			o = msgp.AppendTimeExt(o, z.Deadline)
 		}
-		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+		if (zb0001Mask & 0x2000) == 0 { // if not omitted
 			// string "available_at"
 			o = append(o, 0xac, 0x61, 0x76, 0x61, 0x69, 0x6c, 0x61, 0x62, 0x6c, 0x65, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.AvailableAt)
 		}
-		if (zb0001Mask & 0x2000) == 0 { // if not omitted
+		if (zb0001Mask & 0x4000) == 0 { // if not omitted
 			// string "lease_expires_at"
 			o = append(o, 0xb0, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x5f, 0x65, 0x78, 0x70, 0x69, 0x72, 0x65, 0x73, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.LeaseExpiresAt)
 		}
-		if (zb0001Mask & 0x4000) == 0 { // if not omitted
+		if (zb0001Mask & 0x8000) == 0 { // if not omitted
 			// string "worker"
 			o = append(o, 0xa6, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72)
 			o = msgp.AppendString(o, z.Worker)
 		}
-		if (zb0001Mask & 0x8000) == 0 { // if not omitted
+		if (zb0001Mask & 0x10000) == 0 { // if not omitted
 			// string "result"
 			o = append(o, 0xa6, 0x72, 0x65, 0x73, 0x75, 0x6c, 0x74)
 			o, err = z.Result.MarshalMsg(o)
@@ -2174,7 +2332,7 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x10000) == 0 { // if not omitted
+		if (zb0001Mask & 0x20000) == 0 { // if not omitted
 			// string "error"
 			o = append(o, 0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
 			if z.Error == nil {
@@ -2192,17 +2350,17 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendInt(o, z.Error.Attempt)
 			}
 		}
-		if (zb0001Mask & 0x20000) == 0 { // if not omitted
+		if (zb0001Mask & 0x40000) == 0 { // if not omitted
 			// string "created_at"
 			o = append(o, 0xaa, 0x63, 0x72, 0x65, 0x61, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.CreatedAt)
 		}
-		if (zb0001Mask & 0x40000) == 0 { // if not omitted
+		if (zb0001Mask & 0x80000) == 0 { // if not omitted
 			// string "started_at"
 			o = append(o, 0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.StartedAt)
 		}
-		if (zb0001Mask & 0x80000) == 0 { // if not omitted
+		if (zb0001Mask & 0x100000) == 0 { // if not omitted
 			// string "finished_at"
 			o = append(o, 0xab, 0x66, 0x69, 0x6e, 0x69, 0x73, 0x68, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.FinishedAt)
@@ -2255,6 +2413,12 @@ func (z *Invocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			z.Key, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Key")
+				return
+			}
+		case "concurrency_key":
+			z.ConcurrencyKey, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConcurrencyKey")
 				return
 			}
 		case "state":
@@ -2443,7 +2607,7 @@ func (z *Invocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Invocation) Msgsize() (s int) {
-	s = 3 + 3 + msgp.StringPrefixSize + len(z.ID) + 10 + msgp.StringPrefixSize + len(z.Namespace) + 6 + msgp.StringPrefixSize + len(z.Queue) + 4 + msgp.StringPrefixSize + len(z.Key) + 6 + msgp.StringPrefixSize + len(z.State) + 9 + msgp.Float64Size + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
+	s = 3 + 3 + msgp.StringPrefixSize + len(z.ID) + 10 + msgp.StringPrefixSize + len(z.Namespace) + 6 + msgp.StringPrefixSize + len(z.Queue) + 4 + msgp.StringPrefixSize + len(z.Key) + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey) + 6 + msgp.StringPrefixSize + len(z.State) + 9 + msgp.Float64Size + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
 	if z.Metadata != nil {
 		for za0001, za0002 := range z.Metadata {
 			_ = za0002
@@ -2555,24 +2719,28 @@ func (z *ItemResponse) Msgsize() (s int) {
 func (z *Job) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(13)
-	var zb0001Mask uint16 /* 13 bits */
+	zb0001Len := uint32(14)
+	var zb0001Mask uint16 /* 14 bits */
 	_ = zb0001Mask
 	if z.Key == "" {
 		zb0001Len--
 		zb0001Mask |= 0x8
 	}
+	if z.ConcurrencyKey == "" {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
 	if z.Metadata == nil {
 		zb0001Len--
-		zb0001Mask |= 0x20
+		zb0001Mask |= 0x40
 	}
 	if z.AttemptTimeout == 0 {
 		zb0001Len--
-		zb0001Mask |= 0x200
+		zb0001Mask |= 0x400
 	}
 	if z.Deadline.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x400
+		zb0001Mask |= 0x800
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -2593,6 +2761,11 @@ func (z *Job) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa3, 0x6b, 0x65, 0x79)
 			o = msgp.AppendString(o, z.Key)
 		}
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "concurrency_key"
+			o = append(o, 0xaf, 0x63, 0x6f, 0x6e, 0x63, 0x75, 0x72, 0x72, 0x65, 0x6e, 0x63, 0x79, 0x5f, 0x6b, 0x65, 0x79)
+			o = msgp.AppendString(o, z.ConcurrencyKey)
+		}
 		// string "payload"
 		o = append(o, 0xa7, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64)
 		o, err = z.Payload.MarshalMsg(o)
@@ -2600,7 +2773,7 @@ func (z *Job) MarshalMsg(b []byte) (o []byte, err error) {
 			err = msgp.WrapError(err, "Payload")
 			return
 		}
-		if (zb0001Mask & 0x20) == 0 { // if not omitted
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
 			// string "metadata"
 			o = append(o, 0xa8, 0x6d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61)
 			o = msgp.AppendMapHeader(o, uint32(len(z.Metadata)))
@@ -2618,12 +2791,12 @@ func (z *Job) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "max_attempts"
 		o = append(o, 0xac, 0x6d, 0x61, 0x78, 0x5f, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x73)
 		o = msgp.AppendInt(o, z.MaxAttempts)
-		if (zb0001Mask & 0x200) == 0 { // if not omitted
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
 			// string "attempt_timeout"
 			o = append(o, 0xaf, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x6f, 0x75, 0x74)
 			o = msgp.AppendFloat64(o, z.AttemptTimeout)
 		}
-		if (zb0001Mask & 0x400) == 0 { // if not omitted
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
 			// string "deadline"
 			o = append(o, 0xa8, 0x64, 0x65, 0x61, 0x64, 0x6c, 0x69, 0x6e, 0x65)
 			o = msgp.AppendTimeExt(o, z.Deadline)
@@ -2682,6 +2855,12 @@ func (z *Job) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			z.Key, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Key")
+				return
+			}
+		case "concurrency_key":
+			z.ConcurrencyKey, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConcurrencyKey")
 				return
 			}
 		case "payload":
@@ -2778,7 +2957,7 @@ func (z *Job) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Job) Msgsize() (s int) {
-	s = 1 + 3 + msgp.StringPrefixSize + len(z.ID) + 10 + msgp.StringPrefixSize + len(z.Namespace) + 6 + msgp.StringPrefixSize + len(z.Queue) + 4 + msgp.StringPrefixSize + len(z.Key) + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
+	s = 1 + 3 + msgp.StringPrefixSize + len(z.ID) + 10 + msgp.StringPrefixSize + len(z.Namespace) + 6 + msgp.StringPrefixSize + len(z.Queue) + 4 + msgp.StringPrefixSize + len(z.Key) + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey) + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
 	if z.Metadata != nil {
 		for za0001, za0002 := range z.Metadata {
 			_ = za0002
@@ -2786,6 +2965,98 @@ func (z *Job) Msgsize() (s int) {
 		}
 	}
 	s += 9 + msgp.Float64Size + 8 + msgp.IntSize + 13 + msgp.IntSize + 16 + msgp.Float64Size + 9 + msgp.TimeSize + 6 + msgp.StringPrefixSize + len(z.Token) + 17 + msgp.TimeSize
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *KeyStats) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 5
+	// string "key"
+	o = append(o, 0x85, 0xa3, 0x6b, 0x65, 0x79)
+	o = msgp.AppendString(o, z.Key)
+	// string "queued"
+	o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x64)
+	o = msgp.AppendInt64(o, z.Queued)
+	// string "running"
+	o = append(o, 0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
+	o = msgp.AppendInt64(o, z.Running)
+	// string "limit"
+	o = append(o, 0xa5, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+	o = msgp.AppendInt64(o, z.Limit)
+	// string "weight"
+	o = append(o, 0xa6, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74)
+	o = msgp.AppendFloat64(o, z.Weight)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *KeyStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z94b1f360limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "key":
+			z.Key, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Key")
+				return
+			}
+		case "queued":
+			z.Queued, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Queued")
+				return
+			}
+		case "running":
+			z.Running, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Running")
+				return
+			}
+		case "limit":
+			z.Limit, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Limit")
+				return
+			}
+		case "weight":
+			z.Weight, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Weight")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *KeyStats) Msgsize() (s int) {
+	s = 1 + 4 + msgp.StringPrefixSize + len(z.Key) + 7 + msgp.Int64Size + 8 + msgp.Int64Size + 6 + msgp.Int64Size + 7 + msgp.Float64Size
 	return
 }
 
@@ -3047,8 +3318,8 @@ func (z PostResponse) Msgsize() (s int) {
 func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
+	zb0001Len := uint32(6)
+	var zb0001Mask uint8 /* 6 bits */
 	_ = zb0001Mask
 	if z.Admission == nil {
 		zb0001Len--
@@ -3057,6 +3328,10 @@ func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Paused == false {
 		zb0001Len--
 		zb0001Mask |= 0x10
+	}
+	if z.Keys == nil {
+		zb0001Len--
+		zb0001Mask |= 0x20
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -3093,6 +3368,18 @@ func (z *QueueStats) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "paused"
 			o = append(o, 0xa6, 0x70, 0x61, 0x75, 0x73, 0x65, 0x64)
 			o = msgp.AppendBool(o, z.Paused)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "keys"
+			o = append(o, 0xa4, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Keys)))
+			for za0003 := range z.Keys {
+				o, err = z.Keys[za0003].MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Keys", za0003)
+					return
+				}
+			}
 		}
 	}
 	return
@@ -3187,6 +3474,29 @@ func (z *QueueStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Paused")
 				return
 			}
+		case "keys":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Keys")
+				return
+			}
+			if zb0003 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Keys) >= int(zb0003) {
+				z.Keys = (z.Keys)[:zb0003]
+			} else {
+				z.Keys = make([]KeyStats, zb0003)
+			}
+			for za0003 := range z.Keys {
+				bts, err = z.Keys[za0003].UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Keys", za0003)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3214,7 +3524,10 @@ func (z *QueueStats) Msgsize() (s int) {
 	} else {
 		s += z.Admission.Msgsize()
 	}
-	s += 7 + msgp.BoolSize
+	s += 7 + msgp.BoolSize + 5 + msgp.ArrayHeaderSize
+	for za0003 := range z.Keys {
+		s += z.Keys[za0003].Msgsize()
+	}
 	return
 }
 
@@ -3305,8 +3618,8 @@ func (z *QueuesResponse) Msgsize() (s int) {
 func (z *Settle) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(6)
-	var zb0001Mask uint8 /* 6 bits */
+	zb0001Len := uint32(7)
+	var zb0001Mask uint8 /* 7 bits */
 	_ = zb0001Mask
 	if z.Result.IsZero() {
 		zb0001Len--
@@ -3319,6 +3632,10 @@ func (z *Settle) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.RetryDelay == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x20
+	}
+	if z.RateLimitKey == "" {
+		zb0001Len--
+		zb0001Mask |= 0x40
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -3365,6 +3682,11 @@ func (z *Settle) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "retry_delay"
 			o = append(o, 0xab, 0x72, 0x65, 0x74, 0x72, 0x79, 0x5f, 0x64, 0x65, 0x6c, 0x61, 0x79)
 			o = msgp.AppendFloat64(o, z.RetryDelay)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "rate_limit_key"
+			o = append(o, 0xae, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74, 0x5f, 0x6b, 0x65, 0x79)
+			o = msgp.AppendString(o, z.RateLimitKey)
 		}
 	}
 	return
@@ -3478,6 +3800,12 @@ func (z *Settle) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "RetryDelay")
 				return
 			}
+		case "rate_limit_key":
+			z.RateLimitKey, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "RateLimitKey")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3498,7 +3826,7 @@ func (z *Settle) Msgsize() (s int) {
 	} else {
 		s += 1 + 5 + msgp.StringPrefixSize + len(z.Error.Type) + 8 + msgp.StringPrefixSize + len(z.Error.Message) + 8 + msgp.IntSize
 	}
-	s += 12 + msgp.Float64Size
+	s += 12 + msgp.Float64Size + 15 + msgp.StringPrefixSize + len(z.RateLimitKey)
 	return
 }
 
@@ -3784,8 +4112,8 @@ func (z *SettleAndClaimResponse) Msgsize() (s int) {
 func (z *SettleRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
+	zb0001Len := uint32(6)
+	var zb0001Mask uint8 /* 6 bits */
 	_ = zb0001Mask
 	if z.Result.IsZero() {
 		zb0001Len--
@@ -3798,6 +4126,10 @@ func (z *SettleRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.RetryDelay == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x10
+	}
+	if z.RateLimitKey == "" {
+		zb0001Len--
+		zb0001Mask |= 0x20
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -3841,6 +4173,11 @@ func (z *SettleRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "retry_delay"
 			o = append(o, 0xab, 0x72, 0x65, 0x74, 0x72, 0x79, 0x5f, 0x64, 0x65, 0x6c, 0x61, 0x79)
 			o = msgp.AppendFloat64(o, z.RetryDelay)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "rate_limit_key"
+			o = append(o, 0xae, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74, 0x5f, 0x6b, 0x65, 0x79)
+			o = msgp.AppendString(o, z.RateLimitKey)
 		}
 	}
 	return
@@ -3948,6 +4285,12 @@ func (z *SettleRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "RetryDelay")
 				return
 			}
+		case "rate_limit_key":
+			z.RateLimitKey, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "RateLimitKey")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3968,7 +4311,7 @@ func (z *SettleRequest) Msgsize() (s int) {
 	} else {
 		s += 1 + 5 + msgp.StringPrefixSize + len(z.Error.Type) + 8 + msgp.StringPrefixSize + len(z.Error.Message) + 8 + msgp.IntSize
 	}
-	s += 12 + msgp.Float64Size
+	s += 12 + msgp.Float64Size + 15 + msgp.StringPrefixSize + len(z.RateLimitKey)
 	return
 }
 
@@ -4579,8 +4922,8 @@ func (z *SubmitBatchResponse) Msgsize() (s int) {
 func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(12)
-	var zb0001Mask uint16 /* 12 bits */
+	zb0001Len := uint32(13)
+	var zb0001Mask uint16 /* 13 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -4629,6 +4972,10 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Debounce == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x800
+	}
+	if z.ConcurrencyKey == "" {
+		zb0001Len--
+		zb0001Mask |= 0x1000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -4702,6 +5049,11 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "debounce"
 			o = append(o, 0xa8, 0x64, 0x65, 0x62, 0x6f, 0x75, 0x6e, 0x63, 0x65)
 			o = msgp.AppendFloat64(o, z.Debounce)
+		}
+		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+			// string "concurrency_key"
+			o = append(o, 0xaf, 0x63, 0x6f, 0x6e, 0x63, 0x75, 0x72, 0x72, 0x65, 0x6e, 0x63, 0x79, 0x5f, 0x6b, 0x65, 0x79)
+			o = msgp.AppendString(o, z.ConcurrencyKey)
 		}
 	}
 	return
@@ -4827,6 +5179,12 @@ func (z *SubmitInvocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Debounce")
 				return
 			}
+		case "concurrency_key":
+			z.ConcurrencyKey, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConcurrencyKey")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -4848,7 +5206,7 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey)
 	return
 }
 
@@ -4856,8 +5214,8 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(13)
-	var zb0001Mask uint16 /* 13 bits */
+	zb0001Len := uint32(14)
+	var zb0001Mask uint16 /* 14 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -4907,9 +5265,13 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x800
 	}
-	if z.MaxWait == 0 {
+	if z.ConcurrencyKey == "" {
 		zb0001Len--
 		zb0001Mask |= 0x1000
+	}
+	if z.MaxWait == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x2000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -4985,6 +5347,11 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendFloat64(o, z.Debounce)
 		}
 		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+			// string "concurrency_key"
+			o = append(o, 0xaf, 0x63, 0x6f, 0x6e, 0x63, 0x75, 0x72, 0x72, 0x65, 0x6e, 0x63, 0x79, 0x5f, 0x6b, 0x65, 0x79)
+			o = msgp.AppendString(o, z.ConcurrencyKey)
+		}
+		if (zb0001Mask & 0x2000) == 0 { // if not omitted
 			// string "max_wait"
 			o = append(o, 0xa8, 0x6d, 0x61, 0x78, 0x5f, 0x77, 0x61, 0x69, 0x74)
 			o = msgp.AppendFloat64(o, z.MaxWait)
@@ -5113,6 +5480,12 @@ func (z *SubmitRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Debounce")
 				return
 			}
+		case "concurrency_key":
+			z.ConcurrencyKey, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConcurrencyKey")
+				return
+			}
 		case "max_wait":
 			z.MaxWait, bts, err = msgp.ReadFloat64Bytes(bts)
 			if err != nil {
@@ -5140,7 +5513,7 @@ func (z *SubmitRequest) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size + 9 + msgp.Float64Size
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey) + 9 + msgp.Float64Size
 	return
 }
 

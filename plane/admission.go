@@ -34,6 +34,24 @@ type Admission struct {
 	// DeadlineCutoff rejects a submit whose deadline is nearer than this, and at claim ends
 	// (as timeout) a job whose deadline is nearer than this instead of starting it. 0: none.
 	DeadlineCutoff time.Duration `json:"deadline_cutoff,omitempty" msgpack:"deadline_cutoff,omitempty"`
+	// ConcurrencyLimit is the most invocations of one concurrency key (SubmitParams's
+	// ConcurrencyKey) that run at once: a claim skips the keys at their limit. 0: no limit.
+	// Invocations without a key are never limited. Enforced at claim, not at submit.
+	ConcurrencyLimit int64 `json:"concurrency_limit,omitempty" msgpack:"concurrency_limit,omitempty"`
+	// ConcurrencyLimits overrides ConcurrencyLimit for the keys it names (0: no limit for
+	// that key). At most ConcurrencyOverridesMax keys.
+	ConcurrencyLimits map[string]int64 `json:"concurrency_limits,omitempty" msgpack:"concurrency_limits,omitempty"`
+	// KeyWeights weighs the fair share of the keys it names (> 0; a key without a weight
+	// weighs 1): among keys below their limit, claims go to the keys in proportion to their
+	// weights (round-robin when all weigh the same). At most ConcurrencyOverridesMax keys.
+	KeyWeights map[string]float64 `json:"key_weights,omitempty" msgpack:"key_weights,omitempty"`
+	// KeyRateLimit is the sustained starts per second of each concurrency key (a token
+	// bucket per key, stored in the plane and shared by every claimer); 0: no limit. A
+	// key whose bucket is empty is skipped by claims until it has a token.
+	KeyRateLimit float64 `json:"key_rate_limit,omitempty" msgpack:"key_rate_limit,omitempty"`
+	// KeyBurst is each key's bucket size: starts allowed at once after idling. Defaults to
+	// max(1, ceil(KeyRateLimit)).
+	KeyBurst int64 `json:"key_burst,omitempty" msgpack:"key_burst,omitempty"`
 }
 
 // WithDefaults returns a with OnFull and Burst filled in.
@@ -43,6 +61,9 @@ func (a Admission) WithDefaults() Admission {
 	}
 	if a.Burst == 0 && a.RateLimit > 0 {
 		a.Burst = max(1, int64(math.Ceil(a.RateLimit)))
+	}
+	if a.KeyBurst == 0 && a.KeyRateLimit > 0 {
+		a.KeyBurst = max(1, int64(math.Ceil(a.KeyRateLimit)))
 	}
 	return a
 }
@@ -61,7 +82,7 @@ func (a Admission) Validate() error {
 	case a.DeadlineCutoff < 0:
 		return Invalid("deadline cutoff", a.DeadlineCutoff, "use a duration ≥ 0 (0: none)")
 	}
-	return nil
+	return a.validateConcurrency()
 }
 
 // AdmissionParams name a queue and, for a set, its admission block.

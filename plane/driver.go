@@ -241,6 +241,10 @@ type SubmitParams struct {
 	// last wins, returned as Existing). 0: no debounce. Needs Key, not with UniqueFor; at
 	// most UniqueForMax.
 	Debounce time.Duration
+	// ConcurrencyKey groups the invocation with others of its queue for the queue's
+	// concurrency limits and fair share (Admission.ConcurrencyLimit, KeyWeights; plane/
+	// concurrency.go). "": none (never limited). ConcurrencyKeyRule says what it may be.
+	ConcurrencyKey string
 }
 
 // SubmitResult is the outcome of one submit.
@@ -331,7 +335,16 @@ const (
 	// re-queued after a backoff while attempts remain, else ended as timeout — the same
 	// end as an attempt past its AttemptTimeout.
 	OutcomeTimedOut
+	// OutcomeRateLimited hands the job back because something it calls is rate limited (a
+	// worker's "slow down"): re-queued, claimable after RetryDelay (or
+	// RateLimitedDelayDefault), without consuming an attempt; RateLimitKey, when set, holds
+	// that concurrency key of the queue back for the same time (plane/concurrency.go).
+	OutcomeRateLimited
 )
+
+// RateLimitedDelayDefault is how long an OutcomeRateLimited settle without a RetryDelay
+// holds the job (and its RateLimitKey) back.
+const RateLimitedDelayDefault = time.Second
 
 // SettleParams settle one claimed invocation.
 type SettleParams struct {
@@ -342,8 +355,12 @@ type SettleParams struct {
 	Result []byte
 	// Error is the error (OutcomeRetry, OutcomeFailed). Attempt is filled in by the plane.
 	Error *ErrorInfo
-	// RetryDelay overrides the backoff for OutcomeRetry when > 0.
+	// RetryDelay overrides the backoff for OutcomeRetry when > 0, and is the wait of
+	// OutcomeRateLimited (at most UniqueForMax).
 	RetryDelay time.Duration
+	// RateLimitKey is, for OutcomeRateLimited, the concurrency key of the job's queue that
+	// no claim takes from until RetryDelay has passed ("" : only this job waits).
+	RateLimitKey string
 	// Scope is the caller's scope: an invocation outside it answers ErrNotFound, exactly
 	// like an unknown id. The zero Scope covers every invocation.
 	Scope Scope

@@ -58,6 +58,12 @@ type Transition struct {
 	Delay time.Duration
 	// Error is the error to record (nil on success), with its Attempt set.
 	Error *ErrorInfo
+	// Refund re-queues without consuming the attempt that ended (OutcomeRateLimited): the
+	// driver takes one off the invocation's attempt count.
+	Refund bool
+	// HoldKey is a concurrency key of the invocation's queue that no claim takes from
+	// until Delay has passed (OutcomeRateLimited's RateLimitKey); "" for none.
+	HoldKey string
 }
 
 // Retry reports whether t re-queues the invocation.
@@ -69,6 +75,9 @@ const (
 	ErrorTypeLeaseExpired = "lease_expired"
 	// ErrorTypeAttemptTimeout: the attempt outlived its AttemptTimeout.
 	ErrorTypeAttemptTimeout = "attempt_timeout"
+	// ErrorTypeRateLimited: the worker handed the job back as rate limited
+	// (OutcomeRateLimited); the attempt was not counted.
+	ErrorTypeRateLimited = "rate_limited"
 	// ErrorTypeDeadline: the deadline passed (or came nearer than the queue's cutoff)
 	// before the invocation ran.
 	ErrorTypeDeadline = "deadline"
@@ -132,6 +141,8 @@ func failAttempt(attempt, maxAttempts int, info ErrorInfo, final State, delay fu
 //     else failed.
 //   - OutcomeTimedOut: the same, but ending as timeout.
 //   - OutcomeFailed: failed at once.
+//   - OutcomeRateLimited: re-queued after p.RetryDelay (or RateLimitedDelayDefault) with the
+//     attempt refunded, however many attempts remain; p.RateLimitKey held back as long.
 //
 // unit draws a uniform number in [0,1) for the backoff's jitter; it is called only when
 // the backoff is used. A nack without an error records {type "error"}.
@@ -152,6 +163,13 @@ func SettleTransition(p *SettleParams, attempt, maxAttempts int, b Backoff, unit
 		return b.Delay(attempt, unit())
 	}
 	switch p.Outcome {
+	case OutcomeRateLimited:
+		if p.Error == nil {
+			info = ErrorInfo{Type: ErrorTypeRateLimited, Message: "rate limited by its worker"}
+		}
+		info.Attempt = attempt
+		return Transition{State: StateQueued, Delay: cmp.Or(p.RetryDelay, RateLimitedDelayDefault), Error: &info,
+			Refund: true, HoldKey: p.RateLimitKey}
 	case OutcomeRetry:
 		return failAttempt(attempt, maxAttempts, info, StateFailed, delay)
 	case OutcomeTimedOut:

@@ -118,16 +118,19 @@ type Journal struct {
 
 // Invocation is one job as stored: its identity, state and outcome.
 type Invocation struct {
-	ID          string
-	Namespace   string
-	Queue       string
-	Key         string // idempotency key; "" when none
-	State       State
-	Priority    float64
-	Payload     []byte            // wire-encoded
-	Metadata    map[string]string // the envelope's free-form headers
-	Attempt     int               // claims so far, starting at 1 on the first claim
-	MaxAttempts int
+	ID        string
+	Namespace string
+	Queue     string
+	Key       string // idempotency key; "" when none
+	// ConcurrencyKey is the key of the queue's concurrency limits and fair share; "" when
+	// none.
+	ConcurrencyKey string
+	State          State
+	Priority       float64
+	Payload        []byte            // wire-encoded
+	Metadata       map[string]string // the envelope's free-form headers
+	Attempt        int               // claims so far, starting at 1 on the first claim
+	MaxAttempts    int
 	// AttemptTimeout bounds one running attempt; 0 means none.
 	AttemptTimeout time.Duration
 	// Deadline ends a still-queued invocation as timeout; zero means none.
@@ -160,10 +163,12 @@ func (inv *Invocation) TerminalError() error {
 // Job is a claimed invocation as the worker sees it, with the fencing token that every
 // settle, post and heartbeat must name.
 type Job struct {
-	ID             string
-	Namespace      string
-	Queue          string
-	Key            string
+	ID        string
+	Namespace string
+	Queue     string
+	Key       string
+	// ConcurrencyKey is the invocation's concurrency key ("" when none).
+	ConcurrencyKey string
 	Payload        []byte
 	Metadata       map[string]string
 	Priority       float64
@@ -186,4 +191,7 @@ type QueueStats struct {
 	// Paused is true while the queue is paused (Driver.QueuePause): it accepts submits,
 	// and no claim takes its invocations.
 	Paused bool
+	// Keys are the queue's concurrency keys with jobs claimable or running now, the most
+	// running first, then by key; at most KeyStatsMax of them (nil: none).
+	Keys []KeyStats
 }

@@ -158,6 +158,11 @@ func (s *SubmitParams) validate() error {
 	if err := validateDebounce(s.Debounce, s.UniqueFor, s.Key); err != nil {
 		return err
 	}
+	if s.ConcurrencyKey != "" {
+		if err := ValidateConcurrencyKey("concurrency_key", s.ConcurrencyKey); err != nil {
+			return err
+		}
+	}
 	if !s.NotBefore.IsZero() && (s.NotBefore.Year() < 1970 || s.NotBefore.Year() > 9999) {
 		return Invalid("not_before", s.NotBefore, "use a time between the years 1970 and 9999")
 	}
@@ -242,8 +247,16 @@ func (p *SettleParams) Validate() error {
 	if err := ValidateID(p.ID); err != nil {
 		return err
 	}
-	if p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeTimedOut {
-		return Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed or timed out")
+	if p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeRateLimited {
+		return Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed, timed out or rate limited")
+	}
+	if p.RateLimitKey != "" {
+		if err := ValidateConcurrencyKey("rate_limit_key", p.RateLimitKey); err != nil {
+			return err
+		}
+	}
+	if p.Outcome == OutcomeRateLimited && p.RetryDelay > UniqueForMax {
+		return Invalid("retry_delay", p.RetryDelay, "use at most 366 days")
 	}
 	if err := ValidateValueSize("result", len(p.Result)); err != nil {
 		return err

@@ -263,7 +263,7 @@ func itemError(err error) *api.ErrorBody {
 func (s *Server) settleParams(st *api.Settle, prefix string) (plane.SettleParams, error) {
 	sp, err := st.Params()
 	if err != nil {
-		return sp, &plane.InvalidError{Field: prefix + "outcome", Value: st.Outcome, Rule: "use succeeded|retry|failed|timed_out"}
+		return sp, &plane.InvalidError{Field: prefix + "outcome", Value: st.Outcome, Rule: "use succeeded|retry|failed|timed_out|rate_limited"}
 	}
 	if !st.Result.IsZero() || sp.Outcome == plane.OutcomeSucceeded {
 		if sp.Result, err = s.value(prefix+"result", st.Result); err != nil {
@@ -343,7 +343,8 @@ func (s *Server) handleSettleOne(w http.ResponseWriter, r *http.Request, p *prin
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
-	st := api.Settle{ID: id, Token: req.Token, Outcome: req.Outcome, Result: req.Result, Error: req.Error, RetryDelay: req.RetryDelay}
+	st := api.Settle{ID: id, Token: req.Token, Outcome: req.Outcome, Result: req.Result, Error: req.Error, RetryDelay: req.RetryDelay,
+		RateLimitKey: req.RateLimitKey}
 	sp, err := s.settleParams(&st, "")
 	if err != nil {
 		return err

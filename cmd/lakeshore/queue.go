@@ -3,6 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,9 +27,11 @@ func newQueueCmd(a *app) *cobra.Command {
 
 func newQueueSetCmd(a *app) *cobra.Command {
 	var (
-		set    lakeshore.Admission
-		onFull string
-		pf     providerFlags
+		set        lakeshore.Admission
+		onFull     string
+		pf         providerFlags
+		keyLimits  []string
+		keyWeights []string
 	)
 	c := &cobra.Command{
 		Use:   "set NAME",
@@ -34,21 +40,30 @@ func newQueueSetCmd(a *app) *cobra.Command {
 block the queue already has: setting --deadline-cutoff keeps an earlier --max-depth.
 A flag set to 0 removes that limit; 'lakeshore queue clear NAME' removes the whole block.
 
+--concurrency-limit N lets at most N jobs of one concurrency key (lakeshore submit
+--concurrency-key) run at once; --key-limit KEY=N overrides it for one key and
+--key-weight KEY=W weighs that key's fair share of claims (default 1). Both repeat, and
+KEY=- removes the override (docs/semantics.md, "Concurrency keys and fair share").
+--key-rate-limit R lets each key start R jobs per second (a token bucket per key of size
+--key-burst).
+
 --provider attaches a provider that launches and stops the queue's workers to follow the
 launch policy the other provider flags set (docs/providers.md); the same merge applies:
 --max-workers alone changes only that field of the queue's provider. --provider none
 detaches it.`,
 		Example: `  lakeshore queue set embed --max-depth 1000 --on-full block
   lakeshore queue set scrape --rate-limit 5 --burst 10 --deadline-cutoff 30s
+  lakeshore queue set infer --concurrency-limit 4 --key-limit tenant-7=16 --key-weight tenant-7=2
   lakeshore queue set thumbs --provider local --max-workers 4 --worker-command 'lakeshore worker thumbs -- ./thumb.sh'
   lakeshore queue set train --provider slurm --max-workers 8 --gpus 1 --memory 16GiB --time-limit 4h --partition gpu \
       --worker-command 'python train_worker.py'`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			f := c.Flags()
-			admission := anyChanged(c, "max-depth", "on-full", "rate-limit", "burst", "deadline-cutoff")
+			admission := anyChanged(c, "max-depth", "on-full", "rate-limit", "burst", "deadline-cutoff",
+				"concurrency-limit", "key-limit", "key-weight", "key-rate-limit", "key-burst")
 			if f.NFlag() == 0 || !admission && !pf.changed(c) {
-				return usagef("queue set: give at least one of --max-depth, --on-full, --rate-limit, --burst, --deadline-cutoff, or --provider and its policy flags")
+				return usagef("queue set: give at least one of --max-depth, --on-full, --rate-limit, --burst, --deadline-cutoff, --concurrency-limit, --key-limit, --key-weight, --key-rate-limit, --key-burst, or --provider and its policy flags")
 			}
 			d, q, err := a.queue(c.Context(), args[0])
 			if err != nil {
@@ -84,6 +99,25 @@ detaches it.`,
 			if f.Changed("deadline-cutoff") {
 				ad.DeadlineCutoff = set.DeadlineCutoff
 			}
+			if f.Changed("concurrency-limit") {
+				ad.ConcurrencyLimit = set.ConcurrencyLimit
+			}
+			if f.Changed("key-rate-limit") {
+				ad.KeyRateLimit = set.KeyRateLimit
+			}
+			if f.Changed("key-burst") {
+				ad.KeyBurst = set.KeyBurst
+			}
+			if err := mergeKeyOverrides("key-limit", keyLimits, &ad.ConcurrencyLimits, func(v string) (int64, error) {
+				return strconv.ParseInt(v, 10, 64)
+			}); err != nil {
+				return err
+			}
+			if err := mergeKeyOverrides("key-weight", keyWeights, &ad.KeyWeights, func(v string) (float64, error) {
+				return strconv.ParseFloat(v, 64)
+			}); err != nil {
+				return err
+			}
 			if err := q.SetAdmission(c.Context(), ad); err != nil {
 				return err
 			}
@@ -96,8 +130,37 @@ detaches it.`,
 	f.Float64Var(&set.RateLimit, "rate-limit", 0, "submits per second, a token bucket (0: none)")
 	f.Int64Var(&set.Burst, "burst", 0, "token bucket size (default: the rate rounded up)")
 	f.DurationVar(&set.DeadlineCutoff, "deadline-cutoff", 0, "reject submits whose deadline is nearer than this (0: none)")
+	f.Int64Var(&set.ConcurrencyLimit, "concurrency-limit", 0, "most running jobs per concurrency key (0: none)")
+	f.Float64Var(&set.KeyRateLimit, "key-rate-limit", 0, "starts per second of each concurrency key, a token bucket per key (0: none)")
+	f.Int64Var(&set.KeyBurst, "key-burst", 0, "each key's token bucket size (default: the key rate rounded up)")
+	f.StringArrayVar(&keyLimits, "key-limit", nil, "KEY=N: the concurrency limit of one key (repeat; KEY=- removes it)")
+	f.StringArrayVar(&keyWeights, "key-weight", nil, "KEY=W: the fair-share weight of one key, > 0 (repeat; KEY=- removes it)")
 	pf.register(c)
 	return c
+}
+
+// mergeKeyOverrides merges flag values KEY=VALUE (KEY=- deletes KEY) into *m, parsing
+// VALUE with parse. Errors: a usage error naming flag.
+func mergeKeyOverrides[V any](flag string, values []string, m *map[string]V, parse func(string) (V, error)) error {
+	for _, kv := range values {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usagef("--%s %q: use KEY=VALUE (KEY=- removes the override)", flag, kv)
+		}
+		if *m == nil {
+			*m = map[string]V{}
+		}
+		if v == "-" {
+			delete(*m, k)
+			continue
+		}
+		n, err := parse(v)
+		if err != nil {
+			return usagef("--%s %q: %q is not a number", flag, kv, v)
+		}
+		(*m)[k] = n
+	}
+	return nil
 }
 
 // anyChanged reports whether any of the named flags was given.
@@ -201,12 +264,23 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	if err != nil && !errors.Is(err, lakeshore.ErrNotImplemented) {
 		return err
 	}
+	keys, err := q.ConcurrencyKeys(c.Context())
+	if err != nil {
+		return err
+	}
 	if a.json {
-		m := map[string]any{"namespace": q.Namespace(), "queue": q.Name(), "admission": nil, "provider": providerJSON(ref)}
+		keyList := []map[string]any{}
+		for _, k := range keys {
+			keyList = append(keyList, map[string]any{"key": k.Key, "queued": k.Queued, "running": k.Running, "limit": k.Limit, "weight": k.Weight})
+		}
+		m := map[string]any{"namespace": q.Namespace(), "queue": q.Name(), "admission": nil, "provider": providerJSON(ref),
+			"keys": keyList}
 		if ad != nil {
 			m["admission"] = map[string]any{"max_depth": ad.MaxDepth, "on_full": ad.OnFull,
 				"rate_limit": ad.RateLimit, "burst": ad.Burst, "deadline_cutoff": ad.DeadlineCutoff.String(),
-				"deadline_cutoff_s": ad.DeadlineCutoff.Seconds()}
+				"deadline_cutoff_s": ad.DeadlineCutoff.Seconds(), "concurrency_limit": ad.ConcurrencyLimit,
+				"concurrency_limits": ad.ConcurrencyLimits, "key_weights": ad.KeyWeights,
+				"key_rate_limit": ad.KeyRateLimit, "key_burst": ad.KeyBurst}
 		}
 		return a.printJSON(m)
 	}
@@ -223,6 +297,26 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	fmt.Fprintf(tw, "rate limit\t%g/s\n", ad.RateLimit)
 	fmt.Fprintf(tw, "burst\t%d\n", ad.Burst)
 	fmt.Fprintf(tw, "deadline cutoff\t%s\n", time.Duration(ad.DeadlineCutoff))
+	// The concurrency-key lines appear when the queue uses keys.
+	if ad.ConcurrencyLimit > 0 || len(ad.ConcurrencyLimits) > 0 || len(ad.KeyWeights) > 0 || len(keys) > 0 {
+		fmt.Fprintf(tw, "concurrency limit\t%d per key\n", ad.ConcurrencyLimit)
+	}
+	if ad.KeyRateLimit > 0 {
+		fmt.Fprintf(tw, "key rate limit\t%g/s burst %d per key\n", ad.KeyRateLimit, ad.KeyBurst)
+	}
+	for _, k := range slices.Sorted(maps.Keys(ad.ConcurrencyLimits)) {
+		fmt.Fprintf(tw, "  key %q limit\t%d\n", k, ad.ConcurrencyLimits[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(ad.KeyWeights)) {
+		fmt.Fprintf(tw, "  key %q weight\t%g\n", k, ad.KeyWeights[k])
+	}
+	for _, k := range keys {
+		limit := "no limit"
+		if k.Limit > 0 {
+			limit = fmt.Sprintf("limit %d", k.Limit)
+		}
+		fmt.Fprintf(tw, "key %q\t%d running (%s), %d queued\n", k.Key, k.Running, limit, k.Queued)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

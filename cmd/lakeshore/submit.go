@@ -23,6 +23,7 @@ func newSubmitCmd(a *app) *cobra.Command {
 		delay          time.Duration
 		uniqueFor      time.Duration
 		debounce       time.Duration
+		concurrencyKey string
 		at             string
 		mode           string
 	)
@@ -90,7 +91,7 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 			}
 			opts := &lakeshore.SubmitOptions{
 				Key: key, Priority: priority, MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout,
-				Delay: delay, NotBefore: notBefore, UniqueFor: uniqueFor, Debounce: debounce,
+				Delay: delay, NotBefore: notBefore, UniqueFor: uniqueFor, Debounce: debounce, ConcurrencyKey: concurrencyKey,
 			}
 			if mode != "" {
 				if err := a.modeOptions(submitCtx, mode, q.Namespace(), q.Name(), opts); err != nil {
@@ -119,6 +120,7 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before the job fails (default 3)")
 	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt (default none)")
 	f.DurationVar(&debounce, "debounce", 0, "debounce window of --key: the job waits this long, and a resubmit while it waits replaces its payload and restarts the wait (default 0: none)")
+	f.StringVar(&concurrencyKey, "concurrency-key", "", "concurrency key (e.g. a tenant): the queue's --concurrency-limit and fair share apply per key (default: none)")
 	f.DurationVar(&uniqueFor, "unique-for", 0, "dedup window of --key: within it a resubmit returns the first job, after it a new job takes the key (default 0: held until trimmed)")
 	f.DurationVar(&delay, "delay", 0, "not claimable before this long from now, e.g. 5m (plane's clock)")
 	f.StringVar(&at, "at", "", "not claimable before this RFC 3339 time, e.g. 2026-12-02T06:00:00Z")

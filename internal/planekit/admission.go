@@ -1,6 +1,7 @@
 package planekit
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,7 +13,7 @@ import (
 var ErrBlocked = errors.New("blocked")
 
 // AdmissionColumns are the columns of a queues row that ScanAdmission reads, in order.
-const AdmissionColumns = `max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms`
+const AdmissionColumns = `max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency`
 
 // Admission is a stored admission block with its token bucket.
 type Admission struct {
@@ -27,12 +28,16 @@ func ScanAdmission(s Scanner, noRows error) (*Admission, error) {
 	var a Admission
 	var onFull string
 	var cutoffMS int64
-	err := s.Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS)
+	var concurrency []byte
+	err := s.Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS, &concurrency)
 	if errors.Is(err, noRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read admission: %w", err)
+	}
+	if err := DecodeConcurrency(concurrency, &a.Admission); err != nil {
+		return nil, err
 	}
 	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
 	return &a, nil
@@ -72,4 +77,65 @@ func (a *Admission) Admit(namespace, queue string, now time.Time, n int64, deadl
 		return &b, nil, nil
 	}
 	return nil, nil, nil
+}
+
+// concurrencyColumn is the stored form of an admission block's concurrency fields (the
+// queues table's concurrency column, JSON).
+type concurrencyColumn struct {
+	Limit     int64              `json:"limit,omitempty"`
+	Limits    map[string]int64   `json:"limits,omitempty"`
+	Weights   map[string]float64 `json:"weights,omitempty"`
+	RateLimit float64            `json:"rate_limit,omitempty"`
+	Burst     int64              `json:"burst,omitempty"`
+}
+
+// EncodeConcurrency is the stored concurrency column of a (nil when it sets none).
+func EncodeConcurrency(a plane.Admission) []byte {
+	if a.ConcurrencyLimit == 0 && len(a.ConcurrencyLimits) == 0 && len(a.KeyWeights) == 0 && a.KeyRateLimit == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(concurrencyColumn{a.ConcurrencyLimit, a.ConcurrencyLimits, a.KeyWeights, a.KeyRateLimit, a.KeyBurst}) // always encodes
+	return b
+}
+
+// DecodeConcurrency reads a stored concurrency column into a.
+func DecodeConcurrency(b []byte, a *plane.Admission) error {
+	if len(b) == 0 {
+		return nil
+	}
+	var c concurrencyColumn
+	if err := json.Unmarshal(b, &c); err != nil {
+		return fmt.Errorf("read admission: concurrency: %w", err)
+	}
+	a.ConcurrencyLimit, a.ConcurrencyLimits, a.KeyWeights = c.Limit, c.Limits, c.Weights
+	a.KeyRateLimit, a.KeyBurst = c.RateLimit, c.Burst
+	return nil
+}
+
+// KeyStatsSQL reads the concurrency keys of QueueStatsList (plane.QueueStats.Keys): at most
+// plane.KeyStatsMax per queue, most running first, for the namespace {ns} ("" for all);
+// {s} is the plane's table prefix ("" or "schema.") and {ns} its parameter.
+const KeyStatsSQL = `SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight FROM (
+	SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight,
+		row_number() OVER (PARTITION BY namespace, queue ORDER BY running DESC, concurrency_key) AS n
+	FROM {s}concurrency_keys WHERE {ns} = '' OR namespace = {ns}) AS k
+	WHERE n <= 100 ORDER BY namespace, queue, running DESC, concurrency_key`
+
+// AddKeyStats adds the rows of KeyStatsSQL to stats.
+func AddKeyStats(stats []plane.QueueStats, rows interface {
+	Next() bool
+	Scanner
+}) ([]plane.QueueStats, error) {
+	for rows.Next() {
+		var ns, q string
+		var k plane.KeyStats
+		if err := rows.Scan(&ns, &q, &k.Key, &k.Queued, &k.Running, &k.Limit, &k.Weight); err != nil {
+			return nil, fmt.Errorf("queue stats: concurrency keys: %w", err)
+		}
+		if k.Limit >= plane.ConcurrencyUnlimited {
+			k.Limit = 0
+		}
+		stats = plane.AddKeyStats(stats, ns, q, k)
+	}
+	return stats, nil
 }

@@ -12,8 +12,14 @@ import (
 // ≥ StateSucceeded (the retention indexes rely on it). StateDelayed is sqliteplane's
 // internal state of a queued invocation not yet claimable (a delayed submit, a retry in
 // backoff), kept out of the claim indexes until the writer promotes it; every read reports
-// it as queued.
+// it as queued. StateKeyed is the internal state of a claimable invocation with a
+// concurrency key, in every plane: the plane's triggers move such a row from StateQueued
+// to StateKeyed as it becomes claimable (migrations 009 and 0007), so it stays out of the
+// claim indexes of unkeyed jobs and a claim reaches it through its key's counter row
+// (plane/concurrency.go); every read reports it as queued, and the counts table keeps it
+// under StateQueued.
 const (
+	StateKeyed     = -2
 	StateDelayed   = -1
 	StateQueued    = 0
 	StateRunning   = 1
@@ -29,14 +35,26 @@ var stateNames = [...]plane.State{plane.StateQueued, plane.StateRunning, plane.S
 
 // StateName is the public state of a stored state number.
 func StateName(n int) plane.State {
-	if n == StateDelayed {
+	if n == StateDelayed || n == StateKeyed {
 		return plane.StateQueued
 	}
 	return stateNames[n]
 }
 
 // Queued reports whether a stored state is public "queued": claimable or delayed.
-func Queued(state int) bool { return state == StateQueued || state == StateDelayed }
+func Queued(state int) bool {
+	return state == StateQueued || state == StateDelayed || state == StateKeyed
+}
+
+// CountState is the state a change of n invocations is counted under in the counts table:
+// StateKeyed counts as StateQueued (the triggers that move rows between the two do not
+// touch counts).
+func CountState(state int) int {
+	if state == StateKeyed {
+		return StateQueued
+	}
+	return state
+}
 
 // StateNumber is the stored number of a public state (-1 for an unknown one).
 func StateNumber(s plane.State) int {
@@ -55,7 +73,7 @@ type Scanner interface{ Scan(dest ...any) error }
 // the plane stores one.
 const RowColumns = `id, namespace, queue, key, state, priority, payload, metadata, attempt,
 	max_attempts, attempt_timeout_ms, deadline_ms, available_ms, lease_token, lease_expires_ms,
-	worker, result, error, created_ms, started_ms, finished_ms, next_frame, journal_closed`
+	worker, result, error, created_ms, started_ms, finished_ms, next_frame, journal_closed, concurrency_key`
 
 // Row is one invocations row as stored.
 type Row struct {
@@ -75,6 +93,8 @@ type Row struct {
 	// JournalClosedBy is the attempt whose final post ended the journal, 0 when none did
 	// (the journal_closed column; JournalClosed is the rule that reads it).
 	JournalClosedBy int
+	// ConcurrencyKey is the concurrency_key column (plane/concurrency.go).
+	ConcurrencyKey sql.NullString
 }
 
 // ScanRow reads a row of RowColumns, preceded by the sequence number when seq is true.
@@ -83,7 +103,7 @@ func ScanRow(s Scanner, seq bool) (*Row, error) {
 	dest := []any{&r.ID, &r.Namespace, &r.Queue, &r.Key, &r.State, &r.Priority, &r.Payload,
 		&r.Metadata, &r.Attempt, &r.MaxAttempts, &r.AttemptTimeoutMS, &r.DeadlineMS, &r.AvailableMS,
 		&r.Token, &r.LeaseExpiresMS, &r.Worker, &r.Result, &r.ErrorInfo, &r.CreatedMS, &r.StartedMS,
-		&r.FinishedMS, &r.NextFrame, &r.JournalClosedBy}
+		&r.FinishedMS, &r.NextFrame, &r.JournalClosedBy, &r.ConcurrencyKey}
 	if seq {
 		dest = append([]any{&r.Seq}, dest...)
 	}
@@ -103,6 +123,7 @@ func (r *Row) Invocation() *plane.Invocation {
 		Namespace:      r.Namespace,
 		Queue:          r.Queue,
 		Key:            r.Key.String,
+		ConcurrencyKey: r.ConcurrencyKey.String,
 		State:          StateName(r.State),
 		Priority:       r.Priority,
 		Payload:        r.Payload,
@@ -205,6 +226,7 @@ func (r *Row) Job(token string, expiresMS int64) *plane.Job {
 		Namespace:      r.Namespace,
 		Queue:          r.Queue,
 		Key:            r.Key.String,
+		ConcurrencyKey: r.ConcurrencyKey.String,
 		Payload:        r.Payload,
 		Metadata:       DecodeMetadata(r.Metadata),
 		Priority:       r.Priority,

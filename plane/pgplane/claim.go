@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -216,6 +217,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	b := &pgx.Batch{}
 	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
+	b.Queue(t.d.sql.keyReady, p.Namespace, p.Queue, t.ms)
 	switch {
 	case kind == plane.KindBoltzmann:
 		b.Queue(sql, p.Namespace, p.Queue)
@@ -228,6 +230,8 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var cutoff time.Duration
 	var rows []*row
 	var levels []plane.Level
+	var keyed bool                   // the queue has a concurrency key ready
+	var keyAdmission plane.Admission // the key limits of the queue's admission block
 	err := func() error {
 		defer br.Close()
 		var promoted *string // the smallest id made claimable
@@ -241,10 +245,18 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		var a admission
 		var onFull string
 		var cutoffMS int64
-		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS)
+		var concurrency []byte
+		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS, &concurrency)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read admission: %w", err)
 		}
+		if err := br.QueryRow().Scan(&keyed); err != nil {
+			return fmt.Errorf("claim: read concurrency keys: %w", err)
+		}
+		if err := planekit.DecodeConcurrency(concurrency, &a.Admission); err != nil {
+			return err
+		}
+		keyAdmission = a.Admission
 		cutoff = time.Duration(cutoffMS) * time.Millisecond
 		rs, err := br.Query()
 		if err != nil {
@@ -288,7 +300,17 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			}
 		}
 	}
-	if kind == plane.KindBoltzmann {
+	if keyed && kind != plane.KindBoltzmann {
+		if fromFloor && len(rows) < want {
+			// Short from the floor: rows below it may be claimable (as below).
+			if rows, err = t.candidates(sql, p.Namespace, p.Queue, want); err != nil {
+				return err
+			}
+		}
+		if err := t.claimKeyed(reqs, kind, keyAdmission, rows, cutoff, want, &taken, take); err != nil {
+			return err
+		}
+	} else if kind == plane.KindBoltzmann {
 		for taken < want && len(levels) > 0 {
 			i := plane.DrawLevel(levels, p.Temperature, t.d.float64())
 			t.begin(reqs)
@@ -334,10 +356,16 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			t.d.floors.raise(qkey, reqs, !fromFloor)
 		}
 	}
+	if keyed && kind == plane.KindBoltzmann && taken < want {
+		// The draw took the unkeyed jobs; keyed jobs fill what it left.
+		if err := t.claimKeyed(reqs, kind, keyAdmission, nil, cutoff, want, &taken, take); err != nil {
+			return err
+		}
+	}
 	t.begin(reqs)
 	if taken < want {
 		var next *int64
-		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue).Scan(&next); err != nil {
+		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue, t.ms).Scan(&next); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
 		if next != nil && *next > t.ms {
@@ -346,6 +374,113 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 					r.next = *next
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// claimKeyed claims, up to want jobs in all, from a queue with a concurrency key ready. Each
+// round locks (FOR UPDATE SKIP LOCKED) the ready keys whose turn it is, as many as jobs are
+// still wanted, and the head of each (one statement each), then takes, in kind's order, the
+// earlier of the next unkeyed candidate (from unkeyed, locked by the caller) and the next
+// of those heads (plane.KeyTurnFirst) — at most one job per key per round — starts them
+// and advances the turns of the keys taken from. The keys' rows stay locked until commit
+// and the trigger of migration 0007 counts each start in its key's running counter under
+// that lock, so concurrent claimers (of this process or another) never start more than a
+// key's limit, and the next round's read leaves a key at its limit out.
+func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row)) error {
+	p := reqs[0].p
+	head := t.d.sql.keyHeadFIFO
+	switch kind {
+	case plane.KindFILO:
+		head = t.d.sql.keyHeadFILO
+	case plane.KindPriority, plane.KindBoltzmann:
+		head = t.d.sql.keyHeadPriority
+	}
+	skip := []string{} // keys whose head another transaction holds
+	for *taken < want {
+		rs, err := t.query(t.d.sql.keyTurn, p.Namespace, p.Queue, skip, t.ms, want-*taken)
+		if err != nil {
+			return fmt.Errorf("claim: read concurrency keys: %w", err)
+		}
+		buckets := map[string]plane.TokenBucket{}
+		var keys []string
+		held := 0
+		for rs.Next() {
+			var key string
+			var tokens float64
+			var tokensMS int64
+			if err := rs.Scan(&key, &tokens, &tokensMS); err != nil {
+				rs.Close()
+				return fmt.Errorf("claim: read concurrency keys: %w", err)
+			}
+			bucket, wait := a.KeyStart(tokens, time.UnixMilli(tokensMS), t.now)
+			if wait > 0 {
+				// The key's bucket is empty: held back until it has a token.
+				t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds())
+				held++
+				continue
+			}
+			buckets[key] = bucket
+			keys = append(keys, key)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("claim: read concurrency keys: %w", err)
+		}
+		var heads []*row
+		if len(keys) > 0 {
+			if heads, err = t.candidates(head, p.Namespace, p.Queue, keys); err != nil {
+				return err
+			}
+			found := map[string]bool{}
+			for _, h := range heads {
+				found[h.ConcurrencyKey.String] = true
+			}
+			for _, k := range keys {
+				if !found[k] {
+					skip = append(skip, k)
+				}
+			}
+			slices.SortFunc(heads, func(x, y *row) int {
+				if plane.KeyTurnFirst(kind, x.ID, x.Priority, y.ID, y.Priority) {
+					return -1
+				}
+				return 1
+			})
+		}
+		if len(heads) == 0 && len(unkeyed) == 0 {
+			if len(keys) > 0 || held > 0 {
+				continue // those keys are skipped or held back now: try the next ones
+			}
+			return nil
+		}
+		var advanced []string
+		for *taken < want && (len(heads) > 0 || len(unkeyed) > 0) {
+			if len(heads) == 0 || len(unkeyed) > 0 && !plane.KeyTurnFirst(kind, heads[0].ID, heads[0].Priority, unkeyed[0].ID, unkeyed[0].Priority) {
+				r := unkeyed[0]
+				unkeyed = unkeyed[1:]
+				if !t.expired(r, cutoff) {
+					take(r)
+				}
+				continue
+			}
+			r := heads[0]
+			heads = heads[1:]
+			if t.expired(r, cutoff) {
+				continue
+			}
+			take(r)
+			advanced = append(advanced, r.ConcurrencyKey.String)
+		}
+		t.begin(reqs) // counted in the keys' rows before the next round reads them
+		if len(advanced) > 0 {
+			tokens := make([]float64, len(advanced))
+			ms := make([]int64, len(advanced))
+			for i, k := range advanced {
+				tokens[i], ms[i] = buckets[k].Tokens, buckets[k].At.UnixMilli()
+			}
+			t.exec(t.d.sql.keyAdvance, p.Namespace, p.Queue, advanced, tokens, ms)
 		}
 	}
 	return nil

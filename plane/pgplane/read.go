@@ -95,7 +95,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
 	// Add each queue's admission block, and the queues with a block but no invocations yet.
-	rs, err = d.pool.Query(ctx, `SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms
+	rs, err = d.pool.Query(ctx, `SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency
 		FROM `+d.schema+`.queues WHERE $1 = '' OR namespace = $1`, namespace)
 	if err != nil {
 		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
@@ -109,8 +109,12 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		var ns, q, onFull string
 		var a plane.Admission
 		var cutoffMS int64
-		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS); err != nil {
+		var concurrency []byte
+		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &concurrency); err != nil {
 			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		if err := planekit.DecodeConcurrency(concurrency, &a); err != nil {
+			return nil, err
 		}
 		a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
 		i, ok := index[[2]string{ns, q}]
@@ -124,6 +128,15 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
 	rs.Close()
+	keys, err := d.pool.Query(ctx, strings.NewReplacer("{s}", d.schema+".", "{ns}", "$1").Replace(planekit.KeyStatsSQL), namespace)
+	if err != nil {
+		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
+	}
+	out, err = planekit.AddKeyStats(out, keys)
+	keys.Close()
+	if err != nil {
+		return nil, err
+	}
 	paused, err := d.pausedQueues(ctx, namespace)
 	if err != nil {
 		return nil, err
@@ -150,7 +163,11 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	states := []int{}
 	if p.State != "" {
 		states = append(states, planekit.StateNumber(p.State))
+		if p.State == plane.StateQueued {
+			states = append(states, planekit.StateKeyed)
+		}
 	} else {
+		states = append(states, planekit.StateKeyed)
 		for i := planekit.StateQueued; i <= planekit.StateTimeout; i++ {
 			states = append(states, i)
 		}

@@ -24,10 +24,12 @@ func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams
 	a := p.Admission.WithDefaults()
 	return d.do(ctx, func(t *tx) error {
 		t.exec(`INSERT INTO `+d.schema+`.queues (namespace, queue, max_depth, on_full, rate_limit,
-			burst, deadline_cutoff_ms, tokens, tokens_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, $8)
+			burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, $8, $10)
 			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = $3, on_full = $4, rate_limit = $5, burst = $6,
-			deadline_cutoff_ms = $7, tokens = $9, tokens_ms = $8`,
-			p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst, a.DeadlineCutoff.Milliseconds(), t.ms, float64(a.Burst))
+			deadline_cutoff_ms = $7, tokens = $9, tokens_ms = $8, concurrency = $10`,
+			p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst, a.DeadlineCutoff.Milliseconds(), t.ms, float64(a.Burst),
+			planekit.EncodeConcurrency(a))
+		t.setKeyLimits(p.Namespace, p.Queue, a.KeyLimits())
 		t.wake(planekit.RoomKey(p.Namespace, p.Queue)) // a raised limit makes room
 		return nil
 	})
@@ -65,6 +67,7 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 			return fmt.Errorf("delete admission: %w", err)
 		}
 		deleted = tag.RowsAffected() > 0
+		t.setKeyLimits(namespace, queue, nil)
 		t.wake(planekit.RoomKey(namespace, queue))
 		return nil
 	})
@@ -232,4 +235,26 @@ func (d *Driver) TokenRevoke(ctx context.Context, id string) (bool, error) {
 		return nil
 	})
 	return revoked, err
+}
+
+// setKeyLimits replaces the stored concurrency limits of a queue (plane.Admission's
+// KeyLimits; nil: none) and applies them to the queue's key counters at once. A raised
+// limit may make keys claimable, so the queue's claimers are woken.
+func (t *tx) setKeyLimits(namespace, queue string, limits []plane.KeyLimit) {
+	keys := make([]string, len(limits))
+	counts := make([]int64, len(limits))
+	weights := make([]float64, len(limits))
+	for i, l := range limits {
+		keys[i], counts[i], weights[i] = l.Key, l.Limit, l.Weight
+	}
+	t.exec(`DELETE FROM `+t.d.schema+`.concurrency_limits WHERE namespace = $1 AND queue = $2`, namespace, queue)
+	t.exec(`INSERT INTO `+t.d.schema+`.concurrency_limits (namespace, queue, concurrency_key, limit_n, weight)
+		SELECT $1, $2, u.k, u.n, u.w FROM unnest($3::text[], $4::bigint[], $5::float8[]) AS u(k, n, w)`,
+		namespace, queue, keys, counts, weights)
+	t.exec(`UPDATE `+t.d.schema+`.concurrency_keys AS k SET
+		limit_n = COALESCE((SELECT l.limit_n FROM `+t.d.schema+`.concurrency_limits l WHERE l.namespace = $1 AND l.queue = $2 AND l.concurrency_key = k.concurrency_key),
+			(SELECT l.limit_n FROM `+t.d.schema+`.concurrency_limits l WHERE l.namespace = $1 AND l.queue = $2 AND l.concurrency_key = ''), $3),
+		weight = COALESCE((SELECT l.weight FROM `+t.d.schema+`.concurrency_limits l WHERE l.namespace = $1 AND l.queue = $2 AND l.concurrency_key = k.concurrency_key), 1)
+		WHERE k.namespace = $1 AND k.queue = $2`, namespace, queue, plane.ConcurrencyUnlimited)
+	t.wakeQueue(namespace, queue)
 }

@@ -1,6 +1,10 @@
 package pgplane
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+)
 
 // statements are the plane's SQL with the schema filled in, built once, so pgx's statement
 // cache (keyed by text) prepares each once per connection.
@@ -19,14 +23,23 @@ type statements struct {
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
 	leaderTake, leaderRelease                                string
+	keyReady, keyTurn, keyAdvance, keyHold                   string
+	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
 }
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (pause.go).
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
 	AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 
+// keyHeads locks the head (in order) of each concurrency key of $3 in queue ($1, $2).
+func keyHeads(order string) string {
+	return `SELECT h.* FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (SELECT ` + rowColumns +
+		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND concurrency_key = k.key AND state = -2
+		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h`
+}
+
 const headColumns = `id, namespace, queue, state, priority, attempt, max_attempts, lease_token,
-	lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed`
+	lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed, concurrency_key IS NOT NULL`
 
 func newStatements(schema string) statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
@@ -40,29 +53,29 @@ func newStatements(schema string) statements {
 		count:       s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = $3`),
 		levels: s(`SELECT priority, sum(n) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = 0
 			GROUP BY priority HAVING sum(n) > 0`),
-		lockAdmission: s(`SELECT max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms
+		lockAdmission: s(`SELECT ` + planekit.AdmissionColumns + `
 			FROM {s}.queues WHERE namespace = $1 AND queue = $2 FOR UPDATE`),
-		admission: s(`SELECT max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, tokens, tokens_ms
+		admission: s(`SELECT ` + planekit.AdmissionColumns + `
 			FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
 		admissionTokens: s(`UPDATE {s}.queues SET tokens = $3, tokens_ms = $4 WHERE namespace = $1 AND queue = $2`),
 		// insert goes in key order, so two batches sharing keys wait on each other in one
 		// order and never deadlock.
 		insert: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key)
 			SELECT u.id, $1, $2, u.key, 0, u.priority, u.available_ms > $3, u.payload, u.metadata, u.max_attempts,
-				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3
+				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3, u.concurrency_key
 			FROM unnest($4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[], $9::integer[], $10::bigint[],
-				$11::bigint[], $12::bigint[]) AS u(id, key, priority, payload, metadata, max_attempts,
-				attempt_timeout_ms, deadline_ms, available_ms)
+				$11::bigint[], $12::bigint[], $13::text[]) AS u(id, key, priority, payload, metadata, max_attempts,
+				attempt_timeout_ms, deadline_ms, available_ms, concurrency_key)
 			ORDER BY u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
 		insertMany: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms)
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key)
 			SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
-				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1
+				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key
 			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
-				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[]) AS u(id, namespace, queue, key, priority,
-				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms)
+				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[]) AS u(id, namespace, queue, key, priority,
+				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key)
 			ORDER BY u.namespace, u.queue, u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
 		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
@@ -89,7 +102,12 @@ func newStatements(schema string) statements {
 		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimPriority: s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY priority DESC, id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimLevel:    s(`SELECT ` + rowColumns + claimWhere + ` AND priority = $3 ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED`),
-		nextAvailable: s(`SELECT min(available_ms) FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting`),
+		// nextAvailable is when the queue's next waiting row becomes due, or a concurrency
+		// key held back (rate limited) becomes claimable, whichever is first (NULL: none).
+		nextAvailable: s(`SELECT least(
+			(SELECT min(available_ms) FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting),
+			(SELECT min(next_ms) FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
+				AND queued > 0 AND running < limit_n AND next_ms > $3))`),
 		setRunning: s(`UPDATE {s}.invocations AS i SET state = 1, attempt = i.attempt + 1, lease_token = u.token,
 				lease_expires_ms = $2, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
 				started_ms = $1, worker = $3
@@ -97,7 +115,7 @@ func newStatements(schema string) statements {
 		head:     s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id = $1 FOR UPDATE`),
 		headMany: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		setQueued: s(`UPDATE {s}.invocations SET state = 0, available_ms = $2, waiting = $3, lease_token = NULL,
-			lease_expires_ms = 0, attempt_deadline_ms = 0, error = $4 WHERE id = $1`),
+			lease_expires_ms = 0, attempt_deadline_ms = 0, error = $4, attempt = attempt - $5 WHERE id = $1`),
 		// setTerminalMany ends every invocation of a transaction with one statement.
 		setTerminalMany: s(`UPDATE {s}.invocations AS i SET state = u.state, result = u.result, error = u.error,
 				finished_ms = $1, lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false
@@ -119,8 +137,29 @@ func newStatements(schema string) statements {
 			ORDER BY lease_expires_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
 		attemptsOverdue: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND attempt_deadline_ms > 0
 			AND attempt_deadline_ms <= $1 ORDER BY attempt_deadline_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
-		deadlinesPassed: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 0 AND deadline_ms > 0
-			AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
+		// deadlinesPassed walks the deadline indexes of unkeyed and keyed queued rows.
+		deadlinesPassed: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id IN (
+				(SELECT id FROM {s}.invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000)
+				UNION ALL
+				(SELECT id FROM {s}.invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000))
+			AND state IN (0, -2) AND deadline_ms > 0 AND deadline_ms <= $1 FOR UPDATE SKIP LOCKED`),
+		// keyReady probes for a ready concurrency key (claims of queues without one go on as
+		// before); keyTurn locks the ready keys whose turn it is, skipping keys another claim
+		// holds; keyHead* lock the head of each of those keys' claimable rows in each claim
+		// order; keyAdvance advances their turns and stores their buckets.
+		keyReady: s(`SELECT EXISTS (SELECT 1 FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
+			AND queued > 0 AND running < limit_n AND next_ms <= $3)`),
+		keyTurn: s(`SELECT concurrency_key, tokens, tokens_ms FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
+			AND queued > 0 AND running < limit_n AND next_ms <= $4 AND concurrency_key <> ALL($3::text[])
+			ORDER BY pass LIMIT $5 FOR UPDATE SKIP LOCKED`),
+		keyAdvance: s(`UPDATE {s}.concurrency_keys AS c SET pass = c.pass + 1.0 / c.weight, tokens = u.tokens, tokens_ms = u.ms
+			FROM unnest($3::text[], $4::float8[], $5::bigint[]) AS u(key, tokens, ms)
+			WHERE c.namespace = $1 AND c.queue = $2 AND c.concurrency_key = u.key`),
+		keyHold: s(`UPDATE {s}.concurrency_keys SET next_ms = greatest(next_ms, $4)
+			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
+		keyHeadFIFO:     s(keyHeads(`id`)),
+		keyHeadFILO:     s(keyHeads(`id DESC`)),
+		keyHeadPriority: s(keyHeads(`priority DESC, id`)),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
 		// and returns what it deleted per counter.
 		trim: s(`WITH victims AS (

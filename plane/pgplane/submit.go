@@ -116,6 +116,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 	dupOf := make([]int, n) // index of the first invocation with the same key, or -1
 	ids := make([]string, 0, n)
 	keys := make([]*string, 0, n)
+	concurrencyKeys := make([]*string, 0, n)
 	prios := make([]float64, 0, n)
 	payloads := make([][]byte, 0, n)
 	metas := make([][]byte, 0, n)
@@ -183,6 +184,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		available := s.DueAt(t.now).UnixMilli()
 		ids = append(ids, id)
 		keys = append(keys, key)
+		concurrencyKeys = append(concurrencyKeys, nullable(s.ConcurrencyKey))
 		prios = append(prios, s.Priority)
 		payloads = append(payloads, payload)
 		metas = append(metas, planekit.EncodeMetadata(plane.DebounceMetadata(s)))
@@ -196,7 +198,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		insert = t.d.sql.insertFresh
 	}
 	rows, err := t.query(insert, p.Namespace, p.Queue, t.ms, ids, keys, prios, payloads, metas,
-		maxAttempts, timeouts, deadlines, availables)
+		maxAttempts, timeouts, deadlines, availables, concurrencyKeys)
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
@@ -464,7 +466,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 	var slots []slot
 	freshOnly := true // no key and no caller's id: no row can conflict
 	var rowIDs, rowNS, rowQ []string
-	var rowKeys []*string
+	var rowKeys, rowConcurrencyKeys []*string
 	var prios []float64
 	var payloads, metas [][]byte
 	var attempts []int32
@@ -510,6 +512,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 				payload = []byte{}
 			}
 			rowKeys = append(rowKeys, key)
+			rowConcurrencyKeys = append(rowConcurrencyKeys, nullable(s.ConcurrencyKey))
 			prios = append(prios, s.Priority)
 			payloads = append(payloads, payload)
 			metas = append(metas, planekit.EncodeMetadata(s.Metadata))
@@ -526,7 +529,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			insert = t.d.sql.insertManyFresh
 		}
 		rs, err := t.query(insert, t.ms, rowIDs, rowNS, rowQ, rowKeys, prios, payloads, metas,
-			attempts, timeouts, deadlines, availables)
+			attempts, timeouts, deadlines, availables, rowConcurrencyKeys)
 		if err != nil {
 			return fmt.Errorf("submit: %w", err)
 		}
@@ -599,4 +602,12 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 		}
 	}
 	return nil
+}
+
+// nullable is s, or nil for "" (SQL NULL).
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

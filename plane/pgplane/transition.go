@@ -23,12 +23,13 @@ type head struct {
 	attemptDeadlineMS    int64
 	nextFrame            int64
 	journalClosedBy      int
+	keyed                bool // it has a concurrency key
 }
 
 func scanHead(s scanner) (*head, error) {
 	h := &head{}
 	err := s.Scan(&h.id, &h.namespace, &h.queue, &h.state, &h.priority, &h.attempt, &h.maxAttempts,
-		&h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame, &h.journalClosedBy)
+		&h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame, &h.journalClosedBy, &h.keyed)
 	return h, err
 }
 
@@ -111,6 +112,9 @@ func (t *tx) expireLease(h *head) {
 // apply writes what plane's policy decided for h: a retry re-queues it (waiting out the
 // delay outside the claim indexes), anything else ends it with result or tr.Error.
 func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
+	if h.keyed && h.state == planekit.StateRunning {
+		t.wakeQueue(h.namespace, h.queue) // the lease ends: its key's slot frees
+	}
 	var errBlob []byte
 	if tr.Error != nil {
 		errBlob = tr.Error.Encode()
@@ -124,7 +128,15 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 		return
 	}
 	available := t.ms + tr.Delay.Milliseconds()
-	t.exec(t.d.sql.setQueued, h.id, available, available > t.ms, errBlob)
+	refunded := 0
+	if tr.Refund {
+		refunded = 1
+		h.attempt--
+	}
+	t.exec(t.d.sql.setQueued, h.id, available, available > t.ms, errBlob, refunded)
+	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
+		t.exec(t.d.sql.keyHold, h.namespace, h.queue, tr.HoldKey, available)
+	}
 	t.count(h.namespace, h.queue, h.state, h.priority, -1)
 	t.count(h.namespace, h.queue, planekit.StateQueued, h.priority, +1)
 	h.state = planekit.StateQueued

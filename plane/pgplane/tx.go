@@ -226,6 +226,7 @@ func (t *tx) count(namespace, queue string, state int, priority float64, n int64
 	if t.counts == nil {
 		t.counts = make(map[countKey]int64)
 	}
+	state = planekit.CountState(state)
 	t.counts[countKey{namespace, queue, state, priority}] += n
 	if state == planekit.StateQueued && n < 0 {
 		t.wake(planekit.RoomKey(namespace, queue)) // room for submits blocked on max depth

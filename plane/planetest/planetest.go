@@ -84,6 +84,8 @@ func Run(t *testing.T, factory Factory) {
 		{"Pause", testPause},
 		{"Schedules", testSchedules},
 		{"Dedup", testDedup},
+		{"Concurrency", testConcurrency},
+		{"RateLimits", testRateLimits},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

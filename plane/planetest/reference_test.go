@@ -68,6 +68,11 @@ type refDriver struct {
 	providers map[[2]string][]byte // the ProviderRef as JSON, by (namespace, queue)
 	leases    map[[2]string]refLease
 	paused    map[[2]string]bool // the paused queues, created on first use
+	// passes are the fair-share turns of concurrency keys (no limits: the reference keeps
+	// no admission blocks), created on first use.
+	passes map[refKey]float64
+	// held are the concurrency keys a rate-limited settle holds back, until when.
+	held map[refKey]time.Time
 	// lastPass is the clock reading of the last maintenance pass: invocations that came due
 	// since then wake the waiters.
 	lastPass time.Time
@@ -206,7 +211,7 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 			id = d.ids.New(now)
 		}
 		d.invs[id] = &refInvocation{inv: plane.Invocation{
-			ID: id, Namespace: p.Namespace, Queue: p.Queue, Key: s.Key, State: plane.StateQueued,
+			ID: id, Namespace: p.Namespace, Queue: p.Queue, Key: s.Key, ConcurrencyKey: s.ConcurrencyKey, State: plane.StateQueued,
 			Priority: s.Priority, Payload: slices.Clone(s.Payload), Metadata: plane.DebounceMetadata(&s),
 			MaxAttempts: cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), AttemptTimeout: s.AttemptTimeout,
 			Deadline: s.Deadline, AvailableAt: s.DueAt(now), CreatedAt: now,
@@ -337,6 +342,63 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvoca
 		return nil
 	}
 	slices.SortFunc(cands, func(a, b *refInvocation) int { return cmp.Compare(a.inv.ID, b.inv.ID) })
+	// Keyed jobs: the head of the key whose turn it is (smallest pass; a key seen for the
+	// first time joins at the current turn) against the head of the unkeyed jobs.
+	var unkeyed, keyed []*refInvocation
+	for _, c := range cands {
+		if c.inv.ConcurrencyKey == "" {
+			unkeyed = append(unkeyed, c)
+		} else if until, ok := d.held[refKey{ns, q, c.inv.ConcurrencyKey}]; !ok || !now.Before(until) {
+			keyed = append(keyed, c)
+		}
+	}
+	if len(keyed) == 0 && len(unkeyed) == 0 {
+		return nil
+	}
+	if len(keyed) == 0 {
+		return d.pickIn(unkeyed, kind, temp)
+	}
+	if d.passes == nil {
+		d.passes = map[refKey]float64{}
+	}
+	turn, found := 0.0, false
+	for _, c := range keyed {
+		if p, ok := d.passes[refKey{ns, q, c.inv.ConcurrencyKey}]; ok && (!found || p < turn) {
+			turn, found = p, true
+		}
+	}
+	var key string
+	for _, c := range keyed {
+		k := refKey{ns, q, c.inv.ConcurrencyKey}
+		if _, ok := d.passes[k]; !ok {
+			d.passes[k] = turn
+		}
+		if key == "" || d.passes[k] < d.passes[refKey{ns, q, key}] || d.passes[k] == d.passes[refKey{ns, q, key}] && k.key < key {
+			key = k.key
+		}
+	}
+	var ofKey []*refInvocation
+	for _, c := range keyed {
+		if c.inv.ConcurrencyKey == key {
+			ofKey = append(ofKey, c)
+		}
+	}
+	head := d.pickIn(ofKey, kind, temp)
+	if kind == plane.KindBoltzmann && len(unkeyed) > 0 {
+		return d.pickIn(unkeyed, kind, temp) // the draw takes unkeyed jobs first
+	}
+	if len(unkeyed) > 0 {
+		other := d.pickIn(unkeyed, kind, temp)
+		if !plane.KeyTurnFirst(kind, head.inv.ID, head.inv.Priority, other.inv.ID, other.inv.Priority) {
+			return other
+		}
+	}
+	d.passes[refKey{ns, q, key}]++
+	return head
+}
+
+// pickIn chooses among claimable candidates sorted by id, in kind's order.
+func (d *refDriver) pickIn(cands []*refInvocation, kind plane.Kind, temp float64) *refInvocation {
 	switch kind {
 	case plane.KindFILO:
 		return cands[len(cands)-1]
@@ -382,7 +444,7 @@ func (d *refDriver) start(ri *refInvocation, p *plane.ClaimParams) *plane.Job {
 	ri.token = plane.NewToken(now)
 	ri.lastToken = ri.token
 	return &plane.Job{
-		ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, Payload: inv.Payload,
+		ID: inv.ID, Namespace: inv.Namespace, Queue: inv.Queue, Key: inv.Key, ConcurrencyKey: inv.ConcurrencyKey, Payload: inv.Payload,
 		Metadata: inv.Metadata, Priority: inv.Priority, Attempt: inv.Attempt, MaxAttempts: inv.MaxAttempts,
 		AttemptTimeout: inv.AttemptTimeout, Deadline: inv.Deadline, Token: ri.token, LeaseExpiresAt: inv.LeaseExpiresAt,
 	}
@@ -444,6 +506,15 @@ func (d *refDriver) apply(ri *refInvocation, tr plane.Transition) {
 	inv.LeaseExpiresAt = time.Time{}
 	inv.Error = tr.Error // why it is being retried
 	ri.token = ""
+	if tr.Refund {
+		inv.Attempt--
+	}
+	if tr.HoldKey != "" {
+		if d.held == nil {
+			d.held = map[refKey]time.Time{}
+		}
+		d.held[refKey{inv.Namespace, inv.Queue, tr.HoldKey}] = inv.AvailableAt
+	}
 }
 
 func (d *refDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleParams) ([]error, error) {

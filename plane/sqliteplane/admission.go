@@ -21,12 +21,16 @@ func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams
 	a := p.Admission.WithDefaults()
 	return d.do(ctx, func(t *wtx) error {
 		_, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO queues (namespace, queue, max_depth, on_full, rate_limit,
-			burst, deadline_cutoff_ms, tokens, tokens_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6, ?8)
+			burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6, ?8, ?9)
 			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = ?3, on_full = ?4, rate_limit = ?5, burst = ?6,
-			deadline_cutoff_ms = ?7, tokens = ?6, tokens_ms = ?8`,
-			p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst, a.DeadlineCutoff.Milliseconds(), t.ms)
+			deadline_cutoff_ms = ?7, tokens = ?6, tokens_ms = ?8, concurrency = ?9`,
+			p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst, a.DeadlineCutoff.Milliseconds(), t.ms,
+			planekit.EncodeConcurrency(a))
 		if err != nil {
 			return fmt.Errorf("set admission: %w", err)
+		}
+		if err := t.setKeyLimits(p.Namespace, p.Queue, a.KeyLimits()); err != nil {
+			return err
 		}
 		delete(t.w.admissions, [2]string{p.Namespace, p.Queue})
 		t.wake(planekit.RoomKey(p.Namespace, p.Queue)) // a raised limit makes room
@@ -63,6 +67,9 @@ func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue stri
 		}
 		n, _ := res.RowsAffected()
 		deleted = n > 0
+		if err := t.setKeyLimits(namespace, queue, nil); err != nil {
+			return err
+		}
 		delete(t.w.admissions, [2]string{namespace, queue})
 		t.wake(planekit.RoomKey(namespace, queue))
 		return nil
@@ -135,4 +142,29 @@ func (t *wtx) admit(namespace, queue string, a *admission, n int64, deadlines []
 	}
 	t.buckets[[2]string{namespace, queue}] = a
 	return nil, nil
+}
+
+// setKeyLimits replaces the stored concurrency limits of a queue (plane.Admission's
+// KeyLimits; nil: none) and applies them to the queue's key counters at once. A raised
+// limit may make keys claimable, so the queue's claimers are woken.
+func (t *wtx) setKeyLimits(namespace, queue string, limits []plane.KeyLimit) error {
+	if _, err := t.w.conn.ExecContext(t.ctx, `DELETE FROM concurrency_limits WHERE namespace = ? AND queue = ?`, namespace, queue); err != nil {
+		return fmt.Errorf("set concurrency limits: %w", err)
+	}
+	for _, l := range limits {
+		if _, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO concurrency_limits (namespace, queue, concurrency_key, limit_n, weight)
+			VALUES (?, ?, ?, ?, ?)`, namespace, queue, l.Key, l.Limit, l.Weight); err != nil {
+			return fmt.Errorf("set concurrency limits: %w", err)
+		}
+	}
+	_, err := t.w.conn.ExecContext(t.ctx, `UPDATE concurrency_keys AS k SET
+		limit_n = COALESCE((SELECT l.limit_n FROM concurrency_limits l WHERE l.namespace = ?1 AND l.queue = ?2 AND l.concurrency_key = k.concurrency_key),
+			(SELECT l.limit_n FROM concurrency_limits l WHERE l.namespace = ?1 AND l.queue = ?2 AND l.concurrency_key = ''), ?3),
+		weight = COALESCE((SELECT l.weight FROM concurrency_limits l WHERE l.namespace = ?1 AND l.queue = ?2 AND l.concurrency_key = k.concurrency_key), 1)
+		WHERE k.namespace = ?1 AND k.queue = ?2`, namespace, queue, plane.ConcurrencyUnlimited)
+	if err != nil {
+		return fmt.Errorf("set concurrency limits: %w", err)
+	}
+	t.markClaimable(namespace, queue)
+	return nil
 }

@@ -408,3 +408,54 @@ func BenchmarkClaimDelayed(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClaimBlockedKey: the cost of claiming (and acking) one job of a free concurrency
+// key while 0 or 100,000 jobs of another key, all older than the free ones, wait at its
+// limit (one running, limit 1). The claim should cost the same with and without the
+// blocked backlog (issue 27: claim cost flat in the number of blocked jobs). Run with
+// -benchtime 1000x.
+func BenchmarkClaimBlockedKey(b *testing.B) {
+	ctx := context.Background()
+	for _, blocked := range []int{0, 100_000} {
+		b.Run(fmt.Sprintf("blocked=%d", blocked), func(b *testing.B) {
+			d := benchDriver(b)
+			if err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "k",
+				Admission: plane.Admission{ConcurrencyLimit: 1}}); err != nil {
+				b.Fatal(err)
+			}
+			batch := make([]plane.SubmitParams, 1000)
+			for done := 0; done < blocked; done += len(batch) {
+				for i := range batch {
+					batch[i] = plane.SubmitParams{Payload: []byte{0x80}, ConcurrencyKey: "busy"}
+				}
+				if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "k", Invocations: batch}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if blocked > 0 { // the busy key takes its one slot and keeps it
+				if jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "k", LeaseTTL: time.Hour}); err != nil || len(jobs) != 1 {
+					b.Fatal("claim the busy key's slot", err)
+				}
+			}
+			free := make([]plane.SubmitParams, b.N)
+			for i := range free {
+				free[i] = plane.SubmitParams{Payload: []byte{0x80}, ConcurrencyKey: fmt.Sprintf("free-%d", i%100)}
+			}
+			for done := 0; done < b.N; done += 1000 {
+				if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "k", Invocations: free[done:min(done+1000, b.N)]}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "k"})
+				if err != nil || len(jobs) != 1 || jobs[0].ConcurrencyKey == "busy" {
+					b.Fatal("claim", err, len(jobs))
+				}
+				if _, err := d.InvocationSettleMany(ctx, []plane.SettleParams{{ID: jobs[0].ID, Token: jobs[0].Token, Outcome: plane.OutcomeSucceeded}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

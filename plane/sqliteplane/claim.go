@@ -187,18 +187,33 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if a != nil {
 		cutoff = a.DeadlineCutoff
 	}
+	stmt := t.w.st.claimFIFO
+	switch kind {
+	case plane.KindFILO:
+		stmt = t.w.st.claimFILO
+	case plane.KindPriority, plane.KindBoltzmann:
+		stmt = t.w.st.claimPriority
+	}
+	// Keyed jobs are claimable only through a key below its limit (concurrency.go); a
+	// queue without one claims exactly as before, after this one index probe.
+	keyed, _, err := t.keyReady(p.Namespace, p.Queue)
+	if err != nil {
+		return nil, 0, err
+	}
 	if kind == plane.KindBoltzmann {
 		if err := t.claimBoltzmann(p, n, lease, cutoff, &jobs); err != nil {
 			return nil, 0, err
 		}
-	} else {
-		stmt := t.w.st.claimFIFO
-		switch kind {
-		case plane.KindFILO:
-			stmt = t.w.st.claimFILO
-		case plane.KindPriority:
-			stmt = t.w.st.claimPriority
+		if keyed != "" && len(jobs) < n { // keyed jobs fill what the draw left
+			if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, &jobs); err != nil {
+				return nil, 0, err
+			}
 		}
+	} else if keyed != "" {
+		if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, &jobs); err != nil {
+			return nil, 0, err
+		}
+	} else {
 		for len(jobs) < n {
 			rows, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, n-len(jobs))
 			if err != nil {
@@ -229,10 +244,110 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if len(jobs) > 0 {
 		return jobs, 0, nil
 	}
-	if next := t.w.nextDue; next != dueUnknown && next != dueNone && next > t.ms {
-		return nil, next, nil
+	var next int64
+	if due := t.w.nextDue; due != dueUnknown && due != dueNone && due > t.ms {
+		next = due
 	}
-	return nil, 0, nil
+	// A concurrency key held back (rate limited) becomes claimable at its next_ms.
+	var held sql.NullInt64
+	if err := t.w.st.keyNext.QueryRowContext(t.ctx, p.Namespace, p.Queue, t.ms).Scan(&held); err != nil {
+		return nil, 0, fmt.Errorf("claim: read concurrency keys: %w", err)
+	}
+	if held.Valid && (next == 0 || held.Int64 < next) {
+		next = held.Int64
+	}
+	return nil, next, nil
+}
+
+// keyReady returns the concurrency key whose turn it is among the queue's keys with
+// claimable jobs below their limit and not held back, and its token bucket ("" when there
+// is none).
+func (t *wtx) keyReady(namespace, queue string) (string, plane.TokenBucket, error) {
+	var key string
+	var tokens float64
+	var tokensMS int64
+	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue, t.ms).Scan(&key, &tokens, &tokensMS)
+	if err == sql.ErrNoRows {
+		return "", plane.TokenBucket{}, nil
+	}
+	if err != nil {
+		return "", plane.TokenBucket{}, fmt.Errorf("claim: read concurrency keys: %w", err)
+	}
+	return key, plane.TokenBucket{Tokens: tokens, At: time.UnixMilli(tokensMS)}, nil
+}
+
+// claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs: each
+// takes, in kind's order, the earlier of the head of the unkeyed jobs (stmt) and the head
+// of the key whose turn it is (plane.KeyTurnFirst), then advances that key's turn. The
+// triggers of migration 009 count every start in the key's running counter, so the next
+// read of the ready keys leaves a key at its limit out.
+func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, n int, lease, cutoff time.Duration, jobs *[]*plane.Job) error {
+	head := t.w.st.keyHeadFIFO
+	switch kind {
+	case plane.KindFILO:
+		head = t.w.st.keyHeadFILO
+	case plane.KindPriority, plane.KindBoltzmann:
+		head = t.w.st.keyHeadPriority
+	}
+	a, err := t.admission(p.Namespace, p.Queue)
+	if err != nil {
+		return err
+	}
+	for len(*jobs) < n {
+		key, bucket, err := t.keyReady(p.Namespace, p.Queue)
+		if err != nil {
+			return err
+		}
+		if key != "" && a != nil {
+			var wait time.Duration
+			if bucket, wait = a.KeyStart(bucket.Tokens, bucket.At, t.now); wait > 0 {
+				// The key's bucket is empty: held back until it has a token.
+				if _, err := t.w.st.keyHold.ExecContext(t.ctx, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds()); err != nil {
+					return fmt.Errorf("claim: hold a rate-limited concurrency key: %w", err)
+				}
+				continue
+			}
+		}
+		var keyedRows []*row
+		if key != "" {
+			if keyedRows, err = t.candidates(head, p.Namespace, p.Queue, key); err != nil {
+				return err
+			}
+		}
+		unkeyed, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, 1)
+		if err != nil {
+			return err
+		}
+		var r *row
+		switch {
+		case len(keyedRows) == 0 && len(unkeyed) == 0:
+			return nil
+		case len(keyedRows) == 0:
+			r, key = unkeyed[0], ""
+		case len(unkeyed) == 0 || plane.KeyTurnFirst(kind, keyedRows[0].ID, keyedRows[0].Priority, unkeyed[0].ID, unkeyed[0].Priority):
+			r = keyedRows[0]
+		default:
+			r, key = unkeyed[0], ""
+		}
+		job, err := t.start(r, p, lease, cutoff)
+		if err != nil {
+			return err
+		}
+		if err := t.runPending(lease, p.Worker); err != nil { // before the next read
+			return err
+		}
+		if job == nil {
+			continue // ended by its deadline
+		}
+		if key != "" {
+			t.w.keyed[[2]string{p.Namespace, p.Queue}] = true
+			if _, err := t.w.st.keyTurn.ExecContext(t.ctx, p.Namespace, p.Queue, key, bucket.Tokens, bucket.At.UnixMilli()); err != nil {
+				return fmt.Errorf("claim: advance the turn of a concurrency key: %w", err)
+			}
+		}
+		*jobs = append(*jobs, job)
+	}
+	return nil
 }
 
 // candidates reads claimable rows (all of them before any update touches the table).

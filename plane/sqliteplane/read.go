@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -115,8 +116,12 @@ func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []pl
 		var a admission
 		var onFull string
 		var cutoffMS int64
-		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS); err != nil {
+		var concurrency []byte
+		if err := rs.Scan(&ns, &q, &a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS, &concurrency); err != nil {
 			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		if err := planekit.DecodeConcurrency(concurrency, &a.Admission); err != nil {
+			return nil, err
 		}
 		a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
 		i, ok := index[[2]string{ns, q}]
@@ -130,6 +135,15 @@ func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []pl
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
 	rs.Close()
+	keys, err := d.readDB.QueryContext(ctx, strings.NewReplacer("{s}", "", "{ns}", "?1").Replace(planekit.KeyStatsSQL), namespace)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	stats, err = planekit.AddKeyStats(stats, keys)
+	keys.Close()
+	if err != nil {
+		return nil, err
+	}
 	paused, err := d.pausedQueues(ctx, namespace)
 	if err != nil {
 		return nil, err

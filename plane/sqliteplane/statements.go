@@ -13,22 +13,24 @@ import (
 type statements struct {
 	all []*sql.Stmt
 
-	idByKey, rowByID, rowByIDFull            *sql.Stmt
-	claimFIFO, claimFILO, claimPriority      *sql.Stmt
-	claimLevel, levels, promote, earliestDue *sql.Stmt
-	delayedDeadlinesPassed                   *sql.Stmt
-	setQueued, setTerminal                   *sql.Stmt
-	setLease, nextFrame, endJournal          *sql.Stmt
-	insertFrame, topicGet, topicPut          *sql.Stmt
-	countAdd, countDelete                    *sql.Stmt
-	expiredLeases, attemptsOverdue           *sql.Stmt
-	deadlinesPassed, finishedBefore          *sql.Stmt
-	deleteInvocation, deleteFrames           *sql.Stmt
-	staleTopics, deleteTopic                 *sql.Stmt
-	begin, commit                            *sql.Stmt
-	admission, admissionTokens, queuedCount  *sql.Stmt
-	paused                                   *sql.Stmt
-	ackHeld                                  *sql.Stmt
+	idByKey, rowByID, rowByIDFull             *sql.Stmt
+	claimFIFO, claimFILO, claimPriority       *sql.Stmt
+	claimLevel, levels, promote, earliestDue  *sql.Stmt
+	delayedDeadlinesPassed                    *sql.Stmt
+	setQueued, setTerminal                    *sql.Stmt
+	setLease, nextFrame, endJournal           *sql.Stmt
+	insertFrame, topicGet, topicPut           *sql.Stmt
+	countAdd, countDelete                     *sql.Stmt
+	expiredLeases, attemptsOverdue            *sql.Stmt
+	deadlinesPassed, finishedBefore           *sql.Stmt
+	deleteInvocation, deleteFrames            *sql.Stmt
+	staleTopics, deleteTopic                  *sql.Stmt
+	begin, commit                             *sql.Stmt
+	admission, admissionTokens, queuedCount   *sql.Stmt
+	paused                                    *sql.Stmt
+	ackHeld                                   *sql.Stmt
+	keyReady, keyTurn, keyNext, keyHold       *sql.Stmt
+	keyHeadFIFO, keyHeadFILO, keyHeadPriority *sql.Stmt
 	// ackRows[k-1] and runRows[k-1] are the batched statements of k rows (batch.go),
 	// prepared the first time a batch of k needs them.
 	ackRows, runRows [batchRows]*sql.Stmt
@@ -45,7 +47,8 @@ var insertChunks = [...]int{64, 8, 1}
 // insertColumns are the columns a submit writes. The namespace, queue and creation time
 // are the batch's (?1, ?2, ?3, bound once per statement); each row binds insertWidth more,
 // with anonymous parameters (numbered in order after ?3): id, key, state, priority,
-// payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms.
+// payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms,
+// concurrency_key.
 //
 // Only the few shared parameters are numbered: the driver asks SQLite for the name of
 // every parameter it binds, and SQLite finds a numbered one's name by a linear scan of the
@@ -53,8 +56,8 @@ var insertChunks = [...]int{64, 8, 1}
 // in time quadratic in their number (measured: half the instructions of a submit).
 const (
 	insertColumns = `namespace, queue, created_ms, id, key, state, priority, payload, metadata,
-		max_attempts, attempt_timeout_ms, deadline_ms, available_ms`
-	insertWidth = 10
+		max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key`
+	insertWidth = 11
 )
 
 // insertSQL is the INSERT of n invocations.
@@ -108,7 +111,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.earliestDue, `SELECT min(available_ms) FROM invocations WHERE state = -1`},
 		{&s.delayedDeadlinesPassed, `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
 		{&s.setQueued, `UPDATE invocations SET state = ?, available_ms = ?, lease_token = NULL,
-			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ? WHERE seq = ?`},
+			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ?, attempt = attempt - ? WHERE seq = ?`},
 		{&s.setTerminal, `UPDATE invocations SET state = ?, result = ?, error = ?, finished_ms = ?,
 			lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0 WHERE seq = ?`},
 		{&s.setLease, `UPDATE invocations SET lease_expires_ms = ? WHERE seq = ?`},
@@ -123,7 +126,22 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.countDelete, `DELETE FROM counts WHERE namespace = ? AND queue = ? AND state = ? AND priority = ? AND n = 0`},
 		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT ?`},
 		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT ?`},
-		{&s.deadlinesPassed, `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
+		{&s.deadlinesPassed, `SELECT id FROM (SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ?1
+			UNION ALL SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1) LIMIT ?2`},
+		// keyReady is the ready key whose turn it is (concurrency.go).
+		{&s.keyReady, `SELECT concurrency_key, tokens, tokens_ms FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
+			AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass LIMIT 1`},
+		{&s.keyNext, `SELECT min(next_ms) FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
+			AND queued > 0 AND running < limit_n AND next_ms > ?3`},
+		{&s.keyHold, `UPDATE concurrency_keys SET next_ms = max(next_ms, ?4) WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
+		{&s.keyHeadFIFO, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
+			AND concurrency_key = ?3 AND state = -2 ORDER BY id LIMIT 1`},
+		{&s.keyHeadFILO, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
+			AND concurrency_key = ?3 AND state = -2 ORDER BY id DESC LIMIT 1`},
+		{&s.keyHeadPriority, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
+			AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`},
+		{&s.keyTurn, `UPDATE concurrency_keys SET pass = pass + 1.0 / weight, tokens = ?4, tokens_ms = ?5
+			WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
 		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
 			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT ?4`},
 		{&s.deleteInvocation, `DELETE FROM invocations WHERE seq = ?`},

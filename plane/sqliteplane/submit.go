@@ -241,8 +241,14 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 					state = planekit.StateDelayed
 				}
 			}
+			var concurrencyKey any
+			if s.ConcurrencyKey != "" {
+				concurrencyKey = s.ConcurrencyKey
+				t.w.keyed[[2]string{namespace, queue}] = true
+			}
 			args = append(args, id, key, state, s.Priority, payload,
-				planekit.EncodeMetadata(plane.DebounceMetadata(s)), maxAttempts, s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due)
+				planekit.EncodeMetadata(plane.DebounceMetadata(s)), maxAttempts, s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due,
+				concurrencyKey)
 			if pending != 0 && (counted.state != state || counted.priority != s.Priority) {
 				t.count(namespace, queue, counted.state, counted.priority, pending)
 				pending = 0

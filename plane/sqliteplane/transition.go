@@ -73,7 +73,15 @@ func (t *wtx) apply(h *head, tr plane.Transition, result []byte) error {
 	if !tr.Retry() {
 		return t.finish(h, planekit.StateNumber(tr.State), result, tr.Error)
 	}
-	return t.requeue(h, tr.Error, tr.Delay)
+	if err := t.requeue(h, tr.Error, tr.Delay, tr.Refund); err != nil {
+		return err
+	}
+	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
+		if _, err := t.w.st.keyHold.ExecContext(t.ctx, h.namespace, h.queue, tr.HoldKey, t.ms+tr.Delay.Milliseconds()); err != nil {
+			return fmt.Errorf("hold concurrency key: %w", err)
+		}
+	}
+	return nil
 }
 
 // finish moves h to a terminal state. result is the success value; info the error.
@@ -101,14 +109,19 @@ func (t *wtx) finished(id, namespace, queue string, priority float64, from, to i
 }
 
 // requeue puts h's ended attempt back in the queue, claimable after delay, recording info
-// as the error of the attempt that ended.
-func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration) error {
+// as the error of the attempt that ended; refund takes that attempt off its count.
+func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration, refund bool) error {
 	due := t.ms + delay.Milliseconds()
 	state := planekit.StateQueued
 	if due > t.ms {
 		state = planekit.StateDelayed // out of the claim indexes until the writer promotes it
 	}
-	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), h.seq); err != nil {
+	refunded := 0
+	if refund {
+		refunded = 1
+		h.attempt--
+	}
+	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), refunded, h.seq); err != nil {
 		return fmt.Errorf("requeue invocation %s: %w", h.id, err)
 	}
 	t.count(h.namespace, h.queue, h.state, h.priority, -1)

@@ -47,6 +47,9 @@ type writer struct {
 	// queued caches the committed queued count of queues whose depth was checked; kept up to
 	// date by flushCounts and cleared with admissions.
 	queued map[[2]string]int64
+	// keyed holds the queues this writer submitted or claimed jobs with a concurrency key
+	// in: a lease ending there may free a key's slot, so it wakes the queue's claimers.
+	keyed map[[2]string]bool
 	// nextDue is the earliest available_ms of a delayed invocation: dueUnknown until read
 	// (and after anything that may have changed it behind the writer's back), dueNone when
 	// there is none. armed is the nextDue the alarm was last set for.
@@ -59,7 +62,7 @@ const (
 )
 
 func newWriter(d *Driver) (*writer, error) {
-	w := &writer{d: d, admissions: make(map[[2]string]*admission), paused: make(map[[2]string]bool), queued: make(map[[2]string]int64), armed: -1}
+	w := &writer{d: d, admissions: make(map[[2]string]*admission), paused: make(map[[2]string]bool), queued: make(map[[2]string]int64), keyed: make(map[[2]string]bool), armed: -1}
 	seed := d.cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -141,7 +144,11 @@ type countKey struct {
 
 // count records a change of n invocations in (queue, state, priority level).
 func (t *wtx) count(namespace, queue string, state int, priority float64, n int64) {
+	state = planekit.CountState(state)
 	t.counts[countKey{namespace, queue, state, priority}] += n
+	if state == planekit.StateRunning && n < 0 && t.w.keyed[[2]string{namespace, queue}] {
+		t.markClaimable(namespace, queue) // a lease ended: its key's slot may be free
+	}
 	if planekit.Queued(state) && n < 0 {
 		t.wake(planekit.RoomKey(namespace, queue)) // room for submits blocked on max depth
 	}

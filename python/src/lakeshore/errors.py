@@ -223,6 +223,25 @@ class RateLimitedError(AdmissionError):
     code = "rate_limited"
 
 
+class RateLimited(Exception):
+    """Raised by a job's handler to say "slow down": what it calls is rate limited.
+
+    The worker hands the job back instead of failing the attempt: it is re-queued,
+    claimable after ``retry_after`` seconds, without consuming an attempt; with ``key``, a
+    concurrency key of the job's queue (usually ``job.concurrency_key``), no claim takes from
+    that key for as long either (docs/semantics.md, "Rate limits per key").
+
+    Attributes:
+        retry_after: seconds (> 0; default 1).
+        key: the concurrency key to hold back, or None.
+    """
+
+    def __init__(self, retry_after: float = 1.0, key: str | None = None) -> None:
+        super().__init__(f"rate limited: retry after {retry_after:g} s" + (f" (key {key!r})" if key else ""))
+        self.retry_after = float(retry_after)
+        self.key = key
+
+
 class InvalidError(DispatchError, ValueError):
     """A bad argument: which field, the value given, and what is allowed.
 

@@ -86,6 +86,9 @@ class Envelope:
             after the submit, and a resubmit of the key while it still waits replaces its
             payload and metadata and restarts the wait, returning its id (the last wins;
             needs ``key``; not with ``unique_for``).
+        concurrency_key: groups the invocation (a tenant, a user) for the queue's
+            concurrency limits and fair share (:class:`Admission`'s ``concurrency_limit``,
+            ``concurrency_limits``, ``key_weights``): 1–256 bytes of UTF-8 without NUL.
     """
 
     payload: Any = None
@@ -100,6 +103,7 @@ class Envelope:
     id: str | None = None
     unique_for: float | None = None
     debounce: float | None = None
+    concurrency_key: str | None = None
 
 
 @dataclasses.dataclass
@@ -113,6 +117,7 @@ class Job:
         queue: the queue's name.
         namespace: the queue's namespace.
         key: the idempotency key, or None.
+        concurrency_key: the concurrency key, or None.
         metadata: the submit's headers.
         priority: the submit's priority.
         max_attempts: the invocation's attempt limit.
@@ -129,6 +134,7 @@ class Job:
     metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
     priority: float = 0.0
     max_attempts: int = 0
+    concurrency_key: str | None = None
     lease_expires_at: datetime | None = None
     result: Any = None
     token: str = dataclasses.field(default="", repr=False)
@@ -156,8 +162,8 @@ class Invocation:
     """An invocation's row (payload and result stay encoded until asked for).
 
     Attributes:
-        id, namespace, queue, key, state, priority, attempt, max_attempts, metadata:
-            as submitted and as it runs.
+        id, namespace, queue, key, state, priority, attempt, max_attempts, metadata,
+        concurrency_key: as submitted and as it runs.
         error: ``{type, message, attempt}`` of a failed attempt, or None.
         created_at, started_at, finished_at, available_at: its times (None when unset).
     """
@@ -178,6 +184,7 @@ class Invocation:
     available_at: datetime | None = None
     raw_payload: bytes | None = dataclasses.field(default=None, repr=False)
     raw_result: bytes | None = dataclasses.field(default=None, repr=False)
+    concurrency_key: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -219,6 +226,14 @@ class Admission:
         rate_limit: submits per second, with ``burst``.
         burst: the token bucket's size.
         deadline_cutoff: seconds; refuses submits whose deadline is nearer than this.
+        concurrency_limit: most running invocations per concurrency key (applied at
+            claim; docs/semantics.md, "Concurrency keys and fair share").
+        concurrency_limits: ``{key: limit}`` overrides of ``concurrency_limit``.
+        key_weights: ``{key: weight}``, each > 0: the keys' shares of claims (default 1,
+            round-robin).
+        key_rate_limit: starts per second of each concurrency key (a token bucket per key
+            in the plane, of size ``key_burst``).
+        key_burst: each key's bucket size (default: ``key_rate_limit`` rounded up).
     """
 
     max_depth: int | None = None
@@ -226,6 +241,11 @@ class Admission:
     rate_limit: float | None = None
     burst: int | None = None
     deadline_cutoff: float | None = None
+    concurrency_limit: int | None = None
+    concurrency_limits: Mapping[str, int] | None = None
+    key_weights: Mapping[str, float] | None = None
+    key_rate_limit: float | None = None
+    key_burst: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,6 +385,7 @@ def _invocation(d: Mapping[str, Any]) -> Invocation:
         queue=str(d.get("queue", "")),
         state=str(d.get("state", "")),
         key=d.get("key") or None,
+        concurrency_key=d.get("concurrency_key") or None,
         priority=float(d.get("priority") or 0.0),
         attempt=int(d.get("attempt") or 0),
         max_attempts=int(d.get("max_attempts") or 0),
@@ -656,6 +677,16 @@ class QueueCore:
             body["unique_for"] = _check_seconds("unique_for", env.unique_for)
         if env.debounce is not None:
             body["debounce"] = _check_seconds("debounce", env.debounce)
+        if env.concurrency_key is not None:
+            ck = env.concurrency_key
+            if not isinstance(ck, str) or not ck or len(ck.encode()) > 256 or "\x00" in ck:
+                raise errors.InvalidError(
+                    f"invalid concurrency_key {ck!r}: 1–256 bytes of UTF-8 without NUL",
+                    field="concurrency_key",
+                    value=ck,
+                    rule="1–256 bytes of UTF-8 without NUL",
+                )
+            body["concurrency_key"] = ck
         return body
 
     def submit_future(self, body: dict[str, Any]) -> concurrent.futures.Future[str]:
@@ -843,7 +874,7 @@ class QueueCore:
 
     async def set_admission(self, a: Admission) -> Admission:
         """Set the queue's admission limits (needs an admin token); return them."""
-        body = {k: v for k, v in dataclasses.asdict(a).items() if v is not None}
+        body = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(a).items() if v is not None}
         ans = await self._call("PUT", self.path + "/admission", body=body, retry="safe")
         return _admission(ans.get("admission") or {})
 
@@ -1177,6 +1208,7 @@ class QueueCore:
             queue=str(d.get("queue") or self.name),
             namespace=str(d.get("namespace") or self.dispatch.namespace),
             key=d.get("key") or None,
+            concurrency_key=d.get("concurrency_key") or None,
             metadata=dict(d.get("metadata") or {}),
             priority=float(d.get("priority") or 0.0),
             max_attempts=int(d.get("max_attempts") or 0),
@@ -1349,6 +1381,11 @@ def _admission(a: Mapping[str, Any]) -> Admission:
         rate_limit=a.get("rate_limit"),
         burst=a.get("burst"),
         deadline_cutoff=a.get("deadline_cutoff"),
+        concurrency_limit=a.get("concurrency_limit"),
+        concurrency_limits=a.get("concurrency_limits"),
+        key_weights=a.get("key_weights"),
+        key_rate_limit=a.get("key_rate_limit"),
+        key_burst=a.get("key_burst"),
     )
 
 

@@ -196,18 +196,29 @@ class UDF(Generic[P, R]):
         return out
 
     def submit(
-        self, *args: Any, _key: str | None = None, _dispatch: Dispatch | None = None, _mode: str | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        _key: str | None = None,
+        _dispatch: Dispatch | None = None,
+        _mode: str | None = None,
+        _concurrency_key: str | None = None,
+        **kwargs: Any,
     ) -> str:
         """Enqueue a run with these arguments and return its invocation id (a ULID string).
 
         ``_key`` makes the submit idempotent: resubmitting it returns the first id.
+        ``_concurrency_key`` groups the run (a tenant, a user) for the queue's concurrency
+        limits and fair share (docs/semantics.md, "Concurrency keys and fair share").
         ``_mode`` names the compute mode (default: the decorator's ``mode``).
 
         Raises:
             lakeshore.config.ConfigError: no project file or no such mode.
             lakeshore.code.CodeError: the mode ships code that cannot be shipped."""
         q = self.queue(_dispatch)
-        return q.submit(self.payload(args, kwargs), key=_key, **self.submit_options(_mode, q))
+        options = self.submit_options(_mode, q)
+        if _concurrency_key is not None:
+            options = {**options, "concurrency_key": _concurrency_key}
+        return q.submit(self.payload(args, kwargs), key=_key, **options)
 
     def submit_options(self, mode: str | None, q: SyncQueue) -> dict[str, Any]:
         """The options of a submit: the decorator's, and a mode's run declaration
@@ -728,6 +739,14 @@ class _Worker:
                 return core, _settle_body(job, "retry", None, _error_info(reason, job.attempt), 0.0), deadline, job
             core.held.pop(job.id, None)
             return None
+        if isinstance(value, errors.RateLimited):
+            # "Slow down": back to the queue after retry_after, the attempt not counted.
+            info = _error_info(value, job.attempt)
+            info["type"] = "rate_limited"
+            body = _settle_body(job, "rate_limited", None, info, max(value.retry_after, 0.001))
+            if value.key:
+                body["rate_limit_key"] = value.key
+            return core, body, deadline, job
         return core, _settle_body(job, "retry", None, _error_info(value, job.attempt)), deadline, job
 
     def _run_sync(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:

@@ -1,0 +1,205 @@
+package plane
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+	"unicode/utf8"
+)
+
+// Concurrency keys (docs/semantics.md, "Concurrency keys and fair share"). A submit may
+// carry a concurrency key (SubmitParams.ConcurrencyKey, e.g. a tenant); the queue's
+// admission block limits how many invocations of one key run (hold a lease) at once
+// (Admission.ConcurrencyLimit, with per-key overrides) and weighs the keys' shares of the
+// claims (Admission.KeyWeights). The planes keep one counter row per (queue, key) in the
+// same transactions as the invocations, so a claim picks among the keys below their limit
+// without reading the invocations of a saturated key, and among those the one whose turn
+// it is (the smallest pass; each claim advances its key's pass by 1/weight).
+
+// ConcurrencyKeyRule is what a concurrency key may be.
+const ConcurrencyKeyRule = "use 1–256 bytes of UTF-8 without NUL"
+
+// ConcurrencyKeyMax is the longest concurrency key, in bytes.
+const ConcurrencyKeyMax = 256
+
+// ConcurrencyOverridesMax bounds the per-key overrides of one admission block
+// (ConcurrencyLimits and KeyWeights each).
+const ConcurrencyOverridesMax = 10000
+
+// ConcurrencyUnlimited is the stored limit of a key without one: larger than any number of
+// running invocations.
+const ConcurrencyUnlimited int64 = 1 << 62
+
+// ValidateConcurrencyKey checks a non-empty concurrency key against ConcurrencyKeyRule.
+// Errors: *InvalidError naming field.
+func ValidateConcurrencyKey(field, key string) error {
+	if len(key) == 0 || len(key) > ConcurrencyKeyMax || !utf8.ValidString(key) {
+		return Invalid(field, key, ConcurrencyKeyRule)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] == 0 {
+			return Invalid(field, key, ConcurrencyKeyRule)
+		}
+	}
+	return nil
+}
+
+// validateConcurrency checks the concurrency fields of an admission block.
+func (a Admission) validateConcurrency() error {
+	if a.ConcurrencyLimit < 0 {
+		return Invalid("concurrency_limit", a.ConcurrencyLimit, "use a number ≥ 0 (0: no limit)")
+	}
+	if a.KeyRateLimit < 0 || math.IsNaN(a.KeyRateLimit) || math.IsInf(a.KeyRateLimit, 0) {
+		return Invalid("key_rate_limit", a.KeyRateLimit, "use starts per second per key ≥ 0 (0: no limit)")
+	}
+	if a.KeyBurst < 0 {
+		return Invalid("key_burst", a.KeyBurst, "use a number ≥ 0 (0: the key rate limit rounded up)")
+	}
+	if len(a.ConcurrencyLimits) > ConcurrencyOverridesMax {
+		return Invalid("concurrency_limits", fmt.Sprintf("of %d keys", len(a.ConcurrencyLimits)),
+			fmt.Sprintf("override at most %d keys", ConcurrencyOverridesMax))
+	}
+	if len(a.KeyWeights) > ConcurrencyOverridesMax {
+		return Invalid("key_weights", fmt.Sprintf("of %d keys", len(a.KeyWeights)),
+			fmt.Sprintf("weigh at most %d keys", ConcurrencyOverridesMax))
+	}
+	for _, k := range slices.Sorted(mapKeys(a.ConcurrencyLimits)) {
+		if err := ValidateConcurrencyKey("concurrency_limits key", k); err != nil {
+			return err
+		}
+		if n := a.ConcurrencyLimits[k]; n < 0 {
+			return Invalid("concurrency_limits["+k+"]", n, "use a number ≥ 0 (0: no limit)")
+		}
+	}
+	for _, k := range slices.Sorted(mapKeys(a.KeyWeights)) {
+		if err := ValidateConcurrencyKey("key_weights key", k); err != nil {
+			return err
+		}
+		if w := a.KeyWeights[k]; !(w > 0) || math.IsInf(w, 0) || w > 1e6 {
+			return Invalid("key_weights["+k+"]", w, "use a weight > 0 and ≤ 1000000 (default 1)")
+		}
+	}
+	return nil
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// KeyLimit is one row of a queue's stored concurrency limits: the limit and weight of Key,
+// or, with Key "", of every key without an override. Limit is ConcurrencyUnlimited for no
+// limit; Weight is > 0.
+type KeyLimit struct {
+	Key    string
+	Limit  int64
+	Weight float64
+}
+
+// KeyLimits returns the rows a plane stores for a's concurrency limits and weights: the
+// default row (Key "") first, then one per key with an override, sorted by key. A plane
+// stores them with the block and looks a key's row up (falling back to the default row)
+// when the key's counter row is made.
+func (a Admission) KeyLimits() []KeyLimit {
+	limit := func(n int64) int64 {
+		if n == 0 {
+			return ConcurrencyUnlimited
+		}
+		return n
+	}
+	out := []KeyLimit{{Key: "", Limit: limit(a.ConcurrencyLimit), Weight: 1}}
+	keys := slices.Sorted(mapKeys(a.ConcurrencyLimits))
+	for k := range a.KeyWeights {
+		if _, ok := a.ConcurrencyLimits[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		n, ok := a.ConcurrencyLimits[k]
+		if !ok {
+			n = a.ConcurrencyLimit
+		}
+		out = append(out, KeyLimit{Key: k, Limit: limit(n), Weight: cmp.Or(a.KeyWeights[k], 1)})
+	}
+	return out
+}
+
+// KeyTurnFirst reports whether, in the claim order of kind, the head of the key whose
+// turn it is (keyed) goes before the head of the queue's jobs without a key (unkeyed):
+// fifo takes the older, filo the newer, priority and boltzmann the higher priority, then
+// the older. Ids order by submit time.
+func KeyTurnFirst(kind Kind, keyedID string, keyedPriority float64, unkeyedID string, unkeyedPriority float64) bool {
+	switch kind {
+	case KindFILO:
+		return keyedID > unkeyedID
+	case KindPriority, KindBoltzmann:
+		if keyedPriority != unkeyedPriority {
+			return keyedPriority > unkeyedPriority
+		}
+	}
+	return keyedID < unkeyedID
+}
+
+// KeyStatsMax bounds the keys QueueStats lists per queue.
+const KeyStatsMax = 100
+
+// AddKeyStats adds k, a key of the queue (namespace, queue), to the stats of that queue
+// (adding the queue when stats has none), keeping at most KeyStatsMax keys per queue: the
+// caller passes the keys of each queue most running first.
+func AddKeyStats(stats []QueueStats, namespace, queue string, k KeyStats) []QueueStats {
+	for i := range stats {
+		if stats[i].Namespace == namespace && stats[i].Queue == queue {
+			if len(stats[i].Keys) < KeyStatsMax {
+				stats[i].Keys = append(stats[i].Keys, k)
+			}
+			return stats
+		}
+	}
+	return append(stats, QueueStats{Namespace: namespace, Queue: queue, Counts: map[State]int64{}, Keys: []KeyStats{k}})
+}
+
+// KeyStats is the state of one concurrency key of a queue.
+type KeyStats struct {
+	Key string
+	// Queued is how many of the key's invocations are claimable now (delayed ones and those
+	// in retry backoff are not counted).
+	Queued int64
+	// Running is how many hold a lease now.
+	Running int64
+	// Limit is the key's concurrency limit; 0 means none.
+	Limit int64
+	// Weight is the key's share weight (1 unless overridden).
+	Weight float64
+}
+
+// KeyStart draws one start from a concurrency key's token bucket under a's KeyRateLimit
+// and KeyBurst (the queue's Take, written once): tokens and at are the bucket as stored
+// (tokens < 0: never drawn, full). It returns the bucket to store and 0, or, when the key
+// has no token, the wait until it has one (the bucket unchanged). Without a key rate limit
+// it returns the bucket as given and 0.
+func (a Admission) KeyStart(tokens float64, at, now time.Time) (TokenBucket, time.Duration) {
+	a = a.WithDefaults()
+	bucket := TokenBucket{Tokens: tokens, At: at}
+	if a.KeyRateLimit <= 0 {
+		return bucket, 0
+	}
+	if tokens < 0 {
+		bucket = TokenBucket{Tokens: float64(a.KeyBurst), At: now}
+	}
+	key := Admission{RateLimit: a.KeyRateLimit, Burst: a.KeyBurst}
+	next, err := key.Take("", bucket, now, 1)
+	var refused *AdmissionError
+	if errors.As(err, &refused) {
+		return bucket, max(refused.RetryAfter, time.Millisecond)
+	}
+	return next, 0
+}

@@ -1,0 +1,380 @@
+package planetest
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// setKeys stores an admission block with concurrency limits and weights on the subtest's
+// queue.
+func (b *bundle) setKeys(t *testing.T, a plane.Admission) {
+	t.Helper()
+	must(t, b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a}), "set admission")
+}
+
+// keyOf maps claimed jobs to their concurrency keys ("-" for none).
+func keysOf(jobs []*plane.Job) map[string]int {
+	out := map[string]int{}
+	for _, j := range jobs {
+		k := j.ConcurrencyKey
+		if k == "" {
+			k = "-"
+		}
+		out[k]++
+	}
+	return out
+}
+
+// submitKeyed submits n invocations of concurrency key key (payloads key-0, key-1, …) and
+// returns their ids.
+func (b *bundle) submitKeyed(t *testing.T, key string, n int) []string {
+	t.Helper()
+	ps := make([]plane.SubmitParams, n)
+	for i := range ps {
+		ps[i] = plane.SubmitParams{ConcurrencyKey: key, Payload: fmt.Appendf(nil, "%s-%d", key, i)}
+	}
+	res := b.submit(t, ps...)
+	ids := make([]string, n)
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// testConcurrency checks concurrency keys, their limits and fair share (plane/
+// concurrency.go): at most the key's limit of its invocations hold a lease at once, every
+// way a lease ends frees its slot exactly once, unkeyed jobs are never limited, and claims
+// rotate across keys by weight.
+func testConcurrency(t *testing.T, s *suite) {
+	t.Run("Limit", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 2, ConcurrencyLimits: map[string]int64{"b": 1}})
+		b.submitKeyed(t, "a", 5)
+		b.submitKeyed(t, "b", 3)
+		b.submit(t, plane.SubmitParams{}, plane.SubmitParams{})
+		jobs := b.claim(t, plane.ClaimParams{Max: 20, Worker: "w"})
+		require.Equal(t, map[string]int{"a": 2, "b": 1, "-": 2}, keysOf(jobs), "each key up to its limit, unkeyed jobs unlimited")
+		b.requireNothingClaimable(t)
+		require.EqualValues(t, 5, b.count(t, plane.StateQueued), "the jobs of keys at their limit stay queued")
+		stats, err := b.drv.QueueStatsList(b.ctx, b.ns)
+		must(t, err, "queue stats")
+		var keys []plane.KeyStats
+		for _, st := range stats {
+			if st.Queue == b.q {
+				keys = st.Keys
+			}
+		}
+		require.Equal(t, []plane.KeyStats{{Key: "a", Queued: 3, Running: 2, Limit: 2, Weight: 1},
+			{Key: "b", Queued: 2, Running: 1, Limit: 1, Weight: 1}}, keys, "stats show each key's running and limit")
+		for _, j := range jobs {
+			if j.ConcurrencyKey == "a" {
+				b.ack(t, j, "done")
+				break
+			}
+		}
+		next := b.claim(t, plane.ClaimParams{Max: 20, Worker: "w"})
+		require.Equal(t, map[string]int{"a": 1}, keysOf(next), "an ack frees exactly one slot of its key")
+		b.requireNothingClaimable(t)
+		inv := b.get(t, next[0].ID)
+		require.Equal(t, "a", inv.ConcurrencyKey)
+		require.Equal(t, plane.StateRunning, inv.State)
+	})
+
+	t.Run("EveryLeaseEndFreesItsSlot", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true, backoff: plane.Backoff{Base: time.Second, Max: time.Second}})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		b.submitKeyed(t, "k", 6)
+		claimKey := func(what string) *plane.Job {
+			t.Helper()
+			jobs := b.claim(t, plane.ClaimParams{Max: 5, Worker: "w", LeaseTTL: 10 * time.Second})
+			require.Len(t, jobs, 1, "%s: one slot", what)
+			b.requireNothingClaimable(t)
+			return jobs[0]
+		}
+		j := claimKey("first")
+		b.nack(t, j, false, "failed")
+		j = claimKey("after a failed nack")
+		b.nack(t, j, true, "retry") // the retried one waits out its backoff; its slot is free
+		j = claimKey("after a retry nack")
+		ok, err := b.drv.InvocationKill(b.ctx, j.ID)
+		must(t, err, "kill")
+		require.True(t, ok)
+		j = claimKey("after a kill")
+		b.advance(11 * time.Second) // the lease expires; the retried job's backoff passed too
+		b.maintain(t)
+		b.requireFenced(t, j, "the expired lease")
+		jobs := b.claim(t, plane.ClaimParams{Max: 5, Worker: "w", LeaseTTL: 10 * time.Second})
+		require.Len(t, jobs, 1, "after lease expiry: one slot, not two")
+		b.ack(t, jobs[0], "ok")
+		// The rest drain one at a time: the slot never leaks.
+		for range 10 {
+			jobs = b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"})
+			if len(jobs) == 0 {
+				break
+			}
+			require.Len(t, jobs, 1)
+			b.ack(t, jobs[0], "ok")
+		}
+		require.EqualValues(t, 0, b.count(t, plane.StateQueued)+b.count(t, plane.StateRunning), "every job ran")
+	})
+
+	t.Run("CancelQueuedKeyed", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		ids := b.submitKeyed(t, "k", 2)
+		ok, err := b.drv.InvocationCancel(b.ctx, ids[0])
+		must(t, err, "cancel")
+		require.True(t, ok, "a queued keyed invocation cancels")
+		b.requireState(t, ids[0], plane.StateCancelled, 0)
+		b.claimID(t, ids[1])
+		b.requireNothingClaimable(t)
+		b.requireCounts(t, map[plane.State]int64{plane.StateCancelled: 1, plane.StateRunning: 1})
+		page, err := b.drv.InvocationList(b.ctx, &plane.ListParams{Namespace: b.ns, Queue: b.q, State: plane.StateRunning})
+		must(t, err, "list")
+		require.Len(t, page.Invocations, 1)
+	})
+
+	t.Run("ListsAndCountsKeyedAsQueued", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		ids := b.submitKeyed(t, "k", 3)
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 3})
+		page, err := b.drv.InvocationList(b.ctx, &plane.ListParams{Namespace: b.ns, Queue: b.q, State: plane.StateQueued, Oldest: true})
+		must(t, err, "list")
+		require.Len(t, page.Invocations, 3)
+		require.Equal(t, ids[0], page.Invocations[0].ID)
+		require.Equal(t, plane.StateQueued, b.get(t, ids[0]).State)
+		a, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
+		must(t, err, "admission get")
+		require.Nil(t, a, "keys need no admission block: without one they are unlimited")
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), 3)
+	})
+
+	t.Run("LimitChangeApplies", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		b.submitKeyed(t, "k", 4)
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), 1)
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 3})
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), 2, "a raised limit applies to the keys at once")
+		got, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
+		must(t, err, "admission get")
+		require.EqualValues(t, 3, got.ConcurrencyLimit)
+		_, err = b.drv.QueueAdmissionDelete(b.ctx, b.ns, b.q)
+		must(t, err, "admission delete")
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), 1, "without a block: no limit")
+	})
+
+	t.Run("NeverAboveLimitUnderConcurrentClaimers", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{realClock: true, noMaintenance: true})
+		const limit, keys, perKey, workers = 3, 4, 15, 8
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: limit})
+		for k := range keys {
+			b.submitKeyed(t, fmt.Sprintf("k%d", k), perKey)
+		}
+		var running [keys]atomic.Int64
+		var peak [keys]atomic.Int64
+		var done atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for done.Load() < keys*perKey {
+					jobs, err := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q,
+						Max: 2, Worker: fmt.Sprintf("w%d", w), Wait: 50 * time.Millisecond})
+					if err != nil {
+						errs <- err
+						return
+					}
+					for _, j := range jobs {
+						var k int
+						fmt.Sscanf(j.ConcurrencyKey, "k%d", &k)
+						n := running[k].Add(1)
+						for p := peak[k].Load(); n > p && !peak[k].CompareAndSwap(p, n); p = peak[k].Load() {
+						}
+					}
+					time.Sleep(time.Millisecond)
+					for _, j := range jobs {
+						var k int
+						fmt.Sscanf(j.ConcurrencyKey, "k%d", &k)
+						running[k].Add(-1) // before the ack frees the slot
+						res, err := b.drv.InvocationSettleMany(b.ctx, []plane.SettleParams{{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}})
+						if err == nil {
+							err = res[0]
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+						done.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		for k := range keys {
+			require.LessOrEqual(t, peak[k].Load(), int64(limit), "key k%d ran above its limit", k)
+		}
+		b.requireCounts(t, map[plane.State]int64{plane.StateSucceeded: keys * perKey})
+	})
+
+	t.Run("WaitingClaimWokenBySlot", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{realClock: true, noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		b.submitKeyed(t, "k", 2)
+		first := b.claimOne(t)
+		got := make(chan []*plane.Job, 1)
+		go func() {
+			jobs, _ := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q, Worker: "w2", Wait: 30 * time.Second})
+			got <- jobs
+		}()
+		time.Sleep(50 * time.Millisecond) // the claim parks (it may also start after the ack)
+		b.ack(t, first, "ok")
+		select {
+		case jobs := <-got:
+			require.Len(t, jobs, 1, "the freed slot wakes the waiting claim")
+		case <-time.After(20 * time.Second):
+			t.Fatal("a claim waiting on a key at its limit was not woken by the ack that freed it")
+		}
+	})
+
+	t.Run("FairShareRoundRobin", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		big := b.submitKeyed(t, "big", 90)
+		small := b.submitKeyed(t, "small", 10)
+		var order []string
+		for range 20 {
+			order = append(order, b.claimOne(t).ConcurrencyKey)
+		}
+		for i := 0; i < 20; i += 2 {
+			require.ElementsMatch(t, []string{"big", "small"}, order[i:i+2],
+				"90/10 backlog: claims alternate between the keys (claims %d and %d: %v)", i, i+1, order)
+		}
+		require.Len(t, big, 90)
+		require.Len(t, small, 10)
+		for range 80 {
+			require.Equal(t, "big", b.claimOne(t).ConcurrencyKey)
+		}
+		b.requireNothingClaimable(t)
+	})
+
+	t.Run("FairShareWeighted", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{KeyWeights: map[string]float64{"gold": 3}})
+		b.submitKeyed(t, "gold", 30)
+		b.submitKeyed(t, "basic", 30)
+		got := keysOf(b.claim(t, plane.ClaimParams{Max: 1, Worker: "w"}))
+		for range 15 {
+			for k, n := range keysOf(b.claim(t, plane.ClaimParams{Max: 1, Worker: "w"})) {
+				got[k] += n
+			}
+		}
+		require.InDelta(t, 12, got["gold"], 1, "weight 3 to 1: three quarters of 16 claims (%v)", got)
+		require.InDelta(t, 4, got["basic"], 1, "weight 3 to 1: a quarter of 16 claims (%v)", got)
+	})
+
+	t.Run("UnkeyedInOrderWithKeys", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		first := b.submitOne(t, plane.SubmitParams{})
+		b.submitKeyed(t, "k", 3)
+		last := b.submitOne(t, plane.SubmitParams{})
+		b.claimID(t, first)
+		require.Equal(t, "k", b.claimOne(t).ConcurrencyKey, "fifo: the key's head is older than the last unkeyed job")
+		b.claimID(t, last)
+		b.requireNothingClaimable(t)
+	})
+
+	t.Run("Invalid", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		for what, key := range map[string]string{"too long": string(make([]byte, 300)), "NUL": "a\x00b", "not UTF-8": "\xff"} {
+			_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+				Invocations: []plane.SubmitParams{{ConcurrencyKey: key}}})
+			requireIs(t, err, plane.ErrInvalid, what)
+		}
+		for what, a := range map[string]plane.Admission{
+			"negative limit":    {ConcurrencyLimit: -1},
+			"negative override": {ConcurrencyLimits: map[string]int64{"k": -1}},
+			"zero weight":       {KeyWeights: map[string]float64{"k": 0}},
+			"bad key":           {KeyWeights: map[string]float64{"": 1}},
+		} {
+			err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a})
+			requireIs(t, err, plane.ErrInvalid, what)
+		}
+	})
+}
+
+// testRateLimits checks rate limits per concurrency key (Admission.KeyRateLimit, a token
+// bucket per key in the plane) and the worker's "slow down" answer (OutcomeRateLimited):
+// re-queued after its delay without consuming an attempt, its key held back as long.
+func testRateLimits(t *testing.T, s *suite) {
+	t.Run("RateLimitedSettle", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		ids := b.submit(t, plane.SubmitParams{ConcurrencyKey: "api", MaxAttempts: 1, Payload: []byte("1")},
+			plane.SubmitParams{ConcurrencyKey: "api", MaxAttempts: 1, Payload: []byte("2")},
+			plane.SubmitParams{Payload: []byte("unkeyed")})
+		for round := range 3 { // never consumes its one attempt
+			j := b.claimID(t, ids[0].ID)
+			require.Equal(t, 1, j.Attempt, "round %d", round)
+			must(t, b.settle(t, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeRateLimited,
+				RetryDelay: 10 * time.Second, RateLimitKey: "api"}), "rate-limited settle")
+			inv := b.requireState(t, j.ID, plane.StateQueued, 0)
+			require.Equal(t, plane.ErrorTypeRateLimited, inv.Error.Type)
+			u := b.claimOne(t)
+			require.Equal(t, ids[2].ID, u.ID, "the key is held back: only the unkeyed job is claimable")
+			b.requireNothingClaimable(t)
+			b.nack(t, u, true, "again") // back for the next round
+			b.advance(10 * time.Second)
+		}
+		j := b.claimID(t, ids[0].ID)
+		b.ack(t, j, "done")
+		b.requireState(t, j.ID, plane.StateSucceeded, 1)
+	})
+
+	t.Run("KeyRateLimit", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{KeyRateLimit: 1, KeyBurst: 2})
+		b.submitKeyed(t, "a", 5)
+		b.submitKeyed(t, "b", 5)
+		jobs := b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})
+		require.Equal(t, map[string]int{"a": 2, "b": 2}, keysOf(jobs), "each key starts its burst")
+		for _, j := range jobs {
+			b.ack(t, j, "ok")
+		}
+		b.requireNothingClaimable(t)
+		b.advance(time.Second)
+		jobs = b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})
+		require.Equal(t, map[string]int{"a": 1, "b": 1}, keysOf(jobs), "one start per key per second")
+		b.advance(500 * time.Millisecond)
+		b.requireNothingClaimable(t)
+		got, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
+		must(t, err, "admission get")
+		require.InDelta(t, 1, got.KeyRateLimit, 1e-9)
+		require.EqualValues(t, 2, got.KeyBurst)
+	})
+}

@@ -1,0 +1,72 @@
+"""Issue 27 items 1 and 3 from Python: a submit carries a concurrency key; the queue's
+admission block limits the running jobs of each key and weighs the keys' shares; claims
+rotate across keys so a key with most of the backlog cannot starve another."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakeshore import Admission, HttpDispatch, InvalidError, SyncQueue, udf
+
+
+def test_concurrency_limit_and_fair_share(every_plane: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=every_plane)
+    got = q.set_admission(Admission(concurrency_limit=2, concurrency_limits={"small": 1}))
+    assert got.concurrency_limit == 2 and dict(got.concurrency_limits or {}) == {"small": 1}
+    for i in range(6):
+        q.submit({"i": i}, concurrency_key="big")
+    for i in range(3):
+        q.submit({"i": i}, concurrency_key="small")
+    first = q.claim(wait=5)
+    second = q.claim(wait=5)
+    assert first is not None and second is not None
+    assert {first.concurrency_key, second.concurrency_key} == {"big", "small"}, "claims rotate across keys"
+    third = q.claim(wait=5)
+    assert third is not None and third.concurrency_key == "big"
+    assert q.claim(wait=0) is None, "both keys are at their limits"
+    assert q.count("queued") == 6
+    q.ack(third, None)
+    job = q.claim(wait=5)
+    assert job is not None and job.concurrency_key == "big", "an ack frees its key's slot"
+    assert q.get(job.id).concurrency_key == "big"
+
+
+def test_concurrency_key_is_checked(dispatch: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=dispatch)
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, concurrency_key="x" * 300)
+    assert e.value.field == "concurrency_key"
+    with pytest.raises(InvalidError):
+        q.set_admission(Admission(key_weights={"k": 0}))
+
+
+def test_udf_submit_carries_the_key(dispatch: HttpDispatch, qname: str) -> None:
+    @udf(queue=qname, dispatch=dispatch)
+    def work(x: int) -> int:
+        return x
+
+    inv = work.submit(1, _concurrency_key="tenant-7")
+    assert SyncQueue(qname, dispatch=dispatch).get(inv).concurrency_key == "tenant-7"
+
+
+def test_rate_limited_hands_the_job_back(every_plane: HttpDispatch, qname: str) -> None:
+    from lakeshore import RateLimited, run_worker
+
+    calls: list[int] = []
+
+    @udf(queue=qname, dispatch=every_plane, max_attempts=1)
+    def call_api(x: int) -> int:
+        calls.append(x)
+        if len(calls) == 1:
+            raise RateLimited(retry_after=0.2, key="upstream")
+        return x * 2
+
+    q = SyncQueue(qname, dispatch=every_plane)
+    inv = call_api.submit(21, _concurrency_key="upstream")
+    run_worker(every_plane, queues=[call_api], once=True, handle_signals=False)
+    got = q.get(inv)
+    assert got.state == "queued" and got.attempt == 0, "no attempt consumed"
+    assert (got.error or {}).get("type") == "rate_limited"
+    run_worker(every_plane, queues=[call_api], once=True, wait=10, handle_signals=False)
+    assert q.result(inv, timeout=10) == 42
+    assert q.get(inv).attempt == 1
