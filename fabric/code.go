@@ -99,7 +99,7 @@ const (
 // deleted ones, symbolic links and anything not a regular file. Paths are relative to
 // root. Errors: git's, with its message.
 func GitFiles(root string) ([]string, error) {
-	cmd := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd := gitCommand(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -223,12 +223,29 @@ type Snapshot struct {
 	Git     *GitContext
 }
 
+// gitCommand is a git command on the work tree at root: without the environment's GIT_*
+// variables (which could point git at another repository, index or work tree than the
+// project's), and without running the repository's own fsmonitor hook (core.fsmonitor):
+// snapshotting code runs no program the tree names. The Python SDK's lakeshore.code runs
+// git the same way.
+func gitCommand(root string, args ...string) *exec.Cmd {
+	cmd := exec.Command("git", append([]string{"-c", "core.fsmonitor=false", "-C", root}, args...)...)
+	env := os.Environ()
+	cmd.Env = env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "GIT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return cmd
+}
+
 // ReadGitContext reads the GitContext of the work tree at root with git (four or five
 // commands; the Python SDK's lakeshore.code.git_context runs the same ones). Errors: root
 // is not a git work tree, or git failed, with git's message.
 func ReadGitContext(root string) (*GitContext, error) {
 	run := func(args ...string) ([]byte, error) {
-		cmd := exec.Command("git", append([]string{"-C", root}, args...)...)
+		cmd := gitCommand(root, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
@@ -247,13 +264,14 @@ func ReadGitContext(root string) (*GitContext, error) {
 	if out, err := run("symbolic-ref", "--short", "-q", "HEAD"); err == nil {
 		g.Branch = strings.TrimSpace(string(out))
 	} // else detached
-	status, err := run("status", "--porcelain=v1", "-z", "--ignore-submodules=none")
+	// Dirty and the diff cover the project's directory (what ships), not the whole repository.
+	status, err := run("status", "--porcelain=v1", "-z", "--ignore-submodules=none", "--", ".")
 	if err != nil {
 		return nil, err
 	}
 	g.Dirty = len(status) > 0
 	if g.Commit != "" {
-		diff, err := run("diff", "--binary", "--no-ext-diff", "--no-color", "HEAD")
+		diff, err := run("diff", "--binary", "--no-ext-diff", "--no-color", "HEAD", "--", ".")
 		if err != nil {
 			return nil, err
 		}
@@ -262,7 +280,7 @@ func ReadGitContext(root string) (*GitContext, error) {
 			g.DiffSHA256 = hex.EncodeToString(sum[:])
 		}
 	}
-	if out, err := run("submodule", "status", "--recursive"); err == nil {
+	if out, err := run("submodule", "status", "--recursive", "--", "."); err == nil {
 		// " <sha> <path> (<describe>)", the first column a status mark or a space.
 		for line := range strings.SplitSeq(strings.TrimRight(string(out), "\n"), "\n") {
 			if len(line) < 2 {

@@ -421,4 +421,25 @@ func TestReadGitContext(t *testing.T) {
 	if err != nil || g.Commit != head || g.Branch != "" || !g.Dirty || len(g.DiffSHA256) != 64 {
 		t.Fatalf("a dirty detached tree: %+v, %v", g, err)
 	}
+
+	// A project in a subdirectory: an edit elsewhere in the repository is not its diff, and
+	// GIT_DIR in the environment does not point git at another repository.
+	sub := filepath.Join(dir, "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "s.py"), []byte("s = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", ".")
+	git("commit", "-q", "-m", "two")
+	if err := os.WriteFile(filepath.Join(dir, "a.py"), []byte("a = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	head = git("rev-parse", "HEAD")
+	t.Setenv("GIT_DIR", t.TempDir())
+	g, err = ReadGitContext(sub)
+	if err != nil || g.Commit != head || g.Dirty || g.DiffSHA256 != "" {
+		t.Fatalf("a clean project directory in a dirty repository, GIT_DIR set: %+v, %v", g, err)
+	}
 }

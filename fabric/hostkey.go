@@ -77,10 +77,12 @@ type GitContext struct {
 	Commit string `json:"commit"`
 	// Branch is the checked-out branch's short name; "" when HEAD is detached.
 	Branch string `json:"branch"`
-	// Dirty tells whether the work tree differed from HEAD (modified, staged, deleted or
-	// untracked-not-ignored files, or a moved or modified submodule).
+	// Dirty tells whether the project's directory (the one holding lakeshore.yaml: what
+	// ships) differed from HEAD (modified, staged, deleted or untracked-not-ignored files,
+	// or a moved or modified submodule below it).
 	Dirty bool `json:"dirty"`
-	// DiffSHA256 is the SHA-256, in hex, of `git diff --binary HEAD`; "" without a diff.
+	// DiffSHA256 is the SHA-256, in hex, of `git diff --binary HEAD -- .` in that directory;
+	// "" without a diff.
 	DiffSHA256 string `json:"diff_sha256"`
 	// Submodules are the submodules' paths and commits, recursively; nil without any.
 	Submodules []GitSubmodule `json:"submodules,omitempty"`

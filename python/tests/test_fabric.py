@@ -160,6 +160,22 @@ def test_git_context(tmp_path: Path) -> None:
     assert s4.git is not None and s4.git.branch == "" and s4.git.commit == head
     assert code.snapshot(tmp_path, config.Code(mounts=(config.Mount("."),))).git is None, "declared mounts carry no git context"
 
+    # A project in a subdirectory: an edit elsewhere in the repository is not its diff, and
+    # GIT_DIR in the environment does not point git at another repository.
+    _git(tmp_path, "switch", "-q", "main")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "s.py").write_text("s = 1\n")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "two")
+    head = _git_out(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "a.py").write_text("a = 3\n")
+    os.environ["GIT_DIR"] = str(tmp_path / "elsewhere")
+    try:
+        g = code.git_context(tmp_path / "sub")
+    finally:
+        del os.environ["GIT_DIR"]
+    assert g == code.GitContext(head, "main", False, "")
+
 
 def _git_out(root: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()

@@ -134,9 +134,10 @@ def git_files(root: str | os.PathLike[str]) -> list[str]:
         CodeError: git failed (not a git work tree, git missing)."""
     try:
         out = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            _git_argv(str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"),
             capture_output=True,
             check=True,
+            env=_git_env(),
         ).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         detail = getattr(e, "stderr", b"") or b""
@@ -323,10 +324,12 @@ class GitContext:
     Attributes:
         commit: the full hash of ``HEAD``; "" in a repository without commits.
         branch: the checked-out branch's short name; "" when ``HEAD`` is detached.
-        dirty: whether the work tree differs from ``HEAD`` (modified, staged, deleted or
-            untracked-not-ignored files, or a submodule that moved or is modified).
-        diff_sha256: the SHA-256, in hex, of ``git diff --binary HEAD`` (tracked changes;
-            untracked files are in the code digest itself); "" when there is no diff.
+        dirty: whether the project's directory differs from ``HEAD`` (modified, staged,
+            deleted or untracked-not-ignored files, or a submodule that moved or is
+            modified, below the directory holding ``lakeshore.yaml``).
+        diff_sha256: the SHA-256, in hex, of ``git diff --binary HEAD -- .`` in that
+            directory (tracked changes; untracked files are in the code digest itself); ""
+            when there is no diff.
         submodules: ``(path, commit)`` of each submodule, recursively, in git's order."""
 
     commit: str
@@ -344,8 +347,20 @@ class GitContext:
         return json.dumps(out, sort_keys=True, separators=(",", ":"))
 
 
+def _git_env() -> dict[str, str]:
+    """The environment of the git commands run on a project: without ``GIT_*`` variables,
+    which could point git at another repository, index or work tree than the project's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+
+
+def _git_argv(root: str, *args: str) -> list[str]:
+    """A git command on the work tree at root; the repository's own fsmonitor hook is not
+    run (``core.fsmonitor=false``): snapshotting code runs no program the tree names."""
+    return ["git", "-c", "core.fsmonitor=false", "-C", root, *args]
+
+
 def _git(root: str, *args: str) -> bytes:
-    return subprocess.run(["git", "-C", root, *args], capture_output=True, check=True).stdout
+    return subprocess.run(_git_argv(root, *args), capture_output=True, check=True, env=_git_env()).stdout
 
 
 def git_context(root: str | os.PathLike[str]) -> GitContext | None:
@@ -365,11 +380,12 @@ def git_context(root: str | os.PathLike[str]) -> GitContext | None:
         branch = _git(root, "symbolic-ref", "--short", "-q", "HEAD").decode().strip()
     except subprocess.CalledProcessError:
         branch = ""  # detached
-    status = _git(root, "status", "--porcelain=v1", "-z", "--ignore-submodules=none")
-    diff = _git(root, "diff", "--binary", "--no-ext-diff", "--no-color", "HEAD") if commit else b""
+    # Dirty and the diff cover the project's directory (what ships), not the whole repository.
+    status = _git(root, "status", "--porcelain=v1", "-z", "--ignore-submodules=none", "--", ".")
+    diff = _git(root, "diff", "--binary", "--no-ext-diff", "--no-color", "HEAD", "--", ".") if commit else b""
     submodules: list[tuple[str, str]] = []
     with contextlib.suppress(subprocess.CalledProcessError):
-        for line in _git(root, "submodule", "status", "--recursive").decode(errors="replace").splitlines():
+        for line in _git(root, "submodule", "status", "--recursive", "--", ".").decode(errors="replace").splitlines():
             # " <sha> <path> (<describe>)", the first column a status mark or a space.
             fields = line[1:].split(" ")
             if len(fields) >= 2:
@@ -471,7 +487,7 @@ def _git_index(root: str) -> str | None:
     """The git index file of the work tree at root (cached)."""
     if root not in _git_dirs:
         try:
-            out = subprocess.run(["git", "-C", root, "rev-parse", "--git-path", "index"], capture_output=True, check=True, text=True).stdout.strip()
+            out = _git(root, "rev-parse", "--git-path", "index").decode().strip()
             _git_dirs[root] = os.path.join(root, out)
         except (OSError, subprocess.CalledProcessError):
             _git_dirs[root] = None
