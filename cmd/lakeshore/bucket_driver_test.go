@@ -2,7 +2,9 @@ package main
 
 import (
 	"net/url"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,5 +34,28 @@ func TestBucketDriverNotBuilt(t *testing.T) {
 		require.Contains(t, errs, "go build -tags lakeshore_gcs ./cmd/lakeshore", args)
 		require.NotContains(t, errs, "panic", args)
 		require.NotContains(t, errs, "goroutine", args)
+	}
+}
+
+// TestDefaultBuildDependencies keeps the default build's import graph free of the optional
+// bucket drivers and the SDKs they link (Google Cloud, Azure): they are most of a cold
+// build's time (docs/benchmarks-cli.md, "Cold start"), and a build gets them with the tags
+// lakeshore_gcs / lakeshore_azure (persist/lakestore/blob.go).
+func TestDefaultBuildDependencies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", ".").Output() // no -tags: the default build
+	require.NoError(t, err, "go list -deps")
+	for dep := range strings.SplitSeq(string(out), "\n") {
+		for _, banned := range []string{"gocloud.dev/blob/gcsblob", "gocloud.dev/blob/azureblob", "cloud.google.com/", "google.golang.org/api/storage/", "github.com/Azure/"} {
+			if strings.HasPrefix(dep, banned) {
+				t.Errorf("the default build of lakeshore depends on %s; keep it behind its build tag", dep)
+			}
+		}
 	}
 }
