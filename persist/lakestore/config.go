@@ -32,8 +32,11 @@ type Config struct {
 	// Open. Required.
 	Catalog string
 	// Blob is the gocloud.dev/blob URL of the bucket holding the Parquet fragments:
-	// file:///dir, mem://, s3://bucket?region=…&endpoint=…, gs://bucket; a "prefix"
-	// query parameter puts every object under that prefix. Fragments of queue q are
+	// file:///dir, mem://, s3://bucket?region=…&endpoint=…, and with their build tags
+	// gs://bucket (lakeshore_gcs) and azblob://container (lakeshore_azure): see
+	// BucketSchemes. A URL whose driver this build does not link is a
+	// *persist.InvalidError naming the tag. A "prefix" query parameter puts every
+	// object under that prefix. Fragments of queue q are
 	// the objects {prefix}{q}/….parquet. Required.
 	Blob string
 	// FlushInterval is the longest time a row waits in the tail table before a
@@ -116,7 +119,9 @@ func (c Config) validate() error {
 	case !IsCatalogURL(c.Catalog):
 		return &persist.InvalidError{Field: "Config.Catalog", Value: plane.RedactURL(c.Catalog), Rule: "a postgres:// or postgresql:// URL"}
 	case c.Blob == "" || !strings.Contains(c.Blob, "://"):
-		return &persist.InvalidError{Field: "Config.Blob", Value: c.Blob, Rule: "a bucket URL: file:///dir, mem://, s3://bucket, gs://bucket"}
+		return &persist.InvalidError{Field: "Config.Blob", Value: c.Blob, Rule: "a bucket URL: " + strings.Join(schemeExamples(), ", ")}
+	case checkBucketURL("Config.Blob", c.Blob) != nil:
+		return checkBucketURL("Config.Blob", c.Blob)
 	case c.Namespace != "" && persist.CheckName("namespace", c.Namespace) != nil:
 		return persist.CheckName("namespace", c.Namespace)
 	case c.FlushInterval < 0 && c.FlushInterval != -1:

@@ -15,10 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/fileblob" // file:// buckets
-	_ "gocloud.dev/blob/gcsblob"  // gs:// buckets
-	_ "gocloud.dev/blob/memblob"  // mem:// buckets
-	_ "gocloud.dev/blob/s3blob"   // s3:// buckets
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/persist"
