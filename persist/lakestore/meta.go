@@ -443,6 +443,17 @@ func (s *Store) MarkConsumed(ctx context.Context, task, partition string, indexe
 	if len(indexes) == 0 {
 		return nil
 	}
+	return s.consuming(ctx, task, partition, indexes, func(tx pgx.Tx, set spanSet, consumed spanSet) error {
+		return insertSpans(ctx, tx, "consumed", "queue, partition, task", set.minus(consumed), s.name, partition, task)
+	})
+}
+
+// consuming runs change in a write transaction that holds task's consumer row locked, once
+// every one of indexes is known to be in partition (else *persist.NotFoundError), with the
+// indexes as a set and the task's consumed spans; then it wakes producers blocked by
+// back-pressure. MarkConsumed and DropGroup share it.
+func (s *Store) consuming(ctx context.Context, task, partition string, indexes []int64,
+	change func(tx pgx.Tx, set, consumed spanSet) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -463,7 +474,7 @@ func (s *Store) MarkConsumed(ctx context.Context, task, partition string, indexe
 		if err != nil {
 			return err
 		}
-		if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", set.minus(consumed), s.name, partition, task); err != nil {
+		if err := change(tx, set, consumed); err != nil {
 			return err
 		}
 		return s.announce(ctx, tx) // wake producers blocked by back-pressure

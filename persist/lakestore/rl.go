@@ -258,29 +258,7 @@ func (s *Store) DropGroup(ctx context.Context, task, partition string, indexes [
 	if err := persist.CheckDropGroup(task, partition, indexes); err != nil {
 		return err
 	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	set := setOf(indexes)
-	return s.write(ctx, func(tx pgx.Tx) error {
-		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
-			return err
-		}
-		in, err := s.partitionSet(ctx, tx, partition, set)
-		if err != nil {
-			return err
-		}
-		if missing := set.minus(in); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: partition, Indexes: missing.first(16)}
-		}
-		consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task)
-		if err != nil {
-			return err
-		}
-		if err := s.dropGroups(ctx, tx, partition, task, [][]int64{indexes}, nil, nil, consumed); err != nil {
-			return err
-		}
-		return s.announce(ctx, tx) // wake producers blocked by back-pressure
+	return s.consuming(ctx, task, partition, indexes, func(tx pgx.Tx, _, consumed spanSet) error {
+		return s.dropGroups(ctx, tx, partition, task, [][]int64{indexes}, nil, nil, consumed)
 	})
 }
