@@ -69,10 +69,10 @@ func (q *Queue) PutPartial(ctx context.Context, partition string, recs []Record,
 // its SegmentVersionsField and becomes its LastWeightVersionField, and with complete
 // its CompleteField becomes true (readers waiting for complete records get it). Its
 // WeightVersionField (the oldest segment) is left as it is. The segment versions are
-// read and written back (GetData, then PutFields), serialized within this Queue (over
-// HTTP: the server's, so every client of one server); patches of one record through
-// two Queues at once may lose a segment version (never a
-// field value, nor the oldest version the staleness bound judges). Errors: as for
+// read and written back (GetData, then PutFields), serialized within this Queue and,
+// when the store is a PatchLocker (the file store: a file lock; the distributed store: a
+// PostgreSQL advisory lock), across every handle and process of the queue's partition;
+// over HTTP the server's store does it. Errors: as for
 // PutFields, *InvalidError (lengths that differ, a version below the record's newest,
 // a record that is not a partial rollout, a patch of a version field), *NotFoundError.
 func (q *Queue) PatchPartial(ctx context.Context, partition string, indexes []int64, fields []Record, version int64, complete bool) error {
@@ -101,6 +101,13 @@ func (q *Queue) PatchPartial(ctx context.Context, partition string, indexes []in
 	}
 	q.patchMu.Lock()
 	defer q.patchMu.Unlock()
+	if l, ok := q.s.(PatchLocker); ok { // other handles and processes of the same queue
+		unlock, err := l.LockPatches(ctx, partition)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	meta := &BatchMeta{Indexes: indexes, Size: len(indexes), Partition: partition, Fields: []FieldMeta{{Name: SegmentVersionsField}}}
 	b, err := q.s.GetData(ctx, meta)
 	if err != nil {
@@ -132,6 +139,14 @@ func (q *Queue) PatchPartial(ctx context.Context, partition string, indexes []in
 		recs[i] = r
 	}
 	return q.s.PutFields(ctx, partition, indexes, recs)
+}
+
+// PatchLocker is a Store that serializes PatchPartial's read and write of a partition's
+// segment versions across every handle and process that opens the queue. LockPatches
+// blocks until the partition's patch lock is held (or ctx ends: its error) and returns
+// its release.
+type PatchLocker interface {
+	LockPatches(ctx context.Context, partition string) (unlock func(), err error)
 }
 
 // int64List converts a stored list<int64> value.

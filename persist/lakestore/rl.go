@@ -2,6 +2,8 @@ package lakestore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -261,4 +263,36 @@ func (s *Store) DropGroup(ctx context.Context, task, partition string, indexes [
 	return s.consuming(ctx, task, partition, indexes, func(tx pgx.Tx, _, consumed spanSet) error {
 		return s.dropGroups(ctx, tx, partition, task, [][]int64{indexes}, nil, nil, consumed)
 	})
+}
+
+var _ persist.PatchLocker = (*Store)(nil)
+
+// LockPatches implements persist.PatchLocker with a PostgreSQL session advisory lock on the
+// queue's partition (a 64-bit digest of "lakeshore.patch", the queue's catalog key and the
+// partition), held on a connection of its own until the release: every process of every
+// replica that opens the queue waits for it.
+func (s *Store) LockPatches(ctx context.Context, partition string) (func(), error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		s.leave()
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte("lakeshore.patch\x00" + s.name + "\x00" + partition))
+	key := int64(binary.BigEndian.Uint64(sum[:8]))
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		conn.Release()
+		s.leave()
+		return nil, fmt.Errorf("patch lock: %w", err)
+	}
+	return func() {
+		// A failed unlock closes the connection, which releases the lock.
+		if _, err := conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, key); err != nil {
+			_ = conn.Conn().Close(context.Background())
+		}
+		conn.Release()
+		s.leave()
+	}, nil
 }
