@@ -729,3 +729,37 @@ func TestDashboardNoAuth(t *testing.T) {
 	require.Zero(t, b.count("#login"))
 	b.noProblems(false)
 }
+
+// TestDashboardConcurrencyKeys: the queue page lists its concurrency keys with their
+// running jobs against the limit, the key at its limit marked (issue 27 item 6).
+func TestDashboardConcurrencyKeys(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t, e)
+	e.call("PUT", "/v1/namespaces/default/queues/keyed/admission", adminToken, map[string]any{"concurrency_limit": 1}, 200)
+	for _, key := range []string{"tenant-a", "tenant-a", "tenant-b"} {
+		e.call("POST", "/v1/namespaces/default/queues/keyed/invocations", adminToken, map[string]any{"payload": 1, "concurrency_key": key}, 200)
+	}
+	res := e.call("POST", "/v1/namespaces/default/queues/keyed/claim", adminToken, map[string]any{"max": 1, "worker": "w1"}, 200)
+	require.Len(t, res["jobs"], 1)
+	claimed := res["jobs"].([]any)[0].(map[string]any)["concurrency_key"].(string)
+	other := map[string]string{"tenant-a": "tenant-b", "tenant-b": "tenant-a"}[claimed]
+
+	b.open(adminToken, "#/q/default/keyed")
+	row := b.text(`#keys-table tr[data-key="` + claimed + `"]`)
+	require.Contains(t, row, "1 / 1 (at its limit)")
+	require.NotContains(t, b.text(`#keys-table tr[data-key="`+other+`"]`), "at its limit")
+	require.Contains(t, b.text(`#admission-view`), "1 running per concurrency key")
+	b.screenshot("queue-keys")
+
+	// Saving the admission form keeps the concurrency limit it does not show.
+	b.click(`#adm-edit`)
+	b.run(chromedp.SendKeys(chromedp.CSS("#adm-max_depth"), "50"))
+	b.click(`#adm-save`)
+	require.Eventually(t, func() bool {
+		a, _ := e.call("GET", "/v1/namespaces/default/queues/keyed/admission", adminToken, nil, 200)["admission"].(map[string]any)
+		return a != nil && a["max_depth"] == 50.0
+	}, 10*time.Second, 50*time.Millisecond, "the form saved")
+	a := e.call("GET", "/v1/namespaces/default/queues/keyed/admission", adminToken, nil, 200)["admission"].(map[string]any)
+	require.Equal(t, 1.0, a["concurrency_limit"], "the concurrency limit survives a save from the form")
+	b.noProblems(false)
+}

@@ -590,6 +590,11 @@ function admissionSummary(a) {
   if (a.max_depth) parts.push('max depth ' + a.max_depth + ' (' + (a.on_full || 'reject') + ')');
   if (a.rate_limit) parts.push(a.rate_limit + '/s burst ' + (a.burst || 0));
   if (a.deadline_cutoff) parts.push('cutoff ' + a.deadline_cutoff + 's');
+  if (a.concurrency_limit) parts.push(a.concurrency_limit + ' running per concurrency key');
+  const overrides = Object.keys(a.concurrency_limits || {}).length, weights = Object.keys(a.key_weights || {}).length;
+  if (overrides) parts.push(overrides + ' per-key limit' + (overrides > 1 ? 's' : ''));
+  if (weights) parts.push(weights + ' key weight' + (weights > 1 ? 's' : ''));
+  if (a.key_rate_limit) parts.push(a.key_rate_limit + '/s per key burst ' + (a.key_burst || 0));
   return el('span', { class: 'mono', text: parts.join(', ') || 'set' });
 }
 
@@ -632,10 +637,27 @@ async function queuePage(parts, query) {
   $main.appendChild(el('div', { class: 'grid' },
     el('div', { class: 'card' }, el('h2', { text: 'Depth by state' }), countsHost, pauseHost),
     el('div', { class: 'card' }, el('h2', { text: 'Admission' }), admHost)));
+  // Concurrency keys (docs/semantics.md, "Concurrency keys and fair share"): each key with
+  // jobs claimable or running, its running jobs against its limit, queued, weight.
+  const keysHost = el('div', { id: 'concurrency-keys' });
+  const showKeys = st => {
+    clear(keysHost);
+    const keys = st.keys || [];
+    if (!keys.length) return;
+    keysHost.appendChild(el('div', { class: 'card' }, el('h2', { text: 'Concurrency keys' }),
+      el('div', { class: 'table-wrap' }, el('table', { id: 'keys-table' },
+        el('thead', {}, el('tr', {}, ['key', 'running / limit', 'queued', 'weight'].map(h => el('th', { text: h })))),
+        el('tbody', {}, keys.map(k => el('tr', { 'data-key': k.key, class: k.limit && k.running >= k.limit ? 'at-limit' : '' },
+          el('td', { class: 'mono', text: k.key }),
+          el('td', { class: 'mono', text: fmtNum(k.running) + ' / ' + (k.limit ? fmtNum(k.limit) : '∞') + (k.limit && k.running >= k.limit ? ' (at its limit)' : '') }),
+          el('td', { class: 'mono', text: fmtNum(k.queued) }),
+          el('td', { class: 'mono', text: String(k.weight || 1) }))))))));
+  };
   const showCounts = st => {
     clear(countsHost);
     for (const s of STATES) countsHost.appendChild(el('span', { class: 'badge st-' + s, 'data-count': s }, s + ' ' + fmtNum(st.counts[s])));
     showPause(!!st.paused);
+    showKeys(st);
   };
   // Pause and resume: a paused queue accepts submits, and no worker claims from it.
   const showPause = paused => {
@@ -653,6 +675,7 @@ async function queuePage(parts, query) {
       } catch (err) { if (!isAbort(err)) pauseHost.appendChild(errorBox(paused ? 'Not resumed' : 'Not paused', err, 'This queue')); }
     } }, paused ? 'Resume' : 'Pause'));
   };
+  $main.appendChild(keysHost);
   const chartHost = el('div', { id: 'queue-chart' });
   $main.appendChild(el('div', { class: 'card' }, el('div', { class: 'chart-head' }, el('h2', { text: 'Last hour' }), legend()), chartHost));
   showCounts(stats);
@@ -904,7 +927,10 @@ function renderAdmission(host, base, a, canAdmin) {
   const msg = el('div', { id: 'adm-msg' });
   const form = el('form', { class: 'row', id: 'admission-form', hidden: true, onsubmit: async ev => {
     ev.preventDefault();
-    const body = {};
+    // The form edits these four fields; the rest of the block (concurrency limits, key
+    // weights and rates) is sent back as it is, so saving never drops it.
+    const body = Object.assign({}, a || {});
+    for (const k of ['max_depth', 'on_full', 'rate_limit', 'burst', 'deadline_cutoff']) delete body[k];
     for (const k of ['max_depth', 'rate_limit', 'burst', 'deadline_cutoff']) {
       const v = form.querySelector('#adm-' + k).value;
       if (v !== '') body[k] = Number(v);
