@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -212,8 +211,9 @@ func (a *app) printJSON(v any) error {
 	return err
 }
 
-func (a *app) table() *tabwriter.Writer {
-	return tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+// table returns the aligned, terminal-safe writer of human-readable output to stdout.
+func (a *app) table() *table {
+	return newTable(a.stdout)
 }
 
 // codeError carries an exit code; err nil means the command already said what happened.

@@ -217,12 +217,12 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 		return a.printProvider(ref)
 	}
 	tw := a.table()
-	fmt.Fprintf(tw, "queue\t%s/%s\n", q.Namespace(), q.Name())
-	fmt.Fprintf(tw, "max depth\t%d\n", ad.MaxDepth)
-	fmt.Fprintf(tw, "on full\t%s\n", ad.OnFull)
-	fmt.Fprintf(tw, "rate limit\t%g/s\n", ad.RateLimit)
-	fmt.Fprintf(tw, "burst\t%d\n", ad.Burst)
-	fmt.Fprintf(tw, "deadline cutoff\t%s\n", time.Duration(ad.DeadlineCutoff))
+	tw.row("queue", fmt.Sprintf("%s/%s", q.Namespace(), q.Name()))
+	tw.row("max depth", ad.MaxDepth)
+	tw.row("on full", ad.OnFull)
+	tw.row("rate limit", fmt.Sprintf("%g/s", ad.RateLimit))
+	tw.row("burst", ad.Burst)
+	tw.row("deadline cutoff", time.Duration(ad.DeadlineCutoff))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
