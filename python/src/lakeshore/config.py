@@ -554,8 +554,8 @@ class _Parser:
                     offers = self.resources(v, self.join(sub, "offers"))
                 else:
                     options[k.value] = self.scalar(v, self.join(sub, k.value))
-                    problem = {"host": host_address_problem, "plane_url": plane_url_problem}.get(k.value, lambda _: "")(options[k.value])
-                    if problem:
+                    check = {"host": host_address_problem, "plane_url": plane_url_problem}.get(k.value)
+                    if check is not None and (problem := check(options[k.value])):
                         raise self.fail(v, self.join(sub, k.value), problem)
             if not options.get("host"):
                 raise self.fail(hn, self.join(sub, "host"), "missing: name the machine (a host name or address)")

@@ -431,7 +431,7 @@ def _check_seconds(what: str, v: float | None, *, allow_none: bool = True) -> fl
         # Comparing first keeps a huge int away from float() (OverflowError) and NaN out.
         return float(v)
     huge = isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**30
-    shown = f"an integer of {len(str(abs(v)))} digits" if huge else repr(v)
+    shown = f"an integer of {len(str(abs(int(v or 0))))} digits" if huge else repr(v)
     raise errors.InvalidError(
         f"invalid {what} {shown}: want seconds from 0 to {int(_MAX_SECONDS)} (about 292 years)"
         + (" or None" if allow_none else ""),
