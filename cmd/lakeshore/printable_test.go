@@ -44,6 +44,12 @@ func TestPrintableOutput(t *testing.T) {
 	var got map[string]any
 	require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "get", sub.ID)), &got))
 	require.Equal(t, "k\x1b[1mBOLD", got["key"], "--json stays exact")
+
+	// The error line on stderr is escaped too (it may quote what a client or job chose).
+	_, errs, code := c.run("", "get", "x\x1b[2Jy")
+	require.NotZero(t, code)
+	require.NotContains(t, errs, "\x1b")
+	require.Contains(t, errs, `x\x1b[2Jy`)
 }
 
 func TestPrintable(t *testing.T) {
