@@ -3,6 +3,7 @@ package fabric
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -97,14 +98,16 @@ const (
 // GitFiles lists the files git would ship from the work tree at root: tracked files and
 // untracked ones not ignored (git ls-files --cached --others --exclude-standard), minus
 // deleted ones, symbolic links and anything not a regular file. Paths are relative to
-// root. Errors: git's, with its message.
+// root. Errors: a *CodeError with git's message and the way out (a git work tree, or
+// code.mounts), as the Python SDK's lakeshore.code.git_files says.
 func GitFiles(root string) ([]string, error) {
 	cmd := gitCommand(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("list the git tree at %s: %v: %s", root, err, strings.TrimSpace(stderr.String()))
+		return nil, codeErr("cannot list the git tree at %s: %s; ship code from a git work tree or declare code.mounts in lakeshore.yaml",
+			root, cmp.Or(strings.TrimSpace(stderr.String()), err.Error()))
 	}
 	var files []string
 	for p := range strings.SplitSeq(string(out), "\x00") {
@@ -123,10 +126,15 @@ func GitFiles(root string) ([]string, error) {
 
 // MountFiles lists the regular files of the mounts below root (no symbolic links, no
 // .git directories), filtered by each mount's Include and Exclude, as paths relative to
-// root.
+// root. Errors: a *CodeError for a mount whose path (or a directory on the way to it) is a
+// symbolic link or does not exist (the Python SDK's lakeshore.code.mount_files gives the
+// same), or the error of reading a directory.
 func MountFiles(root string, mounts []Mount) ([]string, error) {
 	var files []string
 	for _, m := range mounts {
+		if err := checkMountPath(root, m.Path); err != nil {
+			return nil, err
+		}
 		base := filepath.Join(root, filepath.FromSlash(m.Path))
 		err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -158,6 +166,30 @@ func MountFiles(root string, mounts []Mount) ([]string, error) {
 	}
 	slices.Sort(files)
 	return slices.Compact(files), nil
+}
+
+// checkMountPath refuses a mount path (relative, slash-separated, clean) that does not
+// exist below root or passes through a symbolic link: a link would ship files from outside
+// the project, or (followed nowhere) nothing at all.
+func checkMountPath(root, mountPath string) error {
+	if mountPath == "." {
+		return nil
+	}
+	p := root
+	for part := range strings.SplitSeq(mountPath, "/") {
+		p = filepath.Join(p, part)
+		st, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return codeErr("code mount %s: %s does not exist below the project root %s", mountPath, p, root)
+		case err != nil:
+			return fmt.Errorf("code mount %s: %w", mountPath, err)
+		case st.Mode()&fs.ModeSymlink != 0:
+			return codeErr("code mount %s: %s is a symbolic link; a mount ships only files inside the project: "+
+				"name a directory of the project under code.mounts (or copy the linked files into it)", mountPath, p)
+		}
+	}
+	return nil
 }
 
 func checkPattern(p string) error {

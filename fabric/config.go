@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -522,6 +523,11 @@ func (p *parser) providers(c *Config, n *yaml.Node) error {
 				pr.Type = v
 				continue
 			}
+			if f[0].Value == "plane_url" {
+				if err := CheckPlaneURL(v); err != nil {
+					return p.fail(f[1], join(field, f[0].Value), err.Error())
+				}
+			}
 			pr.Options[f[0].Value] = v
 		}
 		if pr.Type == "" {
@@ -553,6 +559,9 @@ func (p *parser) hosts(n *yaml.Node, field string) ([]Host, error) {
 		hn = deref(hn)
 		h := Host{Options: map[string]string{}, Line: hn.Line}
 		if hn.Kind == yaml.ScalarNode && !isNull(hn) { // "- gpu1.internal": the host alone
+			if err := CheckHostAddress(hn.Value); err != nil {
+				return nil, p.fail(hn, join(sub, "host"), err.Error())
+			}
 			h.Options["host"] = hn.Value
 			out = append(out, h)
 			continue
@@ -572,6 +581,9 @@ func (p *parser) hosts(n *yaml.Node, field string) ([]Host, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := checkHostOption(kv[0].Value, v); err != nil {
+				return nil, p.fail(kv[1], join(sub, kv[0].Value), err.Error())
+			}
 			h.Options[kv[0].Value] = v
 		}
 		if h.Options["host"] == "" {
@@ -580,6 +592,45 @@ func (p *parser) hosts(n *yaml.Node, field string) ([]Host, error) {
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+// checkHostOption checks the host and plane_url values of an inventory host.
+func checkHostOption(key, v string) error {
+	switch key {
+	case "host":
+		return CheckHostAddress(v)
+	case "plane_url":
+		return CheckPlaneURL(v)
+	}
+	return nil
+}
+
+// CheckHostAddress reports, as a sentence, what is wrong with address as the host of an ssh
+// provider's inventory: it must be a host name or an IP address (v4 or v6, unbracketed),
+// with no user (that is user:), no port (that is port:) and no spaces or slashes. Nil when
+// it is fine; the Python SDK (lakeshore.config) gives the same answers.
+func CheckHostAddress(address string) error {
+	if address == "" || strings.ContainsAny(address, " \t\r\n/@\x00") {
+		return fmt.Errorf("bad host %q: want a host name or an IP address (the user goes in user:)", address)
+	}
+	if strings.Contains(address, ":") {
+		if _, err := netip.ParseAddr(address); err != nil {
+			return fmt.Errorf("bad host %q: want a host name or an IP address without a port (the port goes in port:)", address)
+		}
+	}
+	return nil
+}
+
+// CheckPlaneURL reports, as a sentence, what is wrong with u as a plane_url (the
+// LAKESHORE_URL a provider's workers reach the plane by): it must be an http:// or https://
+// URL with a host. Nil when it is fine.
+func CheckPlaneURL(u string) error {
+	scheme, rest, found := strings.Cut(u, "://")
+	if !found || (scheme != "http" && scheme != "https") || rest == "" || strings.HasPrefix(rest, "/") {
+		// The URL itself is not repeated: it may carry credentials.
+		return errors.New("bad plane_url: want an http:// or https:// URL of the plane (\"http://10.0.0.5:7070\")")
+	}
+	return nil
 }
 
 func (p *parser) code(n *yaml.Node) (*Code, error) {

@@ -304,6 +304,29 @@ func TestMountFiles(t *testing.T) {
 	if strings.Join(files, ",") != "src/__pycache__/c.py,src/a.py" {
 		t.Errorf("include: %v", files)
 	}
+	// A mount that is (or passes through) a symbolic link, or is missing, is refused: it
+	// would ship files from outside the project, or silently nothing.
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret.py"), []byte("x"), 0o644)
+	os.Symlink(outside, filepath.Join(root, "linked"))
+	os.Symlink(filepath.Join(root, "src"), filepath.Join(root, "alias"))
+	for path, want := range map[string]string{"linked": "is a symbolic link", "alias/__pycache__": "is a symbolic link",
+		"nope": "does not exist"} {
+		var ce *CodeError
+		files, err := MountFiles(root, []Mount{{Path: path}})
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
+			t.Errorf("mount %s: %v %v, want a CodeError saying %q", path, files, err, want)
+		}
+	}
+}
+
+// TestGitFilesOutsideGit: outside a git work tree the error says the way out, as Python's.
+func TestGitFilesOutsideGit(t *testing.T) {
+	_, err := GitFiles(t.TempDir())
+	var ce *CodeError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "ship code from a git work tree or declare code.mounts in lakeshore.yaml") {
+		t.Errorf("GitFiles outside git: %v", err)
+	}
 }
 
 // archive builds a tar.gz with the given headers (content: the header's name).

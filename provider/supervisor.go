@@ -29,8 +29,23 @@ const (
 	backoffMax = time.Minute
 )
 
-// Resolver returns the Provider for a ProviderRef's name. Errors: an unknown provider.
+// Resolver returns the Provider for a ProviderRef's name. Errors: an unknown provider
+// (wrapped by UnknownProvider, matching ErrUnknownProvider), or one that is declared but
+// cannot be built (its settings, project file, key or known_hosts files are wrong).
 type Resolver func(name string) (Provider, error)
+
+// ErrUnknownProvider matches a Resolver's error for a name no provider answers to: not one
+// of the build's kinds, or not declared (with that type) in the project file.
+var ErrUnknownProvider = errors.New("unknown provider")
+
+// UnknownProvider marks err as a Resolver's error for a name no provider answers to:
+// errors.Is matches ErrUnknownProvider and whatever err matches; the message is err's.
+func UnknownProvider(err error) error { return unknownProviderError{err} }
+
+type unknownProviderError struct{ err error }
+
+func (e unknownProviderError) Error() string   { return e.err.Error() }
+func (e unknownProviderError) Unwrap() []error { return []error{ErrUnknownProvider, e.err} }
 
 // SupervisorConfig configures a Supervisor. Driver and Resolve are required.
 type SupervisorConfig struct {
@@ -218,7 +233,12 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 		p, err := s.cfg.Resolve(name)
 		if err != nil {
 			s.cfg.Metrics.errors.WithLabelValues(name, "resolve").Inc()
-			s.cfg.Logger.Warn("provider supervisor: unknown provider; its queues keep their workers", "provider", name, "error", err)
+			if errors.Is(err, ErrUnknownProvider) {
+				s.cfg.Logger.Warn("provider supervisor: unknown provider; its queues keep their workers", "provider", name, "error", err)
+			} else {
+				s.cfg.Logger.Warn("provider supervisor: the provider cannot be built (its declaration, project file or files it names are wrong); its queues keep their workers",
+					"provider", name, "error", err)
+			}
 			continue
 		}
 		if !s.check(ctx, name, p) {

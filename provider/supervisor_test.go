@@ -3,6 +3,7 @@ package provider_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -634,5 +635,44 @@ func TestSupervisorChecksProviderAtStart(t *testing.T) {
 	}
 	if n := metric(t, reg, "lakeshore_provider_launches_total"); n != 0 {
 		t.Errorf("launches_total = %v through a provider that cannot work", n)
+	}
+}
+
+// TestSupervisorResolveErrors: a name no provider answers to is logged as unknown; a
+// provider that is declared but cannot be built (a bad known_hosts file, a broken project
+// file) is logged as such, with its error, not as unknown.
+func TestSupervisorResolveErrors(t *testing.T) {
+	r := newRig(t)
+	r.setProvider("x", "ssh:lab", plane.LaunchPolicy{Command: []string{"w"}})
+	r.setProvider("y", "ssh:gone", plane.LaunchPolicy{Command: []string{"w"}})
+	r.submit("x", 1)
+	r.submit("y", 1)
+	logs := &logBuffer{}
+	s := r.supervisor(prometheus.NewRegistry(), logs, func(c *provider.SupervisorConfig) {
+		c.Resolve = func(name string) (provider.Provider, error) {
+			if name == "ssh:lab" {
+				return nil, errors.New("read known_hosts /etc/kh: line 1: bad entry")
+			}
+			return nil, provider.UnknownProvider(errors.New(`no provider "gone" under providers:`))
+		}
+	})
+	r.tick(s)
+	for _, line := range strings.Split(logs.String(), "\n") {
+		switch {
+		case strings.Contains(line, "provider=ssh:lab"):
+			if !strings.Contains(line, "the provider cannot be built") || !strings.Contains(line, "bad entry") || strings.Contains(line, "unknown provider") {
+				t.Errorf("a provider that cannot be built is logged as %q", line)
+			}
+		case strings.Contains(line, "provider=ssh:gone"):
+			if !strings.Contains(line, "unknown provider") {
+				t.Errorf("an unknown provider is logged as %q", line)
+			}
+		}
+	}
+	if !strings.Contains(logs.String(), "provider=ssh:lab") || !strings.Contains(logs.String(), "provider=ssh:gone") {
+		t.Errorf("the log lacks a provider:\n%s", logs.String())
+	}
+	if !errors.Is(provider.UnknownProvider(plane.ErrInvalid), plane.ErrInvalid) {
+		t.Error("UnknownProvider hides what its error matches")
 	}
 }

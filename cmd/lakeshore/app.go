@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -85,7 +84,13 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	code := exitCode(err)
 	var ce *codeError
 	if !errors.As(err, &ce) || ce.err != nil {
-		fmt.Fprintf(stderr, "lakeshore: %v\n", err)
+		// The message may quote a job's error or a client's key: escaped as the tables are,
+		// line breaks of multi-line messages kept.
+		lines := strings.Split(err.Error(), "\n")
+		for i, l := range lines {
+			lines[i] = printable(l)
+		}
+		fmt.Fprintf(stderr, "lakeshore: %s\n", strings.Join(lines, "\n"))
 		if code == exitUsage && !errors.Is(err, lakeshore.ErrInvalid) {
 			fmt.Fprintln(stderr, "Run 'lakeshore --help' for usage.")
 		}
@@ -212,8 +217,9 @@ func (a *app) printJSON(v any) error {
 	return err
 }
 
-func (a *app) table() *tabwriter.Writer {
-	return tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+// table returns the aligned, terminal-safe writer of human-readable output to stdout.
+func (a *app) table() *table {
+	return newTable(a.stdout)
 }
 
 // codeError carries an exit code; err nil means the command already said what happened.

@@ -48,7 +48,7 @@ func newCountCmd(a *app) *cobra.Command {
 			}
 			tw := a.table()
 			for _, s := range states {
-				fmt.Fprintf(tw, "%s\t%d\n", s, counts[string(s)])
+				tw.row(s, counts[string(s)])
 			}
 			return tw.Flush()
 		},

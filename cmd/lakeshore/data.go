@@ -279,7 +279,7 @@ func newDataStatsCmd(a *app, o *dataOpts) *cobra.Command {
 				}{{"records", st.Len}, {"next index", st.NextIndex}, {"cleared", st.Cleared}, {"tail rows", st.TailRows},
 					{"fragment rows", st.FragmentRows}, {"fragments", st.Fragments}, {"fragment bytes", st.FragmentBytes},
 					{"partitions", len(st.Partitions)}, {"pending fragments", st.PendingFragments}} {
-					fmt.Fprintf(tw, "%s\t%v\n", kv.k, kv.v)
+					tw.row(kv.k, kv.v)
 				}
 				return tw.Flush()
 			})
@@ -326,7 +326,7 @@ func newDataPartitionsCmd(a *app, o *dataOpts) *cobra.Command {
 				sort.Strings(names)
 				tw := a.table()
 				for _, p := range names {
-					fmt.Fprintf(tw, "%s\t%d\n", p, st.Partitions[p])
+					tw.row(p, st.Partitions[p])
 				}
 				return tw.Flush()
 			})
@@ -366,9 +366,9 @@ func newDataConsumptionCmd(a *app, o *dataOpts) *cobra.Command {
 					return nil
 				}
 				tw := a.table()
-				fmt.Fprintln(tw, "PARTITION\tTASK\tCONSUMED")
+				tw.row("PARTITION", "TASK", "CONSUMED")
 				for _, r := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%d\n", r.Partition, r.Task, r.Consumed)
+					tw.row(r.Partition, r.Task, r.Consumed)
 				}
 				return tw.Flush()
 			})

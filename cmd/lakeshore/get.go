@@ -67,7 +67,7 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 		return a.printJSON(m)
 	}
 	tw := a.table()
-	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row := func(k string, v any) { tw.row(k, v) }
 	row("id", inv.ID)
 	row("queue", inv.Namespace+"/"+inv.Queue)
 	row("state", inv.State)

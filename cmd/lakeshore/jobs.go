@@ -70,7 +70,7 @@ stderr) gives the --after cursor of the next page; with --json the last line on 
 				return nil
 			}
 			tw := a.table()
-			fmt.Fprintln(tw, "ID\tSTATE\tATTEMPT\tKEY\tCREATED\tFINISHED\tERROR")
+			tw.row("ID", "STATE", "ATTEMPT", "KEY", "CREATED", "FINISHED", "ERROR")
 			for _, inv := range page.Invocations {
 				errText := "-"
 				if inv.Error != nil {
@@ -80,7 +80,7 @@ stderr) gives the --after cursor of the next page; with --json the last line on 
 				if key == "" {
 					key = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", inv.ID, inv.State, inv.Attempt, inv.MaxAttempts, key,
+				tw.row(inv.ID, inv.State, fmt.Sprintf("%d/%d", inv.Attempt, inv.MaxAttempts), key,
 					formatTime(inv.CreatedAt), formatTime(inv.FinishedAt), errText)
 			}
 			if err := tw.Flush(); err != nil {

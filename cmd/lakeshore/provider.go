@@ -239,7 +239,7 @@ func newResolver(home string, timeout time.Duration, getenv func(string) string)
 				p, err = newKubernetesProvider(file, decl)
 			}
 		default:
-			err = plane.Invalid("provider", name, "use local, slurm, exec:PROGRAM, ssh:NAME or kubernetes:NAME")
+			err = provider.UnknownProvider(plane.Invalid("provider", name, "use local, slurm, exec:PROGRAM, ssh:NAME or kubernetes:NAME"))
 		}
 		if err != nil {
 			return nil, err
@@ -250,7 +250,8 @@ func newResolver(home string, timeout time.Duration, getenv func(string) string)
 }
 
 // declaredProvider finds the provider a name "TYPE:NAME" refers to in the project file.
-// Errors: no project file, no such provider, or one of another type.
+// Errors: no project file, no such provider or one of another type (both matching
+// provider.ErrUnknownProvider).
 func declaredProvider(name, typ string, getenv func(string) string) (*fabric.Provider, string, error) {
 	_, declared, _ := strings.Cut(name, ":")
 	wd, err := os.Getwd()
@@ -270,10 +271,10 @@ func declaredProvider(name, typ string, getenv func(string) string) (*fabric.Pro
 			}
 		}
 		slices.Sort(have)
-		return nil, "", fmt.Errorf("%s: no provider %q under providers: (its %s providers: %s)", c.File, declared, typ, strings.Join(have, ", "))
+		return nil, "", provider.UnknownProvider(fmt.Errorf("%s: no provider %q under providers: (its %s providers: %s)", c.File, declared, typ, strings.Join(have, ", ")))
 	}
 	if d.Type != typ {
-		return nil, "", fmt.Errorf("%s:%d: provider %q is of type %s, not %s: name it %s:%s, or attach it by its own type", c.File, d.Line, declared, d.Type, typ, d.Type, declared)
+		return nil, "", provider.UnknownProvider(fmt.Errorf("%s:%d: provider %q is of type %s, not %s: name it %s:%s, or attach it by its own type", c.File, d.Line, declared, d.Type, typ, d.Type, declared))
 	}
 	return d, c.File, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/internal/sshdtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/provider"
 )
 
 // sshInventory starts one real sshd per address and writes a lakeshore.yaml declaring an
@@ -108,7 +110,12 @@ current-context: x
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	yaml := "providers:\n  lab:\n    type: ssh\n    known_hosts: /dev/null\n    hosts: [gpu1.internal]\n  k8s:\n    type: kubernetes\n    image: lakeshore\n    kubeconfig: " + kubeconfig + "\n"
+	badKnownHosts := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(badKnownHosts, []byte("not a known_hosts line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "providers:\n  lab:\n    type: ssh\n    known_hosts: /dev/null\n    hosts: [gpu1.internal]\n" +
+		"  broken:\n    type: ssh\n    known_hosts: " + badKnownHosts + "\n    hosts: [gpu2.internal]\n  k8s:\n    type: kubernetes\n    image: lakeshore\n    kubeconfig: " + kubeconfig + "\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +130,11 @@ current-context: x
 	if err != nil || p.Name() != "ssh:lab" {
 		t.Fatalf("ssh:lab: %v", err)
 	}
-	if _, err := resolve("ssh:nope"); err == nil || !strings.Contains(err.Error(), `no provider "nope" under providers: (its ssh providers: lab)`) {
+	if _, err := resolve("ssh:nope"); !errors.Is(err, provider.ErrUnknownProvider) || !strings.Contains(err.Error(), `no provider "nope" under providers: (its ssh providers: broken, lab)`) {
 		t.Errorf("ssh:nope: %v", err)
+	}
+	if _, err := resolve("ssh:broken"); err == nil || errors.Is(err, provider.ErrUnknownProvider) {
+		t.Errorf("ssh:broken (a bad known_hosts file): %v, want an error that is not ErrUnknownProvider", err)
 	}
 	if _, err := resolve("ssh:k8s"); err == nil || !strings.Contains(err.Error(), "is of type kubernetes, not ssh") {
 		t.Errorf("ssh:k8s: %v", err)

@@ -291,31 +291,31 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 		return a.printProvider(ref)
 	}
 	tw := a.table()
-	fmt.Fprintf(tw, "queue\t%s/%s\n", q.Namespace(), q.Name())
-	fmt.Fprintf(tw, "max depth\t%d\n", ad.MaxDepth)
-	fmt.Fprintf(tw, "on full\t%s\n", ad.OnFull)
-	fmt.Fprintf(tw, "rate limit\t%g/s\n", ad.RateLimit)
-	fmt.Fprintf(tw, "burst\t%d\n", ad.Burst)
-	fmt.Fprintf(tw, "deadline cutoff\t%s\n", time.Duration(ad.DeadlineCutoff))
+	tw.row("queue", fmt.Sprintf("%s/%s", q.Namespace(), q.Name()))
+	tw.row("max depth", ad.MaxDepth)
+	tw.row("on full", ad.OnFull)
+	tw.row("rate limit", fmt.Sprintf("%g/s", ad.RateLimit))
+	tw.row("burst", ad.Burst)
+	tw.row("deadline cutoff", time.Duration(ad.DeadlineCutoff))
 	// The concurrency-key lines appear when the queue uses keys.
 	if ad.ConcurrencyLimit > 0 || len(ad.ConcurrencyLimits) > 0 || len(ad.KeyWeights) > 0 || len(keys) > 0 {
-		fmt.Fprintf(tw, "concurrency limit\t%d per key\n", ad.ConcurrencyLimit)
+		tw.row("concurrency limit", fmt.Sprintf("%d per key", ad.ConcurrencyLimit))
 	}
 	if ad.KeyRateLimit > 0 {
-		fmt.Fprintf(tw, "key rate limit\t%g/s burst %d per key\n", ad.KeyRateLimit, ad.KeyBurst)
+		tw.row("key rate limit", fmt.Sprintf("%g/s burst %d per key", ad.KeyRateLimit, ad.KeyBurst))
 	}
 	for _, k := range slices.Sorted(maps.Keys(ad.ConcurrencyLimits)) {
-		fmt.Fprintf(tw, "  key %q limit\t%d\n", k, ad.ConcurrencyLimits[k])
+		tw.row(fmt.Sprintf("  key %q limit", k), ad.ConcurrencyLimits[k])
 	}
 	for _, k := range slices.Sorted(maps.Keys(ad.KeyWeights)) {
-		fmt.Fprintf(tw, "  key %q weight\t%g\n", k, ad.KeyWeights[k])
+		tw.row(fmt.Sprintf("  key %q weight", k), fmt.Sprintf("%g", ad.KeyWeights[k]))
 	}
 	for _, k := range keys {
 		limit := "no limit"
 		if k.Limit > 0 {
 			limit = fmt.Sprintf("limit %d", k.Limit)
 		}
-		fmt.Fprintf(tw, "key %q\t%d running (%s), %d queued\n", k.Key, k.Running, limit, k.Queued)
+		tw.row(fmt.Sprintf("key %q", k.Key), fmt.Sprintf("%d running (%s), %d queued", k.Running, limit, k.Queued))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -196,23 +196,23 @@ func (a *app) printProvider(ref *lakeshore.ProviderRef) error {
 	}
 	p := ref.Policy.WithDefaults()
 	tw := a.table()
-	fmt.Fprintf(tw, "provider\t%s\n", ref.Name)
-	fmt.Fprintf(tw, "workers\t%d–%d, %d jobs per worker\n", p.MinWorkers, p.MaxWorkers, p.JobsPerWorker)
+	tw.row("provider", ref.Name)
+	tw.row("workers", fmt.Sprintf("%d–%d, %d jobs per worker", p.MinWorkers, p.MaxWorkers, p.JobsPerWorker))
 	step := "no cap"
 	if p.ScaleUpStep > 0 {
 		step = strconv.Itoa(p.ScaleUpStep) + " per tick"
 	}
-	fmt.Fprintf(tw, "scale-up step\t%s\n", step)
-	fmt.Fprintf(tw, "cooldown\t%s\n", p.Cooldown)
-	fmt.Fprintf(tw, "idle timeout\t%s\n", p.IdleTimeout)
-	fmt.Fprintf(tw, "register timeout\t%s\n", p.RegisterTimeout)
+	tw.row("scale-up step", step)
+	tw.row("cooldown", p.Cooldown)
+	tw.row("idle timeout", p.IdleTimeout)
+	tw.row("register timeout", p.RegisterTimeout)
 	command := make([]string, len(p.Command))
 	for i, arg := range p.Command {
 		command[i] = plane.RedactURL(arg) // a URL argument's password is not printed
 	}
-	fmt.Fprintf(tw, "worker command\t%s\n", shellJoin(command))
+	tw.row("worker command", shellJoin(command))
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-		fmt.Fprintf(tw, "worker env\t%s=%s\n", k, plane.RedactURL(p.Env[k]))
+		tw.row("worker env", fmt.Sprintf("%s=%s", k, plane.RedactURL(p.Env[k])))
 	}
 	r := p.Resources
 	var res []string
@@ -233,7 +233,7 @@ func (a *app) printProvider(ref *lakeshore.ProviderRef) error {
 	if len(res) == 0 {
 		res = []string{"provider defaults"}
 	}
-	fmt.Fprintf(tw, "resources\t%s\n", strings.Join(res, " "))
+	tw.row("resources", strings.Join(res, " "))
 	return tw.Flush()
 }
 

@@ -43,21 +43,21 @@ func newQueuesCmd(a *app) *cobra.Command {
 				return nil
 			}
 			tw := a.table()
-			fmt.Fprint(tw, "NAMESPACE\tQUEUE")
+			header := []any{"NAMESPACE", "QUEUE"}
 			for _, st := range plane.States() {
-				fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
+				header = append(header, strings.ToUpper(string(st)))
 			}
-			fmt.Fprintln(tw, "\tADMISSION\tPAUSED")
+			tw.row(append(header, "ADMISSION", "PAUSED")...)
 			for _, s := range stats {
-				fmt.Fprintf(tw, "%s\t%s", s.Namespace, s.Queue)
+				cells := []any{s.Namespace, s.Queue}
 				for _, st := range plane.States() {
-					fmt.Fprintf(tw, "\t%d", s.Counts[st])
+					cells = append(cells, s.Counts[st])
 				}
 				paused := "-"
 				if s.Paused {
 					paused = "paused"
 				}
-				fmt.Fprintf(tw, "\t%s\t%s\n", admissionText(s.Admission), paused)
+				tw.row(append(cells, admissionText(s.Admission), paused)...)
 			}
 			return tw.Flush()
 		},

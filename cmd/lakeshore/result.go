@@ -52,6 +52,6 @@ func (a *app) printResult(c *cobra.Command, q *lakeshore.Queue, id string, timeo
 	if a.json {
 		return a.printJSON(map[string]any{"id": id, "state": lakeshore.StateSucceeded, "result": v})
 	}
-	_, err = fmt.Fprintln(a.stdout, compactJSON(v))
+	_, err = fmt.Fprintln(a.stdout, printable(compactJSON(v)))
 	return err
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -164,8 +163,8 @@ func newScheduleListCmd(a *app) *cobra.Command {
 				}
 				return a.printJSON(out)
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tRULE\tQUEUE\tCATCH-UP\tLAST FIRE\tNEXT FIRE\tSKIPPED")
+			tw := a.table()
+			tw.row("NAME", "RULE", "QUEUE", "CATCH-UP", "LAST FIRE", "NEXT FIRE", "SKIPPED")
 			for i := range list {
 				sc := &list[i]
 				name := sc.Name
@@ -176,7 +175,7 @@ func newScheduleListCmd(a *app) *cobra.Command {
 				if !sc.Paused {
 					next = stamp(sc.NextFire)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", name, sc.String(), sc.Queue,
+				tw.row(name, sc.String(), sc.Queue,
 					strings.TrimSpace(string(cmpCatchUp(sc.CatchUp))), stamp(sc.LastFire), next, sc.Skipped)
 			}
 			return tw.Flush()

@@ -38,7 +38,7 @@ job ends however long it is silent.`,
 				if a.json {
 					err = a.printJSON(map[string]any{"seq": f.Seq, "attempt": f.Attempt, "value": f.Value})
 				} else {
-					_, err = fmt.Fprintf(a.stdout, "%d\t%s\n", f.Seq, compactJSON(f.Value))
+					_, err = fmt.Fprintf(a.stdout, "%d\t%s\n", f.Seq, printable(compactJSON(f.Value)))
 				}
 				if err != nil {
 					return err

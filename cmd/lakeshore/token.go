@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -137,9 +136,9 @@ func RunTokenList(ctx context.Context, target string, jsonOut bool, out io.Write
 	if err != nil {
 		return fmt.Errorf("list tokens: %w", err)
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	tw := newTable(out)
 	if !jsonOut {
-		fmt.Fprintln(tw, "ID\tNAMESPACE\tQUEUE\tCAN\tCREATED\tEXPIRES\tSTATUS")
+		tw.row("ID", "NAMESPACE", "QUEUE", "CAN", "CREATED", "EXPIRES", "STATUS")
 	}
 	now := time.Now()
 	for _, t := range toks {
@@ -164,7 +163,7 @@ func RunTokenList(ctx context.Context, target string, jsonOut bool, out io.Write
 			}
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Namespace, t.Queue, strings.Join(perms, ","),
+		tw.row(t.ID, t.Namespace, t.Queue, strings.Join(perms, ","),
 			t.CreatedAt.UTC().Format(time.RFC3339), expires, status)
 	}
 	return tw.Flush()

@@ -102,7 +102,7 @@ every value until the topic is closed.`,
 				if a.json {
 					return a.printJSON(map[string]any{"seq": f.Seq, "value": f.Value})
 				}
-				_, err := fmt.Fprintf(a.stdout, "%d\t%s\n", f.Seq, compactJSON(f.Value))
+				_, err := fmt.Fprintf(a.stdout, "%d\t%s\n", f.Seq, printable(compactJSON(f.Value)))
 				return err
 			}
 			if follow {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"fmt"
 	"strings"
 	"time"
 
@@ -39,12 +38,11 @@ func newWorkersCmd(a *app) *cobra.Command {
 				return nil
 			}
 			tw := a.table()
-			fmt.Fprintln(tw, "ID\tHOST\tPID\tNAMESPACE\tQUEUES\tPROVIDER\tLAUNCH\tRUNNING\tSTARTED\tLAST SEEN")
+			tw.row("ID", "HOST", "PID", "NAMESPACE", "QUEUES", "PROVIDER", "LAUNCH", "RUNNING", "STARTED", "LAST SEEN")
 			for _, w := range ws {
 				provider, launch := cmp.Or(w.Provider, "-"), cmp.Or(w.LaunchID, "-")
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s ago\n", w.ID, w.Host, w.PID, w.Namespace,
-					strings.Join(w.Queues, ","), provider, launch, w.Running, formatTime(w.StartedAt),
-					time.Since(w.LastSeen).Round(time.Second))
+				tw.row(w.ID, w.Host, w.PID, w.Namespace, strings.Join(w.Queues, ","), provider, launch, w.Running,
+					formatTime(w.StartedAt), time.Since(w.LastSeen).Round(time.Second).String()+" ago")
 			}
 			return tw.Flush()
 		},

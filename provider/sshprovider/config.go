@@ -160,9 +160,15 @@ func FromConfig(file string, p *fabric.Provider) (Config, error) {
 
 // check reports what is wrong with h, as a sentence.
 func (h *Host) check() error {
+	if err := fabric.CheckHostAddress(h.Address); err != nil {
+		return err
+	}
+	if h.PlaneURL != "" {
+		if err := fabric.CheckPlaneURL(h.PlaneURL); err != nil {
+			return err
+		}
+	}
 	switch {
-	case h.Address == "" || strings.ContainsAny(h.Address, " \t\n/@"):
-		return fmt.Errorf("bad host %q: want a host name or an IP address (the user goes in user:)", h.Address)
 	case h.Port < 0 || h.Port > 65535:
 		return fmt.Errorf("bad port %d: want 1-65535", h.Port)
 	case h.Workers < 0:

@@ -50,8 +50,19 @@ const envCodeCache = "LAKESHORE_CODE_CACHE"
 var ErrNoHost = errors.New("no host can take the launch")
 
 // ErrUnreachable matches errors of a host that did not answer (connection refused, timed
-// out, SSH handshake failed); it also matches plane.ErrUnavailable.
-var ErrUnreachable = fmt.Errorf("host not reachable: %w", plane.ErrUnavailable)
+// out, name not found, SSH handshake failed); such an error also matches
+// plane.ErrUnavailable (it is transient to the supervisor), but its message names the host,
+// not the plane: "host not reachable: dial tcp ...".
+var ErrUnreachable error = unreachableError{}
+
+// unreachableError is ErrUnreachable: its message is about the host, and errors.Is matches
+// it to plane.ErrUnavailable without "plane unavailable" in the text.
+type unreachableError struct{}
+
+func (unreachableError) Error() string { return "host not reachable" }
+
+// Is matches plane.ErrUnavailable.
+func (unreachableError) Is(target error) bool { return plane.ErrUnavailable.Is(target) }
 
 // Provider runs workers on the hosts of an inventory over SSH. Create it with New; safe for
 // concurrent use.

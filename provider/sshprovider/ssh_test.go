@@ -372,8 +372,10 @@ func TestHostDown(t *testing.T) {
 		t.Errorf("the launch went to %q, want 127.0.0.2", l.Detail)
 	}
 	f.servers[1].Kill()
-	if _, err := p.List(ctx); !errors.Is(err, plane.ErrUnavailable) || !strings.Contains(err.Error(), "no host answers") {
-		t.Errorf("List with every host down: %v", err)
+	if _, err := p.List(ctx); !errors.Is(err, plane.ErrUnavailable) || !errors.Is(err, sshprovider.ErrUnreachable) ||
+		!strings.Contains(err.Error(), "no host answers") || !strings.Contains(err.Error(), "host not reachable") ||
+		strings.Contains(err.Error(), "plane unavailable") {
+		t.Errorf("List with every host down: %v, want host not reachable (matching plane.ErrUnavailable), not plane unavailable", err)
 	}
 	if p.Name() != "ssh:test" {
 		t.Errorf("Name() = %q", p.Name())
@@ -422,7 +424,9 @@ func TestFromConfig(t *testing.T) {
 		{"providers:\n  p:\n    type: ssh\n    usr: x\n    hosts: [a]\n", "providers.p.usr", `unknown key "usr"`},
 		{"providers:\n  p:\n    type: ssh\n    hosts:\n      - {host: a, port: 99999}\n", "providers.p.hosts[0].port", "bad port"},
 		{"providers:\n  p:\n    type: ssh\n    hosts:\n      - {host: a, workers: 0}\n", "providers.p.hosts[0].workers", "bad worker count"},
-		{"providers:\n  p:\n    type: ssh\n    hosts:\n      - {host: ml@a}\n", "providers.p.hosts[0]", "the user goes in user:"},
+		{"providers:\n  p:\n    type: ssh\n    hosts:\n      - {host: ml@a}\n", "providers.p.hosts[0].host", "the user goes in user:"},
+		{"providers:\n  p:\n    type: ssh\n    hosts:\n      - {host: \"127.0.0.1:22222\"}\n", "providers.p.hosts[0].host", "the port goes in port:"},
+		{"providers:\n  p:\n    type: ssh\n    plane_url: ftp://x/\n    hosts: [a]\n", "providers.p.plane_url", "want an http:// or https:// URL"},
 	} {
 		c, err := fabric.Parse("lakeshore.yaml", []byte(tc.yaml))
 		if err == nil {

@@ -188,6 +188,16 @@ def test_mounts(tmp_path: Path) -> None:
     m = config.Mount("src", exclude=("*.pyc", "__pycache__", "data"))
     assert code.mount_files(tmp_path, [m]) == ["src/a.py"]
     assert code.mount_files(tmp_path, [config.Mount("src", include=("*.py",))]) == ["src/__pycache__/c.py", "src/a.py"]
+    # A mount that is (or passes through) a symbolic link, or is missing, is refused: it
+    # would ship files from outside the project.
+    outside = tmp_path.parent / (tmp_path.name + "-outside")
+    outside.mkdir()
+    (outside / "secret.py").write_text("x")
+    (tmp_path / "linked").symlink_to(outside)
+    (tmp_path / "alias").symlink_to(tmp_path / "src")
+    for path, want in {"linked": "is a symbolic link", "alias/__pycache__": "is a symbolic link", "nope": "does not exist"}.items():
+        with pytest.raises(code.CodeError, match=want):
+            code.mount_files(tmp_path, [config.Mount(path)])
 
 
 def _tar(*members: tuple[tarfile.TarInfo, bytes]) -> bytes:

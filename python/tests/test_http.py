@@ -311,6 +311,12 @@ def test_delayed_submit(dispatch: HttpDispatch, qname: str) -> None:
     assert job is not None and job.id == inv2 and datetime.now(timezone.utc) >= at - timedelta(seconds=0.05)
     with pytest.raises(InvalidError, match="delay"):
         q.submit(1, delay=-1)
+    # Huge, infinite and NaN seconds are InvalidError naming the field, never OverflowError.
+    for field in ("debounce", "unique_for", "delay", "attempt_timeout"):
+        for bad in (10**400, float("inf"), float("nan"), 1e300):
+            with pytest.raises(InvalidError, match=f"invalid {field} .*want seconds from 0 to") as e:
+                q.submit(1, key="x", **{field: bad})
+            assert e.value.field == field
     with pytest.raises(InvalidError, match="aware"):
         q.submit(1, not_before=datetime.now())
 

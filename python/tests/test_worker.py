@@ -192,6 +192,35 @@ def test_a_killed_job_stops_its_body(mem: lakeshore.Dispatch) -> None:
         assert f.queue().get(inv).state == "killed"
 
 
+def test_a_killed_job_that_finishes_anyway_is_no_warning(mem: lakeshore.Dispatch, caplog: pytest.LogCaptureFixture) -> None:
+    # A kill the body outruns (it returns before a heartbeat notices, as a RolloutPool's
+    # stop does to rollouts about to end) is fenced off at the settle: expected, said at
+    # INFO, never the WARNING of a lease lost by surprise.
+    started, release = threading.Event(), threading.Event()
+
+    @udf(queue="kill-outrun", dispatch=mem, lease_ttl=60.0)
+    def quick() -> int:
+        started.set()
+        release.wait(30)
+        return 1
+
+    inv = quick.submit()
+    caplog.set_level("INFO", logger="lakeshore")
+    t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": [quick], "once": True}, daemon=True)
+    t.start()
+    assert started.wait(10)
+    assert quick.queue().kill(inv)
+    release.set()
+    t.join(30)
+    assert not t.is_alive()
+    assert quick.queue().get(inv).state == "killed"
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if inv in r.getMessage()]
+    assert ("INFO", f"lakeshore worker: job {inv} was killed before its outcome settled; the outcome is dropped") in said or any(
+        level == "INFO" and "was killed: stopping its body" in m for level, m in said
+    ), said
+    assert not [m for level, m in said if level == "WARNING"], said
+
+
 WORKER_SCRIPT = textwrap.dedent(
     """
     import os, sys, time, lakeshore

@@ -35,6 +35,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -161,8 +162,6 @@ def git_files(root: str | os.PathLike[str]) -> list[str]:
 
 
 def _is_regular(mode: int) -> bool:
-    import stat
-
     return stat.S_ISREG(mode)
 
 
@@ -246,9 +245,14 @@ def _match_any(patterns: Sequence[str], rel: str) -> bool:
 
 def mount_files(root: str | os.PathLike[str], mounts: Sequence[Mount]) -> list[str]:
     """The regular files of ``mounts`` below ``root`` (no symbolic links, no ``.git``),
-    filtered by each mount's include and exclude patterns; sorted, relative to ``root``."""
+    filtered by each mount's include and exclude patterns; sorted, relative to ``root``.
+
+    Raises:
+        CodeError: a mount whose path (or a directory on the way to it) is a symbolic link or
+            does not exist, as the Go SDK's fabric.MountFiles."""
     files = set()
     for m in mounts:
+        _check_mount_path(root, m.path)
         base = os.path.join(root, m.path)
         for d, dirs, names in os.walk(base):
             dirs[:] = [x for x in dirs if x != ".git" and not os.path.islink(os.path.join(d, x))]
@@ -261,6 +265,26 @@ def mount_files(root: str | os.PathLike[str], mounts: Sequence[Mount]) -> list[s
                     continue
                 files.add(rel if m.path == "." else f"{m.path}/{rel}")
     return sorted(files, key=lambda p: p.encode("utf-8", "surrogateescape"))
+
+
+def _check_mount_path(root: str | os.PathLike[str], mount_path: str) -> None:
+    """Refuse a mount path (relative, slash-separated, clean) that does not exist below
+    ``root`` or passes through a symbolic link: a link would ship files from outside the
+    project."""
+    if mount_path == ".":
+        return
+    p = os.fspath(root)
+    for part in mount_path.split("/"):
+        p = os.path.join(p, part)
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            raise CodeError(f"code mount {mount_path}: {p} does not exist below the project root {root}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise CodeError(
+                f"code mount {mount_path}: {p} is a symbolic link; a mount ships only files inside the project: "
+                "name a directory of the project under code.mounts (or copy the linked files into it)"
+            )
 
 
 # ------------------------------------------------------------------------------ hashing

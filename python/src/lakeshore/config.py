@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -77,6 +78,31 @@ DEFAULT_MAX_CODE_BYTES = 100 << 20
 """The compressed-size ceiling of a code archive when the file sets none (100 MiB)."""
 PROVIDER_TYPES = ("exec", "kubernetes", "local", "slurm", "ssh")
 """The provider types a project file may declare."""
+
+def host_address_problem(address: str) -> str:
+    """What is wrong with ``address`` as the host of an ssh provider's inventory, as a sentence
+    ("" when it is fine): it must be a host name or an IP address (v4 or v6, unbracketed), with
+    no user (that is ``user:``), no port (that is ``port:``) and no spaces or slashes. The Go SDK
+    (fabric.CheckHostAddress) gives the same answers."""
+    if not address or any(c in address for c in " \t\r\n/@\x00"):
+        return f"bad host {json.dumps(address)}: want a host name or an IP address (the user goes in user:)"
+    if ":" in address:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            return f"bad host {json.dumps(address)}: want a host name or an IP address without a port (the port goes in port:)"
+    return ""
+
+
+def plane_url_problem(url: str) -> str:
+    """What is wrong with ``url`` as a ``plane_url`` (the LAKESHORE_URL a provider's workers reach
+    the plane by), as a sentence ("" when it is fine): it must be an http:// or https:// URL. The
+    URL is not repeated (it may carry credentials), as fabric.CheckPlaneURL does."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("http", "https") or not rest or rest.startswith("/"):
+        return 'bad plane_url: want an http:// or https:// URL of the plane ("http://10.0.0.5:7070")'
+    return ""
+
 
 HOST_KEYS = ("dir", "host", "key_file", "lakeshore", "offers", "plane_url", "pool", "port", "user", "workers")
 """The keys a host of an ssh provider's ``hosts:`` list may have (Go: ``fabric.HostKeys``)."""
@@ -497,6 +523,8 @@ class _Parser:
                         raise self.fail(fv, field + ".type", f"unknown provider type {json.dumps(val)}", PROVIDER_TYPES)
                     typ = val
                 else:
+                    if fk.value == "plane_url" and (problem := plane_url_problem(val)):
+                        raise self.fail(fv, self.join(field, fk.value), problem)
                     options[fk.value] = val
             if not typ:
                 raise self.fail(k, field + ".type", "missing", PROVIDER_TYPES)
@@ -515,6 +543,8 @@ class _Parser:
         for i, hn in enumerate(n.value):
             sub = f"{field}[{i}]"
             if isinstance(hn, yaml.ScalarNode) and hn.tag != _NULL:
+                if problem := host_address_problem(str(hn.value)):
+                    raise self.fail(hn, self.join(sub, "host"), problem)
                 out.append(Host({"host": str(hn.value)}))
                 continue
             options: dict[str, str] = {}
@@ -524,6 +554,9 @@ class _Parser:
                     offers = self.resources(v, self.join(sub, "offers"))
                 else:
                     options[k.value] = self.scalar(v, self.join(sub, k.value))
+                    check = {"host": host_address_problem, "plane_url": plane_url_problem}.get(k.value)
+                    if check is not None and (problem := check(options[k.value])):
+                        raise self.fail(v, self.join(sub, k.value), problem)
             if not options.get("host"):
                 raise self.fail(hn, self.join(sub, "host"), "missing: name the machine (a host name or address)")
             out.append(Host(options, offers))

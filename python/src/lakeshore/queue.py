@@ -437,17 +437,28 @@ def _check_id(id: Any) -> str:
     return id
 
 
+# The longest duration a field in seconds may have, as the server's: what Go's
+# time.Duration holds (about 292 years).
+_MAX_SECONDS = float((2**63 - 1) // 10**9)
+
+
 def _check_seconds(what: str, v: float | None, *, allow_none: bool = True) -> float | None:
+    """``v`` as float seconds, or InvalidError naming ``what``: not a number, negative, not
+    finite or beyond _MAX_SECONDS (an int too large for a float included)."""
     if v is None:
         if allow_none:
             return None
-    elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+    elif isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= _MAX_SECONDS:
+        # Comparing first keeps a huge int away from float() (OverflowError) and NaN out.
         return float(v)
+    huge = isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**30
+    shown = f"an integer of {len(str(abs(int(v or 0))))} digits" if huge else repr(v)
     raise errors.InvalidError(
-        f"invalid {what} {v!r}: want seconds ≥ 0" + (" or None" if allow_none else ""),
+        f"invalid {what} {shown}: want seconds from 0 to {int(_MAX_SECONDS)} (about 292 years)"
+        + (" or None" if allow_none else ""),
         field=what,
-        value=v,
-        rule="seconds ≥ 0",
+        value=shown if huge else v,
+        rule=f"seconds from 0 to {int(_MAX_SECONDS)}",
     )
 
 

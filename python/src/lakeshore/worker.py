@@ -601,12 +601,27 @@ class _Worker:
             job = settled[3]
             settled[0].held.pop(job.id, None)
             if isinstance(settle_error, errors.LeaseLostError):
-                log.warning("lakeshore worker: job %s: the lease was lost before it settled (fenced off)", job.id)
+                if await self._killed(settled[0], job):
+                    # The expected end of a kill (a RolloutPool's stop, an operator's kill)
+                    # that the body outran: nothing was lost that anyone still wants.
+                    log.info("lakeshore worker: job %s was killed before its outcome settled; the outcome is dropped", job.id)
+                else:
+                    log.warning("lakeshore worker: job %s: the lease was lost before it settled (fenced off)", job.id)
             elif settle_error is not None:
                 log.warning("lakeshore worker: job %s: settle failed: %s", job.id, settle_error)
         if d is None:
             return None
         return await core.job_from(d)
+
+    async def _killed(self, core: QueueCore, job: Job) -> bool:
+        """Whether a job this worker lost was killed (asked once, after the loss): a kill is
+        said at INFO, any other loss (an expired lease, a claim by another worker) at
+        WARNING. False when the plane cannot say."""
+        try:
+            inv = await self.d.run_async(core.get(job.id))
+        except errors.DispatchError:
+            return False
+        return inv.state == "killed" and inv.attempt == job.attempt
 
     async def _claim(self, core: QueueCore, wait: float) -> Job | None:
         # The claim's coroutine is made here, so a task cancelled before it starts leaves
@@ -648,7 +663,10 @@ class _Worker:
         try:
             await r.core.heartbeat(r.job)
         except (errors.LeaseLostError, errors.NotFoundError, errors.InvocationError):
-            log.warning("lakeshore worker: job %s was killed or lost its lease: stopping its body", r.job.id)
+            if await self._killed(r.core, r.job):
+                log.info("lakeshore worker: job %s was killed: stopping its body", r.job.id)
+            else:
+                log.warning("lakeshore worker: job %s was killed or lost its lease: stopping its body", r.job.id)
             r.lost = True
             self._stop(r)
             return
