@@ -58,7 +58,7 @@ from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import Envelope
 from lakeshore.queue import Queue as JobQueue
 from lakeshore.scopes import Scope
-from lakeshore.worker import UDF, udf
+from lakeshore.worker import UDF, JobStopped, udf
 
 __all__ = ["Policy", "Weights", "rollout", "RolloutPool"]
 
@@ -236,6 +236,19 @@ def rollout(
             )
 
         async def produce(kwargs: dict[str, Any]) -> dict[str, Any]:
+            # The worker stops a killed job's body by raising JobStopped in its thread. Here
+            # the thread runs this event loop, and the exception may land in one of the
+            # loop's callbacks, which asyncio logs and swallows: such a landing cancels
+            # this coroutine instead, so the body stops wherever the exception lands.
+            loop, main = asyncio.get_running_loop(), asyncio.current_task()
+
+            def stopped(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+                if isinstance(context.get("exception"), JobStopped) and main is not None:
+                    main.cancel()
+                    return
+                loop.default_exception_handler(context)
+
+            loop.set_exception_handler(stopped)
             d = dispatch or default_dispatch()
             dq = DataQueue(
                 data_queue,
@@ -276,7 +289,10 @@ def rollout(
 
         @functools.wraps(f)
         def body(**kwargs: Any) -> dict[str, Any]:
-            return asyncio.run(produce(kwargs))
+            try:
+                return asyncio.run(produce(kwargs))
+            except asyncio.CancelledError:
+                raise JobStopped("the rollout was stopped") from None
 
         body.__signature__ = sig.replace(parameters=params[1:])  # type: ignore[attr-defined]
         del body.__wrapped__  # inspect.signature must see the payload's parameters only

@@ -450,8 +450,11 @@ class _Worker:
             keeper.cancel()
             registrar.cancel()
             self.pool.shutdown(wait=True)
-            with contextlib.suppress(errors.DispatchError, RuntimeError):
-                await self.d.run_async(self._deregister())
+            deregister = self._deregister()
+            try:
+                await self.d.run_async(deregister)
+            except (errors.DispatchError, RuntimeError):
+                deregister.close()  # never scheduled (a closed client): not left unawaited
         return self.done
 
     def _registration(self) -> dict[str, Any]:
