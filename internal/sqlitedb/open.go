@@ -31,12 +31,6 @@ const (
 const (
 	// BusyTimeoutDefault is how long a connection waits for another process's lock.
 	BusyTimeoutDefault = 10 * time.Second
-	// BusyTimeoutMemoryMin is the shortest wait of a Memory database's connections. Its
-	// memdb VFS has no WAL: a reader that arrives while the writer commits waits for it,
-	// and the writer is this process's own, so the wait is a commit's length, never
-	// another program's lock; on a starved machine (the race detector, 2 busy cores) a
-	// commit has taken over 10 s, and a read should wait for it rather than fail.
-	BusyTimeoutMemoryMin = 2 * time.Minute
 	// ReadConnsDefault is the size of the read pool.
 	ReadConnsDefault = 4
 )
@@ -134,11 +128,7 @@ func dsns(path string, o *Options) (string, string, error) {
 	if o.ForeignKeys {
 		foreignKeys = "on"
 	}
-	busy := o.BusyTimeout
-	if path == Memory {
-		busy = max(busy, BusyTimeoutMemoryMin)
-	}
-	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(%s)", busy.Milliseconds(), foreignKeys)
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(%s)", o.BusyTimeout.Milliseconds(), foreignKeys)
 	if path == Memory {
 		// SQLite's memdb VFS shares one memory database between this DB's connections
 		// (readers and the writer) and no other; it lives while the writer's connection does.
