@@ -80,14 +80,12 @@ const (
 	DebounceExisting
 )
 
-// Debounce decides what a debounced submit does about the holder of its key: exists false
-// when none; metadata its metadata (MetaDebounce marks a debounced one); delayed whether it
-// is queued and not yet claimable; attempt its attempt; dueAfterNow whether its due time is
-// still ahead of the plane's now.
-func Debounce(exists bool, metadata map[string]string, delayed bool, attempt int, dueAfterNow bool) DebounceAction {
-	if !exists {
-		return DebounceInsert
-	}
+// Debounce decides what a debounced submit does about the invocation holding its key (a
+// driver that finds none inserts: DebounceInsert): metadata is the holder's metadata
+// (MetaDebounce marks a debounced one); delayed whether it is queued and not yet
+// claimable; attempt its attempt; dueAfterNow whether its due time is still ahead of the
+// plane's now.
+func Debounce(metadata map[string]string, delayed bool, attempt int, dueAfterNow bool) DebounceAction {
 	if _, marked := metadata[MetaDebounce]; !marked {
 		return DebounceExisting
 	}

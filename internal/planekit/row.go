@@ -182,6 +182,15 @@ func ToMS(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
+// Payload is the stored form of a submit's payload: p, or an empty payload for nil (both
+// planes keep the column NOT NULL).
+func Payload(p []byte) []byte {
+	if p == nil {
+		return []byte{}
+	}
+	return p
+}
+
 // EncodeMetadata is the stored form of invocation metadata (nil when empty).
 func EncodeMetadata(m map[string]string) []byte {
 	if len(m) == 0 {

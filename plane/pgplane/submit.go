@@ -139,7 +139,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 							return err
 						}
 					} else if at, ok := position[first]; ok {
-						payloads[at], metas[at] = nonNil(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s))
+						payloads[at], metas[at] = planekit.Payload(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s))
 						availables[at] = s.DueAt(t.now).UnixMilli()
 					}
 				}
@@ -180,7 +180,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		if s.Key != "" {
 			key = &s.Key
 		}
-		payload := nonNil(s.Payload)
+		payload := planekit.Payload(s.Payload)
 		available := s.DueAt(t.now).UnixMilli()
 		ids = append(ids, id)
 		keys = append(keys, key)
@@ -299,24 +299,16 @@ func (t *tx) debounce(namespace, queue string, s *plane.SubmitParams) (string, p
 	if err != nil {
 		return "", 0, fmt.Errorf("submit: debounce: %w", err)
 	}
-	action := plane.Debounce(true, planekit.DecodeMetadata(metadata), state == planekit.StateQueued && waiting, attempt, due > t.ms)
+	action := plane.Debounce(planekit.DecodeMetadata(metadata), state == planekit.StateQueued && waiting, attempt, due > t.ms)
 	switch action {
 	case plane.DebounceFold:
 		t.exec(`UPDATE `+t.d.schema+`.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`,
-			id, nonNil(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s)), s.DueAt(t.now).UnixMilli())
+			id, planekit.Payload(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s)), s.DueAt(t.now).UnixMilli())
 		t.wake(planekit.InvocationKey(id))
 	case plane.DebounceTakeOver:
 		t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL WHERE id = $1`, id)
 	}
 	return id, action, nil
-}
-
-// nonNil is payload, or an empty payload for nil (the column is NOT NULL).
-func nonNil(payload []byte) []byte {
-	if payload == nil {
-		return []byte{}
-	}
-	return payload
 }
 
 // pgconnRetry wraps a failure that a fresh transaction resolves.
@@ -507,10 +499,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			if s.Key != "" {
 				key = &s.Key
 			}
-			payload := s.Payload
-			if payload == nil {
-				payload = []byte{}
-			}
+			payload := planekit.Payload(s.Payload)
 			rowKeys = append(rowKeys, key)
 			rowConcurrencyKeys = append(rowConcurrencyKeys, nullable(s.ConcurrencyKey))
 			prios = append(prios, s.Priority)

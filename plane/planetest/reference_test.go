@@ -186,7 +186,7 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 			}
 			if ri, ok := d.invs[d.keys[k]]; ok && s.Debounce > 0 {
 				delayed := ri.inv.State == plane.StateQueued && ri.inv.AvailableAt.After(now)
-				switch plane.Debounce(true, ri.inv.Metadata, delayed, ri.inv.Attempt, ri.inv.AvailableAt.After(now)) {
+				switch plane.Debounce(ri.inv.Metadata, delayed, ri.inv.Attempt, ri.inv.AvailableAt.After(now)) {
 				case plane.DebounceFold: // still waiting for quiet: the last submit wins and pushes it back
 					ri.inv.Payload, ri.inv.Metadata, ri.inv.AvailableAt = slices.Clone(s.Payload), plane.DebounceMetadata(&s), s.DueAt(now)
 					out[i] = plane.SubmitResult{ID: ri.inv.ID, Existing: true}

@@ -230,10 +230,7 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			if maxAttempts == 0 {
 				maxAttempts = plane.MaxAttemptsDefault
 			}
-			payload := s.Payload
-			if payload == nil {
-				payload = []byte{}
-			}
+			payload := planekit.Payload(s.Payload)
 			state, due := planekit.StateQueued, t.ms
 			if s.Delay > 0 || s.Debounce > 0 || !s.NotBefore.IsZero() {
 				// Due times are the plane's clock at millisecond precision, never the client's.
@@ -289,7 +286,7 @@ func (t *wtx) debounceHolder(namespace, queue, key string) (string, plane.Deboun
 	if err != nil {
 		return "", 0, fmt.Errorf("submit: debounce: %w", err)
 	}
-	action := plane.Debounce(true, planekit.DecodeMetadata(metadata), state == planekit.StateDelayed, attempt, due > t.ms)
+	action := plane.Debounce(planekit.DecodeMetadata(metadata), state == planekit.StateDelayed, attempt, due > t.ms)
 	if action == plane.DebounceTakeOver {
 		if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL WHERE id = ?`, id); err != nil {
 			return "", 0, fmt.Errorf("submit: debounce: %w", err)
@@ -301,13 +298,9 @@ func (t *wtx) debounceHolder(namespace, queue, key string) (string, plane.Deboun
 // debounce gives the waiting invocation id the payload and metadata of the debounced
 // submit s and its due time, counted from now.
 func (t *wtx) debounce(id string, s *plane.SubmitParams) error {
-	payload := s.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
 	due := s.DueAt(time.UnixMilli(t.ms)).UnixMilli()
 	if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET payload = ?, metadata = ?, available_ms = ? WHERE id = ?`,
-		payload, planekit.EncodeMetadata(plane.DebounceMetadata(s)), due, id); err != nil {
+		planekit.Payload(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s)), due, id); err != nil {
 		return fmt.Errorf("submit: debounce: %w", err)
 	}
 	t.delayed(due)
