@@ -168,6 +168,10 @@ type record struct {
 // PlaneURL as LAKESHORE_URL when set, and LAKESHORE_CODE_CACHE=DIR/code-cache unless
 // l.Env sets it. Errors: ErrNoHost (wrapping each host's reason), or the last host's
 // failure: the program is not found there, the worker exited at once (its log's tail).
+// A launch whose connection is lost after its script was sent may have started, so it is
+// counted on that host and Launch returns nil: the next List reports it running there, or
+// ended (the host is down, or the script never ran), and the supervisor launches anew; it
+// is never started a second time on another host under the same id.
 func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 	if len(l.Command) == 0 {
 		return plane.Invalid("worker command", l.Command, "give the worker's command")
@@ -178,7 +182,11 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 	var reasons []error
 	for _, h := range p.candidates(l.Resources, &reasons) {
 		err := p.launchOn(ctx, h, l)
-		if err == nil {
+		// A launch whose connection was lost after its script was sent may have started:
+		// it is counted on h, never started again elsewhere under the same id; the next
+		// List finds it running there, or ended (host down, or the script never ran) and
+		// the supervisor launches anew.
+		if err == nil || errors.Is(err, errOutcomeUnknown) && ctx.Err() == nil {
 			p.mu.Lock()
 			h.launches[l.ID] = l.Resources
 			p.hostOf[l.ID] = h
@@ -560,27 +568,34 @@ func (p *Provider) LogPath(id string) string {
 	return h.Address + ":" + h.Dir + "/logs/" + id + ".log"
 }
 
-// run runs script with sh on h (over its connection, dialled when needed; a stale
-// connection is dialled again once) and returns its standard output. Errors: the host does
-// not answer (ErrUnreachable), or the script failed: its exit status and the tail of its
-// standard error.
+// run runs script with sh on h (over its connection, dialled when needed) and returns its
+// standard output. A connection found stale before the script started (the host restarted
+// sshd) is dialled again once; a connection lost while the script ran is never retried,
+// since the script may have done its work: the error then also matches errOutcomeUnknown.
+// Errors: the host does not answer (ErrUnreachable), or the script failed: its exit status
+// and the tail of its standard error.
 func (p *Provider) run(ctx context.Context, h *host, script string) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		c, fresh, err := p.client(ctx, h)
 		if err != nil {
 			return nil, err
 		}
-		out, err, connErr := p.session(ctx, h, c, script)
-		if connErr && !fresh && attempt == 0 && ctx.Err() == nil {
-			continue // the connection went stale (the host restarted sshd): dial again
+		out, err, notStarted := p.session(ctx, h, c, script)
+		if notStarted && !fresh && attempt == 0 && ctx.Err() == nil {
+			continue // the connection went stale before the script started: dial again
 		}
 		return out, err
 	}
 }
 
-// session runs script in one SSH session on c. connErr reports a failure of the
-// connection (then dropped), not of the script.
-func (p *Provider) session(ctx context.Context, h *host, c *ssh.Client, script string) (out []byte, err error, connErr bool) {
+// errOutcomeUnknown marks a run whose connection was lost (or whose context ended) after
+// the script was sent: it may have run in full, in part or not at all.
+var errOutcomeUnknown = errors.New("the connection ended before the host answered; the script may have run")
+
+// session runs script in one SSH session on c. notStarted reports a failure of the
+// connection before the script was sent (the connection is then dropped): running it again
+// is safe.
+func (p *Provider) session(ctx context.Context, h *host, c *ssh.Client, script string) (out []byte, err error, notStarted bool) {
 	s, err := c.NewSession()
 	if err != nil {
 		p.drop(h, c)
@@ -596,7 +611,7 @@ func (p *Provider) session(ctx context.Context, h *host, c *ssh.Client, script s
 	case <-ctx.Done():
 		p.drop(h, c) // a host that hangs: the next call dials afresh
 		<-done
-		return nil, fmt.Errorf("%w: no answer in time: %w", ErrUnreachable, ctx.Err()), false
+		return nil, fmt.Errorf("%w: no answer in time: %w (%w)", ErrUnreachable, ctx.Err(), errOutcomeUnknown), false
 	}
 	var exit *ssh.ExitError
 	switch {
@@ -610,7 +625,7 @@ func (p *Provider) session(ctx context.Context, h *host, c *ssh.Client, script s
 		return stdout.Bytes(), fmt.Errorf("exit status %d: %s", exit.ExitStatus(), msg), false
 	default:
 		p.drop(h, c)
-		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err), true
+		return nil, fmt.Errorf("%w: %w (%w)", ErrUnreachable, err, errOutcomeUnknown), false
 	}
 }
 
