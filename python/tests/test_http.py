@@ -319,6 +319,12 @@ def test_delayed_submit(dispatch: HttpDispatch, qname: str) -> None:
             assert e.value.field == field
     with pytest.raises(InvalidError, match="aware"):
         q.submit(1, not_before=datetime.now())
+    # A priority past float's range, infinite, NaN or not a number is InvalidError, never
+    # OverflowError, and its message stays short.
+    for bad in (10**400, -(10**400), float("inf"), float("nan"), "high", True):
+        with pytest.raises(InvalidError, match="invalid priority .*want a finite number") as e:
+            q.submit(1, priority=bad)
+        assert e.value.field == "priority" and len(str(e.value)) < 120
 
 
 def test_listing_pages(dispatch: HttpDispatch, qname: str) -> None:

@@ -664,14 +664,22 @@ class QueueCore:
                 )
             body["key"] = env.key
         if env.priority:
-            if not isinstance(env.priority, (int, float)) or not math.isfinite(env.priority):
+            checked: float | None = None
+            if isinstance(env.priority, (int, float)) and not isinstance(env.priority, bool):
+                try:
+                    checked = float(env.priority)  # an int past float's range overflows
+                except OverflowError:
+                    pass
+            if checked is None or not math.isfinite(checked):
+                shown = repr(env.priority)
+                shown = shown if len(shown) <= 40 else shown[:37] + "..."
                 raise errors.InvalidError(
-                    f"invalid priority {env.priority!r}: want a finite number",
+                    f"invalid priority {shown}: want a finite number",
                     field="priority",
-                    value=env.priority,
+                    value=shown,
                     rule="a finite number",
                 )
-            body["priority"] = float(env.priority)
+            body["priority"] = checked
         if env.max_attempts is not None:
             body["max_attempts"] = int(env.max_attempts)
         if env.attempt_timeout is not None:
