@@ -17,7 +17,7 @@ import msgpack
 import pytest
 
 from lakeshore import HttpDispatch, Queue, SyncQueue, errors
-from lakeshore._http11 import Pool
+from lakeshore._http11 import Endpoint, Pool
 from lakeshore._ids import new_ulid
 
 Handler = Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
@@ -268,8 +268,7 @@ def test_the_read_timeout_is_per_read() -> None:
         served: list[int] = []
         server = await asyncio.start_server(serve, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        pool = Pool(asyncio.get_running_loop(), host="127.0.0.1", port=port, uds=None,
-                    host_header=f"127.0.0.1:{port}", headers={}, connect_timeout=1.0)
+        pool = Pool(asyncio.get_running_loop(), Endpoint.with_headers("127.0.0.1", port, None, f"127.0.0.1:{port}", {}, 1.0))
         try:
             t0 = time.monotonic()
             answer = await pool.request("GET", "/slow", None, {}, 0.25)

@@ -25,7 +25,9 @@ import select
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -305,30 +307,52 @@ class _Connection(_Parser, asyncio.Protocol):
         self.closed = True
         self.pool._lost(self)
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the pools of one server connect, and the header lines every request to it
+    carries (``Host``, ``Accept``, ``User-Agent`` and the token's ``Authorization``).
+
+    Attributes:
+        host: the server's host name or address.
+        port: its TCP port.
+        uds: a Unix socket path to connect to instead, or None.
+        connect_timeout: seconds a connection may take to open.
+        fixed: the encoded header lines, each ending in CRLF.
+    """
+
+    host: str
+    port: int
+    uds: str | None
+    connect_timeout: float
+    fixed: bytes
+
+    @classmethod
+    def of(cls, url: str, *, uds: str | None, token: str | None, connect_timeout: float) -> Endpoint:
+        """The endpoint of the server at ``url`` (http://host[:port]; port 80 by default)."""
+        parts = urlsplit(url)
+        headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return cls.with_headers(parts.hostname or "", parts.port or 80, uds, parts.netloc, headers, connect_timeout)
+
+    @classmethod
+    def with_headers(
+        cls, host: str, port: int, uds: str | None, host_header: str, headers: dict[str, str], connect_timeout: float
+    ) -> Endpoint:
+        """An endpoint with exactly these header lines after ``Host: host_header``."""
+        fixed = f"Host: {host_header}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        return cls(host, port, uds, connect_timeout, fixed.encode("latin-1"))
+
+
 class Pool:
     """The keep-alive connections of one server, on one loop.
 
     Callers bound the exchanges in flight themselves (the transport's semaphores); the
     pool opens a connection when none is idle."""
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        *,
-        host: str,
-        port: int,
-        uds: str | None,
-        host_header: str,
-        headers: dict[str, str],
-        connect_timeout: float,
-    ) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint) -> None:
         self.loop = loop
-        self._host = host
-        self._port = port
-        self._uds = uds
-        self._connect_timeout = connect_timeout
-        fixed = f"Host: {host_header}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self._fixed = fixed.encode("latin-1")
+        self._endpoint = endpoint
         # Idle connections in the order they were put back (a dict as an ordered set: the
         # newest is reused first, a lost one leaves in O(1)).
         self._idle: dict[_Connection, None] = {}
@@ -339,13 +363,13 @@ class Pool:
 
     async def _connect(self) -> _Connection:
         try:
-            if self._uds is not None:
-                coro: Any = self.loop.create_unix_connection(lambda: _Connection(self), self._uds)
+            if self._endpoint.uds is not None:
+                coro: Any = self.loop.create_unix_connection(lambda: _Connection(self), self._endpoint.uds)
             else:
-                coro = self.loop.create_connection(lambda: _Connection(self), self._host, self._port)
-            _, conn = await asyncio.wait_for(coro, self._connect_timeout)
+                coro = self.loop.create_connection(lambda: _Connection(self), self._endpoint.host, self._endpoint.port)
+            _, conn = await asyncio.wait_for(coro, self._endpoint.connect_timeout)
         except asyncio.TimeoutError:
-            raise httpx.ConnectTimeout(f"no connection within {self._connect_timeout:g} s") from None
+            raise httpx.ConnectTimeout(f"no connection within {self._endpoint.connect_timeout:g} s") from None
         except OSError as e:
             raise httpx.ConnectError(str(e) or type(e).__name__) from e
         assert isinstance(conn, _Connection)
@@ -394,7 +418,7 @@ class Pool:
             httpx.RemoteProtocolError, httpx.ReadError: the connection failed or the
                 answer is not HTTP/1.1.
         """
-        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._fixed
+        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._endpoint.fixed
         if headers:
             head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
         if content is not None:
@@ -494,22 +518,8 @@ class BlockingPool:
     The connections are shared by the threads of one process (one exchange each at a
     time); a forked child makes its own. Same headers and timeouts as :class:`Pool`."""
 
-    def __init__(
-        self,
-        *,
-        host: str,
-        port: int,
-        uds: str | None,
-        host_header: str,
-        headers: dict[str, str],
-        connect_timeout: float,
-    ) -> None:
-        self._host = host
-        self._port = port
-        self._uds = uds
-        self._connect_timeout = connect_timeout
-        fixed = f"Host: {host_header}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self._fixed = fixed.encode("latin-1")
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
         self._lock = threading.Lock()
         self._idle: list[_BlockingConnection] = []
         self.closed = False
@@ -517,19 +527,19 @@ class BlockingPool:
 
     def _connect(self) -> _BlockingConnection:
         try:
-            if self._uds is not None:
+            if self._endpoint.uds is not None:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
-                    sock.settimeout(self._connect_timeout)
-                    sock.connect(self._uds)
+                    sock.settimeout(self._endpoint.connect_timeout)
+                    sock.connect(self._endpoint.uds)
                 except BaseException:
                     sock.close()
                     raise
             else:
-                sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout)
+                sock = socket.create_connection((self._endpoint.host, self._endpoint.port), timeout=self._endpoint.connect_timeout)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's connections
         except TimeoutError:
-            raise httpx.ConnectTimeout(f"no connection within {self._connect_timeout:g} s") from None
+            raise httpx.ConnectTimeout(f"no connection within {self._endpoint.connect_timeout:g} s") from None
         except OSError as e:
             raise httpx.ConnectError(str(e) or type(e).__name__) from e
         return _BlockingConnection(sock)
@@ -565,7 +575,7 @@ class BlockingPool:
             httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError: the connection
                 failed or the answer is not HTTP/1.1.
         """
-        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._fixed
+        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._endpoint.fixed
         if headers:
             head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
         if content is not None:

@@ -626,19 +626,7 @@ class _Server:
         loop = asyncio.get_running_loop()
         pool = self._hot
         if pool is None or pool.loop is not loop or self._hot_pid != os.getpid():
-            parts = urlsplit(self.url)
-            headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
-            if self.token:
-                headers["Authorization"] = f"Bearer {self.token}"
-            pool = self._hot = _http11.Pool(
-                loop,
-                host=parts.hostname or "",
-                port=parts.port or 80,
-                uds=self.uds,
-                host_header=parts.netloc,
-                headers=headers,
-                connect_timeout=self._connect_timeout,
-            )
+            pool = self._hot = _http11.Pool(loop, self.endpoint())
             self._hot_slots = (
                 asyncio.Semaphore(_SHORT_POOL_CONNECTIONS),
                 asyncio.Semaphore(_LONG_POOLS * _LONG_POOL_CONNECTIONS),
@@ -647,6 +635,10 @@ class _Server:
         assert self._hot_slots is not None
         return pool, self._hot_slots[1 if long_poll else 0]
 
+    def endpoint(self) -> _http11.Endpoint:
+        """Where this server's own HTTP/1.1 pools connect, and their fixed header lines."""
+        return _http11.Endpoint.of(self.url, uds=self.uds, token=self.token, connect_timeout=self._connect_timeout)
+
     def blocking_pool(self) -> _http11.BlockingPool | None:
         """The blocking connections of this process for calls on the caller's thread, or
         None once the server's connections are closed."""
@@ -654,18 +646,7 @@ class _Server:
         if pool is None or pool.pid != os.getpid():
             if self._closed:
                 return None
-            parts = urlsplit(self.url)
-            headers = {"Accept": "application/msgpack", "User-Agent": "lakeshore-python"}
-            if self.token:
-                headers["Authorization"] = f"Bearer {self.token}"
-            pool = self._blocking = _http11.BlockingPool(
-                host=parts.hostname or "",
-                port=parts.port or 80,
-                uds=self.uds,
-                host_header=parts.netloc,
-                headers=headers,
-                connect_timeout=self._connect_timeout,
-            )
+            pool = self._blocking = _http11.BlockingPool(self.endpoint())
         return None if pool.closed else pool
 
     def close_blocking(self) -> None:
