@@ -252,3 +252,13 @@ def planes(lakeshore_bin: str, server: Server) -> Iterator[Planes]:
 def every_plane(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
     """Each of the three planes in turn (the test runs once per plane)."""
     return planes.get(str(request.param))
+
+
+DATA_PERMISSIONS = "data:put,data:read"
+
+
+@pytest.fixture(params=PLANES)
+def d(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
+    """Each of the three planes in turn for the data queue's tests; on serve, a token that
+    grants only the data permissions (a module may override it)."""
+    return planes.token(str(request.param), DATA_PERMISSIONS)

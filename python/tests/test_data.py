@@ -32,17 +32,9 @@ from lakeshore.data import (
     SeqlenBalancedSampler,
     SequentialSampler,
 )
-from tests.conftest import PLANES, Planes, Server
+from tests.conftest import Server
 
 pytest.importorskip("pyarrow")
-
-DATA = "data:put,data:read"
-
-
-@pytest.fixture(params=PLANES)
-def d(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
-    """Each plane; on serve, a token that grants only the data permissions."""
-    return planes.token(str(request.param), DATA)
 
 
 def run(coro: Any) -> Any:

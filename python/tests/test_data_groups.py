@@ -12,14 +12,9 @@ import pytest
 
 from lakeshore import HttpDispatch, InvalidError, NotFoundError
 from lakeshore.data import GRPOGroupNSampler, Queue
-from tests.conftest import PLANES, Planes
 
 pytest.importorskip("pyarrow")
 
-
-@pytest.fixture(params=PLANES)
-def d(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
-    return planes.token(str(request.param), "data:put,data:read")
 
 
 def run(coro: Any) -> Any:
