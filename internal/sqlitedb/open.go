@@ -1,21 +1,28 @@
 package sqlitedb
 
 import (
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
-// Memory is the path that opens a private in-memory database instead of a file.
+// Memory is the path that opens a private database that lives until Close instead of a
+// named file: a WAL database with synchronous=OFF in a new directory of /dev/shm (a tmpfs,
+// so it stays in memory; os.TempDir where there is none or it has less than 1 GiB free),
+// removed by Close. SQLite's memdb
+// VFS is not used: it refuses every new reader while the writer holds a write transaction,
+// so under a writer that is never idle (group commit on a busy plane) a read could wait out
+// its whole busy timeout. In WAL mode readers never wait for the writer. The directory is
+// lakeshore-memory-PID-RANDOM; one left by a process killed before Close is removed by the
+// next Open of a Memory database once that process no longer runs.
 const Memory = ":memory:"
 
 // Synchronous modes accepted by Options.Synchronous.
@@ -37,7 +44,8 @@ const (
 
 // Options configure Open. The zero value (or nil) means all defaults.
 type Options struct {
-	// Synchronous is SynchronousFull (the default) or SynchronousNormal. Ignored for Memory.
+	// Synchronous is SynchronousFull (the default) or SynchronousNormal. Ignored for Memory
+	// (always OFF: nothing of it outlives the process).
 	Synchronous string
 	// BusyTimeout is how long a statement waits for another connection's lock before
 	// SQLITE_BUSY. Defaults to BusyTimeoutDefault.
@@ -63,8 +71,8 @@ func (e *PathError) Error() string {
 var ErrSynchronous = errors.New("synchronous mode must be FULL or NORMAL")
 
 // DB is an open database: Write has exactly one connection (kept open for the life of the
-// DB, so a Memory database lives as long as it), Read is a pool of query-only connections.
-// Both see the same database. Close closes both.
+// DB), Read is a pool of query-only connections. Both see the same database. Close closes
+// both (and removes a Memory database's directory).
 type DB struct {
 	// Path is the path given to Open.
 	Path string
@@ -73,12 +81,16 @@ type DB struct {
 	Write *sql.DB
 	// Read is the read pool; its connections refuse writes (PRAGMA query_only).
 	Read *sql.DB
+
+	// temporary is the directory of a Memory database ("" for a file), removed by Close.
+	temporary string
 }
 
 // Open opens (creating when missing) the SQLite database file at path in WAL mode, or a
-// private in-memory database shared by this DB's connections when path is Memory. The
-// file's directory must exist. Opening does not connect yet: the first use does. Errors:
-// *PathError, ErrSynchronous.
+// private database that lives until Close when path is Memory (see Memory). The file's
+// directory must exist. Opening does not connect yet: the first use does. Errors:
+// *PathError, ErrSynchronous, or the temporary directory of a Memory database could not be
+// created.
 func Open(path string, opts *Options) (*DB, error) {
 	var o Options
 	if opts != nil {
@@ -96,12 +108,21 @@ func Open(path string, opts *Options) (*DB, error) {
 	if o.ReadConns <= 0 {
 		o.ReadConns = ReadConnsDefault
 	}
-	writeDSN, readDSN, err := dsns(path, &o)
+	db := &DB{Path: path}
+	file, synchronous := path, o.Synchronous
+	if path == Memory {
+		dir, err := memoryDirectory()
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		db.temporary, file, synchronous = dir, filepath.Join(dir, "memory.db"), "OFF"
+	}
+	writeDSN, readDSN, err := dsns(file, synchronous, &o)
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{Path: path}
 	if db.Write, err = sql.Open("sqlite", writeDSN); err != nil {
+		db.removeTemporary()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.Write.SetMaxOpenConns(1)
@@ -110,6 +131,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	db.Write.SetConnMaxIdleTime(0)
 	if db.Read, err = sql.Open("sqlite", readDSN); err != nil {
 		db.Write.Close()
+		db.removeTemporary()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.Read.SetMaxOpenConns(o.ReadConns)
@@ -117,26 +139,47 @@ func Open(path string, opts *Options) (*DB, error) {
 	return db, nil
 }
 
-// Close closes the read pool and the write handle.
+// Close closes the read pool and the write handle, then removes a Memory database.
 func (db *DB) Close() error {
-	return errors.Join(db.Read.Close(), db.Write.Close())
+	err := errors.Join(db.Read.Close(), db.Write.Close())
+	return errors.Join(err, db.removeTemporary())
 }
 
-// dsns returns the data source names of the writer and of the readers.
-func dsns(path string, o *Options) (string, string, error) {
+// memoryPrefix starts the name of every Memory database's directory; the pid of the process
+// that made it follows, then a random suffix.
+const memoryPrefix = "lakeshore-memory-"
+
+// memoryDirectory makes a new directory for a Memory database (in /dev/shm when it has room,
+// else os.TempDir: memoryParents), first removing the directories left there by processes
+// that no longer run (killed before Close).
+func memoryDirectory() (string, error) {
+	var err error
+	for _, parent := range memoryParents() {
+		removeOrphans(parent)
+		var dir string
+		if dir, err = os.MkdirTemp(parent, memoryPrefix+strconv.Itoa(os.Getpid())+"-"); err == nil {
+			return dir, nil
+		}
+	}
+	return "", err
+}
+
+// removeTemporary removes a Memory database's directory (nothing for a file).
+func (db *DB) removeTemporary() error {
+	if db.temporary == "" {
+		return nil
+	}
+	return os.RemoveAll(db.temporary)
+}
+
+// dsns returns the data source names of the writer and of the readers of the database file
+// at path.
+func dsns(path, synchronous string, o *Options) (string, string, error) {
 	foreignKeys := "off"
 	if o.ForeignKeys {
 		foreignKeys = "on"
 	}
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(%s)", o.BusyTimeout.Milliseconds(), foreignKeys)
-	if path == Memory {
-		// SQLite's memdb VFS shares one memory database between this DB's connections
-		// (readers and the writer) and no other; it lives while the writer's connection does.
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		name := "file:/lakeshore-" + hex.EncodeToString(b[:]) + "?vfs=memdb&" + common
-		return name, name + "&_pragma=query_only(1)", nil
-	}
 	if path == "" {
 		return "", "", &PathError{Path: path, Reason: `use a file path or ":memory:"`}
 	}

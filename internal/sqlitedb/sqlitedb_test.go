@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -79,6 +83,74 @@ func TestFileIsWALFull(t *testing.T) {
 	require.Equal(t, 2, sync) // FULL
 	_, err := db.Read.Exec("INSERT INTO items (v) VALUES ('x')")
 	require.Error(t, err, "the read pool is query-only")
+}
+
+// TestMemoryReadersNeverWaitForTheWriter: a Memory database's reader answers while the
+// writer holds an open write transaction (SQLite's memdb VFS, used before, refused every new
+// reader then: under a writer that was never idle a read waited out its busy timeout and
+// failed with SQLITE_BUSY), and Close removes the database's temporary directory.
+func TestMemoryReadersNeverWaitForTheWriter(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(Memory, &Options{BusyTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	conn, err := db.Write.Conn(ctx)
+	require.NoError(t, err)
+	require.NoError(t, Migrate(ctx, conn, schema))
+	_, err = conn.ExecContext(ctx, "INSERT INTO items (v) VALUES ('committed')")
+	require.NoError(t, err)
+	var journal string
+	require.NoError(t, db.Read.QueryRow("PRAGMA journal_mode").Scan(&journal))
+	require.Equal(t, "wal", journal)
+
+	write, err := conn.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = write.ExecContext(ctx, "INSERT INTO items (v) VALUES ('pending')")
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, db.Read.QueryRowContext(ctx, "SELECT count(*) FROM items").Scan(&n), "a read during an open write transaction")
+	require.Equal(t, 1, n, "the reader sees the last commit, not the open transaction")
+	require.NoError(t, write.Commit())
+	require.NoError(t, db.Read.QueryRowContext(ctx, "SELECT count(*) FROM items").Scan(&n))
+	require.Equal(t, 2, n)
+
+	other, err := Open(Memory, nil)
+	require.NoError(t, err)
+	require.NotEqual(t, db.temporary, other.temporary, "each Memory database is private")
+	require.NoError(t, other.Close())
+	require.NoError(t, conn.Close())
+	require.NoError(t, db.Close())
+	for _, dir := range []string{db.temporary, other.temporary} {
+		_, err := os.Stat(dir)
+		require.True(t, os.IsNotExist(err), "Close leaves %s", dir)
+	}
+}
+
+// TestMemoryOrphansRemoved: the directory of a Memory database whose process was killed
+// before Close is removed by the next Open of a Memory database; a running process's is kept.
+func TestMemoryOrphansRemoved(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("orphans are found through /proc")
+	}
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	db, err := Open(Memory, nil)
+	require.NoError(t, err)
+	parent := filepath.Dir(db.temporary)
+	require.NoError(t, db.Close())
+	orphan := filepath.Join(parent, memoryPrefix+strconv.Itoa(dead.Process.Pid)+"-test")
+	live := filepath.Join(parent, memoryPrefix+"1-test") // pid 1 always runs
+	for _, dir := range []string{orphan, live} {
+		require.NoError(t, os.MkdirAll(dir, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "memory.db"), []byte("x"), 0o600))
+	}
+	defer os.RemoveAll(live)
+	db, err = Open(Memory, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	_, err = os.Stat(orphan)
+	require.True(t, os.IsNotExist(err), "the orphan %s is left", orphan)
+	_, err = os.Stat(live)
+	require.NoError(t, err, "a running process's directory is kept")
 }
 
 func TestWriterGroupsAndIsolatesFailures(t *testing.T) {
