@@ -185,7 +185,8 @@ func NewAdmission(a *plane.Admission) *Admission {
 	}
 	return &Admission{MaxDepth: a.MaxDepth, OnFull: string(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
 		DeadlineCutoff: Seconds(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
-		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst}
+		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst,
+		KeyRateLimits: a.KeyRateLimits, KeyBursts: a.KeyBursts}
 }
 
 // Plane converts a back to a plane.Admission (nil for nil).
@@ -195,7 +196,8 @@ func (a *Admission) Plane() *plane.Admission {
 	}
 	return &plane.Admission{MaxDepth: a.MaxDepth, OnFull: plane.OnFull(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
 		DeadlineCutoff: Duration(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
-		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst}
+		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst,
+		KeyRateLimits: a.KeyRateLimits, KeyBursts: a.KeyBursts}
 }
 
 // NewQueueStats converts s to its wire form.

@@ -358,6 +358,10 @@ type Admission struct {
 	// KeyBurst); 0: no limit.
 	KeyRateLimit float64 `json:"key_rate_limit,omitzero" msg:"key_rate_limit,omitempty"`
 	KeyBurst     int64   `json:"key_burst,omitzero" msg:"key_burst,omitempty"`
+	// KeyRateLimits overrides KeyRateLimit per key (0: no rate limit for that key).
+	KeyRateLimits map[string]float64 `json:"key_rate_limits,omitzero" msg:"key_rate_limits,omitempty"`
+	// KeyBursts overrides the bucket size per key (≥ 1).
+	KeyBursts map[string]int64 `json:"key_bursts,omitzero" msg:"key_bursts,omitempty"`
 }
 
 // AdmissionResponse answers the admission routes; Admission is null when the queue has

@@ -82,19 +82,23 @@ func (a *Admission) Admit(namespace, queue string, now time.Time, n int64, deadl
 // concurrencyColumn is the stored form of an admission block's concurrency fields (the
 // queues table's concurrency column, JSON).
 type concurrencyColumn struct {
-	Limit     int64              `json:"limit,omitempty"`
-	Limits    map[string]int64   `json:"limits,omitempty"`
-	Weights   map[string]float64 `json:"weights,omitempty"`
-	RateLimit float64            `json:"rate_limit,omitempty"`
-	Burst     int64              `json:"burst,omitempty"`
+	Limit      int64              `json:"limit,omitempty"`
+	Limits     map[string]int64   `json:"limits,omitempty"`
+	Weights    map[string]float64 `json:"weights,omitempty"`
+	RateLimit  float64            `json:"rate_limit,omitempty"`
+	Burst      int64              `json:"burst,omitempty"`
+	RateLimits map[string]float64 `json:"rate_limits,omitempty"`
+	Bursts     map[string]int64   `json:"bursts,omitempty"`
 }
 
 // EncodeConcurrency is the stored concurrency column of a (nil when it sets none).
 func EncodeConcurrency(a plane.Admission) []byte {
-	if a.ConcurrencyLimit == 0 && len(a.ConcurrencyLimits) == 0 && len(a.KeyWeights) == 0 && a.KeyRateLimit == 0 {
+	if a.ConcurrencyLimit == 0 && len(a.ConcurrencyLimits) == 0 && len(a.KeyWeights) == 0 && a.KeyRateLimit == 0 &&
+		len(a.KeyRateLimits) == 0 && len(a.KeyBursts) == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(concurrencyColumn{a.ConcurrencyLimit, a.ConcurrencyLimits, a.KeyWeights, a.KeyRateLimit, a.KeyBurst}) // always encodes
+	b, _ := json.Marshal(concurrencyColumn{a.ConcurrencyLimit, a.ConcurrencyLimits, a.KeyWeights, a.KeyRateLimit, a.KeyBurst,
+		a.KeyRateLimits, a.KeyBursts}) // always encodes
 	return b
 }
 
@@ -108,7 +112,7 @@ func DecodeConcurrency(b []byte, a *plane.Admission) error {
 		return fmt.Errorf("read admission: concurrency: %w", err)
 	}
 	a.ConcurrencyLimit, a.ConcurrencyLimits, a.KeyWeights = c.Limit, c.Limits, c.Weights
-	a.KeyRateLimit, a.KeyBurst = c.RateLimit, c.Burst
+	a.KeyRateLimit, a.KeyBurst, a.KeyRateLimits, a.KeyBursts = c.RateLimit, c.Burst, c.RateLimits, c.Bursts
 	return nil
 }
 
