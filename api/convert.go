@@ -208,7 +208,8 @@ func NewQueueStats(s *plane.QueueStats) QueueStats {
 	}
 	var keys []KeyStats
 	for _, k := range s.Keys {
-		keys = append(keys, KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight})
+		keys = append(keys, KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight,
+			RateLimit: k.RateLimit, Burst: k.Burst, RateWait: Seconds(k.RateWait)})
 	}
 	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission), Paused: s.Paused,
 		Keys: keys}
@@ -222,7 +223,8 @@ func (s *QueueStats) Plane() plane.QueueStats {
 	}
 	var keys []plane.KeyStats
 	for _, k := range s.Keys {
-		keys = append(keys, plane.KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight})
+		keys = append(keys, plane.KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight,
+			RateLimit: k.RateLimit, Burst: k.Burst, RateWait: Duration(k.RateWait)})
 	}
 	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane(), Paused: s.Paused,
 		Keys: keys}

@@ -3074,22 +3074,58 @@ func (z *Job) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *KeyStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 5
-	// string "key"
-	o = append(o, 0x85, 0xa3, 0x6b, 0x65, 0x79)
-	o = msgp.AppendString(o, z.Key)
-	// string "queued"
-	o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x64)
-	o = msgp.AppendInt64(o, z.Queued)
-	// string "running"
-	o = append(o, 0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
-	o = msgp.AppendInt64(o, z.Running)
-	// string "limit"
-	o = append(o, 0xa5, 0x6c, 0x69, 0x6d, 0x69, 0x74)
-	o = msgp.AppendInt64(o, z.Limit)
-	// string "weight"
-	o = append(o, 0xa6, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74)
-	o = msgp.AppendFloat64(o, z.Weight)
+	// check for omitted fields
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
+	_ = zb0001Mask
+	if z.RateLimit == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.Burst == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
+	if z.RateWait == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "key"
+		o = append(o, 0xa3, 0x6b, 0x65, 0x79)
+		o = msgp.AppendString(o, z.Key)
+		// string "queued"
+		o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x64)
+		o = msgp.AppendInt64(o, z.Queued)
+		// string "running"
+		o = append(o, 0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
+		o = msgp.AppendInt64(o, z.Running)
+		// string "limit"
+		o = append(o, 0xa5, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+		o = msgp.AppendInt64(o, z.Limit)
+		// string "weight"
+		o = append(o, 0xa6, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74)
+		o = msgp.AppendFloat64(o, z.Weight)
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "rate_limit"
+			o = append(o, 0xaa, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+			o = msgp.AppendFloat64(o, z.RateLimit)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "burst"
+			o = append(o, 0xa5, 0x62, 0x75, 0x72, 0x73, 0x74)
+			o = msgp.AppendInt64(o, z.Burst)
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "rate_wait"
+			o = append(o, 0xa9, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x77, 0x61, 0x69, 0x74)
+			o = msgp.AppendFloat64(o, z.RateWait)
+		}
+	}
 	return
 }
 
@@ -3145,6 +3181,24 @@ func (z *KeyStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Weight")
 				return
 			}
+		case "rate_limit":
+			z.RateLimit, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "RateLimit")
+				return
+			}
+		case "burst":
+			z.Burst, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Burst")
+				return
+			}
+		case "rate_wait":
+			z.RateWait, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "RateWait")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3159,7 +3213,7 @@ func (z *KeyStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *KeyStats) Msgsize() (s int) {
-	s = 1 + 4 + msgp.StringPrefixSize + len(z.Key) + 7 + msgp.Int64Size + 8 + msgp.Int64Size + 6 + msgp.Int64Size + 7 + msgp.Float64Size
+	s = 1 + 4 + msgp.StringPrefixSize + len(z.Key) + 7 + msgp.Int64Size + 8 + msgp.Int64Size + 6 + msgp.Int64Size + 7 + msgp.Float64Size + 11 + msgp.Float64Size + 6 + msgp.Int64Size + 10 + msgp.Float64Size
 	return
 }
 

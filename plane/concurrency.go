@@ -203,6 +203,23 @@ type KeyStats struct {
 	Limit int64
 	// Weight is the key's share weight (1 unless overridden).
 	Weight float64
+	// RateLimit is the key's starts per second (Admission.KeyRate); 0 means none.
+	RateLimit float64
+	// Burst is the key's token bucket size; 0 without a rate limit.
+	Burst int64
+	// RateWait is how long after the read until a claim may start the key's next job as far
+	// as rates go: until its token bucket has a token, or until a worker's "slow down"
+	// answer (OutcomeRateLimited) stops holding it back, whichever is later. 0: now. Its
+	// concurrency limit may still hold it back (Running against Limit).
+	RateWait time.Duration
+}
+
+// KeyRateWait is KeyStats.RateWait of concurrency key key under a at now: tokens and at
+// are its bucket as stored (tokens < 0: never drawn, full), heldUntil the end of a "slow
+// down" hold (zero: none).
+func (a Admission) KeyRateWait(key string, tokens float64, at, heldUntil, now time.Time) time.Duration {
+	_, wait := a.KeyStart(key, tokens, at, now)
+	return max(wait, heldUntil.Sub(now), 0)
 }
 
 // KeyRate returns the rate limit of concurrency key key under a: its starts per second

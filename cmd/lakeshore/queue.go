@@ -287,7 +287,8 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	if a.json {
 		keyList := []map[string]any{}
 		for _, k := range keys {
-			keyList = append(keyList, map[string]any{"key": k.Key, "queued": k.Queued, "running": k.Running, "limit": k.Limit, "weight": k.Weight})
+			keyList = append(keyList, map[string]any{"key": k.Key, "queued": k.Queued, "running": k.Running, "limit": k.Limit, "weight": k.Weight,
+				"rate_limit": k.RateLimit, "burst": k.Burst, "rate_wait_s": k.RateWait.Seconds()})
 		}
 		m := map[string]any{"namespace": q.Namespace(), "queue": q.Name(), "admission": nil, "provider": providerJSON(ref),
 			"keys": keyList}
@@ -346,7 +347,11 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 		if k.Limit > 0 {
 			limit = fmt.Sprintf("limit %d", k.Limit)
 		}
-		tw.row(fmt.Sprintf("key %q", k.Key), fmt.Sprintf("%d running (%s), %d queued", k.Running, limit, k.Queued))
+		line := fmt.Sprintf("%d running (%s), %d queued", k.Running, limit, k.Queued)
+		if k.RateWait > 0 {
+			line += fmt.Sprintf(", next start in %s (rate)", k.RateWait.Round(time.Millisecond))
+		}
+		tw.row(fmt.Sprintf("key %q", k.Key), line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

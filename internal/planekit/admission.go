@@ -119,26 +119,42 @@ func DecodeConcurrency(b []byte, a *plane.Admission) error {
 // KeyStatsSQL reads the concurrency keys of QueueStatsList (plane.QueueStats.Keys): at most
 // plane.KeyStatsMax per queue, most running first, for the namespace {ns} ("" for all);
 // {s} is the plane's table prefix ("" or "schema.") and {ns} its parameter.
-const KeyStatsSQL = `SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight FROM (
-	SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight,
+const KeyStatsSQL = `SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight, tokens, tokens_ms, next_ms FROM (
+	SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight, tokens, tokens_ms, next_ms,
 		row_number() OVER (PARTITION BY namespace, queue ORDER BY running DESC, concurrency_key) AS n
 	FROM {s}concurrency_keys WHERE {ns} = '' OR namespace = {ns}) AS k
 	WHERE n <= 100 ORDER BY namespace, queue, running DESC, concurrency_key`
 
-// AddKeyStats adds the rows of KeyStatsSQL to stats.
+// AddKeyStats adds the rows of KeyStatsSQL to stats, whose queues carry their admission
+// blocks already (each key's rate limit and wait come from its queue's block at now).
 func AddKeyStats(stats []plane.QueueStats, rows interface {
 	Next() bool
 	Scanner
-}) ([]plane.QueueStats, error) {
+}, now time.Time) ([]plane.QueueStats, error) {
+	admissions := map[[2]string]plane.Admission{}
+	for _, s := range stats {
+		if s.Admission != nil {
+			admissions[[2]string{s.Namespace, s.Queue}] = *s.Admission
+		}
+	}
 	for rows.Next() {
 		var ns, q string
 		var k plane.KeyStats
-		if err := rows.Scan(&ns, &q, &k.Key, &k.Queued, &k.Running, &k.Limit, &k.Weight); err != nil {
+		var tokens float64
+		var tokensMS, nextMS int64
+		if err := rows.Scan(&ns, &q, &k.Key, &k.Queued, &k.Running, &k.Limit, &k.Weight, &tokens, &tokensMS, &nextMS); err != nil {
 			return nil, fmt.Errorf("queue stats: concurrency keys: %w", err)
 		}
 		if k.Limit >= plane.ConcurrencyUnlimited {
 			k.Limit = 0
 		}
+		a := admissions[[2]string{ns, q}]
+		k.RateLimit, k.Burst = a.KeyRate(k.Key)
+		var held time.Time
+		if nextMS > 0 {
+			held = time.UnixMilli(nextMS)
+		}
+		k.RateWait = a.KeyRateWait(k.Key, tokens, time.UnixMilli(tokensMS), held, now)
 		stats = plane.AddKeyStats(stats, ns, q, k)
 	}
 	return stats, nil
