@@ -185,7 +185,8 @@ func NewAdmission(a *plane.Admission) *Admission {
 	}
 	return &Admission{MaxDepth: a.MaxDepth, OnFull: string(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
 		DeadlineCutoff: Seconds(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
-		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst}
+		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst,
+		KeyRateLimits: a.KeyRateLimits, KeyBursts: a.KeyBursts}
 }
 
 // Plane converts a back to a plane.Admission (nil for nil).
@@ -195,7 +196,8 @@ func (a *Admission) Plane() *plane.Admission {
 	}
 	return &plane.Admission{MaxDepth: a.MaxDepth, OnFull: plane.OnFull(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
 		DeadlineCutoff: Duration(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
-		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst}
+		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst,
+		KeyRateLimits: a.KeyRateLimits, KeyBursts: a.KeyBursts}
 }
 
 // NewQueueStats converts s to its wire form.
@@ -206,7 +208,8 @@ func NewQueueStats(s *plane.QueueStats) QueueStats {
 	}
 	var keys []KeyStats
 	for _, k := range s.Keys {
-		keys = append(keys, KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight})
+		keys = append(keys, KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight,
+			RateLimit: k.RateLimit, Burst: k.Burst, RateWait: Seconds(k.RateWait)})
 	}
 	return QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: NewAdmission(s.Admission), Paused: s.Paused,
 		Keys: keys}
@@ -220,7 +223,8 @@ func (s *QueueStats) Plane() plane.QueueStats {
 	}
 	var keys []plane.KeyStats
 	for _, k := range s.Keys {
-		keys = append(keys, plane.KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight})
+		keys = append(keys, plane.KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight,
+			RateLimit: k.RateLimit, Burst: k.Burst, RateWait: Duration(k.RateWait)})
 	}
 	return plane.QueueStats{Namespace: s.Namespace, Queue: s.Queue, Counts: counts, Admission: s.Admission.Plane(), Paused: s.Paused,
 		Keys: keys}

@@ -358,6 +358,10 @@ type Admission struct {
 	// KeyBurst); 0: no limit.
 	KeyRateLimit float64 `json:"key_rate_limit,omitzero" msg:"key_rate_limit,omitempty"`
 	KeyBurst     int64   `json:"key_burst,omitzero" msg:"key_burst,omitempty"`
+	// KeyRateLimits overrides KeyRateLimit per key (0: no rate limit for that key).
+	KeyRateLimits map[string]float64 `json:"key_rate_limits,omitzero" msg:"key_rate_limits,omitempty"`
+	// KeyBursts overrides the bucket size per key (≥ 1).
+	KeyBursts map[string]int64 `json:"key_bursts,omitzero" msg:"key_bursts,omitempty"`
 }
 
 // AdmissionResponse answers the admission routes; Admission is null when the queue has
@@ -381,13 +385,20 @@ type QueueStats struct {
 }
 
 // KeyStats is plane.KeyStats on the wire: one concurrency key's claimable (queued) and
-// running jobs, its limit (0: none) and weight.
+// running jobs, its limit (0: none) and weight, its rate limit (starts per second and
+// bucket size; absent when none) and rate wait.
 type KeyStats struct {
-	Key     string  `json:"key" msg:"key"`
-	Queued  int64   `json:"queued" msg:"queued"`
-	Running int64   `json:"running" msg:"running"`
-	Limit   int64   `json:"limit" msg:"limit"`
-	Weight  float64 `json:"weight" msg:"weight"`
+	Key       string  `json:"key" msg:"key"`
+	Queued    int64   `json:"queued" msg:"queued"`
+	Running   int64   `json:"running" msg:"running"`
+	Limit     int64   `json:"limit" msg:"limit"`
+	Weight    float64 `json:"weight" msg:"weight"`
+	RateLimit float64 `json:"rate_limit,omitzero" msg:"rate_limit,omitempty"`
+	Burst     int64   `json:"burst,omitzero" msg:"burst,omitempty"`
+	// RateWait is seconds from the read until the key may start its next job as far as
+	// its rate limit and any worker's "slow down" hold go (plane.KeyStats.RateWait);
+	// absent when it may start now.
+	RateWait float64 `json:"rate_wait,omitzero" msg:"rate_wait,omitempty"`
 }
 
 // QueuesResponse answers GET /v1/queues.

@@ -16,8 +16,8 @@ const (
 func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(10)
-	var zb0001Mask uint16 /* 10 bits */
+	zb0001Len := uint32(12)
+	var zb0001Mask uint16 /* 12 bits */
 	_ = zb0001Mask
 	if z.MaxDepth == 0 {
 		zb0001Len--
@@ -58,6 +58,14 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.KeyBurst == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x200
+	}
+	if z.KeyRateLimits == nil {
+		zb0001Len--
+		zb0001Mask |= 0x400
+	}
+	if z.KeyBursts == nil {
+		zb0001Len--
+		zb0001Mask |= 0x800
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -121,6 +129,24 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "key_burst"
 			o = append(o, 0xa9, 0x6b, 0x65, 0x79, 0x5f, 0x62, 0x75, 0x72, 0x73, 0x74)
 			o = msgp.AppendInt64(o, z.KeyBurst)
+		}
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
+			// string "key_rate_limits"
+			o = append(o, 0xaf, 0x6b, 0x65, 0x79, 0x5f, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74, 0x73)
+			o = msgp.AppendMapHeader(o, uint32(len(z.KeyRateLimits)))
+			for za0005, za0006 := range z.KeyRateLimits {
+				o = msgp.AppendString(o, za0005)
+				o = msgp.AppendFloat64(o, za0006)
+			}
+		}
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
+			// string "key_bursts"
+			o = append(o, 0xaa, 0x6b, 0x65, 0x79, 0x5f, 0x62, 0x75, 0x72, 0x73, 0x74, 0x73)
+			o = msgp.AppendMapHeader(o, uint32(len(z.KeyBursts)))
+			for za0007, za0008 := range z.KeyBursts {
+				o = msgp.AppendString(o, za0007)
+				o = msgp.AppendInt64(o, za0008)
+			}
 		}
 	}
 	return
@@ -260,6 +286,70 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "KeyBurst")
 				return
 			}
+		case "key_rate_limits":
+			var zb0004 uint32
+			zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "KeyRateLimits")
+				return
+			}
+			if zb0004 > z94b1f360limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.KeyRateLimits == nil {
+				z.KeyRateLimits = make(map[string]float64, zb0004)
+			} else if len(z.KeyRateLimits) > 0 {
+				clear(z.KeyRateLimits)
+			}
+			for zb0004 > 0 {
+				var za0006 float64
+				zb0004--
+				var za0005 string
+				za0005, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "KeyRateLimits")
+					return
+				}
+				za0006, bts, err = msgp.ReadFloat64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "KeyRateLimits", za0005)
+					return
+				}
+				z.KeyRateLimits[za0005] = za0006
+			}
+		case "key_bursts":
+			var zb0005 uint32
+			zb0005, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "KeyBursts")
+				return
+			}
+			if zb0005 > z94b1f360limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.KeyBursts == nil {
+				z.KeyBursts = make(map[string]int64, zb0005)
+			} else if len(z.KeyBursts) > 0 {
+				clear(z.KeyBursts)
+			}
+			for zb0005 > 0 {
+				var za0008 int64
+				zb0005--
+				var za0007 string
+				za0007, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "KeyBursts")
+					return
+				}
+				za0008, bts, err = msgp.ReadInt64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "KeyBursts", za0007)
+					return
+				}
+				z.KeyBursts[za0007] = za0008
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -288,7 +378,20 @@ func (z *Admission) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0003) + msgp.Float64Size
 		}
 	}
-	s += 15 + msgp.Float64Size + 10 + msgp.Int64Size
+	s += 15 + msgp.Float64Size + 10 + msgp.Int64Size + 16 + msgp.MapHeaderSize
+	if z.KeyRateLimits != nil {
+		for za0005, za0006 := range z.KeyRateLimits {
+			_ = za0006
+			s += msgp.StringPrefixSize + len(za0005) + msgp.Float64Size
+		}
+	}
+	s += 11 + msgp.MapHeaderSize
+	if z.KeyBursts != nil {
+		for za0007, za0008 := range z.KeyBursts {
+			_ = za0008
+			s += msgp.StringPrefixSize + len(za0007) + msgp.Int64Size
+		}
+	}
 	return
 }
 
@@ -2971,22 +3074,58 @@ func (z *Job) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *KeyStats) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 5
-	// string "key"
-	o = append(o, 0x85, 0xa3, 0x6b, 0x65, 0x79)
-	o = msgp.AppendString(o, z.Key)
-	// string "queued"
-	o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x64)
-	o = msgp.AppendInt64(o, z.Queued)
-	// string "running"
-	o = append(o, 0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
-	o = msgp.AppendInt64(o, z.Running)
-	// string "limit"
-	o = append(o, 0xa5, 0x6c, 0x69, 0x6d, 0x69, 0x74)
-	o = msgp.AppendInt64(o, z.Limit)
-	// string "weight"
-	o = append(o, 0xa6, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74)
-	o = msgp.AppendFloat64(o, z.Weight)
+	// check for omitted fields
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
+	_ = zb0001Mask
+	if z.RateLimit == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.Burst == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
+	if z.RateWait == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "key"
+		o = append(o, 0xa3, 0x6b, 0x65, 0x79)
+		o = msgp.AppendString(o, z.Key)
+		// string "queued"
+		o = append(o, 0xa6, 0x71, 0x75, 0x65, 0x75, 0x65, 0x64)
+		o = msgp.AppendInt64(o, z.Queued)
+		// string "running"
+		o = append(o, 0xa7, 0x72, 0x75, 0x6e, 0x6e, 0x69, 0x6e, 0x67)
+		o = msgp.AppendInt64(o, z.Running)
+		// string "limit"
+		o = append(o, 0xa5, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+		o = msgp.AppendInt64(o, z.Limit)
+		// string "weight"
+		o = append(o, 0xa6, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74)
+		o = msgp.AppendFloat64(o, z.Weight)
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "rate_limit"
+			o = append(o, 0xaa, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x6c, 0x69, 0x6d, 0x69, 0x74)
+			o = msgp.AppendFloat64(o, z.RateLimit)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "burst"
+			o = append(o, 0xa5, 0x62, 0x75, 0x72, 0x73, 0x74)
+			o = msgp.AppendInt64(o, z.Burst)
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "rate_wait"
+			o = append(o, 0xa9, 0x72, 0x61, 0x74, 0x65, 0x5f, 0x77, 0x61, 0x69, 0x74)
+			o = msgp.AppendFloat64(o, z.RateWait)
+		}
+	}
 	return
 }
 
@@ -3042,6 +3181,24 @@ func (z *KeyStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Weight")
 				return
 			}
+		case "rate_limit":
+			z.RateLimit, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "RateLimit")
+				return
+			}
+		case "burst":
+			z.Burst, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Burst")
+				return
+			}
+		case "rate_wait":
+			z.RateWait, bts, err = msgp.ReadFloat64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "RateWait")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3056,7 +3213,7 @@ func (z *KeyStats) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *KeyStats) Msgsize() (s int) {
-	s = 1 + 4 + msgp.StringPrefixSize + len(z.Key) + 7 + msgp.Int64Size + 8 + msgp.Int64Size + 6 + msgp.Int64Size + 7 + msgp.Float64Size
+	s = 1 + 4 + msgp.StringPrefixSize + len(z.Key) + 7 + msgp.Int64Size + 8 + msgp.Int64Size + 6 + msgp.Int64Size + 7 + msgp.Float64Size + 11 + msgp.Float64Size + 6 + msgp.Int64Size + 10 + msgp.Float64Size
 	return
 }
 

@@ -52,6 +52,14 @@ type Admission struct {
 	// KeyBurst is each key's bucket size: starts allowed at once after idling. Defaults to
 	// max(1, ceil(KeyRateLimit)).
 	KeyBurst int64 `json:"key_burst,omitempty" msgpack:"key_burst,omitempty"`
+	// KeyRateLimits overrides KeyRateLimit for the keys it names (starts per second ≥ 0; 0:
+	// no rate limit for that key). An overridden key's bucket holds max(1, ceil(its rate))
+	// starts unless KeyBursts names it. At most ConcurrencyOverridesMax keys.
+	KeyRateLimits map[string]float64 `json:"key_rate_limits,omitempty" msgpack:"key_rate_limits,omitempty"`
+	// KeyBursts overrides the bucket size of the keys it names (≥ 1), under their rate
+	// (KeyRateLimits, else KeyRateLimit); a key without a rate has no bucket. At most
+	// ConcurrencyOverridesMax keys.
+	KeyBursts map[string]int64 `json:"key_bursts,omitempty" msgpack:"key_bursts,omitempty"`
 }
 
 // WithDefaults returns a with OnFull and Burst filled in.

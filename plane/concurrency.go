@@ -26,7 +26,7 @@ const ConcurrencyKeyRule = "use 1–256 bytes of UTF-8 without NUL"
 const ConcurrencyKeyMax = 256
 
 // ConcurrencyOverridesMax bounds the per-key overrides of one admission block
-// (ConcurrencyLimits and KeyWeights each).
+// (ConcurrencyLimits, KeyWeights, KeyRateLimits and KeyBursts each).
 const ConcurrencyOverridesMax = 10000
 
 // ConcurrencyUnlimited is the stored limit of a key without one: larger than any number of
@@ -66,6 +66,14 @@ func (a Admission) validateConcurrency() error {
 		return Invalid("key_weights", fmt.Sprintf("of %d keys", len(a.KeyWeights)),
 			fmt.Sprintf("weigh at most %d keys", ConcurrencyOverridesMax))
 	}
+	if len(a.KeyRateLimits) > ConcurrencyOverridesMax {
+		return Invalid("key_rate_limits", fmt.Sprintf("of %d keys", len(a.KeyRateLimits)),
+			fmt.Sprintf("override at most %d keys", ConcurrencyOverridesMax))
+	}
+	if len(a.KeyBursts) > ConcurrencyOverridesMax {
+		return Invalid("key_bursts", fmt.Sprintf("of %d keys", len(a.KeyBursts)),
+			fmt.Sprintf("override at most %d keys", ConcurrencyOverridesMax))
+	}
 	for _, k := range slices.Sorted(mapKeys(a.ConcurrencyLimits)) {
 		if err := ValidateConcurrencyKey("concurrency_limits key", k); err != nil {
 			return err
@@ -80,6 +88,22 @@ func (a Admission) validateConcurrency() error {
 		}
 		if w := a.KeyWeights[k]; !(w > 0) || math.IsInf(w, 0) || w > 1e6 {
 			return Invalid("key_weights["+k+"]", w, "use a weight > 0 and ≤ 1000000 (default 1)")
+		}
+	}
+	for _, k := range slices.Sorted(mapKeys(a.KeyRateLimits)) {
+		if err := ValidateConcurrencyKey("key_rate_limits key", k); err != nil {
+			return err
+		}
+		if r := a.KeyRateLimits[k]; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			return Invalid("key_rate_limits["+k+"]", r, "use starts per second ≥ 0 (0: no limit for that key)")
+		}
+	}
+	for _, k := range slices.Sorted(mapKeys(a.KeyBursts)) {
+		if err := ValidateConcurrencyKey("key_bursts key", k); err != nil {
+			return err
+		}
+		if n := a.KeyBursts[k]; n < 1 {
+			return Invalid("key_bursts["+k+"]", n, "use a bucket size ≥ 1 (remove the key for its rate rounded up)")
 		}
 	}
 	return nil
@@ -179,24 +203,62 @@ type KeyStats struct {
 	Limit int64
 	// Weight is the key's share weight (1 unless overridden).
 	Weight float64
+	// RateLimit is the key's starts per second (Admission.KeyRate); 0 means none.
+	RateLimit float64
+	// Burst is the key's token bucket size; 0 without a rate limit.
+	Burst int64
+	// RateWait is how long after the read until a claim may start the key's next job as far
+	// as rates go: until its token bucket has a token, or until a worker's "slow down"
+	// answer (OutcomeRateLimited) stops holding it back, whichever is later. 0: now. Its
+	// concurrency limit may still hold it back (Running against Limit).
+	RateWait time.Duration
 }
 
-// KeyStart draws one start from a concurrency key's token bucket under a's KeyRateLimit
-// and KeyBurst (the queue's Take, written once): tokens and at are the bucket as stored
+// KeyRateWait is KeyStats.RateWait of concurrency key key under a at now: tokens and at
+// are its bucket as stored (tokens < 0: never drawn, full), heldUntil the end of a "slow
+// down" hold (zero: none).
+func (a Admission) KeyRateWait(key string, tokens float64, at, heldUntil, now time.Time) time.Duration {
+	_, wait := a.KeyStart(key, tokens, at, now)
+	return max(wait, heldUntil.Sub(now), 0)
+}
+
+// KeyRate returns the rate limit of concurrency key key under a: its starts per second
+// (KeyRateLimits[key], else KeyRateLimit; 0: none) and its bucket size (KeyBursts[key],
+// else KeyBurst for a key without a rate override, else the rate rounded up, at least 1;
+// 0 when the key has no rate limit).
+func (a Admission) KeyRate(key string) (rate float64, burst int64) {
+	rate, burst = a.KeyRateLimit, a.KeyBurst
+	if r, ok := a.KeyRateLimits[key]; ok {
+		rate, burst = r, 0
+	}
+	if b, ok := a.KeyBursts[key]; ok {
+		burst = b
+	}
+	if rate <= 0 {
+		return 0, 0
+	}
+	if burst <= 0 {
+		burst = max(1, int64(math.Ceil(rate)))
+	}
+	return rate, burst
+}
+
+// KeyStart draws one start from concurrency key key's token bucket under its rate limit
+// (KeyRate; the queue's Take, written once): tokens and at are the bucket as stored
 // (tokens < 0: never drawn, full). It returns the bucket to store and 0, or, when the key
-// has no token, the wait until it has one (the bucket unchanged). Without a key rate limit
-// it returns the bucket as given and 0.
-func (a Admission) KeyStart(tokens float64, at, now time.Time) (TokenBucket, time.Duration) {
-	a = a.WithDefaults()
+// has no token, the wait until it has one (the bucket unchanged). Without a rate limit for
+// the key it returns the bucket as given and 0.
+func (a Admission) KeyStart(key string, tokens float64, at, now time.Time) (TokenBucket, time.Duration) {
+	rate, burst := a.KeyRate(key)
 	bucket := TokenBucket{Tokens: tokens, At: at}
-	if a.KeyRateLimit <= 0 {
+	if rate <= 0 {
 		return bucket, 0
 	}
 	if tokens < 0 {
-		bucket = TokenBucket{Tokens: float64(a.KeyBurst), At: now}
+		bucket = TokenBucket{Tokens: float64(burst), At: now}
 	}
-	key := Admission{RateLimit: a.KeyRateLimit, Burst: a.KeyBurst}
-	next, err := key.Take("", bucket, now, 1)
+	keyed := Admission{RateLimit: rate, Burst: burst}
+	next, err := keyed.Take("", bucket, now, 1)
 	var refused *AdmissionError
 	if errors.As(err, &refused) {
 		return bucket, max(refused.RetryAfter, time.Millisecond)

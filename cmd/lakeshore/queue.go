@@ -32,6 +32,8 @@ func newQueueSetCmd(a *app) *cobra.Command {
 		pf         providerFlags
 		keyLimits  []string
 		keyWeights []string
+		keyRates   []string
+		keyBursts  []string
 	)
 	c := &cobra.Command{
 		Use:   "set NAME",
@@ -45,7 +47,8 @@ A flag set to 0 removes that limit; 'lakeshore queue clear NAME' removes the who
 --key-weight KEY=W weighs that key's fair share of claims (default 1). Both repeat, and
 KEY=- removes the override (docs/semantics.md, "Concurrency keys and fair share").
 --key-rate-limit R lets each key start R jobs per second (a token bucket per key of size
---key-burst).
+--key-burst); --key-rate KEY=R overrides the rate for one key (0: no rate limit for it)
+and --key-bucket KEY=B its bucket size (repeat; KEY=- removes the override).
 
 --provider attaches a provider that launches and stops the queue's workers to follow the
 launch policy the other provider flags set (docs/providers.md); the same merge applies:
@@ -54,6 +57,7 @@ detaches it.`,
 		Example: `  lakeshore queue set embed --max-depth 1000 --on-full block
   lakeshore queue set scrape --rate-limit 5 --burst 10 --deadline-cutoff 30s
   lakeshore queue set infer --concurrency-limit 4 --key-limit tenant-7=16 --key-weight tenant-7=2
+  lakeshore queue set crawl --key-rate-limit 1 --key-rate partner=20 --key-bucket partner=40
   lakeshore queue set thumbs --provider local --max-workers 4 --worker-command 'lakeshore worker thumbs -- ./thumb.sh'
   lakeshore queue set train --provider slurm --max-workers 8 --gpus 1 --memory 16GiB --time-limit 4h --partition gpu \
       --worker-command 'python train_worker.py'`,
@@ -61,9 +65,9 @@ detaches it.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			f := c.Flags()
 			admission := anyChanged(c, "max-depth", "on-full", "rate-limit", "burst", "deadline-cutoff",
-				"concurrency-limit", "key-limit", "key-weight", "key-rate-limit", "key-burst")
+				"concurrency-limit", "key-limit", "key-weight", "key-rate-limit", "key-burst", "key-rate", "key-bucket")
 			if f.NFlag() == 0 || !admission && !pf.changed(c) {
-				return usagef("queue set: give at least one of --max-depth, --on-full, --rate-limit, --burst, --deadline-cutoff, --concurrency-limit, --key-limit, --key-weight, --key-rate-limit, --key-burst, or --provider and its policy flags")
+				return usagef("queue set: give at least one of --max-depth, --on-full, --rate-limit, --burst, --deadline-cutoff, --concurrency-limit, --key-limit, --key-weight, --key-rate-limit, --key-burst, --key-rate, --key-bucket, or --provider and its policy flags")
 			}
 			d, q, err := a.queue(c.Context(), args[0])
 			if err != nil {
@@ -118,6 +122,16 @@ detaches it.`,
 			}); err != nil {
 				return err
 			}
+			if err := mergeKeyOverrides("key-rate", keyRates, &ad.KeyRateLimits, func(v string) (float64, error) {
+				return strconv.ParseFloat(v, 64)
+			}); err != nil {
+				return err
+			}
+			if err := mergeKeyOverrides("key-bucket", keyBursts, &ad.KeyBursts, func(v string) (int64, error) {
+				return strconv.ParseInt(v, 10, 64)
+			}); err != nil {
+				return err
+			}
 			if err := q.SetAdmission(c.Context(), ad); err != nil {
 				return err
 			}
@@ -135,6 +149,8 @@ detaches it.`,
 	f.Int64Var(&set.KeyBurst, "key-burst", 0, "each key's token bucket size (default: the key rate rounded up)")
 	f.StringArrayVar(&keyLimits, "key-limit", nil, "KEY=N: the concurrency limit of one key (repeat; KEY=- removes it)")
 	f.StringArrayVar(&keyWeights, "key-weight", nil, "KEY=W: the fair-share weight of one key, > 0 (repeat; KEY=- removes it)")
+	f.StringArrayVar(&keyRates, "key-rate", nil, "KEY=R: the starts per second of one key, 0 for none (repeat; KEY=- removes it)")
+	f.StringArrayVar(&keyBursts, "key-bucket", nil, "KEY=B: the token bucket size of one key, ≥ 1 (repeat; KEY=- removes it)")
 	pf.register(c)
 	return c
 }
@@ -271,7 +287,8 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	if a.json {
 		keyList := []map[string]any{}
 		for _, k := range keys {
-			keyList = append(keyList, map[string]any{"key": k.Key, "queued": k.Queued, "running": k.Running, "limit": k.Limit, "weight": k.Weight})
+			keyList = append(keyList, map[string]any{"key": k.Key, "queued": k.Queued, "running": k.Running, "limit": k.Limit, "weight": k.Weight,
+				"rate_limit": k.RateLimit, "burst": k.Burst, "rate_wait_s": k.RateWait.Seconds()})
 		}
 		m := map[string]any{"namespace": q.Namespace(), "queue": q.Name(), "admission": nil, "provider": providerJSON(ref),
 			"keys": keyList}
@@ -280,7 +297,8 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 				"rate_limit": ad.RateLimit, "burst": ad.Burst, "deadline_cutoff": ad.DeadlineCutoff.String(),
 				"deadline_cutoff_s": ad.DeadlineCutoff.Seconds(), "concurrency_limit": ad.ConcurrencyLimit,
 				"concurrency_limits": ad.ConcurrencyLimits, "key_weights": ad.KeyWeights,
-				"key_rate_limit": ad.KeyRateLimit, "key_burst": ad.KeyBurst}
+				"key_rate_limit": ad.KeyRateLimit, "key_burst": ad.KeyBurst,
+				"key_rate_limits": ad.KeyRateLimits, "key_bursts": ad.KeyBursts}
 		}
 		return a.printJSON(m)
 	}
@@ -310,12 +328,30 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	for _, k := range slices.Sorted(maps.Keys(ad.KeyWeights)) {
 		tw.row(fmt.Sprintf("  key %q weight", k), fmt.Sprintf("%g", ad.KeyWeights[k]))
 	}
+	rateKeys := slices.Sorted(maps.Keys(ad.KeyRateLimits))
+	for k := range ad.KeyBursts {
+		if _, ok := ad.KeyRateLimits[k]; !ok {
+			rateKeys = append(rateKeys, k)
+		}
+	}
+	slices.Sort(rateKeys)
+	for _, k := range rateKeys {
+		if rate, burst := ad.KeyRate(k); rate > 0 {
+			tw.row(fmt.Sprintf("  key %q rate limit", k), fmt.Sprintf("%g/s burst %d", rate, burst))
+		} else {
+			tw.row(fmt.Sprintf("  key %q rate limit", k), "none")
+		}
+	}
 	for _, k := range keys {
 		limit := "no limit"
 		if k.Limit > 0 {
 			limit = fmt.Sprintf("limit %d", k.Limit)
 		}
-		tw.row(fmt.Sprintf("key %q", k.Key), fmt.Sprintf("%d running (%s), %d queued", k.Running, limit, k.Queued))
+		line := fmt.Sprintf("%d running (%s), %d queued", k.Running, limit, k.Queued)
+		if k.RateWait > 0 {
+			line += fmt.Sprintf(", next start in %s (rate)", k.RateWait.Round(time.Millisecond))
+		}
+		tw.row(fmt.Sprintf("key %q", k.Key), line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -82,19 +82,23 @@ func (a *Admission) Admit(namespace, queue string, now time.Time, n int64, deadl
 // concurrencyColumn is the stored form of an admission block's concurrency fields (the
 // queues table's concurrency column, JSON).
 type concurrencyColumn struct {
-	Limit     int64              `json:"limit,omitempty"`
-	Limits    map[string]int64   `json:"limits,omitempty"`
-	Weights   map[string]float64 `json:"weights,omitempty"`
-	RateLimit float64            `json:"rate_limit,omitempty"`
-	Burst     int64              `json:"burst,omitempty"`
+	Limit      int64              `json:"limit,omitempty"`
+	Limits     map[string]int64   `json:"limits,omitempty"`
+	Weights    map[string]float64 `json:"weights,omitempty"`
+	RateLimit  float64            `json:"rate_limit,omitempty"`
+	Burst      int64              `json:"burst,omitempty"`
+	RateLimits map[string]float64 `json:"rate_limits,omitempty"`
+	Bursts     map[string]int64   `json:"bursts,omitempty"`
 }
 
 // EncodeConcurrency is the stored concurrency column of a (nil when it sets none).
 func EncodeConcurrency(a plane.Admission) []byte {
-	if a.ConcurrencyLimit == 0 && len(a.ConcurrencyLimits) == 0 && len(a.KeyWeights) == 0 && a.KeyRateLimit == 0 {
+	if a.ConcurrencyLimit == 0 && len(a.ConcurrencyLimits) == 0 && len(a.KeyWeights) == 0 && a.KeyRateLimit == 0 &&
+		len(a.KeyRateLimits) == 0 && len(a.KeyBursts) == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(concurrencyColumn{a.ConcurrencyLimit, a.ConcurrencyLimits, a.KeyWeights, a.KeyRateLimit, a.KeyBurst}) // always encodes
+	b, _ := json.Marshal(concurrencyColumn{a.ConcurrencyLimit, a.ConcurrencyLimits, a.KeyWeights, a.KeyRateLimit, a.KeyBurst,
+		a.KeyRateLimits, a.KeyBursts}) // always encodes
 	return b
 }
 
@@ -108,33 +112,49 @@ func DecodeConcurrency(b []byte, a *plane.Admission) error {
 		return fmt.Errorf("read admission: concurrency: %w", err)
 	}
 	a.ConcurrencyLimit, a.ConcurrencyLimits, a.KeyWeights = c.Limit, c.Limits, c.Weights
-	a.KeyRateLimit, a.KeyBurst = c.RateLimit, c.Burst
+	a.KeyRateLimit, a.KeyBurst, a.KeyRateLimits, a.KeyBursts = c.RateLimit, c.Burst, c.RateLimits, c.Bursts
 	return nil
 }
 
 // KeyStatsSQL reads the concurrency keys of QueueStatsList (plane.QueueStats.Keys): at most
 // plane.KeyStatsMax per queue, most running first, for the namespace {ns} ("" for all);
 // {s} is the plane's table prefix ("" or "schema.") and {ns} its parameter.
-const KeyStatsSQL = `SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight FROM (
-	SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight,
+const KeyStatsSQL = `SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight, tokens, tokens_ms, next_ms FROM (
+	SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight, tokens, tokens_ms, next_ms,
 		row_number() OVER (PARTITION BY namespace, queue ORDER BY running DESC, concurrency_key) AS n
 	FROM {s}concurrency_keys WHERE {ns} = '' OR namespace = {ns}) AS k
 	WHERE n <= 100 ORDER BY namespace, queue, running DESC, concurrency_key`
 
-// AddKeyStats adds the rows of KeyStatsSQL to stats.
+// AddKeyStats adds the rows of KeyStatsSQL to stats, whose queues carry their admission
+// blocks already (each key's rate limit and wait come from its queue's block at now).
 func AddKeyStats(stats []plane.QueueStats, rows interface {
 	Next() bool
 	Scanner
-}) ([]plane.QueueStats, error) {
+}, now time.Time) ([]plane.QueueStats, error) {
+	admissions := map[[2]string]plane.Admission{}
+	for _, s := range stats {
+		if s.Admission != nil {
+			admissions[[2]string{s.Namespace, s.Queue}] = *s.Admission
+		}
+	}
 	for rows.Next() {
 		var ns, q string
 		var k plane.KeyStats
-		if err := rows.Scan(&ns, &q, &k.Key, &k.Queued, &k.Running, &k.Limit, &k.Weight); err != nil {
+		var tokens float64
+		var tokensMS, nextMS int64
+		if err := rows.Scan(&ns, &q, &k.Key, &k.Queued, &k.Running, &k.Limit, &k.Weight, &tokens, &tokensMS, &nextMS); err != nil {
 			return nil, fmt.Errorf("queue stats: concurrency keys: %w", err)
 		}
 		if k.Limit >= plane.ConcurrencyUnlimited {
 			k.Limit = 0
 		}
+		a := admissions[[2]string{ns, q}]
+		k.RateLimit, k.Burst = a.KeyRate(k.Key)
+		var held time.Time
+		if nextMS > 0 {
+			held = time.UnixMilli(nextMS)
+		}
+		k.RateWait = a.KeyRateWait(k.Key, tokens, time.UnixMilli(tokensMS), held, now)
 		stats = plane.AddKeyStats(stats, ns, q, k)
 	}
 	return stats, nil

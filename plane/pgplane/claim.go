@@ -414,7 +414,7 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 				rs.Close()
 				return fmt.Errorf("claim: read concurrency keys: %w", err)
 			}
-			bucket, wait := a.KeyStart(tokens, time.UnixMilli(tokensMS), t.now)
+			bucket, wait := a.KeyStart(key, tokens, time.UnixMilli(tokensMS), t.now)
 			if wait > 0 {
 				// The key's bucket is empty: held back until it has a token.
 				t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds())

@@ -132,7 +132,7 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 	if err != nil {
 		return nil, d.failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
-	out, err = planekit.AddKeyStats(out, keys)
+	out, err = planekit.AddKeyStats(out, keys, d.cfg.Now())
 	keys.Close()
 	if err != nil {
 		return nil, err

@@ -19,6 +19,22 @@ func (b *bundle) setKeys(t *testing.T, a plane.Admission) {
 	must(t, b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a}), "set admission")
 }
 
+// keyStats returns the concurrency keys of the subtest's queue (QueueStatsList), by key.
+func (b *bundle) keyStats(t *testing.T) map[string]plane.KeyStats {
+	t.Helper()
+	stats, err := b.drv.QueueStatsList(b.ctx, b.ns)
+	must(t, err, "queue stats")
+	out := map[string]plane.KeyStats{}
+	for _, st := range stats {
+		if st.Queue == b.q {
+			for _, k := range st.Keys {
+				out[k.Key] = k
+			}
+		}
+	}
+	return out
+}
+
 // keyOf maps claimed jobs to their concurrency keys ("-" for none).
 func keysOf(jobs []*plane.Job) map[string]int {
 	out := map[string]int{}
@@ -320,6 +336,9 @@ func testConcurrency(t *testing.T, s *suite) {
 			"negative override": {ConcurrencyLimits: map[string]int64{"k": -1}},
 			"zero weight":       {KeyWeights: map[string]float64{"k": 0}},
 			"bad key":           {KeyWeights: map[string]float64{"": 1}},
+			"negative key rate": {KeyRateLimits: map[string]float64{"k": -1}},
+			"zero key burst":    {KeyRateLimit: 1, KeyBursts: map[string]int64{"k": 0}},
+			"bad rate key":      {KeyRateLimits: map[string]float64{"a\x00b": 1}},
 		} {
 			err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a})
 			requireIs(t, err, plane.ErrInvalid, what)
@@ -371,10 +390,57 @@ func testRateLimits(t *testing.T, s *suite) {
 		jobs = b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})
 		require.Equal(t, map[string]int{"a": 1, "b": 1}, keysOf(jobs), "one start per key per second")
 		b.advance(500 * time.Millisecond)
+		k := b.keyStats(t)["a"]
+		require.InDelta(t, 1, k.RateLimit, 1e-9)
+		require.EqualValues(t, 2, k.Burst)
+		require.Equal(t, 500*time.Millisecond, k.RateWait, "stats say when the key's bucket next has a token")
 		b.requireNothingClaimable(t)
 		got, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
 		must(t, err, "admission get")
 		require.InDelta(t, 1, got.KeyRateLimit, 1e-9)
 		require.EqualValues(t, 2, got.KeyBurst)
+	})
+	t.Run("KeyRateLimitOverrides", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		a := plane.Admission{KeyRateLimit: 1, KeyBurst: 2,
+			KeyRateLimits: map[string]float64{"fast": 4, "free": 0},
+			KeyBursts:     map[string]int64{"big": 5}}
+		b.setKeys(t, a)
+		for k, n := range map[string]int{"a": 8, "fast": 10, "big": 8, "free": 8} {
+			b.submitKeyed(t, k, n)
+		}
+		jobs := b.claim(t, plane.ClaimParams{Max: 40, Worker: "w"})
+		require.Equal(t, map[string]int{"a": 2, "fast": 4, "big": 5, "free": 8}, keysOf(jobs),
+			"each key starts its own burst: the default 2, the override's rate rounded up, the burst override, no limit for rate 0")
+		for _, j := range jobs {
+			b.ack(t, j, "ok")
+		}
+		b.requireNothingClaimable(t)
+		b.advance(500 * time.Millisecond)
+		jobs = b.claim(t, plane.ClaimParams{Max: 40, Worker: "w"})
+		require.Equal(t, map[string]int{"fast": 2}, keysOf(jobs), "half a second: only the 4/s key has whole tokens")
+		keys := b.keyStats(t)
+		for key, want := range map[string]plane.KeyStats{
+			"a":    {RateLimit: 1, Burst: 2, RateWait: 500 * time.Millisecond},
+			"fast": {RateLimit: 4, Burst: 4, RateWait: 250 * time.Millisecond},
+			"big":  {RateLimit: 1, Burst: 5, RateWait: 500 * time.Millisecond},
+		} {
+			got := keys[key]
+			require.Equal(t, want, plane.KeyStats{RateLimit: got.RateLimit, Burst: got.Burst, RateWait: got.RateWait}, "key %s", key)
+		}
+		b.advance(500 * time.Millisecond)
+		jobs = b.claim(t, plane.ClaimParams{Max: 40, Worker: "w"})
+		require.Equal(t, map[string]int{"a": 1, "fast": 2, "big": 1}, keysOf(jobs), "each key refills at its own rate")
+		b.requireNothingClaimable(t)
+		got, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
+		must(t, err, "admission get")
+		require.Equal(t, a.KeyRateLimits, got.KeyRateLimits)
+		require.Equal(t, a.KeyBursts, got.KeyBursts)
+		// Dropping the overrides applies at the next claim: "fast" falls back to 1/s.
+		b.setKeys(t, plane.Admission{KeyRateLimit: 1, KeyBurst: 2})
+		b.advance(2 * time.Second)
+		jobs = b.claim(t, plane.ClaimParams{Max: 40, Worker: "w"})
+		require.Equal(t, 2, keysOf(jobs)["fast"], "without its override the key has the default bucket of 2 (%v)", keysOf(jobs))
 	})
 }

@@ -410,33 +410,18 @@ func BenchmarkClaimDelayed(b *testing.B) {
 }
 
 // BenchmarkClaimBlockedKey: the cost of claiming (and acking) one job of a free concurrency
-// key while 0 or 100,000 jobs of another key, all older than the free ones, wait at its
-// limit (one running, limit 1). The claim should cost the same with and without the
-// blocked backlog (issue 27: claim cost flat in the number of blocked jobs). Run with
-// -benchtime 1000x.
+// key while 0 to 1,000,000 jobs of another key, all older than the free ones, wait at its
+// limit (one running, limit 1). The claim should cost the same whatever the blocked
+// backlog (issue 27: claim cost flat in the number of blocked jobs). Run with -benchtime
+// 1000x; pick sizes with -bench 'ClaimBlockedKey/blocked=(10000|1000000)$'. The backlog is
+// made once per size (the 1,000,000 takes a few minutes) and shared by the runs of that
+// size; each run claims jobs it submitted itself.
 func BenchmarkClaimBlockedKey(b *testing.B) {
 	ctx := context.Background()
-	for _, blocked := range []int{0, 100_000} {
+	parent := b
+	for _, blocked := range []int{0, 10_000, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("blocked=%d", blocked), func(b *testing.B) {
-			d := benchDriver(b)
-			if err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "k",
-				Admission: plane.Admission{ConcurrencyLimit: 1}}); err != nil {
-				b.Fatal(err)
-			}
-			batch := make([]plane.SubmitParams, 1000)
-			for done := 0; done < blocked; done += len(batch) {
-				for i := range batch {
-					batch[i] = plane.SubmitParams{Payload: []byte{0x80}, ConcurrencyKey: "busy"}
-				}
-				if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "k", Invocations: batch}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if blocked > 0 { // the busy key takes its one slot and keeps it
-				if jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "k", LeaseTTL: time.Hour}); err != nil || len(jobs) != 1 {
-					b.Fatal("claim the busy key's slot", err)
-				}
-			}
+			d := blockedKeyDriver(parent, blocked)
 			free := make([]plane.SubmitParams, b.N)
 			for i := range free {
 				free[i] = plane.SubmitParams{Payload: []byte{0x80}, ConcurrencyKey: fmt.Sprintf("free-%d", i%100)}
@@ -458,4 +443,52 @@ func BenchmarkClaimBlockedKey(b *testing.B) {
 			}
 		})
 	}
+}
+
+// blockedKeys holds the drivers of BenchmarkClaimBlockedKey by backlog size, made once.
+var blockedKeys = map[int]*Driver{}
+
+// blockedKeyDriver returns a plane whose queue k (concurrency limit 1) holds blocked jobs
+// of key "busy", one of them running (leased for a day) so the rest wait at its limit.
+// It is closed and removed when b (the whole benchmark) ends.
+func blockedKeyDriver(b *testing.B, blocked int) *Driver {
+	if d := blockedKeys[blocked]; d != nil {
+		return d
+	}
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "lakeshore-blocked-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := Open(ctx, filepath.Join(dir, "bench.db"), &Config{Synchronous: "FULL"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "k",
+		Admission: plane.Admission{ConcurrencyLimit: 1}}); err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]plane.SubmitParams, 1000)
+	for i := range batch {
+		batch[i] = plane.SubmitParams{Payload: []byte{0x80}, ConcurrencyKey: "busy"}
+	}
+	start := time.Now()
+	for done := 0; done < blocked; done += len(batch) {
+		if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "k", Invocations: batch}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if blocked > 0 { // the busy key takes its one slot and keeps it
+		if jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "k", LeaseTTL: 24 * time.Hour}); err != nil || len(jobs) != 1 {
+			b.Fatal("claim the busy key's slot", err)
+		}
+		b.Logf("%d blocked jobs submitted in %s", blocked, time.Since(start).Round(time.Millisecond))
+	}
+	blockedKeys[blocked] = d
+	b.Cleanup(func() {
+		d.Close()
+		os.RemoveAll(dir)
+		delete(blockedKeys, blocked)
+	})
+	return d
 }

@@ -300,7 +300,7 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 		}
 		if key != "" && a != nil {
 			var wait time.Duration
-			if bucket, wait = a.KeyStart(bucket.Tokens, bucket.At, t.now); wait > 0 {
+			if bucket, wait = a.KeyStart(key, bucket.Tokens, bucket.At, t.now); wait > 0 {
 				// The key's bucket is empty: held back until it has a token.
 				if _, err := t.w.st.keyHold.ExecContext(t.ctx, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds()); err != nil {
 					return fmt.Errorf("claim: hold a rate-limited concurrency key: %w", err)

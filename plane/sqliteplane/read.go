@@ -139,7 +139,7 @@ func (d *Driver) withAdmission(ctx context.Context, namespace string, stats []pl
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	stats, err = planekit.AddKeyStats(stats, keys)
+	stats, err = planekit.AddKeyStats(stats, keys, d.cfg.Now())
 	keys.Close()
 	if err != nil {
 		return nil, err

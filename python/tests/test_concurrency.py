@@ -40,6 +40,32 @@ def test_concurrency_key_is_checked(dispatch: HttpDispatch, qname: str) -> None:
         q.set_admission(Admission(key_weights={"k": 0}))
 
 
+def test_key_rate_limit_overrides(every_plane: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=every_plane)
+    got = q.set_admission(
+        Admission(key_rate_limit=0.001, key_burst=1, key_rate_limits={"fast": 1000, "free": 0}, key_bursts={"fast": 3})
+    )
+    assert dict(got.key_rate_limits or {}) == {"fast": 1000, "free": 0}
+    assert dict(got.key_bursts or {}) == {"fast": 3}
+    for key in ("slow", "fast", "free"):
+        for i in range(4):
+            q.submit({"i": i}, concurrency_key=key)
+    started: dict[str, int] = {}
+    while (job := q.claim(wait=0)) is not None:
+        started[job.concurrency_key or ""] = started.get(job.concurrency_key or "", 0) + 1
+    assert started["slow"] == 1, "the default bucket of 1 at 0.001/s"
+    assert started["fast"] >= 3, "its own bucket of 3 (refilling at 1000/s)"
+    assert started["free"] == 4, "rate 0: no limit for that key"
+    with pytest.raises(InvalidError):
+        q.set_admission(Admission(key_rate_limits={"k": -1}))
+    with pytest.raises(InvalidError):
+        q.set_admission(Admission(key_bursts={"k": 0}))
+    got = q.set_admission(Admission(rate_limit=5, key_rate_limit=2, key_weights={"k": 3}))
+    assert got.rate_limit == 5 and got.key_rate_limit == 2 and dict(got.key_weights or {}) == {"k": 3}, (
+        "whole numbers in the float fields are sent as floats"
+    )
+
+
 def test_udf_submit_carries_the_key(dispatch: HttpDispatch, qname: str) -> None:
     @udf(queue=qname, dispatch=dispatch)
     def work(x: int) -> int:

@@ -731,11 +731,13 @@ func TestDashboardNoAuth(t *testing.T) {
 }
 
 // TestDashboardConcurrencyKeys: the queue page lists its concurrency keys with their
-// running jobs against the limit, the key at its limit marked (issue 27 item 6).
+// running jobs against the limit, the key at its limit marked, each key's rate limit and
+// when its bucket next has a token (issue 27 item 6).
 func TestDashboardConcurrencyKeys(t *testing.T) {
 	e := newEnv(t)
 	b := newBrowser(t, e)
-	e.call("PUT", "/v1/namespaces/default/queues/keyed/admission", adminToken, map[string]any{"concurrency_limit": 1}, 200)
+	e.call("PUT", "/v1/namespaces/default/queues/keyed/admission", adminToken, map[string]any{"concurrency_limit": 1,
+		"key_rate_limit": 0.001, "key_burst": 1, "key_rate_limits": map[string]any{"tenant-c": 5}}, 200)
 	for _, key := range []string{"tenant-a", "tenant-a", "tenant-b"} {
 		e.call("POST", "/v1/namespaces/default/queues/keyed/invocations", adminToken, map[string]any{"payload": 1, "concurrency_key": key}, 200)
 	}
@@ -749,6 +751,13 @@ func TestDashboardConcurrencyKeys(t *testing.T) {
 	require.Contains(t, row, "1 / 1 (at its limit)")
 	require.NotContains(t, b.text(`#keys-table tr[data-key="`+other+`"]`), "at its limit")
 	require.Contains(t, b.text(`#admission-view`), "1 running per concurrency key")
+	require.Contains(t, b.text(`#admission-view`), "1 per-key rate")
+	// The claimed key drew its bucket's one token at 0.001/s: its next token is ~1000 s
+	// away; the other key never drew, so it may start now.
+	require.Equal(t, "0.001/s, burst 1", b.text(`#keys-table tr[data-key="`+claimed+`"] td[data-rate]`))
+	require.Contains(t, b.text(`#keys-table tr[data-key="`+claimed+`"] td[data-next-start]`), "in 16m")
+	require.Equal(t, 1, b.count(`#keys-table tr.rate-held[data-key="`+claimed+`"]`))
+	require.Equal(t, "now", b.text(`#keys-table tr[data-key="`+other+`"] td[data-next-start]`))
 	b.screenshot("queue-keys")
 
 	// Saving the admission form keeps the concurrency limit it does not show.
@@ -761,5 +770,6 @@ func TestDashboardConcurrencyKeys(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "the form saved")
 	a := e.call("GET", "/v1/namespaces/default/queues/keyed/admission", adminToken, nil, 200)["admission"].(map[string]any)
 	require.Equal(t, 1.0, a["concurrency_limit"], "the concurrency limit survives a save from the form")
+	require.Equal(t, map[string]any{"tenant-c": 5.0}, a["key_rate_limits"], "the per-key rates survive a save from the form")
 	b.noProblems(false)
 }

@@ -234,6 +234,10 @@ class Admission:
         key_rate_limit: starts per second of each concurrency key (a token bucket per key
             in the plane, of size ``key_burst``).
         key_burst: each key's bucket size (default: ``key_rate_limit`` rounded up).
+        key_rate_limits: ``{key: starts per second}`` overrides of ``key_rate_limit``
+            (0: no rate limit for that key; its bucket holds its rate rounded up unless
+            ``key_bursts`` names it).
+        key_bursts: ``{key: bucket size}`` (each ≥ 1) overrides of a key's bucket size.
     """
 
     max_depth: int | None = None
@@ -246,6 +250,8 @@ class Admission:
     key_weights: Mapping[str, float] | None = None
     key_rate_limit: float | None = None
     key_burst: int | None = None
+    key_rate_limits: Mapping[str, float] | None = None
+    key_bursts: Mapping[str, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -893,8 +899,7 @@ class QueueCore:
 
     async def set_admission(self, a: Admission) -> Admission:
         """Set the queue's admission limits (needs an admin token); return them."""
-        body = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(a).items() if v is not None}
-        ans = await self._call("PUT", self.path + "/admission", body=body, retry="safe")
+        ans = await self._call("PUT", self.path + "/admission", body=_admission_body(a), retry="safe")
         return _admission(ans.get("admission") or {})
 
     async def clear_admission(self) -> bool:
@@ -1393,6 +1398,33 @@ def _frame_error(v: Any) -> Mapping[str, Any] | None:
     return v if isinstance(v, Mapping) else None
 
 
+# The admission fields the server reads as floats (maps: their values).
+_ADMISSION_FLOATS = ("rate_limit", "deadline_cutoff", "key_rate_limit", "key_weights", "key_rate_limits")
+
+
+def _as_float(v: Any) -> Any:
+    """An int ``v`` as float (the wire wants floats there); anything else, or an int too
+    large for a float, as given, for the server to refuse naming the field."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**1023:
+        return float(v)
+    return v
+
+
+def _admission_body(a: Admission) -> dict[str, Any]:
+    """The body of PUT …/admission: the fields set, floats where the server wants them
+    (``Admission(key_rate_limit=5)`` is sent as 5.0)."""
+    body: dict[str, Any] = {}
+    for k, v in dataclasses.asdict(a).items():
+        if v is None:
+            continue
+        if isinstance(v, Mapping):
+            v = {key: _as_float(x) for key, x in v.items()} if k in _ADMISSION_FLOATS else dict(v)
+        elif k in _ADMISSION_FLOATS:
+            v = _as_float(v)
+        body[k] = v
+    return body
+
+
 def _admission(a: Mapping[str, Any]) -> Admission:
     return Admission(
         max_depth=a.get("max_depth"),
@@ -1405,6 +1437,8 @@ def _admission(a: Mapping[str, Any]) -> Admission:
         key_weights=a.get("key_weights"),
         key_rate_limit=a.get("key_rate_limit"),
         key_burst=a.get("key_burst"),
+        key_rate_limits=a.get("key_rate_limits"),
+        key_bursts=a.get("key_bursts"),
     )
 
 

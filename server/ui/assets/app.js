@@ -595,6 +595,9 @@ function admissionSummary(a) {
   if (overrides) parts.push(overrides + ' per-key limit' + (overrides > 1 ? 's' : ''));
   if (weights) parts.push(weights + ' key weight' + (weights > 1 ? 's' : ''));
   if (a.key_rate_limit) parts.push(a.key_rate_limit + '/s per key burst ' + (a.key_burst || 0));
+  const rates = Object.keys(a.key_rate_limits || {}).length, bursts = Object.keys(a.key_bursts || {}).length;
+  if (rates) parts.push(rates + ' per-key rate' + (rates > 1 ? 's' : ''));
+  if (bursts) parts.push(bursts + ' per-key burst' + (bursts > 1 ? 's' : ''));
   return el('span', { class: 'mono', text: parts.join(', ') || 'set' });
 }
 
@@ -638,7 +641,9 @@ async function queuePage(parts, query) {
     el('div', { class: 'card' }, el('h2', { text: 'Depth by state' }), countsHost, pauseHost),
     el('div', { class: 'card' }, el('h2', { text: 'Admission' }), admHost)));
   // Concurrency keys (docs/semantics.md, "Concurrency keys and fair share"): each key with
-  // jobs claimable or running, its running jobs against its limit, queued, weight.
+  // jobs claimable or running, its running jobs against its limit, queued, weight, its rate
+  // limit and when it may next start a job as far as rates go (rate_wait, seconds from the
+  // read: its bucket's next token, or the end of a worker's "slow down" hold).
   const keysHost = el('div', { id: 'concurrency-keys' });
   const showKeys = st => {
     clear(keysHost);
@@ -646,12 +651,15 @@ async function queuePage(parts, query) {
     if (!keys.length) return;
     keysHost.appendChild(el('div', { class: 'card' }, el('h2', { text: 'Concurrency keys' }),
       el('div', { class: 'table-wrap' }, el('table', { id: 'keys-table' },
-        el('thead', {}, el('tr', {}, ['key', 'running / limit', 'queued', 'weight'].map(h => el('th', { text: h })))),
-        el('tbody', {}, keys.map(k => el('tr', { 'data-key': k.key, class: k.limit && k.running >= k.limit ? 'at-limit' : '' },
+        el('thead', {}, el('tr', {}, ['key', 'running / limit', 'queued', 'weight', 'rate limit', 'next start'].map(h => el('th', { text: h })))),
+        el('tbody', {}, keys.map(k => el('tr', { 'data-key': k.key, class: [k.limit && k.running >= k.limit ? 'at-limit' : '', k.rate_wait ? 'rate-held' : ''].join(' ').trim() },
           el('td', { class: 'mono', text: k.key }),
           el('td', { class: 'mono', text: fmtNum(k.running) + ' / ' + (k.limit ? fmtNum(k.limit) : '∞') + (k.limit && k.running >= k.limit ? ' (at its limit)' : '') }),
           el('td', { class: 'mono', text: fmtNum(k.queued) }),
-          el('td', { class: 'mono', text: String(k.weight || 1) }))))))));
+          el('td', { class: 'mono', text: String(k.weight || 1) }),
+          el('td', { class: 'mono', 'data-rate': '', text: k.rate_limit ? String(k.rate_limit) + '/s, burst ' + fmtNum(k.burst) : '—' }),
+          el('td', { class: 'mono', 'data-next-start': '', title: 'when the key may next start a job as far as its rate limit and any worker\'s "slow down" answer go',
+            text: !k.rate_wait ? 'now' : k.rate_wait < 1 ? 'in <1s (rate)' : 'in ' + fmtAge(k.rate_wait * 1000) + ' (rate)' }))))))));
   };
   const showCounts = st => {
     clear(countsHost);

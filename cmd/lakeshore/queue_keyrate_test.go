@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestQueueKeyRateOverrides: `lakeshore queue set --key-rate KEY=R --key-bucket KEY=B`
+// merges per-key rate-limit overrides into the admission block, KEY=- removes one, `queue
+// get` shows each overridden key's rate and bucket, and a bad value is refused naming the
+// field; on the file plane and over HTTP.
+func TestQueueKeyRateOverrides(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(*testing.T) *cli{"File": newCLI, "HTTP": newHTTPCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := mk(t)
+			admission := func() map[string]any {
+				t.Helper()
+				var got map[string]any
+				require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "queue", "get", "a")), &got))
+				a, _ := got["admission"].(map[string]any)
+				return a
+			}
+			c.ok("queue", "set", "a", "--key-rate-limit", "1", "--key-rate", "partner=20", "--key-rate", "free=0",
+				"--key-bucket", "partner=40", "--key-bucket", "slow=3")
+			a := admission()
+			require.Equal(t, map[string]any{"partner": 20.0, "free": 0.0}, a["key_rate_limits"])
+			require.Equal(t, map[string]any{"partner": 40.0, "slow": 3.0}, a["key_bursts"])
+			text := c.ok("queue", "get", "a")
+			require.Regexp(t, `key "partner" rate limit\s+20/s burst 40`, text)
+			require.Regexp(t, `key "free" rate limit\s+none`, text)
+			require.Regexp(t, `key "slow" rate limit\s+1/s burst 3`, text)
+
+			c.ok("queue", "set", "a", "--key-rate", "free=-", "--key-bucket", "slow=-")
+			a = admission()
+			require.Equal(t, map[string]any{"partner": 20.0}, a["key_rate_limits"], "KEY=- removes the override")
+			require.Equal(t, map[string]any{"partner": 40.0}, a["key_bursts"])
+
+			for _, bad := range []struct {
+				args  []string
+				field string
+				code  int
+			}{
+				{[]string{"--key-rate", "k=-1"}, "key_rate_limits[k]", exitUsage},
+				{[]string{"--key-bucket", "k=0"}, "key_bursts[k]", exitUsage},
+				{[]string{"--key-rate", "k=fast"}, "--key-rate", exitUsage},
+				{[]string{"--key-bucket", "nokey"}, "--key-bucket", exitUsage},
+			} {
+				_, errs, code := c.run("", append([]string{"queue", "set", "a"}, bad.args...)...)
+				require.Equal(t, bad.code, code, "%v: %s", bad.args, errs)
+				require.Contains(t, errs, bad.field, "%v", bad.args)
+			}
+			require.Equal(t, map[string]any{"partner": 20.0}, admission()["key_rate_limits"], "a refused set changes nothing")
+		})
+	}
+}
