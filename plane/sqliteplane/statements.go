@@ -31,6 +31,9 @@ type statements struct {
 	ackHeld                                   *sql.Stmt
 	keyReady, keyTurn, keyNext, keyHold       *sql.Stmt
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority *sql.Stmt
+	shapes                                    *sql.Stmt
+	shapeHeadFIFO, shapeHeadFILO              *sql.Stmt
+	shapeHeadPriority                         *sql.Stmt
 	// ackRows[k-1] and runRows[k-1] are the batched statements of k rows (batch.go),
 	// prepared the first time a batch of k needs them.
 	ackRows, runRows [batchRows]*sql.Stmt
@@ -48,7 +51,7 @@ var insertChunks = [...]int{64, 8, 1}
 // are the batch's (?1, ?2, ?3, bound once per statement); each row binds insertWidth more,
 // with anonymous parameters (numbered in order after ?3): id, key, state, priority,
 // payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms,
-// concurrency_key.
+// concurrency_key, shape, requirement.
 //
 // Only the few shared parameters are numbered: the driver asks SQLite for the name of
 // every parameter it binds, and SQLite finds a numbered one's name by a linear scan of the
@@ -56,8 +59,8 @@ var insertChunks = [...]int{64, 8, 1}
 // in time quadratic in their number (measured: half the instructions of a submit).
 const (
 	insertColumns = `namespace, queue, created_ms, id, key, state, priority, payload, metadata,
-		max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key`
-	insertWidth = 11
+		max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement`
+	insertWidth = 13
 )
 
 // insertSQL is the INSERT of n invocations.
@@ -127,7 +130,16 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT ?`},
 		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT ?`},
 		{&s.deadlinesPassed, `SELECT id FROM (SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ?1
-			UNION ALL SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1) LIMIT ?2`},
+			UNION ALL SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1
+			UNION ALL SELECT id FROM invocations WHERE state = -3 AND deadline_ms > 0 AND deadline_ms <= ?1) LIMIT ?2`},
+		// shapes are the shapes a queue's invocations were submitted with (placement.go).
+		{&s.shapes, `SELECT shape, requirement FROM placement_shapes WHERE namespace = ?1 AND queue = ?2`},
+		{&s.shapeHeadFIFO, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
+			AND shape = ?3 AND state = -3 ORDER BY id LIMIT 1`},
+		{&s.shapeHeadFILO, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
+			AND shape = ?3 AND state = -3 ORDER BY id DESC LIMIT 1`},
+		{&s.shapeHeadPriority, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
+			AND shape = ?3 AND state = -3 ORDER BY priority DESC, id LIMIT 1`},
 		// keyReady is the ready key whose turn it is (concurrency.go).
 		{&s.keyReady, `SELECT concurrency_key, tokens, tokens_ms FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
 			AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass LIMIT 1`},
