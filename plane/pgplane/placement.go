@@ -18,13 +18,9 @@ import (
 // default shape's own claim (keys, boltzmann draw) takes a default job. Claims with offers
 // are served one request at a time (claimGroup groups them by offers).
 
-// satisfiedShapes returns the shapes of the queue ($1, $2) that offers satisfy.
-func (t *tx) satisfiedShapes(namespace, queue string, offers *plane.Offers) ([]string, error) {
-	rs, err := t.query(t.d.sql.shapes, namespace, queue)
-	if err != nil {
-		return nil, fmt.Errorf("claim: read shapes: %w", err)
-	}
-	defer rs.Close()
+// satisfied returns the shapes of rs (shape, requirement rows of placement_shapes) that
+// offers satisfy.
+func (t *tx) satisfied(rs pgx.Rows, offers *plane.Offers) ([]string, error) {
 	var out []string
 	for rs.Next() {
 		var shape, stored string
@@ -35,6 +31,7 @@ func (t *tx) satisfiedShapes(namespace, queue string, offers *plane.Offers) ([]s
 		if v, ok := t.d.requirements.Load(shape); ok {
 			req = v.(*plane.Requirement)
 		} else {
+			var err error
 			if req, err = plane.DecodeRequirement([]byte(stored)); err != nil {
 				return nil, fmt.Errorf("claim: shape %s: %w", shape, err)
 			}
@@ -54,14 +51,36 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	var promoted *string
-	if err := t.queryRow(t.d.sql.promote, p.Namespace, p.Queue, t.ms).Scan(&promoted); err != nil {
-		return fmt.Errorf("claim: promote: %w", err)
-	}
-	if promoted != nil {
-		t.d.floors.lower(planekit.QueueKey(p.Namespace, p.Queue), *promoted)
-	}
-	shapes, err := t.satisfiedShapes(p.Namespace, p.Queue, p.Offers)
+	// One round trip: promote the due waiting rows, read the deadline cutoff and the
+	// queue's shapes.
+	b := &pgx.Batch{}
+	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
+	b.Queue(t.d.sql.deadlineCutoff, p.Namespace, p.Queue)
+	b.Queue(t.d.sql.shapes, p.Namespace, p.Queue)
+	var cutoffMS int64
+	var shapes []string
+	err := func() error {
+		br := t.tx.SendBatch(t.ctx, b)
+		defer br.Close()
+		var promoted *string
+		if err := br.QueryRow().Scan(&promoted); err != nil {
+			return fmt.Errorf("claim: promote: %w", err)
+		}
+		if promoted != nil {
+			t.d.floors.lower(planekit.QueueKey(p.Namespace, p.Queue), *promoted)
+		}
+		if err := br.QueryRow().Scan(&cutoffMS); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("claim: read admission: %w", err)
+		}
+		rs, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("claim: read shapes: %w", err)
+		}
+		defer rs.Close()
+		var err2 error
+		shapes, err2 = t.satisfied(rs, p.Offers)
+		return err2
+	}()
 	if err != nil {
 		return err
 	}
@@ -84,11 +103,6 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		_, err := claimDefault(r.n)
 		return err
 	}
-	var cutoffMS int64
-	err = t.queryRow(t.d.sql.deadlineCutoff, p.Namespace, p.Queue).Scan(&cutoffMS)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("claim: read admission: %w", err)
-	}
 	cutoff := time.Duration(cutoffMS) * time.Millisecond
 	head, defaultSQL := t.d.sql.shapeHeadFIFO, t.d.sql.claimFIFO
 	switch r.kind {
@@ -98,7 +112,8 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		head, defaultSQL = t.d.sql.shapeHeadPriority, t.d.sql.claimPriority
 	}
 	for len(r.jobs) < r.n {
-		heads, err := t.candidates(head, p.Namespace, p.Queue, shapes)
+		// One round trip: lock the head of every satisfied shape and of the default shape.
+		heads, def, err := t.placedHeads(head, defaultSQL, p.Namespace, p.Queue, shapes)
 		if err != nil {
 			return err
 		}
@@ -110,10 +125,6 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 		if best == nil {
 			_, err := claimDefault(r.n - len(r.jobs))
-			return err
-		}
-		def, err := t.candidates(defaultSQL, p.Namespace, p.Queue, 1)
-		if err != nil {
 			return err
 		}
 		if len(def) > 0 && !plane.KeyTurnFirst(r.kind, best.ID, best.Priority, def[0].ID, def[0].Priority) {
@@ -131,4 +142,40 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 	}
 	return nil
+}
+
+// placedHeads locks, in one batch, the heads of shapes (headSQL) and the head of the
+// default shape's unkeyed jobs (defaultSQL).
+func (t *tx) placedHeads(headSQL, defaultSQL, namespace, queue string, shapes []string) (heads, def []*row, err error) {
+	if err := t.flush(); err != nil {
+		return nil, nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(headSQL, namespace, queue, shapes)
+	b.Queue(defaultSQL, namespace, queue, 1)
+	br := t.tx.SendBatch(t.ctx, b)
+	defer br.Close()
+	read := func() ([]*row, error) {
+		rs, err := br.Query()
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		defer rs.Close()
+		var out []*row
+		for rs.Next() {
+			r, err := scanRow(rs)
+			if err != nil {
+				return nil, fmt.Errorf("claim: %w", err)
+			}
+			out = append(out, r)
+		}
+		return out, rs.Err()
+	}
+	if heads, err = read(); err != nil {
+		return nil, nil, err
+	}
+	if def, err = read(); err != nil {
+		return nil, nil, err
+	}
+	return heads, def, nil
 }
