@@ -89,6 +89,12 @@ class Envelope:
         concurrency_key: groups the invocation (a tenant, a user) for the queue's
             concurrency limits and fair share (:class:`Admission`'s ``concurrency_limit``,
             ``concurrency_limits``, ``key_weights``): 1–256 bytes of UTF-8 without NUL.
+        requires: what the invocation needs from its worker (placement, docs/semantics.md):
+            a mapping of ``cpus_milli`` (CPUs × 1000), ``memory_bytes``, ``gpus``,
+            ``gpu_type`` and ``labels`` (a str → str mapping); only a worker whose offers
+            satisfy it takes it (``lakeshore worker --offers``, Go ``WorkerOptions.Offers``).
+            Not with ``concurrency_key``. The server checks the values (InvalidError naming
+            the field).
     """
 
     payload: Any = None
@@ -104,6 +110,10 @@ class Envelope:
     unique_for: float | None = None
     debounce: float | None = None
     concurrency_key: str | None = None
+    requires: Mapping[str, Any] | None = None
+
+
+_REQUIREMENT_FIELDS = ("cpus_milli", "memory_bytes", "gpus", "gpu_type", "labels")
 
 
 @dataclasses.dataclass
@@ -164,6 +174,8 @@ class Invocation:
     Attributes:
         id, namespace, queue, key, state, priority, attempt, max_attempts, metadata,
         concurrency_key: as submitted and as it runs.
+        requirement: what it waits for a worker to offer (``cpus_milli``, ``memory_bytes``,
+            ``gpus``, ``gpu_type``, ``labels``), or None; shape: its shape key, or None.
         error: ``{type, message, attempt}`` of a failed attempt, or None.
         created_at, started_at, finished_at, available_at: its times (None when unset).
     """
@@ -185,6 +197,8 @@ class Invocation:
     raw_payload: bytes | None = dataclasses.field(default=None, repr=False)
     raw_result: bytes | None = dataclasses.field(default=None, repr=False)
     concurrency_key: str | None = None
+    requirement: Mapping[str, Any] | None = None
+    shape: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -386,6 +400,8 @@ def _invocation(d: Mapping[str, Any]) -> Invocation:
         state=str(d.get("state", "")),
         key=d.get("key") or None,
         concurrency_key=d.get("concurrency_key") or None,
+        requirement=dict(d.get("requirement") or {}) or None,
+        shape=d.get("shape") or None,
         priority=float(d.get("priority") or 0.0),
         attempt=int(d.get("attempt") or 0),
         max_attempts=int(d.get("max_attempts") or 0),
@@ -698,6 +714,19 @@ class QueueCore:
                     rule="1–256 bytes of UTF-8 without NUL",
                 )
             body["concurrency_key"] = ck
+        if env.requires:
+            unknown = sorted(str(k) for k in env.requires if k not in _REQUIREMENT_FIELDS)
+            if unknown:
+                raise errors.InvalidError(
+                    f"invalid requires key {unknown[0]!r}: use {', '.join(_REQUIREMENT_FIELDS)}",
+                    field="requires",
+                    value=unknown[0],
+                    rule=", ".join(_REQUIREMENT_FIELDS),
+                )
+            req = dict(env.requires)
+            if "labels" in req:
+                req["labels"] = {str(k): str(v) for k, v in dict(req["labels"] or {}).items()}
+            body["requirement"] = req
         return body
 
     def submit_future(self, body: dict[str, Any]) -> concurrent.futures.Future[str]:
