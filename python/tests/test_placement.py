@@ -35,3 +35,29 @@ def test_requires_is_checked(dispatch: HttpDispatch, qname: str) -> None:
     with pytest.raises(InvalidError):
         q.submit(1, requires={"gpus": 1}, concurrency_key="tenant")
     assert q.count("queued") == 0
+
+
+def test_run_worker_offers(every_plane: HttpDispatch, qname: str) -> None:
+    from lakeshore import run_worker
+
+    q = SyncQueue(qname, dispatch=every_plane)
+    gpu = q.submit("gpu", requires={"gpus": 1, "gpu_type": "a100"})
+    plain = q.submit("plain")
+    ran: list[str] = []
+    assert run_worker(every_plane, queues={qname: lambda x: ran.append(x)}, once=True, wait=1, handle_signals=False) == 1
+    assert ran == ["plain"], "a worker without offers takes only jobs without a requirement"
+    assert run_worker(every_plane, queues={qname: lambda x: ran.append(x)}, once=True, handle_signals=False) == 0
+    assert q.get(gpu).state == "queued"
+    n = run_worker(
+        every_plane,
+        queues={qname: lambda x: ran.append(x)},
+        once=True,
+        wait=1,
+        handle_signals=False,
+        offers={"gpus": 2, "gpu_type": "a100", "labels": {"zone": "east"}},
+    )
+    assert n == 1 and ran == ["plain", "gpu"]
+    assert q.get(gpu).state == "succeeded" and q.get(plain).state == "succeeded"
+    with pytest.raises(InvalidError) as e:
+        run_worker(every_plane, queues={qname: lambda x: x}, once=True, handle_signals=False, offers={"gpu": 1})
+    assert e.value.field == "offers"

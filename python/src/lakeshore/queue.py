@@ -615,6 +615,9 @@ class QueueCore:
         # over all of them, fair across them: the claim's ``queues``); a job claimed from
         # one of them is held here too, and names its queue.
         self.also: list[str] = []
+        # What this core's claims offer (placement, docs/semantics.md): the claim's
+        # ``offers``; None takes only jobs without a requirement. Set by run_worker.
+        self.offers: dict[str, Any] | None = None
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
         # Held by the one blocking submit sent on its caller's thread (submit_blocking).
@@ -715,18 +718,7 @@ class QueueCore:
                 )
             body["concurrency_key"] = ck
         if env.requires:
-            unknown = sorted(str(k) for k in env.requires if k not in _REQUIREMENT_FIELDS)
-            if unknown:
-                raise errors.InvalidError(
-                    f"invalid requires key {unknown[0]!r}: use {', '.join(_REQUIREMENT_FIELDS)}",
-                    field="requires",
-                    value=unknown[0],
-                    rule=", ".join(_REQUIREMENT_FIELDS),
-                )
-            req = dict(env.requires)
-            if "labels" in req:
-                req["labels"] = {str(k): str(v) for k, v in dict(req["labels"] or {}).items()}
-            body["requirement"] = req
+            body["requirement"] = _placement("requires", env.requires)
         return body
 
     def submit_future(self, body: dict[str, Any]) -> concurrent.futures.Future[str]:
@@ -1105,6 +1097,8 @@ class QueueCore:
                 body["worker"] = worker
             if self.also:
                 body["queues"] = self.also
+            if self.offers:
+                body["offers"] = self.offers
             try:
                 ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once", hot=True)
             except errors.DispatchError as e:
@@ -1151,6 +1145,8 @@ class QueueCore:
             claim["worker"] = first.worker
         if self.also:
             claim["queues"] = self.also
+        if self.offers:
+            claim["offers"] = self.offers
         deadlines = [d for _, d in settles if d is not None]
         try:
             ans = await self._call(
@@ -1994,3 +1990,21 @@ class AsyncTopic:
         """See :meth:`Topic.stream`."""
         async for f in _async_iter(self._d, self._core.stream(self._path, None, since, timeout)):
             yield f.value
+
+
+def _placement(field: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A requirement or offers as the wire's fields (``cpus_milli``, ``memory_bytes``,
+    ``gpus``, ``gpu_type``, ``labels``); an unknown field is an InvalidError on ``field``
+    (the server checks the values)."""
+    unknown = sorted(str(k) for k in fields if k not in _REQUIREMENT_FIELDS)
+    if unknown:
+        raise errors.InvalidError(
+            f"invalid {field} key {unknown[0]!r}: use {', '.join(_REQUIREMENT_FIELDS)}",
+            field=field,
+            value=unknown[0],
+            rule=", ".join(_REQUIREMENT_FIELDS),
+        )
+    out = dict(fields)
+    if "labels" in out:
+        out["labels"] = {str(k): str(v) for k, v in dict(out["labels"] or {}).items()}
+    return out
