@@ -212,6 +212,49 @@ func testPlacement(t *testing.T, s *suite) {
 		b.requireState(t, id2, plane.StateCancelled, 0)
 	})
 
+	t.Run("SettleAndClaim", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.submitShaped(t, "plain", nil)
+		offers := &plane.Offers{GPUs: 1, GPUType: "a100"}
+		_, jobs := b.claimOffering(t, nil, plane.KindFIFO, 1)
+		require.Len(t, jobs, 1)
+		id := b.submitShaped(t, "a100", reqA100)
+		errs, got, err := b.drv.InvocationSettleAndClaim(b.ctx, []plane.SettleParams{ackParams(jobs[0], "done")},
+			&plane.ClaimParams{Namespace: b.ns, Queue: b.q, Kind: plane.KindFIFO, Worker: "w"})
+		must(t, err, "settle and claim without offers")
+		require.NoError(t, errs[0])
+		require.Empty(t, got, "settle-and-claim without offers takes no shaped job")
+		_, got, err = b.drv.InvocationSettleAndClaim(b.ctx, nil,
+			&plane.ClaimParams{Namespace: b.ns, Queue: b.q, Kind: plane.KindFIFO, Worker: "w", Offers: offers})
+		must(t, err, "settle and claim with offers")
+		require.Len(t, got, 1)
+		require.Equal(t, id, got[0].ID)
+	})
+
+	t.Run("SeveralQueues", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		id := b.submitTo(t, b.ns, "gpu", plane.SubmitParams{Payload: []byte("a100"), Requirement: reqA100})[0].ID
+		p := plane.ClaimParams{Queue: "cpu", Queues: []string{"gpu"}, Kind: plane.KindFIFO, Worker: "w"}
+		require.Empty(t, b.claim(t, p), "a claim over several queues without offers")
+		p.Offers = &plane.Offers{GPUs: 1, GPUType: "a100"}
+		jobs := b.claim(t, p)
+		require.Len(t, jobs, 1, "a claim over several queues with offers")
+		require.Equal(t, id, jobs[0].ID)
+	})
+
+	t.Run("Deadline", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		late := b.submitOne(t, plane.SubmitParams{Payload: []byte("late"), Requirement: reqA100, Deadline: b.now().Add(10 * time.Second)})
+		b.advance(11 * time.Second)
+		b.maintain(t)
+		b.requireState(t, late, plane.StateTimeout, 0)
+		got, _ := b.claimOffering(t, &plane.Offers{GPUs: 1, GPUType: "a100"}, plane.KindFIFO, 5)
+		require.Empty(t, got, "a shaped job past its deadline never runs")
+	})
+
 	t.Run("Validation", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
