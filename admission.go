@@ -28,6 +28,13 @@ type (
 	// KeyStats is one concurrency key of a queue: its claimable and running jobs, limit and
 	// weight (Queue.ConcurrencyKeys, QueueStats.Keys). An alias of plane.KeyStats.
 	KeyStats = plane.KeyStats
+	// Requirement is what an invocation needs from its worker (SubmitOptions.Requirement;
+	// docs/semantics.md, "Placement"): CPUs (×1000), memory in bytes, GPUs, a GPU type,
+	// labels. An alias of plane.Requirement.
+	Requirement = plane.Requirement
+	// Offers is what a worker offers to the jobs it claims (WorkerOptions.Offers,
+	// ClaimOptions.Offers), in Requirement's fields. An alias of plane.Offers.
+	Offers = plane.Offers
 )
 
 // The full-queue policies.

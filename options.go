@@ -171,6 +171,13 @@ type SubmitOptions struct {
 	// limited).
 	ConcurrencyKey string
 
+	// Requirement is what the invocation needs from the worker that runs it
+	// (docs/semantics.md, "Placement"): only a claim whose offers satisfy it takes it
+	// (WorkerOptions.Offers, ClaimOptions.Offers); Invocation.Requirement and Shape show it
+	// while it waits. Not with ConcurrencyKey. Defaults to nil: the default shape, which
+	// every claim takes.
+	Requirement *Requirement
+
 	// Metadata are free-form string headers carried with the invocation (Job.Metadata,
 	// Invocation.Metadata). Defaults to none.
 	Metadata map[string]string
@@ -248,6 +255,11 @@ type ClaimOptions struct {
 	// (not an error) when none came. Negative waits until ctx ends. Defaults to 0: return at
 	// once.
 	Wait time.Duration
+
+	// Offers is what the claimer offers (docs/semantics.md, "Placement"): the claim takes
+	// only jobs whose SubmitOptions.Requirement it satisfies. Defaults to nil: only jobs
+	// without a requirement.
+	Offers *Offers
 }
 
 func (o *ClaimOptions) validate() error {

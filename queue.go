@@ -117,6 +117,7 @@ func (q *Queue) SubmitManyResults(ctx context.Context, batch []Submission) ([]Su
 			UniqueFor:      s.UniqueFor,
 			Debounce:       s.Debounce,
 			ConcurrencyKey: s.ConcurrencyKey,
+			Requirement:    s.Requirement,
 		}
 	}
 	res, err := q.d.drv.InvocationSubmitMany(ctx, params)

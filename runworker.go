@@ -102,6 +102,12 @@ type WorkerOptions struct {
 	// Defaults to 0: no limit.
 	MaxJobs int
 
+	// Offers is what the worker offers to the jobs it claims (docs/semantics.md,
+	// "Placement"): it takes only jobs whose SubmitOptions.Requirement these satisfy, and
+	// always jobs without one. Defaults to nil: only jobs without a requirement, so a
+	// worker that states nothing never takes a GPU job.
+	Offers *Offers
+
 	// Provider is the name of the provider that launched the worker (WorkerInfo.Provider).
 	// Defaults to the LAKESHORE_PROVIDER environment variable; "" when started by hand.
 	Provider string
@@ -184,7 +190,7 @@ func (o *WorkerOptions) validate() error {
 	case o.MaxJobs < 0:
 		return plane.Invalid("max jobs", o.MaxJobs, "use a number ≥ 0 (0: no limit)")
 	}
-	return nil
+	return o.Offers.Validate("offers")
 }
 
 // Errors that end a worker's contexts, told apart with context.Cause.
@@ -626,7 +632,7 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 		if w.o.ExitWhenIdle {
 			claimWait = 0
 		}
-		jobs, err := g.claim(ctx, got, &ClaimOptions{Wait: claimWait, LeaseTTL: w.o.LeaseTTL})
+		jobs, err := g.claim(ctx, got, &ClaimOptions{Wait: claimWait, LeaseTTL: w.o.LeaseTTL, Offers: w.o.Offers})
 		w.unreserve(got - len(jobs))
 		w.release(got - len(jobs))
 		if err != nil {
@@ -753,7 +759,7 @@ func (w *Worker) settleAndClaim(ctx, claimCtx context.Context, b *binding, p pla
 	if claimCtx.Err() != nil || w.reserve(1) == 0 {
 		return nil, b.q.settle(ctx, p)
 	}
-	claim := b.group.bindings[0].q.claimParams(1, ClaimOptions{LeaseTTL: w.o.LeaseTTL})
+	claim := b.group.bindings[0].q.claimParams(1, ClaimOptions{LeaseTTL: w.o.LeaseTTL, Offers: w.o.Offers})
 	claim.Queues = b.group.also()
 	errs, jobs, err := w.d.drv.InvocationSettleAndClaim(ctx, []plane.SettleParams{p}, claim)
 	if errors.Is(err, ErrNotImplemented) {

@@ -36,7 +36,7 @@ type settler struct {
 
 // claimParams are the params of a claim of n jobs from the settler's queues.
 func (s *settler) claimParams(n int) *plane.ClaimParams {
-	p := s.g.bindings[0].q.claimParams(n, ClaimOptions{LeaseTTL: s.w.o.LeaseTTL})
+	p := s.g.bindings[0].q.claimParams(n, ClaimOptions{LeaseTTL: s.w.o.LeaseTTL, Offers: s.w.o.Offers})
 	p.Queues = s.g.also()
 	return p
 }

@@ -83,6 +83,7 @@ func (q *Queue) claimParams(n int, o ClaimOptions) *plane.ClaimParams {
 		LeaseTTL:    o.LeaseTTL,
 		Wait:        o.Wait,
 		Worker:      q.d.cfg.WorkerID,
+		Offers:      o.Offers,
 	}
 }
 

@@ -51,14 +51,16 @@ func (e *ErrorInfo) Plane() *plane.ErrorInfo {
 func NewSubmitInvocation(p *plane.SubmitParams) SubmitInvocation {
 	return SubmitInvocation{ID: p.ID, Payload: Value{Wire: p.Payload}, Key: p.Key, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: Seconds(p.AttemptTimeout), Deadline: p.Deadline, Metadata: p.Metadata,
-		NotBefore: p.NotBefore, Delay: Seconds(p.Delay), UniqueFor: Seconds(p.UniqueFor), Debounce: Seconds(p.Debounce), ConcurrencyKey: p.ConcurrencyKey}
+		NotBefore: p.NotBefore, Delay: Seconds(p.Delay), UniqueFor: Seconds(p.UniqueFor), Debounce: Seconds(p.Debounce), ConcurrencyKey: p.ConcurrencyKey,
+		Requirement: NewRequirement(p.Requirement)}
 }
 
 // Params converts s back to plane.SubmitParams.
 func (s *SubmitInvocation) Params() plane.SubmitParams {
 	return plane.SubmitParams{ID: s.ID, Payload: s.Payload.Wire, Key: s.Key, Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, AttemptTimeout: Duration(s.AttemptTimeout), Deadline: s.Deadline, Metadata: s.Metadata,
-		NotBefore: s.NotBefore, Delay: Duration(s.Delay), UniqueFor: Duration(s.UniqueFor), Debounce: Duration(s.Debounce), ConcurrencyKey: s.ConcurrencyKey}
+		NotBefore: s.NotBefore, Delay: Duration(s.Delay), UniqueFor: Duration(s.UniqueFor), Debounce: Duration(s.Debounce), ConcurrencyKey: s.ConcurrencyKey,
+		Requirement: s.Requirement.Plane()}
 }
 
 // NewInvocation converts inv to its wire form.
@@ -67,7 +69,8 @@ func NewInvocation(inv *plane.Invocation) *Invocation {
 		Priority: inv.Priority, Payload: Value{Wire: inv.Payload}, Metadata: inv.Metadata, Attempt: inv.Attempt,
 		MaxAttempts: inv.MaxAttempts, AttemptTimeout: Seconds(inv.AttemptTimeout), Deadline: inv.Deadline,
 		AvailableAt: inv.AvailableAt, LeaseExpiresAt: inv.LeaseExpiresAt, Worker: inv.Worker, Result: Value{Wire: inv.Result},
-		Error: NewErrorInfo(inv.Error), CreatedAt: inv.CreatedAt, StartedAt: inv.StartedAt, FinishedAt: inv.FinishedAt}
+		Error: NewErrorInfo(inv.Error), CreatedAt: inv.CreatedAt, StartedAt: inv.StartedAt, FinishedAt: inv.FinishedAt,
+		Requirement: NewRequirement(inv.Requirement), Shape: inv.Shape}
 }
 
 // Plane converts i back to a plane.Invocation.
@@ -76,7 +79,8 @@ func (i *Invocation) Plane() *plane.Invocation {
 		Priority: i.Priority, Payload: i.Payload.Wire, Metadata: i.Metadata, Attempt: i.Attempt,
 		MaxAttempts: i.MaxAttempts, AttemptTimeout: Duration(i.AttemptTimeout), Deadline: i.Deadline,
 		AvailableAt: i.AvailableAt, LeaseExpiresAt: i.LeaseExpiresAt, Worker: i.Worker, Result: i.Result.Wire,
-		Error: i.Error.Plane(), CreatedAt: i.CreatedAt, StartedAt: i.StartedAt, FinishedAt: i.FinishedAt}
+		Error: i.Error.Plane(), CreatedAt: i.CreatedAt, StartedAt: i.StartedAt, FinishedAt: i.FinishedAt,
+		Requirement: i.Requirement.Plane(), Shape: i.Shape}
 }
 
 // NewJob converts j to its wire form.
@@ -270,3 +274,25 @@ func (t *Token) Plane() *plane.TokenInfo {
 	return &plane.TokenInfo{ID: t.ID, Hash: t.Hash, Namespace: t.Namespace, Queue: t.Queue, Permissions: Permissions(t.Permissions),
 		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt}
 }
+
+// NewRequirement converts r to its wire form (nil for nil).
+func NewRequirement(r *plane.Requirement) *Requirement {
+	if r == nil {
+		return nil
+	}
+	return &Requirement{CPUsMilli: r.MilliCPUs, MemoryBytes: r.MemoryBytes, GPUs: r.GPUs, GPUType: r.GPUType, Labels: r.Labels}
+}
+
+// Plane converts r back (nil for nil).
+func (r *Requirement) Plane() *plane.Requirement {
+	if r == nil {
+		return nil
+	}
+	return &plane.Requirement{MilliCPUs: r.CPUsMilli, MemoryBytes: r.MemoryBytes, GPUs: r.GPUs, GPUType: r.GPUType, Labels: r.Labels}
+}
+
+// NewOffers converts o to its wire form (nil for nil).
+func NewOffers(o *plane.Offers) *Requirement { return NewRequirement((*plane.Requirement)(o)) }
+
+// Offers converts r, a claim's offers, back (nil for nil).
+func (r *Requirement) Offers() *plane.Offers { return (*plane.Offers)(r.Plane()) }

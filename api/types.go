@@ -48,6 +48,27 @@ type SubmitInvocation struct {
 	// ConcurrencyKey groups the invocation for its queue's concurrency limits and fair share
 	// (plane/concurrency.go): 1–256 bytes of UTF-8 without NUL; absent: none.
 	ConcurrencyKey string `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
+	// Requirement is what the invocation needs from its worker (plane.Requirement): only a
+	// claim whose offers satisfy it takes it; absent: the default shape, which every claim
+	// takes. Not with ConcurrencyKey.
+	Requirement *Requirement `json:"requirement,omitzero" msg:"requirement,omitempty"`
+}
+
+// Requirement is plane.Requirement (and, as a claim's offers, plane.Offers) on the wire: a
+// zero or absent field asks for (offers) nothing.
+type Requirement struct {
+	// CPUsMilli is the CPU count × 1000 (0.5 CPU is 500), 0–1,024,000.
+	CPUsMilli int64 `json:"cpus_milli,omitzero" msg:"cpus_milli,omitempty"`
+	// MemoryBytes is memory in bytes, 0–2^50.
+	MemoryBytes int64 `json:"memory_bytes,omitzero" msg:"memory_bytes,omitempty"`
+	// GPUs is the GPU count, 0–1024.
+	GPUs int64 `json:"gpus,omitzero" msg:"gpus,omitempty"`
+	// GPUType is the GPU model ("a100"): 1-63 of [A-Za-z0-9_./-], starting with a letter or
+	// digit; absent: any (offers: none named).
+	GPUType string `json:"gpu_type,omitzero" msg:"gpu_type,omitempty"`
+	// Labels must all be offered with equal values (at most 32; keys as GPUType, values
+	// 0–255 bytes without control characters).
+	Labels map[string]string `json:"labels,omitzero" msg:"labels,omitempty"`
 }
 
 // SubmitRequest is the body of POST /v1/namespaces/{ns}/queues/{queue}/invocations: one
@@ -66,6 +87,7 @@ type SubmitRequest struct {
 	UniqueFor      float64           `json:"unique_for,omitzero" msg:"unique_for,omitempty"`
 	Debounce       float64           `json:"debounce,omitzero" msg:"debounce,omitempty"`
 	ConcurrencyKey string            `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
+	Requirement    *Requirement      `json:"requirement,omitzero" msg:"requirement,omitempty"`
 	// MaxWait bounds how long a submit to a full queue with on_full=block waits for room,
 	// in seconds. 0: the server's long-poll limit.
 	MaxWait float64 `json:"max_wait,omitzero" msg:"max_wait,omitempty"`
@@ -75,7 +97,7 @@ type SubmitRequest struct {
 func (r *SubmitRequest) Invocation() SubmitInvocation {
 	return SubmitInvocation{ID: r.ID, Payload: r.Payload, Key: r.Key, Priority: r.Priority, MaxAttempts: r.MaxAttempts,
 		AttemptTimeout: r.AttemptTimeout, Deadline: r.Deadline, Metadata: r.Metadata, NotBefore: r.NotBefore, Delay: r.Delay,
-		UniqueFor: r.UniqueFor, Debounce: r.Debounce, ConcurrencyKey: r.ConcurrencyKey}
+		UniqueFor: r.UniqueFor, Debounce: r.Debounce, ConcurrencyKey: r.ConcurrencyKey, Requirement: r.Requirement}
 }
 
 // SubmitBatchRequest is the body of POST …/invocations/batch: invocations of one queue,
@@ -111,11 +133,15 @@ type ErrorInfo struct {
 // Invocation is plane.Invocation on the wire. State is queued, running, succeeded, failed,
 // cancelled, killed or timeout.
 type Invocation struct {
-	ID             string            `json:"id" msg:"id"`
-	Namespace      string            `json:"namespace" msg:"namespace"`
-	Queue          string            `json:"queue" msg:"queue"`
-	Key            string            `json:"key,omitzero" msg:"key,omitempty"`
-	ConcurrencyKey string            `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
+	ID             string `json:"id" msg:"id"`
+	Namespace      string `json:"namespace" msg:"namespace"`
+	Queue          string `json:"queue" msg:"queue"`
+	Key            string `json:"key,omitzero" msg:"key,omitempty"`
+	ConcurrencyKey string `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
+	// Requirement is what the invocation waits for a worker to offer; Shape its shape key
+	// (plane.Requirement.Shape). Both absent: the default shape.
+	Requirement    *Requirement      `json:"requirement,omitzero" msg:"requirement,omitempty"`
+	Shape          string            `json:"shape,omitzero" msg:"shape,omitempty"`
 	State          string            `json:"state" msg:"state"`
 	Priority       float64           `json:"priority" msg:"priority"`
 	Payload        Value             `json:"payload,omitzero" msg:"payload,omitzero"`
@@ -164,6 +190,9 @@ type ClaimRequest struct {
 	// from whichever has work first, the first queue tried turning from claim to claim. At
 	// most 64 distinct names with the path's; the token must be allowed to consume each.
 	Queues []string `json:"queues,omitzero" msg:"queues,omitempty"`
+	// Offers is what the claiming worker offers (plane.Offers): the claim takes only
+	// invocations whose requirement they satisfy; absent: only invocations without one.
+	Offers *Requirement `json:"offers,omitzero" msg:"offers,omitempty"`
 }
 
 // Job is plane.Job on the wire: a claimed invocation with its lease.

@@ -535,8 +535,8 @@ func (z ChangedResponse) Msgsize() (s int) {
 func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(7)
-	var zb0001Mask uint8 /* 7 bits */
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
 	_ = zb0001Mask
 	if z.Kind == "" {
 		zb0001Len--
@@ -565,6 +565,10 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Queues == nil {
 		zb0001Len--
 		zb0001Mask |= 0x40
+	}
+	if z.Offers == nil {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -607,6 +611,19 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendArrayHeader(o, uint32(len(z.Queues)))
 			for za0001 := range z.Queues {
 				o = msgp.AppendString(o, z.Queues[za0001])
+			}
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "offers"
+			o = append(o, 0xa6, 0x6f, 0x66, 0x66, 0x65, 0x72, 0x73)
+			if z.Offers == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Offers.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
 			}
 		}
 	}
@@ -694,6 +711,23 @@ func (z *ClaimRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "offers":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Offers = nil
+			} else {
+				if z.Offers == nil {
+					z.Offers = new(Requirement)
+				}
+				bts, err = z.Offers.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -711,6 +745,12 @@ func (z *ClaimRequest) Msgsize() (s int) {
 	s = 1 + 5 + msgp.StringPrefixSize + len(z.Kind) + 12 + msgp.Float64Size + 4 + msgp.IntSize + 10 + msgp.Float64Size + 5 + msgp.Float64Size + 7 + msgp.StringPrefixSize + len(z.Worker) + 7 + msgp.ArrayHeaderSize
 	for za0001 := range z.Queues {
 		s += msgp.StringPrefixSize + len(z.Queues[za0001])
+	}
+	s += 7
+	if z.Offers == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.Offers.Msgsize()
 	}
 	return
 }
@@ -2288,8 +2328,8 @@ func (z *HeartbeatsResponse) Msgsize() (s int) {
 func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(21)
-	var zb0001Mask uint32 /* 21 bits */
+	zb0001Len := uint32(23)
+	var zb0001Mask uint32 /* 23 bits */
 	_ = zb0001Mask
 	if z.Key == "" {
 		zb0001Len--
@@ -2299,53 +2339,61 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x10
 	}
+	if z.Requirement == nil {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.Shape == "" {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
 	if z.Payload.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x80
+		zb0001Mask |= 0x200
 	}
 	if z.Metadata == nil {
 		zb0001Len--
-		zb0001Mask |= 0x100
+		zb0001Mask |= 0x400
 	}
 	if z.AttemptTimeout == 0 {
 		zb0001Len--
-		zb0001Mask |= 0x800
+		zb0001Mask |= 0x2000
 	}
 	if z.Deadline.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x1000
+		zb0001Mask |= 0x4000
 	}
 	if z.AvailableAt.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x2000
+		zb0001Mask |= 0x8000
 	}
 	if z.LeaseExpiresAt.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x4000
+		zb0001Mask |= 0x10000
 	}
 	if z.Worker == "" {
 		zb0001Len--
-		zb0001Mask |= 0x8000
+		zb0001Mask |= 0x20000
 	}
 	if z.Result.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x10000
+		zb0001Mask |= 0x40000
 	}
 	if z.Error == nil {
 		zb0001Len--
-		zb0001Mask |= 0x20000
+		zb0001Mask |= 0x80000
 	}
 	if z.CreatedAt.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x40000
+		zb0001Mask |= 0x100000
 	}
 	if z.StartedAt.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x80000
+		zb0001Mask |= 0x200000
 	}
 	if z.FinishedAt.IsZero() {
 		zb0001Len--
-		zb0001Mask |= 0x100000
+		zb0001Mask |= 0x400000
 	}
 	// variable map header, size zb0001Len
 	o = msgp.AppendMapHeader(o, zb0001Len)
@@ -2371,13 +2419,31 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xaf, 0x63, 0x6f, 0x6e, 0x63, 0x75, 0x72, 0x72, 0x65, 0x6e, 0x63, 0x79, 0x5f, 0x6b, 0x65, 0x79)
 			o = msgp.AppendString(o, z.ConcurrencyKey)
 		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "requirement"
+			o = append(o, 0xab, 0x72, 0x65, 0x71, 0x75, 0x69, 0x72, 0x65, 0x6d, 0x65, 0x6e, 0x74)
+			if z.Requirement == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Requirement.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Requirement")
+					return
+				}
+			}
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "shape"
+			o = append(o, 0xa5, 0x73, 0x68, 0x61, 0x70, 0x65)
+			o = msgp.AppendString(o, z.Shape)
+		}
 		// string "state"
 		o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
 		o = msgp.AppendString(o, z.State)
 		// string "priority"
 		o = append(o, 0xa8, 0x70, 0x72, 0x69, 0x6f, 0x72, 0x69, 0x74, 0x79)
 		o = msgp.AppendFloat64(o, z.Priority)
-		if (zb0001Mask & 0x80) == 0 { // if not omitted
+		if (zb0001Mask & 0x200) == 0 { // if not omitted
 			// string "payload"
 			o = append(o, 0xa7, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64)
 			o, err = z.Payload.MarshalMsg(o)
@@ -2386,7 +2452,7 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x100) == 0 { // if not omitted
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
 			// string "metadata"
 			o = append(o, 0xa8, 0x6d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61)
 			o = msgp.AppendMapHeader(o, uint32(len(z.Metadata)))
@@ -2401,32 +2467,32 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "max_attempts"
 		o = append(o, 0xac, 0x6d, 0x61, 0x78, 0x5f, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x73)
 		o = msgp.AppendInt(o, z.MaxAttempts)
-		if (zb0001Mask & 0x800) == 0 { // if not omitted
+		if (zb0001Mask & 0x2000) == 0 { // if not omitted
 			// string "attempt_timeout"
 			o = append(o, 0xaf, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x6f, 0x75, 0x74)
 			o = msgp.AppendFloat64(o, z.AttemptTimeout)
 		}
-		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+		if (zb0001Mask & 0x4000) == 0 { // if not omitted
 			// string "deadline"
 			o = append(o, 0xa8, 0x64, 0x65, 0x61, 0x64, 0x6c, 0x69, 0x6e, 0x65)
 			o = msgp.AppendTimeExt(o, z.Deadline)
 		}
-		if (zb0001Mask & 0x2000) == 0 { // if not omitted
+		if (zb0001Mask & 0x8000) == 0 { // if not omitted
 			// string "available_at"
 			o = append(o, 0xac, 0x61, 0x76, 0x61, 0x69, 0x6c, 0x61, 0x62, 0x6c, 0x65, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.AvailableAt)
 		}
-		if (zb0001Mask & 0x4000) == 0 { // if not omitted
+		if (zb0001Mask & 0x10000) == 0 { // if not omitted
 			// string "lease_expires_at"
 			o = append(o, 0xb0, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x5f, 0x65, 0x78, 0x70, 0x69, 0x72, 0x65, 0x73, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.LeaseExpiresAt)
 		}
-		if (zb0001Mask & 0x8000) == 0 { // if not omitted
+		if (zb0001Mask & 0x20000) == 0 { // if not omitted
 			// string "worker"
 			o = append(o, 0xa6, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72)
 			o = msgp.AppendString(o, z.Worker)
 		}
-		if (zb0001Mask & 0x10000) == 0 { // if not omitted
+		if (zb0001Mask & 0x40000) == 0 { // if not omitted
 			// string "result"
 			o = append(o, 0xa6, 0x72, 0x65, 0x73, 0x75, 0x6c, 0x74)
 			o, err = z.Result.MarshalMsg(o)
@@ -2435,7 +2501,7 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x20000) == 0 { // if not omitted
+		if (zb0001Mask & 0x80000) == 0 { // if not omitted
 			// string "error"
 			o = append(o, 0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
 			if z.Error == nil {
@@ -2453,17 +2519,17 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendInt(o, z.Error.Attempt)
 			}
 		}
-		if (zb0001Mask & 0x40000) == 0 { // if not omitted
+		if (zb0001Mask & 0x100000) == 0 { // if not omitted
 			// string "created_at"
 			o = append(o, 0xaa, 0x63, 0x72, 0x65, 0x61, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.CreatedAt)
 		}
-		if (zb0001Mask & 0x80000) == 0 { // if not omitted
+		if (zb0001Mask & 0x200000) == 0 { // if not omitted
 			// string "started_at"
 			o = append(o, 0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.StartedAt)
 		}
-		if (zb0001Mask & 0x100000) == 0 { // if not omitted
+		if (zb0001Mask & 0x400000) == 0 { // if not omitted
 			// string "finished_at"
 			o = append(o, 0xab, 0x66, 0x69, 0x6e, 0x69, 0x73, 0x68, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.FinishedAt)
@@ -2522,6 +2588,29 @@ func (z *Invocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			z.ConcurrencyKey, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "ConcurrencyKey")
+				return
+			}
+		case "requirement":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Requirement = nil
+			} else {
+				if z.Requirement == nil {
+					z.Requirement = new(Requirement)
+				}
+				bts, err = z.Requirement.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Requirement")
+					return
+				}
+			}
+		case "shape":
+			z.Shape, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Shape")
 				return
 			}
 		case "state":
@@ -2710,7 +2799,13 @@ func (z *Invocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Invocation) Msgsize() (s int) {
-	s = 3 + 3 + msgp.StringPrefixSize + len(z.ID) + 10 + msgp.StringPrefixSize + len(z.Namespace) + 6 + msgp.StringPrefixSize + len(z.Queue) + 4 + msgp.StringPrefixSize + len(z.Key) + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey) + 6 + msgp.StringPrefixSize + len(z.State) + 9 + msgp.Float64Size + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
+	s = 3 + 3 + msgp.StringPrefixSize + len(z.ID) + 10 + msgp.StringPrefixSize + len(z.Namespace) + 6 + msgp.StringPrefixSize + len(z.Queue) + 4 + msgp.StringPrefixSize + len(z.Key) + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey) + 12
+	if z.Requirement == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.Requirement.Msgsize()
+	}
+	s += 6 + msgp.StringPrefixSize + len(z.Shape) + 6 + msgp.StringPrefixSize + len(z.State) + 9 + msgp.Float64Size + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
 	if z.Metadata != nil {
 		for za0001, za0002 := range z.Metadata {
 			_ = za0002
@@ -3767,6 +3862,173 @@ func (z *QueuesResponse) Msgsize() (s int) {
 	s = 1 + 7 + msgp.ArrayHeaderSize
 	for za0001 := range z.Queues {
 		s += z.Queues[za0001].Msgsize()
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *Requirement) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// check for omitted fields
+	zb0001Len := uint32(5)
+	var zb0001Mask uint8 /* 5 bits */
+	_ = zb0001Mask
+	if z.CPUsMilli == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x1
+	}
+	if z.MemoryBytes == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x2
+	}
+	if z.GPUs == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	if z.GPUType == "" {
+		zb0001Len--
+		zb0001Mask |= 0x8
+	}
+	if z.Labels == nil {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// string "cpus_milli"
+			o = append(o, 0xaa, 0x63, 0x70, 0x75, 0x73, 0x5f, 0x6d, 0x69, 0x6c, 0x6c, 0x69)
+			o = msgp.AppendInt64(o, z.CPUsMilli)
+		}
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
+			// string "memory_bytes"
+			o = append(o, 0xac, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79, 0x5f, 0x62, 0x79, 0x74, 0x65, 0x73)
+			o = msgp.AppendInt64(o, z.MemoryBytes)
+		}
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "gpus"
+			o = append(o, 0xa4, 0x67, 0x70, 0x75, 0x73)
+			o = msgp.AppendInt64(o, z.GPUs)
+		}
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// string "gpu_type"
+			o = append(o, 0xa8, 0x67, 0x70, 0x75, 0x5f, 0x74, 0x79, 0x70, 0x65)
+			o = msgp.AppendString(o, z.GPUType)
+		}
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "labels"
+			o = append(o, 0xa6, 0x6c, 0x61, 0x62, 0x65, 0x6c, 0x73)
+			o = msgp.AppendMapHeader(o, uint32(len(z.Labels)))
+			for za0001, za0002 := range z.Labels {
+				o = msgp.AppendString(o, za0001)
+				o = msgp.AppendString(o, za0002)
+			}
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Requirement) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z94b1f360limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "cpus_milli":
+			z.CPUsMilli, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "CPUsMilli")
+				return
+			}
+		case "memory_bytes":
+			z.MemoryBytes, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "MemoryBytes")
+				return
+			}
+		case "gpus":
+			z.GPUs, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "GPUs")
+				return
+			}
+		case "gpu_type":
+			z.GPUType, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "GPUType")
+				return
+			}
+		case "labels":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Labels")
+				return
+			}
+			if zb0002 > z94b1f360limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.Labels == nil {
+				z.Labels = make(map[string]string, zb0002)
+			} else if len(z.Labels) > 0 {
+				clear(z.Labels)
+			}
+			for zb0002 > 0 {
+				var za0002 string
+				zb0002--
+				var za0001 string
+				za0001, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Labels")
+					return
+				}
+				za0002, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Labels", za0001)
+					return
+				}
+				z.Labels[za0001] = za0002
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *Requirement) Msgsize() (s int) {
+	s = 1 + 11 + msgp.Int64Size + 13 + msgp.Int64Size + 5 + msgp.Int64Size + 9 + msgp.StringPrefixSize + len(z.GPUType) + 7 + msgp.MapHeaderSize
+	if z.Labels != nil {
+		for za0001, za0002 := range z.Labels {
+			_ = za0002
+			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
+		}
 	}
 	return
 }
@@ -5079,8 +5341,8 @@ func (z *SubmitBatchResponse) Msgsize() (s int) {
 func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(13)
-	var zb0001Mask uint16 /* 13 bits */
+	zb0001Len := uint32(14)
+	var zb0001Mask uint16 /* 14 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -5133,6 +5395,10 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.ConcurrencyKey == "" {
 		zb0001Len--
 		zb0001Mask |= 0x1000
+	}
+	if z.Requirement == nil {
+		zb0001Len--
+		zb0001Mask |= 0x2000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -5211,6 +5477,19 @@ func (z *SubmitInvocation) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "concurrency_key"
 			o = append(o, 0xaf, 0x63, 0x6f, 0x6e, 0x63, 0x75, 0x72, 0x72, 0x65, 0x6e, 0x63, 0x79, 0x5f, 0x6b, 0x65, 0x79)
 			o = msgp.AppendString(o, z.ConcurrencyKey)
+		}
+		if (zb0001Mask & 0x2000) == 0 { // if not omitted
+			// string "requirement"
+			o = append(o, 0xab, 0x72, 0x65, 0x71, 0x75, 0x69, 0x72, 0x65, 0x6d, 0x65, 0x6e, 0x74)
+			if z.Requirement == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Requirement.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Requirement")
+					return
+				}
+			}
 		}
 	}
 	return
@@ -5342,6 +5621,23 @@ func (z *SubmitInvocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "ConcurrencyKey")
 				return
 			}
+		case "requirement":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Requirement = nil
+			} else {
+				if z.Requirement == nil {
+					z.Requirement = new(Requirement)
+				}
+				bts, err = z.Requirement.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Requirement")
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -5363,7 +5659,12 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey)
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey) + 12
+	if z.Requirement == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.Requirement.Msgsize()
+	}
 	return
 }
 
@@ -5371,8 +5672,8 @@ func (z *SubmitInvocation) Msgsize() (s int) {
 func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(14)
-	var zb0001Mask uint16 /* 14 bits */
+	zb0001Len := uint32(15)
+	var zb0001Mask uint16 /* 15 bits */
 	_ = zb0001Mask
 	if z.ID == "" {
 		zb0001Len--
@@ -5426,9 +5727,13 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x1000
 	}
-	if z.MaxWait == 0 {
+	if z.Requirement == nil {
 		zb0001Len--
 		zb0001Mask |= 0x2000
+	}
+	if z.MaxWait == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x4000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -5509,6 +5814,19 @@ func (z *SubmitRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendString(o, z.ConcurrencyKey)
 		}
 		if (zb0001Mask & 0x2000) == 0 { // if not omitted
+			// string "requirement"
+			o = append(o, 0xab, 0x72, 0x65, 0x71, 0x75, 0x69, 0x72, 0x65, 0x6d, 0x65, 0x6e, 0x74)
+			if z.Requirement == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Requirement.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Requirement")
+					return
+				}
+			}
+		}
+		if (zb0001Mask & 0x4000) == 0 { // if not omitted
 			// string "max_wait"
 			o = append(o, 0xa8, 0x6d, 0x61, 0x78, 0x5f, 0x77, 0x61, 0x69, 0x74)
 			o = msgp.AppendFloat64(o, z.MaxWait)
@@ -5643,6 +5961,23 @@ func (z *SubmitRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "ConcurrencyKey")
 				return
 			}
+		case "requirement":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Requirement = nil
+			} else {
+				if z.Requirement == nil {
+					z.Requirement = new(Requirement)
+				}
+				bts, err = z.Requirement.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Requirement")
+					return
+				}
+			}
 		case "max_wait":
 			z.MaxWait, bts, err = msgp.ReadFloat64Bytes(bts)
 			if err != nil {
@@ -5670,7 +6005,13 @@ func (z *SubmitRequest) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey) + 9 + msgp.Float64Size
+	s += 11 + msgp.TimeSize + 6 + msgp.Float64Size + 11 + msgp.Float64Size + 9 + msgp.Float64Size + 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey) + 12
+	if z.Requirement == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.Requirement.Msgsize()
+	}
+	s += 9 + msgp.Float64Size
 	return
 }
 

@@ -245,6 +245,11 @@ type SubmitParams struct {
 	// concurrency limits and fair share (Admission.ConcurrencyLimit, KeyWeights; plane/
 	// concurrency.go). "": none (never limited). ConcurrencyKeyRule says what it may be.
 	ConcurrencyKey string
+	// Requirement is what the invocation needs from its worker (plane/placement.go): only a
+	// claim whose Offers satisfy it takes the invocation. nil (or zero): the default shape,
+	// which every claim takes. Not with ConcurrencyKey (refused: a keyed claim does not
+	// match requirements yet).
+	Requirement *Requirement
 }
 
 // SubmitResult is the outcome of one submit.
@@ -317,6 +322,10 @@ type ClaimParams struct {
 	Wait time.Duration
 	// Worker identifies the claimer (free text, shown by Get).
 	Worker string
+	// Offers is what the claiming worker offers (plane/placement.go): the claim takes only
+	// invocations whose Requirement they satisfy. nil (or zero): it takes only invocations
+	// without a requirement (the default shape).
+	Offers *Offers
 }
 
 // Outcome is how a settle ends an attempt.

@@ -125,12 +125,18 @@ type Invocation struct {
 	// ConcurrencyKey is the key of the queue's concurrency limits and fair share; "" when
 	// none.
 	ConcurrencyKey string
-	State          State
-	Priority       float64
-	Payload        []byte            // wire-encoded
-	Metadata       map[string]string // the envelope's free-form headers
-	Attempt        int               // claims so far, starting at 1 on the first claim
-	MaxAttempts    int
+	// Requirement is what the invocation needs from its worker (plane/placement.go); nil
+	// for the default shape.
+	Requirement *Requirement
+	// Shape is Requirement's shape key ("" for the default shape): invocations of one shape
+	// wait for a claim whose offers satisfy it.
+	Shape       string
+	State       State
+	Priority    float64
+	Payload     []byte            // wire-encoded
+	Metadata    map[string]string // the envelope's free-form headers
+	Attempt     int               // claims so far, starting at 1 on the first claim
+	MaxAttempts int
 	// AttemptTimeout bounds one running attempt; 0 means none.
 	AttemptTimeout time.Duration
 	// Deadline ends a still-queued invocation as timeout; zero means none.

@@ -163,6 +163,13 @@ func (s *SubmitParams) validate() error {
 			return err
 		}
 	}
+	if err := s.Requirement.Validate("requirement"); err != nil {
+		return err
+	}
+	if s.ConcurrencyKey != "" && !s.Requirement.IsZero() {
+		return Invalid("requirement", "with concurrency_key "+s.ConcurrencyKey,
+			"give a requirement or a concurrency key, not both (a keyed claim does not match requirements yet)")
+	}
 	if !s.NotBefore.IsZero() && (s.NotBefore.Year() < 1970 || s.NotBefore.Year() > 9999) {
 		return Invalid("not_before", s.NotBefore, "use a time between the years 1970 and 9999")
 	}
@@ -406,6 +413,9 @@ func (p *ClaimParams) Validate() error {
 	}
 	if len(p.Worker) > 128 || !utf8.ValidString(p.Worker) {
 		return Invalid("worker", p.Worker, ClaimWorkerRule)
+	}
+	if err := p.Offers.Validate("offers"); err != nil {
+		return err
 	}
 	for _, r := range p.Worker {
 		if unicode.IsControl(r) {

@@ -28,7 +28,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 		return err
 	}
 	params := &plane.ClaimParams{Namespace: ns, Queue: q, Kind: plane.Kind(req.Kind), Temperature: req.Temperature,
-		Max: req.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Worker, Queues: req.Queues}
+		Max: req.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Worker, Queues: req.Queues, Offers: req.Offers.Offers()}
 	if err := params.Validate(); err != nil {
 		return err
 	}

@@ -37,7 +37,8 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 		return err
 	}
 	claim := &plane.ClaimParams{Namespace: ns, Queue: q, Kind: plane.Kind(req.Claim.Kind), Temperature: req.Claim.Temperature,
-		Max: req.Claim.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Claim.Worker, Queues: req.Claim.Queues}
+		Max: req.Claim.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Claim.Worker, Queues: req.Claim.Queues,
+		Offers: req.Claim.Offers.Offers()}
 	if err := claim.Validate(); err != nil {
 		return err
 	}

@@ -61,6 +61,14 @@ func (a *app) modeOptions(ctx context.Context, mode, namespace, queue string, op
 	if opts.AttemptTimeout == 0 {
 		opts.AttemptTimeout = m.TimeLimit
 	}
+	// The mode's resources are the job's requirement (placement, docs/semantics.md) unless
+	// --requires gave one.
+	if r := m.Resources; opts.Requirement == nil {
+		req := &lakeshore.Requirement{MilliCPUs: r.MilliCPUs, MemoryBytes: r.MemoryBytes, GPUs: r.GPUs, GPUType: r.GPUType, Labels: r.Labels}
+		if !req.IsZero() {
+			opts.Requirement = req
+		}
+	}
 	return nil
 }
 

@@ -93,3 +93,67 @@ func TestSubmitMode(t *testing.T) {
 	}
 	h.ok("submit", "q", "2", "--mode", "shipped") // the same tree: nothing uploaded, same digest
 }
+
+// TestWorkerOffers: `submit --requires` (and a --mode's resources) set the job's
+// requirement, shown by get; `worker --offers` takes the jobs its offers satisfy, a worker
+// without --offers only jobs without a requirement; bad values are usage errors.
+func TestWorkerOffers(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "lakeshore.yaml"), []byte(fabricYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	t.Setenv(fabric.EnvConfig, "")
+	c := newCLI(t)
+	gpu := c.ok("submit", "q", `"gpu"`, "--requires", "gpus=1,gpu_type=a100,memory=16GiB,cpus=0.5,label.zone=east")
+	mode := c.ok("submit", "q", `"mode"`, "--mode", "gpu")
+	plain := c.ok("submit", "q", `"plain"`)
+	var inv struct {
+		State       string         `json:"state"`
+		Requirement map[string]any `json:"requirement"`
+		Shape       string         `json:"shape"`
+	}
+	if err := json.Unmarshal([]byte(c.ok("--json", "get", gpu)), &inv); err != nil {
+		t.Fatal(err)
+	}
+	if inv.Requirement["gpus"] != float64(1) || inv.Requirement["cpus_milli"] != float64(500) ||
+		inv.Requirement["memory_bytes"] != float64(16<<30) || !strings.HasPrefix(inv.Shape, "sh1_") {
+		t.Errorf("get --json: %+v", inv)
+	}
+	if out := c.ok("get", gpu); !strings.Contains(out, "cpus=0.5,memory=17179869184,gpus=1,gpu_type=a100,label.zone=east (shape sh1_") {
+		t.Errorf("get does not show the requirement:\n%s", out)
+	}
+	if out := c.ok("get", mode); !strings.Contains(out, "gpus=1,gpu_type=a100 (shape") {
+		t.Errorf("a mode's resources are not the requirement:\n%s", out)
+	}
+	// No offers: only the plain job.
+	c.ok("worker", "q", "--exit-when-idle", "--", "true")
+	state := func(id string) string {
+		t.Helper()
+		if err := json.Unmarshal([]byte(c.ok("--json", "get", id)), &inv); err != nil {
+			t.Fatal(err)
+		}
+		return inv.State
+	}
+	if state(plain) != "succeeded" || state(gpu) != "queued" || state(mode) != "queued" {
+		t.Fatalf("a worker without offers: plain %s, gpu %s, mode %s", state(plain), state(gpu), state(mode))
+	}
+	c.ok("worker", "q", "--exit-when-idle", "--offers", "gpus=1,gpu_type=a100", "--", "true")
+	if state(mode) != "succeeded" || state(gpu) != "queued" {
+		t.Fatalf("a100 without memory, cpus and zone: mode %s, gpu %s", state(mode), state(gpu))
+	}
+	c.ok("worker", "q", "--exit-when-idle", "--offers", "gpus=2,gpu_type=a100,memory=80GiB,cpus=8,label.zone=east", "--", "true")
+	if state(gpu) != "succeeded" {
+		t.Fatalf("a capable worker: gpu %s", state(gpu))
+	}
+	for _, bad := range [][]string{{"submit", "q", "1", "--requires", "gpus=many"}, {"submit", "q", "1", "--requires", "gpu=1"},
+		{"worker", "q", "--offers", "gpu_type=a 100", "--", "true"}} {
+		flag := "--requires"
+		if bad[0] == "worker" {
+			flag = "--offers"
+		}
+		if _, errs, code := c.run("", bad...); code != exitUsage || !strings.Contains(errs, "invalid "+flag) || !strings.Contains(errs, "use ") {
+			t.Errorf("%v: exit %d, %s", bad, code, errs)
+		}
+	}
+}

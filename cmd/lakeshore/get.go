@@ -3,11 +3,16 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/fabric"
 )
 
@@ -51,6 +56,9 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 	if len(inv.Metadata) > 0 {
 		m["metadata"] = inv.Metadata
 	}
+	if inv.Requirement != nil {
+		m["requirement"], m["shape"] = api.NewRequirement(inv.Requirement), inv.Shape
+	}
 	for k, t := range map[string]time.Time{"started_at": inv.StartedAt, "finished_at": inv.FinishedAt,
 		"lease_expires_at": inv.LeaseExpiresAt, "deadline": inv.Deadline} {
 		if !t.IsZero() {
@@ -85,6 +93,9 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 	if inv.Worker != "" {
 		row("worker", inv.Worker)
 	}
+	if r := inv.Requirement; r != nil {
+		row("requires", requirementText(r)+" (shape "+inv.Shape+")")
+	}
 	// The run declaration of a compute mode (docs/fabric.md), shown by name.
 	if m := inv.Metadata[fabric.MetaMode]; m != "" {
 		row("mode", m+" (host key "+inv.Metadata[fabric.MetaHostKey]+")")
@@ -113,4 +124,25 @@ func delayedUntil(inv *lakeshore.Invocation) time.Time {
 		return inv.AvailableAt
 	}
 	return time.Time{}
+}
+
+// requirementText writes r as submit --requires takes it.
+func requirementText(r *lakeshore.Requirement) string {
+	var parts []string
+	if r.MilliCPUs > 0 {
+		parts = append(parts, "cpus="+strconv.FormatFloat(float64(r.MilliCPUs)/1000, 'f', -1, 64))
+	}
+	if r.MemoryBytes > 0 {
+		parts = append(parts, "memory="+strconv.FormatInt(r.MemoryBytes, 10))
+	}
+	if r.GPUs > 0 {
+		parts = append(parts, "gpus="+strconv.FormatInt(r.GPUs, 10))
+	}
+	if r.GPUType != "" {
+		parts = append(parts, "gpu_type="+r.GPUType)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+		parts = append(parts, "label."+k+"="+r.Labels[k])
+	}
+	return strings.Join(parts, ",")
 }

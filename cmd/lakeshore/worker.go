@@ -16,6 +16,7 @@ func newWorkerCmd(a *app) *cobra.Command {
 		noFrames    bool
 		order       string
 		temperature float64
+		offers      string
 	)
 	c := &cobra.Command{
 		Use:   "worker QUEUE [QUEUE…] -- COMMAND [ARGS…]",
@@ -36,11 +37,15 @@ func newWorkerCmd(a *app) *cobra.Command {
     process group gets SIGTERM, then SIGKILL after --grace; when the worker itself
     dies (even by SIGKILL), the group gets SIGKILL from a guard process (and, on
     Linux, the command from the kernel).
+--offers says what this worker offers (cpus, memory, gpus, gpu_type, label.KEY):
+it takes only jobs whose requirement (submit --requires, a --mode's resources) these
+satisfy, and jobs without one; without --offers it takes only jobs without one.
 --order picks the claim order (fifo, filo, priority, boltzmann with --temperature).
 SIGINT/SIGTERM drains (running commands finish, nothing new is claimed); a second
 signal stops the running commands, and their jobs are retried.`,
 		Example: `  lakeshore worker thumbnails -- convert {} -resize 256x256 {}.thumb.png
-  lakeshore worker embed --concurrency 4 -- python embed.py`,
+  lakeshore worker embed --concurrency 4 -- python embed.py
+  lakeshore worker train --offers gpus=1,gpu_type=a100,memory=80GiB -- python train.py`,
 		Args: func(c *cobra.Command, args []string) error {
 			dash := c.ArgsLenAtDash()
 			if dash < 1 || dash == len(args) {
@@ -68,6 +73,11 @@ signal stops the running commands, and their jobs are retried.`,
 			}
 			if c.Flags().Changed("temperature") && kind != lakeshore.KindBoltzmann {
 				return usagef("--temperature applies to --order boltzmann only")
+			}
+			if offers != "" {
+				if o.Offers, err = plane.ParseOffers("--offers", offers); err != nil {
+					return usageError(err)
+				}
 			}
 			qo := &lakeshore.QueueOptions{Kind: kind, Temperature: temperature}
 			handlers := make([]lakeshore.Handler, len(queues))
@@ -98,6 +108,7 @@ signal stops the running commands, and their jobs are retried.`,
 	f.IntVar(&spec.stdoutCap, "stdout-cap", stdoutCapDefault, "bytes of stdout kept in the result")
 	f.IntVar(&spec.stderrTail, "stderr-tail", stderrTailDefault, "bytes of stderr (the last ones) kept in the result or error")
 	f.BoolVar(&noFrames, "no-frames", false, "do not post stdout lines as VALUE frames")
+	f.StringVar(&offers, "offers", "", "what this worker offers, e.g. cpus=8,memory=64GiB,gpus=1,gpu_type=a100,label.zone=east: it takes the jobs whose requirement these satisfy (default: none, so only jobs without a requirement)")
 	f.StringVar(&order, "order", "fifo", "claim order: fifo, filo, priority (highest first) or boltzmann (draw ∝ exp(priority/T))")
 	f.Float64Var(&temperature, "temperature", lakeshore.TemperatureDefault, "boltzmann temperature T (> 0), with --order boltzmann")
 	return c

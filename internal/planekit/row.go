@@ -18,7 +18,15 @@ import (
 // claim indexes of unkeyed jobs and a claim reaches it through its key's counter row
 // (plane/concurrency.go); every read reports it as queued, and the counts table keeps it
 // under StateQueued.
+//
+// StateShaped is the internal state of a claimable invocation with a requirement
+// (plane/placement.go), in every plane: the triggers of SQLite migration 010 and
+// PostgreSQL 0008 move such a row from StateQueued to StateShaped as it becomes claimable,
+// so it stays out of the claim indexes of the default shape and a claim reaches it through
+// its shape (a claim whose offers satisfy it); every read reports it as queued, and the
+// counts table keeps it under StateQueued.
 const (
+	StateShaped    = -3
 	StateKeyed     = -2
 	StateDelayed   = -1
 	StateQueued    = 0
@@ -35,7 +43,7 @@ var stateNames = [...]plane.State{plane.StateQueued, plane.StateRunning, plane.S
 
 // StateName is the public state of a stored state number.
 func StateName(n int) plane.State {
-	if n == StateDelayed || n == StateKeyed {
+	if n == StateDelayed || n == StateKeyed || n == StateShaped {
 		return plane.StateQueued
 	}
 	return stateNames[n]
@@ -43,14 +51,14 @@ func StateName(n int) plane.State {
 
 // Queued reports whether a stored state is public "queued": claimable or delayed.
 func Queued(state int) bool {
-	return state == StateQueued || state == StateDelayed || state == StateKeyed
+	return state == StateQueued || state == StateDelayed || state == StateKeyed || state == StateShaped
 }
 
 // CountState is the state a change of n invocations is counted under in the counts table:
-// StateKeyed counts as StateQueued (the triggers that move rows between the two do not
-// touch counts).
+// StateKeyed and StateShaped count as StateQueued (the triggers that move rows between
+// them do not touch counts).
 func CountState(state int) int {
-	if state == StateKeyed {
+	if state == StateKeyed || state == StateShaped {
 		return StateQueued
 	}
 	return state
@@ -73,7 +81,7 @@ type Scanner interface{ Scan(dest ...any) error }
 // the plane stores one.
 const RowColumns = `id, namespace, queue, key, state, priority, payload, metadata, attempt,
 	max_attempts, attempt_timeout_ms, deadline_ms, available_ms, lease_token, lease_expires_ms,
-	worker, result, error, created_ms, started_ms, finished_ms, next_frame, journal_closed, concurrency_key`
+	worker, result, error, created_ms, started_ms, finished_ms, next_frame, journal_closed, concurrency_key, requirement`
 
 // Row is one invocations row as stored.
 type Row struct {
@@ -95,6 +103,9 @@ type Row struct {
 	JournalClosedBy int
 	// ConcurrencyKey is the concurrency_key column (plane/concurrency.go).
 	ConcurrencyKey sql.NullString
+	// Requirement is the requirement column: plane.EncodeRequirement's JSON, nil for the
+	// default shape (plane/placement.go).
+	Requirement []byte
 }
 
 // ScanRow reads a row of RowColumns, preceded by the sequence number when seq is true.
@@ -103,7 +114,7 @@ func ScanRow(s Scanner, seq bool) (*Row, error) {
 	dest := []any{&r.ID, &r.Namespace, &r.Queue, &r.Key, &r.State, &r.Priority, &r.Payload,
 		&r.Metadata, &r.Attempt, &r.MaxAttempts, &r.AttemptTimeoutMS, &r.DeadlineMS, &r.AvailableMS,
 		&r.Token, &r.LeaseExpiresMS, &r.Worker, &r.Result, &r.ErrorInfo, &r.CreatedMS, &r.StartedMS,
-		&r.FinishedMS, &r.NextFrame, &r.JournalClosedBy, &r.ConcurrencyKey}
+		&r.FinishedMS, &r.NextFrame, &r.JournalClosedBy, &r.ConcurrencyKey, &r.Requirement}
 	if seq {
 		dest = append([]any{&r.Seq}, dest...)
 	}
@@ -141,6 +152,9 @@ func (r *Row) Invocation() *plane.Invocation {
 	}
 	if r.State == StateSucceeded {
 		inv.Result = r.Result
+	}
+	if req, err := plane.DecodeRequirement(r.Requirement); err == nil && req != nil {
+		inv.Requirement, inv.Shape = req, req.Shape()
 	}
 	if len(r.ErrorInfo) > 0 {
 		if info, err := plane.DecodeErrorInfo(r.ErrorInfo); err == nil {

@@ -68,6 +68,26 @@ func (c *Waiters[W]) Take(key string) *W {
 	return w
 }
 
+// TakeFirst removes and returns the first waiter of key for which ok is true, or nil; the
+// waiters it passes over keep their places.
+func (c *Waiters[W]) TakeFirst(key string, ok func(*W) bool) *W {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.byQueue[key]
+	for i, w := range ws {
+		if ok(w) {
+			ws = append(ws[:i:i], ws[i+1:]...)
+			if len(ws) == 0 {
+				delete(c.byQueue, key)
+			} else {
+				c.byQueue[key] = ws
+			}
+			return w
+		}
+	}
+	return nil
+}
+
 // PutBack returns w to the head of key's waiters.
 func (c *Waiters[W]) PutBack(key string, w *W) {
 	c.mu.Lock()

@@ -112,7 +112,7 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, params *plane.ClaimPar
 		}
 		req := &api.ClaimRequest{Kind: string(params.Kind),
 			Temperature: params.Temperature, Max: params.Max, LeaseTTL: api.Seconds(params.LeaseTTL),
-			Wait: api.Seconds(wait), Worker: params.Worker, Queues: params.Queues}
+			Wait: api.Seconds(wait), Worker: params.Worker, Queues: params.Queues, Offers: api.NewOffers(params.Offers)}
 		var out api.ClaimResponse
 		if err := d.do(ctx, &call{method: "POST", path: queuePath(params.Namespace, params.Queue) + "/claim", body: req, out: &out, wait: wait, claims: true}); err != nil {
 			return nil, err

@@ -50,7 +50,8 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 	}
 	req := &api.SettleAndClaimRequest{Settles: make([]api.Settle, len(settle)),
 		Claim: api.ClaimRequest{Kind: string(p.Kind), Temperature: p.Temperature, Max: p.Max,
-			LeaseTTL: api.Seconds(p.LeaseTTL), Wait: api.Seconds(wait), Worker: p.Worker, Queues: p.Queues}}
+			LeaseTTL: api.Seconds(p.LeaseTTL), Wait: api.Seconds(wait), Worker: p.Worker, Queues: p.Queues,
+			Offers: api.NewOffers(p.Offers)}}
 	for i := range settle {
 		req.Settles[i] = api.NewSettle(&settle[i])
 	}

@@ -60,7 +60,7 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 		}
 		// Park for a direct handoff: a transaction of this process that makes jobs of the
 		// queue claimable claims for us before it commits (handoff.go).
-		w := &claimWaiter{p: p, kind: kind, n: req.n, req: req, deliver: make(chan []*plane.Job, 1)}
+		w := &claimWaiter{p: p, kind: kind, n: req.n, req: req, deliver: make(chan []*plane.Job, 1), offers: (*plane.Requirement)(p.Offers).Shape()}
 		d.claimWaiters.Park(key, w)
 		handed, err := d.sleepParked(ctx, changed, wait, w.deliver)
 		release()
@@ -160,11 +160,12 @@ func (d *Driver) claimGroup(ctx context.Context, reqs []*claimRequest) {
 		namespace, queue string
 		kind             plane.Kind
 		temperature      uint64 // the bits: a NaN temperature (ignored by other kinds) is a key too
+		offers           string // the offers' shape key: requests with offers are served apart
 	}
 	var order []partKey
 	parts := map[partKey][]*claimRequest{}
 	for _, r := range reqs {
-		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature)}
+		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape()}
 		if _, ok := parts[k]; !ok {
 			order = append(order, k)
 		}
@@ -188,9 +189,18 @@ func (d *Driver) claimGroup(ctx context.Context, reqs []*claimRequest) {
 	}
 }
 
-// claimFor claims for requests of one queue, kind and temperature, in request order.
+// claimFor claims for requests of one queue, kind, temperature and offers, in request
+// order.
 func (t *tx) claimFor(reqs []*claimRequest) error {
 	p, kind := reqs[0].p, reqs[0].kind
+	if !p.Offers.IsZero() {
+		for _, r := range reqs {
+			if err := t.claimPlaced(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	want := 0
 	for _, r := range reqs {
 		want += r.n

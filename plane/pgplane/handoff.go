@@ -24,6 +24,7 @@ type claimWaiter struct {
 	n       int
 	req     *claimRequest     // the claim the writer runs for the waiter
 	deliver chan []*plane.Job // buffered 1: written once by the writer that took the waiter
+	offers  string            // p.Offers' shape key: waiters with equal offers get the same jobs
 }
 
 // handoff is a waiter taken by the current transaction, and the jobs claimed for it.
@@ -57,8 +58,14 @@ func (t *tx) handOff() error {
 		// A claim below may time out or requeue rows and mark their queues: one key at a
 		// time, so none is missed.
 		delete(t.claimable, key)
+		// A waiter that gets nothing claims again by itself, and the next waiter with other
+		// offers is tried: its offers may satisfy jobs the first's do not (plane/
+		// placement.go). Waiters with the offers of one that got nothing are passed over.
+		var refused map[string]bool
+		untried := func(w *claimWaiter) bool { return !refused[w.offers] }
+		quiet := true // every waiter that got nothing has nothing due either
 		for {
-			w := waiters.Take(key)
+			w := waiters.TakeFirst(key, untried)
 			if w == nil {
 				break
 			}
@@ -70,14 +77,18 @@ func (t *tx) handOff() error {
 			}
 			h.jobs = r.jobs
 			if len(r.jobs) == 0 {
-				if r.next == 0 {
-					if t.quiet == nil {
-						t.quiet = make(map[string]struct{})
-					}
-					t.quiet[key] = struct{}{}
+				quiet = quiet && r.next == 0
+				if refused == nil {
+					refused = make(map[string]bool)
 				}
-				break
+				refused[w.offers] = true
 			}
+		}
+		if refused != nil && quiet {
+			if t.quiet == nil {
+				t.quiet = make(map[string]struct{})
+			}
+			t.quiet[key] = struct{}{}
 		}
 	}
 	return nil

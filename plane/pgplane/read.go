@@ -164,10 +164,10 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	if p.State != "" {
 		states = append(states, planekit.StateNumber(p.State))
 		if p.State == plane.StateQueued {
-			states = append(states, planekit.StateKeyed)
+			states = append(states, planekit.StateKeyed, planekit.StateShaped)
 		}
 	} else {
-		states = append(states, planekit.StateKeyed)
+		states = append(states, planekit.StateShaped, planekit.StateKeyed)
 		for i := planekit.StateQueued; i <= planekit.StateTimeout; i++ {
 			states = append(states, i)
 		}

@@ -25,6 +25,8 @@ type statements struct {
 	leaderTake, leaderRelease                                string
 	keyReady, keyTurn, keyAdvance, keyHold                   string
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
+	shapes, shapeHeadFIFO, shapeHeadFILO, shapeHeadPriority  string
+	deadlineCutoff                                           string
 }
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (pause.go).
@@ -36,6 +38,15 @@ func keyHeads(order string) string {
 	return `SELECT h.* FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (SELECT ` + rowColumns +
 		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND concurrency_key = k.key AND state = -2
 		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h`
+}
+
+// shapeHeads locks the head (in order) of each shape of $3 in queue ($1, $2), none while
+// the queue is paused (placement.go).
+func shapeHeads(order string) string {
+	return `SELECT h.* FROM unnest($3::text[]) AS k(shape) CROSS JOIN LATERAL (SELECT ` + rowColumns +
+		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND shape = k.shape AND state = -3
+		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h
+		WHERE NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 }
 
 const headColumns = `id, namespace, queue, state, priority, attempt, max_attempts, lease_token,
@@ -61,21 +72,21 @@ func newStatements(schema string) statements {
 		// insert goes in key order, so two batches sharing keys wait on each other in one
 		// order and never deadlock.
 		insert: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key)
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement)
 			SELECT u.id, $1, $2, u.key, 0, u.priority, u.available_ms > $3, u.payload, u.metadata, u.max_attempts,
-				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3, u.concurrency_key
+				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3, u.concurrency_key, u.shape, u.requirement
 			FROM unnest($4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[], $9::integer[], $10::bigint[],
-				$11::bigint[], $12::bigint[], $13::text[]) AS u(id, key, priority, payload, metadata, max_attempts,
-				attempt_timeout_ms, deadline_ms, available_ms, concurrency_key)
+				$11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[]) AS u(id, key, priority, payload, metadata, max_attempts,
+				attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement)
 			ORDER BY u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
 		insertMany: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key)
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement)
 			SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
-				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key
+				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key, u.shape, u.requirement
 			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
-				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[]) AS u(id, namespace, queue, key, priority,
-				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key)
+				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[]) AS u(id, namespace, queue, key, priority,
+				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement)
 			ORDER BY u.namespace, u.queue, u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
 		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
@@ -141,8 +152,10 @@ func newStatements(schema string) statements {
 		deadlinesPassed: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id IN (
 				(SELECT id FROM {s}.invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000)
 				UNION ALL
-				(SELECT id FROM {s}.invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000))
-			AND state IN (0, -2) AND deadline_ms > 0 AND deadline_ms <= $1 FOR UPDATE SKIP LOCKED`),
+				(SELECT id FROM {s}.invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000)
+				UNION ALL
+				(SELECT id FROM {s}.invocations WHERE state = -3 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000))
+			AND state IN (0, -2, -3) AND deadline_ms > 0 AND deadline_ms <= $1 FOR UPDATE SKIP LOCKED`),
 		// keyReady probes for a ready concurrency key (claims of queues without one go on as
 		// before); keyTurn locks the ready keys whose turn it is, skipping keys another claim
 		// holds; keyHead* lock the head of each of those keys' claimable rows in each claim
@@ -157,9 +170,14 @@ func newStatements(schema string) statements {
 			WHERE c.namespace = $1 AND c.queue = $2 AND c.concurrency_key = u.key`),
 		keyHold: s(`UPDATE {s}.concurrency_keys SET next_ms = greatest(next_ms, $4)
 			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
-		keyHeadFIFO:     s(keyHeads(`id`)),
-		keyHeadFILO:     s(keyHeads(`id DESC`)),
-		keyHeadPriority: s(keyHeads(`priority DESC, id`)),
+		keyHeadFIFO:       s(keyHeads(`id`)),
+		keyHeadFILO:       s(keyHeads(`id DESC`)),
+		keyHeadPriority:   s(keyHeads(`priority DESC, id`)),
+		deadlineCutoff:    s(`SELECT deadline_cutoff_ms FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
+		shapes:            s(`SELECT shape, requirement FROM {s}.placement_shapes WHERE namespace = $1 AND queue = $2`),
+		shapeHeadFIFO:     s(shapeHeads(`id`)),
+		shapeHeadFILO:     s(shapeHeads(`id DESC`)),
+		shapeHeadPriority: s(shapeHeads(`priority DESC, id`)),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
 		// and returns what it deleted per counter.
 		trim: s(`WITH victims AS (

@@ -117,6 +117,8 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 	ids := make([]string, 0, n)
 	keys := make([]*string, 0, n)
 	concurrencyKeys := make([]*string, 0, n)
+	shapes := make([]string, 0, n)
+	requirements := make([]*string, 0, n)
 	prios := make([]float64, 0, n)
 	payloads := make([][]byte, 0, n)
 	metas := make([][]byte, 0, n)
@@ -185,6 +187,8 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		ids = append(ids, id)
 		keys = append(keys, key)
 		concurrencyKeys = append(concurrencyKeys, nullable(s.ConcurrencyKey))
+		shapes = append(shapes, s.Requirement.Shape())
+		requirements = append(requirements, nullable(string(plane.EncodeRequirement(s.Requirement))))
 		prios = append(prios, s.Priority)
 		payloads = append(payloads, payload)
 		metas = append(metas, planekit.EncodeMetadata(plane.DebounceMetadata(s)))
@@ -198,7 +202,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		insert = t.d.sql.insertFresh
 	}
 	rows, err := t.query(insert, p.Namespace, p.Queue, t.ms, ids, keys, prios, payloads, metas,
-		maxAttempts, timeouts, deadlines, availables, concurrencyKeys)
+		maxAttempts, timeouts, deadlines, availables, concurrencyKeys, shapes, requirements)
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
@@ -458,7 +462,8 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 	var slots []slot
 	freshOnly := true // no key and no caller's id: no row can conflict
 	var rowIDs, rowNS, rowQ []string
-	var rowKeys, rowConcurrencyKeys []*string
+	var rowKeys, rowConcurrencyKeys, rowRequirements []*string
+	var rowShapes []string
 	var prios []float64
 	var payloads, metas [][]byte
 	var attempts []int32
@@ -502,6 +507,8 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			payload := planekit.Payload(s.Payload)
 			rowKeys = append(rowKeys, key)
 			rowConcurrencyKeys = append(rowConcurrencyKeys, nullable(s.ConcurrencyKey))
+			rowShapes = append(rowShapes, s.Requirement.Shape())
+			rowRequirements = append(rowRequirements, nullable(string(plane.EncodeRequirement(s.Requirement))))
 			prios = append(prios, s.Priority)
 			payloads = append(payloads, payload)
 			metas = append(metas, planekit.EncodeMetadata(s.Metadata))
@@ -518,7 +525,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			insert = t.d.sql.insertManyFresh
 		}
 		rs, err := t.query(insert, t.ms, rowIDs, rowNS, rowQ, rowKeys, prios, payloads, metas,
-			attempts, timeouts, deadlines, availables, rowConcurrencyKeys)
+			attempts, timeouts, deadlines, availables, rowConcurrencyKeys, rowShapes, rowRequirements)
 		if err != nil {
 			return fmt.Errorf("submit: %w", err)
 		}

@@ -86,6 +86,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Dedup", testDedup},
 		{"Concurrency", testConcurrency},
 		{"RateLimits", testRateLimits},
+		{"Placement", testPlacement},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

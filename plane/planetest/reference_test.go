@@ -3,6 +3,7 @@ package planetest_test
 import (
 	"cmp"
 	"context"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -216,6 +217,11 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 			MaxAttempts: cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), AttemptTimeout: s.AttemptTimeout,
 			Deadline: s.Deadline, AvailableAt: s.DueAt(now), CreatedAt: now,
 		}}
+		if !s.Requirement.IsZero() {
+			r := *s.Requirement
+			r.Labels = maps.Clone(r.Labels)
+			d.invs[id].inv.Requirement, d.invs[id].inv.Shape = &r, r.Shape()
+		}
 		if s.Key != "" {
 			d.keys[refKey{p.Namespace, p.Queue, s.Key}] = id
 		}
@@ -268,7 +274,7 @@ func (d *refDriver) claimLocked(ctx context.Context, p *plane.ClaimParams) ([]*p
 		for i := range queues {
 			q := queues[(first+i)%len(queues)]
 			for range max(p.Max, 1) {
-				ri := d.pick(p.Namespace, q, kind, p.Temperature)
+				ri := d.pick(p.Namespace, q, kind, p.Temperature, p.Offers)
 				if ri == nil {
 					break
 				}
@@ -317,8 +323,9 @@ func (d *refDriver) nextAvailable(ns, q string) time.Time {
 	return next
 }
 
-// pick chooses the next claimable invocation of a queue, ending those past their deadline.
-func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvocation {
+// pick chooses the next claimable invocation of a queue that offers satisfy (plane/
+// placement.go), ending those past their deadline.
+func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64, offers *plane.Offers) *refInvocation {
 	if d.paused[[2]string{ns, q}] {
 		return nil
 	}
@@ -326,7 +333,7 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64) *refInvoca
 	var cands []*refInvocation
 	for _, ri := range d.invs {
 		inv := &ri.inv
-		if inv.Namespace != ns || inv.Queue != q || inv.State != plane.StateQueued {
+		if inv.Namespace != ns || inv.Queue != q || inv.State != plane.StateQueued || !offers.Satisfies(inv.Requirement) {
 			continue
 		}
 		if end := plane.ClaimTransition(inv.Deadline, now, 0, inv.Attempt); end != nil {

@@ -105,7 +105,7 @@ func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before fu
 			// The hub wakes us for what the writer cannot hand off: another process's
 			// commit, a job entering backoff, Close.
 			changed, release = d.hub.Watch(key)
-			w = &claimWaiter{p: p, kind: kind, n: n, lease: lease, deliver: make(chan []*plane.Job, 1)}
+			w = &claimWaiter{p: p, kind: kind, n: n, lease: lease, deliver: make(chan []*plane.Job, 1), offers: (*plane.Requirement)(p.Offers).Shape()}
 		}
 		var jobs []*plane.Job
 		var nextMS int64
@@ -187,59 +187,19 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if a != nil {
 		cutoff = a.DeadlineCutoff
 	}
-	stmt := t.w.st.claimFIFO
-	switch kind {
-	case plane.KindFILO:
-		stmt = t.w.st.claimFILO
-	case plane.KindPriority, plane.KindBoltzmann:
-		stmt = t.w.st.claimPriority
-	}
-	// Keyed jobs are claimable only through a key below its limit (concurrency.go); a
-	// queue without one claims exactly as before, after this one index probe.
-	keyed, _, err := t.keyReady(p.Namespace, p.Queue)
+	// Invocations with a requirement are claimable only by a claim whose offers satisfy
+	// their shape (placement.go); a claim without offers skips this (no read at all).
+	shapes, err := t.satisfiedShapes(p)
 	if err != nil {
 		return nil, 0, err
 	}
-	if kind == plane.KindBoltzmann {
-		if err := t.claimBoltzmann(p, n, lease, cutoff, &jobs); err != nil {
-			return nil, 0, err
-		}
-		if keyed != "" && len(jobs) < n { // keyed jobs fill what the draw left
-			if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, &jobs); err != nil {
-				return nil, 0, err
-			}
-		}
-	} else if keyed != "" {
-		if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, &jobs); err != nil {
-			return nil, 0, err
-		}
+	if len(shapes) > 0 {
+		err = t.claimPlaced(p, kind, n, lease, cutoff, shapes, &jobs)
 	} else {
-		for len(jobs) < n {
-			rows, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, n-len(jobs))
-			if err != nil {
-				return nil, 0, err
-			}
-			skipped := false
-			for _, r := range rows {
-				job, err := t.start(r, p, lease, cutoff)
-				if err != nil {
-					return nil, 0, err
-				}
-				if job == nil {
-					skipped = true
-					continue
-				}
-				jobs = append(jobs, job)
-			}
-			// The started rows are written before any new read of candidates, which must
-			// not see them as claimable.
-			if err := t.runPending(lease, p.Worker); err != nil {
-				return nil, 0, err
-			}
-			if !skipped || len(rows) == 0 {
-				break
-			}
-		}
+		err = t.claimDefault(p, kind, n, lease, cutoff, &jobs)
+	}
+	if err != nil {
+		return nil, 0, err
 	}
 	if len(jobs) > 0 {
 		return jobs, 0, nil
@@ -441,4 +401,69 @@ func (t *wtx) levels(namespace, queue string) ([]plane.Level, error) {
 		out = append(out, l)
 	}
 	return out, rs.Err()
+}
+
+// defaultStmt is the claim statement of kind over the default shape's unkeyed jobs.
+func (t *wtx) defaultStmt(kind plane.Kind) *sql.Stmt {
+	switch kind {
+	case plane.KindFILO:
+		return t.w.st.claimFILO
+	case plane.KindPriority, plane.KindBoltzmann:
+		return t.w.st.claimPriority
+	}
+	return t.w.st.claimFIFO
+}
+
+// claimDefault claims up to n jobs (with those in jobs) of the default shape — without a
+// requirement —, keyed or not, in kind's order.
+func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, cutoff time.Duration, jobs *[]*plane.Job) error {
+	stmt := t.defaultStmt(kind)
+	// Keyed jobs are claimable only through a key below its limit (concurrency.go); a
+	// queue without one claims exactly as before, after this one index probe.
+	keyed, _, err := t.keyReady(p.Namespace, p.Queue)
+	if err != nil {
+		return err
+	}
+	if kind == plane.KindBoltzmann {
+		if err := t.claimBoltzmann(p, n, lease, cutoff, jobs); err != nil {
+			return err
+		}
+		if keyed != "" && len(*jobs) < n { // keyed jobs fill what the draw left
+			if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs); err != nil {
+				return err
+			}
+		}
+	} else if keyed != "" {
+		if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs); err != nil {
+			return err
+		}
+	} else {
+		for len(*jobs) < n {
+			rows, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, n-len(*jobs))
+			if err != nil {
+				return err
+			}
+			skipped := false
+			for _, r := range rows {
+				job, err := t.start(r, p, lease, cutoff)
+				if err != nil {
+					return err
+				}
+				if job == nil {
+					skipped = true
+					continue
+				}
+				*jobs = append(*jobs, job)
+			}
+			// The started rows are written before any new read of candidates, which must
+			// not see them as claimable.
+			if err := t.runPending(lease, p.Worker); err != nil {
+				return err
+			}
+			if !skipped || len(rows) == 0 {
+				break
+			}
+		}
+	}
+	return nil
 }

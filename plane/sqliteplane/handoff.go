@@ -22,6 +22,7 @@ type claimWaiter struct {
 	lease   time.Duration
 	deliver chan []*plane.Job // buffered 1: the writer delivers at most once per waiter
 	parked  bool              // set by the claim transaction that parked it
+	offers  string            // p.Offers' shape key: waiters with equal offers get the same jobs
 }
 
 // handoff is jobs claimed for a parked waiter in the current transaction.
@@ -52,8 +53,13 @@ func (t *wtx) handOff() error {
 		// A claim below may promote due jobs of other queues and mark them: take one key at
 		// a time so none is missed.
 		delete(t.claimable, key)
+		// A waiter that gets nothing goes back, and the next waiter with other offers is
+		// tried: its offers may satisfy jobs the first's do not (plane/placement.go).
+		// Waiters with the offers of one that got nothing are passed over.
+		var refused map[string]bool
+		untried := func(w *claimWaiter) bool { return !refused[w.offers] }
 		for {
-			w := waiters.Take(key)
+			w := waiters.TakeFirst(key, untried)
 			if w == nil {
 				break
 			}
@@ -64,7 +70,11 @@ func (t *wtx) handOff() error {
 			}
 			if len(jobs) == 0 {
 				waiters.PutBack(key, w)
-				break
+				if refused == nil {
+					refused = make(map[string]bool)
+				}
+				refused[w.offers] = true
+				continue
 			}
 			t.handoffs = append(t.handoffs, handoff{w, jobs})
 		}

@@ -26,7 +26,7 @@ const (
 )
 
 // allStates are the stored states, delayed included.
-var allStates = []int{planekit.StateKeyed, planekit.StateDelayed, planekit.StateQueued, planekit.StateRunning, planekit.StateSucceeded, planekit.StateFailed, planekit.StateCancelled, planekit.StateKilled, planekit.StateTimeout}
+var allStates = []int{planekit.StateShaped, planekit.StateKeyed, planekit.StateDelayed, planekit.StateQueued, planekit.StateRunning, planekit.StateSucceeded, planekit.StateFailed, planekit.StateCancelled, planekit.StateKilled, planekit.StateTimeout}
 
 // InvocationList implements plane.Driver. A page costs O(Limit · states listed) index
 // entries, whatever the queue's size, in one read transaction (it never blocks the writer).
@@ -43,7 +43,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	states := allStates
 	switch {
 	case p.State == plane.StateQueued:
-		states = []int{planekit.StateQueued, planekit.StateDelayed, planekit.StateKeyed}
+		states = []int{planekit.StateQueued, planekit.StateDelayed, planekit.StateKeyed, planekit.StateShaped}
 	case p.State != "":
 		states = []int{planekit.StateNumber(p.State)}
 	}

@@ -44,6 +44,13 @@ func TestQueryPlans(t *testing.T) {
 		"key head priority": `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
 			AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`,
 		"keyed deadlines": `SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT 1000`,
+		// Placement (migration 010): a shape's head through its own index, never the state
+		// range of invocations_queue filtered by shape.
+		"shape head fifo":     shapeHeadSQL("invocations_shaped", "id"),
+		"shape head filo":     shapeHeadSQL("invocations_shaped", "id DESC"),
+		"shape head priority": shapeHeadSQL("invocations_shaped_priority", "priority DESC, id"),
+		"shapes":              `SELECT shape, requirement FROM placement_shapes WHERE namespace = ?1 AND queue = ?2`,
+		"shaped deadlines":    `SELECT id FROM invocations WHERE state = -3 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT 1000`,
 	} {
 		rows, err := d.readDB.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, planArgs(query)...)
 		require.NoError(t, err, name)
@@ -60,6 +67,9 @@ func TestQueryPlans(t *testing.T) {
 		require.NotContains(t, text, "TEMP B-TREE", "%s sorts rows: %s", name, text)
 		require.NotRegexp(t, `SCAN (invocations|frames|counts|concurrency_keys)\b`, text, "%s scans a table: %s", name, text)
 		require.Contains(t, text, "SEARCH", "%s: %s", name, text)
+		if strings.HasPrefix(name, "shape head") {
+			require.Contains(t, text, "USING INDEX invocations_shaped", "%s: %s", name, text)
+		}
 	}
 }
 

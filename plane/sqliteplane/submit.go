@@ -243,9 +243,13 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 				concurrencyKey = s.ConcurrencyKey
 				t.w.keyed[[2]string{namespace, queue}] = true
 			}
+			var requirement any
+			if r := plane.EncodeRequirement(s.Requirement); r != nil {
+				requirement = string(r)
+			}
 			args = append(args, id, key, state, s.Priority, payload,
 				planekit.EncodeMetadata(plane.DebounceMetadata(s)), maxAttempts, s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due,
-				concurrencyKey)
+				concurrencyKey, s.Requirement.Shape(), requirement)
 			if pending != 0 && (counted.state != state || counted.priority != s.Priority) {
 				t.count(namespace, queue, counted.state, counted.priority, pending)
 				pending = 0

@@ -89,6 +89,12 @@ class Envelope:
         concurrency_key: groups the invocation (a tenant, a user) for the queue's
             concurrency limits and fair share (:class:`Admission`'s ``concurrency_limit``,
             ``concurrency_limits``, ``key_weights``): 1–256 bytes of UTF-8 without NUL.
+        requires: what the invocation needs from its worker (placement, docs/semantics.md):
+            a mapping of ``cpus_milli`` (CPUs × 1000), ``memory_bytes``, ``gpus``,
+            ``gpu_type`` and ``labels`` (a str → str mapping); only a worker whose offers
+            satisfy it takes it (``lakeshore worker --offers``, Go ``WorkerOptions.Offers``).
+            Not with ``concurrency_key``. The server checks the values (InvalidError naming
+            the field).
     """
 
     payload: Any = None
@@ -104,6 +110,10 @@ class Envelope:
     unique_for: float | None = None
     debounce: float | None = None
     concurrency_key: str | None = None
+    requires: Mapping[str, Any] | None = None
+
+
+_REQUIREMENT_FIELDS = ("cpus_milli", "memory_bytes", "gpus", "gpu_type", "labels")
 
 
 @dataclasses.dataclass
@@ -164,6 +174,8 @@ class Invocation:
     Attributes:
         id, namespace, queue, key, state, priority, attempt, max_attempts, metadata,
         concurrency_key: as submitted and as it runs.
+        requirement: what it waits for a worker to offer (``cpus_milli``, ``memory_bytes``,
+            ``gpus``, ``gpu_type``, ``labels``), or None; shape: its shape key, or None.
         error: ``{type, message, attempt}`` of a failed attempt, or None.
         created_at, started_at, finished_at, available_at: its times (None when unset).
     """
@@ -185,6 +197,8 @@ class Invocation:
     raw_payload: bytes | None = dataclasses.field(default=None, repr=False)
     raw_result: bytes | None = dataclasses.field(default=None, repr=False)
     concurrency_key: str | None = None
+    requirement: Mapping[str, Any] | None = None
+    shape: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -392,6 +406,8 @@ def _invocation(d: Mapping[str, Any]) -> Invocation:
         state=str(d.get("state", "")),
         key=d.get("key") or None,
         concurrency_key=d.get("concurrency_key") or None,
+        requirement=dict(d.get("requirement") or {}) or None,
+        shape=d.get("shape") or None,
         priority=float(d.get("priority") or 0.0),
         attempt=int(d.get("attempt") or 0),
         max_attempts=int(d.get("max_attempts") or 0),
@@ -605,6 +621,9 @@ class QueueCore:
         # over all of them, fair across them: the claim's ``queues``); a job claimed from
         # one of them is held here too, and names its queue.
         self.also: list[str] = []
+        # What this core's claims offer (placement, docs/semantics.md): the claim's
+        # ``offers``; None takes only jobs without a requirement. Set by run_worker.
+        self.offers: dict[str, Any] | None = None
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
         # Held by the one blocking submit sent on its caller's thread (submit_blocking).
@@ -712,6 +731,8 @@ class QueueCore:
                     rule="1–256 bytes of UTF-8 without NUL",
                 )
             body["concurrency_key"] = ck
+        if env.requires:
+            body["requirement"] = _placement("requires", env.requires)
         return body
 
     def submit_future(self, body: dict[str, Any]) -> concurrent.futures.Future[str]:
@@ -1089,6 +1110,8 @@ class QueueCore:
                 body["worker"] = worker
             if self.also:
                 body["queues"] = self.also
+            if self.offers:
+                body["offers"] = self.offers
             try:
                 ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once", hot=True)
             except errors.DispatchError as e:
@@ -1135,6 +1158,8 @@ class QueueCore:
             claim["worker"] = first.worker
         if self.also:
             claim["queues"] = self.also
+        if self.offers:
+            claim["offers"] = self.offers
         deadlines = [d for _, d in settles if d is not None]
         try:
             ans = await self._call(
@@ -2007,3 +2032,21 @@ class AsyncTopic:
         """See :meth:`Topic.stream`."""
         async for f in _async_iter(self._d, self._core.stream(self._path, None, since, timeout)):
             yield f.value
+
+
+def _placement(field: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A requirement or offers as the wire's fields (``cpus_milli``, ``memory_bytes``,
+    ``gpus``, ``gpu_type``, ``labels``); an unknown field is an InvalidError on ``field``
+    (the server checks the values)."""
+    unknown = sorted(str(k) for k in fields if k not in _REQUIREMENT_FIELDS)
+    if unknown:
+        raise errors.InvalidError(
+            f"invalid {field} key {unknown[0]!r}: use {', '.join(_REQUIREMENT_FIELDS)}",
+            field=field,
+            value=unknown[0],
+            rule=", ".join(_REQUIREMENT_FIELDS),
+        )
+    out = dict(fields)
+    if "labels" in out:
+        out["labels"] = {str(k): str(v) for k, v in dict(out["labels"] or {}).items()}
+    return out

@@ -69,6 +69,7 @@ from lakeshore.queue import (
     _error_info,
     _heartbeat_interval,
     _lease_deadline,
+    _placement,
     encode_value,
 )
 
@@ -399,6 +400,7 @@ class _Worker:
         launch_id: str = "",
         provider: str = "",
         register_interval: float = 10.0,
+        offers: Mapping[str, Any] | None = None,
     ) -> None:
         self.d = dispatch
         self.handlers = handlers
@@ -414,6 +416,9 @@ class _Worker:
             if first is not core:
                 first.also.append(name)
         self.claimers = list(by_kind.values())
+        if offers:
+            for core in self.claimers:
+                core.offers = _placement("offers", offers)
         self.concurrency = concurrency
         self.once = once
         self.wait = wait
@@ -1022,6 +1027,7 @@ def run_worker(
     stop: threading.Event | None = None,
     launch_id: str | None = None,
     provider: str | None = None,
+    offers: Mapping[str, Any] | None = None,
 ) -> int:
     """Run the functions bound to ``queues`` in this process until stopped; return the
     number of jobs run.
@@ -1049,6 +1055,11 @@ def run_worker(
         launch_id: the provider's launch id the worker registers with (default
             ``$LAKESHORE_LAUNCH_ID``, which a provider sets; ``""`` when started by hand).
         provider: the provider that launched it (default ``$LAKESHORE_PROVIDER``).
+        offers: what this worker offers (placement, docs/semantics.md): ``cpus_milli``,
+            ``memory_bytes``, ``gpus``, ``gpu_type``, ``labels``; it takes the jobs whose
+            ``requires`` these satisfy, and jobs without one. Default None: only jobs
+            without a requirement, so a GPU job never lands on a worker that did not say it
+            has a GPU.
 
     The worker registers in the plane's worker registry as the Go worker does (``PUT
     /v1/namespaces/{ns}/workers/{id}``: host, pid, queues, start, launch id, provider, jobs
@@ -1107,6 +1118,7 @@ def run_worker(
         launch_id=os.environ.get("LAKESHORE_LAUNCH_ID", "") if launch_id is None else launch_id,
         provider=os.environ.get("LAKESHORE_PROVIDER", "") if provider is None else provider,
         register_interval=(lease_ttl or 30.0) / 3,
+        offers=offers,
     )
     # Host set-up before any claim: a hook that raises fails the start, not the jobs.
     lifecycle._set_phase("setup")

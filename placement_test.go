@@ -1,0 +1,61 @@
+package lakeshore_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore"
+)
+
+// TestPlacement: a submit's Requirement reaches the plane and Get; a worker takes only the
+// jobs its WorkerOptions.Offers satisfy (and those without a requirement), a worker
+// without offers only jobs without one; bad offers fail the worker's start.
+func TestPlacement(t *testing.T) {
+	t.Parallel()
+	q, d, _ := setupWorker(t)
+	ctx := t.Context()
+	a100 := &lakeshore.Requirement{GPUs: 1, GPUType: "a100", MemoryBytes: 40 << 30}
+	gpuID, err := q.Submit(ctx, "gpu", &lakeshore.SubmitOptions{Requirement: a100})
+	require.NoError(t, err)
+	plainID, err := q.Submit(ctx, "plain", nil)
+	require.NoError(t, err)
+	inv := state(t, q, gpuID)
+	require.Equal(t, a100, inv.Requirement)
+	require.Equal(t, a100.Shape(), inv.Shape)
+
+	_, err = q.Submit(ctx, "bad", &lakeshore.SubmitOptions{Requirement: &lakeshore.Requirement{GPUs: -1}})
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
+
+	var mu sync.Mutex
+	ranBy := map[string]string{}
+	handler := func(name string) lakeshore.HandlerFunc {
+		return func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ranBy[job.ID] = name
+			return nil, nil
+		}
+	}
+	// A worker without offers: it takes the plain job, never the GPU one.
+	done := runWorker(t, ctx, d, []lakeshore.Handler{lakeshore.Handle("test", handler("cpu"))},
+		&lakeshore.WorkerOptions{ExitWhenIdle: true, ClaimWait: 50 * time.Millisecond})
+	require.NoError(t, waitDone(t, done))
+	require.Equal(t, lakeshore.StateQueued, state(t, q, gpuID).State, "no capable worker: it waits")
+	require.Equal(t, lakeshore.StateSucceeded, state(t, q, plainID).State)
+
+	err = lakeshore.RunWorker(ctx, d, []lakeshore.Handler{lakeshore.Handle("test", handler("bad"))},
+		&lakeshore.WorkerOptions{Offers: &lakeshore.Offers{GPUType: "a 100"}, Logger: testLogger(t)})
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
+
+	done = runWorker(t, ctx, d, []lakeshore.Handler{lakeshore.Handle("test", handler("gpu"))},
+		&lakeshore.WorkerOptions{MaxJobs: 1, Offers: &lakeshore.Offers{GPUs: 2, GPUType: "a100", MemoryBytes: 80 << 30}})
+	require.NoError(t, waitDone(t, done))
+	require.Equal(t, lakeshore.StateSucceeded, state(t, q, gpuID).State)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]string{plainID: "cpu", gpuID: "gpu"}, ranBy)
+}

@@ -1,0 +1,288 @@
+package plane
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Placement (docs/semantics.md, "Placement"; docs/fabric.md). A submit may carry a
+// Requirement — what its worker must offer: CPUs, memory, GPUs, a GPU type, labels. A claim
+// carries the claiming worker's Offers and takes only the invocations whose requirement
+// they satisfy (Offers.Satisfies). An invocation without a requirement is of the default
+// shape, which every worker satisfies; a claim without offers takes only those. So a
+// CPU-only worker that states nothing never takes a GPU job.
+//
+// The planes store each requirement's shape (Requirement.Shape, a digest) on the
+// invocation and keep one row per (queue, shape) ever submitted: a claim with offers reads
+// the queue's shapes (a few rows, not its jobs), keeps those its offers satisfy and reads
+// only the head of each of those shapes through an index on (queue, shape, order), so a
+// million jobs of shapes it cannot run cost it nothing. Claimable invocations of a shape
+// other than the default live in an internal state (planekit.StateShaped) outside the
+// claim indexes of the default shape, so a claim without offers costs what it cost before.
+
+// Requirement is what an invocation needs from the worker that runs it. The field names
+// and units are those of a compute mode's resources (fabric.Resources, docs/fabric.md): a
+// zero field asks for nothing. The zero Requirement is the default shape.
+type Requirement struct {
+	// MilliCPUs is the CPU count × 1000 (cpus 0.5 is 500); 0: any. At most RequirementCPUsMax × 1000.
+	MilliCPUs int64 `json:"cpus_milli,omitempty" msgpack:"cpus_milli,omitempty"`
+	// MemoryBytes is the memory in bytes; 0: any. At most RequirementMemoryMax.
+	MemoryBytes int64 `json:"memory_bytes,omitempty" msgpack:"memory_bytes,omitempty"`
+	// GPUs is the GPU count; 0: none needed. At most RequirementGPUsMax.
+	GPUs int64 `json:"gpus,omitempty" msgpack:"gpus,omitempty"`
+	// GPUType is the GPU model ("a100"); "": any. PlacementNameRule says what it may be.
+	GPUType string `json:"gpu_type,omitempty" msgpack:"gpu_type,omitempty"`
+	// Labels must all be offered with the same values (zone, arch, …); nil: none. At most
+	// PlacementLabelsMax; keys follow PlacementNameRule, values PlacementLabelValueRule.
+	Labels map[string]string `json:"labels,omitempty" msgpack:"labels,omitempty"`
+}
+
+// Offers is what a worker offers to the jobs it claims, in Requirement's fields and units:
+// MilliCPUs, MemoryBytes and GPUs it has (0: none), the GPUType of its GPUs ("": none
+// named) and its Labels. The zero Offers (or nil) offers nothing: it satisfies only the
+// default shape.
+type Offers Requirement
+
+// Limits of a requirement or an offer.
+const (
+	// RequirementCPUsMax is the largest CPU count (so MilliCPUs ≤ 1,024,000).
+	RequirementCPUsMax = 1024
+	// RequirementGPUsMax is the largest GPU count.
+	RequirementGPUsMax = 1024
+	// RequirementMemoryMax is the largest memory, in bytes (1 PiB).
+	RequirementMemoryMax = int64(1) << 50
+	// PlacementLabelsMax is the most labels of one requirement or offer.
+	PlacementLabelsMax = 32
+)
+
+// PlacementNameRule is what a GPU type and a label key may be (a compute mode's rule).
+const PlacementNameRule = "use 1-63 of [A-Za-z0-9_./-], starting with a letter or digit"
+
+// PlacementLabelValueRule is what a label value may be.
+const PlacementLabelValueRule = "use 0-255 bytes of printable UTF-8 without control characters"
+
+var placementNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_./-]{0,62}$`)
+
+// Validate checks r's fields against their limits, naming the field (under prefix, e.g.
+// "requirement") of the first bad one. Errors: *InvalidError.
+func (r *Requirement) Validate(prefix string) error {
+	if r == nil {
+		return nil
+	}
+	if r.MilliCPUs < 0 || r.MilliCPUs > RequirementCPUsMax*1000 {
+		return Invalid(prefix+".cpus_milli", r.MilliCPUs, fmt.Sprintf("use 0–%d millicpus (0: any)", RequirementCPUsMax*1000))
+	}
+	if r.MemoryBytes < 0 || r.MemoryBytes > RequirementMemoryMax {
+		return Invalid(prefix+".memory_bytes", r.MemoryBytes, fmt.Sprintf("use 0–%d bytes (0: any)", RequirementMemoryMax))
+	}
+	if r.GPUs < 0 || r.GPUs > RequirementGPUsMax {
+		return Invalid(prefix+".gpus", r.GPUs, fmt.Sprintf("use 0–%d GPUs", RequirementGPUsMax))
+	}
+	if r.GPUType != "" && !placementNameRe.MatchString(r.GPUType) {
+		return Invalid(prefix+".gpu_type", r.GPUType, PlacementNameRule)
+	}
+	if len(r.Labels) > PlacementLabelsMax {
+		return Invalid(prefix+".labels", fmt.Sprintf("%d labels", len(r.Labels)), fmt.Sprintf("use at most %d labels", PlacementLabelsMax))
+	}
+	for _, k := range slices.Sorted(mapKeys(r.Labels)) {
+		if !placementNameRe.MatchString(k) {
+			return Invalid(prefix+".labels key", k, PlacementNameRule)
+		}
+		if v := r.Labels[k]; !validLabelValue(v) {
+			return Invalid(prefix+".labels["+k+"]", v, PlacementLabelValueRule)
+		}
+	}
+	return nil
+}
+
+// Validate checks o as Requirement.Validate does. Errors: *InvalidError.
+func (o *Offers) Validate(prefix string) error {
+	return (*Requirement)(o).Validate(prefix)
+}
+
+func validLabelValue(v string) bool {
+	if len(v) > 255 || !validUTF8NoControl(v) {
+		return false
+	}
+	return true
+}
+
+func validUTF8NoControl(s string) bool {
+	for _, r := range s {
+		if r == 0xFFFD || r < 0x20 || r == 0x7F || (r >= 0x80 && r < 0xA0) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsZero reports whether r asks for nothing (the default shape).
+func (r *Requirement) IsZero() bool {
+	return r == nil || (r.MilliCPUs == 0 && r.MemoryBytes == 0 && r.GPUs == 0 && r.GPUType == "" && len(r.Labels) == 0)
+}
+
+// IsZero reports whether o offers nothing.
+func (o *Offers) IsZero() bool { return (*Requirement)(o).IsZero() }
+
+// Shape is r's shape key: "" for the default shape (r nil or zero), else "sh1_" and the
+// first 16 bytes of a SHA-256 digest, in hex, of r's fields in a length-prefixed text
+// (each field as name, byte length and value on a line; labels by key in byte order), so
+// equal requirements — however their labels were ordered — have one shape. The "sh1_"
+// prefix is the text's version.
+func (r *Requirement) Shape() string {
+	if r.IsZero() {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("lakeshore shape 1\n")
+	field := func(name, value string) {
+		b.WriteString(name + " " + strconv.Itoa(len(value)) + ":" + value + "\n")
+	}
+	field("cpus_milli", strconv.FormatInt(r.MilliCPUs, 10))
+	field("memory_bytes", strconv.FormatInt(r.MemoryBytes, 10))
+	field("gpus", strconv.FormatInt(r.GPUs, 10))
+	field("gpu_type", r.GPUType)
+	for _, k := range slices.Sorted(mapKeys(r.Labels)) {
+		field("label", k+"="+r.Labels[k])
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return "sh1_" + hex.EncodeToString(sum[:16])
+}
+
+// Satisfies reports whether a worker offering o can run an invocation requiring r: every
+// non-zero count of r is at most o's (an offer's 0 is none), r's GPU type (when set) is
+// o's, and every label of r is in o with the same value. Every offer satisfies the default
+// shape; nil offers satisfy only it.
+func (o *Offers) Satisfies(r *Requirement) bool {
+	if r.IsZero() {
+		return true
+	}
+	if o == nil {
+		return false
+	}
+	if r.MilliCPUs > o.MilliCPUs || r.MemoryBytes > o.MemoryBytes || r.GPUs > o.GPUs {
+		return false
+	}
+	if r.GPUType != "" && r.GPUType != o.GPUType {
+		return false
+	}
+	for k, v := range r.Labels {
+		if have, ok := o.Labels[k]; !ok || have != v {
+			return false
+		}
+	}
+	return true
+}
+
+// EncodeRequirement is the stored form of r: its JSON, or nil for the default shape.
+func EncodeRequirement(r *Requirement) []byte {
+	if r.IsZero() {
+		return nil
+	}
+	b, _ := json.Marshal(r) // a struct of numbers, strings and a string map: never fails
+	return b
+}
+
+// DecodeRequirement reads a stored requirement (nil or empty: the default shape, nil).
+func DecodeRequirement(b []byte) (*Requirement, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var r Requirement
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("stored requirement: %w", err)
+	}
+	return &r, nil
+}
+
+// ParseOffers reads offers (or a requirement) written as comma-separated NAME=VALUE pairs,
+// the CLI's form: cpus (a decimal with at most three decimals, or millicpus "500m"),
+// memory (bytes with an optional unit: K, M, G, T are powers of 1000, Ki, Mi, Gi, Ti of
+// 1024, a trailing B optional), gpus (an integer), gpu_type, and label.KEY=VALUE for a
+// label, e.g. "cpus=8,memory=64GiB,gpus=1,gpu_type=a100,label.zone=us-east". "" is no
+// offer. Errors: *InvalidError naming field and the pair.
+func ParseOffers(field, s string) (*Offers, error) {
+	o := &Offers{}
+	if strings.TrimSpace(s) == "" {
+		return o, nil
+	}
+	const rule = "use NAME=VALUE pairs separated by commas: cpus, memory, gpus, gpu_type, label.KEY"
+	for _, pair := range strings.Split(s, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || name == "" {
+			return nil, Invalid(field, pair, rule)
+		}
+		var err error
+		switch {
+		case name == "cpus":
+			o.MilliCPUs, err = parseMilliCPUs(value)
+		case name == "memory":
+			o.MemoryBytes, err = parseMemory(value)
+		case name == "gpus":
+			o.GPUs, err = strconv.ParseInt(value, 10, 64)
+		case name == "gpu_type":
+			o.GPUType = value
+		case strings.HasPrefix(name, "label."):
+			if o.Labels == nil {
+				o.Labels = map[string]string{}
+			}
+			o.Labels[strings.TrimPrefix(name, "label.")] = value
+		default:
+			return nil, Invalid(field, pair, rule)
+		}
+		if err != nil {
+			return nil, Invalid(field, pair, "a bad "+name+" value; "+rule)
+		}
+	}
+	if err := o.Validate(field); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func parseMilliCPUs(s string) (int64, error) {
+	if m, ok := strings.CutSuffix(s, "m"); ok {
+		return strconv.ParseInt(m, 10, 64)
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	if len(frac) > 3 || whole == "" {
+		return 0, fmt.Errorf("bad cpus")
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w < 0 || w > RequirementCPUsMax {
+		return 0, fmt.Errorf("bad cpus")
+	}
+	var f int64
+	if frac != "" {
+		if f, err = strconv.ParseInt((frac + "00")[:3], 10, 64); err != nil || f < 0 {
+			return 0, fmt.Errorf("bad cpus")
+		}
+	}
+	return w*1000 + f, nil
+}
+
+func parseMemory(s string) (int64, error) {
+	s = strings.TrimSuffix(s, "B")
+	units := []struct {
+		suffix string
+		scale  int64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}
+	scale := int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, scale = n, u.scale
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > RequirementMemoryMax/scale {
+		return 0, fmt.Errorf("bad memory")
+	}
+	return n * scale, nil
+}

@@ -1,0 +1,70 @@
+package plane
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestSatisfies(t *testing.T) {
+	a100 := &Requirement{GPUs: 1, GPUType: "a100", MilliCPUs: 4000, MemoryBytes: 16 << 30, Labels: map[string]string{"zone": "east"}}
+	for _, c := range []struct {
+		name string
+		o    *Offers
+		r    *Requirement
+		want bool
+	}{
+		{"nil offers, default shape", nil, nil, true},
+		{"nil offers, zero requirement", nil, &Requirement{}, true},
+		{"nil offers, a requirement", nil, &Requirement{GPUs: 1}, false},
+		{"zero offers, a requirement", &Offers{}, &Requirement{MilliCPUs: 1}, false},
+		{"any offers, default shape", &Offers{GPUs: 8}, nil, true},
+		{"enough of everything", &Offers{GPUs: 2, GPUType: "a100", MilliCPUs: 8000, MemoryBytes: 32 << 30, Labels: map[string]string{"zone": "east", "x": "y"}}, a100, true},
+		{"exactly enough", (*Offers)(a100), a100, true},
+		{"another GPU type", &Offers{GPUs: 2, GPUType: "h100", MilliCPUs: 8000, MemoryBytes: 32 << 30, Labels: map[string]string{"zone": "east"}}, a100, false},
+		{"too little memory", &Offers{GPUs: 2, GPUType: "a100", MilliCPUs: 8000, MemoryBytes: 8 << 30, Labels: map[string]string{"zone": "east"}}, a100, false},
+		{"a label of another value", &Offers{GPUs: 2, GPUType: "a100", MilliCPUs: 8000, MemoryBytes: 32 << 30, Labels: map[string]string{"zone": "west"}}, a100, false},
+		{"a label missing", &Offers{GPUs: 2, GPUType: "a100", MilliCPUs: 8000, MemoryBytes: 32 << 30}, a100, false},
+		{"any GPU type asked", &Offers{GPUs: 1, GPUType: "h100"}, &Requirement{GPUs: 1}, true},
+	} {
+		if got := c.o.Satisfies(c.r); got != c.want {
+			t.Errorf("%s: Satisfies = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestShapePinned pins the shape key's text and digest: it is stored with every shaped
+// invocation, so a change must bump the "sh1_" version.
+func TestShapePinned(t *testing.T) {
+	r := &Requirement{MilliCPUs: 500, MemoryBytes: 1 << 30, GPUs: 1, GPUType: "a100", Labels: map[string]string{"zone": "east", "arch": "x86"}}
+	const want = "sh1_80401ee9082b60ccff05e037ae3d0ef7"
+	if got := r.Shape(); got != want {
+		t.Errorf("Shape = %s, want %s", got, want)
+	}
+}
+
+func TestParseOffers(t *testing.T) {
+	o, err := ParseOffers("--offers", "cpus=0.5, memory=64GiB,gpus=2,gpu_type=a100,label.zone=east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.MilliCPUs != 500 || o.MemoryBytes != 64<<30 || o.GPUs != 2 || o.GPUType != "a100" || o.Labels["zone"] != "east" {
+		t.Errorf("parsed %+v", o)
+	}
+	for in, want := range map[string]int64{"cpus=8": 8000, "cpus=250m": 250, "cpus=1.25": 1250} {
+		if o, err := ParseOffers("x", in); err != nil || o.MilliCPUs != want {
+			t.Errorf("%s: %+v, %v", in, o, err)
+		}
+	}
+	for in, want := range map[string]int64{"memory=16GB": 16e9, "memory=512Mi": 512 << 20, "memory=1000": 1000} {
+		if o, err := ParseOffers("x", in); err != nil || o.MemoryBytes != want {
+			t.Errorf("%s: %+v, %v", in, o, err)
+		}
+	}
+	for _, bad := range []string{"gpus", "gpu=1", "gpus=-1", "gpus=x", "cpus=0.0001", "cpus=2000", "memory=lots", "gpu_type=a 100", "label.-x=1"} {
+		_, err := ParseOffers("--offers", bad)
+		var inv *InvalidError
+		if !errors.As(err, &inv) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want an *InvalidError", bad, err)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+"""Issue 25 item 2 from Python: a submit's ``requires=`` is the invocation's requirement,
+shown by ``get`` with its shape; a claim without offers never takes it (a GPU job never
+lands on a worker that did not say it has a GPU); a bad requirement is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakeshore import HttpDispatch, InvalidError, SyncQueue
+
+
+def test_requires_is_the_requirement(every_plane: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=every_plane)
+    gpu = q.submit("gpu", requires={"gpus": 1, "gpu_type": "a100", "labels": {"zone": "east"}})
+    plain = q.submit("plain")
+    inv = q.get(gpu)
+    assert inv.state == "queued"
+    assert dict(inv.requirement or {}) == {"gpus": 1, "gpu_type": "a100", "labels": {"zone": "east"}}
+    assert inv.shape is not None and inv.shape.startswith("sh1_")
+    assert q.get(plain).requirement is None and q.get(plain).shape is None
+    job = q.claim(wait=1)
+    assert job is not None and job.id == plain, "a claim without offers takes only jobs without a requirement"
+    assert q.claim(wait=0) is None, "the GPU job waits for a worker that offers a GPU"
+    assert q.count("queued") == 1
+
+
+def test_requires_is_checked(dispatch: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=dispatch)
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, requires={"gpus": -1})
+    assert "gpus" in e.value.field
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, requires={"gpu": 1})
+    assert e.value.field == "requires"
+    with pytest.raises(InvalidError):
+        q.submit(1, requires={"gpus": 1}, concurrency_key="tenant")
+    assert q.count("queued") == 0
+
+
+def test_run_worker_offers(every_plane: HttpDispatch, qname: str) -> None:
+    from lakeshore import run_worker
+
+    q = SyncQueue(qname, dispatch=every_plane)
+    gpu = q.submit("gpu", requires={"gpus": 1, "gpu_type": "a100"})
+    plain = q.submit("plain")
+    ran: list[str] = []
+    assert run_worker(every_plane, queues={qname: lambda x: ran.append(x)}, once=True, wait=1, handle_signals=False) == 1
+    assert ran == ["plain"], "a worker without offers takes only jobs without a requirement"
+    assert run_worker(every_plane, queues={qname: lambda x: ran.append(x)}, once=True, handle_signals=False) == 0
+    assert q.get(gpu).state == "queued"
+    n = run_worker(
+        every_plane,
+        queues={qname: lambda x: ran.append(x)},
+        once=True,
+        wait=1,
+        handle_signals=False,
+        offers={"gpus": 2, "gpu_type": "a100", "labels": {"zone": "east"}},
+    )
+    assert n == 1 and ran == ["plain", "gpu"]
+    assert q.get(gpu).state == "succeeded" and q.get(plain).state == "succeeded"
+    with pytest.raises(InvalidError) as e:
+        run_worker(every_plane, queues={qname: lambda x: x}, once=True, handle_signals=False, offers={"gpu": 1})
+    assert e.value.field == "offers"
