@@ -62,6 +62,7 @@ func newEnvWith(t *testing.T, configure func(*server.Config)) *env {
 		srv.Stop()
 		ts.CloseClientConnections()
 		ts.Close()
+		_ = srv.Close(context.Background()) // the data queues the requests opened
 		drv.Close()
 	})
 	return &env{t: t, base: ts.URL, srv: srv}

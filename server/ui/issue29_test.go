@@ -6,6 +6,7 @@ package ui_test
 // overview's loading state. Each saves a screenshot per page in $LAKESHORE_ARTIFACTS.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -207,7 +208,13 @@ func TestDashboardWorkerHealth(t *testing.T) {
 	require.NoError(t, err)
 	srv := server.New(drv, &server.Config{AdminToken: adminToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ts := httptest.NewServer(srv)
-	t.Cleanup(func() { srv.Stop(); ts.CloseClientConnections(); ts.Close(); drv.Close() })
+	t.Cleanup(func() {
+		srv.Stop()
+		ts.CloseClientConnections()
+		ts.Close()
+		_ = srv.Close(context.Background()) // the data queues the requests opened
+		drv.Close()
+	})
 	e := &env{t: t, base: ts.URL, srv: srv}
 
 	skew.Store(int64(2 * time.Minute))

@@ -110,6 +110,7 @@ func TestDashboardServerTime(t *testing.T) {
 		return
 	}
 	ts := httptest.NewServer(srv)
+	defer srv.Close(context.Background()) // after ts.Close: the data queues the requests opened
 	defer ts.Close()
 	e := &env{t: t, base: ts.URL, srv: srv}
 	b := newBrowser(t, e)
