@@ -61,14 +61,9 @@ func (a *app) modeOptions(ctx context.Context, mode, namespace, queue string, op
 	if opts.AttemptTimeout == 0 {
 		opts.AttemptTimeout = m.TimeLimit
 	}
-	// The mode's resources are the job's requirement (placement, docs/semantics.md) unless
-	// --requires gave one.
-	if r := m.Resources; opts.Requirement == nil {
-		req := &lakeshore.Requirement{MilliCPUs: r.MilliCPUs, MemoryBytes: r.MemoryBytes, GPUs: r.GPUs, GPUType: r.GPUType, Labels: r.Labels}
-		if !req.IsZero() {
-			opts.Requirement = req
-		}
-	}
+	// A mode's resources are not the job's requirement (placement): the workers a provider
+	// launches for the queue offer nothing yet, so such a job would wait for ever. --requires
+	// sets one (docs/fabric.md, "Not built yet").
 	return nil
 }
 

@@ -38,7 +38,7 @@ func newWorkerCmd(a *app) *cobra.Command {
     dies (even by SIGKILL), the group gets SIGKILL from a guard process (and, on
     Linux, the command from the kernel).
 --offers says what this worker offers (cpus, memory, gpus, gpu_type, label.KEY):
-it takes only jobs whose requirement (submit --requires, a --mode's resources) these
+it takes only jobs whose requirement (submit --requires) these
 satisfy, and jobs without one; without --offers it takes only jobs without one.
 --order picks the claim order (fifo, filo, priority, boltzmann with --temperature).
 SIGINT/SIGTERM drains (running commands finish, nothing new is claimed); a second
