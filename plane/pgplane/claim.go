@@ -498,7 +498,11 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 
 // candidates reads and locks claimable rows.
 func (t *tx) candidates(sql string, args ...any) ([]*row, error) {
-	rs, err := t.query(sql, args...)
+	return claimRows(t.query(sql, args...))
+}
+
+// claimRows reads every row of a claim's query (closing rs); errors say "claim: …".
+func claimRows(rs pgx.Rows, err error) ([]*row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}

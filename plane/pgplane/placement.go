@@ -155,26 +155,10 @@ func (t *tx) placedHeads(headSQL, defaultSQL, namespace, queue string, shapes []
 	b.Queue(defaultSQL, namespace, queue, 1)
 	br := t.tx.SendBatch(t.ctx, b)
 	defer br.Close()
-	read := func() ([]*row, error) {
-		rs, err := br.Query()
-		if err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
-		}
-		defer rs.Close()
-		var out []*row
-		for rs.Next() {
-			r, err := scanRow(rs)
-			if err != nil {
-				return nil, fmt.Errorf("claim: %w", err)
-			}
-			out = append(out, r)
-		}
-		return out, rs.Err()
-	}
-	if heads, err = read(); err != nil {
+	if heads, err = claimRows(br.Query()); err != nil {
 		return nil, nil, err
 	}
-	if def, err = read(); err != nil {
+	if def, err = claimRows(br.Query()); err != nil {
 		return nil, nil, err
 	}
 	return heads, def, nil
