@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 )
 
 // Superuser and Password are the credentials of the test server's superuser.
@@ -82,6 +83,17 @@ func Main(m *testing.M) int {
 	}
 	return code
 }
+
+// VerifyMain is the TestMain of a package whose code starts goroutines (LISTEN loops,
+// groupers, flushers, servers): it runs the tests and stops the server (Main), then fails
+// the run when a goroutine outlived the tests (goleak; only when they passed). It does not
+// return.
+func VerifyMain(m *testing.M) { goleak.VerifyTestMain(runner{m}) }
+
+// runner is m run through Main, for goleak.
+type runner struct{ m *testing.M }
+
+func (r runner) Run() int { return Main(r.m) }
 
 // Shared returns the server of this test binary, starting it on first use. Where PostgreSQL
 // is missing it skips t (fails it with CI=true); a server that does not start fails t.

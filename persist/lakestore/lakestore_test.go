@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/persist"
@@ -15,14 +14,7 @@ import (
 
 // TestMain runs the tests, stops the PostgreSQL server of the binary, and fails the run
 // when a goroutine the store started outlives its Close (goleak).
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(pgMain{m})
-}
-
-// pgMain runs the tests and then stops the PostgreSQL server of the tests, if one started.
-type pgMain struct{ m *testing.M }
-
-func (p pgMain) Run() int { return pgtest.Main(p.m) }
+func TestMain(m *testing.M) { pgtest.VerifyMain(m) }
 
 // openTest opens queue name on a fresh catalog database with the bucket blobURL.
 func openTest(t testing.TB, catalog, blobURL, name string, cfg *Config) *Store {

@@ -3,7 +3,6 @@ package compat_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
-	"go.uber.org/goleak"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -27,16 +25,7 @@ import (
 
 // TestMain runs the tests, stops the test server, and then fails the run when a goroutine
 // outlived its test (the planes and servers the tests start must end theirs).
-func TestMain(m *testing.M) {
-	code := pgtest.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.VerifyMain(m) }
 
 // everyone is the principal of a server without tokens.
 type everyone struct{}
