@@ -63,6 +63,10 @@ var (
 
 // Driver is the PostgreSQL plane. Create it with Open or New; it is safe for concurrent use.
 type Driver struct {
+	// Verbs are the verbs both SQL planes share (providers, leases, schedules, pauses,
+	// tokens, workers), over kitDB and kit.
+	planekit.Verbs
+	kit     *planekit.Statements
 	cfg     Config
 	pool    *pgxpool.Pool
 	ownPool bool // Open made the pool: Close closes it
@@ -172,6 +176,8 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 		return nil, err
 	}
 	d.sql = newStatements(d.schema)
+	d.kit = kitStatements(d.schema)
+	d.Verbs = planekit.NewVerbs(kitDB{d}, d.kit)
 	d.notifier = newNotifier(d)
 	d.settles = newSettleGrouper(d)
 	d.claims = newClaimGrouper(d)

@@ -25,6 +25,10 @@ var migrations embed.FS
 
 // Driver is the SQLite plane. Create it with Open; it is safe for concurrent use.
 type Driver struct {
+	// Verbs are the verbs both SQL planes share (providers, leases, schedules, pauses,
+	// tokens, workers), over kitDB and kit.
+	planekit.Verbs
+	kit     *planekit.Statements
 	cfg     Config
 	path    string
 	db      *sqlitedb.DB
@@ -74,6 +78,8 @@ func Open(ctx context.Context, path string, cfg *Config) (*Driver, error) {
 		hub:    planekit.NewHub(),
 		stop:   make(chan struct{}),
 	}
+	d.kit = kitStatements()
+	d.Verbs = planekit.NewVerbs(kitDB{d}, d.kit)
 	d.maintainer = maintainer{retention: c.Retention, batch: 1000}
 	if err := d.start(ctx); err != nil {
 		db.Close()

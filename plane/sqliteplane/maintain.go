@@ -35,7 +35,7 @@ type maintainer struct {
 func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 	var r plane.MaintenanceReport
 	var err error
-	if r.SchedulesFired, err = t.fireSchedules(m.batch); err != nil {
+	if _, r.SchedulesFired, err = planekit.FireSchedules(kitTx{t}, t.w.d.kit, m.batch, t.w.d.cfg.Logger); err != nil {
 		return r, err
 	}
 	if r.Promoted, err = t.promoteDue(m.batch); err != nil {
