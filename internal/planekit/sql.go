@@ -8,14 +8,24 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// DB is what a SQL plane gives the plane.Driver methods of Verbs: reads on its read
-// connections, a write transaction, and its error mapping. sqliteplane and pgplane each
-// implement it over their connections (database/sql's, pgx's).
-type DB interface {
-	// CheckOpen returns plane.ErrClosed once the plane's Close has begun; reads call it first.
-	CheckOpen() error
+// Plane is what a SQL plane gives Verbs: its storage (DB), its notification hub, its
+// clock, its open check and its wait.
+type Plane struct {
+	DB  DB
+	Hub *Hub
 	// Now reads the plane's clock.
-	Now() time.Time
+	Now func() time.Time
+	// CheckOpen returns plane.ErrClosed once the plane's Close has begun; reads call it first.
+	CheckOpen func() error
+	// Sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error)
+	// or for the plane to close (→ plane.ErrClosed); nil when the caller should look again.
+	Sleep func(ctx context.Context, changed <-chan struct{}, wait time.Duration) error
+}
+
+// DB is a SQL plane's storage as Verbs use it: reads on its read connections, a write
+// transaction, and its error mapping. sqliteplane and pgplane each implement it over their
+// connections (database/sql's, pgx's).
+type DB interface {
 	// Query runs a read outside any write transaction. The caller closes the rows.
 	Query(ctx context.Context, query string, args ...any) (ClosingRows, error)
 	// QueryRow runs a read of one row outside any write transaction.
@@ -29,11 +39,6 @@ type DB interface {
 	Failure(ctx context.Context, err error) error
 	// NoRows reports whether err is the library's "no row" error (sql.ErrNoRows, pgx.ErrNoRows).
 	NoRows(err error) bool
-	// Hub is the plane's notification hub.
-	Hub() *Hub
-	// Sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error)
-	// or for the plane to close (→ plane.ErrClosed); nil when the caller should look again.
-	Sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error
 }
 
 // ClosingRows are Rows the caller closes.
@@ -93,10 +98,11 @@ func Collect[T any](rs ClosingRows, what string, scan func(Scanner) (T, error)) 
 	return out, nil
 }
 
-// read runs query on db's read connections and collects its rows with scan; errors are
-// wrapped with what and mapped by db.Failure.
-func read[T any](ctx context.Context, db DB, what string, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
-	if err := db.CheckOpen(); err != nil {
+// read runs query on v's read connections and collects its rows with scan; errors are
+// wrapped with what and mapped by DB.Failure.
+func read[T any](ctx context.Context, v Verbs, what string, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
+	db := v.db
+	if err := v.p.CheckOpen(); err != nil {
 		return nil, err
 	}
 	rs, err := db.Query(ctx, query, args...)
@@ -143,12 +149,13 @@ func exec(ctx context.Context, db DB, what string, query string, args func(t Tx)
 // QueueStatsList, InvocationCancel and InvocationKill (verbs_read.go). A driver embeds Verbs, set in its Open with its DB and
 // its statements, and keeps only the SQL text.
 type Verbs struct {
+	p  Plane
 	db DB
 	st *Statements
 }
 
-// NewVerbs returns the shared verbs over db with the driver's statements st.
-func NewVerbs(db DB, st *Statements) Verbs { return Verbs{db: db, st: st} }
+// NewVerbs returns the shared verbs over p with the driver's statements st.
+func NewVerbs(p Plane, st *Statements) Verbs { return Verbs{p: p, db: p.DB, st: st} }
 
 // Statements are a driver's SQL text for Verbs, in its dialect (placeholders, schema,
 // collation, locks). Each field names the arguments it is run with, in order ($1 … or ?1 …).

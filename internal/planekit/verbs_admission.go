@@ -31,7 +31,7 @@ func (v Verbs) QueueAdmissionGet(ctx context.Context, namespace, queue string) (
 	if err := ValidateQueue(namespace, queue); err != nil {
 		return nil, err
 	}
-	if err := v.db.CheckOpen(); err != nil {
+	if err := v.p.CheckOpen(); err != nil {
 		return nil, err
 	}
 	a, err := ScanAdmission(v.db.QueryRow(ctx, v.st.AdmissionGet, namespace, queue), v.db.NoRows)

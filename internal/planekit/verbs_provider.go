@@ -28,7 +28,7 @@ func (v Verbs) QueueProviderGet(ctx context.Context, namespace, queue string) (*
 	if err := ValidateQueue(namespace, queue); err != nil {
 		return nil, err
 	}
-	if err := v.db.CheckOpen(); err != nil {
+	if err := v.p.CheckOpen(); err != nil {
 		return nil, err
 	}
 	var text string
@@ -59,7 +59,7 @@ func (v Verbs) QueueProviderList(ctx context.Context, namespace string) ([]plane
 	if err := ValidateOptionalNamespace(namespace); err != nil {
 		return nil, err
 	}
-	return read(ctx, v.db, "list providers", func(s Scanner) (plane.QueueProvider, error) {
+	return read(ctx, v, "list providers", func(s Scanner) (plane.QueueProvider, error) {
 		var qp plane.QueueProvider
 		var text string
 		if err := s.Scan(&qp.Namespace, &qp.Queue, &text); err != nil {

@@ -16,12 +16,12 @@ func (v Verbs) InvocationGet(ctx context.Context, id string) (*plane.Invocation,
 
 // InvocationWait implements plane.Driver.
 func (v Verbs) InvocationWait(ctx context.Context, p *plane.WaitParams) (*plane.Invocation, error) {
-	return WaitTerminal(ctx, v.db.Hub(), p.ID, p.Timeout, v.row, v.db.Sleep)
+	return WaitTerminal(ctx, v.p.Hub, p.ID, p.Timeout, v.row, v.p.Sleep)
 }
 
 // row reads the row of invocation id. Errors: plane.ErrNotFound.
 func (v Verbs) row(ctx context.Context, id string) (*Row, error) {
-	if err := v.db.CheckOpen(); err != nil {
+	if err := v.p.CheckOpen(); err != nil {
 		return nil, err
 	}
 	r, err := ScanRow(v.db.QueryRow(ctx, v.st.Row, id), v.st.RowSeq)
@@ -45,7 +45,7 @@ func (v Verbs) InvocationCount(ctx context.Context, p *plane.CountParams) (int64
 		_, err := plane.ParseState(string(p.State))
 		return 0, err
 	}
-	if err := v.db.CheckOpen(); err != nil {
+	if err := v.p.CheckOpen(); err != nil {
 		return 0, err
 	}
 	also := state
@@ -71,7 +71,7 @@ func (v Verbs) QueueStatsList(ctx context.Context, namespace string) ([]plane.Qu
 		state int16
 		n     int64
 	}
-	counts, err := read(ctx, v.db, "queue stats", func(s Scanner) (c count, err error) {
+	counts, err := read(ctx, v, "queue stats", func(s Scanner) (c count, err error) {
 		return c, s.Scan(&c.ns, &c.q, &c.state, &c.n)
 	}, v.st.StatsCounts, namespace)
 	if err != nil {
@@ -90,7 +90,7 @@ func (v Verbs) QueueStatsList(ctx context.Context, namespace string) ([]plane.Qu
 		ns, q string
 		a     plane.Admission
 	}
-	blocks, err := read(ctx, v.db, "queue stats", func(s Scanner) (b block, err error) {
+	blocks, err := read(ctx, v, "queue stats", func(s Scanner) (b block, err error) {
 		var onFull string
 		var cutoffMS int64
 		var concurrency []byte
@@ -124,7 +124,7 @@ func (v Verbs) QueueStatsList(ctx context.Context, namespace string) ([]plane.Qu
 	if err != nil {
 		return nil, err
 	}
-	paused, err := PausedQueues(ctx, v.db, v.st, namespace)
+	paused, err := v.pausedQueues(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -44,11 +44,11 @@ func (v Verbs) QueuePause(ctx context.Context, p *plane.PauseParams) (bool, erro
 	return changed, err
 }
 
-// PausedQueues returns the paused queues of a namespace ("" for all), by (namespace, queue).
-func PausedQueues(ctx context.Context, db DB, st *Statements, namespace string) (map[[2]string]bool, error) {
-	keys, err := read(ctx, db, "queue stats", func(s Scanner) (key [2]string, err error) {
+// pausedQueues returns the paused queues of a namespace ("" for all), by (namespace, queue).
+func (v Verbs) pausedQueues(ctx context.Context, namespace string) (map[[2]string]bool, error) {
+	keys, err := read(ctx, v, "queue stats", func(s Scanner) (key [2]string, err error) {
 		return key, s.Scan(&key[0], &key[1])
-	}, st.PauseList, namespace)
+	}, v.st.PauseList, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +80,8 @@ func (v Verbs) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error
 // WorkerList implements plane.Driver: the workers seen within p.SeenWithin (default
 // plane.WorkerSeenWithinDefault) of the plane's clock, now.
 func (v Verbs) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]plane.WorkerInfo, error) {
-	since := v.db.Now().UnixMilli() - cmp.Or(p.SeenWithin, plane.WorkerSeenWithinDefault).Milliseconds()
-	out, err := read(ctx, v.db, "list workers", func(s Scanner) (plane.WorkerInfo, error) {
+	since := v.p.Now().UnixMilli() - cmp.Or(p.SeenWithin, plane.WorkerSeenWithinDefault).Milliseconds()
+	out, err := read(ctx, v, "list workers", func(s Scanner) (plane.WorkerInfo, error) {
 		var w plane.WorkerInfo
 		var started, seen, idle int64
 		err := s.Scan(&w.ID, &w.Namespace, &w.Host, &w.PID, v.st.WorkerQueues.Target(&w.Queues), &started, &seen,
@@ -144,7 +144,7 @@ func (v Verbs) scanToken(s Scanner) (plane.TokenInfo, error) {
 
 // TokenGet implements plane.Driver. Errors: plane.ErrNotFound for an unknown hash.
 func (v Verbs) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, error) {
-	if err := v.db.CheckOpen(); err != nil {
+	if err := v.p.CheckOpen(); err != nil {
 		return nil, err
 	}
 	tok, err := v.scanToken(v.db.QueryRow(ctx, v.st.TokenGet, hash))
@@ -159,7 +159,7 @@ func (v Verbs) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, err
 
 // TokenList implements plane.Driver.
 func (v Verbs) TokenList(ctx context.Context) ([]plane.TokenInfo, error) {
-	out, err := read(ctx, v.db, "list tokens", v.scanToken, v.st.TokenList)
+	out, err := read(ctx, v, "list tokens", v.scanToken, v.st.TokenList)
 	if len(out) == 0 {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func (v Verbs) ScheduleList(ctx context.Context, namespace string) ([]plane.Sche
 	if err := ValidateOptionalNamespace(namespace); err != nil {
 		return nil, err
 	}
-	rows, err := read(ctx, v.db, "list schedules", ScanSchedule, v.st.ScheduleList, namespace)
+	rows, err := read(ctx, v, "list schedules", ScanSchedule, v.st.ScheduleList, namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package planekit
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
 
 // Direct handoff. A claim with Wait that finds nothing claimable parks itself as a waiter
 // of its queue in this process. A later transaction of this process that makes jobs of that
@@ -76,4 +80,40 @@ func (c *Waiters[W]) PutBack(key string, w *W) {
 		c.byQueue = make(map[string][]*W)
 	}
 	c.byQueue[key] = append([]*W{w}, c.byQueue[key]...)
+}
+
+// Handoff is a parked waiter a transaction took and the jobs it claimed for it.
+type Handoff[W any] struct {
+	Waiter *W
+	Jobs   []*plane.Job
+}
+
+// Serve claims, at the end of a transaction, for the parked waiters of every queue key in
+// claimable (the queues it made jobs claimable in), first come first served. It takes one
+// key at a time, since a claim may promote or requeue rows and mark more keys, and serves
+// the key's waiters until they run out or serve reports no more jobs (more false). serve
+// claims for one waiter it took; on an error or no more jobs, it puts the waiter back or
+// answers it, as the driver does.
+func (c *Waiters[W]) Serve(claimable map[string]struct{}, serve func(key string, w *W) (more bool, err error)) error {
+	for len(claimable) > 0 {
+		var key string
+		for key = range claimable {
+			break
+		}
+		delete(claimable, key)
+		for {
+			w := c.Take(key)
+			if w == nil {
+				break
+			}
+			more, err := serve(key, w)
+			if err != nil || !more {
+				if err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	return nil
 }

@@ -177,7 +177,7 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 	}
 	d.sql = newStatements(d.schema)
 	d.kit = kitStatements(d.schema)
-	d.Verbs = planekit.NewVerbs(kitDB{d}, d.kit)
+	d.Verbs = planekit.NewVerbs(planekit.Plane{DB: kitDB{d}, Hub: d.hub, Now: d.cfg.Now, CheckOpen: d.checkOpen, Sleep: d.sleep}, d.kit)
 	d.notifier = newNotifier(d)
 	d.settles = newSettleGrouper(d)
 	d.claims = newClaimGrouper(d)

@@ -27,10 +27,7 @@ type claimWaiter struct {
 }
 
 // handoff is a waiter taken by the current transaction, and the jobs claimed for it.
-type handoff struct {
-	w    *claimWaiter
-	jobs []*plane.Job
-}
+type handoff = planekit.Handoff[claimWaiter]
 
 // wakeQueue marks a queue that the transaction made jobs claimable in: its parked claimers
 // are served before the commit and its other waiters woken after it.
@@ -48,39 +45,22 @@ func (t *tx) wakeQueue(namespace, queue string) {
 // before its waiters, with none delayed, is not woken in this process after the commit: its
 // remaining waiters would find nothing.
 func (t *tx) handOff() error {
-	waiters := &t.d.claimWaiters
-	for len(t.claimable) > 0 {
-		var key string
-		for key = range t.claimable {
-			break
+	return t.d.claimWaiters.Serve(t.claimable, func(key string, w *claimWaiter) (bool, error) {
+		r := &claimRequest{p: w.p, kind: w.kind, n: w.n, lease: w.req.lease}
+		h := &handoff{Waiter: w}
+		t.handoffs = append(t.handoffs, h)
+		if err := t.claimFor([]*claimRequest{r}); err != nil {
+			return false, err
 		}
-		// A claim below may time out or requeue rows and mark their queues: one key at a
-		// time, so none is missed.
-		delete(t.claimable, key)
-		for {
-			w := waiters.Take(key)
-			if w == nil {
-				break
+		h.Jobs = r.jobs
+		if len(r.jobs) == 0 && r.next == 0 {
+			if t.quiet == nil {
+				t.quiet = make(map[string]struct{})
 			}
-			r := &claimRequest{p: w.p, kind: w.kind, n: w.n, lease: w.req.lease}
-			h := handoff{w: w}
-			t.handoffs = append(t.handoffs, &h)
-			if err := t.claimFor([]*claimRequest{r}); err != nil {
-				return err
-			}
-			h.jobs = r.jobs
-			if len(r.jobs) == 0 {
-				if r.next == 0 {
-					if t.quiet == nil {
-						t.quiet = make(map[string]struct{})
-					}
-					t.quiet[key] = struct{}{}
-				}
-				break
-			}
+			t.quiet[key] = struct{}{}
 		}
-	}
-	return nil
+		return len(r.jobs) > 0, nil
+	})
 }
 
 // deliver hands the claimed jobs over after a commit, or nil after a rollback (the claims
@@ -88,9 +68,9 @@ func (t *tx) handOff() error {
 func (t *tx) deliver(committed bool) {
 	for _, h := range t.handoffs {
 		if committed {
-			h.w.deliver <- h.jobs
+			h.Waiter.deliver <- h.Jobs
 		} else {
-			h.w.deliver <- nil
+			h.Waiter.deliver <- nil
 		}
 	}
 	t.handoffs = nil

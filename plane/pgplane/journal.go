@@ -86,14 +86,9 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 	if h == nil {
 		return 0, plane.ErrNotFound, nil
 	}
-	if h.state >= planekit.StateSucceeded {
-		return 0, plane.ErrJournalClosed, nil
-	}
-	if lost := t.holds(h, p.Token); lost != nil {
-		return 0, lost, nil
-	}
-	if planekit.JournalClosed(h.state, h.attempt, h.journalClosedBy) {
-		return 0, plane.ErrJournalClosed, nil
+	if logical, _ := planekit.PostCheck(h.state, h.attempt, h.journalClosedBy,
+		func() (error, error) { return t.holds(h, p.Token), nil }); logical != nil {
+		return 0, logical, nil
 	}
 	seq := h.nextFrame
 	kind, next := planekit.FrameValue, t.d.sql.nextFrame

@@ -18,9 +18,6 @@ import (
 // reads on the pool, writes in a plane transaction (do).
 type kitDB struct{ d *Driver }
 
-func (k kitDB) CheckOpen() error { return k.d.checkOpen() }
-func (k kitDB) Now() time.Time   { return k.d.cfg.Now() }
-
 func (k kitDB) Query(ctx context.Context, query string, args ...any) (planekit.ClosingRows, error) {
 	return k.d.pool.Query(ctx, query, args...)
 }
@@ -31,12 +28,6 @@ func (k kitDB) QueryRow(ctx context.Context, query string, args ...any) planekit
 
 func (k kitDB) Write(ctx context.Context, fn func(planekit.Tx) error) error {
 	return k.d.do(ctx, func(t *tx) error { return fn(kitTx{t}) })
-}
-
-func (k kitDB) Hub() *planekit.Hub { return k.d.hub }
-
-func (k kitDB) Sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
-	return k.d.sleep(ctx, changed, wait)
 }
 
 func (k kitDB) Failure(ctx context.Context, err error) error { return k.d.failure(ctx, err) }

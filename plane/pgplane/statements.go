@@ -27,7 +27,7 @@ type statements struct {
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
 }
 
-// claimWhere selects a queue's claimable rows; none while the queue is paused (pause.go).
+// claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
 	AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 

@@ -83,18 +83,9 @@ func (t *tx) holds(h *head, token string) error {
 	if h.token != nil {
 		current = *h.token
 	}
-	switch plane.Holds(h.state == planekit.StateRunning, current, token, planekit.FromMS(h.leaseExpiresMS),
-		planekit.FromMS(h.attemptDeadlineMS), time.UnixMilli(t.ms)) {
-	case plane.FenceLost:
-		return plane.ErrLeaseLost
-	case plane.FenceExpired:
-		t.expireLease(h)
-		return plane.ErrLeaseLost
-	case plane.FenceOverdue:
-		t.attemptOverdue(h)
-		return plane.ErrLeaseLost
-	}
-	return nil
+	lost, _ := planekit.Fence(h.state, current, token, h.leaseExpiresMS, h.attemptDeadlineMS, time.UnixMilli(t.ms),
+		func() error { t.expireLease(h); return nil }, func() error { t.attemptOverdue(h); return nil })
+	return lost
 }
 
 // attemptOverdue ends the attempt of h that outlived its attempt timeout (plane's policy:

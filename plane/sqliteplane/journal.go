@@ -13,11 +13,11 @@ import (
 
 // FramePost implements plane.Driver.
 func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64, error) {
+	name := planekit.JournalName(p.Journal)
 	value, err := planekit.PostValue(p)
 	if err != nil {
 		return 0, err
 	}
-	name := planekit.JournalName(p.Journal)
 	var seq int64
 	var logical error
 	err = d.do(ctx, func(t *wtx) error {
@@ -42,14 +42,9 @@ func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, err
 	if err != nil || !ok {
 		return 0, plane.ErrNotFound, err
 	}
-	if h.state >= planekit.StateSucceeded {
-		return 0, plane.ErrJournalClosed, nil
-	}
-	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
-		return 0, lost, err
-	}
-	if planekit.JournalClosed(h.state, h.attempt, h.journalClosedBy) {
-		return 0, plane.ErrJournalClosed, nil
+	if logical, err := planekit.PostCheck(h.state, h.attempt, h.journalClosedBy,
+		func() (error, error) { return t.holds(h, p.Token) }); logical != nil || err != nil {
+		return 0, logical, err
 	}
 	seq := h.nextFrame
 	kind, next := planekit.FrameValue, t.w.st.nextFrame

@@ -17,9 +17,6 @@ import (
 // reads on the read pool, writes through the writer.
 type kitDB struct{ d *Driver }
 
-func (k kitDB) CheckOpen() error { return k.d.checkOpen() }
-func (k kitDB) Now() time.Time   { return k.d.cfg.Now() }
-
 func (k kitDB) Query(ctx context.Context, query string, args ...any) (planekit.ClosingRows, error) {
 	rs, err := k.d.readDB.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -38,12 +35,6 @@ func (k kitDB) QueryRow(ctx context.Context, query string, args ...any) planekit
 
 func (k kitDB) Write(ctx context.Context, fn func(planekit.Tx) error) error {
 	return k.d.do(ctx, func(t *wtx) error { return fn(kitTx{t}) })
-}
-
-func (k kitDB) Hub() *planekit.Hub { return k.d.hub }
-
-func (k kitDB) Sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
-	return k.d.sleep(ctx, changed, wait)
 }
 
 func (kitDB) Failure(_ context.Context, err error) error { return err }
