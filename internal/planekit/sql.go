@@ -39,6 +39,16 @@ type DB interface {
 	Failure(ctx context.Context, err error) error
 	// NoRows reports whether err is the library's "no row" error (sql.ErrNoRows, pgx.ErrNoRows).
 	NoRows(err error) bool
+	// Snapshot runs fn's reads in one read-only snapshot (SQLite: a read transaction;
+	// PostgreSQL: repeatable read), so what they read was committed together.
+	Snapshot(ctx context.Context, fn func(Reader) error) error
+}
+
+// Reader runs the reads of one snapshot (DB.Snapshot).
+type Reader interface {
+	QueryRow(query string, args ...any) Scanner
+	// Query reads rows; the caller closes them.
+	Query(query string, args ...any) (ClosingRows, error)
 }
 
 // ClosingRows are Rows the caller closes.
@@ -146,7 +156,7 @@ func exec(ctx context.Context, db DB, what string, query string, args func(t Tx)
 // Verbs are the plane.Driver methods whose logic is the same on every SQL plane: providers
 // and named leases (verbs_provider.go), schedules (verbs_schedule.go), queue pauses, tokens
 // and workers (verbs_registry.go), admission blocks (verbs_admission.go), InvocationGet, InvocationWait, InvocationCount and
-// QueueStatsList, InvocationCancel and InvocationKill (verbs_read.go). A driver embeds Verbs, set in its Open with its DB and
+// QueueStatsList, InvocationCancel, InvocationKill and FrameRead (verbs_read.go). A driver embeds Verbs, set in its Open with its DB and
 // its statements, and keeps only the SQL text.
 type Verbs struct {
 	p  Plane
@@ -163,6 +173,9 @@ type Statements struct {
 	// Row: id → the invocation's row (RowColumns, after its seq when RowSeq).
 	Row    string
 	RowSeq bool
+	// TopicClosed: journal → closed (a bool). Frames: journal, since, limit → seq, kind,
+	// value, attempt, time (ms) of the frames after since, in order.
+	TopicClosed, Frames string
 	// Count: namespace, queue, state, another state (smallints) → the sum of their counters.
 	Count string
 	// StatsCounts: namespace ("" for all) → namespace, queue, state, count; in (namespace,

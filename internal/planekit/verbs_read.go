@@ -161,3 +161,45 @@ func (v Verbs) endIf(ctx context.Context, id string, e Ending) (bool, error) {
 	})
 	return done, err
 }
+
+// FrameRead implements plane.Driver (ReadFrames over the plane's hub and sleep).
+func (v Verbs) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
+	return ReadFrames(ctx, v.p.Hub, p, v.readFrames, v.p.Sleep)
+}
+
+// readFrames reads the frames after since in one snapshot, so an invocation's derived
+// terminal frame never overtakes a VALUE frame committed with it.
+func (v Verbs) readFrames(ctx context.Context, invocation bool, name string, since int64, limit int) (*plane.FrameReadResult, error) {
+	if err := v.p.CheckOpen(); err != nil {
+		return nil, err
+	}
+	res := &plane.FrameReadResult{}
+	err := v.db.Snapshot(ctx, func(q Reader) error {
+		res.Frames = nil
+		var inv *Row
+		if invocation {
+			var err error
+			inv, err = ScanRow(q.QueryRow(v.st.Row, name), v.st.RowSeq)
+			if v.db.NoRows(err) {
+				return plane.ErrNotFound
+			}
+			if err != nil {
+				return fmt.Errorf("read frames: %w", err)
+			}
+			res.Closed = inv.JournalClosed()
+		} else if err := q.QueryRow(v.st.TopicClosed, name).Scan(&res.Closed); err != nil && !v.db.NoRows(err) {
+			return fmt.Errorf("read frames: %w", err)
+		}
+		rs, err := q.Query(v.st.Frames, name, since, limit)
+		if err != nil {
+			return fmt.Errorf("read frames: %w", err)
+		}
+		defer rs.Close()
+		res.Frames, err = FramePage(rs, limit, inv, since)
+		return err
+	})
+	if err != nil {
+		return nil, v.db.Failure(ctx, err)
+	}
+	return res, nil
+}

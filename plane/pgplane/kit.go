@@ -35,6 +35,25 @@ func (kitDB) NoRows(err error) bool                          { return noRows(err
 
 func noRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
+func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) error {
+	return pgx.BeginTxFunc(ctx, k.d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error { return fn(snapshot{ctx, tx}) })
+}
+
+// snapshot is a read-only transaction as planekit.Reader.
+type snapshot struct {
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (s snapshot) QueryRow(query string, args ...any) planekit.Scanner {
+	return s.tx.QueryRow(s.ctx, query, args...)
+}
+
+func (s snapshot) Query(query string, args ...any) (planekit.ClosingRows, error) {
+	return s.tx.Query(s.ctx, query, args...)
+}
+
 // kitTx is a plane transaction as planekit.Tx.
 type kitTx struct{ t *tx }
 
@@ -100,8 +119,10 @@ func kitStatements(schema string) *planekit.Statements {
 	scheduleInsert := s(`INSERT INTO {s}.schedules AS s (` + planekit.ScheduleColumns + `) VALUES ($1, $2, $3, $4, $5, 0, '', $6, $6)
 		ON CONFLICT (namespace, name) `)
 	return &planekit.Statements{
-		Row:   s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
-		Count: s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state IN ($3, $4)`),
+		Row:         s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
+		TopicClosed: s(`SELECT closed FROM {s}.topics WHERE journal = $1`),
+		Frames:      s(`SELECT seq, kind, value, attempt, time_ms FROM {s}.frames WHERE journal = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
+		Count:       s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state IN ($3, $4)`),
 		StatsCounts: s(`SELECT namespace, queue, state, sum(n)::bigint FROM {s}.counts
 			WHERE $1 = '' OR namespace = $1 GROUP BY namespace, queue, state ORDER BY namespace, queue`),
 		StatsAdmissions: s(`SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency

@@ -51,16 +51,7 @@ func (t *tx) heads(sql string, args ...any) ([]*head, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*head
-	for rows.Next() {
-		h, err := scanHead(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
+	return planekit.Collect(rows, "read invocations", scanHead)
 }
 
 // headsByID locks and reads the heads of ids (in id order), by id.

@@ -85,53 +85,9 @@ func (t *wtx) postTopic(name string, value []byte, final bool) (int64, error, er
 	return seq, nil, nil
 }
 
-// FrameRead implements plane.Driver.
-func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
-	return planekit.ReadFrames(ctx, d.hub, p, d.readFrames, d.sleep)
-}
-
 // sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error) or
 // for the plane to close (→ plane.ErrClosed).
 func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
 	_, err := planekit.Sleep(ctx, d.stopped, changed, nil, wait, 0)
 	return err
-}
-
-// readFrames reads the frames after since in one read transaction, so an invocation's
-// derived terminal frame never overtakes a VALUE frame committed with it.
-func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, since int64, limit int) (*plane.FrameReadResult, error) {
-	if err := d.checkOpen(); err != nil {
-		return nil, err
-	}
-	tx, err := d.readDB.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("read frames: %w", err)
-	}
-	defer tx.Rollback()
-	res := &plane.FrameReadResult{}
-	var inv *row
-	if invocation {
-		inv, err = scanRow(tx.StmtContext(ctx, d.reads.row).QueryRowContext(ctx, name))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, plane.ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read frames: %w", err)
-		}
-		res.Closed = inv.JournalClosed()
-	} else {
-		err := tx.StmtContext(ctx, d.reads.topicClosed).QueryRowContext(ctx, name).Scan(&res.Closed)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("read frames: %w", err)
-		}
-	}
-	rs, err := tx.StmtContext(ctx, d.reads.frames).QueryContext(ctx, name, since, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read frames: %w", err)
-	}
-	defer rs.Close()
-	if res.Frames, err = planekit.FramePage(rs, limit, inv, since); err != nil {
-		return nil, err
-	}
-	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -41,6 +42,44 @@ func (kitDB) Failure(_ context.Context, err error) error { return err }
 func (kitDB) NoRows(err error) bool                      { return noRows(err) }
 
 func noRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) error {
+	tx, err := k.d.readDB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(readTx{ctx, tx, k.d.reads.byText})
+}
+
+// readTx is a read transaction as planekit.Reader, on the statements prepared at start
+// when a query is one of them.
+type readTx struct {
+	ctx      context.Context
+	tx       *sql.Tx
+	prepared map[string]*sql.Stmt
+}
+
+func (r readTx) QueryRow(query string, args ...any) planekit.Scanner {
+	if st := r.prepared[query]; st != nil {
+		return r.tx.StmtContext(r.ctx, st).QueryRowContext(r.ctx, args...)
+	}
+	return r.tx.QueryRowContext(r.ctx, query, args...)
+}
+
+func (r readTx) Query(query string, args ...any) (planekit.ClosingRows, error) {
+	var rs *sql.Rows
+	var err error
+	if st := r.prepared[query]; st != nil {
+		rs, err = r.tx.StmtContext(r.ctx, st).QueryContext(r.ctx, args...)
+	} else {
+		rs, err = r.tx.QueryContext(r.ctx, query, args...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
 
 type sqlRows struct{ *sql.Rows }
 
@@ -113,9 +152,11 @@ func kitStatements() *planekit.Statements {
 	const scheduleInsert = `INSERT INTO schedules (` + planekit.ScheduleColumns + `) VALUES (?1, ?2, ?3, ?4, ?5, 0, '', ?6, ?6)
 		ON CONFLICT (namespace, name) `
 	return &planekit.Statements{
-		Row:    rowByID,
-		RowSeq: true,
-		Count:  countState,
+		Row:         rowByID,
+		RowSeq:      true,
+		Count:       countState,
+		TopicClosed: topicClosed,
+		Frames:      framesAfter,
 		StatsCounts: `SELECT namespace, queue, state, SUM(n) FROM counts
 			WHERE ?1 = '' OR namespace = ?1 GROUP BY namespace, queue, state ORDER BY namespace, queue`,
 		StatsAdmissions: `SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency

@@ -10,13 +10,15 @@ import (
 // connection as needed), so the read path never parses SQL.
 type readStatements struct {
 	row, count, topicClosed, frames *sql.Stmt
-	// byText are row and count by their SQL text, for kitDB's reads.
+	// byText are the statements by their SQL text, for kitDB's reads.
 	byText map[string]*sql.Stmt
 }
 
 const (
-	rowByID    = `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`
-	countState = `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ?1 AND queue = ?2 AND state IN (?3, ?4)`
+	rowByID     = `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`
+	countState  = `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ?1 AND queue = ?2 AND state IN (?3, ?4)`
+	topicClosed = `SELECT closed FROM topics WHERE journal = ?`
+	framesAfter = `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`
 )
 
 func (r *readStatements) prepare(ctx context.Context, db *sql.DB) error {
@@ -26,8 +28,8 @@ func (r *readStatements) prepare(ctx context.Context, db *sql.DB) error {
 	}{
 		{&r.row, rowByID},
 		{&r.count, countState},
-		{&r.topicClosed, `SELECT closed FROM topics WHERE journal = ?`},
-		{&r.frames, `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`},
+		{&r.topicClosed, topicClosed},
+		{&r.frames, framesAfter},
 	} {
 		stmt, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -35,6 +37,6 @@ func (r *readStatements) prepare(ctx context.Context, db *sql.DB) error {
 		}
 		*p.stmt = stmt
 	}
-	r.byText = map[string]*sql.Stmt{rowByID: r.row, countState: r.count}
+	r.byText = map[string]*sql.Stmt{rowByID: r.row, countState: r.count, topicClosed: r.topicClosed, framesAfter: r.frames}
 	return nil
 }
