@@ -292,14 +292,7 @@ func (d *Driver) Close() error {
 }
 
 // checkOpen returns plane.ErrClosed once Close has begun.
-func (d *Driver) checkOpen() error {
-	select {
-	case <-d.stop:
-		return plane.ErrClosed
-	default:
-		return nil
-	}
-}
+func (d *Driver) checkOpen() error { return planekit.CheckOpen(d.stop) }
 
 func (d *Driver) float64() float64 {
 	d.randMu.Lock()

@@ -16,13 +16,10 @@ import (
 // back short with a Next cursor), then the rows of the page: O(Limit) whatever the queue's
 // size. The cursor is the last id examined.
 func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plane.ListPage, error) {
-	if err := p.Validate(); err != nil {
+	limit, budget, err := planekit.ListBudget(p, d.checkOpen)
+	if err != nil {
 		return nil, err
 	}
-	if err := d.checkOpen(); err != nil {
-		return nil, err
-	}
-	limit, budget := planekit.ListBudget(p)
 	// One index scan per state listed and waiting flag, on (queue, state, waiting, id)
 	// (the index fifo claims walk too), merged by id: the same O(budget) entries per state
 	// whatever the queue's size, with no index of its own to keep up on every insert.

@@ -165,11 +165,4 @@ type stderr struct{}
 func (stderr) Write(p []byte) (int, error) { return os.Stderr.Write(p) }
 
 // checkOpen returns plane.ErrClosed once Close has begun; reads call it first.
-func (d *Driver) checkOpen() error {
-	select {
-	case <-d.stop:
-		return plane.ErrClosed
-	default:
-		return nil
-	}
-}
+func (d *Driver) checkOpen() error { return planekit.CheckOpen(d.stop) }
