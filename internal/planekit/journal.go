@@ -132,3 +132,22 @@ func ReadFrames(ctx context.Context, hub *Hub, p *plane.FrameReadParams,
 		}
 	}
 }
+
+// PostCheck decides, in order, whether a post may go to the journal of an invocation in
+// state (its attempt, and the attempt whose final post closed the journal, closedBy): a
+// terminal invocation's journal is closed (plane.ErrJournalClosed); the caller must hold
+// the lease (holds: the plane's fencing check, plane.Holds; its first error is the
+// caller's, its second a storage failure); a journal a final post closed takes no more.
+// It returns the caller's error or the storage failure.
+func PostCheck(state, attempt, closedBy int, holds func() (lost, err error)) (logical, err error) {
+	if state >= StateSucceeded {
+		return plane.ErrJournalClosed, nil
+	}
+	if lost, err := holds(); lost != nil || err != nil {
+		return lost, err
+	}
+	if JournalClosed(state, attempt, closedBy) {
+		return plane.ErrJournalClosed, nil
+	}
+	return nil, nil
+}

@@ -1,6 +1,13 @@
 package planekit
 
-import "sync"
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
 
 // Lines are the in-process arrival order of submits blocked on a full queue: only the head
 // of a line retries, so waiters are admitted first come, first served, and new submits
@@ -55,4 +62,60 @@ func (l *Lines) Ahead(key string, tk *Ticket) bool {
 	defer l.mu.Unlock()
 	line := l.lines[key]
 	return len(line) > 0 && line[0] != tk
+}
+
+// SubmitBlocking runs a submit transaction (once) until it answers anything but ErrBlocked.
+// A submit to a full queue whose admission says block waits in l's line for the queue (in
+// arrival order, in this process): first for its turn, then, at the head, for a change of
+// the queue's RoomKey in hub (a claim or cancel made room) before it tries again, until ctx
+// ends (a *plane.AdmissionError of plane.ErrQueueFull, with ctx's error as its cause) or
+// stop closes (plane.ErrClosed). once gets the submit's ticket (nil before it blocked);
+// sleep is the plane's wait for a notification (planekit.DB.Sleep).
+func SubmitBlocking(ctx context.Context, p *plane.SubmitManyParams, l *Lines, hub *Hub, stop <-chan struct{},
+	sleep func(context.Context, <-chan struct{}, time.Duration) error,
+	once func(*Ticket) ([]plane.SubmitResult, error)) ([]plane.SubmitResult, error) {
+	key := RoomKey(p.Namespace, p.Queue)
+	var tk *Ticket
+	defer func() {
+		if tk != nil {
+			l.Leave(key, tk)
+		}
+	}()
+	for {
+		var changed <-chan struct{}
+		release := func() {}
+		if tk != nil {
+			changed, release = hub.Watch(key)
+		}
+		out, err := once(tk)
+		if !errors.Is(err, ErrBlocked) {
+			release()
+			return out, err
+		}
+		if tk == nil { // first time blocked: get in line, then wait for our turn
+			release()
+			tk = l.Join(key)
+			select {
+			case <-tk.Turn:
+			case <-ctx.Done():
+				return nil, gaveUp(p, ctx.Err())
+			case <-stop:
+				return nil, plane.ErrClosed
+			}
+			continue
+		}
+		err = sleep(ctx, changed, time.Hour)
+		release()
+		if err != nil && !errors.Is(err, plane.ErrTimeout) {
+			if errors.Is(err, plane.ErrClosed) {
+				return nil, err
+			}
+			return nil, gaveUp(p, err)
+		}
+	}
+}
+
+func gaveUp(p *plane.SubmitManyParams, cause error) error {
+	return &plane.AdmissionError{Sentinel: plane.ErrQueueFull, Queue: p.Namespace + "/" + p.Queue,
+		Detail: "at max depth, and the submit blocked until its context ended", Cause: cause}
 }

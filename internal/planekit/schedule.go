@@ -2,7 +2,6 @@ package planekit
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -93,12 +92,12 @@ func ScheduleSetRow(s *plane.Schedule, now time.Time) (*ScheduleRow, error) {
 	return row, nil
 }
 
-// StoredScheduleQueue reads the queue of a stored schedule for a conditional ScheduleSet
-// (plane.CheckReplacing) from a driver's scan of its row: exists is false when the scan's
-// error is noRows (sql.ErrNoRows, pgx.ErrNoRows).
-func StoredScheduleQueue(r *ScheduleRow, err, noRows error) (queue string, exists bool, _ error) {
+// storedScheduleQueue reads the queue of a stored schedule for a conditional ScheduleSet
+// (plane.CheckReplacing) from the scan of its row: exists is false when the scan found no
+// row (missing).
+func storedScheduleQueue(r *ScheduleRow, err error, missing bool) (queue string, exists bool, _ error) {
 	if err != nil {
-		if errors.Is(err, noRows) {
+		if missing {
 			return "", false, nil
 		}
 		return "", false, fmt.Errorf("read schedule: %w", err)

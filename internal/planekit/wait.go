@@ -90,15 +90,32 @@ func Get(ctx context.Context, id string, get func(context.Context, string) (*Row
 	return r.Invocation(), nil
 }
 
-// ListBudget returns the page size of the listing p and how many invocations one page may
-// examine: the page size, or plane.ListScanFactor times it with a KeyPrefix.
-func ListBudget(p *plane.ListParams) (limit, budget int) {
+// ListBudget checks the listing p (plane.ListParams.Validate, then checkOpen: the plane's
+// plane.ErrClosed once it closes) and returns its page size and how many invocations one
+// page may examine: the page size, or plane.ListScanFactor times it with a KeyPrefix.
+func ListBudget(p *plane.ListParams, checkOpen func() error) (limit, budget int, err error) {
+	if err := p.Validate(); err != nil {
+		return 0, 0, err
+	}
+	if err := checkOpen(); err != nil {
+		return 0, 0, err
+	}
 	limit = p.Limit
 	if limit == 0 {
 		limit = plane.ListLimitDefault
 	}
 	if p.KeyPrefix != "" {
-		return limit, limit * plane.ListScanFactor
+		return limit, limit * plane.ListScanFactor, nil
 	}
-	return limit, limit
+	return limit, limit, nil
+}
+
+// CheckOpen returns plane.ErrClosed once stop (a plane's, closed by its Close) is closed.
+func CheckOpen(stop <-chan struct{}) error {
+	select {
+	case <-stop:
+		return plane.ErrClosed
+	default:
+		return nil
+	}
 }

@@ -1,6 +1,10 @@
 package planekit
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
 
 // Direct handoff. A claim with Wait that finds nothing claimable parks itself as a waiter
 // of its queue in this process. A later transaction of this process that makes jobs of that
@@ -96,4 +100,47 @@ func (c *Waiters[W]) PutBack(key string, w *W) {
 		c.byQueue = make(map[string][]*W)
 	}
 	c.byQueue[key] = append([]*W{w}, c.byQueue[key]...)
+}
+
+// Handoff is a parked waiter a transaction took and the jobs it claimed for it.
+type Handoff[W any] struct {
+	Waiter *W
+	Jobs   []*plane.Job
+}
+
+// Serve claims, at the end of a transaction, for the parked waiters of every queue key in
+// claimable (the queues it made jobs claimable in), first come first served. It takes one
+// key at a time, since a claim may promote or requeue rows and mark more keys. serve claims
+// for one waiter it took and reports whether it got jobs; one that got none, serve puts back
+// or answers, as the driver does, and the key's other waiters of its class (class: the same
+// offers, plane/placement.go) are passed over, since they would get none either, while a
+// waiter of another class is still tried: its offers may satisfy jobs the first's do not.
+// Serve stops at serve's first error.
+func (c *Waiters[W]) Serve(claimable map[string]struct{}, class func(*W) string, serve func(key string, w *W) (got bool, err error)) error {
+	for len(claimable) > 0 {
+		var key string
+		for key = range claimable {
+			break
+		}
+		delete(claimable, key)
+		var refused map[string]bool
+		untried := func(w *W) bool { return !refused[class(w)] }
+		for {
+			w := c.TakeFirst(key, untried)
+			if w == nil {
+				break
+			}
+			got, err := serve(key, w)
+			if err != nil {
+				return err
+			}
+			if !got {
+				if refused == nil {
+					refused = make(map[string]bool)
+				}
+				refused[class(w)] = true
+			}
+		}
+	}
+	return nil
 }

@@ -63,6 +63,10 @@ var (
 
 // Driver is the PostgreSQL plane. Create it with Open or New; it is safe for concurrent use.
 type Driver struct {
+	// Verbs are the verbs both SQL planes share (providers, leases, schedules, pauses,
+	// tokens, workers), over kitDB and kit.
+	planekit.Verbs
+	kit     *planekit.Statements
 	cfg     Config
 	pool    *pgxpool.Pool
 	ownPool bool // Open made the pool: Close closes it
@@ -175,6 +179,8 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 		return nil, err
 	}
 	d.sql = newStatements(d.schema)
+	d.kit = kitStatements(d.schema)
+	d.Verbs = planekit.NewVerbs(planekit.Plane{DB: kitDB{d}, Hub: d.hub, Now: d.cfg.Now, CheckOpen: d.checkOpen, Sleep: d.sleep}, d.kit)
 	d.notifier = newNotifier(d)
 	d.settles = newSettleGrouper(d)
 	d.claims = newClaimGrouper(d)
@@ -289,14 +295,7 @@ func (d *Driver) Close() error {
 }
 
 // checkOpen returns plane.ErrClosed once Close has begun.
-func (d *Driver) checkOpen() error {
-	select {
-	case <-d.stop:
-		return plane.ErrClosed
-	default:
-		return nil
-	}
-}
+func (d *Driver) checkOpen() error { return planekit.CheckOpen(d.stop) }
 
 func (d *Driver) float64() float64 {
 	d.randMu.Lock()

@@ -28,10 +28,7 @@ type claimWaiter struct {
 }
 
 // handoff is a waiter taken by the current transaction, and the jobs claimed for it.
-type handoff struct {
-	w    *claimWaiter
-	jobs []*plane.Job
-}
+type handoff = planekit.Handoff[claimWaiter]
 
 // wakeQueue marks a queue that the transaction made jobs claimable in: its parked claimers
 // are served before the commit and its other waiters woken after it.
@@ -45,46 +42,33 @@ func (t *tx) wakeQueue(namespace, queue string) {
 }
 
 // handOff claims, at the end of the transaction, for the parked waiters of every queue that
-// got claimable jobs, until the waiters or the jobs run out. A queue whose jobs ran out
-// before its waiters, with none delayed, is not woken in this process after the commit: its
-// remaining waiters would find nothing.
+// got claimable jobs, until the waiters or the jobs run out (planekit.Waiters.Serve: a
+// waiter that gets nothing claims again by itself, and the next one with other offers is
+// tried). A queue whose waiters got nothing, none of them with a job due, is not woken in
+// this process after the commit: its remaining waiters would find nothing.
 func (t *tx) handOff() error {
-	waiters := &t.d.claimWaiters
-	for len(t.claimable) > 0 {
-		var key string
-		for key = range t.claimable {
-			break
+	var empty, due map[string]bool // keys where a waiter got nothing; where one of those has a job due
+	err := t.d.claimWaiters.Serve(t.claimable, offersOf, func(key string, w *claimWaiter) (bool, error) {
+		r := &claimRequest{p: w.p, kind: w.kind, n: w.n, lease: w.req.lease}
+		h := &handoff{Waiter: w}
+		t.handoffs = append(t.handoffs, h)
+		if err := t.claimFor([]*claimRequest{r}); err != nil {
+			return false, err
 		}
-		// A claim below may time out or requeue rows and mark their queues: one key at a
-		// time, so none is missed.
-		delete(t.claimable, key)
-		// A waiter that gets nothing claims again by itself, and the next waiter with other
-		// offers is tried: its offers may satisfy jobs the first's do not (plane/
-		// placement.go). Waiters with the offers of one that got nothing are passed over.
-		var refused map[string]bool
-		untried := func(w *claimWaiter) bool { return !refused[w.offers] }
-		quiet := true // every waiter that got nothing has nothing due either
-		for {
-			w := waiters.TakeFirst(key, untried)
-			if w == nil {
-				break
-			}
-			r := &claimRequest{p: w.p, kind: w.kind, n: w.n, lease: w.req.lease}
-			h := handoff{w: w}
-			t.handoffs = append(t.handoffs, &h)
-			if err := t.claimFor([]*claimRequest{r}); err != nil {
-				return err
-			}
-			h.jobs = r.jobs
-			if len(r.jobs) == 0 {
-				quiet = quiet && r.next == 0
-				if refused == nil {
-					refused = make(map[string]bool)
-				}
-				refused[w.offers] = true
+		h.Jobs = r.jobs
+		if len(r.jobs) == 0 {
+			empty = mark(empty, key)
+			if r.next != 0 {
+				due = mark(due, key)
 			}
 		}
-		if refused != nil && quiet {
+		return len(r.jobs) > 0, nil
+	})
+	if err != nil {
+		return err
+	}
+	for key := range empty {
+		if !due[key] {
 			if t.quiet == nil {
 				t.quiet = make(map[string]struct{})
 			}
@@ -94,14 +78,26 @@ func (t *tx) handOff() error {
 	return nil
 }
 
+// mark adds key to m, made when nil.
+func mark(m map[string]bool, key string) map[string]bool {
+	if m == nil {
+		m = make(map[string]bool)
+	}
+	m[key] = true
+	return m
+}
+
+// offersOf is a waiter's class for Serve: its offers' key.
+func offersOf(w *claimWaiter) string { return w.offers }
+
 // deliver hands the claimed jobs over after a commit, or nil after a rollback (the claims
 // never happened: the waiters claim again by themselves).
 func (t *tx) deliver(committed bool) {
 	for _, h := range t.handoffs {
 		if committed {
-			h.w.deliver <- h.jobs
+			h.Waiter.deliver <- h.Jobs
 		} else {
-			h.w.deliver <- nil
+			h.Waiter.deliver <- nil
 		}
 	}
 	t.handoffs = nil

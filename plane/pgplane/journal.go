@@ -86,14 +86,9 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 	if h == nil {
 		return 0, plane.ErrNotFound, nil
 	}
-	if h.state >= planekit.StateSucceeded {
-		return 0, plane.ErrJournalClosed, nil
-	}
-	if lost := t.holds(h, p.Token); lost != nil {
-		return 0, lost, nil
-	}
-	if planekit.JournalClosed(h.state, h.attempt, h.journalClosedBy) {
-		return 0, plane.ErrJournalClosed, nil
+	if logical, _ := planekit.PostCheck(h.state, h.attempt, h.journalClosedBy,
+		func() (error, error) { return t.holds(h, p.Token), nil }); logical != nil {
+		return 0, logical, nil
 	}
 	seq := h.nextFrame
 	kind, next := planekit.FrameValue, t.d.sql.nextFrame
@@ -125,49 +120,4 @@ func (t *tx) postTopic(name string, value []byte, final bool) (int64, error, err
 	t.exec(t.d.sql.insertFrame, name, seq, int16(kind), value, 0, t.ms)
 	t.wake(planekit.JournalKey(name))
 	return seq, nil, nil
-}
-
-// FrameRead implements plane.Driver.
-func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
-	return planekit.ReadFrames(ctx, d.hub, p, d.readFrames, d.sleep)
-}
-
-// readFrames reads the frames after since in one repeatable-read snapshot, so an
-// invocation's derived terminal frame never overtakes a VALUE frame committed with it.
-func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, since int64, limit int) (*plane.FrameReadResult, error) {
-	if err := d.checkOpen(); err != nil {
-		return nil, err
-	}
-	res := &plane.FrameReadResult{}
-	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		res.Frames = nil
-		var inv *row
-		if invocation {
-			var err error
-			inv, err = scanRow(tx.QueryRow(ctx, d.sql.row, name))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return plane.ErrNotFound
-			}
-			if err != nil {
-				return fmt.Errorf("read frames: %w", err)
-			}
-			res.Closed = inv.JournalClosed()
-		} else {
-			err := tx.QueryRow(ctx, d.sql.topicClosed, name).Scan(&res.Closed)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("read frames: %w", err)
-			}
-		}
-		rs, err := tx.Query(ctx, d.sql.frames, name, since, limit)
-		if err != nil {
-			return fmt.Errorf("read frames: %w", err)
-		}
-		defer rs.Close()
-		res.Frames, err = planekit.FramePage(rs, limit, inv, since)
-		return err
-	})
-	if err != nil {
-		return nil, d.failure(ctx, err)
-	}
-	return res, nil
 }

@@ -126,7 +126,7 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 		var n int
 		if err := d.do(ctx, func(t *tx) error {
 			var err error
-			n, err = t.fireSchedules(maintainBatch)
+			n, _, err = planekit.FireSchedules(kitTx{t}, d.kit, maintainBatch, d.cfg.Logger)
 			return err
 		}); err != nil {
 			return false, fmt.Errorf("maintenance: schedules: %w", err)

@@ -134,38 +134,3 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 	}
 	return out, nil
 }
-
-// InvocationCancel implements plane.Driver.
-func (d *Driver) InvocationCancel(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, planekit.Cancel)
-}
-
-// InvocationKill implements plane.Driver.
-func (d *Driver) InvocationKill(ctx context.Context, id string) (bool, error) {
-	return d.endIf(ctx, id, planekit.Kill)
-}
-
-// endIf ends invocation id as e says when e ends it from its state.
-func (d *Driver) endIf(ctx context.Context, id string, e planekit.Ending) (bool, error) {
-	if err := plane.ValidateID(id); err != nil {
-		return false, err
-	}
-	var done bool
-	err := d.do(ctx, func(t *tx) error {
-		done = false
-		h, err := t.head(id)
-		if err != nil {
-			return err
-		}
-		if h == nil {
-			return plane.ErrNotFound
-		}
-		if !e.From(h.state) {
-			return nil
-		}
-		done = true
-		t.finish(h, e.To, e.Info)
-		return nil
-	})
-	return done, err
-}

@@ -153,7 +153,7 @@ func TestLongTransactionSoak(t *testing.T) {
 	plans := map[string]string{}
 	for name, q := range map[string][]any{
 		"a fifo claim scanning from the start": {d.sql.claimFIFO, "default", "q", 10},
-		"a count":                              {d.sql.count, "default", "q", int16(0)},
+		"a count":                              {d.kit.Count, "default", "q", int16(0), int16(-1)},
 	} {
 		plans[name] = explain(t, admin, "(ANALYZE, BUFFERS) "+q[0].(string), q[1:]...)
 	}

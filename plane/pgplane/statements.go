@@ -9,7 +9,7 @@ import (
 // statements are the plane's SQL with the schema filled in, built once, so pgx's statement
 // cache (keyed by text) prepares each once per connection.
 type statements struct {
-	countsAdd, countQueued, count, levels                    string
+	countsAdd, countQueued, levels                           string
 	lockAdmission, admission, admissionTokens                string
 	insert, insertMany, existingByID, existingByKey          string
 	insertFresh, insertManyFresh                             string
@@ -19,7 +19,7 @@ type statements struct {
 	nextAvailable, setRunning                                string
 	head, headMany, setQueued, setTerminalMany, setLease     string
 	ackHeld, nextFrame, endJournal, insertFrame, topicAppend string
-	row, rowsByID, topicClosed, frames                       string
+	rowsByID                                                 string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
 	leaderTake, leaderRelease                                string
@@ -29,7 +29,7 @@ type statements struct {
 	deadlineCutoff                                           string
 }
 
-// claimWhere selects a queue's claimable rows; none while the queue is paused (pause.go).
+// claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
 	AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 
@@ -61,7 +61,6 @@ func newStatements(schema string) statements {
 			ORDER BY 1, 2, 3, 4
 			ON CONFLICT (namespace, queue, state, priority, shard) DO UPDATE SET n = {s}.counts.n + excluded.n`),
 		countQueued: s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = 0`),
-		count:       s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = $3`),
 		levels: s(`SELECT priority, sum(n) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state = 0
 			GROUP BY priority HAVING sum(n) > 0`),
 		lockAdmission: s(`SELECT ` + planekit.AdmissionColumns + `
@@ -140,10 +139,7 @@ func newStatements(schema string) statements {
 		topicAppend: s(`INSERT INTO {s}.topics AS t (journal, next_seq, closed, updated_ms) VALUES ($1, 1, $2, $3)
 			ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3
 			WHERE NOT t.closed RETURNING next_seq - 1`),
-		row:         s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
-		rowsByID:    s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
-		topicClosed: s(`SELECT closed FROM {s}.topics WHERE journal = $1`),
-		frames:      s(`SELECT seq, kind, value, attempt, time_ms FROM {s}.frames WHERE journal = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
+		rowsByID: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
 		expiredLeases: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND lease_expires_ms <= $1
 			ORDER BY lease_expires_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
 		attemptsOverdue: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND attempt_deadline_ms > 0

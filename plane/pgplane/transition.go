@@ -51,16 +51,7 @@ func (t *tx) heads(sql string, args ...any) ([]*head, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*head
-	for rows.Next() {
-		h, err := scanHead(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
+	return planekit.Collect(rows, "read invocations", scanHead)
 }
 
 // headsByID locks and reads the heads of ids (in id order), by id.
@@ -83,18 +74,9 @@ func (t *tx) holds(h *head, token string) error {
 	if h.token != nil {
 		current = *h.token
 	}
-	switch plane.Holds(h.state == planekit.StateRunning, current, token, planekit.FromMS(h.leaseExpiresMS),
-		planekit.FromMS(h.attemptDeadlineMS), time.UnixMilli(t.ms)) {
-	case plane.FenceLost:
-		return plane.ErrLeaseLost
-	case plane.FenceExpired:
-		t.expireLease(h)
-		return plane.ErrLeaseLost
-	case plane.FenceOverdue:
-		t.attemptOverdue(h)
-		return plane.ErrLeaseLost
-	}
-	return nil
+	lost, _ := planekit.Fence(h.state, current, token, h.leaseExpiresMS, h.attemptDeadlineMS, time.UnixMilli(t.ms),
+		func() error { t.expireLease(h); return nil }, func() error { t.attemptOverdue(h); return nil })
+	return lost
 }
 
 // attemptOverdue ends the attempt of h that outlived its attempt timeout (plane's policy:

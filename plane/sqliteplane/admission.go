@@ -1,81 +1,12 @@
 package sqliteplane
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
-
-// QueueAdmissionSet implements plane.Driver. Setting a block refills its token bucket.
-func (d *Driver) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) error {
-	if err := planekit.ValidateQueue(p.Namespace, p.Queue); err != nil {
-		return err
-	}
-	if err := p.Admission.Validate(); err != nil {
-		return err
-	}
-	a := p.Admission.WithDefaults()
-	return d.do(ctx, func(t *wtx) error {
-		_, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO queues (namespace, queue, max_depth, on_full, rate_limit,
-			burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6, ?8, ?9)
-			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = ?3, on_full = ?4, rate_limit = ?5, burst = ?6,
-			deadline_cutoff_ms = ?7, tokens = ?6, tokens_ms = ?8, concurrency = ?9`,
-			p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst, a.DeadlineCutoff.Milliseconds(), t.ms,
-			planekit.EncodeConcurrency(a))
-		if err != nil {
-			return fmt.Errorf("set admission: %w", err)
-		}
-		if err := t.setKeyLimits(p.Namespace, p.Queue, a.KeyLimits()); err != nil {
-			return err
-		}
-		delete(t.w.admissions, [2]string{p.Namespace, p.Queue})
-		t.wake(planekit.RoomKey(p.Namespace, p.Queue)) // a raised limit makes room
-		return nil
-	})
-}
-
-// QueueAdmissionGet implements plane.Driver.
-func (d *Driver) QueueAdmissionGet(ctx context.Context, namespace, queue string) (*plane.Admission, error) {
-	if err := planekit.ValidateQueue(namespace, queue); err != nil {
-		return nil, err
-	}
-	if err := d.checkOpen(); err != nil {
-		return nil, err
-	}
-	a, err := planekit.ScanAdmission(d.readDB.QueryRowContext(ctx, `SELECT `+planekit.AdmissionColumns+` FROM queues
-		WHERE namespace = ? AND queue = ?`, namespace, queue), sql.ErrNoRows)
-	if err != nil || a == nil {
-		return nil, err
-	}
-	return &a.Admission, nil
-}
-
-// QueueAdmissionDelete implements plane.Driver.
-func (d *Driver) QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error) {
-	if err := planekit.ValidateQueue(namespace, queue); err != nil {
-		return false, err
-	}
-	var deleted bool
-	err := d.do(ctx, func(t *wtx) error {
-		res, err := t.w.conn.ExecContext(t.ctx, `DELETE FROM queues WHERE namespace = ? AND queue = ?`, namespace, queue)
-		if err != nil {
-			return fmt.Errorf("delete admission: %w", err)
-		}
-		n, _ := res.RowsAffected()
-		deleted = n > 0
-		if err := t.setKeyLimits(namespace, queue, nil); err != nil {
-			return err
-		}
-		delete(t.w.admissions, [2]string{namespace, queue})
-		t.wake(planekit.RoomKey(namespace, queue))
-		return nil
-	})
-	return deleted, err
-}
 
 type admission = planekit.Admission
 
@@ -87,7 +18,7 @@ func (t *wtx) admission(namespace, queue string) (*admission, error) {
 	if a, ok := t.w.admissions[key]; ok {
 		return a, nil
 	}
-	a, err := planekit.ScanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue), sql.ErrNoRows)
+	a, err := planekit.ScanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue), noRows)
 	if err != nil {
 		return nil, err
 	}

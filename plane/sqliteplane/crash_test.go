@@ -198,9 +198,13 @@ func TestCrashRecovery(t *testing.T) {
 	// Drain: leases of killed workers expire (300 ms) and their jobs come back.
 	ranAgain := 0
 	for {
-		n, err := d.InvocationCount(ctx, &plane.CountParams{Namespace: "default", Queue: "crash", State: plane.StateQueued})
-		require.NoError(t, err)
+		// Running first: a lease that expires between the two reads moves its job from
+		// running to queued, which read in the other order would be missed by both (none
+		// running means none can expire before the queued count is read; only this loop
+		// claims).
 		r, err := d.InvocationCount(ctx, &plane.CountParams{Namespace: "default", Queue: "crash", State: plane.StateRunning})
+		require.NoError(t, err)
+		n, err := d.InvocationCount(ctx, &plane.CountParams{Namespace: "default", Queue: "crash", State: plane.StateQueued})
 		require.NoError(t, err)
 		if n+r == 0 {
 			break

@@ -25,6 +25,10 @@ var migrations embed.FS
 
 // Driver is the SQLite plane. Create it with Open; it is safe for concurrent use.
 type Driver struct {
+	// Verbs are the verbs both SQL planes share (providers, leases, schedules, pauses,
+	// tokens, workers), over kitDB and kit.
+	planekit.Verbs
+	kit     *planekit.Statements
 	cfg     Config
 	path    string
 	db      *sqlitedb.DB
@@ -74,6 +78,8 @@ func Open(ctx context.Context, path string, cfg *Config) (*Driver, error) {
 		hub:    planekit.NewHub(),
 		stop:   make(chan struct{}),
 	}
+	d.kit = kitStatements()
+	d.Verbs = planekit.NewVerbs(planekit.Plane{DB: kitDB{d}, Hub: d.hub, Now: d.cfg.Now, CheckOpen: d.checkOpen, Sleep: d.sleep}, d.kit)
 	d.maintainer = maintainer{retention: c.Retention, batch: 1000}
 	if err := d.start(ctx); err != nil {
 		db.Close()
@@ -159,11 +165,4 @@ type stderr struct{}
 func (stderr) Write(p []byte) (int, error) { return os.Stderr.Write(p) }
 
 // checkOpen returns plane.ErrClosed once Close has begun; reads call it first.
-func (d *Driver) checkOpen() error {
-	select {
-	case <-d.stop:
-		return plane.ErrClosed
-	default:
-		return nil
-	}
-}
+func (d *Driver) checkOpen() error { return planekit.CheckOpen(d.stop) }

@@ -26,70 +26,45 @@ type claimWaiter struct {
 }
 
 // handoff is jobs claimed for a parked waiter in the current transaction.
-type handoff struct {
-	w    *claimWaiter
-	jobs []*plane.Job
-}
+type handoff = planekit.Handoff[claimWaiter]
 
 // markClaimable notes that the transaction made jobs of a queue claimable now: its parked
 // claims are handed jobs before the commit, and claims over several queues woken after it.
 func (t *wtx) markClaimable(namespace, queue string) {
 	if t.claimable == nil {
-		t.claimable = make(map[string][2]string)
+		t.claimable = make(map[string]struct{})
 	}
-	t.claimable[planekit.QueueKey(namespace, queue)] = [2]string{namespace, queue}
+	t.claimable[planekit.QueueKey(namespace, queue)] = struct{}{}
 	t.wake(planekit.ClaimableKey(namespace, queue)) // claims over several queues
 }
 
 // handOff claims, at the end of the transaction, for the parked waiters of every queue that
-// got claimable jobs, until the waiters or the jobs run out.
+// got claimable jobs, until the waiters or the jobs run out (planekit.Waiters.Serve: a
+// waiter that gets nothing goes back, and the next one with other offers is tried).
 func (t *wtx) handOff() error {
 	waiters := &t.w.d.claimWaiters
-	for len(t.claimable) > 0 {
-		var key string
-		for key = range t.claimable {
-			break
+	return waiters.Serve(t.claimable, offersOf, func(key string, w *claimWaiter) (bool, error) {
+		jobs, _, err := t.claim(w.p, w.kind, w.n, w.lease)
+		if err != nil || len(jobs) == 0 {
+			waiters.PutBack(key, w)
+			return false, err
 		}
-		// A claim below may promote due jobs of other queues and mark them: take one key at
-		// a time so none is missed.
-		delete(t.claimable, key)
-		// A waiter that gets nothing goes back, and the next waiter with other offers is
-		// tried: its offers may satisfy jobs the first's do not (plane/placement.go).
-		// Waiters with the offers of one that got nothing are passed over.
-		var refused map[string]bool
-		untried := func(w *claimWaiter) bool { return !refused[w.offers] }
-		for {
-			w := waiters.TakeFirst(key, untried)
-			if w == nil {
-				break
-			}
-			jobs, _, err := t.claim(w.p, w.kind, w.n, w.lease)
-			if err != nil {
-				waiters.PutBack(key, w)
-				return err
-			}
-			if len(jobs) == 0 {
-				waiters.PutBack(key, w)
-				if refused == nil {
-					refused = make(map[string]bool)
-				}
-				refused[w.offers] = true
-				continue
-			}
-			t.handoffs = append(t.handoffs, handoff{w, jobs})
-		}
-	}
-	return nil
+		t.handoffs = append(t.handoffs, handoff{Waiter: w, Jobs: jobs})
+		return true, nil
+	})
 }
+
+// offersOf is a waiter's class for Serve: its offers' key.
+func offersOf(w *claimWaiter) string { return w.offers }
 
 // deliver hands the claimed jobs over after a commit. After a rollback (committed false) the
 // claims never happened: their waiters go back to the head of their queues' lines.
 func (t *wtx) deliver(committed bool) {
 	for _, h := range t.handoffs {
 		if committed {
-			h.w.deliver <- h.jobs
+			h.Waiter.deliver <- h.Jobs
 		} else {
-			t.w.d.claimWaiters.PutBack(planekit.QueueKey(h.w.p.Namespace, h.w.p.Queue), h.w)
+			t.w.d.claimWaiters.PutBack(planekit.QueueKey(h.Waiter.p.Namespace, h.Waiter.p.Queue), h.Waiter)
 		}
 	}
 	t.handoffs = nil

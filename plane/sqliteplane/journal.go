@@ -13,11 +13,11 @@ import (
 
 // FramePost implements plane.Driver.
 func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64, error) {
+	name := planekit.JournalName(p.Journal)
 	value, err := planekit.PostValue(p)
 	if err != nil {
 		return 0, err
 	}
-	name := planekit.JournalName(p.Journal)
 	var seq int64
 	var logical error
 	err = d.do(ctx, func(t *wtx) error {
@@ -42,14 +42,9 @@ func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, err
 	if err != nil || !ok {
 		return 0, plane.ErrNotFound, err
 	}
-	if h.state >= planekit.StateSucceeded {
-		return 0, plane.ErrJournalClosed, nil
-	}
-	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
-		return 0, lost, err
-	}
-	if planekit.JournalClosed(h.state, h.attempt, h.journalClosedBy) {
-		return 0, plane.ErrJournalClosed, nil
+	if logical, err := planekit.PostCheck(h.state, h.attempt, h.journalClosedBy,
+		func() (error, error) { return t.holds(h, p.Token) }); logical != nil || err != nil {
+		return 0, logical, err
 	}
 	seq := h.nextFrame
 	kind, next := planekit.FrameValue, t.w.st.nextFrame
@@ -90,53 +85,9 @@ func (t *wtx) postTopic(name string, value []byte, final bool) (int64, error, er
 	return seq, nil, nil
 }
 
-// FrameRead implements plane.Driver.
-func (d *Driver) FrameRead(ctx context.Context, p *plane.FrameReadParams) (*plane.FrameReadResult, error) {
-	return planekit.ReadFrames(ctx, d.hub, p, d.readFrames, d.sleep)
-}
-
 // sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error) or
 // for the plane to close (→ plane.ErrClosed).
 func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
 	_, err := planekit.Sleep(ctx, d.stopped, changed, nil, wait, 0)
 	return err
-}
-
-// readFrames reads the frames after since in one read transaction, so an invocation's
-// derived terminal frame never overtakes a VALUE frame committed with it.
-func (d *Driver) readFrames(ctx context.Context, invocation bool, name string, since int64, limit int) (*plane.FrameReadResult, error) {
-	if err := d.checkOpen(); err != nil {
-		return nil, err
-	}
-	tx, err := d.readDB.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("read frames: %w", err)
-	}
-	defer tx.Rollback()
-	res := &plane.FrameReadResult{}
-	var inv *row
-	if invocation {
-		inv, err = scanRow(tx.StmtContext(ctx, d.reads.row).QueryRowContext(ctx, name))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, plane.ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read frames: %w", err)
-		}
-		res.Closed = inv.JournalClosed()
-	} else {
-		err := tx.StmtContext(ctx, d.reads.topicClosed).QueryRowContext(ctx, name).Scan(&res.Closed)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("read frames: %w", err)
-		}
-	}
-	rs, err := tx.StmtContext(ctx, d.reads.frames).QueryContext(ctx, name, since, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read frames: %w", err)
-	}
-	defer rs.Close()
-	if res.Frames, err = planekit.FramePage(rs, limit, inv, since); err != nil {
-		return nil, err
-	}
-	return res, nil
 }

@@ -33,13 +33,10 @@ var allStates = []int{planekit.StateShaped, planekit.StateKeyed, planekit.StateD
 // With a KeyPrefix a page examines at most plane.ListScanFactor × Limit invocations, so it
 // may come back short with a Next cursor.
 func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plane.ListPage, error) {
-	if err := p.Validate(); err != nil {
+	limit, budget, err := planekit.ListBudget(p, d.checkOpen)
+	if err != nil {
 		return nil, err
 	}
-	if err := d.checkOpen(); err != nil {
-		return nil, err
-	}
-	limit, budget := planekit.ListBudget(p)
 	states := allStates
 	switch {
 	case p.State == plane.StateQueued:

@@ -35,7 +35,7 @@ type maintainer struct {
 func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 	var r plane.MaintenanceReport
 	var err error
-	if r.SchedulesFired, err = t.fireSchedules(m.batch); err != nil {
+	if _, r.SchedulesFired, err = planekit.FireSchedules(kitTx{t}, t.w.d.kit, m.batch, t.w.d.cfg.Logger); err != nil {
 		return r, err
 	}
 	if r.Promoted, err = t.promoteDue(m.batch); err != nil {
@@ -116,17 +116,10 @@ func (t *wtx) ids(stmt *sql.Stmt, limit int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Close()
-	var out []string
-	for rs.Next() {
-		var id string
-		if err := rs.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rs.Err()
+	return planekit.Collect(sqlRows{rs}, "ids", scanString)
 }
+
+func scanString(s planekit.Scanner) (v string, err error) { return v, s.Scan(&v) }
 
 // trim deletes up to limit terminal invocations (of one namespace and queue, "" for all)
 // that finished before cutoff, with their journals.
@@ -141,18 +134,11 @@ func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64,
 		state         int
 		priority      float64
 	}
-	var victims []victim
-	for rs.Next() {
-		var v victim
-		if err := rs.Scan(&v.seq, &v.id, &v.ns, &v.queue, &v.state, &v.priority); err != nil {
-			rs.Close()
-			return 0, fmt.Errorf("trim: %w", err)
-		}
-		victims = append(victims, v)
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return 0, fmt.Errorf("trim: %w", err)
+	victims, err := planekit.Collect(sqlRows{rs}, "trim", func(s planekit.Scanner) (v victim, err error) {
+		return v, s.Scan(&v.seq, &v.id, &v.ns, &v.queue, &v.state, &v.priority)
+	})
+	if err != nil {
+		return 0, err
 	}
 	for _, v := range victims {
 		if _, err := t.w.st.deleteInvocation.ExecContext(t.ctx, v.seq); err != nil {
@@ -172,16 +158,10 @@ func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("trim topics: %w", err)
 	}
-	var names []string
-	for rs.Next() {
-		var name string
-		if err := rs.Scan(&name); err != nil {
-			rs.Close()
-			return 0, fmt.Errorf("trim topics: %w", err)
-		}
-		names = append(names, name)
+	names, err := planekit.Collect(sqlRows{rs}, "trim topics", scanString)
+	if err != nil {
+		return 0, err
 	}
-	rs.Close()
 	for _, name := range names {
 		if _, err := t.w.st.deleteFrames.ExecContext(t.ctx, name); err != nil {
 			return 0, fmt.Errorf("trim topic: %w", err)
@@ -190,7 +170,7 @@ func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
 			return 0, fmt.Errorf("trim topic: %w", err)
 		}
 	}
-	return len(names), rs.Err()
+	return len(names), nil
 }
 
 // InvocationTrim implements plane.Driver. Large trims run in transactions of 1,000 rows so

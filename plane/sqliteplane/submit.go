@@ -19,50 +19,8 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	key := planekit.RoomKey(p.Namespace, p.Queue)
-	var tk *planekit.Ticket
-	defer func() {
-		if tk != nil {
-			d.blocked.Leave(key, tk)
-		}
-	}()
-	for {
-		var changed <-chan struct{}
-		release := func() {}
-		if tk != nil {
-			changed, release = d.hub.Watch(key)
-		}
-		out, err := d.submitOnce(ctx, p, tk)
-		if !errors.Is(err, planekit.ErrBlocked) {
-			release()
-			return out, err
-		}
-		if tk == nil { // first time blocked: get in line, then wait for our turn
-			release()
-			tk = d.blocked.Join(key)
-			select {
-			case <-tk.Turn:
-			case <-ctx.Done():
-				return nil, d.gaveUp(p, ctx.Err())
-			case <-d.stopped:
-				return nil, plane.ErrClosed
-			}
-			continue
-		}
-		err = d.sleep(ctx, changed, time.Hour)
-		release()
-		if err != nil && !errors.Is(err, plane.ErrTimeout) {
-			if errors.Is(err, plane.ErrClosed) {
-				return nil, err
-			}
-			return nil, d.gaveUp(p, err)
-		}
-	}
-}
-
-func (d *Driver) gaveUp(p *plane.SubmitManyParams, cause error) error {
-	return &plane.AdmissionError{Sentinel: plane.ErrQueueFull, Queue: p.Namespace + "/" + p.Queue,
-		Detail: "at max depth, and the submit blocked until its context ended", Cause: cause}
+	return planekit.SubmitBlocking(ctx, p, &d.blocked, d.hub, d.stopped, d.sleep,
+		func(tk *planekit.Ticket) ([]plane.SubmitResult, error) { return d.submitOnce(ctx, p, tk) })
 }
 
 // submitOnce runs one submit transaction. planekit.ErrBlocked means the queue is full and blocks.

@@ -43,16 +43,8 @@ func (t *wtx) head(id string) (*head, bool, error) {
 // token does not hold the lease (an expired lease or an overdue attempt is ended on the spot),
 // the second a SQL failure.
 func (t *wtx) holds(h *head, token string) (error, error) {
-	switch plane.Holds(h.state == planekit.StateRunning, h.token.String, token, planekit.FromMS(h.leaseExpiresMS),
-		planekit.FromMS(h.attemptDeadlineMS), time.UnixMilli(t.ms)) {
-	case plane.FenceLost:
-		return plane.ErrLeaseLost, nil
-	case plane.FenceExpired:
-		return plane.ErrLeaseLost, t.expireLease(h)
-	case plane.FenceOverdue:
-		return plane.ErrLeaseLost, t.attemptOverdue(h)
-	}
-	return nil, nil
+	return planekit.Fence(h.state, h.token.String, token, h.leaseExpiresMS, h.attemptDeadlineMS, time.UnixMilli(t.ms),
+		func() error { return t.expireLease(h) }, func() error { return t.attemptOverdue(h) })
 }
 
 // attemptOverdue ends the attempt of h that outlived its attempt timeout: retried after a

@@ -42,7 +42,8 @@ type writer struct {
 	// It is cleared after any rollback and whenever another process committed (the
 	// transaction-start check of data_version), so it never outlives what it mirrors.
 	admissions map[[2]string]*admission
-	// paused caches whether a queue is paused (pause.go), cleared with admissions.
+	// paused caches whether a queue is paused (pause.go; a pause or resume drops its entry:
+	// kit.go's PauseChanged), cleared with admissions.
 	paused map[[2]string]bool
 	// queued caches the committed queued count of queues whose depth was checked; kept up to
 	// date by flushCounts and cleared with admissions.
@@ -131,7 +132,7 @@ type wtx struct {
 	notify map[string]struct{}
 	// claimable are the queues (key → namespace, queue) with jobs made claimable now, and
 	// handoffs the jobs claimed for parked waiters; see handoff.go.
-	claimable map[string][2]string
+	claimable map[string]struct{}
 	handoffs  []handoff
 	// buckets are the token buckets drawn from, written once before commit.
 	buckets map[[2]string]*admission

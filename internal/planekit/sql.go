@@ -1,0 +1,257 @@
+package planekit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Plane is what a SQL plane gives Verbs: its storage (DB), its notification hub, its
+// clock, its open check and its wait.
+type Plane struct {
+	DB  DB
+	Hub *Hub
+	// Now reads the plane's clock.
+	Now func() time.Time
+	// CheckOpen returns plane.ErrClosed once the plane's Close has begun; reads call it first.
+	CheckOpen func() error
+	// Sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error)
+	// or for the plane to close (→ plane.ErrClosed); nil when the caller should look again.
+	Sleep func(ctx context.Context, changed <-chan struct{}, wait time.Duration) error
+}
+
+// DB is a SQL plane's storage as Verbs use it: reads on its read connections, a write
+// transaction, and its error mapping. sqliteplane and pgplane each implement it over their
+// connections (database/sql's, pgx's).
+type DB interface {
+	// Query runs a read outside any write transaction. The caller closes the rows.
+	Query(ctx context.Context, query string, args ...any) (ClosingRows, error)
+	// QueryRow runs a read of one row outside any write transaction.
+	QueryRow(ctx context.Context, query string, args ...any) Scanner
+	// Write runs fn in one write transaction of the plane (its clock read once), committed
+	// when fn returns nil and rolled back when it returns an error, which Write returns (as
+	// the plane maps it: plane.ErrClosed, plane.ErrUnavailable, ctx's error).
+	Write(ctx context.Context, fn func(Tx) error) error
+	// Failure is the error a read made with ctx returns for err (pgplane's mapping of a lost
+	// connection, an ended ctx or a closing plane; err itself on SQLite; nil for nil).
+	Failure(ctx context.Context, err error) error
+	// NoRows reports whether err is the library's "no row" error (sql.ErrNoRows, pgx.ErrNoRows).
+	NoRows(err error) bool
+	// Snapshot runs fn's reads in one read-only snapshot (SQLite: a read transaction;
+	// PostgreSQL: repeatable read), so what they read was committed together.
+	Snapshot(ctx context.Context, fn func(Reader) error) error
+}
+
+// Reader runs the reads of one snapshot (DB.Snapshot).
+type Reader interface {
+	QueryRow(query string, args ...any) Scanner
+	// Query reads rows; the caller closes them.
+	Query(query string, args ...any) (ClosingRows, error)
+}
+
+// ClosingRows are Rows the caller closes.
+type ClosingRows interface {
+	Rows
+	Close()
+}
+
+// Tx is one write transaction of a SQL plane, as the shared verbs use it.
+type Tx interface {
+	// Now is the transaction's time (the plane's clock, read once).
+	Now() time.Time
+	// Exec runs a write and returns how many rows it changed.
+	Exec(query string, args ...any) (int64, error)
+	// QueryRow reads one row; it sees the transaction's writes.
+	QueryRow(query string, args ...any) Scanner
+	// Query reads rows; it sees the transaction's writes. The caller closes them.
+	Query(query string, args ...any) (ClosingRows, error)
+	// Claimable notes that the transaction made jobs of a queue claimable (a resume, a raised
+	// limit): its parked claimers are served before the commit and its waiters woken after.
+	Claimable(namespace, queue string)
+	// PauseChanged drops what the plane caches of a queue's pause, which the transaction
+	// changed.
+	PauseChanged(namespace, queue string)
+	// Admission reads the admission block of a queue (nil: none), locked as a submit locks it.
+	Admission(namespace, queue string) (*Admission, error)
+	// Queued is the queued count of a queue as the transaction sees it.
+	Queued(namespace, queue string) (int64, error)
+	// AdmissionChanged follows a write of a queue's admission block: it replaces the
+	// queue's concurrency limits (nil: none) and applies them to its key counters, drops
+	// what the plane caches of the block, and wakes the queue's claimers and blocked
+	// submits (a raised limit makes room).
+	AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error
+	// Head reads the state of invocation id, locked for the transaction, and how to end it
+	// (in state to, with info recorded). Errors: plane.ErrNotFound.
+	Head(id string) (state int, end func(to int, info plane.ErrorInfo) error, err error)
+	// SubmitUnadmitted inserts p's invocations without applying the queue's admission block
+	// (the caller did), writing their results to out (len(p.Invocations) entries).
+	SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error
+}
+
+// Collect reads every row of rs with scan, closes rs and returns the rows (an empty, non-nil
+// slice when there are none). A scan error or rs's error is wrapped with what.
+func Collect[T any](rs ClosingRows, what string, scan func(Scanner) (T, error)) ([]T, error) {
+	defer rs.Close()
+	out := []T{}
+	for rs.Next() {
+		v, err := scan(rs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// read runs query on v's read connections and collects its rows with scan; errors are
+// wrapped with what and mapped by DB.Failure.
+func read[T any](ctx context.Context, v Verbs, what string, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
+	db := v.db
+	if err := v.p.CheckOpen(); err != nil {
+		return nil, err
+	}
+	rs, err := db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, db.Failure(ctx, fmt.Errorf("%s: %w", what, err))
+	}
+	out, err := Collect(rs, what, scan)
+	return out, db.Failure(ctx, err)
+}
+
+// write runs fn in one write transaction of db. fn returns the caller's error (logical, such
+// as plane.ErrNotFound) only before it wrote anything: the transaction commits (with a SQLite
+// batch's other work) and write returns it; fn's other errors roll the transaction back.
+func write(ctx context.Context, db DB, fn func(Tx) (logical, err error)) error {
+	var logical error
+	err := db.Write(ctx, func(t Tx) error {
+		var err error
+		logical, err = fn(t)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return logical
+}
+
+// exec runs query in one write transaction of db and returns whether it changed a row.
+func exec(ctx context.Context, db DB, what string, query string, args func(t Tx) []any) (bool, error) {
+	var changed bool
+	err := db.Write(ctx, func(t Tx) error {
+		n, err := t.Exec(query, args(t)...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		changed = n > 0
+		return nil
+	})
+	return changed, err
+}
+
+// Verbs are the plane.Driver methods whose logic is the same on every SQL plane: providers
+// and named leases (verbs_provider.go), schedules (verbs_schedule.go), queue pauses, tokens
+// and workers (verbs_registry.go), admission blocks (verbs_admission.go), InvocationGet, InvocationWait, InvocationCount and
+// QueueStatsList, InvocationCancel, InvocationKill and FrameRead (verbs_read.go). A driver embeds Verbs, set in its Open with its DB and
+// its statements, and keeps only the SQL text.
+type Verbs struct {
+	p  Plane
+	db DB
+	st *Statements
+}
+
+// NewVerbs returns the shared verbs over p with the driver's statements st.
+func NewVerbs(p Plane, st *Statements) Verbs { return Verbs{p: p, db: p.DB, st: st} }
+
+// Statements are a driver's SQL text for Verbs, in its dialect (placeholders, schema,
+// collation, locks). Each field names the arguments it is run with, in order ($1 … or ?1 …).
+type Statements struct {
+	// Row: id → the invocation's row (RowColumns, after its seq when RowSeq).
+	Row    string
+	RowSeq bool
+	// TopicClosed: journal → closed (a bool). Frames: journal, since, limit → seq, kind,
+	// value, attempt, time (ms) of the frames after since, in order.
+	TopicClosed, Frames string
+	// Count: namespace, queue, state, another state (smallints) → the sum of their counters.
+	Count string
+	// StatsCounts: namespace ("" for all) → namespace, queue, state, count; in (namespace,
+	// queue) order. StatsAdmissions: namespace → namespace, queue, max_depth, on_full,
+	// rate_limit, burst, deadline_cutoff_ms, concurrency. StatsKeys: KeyStatsSQL.
+	StatsCounts, StatsAdmissions, StatsKeys string
+
+	// ProviderSet: namespace, queue, provider reference (JSON text), now (ms). An upsert.
+	ProviderSet string
+	// ProviderGet: namespace, queue → provider (JSON text).
+	ProviderGet string
+	// ProviderDelete: namespace, queue.
+	ProviderDelete string
+	// ProviderList: namespace ("" for all) → namespace, queue, provider; in (namespace,
+	// queue) byte order.
+	ProviderList string
+	// LeaseAcquire: namespace, name, holder, expires (ms), now (ms). An upsert that takes
+	// the row only when it is free, expired or already the holder's.
+	LeaseAcquire string
+	// LeaseRelease: namespace, name, holder.
+	LeaseRelease string
+
+	// ScheduleColumns are the columns of a schedule row, in ScanSchedule's order.
+	// ScheduleGet: namespace, name → ScheduleColumns, the row locked for the transaction.
+	ScheduleGet string
+	// ScheduleUpsert and ScheduleInsert: namespace, name, spec, paused, next (ms), now (ms)
+	// → ScheduleColumns; ScheduleInsert returns no row when the schedule exists.
+	ScheduleUpsert, ScheduleInsert string
+	// ScheduleList: namespace ("" for all) → ScheduleColumns, in (namespace, name) byte order.
+	ScheduleList string
+	// ScheduleDelete: namespace, name.
+	ScheduleDelete string
+	// SchedulePause: paused, next (ms), now (ms), namespace, name.
+	SchedulePause string
+	// ScheduleDue: now (ms), limit → ScheduleColumns of the due schedules, earliest first,
+	// locked for the transaction (skipping rows another transaction locked).
+	ScheduleDue string
+	// ScheduleFired: next (ms), last fire (ms), last id, namespace, name, spec (nil: keep).
+	ScheduleFired string
+
+	// AdmissionSet: namespace, queue, max depth, on full, rate limit, burst, deadline
+	// cutoff (ms), now (ms), tokens (the burst, a float), concurrency (EncodeConcurrency).
+	// An upsert. AdmissionGet: namespace, queue → AdmissionColumns. AdmissionDelete:
+	// namespace, queue.
+	AdmissionSet, AdmissionGet, AdmissionDelete string
+
+	// PauseSet: namespace, queue, now (ms), doing nothing when paused. PauseDelete:
+	// namespace, queue. PauseList: namespace ("" for all) → namespace, queue.
+	PauseSet, PauseDelete, PauseList string
+
+	// WorkerRegister: namespace, id, host, pid, queues, started (ms), seen (ms), provider,
+	// launch id, running, idle since (ms). An upsert.
+	WorkerRegister string
+	// WorkerList: seen since (ms), namespace ("" for all) → id, namespace, host, pid,
+	// queues, started, seen, provider, launch id, running, idle since; oldest first.
+	WorkerList string
+	// WorkerRemove: namespace, id.
+	WorkerRemove string
+	// WorkerQueues is how a worker's queues are stored.
+	WorkerQueues ListCodec
+
+	// TokenCreate: id, hash, namespace, queue, permissions, created (ms), expires (ms); an
+	// insert that does nothing when the id or the hash is stored.
+	TokenCreate string
+	// TokenGet: hash → TokenColumns. TokenList: → TokenColumns, oldest first.
+	TokenGet, TokenList string
+	// TokenRevoked: id → revoked (ms), the row locked. TokenRevoke: now (ms), id.
+	TokenRevoked, TokenRevoke string
+	// Permissions is how a token's permissions are stored.
+	Permissions ListCodec
+}
+
+// ValidateOptionalNamespace checks a namespace filter: "" (every namespace) or a valid name.
+func ValidateOptionalNamespace(namespace string) error {
+	if namespace == "" {
+		return nil
+	}
+	return plane.ValidateNamespace(namespace)
+}

@@ -1,0 +1,59 @@
+package planekit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// QueueAdmissionSet implements plane.Driver. Setting a block refills its token bucket and
+// replaces the queue's concurrency limits (Tx.AdmissionChanged).
+func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) error {
+	if err := ValidateQueue(p.Namespace, p.Queue); err != nil {
+		return err
+	}
+	if err := p.Admission.Validate(); err != nil {
+		return err
+	}
+	a := p.Admission.WithDefaults()
+	return v.db.Write(ctx, func(t Tx) error {
+		if _, err := t.Exec(v.st.AdmissionSet, p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst,
+			a.DeadlineCutoff.Milliseconds(), t.Now().UnixMilli(), float64(a.Burst), EncodeConcurrency(a)); err != nil {
+			return fmt.Errorf("set admission: %w", err)
+		}
+		return t.AdmissionChanged(p.Namespace, p.Queue, a.KeyLimits())
+	})
+}
+
+// QueueAdmissionGet implements plane.Driver: nil when the queue has no block.
+func (v Verbs) QueueAdmissionGet(ctx context.Context, namespace, queue string) (*plane.Admission, error) {
+	if err := ValidateQueue(namespace, queue); err != nil {
+		return nil, err
+	}
+	if err := v.p.CheckOpen(); err != nil {
+		return nil, err
+	}
+	a, err := ScanAdmission(v.db.QueryRow(ctx, v.st.AdmissionGet, namespace, queue), v.db.NoRows)
+	if err != nil || a == nil {
+		return nil, v.db.Failure(ctx, err)
+	}
+	return &a.Admission, nil
+}
+
+// QueueAdmissionDelete implements plane.Driver.
+func (v Verbs) QueueAdmissionDelete(ctx context.Context, namespace, queue string) (bool, error) {
+	if err := ValidateQueue(namespace, queue); err != nil {
+		return false, err
+	}
+	var deleted bool
+	err := v.db.Write(ctx, func(t Tx) error {
+		n, err := t.Exec(v.st.AdmissionDelete, namespace, queue)
+		if err != nil {
+			return fmt.Errorf("delete admission: %w", err)
+		}
+		deleted = n > 0
+		return t.AdmissionChanged(namespace, queue, nil)
+	})
+	return deleted, err
+}

@@ -1,0 +1,184 @@
+package planekit
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// ScheduleColumns are the columns of a stored schedule, in ScanSchedule's order.
+const ScheduleColumns = `namespace, name, spec, paused, next_ms, last_ms, last_id, created_ms, updated_ms`
+
+// ScanSchedule reads a row of ScheduleColumns.
+func ScanSchedule(s Scanner) (*ScheduleRow, error) {
+	var r ScheduleRow
+	if err := s.Scan(&r.Namespace, &r.Name, &r.Spec, &r.Paused, &r.NextMS, &r.LastMS, &r.LastID, &r.CreatedMS, &r.UpdatedMS); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ScheduleSet implements plane.Driver. A conditional set (Replacing) reads the stored row
+// locked in the same transaction; with none expected, a row inserted meanwhile makes the
+// insert do nothing (plane.ErrScheduleChanged).
+func (v Verbs) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Schedule, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	var out *plane.Schedule
+	err := write(ctx, v.db, func(t Tx) (error, error) {
+		row, err := ScheduleSetRow(s, t.Now())
+		if err != nil {
+			return err, nil
+		}
+		set := v.st.ScheduleUpsert
+		if s.Replacing != nil {
+			found, err := ScanSchedule(t.QueryRow(v.st.ScheduleGet, s.Namespace, s.Name))
+			queue, exists, err := storedScheduleQueue(found, err, v.db.NoRows(err))
+			if err != nil {
+				return nil, err
+			}
+			if err := plane.CheckReplacing(s, queue, exists); err != nil {
+				return err, nil
+			}
+			if !exists {
+				set = v.st.ScheduleInsert
+			}
+		}
+		ms := t.Now().UnixMilli()
+		stored, err := ScanSchedule(t.QueryRow(set, row.Namespace, row.Name, row.Spec, row.Paused, row.NextMS, ms))
+		if v.db.NoRows(err) {
+			return plane.ErrScheduleChanged, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("set schedule: %w", err)
+		}
+		out, err = stored.Schedule()
+		return nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScheduleList implements plane.Driver.
+func (v Verbs) ScheduleList(ctx context.Context, namespace string) ([]plane.Schedule, error) {
+	if err := ValidateOptionalNamespace(namespace); err != nil {
+		return nil, err
+	}
+	rows, err := read(ctx, v, "list schedules", ScanSchedule, v.st.ScheduleList, namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]plane.Schedule, 0, len(rows))
+	for _, row := range rows {
+		s, err := row.Schedule()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *s)
+	}
+	return out, nil
+}
+
+// ScheduleDelete implements plane.Driver.
+func (v Verbs) ScheduleDelete(ctx context.Context, namespace, name string) (bool, error) {
+	if err := validSchedule(namespace, name); err != nil {
+		return false, err
+	}
+	return exec(ctx, v.db, "delete schedule", v.st.ScheduleDelete, func(Tx) []any { return []any{namespace, name} })
+}
+
+// SchedulePause implements plane.Driver. A resume fires next at the first tick after now.
+func (v Verbs) SchedulePause(ctx context.Context, namespace, name string, paused bool) (*plane.Schedule, error) {
+	if err := validSchedule(namespace, name); err != nil {
+		return nil, err
+	}
+	var out *plane.Schedule
+	err := write(ctx, v.db, func(t Tx) (error, error) {
+		row, err := ScanSchedule(t.QueryRow(v.st.ScheduleGet, namespace, name))
+		if v.db.NoRows(err) {
+			return plane.ScheduleNotFound(namespace, name), nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pause schedule: %w", err)
+		}
+		if row.Paused != paused {
+			next, err := ScheduleResume(row, paused, t.Now())
+			if err != nil {
+				return err, nil
+			}
+			ms := t.Now().UnixMilli()
+			if _, err := t.Exec(v.st.SchedulePause, paused, next, ms, namespace, name); err != nil {
+				return nil, fmt.Errorf("pause schedule: %w", err)
+			}
+			row.Paused, row.NextMS, row.UpdatedMS = paused, next, ms
+		}
+		out, err = row.Schedule()
+		return nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FireSchedules submits the due ticks of up to limit schedules (next_ms at or before the
+// transaction's clock) and moves each to its next tick, in t: the fire and the move commit
+// together or not at all. Each fire is keyed by plane.ScheduleKey, so a tick submitted
+// before (by a former leader) cannot enqueue twice. The queue's depth limit decides which
+// ticks fit (Fire.Admit); a schedule whose stored rule no longer reads is left unfired and
+// logged. It returns how many schedules were due and how many invocations it submitted.
+func FireSchedules(t Tx, st *Statements, limit int, log *slog.Logger) (due, fired int, _ error) {
+	rs, err := t.Query(st.ScheduleDue, t.Now().UnixMilli(), limit)
+	if err != nil {
+		return 0, 0, fmt.Errorf("schedules: %w", err)
+	}
+	rows, err := Collect(rs, "schedules", ScanSchedule)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, row := range rows {
+		f, err := ScheduleFire(row, t.Now())
+		if err != nil {
+			log.Warn("schedule left unfired", "err", err)
+			continue
+		}
+		ns, queue := row.Namespace, f.Schedule.Queue
+		if len(f.Submits) > 0 {
+			a, err := t.Admission(ns, queue)
+			if err != nil {
+				return 0, 0, err
+			}
+			if err := f.Admit(a, func() (int64, error) { return t.Queued(ns, queue) }); err != nil {
+				return 0, 0, err
+			}
+			if f.Skipped > 0 {
+				log.Warn("schedule tick skipped", "namespace", ns, "schedule", row.Name, "skipped", f.Skipped, "reason", f.SkipReason)
+			}
+		}
+		lastMS, lastID := row.LastMS, row.LastID
+		if len(f.Submits) > 0 {
+			out := make([]plane.SubmitResult, len(f.Submits))
+			if err := t.SubmitUnadmitted(&plane.SubmitManyParams{Namespace: ns, Queue: queue, Invocations: f.Submits}, out); err != nil {
+				return 0, 0, err
+			}
+			fired += len(out)
+			lastMS, lastID = f.Last.UnixMilli(), out[len(out)-1].ID
+		}
+		if _, err := t.Exec(st.ScheduleFired, f.NextMS, lastMS, lastID, ns, row.Name, f.Spec); err != nil {
+			return 0, 0, fmt.Errorf("schedules: %w", err)
+		}
+	}
+	return len(rows), fired, nil
+}
+
+func validSchedule(namespace, name string) error {
+	if err := plane.ValidateNamespace(namespace); err != nil {
+		return err
+	}
+	return plane.ValidateName("schedule name", name)
+}

@@ -1,0 +1,186 @@
+package pgplane
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// kitDB is the driver as planekit.DB, for the verbs both SQL planes share (planekit.Verbs):
+// reads on the pool, writes in a plane transaction (do).
+type kitDB struct{ d *Driver }
+
+func (k kitDB) Query(ctx context.Context, query string, args ...any) (planekit.ClosingRows, error) {
+	return k.d.pool.Query(ctx, query, args...)
+}
+
+func (k kitDB) QueryRow(ctx context.Context, query string, args ...any) planekit.Scanner {
+	return k.d.pool.QueryRow(ctx, query, args...)
+}
+
+func (k kitDB) Write(ctx context.Context, fn func(planekit.Tx) error) error {
+	return k.d.do(ctx, func(t *tx) error { return fn(kitTx{t}) })
+}
+
+func (k kitDB) Failure(ctx context.Context, err error) error { return k.d.failure(ctx, err) }
+func (kitDB) NoRows(err error) bool                          { return noRows(err) }
+
+func noRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) error {
+	return pgx.BeginTxFunc(ctx, k.d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error { return fn(snapshot{ctx, tx}) })
+}
+
+// snapshot is a read-only transaction as planekit.Reader.
+type snapshot struct {
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (s snapshot) QueryRow(query string, args ...any) planekit.Scanner {
+	return s.tx.QueryRow(s.ctx, query, args...)
+}
+
+func (s snapshot) Query(query string, args ...any) (planekit.ClosingRows, error) {
+	return s.tx.Query(s.ctx, query, args...)
+}
+
+// kitTx is a plane transaction as planekit.Tx.
+type kitTx struct{ t *tx }
+
+func (k kitTx) Now() time.Time { return k.t.now }
+
+func (k kitTx) Exec(query string, args ...any) (int64, error) {
+	if err := k.t.flush(); err != nil {
+		return 0, err
+	}
+	tag, err := k.t.tx.Exec(k.t.ctx, query, args...)
+	return tag.RowsAffected(), err
+}
+
+func (k kitTx) QueryRow(query string, args ...any) planekit.Scanner {
+	return k.t.queryRow(query, args...)
+}
+
+func (k kitTx) Query(query string, args ...any) (planekit.ClosingRows, error) {
+	return k.t.query(query, args...)
+}
+
+func (k kitTx) Claimable(namespace, queue string) { k.t.wakeQueue(namespace, queue) }
+func (kitTx) PauseChanged(string, string)         {}
+
+// Admission locks the admission row as a submit locks it: the depth decision is ordered
+// with the queue's submits.
+func (k kitTx) Admission(namespace, queue string) (*planekit.Admission, error) {
+	return k.t.admission(namespace, queue, true)
+}
+
+func (k kitTx) Queued(namespace, queue string) (int64, error) {
+	var queued int64
+	if err := k.t.queryRow(k.t.d.sql.countQueued, namespace, queue).Scan(&queued); err != nil {
+		return 0, fmt.Errorf("count queued: %w", err)
+	}
+	return queued + k.t.pending(namespace, queue, planekit.StateQueued), nil
+}
+
+func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error {
+	return k.t.submitMany(p, out, nil, false)
+}
+
+func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
+	k.t.setKeyLimits(namespace, queue, limits)
+	k.t.wake(planekit.RoomKey(namespace, queue))
+	return nil
+}
+
+func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
+	h, err := k.t.head(id)
+	if h == nil {
+		return 0, nil, cmp.Or[error](err, plane.ErrNotFound)
+	}
+	return h.state, func(to int, info plane.ErrorInfo) error { k.t.finish(h, to, info); return nil }, nil
+}
+
+// kitStatements are the SQL of planekit.Verbs in PostgreSQL's dialect, in schema.
+func kitStatements(schema string) *planekit.Statements {
+	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
+	// A list is stored as text[], as it is.
+	textArray := planekit.ListCodec{Encode: func(v []string) any { return v }, Target: func(v *[]string) any { return v }}
+	schedules := s(`SELECT ` + planekit.ScheduleColumns + ` FROM {s}.schedules `)
+	scheduleInsert := s(`INSERT INTO {s}.schedules AS s (` + planekit.ScheduleColumns + `) VALUES ($1, $2, $3, $4, $5, 0, '', $6, $6)
+		ON CONFLICT (namespace, name) `)
+	return &planekit.Statements{
+		Row:         s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
+		TopicClosed: s(`SELECT closed FROM {s}.topics WHERE journal = $1`),
+		Frames:      s(`SELECT seq, kind, value, attempt, time_ms FROM {s}.frames WHERE journal = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
+		Count:       s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state IN ($3, $4)`),
+		StatsCounts: s(`SELECT namespace, queue, state, sum(n)::bigint FROM {s}.counts
+			WHERE $1 = '' OR namespace = $1 GROUP BY namespace, queue, state ORDER BY namespace, queue`),
+		StatsAdmissions: s(`SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency
+			FROM {s}.queues WHERE $1 = '' OR namespace = $1`),
+		StatsKeys: strings.NewReplacer("{s}", schema+".", "{ns}", "$1").Replace(planekit.KeyStatsSQL),
+
+		AdmissionSet: s(`INSERT INTO {s}.queues (namespace, queue, max_depth, on_full, rate_limit,
+			burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, $8, $10)
+			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = $3, on_full = $4, rate_limit = $5, burst = $6,
+			deadline_cutoff_ms = $7, tokens = $9, tokens_ms = $8, concurrency = $10`),
+		AdmissionGet:    s(`SELECT ` + planekit.AdmissionColumns + ` FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
+		AdmissionDelete: s(`DELETE FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
+
+		ProviderSet: s(`INSERT INTO {s}.queue_providers (namespace, queue, provider, updated_ms) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (namespace, queue) DO UPDATE SET provider = $3, updated_ms = $4`),
+		ProviderGet:    s(`SELECT provider FROM {s}.queue_providers WHERE namespace = $1 AND queue = $2`),
+		ProviderDelete: s(`DELETE FROM {s}.queue_providers WHERE namespace = $1 AND queue = $2`),
+		ProviderList: s(`SELECT namespace, queue, provider FROM {s}.queue_providers
+			WHERE $1 = '' OR namespace = $1 ORDER BY namespace COLLATE "C", queue COLLATE "C"`),
+		// Concurrent upserts of one row serialize on its lock, and the condition is checked
+		// against the latest version, so two holders never both succeed.
+		LeaseAcquire: s(`INSERT INTO {s}.named_leases AS l (namespace, name, holder, expires_ms)
+			VALUES ($1, $2, $3, $4) ON CONFLICT (namespace, name) DO UPDATE SET holder = $3, expires_ms = $4
+			WHERE l.holder = $3 OR l.expires_ms <= $5`),
+		LeaseRelease: s(`DELETE FROM {s}.named_leases WHERE namespace = $1 AND name = $2 AND holder = $3`),
+
+		ScheduleGet:    schedules + `WHERE namespace = $1 AND name = $2 FOR UPDATE`,
+		ScheduleUpsert: scheduleInsert + `DO UPDATE SET spec = $3, paused = $4, next_ms = $5, updated_ms = $6 RETURNING ` + planekit.ScheduleColumns,
+		ScheduleInsert: scheduleInsert + `DO NOTHING RETURNING ` + planekit.ScheduleColumns,
+		ScheduleList:   schedules + `WHERE $1 = '' OR namespace = $1 ORDER BY namespace COLLATE "C", name COLLATE "C"`,
+		ScheduleDelete: s(`DELETE FROM {s}.schedules WHERE namespace = $1 AND name = $2`),
+		SchedulePause:  s(`UPDATE {s}.schedules SET paused = $1, next_ms = $2, updated_ms = $3 WHERE namespace = $4 AND name = $5`),
+		// Due rows are locked FOR UPDATE SKIP LOCKED, so two passes never take one schedule.
+		ScheduleDue: schedules + `WHERE next_ms > 0 AND next_ms <= $1 ORDER BY next_ms LIMIT $2 FOR UPDATE SKIP LOCKED`,
+		ScheduleFired: s(`UPDATE {s}.schedules SET next_ms = $1, last_ms = $2, last_id = $3,
+			spec = COALESCE($6::bytea, spec) WHERE namespace = $4 AND name = $5`),
+
+		PauseSet: s(`INSERT INTO {s}.queue_pauses (namespace, queue, paused_ms) VALUES ($1, $2, $3)
+			ON CONFLICT (namespace, queue) DO NOTHING`),
+		PauseDelete: s(`DELETE FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2`),
+		PauseList:   s(`SELECT namespace, queue FROM {s}.queue_pauses WHERE $1 = '' OR namespace = $1`),
+
+		WorkerRegister: s(`INSERT INTO {s}.workers (namespace, id, host, pid, queues, started_ms, seen_ms,
+			provider, launch_id, running, idle_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = $7,
+			queues = $5, provider = $8, launch_id = $9, running = $10, idle_ms = $11`),
+		WorkerList: s(`SELECT id, namespace, host, pid, queues, started_ms, seen_ms,
+			provider, launch_id, running, idle_ms FROM {s}.workers
+			WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`),
+		WorkerRemove: s(`DELETE FROM {s}.workers WHERE namespace = $1 AND id = $2`),
+		WorkerQueues: textArray,
+
+		TokenCreate: s(`INSERT INTO {s}.tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`),
+		TokenGet:     s(`SELECT ` + planekit.TokenColumns + ` FROM {s}.tokens WHERE hash = $1`),
+		TokenList:    s(`SELECT ` + planekit.TokenColumns + ` FROM {s}.tokens ORDER BY created_ms, id`),
+		TokenRevoked: s(`SELECT revoked_ms FROM {s}.tokens WHERE id = $1 FOR UPDATE`),
+		TokenRevoke:  s(`UPDATE {s}.tokens SET revoked_ms = $1 WHERE id = $2`),
+		Permissions:  textArray,
+	}
+}

@@ -1,0 +1,242 @@
+package sqliteplane
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// kitDB is the driver as planekit.DB, for the verbs both SQL planes share (planekit.Verbs):
+// reads on the read pool, writes through the writer.
+type kitDB struct{ d *Driver }
+
+func (k kitDB) Query(ctx context.Context, query string, args ...any) (planekit.ClosingRows, error) {
+	rs, err := k.d.readDB.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
+
+// QueryRow runs a statement prepared at start (readStatements) when query is one.
+func (k kitDB) QueryRow(ctx context.Context, query string, args ...any) planekit.Scanner {
+	if st := k.d.reads.byText[query]; st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return k.d.readDB.QueryRowContext(ctx, query, args...)
+}
+
+func (k kitDB) Write(ctx context.Context, fn func(planekit.Tx) error) error {
+	return k.d.do(ctx, func(t *wtx) error { return fn(kitTx{t}) })
+}
+
+func (kitDB) Failure(_ context.Context, err error) error { return err }
+func (kitDB) NoRows(err error) bool                      { return noRows(err) }
+
+func noRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) error {
+	tx, err := k.d.readDB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(readTx{ctx, tx, k.d.reads.byText})
+}
+
+// readTx is a read transaction as planekit.Reader, on the statements prepared at start
+// when a query is one of them.
+type readTx struct {
+	ctx      context.Context
+	tx       *sql.Tx
+	prepared map[string]*sql.Stmt
+}
+
+func (r readTx) QueryRow(query string, args ...any) planekit.Scanner {
+	if st := r.prepared[query]; st != nil {
+		return r.tx.StmtContext(r.ctx, st).QueryRowContext(r.ctx, args...)
+	}
+	return r.tx.QueryRowContext(r.ctx, query, args...)
+}
+
+func (r readTx) Query(query string, args ...any) (planekit.ClosingRows, error) {
+	var rs *sql.Rows
+	var err error
+	if st := r.prepared[query]; st != nil {
+		rs, err = r.tx.StmtContext(r.ctx, st).QueryContext(r.ctx, args...)
+	} else {
+		rs, err = r.tx.QueryContext(r.ctx, query, args...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { r.Rows.Close() }
+
+// kitTx is a writer transaction as planekit.Tx.
+type kitTx struct{ t *wtx }
+
+func (k kitTx) Now() time.Time { return k.t.now }
+
+func (k kitTx) Exec(query string, args ...any) (int64, error) {
+	res, err := k.t.w.conn.ExecContext(k.t.ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (k kitTx) QueryRow(query string, args ...any) planekit.Scanner {
+	return k.t.w.conn.QueryRowContext(k.t.ctx, query, args...)
+}
+
+func (k kitTx) Query(query string, args ...any) (planekit.ClosingRows, error) {
+	rs, err := k.t.w.conn.QueryContext(k.t.ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
+
+func (k kitTx) Claimable(namespace, queue string) {
+	k.t.markClaimable(namespace, queue)
+	k.t.wake(planekit.QueueKey(namespace, queue))
+}
+
+func (k kitTx) PauseChanged(namespace, queue string) {
+	delete(k.t.w.paused, [2]string{namespace, queue})
+}
+
+func (k kitTx) Admission(namespace, queue string) (*planekit.Admission, error) {
+	return k.t.admission(namespace, queue)
+}
+
+func (k kitTx) Queued(namespace, queue string) (int64, error) { return k.t.queued(namespace, queue) }
+
+func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error {
+	return k.t.submitUnadmitted(p, out)
+}
+
+func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
+	if err := k.t.setKeyLimits(namespace, queue, limits); err != nil {
+		return err
+	}
+	delete(k.t.w.admissions, [2]string{namespace, queue})
+	k.t.wake(planekit.RoomKey(namespace, queue))
+	return nil
+}
+
+func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
+	h, ok, err := k.t.head(id)
+	if err != nil || !ok {
+		return 0, nil, cmp.Or[error](err, plane.ErrNotFound)
+	}
+	return h.state, func(to int, info plane.ErrorInfo) error { return k.t.finish(h, to, nil, &info) }, nil
+}
+
+// kitStatements are the SQL of planekit.Verbs in SQLite's dialect.
+func kitStatements() *planekit.Statements {
+	const schedules = `SELECT ` + planekit.ScheduleColumns + ` FROM schedules `
+	const scheduleInsert = `INSERT INTO schedules (` + planekit.ScheduleColumns + `) VALUES (?1, ?2, ?3, ?4, ?5, 0, '', ?6, ?6)
+		ON CONFLICT (namespace, name) `
+	return &planekit.Statements{
+		Row:         rowByID,
+		RowSeq:      true,
+		Count:       countState,
+		TopicClosed: topicClosed,
+		Frames:      framesAfter,
+		StatsCounts: `SELECT namespace, queue, state, SUM(n) FROM counts
+			WHERE ?1 = '' OR namespace = ?1 GROUP BY namespace, queue, state ORDER BY namespace, queue`,
+		StatsAdmissions: `SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency
+			FROM queues WHERE ?1 = '' OR namespace = ?1`,
+		StatsKeys: strings.NewReplacer("{s}", "", "{ns}", "?1").Replace(planekit.KeyStatsSQL),
+
+		AdmissionSet: `INSERT INTO queues (namespace, queue, max_depth, on_full, rate_limit,
+			burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?8, ?10)
+			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = ?3, on_full = ?4, rate_limit = ?5, burst = ?6,
+			deadline_cutoff_ms = ?7, tokens = ?9, tokens_ms = ?8, concurrency = ?10`,
+		AdmissionGet:    `SELECT ` + planekit.AdmissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`,
+		AdmissionDelete: `DELETE FROM queues WHERE namespace = ? AND queue = ?`,
+
+		ProviderSet: `INSERT INTO queue_providers (namespace, queue, provider, updated_ms)
+			VALUES (?1, ?2, ?3, ?4) ON CONFLICT (namespace, queue) DO UPDATE SET provider = ?3, updated_ms = ?4`,
+		ProviderGet:    `SELECT provider FROM queue_providers WHERE namespace = ? AND queue = ?`,
+		ProviderDelete: `DELETE FROM queue_providers WHERE namespace = ? AND queue = ?`,
+		ProviderList: `SELECT namespace, queue, provider FROM queue_providers
+			WHERE ?1 = '' OR namespace = ?1 ORDER BY namespace, queue`,
+		LeaseAcquire: `INSERT INTO named_leases (namespace, name, holder, expires_ms)
+			VALUES (?1, ?2, ?3, ?4) ON CONFLICT (namespace, name) DO UPDATE SET holder = ?3, expires_ms = ?4
+			WHERE named_leases.holder = ?3 OR named_leases.expires_ms <= ?5`,
+		LeaseRelease: `DELETE FROM named_leases WHERE namespace = ? AND name = ? AND holder = ?`,
+
+		ScheduleGet:    schedules + `WHERE namespace = ?1 AND name = ?2`,
+		ScheduleUpsert: scheduleInsert + `DO UPDATE SET spec = ?3, paused = ?4, next_ms = ?5, updated_ms = ?6 RETURNING ` + planekit.ScheduleColumns,
+		ScheduleInsert: scheduleInsert + `DO NOTHING RETURNING ` + planekit.ScheduleColumns,
+		ScheduleList:   schedules + `WHERE ?1 = '' OR namespace = ?1 ORDER BY namespace, name`,
+		ScheduleDelete: `DELETE FROM schedules WHERE namespace = ? AND name = ?`,
+		SchedulePause:  `UPDATE schedules SET paused = ?, next_ms = ?, updated_ms = ? WHERE namespace = ? AND name = ?`,
+		ScheduleDue:    schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT ?`,
+		ScheduleFired: `UPDATE schedules SET next_ms = ?1, last_ms = ?2, last_id = ?3, spec = COALESCE(?6, spec)
+			WHERE namespace = ?4 AND name = ?5`,
+
+		PauseSet: `INSERT INTO queue_pauses (namespace, queue, paused_ms) VALUES (?, ?, ?)
+			ON CONFLICT (namespace, queue) DO NOTHING`,
+		PauseDelete: `DELETE FROM queue_pauses WHERE namespace = ? AND queue = ?`,
+		PauseList:   `SELECT namespace, queue FROM queue_pauses WHERE ?1 = '' OR namespace = ?1`,
+
+		WorkerRegister: `INSERT INTO workers (namespace, id, host, pid, queues, started_ms, seen_ms,
+			provider, launch_id, running, idle_ms)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7,
+			queues = ?5, host = ?3, pid = ?4, provider = ?8, launch_id = ?9, running = ?10, idle_ms = ?11`,
+		WorkerList: `SELECT id, namespace, host, pid, queues, started_ms, seen_ms,
+			provider, launch_id, running, idle_ms FROM workers
+			WHERE seen_ms >= ?1 AND (?2 = '' OR namespace = ?2) ORDER BY started_ms, id`,
+		WorkerRemove: `DELETE FROM workers WHERE namespace = ? AND id = ?`,
+		WorkerQueues: planekit.ListCodec{
+			Encode: func(v []string) any { b, _ := json.Marshal(v); return string(b) },
+			Target: func(v *[]string) any {
+				return textList{v, func(s string, v *[]string) { _ = json.Unmarshal([]byte(s), v) }}
+			},
+		},
+
+		TokenCreate: `INSERT INTO tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		TokenGet:     `SELECT ` + planekit.TokenColumns + ` FROM tokens WHERE hash = ?`,
+		TokenList:    `SELECT ` + planekit.TokenColumns + ` FROM tokens ORDER BY created_ms, id`,
+		TokenRevoked: `SELECT revoked_ms FROM tokens WHERE id = ?`,
+		TokenRevoke:  `UPDATE tokens SET revoked_ms = ? WHERE id = ?`,
+		Permissions: planekit.ListCodec{
+			Encode: func(v []string) any { return strings.Join(v, ",") },
+			Target: func(v *[]string) any { return textList{v, func(s string, v *[]string) { *v = strings.Split(s, ",") }} },
+		},
+	}
+}
+
+// textList scans a list stored as text (decoded by decode) into dst.
+type textList struct {
+	dst    *[]string
+	decode func(string, *[]string)
+}
+
+// Scan implements sql.Scanner.
+func (l textList) Scan(src any) error {
+	switch v := src.(type) {
+	case string:
+		l.decode(v, l.dst)
+	case []byte:
+		l.decode(string(v), l.dst)
+	}
+	return nil
+}
