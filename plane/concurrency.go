@@ -58,21 +58,18 @@ func (a Admission) validateConcurrency() error {
 	if a.KeyBurst < 0 {
 		return Invalid("key_burst", a.KeyBurst, "use a number ≥ 0 (0: the key rate limit rounded up)")
 	}
-	if len(a.ConcurrencyLimits) > ConcurrencyOverridesMax {
-		return Invalid("concurrency_limits", fmt.Sprintf("of %d keys", len(a.ConcurrencyLimits)),
-			fmt.Sprintf("override at most %d keys", ConcurrencyOverridesMax))
-	}
-	if len(a.KeyWeights) > ConcurrencyOverridesMax {
-		return Invalid("key_weights", fmt.Sprintf("of %d keys", len(a.KeyWeights)),
-			fmt.Sprintf("weigh at most %d keys", ConcurrencyOverridesMax))
-	}
-	if len(a.KeyRateLimits) > ConcurrencyOverridesMax {
-		return Invalid("key_rate_limits", fmt.Sprintf("of %d keys", len(a.KeyRateLimits)),
-			fmt.Sprintf("override at most %d keys", ConcurrencyOverridesMax))
-	}
-	if len(a.KeyBursts) > ConcurrencyOverridesMax {
-		return Invalid("key_bursts", fmt.Sprintf("of %d keys", len(a.KeyBursts)),
-			fmt.Sprintf("override at most %d keys", ConcurrencyOverridesMax))
+	for _, m := range []struct {
+		field, verb string
+		keys        int
+	}{
+		{"concurrency_limits", "override", len(a.ConcurrencyLimits)},
+		{"key_weights", "weigh", len(a.KeyWeights)},
+		{"key_rate_limits", "override", len(a.KeyRateLimits)},
+		{"key_bursts", "override", len(a.KeyBursts)},
+	} {
+		if m.keys > ConcurrencyOverridesMax {
+			return Invalid(m.field, fmt.Sprintf("of %d keys", m.keys), fmt.Sprintf("%s at most %d keys", m.verb, ConcurrencyOverridesMax))
+		}
 	}
 	for _, k := range slices.Sorted(mapKeys(a.ConcurrencyLimits)) {
 		if err := ValidateConcurrencyKey("concurrency_limits key", k); err != nil {
