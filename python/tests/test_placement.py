@@ -61,3 +61,26 @@ def test_run_worker_offers(every_plane: HttpDispatch, qname: str) -> None:
     with pytest.raises(InvalidError) as e:
         run_worker(every_plane, queues={qname: lambda x: x}, once=True, handle_signals=False, offers={"gpu": 1})
     assert e.value.field == "offers"
+
+
+def test_run_worker_bad_offers_value_fails(every_plane: HttpDispatch, qname: str) -> None:
+    """An offers value the server refuses (``gpus=-1``) fails run_worker with the server's
+    InvalidError naming the field; it used to be taken for a payload that does not decode
+    and the worker re-sent the refused claim in a tight loop, taking nothing, forever."""
+    import threading
+
+    from lakeshore import run_worker
+
+    q = SyncQueue(qname, dispatch=every_plane)
+    q.submit("plain")
+    stop = threading.Event()
+    timer = threading.Timer(10.0, stop.set)  # without the fix: the worker drains here, having raised nothing
+    timer.start()
+    try:
+        with pytest.raises(InvalidError) as e:
+            run_worker(every_plane, queues={qname: lambda x: x}, handle_signals=False, stop=stop, offers={"gpus": -1})
+    finally:
+        timer.cancel()
+    assert e.value.field.startswith("offers"), e.value.field
+    assert not stop.is_set(), "run_worker must fail at its first claim, not run until stopped"
+    assert q.count("queued") == 1
