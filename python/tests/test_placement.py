@@ -34,6 +34,14 @@ def test_requires_is_checked(dispatch: HttpDispatch, qname: str) -> None:
     assert e.value.field == "requires"
     with pytest.raises(InvalidError):
         q.submit(1, requires={"gpus": 1}, concurrency_key="tenant")
+    # Labels that are not a mapping were a bare ValueError ("dictionary update sequence
+    # element #0 …"), an integer past the wire's range an OverflowError from the encoder.
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, requires={"labels": "zone=east"})
+    assert e.value.field == "requires.labels"
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, requires={"memory_bytes": 2**70})
+    assert e.value.field == "requires.memory_bytes"
     assert q.count("queued") == 0
 
 
