@@ -205,19 +205,24 @@ func DecodeRequirement(b []byte) (*Requirement, error) {
 // the CLI's form: cpus (a decimal with at most three decimals, or millicpus "500m"),
 // memory (bytes with an optional unit: K, M, G, T are powers of 1000, Ki, Mi, Gi, Ti of
 // 1024, a trailing B optional), gpus (an integer), gpu_type, and label.KEY=VALUE for a
-// label, e.g. "cpus=8,memory=64GiB,gpus=1,gpu_type=a100,label.zone=us-east". "" is no
-// offer. Errors: *InvalidError naming field and the pair.
+// label, e.g. "cpus=8,memory=64GiB,gpus=1,gpu_type=a100,label.zone=us-east"; each name at
+// most once. "" is no offer. Errors: *InvalidError naming field and the pair.
 func ParseOffers(field, s string) (*Offers, error) {
 	o := &Offers{}
 	if strings.TrimSpace(s) == "" {
 		return o, nil
 	}
 	const rule = "use NAME=VALUE pairs separated by commas: cpus, memory, gpus, gpu_type, label.KEY"
+	seen := map[string]bool{}
 	for _, pair := range strings.Split(s, ",") {
 		name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
 		if !ok || name == "" {
 			return nil, Invalid(field, pair, rule)
 		}
+		if seen[name] {
+			return nil, Invalid(field, pair, name+" is given twice; "+rule+", each once")
+		}
+		seen[name] = true
 		var err error
 		switch {
 		case name == "cpus":
@@ -251,7 +256,7 @@ func parseMilliCPUs(s string) (int64, error) {
 		return strconv.ParseInt(m, 10, 64)
 	}
 	whole, frac, _ := strings.Cut(s, ".")
-	if len(frac) > 3 || whole == "" {
+	if len(frac) > 3 || whole == "" || whole[0] < '0' || whole[0] > '9' {
 		return 0, fmt.Errorf("bad cpus")
 	}
 	w, err := strconv.ParseInt(whole, 10, 64)

@@ -60,7 +60,10 @@ func TestParseOffers(t *testing.T) {
 			t.Errorf("%s: %+v, %v", in, o, err)
 		}
 	}
-	for _, bad := range []string{"gpus", "gpu=1", "gpus=-1", "gpus=x", "cpus=0.0001", "cpus=2000", "memory=lots", "gpu_type=a 100", "label.-x=1"} {
+	for _, bad := range []string{"gpus", "gpu=1", "gpus=-1", "gpus=x", "cpus=0.0001", "cpus=2000", "memory=lots", "gpu_type=a 100", "label.-x=1",
+		// A name given twice was taken silently, the last one winning; a signed cpus
+		// "-0.5" was read as 0.5.
+		"gpus=1,gpus=2", "label.zone=east,label.zone=west", "cpus=-0.5", "cpus=+1"} {
 		_, err := ParseOffers("--offers", bad)
 		var inv *InvalidError
 		if !errors.As(err, &inv) || !errors.Is(err, ErrInvalid) {

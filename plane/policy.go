@@ -303,7 +303,9 @@ func (a Admission) CheckDepth(queue string, queued, n int64, ahead bool) (block 
 // Take draws n tokens from bucket b at now under a's RateLimit and returns the bucket after
 // the draw, or b unchanged and an *AdmissionError (Is ErrRateLimited, with RetryAfter when
 // waiting can help) when fewer than n tokens are available. Without a rate limit it
-// returns b, nil.
+// returns b, nil. RetryAfter is at most DelayMax: a rate so small (1e-300/s) that the
+// wait does not fit a time.Duration still gives a positive wait, not an overflowed
+// negative one that a claimer would take as "at once" and spin on.
 func (a Admission) Take(queue string, b TokenBucket, now time.Time, n int64) (TokenBucket, error) {
 	if a.RateLimit <= 0 {
 		return b, nil
@@ -316,7 +318,8 @@ func (a Admission) Take(queue string, b TokenBucket, now time.Time, n int64) (To
 		if n > a.Burst {
 			e.Detail += "; a batch larger than the burst never passes: split it"
 		} else {
-			e.RetryAfter = time.Duration((float64(n) - tokens) / a.RateLimit * float64(time.Second))
+			wait := (float64(n) - tokens) / a.RateLimit
+			e.RetryAfter = time.Duration(math.Min(wait, DelayMax.Seconds()) * float64(time.Second))
 		}
 		return b, e
 	}

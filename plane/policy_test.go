@@ -185,3 +185,31 @@ func TestAdmissionPolicy(t *testing.T) {
 		t.Fatalf("a batch larger than the burst must say it never passes: %v", err)
 	}
 }
+
+// A rate so small that the wait overflows a time.Duration must still say a positive
+// wait (at most DelayMax), for the queue's submit bucket and a concurrency key's: an
+// overflowed negative wait made a waiting claim spin every millisecond and a refused
+// submit answer a negative retry_after.
+func TestRateLimitTinyRateWaitIsBounded(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	a := Admission{RateLimit: 1e-300, Burst: 1}
+	b, err := a.Take("ns/q", a.Full(now), now, 1)
+	if err != nil {
+		t.Fatalf("take the burst: %v", err)
+	}
+	var ae *AdmissionError
+	if _, err := a.Take("ns/q", b, now, 1); !errors.As(err, &ae) || ae.RetryAfter != DelayMax {
+		t.Fatalf("an empty bucket at 1e-300/s: %v (retry after %v), want retry after %v", err, ae.RetryAfter, DelayMax)
+	}
+	keyed := Admission{KeyRateLimits: map[string]float64{"tiny": 1e-300}}
+	bucket, wait := keyed.KeyStart("tiny", -1, time.Time{}, now)
+	if wait != 0 {
+		t.Fatalf("the first start of a fresh key waits %v", wait)
+	}
+	if _, wait = keyed.KeyStart("tiny", bucket.Tokens, bucket.At, now); wait != DelayMax {
+		t.Fatalf("the next start of a key at 1e-300/s waits %v, want %v", wait, DelayMax)
+	}
+	if w := keyed.KeyRateWait("tiny", bucket.Tokens, bucket.At, time.Time{}, now); w != DelayMax {
+		t.Fatalf("KeyRateWait of a key at 1e-300/s is %v, want %v", w, DelayMax)
+	}
+}

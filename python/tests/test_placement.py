@@ -34,6 +34,14 @@ def test_requires_is_checked(dispatch: HttpDispatch, qname: str) -> None:
     assert e.value.field == "requires"
     with pytest.raises(InvalidError):
         q.submit(1, requires={"gpus": 1}, concurrency_key="tenant")
+    # Labels that are not a mapping were a bare ValueError ("dictionary update sequence
+    # element #0 …"), an integer past the wire's range an OverflowError from the encoder.
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, requires={"labels": "zone=east"})
+    assert e.value.field == "requires.labels"
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, requires={"memory_bytes": 2**70})
+    assert e.value.field == "requires.memory_bytes"
     assert q.count("queued") == 0
 
 
@@ -61,3 +69,26 @@ def test_run_worker_offers(every_plane: HttpDispatch, qname: str) -> None:
     with pytest.raises(InvalidError) as e:
         run_worker(every_plane, queues={qname: lambda x: x}, once=True, handle_signals=False, offers={"gpu": 1})
     assert e.value.field == "offers"
+
+
+def test_run_worker_bad_offers_value_fails(every_plane: HttpDispatch, qname: str) -> None:
+    """An offers value the server refuses (``gpus=-1``) fails run_worker with the server's
+    InvalidError naming the field; it used to be taken for a payload that does not decode
+    and the worker re-sent the refused claim in a tight loop, taking nothing, forever."""
+    import threading
+
+    from lakeshore import run_worker
+
+    q = SyncQueue(qname, dispatch=every_plane)
+    q.submit("plain")
+    stop = threading.Event()
+    timer = threading.Timer(10.0, stop.set)  # without the fix: the worker drains here, having raised nothing
+    timer.start()
+    try:
+        with pytest.raises(InvalidError) as e:
+            run_worker(every_plane, queues={qname: lambda x: x}, handle_signals=False, stop=stop, offers={"gpus": -1})
+    finally:
+        timer.cancel()
+    assert e.value.field.startswith("offers"), e.value.field
+    assert not stop.is_set(), "run_worker must fail at its first claim, not run until stopped"
+    assert q.count("queued") == 1

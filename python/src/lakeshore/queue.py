@@ -2047,6 +2047,24 @@ def _placement(field: str, fields: Mapping[str, Any]) -> dict[str, Any]:
             rule=", ".join(_REQUIREMENT_FIELDS),
         )
     out = dict(fields)
+    for name in ("cpus_milli", "memory_bytes", "gpus"):
+        v = out.get(name)
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+            # Too large for the wire's integers: the server would never see it to say so.
+            raise errors.InvalidError(
+                f"invalid {field}.{name} {v}: out of range (the server's limits: docs/semantics.md, Placement)",
+                field=f"{field}.{name}",
+                value=v,
+                rule="out of range",
+            )
     if "labels" in out:
-        out["labels"] = {str(k): str(v) for k, v in dict(out["labels"] or {}).items()}
+        labels = out["labels"]
+        if labels is not None and not isinstance(labels, Mapping):
+            raise errors.InvalidError(
+                f"invalid {field}.labels {labels!r}: want a mapping of label to value, e.g. {{'zone': 'east'}}",
+                field=f"{field}.labels",
+                value=labels,
+                rule="a mapping of label to value",
+            )
+        out["labels"] = {str(k): str(v) for k, v in dict(labels or {}).items()}
     return out

@@ -376,6 +376,15 @@ class _Running:
 _Pending = tuple[QueueCore, dict[str, Any], float | None, Job]
 
 
+def _raise_refused_offers(e: errors.InvalidError) -> None:
+    """Re-raise the server's refusal of the worker's offers (field ``offers.gpus``, …): every
+    claim would be refused alike, so it fails the worker instead of being taken for a
+    payload that does not decode (which the claim has failed already) and retried in a
+    loop that takes nothing."""
+    if e.field == "offers" or e.field.startswith(("offers.", "offers[")):
+        raise e
+
+
 class _Worker:
     """The slots of ``run_worker`` on the worker's event loop.
 
@@ -545,6 +554,7 @@ class _Worker:
                         job = await self._settle_and_claim(core, settled, claim=not self.draining)
                     except errors.DispatchError as e:
                         if isinstance(e, errors.InvalidError):
+                            _raise_refused_offers(e)
                             continue  # a payload that does not decode: failed already
                         job = None
                     if job is None:
@@ -564,6 +574,7 @@ class _Worker:
                         raise
                     except errors.DispatchError as e:
                         if isinstance(e, errors.InvalidError):
+                            _raise_refused_offers(e)
                             continue  # a payload that does not decode: failed by claim() already
                         if e.code == "closed":
                             return  # the dispatch was closed: nothing more to claim
