@@ -28,12 +28,33 @@ func memoryParents() []string {
 	return []string{os.TempDir()}
 }
 
-// removeOrphans removes parent's Memory database directories whose process no longer runs
-// (/proc/PID is gone); a directory of another user stays (removing it fails harmlessly).
+// pidNamespace is this process's PID namespace ("4026531836" of "pid:[4026531836]"), or ""
+// when /proc does not say.
+func pidNamespace() string {
+	link, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+}
+
+// memoryOwner is the part of a Memory database's directory name that names its process:
+// "PIDNS.PID", so that a directory is only ever judged by a process that sees the same PIDs
+// (a /dev/shm shared between containers, docker's --ipc=host, is not a shared PID space).
+func memoryOwner() string { return pidNamespace() + "." + strconv.Itoa(os.Getpid()) }
+
+// removeOrphans removes parent's Memory database directories made by processes of this PID
+// namespace that no longer run (/proc/PID is gone); others are left alone, as is a directory
+// of another user (removing it fails harmlessly). Nothing is removed when the namespace is
+// unknown.
 func removeOrphans(parent string) {
-	dirs, _ := filepath.Glob(filepath.Join(parent, memoryPrefix+"*"))
+	ns := pidNamespace()
+	if ns == "" {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(parent, memoryPrefix+ns+".*"))
 	for _, dir := range dirs {
-		rest := strings.TrimPrefix(filepath.Base(dir), memoryPrefix)
+		rest := strings.TrimPrefix(filepath.Base(dir), memoryPrefix+ns+".")
 		pid, err := strconv.Atoi(rest[:max(0, strings.IndexByte(rest, '-'))])
 		if err != nil || pid <= 0 || pid == os.Getpid() {
 			continue

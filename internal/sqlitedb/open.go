@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,8 +20,9 @@ import (
 // VFS is not used: it refuses every new reader while the writer holds a write transaction,
 // so under a writer that is never idle (group commit on a busy plane) a read could wait out
 // its whole busy timeout. In WAL mode readers never wait for the writer. The directory is
-// lakeshore-memory-PID-RANDOM; one left by a process killed before Close is removed by the
-// next Open of a Memory database once that process no longer runs.
+// lakeshore-memory-PIDNS.PID-RANDOM; one left by a process killed before Close is removed by
+// the next Open of a Memory database in the same PID namespace once that process no longer
+// runs.
 const Memory = ":memory:"
 
 // Synchronous modes accepted by Options.Synchronous.
@@ -145,8 +145,8 @@ func (db *DB) Close() error {
 	return errors.Join(err, db.removeTemporary())
 }
 
-// memoryPrefix starts the name of every Memory database's directory; the pid of the process
-// that made it follows, then a random suffix.
+// memoryPrefix starts the name of every Memory database's directory; the process that made
+// it follows (memoryOwner: on Linux its PID namespace and pid), then a random suffix.
 const memoryPrefix = "lakeshore-memory-"
 
 // memoryDirectory makes a new directory for a Memory database (in /dev/shm when it has room,
@@ -157,7 +157,7 @@ func memoryDirectory() (string, error) {
 	for _, parent := range memoryParents() {
 		removeOrphans(parent)
 		var dir string
-		if dir, err = os.MkdirTemp(parent, memoryPrefix+strconv.Itoa(os.Getpid())+"-"); err == nil {
+		if dir, err = os.MkdirTemp(parent, memoryPrefix+memoryOwner()+"-"); err == nil {
 			return dir, nil
 		}
 	}

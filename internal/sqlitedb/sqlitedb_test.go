@@ -137,13 +137,19 @@ func TestMemoryOrphansRemoved(t *testing.T) {
 	require.NoError(t, err)
 	parent := filepath.Dir(db.temporary)
 	require.NoError(t, db.Close())
-	orphan := filepath.Join(parent, memoryPrefix+strconv.Itoa(dead.Process.Pid)+"-test")
-	live := filepath.Join(parent, memoryPrefix+"1-test") // pid 1 always runs
-	for _, dir := range []string{orphan, live} {
+	ns := pidNamespace()
+	require.NotEmpty(t, ns)
+	orphan := filepath.Join(parent, memoryPrefix+ns+"."+strconv.Itoa(dead.Process.Pid)+"-test")
+	live := filepath.Join(parent, memoryPrefix+ns+".1-test") // pid 1 always runs
+	// Another PID namespace's directory (a /dev/shm shared between containers) is never
+	// judged here, whatever its pid.
+	foreign := filepath.Join(parent, memoryPrefix+"1."+strconv.Itoa(dead.Process.Pid)+"-test")
+	for _, dir := range []string{orphan, live, foreign} {
 		require.NoError(t, os.MkdirAll(dir, 0o700))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "memory.db"), []byte("x"), 0o600))
 	}
 	defer os.RemoveAll(live)
+	defer os.RemoveAll(foreign)
 	db, err = Open(Memory, nil)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
@@ -151,6 +157,8 @@ func TestMemoryOrphansRemoved(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "the orphan %s is left", orphan)
 	_, err = os.Stat(live)
 	require.NoError(t, err, "a running process's directory is kept")
+	_, err = os.Stat(foreign)
+	require.NoError(t, err, "another PID namespace's directory is kept")
 }
 
 func TestWriterGroupsAndIsolatesFailures(t *testing.T) {
