@@ -167,7 +167,7 @@ func (s *SubmitParams) validate() error {
 		return err
 	}
 	if s.ConcurrencyKey != "" && !s.Requirement.IsZero() {
-		return Invalid("requirement", "with concurrency_key "+s.ConcurrencyKey,
+		return Invalid("concurrency_key", s.ConcurrencyKey,
 			"give a requirement or a concurrency key, not both (a keyed claim does not match requirements yet)")
 	}
 	if !s.NotBefore.IsZero() && (s.NotBefore.Year() < 1970 || s.NotBefore.Year() > 9999) {

@@ -42,6 +42,13 @@ def test_requires_is_checked(dispatch: HttpDispatch, qname: str) -> None:
     with pytest.raises(InvalidError) as e:
         q.submit(1, requires={"memory_bytes": 2**70})
     assert e.value.field == "requires.memory_bytes"
+    # A label value that is not a string is refused as over HTTP (it was sent as its str()).
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, requires={"labels": {"rack": 1}})
+    assert e.value.field == "requires.labels"
+    with pytest.raises(InvalidError, match="concurrency_key") as e:
+        q.submit(1, requires={"gpus": 1}, concurrency_key="tenant")
+    assert e.value.field == "concurrency_key"
     assert q.count("queued") == 0
 
 

@@ -2066,5 +2066,13 @@ def _placement(field: str, fields: Mapping[str, Any]) -> dict[str, Any]:
                 value=labels,
                 rule="a mapping of label to value",
             )
-        out["labels"] = {str(k): str(v) for k, v in dict(labels or {}).items()}
+        for k, v in dict(labels or {}).items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise errors.InvalidError(
+                    f"invalid {field}.labels entry {k!r}: {v!r}: want a string label and a string value",
+                    field=f"{field}.labels",
+                    value=repr(k)[:40],
+                    rule="string labels with string values, as the server requires",
+                )
+        out["labels"] = dict(labels or {})
     return out
