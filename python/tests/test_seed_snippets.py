@@ -45,13 +45,21 @@ def echo_worker(name: str, n: int, fn: Any = lambda p: p) -> threading.Thread:
     return t
 
 
+def finish(w: threading.Thread) -> None:
+    """Wait for a worker thread to return. The last result can arrive before the worker's
+    ack call has returned: closing the plane under it (the fixture's teardown) would fail
+    that call in the thread."""
+    w.join(60)
+    assert not w.is_alive(), "the worker thread did not finish its jobs"
+
+
 def test_blocking_surface(plane: dls.Dispatch) -> None:
     w = echo_worker("gpu", 1, lambda p: {"got": p})
     q = SyncQueue("gpu")  # blocking surface
     inv = q.submit({"x": 1}, key="scene7/x")  # -> durable string id
     val = q.result(inv, timeout=60.0)
     assert val == {"got": {"x": 1}}
-    w.join(5)
+    finish(w)
 
 
 def test_async_surface(plane: dls.Dispatch) -> None:
@@ -66,7 +74,7 @@ def test_async_surface(plane: dls.Dispatch) -> None:
         return frames
 
     assert asyncio.run(main()) == []
-    w.join(5)
+    finish(w)
 
 
 def test_producer_verbs(plane: dls.Dispatch) -> None:
@@ -77,15 +85,16 @@ def test_producer_verbs(plane: dls.Dispatch) -> None:
     thunk_inv = q.submit(dls.thunk(lambda: 40 + 2))  # ad-hoc callable, by value
     assert len(q) == 4 and q.count() == 4
     assert q.cancel(inv) is True and q.count("cancelled") == 1
-    echo_worker("gpu", 3).join(10)
+    finish(echo_worker("gpu", 3))
     assert q.result(thunk_inv) == 42
 
 
 def test_call(plane: dls.Dispatch) -> None:
-    echo_worker("gpu", 1, lambda p: "hi " + p["prompt"])
+    w = echo_worker("gpu", 1, lambda p: "hi " + p["prompt"])
     q = SyncQueue("gpu")
     answer = q.call({"prompt": "hello"}, timeout=10.0)
     assert answer == "hi hello"
+    finish(w)
 
 
 def test_kinds(plane: dls.Dispatch) -> None:
@@ -128,9 +137,7 @@ def test_fan_out(plane: dls.Dispatch) -> None:
         return await asyncio.gather(*(q.result(i, timeout=300) for i in ids))
 
     assert asyncio.run(main()) == [2 * i for i in range(20)]
-    # The last result can arrive before the worker's ack call has returned: closing the
-    # plane under it (the fixture's teardown) would fail that call in the thread.
-    w.join(30)
+    finish(w)
 
 
 def test_task_queue_page_running_a_worker(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> None:
