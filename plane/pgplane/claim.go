@@ -567,6 +567,9 @@ func (t *tx) begin(reqs []*claimRequest) {
 type floors struct {
 	mu sync.Mutex
 	m  map[string]floorMark
+	// ttl is how long a floor is trusted; 0 means floorTTL (tests set a longer one, so a
+	// stalled machine does not expire a floor between a claim and the check of it).
+	ttl time.Duration
 }
 
 type floorMark struct {
@@ -582,7 +585,7 @@ func (f *floors) get(key string) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m, ok := f.m[key]
-	if !ok || m.id == "" || time.Since(m.scanned) > floorTTL {
+	if !ok || m.id == "" || time.Since(m.scanned) > cmp.Or(f.ttl, floorTTL) {
 		return "", false
 	}
 	return m.id, true

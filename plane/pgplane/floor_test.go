@@ -2,6 +2,7 @@ package pgplane
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,6 +18,7 @@ import (
 func TestFIFOFloorKept(t *testing.T) {
 	url, schema := pgtest.Schema(t)
 	d := open(t, url, &Config{Schema: schema})
+	d.floors.ttl = time.Hour // the floor is checked after each claim, however slow the machine
 	batch := make([]plane.SubmitParams, 30)
 	for i := range batch {
 		batch[i] = plane.SubmitParams{Payload: []byte{0xc0}}
