@@ -57,17 +57,20 @@ func NewHistory(stats func(context.Context) ([]plane.QueueStats, error), interva
 // Interval returns the sampling interval.
 func (h *History) Interval() time.Duration { return h.interval }
 
-// Start starts sampling (now, then every interval) until Stop. Calls after the first, and
-// after Stop, do nothing.
+// Start starts sampling until Stop: the first sample before it returns (so whatever
+// happens after Start shows in the history; a first sample taken later would swallow it in
+// its baseline), then every interval. Calls after the first, and after Stop, do nothing.
 func (h *History) Start() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.started {
+		h.mu.Unlock()
 		return
 	}
 	h.started = true
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop, h.done = cancel, make(chan struct{})
+	h.mu.Unlock()
+	h.sampleOnce(ctx)
 	go h.run(ctx)
 }
 
@@ -90,12 +93,12 @@ func (h *History) run(ctx context.Context) {
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
 	for {
-		h.sampleOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		h.sampleOnce(ctx)
 	}
 }
 
