@@ -269,3 +269,16 @@ func ValidateQueue(namespace, queue string) error {
 	}
 	return plane.ValidateName("queue name", queue)
 }
+
+// ByOrder picks the one of fifo, filo and priority that serves kind's claim order: the
+// priority one for priority and boltzmann claims (both walk the priority index), fifo's
+// for fifo. The drivers use it to pick a claim's statements.
+func ByOrder[T any](kind plane.Kind, fifo, filo, priority T) T {
+	switch kind {
+	case plane.KindFILO:
+		return filo
+	case plane.KindPriority, plane.KindBoltzmann:
+		return priority
+	}
+	return fifo
+}

@@ -400,13 +400,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 // key's limit, and the next round's read leaves a key at its limit out.
 func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row)) error {
 	p := reqs[0].p
-	head := t.d.sql.keyHeadFIFO
-	switch kind {
-	case plane.KindFILO:
-		head = t.d.sql.keyHeadFILO
-	case plane.KindPriority, plane.KindBoltzmann:
-		head = t.d.sql.keyHeadPriority
-	}
+	head := planekit.ByOrder(kind, t.d.sql.keyHeadFIFO, t.d.sql.keyHeadFILO, t.d.sql.keyHeadPriority)
 	skip := []string{} // keys whose head another transaction holds
 	for *taken < want {
 		rs, err := t.query(t.d.sql.keyTurn, p.Namespace, p.Queue, skip, t.ms, want-*taken)

@@ -104,13 +104,8 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		return err
 	}
 	cutoff := time.Duration(cutoffMS) * time.Millisecond
-	head, defaultSQL := t.d.sql.shapeHeadFIFO, t.d.sql.claimFIFO
-	switch r.kind {
-	case plane.KindFILO:
-		head, defaultSQL = t.d.sql.shapeHeadFILO, t.d.sql.claimFILO
-	case plane.KindPriority, plane.KindBoltzmann:
-		head, defaultSQL = t.d.sql.shapeHeadPriority, t.d.sql.claimPriority
-	}
+	head := planekit.ByOrder(r.kind, t.d.sql.shapeHeadFIFO, t.d.sql.shapeHeadFILO, t.d.sql.shapeHeadPriority)
+	defaultSQL := planekit.ByOrder(r.kind, t.d.sql.claimFIFO, t.d.sql.claimFILO, t.d.sql.claimPriority)
 	for len(r.jobs) < r.n {
 		// One round trip: lock the head of every satisfied shape and of the default shape.
 		heads, def, err := t.placedHeads(head, defaultSQL, p.Namespace, p.Queue, shapes)

@@ -242,13 +242,7 @@ func (t *wtx) keyReady(namespace, queue string) (string, plane.TokenBucket, erro
 // triggers of migration 009 count every start in the key's running counter, so the next
 // read of the ready keys leaves a key at its limit out.
 func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, n int, lease, cutoff time.Duration, jobs *[]*plane.Job) error {
-	head := t.w.st.keyHeadFIFO
-	switch kind {
-	case plane.KindFILO:
-		head = t.w.st.keyHeadFILO
-	case plane.KindPriority, plane.KindBoltzmann:
-		head = t.w.st.keyHeadPriority
-	}
+	head := planekit.ByOrder(kind, t.w.st.keyHeadFIFO, t.w.st.keyHeadFILO, t.w.st.keyHeadPriority)
 	a, err := t.admission(p.Namespace, p.Queue)
 	if err != nil {
 		return err
@@ -405,13 +399,7 @@ func (t *wtx) levels(namespace, queue string) ([]plane.Level, error) {
 
 // defaultStmt is the claim statement of kind over the default shape's unkeyed jobs.
 func (t *wtx) defaultStmt(kind plane.Kind) *sql.Stmt {
-	switch kind {
-	case plane.KindFILO:
-		return t.w.st.claimFILO
-	case plane.KindPriority, plane.KindBoltzmann:
-		return t.w.st.claimPriority
-	}
-	return t.w.st.claimFIFO
+	return planekit.ByOrder(kind, t.w.st.claimFIFO, t.w.st.claimFILO, t.w.st.claimPriority)
 }
 
 // claimDefault claims up to n jobs (with those in jobs) of the default shape — without a

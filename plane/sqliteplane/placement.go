@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -49,13 +50,7 @@ func (t *wtx) satisfiedShapes(p *plane.ClaimParams) ([]string, error) {
 // head of the default shape's unkeyed jobs; when the default head goes first, or no shape
 // has a claimable job left, the default shape's claim (keys, boltzmann draw) takes it.
 func (t *wtx) claimPlaced(p *plane.ClaimParams, kind plane.Kind, n int, lease, cutoff time.Duration, shapes []string, jobs *[]*plane.Job) error {
-	head := t.w.st.shapeHeadFIFO
-	switch kind {
-	case plane.KindFILO:
-		head = t.w.st.shapeHeadFILO
-	case plane.KindPriority, plane.KindBoltzmann:
-		head = t.w.st.shapeHeadPriority
-	}
+	head := planekit.ByOrder(kind, t.w.st.shapeHeadFIFO, t.w.st.shapeHeadFILO, t.w.st.shapeHeadPriority)
 	heads := make(map[string]*row, len(shapes))
 	read := func(shape string) error {
 		rows, err := t.candidates(head, p.Namespace, p.Queue, shape)
