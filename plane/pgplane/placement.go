@@ -44,21 +44,29 @@ func (t *tx) satisfied(rs pgx.Rows, offers *plane.Offers) ([]string, error) {
 	return out, rs.Err()
 }
 
-// claimPlaced claims for r, a request with offers, up to r.n jobs among the default shape
-// and the shapes its offers satisfy.
+// claimPlaced claims for r, a request with offers or warm host keys, up to r.n jobs among
+// the default shape, the shapes its offers satisfy and its warm (host key, shape) pairs,
+// each the one planekit.ChoosePlaced chooses.
 func (t *tx) claimPlaced(r *claimRequest) error {
 	p := r.p
 	if err := t.flush(); err != nil {
 		return err
 	}
-	// One round trip: promote the due waiting rows, read the deadline cutoff and the
-	// queue's shapes.
+	// One round trip: promote the due waiting rows, read the deadline cutoff, the queue's
+	// shapes and the pairs of the warm host keys.
+	warmClaim := planekit.WarmClaim(p, r.kind)
 	b := &pgx.Batch{}
 	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.deadlineCutoff, p.Namespace, p.Queue)
-	b.Queue(t.d.sql.shapes, p.Namespace, p.Queue)
+	if !p.Offers.IsZero() {
+		b.Queue(t.d.sql.shapes, p.Namespace, p.Queue)
+	}
+	if warmClaim {
+		b.Queue(t.d.sql.warmPairs, p.Namespace, p.Queue, p.WarmHostKeys)
+	}
 	var cutoffMS int64
 	var shapes []string
+	var warm []planekit.WarmPair
 	err := func() error {
 		br := t.tx.SendBatch(t.ctx, b)
 		defer br.Close()
@@ -72,14 +80,36 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		if err := br.QueryRow().Scan(&cutoffMS); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read admission: %w", err)
 		}
-		rs, err := br.Query()
-		if err != nil {
-			return fmt.Errorf("claim: read shapes: %w", err)
+		if !p.Offers.IsZero() {
+			rs, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("claim: read shapes: %w", err)
+			}
+			shapes, err = t.satisfied(rs, p.Offers)
+			rs.Close()
+			if err != nil {
+				return err
+			}
 		}
-		defer rs.Close()
-		var err2 error
-		shapes, err2 = t.satisfied(rs, p.Offers)
-		return err2
+		if warmClaim {
+			rs, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("claim: read warm host keys: %w", err)
+			}
+			defer rs.Close()
+			for rs.Next() {
+				var pr planekit.WarmPair
+				if err := rs.Scan(&pr.HostKey, &pr.Shape); err != nil {
+					return fmt.Errorf("claim: read warm host keys: %w", err)
+				}
+				warm = append(warm, pr)
+			}
+			if err := rs.Err(); err != nil {
+				return fmt.Errorf("claim: read warm host keys: %w", err)
+			}
+			warm = planekit.KeepWarm(warm, shapes)
+		}
+		return nil
 	}()
 	if err != nil {
 		return err
@@ -87,7 +117,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	// The default shape's claim, for n more jobs: a request of its own, so its bookkeeping
 	// counts only what it takes.
 	plain := *p
-	plain.Offers = nil
+	plain.Offers, plain.WarmHostKeys = nil, nil
 	claimDefault := func(n int) (int, error) {
 		d := &claimRequest{p: &plain, kind: r.kind, n: n, lease: r.lease}
 		if err := t.claimFor([]*claimRequest{d}); err != nil {
@@ -99,30 +129,38 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 		return len(d.jobs), nil
 	}
-	if len(shapes) == 0 {
+	if len(shapes) == 0 && len(warm) == 0 {
 		_, err := claimDefault(r.n)
 		return err
 	}
 	cutoff := time.Duration(cutoffMS) * time.Millisecond
 	head := planekit.ByOrder(r.kind, t.d.sql.shapeHeadFIFO, t.d.sql.shapeHeadFILO, t.d.sql.shapeHeadPriority)
+	warmHead := planekit.ByOrder(r.kind, t.d.sql.warmHeadFIFO, t.d.sql.warmHeadFILO, t.d.sql.warmHeadPriority)
 	defaultSQL := planekit.ByOrder(r.kind, t.d.sql.claimFIFO, t.d.sql.claimFILO, t.d.sql.claimPriority)
+	warmKeys := make([]string, len(warm))
+	warmShapes := make([]string, len(warm))
+	for i, pr := range warm {
+		warmKeys[i], warmShapes[i] = pr.HostKey, pr.Shape
+	}
 	for len(r.jobs) < r.n {
-		// One round trip: lock the head of every satisfied shape and of the default shape.
-		heads, def, err := t.placedHeads(head, defaultSQL, p.Namespace, p.Queue, shapes)
+		// One round trip: lock the head of every satisfied shape, of every warm pair and of
+		// the default shape.
+		heads, hot, def, err := t.placedHeads(head, warmHead, defaultSQL, p.Namespace, p.Queue, shapes, warmKeys, warmShapes)
 		if err != nil {
 			return err
 		}
-		var best *row
-		for _, h := range heads {
-			if best == nil || plane.KeyTurnFirst(r.kind, h.ID, h.Priority, best.ID, best.Priority) {
-				best = h
-			}
-		}
-		if best == nil {
+		best, _ := planekit.First(r.kind, heads)
+		hotBest, _ := planekit.First(r.kind, hot)
+		if best == nil && hotBest == nil {
 			_, err := claimDefault(r.n - len(r.jobs))
 			return err
 		}
-		if len(def) > 0 && !plane.KeyTurnFirst(r.kind, best.ID, best.Priority, def[0].ID, def[0].Priority) {
+		var defHead *row
+		if len(def) > 0 {
+			defHead = def[0]
+		}
+		choice := planekit.ChoosePlaced(r.kind, hotBest, best, defHead)
+		if choice == planekit.PlacedDefault {
 			got, err := claimDefault(1)
 			if err != nil {
 				return err
@@ -130,31 +168,52 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 			if got > 0 {
 				continue
 			}
+			choice = planekit.PlacedShaped
+			if best == nil {
+				choice = planekit.PlacedWarm
+			}
 		}
-		if !t.expired(best, cutoff) {
-			r.pending = append(r.pending, best)
+		take := best
+		if choice == planekit.PlacedWarm {
+			take = hotBest
+		}
+		if !t.expired(take, cutoff) {
+			r.pending = append(r.pending, take)
 			t.begin([]*claimRequest{r})
 		}
 	}
 	return nil
 }
 
-// placedHeads locks, in one batch, the heads of shapes (headSQL) and the head of the
-// default shape's unkeyed jobs (defaultSQL).
-func (t *tx) placedHeads(headSQL, defaultSQL, namespace, queue string, shapes []string) (heads, def []*row, err error) {
+// placedHeads locks, in one batch, the heads of shapes (headSQL), of the warm pairs
+// (warmKeys[i], warmShapes[i]) (warmSQL) and the head of the default shape's unkeyed jobs
+// (defaultSQL).
+func (t *tx) placedHeads(headSQL, warmSQL, defaultSQL, namespace, queue string, shapes, warmKeys, warmShapes []string) (heads, hot, def []*row, err error) {
 	if err := t.flush(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	b := &pgx.Batch{}
-	b.Queue(headSQL, namespace, queue, shapes)
+	if len(shapes) > 0 {
+		b.Queue(headSQL, namespace, queue, shapes)
+	}
+	if len(warmKeys) > 0 {
+		b.Queue(warmSQL, namespace, queue, warmKeys, warmShapes)
+	}
 	b.Queue(defaultSQL, namespace, queue, 1)
 	br := t.tx.SendBatch(t.ctx, b)
 	defer br.Close()
-	if heads, err = claimRows(br.Query()); err != nil {
-		return nil, nil, err
+	if len(shapes) > 0 {
+		if heads, err = claimRows(br.Query()); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if len(warmKeys) > 0 {
+		if hot, err = claimRows(br.Query()); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	if def, err = claimRows(br.Query()); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return heads, def, nil
+	return heads, hot, def, nil
 }

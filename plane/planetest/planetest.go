@@ -87,6 +87,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Concurrency", testConcurrency},
 		{"RateLimits", testRateLimits},
 		{"Placement", testPlacement},
+		{"Warm", testWarm},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

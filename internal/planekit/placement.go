@@ -1,0 +1,79 @@
+package planekit
+
+import (
+	"slices"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Placement's shared rules (plane/placement.go; docs/semantics.md, "Placement"): which warm
+// (host key, shape) pairs a claim reads, and which head a placed claim takes next. The
+// drivers read the heads (their SQL) and start the chosen row.
+
+// WarmPair is a (host key, shape) of a queue's invocations (a placement_warm row).
+type WarmPair struct {
+	HostKey, Shape string
+}
+
+// WarmClaim reports whether a claim of kind with warm host keys looks for warm jobs at all:
+// a boltzmann claim draws and has no order to bend, so it does not.
+func WarmClaim(p *plane.ClaimParams, kind plane.Kind) bool {
+	return len(p.WarmHostKeys) > 0 && kind != plane.KindBoltzmann
+}
+
+// KeepWarm returns the pairs of pairs a claim may take jobs of: those of the default
+// shape, and those of a shape in satisfied (the shapes the claim's offers satisfy).
+func KeepWarm(pairs []WarmPair, satisfied []string) []WarmPair {
+	out := pairs[:0]
+	for _, pr := range pairs {
+		if pr.Shape == "" || slices.Contains(satisfied, pr.Shape) {
+			out = append(out, pr)
+		}
+	}
+	return out
+}
+
+// First returns the first of heads in kind's order (plane.KeyTurnFirst) and its index (nil,
+// -1 when every head is nil).
+func First(kind plane.Kind, heads []*Row) (*Row, int) {
+	var best *Row
+	at := -1
+	for i, h := range heads {
+		if h != nil && (best == nil || plane.KeyTurnFirst(kind, h.ID, h.Priority, best.ID, best.Priority)) {
+			best, at = h, i
+		}
+	}
+	return best, at
+}
+
+// Placed is what a placed claim takes next.
+type Placed int
+
+// What a placed claim takes next.
+const (
+	// PlacedNone: no head at all; the default shape's claim takes what it can.
+	PlacedNone Placed = iota
+	// PlacedWarm: the warm head.
+	PlacedWarm
+	// PlacedShaped: the shaped head.
+	PlacedShaped
+	// PlacedDefault: the default shape's claim (its head went first).
+	PlacedDefault
+)
+
+// ChoosePlaced chooses among the first warm head, the first shaped head and the default
+// shape's head (each nil when none): the first of the shaped and default heads in kind's
+// order is the cold head; the warm head goes before it when plane.WarmFirst says so.
+func ChoosePlaced(kind plane.Kind, warm, shaped, def *Row) Placed {
+	cold, coldIs := shaped, PlacedShaped
+	if def != nil && (cold == nil || !plane.KeyTurnFirst(kind, cold.ID, cold.Priority, def.ID, def.Priority)) {
+		cold, coldIs = def, PlacedDefault
+	}
+	switch {
+	case warm != nil && (cold == nil || plane.WarmFirst(kind, warm.ID, warm.Priority, cold.ID, cold.Priority)):
+		return PlacedWarm
+	case cold == nil:
+		return PlacedNone
+	}
+	return coldIs
+}
