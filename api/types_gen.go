@@ -535,8 +535,8 @@ func (z ChangedResponse) Msgsize() (s int) {
 func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(9)
+	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
 	if z.Kind == "" {
 		zb0001Len--
@@ -569,6 +569,10 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Offers == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.WarmHostKeys == nil {
+		zb0001Len--
+		zb0001Mask |= 0x100
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -624,6 +628,14 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "Offers")
 					return
 				}
+			}
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "warm_host_keys"
+			o = append(o, 0xae, 0x77, 0x61, 0x72, 0x6d, 0x5f, 0x68, 0x6f, 0x73, 0x74, 0x5f, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.WarmHostKeys)))
+			for za0002 := range z.WarmHostKeys {
+				o = msgp.AppendString(o, z.WarmHostKeys[za0002])
 			}
 		}
 	}
@@ -728,6 +740,29 @@ func (z *ClaimRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "warm_host_keys":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "WarmHostKeys")
+				return
+			}
+			if zb0003 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.WarmHostKeys) >= int(zb0003) {
+				z.WarmHostKeys = (z.WarmHostKeys)[:zb0003]
+			} else {
+				z.WarmHostKeys = make([]string, zb0003)
+			}
+			for za0002 := range z.WarmHostKeys {
+				z.WarmHostKeys[za0002], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "WarmHostKeys", za0002)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -751,6 +786,10 @@ func (z *ClaimRequest) Msgsize() (s int) {
 		s += msgp.NilSize
 	} else {
 		s += z.Offers.Msgsize()
+	}
+	s += 15 + msgp.ArrayHeaderSize
+	for za0002 := range z.WarmHostKeys {
+		s += msgp.StringPrefixSize + len(z.WarmHostKeys[za0002])
 	}
 	return
 }
@@ -6968,8 +7007,8 @@ func (z *WaitResponse) Msgsize() (s int) {
 func (z *Worker) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(11)
-	var zb0001Mask uint16 /* 11 bits */
+	zb0001Len := uint32(13)
+	var zb0001Mask uint16 /* 13 bits */
 	_ = zb0001Mask
 	if z.Provider == "" {
 		zb0001Len--
@@ -6982,6 +7021,14 @@ func (z *Worker) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.IdleSince.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x400
+	}
+	if z.Offers == nil {
+		zb0001Len--
+		zb0001Mask |= 0x800
+	}
+	if z.WarmHostKeys == nil {
+		zb0001Len--
+		zb0001Mask |= 0x1000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -7029,6 +7076,27 @@ func (z *Worker) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "idle_since"
 			o = append(o, 0xaa, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x73, 0x69, 0x6e, 0x63, 0x65)
 			o = msgp.AppendTimeExt(o, z.IdleSince)
+		}
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
+			// string "offers"
+			o = append(o, 0xa6, 0x6f, 0x66, 0x66, 0x65, 0x72, 0x73)
+			if z.Offers == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Offers.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
+			}
+		}
+		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+			// string "warm_host_keys"
+			o = append(o, 0xae, 0x77, 0x61, 0x72, 0x6d, 0x5f, 0x68, 0x6f, 0x73, 0x74, 0x5f, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.WarmHostKeys)))
+			for za0002 := range z.WarmHostKeys {
+				o = msgp.AppendString(o, z.WarmHostKeys[za0002])
+			}
 		}
 	}
 	return
@@ -7139,6 +7207,46 @@ func (z *Worker) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "IdleSince")
 				return
 			}
+		case "offers":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Offers = nil
+			} else {
+				if z.Offers == nil {
+					z.Offers = new(Requirement)
+				}
+				bts, err = z.Offers.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
+			}
+		case "warm_host_keys":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "WarmHostKeys")
+				return
+			}
+			if zb0003 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.WarmHostKeys) >= int(zb0003) {
+				z.WarmHostKeys = (z.WarmHostKeys)[:zb0003]
+			} else {
+				z.WarmHostKeys = make([]string, zb0003)
+			}
+			for za0002 := range z.WarmHostKeys {
+				z.WarmHostKeys[za0002], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "WarmHostKeys", za0002)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -7157,7 +7265,16 @@ func (z *Worker) Msgsize() (s int) {
 	for za0001 := range z.Queues {
 		s += msgp.StringPrefixSize + len(z.Queues[za0001])
 	}
-	s += 11 + msgp.TimeSize + 10 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize
+	s += 11 + msgp.TimeSize + 10 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize + 7
+	if z.Offers == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.Offers.Msgsize()
+	}
+	s += 15 + msgp.ArrayHeaderSize
+	for za0002 := range z.WarmHostKeys {
+		s += msgp.StringPrefixSize + len(z.WarmHostKeys[za0002])
+	}
 	return
 }
 
@@ -7165,8 +7282,8 @@ func (z *Worker) Msgsize() (s int) {
 func (z *WorkerRegisterRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(10)
+	var zb0001Mask uint16 /* 10 bits */
 	_ = zb0001Mask
 	if z.Provider == "" {
 		zb0001Len--
@@ -7183,6 +7300,14 @@ func (z *WorkerRegisterRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.IdleSince.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.Offers == nil {
+		zb0001Len--
+		zb0001Mask |= 0x100
+	}
+	if z.WarmHostKeys == nil {
+		zb0001Len--
+		zb0001Mask |= 0x200
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -7223,6 +7348,27 @@ func (z *WorkerRegisterRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "idle_since"
 			o = append(o, 0xaa, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x73, 0x69, 0x6e, 0x63, 0x65)
 			o = msgp.AppendTimeExt(o, z.IdleSince)
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "offers"
+			o = append(o, 0xa6, 0x6f, 0x66, 0x66, 0x65, 0x72, 0x73)
+			if z.Offers == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Offers.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
+			}
+		}
+		if (zb0001Mask & 0x200) == 0 { // if not omitted
+			// string "warm_host_keys"
+			o = append(o, 0xae, 0x77, 0x61, 0x72, 0x6d, 0x5f, 0x68, 0x6f, 0x73, 0x74, 0x5f, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.WarmHostKeys)))
+			for za0002 := range z.WarmHostKeys {
+				o = msgp.AppendString(o, z.WarmHostKeys[za0002])
+			}
 		}
 	}
 	return
@@ -7315,6 +7461,46 @@ func (z *WorkerRegisterRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "IdleSince")
 				return
 			}
+		case "offers":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Offers = nil
+			} else {
+				if z.Offers == nil {
+					z.Offers = new(Requirement)
+				}
+				bts, err = z.Offers.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
+			}
+		case "warm_host_keys":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "WarmHostKeys")
+				return
+			}
+			if zb0003 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.WarmHostKeys) >= int(zb0003) {
+				z.WarmHostKeys = (z.WarmHostKeys)[:zb0003]
+			} else {
+				z.WarmHostKeys = make([]string, zb0003)
+			}
+			for za0002 := range z.WarmHostKeys {
+				z.WarmHostKeys[za0002], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "WarmHostKeys", za0002)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -7333,7 +7519,16 @@ func (z *WorkerRegisterRequest) Msgsize() (s int) {
 	for za0001 := range z.Queues {
 		s += msgp.StringPrefixSize + len(z.Queues[za0001])
 	}
-	s += 11 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize
+	s += 11 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize + 7
+	if z.Offers == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.Offers.Msgsize()
+	}
+	s += 15 + msgp.ArrayHeaderSize
+	for za0002 := range z.WarmHostKeys {
+		s += msgp.StringPrefixSize + len(z.WarmHostKeys[za0002])
+	}
 	return
 }
 

@@ -2,6 +2,7 @@ package planekit
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -77,3 +78,25 @@ func ChoosePlaced(kind plane.Kind, warm, shaped, def *Row) Placed {
 	}
 	return coldIs
 }
+
+// EncodeOffers is the stored form of a worker's offers: plane.EncodeRequirement's JSON, ""
+// for none.
+func EncodeOffers(o *plane.Offers) string {
+	return string(plane.EncodeRequirement((*plane.Requirement)(o)))
+}
+
+// DecodeOffers reads stored offers (nil for none or unreadable).
+func DecodeOffers(s string) *plane.Offers {
+	r, err := plane.DecodeRequirement([]byte(s))
+	if err != nil || r == nil {
+		return nil
+	}
+	return (*plane.Offers)(r)
+}
+
+// EncodeHostKeys is the stored form of a worker's warm host keys: space-separated (a host
+// key has no space), "" for none.
+func EncodeHostKeys(keys []string) string { return strings.Join(keys, " ") }
+
+// DecodeHostKeys reads stored warm host keys (nil for none).
+func DecodeHostKeys(s string) []string { return strings.Fields(s) }

@@ -44,6 +44,6 @@ ALTER TABLE {schema}.placement_shapes ADD COLUMN idle_since_ms bigint NOT NULL D
 CREATE INDEX invocations_placed ON {schema}.invocations (namespace, queue, shape, host_key)
     WHERE (shape <> '' OR host_key <> '') AND state < 2;
 
--- Workers register what they offer and the host keys they are warm for (JSON; '' none).
+-- Workers register what they offer (JSON) and the host keys they are warm for (space-separated; '' none).
 ALTER TABLE {schema}.workers ADD COLUMN offers text NOT NULL DEFAULT '';
 ALTER TABLE {schema}.workers ADD COLUMN warm_host_keys text NOT NULL DEFAULT '';

@@ -41,7 +41,7 @@ ALTER TABLE placement_shapes ADD COLUMN idle_since_ms INTEGER NOT NULL DEFAULT 0
 CREATE INDEX invocations_placed ON invocations (namespace, queue, shape, host_key)
     WHERE (shape <> '' OR host_key <> '') AND state < 2;
 
--- Workers register what they offer and the host keys they are warm for (JSON; '' none), so
+-- Workers register what they offer (JSON) and the host keys they are warm for (space-separated; '' none), so
 -- a queued job no live worker can run is shown as such.
 ALTER TABLE workers ADD COLUMN offers TEXT NOT NULL DEFAULT '';
 ALTER TABLE workers ADD COLUMN warm_host_keys TEXT NOT NULL DEFAULT '';
