@@ -329,8 +329,9 @@ func ValidateHostKey(field, key string) error {
 // HostKeyOf returns the host key of an invocation's metadata ("" when it has none).
 func HostKeyOf(metadata map[string]string) string { return metadata[MetaHostKey] }
 
-// validateWarmHostKeys checks a claim's warm host keys.
-func validateWarmHostKeys(keys []string) error {
+// ValidateWarmHostKeys checks the warm host keys of a claim or a worker (at most
+// WarmHostKeysMax, each as HostKeyRule says). Errors: *InvalidError naming warm_host_keys.
+func ValidateWarmHostKeys(keys []string) error {
 	if len(keys) > WarmHostKeysMax {
 		return Invalid("warm_host_keys", fmt.Sprintf("%d keys", len(keys)), fmt.Sprintf("name at most %d host keys", WarmHostKeysMax))
 	}

@@ -134,7 +134,7 @@ func (w *WorkerInfo) Validate() error {
 	if err := w.Offers.Validate("offers"); err != nil {
 		return err
 	}
-	if err := validateWarmHostKeys(w.WarmHostKeys); err != nil {
+	if err := ValidateWarmHostKeys(w.WarmHostKeys); err != nil {
 		return err
 	}
 	for _, q := range w.Queues {

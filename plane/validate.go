@@ -422,7 +422,7 @@ func (p *ClaimParams) Validate() error {
 	if err := p.Offers.Validate("offers"); err != nil {
 		return err
 	}
-	if err := validateWarmHostKeys(p.WarmHostKeys); err != nil {
+	if err := ValidateWarmHostKeys(p.WarmHostKeys); err != nil {
 		return err
 	}
 	for _, r := range p.Worker {
