@@ -3,6 +3,7 @@ package planekit
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -100,3 +101,36 @@ func EncodeHostKeys(keys []string) string { return strings.Join(keys, " ") }
 
 // DecodeHostKeys reads stored warm host keys (nil for none).
 func DecodeHostKeys(s string) []string { return strings.Fields(s) }
+
+// PlacementIdleTrim is how long a placement_shapes or placement_warm row stays after a
+// maintenance pass found no live invocation (delayed, queued or running) of its shape (and
+// host key): a later pass that still finds none, this long after, deletes it. A submit of
+// the shape re-creates the row with the invocation (the insert trigger), in the same
+// transaction, so a claim never misses a claimable job of a trimmed shape.
+const PlacementIdleTrim = 10 * time.Minute
+
+// PlacementTrimSQL are the statements of a maintenance pass's placement trim, per table in
+// order (placement_shapes', then placement_warm's), for a plane's dialect: table names tables (placement_shapes, placement_warm, invocations,
+// with their schema), hint what follows "invocations" in a live probe (SQLite's INDEXED
+// BY), param the dialect's first parameter. Per table, three statements: clear the idle
+// mark of rows with a live invocation (no parameter); mark rows without one (param: the
+// time now, ms); delete rows marked at or before param (now − PlacementIdleTrim, ms) that
+// still have none. Each live probe is one index probe (invocations_placed).
+func PlacementTrimSQL(shapes, warm, invocations, hint, param string) [][3]string {
+	live := func(table, alias string) string {
+		cond := `i.namespace = ` + alias + `.namespace AND i.queue = ` + alias + `.queue AND i.shape = ` + alias + `.shape`
+		if table == warm {
+			cond += ` AND i.host_key = ` + alias + `.host_key`
+		}
+		return `EXISTS (SELECT 1 FROM ` + invocations + ` AS i ` + hint + ` WHERE ` + cond +
+			` AND (i.shape <> '' OR i.host_key <> '') AND i.state < 2)`
+	}
+	var out [][3]string
+	for _, table := range []string{shapes, warm} {
+		out = append(out, [3]string{
+			`UPDATE ` + table + ` AS p SET idle_since_ms = 0 WHERE idle_since_ms > 0 AND ` + live(table, "p"),
+			`UPDATE ` + table + ` AS p SET idle_since_ms = ` + param + ` WHERE idle_since_ms = 0 AND NOT ` + live(table, "p"),
+			`DELETE FROM ` + table + ` AS p WHERE idle_since_ms > 0 AND idle_since_ms <= ` + param + ` AND NOT ` + live(table, "p")})
+	}
+	return out
+}

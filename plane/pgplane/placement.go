@@ -1,11 +1,13 @@
 package pgplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -216,4 +218,56 @@ func (t *tx) placedHeads(headSQL, warmSQL, defaultSQL, namespace, queue string, 
 		return nil, nil, nil, err
 	}
 	return heads, hot, def, nil
+}
+
+// placementTrim is the trim of one placement table (planekit.PlacementTrimSQL).
+type placementTrim struct {
+	table string
+	sql   [3]string
+}
+
+func newPlacementTrim(s func(string) string) []placementTrim {
+	all := planekit.PlacementTrimSQL(s("{s}.placement_shapes"), s("{s}.placement_warm"), s("{s}.invocations"), "", "$1")
+	return []placementTrim{{s("{s}.placement_shapes"), all[0]}, {s("{s}.placement_warm"), all[1]}}
+}
+
+// placementTrimLockTimeout bounds how long a trim waits for the transactions that
+// inserted into a placement table; one that waits longer gives up until the next pass.
+const placementTrimLockTimeout = "2s"
+
+// trimPlacement removes placement_shapes and placement_warm rows idle for
+// planekit.PlacementIdleTrim (a maintenance step), one table per transaction. Each first
+// takes the table in SHARE mode: that waits for every transaction that inserted into it
+// — a submit whose trigger found the row present and inserted nothing still holds the
+// table's ROW EXCLUSIVE lock until it commits — and holds later inserts until the trim
+// commits, so the live probes (statements after the lock, fresh snapshots) see every
+// invocation of a row they delete, and a submit after the delete re-creates its row. A
+// lock wait past placementTrimLockTimeout skips the table for this pass.
+func (d *Driver) trimPlacement(ctx context.Context) error {
+	now := d.cfg.Now().UnixMilli()
+	cutoff := now - planekit.PlacementIdleTrim.Milliseconds()
+	for _, p := range d.sql.placementTrim {
+		err := d.do(ctx, func(t *tx) error {
+			if _, err := t.tx.Exec(t.ctx, "SET LOCAL lock_timeout = '"+placementTrimLockTimeout+"'"); err != nil {
+				return err
+			}
+			if _, err := t.tx.Exec(t.ctx, "LOCK TABLE "+p.table+" IN SHARE MODE"); err != nil {
+				return err
+			}
+			for i, args := range [][]any{nil, {now}, {cutoff}} {
+				if _, err := t.tx.Exec(t.ctx, p.sql[i], args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: next pass
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("maintenance: trim placement: %w", err)
+		}
+	}
+	return nil
 }

@@ -27,7 +27,9 @@ type statements struct {
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
 	shapes, shapeHeadFIFO, shapeHeadFILO, shapeHeadPriority  string
 	warmPairs, warmHeadFIFO, warmHeadFILO, warmHeadPriority  string
-	deadlineCutoff                                           string
+	// placementTrim: per table, the table and planekit.PlacementTrimSQL's statements.
+	placementTrim  []placementTrim
+	deadlineCutoff string
 }
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
@@ -189,6 +191,7 @@ func newStatements(schema string) statements {
 		warmHeadFIFO:      s(warmHeads(`id`)),
 		warmHeadFILO:      s(warmHeads(`id DESC`)),
 		warmHeadPriority:  s(warmHeads(`priority DESC, id`)),
+		placementTrim:     newPlacementTrim(s),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
 		// and returns what it deleted per counter.
 		trim: s(`WITH victims AS (

@@ -88,6 +88,7 @@ func Run(t *testing.T, factory Factory) {
 		{"RateLimits", testRateLimits},
 		{"Placement", testPlacement},
 		{"Warm", testWarm},
+		{"PlacementTrim", testPlacementTrim},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

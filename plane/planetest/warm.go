@@ -1,6 +1,7 @@
 package planetest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,41 @@ func testWarm(t *testing.T, s *suite) {
 			Invocations: []plane.SubmitParams{{Payload: []byte("x"), Metadata: map[string]string{plane.MetaHostKey: "a key"}}}})
 		requireInvalid(t, err, plane.MetaHostKey)
 		require.EqualValues(t, 0, b.count(t, plane.StateQueued), "nothing of a refused batch is written")
+	})
+}
+
+// testPlacementTrim checks that trimming the rows of shapes no longer used (maintenance,
+// after planekit.PlacementIdleTrim) never hides a job: a shape (and a warm pair) submitted
+// again after its rows were trimmed is claimable, also when the submit races the pass
+// that trims.
+func testPlacementTrim(t *testing.T, s *suite) {
+	t.Run("Resubmitted", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		a100 := &plane.Offers{GPUs: 1, GPUType: "a100"}
+		run := func(payload string) {
+			t.Helper()
+			b.submitWarm(t, payload, hostKeyB, reqA100, 0)
+			b.submitWarm(t, payload+"-default", hostKeyB, nil, 0)
+			jobs := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, Max: 5, Worker: "w", Offers: a100, WarmHostKeys: []string{hostKeyB}})
+			require.Len(t, jobs, 2, "both jobs are claimable")
+			for _, j := range jobs {
+				b.ack(t, j, "ok")
+			}
+		}
+		run("first")
+		b.maintain(t) // marks the shape and the pairs idle
+		b.advance(time.Hour)
+		b.maintain(t) // trims them
+		run("again")
+		for i := range 20 {
+			// The pass that trims races the submit that needs the rows again.
+			b.maintain(t)
+			b.advance(time.Hour)
+			done := make(chan error, 1)
+			go func() { done <- b.drv.Maintain(b.ctx) }()
+			run(fmt.Sprint("race-", i))
+			must(t, <-done, "maintain")
+		}
 	})
 }

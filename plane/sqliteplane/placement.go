@@ -46,6 +46,25 @@ func (t *wtx) satisfiedShapes(p *plane.ClaimParams) ([]string, error) {
 	return out, rs.Err()
 }
 
+// placementTrim are the statements of trimPlacement (planekit.PlacementTrimSQL).
+var placementTrim = planekit.PlacementTrimSQL("placement_shapes", "placement_warm", "invocations",
+	"INDEXED BY invocations_placed", "?1")
+
+// trimPlacement removes placement_shapes and placement_warm rows idle for
+// planekit.PlacementIdleTrim (a maintenance step). The writer's transaction holds every
+// write, so no submit runs between a row's check and its removal.
+func (t *wtx) trimPlacement() error {
+	cutoff := t.ms - planekit.PlacementIdleTrim.Milliseconds()
+	for _, table := range placementTrim {
+		for i, args := range [][]any{nil, {t.ms}, {cutoff}} {
+			if _, err := t.w.conn.ExecContext(t.ctx, table[i], args...); err != nil {
+				return fmt.Errorf("maintenance: trim placement: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // warmPairs returns the (host key, shape) pairs of p's queue of p's warm host keys whose
 // shape the claim may take (the default shape or one of satisfied); nil without warm keys
 // (no read).

@@ -16,7 +16,7 @@ import math
 import threading
 import time
 import traceback
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -624,6 +624,9 @@ class QueueCore:
         # What this core's claims offer (placement, docs/semantics.md): the claim's
         # ``offers``; None takes only jobs without a requirement. Set by run_worker.
         self.offers: dict[str, Any] | None = None
+        # The host keys this core's claims are warm for (the claim's ``warm_host_keys``),
+        # read at each claim; None: no preference. Set by run_worker.
+        self.warm: Callable[[], list[str]] | None = None
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
         # Held by the one blocking submit sent on its caller's thread (submit_blocking).
@@ -1112,6 +1115,8 @@ class QueueCore:
                 body["queues"] = self.also
             if self.offers:
                 body["offers"] = self.offers
+            if self.warm is not None and (warm := self.warm()):
+                body["warm_host_keys"] = warm
             try:
                 ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once", hot=True)
             except errors.DispatchError as e:
@@ -1160,6 +1165,8 @@ class QueueCore:
             claim["queues"] = self.also
         if self.offers:
             claim["offers"] = self.offers
+        if self.warm is not None and (warm := self.warm()):
+            claim["warm_host_keys"] = warm
         deadlines = [d for _, d in settles if d is not None]
         try:
             ans = await self._call(
