@@ -365,3 +365,22 @@ func WarmFirst(kind Kind, warmID string, warmPriority float64, coldID string, co
 	}
 	return warm.Time() <= cold.Time()+headStart
 }
+
+// CapableWorkers returns how many of workers (a registry listing: the live workers) serve
+// the queue (namespace, queue) — it is one of their Queues — and offer what r requires
+// (Offers.Satisfies), and how many serve it at all. A queued invocation with capable 0 has
+// no capable worker: it waits, visibly, until one registers (lakeshore get, the
+// dashboard); nothing refuses it, since a worker may be about to start.
+func CapableWorkers(r *Requirement, namespace, queue string, workers []WorkerInfo) (capable, serving int) {
+	for i := range workers {
+		w := &workers[i]
+		if w.Namespace != namespace || !slices.Contains(w.Queues, queue) {
+			continue
+		}
+		serving++
+		if w.Offers.Satisfies(r) {
+			capable++
+		}
+	}
+	return capable, serving
+}
