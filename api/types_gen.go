@@ -2367,8 +2367,8 @@ func (z *HeartbeatsResponse) Msgsize() (s int) {
 func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(23)
-	var zb0001Mask uint32 /* 23 bits */
+	zb0001Len := uint32(24)
+	var zb0001Mask uint32 /* 24 bits */
 	_ = zb0001Mask
 	if z.Key == "" {
 		zb0001Len--
@@ -2386,53 +2386,57 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x40
 	}
-	if z.Payload.IsZero() {
+	if z.CapableWorkers == nil {
 		zb0001Len--
-		zb0001Mask |= 0x200
+		zb0001Mask |= 0x80
 	}
-	if z.Metadata == nil {
+	if z.Payload.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x400
 	}
-	if z.AttemptTimeout == 0 {
+	if z.Metadata == nil {
 		zb0001Len--
-		zb0001Mask |= 0x2000
+		zb0001Mask |= 0x800
 	}
-	if z.Deadline.IsZero() {
+	if z.AttemptTimeout == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x4000
 	}
-	if z.AvailableAt.IsZero() {
+	if z.Deadline.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x8000
 	}
-	if z.LeaseExpiresAt.IsZero() {
+	if z.AvailableAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x10000
 	}
-	if z.Worker == "" {
+	if z.LeaseExpiresAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x20000
 	}
-	if z.Result.IsZero() {
+	if z.Worker == "" {
 		zb0001Len--
 		zb0001Mask |= 0x40000
 	}
-	if z.Error == nil {
+	if z.Result.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x80000
 	}
-	if z.CreatedAt.IsZero() {
+	if z.Error == nil {
 		zb0001Len--
 		zb0001Mask |= 0x100000
 	}
-	if z.StartedAt.IsZero() {
+	if z.CreatedAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x200000
 	}
-	if z.FinishedAt.IsZero() {
+	if z.StartedAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x400000
+	}
+	if z.FinishedAt.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x800000
 	}
 	// variable map header, size zb0001Len
 	o = msgp.AppendMapHeader(o, zb0001Len)
@@ -2476,13 +2480,22 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa5, 0x73, 0x68, 0x61, 0x70, 0x65)
 			o = msgp.AppendString(o, z.Shape)
 		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "capable_workers"
+			o = append(o, 0xaf, 0x63, 0x61, 0x70, 0x61, 0x62, 0x6c, 0x65, 0x5f, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72, 0x73)
+			if z.CapableWorkers == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o = msgp.AppendInt(o, *z.CapableWorkers)
+			}
+		}
 		// string "state"
 		o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
 		o = msgp.AppendString(o, z.State)
 		// string "priority"
 		o = append(o, 0xa8, 0x70, 0x72, 0x69, 0x6f, 0x72, 0x69, 0x74, 0x79)
 		o = msgp.AppendFloat64(o, z.Priority)
-		if (zb0001Mask & 0x200) == 0 { // if not omitted
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
 			// string "payload"
 			o = append(o, 0xa7, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64)
 			o, err = z.Payload.MarshalMsg(o)
@@ -2491,7 +2504,7 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x400) == 0 { // if not omitted
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
 			// string "metadata"
 			o = append(o, 0xa8, 0x6d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61)
 			o = msgp.AppendMapHeader(o, uint32(len(z.Metadata)))
@@ -2506,32 +2519,32 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "max_attempts"
 		o = append(o, 0xac, 0x6d, 0x61, 0x78, 0x5f, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x73)
 		o = msgp.AppendInt(o, z.MaxAttempts)
-		if (zb0001Mask & 0x2000) == 0 { // if not omitted
+		if (zb0001Mask & 0x4000) == 0 { // if not omitted
 			// string "attempt_timeout"
 			o = append(o, 0xaf, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x6f, 0x75, 0x74)
 			o = msgp.AppendFloat64(o, z.AttemptTimeout)
 		}
-		if (zb0001Mask & 0x4000) == 0 { // if not omitted
+		if (zb0001Mask & 0x8000) == 0 { // if not omitted
 			// string "deadline"
 			o = append(o, 0xa8, 0x64, 0x65, 0x61, 0x64, 0x6c, 0x69, 0x6e, 0x65)
 			o = msgp.AppendTimeExt(o, z.Deadline)
 		}
-		if (zb0001Mask & 0x8000) == 0 { // if not omitted
+		if (zb0001Mask & 0x10000) == 0 { // if not omitted
 			// string "available_at"
 			o = append(o, 0xac, 0x61, 0x76, 0x61, 0x69, 0x6c, 0x61, 0x62, 0x6c, 0x65, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.AvailableAt)
 		}
-		if (zb0001Mask & 0x10000) == 0 { // if not omitted
+		if (zb0001Mask & 0x20000) == 0 { // if not omitted
 			// string "lease_expires_at"
 			o = append(o, 0xb0, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x5f, 0x65, 0x78, 0x70, 0x69, 0x72, 0x65, 0x73, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.LeaseExpiresAt)
 		}
-		if (zb0001Mask & 0x20000) == 0 { // if not omitted
+		if (zb0001Mask & 0x40000) == 0 { // if not omitted
 			// string "worker"
 			o = append(o, 0xa6, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72)
 			o = msgp.AppendString(o, z.Worker)
 		}
-		if (zb0001Mask & 0x40000) == 0 { // if not omitted
+		if (zb0001Mask & 0x80000) == 0 { // if not omitted
 			// string "result"
 			o = append(o, 0xa6, 0x72, 0x65, 0x73, 0x75, 0x6c, 0x74)
 			o, err = z.Result.MarshalMsg(o)
@@ -2540,7 +2553,7 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x80000) == 0 { // if not omitted
+		if (zb0001Mask & 0x100000) == 0 { // if not omitted
 			// string "error"
 			o = append(o, 0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
 			if z.Error == nil {
@@ -2558,17 +2571,17 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendInt(o, z.Error.Attempt)
 			}
 		}
-		if (zb0001Mask & 0x100000) == 0 { // if not omitted
+		if (zb0001Mask & 0x200000) == 0 { // if not omitted
 			// string "created_at"
 			o = append(o, 0xaa, 0x63, 0x72, 0x65, 0x61, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.CreatedAt)
 		}
-		if (zb0001Mask & 0x200000) == 0 { // if not omitted
+		if (zb0001Mask & 0x400000) == 0 { // if not omitted
 			// string "started_at"
 			o = append(o, 0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.StartedAt)
 		}
-		if (zb0001Mask & 0x400000) == 0 { // if not omitted
+		if (zb0001Mask & 0x800000) == 0 { // if not omitted
 			// string "finished_at"
 			o = append(o, 0xab, 0x66, 0x69, 0x6e, 0x69, 0x73, 0x68, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.FinishedAt)
@@ -2651,6 +2664,23 @@ func (z *Invocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			if err != nil {
 				err = msgp.WrapError(err, "Shape")
 				return
+			}
+		case "capable_workers":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.CapableWorkers = nil
+			} else {
+				if z.CapableWorkers == nil {
+					z.CapableWorkers = new(int)
+				}
+				*z.CapableWorkers, bts, err = msgp.ReadIntBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "CapableWorkers")
+					return
+				}
 			}
 		case "state":
 			z.State, bts, err = msgp.ReadStringBytes(bts)
@@ -2844,7 +2874,13 @@ func (z *Invocation) Msgsize() (s int) {
 	} else {
 		s += z.Requirement.Msgsize()
 	}
-	s += 6 + msgp.StringPrefixSize + len(z.Shape) + 6 + msgp.StringPrefixSize + len(z.State) + 9 + msgp.Float64Size + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
+	s += 6 + msgp.StringPrefixSize + len(z.Shape) + 16
+	if z.CapableWorkers == nil {
+		s += msgp.NilSize
+	} else {
+		s += msgp.IntSize
+	}
+	s += 6 + msgp.StringPrefixSize + len(z.State) + 9 + msgp.Float64Size + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
 	if z.Metadata != nil {
 		for za0001, za0002 := range z.Metadata {
 			_ = za0002

@@ -18,6 +18,8 @@ def test_requires_is_the_requirement(every_plane: HttpDispatch, qname: str) -> N
     assert dict(inv.requirement or {}) == {"gpus": 1, "gpu_type": "a100", "labels": {"zone": "east"}}
     assert inv.shape is not None and inv.shape.startswith("sh1_")
     assert q.get(plain).requirement is None and q.get(plain).shape is None
+    assert inv.capable_workers == 0, "no live worker offers it: no capable worker, shown"
+    assert q.get(plain).capable_workers is None
     job = q.claim(wait=1)
     assert job is not None and job.id == plain, "a claim without offers takes only jobs without a requirement"
     assert q.claim(wait=0) is None, "the GPU job waits for a worker that offers a GPU"

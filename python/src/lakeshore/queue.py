@@ -176,6 +176,9 @@ class Invocation:
         concurrency_key: as submitted and as it runs.
         requirement: what it waits for a worker to offer (``cpus_milli``, ``memory_bytes``,
             ``gpus``, ``gpu_type``, ``labels``), or None; shape: its shape key, or None.
+        capable_workers: for a queued invocation with a requirement (as ``get`` reads it),
+            how many live registered workers of its queue offer what it requires — 0: no
+            capable worker, it waits —; None otherwise.
         error: ``{type, message, attempt}`` of a failed attempt, or None.
         created_at, started_at, finished_at, available_at: its times (None when unset).
     """
@@ -199,6 +202,7 @@ class Invocation:
     concurrency_key: str | None = None
     requirement: Mapping[str, Any] | None = None
     shape: str | None = None
+    capable_workers: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -408,6 +412,7 @@ def _invocation(d: Mapping[str, Any]) -> Invocation:
         concurrency_key=d.get("concurrency_key") or None,
         requirement=dict(d.get("requirement") or {}) or None,
         shape=d.get("shape") or None,
+        capable_workers=int(d["capable_workers"]) if d.get("capable_workers") is not None else None,
         priority=float(d.get("priority") or 0.0),
         attempt=int(d.get("attempt") or 0),
         max_attempts=int(d.get("max_attempts") or 0),
