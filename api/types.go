@@ -140,12 +140,12 @@ type Invocation struct {
 	ConcurrencyKey string `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 	// Requirement is what the invocation waits for a worker to offer; Shape its shape key
 	// (plane.Requirement.Shape). Both absent: the default shape.
-	Requirement    *Requirement      `json:"requirement,omitzero" msg:"requirement,omitempty"`
-	Shape          string            `json:"shape,omitzero" msg:"shape,omitempty"`
+	Requirement *Requirement `json:"requirement,omitzero" msg:"requirement,omitempty"`
+	Shape       string       `json:"shape,omitzero" msg:"shape,omitempty"`
 	// CapableWorkers is, for a queued invocation with a requirement read by GET
 	// …/invocations/{id}, how many live registered workers of its queue offer what it
 	// requires (plane.CapableWorkers); 0: no capable worker (it waits). Absent otherwise.
-	CapableWorkers *int `json:"capable_workers,omitempty" msg:"capable_workers,omitempty"`
+	CapableWorkers *int              `json:"capable_workers,omitempty" msg:"capable_workers,omitempty"`
 	State          string            `json:"state" msg:"state"`
 	Priority       float64           `json:"priority" msg:"priority"`
 	Payload        Value             `json:"payload,omitzero" msg:"payload,omitzero"`
