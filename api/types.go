@@ -145,7 +145,7 @@ type Invocation struct {
 	// CapableWorkers is, for a queued invocation with a requirement read by GET
 	// …/invocations/{id}, how many live registered workers of its queue offer what it
 	// requires (plane.CapableWorkers); 0: no capable worker (it waits). Absent otherwise.
-	CapableWorkers *int              `json:"capable_workers,omitempty" msg:"capable_workers,omitempty"`
+	CapableWorkers *int              `json:"capable_workers,omitzero" msg:"capable_workers,omitempty"`
 	State          string            `json:"state" msg:"state"`
 	Priority       float64           `json:"priority" msg:"priority"`
 	Payload        Value             `json:"payload,omitzero" msg:"payload,omitzero"`
