@@ -87,6 +87,8 @@ func Run(t *testing.T, factory Factory) {
 		{"Concurrency", testConcurrency},
 		{"RateLimits", testRateLimits},
 		{"Placement", testPlacement},
+		{"Warm", testWarm},
+		{"PlacementTrim", testPlacementTrim},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {
