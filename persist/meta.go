@@ -79,7 +79,7 @@ func (r *MetaRequest) validate() error {
 	if r.BatchSize < 1 {
 		return &InvalidError{Field: "batch_size", Value: r.BatchSize, Rule: "≥ 1"}
 	}
-	if err := checkTask(r.Task); err != nil {
+	if err := CheckTask(r.Task); err != nil {
 		return err
 	}
 	if r.Timeout < 0 {

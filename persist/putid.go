@@ -35,8 +35,9 @@ const PutIDRetention = 10 * time.Minute
 // machines.
 func NewPutID() string { return ulid.MustNew(ulid.Now(), rand.Reader).String() }
 
-// putID returns the id of opts ("" for none), checked. Errors: *InvalidError.
-func putID(opts *PutOpts) (string, error) {
+// PutIDOf returns the idempotency id of opts ("" for none), checked with CheckPutID.
+// Errors: *InvalidError.
+func PutIDOf(opts *PutOpts) (string, error) {
 	if opts == nil || opts.ID == "" {
 		return "", nil
 	}

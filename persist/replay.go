@@ -172,7 +172,7 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 				}
 			}
 		}
-		return NewBatch(fields, draws, parts, nil), nil
+		return record.EmptyBatch(fields, draws, parts), nil
 	}
 	unique := record.SortedUnique(append([]int64(nil), draws...))
 	meta := &BatchMeta{Indexes: unique, Size: len(unique), Partition: part}

@@ -430,7 +430,7 @@ func readBatch(data []byte) (*persist.Batch, error) {
 
 // emptyBatch returns a batch of no rows with fields.
 func emptyBatch(fields []persist.Field) *persist.Batch {
-	return persist.NewBatch(fields, []int64{}, []string{}, nil)
+	return record.EmptyBatch(fields, []int64{}, []string{})
 }
 
 // getQuery encodes GetOpts as query parameters.

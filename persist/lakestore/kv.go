@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"maps"
 
 	"github.com/jackc/pgx/v5"
@@ -61,7 +62,7 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 	for i, it := range items {
 		all[i] = it.rec
 	}
-	if _, err := persist.PrepareRecords(all); err != nil { // every error before the transaction
+	if _, err := filestore.PrepareRecords(all); err != nil { // every error before the transaction
 		return nil, err
 	}
 	if err := s.enter(); err != nil {
@@ -101,7 +102,7 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 			}
 		}
 		if len(newRecs) > 0 {
-			p, err := persist.PrepareRecords(newRecs)
+			p, err := filestore.PrepareRecords(newRecs)
 			if err != nil {
 				return err
 			}
@@ -118,7 +119,7 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 			}
 		}
 		if len(updRecs) > 0 {
-			idx, p, err := persist.PrepareFieldUpdates(updIdx, updRecs)
+			idx, p, err := filestore.PrepareFieldUpdates(updIdx, updRecs)
 			if err != nil {
 				return err
 			}
@@ -202,7 +203,7 @@ func (s *Store) KVGet(ctx context.Context, partition string, keys []string, fiel
 		if err != nil {
 			return err
 		}
-		b := persist.NewBatch(sel, sorted, parts, recs)
+		b := filestore.NewBatch(sel, sorted, parts, recs)
 		defer b.Release()
 		rows, err := b.Rows()
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"strings"
 	"time"
 
@@ -287,7 +288,7 @@ func (c *sampleSource) Values(ctx context.Context, field string, indexes []int64
 	if err != nil {
 		return nil, err
 	}
-	b := persist.NewBatch([]persist.Field{{Name: field, Kind: k}}, idx, parts, recs)
+	b := filestore.NewBatch([]persist.Field{{Name: field, Kind: k}}, idx, parts, recs)
 	defer b.Release()
 	rows, err := b.Rows()
 	if err != nil {
@@ -382,7 +383,7 @@ func (s *Store) batchMeta(ctx context.Context, rq *persist.MetaRequest, idx []in
 	}
 	set := setOf(idx)
 	sorted := set.first(int(set.count()))
-	var recs []persist.StoredRecord
+	var recs []filestore.StoredRecord
 	err := s.view(ctx, func(tx pgx.Tx) error {
 		var err error
 		recs, _, err = s.load(ctx, tx, sorted)
