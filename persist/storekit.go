@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
@@ -137,4 +138,48 @@ func hashStored(v any, k Kind, index int64, useIndex bool) uint64 {
 		h.Write(tail.EncodeRecords(nil, []record.NormRecord{{{Name: "", Kind: k, Val: v}}}))
 	}
 	return h.Sum64()
+}
+
+// KVItem is one key of a KVPut, with the fields and tags of every time the call gave it
+// merged in order.
+type KVItem struct {
+	Key    string
+	Fields Record            // never nil
+	Tags   map[string]string // never nil
+}
+
+// MergeKVPut checks the arguments of Store.KVPut (a valid partition name, fields and
+// tags nil or one per key, every key 1–1024 bytes) and merges a key given more than once
+// in order (a later value of a field or tag replaces an earlier one), so each key
+// appears once, in the order of its first appearance. Errors: *InvalidError.
+func MergeKVPut(partition string, keys []string, fields []Record, tags []map[string]string) ([]*KVItem, error) {
+	if err := CheckName("partition", partition); err != nil {
+		return nil, err
+	}
+	if fields != nil && len(fields) != len(keys) {
+		return nil, &InvalidError{Field: "fields", Value: len(fields), Rule: fmt.Sprintf("nil or one record per key (%d)", len(keys))}
+	}
+	if tags != nil && len(tags) != len(keys) {
+		return nil, &InvalidError{Field: "tags", Value: len(tags), Rule: fmt.Sprintf("nil or one tag map per key (%d)", len(keys))}
+	}
+	var items []*KVItem
+	byKey := map[string]*KVItem{}
+	for i, k := range keys {
+		if err := CheckKey(k); err != nil {
+			return nil, err
+		}
+		it := byKey[k]
+		if it == nil {
+			it = &KVItem{Key: k, Fields: Record{}, Tags: map[string]string{}}
+			byKey[k] = it
+			items = append(items, it)
+		}
+		if fields != nil {
+			maps.Copy(it.Fields, fields[i])
+		}
+		if tags != nil {
+			maps.Copy(it.Tags, tags[i])
+		}
+	}
+	return items, nil
 }

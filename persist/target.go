@@ -110,6 +110,7 @@ func unknownTarget(field, target string) error {
 		rule = "a target of a store given to Open: a directory path is the file store's, which this call was not given; pass " +
 			"filestore.Driver() (package " + FileStorePackage + ") to persist.Open (the lakeshore command does)"
 		return &InvalidError{Field: field, Value: target, Rule: rule}
+	case "http", "https":
 		rule = "a target of a store given to Open: " + scheme + ":// is the HTTP store, which this call was not given; pass " +
 			"httpstore.Driver() (package " + HTTPStorePackage + ") to persist.Open (the lakeshore command does)"
 	case "postgres", "postgresql":

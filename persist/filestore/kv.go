@@ -31,45 +31,15 @@ func fileKVOf(q *fileQueue) *fileKV { return &fileKV{q: q} }
 // order. Durable when it returns; atomic. Errors: *InvalidError (empty key, lengths
 // differ), *SchemaError, *UnsupportedValueError, ErrClosed.
 func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string, fields []persist.Record, tags []map[string]string) ([]int64, error) {
-	if err := persist.CheckName("partition", partition); err != nil {
+	items, err := persist.MergeKVPut(partition, keys, fields, tags)
+	if err != nil {
 		return nil, err
-	}
-	if fields != nil && len(fields) != len(keys) {
-		return nil, &persist.InvalidError{Field: "fields", Value: len(fields), Rule: fmt.Sprintf("nil or one record per key (%d)", len(keys))}
-	}
-	if tags != nil && len(tags) != len(keys) {
-		return nil, &persist.InvalidError{Field: "tags", Value: len(tags), Rule: fmt.Sprintf("nil or one tag map per key (%d)", len(keys))}
-	}
-	// Merge duplicate keys in order, so each key appears once.
-	type item struct {
-		key  string
-		rec  persist.Record
-		tags map[string]string
-	}
-	var items []*item
-	byKey := map[string]*item{}
-	for i, k := range keys {
-		if err := persist.CheckKey(k); err != nil {
-			return nil, err
-		}
-		it := byKey[k]
-		if it == nil {
-			it = &item{key: k, rec: persist.Record{}, tags: map[string]string{}}
-			byKey[k] = it
-			items = append(items, it)
-		}
-		if fields != nil {
-			maps.Copy(it.rec, fields[i])
-		}
-		if tags != nil {
-			maps.Copy(it.tags, tags[i])
-		}
 	}
 	norm := make([]record.NormRecord, len(items))
 	for i, it := range items {
-		nr, err := record.NormalizeRecord(it.rec)
+		nr, err := record.NormalizeRecord(it.Fields)
 		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", it.key, err)
+			return nil, fmt.Errorf("key %q: %w", it.Key, err)
 		}
 		norm[i] = nr
 	}
@@ -94,7 +64,7 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 		for i, it := range items {
 			var idx int64
 			var tj string
-			err := t.queryRow(`SELECT idx, tags FROM kv WHERE partition = ? AND key = ?`, partition, it.key).Scan(&idx, &tj)
+			err := t.queryRow(`SELECT idx, tags FROM kv WHERE partition = ? AND key = ?`, partition, it.Key).Scan(&idx, &tj)
 			switch {
 			case isNoRows(err):
 				newItems = append(newItems, i)
@@ -105,7 +75,7 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 				idxOf[i] = idx
 				oldTags[i] = map[string]string{}
 				if err := json.Unmarshal([]byte(tj), &oldTags[i]); err != nil {
-					return fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, it.key, err)
+					return fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, it.Key, err)
 				}
 				if len(norm[i]) > 0 {
 					updItems = append(updItems, i)
@@ -125,8 +95,8 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 			}
 			for j, i := range newItems {
 				idxOf[i] = lo + int64(j)
-				tj, _ := json.Marshal(items[i].tags)
-				if _, err := t.exec(`INSERT INTO kv(partition, key, idx, tags) VALUES (?, ?, ?, ?)`, partition, items[i].key, idxOf[i], string(tj)); err != nil {
+				tj, _ := json.Marshal(items[i].Tags)
+				if _, err := t.exec(`INSERT INTO kv(partition, key, idx, tags) VALUES (?, ?, ?, ?)`, partition, items[i].Key, idxOf[i], string(tj)); err != nil {
 					return fmt.Errorf("insert key: %w", err)
 				}
 			}
@@ -141,12 +111,12 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 			}
 		}
 		for i, it := range items {
-			if oldTags[i] == nil || len(it.tags) == 0 {
+			if oldTags[i] == nil || len(it.Tags) == 0 {
 				continue
 			}
-			maps.Copy(oldTags[i], it.tags)
+			maps.Copy(oldTags[i], it.Tags)
 			tj, _ := json.Marshal(oldTags[i])
-			if _, err := t.exec(`UPDATE kv SET tags = ? WHERE partition = ? AND key = ?`, string(tj), partition, it.key); err != nil {
+			if _, err := t.exec(`UPDATE kv SET tags = ? WHERE partition = ? AND key = ?`, string(tj), partition, it.Key); err != nil {
 				return fmt.Errorf("update tags: %w", err)
 			}
 		}
@@ -158,7 +128,7 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 	q.metrics.puts.Add(int64(len(items)))
 	pos := make(map[string]int, len(items))
 	for j, it := range items {
-		pos[it.key] = j
+		pos[it.Key] = j
 	}
 	out := make([]int64, len(keys))
 	for i, k := range keys {
