@@ -89,27 +89,11 @@ func prepareNorm(partition string, recs []record.NormRecord) (*putPrepared, erro
 // for Put. With opts.ID, the id is stored in meta.db (table put_ids) in the put's
 // transaction, and a put repeating it answers the stored indexes without writing.
 func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []persist.Record, opts *persist.PutOpts) ([]int64, error) {
-	if err := persist.CheckName("partition", partition); err != nil {
+	args, err := persist.CheckPut(partition, recs, opts)
+	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	id, err := persist.PutIDOf(opts)
-	if err != nil {
-		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	var adm *persist.Admission
-	if opts != nil {
-		adm = opts.Admission
-	}
-	if err := persist.CheckAdmission(adm); err != nil {
-		return nil, err
-	}
-	target, err := persist.TargetVersion(recs)
-	if err != nil {
-		return nil, err
-	}
+	id, adm, target := args.ID, args.Admission, args.Target
 	p, err := prepare(partition, recs)
 	if err != nil {
 		return nil, err

@@ -21,30 +21,11 @@ import (
 // transaction, after the queue's row is locked, so a repeat through any server answers
 // the first put's indexes.
 func (s *Store) PutPartition(ctx context.Context, partition string, recs []persist.Record, opts *persist.PutOpts) ([]int64, error) {
-	if err := persist.CheckName("partition", partition); err != nil {
+	args, err := persist.CheckPut(partition, recs, opts)
+	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	var id string
-	if opts != nil && opts.ID != "" {
-		if err := persist.CheckPutID(opts.ID); err != nil {
-			return nil, err
-		}
-		id = opts.ID
-	}
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	var adm *persist.Admission
-	if opts != nil {
-		adm = opts.Admission
-	}
-	if err := persist.CheckAdmission(adm); err != nil {
-		return nil, err
-	}
-	target, err := persist.TargetVersion(recs)
-	if err != nil {
-		return nil, err
-	}
+	id, adm, target := args.ID, args.Admission, args.Target
 	p, err := filestore.PrepareRecords(recs)
 	if err != nil {
 		return nil, err
