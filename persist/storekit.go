@@ -99,9 +99,6 @@ func ShardOwns(sh Shard, index int64, v any, k Kind, useIndex bool) bool {
 	return sh.Owns(hashStored(v, k, index, useIndex))
 }
 
-// ShardActive reports whether sh splits a read (WorldSize > 1).
-func ShardActive(sh Shard) bool { return sh.Active() }
-
 func hashStored(v any, k Kind, index int64, useIndex bool) uint64 {
 	h := fnv.New64a()
 	var b [8]byte

@@ -3,7 +3,6 @@ package filestore
 import (
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"os"
 	"runtime"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // Benchmarks. Figures and commands are recorded in docs/benchmarks.md (detail: docs/benchmarks-persist.md).

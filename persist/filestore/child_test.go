@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // Child processes for the crash and multi-process tests. The test binary re-executes

@@ -3,9 +3,9 @@ package filestore
 import (
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // ClearSamples drops samples of partition for good, as TransferQueue's clear_samples

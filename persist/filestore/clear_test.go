@@ -3,11 +3,12 @@ package filestore
 import (
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // TestGRPOPagesPastIncompleteGroups (issue 11 item 11): a complete group behind more

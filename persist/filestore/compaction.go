@@ -3,7 +3,6 @@ package filestore
 import (
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // Compaction merges small fragments into larger ones so that reads open few files. It

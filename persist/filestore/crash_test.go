@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // startChild re-executes the test binary in a child role. Its stdout is returned as a

@@ -5,11 +5,11 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"io/fs"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // migrations holds the numbered schema migrations of meta.db, applied once each by

@@ -2,10 +2,11 @@ package filestore
 
 import (
 	"context"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // TestFieldNameSeparatorRejected: field sets are stored as names joined by \x1f, so a

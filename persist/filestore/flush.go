@@ -4,13 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
-	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 )
 
 // Flushing moves rows from the durable tail in meta.db into an immutable Parquet

@@ -1,7 +1,6 @@
 package filestore
 
 import (
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"math"
 
 	"context"
@@ -24,6 +23,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // A fragment is an immutable Parquet file in {queue}/data/. Row fragments hold new

@@ -2,61 +2,26 @@ package filestore
 
 import (
 	"context"
-	"encoding/binary"
-	"github.com/lakeshore-dev/lakeshore/persist"
-	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
-	"hash/fnv"
-	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
-// hashValue hashes element i of arr (nil arr: the index itself).
-func hashValue(arr arrow.Array, i int, k persist.Kind, index int64) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	if arr == nil {
-		binary.LittleEndian.PutUint64(b[:], uint64(index))
-		h.Write(b[:])
-		return h.Sum64()
-	}
+// shardValue is element i of arr as persist.ShardOwns takes it: nil for a null (or
+// unreadable) element, a codec value's stored bytes, else the normalized value.
+func shardValue(arr arrow.Array, i int, k persist.Kind) any {
 	if arr.IsNull(i) {
-		return h.Sum64()
+		return nil
+	}
+	if k == persist.KindCodec {
+		return arr.(*array.Binary).Value(i)
 	}
 	v, err := record.ValueAt(arr, i, k)
 	if err != nil {
-		return h.Sum64()
-	}
-	switch x := v.(type) {
-	case int64:
-		binary.LittleEndian.PutUint64(b[:], uint64(x))
-		h.Write(b[:])
-	case float64:
-		binary.LittleEndian.PutUint64(b[:], math.Float64bits(x))
-		h.Write(b[:])
-	case bool:
-		if x {
-			h.Write([]byte{1})
-		} else {
-			h.Write([]byte{0})
-		}
-	case string:
-		h.Write([]byte(x))
-	case []byte:
-		h.Write(x)
-	default:
-		// Lists, tensors and codec values hash by their tail encoding.
-		h.Write(tail.EncodeRecords(nil, []record.NormRecord{{{Name: "", Kind: k, Val: normalizeForHash(v, k)}}}))
-	}
-	return h.Sum64()
-}
-
-func normalizeForHash(v any, k persist.Kind) any {
-	if k == persist.KindCodec {
-		b, _ := record.WireMarshal(v)
-		return record.CodecValue{Bytes: b}
+		return nil
 	}
 	return v
 }
@@ -67,19 +32,8 @@ func (q *fileQueue) read(ctx context.Context, offset int64, limit int, opts *per
 	if opts == nil {
 		opts = &persist.GetOpts{}
 	}
-	if offset < 0 {
-		return nil, 0, &persist.InvalidError{Field: "offset", Value: offset, Rule: "≥ 0"}
-	}
-	if limit <= 0 {
-		return nil, 0, &persist.InvalidError{Field: "limit", Value: limit, Rule: "≥ 1"}
-	}
-	if err := opts.Shard.Validate(); err != nil {
+	if err := persist.CheckReadArgs(offset, limit, opts); err != nil {
 		return nil, 0, err
-	}
-	if opts.Partition != "" {
-		if err := persist.CheckName("partition", opts.Partition); err != nil {
-			return nil, 0, err
-		}
 	}
 	if err := q.enter(); err != nil {
 		return nil, 0, err
@@ -117,7 +71,7 @@ func (q *fileQueue) pickShard(ctx context.Context, tx queryer, s *snapshot, live
 		if !ok {
 			// No record has the column: every record hashes as empty, so one rank
 			// owns the whole log.
-			if !sh.Owns(fnv.New64a().Sum64()) {
+			if !persist.ShardOwns(sh, 0, nil, "", false) {
 				return nil, nil
 			}
 			out := live.First(limit)
@@ -145,7 +99,11 @@ func (q *fileQueue) pickShard(ctx context.Context, tx queryer, s *snapshot, live
 			arr, kind = cols[0], field.Kind
 		}
 		for i, x := range chunk {
-			if !sh.Owns(hashValue(arr, i, kind, x)) {
+			var v any
+			if arr != nil {
+				v = shardValue(arr, i, kind)
+			}
+			if !persist.ShardOwns(sh, x, v, kind, arr == nil) {
 				continue
 			}
 			out = append(out, x)

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 func TestShardedReaders(t *testing.T) {

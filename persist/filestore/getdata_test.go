@@ -2,10 +2,11 @@ package filestore
 
 import (
 	"context"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // TestGetDataNilMeta: a nil BatchMeta is an *InvalidError, not a panic.

@@ -3,11 +3,12 @@ package filestore
 import (
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // TestGroupDecisionsAcrossHandles: readers of one task on two handles of one file

@@ -2,13 +2,14 @@ package filestore
 
 import (
 	"context"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // interopTensor and interopRow describe a row fragment as an independent reader sees it.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"maps"
 	"sort"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // KVView is a key-value view of a queue: each key of a partition names one sample (one

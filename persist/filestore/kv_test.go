@@ -2,10 +2,11 @@ package filestore
 
 import (
 	"context"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 func TestKV(t *testing.T) {

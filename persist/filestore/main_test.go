@@ -2,12 +2,13 @@ package filestore
 
 import (
 	"context"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // childEnv selects a child-process role when the test binary is re-executed by a

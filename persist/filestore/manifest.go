@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
-	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 	"strings"
 	"sync"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 )
 
 // The manifest is the fragments table of meta.db: every fragment file with its state

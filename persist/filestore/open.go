@@ -5,13 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // fileQueue is the file store: a queue stored in a directory as Parquet fragments, a

@@ -5,11 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 var _ persist.PatchLocker = (*fileQueue)(nil)

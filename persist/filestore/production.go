@@ -3,10 +3,10 @@ package filestore
 import (
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // Produced reports the production status of each (sample, field): result[i][j] says

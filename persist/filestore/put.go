@@ -3,14 +3,13 @@ package filestore
 import (
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
-	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 	"strings"
 	"time"
 
-	"github.com/lakeshore-dev/lakeshore/persist/internal/putid"
-
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/putid"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 )
 
 // putResult is filled by a put op.

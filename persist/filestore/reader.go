@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
-	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 )
 
 // Reader does two-phase reads for training loops: GetMeta decides which samples a

@@ -3,11 +3,12 @@ package filestore
 import (
 	"context"
 	"errors"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 func putN(t *testing.T, q *fileQueue, partition string, n int, rec func(i int) persist.Record) []int64 {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // The file store's part of weight versions, staleness, back-pressure and leases

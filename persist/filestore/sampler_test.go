@@ -3,11 +3,12 @@ package filestore
 import (
 	"context"
 	"encoding/json"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 func TestSequentialSampler(t *testing.T) {

@@ -3,10 +3,11 @@ package filestore
 import (
 	"context"
 	"encoding/json"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // TestSamplerParamsRefused: sampler parameters are one JSON object with each key once

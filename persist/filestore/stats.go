@@ -4,9 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"sync/atomic"
 	"time"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // metrics are this Queue handle's counters since Open.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
-	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 	"io"
 	"sort"
 
@@ -18,6 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 )
 
 // This file exports the pieces of the file store that other stores (persist/lakestore)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"os"
 	"sort"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // putCount puts n single records rec to partition and returns how long they took and

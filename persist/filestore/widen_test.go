@@ -2,10 +2,11 @@ package filestore
 
 import (
 	"context"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // TestWideningKeepsBigIntegersExact (issue 11 item 13): an int64 beyond ±2^53 is never

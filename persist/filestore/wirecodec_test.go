@@ -2,11 +2,12 @@ package filestore
 
 import (
 	"context"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"testing"
 
-	"github.com/lakeshore-dev/lakeshore/wire"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
 func TestWireValues(t *testing.T) {

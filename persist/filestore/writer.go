@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist"
 	"sync"
 
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // The writer goroutine owns the only write connection of this process to meta.db. Every

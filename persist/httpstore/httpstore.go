@@ -21,10 +21,9 @@ import (
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
-
-	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // Package httpstore is the HTTP store: a persist.Store over the data routes of `lakeshore

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"io"
 	"slices"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 )
 
 // flushEntries bounds the tail entries one flush moves into fragments.

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"maps"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lakeshore-dev/lakeshore/persist"
-
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 )
 
 // KVPut implements persist.Store: new keys get new samples (a put), known keys get a

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/putid"
 )
 

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lakeshore-dev/lakeshore/persist"
-
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 )
 
 // fragment is a decoded fragment, kept in the cache (fragments never change).

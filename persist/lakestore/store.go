@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
