@@ -1,13 +1,12 @@
 package filestore
 
 import (
-	"math"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
@@ -89,12 +89,26 @@ type fragmentFile struct {
 }
 
 func createFragment(path string, kind int, fields []persist.Field, rowGroupRows int) (*fragmentFile, error) {
-	sc := fragmentSchema(kind, fields)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create fragment: %w", err)
 	}
+	fw, sc, err := newFragmentWriter(syncFile{f}, kind, fields, rowGroupRows)
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return &fragmentFile{path: path, fw: fw, sc: sc}, nil
+}
+
+// newFragmentWriter starts a fragment of kind with fields on w: the file store's format
+// (Snappy, statistics, dictionary-encoded partitions, rowGroupRows rows at most per
+// row group, each column's kind in its metadata, lakeshore.kinds in the file's). On an
+// error w is closed.
+func newFragmentWriter(w io.WriteCloser, kind int, fields []persist.Field, rowGroupRows int) (*pqarrow.FileWriter, *arrow.Schema, error) {
+	sc := fragmentSchema(kind, fields)
 	props := parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Snappy),
 		parquet.WithDictionaryDefault(false),
@@ -102,23 +116,21 @@ func createFragment(path string, kind int, fields []persist.Field, rowGroupRows 
 		parquet.WithMaxRowGroupLength(int64(rowGroupRows)),
 		parquet.WithStats(true),
 	)
-	fw, err := pqarrow.NewFileWriter(sc, syncFile{f}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	fw, err := pqarrow.NewFileWriter(sc, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return nil, fmt.Errorf("create fragment writer: %w", err)
+		w.Close()
+		return nil, nil, fmt.Errorf("create fragment writer: %w", err)
 	}
 	kinds := map[string]persist.Kind{}
 	for _, fl := range fields {
 		kinds[fl.Name] = fl.Kind
 	}
 	kj, _ := json.Marshal(kinds)
-	ff := &fragmentFile{path: path, fw: fw, sc: sc}
 	if err := fw.AppendKeyValueMetadata("lakeshore.kinds", string(kj)); err != nil {
-		ff.abort()
-		return nil, fmt.Errorf("write fragment metadata: %w", err)
+		fw.Close()
+		return nil, nil, fmt.Errorf("write fragment metadata: %w", err)
 	}
-	return ff, nil
+	return fw, sc, nil
 }
 
 // write adds rec as one row group.
@@ -162,11 +174,21 @@ func writeFragment(path string, kind int, fields []persist.Field, rows []fragRow
 	if err != nil {
 		return 0, err
 	}
+	if err := writeFragmentRows(ff.fw, ff.sc, kind, fields, rows, rowGroupRows); err != nil {
+		ff.abort()
+		return 0, err
+	}
+	return ff.commit()
+}
+
+// writeFragmentRows writes rows to fw (of schema sc, fragmentSchema of kind and fields) in row
+// groups of at most rowGroupRows rows and fragmentRowGroupBytes bytes.
+func writeFragmentRows(fw *pqarrow.FileWriter, sc *arrow.Schema, kind int, fields []persist.Field, rows []fragRow, rowGroupRows int) error {
 	pos := make(map[string]int, len(fields))
 	for i, fl := range fields {
 		pos[fl.Name] = i
 	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, ff.sc)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
 	set := make([]bool, len(fields))
 	var bytes int
@@ -178,7 +200,10 @@ func writeFragment(path string, kind int, fields []persist.Field, rows []fragRow
 		rec := b.NewRecordBatch()
 		defer rec.Release()
 		n, bytes = 0, 0
-		return ff.write(rec)
+		if err := fw.Write(rec); err != nil {
+			return fmt.Errorf("write fragment: %w", err)
+		}
+		return nil
 	}
 	for _, r := range rows {
 		b.Field(0).(*array.Int64Builder).Append(r.idx)
@@ -207,16 +232,11 @@ func writeFragment(path string, kind int, fields []persist.Field, rows []fragRow
 		bytes += 16
 		if n >= rowGroupRows || bytes >= fragmentRowGroupBytes {
 			if err := writeChunk(); err != nil {
-				ff.abort()
-				return 0, err
+				return err
 			}
 		}
 	}
-	if err := writeChunk(); err != nil {
-		ff.abort()
-		return 0, err
-	}
-	return ff.commit()
+	return writeChunk()
 }
 
 func syncDir(dir string) error {

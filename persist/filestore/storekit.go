@@ -2,7 +2,6 @@ package filestore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -11,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -236,79 +234,17 @@ func WriteFragment(w io.Writer, kind FragmentKind, fields []persist.Field, rows 
 	if rowGroupRows <= 0 {
 		rowGroupRows = 1 << 16
 	}
-	sc := fragmentSchema(int(kind), fields)
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Snappy),
-		parquet.WithDictionaryDefault(false),
-		parquet.WithDictionaryFor(record.ColPartition, true),
-		parquet.WithMaxRowGroupLength(int64(rowGroupRows)),
-		parquet.WithStats(true),
-	)
-	fw, err := pqarrow.NewFileWriter(sc, nopCloser{w}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	fw, sc, err := newFragmentWriter(nopCloser{w}, int(kind), fields, rowGroupRows)
 	if err != nil {
-		return fmt.Errorf("create fragment writer: %w", err)
+		return err
 	}
-	kinds := map[string]persist.Kind{}
-	for _, fl := range fields {
-		kinds[fl.Name] = fl.Kind
+	frs := make([]fragRow, len(rows))
+	for i, r := range rows {
+		frs[i] = fragRow{idx: r.Index, part: r.Partition, seq: r.Seq, rec: r.Record.r}
 	}
-	kj, _ := json.Marshal(kinds)
-	if err := fw.AppendKeyValueMetadata("lakeshore.kinds", string(kj)); err != nil {
+	if err := writeFragmentRows(fw, sc, int(kind), fields, frs, rowGroupRows); err != nil {
 		fw.Close()
-		return fmt.Errorf("write fragment metadata: %w", err)
-	}
-	pos := make(map[string]int, len(fields))
-	for i, fl := range fields {
-		pos[fl.Name] = i
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer b.Release()
-	set := make([]bool, len(fields))
-	n, bytes := 0, 0
-	flush := func() error {
-		if n == 0 {
-			return nil
-		}
-		rec := b.NewRecordBatch()
-		defer rec.Release()
-		n, bytes = 0, 0
-		return fw.Write(rec)
-	}
-	for _, r := range rows {
-		b.Field(0).(*array.Int64Builder).Append(r.Index)
-		if kind == FragmentRows {
-			b.Field(1).(*array.StringBuilder).Append(r.Partition)
-		} else {
-			b.Field(1).(*array.Int64Builder).Append(r.Seq)
-		}
-		clear(set)
-		for _, fv := range r.Record.r {
-			p, ok := pos[fv.Name]
-			if !ok {
-				continue
-			}
-			set[p] = true
-			want := fields[p].Kind
-			appendValue(b.Field(2+p), want, record.ConvertValue(fv.Val, fv.Kind, want))
-			bytes += valueBytes(fv.Val)
-		}
-		for p, ok := range set {
-			if !ok {
-				b.Field(2 + p).AppendNull()
-			}
-		}
-		n++
-		bytes += 16
-		if n >= rowGroupRows || bytes >= fragmentRowGroupBytes {
-			if err := flush(); err != nil {
-				fw.Close()
-				return fmt.Errorf("write fragment: %w", err)
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		fw.Close()
-		return fmt.Errorf("write fragment: %w", err)
+		return err
 	}
 	if err := fw.Close(); err != nil {
 		return fmt.Errorf("close fragment: %w", err)
