@@ -48,7 +48,7 @@ func (r *fileReader) GetMeta(ctx context.Context, req *persist.MetaRequest) (*pe
 	defer q.leave()
 	var deadline <-chan time.Time
 	if rq.Wait {
-		t := time.NewTimer(cmpOr(rq.Timeout, persist.GetMetaTimeoutDefault))
+		t := time.NewTimer(rq.WaitTimeout())
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -79,8 +79,7 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sa
 		return nil, true, err
 	}
 	timeout := func() error {
-		return fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
-			persist.ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, persist.GetMetaTimeoutDefault))
+		return rq.TimeoutError()
 	}
 	// An attempt that took long (a large ready set, a sampler paging past many
 	// incomplete GRPO groups) is not repeated before waitBackoff times its duration
@@ -118,13 +117,6 @@ const (
 	waitBackoff    = 3
 	minWaitBackoff = 5 * time.Millisecond
 )
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
 
 // errHandOutConflict reports that the samples a GetMeta chose on a read snapshot were
 // taken (consumed, cleared, held or assigned) before its write transaction: it

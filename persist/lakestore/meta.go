@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,7 +37,7 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 	defer s.leave()
 	var deadline <-chan time.Time
 	if rq.Wait {
-		t := time.NewTimer(cmpOr(rq.Timeout, persist.GetMetaTimeoutDefault))
+		t := time.NewTimer(rq.WaitTimeout())
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -72,8 +71,7 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 			release()
 		case <-deadline:
 			release()
-			return nil, fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
-				persist.ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, persist.GetMetaTimeoutDefault))
+			return nil, rq.TimeoutError()
 		case <-s.closing:
 			release()
 			return nil, persist.ErrClosed
@@ -82,13 +80,6 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 			return nil, ctx.Err()
 		}
 	}
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // lockConsumer takes the row lock of (partition, task), creating the row.
