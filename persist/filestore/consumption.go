@@ -17,12 +17,6 @@ import (
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
-func checkTask(task string) error {
-	if task == "" || len(task) > 256 {
-		return &persist.InvalidError{Field: "task", Value: task, Rule: "1–256 bytes"}
-	}
-	return nil
-}
 
 // markConsumed merges idx into the consumed spans of (partition, task).
 func (t *wtx) markConsumed(partition, task string, s record.IndexSet) error {
@@ -36,7 +30,7 @@ func (t *wtx) markConsumed(partition, task string, s record.IndexSet) error {
 // harmless. Errors: *InvalidError, *NotFoundError for indexes not in partition,
 // ErrClosed.
 func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
-	if err := checkTask(task); err != nil {
+	if err := persist.CheckTask(task); err != nil {
 		return err
 	}
 	if err := persist.CheckName("partition", partition); err != nil {
@@ -67,7 +61,7 @@ func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, in
 // assignments there, so a new run reads every sample again. Errors: *InvalidError,
 // ErrClosed.
 func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string) error {
-	if err := checkTask(task); err != nil {
+	if err := persist.CheckTask(task); err != nil {
 		return err
 	}
 	if err := persist.CheckName("partition", partition); err != nil {
