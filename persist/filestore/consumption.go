@@ -17,7 +17,6 @@ import (
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
-
 // markConsumed merges idx into the consumed spans of (partition, task).
 func (t *wtx) markConsumed(partition, task string, s record.IndexSet) error {
 	return mergeSpans(t, s, `SELECT lo, hi FROM consumed WHERE partition = ? AND task = ? AND hi >= ? AND lo <= ?`,
