@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
@@ -187,9 +186,7 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 		return b, nil
 	}
 	defer b.Release()
-	pos := array.NewInt64Builder(memory.DefaultAllocator)
-	defer pos.Release()
-	pos.Reserve(len(draws))
+	pos := make([]int, len(draws))
 	parts := make([]string, len(draws))
 	at := make(map[int64]int, len(unique))
 	for j, x := range unique {
@@ -197,14 +194,12 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 	}
 	for i, x := range draws {
 		j := at[x]
-		pos.UnsafeAppend(int64(j))
+		pos[i] = j
 		parts[i] = b.Partitions[j]
 	}
-	take := pos.NewArray()
-	defer take.Release()
 	cols := make([]arrow.Array, len(b.Fields))
 	for i, f := range b.Fields {
-		c, err := compute.TakeArray(ctx, b.Column(f.Name), take)
+		c, err := takeRows(b.Column(f.Name), pos)
 		if err != nil {
 			for _, d := range cols[:i] {
 				d.Release()
@@ -506,4 +501,29 @@ func (f *fenwick) find(u float64) int {
 		}
 	}
 	return pos
+}
+
+// takeRows returns the rows pos of col in that order (a row may repeat) as a new array:
+// slices of col, one per run of consecutive rows, concatenated (arrow/compute's Take
+// would do it in one kernel, but links the compute engine and, through its extension
+// types, Parquet into every program on the SDK).
+func takeRows(col arrow.Array, pos []int) (arrow.Array, error) {
+	if len(pos) == 0 {
+		return array.NewSlice(col, 0, 0), nil
+	}
+	var runs []arrow.Array
+	defer func() {
+		for _, r := range runs {
+			r.Release()
+		}
+	}()
+	for s := 0; s < len(pos); {
+		e := s + 1
+		for e < len(pos) && pos[e] == pos[e-1]+1 {
+			e++
+		}
+		runs = append(runs, array.NewSlice(col, int64(pos[s]), int64(pos[s]+e-s)))
+		s = e
+	}
+	return array.Concatenate(runs, memory.DefaultAllocator)
 }
