@@ -199,14 +199,7 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 	}
 	cols := make([]arrow.Array, len(b.Fields))
 	for i, f := range b.Fields {
-		c, err := takeRows(b.Column(f.Name), pos)
-		if err != nil {
-			for _, d := range cols[:i] {
-				d.Release()
-			}
-			return nil, fmt.Errorf("replay: expand the drawn records: %w", err)
-		}
-		cols[i] = c
+		cols[i] = takeRows(b.Column(f.Name), f.Kind, pos)
 	}
 	idx := append([]int64(nil), draws...)
 	// MakeRecord takes over cols.
@@ -503,27 +496,39 @@ func (f *fenwick) find(u float64) int {
 	return pos
 }
 
-// takeRows returns the rows pos of col in that order (a row may repeat) as a new array:
-// slices of col, one per run of consecutive rows, concatenated (arrow/compute's Take
-// would do it in one kernel, but links the compute engine and, through its extension
-// types, Parquet into every program on the SDK).
-func takeRows(col arrow.Array, pos []int) (arrow.Array, error) {
-	if len(pos) == 0 {
-		return array.NewSlice(col, 0, 0), nil
-	}
-	var runs []arrow.Array
-	defer func() {
-		for _, r := range runs {
-			r.Release()
+// takeRows returns the rows pos of col (of kind k) in that order, a row possibly
+// repeated, as a new array (arrow/compute's Take would do it too, but links the compute
+// engine and, through its extension types, Parquet into every program on the SDK).
+func takeRows(col arrow.Array, k Kind, pos []int) arrow.Array {
+	b := array.NewBuilder(memory.DefaultAllocator, record.ArrowType(k))
+	defer b.Release()
+	b.Reserve(len(pos))
+	switch k { // the numeric kinds in one loop each: Replay's weights and rewards
+	case KindInt64:
+		takeValues(b.(*array.Int64Builder), col.(*array.Int64), pos)
+	case KindFloat64:
+		takeValues(b.(*array.Float64Builder), col.(*array.Float64), pos)
+	default:
+		for _, j := range pos {
+			record.AppendArrow(b, k, col, j, k)
 		}
-	}()
-	for s := 0; s < len(pos); {
-		e := s + 1
-		for e < len(pos) && pos[e] == pos[e-1]+1 {
-			e++
-		}
-		runs = append(runs, array.NewSlice(col, int64(pos[s]), int64(pos[s]+e-s)))
-		s = e
 	}
-	return array.Concatenate(runs, memory.DefaultAllocator)
+	return b.NewArray()
+}
+
+// takeValues appends the rows pos of src to b (reserved for them).
+func takeValues[T int64 | float64, B interface {
+	UnsafeAppend(T)
+	AppendNull()
+}, A interface {
+	IsNull(int) bool
+	Value(int) T
+}](b B, src A, pos []int) {
+	for _, j := range pos {
+		if src.IsNull(j) {
+			b.AppendNull()
+			continue
+		}
+		b.UnsafeAppend(src.Value(j))
+	}
 }

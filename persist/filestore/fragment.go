@@ -220,7 +220,7 @@ func writeFragmentRows(fw *pqarrow.FileWriter, sc *arrow.Schema, kind int, field
 			}
 			set[p] = true
 			want := fields[p].Kind
-			appendValue(b.Field(2+p), want, record.ConvertValue(fv.Val, fv.Kind, want))
+			record.AppendValue(b.Field(2+p), want, record.ConvertValue(fv.Val, fv.Kind, want))
 			bytes += valueBytes(fv.Val)
 		}
 		for p, ok := range set {
@@ -267,46 +267,6 @@ func valueBytes(v any) int {
 		return len(x.Data) + 8*len(x.Shape) + len(x.DType)
 	}
 	return 8
-}
-
-// appendValue appends normalized value v (already of kind k) to builder b.
-func appendValue(b array.Builder, k persist.Kind, v any) {
-	switch k {
-	case persist.KindBool:
-		b.(*array.BooleanBuilder).Append(v.(bool))
-	case persist.KindInt64:
-		b.(*array.Int64Builder).Append(v.(int64))
-	case persist.KindFloat64:
-		b.(*array.Float64Builder).Append(v.(float64))
-	case persist.KindString:
-		b.(*array.StringBuilder).Append(v.(string))
-	case persist.KindBytes:
-		b.(*array.BinaryBuilder).Append(v.([]byte))
-	case persist.KindCodec:
-		b.(*array.BinaryBuilder).Append(v.(record.CodecValue).Bytes)
-	case persist.KindInt64List:
-		lb := b.(*array.ListBuilder)
-		lb.Append(true)
-		lb.ValueBuilder().(*array.Int64Builder).AppendValues(v.([]int64), nil)
-	case persist.KindFloat64List:
-		lb := b.(*array.ListBuilder)
-		lb.Append(true)
-		lb.ValueBuilder().(*array.Float64Builder).AppendValues(v.([]float64), nil)
-	case persist.KindTensor, persist.KindNDArray, persist.KindWireTensor:
-		t := v.(persist.Tensor)
-		sb := b.(*array.StructBuilder)
-		sb.Append(true)
-		sb.FieldBuilder(0).(*array.StringBuilder).Append(t.DType)
-		lb := sb.FieldBuilder(1).(*array.ListBuilder)
-		lb.Append(true)
-		vb := lb.ValueBuilder().(*array.Int64Builder)
-		for _, d := range t.Shape {
-			vb.Append(int64(d))
-		}
-		sb.FieldBuilder(2).(*array.BinaryBuilder).Append(t.Data)
-	default:
-		panic("persist: append: unknown kind " + string(k))
-	}
 }
 
 // fragHandle is an open fragment.

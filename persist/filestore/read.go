@@ -186,41 +186,12 @@ func buildColumn(k persist.Kind, cells []cell) arrow.Array {
 		case !c.set:
 			b.AppendNull()
 		case c.arr != nil:
-			appendArrow(b, k, c.arr, c.row, c.kind)
+			record.AppendArrow(b, k, c.arr, c.row, c.kind)
 		default:
-			appendValue(b, k, record.ConvertValue(c.val, c.kind, k))
+			record.AppendValue(b, k, record.ConvertValue(c.val, c.kind, k))
 		}
 	}
 	return b.NewArray()
-}
-
-// appendArrow appends element row of arr (stored as kind from) to b (of kind to).
-func appendArrow(b array.Builder, to persist.Kind, arr arrow.Array, row int, from persist.Kind) {
-	if arr.IsNull(row) {
-		b.AppendNull()
-		return
-	}
-	switch to {
-	case persist.KindBool:
-		b.(*array.BooleanBuilder).Append(arr.(*array.Boolean).Value(row))
-	case persist.KindInt64:
-		b.(*array.Int64Builder).Append(arr.(*array.Int64).Value(row))
-	case persist.KindFloat64:
-		if from == persist.KindInt64 {
-			b.(*array.Float64Builder).Append(float64(arr.(*array.Int64).Value(row)))
-		} else {
-			b.(*array.Float64Builder).Append(arr.(*array.Float64).Value(row))
-		}
-	case persist.KindString:
-		b.(*array.StringBuilder).Append(arr.(*array.String).Value(row))
-	case persist.KindBytes, persist.KindCodec:
-		b.(*array.BinaryBuilder).Append(arr.(*array.Binary).Value(row))
-	case persist.KindInt64List, persist.KindFloat64List:
-		v, _ := record.ValueAt(arr, row, from)
-		appendValue(b, to, record.ConvertValue(v, from, to))
-	case persist.KindTensor, persist.KindNDArray, persist.KindWireTensor:
-		appendValue(b, to, record.TensorAt(arr.(*array.Struct), row))
-	}
 }
 
 // maxReadRetries bounds how often a read retries after a fragment it planned to read

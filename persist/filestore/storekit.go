@@ -192,7 +192,7 @@ func NewBatch(fields []persist.Field, indexes []int64, partitions []string, recs
 			found := false
 			for _, fv := range r.r {
 				if fv.Name == f.Name {
-					appendValue(b, f.Kind, record.ConvertValue(fv.Val, fv.Kind, f.Kind))
+					record.AppendValue(b, f.Kind, record.ConvertValue(fv.Val, fv.Kind, f.Kind))
 					found = true
 					break
 				}
