@@ -180,3 +180,17 @@ func MergeKVPut(partition string, keys []string, fields []Record, tags []map[str
 	}
 	return items, nil
 }
+
+// KVPutIndexes answers a KVPut of keys whose merged items (MergeKVPut) got the indexes
+// idx (idx[j] for items[j]): the index of each key, in the order of keys.
+func KVPutIndexes(keys []string, items []*KVItem, idx []int64) []int64 {
+	pos := make(map[string]int, len(items))
+	for j, it := range items {
+		pos[it.Key] = j
+	}
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		out[i] = idx[pos[k]]
+	}
+	return out
+}

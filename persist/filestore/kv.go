@@ -126,15 +126,7 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 		return nil, err
 	}
 	q.metrics.puts.Add(int64(len(items)))
-	pos := make(map[string]int, len(items))
-	for j, it := range items {
-		pos[it.Key] = j
-	}
-	out := make([]int64, len(keys))
-	for i, k := range keys {
-		out[i] = idxOf[pos[k]]
-	}
-	return out, nil
+	return persist.KVPutIndexes(keys, items, idxOf), nil
 }
 
 // BatchGet reads fields (nil: all) of keys in partition, in the order of keys. Errors:

@@ -107,15 +107,7 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 	}
 	s.puts.Add(int64(len(items)))
 	s.noteUnflushed(int64(len(items)))
-	pos := make(map[string]int, len(items))
-	for j, it := range items {
-		pos[it.Key] = j
-	}
-	out := make([]int64, len(keys))
-	for i, k := range keys {
-		out[i] = idxOf[pos[k]]
-	}
-	return out, nil
+	return persist.KVPutIndexes(keys, items, idxOf), nil
 }
 
 // KVGet implements persist.Store. Errors: *persist.NotFoundError naming every missing
