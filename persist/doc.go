@@ -9,19 +9,10 @@
 // Queue, Reader, KVView and Stream are thin layers over a Store, a batch-first
 // interface whose arguments are plain data so that it can cross a network; New wraps
 // any Store, and the package persisttest is the conformance suite every Store passes.
-// Open gives the file store described below.
-//
-// # Storage
-//
-// A queue is a directory {Config.Dir}/{name}/ holding meta.db (SQLite, WAL) and
-// data/*.parquet. A put is one group-committed SQLite transaction into the durable
-// tail (the put returns its indexes after the fsync). Flushes (by row count, by
-// interval, on Close, or explicit) move the tail into immutable Parquet fragments —
-// temporary name, fsync, rename, then one transaction that publishes the fragment in
-// the manifest and drops the tail rows — so a flush costs only the rows it moves.
-// Background compaction merges small fragments the same way. Recovery at Open rolls
-// back what a crashed process left half done and deletes files the manifest does not
-// name. Several processes may use one queue at once; they see each other's rows.
+// Open gives the Queue of the store a target names, of the stores the program passes
+// (StoreDriver): persist/filestore for a directory (Parquet fragments and a SQLite
+// catalog), persist/httpstore for a server's URL, persist/lakestore for the distributed
+// store. persist links none of them, so a program links only the stores it names.
 //
 // # Records and schema
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 )
 
 func ExampleOpen() {
@@ -16,7 +17,7 @@ func ExampleOpen() {
 	root, _ := os.MkdirTemp("", "persist-example")
 	defer os.RemoveAll(root)
 
-	q, err := persist.Open(ctx, "events", &persist.Config{Dir: root})
+	q, err := persist.Open(ctx, "events", &persist.Config{Dir: root}, filestore.Driver())
 	if err != nil {
 		panic(err)
 	}
@@ -27,7 +28,7 @@ func ExampleOpen() {
 		panic(err)
 	}
 
-	q, _ = persist.Open(ctx, "events", &persist.Config{Dir: root})
+	q, _ = persist.Open(ctx, "events", &persist.Config{Dir: root}, filestore.Driver())
 	defer q.Close(ctx)
 	rows, _ := q.Get(ctx, 1, 10, nil)
 	for _, r := range rows {
@@ -43,7 +44,7 @@ func ExampleReader_GetBatch() {
 	ctx := context.Background()
 	root, _ := os.MkdirTemp("", "persist-example")
 	defer os.RemoveAll(root)
-	q, _ := persist.Open(ctx, "rollouts", &persist.Config{Dir: root})
+	q, _ := persist.Open(ctx, "rollouts", &persist.Config{Dir: root}, filestore.Driver())
 	defer q.Close(ctx)
 
 	// Rollout workers put responses; a reward model adds rewards later.
@@ -72,7 +73,7 @@ func ExampleKV() {
 	ctx := context.Background()
 	root, _ := os.MkdirTemp("", "persist-example")
 	defer os.RemoveAll(root)
-	q, _ := persist.Open(ctx, "kv_store", &persist.Config{Dir: root})
+	q, _ := persist.Open(ctx, "kv_store", &persist.Config{Dir: root}, filestore.Driver())
 	defer q.Close(ctx)
 	kv := persist.KV(q)
 
@@ -98,7 +99,7 @@ func ExampleQueue_Stream() {
 	ctx := context.Background()
 	root, _ := os.MkdirTemp("", "persist-example")
 	defer os.RemoveAll(root)
-	q, _ := persist.Open(ctx, "events", &persist.Config{Dir: root})
+	q, _ := persist.Open(ctx, "events", &persist.Config{Dir: root}, filestore.Driver())
 	defer q.Close(ctx)
 	for i := 0; i < 5; i++ {
 		_, _ = q.Put(ctx, persist.Record{"step": i})

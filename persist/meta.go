@@ -1,6 +1,11 @@
 package persist
 
-import "time"
+import (
+	"cmp"
+	"fmt"
+	"strings"
+	"time"
+)
 
 // GetMetaTimeoutDefault is the default MetaRequest.Timeout in wait mode.
 const GetMetaTimeoutDefault = 30 * time.Second
@@ -79,7 +84,7 @@ func (r *MetaRequest) validate() error {
 	if r.BatchSize < 1 {
 		return &InvalidError{Field: "batch_size", Value: r.BatchSize, Rule: "≥ 1"}
 	}
-	if err := checkTask(r.Task); err != nil {
+	if err := CheckTask(r.Task); err != nil {
 		return err
 	}
 	if r.Timeout < 0 {
@@ -98,4 +103,18 @@ func (r *MetaRequest) validate() error {
 		return err
 	}
 	return CheckName("partition", r.Partition)
+}
+
+// WaitTimeout is how long a GetMeta of r in wait mode waits for a full batch: Timeout,
+// or GetMetaTimeoutDefault when Timeout is 0.
+func (r *MetaRequest) WaitTimeout() time.Duration {
+	return cmp.Or(r.Timeout, GetMetaTimeoutDefault)
+}
+
+// TimeoutError is the error of a GetMeta of r in wait mode that found no full batch
+// within WaitTimeout: it wraps ErrTimeout and names the batch size, fields, task and
+// partition.
+func (r *MetaRequest) TimeoutError() error {
+	return fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
+		ErrTimeout, r.BatchSize, strings.Join(r.Fields, ", "), r.Task, r.Partition, r.WaitTimeout())
 }

@@ -35,13 +35,16 @@ type Shard struct {
 // ShardBucketsDefault is the default Shard.Buckets.
 const ShardBucketsDefault = 64
 
-func (s Shard) active() bool { return s.WorldSize > 1 }
+// Active reports whether s splits a read (WorldSize > 1).
+func (s Shard) Active() bool { return s.WorldSize > 1 }
 
-func (s Shard) validate() error {
+// Validate checks s: WorldSize ≥ 0 and, when s is Active, Rank in [0, WorldSize) and
+// at least WorldSize buckets. Errors: *InvalidError naming the shard setting.
+func (s Shard) Validate() error {
 	if s.WorldSize < 0 {
 		return &InvalidError{Field: "shard world_size", Value: s.WorldSize, Rule: "≥ 0"}
 	}
-	if !s.active() {
+	if !s.Active() {
 		return nil
 	}
 	if s.Rank < 0 || s.Rank >= s.WorldSize {
@@ -60,8 +63,9 @@ func (s Shard) buckets() int {
 	return s.Buckets
 }
 
-// owns reports whether a record with hash h belongs to this rank.
-func (s Shard) owns(h uint64) bool {
+// Owns reports whether a record whose shard column hashes to h (FNV-1a, as
+// ShardOwns hashes) belongs to s's rank.
+func (s Shard) Owns(h uint64) bool {
 	return int(h%uint64(s.buckets()))%s.WorldSize == s.Rank
 }
 
@@ -92,7 +96,8 @@ type KVEntry struct {
 	Fields    Record // BatchGet only
 }
 
-func checkKey(key string) error {
+// CheckKey checks a key of the key-value view (1–1024 bytes). Errors: *InvalidError.
+func CheckKey(key string) error {
 	if key == "" || len(key) > 1024 {
 		return &InvalidError{Field: "key", Value: key, Rule: "1–1024 bytes"}
 	}

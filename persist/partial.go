@@ -157,7 +157,7 @@ func int64List(v any) ([]int64, bool) {
 	case []any:
 		out := make([]int64, 0, len(x))
 		for _, e := range x {
-			n, ok := versionValue(e)
+			n, ok := VersionValue(e)
 			if !ok {
 				return nil, false
 			}

@@ -35,7 +35,8 @@ const PutIDRetention = 10 * time.Minute
 // machines.
 func NewPutID() string { return ulid.MustNew(ulid.Now(), rand.Reader).String() }
 
-// putID returns the id of opts ("" for none), checked. Errors: *InvalidError.
+// putID returns the idempotency id of opts ("" for none), checked with CheckPutID.
+// Errors: *InvalidError.
 func putID(opts *PutOpts) (string, error) {
 	if opts == nil || opts.ID == "" {
 		return "", nil
@@ -58,4 +59,38 @@ func CheckPutID(id string) error {
 		return &InvalidError{Field: "put_id", Value: id, Rule: "1–128 bytes of [A-Za-z0-9._:-]"}
 	}
 	return nil
+}
+
+// PutArgs are the checked arguments of a Store.PutPartition (CheckPut).
+type PutArgs struct {
+	ID        string     // PutOpts.ID, "" for none
+	Admission *Admission // PutOpts.Admission, nil for none
+	Target    int64      // TargetVersion of the records
+}
+
+// CheckPut checks the arguments of Store.PutPartition as every store does, in this
+// order: the partition name, the put id (CheckPutID); then, when recs is not empty (a
+// put of no records writes nothing and answers no indexes), the admission
+// (CheckAdmission) and the records' weight versions (TargetVersion). Errors:
+// *InvalidError.
+func CheckPut(partition string, recs []Record, opts *PutOpts) (PutArgs, error) {
+	if err := CheckName("partition", partition); err != nil {
+		return PutArgs{}, err
+	}
+	id, err := putID(opts)
+	if err != nil || len(recs) == 0 {
+		return PutArgs{ID: id}, err
+	}
+	var adm *Admission
+	if opts != nil {
+		adm = opts.Admission
+	}
+	if err := CheckAdmission(adm); err != nil {
+		return PutArgs{}, err
+	}
+	target, err := TargetVersion(recs)
+	if err != nil {
+		return PutArgs{}, err
+	}
+	return PutArgs{ID: id, Admission: adm, Target: target}, nil
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // Queue is a durable, append-only record queue: the data-queue SDK over a Store. Open
-// gives one over the file store of a directory; New wraps any Store. All methods are
+// gives one over the store a target names; New wraps any Store. All methods are
 // safe for concurrent use; several processes (or, with a network store, machines) may
 // use one queue at once.
 type Queue struct {
@@ -19,48 +19,35 @@ type Queue struct {
 // New returns a Queue over s. Closing the Queue closes s.
 func New(s Store) *Queue { return &Queue{s: s} }
 
-// Open opens (creating if needed) the queue name in the file store under cfg.Dir/name/
-// (Parquet fragments and a SQLite catalog, meta.db): it recovers from any crash of a
-// previous writer (pending fragments of dead processes are rolled back and orphan
-// files deleted), and starts the writer, the background flusher, the compactor and
-// the change watcher; Close stops them. name must be 1–128 bytes of [A-Za-z0-9._-],
-// not starting with . _ or -. Errors: *InvalidError for a bad name or Config, and I/O
-// or SQLite errors.
+// Open opens (creating if needed) the queue name in the store its target names, one
+// of stores, and returns the Queue over it. The target is Config.URL, else Config.Dir,
+// else $LAKESHORE_URL when Dir is empty: a path is served by the store whose driver
+// serves paths — persist/filestore's Driver(), the file store under cfg.Dir/name/
+// (Parquet fragments and a SQLite catalog, meta.db) — and a URL by the store whose
+// driver serves its scheme: with persist/httpstore's Driver(), an http(s) URL opens the
+// queue on that server, the same Queue, Reader and KVView over HTTP; with
+// persist/lakestore's Driver(), "postgres://…?blob=<bucket URL>" opens the distributed
+// store (docs/persist.md):
 //
-// The target is Config.URL, else Config.Dir, else $LAKESHORE_URL when Dir is empty: a
-// URL whose scheme one of stores serves opens that store — with httpstore.Driver()
-// given, an http(s) URL opens the queue on that server, the same Queue, Reader and
-// KVView over HTTP; with lakestore.Driver(), "postgres://…?blob=<bucket URL>" opens the
-// distributed store (docs/persist.md); a path is the file store's root. A URL of any
-// other scheme is refused with *InvalidError (an http(s):// or postgres:// one whose
-// driver was not given names the driver to give), never taken for a directory. Stores
-// are given explicitly: persist registers none behind the caller's back.
+//	q, err := persist.Open(ctx, "rollouts", cfg, filestore.Driver(), httpstore.Driver(), lakestore.Driver())
+//
+// Stores are given explicitly, as database/sql drivers are not: persist registers none
+// behind the caller's back and links none, so a program links only the stores it
+// names (docs/architecture.md says why). name must be 1–128 bytes of [A-Za-z0-9._-],
+// not starting with . _ or -. Errors: *InvalidError for a bad name or Config, and for
+// a target no given store serves (a path without filestore.Driver(), an http(s):// or
+// postgres:// URL without its driver: the error names the driver to give; a URL of
+// any other scheme is never taken for a directory), and the store's own errors.
 func Open(ctx context.Context, name string, cfg *Config, stores ...StoreDriver) (*Queue, error) {
 	target, open, err := cfg.resolveTarget(stores)
 	if err != nil {
 		return nil, err
 	}
-	var s Store
-	switch {
-	case open != nil: // a target of one of stores
-		s, err = open.Open(ctx, name, target, cfg)
-	default:
-		s, err = OpenFileStore(ctx, name, cfg)
-	}
+	s, err := open.Open(ctx, name, target, cfg)
 	if err != nil {
 		return nil, err
 	}
 	return New(s), nil
-}
-
-// OpenFileStore opens the file store of queue name under cfg.Dir, as Open does, and
-// returns it as a Store (for New, or to serve it).
-func OpenFileStore(ctx context.Context, name string, cfg *Config) (Store, error) {
-	q, err := openFile(ctx, name, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return q, nil
 }
 
 // Store returns the store under q.

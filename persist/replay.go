@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
@@ -172,7 +171,7 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 				}
 			}
 		}
-		return NewBatch(fields, draws, parts, nil), nil
+		return record.EmptyBatch(fields, draws, parts), nil
 	}
 	unique := record.SortedUnique(append([]int64(nil), draws...))
 	meta := &BatchMeta{Indexes: unique, Size: len(unique), Partition: part}
@@ -187,9 +186,7 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 		return b, nil
 	}
 	defer b.Release()
-	pos := array.NewInt64Builder(memory.DefaultAllocator)
-	defer pos.Release()
-	pos.Reserve(len(draws))
+	pos := make([]int, len(draws))
 	parts := make([]string, len(draws))
 	at := make(map[int64]int, len(unique))
 	for j, x := range unique {
@@ -197,21 +194,12 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 	}
 	for i, x := range draws {
 		j := at[x]
-		pos.UnsafeAppend(int64(j))
+		pos[i] = j
 		parts[i] = b.Partitions[j]
 	}
-	take := pos.NewArray()
-	defer take.Release()
 	cols := make([]arrow.Array, len(b.Fields))
 	for i, f := range b.Fields {
-		c, err := compute.TakeArray(ctx, b.Column(f.Name), take)
-		if err != nil {
-			for _, d := range cols[:i] {
-				d.Release()
-			}
-			return nil, fmt.Errorf("replay: expand the drawn records: %w", err)
-		}
-		cols[i] = c
+		cols[i] = takeRows(b.Column(f.Name), f.Kind, pos)
 	}
 	idx := append([]int64(nil), draws...)
 	// MakeRecord takes over cols.
@@ -506,4 +494,41 @@ func (f *fenwick) find(u float64) int {
 		}
 	}
 	return pos
+}
+
+// takeRows returns the rows pos of col (of kind k) in that order, a row possibly
+// repeated, as a new array (arrow/compute's Take would do it too, but links the compute
+// engine and, through its extension types, Parquet into every program on the SDK).
+func takeRows(col arrow.Array, k Kind, pos []int) arrow.Array {
+	b := array.NewBuilder(memory.DefaultAllocator, record.ArrowType(k))
+	defer b.Release()
+	b.Reserve(len(pos))
+	switch k { // the numeric kinds in one loop each: Replay's weights and rewards
+	case KindInt64:
+		takeValues(b.(*array.Int64Builder), col.(*array.Int64), pos)
+	case KindFloat64:
+		takeValues(b.(*array.Float64Builder), col.(*array.Float64), pos)
+	default:
+		for _, j := range pos {
+			record.AppendArrow(b, k, col, j, k)
+		}
+	}
+	return b.NewArray()
+}
+
+// takeValues appends the rows pos of src to b (reserved for them).
+func takeValues[T int64 | float64, B interface {
+	UnsafeAppend(T)
+	AppendNull()
+}, A interface {
+	IsNull(int) bool
+	Value(int) T
+}](b B, src A, pos []int) {
+	for _, j := range pos {
+		if src.IsNull(j) {
+			b.AppendNull()
+			continue
+		}
+		b.UnsafeAppend(src.Value(j))
+	}
 }

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -199,7 +200,7 @@ func TargetVersion(recs []Record) (int64, error) {
 			if !ok {
 				continue
 			}
-			x, ok := versionValue(v)
+			x, ok := VersionValue(v)
 			if !ok {
 				return -1, &InvalidError{Field: fmt.Sprintf("records[%d].%s", i, f), Value: v, Rule: "an integer ≥ 0"}
 			}
@@ -210,8 +211,9 @@ func TargetVersion(recs []Record) (int64, error) {
 	return out, nil
 }
 
-// versionValue converts a weight version as given or stored to int64.
-func versionValue(v any) (int64, bool) {
+// VersionValue converts a weight version as given or stored (an integer ≥ 0 of any Go
+// integer type, or a float64 holding one) to int64; ok is false for any other value.
+func VersionValue(v any) (int64, bool) {
 	switch x := v.(type) {
 	case int64:
 		return x, x >= 0
@@ -237,7 +239,7 @@ func AdmitLoop[T any](ctx context.Context, a *Admission, changes func() (<-chan 
 		return put()
 	}
 	start := time.Now()
-	timer := time.NewTimer(cmpOr(a.Timeout, GetMetaTimeoutDefault))
+	timer := time.NewTimer(cmp.Or(a.Timeout, GetMetaTimeoutDefault))
 	defer timer.Stop()
 	for {
 		ch, release := changes()
@@ -368,7 +370,7 @@ func (f *freshSource) fresh(idx []int64) ([]int64, error) {
 		for i, x := range ask {
 			fresh := true
 			if vals[i] != nil {
-				if v, ok := versionValue(vals[i]); ok && v < f.floor {
+				if v, ok := VersionValue(vals[i]); ok && v < f.floor {
 					fresh = false
 				}
 			}

@@ -1,190 +1,26 @@
 package persist
 
 import (
-	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"io"
+	"maps"
 	"math"
-	"sort"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 )
 
-// This file exports the pieces of the file store that other stores (persist/lakestore)
-// share with it, so that every store normalizes, encodes, checks and writes records the
-// same way: record preparation and the tail encoding, schema evolution with the
-// big-integer rule, Parquet fragments (written to any io.Writer, read from any
-// io.ReaderAt), Arrow batches, shard ownership, request validation and SampleInput
-// for samplers run by another store.
-
-// StoredRecord is one record as stores keep it: its fields normalized (values of one
-// kind each, sorted by name). The zero value has no fields.
-type StoredRecord struct{ r record.NormRecord }
-
-// FieldNames returns the names of the record's fields, sorted.
-func (s StoredRecord) FieldNames() []string {
-	out := make([]string, len(s.r))
-	for i, fv := range s.r {
-		out[i] = fv.Name
-	}
-	return out
-}
-
-// Value returns the normalized value of field name (bool, int64, float64, string,
-// []byte, []int64, []float64, Tensor, or the wire-codec bytes of a codec value), its
-// kind, and whether the record has it.
-func (s StoredRecord) Value(name string) (any, Kind, bool) {
-	for _, fv := range s.r {
-		if fv.Name == name {
-			if c, ok := fv.Val.(record.CodecValue); ok {
-				return c.Bytes, fv.Kind, true
-			}
-			return fv.Val, fv.Kind, true
-		}
-	}
-	return nil, "", false
-}
-
-// Merge returns s with the fields of later added or replacing its own.
-func (s StoredRecord) Merge(later StoredRecord) StoredRecord {
-	if len(s.r) == 0 {
-		return later
-	}
-	out := make(record.NormRecord, 0, len(s.r)+len(later.r))
-	i, j := 0, 0
-	for i < len(s.r) || j < len(later.r) {
-		switch {
-		case j == len(later.r) || (i < len(s.r) && s.r[i].Name < later.r[j].Name):
-			out = append(out, s.r[i])
-			i++
-		case i == len(s.r) || later.r[j].Name < s.r[i].Name:
-			out = append(out, later.r[j])
-			j++
-		default:
-			out = append(out, later.r[j])
-			i++
-			j++
-		}
-	}
-	return StoredRecord{r: out}
-}
-
-// PreparedRecords is a batch of records normalized, checked against each other and
-// encoded (the tail encoding of the file store), ready to be stored.
-type PreparedRecords struct{ p *putPrepared }
-
-// PrepareRecords normalizes and encodes recs. Errors: *InvalidError (a field name),
-// *UnsupportedValueError, *SchemaError (records of the batch disagree on a field's
-// type); each names the record by its position.
-func PrepareRecords(recs []Record) (*PreparedRecords, error) {
-	p, err := prepare("", recs)
-	if err != nil {
-		return nil, err
-	}
-	return &PreparedRecords{p: p}, nil
-}
-
-// PrepareFieldUpdates checks the arguments of a PutFields (one record per index) and
-// prepares them; an index given more than once is merged in order (its later record
-// wins), so the returned indexes are unique.
-func PrepareFieldUpdates(indexes []int64, fields []Record) ([]int64, *PreparedRecords, error) {
-	if len(indexes) != len(fields) {
-		return nil, nil, &InvalidError{Field: "fields", Value: len(fields), Rule: fmt.Sprintf("one record per index (%d)", len(indexes))}
-	}
-	indexes, fields = mergeDuplicateIndexes(indexes, fields)
-	p, err := PrepareRecords(fields)
-	if err != nil {
-		return nil, nil, err
-	}
-	return indexes, p, nil
-}
-
-// Len returns the number of records.
-func (p *PreparedRecords) Len() int { return len(p.p.recs) }
-
-// Encoded returns the records in the tail encoding (DecodeRecords reads it back).
-func (p *PreparedRecords) Encoded() []byte { return p.p.data }
-
-// Records returns the normalized records.
-func (p *PreparedRecords) Records() []StoredRecord {
-	out := make([]StoredRecord, len(p.p.recs))
-	for i, r := range p.p.recs {
-		out[i] = StoredRecord{r: r}
-	}
-	return out
-}
-
-// EvolveSchema checks the records against schema s and returns the schema after them
-// (new fields appended, int64 widened to float64), whether it changed, and the fields
-// in which the records hold an integer beyond ±2^53 (to remember: such a field must
-// never widen). bigIntField reports whether a field was remembered so by an earlier
-// put. Errors: *SchemaError, and nothing may be written then.
-func (p *PreparedRecords) EvolveSchema(s Schema, bigIntField func(field string) (bool, error)) (Schema, bool, []string, error) {
-	ns, changed, err := record.Evolve(s, []record.NormRecord{p.p.kinds})
-	if err != nil {
-		return s, false, nil, err
-	}
-	final := s
-	if changed {
-		final = ns
-	}
-	var bigs []string
-	for field, v := range p.p.bigInts {
-		if k, _ := final.Kind(field); k == KindFloat64 || k == KindFloat64List {
-			have, ok := s.Kind(field)
-			if !ok {
-				have = record.IntKindOf(k)
-			}
-			return s, false, nil, &SchemaError{Field: field, Have: have, Got: record.OtherKind(have),
-				Reason: fmt.Sprintf("the integer %d is beyond ±2^53 and a float64 column would round it (allowed: integers within ±2^53, or int64 only in this field)", v)}
-		}
-		bigs = append(bigs, field)
-	}
-	sort.Strings(bigs)
-	if changed {
-		for _, f := range s.Fields {
-			if k, _ := ns.Kind(f.Name); k != f.Kind && (k == KindFloat64 || k == KindFloat64List) {
-				big, err := bigIntField(f.Name)
-				if err != nil {
-					return s, false, nil, err
-				}
-				if big {
-					return s, false, nil, &SchemaError{Field: f.Name, Have: f.Kind, Got: k,
-						Reason: "the field holds integers beyond ±2^53, which a float64 column would round (allowed: integers only in this field)"}
-				}
-			}
-		}
-	}
-	return final, changed, bigs, nil
-}
-
-// DecodeRecords reads records written by PreparedRecords.Encoded (or several such
-// encodings concatenated). Strings and byte slices alias b. Errors wrap ErrCorrupt.
-func DecodeRecords(b []byte) ([]StoredRecord, error) {
-	recs, err := decodeRecords(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	out := make([]StoredRecord, len(recs))
-	for i, r := range recs {
-		out[i] = StoredRecord{r: r}
-	}
-	return out, nil
-}
+// This file exports the request checks every store shares with the SDK, so that every
+// store validates a call and shards a queue the same way.
 
 // CheckTask checks a consumption task name (1–256 bytes). Errors: *InvalidError.
-func CheckTask(task string) error { return checkTask(task) }
+func CheckTask(task string) error {
+	if task == "" || len(task) > 256 {
+		return &InvalidError{Field: "task", Value: task, Rule: "1–256 bytes"}
+	}
+	return nil
+}
 
 // CheckIndexes checks that every global index of a call is ≥ 0 (an index below 0 is
 // never a sample's, so it is a bad argument, not a missing one). Errors: *InvalidError
@@ -210,7 +46,7 @@ func CheckReadArgs(offset int64, limit int, opts *GetOpts) error {
 	if opts == nil {
 		return nil
 	}
-	if err := opts.Shard.validate(); err != nil {
+	if err := opts.Shard.Validate(); err != nil {
 		return err
 	}
 	if opts.Partition != "" {
@@ -257,14 +93,11 @@ func SamplerWindow(s Sampler, batchSize int) int {
 // column (nil v: none, or the column is the global index), belongs to sh's rank. It
 // hashes as the file store does, so every store shards a queue alike.
 func ShardOwns(sh Shard, index int64, v any, k Kind, useIndex bool) bool {
-	if !sh.active() {
+	if !sh.Active() {
 		return true
 	}
-	return sh.owns(hashStored(v, k, index, useIndex))
+	return sh.Owns(hashStored(v, k, index, useIndex))
 }
-
-// ShardActive reports whether sh splits a read (WorldSize > 1).
-func ShardActive(sh Shard) bool { return sh.active() }
 
 func hashStored(v any, k Kind, index int64, useIndex bool) uint64 {
 	h := fnv.New64a()
@@ -294,239 +127,70 @@ func hashStored(v any, k Kind, index int64, useIndex bool) uint64 {
 		h.Write([]byte(x))
 	case []byte:
 		if k == KindCodec {
-			h.Write(encodeRecords(nil, []record.NormRecord{{{Name: "", Kind: k, Val: record.CodecValue{Bytes: x}}}}))
+			h.Write(tail.EncodeRecords(nil, []record.NormRecord{{{Name: "", Kind: k, Val: record.CodecValue{Bytes: x}}}}))
 		} else {
 			h.Write(x)
 		}
 	default:
-		h.Write(encodeRecords(nil, []record.NormRecord{{{Name: "", Kind: k, Val: v}}}))
+		h.Write(tail.EncodeRecords(nil, []record.NormRecord{{{Name: "", Kind: k, Val: v}}}))
 	}
 	return h.Sum64()
 }
 
-// NewBatch builds a Batch of fields for indexes (with their partitions) from stored
-// records (recs[i] belongs to indexes[i]); values are converted to the fields' kinds
-// (int64 widened to float64). A field a record lacks is null.
-func NewBatch(fields []Field, indexes []int64, partitions []string, recs []StoredRecord) *Batch {
-	cols := make([]arrow.Array, len(fields))
-	for p, f := range fields {
-		b := array.NewBuilder(memory.DefaultAllocator, record.ArrowType(f.Kind))
-		b.Reserve(len(recs))
-		for _, r := range recs {
-			found := false
-			for _, fv := range r.r {
-				if fv.Name == f.Name {
-					appendValue(b, f.Kind, record.ConvertValue(fv.Val, fv.Kind, f.Kind))
-					found = true
-					break
-				}
-			}
-			if !found {
-				b.AppendNull()
-			}
-		}
-		cols[p] = b.NewArray()
-		b.Release()
-	}
-	return &Batch{Indexes: indexes, Partitions: partitions, Fields: fields, Record: record.MakeRecord(indexes, fields, cols)}
+// KVItem is one key of a KVPut, with the fields and tags of every time the call gave it
+// merged in order.
+type KVItem struct {
+	Key    string
+	Fields Record            // never nil
+	Tags   map[string]string // never nil
 }
 
-// FragmentKind says what a Parquet fragment holds.
-type FragmentKind int
-
-const (
-	// FragmentRows holds samples' own records: columns _index, _partition, fields.
-	FragmentRows FragmentKind = fragRows
-	// FragmentFields holds field updates: columns _index, _seq (the update's sequence;
-	// the highest wins), fields.
-	FragmentFields FragmentKind = fragFields
-)
-
-// FragmentRow is one row of a fragment.
-type FragmentRow struct {
-	Index     int64
-	Partition string // FragmentRows
-	Seq       int64  // FragmentFields
-	Record    StoredRecord
+// MergeKVPut checks the arguments of Store.KVPut (a valid partition name, fields and
+// tags nil or one per key, every key 1–1024 bytes) and merges a key given more than once
+// in order (a later value of a field or tag replaces an earlier one), so each key
+// appears once, in the order of its first appearance. Errors: *InvalidError.
+func MergeKVPut(partition string, keys []string, fields []Record, tags []map[string]string) ([]*KVItem, error) {
+	if err := CheckName("partition", partition); err != nil {
+		return nil, err
+	}
+	if fields != nil && len(fields) != len(keys) {
+		return nil, &InvalidError{Field: "fields", Value: len(fields), Rule: fmt.Sprintf("nil or one record per key (%d)", len(keys))}
+	}
+	if tags != nil && len(tags) != len(keys) {
+		return nil, &InvalidError{Field: "tags", Value: len(tags), Rule: fmt.Sprintf("nil or one tag map per key (%d)", len(keys))}
+	}
+	var items []*KVItem
+	byKey := map[string]*KVItem{}
+	for i, k := range keys {
+		if err := CheckKey(k); err != nil {
+			return nil, err
+		}
+		it := byKey[k]
+		if it == nil {
+			it = &KVItem{Key: k, Fields: Record{}, Tags: map[string]string{}}
+			byKey[k] = it
+			items = append(items, it)
+		}
+		if fields != nil {
+			maps.Copy(it.Fields, fields[i])
+		}
+		if tags != nil {
+			maps.Copy(it.Tags, tags[i])
+		}
+	}
+	return items, nil
 }
 
-// WriteFragment writes rows (sorted by Index, then Seq) as a Parquet fragment of kind
-// with the given fields (the file store's format: Snappy, statistics, each column's
-// kind in its metadata, lakeshore.kinds in the file's) to w. rowGroupRows ≤ 0 means
-// 65,536.
-func WriteFragment(w io.Writer, kind FragmentKind, fields []Field, rows []FragmentRow, rowGroupRows int) error {
-	if rowGroupRows <= 0 {
-		rowGroupRows = 1 << 16
+// KVPutIndexes answers a KVPut of keys whose merged items (MergeKVPut) got the indexes
+// idx (idx[j] for items[j]): the index of each key, in the order of keys.
+func KVPutIndexes(keys []string, items []*KVItem, idx []int64) []int64 {
+	pos := make(map[string]int, len(items))
+	for j, it := range items {
+		pos[it.Key] = j
 	}
-	sc := fragmentSchema(int(kind), fields)
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Snappy),
-		parquet.WithDictionaryDefault(false),
-		parquet.WithDictionaryFor(record.ColPartition, true),
-		parquet.WithMaxRowGroupLength(int64(rowGroupRows)),
-		parquet.WithStats(true),
-	)
-	fw, err := pqarrow.NewFileWriter(sc, nopCloser{w}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		return fmt.Errorf("create fragment writer: %w", err)
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		out[i] = idx[pos[k]]
 	}
-	kinds := map[string]Kind{}
-	for _, fl := range fields {
-		kinds[fl.Name] = fl.Kind
-	}
-	kj, _ := json.Marshal(kinds)
-	if err := fw.AppendKeyValueMetadata("lakeshore.kinds", string(kj)); err != nil {
-		fw.Close()
-		return fmt.Errorf("write fragment metadata: %w", err)
-	}
-	pos := make(map[string]int, len(fields))
-	for i, fl := range fields {
-		pos[fl.Name] = i
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer b.Release()
-	set := make([]bool, len(fields))
-	n, bytes := 0, 0
-	flush := func() error {
-		if n == 0 {
-			return nil
-		}
-		rec := b.NewRecordBatch()
-		defer rec.Release()
-		n, bytes = 0, 0
-		return fw.Write(rec)
-	}
-	for _, r := range rows {
-		b.Field(0).(*array.Int64Builder).Append(r.Index)
-		if kind == FragmentRows {
-			b.Field(1).(*array.StringBuilder).Append(r.Partition)
-		} else {
-			b.Field(1).(*array.Int64Builder).Append(r.Seq)
-		}
-		clear(set)
-		for _, fv := range r.Record.r {
-			p, ok := pos[fv.Name]
-			if !ok {
-				continue
-			}
-			set[p] = true
-			want := fields[p].Kind
-			appendValue(b.Field(2+p), want, record.ConvertValue(fv.Val, fv.Kind, want))
-			bytes += valueBytes(fv.Val)
-		}
-		for p, ok := range set {
-			if !ok {
-				b.Field(2 + p).AppendNull()
-			}
-		}
-		n++
-		bytes += 16
-		if n >= rowGroupRows || bytes >= fragmentRowGroupBytes {
-			if err := flush(); err != nil {
-				fw.Close()
-				return fmt.Errorf("write fragment: %w", err)
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		fw.Close()
-		return fmt.Errorf("write fragment: %w", err)
-	}
-	if err := fw.Close(); err != nil {
-		return fmt.Errorf("close fragment: %w", err)
-	}
-	return nil
-}
-
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
-
-// ReadFragment reads every row of a fragment written by WriteFragment (or by the file
-// store). Errors wrap ErrCorrupt.
-func ReadFragment(r parquet.ReaderAtSeeker) (FragmentKind, []FragmentRow, error) {
-	pr, err := file.NewParquetReader(r)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: read fragment: %v", ErrCorrupt, err)
-	}
-	defer pr.Close()
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: read fragment: %v", ErrCorrupt, err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: read fragment: %v", ErrCorrupt, err)
-	}
-	defer tbl.Release()
-	sc := tbl.Schema()
-	kind := FragmentRows
-	if sc.NumFields() < 2 || sc.Field(0).Name != record.ColIndex {
-		return 0, nil, fmt.Errorf("%w: read fragment: no %s column", ErrCorrupt, record.ColIndex)
-	}
-	if sc.Field(1).Name == record.ColSeq {
-		kind = FragmentFields
-	}
-	type col struct {
-		name string
-		kind Kind
-	}
-	cols := make([]col, sc.NumFields())
-	for i := 2; i < sc.NumFields(); i++ {
-		f := sc.Field(i)
-		k, ok := f.Metadata.GetValue(record.MetaKind)
-		if !ok {
-			return 0, nil, fmt.Errorf("%w: read fragment: column %q has no kind", ErrCorrupt, f.Name)
-		}
-		cols[i] = col{name: f.Name, kind: Kind(k)}
-	}
-	rows := make([]FragmentRow, 0, tbl.NumRows())
-	tr := array.NewTableReader(tbl, 1<<16)
-	defer tr.Release()
-	for tr.Next() {
-		rec := tr.RecordBatch()
-		idx := rec.Column(0).(*array.Int64)
-		for i := 0; i < int(rec.NumRows()); i++ {
-			fr := FragmentRow{Index: idx.Value(i)}
-			if kind == FragmentRows {
-				fr.Partition = rec.Column(1).(*array.String).Value(i)
-			} else {
-				fr.Seq = rec.Column(1).(*array.Int64).Value(i)
-			}
-			var nr record.NormRecord
-			for c := 2; c < len(cols); c++ {
-				arr := rec.Column(c)
-				if arr.IsNull(i) {
-					continue
-				}
-				v, err := storedValueAt(arr, i, cols[c].kind)
-				if err != nil {
-					return 0, nil, fmt.Errorf("%w: read fragment column %q: %v", ErrCorrupt, cols[c].name, err)
-				}
-				nr = append(nr, record.FieldValue{Name: cols[c].name, Kind: cols[c].kind, Val: v})
-			}
-			sort.Slice(nr, func(a, b int) bool { return nr[a].Name < nr[b].Name })
-			fr.Record = StoredRecord{r: nr}
-			rows = append(rows, fr)
-		}
-	}
-	return kind, rows, nil
-}
-
-// storedValueAt returns element i of arr in its normalized (stored) form, copying
-// what aliases the array.
-func storedValueAt(arr arrow.Array, i int, k Kind) (any, error) {
-	switch k {
-	case KindString:
-		return string([]byte(arr.(*array.String).Value(i))), nil
-	case KindBytes:
-		return append([]byte{}, arr.(*array.Binary).Value(i)...), nil
-	case KindCodec:
-		return record.CodecValue{Bytes: append([]byte{}, arr.(*array.Binary).Value(i)...)}, nil
-	case KindTensor, KindNDArray, KindWireTensor:
-		t := record.TensorAt(arr.(*array.Struct), i)
-		t.Data = append([]byte{}, t.Data...)
-		return t, nil
-	}
-	return record.ValueAt(arr, i, k)
+	return out
 }

@@ -26,27 +26,34 @@ func isHTTP(target string) bool {
 	return strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://")
 }
 
-// StoreDriver is a store package's entry for Open: the URL schemes of the targets it
-// serves and how it opens one. persist links the file store itself; any other store is
-// given to Open explicitly, never registered behind the caller's back —
-// persist/httpstore's Driver() serves http:// and https:// targets, persist/lakestore's
-// postgres:// and postgresql:// ones:
+// StoreDriver is a store package's entry for Open: the targets it serves and how it
+// opens one. Every store is given to Open explicitly, never registered behind the
+// caller's back: persist/filestore's Driver() serves directory paths, persist/httpstore's
+// http:// and https:// URLs, persist/lakestore's postgres:// and postgresql:// ones:
 //
-//	q, err := persist.Open(ctx, "rollouts", cfg, httpstore.Driver(), lakestore.Driver())
+//	q, err := persist.Open(ctx, "rollouts", cfg, filestore.Driver(), httpstore.Driver(), lakestore.Driver())
 //
-// (persist cannot import them: they are built on persist, and they bring the HTTP API
-// types, PostgreSQL and the object-store drivers, which a program of another store does
-// not need.)
+// (persist cannot import them: they are built on persist, and they bring Parquet, the
+// HTTP API types, PostgreSQL and the object-store drivers, which a program of another
+// store does not need.)
 type StoreDriver struct {
 	// Schemes are the URL schemes (before "://", any case) of the targets the driver
 	// serves.
 	Schemes []string
+	// Paths says the driver serves targets that are not URLs: directory paths (the
+	// file store's), including the empty target of a Config without Dir, URL or
+	// $LAKESHORE_URL, which such a store refuses with *InvalidError.
+	Paths bool
 	// Open opens the store of queue name at target (from Config.URL, Config.Dir or
 	// $LAKESHORE_URL); cfg is the Config given to Open (nil when none was), whose
 	// store-independent settings (FlushInterval, FlushRows, RowGroupRows,
 	// PollInterval, Logger, Namespace, Existing, Samplers) the store may honour.
 	Open func(ctx context.Context, name, target string, cfg *Config) (Store, error)
 }
+
+// FileStorePackage is the import path of the package whose Driver serves the
+// directory paths of the file store.
+const FileStorePackage = "github.com/lakeshore-dev/lakeshore/persist/filestore"
 
 // HTTPStorePackage is the import path of the package whose Driver serves the http://
 // and https:// targets of the HTTP store.
@@ -72,14 +79,17 @@ func schemeOf(target string) string {
 	return strings.ToLower(scheme)
 }
 
-// driverFor returns the driver of drivers serving the scheme of target, if target is a
-// URL of such a scheme.
+// driverFor returns the driver of drivers serving target: the one serving its scheme
+// when target is a URL, the one serving paths when it is not.
 func driverFor(target string, drivers []StoreDriver) (StoreDriver, bool) {
 	scheme := schemeOf(target)
-	if scheme == "" {
-		return StoreDriver{}, false
-	}
 	for _, d := range drivers {
+		if scheme == "" {
+			if d.Paths && d.Open != nil {
+				return d, true
+			}
+			continue
+		}
 		for _, s := range d.Schemes {
 			if strings.EqualFold(s, scheme) && d.Open != nil {
 				return d, true
@@ -93,9 +103,13 @@ func driverFor(target string, drivers []StoreDriver) (StoreDriver, bool) {
 // where it came from. A postgres:// target names the driver to give Open.
 func unknownTarget(field, target string) error {
 	scheme := schemeOf(target)
-	rule := "a directory path, or a URL whose scheme a store driver given to Open serves " +
+	rule := "a directory path (with the Driver() of " + FileStorePackage + "), or a URL whose scheme a store driver given to Open serves " +
 		"(http(s):// with the Driver() of " + HTTPStorePackage + ", postgres://…?blob=<bucket URL> with the Driver() of " + LakestorePackage + "); no store serves " + scheme + "://"
 	switch scheme {
+	case "":
+		rule = "a target of a store given to Open: a directory path is the file store's, which this call was not given; pass " +
+			"filestore.Driver() (package " + FileStorePackage + ") to persist.Open (the lakeshore command does)"
+		return &InvalidError{Field: field, Value: target, Rule: rule}
 	case "http", "https":
 		rule = "a target of a store given to Open: " + scheme + ":// is the HTTP store, which this call was not given; pass " +
 			"httpstore.Driver() (package " + HTTPStorePackage + ") to persist.Open (the lakeshore command does)"
@@ -106,11 +120,11 @@ func unknownTarget(field, target string) error {
 	return &InvalidError{Field: field, Value: plane.RedactURL(target), Rule: rule}
 }
 
-// resolveTarget says which store Open uses for cfg: one of drivers (open set, target its
-// URL), or the file store (open nil). The target is Config.URL, else Config.Dir, else
-// $LAKESHORE_URL when Dir is empty. Errors: *InvalidError for a URL whose scheme no
-// given store serves (an http(s):// target without httpstore.Driver(), a postgres://
-// one without lakestore.Driver(): the error names it).
+// resolveTarget says which of drivers Open uses for cfg, and its target: Config.URL,
+// else Config.Dir, else $LAKESHORE_URL when Dir is empty. A target that is not a URL is
+// a directory path, served by the driver with Paths (the file store's). Errors:
+// *InvalidError for a non-URL $LAKESHORE_URL or Config.URL, and for a target no given
+// driver serves (the error names the driver to give).
 func (c *Config) resolveTarget(drivers []StoreDriver) (target string, open *StoreDriver, err error) {
 	field := "queue option Dir"
 	switch {
@@ -121,11 +135,8 @@ func (c *Config) resolveTarget(drivers []StoreDriver) (target string, open *Stor
 	default:
 		target, field = os.Getenv(EnvURL), "$"+EnvURL
 	}
-	if schemeOf(target) == "" {
-		if field != "queue option Dir" && target != "" {
-			return "", nil, &InvalidError{Field: field, Value: target, Rule: "an http:// or https:// URL, or a URL whose scheme a store driver given to Open serves (postgres://…?blob=…)"}
-		}
-		return "", nil, nil // the file store (or a missing Dir, which it reports)
+	if schemeOf(target) == "" && field != "queue option Dir" && target != "" {
+		return "", nil, &InvalidError{Field: field, Value: target, Rule: "an http:// or https:// URL, or a URL whose scheme a store driver given to Open serves (postgres://…?blob=…)"}
 	}
 	if d, ok := driverFor(target, drivers); ok {
 		return target, &d, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/rl"
 	"github.com/lakeshore-dev/lakeshore/scope"
@@ -30,7 +31,7 @@ func setup(t *testing.T) fixture {
 	t.Cleanup(func() { _ = d.Close() })
 	jobs, err := d.Queue("rollouts", nil)
 	require.NoError(t, err)
-	data, err := persist.Open(ctx, "traj", &persist.Config{Dir: t.TempDir()})
+	data, err := persist.Open(ctx, "traj", &persist.Config{Dir: t.TempDir()}, filestore.Driver())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = data.Close(context.Background()) })
 	s, err := scope.Open(ctx, "file://"+t.TempDir(), "run")

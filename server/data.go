@@ -19,6 +19,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -62,7 +63,7 @@ func (f *fileDataStores) Open(ctx context.Context, namespace, queue string, crea
 	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	return persist.OpenFileStore(ctx, queue, &cfg)
+	return filestore.Open(ctx, queue, &cfg)
 }
 
 // List returns the directories under the namespace's root.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -383,7 +384,7 @@ func (c *countingStores) Open(ctx context.Context, namespace, queue string, crea
 			return nil, &persist.NotFoundError{Queue: queue}
 		}
 	}
-	s, err := persist.OpenFileStore(ctx, queue, &persist.Config{Dir: dir, Existing: !create})
+	s, err := filestore.Open(ctx, queue, &persist.Config{Dir: dir, Existing: !create})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
 	"github.com/lakeshore-dev/lakeshore/persist/lakestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -95,7 +96,7 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 		}
 		cfg.Dir = dir
 	}
-	q, err := persist.Open(ctx, name, cfg, httpstore.Driver(), lakestore.Driver())
+	q, err := persist.Open(ctx, name, cfg, filestore.Driver(), httpstore.Driver(), lakestore.Driver())
 	var nf *persist.NotFoundError
 	if errors.As(err, &nf) && nf.Queue != "" {
 		return nil, fmt.Errorf("data queue %s does not exist in namespace %s (its first put creates it): %w", name, ns, persist.ErrNotFound)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
 	"github.com/lakeshore-dev/lakeshore/persist/lakestore"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
@@ -139,7 +140,7 @@ func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {
 	require.Equal(t, exitUsage, code)
 
 	// The persist API on the same queue: a sampler, a field update, a clear.
-	q, err := persist.Open(ctx, "rollouts", &c.cfg, httpstore.Driver(), lakestore.Driver())
+	q, err := persist.Open(ctx, "rollouts", &c.cfg, filestore.Driver(), httpstore.Driver(), lakestore.Driver())
 	require.NoError(t, err)
 	m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"prompt"}, BatchSize: 2, Task: "train"})
 	require.NoError(t, err)

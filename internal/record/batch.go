@@ -151,3 +151,15 @@ func SelectFields(s Schema, names []string) ([]Field, error) {
 	}
 	return out, nil
 }
+
+// EmptyBatch returns the Batch of indexes (with their partitions) whose fields have no
+// values: a column of each field's Arrow type and no rows (a read that found nothing).
+func EmptyBatch(fields []Field, indexes []int64, partitions []string) *Batch {
+	cols := make([]arrow.Array, len(fields))
+	for p, f := range fields {
+		b := array.NewBuilder(memory.DefaultAllocator, ArrowType(f.Kind))
+		cols[p] = b.NewArray()
+		b.Release()
+	}
+	return &Batch{Indexes: indexes, Partitions: partitions, Fields: fields, Record: MakeRecord(indexes, fields, cols)}
+}

@@ -21,10 +21,9 @@ import (
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
-
-	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // Package httpstore is the HTTP store: a persist.Store over the data routes of `lakeshore
@@ -430,7 +429,7 @@ func readBatch(data []byte) (*persist.Batch, error) {
 
 // emptyBatch returns a batch of no rows with fields.
 func emptyBatch(fields []persist.Field) *persist.Batch {
-	return persist.NewBatch(fields, []int64{}, []string{}, nil)
+	return record.EmptyBatch(fields, []int64{}, []string{})
 }
 
 // getQuery encodes GetOpts as query parameters.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 )
 
 // Benchmarks of the HTTP store against a server on loopback, each beside the same
@@ -17,7 +18,7 @@ import (
 
 func benchStores(b *testing.B, fn func(b *testing.B, q *persist.Queue)) {
 	b.Run("Embedded", func(b *testing.B) {
-		s, err := persist.OpenFileStore(context.Background(), "bench", &persist.Config{Dir: b.TempDir(), FlushRows: -1})
+		s, err := filestore.Open(context.Background(), "bench", &persist.Config{Dir: b.TempDir(), FlushRows: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 )
 
 // flushEntries bounds the tail entries one flush moves into fragments.
@@ -55,9 +56,9 @@ func (s *Store) flushAll(ctx context.Context) error {
 }
 
 // objectKey names a new fragment object of the queue.
-func (s *Store) objectKey(kind persist.FragmentKind) string {
+func (s *Store) objectKey(kind filestore.FragmentKind) string {
 	p := "r"
-	if kind == persist.FragmentFields {
+	if kind == filestore.FragmentFields {
 		p = "f"
 	}
 	return s.name + "/" + p + "-" + strings.ToLower(ulid.MustNew(ulid.Now(), rand.Reader).String()) + ".parquet"
@@ -94,7 +95,7 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("lakestore: flush: read tail: %w", err)
 	}
-	var rowRows, fieldRows []persist.FragmentRow
+	var rowRows, fieldRows []filestore.FragmentRow
 	var seqs []int64
 	for rows.Next() {
 		var seq, lo int64
@@ -106,7 +107,7 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 			rows.Close()
 			return false, fmt.Errorf("lakestore: flush: read tail: %w", err)
 		}
-		dec, err := persist.DecodeRecords(data)
+		dec, err := filestore.DecodeRecords(data)
 		if err != nil {
 			rows.Close()
 			return false, fmt.Errorf("lakestore: flush: tail entry %d: %w", seq, err)
@@ -114,7 +115,7 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 		seqs = append(seqs, seq)
 		if kind == 0 {
 			for i, r := range dec {
-				rowRows = append(rowRows, persist.FragmentRow{Index: lo + int64(i), Partition: part, Record: r})
+				rowRows = append(rowRows, filestore.FragmentRow{Index: lo + int64(i), Partition: part, Record: r})
 			}
 			continue
 		}
@@ -123,7 +124,7 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 			return false, fmt.Errorf("%w: tail entry %d has %d records for %d indexes", persist.ErrCorrupt, seq, len(dec), len(idx))
 		}
 		for i, x := range idx {
-			fieldRows = append(fieldRows, persist.FragmentRow{Index: x, Seq: seq, Record: dec[i]})
+			fieldRows = append(fieldRows, filestore.FragmentRow{Index: x, Seq: seq, Record: dec[i]})
 		}
 	}
 	rows.Close()
@@ -140,7 +141,7 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 	}
 	type published struct {
 		key      string
-		kind     persist.FragmentKind
+		kind     filestore.FragmentKind
 		min, max int64
 		rows     int
 		bytes    int64
@@ -148,9 +149,9 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 	}
 	var pubs []published
 	for _, part := range []struct {
-		kind persist.FragmentKind
-		rows []persist.FragmentRow
-	}{{persist.FragmentRows, rowRows}, {persist.FragmentFields, fieldRows}} {
+		kind filestore.FragmentKind
+		rows []filestore.FragmentRow
+	}{{filestore.FragmentRows, rowRows}, {filestore.FragmentFields, fieldRows}} {
 		if len(part.rows) == 0 {
 			continue
 		}
@@ -234,7 +235,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 // writeObject writes rows as a new fragment object (create-if-absent) and returns its
 // size in bytes; on any error the object is not created.
-func (s *Store) writeObject(ctx context.Context, key string, kind persist.FragmentKind, fields []persist.Field, rows []persist.FragmentRow, publishBy time.Time) (int64, error) {
+func (s *Store) writeObject(ctx context.Context, key string, kind filestore.FragmentKind, fields []persist.Field, rows []filestore.FragmentRow, publishBy time.Time) (int64, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{IfNotExist: true, ContentType: "application/vnd.apache.parquet",
@@ -243,7 +244,7 @@ func (s *Store) writeObject(ctx context.Context, key string, kind persist.Fragme
 		return 0, fmt.Errorf("lakestore: write fragment %s: %w", key, err)
 	}
 	cw := &countingWriter{w: w}
-	if err := persist.WriteFragment(cw, kind, fields, rows, s.cfg.RowGroupRows); err != nil {
+	if err := filestore.WriteFragment(cw, kind, fields, rows, s.cfg.RowGroupRows); err != nil {
 		cancel() // aborts the write: no object
 		w.Close()
 		return 0, fmt.Errorf("lakestore: write fragment %s: %w", key, err)

@@ -9,59 +9,23 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lakeshore-dev/lakeshore/persist"
-
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 )
-
-func checkKey(key string) error {
-	if key == "" || len(key) > 1024 {
-		return &persist.InvalidError{Field: "key", Value: key, Rule: "1–1024 bytes"}
-	}
-	return nil
-}
 
 // KVPut implements persist.Store: new keys get new samples (a put), known keys get a
 // field update, and tags are merged — in one catalog transaction.
 func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fields []persist.Record, tags []map[string]string) ([]int64, error) {
-	if err := persist.CheckName("partition", partition); err != nil {
+	items, err := persist.MergeKVPut(partition, keys, fields, tags)
+	if err != nil {
 		return nil, err
-	}
-	if fields != nil && len(fields) != len(keys) {
-		return nil, &persist.InvalidError{Field: "fields", Value: len(fields), Rule: fmt.Sprintf("nil or one record per key (%d)", len(keys))}
-	}
-	if tags != nil && len(tags) != len(keys) {
-		return nil, &persist.InvalidError{Field: "tags", Value: len(tags), Rule: fmt.Sprintf("nil or one tag map per key (%d)", len(keys))}
-	}
-	type item struct {
-		key  string
-		rec  persist.Record
-		tags map[string]string
-	}
-	var items []*item
-	byKey := map[string]*item{}
-	for i, k := range keys {
-		if err := checkKey(k); err != nil {
-			return nil, err
-		}
-		it := byKey[k]
-		if it == nil {
-			it = &item{key: k, rec: persist.Record{}, tags: map[string]string{}}
-			byKey[k] = it
-			items = append(items, it)
-		}
-		if fields != nil {
-			maps.Copy(it.rec, fields[i])
-		}
-		if tags != nil {
-			maps.Copy(it.tags, tags[i])
-		}
 	}
 	all := make([]persist.Record, len(items))
 	for i, it := range items {
-		all[i] = it.rec
+		all[i] = it.Fields
 	}
-	if _, err := persist.PrepareRecords(all); err != nil { // every error before the transaction
+	if _, err := filestore.PrepareRecords(all); err != nil { // every error before the transaction
 		return nil, err
 	}
 	if err := s.enter(); err != nil {
@@ -69,7 +33,7 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 	}
 	defer s.leave()
 	idxOf := make([]int64, len(items))
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		st, err := s.loadQueue(ctx, tx, true)
 		if err != nil {
 			return err
@@ -81,27 +45,27 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 		for i, it := range items {
 			var idx int64
 			var tj []byte
-			err := tx.QueryRow(ctx, `SELECT idx, tags FROM kv WHERE queue = $1 AND partition = $2 AND key = $3`, s.name, partition, it.key).Scan(&idx, &tj)
+			err := tx.QueryRow(ctx, `SELECT idx, tags FROM kv WHERE queue = $1 AND partition = $2 AND key = $3`, s.name, partition, it.Key).Scan(&idx, &tj)
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				newItems = append(newItems, i)
-				newRecs = append(newRecs, it.rec)
+				newRecs = append(newRecs, it.Fields)
 			case err != nil:
 				return fmt.Errorf("read key: %w", err)
 			default:
 				idxOf[i] = idx
 				oldTags[i] = map[string]string{}
 				if err := json.Unmarshal(tj, &oldTags[i]); err != nil {
-					return fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, it.key, err)
+					return fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, it.Key, err)
 				}
-				if len(it.rec) > 0 {
-					updRecs = append(updRecs, it.rec)
+				if len(it.Fields) > 0 {
+					updRecs = append(updRecs, it.Fields)
 					updIdx = append(updIdx, idx)
 				}
 			}
 		}
 		if len(newRecs) > 0 {
-			p, err := persist.PrepareRecords(newRecs)
+			p, err := filestore.PrepareRecords(newRecs)
 			if err != nil {
 				return err
 			}
@@ -111,14 +75,14 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 			}
 			for j, i := range newItems {
 				idxOf[i] = lo + int64(j)
-				tj, _ := json.Marshal(items[i].tags)
-				if _, err := tx.Exec(ctx, `INSERT INTO kv(queue, partition, key, idx, tags) VALUES ($1, $2, $3, $4, $5)`, s.name, partition, items[i].key, idxOf[i], tj); err != nil {
+				tj, _ := json.Marshal(items[i].Tags)
+				if _, err := tx.Exec(ctx, `INSERT INTO kv(queue, partition, key, idx, tags) VALUES ($1, $2, $3, $4, $5)`, s.name, partition, items[i].Key, idxOf[i], tj); err != nil {
 					return fmt.Errorf("insert key: %w", err)
 				}
 			}
 		}
 		if len(updRecs) > 0 {
-			idx, p, err := persist.PrepareFieldUpdates(updIdx, updRecs)
+			idx, p, err := filestore.PrepareFieldUpdates(updIdx, updRecs)
 			if err != nil {
 				return err
 			}
@@ -127,12 +91,12 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 			}
 		}
 		for i, it := range items {
-			if oldTags[i] == nil || len(it.tags) == 0 {
+			if oldTags[i] == nil || len(it.Tags) == 0 {
 				continue
 			}
-			maps.Copy(oldTags[i], it.tags)
+			maps.Copy(oldTags[i], it.Tags)
 			tj, _ := json.Marshal(oldTags[i])
-			if _, err := tx.Exec(ctx, `UPDATE kv SET tags = $4 WHERE queue = $1 AND partition = $2 AND key = $3`, s.name, partition, it.key, tj); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE kv SET tags = $4 WHERE queue = $1 AND partition = $2 AND key = $3`, s.name, partition, it.Key, tj); err != nil {
 				return fmt.Errorf("update tags: %w", err)
 			}
 		}
@@ -143,15 +107,7 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 	}
 	s.puts.Add(int64(len(items)))
 	s.noteUnflushed(int64(len(items)))
-	pos := make(map[string]int, len(items))
-	for j, it := range items {
-		pos[it.key] = j
-	}
-	out := make([]int64, len(keys))
-	for i, k := range keys {
-		out[i] = idxOf[pos[k]]
-	}
-	return out, nil
+	return persist.KVPutIndexes(keys, items, idxOf), nil
 }
 
 // KVGet implements persist.Store. Errors: *persist.NotFoundError naming every missing
@@ -202,7 +158,7 @@ func (s *Store) KVGet(ctx context.Context, partition string, keys []string, fiel
 		if err != nil {
 			return err
 		}
-		b := persist.NewBatch(sel, sorted, parts, recs)
+		b := filestore.NewBatch(sel, sorted, parts, recs)
 		defer b.Release()
 		rows, err := b.Rows()
 		if err != nil {

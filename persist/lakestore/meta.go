@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 )
 
 var errNotFull = errors.New("batch not full")
@@ -37,7 +37,7 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 	defer s.leave()
 	var deadline <-chan time.Time
 	if rq.Wait {
-		t := time.NewTimer(cmpOr(rq.Timeout, persist.GetMetaTimeoutDefault))
+		t := time.NewTimer(rq.WaitTimeout())
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -71,8 +71,7 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 			release()
 		case <-deadline:
 			release()
-			return nil, fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
-				persist.ErrTimeout, rq.BatchSize, strings.Join(rq.Fields, ", "), rq.Task, rq.Partition, cmpOr(rq.Timeout, persist.GetMetaTimeoutDefault))
+			return nil, rq.TimeoutError()
 		case <-s.closing:
 			release()
 			return nil, persist.ErrClosed
@@ -81,13 +80,6 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 			return nil, ctx.Err()
 		}
 	}
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // lockConsumer takes the row lock of (partition, task), creating the row.
@@ -287,7 +279,7 @@ func (c *sampleSource) Values(ctx context.Context, field string, indexes []int64
 	if err != nil {
 		return nil, err
 	}
-	b := persist.NewBatch([]persist.Field{{Name: field, Kind: k}}, idx, parts, recs)
+	b := filestore.NewBatch([]persist.Field{{Name: field, Kind: k}}, idx, parts, recs)
 	defer b.Release()
 	rows, err := b.Rows()
 	if err != nil {
@@ -382,7 +374,7 @@ func (s *Store) batchMeta(ctx context.Context, rq *persist.MetaRequest, idx []in
 	}
 	set := setOf(idx)
 	sorted := set.first(int(set.count()))
-	var recs []persist.StoredRecord
+	var recs []filestore.StoredRecord
 	err := s.view(ctx, func(tx pgx.Tx) error {
 		var err error
 		recs, _, err = s.load(ctx, tx, sorted)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/putid"
 )
 
@@ -20,31 +21,12 @@ import (
 // transaction, after the queue's row is locked, so a repeat through any server answers
 // the first put's indexes.
 func (s *Store) PutPartition(ctx context.Context, partition string, recs []persist.Record, opts *persist.PutOpts) ([]int64, error) {
-	if err := persist.CheckName("partition", partition); err != nil {
+	args, err := persist.CheckPut(partition, recs, opts)
+	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	var id string
-	if opts != nil && opts.ID != "" {
-		if err := persist.CheckPutID(opts.ID); err != nil {
-			return nil, err
-		}
-		id = opts.ID
-	}
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	var adm *persist.Admission
-	if opts != nil {
-		adm = opts.Admission
-	}
-	if err := persist.CheckAdmission(adm); err != nil {
-		return nil, err
-	}
-	target, err := persist.TargetVersion(recs)
-	if err != nil {
-		return nil, err
-	}
-	p, err := persist.PrepareRecords(recs)
+	id, adm, target := args.ID, args.Admission, args.Target
+	p, err := filestore.PrepareRecords(recs)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +40,7 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 }
 
 // putOnce is one attempt of PutPartition.
-func (s *Store) putOnce(ctx context.Context, partition string, n int, p *persist.PreparedRecords, id string, adm *persist.Admission, target int64) ([]int64, error) {
+func (s *Store) putOnce(ctx context.Context, partition string, n int, p *filestore.PreparedRecords, id string, adm *persist.Admission, target int64) ([]int64, error) {
 	var lo int64
 	var repeat []int64
 	err := s.write(ctx, func(tx pgx.Tx) error {
@@ -125,7 +107,7 @@ func (s *Store) noteUnflushed(n int64) {
 
 // putRows appends p's records to partition inside tx (st locked) and returns the
 // first index.
-func (s *Store) putRows(ctx context.Context, tx pgx.Tx, st *queueState, partition string, p *persist.PreparedRecords) (int64, error) {
+func (s *Store) putRows(ctx context.Context, tx pgx.Tx, st *queueState, partition string, p *filestore.PreparedRecords) (int64, error) {
 	if err := st.evolve(p); err != nil {
 		return 0, err
 	}
@@ -202,7 +184,7 @@ func (s *Store) PutFields(ctx context.Context, partition string, indexes []int64
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
-	indexes, p, err := persist.PrepareFieldUpdates(indexes, fields)
+	indexes, p, err := filestore.PrepareFieldUpdates(indexes, fields)
 	if err != nil {
 		return err
 	}
@@ -232,7 +214,7 @@ func (s *Store) PutFields(ctx context.Context, partition string, indexes []int64
 }
 
 // putFields appends a field update to the tail and records the production.
-func (s *Store) putFields(ctx context.Context, tx pgx.Tx, st *queueState, partition string, indexes []int64, p *persist.PreparedRecords) error {
+func (s *Store) putFields(ctx context.Context, tx pgx.Tx, st *queueState, partition string, indexes []int64, p *filestore.PreparedRecords) error {
 	set := setOf(indexes)
 	ok, err := s.partitionSet(ctx, tx, partition, set)
 	if err != nil {

@@ -8,15 +8,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lakeshore-dev/lakeshore/persist"
-
 	"github.com/lakeshore-dev/lakeshore/internal/record"
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 )
 
 // fragment is a decoded fragment, kept in the cache (fragments never change).
 type fragment struct {
-	kind persist.FragmentKind
-	rows []persist.FragmentRow // sorted by (Index, Seq)
+	kind filestore.FragmentKind
+	rows []filestore.FragmentRow // sorted by (Index, Seq)
 }
 
 // fragment returns the decoded fragment stored as object.
@@ -28,7 +28,7 @@ func (s *Store) fragment(ctx context.Context, object string) (*fragment, error) 
 	if err != nil {
 		return nil, fmt.Errorf("lakestore: read fragment %s: %w", object, err)
 	}
-	kind, rows, err := persist.ReadFragment(bytes.NewReader(b))
+	kind, rows, err := filestore.ReadFragment(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("fragment %s: %w", object, err)
 	}
@@ -45,15 +45,15 @@ func (s *Store) fragment(ctx context.Context, object string) (*fragment, error) 
 
 type update struct {
 	seq int64
-	rec persist.StoredRecord
+	rec filestore.StoredRecord
 }
 
 // load returns the records (own record merged with its field updates, latest
 // sequence last) and partitions of idx, sorted and unique, from the tail table and
 // the fragments. The tail is read before the fragments, so that a flush committing
 // in between (outside a snapshot) shows a row twice, never not at all.
-func (s *Store) load(ctx context.Context, q querier, idx []int64) ([]persist.StoredRecord, []string, error) {
-	recs := make([]persist.StoredRecord, len(idx))
+func (s *Store) load(ctx context.Context, q querier, idx []int64) ([]filestore.StoredRecord, []string, error) {
+	recs := make([]filestore.StoredRecord, len(idx))
 	parts := make([]string, len(idx))
 	if len(idx) == 0 {
 		return recs, parts, nil
@@ -107,7 +107,7 @@ func (s *Store) load(ctx context.Context, q querier, idx []int64) ([]persist.Sto
 		return nil, nil, fmt.Errorf("read fragments: %w", err)
 	}
 	for _, e := range entries {
-		dec, err := persist.DecodeRecords(e.data)
+		dec, err := filestore.DecodeRecords(e.data)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tail entry %d: %w", e.seq, err)
 		}
@@ -142,7 +142,7 @@ func (s *Store) load(ctx context.Context, q querier, idx []int64) ([]persist.Sto
 			}
 			for ; i < len(f.rows) && f.rows[i].Index == x; i++ {
 				r := &f.rows[i]
-				if f.kind == persist.FragmentRows {
+				if f.kind == filestore.FragmentRows {
 					recs[p], parts[p] = r.Record, r.Partition
 				} else {
 					updates[p] = append(updates[p], update{r.Seq, r.Record})
@@ -185,9 +185,9 @@ func (s *Store) Scan(ctx context.Context, offset int64, limit int, opts *persist
 		live := spanSet{{offset, st.next}}.intersect(spansOfSegments(segs)).minus(tomb)
 		scanned = st.next
 		var idx []int64
-		var recs []persist.StoredRecord
+		var recs []filestore.StoredRecord
 		var parts []string
-		if !persist.ShardActive(opts.Shard) {
+		if !opts.Shard.Active() {
 			idx = live.first(limit)
 			if len(idx) == limit {
 				scanned = idx[len(idx)-1] + 1
@@ -223,7 +223,7 @@ func (s *Store) Scan(ctx context.Context, offset int64, limit int, opts *persist
 				}
 			}
 		}
-		b = persist.NewBatch(fields, idx, parts, recs)
+		b = filestore.NewBatch(fields, idx, parts, recs)
 		return nil
 	})
 	if err != nil {
@@ -272,7 +272,7 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 					fields = append(fields, persist.Field{Name: f.Name, Kind: k})
 				}
 			}
-			b = persist.NewBatch(fields, nil, nil, nil)
+			b = filestore.NewBatch(fields, nil, nil, nil)
 			return nil
 		}
 		fields, err := record.SelectFields(st.schema, meta.FieldNames())
@@ -296,12 +296,12 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 		for i, x := range sorted {
 			at[x] = i
 		}
-		orecs := make([]persist.StoredRecord, len(meta.Indexes))
+		orecs := make([]filestore.StoredRecord, len(meta.Indexes))
 		oparts := make([]string, len(meta.Indexes))
 		for i, x := range meta.Indexes {
 			orecs[i], oparts[i] = recs[at[x]], parts[at[x]]
 		}
-		b = persist.NewBatch(fields, append([]int64(nil), meta.Indexes...), oparts, orecs)
+		b = filestore.NewBatch(fields, append([]int64(nil), meta.Indexes...), oparts, orecs)
 		return nil
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -340,7 +341,7 @@ func (s *Store) saveQueue(ctx context.Context, tx pgx.Tx, st *queueState) error 
 }
 
 // evolve checks p against the queue's schema and records the result in st.
-func (st *queueState) evolve(p *persist.PreparedRecords) error {
+func (st *queueState) evolve(p *filestore.PreparedRecords) error {
 	ns, changed, bigs, err := p.EvolveSchema(st.schema, func(f string) (bool, error) { return slices.Contains(st.bigInts, f), nil })
 	if err != nil {
 		return err

@@ -1,0 +1,96 @@
+package filestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
+	"github.com/lakeshore-dev/lakeshore/persist"
+)
+
+// migrations holds the numbered schema migrations of meta.db, applied once each by
+// sqlitedb.Migrate (PRAGMA user_version).
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// openDB opens meta.db on internal/sqlitedb (WAL, the synchronous mode of durability,
+// a busy timeout; one write connection beside a query-only read pool) and applies the
+// migrations. The writer runs every write transaction as BEGIN IMMEDIATE.
+func openDB(ctx context.Context, path string, durability persist.Durability, busy time.Duration) (*sqlitedb.DB, error) {
+	sync := sqlitedb.SynchronousFull
+	if durability == persist.Buffered {
+		sync = sqlitedb.SynchronousNormal
+	}
+	db, err := sqlitedb.Open(path, &sqlitedb.Options{Synchronous: sync, BusyTimeout: busy})
+	if err != nil {
+		return nil, fmt.Errorf("open meta.db: %w", err)
+	}
+	conn, err := db.Write.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open meta.db: %w", err)
+	}
+	sub, err := fs.Sub(migrations, "migrations")
+	if err == nil {
+		err = sqlitedb.Migrate(ctx, conn, sub)
+	}
+	conn.Close()
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create meta.db schema: %w", err)
+	}
+	return db, nil
+}
+
+// queryer is what *sql.Tx, *sql.Conn and *sql.DB share.
+type queryer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func metaGet(ctx context.Context, q queryer, key string) (int64, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("read meta %s: %w", key, err)
+	}
+	return v, nil
+}
+
+func metaSet(ctx context.Context, q queryer, key string, v int64) error {
+	if _, err := q.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = ?`, v, key); err != nil {
+		return fmt.Errorf("write meta %s: %w", key, err)
+	}
+	return nil
+}
+
+func metaAdd(ctx context.Context, q queryer, key string, d int64) error {
+	if _, err := q.ExecContext(ctx, `UPDATE meta SET value = value + ? WHERE key = ?`, d, key); err != nil {
+		return fmt.Errorf("write meta %s: %w", key, err)
+	}
+	return nil
+}
+
+// loadSchema reads the fields table.
+func loadSchema(ctx context.Context, q queryer) (persist.Schema, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, kind FROM fields ORDER BY pos`)
+	if err != nil {
+		return persist.Schema{}, fmt.Errorf("read schema: %w", err)
+	}
+	defer rows.Close()
+	var s persist.Schema
+	for rows.Next() {
+		var f persist.Field
+		if err := rows.Scan(&f.Name, &f.Kind); err != nil {
+			return persist.Schema{}, fmt.Errorf("read schema: %w", err)
+		}
+		s.Fields = append(s.Fields, f)
+	}
+	return s, rows.Err()
+}

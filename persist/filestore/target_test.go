@@ -1,0 +1,56 @@
+package filestore_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
+)
+
+// TestOpenRefusesUnknownTargets: a target URL whose scheme no linked store serves — a
+// postgres:// target in a program without persist/lakestore, an s3:// or file:// URL —
+// is refused with *persist.InvalidError naming the fix, and never taken for a directory
+// (nothing is created in the working directory).
+func TestOpenRefusesUnknownTargets(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv(persist.EnvURL, "")
+	ctx := context.Background()
+	for _, target := range []string{"postgres://lake:secret@db:5432/lake?blob=s3%3A%2F%2Fb", "postgresql://db/lake", "s3://bucket/q", "file:///tmp/q"} {
+		_, err := persist.Open(ctx, "q", &persist.Config{Dir: target}, filestore.Driver())
+		require.ErrorIs(t, err, persist.ErrInvalid, target)
+		var ie *persist.InvalidError
+		require.ErrorAs(t, err, &ie)
+		require.Equal(t, "queue option Dir", ie.Field)
+		require.Contains(t, err.Error(), persist.LakestorePackage, "the error names the package whose driver serves postgres:// targets")
+		require.NotContains(t, err.Error(), "secret", "the password is redacted")
+		_, err = filestore.Open(ctx, "q", &persist.Config{Dir: target})
+		require.ErrorIs(t, err, persist.ErrInvalid, "the file store refuses a URL too: %s", target)
+		_, err = persist.Open(ctx, "q", &persist.Config{URL: target}, filestore.Driver())
+		require.ErrorIs(t, err, persist.ErrInvalid, target)
+	}
+	_, err := persist.Open(ctx, "q", &persist.Config{Dir: "postgres://db/lake"}, filestore.Driver())
+	require.Contains(t, err.Error(), "pass lakestore.Driver() (package "+persist.LakestorePackage+") to persist.Open")
+
+	t.Setenv(persist.EnvURL, "postgres://db/lake?blob=mem%3A%2F%2F")
+	_, err = persist.Open(ctx, "q", nil, filestore.Driver())
+	require.ErrorIs(t, err, persist.ErrInvalid)
+	require.Contains(t, err.Error(), "$"+persist.EnvURL)
+	t.Setenv(persist.EnvURL, "not-a-url")
+	_, err = persist.Open(ctx, "q", &persist.Config{}, filestore.Driver())
+	require.ErrorIs(t, err, persist.ErrInvalid, "$LAKESHORE_URL names a server or a registered target, never a directory")
+
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, ents, "no directory was created for a URL")
+
+	// A path, even one holding "://" past its first segment, is still a directory.
+	t.Setenv(persist.EnvURL, "")
+	q, err := persist.Open(ctx, "q", &persist.Config{Dir: "data/x://y"}, filestore.Driver())
+	require.NoError(t, err)
+	require.NoError(t, q.Close(ctx))
+}
