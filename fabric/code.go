@@ -444,7 +444,8 @@ func WriteArchive(w io.Writer, root string, files []File) error {
 type Limits struct {
 	// MaxBytes bounds the files' total uncompressed size (default 4 GiB).
 	MaxBytes int64
-	// MaxFiles bounds the number of entries (default 200,000).
+	// MaxFiles bounds the number of files, and apart from them the number of
+	// directories they are in (default 200,000 each).
 	MaxFiles int
 }
 
@@ -495,9 +496,23 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		if parents[name] {
 			return nil, "", codeErr("the code archive holds %q both as a file and as a directory", name)
 		}
-		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+		// The directories of name, deepest first, up to the first one already known (its own
+		// were recorded with it): each directory is visited once over the whole archive, so
+		// deep paths cost no more than their directories, which count against MaxFiles.
+		for d := name; ; {
+			i := strings.LastIndexByte(d, '/')
+			if i < 0 {
+				break
+			}
+			d = d[:i]
+			if parents[d] {
+				break
+			}
 			if seen[d] {
 				return nil, "", codeErr("the code archive holds %q both as a file and as a directory", d)
+			}
+			if len(parents) >= limits.MaxFiles {
+				return nil, "", codeErr("the code archive holds more than %d directories", limits.MaxFiles)
 			}
 			parents[d] = true
 		}
