@@ -80,10 +80,12 @@ func checkPath(p string) error {
 	if len(p) > MaxPathBytes {
 		return codeErr("a path of %d bytes in the code tree (%.40q…): at most %d bytes are allowed", len(p), p, MaxPathBytes)
 	}
-	for _, name := range strings.Split(p, "/") {
+	for rest := p; rest != ""; {
+		name, next, _ := strings.Cut(rest, "/")
 		if len(name) > MaxNameBytes {
 			return codeErr("a name of %d bytes in the code tree path %.40q…: at most %d bytes per name are allowed", len(name), p, MaxNameBytes)
 		}
+		rest = next
 	}
 	return nil
 }
@@ -447,6 +449,9 @@ type Limits struct {
 	// MaxFiles bounds the number of files, and apart from them the number of
 	// directories they are in (default 200,000 each).
 	MaxFiles int
+	// MaxPathBytes bounds the sum of the files' path lengths, in bytes, which a reader
+	// keeps in memory (default 32 MiB: 200,000 paths of 167 bytes).
+	MaxPathBytes int64
 }
 
 // ReadArchive reads a code archive, checking every entry (regular files and directories
@@ -462,6 +467,9 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	if limits.MaxFiles <= 0 {
 		limits.MaxFiles = 200_000
 	}
+	if limits.MaxPathBytes <= 0 {
+		limits.MaxPathBytes = 32 << 20
+	}
 	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, "", codeErr("the code archive is not gzip-compressed: %v", err)
@@ -470,7 +478,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	var files []File
 	seen := map[string]bool{}    // the files
 	parents := map[string]bool{} // the directories the files are in
-	var total int64
+	var total, pathBytes int64
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -489,6 +497,9 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		case tar.TypeReg:
 		default:
 			return nil, "", codeErr("the code archive holds %q of tar type %q: only regular files are allowed (no links or devices)", name, string(hdr.Typeflag))
+		}
+		if pathBytes += int64(len(name)); pathBytes > limits.MaxPathBytes {
+			return nil, "", codeErr("the code archive's paths take more than %d bytes together", limits.MaxPathBytes)
 		}
 		if seen[name] {
 			return nil, "", codeErr("the code archive holds %q twice", name)
