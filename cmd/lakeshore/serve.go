@@ -314,7 +314,8 @@ func serveDataDir(dir string, getenv func(string) string) (string, error) {
 
 // serveCodeStore opens the code store of o (ServeOpts.CodeStore): a directory, or a
 // bucket the caller closes. Errors: *persist.InvalidError for a bucket URL this build
-// cannot open; the bucket's or the directory's.
+// cannot open; the bucket's or the directory's, naming where it came from (--code-store,
+// --data's blob, the code store).
 func serveCodeStore(ctx context.Context, o *ServeOpts, getenv func(string) string) (string, *blob.Bucket, error) {
 	field, store := "--code-store", o.CodeStore
 	if store == "" && o.Data != "" {
@@ -329,7 +330,13 @@ func serveCodeStore(ctx context.Context, o *ServeOpts, getenv func(string) strin
 		return "", b, err
 	}
 	dir, err := serveCodeDir(store, getenv)
-	return dir, nil, err
+	if err != nil {
+		if store == "" {
+			field = "the code store"
+		}
+		return "", nil, fmt.Errorf("%s: %w", field, err)
+	}
+	return dir, nil, nil
 }
 
 // serveCodeDir returns the code archives' directory (server.Config.CodeDir, created with

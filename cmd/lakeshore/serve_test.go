@@ -260,6 +260,9 @@ func TestServeCodeStore(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(home, "blobs"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(home, "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name      string
 		opts      ServeOpts
@@ -272,6 +275,9 @@ func TestServeCodeStore(t *testing.T) {
 		{name: "bucket", opts: ServeOpts{CodeStore: "mem://"}, bucket: true},
 		{name: "data's bucket", opts: ServeOpts{Data: "postgres://127.0.0.1:1/db?blob=" + url.QueryEscape("file://"+home+"/blobs")}, bucket: true},
 		{name: "unknown scheme", opts: ServeOpts{CodeStore: "ftp://host/dir"}, errSubstr: `invalid --code-store "ftp://host/dir"`},
+		// A directory or bucket that cannot be used names the flag it came from.
+		{name: "a file", opts: ServeOpts{CodeStore: filepath.Join(home, "file")}, errSubstr: "--code-store: create " + filepath.Join(home, "file")},
+		{name: "a file's bucket", opts: ServeOpts{CodeStore: "file://" + filepath.Join(home, "file")}, errSubstr: "--code-store: open bucket file://" + filepath.Join(home, "file")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, bucket, err := serveCodeStore(ctx, &tc.opts, getenv)

@@ -69,7 +69,7 @@ func OpenBucket(ctx context.Context, field, bucketURL string) (*blob.Bucket, err
 	}
 	b, err := blob.OpenBucket(ctx, bucketURL)
 	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", plane.RedactURL(bucketURL), err)
+		return nil, fmt.Errorf("%s: open bucket %s: %w", field, plane.RedactURL(bucketURL), err)
 	}
 	return b, nil
 }
