@@ -472,7 +472,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	}
 	zr, err := gzip.NewReader(r)
 	if err != nil {
-		return nil, "", codeErr("the code archive is not gzip-compressed: %v", err)
+		return nil, "", codeErr("the code archive is not gzip-compressed: %s", readerMessage(err))
 	}
 	tr := tar.NewReader(zr)
 	var files []File
@@ -485,7 +485,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 			break
 		}
 		if err != nil {
-			return nil, "", codeErr("the code archive is damaged: %v", err)
+			return nil, "", codeErr("the code archive is damaged: %s", readerMessage(err))
 		}
 		name := strings.TrimSuffix(hdr.Name, "/")
 		if err := checkPath(name); err != nil {
@@ -559,7 +559,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 			}
 		}
 		if err != nil {
-			return nil, "", codeErr("the code archive is damaged at %q: %v", name, err)
+			return nil, "", codeErr("the code archive is damaged at %q: %s", name, readerMessage(err))
 		}
 		if n != hdr.Size {
 			return nil, "", codeErr("the code archive is cut short at %q", name)
@@ -573,6 +573,16 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 
 // mkdirInside creates dir (inside root) with its parents, refusing a path that leaves
 // root through an existing symbolic link.
+// readerMessage is the message of a gzip or tar reader's error without the Go package
+// name it starts with ("archive/tar: invalid tar header" is "invalid tar header").
+func readerMessage(err error) string {
+	msg := err.Error()
+	for _, prefix := range []string{"archive/tar: ", "gzip: ", "flate: "} {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
+	return msg
+}
+
 func mkdirInside(root, dir string) error {
 	rel, err := filepath.Rel(root, dir)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {

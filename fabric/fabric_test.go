@@ -352,6 +352,16 @@ func archive(t *testing.T, hdrs ...*tar.Header) []byte {
 	return buf.Bytes()
 }
 
+func gzipped(t *testing.T, data []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	return buf.Bytes()
+}
+
 func TestReadArchiveRefuses(t *testing.T) {
 	cases := map[string][]*tar.Header{
 		"bad path":          {{Typeflag: tar.TypeReg, Name: "../escape", Mode: 0o644}},
@@ -373,6 +383,13 @@ func TestReadArchiveRefuses(t *testing.T) {
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), strings.TrimSpace(want)) {
 				t.Errorf("%s (directory %q): %v", want, dir, err)
 			}
+		}
+	}
+	// A damaged archive is said so without the Go package of the reader that found it.
+	for name, data := range map[string][]byte{"not gzip": []byte(strings.Repeat("plain text ", 10)), "not tar": gzipped(t, []byte(strings.Repeat("hello ", 200)))} {
+		_, _, err := ReadArchive(bytes.NewReader(data), "", Limits{})
+		if err == nil || strings.Contains(err.Error(), "archive/tar") || strings.Contains(err.Error(), "gzip: ") {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 	// A size bomb: the limit counts uncompressed bytes.
