@@ -273,7 +273,11 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if o.TLSCert != "" {
 		scheme = "https"
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", plane.RedactURL(target), "data", dataDir)
+	code := codeDir // where shipped code archives are kept, said at start-up
+	if codeBucket != nil {
+		code = cmp.Or(plane.RedactURL(o.CodeStore), "--data's bucket")
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", plane.RedactURL(target), "data", dataDir, "code", code)
 
 	errc := make(chan error, 1)
 	go func() {
