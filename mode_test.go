@@ -47,10 +47,13 @@ func TestSubmitMode(t *testing.T) {
 	require.NoError(t, err)
 	codeDir := t.TempDir()
 	srv := server.New(drv, &server.Config{CodeDir: codeDir})
-	var puts atomic.Int64
+	var puts, heads atomic.Int64
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPut {
 			puts.Add(1)
+		}
+		if r.Method == http.MethodHead {
+			heads.Add(1)
 		}
 		srv.ServeHTTP(w, r)
 	}))
@@ -96,9 +99,11 @@ func TestSubmitMode(t *testing.T) {
 	require.True(t, fabric.ValidDigest(digest), "digest %q", digest)
 	require.Nil(t, inv.Requirement)
 	require.FileExists(t, filepath.Join(codeDir, "default", "q", digest+".tar.gz"))
+	asked := heads.Load()
 	_, err = q.Submit(ctx, 1, &lakeshore.SubmitOptions{Mode: "shipped"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), puts.Load(), "an unchanged tree was uploaded again")
+	require.Equal(t, asked, heads.Load(), "a digest this process uploaded was asked for again")
 
 	// Bad input: nothing submitted.
 	before, err := q.Count(ctx, lakeshore.StateQueued)

@@ -80,10 +80,12 @@ func checkPath(p string) error {
 	if len(p) > MaxPathBytes {
 		return codeErr("a path of %d bytes in the code tree (%.40q…): at most %d bytes are allowed", len(p), p, MaxPathBytes)
 	}
-	for _, name := range strings.Split(p, "/") {
+	for rest := p; rest != ""; {
+		name, next, _ := strings.Cut(rest, "/")
 		if len(name) > MaxNameBytes {
 			return codeErr("a name of %d bytes in the code tree path %.40q…: at most %d bytes per name are allowed", len(name), p, MaxNameBytes)
 		}
+		rest = next
 	}
 	return nil
 }
@@ -444,8 +446,12 @@ func WriteArchive(w io.Writer, root string, files []File) error {
 type Limits struct {
 	// MaxBytes bounds the files' total uncompressed size (default 4 GiB).
 	MaxBytes int64
-	// MaxFiles bounds the number of entries (default 200,000).
+	// MaxFiles bounds the number of files, and apart from them the number of
+	// directories they are in (default 200,000 each).
 	MaxFiles int
+	// MaxPathBytes bounds the sum of the files' path lengths, in bytes, which a reader
+	// keeps in memory (default 32 MiB: 200,000 paths of 167 bytes).
+	MaxPathBytes int64
 }
 
 // ReadArchive reads a code archive, checking every entry (regular files and directories
@@ -461,22 +467,25 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	if limits.MaxFiles <= 0 {
 		limits.MaxFiles = 200_000
 	}
+	if limits.MaxPathBytes <= 0 {
+		limits.MaxPathBytes = 32 << 20
+	}
 	zr, err := gzip.NewReader(r)
 	if err != nil {
-		return nil, "", codeErr("the code archive is not gzip-compressed: %v", err)
+		return nil, "", codeErr("the code archive is not gzip-compressed: %s", readerMessage(err))
 	}
 	tr := tar.NewReader(zr)
 	var files []File
 	seen := map[string]bool{}    // the files
 	parents := map[string]bool{} // the directories the files are in
-	var total int64
+	var total, pathBytes int64
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, "", codeErr("the code archive is damaged: %v", err)
+			return nil, "", codeErr("the code archive is damaged: %s", readerMessage(err))
 		}
 		name := strings.TrimSuffix(hdr.Name, "/")
 		if err := checkPath(name); err != nil {
@@ -489,15 +498,32 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		default:
 			return nil, "", codeErr("the code archive holds %q of tar type %q: only regular files are allowed (no links or devices)", name, string(hdr.Typeflag))
 		}
+		if pathBytes += int64(len(name)); pathBytes > limits.MaxPathBytes {
+			return nil, "", codeErr("the code archive's paths take more than %d bytes together", limits.MaxPathBytes)
+		}
 		if seen[name] {
 			return nil, "", codeErr("the code archive holds %q twice", name)
 		}
 		if parents[name] {
 			return nil, "", codeErr("the code archive holds %q both as a file and as a directory", name)
 		}
-		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+		// The directories of name, deepest first, up to the first one already known (its own
+		// were recorded with it): each directory is visited once over the whole archive, so
+		// deep paths cost no more than their directories, which count against MaxFiles.
+		for d := name; ; {
+			i := strings.LastIndexByte(d, '/')
+			if i < 0 {
+				break
+			}
+			d = d[:i]
+			if parents[d] {
+				break
+			}
 			if seen[d] {
 				return nil, "", codeErr("the code archive holds %q both as a file and as a directory", d)
+			}
+			if len(parents) >= limits.MaxFiles {
+				return nil, "", codeErr("the code archive holds more than %d directories", limits.MaxFiles)
 			}
 			parents[d] = true
 		}
@@ -533,7 +559,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 			}
 		}
 		if err != nil {
-			return nil, "", codeErr("the code archive is damaged at %q: %v", name, err)
+			return nil, "", codeErr("the code archive is damaged at %q: %s", name, readerMessage(err))
 		}
 		if n != hdr.Size {
 			return nil, "", codeErr("the code archive is cut short at %q", name)
@@ -547,6 +573,16 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 
 // mkdirInside creates dir (inside root) with its parents, refusing a path that leaves
 // root through an existing symbolic link.
+// readerMessage is the message of a gzip or tar reader's error without the Go package
+// name it starts with ("archive/tar: invalid tar header" is "invalid tar header").
+func readerMessage(err error) string {
+	msg := err.Error()
+	for _, prefix := range []string{"archive/tar: ", "gzip: ", "flate: "} {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
+	return msg
+}
+
 func mkdirInside(root, dir string) error {
 	rel, err := filepath.Rel(root, dir)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -351,6 +352,16 @@ func archive(t *testing.T, hdrs ...*tar.Header) []byte {
 	return buf.Bytes()
 }
 
+func gzipped(t *testing.T, data []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	return buf.Bytes()
+}
+
 func TestReadArchiveRefuses(t *testing.T) {
 	cases := map[string][]*tar.Header{
 		"bad path":          {{Typeflag: tar.TypeReg, Name: "../escape", Mode: 0o644}},
@@ -374,10 +385,53 @@ func TestReadArchiveRefuses(t *testing.T) {
 			}
 		}
 	}
+	// A damaged archive is said so without the Go package of the reader that found it.
+	for name, data := range map[string][]byte{"not gzip": []byte(strings.Repeat("plain text ", 10)), "not tar": gzipped(t, []byte(strings.Repeat("hello ", 200)))} {
+		_, _, err := ReadArchive(bytes.NewReader(data), "", Limits{})
+		if err == nil || strings.Contains(err.Error(), "archive/tar") || strings.Contains(err.Error(), "gzip: ") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 	// A size bomb: the limit counts uncompressed bytes.
 	big := archive(t, &tar.Header{Typeflag: tar.TypeReg, Name: strings.Repeat("x", 200), Mode: 0o644})
 	if _, _, err := ReadArchive(bytes.NewReader(big), "", Limits{MaxBytes: 100}); err == nil || !strings.Contains(err.Error(), "more than 100 bytes") {
 		t.Errorf("size bomb: %v", err)
+	}
+}
+
+// TestReadArchiveDeepPaths: files on deep paths, each in directories of its own, are
+// bounded by their directories' count and cost one visit per directory (a 25 KB upload of
+// 1,000 files 2,040 directories deep once took the server 50 s and 80 MB to refuse).
+func TestReadArchiveDeepPaths(t *testing.T) {
+	deep := func(n, depth int) []*tar.Header {
+		var hdrs []*tar.Header
+		for i := range n {
+			hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprintf("d%d/", i) + strings.Repeat("a/", depth) + "f", Mode: 0o644})
+		}
+		return hdrs
+	}
+	for _, dir := range []string{"", t.TempDir()} {
+		_, _, err := ReadArchive(bytes.NewReader(archive(t, deep(3, 100)...)), dir, Limits{MaxFiles: 250})
+		if err == nil || !strings.Contains(err.Error(), "more than 250 directories") {
+			t.Errorf("directory %q: %v", dir, err)
+		}
+	}
+	if _, _, err := ReadArchive(bytes.NewReader(archive(t, deep(1000, 2040)...)), "", Limits{}); err == nil || !strings.Contains(err.Error(), "more than 200000 directories") {
+		t.Errorf("1,000 deep files: %v", err)
+	}
+	// Long paths in one directory: their bytes are bounded (a 3 MB archive of 199,000 files
+	// with 4 KB paths held 1.6 GB of the server's memory while it was checked).
+	var long []*tar.Header
+	for i := range 100 {
+		long = append(long, &tar.Header{Typeflag: tar.TypeReg, Name: strings.Repeat("a/", 2000) + fmt.Sprint(i), Mode: 0o644})
+	}
+	if _, _, err := ReadArchive(bytes.NewReader(archive(t, long...)), "", Limits{MaxPathBytes: 100_000}); err == nil || !strings.Contains(err.Error(), "paths take more than 100000 bytes") {
+		t.Errorf("100 long paths: %v", err)
+	}
+	// Files sharing their directories count them once.
+	files, _, err := ReadArchive(bytes.NewReader(archive(t, deep(1, 2040)[0], &tar.Header{Typeflag: tar.TypeReg, Name: "d0/" + strings.Repeat("a/", 2040) + "g", Mode: 0o644})), "", Limits{MaxFiles: 2042})
+	if err != nil || len(files) != 2 {
+		t.Errorf("two files in one deep directory: %d files, %v", len(files), err)
 	}
 }
 

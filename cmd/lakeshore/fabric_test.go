@@ -120,7 +120,7 @@ func TestWorkerOffers(t *testing.T) {
 		inv.Requirement["memory_bytes"] != float64(16<<30) || !strings.HasPrefix(inv.Shape, "sh1_") {
 		t.Errorf("get --json: %+v", inv)
 	}
-	if out := c.ok("get", gpu); !strings.Contains(out, "cpus=0.5,memory=17179869184,gpus=1,gpu_type=a100,label.zone=east (shape sh1_") {
+	if out := c.ok("get", gpu); !strings.Contains(out, "cpus=0.5,memory=16GiB,gpus=1,gpu_type=a100,label.zone=east (shape sh1_") {
 		t.Errorf("get does not show the requirement:\n%s", out)
 	}
 	if out := c.ok("get", mode); !strings.Contains(out, "gpus=1,gpu_type=a100 (shape sh1_") {

@@ -161,6 +161,20 @@ func delayedUntil(inv *lakeshore.Invocation) time.Time {
 	return time.Time{}
 }
 
+// memoryText writes n bytes in the largest binary unit that holds it exactly (16GiB,
+// 1536MiB, 100), as --requires and --offers take it.
+func memoryText(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 // requirementText writes r as submit --requires takes it.
 func requirementText(r *lakeshore.Requirement) string {
 	var parts []string
@@ -168,7 +182,7 @@ func requirementText(r *lakeshore.Requirement) string {
 		parts = append(parts, "cpus="+strconv.FormatFloat(float64(r.MilliCPUs)/1000, 'f', -1, 64))
 	}
 	if r.MemoryBytes > 0 {
-		parts = append(parts, "memory="+strconv.FormatInt(r.MemoryBytes, 10))
+		parts = append(parts, "memory="+memoryText(r.MemoryBytes))
 	}
 	if r.GPUs > 0 {
 		parts = append(parts, "gpus="+strconv.FormatInt(r.GPUs, 10))

@@ -273,7 +273,11 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if o.TLSCert != "" {
 		scheme = "https"
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", plane.RedactURL(target), "data", dataDir)
+	code := codeDir // where shipped code archives are kept, said at start-up
+	if codeBucket != nil {
+		code = cmp.Or(plane.RedactURL(o.CodeStore), "--data's bucket")
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "auth", admin != "", "target", plane.RedactURL(target), "data", dataDir, "code", code)
 
 	errc := make(chan error, 1)
 	go func() {
@@ -314,7 +318,8 @@ func serveDataDir(dir string, getenv func(string) string) (string, error) {
 
 // serveCodeStore opens the code store of o (ServeOpts.CodeStore): a directory, or a
 // bucket the caller closes. Errors: *persist.InvalidError for a bucket URL this build
-// cannot open; the bucket's or the directory's.
+// cannot open; the bucket's or the directory's, naming where it came from (--code-store,
+// --data's blob, the code store).
 func serveCodeStore(ctx context.Context, o *ServeOpts, getenv func(string) string) (string, *blob.Bucket, error) {
 	field, store := "--code-store", o.CodeStore
 	if store == "" && o.Data != "" {
@@ -329,7 +334,13 @@ func serveCodeStore(ctx context.Context, o *ServeOpts, getenv func(string) strin
 		return "", b, err
 	}
 	dir, err := serveCodeDir(store, getenv)
-	return dir, nil, err
+	if err != nil {
+		if store == "" {
+			field = "the code store"
+		}
+		return "", nil, fmt.Errorf("%s: %w", field, err)
+	}
+	return dir, nil, nil
 }
 
 // serveCodeDir returns the code archives' directory (server.Config.CodeDir, created with

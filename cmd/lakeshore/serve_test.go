@@ -260,6 +260,9 @@ func TestServeCodeStore(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(home, "blobs"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(home, "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name      string
 		opts      ServeOpts
@@ -272,12 +275,16 @@ func TestServeCodeStore(t *testing.T) {
 		{name: "bucket", opts: ServeOpts{CodeStore: "mem://"}, bucket: true},
 		{name: "data's bucket", opts: ServeOpts{Data: "postgres://127.0.0.1:1/db?blob=" + url.QueryEscape("file://"+home+"/blobs")}, bucket: true},
 		{name: "unknown scheme", opts: ServeOpts{CodeStore: "ftp://host/dir"}, errSubstr: `invalid --code-store "ftp://host/dir"`},
+		// A directory or bucket that cannot be used names the flag it came from.
+		{name: "a file", opts: ServeOpts{CodeStore: filepath.Join(home, "file")}, errSubstr: "--code-store: create " + filepath.Join(home, "file")},
+		{name: "a secret in a bucket URL it cannot open", opts: ServeOpts{CodeStore: "s3://b?region=x&token=s3cr3t"}, errSubstr: `--code-store: open bucket s3://b?region=x&token=xxxxx: unknown query parameter "token"`},
+		{name: "a file's bucket", opts: ServeOpts{CodeStore: "file://" + filepath.Join(home, "file")}, errSubstr: "--code-store: open bucket file://" + filepath.Join(home, "file")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, bucket, err := serveCodeStore(ctx, &tc.opts, getenv)
 			if tc.errSubstr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.errSubstr) {
-					t.Fatalf("err %v, want %q", err, tc.errSubstr)
+				if err == nil || !strings.Contains(err.Error(), tc.errSubstr) || strings.Contains(err.Error(), "s3cr3t") {
+					t.Fatalf("err %v, want %q and no secret", err, tc.errSubstr)
 				}
 				return
 			}
@@ -292,4 +299,30 @@ func TestServeCodeStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServeLogsCodeStore: the start-up line says where code archives are kept, a bucket
+// URL's secret redacted.
+func TestServeLogsCodeStore(t *testing.T) {
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- RunServe(ctx, &ServeOpts{Addr: "127.0.0.1:0", Target: ":memory:", DataDir: t.TempDir(),
+			CodeStore: "s3://AKID:s3cr3t@bucket?region=us-east-1", NoUI: true, Ready: func(a net.Addr) { ready <- a }},
+			slog.New(slog.NewTextHandler(&logs, nil)), func(string) string { return "" })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	out := logs.String()
+	require.Contains(t, out, "msg=serving")
+	require.Contains(t, out, `code="s3://AKID:xxxxx@bucket`)
+	require.NotContains(t, out, "s3cr3t")
 }

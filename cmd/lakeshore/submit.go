@@ -129,7 +129,7 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 	f.DurationVar(&uniqueFor, "unique-for", 0, "dedup window of --key: within it a resubmit returns the first job, after it a new job takes the key (default 0: held until trimmed)")
 	f.DurationVar(&delay, "delay", 0, "not claimable before this long from now, e.g. 5m (plane's clock)")
 	f.StringVar(&at, "at", "", "not claimable before this RFC 3339 time, e.g. 2026-12-02T06:00:00Z")
-	f.StringVar(&requires, "requires", "", "what the job needs from its worker, e.g. cpus=8,memory=64GiB,gpus=1,gpu_type=a100,label.zone=east: only a worker whose --offers satisfy it takes it (default: none; a --mode's resources are not a requirement)")
+	f.StringVar(&requires, "requires", "", "what the job needs from its worker, e.g. cpus=8,memory=64GiB,gpus=1,gpu_type=a100,label.zone=east: only a worker whose --offers satisfy it takes it (default: the --mode's resources, else none; --requires wins over them)")
 	f.StringVar(&mode, "mode", "", "compute mode of the project's lakeshore.yaml: the job carries its run declaration (and its code, uploaded once per digest)")
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
 	f.DurationVar(&timeout, "timeout", 0, "how long a submit blocked on a full queue may wait, and with --wait how long to wait for the result (default: no bound on the block, 30s for the result; negative: forever)")

@@ -2,7 +2,7 @@ package lakestore
 
 import (
 	"context"
-	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -62,17 +62,50 @@ func BucketSchemes() []string {
 // server's code store uses it: `lakeshore serve --code-store`), refusing first a scheme
 // this build does not link, with the build tag that links it. field names the setting the
 // URL came from in errors. The caller closes the bucket. Errors: *persist.InvalidError;
-// the driver's, after the URL (passwords redacted).
+// the driver's, with the URL's secrets redacted wherever it names the URL.
 func OpenBucket(ctx context.Context, field, bucketURL string) (*blob.Bucket, error) {
 	if err := checkBucketURL(field, bucketURL); err != nil {
 		return nil, err
 	}
 	b, err := blob.OpenBucket(ctx, bucketURL)
 	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", plane.RedactURL(bucketURL), err)
+		return nil, &redactedError{msg: field + ": " + openBucketMessage(err, bucketURL), err: err}
 	}
 	return b, nil
 }
+
+// redactBucketURL replaces in msg the bucket URL — as given, and as gocloud's errors
+// print it after parsing — by the URL with its secrets redacted (plane.RedactURL): a
+// driver's error names the URL it could not open, query parameters and all.
+func redactBucketURL(msg, bucketURL string) string {
+	forms := []string{bucketURL}
+	if u, err := url.Parse(bucketURL); err == nil {
+		forms = append(forms, u.String())
+	}
+	for _, raw := range forms {
+		msg = strings.ReplaceAll(msg, raw, plane.RedactURL(raw))
+	}
+	return msg
+}
+
+// openBucketMessage is "open bucket URL: why" for err, an error of blob.OpenBucket,
+// whose message starts so for some drivers and not others, the URL's secrets redacted.
+func openBucketMessage(err error, bucketURL string) string {
+	msg := redactBucketURL(err.Error(), bucketURL)
+	if !strings.HasPrefix(msg, "open bucket ") {
+		msg = "open bucket " + plane.RedactURL(bucketURL) + ": " + msg
+	}
+	return msg
+}
+
+// redactedError is a driver's error with a message that names no secret.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // checkBucketURL refuses a bucket URL whose scheme this build has no driver for, before
 // anything is opened: the error names the build tag that links it, or the schemes this

@@ -94,7 +94,7 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 	bucket, err := blob.OpenBucket(ctx, c.Blob)
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("lakestore: open bucket %s: %w", c.Blob, err)
+		return nil, &redactedError{msg: "lakestore: " + openBucketMessage(err, c.Blob), err: err}
 	}
 	key := catalogKey(c.Namespace, name)
 	if c.Existing {

@@ -12,7 +12,8 @@ import (
 // CodeUpload puts a code archive (docs/fabric.md, "Code shipped with the run") in queue
 // namespace/queue's code store under digest, unless the server holds it already: it asks
 // first (HEAD) and calls archive — which builds the gzip-compressed tar, e.g.
-// fabric.Snapshot.BuildArchive — only when the server lacks it. It reports whether it
+// fabric.Snapshot.BuildArchive — only when the server lacks it; a digest the server said
+// it holds (or took) is not asked for again through this driver. It reports whether it
 // uploaded. The server checks the archive against the digest. Needs the submit right on
 // the queue. Errors: *plane.InvalidError for a bad name or digest; archive's error;
 // plane.ErrNotImplemented from a server that keeps no code; the server's refusals (an
@@ -21,9 +22,14 @@ func (d *Driver) CodeUpload(ctx context.Context, namespace, queue, digest string
 	if err := validQueue(namespace, queue); err != nil {
 		return false, err
 	}
+	held := namespace + "/" + queue + "/" + digest
+	if _, ok := d.codeHeld.Load(held); ok {
+		return false, nil
+	}
 	path := queuePath(namespace, queue) + "/code/" + digest
 	err := d.do(ctx, &call{method: "HEAD", path: path, safe: true})
 	if err == nil {
+		d.codeHeld.Store(held, true)
 		return false, nil
 	}
 	if !errors.Is(err, plane.ErrNotFound) {
@@ -40,5 +46,6 @@ func (d *Driver) CodeUpload(ctx context.Context, namespace, queue, digest string
 	if err := d.do(ctx, &call{method: "PUT", path: path, raw: data, contentType: api.ContentTypeGzip, out: &api.CodeResponse{}, safe: true}); err != nil {
 		return false, fmt.Errorf("upload code %s: %w", digest, err)
 	}
+	d.codeHeld.Store(held, true)
 	return true, nil
 }

@@ -122,6 +122,9 @@ type Driver struct {
 	settles settleGroup
 	// submits coalesces concurrent InvocationSubmitMany calls to one queue.
 	submits submitGroup
+	// codeHeld holds "namespace/queue/digest" of the code archives the server answered it
+	// holds (CodeUpload): they are not asked for again.
+	codeHeld sync.Map
 
 	closeCtx context.Context
 	close    context.CancelFunc

@@ -236,6 +236,29 @@ def test_failed_host_setup_fails_the_start_not_the_jobs(mem: lakeshore.Dispatch,
     assert q.get(inv).state == "queued", "the job stays queued for another worker"
 
 
+def test_a_runs_env_is_not_the_next_jobs(mem: lakeshore.Dispatch) -> None:
+    """A declared env applies to its run's body only: a later job of the same worker
+    process, declaring nothing, sees the environment as it was."""
+    seen = []
+    q = lakeshore.SyncQueue("fabric-env-leak", dispatch=mem)
+    os.environ.pop("FABRIC_LEAK", None)
+    os.environ["FABRIC_KEPT"] = "before"
+    try:
+        run = json.dumps({"mode": "a", "env": {"FABRIC_LEAK": "job-1", "FABRIC_KEPT": "job-1"}})
+        first = q.submit({"x": 1}, metadata={"lakeshore.run": run})
+        second = q.submit({"x": 2})
+        body = lambda x: seen.append((x, os.environ.get("FABRIC_LEAK"), os.environ.get("FABRIC_KEPT")))  # noqa: E731
+        for _ in range(2):
+            lakeshore.run_worker(mem, queues={"fabric-env-leak": body}, once=True, wait=5, handle_signals=False)
+        q.result(first, timeout=10)
+        q.result(second, timeout=10)
+        assert seen == [(1, "job-1", "job-1"), (2, None, "before")]
+        assert "FABRIC_LEAK" not in os.environ and os.environ["FABRIC_KEPT"] == "before"
+    finally:
+        os.environ.pop("FABRIC_KEPT", None)
+        os.environ.pop("FABRIC_LEAK", None)
+
+
 def test_failed_run_setup_fails_the_attempt(mem: lakeshore.Dispatch, hooks: object) -> None:
     ran = []
 

@@ -108,6 +108,8 @@ class Preparer:
         # Host keys whose set-up this worker did, most recent first: the worker's claims
         # prefer their jobs (warm host keys).
         self.warm: list[str] = []
+        # The values the last run's env replaced (None: unset), put back after its body.
+        self.saved_env: dict[str, str | None] = {}
 
     def needed(self, metadata: Any) -> bool:
         """Whether a job with ``metadata`` needs preparing (a hop off the worker's loop)."""
@@ -148,10 +150,27 @@ class Preparer:
                 fn = code.load_function(root, ref)
             lifecycle.run_host_setup()
             env = {str(k): str(v) for k, v in (decl.get("env") or {}).items()}
+            self._restore_env()
+            self.saved_env = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
             for cmd in decl.get("run_setup") or []:
                 _shell(cmd, cwd, env, "run_setup")
         return fn
+
+
+    def restore_env(self) -> None:
+        """Put back what the last prepared run's env replaced, after its body: a run's
+        environment is its own, never a later job's."""
+        with self.lock:
+            self._restore_env()
+
+    def _restore_env(self) -> None:
+        saved, self.saved_env = self.saved_env, {}
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _shell(cmd: str, cwd: str, env: dict[str, str] | None, what: str) -> None:

@@ -766,6 +766,8 @@ class _Worker:
             _log_failure(job, e)
         finally:
             self.running.pop(job.id, None)
+            if self.preparer.needed(job.metadata):
+                self.preparer.restore_env()
             if not self.running:
                 self.idle_at = datetime.now(timezone.utc)
         return self._settle_of(core, job, outcome, r.lost)
