@@ -249,7 +249,7 @@ def test_a_runs_env_is_not_the_next_jobs(mem: lakeshore.Dispatch) -> None:
         second = q.submit({"x": 2})
         body = lambda x: seen.append((x, os.environ.get("FABRIC_LEAK"), os.environ.get("FABRIC_KEPT")))  # noqa: E731
         for _ in range(2):
-            lakeshore.run_worker(mem, queues={"fabric-env-leak": body}, once=True, wait=5, handle_signals=False)
+            lakeshore.run_worker(mem, queues={"fabric-env-leak": body}, once=True, wait=5, handle_signals=False, trust_declarations=True)
         q.result(first, timeout=10)
         q.result(second, timeout=10)
         assert seen == [(1, "job-1", "job-1"), (2, None, "before")]
@@ -257,6 +257,28 @@ def test_a_runs_env_is_not_the_next_jobs(mem: lakeshore.Dispatch) -> None:
     finally:
         os.environ.pop("FABRIC_KEPT", None)
         os.environ.pop("FABRIC_LEAK", None)
+
+
+def test_declared_commands_need_shipped_code_or_trust(mem: lakeshore.Dispatch, tmp_path: Path) -> None:
+    """The submit right alone is no shell on a worker: a run that declares setup, run_setup
+    or env but ships no code fails its attempt, the commands unrun, unless the worker
+    trusts declarations (docs/fabric.md, "Who may run commands on a worker")."""
+    marker = tmp_path / "pwned"
+    q = lakeshore.SyncQueue("fabric-untrusted", dispatch=mem)
+    run = json.dumps({"setup": [f"touch {marker}"], "run_setup": [f"touch {marker}"], "env": {"LD_PRELOAD": "/x.so"}})
+    inv = q.submit({}, metadata={"lakeshore.run": run}, max_attempts=1)
+    plain = q.submit({"x": 1})
+    handler = {"fabric-untrusted": lambda **kw: "ran"}
+    lakeshore.run_worker(mem, queues=handler, once=True, wait=5, handle_signals=False)
+    with pytest.raises(errors.InvocationError, match="ships no code"):
+        q.result(inv, timeout=10)
+    assert not marker.exists() and "LD_PRELOAD" not in os.environ
+    lakeshore.run_worker(mem, queues=handler, once=True, wait=5, handle_signals=False)
+    assert q.result(plain, timeout=10) == "ran"
+
+    trusted = q.submit({}, metadata={"lakeshore.run": json.dumps({"setup": [f"touch {marker}"]})})
+    lakeshore.run_worker(mem, queues=handler, once=True, wait=5, handle_signals=False, trust_declarations=True)
+    assert q.result(trusted, timeout=10) == "ran" and marker.exists()
 
 
 def test_failed_run_setup_fails_the_attempt(mem: lakeshore.Dispatch, hooks: object) -> None:

@@ -26,6 +26,18 @@ def test_requires_is_the_requirement(every_plane: HttpDispatch, qname: str) -> N
     assert q.count("queued") == 1
 
 
+def test_mode_resource_names(dispatch: HttpDispatch, qname: str) -> None:
+    """``cpus`` and ``memory``, as lakeshore.yaml and the CLI name them, are taken in
+    ``requires=`` and ``offers=`` beside the wire's ``cpus_milli`` and ``memory_bytes``."""
+    q = SyncQueue(qname, dispatch=dispatch)
+    inv = q.get(q.submit(1, requires={"cpus": 0.5, "memory": "1GiB"}))
+    assert dict(inv.requirement or {}) == {"cpus_milli": 500, "memory_bytes": 1 << 30}
+    assert dict(q.get(q.submit(1, requires={"cpus": "250m", "memory": 4096})).requirement or {}) == {"cpus_milli": 250, "memory_bytes": 4096}
+    for bad, match in (({"cpus": "many"}, "requires.cpus"), ({"cpus": 1, "cpus_milli": 1000}, "not both"), ({"memory": "lots"}, "requires.memory")):
+        with pytest.raises(InvalidError, match=match):
+            q.submit(1, requires=bad)
+
+
 def test_requires_is_checked(dispatch: HttpDispatch, qname: str) -> None:
     q = SyncQueue(qname, dispatch=dispatch)
     with pytest.raises(InvalidError) as e:

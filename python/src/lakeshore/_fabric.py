@@ -100,8 +100,11 @@ class Preparer:
     """A worker's preparation of runs that carry a declaration: its code cache, the
     environments already set up (host key, digest), one at a time."""
 
-    def __init__(self, dispatch: Any) -> None:
+    def __init__(self, dispatch: Any, trust_declarations: bool = False) -> None:
         self.d = dispatch
+        # Whether declared commands and env of runs that ship no code are run (the
+        # worker's owner trusts every submitter of its queues; docs/fabric.md).
+        self.trust = trust_declarations
         self.lock = threading.Lock()
         self.cache: code.CodeCache | None = None
         self.prepared: set[tuple[str, str]] = set()
@@ -122,6 +125,18 @@ class Preparer:
         worker's own). Raises what failed (the attempt fails)."""
         decl = json.loads(metadata.get(config.META_RUN) or "{}")
         digest = metadata.get(config.META_CODE, "")
+        if not digest and not self.trust:
+            declared = [k for k in ("setup", "run_setup", "env") if decl.get(k)]
+            if declared:
+                # Anyone who may submit to the queue writes the metadata: without shipped
+                # code (whose submitter runs their own code here anyway) its commands would
+                # be a shell on this worker for the submit right alone.
+                raise PermissionError(
+                    f"this run declares {', '.join(declared)} but ships no code: a worker runs a run's declared "
+                    "commands and env only for runs that ship their code, or when started with "
+                    "run_worker(trust_declarations=True) or LAKESHORE_TRUST_DECLARATIONS=1 "
+                    "(docs/fabric.md, \"Who may run commands on a worker\")"
+                )
         with self.lock:
             root = None
             if digest:

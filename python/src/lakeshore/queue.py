@@ -2046,10 +2046,38 @@ class AsyncTopic:
             yield f.value
 
 
+def _resource_names(field: str, fields: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``fields`` with a compute mode's resource names (``cpus``: a count such as 4, 0.5
+    or "500m"; ``memory``: bytes or a size such as "64GiB"; docs/fabric.md) turned into the
+    wire's (``cpus_milli``, ``memory_bytes``); an InvalidError for a bad value or for both
+    names of one resource."""
+    if "cpus" not in fields and "memory" not in fields:
+        return fields
+    from lakeshore import config  # noqa: PLC0415 (config imports nothing of the queue)
+
+    out = dict(fields)
+    for alias, wire_name, parse in (("cpus", "cpus_milli", config.parse_cpus), ("memory", "memory_bytes", config.parse_memory)):
+        if alias not in out:
+            continue
+        v = out.pop(alias)
+        if wire_name in out:
+            raise errors.InvalidError(
+                f"invalid {field}: give {alias} or {wire_name}, not both", field=f"{field}.{alias}", value=v, rule=f"{alias} or {wire_name}"
+            )
+        try:
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise ValueError("want a number or a string")
+            out[wire_name] = parse(format(v, "f").rstrip("0").rstrip(".") if isinstance(v, float) else str(v))
+        except ValueError as e:
+            raise errors.InvalidError(f"invalid {field}.{alias} {v!r}: {e}", field=f"{field}.{alias}", value=v, rule=str(e)) from None
+    return out
+
+
 def _placement(field: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     """A requirement or offers as the wire's fields (``cpus_milli``, ``memory_bytes``,
     ``gpus``, ``gpu_type``, ``labels``); an unknown field is an InvalidError on ``field``
     (the server checks the values)."""
+    fields = _resource_names(field, fields)
     unknown = sorted(str(k) for k in fields if k not in _REQUIREMENT_FIELDS)
     if unknown:
         raise errors.InvalidError(

@@ -420,6 +420,7 @@ class _Worker:
         register_interval: float = 10.0,
         offers: Mapping[str, Any] | None = None,
         warm_host_keys: Sequence[str] = (),
+        trust_declarations: bool = False,
     ) -> None:
         self.d = dispatch
         self.handlers = handlers
@@ -461,7 +462,7 @@ class _Worker:
         self.register_interval = register_interval
         self.registry = True  # False once the plane said it has no registry
         self.register_warned = False
-        self.preparer = _fabric.Preparer(dispatch)
+        self.preparer = _fabric.Preparer(dispatch, trust_declarations)
 
         self.worker_path = f"/v1/namespaces/{quote(dispatch.namespace, safe='')}/workers/{quote(worker_id, safe='')}"
 
@@ -1069,6 +1070,7 @@ def run_worker(
     provider: str | None = None,
     offers: Mapping[str, Any] | None = None,
     warm_host_keys: Sequence[str] | None = None,
+    trust_declarations: bool | None = None,
 ) -> int:
     """Run the functions bound to ``queues`` in this process until stopped; return the
     number of jobs run.
@@ -1106,6 +1108,13 @@ def run_worker(
             (docs/semantics.md, "Placement"). The worker adds by itself the host key of
             every run whose set-up it did (most recent first; 16 in all at most), so a
             worker that prepared a mode keeps taking that mode's jobs first.
+        trust_declarations: run the ``setup``/``run_setup`` commands and ``env`` a run
+            declares (a compute mode's, in its ``lakeshore.run`` metadata) even when the run
+            ships no code. Default None: ``$LAKESHORE_TRUST_DECLARATIONS`` (``1``/``true``),
+            else False — such a run's attempt fails with a ``PermissionError`` saying so,
+            since the submit right alone would otherwise run shell commands on this worker.
+            Runs that ship their code always run their declaration (their submitter runs
+            their own code here anyway). docs/fabric.md, "Who may run commands on a worker".
 
     The worker registers in the plane's worker registry as the Go worker does (``PUT
     /v1/namespaces/{ns}/workers/{id}``: host, pid, queues, start, launch id, provider, jobs
@@ -1166,6 +1175,11 @@ def run_worker(
         register_interval=(lease_ttl or 30.0) / 3,
         offers=offers,
         warm_host_keys=list(warm_host_keys or ()),
+        trust_declarations=(
+            os.environ.get("LAKESHORE_TRUST_DECLARATIONS", "").strip().lower() in ("1", "true", "yes")
+            if trust_declarations is None
+            else trust_declarations
+        ),
     )
     # Host set-up before any claim: a hook that raises fails the start, not the jobs.
     lifecycle._set_phase("setup")
