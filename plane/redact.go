@@ -74,3 +74,20 @@ func redactUnparsed(target string) string {
 	}
 	return keywordSecret.ReplaceAllString(target[:i]+rest, "${1}=xxxxx")
 }
+
+// RedactURLIn returns msg — typically a library's error, which may repeat a URL it was
+// given, query parameters and all — with every appearance of target, as given and as
+// url.URL prints it after parsing, replaced by RedactURL(target).
+func RedactURLIn(msg, target string) string {
+	if target == "" {
+		return msg
+	}
+	forms := []string{target}
+	if u, err := url.Parse(target); err == nil && u.String() != target {
+		forms = append(forms, u.String())
+	}
+	for _, raw := range forms {
+		msg = strings.ReplaceAll(msg, raw, RedactURL(raw))
+	}
+	return msg
+}

@@ -65,7 +65,8 @@ func Open(ctx context.Context, bucketURL, prefix string) (*Scope, error) {
 		b, err = blob.OpenBucket(ctx, bucketURL)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open blob store %q: %w", bucketURL, err)
+		// The driver's message may repeat the URL, secrets and all: say it redacted.
+		return nil, fmt.Errorf("open blob store %q: %s", plane.RedactURL(bucketURL), plane.RedactURLIn(err.Error(), bucketURL))
 	}
 	return &Scope{bucket: b, prefix: prefix}, nil
 }

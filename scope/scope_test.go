@@ -3,6 +3,7 @@ package scope_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -99,4 +100,16 @@ func exerciseScope(t *testing.T, s *scope.Scope) {
 	_, err = s.Read(ctx, k1)
 	require.ErrorIs(t, err, lakeshore.ErrNotFound)
 	require.ErrorIs(t, s.Delete(ctx, k1), lakeshore.ErrNotFound)
+}
+
+// TestOpenErrorNamesNoSecret: a bucket URL the driver refuses is named in the error with
+// its secrets redacted, though the driver's own message repeats the URL.
+func TestOpenErrorNamesNoSecret(t *testing.T) {
+	_, err := scope.Open(t.Context(), "s3://bucket?region=x&token=SECRET-123&nonsense=1", "p")
+	if err == nil {
+		t.Fatal("an unknown parameter was accepted")
+	}
+	if strings.Contains(err.Error(), "SECRET-123") {
+		t.Fatalf("the error shows the secret: %v", err)
+	}
 }

@@ -2,7 +2,6 @@ package lakestore
 
 import (
 	"context"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -74,24 +73,10 @@ func OpenBucket(ctx context.Context, field, bucketURL string) (*blob.Bucket, err
 	return b, nil
 }
 
-// redactBucketURL replaces in msg the bucket URL — as given, and as gocloud's errors
-// print it after parsing — by the URL with its secrets redacted (plane.RedactURL): a
-// driver's error names the URL it could not open, query parameters and all.
-func redactBucketURL(msg, bucketURL string) string {
-	forms := []string{bucketURL}
-	if u, err := url.Parse(bucketURL); err == nil {
-		forms = append(forms, u.String())
-	}
-	for _, raw := range forms {
-		msg = strings.ReplaceAll(msg, raw, plane.RedactURL(raw))
-	}
-	return msg
-}
-
 // openBucketMessage is "open bucket URL: why" for err, an error of blob.OpenBucket,
 // whose message starts so for some drivers and not others, the URL's secrets redacted.
 func openBucketMessage(err error, bucketURL string) string {
-	msg := redactBucketURL(err.Error(), bucketURL)
+	msg := plane.RedactURLIn(err.Error(), bucketURL)
 	if !strings.HasPrefix(msg, "open bucket ") {
 		msg = "open bucket " + plane.RedactURL(bucketURL) + ": " + msg
 	}
