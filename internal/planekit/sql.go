@@ -182,6 +182,12 @@ type Statements struct {
 	// queue) order. StatsAdmissions: namespace → namespace, queue, max_depth, on_full,
 	// rate_limit, burst, deadline_cutoff_ms, concurrency. StatsKeys: KeyStatsSQL.
 	StatsCounts, StatsAdmissions, StatsKeys string
+	// DemandShapes: namespace ("" for all) → namespace, queue, shape, requirement (JSON
+	// text), queued, running: every row of placement_shapes with its counters summed.
+	// DemandHead: namespace, queue → the available time (ms) of the default shape's first
+	// claimable unkeyed job by id; no row when none. DemandShapeHead: namespace, queue,
+	// shape → the same for a shape's claimable jobs (verbs_demand.go).
+	DemandShapes, DemandHead, DemandShapeHead string
 
 	// ProviderSet: namespace, queue, provider reference (JSON text), now (ms). An upsert.
 	ProviderSet string

@@ -87,6 +87,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Concurrency", testConcurrency},
 		{"RateLimits", testRateLimits},
 		{"Placement", testPlacement},
+		{"Demand", testDemand},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {
