@@ -383,8 +383,8 @@ type queueView struct {
 	ref      plane.ProviderRef
 	alive    map[string]LaunchStatus // every launch its provider runs, by id
 	launches []LaunchStatus          // those of this queue
-	demand   []plane.ShapeDemand // by shape, the default shape's when it has jobs
-	workers  []plane.WorkerInfo // registered workers of this queue with a launch id
+	demand   []plane.ShapeDemand     // by shape, the default shape's when it has jobs
+	workers  []plane.WorkerInfo      // registered workers of this queue with a launch id
 }
 
 // queue acts for one queue: take or renew its lease, reconcile launches, decide, act.
