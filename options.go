@@ -178,6 +178,18 @@ type SubmitOptions struct {
 	// every claim takes.
 	Requirement *Requirement
 
+	// Mode names a compute mode of the project file (lakeshore.yaml, found from the working
+	// directory up, or $LAKESHORE_CONFIG; docs/fabric.md, "Submitting a mode"). The submit
+	// then carries the mode's run declaration and host key in Metadata (over the caller's
+	// keys of the same name), its time limit as AttemptTimeout and its resources as
+	// Requirement (each unless set here); a mode that ships code adds the code's digest and
+	// git context, its archive uploaded once per digest to the server's code store — which
+	// needs a dispatch on an http(s):// target. The project file is read, and each mode's
+	// code snapshotted, once per SubmitMany batch. Errors: *fabric.ConfigError (no file, no
+	// such mode), *fabric.CodeError (the code cannot be shipped), *InvalidError (a mode
+	// that ships code on a plane that keeps none), the upload's. Defaults to "": none.
+	Mode string
+
 	// Metadata are free-form string headers carried with the invocation (Job.Metadata,
 	// Invocation.Metadata). Defaults to none.
 	Metadata map[string]string

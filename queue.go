@@ -87,7 +87,16 @@ func (q *Queue) SubmitManyResults(ctx context.Context, batch []Submission) ([]Su
 		Queue:       q.name,
 		Invocations: make([]plane.SubmitParams, len(batch)),
 	}
+	modes := modeRuns{q: q}
 	for i, s := range batch {
+		if s.Mode != "" {
+			if err := modes.apply(ctx, &s.SubmitOptions); err != nil {
+				if len(batch) > 1 {
+					return nil, fmt.Errorf("submission [%d]: %w", i, err)
+				}
+				return nil, err
+			}
+		}
 		if s.Delay < 0 {
 			field := "delay"
 			if len(batch) > 1 {

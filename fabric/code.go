@@ -249,10 +249,18 @@ func HashFiles(root string, paths []string) ([]File, error) {
 // Snapshot is a code tree ready to ship: its files, digest and archive, and for a git tree
 // its git context (nil for declared mounts).
 type Snapshot struct {
-	Files   []File
-	Digest  string
+	// Files are the tree's files in path order, with their hashes.
+	Files []File
+	// Digest is the code digest of Files (Digest, docs/fabric.md).
+	Digest string
+	// Archive is the gzip-compressed tar of Files (WriteArchive); nil after Scan until
+	// BuildArchive.
 	Archive []byte
-	Git     *GitContext
+	// Git is the git context of the tree; nil for declared mounts.
+	Git *GitContext
+
+	root  string // where Files are read from
+	limit int64  // the compressed-size ceiling of Archive, in bytes
 }
 
 // gitCommand is a git command on the work tree at root: without the environment's GIT_*
@@ -336,8 +344,25 @@ func Files(root string, code *Code) ([]string, error) {
 }
 
 // Take snapshots the code of the project at root: lists (Files), hashes and archives it
-// (WriteArchive). Errors: *CodeError when the compressed archive exceeds maxBytes (> 0).
+// (Scan, then BuildArchive). Errors: *CodeError when the compressed archive exceeds the
+// ceiling (code.MaxBytes, else DefaultMaxCodeBytes).
 func Take(root string, code *Code) (*Snapshot, error) {
+	snap, err := Scan(root, code)
+	if err != nil {
+		return nil, err
+	}
+	if err := snap.BuildArchive(); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// Scan lists and hashes the code of the project at root (Files, HashFiles) and reads its
+// git context (for the git tree, not for declared mounts), without archiving it: enough
+// for the digest, so that a submit of code the server already holds builds no archive.
+// BuildArchive makes the archive when it must be uploaded. Errors: Files', HashFiles',
+// ReadGitContext's.
+func Scan(root string, code *Code) (*Snapshot, error) {
 	paths, err := Files(root, code)
 	if err != nil {
 		return nil, err
@@ -346,24 +371,36 @@ func Take(root string, code *Code) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	if err := WriteArchive(&buf, root, files); err != nil {
-		return nil, err
-	}
 	limit := int64(DefaultMaxCodeBytes)
 	if code != nil && code.MaxBytes > 0 {
 		limit = code.MaxBytes
 	}
-	if int64(buf.Len()) > limit {
-		return nil, codeErr("the code archive of %s is %d bytes compressed, over the ceiling of %d (code.max_size in %s; exclude large files with code.mounts' exclude)", root, buf.Len(), limit, ConfigFileName)
-	}
-	snap := &Snapshot{Files: files, Digest: Digest(files), Archive: buf.Bytes()}
+	snap := &Snapshot{Files: files, Digest: Digest(files), root: root, limit: limit}
 	if code == nil || len(code.Mounts) == 0 {
 		if snap.Git, err = ReadGitContext(root); err != nil {
 			return nil, err
 		}
 	}
 	return snap, nil
+}
+
+// BuildArchive sets s.Archive (once) to the deterministic archive of s.Files (WriteArchive,
+// reading the files again and checking their hashes). Errors: *CodeError when the
+// compressed archive exceeds the ceiling Scan was given (checked before any upload), or a
+// file changed since Scan; WriteArchive's.
+func (s *Snapshot) BuildArchive() error {
+	if s.Archive != nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := WriteArchive(&buf, s.root, s.Files); err != nil {
+		return err
+	}
+	if int64(buf.Len()) > s.limit {
+		return codeErr("the code archive of %s is %d bytes compressed, over the ceiling of %d (code.max_size in %s; exclude large files with code.mounts' exclude)", s.root, buf.Len(), s.limit, ConfigFileName)
+	}
+	s.Archive = buf.Bytes()
+	return nil
 }
 
 // WriteArchive writes the deterministic archive of files (read again from root, and

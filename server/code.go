@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,16 +11,22 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/fabric"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // The code routes: archives of the submitter's code, shipped with runs (docs/fabric.md).
-// Stored once per (namespace, queue, digest) under Config.CodeDir, written to a temporary
-// file, checked entry by entry (fabric.ReadArchive: regular files only, clean relative
-// paths, the size bound) and against the digest of the path, then renamed into place: a
-// crash leaves at most a temporary file, never a wrong archive under a digest.
+// Stored once per (namespace, queue, digest) in the server's code store — a directory
+// (Config.CodeDir) or a bucket (Config.CodeBucket, shared by every server of a PostgreSQL
+// plane) —: an upload is spooled to a temporary file, checked entry by entry
+// (fabric.ReadArchive: regular files only, clean relative paths, the size bound) and
+// against the digest of the path, and only then stored, in one step (a rename, or a
+// bucket write that becomes visible when complete): a crash leaves at most a temporary
+// file, never a wrong or partial archive under a digest.
 
 func (s *Server) codeRoutes() map[string]handlerFunc {
 	return map[string]handlerFunc{
@@ -32,17 +39,115 @@ func codeTooLarge(limit int64) error {
 	return &tooLargeError{limit: limit, advice: "ship less code: exclude data and build output (code.mounts' exclude in lakeshore.yaml)"}
 }
 
-// codeFile returns the archive's path, checking the route's digest; Errors: 501 without
-// Config.CodeDir, *plane.InvalidError for a bad digest.
-func (s *Server) codeFile(r *http.Request, ns, q string) (string, error) {
-	if s.cfg.CodeDir == "" {
-		return "", &plane.Error{Code: plane.ErrNotImplemented.Code, Message: "this server keeps no code archives (it was started without a code directory)"}
+// codeStore keeps code archives by key ({ns}/{queue}/{digest}.tar.gz).
+type codeStore interface {
+	// size returns the size of the archive under key; fs.ErrNotExist when absent.
+	size(ctx context.Context, key string) (int64, error)
+	// spool creates the temporary file an upload of key is written to before its check.
+	spool(key string) (*os.File, error)
+	// put stores f, a checked spool of key synced to disk and rewound, under key.
+	put(ctx context.Context, key string, f *os.File) error
+	// open reads the archive under key and returns its size; fs.ErrNotExist when absent.
+	open(ctx context.Context, key string) (io.ReadCloser, int64, error)
+}
+
+// dirCodeStore keeps archives as files under a directory; an upload is spooled beside
+// its place and renamed into it.
+type dirCodeStore string
+
+func (d dirCodeStore) path(key string) string {
+	return filepath.Join(string(d), filepath.FromSlash(key))
+}
+
+func (d dirCodeStore) size(_ context.Context, key string) (int64, error) {
+	st, err := os.Stat(d.path(key))
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func (d dirCodeStore) spool(key string) (*os.File, error) {
+	dir := filepath.Dir(d.path(key))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return os.CreateTemp(dir, ".upload-*")
+}
+
+func (d dirCodeStore) put(_ context.Context, key string, f *os.File) error {
+	return os.Rename(f.Name(), d.path(key))
+}
+
+func (d dirCodeStore) open(_ context.Context, key string) (io.ReadCloser, int64, error) {
+	f, err := os.Open(d.path(key))
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
+// bucketCodeStore keeps archives as objects code/{key} of a bucket; an upload is spooled
+// to a temporary file, then written to the bucket, where it appears only once complete.
+type bucketCodeStore struct{ b *blob.Bucket }
+
+// bucketCodePrefix is the key prefix of code archives in a bucket (the data queue's
+// fragments, in the same bucket, live under other prefixes).
+const bucketCodePrefix = "code/"
+
+func (c bucketCodeStore) size(ctx context.Context, key string) (int64, error) {
+	a, err := c.b.Attributes(ctx, bucketCodePrefix+key)
+	if err != nil {
+		return 0, bucketErr(err)
+	}
+	return a.Size, nil
+}
+
+func (c bucketCodeStore) spool(string) (*os.File, error) {
+	return os.CreateTemp("", "lakeshore-code-upload-*")
+}
+
+func (c bucketCodeStore) put(ctx context.Context, key string, f *os.File) error {
+	return bucketErr(c.b.Upload(ctx, bucketCodePrefix+key, f, &blob.WriterOptions{ContentType: api.ContentTypeGzip}))
+}
+
+func (c bucketCodeStore) open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	r, err := c.b.NewReader(ctx, bucketCodePrefix+key, nil)
+	if err != nil {
+		return nil, 0, bucketErr(err)
+	}
+	return r, r.Size(), nil
+}
+
+// bucketErr maps a bucket's "not found" to fs.ErrNotExist and hides the rest of a
+// driver's message (it may name the bucket's endpoint or credentials' source) behind a
+// generic error, logged by the server as an internal error.
+func bucketErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case gcerrors.Code(err) == gcerrors.NotFound:
+		return fs.ErrNotExist
+	}
+	return fmt.Errorf("code store: bucket %s", gcerrors.Code(err))
+}
+
+// codeKey returns the store key of the route's archive, checking its digest. Errors: 501
+// without a code store, *plane.InvalidError for a bad digest.
+func (s *Server) codeKey(r *http.Request, ns, q string) (string, error) {
+	if s.code == nil {
+		return "", &plane.Error{Code: plane.ErrNotImplemented.Code, Message: "this server keeps no code archives (it was started without a code store)"}
 	}
 	digest := r.PathValue("digest")
 	if !fabric.ValidDigest(digest) {
 		return "", plane.Invalid("digest", digest, "64 lowercase hex digits (the SHA-256 code digest of docs/fabric.md)")
 	}
-	return filepath.Join(s.cfg.CodeDir, ns, q, digest+".tar.gz"), nil
+	return ns + "/" + q + "/" + digest + ".tar.gz", nil
 }
 
 func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *principal) error {
@@ -53,19 +158,17 @@ func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *princi
 	if err := authorizeQueue(p, ns, q, plane.PermissionSubmit); err != nil {
 		return err
 	}
-	target, err := s.codeFile(r, ns, q)
+	key, err := s.codeKey(r, ns, q)
 	if err != nil {
 		return err
 	}
-	if st, err := os.Stat(target); err == nil {
-		s.write(w, r, http.StatusOK, &api.CodeResponse{Digest: r.PathValue("digest"), Size: st.Size(), Existing: true})
+	if size, err := s.code.size(r.Context(), key); err == nil {
+		s.write(w, r, http.StatusOK, &api.CodeResponse{Digest: r.PathValue("digest"), Size: size, Existing: true})
 		return nil
-	}
-	dir := filepath.Dir(target)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".upload-*")
+	tmp, err := s.code.spool(key)
 	if err != nil {
 		return err
 	}
@@ -95,7 +198,10 @@ func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *princi
 	if err := tmp.Sync(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), target); err != nil {
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if err := s.code.put(r.Context(), key, tmp); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.CodeResponse{Digest: digest, Size: n})
@@ -110,26 +216,30 @@ func (s *Server) handleCodeGet(w http.ResponseWriter, r *http.Request, p *princi
 	if err := authorizeQueue(p, ns, q, plane.PermissionConsume, plane.PermissionSubmit); err != nil {
 		return err
 	}
-	target, err := s.codeFile(r, ns, q)
+	key, err := s.codeKey(r, ns, q)
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(target)
+	var (
+		rd   io.ReadCloser
+		size int64
+	)
+	if r.Method == http.MethodHead {
+		size, err = s.code.size(r.Context(), key)
+	} else {
+		rd, size, err = s.code.open(r.Context(), key)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return &plane.Error{Code: plane.ErrNotFound.Code, Message: "no code archive " + r.PathValue("digest") + " for this queue: upload it first (PUT)"}
 	} else if err != nil {
 		return err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
 	w.Header().Set("Content-Type", api.ContentTypeGzip)
-	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = io.Copy(w, f)
+	if rd != nil {
+		defer rd.Close()
+		_, _ = io.Copy(w, rd)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob/fileblob"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/fabric"
@@ -37,10 +38,43 @@ func codeArchive(t *testing.T, files map[string]string) (string, []byte) {
 
 // TestCodeRoutes: an archive is stored once per digest, checked against its digest and
 // for unsafe entries, downloadable by workers, and only a token that may submit to the
-// queue may upload (docs/fabric.md).
+// queue may upload (docs/fabric.md) — in a directory and in a bucket (gocloud's file://
+// driver), where a second server given the same bucket serves what the first stored.
 func TestCodeRoutes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &server.Config{AdminToken: adminSecret, CodeDir: t.TempDir(), MaxCodeBytes: 64 << 10})
+	t.Run("directory", func(t *testing.T) {
+		t.Parallel()
+		testCodeRoutes(t, &server.Config{AdminToken: adminSecret, CodeDir: t.TempDir(), MaxCodeBytes: 64 << 10}, nil)
+	})
+	t.Run("bucket", func(t *testing.T) {
+		t.Parallel()
+		bucket, err := fileblob.OpenBucket(t.TempDir(), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { bucket.Close() })
+		cfg := &server.Config{AdminToken: adminSecret, CodeBucket: bucket, MaxCodeBytes: 64 << 10}
+		testCodeRoutes(t, cfg, func(t *testing.T, path string, data []byte) {
+			// Another server given the same bucket serves the stored archive.
+			second := setup(t, cfg)
+			r := second.do(t, "GET", path, "", nil, adminSecret)
+			require.Equal(t, 200, r.status)
+			require.Equal(t, data, r.body)
+			keys := 0
+			iter := bucket.List(nil)
+			for {
+				obj, err := iter.Next(t.Context())
+				if err != nil {
+					break
+				}
+				require.True(t, strings.HasPrefix(obj.Key, "code/default/jobs/"), "key %q", obj.Key)
+				keys++
+			}
+			require.Equal(t, 1, keys, "one object per digest, nothing spooled into the bucket")
+		})
+	})
+}
+
+func testCodeRoutes(t *testing.T, cfg *server.Config, shared func(t *testing.T, path string, data []byte)) {
+	b := setup(t, cfg)
 	producer, _ := b.mint(t, "default", "jobs", 0, plane.PermissionSubmit)
 	worker, _ := b.mint(t, "default", "jobs", 0, plane.PermissionConsume)
 	reader, _ := b.mint(t, "default", "jobs", 0, plane.PermissionRead)
@@ -69,6 +103,9 @@ func TestCodeRoutes(t *testing.T) {
 	r = b.do(t, "HEAD", path, "", nil, worker)
 	require.Equal(t, 200, r.status)
 	b.do(t, "GET", path, "", nil, other).requireError(t, 403, "forbidden")
+	if shared != nil {
+		shared(t, path, data)
+	}
 
 	// The digest of the path must be the archive's.
 	d2, _ := codeArchive(t, map[string]string{"x.py": "x = 2\n"})

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"gocloud.dev/blob"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/persist"
@@ -90,9 +91,16 @@ type Config struct {
 
 	// CodeDir is the root of the code archives shipped with runs (PUT and GET
 	// /v1/namespaces/{ns}/queues/{q}/code/{digest}, docs/fabric.md): each is
-	// CodeDir/{ns}/{queue}/{digest}.tar.gz. Empty: no code routes (they answer 501
-	// not_implemented). Defaults to "".
+	// CodeDir/{ns}/{queue}/{digest}.tar.gz. Empty, without CodeBucket: no code routes
+	// (they answer 501 not_implemented). Defaults to "".
 	CodeDir string
+
+	// CodeBucket, when set, keeps the code archives in this bucket instead of CodeDir, as
+	// objects code/{ns}/{queue}/{digest}.tar.gz: every server of a PostgreSQL plane given
+	// the same bucket serves the same archives (`lakeshore serve --code-store`, or the
+	// bucket of `--data`). Uploads are spooled to os.TempDir before their check. The caller
+	// opens and closes it. Defaults to nil.
+	CodeBucket *blob.Bucket
 
 	// MaxCodeBytes bounds one code archive (compressed); its files may unpack to at most
 	// 16 times that. Defaults to MaxCodeBytesDefault.
@@ -248,6 +256,7 @@ type Server struct {
 	metrics *metrics
 	ids     *plane.IDGenerator
 	data    *dataQueues
+	code    codeStore // nil: no code routes
 
 	authOn    bool
 	adminHash [sha256.Size]byte
@@ -272,6 +281,12 @@ func New(drv plane.Driver, cfg *Config) *Server {
 		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{},
 		data: &dataQueues{stores: dataStoresOf(&c), log: c.Logger, maxOpen: c.MaxOpenDataQueues, idle: max(c.DataQueueIdle, 0), stop: make(chan struct{})}}
 	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
+	switch {
+	case c.CodeBucket != nil:
+		s.code = bucketCodeStore{c.CodeBucket}
+	case c.CodeDir != "":
+		s.code = dirCodeStore(c.CodeDir)
+	}
 	if c.AdminToken != "" {
 		s.authOn = true
 		s.adminHash = sha256.Sum256([]byte(c.AdminToken))

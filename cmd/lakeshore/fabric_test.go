@@ -94,8 +94,8 @@ func TestSubmitMode(t *testing.T) {
 	h.ok("submit", "q", "2", "--mode", "shipped") // the same tree: nothing uploaded, same digest
 }
 
-// TestWorkerOffers: `submit --requires` sets the job's requirement, shown by get (a
-// --mode's resources do not: provider-launched workers offer nothing); `worker --offers` takes the jobs its offers satisfy, a worker
+// TestWorkerOffers: `submit --requires` sets the job's requirement, shown by get, and so
+// do a --mode's resources; `worker --offers` takes the jobs its offers satisfy, a worker
 // without --offers only jobs without a requirement; bad values are usage errors.
 func TestWorkerOffers(t *testing.T) {
 	dir := t.TempDir()
@@ -123,8 +123,8 @@ func TestWorkerOffers(t *testing.T) {
 	if out := c.ok("get", gpu); !strings.Contains(out, "cpus=0.5,memory=17179869184,gpus=1,gpu_type=a100,label.zone=east (shape sh1_") {
 		t.Errorf("get does not show the requirement:\n%s", out)
 	}
-	if out := c.ok("get", mode); strings.Contains(out, "(shape") {
-		t.Errorf("a mode's resources became a requirement:\n%s", out)
+	if out := c.ok("get", mode); !strings.Contains(out, "gpus=1,gpu_type=a100 (shape sh1_") {
+		t.Errorf("a mode's resources are not the requirement:\n%s", out)
 	}
 	// No offers: only the plain job.
 	c.ok("worker", "q", "--exit-when-idle", "--", "true")
@@ -135,12 +135,12 @@ func TestWorkerOffers(t *testing.T) {
 		}
 		return inv.State
 	}
-	if state(plain) != "succeeded" || state(gpu) != "queued" || state(mode) != "succeeded" {
+	if state(plain) != "succeeded" || state(gpu) != "queued" || state(mode) != "queued" {
 		t.Fatalf("a worker without offers: plain %s, gpu %s, mode %s", state(plain), state(gpu), state(mode))
 	}
 	c.ok("worker", "q", "--exit-when-idle", "--offers", "gpus=1,gpu_type=a100", "--", "true")
-	if state(gpu) != "queued" {
-		t.Fatalf("a100 without memory, cpus and zone: gpu %s", state(gpu))
+	if state(gpu) != "queued" || state(mode) != "succeeded" {
+		t.Fatalf("a100 without memory, cpus and zone: gpu %s, mode %s", state(gpu), state(mode))
 	}
 	c.ok("worker", "q", "--exit-when-idle", "--offers", "gpus=2,gpu_type=a100,memory=80GiB,cpus=8,label.zone=east", "--", "true")
 	if state(gpu) != "succeeded" {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"gocloud.dev/blob"
 
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/persist"
@@ -82,6 +83,11 @@ type ServeOpts struct {
 	// DataDir: "postgres://…?blob=<bucket URL>" (persist/lakestore; `--data`). Any
 	// number of servers given the same Data serve the same queues.
 	Data string
+	// CodeStore is where the code archives shipped with runs are kept (docs/fabric.md):
+	// a directory, or a bucket URL (s3://…, file:///…, mem://; `--code-store`). Defaults
+	// to the bucket of Data when Data is set (servers sharing a PostgreSQL plane then
+	// share the archives), else $LAKESHORE_HOME/code.
+	CodeStore string
 	// LogRequests logs one line per request (method, path, status, bytes, duration) at
 	// level Info: `serve -v`.
 	LogRequests bool
@@ -218,9 +224,12 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	} else if dataDir, err = serveDataDir(o.DataDir, getenv); err != nil {
 		return err
 	}
-	codeDir, err := serveCodeDir("", getenv)
+	codeDir, codeBucket, err := serveCodeStore(ctx, o, getenv)
 	if err != nil {
 		return err
+	}
+	if codeBucket != nil {
+		defer codeBucket.Close()
 	}
 	reg := prometheus.NewRegistry()
 	if o.Providers {
@@ -233,7 +242,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests, Registerer: reg,
 		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, MaxLongPollsPerTenant: o.MaxLongPollsPerTenant, DisableUI: o.NoUI,
 		MaxOpenDataQueues: o.MaxOpenDataQueues, DataQueueIdle: o.DataQueueIdle,
-		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores, CodeDir: codeDir})
+		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores, CodeDir: codeDir, CodeBucket: codeBucket})
 	defer func() {
 		// After the http.Server's shutdown: flush and close the data queues.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault))
@@ -301,6 +310,26 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 // $LAKESHORE_HOME/data (~/.lakeshore/data), created with mode 0700.
 func serveDataDir(dir string, getenv func(string) string) (string, error) {
 	return homeSubdir(dir, "data", getenv)
+}
+
+// serveCodeStore opens the code store of o (ServeOpts.CodeStore): a directory, or a
+// bucket the caller closes. Errors: *persist.InvalidError for a bucket URL this build
+// cannot open; the bucket's or the directory's.
+func serveCodeStore(ctx context.Context, o *ServeOpts, getenv func(string) string) (string, *blob.Bucket, error) {
+	field, store := "--code-store", o.CodeStore
+	if store == "" && o.Data != "" {
+		_, bucketURL, err := lakestore.ParseTarget(o.Data)
+		if err != nil {
+			return "", nil, err
+		}
+		field, store = "--data's blob", bucketURL
+	}
+	if strings.Contains(store, "://") {
+		b, err := lakestore.OpenBucket(ctx, field, store)
+		return "", b, err
+	}
+	dir, err := serveCodeDir(store, getenv)
+	return dir, nil, err
 }
 
 // serveCodeDir returns the code archives' directory (server.Config.CodeDir, created with
@@ -451,6 +480,7 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.StringVar(&o.TLSKey, "tls-key", "", "TLS key file (PEM)")
 	f.StringVar(&o.DataDir, "data-dir", "", "root of the data queues (default: $"+lakeshore.EnvHome+"/data)")
 	f.StringVar(&o.Data, "data", "", "serve the data queues from a distributed store instead of --data-dir: postgres://…?blob=<bucket URL>")
+	f.StringVar(&o.CodeStore, "code-store", "", "where shipped code archives are kept: a directory or a bucket URL (s3://bucket, file:///dir) (default: --data's bucket, else $"+lakeshore.EnvHome+"/code)")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", ShutdownTimeoutDefault, "bound on the graceful shutdown")
 	f.DurationVar(&o.LongPollMax, "long-poll-max", server.LongPollMaxDefault, "cap of one long-poll")
 	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")

@@ -6,14 +6,18 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 )
@@ -239,4 +243,53 @@ func TestCheckAdminToken(t *testing.T) {
 	})
 	require.ErrorIs(t, err, plane.ErrInvalid)
 	require.Contains(t, err.Error(), "16 bytes")
+}
+
+// TestServeCodeStore: serve keeps code archives in --code-store (a directory or a bucket
+// URL), by default in --data's bucket (servers of one PostgreSQL plane share them), else
+// in $LAKESHORE_HOME/code; a bucket scheme this build does not open is refused by name.
+func TestServeCodeStore(t *testing.T) {
+	home := t.TempDir()
+	getenv := func(k string) string {
+		if k == lakeshore.EnvHome {
+			return home
+		}
+		return ""
+	}
+	ctx := t.Context()
+	if err := os.Mkdir(filepath.Join(home, "blobs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		opts      ServeOpts
+		dir       string
+		bucket    bool
+		errSubstr string
+	}{
+		{name: "default", dir: filepath.Join(home, "code")},
+		{name: "directory", opts: ServeOpts{CodeStore: filepath.Join(home, "elsewhere")}, dir: filepath.Join(home, "elsewhere")},
+		{name: "bucket", opts: ServeOpts{CodeStore: "mem://"}, bucket: true},
+		{name: "data's bucket", opts: ServeOpts{Data: "postgres://127.0.0.1:1/db?blob=" + url.QueryEscape("file://"+home+"/blobs")}, bucket: true},
+		{name: "unknown scheme", opts: ServeOpts{CodeStore: "ftp://host/dir"}, errSubstr: `invalid --code-store "ftp://host/dir"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, bucket, err := serveCodeStore(ctx, &tc.opts, getenv)
+			if tc.errSubstr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errSubstr) {
+					t.Fatalf("err %v, want %q", err, tc.errSubstr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bucket != nil {
+				bucket.Close()
+			}
+			if (bucket != nil) != tc.bucket || dir != tc.dir {
+				t.Fatalf("dir %q, bucket %v; want dir %q, bucket %v", dir, bucket != nil, tc.dir, tc.bucket)
+			}
+		})
+	}
 }

@@ -102,11 +102,7 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 				}
 				opts.Requirement = (*lakeshore.Requirement)(o)
 			}
-			if mode != "" {
-				if err := a.modeOptions(submitCtx, mode, q.Namespace(), q.Name(), opts); err != nil {
-					return err
-				}
-			}
+			opts.Mode = mode // lakeshore.yaml's mode: run declaration, requirement, code (docs/fabric.md)
 			id, err := q.Submit(submitCtx, payload, opts)
 			if err != nil {
 				return err

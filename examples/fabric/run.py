@@ -23,7 +23,13 @@ sys.path.insert(0, HERE)
 
 from sentiment.model import score  # noqa: E402
 
-WORKER = "import lakeshore; lakeshore.run_worker(queues=['fabric-sentiment'])"
+# The worker offers what mode "cpu" requires (its resources are each run's requirement:
+# a worker offering less never claims them). A provider's workers offer their launch's
+# shape themselves (docs/providers.md).
+WORKER = (
+    "import lakeshore; lakeshore.run_worker(queues=['fabric-sentiment'], "
+    "offers={'cpus_milli': 1000, 'memory_bytes': 256 << 20, 'labels': {'purpose': 'demo'}})"
+)
 
 
 def main() -> None:

@@ -1,6 +1,8 @@
 package lakestore
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -54,6 +56,22 @@ func BucketSchemes() []string {
 		}
 	}
 	return out
+}
+
+// OpenBucket opens the bucket at bucketURL with the drivers this build links (the
+// server's code store uses it: `lakeshore serve --code-store`), refusing first a scheme
+// this build does not link, with the build tag that links it. field names the setting the
+// URL came from in errors. The caller closes the bucket. Errors: *persist.InvalidError;
+// the driver's, after the URL (passwords redacted).
+func OpenBucket(ctx context.Context, field, bucketURL string) (*blob.Bucket, error) {
+	if err := checkBucketURL(field, bucketURL); err != nil {
+		return nil, err
+	}
+	b, err := blob.OpenBucket(ctx, bucketURL)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", plane.RedactURL(bucketURL), err)
+	}
+	return b, nil
 }
 
 // checkBucketURL refuses a bucket URL whose scheme this build has no driver for, before

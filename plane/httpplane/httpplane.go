@@ -273,7 +273,11 @@ type call struct {
 	path   string // under the base URL, with path segments escaped
 	query  url.Values
 	body   any // encoded as msgpack; nil for none
-	out    any // decoded from a 2xx answer; nil to ignore it
+	// raw, when not nil, is the request body as is (instead of body), of type
+	// contentType.
+	raw         []byte
+	contentType string
+	out         any // decoded from a 2xx answer; nil to ignore it
 	// safe: repeating the call has no effect beyond the first, so it may be retried after
 	// a connection error or a 502/503/504 even when the request may have reached the
 	// server. Unsafe calls are retried only when the connection failed before sending.
@@ -316,7 +320,7 @@ func (d *Driver) do(ctx context.Context, c *call) error {
 	if d.closed.Load() {
 		return plane.ErrClosed
 	}
-	var body []byte
+	body := c.raw
 	if c.body != nil {
 		var err error
 		if body, err = api.Msgpack.Marshal(c.body); err != nil {
@@ -513,7 +517,7 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		return fmt.Errorf("%s %s: %w", c.method, c.path, err), 0, false
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", api.ContentTypeMsgpack)
+		req.Header.Set("Content-Type", cmp.Or(c.contentType, api.ContentTypeMsgpack))
 	}
 	req.Header.Set("Accept", api.ContentTypeMsgpack)
 	if d.cfg.Token != "" {
@@ -561,6 +565,12 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 	var eb api.ErrorBody
 	if e := codec.Unmarshal(data, &eb); e != nil || eb.Code == "" {
 		err = fmt.Errorf("%s %s: HTTP %d: %s", c.method, c.path, resp.StatusCode, snippet(data))
+		if c.method == http.MethodHead {
+			// A HEAD answer has no body to say what went wrong: its status does.
+			if e := headStatus(resp.StatusCode); e != nil {
+				err = fmt.Errorf("%s %s: %w", c.method, c.path, e)
+			}
+		}
 	} else {
 		err = eb.Err()
 	}
@@ -579,6 +589,22 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		return err, retryAfter, c.safe && !errors.Is(err, plane.ErrClosed)
 	}
 	return err, retryAfter, false
+}
+
+// headStatus is the error of a HEAD answer's status, which comes without a body; nil for
+// a status with none of its own.
+func headStatus(status int) error {
+	switch status {
+	case http.StatusUnauthorized:
+		return plane.ErrUnauthorized
+	case http.StatusForbidden:
+		return plane.ErrForbidden
+	case http.StatusNotFound:
+		return plane.ErrNotFound
+	case http.StatusNotImplemented:
+		return plane.ErrNotImplemented
+	}
+	return nil
 }
 
 // unavailable wraps a connection failure of c (the server down, unreachable, or gone

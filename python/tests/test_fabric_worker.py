@@ -86,7 +86,7 @@ def _submit(proj: Path, env: dict[str, str]) -> str:
 
 
 def _work(where: Path, env: dict[str, str], queue: str) -> None:
-    script = f"import lakeshore; lakeshore.run_worker(queues=['{queue}'], once=True, wait=30)"
+    script = f"import lakeshore; lakeshore.run_worker(queues=['{queue}'], once=True, wait=30, offers={{'cpus_milli': 1000}})"
     r = subprocess.run([sys.executable, "-c", script], cwd=where, env=env, capture_output=True, text=True, timeout=90)
     assert r.returncode == 0, r.stderr
 
@@ -150,6 +150,38 @@ def test_unknown_mode_fails_at_submit(tmp_path: Path, monkeypatch: pytest.Monkey
     # A mode without code: the declaration travels, no upload.
     inv = f.submit(_mode="small")
     assert f.queue().get(inv).metadata["lakeshore.mode"] == "small"
+
+
+def test_mode_resources_are_the_requirement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mem: lakeshore.Dispatch) -> None:
+    """A mode's resources are each run's requirement (docs/fabric.md): a worker offering
+    less leaves the run queued, one offering enough runs it; the decorator's ``requires``
+    wins over the mode's."""
+    (tmp_path / "lakeshore.yaml").write_text(
+        "modes:\n  a100: {resources: {gpus: 1, gpu_type: a100, memory: 1GiB, labels: {zone: east}}, code: false}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LAKESHORE_CONFIG", raising=False)
+
+    @lakeshore.udf(queue="fabric-mode-requirement", mode="a100", dispatch=mem)
+    def f(x: int) -> int:
+        return x + 1
+
+    want = {"gpus": 1, "gpu_type": "a100", "memory_bytes": 1 << 30, "labels": {"zone": "east"}}
+    inv = f.submit(1)
+    assert f.queue().get(inv).requirement == want
+    lakeshore.run_worker(mem, queues=["fabric-mode-requirement"], once=True, wait=0.3, handle_signals=False, offers={"gpus": 1})
+    assert f.queue().get(inv).state == "queued"
+    lakeshore.run_worker(
+        mem, queues=["fabric-mode-requirement"], once=True, wait=5, handle_signals=False,
+        offers={"gpus": 2, "gpu_type": "a100", "memory_bytes": 2 << 30, "labels": {"zone": "east"}},
+    )
+    assert f.queue().result(inv, timeout=30) == 2
+
+    @lakeshore.udf(queue="fabric-mode-requirement-own", mode="a100", dispatch=mem, requires={"gpus": 4})
+    def g() -> int:
+        return 1
+
+    assert g.queue().get(g.submit()).requirement == {"gpus": 4}
 
 
 @pytest.fixture

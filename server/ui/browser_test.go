@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -467,6 +468,36 @@ func TestDashboardInvocation(t *testing.T) {
 	b.click("#confirm-ok")
 	require.Eventually(t, func() bool { return e.state(id) == "killed" }, 10*time.Second, 100*time.Millisecond)
 	b.text(`#inv-head .badge[data-state="killed"]`)
+	b.noProblems(false)
+}
+
+// TestDashboardRun: an invocation of a compute mode shows what it asks of its worker and
+// what it runs (docs/fabric.md): requirement, shape, mode, host key, code digest,
+// function and git context, from its fields and metadata; a plain one shows no such card.
+func TestDashboardRun(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t, e)
+	digest := strings.Repeat("ab", 32)
+	id := e.submit("default", "fabric", map[string]any{"payload": 1,
+		"requirement": map[string]any{"gpus": 1, "gpu_type": "a100", "cpus_milli": 500, "memory_bytes": 16 << 30, "labels": map[string]string{"zone": "east"}},
+		"metadata": map[string]string{"lakeshore.mode": "a100", "lakeshore.host_key": "hk1_0123456789abcdef0123456789abcdef",
+			"lakeshore.code": digest, "lakeshore.function": "mylib.ops:greet",
+			"lakeshore.git": `{"commit":"0123456789abcdef0123456789abcdef01234567","branch":"main","dirty":true,"diff_sha256":""}`}})
+	plain := e.submit("default", "fabric", map[string]any{"payload": 2})
+
+	b.open(adminToken, "#/i/"+id)
+	require.Equal(t, "cpus=0.5,memory=16.0 GiB,gpus=1,gpu_type=a100,label.zone=east", b.text("#inv-requirement"))
+	require.True(t, strings.HasPrefix(b.text("#inv-shape"), "sh1_"))
+	require.Equal(t, "a100", b.text("#inv-mode"))
+	require.Equal(t, "hk1_0123456789abcdef0123456789abcdef", b.text("#inv-host-key"))
+	require.Equal(t, digest[:12]+"…", b.text("#inv-code"))
+	require.Equal(t, "mylib.ops:greet", b.text("#inv-function"))
+	require.Equal(t, "main @ 0123456789ab (dirty)", b.text("#inv-git"))
+	b.screenshot("invocation-run")
+
+	b.open(adminToken, "#/i/"+plain)
+	b.text("#inv-key")
+	require.Equal(t, 0, b.count("#inv-run"))
 	b.noProblems(false)
 }
 

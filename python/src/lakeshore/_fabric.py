@@ -60,8 +60,8 @@ def upload(dispatch: Any, queue: str, snap: code.Snapshot, max_bytes: int) -> No
 def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, dispatch: Any) -> dict[str, Any]:
     """The submit options of a run of mode ``mode_name`` (from the project file found from
     the working directory): its metadata — with the code digest, the git context and, for
-    ``fn``, the function reference when the mode ships code — and its time limit as the
-    attempt timeout.
+    ``fn``, the function reference when the mode ships code —, its time limit as the
+    attempt timeout and its resources as the requirement (``requires``).
 
     Raises:
         config.ConfigError: no project file, no such mode; code.CodeError: the code cannot
@@ -90,6 +90,9 @@ def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, di
     out: dict[str, Any] = {"metadata": md}
     if mode.time_limit:
         out["attempt_timeout"] = float(mode.time_limit)
+    requirement = mode.resources.requirement()
+    if requirement is not None:
+        out["requires"] = requirement
     return out
 
 

@@ -150,6 +150,24 @@ class Resources:
     gpu_type: str = ""
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
+    def requirement(self) -> dict[str, Any] | None:
+        """These resources as a submit's ``requires`` (placement, docs/semantics.md): the
+        wire's fields ``cpus_milli``, ``memory_bytes``, ``gpus``, ``gpu_type``,
+        ``labels``, only those set; None when none is (the default shape, which every
+        worker takes). Go: ``fabric.Resources.Requirement``."""
+        out: dict[str, Any] = {}
+        if self.milli_cpus:
+            out["cpus_milli"] = self.milli_cpus
+        if self.memory_bytes:
+            out["memory_bytes"] = self.memory_bytes
+        if self.gpus:
+            out["gpus"] = self.gpus
+        if self.gpu_type:
+            out["gpu_type"] = self.gpu_type
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        return out or None
+
 
 @dataclasses.dataclass(frozen=True)
 class Mode:

@@ -143,6 +143,7 @@ class UDF(Generic[P, R]):
         attempt_timeout: float | None = None,
         lease_ttl: float | None = None,
         mode: str | None = None,
+        requires: Mapping[str, Any] | None = None,
     ) -> None:
         self.fn = fn
         self.mode = mode
@@ -156,6 +157,8 @@ class UDF(Generic[P, R]):
             self._options["max_attempts"] = max_attempts
         if attempt_timeout is not None:
             self._options["attempt_timeout"] = attempt_timeout
+        if requires is not None:
+            self._options["requires"] = requires
         self._signature = inspect.signature(fn)
         self._queues: dict[int, SyncQueue] = {}
         self.__doc__ = fn.__doc__
@@ -228,8 +231,9 @@ class UDF(Generic[P, R]):
         if not name:
             return self._options
         extra = _fabric.submit_options(name, self.fn, self.queue_name, q.dispatch)
-        if "attempt_timeout" in self._options:
-            extra.pop("attempt_timeout", None)
+        for explicit in ("attempt_timeout", "requires"):  # the decorator's win over the mode's
+            if explicit in self._options:
+                extra.pop(explicit, None)
         return {**self._options, **extra}
 
     def call(
@@ -327,15 +331,19 @@ def udf(
     attempt_timeout: float | None = None,
     lease_ttl: float | None = None,
     mode: str | None = None,
+    requires: Mapping[str, Any] | None = None,
 ) -> Any:
     """Bind a function to a queue (default: the function's name): ``@udf(queue="gpu")``.
 
     The body kind (sync, generator, async, async generator) is chosen once, here. The
-    binding is registered so that ``run_worker()`` runs it. ``max_attempts`` and
-    ``attempt_timeout`` apply to every submit; ``lease_ttl`` to the worker's claims.
-    ``mode`` names a compute mode of the project's ``lakeshore.yaml``
-    (:mod:`lakeshore.config`): each submit carries its run declaration and, when the mode
-    ships code, the digest of the submitter's code, which a worker started anywhere
+    binding is registered so that ``run_worker()`` runs it. ``max_attempts``,
+    ``attempt_timeout`` and ``requires`` (what each run needs from its worker: the
+    mapping of :class:`~lakeshore.queue.Envelope`'s ``requires``) apply to every
+    submit; ``lease_ttl`` to the worker's claims. ``mode`` names a compute mode of the
+    project's ``lakeshore.yaml`` (:mod:`lakeshore.config`): each submit carries its run
+    declaration, its time limit as the attempt timeout and its resources as the
+    requirement (unless ``attempt_timeout`` or ``requires`` are given here), and, when the
+    mode ships code, the digest of the submitter's code, which a worker started anywhere
     fetches and imports the function from (docs/fabric.md)."""
 
     def bind(f: Callable[P, R]) -> UDF[P, R]:
@@ -348,6 +356,7 @@ def udf(
             attempt_timeout=attempt_timeout,
             lease_ttl=lease_ttl,
             mode=mode,
+            requires=requires,
         )
         with _registry_lock:
             registry[u.queue_name] = u

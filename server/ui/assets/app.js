@@ -972,6 +972,43 @@ function renderAdmission(host, base, a, canAdmin) {
 
 // ---------- invocation page ----------
 
+// fmtRequirement shows a placement requirement as the CLI's --requires does
+// (cpus=8,memory=…,gpus=1,gpu_type=a100,label.zone=east).
+function fmtRequirement(r) {
+  const out = [];
+  if (r.cpus_milli) out.push('cpus=' + r.cpus_milli / 1000);
+  if (r.memory_bytes) out.push('memory=' + fmtBytes(r.memory_bytes));
+  if (r.gpus) out.push('gpus=' + r.gpus);
+  if (r.gpu_type) out.push('gpu_type=' + r.gpu_type);
+  for (const k of Object.keys(r.labels || {}).sort()) out.push('label.' + k + '=' + r.labels[k]);
+  return out.join(',');
+}
+
+// runCard shows what an invocation asks of its worker and what it runs (docs/fabric.md):
+// its requirement and shape, and the compute mode's declaration carried in its metadata —
+// mode, host key, code digest, function, git context. null when it has none of them.
+function runCard(inv) {
+  const md = inv.metadata || {};
+  const rows = [];
+  if (inv.requirement) rows.push(['requires', el('span', { class: 'mono', id: 'inv-requirement', text: fmtRequirement(inv.requirement) })]);
+  if (inv.shape) rows.push(['shape', el('span', { class: 'mono', id: 'inv-shape', text: inv.shape })]);
+  if (md['lakeshore.mode']) rows.push(['mode', el('span', { id: 'inv-mode', text: md['lakeshore.mode'] })]);
+  if (md['lakeshore.host_key']) rows.push(['host key', el('span', { class: 'mono', id: 'inv-host-key', text: md['lakeshore.host_key'] })]);
+  if (md['lakeshore.code']) rows.push(['code', el('span', { class: 'mono', id: 'inv-code', title: md['lakeshore.code'], text: md['lakeshore.code'].slice(0, 12) + '…' })]);
+  if (md['lakeshore.function']) rows.push(['function', el('span', { class: 'mono', id: 'inv-function', text: md['lakeshore.function'] })]);
+  if (md['lakeshore.git']) {
+    let g = null;
+    try { g = JSON.parse(md['lakeshore.git']); } catch (e) { g = null; }
+    if (g && typeof g === 'object') {
+      const text = (g.branch || '(detached)') + ' @ ' + String(g.commit || '(no commit)').slice(0, 12) + (g.dirty ? ' (dirty)' : '');
+      rows.push(['git', el('span', { class: 'mono', id: 'inv-git', text })]);
+    }
+  }
+  if (!rows.length) return null;
+  return el('div', { id: 'inv-run' }, el('h2', { text: 'Run' }),
+    el('dl', { class: 'props' }, rows.map(([k, v]) => [el('dt', { text: k }), el('dd', {}, v)])));
+}
+
 const TERMINAL = ['succeeded', 'failed', 'cancelled', 'killed', 'timeout'];
 
 async function invocationPage(parts) {
@@ -1018,6 +1055,8 @@ async function invocationPage(parts) {
       if (TERMINAL.includes(inv.state) && inv.state !== 'succeeded') acts.appendChild(el('button', { id: 'inv-retry', onclick: retry }, 'Retry (resubmit)'));
       head.appendChild(acts);
     }
+    const run = runCard(inv);
+    if (run) head.appendChild(run);
     clear(bodies);
     bodies.appendChild(el('div', { class: 'card' }, el('h2', { text: 'Payload' }), jsonBlock(inv.payload, 'payload')));
     bodies.appendChild(el('div', { class: 'card' }, el('h2', { text: 'Result' }),
