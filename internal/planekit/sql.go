@@ -183,11 +183,12 @@ type Statements struct {
 	// rate_limit, burst, deadline_cutoff_ms, concurrency. StatsKeys: KeyStatsSQL.
 	StatsCounts, StatsAdmissions, StatsKeys string
 	// DemandShapes: namespace ("" for all) → namespace, queue, shape, requirement (JSON
-	// text), queued, running: every row of placement_shapes with its counters summed.
-	// DemandHead: namespace, queue → the available time (ms) of the default shape's first
-	// claimable unkeyed job by id; no row when none. DemandShapeHead: namespace, queue,
-	// shape → the same for a shape's claimable jobs (verbs_demand.go).
-	DemandShapes, DemandHead, DemandShapeHead string
+	// text), queued, running, and the available time (ms) of the shape's first claimable
+	// job by id (NULL when none: one index probe in the same statement): every row of
+	// placement_shapes with its counters summed. DemandHead: namespace, queue → the same
+	// time for the default shape's first claimable unkeyed job; no row when none
+	// (verbs_demand.go).
+	DemandShapes, DemandHead string
 
 	// ProviderSet: namespace, queue, provider reference (JSON text), now (ms). An upsert.
 	ProviderSet string

@@ -11,9 +11,10 @@ import (
 // DemandList implements plane.Driver: in one snapshot, each queue's counts by state (the
 // counts table, as QueueStatsList reads them), its shapes with their counters
 // (placement_counts, kept by the triggers of SQLite's migration 012 and PostgreSQL's
-// 0010), and, for each (queue, shape) with queued jobs, the available time of its first
-// claimable job by id (one index probe). The default shape's counts are the queue's less
-// the sum of its shapes'. Nothing reads the queued jobs themselves.
+// 0010) and the available time of each one's first claimable job by id (one index probe
+// per shape, in the same statement), and for each queue's default shape with queued jobs
+// the same time (one probe). The default shape's counts are the queue's less the sum of
+// its shapes'. Nothing reads the queued jobs themselves.
 func (v Verbs) DemandList(ctx context.Context, namespace string) ([]plane.ShapeDemand, error) {
 	if err := ValidateOptionalNamespace(namespace); err != nil {
 		return nil, err
@@ -69,8 +70,12 @@ func (v Verbs) DemandList(ctx context.Context, namespace string) ([]plane.ShapeD
 			for rs.Next() {
 				var d plane.ShapeDemand
 				var stored string
-				if err := rs.Scan(&d.Namespace, &d.Queue, &d.Shape, &stored, &d.Queued, &d.Running); err != nil {
+				var head *int64
+				if err := rs.Scan(&d.Namespace, &d.Queue, &d.Shape, &stored, &d.Queued, &d.Running, &head); err != nil {
 					return fmt.Errorf("demand: %w", err)
+				}
+				if head != nil {
+					d.OldestReady = max(0, now.Sub(time.UnixMilli(*head)))
 				}
 				if d.Requirement, err = plane.DecodeRequirement([]byte(stored)); err != nil {
 					return fmt.Errorf("demand: shape %s: %w", d.Shape, err)
@@ -98,17 +103,11 @@ func (v Verbs) DemandList(ctx context.Context, namespace string) ([]plane.ShapeD
 		out = append(out, shaped...)
 		for i := range out {
 			d := &out[i]
-			if d.Queued == 0 {
+			if d.Shape != "" || d.Queued == 0 {
 				continue
 			}
 			var ms int64
-			var row Scanner
-			if d.Shape == "" {
-				row = q.QueryRow(v.st.DemandHead, d.Namespace, d.Queue)
-			} else {
-				row = q.QueryRow(v.st.DemandShapeHead, d.Namespace, d.Queue, d.Shape)
-			}
-			if err := row.Scan(&ms); err != nil {
+			if err := q.QueryRow(v.st.DemandHead, d.Namespace, d.Queue).Scan(&ms); err != nil {
 				if v.db.NoRows(err) {
 					continue
 				}
