@@ -6,7 +6,8 @@
 -- state, whichever code path makes it. Each transaction adds to one of 8 shards (by its
 -- transaction id), so concurrent claims of one shape rarely wait on one counter row; a
 -- read sums the shards. A deadlock between two transactions' shards is retried as any
--- (pgplane's tx).
+-- (pgplane's tx). Every change writes a row version, so the table is vacuumed as often as
+-- counts (after 1,000 dead versions), or a read scans pages of dead versions.
 CREATE TABLE {schema}.placement_counts (
     namespace text     NOT NULL,
     queue     text     NOT NULL,
@@ -15,7 +16,8 @@ CREATE TABLE {schema}.placement_counts (
     queued    bigint   NOT NULL DEFAULT 0,
     running   bigint   NOT NULL DEFAULT 0,
     PRIMARY KEY (namespace, queue, shape, shard)
-) WITH (fillfactor = 50);
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+        autovacuum_vacuum_cost_delay = 0);
 
 INSERT INTO {schema}.placement_counts (namespace, queue, shape, shard, queued, running)
 SELECT namespace, queue, shape, 0, count(*) FILTER (WHERE state IN (0, -1, -3)), count(*) FILTER (WHERE state = 1)
