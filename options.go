@@ -272,6 +272,11 @@ type ClaimOptions struct {
 	// only jobs whose SubmitOptions.Requirement it satisfies. Defaults to nil: only jobs
 	// without a requirement.
 	Offers *Offers
+
+	// WarmHostKeys are host keys the claimer is warm for: their jobs go first, within
+	// plane.WarmHeadStart of the order (docs/semantics.md, "Placement"). At most 16.
+	// Defaults to nil: no preference.
+	WarmHostKeys []string
 }
 
 func (o *ClaimOptions) validate() error {

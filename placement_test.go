@@ -2,6 +2,7 @@ package lakeshore_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,4 +79,28 @@ func TestWorkerOffersFromEnv(t *testing.T) {
 		&lakeshore.WorkerOptions{Logger: testLogger(t)})
 	require.ErrorIs(t, err, lakeshore.ErrInvalid)
 	require.Contains(t, err.Error(), "LAKESHORE_OFFERS")
+}
+
+// TestWarmHostKeys: a worker started with WorkerOptions.WarmHostKeys takes the job of its
+// key before an older one; bad keys fail its start.
+func TestWarmHostKeys(t *testing.T) {
+	t.Parallel()
+	q, d, _ := setupWorker(t)
+	ctx := t.Context()
+	hk := "hk1_" + strings.Repeat("b", 32)
+	_, err := q.Submit(ctx, "cold", nil)
+	require.NoError(t, err)
+	warmID, err := q.Submit(ctx, "warm", &lakeshore.SubmitOptions{Metadata: map[string]string{"lakeshore.host_key": hk}})
+	require.NoError(t, err)
+	var first string
+	var once sync.Once
+	done := runWorker(t, ctx, d, []lakeshore.Handler{lakeshore.Handle("test", func(ctx context.Context, job *lakeshore.Job) (any, error) {
+		once.Do(func() { first = job.ID })
+		return nil, nil
+	})}, &lakeshore.WorkerOptions{MaxJobs: 1, WarmHostKeys: []string{hk}})
+	require.NoError(t, waitDone(t, done))
+	require.Equal(t, warmID, first, "the warm job first")
+	err = lakeshore.RunWorker(ctx, d, []lakeshore.Handler{lakeshore.Handle("test", func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })},
+		&lakeshore.WorkerOptions{WarmHostKeys: []string{"a key"}, Logger: testLogger(t)})
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
 }

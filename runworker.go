@@ -113,6 +113,11 @@ type WorkerOptions struct {
 
 	// offersErr is a bad LAKESHORE_OFFERS, reported by validate.
 	offersErr error
+	// WarmHostKeys are host keys (fabric.HostKey) the worker is warm for — it ran their
+	// set-up — so its claims take their jobs first (docs/semantics.md, "Placement": within
+	// plane.WarmHeadStart of the order). Registered with the worker. At most 16. Defaults
+	// to nil: no preference.
+	WarmHostKeys []string
 
 	// Provider is the name of the provider that launched the worker (WorkerInfo.Provider).
 	// Defaults to the LAKESHORE_PROVIDER environment variable; "" when started by hand.
@@ -201,7 +206,10 @@ func (o *WorkerOptions) validate() error {
 	case o.offersErr != nil:
 		return o.offersErr
 	}
-	return o.Offers.Validate("offers")
+	if err := o.Offers.Validate("offers"); err != nil {
+		return err
+	}
+	return plane.ValidateWarmHostKeys(o.WarmHostKeys)
 }
 
 // Errors that end a worker's contexts, told apart with context.Cause.
@@ -557,6 +565,9 @@ func (w *Worker) info() *plane.WorkerInfo {
 		StartedAt: w.d.cfg.Now(),
 		Provider:  w.o.Provider,
 		LaunchID:  w.o.LaunchID,
+		Offers:    w.o.Offers,
+		// WarmHostKeys: what the worker is warm for, registered so a listing shows it.
+		WarmHostKeys: w.o.WarmHostKeys,
 	}
 }
 
@@ -643,7 +654,7 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 		if w.o.ExitWhenIdle {
 			claimWait = 0
 		}
-		jobs, err := g.claim(ctx, got, &ClaimOptions{Wait: claimWait, LeaseTTL: w.o.LeaseTTL, Offers: w.o.Offers})
+		jobs, err := g.claim(ctx, got, &ClaimOptions{Wait: claimWait, LeaseTTL: w.o.LeaseTTL, Offers: w.o.Offers, WarmHostKeys: w.o.WarmHostKeys})
 		w.unreserve(got - len(jobs))
 		w.release(got - len(jobs))
 		if err != nil {
@@ -770,7 +781,7 @@ func (w *Worker) settleAndClaim(ctx, claimCtx context.Context, b *binding, p pla
 	if claimCtx.Err() != nil || w.reserve(1) == 0 {
 		return nil, b.q.settle(ctx, p)
 	}
-	claim := b.group.bindings[0].q.claimParams(1, ClaimOptions{LeaseTTL: w.o.LeaseTTL, Offers: w.o.Offers})
+	claim := b.group.bindings[0].q.claimParams(1, ClaimOptions{LeaseTTL: w.o.LeaseTTL, Offers: w.o.Offers, WarmHostKeys: w.o.WarmHostKeys})
 	claim.Queues = b.group.also()
 	errs, jobs, err := w.d.drv.InvocationSettleAndClaim(ctx, []plane.SettleParams{p}, claim)
 	if errors.Is(err, ErrNotImplemented) {

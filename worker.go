@@ -75,15 +75,16 @@ func (q *Queue) claim(ctx context.Context, n int, opts *ClaimOptions, also ...st
 // defaulted).
 func (q *Queue) claimParams(n int, o ClaimOptions) *plane.ClaimParams {
 	return &plane.ClaimParams{
-		Namespace:   q.opts.Namespace,
-		Queue:       q.name,
-		Kind:        q.opts.Kind,
-		Temperature: q.opts.Temperature,
-		Max:         n,
-		LeaseTTL:    o.LeaseTTL,
-		Wait:        o.Wait,
-		Worker:      q.d.cfg.WorkerID,
-		Offers:      o.Offers,
+		Namespace:    q.opts.Namespace,
+		Queue:        q.name,
+		Kind:         q.opts.Kind,
+		Temperature:  q.opts.Temperature,
+		Max:          n,
+		LeaseTTL:     o.LeaseTTL,
+		Wait:         o.Wait,
+		Worker:       q.d.cfg.WorkerID,
+		Offers:       o.Offers,
+		WarmHostKeys: o.WarmHostKeys,
 	}
 }
 

@@ -237,13 +237,15 @@ func (s *QueueStats) Plane() plane.QueueStats {
 // NewWorker converts w to its wire form.
 func NewWorker(w *plane.WorkerInfo) Worker {
 	return Worker{ID: w.ID, Namespace: w.Namespace, Host: w.Host, PID: w.PID, Queues: w.Queues, StartedAt: w.StartedAt, LastSeen: w.LastSeen,
-		Provider: w.Provider, LaunchID: w.LaunchID, Running: w.Running, IdleSince: w.IdleSince}
+		Provider: w.Provider, LaunchID: w.LaunchID, Running: w.Running, IdleSince: w.IdleSince,
+		Offers: NewOffers(w.Offers), WarmHostKeys: w.WarmHostKeys}
 }
 
 // Plane converts w back to a plane.WorkerInfo.
 func (w *Worker) Plane() plane.WorkerInfo {
 	return plane.WorkerInfo{ID: w.ID, Namespace: w.Namespace, Host: w.Host, PID: w.PID, Queues: w.Queues, StartedAt: w.StartedAt, LastSeen: w.LastSeen,
-		Provider: w.Provider, LaunchID: w.LaunchID, Running: w.Running, IdleSince: w.IdleSince}
+		Provider: w.Provider, LaunchID: w.LaunchID, Running: w.Running, IdleSince: w.IdleSince,
+		Offers: w.Offers.Offers(), WarmHostKeys: w.WarmHostKeys}
 }
 
 func permissionNames(ps []plane.Permission) []string {

@@ -140,8 +140,12 @@ type Invocation struct {
 	ConcurrencyKey string `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 	// Requirement is what the invocation waits for a worker to offer; Shape its shape key
 	// (plane.Requirement.Shape). Both absent: the default shape.
-	Requirement    *Requirement      `json:"requirement,omitzero" msg:"requirement,omitempty"`
-	Shape          string            `json:"shape,omitzero" msg:"shape,omitempty"`
+	Requirement *Requirement `json:"requirement,omitzero" msg:"requirement,omitempty"`
+	Shape       string       `json:"shape,omitzero" msg:"shape,omitempty"`
+	// CapableWorkers is, for a queued invocation with a requirement read by GET
+	// …/invocations/{id}, how many live registered workers of its queue offer what it
+	// requires (plane.CapableWorkers); 0: no capable worker (it waits). Absent otherwise.
+	CapableWorkers *int              `json:"capable_workers,omitzero" msg:"capable_workers,omitempty"`
 	State          string            `json:"state" msg:"state"`
 	Priority       float64           `json:"priority" msg:"priority"`
 	Payload        Value             `json:"payload,omitzero" msg:"payload,omitzero"`
@@ -193,6 +197,9 @@ type ClaimRequest struct {
 	// Offers is what the claiming worker offers (plane.Offers): the claim takes only
 	// invocations whose requirement they satisfy; absent: only invocations without one.
 	Offers *Requirement `json:"offers,omitzero" msg:"offers,omitempty"`
+	// WarmHostKeys are the host keys the worker is warm for (plane.ClaimParams.WarmHostKeys):
+	// their jobs go first, within plane.WarmHeadStart of the order. At most 16.
+	WarmHostKeys []string `json:"warm_host_keys,omitzero" msg:"warm_host_keys,omitempty"`
 }
 
 // Job is plane.Job on the wire: a claimed invocation with its lease.
@@ -448,6 +455,10 @@ type WorkerRegisterRequest struct {
 	// (absent while one runs).
 	Running   int       `json:"running,omitzero" msg:"running,omitempty"`
 	IdleSince time.Time `json:"idle_since,omitzero" msg:"idle_since,omitzero"`
+	// Offers and WarmHostKeys are what the worker offers and the host keys it is warm for
+	// (plane.WorkerInfo); absent: nothing.
+	Offers       *Requirement `json:"offers,omitzero" msg:"offers,omitempty"`
+	WarmHostKeys []string     `json:"warm_host_keys,omitzero" msg:"warm_host_keys,omitempty"`
 }
 
 // Worker is plane.WorkerInfo on the wire.
@@ -463,6 +474,9 @@ type Worker struct {
 	LaunchID  string    `json:"launch_id,omitzero" msg:"launch_id,omitempty"`
 	Running   int       `json:"running" msg:"running"`
 	IdleSince time.Time `json:"idle_since,omitzero" msg:"idle_since,omitzero"`
+	// Offers and WarmHostKeys are what the worker registered it offers and is warm for.
+	Offers       *Requirement `json:"offers,omitzero" msg:"offers,omitempty"`
+	WarmHostKeys []string     `json:"warm_host_keys,omitzero" msg:"warm_host_keys,omitempty"`
 }
 
 // WorkersResponse answers GET /v1/workers.

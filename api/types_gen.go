@@ -535,8 +535,8 @@ func (z ChangedResponse) Msgsize() (s int) {
 func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(9)
+	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
 	if z.Kind == "" {
 		zb0001Len--
@@ -569,6 +569,10 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Offers == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.WarmHostKeys == nil {
+		zb0001Len--
+		zb0001Mask |= 0x100
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -624,6 +628,14 @@ func (z *ClaimRequest) MarshalMsg(b []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "Offers")
 					return
 				}
+			}
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "warm_host_keys"
+			o = append(o, 0xae, 0x77, 0x61, 0x72, 0x6d, 0x5f, 0x68, 0x6f, 0x73, 0x74, 0x5f, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.WarmHostKeys)))
+			for za0002 := range z.WarmHostKeys {
+				o = msgp.AppendString(o, z.WarmHostKeys[za0002])
 			}
 		}
 	}
@@ -728,6 +740,29 @@ func (z *ClaimRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "warm_host_keys":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "WarmHostKeys")
+				return
+			}
+			if zb0003 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.WarmHostKeys) >= int(zb0003) {
+				z.WarmHostKeys = (z.WarmHostKeys)[:zb0003]
+			} else {
+				z.WarmHostKeys = make([]string, zb0003)
+			}
+			for za0002 := range z.WarmHostKeys {
+				z.WarmHostKeys[za0002], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "WarmHostKeys", za0002)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -751,6 +786,10 @@ func (z *ClaimRequest) Msgsize() (s int) {
 		s += msgp.NilSize
 	} else {
 		s += z.Offers.Msgsize()
+	}
+	s += 15 + msgp.ArrayHeaderSize
+	for za0002 := range z.WarmHostKeys {
+		s += msgp.StringPrefixSize + len(z.WarmHostKeys[za0002])
 	}
 	return
 }
@@ -2328,8 +2367,8 @@ func (z *HeartbeatsResponse) Msgsize() (s int) {
 func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(23)
-	var zb0001Mask uint32 /* 23 bits */
+	zb0001Len := uint32(24)
+	var zb0001Mask uint32 /* 24 bits */
 	_ = zb0001Mask
 	if z.Key == "" {
 		zb0001Len--
@@ -2347,53 +2386,57 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x40
 	}
-	if z.Payload.IsZero() {
+	if z.CapableWorkers == nil {
 		zb0001Len--
-		zb0001Mask |= 0x200
+		zb0001Mask |= 0x80
 	}
-	if z.Metadata == nil {
+	if z.Payload.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x400
 	}
-	if z.AttemptTimeout == 0 {
+	if z.Metadata == nil {
 		zb0001Len--
-		zb0001Mask |= 0x2000
+		zb0001Mask |= 0x800
 	}
-	if z.Deadline.IsZero() {
+	if z.AttemptTimeout == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x4000
 	}
-	if z.AvailableAt.IsZero() {
+	if z.Deadline.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x8000
 	}
-	if z.LeaseExpiresAt.IsZero() {
+	if z.AvailableAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x10000
 	}
-	if z.Worker == "" {
+	if z.LeaseExpiresAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x20000
 	}
-	if z.Result.IsZero() {
+	if z.Worker == "" {
 		zb0001Len--
 		zb0001Mask |= 0x40000
 	}
-	if z.Error == nil {
+	if z.Result.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x80000
 	}
-	if z.CreatedAt.IsZero() {
+	if z.Error == nil {
 		zb0001Len--
 		zb0001Mask |= 0x100000
 	}
-	if z.StartedAt.IsZero() {
+	if z.CreatedAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x200000
 	}
-	if z.FinishedAt.IsZero() {
+	if z.StartedAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x400000
+	}
+	if z.FinishedAt.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x800000
 	}
 	// variable map header, size zb0001Len
 	o = msgp.AppendMapHeader(o, zb0001Len)
@@ -2437,13 +2480,22 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa5, 0x73, 0x68, 0x61, 0x70, 0x65)
 			o = msgp.AppendString(o, z.Shape)
 		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "capable_workers"
+			o = append(o, 0xaf, 0x63, 0x61, 0x70, 0x61, 0x62, 0x6c, 0x65, 0x5f, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72, 0x73)
+			if z.CapableWorkers == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o = msgp.AppendInt(o, *z.CapableWorkers)
+			}
+		}
 		// string "state"
 		o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
 		o = msgp.AppendString(o, z.State)
 		// string "priority"
 		o = append(o, 0xa8, 0x70, 0x72, 0x69, 0x6f, 0x72, 0x69, 0x74, 0x79)
 		o = msgp.AppendFloat64(o, z.Priority)
-		if (zb0001Mask & 0x200) == 0 { // if not omitted
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
 			// string "payload"
 			o = append(o, 0xa7, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64)
 			o, err = z.Payload.MarshalMsg(o)
@@ -2452,7 +2504,7 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x400) == 0 { // if not omitted
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
 			// string "metadata"
 			o = append(o, 0xa8, 0x6d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61)
 			o = msgp.AppendMapHeader(o, uint32(len(z.Metadata)))
@@ -2467,32 +2519,32 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "max_attempts"
 		o = append(o, 0xac, 0x6d, 0x61, 0x78, 0x5f, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x73)
 		o = msgp.AppendInt(o, z.MaxAttempts)
-		if (zb0001Mask & 0x2000) == 0 { // if not omitted
+		if (zb0001Mask & 0x4000) == 0 { // if not omitted
 			// string "attempt_timeout"
 			o = append(o, 0xaf, 0x61, 0x74, 0x74, 0x65, 0x6d, 0x70, 0x74, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x6f, 0x75, 0x74)
 			o = msgp.AppendFloat64(o, z.AttemptTimeout)
 		}
-		if (zb0001Mask & 0x4000) == 0 { // if not omitted
+		if (zb0001Mask & 0x8000) == 0 { // if not omitted
 			// string "deadline"
 			o = append(o, 0xa8, 0x64, 0x65, 0x61, 0x64, 0x6c, 0x69, 0x6e, 0x65)
 			o = msgp.AppendTimeExt(o, z.Deadline)
 		}
-		if (zb0001Mask & 0x8000) == 0 { // if not omitted
+		if (zb0001Mask & 0x10000) == 0 { // if not omitted
 			// string "available_at"
 			o = append(o, 0xac, 0x61, 0x76, 0x61, 0x69, 0x6c, 0x61, 0x62, 0x6c, 0x65, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.AvailableAt)
 		}
-		if (zb0001Mask & 0x10000) == 0 { // if not omitted
+		if (zb0001Mask & 0x20000) == 0 { // if not omitted
 			// string "lease_expires_at"
 			o = append(o, 0xb0, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x5f, 0x65, 0x78, 0x70, 0x69, 0x72, 0x65, 0x73, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.LeaseExpiresAt)
 		}
-		if (zb0001Mask & 0x20000) == 0 { // if not omitted
+		if (zb0001Mask & 0x40000) == 0 { // if not omitted
 			// string "worker"
 			o = append(o, 0xa6, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72)
 			o = msgp.AppendString(o, z.Worker)
 		}
-		if (zb0001Mask & 0x40000) == 0 { // if not omitted
+		if (zb0001Mask & 0x80000) == 0 { // if not omitted
 			// string "result"
 			o = append(o, 0xa6, 0x72, 0x65, 0x73, 0x75, 0x6c, 0x74)
 			o, err = z.Result.MarshalMsg(o)
@@ -2501,7 +2553,7 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x80000) == 0 { // if not omitted
+		if (zb0001Mask & 0x100000) == 0 { // if not omitted
 			// string "error"
 			o = append(o, 0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
 			if z.Error == nil {
@@ -2519,17 +2571,17 @@ func (z *Invocation) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendInt(o, z.Error.Attempt)
 			}
 		}
-		if (zb0001Mask & 0x100000) == 0 { // if not omitted
+		if (zb0001Mask & 0x200000) == 0 { // if not omitted
 			// string "created_at"
 			o = append(o, 0xaa, 0x63, 0x72, 0x65, 0x61, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.CreatedAt)
 		}
-		if (zb0001Mask & 0x200000) == 0 { // if not omitted
+		if (zb0001Mask & 0x400000) == 0 { // if not omitted
 			// string "started_at"
 			o = append(o, 0xaa, 0x73, 0x74, 0x61, 0x72, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.StartedAt)
 		}
-		if (zb0001Mask & 0x400000) == 0 { // if not omitted
+		if (zb0001Mask & 0x800000) == 0 { // if not omitted
 			// string "finished_at"
 			o = append(o, 0xab, 0x66, 0x69, 0x6e, 0x69, 0x73, 0x68, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.FinishedAt)
@@ -2612,6 +2664,23 @@ func (z *Invocation) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			if err != nil {
 				err = msgp.WrapError(err, "Shape")
 				return
+			}
+		case "capable_workers":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.CapableWorkers = nil
+			} else {
+				if z.CapableWorkers == nil {
+					z.CapableWorkers = new(int)
+				}
+				*z.CapableWorkers, bts, err = msgp.ReadIntBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "CapableWorkers")
+					return
+				}
 			}
 		case "state":
 			z.State, bts, err = msgp.ReadStringBytes(bts)
@@ -2805,7 +2874,13 @@ func (z *Invocation) Msgsize() (s int) {
 	} else {
 		s += z.Requirement.Msgsize()
 	}
-	s += 6 + msgp.StringPrefixSize + len(z.Shape) + 6 + msgp.StringPrefixSize + len(z.State) + 9 + msgp.Float64Size + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
+	s += 6 + msgp.StringPrefixSize + len(z.Shape) + 16
+	if z.CapableWorkers == nil {
+		s += msgp.NilSize
+	} else {
+		s += msgp.IntSize
+	}
+	s += 6 + msgp.StringPrefixSize + len(z.State) + 9 + msgp.Float64Size + 8 + z.Payload.Msgsize() + 9 + msgp.MapHeaderSize
 	if z.Metadata != nil {
 		for za0001, za0002 := range z.Metadata {
 			_ = za0002
@@ -6968,8 +7043,8 @@ func (z *WaitResponse) Msgsize() (s int) {
 func (z *Worker) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(11)
-	var zb0001Mask uint16 /* 11 bits */
+	zb0001Len := uint32(13)
+	var zb0001Mask uint16 /* 13 bits */
 	_ = zb0001Mask
 	if z.Provider == "" {
 		zb0001Len--
@@ -6982,6 +7057,14 @@ func (z *Worker) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.IdleSince.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x400
+	}
+	if z.Offers == nil {
+		zb0001Len--
+		zb0001Mask |= 0x800
+	}
+	if z.WarmHostKeys == nil {
+		zb0001Len--
+		zb0001Mask |= 0x1000
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -7029,6 +7112,27 @@ func (z *Worker) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "idle_since"
 			o = append(o, 0xaa, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x73, 0x69, 0x6e, 0x63, 0x65)
 			o = msgp.AppendTimeExt(o, z.IdleSince)
+		}
+		if (zb0001Mask & 0x800) == 0 { // if not omitted
+			// string "offers"
+			o = append(o, 0xa6, 0x6f, 0x66, 0x66, 0x65, 0x72, 0x73)
+			if z.Offers == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Offers.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
+			}
+		}
+		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+			// string "warm_host_keys"
+			o = append(o, 0xae, 0x77, 0x61, 0x72, 0x6d, 0x5f, 0x68, 0x6f, 0x73, 0x74, 0x5f, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.WarmHostKeys)))
+			for za0002 := range z.WarmHostKeys {
+				o = msgp.AppendString(o, z.WarmHostKeys[za0002])
+			}
 		}
 	}
 	return
@@ -7139,6 +7243,46 @@ func (z *Worker) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "IdleSince")
 				return
 			}
+		case "offers":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Offers = nil
+			} else {
+				if z.Offers == nil {
+					z.Offers = new(Requirement)
+				}
+				bts, err = z.Offers.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
+			}
+		case "warm_host_keys":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "WarmHostKeys")
+				return
+			}
+			if zb0003 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.WarmHostKeys) >= int(zb0003) {
+				z.WarmHostKeys = (z.WarmHostKeys)[:zb0003]
+			} else {
+				z.WarmHostKeys = make([]string, zb0003)
+			}
+			for za0002 := range z.WarmHostKeys {
+				z.WarmHostKeys[za0002], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "WarmHostKeys", za0002)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -7157,7 +7301,16 @@ func (z *Worker) Msgsize() (s int) {
 	for za0001 := range z.Queues {
 		s += msgp.StringPrefixSize + len(z.Queues[za0001])
 	}
-	s += 11 + msgp.TimeSize + 10 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize
+	s += 11 + msgp.TimeSize + 10 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize + 7
+	if z.Offers == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.Offers.Msgsize()
+	}
+	s += 15 + msgp.ArrayHeaderSize
+	for za0002 := range z.WarmHostKeys {
+		s += msgp.StringPrefixSize + len(z.WarmHostKeys[za0002])
+	}
 	return
 }
 
@@ -7165,8 +7318,8 @@ func (z *Worker) Msgsize() (s int) {
 func (z *WorkerRegisterRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(10)
+	var zb0001Mask uint16 /* 10 bits */
 	_ = zb0001Mask
 	if z.Provider == "" {
 		zb0001Len--
@@ -7183,6 +7336,14 @@ func (z *WorkerRegisterRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.IdleSince.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.Offers == nil {
+		zb0001Len--
+		zb0001Mask |= 0x100
+	}
+	if z.WarmHostKeys == nil {
+		zb0001Len--
+		zb0001Mask |= 0x200
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -7223,6 +7384,27 @@ func (z *WorkerRegisterRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "idle_since"
 			o = append(o, 0xaa, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x73, 0x69, 0x6e, 0x63, 0x65)
 			o = msgp.AppendTimeExt(o, z.IdleSince)
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "offers"
+			o = append(o, 0xa6, 0x6f, 0x66, 0x66, 0x65, 0x72, 0x73)
+			if z.Offers == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.Offers.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
+			}
+		}
+		if (zb0001Mask & 0x200) == 0 { // if not omitted
+			// string "warm_host_keys"
+			o = append(o, 0xae, 0x77, 0x61, 0x72, 0x6d, 0x5f, 0x68, 0x6f, 0x73, 0x74, 0x5f, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.WarmHostKeys)))
+			for za0002 := range z.WarmHostKeys {
+				o = msgp.AppendString(o, z.WarmHostKeys[za0002])
+			}
 		}
 	}
 	return
@@ -7315,6 +7497,46 @@ func (z *WorkerRegisterRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "IdleSince")
 				return
 			}
+		case "offers":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Offers = nil
+			} else {
+				if z.Offers == nil {
+					z.Offers = new(Requirement)
+				}
+				bts, err = z.Offers.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Offers")
+					return
+				}
+			}
+		case "warm_host_keys":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "WarmHostKeys")
+				return
+			}
+			if zb0003 > z94b1f360limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.WarmHostKeys) >= int(zb0003) {
+				z.WarmHostKeys = (z.WarmHostKeys)[:zb0003]
+			} else {
+				z.WarmHostKeys = make([]string, zb0003)
+			}
+			for za0002 := range z.WarmHostKeys {
+				z.WarmHostKeys[za0002], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "WarmHostKeys", za0002)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -7333,7 +7555,16 @@ func (z *WorkerRegisterRequest) Msgsize() (s int) {
 	for za0001 := range z.Queues {
 		s += msgp.StringPrefixSize + len(z.Queues[za0001])
 	}
-	s += 11 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize
+	s += 11 + msgp.TimeSize + 9 + msgp.StringPrefixSize + len(z.Provider) + 10 + msgp.StringPrefixSize + len(z.LaunchID) + 8 + msgp.IntSize + 11 + msgp.TimeSize + 7
+	if z.Offers == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.Offers.Msgsize()
+	}
+	s += 15 + msgp.ArrayHeaderSize
+	for za0002 := range z.WarmHostKeys {
+		s += msgp.StringPrefixSize + len(z.WarmHostKeys[za0002])
+	}
 	return
 }
 

@@ -333,6 +333,11 @@ type ClaimParams struct {
 	// invocations whose Requirement they satisfy. nil (or zero): it takes only invocations
 	// without a requirement (the default shape).
 	Offers *Offers
+	// WarmHostKeys are the host keys the claiming worker is warm for (it ran their
+	// set-up; plane/placement.go, WarmFirst): among the jobs it may take, those whose
+	// metadata's MetaHostKey is one of them go first, within WarmHeadStart of the
+	// order. At most WarmHostKeysMax, each as HostKeyRule says; nil: no preference.
+	WarmHostKeys []string
 }
 
 // Outcome is how a settle ends an attempt.

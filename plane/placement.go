@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // Placement (docs/semantics.md, "Placement"; docs/fabric.md). A submit may carry a
@@ -290,4 +293,94 @@ func parseMemory(s string) (int64, error) {
 		return 0, fmt.Errorf("bad memory")
 	}
 	return n * scale, nil
+}
+
+// Warm host-key preference (docs/semantics.md, "Placement"; docs/fabric.md, "The host
+// key"). An invocation's host key is its metadata's MetaHostKey (set by a submit of a
+// compute mode); a claim may name the host keys its worker is warm for
+// (ClaimParams.WarmHostKeys: it ran their set-up already). Among the jobs the claim may
+// take, a job of a warm key is taken as if it had been submitted WarmHeadStart earlier
+// (fifo), WarmHeadStart later (filo), or, for priority claims, so within its priority
+// level (WarmFirst): a warm worker takes a warm job before colder ones submitted up to
+// WarmHeadStart before it, and never passes over a job older than that — so no job
+// starves when every worker is warm for other keys.
+
+// MetaHostKey is the invocation metadata key holding its host key (fabric.MetaHostKey).
+const MetaHostKey = "lakeshore.host_key"
+
+// WarmHostKeysMax is the most host keys one claim may name warm.
+const WarmHostKeysMax = 16
+
+// WarmHeadStart is how much earlier a warm job counts as submitted (WarmFirst).
+const WarmHeadStart = time.Minute
+
+// HostKeyRule is what a host key may be: that of PlacementNameRule (a fabric host key is
+// "hk1_" and 32 hex digits).
+const HostKeyRule = PlacementNameRule
+
+// ValidateHostKey checks a host key (field names it in the error). Errors: *InvalidError.
+func ValidateHostKey(field, key string) error {
+	if !placementNameRe.MatchString(key) {
+		return Invalid(field, key, HostKeyRule)
+	}
+	return nil
+}
+
+// HostKeyOf returns the host key of an invocation's metadata ("" when it has none).
+func HostKeyOf(metadata map[string]string) string { return metadata[MetaHostKey] }
+
+// ValidateWarmHostKeys checks the warm host keys of a claim or a worker (at most
+// WarmHostKeysMax, each as HostKeyRule says). Errors: *InvalidError naming warm_host_keys.
+func ValidateWarmHostKeys(keys []string) error {
+	if len(keys) > WarmHostKeysMax {
+		return Invalid("warm_host_keys", fmt.Sprintf("%d keys", len(keys)), fmt.Sprintf("name at most %d host keys", WarmHostKeysMax))
+	}
+	for _, k := range keys {
+		if err := ValidateHostKey("warm_host_keys", k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WarmFirst reports whether a claim of kind takes the warm job (warmID, warmPriority), the
+// first of the jobs of its warm host keys, before the cold one (coldID, coldPriority), the
+// first of the others, in kind's order: priority decides first (priority and boltzmann);
+// then a warm job goes first unless the cold one was submitted more than WarmHeadStart
+// before it (fifo, priority), or the warm one more than WarmHeadStart before the cold one
+// (filo). The submit times are the ids' (ULIDs carry their millisecond); an id that is not
+// a ULID counts as submitted at its order alone (no head start).
+func WarmFirst(kind Kind, warmID string, warmPriority float64, coldID string, coldPriority float64) bool {
+	if (kind == KindPriority || kind == KindBoltzmann) && warmPriority != coldPriority {
+		return warmPriority > coldPriority
+	}
+	warm, err1 := ulid.ParseStrict(warmID)
+	cold, err2 := ulid.ParseStrict(coldID)
+	if err1 != nil || err2 != nil {
+		return KeyTurnFirst(kind, warmID, warmPriority, coldID, coldPriority)
+	}
+	headStart := uint64(WarmHeadStart.Milliseconds())
+	if kind == KindFILO {
+		return warm.Time()+headStart >= cold.Time()
+	}
+	return warm.Time() <= cold.Time()+headStart
+}
+
+// CapableWorkers returns how many of workers (a registry listing: the live workers) serve
+// the queue (namespace, queue) — it is one of their Queues — and offer what r requires
+// (Offers.Satisfies), and how many serve it at all. A queued invocation with capable 0 has
+// no capable worker: it waits, visibly, until one registers (lakeshore get, the
+// dashboard); nothing refuses it, since a worker may be about to start.
+func CapableWorkers(r *Requirement, namespace, queue string, workers []WorkerInfo) (capable, serving int) {
+	for i := range workers {
+		w := &workers[i]
+		if w.Namespace != namespace || !slices.Contains(w.Queues, queue) {
+			continue
+		}
+		serving++
+		if w.Offers.Satisfies(r) {
+			capable++
+		}
+	}
+	return capable, serving
 }

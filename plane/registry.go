@@ -34,6 +34,12 @@ type WorkerInfo struct {
 	// while Running is 0; zero while a job runs. A supervisor stops workers idle for longer
 	// than the policy's IdleTimeout.
 	IdleSince time.Time `json:"idle_since,omitzero" msgpack:"idle_since,omitempty"`
+	// Offers is what the worker offers to the jobs it claims (its claims' Offers); nil:
+	// nothing, so it runs only jobs without a requirement. A queued job that no live
+	// registered worker's offers satisfy is reported as such (plane.Capable).
+	Offers *Offers `json:"offers,omitempty" msgpack:"offers,omitempty"`
+	// WarmHostKeys are the host keys the worker is warm for (its claims' WarmHostKeys).
+	WarmHostKeys []string `json:"warm_host_keys,omitempty" msgpack:"warm_host_keys,omitempty"`
 }
 
 // WorkerListParams are the arguments of Driver.WorkerList.
@@ -124,6 +130,12 @@ func (w *WorkerInfo) Validate() error {
 	}
 	if len(w.Queues) > 1024 {
 		return Invalid("worker queues", len(w.Queues), "name at most 1024 queues")
+	}
+	if err := w.Offers.Validate("offers"); err != nil {
+		return err
+	}
+	if err := ValidateWarmHostKeys(w.WarmHostKeys); err != nil {
+		return err
 	}
 	for _, q := range w.Queues {
 		if err := ValidateName("queue name", q); err != nil {

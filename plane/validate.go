@@ -170,6 +170,11 @@ func (s *SubmitParams) validate() error {
 		return Invalid("concurrency_key", s.ConcurrencyKey,
 			"give a requirement or a concurrency key, not both (a keyed claim does not match requirements yet)")
 	}
+	if k, ok := s.Metadata[MetaHostKey]; ok {
+		if err := ValidateHostKey("metadata["+MetaHostKey+"]", k); err != nil {
+			return err
+		}
+	}
 	if !s.NotBefore.IsZero() && (s.NotBefore.Year() < 1970 || s.NotBefore.Year() > 9999) {
 		return Invalid("not_before", s.NotBefore, "use a time between the years 1970 and 9999")
 	}
@@ -415,6 +420,9 @@ func (p *ClaimParams) Validate() error {
 		return Invalid("worker", p.Worker, ClaimWorkerRule)
 	}
 	if err := p.Offers.Validate("offers"); err != nil {
+		return err
+	}
+	if err := ValidateWarmHostKeys(p.WarmHostKeys); err != nil {
 		return err
 	}
 	for _, r := range p.Worker {

@@ -176,7 +176,15 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p *principal)
 	if err != nil {
 		return err
 	}
-	s.write(w, r, http.StatusOK, api.NewInvocation(inv))
+	out := api.NewInvocation(inv)
+	if inv.State == plane.StateQueued && inv.Requirement != nil {
+		// No capable worker is shown, not refused (docs/semantics.md, "Placement").
+		if ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: inv.Namespace}); err == nil {
+			n, _ := plane.CapableWorkers(inv.Requirement, inv.Namespace, inv.Queue, ws)
+			out.CapableWorkers = &n
+		}
+	}
+	s.write(w, r, http.StatusOK, out)
 	return nil
 }
 

@@ -28,7 +28,8 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 		return err
 	}
 	params := &plane.ClaimParams{Namespace: ns, Queue: q, Kind: plane.Kind(req.Kind), Temperature: req.Temperature,
-		Max: req.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Worker, Queues: req.Queues, Offers: req.Offers.Offers()}
+		Max: req.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Worker, Queues: req.Queues, Offers: req.Offers.Offers(),
+		WarmHostKeys: req.WarmHostKeys}
 	if err := params.Validate(); err != nil {
 		return err
 	}

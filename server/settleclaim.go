@@ -38,7 +38,7 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 	}
 	claim := &plane.ClaimParams{Namespace: ns, Queue: q, Kind: plane.Kind(req.Claim.Kind), Temperature: req.Claim.Temperature,
 		Max: req.Claim.Max, LeaseTTL: ttl, Wait: wait, Worker: req.Claim.Worker, Queues: req.Claim.Queues,
-		Offers: req.Claim.Offers.Offers()}
+		Offers: req.Claim.Offers.Offers(), WarmHostKeys: req.Claim.WarmHostKeys}
 	if err := claim.Validate(); err != nil {
 		return err
 	}

@@ -63,7 +63,8 @@ func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, p 
 		}
 	}
 	info := &plane.WorkerInfo{ID: id, Namespace: ns, Host: req.Host, PID: req.PID, Queues: req.Queues, StartedAt: req.StartedAt,
-		Provider: req.Provider, LaunchID: req.LaunchID, Running: req.Running, IdleSince: req.IdleSince}
+		Provider: req.Provider, LaunchID: req.LaunchID, Running: req.Running, IdleSince: req.IdleSince,
+		Offers: req.Offers.Offers(), WarmHostKeys: req.WarmHostKeys}
 	if err := s.drv.WorkerRegister(r.Context(), info); err != nil {
 		return err
 	}

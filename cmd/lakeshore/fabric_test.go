@@ -142,6 +142,16 @@ func TestWorkerOffers(t *testing.T) {
 	if state(gpu) != "queued" || state(mode) != "succeeded" {
 		t.Fatalf("a100 without memory, cpus and zone: gpu %s, mode %s", state(gpu), state(mode))
 	}
+	// No live worker can run it (the workers above are gone): shown, not refused.
+	if out := c.ok("get", gpu); !strings.Contains(out, "no capable worker: none of the 0 live workers of the queue offers this") {
+		t.Errorf("get does not say no worker can run it:\n%s", out)
+	}
+	var shown struct {
+		Workers *struct{ Capable, Serving int } `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(c.ok("--json", "get", gpu)), &shown); err != nil || shown.Workers == nil || shown.Workers.Capable != 0 {
+		t.Errorf("get --json workers: %+v, %v", shown.Workers, err)
+	}
 	c.ok("worker", "q", "--exit-when-idle", "--offers", "gpus=2,gpu_type=a100,memory=80GiB,cpus=8,label.zone=east", "--", "true")
 	if state(gpu) != "succeeded" {
 		t.Fatalf("a capable worker: gpu %s", state(gpu))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/fabric"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 func newGetCmd(a *app) *cobra.Command {
@@ -31,12 +33,35 @@ func newGetCmd(a *app) *cobra.Command {
 			if err != nil {
 				return verbError("get", args[0], err)
 			}
-			return a.printInvocation(inv)
+			return a.printInvocation(inv, capableWorkers(c.Context(), d, inv))
 		},
 	}
 }
 
-func (a *app) printInvocation(inv *lakeshore.Invocation) error {
+// capable is what get shows of the workers that can run a queued invocation with a
+// requirement (docs/semantics.md, "Placement").
+type capable struct {
+	Capable int `json:"capable"` // live workers of the queue whose offers satisfy it
+	Serving int `json:"serving"` // live workers of the queue
+}
+
+// capableWorkers counts the live registered workers that can run inv, when it is queued
+// with a requirement (nil otherwise, or when the registry cannot be read: a token without
+// consume on the namespace).
+func capableWorkers(ctx context.Context, d *lakeshore.Dispatch, inv *lakeshore.Invocation) *capable {
+	if inv.State != lakeshore.StateQueued || inv.Requirement == nil {
+		return nil
+	}
+	ws, err := d.Workers(ctx, nil)
+	if err != nil {
+		return nil
+	}
+	var c capable
+	c.Capable, c.Serving = plane.CapableWorkers(inv.Requirement, inv.Namespace, inv.Queue, ws)
+	return &c
+}
+
+func (a *app) printInvocation(inv *lakeshore.Invocation, workers *capable) error {
 	payload, _ := decodeValue(inv.Payload)
 	result, _ := decodeValue(inv.Result)
 	m := map[string]any{
@@ -58,6 +83,9 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 	}
 	if inv.Requirement != nil {
 		m["requirement"], m["shape"] = api.NewRequirement(inv.Requirement), inv.Shape
+	}
+	if workers != nil {
+		m["workers"] = workers
 	}
 	for k, t := range map[string]time.Time{"started_at": inv.StartedAt, "finished_at": inv.FinishedAt,
 		"lease_expires_at": inv.LeaseExpiresAt, "deadline": inv.Deadline} {
@@ -95,6 +123,13 @@ func (a *app) printInvocation(inv *lakeshore.Invocation) error {
 	}
 	if r := inv.Requirement; r != nil {
 		row("requires", requirementText(r)+" (shape "+inv.Shape+")")
+	}
+	if workers != nil {
+		if workers.Capable == 0 {
+			row("workers", fmt.Sprintf("no capable worker: none of the %d live workers of the queue offers this", workers.Serving))
+		} else {
+			row("workers", fmt.Sprintf("%d of the %d live workers of the queue can run it", workers.Capable, workers.Serving))
+		}
 	}
 	// The run declaration of a compute mode (docs/fabric.md), shown by name.
 	if m := inv.Metadata[fabric.MetaMode]; m != "" {

@@ -43,6 +43,8 @@ func newWorkerCmd(a *app) *cobra.Command {
 it takes only jobs whose requirement (submit --requires) these
 satisfy, and jobs without one; without --offers it takes only jobs without one
 (or offers $LAKESHORE_OFFERS, which a provider sets for a worker it launches for a shape).
+--warm says which host keys (of compute modes) the worker is warm for: their jobs
+go first, within a minute of the order.
 --order picks the claim order (fifo, filo, priority, boltzmann with --temperature).
 SIGINT/SIGTERM drains (running commands finish, nothing new is claimed); a second
 signal stops the running commands, and their jobs are retried.`,
@@ -116,6 +118,7 @@ signal stops the running commands, and their jobs are retried.`,
 	f.IntVar(&spec.stderrTail, "stderr-tail", stderrTailDefault, "bytes of stderr (the last ones) kept in the result or error")
 	f.BoolVar(&noFrames, "no-frames", false, "do not post stdout lines as VALUE frames")
 	f.StringVar(&offers, "offers", "", "what this worker offers, e.g. cpus=8,memory=64GiB,gpus=1,gpu_type=a100,label.zone=east: it takes the jobs whose requirement these satisfy (default: none, so only jobs without a requirement)")
+	f.StringSliceVar(&o.WarmHostKeys, "warm", nil, "host keys this worker is warm for (comma-separated, 'lakeshore get' shows a job's): their jobs go first, within a minute of the order")
 	f.StringVar(&order, "order", "fifo", "claim order: fifo, filo, priority (highest first) or boltzmann (draw ∝ exp(priority/T))")
 	f.Float64Var(&temperature, "temperature", lakeshore.TemperatureDefault, "boltzmann temperature T (> 0), with --order boltzmann")
 	return c

@@ -17,7 +17,7 @@ func newWorkersCmd(a *app) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "workers",
-		Short: "List live workers: id, host, pid, queues, who launched them, jobs running, started, last seen",
+		Short: "List live workers: id, host, pid, queues, who launched them, jobs running, what they offer, started, last seen",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			d, err := a.open(c.Context())
@@ -38,10 +38,14 @@ func newWorkersCmd(a *app) *cobra.Command {
 				return nil
 			}
 			tw := a.table()
-			tw.row("ID", "HOST", "PID", "NAMESPACE", "QUEUES", "PROVIDER", "LAUNCH", "RUNNING", "STARTED", "LAST SEEN")
+			tw.row("ID", "HOST", "PID", "NAMESPACE", "QUEUES", "PROVIDER", "LAUNCH", "RUNNING", "OFFERS", "WARM", "STARTED", "LAST SEEN")
 			for _, w := range ws {
 				provider, launch := cmp.Or(w.Provider, "-"), cmp.Or(w.LaunchID, "-")
-				tw.row(w.ID, w.Host, w.PID, w.Namespace, strings.Join(w.Queues, ","), provider, launch, w.Running,
+				offers, warm := "-", cmp.Or(strings.Join(w.WarmHostKeys, ","), "-")
+				if !w.Offers.IsZero() {
+					offers = requirementText((*lakeshore.Requirement)(w.Offers))
+				}
+				tw.row(w.ID, w.Host, w.PID, w.Namespace, strings.Join(w.Queues, ","), provider, launch, w.Running, offers, warm,
 					formatTime(w.StartedAt), time.Since(w.LastSeen).Round(time.Second).String()+" ago")
 			}
 			return tw.Flush()

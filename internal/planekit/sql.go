@@ -234,10 +234,12 @@ type Statements struct {
 	PauseSet, PauseDelete, PauseList string
 
 	// WorkerRegister: namespace, id, host, pid, queues, started (ms), seen (ms), provider,
-	// launch id, running, idle since (ms). An upsert.
+	// launch id, running, idle since (ms), offers (EncodeOffers), warm host keys
+	// (EncodeHostKeys). An upsert.
 	WorkerRegister string
 	// WorkerList: seen since (ms), namespace ("" for all) → id, namespace, host, pid,
-	// queues, started, seen, provider, launch id, running, idle since; oldest first.
+	// queues, started, seen, provider, launch id, running, idle since, offers, warm host
+	// keys; oldest first.
 	WorkerList string
 	// WorkerRemove: namespace, id.
 	WorkerRemove string

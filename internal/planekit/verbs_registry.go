@@ -72,7 +72,8 @@ func (v Verbs) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error
 	_, err := exec(ctx, v.db, "register worker", v.st.WorkerRegister, func(t Tx) []any {
 		ms := t.Now().UnixMilli()
 		return []any{ns, info.ID, info.Host, info.PID, v.st.WorkerQueues.Encode(queues), cmp.Or(ToMS(info.StartedAt), ms), ms,
-			info.Provider, info.LaunchID, info.Running, ToMS(info.IdleSince)}
+			info.Provider, info.LaunchID, info.Running, ToMS(info.IdleSince),
+			EncodeOffers(info.Offers), EncodeHostKeys(info.WarmHostKeys)}
 	})
 	return err
 }
@@ -84,9 +85,11 @@ func (v Verbs) WorkerList(ctx context.Context, p *plane.WorkerListParams) ([]pla
 	out, err := read(ctx, v, "list workers", func(s Scanner) (plane.WorkerInfo, error) {
 		var w plane.WorkerInfo
 		var started, seen, idle int64
+		var offers, warm string
 		err := s.Scan(&w.ID, &w.Namespace, &w.Host, &w.PID, v.st.WorkerQueues.Target(&w.Queues), &started, &seen,
-			&w.Provider, &w.LaunchID, &w.Running, &idle)
+			&w.Provider, &w.LaunchID, &w.Running, &idle, &offers, &warm)
 		w.StartedAt, w.LastSeen, w.IdleSince = FromMS(started), FromMS(seen), FromMS(idle)
+		w.Offers, w.WarmHostKeys = DecodeOffers(offers), DecodeHostKeys(warm)
 		return w, err
 	}, v.st.WorkerList, since, p.Namespace)
 	if len(out) == 0 {

@@ -112,7 +112,8 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, params *plane.ClaimPar
 		}
 		req := &api.ClaimRequest{Kind: string(params.Kind),
 			Temperature: params.Temperature, Max: params.Max, LeaseTTL: api.Seconds(params.LeaseTTL),
-			Wait: api.Seconds(wait), Worker: params.Worker, Queues: params.Queues, Offers: api.NewOffers(params.Offers)}
+			Wait: api.Seconds(wait), Worker: params.Worker, Queues: params.Queues, Offers: api.NewOffers(params.Offers),
+			WarmHostKeys: params.WarmHostKeys}
 		var out api.ClaimResponse
 		if err := d.do(ctx, &call{method: "POST", path: queuePath(params.Namespace, params.Queue) + "/claim", body: req, out: &out, wait: wait, claims: true}); err != nil {
 			return nil, err
@@ -479,7 +480,8 @@ func (d *Driver) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) err
 	}
 	return d.do(ctx, &call{method: "PUT", path: workerPath(info.Namespace, info.ID), body: &api.WorkerRegisterRequest{
 		Host: info.Host, PID: info.PID, Queues: info.Queues, StartedAt: info.StartedAt,
-		Provider: info.Provider, LaunchID: info.LaunchID, Running: info.Running, IdleSince: info.IdleSince}, safe: true})
+		Provider: info.Provider, LaunchID: info.LaunchID, Running: info.Running, IdleSince: info.IdleSince,
+		Offers: api.NewOffers(info.Offers), WarmHostKeys: info.WarmHostKeys}, safe: true})
 }
 
 // WorkerList implements plane.Driver.

@@ -51,7 +51,7 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 	req := &api.SettleAndClaimRequest{Settles: make([]api.Settle, len(settle)),
 		Claim: api.ClaimRequest{Kind: string(p.Kind), Temperature: p.Temperature, Max: p.Max,
 			LeaseTTL: api.Seconds(p.LeaseTTL), Wait: api.Seconds(wait), Worker: p.Worker, Queues: p.Queues,
-			Offers: api.NewOffers(p.Offers)}}
+			Offers: api.NewOffers(p.Offers), WarmHostKeys: p.WarmHostKeys}}
 	for i := range settle {
 		req.Settles[i] = api.NewSettle(&settle[i])
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -161,11 +162,12 @@ func (d *Driver) claimGroup(ctx context.Context, reqs []*claimRequest) {
 		kind             plane.Kind
 		temperature      uint64 // the bits: a NaN temperature (ignored by other kinds) is a key too
 		offers           string // the offers' shape key: requests with offers are served apart
+		warm             string // the warm host keys: requests with some are served apart
 	}
 	var order []partKey
 	parts := map[partKey][]*claimRequest{}
 	for _, r := range reqs {
-		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape()}
+		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape(), strings.Join(r.p.WarmHostKeys, " ")}
 		if _, ok := parts[k]; !ok {
 			order = append(order, k)
 		}
@@ -193,7 +195,7 @@ func (d *Driver) claimGroup(ctx context.Context, reqs []*claimRequest) {
 // order.
 func (t *tx) claimFor(reqs []*claimRequest) error {
 	p, kind := reqs[0].p, reqs[0].kind
-	if !p.Offers.IsZero() {
+	if !p.Offers.IsZero() || planekit.WarmClaim(p, kind) {
 		for _, r := range reqs {
 			if err := t.claimPlaced(r); err != nil {
 				return err

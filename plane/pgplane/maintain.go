@@ -187,6 +187,9 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 			}
 		}
 	}
+	if err := d.trimPlacement(ctx); err != nil {
+		return false, err
+	}
 	if d.cfg.Retention > 0 {
 		cutoff := d.cfg.Now().Add(-d.cfg.Retention)
 		for {

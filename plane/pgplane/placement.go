@@ -1,11 +1,13 @@
 package pgplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -44,21 +46,29 @@ func (t *tx) satisfied(rs pgx.Rows, offers *plane.Offers) ([]string, error) {
 	return out, rs.Err()
 }
 
-// claimPlaced claims for r, a request with offers, up to r.n jobs among the default shape
-// and the shapes its offers satisfy.
+// claimPlaced claims for r, a request with offers or warm host keys, up to r.n jobs among
+// the default shape, the shapes its offers satisfy and its warm (host key, shape) pairs,
+// each the one planekit.ChoosePlaced chooses.
 func (t *tx) claimPlaced(r *claimRequest) error {
 	p := r.p
 	if err := t.flush(); err != nil {
 		return err
 	}
-	// One round trip: promote the due waiting rows, read the deadline cutoff and the
-	// queue's shapes.
+	// One round trip: promote the due waiting rows, read the deadline cutoff, the queue's
+	// shapes and the pairs of the warm host keys.
+	warmClaim := planekit.WarmClaim(p, r.kind)
 	b := &pgx.Batch{}
 	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.deadlineCutoff, p.Namespace, p.Queue)
-	b.Queue(t.d.sql.shapes, p.Namespace, p.Queue)
+	if !p.Offers.IsZero() {
+		b.Queue(t.d.sql.shapes, p.Namespace, p.Queue)
+	}
+	if warmClaim {
+		b.Queue(t.d.sql.warmPairs, p.Namespace, p.Queue, p.WarmHostKeys)
+	}
 	var cutoffMS int64
 	var shapes []string
+	var warm []planekit.WarmPair
 	err := func() error {
 		br := t.tx.SendBatch(t.ctx, b)
 		defer br.Close()
@@ -72,14 +82,36 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		if err := br.QueryRow().Scan(&cutoffMS); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read admission: %w", err)
 		}
-		rs, err := br.Query()
-		if err != nil {
-			return fmt.Errorf("claim: read shapes: %w", err)
+		if !p.Offers.IsZero() {
+			rs, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("claim: read shapes: %w", err)
+			}
+			shapes, err = t.satisfied(rs, p.Offers)
+			rs.Close()
+			if err != nil {
+				return err
+			}
 		}
-		defer rs.Close()
-		var err2 error
-		shapes, err2 = t.satisfied(rs, p.Offers)
-		return err2
+		if warmClaim {
+			rs, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("claim: read warm host keys: %w", err)
+			}
+			defer rs.Close()
+			for rs.Next() {
+				var pr planekit.WarmPair
+				if err := rs.Scan(&pr.HostKey, &pr.Shape); err != nil {
+					return fmt.Errorf("claim: read warm host keys: %w", err)
+				}
+				warm = append(warm, pr)
+			}
+			if err := rs.Err(); err != nil {
+				return fmt.Errorf("claim: read warm host keys: %w", err)
+			}
+			warm = planekit.KeepWarm(warm, shapes)
+		}
+		return nil
 	}()
 	if err != nil {
 		return err
@@ -87,7 +119,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	// The default shape's claim, for n more jobs: a request of its own, so its bookkeeping
 	// counts only what it takes.
 	plain := *p
-	plain.Offers = nil
+	plain.Offers, plain.WarmHostKeys = nil, nil
 	claimDefault := func(n int) (int, error) {
 		d := &claimRequest{p: &plain, kind: r.kind, n: n, lease: r.lease}
 		if err := t.claimFor([]*claimRequest{d}); err != nil {
@@ -99,30 +131,38 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 		return len(d.jobs), nil
 	}
-	if len(shapes) == 0 {
+	if len(shapes) == 0 && len(warm) == 0 {
 		_, err := claimDefault(r.n)
 		return err
 	}
 	cutoff := time.Duration(cutoffMS) * time.Millisecond
 	head := planekit.ByOrder(r.kind, t.d.sql.shapeHeadFIFO, t.d.sql.shapeHeadFILO, t.d.sql.shapeHeadPriority)
+	warmHead := planekit.ByOrder(r.kind, t.d.sql.warmHeadFIFO, t.d.sql.warmHeadFILO, t.d.sql.warmHeadPriority)
 	defaultSQL := planekit.ByOrder(r.kind, t.d.sql.claimFIFO, t.d.sql.claimFILO, t.d.sql.claimPriority)
+	warmKeys := make([]string, len(warm))
+	warmShapes := make([]string, len(warm))
+	for i, pr := range warm {
+		warmKeys[i], warmShapes[i] = pr.HostKey, pr.Shape
+	}
 	for len(r.jobs) < r.n {
-		// One round trip: lock the head of every satisfied shape and of the default shape.
-		heads, def, err := t.placedHeads(head, defaultSQL, p.Namespace, p.Queue, shapes)
+		// One round trip: lock the head of every satisfied shape, of every warm pair and of
+		// the default shape.
+		heads, hot, def, err := t.placedHeads(head, warmHead, defaultSQL, p.Namespace, p.Queue, shapes, warmKeys, warmShapes)
 		if err != nil {
 			return err
 		}
-		var best *row
-		for _, h := range heads {
-			if best == nil || plane.KeyTurnFirst(r.kind, h.ID, h.Priority, best.ID, best.Priority) {
-				best = h
-			}
-		}
-		if best == nil {
+		best, _ := planekit.First(r.kind, heads)
+		hotBest, _ := planekit.First(r.kind, hot)
+		if best == nil && hotBest == nil {
 			_, err := claimDefault(r.n - len(r.jobs))
 			return err
 		}
-		if len(def) > 0 && !plane.KeyTurnFirst(r.kind, best.ID, best.Priority, def[0].ID, def[0].Priority) {
+		var defHead *row
+		if len(def) > 0 {
+			defHead = def[0]
+		}
+		choice := planekit.ChoosePlaced(r.kind, hotBest, best, defHead)
+		if choice == planekit.PlacedDefault {
 			got, err := claimDefault(1)
 			if err != nil {
 				return err
@@ -130,31 +170,104 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 			if got > 0 {
 				continue
 			}
+			choice = planekit.PlacedShaped
+			if best == nil {
+				choice = planekit.PlacedWarm
+			}
 		}
-		if !t.expired(best, cutoff) {
-			r.pending = append(r.pending, best)
+		take := best
+		if choice == planekit.PlacedWarm {
+			take = hotBest
+		}
+		if !t.expired(take, cutoff) {
+			r.pending = append(r.pending, take)
 			t.begin([]*claimRequest{r})
 		}
 	}
 	return nil
 }
 
-// placedHeads locks, in one batch, the heads of shapes (headSQL) and the head of the
-// default shape's unkeyed jobs (defaultSQL).
-func (t *tx) placedHeads(headSQL, defaultSQL, namespace, queue string, shapes []string) (heads, def []*row, err error) {
+// placedHeads locks, in one batch, the heads of shapes (headSQL), of the warm pairs
+// (warmKeys[i], warmShapes[i]) (warmSQL) and the head of the default shape's unkeyed jobs
+// (defaultSQL).
+func (t *tx) placedHeads(headSQL, warmSQL, defaultSQL, namespace, queue string, shapes, warmKeys, warmShapes []string) (heads, hot, def []*row, err error) {
 	if err := t.flush(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	b := &pgx.Batch{}
-	b.Queue(headSQL, namespace, queue, shapes)
+	if len(shapes) > 0 {
+		b.Queue(headSQL, namespace, queue, shapes)
+	}
+	if len(warmKeys) > 0 {
+		b.Queue(warmSQL, namespace, queue, warmKeys, warmShapes)
+	}
 	b.Queue(defaultSQL, namespace, queue, 1)
 	br := t.tx.SendBatch(t.ctx, b)
 	defer br.Close()
-	if heads, err = claimRows(br.Query()); err != nil {
-		return nil, nil, err
+	if len(shapes) > 0 {
+		if heads, err = claimRows(br.Query()); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if len(warmKeys) > 0 {
+		if hot, err = claimRows(br.Query()); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	if def, err = claimRows(br.Query()); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return heads, def, nil
+	return heads, hot, def, nil
+}
+
+// placementTrim is the trim of one placement table (planekit.PlacementTrimSQL).
+type placementTrim struct {
+	table string
+	sql   [3]string
+}
+
+func newPlacementTrim(s func(string) string) []placementTrim {
+	all := planekit.PlacementTrimSQL(s("{s}.placement_shapes"), s("{s}.placement_warm"), s("{s}.invocations"), "", "$1")
+	return []placementTrim{{s("{s}.placement_shapes"), all[0]}, {s("{s}.placement_warm"), all[1]}}
+}
+
+// placementTrimLockTimeout bounds how long a trim waits for the transactions that
+// inserted into a placement table; one that waits longer gives up until the next pass.
+const placementTrimLockTimeout = "2s"
+
+// trimPlacement removes placement_shapes and placement_warm rows idle for
+// planekit.PlacementIdleTrim (a maintenance step), one table per transaction. Each first
+// takes the table in SHARE mode: that waits for every transaction that inserted into it
+// — a submit whose trigger found the row present and inserted nothing still holds the
+// table's ROW EXCLUSIVE lock until it commits — and holds later inserts until the trim
+// commits, so the live probes (statements after the lock, fresh snapshots) see every
+// invocation of a row they delete, and a submit after the delete re-creates its row. A
+// lock wait past placementTrimLockTimeout skips the table for this pass.
+func (d *Driver) trimPlacement(ctx context.Context) error {
+	now := d.cfg.Now().UnixMilli()
+	cutoff := now - planekit.PlacementIdleTrim.Milliseconds()
+	for _, p := range d.sql.placementTrim {
+		err := d.do(ctx, func(t *tx) error {
+			if _, err := t.tx.Exec(t.ctx, "SET LOCAL lock_timeout = '"+placementTrimLockTimeout+"'"); err != nil {
+				return err
+			}
+			if _, err := t.tx.Exec(t.ctx, "LOCK TABLE "+p.table+" IN SHARE MODE"); err != nil {
+				return err
+			}
+			for i, args := range [][]any{nil, {now}, {cutoff}} {
+				if _, err := t.tx.Exec(t.ctx, p.sql[i], args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: next pass
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("maintenance: trim placement: %w", err)
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -117,12 +118,13 @@ func (d *Driver) settleClaimGroup(ctx context.Context, reqs []*settleClaimReques
 		kind             plane.Kind
 		temperature      uint64 // the bits: a NaN temperature (ignored by other kinds) is a key too
 		offers           string // the offers' shape key: requests with offers are served apart
+		warm             string // the warm host keys: requests with some are served apart
 	}
 	var order []partKey
 	parts := map[partKey][]*claimRequest{}
 	for _, r := range reqs {
 		c := r.claim
-		k := partKey{c.p.Namespace, c.p.Queue, c.kind, math.Float64bits(c.p.Temperature), (*plane.Requirement)(c.p.Offers).Shape()}
+		k := partKey{c.p.Namespace, c.p.Queue, c.kind, math.Float64bits(c.p.Temperature), (*plane.Requirement)(c.p.Offers).Shape(), strings.Join(c.p.WarmHostKeys, " ")}
 		if _, ok := parts[k]; !ok {
 			order = append(order, k)
 		}

@@ -26,7 +26,10 @@ type statements struct {
 	keyReady, keyTurn, keyAdvance, keyHold                   string
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
 	shapes, shapeHeadFIFO, shapeHeadFILO, shapeHeadPriority  string
-	deadlineCutoff                                           string
+	warmPairs, warmHeadFIFO, warmHeadFILO, warmHeadPriority  string
+	// placementTrim: per table, the table and planekit.PlacementTrimSQL's statements.
+	placementTrim  []placementTrim
+	deadlineCutoff string
 }
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
@@ -38,6 +41,16 @@ func keyHeads(order string) string {
 	return `SELECT h.* FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (SELECT ` + rowColumns +
 		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND concurrency_key = k.key AND state = -2
 		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h`
+}
+
+// warmHeads locks the head (in order) of each (host key, shape) pair of $3, $4 in queue
+// ($1, $2), none while the queue is paused (placement.go).
+func warmHeads(order string) string {
+	return `SELECT h.* FROM unnest($3::text[], $4::text[]) AS k(host_key, shape) CROSS JOIN LATERAL (SELECT ` + rowColumns +
+		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND host_key = k.host_key AND shape = k.shape
+		AND host_key <> '' AND (state = -3 OR (state = 0 AND NOT waiting))
+		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h
+		WHERE NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 }
 
 // shapeHeads locks the head (in order) of each shape of $3 in queue ($1, $2), none while
@@ -71,21 +84,21 @@ func newStatements(schema string) statements {
 		// insert goes in key order, so two batches sharing keys wait on each other in one
 		// order and never deadlock.
 		insert: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement)
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key)
 			SELECT u.id, $1, $2, u.key, 0, u.priority, u.available_ms > $3, u.payload, u.metadata, u.max_attempts,
-				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3, u.concurrency_key, u.shape, u.requirement
+				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3, u.concurrency_key, u.shape, u.requirement, u.host_key
 			FROM unnest($4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[], $9::integer[], $10::bigint[],
-				$11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[]) AS u(id, key, priority, payload, metadata, max_attempts,
-				attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement)
+				$11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[]) AS u(id, key, priority, payload, metadata, max_attempts,
+				attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key)
 			ORDER BY u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
 		insertMany: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement)
+				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key)
 			SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
-				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key, u.shape, u.requirement
+				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key, u.shape, u.requirement, u.host_key
 			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
-				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[]) AS u(id, namespace, queue, key, priority,
-				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement)
+				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[]) AS u(id, namespace, queue, key, priority,
+				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key)
 			ORDER BY u.namespace, u.queue, u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
 		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
@@ -174,6 +187,11 @@ func newStatements(schema string) statements {
 		shapeHeadFIFO:     s(shapeHeads(`id`)),
 		shapeHeadFILO:     s(shapeHeads(`id DESC`)),
 		shapeHeadPriority: s(shapeHeads(`priority DESC, id`)),
+		warmPairs:         s(`SELECT host_key, shape FROM {s}.placement_warm WHERE namespace = $1 AND queue = $2 AND host_key = ANY($3)`),
+		warmHeadFIFO:      s(warmHeads(`id`)),
+		warmHeadFILO:      s(warmHeads(`id DESC`)),
+		warmHeadPriority:  s(warmHeads(`priority DESC, id`)),
+		placementTrim:     newPlacementTrim(s),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
 		// and returns what it deleted per counter.
 		trim: s(`WITH victims AS (

@@ -76,6 +76,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 	keys := make([]*string, 0, n)
 	concurrencyKeys := make([]*string, 0, n)
 	shapes := make([]string, 0, n)
+	hostKeys := make([]string, 0, n)
 	requirements := make([]*string, 0, n)
 	prios := make([]float64, 0, n)
 	payloads := make([][]byte, 0, n)
@@ -147,6 +148,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		concurrencyKeys = append(concurrencyKeys, nullable(s.ConcurrencyKey))
 		shapes = append(shapes, s.Requirement.Shape())
 		requirements = append(requirements, nullable(string(plane.EncodeRequirement(s.Requirement))))
+		hostKeys = append(hostKeys, plane.HostKeyOf(s.Metadata))
 		prios = append(prios, s.Priority)
 		payloads = append(payloads, payload)
 		metas = append(metas, planekit.EncodeMetadata(plane.DebounceMetadata(s)))
@@ -160,7 +162,7 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		insert = t.d.sql.insertFresh
 	}
 	rows, err := t.query(insert, p.Namespace, p.Queue, t.ms, ids, keys, prios, payloads, metas,
-		maxAttempts, timeouts, deadlines, availables, concurrencyKeys, shapes, requirements)
+		maxAttempts, timeouts, deadlines, availables, concurrencyKeys, shapes, requirements, hostKeys)
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
@@ -421,7 +423,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 	freshOnly := true // no key and no caller's id: no row can conflict
 	var rowIDs, rowNS, rowQ []string
 	var rowKeys, rowConcurrencyKeys, rowRequirements []*string
-	var rowShapes []string
+	var rowShapes, rowHostKeys []string
 	var prios []float64
 	var payloads, metas [][]byte
 	var attempts []int32
@@ -467,6 +469,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			rowConcurrencyKeys = append(rowConcurrencyKeys, nullable(s.ConcurrencyKey))
 			rowShapes = append(rowShapes, s.Requirement.Shape())
 			rowRequirements = append(rowRequirements, nullable(string(plane.EncodeRequirement(s.Requirement))))
+			rowHostKeys = append(rowHostKeys, plane.HostKeyOf(s.Metadata))
 			prios = append(prios, s.Priority)
 			payloads = append(payloads, payload)
 			metas = append(metas, planekit.EncodeMetadata(s.Metadata))
@@ -483,7 +486,7 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 			insert = t.d.sql.insertManyFresh
 		}
 		rs, err := t.query(insert, t.ms, rowIDs, rowNS, rowQ, rowKeys, prios, payloads, metas,
-			attempts, timeouts, deadlines, availables, rowConcurrencyKeys, rowShapes, rowRequirements)
+			attempts, timeouts, deadlines, availables, rowConcurrencyKeys, rowShapes, rowRequirements, rowHostKeys)
 		if err != nil {
 			return fmt.Errorf("submit: %w", err)
 		}

@@ -88,6 +88,8 @@ func Run(t *testing.T, factory Factory) {
 		{"RateLimits", testRateLimits},
 		{"Placement", testPlacement},
 		{"Demand", testDemand},
+		{"Warm", testWarm},
+		{"PlacementTrim", testPlacementTrim},
 	}
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {

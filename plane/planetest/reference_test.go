@@ -274,7 +274,7 @@ func (d *refDriver) claimLocked(ctx context.Context, p *plane.ClaimParams) ([]*p
 		for i := range queues {
 			q := queues[(first+i)%len(queues)]
 			for range max(p.Max, 1) {
-				ri := d.pick(p.Namespace, q, kind, p.Temperature, p.Offers)
+				ri := d.pick(p.Namespace, q, kind, p.Temperature, p.Offers, p.WarmHostKeys)
 				if ri == nil {
 					break
 				}
@@ -325,7 +325,10 @@ func (d *refDriver) nextAvailable(ns, q string) time.Time {
 
 // pick chooses the next claimable invocation of a queue that offers satisfy (plane/
 // placement.go), ending those past their deadline.
-func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64, offers *plane.Offers) *refInvocation {
+//
+// With warm host keys (not boltzmann), the first unkeyed job of a warm key goes before the
+// first unkeyed job of all when plane.WarmFirst says so.
+func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64, offers *plane.Offers, warmKeys []string) *refInvocation {
 	if d.paused[[2]string{ns, q}] {
 		return nil
 	}
@@ -361,6 +364,20 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64, offers *pl
 	}
 	if len(keyed) == 0 && len(unkeyed) == 0 {
 		return nil
+	}
+	if len(warmKeys) > 0 && kind != plane.KindBoltzmann && len(unkeyed) > 0 {
+		var warm []*refInvocation
+		for _, c := range unkeyed {
+			if slices.Contains(warmKeys, c.inv.Metadata[plane.MetaHostKey]) {
+				warm = append(warm, c)
+			}
+		}
+		if len(warm) > 0 {
+			w, c := d.pickIn(warm, kind, temp), d.pickIn(unkeyed, kind, temp)
+			if plane.WarmFirst(kind, w.inv.ID, w.inv.Priority, c.inv.ID, c.inv.Priority) {
+				return w
+			}
+		}
 	}
 	if len(keyed) == 0 {
 		return d.pickIn(unkeyed, kind, temp)

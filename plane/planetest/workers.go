@@ -52,6 +52,39 @@ func testWorkers(t *testing.T, s *suite) {
 		require.Len(t, b.workers(t, "tenant-b"), 1)
 	})
 
+	t.Run("OffersAndWarmHostKeys", func(t *testing.T) {
+		// A worker registers what it offers and the host keys it is warm for; a queued job
+		// no live worker of its queue can run is counted as such (plane.CapableWorkers).
+		t.Parallel()
+		b := s.setup(t, config{})
+		offers := &plane.Offers{GPUs: 1, GPUType: "a100", Labels: map[string]string{"zone": "east"}}
+		must(t, b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: "gpu-worker", Namespace: b.ns, Host: "h", PID: 1,
+			Queues: []string{b.q}, StartedAt: b.now(), Offers: offers, WarmHostKeys: []string{hostKeyA, hostKeyB}}), "register")
+		must(t, b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: "cpu-worker", Namespace: b.ns, Host: "h", PID: 2,
+			Queues: []string{b.q}, StartedAt: b.now()}), "register")
+		ws := b.workers(t, b.ns)
+		w := ws[b.ns+"/gpu-worker"]
+		require.Equal(t, offers, w.Offers)
+		require.Equal(t, []string{hostKeyA, hostKeyB}, w.WarmHostKeys)
+		require.Nil(t, ws[b.ns+"/cpu-worker"].Offers)
+		require.Empty(t, ws[b.ns+"/cpu-worker"].WarmHostKeys)
+		list := []plane.WorkerInfo{w, ws[b.ns+"/cpu-worker"]}
+		capable, serving := plane.CapableWorkers(reqA100, b.ns, b.q, list)
+		require.Equal(t, [2]int{1, 2}, [2]int{capable, serving})
+		capable, serving = plane.CapableWorkers(reqGPU2, b.ns, b.q, list)
+		require.Equal(t, [2]int{0, 2}, [2]int{capable, serving}, "no capable worker")
+		capable, serving = plane.CapableWorkers(reqA100, b.ns, "other", list)
+		require.Equal(t, [2]int{0, 0}, [2]int{capable, serving}, "workers of another queue do not count")
+		// A refresh replaces them; bad ones are refused.
+		must(t, b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: "gpu-worker", Namespace: b.ns, Host: "h", PID: 1,
+			Queues: []string{b.q}, StartedAt: b.now()}), "refresh")
+		w = b.workers(t, b.ns)[b.ns+"/gpu-worker"]
+		require.Nil(t, w.Offers)
+		require.Empty(t, w.WarmHostKeys)
+		requireInvalid(t, b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: "bad", Namespace: b.ns, Offers: &plane.Offers{GPUs: -1}}), "offers.gpus")
+		requireInvalid(t, b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: "bad", Namespace: b.ns, WarmHostKeys: []string{"a key"}}), "warm_host_keys")
+	})
+
 	t.Run("LaunchAndLoad", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})

@@ -193,8 +193,12 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(shapes) > 0 {
-		err = t.claimPlaced(p, kind, n, lease, cutoff, shapes, &jobs)
+	warm, err := t.warmPairs(p, kind, shapes)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(shapes) > 0 || len(warm) > 0 {
+		err = t.claimPlaced(p, kind, n, lease, cutoff, shapes, warm, &jobs)
 	} else {
 		err = t.claimDefault(p, kind, n, lease, cutoff, &jobs)
 	}

@@ -205,11 +205,12 @@ func kitStatements() *planekit.Statements {
 		PauseList:   `SELECT namespace, queue FROM queue_pauses WHERE ?1 = '' OR namespace = ?1`,
 
 		WorkerRegister: `INSERT INTO workers (namespace, id, host, pid, queues, started_ms, seen_ms,
-			provider, launch_id, running, idle_ms)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7,
-			queues = ?5, host = ?3, pid = ?4, provider = ?8, launch_id = ?9, running = ?10, idle_ms = ?11`,
+			provider, launch_id, running, idle_ms, offers, warm_host_keys)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7,
+			queues = ?5, host = ?3, pid = ?4, provider = ?8, launch_id = ?9, running = ?10, idle_ms = ?11,
+			offers = ?12, warm_host_keys = ?13`,
 		WorkerList: `SELECT id, namespace, host, pid, queues, started_ms, seen_ms,
-			provider, launch_id, running, idle_ms FROM workers
+			provider, launch_id, running, idle_ms, offers, warm_host_keys FROM workers
 			WHERE seen_ms >= ?1 AND (?2 = '' OR namespace = ?2) ORDER BY started_ms, id`,
 		WorkerRemove: `DELETE FROM workers WHERE namespace = ? AND id = ?`,
 		WorkerQueues: planekit.ListCodec{

@@ -92,6 +92,9 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 			}
 		}
 	}
+	if err := t.trimPlacement(); err != nil {
+		return r, err
+	}
 	if m.retention > 0 {
 		cutoff := t.now.Add(-m.retention)
 		n, err := t.trim("", "", cutoff, m.batch)

@@ -51,6 +51,14 @@ func TestQueryPlans(t *testing.T) {
 		"shape head priority": shapeHeadSQL("invocations_shaped_priority", "priority DESC, id"),
 		"shapes":              `SELECT shape, requirement FROM placement_shapes WHERE namespace = ?1 AND queue = ?2`,
 		"shaped deadlines":    `SELECT id FROM invocations WHERE state = -3 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT 1000`,
+		// Warm host keys (migration 011): a (host key, shape) pair's head through its own
+		// index; the pairs of a key; the trim's live probe, one index probe per row.
+		"warm head fifo":     warmHeadSQL("invocations_warm", "id"),
+		"warm head filo":     warmHeadSQL("invocations_warm", "id DESC"),
+		"warm head priority": warmHeadSQL("invocations_warm_priority", "priority DESC, id"),
+		"warm pairs":         `SELECT shape FROM placement_warm WHERE namespace = ?1 AND queue = ?2 AND host_key = ?3`,
+		"placed live": `SELECT 1 FROM invocations AS i INDEXED BY invocations_placed WHERE i.namespace = ?1 AND i.queue = ?2
+			AND i.shape = ?3 AND i.host_key = ?4 AND (i.shape <> '' OR i.host_key <> '') AND i.state < 2`,
 	} {
 		rows, err := d.readDB.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, planArgs(query)...)
 		require.NoError(t, err, name)

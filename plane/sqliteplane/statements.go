@@ -34,6 +34,9 @@ type statements struct {
 	shapes                                    *sql.Stmt
 	shapeHeadFIFO, shapeHeadFILO              *sql.Stmt
 	shapeHeadPriority                         *sql.Stmt
+	warmPairs                                 *sql.Stmt
+	warmHeadFIFO, warmHeadFILO                *sql.Stmt
+	warmHeadPriority                          *sql.Stmt
 	// ackRows[k-1] and runRows[k-1] are the batched statements of k rows (batch.go),
 	// prepared the first time a batch of k needs them.
 	ackRows, runRows [batchRows]*sql.Stmt
@@ -51,7 +54,7 @@ var insertChunks = [...]int{64, 8, 1}
 // are the batch's (?1, ?2, ?3, bound once per statement); each row binds insertWidth more,
 // with anonymous parameters (numbered in order after ?3): id, key, state, priority,
 // payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms,
-// concurrency_key, shape, requirement.
+// concurrency_key, shape, requirement, host_key.
 //
 // Only the few shared parameters are numbered: the driver asks SQLite for the name of
 // every parameter it binds, and SQLite finds a numbered one's name by a linear scan of the
@@ -59,8 +62,8 @@ var insertChunks = [...]int{64, 8, 1}
 // in time quadratic in their number (measured: half the instructions of a submit).
 const (
 	insertColumns = `namespace, queue, created_ms, id, key, state, priority, payload, metadata,
-		max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement`
-	insertWidth = 13
+		max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key`
+	insertWidth = 14
 )
 
 // insertSQL is the INSERT of n invocations.
@@ -84,6 +87,15 @@ func insertSQL(n int) string {
 func shapeHeadSQL(index, order string) string {
 	return `SELECT ` + rowColumns + ` FROM invocations INDEXED BY ` + index + ` WHERE namespace = ?1 AND queue = ?2
 			AND shape = ?3 AND state = -3 ORDER BY ` + order + ` LIMIT 1`
+}
+
+// warmHeadSQL reads the head, in order, of the claimable rows of a (host key, shape) pair
+// (placement.go); it names its index for the reason shapeHeadSQL does, and repeats the
+// index's WHERE terms so that SQLite may use it.
+func warmHeadSQL(index, order string) string {
+	return `SELECT ` + rowColumns + ` FROM invocations INDEXED BY ` + index + ` WHERE namespace = ?1 AND queue = ?2
+			AND host_key = ?3 AND shape = ?4 AND host_key <> '' AND state IN (0, -3) AND (state = -3 OR available_ms <= ?5)
+			ORDER BY ` + order + ` LIMIT 1`
 }
 
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
@@ -147,6 +159,11 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.shapeHeadFIFO, shapeHeadSQL("invocations_shaped", "id")},
 		{&s.shapeHeadFILO, shapeHeadSQL("invocations_shaped", "id DESC")},
 		{&s.shapeHeadPriority, shapeHeadSQL("invocations_shaped_priority", "priority DESC, id")},
+		// warmPairs are the shapes a host key's invocations of a queue were submitted with.
+		{&s.warmPairs, `SELECT shape FROM placement_warm WHERE namespace = ?1 AND queue = ?2 AND host_key = ?3`},
+		{&s.warmHeadFIFO, warmHeadSQL("invocations_warm", "id")},
+		{&s.warmHeadFILO, warmHeadSQL("invocations_warm", "id DESC")},
+		{&s.warmHeadPriority, warmHeadSQL("invocations_warm_priority", "priority DESC, id")},
 		// keyReady is the ready key whose turn it is (concurrency.go).
 		{&s.keyReady, `SELECT concurrency_key, tokens, tokens_ms FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
 			AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass LIMIT 1`},

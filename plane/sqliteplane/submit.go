@@ -207,7 +207,7 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			}
 			args = append(args, id, key, state, s.Priority, payload,
 				planekit.EncodeMetadata(plane.DebounceMetadata(s)), maxAttempts, s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due,
-				concurrencyKey, s.Requirement.Shape(), requirement)
+				concurrencyKey, s.Requirement.Shape(), requirement, plane.HostKeyOf(s.Metadata))
 			if pending != 0 && (counted.state != state || counted.priority != s.Priority) {
 				t.count(namespace, queue, counted.state, counted.priority, pending)
 				pending = 0

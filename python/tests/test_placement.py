@@ -18,6 +18,8 @@ def test_requires_is_the_requirement(every_plane: HttpDispatch, qname: str) -> N
     assert dict(inv.requirement or {}) == {"gpus": 1, "gpu_type": "a100", "labels": {"zone": "east"}}
     assert inv.shape is not None and inv.shape.startswith("sh1_")
     assert q.get(plain).requirement is None and q.get(plain).shape is None
+    assert inv.capable_workers == 0, "no live worker offers it: no capable worker, shown"
+    assert q.get(plain).capable_workers is None
     job = q.claim(wait=1)
     assert job is not None and job.id == plain, "a claim without offers takes only jobs without a requirement"
     assert q.claim(wait=0) is None, "the GPU job waits for a worker that offers a GPU"
@@ -99,3 +101,59 @@ def test_run_worker_bad_offers_value_fails(every_plane: HttpDispatch, qname: str
     assert e.value.field.startswith("offers"), e.value.field
     assert not stop.is_set(), "run_worker must fail at its first claim, not run until stopped"
     assert q.count("queued") == 1
+
+
+HOST_KEY = "hk1_" + "b" * 32
+
+
+def test_run_worker_warm_host_keys(every_plane: HttpDispatch, qname: str) -> None:
+    """A worker warm for a host key takes that key's job before an older cold one; it
+    registers its offers and warm keys; a bad key fails the worker naming the field."""
+    import threading
+
+    from lakeshore import run_worker
+
+    q = SyncQueue(qname, dispatch=every_plane)
+    q.submit("cold")
+    q.submit("warm", metadata={"lakeshore.host_key": HOST_KEY})
+    ran: list[str] = []
+    seen: list[object] = []
+
+    def body(x: str) -> None:
+        ran.append(x)
+        seen.extend(w for w in every_plane.workers() if w.queues == [qname])
+
+    n = run_worker(
+        every_plane, queues={qname: body}, once=True, wait=1, handle_signals=False, warm_host_keys=[HOST_KEY], offers={"gpus": 1}
+    )
+    assert n == 1 and ran == ["warm"], "the warm job goes before the older cold one"
+    assert seen, "the worker registered before its body ran"
+    w = seen[0]
+    assert w.warm_host_keys == [HOST_KEY] and w.offers == {"gpus": 1}  # type: ignore[attr-defined]
+    assert run_worker(every_plane, queues={qname: ran.append}, once=True, wait=1, handle_signals=False) == 1
+    assert ran == ["warm", "cold"]
+    stop = threading.Event()
+    timer = threading.Timer(10.0, stop.set)
+    timer.start()
+    try:
+        with pytest.raises(InvalidError) as e:
+            run_worker(every_plane, queues={qname: ran.append}, handle_signals=False, stop=stop, warm_host_keys=["a key"])
+    finally:
+        timer.cancel()
+    assert e.value.field == "warm_host_keys"
+
+
+def test_worker_is_warm_after_setup(dispatch: HttpDispatch, qname: str) -> None:
+    """The host key of a run whose set-up a worker did is one of its warm keys, most recent
+    first, after those given to run_worker."""
+    import json
+
+    from lakeshore import _fabric, worker
+
+    w = worker._Worker(dispatch, {qname: lambda x: x}, concurrency=1, once=True, wait=0, lease_ttl=None,
+                       worker_id="w1", queue_kinds={}, warm_host_keys=["hk1_" + "a" * 32])
+    assert isinstance(w.preparer, _fabric.Preparer)
+    for hk in (HOST_KEY, "hk1_" + "c" * 32, HOST_KEY):
+        w.preparer.prepare(dispatch.namespace, qname, {"lakeshore.run": json.dumps({"host_key": hk})})
+    assert w.warm_host_keys() == ["hk1_" + "a" * 32, HOST_KEY, "hk1_" + "c" * 32]
+    assert w.cores[qname].warm is not None and w.cores[qname].warm() == w.warm_host_keys()

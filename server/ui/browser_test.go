@@ -456,6 +456,14 @@ func TestDashboardInvocation(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond)
 	require.Equal(t, "img-1", b.text("#inv-key"))
 	b.text("#frames-empty")
+	require.Zero(t, b.count("#inv-capable"), "no requirement: no worker count")
+
+	// A queued job no live worker can run says so (docs/semantics.md, "Placement").
+	gpu := e.submit("default", "vision", map[string]any{"payload": 1, "requirement": map[string]any{"gpus": 1, "gpu_type": "a100"}})
+	b.open(adminToken, "#/i/"+gpu)
+	require.Contains(t, b.text("#inv-capable"), "no capable worker")
+	require.Contains(t, b.text("#inv-requires"), `"gpu_type":"a100"`)
+	b.open(adminToken, "#/i/"+id)
 
 	// Frames posted after the page opened appear live.
 	e.call("POST", "/v1/invocations/"+id+"/frames", adminToken, map[string]any{"token": tok, "value": map[string]any{"step": 1, "loss": 0.5}}, 200)

@@ -105,6 +105,9 @@ class Preparer:
         self.lock = threading.Lock()
         self.cache: code.CodeCache | None = None
         self.prepared: set[tuple[str, str]] = set()
+        # Host keys whose set-up this worker did, most recent first: the worker's claims
+        # prefer their jobs (warm host keys).
+        self.warm: list[str] = []
 
     def needed(self, metadata: Any) -> bool:
         """Whether a job with ``metadata`` needs preparing (a hop off the worker's loop)."""
@@ -134,6 +137,10 @@ class Preparer:
                 for cmd in decl.get("setup") or []:
                     _shell(cmd, cwd, None, "setup")
                 self.prepared.add(env_key)
+            if env_key[0]:
+                if env_key[0] in self.warm:
+                    self.warm.remove(env_key[0])
+                self.warm.insert(0, env_key[0])
             lifecycle._set_host_key(env_key[0])
             fn = None
             ref = metadata.get(config.META_FUNCTION)

@@ -73,6 +73,9 @@ class WorkerInfo:
         running: the jobs it ran at its last registration.
         idle_since: when its last job ended (or it started) while ``running`` is 0; None
             while a job runs.
+        offers: what it offers (``cpus_milli``, ``memory_bytes``, ``gpus``, ``gpu_type``,
+            ``labels``); None: nothing, so it runs only jobs without a requirement.
+        warm_host_keys: the host keys it is warm for (its claims prefer their jobs).
     """
 
     id: str
@@ -86,6 +89,8 @@ class WorkerInfo:
     launch_id: str = ""
     running: int = 0
     idle_since: datetime | None = None
+    offers: dict[str, Any] | None = None
+    warm_host_keys: list[str] = dataclasses.field(default_factory=list)
 
 
 def _worker_info(w: Mapping[str, Any]) -> WorkerInfo:
@@ -105,6 +110,8 @@ def _worker_info(w: Mapping[str, Any]) -> WorkerInfo:
         launch_id=str(w.get("launch_id") or ""),
         running=int(w.get("running") or 0),
         idle_since=t("idle_since"),
+        offers=dict(w["offers"]) if isinstance(w.get("offers"), Mapping) else None,
+        warm_host_keys=[str(k) for k in w.get("warm_host_keys") or []],
     )
 
 

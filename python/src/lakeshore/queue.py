@@ -16,7 +16,7 @@ import math
 import threading
 import time
 import traceback
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -176,6 +176,9 @@ class Invocation:
         concurrency_key: as submitted and as it runs.
         requirement: what it waits for a worker to offer (``cpus_milli``, ``memory_bytes``,
             ``gpus``, ``gpu_type``, ``labels``), or None; shape: its shape key, or None.
+        capable_workers: for a queued invocation with a requirement (as ``get`` reads it),
+            how many live registered workers of its queue offer what it requires — 0: no
+            capable worker, it waits —; None otherwise.
         error: ``{type, message, attempt}`` of a failed attempt, or None.
         created_at, started_at, finished_at, available_at: its times (None when unset).
     """
@@ -199,6 +202,7 @@ class Invocation:
     concurrency_key: str | None = None
     requirement: Mapping[str, Any] | None = None
     shape: str | None = None
+    capable_workers: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -408,6 +412,7 @@ def _invocation(d: Mapping[str, Any]) -> Invocation:
         concurrency_key=d.get("concurrency_key") or None,
         requirement=dict(d.get("requirement") or {}) or None,
         shape=d.get("shape") or None,
+        capable_workers=int(d["capable_workers"]) if d.get("capable_workers") is not None else None,
         priority=float(d.get("priority") or 0.0),
         attempt=int(d.get("attempt") or 0),
         max_attempts=int(d.get("max_attempts") or 0),
@@ -624,6 +629,9 @@ class QueueCore:
         # What this core's claims offer (placement, docs/semantics.md): the claim's
         # ``offers``; None takes only jobs without a requirement. Set by run_worker.
         self.offers: dict[str, Any] | None = None
+        # The host keys this core's claims are warm for (the claim's ``warm_host_keys``),
+        # read at each claim; None: no preference. Set by run_worker.
+        self.warm: Callable[[], list[str]] | None = None
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
         # Held by the one blocking submit sent on its caller's thread (submit_blocking).
@@ -1112,6 +1120,8 @@ class QueueCore:
                 body["queues"] = self.also
             if self.offers:
                 body["offers"] = self.offers
+            if self.warm is not None and (warm := self.warm()):
+                body["warm_host_keys"] = warm
             try:
                 ans = await self._call("POST", self.path + "/claim", body=body, wait=wait, retry="once", hot=True)
             except errors.DispatchError as e:
@@ -1160,6 +1170,8 @@ class QueueCore:
             claim["queues"] = self.also
         if self.offers:
             claim["offers"] = self.offers
+        if self.warm is not None and (warm := self.warm()):
+            claim["warm_host_keys"] = warm
         deadlines = [d for _, d in settles if d is not None]
         try:
             ans = await self._call(

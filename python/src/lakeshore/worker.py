@@ -398,7 +398,7 @@ def _raise_refused_offers(e: errors.InvalidError) -> None:
     claim would be refused alike, so it fails the worker instead of being taken for a
     payload that does not decode (which the claim has failed already) and retried in a
     loop that takes nothing."""
-    if e.field == "offers" or e.field.startswith(("offers.", "offers[")):
+    if e.field in ("offers", "warm_host_keys") or e.field.startswith(("offers.", "offers[")):
         raise e
 
 
@@ -427,6 +427,7 @@ class _Worker:
         provider: str = "",
         register_interval: float = 10.0,
         offers: Mapping[str, Any] | None = None,
+        warm_host_keys: Sequence[str] = (),
     ) -> None:
         self.d = dispatch
         self.handlers = handlers
@@ -442,9 +443,11 @@ class _Worker:
             if first is not core:
                 first.also.append(name)
         self.claimers = list(by_kind.values())
-        if offers:
-            for core in self.claimers:
-                core.offers = _placement("offers", offers)
+        self.offers = _placement("offers", offers) if offers else None
+        self.warm_given = list(warm_host_keys)
+        for core in self.claimers:
+            core.offers = self.offers
+            core.warm = self.warm_host_keys
         self.concurrency = concurrency
         self.once = once
         self.wait = wait
@@ -467,7 +470,17 @@ class _Worker:
         self.registry = True  # False once the plane said it has no registry
         self.register_warned = False
         self.preparer = _fabric.Preparer(dispatch)
+
         self.worker_path = f"/v1/namespaces/{quote(dispatch.namespace, safe='')}/workers/{quote(worker_id, safe='')}"
+
+    def warm_host_keys(self) -> list[str]:
+        """The host keys this worker is warm for: those given to ``run_worker``, then those
+        whose set-up its runs did (most recent first), at most 16 (the plane's limit)."""
+        out: list[str] = []
+        for k in [*self.warm_given, *self.preparer.warm]:
+            if k and k not in out:
+                out.append(k)
+        return out[:16]
 
     async def run(self) -> int:
         slots = 1 if self.once else self.concurrency
@@ -503,6 +516,11 @@ class _Worker:
             body["provider"] = self.provider
         if self.launch_id:
             body["launch_id"] = self.launch_id
+        if self.offers:
+            body["offers"] = self.offers
+        warm = self.warm_host_keys()
+        if warm:
+            body["warm_host_keys"] = warm
         return body
 
     async def _register(self) -> None:
@@ -1056,6 +1074,7 @@ def run_worker(
     launch_id: str | None = None,
     provider: str | None = None,
     offers: Mapping[str, Any] | None = None,
+    warm_host_keys: Sequence[str] | None = None,
 ) -> int:
     """Run the functions bound to ``queues`` in this process until stopped; return the
     number of jobs run.
@@ -1089,10 +1108,15 @@ def run_worker(
             without a requirement, so a GPU job never lands on a worker that did not say it
             has a GPU. When None and ``$LAKESHORE_OFFERS`` is set (a provider sets it for a
             worker it launches for a shape, in ``lakeshore worker --offers`` form), those.
+        warm_host_keys: host keys (``lakeshore.host_key`` of a compute mode's runs) this
+            worker is warm for: their jobs go first, within a minute of the claim order
+            (docs/semantics.md, "Placement"). The worker adds by itself the host key of
+            every run whose set-up it did (most recent first; 16 in all at most), so a
+            worker that prepared a mode keeps taking that mode's jobs first.
 
     The worker registers in the plane's worker registry as the Go worker does (``PUT
     /v1/namespaces/{ns}/workers/{id}``: host, pid, queues, start, launch id, provider, jobs
-    running or the time it became idle), refreshes that every third of the lease
+    running or the time it became idle, its offers and warm host keys), refreshes that every third of the lease
     (``lease_ttl``, default 30 s: every 10 s) and removes it when it returns, so
     ``lakeshore workers`` lists it and a provider's supervisor counts it as live (a launch
     that never registers is stopped after the policy's ``register_timeout``). Over HTTP
@@ -1148,6 +1172,7 @@ def run_worker(
         provider=os.environ.get("LAKESHORE_PROVIDER", "") if provider is None else provider,
         register_interval=(lease_ttl or 30.0) / 3,
         offers=_offers_or_env(offers),
+        warm_host_keys=list(warm_host_keys or ()),
     )
     # Host set-up before any claim: a hook that raises fails the start, not the jobs.
     lifecycle._set_phase("setup")

@@ -1042,6 +1042,13 @@ async function invocationPage(parts) {
       ['deadline', fmtTime(inv.deadline) || '—'], ['lease expires', fmtTime(inv.lease_expires_at) || '—'],
       ['worker', el('span', { class: 'mono', text: inv.worker || '—' })],
     ];
+    // Placement: what it waits for, and whether a live worker of its queue offers it
+    // (capable_workers: the server's count; docs/semantics.md "Placement").
+    if (inv.requirement) props.push(['requires', el('span', { class: 'mono', id: 'inv-requires', text: JSON.stringify(inv.requirement) })]);
+    if (inv.capable_workers !== undefined) {
+      props.push(['workers', el('span', { id: 'inv-capable', class: inv.capable_workers === 0 ? 'error' : '',
+        text: inv.capable_workers === 0 ? 'no capable worker: no live worker of the queue offers this' : inv.capable_workers + ' live workers can run it' })]);
+    }
     head.appendChild(el('dl', { class: 'props' }, props.map(([k, v]) => [el('dt', { text: k }), el('dd', {}, v)])));
     if (inv.error) {
       // Tracebacks keep their lines: the message is preformatted, not one paragraph.

@@ -1,0 +1,136 @@
+package planekit
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Placement's shared rules (plane/placement.go; docs/semantics.md, "Placement"): which warm
+// (host key, shape) pairs a claim reads, and which head a placed claim takes next. The
+// drivers read the heads (their SQL) and start the chosen row.
+
+// WarmPair is a (host key, shape) of a queue's invocations (a placement_warm row).
+type WarmPair struct {
+	HostKey, Shape string
+}
+
+// WarmClaim reports whether a claim of kind with warm host keys looks for warm jobs at all:
+// a boltzmann claim draws and has no order to bend, so it does not.
+func WarmClaim(p *plane.ClaimParams, kind plane.Kind) bool {
+	return len(p.WarmHostKeys) > 0 && kind != plane.KindBoltzmann
+}
+
+// KeepWarm returns the pairs of pairs a claim may take jobs of: those of the default
+// shape, and those of a shape in satisfied (the shapes the claim's offers satisfy).
+func KeepWarm(pairs []WarmPair, satisfied []string) []WarmPair {
+	out := pairs[:0]
+	for _, pr := range pairs {
+		if pr.Shape == "" || slices.Contains(satisfied, pr.Shape) {
+			out = append(out, pr)
+		}
+	}
+	return out
+}
+
+// First returns the first of heads in kind's order (plane.KeyTurnFirst) and its index (nil,
+// -1 when every head is nil).
+func First(kind plane.Kind, heads []*Row) (*Row, int) {
+	var best *Row
+	at := -1
+	for i, h := range heads {
+		if h != nil && (best == nil || plane.KeyTurnFirst(kind, h.ID, h.Priority, best.ID, best.Priority)) {
+			best, at = h, i
+		}
+	}
+	return best, at
+}
+
+// Placed is what a placed claim takes next.
+type Placed int
+
+// What a placed claim takes next.
+const (
+	// PlacedNone: no head at all; the default shape's claim takes what it can.
+	PlacedNone Placed = iota
+	// PlacedWarm: the warm head.
+	PlacedWarm
+	// PlacedShaped: the shaped head.
+	PlacedShaped
+	// PlacedDefault: the default shape's claim (its head went first).
+	PlacedDefault
+)
+
+// ChoosePlaced chooses among the first warm head, the first shaped head and the default
+// shape's head (each nil when none): the first of the shaped and default heads in kind's
+// order is the cold head; the warm head goes before it when plane.WarmFirst says so.
+func ChoosePlaced(kind plane.Kind, warm, shaped, def *Row) Placed {
+	cold, coldIs := shaped, PlacedShaped
+	if def != nil && (cold == nil || !plane.KeyTurnFirst(kind, cold.ID, cold.Priority, def.ID, def.Priority)) {
+		cold, coldIs = def, PlacedDefault
+	}
+	switch {
+	case warm != nil && (cold == nil || plane.WarmFirst(kind, warm.ID, warm.Priority, cold.ID, cold.Priority)):
+		return PlacedWarm
+	case cold == nil:
+		return PlacedNone
+	}
+	return coldIs
+}
+
+// EncodeOffers is the stored form of a worker's offers: plane.EncodeRequirement's JSON, ""
+// for none.
+func EncodeOffers(o *plane.Offers) string {
+	return string(plane.EncodeRequirement((*plane.Requirement)(o)))
+}
+
+// DecodeOffers reads stored offers (nil for none or unreadable).
+func DecodeOffers(s string) *plane.Offers {
+	r, err := plane.DecodeRequirement([]byte(s))
+	if err != nil || r == nil {
+		return nil
+	}
+	return (*plane.Offers)(r)
+}
+
+// EncodeHostKeys is the stored form of a worker's warm host keys: space-separated (a host
+// key has no space), "" for none.
+func EncodeHostKeys(keys []string) string { return strings.Join(keys, " ") }
+
+// DecodeHostKeys reads stored warm host keys (nil for none).
+func DecodeHostKeys(s string) []string { return strings.Fields(s) }
+
+// PlacementIdleTrim is how long a placement_shapes or placement_warm row stays after a
+// maintenance pass found no live invocation (delayed, queued or running) of its shape (and
+// host key): a later pass that still finds none, this long after, deletes it. A submit of
+// the shape re-creates the row with the invocation (the insert trigger), in the same
+// transaction, so a claim never misses a claimable job of a trimmed shape.
+const PlacementIdleTrim = 10 * time.Minute
+
+// PlacementTrimSQL are the statements of a maintenance pass's placement trim, per table in
+// order (placement_shapes', then placement_warm's), for a plane's dialect: table names tables (placement_shapes, placement_warm, invocations,
+// with their schema), hint what follows "invocations" in a live probe (SQLite's INDEXED
+// BY), param the dialect's first parameter. Per table, three statements: clear the idle
+// mark of rows with a live invocation (no parameter); mark rows without one (param: the
+// time now, ms); delete rows marked at or before param (now − PlacementIdleTrim, ms) that
+// still have none. Each live probe is one index probe (invocations_placed).
+func PlacementTrimSQL(shapes, warm, invocations, hint, param string) [][3]string {
+	live := func(table, alias string) string {
+		cond := `i.namespace = ` + alias + `.namespace AND i.queue = ` + alias + `.queue AND i.shape = ` + alias + `.shape`
+		if table == warm {
+			cond += ` AND i.host_key = ` + alias + `.host_key`
+		}
+		return `EXISTS (SELECT 1 FROM ` + invocations + ` AS i ` + hint + ` WHERE ` + cond +
+			` AND (i.shape <> '' OR i.host_key <> '') AND i.state < 2)`
+	}
+	var out [][3]string
+	for _, table := range []string{shapes, warm} {
+		out = append(out, [3]string{
+			`UPDATE ` + table + ` AS p SET idle_since_ms = 0 WHERE idle_since_ms > 0 AND ` + live(table, "p"),
+			`UPDATE ` + table + ` AS p SET idle_since_ms = ` + param + ` WHERE idle_since_ms = 0 AND NOT ` + live(table, "p"),
+			`DELETE FROM ` + table + ` AS p WHERE idle_since_ms > 0 AND idle_since_ms <= ` + param + ` AND NOT ` + live(table, "p")})
+	}
+	return out
+}
