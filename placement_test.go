@@ -61,6 +61,26 @@ func TestPlacement(t *testing.T) {
 	require.Equal(t, map[string]string{plainID: "cpu", gpuID: "gpu"}, ranBy)
 }
 
+// TestWorkerOffersFromEnv: without WorkerOptions.Offers a worker offers LAKESHORE_OFFERS
+// (what a provider sets for a worker it launches for a shape), so it takes the shape's
+// job; a bad LAKESHORE_OFFERS fails its start naming the variable.
+func TestWorkerOffersFromEnv(t *testing.T) {
+	q, d, _ := setupWorker(t)
+	ctx := t.Context()
+	gpuID, err := q.Submit(ctx, "gpu", &lakeshore.SubmitOptions{Requirement: &lakeshore.Requirement{GPUs: 1, GPUType: "a100"}})
+	require.NoError(t, err)
+	t.Setenv("LAKESHORE_OFFERS", "gpus=1,gpu_type=a100")
+	done := runWorker(t, ctx, d, []lakeshore.Handler{lakeshore.Handle("test", func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })},
+		&lakeshore.WorkerOptions{MaxJobs: 1})
+	require.NoError(t, waitDone(t, done))
+	require.Equal(t, lakeshore.StateSucceeded, state(t, q, gpuID).State)
+	t.Setenv("LAKESHORE_OFFERS", "gpus=one")
+	err = lakeshore.RunWorker(ctx, d, []lakeshore.Handler{lakeshore.Handle("test", func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil })},
+		&lakeshore.WorkerOptions{Logger: testLogger(t)})
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
+	require.Contains(t, err.Error(), "LAKESHORE_OFFERS")
+}
+
 // TestWarmHostKeys: a worker started with WorkerOptions.WarmHostKeys takes the job of its
 // key before an older one; bad keys fail its start.
 func TestWarmHostKeys(t *testing.T) {

@@ -104,10 +104,15 @@ type WorkerOptions struct {
 
 	// Offers is what the worker offers to the jobs it claims (docs/semantics.md,
 	// "Placement"): it takes only jobs whose SubmitOptions.Requirement these satisfy, and
-	// always jobs without one. Defaults to nil: only jobs without a requirement, so a
-	// worker that states nothing never takes a GPU job.
+	// always jobs without one. Defaults to the LAKESHORE_OFFERS environment variable in
+	// `lakeshore worker --offers` form (plane.ParseOffers), which a provider sets for a
+	// worker it launches for a shape (docs/providers.md, "Launching by shape"); else nil:
+	// only jobs without a requirement, so a worker that states nothing never takes a GPU
+	// job. A bad LAKESHORE_OFFERS fails the worker's start.
 	Offers *Offers
 
+	// offersErr is a bad LAKESHORE_OFFERS, reported by validate.
+	offersErr error
 	// WarmHostKeys are host keys (fabric.HostKey) the worker is warm for — it ran their
 	// set-up — so its claims take their jobs first (docs/semantics.md, "Placement": within
 	// plane.WarmHeadStart of the order). Registered with the worker. At most 16. Defaults
@@ -178,6 +183,9 @@ func (o *WorkerOptions) withDefaults(d *Dispatch, nBindings int) WorkerOptions {
 	}
 	out.LaunchID = cmp.Or(out.LaunchID, os.Getenv("LAKESHORE_LAUNCH_ID"))
 	out.Provider = cmp.Or(out.Provider, os.Getenv("LAKESHORE_PROVIDER"))
+	if env := os.Getenv("LAKESHORE_OFFERS"); out.Offers == nil && env != "" {
+		out.Offers, out.offersErr = plane.ParseOffers("$LAKESHORE_OFFERS", env)
+	}
 	return out
 }
 
@@ -195,6 +203,8 @@ func (o *WorkerOptions) validate() error {
 		return plane.Invalid("claim wait", o.ClaimWait, "use a duration > 0, or 0 for the default (1s)")
 	case o.MaxJobs < 0:
 		return plane.Invalid("max jobs", o.MaxJobs, "use a number ≥ 0 (0: no limit)")
+	case o.offersErr != nil:
+		return o.offersErr
 	}
 	if err := o.Offers.Validate("offers"); err != nil {
 		return err

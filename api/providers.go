@@ -23,6 +23,7 @@ type LaunchPolicy struct {
 	MaxWorkers      int               `json:"max_workers,omitzero" msg:"max_workers,omitempty"`
 	JobsPerWorker   int               `json:"jobs_per_worker,omitzero" msg:"jobs_per_worker,omitempty"`
 	ScaleUpStep     int               `json:"scale_up_step,omitzero" msg:"scale_up_step,omitempty"`
+	Buffer          int               `json:"buffer,omitzero" msg:"buffer,omitempty"`
 	Cooldown        float64           `json:"cooldown,omitzero" msg:"cooldown,omitempty"`
 	IdleTimeout     float64           `json:"idle_timeout,omitzero" msg:"idle_timeout,omitempty"`
 	RegisterTimeout float64           `json:"register_timeout,omitzero" msg:"register_timeout,omitempty"`
@@ -80,7 +81,7 @@ func NewProvider(r *plane.ProviderRef) *Provider {
 	}
 	p := r.Policy
 	return &Provider{Name: r.Name, Policy: LaunchPolicy{
-		MinWorkers: p.MinWorkers, MaxWorkers: p.MaxWorkers, JobsPerWorker: p.JobsPerWorker, ScaleUpStep: p.ScaleUpStep,
+		MinWorkers: p.MinWorkers, MaxWorkers: p.MaxWorkers, JobsPerWorker: p.JobsPerWorker, ScaleUpStep: p.ScaleUpStep, Buffer: p.Buffer,
 		Cooldown: Seconds(p.Cooldown), IdleTimeout: Seconds(p.IdleTimeout), RegisterTimeout: Seconds(p.RegisterTimeout),
 		Command: p.Command, Env: p.Env,
 		Resources: Resources{CPUs: p.Resources.CPUs, GPUs: p.Resources.GPUs, MemoryMB: p.Resources.MemoryMB,
@@ -96,7 +97,7 @@ func (p *Provider) Plane() *plane.ProviderRef {
 	}
 	l := p.Policy
 	return &plane.ProviderRef{Name: p.Name, Policy: plane.LaunchPolicy{
-		MinWorkers: l.MinWorkers, MaxWorkers: l.MaxWorkers, JobsPerWorker: l.JobsPerWorker, ScaleUpStep: l.ScaleUpStep,
+		MinWorkers: l.MinWorkers, MaxWorkers: l.MaxWorkers, JobsPerWorker: l.JobsPerWorker, ScaleUpStep: l.ScaleUpStep, Buffer: l.Buffer,
 		Cooldown: Duration(l.Cooldown), IdleTimeout: Duration(l.IdleTimeout), RegisterTimeout: Duration(l.RegisterTimeout),
 		Command: l.Command, Env: l.Env,
 		Resources: plane.Resources{CPUs: l.Resources.CPUs, GPUs: l.Resources.GPUs, MemoryMB: l.Resources.MemoryMB,

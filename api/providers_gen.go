@@ -16,8 +16,8 @@ const (
 func (z *LaunchPolicy) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(10)
-	var zb0001Mask uint16 /* 10 bits */
+	zb0001Len := uint32(11)
+	var zb0001Mask uint16 /* 11 bits */
 	_ = zb0001Mask
 	if z.MinWorkers == 0 {
 		zb0001Len--
@@ -35,21 +35,25 @@ func (z *LaunchPolicy) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x8
 	}
-	if z.Cooldown == 0 {
+	if z.Buffer == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x10
 	}
-	if z.IdleTimeout == 0 {
+	if z.Cooldown == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x20
 	}
-	if z.RegisterTimeout == 0 {
+	if z.IdleTimeout == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x40
 	}
+	if z.RegisterTimeout == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
 	if z.Env == nil {
 		zb0001Len--
-		zb0001Mask |= 0x100
+		zb0001Mask |= 0x200
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -77,16 +81,21 @@ func (z *LaunchPolicy) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendInt(o, z.ScaleUpStep)
 		}
 		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "buffer"
+			o = append(o, 0xa6, 0x62, 0x75, 0x66, 0x66, 0x65, 0x72)
+			o = msgp.AppendInt(o, z.Buffer)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
 			// string "cooldown"
 			o = append(o, 0xa8, 0x63, 0x6f, 0x6f, 0x6c, 0x64, 0x6f, 0x77, 0x6e)
 			o = msgp.AppendFloat64(o, z.Cooldown)
 		}
-		if (zb0001Mask & 0x20) == 0 { // if not omitted
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
 			// string "idle_timeout"
 			o = append(o, 0xac, 0x69, 0x64, 0x6c, 0x65, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x6f, 0x75, 0x74)
 			o = msgp.AppendFloat64(o, z.IdleTimeout)
 		}
-		if (zb0001Mask & 0x40) == 0 { // if not omitted
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
 			// string "register_timeout"
 			o = append(o, 0xb0, 0x72, 0x65, 0x67, 0x69, 0x73, 0x74, 0x65, 0x72, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x6f, 0x75, 0x74)
 			o = msgp.AppendFloat64(o, z.RegisterTimeout)
@@ -97,7 +106,7 @@ func (z *LaunchPolicy) MarshalMsg(b []byte) (o []byte, err error) {
 		for za0001 := range z.Command {
 			o = msgp.AppendString(o, z.Command[za0001])
 		}
-		if (zb0001Mask & 0x100) == 0 { // if not omitted
+		if (zb0001Mask & 0x200) == 0 { // if not omitted
 			// string "env"
 			o = append(o, 0xa3, 0x65, 0x6e, 0x76)
 			o = msgp.AppendMapHeader(o, uint32(len(z.Env)))
@@ -161,6 +170,12 @@ func (z *LaunchPolicy) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			z.ScaleUpStep, bts, err = msgp.ReadIntBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "ScaleUpStep")
+				return
+			}
+		case "buffer":
+			z.Buffer, bts, err = msgp.ReadIntBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Buffer")
 				return
 			}
 		case "cooldown":
@@ -256,7 +271,7 @@ func (z *LaunchPolicy) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *LaunchPolicy) Msgsize() (s int) {
-	s = 1 + 12 + msgp.IntSize + 12 + msgp.IntSize + 16 + msgp.IntSize + 14 + msgp.IntSize + 9 + msgp.Float64Size + 13 + msgp.Float64Size + 17 + msgp.Float64Size + 8 + msgp.ArrayHeaderSize
+	s = 1 + 12 + msgp.IntSize + 12 + msgp.IntSize + 16 + msgp.IntSize + 14 + msgp.IntSize + 7 + msgp.IntSize + 9 + msgp.Float64Size + 13 + msgp.Float64Size + 17 + msgp.Float64Size + 8 + msgp.ArrayHeaderSize
 	for za0001 := range z.Command {
 		s += msgp.StringPrefixSize + len(z.Command[za0001])
 	}

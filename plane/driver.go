@@ -84,6 +84,13 @@ type Driver interface {
 	// QueueStatsList returns counts by state for every queue of a namespace ("" for all).
 	QueueStatsList(ctx context.Context, namespace string) ([]QueueStats, error)
 
+	// DemandList returns the demand of every (queue, shape) of a namespace ("" for all):
+	// each queue with invocations has its default shape listed, and every shape submitted
+	// to it (ShapeDemand), in SortDemand's order. It reads counters and one index probe per
+	// listed shape with claimable jobs, never the queued jobs themselves. Errors:
+	// *InvalidError (a bad namespace).
+	DemandList(ctx context.Context, namespace string) ([]ShapeDemand, error)
+
 	// InvocationTrim deletes terminal invocations (and their journals) that finished before
 	// params.FinishedBefore, freeing their keys. It returns how many it deleted.
 	InvocationTrim(ctx context.Context, params *TrimParams) (int64, error)

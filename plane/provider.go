@@ -69,6 +69,11 @@ type LaunchPolicy struct {
 	// (provider.Decide). Queued counts delayed jobs not due yet. Defaults to
 	// JobsPerWorkerDefault (1).
 	JobsPerWorker int `json:"jobs_per_worker,omitempty" msgpack:"jobs_per_worker,omitempty"`
+	// Buffer is how many idle workers to keep beyond the backlog, per shape: the
+	// supervisor wants ceil((queued + running) ÷ JobsPerWorker) + Buffer workers of a
+	// shape while it has queued or running jobs (and of the default shape always), within
+	// [MinWorkers, MaxWorkers] (provider.Decide). Defaults to 0: none.
+	Buffer int `json:"buffer,omitempty" msgpack:"buffer,omitempty"`
 	// ScaleUpStep caps the launches of one tick. Defaults to 0: no cap (up to MaxWorkers).
 	ScaleUpStep int `json:"scale_up_step,omitempty" msgpack:"scale_up_step,omitempty"`
 	// Cooldown is the least time from the supervisor's last change of the queue's workers
@@ -178,6 +183,8 @@ func (p LaunchPolicy) Validate() error {
 		return Invalid("max workers", p.MaxWorkers, fmt.Sprintf("use a number ≥ min workers (%d)", p.MinWorkers))
 	case p.JobsPerWorker < 0:
 		return Invalid("jobs per worker", p.JobsPerWorker, "use a number ≥ 1, or 0 for the default (1)")
+	case p.Buffer < 0:
+		return Invalid("buffer", p.Buffer, "use a number ≥ 0 (0: no idle workers beyond the backlog)")
 	case p.ScaleUpStep < 0:
 		return Invalid("scale-up step", p.ScaleUpStep, "use a number ≥ 1, or 0 for no cap")
 	case p.Cooldown < 0:

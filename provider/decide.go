@@ -9,11 +9,17 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// QueueState is what a supervisor knows of one queue at a tick: the input of Decide.
+// QueueState is what a supervisor knows of one shape of one queue at a tick: the input of
+// Decide. The supervisor decides for each (queue, shape) apart (docs/providers.md,
+// "Launching by shape").
 type QueueState struct {
-	// Policy is the queue's launch policy with defaults applied.
+	// Policy is the queue's launch policy with defaults applied; for a shape, MaxWorkers is
+	// what the queue's other shapes leave of it.
 	Policy plane.LaunchPolicy
-	// Queued and Running are the queue's invocation counts.
+	// Shaped is true for a shape other than the default: MinWorkers does not apply, and
+	// Buffer only while the shape has queued or running jobs.
+	Shaped bool
+	// Queued and Running are the shape's invocation counts.
 	Queued, Running int64
 	// Workers are the registered workers this queue's provider launched for it, that are
 	// still alive in the provider and not being stopped (those are Stopping).
@@ -38,7 +44,7 @@ type QueueState struct {
 // Decision is what a supervisor does for one queue at a tick.
 type Decision struct {
 	// Want is the number of workers the policy wants: ceil((queued + running) ÷ jobs per
-	// worker) within [min, max].
+	// worker) + buffer within [min, max].
 	Want int
 	// Live is the workers registered plus launches pending plus launches stopping.
 	Live int
@@ -55,7 +61,9 @@ type Decision struct {
 
 // Decide is the scaling rule, a pure function of the queue's state (docs/providers.md):
 //
-//   - want = clamp(ceil((queued + running) ÷ JobsPerWorker), MinWorkers, MaxWorkers);
+//   - want = clamp(ceil((queued + running) ÷ JobsPerWorker) + Buffer, MinWorkers, MaxWorkers)
+//     for the default shape; for another shape (Shaped) MinWorkers is 0 and Buffer counts
+//     only while the shape has queued or running jobs, so its workers go with its work;
 //   - live = registered workers + pending launches + launches stopping (a launch that has not
 //     registered within RegisterTimeout is expired: stopped, counted as failed, and no
 //     longer pending; until it has ended it counts as stopping);
@@ -74,7 +82,14 @@ func Decide(s *QueueState) Decision {
 		work = math.MaxInt64
 	}
 	want := min(ceilDiv(work, per), int64(p.MaxWorkers))
-	d.Want = min(max(int(want), p.MinWorkers), p.MaxWorkers)
+	if p.Buffer > 0 && (work > 0 || !s.Shaped) {
+		want = min(want+int64(p.Buffer), int64(p.MaxWorkers))
+	}
+	least := p.MinWorkers
+	if s.Shaped {
+		least = 0
+	}
+	d.Want = min(max(int(want), least), p.MaxWorkers)
 
 	for id, at := range s.Pending {
 		if s.Now.Sub(at) > p.RegisterTimeout {

@@ -90,4 +90,30 @@ func TestDecide(t *testing.T) {
 			t.Fatalf("Decide with step 1 launches %d; expected 1", d.Launch)
 		}
 	})
+	t.Run("buffer keeps idle workers beyond the backlog", func(t *testing.T) {
+		p := policy
+		p.Buffer = 1
+		d := provider.Decide(&provider.QueueState{Policy: p, Now: now, Queued: 15, Pending: map[string]time.Time{}})
+		if d.Want != 3 || d.Launch != 3 {
+			t.Fatalf("Decide with buffer 1 and 15 queued (10 per worker) = want %d launch %d; expected 3 and 3", d.Want, d.Launch)
+		}
+		d = provider.Decide(&provider.QueueState{Policy: p, Now: now, Pending: map[string]time.Time{},
+			Workers: []plane.WorkerInfo{idle("a", time.Hour)}})
+		if d.Want != 1 || len(d.Stop) != 0 {
+			t.Fatalf("Decide with buffer 1 and an empty default shape = want %d stop %v; expected the buffer kept", d.Want, d.Stop)
+		}
+	})
+	t.Run("a shape has no minimum and a buffer only while it has work", func(t *testing.T) {
+		p := policy
+		p.MinWorkers, p.Buffer = 2, 1
+		d := provider.Decide(&provider.QueueState{Policy: p, Shaped: true, Now: now, Pending: map[string]time.Time{},
+			Workers: []plane.WorkerInfo{idle("a", time.Hour), idle("b", time.Hour)}})
+		if d.Want != 0 || !slices.Equal(d.Stop, []string{"a", "b"}) {
+			t.Fatalf("Decide for an empty shape = want %d stop %v; expected 0 and both stopped", d.Want, d.Stop)
+		}
+		d = provider.Decide(&provider.QueueState{Policy: p, Shaped: true, Now: now, Running: 1, Pending: map[string]time.Time{}})
+		if d.Want != 2 {
+			t.Fatalf("Decide for a shape with one running job and buffer 1 = want %d; expected 2", d.Want)
+		}
+	})
 }

@@ -12,7 +12,11 @@ type Metrics struct {
 	errors    *prometheus.CounterVec
 	want      *prometheus.GaugeVec
 	live      *prometheus.GaugeVec
-	tick      prometheus.Histogram
+	// shapeWant, shapeLive and unlaunchable are by shape too ("default" for the default shape).
+	shapeWant    *prometheus.GaugeVec
+	shapeLive    *prometheus.GaugeVec
+	unlaunchable *prometheus.GaugeVec
+	tick         prometheus.Histogram
 }
 
 // NewMetrics makes a supervisor's metrics and registers them with reg (nil: not
@@ -34,11 +38,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Workers the launch policy wants for the queue's backlog."}, q),
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakeshore_provider_workers_live",
 			Help: "Workers registered plus launches pending, for the queue."}, q),
+		shapeWant: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakeshore_provider_shape_workers_wanted",
+			Help: "Workers the launch policy wants for one shape of the queue (shape=\"default\" for jobs without a requirement)."}, append(q, "shape")),
+		shapeLive: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakeshore_provider_shape_workers_live",
+			Help: "Workers registered plus launches pending or stopping, for one shape of the queue."}, append(q, "shape")),
+		unlaunchable: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakeshore_provider_shape_unlaunchable",
+			Help: "1 while no launch of the provider can offer the shape (its jobs wait for a worker started otherwise; the log says why), else 0."}, append(q, "shape")),
 		tick: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lakeshore_provider_tick_seconds",
 			Help: "Time of one supervisor tick over every queue.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.launches, m.stops, m.failures, m.decisions, m.errors, m.want, m.live, m.tick)
+		reg.MustRegister(m.launches, m.stops, m.failures, m.decisions, m.errors, m.want, m.live, m.shapeWant, m.shapeLive, m.unlaunchable, m.tick)
 	}
 	return m
 }
@@ -48,4 +58,7 @@ func (m *Metrics) forget(k queueKey) {
 	match := prometheus.Labels{"namespace": k.namespace, "queue": k.queue}
 	m.want.DeletePartialMatch(match)
 	m.live.DeletePartialMatch(match)
+	m.shapeWant.DeletePartialMatch(match)
+	m.shapeLive.DeletePartialMatch(match)
+	m.unlaunchable.DeletePartialMatch(match)
 }

@@ -10,6 +10,8 @@ package provider
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -26,6 +28,14 @@ const (
 	EnvQueue = "LAKESHORE_QUEUE"
 	// EnvNamespace carries the queue's namespace.
 	EnvNamespace = "LAKESHORE_NAMESPACE"
+	// EnvShape carries the shape key the worker was launched for (plane.Requirement.Shape);
+	// absent for the default shape.
+	EnvShape = "LAKESHORE_SHAPE"
+	// EnvOffers carries what the worker offers, in `lakeshore worker --offers` form
+	// (plane.FormatOffers: "cpus=8000m,memory=68719476736,gpus=1,gpu_type=a100,label.zone=east");
+	// absent for the default shape. `lakeshore worker` reads it when --offers is not given,
+	// and the supervisor also adds --offers to a `lakeshore worker` command.
+	EnvOffers = "LAKESHORE_OFFERS"
 )
 
 // Launch is one worker a supervisor asks a provider to start.
@@ -43,6 +53,12 @@ type Launch struct {
 	Env map[string]string `json:"env"`
 	// Resources are the policy's per-launch resources.
 	Resources plane.Resources `json:"resources"`
+	// Shape is the shape key the worker is launched for ("" for the default shape), and
+	// Requirement its requirement (nil for the default shape): the worker offers exactly
+	// that (EnvOffers, and --offers on a `lakeshore worker` command), and a provider asks
+	// its host, job or Pod for it (docs/providers.md, "Launching by shape").
+	Shape       string             `json:"shape,omitempty"`
+	Requirement *plane.Requirement `json:"requirement,omitempty"`
 }
 
 // LaunchState is where a launch is in its provider.
@@ -66,6 +82,10 @@ type LaunchStatus struct {
 	State     LaunchState `json:"state"`
 	// Detail is free text: an exit code, a SLURM state, a provider's message.
 	Detail string `json:"detail,omitempty"`
+	// Shape is the shape key the launch was made for, when the provider keeps it ("" for
+	// the default shape or unknown): a supervisor started later counts an adopted launch
+	// under it.
+	Shape string `json:"shape,omitempty"`
 }
 
 // Provider starts and stops workers. Implementations are safe for concurrent use, and
@@ -93,4 +113,37 @@ type Provider interface {
 // a failed launch later. Errors: what is wrong and how to fix it.
 type Checker interface {
 	Check(ctx context.Context) error
+}
+
+// ShapeChecker is a Provider that can tell whether it can launch a worker offering a shape
+// at all (a host, a GPU type, enough GPUs). The supervisor asks before launching for a shape
+// and, on an error, launches nothing for it: the shape is reported (log, the
+// lakeshore_provider_shape_unlaunchable gauge) instead of failing launch after launch.
+// Errors: what the provider lacks, e.g. "no host offers gpus=2".
+type ShapeChecker interface {
+	CanOffer(r *plane.Requirement) error
+}
+
+// WithOffers returns command with `--offers OFFERS` added when it runs `lakeshore worker`
+// (its program's base name is lakeshore and its first argument worker) and gives no
+// --offers itself: before a `--` that ends the worker's options, else at the end. Other
+// commands are returned unchanged (they read EnvOffers). offers "" changes nothing.
+func WithOffers(command []string, offers string) []string {
+	if offers == "" || len(command) < 2 || filepath.Base(command[0]) != "lakeshore" || command[1] != "worker" {
+		return command
+	}
+	at := len(command)
+	for i, a := range command[2:] {
+		if a == "--" {
+			at = i + 2
+			break
+		}
+		if a == "--offers" || strings.HasPrefix(a, "--offers=") {
+			return command
+		}
+	}
+	out := make([]string, 0, len(command)+2)
+	out = append(out, command[:at]...)
+	out = append(out, "--offers", offers)
+	return append(out, command[at:]...)
 }

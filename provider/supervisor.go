@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,16 +108,34 @@ type queueKey struct{ namespace, queue string }
 
 // queueTrack is what the supervisor remembers of a queue whose lease it holds.
 type queueTrack struct {
-	held         bool // its lease (never in a dry run)
-	watched      bool // a dry run logged that it watches the queue
-	renewed      time.Time
-	pending      map[string]time.Time // launch id → when launched or adopted, until registered
-	seen         map[string]bool      // launch ids seen alive (pending, registered or stopping)
-	stopping     map[string]bool      // launch ids we asked to stop, until they end
+	held     bool // its lease (never in a dry run)
+	watched  bool // a dry run logged that it watches the queue
+	renewed  time.Time
+	pending  map[string]time.Time // launch id → when launched or adopted, until registered
+	seen     map[string]bool      // launch ids seen alive (pending, registered or stopping)
+	stopping map[string]bool      // launch ids we asked to stop, until they end
+	shapeOf  map[string]string    // launch id → the shape it was launched for ("" default)
+	shapes   map[string]*shapeTrack
+}
+
+// shapeTrack is what the supervisor remembers of one shape of a queue.
+type shapeTrack struct {
+	requirement  *plane.Requirement
 	lastScale    time.Time
 	failures     int
 	nextLaunch   time.Time
 	lastDecision string // a dry run's last decision logged
+	unlaunchable string // why no launch can offer the shape, as last logged ("" when it can)
+}
+
+// shape returns the track of shape, made on first use.
+func (tr *queueTrack) shape(shape string) *shapeTrack {
+	st := tr.shapes[shape]
+	if st == nil {
+		st = &shapeTrack{}
+		tr.shapes[shape] = st
+	}
+	return st
 }
 
 // NewSupervisor checks cfg and returns a Supervisor. Errors: *plane.InvalidError for a
@@ -208,13 +227,14 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 		s.forgetAllBut(nil)
 		return nil
 	}
-	stats, err := s.cfg.Driver.QueueStatsList(ctx, s.cfg.Namespace)
+	list, err := s.cfg.Driver.DemandList(ctx, s.cfg.Namespace)
 	if err != nil {
-		return fmt.Errorf("queue counts: %w", err)
+		return fmt.Errorf("demand per shape: %w", err)
 	}
-	counts := make(map[queueKey]map[plane.State]int64, len(stats))
-	for _, st := range stats {
-		counts[queueKey{st.Namespace, st.Queue}] = st.Counts
+	demand := make(map[queueKey][]plane.ShapeDemand)
+	for _, d := range list {
+		k := queueKey{d.Namespace, d.Queue}
+		demand[k] = append(demand[k], d)
 	}
 	workers, err := s.cfg.Driver.WorkerList(ctx, &plane.WorkerListParams{Namespace: s.cfg.Namespace})
 	if err != nil {
@@ -296,7 +316,7 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 			continue
 		}
 		v := queueView{ref: r.Provider, alive: alive[r.Provider.Name], launches: launchesOf[r.Provider.Name][k],
-			counts: counts[k], workers: workersOf[k]}
+			demand: demand[k], workers: workersOf[k]}
 		if err := s.queue(ctx, k, p, &v); err != nil {
 			return err
 		}
@@ -363,17 +383,18 @@ type queueView struct {
 	ref      plane.ProviderRef
 	alive    map[string]LaunchStatus // every launch its provider runs, by id
 	launches []LaunchStatus          // those of this queue
-	counts   map[plane.State]int64
-	workers  []plane.WorkerInfo // registered workers of this queue with a launch id
+	demand   []plane.ShapeDemand     // by shape, the default shape's when it has jobs
+	workers  []plane.WorkerInfo      // registered workers of this queue with a launch id
 }
 
 // queue acts for one queue: take or renew its lease, reconcile launches, decide, act.
 func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queueView) error {
-	ref, alive, counts := v.ref, v.alive, v.counts
+	ref, alive := v.ref, v.alive
 	now := s.cfg.Now()
 	tr := s.queues[k]
 	if tr == nil {
-		tr = &queueTrack{pending: map[string]time.Time{}, seen: map[string]bool{}, stopping: map[string]bool{}}
+		tr = &queueTrack{pending: map[string]time.Time{}, seen: map[string]bool{}, stopping: map[string]bool{},
+			shapeOf: map[string]string{}, shapes: map[string]*shapeTrack{}}
 		s.queues[k] = tr
 	}
 	switch {
@@ -406,14 +427,14 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 	policy := ref.Policy.WithDefaults()
 	labels := []string{k.namespace, k.queue, ref.Name}
 
-	// Registered workers of this queue launched by this provider, alive in it.
-	st := QueueState{Policy: policy, Queued: counts[plane.StateQueued], Running: counts[plane.StateRunning],
-		Pending: map[string]time.Time{}, LastScaleDown: tr.lastScale, NextLaunch: tr.nextLaunch, Now: now}
 	// A stop that failed: the launch is considered again (stopped again if still idle or
 	// expired), never left running unmanaged.
 	for _, id := range s.takeStopFailed(k) {
 		delete(tr.stopping, id)
 	}
+	// Registered workers of this queue launched by this provider, alive in it.
+	var workers []plane.WorkerInfo
+	pending := map[string]time.Time{}
 	registered := map[string]bool{}
 	for _, w := range v.workers {
 		if w.Provider != ref.Name {
@@ -424,19 +445,23 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		}
 		registered[w.LaunchID] = true
 		if !tr.stopping[w.LaunchID] {
-			st.Workers = append(st.Workers, w)
+			workers = append(workers, w)
 		}
 	}
 	// Launches of this queue the provider runs that are not registered: ours, or adopted.
 	for _, l := range v.launches {
 		id := l.ID
+		if _, known := tr.shapeOf[id]; !known {
+			tr.shapeOf[id] = l.Shape // an adopted launch: the shape its provider kept, or the default
+		}
 		if registered[id] || tr.stopping[id] {
 			continue
 		}
 		if _, ok := tr.pending[id]; !ok {
 			tr.pending[id] = now
 			if !tr.seen[id] {
-				s.cfg.Logger.Info("provider supervisor: adopted a running launch", "namespace", k.namespace, "queue", k.queue, "launch", id)
+				s.cfg.Logger.Info("provider supervisor: adopted a running launch", "namespace", k.namespace, "queue", k.queue, "launch", id,
+					"shape", shapeName(tr.shapeOf[id]))
 			}
 		}
 	}
@@ -444,35 +469,39 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		switch {
 		case registered[id]:
 			delete(tr.pending, id)
-			tr.failures, tr.nextLaunch = 0, time.Time{}
+			st := tr.shape(tr.shapeOf[id])
+			st.failures, st.nextLaunch = 0, time.Time{}
 		case !aliveOrJustLaunched(alive, id, tr.pending[id], now, s.cfg.Tick):
 			delete(tr.pending, id)
 		default:
-			st.Pending[id] = tr.pending[id]
+			pending[id] = tr.pending[id]
 		}
 	}
 	for id := range registered {
 		tr.seen[id] = true
 	}
-	for id := range st.Pending {
+	for id := range pending {
 		tr.seen[id] = true
 	}
 	// Launches we asked to stop drain until they end: live (max_workers caps what runs),
 	// but neither stopped again nor adopted.
+	stopping := map[string]int{} // by shape
 	for id := range tr.stopping {
 		if _, up := alive[id]; up {
-			st.Stopping++
+			stopping[tr.shapeOf[id]]++
 			tr.seen[id] = true
 		}
 	}
 	// A launch seen alive that ended without our stop: a crash (or SLURM killed it).
 	for id := range tr.seen {
-		_, pending := st.Pending[id]
+		_, isPending := pending[id]
 		_, up := alive[id]
-		if registered[id] || pending || (tr.stopping[id] && up) {
+		if registered[id] || isPending || (tr.stopping[id] && up) {
 			continue
 		}
 		delete(tr.seen, id)
+		shape := tr.shapeOf[id]
+		delete(tr.shapeOf, id)
 		if tr.stopping[id] {
 			delete(tr.stopping, id)
 			continue
@@ -480,62 +509,178 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		if s.cfg.DryRun {
 			continue // perhaps the acting supervisor stopped it: not ours to count
 		}
-		s.fail(tr, now, labels, "ended", id)
+		s.fail(tr.shape(shape), now, labels, shape, "ended", id)
 	}
 
-	d := Decide(&st)
-	s.cfg.Metrics.want.WithLabelValues(labels...).Set(float64(d.Want))
-	s.cfg.Metrics.live.WithLabelValues(labels...).Set(float64(d.Live))
+	// One state per shape: the default shape, every shape with demand, every shape with
+	// live launches.
+	states := map[string]*QueueState{}
+	state := func(shape string) *QueueState {
+		st := states[shape]
+		if st == nil {
+			sh := tr.shape(shape)
+			st = &QueueState{Policy: policy, Shaped: shape != "", Pending: map[string]time.Time{}, LastScaleDown: sh.lastScale,
+				NextLaunch: sh.nextLaunch, Now: now}
+			states[shape] = st
+		}
+		return st
+	}
+	state("")
+	oldest := map[string]time.Duration{}
+	for _, d := range v.demand {
+		st := state(d.Shape)
+		st.Queued, st.Running = d.Queued, d.Running
+		oldest[d.Shape] = d.OldestReady
+		if d.Shape != "" {
+			tr.shape(d.Shape).requirement = d.Requirement
+		}
+	}
+	for _, w := range workers {
+		st := state(tr.shapeOf[w.LaunchID])
+		st.Workers = append(st.Workers, w)
+	}
+	for id, at := range pending {
+		state(tr.shapeOf[id]).Pending[id] = at
+	}
+	for shape, n := range stopping {
+		state(shape).Stopping = n
+	}
+	// MaxWorkers caps the queue's workers over all its shapes: the shapes waiting longest
+	// decide first, each within what the others leave.
+	order := slices.Collect(maps.Keys(states))
+	slices.SortFunc(order, func(a, b string) int {
+		if c := cmp.Compare(oldest[b], oldest[a]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(states[b].Queued, states[a].Queued); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	used := 0
+	for _, st := range states {
+		used += len(st.Workers) + len(st.Pending) + max(st.Stopping, 0)
+	}
+	want, live := 0, 0
+	for _, shape := range order {
+		st := states[shape]
+		mine := len(st.Workers) + len(st.Pending) + max(st.Stopping, 0)
+		st.Policy.MaxWorkers = max(0, policy.MaxWorkers-(used-mine))
+		st.Policy.MinWorkers = min(st.Policy.MinWorkers, st.Policy.MaxWorkers)
+		launched, d, err := s.decideShape(ctx, k, p, ref.Name, tr, shape, st)
+		if err != nil {
+			return err
+		}
+		used += launched
+		want += d.Want
+		live += d.Live + launched
+	}
+	s.cfg.Metrics.want.WithLabelValues(labels...).Set(float64(want))
+	s.cfg.Metrics.live.WithLabelValues(labels...).Set(float64(live))
+	return nil
+}
+
+// shapeName is how a log line names a shape: its key, or "default".
+func shapeName(shape string) string {
+	if shape == "" {
+		return "default"
+	}
+	return shape
+}
+
+// decideShape decides for one shape of queue k and acts: it stops expired and idle launches
+// and launches workers offering the shape, unless no launch of p can offer it (a
+// ShapeChecker's answer, or offers the --offers form cannot carry), which it reports
+// instead. It returns how many it launched and the decision.
+func (s *Supervisor) decideShape(ctx context.Context, k queueKey, p Provider, name string, tr *queueTrack, shape string, st *QueueState) (int, Decision, error) {
+	sh := tr.shape(shape)
+	labels := []string{k.namespace, k.queue, name}
+	shapeLabels := append(slices.Clone(labels), shapeName(shape))
+	d := Decide(st)
+	s.cfg.Metrics.shapeWant.WithLabelValues(shapeLabels...).Set(float64(d.Want))
+	s.cfg.Metrics.shapeLive.WithLabelValues(shapeLabels...).Set(float64(d.Live))
+	var offers string
+	if shape != "" {
+		why := ""
+		var ok bool
+		if sh.requirement == nil {
+			why = "its requirement is not known (no demand read for it)"
+		} else if offers, ok = plane.FormatOffers((*plane.Offers)(sh.requirement)); !ok {
+			why = "a label value holds a comma or surrounding spaces, which --offers cannot carry"
+		} else if c, can := p.(ShapeChecker); can {
+			if err := c.CanOffer(sh.requirement); err != nil {
+				why = err.Error()
+			}
+		}
+		if why != sh.unlaunchable {
+			sh.unlaunchable = why
+			if why != "" {
+				s.cfg.Logger.Warn("provider supervisor: no launch of the provider can offer the shape; its jobs wait for a worker started otherwise",
+					"namespace", k.namespace, "queue", k.queue, "provider", name, "shape", shape, "requirement", offers, "reason", why)
+			} else {
+				s.cfg.Logger.Info("provider supervisor: the provider can offer the shape again", "namespace", k.namespace, "queue", k.queue,
+					"provider", name, "shape", shape)
+			}
+		}
+		s.cfg.Metrics.unlaunchable.WithLabelValues(shapeLabels...).Set(float64(min(1, len(why))))
+		if why != "" && d.Launch > 0 {
+			d.Launch, d.Reason = 0, "no launch can offer the shape"
+		}
+	}
 	if d.Launch == 0 && len(d.Stop) == 0 && len(d.Expired) == 0 {
-		tr.lastDecision = ""
-		return nil
+		sh.lastDecision = ""
+		return 0, d, nil
 	}
 	if s.cfg.DryRun {
 		// What it would do, once per change: the same decision repeats at every tick, as
 		// nothing acts on it.
 		key := fmt.Sprint(d.Want, d.Live, d.Launch, d.Stop, d.Expired, d.Reason)
-		if key == tr.lastDecision {
-			return nil
+		if key == sh.lastDecision {
+			return 0, d, nil
 		}
-		tr.lastDecision = key
+		sh.lastDecision = key
 	}
-	s.cfg.Logger.Info("provider supervisor: decision", "namespace", k.namespace, "queue", k.queue, "provider", ref.Name,
-		"queued", st.Queued, "running", st.Running, "want", d.Want, "live", d.Live, "launch", d.Launch,
+	s.cfg.Logger.Info("provider supervisor: decision", "namespace", k.namespace, "queue", k.queue, "provider", name,
+		"shape", shapeName(shape), "queued", st.Queued, "running", st.Running, "want", d.Want, "live", d.Live, "launch", d.Launch,
 		"stop", len(d.Stop), "expired", len(d.Expired), "reason", d.Reason, "dry_run", s.cfg.DryRun)
 	if s.cfg.DryRun {
 		s.cfg.Metrics.decisions.WithLabelValues(append(labels, "dry_run")...).Inc()
-		return nil
+		return 0, d, nil
 	}
 	s.cfg.Metrics.decisions.WithLabelValues(append(labels, "acted")...).Inc()
+	now := st.Now
 	for _, id := range d.Expired {
 		delete(tr.pending, id)
 		tr.stopping[id] = true // counted once; drains (or is cancelled) and is not adopted again
-		s.fail(tr, now, labels, "register_timeout", id)
+		s.fail(sh, now, labels, shape, "register_timeout", id)
 		s.stop(p, k, id, labels, "register_timeout")
 	}
 	for _, id := range d.Stop {
 		tr.stopping[id] = true
-		tr.lastScale = now
+		sh.lastScale = now
 		s.stop(p, k, id, labels, "idle")
 	}
+	launched := 0
 	for range d.Launch {
-		l := s.launchSpec(k, ref.Name, policy)
+		l := s.launchSpec(k, name, st.Policy, shape, sh.requirement, offers)
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		err := p.Launch(cctx, l)
 		cancel()
 		if err != nil {
 			s.cfg.Metrics.launches.WithLabelValues(append(labels, "error")...).Inc()
 			s.cfg.Logger.Warn("provider supervisor: launch failed", "namespace", k.namespace, "queue", k.queue,
-				"provider", ref.Name, "error", err)
-			s.fail(tr, now, labels, "launch", l.ID)
+				"provider", name, "shape", shapeName(shape), "error", err)
+			s.fail(sh, now, labels, shape, "launch", l.ID)
 			break // back off before the next one
 		}
+		launched++
 		s.cfg.Metrics.launches.WithLabelValues(append(labels, "ok")...).Inc()
-		tr.pending[l.ID], tr.seen[l.ID] = now, true
-		tr.lastScale = now
-		s.cfg.Logger.Info("provider supervisor: launched", "namespace", k.namespace, "queue", k.queue, "provider", ref.Name, "launch", l.ID)
+		tr.pending[l.ID], tr.seen[l.ID], tr.shapeOf[l.ID] = now, true, shape
+		sh.lastScale = now
+		s.cfg.Logger.Info("provider supervisor: launched", "namespace", k.namespace, "queue", k.queue, "provider", name,
+			"shape", shapeName(shape), "offers", offers, "launch", l.ID)
 	}
-	return nil
+	return launched, d, nil
 }
 
 // aliveOrJustLaunched: a launch counts while its provider lists it, or for two ticks after
@@ -547,14 +692,14 @@ func aliveOrJustLaunched(alive map[string]LaunchStatus, id string, at, now time.
 	return now.Sub(at) < 2*tick
 }
 
-// fail counts a failed launch and backs the queue's next launch off.
-func (s *Supervisor) fail(tr *queueTrack, now time.Time, labels []string, kind, id string) {
-	tr.failures++
-	wait := min(backoffMax, time.Second<<min(tr.failures-1, 10))
-	tr.nextLaunch = now.Add(wait)
+// fail counts a failed launch and backs the next launch of its shape off.
+func (s *Supervisor) fail(sh *shapeTrack, now time.Time, labels []string, shape, kind, id string) {
+	sh.failures++
+	wait := min(backoffMax, time.Second<<min(sh.failures-1, 10))
+	sh.nextLaunch = now.Add(wait)
 	s.cfg.Metrics.failures.WithLabelValues(append(labels, kind)...).Inc()
 	s.cfg.Logger.Warn("provider supervisor: worker failed", "namespace", labels[0], "queue", labels[1], "provider", labels[2],
-		"launch", id, "failure", kind, "consecutive", tr.failures, "next_launch_in", wait)
+		"shape", shapeName(shape), "launch", id, "failure", kind, "consecutive", sh.failures, "next_launch_in", wait)
 }
 
 // stop asks the provider to stop a launch, in the background (it drains for up to
@@ -588,13 +733,20 @@ func (s *Supervisor) takeStopFailed(k queueKey) []string {
 	return ids
 }
 
-// launchSpec makes a Launch for queue k: a fresh id, the policy's command, resources and
-// environment, the supervisor's WorkerEnv and the LAKESHORE_* variables.
-func (s *Supervisor) launchSpec(k queueKey, name string, p plane.LaunchPolicy) *Launch {
-	env := make(map[string]string, len(p.Env)+len(s.cfg.WorkerEnv)+4)
+// launchSpec makes a Launch for shape of queue k: a fresh id, the policy's command (with
+// --offers for a `lakeshore worker` command of a shape), resources and environment, the
+// supervisor's WorkerEnv, the LAKESHORE_* variables, and the shape's requirement.
+func (s *Supervisor) launchSpec(k queueKey, name string, p plane.LaunchPolicy, shape string, r *plane.Requirement, offers string) *Launch {
+	env := make(map[string]string, len(p.Env)+len(s.cfg.WorkerEnv)+6)
 	maps.Copy(env, s.cfg.WorkerEnv)
 	maps.Copy(env, p.Env)
 	id := s.ids.New(s.cfg.Now())
 	env[EnvLaunchID], env[EnvProvider], env[EnvQueue], env[EnvNamespace] = id, name, k.queue, k.namespace
-	return &Launch{ID: id, Namespace: k.namespace, Queue: k.queue, Command: slices.Clone(p.Command), Env: env, Resources: p.Resources}
+	l := &Launch{ID: id, Namespace: k.namespace, Queue: k.queue, Command: slices.Clone(p.Command), Env: env, Resources: p.Resources}
+	if shape != "" {
+		env[EnvShape], env[EnvOffers] = shape, offers
+		l.Shape, l.Requirement = shape, r
+		l.Command = WithOffers(l.Command, offers)
+	}
+	return l
 }

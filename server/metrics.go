@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer, drv plane.Driver) *metrics {
 			Name: "lakeshore_http_long_polls_open", Help: "Long-polls and streams open now.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.submits, m.claims, m.settles, m.frames, m.longPolls, &depthCollector{drv: drv})
+	reg.MustRegister(m.requests, m.submits, m.claims, m.settles, m.frames, m.longPolls, &depthCollector{drv: drv}, &demandCollector{drv: drv})
 	return m
 }
 

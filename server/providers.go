@@ -17,6 +17,7 @@ func (s *Server) providerRoutes() map[string]handlerFunc {
 		"PUT " + q + "/provider":                         s.handleProviderSet,
 		"DELETE " + q + "/provider":                      s.handleProviderDelete,
 		"GET /v1/providers":                              s.handleProviderList,
+		"GET /v1/demand":                                 s.handleDemand,
 		"POST /v1/namespaces/{namespace}/leases/acquire": s.handleLeaseAcquire,
 		"POST /v1/namespaces/{namespace}/leases/release": s.handleLeaseRelease,
 	}
@@ -160,5 +161,43 @@ func (s *Server) handleLeaseRelease(w http.ResponseWriter, r *http.Request, p *p
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+	return nil
+}
+
+// handleDemand answers GET /v1/demand: Driver.DemandList filtered by the query's namespace,
+// queue and shape ("default" names the default shape) and by what the token covers.
+func (s *Server) handleDemand(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ns, q, shape := r.URL.Query().Get("namespace"), r.URL.Query().Get("queue"), r.URL.Query().Get("shape")
+	if ns != "" {
+		if err := plane.ValidateNamespace(ns); err != nil {
+			return err
+		}
+	}
+	if q != "" {
+		if ns == "" {
+			return plane.Invalid("queue", q, "give namespace with queue")
+		}
+		if err := plane.ValidateName("queue name", q); err != nil {
+			return err
+		}
+	}
+	if shape == "default" {
+		shape = ""
+	} else if shape == "" {
+		shape = "*"
+	}
+	list, err := s.drv.DemandList(r.Context(), ns)
+	if err != nil {
+		return err
+	}
+	out := &api.DemandResponse{Demand: make([]api.ShapeDemand, 0, len(list))}
+	for i := range list {
+		d := &list[i]
+		if (q != "" && d.Queue != q) || (shape != "*" && d.Shape != shape) || !p.allows(d.Namespace, d.Queue, anyPerms...) {
+			continue
+		}
+		out.Demand = append(out.Demand, api.NewShapeDemand(d))
+	}
+	s.write(w, r, http.StatusOK, out)
 	return nil
 }

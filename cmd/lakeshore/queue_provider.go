@@ -38,6 +38,7 @@ func (pf *providerFlags) register(c *cobra.Command) {
 	f.IntVar(&pf.policy.MinWorkers, "min-workers", 0, "workers kept running even when the queue is empty (0: scale to zero)")
 	f.IntVar(&pf.policy.MaxWorkers, "max-workers", 0, "most workers running or launching (0: the default, 1)")
 	f.IntVar(&pf.policy.JobsPerWorker, "jobs-per-worker", 0, "target work per worker: want ceil((queued + running) ÷ this) workers (0: the default, 1)")
+	f.IntVar(&pf.policy.Buffer, "buffer", 0, "idle workers kept beyond the backlog, per shape (0: none)")
 	f.IntVar(&pf.policy.ScaleUpStep, "scale-up-step", 0, "most launches per supervisor tick (0: no cap)")
 	f.DurationVar(&pf.policy.Cooldown, "cooldown", 0, "least time from the last launch or idle stop to the next idle stop; launches never wait for it (0: the default, 5s)")
 	f.DurationVar(&pf.policy.IdleTimeout, "idle-timeout", 0, "stop a worker that ran no job this long (0: the default, 1m)")
@@ -83,6 +84,7 @@ func (pf *providerFlags) apply(a *app, c *cobra.Command, q *lakeshore.Queue) err
 		"max-workers":      func() { p.MaxWorkers = set.MaxWorkers },
 		"jobs-per-worker":  func() { p.JobsPerWorker = set.JobsPerWorker },
 		"scale-up-step":    func() { p.ScaleUpStep = set.ScaleUpStep },
+		"buffer":           func() { p.Buffer = set.Buffer },
 		"cooldown":         func() { p.Cooldown = set.Cooldown },
 		"idle-timeout":     func() { p.IdleTimeout = set.IdleTimeout },
 		"register-timeout": func() { p.RegisterTimeout = set.RegisterTimeout },
@@ -203,6 +205,9 @@ func (a *app) printProvider(ref *lakeshore.ProviderRef) error {
 		step = strconv.Itoa(p.ScaleUpStep) + " per tick"
 	}
 	tw.row("scale-up step", step)
+	if p.Buffer > 0 {
+		tw.row("buffer", fmt.Sprintf("%d idle per shape", p.Buffer))
+	}
 	tw.row("cooldown", p.Cooldown)
 	tw.row("idle timeout", p.IdleTimeout)
 	tw.row("register timeout", p.RegisterTimeout)
@@ -245,7 +250,7 @@ func providerJSON(ref *lakeshore.ProviderRef) any {
 	p := ref.Policy
 	dur := func(d time.Duration) any { return d.Seconds() }
 	return map[string]any{"name": ref.Name, "min_workers": p.MinWorkers, "max_workers": p.MaxWorkers,
-		"jobs_per_worker": p.JobsPerWorker, "scale_up_step": p.ScaleUpStep, "cooldown_s": dur(p.Cooldown),
+		"jobs_per_worker": p.JobsPerWorker, "scale_up_step": p.ScaleUpStep, "buffer": p.Buffer, "cooldown_s": dur(p.Cooldown),
 		"idle_timeout_s": dur(p.IdleTimeout), "register_timeout_s": dur(p.RegisterTimeout), "command": p.Command,
 		"env": p.Env, "cpus": p.Resources.CPUs, "gpus": p.Resources.GPUs, "memory_mb": p.Resources.MemoryMB,
 		"time_limit_s": dur(p.Resources.TimeLimit), "partition": p.Resources.Partition}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/provider"
 )
 
 func newWorkerCmd(a *app) *cobra.Command {
@@ -39,7 +41,8 @@ func newWorkerCmd(a *app) *cobra.Command {
     Linux, the command from the kernel).
 --offers says what this worker offers (cpus, memory, gpus, gpu_type, label.KEY):
 it takes only jobs whose requirement (submit --requires) these
-satisfy, and jobs without one; without --offers it takes only jobs without one.
+satisfy, and jobs without one; without --offers it takes only jobs without one
+(or offers $LAKESHORE_OFFERS, which a provider sets for a worker it launches for a shape).
 --warm says which host keys (of compute modes) the worker is warm for: their jobs
 go first, within a minute of the order.
 --order picks the claim order (fifo, filo, priority, boltzmann with --temperature).
@@ -76,8 +79,12 @@ signal stops the running commands, and their jobs are retried.`,
 			if c.Flags().Changed("temperature") && kind != lakeshore.KindBoltzmann {
 				return usagef("--temperature applies to --order boltzmann only")
 			}
+			field := "--offers"
+			if !c.Flags().Changed("offers") && os.Getenv(provider.EnvOffers) != "" {
+				offers, field = os.Getenv(provider.EnvOffers), "$"+provider.EnvOffers
+			}
 			if offers != "" {
-				if o.Offers, err = plane.ParseOffers("--offers", offers); err != nil {
+				if o.Offers, err = plane.ParseOffers(field, offers); err != nil {
 					return usageError(err)
 				}
 			}

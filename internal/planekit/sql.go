@@ -182,6 +182,13 @@ type Statements struct {
 	// queue) order. StatsAdmissions: namespace → namespace, queue, max_depth, on_full,
 	// rate_limit, burst, deadline_cutoff_ms, concurrency. StatsKeys: KeyStatsSQL.
 	StatsCounts, StatsAdmissions, StatsKeys string
+	// DemandShapes: namespace ("" for all) → namespace, queue, shape, requirement (JSON
+	// text), queued, running, and the available time (ms) of the shape's first claimable
+	// job by id (NULL when none: one index probe in the same statement): every row of
+	// placement_shapes with its counters summed. DemandHead: namespace, queue → the same
+	// time for the default shape's first claimable unkeyed job; no row when none
+	// (verbs_demand.go).
+	DemandShapes, DemandHead string
 
 	// ProviderSet: namespace, queue, provider reference (JSON text), now (ms). An upsert.
 	ProviderSet string

@@ -55,6 +55,12 @@ const Partition = "lakeshore"
 // schedule --gres=gpu:N, not to run CUDA).
 const GPUs = 2
 
+// GPUType is the type of the node's GPUs (--gres=gpu:GPUType:N).
+const GPUType = "a100"
+
+// Feature is the node's one feature (--constraint=Feature).
+const Feature = "east"
+
 // Environment variables that mark every process of a test cluster, so that a later run can
 // find and kill what a killed run left behind.
 const (
@@ -330,9 +336,10 @@ func (c *Cluster) startSlurm() error {
 	}
 	// gres.conf sits beside slurm.conf; the GPUs are /dev/null so that --gres=gpu:N can be
 	// scheduled (and checked) on a machine without GPUs.
-	gres := fmt.Sprintf("NodeName=%s Name=gpu File=/dev/null\n", c.Node)
+	// They are of type GPUType, so --gres=gpu:TYPE:N is scheduled too.
+	gres := fmt.Sprintf("NodeName=%s Name=gpu Type=%s File=/dev/null\n", c.Node, GPUType)
 	for i := 1; i < GPUs; i++ {
-		gres += fmt.Sprintf("NodeName=%s Name=gpu File=/dev/zero\n", c.Node)
+		gres += fmt.Sprintf("NodeName=%s Name=gpu Type=%s File=/dev/zero\n", c.Node, GPUType)
 	}
 	if err := os.WriteFile(filepath.Join(c.Dir, "gres.conf"), []byte(gres), 0o644); err != nil {
 		return err
@@ -407,9 +414,9 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 GresTypes=gpu
-NodeName=%[1]s NodeAddr=127.0.0.1 CPUs=2 RealMemory=%[6]d Gres=gpu:%[7]d State=UNKNOWN
+NodeName=%[1]s NodeAddr=127.0.0.1 CPUs=2 RealMemory=%[6]d Gres=gpu:%[9]s:%[7]d Feature=%[10]s State=UNKNOWN
 PartitionName=%[8]s Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
-`, c.Node, c.ControllerPort, c.NodePort, c.mungeSocket(), d, c.MemoryMB, GPUs, Partition)
+`, c.Node, c.ControllerPort, c.NodePort, c.mungeSocket(), d, c.MemoryMB, GPUs, Partition, GPUType, Feature)
 }
 
 // daemonEnv is the daemons' environment: this process's, with SLURM_CONF and the markers.

@@ -358,6 +358,23 @@ func (d *Driver) QueueStatsList(ctx context.Context, namespace string) ([]plane.
 	return res, nil
 }
 
+// DemandList implements plane.Driver (GET /v1/demand).
+func (d *Driver) DemandList(ctx context.Context, namespace string) ([]plane.ShapeDemand, error) {
+	var q url.Values
+	if namespace != "" {
+		q = url.Values{"namespace": {namespace}}
+	}
+	var out api.DemandResponse
+	if err := d.do(ctx, &call{method: "GET", path: "/v1/demand", query: q, out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
+		return nil, err
+	}
+	res := make([]plane.ShapeDemand, len(out.Demand))
+	for i := range out.Demand {
+		res[i] = out.Demand[i].Plane()
+	}
+	return res, nil
+}
+
 // InvocationTrim implements plane.Driver.
 func (d *Driver) InvocationTrim(ctx context.Context, params *plane.TrimParams) (int64, error) {
 	var out api.TrimResponse

@@ -128,6 +128,14 @@ func kitStatements(schema string) *planekit.Statements {
 		StatsAdmissions: s(`SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency
 			FROM {s}.queues WHERE $1 = '' OR namespace = $1`),
 		StatsKeys: strings.NewReplacer("{s}", schema+".", "{ns}", "$1").Replace(planekit.KeyStatsSQL),
+		DemandShapes: s(`SELECT s.namespace, s.queue, s.shape, s.requirement, COALESCE(sum(c.queued), 0)::bigint, COALESCE(sum(c.running), 0)::bigint,
+			(SELECT i.available_ms FROM {s}.invocations i
+				WHERE i.namespace = s.namespace AND i.queue = s.queue AND i.shape = s.shape AND i.state = -3 ORDER BY i.id LIMIT 1)
+			FROM {s}.placement_shapes s LEFT JOIN {s}.placement_counts c
+			ON c.namespace = s.namespace AND c.queue = s.queue AND c.shape = s.shape
+			WHERE $1 = '' OR s.namespace = $1 GROUP BY s.namespace, s.queue, s.shape, s.requirement`),
+		DemandHead: s(`SELECT available_ms FROM {s}.invocations
+			WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting ORDER BY id LIMIT 1`),
 
 		AdmissionSet: s(`INSERT INTO {s}.queues (namespace, queue, max_depth, on_full, rate_limit,
 			burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, $8, $10)

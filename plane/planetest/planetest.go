@@ -87,6 +87,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Concurrency", testConcurrency},
 		{"RateLimits", testRateLimits},
 		{"Placement", testPlacement},
+		{"Demand", testDemand},
 		{"Warm", testWarm},
 		{"PlacementTrim", testPlacementTrim},
 	}

@@ -1075,3 +1075,50 @@ func (d *refDriver) ScheduleDelete(context.Context, string, string) (bool, error
 func (d *refDriver) SchedulePause(context.Context, string, string, bool) (*plane.Schedule, error) {
 	return nil, plane.ErrNotImplemented
 }
+
+func (d *refDriver) DemandList(ctx context.Context, namespace string) ([]plane.ShapeDemand, error) {
+	if namespace != "" {
+		if err := plane.ValidateName("namespace", namespace); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	now := d.now()
+	type key struct{ ns, q, shape string }
+	byShape := map[key]*plane.ShapeDemand{}
+	oldest := map[key]string{} // the first claimable id
+	for _, ri := range d.invs {
+		inv := &ri.inv
+		if namespace != "" && inv.Namespace != namespace {
+			continue
+		}
+		k := key{inv.Namespace, inv.Queue, inv.Shape}
+		sd := byShape[k]
+		if sd == nil {
+			sd = &plane.ShapeDemand{Namespace: inv.Namespace, Queue: inv.Queue, Shape: inv.Shape, Requirement: inv.Requirement}
+			byShape[k] = sd
+		}
+		switch inv.State {
+		case plane.StateQueued:
+			sd.Queued++
+			if !inv.AvailableAt.After(now) && inv.ConcurrencyKey == "" && (oldest[k] == "" || inv.ID < oldest[k]) {
+				oldest[k] = inv.ID
+				sd.OldestReady = now.Sub(inv.AvailableAt)
+			}
+		case plane.StateRunning:
+			sd.Running++
+		}
+	}
+	var out []plane.ShapeDemand
+	for _, sd := range byShape {
+		if sd.Shape == "" && sd.Queued == 0 && sd.Running == 0 {
+			continue
+		}
+		out = append(out, *sd)
+	}
+	plane.SortDemand(out)
+	return out, nil
+}

@@ -162,6 +162,14 @@ func kitStatements() *planekit.Statements {
 		StatsAdmissions: `SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency
 			FROM queues WHERE ?1 = '' OR namespace = ?1`,
 		StatsKeys: strings.NewReplacer("{s}", "", "{ns}", "?1").Replace(planekit.KeyStatsSQL),
+		DemandShapes: `SELECT s.namespace, s.queue, s.shape, s.requirement, COALESCE(c.queued, 0), COALESCE(c.running, 0),
+			(SELECT i.available_ms FROM invocations i INDEXED BY invocations_shaped
+				WHERE i.namespace = s.namespace AND i.queue = s.queue AND i.shape = s.shape AND i.state = -3 ORDER BY i.id LIMIT 1)
+			FROM placement_shapes s LEFT JOIN placement_counts c
+			ON c.namespace = s.namespace AND c.queue = s.queue AND c.shape = s.shape
+			WHERE ?1 = '' OR s.namespace = ?1`,
+		DemandHead: `SELECT available_ms FROM invocations INDEXED BY invocations_queue
+			WHERE namespace = ?1 AND queue = ?2 AND state = 0 ORDER BY id LIMIT 1`,
 
 		AdmissionSet: `INSERT INTO queues (namespace, queue, max_depth, on_full, rate_limit,
 			burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?8, ?10)

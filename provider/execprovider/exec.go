@@ -6,11 +6,18 @@
 //
 //	PROGRAM launch   stdin: a launch as JSON {"id", "namespace", "queue", "command",
 //	                 "env", "resources": {"cpus", "gpus", "memory_mb", "time_limit"
-//	                 (seconds), "partition"}} (resources not asked are absent);
+//	                 (seconds), "partition"}, "shape", "requirement": {"cpus_milli",
+//	                 "memory_bytes", "gpus", "gpu_type", "labels"}} (resources not asked,
+//	                 and shape and requirement for the default shape, are absent);
 //	                 stdout: anything (ignored)
 //	PROGRAM stop     stdin: {"id": "...", "grace_seconds": 30}; stdout: anything
 //	PROGRAM list     stdin: {}; stdout: {"launches": [{"id", "namespace", "queue",
-//	                 "state": "pending"|"running"|"exited", "detail"}]}
+//	                 "state": "pending"|"running"|"exited", "detail", "shape"}]}
+//
+// A launch for a shape also has the shape in PROGRAM's environment (EnvShape… below), and in
+// the worker's env (LAKESHORE_SHAPE, LAKESHORE_OFFERS): the program starts a host, VM or
+// Pod that offers it. A launch's "shape" given back by list lets a restarted supervisor
+// count the launch under its shape.
 //
 // Exit status 0 means success; any other status is a failure whose stderr (its last
 // 2 KiB) is reported. Every call is bounded by a timeout; a program that hangs is killed.
@@ -26,12 +33,27 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/provider"
+)
+
+// Environment variables of PROGRAM launch for a shape (absent for the default shape).
+const (
+	// EnvShape is the shape key (provider.EnvShape).
+	EnvShape = provider.EnvShape
+	// EnvOffers is the requirement in --offers form (provider.EnvOffers).
+	EnvOffers = provider.EnvOffers
+	// EnvShapeCPUsMilli, EnvShapeMemoryBytes, EnvShapeGPUs and EnvShapeGPUType are the
+	// requirement's fields (absent when zero); labels are in EnvOffers and the JSON.
+	EnvShapeCPUsMilli   = "LAKESHORE_SHAPE_CPUS_MILLI"
+	EnvShapeMemoryBytes = "LAKESHORE_SHAPE_MEMORY_BYTES"
+	EnvShapeGPUs        = "LAKESHORE_SHAPE_GPUS"
+	EnvShapeGPUType     = "LAKESHORE_SHAPE_GPU_TYPE"
 )
 
 // TimeoutDefault bounds one call of the program when Config.Timeout is 0.
@@ -77,9 +99,27 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 	if env == nil {
 		env = map[string]string{} // {} rather than null: programs merge it into theirs
 	}
-	_, err := p.call(ctx, "launch", launchRequest{ID: l.ID, Namespace: l.Namespace, Queue: l.Queue,
+	req := launchRequest{ID: l.ID, Namespace: l.Namespace, Queue: l.Queue,
 		Command: l.Command, Env: env, Resources: resourcesRequest{CPUs: r.CPUs, GPUs: r.GPUs, MemoryMB: r.MemoryMB,
-			TimeLimit: r.TimeLimit.Seconds(), Partition: r.Partition}})
+			TimeLimit: r.TimeLimit.Seconds(), Partition: r.Partition}}
+	var extra []string
+	if q := l.Requirement; l.Shape != "" && !q.IsZero() {
+		req.Shape, req.Requirement = l.Shape, q
+		offers, _ := plane.FormatOffers((*plane.Offers)(q))
+		extra = append(extra, EnvShape+"="+l.Shape, EnvOffers+"="+offers)
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{EnvShapeCPUsMilli, q.MilliCPUs}, {EnvShapeMemoryBytes, q.MemoryBytes}, {EnvShapeGPUs, q.GPUs}} {
+			if f.v > 0 {
+				extra = append(extra, f.name+"="+strconv.FormatInt(f.v, 10))
+			}
+		}
+		if q.GPUType != "" {
+			extra = append(extra, EnvShapeGPUType+"="+q.GPUType)
+		}
+	}
+	_, err := p.callEnv(ctx, extra, "launch", req)
 	return err
 }
 
@@ -92,6 +132,9 @@ type launchRequest struct {
 	Command   []string          `json:"command"`
 	Env       map[string]string `json:"env"`
 	Resources resourcesRequest  `json:"resources"`
+	// Shape and Requirement are the launch's shape; absent for the default shape.
+	Shape       string             `json:"shape,omitempty"`
+	Requirement *plane.Requirement `json:"requirement,omitempty"`
 }
 
 // resourcesRequest is plane.Resources on the wire; zero values (not asked) are absent.
@@ -138,6 +181,11 @@ func (p *Provider) List(ctx context.Context) ([]provider.LaunchStatus, error) {
 
 // call runs PROGRAM op with in as JSON on stdin and returns its stdout.
 func (p *Provider) call(ctx context.Context, op string, in any) ([]byte, error) {
+	return p.callEnv(ctx, nil, op, in)
+}
+
+// callEnv is call with env added to PROGRAM's environment.
+func (p *Provider) callEnv(ctx context.Context, env []string, op string, in any) ([]byte, error) {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s %s: %w", p.name, op, err)
@@ -146,6 +194,9 @@ func (p *Provider) call(ctx context.Context, op string, in any) ([]byte, error) 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.program, op)
 	cmd.Stdin = bytes.NewReader(body)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -262,3 +262,43 @@ func TestProgramMissing(t *testing.T) {
 	}
 	checkNoTypeName(t, p.Check(t.Context()))
 }
+
+// TestLaunchShape: a launch for a shape has "shape" and "requirement" in its JSON and the
+// shape in PROGRAM's environment; list gives each launch's shape back.
+func TestLaunchShape(t *testing.T) {
+	p, dir := program(t, 0, `env | grep '^LAKESHORE_' | sort > "$D/env"
+[ "$1" = list ] && echo '{"launches": [{"id": "L1", "namespace": "team", "queue": "q", "state": "running", "shape": "sh1_x"}]}'
+exit 0`)
+	req := &plane.Requirement{MilliCPUs: 4000, GPUs: 1, GPUType: "a100", Labels: map[string]string{"zone": "east"}}
+	l := &provider.Launch{ID: "L1", Namespace: "team", Queue: "q", Command: []string{"w"}, Shape: req.Shape(), Requirement: req}
+	if err := p.Launch(t.Context(), l); err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(read(t, filepath.Join(dir, "stdin"))), &got); err != nil {
+		t.Fatal(err)
+	}
+	wantReq := map[string]any{"cpus_milli": 4000.0, "gpus": 1.0, "gpu_type": "a100", "labels": map[string]any{"zone": "east"}}
+	if got["shape"] != req.Shape() || mustJSON(t, got["requirement"]) != mustJSON(t, wantReq) {
+		t.Errorf("launch request shape %v requirement %v; want %s and %v", got["shape"], got["requirement"], req.Shape(), wantReq)
+	}
+	env := read(t, filepath.Join(dir, "env"))
+	for _, want := range []string{
+		execprovider.EnvShape + "=" + req.Shape(),
+		execprovider.EnvOffers + "=cpus=4000m,gpus=1,gpu_type=a100,label.zone=east",
+		execprovider.EnvShapeCPUsMilli + "=4000",
+		execprovider.EnvShapeGPUs + "=1",
+		execprovider.EnvShapeGPUType + "=a100",
+	} {
+		if !strings.Contains(env, want+"\n") && !strings.HasSuffix(env, want) {
+			t.Errorf("the program's environment misses %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, execprovider.EnvShapeMemoryBytes) {
+		t.Errorf("the program's environment has %s for a requirement without memory:\n%s", execprovider.EnvShapeMemoryBytes, env)
+	}
+	ls, err := p.List(t.Context())
+	if err != nil || len(ls) != 1 || ls[0].Shape != "sh1_x" {
+		t.Errorf("List = %+v, %v; want one launch of shape sh1_x", ls, err)
+	}
+}

@@ -49,6 +49,9 @@ const (
 	LabelProvider = "lakeshore.dev/provider"
 	// LabelLaunch is the launch id.
 	LabelLaunch = "lakeshore.dev/launch"
+	// LabelShape is the shape key of a launch for a shape (absent for the default shape):
+	// a supervisor started later counts an adopted Pod under it.
+	LabelShape = "lakeshore.dev/shape"
 	// AnnotationNamespace and AnnotationQueue are the queue the worker serves (annotations:
 	// a queue name need not be a valid label value).
 	AnnotationNamespace = "lakeshore.dev/namespace"
@@ -65,6 +68,8 @@ const (
 	GPUResourceDefault = "nvidia.com/gpu"
 	// PartitionLabelDefault is Config.PartitionLabel when "".
 	PartitionLabelDefault = "lakeshore.dev/pool"
+	// GPUTypeLabelDefault is Config.GPUTypeLabel when "".
+	GPUTypeLabelDefault = "lakeshore.dev/gpu-type"
 	// ContainerName is the worker's container in its Pod.
 	ContainerName = "worker"
 )
@@ -97,6 +102,10 @@ type Config struct {
 	// GPUResource is the extended resource a launch's GPUs ask for. Defaults to
 	// GPUResourceDefault (nvidia.com/gpu).
 	GPUResource string
+	// GPUTypeLabel is the node label a shape's gpu_type selects (a shape with gpu_type
+	// a100 gets nodeSelector GPUTypeLabel=a100). Defaults to GPUTypeLabelDefault. A shape's
+	// labels are node labels as they are (zone=east selects nodes labelled zone=east).
+	GPUTypeLabel string
 	// PlaneURL, when set, is LAKESHORE_URL for the workers (the plane as Pods reach it),
 	// replacing the supervisor's; LAKESHORE_HOME is then dropped.
 	PlaneURL string
@@ -110,7 +119,7 @@ type Config struct {
 
 // providerKeys are the options a provider of type kubernetes may have besides type.
 var providerKeys = []string{"gpu_resource", "image", "image_pull_policy", "kubeconfig", "lakeshore", "namespace",
-	"node_selector", "partition_label", "plane_url", "secret", "service_account"}
+	"gpu_type_label", "node_selector", "partition_label", "plane_url", "secret", "service_account"}
 
 // FromConfig makes a Config of a provider of type kubernetes declared in a project file,
 // and returns its kubeconfig option ("" : in-cluster, else $KUBECONFIG or ~/.kube/config;
@@ -130,7 +139,7 @@ func FromConfig(file string, p *fabric.Provider) (Config, string, error) {
 	}
 	o := p.Options
 	cfg := Config{Name: p.Name, Namespace: o["namespace"], Image: o["image"], Lakeshore: o["lakeshore"],
-		ServiceAccount: o["service_account"], PartitionLabel: o["partition_label"], GPUResource: o["gpu_resource"],
+		ServiceAccount: o["service_account"], PartitionLabel: o["partition_label"], GPUResource: o["gpu_resource"], GPUTypeLabel: o["gpu_type_label"],
 		PlaneURL: o["plane_url"], Secret: o["secret"], ImagePullPolicy: corev1.PullPolicy(o["image_pull_policy"])}
 	if s := o["node_selector"]; s != "" {
 		cfg.NodeSelector = map[string]string{}
@@ -221,6 +230,9 @@ func New(cfg Config, client kubernetes.Interface) (*Provider, error) {
 	if cfg.GPUResource == "" {
 		cfg.GPUResource = GPUResourceDefault
 	}
+	if cfg.GPUTypeLabel == "" {
+		cfg.GPUTypeLabel = GPUTypeLabelDefault
+	}
 	if cfg.PartitionLabel == "" {
 		cfg.PartitionLabel = PartitionLabelDefault
 	}
@@ -286,6 +298,32 @@ func (p *Provider) Pod(l *provider.Launch) (*corev1.Pod, error) {
 		req[name], lim[name] = q, q
 	}
 	selector := maps.Clone(p.cfg.NodeSelector)
+	// A shape's requirement takes the place of the policy's resources it names, and selects
+	// nodes by its GPU type and labels.
+	if q := l.Requirement; q != nil && !q.IsZero() {
+		if err := p.CanOffer(q); err != nil {
+			return nil, err
+		}
+		if q.MilliCPUs > 0 {
+			req[corev1.ResourceCPU] = *resource.NewMilliQuantity(q.MilliCPUs, resource.DecimalSI)
+		}
+		if q.MemoryBytes > 0 {
+			m := *resource.NewQuantity(q.MemoryBytes, resource.BinarySI)
+			req[corev1.ResourceMemory], lim[corev1.ResourceMemory] = m, m
+		}
+		if q.GPUs > 0 {
+			g := *resource.NewQuantity(q.GPUs, resource.DecimalSI)
+			name := corev1.ResourceName(p.cfg.GPUResource)
+			req[name], lim[name] = g, g
+		}
+		if selector == nil {
+			selector = map[string]string{}
+		}
+		if q.GPUType != "" {
+			selector[p.cfg.GPUTypeLabel] = q.GPUType
+		}
+		maps.Copy(selector, q.Labels)
+	}
 	if r.Partition != "" {
 		if selector == nil {
 			selector = map[string]string{}
@@ -308,7 +346,7 @@ func (p *Provider) Pod(l *provider.Launch) (*corev1.Pod, error) {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: PodName(l.ID), Namespace: p.cfg.Namespace,
-			Labels:      map[string]string{LabelManagedBy: "lakeshore", LabelProvider: p.cfg.Name, LabelLaunch: l.ID},
+			Labels:      podLabels(p.cfg.Name, l),
 			Annotations: map[string]string{AnnotationNamespace: l.Namespace, AnnotationQueue: l.Queue}},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: p.cfg.ServiceAccount,
 			NodeSelector: selector, Containers: []corev1.Container{c}},
@@ -318,6 +356,30 @@ func (p *Provider) Pod(l *provider.Launch) (*corev1.Pod, error) {
 		pod.Spec.ActiveDeadlineSeconds = &s
 	}
 	return pod, nil
+}
+
+// podLabels are the labels of launch l's Pod.
+func podLabels(name string, l *provider.Launch) map[string]string {
+	out := map[string]string{LabelManagedBy: "lakeshore", LabelProvider: name, LabelLaunch: l.ID}
+	if l.Shape != "" && len(validation.IsValidLabelValue(l.Shape)) == 0 {
+		out[LabelShape] = l.Shape
+	}
+	return out
+}
+
+// CanOffer implements provider.ShapeChecker: a shape's GPU type and labels must be valid
+// node label values (and its label keys node label keys), which select its nodes. Whether
+// a node has them is the scheduler's to say (the Pod stays pending until one does).
+func (p *Provider) CanOffer(r *plane.Requirement) error {
+	if r.GPUType != "" && len(validation.IsValidLabelValue(r.GPUType)) > 0 {
+		return fmt.Errorf("kubernetes provider %s: the shape's gpu_type %q is not a node label value", p.cfg.Name, r.GPUType)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(r.Labels[k])) > 0 {
+			return fmt.Errorf("kubernetes provider %s: the shape's label %s=%s is not a node label", p.cfg.Name, k, r.Labels[k])
+		}
+	}
+	return nil
 }
 
 // Launch implements provider.Provider: it creates the launch's Pod (Pod). It returns once
@@ -356,7 +418,8 @@ func (p *Provider) List(ctx context.Context) ([]provider.LaunchStatus, error) {
 		if !validID(id) {
 			continue
 		}
-		l := provider.LaunchStatus{ID: id, Namespace: pod.Annotations[AnnotationNamespace], Queue: pod.Annotations[AnnotationQueue]}
+		l := provider.LaunchStatus{ID: id, Namespace: pod.Annotations[AnnotationNamespace], Queue: pod.Annotations[AnnotationQueue],
+			Shape: pod.Labels[LabelShape]}
 		switch pod.Status.Phase {
 		case corev1.PodSucceeded, corev1.PodFailed:
 			if pod.DeletionTimestamp == nil {

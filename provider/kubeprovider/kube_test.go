@@ -9,6 +9,7 @@ package kubeprovider_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -310,5 +311,51 @@ func TestDocsProvider(t *testing.T) {
 	if cfg.Image != "registry.example/lakeshore-worker:1" || cfg.Namespace != "ml" || cfg.Secret != "lakeshore-token" ||
 		cfg.NodeSelector["cloud.example/pool"] != "gpu" || kubeconfig != "" {
 		t.Errorf("the documented provider reads as %+v", cfg)
+	}
+}
+
+// TestPodManifestShape: a launch for a shape asks its requirement in the Pod — millicpus as
+// the CPU request, memory as request and limit, GPUs as nvidia.com/gpu request and limit,
+// in place of the policy's — selects nodes by its GPU type (GPUTypeLabel) and labels,
+// carries its shape as a label, and List gives the shape back; a label that is not a node
+// label cannot be offered.
+func TestPodManifestShape(t *testing.T) {
+	client := fake.NewClientset()
+	p := newProvider(t, client, nil)
+	ctx := context.Background()
+	req := &plane.Requirement{MilliCPUs: 1500, MemoryBytes: 40 << 30, GPUs: 4, GPUType: "a100", Labels: map[string]string{"zone": "east"}}
+	l := launch("01JSHAPE", plane.Resources{CPUs: 1, GPUs: 1, MemoryMB: 1024})
+	l.Shape, l.Requirement = req.Shape(), req
+	pod, err := p.Pod(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	gpu := corev1.ResourceName(kubeprovider.GPUResourceDefault)
+	if got := c.Resources.Requests[corev1.ResourceCPU]; got.String() != "1500m" {
+		t.Errorf("cpu request %s; want 1500m", got.String())
+	}
+	if got := c.Resources.Limits[corev1.ResourceMemory]; got.Value() != 40<<30 {
+		t.Errorf("memory limit %s; want 40Gi", got.String())
+	}
+	if r, l := c.Resources.Requests[gpu], c.Resources.Limits[gpu]; r.Value() != 4 || l.Value() != 4 {
+		t.Errorf("gpu request/limit %s/%s; want 4/4", r.String(), l.String())
+	}
+	want := map[string]string{"cloud.example/pool": "gpu", kubeprovider.GPUTypeLabelDefault: "a100", "zone": "east"}
+	if !maps.Equal(pod.Spec.NodeSelector, want) {
+		t.Errorf("node selector %v; want %v", pod.Spec.NodeSelector, want)
+	}
+	if pod.Labels[kubeprovider.LabelShape] != req.Shape() {
+		t.Errorf("labels %v; want %s=%s", pod.Labels, kubeprovider.LabelShape, req.Shape())
+	}
+	if err := p.Launch(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := p.List(ctx)
+	if err != nil || len(ls) != 1 || ls[0].Shape != req.Shape() {
+		t.Errorf("List = %+v, %v; want the launch with shape %s", ls, err, req.Shape())
+	}
+	if err := p.CanOffer(&plane.Requirement{Labels: map[string]string{"zone": "east west"}}); err == nil {
+		t.Error("CanOffer of a label value with a space: nil; want an error")
 	}
 }

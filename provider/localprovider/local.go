@@ -6,6 +6,13 @@
 // supervisor started later adopts the launches of one that died (List) instead of launching
 // twice, and can stop them. Stop sends SIGTERM to the group (a Lakeshore worker drains: it
 // finishes its running jobs and claims nothing new), then SIGKILL after the grace period.
+//
+// GPUs: a launch for a shape that asks for GPUs gets CUDA_VISIBLE_DEVICES set to as many of
+// the machine's GPUs as it asks, none held by another live launch (the records keep which
+// each holds, so a restarted supervisor never hands one out twice). The GPUs are
+// $LAKESHORE_LOCAL_GPUS (a count, or a comma-separated device list), else the supervisor's
+// own CUDA_VISIBLE_DEVICES, else one per /proc/driver/nvidia/gpus entry; their type is
+// $LAKESHORE_LOCAL_GPU_TYPE ("" for none named).
 package localprovider
 
 import (
@@ -16,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +37,9 @@ import (
 
 // Provider runs workers as local processes. Create it with New.
 type Provider struct {
-	dir string
+	dir     string
+	gpus    []string // device ids CUDA_VISIBLE_DEVICES may name
+	gpuType string
 
 	mu      sync.Mutex
 	exited  map[string]chan struct{} // launches this process started: closed when reaped
@@ -45,7 +55,119 @@ func New(dir string) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
-	return &Provider{dir: dir, exited: map[string]chan struct{}{}, started: map[string]*os.Process{}}, nil
+	gpus, err := gpusFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{dir: dir, gpus: gpus, gpuType: os.Getenv(EnvGPUType), exited: map[string]chan struct{}{}, started: map[string]*os.Process{}}, nil
+}
+
+// Environment variables the local provider reads at New.
+const (
+	// EnvGPUs says which GPUs the machine has: a count ("4": devices 0–3) or a device list
+	// ("0,2,3"). Unset: the supervisor's CUDA_VISIBLE_DEVICES, else one per
+	// /proc/driver/nvidia/gpus entry (none without the NVIDIA driver).
+	EnvGPUs = "LAKESHORE_LOCAL_GPUS"
+	// EnvGPUType is the model of those GPUs ("a100"), matched against a shape's gpu_type.
+	EnvGPUType = "LAKESHORE_LOCAL_GPU_TYPE"
+)
+
+// SetGPUs replaces the GPUs the provider hands out (device ids) and their type; for tests
+// and embedders that know better than the environment.
+func (p *Provider) SetGPUs(devices []string, gpuType string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gpus, p.gpuType = slices.Clone(devices), gpuType
+}
+
+// gpusFromEnv reads the machine's GPUs (EnvGPUs' rule). Errors: a bad EnvGPUs.
+func gpusFromEnv() ([]string, error) {
+	if v := strings.TrimSpace(os.Getenv(EnvGPUs)); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			if n < 0 || n > plane.RequirementGPUsMax {
+				return nil, plane.Invalid(EnvGPUs, v, fmt.Sprintf("use a GPU count 0–%d or a device list such as 0,1,3", plane.RequirementGPUsMax))
+			}
+			out := make([]string, n)
+			for i := range out {
+				out[i] = strconv.Itoa(i)
+			}
+			return out, nil
+		}
+		return splitDevices(v), nil
+	}
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+		return splitDevices(v), nil
+	}
+	entries, _ := os.ReadDir("/proc/driver/nvidia/gpus")
+	out := make([]string, len(entries))
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out, nil
+}
+
+func splitDevices(v string) []string {
+	var out []string
+	for _, d := range strings.Split(v, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// CanOffer implements provider.ShapeChecker: the machine's GPUs (count and type) and CPUs
+// must cover r; the local provider offers no labels. Memory is not checked (the machine's
+// is what it is).
+func (p *Provider) CanOffer(r *plane.Requirement) error {
+	p.mu.Lock()
+	gpus, gpuType := len(p.gpus), p.gpuType
+	p.mu.Unlock()
+	switch {
+	case r.GPUs > int64(gpus):
+		return fmt.Errorf("local provider: the shape asks for %d GPUs and this machine has %d (set %s)", r.GPUs, gpus, EnvGPUs)
+	case r.GPUType != "" && r.GPUType != gpuType:
+		return fmt.Errorf("local provider: the shape asks for GPU type %q and this machine's are %q (set %s)", r.GPUType, gpuType, EnvGPUType)
+	case len(r.Labels) > 0:
+		return fmt.Errorf("local provider: the shape asks for labels, which the local provider does not offer")
+	case r.MilliCPUs > int64(runtime.NumCPU())*1000:
+		return fmt.Errorf("local provider: the shape asks for %d millicpus and this machine has %d CPUs", r.MilliCPUs, runtime.NumCPU())
+	}
+	return nil
+}
+
+// takeGPUs picks n GPUs no live launch holds. Called with p.mu held. Errors: too few free.
+func (p *Provider) takeGPUs(n int64) ([]string, error) {
+	held := map[string]bool{}
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		if rec, ok := p.read(id); ok && p.aliveLocked(rec) {
+			for _, g := range rec.GPUs {
+				held[g] = true
+			}
+		}
+	}
+	var out []string
+	for _, g := range p.gpus {
+		if int64(len(out)) == n {
+			break
+		}
+		if !held[g] {
+			out = append(out, g)
+		}
+	}
+	if int64(len(out)) < n {
+		return nil, fmt.Errorf("local provider: the shape asks for %d GPUs and %d of this machine's %d are free (the others are held by live workers)",
+			n, len(out), len(p.gpus))
+	}
+	return out, nil
 }
 
 // Name implements provider.Provider: "local".
@@ -59,6 +181,8 @@ type record struct {
 	PID       int      `json:"pid"`
 	StartTime uint64   `json:"start_time"` // /proc/PID/stat field 22: tells a reused pid apart
 	Command   []string `json:"command"`
+	Shape     string   `json:"shape,omitempty"` // the launch's shape ("" default)
+	GPUs      []string `json:"gpus,omitempty"`  // the devices in its CUDA_VISIBLE_DEVICES
 }
 
 // Launch implements provider.Provider: it starts l.Command with l.Env added to this
@@ -79,8 +203,25 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 		return fmt.Errorf("local provider: %w", err)
 	}
 	defer logf.Close()
+	// GPUs are picked and the record written under p.mu, so two launches never take one.
+	p.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			p.mu.Unlock()
+		}
+	}()
+	var gpus []string
+	if r := l.Requirement; r != nil && r.GPUs > 0 {
+		if gpus, err = p.takeGPUs(r.GPUs); err != nil {
+			return err
+		}
+	}
 	cmd := exec.Command(path, l.Command[1:]...)
 	cmd.Env = os.Environ()
+	if l.Requirement != nil && !l.Requirement.IsZero() {
+		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","))
+	}
 	keys := make([]string, 0, len(l.Env))
 	for k := range l.Env {
 		keys = append(keys, k)
@@ -94,12 +235,14 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("local provider: start %s: %w", l.Command[0], err)
 	}
-	rec := record{ID: l.ID, Namespace: l.Namespace, Queue: l.Queue, PID: cmd.Process.Pid, StartTime: startTime(cmd.Process.Pid), Command: l.Command}
+	rec := record{ID: l.ID, Namespace: l.Namespace, Queue: l.Queue, PID: cmd.Process.Pid, StartTime: startTime(cmd.Process.Pid), Command: l.Command,
+		Shape: l.Shape, GPUs: gpus}
 	done := make(chan struct{})
-	p.mu.Lock()
 	p.exited[l.ID], p.started[l.ID] = done, cmd.Process
+	err = p.write(rec)
 	p.mu.Unlock()
-	if err := p.write(rec); err != nil {
+	locked = false
+	if err != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		return err
@@ -153,7 +296,7 @@ func (p *Provider) List(ctx context.Context) ([]provider.LaunchStatus, error) {
 			continue
 		}
 		out = append(out, provider.LaunchStatus{ID: rec.ID, Namespace: rec.Namespace, Queue: rec.Queue,
-			State: provider.LaunchRunning, Detail: "pid " + strconv.Itoa(rec.PID)})
+			State: provider.LaunchRunning, Detail: "pid " + strconv.Itoa(rec.PID), Shape: rec.Shape})
 	}
 	return out, nil
 }
@@ -172,8 +315,13 @@ func (p *Provider) read(id string) (record, bool) {
 // its parent, has ended).
 func (p *Provider) alive(rec record) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.aliveLocked(rec)
+}
+
+// aliveLocked is alive with p.mu held.
+func (p *Provider) aliveLocked(rec record) bool {
 	done, ours := p.exited[rec.ID]
-	p.mu.Unlock()
 	if ours {
 		select {
 		case <-done:

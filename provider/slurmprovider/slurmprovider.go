@@ -16,12 +16,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,6 +138,11 @@ type Config struct {
 	PollInterval time.Duration
 	// DrainBeforeTimeLimit: see DrainBeforeTimeLimitDefault; negative turns it off.
 	DrainBeforeTimeLimit time.Duration
+	// ConstraintLabels are the label keys of a shape whose values are node features: a
+	// launch for a shape with label KEY=VALUE, KEY listed, asks --constraint=VALUE (several
+	// joined with &). A shape with a label not listed cannot be launched (CanOffer).
+	// Default: none.
+	ConstraintLabels []string
 }
 
 // Environment variables ConfigFromEnv reads. SLURM's own variables work as usual beside
@@ -146,12 +153,33 @@ const (
 	EnvLogDir = "LAKESHORE_SLURM_LOG_DIR"
 	// EnvJobNamePrefix sets Config.JobNamePrefix.
 	EnvJobNamePrefix = "LAKESHORE_SLURM_JOB_PREFIX"
+	// EnvConstraintLabels sets Config.ConstraintLabels (comma-separated keys).
+	EnvConstraintLabels = "LAKESHORE_SLURM_CONSTRAINT_LABELS"
 )
 
 // ConfigFromEnv returns the Config a supervisor uses by default: the zero Config with
-// LogDir and JobNamePrefix from EnvLogDir and EnvJobNamePrefix when set.
+// LogDir, JobNamePrefix and ConstraintLabels from EnvLogDir, EnvJobNamePrefix and
+// EnvConstraintLabels when set.
 func ConfigFromEnv() Config {
-	return Config{LogDir: os.Getenv(EnvLogDir), JobNamePrefix: os.Getenv(EnvJobNamePrefix)}
+	var labels []string
+	for _, k := range strings.Split(os.Getenv(EnvConstraintLabels), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			labels = append(labels, k)
+		}
+	}
+	return Config{LogDir: os.Getenv(EnvLogDir), JobNamePrefix: os.Getenv(EnvJobNamePrefix), ConstraintLabels: labels}
+}
+
+// CanOffer implements provider.ShapeChecker: every label of r must be one of
+// ConstraintLabels (a node feature); counts and GPU types are SLURM's to refuse (sbatch
+// rejects resources no node has, and the launch fails).
+func (p *Provider) CanOffer(r *plane.Requirement) error {
+	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+		if !slices.Contains(p.cfg.ConstraintLabels, k) {
+			return fmt.Errorf("slurm provider: the shape asks for label %s, which is not a node feature here (list it in %s)", k, EnvConstraintLabels)
+		}
+	}
+	return nil
 }
 
 // Provider launches workers as SLURM batch jobs. It keeps no state of its own: SLURM's
@@ -266,7 +294,11 @@ func validID(id string) error {
 //	       --wrap "exec 'arg0' 'arg1' …"
 //
 // Resources map to --cpus-per-task, --gres=gpu:N, --mem=NM, --time=MINUTES (rounded up)
-// and --partition. The worker's environment is the provider's with the launch's Env added
+// and --partition. A shape's requirement (Launch.Requirement) replaces what it names:
+// cpus_milli → --cpus-per-task (rounded up to whole CPUs), memory_bytes → --mem (MiB,
+// rounded up), gpus and gpu_type → --gres=gpu[:TYPE]:N, and the labels listed in
+// ConstraintLabels → --constraint=VALUE[&VALUE…]; the shape goes in the comment
+// (shape=…), so List reports it. The worker's environment is the provider's with the launch's Env added
 // (--export=ALL passes it on: values may hold commas or quotes). The batch step execs the
 // worker, so a signal to the batch step (Stop's SIGTERM, SLURM's time limit) reaches it.
 // It returns once sbatch accepted the job. Errors: *plane.InvalidError for a bad launch;
@@ -309,7 +341,11 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 
 // sbatchArgs returns sbatch's arguments for l.
 func (p *Provider) sbatchArgs(l *provider.Launch) []string {
-	comment := url.Values{"namespace": {l.Namespace}, "queue": {l.Queue}}.Encode()
+	values := url.Values{"namespace": {l.Namespace}, "queue": {l.Queue}}
+	if l.Shape != "" {
+		values.Set("shape", l.Shape)
+	}
+	comment := values.Encode()
 	args := []string{"--parsable",
 		"--job-name=" + p.JobName(l.ID),
 		"--comment=" + comment,
@@ -318,14 +354,43 @@ func (p *Provider) sbatchArgs(l *provider.Launch) []string {
 		"--export=ALL",
 	}
 	r := l.Resources
+	gres := ""
+	if r.GPUs > 0 {
+		gres = "gpu:" + strconv.Itoa(r.GPUs)
+	}
+	var constraints []string
+	// A shape's requirement takes the place of the policy's resources it names.
+	if q := l.Requirement; q != nil {
+		if q.MilliCPUs > 0 {
+			r.CPUs = int((q.MilliCPUs + 999) / 1000)
+		}
+		if q.MemoryBytes > 0 {
+			r.MemoryMB = (q.MemoryBytes + 1<<20 - 1) >> 20
+		}
+		if q.GPUs > 0 || q.GPUType != "" {
+			n := max(q.GPUs, 1)
+			gres = "gpu:" + strconv.FormatInt(n, 10)
+			if q.GPUType != "" {
+				gres = "gpu:" + q.GPUType + ":" + strconv.FormatInt(n, 10)
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(q.Labels)) {
+			if slices.Contains(p.cfg.ConstraintLabels, k) {
+				constraints = append(constraints, q.Labels[k])
+			}
+		}
+	}
 	if r.CPUs > 0 {
 		args = append(args, "--cpus-per-task="+strconv.Itoa(r.CPUs))
 	}
-	if r.GPUs > 0 {
-		args = append(args, "--gres=gpu:"+strconv.Itoa(r.GPUs))
+	if gres != "" {
+		args = append(args, "--gres="+gres)
 	}
 	if r.MemoryMB > 0 {
 		args = append(args, "--mem="+strconv.FormatInt(r.MemoryMB, 10)+"M")
+	}
+	if len(constraints) > 0 {
+		args = append(args, "--constraint="+strings.Join(constraints, "&"))
 	}
 	if r.TimeLimit > 0 {
 		minutes := int64((r.TimeLimit + time.Minute - 1) / time.Minute)
@@ -449,7 +514,7 @@ func (p *Provider) jobs(ctx context.Context, filter ...string) ([]provider.Launc
 			continue
 		}
 		if v, err := url.ParseQuery(comment); err == nil {
-			s.Namespace, s.Queue = v.Get("namespace"), v.Get("queue")
+			s.Namespace, s.Queue, s.Shape = v.Get("namespace"), v.Get("queue"), v.Get("shape")
 		}
 		s.Detail = "slurm job " + jobID + " " + state
 		if reason != "" && reason != "None" {

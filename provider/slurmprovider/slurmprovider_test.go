@@ -393,3 +393,55 @@ func checkNoTypeName(t *testing.T, err error) {
 		t.Errorf("the error %q names a Go type", err)
 	}
 }
+
+// TestShapeResources: a launch for a shape asks SLURM for the shape's requirement in place
+// of the policy's resources — --cpus-per-task rounded up to whole CPUs, --mem in MiB,
+// --gres=gpu:TYPE:N, --constraint from a label listed in ConstraintLabels — and List
+// reports the launch's shape; a label not listed cannot be offered (CanOffer).
+func TestShapeResources(t *testing.T) {
+	c := slurmtest.Shared(t)
+	p, err := slurmprovider.New(slurmprovider.Config{SlurmConf: c.Conf, LogDir: t.TempDir(), PollInterval: 100 * time.Millisecond,
+		ConstraintLabels: []string{"zone"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := &plane.Requirement{MilliCPUs: 1500, MemoryBytes: 200<<20 + 1, GPUs: 2, GPUType: slurmtest.GPUType,
+		Labels: map[string]string{"zone": slurmtest.Feature}}
+	if err := p.CanOffer(req); err != nil {
+		t.Fatalf("CanOffer(%+v): %v", req, err)
+	}
+	if err := p.CanOffer(&plane.Requirement{Labels: map[string]string{"rack": "r1"}}); err == nil || !strings.Contains(err.Error(), slurmprovider.EnvConstraintLabels) {
+		t.Errorf("CanOffer of an unlisted label: %v; want an error naming %s", err, slurmprovider.EnvConstraintLabels)
+	}
+	id := newLaunchID()
+	l := &provider.Launch{ID: id, Namespace: "default", Queue: "q", Command: []string{"sleep", "300"}, Shape: req.Shape(), Requirement: req,
+		Resources: plane.Resources{CPUs: 1, GPUs: 1, MemoryMB: 100}}
+	if err := p.Launch(ctx, l); err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background(), id, 0) })
+	out, err := c.Command(ctx, "squeue", "--noheader", "--name="+p.JobName(id), "--format=%i").Output()
+	jobID := strings.TrimSpace(string(out))
+	if err != nil || jobID == "" {
+		t.Fatalf("squeue --name=%s: %v %q", p.JobName(id), err, out)
+	}
+	out, err = c.Command(ctx, "scontrol", "show", "job", "--oneliner", jobID).CombinedOutput()
+	if err != nil {
+		t.Fatalf("scontrol show job: %v: %s", err, out)
+	}
+	for _, want := range []string{
+		`\bCPUs/Task=2\b`,
+		`\bTresPerNode=gres:gpu:` + slurmtest.GPUType + `:2\b`,
+		`\bMinMemoryNode=201M\b`,
+		`\bFeatures=` + slurmtest.Feature + `\b`,
+	} {
+		if !regexp.MustCompile(want).Match(out) {
+			t.Errorf("scontrol show job misses %s:\n%s", want, out)
+		}
+	}
+	s, ok := find(t, p, id)
+	if !ok || s.Shape != req.Shape() {
+		t.Errorf("List: %+v (found %v); want the launch with shape %s", s, ok, req.Shape())
+	}
+}

@@ -158,11 +158,15 @@ type record struct {
 	Queue     string          `json:"queue"`
 	Host      string          `json:"host"`
 	Resources plane.Resources `json:"resources,omitzero"`
+	// Shape is the launch's shape ("" for the default shape): List reports it.
+	Shape string `json:"shape,omitempty"`
 }
 
 // Launch implements provider.Provider: it starts l.Command on the host with the fewest
 // launches among those that have a free worker slot, are in the launch's pool (its
-// Resources.Partition, when set) and have the CPUs, memory and GPUs it asks left; a host
+// Resources.Partition, when set), whose offers satisfy the launch's shape
+// (l.Requirement: plane.Offers.Satisfies) and have the CPUs, memory and GPUs it asks left
+// (the shape's, where it names them, else the policy's); a host
 // that does not answer is left out for HostRetry and the next one tried. A first word
 // "lakeshore" is the host's Lakeshore binary. The worker gets l.Env, EnvHost, the host's
 // PlaneURL as LAKESHORE_URL when set, and LAKESHORE_CODE_CACHE=DIR/code-cache unless
@@ -179,8 +183,9 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 	if !validID(l.ID) {
 		return plane.Invalid("launch id", l.ID, "use letters and digits only")
 	}
+	res := shapeResources(l)
 	var reasons []error
-	for _, h := range p.candidates(l.Resources, &reasons) {
+	for _, h := range p.candidates(res, l.Requirement, &reasons) {
 		err := p.launchOn(ctx, h, l)
 		// A launch whose connection was lost after its script was sent may have started:
 		// it is counted on h, never started again elsewhere under the same id; the next
@@ -188,7 +193,7 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 		// the supervisor launches anew.
 		if err == nil || errors.Is(err, errOutcomeUnknown) && ctx.Err() == nil {
 			p.mu.Lock()
-			h.launches[l.ID] = l.Resources
+			h.launches[l.ID] = res
 			p.hostOf[l.ID] = h
 			p.mu.Unlock()
 			return nil
@@ -201,14 +206,54 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 	return fmt.Errorf("ssh provider %s: %w: %w", p.cfg.Name, ErrNoHost, errors.Join(reasons...))
 }
 
-// candidates returns the hosts that may take a launch asking res, fewest launches first;
-// each host left out adds its reason.
-func (p *Provider) candidates(res plane.Resources, reasons *[]error) []*host {
+// shapeResources is what launch l takes of its host: the policy's resources, with those its
+// shape's requirement names in their place (CPUs and MiB rounded up).
+func shapeResources(l *provider.Launch) plane.Resources {
+	res := l.Resources
+	if q := l.Requirement; q != nil {
+		if q.MilliCPUs > 0 {
+			res.CPUs = int((q.MilliCPUs + 999) / 1000)
+		}
+		if q.MemoryBytes > 0 {
+			res.MemoryMB = (q.MemoryBytes + 1<<20 - 1) >> 20
+		}
+		if q.GPUs > 0 {
+			res.GPUs = int(q.GPUs)
+		}
+	}
+	return res
+}
+
+// offers is what host h offers, as placement reads it.
+func (h *host) offers() *plane.Offers {
+	o := h.Offers
+	return &plane.Offers{MilliCPUs: o.MilliCPUs, MemoryBytes: o.MemoryBytes, GPUs: o.GPUs, GPUType: o.GPUType, Labels: o.Labels}
+}
+
+// CanOffer implements provider.ShapeChecker: some host of the inventory offers what r asks
+// (plane.Offers.Satisfies on its offers:), however busy it is now.
+func (p *Provider) CanOffer(r *plane.Requirement) error {
+	for _, h := range p.hosts {
+		if h.offers().Satisfies(r) {
+			return nil
+		}
+	}
+	offers, _ := plane.FormatOffers((*plane.Offers)(r))
+	return fmt.Errorf("ssh provider %s: no host of the inventory offers %s (a host's offers: must satisfy the shape)", p.cfg.Name, offers)
+}
+
+// candidates returns the hosts that may take a launch asking res for a shape requiring req
+// (nil: the default shape), fewest launches first; each host left out adds its reason.
+func (p *Provider) candidates(res plane.Resources, req *plane.Requirement, reasons *[]error) []*host {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
 	var out []*host
 	for _, h := range p.hosts {
+		if !h.offers().Satisfies(req) {
+			*reasons = append(*reasons, fmt.Errorf("%s: its offers do not satisfy the launch's shape", h.addr()))
+			continue
+		}
 		if why := p.refuse(h, res, now); why != "" {
 			*reasons = append(*reasons, fmt.Errorf("%s: %s", h.addr(), why))
 			continue
@@ -248,7 +293,7 @@ func (p *Provider) refuse(h *host, res plane.Resources, now time.Time) string {
 
 // launchOn starts l on h and waits until its process runs (its pid file is written).
 func (p *Provider) launchOn(ctx context.Context, h *host, l *provider.Launch) error {
-	rec, err := json.Marshal(record{ID: l.ID, Namespace: l.Namespace, Queue: l.Queue, Host: h.Address, Resources: l.Resources})
+	rec, err := json.Marshal(record{ID: l.ID, Namespace: l.Namespace, Queue: l.Queue, Host: h.Address, Resources: shapeResources(l), Shape: l.Shape})
 	if err != nil {
 		return err
 	}
@@ -410,7 +455,7 @@ func parseList(out []byte, addr string) ([]provider.LaunchStatus, map[string]pla
 		if state == "pending" {
 			st, detail = provider.LaunchPending, fmt.Sprintf("ssh %s starting", addr)
 		}
-		list = append(list, provider.LaunchStatus{ID: r.ID, Namespace: r.Namespace, Queue: r.Queue, State: st, Detail: detail})
+		list = append(list, provider.LaunchStatus{ID: r.ID, Namespace: r.Namespace, Queue: r.Queue, State: st, Detail: detail, Shape: r.Shape})
 		res[r.ID] = r.Resources
 	}
 	return list, res

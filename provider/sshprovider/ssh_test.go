@@ -472,3 +472,40 @@ func TestDocsInventory(t *testing.T) {
 		t.Errorf("the documented inventory reads as %+v", cfg)
 	}
 }
+
+// TestShapePlacement: a launch for a shape goes only to a host whose offers satisfy it (a
+// real sshd on two loopback addresses), takes the shape's GPUs of it, and List reports its
+// shape; a shape no host offers is refused by CanOffer and Launch, naming why.
+func TestShapePlacement(t *testing.T) {
+	f := newFixture(t, 2, "127.0.0.1", "127.0.0.2")
+	f.cfg.Hosts[1].Offers = fabric.Resources{GPUs: 2, GPUType: "a100", Labels: map[string]string{"zone": "east"}}
+	p := f.provider(t)
+	ctx := context.Background()
+	a100 := &plane.Requirement{GPUs: 2, GPUType: "a100"}
+	if err := p.CanOffer(a100); err != nil {
+		t.Fatalf("CanOffer(a100): %v", err)
+	}
+	h100 := &plane.Requirement{GPUs: 1, GPUType: "h100"}
+	if err := p.CanOffer(h100); err == nil || !strings.Contains(err.Error(), "gpus=1,gpu_type=h100") {
+		t.Errorf("CanOffer(h100) = %v; want an error naming the shape", err)
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	id := newID()
+	if err := p.Launch(ctx, &provider.Launch{ID: id, Queue: "q", Command: loop(out), Shape: a100.Shape(), Requirement: a100}); err != nil {
+		t.Fatalf("Launch(a100): %v", err)
+	}
+	l, ok := list(t, p)[id]
+	if !ok || l.Shape != a100.Shape() || strings.Fields(l.Detail)[1] != "127.0.0.2" {
+		t.Fatalf("List: %+v (found %v); want the launch on 127.0.0.2 with shape %s", l, ok, a100.Shape())
+	}
+	// Its two GPUs are taken: another a100 launch finds no host.
+	err := p.Launch(ctx, &provider.Launch{ID: newID(), Queue: "q", Command: loop(filepath.Join(t.TempDir(), "o")), Shape: a100.Shape(), Requirement: a100})
+	if !errors.Is(err, sshprovider.ErrNoHost) || !strings.Contains(err.Error(), "the host has 0 of 2 left") ||
+		!strings.Contains(err.Error(), "127.0.0.1") || !strings.Contains(err.Error(), "do not satisfy the launch's shape") {
+		t.Fatalf("a second a100 launch: %v", err)
+	}
+	err = p.Launch(ctx, &provider.Launch{ID: newID(), Queue: "q", Command: loop(filepath.Join(t.TempDir(), "o")), Shape: h100.Shape(), Requirement: h100})
+	if !errors.Is(err, sshprovider.ErrNoHost) {
+		t.Fatalf("an h100 launch: %v; want ErrNoHost", err)
+	}
+}

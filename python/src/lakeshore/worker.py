@@ -57,7 +57,7 @@ from datetime import datetime, timezone
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
 from urllib.parse import quote
 
-from lakeshore import _fabric, errors, lifecycle, wire
+from lakeshore import _fabric, _offers, errors, lifecycle, wire
 from lakeshore._ids import new_ulid
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import (
@@ -383,6 +383,14 @@ class _Running:
 # A finished job's settle, sent with the slot's next claim: (the job's core, the settle
 # body, the fenced call's deadline, the job).
 _Pending = tuple[QueueCore, dict[str, Any], float | None, Job]
+
+
+def _offers_or_env(offers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The worker's offers: those given, else ``$LAKESHORE_OFFERS`` read in ``--offers`` form
+    (docs/providers.md, "Launching by shape"), else None."""
+    if offers is None and os.environ.get(_offers.ENV_OFFERS, "").strip():
+        return _offers.parse_offers(os.environ[_offers.ENV_OFFERS])
+    return offers
 
 
 def _raise_refused_offers(e: errors.InvalidError) -> None:
@@ -1102,7 +1110,8 @@ def run_worker(
             ``memory_bytes``, ``gpus``, ``gpu_type``, ``labels``; it takes the jobs whose
             ``requires`` these satisfy, and jobs without one. Default None: only jobs
             without a requirement, so a GPU job never lands on a worker that did not say it
-            has a GPU.
+            has a GPU. When None and ``$LAKESHORE_OFFERS`` is set (a provider sets it for a
+            worker it launches for a shape, in ``lakeshore worker --offers`` form), those.
         warm_host_keys: host keys (``lakeshore.host_key`` of a compute mode's runs) this
             worker is warm for: their jobs go first, within a minute of the claim order
             (docs/semantics.md, "Placement"). The worker adds by itself the host key of
@@ -1173,7 +1182,7 @@ def run_worker(
         launch_id=os.environ.get("LAKESHORE_LAUNCH_ID", "") if launch_id is None else launch_id,
         provider=os.environ.get("LAKESHORE_PROVIDER", "") if provider is None else provider,
         register_interval=(lease_ttl or 30.0) / 3,
-        offers=offers,
+        offers=_offers_or_env(offers),
         warm_host_keys=list(warm_host_keys or ()),
         trust_declarations=(
             os.environ.get("LAKESHORE_TRUST_DECLARATIONS", "").strip().lower() in ("1", "true", "yes")

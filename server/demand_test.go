@@ -1,0 +1,57 @@
+package server_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// TestDemandRoute: GET /v1/demand lists (queue, shape) demand — the default shape as "",
+// a shape with its requirement — filtered by namespace, queue and shape ("default" names
+// the default shape) and by what the token covers; /metrics has lakeshore_demand_* per
+// shape; a queue without a namespace is refused.
+func TestDemandRoute(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	a100 := map[string]any{"gpus": 1, "gpu_type": "a100"}
+	for _, body := range []map[string]any{{}, {"requirement": a100}, {"requirement": a100}} {
+		r := b.doJSON(t, "POST", "/v1/namespaces/team/queues/train/invocations", body, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	r := b.doJSON(t, "POST", "/v1/namespaces/other/queues/hidden/invocations", map[string]any{}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	reader, _ := b.mint(t, "team", "train", 0, plane.PermissionRead)
+
+	r = b.doJSON(t, "GET", "/v1/demand", nil, reader)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var got api.DemandResponse
+	require.NoError(t, json.Unmarshal(r.body, &got))
+	require.Len(t, got.Demand, 2, "the default shape and the a100 shape of the covered queue only: %s", r.body)
+	require.Equal(t, "", got.Demand[0].Shape)
+	require.Equal(t, int64(1), got.Demand[0].Queued)
+	shape := (&plane.Requirement{GPUs: 1, GPUType: "a100"}).Shape()
+	require.Equal(t, shape, got.Demand[1].Shape)
+	require.Equal(t, int64(2), got.Demand[1].Queued)
+	require.Equal(t, &api.Requirement{GPUs: 1, GPUType: "a100"}, got.Demand[1].Requirement)
+
+	r = b.doJSON(t, "GET", "/v1/demand?namespace=team&queue=train&shape="+shape, nil, reader)
+	require.NoError(t, json.Unmarshal(r.body, &got))
+	require.Len(t, got.Demand, 1)
+	require.Equal(t, int64(2), got.Demand[0].Queued)
+	r = b.doJSON(t, "GET", "/v1/demand?namespace=team&shape=default", nil, reader)
+	require.NoError(t, json.Unmarshal(r.body, &got))
+	require.Len(t, got.Demand, 1)
+	require.Equal(t, "", got.Demand[0].Shape)
+	r = b.doJSON(t, "GET", "/v1/demand?queue=train", nil, reader)
+	require.Equal(t, 400, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), "namespace")
+
+	r = b.do(t, "GET", "/metrics", "", nil, adminSecret)
+	require.Contains(t, string(r.body), `lakeshore_demand_queued{namespace="team",queue="train",shape="`+shape+`"} 2`)
+	require.Contains(t, string(r.body), `lakeshore_demand_queued{namespace="team",queue="train",shape="default"} 1`)
+}
