@@ -28,6 +28,13 @@ type ShapeDemand struct {
 	// OldestReady is how long, in seconds, the shape's first claimable job by id has been
 	// claimable; 0 when none is.
 	OldestReady float64 `json:"oldest_ready" msg:"oldest_ready"`
+	// CapableWorkers counts the queue's live registered workers (seen within
+	// plane.WorkerSeenWithinDefault) whose offers satisfy the shape's requirement
+	// (plane.CapableWorkers); for the default shape, every live worker of the queue. The
+	// server fills it from its worker registry; absent when the plane keeps none. Queued
+	// jobs with 0 have no capable worker: they wait until one registers or a provider
+	// launches one (docs/semantics.md, "Placement").
+	CapableWorkers *int64 `json:"capable_workers,omitempty" msg:"capable_workers,omitempty"`
 }
 
 // DemandResponse answers GET /v1/demand: the demand of every (queue, shape) the token may

@@ -99,12 +99,16 @@ func (z *DemandResponse) Msgsize() (s int) {
 func (z *ShapeDemand) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(7)
-	var zb0001Mask uint8 /* 7 bits */
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
 	_ = zb0001Mask
 	if z.Requirement == nil {
 		zb0001Len--
 		zb0001Mask |= 0x8
+	}
+	if z.CapableWorkers == nil {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -142,6 +146,15 @@ func (z *ShapeDemand) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "oldest_ready"
 		o = append(o, 0xac, 0x6f, 0x6c, 0x64, 0x65, 0x73, 0x74, 0x5f, 0x72, 0x65, 0x61, 0x64, 0x79)
 		o = msgp.AppendFloat64(o, z.OldestReady)
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "capable_workers"
+			o = append(o, 0xaf, 0x63, 0x61, 0x70, 0x61, 0x62, 0x6c, 0x65, 0x5f, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72, 0x73)
+			if z.CapableWorkers == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o = msgp.AppendInt64(o, *z.CapableWorkers)
+			}
+		}
 	}
 	return
 }
@@ -221,6 +234,23 @@ func (z *ShapeDemand) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "OldestReady")
 				return
 			}
+		case "capable_workers":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.CapableWorkers = nil
+			} else {
+				if z.CapableWorkers == nil {
+					z.CapableWorkers = new(int64)
+				}
+				*z.CapableWorkers, bts, err = msgp.ReadInt64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "CapableWorkers")
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -241,6 +271,11 @@ func (z *ShapeDemand) Msgsize() (s int) {
 	} else {
 		s += z.Requirement.Msgsize()
 	}
-	s += 7 + msgp.Int64Size + 8 + msgp.Int64Size + 13 + msgp.Float64Size
+	s += 7 + msgp.Int64Size + 8 + msgp.Int64Size + 13 + msgp.Float64Size + 16
+	if z.CapableWorkers == nil {
+		s += msgp.NilSize
+	} else {
+		s += msgp.Int64Size
+	}
 	return
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -47,6 +48,30 @@ func TestDemandRoute(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.body, &got))
 	require.Len(t, got.Demand, 1)
 	require.Equal(t, "", got.Demand[0].Shape)
+	// Capable workers, from the registry: none live, then a worker offering nothing (it
+	// can run the default shape only), then one offering an a100.
+	capable := func() (def, gpu int64) {
+		t.Helper()
+		r := b.doJSON(t, "GET", "/v1/demand?namespace=team&queue=train", nil, reader)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		var got api.DemandResponse
+		require.NoError(t, json.Unmarshal(r.body, &got))
+		require.Len(t, got.Demand, 2)
+		require.NotNil(t, got.Demand[0].CapableWorkers, "%s", r.body)
+		require.NotNil(t, got.Demand[1].CapableWorkers, "%s", r.body)
+		return *got.Demand[0].CapableWorkers, *got.Demand[1].CapableWorkers
+	}
+	def, gpu := capable()
+	require.Equal(t, [2]int64{0, 0}, [2]int64{def, gpu}, "no live worker: the a100 jobs have no capable worker")
+	reg := map[string]any{"host": "h", "pid": 1, "queues": []string{"train"}, "started_at": time.Now()}
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/team/workers/cpu-1", reg, adminSecret).status)
+	def, gpu = capable()
+	require.Equal(t, [2]int64{1, 0}, [2]int64{def, gpu})
+	reg["offers"] = map[string]any{"gpus": 2, "gpu_type": "a100"}
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/team/workers/gpu-1", reg, adminSecret).status)
+	def, gpu = capable()
+	require.Equal(t, [2]int64{2, 1}, [2]int64{def, gpu})
+
 	r = b.doJSON(t, "GET", "/v1/demand?queue=train", nil, reader)
 	require.Equal(t, 400, r.status, "%s", r.body)
 	require.Contains(t, string(r.body), "namespace")

@@ -198,6 +198,18 @@ func (s *Server) handleDemand(w http.ResponseWriter, r *http.Request, p *princip
 		}
 		out.Demand = append(out.Demand, api.NewShapeDemand(d))
 	}
+	if len(out.Demand) > 0 {
+		// The registry's live workers tell which shapes no worker can run now; a plane
+		// without a registry (or a failed read) leaves the counts out, the demand stands.
+		if ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: ns}); err == nil {
+			for i := range out.Demand {
+				d := &out.Demand[i]
+				capable, _ := plane.CapableWorkers(d.Requirement.Plane(), d.Namespace, d.Queue, ws)
+				n := int64(capable)
+				d.CapableWorkers = &n
+			}
+		}
+	}
 	s.write(w, r, http.StatusOK, out)
 	return nil
 }

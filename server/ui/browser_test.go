@@ -32,6 +32,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -506,6 +507,33 @@ func TestDashboardRun(t *testing.T) {
 	b.open(adminToken, "#/i/"+plain)
 	b.text("#inv-key")
 	require.Equal(t, 0, b.count("#inv-run"))
+	b.noProblems(false)
+}
+
+// TestDashboardShapes: a queue with jobs of several shapes lists each shape's queued and
+// running jobs and its live capable workers; queued jobs no live worker can run are marked,
+// and the marks go when a worker able to run both shapes registers.
+func TestDashboardShapes(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t, e)
+	e.submit("default", "shaped", map[string]any{"payload": 1})
+	e.submit("default", "shaped", map[string]any{"payload": 2, "requirement": map[string]any{"gpus": 1, "gpu_type": "a100"}})
+	e.submit("default", "shaped", map[string]any{"payload": 3, "requirement": map[string]any{"gpus": 1, "gpu_type": "a100"}})
+	shape := (&plane.Requirement{GPUs: 1, GPUType: "a100"}).Shape()
+
+	b.open(adminToken, "#/q/default/shaped")
+	row := `#shapes-table tr[data-shape="` + shape + `"]`
+	require.Contains(t, b.text(row), "gpus=1,gpu_type=a100")
+	require.Equal(t, "0 (no capable worker)", b.text(row+` td[data-capable]`))
+	// No live worker at all: the default shape's job has none either.
+	require.Equal(t, 2, b.count(`#shapes-table tr.no-capable`))
+	require.Contains(t, b.text(`#shapes-table tr[data-shape="default"]`), "(none: any worker)")
+	b.screenshot("queue-shapes")
+
+	reg := map[string]any{"host": "h", "pid": 1, "queues": []string{"shaped"}, "started_at": time.Now(), "offers": map[string]any{"gpus": 1, "gpu_type": "a100"}}
+	e.call("PUT", "/v1/namespaces/default/workers/gpu-1", adminToken, reg, 200)
+	require.Eventually(t, func() bool { return b.text(row+` td[data-capable]`) == "1" }, 10*time.Second, 100*time.Millisecond)
+	require.Equal(t, 0, b.count(`#shapes-table tr.no-capable`))
 	b.noProblems(false)
 }
 

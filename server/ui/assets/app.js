@@ -684,11 +684,34 @@ async function queuePage(parts, query) {
     } }, paused ? 'Resume' : 'Pause'));
   };
   $main.appendChild(keysHost);
+  // Shapes (docs/semantics.md, "Placement"; GET /v1/demand): each requirement with jobs,
+  // queued and running, and how many live workers can run it; queued jobs no live worker
+  // can run are marked (they wait for a worker that offers the shape).
+  const shapesHost = el('div', { id: 'shapes' });
+  const showShapes = async () => {
+    const d = await api('GET', '/v1/demand?' + new URLSearchParams({ namespace: ns, queue: q }));
+    const rows = (d.demand || []).filter(x => x.queued || x.running);
+    clear(shapesHost);
+    if (!rows.some(x => x.shape)) return;
+    const stuck = x => x.queued > 0 && x.capable_workers === 0;
+    shapesHost.appendChild(el('div', { class: 'card' }, el('h2', { text: 'Shapes' }),
+      el('div', { class: 'table-wrap' }, el('table', { id: 'shapes-table' },
+        el('thead', {}, el('tr', {}, ['requires', 'queued', 'running', 'oldest ready', 'capable workers'].map(h => el('th', { text: h })))),
+        el('tbody', {}, rows.map(x => el('tr', { 'data-shape': x.shape || 'default', class: stuck(x) ? 'no-capable' : '' },
+          el('td', { class: 'mono', text: x.requirement ? fmtRequirement(x.requirement) : '(none: any worker)' }),
+          el('td', { class: 'mono', text: fmtNum(x.queued) }),
+          el('td', { class: 'mono', text: fmtNum(x.running) }),
+          el('td', { class: 'mono', text: x.oldest_ready ? fmtAge(x.oldest_ready * 1000) : '—' }),
+          el('td', { class: 'mono', 'data-capable': '', text: x.capable_workers === undefined ? '—'
+            : fmtNum(x.capable_workers) + (stuck(x) ? ' (no capable worker)' : '') }))))))));
+  };
+  $main.appendChild(shapesHost);
   const chartHost = el('div', { id: 'queue-chart' });
   $main.appendChild(el('div', { class: 'card' }, el('div', { class: 'chart-head' }, el('h2', { text: 'Last hour' }), legend()), chartHost));
   showCounts(stats);
   renderAdmission(admHost, base, stats.admission, canAdmin);
   every(3000, async () => showCounts(await api('GET', base + '/stats')));
+  every(3000, showShapes);
   every(10000, async () => {
     const hist = await api('GET', '/ui/api/history');
     const mine = hist.queues.find(s => s.namespace === ns && s.queue === q);
