@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,7 +290,10 @@ func mustConn(t *testing.T, url string) *pgx.Conn {
 func TestClaimIgnoresDelayed(t *testing.T) {
 	url := pgtest.Database(t)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	d := open(t, url, &Config{Now: func() time.Time { return now }})
+	// The plane's maintenance goroutine reads the clock while the test moves it.
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	d := open(t, url, &Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }})
 	batch := make([]plane.SubmitParams, 1000)
 	for i := range batch {
 		batch[i] = plane.SubmitParams{Payload: []byte{0xc0}, Delay: time.Hour + time.Duration(i)*time.Second}
@@ -325,7 +329,7 @@ func TestClaimIgnoresDelayed(t *testing.T) {
 	n, err := d.InvocationCount(t.Context(), &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateQueued})
 	require.NoError(t, err)
 	require.EqualValues(t, 20000, n, "delayed jobs count as queued")
-	now = now.Add(time.Hour + 500*time.Millisecond)
+	clock.Store(now.Add(time.Hour + 500*time.Millisecond).UnixNano())
 	jobs, err := d.InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 5})
 	require.NoError(t, err)
 	require.Len(t, jobs, 5, "the jobs due by now are claimable (one per batch offset)")
@@ -364,12 +368,14 @@ func TestWorkersByNamespace(t *testing.T) {
 
 // TestList pages through a queue newest and oldest first, by state and key prefix.
 func TestList(t *testing.T) {
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	d := open(t, pgtest.Database(t), &Config{Now: func() time.Time { return now }})
+	// The plane's maintenance goroutine reads the clock while the test moves it.
+	var clock atomic.Int64
+	clock.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	d := open(t, pgtest.Database(t), &Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }})
 	var ids []string
 	for i := range 5 {
 		ids = append(ids, submitOne(t, d, plane.SubmitParams{Key: fmt.Sprintf("k%d_%d", i%2, i)}))
-		now = now.Add(time.Millisecond)
+		clock.Add(int64(time.Millisecond))
 	}
 	j := claimOne(t, d, 0) // ids[0] is running
 	require.Equal(t, ids[0], j.ID)
