@@ -256,9 +256,14 @@ type Worker struct {
 
 	mu       sync.Mutex
 	running  map[string]*runningJob
-	reserved int       // jobs claimed or being claimed, against MaxJobs
-	idleAt   time.Time // when the last running job ended (zero: none has), for the registry
-	fatal    error     // what stopped the claimers (the plane closed), returned by Err
+	reserved int // jobs claimed or being claimed, against MaxJobs
+	pending  int // of reserved, those of claims still in flight (some may come back)
+	// budgetWake is closed (and replaced) whenever a claim in flight resolves: a claim
+	// loop that found the MaxJobs budget held by such claims waits on it — some may come
+	// back unspent — rather than stopping with jobs left to claim.
+	budgetWake chan struct{}
+	idleAt     time.Time // when the last running job ended (zero: none has), for the registry
+	fatal      error     // what stopped the claimers (the plane closed), returned by Err
 
 	phase        WorkerPhase             // guarded by mu
 	started      bool                    // guarded by mu
@@ -282,7 +287,8 @@ func NewWorker(d *Dispatch, handlers []Handler, opts *WorkerOptions) (*Worker, e
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency), done: make(chan struct{}), phase: PhaseSetup}
+	w := &Worker{d: d, o: o, running: map[string]*runningJob{}, slots: make(chan struct{}, o.Concurrency), done: make(chan struct{}), phase: PhaseSetup,
+		budgetWake: make(chan struct{})}
 	seen := map[string]bool{}
 	for _, h := range handlers {
 		if h == nil {
@@ -585,7 +591,8 @@ func (w *Worker) register(ctx context.Context, info *plane.WorkerInfo) {
 	}
 }
 
-// reserve takes up to n jobs from the MaxJobs budget and returns how many it took.
+// reserve takes up to n jobs from the MaxJobs budget for a claim and returns how many it
+// took; the claim reports what it got with resolve.
 func (w *Worker) reserve(n int) int {
 	if w.o.MaxJobs == 0 {
 		return n
@@ -594,16 +601,40 @@ func (w *Worker) reserve(n int) int {
 	defer w.mu.Unlock()
 	n = min(n, w.o.MaxJobs-w.reserved)
 	w.reserved += n
+	w.pending += n
 	return n
 }
 
-func (w *Worker) unreserve(n int) {
+// resolve ends a claim that reserved n jobs of the MaxJobs budget and claimed got of
+// them: the rest goes back to the budget, and the claim loops waiting on it look again.
+func (w *Worker) resolve(n, got int) {
 	if w.o.MaxJobs == 0 || n == 0 {
 		return
 	}
 	w.mu.Lock()
-	w.reserved -= n
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	w.reserved -= n - got
+	w.pending -= n
+	close(w.budgetWake)
+	w.budgetWake = make(chan struct{})
+}
+
+// budgetWait tells a claim loop whose reserve got nothing whether MaxJobs jobs were
+// claimed (spent: none of the budget is left nor held by a claim in flight), else returns
+// a channel closed when it should look again: at once when some budget is free now, else
+// when a claim in flight resolves.
+func (w *Worker) budgetWait() (spent bool, wake <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.reserved >= w.o.MaxJobs && w.pending == 0:
+		return true, nil
+	case w.reserved < w.o.MaxJobs:
+		ch := make(chan struct{})
+		close(ch)
+		return false, ch
+	}
+	return false, w.budgetWake
 }
 
 // idle records whether g's claim came back empty and reports whether the worker is idle:
@@ -647,15 +678,26 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 		got := w.reserve(n)
 		w.release(n - got)
 		if got == 0 {
-			stopClaiming(nil) // MaxJobs reached
-			return
+			spent, wake := w.budgetWait()
+			if spent {
+				stopClaiming(nil) // MaxJobs reached
+				return
+			}
+			// Another claim (a settle-and-claim) holds the rest of the budget and may come
+			// back with fewer jobs than it reserved: wait for it, not stop with jobs left.
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return
+			}
+			continue
 		}
 		claimWait := wait
 		if w.o.ExitWhenIdle {
 			claimWait = 0
 		}
 		jobs, err := g.claim(ctx, got, &ClaimOptions{Wait: claimWait, LeaseTTL: w.o.LeaseTTL, Offers: w.o.Offers, WarmHostKeys: w.o.WarmHostKeys})
-		w.unreserve(got - len(jobs))
+		w.resolve(got, len(jobs))
 		w.release(got - len(jobs))
 		if err != nil {
 			if ctx.Err() != nil {
@@ -785,15 +827,14 @@ func (w *Worker) settleAndClaim(ctx, claimCtx context.Context, b *binding, p pla
 	claim.Queues = b.group.also()
 	errs, jobs, err := w.d.drv.InvocationSettleAndClaim(ctx, []plane.SettleParams{p}, claim)
 	if errors.Is(err, ErrNotImplemented) {
-		w.unreserve(1)
+		w.resolve(1, 0)
 		return nil, b.q.settle(ctx, p)
 	}
 	var next *Job
 	if len(jobs) > 0 {
 		next = newJob(jobs[0], w.o.LeaseTTL)
-	} else {
-		w.unreserve(1)
 	}
+	w.resolve(1, min(len(jobs), 1))
 	switch {
 	case err != nil:
 		return next, err

@@ -137,7 +137,7 @@ func (s *settler) send(batch []*settleRequest) {
 			claimed = true
 			errs, jobs, err = w.d.drv.InvocationSettleAndClaim(ctx, params,
 				s.claimParams(n))
-			w.unreserve(n - len(jobs))
+			w.resolve(n, len(jobs))
 			if errors.Is(err, ErrNotImplemented) {
 				s.unimplemented, claimed = true, false
 			}
