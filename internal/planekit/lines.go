@@ -88,6 +88,12 @@ func SubmitBlocking(ctx context.Context, p *plane.SubmitManyParams, l *Lines, hu
 			changed, release = hub.Watch(key)
 		}
 		out, err := once(tk)
+		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, ErrBlocked) {
+			// This submit found the queue full before, and its context ended during a
+			// retry (waiting for the writer, say): it blocked until its context ended.
+			release()
+			return nil, gaveUp(p, ctx.Err())
+		}
 		if !errors.Is(err, ErrBlocked) {
 			release()
 			return out, err

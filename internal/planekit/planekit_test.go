@@ -1,7 +1,10 @@
 package planekit
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -135,5 +138,33 @@ func TestRotation(t *testing.T) {
 	}
 	if firsts["a"] != 3 || firsts["b"] != 3 || firsts["c"] != 3 {
 		t.Fatalf("first queues %v, want each 3 times", firsts)
+	}
+}
+
+// TestSubmitBlockingContextEndsInRetry: a submit that found its queue full and whose
+// context ends while a retry's transaction runs reports the full queue, not the context's
+// error alone (the retry failed for the context, not for the storage).
+func TestSubmitBlockingContextEndsInRetry(t *testing.T) {
+	var l Lines
+	hub := NewHub()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	calls := 0
+	p := &plane.SubmitManyParams{Namespace: "n", Queue: "q"}
+	_, err := SubmitBlocking(ctx, p, &l, hub, nil,
+		func(context.Context, <-chan struct{}, time.Duration) error { return nil },
+		func(tk *Ticket) ([]plane.SubmitResult, error) {
+			calls++
+			if calls == 1 {
+				return nil, ErrBlocked
+			}
+			cancel() // the context ends while the retry waits for the writer
+			return nil, ctx.Err()
+		})
+	if !errors.Is(err, plane.ErrQueueFull) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want the full queue with the context's error as its cause", err)
+	}
+	if l.Ahead(RoomKey("n", "q"), nil) {
+		t.Fatal("the submit left its line")
 	}
 }

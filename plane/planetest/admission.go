@@ -125,13 +125,18 @@ func testAdmission(t *testing.T, s *suite) {
 		b := s.setup(t, config{realClock: true})
 		b.setAdmission(t, plane.Admission{MaxDepth: 1, OnFull: plane.OnFullBlock})
 		b.submitPayloads(t, "first")
-		ctx, cancel := context.WithTimeout(b.ctx, shortWait)
+		// The context must outlast the submit's first transaction, which finds the queue
+		// full (a context that ends before that is an honest context error): scaled like
+		// wakeLatency, since under the race detector one transaction can take most of
+		// shortWait on a loaded machine.
+		deadline := shortWait * raceSlowdown
+		ctx, cancel := context.WithTimeout(b.ctx, deadline)
 		defer cancel()
 		start := time.Now()
 		_, err := b.drv.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
 			Invocations: []plane.SubmitParams{{Payload: []byte("late")}}})
 		requireIs(t, err, plane.ErrQueueFull, "a blocked submit whose context ends reports the full queue")
-		require.Less(t, time.Since(start), shortWait+wakeLatency, "it returns when its context ends")
+		require.Less(t, time.Since(start), deadline+wakeLatency, "it returns when its context ends")
 		require.Equal(t, int64(1), b.count(t, plane.StateQueued), "nothing was written")
 	})
 
