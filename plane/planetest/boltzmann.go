@@ -114,7 +114,7 @@ func requireDistribution(t *testing.T, draws []int, probs []float64, what string
 // CI runs them in full, with the same assertions, in README's test command.
 func skipStatisticalUnderRace(t *testing.T) {
 	t.Helper()
-	if raceDetector {
+	if RaceDetector {
 		t.Skip("a sequential statistical sample: checked in the run without the race detector")
 	}
 }

@@ -6,5 +6,6 @@ package planetest
 // 1 in a normal build, where the bounds are asserted as written.
 const raceSlowdown = 1
 
-// raceDetector: this binary runs under the race detector (see skipStatisticalUnderRace).
-const raceDetector = false
+// RaceDetector reports whether this binary runs under the race detector (go test -race),
+// for a plane's tests to leave out what adds nothing there (see skipStatisticalUnderRace).
+const RaceDetector = false
