@@ -229,7 +229,7 @@ func TestWaitReleased(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // cleaning up
 		returned <- time.Now()
 		return nil, ctx.Err()
-	})}, &lakeshore.WorkerOptions{LeaseTTL: 600 * time.Millisecond, Logger: testLogger(t)})
+	})}, &lakeshore.WorkerOptions{LeaseTTL: 10 * time.Second, HeartbeatInterval: 200 * time.Millisecond, Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))
 	defer w.Stop(ctx) //nolint:errcheck

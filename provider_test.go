@@ -77,7 +77,7 @@ func TestWorkerRegistersLaunch(t *testing.T) {
 		return nil, nil
 	}
 	done := runWorker(t, ctx, d, []lakeshore.Handler{lakeshore.Handle("test", fn)}, &lakeshore.WorkerOptions{
-		ID: "w-launched", LaunchID: "01J0LAUNCH0000000000000001", Provider: lakeshore.ProviderLocal, LeaseTTL: 600 * time.Millisecond})
+		ID: "w-launched", LaunchID: "01J0LAUNCH0000000000000001", Provider: lakeshore.ProviderLocal, LeaseTTL: 10 * time.Second, HeartbeatInterval: 200 * time.Millisecond})
 	worker := func() lakeshore.WorkerInfo {
 		ws, err := d.Workers(t.Context(), nil)
 		require.NoError(t, err)

@@ -102,7 +102,11 @@ func TestWorkerBatchedSettles(t *testing.T) {
 			}
 		}
 		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
-			&lakeshore.WorkerOptions{Concurrency: concurrency, ExitWhenIdle: true, LeaseTTL: 600 * time.Millisecond})
+			// Heartbeats every 200 ms tell the worker of the kill soon; the lease outlasts a
+			// stalled heartbeat many times over (a 600 ms lease lost the three running jobs
+			// under the race detector on a loaded machine, and their handlers were cancelled).
+			&lakeshore.WorkerOptions{Concurrency: concurrency, ExitWhenIdle: true, LeaseTTL: 10 * time.Second,
+				HeartbeatInterval: 200 * time.Millisecond})
 		started.Wait()
 		killed, err := q.Kill(t.Context(), ids[1])
 		require.NoError(t, err)
