@@ -1,11 +1,8 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
-	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -20,48 +17,35 @@ import (
 // plane settles and claims many jobs per round trip and per commit. A claim that finds
 // nothing and may wait goes on as InvocationClaimMany once the settles committed.
 func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
-	if err := planekit.ValidateAll(settle); err != nil {
-		return nil, nil, err
-	}
-	if err := p.Validate(); err != nil {
-		return nil, nil, err
-	}
+	return planekit.SettleThenClaim(ctx, settle, p, d.settleClaim, d.claimAcross, (*tx).settleAll)
+}
+
+// settleClaim is a settle-and-claim of one queue (planekit.SettleClaim), served in a group
+// (settleClaimGroup); a claim that then waits waits as InvocationClaimMany.
+func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams, out []error) ([]*plane.Job, bool, error) {
 	if err := d.checkOpen(); err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
-	if len(p.Queues) > 0 {
-		out := make([]error, len(settle))
-		jobs, committed, err := d.claimAcross(ctx, p, func(t *tx) error { return t.settleAll(settle, out) })
-		if err != nil && !committed {
-			return nil, nil, err
-		}
-		// Once the settles committed, a wait ended by ctx or Close is no error of the call.
-		return out, jobs, nil
-	}
-	kind, _ := plane.ParseKind(string(p.Kind))
-	req := &settleClaimRequest{
-		settle: settle,
-		out:    make([]error, len(settle)),
-		claim:  &claimRequest{p: p, kind: kind, n: max(p.Max, 1), lease: cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)},
-	}
+	c := planekit.ClaimOf(p)
+	req := &settleClaimRequest{settle: settle, out: out, claim: &claimRequest{p: p, kind: c.Kind, n: c.N, lease: c.Lease}}
 	waitUntil := time.Now().Add(p.Wait)
 	d.settleClaims.do(ctx, req)
 	if req.err != nil {
-		return nil, nil, req.err
+		return nil, false, req.err
 	}
 	if len(req.claim.jobs) > 0 || p.Wait == 0 {
-		return req.out, req.claim.jobs, nil
+		return req.claim.jobs, true, nil
 	}
 	rest := *p
 	if rest.Wait = time.Until(waitUntil); rest.Wait <= 0 {
-		return req.out, nil, nil
+		return nil, true, nil
 	}
 	// The settles are committed: a wait ended by ctx or Close is no error of this call.
 	jobs, _ := d.InvocationClaimMany(ctx, &rest)
-	return req.out, jobs, nil
+	return jobs, true, nil
 }
 
 // settleAll settles in t (rows locked in id order, as settleClaimGroup does), each
@@ -113,23 +97,11 @@ func (d *Driver) settleClaimGroup(ctx context.Context, reqs []*settleClaimReques
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	type partKey struct {
-		namespace, queue string
-		kind             plane.Kind
-		temperature      uint64 // the bits: a NaN temperature (ignored by other kinds) is a key too
-		offers           string // the offers' shape key: requests with offers are served apart
-		warm             string // the warm host keys: requests with some are served apart
+	claims := make([]*claimRequest, len(reqs))
+	for i, r := range reqs {
+		claims[i] = r.claim
 	}
-	var order []partKey
-	parts := map[partKey][]*claimRequest{}
-	for _, r := range reqs {
-		c := r.claim
-		k := partKey{c.p.Namespace, c.p.Queue, c.kind, math.Float64bits(c.p.Temperature), (*plane.Requirement)(c.p.Offers).Shape(), strings.Join(c.p.WarmHostKeys, " ")}
-		if _, ok := parts[k]; !ok {
-			order = append(order, k)
-		}
-		parts[k] = append(parts[k], c)
-	}
+	parts := partition(claims)
 	err := d.do(ctx, func(t *tx) error {
 		for _, r := range reqs {
 			r.err = nil
@@ -146,12 +118,7 @@ func (d *Driver) settleClaimGroup(ctx context.Context, reqs []*settleClaimReques
 				}
 			}
 		}
-		for _, k := range order {
-			if err := t.claimFor(parts[k]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return t.claimParts(parts)
 	})
 	if err != nil {
 		for _, r := range reqs {
