@@ -152,8 +152,8 @@ func (s *Store) KVGet(ctx context.Context, partition string, keys []string, fiel
 		if len(missing) > 0 {
 			return &persist.NotFoundError{Partition: partition, Keys: missing}
 		}
-		set := setOf(idx)
-		sorted := set.first(int(set.count()))
+		set := record.SetOf(idx)
+		sorted := set.First(int(set.Count()))
 		recs, parts, err := s.load(ctx, tx, sorted)
 		if err != nil {
 			return err
@@ -240,7 +240,7 @@ func (s *Store) KVClear(ctx context.Context, partition string, keys []string) er
 		if len(idx) == 0 {
 			return nil
 		}
-		if err := s.addTombstones(ctx, tx, setOf(idx)); err != nil {
+		if err := s.addTombstones(ctx, tx, record.SetOf(idx)); err != nil {
 			return err
 		}
 		return s.notify(ctx, tx)
