@@ -131,16 +131,8 @@ func (kv *fileKV) BatchGet(ctx context.Context, partition string, keys []string,
 		return nil, err
 	}
 	defer b.Release()
-	rows, err := b.Rows()
-	if err != nil {
+	if err := kvput.Fill(entries, b); err != nil {
 		return nil, err
-	}
-	byIdx := make(map[int64]persist.Record, len(rows))
-	for _, r := range rows {
-		byIdx[r.Index] = r.Fields
-	}
-	for i := range entries {
-		entries[i].Fields = byIdx[entries[i].Index]
 	}
 	return entries, nil
 }

@@ -117,18 +117,7 @@ func (s *Store) KVGet(ctx context.Context, partition string, keys []string, fiel
 		}
 		b := filestore.NewBatch(sel, sorted, parts, recs)
 		defer b.Release()
-		rows, err := b.Rows()
-		if err != nil {
-			return err
-		}
-		by := make(map[int64]persist.Record, len(rows))
-		for _, r := range rows {
-			by[r.Index] = r.Fields
-		}
-		for i := range entries {
-			entries[i].Fields = by[entries[i].Index]
-		}
-		return nil
+		return kvput.Fill(entries, b)
 	})
 	if err != nil {
 		return nil, err

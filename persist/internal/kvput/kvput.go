@@ -148,3 +148,20 @@ func Find(partition string, keys []string, lookup Lookup) ([]persist.KVEntry, []
 	}
 	return entries, idx, nil
 }
+
+// Fill sets the Fields of each entry (Find) to the batch's row of its index (nil when the
+// batch has none). Errors: as record.Batch.Rows.
+func Fill(entries []persist.KVEntry, b *record.Batch) error {
+	rows, err := b.Rows()
+	if err != nil {
+		return err
+	}
+	byIndex := make(map[int64]persist.Record, len(rows))
+	for _, r := range rows {
+		byIndex[r.Index] = r.Fields
+	}
+	for i := range entries {
+		entries[i].Fields = byIndex[entries[i].Index]
+	}
+	return nil
+}
