@@ -151,14 +151,7 @@ func (s *Store) KVClear(ctx context.Context, partition string, keys []string) er
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := s.loadQueue(ctx, tx, true); err != nil {
-			return err
-		}
+	return s.writeLocked(ctx, func(tx pgx.Tx) error {
 		var idx []int64
 		for _, k := range keys {
 			var i int64

@@ -447,14 +447,7 @@ func (s *Store) ClearSamples(ctx context.Context, partition string, indexes []in
 	if len(indexes) == 0 {
 		return nil
 	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := s.loadQueue(ctx, tx, true); err != nil {
-			return err
-		}
+	return s.writeLocked(ctx, func(tx pgx.Tx) error {
 		in, err := s.partitionSet(ctx, tx, partition, record.SetOf(indexes))
 		if err != nil {
 			return err
@@ -485,23 +478,12 @@ func (s *Store) ClearPartition(ctx context.Context, partition string) error {
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := s.loadQueue(ctx, tx, true); err != nil {
-			return err
-		}
-		segs, err := s.segments(ctx, tx, partition, 0, 1<<62)
+	return s.writeLocked(ctx, func(tx pgx.Tx) error {
+		_, live, err := s.partitionLive(ctx, tx, partition)
 		if err != nil {
 			return err
 		}
-		tomb, err := s.tombstones(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := s.clearSpans(ctx, tx, partition, spansOfSegments(segs).Minus(tomb)); err != nil {
+		if err := s.clearSpans(ctx, tx, partition, live); err != nil {
 			return err
 		}
 		for _, table := range []string{"consumed", "assignments", "held", "leases"} {

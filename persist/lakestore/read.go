@@ -329,15 +329,10 @@ func (s *Store) Produced(ctx context.Context, partition string, indexes []int64,
 		return out, nil
 	}
 	err := s.view(ctx, func(tx pgx.Tx) error {
-		segs, err := s.segments(ctx, tx, partition, 0, 1<<62)
+		segs, live, err := s.partitionLive(ctx, tx, partition)
 		if err != nil {
 			return err
 		}
-		tomb, err := s.tombstones(ctx, tx)
-		if err != nil {
-			return err
-		}
-		live := spansOfSegments(segs).Minus(tomb)
 		for j, f := range fields {
 			ready, err := s.producedSet(ctx, tx, segs, f)
 			if err != nil {

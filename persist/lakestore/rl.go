@@ -135,23 +135,15 @@ func (s *Store) dropStale(ctx context.Context, tx pgx.Tx, rq *persist.MetaReques
 // unconsumed counts the samples of partition task has not consumed (cleared ones
 // excluded), for persist.Admission.
 func (s *Store) unconsumed(ctx context.Context, tx pgx.Tx, partition, task string) (int64, error) {
-	segs, err := s.segments(ctx, tx, partition, 0, 1<<62)
-	if err != nil {
-		return 0, err
-	}
-	part := spansOfSegments(segs)
-	if len(part) == 0 {
-		return 0, nil
-	}
-	tomb, err := s.tombstones(ctx, tx)
-	if err != nil {
+	_, live, err := s.partitionLive(ctx, tx, partition)
+	if err != nil || len(live) == 0 {
 		return 0, err
 	}
 	consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task)
 	if err != nil {
 		return 0, err
 	}
-	return part.Minus(tomb).Minus(consumed).Count(), nil
+	return live.Minus(consumed).Count(), nil
 }
 
 // admit checks a put against its admission inside the put's transaction (the queue's

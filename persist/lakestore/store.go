@@ -360,6 +360,21 @@ func (st *queueState) evolve(p *filestore.PreparedRecords) error {
 	return nil
 }
 
+// writeLocked runs fn, between enter and leave, in a catalog write transaction that holds
+// the queue row's lock (loadQueue) first, as every change of the queue's samples does.
+func (s *Store) writeLocked(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.write(ctx, func(tx pgx.Tx) error {
+		if _, err := s.loadQueue(ctx, tx, true); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
 // write runs fn in a read-committed transaction and commits it; fn's error rolls
 // everything back. After a commit it wakes this process's waiters.
 func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
@@ -458,6 +473,24 @@ type segment struct {
 	sp        record.Span
 	partition string
 	fields    []string
+}
+
+// partitionLive returns the segments of partition and its live samples: those of the
+// segments less the tombstones (not read for a partition without segments).
+func (s *Store) partitionLive(ctx context.Context, q querier, partition string) ([]segment, record.IndexSet, error) {
+	segs, err := s.segments(ctx, q, partition, 0, 1<<62)
+	if err != nil {
+		return nil, nil, err
+	}
+	part := spansOfSegments(segs)
+	if len(part) == 0 {
+		return segs, nil, nil
+	}
+	tomb, err := s.tombstones(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	return segs, part.Minus(tomb), nil
 }
 
 func (s *Store) segments(ctx context.Context, q querier, partition string, lo, hi int64) ([]segment, error) {

@@ -51,20 +51,31 @@ func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p
 // settleAll settles in t (rows locked in id order, as settleClaimGroup does), each
 // result into out.
 func (t *tx) settleAll(settle []plane.SettleParams, out []error) error {
-	if len(settle) == 0 {
-		return nil
+	return t.settleBatches([][]plane.SettleParams{settle}, [][]error{out})
+}
+
+// settleBatches settles batches in t, the result of batches[b][i] into outs[b][i]: every
+// row locked with one statement, in id order (so concurrent transactions lock alike), then
+// each settle in turn.
+func (t *tx) settleBatches(batches [][]plane.SettleParams, outs [][]error) error {
+	var ids []string
+	for _, b := range batches {
+		for _, p := range b {
+			ids = append(ids, p.ID)
+		}
 	}
-	ids := make([]string, len(settle))
-	for i := range settle {
-		ids[i] = settle[i].ID
+	if len(ids) == 0 {
+		return nil
 	}
 	slices.Sort(ids)
 	byID, err := t.headsByID(slices.Compact(ids))
 	if err != nil {
 		return err
 	}
-	for i := range settle {
-		out[i] = t.settle(byID[settle[i].ID], &settle[i])
+	for b, batch := range batches {
+		for i := range batch {
+			outs[b][i] = t.settle(byID[batch[i].ID], &batch[i])
+		}
 	}
 	return nil
 }
@@ -89,17 +100,10 @@ func newSettleClaimGrouper(d *Driver) *grouper[*settleClaimRequest] {
 // statement (in id order), the settles' writes sent with the first claim statement, then
 // the claims, one statement per queue, kind and temperature, in arrival order.
 func (d *Driver) settleClaimGroup(ctx context.Context, reqs []*settleClaimRequest) {
-	var ids []string
-	for _, r := range reqs {
-		for _, s := range r.settle {
-			ids = append(ids, s.ID)
-		}
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
+	batches, outs := make([][]plane.SettleParams, len(reqs)), make([][]error, len(reqs))
 	claims := make([]*claimRequest, len(reqs))
 	for i, r := range reqs {
-		claims[i] = r.claim
+		batches[i], outs[i], claims[i] = r.settle, r.out, r.claim
 	}
 	parts := partition(claims)
 	err := d.do(ctx, func(t *tx) error {
@@ -107,16 +111,8 @@ func (d *Driver) settleClaimGroup(ctx context.Context, reqs []*settleClaimReques
 			r.err = nil
 			r.claim.jobs, r.claim.pending, r.claim.next, r.claim.err = nil, nil, 0, nil
 		}
-		if len(ids) > 0 {
-			byID, err := t.headsByID(ids)
-			if err != nil {
-				return err
-			}
-			for _, r := range reqs {
-				for i := range r.settle {
-					r.out[i] = t.settle(byID[r.settle[i].ID], &r.settle[i])
-				}
-			}
+		if err := t.settleBatches(batches, outs); err != nil {
+			return err
 		}
 		return t.claimParts(parts)
 	})
