@@ -91,16 +91,8 @@ func (s *Store) KVGet(ctx context.Context, partition string, keys []string, fiel
 	if err := persist.CheckName("partition", partition); err != nil {
 		return nil, err
 	}
-	if err := s.enter(); err != nil {
-		return nil, err
-	}
-	defer s.leave()
 	entries := make([]persist.KVEntry, len(keys))
-	err := s.view(ctx, func(tx pgx.Tx) error {
-		st, err := s.loadQueue(ctx, tx, false)
-		if err != nil {
-			return err
-		}
+	err := s.viewQueue(ctx, func(tx pgx.Tx, st *queueState) error {
 		sel, err := record.SelectFields(st.schema, fields)
 		if err != nil {
 			return err

@@ -255,16 +255,8 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 	if meta == nil {
 		return nil, &persist.InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
 	}
-	if err := s.enter(); err != nil {
-		return nil, err
-	}
-	defer s.leave()
 	var b *persist.Batch
-	err := s.view(ctx, func(tx pgx.Tx) error {
-		st, err := s.loadQueue(ctx, tx, false)
-		if err != nil {
-			return err
-		}
+	err := s.viewQueue(ctx, func(tx pgx.Tx, st *queueState) error {
 		if len(meta.Indexes) == 0 {
 			var fields []persist.Field
 			for _, f := range meta.Fields {
@@ -382,15 +374,7 @@ func (s *Store) Schema(ctx context.Context) (persist.Schema, error) {
 
 // Counts implements persist.Store.
 func (s *Store) Counts(ctx context.Context) (next, live int64, err error) {
-	if err := s.enter(); err != nil {
-		return 0, 0, err
-	}
-	defer s.leave()
-	err = s.view(ctx, func(tx pgx.Tx) error {
-		st, err := s.loadQueue(ctx, tx, false)
-		if err != nil {
-			return err
-		}
+	err = s.viewQueue(ctx, func(tx pgx.Tx, st *queueState) error {
 		tomb, err := s.tombstones(ctx, tx)
 		if err != nil {
 			return err

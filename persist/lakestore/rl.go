@@ -181,15 +181,7 @@ func (s *Store) bumpFieldRevision(ctx context.Context, tx pgx.Tx, field string) 
 // FieldRevision implements persist.FieldRevisioner: the queue's next index and the
 // revisions of field and of clears, in one snapshot.
 func (s *Store) FieldRevision(ctx context.Context, field string) (next, revision int64, err error) {
-	if err := s.enter(); err != nil {
-		return 0, 0, err
-	}
-	defer s.leave()
-	err = s.view(ctx, func(tx pgx.Tx) error {
-		st, err := s.loadQueue(ctx, tx, false)
-		if err != nil {
-			return err
-		}
+	err = s.viewQueue(ctx, func(tx pgx.Tx, st *queueState) error {
 		next = st.next
 		if err := tx.QueryRow(ctx, `SELECT COALESCE(SUM(n), 0)::bigint FROM field_revisions WHERE queue = $1 AND field IN ($2, '')`, s.name, field).Scan(&revision); err != nil {
 			return fmt.Errorf("read field revision: %w", err)

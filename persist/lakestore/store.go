@@ -360,6 +360,22 @@ func (st *queueState) evolve(p *filestore.PreparedRecords) error {
 	return nil
 }
 
+// viewQueue runs fn, between enter and leave, in one read-only catalog snapshot, with the
+// queue's row as of that snapshot (loadQueue).
+func (s *Store) viewQueue(ctx context.Context, fn func(tx pgx.Tx, st *queueState) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.view(ctx, func(tx pgx.Tx) error {
+		st, err := s.loadQueue(ctx, tx, false)
+		if err != nil {
+			return err
+		}
+		return fn(tx, st)
+	})
+}
+
 // writeLocked runs fn, between enter and leave, in a catalog write transaction that holds
 // the queue row's lock (loadQueue) first, as every change of the queue's samples does.
 func (s *Store) writeLocked(ctx context.Context, fn func(tx pgx.Tx) error) error {
