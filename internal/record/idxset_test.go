@@ -47,3 +47,11 @@ func TestIndexSetOperations(t *testing.T) {
 	require.False(t, a.Contains(4))
 	require.Equal(t, IndexSet{{3, 4}, {5, 6}, {9, 10}}, a.From(3))
 }
+
+// TestIndexSetBelow: how many indexes of a set are below each index (an ordinal).
+func TestIndexSetBelow(t *testing.T) {
+	t.Parallel()
+	s := IndexSet{{2, 5}, {10, 12}}
+	require.Equal(t, []int64{0, 0, 1, 3, 3, 4, 5}, s.Below([]int64{0, 2, 3, 5, 10, 11, 20}))
+	require.Empty(t, IndexSet(nil).Below([]int64{4})[0])
+}
