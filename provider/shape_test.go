@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lakeshore-dev/lakeshore/internal/metrictest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/provider"
 )
@@ -85,19 +86,19 @@ func TestSupervisorLaunchesByShape(t *testing.T) {
 		r.clock.add(2 * time.Second)
 		r.tick(s)
 	}
-	if n := metric(t, reg, "lakeshore_provider_launches_total"); n != 3 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_launches_total"); n != 3 {
 		t.Errorf("launches_total = %v after more ticks; want 3 (max_workers reached, the 4-GPU shape never launched)\n%s", n, logs.String())
 	}
-	if n := metric(t, reg, "lakeshore_provider_failures_total"); n != 0 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_failures_total"); n != 0 {
 		t.Errorf("failures_total = %v; an unlaunchable shape is no failure\n%s", n, logs.String())
 	}
-	if n := metric(t, reg, "lakeshore_provider_shape_unlaunchable", "shape", big.Shape()); n != 1 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_shape_unlaunchable", "shape", big.Shape()); n != 1 {
 		t.Errorf("shape_unlaunchable{shape=4 GPUs} = %v; want 1", n)
 	}
 	if n := strings.Count(logs.String(), "no launch of the provider can offer the shape"); n != 1 {
 		t.Errorf("the unlaunchable shape was logged %d times; want once\n%s", n, logs.String())
 	}
-	if n := metric(t, reg, "lakeshore_provider_shape_workers_live", "shape", a100.Shape()); n != 2 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_shape_workers_live", "shape", a100.Shape()); n != 2 {
 		t.Errorf("shape_workers_live{a100} = %v; want 2", n)
 	}
 }

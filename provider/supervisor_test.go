@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/internal/metrictest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/provider"
@@ -176,35 +177,6 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// metric sums the samples of the metric name in reg whose labels include labels.
-func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	sample:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue sample
-				}
-			}
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
-}
-
 // TestSupervisorDryRun: a dry run logs and counts what it would do and exports its gauges,
 // launches nothing, and takes no lease, so a real supervisor started beside it (even after
 // it) acts for the queue at its first tick. It logs a repeated decision once, and does not
@@ -230,13 +202,13 @@ func TestSupervisorDryRun(t *testing.T) {
 	if !strings.Contains(logs, "watching the queue (dry run: no lease taken") {
 		t.Errorf("the dry run does not say it watches the queue without a lease:\n%s", logs)
 	}
-	if n := metric(t, dryReg, "lakeshore_provider_decisions_total", "outcome", "dry_run"); n != 1 {
+	if n := metrictest.Sum(t, dryReg, "lakeshore_provider_decisions_total", "outcome", "dry_run"); n != 1 {
 		t.Errorf("decisions_total{outcome=dry_run} = %v; want 1", n)
 	}
-	if n := metric(t, dryReg, "lakeshore_provider_workers_wanted", "queue", "dry"); n != 2 {
+	if n := metrictest.Sum(t, dryReg, "lakeshore_provider_workers_wanted", "queue", "dry"); n != 2 {
 		t.Errorf("workers_wanted = %v; want 2", n)
 	}
-	if n := metric(t, dryReg, "lakeshore_provider_launches_total"); n != 0 {
+	if n := metrictest.Sum(t, dryReg, "lakeshore_provider_launches_total"); n != 0 {
 		t.Errorf("launches_total = %v in a dry run", n)
 	}
 
@@ -261,7 +233,7 @@ func TestSupervisorDryRun(t *testing.T) {
 	}
 	r.clock.add(time.Second)
 	r.tick(dry)
-	if n := metric(t, dryReg, "lakeshore_provider_failures_total"); n != 0 {
+	if n := metrictest.Sum(t, dryReg, "lakeshore_provider_failures_total"); n != 0 {
 		t.Errorf("the dry run counted %v failures for launches another supervisor ran", n)
 	}
 	// It sees the need again: a new decision, logged.
@@ -285,7 +257,7 @@ func TestSupervisorCommandNotFound(t *testing.T) {
 	r.submit("nf", 4)
 	reg, logs := prometheus.NewRegistry(), &logBuffer{}
 	s := r.supervisor(reg, logs, nil)
-	attempts := func() float64 { return metric(t, reg, "lakeshore_provider_launches_total", "result", "error") }
+	attempts := func() float64 { return metrictest.Sum(t, reg, "lakeshore_provider_launches_total", "result", "error") }
 	for _, step := range []struct {
 		after time.Duration
 		want  float64
@@ -296,7 +268,7 @@ func TestSupervisorCommandNotFound(t *testing.T) {
 			t.Fatalf("%v launch attempts after +%s; want %v (backoff 1s, then 2s)\n%s", n, step.after, step.want, logs.String())
 		}
 	}
-	if n := metric(t, reg, "lakeshore_provider_failures_total", "kind", "launch", "queue", "nf", "provider", "local"); n != 3 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_failures_total", "kind", "launch", "queue", "nf", "provider", "local"); n != 3 {
 		t.Errorf("failures_total{kind=launch} = %v; want 3", n)
 	}
 	for _, want := range []string{`msg="provider supervisor: launch failed"`, "lakeshore-no-such-worker-7", "not found on this machine",
@@ -336,7 +308,7 @@ func TestSupervisorCommandNotFound(t *testing.T) {
 	if n, err := q.Count(t.Context(), lakeshore.StateSucceeded); err != nil || n != 4 {
 		t.Errorf("%d jobs succeeded (%v) on the hand-started worker; want 4", n, err)
 	}
-	if n := metric(t, reg, "lakeshore_provider_stops_total"); n != 0 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total"); n != 0 {
 		t.Errorf("the supervisor stopped %v workers; it must leave hand-started ones alone", n)
 	}
 }
@@ -358,13 +330,13 @@ func TestSupervisorRegisterTimeout(t *testing.T) {
 	}
 	r.clock.add(1500 * time.Millisecond)
 	r.tick(s)
-	if n := metric(t, reg, "lakeshore_provider_failures_total", "kind", "register_timeout"); n != 1 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_failures_total", "kind", "register_timeout"); n != 1 {
 		t.Errorf("failures_total{kind=register_timeout} = %v; want 1\n%s", n, logs.String())
 	}
-	if n := metric(t, reg, "lakeshore_provider_stops_total", "reason", "register_timeout"); n != 1 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total", "reason", "register_timeout"); n != 1 {
 		t.Errorf("stops_total{reason=register_timeout} = %v; want 1", n)
 	}
-	if n := metric(t, reg, "lakeshore_provider_launches_total", "result", "ok"); n != 2 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_launches_total", "result", "ok"); n != 2 {
 		t.Errorf("launches_total{ok} = %v; want 2 (the expired launch is replaced)", n)
 	}
 	waitUntil(t, "the expired launch is stopped", func() bool {
@@ -379,10 +351,10 @@ func TestSupervisorRegisterTimeout(t *testing.T) {
 		r.clock.add(100 * time.Millisecond)
 		r.tick(s)
 	}
-	if n := metric(t, reg, "lakeshore_provider_failures_total"); n != 1 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_failures_total"); n != 1 {
 		t.Errorf("failures_total = %v; want 1: the expired launch is counted once\n%s", n, logs.String())
 	}
-	if n := metric(t, reg, "lakeshore_provider_launches_total"); n != 2 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_launches_total"); n != 2 {
 		t.Errorf("launches_total = %v; want 2", n)
 	}
 	if strings.Contains(logs.String(), "adopted") {
@@ -418,17 +390,17 @@ func TestSupervisorStopsOnceWhileDraining(t *testing.T) {
 	r.setProvider("drain", plane.ProviderLocal, policy)
 	r.clock.add(10 * time.Millisecond)
 	r.tick(s)
-	if n := metric(t, reg, "lakeshore_provider_stops_total", "reason", "idle"); n != 1 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total", "reason", "idle"); n != 1 {
 		t.Fatalf("stops_total{reason=idle} = %v; want 1\n%s", n, logs.String())
 	}
 	for range 5 {
 		r.clock.add(100 * time.Millisecond)
 		r.tick(s)
-		if n := metric(t, reg, "lakeshore_provider_stops_total"); n != 1 {
+		if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total"); n != 1 {
 			t.Fatalf("stops_total = %v while the worker drains; want it stopped once\n%s", n, logs.String())
 		}
 		if len(r.launches()) == 1 {
-			if n := metric(t, reg, "lakeshore_provider_workers_live", "queue", "drain"); n != 1 {
+			if n := metrictest.Sum(t, reg, "lakeshore_provider_workers_live", "queue", "drain"); n != 1 {
 				t.Errorf("workers_live = %v while a stopped worker drains; want 1", n)
 			}
 		}
@@ -436,10 +408,10 @@ func TestSupervisorStopsOnceWhileDraining(t *testing.T) {
 	waitUntil(t, "the worker is killed after the grace", func() bool { return len(r.launches()) == 0 })
 	r.clock.add(100 * time.Millisecond)
 	r.tick(s)
-	if n := metric(t, reg, "lakeshore_provider_failures_total"); n != 0 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_failures_total"); n != 0 {
 		t.Errorf("failures_total = %v; a worker the supervisor stopped did not fail\n%s", n, logs.String())
 	}
-	if n := metric(t, reg, "lakeshore_provider_workers_live", "queue", "drain"); n != 0 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_workers_live", "queue", "drain"); n != 0 {
 		t.Errorf("workers_live = %v once the worker ended", n)
 	}
 }
@@ -515,10 +487,10 @@ func TestSupervisorExecLaunchAndStopFaults(t *testing.T) {
 				if c.ok {
 					result, kind = "ok", 0
 				}
-				if n := metric(t, reg, "lakeshore_provider_launches_total", "result", result, "provider", name); n != 1 {
+				if n := metrictest.Sum(t, reg, "lakeshore_provider_launches_total", "result", result, "provider", name); n != 1 {
 					t.Errorf("launches_total{result=%s} = %v; want 1\n%s", result, n, logs.String())
 				}
-				if n := metric(t, reg, "lakeshore_provider_failures_total", "kind", "launch"); n != kind {
+				if n := metrictest.Sum(t, reg, "lakeshore_provider_failures_total", "kind", "launch"); n != kind {
 					t.Errorf("failures_total{kind=launch} = %v; want %v", n, kind)
 				}
 				if c.log != "" && (!strings.Contains(logs.String(), c.log) || !strings.Contains(logs.String(), `msg="provider supervisor: launch failed"`)) {
@@ -551,17 +523,19 @@ func TestSupervisorExecLaunchAndStopFaults(t *testing.T) {
 				// replaced).
 				r.clock.add(1500 * time.Millisecond)
 				r.tick(s)
-				if n := metric(t, reg, "lakeshore_provider_stops_total", "reason", "register_timeout"); n != 1 {
+				if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total", "reason", "register_timeout"); n != 1 {
 					t.Fatalf("stops_total{reason=register_timeout} = %v; want 1\n%s", n, logs.String())
 				}
 				if c.log == "" {
 					waitUntil(t, "the stop is made", func() bool { return !slices.Contains(listOf(t, name), first[0]) })
-					if n := metric(t, reg, "lakeshore_provider_errors_total"); n != 0 {
+					if n := metrictest.Sum(t, reg, "lakeshore_provider_errors_total"); n != 0 {
 						t.Errorf("errors_total = %v for a stop that printed garbage and succeeded\n%s", n, logs.String())
 					}
 					return
 				}
-				waitUntil(t, "the failed stop is logged", func() bool { return metric(t, reg, "lakeshore_provider_errors_total", "operation", "stop") == 1 })
+				waitUntil(t, "the failed stop is logged", func() bool {
+					return metrictest.Sum(t, reg, "lakeshore_provider_errors_total", "operation", "stop") == 1
+				})
 				if !strings.Contains(logs.String(), `msg="provider supervisor: stop failed; the launch is considered again at the next tick"`) ||
 					!strings.Contains(logs.String(), c.log) {
 					t.Errorf("the log lacks the failed stop, %q:\n%s", c.log, logs.String())
@@ -570,7 +544,7 @@ func TestSupervisorExecLaunchAndStopFaults(t *testing.T) {
 				// register timeout, and stopped again.
 				r.clock.add(100 * time.Millisecond)
 				r.tick(s)
-				if n := metric(t, reg, "lakeshore_provider_failures_total", "kind", "ended"); n != 0 {
+				if n := metrictest.Sum(t, reg, "lakeshore_provider_failures_total", "kind", "ended"); n != 0 {
 					t.Errorf("failures_total{kind=ended} = %v for a launch still running", n)
 				}
 				r.clock.add(1500 * time.Millisecond)
@@ -618,7 +592,7 @@ func TestSupervisorChecksProviderAtStart(t *testing.T) {
 	reg, logs := prometheus.NewRegistry(), &logBuffer{}
 	s := r.supervisor(reg, logs, nil)
 	r.tick(s)
-	if n := metric(t, reg, "lakeshore_provider_errors_total", "operation", "check", "provider", name); n != 1 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_errors_total", "operation", "check", "provider", name); n != 1 {
 		t.Errorf("errors_total{operation=check} = %v; want 1", n)
 	}
 	for _, want := range []string{"level=ERROR", "provider supervisor: the provider cannot work", "is not found or not executable on this machine"} {
@@ -627,13 +601,13 @@ func TestSupervisorChecksProviderAtStart(t *testing.T) {
 		}
 	}
 	r.tick(s)
-	if n := metric(t, reg, "lakeshore_provider_errors_total", "operation", "check"); n != 1 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_errors_total", "operation", "check"); n != 1 {
 		t.Errorf("errors_total{operation=check} = %v after a second tick; the check runs once", n)
 	}
-	if n := metric(t, reg, "lakeshore_provider_errors_total", "operation", "list"); n != 1 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_errors_total", "operation", "list"); n != 1 {
 		t.Errorf("errors_total{operation=list} = %v; the second tick tries List", n)
 	}
-	if n := metric(t, reg, "lakeshore_provider_launches_total"); n != 0 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_launches_total"); n != 0 {
 		t.Errorf("launches_total = %v through a provider that cannot work", n)
 	}
 }

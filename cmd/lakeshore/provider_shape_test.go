@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/internal/metrictest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -77,7 +78,7 @@ func TestProviderLaunchesByShape(t *testing.T) {
 		return strings.Contains(logs.String(), "no launch of the provider can offer the shape")
 	})
 	big := (&plane.Requirement{GPUs: 4}).Shape()
-	if n := metricValue(t, reg, "lakeshore_provider_shape_unlaunchable", "shape", big); n != 1 {
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_shape_unlaunchable", "shape", big); n != 1 {
 		t.Errorf("lakeshore_provider_shape_unlaunchable{shape=%s} = %v; want 1", big, n)
 	}
 	if strings.Contains(logs.String(), "shape="+big+" offers=") {
@@ -96,33 +97,4 @@ func TestProviderLaunchesByShape(t *testing.T) {
 	}
 	t.Logf("submit → first claim of the a100 job (local provider, 100 ms tick, a worker launched for its shape): %s",
 		g.StartedAt.Sub(g.CreatedAt).Round(time.Millisecond))
-}
-
-// metricValue sums the samples of the metric name in reg whose labels include labels.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	sample:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue sample
-				}
-			}
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
 }

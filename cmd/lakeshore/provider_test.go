@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/internal/metrictest"
 	"github.com/lakeshore-dev/lakeshore/internal/slurmtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/provider"
@@ -352,19 +353,7 @@ func TestProviderTwoSupervisorsOneActs(t *testing.T) {
 
 func launchCount(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() == "lakeshore_provider_launches_total" {
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
+	return metrictest.Sum(t, reg, "lakeshore_provider_launches_total")
 }
 
 // TestProviderExecProgramFaults: an exec provider that hangs, prints garbage or exits

@@ -63,6 +63,41 @@ func (b *Batch) Rows() ([]Row, error) {
 	return out, nil
 }
 
+// ValuesAt returns the values of field for indexes, in their order: nil where the batch's
+// row has no value or where the batch has no row of an index. Numbers (int64, float64) of
+// a batch of that one field come straight from the column, without rows. Errors: as Rows.
+func (b *Batch) ValuesAt(field string, indexes []int64) ([]any, error) {
+	out := make([]any, len(indexes))
+	if col := b.Column(field); col != nil && len(b.Fields) == 1 && (b.Fields[0].Kind == KindInt64 || b.Fields[0].Kind == KindFloat64) {
+		pos := make(map[int64]int, len(b.Indexes))
+		for i, x := range b.Indexes {
+			pos[x] = i
+		}
+		for i, x := range indexes {
+			if p, ok := pos[x]; ok && !col.IsNull(p) {
+				v, err := ValueAt(col, p, b.Fields[0].Kind)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = v
+			}
+		}
+		return out, nil
+	}
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, err
+	}
+	byIndex := make(map[int64]any, len(rows))
+	for _, r := range rows {
+		byIndex[r.Index] = r.Fields[field]
+	}
+	for i, x := range indexes {
+		out[i] = byIndex[x]
+	}
+	return out, nil
+}
+
 // Column returns the Arrow column of field name, or nil.
 func (b *Batch) Column(name string) arrow.Array {
 	for c, f := range b.Fields {

@@ -133,3 +133,20 @@ func (s IndexSet) First(n int) []int64 {
 func (s IndexSet) From(lo int64) IndexSet {
 	return s.Intersect(IndexSet{{lo, 1<<62 - 1}})
 }
+
+// Below returns, for each of indexes, how many indexes of s are smaller: its position
+// among s's indexes (a sampler's ordinal of a sample within its partition's spans).
+func (s IndexSet) Below(indexes []int64) []int64 {
+	out := make([]int64, len(indexes))
+	for i, x := range indexes {
+		var before int64
+		for _, sp := range s {
+			if sp.Lo > x {
+				break
+			}
+			before += min(sp.Hi, x) - sp.Lo
+		}
+		out[i] = before
+	}
+	return out
+}

@@ -207,34 +207,26 @@ func (q *fileQueue) compactOnce(ctx context.Context, threshold int) (bool, error
 	}
 	q.hook("compact-renamed")
 	err = q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
-		ver, err := metaGet(t.ctx, t, "manifest_version")
-		if err != nil {
-			return err
-		}
-		ver++
-		names := make([]string, len(c.fields))
-		for i, f := range c.fields {
-			names[i] = f.Name
-		}
-		if rows == 0 {
-			// Every input row was cleared: the inputs go, nothing replaces them.
-			if _, err := t.exec(`DELETE FROM fragments WHERE id = ?`, c.id); err != nil {
-				return fmt.Errorf("drop empty compaction output: %w", err)
+		return t.newManifestVersion(func(ver int64) error {
+			if rows == 0 {
+				// Every input row was cleared: the inputs go, nothing replaces them.
+				if _, err := t.exec(`DELETE FROM fragments WHERE id = ?`, c.id); err != nil {
+					return fmt.Errorf("drop empty compaction output: %w", err)
+				}
+			} else if err := t.publishFragment(c.id, minI, maxI, rows, size, c.fields, ver); err != nil {
+				return err
 			}
-		} else if _, err := t.exec(`UPDATE fragments SET state = 1, min_idx = ?, max_idx = ?, rows = ?, bytes = ?, fields = ?, added_version = ? WHERE id = ?`,
-			minI, maxI, rows, size, strings.Join(names, "\x1f"), ver, c.id); err != nil {
-			return fmt.Errorf("publish fragment: %w", err)
-		}
-		for _, f := range c.inputs {
-			res, err := t.exec(`UPDATE fragments SET state = 2, removed_version = ?, claim_id = NULL WHERE id = ? AND claim_id = ? AND state = 1`, ver, f.id, c.id)
-			if err != nil {
-				return fmt.Errorf("retire fragment: %w", err)
+			for _, f := range c.inputs {
+				res, err := t.exec(`UPDATE fragments SET state = 2, removed_version = ?, claim_id = NULL WHERE id = ? AND claim_id = ? AND state = 1`, ver, f.id, c.id)
+				if err != nil {
+					return fmt.Errorf("retire fragment: %w", err)
+				}
+				if n, _ := res.RowsAffected(); n != 1 {
+					return fmt.Errorf("%w: fragment %s was not claimed by this compaction", persist.ErrCorrupt, f.file)
+				}
 			}
-			if n, _ := res.RowsAffected(); n != 1 {
-				return fmt.Errorf("%w: fragment %s was not claimed by this compaction", persist.ErrCorrupt, f.file)
-			}
-		}
-		return metaSet(t.ctx, t, "manifest_version", ver)
+			return nil
+		})
 	})
 	if err != nil {
 		q.abortCompaction(ctx, c)

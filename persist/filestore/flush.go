@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
@@ -81,33 +80,25 @@ func (q *fileQueue) flushLocked(ctx context.Context) error {
 		}
 		q.hook("flush-renamed")
 		err = q.w.do(context.WithoutCancel(ctx), func(t *wtx) error {
-			ver, err := metaGet(t.ctx, t, "manifest_version")
-			if err != nil {
-				return err
-			}
-			ver++
-			var n int64
-			for i, c := range claims {
-				names := make([]string, len(c.fields))
-				for j, f := range c.fields {
-					names[j] = f.Name
+			return t.newManifestVersion(func(ver int64) error {
+				var n int64
+				for i, c := range claims {
+					if err := t.publishFragment(c.id, c.minI, c.maxI, int64(len(c.rows)), sizes[i], c.fields, ver); err != nil {
+						return err
+					}
+					if _, err := t.exec(`DELETE FROM tail WHERE flush_id = ?`, c.id); err != nil {
+						return fmt.Errorf("drop flushed tail: %w", err)
+					}
+					n += int64(len(c.rows))
 				}
-				if _, err := t.exec(`UPDATE fragments SET state = 1, min_idx = ?, max_idx = ?, rows = ?, bytes = ?, fields = ?, added_version = ? WHERE id = ?`,
-					c.minI, c.maxI, len(c.rows), sizes[i], strings.Join(names, "\x1f"), ver, c.id); err != nil {
-					return fmt.Errorf("publish fragment: %w", err)
+				if err := metaAdd(t.ctx, t, "tail_rows", -n); err != nil {
+					return err
 				}
-				if _, err := t.exec(`DELETE FROM tail WHERE flush_id = ?`, c.id); err != nil {
-					return fmt.Errorf("drop flushed tail: %w", err)
+				if _, err := t.exec(`DELETE FROM put_ids WHERE at < ?`, time.Now().Add(-persist.PutIDRetention).UnixNano()); err != nil {
+					return fmt.Errorf("forget old put ids: %w", err)
 				}
-				n += int64(len(c.rows))
-			}
-			if err := metaAdd(t.ctx, t, "tail_rows", -n); err != nil {
-				return err
-			}
-			if _, err := t.exec(`DELETE FROM put_ids WHERE at < ?`, time.Now().Add(-persist.PutIDRetention).UnixNano()); err != nil {
-				return fmt.Errorf("forget old put ids: %w", err)
-			}
-			return metaSet(t.ctx, t, "manifest_version", ver)
+				return nil
+			})
 		})
 		if err != nil {
 			q.abortClaims(ctx, claims)

@@ -2,13 +2,13 @@ package filestore
 
 import (
 	"context"
-	"encoding/json"
+	"database/sql"
 	"fmt"
-	"maps"
 	"sort"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/kvput"
 )
 
 // KVView is a key-value view of a queue: each key of a partition names one sample (one
@@ -57,35 +57,13 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 		if err := t.checkSchema(all.kinds, all.bigInts); err != nil {
 			return err
 		}
-		var newRecs, updRecs []record.NormRecord
-		var newItems, updItems []int
-		var updIdx []int64
-		oldTags := make([]map[string]string, len(items))
-		for i, it := range items {
-			var idx int64
-			var tj string
-			err := t.queryRow(`SELECT idx, tags FROM kv WHERE partition = ? AND key = ?`, partition, it.Key).Scan(&idx, &tj)
-			switch {
-			case isNoRows(err):
-				newItems = append(newItems, i)
-				newRecs = append(newRecs, norm[i])
-			case err != nil:
-				return fmt.Errorf("read key: %w", err)
-			default:
-				idxOf[i] = idx
-				oldTags[i] = map[string]string{}
-				if err := json.Unmarshal([]byte(tj), &oldTags[i]); err != nil {
-					return fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, it.Key, err)
-				}
-				if len(norm[i]) > 0 {
-					updItems = append(updItems, i)
-					updRecs = append(updRecs, norm[i])
-					updIdx = append(updIdx, idx)
-				}
-			}
+		plan, err := kvput.Split(items, norm, kvLookup(partition, t.queryRow))
+		if err != nil {
+			return err
 		}
-		if len(newRecs) > 0 {
-			p, err := prepareNorm(partition, newRecs)
+		idxOf = plan.Index
+		if len(plan.NewRecords) > 0 {
+			p, err := prepareNorm(partition, plan.NewRecords)
 			if err != nil {
 				return err
 			}
@@ -93,30 +71,27 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 			if err != nil {
 				return err
 			}
-			for j, i := range newItems {
+			for j, i := range plan.New {
 				idxOf[i] = lo + int64(j)
-				tj, _ := json.Marshal(items[i].Tags)
-				if _, err := t.exec(`INSERT INTO kv(partition, key, idx, tags) VALUES (?, ?, ?, ?)`, partition, items[i].Key, idxOf[i], string(tj)); err != nil {
+				if _, err := t.exec(`INSERT INTO kv(partition, key, idx, tags) VALUES (?, ?, ?, ?)`, partition, items[i].Key, idxOf[i], string(kvput.EncodeTags(items[i].Tags))); err != nil {
 					return fmt.Errorf("insert key: %w", err)
 				}
 			}
 		}
-		if len(updRecs) > 0 {
-			p, err := prepareNorm(partition, updRecs)
+		if len(plan.UpdateRecords) > 0 {
+			p, err := prepareNorm(partition, plan.UpdateRecords)
 			if err != nil {
 				return err
 			}
-			if err := t.putFields(p, updIdx); err != nil {
+			if err := t.putFields(p, plan.Update); err != nil {
 				return err
 			}
 		}
-		for i, it := range items {
-			if oldTags[i] == nil || len(it.Tags) == 0 {
+		for i, tags := range plan.Merged(items) {
+			if tags == nil {
 				continue
 			}
-			maps.Copy(oldTags[i], it.Tags)
-			tj, _ := json.Marshal(oldTags[i])
-			if _, err := t.exec(`UPDATE kv SET tags = ? WHERE partition = ? AND key = ?`, string(tj), partition, it.Key); err != nil {
+			if _, err := t.exec(`UPDATE kv SET tags = ? WHERE partition = ? AND key = ?`, string(tags), partition, items[i].Key); err != nil {
 				return fmt.Errorf("update tags: %w", err)
 			}
 		}
@@ -140,29 +115,15 @@ func (kv *fileKV) BatchGet(ctx context.Context, partition string, keys []string,
 		return nil, err
 	}
 	defer q.leave()
-	entries := make([]persist.KVEntry, len(keys))
+	var entries []persist.KVEntry
 	b, err := q.readBatch(ctx, fields, func(tx queryer, s *snapshot) ([]int64, error) {
-		var missing []string
 		var idx []int64
-		for i, k := range keys {
-			e := &entries[i]
-			*e = persist.KVEntry{Partition: partition, Key: k, Tags: map[string]string{}}
-			var tj string
-			err := tx.QueryRowContext(ctx, `SELECT idx, tags FROM kv WHERE partition = ? AND key = ?`, partition, k).Scan(&e.Index, &tj)
-			if isNoRows(err) {
-				missing = append(missing, k)
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read key: %w", err)
-			}
-			if err := json.Unmarshal([]byte(tj), &e.Tags); err != nil {
-				return nil, fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, k, err)
-			}
-			idx = append(idx, e.Index)
-		}
-		if len(missing) > 0 {
-			return nil, &persist.NotFoundError{Partition: partition, Keys: missing}
+		var err error
+		entries, idx, err = kvput.Find(partition, keys, kvLookup(partition, func(query string, args ...any) *sql.Row {
+			return tx.QueryRowContext(ctx, query, args...)
+		}))
+		if err != nil {
+			return nil, err
 		}
 		return record.SortedUnique(idx), nil
 	})
@@ -170,16 +131,8 @@ func (kv *fileKV) BatchGet(ctx context.Context, partition string, keys []string,
 		return nil, err
 	}
 	defer b.Release()
-	rows, err := b.Rows()
-	if err != nil {
+	if err := kvput.Fill(entries, b); err != nil {
 		return nil, err
-	}
-	byIdx := make(map[int64]persist.Record, len(rows))
-	for _, r := range rows {
-		byIdx[r.Index] = r.Fields
-	}
-	for i := range entries {
-		entries[i].Fields = byIdx[entries[i].Index]
 	}
 	return entries, nil
 }
@@ -203,19 +156,7 @@ func (kv *fileKV) List(ctx context.Context, partition string) ([]persist.KVEntry
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	defer rows.Close()
-	var out []persist.KVEntry
-	for rows.Next() {
-		e := persist.KVEntry{Tags: map[string]string{}}
-		var tj string
-		if err := rows.Scan(&e.Partition, &e.Key, &e.Index, &tj); err != nil {
-			return nil, fmt.Errorf("list keys: %w", err)
-		}
-		if err := json.Unmarshal([]byte(tj), &e.Tags); err != nil {
-			return nil, fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, e.Key, err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return kvput.Entries(rows, "list keys")
 }
 
 // Clear removes keys from partition: their samples get tombstones (they vanish from
@@ -265,4 +206,17 @@ func (t *wtx) addTombstones(s record.IndexSet) error {
 		return err
 	}
 	return metaAdd(t.ctx, t, "tomb_version", 1) // readers cache tombstones by this version
+}
+
+// kvLookup finds the keys of partition with queryRow (the writer's, or a read snapshot's).
+func kvLookup(partition string, queryRow func(query string, args ...any) *sql.Row) kvput.Lookup {
+	return func(key string) (int64, []byte, bool, error) {
+		var idx int64
+		var tags []byte
+		err := queryRow(`SELECT idx, tags FROM kv WHERE partition = ? AND key = ?`, partition, key).Scan(&idx, &tags)
+		if isNoRows(err) {
+			return 0, nil, false, nil
+		}
+		return idx, tags, err == nil, err
+	}
 }

@@ -304,3 +304,31 @@ func partitionsOf(ctx context.Context, tx queryer, idx []int64) ([]string, error
 	}
 	return out, rows.Err()
 }
+
+// newManifestVersion runs fn in t with the next manifest version, then stores that version:
+// every change of the set of live fragments (a flush, a compaction) is one version.
+func (t *wtx) newManifestVersion(fn func(ver int64) error) error {
+	ver, err := metaGet(t.ctx, t, "manifest_version")
+	if err != nil {
+		return err
+	}
+	ver++
+	if err := fn(ver); err != nil {
+		return err
+	}
+	return metaSet(t.ctx, t, "manifest_version", ver)
+}
+
+// publishFragment makes pending fragment id live from manifest version ver, with its index
+// range [minI, maxI], row count, size in bytes and fields.
+func (t *wtx) publishFragment(id, minI, maxI, rows, bytes int64, fields []persist.Field, ver int64) error {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Name
+	}
+	if _, err := t.exec(`UPDATE fragments SET state = 1, min_idx = ?, max_idx = ?, rows = ?, bytes = ?, fields = ?, added_version = ? WHERE id = ?`,
+		minI, maxI, rows, bytes, strings.Join(names, "\x1f"), ver, id); err != nil {
+		return fmt.Errorf("publish fragment: %w", err)
+	}
+	return nil
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/getmeta"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 )
 
@@ -38,26 +39,9 @@ var errNotFull = errors.New("batch not full")
 // ErrTimeout (wait mode), ErrClosed, ctx's error.
 func (r *fileReader) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist.BatchMeta, error) {
 	q := r.q
-	rq, sampler, err := persist.NormalizeMetaRequest(req, q.cfg.Samplers)
-	if err != nil {
-		return nil, err
-	}
-	if err := q.enter(); err != nil {
-		return nil, err
-	}
-	defer q.leave()
-	var deadline <-chan time.Time
-	if rq.Wait {
-		t := time.NewTimer(rq.WaitTimeout())
-		defer t.Stop()
-		deadline = t.C
-	}
-	for {
-		meta, done, err := q.getMetaOnce(ctx, &rq, sampler, deadline)
-		if done {
-			return meta, err
-		}
-	}
+	return getmeta.Loop(req, q.cfg.Samplers, q.enter, q.leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+		return q.getMetaOnce(ctx, rq, sampler, deadline)
+	})
 }
 
 // getMetaOnce is one attempt of GetMeta: it hands out a batch (done), or in wait mode
@@ -78,9 +62,6 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sa
 	if !errors.Is(err, errNotFull) {
 		return nil, true, err
 	}
-	timeout := func() error {
-		return rq.TimeoutError()
-	}
 	// An attempt that took long (a large ready set, a sampler paging past many
 	// incomplete GRPO groups) is not repeated before waitBackoff times its duration
 	// has passed, however often the partition changes: a waiter then spends at most
@@ -88,26 +69,14 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sa
 	if pause := waitBackoff * time.Since(start); pause >= minWaitBackoff {
 		t := time.NewTimer(pause)
 		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-deadline:
-			return nil, true, timeout()
-		case <-q.closing:
-			return nil, true, persist.ErrClosed
-		case <-ctx.Done():
-			return nil, true, ctx.Err()
+		if err := getmeta.Await(ctx, rq, t.C, deadline, q.closing); err != nil {
+			return nil, true, err
 		}
 	}
-	select {
-	case <-woken:
-		return nil, false, nil
-	case <-deadline:
-		return nil, true, timeout()
-	case <-q.closing:
-		return nil, true, persist.ErrClosed
-	case <-ctx.Done():
-		return nil, true, ctx.Err()
+	if err := getmeta.Await(ctx, rq, woken, deadline, q.closing); err != nil {
+		return nil, true, err
 	}
+	return nil, false, nil
 }
 
 // waitBackoff and minWaitBackoff: a waiting GetMeta whose attempt took d does not try
@@ -576,61 +545,31 @@ func (t *wtx) fieldsets() (map[int64]map[string]bool, error) {
 // batchMeta builds the BatchMeta of handed-out indexes, reading tensor dtypes and
 // shapes.
 func (q *fileQueue) batchMeta(ctx context.Context, rq *persist.MetaRequest, idx []int64, s persist.Schema) (*persist.BatchMeta, error) {
-	m := &persist.BatchMeta{Size: len(idx), Indexes: idx, Partition: rq.Partition, Task: rq.Task}
-	var tensors []string
-	for _, f := range rq.Fields {
-		k, _ := s.Kind(f)
-		fm := persist.FieldMeta{Name: f, Kind: k}
-		switch k {
-		case persist.KindTensor, persist.KindNDArray, persist.KindWireTensor:
-			tensors = append(tensors, f)
-		case persist.KindInt64List, persist.KindFloat64List:
-		default:
-			fm.DType, fm.Shape = string(k), []int{}
-		}
-		m.Fields = append(m.Fields, fm)
-	}
+	m, tensors := getmeta.Fields(rq, idx, s)
 	if len(tensors) > 0 && len(idx) > 0 {
+		names := make([]string, len(tensors))
+		for i, f := range tensors {
+			names[i] = m.Fields[f].Name
+		}
 		sorted := record.SortedUnique(append([]int64(nil), idx...))
-		b, err := q.readBatch(ctx, tensors, func(queryer, *snapshot) ([]int64, error) { return sorted, nil })
+		b, err := q.readBatch(ctx, names, func(queryer, *snapshot) ([]int64, error) { return sorted, nil })
 		if err != nil {
 			return nil, err
 		}
 		defer b.Release()
-		for i := range m.Fields {
-			if !record.IsTensor(m.Fields[i].Kind) {
-				continue
-			}
-			col := b.Column(m.Fields[i].Name)
+		for _, f := range tensors {
+			fm := &m.Fields[f]
+			col := b.Column(fm.Name)
 			for r := 0; r < b.Len(); r++ {
 				if col.IsNull(r) {
 					continue
 				}
 				tn := record.TensorAt(col.(*array.Struct), r)
-				if r == 0 {
-					m.Fields[i].DType, m.Fields[i].Shape = tn.DType, tn.Shape
-				} else if m.Fields[i].Shape != nil && !sameShape(m.Fields[i].Shape, tn.Shape) {
-					m.Fields[i].Shape = nil
-				}
-				if tn.DType != m.Fields[i].DType {
-					m.Fields[i].DType = ""
-				}
+				getmeta.Fold(fm, tn.DType, tn.Shape, r == 0)
 			}
 		}
 	}
 	return m, nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // GetData reads the fields of meta for its samples, in meta.Indexes order. The batch

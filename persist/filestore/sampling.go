@@ -91,51 +91,13 @@ func (in *fileSampleSource) readValues(ctx context.Context, field string, indexe
 	defer b.Release()
 	// Numbers straight from the column (the weight versions a staleness bound judges,
 	// rewards): no row maps. Other kinds through Rows, which decodes codec values.
-	if col := b.Column(field); col != nil && len(b.Fields) == 1 && (b.Fields[0].Kind == persist.KindInt64 || b.Fields[0].Kind == persist.KindFloat64) {
-		pos := make(map[int64]int, len(b.Indexes))
-		for i, x := range b.Indexes {
-			pos[x] = i
-		}
-		out := make([]any, len(indexes))
-		for i, x := range indexes {
-			if p, ok := pos[x]; ok && !col.IsNull(p) {
-				if out[i], err = record.ValueAt(col, p, b.Fields[0].Kind); err != nil {
-					return nil, err
-				}
-			}
-		}
-		return out, nil
-	}
-	rows, err := b.Rows()
-	if err != nil {
-		return nil, err
-	}
-	byIdx := make(map[int64]any, len(rows))
-	for _, r := range rows {
-		byIdx[r.Index] = r.Fields[field]
-	}
-	out := make([]any, len(indexes))
-	for i, x := range indexes {
-		out[i] = byIdx[x]
-	}
-	return out, nil
+	return b.ValuesAt(field, indexes)
 }
 
 // Ordinals returns, for each of indexes, its position among all samples of the
 // partition (0 for the partition's first sample), counting cleared ones.
 func (in *fileSampleSource) Ordinals(indexes []int64) []int64 {
-	out := make([]int64, len(indexes))
-	for i, x := range indexes {
-		var before int64
-		for _, sp := range in.partSpans {
-			if sp.Lo > x {
-				break
-			}
-			before += min(sp.Hi, x) - sp.Lo
-		}
-		out[i] = before
-	}
-	return out
+	return in.partSpans.Below(indexes)
 }
 
 // Assignment returns the indexes stored for (Task, Partition, DPRank, BatchIndex) by

@@ -397,7 +397,7 @@ func (s *Store) Stats(ctx context.Context) (persist.Stats, error) {
 		if err != nil {
 			return err
 		}
-		st.NextIndex, st.Cleared, st.ManifestVersion = q.next, tomb.count(), q.manifestVersion
+		st.NextIndex, st.Cleared, st.ManifestVersion = q.next, tomb.Count(), q.manifestVersion
 		if st.WeightVersion, err = s.currentVersion(ctx, tx, false); err != nil {
 			return err
 		}

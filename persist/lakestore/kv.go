@@ -2,16 +2,15 @@ package lakestore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/kvput"
 )
 
 // KVPut implements persist.Store: new keys get new samples (a put), known keys get a
@@ -38,34 +37,13 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 		if err != nil {
 			return err
 		}
-		var newRecs, updRecs []persist.Record
-		var newItems []int
-		var updIdx []int64
-		oldTags := make([]map[string]string, len(items))
-		for i, it := range items {
-			var idx int64
-			var tj []byte
-			err := tx.QueryRow(ctx, `SELECT idx, tags FROM kv WHERE queue = $1 AND partition = $2 AND key = $3`, s.name, partition, it.Key).Scan(&idx, &tj)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				newItems = append(newItems, i)
-				newRecs = append(newRecs, it.Fields)
-			case err != nil:
-				return fmt.Errorf("read key: %w", err)
-			default:
-				idxOf[i] = idx
-				oldTags[i] = map[string]string{}
-				if err := json.Unmarshal(tj, &oldTags[i]); err != nil {
-					return fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, it.Key, err)
-				}
-				if len(it.Fields) > 0 {
-					updRecs = append(updRecs, it.Fields)
-					updIdx = append(updIdx, idx)
-				}
-			}
+		plan, err := kvput.Split(items, all, s.kvLookup(ctx, tx, partition))
+		if err != nil {
+			return err
 		}
-		if len(newRecs) > 0 {
-			p, err := filestore.PrepareRecords(newRecs)
+		idxOf = plan.Index
+		if len(plan.NewRecords) > 0 {
+			p, err := filestore.PrepareRecords(plan.NewRecords)
 			if err != nil {
 				return err
 			}
@@ -73,16 +51,15 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 			if err != nil {
 				return err
 			}
-			for j, i := range newItems {
+			for j, i := range plan.New {
 				idxOf[i] = lo + int64(j)
-				tj, _ := json.Marshal(items[i].Tags)
-				if _, err := tx.Exec(ctx, `INSERT INTO kv(queue, partition, key, idx, tags) VALUES ($1, $2, $3, $4, $5)`, s.name, partition, items[i].Key, idxOf[i], tj); err != nil {
+				if _, err := tx.Exec(ctx, `INSERT INTO kv(queue, partition, key, idx, tags) VALUES ($1, $2, $3, $4, $5)`, s.name, partition, items[i].Key, idxOf[i], kvput.EncodeTags(items[i].Tags)); err != nil {
 					return fmt.Errorf("insert key: %w", err)
 				}
 			}
 		}
-		if len(updRecs) > 0 {
-			idx, p, err := filestore.PrepareFieldUpdates(updIdx, updRecs)
+		if len(plan.UpdateRecords) > 0 {
+			idx, p, err := filestore.PrepareFieldUpdates(plan.Update, plan.UpdateRecords)
 			if err != nil {
 				return err
 			}
@@ -90,13 +67,11 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 				return err
 			}
 		}
-		for i, it := range items {
-			if oldTags[i] == nil || len(it.Tags) == 0 {
+		for i, tags := range plan.Merged(items) {
+			if tags == nil {
 				continue
 			}
-			maps.Copy(oldTags[i], it.Tags)
-			tj, _ := json.Marshal(oldTags[i])
-			if _, err := tx.Exec(ctx, `UPDATE kv SET tags = $4 WHERE queue = $1 AND partition = $2 AND key = $3`, s.name, partition, it.Key, tj); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE kv SET tags = $4 WHERE queue = $1 AND partition = $2 AND key = $3`, s.name, partition, items[i].Key, tags); err != nil {
 				return fmt.Errorf("update tags: %w", err)
 			}
 		}
@@ -116,62 +91,25 @@ func (s *Store) KVGet(ctx context.Context, partition string, keys []string, fiel
 	if err := persist.CheckName("partition", partition); err != nil {
 		return nil, err
 	}
-	if err := s.enter(); err != nil {
-		return nil, err
-	}
-	defer s.leave()
 	entries := make([]persist.KVEntry, len(keys))
-	err := s.view(ctx, func(tx pgx.Tx) error {
-		st, err := s.loadQueue(ctx, tx, false)
-		if err != nil {
-			return err
-		}
+	err := s.viewQueue(ctx, func(tx pgx.Tx, st *queueState) error {
 		sel, err := record.SelectFields(st.schema, fields)
 		if err != nil {
 			return err
 		}
-		var missing []string
 		var idx []int64
-		for i, k := range keys {
-			e := &entries[i]
-			*e = persist.KVEntry{Partition: partition, Key: k, Tags: map[string]string{}}
-			var tj []byte
-			err := tx.QueryRow(ctx, `SELECT idx, tags FROM kv WHERE queue = $1 AND partition = $2 AND key = $3`, s.name, partition, k).Scan(&e.Index, &tj)
-			if errors.Is(err, pgx.ErrNoRows) {
-				missing = append(missing, k)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("read key: %w", err)
-			}
-			if err := json.Unmarshal(tj, &e.Tags); err != nil {
-				return fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, k, err)
-			}
-			idx = append(idx, e.Index)
+		if entries, idx, err = kvput.Find(partition, keys, s.kvLookup(ctx, tx, partition)); err != nil {
+			return err
 		}
-		if len(missing) > 0 {
-			return &persist.NotFoundError{Partition: partition, Keys: missing}
-		}
-		set := setOf(idx)
-		sorted := set.first(int(set.count()))
+		set := record.SetOf(idx)
+		sorted := set.First(int(set.Count()))
 		recs, parts, err := s.load(ctx, tx, sorted)
 		if err != nil {
 			return err
 		}
 		b := filestore.NewBatch(sel, sorted, parts, recs)
 		defer b.Release()
-		rows, err := b.Rows()
-		if err != nil {
-			return err
-		}
-		by := make(map[int64]persist.Record, len(rows))
-		for _, r := range rows {
-			by[r.Index] = r.Fields
-		}
-		for i := range entries {
-			entries[i].Fields = by[entries[i].Index]
-		}
-		return nil
+		return kvput.Fill(entries, b)
 	})
 	if err != nil {
 		return nil, err
@@ -196,19 +134,7 @@ func (s *Store) KVList(ctx context.Context, partition string) ([]persist.KVEntry
 		return nil, fmt.Errorf("lakestore: list keys: %w", err)
 	}
 	defer rows.Close()
-	var out []persist.KVEntry
-	for rows.Next() {
-		e := persist.KVEntry{Tags: map[string]string{}}
-		var tj []byte
-		if err := rows.Scan(&e.Partition, &e.Key, &e.Index, &tj); err != nil {
-			return nil, fmt.Errorf("lakestore: list keys: %w", err)
-		}
-		if err := json.Unmarshal(tj, &e.Tags); err != nil {
-			return nil, fmt.Errorf("%w: tags of key %q: %v", persist.ErrCorrupt, e.Key, err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return kvput.Entries(rows, "lakestore: list keys")
 }
 
 // KVClear implements persist.Store: the keys' samples get tombstones and the keys are
@@ -217,14 +143,7 @@ func (s *Store) KVClear(ctx context.Context, partition string, keys []string) er
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := s.loadQueue(ctx, tx, true); err != nil {
-			return err
-		}
+	return s.writeLocked(ctx, func(tx pgx.Tx) error {
 		var idx []int64
 		for _, k := range keys {
 			var i int64
@@ -240,9 +159,22 @@ func (s *Store) KVClear(ctx context.Context, partition string, keys []string) er
 		if len(idx) == 0 {
 			return nil
 		}
-		if err := s.addTombstones(ctx, tx, setOf(idx)); err != nil {
+		if err := s.addTombstones(ctx, tx, record.SetOf(idx)); err != nil {
 			return err
 		}
 		return s.notify(ctx, tx)
 	})
+}
+
+// kvLookup finds the keys of partition in tx.
+func (s *Store) kvLookup(ctx context.Context, tx pgx.Tx, partition string) kvput.Lookup {
+	return func(key string) (int64, []byte, bool, error) {
+		var idx int64
+		var tags []byte
+		err := tx.QueryRow(ctx, `SELECT idx, tags FROM kv WHERE queue = $1 AND partition = $2 AND key = $3`, s.name, partition, key).Scan(&idx, &tags)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, nil, false, nil
+		}
+		return idx, tags, err == nil, err
+	}
 }

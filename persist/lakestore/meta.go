@@ -8,8 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/getmeta"
 )
 
 var errNotFull = errors.New("batch not full")
@@ -27,59 +29,42 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 	if req == nil {
 		return nil, &persist.InvalidError{Field: "request", Value: nil, Rule: "a MetaRequest"}
 	}
-	rq, sampler, err := persist.NormalizeMetaRequest(req, s.cfg.Samplers)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.enter(); err != nil {
-		return nil, err
-	}
-	defer s.leave()
-	var deadline <-chan time.Time
-	if rq.Wait {
-		t := time.NewTimer(rq.WaitTimeout())
-		defer t.Stop()
-		deadline = t.C
-	}
-	for {
-		woken, release := s.Changes()
-		var idx []int64
-		var schema persist.Schema
-		dropped := false
-		err := s.write(ctx, func(tx pgx.Tx) error {
-			var err error
-			idx, schema, err = s.getMeta(ctx, tx, &rq, sampler)
-			if errors.Is(err, errNotFullDropped) {
-				dropped = true
-				return nil // commit the drops
-			}
-			return err
-		})
-		if err == nil && dropped {
-			err = errNotFull
+	return getmeta.Loop(req, s.cfg.Samplers, s.enter, s.leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+		return s.getMetaOnce(ctx, rq, sampler, deadline)
+	})
+}
+
+// getMetaOnce is one attempt of GetMeta (getmeta.Attempt): one catalog transaction, then,
+// with no full batch and the wait not over, the wait for the next change.
+func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+	woken, release := s.Changes()
+	defer release()
+	var idx []int64
+	var schema persist.Schema
+	dropped := false
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		idx, schema, err = s.getMeta(ctx, tx, rq, sampler)
+		if errors.Is(err, errNotFullDropped) {
+			dropped = true
+			return nil // commit the drops
 		}
-		if err == nil {
-			release()
-			return s.batchMeta(ctx, &rq, idx, schema)
-		}
-		if !errors.Is(err, errNotFull) {
-			release()
-			return nil, err
-		}
-		select {
-		case <-woken:
-			release()
-		case <-deadline:
-			release()
-			return nil, rq.TimeoutError()
-		case <-s.closing:
-			release()
-			return nil, persist.ErrClosed
-		case <-ctx.Done():
-			release()
-			return nil, ctx.Err()
-		}
+		return err
+	})
+	if err == nil && dropped {
+		err = errNotFull
 	}
+	if err == nil {
+		meta, err := s.batchMeta(ctx, rq, idx, schema)
+		return meta, true, err
+	}
+	if !errors.Is(err, errNotFull) {
+		return nil, true, err
+	}
+	if err := getmeta.Await(ctx, rq, woken, deadline, s.closing); err != nil {
+		return nil, true, err
+	}
+	return nil, false, nil
 }
 
 // lockConsumer takes the row lock of (partition, task), creating the row.
@@ -125,26 +110,26 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 			return nil, st.schema, err
 		}
 	}
-	var ready spanSet
+	var ready record.IndexSet
 	if known {
 		tomb, err := s.tombstones(ctx, tx)
 		if err != nil {
 			return nil, st.schema, err
 		}
-		ready = part.minus(tomb).minus(consumed)
+		ready = part.Minus(tomb).Minus(consumed)
 		for _, f := range rq.Fields {
 			has, err := s.producedSet(ctx, tx, segs, f)
 			if err != nil {
 				return nil, st.schema, err
 			}
-			ready = ready.intersect(has)
+			ready = ready.Intersect(has)
 		}
 		if len(ready) > 0 {
 			leased, err := s.activeLeases(ctx, tx, rq.Partition, rq.Task)
 			if err != nil {
 				return nil, st.schema, err
 			}
-			ready = ready.minus(leased)
+			ready = ready.Minus(leased)
 		}
 	}
 	window := persist.SamplerWindow(sampler, rq.BatchSize)
@@ -158,8 +143,8 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		defer sampled.Rollback(ctx) // a no-op once committed (released)
 	}
 	src := &sampleSource{s: s, ctx: ctx, tx: sampled, rq: rq, ready: ready, part: part, schema: st.schema, version: version}
-	first := ready.first(window)
-	in := &persist.SampleInput{Ready: first, MoreReady: int64(len(first)) < ready.count(),
+	first := ready.First(window)
+	in := &persist.SampleInput{Ready: first, MoreReady: int64(len(first)) < ready.Count(),
 		BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, Source: src}
 	idx, err := sampler.Sample(ctx, in)
 	if err != nil {
@@ -168,20 +153,20 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 	if len(idx) > rq.BatchSize {
 		return nil, st.schema, fmt.Errorf("%w: sampler %s returned %d samples for a batch of %d", persist.ErrInvalid, rq.Sampler.Name, len(idx), rq.BatchSize)
 	}
-	chosen := setOf(idx)
-	if int(chosen.count()) != len(idx) {
+	chosen := record.SetOf(idx)
+	if int(chosen.Count()) != len(idx) {
 		return nil, st.schema, fmt.Errorf("%w: sampler %s returned an index twice", persist.ErrInvalid, rq.Sampler.Name)
 	}
-	bad := chosen.minus(ready)
+	bad := chosen.Minus(ready)
 	if len(bad) > 0 {
 		if stored, ok, err := src.Assignment(); err != nil {
 			return nil, st.schema, err
 		} else if ok {
-			bad = bad.minus(setOf(stored))
+			bad = bad.Minus(record.SetOf(stored))
 		}
 	}
 	if len(bad) > 0 {
-		return nil, st.schema, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", persist.ErrInvalid, rq.Sampler.Name, bad[0].lo, rq.Task)
+		return nil, st.schema, fmt.Errorf("%w: sampler %s returned index %d, which is not ready for task %q", persist.ErrInvalid, rq.Sampler.Name, bad[0].Lo, rq.Task)
 	}
 	if rq.Wait && len(idx) < rq.BatchSize {
 		// Unused samples of an over-sampled group go with its hand-out only.
@@ -212,7 +197,7 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		}
 	}
 	if !rq.DeferConsume && len(idx) > 0 {
-		if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", chosen.minus(consumed), s.name, rq.Partition, rq.Task); err != nil {
+		if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", chosen.Minus(consumed), s.name, rq.Partition, rq.Task); err != nil {
 			return nil, st.schema, err
 		}
 	}
@@ -250,8 +235,8 @@ type sampleSource struct {
 	ctx    context.Context
 	tx     pgx.Tx
 	rq     *persist.MetaRequest
-	ready  spanSet
-	part   spanSet
+	ready  record.IndexSet
+	part   record.IndexSet
 	schema persist.Schema
 	// version is the queue's weight version (held FOR SHARE) when the request is
 	// staleness-bounded; dropped the stale samples the sampler saw.
@@ -263,9 +248,9 @@ type sampleSource struct {
 }
 
 func (c *sampleSource) ReadyAfter(after int64, n int) ([]int64, bool) {
-	rest := c.ready.from(after + 1)
-	page := rest.first(n)
-	return page, int64(len(page)) < rest.count()
+	rest := c.ready.From(after + 1)
+	page := rest.First(n)
+	return page, int64(len(page)) < rest.Count()
 }
 
 func (c *sampleSource) Values(ctx context.Context, field string, indexes []int64) ([]any, error) {
@@ -273,43 +258,18 @@ func (c *sampleSource) Values(ctx context.Context, field string, indexes []int64
 	if !ok {
 		return make([]any, len(indexes)), nil
 	}
-	sorted := setOf(indexes)
-	idx := sorted.first(int(sorted.count()))
+	sorted := record.SetOf(indexes)
+	idx := sorted.First(int(sorted.Count()))
 	recs, parts, err := c.s.load(ctx, c.tx, idx)
 	if err != nil {
 		return nil, err
 	}
 	b := filestore.NewBatch([]persist.Field{{Name: field, Kind: k}}, idx, parts, recs)
 	defer b.Release()
-	rows, err := b.Rows()
-	if err != nil {
-		return nil, err
-	}
-	by := make(map[int64]any, len(rows))
-	for _, r := range rows {
-		by[r.Index] = r.Fields[field]
-	}
-	out := make([]any, len(indexes))
-	for i, x := range indexes {
-		out[i] = by[x]
-	}
-	return out, nil
+	return b.ValuesAt(field, indexes)
 }
 
-func (c *sampleSource) Ordinals(indexes []int64) []int64 {
-	out := make([]int64, len(indexes))
-	for i, x := range indexes {
-		var before int64
-		for _, sp := range c.part {
-			if sp.lo > x {
-				break
-			}
-			before += min(sp.hi, x) - sp.lo
-		}
-		out[i] = before
-	}
-	return out
-}
+func (c *sampleSource) Ordinals(indexes []int64) []int64 { return c.part.Below(indexes) }
 
 func (c *sampleSource) Assignment() ([]int64, bool, error) {
 	var idx []int64
@@ -337,10 +297,10 @@ func (c *sampleSource) Assign(indexes []int64) error {
 	if err != nil {
 		return err
 	}
-	return insertSpans(c.ctx, c.tx, "held", "queue, partition, task", setOf(indexes).minus(held), c.s.name, c.rq.Partition, c.rq.Task)
+	return insertSpans(c.ctx, c.tx, "held", "queue, partition, task", record.SetOf(indexes).Minus(held), c.s.name, c.rq.Partition, c.rq.Task)
 }
 
-func (c *sampleSource) held() (spanSet, error) {
+func (c *sampleSource) held() (record.IndexSet, error) {
 	return loadSpans(c.ctx, c.tx, `SELECT lo, hi FROM held WHERE queue = $1 AND partition = $2 AND task = $3`, c.s.name, c.rq.Partition, c.rq.Task)
 }
 
@@ -349,31 +309,18 @@ func (c *sampleSource) ReadyUnheld(n int) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.ready.minus(held).first(n), nil
+	return c.ready.Minus(held).First(n), nil
 }
 
 // batchMeta builds the BatchMeta of handed-out indexes, reading tensor dtypes and
 // shapes.
 func (s *Store) batchMeta(ctx context.Context, rq *persist.MetaRequest, idx []int64, sc persist.Schema) (*persist.BatchMeta, error) {
-	m := &persist.BatchMeta{Size: len(idx), Indexes: idx, Partition: rq.Partition, Task: rq.Task}
-	var tensors []int
-	for _, f := range rq.Fields {
-		k, _ := sc.Kind(f)
-		fm := persist.FieldMeta{Name: f, Kind: k}
-		switch k {
-		case persist.KindTensor, persist.KindNDArray, persist.KindWireTensor:
-			tensors = append(tensors, len(m.Fields))
-		case persist.KindInt64List, persist.KindFloat64List:
-		default:
-			fm.DType, fm.Shape = string(k), []int{}
-		}
-		m.Fields = append(m.Fields, fm)
-	}
+	m, tensors := getmeta.Fields(rq, idx, sc)
 	if len(tensors) == 0 || len(idx) == 0 {
 		return m, nil
 	}
-	set := setOf(idx)
-	sorted := set.first(int(set.count()))
+	set := record.SetOf(idx)
+	sorted := set.First(int(set.Count()))
 	var recs []filestore.StoredRecord
 	err := s.view(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -395,32 +342,11 @@ func (s *Store) batchMeta(ctx context.Context, rq *persist.MetaRequest, idx []in
 			if !ok {
 				continue
 			}
-			if firstSeen {
-				fm.DType, fm.Shape = tn.DType, tn.Shape
-				firstSeen = false
-				continue
-			}
-			if fm.Shape != nil && !sameShape(fm.Shape, tn.Shape) {
-				fm.Shape = nil
-			}
-			if tn.DType != fm.DType {
-				fm.DType = ""
-			}
+			getmeta.Fold(fm, tn.DType, tn.Shape, firstSeen)
+			firstSeen = false
 		}
 	}
 	return m, nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // MarkConsumed implements persist.Store. Errors: *persist.InvalidError,
@@ -435,8 +361,8 @@ func (s *Store) MarkConsumed(ctx context.Context, task, partition string, indexe
 	if len(indexes) == 0 {
 		return nil
 	}
-	return s.consuming(ctx, task, partition, indexes, func(tx pgx.Tx, set spanSet, consumed spanSet) error {
-		return insertSpans(ctx, tx, "consumed", "queue, partition, task", set.minus(consumed), s.name, partition, task)
+	return s.consuming(ctx, task, partition, indexes, func(tx pgx.Tx, set record.IndexSet, consumed record.IndexSet) error {
+		return insertSpans(ctx, tx, "consumed", "queue, partition, task", set.Minus(consumed), s.name, partition, task)
 	})
 }
 
@@ -445,12 +371,12 @@ func (s *Store) MarkConsumed(ctx context.Context, task, partition string, indexe
 // indexes as a set and the task's consumed spans; then it wakes producers blocked by
 // back-pressure. MarkConsumed and DropGroup share it.
 func (s *Store) consuming(ctx context.Context, task, partition string, indexes []int64,
-	change func(tx pgx.Tx, set, consumed spanSet) error) error {
+	change func(tx pgx.Tx, set, consumed record.IndexSet) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
-	set := setOf(indexes)
+	set := record.SetOf(indexes)
 	return s.write(ctx, func(tx pgx.Tx) error {
 		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
 			return err
@@ -459,8 +385,8 @@ func (s *Store) consuming(ctx context.Context, task, partition string, indexes [
 		if err != nil {
 			return err
 		}
-		if missing := set.minus(in); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: partition, Indexes: missing.first(16)}
+		if missing := set.Minus(in); len(missing) > 0 {
+			return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
 		}
 		consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task)
 		if err != nil {
@@ -521,15 +447,8 @@ func (s *Store) ClearSamples(ctx context.Context, partition string, indexes []in
 	if len(indexes) == 0 {
 		return nil
 	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := s.loadQueue(ctx, tx, true); err != nil {
-			return err
-		}
-		in, err := s.partitionSet(ctx, tx, partition, setOf(indexes))
+	return s.writeLocked(ctx, func(tx pgx.Tx) error {
+		in, err := s.partitionSet(ctx, tx, partition, record.SetOf(indexes))
 		if err != nil {
 			return err
 		}
@@ -539,12 +458,12 @@ func (s *Store) ClearSamples(ctx context.Context, partition string, indexes []in
 
 // clearSpans tombstones set (samples of partition, not cleared) and forgets the KV keys
 // naming them; the queue row must be locked.
-func (s *Store) clearSpans(ctx context.Context, tx pgx.Tx, partition string, set spanSet) error {
+func (s *Store) clearSpans(ctx context.Context, tx pgx.Tx, partition string, set record.IndexSet) error {
 	if len(set) == 0 {
 		return nil
 	}
 	for _, sp := range set {
-		if _, err := tx.Exec(ctx, `DELETE FROM kv WHERE queue = $1 AND partition = $2 AND idx >= $3 AND idx < $4`, s.name, partition, sp.lo, sp.hi); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM kv WHERE queue = $1 AND partition = $2 AND idx >= $3 AND idx < $4`, s.name, partition, sp.Lo, sp.Hi); err != nil {
 			return fmt.Errorf("forget cleared keys: %w", err)
 		}
 	}
@@ -559,23 +478,12 @@ func (s *Store) ClearPartition(ctx context.Context, partition string) error {
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := s.loadQueue(ctx, tx, true); err != nil {
-			return err
-		}
-		segs, err := s.segments(ctx, tx, partition, 0, 1<<62)
+	return s.writeLocked(ctx, func(tx pgx.Tx) error {
+		_, live, err := s.partitionLive(ctx, tx, partition)
 		if err != nil {
 			return err
 		}
-		tomb, err := s.tombstones(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := s.clearSpans(ctx, tx, partition, spansOfSegments(segs).minus(tomb)); err != nil {
+		if err := s.clearSpans(ctx, tx, partition, live); err != nil {
 			return err
 		}
 		for _, table := range []string{"consumed", "assignments", "held", "leases"} {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/putid"
@@ -125,9 +126,9 @@ func (s *Store) putRows(ctx context.Context, tx pgx.Tx, st *queueState, partitio
 	var lastLo int64 = -1
 	row := tx.QueryRow(ctx, `SELECT lo, hi, partition, fields FROM segments WHERE queue = $1 ORDER BY lo DESC LIMIT 1`, s.name)
 	var sg segment
-	switch err := row.Scan(&sg.sp.lo, &sg.sp.hi, &sg.partition, &sg.fields); err {
+	switch err := row.Scan(&sg.sp.Lo, &sg.sp.Hi, &sg.partition, &sg.fields); err {
 	case nil:
-		last, lastLo = &sg, sg.sp.lo
+		last, lastLo = &sg, sg.sp.Lo
 	case pgx.ErrNoRows:
 	default:
 		return 0, fmt.Errorf("read segments: %w", err)
@@ -141,15 +142,15 @@ func (s *Store) putRows(ctx context.Context, tx pgx.Tx, st *queueState, partitio
 			j++
 		}
 		end := at + int64(j-i)
-		if last != nil && last.sp.hi == at && last.partition == partition && slices.Equal(last.fields, names) {
-			last.sp.hi = end
+		if last != nil && last.sp.Hi == at && last.partition == partition && slices.Equal(last.fields, names) {
+			last.sp.Hi = end
 		} else {
 			if last != nil {
 				if err := s.saveSegment(ctx, tx, last, lastLo); err != nil {
 					return 0, err
 				}
 			}
-			last, lastLo = &segment{sp: span{at, end}, partition: partition, fields: names}, -1
+			last, lastLo = &segment{sp: record.Span{Lo: at, Hi: end}, partition: partition, fields: names}, -1
 		}
 		at = end
 		i = j
@@ -164,13 +165,13 @@ func (s *Store) putRows(ctx context.Context, tx pgx.Tx, st *queueState, partitio
 func (s *Store) saveSegment(ctx context.Context, tx pgx.Tx, sg *segment, stored int64) error {
 	var err error
 	if stored >= 0 {
-		_, err = tx.Exec(ctx, `UPDATE segments SET hi = $3 WHERE queue = $1 AND lo = $2`, s.name, stored, sg.sp.hi)
+		_, err = tx.Exec(ctx, `UPDATE segments SET hi = $3 WHERE queue = $1 AND lo = $2`, s.name, stored, sg.sp.Hi)
 	} else {
 		if sg.fields == nil {
 			sg.fields = []string{}
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO segments(queue, lo, hi, partition, fields) VALUES ($1, $2, $3, $4, $5)`,
-			s.name, sg.sp.lo, sg.sp.hi, sg.partition, sg.fields)
+			s.name, sg.sp.Lo, sg.sp.Hi, sg.partition, sg.fields)
 	}
 	if err != nil {
 		return fmt.Errorf("write segment: %w", err)
@@ -215,19 +216,19 @@ func (s *Store) PutFields(ctx context.Context, partition string, indexes []int64
 
 // putFields appends a field update to the tail and records the production.
 func (s *Store) putFields(ctx context.Context, tx pgx.Tx, st *queueState, partition string, indexes []int64, p *filestore.PreparedRecords) error {
-	set := setOf(indexes)
+	set := record.SetOf(indexes)
 	ok, err := s.partitionSet(ctx, tx, partition, set)
 	if err != nil {
 		return err
 	}
-	if missing := set.minus(ok); len(missing) > 0 {
-		return &persist.NotFoundError{Partition: partition, Indexes: missing.first(16)}
+	if missing := set.Minus(ok); len(missing) > 0 {
+		return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
 	}
 	if err := st.evolve(p); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO tail(queue, seq, kind, partition, lo, n, min_idx, max_idx, idx, data) VALUES ($1, $2, 1, $3, 0, $4, $5, $6, $7, $8)`,
-		s.name, st.nextSeq, partition, len(indexes), set[0].lo, set[len(set)-1].hi-1, indexes, p.Encoded()); err != nil {
+		s.name, st.nextSeq, partition, len(indexes), set[0].Lo, set[len(set)-1].Hi-1, indexes, p.Encoded()); err != nil {
 		return fmt.Errorf("insert tail: %w", err)
 	}
 	st.nextSeq++
@@ -238,7 +239,7 @@ func (s *Store) putFields(ctx context.Context, tx pgx.Tx, st *queueState, partit
 		}
 	}
 	for f, idx := range byField {
-		if err := insertSpans(ctx, tx, "produced", "queue, field", setOf(idx), s.name, f); err != nil {
+		if err := insertSpans(ctx, tx, "produced", "queue, field", record.SetOf(idx), s.name, f); err != nil {
 			return err
 		}
 		if err := s.bumpFieldRevision(ctx, tx, f); err != nil {

@@ -182,13 +182,13 @@ func (s *Store) Scan(ctx context.Context, offset int64, limit int, opts *persist
 		if err != nil {
 			return err
 		}
-		live := spanSet{{offset, st.next}}.intersect(spansOfSegments(segs)).minus(tomb)
+		live := record.IndexSet{{Lo: offset, Hi: st.next}}.Intersect(spansOfSegments(segs)).Minus(tomb)
 		scanned = st.next
 		var idx []int64
 		var recs []filestore.StoredRecord
 		var parts []string
 		if !opts.Shard.Active() {
-			idx = live.first(limit)
+			idx = live.First(limit)
 			if len(idx) == limit {
 				scanned = idx[len(idx)-1] + 1
 			}
@@ -201,8 +201,8 @@ func (s *Store) Scan(ctx context.Context, offset int64, limit int, opts *persist
 			kind, _ := st.schema.Kind(col)
 			rest := live
 			for len(rest) > 0 && len(idx) < limit {
-				chunk := rest.first(max(4*limit, 256))
-				rest = rest.from(chunk[len(chunk)-1] + 1)
+				chunk := rest.First(max(4*limit, 256))
+				rest = rest.From(chunk[len(chunk)-1] + 1)
 				crecs, cparts, err := s.load(ctx, tx, chunk)
 				if err != nil {
 					return err
@@ -255,16 +255,8 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 	if meta == nil {
 		return nil, &persist.InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
 	}
-	if err := s.enter(); err != nil {
-		return nil, err
-	}
-	defer s.leave()
 	var b *persist.Batch
-	err := s.view(ctx, func(tx pgx.Tx) error {
-		st, err := s.loadQueue(ctx, tx, false)
-		if err != nil {
-			return err
-		}
+	err := s.viewQueue(ctx, func(tx pgx.Tx, st *queueState) error {
 		if len(meta.Indexes) == 0 {
 			var fields []persist.Field
 			for _, f := range meta.Fields {
@@ -283,11 +275,11 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 		if err != nil {
 			return err
 		}
-		want := setOf(meta.Indexes)
-		if missing := want.minus(spanSet{{0, st.next}}.minus(tomb)); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: meta.Partition, Indexes: missing.first(16)}
+		want := record.SetOf(meta.Indexes)
+		if missing := want.Minus(record.IndexSet{{Lo: 0, Hi: st.next}}.Minus(tomb)); len(missing) > 0 {
+			return &persist.NotFoundError{Partition: meta.Partition, Indexes: missing.First(16)}
 		}
-		sorted := want.first(int(want.count()))
+		sorted := want.First(int(want.Count()))
 		recs, parts, err := s.load(ctx, tx, sorted)
 		if err != nil {
 			return err
@@ -329,23 +321,18 @@ func (s *Store) Produced(ctx context.Context, partition string, indexes []int64,
 		return out, nil
 	}
 	err := s.view(ctx, func(tx pgx.Tx) error {
-		segs, err := s.segments(ctx, tx, partition, 0, 1<<62)
+		segs, live, err := s.partitionLive(ctx, tx, partition)
 		if err != nil {
 			return err
 		}
-		tomb, err := s.tombstones(ctx, tx)
-		if err != nil {
-			return err
-		}
-		live := spansOfSegments(segs).minus(tomb)
 		for j, f := range fields {
 			ready, err := s.producedSet(ctx, tx, segs, f)
 			if err != nil {
 				return err
 			}
-			ready = ready.intersect(live)
+			ready = ready.Intersect(live)
 			for i, x := range indexes {
-				out[i][j] = ready.contains(x)
+				out[i][j] = ready.Contains(x)
 			}
 		}
 		return nil
@@ -355,8 +342,8 @@ func (s *Store) Produced(ctx context.Context, partition string, indexes []int64,
 
 // producedSet returns the samples of segs that have field f: in their own record or
 // by a later update.
-func (s *Store) producedSet(ctx context.Context, q querier, segs []segment, f string) (spanSet, error) {
-	var has []span
+func (s *Store) producedSet(ctx context.Context, q querier, segs []segment, f string) (record.IndexSet, error) {
+	var has []record.Span
 	for _, sg := range segs {
 		for _, name := range sg.fields {
 			if name == f {
@@ -369,7 +356,7 @@ func (s *Store) producedSet(ctx context.Context, q querier, segs []segment, f st
 	if err != nil {
 		return nil, err
 	}
-	return spansOf(has).union(prod), nil
+	return record.SpansOf(has).Union(prod), nil
 }
 
 // Schema implements persist.Store.
@@ -387,20 +374,12 @@ func (s *Store) Schema(ctx context.Context) (persist.Schema, error) {
 
 // Counts implements persist.Store.
 func (s *Store) Counts(ctx context.Context) (next, live int64, err error) {
-	if err := s.enter(); err != nil {
-		return 0, 0, err
-	}
-	defer s.leave()
-	err = s.view(ctx, func(tx pgx.Tx) error {
-		st, err := s.loadQueue(ctx, tx, false)
-		if err != nil {
-			return err
-		}
+	err = s.viewQueue(ctx, func(tx pgx.Tx, st *queueState) error {
 		tomb, err := s.tombstones(ctx, tx)
 		if err != nil {
 			return err
 		}
-		next, live = st.next, st.next-tomb.count()
+		next, live = st.next, st.next-tomb.Count()
 		return nil
 	})
 	return next, live, err
@@ -408,11 +387,11 @@ func (s *Store) Counts(ctx context.Context) (next, live int64, err error) {
 
 // readHead reads, in one round trip, the queue's row, its segments from offset on (of
 // partition, "" for all) and its tombstones.
-func (s *Store) readHead(ctx context.Context, tx pgx.Tx, partition string, offset int64) (*queueState, []segment, spanSet, error) {
+func (s *Store) readHead(ctx context.Context, tx pgx.Tx, partition string, offset int64) (*queueState, []segment, record.IndexSet, error) {
 	batch := &pgx.Batch{}
 	var st *queueState
 	var segs []segment
-	var tomb spanSet
+	var tomb record.IndexSet
 	batch.Queue(`SELECT next_index, schema FROM queues WHERE queue = $1`, s.name).QueryRow(func(row pgx.Row) error {
 		var sj []byte
 		st = &queueState{}
@@ -432,7 +411,7 @@ func (s *Store) readHead(ctx context.Context, tx pgx.Tx, partition string, offse
 	batch.Queue(sql+` ORDER BY lo`, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var sg segment
-			if err := rows.Scan(&sg.sp.lo, &sg.sp.hi, &sg.partition, &sg.fields); err != nil {
+			if err := rows.Scan(&sg.sp.Lo, &sg.sp.Hi, &sg.partition, &sg.fields); err != nil {
 				return fmt.Errorf("read segments: %w", err)
 			}
 			segs = append(segs, sg)
@@ -440,15 +419,15 @@ func (s *Store) readHead(ctx context.Context, tx pgx.Tx, partition string, offse
 		return rows.Err()
 	})
 	batch.Queue(`SELECT lo, hi FROM tombstones WHERE queue = $1`, s.name).Query(func(rows pgx.Rows) error {
-		var sp []span
+		var sp []record.Span
 		for rows.Next() {
-			var x span
-			if err := rows.Scan(&x.lo, &x.hi); err != nil {
+			var x record.Span
+			if err := rows.Scan(&x.Lo, &x.Hi); err != nil {
 				return fmt.Errorf("read tombstones: %w", err)
 			}
 			sp = append(sp, x)
 		}
-		tomb = spansOf(sp)
+		tomb = record.SpansOf(sp)
 		return rows.Err()
 	})
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {

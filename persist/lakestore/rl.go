@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
@@ -95,18 +96,18 @@ func (c *sampleSource) CurrentVersion() int64 { return c.version }
 func (c *sampleSource) Drop(indexes []int64) { c.dropped = append(c.dropped, indexes...) }
 
 // activeLeases returns the spans of (partition, task) leased and not expired.
-func (s *Store) activeLeases(ctx context.Context, q querier, partition, task string) (spanSet, error) {
+func (s *Store) activeLeases(ctx context.Context, q querier, partition, task string) (record.IndexSet, error) {
 	return loadSpans(ctx, q, `SELECT lo, hi FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires > now()`, s.name, partition, task)
 }
 
 // addLease leases set to (partition, task) for d, dropping the pair's expired leases.
-func (s *Store) addLease(ctx context.Context, tx pgx.Tx, partition, task string, set spanSet, d time.Duration) error {
+func (s *Store) addLease(ctx context.Context, tx pgx.Tx, partition, task string, set record.IndexSet, d time.Duration) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires <= now()`, s.name, partition, task); err != nil {
 		return fmt.Errorf("drop expired leases: %w", err)
 	}
 	for _, sp := range set {
 		if _, err := tx.Exec(ctx, `INSERT INTO leases(queue, partition, task, lo, hi, expires) VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 microsecond')`,
-			s.name, partition, task, sp.lo, sp.hi, d.Microseconds()); err != nil {
+			s.name, partition, task, sp.Lo, sp.Hi, d.Microseconds()); err != nil {
 			return fmt.Errorf("store lease: %w", err)
 		}
 	}
@@ -115,9 +116,9 @@ func (s *Store) addLease(ctx context.Context, tx pgx.Tx, partition, task string,
 
 // dropStale marks the stale samples a staleness-bounded sampler saw consumed for the
 // task (those not consumed yet, and not handed out by this GetMeta) and counts them.
-func (s *Store) dropStale(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, dropped []int64, chosen, consumed spanSet) error {
-	drop := setOf(dropped).minus(chosen).minus(consumed)
-	n := drop.count()
+func (s *Store) dropStale(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, dropped []int64, chosen, consumed record.IndexSet) error {
+	drop := record.SetOf(dropped).Minus(chosen).Minus(consumed)
+	n := drop.Count()
 	if n == 0 {
 		return nil
 	}
@@ -134,23 +135,15 @@ func (s *Store) dropStale(ctx context.Context, tx pgx.Tx, rq *persist.MetaReques
 // unconsumed counts the samples of partition task has not consumed (cleared ones
 // excluded), for persist.Admission.
 func (s *Store) unconsumed(ctx context.Context, tx pgx.Tx, partition, task string) (int64, error) {
-	segs, err := s.segments(ctx, tx, partition, 0, 1<<62)
-	if err != nil {
-		return 0, err
-	}
-	part := spansOfSegments(segs)
-	if len(part) == 0 {
-		return 0, nil
-	}
-	tomb, err := s.tombstones(ctx, tx)
-	if err != nil {
+	_, live, err := s.partitionLive(ctx, tx, partition)
+	if err != nil || len(live) == 0 {
 		return 0, err
 	}
 	consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task)
 	if err != nil {
 		return 0, err
 	}
-	return part.minus(tomb).minus(consumed).count(), nil
+	return live.Minus(consumed).Count(), nil
 }
 
 // admit checks a put against its admission inside the put's transaction (the queue's
@@ -188,15 +181,7 @@ func (s *Store) bumpFieldRevision(ctx context.Context, tx pgx.Tx, field string) 
 // FieldRevision implements persist.FieldRevisioner: the queue's next index and the
 // revisions of field and of clears, in one snapshot.
 func (s *Store) FieldRevision(ctx context.Context, field string) (next, revision int64, err error) {
-	if err := s.enter(); err != nil {
-		return 0, 0, err
-	}
-	defer s.leave()
-	err = s.view(ctx, func(tx pgx.Tx) error {
-		st, err := s.loadQueue(ctx, tx, false)
-		if err != nil {
-			return err
-		}
+	err = s.viewQueue(ctx, func(tx pgx.Tx, st *queueState) error {
 		next = st.next
 		if err := tx.QueryRow(ctx, `SELECT COALESCE(SUM(n), 0)::bigint FROM field_revisions WHERE queue = $1 AND field IN ($2, '')`, s.name, field).Scan(&revision); err != nil {
 			return fmt.Errorf("read field revision: %w", err)
@@ -225,20 +210,20 @@ func (c *sampleSource) drops() bool {
 // consumer's row locked: a group counts once in groups_dropped when any of its samples
 // was not consumed yet, an unused sample once in samples_unused; samples of chosen
 // (handed out by this transaction) are left alone.
-func (s *Store) dropGroups(ctx context.Context, tx pgx.Tx, partition, task string, groups [][]int64, unused []int64, chosen, consumed spanSet) error {
+func (s *Store) dropGroups(ctx context.Context, tx pgx.Tx, partition, task string, groups [][]int64, unused []int64, chosen, consumed record.IndexSet) error {
 	var grouped []int64
 	for _, g := range groups {
 		grouped = append(grouped, g...)
 	}
-	taken := consumed.union(chosen)
+	taken := consumed.Union(chosen)
 	var nGroups int64
 	for _, g := range groups {
-		if len(setOf(g).minus(taken)) > 0 {
+		if len(record.SetOf(g).Minus(taken)) > 0 {
 			nGroups++
 		}
 	}
-	nUnused := setOf(unused).minus(taken).minus(setOf(grouped)).count()
-	drop := setOf(append(grouped, unused...)).minus(taken)
+	nUnused := record.SetOf(unused).Minus(taken).Minus(record.SetOf(grouped)).Count()
+	drop := record.SetOf(append(grouped, unused...)).Minus(taken)
 	if len(drop) == 0 {
 		return nil
 	}
@@ -260,7 +245,7 @@ func (s *Store) DropGroup(ctx context.Context, task, partition string, indexes [
 	if err := persist.CheckDropGroup(task, partition, indexes); err != nil {
 		return err
 	}
-	return s.consuming(ctx, task, partition, indexes, func(tx pgx.Tx, _, consumed spanSet) error {
+	return s.consuming(ctx, task, partition, indexes, func(tx pgx.Tx, _, consumed record.IndexSet) error {
 		return s.dropGroups(ctx, tx, partition, task, [][]int64{indexes}, nil, nil, consumed)
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -359,6 +360,37 @@ func (st *queueState) evolve(p *filestore.PreparedRecords) error {
 	return nil
 }
 
+// viewQueue runs fn, between enter and leave, in one read-only catalog snapshot, with the
+// queue's row as of that snapshot (loadQueue).
+func (s *Store) viewQueue(ctx context.Context, fn func(tx pgx.Tx, st *queueState) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.view(ctx, func(tx pgx.Tx) error {
+		st, err := s.loadQueue(ctx, tx, false)
+		if err != nil {
+			return err
+		}
+		return fn(tx, st)
+	})
+}
+
+// writeLocked runs fn, between enter and leave, in a catalog write transaction that holds
+// the queue row's lock (loadQueue) first, as every change of the queue's samples does.
+func (s *Store) writeLocked(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.write(ctx, func(tx pgx.Tx) error {
+		if _, err := s.loadQueue(ctx, tx, true); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
 // write runs fn in a read-committed transaction and commits it; fn's error rolls
 // everything back. After a commit it wakes this process's waiters.
 func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
@@ -392,15 +424,15 @@ func (s *Store) view(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 // loadSpans reads (lo, hi) rows.
-func loadSpans(ctx context.Context, q querier, sql string, args ...any) (spanSet, error) {
+func loadSpans(ctx context.Context, q querier, sql string, args ...any) (record.IndexSet, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read spans: %w", err)
 	}
-	var out []span
+	var out []record.Span
 	for rows.Next() {
-		var sp span
-		if err := rows.Scan(&sp.lo, &sp.hi); err != nil {
+		var sp record.Span
+		if err := rows.Scan(&sp.Lo, &sp.Hi); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read spans: %w", err)
 		}
@@ -410,18 +442,18 @@ func loadSpans(ctx context.Context, q querier, sql string, args ...any) (spanSet
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read spans: %w", err)
 	}
-	return spansOf(out), nil
+	return record.SpansOf(out), nil
 }
 
 // insertSpans inserts s into table with the leading key columns.
-func insertSpans(ctx context.Context, tx pgx.Tx, table string, cols string, s spanSet, keys ...any) error {
+func insertSpans(ctx context.Context, tx pgx.Tx, table string, cols string, s record.IndexSet, keys ...any) error {
 	if len(s) == 0 {
 		return nil
 	}
 	los := make([]int64, len(s))
 	his := make([]int64, len(s))
 	for i, sp := range s {
-		los[i], his[i] = sp.lo, sp.hi
+		los[i], his[i] = sp.Lo, sp.Hi
 	}
 	ph := ""
 	for i := range keys {
@@ -436,12 +468,12 @@ func insertSpans(ctx context.Context, tx pgx.Tx, table string, cols string, s sp
 }
 
 // tombstones reads the queue's cleared spans.
-func (s *Store) tombstones(ctx context.Context, q querier) (spanSet, error) {
+func (s *Store) tombstones(ctx context.Context, q querier) (record.IndexSet, error) {
 	return loadSpans(ctx, q, `SELECT lo, hi FROM tombstones WHERE queue = $1`, s.name)
 }
 
 // addTombstones adds s minus what is already cleared (the queue row must be locked).
-func (s *Store) addTombstones(ctx context.Context, tx pgx.Tx, set spanSet) error {
+func (s *Store) addTombstones(ctx context.Context, tx pgx.Tx, set record.IndexSet) error {
 	tomb, err := s.tombstones(ctx, tx)
 	if err != nil {
 		return err
@@ -449,14 +481,32 @@ func (s *Store) addTombstones(ctx context.Context, tx pgx.Tx, set spanSet) error
 	if err := s.bumpFieldRevision(ctx, tx, ""); err != nil { // Replay's weights forget cleared records
 		return err
 	}
-	return insertSpans(ctx, tx, "tombstones", "queue", set.minus(tomb), s.name)
+	return insertSpans(ctx, tx, "tombstones", "queue", set.Minus(tomb), s.name)
 }
 
 // segment is a run of indexes of one partition whose own records had the same fields.
 type segment struct {
-	sp        span
+	sp        record.Span
 	partition string
 	fields    []string
+}
+
+// partitionLive returns the segments of partition and its live samples: those of the
+// segments less the tombstones (not read for a partition without segments).
+func (s *Store) partitionLive(ctx context.Context, q querier, partition string) ([]segment, record.IndexSet, error) {
+	segs, err := s.segments(ctx, q, partition, 0, 1<<62)
+	if err != nil {
+		return nil, nil, err
+	}
+	part := spansOfSegments(segs)
+	if len(part) == 0 {
+		return segs, nil, nil
+	}
+	tomb, err := s.tombstones(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	return segs, part.Minus(tomb), nil
 }
 
 func (s *Store) segments(ctx context.Context, q querier, partition string, lo, hi int64) ([]segment, error) {
@@ -474,7 +524,7 @@ func (s *Store) segments(ctx context.Context, q querier, partition string, lo, h
 	var out []segment
 	for rows.Next() {
 		var sg segment
-		if err := rows.Scan(&sg.sp.lo, &sg.sp.hi, &sg.partition, &sg.fields); err != nil {
+		if err := rows.Scan(&sg.sp.Lo, &sg.sp.Hi, &sg.partition, &sg.fields); err != nil {
 			return nil, fmt.Errorf("read segments: %w", err)
 		}
 		out = append(out, sg)
@@ -482,20 +532,20 @@ func (s *Store) segments(ctx context.Context, q querier, partition string, lo, h
 	return out, rows.Err()
 }
 
-func spansOfSegments(segs []segment) spanSet {
-	sp := make([]span, len(segs))
+func spansOfSegments(segs []segment) record.IndexSet {
+	sp := make([]record.Span, len(segs))
 	for i, sg := range segs {
 		sp[i] = sg.sp
 	}
-	return spansOf(sp)
+	return record.SpansOf(sp)
 }
 
 // partitionSet returns the part of set that exists in partition and is not cleared.
-func (s *Store) partitionSet(ctx context.Context, q querier, partition string, set spanSet) (spanSet, error) {
+func (s *Store) partitionSet(ctx context.Context, q querier, partition string, set record.IndexSet) (record.IndexSet, error) {
 	if len(set) == 0 {
 		return nil, nil
 	}
-	segs, err := s.segments(ctx, q, partition, set[0].lo, set[len(set)-1].hi)
+	segs, err := s.segments(ctx, q, partition, set[0].Lo, set[len(set)-1].Hi)
 	if err != nil {
 		return nil, err
 	}
@@ -503,5 +553,5 @@ func (s *Store) partitionSet(ctx context.Context, q querier, partition string, s
 	if err != nil {
 		return nil, err
 	}
-	return set.intersect(spansOfSegments(segs)).minus(tomb), nil
+	return set.Intersect(spansOfSegments(segs)).Minus(tomb), nil
 }

@@ -23,15 +23,14 @@ import (
 // never take one row twice. Claims of concurrent callers in this process are served
 // together: one transaction, one statement per queue and kind for all of them.
 func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if len(p.Queues) > 0 {
-		jobs, _, err := d.claimAcross(ctx, p, nil)
-		return jobs, err
-	}
-	kind, _ := plane.ParseKind(string(p.Kind))
-	req := &claimRequest{p: p, kind: kind, n: max(p.Max, 1), lease: cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)}
+	return planekit.ClaimMany(ctx, p, d.claimOne, d.claimAcross)
+}
+
+// claimOne is the claim loop of a claim of one queue (a planekit.ClaimLoop without a
+// before: settle-and-claim groups its settles with the first claim itself).
+func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *tx) error) ([]*plane.Job, bool, error) {
+	c := planekit.ClaimOf(p)
+	req := &claimRequest{p: p, kind: c.Kind, n: c.N, lease: c.Lease}
 	waitUntil := time.Now().Add(p.Wait)
 	key := planekit.QueueKey(p.Namespace, p.Queue)
 	for {
@@ -44,92 +43,47 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 		}
 		if err := d.checkOpen(); err != nil {
 			release()
-			return nil, err
+			return nil, false, err
 		}
 		if err := ctx.Err(); err != nil {
 			release()
-			return nil, err
+			return nil, false, err
 		}
 		d.claims.do(ctx, req)
 		if req.err != nil || len(req.jobs) > 0 || p.Wait == 0 {
 			release()
-			return req.jobs, req.err
+			return req.jobs, req.err == nil, req.err
 		}
-		wait := time.Until(waitUntil)
-		if req.next > 0 { // a queued invocation becomes due before the wait ends
-			wait = min(wait, max(time.Duration(req.next-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
-		}
+		// A queued invocation may become due before the wait ends.
+		wait := planekit.WaitLeft(waitUntil, req.next, d.cfg.Now())
 		// Park for a direct handoff: a transaction of this process that makes jobs of the
 		// queue claimable claims for us before it commits (handoff.go).
-		w := &claimWaiter{p: p, kind: kind, n: req.n, req: req, deliver: make(chan []*plane.Job, 1), offers: (*plane.Requirement)(p.Offers).Shape()}
+		waiter := planekit.NewWaiter(p, c)
+		w := &waiter
 		d.claimWaiters.Park(key, w)
-		handed, err := d.sleepParked(ctx, changed, wait, w.deliver)
-		release()
-		if handed == nil && !d.claimWaiters.Unpark(key, w) {
-			// A writer took us: its delivery comes right after its commit. Jobs claimed for
-			// us are returned even if ctx ended, so no lease is left without a holder.
-			handed = <-w.deliver
-		}
-		if len(handed) > 0 {
-			return handed, nil
-		}
-		if err != nil && err != plane.ErrTimeout {
-			return nil, err
-		}
-		if time.Until(waitUntil) <= 0 {
-			return nil, nil
+		handed, again, err := d.claimWaiters.Await(key, w, w.Deliver, waitUntil, func() ([]*plane.Job, error) {
+			return d.sleepParked(ctx, changed, wait, w.Deliver)
+		}, release)
+		if !again {
+			return handed, true, err
 		}
 	}
 }
 
 // claimAcross claims for a claim over several queues (planekit.ClaimAcross): each try is
 // one transaction that claims, with claimFor, from the first queue in the rotation's order
-// with claimable work; before, when set, runs first in the first. It waits on the hub's
-// queue keys, which wakeQueue notifies here and the notifier from other processes.
+// with claimable work (planekit.TryEach); before, when set, runs first in the first. It
+// waits on the hub's queue keys, which wakeQueue notifies here and the notifier from other
+// processes.
 func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before func(t *tx) error) ([]*plane.Job, bool, error) {
-	kind, _ := plane.ParseKind(string(p.Kind))
-	n, lease := max(p.Max, 1), cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
-	try := func(ctx context.Context, queues []string) ([]*plane.Job, time.Duration, error) {
-		if err := ctx.Err(); err != nil {
+	c := planekit.ClaimOf(p)
+	try := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *tx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
+		r := &claimRequest{p: one, kind: c.Kind, n: c.N, lease: c.Lease}
+		if err := t.claimFor([]*claimRequest{r}); err != nil {
 			return nil, 0, err
 		}
-		var jobs []*plane.Job
-		var next int64
-		first := before
-		before = nil
-		err := d.do(ctx, func(t *tx) error {
-			jobs, next = nil, 0
-			if first != nil {
-				if err := first(t); err != nil {
-					return err
-				}
-			}
-			for _, q := range queues {
-				one := *p
-				one.Queue, one.Queues = q, nil
-				r := &claimRequest{p: &one, kind: kind, n: n, lease: lease}
-				if err := t.claimFor([]*claimRequest{r}); err != nil {
-					return err
-				}
-				if len(r.jobs) > 0 {
-					jobs = r.jobs
-					return nil
-				}
-				if r.next > 0 && (next == 0 || r.next < next) {
-					next = r.next
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, 0, err
-		}
-		var due time.Duration
-		if next > 0 {
-			due = max(time.Duration(next-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond)
-		}
-		return jobs, due, nil
-	}
+		return r.jobs, r.next, nil
+	})
 	return planekit.ClaimAcross(ctx, p, &d.rotation, d.hub, planekit.QueueKey, try, d.sleep)
 }
 
@@ -157,38 +111,55 @@ func newClaimGrouper(d *Driver) *grouper[*claimRequest] {
 // claimGroup serves a group of claims in one transaction: the requests for one queue, kind
 // and temperature share their statements.
 func (d *Driver) claimGroup(ctx context.Context, reqs []*claimRequest) {
-	type partKey struct {
-		namespace, queue string
-		kind             plane.Kind
-		temperature      uint64 // the bits: a NaN temperature (ignored by other kinds) is a key too
-		offers           string // the offers' shape key: requests with offers are served apart
-		warm             string // the warm host keys: requests with some are served apart
-	}
-	var order []partKey
-	parts := map[partKey][]*claimRequest{}
-	for _, r := range reqs {
-		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape(), strings.Join(r.p.WarmHostKeys, " ")}
-		if _, ok := parts[k]; !ok {
-			order = append(order, k)
-		}
-		parts[k] = append(parts[k], r)
-	}
+	parts := partition(reqs)
 	err := d.do(ctx, func(t *tx) error {
 		for _, r := range reqs {
 			r.jobs, r.pending, r.next, r.err = nil, nil, 0, nil
 		}
-		for _, k := range order {
-			if err := t.claimFor(parts[k]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return t.claimParts(parts)
 	})
 	if err != nil {
 		for _, r := range reqs {
 			r.jobs, r.err = nil, err
 		}
 	}
+}
+
+// partition splits claims into the parts one claimFor serves together, in the order of
+// their first request: the same queue, kind, temperature (the bits: a NaN temperature,
+// ignored by other kinds, is a key too), offers' shape key and warm host keys (requests
+// with offers or warm host keys are served apart).
+func partition(reqs []*claimRequest) [][]*claimRequest {
+	type partKey struct {
+		namespace, queue string
+		kind             plane.Kind
+		temperature      uint64
+		offers           string
+		warm             string
+	}
+	var parts [][]*claimRequest
+	index := map[partKey]int{}
+	for _, r := range reqs {
+		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape(), strings.Join(r.p.WarmHostKeys, " ")}
+		i, ok := index[k]
+		if !ok {
+			i = len(parts)
+			index[k] = i
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], r)
+	}
+	return parts
+}
+
+// claimParts claims for each part (partition) in turn.
+func (t *tx) claimParts(parts [][]*claimRequest) error {
+	for _, part := range parts {
+		if err := t.claimFor(part); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // claimFor claims for requests of one queue, kind, temperature and offers, in request
@@ -502,16 +473,7 @@ func claimRows(rs pgx.Rows, err error) ([]*row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	defer rs.Close()
-	var out []*row
-	for rs.Next() {
-		r, err := scanRow(rs)
-		if err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rs.Err()
+	return planekit.Collect(rs, "claim", scanRow)
 }
 
 // expired ends r as timeout instead of running it when plane's policy says so (its

@@ -2,7 +2,6 @@ package pgplane
 
 import (
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // Direct handoff, as in sqliteplane. A claim with Wait that finds nothing claimable parks
@@ -17,18 +16,12 @@ import (
 // A waiter the writer takes is delivered to exactly once: its jobs after a commit, nil after
 // a rollback or when the claim found nothing for it (it then claims again by itself).
 
-// claimWaiter is one parked claim.
-type claimWaiter struct {
-	p       *plane.ClaimParams
-	kind    plane.Kind
-	n       int
-	req     *claimRequest     // the claim the writer runs for the waiter
-	deliver chan []*plane.Job // buffered 1: written once by the writer that took the waiter
-	offers  string            // p.Offers' shape key: waiters with equal offers get the same jobs
-}
-
-// handoff is a waiter taken by the current transaction, and the jobs claimed for it.
-type handoff = planekit.Handoff[claimWaiter]
+// claimWaiter is one parked claim; handoff is a waiter taken by the current transaction,
+// and the jobs claimed for it.
+type (
+	claimWaiter = planekit.Waiter
+	handoff     = planekit.Handoff[claimWaiter]
+)
 
 // wakeQueue marks a queue that the transaction made jobs claimable in: its parked claimers
 // are served before the commit and its other waiters woken after it.
@@ -48,14 +41,13 @@ func (t *tx) wakeQueue(namespace, queue string) {
 // this process after the commit: its remaining waiters would find nothing.
 func (t *tx) handOff() error {
 	var empty, due map[string]bool // keys where a waiter got nothing; where one of those has a job due
-	err := t.d.claimWaiters.Serve(t.claimable, offersOf, func(key string, w *claimWaiter) (bool, error) {
-		r := &claimRequest{p: w.p, kind: w.kind, n: w.n, lease: w.req.lease}
-		h := &handoff{Waiter: w}
-		t.handoffs = append(t.handoffs, h)
+	err := t.d.claimWaiters.Serve(t.claimable, planekit.ByOffers, func(key string, w *claimWaiter) (bool, error) {
+		r := &claimRequest{p: w.P, kind: w.Kind, n: w.N, lease: w.Lease}
+		t.handoffs = append(t.handoffs, handoff{Waiter: w}) // delivered to even if the claim fails
 		if err := t.claimFor([]*claimRequest{r}); err != nil {
 			return false, err
 		}
-		h.Jobs = r.jobs
+		t.handoffs[len(t.handoffs)-1].Jobs = r.jobs
 		if len(r.jobs) == 0 {
 			empty = mark(empty, key)
 			if r.next != 0 {
@@ -87,18 +79,9 @@ func mark(m map[string]bool, key string) map[string]bool {
 	return m
 }
 
-// offersOf is a waiter's class for Serve: its offers' key.
-func offersOf(w *claimWaiter) string { return w.offers }
-
 // deliver hands the claimed jobs over after a commit, or nil after a rollback (the claims
 // never happened: the waiters claim again by themselves).
 func (t *tx) deliver(committed bool) {
-	for _, h := range t.handoffs {
-		if committed {
-			h.Waiter.deliver <- h.Jobs
-		} else {
-			h.Waiter.deliver <- nil
-		}
-	}
+	planekit.Deliver(t.handoffs, committed, func(w *claimWaiter) { w.Deliver <- nil })
 	t.handoffs = nil
 }

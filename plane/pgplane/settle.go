@@ -48,26 +48,11 @@ func newSettleGrouper(d *Driver) *grouper[*settleRequest] {
 
 // settleGroup settles every request of group in one transaction.
 func (d *Driver) settleGroup(ctx context.Context, group []*settleRequest) {
-	var ids []string
-	for _, r := range group {
-		for _, p := range r.params {
-			ids = append(ids, p.ID)
-		}
+	batches, outs := make([][]plane.SettleParams, len(group)), make([][]error, len(group))
+	for i, r := range group {
+		batches[i], outs[i] = r.params, r.out
 	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	err := d.do(ctx, func(t *tx) error {
-		byID, err := t.headsByID(ids)
-		if err != nil {
-			return err
-		}
-		for _, r := range group {
-			for i := range r.params {
-				r.out[i] = t.settle(byID[r.params[i].ID], &r.params[i])
-			}
-		}
-		return nil
-	})
+	err := d.do(ctx, func(t *tx) error { return t.settleBatches(batches, outs) })
 	for _, r := range group {
 		if err != nil {
 			r.out, r.err = nil, err

@@ -1,11 +1,8 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
-	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -20,67 +17,65 @@ import (
 // plane settles and claims many jobs per round trip and per commit. A claim that finds
 // nothing and may wait goes on as InvocationClaimMany once the settles committed.
 func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
-	if err := planekit.ValidateAll(settle); err != nil {
-		return nil, nil, err
-	}
-	if err := p.Validate(); err != nil {
-		return nil, nil, err
-	}
+	return planekit.SettleThenClaim(ctx, settle, p, d.settleClaim, d.claimAcross, (*tx).settleAll)
+}
+
+// settleClaim is a settle-and-claim of one queue (planekit.SettleClaim), served in a group
+// (settleClaimGroup); a claim that then waits waits as InvocationClaimMany.
+func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams, out []error) ([]*plane.Job, bool, error) {
 	if err := d.checkOpen(); err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
-	if len(p.Queues) > 0 {
-		out := make([]error, len(settle))
-		jobs, committed, err := d.claimAcross(ctx, p, func(t *tx) error { return t.settleAll(settle, out) })
-		if err != nil && !committed {
-			return nil, nil, err
-		}
-		// Once the settles committed, a wait ended by ctx or Close is no error of the call.
-		return out, jobs, nil
-	}
-	kind, _ := plane.ParseKind(string(p.Kind))
-	req := &settleClaimRequest{
-		settle: settle,
-		out:    make([]error, len(settle)),
-		claim:  &claimRequest{p: p, kind: kind, n: max(p.Max, 1), lease: cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)},
-	}
+	c := planekit.ClaimOf(p)
+	req := &settleClaimRequest{settle: settle, out: out, claim: &claimRequest{p: p, kind: c.Kind, n: c.N, lease: c.Lease}}
 	waitUntil := time.Now().Add(p.Wait)
 	d.settleClaims.do(ctx, req)
 	if req.err != nil {
-		return nil, nil, req.err
+		return nil, false, req.err
 	}
 	if len(req.claim.jobs) > 0 || p.Wait == 0 {
-		return req.out, req.claim.jobs, nil
+		return req.claim.jobs, true, nil
 	}
 	rest := *p
 	if rest.Wait = time.Until(waitUntil); rest.Wait <= 0 {
-		return req.out, nil, nil
+		return nil, true, nil
 	}
 	// The settles are committed: a wait ended by ctx or Close is no error of this call.
 	jobs, _ := d.InvocationClaimMany(ctx, &rest)
-	return req.out, jobs, nil
+	return jobs, true, nil
 }
 
 // settleAll settles in t (rows locked in id order, as settleClaimGroup does), each
 // result into out.
 func (t *tx) settleAll(settle []plane.SettleParams, out []error) error {
-	if len(settle) == 0 {
-		return nil
+	return t.settleBatches([][]plane.SettleParams{settle}, [][]error{out})
+}
+
+// settleBatches settles batches in t, the result of batches[b][i] into outs[b][i]: every
+// row locked with one statement, in id order (so concurrent transactions lock alike), then
+// each settle in turn.
+func (t *tx) settleBatches(batches [][]plane.SettleParams, outs [][]error) error {
+	var ids []string
+	for _, b := range batches {
+		for _, p := range b {
+			ids = append(ids, p.ID)
+		}
 	}
-	ids := make([]string, len(settle))
-	for i := range settle {
-		ids[i] = settle[i].ID
+	if len(ids) == 0 {
+		return nil
 	}
 	slices.Sort(ids)
 	byID, err := t.headsByID(slices.Compact(ids))
 	if err != nil {
 		return err
 	}
-	for i := range settle {
-		out[i] = t.settle(byID[settle[i].ID], &settle[i])
+	for b, batch := range batches {
+		for i := range batch {
+			outs[b][i] = t.settle(byID[batch[i].ID], &batch[i])
+		}
 	}
 	return nil
 }
@@ -105,53 +100,21 @@ func newSettleClaimGrouper(d *Driver) *grouper[*settleClaimRequest] {
 // statement (in id order), the settles' writes sent with the first claim statement, then
 // the claims, one statement per queue, kind and temperature, in arrival order.
 func (d *Driver) settleClaimGroup(ctx context.Context, reqs []*settleClaimRequest) {
-	var ids []string
-	for _, r := range reqs {
-		for _, s := range r.settle {
-			ids = append(ids, s.ID)
-		}
+	batches, outs := make([][]plane.SettleParams, len(reqs)), make([][]error, len(reqs))
+	claims := make([]*claimRequest, len(reqs))
+	for i, r := range reqs {
+		batches[i], outs[i], claims[i] = r.settle, r.out, r.claim
 	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	type partKey struct {
-		namespace, queue string
-		kind             plane.Kind
-		temperature      uint64 // the bits: a NaN temperature (ignored by other kinds) is a key too
-		offers           string // the offers' shape key: requests with offers are served apart
-		warm             string // the warm host keys: requests with some are served apart
-	}
-	var order []partKey
-	parts := map[partKey][]*claimRequest{}
-	for _, r := range reqs {
-		c := r.claim
-		k := partKey{c.p.Namespace, c.p.Queue, c.kind, math.Float64bits(c.p.Temperature), (*plane.Requirement)(c.p.Offers).Shape(), strings.Join(c.p.WarmHostKeys, " ")}
-		if _, ok := parts[k]; !ok {
-			order = append(order, k)
-		}
-		parts[k] = append(parts[k], c)
-	}
+	parts := partition(claims)
 	err := d.do(ctx, func(t *tx) error {
 		for _, r := range reqs {
 			r.err = nil
 			r.claim.jobs, r.claim.pending, r.claim.next, r.claim.err = nil, nil, 0, nil
 		}
-		if len(ids) > 0 {
-			byID, err := t.headsByID(ids)
-			if err != nil {
-				return err
-			}
-			for _, r := range reqs {
-				for i := range r.settle {
-					r.out[i] = t.settle(byID[r.settle[i].ID], &r.settle[i])
-				}
-			}
+		if err := t.settleBatches(batches, outs); err != nil {
+			return err
 		}
-		for _, k := range order {
-			if err := t.claimFor(parts[k]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return t.claimParts(parts)
 	})
 	if err != nil {
 		for _, r := range reqs {

@@ -39,7 +39,7 @@ type tx struct {
 	// their parked claimers), handoffs the parked claimers it took, and quiet the queues
 	// whose waiters in this process are not woken after the commit (nothing is left).
 	claimable map[string]struct{}
-	handoffs  []*handoff
+	handoffs  []handoff
 	quiet     map[string]struct{}
 }
 

@@ -1,7 +1,6 @@
 package sqliteplane
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -13,52 +12,18 @@ import (
 
 // InvocationClaimMany implements plane.Driver.
 func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) ([]*plane.Job, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if len(p.Queues) > 0 {
-		jobs, _, err := d.claimAcross(ctx, p, nil)
-		return jobs, err
-	}
-	jobs, _, err := d.claimAfter(ctx, p, nil)
-	return jobs, err
+	return planekit.ClaimMany(ctx, p, d.claimAfter, d.claimAcross)
 }
 
 // claimAcross is claimAfter for a claim over several queues (planekit.ClaimAcross): each
 // try is one write op that claims from the first queue, in the rotation's order, with
-// claimable work; before, when set, runs in the first. It waits on the hub's
-// planekit.ClaimableKey of every queue, which markClaimable notifies.
+// claimable work (planekit.TryEach); before, when set, runs in the first. It waits on the
+// hub's planekit.ClaimableKey of every queue, which markClaimable notifies.
 func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before func(t *wtx) error) ([]*plane.Job, bool, error) {
-	kind, _ := plane.ParseKind(string(p.Kind))
-	n := max(p.Max, 1)
-	lease := cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
-	try := func(ctx context.Context, queues []string) ([]*plane.Job, time.Duration, error) {
-		var jobs []*plane.Job
-		var nextMS int64
-		first := before
-		before = nil
-		err := d.do(ctx, func(t *wtx) error {
-			if first != nil {
-				if err := first(t); err != nil {
-					return err
-				}
-			}
-			for _, q := range queues {
-				one := *p
-				one.Queue, one.Queues = q, nil
-				var err error
-				if jobs, nextMS, err = t.claim(&one, kind, n, lease); err != nil || len(jobs) > 0 {
-					return err
-				}
-			}
-			return nil
-		})
-		var due time.Duration
-		if nextMS > 0 {
-			due = max(time.Duration(nextMS-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond)
-		}
-		return jobs, due, err
-	}
+	c := planekit.ClaimOf(p)
+	try := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *wtx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
+		return t.claim(one, c.Kind, c.N, c.Lease)
+	})
 	sleep := func(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
 		_, err := planekit.Sleep(ctx, d.stopped, changed, nil, wait, 0)
 		return err
@@ -69,43 +34,32 @@ func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before f
 // InvocationSettleAndClaim implements plane.Driver: the settles and the first claim are
 // one write op, so one commit; a claim that then waits waits as InvocationClaimMany.
 func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
-	if err := planekit.ValidateAll(settle); err != nil {
-		return nil, nil, err
-	}
-	if err := p.Validate(); err != nil {
-		return nil, nil, err
-	}
-	out := make([]error, len(settle))
-	claim := d.claimAfter
-	if len(p.Queues) > 0 {
-		claim = d.claimAcross
-	}
-	jobs, committed, err := claim(ctx, p, func(t *wtx) error { return t.settleMany(settle, out) })
-	if err != nil && !committed {
-		return nil, nil, err
-	}
-	// Once the settles committed, a wait ended by ctx or Close is no error of the call:
-	// the caller learns of it from its next one.
-	return out, jobs, nil
+	return planekit.SettleThenClaim(ctx, settle, p, d.settleClaim, d.claimAcross, (*wtx).settleMany)
+}
+
+// settleClaim is a settle-and-claim of one queue (planekit.SettleClaim): the settles run in
+// the claim's first write op.
+func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams, out []error) ([]*plane.Job, bool, error) {
+	return d.claimAfter(ctx, p, func(t *wtx) error { return t.settleMany(settle, out) })
 }
 
 // claimAfter claims as InvocationClaimMany does; before, when set, runs in the first claim
 // transaction, before the claim. committed reports whether that transaction committed.
 func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before func(t *wtx) error) (jobs []*plane.Job, committed bool, err error) {
-	kind, _ := plane.ParseKind(string(p.Kind))
-	n := max(p.Max, 1)
-	lease := cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault)
+	c := planekit.ClaimOf(p)
 	waitUntil := time.Now().Add(p.Wait)
 	key := planekit.QueueKey(p.Namespace, p.Queue)
 	for {
 		var changed <-chan struct{}
 		release := func() {}
 		var w *claimWaiter
+		parked := false // set by the write op that parked w
 		if p.Wait > 0 {
 			// The hub wakes us for what the writer cannot hand off: another process's
 			// commit, a job entering backoff, Close.
 			changed, release = d.hub.Watch(key)
-			w = &claimWaiter{p: p, kind: kind, n: n, lease: lease, deliver: make(chan []*plane.Job, 1), offers: (*plane.Requirement)(p.Offers).Shape()}
+			waiter := planekit.NewWaiter(p, c)
+			w = &waiter
 		}
 		var jobs []*plane.Job
 		var nextMS int64
@@ -118,43 +72,28 @@ func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before fu
 				}
 			}
 			var err error
-			jobs, nextMS, err = t.claim(p, kind, n, lease)
+			jobs, nextMS, err = t.claim(p, c.Kind, c.N, c.Lease)
 			if err == nil && len(jobs) == 0 && w != nil {
 				d.claimWaiters.Park(key, w) // in the transaction: no submit slips between
-				w.parked = true
+				parked = true
 			}
 			return err
 		})
 		committed = committed || err == nil
 		if err != nil || len(jobs) > 0 || p.Wait == 0 {
-			if w != nil && w.parked && !d.claimWaiters.Unpark(key, w) {
-				jobs = append(jobs, <-w.deliver...) // parked by a try that rolled back, then served
+			if parked && !d.claimWaiters.Unpark(key, w) {
+				jobs = append(jobs, <-w.Deliver...) // parked by a try that rolled back, then served
 			}
 			release()
 			return jobs, committed, err
 		}
-		wait := time.Until(waitUntil)
-		if nextMS > 0 { // a queued invocation leaves backoff before the wait ends
-			wait = min(wait, max(time.Duration(nextMS-d.cfg.Now().UnixMilli())*time.Millisecond, time.Millisecond))
-		}
-		handed, stopErr := planekit.Sleep(ctx, d.stopped, changed, w.deliver, wait, 0)
-		if stopErr == plane.ErrTimeout {
-			stopErr = nil
-		}
-		release()
-		if handed == nil && !d.claimWaiters.Unpark(key, w) {
-			// The writer took us: its delivery comes right after its commit. Jobs claimed
-			// for us are returned even if ctx ended, so no lease is left without a holder.
-			handed = <-w.deliver
-		}
-		if len(handed) > 0 {
-			return handed, true, nil
-		}
-		if stopErr != nil {
-			return nil, true, stopErr
-		}
-		if time.Until(waitUntil) <= 0 {
-			return nil, true, nil
+		// A queued invocation may leave backoff before the wait ends.
+		wait := planekit.WaitLeft(waitUntil, nextMS, d.cfg.Now())
+		handed, again, err := d.claimWaiters.Await(key, w, w.Deliver, waitUntil, func() ([]*plane.Job, error) {
+			return planekit.Sleep(ctx, d.stopped, changed, w.Deliver, wait, 0)
+		}, release)
+		if !again {
+			return handed, true, err
 		}
 	}
 }
@@ -314,16 +253,7 @@ func (t *wtx) candidates(stmt *sql.Stmt, args ...any) ([]*row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	defer rs.Close()
-	var out []*row
-	for rs.Next() {
-		r, err := scanRow(rs)
-		if err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rs.Err()
+	return planekit.Collect(sqlRows{rs}, "claim", scanRow)
 }
 
 // start begins a new attempt of r under a fresh lease (its row written by the caller's

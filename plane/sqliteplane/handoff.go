@@ -1,10 +1,7 @@
 package sqliteplane
 
 import (
-	"time"
-
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // Direct handoff. A claimer with Wait that finds nothing claimable registers itself, inside
@@ -14,19 +11,12 @@ import (
 // commit. So a submit reaches an idle claimer in one commit, and a submit wakes only the
 // claimers it feeds: no herd of idle claimers racing for one job.
 
-// claimWaiter is one parked claim.
-type claimWaiter struct {
-	p       *plane.ClaimParams
-	kind    plane.Kind
-	n       int
-	lease   time.Duration
-	deliver chan []*plane.Job // buffered 1: the writer delivers at most once per waiter
-	parked  bool              // set by the claim transaction that parked it
-	offers  string            // p.Offers' shape key: waiters with equal offers get the same jobs
-}
-
-// handoff is jobs claimed for a parked waiter in the current transaction.
-type handoff = planekit.Handoff[claimWaiter]
+// claimWaiter is one parked claim; handoff is jobs claimed for it in the current
+// transaction.
+type (
+	claimWaiter = planekit.Waiter
+	handoff     = planekit.Handoff[claimWaiter]
+)
 
 // markClaimable notes that the transaction made jobs of a queue claimable now: its parked
 // claims are handed jobs before the commit, and claims over several queues woken after it.
@@ -43,8 +33,8 @@ func (t *wtx) markClaimable(namespace, queue string) {
 // waiter that gets nothing goes back, and the next one with other offers is tried).
 func (t *wtx) handOff() error {
 	waiters := &t.w.d.claimWaiters
-	return waiters.Serve(t.claimable, offersOf, func(key string, w *claimWaiter) (bool, error) {
-		jobs, _, err := t.claim(w.p, w.kind, w.n, w.lease)
+	return waiters.Serve(t.claimable, planekit.ByOffers, func(key string, w *claimWaiter) (bool, error) {
+		jobs, _, err := t.claim(w.P, w.Kind, w.N, w.Lease)
 		if err != nil || len(jobs) == 0 {
 			waiters.PutBack(key, w)
 			return false, err
@@ -54,18 +44,11 @@ func (t *wtx) handOff() error {
 	})
 }
 
-// offersOf is a waiter's class for Serve: its offers' key.
-func offersOf(w *claimWaiter) string { return w.offers }
-
 // deliver hands the claimed jobs over after a commit. After a rollback (committed false) the
 // claims never happened: their waiters go back to the head of their queues' lines.
 func (t *wtx) deliver(committed bool) {
-	for _, h := range t.handoffs {
-		if committed {
-			h.Waiter.deliver <- h.Jobs
-		} else {
-			t.w.d.claimWaiters.PutBack(planekit.QueueKey(h.Waiter.p.Namespace, h.Waiter.p.Queue), h.Waiter)
-		}
-	}
+	planekit.Deliver(t.handoffs, committed, func(w *claimWaiter) {
+		t.w.d.claimWaiters.PutBack(planekit.QueueKey(w.P.Namespace, w.P.Queue), w)
+	})
 	t.handoffs = nil
 }

@@ -1,0 +1,100 @@
+// Package getmeta holds what every data store's GetMeta does around its own hand-out
+// transaction: the request normalized and the attempts repeated under one wait deadline
+// (Loop), the wait for a change between attempts (Await), and the BatchMeta of the
+// samples handed out (Fields, Fold). The file store and the distributed store share it;
+// it is internal so that it is not part of the data SDK.
+package getmeta
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/persist"
+)
+
+// Attempt is one attempt of a GetMeta of rq (normalized) with its sampler: it hands out a
+// batch (done), or, in wait mode, waits for a change of the partition (not done: the
+// loop tries again) or for deadline, the end of the wait (done, an error).
+type Attempt func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (meta *persist.BatchMeta, done bool, err error)
+
+// Loop is a store's GetMeta: req normalized (persist.NormalizeMetaRequest, its sampler
+// resolved in samplers), then, between enter and leave (the store's open check and its
+// count of calls in flight), attempt until one is done. In wait mode the attempts share
+// one deadline, rq.WaitTimeout from the start. Errors: NormalizeMetaRequest's, enter's,
+// the attempt's.
+func Loop(req *persist.MetaRequest, samplers persist.Samplers, enter func() error, leave func(), attempt Attempt) (*persist.BatchMeta, error) {
+	rq, sampler, err := persist.NormalizeMetaRequest(req, samplers)
+	if err != nil {
+		return nil, err
+	}
+	if err := enter(); err != nil {
+		return nil, err
+	}
+	defer leave()
+	var deadline <-chan time.Time
+	if rq.Wait {
+		t := time.NewTimer(rq.WaitTimeout())
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		meta, done, err := attempt(&rq, sampler, deadline)
+		if done {
+			return meta, err
+		}
+	}
+}
+
+// Await waits, for an attempt of rq that found no full batch, until wake fires (nil: go
+// on), deadline passes (rq.TimeoutError), the store closes (closing: persist.ErrClosed)
+// or ctx ends (its error).
+func Await[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan T, deadline <-chan time.Time, closing <-chan struct{}) error {
+	select {
+	case <-wake:
+		return nil
+	case <-deadline:
+		return rq.TimeoutError()
+	case <-closing:
+		return persist.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Fields returns the BatchMeta of idx handed out for rq, whose fields have the kinds of
+// schema (the kind's name as DType and a scalar shape; lists without either), and the
+// positions in its Fields of the tensor fields, whose dtype and shape the store then
+// folds in from the samples' values (Fold).
+func Fields(rq *persist.MetaRequest, idx []int64, schema persist.Schema) (*persist.BatchMeta, []int) {
+	m := &persist.BatchMeta{Size: len(idx), Indexes: idx, Partition: rq.Partition, Task: rq.Task}
+	var tensors []int
+	for _, f := range rq.Fields {
+		k, _ := schema.Kind(f)
+		fm := persist.FieldMeta{Name: f, Kind: k}
+		switch k {
+		case persist.KindTensor, persist.KindNDArray, persist.KindWireTensor:
+			tensors = append(tensors, len(m.Fields))
+		case persist.KindInt64List, persist.KindFloat64List:
+		default:
+			fm.DType, fm.Shape = string(k), []int{}
+		}
+		m.Fields = append(m.Fields, fm)
+	}
+	return m, tensors
+}
+
+// Fold adds a tensor value's dtype and shape to fm: first sets them; a later value with
+// another shape leaves fm without one (nil), with another dtype without one ("").
+func Fold(fm *persist.FieldMeta, dtype string, shape []int, first bool) {
+	if first {
+		fm.DType, fm.Shape = dtype, shape
+		return
+	}
+	if fm.Shape != nil && !slices.Equal(fm.Shape, shape) {
+		fm.Shape = nil
+	}
+	if dtype != fm.DType {
+		fm.DType = ""
+	}
+}
