@@ -31,13 +31,13 @@ var ErrClosed = errors.New("writer closed")
 type Writer[T any] struct {
 	cfg           WriterConfig[T]
 	begin, commit *sql.Stmt
+	watch         *CommitWatch
+	ops           chan *op[T] // unbuffered: a send succeeds only while the writer runs
+	stop          chan struct{}
+	stopped       chan struct{}
 	// savepoint, rollbackTo and release are the per-operation savepoint statements, prepared
 	// when cfg.Savepoint is set.
 	savepoint, rollbackTo, release *sql.Stmt
-	watch                          *CommitWatch
-	ops                            chan *op[T] // unbuffered: a send succeeds only while the writer runs
-	stop                           chan struct{}
-	stopped                        chan struct{}
 }
 
 // WriterConfig configures a Writer. Conn and Begin are required.
