@@ -3,6 +3,7 @@ package sqlitedb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -302,4 +303,86 @@ func TestAlarmRunsWhenAsked(t *testing.T) {
 		t.Fatal("the alarm ran twice")
 	case <-time.After(150 * time.Millisecond):
 	}
+}
+
+// With WriterConfig.Savepoint, a failing operation of a batch undoes only its own writes
+// and state, is answered alone, and no operation runs twice.
+func TestWriterSavepointIsolatesOneOperation(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(filepath.Join(t.TempDir(), "x.db"), nil)
+	require.NoError(t, err)
+	defer db.Close()
+	conn, err := db.Write.Conn(ctx)
+	require.NoError(t, err)
+	require.NoError(t, Migrate(ctx, conn, schema))
+	var undone, flushedWrites, commits int // the writer's goroutine only; read after Stopped
+	w, err := NewWriter(ctx, WriterConfig[*tx]{
+		Logger: slog.New(slog.DiscardHandler),
+		Conn:   conn,
+		Begin:  func(ctx context.Context) *tx { return &tx{ctx: ctx} },
+		Flush:  func(x *tx) error { flushedWrites += x.writes; return nil },
+		End: func(x *tx, ok bool) {
+			if ok {
+				commits++
+			}
+		},
+		Savepoint: func(x *tx) (func(), error) {
+			writes := x.writes
+			return func() { x.writes = writes; undone++ }, nil
+		},
+	})
+	require.NoError(t, err)
+	go w.Run()
+	const n = 40
+	runs := make([]int, n) // written by the writer's goroutine; read after wg.Wait
+	for round := 0; ; round++ {
+		require.Less(t, round, 20, "the failing operation never shared a batch")
+		clear(runs)
+		undoneBefore := undone
+		var started sync.WaitGroup
+		started.Add(n)
+		gate := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			// Hold the writer until the others wait for it, so they form one batch.
+			require.NoError(t, w.Do(ctx, func(*tx) error { <-gate; return nil }))
+		})
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				started.Done()
+				errs[i] = w.Do(ctx, func(x *tx) error {
+					runs[i]++
+					v := fmt.Sprintf("r%d-%d", round, i)
+					if i == 7 {
+						v = fmt.Sprintf("r%d-%d", round, 0) // op 0's value: a unique violation
+					}
+					x.writes++
+					_, err := w.cfg.Conn.ExecContext(x.ctx, "INSERT INTO items (v, n) VALUES (?, ?)", v, i)
+					return err
+				})
+			})
+		}
+		started.Wait()
+		time.Sleep(20 * time.Millisecond) // only helps them reach the writer; nothing below depends on it
+		close(gate)
+		wg.Wait()
+		for i, err := range errs {
+			require.Equal(t, 1, runs[i], "op %d ran %d times", i, runs[i])
+			if i == 7 {
+				require.Error(t, err)
+			} else {
+				require.NoError(t, err, "op %d", i)
+			}
+		}
+		if undone > undoneBefore {
+			break // op 7 failed inside a batch, in its savepoint
+		}
+	}
+	w.Stop()
+	<-w.Stopped()
+	var rows int
+	require.NoError(t, db.Read.QueryRow("SELECT count(*) FROM items").Scan(&rows))
+	require.Equal(t, rows, flushedWrites, "the undo restored the failed operation's state")
+	require.Positive(t, commits)
 }

@@ -25,7 +25,9 @@ var ErrClosed = errors.New("writer closed")
 // runs each operation of the batch alone in its own transaction, so one bad operation
 // cannot fail the others. Operations therefore may run twice and must set their outcome
 // afresh each time; they report caller mistakes through variables they close over and
-// return only infrastructure errors.
+// return only infrastructure errors. With WriterConfig.Savepoint set, each operation of a
+// batch runs in its own savepoint instead: a failing operation undoes only itself, its
+// error is its answer, and no operation runs twice.
 type Writer[T any] struct {
 	cfg           WriterConfig[T]
 	begin, commit *sql.Stmt
@@ -33,6 +35,9 @@ type Writer[T any] struct {
 	ops           chan *op[T] // unbuffered: a send succeeds only while the writer runs
 	stop          chan struct{}
 	stopped       chan struct{}
+	// savepoint, rollbackTo and release are the per-operation savepoint statements, prepared
+	// when cfg.Savepoint is set.
+	savepoint, rollbackTo, release *sql.Stmt
 }
 
 // WriterConfig configures a Writer. Conn and Begin are required.
@@ -76,6 +81,19 @@ type WriterConfig[T any] struct {
 	// Stopped runs when Run returns, after the last transaction and before the connection
 	// closes (close prepared statements here). Optional.
 	Stopped func()
+	// Savepoint, when set, makes the operations of a batch independent without running any
+	// twice: each operation of a batch of several runs inside its own SAVEPOINT, and an
+	// error it returns rolls back only its own writes (ROLLBACK TO) and is its answer alone;
+	// the others go on and commit. Savepoint runs before each such operation, before the
+	// SAVEPOINT statement: it writes what earlier operations left pending (the savepoint
+	// must not cover it) and returns the undo that puts tx back as it is now, called when the
+	// operation fails. Its error fails the batch. A batch of one operation runs without a
+	// savepoint (its error rolls the transaction back and is its answer), and so does an
+	// operation handed over with DoWithoutSavepoint. A failure of the transaction itself
+	// (BEGIN, a savepoint statement, Flush, COMMIT, the error of an operation without a
+	// savepoint) answers every operation of the batch with that error. Optional: without it,
+	// a failing operation rolls the batch back and each operation is retried alone.
+	Savepoint func(tx T) (undo func(), err error)
 }
 
 // Task is periodic work of a Writer: Apply runs every Interval inside a transaction.
@@ -93,6 +111,8 @@ type op[T any] struct {
 	done  chan struct{} // nil for a task
 	task  *Task[T]
 	err   error
+	// whole: the operation runs without a savepoint of its own (DoWithoutSavepoint).
+	whole bool
 }
 
 // NewWriter prepares the writer's statements on cfg.Conn and reads the data version. Start
@@ -116,8 +136,28 @@ func NewWriter[T any](ctx context.Context, cfg WriterConfig[T]) (*Writer[T], err
 		w.begin.Close()
 		return nil, fmt.Errorf("prepare COMMIT: %w", err)
 	}
+	if cfg.Savepoint != nil {
+		for _, s := range []struct {
+			st  **sql.Stmt
+			sql string
+		}{{&w.savepoint, "SAVEPOINT op"}, {&w.rollbackTo, "ROLLBACK TO op"}, {&w.release, "RELEASE op"}} {
+			if *s.st, err = cfg.Conn.PrepareContext(ctx, s.sql); err != nil {
+				w.closeStatements()
+				return nil, fmt.Errorf("prepare %s: %w", s.sql, err)
+			}
+		}
+	}
 	w.watch = NewCommitWatch(ctx, cfg.Conn)
 	return w, nil
+}
+
+// closeStatements closes the writer's prepared statements.
+func (w *Writer[T]) closeStatements() {
+	for _, st := range []*sql.Stmt{w.begin, w.commit, w.savepoint, w.rollbackTo, w.release} {
+		if st != nil {
+			st.Close()
+		}
+	}
 }
 
 // Do hands apply to the writer and waits for the commit (or rollback) of the transaction
@@ -125,7 +165,20 @@ func NewWriter[T any](ctx context.Context, cfg WriterConfig[T]) (*Writer[T], err
 // stopped. Once the writer took the operation, Do waits for its answer even if ctx ends,
 // so a caller never mistakes a committed write for a failed one.
 func (w *Writer[T]) Do(ctx context.Context, apply func(tx T) error) error {
-	o := &op[T]{apply: apply, done: make(chan struct{})}
+	return w.do(ctx, &op[T]{apply: apply, done: make(chan struct{})})
+}
+
+// DoWithoutSavepoint is Do for an operation that needs no savepoint of its own
+// (WriterConfig.Savepoint), sparing the two statements: it runs in the batch's transaction
+// directly, and an error it returns rolls the whole transaction back and is the answer of
+// every operation of the batch. Such an operation reports its refusals through variables it
+// closes over (having written nothing) and returns only infrastructure errors. Without
+// WriterConfig.Savepoint it is Do.
+func (w *Writer[T]) DoWithoutSavepoint(ctx context.Context, apply func(tx T) error) error {
+	return w.do(ctx, &op[T]{apply: apply, done: make(chan struct{}), whole: true})
+}
+
+func (w *Writer[T]) do(ctx context.Context, o *op[T]) error {
 	select {
 	case w.ops <- o:
 	case <-w.stopped:
@@ -152,8 +205,7 @@ func (w *Writer[T]) Run() {
 		if w.cfg.Stopped != nil {
 			w.cfg.Stopped()
 		}
-		w.begin.Close()
-		w.commit.Close()
+		w.closeStatements()
 	}()
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
@@ -239,36 +291,50 @@ func (w *Writer[T]) Run() {
 	}
 }
 
-// run commits batch in one transaction. If that fails, each op is retried alone.
+// run commits batch in one transaction. If that fails, each op is retried alone (without
+// WriterConfig.Savepoint) or answered with the transaction's error (with it).
 func (w *Writer[T]) run(batch []*op[T]) {
 	err := w.transact(batch)
-	if err != nil && len(batch) > 1 {
+	if err != nil && len(batch) > 1 && w.cfg.Savepoint == nil {
 		for _, o := range batch {
 			w.run([]*op[T]{o})
 		}
 		return
 	}
 	for _, o := range batch {
-		o.err = err
+		if err != nil {
+			o.err = err
+		}
 		if o.done != nil {
 			close(o.done)
 		}
-	}
-	if err != nil && len(batch) == 1 && batch[0].task != nil {
-		w.cfg.Logger.Warn(batch[0].task.Name+" failed", "error", err)
+		if o.err != nil && o.task != nil {
+			w.cfg.Logger.Warn(o.task.Name+" failed", "error", o.err)
+		}
 	}
 }
 
+// transact runs batch in one transaction and returns the transaction's error. With
+// WriterConfig.Savepoint, an operation that failed alone has its error in its op.err.
 func (w *Writer[T]) transact(batch []*op[T]) error {
 	ctx := context.Background()
+	for _, o := range batch {
+		o.err = nil
+	}
 	if err := w.beginTx(ctx); err != nil {
 		return err
 	}
 	w.checkForeign(ctx)
 	tx := w.cfg.Begin(ctx)
+	isolate := w.cfg.Savepoint != nil && len(batch) > 1
 	var err error
 	for _, o := range batch {
-		if err = o.apply(tx); err != nil {
+		if isolate && !o.whole {
+			err = w.isolated(ctx, tx, o)
+		} else {
+			err = o.apply(tx)
+		}
+		if err != nil {
 			break
 		}
 	}
@@ -290,6 +356,28 @@ func (w *Writer[T]) transact(batch []*op[T]) error {
 		w.cfg.Logger.Warn("rollback failed", "error", rerr)
 	}
 	return err
+}
+
+// isolated runs o inside its own savepoint: o's error is o's answer (o.err) and undoes
+// only o's writes. The error returned is the transaction's.
+func (w *Writer[T]) isolated(ctx context.Context, tx T, o *op[T]) error {
+	undo, err := w.cfg.Savepoint(tx)
+	if err != nil {
+		return err
+	}
+	if _, err := w.savepoint.ExecContext(ctx); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	if o.err = o.apply(tx); o.err != nil {
+		undo()
+		if _, err := w.rollbackTo.ExecContext(ctx); err != nil {
+			return errors.Join(o.err, fmt.Errorf("roll back operation: %w", err))
+		}
+	}
+	if _, err := w.release.ExecContext(ctx); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
 }
 
 // beginTx starts a write transaction, waiting out other processes' write locks: SQLITE_BUSY

@@ -1,11 +1,6 @@
 package filestore
 
-import (
-	"context"
-	"time"
-
-	"github.com/lakeshore-dev/lakeshore/internal/planekit"
-)
+import "github.com/lakeshore-dev/lakeshore/internal/planekit"
 
 // changesKey is the hub key of every commit: streams and Changes wait for any commit.
 // A waiting GetMeta watches only its partition's key (partitionKey), notified by
@@ -38,7 +33,9 @@ func (h *hub) wait() <-chan struct{} {
 	return ch
 }
 
-// broadcast wakes every waiter (another process committed, the queue closes).
+// broadcast wakes every waiter (another process committed, the queue closes). Commits
+// of other processes are noticed by the writer (startWriter's Foreign): at the start of
+// each transaction, and every PollInterval while anyone waits (none otherwise).
 func (h *hub) broadcast() { h.h.NotifyAll() }
 
 // notifyCommit wakes the waiters of any commit (streams, Changes), and the waiters of
@@ -50,28 +47,4 @@ func (h *hub) notifyCommit(partitions map[string]struct{}) {
 		keys[partitionKey(p)] = struct{}{}
 	}
 	h.h.Notify(keys)
-}
-
-// watchLoop notices commits of other processes and wakes every waiter (which
-// partitions another process changed is not known here). Every PollInterval while
-// anyone waits, and not at all otherwise, it asks the writer whether PRAGMA
-// data_version moved on the write connection (writer.othersCommitted): this process's
-// own commits, all made on that connection, never move it, so they wake only the
-// waiters they concern (notifyCommit).
-func (q *fileQueue) watchLoop(ctx context.Context) {
-	t := time.NewTicker(q.cfg.PollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !q.hub.h.Waiting() {
-			continue
-		}
-		if q.w.othersCommitted(ctx) {
-			q.hub.broadcast()
-		}
-	}
 }

@@ -124,7 +124,6 @@ func openFile(ctx context.Context, name string, cfg *persist.Config) (*fileQueue
 	bgCtx, cancel := context.WithCancel(context.Background())
 	q.bgCancel = cancel
 	q.bg.Go(func() { q.flushLoop(bgCtx) })
-	q.bg.Go(func() { q.watchLoop(bgCtx) })
 	if c.CompactFragments > 0 {
 		q.bg.Go(func() { q.compactLoop(bgCtx) })
 	}

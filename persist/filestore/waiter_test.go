@@ -79,8 +79,11 @@ func TestWaitingGetMetaDoesNotStallProducers(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := 0; w < 2; w++ {
 		wg.Go(func() {
+			// The waiters must outlast the test's puts (cancel ends them): under the race
+			// detector on a loaded machine those took over a minute, the waiters' former
+			// timeout.
 			_, err := q.fileReader().GetMeta(wctx, &persist.MetaRequest{Fields: []string{"reward"}, BatchSize: 4,
-				Task: fmt.Sprint("t", w), Partition: "train", Sampler: persist.GRPOGroupNOf(4).Spec(), Wait: true, Timeout: time.Minute})
+				Task: fmt.Sprint("t", w), Partition: "train", Sampler: persist.GRPOGroupNOf(4).Spec(), Wait: true, Timeout: 15 * time.Minute})
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("waiter %d: %v, want context.Canceled (no group is complete)", w, err)
 			}

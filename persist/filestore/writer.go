@@ -5,27 +5,21 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
-// The writer goroutine owns the only write connection of this process to meta.db. Every
-// write (puts, flush manifest changes, consumption, KV, compaction) is an op queued to it;
-// it drains what is waiting into one BEGIN IMMEDIATE transaction, runs each op inside
-// its own savepoint (so a failing op — a schema conflict — undoes only itself), commits
-// once, then answers every caller. This turns one fsync into the durability of many
-// operations (group commit).
+// Every write of this process to meta.db (puts, flush manifest changes, consumption, KV,
+// compaction) is an op handed to one sqlitedb.Writer, which owns the only write
+// connection: it drains the ops waiting into one BEGIN IMMEDIATE transaction, runs each
+// op (but a plain put) inside its own savepoint (so a failing op — a schema conflict —
+// undoes only itself, and no op runs twice), commits once, then answers every caller.
+// This turns one fsync into the durability of many operations (group commit). wtx is the
+// writer's per-transaction state.
 
 // maxGroupOps bounds how many ops share one transaction.
 const maxGroupOps = 256
-
-type writeOp struct {
-	fn   func(tx *wtx) error
-	done chan error
-	put  bool // a plain put: may use the transaction's cached counters (putState)
-}
 
 // wtx is the state an op sees: the write connection inside an open transaction.
 type wtx struct {
@@ -39,7 +33,8 @@ type wtx struct {
 	ps     putState
 	fsIDs  map[string]int64 // field sets created or read in this transaction
 	kick   bool             // the tail passed FlushRows: start a background flush after commit
-	after  []func()
+	after  []func()         // run after commit
+	ops    int64            // ops run in this transaction (Stats.CommittedOps)
 }
 
 // changed records that this transaction changed the samples of partition (their
@@ -155,224 +150,142 @@ func (t *wtx) saveSchema(old, s persist.Schema) error {
 	return nil
 }
 
-type writer struct {
-	q   *fileQueue
-	ops chan writeOp
-	// probes asks the writer whether another process committed since the last probe:
-	// PRAGMA data_version on the write connection, which this process's own commits
-	// (all made on that connection) never change.
-	probes chan chan bool
-	conn   *sql.Conn
-	wg     sync.WaitGroup
-	stop   context.CancelFunc
-}
+// writer is the file store's handle on its sqlitedb.Writer.
+type writer struct{ w *sqlitedb.Writer[*wtx] }
 
+// startWriter takes a connection of db for the writer and starts it.
 func startWriter(q *fileQueue, db *sql.DB) (*writer, error) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		cancel()
 		return nil, fmt.Errorf("writer connection: %w", err)
 	}
-	w := &writer{q: q, ops: make(chan writeOp, maxGroupOps), probes: make(chan chan bool), conn: conn, stop: cancel}
-	w.wg.Go(func() { w.loop(ctx) })
-	return w, nil
+	stmts := map[string]*sql.Stmt{} // the writer's goroutine only
+	w, err := sqlitedb.NewWriter(ctx, sqlitedb.WriterConfig[*wtx]{
+		Conn:     conn,
+		MaxBatch: maxGroupOps,
+		Begin: func(ctx context.Context) *wtx {
+			return &wtx{ctx: ctx, conn: conn, q: q, stmts: stmts}
+		},
+		Savepoint: (*wtx).savepoint,
+		Flush:     (*wtx).syncPuts,
+		End:       (*wtx).end,
+		// Another process committed (or data_version could not be read): which partitions
+		// it changed is not known here, so every waiter wakes. This process's own commits,
+		// all made on the writer's connection, never move data_version; they wake only the
+		// waiters they concern (wtx.end).
+		Foreign:      func(error) { q.hub.broadcast() },
+		Waiting:      q.hub.h.Waiting,
+		PollInterval: q.cfg.PollInterval,
+		Logger:       q.log,
+		Stopped: func() {
+			for _, st := range stmts {
+				st.Close()
+			}
+		},
+	})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	go w.Run()
+	return &writer{w: w}, nil
 }
 
-// do queues fn and waits for its transaction to commit. If ctx ends first, do returns
-// ctx's error; the op may still commit later.
+// do hands fn to the writer and waits for the commit (or rollback) of its transaction.
+// In a group, fn runs in its own savepoint (wtx.savepoint), so its error undoes only its
+// own writes and is its answer alone. Once the writer took fn, do waits for its answer
+// even if ctx ends, so a committed write is never reported as failed.
 func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
-	return w.submit(ctx, writeOp{fn: fn, done: make(chan error, 1)})
+	return closedAs(w.w.Do(ctx, func(t *wtx) error {
+		t.ops++
+		return fn(t)
+	}))
 }
 
 // doPut is do for plain puts, which keep the index counter, tail row count and last
-// segment in memory across consecutive puts of one transaction (written back once).
+// segment in memory across consecutive puts of one transaction (putState, written back
+// once) and run without a savepoint: a plain put writes nothing before its only expected
+// failures (a schema conflict, a repeated put id naming another batch, a refusal by its
+// admission: all found before any write), which are its answer alone; any other failure
+// fails the whole group.
 func (w *writer) doPut(ctx context.Context, fn func(tx *wtx) error) error {
-	return w.submit(ctx, writeOp{fn: fn, done: make(chan error, 1), put: true})
-}
-
-func (w *writer) submit(ctx context.Context, op writeOp) error {
-	select {
-	case w.ops <- op:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-op.done:
+	var refused error
+	err := w.w.DoWithoutSavepoint(ctx, func(t *wtx) error {
+		t.ops++
+		refused = nil
+		err := fn(t)
+		var se *persist.SchemaError
+		var ie *persist.InvalidError
+		var bp *persist.BackpressureError
+		if errors.As(err, &se) || errors.As(err, &ie) || errors.As(err, &bp) {
+			refused = err
+			return nil
+		}
 		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	})
+	if err != nil {
+		return closedAs(err)
 	}
+	return refused
 }
 
-// othersCommitted reports whether another process committed to meta.db since the
-// last call (true also when that cannot be read). It waits for the transaction in
-// progress, if any.
-func (w *writer) othersCommitted(ctx context.Context) bool {
-	answer := make(chan bool, 1)
-	select {
-	case w.probes <- answer:
-	case <-ctx.Done():
-		return false
+// closedAs maps the writer's ErrClosed to persist.ErrClosed.
+func closedAs(err error) error {
+	if errors.Is(err, sqlitedb.ErrClosed) {
+		return persist.ErrClosed
 	}
-	select {
-	case changed := <-answer:
-		return changed
-	case <-ctx.Done():
-		return false
-	}
+	return err
 }
 
-// close stops the loop after the ops already queued have run.
+// close stops the writer and waits for it.
 func (w *writer) close() {
-	w.stop()
-	w.wg.Wait()
+	w.w.Stop()
+	<-w.w.Stopped()
 }
 
-func (w *writer) loop(ctx context.Context) {
-	stmts := map[string]*sql.Stmt{}
-	defer func() {
-		for _, st := range stmts {
-			st.Close()
-		}
-		w.conn.Close()
-	}()
-	batch := make([]writeOp, 0, maxGroupOps)
-	watch := sqlitedb.NewCommitWatch(ctx, w.conn)
-	for {
-		var op writeOp
-		select {
-		case answer := <-w.probes:
-			changed, err := watch.Changed(ctx)
-			answer <- changed || err != nil
-			continue
-		case op = <-w.ops:
-		case <-ctx.Done():
-			// Drain ops that were queued before the stop.
-			for {
-				select {
-				case op = <-w.ops:
-					w.run(context.Background(), stmts, []writeOp{op})
-				default:
-					return
-				}
-			}
-		}
-		batch = append(batch[:0], op)
-	drain:
-		for len(batch) < maxGroupOps {
-			select {
-			case op = <-w.ops:
-				batch = append(batch, op)
-			default:
-				break drain
-			}
-		}
-		w.run(context.WithoutCancel(ctx), stmts, batch)
-	}
-}
-
-// run executes ops in one transaction and answers them.
-func (w *writer) run(ctx context.Context, stmts map[string]*sql.Stmt, ops []writeOp) {
-	t := &wtx{ctx: ctx, conn: w.conn, q: w.q, stmts: stmts}
-	errs := make([]error, len(ops))
-	fail := func(err error) {
-		for _, op := range ops {
-			op.done <- err
-		}
-	}
-	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		fail(fmt.Errorf("begin write transaction: %w", err))
-		return
-	}
-	for i, op := range ops {
-		if !op.put {
-			if err := t.syncPuts(); err != nil {
-				w.conn.ExecContext(ctx, "ROLLBACK")
-				fail(err)
-				return
-			}
-		}
-		if len(ops) == 1 {
-			errs[i] = op.fn(t)
-			if errs[i] != nil {
-				w.conn.ExecContext(ctx, "ROLLBACK")
-				op.done <- errs[i]
-				return
-			}
-			continue
-		}
-		if op.put {
-			// A plain put writes nothing before its only expected failures (a schema
-			// conflict, a repeated put id naming another batch, a refusal by its
-			// admission: all found before any write), so it needs no savepoint; any
-			// other failure fails the whole group.
-			if err := op.fn(t); err != nil {
-				var se *persist.SchemaError
-				var ie *persist.InvalidError
-				var bp *persist.BackpressureError
-				if !errors.As(err, &se) && !errors.As(err, &ie) && !errors.As(err, &bp) {
-					w.conn.ExecContext(ctx, "ROLLBACK")
-					fail(err)
-					return
-				}
-				errs[i] = err
-			}
-			continue
-		}
-		if _, err := t.exec("SAVEPOINT op"); err != nil {
-			errs[i] = fmt.Errorf("savepoint: %w", err)
-			continue
-		}
-		saved := *t
-		nafter := len(t.after)
-		if err := op.fn(t); err != nil {
-			errs[i] = err
-			t.after = t.after[:nafter]
-			t.schema = saved.schema
-			t.rows = saved.rows
-			// t.parts keeps the failed op's partitions: a spurious wake-up is harmless.
-			t.kick = saved.kick
-			t.ps = saved.ps
-			t.fsIDs = nil // ids created by the failed op are gone
-			if _, rerr := t.exec("ROLLBACK TO op"); rerr != nil {
-				w.conn.ExecContext(ctx, "ROLLBACK")
-				fail(errors.Join(err, fmt.Errorf("rollback op: %w", rerr)))
-				return
-			}
-		}
-		if _, err := t.exec("RELEASE op"); err != nil {
-			w.conn.ExecContext(ctx, "ROLLBACK")
-			fail(fmt.Errorf("release savepoint: %w", err))
-			return
-		}
-	}
+// savepoint runs before each op of a group that gets its own savepoint: it writes the
+// puts' cached counters back (so the op sees meta.db as if each put had written
+// directly, and a failing op's ROLLBACK TO cannot undo them) and returns the undo that
+// restores the transaction's state if the op fails.
+func (t *wtx) savepoint() (func(), error) {
 	if err := t.syncPuts(); err != nil {
-		w.conn.ExecContext(ctx, "ROLLBACK")
-		fail(err)
+		return nil, err
+	}
+	saved := *t
+	nafter := len(t.after)
+	return func() {
+		t.after = t.after[:nafter]
+		t.schema = saved.schema
+		t.rows = saved.rows
+		// t.parts keeps the failed op's partitions: a spurious wake-up is harmless.
+		t.kick = saved.kick
+		t.ps = saved.ps
+		t.fsIDs = nil // ids created by the failed op are gone
+	}, nil
+}
+
+// end runs after COMMIT (committed) or ROLLBACK, before the ops' callers are answered:
+// after a commit it counts it, runs the after hooks, wakes the waiters of what changed
+// and kicks the flusher when the tail passed FlushRows. A rollback leaves nothing to do.
+func (t *wtx) end(committed bool) {
+	if !committed {
 		return
 	}
-	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
-		w.conn.ExecContext(ctx, "ROLLBACK")
-		fail(fmt.Errorf("commit: %w", err))
-		return
-	}
-	w.q.metrics.commits.Add(1)
-	w.q.metrics.committedOps.Add(int64(len(ops)))
+	q := t.q
+	q.metrics.commits.Add(1)
+	q.metrics.committedOps.Add(t.ops)
 	for _, f := range t.after {
 		f()
 	}
 	if t.rows {
-		w.q.hub.notifyCommit(t.parts)
+		q.hub.notifyCommit(t.parts)
 	}
 	if t.kick {
 		select {
-		case w.q.flushKick <- struct{}{}:
+		case q.flushKick <- struct{}{}:
 		default:
 		}
-	}
-	for i, op := range ops {
-		op.done <- errs[i]
 	}
 }
 
@@ -461,7 +374,11 @@ func (t *wtx) syncPuts() error {
 	if err := t.writeSegment(); err != nil {
 		return err
 	}
-	// One statement for both counters.
+	// One statement for both counters; none when no put added rows (a refused put).
+	if t.ps.tailAdd == 0 {
+		t.ps = putState{}
+		return nil
+	}
 	if _, err := t.exec(`UPDATE meta SET value = CASE key WHEN 'next_index' THEN ? ELSE value + ? END
 		WHERE key IN ('next_index', 'tail_rows')`, t.ps.next, t.ps.tailAdd); err != nil {
 		return fmt.Errorf("write counters: %w", err)
