@@ -118,6 +118,7 @@ func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) 
 		"LAKESHORE_NAMESPACE="+job.Namespace,
 		"LAKESHORE_ATTEMPT="+strconv.Itoa(job.Attempt),
 	)
+	cmd.Env = append(cmd.Env, guard.environ()...) // starts the guard before the command
 	cmd.SysProcAttr = commandProcAttr()
 	out := &lineWriter{limit: s.stdoutCap}
 	if s.frames {
@@ -126,11 +127,12 @@ func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) 
 	errTail := &tailBuffer{limit: s.stderrTail}
 	cmd.Stdout, cmd.Stderr = out, errTail
 	cmd.WaitDelay = s.grace // a grandchild holding stdout open cannot hold the job forever
-	// The guard process runs before the command does: started on the first register, it
-	// took long enough on a loaded machine for a worker SIGKILLed right after the command
-	// started to die before the group was registered, leaving the command's background
-	// children running (TestExecCommandDiesWithWorker).
-	guard.ready()
+	// The guard process runs before the command does (guard.environ started it): started
+	// on the first register, it took long enough on a loaded machine for a worker
+	// SIGKILLed right after the command started to die before the group was registered,
+	// leaving the command's background children running (TestExecCommandDiesWithWorker).
+	// The command's environment mark covers the few microseconds left between Start and
+	// register.
 	if err := cmd.Start(); err != nil {
 		return nil, lakeshore.Permanent(fmt.Errorf("start %s: %w", s.argv[0], err))
 	}

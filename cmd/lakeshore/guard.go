@@ -2,6 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -44,7 +47,55 @@ func runGuard(in io.Reader) int {
 	for pgid := range groups {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
+	killMarked(os.Getenv(guardOfEnv))
 	return 0
+}
+
+// guardEnv is the environment variable every command of an exec worker carries, set to its
+// guard's mark (and inherited by whatever the command starts). It closes the one gap the
+// process groups leave: a worker killed between starting a command and registering its
+// group (a few microseconds, but a loaded machine can stretch them) left the command's
+// children running (TestExecCommandDiesWithWorker).
+const guardEnv = "LAKESHORE_EXEC_GUARD"
+
+// guardOfEnv gives the guard process the mark to look for (a name apart from guardEnv, so
+// that the guard never matches itself).
+const guardOfEnv = "LAKESHORE_EXEC_GUARD_OF"
+
+// killMarked sends SIGKILL to every process whose environment has guardEnv=mark, reading
+// /proc (Linux; elsewhere it finds nothing), and scans again while it finds any, so that a
+// process forked during a scan is found by the next. A killed process's environment reads
+// empty once it is a zombie.
+func killMarked(mark string) {
+	if mark == "" {
+		return
+	}
+	entry := []byte(guardEnv + "=" + mark + "\x00")
+	self := os.Getpid()
+	for range 50 {
+		dirs, err := os.ReadDir("/proc")
+		if err != nil {
+			return
+		}
+		found := false
+		for _, d := range dirs {
+			pid, err := strconv.Atoi(d.Name())
+			if err != nil || pid == self {
+				continue
+			}
+			env, err := os.ReadFile("/proc/" + d.Name() + "/environ")
+			if err != nil {
+				continue
+			}
+			if bytes.HasPrefix(env, entry) || bytes.Contains(env, append([]byte{0}, entry...)) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
+	}
 }
 
 // groupGuard is this process's connection to its guard process, started with the first
@@ -54,6 +105,7 @@ type groupGuard struct {
 	once sync.Once
 	mu   sync.Mutex
 	w    io.WriteCloser // nil when no guard runs
+	mark string         // the guard's mark (guardEnv), "" when no guard runs
 }
 
 // guard is the process's guard of command process groups.
@@ -64,7 +116,11 @@ func (g *groupGuard) start() {
 	if err != nil {
 		return
 	}
+	random := make([]byte, 8)
+	_, _ = rand.Read(random) // never fails (crypto/rand)
+	mark := strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(random)
 	cmd := exec.Command(exe, guardArg)
+	cmd.Env = append(os.Environ(), guardOfEnv+"="+mark)
 	// Its own process group: a Ctrl-C to the worker's group does not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w, err := cmd.StdinPipe()
@@ -75,7 +131,17 @@ func (g *groupGuard) start() {
 		return
 	}
 	// Never waited for: it ends only when this process does (the pipe closes).
-	g.w = w
+	g.w, g.mark = w, mark
+}
+
+// environ is the environment entry that marks a command for the guard (none without a
+// guard). It starts the guard if it is not running yet.
+func (g *groupGuard) environ() []string {
+	g.ready()
+	if g.mark == "" {
+		return nil
+	}
+	return []string{guardEnv + "=" + g.mark}
 }
 
 // ready starts the guard process if it is not running yet, so that a register right after a
