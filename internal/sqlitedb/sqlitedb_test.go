@@ -339,6 +339,14 @@ func TestWriterSavepointIsolatesOneOperation(t *testing.T) {
 		require.Less(t, round, 20, "the failing operation never shared a batch")
 		clear(runs)
 		undoneBefore := undone
+		// The value op 7 inserts is taken before the round (not by another op of the batch,
+		// whose order in it is not fixed: op 7 ran first once, and op 0 failed instead).
+		taken := fmt.Sprintf("r%d-taken", round)
+		require.NoError(t, w.Do(ctx, func(x *tx) error {
+			x.writes++
+			_, err := w.cfg.Conn.ExecContext(x.ctx, "INSERT INTO items (v, n) VALUES (?, ?)", taken, -1)
+			return err
+		}))
 		var started sync.WaitGroup
 		started.Add(n)
 		gate := make(chan struct{})
@@ -355,7 +363,7 @@ func TestWriterSavepointIsolatesOneOperation(t *testing.T) {
 					runs[i]++
 					v := fmt.Sprintf("r%d-%d", round, i)
 					if i == 7 {
-						v = fmt.Sprintf("r%d-%d", round, 0) // op 0's value: a unique violation
+						v = taken // a unique violation
 					}
 					x.writes++
 					_, err := w.cfg.Conn.ExecContext(x.ctx, "INSERT INTO items (v, n) VALUES (?, ?)", v, i)
