@@ -429,7 +429,10 @@ func TestDashboardQueueActions(t *testing.T) {
 		a, _ := e.call("GET", "/v1/namespaces/default/queues/jobs/admission", adminToken, nil, 200)["admission"].(map[string]any)
 		return a != nil && a["max_depth"] == float64(500) && a["on_full"] == "block"
 	}, 10*time.Second, 100*time.Millisecond)
-	require.Contains(t, b.text("#admission-view"), "max depth 500 (block)")
+	// The server holds the block as soon as the PUT commits; the page re-renders when the
+	// PUT's answer reaches it, a moment later.
+	require.Eventually(t, func() bool { return strings.Contains(b.text("#admission-view"), "max depth 500 (block)") },
+		10*time.Second, 50*time.Millisecond, "the page shows the saved block")
 	b.screenshot("queue-after-actions")
 	b.noProblems(false)
 }
