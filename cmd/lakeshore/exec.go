@@ -127,12 +127,10 @@ func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) 
 	errTail := &tailBuffer{limit: s.stderrTail}
 	cmd.Stdout, cmd.Stderr = out, errTail
 	cmd.WaitDelay = s.grace // a grandchild holding stdout open cannot hold the job forever
-	// The guard process runs before the command does (guard.environ started it): started
-	// on the first register, it took long enough on a loaded machine for a worker
-	// SIGKILLed right after the command started to die before the group was registered,
-	// leaving the command's background children running (TestExecCommandDiesWithWorker).
-	// The command's environment mark covers the few microseconds left between Start and
-	// register.
+	// The guard process already runs (guard.environ started it, before the command): a
+	// worker SIGKILLed right after Start dies with the group registered, or, in the
+	// microseconds before register, with the command marked in its environment, so the
+	// guard still kills the command's children (TestExecCommandDiesWithWorker).
 	if err := cmd.Start(); err != nil {
 		return nil, lakeshore.Permanent(fmt.Errorf("start %s: %w", s.argv[0], err))
 	}

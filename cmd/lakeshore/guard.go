@@ -70,7 +70,8 @@ func killMarked(mark string) {
 	if mark == "" {
 		return
 	}
-	entry := []byte(guardEnv + "=" + mark + "\x00")
+	entry := []byte(guardEnv + "=" + mark + "\x00") // the first variable of an environment
+	inner := append([]byte{0}, entry...)            // any later one
 	self := os.Getpid()
 	for range 50 {
 		dirs, err := os.ReadDir("/proc")
@@ -87,7 +88,7 @@ func killMarked(mark string) {
 			if err != nil {
 				continue
 			}
-			if bytes.HasPrefix(env, entry) || bytes.Contains(env, append([]byte{0}, entry...)) {
+			if bytes.HasPrefix(env, entry) || bytes.Contains(env, inner) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				found = true
 			}
