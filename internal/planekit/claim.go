@@ -190,6 +190,15 @@ func Deliver(handoffs []Handoff[Waiter], committed bool, rolledBack func(w *Wait
 	}
 }
 
+// Requeue puts w, a waiter a transaction took and did not serve, back at the head of key's
+// line; or, when w's wait ended while the transaction held it, answers it with no jobs, so
+// that wait returns (Waiters.PutBack).
+func Requeue(c *Waiters[Waiter], key string, w *Waiter) {
+	if !c.PutBack(key, w) {
+		w.Deliver <- nil
+	}
+}
+
 // Await is the wait of w, a claim parked at key: sleep (which a delivery on w's Deliver,
 // the wait passing, ctx or Close ends), then release, then w unparked — or, when a
 // transaction took it meanwhile, its delivery, which comes right after that transaction's
@@ -204,7 +213,7 @@ func (c *Waiters[W]) Await(key string, w *W, deliver <-chan []*plane.Job, waitUn
 	}
 	release()
 	if handed == nil && !c.Unpark(key, w) {
-		handed = <-deliver
+		handed = c.Collect(w, deliver)
 	}
 	switch {
 	case len(handed) > 0:

@@ -85,6 +85,42 @@ func TestAwait(t *testing.T) {
 	if len(jobs) != 1 || again || err != nil {
 		t.Fatalf("taken: jobs %v, again %v, err %v; want the delivered job", jobs, again, err)
 	}
+	// A transaction takes the waiter, its wait ends meanwhile, and the transaction finds it
+	// nothing and would put it back: the wait returns at once, with no jobs, and the waiter
+	// is not left in line. (It waited, until a later hand-off, ignoring its context: a
+	// fresh-clone CI run hung 25 minutes in httpplane's conformance run.)
+	ws.Park("k", &w)
+	taken = ws.Take("k")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		jobs, again, err = ws.Await("k", &w, w.Deliver, time.Now(), func() ([]*plane.Job, error) { return nil, context.Canceled }, func() {})
+	}()
+	for {
+		ws.mu.Lock()
+		_, left := ws.left[&w]
+		ws.mu.Unlock()
+		if left {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	Requeue(&ws, "k", taken)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Await still waits for a waiter put back after its wait ended")
+	}
+	if jobs != nil || again || !errors.Is(err, context.Canceled) || ws.Take("k") != nil || len(ws.left) != 0 {
+		t.Fatalf("put back after leaving: jobs %v, again %v, err %v, parked %v; want none, the context's error, not parked", jobs, again, err, ws.byQueue)
+	}
+	// Put back while its wait goes on: it keeps its place at the head of the line.
+	ws.Park("k", &w)
+	taken = ws.Take("k")
+	Requeue(&ws, "k", taken)
+	if ws.Take("k") != &w || len(w.Deliver) != 0 {
+		t.Fatal("a waiter put back while still waiting is not at the head of the line, or was answered")
+	}
 	if c := ClaimOf(p); c.N != 1 || c.Lease != plane.LeaseTTLDefault || c.Kind != plane.KindFIFO {
 		t.Fatalf("ClaimOf(zero) = %+v", c)
 	}

@@ -41,7 +41,8 @@ func TestLines(t *testing.T) {
 	}
 }
 
-// TestWaiters: parked claims are taken in arrival order; unpark tells a taken waiter.
+// TestWaiters: parked claims are taken in arrival order; unpark tells a taken waiter; a
+// waiter put back goes to the head of the line, unless its wait ended while it was taken.
 func TestWaiters(t *testing.T) {
 	var w Waiters[int]
 	a, b := new(int), new(int)
@@ -51,12 +52,17 @@ func TestWaiters(t *testing.T) {
 	if got := w.Take("q"); got != a {
 		t.Fatal("first come, first served")
 	}
+	if !w.PutBack("q", a) {
+		t.Fatal("a waiter still waiting is put back")
+	}
+	if got := w.Take("q"); got != a {
+		t.Fatal("a waiter put back is at the head")
+	}
 	if w.Unpark("q", a) {
 		t.Fatal("a taken waiter is no longer parked")
 	}
-	w.PutBack("q", a)
-	if got := w.Take("q"); got != a {
-		t.Fatal("a waiter put back is at the head")
+	if w.PutBack("q", a) {
+		t.Fatal("a waiter whose wait ended while taken is put back: nothing would answer it")
 	}
 	if !w.Unpark("q", b) || w.Take("q") != nil {
 		t.Fatal("b unparks itself, leaving none")

@@ -18,6 +18,9 @@ import (
 type Waiters[W any] struct {
 	mu      sync.Mutex
 	byQueue map[string][]*W
+	// left holds the waiters whose wait ended while a transaction held them (Unpark found
+	// them gone): PutBack answers them instead of parking them again.
+	left map[*W]struct{}
 }
 
 // Park adds w to the end of key's waiters unless it is there already.
@@ -36,7 +39,8 @@ func (c *Waiters[W]) Park(key string, w *W) {
 }
 
 // Unpark removes w and reports whether it was still parked. false means a transaction took
-// it and will deliver to it.
+// it: that transaction answers it exactly once, with its jobs or, when it would have put w
+// back (PutBack), with none; the caller takes the answer with Collect.
 func (c *Waiters[W]) Unpark(key string, w *W) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -52,7 +56,20 @@ func (c *Waiters[W]) Unpark(key string, w *W) bool {
 			return true
 		}
 	}
+	if c.left == nil {
+		c.left = make(map[*W]struct{})
+	}
+	c.left[w] = struct{}{}
 	return false
+}
+
+// Collect returns the answer on deliver to w, which Unpark reported taken.
+func (c *Waiters[W]) Collect(w *W, deliver <-chan []*plane.Job) []*plane.Job {
+	jobs := <-deliver
+	c.mu.Lock()
+	delete(c.left, w) // when the answer was jobs: PutBack did not see w
+	c.mu.Unlock()
+	return jobs
 }
 
 // Take removes and returns the first waiter of key, or nil.
@@ -92,14 +109,21 @@ func (c *Waiters[W]) TakeFirst(key string, ok func(*W) bool) *W {
 	return nil
 }
 
-// PutBack returns w to the head of key's waiters.
-func (c *Waiters[W]) PutBack(key string, w *W) {
+// PutBack returns w, which a transaction took and did not serve, to the head of key's
+// waiters and reports true; or, when w's wait ended meanwhile (Unpark reported false),
+// leaves it out and reports false: the caller must then answer w with no jobs (Requeue).
+func (c *Waiters[W]) PutBack(key string, w *W) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := c.left[w]; ok {
+		delete(c.left, w)
+		return false
+	}
 	if c.byQueue == nil {
 		c.byQueue = make(map[string][]*W)
 	}
 	c.byQueue[key] = append([]*W{w}, c.byQueue[key]...)
+	return true
 }
 
 // Handoff is a parked waiter a transaction took and the jobs it claimed for it.

@@ -69,6 +69,60 @@ func testPlacement(t *testing.T, s *suite) {
 		require.EqualValues(t, 0, b.count(t, plane.StateQueued))
 	})
 
+	// Waiting claims whose waits keep ending while a transaction holds them for a hand-off
+	// that finds them nothing (jobs of a shape they cannot run) all return when their waits
+	// end. (On the SQLite plane such a waiter was put back in line and then waited for a
+	// later hand-off, ignoring its context: a server's handler hung until go test's timeout.)
+	t.Run("WaitsEndDuringHandOffs", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{realClock: true, noMaintenance: true})
+		stop := make(chan struct{})
+		submitted := make(chan struct{})
+		go func() {
+			defer close(submitted)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+					Invocations: []plane.SubmitParams{{Payload: []byte("gpu"), Requirement: reqGPU2}}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		until := time.Now().Add(time.Second)
+		claimed := make(chan error, 4)
+		for i := range cap(claimed) {
+			go func() {
+				for n := 0; time.Now().Before(until); n++ {
+					wait := time.Duration(1+(i+n)%3) * time.Millisecond
+					jobs, err := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q, Max: 1, Wait: wait})
+					if err == nil && len(jobs) > 0 {
+						err = fmt.Errorf("a claim without offers took %d jobs of shape %+v", len(jobs), reqGPU2)
+					}
+					if err != nil {
+						claimed <- err
+						return
+					}
+				}
+				claimed <- nil
+			}()
+		}
+		for range cap(claimed) {
+			select {
+			case err := <-claimed:
+				require.NoError(t, err)
+			case <-time.After(time.Until(until) + wakeLatency):
+				t.Fatalf("a claim did not return %s after its wait ended", wakeLatency)
+			}
+		}
+		close(stop)
+		<-submitted
+	})
+
 	t.Run("WaitsVisible", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

@@ -82,7 +82,7 @@ func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before fu
 		committed = committed || err == nil
 		if err != nil || len(jobs) > 0 || p.Wait == 0 {
 			if parked && !d.claimWaiters.Unpark(key, w) {
-				jobs = append(jobs, <-w.Deliver...) // parked by a try that rolled back, then served
+				jobs = append(jobs, d.claimWaiters.Collect(w, w.Deliver)...) // parked by a try that rolled back, then taken
 			}
 			release()
 			return jobs, committed, err

@@ -36,7 +36,7 @@ func (t *wtx) handOff() error {
 	return waiters.Serve(t.claimable, planekit.ByOffers, func(key string, w *claimWaiter) (bool, error) {
 		jobs, _, err := t.claim(w.P, w.Kind, w.N, w.Lease)
 		if err != nil || len(jobs) == 0 {
-			waiters.PutBack(key, w)
+			planekit.Requeue(waiters, key, w)
 			return false, err
 		}
 		t.handoffs = append(t.handoffs, handoff{Waiter: w, Jobs: jobs})
@@ -48,7 +48,7 @@ func (t *wtx) handOff() error {
 // claims never happened: their waiters go back to the head of their queues' lines.
 func (t *wtx) deliver(committed bool) {
 	planekit.Deliver(t.handoffs, committed, func(w *claimWaiter) {
-		t.w.d.claimWaiters.PutBack(planekit.QueueKey(w.P.Namespace, w.P.Queue), w)
+		planekit.Requeue(&t.w.d.claimWaiters, planekit.QueueKey(w.P.Namespace, w.P.Queue), w)
 	})
 	t.handoffs = nil
 }
