@@ -1,5 +1,0 @@
-//go:build !race
-
-package lakeshore_test
-
-const raceEnabled = false
