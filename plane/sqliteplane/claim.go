@@ -181,9 +181,9 @@ func (t *wtx) keyReady(namespace, queue string) (string, plane.TokenBucket, erro
 
 // claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs: each
 // takes, in kind's order, the earlier of the head of the unkeyed jobs (stmt) and the head
-// of the key whose turn it is (plane.KeyTurnFirst), then advances that key's turn. The
-// triggers of migration 009 count every start in the key's running counter, so the next
-// read of the ready keys leaves a key at its limit out.
+// of the key whose turn it is (plane.KeyTurnFirst). The triggers (migrations 009 and 013)
+// count every start in the key's running counter and advance its turn, so the next read
+// of the ready keys leaves a key at its limit out and takes the next key in turn.
 func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, n int, lease, cutoff time.Duration, jobs *[]*plane.Job) error {
 	head := planekit.ByOrder(kind, t.w.st.keyHeadFIFO, t.w.st.keyHeadFILO, t.w.st.keyHeadPriority)
 	a, err := t.admission(p.Namespace, p.Queue)
@@ -195,8 +195,11 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 		if err != nil {
 			return err
 		}
+		drawn := false // the start draws from the key's token bucket, stored with the claim
 		if key != "" && a != nil {
 			var wait time.Duration
+			rate, _ := a.KeyRate(key)
+			drawn = rate > 0
 			if bucket, wait = a.KeyStart(key, bucket.Tokens, bucket.At, t.now); wait > 0 {
 				// The key's bucket is empty: held back until it has a token.
 				if _, err := t.w.st.keyHold.ExecContext(t.ctx, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds()); err != nil {
@@ -237,9 +240,13 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 			continue // ended by its deadline
 		}
 		if key != "" {
+			// The claim's trigger (migration 013) counted the start and advanced the key's
+			// turn; a key under a rate limit also stores its bucket.
 			t.w.keyed[[2]string{p.Namespace, p.Queue}] = true
-			if _, err := t.w.st.keyTurn.ExecContext(t.ctx, p.Namespace, p.Queue, key, bucket.Tokens, bucket.At.UnixMilli()); err != nil {
-				return fmt.Errorf("claim: advance the turn of a concurrency key: %w", err)
+			if drawn {
+				if _, err := t.w.st.keyBucket.ExecContext(t.ctx, p.Namespace, p.Queue, key, bucket.Tokens, bucket.At.UnixMilli()); err != nil {
+					return fmt.Errorf("claim: store the token bucket of a concurrency key: %w", err)
+				}
 			}
 		}
 		*jobs = append(*jobs, job)

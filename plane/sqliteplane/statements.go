@@ -29,7 +29,7 @@ type statements struct {
 	admission, admissionTokens, queuedCount   *sql.Stmt
 	paused                                    *sql.Stmt
 	ackHeld                                   *sql.Stmt
-	keyReady, keyTurn, keyNext, keyHold       *sql.Stmt
+	keyReady, keyBucket, keyNext, keyHold     *sql.Stmt
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority *sql.Stmt
 	shapes                                    *sql.Stmt
 	shapeHeadFIFO, shapeHeadFILO              *sql.Stmt
@@ -176,7 +176,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 			AND concurrency_key = ?3 AND state = -2 ORDER BY id DESC LIMIT 1`},
 		{&s.keyHeadPriority, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
 			AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`},
-		{&s.keyTurn, `UPDATE concurrency_keys SET pass = pass + 1.0 / weight, tokens = ?4, tokens_ms = ?5
+		{&s.keyBucket, `UPDATE concurrency_keys SET tokens = ?4, tokens_ms = ?5
 			WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
 		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
 			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT ?4`},
