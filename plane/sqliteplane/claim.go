@@ -162,6 +162,12 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	return nil, next, nil
 }
 
+// readyKey is a key keyReady returned, with its token bucket.
+type readyKey struct {
+	key    string
+	bucket plane.TokenBucket
+}
+
 // keyReady returns the concurrency key whose turn it is among the queue's keys with
 // claimable jobs below their limit and not held back, and its token bucket ("" when there
 // is none).
@@ -184,15 +190,20 @@ func (t *wtx) keyReady(namespace, queue string) (string, plane.TokenBucket, erro
 // of the key whose turn it is (plane.KeyTurnFirst). The triggers (migrations 009 and 013)
 // count every start in the key's running counter and advance its turn, so the next read
 // of the ready keys leaves a key at its limit out and takes the next key in turn.
-func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, n int, lease, cutoff time.Duration, jobs *[]*plane.Job) error {
+// ready, when set, is the ready key the caller read in this transaction and nothing
+// changed since: the first round takes it instead of reading it again.
+func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, n int, lease, cutoff time.Duration, jobs *[]*plane.Job, ready *readyKey) error {
 	head := planekit.ByOrder(kind, t.w.st.keyHeadFIFO, t.w.st.keyHeadFILO, t.w.st.keyHeadPriority)
 	a, err := t.admission(p.Namespace, p.Queue)
 	if err != nil {
 		return err
 	}
 	for len(*jobs) < n {
-		key, bucket, err := t.keyReady(p.Namespace, p.Queue)
-		if err != nil {
+		var key string
+		var bucket plane.TokenBucket
+		if ready != nil {
+			key, bucket, ready = ready.key, ready.bucket, nil
+		} else if key, bucket, err = t.keyReady(p.Namespace, p.Queue); err != nil {
 			return err
 		}
 		drawn := false // the start draws from the key's token bucket, stored with the claim
@@ -349,7 +360,7 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 	stmt := t.defaultStmt(kind)
 	// Keyed jobs are claimable only through a key below its limit (concurrency.go); a
 	// queue without one claims exactly as before, after this one index probe.
-	keyed, _, err := t.keyReady(p.Namespace, p.Queue)
+	keyed, bucket, err := t.keyReady(p.Namespace, p.Queue)
 	if err != nil {
 		return err
 	}
@@ -358,12 +369,12 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 			return err
 		}
 		if keyed != "" && len(*jobs) < n { // keyed jobs fill what the draw left
-			if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs); err != nil {
+			if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs, nil); err != nil {
 				return err
 			}
 		}
 	} else if keyed != "" {
-		if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs); err != nil {
+		if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs, &readyKey{keyed, bucket}); err != nil {
 			return err
 		}
 	} else {
