@@ -366,10 +366,10 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 // round locks (FOR UPDATE SKIP LOCKED) the ready keys whose turn it is, as many as jobs are
 // still wanted, and the head of each (one statement each), then takes, in kind's order, the
 // earlier of the next unkeyed candidate (from unkeyed, locked by the caller) and the next
-// of those heads (plane.KeyTurnFirst) — at most one job per key per round — starts them
-// and advances the turns of the keys taken from. The keys' rows stay locked until commit
-// and the trigger of migration 0007 counts each start in its key's running counter under
-// that lock, so concurrent claimers (of this process or another) never start more than a
+// of those heads (plane.KeyTurnFirst) — at most one job per key per round — and starts
+// them. The keys' rows stay locked until commit, and the trigger (migrations 0007 and
+// 0011) counts each start in its key's running counter and advances its turn under that
+// lock, so concurrent claimers (of this process or another) never start more than a
 // key's limit, and the next round's read leaves a key at its limit out.
 func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row)) error {
 	p := reqs[0].p
@@ -398,7 +398,9 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 				held++
 				continue
 			}
-			buckets[key] = bucket
+			if rate, _ := a.KeyRate(key); rate > 0 {
+				buckets[key] = bucket // drawn from: stored with the claim
+			}
 			keys = append(keys, key)
 		}
 		rs.Close()
@@ -432,7 +434,7 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 			}
 			return nil
 		}
-		var advanced []string
+		var drawn []string // keys started under a rate limit: their buckets are stored
 		for *taken < want && (len(heads) > 0 || len(unkeyed) > 0) {
 			if len(heads) == 0 || len(unkeyed) > 0 && !plane.KeyTurnFirst(kind, heads[0].ID, heads[0].Priority, unkeyed[0].ID, unkeyed[0].Priority) {
 				r := unkeyed[0]
@@ -448,16 +450,20 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 				continue
 			}
 			take(r)
-			advanced = append(advanced, r.ConcurrencyKey.String)
+			if _, ok := buckets[r.ConcurrencyKey.String]; ok {
+				drawn = append(drawn, r.ConcurrencyKey.String)
+			}
 		}
-		t.begin(reqs) // counted in the keys' rows before the next round reads them
-		if len(advanced) > 0 {
-			tokens := make([]float64, len(advanced))
-			ms := make([]int64, len(advanced))
-			for i, k := range advanced {
+		// Counted in the keys' rows, and their turns advanced (migration 0011), before the
+		// next round reads them.
+		t.begin(reqs)
+		if len(drawn) > 0 {
+			tokens := make([]float64, len(drawn))
+			ms := make([]int64, len(drawn))
+			for i, k := range drawn {
 				tokens[i], ms[i] = buckets[k].Tokens, buckets[k].At.UnixMilli()
 			}
-			t.exec(t.d.sql.keyAdvance, p.Namespace, p.Queue, advanced, tokens, ms)
+			t.exec(t.d.sql.keyBucket, p.Namespace, p.Queue, drawn, tokens, ms)
 		}
 	}
 	return nil

@@ -23,7 +23,7 @@ type statements struct {
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
 	leaderTake, leaderRelease                                string
-	keyReady, keyTurn, keyAdvance, keyHold                   string
+	keyReady, keyTurn, keyBucket, keyHold                    string
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
 	shapes, shapeHeadFIFO, shapeHeadFILO, shapeHeadPriority  string
 	warmPairs, warmHeadFIFO, warmHeadFILO, warmHeadPriority  string
@@ -168,13 +168,14 @@ func newStatements(schema string) statements {
 		// keyReady probes for a ready concurrency key (claims of queues without one go on as
 		// before); keyTurn locks the ready keys whose turn it is, skipping keys another claim
 		// holds; keyHead* lock the head of each of those keys' claimable rows in each claim
-		// order; keyAdvance advances their turns and stores their buckets.
+		// order; keyBucket stores the token buckets of those under a rate limit (the claim's
+		// trigger advances their turns: migration 0011).
 		keyReady: s(`SELECT EXISTS (SELECT 1 FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
 			AND queued > 0 AND running < limit_n AND next_ms <= $3)`),
 		keyTurn: s(`SELECT concurrency_key, tokens, tokens_ms FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
 			AND queued > 0 AND running < limit_n AND next_ms <= $4 AND concurrency_key <> ALL($3::text[])
 			ORDER BY pass LIMIT $5 FOR UPDATE SKIP LOCKED`),
-		keyAdvance: s(`UPDATE {s}.concurrency_keys AS c SET pass = c.pass + 1.0 / c.weight, tokens = u.tokens, tokens_ms = u.ms
+		keyBucket: s(`UPDATE {s}.concurrency_keys AS c SET tokens = u.tokens, tokens_ms = u.ms
 			FROM unnest($3::text[], $4::float8[], $5::bigint[]) AS u(key, tokens, ms)
 			WHERE c.namespace = $1 AND c.queue = $2 AND c.concurrency_key = u.key`),
 		keyHold: s(`UPDATE {s}.concurrency_keys SET next_ms = greatest(next_ms, $4)
