@@ -14,6 +14,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/planetest"
 )
 
 // BenchmarkEnqueue64 submits b.N jobs one per call from 64 goroutines (the harness's
@@ -65,50 +66,9 @@ func burndown64(b *testing.B, keys int, limit int64) {
 		b.Fatal(err)
 	}
 	defer d.Close()
-	if keys > 0 {
-		if err := d.QueueAdmissionSet(b.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "q",
-			Admission: plane.Admission{ConcurrencyLimit: limit}}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	batch := make([]plane.SubmitParams, 1000)
-	for n := 0; n < b.N; n += len(batch) {
-		for i := range batch {
-			batch[i] = plane.SubmitParams{Payload: []byte{0xc0}}
-			if keys > 0 {
-				batch[i].ConcurrencyKey = "tenant-" + strconv.Itoa((n+i)%keys)
-			}
-		}
-		if _, err := d.InvocationSubmitMany(b.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch[:min(len(batch), b.N-n)]}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	wal := walMark(b, url)
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				jobs, err := d.InvocationClaimMany(b.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q"})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if len(jobs) == 0 {
-					return
-				}
-				if _, err := d.InvocationSettleMany(b.Context(), []plane.SettleParams{{ID: jobs[0].ID, Token: jobs[0].Token, Outcome: plane.OutcomeSucceeded}}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	var wal func() float64
+	planetest.Burndown64(b, d, keys, limit, func() { wal = walMark(b, url) })
 	b.ReportMetric(wal()/float64(b.N), "wal-bytes/job")
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
 // BenchmarkBatch1000 submits b.N jobs in calls of 1,000 (the harness's batch-1000).
