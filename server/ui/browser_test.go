@@ -239,20 +239,28 @@ func (b *browser) open(token, fragment string) {
 	b.run(chromedp.Navigate(b.e.base + "/ui/" + fragment))
 }
 
-// text waits for sel to be visible and returns its text.
+// text waits for sel to be visible and returns its text, read in one evaluation in the
+// page: the dashboard re-renders live, so a node that one call found (chromedp's
+// TextContent after WaitVisible) may be gone by the next ("No node with given id found").
+// A node re-rendered away between the wait and the read is waited for again.
 func (b *browser) text(sel string) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
 	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
-		b.mu.Lock()
-		problems := append(b.problems, b.network...)
-		b.mu.Unlock()
-		b.t.Fatalf("%s never became visible: %v\npage: %s\nconsole: %q", sel, err, eval[string](b, "document.body.innerText"), problems)
+	read := fmt.Sprintf("(() => { const e = document.querySelector(%q); return e === null ? null : e.textContent })()", sel)
+	for {
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
+			b.mu.Lock()
+			problems := append(b.problems, b.network...)
+			b.mu.Unlock()
+			b.t.Fatalf("%s never became visible: %v\npage: %s\nconsole: %q", sel, err, eval[string](b, "document.body.innerText"), problems)
+		}
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[*string](read))
+		require.NoError(b.t, err, sel)
+		if s != nil {
+			return *s
+		}
 	}
-	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
-	require.NoError(b.t, err, sel)
-	return s
 }
 
 func (b *browser) count(sel string) int {
@@ -260,9 +268,22 @@ func (b *browser) count(sel string) int {
 	return eval[int](b, fmt.Sprintf("document.querySelectorAll(%q).length", sel))
 }
 
+// click waits for sel to be visible and clicks it with the mouse. A node the live
+// re-render replaced between chromedp's query and its box-model read ("No node with given
+// id found", before any mouse event is sent) is looked up and clicked again.
 func (b *browser) click(sel string) {
 	b.t.Helper()
-	b.run(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "No node with given id found") || ctx.Err() != nil {
+			require.NoError(b.t, err, sel)
+		}
+	}
 }
 
 // screenshot saves a full-page PNG named name into the artifacts directory.
