@@ -22,6 +22,15 @@ func CheckTask(task string) error {
 	return nil
 }
 
+// CheckTaskPartition checks a consumption call's task name (CheckTask) and its partition
+// name (CheckName). Errors: *InvalidError naming the first bad one.
+func CheckTaskPartition(task, partition string) error {
+	if err := CheckTask(task); err != nil {
+		return err
+	}
+	return CheckName("partition", partition)
+}
+
 // CheckIndexes checks that every global index of a call is ≥ 0 (an index below 0 is
 // never a sample's, so it is a bad argument, not a missing one). Errors: *InvalidError
 // naming the first bad one.

@@ -29,10 +29,7 @@ func (t *wtx) markConsumed(partition, task string, s record.IndexSet) error {
 // harmless. Errors: *InvalidError, *NotFoundError for indexes not in partition,
 // ErrClosed.
 func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
-	if err := persist.CheckTask(task); err != nil {
-		return err
-	}
-	if err := persist.CheckName("partition", partition); err != nil {
+	if err := persist.CheckTaskPartition(task, partition); err != nil {
 		return err
 	}
 	if len(indexes) == 0 {
@@ -60,10 +57,7 @@ func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, in
 // assignments there, so a new run reads every sample again. Errors: *InvalidError,
 // ErrClosed.
 func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string) error {
-	if err := persist.CheckTask(task); err != nil {
-		return err
-	}
-	if err := persist.CheckName("partition", partition); err != nil {
+	if err := persist.CheckTaskPartition(task, partition); err != nil {
 		return err
 	}
 	if err := q.enter(); err != nil {

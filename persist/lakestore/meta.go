@@ -352,10 +352,7 @@ func (s *Store) batchMeta(ctx context.Context, rq *persist.MetaRequest, idx []in
 // MarkConsumed implements persist.Store. Errors: *persist.InvalidError,
 // *persist.NotFoundError for indexes not in partition, ErrClosed.
 func (s *Store) MarkConsumed(ctx context.Context, task, partition string, indexes []int64) error {
-	if err := persist.CheckTask(task); err != nil {
-		return err
-	}
-	if err := persist.CheckName("partition", partition); err != nil {
+	if err := persist.CheckTaskPartition(task, partition); err != nil {
 		return err
 	}
 	if len(indexes) == 0 {
@@ -401,10 +398,7 @@ func (s *Store) consuming(ctx context.Context, task, partition string, indexes [
 
 // ResetConsumption implements persist.Store.
 func (s *Store) ResetConsumption(ctx context.Context, task, partition string) error {
-	if err := persist.CheckTask(task); err != nil {
-		return err
-	}
-	if err := persist.CheckName("partition", partition); err != nil {
+	if err := persist.CheckTaskPartition(task, partition); err != nil {
 		return err
 	}
 	if err := s.enter(); err != nil {
