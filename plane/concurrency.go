@@ -215,7 +215,7 @@ type KeyStats struct {
 // are its bucket as stored (tokens < 0: never drawn, full), heldUntil the end of a "slow
 // down" hold (zero: none).
 func (a Admission) KeyRateWait(key string, tokens float64, at, heldUntil, now time.Time) time.Duration {
-	_, wait := a.KeyStart(key, tokens, at, now)
+	_, _, wait := a.KeyStart(key, tokens, at, now)
 	return max(wait, heldUntil.Sub(now), 0)
 }
 
@@ -242,14 +242,15 @@ func (a Admission) KeyRate(key string) (rate float64, burst int64) {
 
 // KeyStart draws one start from concurrency key key's token bucket under its rate limit
 // (KeyRate; the queue's Take, written once): tokens and at are the bucket as stored
-// (tokens < 0: never drawn, full). It returns the bucket to store and 0, or, when the key
-// has no token, the wait until it has one (the bucket unchanged). Without a rate limit for
-// the key it returns the bucket as given and 0.
-func (a Admission) KeyStart(key string, tokens float64, at, now time.Time) (TokenBucket, time.Duration) {
+// (tokens < 0: never drawn, full). It returns the bucket to store, store true, and 0; or,
+// when the key has no token, the wait until it has one (the bucket unchanged). Without a
+// rate limit for the key it returns the bucket as given, store false (a start changes
+// nothing in it: the claim need not write it) and 0.
+func (a Admission) KeyStart(key string, tokens float64, at, now time.Time) (bucket TokenBucket, store bool, wait time.Duration) {
 	rate, burst := a.KeyRate(key)
-	bucket := TokenBucket{Tokens: tokens, At: at}
+	bucket = TokenBucket{Tokens: tokens, At: at}
 	if rate <= 0 {
-		return bucket, 0
+		return bucket, false, 0
 	}
 	if tokens < 0 {
 		bucket = TokenBucket{Tokens: float64(burst), At: now}
@@ -258,7 +259,7 @@ func (a Admission) KeyStart(key string, tokens float64, at, now time.Time) (Toke
 	next, err := keyed.Take("", bucket, now, 1)
 	var refused *AdmissionError
 	if errors.As(err, &refused) {
-		return bucket, max(refused.RetryAfter, time.Millisecond)
+		return bucket, true, max(refused.RetryAfter, time.Millisecond)
 	}
-	return next, 0
+	return next, true, 0
 }

@@ -202,14 +202,17 @@ func TestRateLimitTinyRateWaitIsBounded(t *testing.T) {
 		t.Fatalf("an empty bucket at 1e-300/s: %v (retry after %v), want retry after %v", err, ae.RetryAfter, DelayMax)
 	}
 	keyed := Admission{KeyRateLimits: map[string]float64{"tiny": 1e-300}}
-	bucket, wait := keyed.KeyStart("tiny", -1, time.Time{}, now)
-	if wait != 0 {
-		t.Fatalf("the first start of a fresh key waits %v", wait)
+	bucket, store, wait := keyed.KeyStart("tiny", -1, time.Time{}, now)
+	if wait != 0 || !store {
+		t.Fatalf("the first start of a fresh key waits %v (store %v)", wait, store)
 	}
-	if _, wait = keyed.KeyStart("tiny", bucket.Tokens, bucket.At, now); wait != DelayMax {
+	if _, _, wait = keyed.KeyStart("tiny", bucket.Tokens, bucket.At, now); wait != DelayMax {
 		t.Fatalf("the next start of a key at 1e-300/s waits %v, want %v", wait, DelayMax)
 	}
 	if w := keyed.KeyRateWait("tiny", bucket.Tokens, bucket.At, time.Time{}, now); w != DelayMax {
 		t.Fatalf("KeyRateWait of a key at 1e-300/s is %v, want %v", w, DelayMax)
+	}
+	if _, store, wait := keyed.KeyStart("other", 3, now, now); store || wait != 0 {
+		t.Fatalf("a start of a key without a rate limit: store %v, wait %v; want nothing to store, no wait", store, wait)
 	}
 }

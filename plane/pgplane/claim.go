@@ -391,14 +391,14 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 				rs.Close()
 				return fmt.Errorf("claim: read concurrency keys: %w", err)
 			}
-			bucket, wait := a.KeyStart(key, tokens, time.UnixMilli(tokensMS), t.now)
+			bucket, store, wait := a.KeyStart(key, tokens, time.UnixMilli(tokensMS), t.now)
 			if wait > 0 {
 				// The key's bucket is empty: held back until it has a token.
 				t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds())
 				held++
 				continue
 			}
-			if rate, _ := a.KeyRate(key); rate > 0 {
+			if store {
 				buckets[key] = bucket // drawn from: stored with the claim
 			}
 			keys = append(keys, key)

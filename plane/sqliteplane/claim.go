@@ -206,12 +206,10 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 		} else if key, bucket, err = t.keyReady(p.Namespace, p.Queue); err != nil {
 			return err
 		}
-		drawn := false // the start draws from the key's token bucket, stored with the claim
+		store := false // the start drew from the key's token bucket: stored with the claim
 		if key != "" && a != nil {
 			var wait time.Duration
-			rate, _ := a.KeyRate(key)
-			drawn = rate > 0
-			if bucket, wait = a.KeyStart(key, bucket.Tokens, bucket.At, t.now); wait > 0 {
+			if bucket, store, wait = a.KeyStart(key, bucket.Tokens, bucket.At, t.now); wait > 0 {
 				// The key's bucket is empty: held back until it has a token.
 				if _, err := t.w.st.keyHold.ExecContext(t.ctx, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds()); err != nil {
 					return fmt.Errorf("claim: hold a rate-limited concurrency key: %w", err)
@@ -254,7 +252,7 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 			// The claim's trigger (migration 013) counted the start and advanced the key's
 			// turn; a key under a rate limit also stores its bucket.
 			t.w.keyed[[2]string{p.Namespace, p.Queue}] = true
-			if drawn {
+			if store {
 				if _, err := t.w.st.keyBucket.ExecContext(t.ctx, p.Namespace, p.Queue, key, bucket.Tokens, bucket.At.UnixMilli()); err != nil {
 					return fmt.Errorf("claim: store the token bucket of a concurrency key: %w", err)
 				}

@@ -66,9 +66,10 @@ func BenchmarkFairShareWait(b *testing.B) {
 }
 
 // fairShareRun runs one scenario of BenchmarkFairShareWait with workers workers and returns
-// the small tenant's waits and, of each, the part its submit took (to its return). With settleAndClaim each worker settles a job and claims the
-// next in one call; else it acks and then claims. A saturated run fails unless the big
-// tenant still has jobs queued at its end.
+// the small tenant's waits and, of each, the part its submit took (to its return). With
+// settleAndClaim each worker settles a job and claims the next in one call; else it acks
+// and then claims. A saturated run fails unless the big tenant still has jobs queued at
+// its end.
 func fairShareRun(b *testing.B, saturated, keyed bool, workers int, settleAndClaim bool) (waits, submits []time.Duration) {
 	const smallJobs, bigPerSmall = 100, 9
 	const service, every = 2 * time.Millisecond, 20 * time.Millisecond
