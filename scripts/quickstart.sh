@@ -22,7 +22,7 @@ unset LAKESHORE_URL # the embedded default plane: $LAKESHORE_HOME/lakeshore.db
 
 bin="$LAKESHORE_HOME/bin/lakeshore"
 mkdir -p "$LAKESHORE_HOME/bin"
-echo "quickstart: building lakeshore into $bin" >&2
+echo "quickstart: building lakeshore into $bin (a first build compiles about 700 packages: minutes on two cores; later builds reuse the Go build cache)" >&2
 go build -o "$bin" ./cmd/lakeshore
 
 goroot=$(go env GOROOT)
