@@ -503,7 +503,9 @@ func TestRunWorker(t *testing.T) {
 		<-started
 		stopped := make(chan error, 1)
 		go func() { stopped <- w.Stop(t.Context()) }()
-		time.Sleep(100 * time.Millisecond) // give a wrong worker the chance to claim
+		// Jobs submitted once the worker says it stopped claiming (its claim loops ended)
+		// stay queued, though two slots are free and a settle could claim for them.
+		require.Eventually(t, func() bool { return w.Phase() == lakeshore.PhaseDraining }, 10*time.Second, time.Millisecond)
 		later := submitN(t, q, 2, nil)
 		time.Sleep(100 * time.Millisecond)
 		select {

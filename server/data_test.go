@@ -257,31 +257,37 @@ func TestDataStream(t *testing.T) {
 		require.Equal(t, 200, r.status, "%s", r.body)
 	}
 	put(`{"records": [{"x": 1}, {"x": 2}]}`)
-	resp, err := b.ts.Client().Get(b.ts.URL + D + "/stream?offset=1&batch_size=10&idle_timeout=1")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, 200, resp.StatusCode)
-	require.Equal(t, api.ContentTypeArrow, resp.Header.Get("Content-Type"))
-	rd, err := ipc.NewReader(resp.Body)
-	require.NoError(t, err)
-	defer rd.Release()
-	var got []int64
-	read := func() {
-		t.Helper()
-		require.True(t, rd.Next(), "a batch: %v", rd.Err())
-		col := rd.RecordBatch().Column(0).(*array.Int64)
-		got = append(got, col.Int64Values()...)
+	open := func(idle int) (*ipc.Reader, func() []int64) {
+		resp, err := b.ts.Client().Get(fmt.Sprintf("%s%s/stream?offset=1&batch_size=10&idle_timeout=%d", b.ts.URL, D, idle))
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, api.ContentTypeArrow, resp.Header.Get("Content-Type"))
+		rd, err := ipc.NewReader(resp.Body)
+		require.NoError(t, err)
+		t.Cleanup(rd.Release)
+		var got []int64
+		return rd, func() []int64 {
+			t.Helper()
+			require.True(t, rd.Next(), "a batch: %v", rd.Err())
+			col := rd.RecordBatch().Column(0).(*array.Int64)
+			got = append(got, col.Int64Values()...)
+			return got
+		}
 	}
-	read()
-	require.Equal(t, []int64{1}, got)
-	start := time.Now()
+	// A put made while the stream waits is delivered as it commits: the stream has no
+	// polling, so without the commit's notification it would end at its idle timeout
+	// (30 s) with nothing more.
+	_, read := open(30)
+	require.Equal(t, []int64{1}, read())
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		put(`{"records": [{"x": 3}, {"x": 4}]}`)
 	}()
-	read()
-	require.Equal(t, []int64{1, 2, 3}, got)
-	require.Less(t, time.Since(start), 900*time.Millisecond, "the stream delivers a put as it commits")
+	require.Equal(t, []int64{1, 2, 3}, read())
+	// Without a new record the stream ends after its idle timeout.
+	rd, read := open(1)
+	require.Equal(t, []int64{1, 2, 3}, read())
 	require.False(t, rd.Next(), "the stream ends after the idle timeout")
 	require.NoError(t, rd.Err())
 }
@@ -472,15 +478,32 @@ func TestDataOpenQueuesBounded(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return stores.open.Load() == 0 }, 5*time.Second, 20*time.Millisecond, "idle queues are closed")
 
-	// Two long-polls hold two queues: a third queue is refused, then served once one ends.
+	// Two long-polls hold two queues: a third queue is refused, then served once they end.
+	// They wait for the next change of their queue (30 s at most) and a put ends each, so
+	// the refusal does not race a timer.
+	version := func(i int) int64 {
+		r := b.do(t, "GET", q(i)+"/changes", "", nil, "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+		var v api.DataVersionResponse
+		require.NoError(t, json.Unmarshal(r.body, &v))
+		return v.Version
+	}
 	held := make(chan *response, 2)
 	for i := range 2 {
+		after := version(i)
 		go func() {
-			held <- b.do(t, "GET", q(i)+"/changes?after=9223372036854775806&wait=1", "", nil, "")
+			held <- b.do(t, "GET", fmt.Sprintf("%s/changes?after=%d&wait=30", q(i), after), "", nil, "")
 		}()
 	}
-	require.Eventually(t, func() bool { return stores.open.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return strings.Contains(string(b.do(t, "GET", "/metrics", "", nil, "").body), "lakeshore_http_long_polls_open 2")
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, int64(2), stores.open.Load())
 	b.do(t, "GET", q(2)+"/stats", "", nil, "").requireError(t, 503, "too_many_long_polls")
+	for i := range 2 {
+		r := b.do(t, "POST", q(i)+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 2}]}`), "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
 	for range 2 {
 		require.Equal(t, 200, (<-held).status)
 	}

@@ -258,11 +258,16 @@ func TestAdmissionOverHTTP(t *testing.T) {
 	r := b.doJSON(t, "PUT", Q+"/admission", map[string]any{"rate_limit": 0.5, "burst": 1}, "")
 	require.Equal(t, 200, r.status, "%s", r.body)
 	sub := map[string]any{}
+	first := time.Now() // the bucket is emptied after this
 	require.Equal(t, 200, b.doJSON(t, "POST", Q+"/invocations", sub, "").status)
 	r = b.doJSON(t, "POST", Q+"/invocations", sub, "")
+	between := time.Since(first) // the refused submit came at most this long after
 	eb := r.requireError(t, 429, "rate_limited")
 	require.Equal(t, "2", r.header.Get("Retry-After"), "a token refills in 2 s at 0.5/s")
-	require.InDelta(t, 2, eb.Details.RetryAfter, 0.05)
+	// The token refills 2 s after the first submit took the last one: the wait is 2 s less
+	// the time between the two submits (millisecond clock).
+	require.LessOrEqual(t, eb.Details.RetryAfter, 2.001)
+	require.GreaterOrEqual(t, eb.Details.RetryAfter, 2-between.Seconds()-0.002)
 
 	r = b.doJSON(t, "PUT", "/v1/namespaces/default/queues/full/admission", map[string]any{"max_depth": 1}, "")
 	require.Equal(t, 200, r.status)

@@ -30,13 +30,23 @@ func unixClient(socket string) *http.Client {
 func TestDaemonHandshakeOwnershipIdleExit(t *testing.T) {
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "run", "d.sock")
+	// A client attaches as real clients do: start.lock held exclusively from before the
+	// daemon starts until clients.lock is held shared, so the daemon cannot decide it is
+	// idle in between, however late this goroutine runs.
+	if err := os.MkdirAll(filepath.Join(dir, "run"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	start, err := flockFile(filepath.Join(dir, "run", DaemonStartLock), syscall.LOCK_EX)
+	if err != nil {
+		t.Fatal(err)
+	}
 	info, done := startDaemon(t, socket, 300*time.Millisecond)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	// A client attaches before the daemon can go idle.
 	cl, err := flockFile(filepath.Join(dir, "run", DaemonClientsLock), syscall.LOCK_SH)
 	if err != nil {
 		t.Fatal(err)
 	}
+	start.Close()
 	resp, err := unixClient(socket).Get("http://daemon/v1/daemon")
 	if err != nil {
 		t.Fatal(err)

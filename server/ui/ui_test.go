@@ -214,12 +214,16 @@ func TestStartUIHistory(t *testing.T) {
 	e := newEnv(t)
 	e.submit("default", "jobs", map[string]any{"payload": 1})
 	e.srv.StartUIHistory()
-	time.Sleep(700 * time.Millisecond) // 3 intervals of 200 ms
-	_, body := get(t, e.base+"/ui/api/history", adminToken)
+	firstRequest := time.Now()
 	var h struct {
 		Queues []ui.Series `json:"queues"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(body), &h))
-	require.Len(t, h.Queues, 1)
-	require.GreaterOrEqual(t, len(h.Queues[0].Points), 2, "samples taken before the first /ui/ request")
+	require.Eventually(t, func() bool { // a point needs two samples, 200 ms apart
+		_, body := get(t, e.base+"/ui/api/history", adminToken)
+		require.NoError(t, json.Unmarshal([]byte(body), &h))
+		return len(h.Queues) == 1 && len(h.Queues[0].Points) > 0
+	}, 10*time.Second, 50*time.Millisecond)
+	p := h.Queues[0].Points[0]
+	sampled := p.Time.Add(-time.Duration(p.Seconds * float64(time.Second)))
+	require.True(t, sampled.Before(firstRequest), "the first sample (%v) was taken before the first /ui/ request (%v)", sampled, firstRequest)
 }
