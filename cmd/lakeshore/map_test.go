@@ -210,6 +210,14 @@ func TestMap(t *testing.T) {
 		_, err := os.Stat(outPath)
 		require.ErrorIs(t, err, os.ErrNotExist, "no partial output")
 
+		// The killed map's guard ends the commands it was running soon after, not at once:
+		// the counts are taken once none is left (a command's `sh -c` names the runs
+		// directory), or one still starting would append its run after them.
+		deadline = time.Now().Add(30 * time.Second)
+		for processesNaming(runs) > 0 {
+			require.True(t, time.Now().Before(deadline), "the killed map's commands still run 30 s after the kill")
+			time.Sleep(10 * time.Millisecond)
+		}
 		// Which inputs had succeeded before the kill.
 		succeeded := succeededInputs(t, target, template, inputs)
 		t.Logf("%d inputs had succeeded before the kill", len(succeeded))

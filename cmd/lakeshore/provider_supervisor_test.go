@@ -208,8 +208,9 @@ func TestProviderSubmitAtZeroLaunchesWithinOneTick(t *testing.T) {
 }
 
 // midScale kills `lakeshore provider run` between the two launches of a queue that scales
-// one launch a tick (its tick is long: 2 s; its lease short: 1 s, so the next supervisor
-// takes over while the queue still has work), starts another, and checks that the second
+// one launch a tick (its tick is long: 30 s, so the kill surely lands between its first
+// launch and its second however slow the machine; its lease short: 1 s, so the next
+// supervisor takes over while the queue still has work), starts another, and checks that the second
 // adopts the first one's launch and makes exactly one more (no double launch), and that
 // every worker is stopped once idle (no orphan). list returns the provider's live launches.
 func midScale(t *testing.T, p *providerPlane, queue string, env []string, list func() []provider.LaunchStatus) {
@@ -225,7 +226,7 @@ func midScale(t *testing.T, p *providerPlane, queue string, env []string, list f
 		return len(ls)
 	}
 	p.submit(queue, 40)
-	first, logs1 := p.startSupervisor(env, "--tick", "2s", "--lease-ttl", "1s", "--stop-grace", "10s")
+	first, logs1 := p.startSupervisor(env, "--tick", "30s", "--lease-ttl", "1s", "--stop-grace", "10s")
 	// The kill lands after the first launch is both live and logged: a launch the provider
 	// lists a moment before the supervisor writes its "launched" line would otherwise be
 	// a launch the killed supervisor made and never reported.
@@ -425,6 +426,20 @@ func TestProviderSlurmReplacesKilledJob(t *testing.T) {
 				}
 			}
 			q, _ := p.d.Queue("sk", nil)
+			// The replacement registers while it runs the job; once the job is done it may
+			// be stopped as idle, so it is looked for while waiting, not after.
+			replaced := false
+			waitFor(t, 2*time.Minute, "the job's end after the kill", func() bool {
+				ws, err := p.drv.WorkerList(t.Context(), &plane.WorkerListParams{Namespace: "default"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range ws {
+					replaced = replaced || (w.LaunchID != "" && w.LaunchID != first.LaunchID)
+				}
+				inv, err := q.Get(t.Context(), ids[0])
+				return err == nil && inv.State.Terminal()
+			})
 			var result any
 			if err := q.Result(t.Context(), ids[0], &result, &lakeshore.ResultOptions{Timeout: 2 * time.Minute}); err != nil {
 				t.Fatalf("the job's result after the kill: %v\n%s", err, logs.String())
@@ -435,14 +450,6 @@ func TestProviderSlurmReplacesKilledJob(t *testing.T) {
 			}
 			if inv.State != lakeshore.StateSucceeded || inv.Attempt < 2 {
 				t.Errorf("the job ended %s at attempt %d; want it retried (attempt ≥ 2) and succeeded", inv.State, inv.Attempt)
-			}
-			ws, err := p.drv.WorkerList(t.Context(), &plane.WorkerListParams{Namespace: "default"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			replaced := false
-			for _, w := range ws {
-				replaced = replaced || (w.LaunchID != "" && w.LaunchID != first.LaunchID)
 			}
 			if !replaced {
 				t.Errorf("no worker of another launch registered after the kill\n%s", logs.String())

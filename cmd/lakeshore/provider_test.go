@@ -247,15 +247,19 @@ func TestProviderReplacesKilledWorker(t *testing.T) {
 	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 90*time.Second, "3 jobs succeeded after the kill", func() bool { return p.count("slow", lakeshore.StateSucceeded) == 3 })
-	ws, err := p.drv.WorkerList(t.Context(), &plane.WorkerListParams{Namespace: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The replacement registers while it runs the jobs; once they are done it may be
+	// stopped as idle, so it is looked for while waiting, not after.
 	replaced := false
-	for _, w := range ws {
-		replaced = replaced || (w.LaunchID != "" && w.LaunchID != first.LaunchID && w.PID != first.PID)
-	}
+	waitFor(t, 90*time.Second, "3 jobs succeeded after the kill", func() bool {
+		ws, err := p.drv.WorkerList(t.Context(), &plane.WorkerListParams{Namespace: "default"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			replaced = replaced || (w.LaunchID != "" && w.LaunchID != first.LaunchID && w.PID != first.PID)
+		}
+		return p.count("slow", lakeshore.StateSucceeded) == 3
+	})
 	if !replaced {
 		t.Errorf("no worker of another launch registered after the kill\n%s", logs.String())
 	}
