@@ -98,12 +98,13 @@ func testAdmission(t *testing.T, s *suite) {
 			}
 			done <- o
 		}
-		// The arrival order under test needs A parked before B arrives: the gap between
-		// them is generous so a busy machine does not reorder them.
+		// The arrival order under test needs A parked (its first transaction found the
+		// queue full and it joined the line) before B arrives: nothing shows that from
+		// outside, so the gap between them is generous, and scaled like wakeLatency.
 		go blocked("A")
-		time.Sleep(4 * headStart)
+		time.Sleep(4 * headStart * raceSlowdown)
 		go blocked("B")
-		time.Sleep(4 * headStart)
+		time.Sleep(4 * headStart * raceSlowdown)
 		select {
 		case o := <-done:
 			t.Fatalf("submit %s went through a full queue (err %v)", o.name, o.err)

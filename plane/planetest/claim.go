@@ -133,17 +133,19 @@ func testClaim(t *testing.T, s *suite) {
 			{plane.KindFILO, []int{6, 5, 4, 3, 2, 1, 0}},
 			{plane.KindPriority, []int{1, 2, 5, 3, 0, 6, 4}},
 		} {
-			b := s.setup(t, config{})
-			ids := b.submitPriorities(t, priorities...)
-			first := b.claim(t, plane.ClaimParams{Kind: c.kind, Max: 3})
-			rest := b.claim(t, plane.ClaimParams{Kind: c.kind, Max: 100})
-			var got []string
-			for _, j := range append(first, rest...) {
-				got = append(got, j.ID)
-			}
-			require.Len(t, first, 3, "%s: Max caps the claim", c.kind)
-			require.Equal(t, pick(ids, c.want...), got, "%s: a batch claim comes in claim order", c.kind)
-			b.requireCounts(t, map[plane.State]int64{plane.StateRunning: 7})
+			t.Run(string(c.kind), func(t *testing.T) {
+				b := s.setup(t, config{})
+				ids := b.submitPriorities(t, priorities...)
+				first := b.claim(t, plane.ClaimParams{Kind: c.kind, Max: 3})
+				rest := b.claim(t, plane.ClaimParams{Kind: c.kind, Max: 100})
+				var got []string
+				for _, j := range append(first, rest...) {
+					got = append(got, j.ID)
+				}
+				require.Len(t, first, 3, "%s: Max caps the claim", c.kind)
+				require.Equal(t, pick(ids, c.want...), got, "%s: a batch claim comes in claim order", c.kind)
+				b.requireCounts(t, map[plane.State]int64{plane.StateRunning: 7})
+			})
 		}
 	})
 
@@ -175,92 +177,96 @@ func testClaim(t *testing.T, s *suite) {
 	t.Run("NotClaimableBeforeAvailableAt", func(t *testing.T) {
 		t.Parallel()
 		for _, kind := range []plane.Kind{plane.KindFIFO, plane.KindFILO, plane.KindPriority, plane.KindBoltzmann} {
-			b := s.setup(t, config{})
-			// The job in backoff comes first in every order: oldest (fifo), newest (filo),
-			// highest priority (priority, boltzmann at a low temperature).
-			var other string
-			if kind == plane.KindFILO {
-				other = b.submitOne(t, plane.SubmitParams{Priority: 0})
-			}
-			retried := b.submitOne(t, plane.SubmitParams{Priority: 10})
-			j := b.claim(t, plane.ClaimParams{Kind: plane.KindPriority})[0]
-			require.Equal(t, retried, j.ID)
-			nackedAt := b.now()
-			p := nackParams(j, true, "again later")
-			p.RetryDelay = 10 * time.Minute
-			must(t, b.settle(t, p), "nack with retry delay")
-			inv := b.requireState(t, retried, plane.StateQueued, 1)
-			requireTime(t, nackedAt.Add(10*time.Minute), inv.AvailableAt, "RetryDelay overrides the backoff")
-			if kind != plane.KindFILO {
-				other = b.submitOne(t, plane.SubmitParams{Priority: 0})
-			}
-			claim := func() []*plane.Job {
-				// A long lease: the clock moves 10 minutes while other is held.
-				return b.claim(t, plane.ClaimParams{Kind: kind, Temperature: 0.01, Max: 10, LeaseTTL: time.Hour})
-			}
-			jobs := claim()
-			require.Len(t, jobs, 1, "%s: only the job without backoff is claimable", kind)
-			require.Equal(t, other, jobs[0].ID, kind)
-			b.advance(10*time.Minute - time.Second)
-			require.Empty(t, claim(), "%s: still in backoff", kind)
-			b.advance(time.Second + time.Millisecond)
-			jobs = claim()
-			require.Len(t, jobs, 1, "%s: claimable once its available_at has passed", kind)
-			require.Equal(t, retried, jobs[0].ID, kind)
-			require.Equal(t, 2, jobs[0].Attempt)
+			t.Run(string(kind), func(t *testing.T) {
+				b := s.setup(t, config{})
+				// The job in backoff comes first in every order: oldest (fifo), newest (filo),
+				// highest priority (priority, boltzmann at a low temperature).
+				var other string
+				if kind == plane.KindFILO {
+					other = b.submitOne(t, plane.SubmitParams{Priority: 0})
+				}
+				retried := b.submitOne(t, plane.SubmitParams{Priority: 10})
+				j := b.claim(t, plane.ClaimParams{Kind: plane.KindPriority})[0]
+				require.Equal(t, retried, j.ID)
+				nackedAt := b.now()
+				p := nackParams(j, true, "again later")
+				p.RetryDelay = 10 * time.Minute
+				must(t, b.settle(t, p), "nack with retry delay")
+				inv := b.requireState(t, retried, plane.StateQueued, 1)
+				requireTime(t, nackedAt.Add(10*time.Minute), inv.AvailableAt, "RetryDelay overrides the backoff")
+				if kind != plane.KindFILO {
+					other = b.submitOne(t, plane.SubmitParams{Priority: 0})
+				}
+				claim := func() []*plane.Job {
+					// A long lease: the clock moves 10 minutes while other is held.
+					return b.claim(t, plane.ClaimParams{Kind: kind, Temperature: 0.01, Max: 10, LeaseTTL: time.Hour})
+				}
+				jobs := claim()
+				require.Len(t, jobs, 1, "%s: only the job without backoff is claimable", kind)
+				require.Equal(t, other, jobs[0].ID, kind)
+				b.advance(10*time.Minute - time.Second)
+				require.Empty(t, claim(), "%s: still in backoff", kind)
+				b.advance(time.Second + time.Millisecond)
+				jobs = claim()
+				require.Len(t, jobs, 1, "%s: claimable once its available_at has passed", kind)
+				require.Equal(t, retried, jobs[0].ID, kind)
+				require.Equal(t, 2, jobs[0].Attempt)
+			})
 		}
 	})
 
 	t.Run("OneWinnerPerInvocation", func(t *testing.T) {
 		t.Parallel()
 		for _, kind := range []plane.Kind{plane.KindFIFO, plane.KindFILO, plane.KindPriority, plane.KindBoltzmann} {
-			b := s.setup(t, config{realClock: true})
-			const jobs, claimers = 60, 6
-			var batch []plane.SubmitParams
-			for i := range jobs {
-				batch = append(batch, plane.SubmitParams{Priority: float64(i % 4)})
-			}
-			submitted := map[string]bool{}
-			for _, r := range b.submit(t, batch...) {
-				submitted[r.ID] = true
-			}
-			claimed := make([][]*plane.Job, claimers)
-			errs := make([]error, claimers)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for c := range claimers {
-				wg.Go(func() {
-					<-start
-					for {
-						got, err := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q,
-							Kind: kind, Temperature: 2, Max: 3, Worker: fmt.Sprintf("claimer-%d", c)})
-						if err != nil {
-							errs[c] = err
-							return
-						}
-						if len(got) == 0 {
-							return
-						}
-						claimed[c] = append(claimed[c], got...)
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			winners := map[string]int{}
-			tokens := map[string]bool{}
-			for c := range claimers {
-				must(t, errs[c], "concurrent claim")
-				for _, j := range claimed[c] {
-					require.True(t, submitted[j.ID], "%s: claimed an id never submitted", kind)
-					winners[j.ID]++
-					require.Equal(t, 1, winners[j.ID], "%s: %s claimed twice", kind, j.ID)
-					require.False(t, tokens[j.Token], "%s: a lease token given twice", kind)
-					tokens[j.Token] = true
+			t.Run(string(kind), func(t *testing.T) {
+				b := s.setup(t, config{realClock: true})
+				const jobs, claimers = 60, 6
+				var batch []plane.SubmitParams
+				for i := range jobs {
+					batch = append(batch, plane.SubmitParams{Priority: float64(i % 4)})
 				}
-			}
-			require.Len(t, winners, jobs, "%s: every job claimed exactly once", kind)
-			b.requireCounts(t, map[plane.State]int64{plane.StateRunning: jobs})
+				submitted := map[string]bool{}
+				for _, r := range b.submit(t, batch...) {
+					submitted[r.ID] = true
+				}
+				claimed := make([][]*plane.Job, claimers)
+				errs := make([]error, claimers)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for c := range claimers {
+					wg.Go(func() {
+						<-start
+						for {
+							got, err := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q,
+								Kind: kind, Temperature: 2, Max: 3, Worker: fmt.Sprintf("claimer-%d", c)})
+							if err != nil {
+								errs[c] = err
+								return
+							}
+							if len(got) == 0 {
+								return
+							}
+							claimed[c] = append(claimed[c], got...)
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+				winners := map[string]int{}
+				tokens := map[string]bool{}
+				for c := range claimers {
+					must(t, errs[c], "concurrent claim")
+					for _, j := range claimed[c] {
+						require.True(t, submitted[j.ID], "%s: claimed an id never submitted", kind)
+						winners[j.ID]++
+						require.Equal(t, 1, winners[j.ID], "%s: %s claimed twice", kind, j.ID)
+						require.False(t, tokens[j.Token], "%s: a lease token given twice", kind)
+						tokens[j.Token] = true
+					}
+				}
+				require.Len(t, winners, jobs, "%s: every job claimed exactly once", kind)
+				b.requireCounts(t, map[plane.State]int64{plane.StateRunning: jobs})
+			})
 		}
 	})
 
@@ -330,7 +336,12 @@ func testClaim(t *testing.T, s *suite) {
 		skipUnimplemented(t, err)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "a claim ends with its context")
 		require.Less(t, time.Since(start), shortWait+wakeLatency)
+		// The ended claim takes nothing: a job submitted now stays queued. Over HTTP the
+		// server may not yet have seen the client go and hand the job to the claim it still
+		// holds; it then gives it back (server: an unwritten claim is released), so the
+		// job is queued again within wakeLatency, never lost nor left running.
 		b.submitOne(t, plane.SubmitParams{})
+		require.Eventually(t, func() bool { return b.count(t, plane.StateQueued) == 1 }, wakeLatency, 5*time.Millisecond)
 		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1})
 	})
 

@@ -296,19 +296,21 @@ func testJournal(t *testing.T, s *suite) {
 			{"Nack", func(t *testing.T, b *bundle, j *plane.Job) { b.nack(t, j, false, "bad") }, plane.FrameError},
 			{"Kill", func(t *testing.T, b *bundle, j *plane.Job) { require.True(t, b.kill(t, j.ID)) }, plane.FrameError},
 		} {
-			b := s.setup(t, config{realClock: true})
-			id := b.submitOne(t, plane.SubmitParams{MaxAttempts: 1})
-			j := b.claimID(t, id)
-			read := b.readAsync(plane.FrameReadParams{Journal: invJournal(id), Since: -1, Wait: longWait})
-			<-time.After(headStart) // let the reader park; correctness does not depend on it
-			c.event(t, b, j)
-			ended := time.Now() // the bound starts when the event is done, as in Wait/WokenByEveryWayToEnd
-			r := <-read
-			must(t, r.err, c.name+": read")
-			require.Len(t, r.res.Frames, 1, "%s: the waiting read returns the new frame", c.name)
-			require.Equal(t, c.want, r.res.Frames[0].Kind, c.name)
-			require.Equal(t, c.want != plane.FrameValue, r.res.Closed, c.name)
-			require.Less(t, r.at.Sub(ended), wakeLatency, "%s: the reader is woken, not polling", c.name)
+			t.Run(c.name, func(t *testing.T) {
+				b := s.setup(t, config{realClock: true})
+				id := b.submitOne(t, plane.SubmitParams{MaxAttempts: 1})
+				j := b.claimID(t, id)
+				read := b.readAsync(plane.FrameReadParams{Journal: invJournal(id), Since: -1, Wait: longWait})
+				<-time.After(headStart) // let the reader park; correctness does not depend on it
+				c.event(t, b, j)
+				ended := time.Now() // the bound starts when the event is done, as in Wait/WokenByEveryWayToEnd
+				r := <-read
+				must(t, r.err, c.name+": read")
+				require.Len(t, r.res.Frames, 1, "%s: the waiting read returns the new frame", c.name)
+				require.Equal(t, c.want, r.res.Frames[0].Kind, c.name)
+				require.Equal(t, c.want != plane.FrameValue, r.res.Closed, c.name)
+				require.Less(t, r.at.Sub(ended), wakeLatency, "%s: the reader is woken, not polling", c.name)
+			})
 		}
 	})
 

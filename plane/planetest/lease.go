@@ -259,13 +259,14 @@ func testLease(t *testing.T, s *suite) {
 		t.Parallel()
 		b := s.setup(t, config{realClock: true})
 		id := b.submitOne(t, plane.SubmitParams{MaxAttempts: 3})
-		const lease = time.Second // heartbeats every 100 ms; only a stall of 0.9 s would lose it
+		// Heartbeats every lease/10; only a stall of nine tenths of the lease would lose it.
+		const lease = time.Second * raceSlowdown
 		j := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, LeaseTTL: lease})[0]
 		done := make(chan struct{})
 		var stolen []*plane.Job
 		var claimErr error
-		var wg sync.WaitGroup
-		wg.Go(func() { // a second worker, claiming all the while
+		var claimers sync.WaitGroup
+		claimers.Go(func() { // a second worker, claiming all the while
 			for {
 				select {
 				case <-done:
@@ -280,28 +281,41 @@ func testLease(t *testing.T, s *suite) {
 				stolen = append(stolen, jobs...)
 			}
 		})
-		ticker := time.NewTicker(100 * time.Millisecond)
+		// The heartbeats go on until the second worker has stopped claiming and the job is
+		// acked: the lease is kept alive for the whole time anyone could take it.
+		stopHeartbeats := make(chan struct{})
 		var hbErr error
-		for end := time.Now().Add(lease * 8 / 5); time.Now().Before(end); {
-			<-ticker.C
-			res, err := b.drv.InvocationHeartbeatMany(b.ctx, []plane.HeartbeatParams{{ID: id, Token: j.Token, LeaseTTL: lease}})
-			if err == nil && len(res) != 1 {
-				err = errors.New("heartbeat: want one result")
+		var heartbeats sync.WaitGroup
+		heartbeats.Go(func() {
+			ticker := time.NewTicker(lease / 10)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-stopHeartbeats:
+					return
+				case <-ticker.C:
+				}
+				res, err := b.drv.InvocationHeartbeatMany(b.ctx, []plane.HeartbeatParams{{ID: id, Token: j.Token, LeaseTTL: lease}})
+				if err == nil && len(res) != 1 {
+					err = errors.New("heartbeat: want one result")
+				}
+				if err == nil {
+					err = res[0].Err
+				}
+				if hbErr = err; hbErr != nil {
+					return
+				}
 			}
-			if err == nil {
-				err = res[0].Err
-			}
-			if hbErr = err; hbErr != nil {
-				break
-			}
-		}
-		ticker.Stop()
+		})
+		time.Sleep(lease * 8 / 5)
 		close(done)
-		wg.Wait()
-		must(t, hbErr, "heartbeat")
+		claimers.Wait()
 		must(t, claimErr, "claim")
 		require.Empty(t, stolen, "a job whose lease is kept alive is never handed to a second claimer")
 		b.ack(t, j, "done")
+		close(stopHeartbeats)
+		heartbeats.Wait()
+		must(t, hbErr, "heartbeat")
 		b.requireState(t, id, plane.StateSucceeded, 1)
 	})
 
@@ -309,10 +323,13 @@ func testLease(t *testing.T, s *suite) {
 		t.Parallel()
 		b := s.setup(t, config{realClock: true})
 		const jobs, workers = 30, 4
-		const lease = 250 * time.Millisecond
+		// A lease lost to a slow machine costs only an attempt; the attempts are many so
+		// that no job runs out of them under load (the rule under test is that each job's
+		// ack is accepted exactly once, and never after its lease).
+		const lease = 250 * time.Millisecond * raceSlowdown
 		var batch []plane.SubmitParams
 		for range jobs {
-			batch = append(batch, plane.SubmitParams{MaxAttempts: 5})
+			batch = append(batch, plane.SubmitParams{MaxAttempts: 50})
 		}
 		ids := map[string]int{}
 		for i, r := range b.submit(t, batch...) {
@@ -324,7 +341,7 @@ func testLease(t *testing.T, s *suite) {
 			staleWins []string                // slow acks that succeeded after their lease
 			failures  []error
 		)
-		ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+		ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second*raceSlowdown)
 		defer cancel()
 		var wg sync.WaitGroup
 		for w := range workers {

@@ -128,16 +128,18 @@ func testWait(t *testing.T, s *suite) {
 				return id, func() { b.advance(2 * time.Second); b.maintain(t) }
 			}, plane.StateTimeout},
 		} {
-			b := s.setup(t, config{})
-			id, event := c.setup(t, b)
-			waited := b.waitAsync(id, longWait)
-			<-time.After(headStart) // let the waiter park; correctness does not depend on it
-			event()
-			ended := time.Now() // the bound starts when the event is done: its own duration (a busy Maintain) is not the waiter's latency
-			w := <-waited
-			must(t, w.err, c.name+": wait")
-			require.Equal(t, c.want, w.inv.State, c.name)
-			require.Less(t, w.at.Sub(ended), wakeLatency, "%s: the waiter is woken by notification", c.name)
+			t.Run(c.name, func(t *testing.T) {
+				b := s.setup(t, config{})
+				id, event := c.setup(t, b)
+				waited := b.waitAsync(id, longWait)
+				<-time.After(headStart) // let the waiter park; correctness does not depend on it
+				event()
+				ended := time.Now() // the bound starts when the event is done: its own duration (a busy Maintain) is not the waiter's latency
+				w := <-waited
+				must(t, w.err, c.name+": wait")
+				require.Equal(t, c.want, w.inv.State, c.name)
+				require.Less(t, w.at.Sub(ended), wakeLatency, "%s: the waiter is woken by notification", c.name)
+			})
 		}
 	})
 
