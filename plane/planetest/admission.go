@@ -127,10 +127,9 @@ func testAdmission(t *testing.T, s *suite) {
 		b.setAdmission(t, plane.Admission{MaxDepth: 1, OnFull: plane.OnFullBlock})
 		b.submitPayloads(t, "first")
 		// The context must outlast the submit's first transaction, which finds the queue
-		// full (a context that ends before that is an honest context error): scaled like
-		// wakeLatency, since under the race detector one transaction can take most of
-		// shortWait on a loaded machine.
-		deadline := shortWait * raceSlowdown
+		// full (a context that ends before that is an honest context error): 1 s leaves a
+		// loaded machine's commit room, scaled like wakeLatency under the race detector.
+		deadline := time.Second * raceSlowdown
 		ctx, cancel := context.WithTimeout(b.ctx, deadline)
 		defer cancel()
 		start := time.Now()

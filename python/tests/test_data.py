@@ -65,10 +65,19 @@ def test_auto_flush_batch_size_and_stats(d: HttpDispatch, qname: str) -> None:
         other = Queue(qname, dispatch=d)
         assert len(await other.get(limit=10)) == 3
         await q.put({"i": 3})
-        await asyncio.sleep(0.5)  # the interval sends it
-        assert [r["i"] for r in await other.get(limit=10)] == [3]
+        # The interval sends it: no flush here, and a get on q would send its buffer, so
+        # only the other reader polls (the send and commit take what the machine allows).
+        got: list[int] = []
+        deadline = time.monotonic() + 10
+        while not got:
+            assert time.monotonic() < deadline, "the auto-flush interval never sent the buffered record"
+            got = [r["i"] for r in await other.get(limit=10)]
+            if not got:
+                await asyncio.sleep(0.05)
+        assert got == [3]
         st = await q.stats()
         assert st["len"] == 4 and st["client"]["puts"] == 4
+        assert st["client"]["buffered"] == 0  # emptied by the timer
 
     run(main())
 
@@ -83,11 +92,25 @@ def test_stream(d: HttpDispatch, qname: str) -> None:
                 await asyncio.sleep(0.03)
 
         p = asyncio.create_task(produce())
+        # Delivery while the puts go on: an idle timeout no put gap comes near (a slow put
+        # on a loaded machine must not end it), left once every record came.
         seen: list[int] = []
-        async for batch in Queue(qname, dispatch=d).stream(limit=1000, wait=True, timeout=0.5):
+        async for batch in Queue(qname, dispatch=d).stream(limit=1000, wait=True, timeout=30):
             seen.extend(r["i"] for r in batch)
+            if len(seen) >= 5:
+                break
         await p
         assert seen == list(range(5))
+        # The idle end, on a stream with no producer: it reads what is there, then ends
+        # once no record came for its timeout.
+        idle: list[int] = []
+
+        async def drain() -> None:
+            async for batch in Queue(qname, dispatch=d).stream(limit=1000, wait=True, timeout=0.5):
+                idle.extend(r["i"] for r in batch)
+
+        await asyncio.wait_for(drain(), timeout=30)
+        assert idle == list(range(5))
         # Without wait the stream ends at the tail.
         assert [len(b) async for b in Queue(qname, dispatch=d).stream(limit=2, wait=False)] == [2, 2, 1]
 

@@ -4,6 +4,7 @@ queue (lakeshore.data; Go: persist/rl.go) on every plane."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -96,12 +97,14 @@ def test_leased_reads_and_commit(d: HttpDispatch, qname: str) -> None:
         r = q.reader()
         a = await r.get_batch(["x"], 2, "train", lease=3600, wait=False)
         await r.commit(a.meta)
-        b = await r.get_meta(["x"], 2, "train", lease=0.3, wait=False)
+        # A lease the next round trip surely falls inside, short enough to wait out below.
+        b = await r.get_meta(["x"], 2, "train", lease=3, wait=False)
         assert b.global_indexes == [2, 3]
         c = await r.get_meta(["x"], 4, "train", lease=3600, wait=False)
         assert c.global_indexes == [4, 5]  # b is held while leased
         again: list[int] = []
-        for _ in range(200):
+        deadline = time.monotonic() + 30  # well past b's 3 s lease
+        while time.monotonic() < deadline:
             again = (await r.get_meta(["x"], 4, "train", lease=3600, wait=False)).global_indexes
             if again:
                 break

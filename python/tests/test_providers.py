@@ -171,9 +171,16 @@ def test_provider_changes_need_the_servers_admin_token(planes: Planes, server: S
 
 
 WORKER = """
-import os, lakeshore
+import os, pathlib, time, lakeshore
+
+RELEASE = pathlib.Path(__file__).with_name("release")
 
 def double(x):
+    # Held until the test creates the release file: a worker that runs a job is never
+    # stopped as idle, so the test reads the registry while this runs.
+    deadline = time.monotonic() + 60
+    while not RELEASE.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     return 2 * x
 
 lakeshore.run_worker(queues={os.environ["LAKESHORE_QUEUE"]: double}, lease_ttl=1.5)
@@ -182,7 +189,8 @@ lakeshore.run_worker(queues={os.environ["LAKESHORE_QUEUE"]: double}, lease_ttl=1
 
 def test_a_python_worker_launched_by_a_provider_counts_as_live(lakeshore_bin: str, server: Server, qname: str) -> None:
     """`lakeshore provider run` launches a Python run_worker script (the local provider); it
-    registers with the launch id from LAKESHORE_LAUNCH_ID, so the supervisor counts it live,
+    registers with the launch id from LAKESHORE_LAUNCH_ID, so the supervisor counts it live
+    (read while its job is held, as a worker running a job is never stopped as idle),
     it runs the job, and once idle the supervisor stops it as idle (a launch that never
     registered would be stopped as register_timeout instead), and it deregisters on exit.
     The queue is in a namespace of its own: the worker serves it from LAKESHORE_NAMESPACE,
@@ -204,11 +212,16 @@ def test_a_python_worker_launched_by_a_provider_counts_as_live(lakeshore_bin: st
         )
     try:
         inv = q.submit(21)
-        assert q.result(inv, timeout=60) == 42
+        # The job holds until released, so the launched worker is live and not idle while
+        # the registry is read (the supervisor stops only workers that run no job).
+        wait_until("the launched worker to register and run the job",
+                   lambda: any(qname in w.queues and w.running == 1 for w in d.workers()), timeout=60)
         mine = [w for w in d.workers() if qname in w.queues]
         assert len(mine) == 1 and mine[0].provider == "local" and re.fullmatch(r"[0-9A-Z]{26}", mine[0].launch_id)
         assert mine[0].namespace == "prov-ns"
         launch = mine[0].launch_id
+        (home / "release").touch()
+        assert q.result(inv, timeout=60) == 42
         text = ""
 
         def stopped_idle() -> bool:
@@ -220,6 +233,7 @@ def test_a_python_worker_launched_by_a_provider_counts_as_live(lakeshore_bin: st
         assert "register_timeout" not in text, text
         wait_until("the worker to deregister", lambda: not [w for w in d.workers() if qname in w.queues], timeout=20)
     finally:
+        (home / "release").touch()
         q.remove_provider()
         sup.terminate()
         sup.wait(20)
