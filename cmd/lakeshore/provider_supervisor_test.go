@@ -430,13 +430,7 @@ func TestProviderSlurmReplacesKilledJob(t *testing.T) {
 			// be stopped as idle, so it is looked for while waiting, not after.
 			replaced := false
 			waitFor(t, 2*time.Minute, "the job's end after the kill", func() bool {
-				ws, err := p.drv.WorkerList(t.Context(), &plane.WorkerListParams{Namespace: "default"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, w := range ws {
-					replaced = replaced || (w.LaunchID != "" && w.LaunchID != first.LaunchID)
-				}
+				replaced = replaced || sawReplacement(t, p, first)
 				inv, err := q.Get(t.Context(), ids[0])
 				return err == nil && inv.State.Terminal()
 			})

@@ -166,6 +166,22 @@ func (w *launchWatch) end() (int, int) {
 	return w.max, len(w.seen)
 }
 
+// sawReplacement reports whether a worker of another launch than first's (and another
+// process) is registered now.
+func sawReplacement(t *testing.T, p *providerPlane, first plane.WorkerInfo) bool {
+	t.Helper()
+	ws, err := p.drv.WorkerList(t.Context(), &plane.WorkerListParams{Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.LaunchID != "" && w.LaunchID != first.LaunchID && w.PID != first.PID {
+			return true
+		}
+	}
+	return false
+}
+
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -251,13 +267,7 @@ func TestProviderReplacesKilledWorker(t *testing.T) {
 	// stopped as idle, so it is looked for while waiting, not after.
 	replaced := false
 	waitFor(t, 90*time.Second, "3 jobs succeeded after the kill", func() bool {
-		ws, err := p.drv.WorkerList(t.Context(), &plane.WorkerListParams{Namespace: "default"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range ws {
-			replaced = replaced || (w.LaunchID != "" && w.LaunchID != first.LaunchID && w.PID != first.PID)
-		}
+		replaced = replaced || sawReplacement(t, p, first)
 		return p.count("slow", lakeshore.StateSucceeded) == 3
 	})
 	if !replaced {
