@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import lakeshore
-from lakeshore import errors, lifecycle
+from lakeshore import code, config, errors, lifecycle
 
 from .conftest import Server
 
@@ -281,6 +281,52 @@ def test_declared_commands_need_shipped_code_or_trust(mem: lakeshore.Dispatch, t
     assert q.result(trusted, timeout=10) == "ran" and marker.exists()
 
 
+def test_shipped_code_needs_a_queue_that_runs_it(mem: lakeshore.Dispatch, tmp_path: Path) -> None:
+    """On a queue the worker serves with its own function, a run that ships code fails its
+    attempt before anything is fetched or imported: the submit right is no code execution
+    there (docs/fabric.md, "Who may run commands on a worker"). Queues served by name or
+    by an @udf run shipped code, as thunks run submitted code."""
+    q = lakeshore.SyncQueue("fabric-own", dispatch=mem)
+    md = {"lakeshore.code": "ab" * 32, "lakeshore.function": "os:system"}
+    inv = q.submit({"command": "true"}, metadata=md, max_attempts=1)
+    handler = {"fabric-own": lambda **kw: "ours"}
+    lakeshore.run_worker(mem, queues=handler, once=True, wait=5, handle_signals=False)
+    with pytest.raises(errors.InvocationError, match="serves with its own function"):
+        q.result(inv, timeout=10)
+
+
+def test_a_function_outside_the_shipped_code_is_refused(tmp_path: Path) -> None:
+    """A function reference names a module of the shipped code, never another importable
+    module (``os:system`` would run a shell command with the payload)."""
+    root = tmp_path / "root"
+    (root / "shipped_outside_check").mkdir(parents=True)
+    (root / "shipped_outside_check" / "__init__.py").write_text("")
+    (root / "shipped_outside_check" / "mod.py").write_text("def f():\n    return 'shipped'\n")
+    assert code.load_function(str(root), "shipped_outside_check.mod:f")() == "shipped"
+    for ref in ("os:system", "json:dumps", "lakeshore:run_worker"):
+        with pytest.raises(code.CodeError, match="not in the shipped code"):
+            code.load_function(str(root), ref)
+
+
+def test_the_set_up_key_is_computed_not_stated() -> None:
+    """A worker keys the set-ups it did by the host key of the declared set-up, so a run
+    stating another run's host key cannot make that run skip its set-up."""
+    m = config.parse("t.yaml", "modes:\n  g:\n    resources: {cpus: 2, gpus: 1, labels: {zone: a}}\n    setup: [pip install x]\n").mode("g")
+    decl = m.declaration()
+    assert config.declaration_host_key(decl) == m.host_key == decl["host_key"]
+    lying = {**decl, "setup": []}
+    assert config.declaration_host_key(lying) != m.host_key
+    assert config.declaration_host_key({}) == config.declaration_host_key({"host_key": m.host_key})
+
+
+def test_each_namespace_has_its_own_code_cache(tmp_path: Path) -> None:
+    """A digest fetched for one namespace's run is never another namespace's."""
+    a, b = code.namespace_cache_dir("team-a", str(tmp_path)), code.namespace_cache_dir("team-b", str(tmp_path))
+    assert a != b and os.path.dirname(a) == os.path.dirname(b) == str(tmp_path)
+    odd = code.namespace_cache_dir("../x", str(tmp_path))
+    assert os.path.dirname(odd) == str(tmp_path) and os.path.basename(odd).startswith("ns-")
+
+
 def test_failed_run_setup_fails_the_attempt(mem: lakeshore.Dispatch, hooks: object) -> None:
     ran = []
 
@@ -326,7 +372,9 @@ def test_a_code_path_in_metadata_is_refused(mem: lakeshore.Dispatch, tmp_path: P
         old = os.environ.get("LAKESHORE_CODE_CACHE")
         os.environ["LAKESHORE_CODE_CACHE"] = str(cache)
         try:
-            lakeshore.run_worker(mem, queues={"fabric-code-path": lambda text: {"ours": True}}, once=True, wait=5, handle_signals=False)
+            # A queue served by name runs shipped code (one with the worker's own function
+            # refuses it before looking at the digest: test_shipped_code_needs_a_queue_that_runs_it).
+            lakeshore.run_worker(mem, queues=["fabric-code-path"], once=True, wait=5, handle_signals=False)
         finally:
             if old is None:
                 os.environ.pop("LAKESHORE_CODE_CACHE", None)

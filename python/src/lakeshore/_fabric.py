@@ -106,7 +106,7 @@ class Preparer:
         # worker's owner trusts every submitter of its queues; docs/fabric.md).
         self.trust = trust_declarations
         self.lock = threading.Lock()
-        self.cache: code.CodeCache | None = None
+        self.caches: dict[str, code.CodeCache] = {}  # by namespace
         self.prepared: set[tuple[str, str]] = set()
         # Host keys whose set-up this worker did, most recent first: the worker's claims
         # prefer their jobs (warm host keys).
@@ -118,38 +118,59 @@ class Preparer:
         """Whether a job with ``metadata`` needs preparing (a hop off the worker's loop)."""
         return bool(metadata) and (config.META_RUN in metadata or config.META_CODE in metadata)
 
-    def prepare(self, namespace: str, queue: str, metadata: Any) -> Callable[..., Any] | None:
+    def prepare(self, namespace: str, queue: str, metadata: Any, *, own_handler: bool = False) -> Callable[..., Any] | None:
         """Prepare the run (in a worker thread): fetch and unpack its code, run its setup
         commands once per (host key, digest), the host set-up hooks its code registered,
         its env and run_setup commands; return the function it names, or None (the
-        worker's own). Raises what failed (the attempt fails)."""
+        worker's own). ``own_handler``: the queue runs a callable the worker's owner gave
+        (not thunks, not an ``@udf``), whose submitters may not ship code or commands to it
+        unless the worker trusts them. Raises what failed (the attempt fails)."""
         decl = json.loads(metadata.get(config.META_RUN) or "{}")
         digest = metadata.get(config.META_CODE, "")
-        if not digest and not self.trust:
+        if not self.trust:
             declared = [k for k in ("setup", "run_setup", "env") if decl.get(k)]
-            if declared:
-                # Anyone who may submit to the queue writes the metadata: without shipped
-                # code (whose submitter runs their own code here anyway) its commands would
-                # be a shell on this worker for the submit right alone.
+            if digest and own_handler:
+                # Anyone who may submit to the queue writes the metadata: on a queue that
+                # runs the worker's own function, shipped code (its function, its modules
+                # on sys.path, its commands) would be code execution for the submit right.
+                raise PermissionError(
+                    f"this run ships code to queue {queue!r}, which this worker serves with its own function: "
+                    "a worker runs shipped code only on queues it serves by name (thunks) or by an @udf, or "
+                    "when started with run_worker(trust_declarations=True) or LAKESHORE_TRUST_DECLARATIONS=1 "
+                    "(docs/fabric.md, \"Who may run commands on a worker\")"
+                )
+            if declared and not digest:
+                # Without shipped code (whose submitter runs their own code here anyway) its
+                # commands would be a shell on this worker for the submit right alone.
                 raise PermissionError(
                     f"this run declares {', '.join(declared)} but ships no code: a worker runs a run's declared "
                     "commands and env only for runs that ship their code, or when started with "
                     "run_worker(trust_declarations=True) or LAKESHORE_TRUST_DECLARATIONS=1 "
                     "(docs/fabric.md, \"Who may run commands on a worker\")"
                 )
+        # The set-ups this worker did are keyed by the host key of the declared set-up
+        # itself, never by the one the declaration states (a submitter could name another
+        # run's key to make that run skip its set-up).
+        host_key = config.declaration_host_key(decl) if decl else ""
         with self.lock:
             root = None
             if digest:
-                if self.cache is None:
-                    self.cache = code.CodeCache()
-                if not self.cache.has(digest):
+                # One cache per namespace: an archive fetched for one namespace's run (the
+                # server checked that namespace's token) is never another namespace's,
+                # however its runs name the digest.
+                cache = self.caches.get(namespace)
+                if cache is None:
+                    cache = self.caches[namespace] = code.CodeCache(code.namespace_cache_dir(namespace))
+                if not cache.has(digest):
                     data, _ = self.d.run(self.d._transport.call("GET", code_path(namespace, queue, digest), raw=True, retry="safe"))
-                    self.cache.put(digest, data)
-                self.cache.in_use = {digest}
-                self.cache.touch(digest)
-                root = self.cache.path(digest)
+                    cache.put(digest, data)
+                for c in self.caches.values():
+                    c.in_use = set()
+                cache.in_use = {digest}
+                cache.touch(digest)
+                root = cache.path(digest)
             cwd = root or os.getcwd()
-            env_key = (str(decl.get("host_key", "")), digest)
+            env_key = (host_key, digest)
             if env_key not in self.prepared:
                 for cmd in decl.get("setup") or []:
                     _shell(cmd, cwd, None, "setup")

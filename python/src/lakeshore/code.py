@@ -64,6 +64,7 @@ __all__ = [
     "CodeCache",
     "check_pattern",
     "load_function",
+    "namespace_cache_dir",
     "function_ref",
 ]
 
@@ -101,6 +102,10 @@ def digest(files: Iterable[File]) -> str:
 
 
 def _check_path(p: str) -> None:
+    try:
+        p.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CodeError(f"bad path {p!r} in the code tree: paths must be valid UTF-8") from None
     if (
         not p
         or any(c in p for c in "\0\n\\")
@@ -670,6 +675,19 @@ def _mkdir_inside(root: str, d: str) -> None:
 # ------------------------------------------------------------------------------ the worker's cache
 
 
+_SAFE_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
+
+
+def namespace_cache_dir(namespace: str, base: str | None = None) -> str:
+    """The code cache of one namespace's runs: ``base`` (default
+    :func:`default_cache_dir`) / the namespace (``ns-`` and a hash of it when it is not a
+    plain file name). Workers keep each namespace's archives apart, so a run can use only
+    code its own namespace's token fetched."""
+    name = namespace if _SAFE_NAMESPACE.match(namespace) and namespace not in (".", "..") else (
+        "ns-" + hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:32])
+    return os.path.join(base or default_cache_dir(), name)
+
+
 def default_cache_dir() -> str:
     """``$LAKESHORE_CODE_CACHE``, else ``$LAKESHORE_HOME/code-cache`` (``~/.lakeshore``)."""
     if os.environ.get("LAKESHORE_CODE_CACHE"):
@@ -822,7 +840,8 @@ def load_function(root: str, ref: str) -> Any:
     own code. One code root at a time per process.
 
     Raises:
-        CodeError: a malformed ``ref``; ImportError, AttributeError: as importing does."""
+        CodeError: a malformed ``ref``, or one naming a module outside ``root``;
+            ImportError, AttributeError: as importing does."""
     global _active_root
     mod_name, _, qual = ref.partition(":")
     if not mod_name or not qual:
@@ -842,6 +861,11 @@ def load_function(root: str, ref: str) -> Any:
             importlib.invalidate_caches()
             _active_root = root
         obj: Any = importlib.import_module(mod_name)
+        # Only the shipped code's own modules: a reference to any other importable module
+        # (the standard library's os:system) names no shipped function.
+        file = os.path.realpath(getattr(obj, "__file__", None) or "")
+        if not file.startswith(os.path.realpath(root) + os.sep):
+            raise CodeError(f"the function reference {ref!r} names module {mod_name!r}, which is not in the shipped code")
         for part in qual.split("."):
             obj = getattr(obj, part)
     return getattr(obj, "fn", obj) if type(obj).__name__ == "UDF" else obj

@@ -36,7 +36,7 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ __all__ = [
     "load_file",
     "parse",
     "host_key",
+    "declaration_host_key",
     "parse_cpus",
     "parse_memory",
     "parse_duration",
@@ -416,21 +417,49 @@ def host_key(mode: Mode) -> str:
     the SHA-256 of a canonical text of the provider, the resources and the setup commands
     (not env, run_setup, the time limit or the code), in hex. The Go SDK's
     ``fabric.HostKey`` computes the same; docs/fabric.md gives the text."""
+    r = mode.resources
+    return _host_key(mode.provider, r.milli_cpus, r.memory_bytes, r.gpus, r.gpu_type, r.labels, mode.setup)
+
+
+def declaration_host_key(declaration: Mapping[str, Any]) -> str:
+    """The host key of a run declaration (the ``lakeshore.run`` metadata, as
+    :meth:`Mode.declaration` writes it), computed from its fields: a worker keys the
+    set-ups it did by this, never by the ``host_key`` the declaration states (a submitter
+    writes that, and could name another run's key to make it skip its set-up).
+
+    Raises:
+        ValueError: a field of the wrong type."""
+    labels = declaration.get("labels") or {}
+    setup = declaration.get("setup") or []
+    if not isinstance(labels, Mapping) or not isinstance(setup, list):
+        raise ValueError("a run declaration's labels must be a mapping and its setup a list")
+    return _host_key(
+        str(declaration.get("provider") or ""),
+        int(declaration.get("cpus_milli") or 0),
+        int(declaration.get("memory_bytes") or 0),
+        int(declaration.get("gpus") or 0),
+        str(declaration.get("gpu_type") or ""),
+        {str(k): str(v) for k, v in labels.items()},
+        [str(c) for c in setup],
+    )
+
+
+def _host_key(provider: str, milli_cpus: int, memory_bytes: int, gpus: int, gpu_type: str,
+              labels: Mapping[str, str], setup: Sequence[str]) -> str:
     parts = ["lakeshore host key 1\n"]
 
     def field(name: str, value: str) -> None:
         b = value.encode("utf-8")
         parts.append(f"{name} {len(b)}:{value}\n")
 
-    r = mode.resources
-    field("provider", mode.provider)
-    field("cpus_milli", str(r.milli_cpus))
-    field("memory_bytes", str(r.memory_bytes))
-    field("gpus", str(r.gpus))
-    field("gpu_type", r.gpu_type)
-    for k in sorted(r.labels, key=lambda k: k.encode("utf-8")):
-        field("label", f"{k}={r.labels[k]}")
-    for s in mode.setup:
+    field("provider", provider)
+    field("cpus_milli", str(milli_cpus))
+    field("memory_bytes", str(memory_bytes))
+    field("gpus", str(gpus))
+    field("gpu_type", gpu_type)
+    for k in sorted(labels, key=lambda k: k.encode("utf-8")):
+        field("label", f"{k}={labels[k]}")
+    for s in setup:
         field("setup", s)
     return HOST_KEY_PREFIX + hashlib.sha256("".join(parts).encode("utf-8")).hexdigest()[:32]
 

@@ -786,7 +786,12 @@ class _Worker:
         env, run_setup; the function it ships), then the lifecycle hooks."""
         fn = None
         if self.preparer.needed(job.metadata):
-            fn = self.preparer.prepare(job.namespace, job.queue, job.metadata)
+            # A queue served by name (thunks) or by an @udf runs its submitters' code by
+            # design; one given a callable of the worker's own runs only that, unless its
+            # owner trusts the submitters (docs/fabric.md, "Who may run commands on a worker").
+            handler = self.handlers.get(job.queue)
+            own = not (handler is _run_thunk or isinstance(handler, UDF))
+            fn = self.preparer.prepare(job.namespace, job.queue, job.metadata, own_handler=own)
         lifecycle.run_host_setup()
         lifecycle.run_run_setup()
         return fn
