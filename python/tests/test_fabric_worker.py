@@ -308,6 +308,31 @@ def test_a_function_outside_the_shipped_code_is_refused(tmp_path: Path) -> None:
             code.load_function(str(root), ref)
 
 
+def test_a_src_layout_function_is_imported_from_its_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function of a package under ``src/`` (the src layout; a mount of ``src``) is named
+    with that directory, ``src/pkg.mod:f``, and the worker imports it from there; a function
+    outside the shipped code is refused at submit."""
+    root = tmp_path / "proj"
+    (root / "src" / "srclayout_check").mkdir(parents=True)
+    (root / "src" / "srclayout_check" / "__init__.py").write_text("")
+    (root / "src" / "srclayout_check" / "tasks.py").write_text("def embed(x):\n    return ('embedded', x)\n")
+    monkeypatch.syspath_prepend(str(root / "src"))
+    import importlib
+
+    tasks = importlib.import_module("srclayout_check.tasks")
+    ref = code.function_ref(tasks.embed, str(root))
+    assert ref == "src/srclayout_check.tasks:embed"
+    for name in [m for m in sys.modules if m.startswith("srclayout_check")]:
+        del sys.modules[name]
+    sys.path.remove(str(root / "src"))  # the worker's sys.path is its own (monkeypatch restores it)
+    assert code.load_function(str(root), ref)(1) == ("embedded", 1)
+    with pytest.raises(code.CodeError, match="outside the shipped code"):
+        code.function_ref(test_a_src_layout_function_is_imported_from_its_directory, str(root))
+    for bad in ("../x/m:f", "/abs/m:f", "a/../../m:f"):
+        with pytest.raises(code.CodeError):
+            code.load_function(str(root), bad)
+
+
 def test_the_set_up_key_is_computed_not_stated() -> None:
     """A worker keys the set-ups it did by the host key of the declared set-up, so a run
     stating another run's host key cannot make that run skip its set-up."""

@@ -830,12 +830,30 @@ def function_ref(fn: Any, root: str) -> str:
         if rel.startswith(".."):
             raise CodeError(f"{qual} is defined in {file}, outside the shipped code at {root}")
         mod = rel[: -len(".py")].replace(os.sep, ".") if rel.endswith(".py") else rel.replace(os.sep, ".")
-    return f"{mod}:{qual}"
+        return f"{mod}:{qual}"
+    # The directory the module's top package is imported from, relative to the root: ""
+    # for a module at the root, "src" for the src layout (a mount of src/). The worker puts
+    # that directory of the code on sys.path.
+    file = getattr(sys.modules.get(mod), "__file__", None)
+    if not file:
+        return f"{mod}:{qual}"
+    rel = os.path.relpath(os.path.realpath(file), os.path.realpath(root))
+    if rel == ".." or rel.startswith(".." + os.sep):
+        raise CodeError(f"{qual} is defined in {file}, outside the shipped code at {root}: a worker imports only shipped code")
+    parts = rel.split(os.sep)
+    names = mod.split(".")
+    tail = names + ["__init__.py"] if parts[-1] == "__init__.py" else names[:-1] + [names[-1] + ".py"]
+    if len(parts) < len(tail) or parts[-len(tail):] != tail:
+        return f"{mod}:{qual}"  # not laid out by its name (a loader of its own): imported as named
+    base = "/".join(parts[: len(parts) - len(tail)])
+    return f"{base}/{mod}:{qual}" if base else f"{mod}:{qual}"
 
 
 def load_function(root: str, ref: str) -> Any:
-    """Import ``ref`` (``module:qualname``) from the code unpacked at ``root``: ``root``
-    goes first on ``sys.path`` and ``PYTHONPATH`` (replacing the previous code root), and
+    """Import ``ref`` (``module:qualname``, or ``directory/module:qualname`` for a module
+    imported from a directory of the code such as ``src``) from the code unpacked at
+    ``root``: ``root`` (or that directory) goes first on ``sys.path`` and ``PYTHONPATH``
+    (replacing the previous code root), and
     modules imported from another code root are forgotten, so that each digest runs its
     own code. One code root at a time per process.
 
@@ -843,9 +861,14 @@ def load_function(root: str, ref: str) -> Any:
         CodeError: a malformed ``ref``, or one naming a module outside ``root``;
             ImportError, AttributeError: as importing does."""
     global _active_root
-    mod_name, _, qual = ref.partition(":")
+    head, _, qual = ref.partition(":")
+    base, _, mod_name = head.rpartition("/")
     if not mod_name or not qual:
-        raise CodeError(f"bad function reference {ref!r}: want module:qualname")
+        raise CodeError(f"bad function reference {ref!r}: want [directory/]module:qualname")
+    if base:
+        _check_path(base)  # a clean relative directory of the code, never outside it
+    code_root = root
+    root = os.path.join(root, *base.split("/")) if base else root
     with _import_lock:
         if _active_root != root:
             if _active_root is not None:
@@ -864,7 +887,7 @@ def load_function(root: str, ref: str) -> Any:
         # Only the shipped code's own modules: a reference to any other importable module
         # (the standard library's os:system) names no shipped function.
         file = os.path.realpath(getattr(obj, "__file__", None) or "")
-        if not file.startswith(os.path.realpath(root) + os.sep):
+        if not file.startswith(os.path.realpath(code_root) + os.sep):
             raise CodeError(f"the function reference {ref!r} names module {mod_name!r}, which is not in the shipped code")
         for part in qual.split("."):
             obj = getattr(obj, part)

@@ -1064,8 +1064,12 @@ def _is_version1_thunk(payload: Any) -> bool:
     )
 
 
-def _run_thunk(*_: Any) -> Any:
-    raise TypeError("this queue runs thunks only: submit lakeshore.thunk(callable)")
+def _run_thunk(*_: Any, **__: Any) -> Any:
+    raise TypeError(
+        "this worker has no function for the queue (it serves it by name: thunks only) and the job is not a thunk: "
+        "submit lakeshore.thunk(callable), ship a function (@udf(mode=…) with code), or run a worker with the "
+        "queue's function (@udf(queue=…) or run_worker(queues={name: function}))"
+    )
 
 
 def run_worker(
