@@ -212,7 +212,13 @@ func newResolver(home string, timeout time.Duration, getenv func(string) string)
 		)
 		switch {
 		case name == plane.ProviderLocal:
-			p, err = localprovider.New(local)
+			var lp *localprovider.Provider
+			if lp, err = localprovider.New(local); err == nil {
+				if self, serr := os.Executable(); serr == nil {
+					lp.SetLakeshore(self) // "lakeshore" in a worker command is this binary
+				}
+				p = lp
+			}
 		case name == plane.ProviderSlurm:
 			cfg := slurmprovider.ConfigFromEnv()
 			cfg.CommandTimeout = timeout

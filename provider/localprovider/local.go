@@ -41,6 +41,8 @@ type Provider struct {
 	gpus    []string // device ids CUDA_VISIBLE_DEVICES may name
 	gpuType string
 
+	lakeshore string // the program a worker command "lakeshore" runs ("": looked up on PATH)
+
 	mu      sync.Mutex
 	exited  map[string]chan struct{} // launches this process started: closed when reaped
 	started map[string]*os.Process
@@ -71,6 +73,16 @@ const (
 	// EnvGPUType is the model of those GPUs ("a100"), matched against a shape's gpu_type.
 	EnvGPUType = "LAKESHORE_LOCAL_GPU_TYPE"
 )
+
+// SetLakeshore makes a worker command whose program is "lakeshore" run path instead of
+// the "lakeshore" found on PATH: `lakeshore provider run` sets its own executable, so the
+// documented worker commands (`lakeshore worker QUEUE -- …`) run the supervisor's own
+// version, and work when the binary was built in place (`./lakeshore`) and is not on PATH.
+func (p *Provider) SetLakeshore(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lakeshore = path
+}
 
 // SetGPUs replaces the GPUs the provider hands out (device ids) and their type; for tests
 // and embedders that know better than the environment.
@@ -194,9 +206,14 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 	if !validID(l.ID) {
 		return plane.Invalid("launch id", l.ID, "use letters and digits only")
 	}
-	path, err := exec.LookPath(l.Command[0])
-	if err != nil {
-		return fmt.Errorf("local provider: worker command %q not found on this machine (PATH=%s): %w", l.Command[0], os.Getenv("PATH"), errors.Unwrap(err))
+	p.mu.Lock()
+	path := p.lakeshore
+	p.mu.Unlock()
+	if l.Command[0] != "lakeshore" || path == "" {
+		var err error
+		if path, err = exec.LookPath(l.Command[0]); err != nil {
+			return fmt.Errorf("local provider: worker command %q not found on this machine (PATH=%s): %w", l.Command[0], os.Getenv("PATH"), errors.Unwrap(err))
+		}
 	}
 	logf, err := os.OpenFile(filepath.Join(p.dir, l.ID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

@@ -308,6 +308,31 @@ func TestZombie(t *testing.T) {
 }
 
 // TestLaunchErrors: bad launches are clear errors and leave no record.
+// TestLakeshoreIsTheSupervisorsBinary: with SetLakeshore, a worker command "lakeshore …"
+// runs that program, not one looked up on PATH (where there may be none).
+func TestLakeshoreIsTheSupervisorsBinary(t *testing.T) {
+	p := newProvider(t)
+	dir := t.TempDir()
+	self := filepath.Join(dir, "built-here")
+	if err := os.WriteFile(self, []byte("#!/bin/sh\necho \"$@\" > \"$1/args\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", "/nonexistent")
+	if err := p.Launch(t.Context(), &provider.Launch{ID: "L0", Command: []string{"lakeshore", dir}}); err == nil ||
+		!strings.Contains(err.Error(), `worker command "lakeshore" not found`) {
+		t.Fatalf("Launch without SetLakeshore = %v; want not found", err)
+	}
+	p.SetLakeshore(self)
+	if err := p.Launch(t.Context(), &provider.Launch{ID: "L1", Command: []string{"lakeshore", dir, "worker", "q"}}); err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	want := dir + " worker q\n"
+	waitFor(t, "the program writes its arguments", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "args"))
+		return string(b) == want
+	})
+}
+
 func TestLaunchErrors(t *testing.T) {
 	p := newProvider(t)
 	err := p.Launch(t.Context(), &provider.Launch{ID: "L1", Command: []string{"lakeshore-no-such-worker"}})
