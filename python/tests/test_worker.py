@@ -190,6 +190,10 @@ def test_a_killed_job_stops_its_body(mem: lakeshore.Dispatch) -> None:
         assert not t.is_alive(), f"the {name} worker did not stop its killed body"
         assert stopped.get(name), f"the {name} body was not stopped"
         assert f.queue().get(inv).state == "killed"
+        # The worker confirms that the body returned, as `lakeshore kill --wait` waits for
+        # (the worker id it claimed with; Go's Queue.WaitReleased checks it).
+        released = f.queue().topic(f"lakeshore.released.{inv}").listen(timeout=10)
+        assert released["id"] == inv and released["attempt"] == 1 and released["worker"], released
 
 
 def test_a_killed_job_that_finishes_anyway_is_no_warning(mem: lakeshore.Dispatch, caplog: pytest.LogCaptureFixture) -> None:

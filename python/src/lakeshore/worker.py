@@ -779,7 +779,20 @@ class _Worker:
                 self.preparer.restore_env()
             if not self.running:
                 self.idle_at = datetime.now(timezone.utc)
+        if r.lost:
+            await self._confirm_released(core, job)
         return self._settle_of(core, job, outcome, r.lost)
+
+    async def _confirm_released(self, core: QueueCore, job: Job) -> None:
+        """Post that the body of a job whose lease was lost (killed, or the lease expired)
+        has returned: one value on the queue's topic ``lakeshore.released.<id>``, which
+        ``lakeshore kill --wait`` (Go: ``Queue.WaitReleased``) waits for — the Go worker's
+        confirmation, same value."""
+        value = {"id": job.id, "attempt": job.attempt, "worker": self.worker_id}
+        try:
+            await core.post_topic(RELEASED_TOPIC_PREFIX + job.id, value, False)
+        except errors.DispatchError as e:
+            log.warning("lakeshore worker: could not confirm the release of lost job %s: %s", job.id, e)
 
     def _before_body(self, job: Job) -> Callable[..., Any] | None:
         """In a worker thread: prepare a run that carries a declaration (its code, setup,
@@ -851,7 +864,7 @@ class _Worker:
                         raise JobStopped(r.job.id)
                     try:
                         self.d.run(r.core.post(r.job, value, False))
-                    except errors.LeaseLostError:
+                    except (errors.LeaseLostError, errors.JournalClosedError):  # killed: its journal is closed
                         r.lost = True
                         r.stopped.set()
                         gen.close()
@@ -876,7 +889,7 @@ class _Worker:
                     raise JobStopped(r.job.id)
                 try:
                     await self.d.run_async(r.core.post(r.job, value, False))
-                except errors.LeaseLostError:
+                except (errors.LeaseLostError, errors.JournalClosedError):  # killed: its journal is closed
                     r.lost = True
                     r.stopped.set()
                     raise JobStopped(r.job.id) from None
@@ -1062,6 +1075,11 @@ def _is_version1_thunk(payload: Any) -> bool:
         and payload[0] != ""
         and isinstance(payload[1], bytes)
     )
+
+
+RELEASED_TOPIC_PREFIX = "lakeshore.released."
+"""The topic (of the job's queue) on which a worker confirms that the body of a job whose
+lease it lost has returned (the Go SDK's ``ReleasedTopicPrefix``)."""
 
 
 def _run_thunk(*_: Any, **__: Any) -> Any:
