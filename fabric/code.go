@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"cmp"
 	"compress/gzip"
@@ -20,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // File is one file of a code tree: its slash-separated path below the root, whether it
@@ -69,10 +71,14 @@ func codeErr(format string, args ...any) error {
 	return &CodeError{Message: fmt.Sprintf(format, args...)}
 }
 
-// checkPath checks an archive or tree path: relative, slash-separated, clean, no "..",
-// no NUL, newline or backslash, at most MaxPathBytes in all and MaxNameBytes per name (what
-// every worker's file system can create).
+// checkPath checks an archive or tree path: valid UTF-8 (the digest's text and the Python
+// worker's file names are UTF-8), relative, slash-separated, clean, no "..", no NUL,
+// newline or backslash, at most MaxPathBytes in all and MaxNameBytes per name (what every
+// worker's file system can create).
 func checkPath(p string) error {
+	if !utf8.ValidString(p) {
+		return codeErr("bad path %q in the code tree: paths must be valid UTF-8", p)
+	}
 	if p == "" || strings.ContainsAny(p, "\x00\n\\") || path.IsAbs(p) || path.Clean(p) != p || p == "." ||
 		p == ".." || strings.HasPrefix(p, "../") {
 		return codeErr("bad path %q in the code tree: want a clean relative path with no \"..\", backslash, NUL or newline", p)
@@ -459,6 +465,9 @@ type Limits struct {
 // digest. With dir not "", it also writes the files below dir (which must exist; the
 // caller unpacks into a fresh directory and renames it into place once the digest is
 // checked, so that a crash never leaves a half-unpacked entry under its final name).
+// The archive is one gzip member holding one tar archive: an empty stream, a second member
+// or any byte after the first, and anything but zero padding after the tar's end are
+// refused, as every worker's reader must take whatever the server stored.
 // Errors: *CodeError for a bad archive.
 func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error) {
 	if limits.MaxBytes <= 0 {
@@ -470,11 +479,16 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	if limits.MaxPathBytes <= 0 {
 		limits.MaxPathBytes = 32 << 20
 	}
-	zr, err := gzip.NewReader(r)
+	// gzip reads a flate.Reader (an io.ByteReader) directly, byte by byte, so after the
+	// first member br holds exactly what follows it.
+	br := bufio.NewReader(r)
+	zr, err := gzip.NewReader(br)
 	if err != nil {
 		return nil, "", codeErr("the code archive is not gzip-compressed: %s", readerMessage(err))
 	}
-	tr := tar.NewReader(zr)
+	zr.Multistream(false) // a second member is refused below, not read as more of the tar
+	body := &countingReader{r: zr}
+	tr := tar.NewReader(body)
 	var files []File
 	seen := map[string]bool{}    // the files
 	parents := map[string]bool{} // the directories the files are in
@@ -482,10 +496,13 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			if body.n == 0 {
+				return nil, "", codeErr("the code archive is empty: want a tar archive in it (the archive of no files is the tar end-of-archive blocks)")
+			}
 			break
 		}
 		if err != nil {
-			return nil, "", codeErr("the code archive is damaged: %s", readerMessage(err))
+			return nil, "", cmp.Or(secondMember(br, err), codeErr("the code archive is damaged: %s", readerMessage(err)))
 		}
 		name := strings.TrimSuffix(hdr.Name, "/")
 		if err := checkPath(name); err != nil {
@@ -559,7 +576,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 			}
 		}
 		if err != nil {
-			return nil, "", codeErr("the code archive is damaged at %q: %s", name, readerMessage(err))
+			return nil, "", cmp.Or(secondMember(br, err), codeErr("the code archive is damaged at %q: %s", name, readerMessage(err)))
 		}
 		if n != hdr.Size {
 			return nil, "", codeErr("the code archive is cut short at %q", name)
@@ -568,7 +585,69 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		copy(f.SHA256[:], h.Sum(nil))
 		files = append(files, f)
 	}
+	if err := checkArchiveEnd(br, zr, total, limits.MaxBytes); err != nil {
+		return nil, "", err
+	}
 	return files, Digest(files), nil
+}
+
+// checkArchiveEnd reads what follows the tar's end-of-archive blocks: the rest of the gzip
+// member (zero padding only, as a tar record's, counted with the files' total bytes
+// against maxBytes; reading it to its end also checks the member's CRC and size), then
+// the stream after the member, which must end there. Another reader (Python's tarfile)
+// does not read a second gzip member as more of the tar, nor stops at the same place past
+// the end blocks, so the server keeps only archives that every reader reads alike.
+func checkArchiveEnd(br *bufio.Reader, zr *gzip.Reader, total, maxBytes int64) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := zr.Read(buf)
+		if total += int64(n); total > maxBytes {
+			return codeErr("the code archive unpacks to more than %d bytes", maxBytes)
+		}
+		if slices.ContainsFunc(buf[:n], func(b byte) bool { return b != 0 }) {
+			return codeErr("the code archive has data after its tar end-of-archive blocks: only zero padding may follow the last entry")
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return codeErr("the code archive is damaged: %s", readerMessage(err))
+		}
+	}
+	switch _, err := br.ReadByte(); {
+	case err == nil:
+		return errAfterMember()
+	case err != io.EOF:
+		return codeErr("the code archive is damaged: %s", readerMessage(err))
+	}
+	return nil
+}
+
+func errAfterMember() error {
+	return codeErr("the code archive has data after its gzip stream: one gzip member holding one tar archive is allowed (no second member, no trailing bytes)")
+}
+
+// secondMember is errAfterMember when err is the tar ending mid-block because the first gzip
+// member ended with more bytes after it (a tar split over members), else nil.
+func secondMember(br *bufio.Reader, err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		if _, perr := br.Peek(1); perr == nil {
+			return errAfterMember()
+		}
+	}
+	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // mkdirInside creates dir (inside root) with its parents, refusing a path that leaves

@@ -8,12 +8,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -46,6 +49,13 @@ type vectors struct {
 		Field    string `json:"field"`
 		Contains string `json:"contains"`
 	} `json:"errors"`
+	// BadArchives are code archives both readers refuse with a CodeError (invalid_code)
+	// whose message contains Contains.
+	BadArchives []struct {
+		Name     string `json:"name"`
+		Archive  []byte `json:"archive"` // base64
+		Contains string `json:"contains"`
+	} `json:"bad_archives"`
 }
 
 func loadVectors(t *testing.T) (*vectors, string) {
@@ -143,6 +153,15 @@ func TestVectors(t *testing.T) {
 		}
 		if ce.Line != e.Line || ce.Field != e.Field || !strings.Contains(ce.Error(), e.Contains) {
 			t.Errorf("%q: line %d field %q %q; want line %d field %q containing %q", e.YAML, ce.Line, ce.Field, ce.Error(), e.Line, e.Field, e.Contains)
+		}
+	}
+	for _, a := range v.BadArchives {
+		for _, dir := range []string{"", t.TempDir()} {
+			_, _, err := ReadArchive(bytes.NewReader(a.Archive), dir, Limits{})
+			var ce *CodeError
+			if !errors.As(err, &ce) || ce.Code() != "invalid_code" || !strings.Contains(err.Error(), a.Contains) {
+				t.Errorf("%s (directory %q): %v; want a *CodeError containing %q", a.Name, dir, err, a.Contains)
+			}
 		}
 	}
 	if *update {
@@ -397,6 +416,94 @@ func TestReadArchiveRefuses(t *testing.T) {
 	if _, _, err := ReadArchive(bytes.NewReader(big), "", Limits{MaxBytes: 100}); err == nil || !strings.Contains(err.Error(), "more than 100 bytes") {
 		t.Errorf("size bomb: %v", err)
 	}
+}
+
+// TestReadArchiveOneMember: an archive is one gzip member holding one tar archive, read
+// alike by every worker (Python's tarfile reads neither a second member nor a name that
+// is not UTF-8): a tar split over two members, a member or a byte after the first, data
+// after the tar's end blocks, a name not UTF-8 and an empty stream are refused, saying
+// what is allowed; the archives our writers make (the tar end blocks, Python's record
+// padding) are read as before.
+func TestReadArchiveOneMember(t *testing.T) {
+	one := archive(t, &tar.Header{Typeflag: tar.TypeReg, Name: "a.py", Mode: 0o644}, &tar.Header{Typeflag: tar.TypeReg, Name: "pkg/b.py", Mode: 0o755})
+	files, digest, err := ReadArchive(bytes.NewReader(one), "", Limits{})
+	if err != nil || len(files) != 2 {
+		t.Fatalf("one member: %d files, %v", len(files), err)
+	}
+	plain := gunzip(t, one) // the entries, then Go's two end blocks
+	if !bytes.Equal(plain[len(plain)-1024:], make([]byte, 1024)) {
+		t.Fatal("the tar does not end with two zero blocks")
+	}
+	entries := plain[:len(plain)-1024]
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	for name, data := range map[string][]byte{
+		"record padding (Python's tarfile)": gzipped(t, cat(plain, make([]byte, 10240-len(plain)))),
+		"one end block":                     gzipped(t, cat(entries, make([]byte, 512))),
+		"no end blocks":                     gzipped(t, entries),
+	} {
+		if _, d, err := ReadArchive(bytes.NewReader(data), t.TempDir(), Limits{}); err != nil || d != digest {
+			t.Errorf("%s: %v, digest %s want %s", name, err, d, digest)
+		}
+	}
+	// A reader without ReadByte: what follows the member is still found.
+	if _, _, err := ReadArchive(iotest.OneByteReader(bytes.NewReader(cat(one, one))), "", Limits{}); err == nil || !strings.Contains(err.Error(), "after its gzip stream") {
+		t.Errorf("two members through a plain reader: %v", err)
+	}
+
+	badCRC := slices.Clone(one)
+	badCRC[len(badCRC)-8] ^= 0xff // the member's CRC-32, checked once its end is read
+	var nonUTF8 bytes.Buffer
+	zw := gzip.NewWriter(&nonUTF8)
+	tw := tar.NewWriter(zw)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "a\xff.py", Mode: 0o644, Format: tar.FormatGNU}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Close()
+	zw.Close()
+	for name, c := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"split inside an entry":       {cat(gzipped(t, plain[:512]), gzipped(t, plain[512:])), "data after its gzip stream: one gzip member holding one tar archive is allowed"},
+		"split between entries":       {cat(gzipped(t, plain[:1024]), gzipped(t, plain[1024:])), "data after its gzip stream"},
+		"a second member":             {cat(one, one), "data after its gzip stream"},
+		"an empty second member":      {cat(one, gzipped(t, nil)), "data after its gzip stream"},
+		"a byte after the member":     {cat(one, []byte{0}), "data after its gzip stream"},
+		"data after the end blocks":   {gzipped(t, cat(plain, []byte("hidden"))), "data after its tar end-of-archive blocks: only zero padding may follow"},
+		"a name not UTF-8":            {nonUTF8.Bytes(), `bad path "a\xff.py" in the code tree: paths must be valid UTF-8`},
+		"an empty stream":             {gzipped(t, nil), "the code archive is empty"},
+		"a bad CRC":                   {badCRC, "the code archive is damaged: invalid checksum"},
+		"padding past the size bound": {gzipped(t, cat(plain, make([]byte, 1<<20))), "unpacks to more than 4096 bytes"},
+		"a cut-short member":          {one[:len(one)-4], "the code archive is damaged"},
+	} {
+		for _, dir := range []string{"", t.TempDir()} {
+			_, _, err := ReadArchive(bytes.NewReader(c.data), dir, Limits{MaxBytes: 4096})
+			var ce *CodeError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s (directory %q): %v; want a *CodeError containing %q", name, dir, err, c.want)
+			} else if msg := err.Error(); strings.Contains(msg, "gzip:") || strings.Contains(msg, "archive/tar") || strings.Contains(msg, "fabric.") {
+				t.Errorf("%s: %q names Go's packages", name, msg)
+			}
+		}
+	}
+	if err := checkPath("d\xc3/x.py"); err == nil || !strings.Contains(err.Error(), "valid UTF-8") {
+		t.Errorf("checkPath of a cut UTF-8 sequence: %v", err)
+	}
+	if err := checkPath("dönüş/x.py"); err != nil {
+		t.Errorf("checkPath of UTF-8: %v", err)
+	}
+}
+
+func gunzip(t *testing.T, data []byte) []byte {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestReadArchiveDeepPaths: files on deep paths, each in directories of its own, are

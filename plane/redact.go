@@ -1,8 +1,10 @@
 package plane
 
 import (
+	"cmp"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -25,44 +27,100 @@ func secretParam(name string) bool {
 // connection string that is not a URL.
 var keywordSecret = regexp.MustCompile(`(?i)\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
 
+// maxNesting bounds how deep RedactURL looks into URLs given as query values (a bucket URL
+// in a data URL's blob=, an endpoint URL in a bucket URL's endpoint=): a URL nested deeper
+// is shown as "xxxxx".
+const maxNesting = 4
+
 // RedactURL returns target as it may be printed (a log line, an error, the dashboard, a
 // CLI message): a URL's password replaced by "xxxxx" (url.URL.Redacted), and so the values
 // of query parameters that carry secrets (password=, sslpassword=, token=, …), and of a
-// libpq keyword string's password=. A file path or any text without a secret is returned
-// as given. It is the one redaction every printed target, data URL or provider setting
-// goes through.
-func RedactURL(target string) string {
+// libpq keyword string's password=. A URL given as a query value (postgres://…?blob=
+// s3://…?endpoint=http://user:pw@host), escaped or not, is redacted the same way in place,
+// to maxNesting levels; the rest of the URL is printed as given. A file path or any text
+// without a secret is returned as given. It is the one redaction every printed target,
+// data URL or provider setting goes through.
+func RedactURL(target string) string { return redact(target, 0) }
+
+func redact(target string, depth int) string {
 	if target == "" {
 		return target
 	}
-	if i := strings.Index(target, "://"); i > 0 && !strings.ContainsAny(target[:i], " \t/") {
+	if isURL(target) {
 		u, err := url.Parse(target)
 		if err != nil {
-			return redactUnparsed(target)
+			return redactUnparsed(target, depth)
 		}
-		if u.RawQuery != "" {
-			q := u.Query()
-			changed := false
-			for k, vs := range q {
-				if secretParam(k) {
-					for i := range vs {
-						vs[i] = "xxxxx"
-					}
-					changed = true
-				}
-			}
-			if changed {
-				u.RawQuery = q.Encode()
-			}
-		}
+		u.RawQuery = redactQuery(u.RawQuery, depth) // String prints RawQuery as it is
 		return u.Redacted()
 	}
 	return keywordSecret.ReplaceAllString(target, "${1}=xxxxx")
 }
 
+// isURL reports whether s starts with a scheme and "://".
+func isURL(s string) bool {
+	i := strings.Index(s, "://")
+	return i > 0 && !strings.ContainsAny(s[:i], " \t/")
+}
+
+// redactQuery returns a raw query with the values of secret parameters replaced by
+// "xxxxx" and URL values redacted (escaped again when they were given escaped), every
+// other byte, and the parameters' order, as given. Pairs are separated by "&" or ";".
+func redactQuery(raw string, depth int) string {
+	if raw == "" {
+		return raw
+	}
+	var b strings.Builder
+	for raw != "" {
+		pair, sep := raw, ""
+		if i := strings.IndexAny(raw, "&;"); i >= 0 {
+			pair, sep, raw = raw[:i], raw[i:i+1], raw[i+1:]
+		} else {
+			raw = ""
+		}
+		b.WriteString(redactPair(pair, depth))
+		b.WriteString(sep)
+	}
+	return b.String()
+}
+
+func redactPair(pair string, depth int) string {
+	k, v, ok := strings.Cut(pair, "=")
+	if !ok {
+		return pair
+	}
+	key, err := url.QueryUnescape(k)
+	if err != nil {
+		key = k
+	}
+	if secretParam(key) {
+		return k + "=xxxxx"
+	}
+	val, err := url.QueryUnescape(v)
+	if err != nil {
+		val = v
+	}
+	if !strings.Contains(val, "://") {
+		return pair
+	}
+	if depth >= maxNesting {
+		return k + "=xxxxx"
+	}
+	red := redact(val, depth+1)
+	switch {
+	case red == val:
+		return pair
+	case v == val:
+		return k + "=" + red
+	default:
+		return k + "=" + url.QueryEscape(red)
+	}
+}
+
 // redactUnparsed redacts a URL that net/url refuses: everything between "://" and the
-// last "@" of its authority is dropped to "xxxxx", and secret keywords are masked.
-func redactUnparsed(target string) string {
+// last "@" of its authority is dropped to "xxxxx", its query is redacted as a parsed
+// URL's, and secret keywords are masked.
+func redactUnparsed(target string, depth int) string {
 	i := strings.Index(target, "://") + len("://")
 	rest := target[i:]
 	end := strings.IndexAny(rest, "/?#")
@@ -71,23 +129,65 @@ func redactUnparsed(target string) string {
 	}
 	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
 		rest = "xxxxx@" + rest[at+1:]
+		end -= at + 1 - len("xxxxx@")
+	}
+	if q := strings.IndexByte(rest[end:], '?'); q >= 0 {
+		q += end + 1
+		query, frag, hasFrag := strings.Cut(rest[q:], "#")
+		query = redactQuery(query, depth)
+		if hasFrag {
+			query += "#" + frag
+		}
+		rest = rest[:q] + query
 	}
 	return keywordSecret.ReplaceAllString(target[:i]+rest, "${1}=xxxxx")
 }
 
 // RedactURLIn returns msg — typically a library's error, which may repeat a URL it was
 // given, query parameters and all — with every appearance of target, as given and as
-// url.URL prints it after parsing, replaced by RedactURL(target).
+// url.URL prints it after parsing, replaced by RedactURL(target); and so of each URL
+// nested in its query values (a bucket library's error may name its endpoint URL alone).
 func RedactURLIn(msg, target string) string {
 	if target == "" {
 		return msg
 	}
-	forms := []string{target}
-	if u, err := url.Parse(target); err == nil && u.String() != target {
-		forms = append(forms, u.String())
-	}
-	for _, raw := range forms {
-		msg = strings.ReplaceAll(msg, raw, RedactURL(raw))
+	forms := urlForms(nil, target, 0)
+	// Longest first: a URL is replaced whole before a URL nested in it, which would
+	// otherwise leave the outer URL's own secrets unmatched.
+	slices.SortFunc(forms, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	for _, raw := range slices.Compact(forms) {
+		if red := RedactURL(raw); red != raw {
+			msg = strings.ReplaceAll(msg, raw, red)
+		}
 	}
 	return msg
+}
+
+// urlForms appends target, its parsed form when that differs, and so of the URLs in its
+// query values, to maxNesting levels.
+func urlForms(forms []string, target string, depth int) []string {
+	forms = append(forms, target)
+	if !isURL(target) {
+		return forms
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return forms
+	}
+	if u.String() != target {
+		forms = append(forms, u.String())
+	}
+	if depth >= maxNesting {
+		return forms
+	}
+	for pair := range strings.FieldsFuncSeq(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		_, v, _ := strings.Cut(pair, "=")
+		if val, err := url.QueryUnescape(v); err == nil && strings.Contains(val, "://") {
+			forms = urlForms(forms, val, depth+1)
+		}
+		if strings.Contains(v, "://") {
+			forms = urlForms(forms, v, depth+1)
+		}
+	}
+	return forms
 }

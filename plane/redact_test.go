@@ -1,6 +1,8 @@
 package plane
 
 import (
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,78 @@ func TestRedactURL(t *testing.T) {
 		if strings.Contains(got, "secret") || strings.Contains(got, "se cret") {
 			t.Errorf("RedactURL(%q) = %q keeps the secret", c.in, got)
 		}
+	}
+}
+
+// TestRedactNested: a URL given as a query value — a bucket URL in a data URL's blob=, an
+// endpoint URL in a bucket URL's endpoint= — is redacted in place, escaped or not, the
+// outer URL printed as given (its parameters in their order); past maxNesting levels a
+// URL value is "xxxxx".
+func TestRedactNested(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"s3://bucket?endpoint=http://user:secretpw@host", "s3://bucket?endpoint=http://user:xxxxx@host"},
+		{"s3://bucket?region=us-east-1&endpoint=http://user:secretpw@host:9000&s3ForcePathStyle=true",
+			"s3://bucket?region=us-east-1&endpoint=http://user:xxxxx@host:9000&s3ForcePathStyle=true"},
+		{"postgres://lake:secret@db/lake?blob=s3://bucket?endpoint=http://u:secret@h",
+			"postgres://lake:xxxxx@db/lake?blob=s3://bucket?endpoint=http://u:xxxxx@h"},
+		{"postgres://db/lake?blob=s3%3A%2F%2Fb%3Fendpoint%3Dhttp%3A%2F%2Fu%3Asecret%40h%26region%3Dx&sslmode=require",
+			"postgres://db/lake?blob=s3%3A%2F%2Fb%3Fendpoint%3Dhttp%3A%2F%2Fu%3Axxxxx%40h%26region%3Dx&sslmode=require"},
+		{"postgres://db/lake?blob=s3%3A%2F%2Fb%3Ftoken%3Dsecret", "postgres://db/lake?blob=s3%3A%2F%2Fb%3Ftoken%3Dxxxxx"},
+		// Twice escaped: the endpoint inside the escaped bucket URL is escaped itself.
+		{"postgres://db/lake?blob=" + url.QueryEscape("s3://b?endpoint="+url.QueryEscape("http://u:secret@h")),
+			"postgres://db/lake?blob=" + url.QueryEscape("s3://b?endpoint="+url.QueryEscape("http://u:xxxxx@h"))},
+		// Parameters keep their order; ";" separates them too.
+		{"postgres://db/lake?token=secret&blob=s3%3A%2F%2Fb", "postgres://db/lake?token=xxxxx&blob=s3%3A%2F%2Fb"},
+		{"s3://b?region=x;token=secret", "s3://b?region=x;token=xxxxx"},
+		// A URL value without a secret, and a value that only mentions "://", are as given.
+		{"postgres://db/lake?blob=s3://bucket/prefix?region=us-east-1", "postgres://db/lake?blob=s3://bucket/prefix?region=us-east-1"},
+		{"s3://b?note=see+a://b", "s3://b?note=see+a://b"},
+		// An outer URL net/url refuses: its nested URLs are redacted all the same.
+		{"postgres://lake:sec%zzret@db/lake?blob=s3://b?endpoint=http://u:secret@h#frag",
+			"postgres://xxxxx@db/lake?blob=s3://b?endpoint=http://u:xxxxx@h#frag"},
+		{"postgres://lake:sec%zzret@db/lake?blob=s3%3A%2F%2Fb%3Ftoken%3Dsecret", "postgres://xxxxx@db/lake?blob=s3%3A%2F%2Fb%3Ftoken%3Dxxxxx"},
+	} {
+		got := RedactURL(c.in)
+		if got != c.want {
+			t.Errorf("RedactURL(%q) =\n  %q, want\n  %q", c.in, got, c.want)
+		}
+		if strings.Contains(got, "secret") {
+			t.Errorf("RedactURL(%q) = %q keeps the secret", c.in, got)
+		}
+	}
+	// Nested past the bound, escaped or not: the value too deep to look into is "xxxxx".
+	for _, escape := range []bool{false, true} {
+		deep := "http://u:secret@h"
+		for i := range maxNesting + 2 {
+			if escape {
+				deep = url.QueryEscape(deep)
+			}
+			deep = fmt.Sprintf("s3://b%d?endpoint=%s", i, deep)
+		}
+		got := RedactURL(deep)
+		if strings.Contains(got, "secret") || !strings.Contains(got, "xxxxx") || !strings.HasPrefix(got, fmt.Sprintf("s3://b%d?endpoint=", maxNesting+1)) {
+			t.Errorf("RedactURL(%q) = %q", deep, got)
+		}
+	}
+}
+
+// TestRedactURLIn: a library's error repeating its URL, as given, as url.URL prints it, or
+// a URL nested in its query alone (a bucket's endpoint), keeps none of their secrets.
+func TestRedactURLIn(t *testing.T) {
+	target := "s3://bucket?endpoint=http://user:secretpw@host:9000&region=x"
+	msg := `open "s3://bucket?endpoint=http://user:secretpw@host:9000&region=x": dial http://user:secretpw@host:9000: connection refused`
+	got := RedactURLIn(msg, target)
+	want := `open "s3://bucket?endpoint=http://user:xxxxx@host:9000&region=x": dial http://user:xxxxx@host:9000: connection refused`
+	if got != want {
+		t.Errorf("RedactURLIn =\n  %q, want\n  %q", got, want)
+	}
+	target = "postgres://lake:secret1@db/x?blob=s3%3A%2F%2Fb%3Fendpoint%3Dhttp%3A%2F%2Fk%3Asecret2%40h"
+	msg = "catalog " + target + "; bucket s3://b?endpoint=http://k:secret2@h; endpoint http://k:secret2@h"
+	got = RedactURLIn(msg, target)
+	if strings.Contains(got, "secret") || strings.Count(got, "xxxxx") != 4 {
+		t.Errorf("RedactURLIn(%q) = %q", msg, got)
+	}
+	if got := RedactURLIn("no URL here", target); got != "no URL here" {
+		t.Errorf("RedactURLIn without the URL = %q", got)
 	}
 }

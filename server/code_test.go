@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,6 +123,29 @@ func testCodeRoutes(t *testing.T, cfg *server.Config, shared func(t *testing.T, 
 	zw.Close()
 	eb = b.do(t, "PUT", path[:len(path)-64]+strings.Repeat("0", 64), api.ContentTypeGzip, evil.Bytes(), producer).requireError(t, 400, "invalid")
 	require.Contains(t, eb.Message, "only regular files")
+
+	// An archive only Go's reader reads (a tar split over two gzip members) cannot take a
+	// digest first: it is refused, and the tree's own archive is then stored, not answered
+	// existing (a worker's Python reader never saw the planted one).
+	d3, data3 := codeArchive(t, map[string]string{"planted.py": "x = 3\n"})
+	zr, err := gzip.NewReader(bytes.NewReader(data3))
+	require.NoError(t, err)
+	plain, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	var split bytes.Buffer
+	for _, part := range [][]byte{plain[:512], plain[512:]} {
+		zw := gzip.NewWriter(&split)
+		zw.Write(part)
+		zw.Close()
+	}
+	path3 := "/v1/namespaces/default/queues/jobs/code/" + d3
+	eb = b.do(t, "PUT", path3, api.ContentTypeGzip, split.Bytes(), producer).requireError(t, 400, "invalid")
+	require.Contains(t, eb.Message, "one gzip member holding one tar archive is allowed")
+	require.Equal(t, 404, b.do(t, "HEAD", path3, "", nil, worker).status, "the refused upload stored nothing")
+	r = b.do(t, "PUT", path3, api.ContentTypeGzip, data3, producer)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.NoError(t, json.Unmarshal(r.body, &out))
+	require.False(t, out.Existing)
 
 	// Over the size bound: 413.
 	big := bytes.Repeat([]byte("x"), 65<<10)

@@ -278,6 +278,10 @@ func TestServeCodeStore(t *testing.T) {
 		// A directory or bucket that cannot be used names the flag it came from.
 		{name: "a file", opts: ServeOpts{CodeStore: filepath.Join(home, "file")}, errSubstr: "--code-store: create " + filepath.Join(home, "file")},
 		{name: "a secret in a bucket URL it cannot open", opts: ServeOpts{CodeStore: "s3://b?region=x&token=s3cr3t"}, errSubstr: `--code-store: open bucket s3://b?region=x&token=xxxxx: unknown query parameter "token"`},
+		{name: "a secret in a URL inside a bucket URL", opts: ServeOpts{CodeStore: "s3://b?endpoint=http://u:s3cr3t@127.0.0.1:1&token=x"},
+			errSubstr: `--code-store: open bucket s3://b?endpoint=http://u:xxxxx@127.0.0.1:1&token=xxxxx`},
+		{name: "a secret in a URL inside --data's bucket URL", opts: ServeOpts{Data: "postgres://127.0.0.1:1/db?blob=" + url.QueryEscape("s3://b?endpoint=http://u:s3cr3t@127.0.0.1:1&bogus=1")},
+			errSubstr: `--data's blob: open bucket s3://b?endpoint=http://u:xxxxx@127.0.0.1:1&bogus=1: unknown query parameter "bogus"`},
 		{name: "a file's bucket", opts: ServeOpts{CodeStore: "file://" + filepath.Join(home, "file")}, errSubstr: "--code-store: open bucket file://" + filepath.Join(home, "file")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,27 +306,32 @@ func TestServeCodeStore(t *testing.T) {
 }
 
 // TestServeLogsCodeStore: the start-up line says where code archives are kept, a bucket
-// URL's secret redacted.
+// URL's secret redacted, and so a secret of a URL inside it (an endpoint's password).
 func TestServeLogsCodeStore(t *testing.T) {
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- RunServe(ctx, &ServeOpts{Addr: "127.0.0.1:0", Target: ":memory:", DataDir: t.TempDir(),
-			CodeStore: "s3://AKID:s3cr3t@bucket?region=us-east-1", NoUI: true, Ready: func(a net.Addr) { ready <- a }},
-			slog.New(slog.NewTextHandler(&logs, nil)), func(string) string { return "" })
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatal(err)
+	for store, want := range map[string]string{
+		"s3://AKID:s3cr3t@bucket?region=us-east-1":                             `code="s3://AKID:xxxxx@bucket`,
+		"s3://bucket?region=us-east-1&endpoint=http://user:s3cr3t@127.0.0.1:1": `code="s3://bucket?region=us-east-1&endpoint=http://user:xxxxx@127.0.0.1:1"`,
+	} {
+		var logs syncBuffer
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		ready := make(chan net.Addr, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- RunServe(ctx, &ServeOpts{Addr: "127.0.0.1:0", Target: ":memory:", DataDir: t.TempDir(),
+				CodeStore: store, NoUI: true, Ready: func(a net.Addr) { ready <- a }},
+				slog.New(slog.NewTextHandler(&logs, nil)), func(string) string { return "" })
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatal(err)
+		}
+		cancel()
+		require.NoError(t, <-done)
+		out := logs.String()
+		require.Contains(t, out, "msg=serving")
+		require.Contains(t, out, want)
+		require.NotContains(t, out, "s3cr3t")
 	}
-	cancel()
-	require.NoError(t, <-done)
-	out := logs.String()
-	require.Contains(t, out, "msg=serving")
-	require.Contains(t, out, `code="s3://AKID:xxxxx@bucket`)
-	require.NotContains(t, out, "s3cr3t")
 }

@@ -4,6 +4,8 @@ and the code archive's safety checks (docs/fabric.md)."""
 
 from __future__ import annotations
 
+import base64
+
 import io
 import json
 import os
@@ -55,6 +57,15 @@ def test_digest_vectors(v: dict, tmp_path: Path) -> None:
     _, d = code.read_archive(snap.archive(), str(out))
     assert d == v["digest"]
     assert snap.archive() == snap.archive(), "the archive is deterministic"
+
+
+@pytest.mark.parametrize("v", VECTORS["bad_archives"], ids=lambda v: v["name"])
+def test_bad_archive_vectors(v: dict, tmp_path: Path) -> None:
+    """The archives the Go reader refuses (fabric/testdata/vectors.json), refused here with
+    the same words: what one reader accepts the other unpacks."""
+    with pytest.raises(code.CodeError) as e:
+        code.read_archive(base64.b64decode(v["archive"]), str(tmp_path))
+    assert v["contains"] in str(e.value)
 
 
 @pytest.mark.parametrize("v", VECTORS["errors"], ids=lambda v: v["field"])

@@ -41,6 +41,7 @@ import sys
 import tarfile
 import threading
 import time
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -601,11 +602,12 @@ def read_archive(data: bytes | io.BufferedIOBase, dest: str | None, *, max_bytes
     Raises:
         CodeError: a bad archive."""
     src = io.BytesIO(data) if isinstance(data, bytes) else data
+    member = _OneGzipMember(src, max_bytes)
     files: list[File] = []
     seen: set[str] = set()
     total = 0
     try:
-        with tarfile.open(fileobj=src, mode="r|gz") as tar:
+        with tarfile.open(fileobj=member, mode="r|") as tar:
             for m in tar:
                 name = m.name.rstrip("/")
                 _check_path(name)
@@ -645,11 +647,70 @@ def read_archive(data: bytes | io.BufferedIOBase, dest: str | None, *, max_bytes
                 if n != m.size:
                     raise CodeError(f"the code archive is cut short at {name!r}")
                 files.append(File(name, bool(m.mode & 0o111), n, h.digest()))
+            # Only zero padding after the last entry, then the end of the one gzip member
+            # (the Go reader's rule, so both refuse the same archives).
+            member.drain()
+            if member.last_nonzero >= tar.offset:
+                raise CodeError("the code archive has data after its tar end-of-archive blocks: only zero padding may follow the last entry")
+    except zlib.error as e:
+        raise CodeError(f"the code archive is damaged: {e}") from None
     except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile) as e:
         if isinstance(e, FileExistsError):
             raise CodeError(f"the code archive writes {e.filename!r} twice") from None
         raise CodeError(f"the code archive is damaged: {e}") from None
     return files, digest(files)
+
+
+class _OneGzipMember(io.RawIOBase):
+    """The decompressed bytes of the first gzip member of ``src``, refusing (CodeError)
+    anything after that member: a second member or trailing bytes. Keeps the offset of the
+    last non-zero byte it delivered (``last_nonzero``) for the check of the padding after
+    the tar end-of-archive blocks."""
+
+    def __init__(self, src: Any, max_bytes: int) -> None:
+        self.src = src
+        self.z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.buf = b""
+        self.pos = 0  # bytes delivered
+        self.last_nonzero = -1
+        self.limit = max_bytes + (1 << 20)  # the entries' bound, plus headers and padding
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> bool:
+        while not self.buf:
+            if self.z.eof:
+                if self.z.unused_data or self.src.read(1):
+                    raise CodeError(
+                        "the code archive has data after its gzip stream: one gzip member holding one tar archive is "
+                        "allowed (no second member, no trailing bytes)"
+                    )
+                return False
+            chunk = self.z.unconsumed_tail or self.src.read(1 << 16)
+            if not chunk:
+                raise CodeError("the code archive is damaged: its gzip stream is cut short")
+            self.buf = self.z.decompress(chunk, 1 << 20)
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if not self._fill():
+            return 0
+        n = min(len(b), len(self.buf))
+        out, self.buf = self.buf[:n], self.buf[n:]
+        b[:n] = out
+        stripped = out.rstrip(b"\0")
+        if stripped:
+            self.last_nonzero = self.pos + len(stripped) - 1
+        self.pos += n
+        if self.pos > self.limit:
+            raise CodeError(f"the code archive unpacks to more than {self.limit} bytes")
+        return n
+
+    def drain(self) -> None:
+        """Read to the end of the member (its padding), checking what follows it."""
+        while self._fill():
+            self.read(1 << 20)
 
 
 def _mkdir_inside(root: str, d: str) -> None:
