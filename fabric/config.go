@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // ConfigFileName is the project file's name, looked for in the working directory and
@@ -786,6 +788,9 @@ func (p *parser) resources(r *Resources, n *yaml.Node, field string) error {
 			if r.Labels, err = p.stringMap(kv[1], sub, labelKeyRe, "1-63 of [A-Za-z0-9_./-], starting with a letter or digit"); err != nil {
 				return err
 			}
+			if len(r.Labels) > plane.PlacementLabelsMax {
+				return p.fail(kv[1], sub, fmt.Sprintf("%d labels: at most %d are allowed", len(r.Labels), plane.PlacementLabelsMax))
+			}
 			continue
 		}
 		s, err := p.scalar(kv[1], sub)
@@ -797,9 +802,15 @@ func (p *parser) resources(r *Resources, n *yaml.Node, field string) error {
 			if r.MilliCPUs, err = ParseCPUs(s); err != nil {
 				return p.fail(kv[1], sub, fmt.Sprintf("bad CPU count %q: %v", s, err))
 			}
+			if r.MilliCPUs > plane.RequirementCPUsMax*1000 {
+				return p.fail(kv[1], sub, fmt.Sprintf("bad CPU count %q: at most %d CPUs", s, plane.RequirementCPUsMax))
+			}
 		case "memory":
 			if r.MemoryBytes, err = ParseMemory(s); err != nil {
 				return p.fail(kv[1], sub, fmt.Sprintf("bad memory size %q: %v", s, err))
+			}
+			if r.MemoryBytes > plane.RequirementMemoryMax {
+				return p.fail(kv[1], sub, fmt.Sprintf("bad memory size %q: at most 1PiB", s))
 			}
 		case "gpus":
 			n, perr := strconv.ParseInt(s, 10, 64)

@@ -696,6 +696,8 @@ class _Parser:
             sub = self.join(field, k.value)
             if k.value == "labels":
                 kw["labels"] = self.string_map(v, sub, _LABEL_KEY, "1-63 of [A-Za-z0-9_./-], starting with a letter or digit")
+                if len(kw["labels"]) > LABELS_MAX:
+                    raise self.fail(v, sub, f"{len(kw['labels'])} labels: at most {LABELS_MAX} are allowed")
                 continue
             s = self.scalar(v, sub)
             q = json.dumps(s, ensure_ascii=False)
@@ -704,11 +706,15 @@ class _Parser:
                     kw["milli_cpus"] = parse_cpus(s)
                 except ValueError as e:
                     raise self.fail(v, sub, f"bad CPU count {q}: {e}") from None
+                if kw["milli_cpus"] > CPUS_MAX * 1000:
+                    raise self.fail(v, sub, f"bad CPU count {q}: at most {CPUS_MAX} CPUs")
             elif k.value == "memory":
                 try:
                     kw["memory_bytes"] = parse_memory(s)
                 except ValueError as e:
                     raise self.fail(v, sub, f"bad memory size {q}: {e}") from None
+                if kw["memory_bytes"] > MEMORY_MAX:
+                    raise self.fail(v, sub, f"bad memory size {q}: at most 1PiB")
             elif k.value == "gpus":
                 if not s.isdigit() or int(s) > 1024:
                     raise self.fail(v, sub, f"bad GPU count {q}: want an integer 0-1024")
@@ -718,6 +724,14 @@ class _Parser:
                     raise self.fail(v, sub, f'bad GPU type {q}: want 1-63 of [A-Za-z0-9_./-] ("a100", "h100-80gb")')
                 kw["gpu_type"] = s
         return Resources(**kw)
+
+
+CPUS_MAX = 1024
+"""The most CPUs a resource declaration may ask for (the plane's RequirementCPUsMax)."""
+MEMORY_MAX = 1 << 50
+"""The most memory a resource declaration may ask for, in bytes: 1 PiB (RequirementMemoryMax)."""
+LABELS_MAX = 32
+"""The most labels of one resource declaration (PlacementLabelsMax)."""
 
 
 def parse(file: str, text: str) -> Config:
