@@ -184,6 +184,26 @@ def test_mode_resources_are_the_requirement(tmp_path: Path, monkeypatch: pytest.
     assert g.queue().get(g.submit()).requirement == {"gpus": 4}
 
 
+def test_a_mode_with_commands_and_no_code_warns_at_submit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mem: lakeshore.Dispatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A mode that declares setup commands but ships no code says at the first submit that
+    workers run them only when they trust declarations (its runs would otherwise fail there)."""
+    (tmp_path / "lakeshore.yaml").write_text("modes:\n  prep: {setup: [pip install x], code: false}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LAKESHORE_CONFIG", raising=False)
+
+    @lakeshore.udf(queue="fabric-no-code-warning", mode="prep", dispatch=mem)
+    def f() -> int:
+        return 1
+
+    with caplog.at_level("WARNING", logger="lakeshore.worker"):
+        f.submit()
+        f.submit()
+    said = [r.getMessage() for r in caplog.records if "ships no code" in r.getMessage()]
+    assert len(said) == 1 and "'prep' declares setup" in said[0] and "trust_declarations=True" in said[0], said
+
+
 @pytest.fixture
 def hooks() -> Iterator[None]:
     lifecycle._reset()

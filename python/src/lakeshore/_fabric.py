@@ -22,6 +22,7 @@ _uploaded: set[tuple[int, str, str, str]] = set()  # (id(dispatch), namespace, q
 _uploaded_lock = threading.Lock()
 _refs: dict[tuple[int, str], str] = {}
 _metadata: dict[tuple[int, str], tuple[config.Mode, dict[str, str]]] = {}
+_warned: set[tuple[str, str]] = set()  # (project file, mode) told that it ships no code
 
 
 def code_path(namespace: str, queue: str, digest: str) -> str:
@@ -68,6 +69,15 @@ def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, di
             be shipped."""
     cfg = config.load()
     mode = cfg.mode(mode_name)
+    declared = [k for k in ("setup", "run_setup", "env") if getattr(mode, k)]
+    if declared and not mode.code and (cfg.file, mode_name) not in _warned:
+        _warned.add((cfg.file, mode_name))
+        log.warning(
+            "lakeshore: mode %r declares %s but ships no code (no code: section in %s): a worker runs "
+            "those only when started with run_worker(trust_declarations=True) or LAKESHORE_TRUST_DECLARATIONS=1, "
+            "else the runs fail (docs/fabric.md, \"Who may run commands on a worker\")",
+            mode_name, ", ".join(declared), cfg.file,
+        )
     digest = ""
     git = None
     if mode.code:
