@@ -75,6 +75,33 @@ func TestDemandRoute(t *testing.T) {
 	r = b.doJSON(t, "GET", "/v1/demand?queue=train", nil, reader)
 	require.Equal(t, 400, r.status, "%s", r.body)
 	require.Contains(t, string(r.body), "namespace")
+	r = b.doJSON(t, "GET", "/v1/demand?namespace=team&queue=train&shape=bogus", nil, reader)
+	require.Equal(t, 400, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), "sh1_ and 32 hex digits")
+
+	// An idle queue's shape has its row at zero (an autoscaler reads demand[0].queued);
+	// not for a queue the token does not cover.
+	idle := (&plane.Requirement{GPUs: 8}).Shape()
+	for _, sh := range []string{"default", idle} {
+		r = b.doJSON(t, "GET", "/v1/demand?namespace=team&queue=idle&shape="+sh, nil, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		var zero api.DemandResponse
+		require.NoError(t, json.Unmarshal(r.body, &zero))
+		require.Len(t, zero.Demand, 1, "%s", r.body)
+		require.Equal(t, int64(0), zero.Demand[0].Queued)
+		require.Equal(t, "idle", zero.Demand[0].Queue)
+		if sh == idle {
+			require.Equal(t, idle, zero.Demand[0].Shape)
+			require.Nil(t, zero.Demand[0].CapableWorkers, "an idle shape's requirement is not known")
+		} else {
+			require.Equal(t, "", zero.Demand[0].Shape)
+		}
+	}
+	r = b.doJSON(t, "GET", "/v1/demand?namespace=other&queue=idle&shape=default", nil, reader)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var hidden api.DemandResponse
+	require.NoError(t, json.Unmarshal(r.body, &hidden))
+	require.Empty(t, hidden.Demand, "a queue the token does not cover has no row")
 
 	r = b.do(t, "GET", "/metrics", "", nil, adminSecret)
 	require.Contains(t, string(r.body), `lakeshore_demand_queued{namespace="team",queue="train",shape="`+shape+`"} 2`)

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -181,10 +182,13 @@ func (s *Server) handleDemand(w http.ResponseWriter, r *http.Request, p *princip
 			return err
 		}
 	}
-	if shape == "default" {
+	switch {
+	case shape == "default":
 		shape = ""
-	} else if shape == "" {
+	case shape == "":
 		shape = "*"
+	case !shapeKeyRe.MatchString(shape):
+		return plane.Invalid("shape", shape, "use default or a shape key: sh1_ and 32 hex digits (lakeshore get shows a job's shape)")
 	}
 	list, err := s.drv.DemandList(r.Context(), ns)
 	if err != nil {
@@ -198,12 +202,22 @@ func (s *Server) handleDemand(w http.ResponseWriter, r *http.Request, p *princip
 		}
 		out.Demand = append(out.Demand, api.NewShapeDemand(d))
 	}
+	if len(out.Demand) == 0 && q != "" && shape != "*" && p.allows(ns, q, anyPerms...) {
+		// One queue's one shape, with nothing queued or running: its row, at zero, so that
+		// an autoscaler's lookup of demand[0] reads 0 rather than finding no row. Its
+		// requirement is not known here (no job holds it), so its capable workers are left
+		// out unless it is the default shape.
+		out.Demand = append(out.Demand, api.ShapeDemand{Namespace: ns, Queue: q, Shape: shape})
+	}
 	if len(out.Demand) > 0 {
 		// The registry's live workers tell which shapes no worker can run now; a plane
 		// without a registry (or a failed read) leaves the counts out, the demand stands.
 		if ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: ns}); err == nil {
 			for i := range out.Demand {
 				d := &out.Demand[i]
+				if d.Shape != "" && d.Requirement == nil {
+					continue // an idle shape's zero row: its requirement is not known
+				}
 				capable, _ := plane.CapableWorkers(d.Requirement.Plane(), d.Namespace, d.Queue, ws)
 				n := int64(capable)
 				d.CapableWorkers = &n
@@ -213,3 +227,6 @@ func (s *Server) handleDemand(w http.ResponseWriter, r *http.Request, p *princip
 	s.write(w, r, http.StatusOK, out)
 	return nil
 }
+
+// shapeKeyRe is the form of plane.Requirement.Shape's keys ("sh1_" and 32 hex digits).
+var shapeKeyRe = regexp.MustCompile(`^sh1_[0-9a-f]{32}$`)
