@@ -24,25 +24,9 @@ func TestSecretsNotPrinted(t *testing.T) {
 	require.Contains(t, db, ":"+pgtest.Password+"@")
 
 	t.Run("serve", func(t *testing.T) {
-		var logs syncBuffer
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		ready := make(chan net.Addr, 1)
-		done := make(chan error, 1)
-		go func() {
-			done <- RunServe(ctx, &ServeOpts{Addr: "127.0.0.1:0", Target: db, Providers: true,
-				Supervisor: supervisorFlags{dryRun: true, tick: time.Hour, stopGrace: time.Second, timeout: time.Second, leaseTTL: provider.LeaseTTLDefault},
-				DataDir:    t.TempDir(), Ready: func(a net.Addr) { ready <- a }},
-				slog.New(slog.NewTextHandler(&logs, nil)), func(string) string { return "" })
-		}()
-		select {
-		case <-ready:
-		case err := <-done:
-			t.Fatal(err)
-		}
-		cancel()
-		require.NoError(t, <-done)
-		out := logs.String()
+		out := serveStartLogs(t, &ServeOpts{Addr: "127.0.0.1:0", Target: db, Providers: true,
+			Supervisor: supervisorFlags{dryRun: true, tick: time.Hour, stopGrace: time.Second, timeout: time.Second, leaseTTL: provider.LeaseTTLDefault},
+			DataDir:    t.TempDir()})
 		require.Contains(t, out, "msg=serving")
 		require.Contains(t, out, ":xxxxx@", "the target is logged, redacted")
 		require.NotContains(t, out, pgtest.Password)

@@ -312,26 +312,32 @@ func TestServeLogsCodeStore(t *testing.T) {
 		"s3://AKID:s3cr3t@bucket?region=us-east-1":                             `code="s3://AKID:xxxxx@bucket`,
 		"s3://bucket?region=us-east-1&endpoint=http://user:s3cr3t@127.0.0.1:1": `code="s3://bucket?region=us-east-1&endpoint=http://user:xxxxx@127.0.0.1:1"`,
 	} {
-		var logs syncBuffer
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		ready := make(chan net.Addr, 1)
-		done := make(chan error, 1)
-		go func() {
-			done <- RunServe(ctx, &ServeOpts{Addr: "127.0.0.1:0", Target: ":memory:", DataDir: t.TempDir(),
-				CodeStore: store, NoUI: true, Ready: func(a net.Addr) { ready <- a }},
-				slog.New(slog.NewTextHandler(&logs, nil)), func(string) string { return "" })
-		}()
-		select {
-		case <-ready:
-		case err := <-done:
-			t.Fatal(err)
-		}
-		cancel()
-		require.NoError(t, <-done)
-		out := logs.String()
+		out := serveStartLogs(t, &ServeOpts{Addr: "127.0.0.1:0", Target: ":memory:", DataDir: t.TempDir(), CodeStore: store, NoUI: true})
 		require.Contains(t, out, "msg=serving")
 		require.Contains(t, out, want)
 		require.NotContains(t, out, "s3cr3t")
 	}
+}
+
+// serveStartLogs runs RunServe with opts until it is ready, stops it, and returns what it
+// logged (text handler).
+func serveStartLogs(t *testing.T, opts *ServeOpts) string {
+	t.Helper()
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	opts.Ready = func(a net.Addr) { ready <- a }
+	go func() {
+		done <- RunServe(ctx, opts, slog.New(slog.NewTextHandler(&logs, nil)), func(string) string { return "" })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	return logs.String()
 }
