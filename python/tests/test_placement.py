@@ -92,10 +92,11 @@ def test_run_worker_offers(every_plane: HttpDispatch, qname: str) -> None:
     assert e.value.field == "offers"
 
 
-def test_run_worker_bad_offers_value_fails(every_plane: HttpDispatch, qname: str) -> None:
+def test_run_worker_bad_offers_value_fails(every_plane: HttpDispatch, qname: str, caplog: pytest.LogCaptureFixture) -> None:
     """An offers value the server refuses (``gpus=-1``) fails run_worker with the server's
     InvalidError naming the field; it used to be taken for a payload that does not decode
-    and the worker re-sent the refused claim in a tight loop, taking nothing, forever."""
+    and the worker re-sent the refused claim in a tight loop, taking nothing, forever. Its
+    registration, refused alike, logs no "retried" warning for a worker that then fails."""
     import threading
 
     from lakeshore import run_worker
@@ -113,6 +114,7 @@ def test_run_worker_bad_offers_value_fails(every_plane: HttpDispatch, qname: str
     assert e.value.field.startswith("offers"), e.value.field
     assert not stop.is_set(), "run_worker must fail at its first claim, not run until stopped"
     assert q.count("queued") == 1
+    assert not [r for r in caplog.records if "registration" in r.getMessage()], caplog.text
 
 
 HOST_KEY = "hk1_" + "b" * 32
@@ -160,12 +162,16 @@ def test_worker_is_warm_after_setup(dispatch: HttpDispatch, qname: str) -> None:
     first, after those given to run_worker."""
     import json
 
-    from lakeshore import _fabric, worker
+    from lakeshore import _fabric, config, worker
 
     w = worker._Worker(dispatch, {qname: lambda x: x}, concurrency=1, once=True, wait=0, lease_ttl=None,
                        worker_id="w1", queue_kinds={}, warm_host_keys=["hk1_" + "a" * 32])
     assert isinstance(w.preparer, _fabric.Preparer)
-    for hk in (HOST_KEY, "hk1_" + "c" * 32, HOST_KEY):
-        w.preparer.prepare(dispatch.namespace, qname, {"lakeshore.run": json.dumps({"host_key": hk})})
-    assert w.warm_host_keys() == ["hk1_" + "a" * 32, HOST_KEY, "hk1_" + "c" * 32]
+    # The key is computed from the declared set-up (never the host_key a declaration states).
+    one, two = {"gpus": 1, "host_key": HOST_KEY}, {"gpus": 2}
+    for decl in (one, two, one):
+        w.preparer.prepare(dispatch.namespace, qname, {"lakeshore.run": json.dumps(decl)})
+    k1, k2 = config.declaration_host_key(one), config.declaration_host_key(two)
+    assert HOST_KEY not in (k1, k2)
+    assert w.warm_host_keys() == ["hk1_" + "a" * 32, k1, k2]
     assert w.cores[qname].warm is not None and w.cores[qname].warm() == w.warm_host_keys()

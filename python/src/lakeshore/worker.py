@@ -398,8 +398,16 @@ def _raise_refused_offers(e: errors.InvalidError) -> None:
     claim would be refused alike, so it fails the worker instead of being taken for a
     payload that does not decode (which the claim has failed already) and retried in a
     loop that takes nothing."""
-    if e.field in ("offers", "warm_host_keys") or e.field.startswith(("offers.", "offers[")):
+    if _refuses_offers(e):
         raise e
+
+
+def _refuses_offers(e: errors.DispatchError) -> bool:
+    """Whether ``e`` is the server's refusal of the worker's offers or warm host keys."""
+    field = getattr(e, "field", "") or ""
+    return isinstance(e, errors.InvalidError) and (
+        field in ("offers", "warm_host_keys") or field.startswith(("offers.", "offers["))
+    )
 
 
 class _Worker:
@@ -536,6 +544,8 @@ class _Worker:
             if e.code in ("not_implemented", "route_not_found"):
                 self.registry = False
                 return
+            if _refuses_offers(e):
+                return  # no retry would help: the first claim fails the worker with the same refusal
             if not self.register_warned:
                 self.register_warned = True
                 log.warning("lakeshore worker: registration as %s failed (retried every %.0f s): %s", self.worker_id, self.register_interval, e)
@@ -790,7 +800,7 @@ class _Worker:
         confirmation, same value."""
         value = {"id": job.id, "attempt": job.attempt, "worker": self.worker_id}
         try:
-            await core.post_topic(RELEASED_TOPIC_PREFIX + job.id, value, False)
+            await self.d.run_async(core.post_topic(RELEASED_TOPIC_PREFIX + job.id, value, False))
         except errors.DispatchError as e:
             log.warning("lakeshore worker: could not confirm the release of lost job %s: %s", job.id, e)
 
