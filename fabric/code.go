@@ -482,6 +482,11 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	// gzip reads a flate.Reader (an io.ByteReader) directly, byte by byte, so after the
 	// first member br holds exactly what follows it.
 	br := bufio.NewReader(r)
+	// Go's gzip ignores the reserved header flag bits; zlib (the Python worker's reader)
+	// refuses them, so the server refuses them too.
+	if h, _ := br.Peek(4); len(h) == 4 && h[0] == 0x1f && h[1] == 0x8b && h[3]&0xe0 != 0 {
+		return nil, "", codeErr("the code archive's gzip header sets reserved flag bits (%#x): they must be zero", h[3]&0xe0)
+	}
 	zr, err := gzip.NewReader(br)
 	if err != nil {
 		return nil, "", codeErr("the code archive is not gzip-compressed: %s", readerMessage(err))

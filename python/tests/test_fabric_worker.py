@@ -346,11 +346,43 @@ def test_a_src_layout_function_is_imported_from_its_directory(tmp_path: Path, mo
         del sys.modules[name]
     sys.path.remove(str(root / "src"))  # the worker's sys.path is its own (monkeypatch restores it)
     assert code.load_function(str(root), ref)(1) == ("embedded", 1)
-    with pytest.raises(code.CodeError, match="outside the shipped code"):
+    with pytest.raises(code.CodeError, match="not in the shipped code"):
         code.function_ref(test_a_src_layout_function_is_imported_from_its_directory, str(root))
     for bad in ("../x/m:f", "/abs/m:f", "a/../../m:f"):
         with pytest.raises(code.CodeError):
             code.load_function(str(root), bad)
+
+
+def test_the_shipped_copy_replaces_the_workers_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker serving a queue by an @udf imported the function's module itself: a run
+    that ships that module runs the shipped copy, not the worker's (found in review: the
+    worker's copy was found in sys.modules and refused as not shipped)."""
+    own, shipped = tmp_path / "own", tmp_path / "shipped"
+    own.mkdir()
+    shipped.mkdir()
+    (own / "udfcopy_check.py").write_text("def f():\n    return 'own'\n")
+    (shipped / "udfcopy_check.py").write_text("def f():\n    return 'shipped'\n")
+    monkeypatch.syspath_prepend(str(own))
+    import importlib
+
+    assert importlib.import_module("udfcopy_check").f() == "own"
+    assert code.load_function(str(shipped), "udfcopy_check:f")() == "shipped"
+
+
+def test_a_function_the_snapshot_leaves_out_is_refused_at_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function whose file is under the project but not shipped (an in-project virtual
+    environment, a path outside the mounts) is refused at submit, not on every attempt."""
+    root = tmp_path / "proj"
+    venv = root / ".venv" / "lib" / "site-packages"
+    venv.mkdir(parents=True)
+    (venv / "venvpkg_check.py").write_text("def f():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(venv))
+    import importlib
+
+    fn = importlib.import_module("venvpkg_check").f
+    assert code.function_ref(fn, str(root)) == ".venv/lib/site-packages/venvpkg_check:f"
+    with pytest.raises(code.CodeError, match="not in the shipped code"):
+        code.function_ref(fn, str(root), {"jobs.py"})
 
 
 def test_the_set_up_key_is_computed_not_stated() -> None:
@@ -368,6 +400,8 @@ def test_each_namespace_has_its_own_code_cache(tmp_path: Path) -> None:
     """A digest fetched for one namespace's run is never another namespace's."""
     a, b = code.namespace_cache_dir("team-a", str(tmp_path)), code.namespace_cache_dir("team-b", str(tmp_path))
     assert a != b and os.path.dirname(a) == os.path.dirname(b) == str(tmp_path)
+    upper, lower = code.namespace_cache_dir("Prod", str(tmp_path)), code.namespace_cache_dir("prod", str(tmp_path))
+    assert upper.lower() != lower.lower(), "apart on a case-insensitive file system too"
     odd = code.namespace_cache_dir("../x", str(tmp_path))
     assert os.path.dirname(odd) == str(tmp_path) and os.path.basename(odd).startswith("ns-")
 

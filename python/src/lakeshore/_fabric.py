@@ -80,8 +80,16 @@ def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, di
         )
     digest = ""
     git = None
+    ref = None
     if mode.code:
         snap = code.snapshot(cfg.dir, cfg.code)
+        if fn is not None:
+            # Before the upload: a function the snapshot does not ship is refused with
+            # nothing sent.
+            rk = (id(fn), snap.digest)
+            ref = _refs.get(rk)
+            if ref is None:
+                ref = _refs[rk] = code.function_ref(fn, cfg.dir, {f.path for f in snap.files})
         upload(dispatch, queue, snap, cfg.code.max_bytes if cfg.code else config.DEFAULT_MAX_CODE_BYTES)
         digest, git = snap.digest, snap.git
     mk = (id(mode), digest)
@@ -91,11 +99,7 @@ def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, di
     md = dict(cached[1])
     if git is not None:
         md[config.META_GIT] = git.to_json()
-    if digest and fn is not None:
-        rk = (id(fn), cfg.dir)
-        ref = _refs.get(rk)
-        if ref is None:
-            ref = _refs[rk] = code.function_ref(fn, cfg.dir)
+    if digest and ref is not None:
         md[config.META_FUNCTION] = ref
     out: dict[str, Any] = {"metadata": md}
     if mode.time_limit:

@@ -29,6 +29,7 @@ import dataclasses
 import gzip
 import hashlib
 import importlib
+import importlib.util
 import io
 import json
 import logging
@@ -42,7 +43,7 @@ import tarfile
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -674,6 +675,7 @@ class _OneGzipMember(io.RawIOBase):
         self.pos = 0  # bytes delivered
         self.last_nonzero = -1
         self.limit = max_bytes + (1 << 20)  # the entries' bound, plus headers and padding
+        self.first = True
 
     def readable(self) -> bool:
         return True
@@ -690,6 +692,10 @@ class _OneGzipMember(io.RawIOBase):
             chunk = self.z.unconsumed_tail or self.src.read(1 << 16)
             if not chunk:
                 raise CodeError("the code archive is damaged: its gzip stream is cut short")
+            if self.first:
+                self.first = False
+                if len(chunk) >= 4 and chunk[:2] == b"\x1f\x8b" and chunk[3] & 0xE0:
+                    raise CodeError(f"the code archive's gzip header sets reserved flag bits ({chunk[3] & 0xE0:#x}): they must be zero")
             self.buf = self.z.decompress(chunk, 1 << 20)
         return True
 
@@ -741,11 +747,13 @@ _SAFE_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 
 def namespace_cache_dir(namespace: str, base: str | None = None) -> str:
     """The code cache of one namespace's runs: ``base`` (default
-    :func:`default_cache_dir`) / the namespace (``ns-`` and a hash of it when it is not a
-    plain file name). Workers keep each namespace's archives apart, so a run can use only
+    :func:`default_cache_dir`) / the namespace and a hash of it (``ns-`` and the hash when
+    the name is not a plain file name). Workers keep each namespace's archives apart, so a run can use only
     code its own namespace's token fetched."""
-    name = namespace if _SAFE_NAMESPACE.match(namespace) and namespace not in (".", "..") else (
-        "ns-" + hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:32])
+    # The name for the reader, a hash of the exact bytes for uniqueness: namespaces that
+    # differ only in case share no directory on a case-insensitive file system.
+    digest = hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:16]
+    name = f"{namespace}-{digest}" if _SAFE_NAMESPACE.match(namespace) else f"ns-{digest}"
     return os.path.join(base or default_cache_dir(), name)
 
 
@@ -871,13 +879,35 @@ _active_root: str | None = None
 _base_pythonpath = os.environ.get("PYTHONPATH", "")
 
 
-def function_ref(fn: Any, root: str) -> str:
+def _below(file: str, root: str) -> str | None:
+    """``file``'s path below ``root`` with "/" separators, or None when it is outside."""
+    try:
+        rel = os.path.relpath(os.path.realpath(file), os.path.realpath(root))
+    except ValueError:  # another drive (Windows)
+        return None
+    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        return None
+    return rel.replace(os.sep, "/")
+
+
+def function_ref(fn: Any, root: str, shipped: Collection[str] | None = None) -> str:
     """``module:qualname`` of ``fn`` as a worker imports it from the code shipped from
     ``root``: a function of the ``__main__`` script is named by the script's path below
-    ``root`` (``jobs/train.py`` → ``jobs.train``).
+    ``root`` (``jobs/train.py`` → ``jobs.train``); one of a package imported from a
+    directory of the code (the src layout) is ``src/pkg.mod:qualname``. With ``shipped``
+    (the snapshot's file paths), the function's file must be one of them.
 
     Raises:
-        CodeError: ``fn`` is nested in a function, or its script is outside ``root``."""
+        CodeError: ``fn`` is nested in a function, or its file is not shipped (outside
+            ``root``, an installed package, a path the code's mounts or git tree leave
+            out: wrap such a function in a module of the project)."""
+
+    def not_shipped(file: str) -> CodeError:
+        return CodeError(
+            f"{qual} is defined in {file}, which is not in the shipped code at {root}: a worker imports only "
+            "shipped code (wrap a function of an installed package in a module of the project)"
+        )
+
     qual = getattr(fn, "__qualname__", "")
     if not qual or "<locals>" in qual:
         raise CodeError(f"{qual or fn!r} is defined inside a function: a worker cannot import it; define it at module level")
@@ -887,10 +917,10 @@ def function_ref(fn: Any, root: str) -> str:
         file = getattr(main, "__file__", None)
         if not file:
             raise CodeError(f"{qual} is defined in an interactive session: a worker cannot import it; put it in a file of the project")
-        rel = os.path.relpath(os.path.abspath(file), root)
-        if rel.startswith(".."):
-            raise CodeError(f"{qual} is defined in {file}, outside the shipped code at {root}")
-        mod = rel[: -len(".py")].replace(os.sep, ".") if rel.endswith(".py") else rel.replace(os.sep, ".")
+        rel = _below(os.path.abspath(file), root)
+        if rel is None or (shipped is not None and rel not in shipped):
+            raise not_shipped(file)
+        mod = rel[: -len(".py")].replace("/", ".") if rel.endswith(".py") else rel.replace("/", ".")
         return f"{mod}:{qual}"
     # The directory the module's top package is imported from, relative to the root: ""
     # for a module at the root, "src" for the src layout (a mount of src/). The worker puts
@@ -898,10 +928,10 @@ def function_ref(fn: Any, root: str) -> str:
     file = getattr(sys.modules.get(mod), "__file__", None)
     if not file:
         return f"{mod}:{qual}"
-    rel = os.path.relpath(os.path.realpath(file), os.path.realpath(root))
-    if rel == ".." or rel.startswith(".." + os.sep):
-        raise CodeError(f"{qual} is defined in {file}, outside the shipped code at {root}: a worker imports only shipped code")
-    parts = rel.split(os.sep)
+    rel = _below(file, root)
+    if rel is None or (shipped is not None and rel not in shipped):
+        raise not_shipped(file)
+    parts = rel.split("/")
     names = mod.split(".")
     tail = names + ["__init__.py"] if parts[-1] == "__init__.py" else names[:-1] + [names[-1] + ".py"]
     if len(parts) < len(tail) or parts[-len(tail):] != tail:
@@ -944,11 +974,27 @@ def load_function(root: str, ref: str) -> Any:
             os.environ["PYTHONPATH"] = root + (os.pathsep + _base_pythonpath if _base_pythonpath else "")
             importlib.invalidate_caches()
             _active_root = root
+        inside = os.path.realpath(code_root) + os.sep
+
+        def shipped(path: str | None) -> bool:
+            return bool(path) and os.path.realpath(path or "").startswith(inside)
+
+        # The worker's own copy of the reference's package (a worker serving the queue by
+        # an @udf imported it) is set aside: the run's function is the shipped one.
+        top = mod_name.split(".")[0]
+        for name, m in list(sys.modules.items()):
+            if (name == top or name.startswith(top + ".")) and not shipped(getattr(m, "__file__", None)):
+                del sys.modules[name]
+        # Only the shipped code's own modules, checked before any of its code runs: a
+        # reference to any other importable module (the standard library's os:system)
+        # names no shipped function.
+        spec = importlib.util.find_spec(top)
+        origins = [spec.origin] if spec is not None and spec.origin else []
+        origins += list(spec.submodule_search_locations or []) if spec is not None else []
+        if not origins or not all(shipped(o) for o in origins):
+            raise CodeError(f"the function reference {ref!r} names module {mod_name!r}, which is not in the shipped code")
         obj: Any = importlib.import_module(mod_name)
-        # Only the shipped code's own modules: a reference to any other importable module
-        # (the standard library's os:system) names no shipped function.
-        file = os.path.realpath(getattr(obj, "__file__", None) or "")
-        if not file.startswith(os.path.realpath(code_root) + os.sep):
+        if not shipped(getattr(obj, "__file__", None)):
             raise CodeError(f"the function reference {ref!r} names module {mod_name!r}, which is not in the shipped code")
         for part in qual.split("."):
             obj = getattr(obj, part)
