@@ -323,9 +323,11 @@ def test_a_function_outside_the_shipped_code_is_refused(tmp_path: Path) -> None:
     (root / "shipped_outside_check" / "__init__.py").write_text("")
     (root / "shipped_outside_check" / "mod.py").write_text("def f():\n    return 'shipped'\n")
     assert code.load_function(str(root), "shipped_outside_check.mod:f")() == "shipped"
+    before = {name: sys.modules[name] for name in ("os", "json", "lakeshore", "lakeshore.worker")}
     for ref in ("os:system", "json:dumps", "lakeshore:run_worker"):
         with pytest.raises(code.CodeError, match="not in the shipped code"):
             code.load_function(str(root), ref)
+    assert all(sys.modules.get(name) is m for name, m in before.items()), "a refused reference touches no loaded module"
 
 
 def test_a_src_layout_function_is_imported_from_its_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,7 @@ import dataclasses
 import gzip
 import hashlib
 import importlib
-import importlib.util
+import importlib.machinery
 import io
 import json
 import logging
@@ -979,20 +979,21 @@ def load_function(root: str, ref: str) -> Any:
         def shipped(path: str | None) -> bool:
             return bool(path) and os.path.realpath(path or "").startswith(inside)
 
-        # The worker's own copy of the reference's package (a worker serving the queue by
-        # an @udf imported it) is set aside: the run's function is the shipped one.
+        # Only the shipped code's own modules, checked before any code runs and before
+        # anything in sys.modules is touched: the reference's top-level module must be
+        # found in the code's directory itself (the standard library's os:system, or the
+        # worker's own lakeshore, names no shipped function).
         top = mod_name.split(".")[0]
-        for name, m in list(sys.modules.items()):
-            if (name == top or name.startswith(top + ".")) and not shipped(getattr(m, "__file__", None)):
-                del sys.modules[name]
-        # Only the shipped code's own modules, checked before any of its code runs: a
-        # reference to any other importable module (the standard library's os:system)
-        # names no shipped function.
-        spec = importlib.util.find_spec(top)
+        spec = importlib.machinery.PathFinder.find_spec(top, [root])
         origins = [spec.origin] if spec is not None and spec.origin else []
         origins += list(spec.submodule_search_locations or []) if spec is not None else []
         if not origins or not all(shipped(o) for o in origins):
             raise CodeError(f"the function reference {ref!r} names module {mod_name!r}, which is not in the shipped code")
+        # The worker's own copy of that package (a worker serving the queue by an @udf
+        # imported it) is set aside: the run's function is the shipped one.
+        for name, m in list(sys.modules.items()):
+            if (name == top or name.startswith(top + ".")) and not shipped(getattr(m, "__file__", None)):
+                del sys.modules[name]
         obj: Any = importlib.import_module(mod_name)
         if not shipped(getattr(obj, "__file__", None)):
             raise CodeError(f"the function reference {ref!r} names module {mod_name!r}, which is not in the shipped code")
