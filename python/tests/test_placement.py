@@ -157,6 +157,35 @@ def test_run_worker_warm_host_keys(every_plane: HttpDispatch, qname: str) -> Non
     assert e.value.field == "warm_host_keys"
 
 
+def test_a_new_warm_key_is_registered_at_once(every_plane: HttpDispatch, qname: str) -> None:
+    """A run that makes the worker warm for a new host key is registered right after its
+    preparation, not at the next refresh (every 10 s by default): `lakeshore workers` and
+    the placement of the next jobs see it while the run's body still runs (found by a trial
+    as a new user)."""
+    import json
+    import time
+
+    from lakeshore import config, run_worker
+
+    decl = {"gpus": 1}
+    key = config.declaration_host_key(decl)
+    q = SyncQueue(qname, dispatch=every_plane)
+    q.submit("x", metadata={"lakeshore.run": json.dumps(decl)})
+    seen: list[bool] = []
+
+    def body(x: str) -> None:
+        deadline = time.monotonic() + 5  # half the refresh interval
+        while time.monotonic() < deadline:
+            ws = [w for w in every_plane.workers() if w.queues == [qname]]
+            if ws and key in (ws[0].warm_host_keys or []):  # type: ignore[attr-defined]
+                seen.append(True)
+                return
+            time.sleep(0.05)
+
+    assert run_worker(every_plane, queues={qname: body}, once=True, wait=1, handle_signals=False) == 1
+    assert seen, "the new warm key was not registered while the body ran"
+
+
 def test_worker_is_warm_after_setup(dispatch: HttpDispatch, qname: str) -> None:
     """The host key of a run whose set-up a worker did is one of its warm keys, most recent
     first, after those given to run_worker."""

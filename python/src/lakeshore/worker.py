@@ -468,6 +468,11 @@ class _Worker:
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lakeshore-body")
         self.claims: set[asyncio.Task[Any]] = set()
         self.keeper_wake: asyncio.Event | None = None
+        # The registrar's wake (on the client's loop) and the warm keys last registered: a
+        # run whose set-up made the worker warm for a new key is registered at once, not at
+        # the next refresh.
+        self.register_wake: asyncio.Event | None = None
+        self.registered_warm: list[str] = []
         # The worker registry (as the Go worker's): who runs, for `lakeshore workers` and
         # for a provider's supervisor, which matches launches to registered workers by the
         # launch id it put in the environment.
@@ -538,8 +543,10 @@ class _Worker:
         registry is not asked again."""
         if not self.registry:
             return
+        warm = self.warm_host_keys()
         try:
             await self.d._transport.call("PUT", self.worker_path, body=self._registration(), retry="safe")
+            self.registered_warm = warm
         except errors.DispatchError as e:
             if e.code in ("not_implemented", "route_not_found"):
                 self.registry = False
@@ -555,8 +562,11 @@ class _Worker:
     async def registrar(self) -> None:
         """On the client's loop: refresh the registration (running jobs, idle time) every
         ``register_interval`` seconds."""
+        wake = self.register_wake = asyncio.Event()
         while True:
-            await asyncio.sleep(self.register_interval)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(wake.wait(), self.register_interval)
+            wake.clear()
             await self._register()
 
     async def _deregister(self) -> None:
@@ -763,6 +773,10 @@ class _Worker:
                 shipped = await asyncio.get_running_loop().run_in_executor(self.pool, self._before_body, job)
                 if shipped is not None:
                     fn = shipped
+                wake = self.register_wake
+                if wake is not None and self.registry and self.warm_host_keys() != self.registered_warm:
+                    with contextlib.suppress(RuntimeError):
+                        self.d._portal.loop.call_soon_threadsafe(wake.set)
             kind, call = _prepare(fn, job.payload)
             if kind in ("async", "async_generator"):
                 r.task = asyncio.ensure_future(self._run_async(kind, call, r))
