@@ -492,7 +492,10 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		return nil, "", codeErr("the code archive is not gzip-compressed: %s", readerMessage(err))
 	}
 	zr.Multistream(false) // a second member is refused below, not read as more of the tar
-	body := &countingReader{r: zr}
+	body := bufio.NewReader(zr)
+	if _, err := body.Peek(1); err == io.EOF {
+		return nil, "", codeErr("the code archive is empty: want a tar archive in it (the archive of no files is the tar end-of-archive blocks)")
+	}
 	tr := tar.NewReader(body)
 	var files []File
 	seen := map[string]bool{}    // the files
@@ -501,9 +504,6 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			if body.n == 0 {
-				return nil, "", codeErr("the code archive is empty: want a tar archive in it (the archive of no files is the tar end-of-archive blocks)")
-			}
 			break
 		}
 		if err != nil {
@@ -590,7 +590,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		copy(f.SHA256[:], h.Sum(nil))
 		files = append(files, f)
 	}
-	if err := checkArchiveEnd(br, zr, total, limits.MaxBytes); err != nil {
+	if err := checkArchiveEnd(br, body, total, limits.MaxBytes); err != nil {
 		return nil, "", err
 	}
 	return files, Digest(files), nil
@@ -602,7 +602,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 // the stream after the member, which must end there. Another reader (Python's tarfile)
 // does not read a second gzip member as more of the tar, nor stops at the same place past
 // the end blocks, so the server keeps only archives that every reader reads alike.
-func checkArchiveEnd(br *bufio.Reader, zr *gzip.Reader, total, maxBytes int64) error {
+func checkArchiveEnd(br *bufio.Reader, zr io.Reader, total, maxBytes int64) error {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := zr.Read(buf)
@@ -641,18 +641,6 @@ func secondMember(br *bufio.Reader, err error) error {
 		}
 	}
 	return nil
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // mkdirInside creates dir (inside root) with its parents, refusing a path that leaves
