@@ -88,9 +88,12 @@ func SubmitBlocking(ctx context.Context, p *plane.SubmitManyParams, l *Lines, hu
 			changed, release = hub.Watch(key)
 		}
 		out, err := once(tk)
-		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, ErrBlocked) {
+		if err != nil && tk != nil && ctx.Err() != nil && !errors.Is(err, ErrBlocked) &&
+			(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			// This submit found the queue full before, and its context ended during a
 			// retry (waiting for the writer, say): it blocked until its context ended.
+			// Any other error (the storage's) is the reason the retry failed and is
+			// returned as it is, below.
 			release()
 			return nil, gaveUp(p, ctx.Err())
 		}

@@ -174,3 +174,28 @@ func TestSubmitBlockingContextEndsInRetry(t *testing.T) {
 		t.Fatal("the submit left its line")
 	}
 }
+
+// TestSubmitBlockingStorageFailsInRetry: a retry that fails for the storage while the
+// caller's context also ends reports the storage's error, not a full queue.
+func TestSubmitBlockingStorageFailsInRetry(t *testing.T) {
+	var l Lines
+	hub := NewHub()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	storage := errors.New("disk I/O error")
+	calls := 0
+	p := &plane.SubmitManyParams{Namespace: "n", Queue: "q"}
+	_, err := SubmitBlocking(ctx, p, &l, hub, nil,
+		func(context.Context, <-chan struct{}, time.Duration) error { return nil },
+		func(tk *Ticket) ([]plane.SubmitResult, error) {
+			calls++
+			if calls == 1 {
+				return nil, ErrBlocked
+			}
+			cancel()
+			return nil, storage
+		})
+	if !errors.Is(err, storage) || errors.Is(err, plane.ErrQueueFull) {
+		t.Fatalf("got %v, want the storage's error", err)
+	}
+}
