@@ -24,6 +24,13 @@ _refs: dict[tuple[int, str], str] = {}
 _metadata: dict[tuple[int, str], tuple[config.Mode, dict[str, str]]] = {}
 _warned: set[tuple[str, str]] = set()  # (project file, mode) told that it ships no code
 
+#: How a worker's owner lets its submitters run declared commands or ship code to queues
+#: it serves with its own function: the hint every refusal of that kind ends with.
+TRUST_HINT = (
+    "run_worker(trust_declarations=True) or LAKESHORE_TRUST_DECLARATIONS=1 "
+    "(docs/fabric.md, \"Who may run commands on a worker\")"
+)
+
 
 def code_path(namespace: str, queue: str, digest: str) -> str:
     """The route of a code archive."""
@@ -74,9 +81,8 @@ def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, di
         _warned.add((cfg.file, mode_name))
         log.warning(
             "lakeshore: mode %r declares %s but ships no code (no code: section in %s): a worker runs "
-            "those only when started with run_worker(trust_declarations=True) or LAKESHORE_TRUST_DECLARATIONS=1, "
-            "else the runs fail (docs/fabric.md, \"Who may run commands on a worker\")",
-            mode_name, ", ".join(declared), cfg.file,
+            "those only when started with %s; else the runs fail",
+            mode_name, ", ".join(declared), cfg.file, TRUST_HINT,
         )
     digest = ""
     git = None
@@ -150,17 +156,14 @@ class Preparer:
                 raise PermissionError(
                     f"this run ships code to queue {queue!r}, which this worker serves with its own function: "
                     "a worker runs shipped code only on queues it serves by name (thunks) or by an @udf, or "
-                    "when started with run_worker(trust_declarations=True) or LAKESHORE_TRUST_DECLARATIONS=1 "
-                    "(docs/fabric.md, \"Who may run commands on a worker\")"
+                    f"when started with {TRUST_HINT}"
                 )
             if declared and not digest:
                 # Without shipped code (whose submitter runs their own code here anyway) its
                 # commands would be a shell on this worker for the submit right alone.
                 raise PermissionError(
                     f"this run declares {', '.join(declared)} but ships no code: a worker runs a run's declared "
-                    "commands and env only for runs that ship their code, or when started with "
-                    "run_worker(trust_declarations=True) or LAKESHORE_TRUST_DECLARATIONS=1 "
-                    "(docs/fabric.md, \"Who may run commands on a worker\")"
+                    f"commands and env only for runs that ship their code, or when started with {TRUST_HINT}"
                 )
         # The set-ups this worker did are keyed by the host key of the declared set-up
         # itself, never by the one the declaration states (a submitter could name another
