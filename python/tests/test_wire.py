@@ -521,3 +521,57 @@ def test_msgpack_python_agrees_on_plain_values() -> None:
         data = wire.encode(v)
         assert data == msgpack.packb(sort_maps(v), use_bin_type=True)
         assert msgpack.unpackb(data, raw=False, strict_map_key=True) == wire.decode(data)
+
+
+def _general(value: Any) -> bytes:
+    """The general encoder's bytes, bypassing the plain-data fast path."""
+    out = bytearray()
+    wire._encode_into(out, [], value)
+    return bytes(out)
+
+
+_EDGE_INTS = [0, 1, 31, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1,
+              -1, -31, -32, -33, -127, -128, -129, -32767, -32768, -32769, -(2**31), -(2**31) - 1, -(2**63)]
+
+
+def _random_plain(rng: random.Random, depth: int = 0) -> Any:
+    pick = rng.randrange(10 if depth < 4 else 7)
+    if pick == 0:
+        return rng.choice([None, True, False])
+    if pick == 1:
+        return rng.choice(_EDGE_INTS)
+    if pick == 2:
+        return rng.choice([0.0, -0.0, 1.5, float("inf"), float("-inf"), float("nan"), 1e300, rng.random()])
+    if pick == 3:
+        return "é" * rng.choice([0, 1, 15, 16, 31, 32, 127, 128, 255, 256, 40000])
+    if pick == 4:
+        return "x" * rng.choice([0, 31, 32, 255, 256, 65535, 65536])
+    if pick == 5:
+        return bytes(rng.choice([0, 1, 255, 256, 65535, 65536]))
+    if pick == 6:
+        return rng.randrange(-(2**63), 2**64)
+    if pick in (7, 8):
+        return {rng.choice(["b", "a", "ü", "k" * 40, "", "Z"]) + str(i): _random_plain(rng, depth + 1)
+                for i in range(rng.choice([0, 1, 3, 15, 16, 17]))}
+    return [_random_plain(rng, depth + 1) for _ in range(rng.choice([0, 1, 15, 16, 17]))]
+
+
+def test_plain_fast_path_is_the_canonical_form() -> None:
+    """``encode`` hands plain data (None, bool, int, float, str, bytes, list, dict with str
+    keys) to msgpack's C packer with sorted keys: its bytes must be the general encoder's,
+    header sizes, integer forms, NaN bits and key order included."""
+    rng = random.Random(7)
+    for _ in range(3000):
+        v = {"r": _random_plain(rng)} if rng.random() < 0.5 else [_random_plain(rng)]
+        assert wire.encode(v) == _general(v), v
+    # Not plain (the general encoder writes them): a tuple, a Mapping that is not a dict,
+    # nesting deeper than the fast path goes; and errors it names: an out-of-range int, a
+    # non-str key, a lone surrogate, a set.
+    deep: Any = 1
+    for _ in range(20):
+        deep = [deep]
+    for v in ({"t": (1, 2)}, {"b": True, "e": 2**64 - 1}, [OrderedDict(b=1, a=2)], [deep], {"d": {"x": 1.0}}):
+        assert wire.encode(v) == _general(v)
+    for bad in ({"i": 2**64}, {1: "a"}, ["\ud800"], {"s": {1, 2}}):
+        with pytest.raises(wire.EncodeError):
+            wire.encode(bad)

@@ -61,6 +61,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal, cast
 
 import numpy as np
+from msgpack import packb as _packb
 
 __all__ = [
     "MAX_DEPTH",
@@ -846,6 +847,16 @@ def encode(value: Any) -> bytes:
             wrap callables with :func:`thunk`), strings with lone surrogates, dicts with
             non-str keys, invalid arrays, and nesting deeper than :data:`MAX_DEPTH` (a cycle).
     """
+    t = type(value)
+    if t is dict or t is list:
+        # Plain data (the common record, payload and result) is what msgpack's C packer
+        # writes byte for byte as the canonical form, once its maps' keys are sorted.
+        plain = _plain(value, 0)
+        if plain is not _NOT_PLAIN:
+            try:
+                return cast(bytes, _packb(plain, use_bin_type=True))
+            except (ValueError, OverflowError, UnicodeEncodeError, TypeError):
+                pass  # the loop below names what is wrong
     out = bytearray()
     stack: list[_Container] = []
     try:
@@ -856,6 +867,53 @@ def encode(value: Any) -> bytes:
         where = "$" + "".join(c.child_path() for c in stack)
         raise EncodeError(where + e.path[1:], e.type_name, e.reason) from None
     return bytes(out)
+
+
+_NOT_PLAIN = object()
+_PLAIN_DEPTH = 8  # deeper values take the general encoder (which bounds depth itself)
+_SCALARS = (type(None), bool, float, str, bytes)
+
+
+def _plain(v: Any, depth: int) -> Any:
+    """``v`` with every map's keys sorted when it holds only ``None``, ``bool``, ``int`` in
+    [-2**63, 2**64), ``float``, ``str``, ``bytes``, ``list`` and ``dict`` with ``str`` keys
+    (exact types, no subclass), at most :data:`_PLAIN_DEPTH` deep; else ``_NOT_PLAIN``.
+    For such values msgpack's packer (``use_bin_type=True``) writes the canonical form:
+    smallest integer forms, float 64, str and bin with their smallest headers."""
+    t = type(v)
+    if t is int:
+        return v if _MIN_INT <= v <= _MAX_UINT else _NOT_PLAIN
+    if t in _SCALARS:
+        return v
+    if depth >= _PLAIN_DEPTH:
+        return _NOT_PLAIN
+    if t is dict:
+        for k in v:
+            if type(k) is not str:
+                return _NOT_PLAIN
+        out = {}
+        for k in sorted(v):
+            x = v[k]
+            tx = type(x)
+            if tx in _SCALARS or (tx is int and _MIN_INT <= x <= _MAX_UINT):
+                out[k] = x
+            else:  # a container, or not plain
+                x = _plain(x, depth + 1)
+                if x is _NOT_PLAIN:
+                    return _NOT_PLAIN
+                out[k] = x
+        return out
+    if t is list:
+        items = []
+        for x in v:
+            tx = type(x)
+            if not (tx in _SCALARS or (tx is int and _MIN_INT <= x <= _MAX_UINT)):
+                x = _plain(x, depth + 1)
+                if x is _NOT_PLAIN:
+                    return _NOT_PLAIN
+            items.append(x)
+        return items
+    return _NOT_PLAIN
 
 
 def _encode_into(out: bytearray, stack: list[_Container], value: Any) -> None:
