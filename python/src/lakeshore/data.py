@@ -58,7 +58,7 @@ import numpy as np
 from lakeshore import errors, wire
 from lakeshore._transport import redact_url
 from lakeshore.dispatch import Dispatch, default_dispatch, is_url
-from lakeshore.queue import _check_name, encode_value
+from lakeshore.queue import MAX_VALUE_BYTES, _check_name, encode_value
 
 log = logging.getLogger("lakeshore.data")
 
@@ -770,9 +770,19 @@ class Queue:
             tags[name] = v
         encoded = []
         for i, r in enumerate(records):
-            if not isinstance(r, Mapping):
-                raise TypeError(f"record {i} is a {type(r).__name__}; a record is a map of field name → value")
-            encoded.append((part, encode_value(f"record {i}", dict(r, **tags) if tags else dict(r))))
+            if type(r) is not dict:
+                if not isinstance(r, Mapping):
+                    raise TypeError(f"record {i} is a {type(r).__name__}; a record is a map of field name → value")
+                r = dict(r)
+            if tags:
+                r = dict(r, **tags)
+            try:
+                data = wire.encode(r)  # a dict is read, never changed: no copy
+            except wire.EncodeError as e:  # named here, not for every record
+                raise wire.EncodeError(f"record {i}" + e.path[1:], e.type_name, e.reason) from None
+            if len(data) > MAX_VALUE_BYTES:
+                encode_value(f"record {i}", r)  # raises its size error
+            encoded.append((part, data))
         async with self._buffer_lock:
             self._buffer.extend(encoded)
             self.metrics["puts"] += len(encoded)
