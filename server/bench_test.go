@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
 // BenchmarkSubmitBody compares one submit of the payload {"x": 1, "tags": ["a", "b"]} with
@@ -46,4 +48,39 @@ func BenchmarkSubmitBody(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDataPutWireRecords is the Python SDK's put: one POST D/records with a msgpack
+// body of 1,000 wire records {"reward": float, "step": int, "tag": str}, into a data queue
+// in a directory (each put committed, synced, before its answer). One op is one request.
+// go test ./server -run '^$' -bench DataPutWireRecords -benchtime 200x
+func BenchmarkDataPutWireRecords(b *testing.B) {
+	recs := make([]api.Value, 1000)
+	for i := range recs {
+		w, err := wire.Marshal(map[string]any{"reward": float64(i) / 10, "step": int64(i), "tag": fmt.Sprintf("t%d", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs[i] = api.Value{Wire: w}
+	}
+	body, err := api.Msgpack.Marshal(&api.DataPutRequest{Records: recs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bundle := dataSetup(b, nil)
+	client := bundle.ts.Client()
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", bundle.ts.URL+D+"/records", bytes.NewReader(body))
+		req.Header.Set("Content-Type", api.ContentTypeMsgpack)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatal(resp.Status)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(recs))/b.Elapsed().Seconds(), "records/s")
 }

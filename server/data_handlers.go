@@ -74,12 +74,17 @@ func (s *Server) readArrow(w http.ResponseWriter, r *http.Request, withIndex boo
 func records(field string, vals []api.Value) ([]persist.Record, error) {
 	out := make([]persist.Record, len(vals))
 	for i, v := range vals {
-		name := fmt.Sprintf("%s[%d]", field, i)
 		if v.Wire == nil {
-			return nil, &plane.InvalidError{Field: name, Rule: "a map of field name → value (null is not a record)"}
+			return nil, &plane.InvalidError{Field: fmt.Sprintf("%s[%d]", field, i), Rule: "a map of field name → value (null is not a record)"}
 		}
-		rec, err := persist.RecordFromWire(name, v.Wire)
+		rec, err := persist.RecordFromWire(field, v.Wire)
 		if err != nil {
+			// The record's name ("records[3]") is made only for its error, not for
+			// each of the thousands of records a put holds.
+			var invalid *plane.InvalidError
+			if errors.As(err, &invalid) && invalid.Field == field {
+				invalid.Field = fmt.Sprintf("%s[%d]", field, i)
+			}
 			return nil, err
 		}
 		out[i] = rec

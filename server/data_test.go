@@ -36,7 +36,7 @@ import (
 const D = "/v1/namespaces/default/data/rollouts"
 
 // dataSetup is setup with a data directory; the data queues are closed at cleanup.
-func dataSetup(t *testing.T, cfg *server.Config) *testBundle {
+func dataSetup(t testing.TB, cfg *server.Config) *testBundle {
 	t.Helper()
 	var c server.Config
 	if cfg != nil {

@@ -46,14 +46,12 @@ func RecordFromWire(field string, b []byte) (Record, error) {
 	if !ok {
 		return nil, &InvalidError{Field: field, Value: fmt.Sprintf("%s", wireKind(v)), Rule: "a map of field name → value"}
 	}
-	rec := make(Record, len(m))
-	for k, x := range m {
+	for k, x := range m { // the decoded map becomes the record, arrays typed in place
 		if a, ok := x.([]any); ok {
-			x = typedList(a)
+			m[k] = typedList(a)
 		}
-		rec[k] = x
 	}
-	return rec, nil
+	return Record(m), nil
 }
 
 // wireKind names a decoded wire value's type in wire terms, for errors.
