@@ -78,6 +78,9 @@ func (a *app) printInvocation(inv *lakeshore.Invocation, workers *capable) error
 	if inv.Key != "" {
 		m["key"] = inv.Key
 	}
+	if inv.ConcurrencyKey != "" {
+		m["concurrency_key"] = inv.ConcurrencyKey
+	}
 	if len(inv.Metadata) > 0 {
 		m["metadata"] = inv.Metadata
 	}
@@ -110,6 +113,9 @@ func (a *app) printInvocation(inv *lakeshore.Invocation, workers *capable) error
 	row("attempt", fmt.Sprintf("%d of %d", inv.Attempt, inv.MaxAttempts))
 	if inv.Key != "" {
 		row("key", inv.Key)
+	}
+	if inv.ConcurrencyKey != "" {
+		row("concurrency key", inv.ConcurrencyKey)
 	}
 	row("priority", inv.Priority)
 	row("created", formatTime(inv.CreatedAt))

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -51,6 +52,9 @@ stderr) gives the --after cursor of the next page; with --json the last line on 
 					if inv.Key != "" {
 						m["key"] = inv.Key
 					}
+					if inv.ConcurrencyKey != "" {
+						m["concurrency_key"] = inv.ConcurrencyKey
+					}
 					if !inv.FinishedAt.IsZero() {
 						m["finished_at"] = inv.FinishedAt
 					}
@@ -70,18 +74,29 @@ stderr) gives the --after cursor of the next page; with --json the last line on 
 				return nil
 			}
 			tw := a.table()
-			tw.row("ID", "STATE", "ATTEMPT", "KEY", "CREATED", "FINISHED", "ERROR")
+			// The concurrency key's column appears when a job of the page has one.
+			keyed := slices.ContainsFunc(page.Invocations, func(inv *lakeshore.Invocation) bool { return inv.ConcurrencyKey != "" })
+			head := []any{"ID", "STATE", "ATTEMPT", "KEY"}
+			if keyed {
+				head = append(head, "CONCURRENCY KEY")
+			}
+			tw.row(append(head, "CREATED", "FINISHED", "ERROR")...)
+			orDash := func(s string) string {
+				if s == "" {
+					return "-"
+				}
+				return s
+			}
 			for _, inv := range page.Invocations {
 				errText := "-"
 				if inv.Error != nil {
 					errText = errorSummary(inv.Error.Type, inv.Error.Message)
 				}
-				key := inv.Key
-				if key == "" {
-					key = "-"
+				cells := []any{inv.ID, inv.State, fmt.Sprintf("%d/%d", inv.Attempt, inv.MaxAttempts), orDash(inv.Key)}
+				if keyed {
+					cells = append(cells, orDash(inv.ConcurrencyKey))
 				}
-				tw.row(inv.ID, inv.State, fmt.Sprintf("%d/%d", inv.Attempt, inv.MaxAttempts), key,
-					formatTime(inv.CreatedAt), formatTime(inv.FinishedAt), errText)
+				tw.row(append(cells, formatTime(inv.CreatedAt), formatTime(inv.FinishedAt), errText)...)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

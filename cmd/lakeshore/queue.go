@@ -302,9 +302,31 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 		}
 		return a.printJSON(m)
 	}
+	// keyLines are the keys' live counts: a key is listed while it has jobs, with or
+	// without an admission block (a worker's "slow down" answer holds a key too).
+	keyLines := func(tw *table) {
+		for _, k := range keys {
+			limit := "no limit"
+			if k.Limit > 0 {
+				limit = fmt.Sprintf("limit %d", k.Limit)
+			}
+			line := fmt.Sprintf("%d running (%s), %d queued", k.Running, limit, k.Queued)
+			if k.RateWait > 0 {
+				line += fmt.Sprintf(", next start in %s (rate)", k.RateWait.Round(time.Millisecond))
+			}
+			tw.row(fmt.Sprintf("key %q", k.Key), line)
+		}
+	}
 	if ad == nil {
 		if _, err := fmt.Fprintf(a.stdout, "%s: no admission block\n", q.Name()); err != nil {
 			return err
+		}
+		if len(keys) > 0 {
+			tw := a.table()
+			keyLines(tw)
+			if err := tw.Flush(); err != nil {
+				return err
+			}
 		}
 		return a.printProvider(ref)
 	}
@@ -342,17 +364,7 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 			tw.row(fmt.Sprintf("  key %q rate limit", k), "none")
 		}
 	}
-	for _, k := range keys {
-		limit := "no limit"
-		if k.Limit > 0 {
-			limit = fmt.Sprintf("limit %d", k.Limit)
-		}
-		line := fmt.Sprintf("%d running (%s), %d queued", k.Running, limit, k.Queued)
-		if k.RateWait > 0 {
-			line += fmt.Sprintf(", next start in %s (rate)", k.RateWait.Round(time.Millisecond))
-		}
-		tw.row(fmt.Sprintf("key %q", k.Key), line)
-	}
+	keyLines(tw)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -79,6 +80,29 @@ func admissionText(ad *plane.Admission) string {
 	}
 	if ad.DeadlineCutoff > 0 {
 		parts = append(parts, fmt.Sprintf("deadline-cutoff=%s", ad.DeadlineCutoff))
+	}
+	// The per-key rules, in `queue set`'s flag names; of the per-key overrides, how many
+	// keys have one (`queue get` lists them).
+	if ad.ConcurrencyLimit > 0 {
+		parts = append(parts, fmt.Sprintf("concurrency-limit=%d", ad.ConcurrencyLimit))
+	}
+	if ad.KeyRateLimit > 0 {
+		parts = append(parts, fmt.Sprintf("key-rate-limit=%g/s key-burst=%d", ad.KeyRateLimit, ad.KeyBurst))
+	}
+	rated := maps.Clone(ad.KeyRateLimits)
+	for k := range ad.KeyBursts {
+		if rated == nil {
+			rated = map[string]float64{}
+		}
+		rated[k] = 0
+	}
+	for _, o := range []struct {
+		flag string
+		n    int
+	}{{"key-limit", len(ad.ConcurrencyLimits)}, {"key-rate", len(rated)}, {"key-weight", len(ad.KeyWeights)}} {
+		if o.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d keys", o.flag, o.n))
+		}
 	}
 	if len(parts) == 0 {
 		return "-"

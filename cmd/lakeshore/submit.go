@@ -103,13 +103,23 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 				opts.Requirement = (*lakeshore.Requirement)(o)
 			}
 			opts.Mode = mode // lakeshore.yaml's mode: run declaration, requirement, code (docs/fabric.md)
-			id, err := q.Submit(submitCtx, payload, opts)
+			res, err := q.SubmitManyResults(submitCtx, []lakeshore.Submission{{Payload: payload, SubmitOptions: *opts}})
 			if err != nil {
 				return err
 			}
+			id := res[0].ID
+			if res[0].Existing && !a.json {
+				// The id printed is the existing job's: say so, on standard error, so that
+				// scripts reading the id from standard output are unaffected.
+				fmt.Fprintf(a.stderr, "lakeshore: an existing job holds key %q: its id is printed, nothing new was enqueued\n", key)
+			}
 			if !wait {
 				if a.json {
-					return a.printJSON(map[string]any{"id": id})
+					m := map[string]any{"id": id}
+					if res[0].Existing {
+						m["existing"] = true
+					}
+					return a.printJSON(m)
 				}
 				_, err = fmt.Fprintln(a.stdout, id)
 				return err
