@@ -668,6 +668,12 @@ func TestDashboardReadOnly(t *testing.T) {
 	b.text("#payload")
 	require.Equal(t, 0, b.count("#inv-head button"))
 
+	// Schedules: listed, but no pause or resume (the server would refuse them).
+	e.call("PUT", "/v1/namespaces/default/schedules/nightly", adminToken, map[string]any{"queue": "jobs", "cron": "0 3 * * *"}, 200)
+	b.open(ro, "#/schedules")
+	require.Contains(t, b.text(`#schedule-table tr[data-schedule="default/nightly"]`), "0 3 * * *")
+	require.Equal(t, 0, b.count("#schedule-table button"))
+
 	b.open(ro, "#/q/other/hidden")
 	require.Contains(t, b.text(`.error[data-error="not_found"]`), "does not exist, or your token may not read it")
 	b.noProblems(true)

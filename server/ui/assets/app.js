@@ -1220,8 +1220,17 @@ async function schedulesPage() {
       route();
     } catch (err) { if (!isAbort(err)) toast(err.message); }
   };
+  // Pause and resume need submit on the schedule's namespace (docs/http-api.md): the
+  // buttons are shown to tokens that hold it, asked once per queue for this page.
+  const sessions = new Map();
+  const maySubmit = sc => {
+    const k = sc.namespace + '/' + sc.queue;
+    if (!sessions.has(k)) sessions.set(k, queueSession(sc.namespace, sc.queue).then(qs => canOn(qs, 'submit'), () => false));
+    return sessions.get(k);
+  };
   every(5000, async () => {
     const list = (await api('GET', '/v1/schedules')).schedules;
+    const allowed = await Promise.all(list.map(maySubmit));
     clear(host);
     if (list.length === 0) {
       host.appendChild(el('div', { class: 'notice', id: 'no-schedules' }, 'No schedule. Add one with: lakeshore schedule add NAME "0 3 * * *" --queue QUEUE'));
@@ -1229,7 +1238,7 @@ async function schedulesPage() {
     }
     host.appendChild(el('div', { class: 'table-wrap' }, el('table', { id: 'schedule-table' },
       el('thead', {}, el('tr', {}, ['schedule', 'rule', 'queue', 'catch-up', 'last fire', 'next fire', 'skipped', ''].map(h => el('th', { text: h })))),
-      el('tbody', {}, list.map(sc => {
+      el('tbody', {}, list.map((sc, i) => {
         const rule = sc.cron ? sc.cron + (sc.time_zone ? ' (' + sc.time_zone + ')' : '') : 'every ' + fmtAge(sc.every * 1000);
         return el('tr', { 'data-schedule': sc.namespace + '/' + sc.name },
           el('td', { text: sc.namespace + '/' + sc.name }),
@@ -1243,9 +1252,10 @@ async function schedulesPage() {
             ? [el('span', { class: 'mono', text: String(sc.skipped) + ' (last ' + fmtTime(sc.last_skip) + ')' }),
               el('div', { class: 'muted', text: sc.last_skip_reason || '' })]
             : '0'),
-          el('td', {}, sc.paused
-            ? el('button', { class: 'sched-resume', onclick: () => act(sc, 'resume') }, 'Resume')
-            : el('button', { class: 'sched-pause', onclick: () => act(sc, 'pause') }, 'Pause')));
+          el('td', {}, !allowed[i] ? ''
+            : sc.paused
+              ? el('button', { class: 'sched-resume', onclick: () => act(sc, 'resume') }, 'Resume')
+              : el('button', { class: 'sched-pause', onclick: () => act(sc, 'pause') }, 'Pause')));
       })))));
   });
 }
