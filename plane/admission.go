@@ -68,12 +68,18 @@ func (a Admission) WithDefaults() Admission {
 		a.OnFull = OnFullReject
 	}
 	if a.Burst == 0 && a.RateLimit > 0 {
-		a.Burst = max(1, int64(math.Ceil(a.RateLimit)))
+		a.Burst = defaultBurst(a.RateLimit)
 	}
 	if a.KeyBurst == 0 && a.KeyRateLimit > 0 {
-		a.KeyBurst = max(1, int64(math.Ceil(a.KeyRateLimit)))
+		a.KeyBurst = defaultBurst(a.KeyRateLimit)
 	}
 	return a
+}
+
+// defaultBurst is a rate's bucket when none is given: the rate rounded up, at least 1, at
+// most 2^62 (a rate too large for an int64 saturates instead of wrapping around).
+func defaultBurst(rate float64) int64 {
+	return int64(max(1, min(math.Ceil(rate), 1<<62)))
 }
 
 // Validate checks a. Errors: *InvalidError naming the field and what is allowed.

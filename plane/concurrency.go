@@ -235,7 +235,7 @@ func (a Admission) KeyRate(key string) (rate float64, burst int64) {
 		return 0, 0
 	}
 	if burst <= 0 {
-		burst = max(1, int64(math.Ceil(rate)))
+		burst = defaultBurst(rate)
 	}
 	return rate, burst
 }

@@ -156,10 +156,12 @@ detaches it.`,
 }
 
 // mergeKeyOverrides merges flag values KEY=VALUE (KEY=- deletes KEY) into *m, parsing
-// VALUE with parse. Errors: a usage error naming flag.
+// VALUE with parse; KEY is what precedes the last "=". Errors: a usage error naming flag.
 func mergeKeyOverrides[V any](flag string, values []string, m *map[string]V, parse func(string) (V, error)) error {
 	for _, kv := range values {
-		k, v, ok := strings.Cut(kv, "=")
+		// The value (a number or "-") has no "=": the last one splits, so a key may hold one.
+		i := strings.LastIndex(kv, "=")
+		k, v, ok := kv[:max(i, 0)], kv[i+1:], i >= 0
 		if !ok || k == "" {
 			return usagef("--%s %q: use KEY=VALUE (KEY=- removes the override)", flag, kv)
 		}

@@ -34,6 +34,11 @@ func TestQueueKeyRateOverrides(t *testing.T) {
 			require.Regexp(t, `key "free" rate limit\s+none`, text)
 			require.Regexp(t, `key "slow" rate limit\s+1/s burst 3`, text)
 
+			// A key with "=" in it: the last "=" splits.
+			c.ok("queue", "set", "a", "--key-rate", "x=y=3")
+			require.Equal(t, 3.0, admission()["key_rate_limits"].(map[string]any)["x=y"])
+			c.ok("queue", "set", "a", "--key-rate", "x=y=-")
+
 			c.ok("queue", "set", "a", "--key-rate", "free=-", "--key-bucket", "slow=-")
 			a = admission()
 			require.Equal(t, map[string]any{"partner": 20.0}, a["key_rate_limits"], "KEY=- removes the override")
