@@ -2,6 +2,9 @@ package lakeshore
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -50,6 +53,46 @@ const (
 // field.
 func (q *Queue) SetAdmission(ctx context.Context, a Admission) error {
 	return q.d.drv.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: q.opts.Namespace, Queue: q.name, Admission: a})
+}
+
+// updateAdmissionTries bounds UpdateAdmission's reads and conditional writes.
+const updateAdmissionTries = 10
+
+// UpdateAdmission changes the queue's admission block with change and returns the block
+// written, without losing a concurrent change: it reads the block, calls change on a copy
+// (a zero block when the queue has none), and writes the result only if the stored block is
+// still the one it read (a conditional set, plane.AdmissionParams.IfMatch); when another
+// writer came first, it reads again and calls change again, at most 10 times. An error of
+// change ends it with nothing written. Errors: as SetAdmission; ErrChanged when every try
+// met another writer's change.
+func (q *Queue) UpdateAdmission(ctx context.Context, change func(a *Admission) error) (*Admission, error) {
+	for range updateAdmissionTries {
+		current, err := q.Admission(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var a Admission
+		if current != nil {
+			a = *current
+			// The maps are the change's to edit: copies, so a retry starts from the stored block.
+			a.ConcurrencyLimits = maps.Clone(a.ConcurrencyLimits)
+			a.KeyWeights = maps.Clone(a.KeyWeights)
+			a.KeyRateLimits = maps.Clone(a.KeyRateLimits)
+			a.KeyBursts = maps.Clone(a.KeyBursts)
+		}
+		if err := change(&a); err != nil {
+			return nil, err
+		}
+		err = q.d.drv.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: q.opts.Namespace, Queue: q.name,
+			Admission: a, IfMatch: plane.AdmissionTag(current)})
+		if !errors.Is(err, plane.ErrChanged) {
+			if err != nil {
+				return nil, err
+			}
+			return &a, nil
+		}
+	}
+	return nil, fmt.Errorf("update admission of queue %s/%s: %w (another writer's at each of %d tries)", q.opts.Namespace, q.name, plane.ErrChanged, updateAdmissionTries)
 }
 
 // Admission returns the queue's admission block, or nil when it has none (no limits).

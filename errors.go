@@ -54,6 +54,9 @@ var (
 	ErrUnauthorized = plane.ErrUnauthorized
 	// ErrForbidden: the token does not grant this permission on this queue.
 	ErrForbidden = plane.ErrForbidden
+	// ErrChanged: Queue.UpdateAdmission found the block changed by another writer at each
+	// of its tries. Nothing was written.
+	ErrChanged = plane.ErrChanged
 )
 
 type (

@@ -15,7 +15,7 @@ import (
 var allSentinels = []*plane.Error{
 	plane.ErrNotFound, plane.ErrTimeout, plane.ErrFailed, plane.ErrCancelled, plane.ErrTimedOut, plane.ErrLeaseLost,
 	plane.ErrJournalClosed, plane.ErrQueueFull, plane.ErrRateLimited, plane.ErrInvalid, plane.ErrClosed, plane.ErrNotImplemented,
-	plane.ErrUnavailable,
+	plane.ErrUnavailable, plane.ErrChanged,
 }
 
 // roundTrip sends err through the error body in both codecs and returns what a client

@@ -52,6 +52,7 @@ var statuses = map[string]int{
 	plane.ErrClosed.Code:         http.StatusServiceUnavailable,
 	plane.ErrNotImplemented.Code: http.StatusNotImplemented,
 	plane.ErrUnavailable.Code:    http.StatusBadGateway,
+	plane.ErrChanged.Code:        http.StatusPreconditionFailed,
 	ErrUnauthorized.Code:         http.StatusUnauthorized,
 	ErrForbidden.Code:            http.StatusForbidden,
 	ErrUnsupportedMediaType.Code: http.StatusUnsupportedMediaType,

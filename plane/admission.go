@@ -1,6 +1,8 @@
 package plane
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"time"
@@ -104,6 +106,31 @@ type AdmissionParams struct {
 	Namespace string
 	Queue     string
 	Admission Admission
+	// IfMatch, when not empty, makes the set conditional: it applies only while the
+	// queue's block is the one of that tag (AdmissionTag of what the caller read; "none":
+	// no block), else nothing changes and the answer is ErrChanged. A read, a change and a
+	// conditional set, repeated on ErrChanged, merge a change into the block without losing
+	// a concurrent one (`lakeshore queue set` does so).
+	IfMatch string
+}
+
+// AdmissionTagNone is the AdmissionTag of a queue with no admission block.
+const AdmissionTagNone = "none"
+
+// AdmissionTag names the content of an admission block for a conditional set
+// (AdmissionParams.IfMatch) and HTTP's ETag: 16 hex digits of the SHA-256 of its fields with
+// defaults filled in and the deadline cutoff in the milliseconds the planes store (fmt's
+// %+v, which prints maps in key order and a nil map as an empty one), so equal blocks, as
+// read from any plane or through HTTP's seconds, have equal tags; nil gives
+// AdmissionTagNone.
+func AdmissionTag(a *Admission) string {
+	if a == nil {
+		return AdmissionTagNone
+	}
+	n := a.WithDefaults()
+	n.DeadlineCutoff = n.DeadlineCutoff.Round(time.Millisecond)
+	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", n))
+	return hex.EncodeToString(sum[:8])
 }
 
 // AdmissionError is a submit refused by a queue's admission block. It matches ErrQueueFull

@@ -66,13 +66,17 @@ var (
 	// ErrForbidden: the caller's token does not grant this permission on this queue.
 	// Retrying does not help.
 	ErrForbidden = &Error{Code: "forbidden", Message: "forbidden"}
+	// ErrChanged: a conditional call (AdmissionParams.IfMatch) found the state it was
+	// conditional on changed since the caller read it. Nothing changed: read again, redo
+	// the change, and retry.
+	ErrChanged = &Error{Code: "changed", Message: "changed since it was read"}
 )
 
 // Sentinels lists every sentinel, for mapping wire codes back to errors.
 var sentinels = []*Error{
 	ErrNotFound, ErrTimeout, ErrFailed, ErrCancelled, ErrTimedOut, ErrLeaseLost,
 	ErrJournalClosed, ErrQueueFull, ErrRateLimited, ErrInvalid, ErrClosed, ErrNotImplemented,
-	ErrUnavailable, ErrUnauthorized, ErrForbidden,
+	ErrUnavailable, ErrUnauthorized, ErrForbidden, ErrChanged,
 }
 
 // Code returns the stable code of err: the Code of the first *Error, *InvalidError or

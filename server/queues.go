@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -162,6 +163,8 @@ func (s *Server) handleAdmissionGet(w http.ResponseWriter, r *http.Request, p *p
 	if err != nil {
 		return err
 	}
+	// The block's tag, for a conditional set (If-Match) that merges into it.
+	w.Header().Set("ETag", `"`+plane.AdmissionTag(a)+`"`)
 	s.write(w, r, http.StatusOK, &api.AdmissionResponse{Admission: api.NewAdmission(a)})
 	return nil
 }
@@ -185,7 +188,10 @@ func (s *Server) handleAdmissionSet(w http.ResponseWriter, r *http.Request, p *p
 	if err := authorizeQueue(p, ns, q, plane.PermissionAdmin); err != nil {
 		return err
 	}
-	if err := s.drv.QueueAdmissionSet(r.Context(), &plane.AdmissionParams{Namespace: ns, Queue: q, Admission: *a}); err != nil {
+	// If-Match makes the set conditional on the block's tag (GET's ETag; plane.AdmissionTag):
+	// a block changed meanwhile is 412 changed, and nothing is written.
+	ifMatch := strings.Trim(strings.TrimPrefix(r.Header.Get("If-Match"), "W/"), `"`)
+	if err := s.drv.QueueAdmissionSet(r.Context(), &plane.AdmissionParams{Namespace: ns, Queue: q, Admission: *a, IfMatch: ifMatch}); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.AdmissionResponse{Admission: &req})

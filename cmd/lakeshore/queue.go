@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lakeshore-dev/lakeshore"
 )
@@ -82,57 +83,12 @@ detaches it.`,
 			if !admission {
 				return a.printAdmission(c, q)
 			}
-			var ad lakeshore.Admission
-			if old, err := q.Admission(c.Context()); err != nil {
-				return err
-			} else if old != nil {
-				ad = *old
-			}
-			if f.Changed("max-depth") {
-				ad.MaxDepth = set.MaxDepth
-			}
-			if f.Changed("on-full") {
-				ad.OnFull = lakeshore.OnFull(onFull)
-			}
-			if f.Changed("rate-limit") {
-				ad.RateLimit = set.RateLimit
-			}
-			if f.Changed("burst") {
-				ad.Burst = set.Burst
-			}
-			if f.Changed("deadline-cutoff") {
-				ad.DeadlineCutoff = set.DeadlineCutoff
-			}
-			if f.Changed("concurrency-limit") {
-				ad.ConcurrencyLimit = set.ConcurrencyLimit
-			}
-			if f.Changed("key-rate-limit") {
-				ad.KeyRateLimit = set.KeyRateLimit
-			}
-			if f.Changed("key-burst") {
-				ad.KeyBurst = set.KeyBurst
-			}
-			if err := mergeKeyOverrides("key-limit", keyLimits, &ad.ConcurrencyLimits, func(v string) (int64, error) {
-				return strconv.ParseInt(v, 10, 64)
+			// The flags are merged into the stored block by a conditional write, read again
+			// and merged again when another writer changed it meanwhile: concurrent sets of
+			// different flags all hold.
+			if _, err := q.UpdateAdmission(c.Context(), func(ad *lakeshore.Admission) error {
+				return mergeAdmissionFlags(f, ad, &set, onFull, keyLimits, keyWeights, keyRates, keyBursts)
 			}); err != nil {
-				return err
-			}
-			if err := mergeKeyOverrides("key-weight", keyWeights, &ad.KeyWeights, func(v string) (float64, error) {
-				return strconv.ParseFloat(v, 64)
-			}); err != nil {
-				return err
-			}
-			if err := mergeKeyOverrides("key-rate", keyRates, &ad.KeyRateLimits, func(v string) (float64, error) {
-				return strconv.ParseFloat(v, 64)
-			}); err != nil {
-				return err
-			}
-			if err := mergeKeyOverrides("key-bucket", keyBursts, &ad.KeyBursts, func(v string) (int64, error) {
-				return strconv.ParseInt(v, 10, 64)
-			}); err != nil {
-				return err
-			}
-			if err := q.SetAdmission(c.Context(), ad); err != nil {
 				return err
 			}
 			return a.printAdmission(c, q)
@@ -371,4 +327,53 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 		return err
 	}
 	return a.printProvider(ref)
+}
+
+// mergeAdmissionFlags merges `queue set`'s admission flags that were given (f.Changed) into
+// ad: a scalar flag replaces the field, a KEY=VALUE flag merges into its map. Errors: a usage
+// error naming a malformed flag value.
+func mergeAdmissionFlags(f *pflag.FlagSet, ad *lakeshore.Admission, set *lakeshore.Admission, onFull string,
+	keyLimits, keyWeights, keyRates, keyBursts []string) error {
+	if f.Changed("max-depth") {
+		ad.MaxDepth = set.MaxDepth
+	}
+	if f.Changed("on-full") {
+		ad.OnFull = lakeshore.OnFull(onFull)
+	}
+	if f.Changed("rate-limit") {
+		ad.RateLimit = set.RateLimit
+	}
+	if f.Changed("burst") {
+		ad.Burst = set.Burst
+	}
+	if f.Changed("deadline-cutoff") {
+		ad.DeadlineCutoff = set.DeadlineCutoff
+	}
+	if f.Changed("concurrency-limit") {
+		ad.ConcurrencyLimit = set.ConcurrencyLimit
+	}
+	if f.Changed("key-rate-limit") {
+		ad.KeyRateLimit = set.KeyRateLimit
+	}
+	if f.Changed("key-burst") {
+		ad.KeyBurst = set.KeyBurst
+	}
+	if err := mergeKeyOverrides("key-limit", keyLimits, &ad.ConcurrencyLimits, func(v string) (int64, error) {
+		return strconv.ParseInt(v, 10, 64)
+	}); err != nil {
+		return err
+	}
+	if err := mergeKeyOverrides("key-weight", keyWeights, &ad.KeyWeights, func(v string) (float64, error) {
+		return strconv.ParseFloat(v, 64)
+	}); err != nil {
+		return err
+	}
+	if err := mergeKeyOverrides("key-rate", keyRates, &ad.KeyRateLimits, func(v string) (float64, error) {
+		return strconv.ParseFloat(v, 64)
+	}); err != nil {
+		return err
+	}
+	return mergeKeyOverrides("key-bucket", keyBursts, &ad.KeyBursts, func(v string) (int64, error) {
+		return strconv.ParseInt(v, 10, 64)
+	})
 }

@@ -18,6 +18,19 @@ func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) 
 	}
 	a := p.Admission.WithDefaults()
 	return v.db.Write(ctx, func(t Tx) error {
+		if p.IfMatch != "" { // conditional: the block read in this transaction must be the caller's
+			stored, err := ScanAdmission(t.QueryRow(v.st.AdmissionGet, p.Namespace, p.Queue), v.db.NoRows)
+			if err != nil {
+				return fmt.Errorf("read admission: %w", err)
+			}
+			var current *plane.Admission
+			if stored != nil {
+				current = &stored.Admission
+			}
+			if plane.AdmissionTag(current) != p.IfMatch {
+				return plane.ErrChanged
+			}
+		}
 		if _, err := t.Exec(v.st.AdmissionSet, p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst,
 			a.DeadlineCutoff.Milliseconds(), t.Now().UnixMilli(), float64(a.Burst), EncodeConcurrency(a)); err != nil {
 			return fmt.Errorf("set admission: %w", err)

@@ -447,7 +447,7 @@ func (d *Driver) QueueAdmissionSet(ctx context.Context, params *plane.AdmissionP
 		return err
 	}
 	return d.do(ctx, &call{method: "PUT", path: queuePath(params.Namespace, params.Queue) + "/admission",
-		body: api.NewAdmission(&params.Admission), out: &api.AdmissionResponse{}, safe: true})
+		body: api.NewAdmission(&params.Admission), out: &api.AdmissionResponse{}, safe: true, ifMatch: params.IfMatch})
 }
 
 // QueueAdmissionGet implements plane.Driver.

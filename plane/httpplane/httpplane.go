@@ -306,6 +306,8 @@ type call struct {
 	// connection that cannot be half-closed is given claimGrace instead before it
 	// closes.
 	claims bool
+	// ifMatch, when set, is sent as If-Match (a conditional set: plane.AdmissionParams).
+	ifMatch string
 }
 
 // claimAnswerWait is how long a claim whose caller went away waits, after half-closing
@@ -523,6 +525,9 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		req.Header.Set("Content-Type", cmp.Or(c.contentType, api.ContentTypeMsgpack))
 	}
 	req.Header.Set("Accept", api.ContentTypeMsgpack)
+	if c.ifMatch != "" {
+		req.Header.Set("If-Match", `"`+c.ifMatch+`"`)
+	}
 	if d.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+d.cfg.Token)
 	}

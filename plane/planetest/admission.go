@@ -13,6 +13,36 @@ import (
 // testAdmission checks the admission block of a queue (issue 6): stored in the plane,
 // enforced in the submit transaction, all-or-nothing for batches, bypassed by existing keys.
 func testAdmission(t *testing.T, s *suite) {
+	t.Run("ConditionalSet", func(t *testing.T) {
+		// A set with IfMatch applies only while the stored block has that tag (of the block
+		// as read from this plane: over HTTP, through the API's seconds and maps); another
+		// tag is ErrChanged and writes nothing.
+		t.Parallel()
+		b := s.setup(t, config{})
+		set := func(a plane.Admission, ifMatch string) error {
+			return b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a, IfMatch: ifMatch})
+		}
+		read := func() *plane.Admission {
+			a, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
+			must(t, err, "get admission")
+			return a
+		}
+		first := plane.Admission{MaxDepth: 5, RateLimit: 2.5, DeadlineCutoff: 4350 * time.Millisecond, ConcurrencyLimit: 3,
+			ConcurrencyLimits: map[string]int64{"a": 1}, KeyWeights: map[string]float64{"a": 0.3}, KeyRateLimit: 0.7,
+			KeyRateLimits: map[string]float64{"b": 1.1}, KeyBursts: map[string]int64{"c": 4}}
+		require.ErrorIs(t, set(first, "0123456789abcdef"), plane.ErrChanged, "no block yet: only the tag none matches")
+		require.Nil(t, read(), "a refused conditional set writes nothing")
+		must(t, set(first, plane.AdmissionTagNone), "a conditional set on a queue with no block")
+		stored := read()
+		tag := plane.AdmissionTag(stored)
+		require.Equal(t, plane.AdmissionTag(&first), tag, "the tag of the block read is the tag of the block set")
+		second := *stored
+		second.MaxDepth = 9
+		must(t, set(second, tag), "a set conditional on the block read")
+		require.ErrorIs(t, set(first, tag), plane.ErrChanged, "the block changed since the tag was read")
+		require.Equal(t, int64(9), read().MaxDepth, "the refused set wrote nothing")
+		must(t, set(first, ""), "an unconditional set")
+	})
 	t.Run("SetGetDelete", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})

@@ -32,6 +32,7 @@ CASES: list[tuple[str, int, type[errors.DispatchError]]] = [
     ("internal", 500, errors.DispatchError),
     ("not_implemented", 501, errors.DispatchError),
     ("route_not_found", 404, errors.DispatchError),
+    ("changed", 412, errors.ChangedError),
     ("something_new", 500, errors.DispatchError),
 ]
 

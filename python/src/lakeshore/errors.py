@@ -21,6 +21,8 @@ class                       code                  meaning
 :class:`InvalidError`       ``invalid``           a bad argument; says which and the rule
 :class:`UnauthorizedError`  ``unauthorized``      no token, or an unknown/expired/revoked one
 :class:`ForbiddenError`     ``forbidden``         the token lacks this permission here
+:class:`ChangedError`       ``changed``           a conditional set (``If-Match``) found the
+                                                  state changed since it was read
 :class:`UnavailableError`   ``unavailable`` …     the server could not be reached or is
                                                   busy or stopping (also ``closed``,
                                                   ``shutting_down``, ``too_many_long_polls``)
@@ -63,6 +65,7 @@ __all__ = [
     "InvalidError",
     "UnauthorizedError",
     "ForbiddenError",
+    "ChangedError",
     "UnavailableError",
     "TimeoutError",
     "IncompatibleTypeError",
@@ -282,6 +285,14 @@ class ForbiddenError(DispatchError):
     code = "forbidden"
 
 
+class ChangedError(DispatchError):
+    """A conditional set (HTTP ``If-Match``, e.g. an admission block's tag from its ``ETag``)
+    found the state changed since it was read; nothing was written. Read again, redo the
+    change and retry."""
+
+    code = "changed"
+
+
 class UnavailableError(DispatchError):
     """The plane could not be reached, or is stopping or busy, within the call's time.
 
@@ -368,6 +379,7 @@ _BY_CODE: dict[str, type[DispatchError]] = {
     "invalid": InvalidError,
     "unauthorized": UnauthorizedError,
     "forbidden": ForbiddenError,
+    "changed": ChangedError,
     "unavailable": UnavailableError,
     "closed": UnavailableError,
     "shutting_down": UnavailableError,
