@@ -42,10 +42,10 @@ const (
 // fragments below the size bound. Background compaction does the same in smaller
 // steps. Errors: ErrClosed, I/O and SQLite errors (nothing is lost: inputs stay live).
 func (q *fileQueue) Compact(ctx context.Context) error {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	for {
 		did, err := q.compactOnce(ctx, 2)
 		if err != nil || !did {

@@ -34,10 +34,10 @@ const (
 // it; Flush only moves them into the Parquet files that other tools read and that reads
 // are fastest from. Errors: ErrClosed, I/O and SQLite errors (the rows stay in the tail).
 func (q *fileQueue) Flush(ctx context.Context) error {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	return q.flush(ctx)
 }
 

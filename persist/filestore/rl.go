@@ -23,10 +23,10 @@ var (
 
 // SetVersion implements Versioner.
 func (q *fileQueue) SetVersion(ctx context.Context, version int64) error {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	return q.w.do(ctx, func(t *wtx) error {
 		cur, err := metaGet(t.ctx, t, "weight_version")
 		if err != nil {
@@ -45,10 +45,10 @@ func (q *fileQueue) SetVersion(ctx context.Context, version int64) error {
 
 // Version implements Versioner.
 func (q *fileQueue) Version(ctx context.Context) (int64, error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	var v int64
 	err := q.view(ctx, func(tx queryer) error {
 		var err error
@@ -287,10 +287,10 @@ func (t *wtx) bumpFieldRevision(field string) error {
 // FieldRevision implements FieldRevisioner: next_index and the revisions of field and
 // of clears, in one read transaction.
 func (q *fileQueue) FieldRevision(ctx context.Context, field string) (next, revision int64, err error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return 0, 0, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	err = q.view(ctx, func(tx queryer) error {
 		var err error
 		if next, err = metaGet(ctx, tx, "next_index"); err != nil {
@@ -358,10 +358,10 @@ func (q *fileQueue) DropGroup(ctx context.Context, task, partition string, index
 	if err := persist.CheckDropGroup(task, partition, indexes); err != nil {
 		return err
 	}
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	return q.w.do(ctx, func(t *wtx) error {
 		if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
 			return err

@@ -32,10 +32,10 @@ const metaPublishBy = "lakeshore-publish-by"
 // Flush implements persist.Store: every record put before the call is in a fragment
 // when it returns.
 func (s *Store) Flush(ctx context.Context) error {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	return s.flushAll(ctx)
 }
 
@@ -276,10 +276,10 @@ func (s *Store) flushLoop(ctx context.Context) {
 // catalog's clock read before the catalog's names, so an object published meanwhile is
 // never taken for an orphan.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	return s.sweep(ctx)
 }
 
@@ -364,10 +364,10 @@ func (s *Store) sweepLoop(ctx context.Context) {
 // sweeps deleted; RecoveredFragments and Compactions stay zero (a flush that dies
 // leaves nothing to roll back, and the store does not compact yet).
 func (s *Store) Stats(ctx context.Context) (persist.Stats, error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return persist.Stats{}, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	st := persist.Stats{Puts: s.puts.Load(), Gets: s.gets.Load(), Flushes: s.flushes.Load(), FlushFailures: s.flushFailures.Load(), OrphansDeleted: s.orphans.Load(),
 		LastFlushDuration: time.Duration(s.lastFlushDur.Load()), Partitions: map[string]int64{}, ConsumedByTask: map[string]int64{}}
 	if t := s.lastFlush.Load(); t != 0 {
