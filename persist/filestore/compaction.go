@@ -323,18 +323,7 @@ func (q *fileQueue) mergeFragments(ctx context.Context, c *compactClaim, out str
 		}
 		for rg := range h.rgRows {
 			s := &mergeSource{cols: map[string]arrow.Array{}, kinds: h.kinds}
-			read := func(name string) (arrow.Array, error) {
-				leaves, ok := h.leaves[name]
-				if !ok {
-					return nil, nil
-				}
-				tbl, err := h.fr.ReadRowGroups(ctx, leaves, []int{rg})
-				if err != nil {
-					return nil, fmt.Errorf("%w: read %s of fragment %s: %v", persist.ErrCorrupt, name, h.name, err)
-				}
-				defer tbl.Release()
-				return array.Concatenate(tbl.Column(0).Data().Chunks(), memory.DefaultAllocator)
-			}
+			read := func(name string) (arrow.Array, error) { return readColumn(ctx, h, rg, name) }
 			ia, err := read(record.ColIndex)
 			if err != nil {
 				h.close()
