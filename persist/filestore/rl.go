@@ -66,23 +66,7 @@ func (in *fileSampleSource) Drop(indexes []int64) { in.dropped = append(in.dropp
 
 // activeLeases returns the spans of (partition, task) leased and not expired at now.
 func (t *wtx) activeLeases(partition, task string, now time.Time) (record.IndexSet, error) {
-	var all []record.Span
-	rows, err := t.query(`SELECT lo, hi FROM leases WHERE partition = ? AND task = ? AND expires > ?`, partition, task, now.UnixNano())
-	if err != nil {
-		return nil, fmt.Errorf("read leases: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var sp record.Span
-		if err := rows.Scan(&sp.Lo, &sp.Hi); err != nil {
-			return nil, fmt.Errorf("read leases: %w", err)
-		}
-		all = append(all, sp)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read leases: %w", err)
-	}
-	return record.SpansOf(all), nil
+	return loadSpans(t.ctx, t, `SELECT lo, hi FROM leases WHERE partition = ? AND task = ? AND expires > ?`, partition, task, now.UnixNano())
 }
 
 // addLease leases s to (partition, task) until expires, dropping expired leases of
