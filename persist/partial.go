@@ -49,18 +49,12 @@ func (q *Queue) PutPartial(ctx context.Context, partition string, recs []Record,
 	if version < 0 {
 		return nil, &InvalidError{Field: "weight_version", Value: version, Rule: "≥ 0"}
 	}
-	tagged := make([]Record, len(recs))
-	for i, r := range recs {
-		c := make(Record, len(r)+4)
-		for k, v := range r {
-			c[k] = v
-		}
+	tagged := taggedCopies(recs, func(c Record) {
 		c[WeightVersionField], c[LastWeightVersionField], c[SegmentVersionsField] = version, version, []int64{version}
 		if complete {
 			c[CompleteField] = true
 		}
-		tagged[i] = c
-	}
+	})
 	return q.s.PutPartition(ctx, partition, tagged, &PutOpts{Admission: a})
 }
 

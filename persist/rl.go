@@ -554,19 +554,28 @@ func (q *Queue) PutVersioned(ctx context.Context, partition string, recs []Recor
 	if version < 0 {
 		return nil, &InvalidError{Field: "weight_version", Value: version, Rule: "≥ 0"}
 	}
-	tagged := make([]Record, len(recs))
-	for i, r := range recs {
-		c := make(Record, len(r)+2)
-		for k, v := range r {
-			c[k] = v
-		}
+	tagged := taggedCopies(recs, func(c Record) {
 		c[WeightVersionField] = version
 		if target >= 0 {
 			c[TargetVersionField] = target
 		}
-		tagged[i] = c
-	}
+	})
 	return q.s.PutPartition(ctx, partition, tagged, &PutOpts{Admission: a})
+}
+
+// taggedCopies returns a copy of each of recs with the fields tag sets on it (room is
+// made for four), leaving recs as they are: the caller's records are not changed.
+func taggedCopies(recs []Record, tag func(Record)) []Record {
+	out := make([]Record, len(recs))
+	for i, r := range recs {
+		c := make(Record, len(r)+4)
+		for k, v := range r {
+			c[k] = v
+		}
+		tag(c)
+		out[i] = c
+	}
+	return out
 }
 
 // PutAdmitted is PutPartition under admission a (see Admission).

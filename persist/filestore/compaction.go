@@ -16,6 +16,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/bgloop"
 )
 
 // Compaction merges small fragments into larger ones so that reads open few files. It
@@ -41,10 +42,10 @@ const (
 // fragments below the size bound. Background compaction does the same in smaller
 // steps. Errors: ErrClosed, I/O and SQLite errors (nothing is lost: inputs stay live).
 func (q *fileQueue) Compact(ctx context.Context) error {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	for {
 		did, err := q.compactOnce(ctx, 2)
 		if err != nil || !did {
@@ -63,27 +64,17 @@ func (q *fileQueue) kickCompaction() {
 // compactLoop runs background compaction (and the release of dead processes' claims)
 // every CompactInterval and after flushes.
 func (q *fileQueue) compactLoop(ctx context.Context) {
-	t := time.NewTicker(q.cfg.CompactInterval)
-	defer t.Stop()
-	var lastLog time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, _, err := q.recoverQueue(ctx); err != nil && ctx.Err() == nil && time.Since(lastLog) > 30*time.Second {
-				q.log.Warn("recovery pass failed", "queue", q.name, "error", err)
-				lastLog = time.Now()
+	warnings := bgWarnings{log: q.log}
+	bgloop.Run(ctx, q.cfg.CompactInterval, q.compactKick, func(ticked bool) {
+		if ticked {
+			if _, _, err := q.recoverQueue(ctx); err != nil {
+				warnings.warn(ctx, "recovery pass failed", "queue", q.name, "error", err)
 			}
-		case <-q.compactKick:
 		}
 		for ctx.Err() == nil {
 			did, err := q.compactOnce(ctx, q.cfg.CompactFragments)
 			if err != nil {
-				if ctx.Err() == nil && time.Since(lastLog) > 30*time.Second {
-					q.log.Warn("background compaction failed", "queue", q.name, "error", err)
-					lastLog = time.Now()
-				}
+				warnings.warn(ctx, "background compaction failed", "queue", q.name, "error", err)
 				break
 			}
 			if !did {
@@ -91,7 +82,7 @@ func (q *fileQueue) compactLoop(ctx context.Context) {
 			}
 		}
 		q.pruneRetired(false)
-	}
+	})
 }
 
 type compactClaim struct {
@@ -332,18 +323,7 @@ func (q *fileQueue) mergeFragments(ctx context.Context, c *compactClaim, out str
 		}
 		for rg := range h.rgRows {
 			s := &mergeSource{cols: map[string]arrow.Array{}, kinds: h.kinds}
-			read := func(name string) (arrow.Array, error) {
-				leaves, ok := h.leaves[name]
-				if !ok {
-					return nil, nil
-				}
-				tbl, err := h.fr.ReadRowGroups(ctx, leaves, []int{rg})
-				if err != nil {
-					return nil, fmt.Errorf("%w: read %s of fragment %s: %v", persist.ErrCorrupt, name, h.name, err)
-				}
-				defer tbl.Release()
-				return array.Concatenate(tbl.Column(0).Data().Chunks(), memory.DefaultAllocator)
-			}
+			read := func(name string) (arrow.Array, error) { return readColumn(ctx, h, rg, name) }
 			ia, err := read(record.ColIndex)
 			if err != nil {
 				h.close()

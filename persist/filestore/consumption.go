@@ -35,10 +35,10 @@ func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, in
 	if len(indexes) == 0 {
 		return nil
 	}
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	set := record.SetOf(indexes)
 	return q.w.do(ctx, func(t *wtx) error {
 		in, err := t.partitionSet(partition, set)
@@ -60,10 +60,10 @@ func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string
 	if err := persist.CheckTaskPartition(task, partition); err != nil {
 		return err
 	}
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	return q.w.do(ctx, func(t *wtx) error {
 		if _, err := t.exec(`DELETE FROM consumed WHERE partition = ? AND task = ?`, partition, task); err != nil {
 			return fmt.Errorf("reset consumption: %w", err)
@@ -84,10 +84,10 @@ func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string
 
 // Consumed returns how many samples of partition task has consumed.
 func (q *fileQueue) Consumed(ctx context.Context, task, partition string) (int64, error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	var n sql.NullInt64
 	err := q.rdb.QueryRowContext(ctx, `SELECT SUM(hi - lo) FROM consumed WHERE partition = ? AND task = ?`, partition, task).Scan(&n)
 	if err != nil {

@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/bgloop"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
 )
 
@@ -32,10 +34,10 @@ const (
 // it; Flush only moves them into the Parquet files that other tools read and that reads
 // are fastest from. Errors: ErrClosed, I/O and SQLite errors (the rows stay in the tail).
 func (q *fileQueue) Flush(ctx context.Context) error {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	return q.flush(ctx)
 }
 
@@ -286,26 +288,28 @@ func (q *fileQueue) abortClaims(ctx context.Context, claims []*flushClaim) {
 // flushLoop runs background flushes: every FlushInterval and when puts push the tail
 // past FlushRows.
 func (q *fileQueue) flushLoop(ctx context.Context) {
-	var tick <-chan time.Time
-	if q.cfg.FlushInterval > 0 {
-		t := time.NewTicker(q.cfg.FlushInterval)
-		defer t.Stop()
-		tick = t.C
-	}
-	var lastLog time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-		case <-q.flushKick:
-		}
-		if err := q.flush(ctx); err != nil && ctx.Err() == nil && time.Since(lastLog) > 30*time.Second {
-			q.log.Warn("background flush failed; rows stay in the durable tail", "queue", q.name, "error", err)
-			lastLog = time.Now()
+	warnings := bgWarnings{log: q.log}
+	bgloop.Run(ctx, q.cfg.FlushInterval, q.flushKick, func(bool) {
+		if err := q.flush(ctx); err != nil {
+			warnings.warn(ctx, "background flush failed; rows stay in the durable tail", "queue", q.name, "error", err)
 		}
 		q.kickCompaction()
+	})
+}
+
+// bgWarnings logs the failures of one background loop: at most one every 30 s, and none
+// once the loop's context is done (the work a close cancels has not failed).
+type bgWarnings struct {
+	log  *slog.Logger
+	last time.Time
+}
+
+func (w *bgWarnings) warn(ctx context.Context, msg string, args ...any) {
+	if ctx.Err() != nil || time.Since(w.last) <= 30*time.Second {
+		return
 	}
+	w.log.Warn(msg, args...)
+	w.last = time.Now()
 }
 
 func sortFragRows(rows []fragRow) {

@@ -433,16 +433,9 @@ func (c *fragCache) drop(names []string) {
 	}
 }
 
-// column returns the decoded column field of row group rg of fragment h. The array is
-// shared: callers must not release it, but may Retain or slice it.
-func (c *fragCache) column(ctx context.Context, h *fragHandle, rg int, field string) (arrow.Array, error) {
-	key := chunkKey{h.name, rg, field}
-	c.mu.Lock()
-	if e, ok := c.chunks.Get(key); ok {
-		c.mu.Unlock()
-		return e.arr, nil
-	}
-	c.mu.Unlock()
+// readColumn reads the column field of row group rg of fragment h, uncached: one array
+// the caller owns (and releases), or nil when the fragment has no such column.
+func readColumn(ctx context.Context, h *fragHandle, rg int, field string) (arrow.Array, error) {
 	leaves, ok := h.leaves[field]
 	if !ok {
 		return nil, nil
@@ -453,15 +446,30 @@ func (c *fragCache) column(ctx context.Context, h *fragHandle, rg int, field str
 	}
 	defer tbl.Release()
 	chunks := tbl.Column(0).Data().Chunks()
-	var arr arrow.Array
 	if len(chunks) == 1 {
-		arr = chunks[0]
-		arr.Retain()
-	} else {
-		arr, err = array.Concatenate(chunks, memory.DefaultAllocator)
-		if err != nil {
-			return nil, fmt.Errorf("read %s of fragment %s: %w", field, h.name, err)
-		}
+		chunks[0].Retain()
+		return chunks[0], nil
+	}
+	arr, err := array.Concatenate(chunks, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("read %s of fragment %s: %w", field, h.name, err)
+	}
+	return arr, nil
+}
+
+// column returns the decoded column field of row group rg of fragment h. The array is
+// shared: callers must not release it, but may Retain or slice it.
+func (c *fragCache) column(ctx context.Context, h *fragHandle, rg int, field string) (arrow.Array, error) {
+	key := chunkKey{h.name, rg, field}
+	c.mu.Lock()
+	if e, ok := c.chunks.Get(key); ok {
+		c.mu.Unlock()
+		return e.arr, nil
+	}
+	c.mu.Unlock()
+	arr, err := readColumn(ctx, h, rg, field)
+	if arr == nil || err != nil {
+		return nil, err
 	}
 	size := arraySize(arr.Data())
 	c.mu.Lock()

@@ -35,10 +35,10 @@ func (q *fileQueue) read(ctx context.Context, offset int64, limit int, opts *per
 	if err := persist.CheckReadArgs(offset, limit, opts); err != nil {
 		return nil, 0, err
 	}
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return nil, 0, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	var scanned int64
 	b, err := q.readBatch(ctx, opts.Fields, func(tx queryer, s *snapshot) ([]int64, error) {
 		parts, err := partitionSpans(ctx, tx, opts.Partition, offset)

@@ -48,10 +48,10 @@ func (kv *fileKV) BatchPut(ctx context.Context, partition string, keys []string,
 		return nil, err
 	}
 	q := kv.q
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	idxOf := make([]int64, len(items))
 	err = q.w.do(ctx, func(t *wtx) error {
 		if err := t.checkSchema(all.kinds, all.bigInts); err != nil {
@@ -111,10 +111,10 @@ func (kv *fileKV) BatchGet(ctx context.Context, partition string, keys []string,
 		return nil, err
 	}
 	q := kv.q
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	var entries []persist.KVEntry
 	b, err := q.readBatch(ctx, fields, func(tx queryer, s *snapshot) ([]int64, error) {
 		var idx []int64
@@ -141,10 +141,10 @@ func (kv *fileKV) BatchGet(ctx context.Context, partition string, keys []string,
 // tags, in index order. Errors: ErrClosed, SQLite errors.
 func (kv *fileKV) List(ctx context.Context, partition string) ([]persist.KVEntry, error) {
 	q := kv.q
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	query := `SELECT partition, key, idx, tags FROM kv ORDER BY idx`
 	var args []any
 	if partition != "" {
@@ -168,10 +168,10 @@ func (kv *fileKV) Clear(ctx context.Context, partition string, keys []string) er
 		return err
 	}
 	q := kv.q
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	return q.w.do(ctx, func(t *wtx) error {
 		var idx []int64
 		for _, k := range keys {

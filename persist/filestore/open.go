@@ -13,6 +13,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/gate"
 )
 
 // fileQueue is the file store: a queue stored in a directory as Parquet fragments, a
@@ -44,10 +45,7 @@ type fileQueue struct {
 	versions    versionCache
 	fieldsetIDs map[string]int64
 
-	mu       sync.RWMutex // guards closed and inflight.Add
-	closed   bool
-	closing  chan struct{}
-	inflight sync.WaitGroup
+	calls *gate.Gate // calls in flight, shut by Close
 
 	flushMu     sync.Mutex // one flush at a time in this process
 	flushKick   chan struct{}
@@ -87,7 +85,7 @@ func openFile(ctx context.Context, name string, cfg *persist.Config) (*fileQueue
 		}
 	}
 	q := &fileQueue{name: name, dir: dir, dataDir: filepath.Join(dir, "data"), cfg: c, log: c.Logger,
-		closing: make(chan struct{}), flushKick: make(chan struct{}, 1), compactKick: make(chan struct{}, 1)}
+		calls: gate.New(), flushKick: make(chan struct{}, 1), compactKick: make(chan struct{}, 1)}
 	q.hub.init()
 	for _, d := range []string{q.dataDir, filepath.Join(dir, "owners")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -136,35 +134,17 @@ func (q *fileQueue) Name() string { return q.name }
 // Dir returns the queue's directory, {Config.Dir}/{name}.
 func (q *fileQueue) Dir() string { return q.dir }
 
-// enter registers a call in flight; it fails with ErrClosed once Close has started.
-func (q *fileQueue) enter() error {
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	if q.closed {
-		return persist.ErrClosed
-	}
-	q.inflight.Add(1)
-	return nil
-}
-
-func (q *fileQueue) leave() { q.inflight.Done() }
-
 // Close flushes every row put so far into a fragment, stops the background goroutines
 // and releases the files. Calls in flight finish first; waits (Stream, GetMeta in wait
 // mode) end with ErrClosed. Rows are durable before Close (every put that returned is in
 // meta.db), so even a Close that fails or is cut short by ctx loses nothing; the next
 // Open sees them. Close is idempotent: later calls return nil.
 func (q *fileQueue) Close(ctx context.Context) error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
+	if !q.calls.Shut() {
 		return nil
 	}
-	q.closed = true
-	close(q.closing)
-	q.mu.Unlock()
 	q.hub.broadcast() // waiters on Changes see the close
-	q.inflight.Wait()
+	q.calls.Wait()
 	q.bgCancel()
 	q.bg.Wait()
 	err := q.flush(ctx)
@@ -195,10 +175,10 @@ func (q *fileQueue) setSchema(s *persist.Schema, ver int64) {
 
 // Schema returns the queue's current schema (as last seen by this process).
 func (q *fileQueue) Schema(ctx context.Context) (persist.Schema, error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return persist.Schema{}, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	s, err := loadSchema(ctx, q.rdb)
 	if err != nil {
 		return persist.Schema{}, err
@@ -209,10 +189,10 @@ func (q *fileQueue) Schema(ctx context.Context) (persist.Schema, error) {
 // Len returns the number of readable records: every record put (in every partition)
 // minus those cleared through KV.Clear. Global indexes run from 0 to NextIndex()-1.
 func (q *fileQueue) Len(ctx context.Context) (int64, error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	next, err := metaGet(ctx, q.rdb, "next_index")
 	if err != nil {
 		return 0, err
@@ -227,9 +207,9 @@ func (q *fileQueue) Len(ctx context.Context) (int64, error) {
 // NextIndex returns the global index the next put will get (the number of indexes
 // ever allocated).
 func (q *fileQueue) NextIndex(ctx context.Context) (int64, error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	return metaGet(ctx, q.rdb, "next_index")
 }

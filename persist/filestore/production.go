@@ -18,10 +18,10 @@ func (q *fileQueue) Produced(ctx context.Context, partition string, indexes []in
 	if err := persist.CheckName("partition", partition); err != nil {
 		return nil, err
 	}
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	out := make([][]bool, len(indexes))
 	for i := range out {
 		out[i] = make([]bool, len(fields))

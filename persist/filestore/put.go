@@ -97,11 +97,11 @@ func (q *fileQueue) PutPartition(ctx context.Context, partition string, recs []p
 	if err != nil {
 		return nil, err
 	}
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer q.leave()
-	return persist.AdmitLoop(ctx, adm, q.Changes, q.closing, func() ([]int64, error) {
+	defer q.calls.Leave()
+	return persist.AdmitLoop(ctx, adm, q.Changes, q.calls.Closing(), func() ([]int64, error) {
 		return q.putOnce(ctx, partition, recs, p, id, adm, target)
 	})
 }
@@ -333,10 +333,10 @@ func (q *fileQueue) PutFields(ctx context.Context, partition string, indexes []i
 	if err != nil {
 		return err
 	}
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	err = q.w.do(ctx, func(t *wtx) error { return t.putFields(p, indexes) })
 	if err != nil {
 		return err

@@ -39,7 +39,7 @@ var errNotFull = errors.New("batch not full")
 // ErrTimeout (wait mode), ErrClosed, ctx's error.
 func (r *fileReader) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist.BatchMeta, error) {
 	q := r.q
-	return getmeta.Loop(req, q.cfg.Samplers, q.enter, q.leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+	return getmeta.Loop(req, q.cfg.Samplers, q.calls.Enter, q.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
 		return q.getMetaOnce(ctx, rq, sampler, deadline)
 	})
 }
@@ -69,11 +69,11 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sa
 	if pause := waitBackoff * time.Since(start); pause >= minWaitBackoff {
 		t := time.NewTimer(pause)
 		defer t.Stop()
-		if err := getmeta.Await(ctx, rq, t.C, deadline, q.closing); err != nil {
+		if err := getmeta.Await(ctx, rq, t.C, deadline, q.calls.Closing()); err != nil {
 			return nil, true, err
 		}
 	}
-	if err := getmeta.Await(ctx, rq, woken, deadline, q.closing); err != nil {
+	if err := getmeta.Await(ctx, rq, woken, deadline, q.calls.Closing()); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil
@@ -581,10 +581,10 @@ func (r *fileReader) GetData(ctx context.Context, meta *persist.BatchMeta) (*per
 		return nil, &persist.InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
 	}
 	q := r.q
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	if len(meta.Indexes) == 0 {
 		// An empty batch (possibly for fields no sample has yet): nothing to read.
 		var fields []persist.Field

@@ -23,10 +23,10 @@ var (
 
 // SetVersion implements Versioner.
 func (q *fileQueue) SetVersion(ctx context.Context, version int64) error {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	return q.w.do(ctx, func(t *wtx) error {
 		cur, err := metaGet(t.ctx, t, "weight_version")
 		if err != nil {
@@ -45,10 +45,10 @@ func (q *fileQueue) SetVersion(ctx context.Context, version int64) error {
 
 // Version implements Versioner.
 func (q *fileQueue) Version(ctx context.Context) (int64, error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	var v int64
 	err := q.view(ctx, func(tx queryer) error {
 		var err error
@@ -66,23 +66,7 @@ func (in *fileSampleSource) Drop(indexes []int64) { in.dropped = append(in.dropp
 
 // activeLeases returns the spans of (partition, task) leased and not expired at now.
 func (t *wtx) activeLeases(partition, task string, now time.Time) (record.IndexSet, error) {
-	var all []record.Span
-	rows, err := t.query(`SELECT lo, hi FROM leases WHERE partition = ? AND task = ? AND expires > ?`, partition, task, now.UnixNano())
-	if err != nil {
-		return nil, fmt.Errorf("read leases: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var sp record.Span
-		if err := rows.Scan(&sp.Lo, &sp.Hi); err != nil {
-			return nil, fmt.Errorf("read leases: %w", err)
-		}
-		all = append(all, sp)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read leases: %w", err)
-	}
-	return record.SpansOf(all), nil
+	return loadSpans(t.ctx, t, `SELECT lo, hi FROM leases WHERE partition = ? AND task = ? AND expires > ?`, partition, task, now.UnixNano())
 }
 
 // addLease leases s to (partition, task) until expires, dropping expired leases of
@@ -287,10 +271,10 @@ func (t *wtx) bumpFieldRevision(field string) error {
 // FieldRevision implements FieldRevisioner: next_index and the revisions of field and
 // of clears, in one read transaction.
 func (q *fileQueue) FieldRevision(ctx context.Context, field string) (next, revision int64, err error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return 0, 0, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	err = q.view(ctx, func(tx queryer) error {
 		var err error
 		if next, err = metaGet(ctx, tx, "next_index"); err != nil {
@@ -358,10 +342,10 @@ func (q *fileQueue) DropGroup(ctx context.Context, task, partition string, index
 	if err := persist.CheckDropGroup(task, partition, indexes); err != nil {
 		return err
 	}
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	return q.w.do(ctx, func(t *wtx) error {
 		if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
 			return err

@@ -23,10 +23,10 @@ type metrics struct {
 // Stats returns the queue's counters and storage figures. Errors: ErrClosed, SQLite
 // errors.
 func (q *fileQueue) Stats(ctx context.Context) (persist.Stats, error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return persist.Stats{}, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	st := persist.Stats{
 		Puts: q.metrics.puts.Load(), Gets: q.metrics.gets.Load(),
 		Flushes: q.metrics.flushes.Load(), FlushFailures: q.metrics.flushFailures.Load(), Compactions: q.metrics.compactions.Load(),

@@ -50,10 +50,10 @@ func (q *fileQueue) KVClear(ctx context.Context, partition string, keys []string
 
 // Counts implements Store.
 func (q *fileQueue) Counts(ctx context.Context) (next, live int64, err error) {
-	if err := q.enter(); err != nil {
+	if err := q.calls.Enter(); err != nil {
 		return 0, 0, err
 	}
-	defer q.leave()
+	defer q.calls.Leave()
 	tx, err := q.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return 0, 0, fmt.Errorf("read counts: %w", err)
@@ -73,9 +73,9 @@ func (q *fileQueue) Counts(ctx context.Context) (next, live int64, err error) {
 func (q *fileQueue) Changes() (<-chan struct{}, func()) {
 	ch, release := q.hub.watch()
 	select {
-	case <-q.closing:
+	case <-q.calls.Closing():
 		release()
-		return q.closing, func() {}
+		return q.calls.Closing(), func() {}
 	default:
 		return ch, release
 	}

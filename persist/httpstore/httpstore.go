@@ -238,27 +238,26 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 	if s.token != "" {
 		hr.Header.Set("Authorization", "Bearer "+s.token)
 	}
-	resp, err := s.client.Do(hr)
-	if err != nil {
+	// noAnswer is the error of a request that got no (whole) answer: ErrClosed once the
+	// store closed, ctx's error when ctx ended it, else a *transportError.
+	noAnswer := func(err error, what string) error {
 		if s.closed.Load() {
-			return nil, nil, persist.ErrClosed
+			return persist.ErrClosed
 		}
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return nil, nil, ctx.Err()
+			return ctx.Err()
 		}
-		return nil, nil, &transportError{fmt.Errorf("persist: %s %s: %w", req.method, s.base+req.path, err)}
+		return &transportError{fmt.Errorf("persist: %s %s: %s%w", req.method, s.base+req.path, what, err)}
+	}
+	resp, err := s.client.Do(hr)
+	if err != nil {
+		return nil, nil, noAnswer(err, "")
 	}
 	data, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		if s.closed.Load() {
-			return nil, nil, persist.ErrClosed
-		}
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return nil, nil, ctx.Err()
-		}
 		// The connection broke before the whole answer arrived: as good as no answer.
-		return nil, nil, &transportError{fmt.Errorf("persist: %s %s: read answer: %w", req.method, s.base+req.path, err)}
+		return nil, nil, noAnswer(err, "read answer: ")
 	}
 	if v, err := strconv.ParseInt(resp.Header.Get(api.HeaderDataVersion), 10, 64); err == nil {
 		for {

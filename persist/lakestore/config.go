@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"log/slog"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -13,10 +12,11 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// Defaults of Config.
+// Defaults of Config. FlushIntervalDefault and FlushRowsDefault are the file store's
+// (persist.Config's): the same settings, filled by persist.Config.WithDefaults.
 const (
-	FlushIntervalDefault  = 5 * time.Second
-	FlushRowsDefault      = 50_000
+	FlushIntervalDefault  = persist.FlushIntervalDefault
+	FlushRowsDefault      = persist.FlushRowsDefault
 	FlushTimeoutDefault   = 5 * time.Minute
 	SweepIntervalDefault  = 10 * time.Minute
 	SweepGraceDefault     = time.Hour
@@ -99,18 +99,21 @@ type Config struct {
 	Samplers persist.Samplers
 }
 
+// withDefaults returns c with each zero setting replaced by its default. The settings
+// c shares with persist.Config (FlushInterval, FlushRows, RowGroupRows, Logger,
+// Samplers) are filled by persist.Config.WithDefaults, so both stores default them
+// alike; PollInterval is not among them (here it paces the re-check of the catalog
+// behind LISTEN/NOTIFY, a slower default).
 func (c Config) withDefaults() Config {
-	c.FlushInterval = cmp.Or(c.FlushInterval, FlushIntervalDefault)
-	c.FlushRows = cmp.Or(c.FlushRows, FlushRowsDefault)
+	shared := persist.Config{FlushInterval: c.FlushInterval, FlushRows: c.FlushRows, RowGroupRows: c.RowGroupRows,
+		Logger: c.Logger, Samplers: c.Samplers}.WithDefaults()
+	c.FlushInterval, c.FlushRows, c.RowGroupRows = shared.FlushInterval, shared.FlushRows, shared.RowGroupRows
+	c.Logger, c.Samplers = shared.Logger, shared.Samplers
 	c.FlushTimeout = cmp.Or(c.FlushTimeout, FlushTimeoutDefault)
 	c.SweepInterval = cmp.Or(c.SweepInterval, SweepIntervalDefault)
 	c.SweepGrace = cmp.Or(c.SweepGrace, SweepGraceDefault)
 	c.CacheFragments = cmp.Or(c.CacheFragments, CacheFragmentsDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
-	c.RowGroupRows = cmp.Or(c.RowGroupRows, persist.RowGroupRowsDefault)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
 	return c
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/bgloop"
 )
 
 // flushEntries bounds the tail entries one flush moves into fragments.
@@ -31,10 +32,10 @@ const metaPublishBy = "lakeshore-publish-by"
 // Flush implements persist.Store: every record put before the call is in a fragment
 // when it returns.
 func (s *Store) Flush(ctx context.Context) error {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	return s.flushAll(ctx)
 }
 
@@ -259,24 +260,12 @@ func (s *Store) writeObject(ctx context.Context, key string, kind filestore.Frag
 // were put; failures (an unreachable bucket) are logged and retried at the next tick,
 // the rows staying durable in the tail meanwhile.
 func (s *Store) flushLoop(ctx context.Context) {
-	var tick <-chan time.Time
-	if s.cfg.FlushInterval > 0 {
-		t := time.NewTicker(s.cfg.FlushInterval)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-		case <-s.kick:
-		}
+	bgloop.Run(ctx, s.cfg.FlushInterval, s.kick, func(bool) {
 		s.unflushed.Store(0)
 		if err := s.flushAll(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("lakestore: background flush failed; the rows stay in the tail", "queue", s.name, "err", err)
 		}
-	}
+	})
 }
 
 // Sweep deletes the queue's orphan fragments: objects under {prefix}{queue}/ that no
@@ -287,10 +276,10 @@ func (s *Store) flushLoop(ctx context.Context) {
 // catalog's clock read before the catalog's names, so an object published meanwhile is
 // never taken for an orphan.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	return s.sweep(ctx)
 }
 
@@ -357,32 +346,28 @@ func (s *Store) sweep(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// sweepLoop sweeps at once and then every SweepInterval (not at all for -1).
 func (s *Store) sweepLoop(ctx context.Context) {
 	if s.cfg.SweepInterval <= 0 {
 		return
 	}
-	t := time.NewTicker(s.cfg.SweepInterval)
-	defer t.Stop()
-	for {
+	sweep := func(bool) {
 		if _, err := s.sweep(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("lakestore: sweep failed", "queue", s.name, "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
+	sweep(false)
+	bgloop.Run(ctx, s.cfg.SweepInterval, nil, sweep)
 }
 
 // Stats implements persist.Store. OrphansDeleted counts the objects this store's
 // sweeps deleted; RecoveredFragments and Compactions stay zero (a flush that dies
 // leaves nothing to roll back, and the store does not compact yet).
 func (s *Store) Stats(ctx context.Context) (persist.Stats, error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return persist.Stats{}, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	st := persist.Stats{Puts: s.puts.Load(), Gets: s.gets.Load(), Flushes: s.flushes.Load(), FlushFailures: s.flushFailures.Load(), OrphansDeleted: s.orphans.Load(),
 		LastFlushDuration: time.Duration(s.lastFlushDur.Load()), Partitions: map[string]int64{}, ConsumedByTask: map[string]int64{}}
 	if t := s.lastFlush.Load(); t != 0 {

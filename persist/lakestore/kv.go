@@ -27,10 +27,10 @@ func (s *Store) KVPut(ctx context.Context, partition string, keys []string, fiel
 	if _, err := filestore.PrepareRecords(all); err != nil { // every error before the transaction
 		return nil, err
 	}
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	idxOf := make([]int64, len(items))
 	err = s.write(ctx, func(tx pgx.Tx) error {
 		st, err := s.loadQueue(ctx, tx, true)
@@ -119,10 +119,10 @@ func (s *Store) KVGet(ctx context.Context, partition string, keys []string, fiel
 
 // KVList implements persist.Store: the keys of partition ("" for all), in index order.
 func (s *Store) KVList(ctx context.Context, partition string) ([]persist.KVEntry, error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	sql := `SELECT partition, key, idx, tags FROM kv WHERE queue = $1 ORDER BY idx`
 	args := []any{s.name}
 	if partition != "" {

@@ -29,7 +29,7 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 	if req == nil {
 		return nil, &persist.InvalidError{Field: "request", Value: nil, Rule: "a MetaRequest"}
 	}
-	return getmeta.Loop(req, s.cfg.Samplers, s.enter, s.leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+	return getmeta.Loop(req, s.cfg.Samplers, s.calls.Enter, s.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
 		return s.getMetaOnce(ctx, rq, sampler, deadline)
 	})
 }
@@ -61,7 +61,7 @@ func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sample
 	if !errors.Is(err, errNotFull) {
 		return nil, true, err
 	}
-	if err := getmeta.Await(ctx, rq, woken, deadline, s.closing); err != nil {
+	if err := getmeta.Await(ctx, rq, woken, deadline, s.calls.Closing()); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil
@@ -369,10 +369,10 @@ func (s *Store) MarkConsumed(ctx context.Context, task, partition string, indexe
 // back-pressure. MarkConsumed and DropGroup share it.
 func (s *Store) consuming(ctx context.Context, task, partition string, indexes []int64,
 	change func(tx pgx.Tx, set, consumed record.IndexSet) error) error {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	set := record.SetOf(indexes)
 	return s.write(ctx, func(tx pgx.Tx) error {
 		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
@@ -401,10 +401,10 @@ func (s *Store) ResetConsumption(ctx context.Context, task, partition string) er
 	if err := persist.CheckTaskPartition(task, partition); err != nil {
 		return err
 	}
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	return s.write(ctx, func(tx pgx.Tx) error {
 		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
 			return err
@@ -420,10 +420,10 @@ func (s *Store) ResetConsumption(ctx context.Context, task, partition string) er
 
 // Consumed implements persist.Store.
 func (s *Store) Consumed(ctx context.Context, task, partition string) (int64, error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(hi - lo), 0) FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task).Scan(&n)
 	if err != nil {

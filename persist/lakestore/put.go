@@ -31,11 +31,11 @@ func (s *Store) PutPartition(ctx context.Context, partition string, recs []persi
 	if err != nil {
 		return nil, err
 	}
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer s.leave()
-	return persist.AdmitLoop(ctx, adm, s.Changes, s.closing, func() ([]int64, error) {
+	defer s.calls.Leave()
+	return persist.AdmitLoop(ctx, adm, s.Changes, s.calls.Closing(), func() ([]int64, error) {
 		return s.putOnce(ctx, partition, len(recs), p, id, adm, target)
 	})
 }
@@ -192,10 +192,10 @@ func (s *Store) PutFields(ctx context.Context, partition string, indexes []int64
 	if len(indexes) == 0 {
 		return nil
 	}
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	err = s.write(ctx, func(tx pgx.Tx) error {
 		st, err := s.loadQueue(ctx, tx, true)
 		if err != nil {

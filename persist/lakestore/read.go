@@ -167,10 +167,10 @@ func (s *Store) Scan(ctx context.Context, offset int64, limit int, opts *persist
 	if err := persist.CheckReadArgs(offset, limit, opts); err != nil {
 		return nil, 0, err
 	}
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return nil, 0, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	var b *persist.Batch
 	var scanned int64
 	err := s.view(ctx, func(tx pgx.Tx) error {
@@ -309,10 +309,10 @@ func (s *Store) Produced(ctx context.Context, partition string, indexes []int64,
 	if err := persist.CheckName("partition", partition); err != nil {
 		return nil, err
 	}
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return nil, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	out := make([][]bool, len(indexes))
 	for i := range out {
 		out[i] = make([]bool, len(fields))
@@ -361,10 +361,10 @@ func (s *Store) producedSet(ctx context.Context, q querier, segs []segment, f st
 
 // Schema implements persist.Store.
 func (s *Store) Schema(ctx context.Context) (persist.Schema, error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return persist.Schema{}, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	st, err := s.loadQueue(ctx, s.pool, false)
 	if err != nil {
 		return persist.Schema{}, err

@@ -26,10 +26,10 @@ var (
 // flight (they hold the version's row FOR SHARE), so none hands out a batch judged
 // against a version older than the committed one.
 func (s *Store) SetVersion(ctx context.Context, version int64) error {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	return s.write(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO weight_versions(queue) VALUES ($1) ON CONFLICT DO NOTHING`, s.name); err != nil {
 			return fmt.Errorf("set version: %w", err)
@@ -53,10 +53,10 @@ func (s *Store) SetVersion(ctx context.Context, version int64) error {
 
 // Version implements persist.Versioner.
 func (s *Store) Version(ctx context.Context) (int64, error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	return s.currentVersion(ctx, s.pool, false)
 }
 
@@ -257,19 +257,19 @@ var _ persist.PatchLocker = (*Store)(nil)
 // partition), held on a connection of its own until the release: every process of every
 // replica that opens the queue waits for it.
 func (s *Store) LockPatches(ctx context.Context, partition string) (func(), error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return nil, err
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		s.leave()
+		s.calls.Leave()
 		return nil, err
 	}
 	sum := sha256.Sum256([]byte("lakeshore.patch\x00" + s.name + "\x00" + partition))
 	key := int64(binary.BigEndian.Uint64(sum[:8]))
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
 		conn.Release()
-		s.leave()
+		s.calls.Leave()
 		return nil, fmt.Errorf("patch lock: %w", err)
 	}
 	return func() {
@@ -278,6 +278,6 @@ func (s *Store) LockPatches(ctx context.Context, partition string) (func(), erro
 			_ = conn.Conn().Close(context.Background())
 		}
 		conn.Release()
-		s.leave()
+		s.calls.Leave()
 	}, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
+	"github.com/lakeshore-dev/lakeshore/persist/internal/gate"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -45,13 +46,10 @@ type Store struct {
 	cache  *lru.Cache[string, *fragment]
 	hub    *planekit.Hub // waiters of Changes, under changesKey
 
-	mu       sync.RWMutex // guards closed against enter
-	closed   bool
-	inflight sync.WaitGroup
-	closing  chan struct{}
-	stop     context.CancelFunc
-	bg       sync.WaitGroup
-	kick     chan struct{}
+	calls *gate.Gate // calls in flight, shut by Close
+	stop  context.CancelFunc
+	bg    sync.WaitGroup
+	kick  chan struct{}
 
 	unflushed atomic.Int64 // rows put by this store since its last flush
 	flushMu   sync.Mutex   // one flush of this store at a time
@@ -114,7 +112,7 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("lakestore: create queue: %w", err)
 	}
 	cache, _ := lru.New[string, *fragment](c.CacheFragments)
-	s := &Store{name: key, queue: name, cfg: c, pool: pool, bucket: bucket, cache: cache, closing: make(chan struct{}), kick: make(chan struct{}, 1)}
+	s := &Store{name: key, queue: name, cfg: c, pool: pool, bucket: bucket, cache: cache, calls: gate.New(), kick: make(chan struct{}, 1)}
 	s.hub = planekit.NewHub()
 	bgctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -128,34 +126,16 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 // Name implements persist.Store.
 func (s *Store) Name() string { return s.queue }
 
-// enter registers a call in flight; it fails with ErrClosed once Close began.
-func (s *Store) enter() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return persist.ErrClosed
-	}
-	s.inflight.Add(1)
-	return nil
-}
-
-func (s *Store) leave() { s.inflight.Done() }
-
 // Close stops the background work, waits for calls in flight, flushes the tail into
 // fragments (rows left in the tail stay durable there and are flushed by the next
 // store that opens the queue), and releases the catalog pool and the bucket. Calls
 // after it fail with ErrClosed. Idempotent; a second call returns nil.
 func (s *Store) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.calls.Shut() {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.closing)
 	s.hub.NotifyAll() // waiters see closing at once
-	s.inflight.Wait()
+	s.calls.Wait()
 	s.stop()
 	s.bg.Wait()
 	err := s.flushAll(ctx)
@@ -173,9 +153,9 @@ func (s *Store) Close(ctx context.Context) error {
 func (s *Store) Changes() (<-chan struct{}, func()) {
 	ch, release := s.hub.Watch(changesKey)
 	select {
-	case <-s.closing: // checked after Watch: Close's NotifyAll follows close(closing)
+	case <-s.calls.Closing(): // checked after Watch: Close's NotifyAll follows calls.Shut
 		release()
-		return s.closing, func() {}
+		return s.calls.Closing(), func() {}
 	default:
 		return ch, release
 	}
@@ -258,10 +238,10 @@ func (s *Store) announce(ctx context.Context, tx pgx.Tx) error {
 // catalog, bumped in every transaction that notifies, so every server reads the same
 // version for the same commits.
 func (s *Store) ChangeVersion(ctx context.Context) (int64, error) {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return 0, err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	var v int64
 	if err := s.pool.QueryRow(ctx, `SELECT change_version FROM queues WHERE queue = $1`, s.name).Scan(&v); err != nil {
 		return 0, fmt.Errorf("lakestore: read the change version: %w", err)
@@ -360,13 +340,13 @@ func (st *queueState) evolve(p *filestore.PreparedRecords) error {
 	return nil
 }
 
-// viewQueue runs fn, between enter and leave, in one read-only catalog snapshot, with the
+// viewQueue runs fn, between calls.Enter and calls.Leave, in one read-only catalog snapshot, with the
 // queue's row as of that snapshot (loadQueue).
 func (s *Store) viewQueue(ctx context.Context, fn func(tx pgx.Tx, st *queueState) error) error {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	return s.view(ctx, func(tx pgx.Tx) error {
 		st, err := s.loadQueue(ctx, tx, false)
 		if err != nil {
@@ -376,13 +356,13 @@ func (s *Store) viewQueue(ctx context.Context, fn func(tx pgx.Tx, st *queueState
 	})
 }
 
-// writeLocked runs fn, between enter and leave, in a catalog write transaction that holds
+// writeLocked runs fn, between calls.Enter and calls.Leave, in a catalog write transaction that holds
 // the queue row's lock (loadQueue) first, as every change of the queue's samples does.
 func (s *Store) writeLocked(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	if err := s.enter(); err != nil {
+	if err := s.calls.Enter(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.calls.Leave()
 	return s.write(ctx, func(tx pgx.Tx) error {
 		if _, err := s.loadQueue(ctx, tx, true); err != nil {
 			return err

@@ -119,17 +119,14 @@ func (d *tailDecoder) uvarint() uint64 {
 	return v
 }
 
+// varint reads a signed varint: a uvarint in zig-zag form, as binary.Varint reads it.
 func (d *tailDecoder) varint() int64 {
-	if d.err != nil {
-		return 0
+	ux := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
 	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errBadTail
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+	return x
 }
 
 func (d *tailDecoder) bytes(n uint64) []byte {
