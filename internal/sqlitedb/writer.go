@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,7 +33,8 @@ type Writer[T any] struct {
 	cfg           WriterConfig[T]
 	begin, commit *sql.Stmt
 	watch         *CommitWatch
-	ops           chan *op[T] // unbuffered: a send succeeds only while the writer runs
+	ops           chan *op[T]  // unbuffered: a send succeeds only while the writer runs
+	handing       atomic.Int64 // callers blocked handing an op to ops (Handing)
 	stop          chan struct{}
 	stopped       chan struct{}
 	// savepoint, rollbackTo and release are the per-operation savepoint statements, prepared
@@ -179,16 +181,25 @@ func (w *Writer[T]) DoWithoutSavepoint(ctx context.Context, apply func(tx T) err
 }
 
 func (w *Writer[T]) do(ctx context.Context, o *op[T]) error {
+	w.handing.Add(1)
 	select {
 	case w.ops <- o:
+		w.handing.Add(-1)
 	case <-w.stopped:
+		w.handing.Add(-1)
 		return ErrClosed
 	case <-ctx.Done():
+		w.handing.Add(-1)
 		return ctx.Err()
 	}
 	<-o.done
 	return o.err
 }
+
+// Handing is the number of callers of Do waiting for the writer to take their operation
+// (the writer is busy with a transaction); the next transaction takes them, in the order
+// they came, up to MaxBatch. A gauge for tests and metrics.
+func (w *Writer[T]) Handing() int { return int(w.handing.Load()) }
 
 // Stop asks Run to answer the operation being handed to it, if any, and return. It does
 // not wait; wait on Stopped.

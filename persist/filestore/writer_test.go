@@ -47,6 +47,14 @@ func TestWriterGroupFailureUndoesOnlyItsOp(t *testing.T) {
 			started.Done()
 			_, refused = persist.New(q).Put(ctx, persist.Record{"i": "not an integer"})
 		})
+		// The failing op is handed to the writer after the puts (the writer takes them in
+		// the order they came), so that it runs after puts of its group.
+		waitHanding := func(n int) {
+			t.Helper()
+			require.Eventually(t, func() bool { return q.w.w.Handing() >= n }, 30*time.Second, time.Millisecond,
+				"%d callers wait for the held writer", n)
+		}
+		waitHanding(puts + 1)
 		grouped := false
 		wg.Go(func() {
 			started.Done()
@@ -65,7 +73,7 @@ func TestWriterGroupFailureUndoesOnlyItsOp(t *testing.T) {
 			})
 		})
 		started.Wait()
-		time.Sleep(20 * time.Millisecond) // only helps them reach the writer; nothing below depends on it
+		waitHanding(puts + 2)
 		close(gate)
 		wg.Wait()
 		require.ErrorIs(t, failed, boom)
