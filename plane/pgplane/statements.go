@@ -17,7 +17,7 @@ type statements struct {
 	claimFIFOFrom, promoteDue                                string
 	nextAvailable, setRunning                                string
 	head, headMany, setQueued, setTerminalMany, setLease     string
-	ackHeld, nextFrame, endJournal, insertFrame, topicAppend string
+	nextFrame, endJournal, insertFrame, topicAppend          string
 	rowsByID                                                 string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
