@@ -76,9 +76,8 @@ type Driver struct {
 	hub     *planekit.Hub
 	blocked planekit.Lines // submits waiting for room, per queue, in this process
 	floors  floors         // where fifo claims start, per queue
-	// requirements caches the requirement of each shape key claims read (placement.go): a
-	// shape is a digest of its requirement, so an entry never goes stale.
-	requirements sync.Map
+	// requirements caches the requirement of each shape key claims read (placement.go).
+	requirements planekit.Requirements
 	// claimWaiters are the idle claims parked for a direct handoff, per queue.
 	claimWaiters planekit.Waiters[claimWaiter]
 	// rotation turns the first queue of claims over several queues.
