@@ -123,13 +123,9 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = max(pc.MaxConns, 8) // grouped callers need few, but the default 4 is tight
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := connect(ctx, pc)
 	if err != nil {
-		return nil, classify(pc.ConnConfig, err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, classify(pc.ConnConfig, err)
+		return nil, err
 	}
 	d, err := start(ctx, pool, c)
 	if err != nil {
@@ -300,6 +296,20 @@ func (d *Driver) float64() float64 {
 	d.randMu.Lock()
 	defer d.randMu.Unlock()
 	return d.rand.Float64()
+}
+
+// connect makes the pool of pc and checks that it reaches the server; errors are
+// classified (classify).
+func connect(ctx context.Context, pc *pgxpool.Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, classify(pc.ConnConfig, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, classify(pc.ConnConfig, err)
+	}
+	return pool, nil
 }
 
 // classify turns a connection failure into an error naming which: refused, credentials,

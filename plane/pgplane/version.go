@@ -22,15 +22,7 @@ func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = 2
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, classify(pc.ConnConfig, err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, classify(pc.ConnConfig, err)
-	}
-	return pool, nil
+	return connect(ctx, pc)
 }
 
 // CurrentVersion returns the version of the plane's schema named schema in the pool's
