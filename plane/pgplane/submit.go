@@ -230,17 +230,12 @@ func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, e
 		if err != nil {
 			return nil, fmt.Errorf("submit: %w", err)
 		}
-		for rs.Next() {
-			var id string
-			if err := rs.Scan(&id); err != nil {
-				rs.Close()
-				return nil, fmt.Errorf("submit: %w", err)
-			}
-			inserted[id] = true
+		ids, err := planekit.Collect(rs, "submit", planekit.ScanString)
+		if err != nil {
+			return nil, err
 		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return nil, fmt.Errorf("submit: %w", err)
+		for _, id := range ids {
+			inserted[id] = true
 		}
 	}
 	// Resolve the conflicts: an existing id of this queue, or an existing key.
@@ -471,18 +466,15 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
-	limited := map[[2]string]bool{}
-	for rs.Next() {
-		var k [2]string
-		if err := rs.Scan(&k[0], &k[1]); err != nil {
-			rs.Close()
-			return fmt.Errorf("submit: %w", err)
-		}
-		limited[k] = true
+	queues, err := planekit.Collect(rs, "submit", func(s planekit.Scanner) (k [2]string, err error) {
+		return k, s.Scan(&k[0], &k[1])
+	})
+	if err != nil {
+		return err
 	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return fmt.Errorf("submit: %w", err)
+	limited := map[[2]string]bool{}
+	for _, k := range queues {
+		limited[k] = true
 	}
 	var st staged
 	for _, r := range group {

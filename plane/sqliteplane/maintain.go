@@ -119,10 +119,8 @@ func (t *wtx) ids(stmt *sql.Stmt, limit int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return planekit.Collect(sqlRows{rs}, "ids", scanString)
+	return planekit.Collect(sqlRows{rs}, "ids", planekit.ScanString)
 }
-
-func scanString(s planekit.Scanner) (v string, err error) { return v, s.Scan(&v) }
 
 // trim deletes up to limit terminal invocations (of one namespace and queue, "" for all)
 // that finished before cutoff, with their journals.
@@ -161,7 +159,7 @@ func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("trim topics: %w", err)
 	}
-	names, err := planekit.Collect(sqlRows{rs}, "trim topics", scanString)
+	names, err := planekit.Collect(sqlRows{rs}, "trim topics", planekit.ScanString)
 	if err != nil {
 		return 0, err
 	}
