@@ -41,6 +41,12 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 	if r.Promoted, err = t.promoteDue(m.batch); err != nil {
 		return r, err
 	}
+	deadline := func(h *head) error {
+		if !planekit.Queued(h.state) {
+			return errSkip
+		}
+		return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
+	}
 	for _, step := range []struct {
 		stmt  *sql.Stmt
 		count *int
@@ -58,18 +64,8 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 			}
 			return t.attemptOverdue(h)
 		}},
-		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
-			if !planekit.Queued(h.state) {
-				return errSkip
-			}
-			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
-		}},
-		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
-			if !planekit.Queued(h.state) {
-				return errSkip
-			}
-			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
-		}},
+		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, deadline},
+		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, deadline},
 	} {
 		ids, err := t.ids(step.stmt, m.batch)
 		if err != nil {
