@@ -25,11 +25,6 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	for _, s := range p.Invocations {
-		if s.Delay < 0 {
-			return nil, plane.Invalid("delay", s.Delay, "use a duration ≥ 0 (0: none)")
-		}
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
