@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -131,7 +132,7 @@ func (st *staged) add(r *submitRequest, i int, id string, now time.Time) {
 	st.prios = append(st.prios, s.Priority)
 	st.payloads = append(st.payloads, planekit.Payload(s.Payload))
 	st.metas = append(st.metas, planekit.EncodeMetadata(plane.DebounceMetadata(s)))
-	st.maxAttempts = append(st.maxAttempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
+	st.maxAttempts = append(st.maxAttempts, int32(cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault)))
 	st.timeouts = append(st.timeouts, s.AttemptTimeout.Milliseconds())
 	st.deadlines = append(st.deadlines, planekit.ToMS(s.Deadline))
 	st.availables = append(st.availables, s.DueAt(now).UnixMilli())
@@ -339,13 +340,6 @@ type pgconnRetry struct{ err error }
 
 func (e *pgconnRetry) Error() string { return "conflicting row vanished: " + e.err.Error() }
 func (e *pgconnRetry) Unwrap() error { return e.err }
-
-func cmpOr(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
-}
 
 type admission = planekit.Admission
 
