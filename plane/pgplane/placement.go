@@ -69,16 +69,11 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 			if err != nil {
 				return fmt.Errorf("claim: read warm host keys: %w", err)
 			}
-			defer rs.Close()
-			for rs.Next() {
-				var pr planekit.WarmPair
-				if err := rs.Scan(&pr.HostKey, &pr.Shape); err != nil {
-					return fmt.Errorf("claim: read warm host keys: %w", err)
-				}
-				warm = append(warm, pr)
-			}
-			if err := rs.Err(); err != nil {
-				return fmt.Errorf("claim: read warm host keys: %w", err)
+			warm, err = planekit.Collect(rs, "claim: read warm host keys", func(s planekit.Scanner) (pr planekit.WarmPair, err error) {
+				return pr, s.Scan(&pr.HostKey, &pr.Shape)
+			})
+			if err != nil {
+				return err
 			}
 			warm = planekit.KeepWarm(warm, shapes)
 		}

@@ -59,18 +59,12 @@ func (t *wtx) warmPairs(p *plane.ClaimParams, kind plane.Kind, satisfied []strin
 		if err != nil {
 			return nil, fmt.Errorf("claim: read warm host keys: %w", err)
 		}
-		for rs.Next() {
-			var shape string
-			if err := rs.Scan(&shape); err != nil {
-				rs.Close()
-				return nil, fmt.Errorf("claim: read warm host keys: %w", err)
-			}
-			out = append(out, planekit.WarmPair{HostKey: k, Shape: shape})
-		}
-		err = rs.Err()
-		rs.Close()
+		shapes, err := planekit.Collect(sqlRows{rs}, "claim: read warm host keys", planekit.ScanString)
 		if err != nil {
-			return nil, fmt.Errorf("claim: read warm host keys: %w", err)
+			return nil, err
+		}
+		for _, shape := range shapes {
+			out = append(out, planekit.WarmPair{HostKey: k, Shape: shape})
 		}
 	}
 	return planekit.KeepWarm(out, satisfied), nil
