@@ -193,8 +193,8 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 // processes migrate once. It refuses a schema of a newer version (ErrSchemaNewer) before
 // writing anything. The `lakeshore migrate` verb calls it.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	if !schemaName.MatchString(schema) {
-		return plane.Invalid("schema", schema, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+	if err := validateSchema("schema", schema); err != nil {
+		return err
 	}
 	quoted := pgx.Identifier{schema}.Sanitize()
 	version, err := schemaVersion(ctx, pool, schema)
