@@ -42,13 +42,6 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 	return out, nil
 }
 
-// submitUnadmitted submits without the queue's admission block (a schedule's fires, whose
-// depth limit planekit.Fire.Admit applied before): the keys and ids resolve as in any submit.
-func (t *wtx) submitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error {
-	_, err := t.submitMany(p, out, nil, false)
-	return err
-}
-
 // submitMany resolves existing keys and ids, applies the queue's admission block to the new
 // invocations when admit is set, then inserts them. It returns the caller's error or a SQL
 // failure.
