@@ -1,8 +1,10 @@
 package planekit
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -15,6 +17,37 @@ import (
 // WarmPair is a (host key, shape) of a queue's invocations (a placement_warm row).
 type WarmPair struct {
 	HostKey, Shape string
+}
+
+// Requirements caches the requirement of each shape a plane's claims read from its
+// placement_shapes rows (a shape is a digest of its requirement: it never changes).
+type Requirements struct{ m sync.Map }
+
+// Satisfied reads rs, a queue's placement_shapes rows (shape, requirement), and returns the
+// shapes whose requirement offers satisfy. It closes rs.
+func (c *Requirements) Satisfied(rs ClosingRows, offers *plane.Offers) ([]string, error) {
+	defer rs.Close()
+	var out []string
+	for rs.Next() {
+		var shape, stored string
+		if err := rs.Scan(&shape, &stored); err != nil {
+			return nil, fmt.Errorf("claim: read shapes: %w", err)
+		}
+		var req *plane.Requirement
+		if v, ok := c.m.Load(shape); ok {
+			req = v.(*plane.Requirement)
+		} else {
+			var err error
+			if req, err = plane.DecodeRequirement([]byte(stored)); err != nil {
+				return nil, fmt.Errorf("claim: shape %s: %w", shape, err)
+			}
+			c.m.Store(shape, req)
+		}
+		if offers.Satisfies(req) {
+			out = append(out, shape)
+		}
+	}
+	return out, rs.Err()
 }
 
 // WarmClaim reports whether a claim of kind with warm host keys looks for warm jobs at all:

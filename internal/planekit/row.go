@@ -205,6 +205,15 @@ func Payload(p []byte) []byte {
 	return p
 }
 
+// Result is the stored result of the settle p: p.Result, or msgpack nil for an ack without
+// one.
+func Result(p *plane.SettleParams) []byte {
+	if p.Outcome == plane.OutcomeSucceeded && p.Result == nil {
+		return []byte{0xc0} // msgpack nil: an ack without a result
+	}
+	return p.Result
+}
+
 // EncodeMetadata is the stored form of invocation metadata (nil when empty).
 func EncodeMetadata(m map[string]string) []byte {
 	if len(m) == 0 {

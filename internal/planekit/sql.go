@@ -108,6 +108,9 @@ func Collect[T any](rs ClosingRows, what string, scan func(Scanner) (T, error)) 
 	return out, nil
 }
 
+// ScanString scans a row of one text column (for Collect).
+func ScanString(s Scanner) (v string, err error) { return v, s.Scan(&v) }
+
 // read runs query on v's read connections and collects its rows with scan; errors are
 // wrapped with what and mapped by DB.Failure.
 func read[T any](ctx context.Context, v Verbs, what string, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {

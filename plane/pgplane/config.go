@@ -79,6 +79,14 @@ const (
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// validateSchema checks the schema name v, given as field.
+func validateSchema(field, v string) error {
+	if !schemaName.MatchString(v) {
+		return plane.Invalid(field, v, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+	}
+	return nil
+}
+
 func (c *Config) withDefaults() Config {
 	var out Config
 	if c != nil {
@@ -103,8 +111,8 @@ func (c *Config) withDefaults() Config {
 }
 
 func (c *Config) validate() error {
-	if !schemaName.MatchString(c.Schema) {
-		return plane.Invalid("schema", c.Schema, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+	if err := validateSchema("schema", c.Schema); err != nil {
+		return err
 	}
 	if c.MaintenanceInterval < 0 || c.LeaderTTL < 0 || c.PollInterval < 0 || c.NotifyInterval < 0 {
 		return plane.Invalid("interval", nil, "use positive durations")

@@ -76,9 +76,8 @@ type Driver struct {
 	hub     *planekit.Hub
 	blocked planekit.Lines // submits waiting for room, per queue, in this process
 	floors  floors         // where fifo claims start, per queue
-	// requirements caches the requirement of each shape key claims read (placement.go): a
-	// shape is a digest of its requirement, so an entry never goes stale.
-	requirements sync.Map
+	// requirements caches the requirement of each shape key claims read (placement.go).
+	requirements planekit.Requirements
 	// claimWaiters are the idle claims parked for a direct handoff, per queue.
 	claimWaiters planekit.Waiters[claimWaiter]
 	// rotation turns the first queue of claims over several queues.
@@ -124,13 +123,9 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = max(pc.MaxConns, 8) // grouped callers need few, but the default 4 is tight
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := connect(ctx, pc)
 	if err != nil {
-		return nil, classify(pc.ConnConfig, err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, classify(pc.ConnConfig, err)
+		return nil, err
 	}
 	d, err := start(ctx, pool, c)
 	if err != nil {
@@ -198,8 +193,8 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 // processes migrate once. It refuses a schema of a newer version (ErrSchemaNewer) before
 // writing anything. The `lakeshore migrate` verb calls it.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	if !schemaName.MatchString(schema) {
-		return plane.Invalid("schema", schema, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+	if err := validateSchema("schema", schema); err != nil {
+		return err
 	}
 	quoted := pgx.Identifier{schema}.Sanitize()
 	version, err := schemaVersion(ctx, pool, schema)
@@ -301,6 +296,20 @@ func (d *Driver) float64() float64 {
 	d.randMu.Lock()
 	defer d.randMu.Unlock()
 	return d.rand.Float64()
+}
+
+// connect makes the pool of pc and checks that it reaches the server; errors are
+// classified (classify).
+func connect(ctx context.Context, pc *pgxpool.Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, classify(pc.ConnConfig, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, classify(pc.ConnConfig, err)
+	}
+	return pool, nil
 }
 
 // classify turns a connection failure into an error naming which: refused, credentials,

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // Placement (plane/placement.go; migration 0008). A claim with offers reads the queue's
@@ -19,32 +18,6 @@ import (
 // first with the head of the default shape, taking the first in the claim's order; the
 // default shape's own claim (keys, boltzmann draw) takes a default job. Claims with offers
 // are served one request at a time (claimGroup groups them by offers).
-
-// satisfied returns the shapes of rs (shape, requirement rows of placement_shapes) that
-// offers satisfy.
-func (t *tx) satisfied(rs pgx.Rows, offers *plane.Offers) ([]string, error) {
-	var out []string
-	for rs.Next() {
-		var shape, stored string
-		if err := rs.Scan(&shape, &stored); err != nil {
-			return nil, fmt.Errorf("claim: read shapes: %w", err)
-		}
-		var req *plane.Requirement
-		if v, ok := t.d.requirements.Load(shape); ok {
-			req = v.(*plane.Requirement)
-		} else {
-			var err error
-			if req, err = plane.DecodeRequirement([]byte(stored)); err != nil {
-				return nil, fmt.Errorf("claim: shape %s: %w", shape, err)
-			}
-			t.d.requirements.Store(shape, req) // a shape is a digest of its requirement: never changes
-		}
-		if offers.Satisfies(req) {
-			out = append(out, shape)
-		}
-	}
-	return out, rs.Err()
-}
 
 // claimPlaced claims for r, a request with offers or warm host keys, up to r.n jobs among
 // the default shape, the shapes its offers satisfy and its warm (host key, shape) pairs,
@@ -87,9 +60,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 			if err != nil {
 				return fmt.Errorf("claim: read shapes: %w", err)
 			}
-			shapes, err = t.satisfied(rs, p.Offers)
-			rs.Close()
-			if err != nil {
+			if shapes, err = t.d.requirements.Satisfied(rs, p.Offers); err != nil {
 				return err
 			}
 		}
@@ -98,16 +69,11 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 			if err != nil {
 				return fmt.Errorf("claim: read warm host keys: %w", err)
 			}
-			defer rs.Close()
-			for rs.Next() {
-				var pr planekit.WarmPair
-				if err := rs.Scan(&pr.HostKey, &pr.Shape); err != nil {
-					return fmt.Errorf("claim: read warm host keys: %w", err)
-				}
-				warm = append(warm, pr)
-			}
-			if err := rs.Err(); err != nil {
-				return fmt.Errorf("claim: read warm host keys: %w", err)
+			warm, err = planekit.Collect(rs, "claim: read warm host keys", func(s planekit.Scanner) (pr planekit.WarmPair, err error) {
+				return pr, s.Scan(&pr.HostKey, &pr.Shape)
+			})
+			if err != nil {
+				return err
 			}
 			warm = planekit.KeepWarm(warm, shapes)
 		}

@@ -70,11 +70,7 @@ func (t *tx) settle(h *head, p *plane.SettleParams) error {
 	if err := t.holds(h, p.Token); err != nil {
 		return err
 	}
-	result := p.Result
-	if p.Outcome == plane.OutcomeSucceeded && result == nil {
-		result = []byte{0xc0} // msgpack nil: an ack without a result
-	}
-	t.apply(h, plane.SettleTransition(p, h.attempt, h.maxAttempts, t.d.cfg.Backoff, t.d.float64), result)
+	t.apply(h, plane.SettleTransition(p, h.attempt, h.maxAttempts, t.d.cfg.Backoff, t.d.float64), planekit.Result(p))
 	return nil
 }
 

@@ -11,14 +11,13 @@ import (
 type statements struct {
 	countsAdd, countQueued, levels                           string
 	lockAdmission, admission, admissionTokens                string
-	insert, insertMany, existingByID, existingByKey          string
-	insertFresh, insertManyFresh                             string
+	insert, insertFresh, existingByID, existingByKey         string
 	admissionExists, deleteIDs                               string
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
 	claimFIFOFrom, promoteDue                                string
 	nextAvailable, setRunning                                string
 	head, headMany, setQueued, setTerminalMany, setLease     string
-	ackHeld, nextFrame, endJournal, insertFrame, topicAppend string
+	nextFrame, endJournal, insertFrame, topicAppend          string
 	rowsByID                                                 string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
@@ -84,15 +83,6 @@ func newStatements(schema string) statements {
 		// insert goes in key order, so two batches sharing keys wait on each other in one
 		// order and never deadlock.
 		insert: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key)
-			SELECT u.id, $1, $2, u.key, 0, u.priority, u.available_ms > $3, u.payload, u.metadata, u.max_attempts,
-				u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $3, u.concurrency_key, u.shape, u.requirement, u.host_key
-			FROM unnest($4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[], $9::integer[], $10::bigint[],
-				$11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[]) AS u(id, key, priority, payload, metadata, max_attempts,
-				attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key)
-			ORDER BY u.key NULLS LAST, u.id
-			ON CONFLICT DO NOTHING RETURNING id`),
-		insertMany: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
 				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key)
 			SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
 				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key, u.shape, u.requirement, u.host_key
@@ -213,10 +203,9 @@ func newStatements(schema string) statements {
 			WHERE l.holder = $1 OR l.expires_at < now() RETURNING holder`),
 		leaderRelease: s(`DELETE FROM {s}.leases WHERE name = 'maintenance' AND holder = $1`),
 	}
-	// The fresh variants insert rows that can conflict with none: no key, and ids this
+	// The fresh variant inserts rows that can conflict with none: no key, and ids this
 	// process made. Without ON CONFLICT PostgreSQL inserts each row once instead of
 	// speculatively (a heap insert plus a confirmation): one WAL record fewer per row.
 	st.insertFresh = strings.Replace(st.insert, "ON CONFLICT DO NOTHING ", "", 1)
-	st.insertManyFresh = strings.Replace(st.insertMany, "ON CONFLICT DO NOTHING ", "", 1)
 	return st
 }

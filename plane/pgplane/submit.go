@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,11 +25,6 @@ import (
 func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	for _, s := range p.Invocations {
-		if s.Delay < 0 {
-			return nil, plane.Invalid("delay", s.Delay, "use a duration ≥ 0 (0: none)")
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -69,39 +65,109 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 			return err
 		}
 	}
+	r := &submitRequest{p: p, out: out}
+	var st staged
+	if err := t.stage(r, &st); err != nil {
+		return err
+	}
+	inserted, err := t.insertStaged(&st, []*submitRequest{r})
+	if err != nil {
+		return err
+	}
+	if r.solo {
+		return r.err // an id of another queue
+	}
+	var freshDeadlines []time.Time
+	for _, sl := range st.slots {
+		if inserted[sl.id] {
+			freshDeadlines = append(freshDeadlines, p.Invocations[sl.i].Deadline)
+		}
+	}
+	if fresh := int64(len(freshDeadlines)); fresh > 0 && a != nil {
+		ahead := t.d.blocked.Ahead(planekit.RoomKey(p.Namespace, p.Queue), tk)
+		return t.admit(p.Namespace, p.Queue, a, fresh, freshDeadlines, ahead)
+	}
+	return nil
+}
+
+// staged are the invocations a transaction's submits may insert, laid out as the arrays of
+// the one INSERT from unnest that inserts them (statements.go: insert), with where each
+// came from.
+type staged struct {
+	slots                               []slot
+	mayConflict                         bool // a key or a caller's id: a row can conflict
+	ids, namespaces, queues             []string
+	keys, concurrencyKeys, requirements []*string
+	shapes, hostKeys                    []string
+	prios                               []float64
+	payloads, metas                     [][]byte
+	maxAttempts                         []int32
+	timeouts, deadlines, availables     []int64
+}
+
+// slot is where a staged invocation came from: its request, its index there, its id.
+type slot struct {
+	r  *submitRequest
+	i  int
+	id string
+}
+
+// add stages the invocation i of r, with the id id.
+func (st *staged) add(r *submitRequest, i int, id string, now time.Time) {
+	s := &r.p.Invocations[i]
+	st.slots = append(st.slots, slot{r, i, id})
+	st.mayConflict = st.mayConflict || s.Key != "" || s.ID != ""
+	var key *string
+	if s.Key != "" {
+		key = &s.Key
+	}
+	st.ids = append(st.ids, id)
+	st.namespaces = append(st.namespaces, r.p.Namespace)
+	st.queues = append(st.queues, r.p.Queue)
+	st.keys = append(st.keys, key)
+	st.concurrencyKeys = append(st.concurrencyKeys, nullable(s.ConcurrencyKey))
+	st.shapes = append(st.shapes, s.Requirement.Shape())
+	st.requirements = append(st.requirements, nullable(string(plane.EncodeRequirement(s.Requirement))))
+	st.hostKeys = append(st.hostKeys, plane.HostKeyOf(s.Metadata))
+	st.prios = append(st.prios, s.Priority)
+	st.payloads = append(st.payloads, planekit.Payload(s.Payload))
+	st.metas = append(st.metas, planekit.EncodeMetadata(plane.DebounceMetadata(s)))
+	st.maxAttempts = append(st.maxAttempts, int32(cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault)))
+	st.timeouts = append(st.timeouts, s.AttemptTimeout.Milliseconds())
+	st.deadlines = append(st.deadlines, planekit.ToMS(s.Deadline))
+	st.availables = append(st.availables, s.DueAt(now).UnixMilli())
+}
+
+// stage stages the invocations of r that may be new in st and answers r as far as it can
+// before the insert: it gives r.out the id of each staged invocation, and of the holder of
+// the key each debounced one folded into; r.dupOf the index of the earlier invocation of r
+// with the same key or id, whose answer a later one gets after the insert. A key whose
+// dedup window has passed is given up here, and a debounced invocation folds into its key's
+// holder or takes the key over (a submit with either window never comes in a group).
+func (t *tx) stage(r *submitRequest, st *staged) error {
+	p := r.p
 	n := len(p.Invocations)
+	if r.out == nil {
+		r.out = make([]plane.SubmitResult, n)
+	}
+	r.dupOf = make([]int, n) // index of the first invocation with the same key or id, or -1
 	firstOfKey := map[string]int{}
-	dupOf := make([]int, n) // index of the first invocation with the same key, or -1
-	ids := make([]string, 0, n)
-	keys := make([]*string, 0, n)
-	concurrencyKeys := make([]*string, 0, n)
-	shapes := make([]string, 0, n)
-	hostKeys := make([]string, 0, n)
-	requirements := make([]*string, 0, n)
-	prios := make([]float64, 0, n)
-	payloads := make([][]byte, 0, n)
-	metas := make([][]byte, 0, n)
-	maxAttempts := make([]int32, 0, n)
-	timeouts := make([]int64, 0, n)
-	deadlines := make([]int64, 0, n)
-	availables := make([]int64, 0, n)
-	index := make(map[string]int, n) // id → invocation index
-	freshOnly := true                // no key and no caller's id: no row can conflict
-	position := map[int]int{}        // invocation index → its place in the insert's arrays (debounced keys)
+	firstOfID := map[string]int{}
+	position := map[int]int{} // invocation index → its place in st's arrays (debounced keys)
 	for i := range p.Invocations {
 		s := &p.Invocations[i]
-		dupOf[i] = -1
+		r.dupOf[i] = -1
 		if s.Key != "" {
 			if first, ok := firstOfKey[s.Key]; ok {
-				dupOf[i] = first
+				r.dupOf[i] = first
 				if s.Debounce > 0 { // the later payload of a key wins
-					if out[first].Existing {
+					if r.out[first].Existing {
 						if _, _, err := t.debounce(p.Namespace, p.Queue, s); err != nil { // folds again, or leaves an ordinary holder alone
 							return err
 						}
 					} else if at, ok := position[first]; ok {
-						payloads[at], metas[at] = planekit.Payload(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s))
-						availables[at] = s.DueAt(t.now).UnixMilli()
+						st.payloads[at], st.metas[at] = planekit.Payload(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s))
+						st.availables[at] = s.DueAt(t.now).UnixMilli()
 					}
 				}
 				continue
@@ -113,10 +179,10 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 					return err
 				}
 				if action == plane.DebounceFold || action == plane.DebounceExisting {
-					out[i] = plane.SubmitResult{ID: id, Existing: true}
+					r.out[i] = plane.SubmitResult{ID: id, Existing: true}
 					continue
 				}
-				position[i] = len(ids) // inserted below (a take-over freed the key)
+				position[i] = len(st.ids) // inserted below (a take-over freed the key)
 			}
 			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
 				// The window has passed for an invocation created at or before cutoff: it
@@ -130,105 +196,99 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 		id := s.ID
 		if id == "" {
 			id = t.d.ids.New(t.now)
-		} else if first, ok := index[id]; ok {
-			dupOf[i] = first
+		} else if first, ok := firstOfID[id]; ok {
+			r.dupOf[i] = first
 			continue
 		}
-		index[id] = i
-		out[i].ID = id
-		freshOnly = freshOnly && s.Key == "" && s.ID == ""
-		var key *string
-		if s.Key != "" {
-			key = &s.Key
+		firstOfID[id] = i
+		r.out[i].ID = id
+		st.add(r, i, id, t.now)
+	}
+	return nil
+}
+
+// insertStaged inserts the invocations staged for reqs with one statement and returns the
+// ids it inserted. Each invocation not inserted is resolved to the invocation holding its
+// id (of its queue) or its key; each inserted one is counted, lowers its queue's fifo floor
+// and wakes the queue. A caller's id that an invocation of another queue holds sends its
+// request back to run alone (solo, with err plane.IDTaken), its inserted invocations
+// deleted. Last, every later invocation of a request with the key or id of an earlier one
+// gets that one's answer.
+func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, error) {
+	inserted := make(map[string]bool, len(st.ids))
+	if len(st.ids) > 0 {
+		insert := t.d.sql.insertFresh
+		if st.mayConflict {
+			insert = t.d.sql.insert
 		}
-		payload := planekit.Payload(s.Payload)
-		available := s.DueAt(t.now).UnixMilli()
-		ids = append(ids, id)
-		keys = append(keys, key)
-		concurrencyKeys = append(concurrencyKeys, nullable(s.ConcurrencyKey))
-		shapes = append(shapes, s.Requirement.Shape())
-		requirements = append(requirements, nullable(string(plane.EncodeRequirement(s.Requirement))))
-		hostKeys = append(hostKeys, plane.HostKeyOf(s.Metadata))
-		prios = append(prios, s.Priority)
-		payloads = append(payloads, payload)
-		metas = append(metas, planekit.EncodeMetadata(plane.DebounceMetadata(s)))
-		maxAttempts = append(maxAttempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
-		timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
-		deadlines = append(deadlines, planekit.ToMS(s.Deadline))
-		availables = append(availables, available)
-	}
-	insert := t.d.sql.insert
-	if freshOnly {
-		insert = t.d.sql.insertFresh
-	}
-	rows, err := t.query(insert, p.Namespace, p.Queue, t.ms, ids, keys, prios, payloads, metas,
-		maxAttempts, timeouts, deadlines, availables, concurrencyKeys, shapes, requirements, hostKeys)
-	if err != nil {
-		return fmt.Errorf("submit: %w", err)
-	}
-	inserted := make(map[string]bool, len(ids))
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return fmt.Errorf("submit: %w", err)
+		rs, err := t.query(insert, t.ms, st.ids, st.namespaces, st.queues, st.keys, st.prios, st.payloads, st.metas,
+			st.maxAttempts, st.timeouts, st.deadlines, st.availables, st.concurrencyKeys, st.shapes, st.requirements, st.hostKeys)
+		if err != nil {
+			return nil, fmt.Errorf("submit: %w", err)
 		}
-		inserted[id] = true
+		ids, err := planekit.Collect(rs, "submit", planekit.ScanString)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			inserted[id] = true
+		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("submit: %w", err)
-	}
-	var fresh int64
-	var freshDeadlines []time.Time
-	for _, id := range ids {
-		i := index[id]
-		s := &p.Invocations[i]
-		if inserted[id] {
-			t.d.floors.lower(planekit.QueueKey(p.Namespace, p.Queue), id)
-			fresh++
-			freshDeadlines = append(freshDeadlines, s.Deadline)
-			t.count(p.Namespace, p.Queue, planekit.StateQueued, s.Priority, +1)
+	// Resolve the conflicts: an existing id of this queue, or an existing key.
+	for _, sl := range st.slots {
+		if inserted[sl.id] || sl.r.solo {
 			continue
 		}
-		// The id or the key exists already.
+		s := &sl.r.p.Invocations[sl.i]
 		if s.ID != "" {
 			var ns, q string
 			err := t.queryRow(t.d.sql.existingByID, s.ID).Scan(&ns, &q)
 			if err == nil {
-				if ns != p.Namespace || q != p.Queue {
-					return plane.IDTaken(s.ID)
+				if ns != sl.r.p.Namespace || q != sl.r.p.Queue {
+					sl.r.solo, sl.r.err = true, plane.IDTaken(s.ID)
+					continue
 				}
-				out[i] = plane.SubmitResult{ID: s.ID, Existing: true}
+				sl.r.out[sl.i] = plane.SubmitResult{ID: s.ID, Existing: true}
 				continue
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("submit: look up id: %w", err)
+				return nil, fmt.Errorf("submit: look up id: %w", err)
 			}
 		}
 		var existing string
-		err := t.queryRow(t.d.sql.existingByKey, p.Namespace, p.Queue, s.Key).Scan(&existing)
-		if err != nil {
+		if err := t.queryRow(t.d.sql.existingByKey, sl.r.p.Namespace, sl.r.p.Queue, s.Key).Scan(&existing); err != nil {
 			// Trimmed between the conflict and the look-up: run the submit again.
-			return fmt.Errorf("submit: look up key: %w", &pgconnRetry{err})
+			return nil, fmt.Errorf("submit: look up key: %w", &pgconnRetry{err})
 		}
-		out[i] = plane.SubmitResult{ID: existing, Existing: true}
+		sl.r.out[sl.i] = plane.SubmitResult{ID: existing, Existing: true}
 	}
-	for i, first := range dupOf { // later duplicates of a key or id of this batch
-		if first >= 0 {
-			out[i] = plane.SubmitResult{ID: out[first].ID, Existing: true}
+	var undo []string
+	for _, sl := range st.slots {
+		if !inserted[sl.id] {
+			continue
 		}
+		if sl.r.solo {
+			undo = append(undo, sl.id)
+			continue
+		}
+		t.count(sl.r.p.Namespace, sl.r.p.Queue, planekit.StateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
+		t.d.floors.lower(planekit.QueueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
+		t.wakeQueue(sl.r.p.Namespace, sl.r.p.Queue)
 	}
-	if fresh > 0 {
-		if a != nil {
-			ahead := t.d.blocked.Ahead(planekit.RoomKey(p.Namespace, p.Queue), tk)
-			if err := t.admit(p.Namespace, p.Queue, a, fresh, freshDeadlines, ahead); err != nil {
-				return err
+	if len(undo) > 0 {
+		t.exec(t.d.sql.deleteIDs, undo)
+	}
+	for _, r := range reqs {
+		if r.solo {
+			continue
+		}
+		for i, first := range r.dupOf { // later duplicates of a key or id of this request
+			if first >= 0 {
+				r.out[i] = plane.SubmitResult{ID: r.out[first].ID, Existing: true}
 			}
 		}
-		t.wakeQueue(p.Namespace, p.Queue)
 	}
-	return nil
+	return inserted, nil
 }
 
 // hasDedupWindow reports whether a submit of p carries a dedup or debounce window
@@ -281,13 +341,6 @@ type pgconnRetry struct{ err error }
 func (e *pgconnRetry) Error() string { return "conflicting row vanished: " + e.err.Error() }
 func (e *pgconnRetry) Unwrap() error { return e.err }
 
-func cmpOr(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
 type admission = planekit.Admission
 
 // admission reads the admission block of a queue (nil: none), locking its row when lock is
@@ -324,10 +377,11 @@ func (t *tx) admit(namespace, queue string, a *admission, n int64, deadlines []t
 	return nil
 }
 
-// submitRequest is one caller's submit, served in a group. solo sends it back to run in a
-// transaction of its own: its queue has an admission block (whose refusal must roll back
-// that submit alone), it shares a key or id with an earlier submit of the group, or it
-// failed in a way its own transaction must report.
+// submitRequest is one caller's submit, served in a group (or alone, by submitMany). solo
+// sends it back to run in a transaction of its own: its queue has an admission block (whose
+// refusal must roll back that submit alone), it shares a key or id with an earlier submit
+// of the group, or it failed in a way its own transaction must report (err: plane.IDTaken,
+// which submitMany returns).
 type submitRequest struct {
 	p    *plane.SubmitManyParams
 	out  []plane.SubmitResult
@@ -401,161 +455,32 @@ func (t *tx) submitGroup(group []*submitRequest) error {
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
+	queues, err := planekit.Collect(rs, "submit", func(s planekit.Scanner) (k [2]string, err error) {
+		return k, s.Scan(&k[0], &k[1])
+	})
+	if err != nil {
+		return err
+	}
 	limited := map[[2]string]bool{}
-	for rs.Next() {
-		var k [2]string
-		if err := rs.Scan(&k[0], &k[1]); err != nil {
-			rs.Close()
-			return fmt.Errorf("submit: %w", err)
-		}
+	for _, k := range queues {
 		limited[k] = true
 	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return fmt.Errorf("submit: %w", err)
-	}
-	type slot struct {
-		r  *submitRequest
-		i  int // invocation index
-		id string
-	}
-	var slots []slot
-	freshOnly := true // no key and no caller's id: no row can conflict
-	var rowIDs, rowNS, rowQ []string
-	var rowKeys, rowConcurrencyKeys, rowRequirements []*string
-	var rowShapes, rowHostKeys []string
-	var prios []float64
-	var payloads, metas [][]byte
-	var attempts []int32
-	var timeouts, deadlines, availables []int64
+	var st staged
 	for _, r := range group {
 		if limited[[2]string{r.p.Namespace, r.p.Queue}] {
 			r.solo = true
 			continue
 		}
-		n := len(r.p.Invocations)
-		r.out = make([]plane.SubmitResult, n)
-		r.dupOf = make([]int, n)
-		firstOfKey := map[string]int{}
-		firstOfID := map[string]int{}
-		for i := range r.p.Invocations {
-			s := &r.p.Invocations[i]
-			r.dupOf[i] = -1
-			if s.Key != "" {
-				if first, ok := firstOfKey[s.Key]; ok {
-					r.dupOf[i] = first
-					continue
-				}
-				firstOfKey[s.Key] = i
-			}
-			id := s.ID
-			if id == "" {
-				id = t.d.ids.New(t.now)
-			} else if first, ok := firstOfID[id]; ok {
-				r.dupOf[i] = first
-				continue
-			}
-			firstOfID[id] = i
-			r.out[i].ID = id
-			freshOnly = freshOnly && s.Key == "" && s.ID == ""
-			slots = append(slots, slot{r, i, id})
-			rowIDs, rowNS, rowQ = append(rowIDs, id), append(rowNS, r.p.Namespace), append(rowQ, r.p.Queue)
-			var key *string
-			if s.Key != "" {
-				key = &s.Key
-			}
-			payload := planekit.Payload(s.Payload)
-			rowKeys = append(rowKeys, key)
-			rowConcurrencyKeys = append(rowConcurrencyKeys, nullable(s.ConcurrencyKey))
-			rowShapes = append(rowShapes, s.Requirement.Shape())
-			rowRequirements = append(rowRequirements, nullable(string(plane.EncodeRequirement(s.Requirement))))
-			rowHostKeys = append(rowHostKeys, plane.HostKeyOf(s.Metadata))
-			prios = append(prios, s.Priority)
-			payloads = append(payloads, payload)
-			metas = append(metas, planekit.EncodeMetadata(s.Metadata))
-			attempts = append(attempts, int32(cmpOr(s.MaxAttempts, plane.MaxAttemptsDefault)))
-			timeouts = append(timeouts, s.AttemptTimeout.Milliseconds())
-			deadlines = append(deadlines, planekit.ToMS(s.Deadline))
-			availables = append(availables, s.DueAt(t.now).UnixMilli())
+		if err := t.stage(r, &st); err != nil {
+			return err
 		}
 	}
-	inserted := make(map[string]bool, len(slots))
-	if len(slots) > 0 {
-		insert := t.d.sql.insertMany
-		if freshOnly {
-			insert = t.d.sql.insertManyFresh
-		}
-		rs, err := t.query(insert, t.ms, rowIDs, rowNS, rowQ, rowKeys, prios, payloads, metas,
-			attempts, timeouts, deadlines, availables, rowConcurrencyKeys, rowShapes, rowRequirements, rowHostKeys)
-		if err != nil {
-			return fmt.Errorf("submit: %w", err)
-		}
-		for rs.Next() {
-			var id string
-			if err := rs.Scan(&id); err != nil {
-				rs.Close()
-				return fmt.Errorf("submit: %w", err)
-			}
-			inserted[id] = true
-		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return fmt.Errorf("submit: %w", err)
-		}
-	}
-	// Resolve the conflicts: an existing id of this queue, or an existing key. An id of
-	// another queue sends its submit to run alone, where the refusal rolls it back whole.
-	for _, sl := range slots {
-		if inserted[sl.id] || sl.r.solo {
-			continue
-		}
-		s := &sl.r.p.Invocations[sl.i]
-		if s.ID != "" {
-			var ns, q string
-			err := t.queryRow(t.d.sql.existingByID, s.ID).Scan(&ns, &q)
-			if err == nil {
-				if ns != sl.r.p.Namespace || q != sl.r.p.Queue {
-					sl.r.solo = true
-					continue
-				}
-				sl.r.out[sl.i] = plane.SubmitResult{ID: s.ID, Existing: true}
-				continue
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("submit: look up id: %w", err)
-			}
-		}
-		var existing string
-		if err := t.queryRow(t.d.sql.existingByKey, sl.r.p.Namespace, sl.r.p.Queue, s.Key).Scan(&existing); err != nil {
-			return fmt.Errorf("submit: look up key: %w", &pgconnRetry{err})
-		}
-		sl.r.out[sl.i] = plane.SubmitResult{ID: existing, Existing: true}
-	}
-	var undo []string
-	for _, sl := range slots {
-		if !inserted[sl.id] {
-			continue
-		}
-		if sl.r.solo {
-			undo = append(undo, sl.id)
-			continue
-		}
-		t.count(sl.r.p.Namespace, sl.r.p.Queue, planekit.StateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
-		t.d.floors.lower(planekit.QueueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
-		t.wakeQueue(sl.r.p.Namespace, sl.r.p.Queue)
-	}
-	if len(undo) > 0 {
-		t.exec(t.d.sql.deleteIDs, undo)
+	if _, err := t.insertStaged(&st, group); err != nil {
+		return err
 	}
 	for _, r := range group {
 		if r.solo {
 			r.out = nil
-			continue
-		}
-		for i, first := range r.dupOf {
-			if first >= 0 {
-				r.out[i] = plane.SubmitResult{ID: r.out[first].ID, Existing: true}
-			}
 		}
 	}
 	return nil

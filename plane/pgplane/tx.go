@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -255,19 +257,8 @@ func (t *tx) flushCounts() error {
 	}
 	if len(keys) > 0 {
 		slices.SortFunc(keys, func(a, b countKey) int {
-			switch {
-			case a.namespace != b.namespace:
-				return cmpString(a.namespace, b.namespace)
-			case a.queue != b.queue:
-				return cmpString(a.queue, b.queue)
-			case a.state != b.state:
-				return a.state - b.state
-			case a.priority < b.priority:
-				return -1
-			case a.priority > b.priority:
-				return 1
-			}
-			return 0
+			return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.queue, b.queue),
+				cmp.Compare(a.state, b.state), cmp.Compare(a.priority, b.priority))
 		})
 		ns := make([]string, len(keys))
 		qs := make([]string, len(keys))
@@ -281,16 +272,6 @@ func (t *tx) flushCounts() error {
 	}
 	t.counts = nil
 	return t.flush()
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // wake marks a key whose waiters the commit wakes.

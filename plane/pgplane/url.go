@@ -62,8 +62,8 @@ func ParseURL(url string, cfg *Config) (*pgxpool.Config, *Config, error) {
 			fmt.Sprintf("it contradicts the Config value %v: give one of them", cfg))
 	}
 	if v, ok := take(URLSchema); ok {
-		if !schemaName.MatchString(v) {
-			return nil, nil, plane.Invalid("database URL parameter "+URLSchema, v, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+		if err := validateSchema("database URL parameter "+URLSchema, v); err != nil {
+			return nil, nil, err
 		}
 		if out.Schema != "" && out.Schema != v {
 			return nil, nil, conflict(URLSchema, v, out.Schema)

@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // OpenPool connects to the database at url as Open does (same URL forms, same errors:
@@ -22,15 +20,7 @@ func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = 2
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, classify(pc.ConnConfig, err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, classify(pc.ConnConfig, err)
-	}
-	return pool, nil
+	return connect(ctx, pc)
 }
 
 // CurrentVersion returns the version of the plane's schema named schema in the pool's
@@ -38,8 +28,8 @@ func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // SchemaVersion when a newer build migrated it (Open and Migrate then refuse it with
 // ErrSchemaNewer). It writes nothing.
 func CurrentVersion(ctx context.Context, pool *pgxpool.Pool, schema string) (int, error) {
-	if !schemaName.MatchString(schema) {
-		return 0, plane.Invalid("schema", schema, "use 1–63 bytes of [a-z0-9_], not starting with a digit")
+	if err := validateSchema("schema", schema); err != nil {
+		return 0, err
 	}
 	return schemaVersion(ctx, pool, schema)
 }

@@ -73,11 +73,7 @@ func (t *wtx) ackMany(params []plane.SettleParams, which []int, done []bool) err
 		clear(byID)
 		for _, i := range which[:k] {
 			p := &params[i]
-			result := p.Result
-			if result == nil {
-				result = []byte{0xc0} // msgpack nil: an ack without a result
-			}
-			args = append(args, p.ID, p.Token, result)
+			args = append(args, p.ID, p.Token, planekit.Result(p))
 			byID[p.ID] = i
 		}
 		rs, err := stmt.QueryContext(t.ctx, args...)

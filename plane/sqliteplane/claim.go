@@ -24,11 +24,7 @@ func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before f
 	try := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *wtx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
 		return t.claim(one, c.Kind, c.N, c.Lease)
 	})
-	sleep := func(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {
-		_, err := planekit.Sleep(ctx, d.stopped, changed, nil, wait, 0)
-		return err
-	}
-	return planekit.ClaimAcross(ctx, p, &d.rotation, d.hub, planekit.ClaimableKey, try, sleep)
+	return planekit.ClaimAcross(ctx, p, &d.rotation, d.hub, planekit.ClaimableKey, try, d.sleep)
 }
 
 // InvocationSettleAndClaim implements plane.Driver: the settles and the first claim are
@@ -335,16 +331,9 @@ func (t *wtx) levels(namespace, queue string) ([]plane.Level, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: read levels: %w", err)
 	}
-	defer rs.Close()
-	var out []plane.Level
-	for rs.Next() {
-		var l plane.Level
-		if err := rs.Scan(&l.Priority, &l.Count); err != nil {
-			return nil, fmt.Errorf("claim: read levels: %w", err)
-		}
-		out = append(out, l)
-	}
-	return out, rs.Err()
+	return planekit.Collect(sqlRows{rs}, "claim: read levels", func(s planekit.Scanner) (l plane.Level, err error) {
+		return l, s.Scan(&l.Priority, &l.Count)
+	})
 }
 
 // defaultStmt is the claim statement of kind over the default shape's unkeyed jobs.

@@ -125,8 +125,11 @@ func (k kitTx) Admission(namespace, queue string) (*planekit.Admission, error) {
 
 func (k kitTx) Queued(namespace, queue string) (int64, error) { return k.t.queued(namespace, queue) }
 
+// SubmitUnadmitted submits a schedule's fires, whose depth limit planekit.Fire.Admit
+// applied before: the keys and ids resolve as in any submit.
 func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error {
-	return k.t.submitUnadmitted(p, out)
+	_, err := k.t.submitMany(p, out, nil, false)
+	return err
 }
 
 func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {

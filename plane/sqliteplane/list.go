@@ -59,18 +59,11 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 		if err != nil {
 			return nil, fmt.Errorf("list: %w", err)
 		}
-		for rs.Next() {
-			var id string
-			if err := rs.Scan(&id); err != nil {
-				rs.Close()
-				return nil, fmt.Errorf("list: %w", err)
-			}
-			ids = append(ids, id)
+		found, err := planekit.Collect(sqlRows{rs}, "list", planekit.ScanString)
+		if err != nil {
+			return nil, err
 		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return nil, fmt.Errorf("list: %w", err)
-		}
+		ids = append(ids, found...)
 	}
 	slices.Sort(ids)
 	if !p.Oldest {

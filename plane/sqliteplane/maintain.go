@@ -41,6 +41,12 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 	if r.Promoted, err = t.promoteDue(m.batch); err != nil {
 		return r, err
 	}
+	deadline := func(h *head) error {
+		if !planekit.Queued(h.state) {
+			return errSkip
+		}
+		return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
+	}
 	for _, step := range []struct {
 		stmt  *sql.Stmt
 		count *int
@@ -58,18 +64,8 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 			}
 			return t.attemptOverdue(h)
 		}},
-		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
-			if !planekit.Queued(h.state) {
-				return errSkip
-			}
-			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
-		}},
-		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, func(h *head) error {
-			if !planekit.Queued(h.state) {
-				return errSkip
-			}
-			return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
-		}},
+		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, deadline},
+		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, deadline},
 	} {
 		ids, err := t.ids(step.stmt, m.batch)
 		if err != nil {
@@ -119,10 +115,8 @@ func (t *wtx) ids(stmt *sql.Stmt, limit int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return planekit.Collect(sqlRows{rs}, "ids", scanString)
+	return planekit.Collect(sqlRows{rs}, "ids", planekit.ScanString)
 }
-
-func scanString(s planekit.Scanner) (v string, err error) { return v, s.Scan(&v) }
 
 // trim deletes up to limit terminal invocations (of one namespace and queue, "" for all)
 // that finished before cutoff, with their journals.
@@ -161,7 +155,7 @@ func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("trim topics: %w", err)
 	}
-	names, err := planekit.Collect(sqlRows{rs}, "trim topics", scanString)
+	names, err := planekit.Collect(sqlRows{rs}, "trim topics", planekit.ScanString)
 	if err != nil {
 		return 0, err
 	}

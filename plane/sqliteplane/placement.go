@@ -24,26 +24,7 @@ func (t *wtx) satisfiedShapes(p *plane.ClaimParams) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: read shapes: %w", err)
 	}
-	defer rs.Close()
-	var out []string
-	for rs.Next() {
-		var shape string
-		var stored []byte
-		if err := rs.Scan(&shape, &stored); err != nil {
-			return nil, fmt.Errorf("claim: read shapes: %w", err)
-		}
-		req, ok := t.w.requirements[shape]
-		if !ok {
-			if req, err = plane.DecodeRequirement(stored); err != nil {
-				return nil, fmt.Errorf("claim: shape %s: %w", shape, err)
-			}
-			t.w.requirements[shape] = req // a shape is a digest of its requirement: never changes
-		}
-		if p.Offers.Satisfies(req) {
-			out = append(out, shape)
-		}
-	}
-	return out, rs.Err()
+	return t.w.requirements.Satisfied(sqlRows{rs}, p.Offers)
 }
 
 // placementTrim are the statements of trimPlacement (planekit.PlacementTrimSQL).
@@ -78,18 +59,12 @@ func (t *wtx) warmPairs(p *plane.ClaimParams, kind plane.Kind, satisfied []strin
 		if err != nil {
 			return nil, fmt.Errorf("claim: read warm host keys: %w", err)
 		}
-		for rs.Next() {
-			var shape string
-			if err := rs.Scan(&shape); err != nil {
-				rs.Close()
-				return nil, fmt.Errorf("claim: read warm host keys: %w", err)
-			}
-			out = append(out, planekit.WarmPair{HostKey: k, Shape: shape})
-		}
-		err = rs.Err()
-		rs.Close()
+		shapes, err := planekit.Collect(sqlRows{rs}, "claim: read warm host keys", planekit.ScanString)
 		if err != nil {
-			return nil, fmt.Errorf("claim: read warm host keys: %w", err)
+			return nil, err
+		}
+		for _, shape := range shapes {
+			out = append(out, planekit.WarmPair{HostKey: k, Shape: shape})
 		}
 	}
 	return planekit.KeepWarm(out, satisfied), nil

@@ -9,7 +9,6 @@ import (
 // readStatements are prepared once on the read pool (database/sql re-prepares them per
 // connection as needed), so the read path never parses SQL.
 type readStatements struct {
-	row, count, topicClosed, frames *sql.Stmt
 	// byText are the statements by their SQL text, for kitDB's reads.
 	byText map[string]*sql.Stmt
 }
@@ -22,21 +21,13 @@ const (
 )
 
 func (r *readStatements) prepare(ctx context.Context, db *sql.DB) error {
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&r.row, rowByID},
-		{&r.count, countState},
-		{&r.topicClosed, topicClosed},
-		{&r.frames, framesAfter},
-	} {
-		stmt, err := db.PrepareContext(ctx, p.sql)
+	r.byText = map[string]*sql.Stmt{}
+	for _, query := range []string{rowByID, countState, topicClosed, framesAfter} {
+		stmt, err := db.PrepareContext(ctx, query)
 		if err != nil {
-			return fmt.Errorf("prepare %q: %w", p.sql, err)
+			return fmt.Errorf("prepare %q: %w", query, err)
 		}
-		*p.stmt = stmt
+		r.byText[query] = stmt
 	}
-	r.byText = map[string]*sql.Stmt{rowByID: r.row, countState: r.count, topicClosed: r.topicClosed, framesAfter: r.frames}
 	return nil
 }

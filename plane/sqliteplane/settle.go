@@ -30,13 +30,9 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 	if p.Outcome == plane.OutcomeSucceeded && p.Scope == (plane.Scope{}) {
 		// The common case in one statement; anything unusual (a scoped caller, whose scope
 		// is checked on the row read below) takes the path below.
-		result := p.Result
-		if result == nil {
-			result = []byte{0xc0} // msgpack nil: an ack without a result
-		}
 		var ns, q string
 		var priority float64
-		err := t.w.st.ackHeld.QueryRowContext(t.ctx, result, t.ms, p.ID, p.Token).Scan(&ns, &q, &priority)
+		err := t.w.st.ackHeld.QueryRowContext(t.ctx, planekit.Result(p), t.ms, p.ID, p.Token).Scan(&ns, &q, &priority)
 		if err == nil {
 			t.finished(p.ID, ns, q, priority, planekit.StateRunning, planekit.StateSucceeded)
 			return nil, nil
@@ -52,11 +48,7 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
 		return lost, err
 	}
-	result := p.Result
-	if p.Outcome == plane.OutcomeSucceeded && result == nil {
-		result = []byte{0xc0} // msgpack nil: an ack without a result
-	}
-	return nil, t.apply(h, plane.SettleTransition(p, h.attempt, h.maxAttempts, t.w.d.cfg.Backoff, t.w.rand.Float64), result)
+	return nil, t.apply(h, plane.SettleTransition(p, h.attempt, h.maxAttempts, t.w.d.cfg.Backoff, t.w.rand.Float64), planekit.Result(p))
 }
 
 // InvocationHeartbeatMany implements plane.Driver.

@@ -1,6 +1,7 @@
 package sqliteplane
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -39,13 +40,6 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 		return nil, logical
 	}
 	return out, nil
-}
-
-// submitUnadmitted submits without the queue's admission block (a schedule's fires, whose
-// depth limit planekit.Fire.Admit applied before): the keys and ids resolve as in any submit.
-func (t *wtx) submitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error {
-	_, err := t.submitMany(p, out, nil, false)
-	return err
 }
 
 // submitMany resolves existing keys and ids, applies the queue's admission block to the new
@@ -184,10 +178,6 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			if id == "" {
 				id = t.w.d.ids.New(t.now)
 			}
-			maxAttempts := s.MaxAttempts
-			if maxAttempts == 0 {
-				maxAttempts = plane.MaxAttemptsDefault
-			}
 			payload := planekit.Payload(s.Payload)
 			state, due := planekit.StateQueued, t.ms
 			if s.Delay > 0 || s.Debounce > 0 || !s.NotBefore.IsZero() {
@@ -205,8 +195,8 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			if r := plane.EncodeRequirement(s.Requirement); r != nil {
 				requirement = string(r)
 			}
-			args = append(args, id, key, state, s.Priority, payload,
-				planekit.EncodeMetadata(plane.DebounceMetadata(s)), maxAttempts, s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due,
+			args = append(args, id, key, state, s.Priority, payload, planekit.EncodeMetadata(plane.DebounceMetadata(s)),
+				cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due,
 				concurrencyKey, s.Requirement.Shape(), requirement, plane.HostKeyOf(s.Metadata))
 			if pending != 0 && (counted.state != state || counted.priority != s.Priority) {
 				t.count(namespace, queue, counted.state, counted.priority, pending)

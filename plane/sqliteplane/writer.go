@@ -51,9 +51,8 @@ type writer struct {
 	// keyed holds the queues this writer submitted or claimed jobs with a concurrency key
 	// in: a lease ending there may free a key's slot, so it wakes the queue's claimers.
 	keyed map[[2]string]bool
-	// requirements caches the requirement of each shape key the claims read (a shape is
-	// a digest of its requirement, so an entry never goes stale).
-	requirements map[string]*plane.Requirement
+	// requirements caches the requirement of each shape key the claims read.
+	requirements planekit.Requirements
 	// nextDue is the earliest available_ms of a delayed invocation: dueUnknown until read
 	// (and after anything that may have changed it behind the writer's back), dueNone when
 	// there is none. armed is the nextDue the alarm was last set for.
@@ -66,7 +65,7 @@ const (
 )
 
 func newWriter(d *Driver) (*writer, error) {
-	w := &writer{d: d, admissions: make(map[[2]string]*admission), paused: make(map[[2]string]bool), queued: make(map[[2]string]int64), keyed: make(map[[2]string]bool), requirements: make(map[string]*plane.Requirement), armed: -1}
+	w := &writer{d: d, admissions: make(map[[2]string]*admission), paused: make(map[[2]string]bool), queued: make(map[[2]string]int64), keyed: make(map[[2]string]bool), armed: -1}
 	seed := d.cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
