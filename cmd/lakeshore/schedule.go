@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -29,14 +31,14 @@ See docs/semantics.md, "Schedules".`,
 
 func newScheduleAddCmd(a *app) *cobra.Command {
 	var (
-		queue, payload, timeZone, catchUp string
-		every, attemptTimeout             time.Duration
-		priority                          float64
-		maxAttempts                       int
-		paused, asString                  bool
+		queue, payload, file, timeZone, catchUp string
+		every, attemptTimeout                   time.Duration
+		priority                                float64
+		maxAttempts                             int
+		paused, asString                        bool
 	)
 	c := &cobra.Command{
-		Use:   "add NAME [CRON] --queue QUEUE [--every 10m] [--payload JSON]",
+		Use:   "add NAME [CRON] --queue QUEUE [--every 10m] [--payload JSON | --file F]",
 		Short: "Create or replace a schedule",
 		Long: `Create schedule NAME, or replace the one of that name. Give a cron expression
 (minute hour day-of-month month day-of-week, or @hourly, @daily, @weekly, @monthly,
@@ -58,8 +60,24 @@ schedule's next fire.`,
 			if cron == "" && every == 0 {
 				return usagef(`schedule add: give a cron expression ("0 3 * * *") or --every`)
 			}
+			if c.Flags().Changed("payload") && file != "" {
+				return usagef("schedule add: give the payload with --payload or --file, not both")
+			}
+			if file != "" { // a payload too large for an argument
+				var raw []byte
+				var err error
+				if file == "-" {
+					raw, err = io.ReadAll(a.stdin)
+				} else {
+					raw, err = os.ReadFile(file)
+				}
+				if err != nil {
+					return usagef("read payload: %w", err)
+				}
+				payload = string(raw)
+			}
 			var value any
-			if c.Flags().Changed("payload") {
+			if c.Flags().Changed("payload") || file != "" {
 				value = payload
 				if !asString {
 					var err error
@@ -94,7 +112,8 @@ schedule's next fire.`,
 	f := c.Flags()
 	f.StringVar(&queue, "queue", "", "the queue every fire is submitted to (required)")
 	f.StringVar(&payload, "payload", "", "the payload of every fire, JSON (default null)")
-	f.BoolVar(&asString, "string", false, "take --payload as a plain string, not JSON")
+	f.StringVarP(&file, "file", "f", "", "read the payload from this file (- for stdin) instead of --payload")
+	f.BoolVar(&asString, "string", false, "take the payload as a plain string, not JSON")
 	f.DurationVar(&every, "every", 0, "an interval instead of a cron expression, e.g. 10m (at least 1s)")
 	f.StringVar(&timeZone, "time-zone", "", "the IANA time zone the cron expression is read in, e.g. Europe/Paris (default UTC)")
 	f.StringVar(&catchUp, "catch-up", "", "missed ticks after downtime: once (the latest, the default), skip (none) or all (each)")
@@ -111,6 +130,9 @@ func scheduleJSON(sc *lakeshore.Schedule) map[string]any {
 		"catch_up": string(sc.CatchUp)}
 	if sc.CatchUp == "" {
 		out["catch_up"] = string(lakeshore.CatchUpOnce)
+	}
+	if payload, err := decodeValue(sc.Payload); err == nil {
+		out["payload"] = payload
 	}
 	if sc.Cron != "" {
 		out["cron"] = sc.Cron

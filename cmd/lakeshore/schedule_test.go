@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,6 +46,23 @@ func TestScheduleVerbs(t *testing.T) {
 			require.Contains(t, errs, "schedule default/missing not found")
 			require.Equal(t, "removed probe", c.ok("schedule", "remove", "probe"))
 			require.Equal(t, "no schedule probe", c.ok("schedule", "remove", "probe"))
+
+			// A payload from a file (one too large for an argument) or stdin.
+			file := filepath.Join(t.TempDir(), "payload.json")
+			require.NoError(t, os.WriteFile(file, []byte(`{"big": "`+strings.Repeat("x", 300_000)+`"}`), 0o600))
+			c.ok("schedule", "add", "large", "--every", "1h", "--queue", "eval", "--file", file)
+			_, errs, code = c.run(`"from stdin"`, "schedule", "add", "stdin", "--every", "1h", "--queue", "eval", "--file", "-")
+			require.Equal(t, 0, code, errs)
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "schedule", "list")), &list))
+			payloads := map[string]any{}
+			for _, sc := range list {
+				payloads[sc["name"].(string)] = sc["payload"]
+			}
+			require.Len(t, payloads["large"].(map[string]any)["big"], 300_000)
+			require.Equal(t, "from stdin", payloads["stdin"])
+			_, errs, code = c.run("", "schedule", "add", "both", "--every", "1h", "--queue", "eval", "--file", file, "--payload", "1")
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, errs, "not both")
 		})
 	}
 }
