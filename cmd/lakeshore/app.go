@@ -91,7 +91,7 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			lines[i] = printable(l)
 		}
 		fmt.Fprintf(stderr, "lakeshore: %s\n", strings.Join(lines, "\n"))
-		if code == exitUsage && !errors.Is(err, lakeshore.ErrInvalid) {
+		if code == exitUsage && !badInput(err) {
 			fmt.Fprintln(stderr, "Run 'lakeshore --help' for usage.")
 		}
 	}
@@ -278,13 +278,9 @@ func exitCode(err error) int {
 	if errors.As(err, &ce) {
 		return ce.code
 	}
-	var config *fabric.ConfigError
-	var code *fabric.CodeError
 	switch {
-	case errors.As(err, &config), errors.As(err, &code):
-		return exitUsage // bad input: lakeshore.yaml, a mode or the code it ships
-	case errors.Is(err, lakeshore.ErrInvalid), errors.Is(err, persist.ErrSchema), errors.Is(err, persist.ErrUnsupportedValue):
-		return exitUsage // bad input: a data record of the wrong type or one with no stored form
+	case badInput(err):
+		return exitUsage
 	case errors.Is(err, lakeshore.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, lakeshore.ErrFailed), errors.Is(err, lakeshore.ErrCancelled), errors.Is(err, lakeshore.ErrTimedOut):
@@ -295,6 +291,16 @@ func exitCode(err error) int {
 		return exitInterrupted
 	}
 	return exitError
+}
+
+// badInput reports an error of bad input rather than of the command line, which exits 2
+// (exitUsage) without the hint to read --help: an invalid argument or value, a data record
+// of the wrong type or one with no stored form, lakeshore.yaml, a mode or the code it ships.
+func badInput(err error) bool {
+	var config *fabric.ConfigError
+	var code *fabric.CodeError
+	return errors.As(err, &config) || errors.As(err, &code) || errors.Is(err, lakeshore.ErrInvalid) ||
+		errors.Is(err, persist.ErrSchema) || errors.Is(err, persist.ErrUnsupportedValue)
 }
 
 // unknownSubcommand is the RunE of commands that only group others: without a known

@@ -123,6 +123,7 @@ func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {
 	_, errs, code := c.run(`{"score": "high"}`+"\n", append(c.args, "put", "rollouts")...)
 	require.Equal(t, exitUsage, code, "a value of the wrong type is bad input")
 	require.Contains(t, errs, `field "score" has type int64`)
+	require.NotContains(t, errs, "--help", "bad input, not a command-line mistake: no usage hint")
 	// Reads of a queue that does not exist say so and create nothing.
 	for _, verb := range []string{"stats", "get", "flush", "partitions", "consumption"} {
 		_, errs, code = c.run("", append(c.args, verb, "nosuch")...)
