@@ -30,7 +30,7 @@ func testAdmission(t *testing.T, s *suite) {
 		first := plane.Admission{MaxDepth: 5, RateLimit: 2.5, DeadlineCutoff: 4350 * time.Millisecond, ConcurrencyLimit: 3,
 			ConcurrencyLimits: map[string]int64{"a": 1}, KeyWeights: map[string]float64{"a": 0.3}, KeyRateLimit: 0.7,
 			KeyRateLimits: map[string]float64{"b": 1.1}, KeyBursts: map[string]int64{"c": 4}}
-		require.ErrorIs(t, set(first, "0123456789abcdef"), plane.ErrChanged, "no block yet: only the tag none matches")
+		requireIs(t, set(first, "0123456789abcdef"), plane.ErrChanged, "no block yet: only the tag none matches")
 		require.Nil(t, read(), "a refused conditional set writes nothing")
 		must(t, set(first, plane.AdmissionTagNone), "a conditional set on a queue with no block")
 		stored := read()
@@ -39,7 +39,7 @@ func testAdmission(t *testing.T, s *suite) {
 		second := *stored
 		second.MaxDepth = 9
 		must(t, set(second, tag), "a set conditional on the block read")
-		require.ErrorIs(t, set(first, tag), plane.ErrChanged, "the block changed since the tag was read")
+		requireIs(t, set(first, tag), plane.ErrChanged, "the block changed since the tag was read")
 		require.Equal(t, int64(9), read().MaxDepth, "the refused set wrote nothing")
 		must(t, set(first, ""), "an unconditional set")
 	})
