@@ -147,30 +147,36 @@ func TestRotation(t *testing.T) {
 	}
 }
 
-// TestSubmitBlockingContextEndsInRetry: a submit that found its queue full and whose
-// context ends while a retry's transaction runs reports the full queue, not the context's
-// error alone (the retry failed for the context, not for the storage).
-func TestSubmitBlockingContextEndsInRetry(t *testing.T) {
+// submitBlockedThenRetried runs SubmitBlocking on a queue found full at the first try,
+// whose retry cancels the caller's context and answers retry(ctx); it returns whether the
+// submit is still in its line, and its error.
+func submitBlockedThenRetried(t *testing.T, retry func(ctx context.Context) error) (bool, error) {
 	var l Lines
-	hub := NewHub()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	calls := 0
-	p := &plane.SubmitManyParams{Namespace: "n", Queue: "q"}
-	_, err := SubmitBlocking(ctx, p, &l, hub, nil,
+	_, err := SubmitBlocking(ctx, &plane.SubmitManyParams{Namespace: "n", Queue: "q"}, &l, NewHub(), nil,
 		func(context.Context, <-chan struct{}, time.Duration) error { return nil },
 		func(tk *Ticket) ([]plane.SubmitResult, error) {
 			calls++
 			if calls == 1 {
 				return nil, ErrBlocked
 			}
-			cancel() // the context ends while the retry waits for the writer
-			return nil, ctx.Err()
+			cancel() // the context ends while the retry runs
+			return nil, retry(ctx)
 		})
+	return l.Ahead(RoomKey("n", "q"), nil), err
+}
+
+// TestSubmitBlockingContextEndsInRetry: a submit that found its queue full and whose
+// context ends while a retry's transaction runs reports the full queue, not the context's
+// error alone (the retry failed for the context, not for the storage).
+func TestSubmitBlockingContextEndsInRetry(t *testing.T) {
+	inLine, err := submitBlockedThenRetried(t, func(ctx context.Context) error { return ctx.Err() })
 	if !errors.Is(err, plane.ErrQueueFull) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want the full queue with the context's error as its cause", err)
 	}
-	if l.Ahead(RoomKey("n", "q"), nil) {
+	if inLine {
 		t.Fatal("the submit left its line")
 	}
 }
@@ -178,23 +184,8 @@ func TestSubmitBlockingContextEndsInRetry(t *testing.T) {
 // TestSubmitBlockingStorageFailsInRetry: a retry that fails for the storage while the
 // caller's context also ends reports the storage's error, not a full queue.
 func TestSubmitBlockingStorageFailsInRetry(t *testing.T) {
-	var l Lines
-	hub := NewHub()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	storage := errors.New("disk I/O error")
-	calls := 0
-	p := &plane.SubmitManyParams{Namespace: "n", Queue: "q"}
-	_, err := SubmitBlocking(ctx, p, &l, hub, nil,
-		func(context.Context, <-chan struct{}, time.Duration) error { return nil },
-		func(tk *Ticket) ([]plane.SubmitResult, error) {
-			calls++
-			if calls == 1 {
-				return nil, ErrBlocked
-			}
-			cancel()
-			return nil, storage
-		})
+	_, err := submitBlockedThenRetried(t, func(context.Context) error { return storage })
 	if !errors.Is(err, storage) || errors.Is(err, plane.ErrQueueFull) {
 		t.Fatalf("got %v, want the storage's error", err)
 	}
