@@ -376,6 +376,7 @@ class _Running:
     task: asyncio.Task[Any] | None = None
     thread_id: int | None = None
     lost: bool = False  # the plane took the job back (killed, lease lost): nothing to settle
+    started: bool = False  # the body began (a job stopped before it is given back unrun)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     due: float | None = None  # the monotonic instant of the next heartbeat (None: one is in flight)
 
@@ -644,10 +645,9 @@ class _Worker:
                             return
                         continue
                 if self.draining:
-                    # Claimed as the drain began: give it back for another worker now.
-                    await self._settle_and_claim(
-                        core, (core, _settle_body(job, "retry", None, _error_info("released: the worker is draining", job.attempt), 0.0), _lease_deadline(job), job), claim=False
-                    )
+                    # Claimed as the drain began: give it back for another worker now, unrun
+                    # (outcome "released": its attempt is not counted).
+                    await self._settle_and_claim(core, (core, _released_body(job, "the worker is draining"), _lease_deadline(job), job), claim=False)
                     return
                 pending = await self.execute(core, job)
                 self.done += 1
@@ -792,7 +792,7 @@ class _Worker:
                 outcome = ("nack", e)
                 if isinstance(e, asyncio.CancelledError):
                     self.running.pop(job.id, None)
-                    await self._settle_now(core, self._settle_of(core, job, outcome, r.lost))
+                    await self._settle_now(core, self._settle_of(core, job, outcome, r.lost, r.started))
                     raise
         except Exception as e:
             outcome = ("nack", e)
@@ -805,7 +805,7 @@ class _Worker:
                 self.idle_at = datetime.now(timezone.utc)
         if r.lost:
             await self._confirm_released(core, job)
-        return self._settle_of(core, job, outcome, r.lost)
+        return self._settle_of(core, job, outcome, r.lost, r.started)
 
     async def _confirm_released(self, core: QueueCore, job: Job) -> None:
         """Post that the body of a job whose lease was lost (killed, or the lease expired)
@@ -838,7 +838,7 @@ class _Worker:
             with contextlib.suppress(errors.DispatchError):
                 await self._settle_and_claim(core, settled, claim=False)
 
-    def _settle_of(self, core: QueueCore, job: Job, outcome: tuple[str, Any], lost: bool) -> _Pending | None:
+    def _settle_of(self, core: QueueCore, job: Job, outcome: tuple[str, Any], lost: bool, started: bool = True) -> _Pending | None:
         what, value = outcome
         deadline = _lease_deadline(job)
         if what == "ack":
@@ -851,6 +851,9 @@ class _Worker:
             return core, _settle_body(job, "succeeded", data, None), deadline, job
         if what == "stopped":
             if not lost and job.id in core.held:
+                if not started:
+                    # Stopped before its body began: give it back unrun, the attempt kept.
+                    return core, _released_body(job, f"{self.stop_reason} before the job began"), deadline, job
                 # Stopped by a signal (not by the plane): release it for a retry.
                 reason = f"{self.stop_reason}, released for retry"
                 return core, _settle_body(job, "retry", None, _error_info(reason, job.attempt), 0.0), deadline, job
@@ -872,6 +875,7 @@ class _Worker:
         try:
             if r.stopped.is_set():
                 raise JobStopped(r.job.id)
+            r.started = True
             if kind == "sync":
                 return call()
             gen = call()
@@ -902,6 +906,9 @@ class _Worker:
                 r.thread_id = None
 
     async def _run_async(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
+        if r.stopped.is_set():
+            raise JobStopped(r.job.id)
+        r.started = True
         if kind == "async":
             return await call()
         agen = call()
@@ -953,6 +960,12 @@ class _Manifest:
         if self.named and not self.keys:
             return dict(self.named)
         return self.keys + list(self.named.values()) if self.keys else None
+
+
+def _released_body(job: Job, reason: str) -> dict[str, Any]:
+    """The settle that gives back a job this worker claimed but never ran: outcome
+    "released" — claimable again at once, its attempt not counted, no key held back."""
+    return _settle_body(job, "released", None, {"type": "released", "message": reason, "attempt": job.attempt})
 
 
 def _settle_body(
