@@ -107,6 +107,19 @@ def _log_failure(job: Job, e: BaseException) -> None:
     )
 
 
+def _log_rate_limited(job: Job, e: errors.RateLimited) -> None:
+    """Log a handler's "slow down" answer as what it is: one INFO line, no traceback — the
+    job is re-queued and its attempt kept, nothing failed."""
+    log.info(
+        "lakeshore worker: job %s (queue %s) rate limited: re-queued after %g s, attempt %d kept%s",
+        job.id,
+        job.queue,
+        errors.rate_limited_delay(e.retry_after),
+        job.attempt,
+        f"; key {e.key!r} held back as long" if e.key else "",
+    )
+
+
 class JobStopped(BaseException):
     """Raised inside a body whose job was killed or whose lease was lost (a BaseException, so
     that ``except Exception`` in the body does not swallow it)."""
@@ -682,11 +695,30 @@ class _Worker:
                     log.info("lakeshore worker: job %s was killed before its outcome settled; the outcome is dropped", job.id)
                 else:
                     log.warning("lakeshore worker: job %s: the lease was lost before it settled (fenced off)", job.id)
+            elif isinstance(settle_error, errors.InvalidError):
+                await self._settle_refused(settled, settle_error)
             elif settle_error is not None:
                 log.warning("lakeshore worker: job %s: settle failed: %s", job.id, settle_error)
         if d is None:
             return None
         return await core.job_from(d)
+
+    async def _settle_refused(self, settled: _Pending, refusal: errors.InvalidError) -> None:
+        """The plane refused a job's settle as invalid: fail the attempt instead (a retry
+        while attempts remain; failed at once when the settle did not retry), its error
+        the handler's and the refusal (type ``settle_refused``), rather than leave the job
+        running until its lease expires; a refused ack fails the job (a retry would store
+        the same result). The rule of Go's worker."""
+        core, body, deadline, job = settled
+        log.warning("lakeshore worker: job %s: the plane refused its settle (%s); the attempt fails instead", job.id, refusal)
+        error = body.get("error") or {}
+        message = f"{error.get('message') or 'the handler outcome'} (its settle was refused: {refusal})"
+        outcome = "failed" if body.get("outcome") in ("failed", "succeeded") else "retry"
+        fallback = _settle_body(job, outcome, None, {"type": "settle_refused", "message": message, "attempt": job.attempt})
+        try:
+            await self.d.run_async(core._settle_one(fallback, deadline))
+        except errors.DispatchError as e:
+            log.warning("lakeshore worker: job %s: settle failed: %s", job.id, e)
 
     async def _killed(self, core: QueueCore, job: Job) -> bool:
         """Whether a job this worker lost was killed (asked once, after the loss): a kill is
@@ -794,6 +826,9 @@ class _Worker:
                     self.running.pop(job.id, None)
                     await self._settle_now(core, self._settle_of(core, job, outcome, r.lost, r.started))
                     raise
+        except errors.RateLimited as e:
+            outcome = ("nack", e)
+            _log_rate_limited(job, e)
         except Exception as e:
             outcome = ("nack", e)
             _log_failure(job, e)
@@ -863,7 +898,8 @@ class _Worker:
             # "Slow down": back to the queue after retry_after, the attempt not counted.
             info = _error_info(value, job.attempt)
             info["type"] = "rate_limited"
-            body = _settle_body(job, "rate_limited", None, info, max(value.retry_after, 0.001))
+            # Clamped again here: the attributes may have been changed after the error was built.
+            body = _settle_body(job, "rate_limited", None, info, max(errors.rate_limited_delay(value.retry_after), 0.001))
             if value.key:
                 body["rate_limit_key"] = value.key
             return core, body, deadline, job
