@@ -72,8 +72,12 @@ type WorkerOptions struct {
 	Concurrency int
 
 	// ExitWhenIdle makes RunWorker return nil once a claim on every queue came back empty
-	// while no handler was running. A job waiting out a retry backoff does not count as
-	// work. Defaults to false: wait for work until stopped.
+	// while no handler was running and no queue it serves has a job due now that a
+	// concurrency key holds back (the key's rate limit or "slow down" hold, or the key at
+	// its concurrency limit): such a job counts as work, so the worker waits for it
+	// (claiming again every exitIdlePoll) rather than leave it with no worker. A job waiting
+	// out a retry backoff or a delay (a rate-limited job handed back included), or in a
+	// paused queue, does not count as work. Defaults to false: wait for work until stopped.
 	ExitWhenIdle bool
 
 	// HeartbeatInterval is how often the leases of running jobs are extended, all in one
@@ -720,8 +724,21 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 		}
 		if len(jobs) == 0 {
 			if w.o.ExitWhenIdle && w.idle(g, true) {
-				stopClaiming(nil)
-				return
+				empty, err := w.queuesEmpty(ctx)
+				if err == nil && empty {
+					stopClaiming(nil)
+					return
+				}
+				if err != nil && ctx.Err() == nil {
+					w.o.Logger.WarnContext(ctx, "count the queued jobs", logKeyQueue, g.name(), logKeyError, err)
+				}
+				// Jobs are due but a concurrency key holds them back (its rate limit, its
+				// limit): look again shortly.
+				select {
+				case <-ctx.Done():
+				case <-time.After(exitIdlePoll):
+				}
+				continue
 			}
 			if w.o.ExitWhenIdle {
 				// Another queue or a running job may still bring work: look again shortly.
@@ -743,7 +760,46 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 const (
 	claimRetryDelay = time.Second
 	idlePoll        = 50 * time.Millisecond
+	// exitIdlePoll is how often an ExitWhenIdle worker whose claims come back empty while
+	// jobs are queued (not claimable yet) claims and counts again.
+	exitIdlePoll = 200 * time.Millisecond
 )
+
+// queuesEmpty reports whether no queue the worker serves has a job due now that only a
+// concurrency key keeps from being claimed: held back by the key's rate limit (or a
+// worker's "slow down" hold) or the key at its concurrency limit (KeyStats.Queued of
+// QueueStatsList; delayed jobs and those in retry backoff are not counted). What
+// ExitWhenIdle waits for besides empty claims and no running handler. A paused queue
+// counts as empty: no claim takes its jobs until it is resumed.
+func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
+	served := map[string]map[string]bool{} // namespace → queue
+	for _, g := range w.groups {
+		for _, b := range g.bindings {
+			ns := b.q.opts.Namespace
+			if served[ns] == nil {
+				served[ns] = map[string]bool{}
+			}
+			served[ns][b.q.Name()] = true
+		}
+	}
+	for ns, queues := range served {
+		stats, err := w.d.drv.QueueStatsList(ctx, ns)
+		if err != nil {
+			return false, err
+		}
+		for _, st := range stats {
+			if st.Paused || !queues[st.Queue] {
+				continue
+			}
+			for _, k := range st.Keys {
+				if k.Queued > 0 {
+					return false, nil
+				}
+			}
+		}
+	}
+	return true, nil
+}
 
 func (w *Worker) release(n int) {
 	for range n {
@@ -810,6 +866,9 @@ func (w *Worker) run1(runCtx, jobCtx context.Context, cancel context.CancelCause
 		// Lost leases were logged by the execution.
 	case errors.Is(err, ErrInvalid) || errors.Is(err, ErrClosed):
 		w.o.Logger.WarnContext(runCtx, "settle failed", logKeyJobID, job.ID, logKeyQueue, job.Queue, logKeyError, err)
+	case errors.As(err, new(*RateLimitedError)):
+		w.o.Logger.DebugContext(runCtx, "job rate limited: re-queued, its attempt kept", logKeyJobID, job.ID, logKeyQueue, job.Queue,
+			logKeyAttempt, job.Attempt, logKeyError, err)
 	default:
 		w.o.Logger.DebugContext(runCtx, "job failed", logKeyJobID, job.ID, logKeyQueue, job.Queue,
 			logKeyAttempt, job.Attempt, logKeyError, err)

@@ -268,6 +268,42 @@ func TestRunWorker(t *testing.T) {
 		require.Equal(t, 19, spy.settleAndClaims, "every settle went through settle-and-claim but the last (MaxJobs reached: a plain settle)")
 	})
 
+	t.Run("ExitWhenIdleWaitsForQueuedJobs", func(t *testing.T) {
+		// Jobs due but held back by their concurrency key — its rate limit, a "slow down"
+		// hold on it — are work: an ExitWhenIdle worker runs them all before it returns,
+		// rather than exit at the first empty claim and leave them with no worker. A
+		// delayed job still is not (the worker returns with it queued).
+		t.Parallel()
+		for _, concurrency := range []int{1, 4} {
+			q, d, _ := setupWorker(t)
+			require.NoError(t, q.SetAdmission(t.Context(), lakeshore.Admission{KeyRateLimit: 4, KeyBurst: 1}))
+			keyed := submitN(t, q, 3, &lakeshore.SubmitOptions{ConcurrencyKey: "k", MaxAttempts: 1})
+			held := submitN(t, q, 2, &lakeshore.SubmitOptions{ConcurrencyKey: "h", MaxAttempts: 1})
+			later := submitN(t, q, 1, &lakeshore.SubmitOptions{Delay: time.Hour})[0]
+			var limited atomic.Bool
+			fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+				if job.ConcurrencyKey == "h" && limited.CompareAndSwap(false, true) {
+					return nil, lakeshore.RateLimited("h", 300*time.Millisecond) // holds h's other job back
+				}
+				return "ok", nil
+			}
+			err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+				&lakeshore.WorkerOptions{ExitWhenIdle: true, Concurrency: concurrency}))
+			require.NoError(t, err)
+			for _, id := range keyed {
+				require.Equal(t, lakeshore.StateSucceeded, state(t, q, id).State, "concurrency %d: job %s ran", concurrency, id)
+			}
+			ran := 0
+			for _, id := range held {
+				if state(t, q, id).State == lakeshore.StateSucceeded {
+					ran++
+				}
+			}
+			require.GreaterOrEqual(t, ran, 1, "concurrency %d: the job the key's hold kept back ran", concurrency)
+			require.Equal(t, lakeshore.StateQueued, state(t, q, later).State)
+		}
+	})
+
 	t.Run("BatchClaimingUnderConcurrency", func(t *testing.T) {
 		t.Parallel()
 		q, d, spy := setupWorker(t)

@@ -119,7 +119,7 @@ func nackParams(job *Job, cause error, retry bool) plane.SettleParams {
 	var limited *RateLimitedError
 	if errors.As(cause, &limited) { // "slow down": back to the queue, the attempt not counted
 		return plane.SettleParams{ID: job.ID, Token: job.token, Outcome: plane.OutcomeRateLimited,
-			RetryDelay: limited.RetryAfter, RateLimitKey: limited.Key, Error: errorInfo(cause)}
+			RetryDelay: limited.Delay(), RateLimitKey: limited.heldKey(), Error: errorInfo(cause)}
 	}
 	outcome := plane.OutcomeFailed
 	switch {
@@ -389,12 +389,53 @@ func (e *execution) run(base, jobCtx context.Context) error {
 	// The stored error is the handler's own: the TerminalError a reader gets already names
 	// the job and the attempt. The caller gets them in the returned error.
 	retry := !IsPermanent(fnErr)
-	nackErr := e.settle(settleCtx, nackParams(job, fnErr, retry))
+	var limited *RateLimitedError
+	if errors.As(fnErr, &limited) && limited.keyError() != nil {
+		e.logger.WarnContext(base, "rate-limited job: its key is invalid, so only the job waits (the key is not held back)",
+			logKeyJobID, job.ID, logKeyQueue, job.Queue, logKeyError, limited.keyError())
+	}
+	p := nackParams(job, fnErr, retry)
+	nackErr := e.settle(settleCtx, p)
+	if errors.Is(nackErr, ErrInvalid) {
+		nackErr = e.settleRefused(base, settleCtx, p, nackErr)
+	}
 	fnErr = fmt.Errorf("job %s (attempt %d): %w", job.ID, job.Attempt, fnErr)
 	if nackErr != nil {
 		return errors.Join(fnErr, nackErr)
 	}
 	return fnErr
+}
+
+// ErrorTypeSettleRefused is the error type of an attempt whose settle the plane refused
+// as invalid: the worker fails the attempt instead (a retry while attempts remain), with
+// the handler's error and the refusal as its message, rather than leave the job running
+// until its lease expires.
+const ErrorTypeSettleRefused = "settle_refused"
+
+// settleRefused settles the job whose settle p the plane refused as invalid (refusal) with
+// one the plane takes: the attempt fails — re-queued after the backoff while attempts
+// remain, else failed (failed at once when p did not retry) — recording p's error and the
+// refusal. It logs the refusal and returns the fallback settle's error joined with it.
+func (e *execution) settleRefused(base, ctx context.Context, p plane.SettleParams, refusal error) error {
+	job := e.job
+	e.logger.WarnContext(base, "the plane refused the job's settle; the attempt fails instead",
+		logKeyJobID, job.ID, logKeyQueue, job.Queue, logKeyError, refusal)
+	msg := "the handler's outcome"
+	if p.Error != nil {
+		msg = p.Error.Message
+	}
+	outcome := plane.OutcomeRetry
+	if p.Outcome == plane.OutcomeFailed {
+		outcome = plane.OutcomeFailed
+	}
+	fallback := plane.SettleParams{ID: job.ID, Token: job.token, Outcome: outcome, Error: &ErrorInfo{
+		Type: ErrorTypeSettleRefused, Message: fmt.Sprintf("%s (its settle was refused: %v)", msg, refusal)}}
+	// Queue.settle, not settleFn: the first settle may have passed the handler's slot on
+	// already, and a settle that claims must not count the slot again.
+	if err := e.q.settle(ctx, fallback); err != nil {
+		return errors.Join(refusal, err)
+	}
+	return refusal
 }
 
 // ReleasedTopicPrefix starts the name of the topic on which a worker confirms that the

@@ -106,7 +106,13 @@ const (
 	// OutcomeRateLimited hands the job back without consuming an attempt (plane's
 	// OutcomeRateLimited).
 	OutcomeRateLimited = "rate_limited"
+	// OutcomeReleased hands back a job its worker never ran: claimable at once, without
+	// consuming an attempt (plane's OutcomeReleased).
+	OutcomeReleased = "released"
 )
+
+// OutcomeRule is what Settle.Outcome may be.
+const OutcomeRule = "use succeeded|retry|failed|timed_out|rate_limited|released"
 
 // OutcomeName returns the wire name of o ("" for an unknown outcome).
 func OutcomeName(o plane.Outcome) string {
@@ -121,6 +127,8 @@ func OutcomeName(o plane.Outcome) string {
 		return OutcomeTimedOut
 	case plane.OutcomeRateLimited:
 		return OutcomeRateLimited
+	case plane.OutcomeReleased:
+		return OutcomeReleased
 	}
 	return ""
 }
@@ -138,8 +146,10 @@ func ParseOutcome(s string) (plane.Outcome, error) {
 		return plane.OutcomeTimedOut, nil
 	case OutcomeRateLimited:
 		return plane.OutcomeRateLimited, nil
+	case OutcomeReleased:
+		return plane.OutcomeReleased, nil
 	}
-	return 0, plane.Invalid("outcome", s, "use succeeded|retry|failed|timed_out|rate_limited")
+	return 0, plane.Invalid("outcome", s, OutcomeRule)
 }
 
 // NewSettle converts p to its wire form.

@@ -226,7 +226,8 @@ type ClaimResponse struct {
 }
 
 // SettleRequest is the body of POST /v1/invocations/{id}/settle. Outcome is succeeded,
-// retry, failed, timed_out or rate_limited; RetryDelay is seconds; RateLimitKey (with
+// retry, failed, timed_out, rate_limited or released (a job the worker never ran: claimable
+// at once, its attempt not counted); RetryDelay is seconds; RateLimitKey (with
 // rate_limited) is the concurrency key held back as long.
 type SettleRequest struct {
 	Token        string     `json:"token" msg:"token"`

@@ -13,13 +13,13 @@ const ErrorTypeReleased = "released"
 const releaseTimeout = 10 * time.Second
 
 // ReleaseAbandoned gives back the jobs of a claim whose caller went away before it got
-// them: each is settled as a retry due now, so another claimer takes it at once instead of
-// after its lease expires. The one rule for the server (a long-poll whose connection
-// closed) and the HTTP client (a claim answered after its ctx ended). It runs on a context
-// detached from ctx's cancellation (ctx is usually the one that ended), bounded by
-// releaseTimeout. The attempt the claim started counts as one, as a lease expiry would:
-// the plane has no verb that re-queues without ending an attempt. A job whose lease is
-// already gone is skipped by the plane (its settle answers ErrLeaseLost).
+// them: each is settled as OutcomeReleased — re-queued claimable at once, so another
+// claimer takes it now instead of after its lease expires, and its attempt is not
+// counted (it never ran: a job with one attempt is not failed by a caller that went away).
+// The one rule for the server (a long-poll whose connection closed) and the HTTP client (a
+// claim answered after its ctx ended). It runs on a context detached from ctx's
+// cancellation (ctx is usually the one that ended), bounded by releaseTimeout. A job whose
+// lease is already gone is skipped by the plane (its settle answers ErrLeaseLost).
 func ReleaseAbandoned(ctx context.Context, drv Driver, jobs []*Job) error {
 	if len(jobs) == 0 {
 		return nil
@@ -28,8 +28,8 @@ func ReleaseAbandoned(ctx context.Context, drv Driver, jobs []*Job) error {
 	defer cancel()
 	params := make([]SettleParams, len(jobs))
 	for i, j := range jobs {
-		params[i] = SettleParams{ID: j.ID, Token: j.Token, Outcome: OutcomeRetry, RetryDelay: time.Millisecond,
-			Error: &ErrorInfo{Type: ErrorTypeReleased, Message: "claimed for a caller that went away; released"}}
+		params[i] = SettleParams{ID: j.ID, Token: j.Token, Outcome: OutcomeReleased,
+			Error: &ErrorInfo{Type: ErrorTypeReleased, Message: "claimed for a caller that went away"}}
 	}
 	_, err := drv.InvocationSettleMany(ctx, params)
 	return err

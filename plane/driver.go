@@ -361,6 +361,11 @@ const (
 	// RateLimitedDelayDefault), without consuming an attempt; RateLimitKey, when set, holds
 	// that concurrency key of the queue back for the same time (plane/concurrency.go).
 	OutcomeRateLimited
+	// OutcomeReleased hands back a job its worker claimed but never ran (a claim whose
+	// caller went away, a worker that began to drain): re-queued, claimable at once, without
+	// consuming an attempt and without holding any concurrency key back. RetryDelay and
+	// RateLimitKey are ignored. The recorded error is p.Error (default type "released").
+	OutcomeReleased
 )
 
 // RateLimitedDelayDefault is how long an OutcomeRateLimited settle without a RetryDelay
@@ -374,7 +379,8 @@ type SettleParams struct {
 	Outcome Outcome
 	// Result is the wire-encoded result (OutcomeSucceeded).
 	Result []byte
-	// Error is the error (OutcomeRetry, OutcomeFailed). Attempt is filled in by the plane.
+	// Error is the error (OutcomeRetry, OutcomeFailed, OutcomeRateLimited, OutcomeReleased).
+	// Attempt is filled in by the plane.
 	Error *ErrorInfo
 	// RetryDelay overrides the backoff for OutcomeRetry when > 0, and is the wait of
 	// OutcomeRateLimited (at most UniqueForMax).

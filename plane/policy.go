@@ -58,8 +58,8 @@ type Transition struct {
 	Delay time.Duration
 	// Error is the error to record (nil on success), with its Attempt set.
 	Error *ErrorInfo
-	// Refund re-queues without consuming the attempt that ended (OutcomeRateLimited): the
-	// driver takes one off the invocation's attempt count.
+	// Refund re-queues without consuming the attempt that ended (OutcomeRateLimited,
+	// OutcomeReleased): the driver takes one off the invocation's attempt count.
 	Refund bool
 	// HoldKey is a concurrency key of the invocation's queue that no claim takes from
 	// until Delay has passed (OutcomeRateLimited's RateLimitKey); "" for none.
@@ -143,6 +143,8 @@ func failAttempt(attempt, maxAttempts int, info ErrorInfo, final State, delay fu
 //   - OutcomeFailed: failed at once.
 //   - OutcomeRateLimited: re-queued after p.RetryDelay (or RateLimitedDelayDefault) with the
 //     attempt refunded, however many attempts remain; p.RateLimitKey held back as long.
+//   - OutcomeReleased: re-queued, claimable at once, with the attempt refunded (it never
+//     ran), however many attempts remain; no key held back.
 //
 // unit draws a uniform number in [0,1) for the backoff's jitter; it is called only when
 // the backoff is used. A nack without an error records {type "error"}.
@@ -170,6 +172,12 @@ func SettleTransition(p *SettleParams, attempt, maxAttempts int, b Backoff, unit
 		info.Attempt = attempt
 		return Transition{State: StateQueued, Delay: cmp.Or(p.RetryDelay, RateLimitedDelayDefault), Error: &info,
 			Refund: true, HoldKey: p.RateLimitKey}
+	case OutcomeReleased:
+		if p.Error == nil {
+			info = ErrorInfo{Type: ErrorTypeReleased, Message: "released unrun by its worker"}
+		}
+		info.Attempt = attempt
+		return Transition{State: StateQueued, Error: &info, Refund: true}
 	case OutcomeRetry:
 		return failAttempt(attempt, maxAttempts, info, StateFailed, delay)
 	case OutcomeTimedOut:

@@ -259,8 +259,8 @@ func (p *SettleParams) Validate() error {
 	if err := ValidateID(p.ID); err != nil {
 		return err
 	}
-	if p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeRateLimited {
-		return Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed, timed out or rate limited")
+	if p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeReleased {
+		return Invalid("outcome", int(p.Outcome), "use succeeded, retry, failed, timed out, rate limited or released")
 	}
 	if p.RateLimitKey != "" {
 		if err := ValidateConcurrencyKey("rate_limit_key", p.RateLimitKey); err != nil {

@@ -271,7 +271,7 @@ func itemError(err error) *api.ErrorBody {
 func (s *Server) settleParams(st *api.Settle, prefix string) (plane.SettleParams, error) {
 	sp, err := st.Params()
 	if err != nil {
-		return sp, &plane.InvalidError{Field: prefix + "outcome", Value: st.Outcome, Rule: "use succeeded|retry|failed|timed_out|rate_limited"}
+		return sp, &plane.InvalidError{Field: prefix + "outcome", Value: st.Outcome, Rule: api.OutcomeRule}
 	}
 	if !st.Result.IsZero() || sp.Outcome == plane.OutcomeSucceeded {
 		if sp.Result, err = s.value(prefix+"result", st.Result); err != nil {

@@ -96,3 +96,24 @@ func TestQueueSetConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerExitWhenIdleWaitsForKeyRateLimit: `lakeshore worker --exit-when-idle` does not
+// exit while jobs are queued behind a key's rate limit (its claims come back empty, but the
+// jobs are due): it runs them all, then exits; on the file plane and over HTTP.
+func TestWorkerExitWhenIdleWaitsForKeyRateLimit(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(*testing.T) *cli{"File": newCLI, "HTTP": newHTTPCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := mk(t)
+			c.ok("queue", "set", "kr", "--key-rate-limit", "4", "--key-burst", "1")
+			ids := make([]string, 3)
+			for i := range ids {
+				ids[i] = c.ok("submit", "kr", "1", "--concurrency-key", "tenant", "--max-attempts", "1")
+			}
+			c.ok("worker", "kr", "--exit-when-idle", "--", "true")
+			require.Equal(t, "0", c.ok("count", "kr", "queued"), "no job left with no worker")
+			require.Equal(t, "3", c.ok("count", "kr", "succeeded"))
+		})
+	}
+}

@@ -82,3 +82,49 @@ func TestCancelledClaimHoldsNoJob(t *testing.T) {
 		require.Less(t, time.Since(start), 10*time.Second)
 	}
 }
+
+// TestAbandonedClaimKeepsAttempt: a job claimed for a caller that went away was never run,
+// so giving it back (the server for a long-poll whose connection closed, httpplane for an
+// answer that came after ctx ended, plane.ReleaseAbandoned) does not use up its attempt: a
+// job with max_attempts 1 comes to the next live claim as attempt 1, not failed. The same
+// race as TestCancelledClaimHoldsNoJob, 50 times.
+func TestAbandonedClaimKeepsAttempt(t *testing.T) {
+	drv, _, _ := testServer(t, planetest.Options{}, nil, nil)
+	ctx := t.Context()
+	for i := range 50 {
+		queue := fmt.Sprintf("keep-%d", i)
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			jobs, err := drv.InvocationClaimMany(cctx, &plane.ClaimParams{Namespace: "default", Queue: queue,
+				Kind: plane.KindFIFO, Max: 1, Wait: 5 * time.Second})
+			if err == nil && len(jobs) > 0 {
+				err = plane.ReleaseAbandoned(ctx, drv, jobs)
+			}
+			done <- err
+		}()
+		time.Sleep(time.Duration(5+rand.N(10)) * time.Millisecond)
+		go func() {
+			time.Sleep(time.Duration(rand.N(2000)) * time.Microsecond)
+			cancel()
+		}()
+		res, err := drv.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: queue,
+			Invocations: []plane.SubmitParams{{Payload: []byte("x"), MaxAttempts: 1}}})
+		require.NoError(t, err)
+		<-done
+		jobs, err := drv.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: queue,
+			Kind: plane.KindFIFO, Max: 1, Wait: 10 * time.Second})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1, "iteration %d: the job is claimable, not failed", i)
+		require.Equal(t, res[0].ID, jobs[0].ID)
+		require.Equal(t, 1, jobs[0].Attempt, "iteration %d: the abandoned claim used no attempt", i)
+		errs, err := drv.InvocationSettleMany(ctx, []plane.SettleParams{{ID: jobs[0].ID, Token: jobs[0].Token,
+			Outcome: plane.OutcomeSucceeded, Result: []byte{0xc0}}})
+		require.NoError(t, err)
+		require.NoError(t, errs[0])
+		inv, err := drv.InvocationGet(ctx, res[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, plane.StateSucceeded, inv.State)
+		require.Equal(t, 1, inv.Attempt)
+	}
+}

@@ -374,6 +374,38 @@ func testRateLimits(t *testing.T, s *suite) {
 		b.requireState(t, j.ID, plane.StateSucceeded, 1)
 	})
 
+	t.Run("ReleasedSettle", func(t *testing.T) {
+		// OutcomeReleased (a job claimed but never run, given back): claimable again at
+		// once, its attempt not counted however often, no key held back (its RetryDelay and
+		// RateLimitKey are ignored).
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		ids := b.submit(t, plane.SubmitParams{ConcurrencyKey: "api", MaxAttempts: 1, Payload: []byte("1")},
+			plane.SubmitParams{ConcurrencyKey: "api", MaxAttempts: 1, Payload: []byte("2")})
+		for round := range 3 {
+			jobs := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, Max: 10, Worker: "w"})
+			require.Len(t, jobs, 2, "round %d: both jobs claimable at once, the key not held back", round)
+			for _, j := range jobs {
+				require.Equal(t, 1, j.Attempt, "round %d", round)
+			}
+			must(t, b.settle(t, plane.SettleParams{ID: jobs[0].ID, Token: jobs[0].Token, Outcome: plane.OutcomeReleased,
+				RetryDelay: 10 * time.Second, RateLimitKey: "api",
+				Error: &plane.ErrorInfo{Type: plane.ErrorTypeReleased, Message: "the worker is draining"}}), "released settle")
+			must(t, b.settle(t, plane.SettleParams{ID: jobs[1].ID, Token: jobs[1].Token, Outcome: plane.OutcomeReleased}),
+				"released settle without an error")
+			for _, j := range jobs {
+				inv := b.requireState(t, j.ID, plane.StateQueued, 0)
+				require.Equal(t, plane.ErrorTypeReleased, inv.Error.Type)
+			}
+		}
+		for _, j := range b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, Max: 10, Worker: "w"}) {
+			b.ack(t, j, "done")
+		}
+		for _, r := range ids {
+			b.requireState(t, r.ID, plane.StateSucceeded, 1)
+		}
+	})
+
 	t.Run("KeyRateLimit", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

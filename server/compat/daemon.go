@@ -196,9 +196,10 @@ func (h *handlers) poll(w http.ResponseWriter, r *http.Request, p Principal) err
 	commands := []map[string]any{}
 	for _, job := range jobs {
 		if err := h.record(r.Context(), job, req.WorkerID); err != nil {
-			// Without its record no replica could settle the job: give it back at once.
+			// Without its record no replica could settle the job: give it back at once, unrun
+			// (its attempt not counted).
 			_, _ = h.cfg.Driver.InvocationSettleMany(context.WithoutCancel(r.Context()), []plane.SettleParams{{
-				ID: job.ID, Token: job.Token, Outcome: plane.OutcomeRetry,
+				ID: job.ID, Token: job.Token, Outcome: plane.OutcomeReleased,
 				Error: &plane.ErrorInfo{Type: "unavailable", Message: "the lease record could not be stored"}}})
 			return err
 		}

@@ -226,6 +226,25 @@ class RateLimitedError(AdmissionError):
     code = "rate_limited"
 
 
+RATE_LIMITED_DELAY_DEFAULT = 1.0
+"""Seconds a :class:`RateLimited` without a usable ``retry_after`` (0, negative, NaN) waits:
+the plane's default, as Go's ``lakeshore.RateLimited(key, 0)``."""
+
+RATE_LIMITED_DELAY_MAX = 366 * 24 * 3600.0
+"""The longest wait of a :class:`RateLimited` (366 days, the plane's maximum delay); a longer
+``retry_after`` is cut to it."""
+
+
+def rate_limited_delay(retry_after: float) -> float:
+    """The wait a ``RateLimited(retry_after=…)`` settles: 0, negative or NaN →
+    :data:`RATE_LIMITED_DELAY_DEFAULT` (1 s); above :data:`RATE_LIMITED_DELAY_MAX` (or
+    infinite) → that maximum; else ``retry_after``. The rule of Go's
+    ``RateLimitedError.Delay``."""
+    if retry_after != retry_after or retry_after <= 0:  # NaN compares unequal to itself
+        return RATE_LIMITED_DELAY_DEFAULT
+    return min(retry_after, RATE_LIMITED_DELAY_MAX)
+
+
 class RateLimited(Exception):
     """Raised by a job's handler to say "slow down": what it calls is rate limited.
 
@@ -234,15 +253,32 @@ class RateLimited(Exception):
     concurrency key of the job's queue (usually ``job.concurrency_key``), no claim takes from
     that key for as long either (docs/semantics.md, "Rate limits per key").
 
+    ``retry_after`` is clamped as Go's ``lakeshore.RateLimited`` does: 0, negative or NaN
+    means 1 s; more than 366 days means 366 days. The worker logs the answer as one INFO
+    line (no traceback: the job did not fail).
+
     Attributes:
-        retry_after: seconds (> 0; default 1).
-        key: the concurrency key to hold back, or None.
+        retry_after: the seconds the job waits, clamped (default 1).
+        key: the concurrency key to hold back, or None (``""`` is None).
+
+    Raises:
+        InvalidError: ``key`` is not 1–256 bytes of UTF-8 without NUL (a ``ValueError``),
+            or ``retry_after`` is not a number (a ``TypeError`` from ``float``).
     """
 
-    def __init__(self, retry_after: float = 1.0, key: str | None = None) -> None:
-        super().__init__(f"rate limited: retry after {retry_after:g} s" + (f" (key {key!r})" if key else ""))
-        self.retry_after = float(retry_after)
-        self.key = key
+    def __init__(self, retry_after: float = RATE_LIMITED_DELAY_DEFAULT, key: str | None = None) -> None:
+        delay = rate_limited_delay(float(retry_after))
+        if key is not None and key != "":
+            rule = "use 1–256 bytes of UTF-8 without NUL"
+            try:
+                encoded = key.encode("utf-8") if isinstance(key, str) else None
+            except UnicodeEncodeError:
+                encoded = None
+            if encoded is None or len(encoded) > 256 or b"\x00" in encoded:
+                raise InvalidError(f"invalid rate limit key {key!r}: {rule}", field="key", value=key, rule=rule)
+        super().__init__(f"rate limited: retry after {delay:g} s" + (f" (key {key!r})" if key else ""))
+        self.retry_after = delay
+        self.key = key or None
 
 
 class InvalidError(DispatchError, ValueError):

@@ -1249,14 +1249,14 @@ class QueueCore:
 
     async def _release(self, d: Mapping[str, Any] | None) -> None:
         # A job claimed for a caller that stopped waiting (a cancelled claim): give it back
-        # for another worker now rather than at its lease's expiry.
+        # for another worker now rather than at its lease's expiry. Outcome "released": it
+        # never ran, so its attempt is not counted and it is claimable again at once.
         if d is None:
             return
         body = {
             "id": str(d["id"]),
             "token": str(d.get("token") or ""),
-            "outcome": "retry",
-            "retry_delay": 0.001,  # due now (0 would mean the queue's backoff)
+            "outcome": "released",
             "error": {"type": "released", "message": "claimed for a caller that stopped waiting", "attempt": int(d.get("attempt") or 0)},
         }
         await self._send_settles([(body, None)])

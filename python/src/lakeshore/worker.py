@@ -107,6 +107,19 @@ def _log_failure(job: Job, e: BaseException) -> None:
     )
 
 
+def _log_rate_limited(job: Job, e: errors.RateLimited) -> None:
+    """Log a handler's "slow down" answer as what it is: one INFO line, no traceback — the
+    job is re-queued and its attempt kept, nothing failed."""
+    log.info(
+        "lakeshore worker: job %s (queue %s) rate limited: re-queued after %g s, attempt %d kept%s",
+        job.id,
+        job.queue,
+        errors.rate_limited_delay(e.retry_after),
+        job.attempt,
+        f"; key {e.key!r} held back as long" if e.key else "",
+    )
+
+
 class JobStopped(BaseException):
     """Raised inside a body whose job was killed or whose lease was lost (a BaseException, so
     that ``except Exception`` in the body does not swallow it)."""
@@ -376,6 +389,7 @@ class _Running:
     task: asyncio.Task[Any] | None = None
     thread_id: int | None = None
     lost: bool = False  # the plane took the job back (killed, lease lost): nothing to settle
+    started: bool = False  # the body began (a job stopped before it is given back unrun)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     due: float | None = None  # the monotonic instant of the next heartbeat (None: one is in flight)
 
@@ -644,10 +658,9 @@ class _Worker:
                             return
                         continue
                 if self.draining:
-                    # Claimed as the drain began: give it back for another worker now.
-                    await self._settle_and_claim(
-                        core, (core, _settle_body(job, "retry", None, _error_info("released: the worker is draining", job.attempt), 0.0), _lease_deadline(job), job), claim=False
-                    )
+                    # Claimed as the drain began: give it back for another worker now, unrun
+                    # (outcome "released": its attempt is not counted).
+                    await self._settle_and_claim(core, (core, _released_body(job, "the worker is draining"), _lease_deadline(job), job), claim=False)
                     return
                 pending = await self.execute(core, job)
                 self.done += 1
@@ -682,11 +695,30 @@ class _Worker:
                     log.info("lakeshore worker: job %s was killed before its outcome settled; the outcome is dropped", job.id)
                 else:
                     log.warning("lakeshore worker: job %s: the lease was lost before it settled (fenced off)", job.id)
+            elif isinstance(settle_error, errors.InvalidError):
+                await self._settle_refused(settled, settle_error)
             elif settle_error is not None:
                 log.warning("lakeshore worker: job %s: settle failed: %s", job.id, settle_error)
         if d is None:
             return None
         return await core.job_from(d)
+
+    async def _settle_refused(self, settled: _Pending, refusal: errors.InvalidError) -> None:
+        """The plane refused a job's settle as invalid: fail the attempt instead (a retry
+        while attempts remain; failed at once when the settle did not retry), its error
+        the handler's and the refusal (type ``settle_refused``), rather than leave the job
+        running until its lease expires; a refused ack fails the job (a retry would store
+        the same result). The rule of Go's worker."""
+        core, body, deadline, job = settled
+        log.warning("lakeshore worker: job %s: the plane refused its settle (%s); the attempt fails instead", job.id, refusal)
+        error = body.get("error") or {}
+        message = f"{error.get('message') or 'the handler outcome'} (its settle was refused: {refusal})"
+        outcome = "failed" if body.get("outcome") in ("failed", "succeeded") else "retry"
+        fallback = _settle_body(job, outcome, None, {"type": "settle_refused", "message": message, "attempt": job.attempt})
+        try:
+            await self.d.run_async(core._settle_one(fallback, deadline))
+        except errors.DispatchError as e:
+            log.warning("lakeshore worker: job %s: settle failed: %s", job.id, e)
 
     async def _killed(self, core: QueueCore, job: Job) -> bool:
         """Whether a job this worker lost was killed (asked once, after the loss): a kill is
@@ -792,8 +824,11 @@ class _Worker:
                 outcome = ("nack", e)
                 if isinstance(e, asyncio.CancelledError):
                     self.running.pop(job.id, None)
-                    await self._settle_now(core, self._settle_of(core, job, outcome, r.lost))
+                    await self._settle_now(core, self._settle_of(core, job, outcome, r.lost, r.started))
                     raise
+        except errors.RateLimited as e:
+            outcome = ("nack", e)
+            _log_rate_limited(job, e)
         except Exception as e:
             outcome = ("nack", e)
             _log_failure(job, e)
@@ -805,7 +840,7 @@ class _Worker:
                 self.idle_at = datetime.now(timezone.utc)
         if r.lost:
             await self._confirm_released(core, job)
-        return self._settle_of(core, job, outcome, r.lost)
+        return self._settle_of(core, job, outcome, r.lost, r.started)
 
     async def _confirm_released(self, core: QueueCore, job: Job) -> None:
         """Post that the body of a job whose lease was lost (killed, or the lease expired)
@@ -838,7 +873,7 @@ class _Worker:
             with contextlib.suppress(errors.DispatchError):
                 await self._settle_and_claim(core, settled, claim=False)
 
-    def _settle_of(self, core: QueueCore, job: Job, outcome: tuple[str, Any], lost: bool) -> _Pending | None:
+    def _settle_of(self, core: QueueCore, job: Job, outcome: tuple[str, Any], lost: bool, started: bool = True) -> _Pending | None:
         what, value = outcome
         deadline = _lease_deadline(job)
         if what == "ack":
@@ -851,6 +886,9 @@ class _Worker:
             return core, _settle_body(job, "succeeded", data, None), deadline, job
         if what == "stopped":
             if not lost and job.id in core.held:
+                if not started:
+                    # Stopped before its body began: give it back unrun, the attempt kept.
+                    return core, _released_body(job, f"{self.stop_reason} before the job began"), deadline, job
                 # Stopped by a signal (not by the plane): release it for a retry.
                 reason = f"{self.stop_reason}, released for retry"
                 return core, _settle_body(job, "retry", None, _error_info(reason, job.attempt), 0.0), deadline, job
@@ -860,7 +898,8 @@ class _Worker:
             # "Slow down": back to the queue after retry_after, the attempt not counted.
             info = _error_info(value, job.attempt)
             info["type"] = "rate_limited"
-            body = _settle_body(job, "rate_limited", None, info, max(value.retry_after, 0.001))
+            # Clamped again here: the attributes may have been changed after the error was built.
+            body = _settle_body(job, "rate_limited", None, info, max(errors.rate_limited_delay(value.retry_after), 0.001))
             if value.key:
                 body["rate_limit_key"] = value.key
             return core, body, deadline, job
@@ -872,6 +911,7 @@ class _Worker:
         try:
             if r.stopped.is_set():
                 raise JobStopped(r.job.id)
+            r.started = True
             if kind == "sync":
                 return call()
             gen = call()
@@ -902,6 +942,9 @@ class _Worker:
                 r.thread_id = None
 
     async def _run_async(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
+        if r.stopped.is_set():
+            raise JobStopped(r.job.id)
+        r.started = True
         if kind == "async":
             return await call()
         agen = call()
@@ -953,6 +996,12 @@ class _Manifest:
         if self.named and not self.keys:
             return dict(self.named)
         return self.keys + list(self.named.values()) if self.keys else None
+
+
+def _released_body(job: Job, reason: str) -> dict[str, Any]:
+    """The settle that gives back a job this worker claimed but never ran: outcome
+    "released" — claimable again at once, its attempt not counted, no key held back."""
+    return _settle_body(job, "released", None, {"type": "released", "message": reason, "attempt": job.attempt})
 
 
 def _settle_body(

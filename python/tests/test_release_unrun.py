@@ -1,0 +1,141 @@
+"""A job a worker claimed but never ran is given back unrun (settle outcome ``released``):
+claimable again at once, its attempt not counted — a ``max_attempts=1`` job is not failed
+by a claim whose caller went away, nor by a worker stopped before the body began. On real
+planes and worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import lakeshore
+from lakeshore import Queue, SyncQueue
+from lakeshore import HttpDispatch
+
+
+def test_a_claim_given_back_keeps_its_attempt(every_plane: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=every_plane)
+    inv = q.submit({"n": 1}, max_attempts=1)
+    aq = Queue(qname, dispatch=every_plane)
+
+    async def main() -> None:
+        for _ in range(3):  # given back three times: never failed, never counted
+            job = await aq.claim(wait=5)
+            assert job is not None and job.id == inv and job.attempt == 1
+            # What a claim cancelled after its answer came does with the job.
+            await every_plane.run_async(aq._core.release_job(job))
+            row = q.get(inv)
+            assert row.state == "queued" and row.attempt == 0, row
+            assert row.error is not None and row.error["type"] == "released", row.error
+        job = await aq.claim(wait=0)  # claimable at once: no backoff, no key held
+        assert job is not None and job.attempt == 1
+        await aq.ack(job, "ran once")
+
+    asyncio.run(main())
+    assert q.result(inv, timeout=5) == "ran once"
+    assert q.get(inv).attempt == 1
+
+
+def test_cancelled_claims_keep_the_attempt(every_plane: HttpDispatch, qname: str) -> None:
+    """The public path: claims cancelled while a job arrives (a caller that stopped
+    waiting), each racing the submit; whichever wins, the job reaches a live claim as its
+    first attempt."""
+    q = SyncQueue(qname, dispatch=every_plane)
+    aq = Queue(qname, dispatch=every_plane)
+
+    async def main() -> None:
+        for i in range(20):
+            task = asyncio.ensure_future(aq.claim(wait=5))
+            await asyncio.sleep(0.01)
+            inv = await asyncio.get_running_loop().run_in_executor(None, lambda: q.submit({"i": i}, max_attempts=1))
+            await asyncio.sleep((i % 4) * 0.001)
+            task.cancel()
+            try:
+                got = await task
+            except asyncio.CancelledError:
+                got = None
+            job = got or await aq.claim(wait=10)
+            assert job is not None and job.id == inv, i
+            assert job.attempt == 1, (i, job)
+            await aq.ack(job, i)
+
+    asyncio.run(main())
+
+
+STOP_SCRIPT = textwrap.dedent(
+    """
+    import sys, time, lakeshore
+    from lakeshore import udf, run_worker, lifecycle
+
+    d = lakeshore.Dispatch(sys.argv[1])
+
+    @lifecycle.on_run_setup
+    def slow_setup() -> None:
+        print("setup", flush=True)
+        time.sleep(3)
+
+    @udf(queue="unrun", dispatch=d)
+    def body(n: int) -> int:
+        print("body ran", flush=True)
+        return n
+
+    print("ready", flush=True)
+    run_worker(d, queues=[body], concurrency=1)
+    print("drained", flush=True)
+    """
+)
+
+
+@pytest.fixture
+def home(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    h = Path(tempfile.mkdtemp(prefix="ls-"))
+    monkeypatch.setenv("LAKESHORE_HOME", str(h))
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    monkeypatch.delenv("LAKESHORE_URL", raising=False)
+    yield h
+    from lakeshore import _daemon
+
+    for sock in h.glob("run/*/daemon.sock"):
+        _daemon._request(str(sock), "POST", "/v1/daemon/stop")
+    shutil.rmtree(h, ignore_errors=True)
+
+
+def test_a_job_stopped_before_its_body_began_keeps_its_attempt(home: Path, tmp_path: Path) -> None:
+    target = str(home / "unrun.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("unrun", dispatch=d)
+    inv = q.submit({"n": 7}, max_attempts=1)
+    script = tmp_path / "stop_script.py"
+    script.write_text(STOP_SCRIPT)
+    w = subprocess.Popen([sys.executable, str(script), target], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=dict(os.environ))
+    assert w.stdout is not None and w.stderr is not None
+    assert w.stdout.readline().strip() == "ready"
+    assert w.stdout.readline().strip() == "setup"  # claimed; its run set-up runs
+    w.send_signal(signal.SIGTERM)
+    for line in w.stderr:
+        if "SIGTERM: draining" in line:
+            break
+    else:
+        raise AssertionError("the worker ended without saying it drains")
+    w.send_signal(signal.SIGINT)  # stop the running job: its body has not begun
+    out, _ = w.communicate(timeout=30)
+    assert w.returncode == 0 and "body ran" not in out, out
+    row = q.get(inv)
+    assert row.state == "queued" and row.attempt == 0, row  # given back unrun, not failed
+    assert row.error is not None and row.error["type"] == "released", row.error
+    job = q.claim(wait=5)  # at once
+    assert job is not None and job.id == inv and job.attempt == 1
+    q.ack(job, "ran")
+    assert q.result(inv, timeout=5) == "ran"
+    d.close()

@@ -1,0 +1,52 @@
+package lakeshore
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// TestRefusedSettleFailsTheAttempt: when the plane refuses a handler's settle as invalid,
+// the worker does not leave the job running until its lease expires: it settles the
+// attempt as failed instead (error type settle_refused, the handler's error and the
+// refusal in its message) — re-queued while attempts remain, else failed. The refusal is
+// made by a real plane: the settle is sent with a delay it refuses.
+func TestRefusedSettleFailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	d, err := Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	q, err := d.Queue("refused", nil)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		maxAttempts int
+		want        State
+	}{{2, StateQueued}, {1, StateFailed}} {
+		id, err := q.Submit(t.Context(), 1, &SubmitOptions{MaxAttempts: c.maxAttempts})
+		require.NoError(t, err)
+		job, err := q.Claim(t.Context(), &ClaimOptions{Wait: 5 * time.Second})
+		require.NoError(t, err)
+		require.Equal(t, id, job.ID)
+		e := &execution{q: q, job: job, cancel: func(error) {}, logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+			fn: func(context.Context, *Job) (any, error) { return nil, errors.New("boom") },
+			settleFn: func(ctx context.Context, p plane.SettleParams) error {
+				p.RetryDelay = -time.Second // a settle the plane refuses
+				return q.settle(ctx, p)
+			}}
+		runErr := e.run(t.Context(), t.Context())
+		require.ErrorIs(t, runErr, ErrInvalid, "the refusal is reported")
+		inv, err := q.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, c.want, inv.State, "max attempts %d: not left running", c.maxAttempts)
+		require.Equal(t, 1, inv.Attempt)
+		require.Equal(t, ErrorTypeSettleRefused, inv.Error.Type)
+		require.Contains(t, inv.Error.Message, "boom")
+		require.Contains(t, inv.Error.Message, "retry_delay")
+	}
+}
