@@ -775,3 +775,64 @@ def test_persisting_semantics(d: HttpDispatch, qname: str) -> None:
         assert await nones.get(10, 0) == [{"a": 1}, {"a": 2}]
 
     run(main())
+
+
+def test_a_batch_over_the_body_limit_is_split_not_wedged(d: HttpDispatch, qname: str) -> None:
+    """100 records of 200 KB with the default batch_size (a 20 MB buffer, over the
+    server's 17 MiB body limit) go in several requests under the limit, each with its own
+    put id; nothing stays unsent and every record is written once."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, auto_flush_interval_sec=0)
+        sizes: list[int] = []
+        put_ids: list[str] = []
+        real = q._call
+
+        async def spy(method: str, path: str, **kw: Any) -> Any:
+            if method == "POST" and path == "/records":
+                sizes.append(sum(len(r) + 5 for r in kw["body"]["records"]))
+                put_ids.append(kw["params"]["put_id"])
+            return await real(method, path, **kw)
+
+        q._call = spy  # type: ignore[method-assign]
+        for i in range(100):
+            await q.put({"blob": os.urandom(200_000), "i": i})
+        await q.flush()
+        assert q._unsent == [] and q._buffer == []
+        assert len(sizes) >= 2 and max(sizes) <= 16 << 20, sizes
+        assert len(set(put_ids)) == len(put_ids)
+        got = [r["i"] for r in await Queue(qname, dispatch=d).get(limit=200, fields=["i"])]
+        assert got == list(range(100))
+
+    asyncio.run(main())
+
+
+def test_a_413_refusal_drops_the_batch_once(dispatch: HttpDispatch) -> None:
+    """A 413 (a body over the server's limit, e.g. a server configured below the default)
+    is a refusal: the batch is dropped and raised once with the note, never resent."""
+    from lakeshore.data import _chunks
+
+    assert [len(c) for c in _chunks([b"x" * 10] * 5, limit=30)] == [2, 2, 1]
+    assert [len(c) for c in _chunks([b"x" * 100, b"y"], limit=30)] == [1, 1]  # never below one record
+
+    async def main() -> None:
+        q = Queue("wedge413", dispatch=dispatch, batch_size=100, auto_flush_interval_sec=0)
+        calls: list[str] = []
+
+        async def too_large(method: str, path: str, **kw: Any) -> Any:
+            calls.append(path)
+            if path == "/records":
+                raise InvalidError("invalid request body: larger than 1024 bytes", field="request body", status=413)
+            return {}
+
+        q._call = too_large  # type: ignore[method-assign]
+        await q.put_batch([{"i": i} for i in range(3)])
+        with pytest.raises(InvalidError) as e:
+            await q.flush()
+        assert any("they were dropped" in n for n in getattr(e.value, "__notes__", []))
+        assert q._unsent == [] and q._buffer == []
+        calls.clear()
+        await q.flush()  # raised once: nothing is sent again
+        assert calls == ["/flush"]
+
+    asyncio.run(main())

@@ -495,6 +495,33 @@ def _refused(e: errors.DispatchError) -> bool:
     return e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429)
 
 
+# The most encoded record bytes one put request carries (each record counted with the 5
+# bytes of its msgpack bin header). The server refuses a body over its limit, by default
+# the largest value (16 MiB) plus 1 MiB for the envelope (server.MaxBodyBytesDefault), with
+# 413; a record is at most 16 MiB encoded, so a chunk of one record (the bound is never
+# split below one) and any chunk within this bound is a body of at most 16 MiB plus a few
+# bytes of envelope: nearly 1 MiB under the limit.
+_SEND_CHUNK_BYTES = MAX_VALUE_BYTES
+
+
+def _chunks(recs: list[bytes], limit: int = _SEND_CHUNK_BYTES) -> list[list[bytes]]:
+    """Split encoded records, in order, into runs of at most ``limit`` bytes (each record
+    counted with 5 bytes of header), each at least one record: one put request each."""
+    out: list[list[bytes]] = []
+    cur: list[bytes] = []
+    size = 0
+    for r in recs:
+        n = len(r) + 5
+        if cur and size + n > limit:
+            out.append(cur)
+            cur, size = [], 0
+        cur.append(r)
+        size += n
+    if cur:
+        out.append(cur)
+    return out
+
+
 def _queue_missing(e: BaseException) -> bool:
     """Whether e says the data queue itself does not exist yet (no put created it): the
     server answers reads of such a queue 404 with details.queue, and creates nothing."""
@@ -825,16 +852,19 @@ class Queue:
         recs = [encode_value(f"record {i}", dict(r, **tags)) for i, r in enumerate(records)]
         if self._buffer or self._unsent:
             await self._send()
-        ans = await self._call(
-            "POST",
-            "/records",
-            params={"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params},
-            body={"records": recs},
-            retry="safe",
-            wait=self._bp_wait,
-        )
-        self.metrics["puts"] += len(recs)
-        return [int(i) for i in ans.get("indexes") or []]
+        indexes: list[int] = []
+        for chunk in _chunks(recs):  # each request under the server's body limit
+            ans = await self._call(
+                "POST",
+                "/records",
+                params={"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params},
+                body={"records": chunk},
+                retry="safe",
+                wait=self._bp_wait,
+            )
+            self.metrics["puts"] += len(chunk)
+            indexes.extend(int(i) for i in ans.get("indexes") or [])
+        return indexes
 
     async def patch_partial(
         self,
@@ -900,7 +930,9 @@ class Queue:
             by_part: dict[str, list[bytes]] = {}
             for part, rec in buf:
                 by_part.setdefault(part, []).append(rec)
-            batches = self._unsent + [(part, recs, _put_id()) for part, recs in by_part.items()]
+            batches = self._unsent + [
+                (part, chunk, _put_id()) for part, recs in by_part.items() for chunk in _chunks(recs)
+            ]
             self._unsent = []
         indexes: list[int] = []
         sent = 0
