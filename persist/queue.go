@@ -114,6 +114,9 @@ func (q *Queue) PutPartitionOnce(ctx context.Context, id, partition string, recs
 // returns; atomic. Errors: *NotFoundError for an index that does not exist in
 // partition (or was cleared), *SchemaError, *InvalidError, ErrClosed.
 func (q *Queue) PutFields(ctx context.Context, partition string, indexes []int64, fields []Record) error {
+	if err := CheckVersionFields(fields); err != nil {
+		return err
+	}
 	return q.s.PutFields(ctx, partition, indexes, fields)
 }
 

@@ -155,7 +155,7 @@ type KVItem struct {
 }
 
 // MergeKVPut checks the arguments of Store.KVPut (a valid partition name, fields and
-// tags nil or one per key, every key 1–1024 bytes) and merges a key given more than once
+// tags nil or one per key, every key 1–1024 bytes, version fields CheckVersionFields) and merges a key given more than once
 // in order (a later value of a field or tag replaces an earlier one), so each key
 // appears once, in the order of its first appearance. Errors: *InvalidError.
 func MergeKVPut(partition string, keys []string, fields []Record, tags []map[string]string) ([]*KVItem, error) {
@@ -167,6 +167,9 @@ func MergeKVPut(partition string, keys []string, fields []Record, tags []map[str
 	}
 	if tags != nil && len(tags) != len(keys) {
 		return nil, &InvalidError{Field: "tags", Value: len(tags), Rule: fmt.Sprintf("nil or one tag map per key (%d)", len(keys))}
+	}
+	if err := CheckVersionFields(fields); err != nil {
+		return nil, err
 	}
 	var items []*KVItem
 	byKey := map[string]*KVItem{}

@@ -172,7 +172,7 @@ func (s *Server) handleDataPutFields(w http.ResponseWriter, r *http.Request, p *
 		}
 		idx = req.Indexes
 	}
-	if err := dq.store.PutFields(r.Context(), partition, idx, recs); err != nil {
+	if err := dq.queue.PutFields(r.Context(), partition, idx, recs); err != nil {
 		return err
 	}
 	count(s.data.metrics.put, r, len(recs))

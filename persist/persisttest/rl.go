@@ -3,6 +3,7 @@ package persisttest
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,40 @@ func rlCases() []struct {
 		{"ReplayAndPriorities", testReplay},
 		{"ReplayWeightsStayExact", testReplayWeightsStayExact},
 		{"LeasedReads", testLeasedReads},
+		{"VersionFieldsCheckedOnEveryWrite", testVersionFieldsChecked},
 	}
+}
+
+// testVersionFieldsChecked: a version field (weight_version, target_weight_version,
+// last_weight_version) that is not an integer ≥ 0 is refused by every write path — a
+// put (even when another version field is good), PutFields, a KV put — so no record
+// carries a version a staleness bound cannot judge (found by a trial: PutFields and KV
+// put took -1, -2^63 and 2.5, and such records were never stale).
+func testVersionFieldsChecked(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	idx := putVersioned(t, q, 1, 1, 0)
+	bad := []any{int64(-1), int64(math.MinInt64), 2.5, -3.0, "old"}
+	for _, f := range persist.VersionFields {
+		for _, v := range bad {
+			requireInvalid(t, q.PutFields(ctx, persist.DefaultPartition, idx, []persist.Record{{f: v}}))
+			_, err := persist.KV(q).Put(ctx, persist.DefaultPartition, "k", persist.Record{"x": 1, f: v}, nil)
+			require.ErrorIs(t, err, persist.ErrInvalid, "KV put of %s %v", f, v)
+			_, err = q.PutPartition(ctx, persist.DefaultPartition, []persist.Record{{"x": 2, f: v}})
+			require.ErrorIs(t, err, persist.ErrInvalid, "put of %s %v", f, v)
+		}
+	}
+	_, err := q.PutPartition(ctx, persist.DefaultPartition, []persist.Record{{"x": 2, persist.TargetVersionField: int64(5), persist.WeightVersionField: int64(-1)}})
+	requireInvalid(t, err)
+	// Good versions go through every path.
+	require.NoError(t, q.PutFields(ctx, persist.DefaultPartition, idx, []persist.Record{{persist.TargetVersionField: int64(2)}}))
+	_, err = persist.KV(q).Put(ctx, persist.DefaultPartition, "k", persist.Record{"x": 3, persist.WeightVersionField: int64(1)}, nil)
+	require.NoError(t, err)
+	// Nothing bad was written: at version 10 with a bound of 0 every record is stale.
+	require.NoError(t, q.SetVersion(ctx, 10))
+	require.Equal(t, []int64{}, metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 10, Task: "s", Staleness: &persist.Staleness{Max: 0}}))
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
 }
 
 func putVersioned(t *testing.T, q *persist.Queue, n int, version int64, from int) []int64 {
