@@ -36,6 +36,7 @@ func rlCases() []struct {
 		{"ReplayWeightsStayExact", testReplayWeightsStayExact},
 		{"LeasedReads", testLeasedReads},
 		{"VersionFieldsCheckedOnEveryWrite", testVersionFieldsChecked},
+		{"WaitingReadSeesLeaseExpire", testWaitSeesLeaseExpire},
 	}
 }
 
@@ -349,6 +350,25 @@ func testLeasedReads(t *testing.T, q *persist.Queue) {
 	requireInvalid(t, err)
 	require.NoError(t, q.ResetConsumption(ctx, "train", persist.DefaultPartition))
 	require.Equal(t, []int64{0, 1, 2}, metaIdx(t, q, req), "a reset forgets leases")
+}
+
+// testWaitSeesLeaseExpire: a waiting GetMeta whose batch is leased (and never
+// committed) hands it out once the lease expires, though no commit wakes it (found by a
+// trial: the wait timed out though the samples were ready after 1 s).
+func testWaitSeesLeaseExpire(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, persist.DefaultPartition, 2, func(i int) persist.Record { return persist.Record{"x": i} })
+	r := q.Reader()
+	req := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train"}
+	const lease = 400 * time.Millisecond
+	b, l, err := r.GetBatchLeased(ctx, &req, lease)
+	require.NoError(t, err)
+	b.Release()
+	require.Equal(t, []int64{0, 1}, l.Indexes)
+	start := time.Now()
+	got := metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train", Wait: true, Timeout: 20 * time.Second, Lease: lease})
+	require.Equal(t, []int64{0, 1}, got)
+	require.Less(t, time.Since(start), 10*time.Second, "woken by the lease's expiry, not the deadline")
 }
 
 // testBackpressureHoldsProducers: four producers, each far faster than the trainer,
