@@ -31,13 +31,15 @@ func CheckTaskPartition(task, partition string) error {
 	return CheckName("partition", partition)
 }
 
-// CheckIndexes checks that every global index of a call is ≥ 0 (an index below 0 is
-// never a sample's, so it is a bad argument, not a missing one). Errors: *InvalidError
+// CheckIndexes checks that every global index of a call is in [0, 2^63−1): an index
+// below 0 is never a sample's, nor is 2^63−1 (indexes are allocated below it, and the
+// stores' half-open spans [i, i+1) of it would wrap), so either is a bad argument, not a
+// missing one. Every path that takes indexes checks them with it. Errors: *InvalidError
 // naming the first bad one.
 func CheckIndexes(indexes []int64) error {
 	for i, x := range indexes {
-		if x < 0 {
-			return &InvalidError{Field: fmt.Sprintf("indexes[%d]", i), Value: x, Rule: "a global index ≥ 0"}
+		if x < 0 || x == math.MaxInt64 {
+			return &InvalidError{Field: fmt.Sprintf("indexes[%d]", i), Value: x, Rule: "a global index ≥ 0 and below 2^63−1"}
 		}
 	}
 	return nil

@@ -466,6 +466,9 @@ func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *princi
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := persist.CheckIndexes(req.Indexes); err != nil {
+		return err
+	}
 	meta := &persist.BatchMeta{Indexes: req.Indexes, Size: len(req.Indexes), Partition: req.Partition, Task: req.Task}
 	fields := req.Fields
 	if fields == nil {
@@ -616,7 +619,7 @@ func (s *Server) handleDataProduced(w http.ResponseWriter, r *http.Request, p *p
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
-	out, err := dq.store.Produced(r.Context(), partitionOf(r, req.Partition), req.Indexes, req.Fields)
+	out, err := dq.queue.Produced(r.Context(), partitionOf(r, req.Partition), req.Indexes, req.Fields)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ func rlCases() []struct {
 		{"LeasedReads", testLeasedReads},
 		{"VersionFieldsCheckedOnEveryWrite", testVersionFieldsChecked},
 		{"WaitingReadSeesLeaseExpire", testWaitSeesLeaseExpire},
+		{"IndexesOutOfRange", testIndexesOutOfRange},
 	}
 }
 
@@ -350,6 +351,40 @@ func testLeasedReads(t *testing.T, q *persist.Queue) {
 	requireInvalid(t, err)
 	require.NoError(t, q.ResetConsumption(ctx, "train", persist.DefaultPartition))
 	require.Equal(t, []int64{0, 1, 2}, metaIdx(t, q, req), "a reset forgets leases")
+}
+
+// testIndexesOutOfRange: every path that takes global indexes refuses one outside
+// [0, 2^63−1) as invalid (2^63−1 made a span [i, i+1) that wrapped: found by a trial,
+// GetData answered a made-up row and MarkConsumed succeeded), while an index in range
+// that was never put is still not found.
+func testIndexesOutOfRange(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	idx, err := q.PutPartial(ctx, persist.DefaultPartition, []persist.Record{{"x": 0}}, 0, false, nil)
+	require.NoError(t, err)
+	fields := []persist.FieldMeta{{Name: "x"}}
+	for _, bad := range []int64{math.MaxInt64, -1, math.MinInt64} {
+		ix := []int64{idx[0], bad}
+		_, err := q.Reader().GetData(ctx, &persist.BatchMeta{Indexes: ix, Partition: persist.DefaultPartition, Fields: fields})
+		requireInvalid(t, err)
+		requireInvalid(t, q.MarkConsumed(ctx, "m", persist.DefaultPartition, ix))
+		requireInvalid(t, q.Reader().Commit(ctx, &persist.BatchMeta{Indexes: ix, Partition: persist.DefaultPartition, Task: "m"}))
+		requireInvalid(t, q.ClearSamples(ctx, persist.DefaultPartition, ix))
+		requireInvalid(t, q.PutFields(ctx, persist.DefaultPartition, ix, []persist.Record{{"y": 1}, {"y": 2}}))
+		_, err = q.Produced(ctx, persist.DefaultPartition, ix, []string{"x"})
+		requireInvalid(t, err)
+		requireInvalid(t, q.DropGroup(ctx, "m", persist.DefaultPartition, ix))
+		requireInvalid(t, q.PatchPartial(ctx, persist.DefaultPartition, ix, nil, 1, false))
+		requireInvalid(t, q.UpdatePriorities(ctx, persist.DefaultPartition, "prio", ix, []float64{1, 2}))
+	}
+	_, err = q.Reader().GetData(ctx, &persist.BatchMeta{Indexes: []int64{math.MaxInt64 - 1}, Partition: persist.DefaultPartition, Fields: fields})
+	require.ErrorIs(t, err, persist.ErrNotFound)
+	require.ErrorIs(t, q.MarkConsumed(ctx, "m", persist.DefaultPartition, []int64{1000}), persist.ErrNotFound)
+	n, err := q.Consumed(ctx, "m", persist.DefaultPartition)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, n, "nothing was marked")
+	n, err = q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "nothing was cleared")
 }
 
 // testWaitSeesLeaseExpire: a waiting GetMeta whose batch is leased (and never
