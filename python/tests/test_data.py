@@ -836,3 +836,30 @@ def test_a_413_refusal_drops_the_batch_once(dispatch: HttpDispatch) -> None:
         assert calls == ["/flush"]
 
     asyncio.run(main())
+
+
+def test_batch_reads_decode_codec_fields_as_get_does(d: HttpDispatch, qname: str) -> None:
+    """Values stored wire-encoded (a nested dict, a list of strings, a mixed list) come
+    back decoded from get_batch and get_meta + get_data, as get() returns them, not as
+    raw wire bytes (found by a trial)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        recs = [
+            {"i": 0, "obj": {"k": [1, "x"]}, "names": ["a", "b"], "mixed": [1, "a", None]},
+            {"i": 1, "obj": {"k": []}, "names": ["c"], "mixed": [3, "b"]},
+        ]
+        await q.put_batch(recs)
+        await q.flush()
+        got = await Queue(qname, dispatch=d).get(limit=10)
+        assert got == recs
+        fields = ["obj", "names", "mixed"]
+        r = q.reader()
+        b = await r.get_batch(fields, 2, "t")
+        meta = await r.get_meta(fields, 2, "u")
+        b2 = await r.get_data(meta)
+        for batch in (b, b2):
+            for f in fields:
+                assert list(batch[f]) == [rec[f] for rec in recs], (f, batch[f])
+
+    run(main())

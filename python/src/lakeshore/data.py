@@ -357,15 +357,31 @@ def _tensor_column(ans: _Answer, arr: Any, field: Mapping[str, Any] | None) -> A
     return _objects(items)
 
 
-def _column(ans: _Answer, col: Any, field: Mapping[str, Any] | None) -> Any:
+def _kind(field: Any) -> str:
+    """The ``lakeshore.kind`` metadata of an Arrow field ("" when none): ``"codec"`` for
+    values stored wire-encoded (maps, lists of strings, mixed lists)."""
+    md = field.metadata or {}
+    return str(md.get(b"lakeshore.kind", b"").decode())
+
+
+def _codec_value(v: Any) -> Any:
+    """A value of a ``codec`` column decoded from its wire bytes (None stays None): the
+    one decoding of such values for ``get`` and the batch reads alike."""
+    return wire.decode(v) if isinstance(v, (bytes, bytearray)) else v
+
+
+def _column(ans: _Answer, col: Any, field: Mapping[str, Any] | None, kind: str = "") -> Any:
     """One Arrow column as numpy: views on the answer for numbers without nulls,
     equal-length lists and uniform tensors; object arrays for strings, bytes and ragged
-    values."""
+    values, and for the decoded values of a ``codec`` column (``kind``, its field's
+    ``lakeshore.kind``)."""
     pa = _pyarrow()
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     t = arr.type
     out: Any = None
-    if pa.types.is_struct(t) and {f.name for f in t} >= {"dtype", "shape", "data"}:
+    if kind == "codec" and (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+        out = _objects([_codec_value(v) for v in arr.to_pylist()])
+    elif pa.types.is_struct(t) and {f.name for f in t} >= {"dtype", "shape", "data"}:
         out = _tensor_column(ans, arr, field)
     elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         out = _list_column(ans, arr)
@@ -405,7 +421,7 @@ def _batch(
     names = [n for n in table.column_names if not n.startswith("_")]
     for n in fields or names:
         if n in table.column_names:
-            col = _column(ans, table.column(n), described.get(n))
+            col = _column(ans, table.column(n), described.get(n), _kind(table.schema.field(n)))
             if zerocopy == "off" and isinstance(col, np.ndarray) and col.dtype != object:
                 col = col.copy()
             b[n] = col
@@ -453,10 +469,7 @@ def _records(data: bytes) -> list[dict[str, Any]]:
     pa = _pyarrow()
     table = pa.table({}) if not data else pa.ipc.open_stream(pa.py_buffer(data)).read_all()
     names = [n for n in table.column_names if not n.startswith("_")]
-    kinds = {}
-    for f in table.schema:
-        md = f.metadata or {}
-        kinds[f.name] = md.get(b"lakeshore.kind", b"").decode()
+    kinds = {f.name: _kind(f) for f in table.schema}
     rows = table.select(names).to_pylist() if names else [{} for _ in range(table.num_rows)]
     out = []
     for r in rows:
@@ -465,7 +478,7 @@ def _records(data: bytes) -> list[dict[str, Any]]:
             if v is None:
                 continue
             if kinds.get(k) == "codec" and isinstance(v, bytes):
-                v = wire.decode(v)
+                v = _codec_value(v)
             elif isinstance(v, dict) and {"dtype", "shape", "data"} <= set(v):
                 nd = wire._numpy_dtype(v["dtype"])
                 if nd is None:
