@@ -863,3 +863,23 @@ def test_batch_reads_decode_codec_fields_as_get_does(d: HttpDispatch, qname: str
                 assert list(batch[f]) == [rec[f] for rec in recs], (f, batch[f])
 
     run(main())
+
+
+def test_flush_and_clear_partition_of_a_queue_never_put_to_are_no_ops(d: HttpDispatch, qname: str) -> None:
+    """flush() and clear_partition() on a queue nothing was ever put to do nothing (as
+    its reads answer empty) instead of raising NotFoundError, and create nothing (found
+    by a trial: a producer that flushed at shutdown after producing nothing crashed)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.flush()
+        await q.clear_partition("p")
+        assert await q.get(limit=5) == []
+        with pytest.raises(NotFoundError) as e:  # still not created: a read of it is empty
+            await q._call("GET", "/schema", retry="safe")
+        assert e.value.details.get("queue")
+        await q.put({"x": 1})
+        await q.flush()
+        assert [r["x"] for r in await Queue(qname, dispatch=d).get(limit=5)] == [1]
+
+    run(main())

@@ -995,7 +995,14 @@ class Queue:
             self._flush_timer.cancel()
             self._flush_timer = None
         await self._send()
-        await self._call("POST", "/flush", retry="safe")
+        try:
+            await self._call("POST", "/flush", retry="safe")
+        except errors.NotFoundError as e:
+            # A queue nothing was ever put to (the send above had nothing) has nothing
+            # to flush: a no-op, as its reads answer empty, so a producer that flushes
+            # at shutdown after producing nothing does not fail.
+            if not _queue_missing(e):
+                raise
         self.metrics["flushes"] += 1
         refused, self._refused = self._refused, None
         if refused is not None:
@@ -1269,8 +1276,13 @@ class Queue:
         return int(ans.get("consumed") or 0)
 
     async def clear_partition(self, partition_id: str) -> None:
-        """Remove a partition's records."""
-        await self._call("DELETE", f"/partitions/{quote(partition_id, safe='')}", retry="safe")
+        """Remove a partition's records. On a queue nothing was ever put to there is
+        nothing to clear: a no-op."""
+        try:
+            await self._call("DELETE", f"/partitions/{quote(partition_id, safe='')}", retry="safe")
+        except errors.NotFoundError as e:
+            if not _queue_missing(e):
+                raise
 
     async def clear_samples(self, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
         """Remove records by global index (an incomplete GRPO group whose members are
