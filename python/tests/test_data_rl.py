@@ -139,6 +139,29 @@ def test_backpressure_refused_put_does_not_block_reads(d: HttpDispatch, qname: s
     run(main())
 
 
+def test_queue_full_from_put_says_the_records_stay_buffered(d: HttpDispatch, qname: str) -> None:
+    """QueueFullError from put() carries a note that its records stay buffered and go
+    with the next send, so they must not be put again (found by a trial: a producer that
+    put again on QueueFullError wrote duplicates)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=2, auto_flush_interval_sec=0,
+                  backpressure=Backpressure(task_name="train", max_unconsumed=2))
+        await q.put_batch([{"x": 0}, {"x": 1}])
+        with pytest.raises(QueueFullError) as e:
+            await q.put_batch([{"x": 2}, {"x": 3}])
+        notes = " ".join(getattr(e.value, "__notes__", []))
+        assert "stay buffered" in notes and "do not put them again" in notes and "2 records" in notes, notes
+        assert len(q._unsent) == 1
+        b = await q.reader().get_batch(["x"], 4, "train")
+        assert b["x"].tolist() == [0, 1]
+        await q.flush()  # the held records go now, once
+        b = await q.reader().get_batch(["x"], 4, "train")
+        assert b["x"].tolist() == [2, 3]
+
+    run(main())
+
+
 def test_bounds_are_typed_errors_naming_the_field(d: HttpDispatch, qname: str) -> None:
     # Both bounds refuse a negative value alike; max_unconsumed names the missing task;
     # every lease out of range gets the one message.

@@ -975,6 +975,12 @@ class Queue:
                     f"lakeshore: the server refused a batch of {len(recs)} records to partition {part!r} and wrote "
                     "none of them; they were dropped (put them again, fixed). Other records are unaffected."
                 )
+            elif isinstance(e, errors.QueueFullError) and hasattr(e, "add_note"):
+                n = sum(len(b[1]) for b in batches[sent:])
+                e.add_note(
+                    f"lakeshore: back-pressure held {n} records; they stay buffered and the next send (a put, "
+                    "flush() or read on this Queue) sends them: do not put them again, or they are written twice."
+                )
             raise
         return indexes
 
