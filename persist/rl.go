@@ -558,7 +558,19 @@ func (q *Queue) SetVersion(ctx context.Context, version int64) error {
 	if !ok {
 		return &InvalidError{Field: "store", Value: q.s.Name(), Rule: "a store that keeps weight versions"}
 	}
+	if err := CheckSetVersion(version); err != nil {
+		return err
+	}
 	return v.SetVersion(ctx, version)
+}
+
+// CheckSetVersion checks the argument of a SetVersion: a version ≥ 0 (a negative one is
+// a bad argument whatever the current version). Errors: *InvalidError naming version.
+func CheckSetVersion(version int64) error {
+	if version < 0 {
+		return &InvalidError{Field: "version", Value: version, Rule: "≥ 0"}
+	}
+	return nil
 }
 
 // Version returns the queue's current weight version (0 until SetVersion), for

@@ -72,3 +72,29 @@ func TestDataIndexesOutOfRange(t *testing.T) {
 	dataErr(t, post("/data", `{"indexes": [1000], "fields": ["x"]}`), 404, "not_found")
 	dataErr(t, post("/consumption/mark", `{"task": "m", "indexes": [1000]}`), 404, "not_found")
 }
+
+// TestDataSmallNits: messages a trial found unclear (no Go type names, null said as
+// null), a partition given twice that differs, a negative version (found by a trial).
+func TestDataSmallNits(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	post := func(path, body string) *response {
+		return b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(body), "")
+	}
+	e := dataErr(t, post("/records", `{"records": [{"z": 18446744073709551615}]}`), 400, "unsupported_value")
+	require.NotContains(t, e.Message, "Go type")
+	require.NotContains(t, e.Message, "uint64")
+	require.Contains(t, e.Message, `"z"`)
+	e = dataErr(t, post("/records", `{"records": [null]}`), 400, "invalid")
+	require.NotContains(t, e.Message, "nil")
+	require.Contains(t, e.Message, "null")
+	e = dataErr(t, post("/records?partition=p1", `{"partition": "p2", "records": [{"x": 1}]}`), 400, "invalid")
+	require.Contains(t, e.Message, "partition")
+	r := post("/records?partition=p1", `{"partition": "p1", "records": [{"x": 1}]}`)
+	require.Equal(t, 200, r.status, "the same partition twice is fine: %s", r.body)
+	e = dataErr(t, post("/consumption/mark?partition=p1", `{"partition": "p2", "task": "t", "indexes": [0]}`), 400, "invalid")
+	require.Contains(t, e.Message, "partition")
+	e = dataErr(t, post("/version", `{"version": -1}`), 400, "invalid")
+	require.Contains(t, e.Message, "≥ 0")
+	require.NotContains(t, e.Message, "current")
+}

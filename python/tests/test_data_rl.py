@@ -187,3 +187,39 @@ def test_bounds_are_typed_errors_naming_the_field(d: HttpDispatch, qname: str) -
         assert "lease" in messages.pop()
 
     run(main())
+
+
+def test_non_integer_counts_and_bad_versions_are_invalid_naming_the_field(d: HttpDispatch, qname: str) -> None:
+    """max_staleness=1.5 and batch_size=2.9 are refused, not truncated; lease="5" is an
+    InvalidError, not a bare TypeError; set_version(-1) says ≥ 0 and set_version(2**63)
+    names version (found by a trial)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"x": 1}, {"x": 2}, {"x": 3}])
+        await q.flush()
+        r = q.reader()
+        for kw, field in (
+            ({"max_staleness": 1.5}, "max_staleness"),
+            ({"lease": "5"}, "lease"),
+            ({"batch_index": 1.0}, "batch_index"),
+        ):
+            with pytest.raises(InvalidError) as e:
+                await r.get_batch(["x"], 2, "t", **kw)
+            assert e.value.field == field and field in str(e.value)
+        with pytest.raises(InvalidError) as e:
+            await r.get_meta(["x"], 2.9, "t")  # type: ignore[arg-type]
+        assert e.value.field == "batch_size"
+        assert await q.consumed("t") == 0  # nothing was handed out
+        for v in (-1, 2**63, 1.5):
+            with pytest.raises(InvalidError) as e:
+                await q.set_version(v)  # type: ignore[arg-type]
+            assert e.value.field == "version", e.value
+            assert "current" not in str(e.value)
+        with pytest.raises(InvalidError) as e:
+            await q.put({"x": 4}, weight_version=2**63)
+        assert e.value.field == "weight_version"
+        await q.set_version(1)
+        assert await q.version() == 1
+
+    run(main())

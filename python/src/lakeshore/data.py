@@ -44,6 +44,7 @@ import dataclasses
 import json
 import logging
 import math
+import numbers
 import os
 import secrets
 import threading
@@ -501,6 +502,15 @@ def _meta_of(ans: Mapping[str, Any], fields: Sequence[str], partition: str, task
     )
 
 
+def _integer(name: str, v: Any) -> int:
+    """``v`` as an int, for an argument that counts (a batch size, a staleness bound, a
+    step): an integer (numpy's too), never a float or a string silently truncated.
+    Raises InvalidError naming ``name``."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise errors.InvalidError(f"invalid {name} {v!r}: want an integer", field=name, value=v, rule="an integer")
+    return int(v)
+
+
 def _refused(e: errors.DispatchError) -> bool:
     """Whether the server answered ``e`` as a refusal (a 4xx: nothing of the request was
     written and a repeat would be refused again), not an answer that was lost (no status: a
@@ -805,8 +815,10 @@ class Queue:
         for name, v in ((WEIGHT_VERSION, weight_version), (TARGET_WEIGHT_VERSION, target_weight_version)):
             if v is None:
                 continue
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise errors.InvalidError(f"invalid {name} {v!r}: want an integer ≥ 0", field=name, value=v, rule="≥ 0")
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 63:
+                raise errors.InvalidError(
+                    f"invalid {name} {v!r}: want an integer ≥ 0 and below 2^63", field=name, value=v, rule="0 ≤ v < 2^63"
+                )
             tags[name] = v
         encoded = []
         for i, r in enumerate(records):
@@ -1122,8 +1134,17 @@ class Queue:
     async def set_version(self, version: int) -> None:
         """Advance the queue's current weight version (the trainer, after an optimizer
         step). Versions never go back: a lower one raises InvalidError; the same one is a
-        no-op. Staleness-bounded reads and blocked producers see it at once."""
-        await self._call("POST", "/version", body={"version": int(version)}, retry="safe")
+        no-op. Staleness-bounded reads and blocked producers see it at once.
+
+        Raises:
+            InvalidError: a version that is not an integer in [0, 2^63), or below the
+                current one."""
+        v = _integer("version", version)
+        if not 0 <= v < 1 << 63:
+            raise errors.InvalidError(
+                f"invalid version {version!r}: want an integer ≥ 0 and below 2^63", field="version", value=version, rule="0 ≤ version < 2^63"
+            )
+        await self._call("POST", "/version", body={"version": v}, retry="safe")
 
     async def version(self) -> int:
         """The queue's current weight version (0 until :meth:`set_version`): rollout
@@ -1357,10 +1378,10 @@ class Reader:
         lease: float | None = None,
     ) -> dict[str, Any]:
         part = partition_id or self.queue.partition_id
-        step = self._steps.get((task_name, part), 0) if batch_index is None else int(batch_index)
+        step = self._steps.get((task_name, part), 0) if batch_index is None else _integer("batch_index", batch_index)
         body: dict[str, Any] = {
             "fields": list(fields),
-            "batch_size": int(batch_size),
+            "batch_size": _integer("batch_size", batch_size),
             "task": task_name,
             "partition": part,
             "sampler": (sampler or SequentialSampler()).body(),
@@ -1371,7 +1392,7 @@ class Reader:
         if defer_consume:
             body["defer_consume"] = True
         if max_staleness is not None:
-            body["max_staleness"] = int(max_staleness)
+            body["max_staleness"] = _integer("max_staleness", max_staleness)
             if stale_policy is not None:
                 body["stale_policy"] = stale_policy
         elif stale_policy is not None:
@@ -1379,7 +1400,7 @@ class Reader:
                 "stale_policy needs max_staleness", field="stale_policy", value=stale_policy, rule="only with max_staleness"
             )
         if lease is not None:
-            if not lease > 0:
+            if isinstance(lease, bool) or not isinstance(lease, numbers.Real) or not lease > 0:
                 raise errors.InvalidError(f"invalid lease {lease!r}: want seconds > 0", field="lease", value=lease, rule="> 0")
             body["lease"] = float(lease)
         return body
