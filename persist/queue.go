@@ -114,6 +114,12 @@ func (q *Queue) PutPartitionOnce(ctx context.Context, id, partition string, recs
 // returns; atomic. Errors: *NotFoundError for an index that does not exist in
 // partition (or was cleared), *SchemaError, *InvalidError, ErrClosed.
 func (q *Queue) PutFields(ctx context.Context, partition string, indexes []int64, fields []Record) error {
+	if err := CheckIndexes(indexes); err != nil {
+		return err
+	}
+	if err := CheckVersionFields(fields); err != nil {
+		return err
+	}
 	return q.s.PutFields(ctx, partition, indexes, fields)
 }
 
@@ -141,6 +147,9 @@ func (q *Queue) Read(ctx context.Context, offset int64, limit int, opts *GetOpts
 // field put with the record or added later by PutFields. Errors: *InvalidError,
 // *NotFoundError for indexes not in partition, ErrClosed.
 func (q *Queue) Produced(ctx context.Context, partition string, indexes []int64, fields []string) ([][]bool, error) {
+	if err := CheckIndexes(indexes); err != nil {
+		return nil, err
+	}
 	return q.s.Produced(ctx, partition, indexes, fields)
 }
 

@@ -25,10 +25,15 @@ func (r *Reader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, err
 }
 
 // GetData reads the fields of meta for its samples, in meta.Indexes order. The batch
-// is columnar (Arrow; Batch.Rows converts to rows). Errors: *InvalidError (nil meta),
-// *NotFoundError for indexes that were never put or were cleared, ErrClosed, I/O
+// is columnar (Arrow; Batch.Rows converts to rows). Errors: *InvalidError (nil meta, an
+// index outside [0, 2^63−1): CheckIndexes), *NotFoundError for indexes that were never put or were cleared, ErrClosed, I/O
 // errors.
 func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
+	if meta != nil {
+		if err := CheckIndexes(meta.Indexes); err != nil {
+			return nil, err
+		}
+	}
 	return r.s.GetData(ctx, meta)
 }
 

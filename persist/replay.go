@@ -214,8 +214,11 @@ func (q *Queue) UpdatePriorities(ctx context.Context, partition, field string, i
 	if len(indexes) != len(values) {
 		return &InvalidError{Field: "values", Value: len(values), Rule: fmt.Sprintf("one value per index (%d)", len(indexes))}
 	}
-	if field == WeightVersionField || field == TargetVersionField || field == "" {
+	if field == WeightVersionField || field == TargetVersionField || field == LastWeightVersionField || field == "" {
 		return &InvalidError{Field: "field", Value: field, Rule: "a priority field, not a weight version"}
+	}
+	if err := CheckIndexes(indexes); err != nil {
+		return err
 	}
 	if r, ok := q.s.(Replayer); ok {
 		return r.UpdatePriorities(ctx, partition, field, indexes, values)

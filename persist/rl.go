@@ -189,21 +189,46 @@ func Admitted(a *Admission, partition string, n int, target, unconsumed, current
 	return nil
 }
 
+// VersionFields are the fields holding a weight version (an integer ≥ 0) that
+// CheckVersionFields checks: staleness judges WeightVersionField (and
+// LastWeightVersionField), admission TargetVersionField.
+var VersionFields = []string{WeightVersionField, TargetVersionField, LastWeightVersionField}
+
+// CheckVersionFields checks that every version field (VersionFields) a record of recs
+// sets is an integer ≥ 0 (VersionValue): the one check of every write path (a put,
+// PutFields, a KV put, a partial patch), so that no record carries a version that a
+// staleness bound could not judge. Errors: *InvalidError
+// naming records[i].field.
+func CheckVersionFields(recs []Record) error {
+	for i, r := range recs {
+		for _, f := range VersionFields {
+			v, ok := r[f]
+			if !ok {
+				continue
+			}
+			if _, ok := VersionValue(v); !ok {
+				return &InvalidError{Field: fmt.Sprintf("records[%d].%s", i, f), Value: v, Rule: "an integer ≥ 0"}
+			}
+		}
+	}
+	return nil
+}
+
 // TargetVersion returns the highest target version of recs (TargetVersionField, else
 // WeightVersionField, of each record), or -1 when none has one. Errors: *InvalidError
-// for a version that is not an integer ≥ 0.
+// for a version field (CheckVersionFields) that is not an integer ≥ 0.
 func TargetVersion(recs []Record) (int64, error) {
+	if err := CheckVersionFields(recs); err != nil {
+		return -1, err
+	}
 	out := int64(-1)
-	for i, r := range recs {
+	for _, r := range recs {
 		for _, f := range []string{TargetVersionField, WeightVersionField} {
 			v, ok := r[f]
 			if !ok {
 				continue
 			}
-			x, ok := VersionValue(v)
-			if !ok {
-				return -1, &InvalidError{Field: fmt.Sprintf("records[%d].%s", i, f), Value: v, Rule: "an integer ≥ 0"}
-			}
+			x, _ := VersionValue(v)
 			out = max(out, x)
 			break
 		}
@@ -533,7 +558,19 @@ func (q *Queue) SetVersion(ctx context.Context, version int64) error {
 	if !ok {
 		return &InvalidError{Field: "store", Value: q.s.Name(), Rule: "a store that keeps weight versions"}
 	}
+	if err := CheckSetVersion(version); err != nil {
+		return err
+	}
 	return v.SetVersion(ctx, version)
+}
+
+// CheckSetVersion checks the argument of a SetVersion: a version ≥ 0 (a negative one is
+// a bad argument whatever the current version). Errors: *InvalidError naming version.
+func CheckSetVersion(version int64) error {
+	if version < 0 {
+		return &InvalidError{Field: "version", Value: version, Rule: "≥ 0"}
+	}
+	return nil
 }
 
 // Version returns the queue's current weight version (0 until SetVersion), for

@@ -31,13 +31,15 @@ func CheckTaskPartition(task, partition string) error {
 	return CheckName("partition", partition)
 }
 
-// CheckIndexes checks that every global index of a call is ≥ 0 (an index below 0 is
-// never a sample's, so it is a bad argument, not a missing one). Errors: *InvalidError
+// CheckIndexes checks that every global index of a call is in [0, 2^63−1): an index
+// below 0 is never a sample's, nor is 2^63−1 (indexes are allocated below it, and the
+// stores' half-open spans [i, i+1) of it would wrap), so either is a bad argument, not a
+// missing one. Every path that takes indexes checks them with it. Errors: *InvalidError
 // naming the first bad one.
 func CheckIndexes(indexes []int64) error {
 	for i, x := range indexes {
-		if x < 0 {
-			return &InvalidError{Field: fmt.Sprintf("indexes[%d]", i), Value: x, Rule: "a global index ≥ 0"}
+		if x < 0 || x == math.MaxInt64 {
+			return &InvalidError{Field: fmt.Sprintf("indexes[%d]", i), Value: x, Rule: "a global index ≥ 0 and below 2^63−1"}
 		}
 	}
 	return nil
@@ -155,7 +157,7 @@ type KVItem struct {
 }
 
 // MergeKVPut checks the arguments of Store.KVPut (a valid partition name, fields and
-// tags nil or one per key, every key 1–1024 bytes) and merges a key given more than once
+// tags nil or one per key, every key 1–1024 bytes, version fields CheckVersionFields) and merges a key given more than once
 // in order (a later value of a field or tag replaces an earlier one), so each key
 // appears once, in the order of its first appearance. Errors: *InvalidError.
 func MergeKVPut(partition string, keys []string, fields []Record, tags []map[string]string) ([]*KVItem, error) {
@@ -167,6 +169,9 @@ func MergeKVPut(partition string, keys []string, fields []Record, tags []map[str
 	}
 	if tags != nil && len(tags) != len(keys) {
 		return nil, &InvalidError{Field: "tags", Value: len(tags), Rule: fmt.Sprintf("nil or one tag map per key (%d)", len(keys))}
+	}
+	if err := CheckVersionFields(fields); err != nil {
+		return nil, err
 	}
 	var items []*KVItem
 	byKey := map[string]*KVItem{}

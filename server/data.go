@@ -667,6 +667,13 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 		out.Details = &api.DataErrorDetails{Field: se.Field, Have: string(se.Have), Got: string(se.Got), Reason: se.Reason}
 	case errors.As(err, &ue):
 		out.Details = &api.DataErrorDetails{Field: ue.Field, GoType: ue.GoType, Reason: ue.Reason}
+		// Said without the Go type (details.go_type keeps it, for the Go client): a
+		// caller of HTTP sent a JSON or msgpack value, not a Go one.
+		out.Message = fmt.Sprintf("field %q: cannot store this value", ue.Field)
+		if ue.Reason != "" {
+			out.Message += ": " + ue.Reason
+		}
+		out.Message += " (allowed: booleans, integers in the int64 range, floats, strings, bytes, lists of numbers, tensors, and values the wire codec encodes)"
 	case errors.As(err, &nf):
 		out.Details = &api.DataErrorDetails{Queue: nf.Queue, Partition: nf.Partition, Keys: nf.Keys, Indexes: nf.Indexes}
 	case errors.As(err, &bp):

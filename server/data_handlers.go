@@ -92,8 +92,18 @@ func records(field string, vals []api.Value) ([]persist.Record, error) {
 	return out, nil
 }
 
+// checkPartition refuses a request whose body and query name different partitions (the
+// body's would win silently, writing or reading another partition than the URL says).
+// Errors: *plane.InvalidError naming partition.
+func checkPartition(r *http.Request, body string) error {
+	if q := r.URL.Query().Get("partition"); body != "" && q != "" && q != body {
+		return plane.Invalid("partition", body, fmt.Sprintf("the body's partition %q and the query's %q differ: give one, or the same", body, q))
+	}
+	return nil
+}
+
 // partitionOf returns the partition of a request: the body's, else the query's, else the
-// default.
+// default (checkPartition refuses the two when they differ).
 func partitionOf(r *http.Request, body string) string {
 	if body != "" {
 		return body
@@ -115,6 +125,9 @@ func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *princi
 	} else {
 		var req api.DataPutRequest
 		if err := s.readBody(w, r, &req); err != nil {
+			return err
+		}
+		if err := checkPartition(r, req.Partition); err != nil {
 			return err
 		}
 		partition = partitionOf(r, req.Partition)
@@ -166,13 +179,16 @@ func (s *Server) handleDataPutFields(w http.ResponseWriter, r *http.Request, p *
 		if err := s.readBody(w, r, &req); err != nil {
 			return err
 		}
+		if err := checkPartition(r, req.Partition); err != nil {
+			return err
+		}
 		partition = partitionOf(r, req.Partition)
 		if recs, err = records("records", req.Records); err != nil {
 			return err
 		}
 		idx = req.Indexes
 	}
-	if err := dq.store.PutFields(r.Context(), partition, idx, recs); err != nil {
+	if err := dq.queue.PutFields(r.Context(), partition, idx, recs); err != nil {
 		return err
 	}
 	count(s.data.metrics.put, r, len(recs))
@@ -466,6 +482,9 @@ func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *princi
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := persist.CheckIndexes(req.Indexes); err != nil {
+		return err
+	}
 	meta := &persist.BatchMeta{Indexes: req.Indexes, Size: len(req.Indexes), Partition: req.Partition, Task: req.Task}
 	fields := req.Fields
 	if fields == nil {
@@ -616,7 +635,10 @@ func (s *Server) handleDataProduced(w http.ResponseWriter, r *http.Request, p *p
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
-	out, err := dq.store.Produced(r.Context(), partitionOf(r, req.Partition), req.Indexes, req.Fields)
+	if err := checkPartition(r, req.Partition); err != nil {
+		return err
+	}
+	out, err := dq.queue.Produced(r.Context(), partitionOf(r, req.Partition), req.Indexes, req.Fields)
 	if err != nil {
 		return err
 	}
@@ -632,6 +654,9 @@ func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *princ
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := checkPartition(r, req.Partition); err != nil {
+		return err
+	}
 	if err := persist.CheckIndexes(req.Indexes); err != nil {
 		return err
 	}
@@ -645,6 +670,9 @@ func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *princ
 func (s *Server) handleDataReset(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataConsumptionRequest
 	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkPartition(r, req.Partition); err != nil {
 		return err
 	}
 	if req.Indexes != nil {
@@ -671,6 +699,9 @@ func (s *Server) handleDataClear(w http.ResponseWriter, r *http.Request, p *prin
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := checkPartition(r, req.Partition); err != nil {
+		return err
+	}
 	if err := persist.CheckIndexes(req.Indexes); err != nil {
 		return err
 	}
@@ -692,6 +723,9 @@ func (s *Server) handleDataClearPartition(w http.ResponseWriter, r *http.Request
 func (s *Server) handleDataKVPut(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataKVPutRequest
 	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkPartition(r, req.Partition); err != nil {
 		return err
 	}
 	recs, err := records("records", req.Records)
@@ -731,6 +765,9 @@ func (s *Server) handleDataKVGet(w http.ResponseWriter, r *http.Request, p *prin
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := checkPartition(r, req.Partition); err != nil {
+		return err
+	}
 	es, err := dq.store.KVGet(r.Context(), partitionOf(r, req.Partition), req.Keys, req.Fields)
 	if err != nil {
 		return err
@@ -759,6 +796,9 @@ func (s *Server) handleDataKVList(w http.ResponseWriter, r *http.Request, p *pri
 func (s *Server) handleDataKVClear(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataKVKeysRequest
 	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkPartition(r, req.Partition); err != nil {
 		return err
 	}
 	if req.Fields != nil {
@@ -922,6 +962,9 @@ func (s *Server) handleDataSetVersion(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
+	if err := persist.CheckSetVersion(req.Version); err != nil {
+		return err
+	}
 	if err := v.SetVersion(r.Context(), req.Version); err != nil {
 		return err
 	}
@@ -957,6 +1000,9 @@ func (s *Server) handleDataPriorities(w http.ResponseWriter, r *http.Request, p 
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := checkPartition(r, req.Partition); err != nil {
+		return err
+	}
 	if err := persist.CheckIndexes(req.Indexes); err != nil {
 		return err
 	}
@@ -973,6 +1019,9 @@ func (s *Server) handleDataDropGroup(w http.ResponseWriter, r *http.Request, p *
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := checkPartition(r, req.Partition); err != nil {
+		return err
+	}
 	if err := dq.queue.DropGroup(r.Context(), req.Task, partitionOf(r, req.Partition), req.Indexes); err != nil {
 		return err
 	}
@@ -983,6 +1032,9 @@ func (s *Server) handleDataDropGroup(w http.ResponseWriter, r *http.Request, p *
 func (s *Server) handleDataPatchPartial(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataPatchRequest
 	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkPartition(r, req.Partition); err != nil {
 		return err
 	}
 	var recs []persist.Record

@@ -58,7 +58,7 @@ func RecordFromWire(field string, b []byte) (Record, error) {
 func wireKind(v any) string {
 	switch v.(type) {
 	case nil:
-		return "nil"
+		return "null" // as JSON and a user say it (msgpack nil)
 	case bool:
 		return "bool"
 	case int64, uint64:

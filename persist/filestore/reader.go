@@ -73,7 +73,13 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sa
 			return nil, true, err
 		}
 	}
-	if err := getmeta.Await(ctx, rq, woken, deadline, q.calls.Closing()); err != nil {
+	var leaseIn time.Duration
+	if deadline != nil {
+		if leaseIn, err = q.nextLeaseExpiry(ctx, rq.Partition, rq.Task); err != nil {
+			return nil, true, err
+		}
+	}
+	if err := getmeta.AwaitLease(ctx, rq, woken, leaseIn, deadline, q.calls.Closing()); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil

@@ -69,6 +69,24 @@ func (t *wtx) activeLeases(partition, task string, now time.Time) (record.IndexS
 	return loadSpans(t.ctx, t, `SELECT lo, hi FROM leases WHERE partition = ? AND task = ? AND expires > ?`, partition, task, now.UnixNano())
 }
 
+// nextLeaseExpiry returns how long until the earliest active lease of (partition,
+// task) expires (0: none), for a waiting GetMeta to wake then: an expiry is no commit.
+func (q *fileQueue) nextLeaseExpiry(ctx context.Context, partition, task string) (time.Duration, error) {
+	var d time.Duration
+	err := q.readSnapshot(ctx, func(t *wtx) error {
+		var at sql.NullInt64
+		now := time.Now()
+		if err := t.queryRow(`SELECT min(expires) FROM leases WHERE partition = ? AND task = ? AND expires > ?`, partition, task, now.UnixNano()).Scan(&at); err != nil {
+			return fmt.Errorf("read leases: %w", err)
+		}
+		if at.Valid {
+			d = time.Unix(0, at.Int64).Sub(now)
+		}
+		return nil
+	})
+	return d, err
+}
+
 // addLease leases s to (partition, task) until expires, dropping expired leases of
 // the pair.
 func (t *wtx) addLease(partition, task string, s record.IndexSet, expires time.Time) error {

@@ -61,7 +61,13 @@ func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sample
 	if !errors.Is(err, errNotFull) {
 		return nil, true, err
 	}
-	if err := getmeta.Await(ctx, rq, woken, deadline, s.calls.Closing()); err != nil {
+	var leaseIn time.Duration
+	if deadline != nil {
+		if leaseIn, err = s.nextLeaseExpiry(ctx, rq.Partition, rq.Task); err != nil {
+			return nil, true, err
+		}
+	}
+	if err := getmeta.AwaitLease(ctx, rq, woken, leaseIn, deadline, s.calls.Closing()); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil

@@ -100,6 +100,21 @@ func (s *Store) activeLeases(ctx context.Context, q querier, partition, task str
 	return loadSpans(ctx, q, `SELECT lo, hi FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires > now()`, s.name, partition, task)
 }
 
+// nextLeaseExpiry returns how long until the earliest active lease of (partition,
+// task) expires by the catalog's clock (0: none), for a waiting GetMeta to wake then: an
+// expiry is no commit.
+func (s *Store) nextLeaseExpiry(ctx context.Context, partition, task string) (time.Duration, error) {
+	var us *int64
+	if err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM min(expires) - now()) * 1000000)::bigint FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires > now()`,
+		s.name, partition, task).Scan(&us); err != nil {
+		return 0, fmt.Errorf("read leases: %w", err)
+	}
+	if us == nil {
+		return 0, nil
+	}
+	return time.Duration(*us) * time.Microsecond, nil
+}
+
 // addLease leases set to (partition, task) for d, dropping the pair's expired leases.
 func (s *Store) addLease(ctx context.Context, tx pgx.Tx, partition, task string, set record.IndexSet, d time.Duration) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires <= now()`, s.name, partition, task); err != nil {

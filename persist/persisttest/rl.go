@@ -3,6 +3,7 @@ package persisttest
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,42 @@ func rlCases() []struct {
 		{"ReplayAndPriorities", testReplay},
 		{"ReplayWeightsStayExact", testReplayWeightsStayExact},
 		{"LeasedReads", testLeasedReads},
+		{"VersionFieldsCheckedOnEveryWrite", testVersionFieldsChecked},
+		{"WaitingReadSeesLeaseExpire", testWaitSeesLeaseExpire},
+		{"IndexesOutOfRange", testIndexesOutOfRange},
 	}
+}
+
+// testVersionFieldsChecked: a version field (weight_version, target_weight_version,
+// last_weight_version) that is not an integer ≥ 0 is refused by every write path — a
+// put (even when another version field is good), PutFields, a KV put — so no record
+// carries a version a staleness bound cannot judge (found by a trial: PutFields and KV
+// put took -1, -2^63 and 2.5, and such records were never stale).
+func testVersionFieldsChecked(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	idx := putVersioned(t, q, 1, 1, 0)
+	bad := []any{int64(-1), int64(math.MinInt64), 2.5, -3.0, "old"}
+	for _, f := range persist.VersionFields {
+		for _, v := range bad {
+			requireInvalid(t, q.PutFields(ctx, persist.DefaultPartition, idx, []persist.Record{{f: v}}))
+			_, err := persist.KV(q).Put(ctx, persist.DefaultPartition, "k", persist.Record{"x": 1, f: v}, nil)
+			require.ErrorIs(t, err, persist.ErrInvalid, "KV put of %s %v", f, v)
+			_, err = q.PutPartition(ctx, persist.DefaultPartition, []persist.Record{{"x": 2, f: v}})
+			require.ErrorIs(t, err, persist.ErrInvalid, "put of %s %v", f, v)
+		}
+	}
+	_, err := q.PutPartition(ctx, persist.DefaultPartition, []persist.Record{{"x": 2, persist.TargetVersionField: int64(5), persist.WeightVersionField: int64(-1)}})
+	requireInvalid(t, err)
+	// Good versions go through every path.
+	require.NoError(t, q.PutFields(ctx, persist.DefaultPartition, idx, []persist.Record{{persist.TargetVersionField: int64(2)}}))
+	_, err = persist.KV(q).Put(ctx, persist.DefaultPartition, "k", persist.Record{"x": 3, persist.WeightVersionField: int64(1)}, nil)
+	require.NoError(t, err)
+	// Nothing bad was written: at version 10 with a bound of 0 every record is stale.
+	require.NoError(t, q.SetVersion(ctx, 10))
+	require.Equal(t, []int64{}, metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 10, Task: "s", Staleness: &persist.Staleness{Max: 0}}))
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
 }
 
 func putVersioned(t *testing.T, q *persist.Queue, n int, version int64, from int) []int64 {
@@ -315,6 +351,59 @@ func testLeasedReads(t *testing.T, q *persist.Queue) {
 	requireInvalid(t, err)
 	require.NoError(t, q.ResetConsumption(ctx, "train", persist.DefaultPartition))
 	require.Equal(t, []int64{0, 1, 2}, metaIdx(t, q, req), "a reset forgets leases")
+}
+
+// testIndexesOutOfRange: every path that takes global indexes refuses one outside
+// [0, 2^63−1) as invalid (2^63−1 made a span [i, i+1) that wrapped: found by a trial,
+// GetData answered a made-up row and MarkConsumed succeeded), while an index in range
+// that was never put is still not found.
+func testIndexesOutOfRange(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	idx, err := q.PutPartial(ctx, persist.DefaultPartition, []persist.Record{{"x": 0}}, 0, false, nil)
+	require.NoError(t, err)
+	fields := []persist.FieldMeta{{Name: "x"}}
+	for _, bad := range []int64{math.MaxInt64, -1, math.MinInt64} {
+		ix := []int64{idx[0], bad}
+		_, err := q.Reader().GetData(ctx, &persist.BatchMeta{Indexes: ix, Partition: persist.DefaultPartition, Fields: fields})
+		requireInvalid(t, err)
+		requireInvalid(t, q.MarkConsumed(ctx, "m", persist.DefaultPartition, ix))
+		requireInvalid(t, q.Reader().Commit(ctx, &persist.BatchMeta{Indexes: ix, Partition: persist.DefaultPartition, Task: "m"}))
+		requireInvalid(t, q.ClearSamples(ctx, persist.DefaultPartition, ix))
+		requireInvalid(t, q.PutFields(ctx, persist.DefaultPartition, ix, []persist.Record{{"y": 1}, {"y": 2}}))
+		_, err = q.Produced(ctx, persist.DefaultPartition, ix, []string{"x"})
+		requireInvalid(t, err)
+		requireInvalid(t, q.DropGroup(ctx, "m", persist.DefaultPartition, ix))
+		requireInvalid(t, q.PatchPartial(ctx, persist.DefaultPartition, ix, nil, 1, false))
+		requireInvalid(t, q.UpdatePriorities(ctx, persist.DefaultPartition, "prio", ix, []float64{1, 2}))
+	}
+	_, err = q.Reader().GetData(ctx, &persist.BatchMeta{Indexes: []int64{math.MaxInt64 - 1}, Partition: persist.DefaultPartition, Fields: fields})
+	require.ErrorIs(t, err, persist.ErrNotFound)
+	require.ErrorIs(t, q.MarkConsumed(ctx, "m", persist.DefaultPartition, []int64{1000}), persist.ErrNotFound)
+	n, err := q.Consumed(ctx, "m", persist.DefaultPartition)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, n, "nothing was marked")
+	n, err = q.Len(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "nothing was cleared")
+}
+
+// testWaitSeesLeaseExpire: a waiting GetMeta whose batch is leased (and never
+// committed) hands it out once the lease expires, though no commit wakes it (found by a
+// trial: the wait timed out though the samples were ready after 1 s).
+func testWaitSeesLeaseExpire(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, persist.DefaultPartition, 2, func(i int) persist.Record { return persist.Record{"x": i} })
+	r := q.Reader()
+	req := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train"}
+	const lease = 400 * time.Millisecond
+	b, l, err := r.GetBatchLeased(ctx, &req, lease)
+	require.NoError(t, err)
+	b.Release()
+	require.Equal(t, []int64{0, 1}, l.Indexes)
+	start := time.Now()
+	got := metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train", Wait: true, Timeout: 20 * time.Second, Lease: lease})
+	require.Equal(t, []int64{0, 1}, got)
+	require.Less(t, time.Since(start), 10*time.Second, "woken by the lease's expiry, not the deadline")
 }
 
 // testBackpressureHoldsProducers: four producers, each far faster than the trainer,

@@ -775,3 +775,111 @@ def test_persisting_semantics(d: HttpDispatch, qname: str) -> None:
         assert await nones.get(10, 0) == [{"a": 1}, {"a": 2}]
 
     run(main())
+
+
+def test_a_batch_over_the_body_limit_is_split_not_wedged(d: HttpDispatch, qname: str) -> None:
+    """100 records of 200 KB with the default batch_size (a 20 MB buffer, over the
+    server's 17 MiB body limit) go in several requests under the limit, each with its own
+    put id; nothing stays unsent and every record is written once."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, auto_flush_interval_sec=0)
+        sizes: list[int] = []
+        put_ids: list[str] = []
+        real = q._call
+
+        async def spy(method: str, path: str, **kw: Any) -> Any:
+            if method == "POST" and path == "/records":
+                sizes.append(sum(len(r) + 5 for r in kw["body"]["records"]))
+                put_ids.append(kw["params"]["put_id"])
+            return await real(method, path, **kw)
+
+        q._call = spy  # type: ignore[method-assign]
+        for i in range(100):
+            await q.put({"blob": os.urandom(200_000), "i": i})
+        await q.flush()
+        assert q._unsent == [] and q._buffer == []
+        assert len(sizes) >= 2 and max(sizes) <= 16 << 20, sizes
+        assert len(set(put_ids)) == len(put_ids)
+        got = [r["i"] for r in await Queue(qname, dispatch=d).get(limit=200, fields=["i"])]
+        assert got == list(range(100))
+
+    asyncio.run(main())
+
+
+def test_a_413_refusal_drops_the_batch_once(dispatch: HttpDispatch) -> None:
+    """A 413 (a body over the server's limit, e.g. a server configured below the default)
+    is a refusal: the batch is dropped and raised once with the note, never resent."""
+    from lakeshore.data import _chunks
+
+    assert [len(c) for c in _chunks([b"x" * 10] * 5, limit=30)] == [2, 2, 1]
+    assert [len(c) for c in _chunks([b"x" * 100, b"y"], limit=30)] == [1, 1]  # never below one record
+
+    async def main() -> None:
+        q = Queue("wedge413", dispatch=dispatch, batch_size=100, auto_flush_interval_sec=0)
+        calls: list[str] = []
+
+        async def too_large(method: str, path: str, **kw: Any) -> Any:
+            calls.append(path)
+            if path == "/records":
+                raise InvalidError("invalid request body: larger than 1024 bytes", field="request body", status=413)
+            return {}
+
+        q._call = too_large  # type: ignore[method-assign]
+        await q.put_batch([{"i": i} for i in range(3)])
+        with pytest.raises(InvalidError) as e:
+            await q.flush()
+        assert any("they were dropped" in n for n in getattr(e.value, "__notes__", []))
+        assert q._unsent == [] and q._buffer == []
+        calls.clear()
+        await q.flush()  # raised once: nothing is sent again
+        assert calls == ["/flush"]
+
+    asyncio.run(main())
+
+
+def test_batch_reads_decode_codec_fields_as_get_does(d: HttpDispatch, qname: str) -> None:
+    """Values stored wire-encoded (a nested dict, a list of strings, a mixed list) come
+    back decoded from get_batch and get_meta + get_data, as get() returns them, not as
+    raw wire bytes (found by a trial)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        recs = [
+            {"i": 0, "obj": {"k": [1, "x"]}, "names": ["a", "b"], "mixed": [1, "a", None]},
+            {"i": 1, "obj": {"k": []}, "names": ["c"], "mixed": [3, "b"]},
+        ]
+        await q.put_batch(recs)
+        await q.flush()
+        got = await Queue(qname, dispatch=d).get(limit=10)
+        assert got == recs
+        fields = ["obj", "names", "mixed"]
+        r = q.reader()
+        b = await r.get_batch(fields, 2, "t")
+        meta = await r.get_meta(fields, 2, "u")
+        b2 = await r.get_data(meta)
+        for batch in (b, b2):
+            for f in fields:
+                assert list(batch[f]) == [rec[f] for rec in recs], (f, batch[f])
+
+    run(main())
+
+
+def test_flush_and_clear_partition_of_a_queue_never_put_to_are_no_ops(d: HttpDispatch, qname: str) -> None:
+    """flush() and clear_partition() on a queue nothing was ever put to do nothing (as
+    its reads answer empty) instead of raising NotFoundError, and create nothing (found
+    by a trial: a producer that flushed at shutdown after producing nothing crashed)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.flush()
+        await q.clear_partition("p")
+        assert await q.get(limit=5) == []
+        with pytest.raises(NotFoundError) as e:  # still not created: a read of it is empty
+            await q._call("GET", "/schema", retry="safe")
+        assert e.value.details.get("queue")
+        await q.put({"x": 1})
+        await q.flush()
+        assert [r["x"] for r in await Queue(qname, dispatch=d).get(limit=5)] == [1]
+
+    run(main())

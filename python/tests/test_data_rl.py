@@ -139,6 +139,29 @@ def test_backpressure_refused_put_does_not_block_reads(d: HttpDispatch, qname: s
     run(main())
 
 
+def test_queue_full_from_put_says_the_records_stay_buffered(d: HttpDispatch, qname: str) -> None:
+    """QueueFullError from put() carries a note that its records stay buffered and go
+    with the next send, so they must not be put again (found by a trial: a producer that
+    put again on QueueFullError wrote duplicates)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=2, auto_flush_interval_sec=0,
+                  backpressure=Backpressure(task_name="train", max_unconsumed=2))
+        await q.put_batch([{"x": 0}, {"x": 1}])
+        with pytest.raises(QueueFullError) as e:
+            await q.put_batch([{"x": 2}, {"x": 3}])
+        notes = " ".join(getattr(e.value, "__notes__", []))
+        assert "stay buffered" in notes and "do not put them again" in notes and "2 records" in notes, notes
+        assert len(q._unsent) == 1
+        b = await q.reader().get_batch(["x"], 4, "train")
+        assert b["x"].tolist() == [0, 1]
+        await q.flush()  # the held records go now, once
+        b = await q.reader().get_batch(["x"], 4, "train")
+        assert b["x"].tolist() == [2, 3]
+
+    run(main())
+
+
 def test_bounds_are_typed_errors_naming_the_field(d: HttpDispatch, qname: str) -> None:
     # Both bounds refuse a negative value alike; max_unconsumed names the missing task;
     # every lease out of range gets the one message.
@@ -162,5 +185,41 @@ def test_bounds_are_typed_errors_naming_the_field(d: HttpDispatch, qname: str) -
             messages.add(str(e.value).replace(repr(lease), "L").replace(f"{lease:g}", "L"))
         assert len(messages) == 1, messages
         assert "lease" in messages.pop()
+
+    run(main())
+
+
+def test_non_integer_counts_and_bad_versions_are_invalid_naming_the_field(d: HttpDispatch, qname: str) -> None:
+    """max_staleness=1.5 and batch_size=2.9 are refused, not truncated; lease="5" is an
+    InvalidError, not a bare TypeError; set_version(-1) says ≥ 0 and set_version(2**63)
+    names version (found by a trial)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"x": 1}, {"x": 2}, {"x": 3}])
+        await q.flush()
+        r = q.reader()
+        for kw, field in (
+            ({"max_staleness": 1.5}, "max_staleness"),
+            ({"lease": "5"}, "lease"),
+            ({"batch_index": 1.0}, "batch_index"),
+        ):
+            with pytest.raises(InvalidError) as e:
+                await r.get_batch(["x"], 2, "t", **kw)
+            assert e.value.field == field and field in str(e.value)
+        with pytest.raises(InvalidError) as e:
+            await r.get_meta(["x"], 2.9, "t")  # type: ignore[arg-type]
+        assert e.value.field == "batch_size"
+        assert await q.consumed("t") == 0  # nothing was handed out
+        for v in (-1, 2**63, 1.5):
+            with pytest.raises(InvalidError) as e:
+                await q.set_version(v)  # type: ignore[arg-type]
+            assert e.value.field == "version", e.value
+            assert "current" not in str(e.value)
+        with pytest.raises(InvalidError) as e:
+            await q.put({"x": 4}, weight_version=2**63)
+        assert e.value.field == "weight_version"
+        await q.set_version(1)
+        assert await q.version() == 1
 
     run(main())

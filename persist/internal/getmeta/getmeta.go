@@ -7,6 +7,7 @@ package getmeta
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -38,11 +39,61 @@ func Loop(req *persist.MetaRequest, samplers persist.Samplers, enter func() erro
 		defer t.Stop()
 		deadline = t.C
 	}
+	final := false
 	for {
 		meta, done, err := attempt(&rq, sampler, deadline)
-		if done {
-			return meta, err
+		if final {
+			if done {
+				return meta, err
+			}
+			return nil, rq.TimeoutError()
 		}
+		if done {
+			if !rq.Wait || !errors.Is(err, persist.ErrTimeout) {
+				return meta, err
+			}
+			// The wait is over: one last attempt, at the deadline, so that samples that
+			// became ready without a commit to wake the wait (a lease that expired) are
+			// handed out rather than timed out. Its own wait ends at once.
+			final = true
+			deadline = closedTime
+		}
+	}
+}
+
+// closedTime is a deadline already passed (the last attempt of Loop).
+var closedTime = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
+// minLeaseWake bounds how soon AwaitLease wakes for a lease's expiry: a clock a little
+// ahead of the one that judges leases (the distributed store's catalog) makes the next
+// attempt find it still active, and the next wait then wakes again after at least this.
+const minLeaseWake = 5 * time.Millisecond
+
+// AwaitLease is Await that also wakes (nil: go on) after leaseIn, when it is > 0: the
+// time until the earliest lease of rq's task in its partition expires, whose samples are
+// then ready again with no commit to wake the wait (found by a trial: a waiting read
+// timed out while leased samples became ready).
+func AwaitLease[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan T, leaseIn time.Duration, deadline <-chan time.Time, closing <-chan struct{}) error {
+	if leaseIn <= 0 {
+		return Await(ctx, rq, wake, deadline, closing)
+	}
+	t := time.NewTimer(max(leaseIn, minLeaseWake))
+	defer t.Stop()
+	select {
+	case <-wake:
+		return nil
+	case <-t.C:
+		return nil
+	case <-deadline:
+		return rq.TimeoutError()
+	case <-closing:
+		return persist.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -44,6 +44,7 @@ import dataclasses
 import json
 import logging
 import math
+import numbers
 import os
 import secrets
 import threading
@@ -357,15 +358,31 @@ def _tensor_column(ans: _Answer, arr: Any, field: Mapping[str, Any] | None) -> A
     return _objects(items)
 
 
-def _column(ans: _Answer, col: Any, field: Mapping[str, Any] | None) -> Any:
+def _kind(field: Any) -> str:
+    """The ``lakeshore.kind`` metadata of an Arrow field ("" when none): ``"codec"`` for
+    values stored wire-encoded (maps, lists of strings, mixed lists)."""
+    md = field.metadata or {}
+    return str(md.get(b"lakeshore.kind", b"").decode())
+
+
+def _codec_value(v: Any) -> Any:
+    """A value of a ``codec`` column decoded from its wire bytes (None stays None): the
+    one decoding of such values for ``get`` and the batch reads alike."""
+    return wire.decode(v) if isinstance(v, (bytes, bytearray)) else v
+
+
+def _column(ans: _Answer, col: Any, field: Mapping[str, Any] | None, kind: str = "") -> Any:
     """One Arrow column as numpy: views on the answer for numbers without nulls,
     equal-length lists and uniform tensors; object arrays for strings, bytes and ragged
-    values."""
+    values, and for the decoded values of a ``codec`` column (``kind``, its field's
+    ``lakeshore.kind``)."""
     pa = _pyarrow()
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     t = arr.type
     out: Any = None
-    if pa.types.is_struct(t) and {f.name for f in t} >= {"dtype", "shape", "data"}:
+    if kind == "codec" and (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+        out = _objects([_codec_value(v) for v in arr.to_pylist()])
+    elif pa.types.is_struct(t) and {f.name for f in t} >= {"dtype", "shape", "data"}:
         out = _tensor_column(ans, arr, field)
     elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         out = _list_column(ans, arr)
@@ -405,7 +422,7 @@ def _batch(
     names = [n for n in table.column_names if not n.startswith("_")]
     for n in fields or names:
         if n in table.column_names:
-            col = _column(ans, table.column(n), described.get(n))
+            col = _column(ans, table.column(n), described.get(n), _kind(table.schema.field(n)))
             if zerocopy == "off" and isinstance(col, np.ndarray) and col.dtype != object:
                 col = col.copy()
             b[n] = col
@@ -453,10 +470,7 @@ def _records(data: bytes) -> list[dict[str, Any]]:
     pa = _pyarrow()
     table = pa.table({}) if not data else pa.ipc.open_stream(pa.py_buffer(data)).read_all()
     names = [n for n in table.column_names if not n.startswith("_")]
-    kinds = {}
-    for f in table.schema:
-        md = f.metadata or {}
-        kinds[f.name] = md.get(b"lakeshore.kind", b"").decode()
+    kinds = {f.name: _kind(f) for f in table.schema}
     rows = table.select(names).to_pylist() if names else [{} for _ in range(table.num_rows)]
     out = []
     for r in rows:
@@ -465,7 +479,7 @@ def _records(data: bytes) -> list[dict[str, Any]]:
             if v is None:
                 continue
             if kinds.get(k) == "codec" and isinstance(v, bytes):
-                v = wire.decode(v)
+                v = _codec_value(v)
             elif isinstance(v, dict) and {"dtype", "shape", "data"} <= set(v):
                 nd = wire._numpy_dtype(v["dtype"])
                 if nd is None:
@@ -488,11 +502,47 @@ def _meta_of(ans: Mapping[str, Any], fields: Sequence[str], partition: str, task
     )
 
 
+def _integer(name: str, v: Any) -> int:
+    """``v`` as an int, for an argument that counts (a batch size, a staleness bound, a
+    step): an integer (numpy's too), never a float or a string silently truncated.
+    Raises InvalidError naming ``name``."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise errors.InvalidError(f"invalid {name} {v!r}: want an integer", field=name, value=v, rule="an integer")
+    return int(v)
+
+
 def _refused(e: errors.DispatchError) -> bool:
     """Whether the server answered ``e`` as a refusal (a 4xx: nothing of the request was
     written and a repeat would be refused again), not an answer that was lost (no status: a
     connection error; a 5xx) nor a "try again" (408, 429), which are repeated."""
     return e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429)
+
+
+# The most encoded record bytes one put request carries (each record counted with the 5
+# bytes of its msgpack bin header). The server refuses a body over its limit, by default
+# the largest value (16 MiB) plus 1 MiB for the envelope (server.MaxBodyBytesDefault), with
+# 413; a record is at most 16 MiB encoded, so a chunk of one record (the bound is never
+# split below one) and any chunk within this bound is a body of at most 16 MiB plus a few
+# bytes of envelope: nearly 1 MiB under the limit.
+_SEND_CHUNK_BYTES = MAX_VALUE_BYTES
+
+
+def _chunks(recs: list[bytes], limit: int = _SEND_CHUNK_BYTES) -> list[list[bytes]]:
+    """Split encoded records, in order, into runs of at most ``limit`` bytes (each record
+    counted with 5 bytes of header), each at least one record: one put request each."""
+    out: list[list[bytes]] = []
+    cur: list[bytes] = []
+    size = 0
+    for r in recs:
+        n = len(r) + 5
+        if cur and size + n > limit:
+            out.append(cur)
+            cur, size = [], 0
+        cur.append(r)
+        size += n
+    if cur:
+        out.append(cur)
+    return out
 
 
 def _queue_missing(e: BaseException) -> bool:
@@ -765,8 +815,10 @@ class Queue:
         for name, v in ((WEIGHT_VERSION, weight_version), (TARGET_WEIGHT_VERSION, target_weight_version)):
             if v is None:
                 continue
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise errors.InvalidError(f"invalid {name} {v!r}: want an integer ≥ 0", field=name, value=v, rule="≥ 0")
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 63:
+                raise errors.InvalidError(
+                    f"invalid {name} {v!r}: want an integer ≥ 0 and below 2^63", field=name, value=v, rule="0 ≤ v < 2^63"
+                )
             tags[name] = v
         encoded = []
         for i, r in enumerate(records):
@@ -825,16 +877,19 @@ class Queue:
         recs = [encode_value(f"record {i}", dict(r, **tags)) for i, r in enumerate(records)]
         if self._buffer or self._unsent:
             await self._send()
-        ans = await self._call(
-            "POST",
-            "/records",
-            params={"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params},
-            body={"records": recs},
-            retry="safe",
-            wait=self._bp_wait,
-        )
-        self.metrics["puts"] += len(recs)
-        return [int(i) for i in ans.get("indexes") or []]
+        indexes: list[int] = []
+        for chunk in _chunks(recs):  # each request under the server's body limit
+            ans = await self._call(
+                "POST",
+                "/records",
+                params={"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params},
+                body={"records": chunk},
+                retry="safe",
+                wait=self._bp_wait,
+            )
+            self.metrics["puts"] += len(chunk)
+            indexes.extend(int(i) for i in ans.get("indexes") or [])
+        return indexes
 
     async def patch_partial(
         self,
@@ -900,7 +955,9 @@ class Queue:
             by_part: dict[str, list[bytes]] = {}
             for part, rec in buf:
                 by_part.setdefault(part, []).append(rec)
-            batches = self._unsent + [(part, recs, _put_id()) for part, recs in by_part.items()]
+            batches = self._unsent + [
+                (part, chunk, _put_id()) for part, recs in by_part.items() for chunk in _chunks(recs)
+            ]
             self._unsent = []
         indexes: list[int] = []
         sent = 0
@@ -930,6 +987,12 @@ class Queue:
                     f"lakeshore: the server refused a batch of {len(recs)} records to partition {part!r} and wrote "
                     "none of them; they were dropped (put them again, fixed). Other records are unaffected."
                 )
+            elif isinstance(e, errors.QueueFullError) and hasattr(e, "add_note"):
+                n = sum(len(b[1]) for b in batches[sent:])
+                e.add_note(
+                    f"lakeshore: back-pressure held {n} records; they stay buffered and the next send (a put, "
+                    "flush() or read on this Queue) sends them: do not put them again, or they are written twice."
+                )
             raise
         return indexes
 
@@ -950,7 +1013,14 @@ class Queue:
             self._flush_timer.cancel()
             self._flush_timer = None
         await self._send()
-        await self._call("POST", "/flush", retry="safe")
+        try:
+            await self._call("POST", "/flush", retry="safe")
+        except errors.NotFoundError as e:
+            # A queue nothing was ever put to (the send above had nothing) has nothing
+            # to flush: a no-op, as its reads answer empty, so a producer that flushes
+            # at shutdown after producing nothing does not fail.
+            if not _queue_missing(e):
+                raise
         self.metrics["flushes"] += 1
         refused, self._refused = self._refused, None
         if refused is not None:
@@ -1064,8 +1134,17 @@ class Queue:
     async def set_version(self, version: int) -> None:
         """Advance the queue's current weight version (the trainer, after an optimizer
         step). Versions never go back: a lower one raises InvalidError; the same one is a
-        no-op. Staleness-bounded reads and blocked producers see it at once."""
-        await self._call("POST", "/version", body={"version": int(version)}, retry="safe")
+        no-op. Staleness-bounded reads and blocked producers see it at once.
+
+        Raises:
+            InvalidError: a version that is not an integer in [0, 2^63), or below the
+                current one."""
+        v = _integer("version", version)
+        if not 0 <= v < 1 << 63:
+            raise errors.InvalidError(
+                f"invalid version {version!r}: want an integer ≥ 0 and below 2^63", field="version", value=version, rule="0 ≤ version < 2^63"
+            )
+        await self._call("POST", "/version", body={"version": v}, retry="safe")
 
     async def version(self) -> int:
         """The queue's current weight version (0 until :meth:`set_version`): rollout
@@ -1224,8 +1303,13 @@ class Queue:
         return int(ans.get("consumed") or 0)
 
     async def clear_partition(self, partition_id: str) -> None:
-        """Remove a partition's records."""
-        await self._call("DELETE", f"/partitions/{quote(partition_id, safe='')}", retry="safe")
+        """Remove a partition's records. On a queue nothing was ever put to there is
+        nothing to clear: a no-op."""
+        try:
+            await self._call("DELETE", f"/partitions/{quote(partition_id, safe='')}", retry="safe")
+        except errors.NotFoundError as e:
+            if not _queue_missing(e):
+                raise
 
     async def clear_samples(self, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
         """Remove records by global index (an incomplete GRPO group whose members are
@@ -1294,10 +1378,10 @@ class Reader:
         lease: float | None = None,
     ) -> dict[str, Any]:
         part = partition_id or self.queue.partition_id
-        step = self._steps.get((task_name, part), 0) if batch_index is None else int(batch_index)
+        step = self._steps.get((task_name, part), 0) if batch_index is None else _integer("batch_index", batch_index)
         body: dict[str, Any] = {
             "fields": list(fields),
-            "batch_size": int(batch_size),
+            "batch_size": _integer("batch_size", batch_size),
             "task": task_name,
             "partition": part,
             "sampler": (sampler or SequentialSampler()).body(),
@@ -1308,7 +1392,7 @@ class Reader:
         if defer_consume:
             body["defer_consume"] = True
         if max_staleness is not None:
-            body["max_staleness"] = int(max_staleness)
+            body["max_staleness"] = _integer("max_staleness", max_staleness)
             if stale_policy is not None:
                 body["stale_policy"] = stale_policy
         elif stale_policy is not None:
@@ -1316,7 +1400,7 @@ class Reader:
                 "stale_policy needs max_staleness", field="stale_policy", value=stale_policy, rule="only with max_staleness"
             )
         if lease is not None:
-            if not lease > 0:
+            if isinstance(lease, bool) or not isinstance(lease, numbers.Real) or not lease > 0:
                 raise errors.InvalidError(f"invalid lease {lease!r}: want seconds > 0", field="lease", value=lease, rule="> 0")
             body["lease"] = float(lease)
         return body
