@@ -37,9 +37,16 @@ const (
 	ScheduleFiresMax = 100
 	// ScheduleEveryMin is the shortest interval of an interval schedule (one second).
 	ScheduleEveryMin = time.Second
-	// ScheduleKeyPrefix starts the idempotency key of every fire: ScheduleKey.
+	// ScheduleKeyPrefix starts the idempotency key of every fire: ScheduleKey. Keys under
+	// it are the plane's: a client's submit with one is refused (ScheduleKeyRule), so no
+	// one who may submit to a queue can take a future tick's key and suppress or replace
+	// the fire. The plane's own fires do not go through that check.
 	ScheduleKeyPrefix = "schedule/"
 )
+
+// ScheduleKeyRule is the rule of the *InvalidError (field "key", code invalid) of a submit
+// whose idempotency key starts with ScheduleKeyPrefix.
+const ScheduleKeyRule = `keys starting "schedule/" are reserved for the fires of schedules (schedule/NAME/TICK); use another key`
 
 // Schedule is a durable periodic submit: at each tick of its rule (a cron expression or an
 // interval) the plane's maintenance leader submits Payload to Queue with the idempotency key

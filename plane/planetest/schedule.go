@@ -87,13 +87,50 @@ func testSchedules(t *testing.T, s *suite) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
 		set(t, b, plane.Schedule{Name: "handover", Every: time.Minute})
-		tick := b.advance(time.Minute)
-		earlier := b.submitOne(t, plane.SubmitParams{Key: plane.ScheduleKey("handover", tick)})
+		b.advance(time.Minute)
+		// The former leader's fire of the tick (a client cannot submit under the schedule
+		// prefix: TickKeysReserved): fired, then the schedule is set again before the tick,
+		// so the next pass fires the same tick a second time.
+		maintain(t, b)
+		earlier := fires(t, b, "handover")[0].ID
+		b.advance(-time.Second)
+		set(t, b, plane.Schedule{Name: "handover", Every: time.Minute})
+		b.advance(time.Second)
 		maintain(t, b)
 		got := fires(t, b, "handover")
 		require.Len(t, got, 1, "no second invocation for a tick already submitted")
 		require.Equal(t, earlier, got[0].ID)
 		require.Equal(t, earlier, get(t, b, "handover").LastID)
+	})
+
+	t.Run("TickKeysReserved", func(t *testing.T) {
+		// Keys under plane.ScheduleKeyPrefix are the fires': a client's submit with one —
+		// a future tick's key taken to suppress or replace the fire — is refused with the
+		// rule, alone or in a batch, and the tick fires the schedule's payload.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		set(t, b, plane.Schedule{Name: "legit", Every: time.Minute, Payload: []byte("GOOD")})
+		tick := b.now().Add(time.Minute)
+		for _, key := range []string{plane.ScheduleKey("legit", tick), plane.ScheduleKeyPrefix + "legit/any", plane.ScheduleKeyPrefix} {
+			_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+				Invocations: []plane.SubmitParams{{Key: key, Payload: []byte("EVIL")}}})
+			requireInvalid(t, err, "key", "reserved for the fires of schedules")
+			var ie *plane.InvalidError
+			if errors.As(err, &ie) {
+				require.Equal(t, plane.ScheduleKeyRule, ie.Rule, "the rule, stable")
+			}
+			_, err = b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+				Invocations: []plane.SubmitParams{{Key: "fine"}, {Key: key, Payload: []byte("EVIL"), UniqueFor: time.Second}}})
+			requireInvalid(t, err, "reserved for the fires of schedules")
+		}
+		b.requireNothingStored(t)
+		b.submitOne(t, plane.SubmitParams{Key: "schedules/legit"}) // only the prefix itself is reserved
+		b.advance(time.Minute)
+		maintain(t, b)
+		got := fires(t, b, "legit")
+		require.Len(t, got, 1, "the tick fired")
+		require.Equal(t, plane.ScheduleKey("legit", tick), got[0].Key)
+		require.Equal(t, []byte("GOOD"), b.get(t, got[0].ID).Payload)
 	})
 
 	t.Run("QueueFullSkipsTick", func(t *testing.T) {
