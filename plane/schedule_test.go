@@ -154,3 +154,34 @@ func TestCronDaylightSaving(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupFrees: a window frees only a holder submitted with a window (marked), once its
+// creation is at or before the cutoff; an ordinary holder keeps its key.
+func TestDedupFrees(t *testing.T) {
+	cutoff := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	old, young := cutoff.Add(-time.Second), cutoff.Add(time.Second)
+	unique := DebounceMetadata(&SubmitParams{Key: "k", UniqueFor: 30 * time.Second})
+	debounced := DebounceMetadata(&SubmitParams{Key: "k", Debounce: 2 * time.Second})
+	if unique[MetaUniqueFor] != "30" || debounced[MetaDebounce] != "2" {
+		t.Fatalf("marks: %v %v", unique, debounced)
+	}
+	for _, c := range []struct {
+		name    string
+		meta    map[string]string
+		created time.Time
+		cutoff  time.Time
+		want    bool
+	}{
+		{"ordinary, old", map[string]string{"m": "1"}, old, cutoff, false},
+		{"ordinary, no metadata", nil, old, cutoff, false},
+		{"unique_for, old", unique, old, cutoff, true},
+		{"unique_for, at the cutoff", unique, cutoff, cutoff, true},
+		{"unique_for, young", unique, young, cutoff, false},
+		{"debounced, old", debounced, old, cutoff, true},
+		{"no window on the submit", unique, old, time.Time{}, false},
+	} {
+		if got := DedupFrees(c.meta, c.created, c.cutoff); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
