@@ -88,6 +88,15 @@ type Schedule struct {
 	// Paused stops the fires; the ticks that pass while paused are skipped (resuming fires
 	// from the next tick after the resume).
 	Paused bool
+	// KeepState makes ScheduleSet a declaration (what a program states at each start, as
+	// Python's @lakeshore.schedule does at import): when a schedule of the name exists, the
+	// set replaces its rule, payload and options but keeps the plane's state of it — its
+	// paused flag (Paused then applies only to a schedule the set creates), its skip record
+	// and, when the rule (Cron, Every, TimeZone) is unchanged, its next fire, so the ticks
+	// missed meanwhile still follow CatchUp. With a changed rule the next fire is the new
+	// rule's first tick after now (none while paused). The stored row is read and written in
+	// one transaction, so a concurrent pause is never undone. Not stored.
+	KeepState bool
 	// Replacing, when not nil, makes ScheduleSet conditional on what it replaces: the stored
 	// schedule of the name must be of queue *Replacing, or with "" there must be none;
 	// otherwise nothing changes and ScheduleSet answers ErrScheduleChanged. The server sets
@@ -107,7 +116,7 @@ type Schedule struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// Skipped counts the ticks skipped because the queue was at its max depth
-	// (ScheduleAdmit) since the schedule was last set; LastSkip is the last such tick (zero:
+	// (ScheduleAdmit) since the schedule was last set (a KeepState set keeps it); LastSkip is the last such tick (zero:
 	// none) and LastSkipReason why ("queue team-a/q1 full: 2 queued of max depth 2").
 	Skipped        int64
 	LastSkip       time.Time
@@ -303,6 +312,12 @@ func (s *Schedule) Rule() (ScheduleRule, error) {
 		}
 	}
 	return cronRule{parsed, zone, fixedTime(expr)}, nil
+}
+
+// SameRule reports whether s and o tick alike: the same cron expression (spaces around it
+// aside), interval and time zone.
+func (s *Schedule) SameRule(o *Schedule) bool {
+	return strings.TrimSpace(s.Cron) == strings.TrimSpace(o.Cron) && s.Every == o.Every && s.TimeZone == o.TimeZone
 }
 
 // ScheduleKey is the idempotency key of the fire of schedule name at tick:

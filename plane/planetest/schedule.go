@@ -255,6 +255,66 @@ func testSchedules(t *testing.T, s *suite) {
 		requireIs(t, err, plane.ErrNotFound, "pause of an unknown schedule")
 	})
 
+	t.Run("KeepState", func(t *testing.T) {
+		// A declaration (KeepState: Python's @schedule at each import, e.g. a worker
+		// redeploy) replaces the rule, payload and options but keeps the plane's state: an
+		// operator's pause, the skip record and, with the same rule, the next fire (so
+		// catch-up still sees the missed ticks). A plain set still replaces it all.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		start := b.now()
+		declare := func(sc plane.Schedule) *plane.Schedule {
+			t.Helper()
+			sc.KeepState = true
+			return set(t, b, sc)
+		}
+		created := declare(plane.Schedule{Name: "decl", Every: time.Minute, Paused: true, Payload: []byte("1")})
+		require.True(t, created.Paused, "a declaration that creates the schedule takes its Paused")
+		sc, err := b.drv.SchedulePause(b.ctx, b.ns, "decl", false)
+		must(t, err, "resume")
+		require.False(t, sc.Paused)
+		_, err = b.drv.SchedulePause(b.ctx, b.ns, "decl", true)
+		must(t, err, "the operator's pause")
+		again := declare(plane.Schedule{Name: "decl", Every: time.Minute, Payload: []byte("2")})
+		require.True(t, again.Paused, "the operator's pause survives the declaration")
+		require.True(t, again.NextFire.IsZero(), "still no next fire")
+		require.Equal(t, []byte("2"), again.Payload, "the payload is the declaration's")
+		b.advance(3 * time.Minute)
+		maintain(t, b)
+		require.Empty(t, fires(t, b, "decl"), "paused: no fire")
+		changed := declare(plane.Schedule{Name: "decl", Cron: "*/5 * * * *"})
+		require.True(t, changed.Paused, "a changed rule keeps the pause too")
+		require.Equal(t, "*/5 * * * *", changed.Cron)
+
+		// Same rule, not paused: the next fire stays, so catch-up all fires each missed tick.
+		declare(plane.Schedule{Name: "all", Every: time.Minute, CatchUp: plane.CatchUpAll})
+		first := get(t, b, "all").NextFire
+		b.advance(3 * time.Minute)
+		kept := declare(plane.Schedule{Name: "all", Every: time.Minute, CatchUp: plane.CatchUpAll, Payload: []byte("new")})
+		requireTime(t, first, kept.NextFire, "the same rule keeps the next fire")
+		maintain(t, b)
+		require.Len(t, fires(t, b, "all"), 3, "the ticks missed before the declaration are caught up")
+		// A changed rule fires next at its own first tick after now.
+		now := b.now()
+		moved := declare(plane.Schedule{Name: "all", Every: time.Hour, CatchUp: plane.CatchUpAll})
+		requireTime(t, now.Truncate(time.Hour).Add(time.Hour), moved.NextFire, "a new rule's first tick after now")
+		require.False(t, moved.Paused)
+
+		// The skip record stays through a declaration; a plain set starts it again.
+		must(t, b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q,
+			Admission: plane.Admission{MaxDepth: 1}}), "set admission")
+		declare(plane.Schedule{Name: "full", Every: time.Minute})
+		b.advance(time.Minute)
+		maintain(t, b)
+		require.EqualValues(t, 1, get(t, b, "full").Skipped, "the queue is full: skipped")
+		require.EqualValues(t, 1, declare(plane.Schedule{Name: "full", Every: time.Minute}).Skipped, "kept by a declaration")
+		require.Zero(t, set(t, b, plane.Schedule{Name: "full", Every: time.Minute}).Skipped, "started again by a plain set")
+		_, err = b.drv.SchedulePause(b.ctx, b.ns, "decl", true)
+		must(t, err, "pause")
+		require.False(t, set(t, b, plane.Schedule{Name: "decl", Every: time.Minute}).Paused, "a plain set replaces the paused flag")
+		require.True(t, start.Before(b.now()))
+	})
+
 	t.Run("ReplaceListDelete", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
