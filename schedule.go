@@ -48,6 +48,10 @@ type ScheduleOptions struct {
 	CatchUp CatchUp
 	// Paused stores the schedule paused: it fires nothing until resumed.
 	Paused bool
+	// KeepState declares the schedule (as a program does at each start): when it exists,
+	// its paused flag, skip record and — with the same rule — next fire are kept, and Paused
+	// applies only when the schedule is created (plane.Schedule.KeepState).
+	KeepState bool
 	// Priority, MaxAttempts, AttemptTimeout and Metadata are those of every fire, as in
 	// SubmitOptions (the plane adds metadata "schedule" and "schedule_tick").
 	Priority       float64
@@ -74,7 +78,7 @@ func (q *Queue) Schedule(ctx context.Context, name string, payload any, opts *Sc
 	return q.d.drv.ScheduleSet(ctx, &plane.Schedule{Namespace: q.opts.Namespace, Name: name, Queue: q.name,
 		Cron: o.Cron, Every: o.Every, TimeZone: o.TimeZone, Payload: b, Priority: o.Priority,
 		MaxAttempts: o.MaxAttempts, AttemptTimeout: o.AttemptTimeout, Metadata: o.Metadata, CatchUp: o.CatchUp,
-		Paused: o.Paused})
+		Paused: o.Paused, KeepState: o.KeepState})
 }
 
 // Schedules lists the schedules of namespace ("" for every namespace the caller may see),

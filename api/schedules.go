@@ -34,6 +34,9 @@ type Schedule struct {
 	// CatchUp is once (default), skip or all.
 	CatchUp string `json:"catch_up,omitzero" msg:"catch_up,omitempty"`
 	Paused  bool   `json:"paused,omitzero" msg:"paused,omitempty"`
+	// KeepState (a request's, never answered): when the schedule exists, keep its paused
+	// flag, skip record and — with the same rule — its next fire (plane.Schedule.KeepState).
+	KeepState bool `json:"keep_state,omitzero" msg:"keep_state,omitempty"`
 
 	NextFire  time.Time `json:"next_fire,omitzero" msg:"next_fire,omitzero"`
 	LastFire  time.Time `json:"last_fire,omitzero" msg:"last_fire,omitzero"`
@@ -57,7 +60,7 @@ func NewSchedule(s *plane.Schedule) Schedule {
 	return Schedule{Namespace: s.Namespace, Name: s.Name, Queue: s.Queue, Cron: s.Cron, Every: Seconds(s.Every),
 		TimeZone: s.TimeZone, Payload: Value{Wire: s.Payload}, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
 		AttemptTimeout: Seconds(s.AttemptTimeout), Metadata: s.Metadata, CatchUp: string(s.CatchUp), Paused: s.Paused,
-		NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		KeepState: s.KeepState, NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 		Skipped: s.Skipped, LastSkip: s.LastSkip, LastSkipReason: s.LastSkipReason}
 }
 
@@ -66,6 +69,6 @@ func (s *Schedule) Plane() *plane.Schedule {
 	return &plane.Schedule{Namespace: s.Namespace, Name: s.Name, Queue: s.Queue, Cron: s.Cron, Every: Duration(s.Every),
 		TimeZone: s.TimeZone, Payload: s.Payload.Wire, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
 		AttemptTimeout: Duration(s.AttemptTimeout), Metadata: s.Metadata, CatchUp: plane.CatchUp(s.CatchUp), Paused: s.Paused,
-		NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		KeepState: s.KeepState, NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 		Skipped: s.Skipped, LastSkip: s.LastSkip, LastSkipReason: s.LastSkipReason}
 }

@@ -11,8 +11,10 @@ import (
 // created within the window returns that invocation's id (Existing), enqueuing nothing:
 // the first submit wins for the window (unique_for, or "throttle"). Once the window has
 // passed, the submit takes the key over: the earlier invocation gives it up (its Key reads
-// "" from then on; it is not otherwise touched) and a new invocation is enqueued with it.
-// The store enforces it in the submit's transaction, so concurrent submits of one key make
+// "" from then on; it is not otherwise touched) and a new invocation is enqueued with it —
+// when the earlier invocation was itself submitted with a window (DedupFrees): a key held
+// by an ordinary submit (no window) is never taken over, so its client's retry still finds
+// its own invocation. The store enforces it in the submit's transaction, so concurrent submits of one key make
 // one invocation per window on every plane.
 //
 // Debounce (SubmitParams.Debounce) is the other window: the last submit wins, and the start
@@ -31,13 +33,35 @@ const UniqueForMax = DelayMax
 
 // DedupCutoff is the creation time at or before which an invocation no longer holds its key
 // for a submit at now with window uniqueFor: the key is free when the invocation holding it
-// was created at or before the cutoff. The zero time when uniqueFor is 0 (the key is held
-// until its invocation is trimmed). Pure: the caller passes the plane's clock.
+// was itself submitted with a window (DedupFrees) and created at or before the cutoff. The
+// zero time when uniqueFor is 0 (the key is held until its invocation is trimmed). Pure:
+// the caller passes the plane's clock.
 func DedupCutoff(now time.Time, uniqueFor time.Duration) time.Time {
 	if uniqueFor <= 0 {
 		return time.Time{}
 	}
 	return now.Add(-uniqueFor)
+}
+
+// MetaUniqueFor is the metadata key that marks an invocation submitted with a dedup window
+// (UniqueFor), its value the window in seconds, as MetaDebounce marks a debounced one. The
+// plane sets it (DebounceMetadata).
+const MetaUniqueFor = "lakeshore.unique_for"
+
+// DedupFrees reports whether the invocation holding a key — its metadata, and created its
+// creation time — gives the key up to a submit whose window's cutoff (DedupCutoff) is
+// cutoff: only a holder that was itself submitted with a window (marked MetaUniqueFor or
+// MetaDebounce) and created at or before the cutoff. An ordinary holder (no window) keeps
+// its key until it is trimmed, whatever the later submit's window, so a client retrying
+// its keyed submit always finds its own invocation. An invocation stored before the mark
+// existed counts as ordinary.
+func DedupFrees(metadata map[string]string, created, cutoff time.Time) bool {
+	if cutoff.IsZero() || created.After(cutoff) {
+		return false
+	}
+	_, unique := metadata[MetaUniqueFor]
+	_, debounced := metadata[MetaDebounce]
+	return unique || debounced
 }
 
 // MetaDebounce is the metadata key that marks an invocation submitted with a debounce
@@ -47,17 +71,22 @@ func DedupCutoff(now time.Time, uniqueFor time.Duration) time.Time {
 // holding the key (Debounce). The plane sets it (DebounceMetadata); a later fold keeps it.
 const MetaDebounce = "lakeshore.debounce"
 
-// DebounceMetadata is the metadata a submit stores: s.Metadata as it is without a debounce
-// window, else a copy marked with MetaDebounce.
+// DebounceMetadata is the metadata a submit stores: s.Metadata as it is without a window,
+// else a copy marked with its window: MetaDebounce for a debounce window, MetaUniqueFor for
+// a dedup window (the two are exclusive).
 func DebounceMetadata(s *SubmitParams) map[string]string {
-	if s.Debounce <= 0 {
+	key, window := MetaDebounce, s.Debounce
+	if s.UniqueFor > 0 {
+		key, window = MetaUniqueFor, s.UniqueFor
+	}
+	if window <= 0 {
 		return s.Metadata
 	}
 	m := make(map[string]string, len(s.Metadata)+1)
 	for k, v := range s.Metadata {
 		m[k] = v
 	}
-	m[MetaDebounce] = strconv.FormatFloat(s.Debounce.Seconds(), 'f', -1, 64)
+	m[key] = strconv.FormatFloat(window.Seconds(), 'f', -1, 64)
 	return m
 }
 

@@ -37,9 +37,16 @@ const (
 	ScheduleFiresMax = 100
 	// ScheduleEveryMin is the shortest interval of an interval schedule (one second).
 	ScheduleEveryMin = time.Second
-	// ScheduleKeyPrefix starts the idempotency key of every fire: ScheduleKey.
+	// ScheduleKeyPrefix starts the idempotency key of every fire: ScheduleKey. Keys under
+	// it are the plane's: a client's submit with one is refused (ScheduleKeyRule), so no
+	// one who may submit to a queue can take a future tick's key and suppress or replace
+	// the fire. The plane's own fires do not go through that check.
 	ScheduleKeyPrefix = "schedule/"
 )
+
+// ScheduleKeyRule is the rule of the *InvalidError (field "key", code invalid) of a submit
+// whose idempotency key starts with ScheduleKeyPrefix.
+const ScheduleKeyRule = `keys starting "schedule/" are reserved for the fires of schedules (schedule/NAME/TICK); use another key`
 
 // Schedule is a durable periodic submit: at each tick of its rule (a cron expression or an
 // interval) the plane's maintenance leader submits Payload to Queue with the idempotency key
@@ -57,6 +64,9 @@ type Schedule struct {
 	// Cron is a five-field cron expression ("0 3 * * *": minute, hour, day of month, month,
 	// day of week) or a descriptor (@hourly, @daily, @weekly, @monthly, @yearly), read by
 	// github.com/robfig/cron/v3's standard parser in TimeZone. Exactly one of Cron and Every.
+	// Across daylight-saving changes a job with a fixed minute and hour runs once per local
+	// day (the first of a repeated time; a skipped time at the change); one with a wildcard
+	// or step there runs by the real clock (cronRule, docs/semantics.md "Schedules").
 	Cron string
 	// Every is the interval of an interval schedule: ticks at the whole multiples of Every
 	// since the Unix epoch (so every replica computes the same ticks). At least
@@ -78,6 +88,15 @@ type Schedule struct {
 	// Paused stops the fires; the ticks that pass while paused are skipped (resuming fires
 	// from the next tick after the resume).
 	Paused bool
+	// KeepState makes ScheduleSet a declaration (what a program states at each start, as
+	// Python's @lakeshore.schedule does at import): when a schedule of the name exists, the
+	// set replaces its rule, payload and options but keeps the plane's state of it — its
+	// paused flag (Paused then applies only to a schedule the set creates), its skip record
+	// and, when the rule (Cron, Every, TimeZone) is unchanged, its next fire, so the ticks
+	// missed meanwhile still follow CatchUp. With a changed rule the next fire is the new
+	// rule's first tick after now (none while paused). The stored row is read and written in
+	// one transaction, so a concurrent pause is never undone. Not stored.
+	KeepState bool
 	// Replacing, when not nil, makes ScheduleSet conditional on what it replaces: the stored
 	// schedule of the name must be of queue *Replacing, or with "" there must be none;
 	// otherwise nothing changes and ScheduleSet answers ErrScheduleChanged. The server sets
@@ -97,7 +116,7 @@ type Schedule struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// Skipped counts the ticks skipped because the queue was at its max depth
-	// (ScheduleAdmit) since the schedule was last set; LastSkip is the last such tick (zero:
+	// (ScheduleAdmit) since the schedule was last set (a KeepState set keeps it); LastSkip is the last such tick (zero:
 	// none) and LastSkipReason why ("queue team-a/q1 full: 2 queued of max depth 2").
 	Skipped        int64
 	LastSkip       time.Time
@@ -149,14 +168,115 @@ func (r everyRule) Next(t time.Time) time.Time {
 	return time.UnixMilli(next).UTC()
 }
 
-// cronRule reads a cron schedule in a zone.
+// cronRule reads a cron schedule in a zone. A wall-clock job (fixed: no wildcard or step
+// in its minute and hour fields) ticks once per matching local day, by Vixie cron's rule
+// for the daylight-saving changes (wallTick); any other job ticks by the real clock: at
+// every instant whose local reading matches, as robfig/cron computes it.
 type cronRule struct {
 	schedule cron.Schedule
 	zone     *time.Location
+	fixed    bool
 }
 
 func (r cronRule) Next(t time.Time) time.Time {
+	if spec, ok := r.schedule.(*cron.SpecSchedule); ok && r.fixed {
+		return fixedNext(spec, r.zone, t)
+	}
 	return r.schedule.Next(t.In(r.zone)).UTC()
+}
+
+// fixedTime reports whether the standard cron expression expr is a wall-clock job: a
+// minute field and an hour field of values, ranges and lists only ("30", "0,30", "9-17"),
+// no "*", "?" or step. Of the descriptors, @hourly is not one; @daily, @midnight,
+// @weekly, @monthly, @yearly and @annually are.
+func fixedTime(expr string) bool {
+	if strings.HasPrefix(expr, "@") {
+		return expr != "@hourly"
+	}
+	f := strings.Fields(expr)
+	if len(f) < 2 {
+		return false
+	}
+	return !strings.ContainsAny(f[0]+f[1], "*?/")
+}
+
+// fixedNext is the first tick after t of the wall-clock job spec in zone: for each local
+// day the spec matches, each of its times of day (hour, minute) ticks at wallTick — the
+// first instant whose local reading is at or after that time. So in the repeated hour of
+// an autumn change a time ticks once, at its first occurrence, and a time inside the
+// skipped hour of a spring change ticks at the change (the first instant after the gap),
+// once however many of its times fall in the gap. Zero when no day in the five years after
+// t matches (as robfig/cron).
+func fixedNext(spec *cron.SpecSchedule, zone *time.Location, t time.Time) time.Time {
+	local := t.In(zone)
+	// From the day before t's local day: a time of that day can tick after t only across
+	// a change, and never one of an earlier day.
+	day := time.Date(local.Year(), local.Month(), local.Day()-1, 12, 0, 0, 0, time.UTC)
+	for end := day.AddDate(5, 0, 1); day.Before(end); day = day.AddDate(0, 0, 1) {
+		if 1<<uint(day.Month())&spec.Month == 0 || !specDayMatches(spec, day) {
+			continue
+		}
+		for h := 0; h < 24; h++ {
+			if 1<<uint(h)&spec.Hour == 0 {
+				continue
+			}
+			for m := 0; m < 60; m++ {
+				if 1<<uint(m)&spec.Minute == 0 {
+					continue
+				}
+				wall := time.Date(day.Year(), day.Month(), day.Day(), h, m, 0, 0, time.UTC)
+				if tick := wallTick(wall, zone); tick.After(t) {
+					return tick
+				}
+			}
+		}
+	}
+	return time.Time{}
+}
+
+// specDayMatches is robfig/cron's day rule for the calendar day of day: with a "*" in
+// day-of-month or day-of-week both must match, else either.
+func specDayMatches(spec *cron.SpecSchedule, day time.Time) bool {
+	const star = 1 << 63
+	dom := 1<<uint(day.Day())&spec.Dom != 0
+	dow := 1<<uint(day.Weekday())&spec.Dow != 0
+	if spec.Dom&star != 0 || spec.Dow&star != 0 {
+		return dom && dow
+	}
+	return dom || dow
+}
+
+// wallTick is the first instant whose reading in zone is at or after the local time wall
+// (given as the same reading in UTC): the instant of wall when it occurs once, its first
+// occurrence when a change back repeats it, and the change itself when a change forward
+// skips it. Returned in UTC.
+func wallTick(wall time.Time, zone *time.Location) time.Time {
+	w := wall.Unix()
+	// The zone's periods (offset and bounds) around wall, oldest first: any instant that
+	// reads wall lies within 15 hours of it (offsets span UTC-12 to UTC+14).
+	var first, after int64
+	var found, gap bool
+	for at := wall.Add(-15 * time.Hour); !at.After(wall.Add(15 * time.Hour)); {
+		in := at.In(zone)
+		_, offset := in.Zone()
+		start, end := in.ZoneBounds()
+		u := w - int64(offset) // the instant reading wall in this period, if it lies in it
+		if (start.IsZero() || u >= start.Unix()) && (end.IsZero() || u < end.Unix()) {
+			if !found || u < first {
+				first, found = u, true
+			}
+		} else if !gap && !start.IsZero() && start.Unix()+int64(offset) > w {
+			after, gap = start.Unix(), true // the first period whose readings begin after wall
+		}
+		if end.IsZero() {
+			break
+		}
+		at = end
+	}
+	if !found && gap {
+		first = after
+	}
+	return time.Unix(first, 0).UTC()
 }
 
 // Rule returns s's tick rule. Errors: *InvalidError (no rule or both; a cron expression the
@@ -191,7 +311,13 @@ func (s *Schedule) Rule() (ScheduleRule, error) {
 			return nil, Invalid("time_zone", s.TimeZone, `use an IANA time zone name such as "Europe/Paris" or "UTC"`)
 		}
 	}
-	return cronRule{parsed, zone}, nil
+	return cronRule{parsed, zone, fixedTime(expr)}, nil
+}
+
+// SameRule reports whether s and o tick alike: the same cron expression (spaces around it
+// aside), interval and time zone.
+func (s *Schedule) SameRule(o *Schedule) bool {
+	return strings.TrimSpace(s.Cron) == strings.TrimSpace(o.Cron) && s.Every == o.Every && s.TimeZone == o.TimeZone
 }
 
 // ScheduleKey is the idempotency key of the fire of schedule name at tick:
@@ -209,6 +335,14 @@ func ScheduleKey(name string, tick time.Time) string {
 func ScheduleFires(rule ScheduleRule, policy CatchUp, next, now time.Time) (ticks []time.Time, after time.Time) {
 	if next.IsZero() || next.After(now) {
 		return nil, next
+	}
+	// A stored next that is not a tick of the rule (stored under an earlier version of the
+	// rule, e.g. the second 01:30 of an autumn change) moves on to the rule's next tick, so
+	// a tick's identity (and its key) is always the rule's.
+	if n := rule.Next(next.Add(-time.Millisecond)); n.After(next) {
+		if next = n; next.After(now) {
+			return nil, next
+		}
 	}
 	if policy == CatchUpAll {
 		t := next

@@ -139,6 +139,9 @@ func (s *SubmitParams) validate() error {
 		if err := ValidateKey(s.Key); err != nil {
 			return err
 		}
+		if strings.HasPrefix(s.Key, ScheduleKeyPrefix) {
+			return Invalid("key", s.Key, ScheduleKeyRule)
+		}
 	}
 	if math.IsNaN(s.Priority) || math.IsInf(s.Priority, 0) {
 		return Invalid("priority", s.Priority, "use a finite number")

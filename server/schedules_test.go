@@ -98,3 +98,22 @@ func TestScheduleReplaceRace(t *testing.T) {
 	require.Len(t, list, 1)
 	require.Equal(t, "q2", list[0].Queue, "the admin's schedule is not overwritten")
 }
+
+// TestSubmitScheduleKeyReserved (a new user's trial): a token that may submit to a queue
+// cannot take a schedule's future tick key (schedule/NAME/TICK) with an ordinary submit to
+// suppress or replace the fire: the server refuses it, code invalid with the rule, and the
+// tick fires the schedule's payload.
+func TestSubmitScheduleKeyReserved(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	r := b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/legit", map[string]any{"queue": "sq", "every": 60, "payload": "GOOD"}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var sc api.Schedule
+	require.NoError(t, json.Unmarshal(r.body, &sc))
+	scoped, _ := b.mint(t, "team-a", "sq", 0, plane.PermissionSubmit)
+	r = b.doJSON(t, "POST", "/v1/namespaces/team-a/queues/sq/invocations",
+		map[string]any{"key": plane.ScheduleKey("legit", sc.NextFire), "payload": "EVIL"}, scoped)
+	require.Equal(t, 400, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `"invalid"`)
+	require.Contains(t, string(r.body), "reserved for the fires of schedules")
+}

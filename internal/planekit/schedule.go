@@ -92,6 +92,35 @@ func ScheduleSetRow(s *plane.Schedule, now time.Time) (*ScheduleRow, error) {
 	return row, nil
 }
 
+// ScheduleKeepRow is row (ScheduleSetRow's for s) kept to the plane's state of the stored
+// schedule found, for a set with s.KeepState: found's paused flag and skip record, and its
+// next fire when the rule is unchanged (plane.Schedule.SameRule); a changed rule fires
+// next at its first tick after now, none while paused. Errors: found's spec unreadable, a
+// rule with no tick ahead.
+func ScheduleKeepRow(row *ScheduleRow, s *plane.Schedule, found *ScheduleRow, now time.Time) error {
+	stored, err := found.Schedule()
+	if err != nil {
+		return err
+	}
+	keep := *s
+	keep.Paused = found.Paused
+	keep.Skipped, keep.LastSkip, keep.LastSkipReason = stored.Skipped, stored.LastSkip, stored.LastSkipReason
+	row.Spec, row.Paused = EncodeSchedule(&keep), found.Paused
+	switch {
+	case found.Paused:
+		row.NextMS = 0
+	case found.NextMS > 0 && stored.SameRule(s):
+		row.NextMS = found.NextMS
+	default:
+		next, err := s.FirstFire(now)
+		if err != nil {
+			return err
+		}
+		row.NextMS = next.UnixMilli()
+	}
+	return nil
+}
+
 // storedScheduleQueue reads the queue of a stored schedule for a conditional ScheduleSet
 // (plane.CheckReplacing) from the scan of its row: exists is false when the scan found no
 // row (missing).

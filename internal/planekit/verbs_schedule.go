@@ -20,43 +20,54 @@ func ScanSchedule(s Scanner) (*ScheduleRow, error) {
 	return &r, nil
 }
 
-// ScheduleSet implements plane.Driver. A conditional set (Replacing) reads the stored row
-// locked in the same transaction; with none expected, a row inserted meanwhile makes the
-// insert do nothing (plane.ErrScheduleChanged).
+// ScheduleSet implements plane.Driver. A conditional set (Replacing) and a set that keeps
+// the plane's state (KeepState) read the stored row locked in the same transaction; with
+// none found, a row inserted meanwhile makes the insert do nothing: a conditional set
+// answers plane.ErrScheduleChanged, a KeepState set reads that row and keeps its state.
 func (v Verbs) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Schedule, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	var out *plane.Schedule
 	err := write(ctx, v.db, func(t Tx) (error, error) {
-		row, err := ScheduleSetRow(s, t.Now())
-		if err != nil {
-			return err, nil
-		}
-		set := v.st.ScheduleUpsert
-		if s.Replacing != nil {
-			found, err := ScanSchedule(t.QueryRow(v.st.ScheduleGet, s.Namespace, s.Name))
-			queue, exists, err := storedScheduleQueue(found, err, v.db.NoRows(err))
+		for try := 0; ; try++ {
+			row, err := ScheduleSetRow(s, t.Now())
 			if err != nil {
-				return nil, err
-			}
-			if err := plane.CheckReplacing(s, queue, exists); err != nil {
 				return err, nil
 			}
-			if !exists {
-				set = v.st.ScheduleInsert
+			set := v.st.ScheduleUpsert
+			if s.Replacing != nil || s.KeepState {
+				found, err := ScanSchedule(t.QueryRow(v.st.ScheduleGet, s.Namespace, s.Name))
+				missing := v.db.NoRows(err)
+				queue, exists, err := storedScheduleQueue(found, err, missing)
+				if err != nil {
+					return nil, err
+				}
+				if err := plane.CheckReplacing(s, queue, exists); err != nil {
+					return err, nil
+				}
+				if !exists {
+					set = v.st.ScheduleInsert
+				} else if s.KeepState {
+					if err := ScheduleKeepRow(row, s, found, t.Now()); err != nil {
+						return err, nil
+					}
+				}
 			}
+			ms := t.Now().UnixMilli()
+			stored, err := ScanSchedule(t.QueryRow(set, row.Namespace, row.Name, row.Spec, row.Paused, row.NextMS, ms))
+			if v.db.NoRows(err) {
+				if s.Replacing == nil && try == 0 { // KeepState: created meanwhile; keep its state
+					continue
+				}
+				return plane.ErrScheduleChanged, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("set schedule: %w", err)
+			}
+			out, err = stored.Schedule()
+			return nil, err
 		}
-		ms := t.Now().UnixMilli()
-		stored, err := ScanSchedule(t.QueryRow(set, row.Namespace, row.Name, row.Spec, row.Paused, row.NextMS, ms))
-		if v.db.NoRows(err) {
-			return plane.ErrScheduleChanged, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("set schedule: %w", err)
-		}
-		out, err = stored.Schedule()
-		return nil, err
 	})
 	if err != nil {
 		return nil, err

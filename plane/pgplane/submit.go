@@ -185,12 +185,13 @@ func (t *tx) stage(r *submitRequest, st *staged) error {
 				position[i] = len(st.ids) // inserted below (a take-over freed the key)
 			}
 			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
-				// The window has passed for an invocation created at or before cutoff: it
-				// gives the key up (row locked by the update, so concurrent submits of the
-				// key serialize on it), and the insert below takes it.
-				t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL
-					WHERE namespace = $1 AND queue = $2 AND key = $3 AND created_ms <= $4`,
-					p.Namespace, p.Queue, s.Key, cutoff.UnixMilli())
+				// The window has passed for a holder submitted with a window and created
+				// at or before cutoff (plane.DedupFrees): it gives the key up (row locked
+				// by the read, so concurrent submits of the key serialize on it), and the
+				// insert below takes it.
+				if err := t.dedupFree(p.Namespace, p.Queue, s.Key, cutoff); err != nil {
+					return err
+				}
 			}
 		}
 		id := s.ID
@@ -333,6 +334,27 @@ func (t *tx) debounce(namespace, queue string, s *plane.SubmitParams) (string, p
 		t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL WHERE id = $1`, id)
 	}
 	return id, action, nil
+}
+
+// dedupFree frees the key of the invocation holding it when plane.DedupFrees says so for a
+// window with cutoff; the holder's row is locked from the read on.
+func (t *tx) dedupFree(namespace, queue, key string, cutoff time.Time) error {
+	var id string
+	var created int64
+	var metadata []byte
+	err := t.queryRow(`SELECT id, created_ms, metadata FROM `+t.d.schema+`.invocations
+		WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`,
+		namespace, queue, key).Scan(&id, &created, &metadata)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("submit: dedup window: %w", err)
+	}
+	if plane.DedupFrees(planekit.DecodeMetadata(metadata), time.UnixMilli(created), cutoff) {
+		t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL WHERE id = $1`, id)
+	}
+	return nil
 }
 
 // pgconnRetry wraps a failure that a fresh transaction resolves.

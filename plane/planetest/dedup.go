@@ -41,6 +41,36 @@ func testDedup(t *testing.T, s *suite) {
 		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 2})
 	})
 
+	t.Run("UniqueForLeavesOrdinaryHolder", func(t *testing.T) {
+		// A new user's trial: a key held by an ordinary submit (no window) is not taken over
+		// by a later submit with a window, however old the holder: the first client's retry
+		// of its keyed submit still finds its own invocation. A holder submitted with a
+		// window is marked so (plane.MetaUniqueFor) and gives the key up as before.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		first := b.submitOne(t, plane.SubmitParams{Key: "plain1", Payload: []byte("first"), Metadata: map[string]string{"m": "1"}})
+		b.advance(2 * time.Second)
+		second := b.submit(t, plane.SubmitParams{Key: "plain1", UniqueFor: time.Second, Payload: []byte("second")})[0]
+		require.Equal(t, plane.SubmitResult{ID: first, Existing: true}, second, "the ordinary holder keeps its key")
+		retry := b.submit(t, plane.SubmitParams{Key: "plain1", Payload: []byte("first")})[0]
+		require.Equal(t, plane.SubmitResult{ID: first, Existing: true}, retry, "the first client's retry finds its own invocation")
+		inv := b.get(t, first)
+		require.Equal(t, "plain1", inv.Key)
+		require.Equal(t, []byte("first"), inv.Payload)
+		require.Equal(t, map[string]string{"m": "1"}, inv.Metadata, "an ordinary invocation carries no window mark")
+		b.advance(time.Hour)
+		again := b.submit(t, plane.SubmitParams{Key: "plain1", UniqueFor: time.Minute})[0]
+		require.Equal(t, plane.SubmitResult{ID: first, Existing: true}, again, "an hour on: still held")
+
+		windowed := b.submitOne(t, plane.SubmitParams{Key: "w", UniqueFor: 2 * time.Second, Metadata: map[string]string{"m": "1"}})
+		require.Equal(t, map[string]string{"m": "1", plane.MetaUniqueFor: "2"}, b.get(t, windowed).Metadata, "marked with its window")
+		b.advance(2 * time.Second)
+		next := b.submit(t, plane.SubmitParams{Key: "w", UniqueFor: 2 * time.Second})[0]
+		require.False(t, next.Existing, "a windowed holder gives its key up once the window passed")
+		require.Empty(t, b.get(t, windowed).Key)
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 3})
+	})
+
 	t.Run("OneBatch", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

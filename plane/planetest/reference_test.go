@@ -180,7 +180,7 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 		if s.Key != "" {
 			k := refKey{p.Namespace, p.Queue, s.Key}
 			if cutoff := plane.DedupCutoff(now, s.UniqueFor); !cutoff.IsZero() {
-				if ri, ok := d.invs[d.keys[k]]; ok && !ri.inv.CreatedAt.After(cutoff) {
+				if ri, ok := d.invs[d.keys[k]]; ok && plane.DedupFrees(ri.inv.Metadata, ri.inv.CreatedAt, cutoff) {
 					ri.inv.Key = "" // the window has passed: it gives the key up
 					delete(d.keys, k)
 				}

@@ -87,13 +87,50 @@ func testSchedules(t *testing.T, s *suite) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
 		set(t, b, plane.Schedule{Name: "handover", Every: time.Minute})
-		tick := b.advance(time.Minute)
-		earlier := b.submitOne(t, plane.SubmitParams{Key: plane.ScheduleKey("handover", tick)})
+		b.advance(time.Minute)
+		// The former leader's fire of the tick (a client cannot submit under the schedule
+		// prefix: TickKeysReserved): fired, then the schedule is set again before the tick,
+		// so the next pass fires the same tick a second time.
+		maintain(t, b)
+		earlier := fires(t, b, "handover")[0].ID
+		b.advance(-time.Second)
+		set(t, b, plane.Schedule{Name: "handover", Every: time.Minute})
+		b.advance(time.Second)
 		maintain(t, b)
 		got := fires(t, b, "handover")
 		require.Len(t, got, 1, "no second invocation for a tick already submitted")
 		require.Equal(t, earlier, got[0].ID)
 		require.Equal(t, earlier, get(t, b, "handover").LastID)
+	})
+
+	t.Run("TickKeysReserved", func(t *testing.T) {
+		// Keys under plane.ScheduleKeyPrefix are the fires': a client's submit with one —
+		// a future tick's key taken to suppress or replace the fire — is refused with the
+		// rule, alone or in a batch, and the tick fires the schedule's payload.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		set(t, b, plane.Schedule{Name: "legit", Every: time.Minute, Payload: []byte("GOOD")})
+		tick := b.now().Add(time.Minute)
+		for _, key := range []string{plane.ScheduleKey("legit", tick), plane.ScheduleKeyPrefix + "legit/any", plane.ScheduleKeyPrefix} {
+			_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+				Invocations: []plane.SubmitParams{{Key: key, Payload: []byte("EVIL")}}})
+			requireInvalid(t, err, "key", "reserved for the fires of schedules")
+			var ie *plane.InvalidError
+			if errors.As(err, &ie) {
+				require.Equal(t, plane.ScheduleKeyRule, ie.Rule, "the rule, stable")
+			}
+			_, err = b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+				Invocations: []plane.SubmitParams{{Key: "fine"}, {Key: key, Payload: []byte("EVIL"), UniqueFor: time.Second}}})
+			requireInvalid(t, err, "reserved for the fires of schedules")
+		}
+		b.requireNothingStored(t)
+		b.submitOne(t, plane.SubmitParams{Key: "schedules/legit"}) // only the prefix itself is reserved
+		b.advance(time.Minute)
+		maintain(t, b)
+		got := fires(t, b, "legit")
+		require.Len(t, got, 1, "the tick fired")
+		require.Equal(t, plane.ScheduleKey("legit", tick), got[0].Key)
+		require.Equal(t, []byte("GOOD"), b.get(t, got[0].ID).Payload)
 	})
 
 	t.Run("QueueFullSkipsTick", func(t *testing.T) {
@@ -216,6 +253,66 @@ func testSchedules(t *testing.T, s *suite) {
 		require.Len(t, fires(t, b, "paused"), 1)
 		_, err = b.drv.SchedulePause(b.ctx, b.ns, "missing", true)
 		requireIs(t, err, plane.ErrNotFound, "pause of an unknown schedule")
+	})
+
+	t.Run("KeepState", func(t *testing.T) {
+		// A declaration (KeepState: Python's @schedule at each import, e.g. a worker
+		// redeploy) replaces the rule, payload and options but keeps the plane's state: an
+		// operator's pause, the skip record and, with the same rule, the next fire (so
+		// catch-up still sees the missed ticks). A plain set still replaces it all.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		start := b.now()
+		declare := func(sc plane.Schedule) *plane.Schedule {
+			t.Helper()
+			sc.KeepState = true
+			return set(t, b, sc)
+		}
+		created := declare(plane.Schedule{Name: "decl", Every: time.Minute, Paused: true, Payload: []byte("1")})
+		require.True(t, created.Paused, "a declaration that creates the schedule takes its Paused")
+		sc, err := b.drv.SchedulePause(b.ctx, b.ns, "decl", false)
+		must(t, err, "resume")
+		require.False(t, sc.Paused)
+		_, err = b.drv.SchedulePause(b.ctx, b.ns, "decl", true)
+		must(t, err, "the operator's pause")
+		again := declare(plane.Schedule{Name: "decl", Every: time.Minute, Payload: []byte("2")})
+		require.True(t, again.Paused, "the operator's pause survives the declaration")
+		require.True(t, again.NextFire.IsZero(), "still no next fire")
+		require.Equal(t, []byte("2"), again.Payload, "the payload is the declaration's")
+		b.advance(3 * time.Minute)
+		maintain(t, b)
+		require.Empty(t, fires(t, b, "decl"), "paused: no fire")
+		changed := declare(plane.Schedule{Name: "decl", Cron: "*/5 * * * *"})
+		require.True(t, changed.Paused, "a changed rule keeps the pause too")
+		require.Equal(t, "*/5 * * * *", changed.Cron)
+
+		// Same rule, not paused: the next fire stays, so catch-up all fires each missed tick.
+		declare(plane.Schedule{Name: "all", Every: time.Minute, CatchUp: plane.CatchUpAll})
+		first := get(t, b, "all").NextFire
+		b.advance(3 * time.Minute)
+		kept := declare(plane.Schedule{Name: "all", Every: time.Minute, CatchUp: plane.CatchUpAll, Payload: []byte("new")})
+		requireTime(t, first, kept.NextFire, "the same rule keeps the next fire")
+		maintain(t, b)
+		require.Len(t, fires(t, b, "all"), 3, "the ticks missed before the declaration are caught up")
+		// A changed rule fires next at its own first tick after now.
+		now := b.now()
+		moved := declare(plane.Schedule{Name: "all", Every: time.Hour, CatchUp: plane.CatchUpAll})
+		requireTime(t, now.Truncate(time.Hour).Add(time.Hour), moved.NextFire, "a new rule's first tick after now")
+		require.False(t, moved.Paused)
+
+		// The skip record stays through a declaration; a plain set starts it again.
+		must(t, b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q,
+			Admission: plane.Admission{MaxDepth: 1}}), "set admission")
+		declare(plane.Schedule{Name: "full", Every: time.Minute})
+		b.advance(time.Minute)
+		maintain(t, b)
+		require.EqualValues(t, 1, get(t, b, "full").Skipped, "the queue is full: skipped")
+		require.EqualValues(t, 1, declare(plane.Schedule{Name: "full", Every: time.Minute}).Skipped, "kept by a declaration")
+		require.Zero(t, set(t, b, plane.Schedule{Name: "full", Every: time.Minute}).Skipped, "started again by a plain set")
+		_, err = b.drv.SchedulePause(b.ctx, b.ns, "decl", true)
+		must(t, err, "pause")
+		require.False(t, set(t, b, plane.Schedule{Name: "decl", Every: time.Minute}).Paused, "a plain set replaces the paused flag")
+		require.True(t, start.Before(b.now()))
 	})
 
 	t.Run("ReplaceListDelete", func(t *testing.T) {

@@ -102,12 +102,11 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 				}
 			}
 			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
-				// The window has passed for an invocation created at or before cutoff: it
-				// gives the key up, and this submit takes it.
-				if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL
-					WHERE namespace = ? AND queue = ? AND key = ? AND created_ms <= ?`,
-					p.Namespace, p.Queue, s.Key, cutoff.UnixMilli()); err != nil {
-					return nil, fmt.Errorf("submit: dedup window: %w", err)
+				// The window has passed for a holder submitted with a window and created
+				// at or before cutoff (plane.DedupFrees): it gives the key up, and this
+				// submit takes it.
+				if err := t.dedupFree(p.Namespace, p.Queue, s.Key, cutoff); err != nil {
+					return nil, err
 				}
 			}
 			var id string
@@ -245,6 +244,29 @@ func (t *wtx) debounceHolder(namespace, queue, key string) (string, plane.Deboun
 		}
 	}
 	return id, action, nil
+}
+
+// dedupFree frees the key of the invocation holding it when plane.DedupFrees says so for a
+// window with cutoff.
+func (t *wtx) dedupFree(namespace, queue, key string, cutoff time.Time) error {
+	var id string
+	var created int64
+	var metadata []byte
+	err := t.w.conn.QueryRowContext(t.ctx, `SELECT id, created_ms, metadata FROM invocations
+		WHERE namespace = ? AND queue = ? AND key = ?`, namespace, queue, key).Scan(&id, &created, &metadata)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("submit: dedup window: %w", err)
+	}
+	if !plane.DedupFrees(planekit.DecodeMetadata(metadata), time.UnixMilli(created), cutoff) {
+		return nil
+	}
+	if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("submit: dedup window: %w", err)
+	}
+	return nil
 }
 
 // debounce gives the waiting invocation id the payload and metadata of the debounced

@@ -6,6 +6,7 @@ job with the schedule's key and payload reaches its queue)."""
 from __future__ import annotations
 
 import time
+from typing import cast
 
 import pytest
 
@@ -14,6 +15,7 @@ from lakeshore import (
     HttpDispatch,
     InvalidError,
     NotFoundError,
+    ScheduleInfo,
     SyncQueue,
     pause_schedule,
     remove_schedule,
@@ -105,6 +107,43 @@ def test_schedule_decorator_runs_on_worker(every_plane: HttpDispatch, qname: str
         ran = lakeshore_worker.run_worker(d, queues=[qname], once=True, wait=15, handle_signals=False)
         assert ran == 1 and seen == [1]
         assert tick(2) == 43  # calling the binding runs the function here
+    finally:
+        remove_schedule(qname, dispatch=d)
+        with lakeshore_worker._registry_lock:
+            lakeshore_worker.registry.pop(qname, None)
+
+
+def test_schedule_decorator_keeps_pause(every_plane: HttpDispatch, qname: str) -> None:
+    """A new user's trial: importing a module with ``@schedule`` again (a worker redeploy)
+    undid an operator's ``lakeshore schedule pause``. The decorator declares the schedule
+    (``keep_state``): an existing schedule keeps its paused flag and, with the same rule,
+    its next fire; a changed rule fires at its own next tick, still paused or not as it
+    was; a plain ``set_schedule`` replaces it all."""
+    d = every_plane
+
+    def declare(every: float) -> ScheduleInfo:
+        @schedule(every=every, queue=qname, name=qname, payload={"x": 1}, catch_up="all", dispatch=d)
+        def hourly(x: int) -> int:
+            return x
+
+        return cast(ScheduleInfo, hourly.schedule)  # type: ignore[attr-defined]
+
+    try:
+        first = declare(3600)
+        assert not first.paused and first.next_fire is not None
+        assert pause_schedule(qname, dispatch=d).paused
+        again = declare(3600)  # the module imported again
+        assert again.paused and again.next_fire is None, "the operator's pause survives"
+        listed = [s for s in schedules(d.namespace, dispatch=d) if s.name == qname]
+        assert listed[0].paused
+        resumed = resume_schedule(qname, dispatch=d)
+        assert declare(3600).next_fire == resumed.next_fire, "the same rule keeps its next fire"
+        moved = declare(7200)
+        assert not moved.paused and moved.every == 7200
+        assert moved.next_fire is not None and moved.next_fire.timestamp() % 7200 == 0, "the new rule's tick"
+        assert pause_schedule(qname, dispatch=d).paused
+        assert declare(60).paused, "a changed rule keeps the pause too"
+        assert not set_schedule(qname, qname, every=60, dispatch=d).paused, "a plain set replaces it"
     finally:
         remove_schedule(qname, dispatch=d)
         with lakeshore_worker._registry_lock:

@@ -4,8 +4,9 @@ interval, once per tick, by the plane (``docs/semantics.md``, "Schedules").
 >>> @lakeshore.schedule("0 3 * * *", queue="eval", payload={"suite": "full"})  # doctest: +SKIP
 ... def nightly(suite): ...
 
-stores the schedule ``nightly`` in the plane when the module is imported (replacing one of
-that name) and binds ``nightly`` as the handler of queue ``eval``, as ``@udf`` does; :func:`schedules` lists the stored ones with their last and next fire.
+stores the schedule ``nightly`` in the plane when the module is imported (replacing the rule,
+payload and options of one of that name, but keeping its paused flag and, with the same
+rule, its next fire: an operator's pause survives a worker restart) and binds ``nightly`` as the handler of queue ``eval``, as ``@udf`` does; :func:`schedules` lists the stored ones with their last and next fire.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def set_schedule(
     max_attempts: int = 0,
     attempt_timeout: float | None = None,
     metadata: Mapping[str, str] | None = None,
+    keep_state: bool = False,
     dispatch: Dispatch | None = None,
 ) -> ScheduleInfo:
     """Store schedule ``name`` (replacing one of that name) in the dispatch's namespace: at
@@ -132,6 +134,14 @@ def set_schedule(
     default UTC) or of ``every`` seconds (at least 1; ticks at its multiples since the Unix
     epoch), the plane submits ``payload`` to ``queue`` once, with the key
     ``schedule/NAME/TICK``. Returns the schedule as stored (``next_fire`` set).
+
+    With ``keep_state=True`` (a declaration, as :func:`schedule` makes at import) an
+    existing schedule of the name keeps the plane's state of it: its paused flag (``paused``
+    then applies only when this call creates it), its skip record and, when the rule
+    (``cron``, ``every``, ``time_zone``) is unchanged, its next fire, so ticks missed
+    meanwhile still follow ``catch_up``; a changed rule fires next at its own first tick
+    after now. The plane reads and writes the schedule in one transaction, so a concurrent
+    pause is never undone.
 
     Raises:
         InvalidError: a bad rule, zone, name or option (the message names it); nothing is
@@ -150,6 +160,8 @@ def set_schedule(
             body[k] = v
     if paused:
         body["paused"] = True
+    if keep_state:
+        body["keep_state"] = True
     if priority:
         body["priority"] = float(priority)
     if max_attempts:
@@ -209,9 +221,14 @@ def schedule(
     metadata: Mapping[str, str] | None = None,
     dispatch: Dispatch | None = None,
 ) -> Callable[[F], F]:
-    """Decorate a handler to store a schedule for it when the decorator runs (at import):
+    """Decorate a handler to declare a schedule for it when the decorator runs (at import):
     ``name`` and ``queue`` default to the function's ``__name__``; the other arguments are
-    :func:`set_schedule`'s. The function is bound to the queue as its handler exactly as
+    :func:`set_schedule`'s. The declaration is :func:`set_schedule` with ``keep_state=True``:
+    importing the module again (a worker restart or redeploy) replaces an existing
+    schedule's rule, payload and options but leaves its paused flag (``lakeshore schedule
+    pause`` survives; ``paused`` applies only when the schedule is created), its skip record
+    and, when the rule is unchanged, its next fire alone; a changed rule fires next at its
+    own first tick after now, paused or not as before. The function is bound to the queue as its handler exactly as
     :func:`~lakeshore.udf` binds it (registered, so ``run_worker()`` or
     ``run_worker(queues=[queue])`` runs it; each fire calls it with the payload's keys as
     keyword arguments, or with no argument when the payload is None). The returned
@@ -244,6 +261,7 @@ def schedule(
             max_attempts=max_attempts,
             attempt_timeout=attempt_timeout,
             metadata=metadata,
+            keep_state=True,
             dispatch=dispatch,
         )
         setattr(bound, "schedule", info)  # noqa: B010 (an attribute of the binding)
