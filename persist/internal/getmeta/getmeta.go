@@ -78,15 +78,16 @@ const minLeaseWake = 5 * time.Millisecond
 // then ready again with no commit to wake the wait (found by a trial: a waiting read
 // timed out while leased samples became ready).
 func AwaitLease[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan T, leaseIn time.Duration, deadline <-chan time.Time, closing <-chan struct{}) error {
-	if leaseIn <= 0 {
-		return Await(ctx, rq, wake, deadline, closing)
+	var expired <-chan time.Time // nil (never) without a lease to wait for
+	if leaseIn > 0 {
+		t := time.NewTimer(max(leaseIn, minLeaseWake))
+		defer t.Stop()
+		expired = t.C
 	}
-	t := time.NewTimer(max(leaseIn, minLeaseWake))
-	defer t.Stop()
 	select {
 	case <-wake:
 		return nil
-	case <-t.C:
+	case <-expired:
 		return nil
 	case <-deadline:
 		return rq.TimeoutError()
@@ -101,16 +102,7 @@ func AwaitLease[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan
 // on), deadline passes (rq.TimeoutError), the store closes (closing: persist.ErrClosed)
 // or ctx ends (its error).
 func Await[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan T, deadline <-chan time.Time, closing <-chan struct{}) error {
-	select {
-	case <-wake:
-		return nil
-	case <-deadline:
-		return rq.TimeoutError()
-	case <-closing:
-		return persist.ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return AwaitLease(ctx, rq, wake, 0, deadline, closing)
 }
 
 // Fields returns the BatchMeta of idx handed out for rq, whose fields have the kinds of
