@@ -268,20 +268,30 @@ func (b *browser) count(sel string) int {
 	return eval[int](b, fmt.Sprintf("document.querySelectorAll(%q).length", sel))
 }
 
-// click waits for sel to be visible and clicks it with the mouse. A node the live
-// re-render replaced between chromedp's query and its box-model read ("No node with given
-// id found", before any mouse event is sent) is looked up and clicked again.
+// click waits for sel to be visible and clicks it. A node the live re-render replaced
+// between the wait and the click is looked up and clicked again.
+//
+// The click is the element's own (HTMLElement.click, in one evaluation with the lookup), not
+// a mouse event at the coordinates chromedp measured: the pages lay out live (a table that
+// arrives above a form moves it down), and a click at coordinates measured before the move
+// lands elsewhere (a search whose button was missed this way never ran, under the race
+// detector in CI).
 func (b *browser) click(sel string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
+	press := fmt.Sprintf("(() => { const e = document.querySelector(%q); if (e === null) return false; e.click(); return true })()", sel)
 	for {
-		err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+		err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)))
 		if err == nil {
-			return
+			var clicked *bool
+			if clicked, err = chromedp.Run(ctx, chromedp.Evaluate[*bool](press)); err == nil && clicked != nil && *clicked {
+				return
+			}
 		}
-		if !strings.Contains(err.Error(), "No node with given id found") || ctx.Err() != nil {
+		if ctx.Err() != nil || (err != nil && !strings.Contains(err.Error(), "No node with given id found")) {
 			require.NoError(b.t, err, sel)
+			require.NoError(b.t, ctx.Err(), "%s: re-rendered away at each try", sel)
 		}
 	}
 }
