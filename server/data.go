@@ -87,9 +87,9 @@ func (f *fileDataStores) List(_ context.Context, namespace string) ([]string, er
 
 // dataQueues opens the data queues of a server lazily, one persist.Store per (namespace,
 // queue) shared by every request, from stores (nil: the server serves no data queues).
-// At most maxOpen are open (or opening) at once: to open another, the least recently
-// used one that no request holds is closed; when every one is held, the request is
-// refused with 503 too_many_long_polls (the holders are long-polls and streams). A
+// At most maxOpen are open (or opening, or closing) at once: to open another, the least
+// recently used one that no request holds is closed first; when every one is held, the
+// request is refused with 503 too_many_long_polls (the holders are long-polls and streams). A
 // queue no request has held for idle is closed by the janitor. So no tenant, by naming
 // many queues, holds more than maxOpen stores' files.
 type dataQueues struct {
@@ -104,6 +104,7 @@ type dataQueues struct {
 	open    map[string]*dataQueue
 	busy    map[string]chan struct{} // keys being opened or closed, closed when done
 	opening int                      // keys being opened (counted against maxOpen)
+	closing map[string]chan struct{} // evicted queues whose stores are closing (counted against maxOpen), closed when done
 	closed  bool
 	janitor bool // the janitor runs
 	stop    chan struct{}
@@ -263,21 +264,31 @@ func (d *dataQueues) get(ctx context.Context, namespace, queue string, create bo
 			d.mu.Unlock()
 			return q, nil
 		}
-		busy, ok := d.busy[key]
-		if !ok {
+		wait, ok := d.busy[key]
+		if !ok && len(d.open)+d.opening+len(d.closing) < d.maxOpen {
 			break
 		}
-		d.mu.Unlock() // being opened or closed by another request: wait, then look again
+		if !ok {
+			// No room: close the least recently used idle queue and open this one once its
+			// store is closed (a store closing still holds its files, so it counts), or
+			// wait for one closing already.
+			d.evictLocked(func(*dataQueue) bool { return true })
+			for _, c := range d.closing {
+				wait = c
+				break
+			}
+			if wait == nil {
+				d.mu.Unlock()
+				return nil, fmt.Errorf("%w: %d data queues are in use at once by requests in progress (the server's limit); retry", api.ErrTooManyLongPolls, d.maxOpen)
+			}
+		}
+		d.mu.Unlock() // being opened or closed by another request, or room being made: wait, then look again
 		select {
-		case <-busy:
+		case <-wait:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 		d.mu.Lock()
-	}
-	if len(d.open)+d.opening >= d.maxOpen && !d.evictLocked(func(*dataQueue) bool { return true }) {
-		d.mu.Unlock()
-		return nil, fmt.Errorf("%w: %d data queues are in use at once by requests in progress (the server's limit); retry", api.ErrTooManyLongPolls, d.maxOpen)
 	}
 	done := make(chan struct{})
 	if d.busy == nil {
@@ -374,13 +385,18 @@ func (d *dataQueues) evictLocked(ok func(*dataQueue) bool) bool {
 	if d.busy == nil {
 		d.busy = map[string]chan struct{}{}
 	}
+	if d.closing == nil {
+		d.closing = map[string]chan struct{}{}
+	}
 	d.busy[victim.key] = done
+	d.closing[victim.key] = done
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
 		d.closeQueue(victim)
 		d.mu.Lock()
 		delete(d.busy, victim.key)
+		delete(d.closing, victim.key)
 		close(done)
 		d.mu.Unlock()
 	}()
