@@ -165,6 +165,11 @@ func testIssue11Verbs(t *testing.T, newCLI func(*testing.T) *cli) {
 		var ids []string
 		for i := range 5 {
 			ids = append(ids, c.ok("submit", "jl", fmt.Sprint(i), "--key", fmt.Sprintf("batch-%d", i%2)+"/"+fmt.Sprint(i), "--max-attempts", "1"))
+			// Each command opens its own plane, whose ids are monotonic within it: ids of two
+			// commands in one millisecond have no order, so the next one starts in another.
+			for ms := time.Now().Truncate(time.Millisecond); !time.Now().Truncate(time.Millisecond).After(ms); {
+				time.Sleep(100 * time.Microsecond)
+			}
 		}
 		out, errs, code := c.run("", "jobs", "jl")
 		if code != 0 && strings.Contains(errs, "not implemented") {
