@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +18,8 @@ import pytest
 import lakeshore
 from lakeshore import Queue, SyncQueue
 from lakeshore import HttpDispatch
+
+from .test_worker import home  # noqa: F401  (the fixture: a private LAKESHORE_HOME whose daemon stops after)
 
 
 def test_a_claim_given_back_keeps_its_attempt(every_plane: HttpDispatch, qname: str) -> None:
@@ -96,18 +95,6 @@ STOP_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def home(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    h = Path(tempfile.mkdtemp(prefix="ls-"))
-    monkeypatch.setenv("LAKESHORE_HOME", str(h))
-    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
-    monkeypatch.delenv("LAKESHORE_URL", raising=False)
-    yield h
-    from lakeshore import _daemon
-
-    for sock in h.glob("run/*/daemon.sock"):
-        _daemon._request(str(sock), "POST", "/v1/daemon/stop")
-    shutil.rmtree(h, ignore_errors=True)
 
 
 def test_a_job_stopped_before_its_body_began_keeps_its_attempt(home: Path, tmp_path: Path) -> None:
