@@ -192,5 +192,11 @@ func dsns(path, synchronous string, o *Options) (string, string, error) {
 	}
 	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
 	name := "file:" + escaped + "?" + common + "&_pragma=journal_mode(wal)&_pragma=synchronous(" + url.QueryEscape(o.Synchronous) + ")"
-	return name, name + "&_pragma=query_only(1)", nil
+	// The writer keeps its statement and savepoint journals in memory (temp_store): each
+	// operation of a group commit runs in a savepoint (writer.go), whose journal holds the
+	// first copy of every page the operation changes, and SQLite spills a journal over
+	// 64 KiB to a temporary file — a pwrite per page for an operation that touches many,
+	// such as a keyed submit's scattered index pages. The journal lives until the
+	// operation's RELEASE, so its memory is bounded by the pages one operation changes.
+	return name + "&_pragma=temp_store(memory)", name + "&_pragma=query_only(1)", nil
 }

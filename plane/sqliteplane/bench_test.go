@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,23 +70,31 @@ func benchSubmitParallel(b *testing.B, d *Driver) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
 }
 
-// BenchmarkSubmitMany: SubmitMany in batches of 1,000; b.N counts invocations.
+// BenchmarkSubmitMany: SubmitMany in batches of 1,000; b.N counts invocations. The keys=100
+// case gives every invocation one of 100 concurrency keys (issue 27's keyed submit).
 func BenchmarkSubmitMany(b *testing.B) {
-	d := benchDriver(b)
-	ctx := context.Background()
-	batch := make([]plane.SubmitParams, 1000)
-	for i := range batch {
-		batch[i].Payload = []byte{0x80}
+	for _, keys := range []int{0, 100} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			d := benchDriver(b)
+			ctx := context.Background()
+			batch := make([]plane.SubmitParams, 1000)
+			for i := range batch {
+				batch[i].Payload = []byte{0x80}
+				if keys > 0 {
+					batch[i].ConcurrencyKey = "tenant-" + strconv.Itoa(i%keys)
+				}
+			}
+			b.ResetTimer()
+			for n := 0; n < b.N; n += len(batch) {
+				// Exactly b.N invocations, so that ns/op is per invocation (the last batch is short).
+				part := batch[:min(len(batch), b.N-n)]
+				if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "bench", Invocations: part}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+		})
 	}
-	b.ResetTimer()
-	for n := 0; n < b.N; n += len(batch) {
-		// Exactly b.N invocations, so that ns/op is per invocation (the last batch is short).
-		part := batch[:min(len(batch), b.N-n)]
-		if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "bench", Invocations: part}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
 }
 
 // BenchmarkLifecycle: the full lifecycle of no-op jobs from 64 goroutines — 32 producers

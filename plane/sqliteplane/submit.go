@@ -186,15 +186,19 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 				}
 			}
 			var concurrencyKey any
+			stored := state // the row's state: a claimable keyed row without a requirement is -2 at once (migration 014)
 			if s.ConcurrencyKey != "" {
 				concurrencyKey = s.ConcurrencyKey
 				t.w.keyed[[2]string{namespace, queue}] = true
+				if state == planekit.StateQueued && s.Requirement.Shape() == "" {
+					stored = planekit.StateKeyed
+				}
 			}
 			var requirement any
 			if r := plane.EncodeRequirement(s.Requirement); r != nil {
 				requirement = string(r)
 			}
-			args = append(args, id, key, state, s.Priority, payload, planekit.EncodeMetadata(plane.DebounceMetadata(s)),
+			args = append(args, id, key, stored, s.Priority, payload, planekit.EncodeMetadata(plane.DebounceMetadata(s)),
 				cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due,
 				concurrencyKey, s.Requirement.Shape(), requirement, plane.HostKeyOf(s.Metadata))
 			if pending != 0 && (counted.state != state || counted.priority != s.Priority) {
