@@ -323,6 +323,62 @@ func testConcurrency(t *testing.T, s *suite) {
 		b.requireNothingClaimable(t)
 	})
 
+	t.Run("KeyOrderAcrossPriorities", func(t *testing.T) {
+		// One key's jobs of several priority levels, in each claim order: fifo and filo by
+		// id whatever the levels, priority by level then id. Then the levels narrow (the
+		// highest is claimed, the rest share one) and the key empties and refills with
+		// another level: the order still holds.
+		t.Parallel()
+		priorities := []float64{2, 5, 2, 9, 5, -1.5}
+		submit := func(b *bundle, ps ...float64) []string {
+			params := make([]plane.SubmitParams, len(ps))
+			for i, p := range ps {
+				params[i] = plane.SubmitParams{ConcurrencyKey: "k", Priority: p}
+			}
+			var ids []string
+			for _, r := range b.submit(t, params...) {
+				ids = append(ids, r.ID)
+			}
+			return ids
+		}
+		claimAll := func(b *bundle, kind plane.Kind, n int) []string {
+			var got []string
+			for range n {
+				jobs := b.claim(t, plane.ClaimParams{Kind: kind, Max: 1, Worker: "w"})
+				require.Len(t, jobs, 1, "%s: one job claimable", kind)
+				got = append(got, jobs[0].ID)
+			}
+			return got
+		}
+		for _, kind := range []plane.Kind{plane.KindFIFO, plane.KindFILO, plane.KindPriority} {
+			b := s.setup(t, config{noMaintenance: true})
+			ids := submit(b, priorities...)
+			want := map[plane.Kind][]string{
+				plane.KindFIFO:     ids,
+				plane.KindFILO:     {ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]},
+				plane.KindPriority: {ids[3], ids[1], ids[4], ids[0], ids[2], ids[5]},
+			}[kind]
+			require.Equal(t, want, claimAll(b, kind, len(ids)), "%s order of one key's jobs of several priorities", kind)
+			b.requireNothingClaimable(t)
+			// The key emptied: it refills with one level, then narrows from two to one.
+			ids = submit(b, 7, 7, 3)
+			want = map[plane.Kind][]string{
+				plane.KindFIFO:     ids,
+				plane.KindFILO:     {ids[2], ids[1], ids[0]},
+				plane.KindPriority: ids,
+			}[kind]
+			require.Equal(t, want, claimAll(b, kind, len(ids)), "%s order after the key refilled", kind)
+			ids = submit(b, 9, 1, 1)
+			require.Equal(t, ids[0], claimAll(b, plane.KindPriority, 1)[0])
+			want = map[plane.Kind][]string{
+				plane.KindFIFO:     {ids[1], ids[2]},
+				plane.KindFILO:     {ids[2], ids[1]},
+				plane.KindPriority: {ids[1], ids[2]},
+			}[kind]
+			require.Equal(t, want, claimAll(b, kind, 2), "%s order once one of two levels is gone", kind)
+		}
+	})
+
 	t.Run("Invalid", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -158,50 +159,97 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	return nil, next, nil
 }
 
-// readyKey is a key keyReady returned, with its token bucket.
+// readyKey is the key whose turn it is, with its token bucket and the range of its
+// claimable jobs' priorities.
 type readyKey struct {
 	key    string
 	bucket plane.TokenBucket
+	// low and high bound the priorities of the key's claimable jobs (migration 014's
+	// priority_low and priority_high: every one lies within them; equal, they all share one
+	// level).
+	low, high float64
 }
 
 // keyReady returns the concurrency key whose turn it is among the queue's keys with
-// claimable jobs below their limit and not held back, and its token bucket ("" when there
-// is none).
-func (t *wtx) keyReady(namespace, queue string) (string, plane.TokenBucket, error) {
-	var key string
-	var tokens float64
+// claimable jobs below their limit and not held back (key "" when there is none).
+func (t *wtx) keyReady(namespace, queue string) (readyKey, error) {
+	var k readyKey
 	var tokensMS int64
-	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue, t.ms).Scan(&key, &tokens, &tokensMS)
+	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue, t.ms).Scan(&k.key, &k.bucket.Tokens, &tokensMS, &k.low, &k.high)
 	if err == sql.ErrNoRows {
-		return "", plane.TokenBucket{}, nil
+		return readyKey{}, nil
 	}
 	if err != nil {
-		return "", plane.TokenBucket{}, fmt.Errorf("claim: read concurrency keys: %w", err)
+		return readyKey{}, fmt.Errorf("claim: read concurrency keys: %w", err)
 	}
-	return key, plane.TokenBucket{Tokens: tokens, At: time.UnixMilli(tokensMS)}, nil
+	k.bucket.At = time.UnixMilli(tokensMS)
+	return k, nil
+}
+
+// keyHead returns the head, in kind's order, of the claimable jobs of k (none, or one row).
+// One index serves every order (invocations_keyed_priority: key, priority descending, id):
+// the priority order reads its first entry; fifo and filo read the first or last id of the
+// key's one priority level when its jobs share one (the common case: one index probe), and
+// otherwise the head of each level in turn, keeping the smallest or largest id.
+func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) ([]*row, error) {
+	if kind == plane.KindPriority || kind == plane.KindBoltzmann {
+		return t.candidates(t.w.st.keyHeadPriority, namespace, queue, k.key)
+	}
+	level := t.w.st.keyHeadLevelFIFO
+	if kind == plane.KindFILO {
+		level = t.w.st.keyHeadLevelFILO
+	}
+	if k.low == k.high {
+		if rows, err := t.candidates(level, namespace, queue, k.key, k.low); err != nil || len(rows) > 0 {
+			return rows, err
+		}
+	}
+	var head *row
+	below := math.Inf(1) // the next level is the highest below this one
+	for {
+		var priority float64
+		err := t.w.st.keyLevel.QueryRowContext(t.ctx, namespace, queue, k.key, below).Scan(&priority)
+		if err == sql.ErrNoRows {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim: read the priority levels of a concurrency key: %w", err)
+		}
+		rows, err := t.candidates(level, namespace, queue, k.key, priority)
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) > 0 && (head == nil || (kind == plane.KindFILO) == (rows[0].ID > head.ID)) {
+			head = rows[0]
+		}
+		below = priority
+	}
+	if head == nil {
+		return nil, nil
+	}
+	return []*row{head}, nil
 }
 
 // claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs: each
 // takes, in kind's order, the earlier of the head of the unkeyed jobs (stmt) and the head
-// of the key whose turn it is (plane.KeyTurnFirst). The triggers (migrations 009 and 013)
-// count every start in the key's running counter and advance its turn, so the next read
-// of the ready keys leaves a key at its limit out and takes the next key in turn.
+// of the key whose turn it is (plane.KeyTurnFirst). The triggers (migrations 009, 013 and
+// 014) count every start in the key's running counter and advance its turn, so the next
+// read of the ready keys leaves a key at its limit out and takes the next key in turn.
 // ready, when set, is the ready key the caller read in this transaction and nothing
 // changed since: the first round takes it instead of reading it again.
 func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, n int, lease, cutoff time.Duration, jobs *[]*plane.Job, ready *readyKey) error {
-	head := planekit.ByOrder(kind, t.w.st.keyHeadFIFO, t.w.st.keyHeadFILO, t.w.st.keyHeadPriority)
 	a, err := t.admission(p.Namespace, p.Queue)
 	if err != nil {
 		return err
 	}
 	for len(*jobs) < n {
-		var key string
-		var bucket plane.TokenBucket
+		var k readyKey
 		if ready != nil {
-			key, bucket, ready = ready.key, ready.bucket, nil
-		} else if key, bucket, err = t.keyReady(p.Namespace, p.Queue); err != nil {
+			k, ready = *ready, nil
+		} else if k, err = t.keyReady(p.Namespace, p.Queue); err != nil {
 			return err
 		}
+		key, bucket := k.key, k.bucket
 		store := false // the start drew from the key's token bucket: stored with the claim
 		if key != "" && a != nil {
 			var wait time.Duration
@@ -215,7 +263,7 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 		}
 		var keyedRows []*row
 		if key != "" {
-			if keyedRows, err = t.candidates(head, p.Namespace, p.Queue, key); err != nil {
+			if keyedRows, err = t.keyHead(kind, p.Namespace, p.Queue, k); err != nil {
 				return err
 			}
 		}
@@ -347,7 +395,7 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 	stmt := t.defaultStmt(kind)
 	// Keyed jobs are claimable only through a key below its limit (concurrency.go); a
 	// queue without one claims exactly as before, after this one index probe.
-	keyed, bucket, err := t.keyReady(p.Namespace, p.Queue)
+	ready, err := t.keyReady(p.Namespace, p.Queue)
 	if err != nil {
 		return err
 	}
@@ -355,13 +403,13 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 		if err := t.claimBoltzmann(p, n, lease, cutoff, jobs); err != nil {
 			return err
 		}
-		if keyed != "" && len(*jobs) < n { // keyed jobs fill what the draw left
+		if ready.key != "" && len(*jobs) < n { // keyed jobs fill what the draw left
 			if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs, nil); err != nil {
 				return err
 			}
 		}
-	} else if keyed != "" {
-		if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs, &readyKey{keyed, bucket}); err != nil {
+	} else if ready.key != "" {
+		if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs, &ready); err != nil {
 			return err
 		}
 	} else {

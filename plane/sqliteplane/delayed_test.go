@@ -175,3 +175,66 @@ func openAt(t *testing.T, path string) *Driver {
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
 	return d
 }
+
+// TestMigrationKeyedPriorityRange: a file whose keyed jobs were queued under migration 013
+// (two indexes of keyed jobs, no priority range in the key's counter row) is migrated by
+// 014, which gives each key the range of its queued jobs' priorities: fifo claims across
+// its levels keep id order, and a key of one level reads that level.
+func TestMigrationKeyedPriorityRange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sqlitedb.Open(path, nil)
+	require.NoError(t, err)
+	conn, err := db.Write.Conn(ctx)
+	require.NoError(t, err)
+	old := fstest.MapFS{}
+	entries, err := migrations.ReadDir("migrations")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Name() < "014" {
+			body, err := migrations.ReadFile("migrations/" + e.Name())
+			require.NoError(t, err)
+			old[e.Name()] = &fstest.MapFile{Data: body}
+		}
+	}
+	require.NoError(t, sqlitedb.Migrate(ctx, conn, old))
+	// Inserted as 013's driver did (state 0; the triggers count the key and move the rows
+	// to -2), with the counts the driver kept.
+	_, err = conn.ExecContext(ctx, `INSERT INTO invocations (id, namespace, queue, state, priority, max_attempts, available_ms, created_ms, concurrency_key)
+		VALUES ('01J00000000000000000000001', 'default', 'q', 0, 1, 3, 1, 1, 'mixed'),
+		       ('01J00000000000000000000002', 'default', 'q', 0, 5, 3, 1, 1, 'mixed'),
+		       ('01J00000000000000000000003', 'default', 'q', 0, 1, 3, 1, 1, 'mixed'),
+		       ('01J00000000000000000000004', 'default', 'q', 0, 2, 3, 1, 1, 'one'),
+		       ('01J00000000000000000000005', 'default', 'q', 0, 2, 3, 1, 1, 'one')`)
+	require.NoError(t, err)
+	_, err = conn.ExecContext(ctx, `INSERT INTO counts (namespace, queue, state, priority, n) VALUES
+		('default', 'q', 0, 1, 2), ('default', 'q', 0, 5, 1), ('default', 'q', 0, 2, 2)`)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	require.NoError(t, db.Close())
+
+	d := openAt(t, path)
+	ranges := map[string][2]float64{}
+	rows, err := d.readDB.QueryContext(ctx, `SELECT concurrency_key, priority_low, priority_high FROM concurrency_keys`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var key string
+		var low, high float64
+		require.NoError(t, rows.Scan(&key, &low, &high))
+		ranges[key] = [2]float64{low, high}
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string][2]float64{"mixed": {1, 5}, "one": {2, 2}}, ranges)
+	var got []string
+	for range 5 {
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Kind: plane.KindFIFO, Max: 1})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		got = append(got, jobs[0].ID)
+	}
+	// Round-robin over the two keys (each key's head in id order).
+	require.ElementsMatch(t, []string{"01J00000000000000000000001", "01J00000000000000000000004"}, got[:2])
+	require.ElementsMatch(t, []string{"01J00000000000000000000002", "01J00000000000000000000005"}, got[2:4])
+	require.Equal(t, "01J00000000000000000000003", got[4])
+}

@@ -33,17 +33,14 @@ func TestQueryPlans(t *testing.T) {
 		"ack rows":         ackRowsSQL(3),
 		"run rows":         runRowsSQL(3),
 		"frames":           `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`,
-		// Concurrency keys (migration 009): the ready key in turn order, and a key's head,
-		// never a scan of the keys nor of a key's jobs.
-		"key ready": `SELECT concurrency_key, tokens, tokens_ms FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
-			AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass LIMIT 1`,
-		"key head fifo": `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
-			AND concurrency_key = ?3 AND state = -2 ORDER BY id LIMIT 1`,
-		"key head filo": `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
-			AND concurrency_key = ?3 AND state = -2 ORDER BY id DESC LIMIT 1`,
-		"key head priority": `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
-			AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`,
-		"keyed deadlines": `SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT 1000`,
+		// Concurrency keys (migrations 009 and 014): the ready key in turn order, and a key's
+		// head, never a scan of the keys nor of a key's jobs.
+		"key ready":         keyReadySQL,
+		"key head fifo":     keyHeadLevelSQL("id"),
+		"key head filo":     keyHeadLevelSQL("id DESC"),
+		"key head priority": keyHeadPrioritySQL,
+		"key level":         keyLevelSQL,
+		"keyed deadlines":   `SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT 1000`,
 		// Placement (migration 010): a shape's head through its own index, never the state
 		// range of invocations_queue filtered by shape.
 		"shape head fifo":     shapeHeadSQL("invocations_shaped", "id"),

@@ -30,7 +30,8 @@ type statements struct {
 	paused                                    *sql.Stmt
 	ackHeld                                   *sql.Stmt
 	keyReady, keyBucket, keyNext, keyHold     *sql.Stmt
-	keyHeadFIFO, keyHeadFILO, keyHeadPriority *sql.Stmt
+	keyHeadLevelFIFO, keyHeadLevelFILO        *sql.Stmt
+	keyHeadPriority, keyLevel                 *sql.Stmt
 	shapes                                    *sql.Stmt
 	shapeHeadFIFO, shapeHeadFILO              *sql.Stmt
 	shapeHeadPriority                         *sql.Stmt
@@ -77,6 +78,27 @@ func insertSQL(n int) string {
 		b.WriteString("(?1, ?2, ?3" + strings.Repeat(", ?", insertWidth) + ")")
 	}
 	return b.String()
+}
+
+// The concurrency-key statements of a keyed claim (claim.go): the ready key whose turn it
+// is, with its bucket and priority range; the head of one priority level of a key, in id
+// order (fifo, filo); the head in priority order; the highest priority level below ?4
+// among a key's claimable jobs. All read invocations_keyed_priority, the one index of
+// claimable keyed jobs since migration 014.
+const (
+	keyReadySQL = `SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high FROM concurrency_keys
+		WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass LIMIT 1`
+	keyHeadPrioritySQL = `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
+		AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`
+	keyLevelSQL = `SELECT priority FROM invocations WHERE namespace = ?1 AND queue = ?2
+		AND concurrency_key = ?3 AND state = -2 AND priority < ?4 ORDER BY priority DESC LIMIT 1`
+)
+
+// keyHeadLevelSQL reads the head, in order (id or id DESC), of a key's claimable jobs of
+// priority ?4.
+func keyHeadLevelSQL(order string) string {
+	return `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
+		AND concurrency_key = ?3 AND state = -2 AND priority = ?4 ORDER BY ` + order + ` LIMIT 1`
 }
 
 // shapeHeadSQL reads the head, in order, of a shape's claimable rows (placement.go). It
@@ -165,17 +187,14 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.warmHeadFILO, warmHeadSQL("invocations_warm", "id DESC")},
 		{&s.warmHeadPriority, warmHeadSQL("invocations_warm_priority", "priority DESC, id")},
 		// keyReady is the ready key whose turn it is (concurrency.go).
-		{&s.keyReady, `SELECT concurrency_key, tokens, tokens_ms FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
-			AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass LIMIT 1`},
+		{&s.keyReady, keyReadySQL},
 		{&s.keyNext, `SELECT min(next_ms) FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
 			AND queued > 0 AND running < limit_n AND next_ms > ?3`},
 		{&s.keyHold, `UPDATE concurrency_keys SET next_ms = max(next_ms, ?4) WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
-		{&s.keyHeadFIFO, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
-			AND concurrency_key = ?3 AND state = -2 ORDER BY id LIMIT 1`},
-		{&s.keyHeadFILO, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
-			AND concurrency_key = ?3 AND state = -2 ORDER BY id DESC LIMIT 1`},
-		{&s.keyHeadPriority, `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
-			AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`},
+		{&s.keyHeadLevelFIFO, keyHeadLevelSQL("id")},
+		{&s.keyHeadLevelFILO, keyHeadLevelSQL("id DESC")},
+		{&s.keyHeadPriority, keyHeadPrioritySQL},
+		{&s.keyLevel, keyLevelSQL},
 		{&s.keyBucket, `UPDATE concurrency_keys SET tokens = ?4, tokens_ms = ?5
 			WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
 		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
