@@ -2,6 +2,7 @@ package sqliteplane
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -126,18 +127,7 @@ func TestAlarmPromotesAndHandsOff(t *testing.T) {
 func TestMigrationMovesBackedOffJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sqlitedb.Open(path, nil)
-	require.NoError(t, err)
-	conn, err := db.Write.Conn(ctx)
-	require.NoError(t, err)
-	old := fstest.MapFS{}
-	for _, name := range []string{"001_initial.sql", "002_queues_workers_tokens.sql", "003_priority_index_desc.sql"} {
-		body, err := migrations.ReadFile("migrations/" + name)
-		require.NoError(t, err)
-		old[name] = &fstest.MapFile{Data: body}
-	}
-	require.NoError(t, sqlitedb.Migrate(ctx, conn, old))
+	path, db, conn := oldSchema(t, "004")
 	future := time.Now().Add(time.Hour).UnixMilli()
 	for _, stmt := range []string{
 		`INSERT INTO invocations (id, namespace, queue, state, max_attempts, available_ms, created_ms)
@@ -168,6 +158,30 @@ func TestMigrationMovesBackedOffJobs(t *testing.T) {
 	require.Equal(t, 1, workers)
 }
 
+// oldSchema makes a database file migrated only by the migrations named before before
+// (a file an older binary wrote), and returns its path, the database and a connection of
+// its writer, both to be closed by the caller.
+func oldSchema(t *testing.T, before string) (string, *sqlitedb.DB, *sql.Conn) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sqlitedb.Open(path, nil)
+	require.NoError(t, err)
+	conn, err := db.Write.Conn(context.Background())
+	require.NoError(t, err)
+	old := fstest.MapFS{}
+	entries, err := migrations.ReadDir("migrations")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Name() < before {
+			body, err := migrations.ReadFile("migrations/" + e.Name())
+			require.NoError(t, err)
+			old[e.Name()] = &fstest.MapFile{Data: body}
+		}
+	}
+	require.NoError(t, sqlitedb.Migrate(context.Background(), conn, old))
+	return path, db, conn
+}
+
 func openAt(t *testing.T, path string) *Driver {
 	t.Helper()
 	d, err := Open(context.Background(), path, nil)
@@ -183,25 +197,10 @@ func openAt(t *testing.T, path string) *Driver {
 func TestMigrationKeyedPriorityRange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sqlitedb.Open(path, nil)
-	require.NoError(t, err)
-	conn, err := db.Write.Conn(ctx)
-	require.NoError(t, err)
-	old := fstest.MapFS{}
-	entries, err := migrations.ReadDir("migrations")
-	require.NoError(t, err)
-	for _, e := range entries {
-		if e.Name() < "014" {
-			body, err := migrations.ReadFile("migrations/" + e.Name())
-			require.NoError(t, err)
-			old[e.Name()] = &fstest.MapFile{Data: body}
-		}
-	}
-	require.NoError(t, sqlitedb.Migrate(ctx, conn, old))
+	path, db, conn := oldSchema(t, "014")
 	// Inserted as 013's driver did (state 0; the triggers count the key and move the rows
 	// to -2), with the counts the driver kept.
-	_, err = conn.ExecContext(ctx, `INSERT INTO invocations (id, namespace, queue, state, priority, max_attempts, available_ms, created_ms, concurrency_key)
+	_, err := conn.ExecContext(ctx, `INSERT INTO invocations (id, namespace, queue, state, priority, max_attempts, available_ms, created_ms, concurrency_key)
 		VALUES ('01J00000000000000000000001', 'default', 'q', 0, 1, 3, 1, 1, 'mixed'),
 		       ('01J00000000000000000000002', 'default', 'q', 0, 5, 3, 1, 1, 'mixed'),
 		       ('01J00000000000000000000003', 'default', 'q', 0, 1, 3, 1, 1, 'mixed'),
