@@ -13,31 +13,31 @@ import (
 type statements struct {
 	all []*sql.Stmt
 
-	idByKey, rowByID, rowByIDFull             *sql.Stmt
-	claimFIFO, claimFILO, claimPriority       *sql.Stmt
-	claimLevel, levels, promote, earliestDue  *sql.Stmt
-	delayedDeadlinesPassed                    *sql.Stmt
-	setQueued, setTerminal                    *sql.Stmt
-	setLease, nextFrame, endJournal           *sql.Stmt
-	insertFrame, topicGet, topicPut           *sql.Stmt
-	countAdd, countDelete                     *sql.Stmt
-	expiredLeases, attemptsOverdue            *sql.Stmt
-	deadlinesPassed, finishedBefore           *sql.Stmt
-	deleteInvocation, deleteFrames            *sql.Stmt
-	staleTopics, deleteTopic                  *sql.Stmt
-	begin, commit                             *sql.Stmt
-	admission, admissionTokens, queuedCount   *sql.Stmt
-	paused                                    *sql.Stmt
-	ackHeld                                   *sql.Stmt
-	keyReady, keyBucket, keyNext, keyHold     *sql.Stmt
-	keyHeadLevelFIFO, keyHeadLevelFILO        *sql.Stmt
-	keyHeadPriority, keyLevel                 *sql.Stmt
-	shapes                                    *sql.Stmt
-	shapeHeadFIFO, shapeHeadFILO              *sql.Stmt
-	shapeHeadPriority                         *sql.Stmt
-	warmPairs                                 *sql.Stmt
-	warmHeadFIFO, warmHeadFILO                *sql.Stmt
-	warmHeadPriority                          *sql.Stmt
+	idByKey, rowByID, rowByIDFull            *sql.Stmt
+	claimFIFO, claimFILO, claimPriority      *sql.Stmt
+	claimLevel, levels, promote, earliestDue *sql.Stmt
+	delayedDeadlinesPassed                   *sql.Stmt
+	setQueued, setTerminal                   *sql.Stmt
+	setLease, nextFrame, endJournal          *sql.Stmt
+	insertFrame, topicGet, topicPut          *sql.Stmt
+	countAdd, countDelete                    *sql.Stmt
+	expiredLeases, attemptsOverdue           *sql.Stmt
+	deadlinesPassed, finishedBefore          *sql.Stmt
+	deleteInvocation, deleteFrames           *sql.Stmt
+	staleTopics, deleteTopic                 *sql.Stmt
+	begin, commit                            *sql.Stmt
+	admission, admissionTokens, queuedCount  *sql.Stmt
+	paused                                   *sql.Stmt
+	ackHeld                                  *sql.Stmt
+	keyReady, keyBucket, keyNext, keyHold    *sql.Stmt
+	keyHeadLevelFIFO, keyHeadLevelFILO       *sql.Stmt
+	keyHeadPriority, keyLevel                *sql.Stmt
+	shapes                                   *sql.Stmt
+	shapeHeadFIFO, shapeHeadFILO             *sql.Stmt
+	shapeHeadPriority                        *sql.Stmt
+	warmPairs                                *sql.Stmt
+	warmHeadFIFO, warmHeadFILO               *sql.Stmt
+	warmHeadPriority                         *sql.Stmt
 	// ackRows[k-1] and runRows[k-1] are the batched statements of k rows (batch.go),
 	// prepared the first time a batch of k needs them.
 	ackRows, runRows [batchRows]*sql.Stmt
