@@ -198,7 +198,7 @@ func kitStatements() *planekit.Statements {
 		ScheduleList:   schedules + `WHERE ?1 = '' OR namespace = ?1 ORDER BY namespace, name`,
 		ScheduleDelete: `DELETE FROM schedules WHERE namespace = ? AND name = ?`,
 		SchedulePause:  `UPDATE schedules SET paused = ?, next_ms = ?, updated_ms = ? WHERE namespace = ? AND name = ?`,
-		ScheduleDue:    schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT ?`,
+		ScheduleDue:    schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT +?`,
 		ScheduleFired: `UPDATE schedules SET next_ms = ?1, last_ms = ?2, last_id = ?3, spec = COALESCE(?6, spec)
 			WHERE namespace = ?4 AND name = ?5`,
 

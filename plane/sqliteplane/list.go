@@ -21,8 +21,8 @@ var listColumns = strings.NewReplacer("payload,", "NULL,", "result,", "NULL,").R
 // state it lists, each read from the cursor in id order and only as far as the page needs
 // (covering: ids only), merged here; then the page's rows are read by id.
 const (
-	listNewest = `SELECT id FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = ?3 AND id < ?4 ORDER BY id DESC LIMIT ?5`
-	listOldest = `SELECT id FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = ?3 AND id > ?4 ORDER BY id LIMIT ?5`
+	listNewest = `SELECT id FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = ?3 AND id < ?4 ORDER BY id DESC LIMIT +?5`
+	listOldest = `SELECT id FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = ?3 AND id > ?4 ORDER BY id LIMIT +?5`
 )
 
 // allStates are the stored states, delayed included.

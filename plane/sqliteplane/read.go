@@ -17,7 +17,7 @@ const (
 	rowByID     = `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`
 	countState  = `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ?1 AND queue = ?2 AND state IN (?3, ?4)`
 	topicClosed = `SELECT closed FROM topics WHERE journal = ?`
-	framesAfter = `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`
+	framesAfter = `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT +?`
 )
 
 func (r *readStatements) prepare(ctx context.Context, db *sql.DB) error {

@@ -120,6 +120,7 @@ func warmHeadSQL(index, order string) string {
 			ORDER BY ` + order + ` LIMIT 1`
 }
 
+// Row bounds are LIMIT +?N, not LIMIT ?N: internal/sqlitedb (doc.go) says why.
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
 
 func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
@@ -147,16 +148,16 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.rowByID, `SELECT seq, namespace, queue, state, priority, attempt, max_attempts,
 			lease_token, lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed FROM invocations WHERE id = ?`},
 		{&s.rowByIDFull, `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`},
-		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT ?4`},
-		{&s.claimFILO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT ?4`},
-		{&s.claimPriority, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY priority DESC, id LIMIT ?4`},
+		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT +?4`},
+		{&s.claimFILO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT +?4`},
+		{&s.claimPriority, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY priority DESC, id LIMIT +?4`},
 		{&s.claimLevel, `SELECT ` + rowColumns + ` ` + claimWhere + ` AND priority = ?4 ORDER BY id LIMIT 1`},
 		{&s.levels, `SELECT priority, n FROM counts WHERE namespace = ? AND queue = ? AND state = 0 AND n > 0`},
 		// promote makes delayed invocations that are due claimable, earliest first.
 		{&s.promote, `UPDATE invocations SET state = 0 WHERE seq IN (SELECT seq FROM invocations
-			WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT ?2) RETURNING namespace, queue, priority`},
+			WHERE state = -1 AND available_ms <= ?1 ORDER BY available_ms LIMIT +?2) RETURNING namespace, queue, priority`},
 		{&s.earliestDue, `SELECT min(available_ms) FROM invocations WHERE state = -1`},
-		{&s.delayedDeadlinesPassed, `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT ?`},
+		{&s.delayedDeadlinesPassed, `SELECT id FROM invocations WHERE state = -1 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT +?`},
 		{&s.setQueued, `UPDATE invocations SET state = ?, available_ms = ?, lease_token = NULL,
 			lease_expires_ms = 0, attempt_deadline_ms = 0, error = ?, attempt = attempt - ? WHERE seq = ?`},
 		{&s.setTerminal, `UPDATE invocations SET state = ?, result = ?, error = ?, finished_ms = ?,
@@ -171,11 +172,11 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.countAdd, `INSERT INTO counts (namespace, queue, state, priority, n) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (namespace, queue, state, priority) DO UPDATE SET n = n + excluded.n RETURNING n`},
 		{&s.countDelete, `DELETE FROM counts WHERE namespace = ? AND queue = ? AND state = ? AND priority = ? AND n = 0`},
-		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT ?`},
-		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT ?`},
+		{&s.expiredLeases, `SELECT id FROM invocations WHERE state = 1 AND lease_expires_ms <= ? LIMIT +?`},
+		{&s.attemptsOverdue, `SELECT id FROM invocations WHERE state = 1 AND attempt_deadline_ms > 0 AND attempt_deadline_ms <= ? LIMIT +?`},
 		{&s.deadlinesPassed, `SELECT id FROM (SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ?1
 			UNION ALL SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1
-			UNION ALL SELECT id FROM invocations WHERE state = -3 AND deadline_ms > 0 AND deadline_ms <= ?1) LIMIT ?2`},
+			UNION ALL SELECT id FROM invocations WHERE state = -3 AND deadline_ms > 0 AND deadline_ms <= ?1) LIMIT +?2`},
 		// shapes are the shapes a queue's invocations were submitted with (placement.go).
 		{&s.shapes, `SELECT shape, requirement FROM placement_shapes WHERE namespace = ?1 AND queue = ?2`},
 		{&s.shapeHeadFIFO, shapeHeadSQL("invocations_shaped", "id")},
@@ -198,7 +199,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.keyBucket, `UPDATE concurrency_keys SET tokens = ?4, tokens_ms = ?5
 			WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
 		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
-			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT ?4`},
+			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT +?4`},
 		{&s.deleteInvocation, `DELETE FROM invocations WHERE seq = ?`},
 		{&s.deleteFrames, `DELETE FROM frames WHERE journal = ?`},
 		{&s.staleTopics, `SELECT journal FROM topics WHERE updated_ms < ? LIMIT 1000`},

@@ -237,7 +237,18 @@ def calls(target: str, n: int, workers: int) -> tuple[float, float, float]:
     return qs[49] / 1e6, qs[98] / 1e6, (c1.user - c0.user + c1.system - c0.system) * 1e3 / n
 
 
-def latency(target: str, rate: float, seconds: float, workers: int) -> tuple[float, float, int]:
+def proc_cpu(pid: int) -> float:
+    """A process's user + system CPU so far (s), from /proc/PID/stat (Linux); 0 elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def latency(
+    target: str, rate: float, seconds: float, workers: int, server_pid: int | None = None
+) -> tuple[float, float, int]:
     stop_file = tempfile.mktemp(prefix="lakeshore-bench-stop-")
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=latency_worker, args=(target, stop_file)) for _ in range(workers)]
@@ -257,6 +268,8 @@ def latency(target: str, rate: float, seconds: float, workers: int) -> tuple[flo
             samples.append(time.perf_counter() - t)
 
         tasks = []
+        s0 = proc_cpu(server_pid) if server_pid else 0.0
+        w0 = sum(proc_cpu(p.pid) for p in procs if p.pid)
         c0, start = os.times(), time.perf_counter()
         n = int(rate * seconds)
         for i in range(n):
@@ -266,8 +279,14 @@ def latency(target: str, rate: float, seconds: float, workers: int) -> tuple[flo
             tasks.append(asyncio.create_task(one(i)))
         await asyncio.gather(*tasks)
         c1 = os.times()
+        w1 = sum(proc_cpu(p.pid) for p in procs if p.pid)
+        s1 = proc_cpu(server_pid) if server_pid else 0.0
         cpu = c1.user - c0.user + c1.system - c0.system
-        print(f"  (client CPU {cpu * 1e3 / n:.3f} ms/job, submit + result)", flush=True)
+        server = f", server {(s1 - s0) * 1e3 / n:.3f}" if server_pid else ""
+        print(
+            f"  (CPU ms/job: client {cpu * 1e3 / n:.3f} (submit + result){server}, workers {(w1 - w0) * 1e3 / n:.3f})",
+            flush=True,
+        )
         return samples
 
     samples = asyncio.run(main())
@@ -327,7 +346,7 @@ def main() -> None:
             print(f"burn-down {args.jobs:,} no-op jobs, {args.workers} processes x {args.concurrency}: {rate:,.0f} jobs/s", flush=True)
         if args.only not in (None, "latency"):
             return
-        p50, p99, n = latency(target, args.rate, args.seconds, 2)
+        p50, p99, n = latency(target, args.rate, args.seconds, 2, server.pid if server is not None else None)
         print(f"latency enqueue->result at {args.rate:g} jobs/s ({n} jobs, 2 worker processes): p50 {p50:.2f} ms, p99 {p99:.2f} ms", flush=True)
     finally:
         if server is not None:
