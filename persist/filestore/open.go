@@ -35,6 +35,7 @@ type fileQueue struct {
 	cache     *fragCache
 	tails     *tailCache
 	readCache readCache
+	readStmts readStmts // the read pool's prepared statements
 	metrics   metrics
 
 	schemaMu      sync.Mutex
@@ -161,6 +162,7 @@ func (q *fileQueue) hook(point string) {
 func (q *fileQueue) shutdown() {
 	q.w.close()
 	q.cache.close()
+	q.readStmts.close()
 	q.owner.release(q.dir)
 	q.db.Close()
 }
