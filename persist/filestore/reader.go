@@ -53,15 +53,15 @@ func (r *fileReader) GetMeta(ctx context.Context, req *persist.MetaRequest) (*pe
 // metadata is returned beside the error.
 func (r *fileReader) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persist.Batch, *persist.BatchMeta, error) {
 	q := r.q
-	ahead := &dataAhead{}
+	ahead := &getmeta.Ahead{}
 	meta, err := getmeta.Loop(req, q.cfg.Samplers, q.calls.Enter, q.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
 		return q.getMetaOnce(ctx, rq, sampler, deadline, ahead)
 	})
 	if err != nil {
-		ahead.discard()
+		ahead.Discard()
 		return nil, nil, err
 	}
-	if b, ok, err := ahead.result(meta); ok {
+	if b, ok, err := ahead.Result(meta); ok {
 		if err != nil {
 			return nil, meta, err
 		}
@@ -74,64 +74,10 @@ func (r *fileReader) GetBatch(ctx context.Context, req *persist.MetaRequest) (*p
 	return b, meta, nil
 }
 
-// dataAhead is GetBatch's read of a batch's data started before its hand-out commits.
-// Its methods are safe on a nil or never started one.
-type dataAhead struct {
-	fields []string
-	idx    []int64
-	done   chan struct{} // closed when the read ends; nil before start
-	b      *persist.Batch
-	err    error
-}
-
-// start reads fields of idx in the background (one read at a time: the previous one
-// must have been discarded).
-func (a *dataAhead) start(ctx context.Context, q *fileQueue, partition string, fields []string, idx []int64) {
-	a.fields, a.idx, a.b, a.err = fields, idx, nil, nil
-	a.done = make(chan struct{})
-	go func() {
-		defer close(a.done)
-		if err := q.calls.Enter(); err != nil {
-			a.err = err
-			return
-		}
-		defer q.calls.Leave()
-		a.b, a.err = q.readData(ctx, partition, fields, idx)
-	}()
-}
-
-// discard waits for the read, if one was started, and drops it.
-func (a *dataAhead) discard() {
-	if a == nil || a.done == nil {
-		return
-	}
-	<-a.done
-	if a.b != nil {
-		a.b.Release()
-	}
-	a.done, a.b, a.err = nil, nil, nil
-}
-
-// result returns the read's batch (or error) when one was started for exactly meta's
-// samples and fields; ok false (and the read dropped) otherwise.
-func (a *dataAhead) result(meta *persist.BatchMeta) (*persist.Batch, bool, error) {
-	if a.done == nil {
-		return nil, false, nil
-	}
-	if !slices.Equal(a.idx, meta.Indexes) || !slices.Equal(a.fields, meta.FieldNames()) {
-		a.discard()
-		return nil, false, nil
-	}
-	<-a.done
-	b, err := a.b, a.err
-	a.done, a.b, a.err = nil, nil, nil
-	return b, true, err
-}
-
 // getMetaOnce is one attempt of GetMeta: it hands out a batch (done), or in wait mode
 // waits for the next commit that changes the partition (not done) or for the end of
 // the wait (done, an error).
-func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time, ahead *dataAhead) (*persist.BatchMeta, bool, error) {
+func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time, ahead *getmeta.Ahead) (*persist.BatchMeta, bool, error) {
 	// Taken before the attempt, so no commit is missed. Only commits that change the
 	// partition (or other processes' commits, or Close) wake it.
 	woken, release := q.hub.watchPartition(rq.Partition)
@@ -197,8 +143,8 @@ const maxHandOutConflicts = 4
 // maxHandOutConflicts such losses it chooses inside the write transaction.
 //
 // With ahead (GetBatch), the data of a batch chosen on a read snapshot is read while
-// the writer records it (ahead.start); the read is dropped when the batch is lost.
-func (q *fileQueue) handOut(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, ahead *dataAhead) ([]int64, persist.Schema, error) {
+// the writer records it (Ahead.Start); the read is dropped when the batch is lost.
+func (q *fileQueue) handOut(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, ahead *getmeta.Ahead) ([]int64, persist.Schema, error) {
 	for range maxHandOutConflicts {
 		var p *metaPlan
 		err := q.readSnapshot(ctx, func(t *wtx) error {
@@ -225,13 +171,20 @@ func (q *fileQueue) handOut(ctx context.Context, rq *persist.MetaRequest, sample
 		}
 		q.hook("getmeta-chosen")
 		if ahead != nil && len(p.idx) > 0 {
-			ahead.start(ctx, q, rq.Partition, rq.Fields, p.idx)
+			idx := p.idx
+			ahead.Start(rq.Fields, idx, func() (*persist.Batch, error) {
+				if err := q.calls.Enter(); err != nil {
+					return nil, err
+				}
+				defer q.calls.Leave()
+				return q.readData(ctx, rq.Partition, rq.Fields, idx)
+			})
 		}
 		err = q.w.do(ctx, func(t *wtx) error { return t.recordMeta(rq, p, true) })
 		if err == nil {
 			return p.idx, p.schema, nil
 		}
-		ahead.discard()
+		ahead.Discard()
 		if !errors.Is(err, errHandOutConflict) {
 			return nil, p.schema, err
 		}
