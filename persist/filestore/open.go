@@ -36,6 +36,7 @@ type fileQueue struct {
 	tails     *tailCache
 	readCache readCache
 	readStmts readStmts // the read pool's prepared statements
+	ahead     readAhead // GetBatch's next batch chosen ahead (readahead.go)
 	metrics   metrics
 
 	schemaMu      sync.Mutex
@@ -146,6 +147,7 @@ func (q *fileQueue) Close(ctx context.Context) error {
 	}
 	q.hub.broadcast() // waiters on Changes see the close
 	q.calls.Wait()
+	q.dropReadAhead()
 	q.bgCancel()
 	q.bg.Wait()
 	err := q.flush(ctx)

@@ -54,17 +54,38 @@ func (r *fileReader) GetMeta(ctx context.Context, req *persist.MetaRequest) (*pe
 func (r *fileReader) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persist.Batch, *persist.BatchMeta, error) {
 	q := r.q
 	ahead := &getmeta.Ahead{}
+	var early *persist.Batch // the batch read ahead (readahead.go), when handed out
+	var next persist.MetaRequest
+	var nextSampler persist.Sampler
 	meta, err := getmeta.Loop(req, q.cfg.Samplers, q.calls.Enter, q.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+		next, nextSampler = *rq, sampler
+		if a := q.takeReadAhead(rq); a != nil {
+			meta, b, ok, err := q.useReadAhead(ctx, rq, a)
+			if ok {
+				early = b // nil when its read failed: read below
+				return meta, true, err
+			}
+		}
 		return q.getMetaOnce(ctx, rq, sampler, deadline, ahead)
 	})
 	if err != nil {
 		ahead.Discard()
 		return nil, nil, err
 	}
+	defer func() {
+		if len(meta.Indexes) > 0 {
+			q.startReadAhead(next, nextSampler)
+		}
+	}()
+	if early != nil {
+		q.metrics.gets.Add(int64(early.Len()))
+		return early, meta, nil
+	}
 	if b, ok, err := ahead.Result(meta); ok {
 		if err != nil {
 			return nil, meta, err
 		}
+		q.metrics.gets.Add(int64(b.Len()))
 		return b, meta, nil
 	}
 	b, err := r.GetData(ctx, meta)
@@ -177,7 +198,7 @@ func (q *fileQueue) handOut(ctx context.Context, rq *persist.MetaRequest, sample
 					return nil, err
 				}
 				defer q.calls.Leave()
-				return q.readData(ctx, rq.Partition, rq.Fields, idx)
+				return q.readData(ctx, rq.Partition, rq.Fields, idx, false)
 			})
 		}
 		err = q.w.do(ctx, func(t *wtx) error { return t.recordMeta(rq, p, true) })
@@ -643,20 +664,22 @@ func (r *fileReader) GetData(ctx context.Context, meta *persist.BatchMeta) (*per
 		}
 		return &persist.Batch{Fields: fields, Record: record.MakeRecord(nil, fields, cols)}, nil
 	}
-	return q.readData(ctx, meta.Partition, meta.FieldNames(), meta.Indexes)
+	return q.readData(ctx, meta.Partition, meta.FieldNames(), meta.Indexes, true)
 }
 
 // readData reads fields of the samples indexes (none empty), in that order: GetData's
-// read. Errors: *NotFoundError for indexes never put or cleared, I/O errors.
-func (q *fileQueue) readData(ctx context.Context, partition string, fields []string, indexes []int64) (*persist.Batch, error) {
+// read, counted in Stats.Gets when count is set (a read ahead of its hand-out counts
+// when it is handed out). Errors: *NotFoundError for indexes never put or cleared, I/O
+// errors.
+func (q *fileQueue) readData(ctx context.Context, partition string, fields []string, indexes []int64, count bool) (*persist.Batch, error) {
 	sorted := record.SortedUnique(append([]int64(nil), indexes...))
-	b, err := q.readBatch(ctx, fields, func(_ queryer, s *snapshot) ([]int64, error) {
+	b, err := q.readBatchCounted(ctx, fields, func(_ queryer, s *snapshot) ([]int64, error) {
 		want := record.SetOf(sorted)
 		if missing := want.Minus(record.IndexSet{{Lo: 0, Hi: s.next}}.Minus(s.tomb)); len(missing) > 0 {
 			return nil, &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
 		}
 		return sorted, nil
-	})
+	}, count)
 	if err != nil {
 		return nil, err
 	}
