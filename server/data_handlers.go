@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -267,8 +268,9 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, b *persist.Ba
 
 // writeArrow answers rec as a 200 Arrow IPC stream of one record batch.
 func writeArrow(w http.ResponseWriter, rec arrow.RecordBatch) error {
-	var buf bytes.Buffer
-	iw := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
+	buf := arrowBufs.Get().(*bytes.Buffer)
+	defer putArrowBuf(buf)
+	iw := ipc.NewWriter(buf, ipc.WithSchema(rec.Schema()))
 	if err := iw.Write(rec); err != nil {
 		return err
 	}
@@ -280,6 +282,24 @@ func writeArrow(w http.ResponseWriter, rec arrow.RecordBatch) error {
 	w.WriteHeader(http.StatusOK)
 	w.Write(buf.Bytes()) //nolint:errcheck // the client went away
 	return nil
+}
+
+// arrowBufs keeps the buffers of Arrow answers between requests: a batch's answer is
+// encoded whole before it is sent (its length goes first), and growing a new buffer for
+// each was a copy of every answer or more.
+var arrowBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledArrowBuf bounds the buffers arrowBufs keeps (a 1 GiB tensor answer is
+// not kept alive for the next small one).
+const maxPooledArrowBuf = 16 << 20
+
+// putArrowBuf returns buf to arrowBufs, emptied, unless it grew past maxPooledArrowBuf.
+func putArrowBuf(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledArrowBuf {
+		return
+	}
+	buf.Reset()
+	arrowBufs.Put(buf)
 }
 
 // checkShardColumn refuses a shard column that is neither _index nor a field of the
@@ -609,18 +629,39 @@ func (s *Server) handleDataBatch(w http.ResponseWriter, r *http.Request, p *prin
 	if err != nil {
 		return err
 	}
-	m, err := s.getMeta(r, p, dq, mr)
-	if err != nil {
-		return err
+	var b *persist.Batch
+	var m *persist.BatchMeta
+	if bg, ok := dq.store.(persist.BatchGetter); ok && !mr.Wait {
+		// One call: the store may read the data while it commits the hand-out (the file
+		// store does). A waiting request keeps the two steps, so that only the wait is
+		// ended by the server's shutdown, never the read of a batch handed out.
+		b, m, err = bg.GetBatch(r.Context(), mr)
+		if m != nil {
+			count(s.data.metrics.meta, r, len(m.Indexes))
+		}
+		if err != nil && m == nil {
+			return stopErr(r.Context(), err)
+		}
+	} else {
+		if m, err = s.getMeta(r, p, dq, mr); err != nil {
+			return err
+		}
 	}
-	hdr, err := json.Marshal(batchMetaOf(m, false))
-	if err != nil {
-		return err
+	hdr, herr := json.Marshal(batchMetaOf(m, false))
+	if herr != nil {
+		if b != nil {
+			b.Release()
+		}
+		return herr
 	}
 	w.Header().Set(api.HeaderBatchMeta, string(hdr))
-	b, err := dq.store.GetData(r.Context(), m)
-	if err != nil {
+	if err != nil { // handed out, not read: the header carries the metadata
 		return err
+	}
+	if b == nil {
+		if b, err = dq.store.GetData(r.Context(), m); err != nil {
+			return err
+		}
 	}
 	defer b.Release()
 	count(s.data.metrics.read, r, b.Len())

@@ -75,8 +75,11 @@ func (q *fileQueue) view(ctx context.Context, fn func(tx queryer) error) error {
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
-	defer tx.Rollback()
-	return fn(tx)
+	defer tx.Rollback() // also when fn panics
+	err = fn(&readTx{tx: tx, q: q})
+	tx.Rollback()
+	q.readStmts.prepare(ctx, q.rdb)
+	return err
 }
 
 // loadHead reads the index counter, manifest version, schema and the tombstones.

@@ -35,6 +35,8 @@ type fileQueue struct {
 	cache     *fragCache
 	tails     *tailCache
 	readCache readCache
+	readStmts readStmts // the read pool's prepared statements
+	ahead     readAhead // GetBatch's next batch chosen ahead (readahead.go)
 	metrics   metrics
 
 	schemaMu      sync.Mutex
@@ -145,6 +147,7 @@ func (q *fileQueue) Close(ctx context.Context) error {
 	}
 	q.hub.broadcast() // waiters on Changes see the close
 	q.calls.Wait()
+	q.dropReadAhead()
 	q.bgCancel()
 	q.bg.Wait()
 	err := q.flush(ctx)
@@ -161,6 +164,7 @@ func (q *fileQueue) hook(point string) {
 func (q *fileQueue) shutdown() {
 	q.w.close()
 	q.cache.close()
+	q.readStmts.close()
 	q.owner.release(q.dir)
 	q.db.Close()
 }

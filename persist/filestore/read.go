@@ -201,6 +201,12 @@ const maxReadRetries = 5
 // readBatch reads fields of the sorted unique indexes chosen by pick inside one
 // consistent snapshot. pick gets the snapshot head and returns the indexes.
 func (q *fileQueue) readBatch(ctx context.Context, fields []string, pick func(tx queryer, s *snapshot) ([]int64, error)) (*persist.Batch, error) {
+	return q.readBatchCounted(ctx, fields, pick, true)
+}
+
+// readBatchCounted is readBatch, counting the rows in Stats.Gets only when count is set
+// (a read ahead counts when it is handed out).
+func (q *fileQueue) readBatchCounted(ctx context.Context, fields []string, pick func(tx queryer, s *snapshot) ([]int64, error), count bool) (*persist.Batch, error) {
 	for attempt := 0; ; attempt++ {
 		b, err := q.readBatchOnce(ctx, fields, pick)
 		if errors.Is(err, errFragmentGone) {
@@ -209,7 +215,7 @@ func (q *fileQueue) readBatch(ctx context.Context, fields []string, pick func(tx
 			}
 			return nil, fmt.Errorf("%w: a fragment named by the manifest is missing: %v", persist.ErrCorrupt, err)
 		}
-		if err == nil {
+		if err == nil && count {
 			q.metrics.gets.Add(int64(b.Len()))
 		}
 		return b, err

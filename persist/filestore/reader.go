@@ -40,21 +40,72 @@ var errNotFull = errors.New("batch not full")
 func (r *fileReader) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist.BatchMeta, error) {
 	q := r.q
 	return getmeta.Loop(req, q.cfg.Samplers, q.calls.Enter, q.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
-		return q.getMetaOnce(ctx, rq, sampler, deadline)
+		return q.getMetaOnce(ctx, rq, sampler, deadline, nil)
 	})
+}
+
+// GetBatch is GetMeta then GetData (persist.BatchGetter), with the data read on a read
+// snapshot while the writer commits the hand-out rather than after it: the two costs
+// overlap, and the batch is still returned only once its consumption is durable. When a
+// batch is chosen inside the write transaction (after lost races, or by a waiting
+// GetMeta that chose nothing ahead) it is read after the commit, as GetData does.
+// Errors as for GetMeta and GetData; when reading fails after the hand-out, the
+// metadata is returned beside the error.
+func (r *fileReader) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persist.Batch, *persist.BatchMeta, error) {
+	q := r.q
+	ahead := &getmeta.Ahead{}
+	var early *persist.Batch // the batch read ahead (readahead.go), when handed out
+	var next persist.MetaRequest
+	var nextSampler persist.Sampler
+	meta, err := getmeta.Loop(req, q.cfg.Samplers, q.calls.Enter, q.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+		next, nextSampler = *rq, sampler
+		if a := q.takeReadAhead(rq); a != nil {
+			meta, b, ok, err := q.useReadAhead(ctx, rq, a)
+			if ok {
+				early = b // nil when its read failed: read below
+				return meta, true, err
+			}
+		}
+		return q.getMetaOnce(ctx, rq, sampler, deadline, ahead)
+	})
+	if err != nil {
+		ahead.Discard()
+		return nil, nil, err
+	}
+	defer func() {
+		if len(meta.Indexes) > 0 {
+			q.startReadAhead(next, nextSampler)
+		}
+	}()
+	if early != nil {
+		q.metrics.gets.Add(int64(early.Len()))
+		return early, meta, nil
+	}
+	if b, ok, err := ahead.Result(meta); ok {
+		if err != nil {
+			return nil, meta, err
+		}
+		q.metrics.gets.Add(int64(b.Len()))
+		return b, meta, nil
+	}
+	b, err := r.GetData(ctx, meta)
+	if err != nil {
+		return nil, meta, err
+	}
+	return b, meta, nil
 }
 
 // getMetaOnce is one attempt of GetMeta: it hands out a batch (done), or in wait mode
 // waits for the next commit that changes the partition (not done) or for the end of
 // the wait (done, an error).
-func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time, ahead *getmeta.Ahead) (*persist.BatchMeta, bool, error) {
 	// Taken before the attempt, so no commit is missed. Only commits that change the
 	// partition (or other processes' commits, or Close) wake it.
 	woken, release := q.hub.watchPartition(rq.Partition)
 	defer release()
 	q.hook("getmeta-attempt")
 	start := time.Now()
-	idx, schema, err := q.handOut(ctx, rq, sampler)
+	idx, schema, err := q.handOut(ctx, rq, sampler, ahead)
 	if err == nil {
 		meta, err := q.batchMeta(ctx, rq, idx, schema)
 		return meta, true, err
@@ -111,7 +162,10 @@ const maxHandOutConflicts = 4
 // not held by another group, the group's stored assignment unchanged) and records the
 // consumption and assignment. If they were taken meanwhile it chooses again; after
 // maxHandOutConflicts such losses it chooses inside the write transaction.
-func (q *fileQueue) handOut(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler) ([]int64, persist.Schema, error) {
+//
+// With ahead (GetBatch), the data of a batch chosen on a read snapshot is read while
+// the writer records it (Ahead.Start); the read is dropped when the batch is lost.
+func (q *fileQueue) handOut(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, ahead *getmeta.Ahead) ([]int64, persist.Schema, error) {
 	for range maxHandOutConflicts {
 		var p *metaPlan
 		err := q.readSnapshot(ctx, func(t *wtx) error {
@@ -137,10 +191,21 @@ func (q *fileQueue) handOut(ctx context.Context, rq *persist.MetaRequest, sample
 			return p.idx, p.schema, nil // nothing to record
 		}
 		q.hook("getmeta-chosen")
+		if ahead != nil && len(p.idx) > 0 {
+			idx := p.idx
+			ahead.Start(rq.Fields, idx, func() (*persist.Batch, error) {
+				if err := q.calls.Enter(); err != nil {
+					return nil, err
+				}
+				defer q.calls.Leave()
+				return q.readData(ctx, rq.Partition, rq.Fields, idx, false)
+			})
+		}
 		err = q.w.do(ctx, func(t *wtx) error { return t.recordMeta(rq, p, true) })
 		if err == nil {
 			return p.idx, p.schema, nil
 		}
+		ahead.Discard()
 		if !errors.Is(err, errHandOutConflict) {
 			return nil, p.schema, err
 		}
@@ -182,22 +247,16 @@ func (q *fileQueue) handOut(ctx context.Context, rq *persist.MetaRequest, sample
 // query-only). The connection is released before readSnapshot returns, so that fn's
 // caller may read fragments (their own read transactions) afterwards.
 func (q *fileQueue) readSnapshot(ctx context.Context, fn func(t *wtx) error) error {
-	conn, err := q.rdb.Conn(ctx)
+	tx, err := q.rdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return fmt.Errorf("begin read: %w", err)
-	}
-	t := &wtx{ctx: ctx, conn: conn, q: q, stmts: map[string]*sql.Stmt{}}
+	t := &wtx{ctx: ctx, rtx: &readTx{tx: tx, q: q}, q: q, stmts: map[string]*sql.Stmt{}}
 	err = fn(t)
-	for _, st := range t.stmts {
-		st.Close()
-	}
-	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil && err == nil {
+	if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) && err == nil { // ErrTxDone: ctx ended, database/sql rolled back
 		err = fmt.Errorf("end read: %w", rerr)
 	}
+	q.readStmts.prepare(ctx, q.rdb)
 	if err != nil {
 		return err
 	}
@@ -605,19 +664,27 @@ func (r *fileReader) GetData(ctx context.Context, meta *persist.BatchMeta) (*per
 		}
 		return &persist.Batch{Fields: fields, Record: record.MakeRecord(nil, fields, cols)}, nil
 	}
-	sorted := record.SortedUnique(append([]int64(nil), meta.Indexes...))
-	b, err := q.readBatch(ctx, meta.FieldNames(), func(_ queryer, s *snapshot) ([]int64, error) {
+	return q.readData(ctx, meta.Partition, meta.FieldNames(), meta.Indexes, true)
+}
+
+// readData reads fields of the samples indexes (none empty), in that order: GetData's
+// read, counted in Stats.Gets when count is set (a read ahead of its hand-out counts
+// when it is handed out). Errors: *NotFoundError for indexes never put or cleared, I/O
+// errors.
+func (q *fileQueue) readData(ctx context.Context, partition string, fields []string, indexes []int64, count bool) (*persist.Batch, error) {
+	sorted := record.SortedUnique(append([]int64(nil), indexes...))
+	b, err := q.readBatchCounted(ctx, fields, func(_ queryer, s *snapshot) ([]int64, error) {
 		want := record.SetOf(sorted)
 		if missing := want.Minus(record.IndexSet{{Lo: 0, Hi: s.next}}.Minus(s.tomb)); len(missing) > 0 {
-			return nil, &persist.NotFoundError{Partition: meta.Partition, Indexes: missing.First(16)}
+			return nil, &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
 		}
 		return sorted, nil
-	})
+	}, count)
 	if err != nil {
 		return nil, err
 	}
-	if !isAscending(meta.Indexes) {
-		b = reorderBatch(b, meta.Indexes)
+	if !isAscending(indexes) {
+		b = reorderBatch(b, indexes)
 	}
 	return b, nil
 }

@@ -9,8 +9,9 @@ import (
 )
 
 var (
-	_ persist.Store     = (*fileQueue)(nil)
-	_ persist.Compacter = (*fileQueue)(nil)
+	_ persist.Store       = (*fileQueue)(nil)
+	_ persist.Compacter   = (*fileQueue)(nil)
+	_ persist.BatchGetter = (*fileQueue)(nil)
 )
 
 // Scan implements Store.
@@ -21,6 +22,11 @@ func (q *fileQueue) Scan(ctx context.Context, offset int64, limit int, opts *per
 // GetMeta implements Store.
 func (q *fileQueue) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist.BatchMeta, error) {
 	return q.fileReader().GetMeta(ctx, req)
+}
+
+// GetBatch implements persist.BatchGetter (fileReader.GetBatch).
+func (q *fileQueue) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persist.Batch, *persist.BatchMeta, error) {
+	return q.fileReader().GetBatch(ctx, req)
 }
 
 // GetData implements Store.

@@ -24,7 +24,8 @@ const maxGroupOps = 256
 // wtx is the state an op sees: the write connection inside an open transaction.
 type wtx struct {
 	ctx    context.Context
-	conn   *sql.Conn
+	conn   *sql.Conn // the writer's connection; nil in a read snapshot
+	rtx    *readTx   // a read snapshot's transaction (readSnapshot); nil in the writer
 	q      *fileQueue
 	stmts  map[string]*sql.Stmt
 	schema *persist.Schema     // loaded lazily once per transaction
@@ -67,6 +68,9 @@ func (t *wtx) query(query string, args ...any) (*sql.Rows, error) {
 func (t *wtx) queryRow(query string, args ...any) *sql.Row {
 	st, err := t.stmt(query)
 	if err != nil {
+		if t.rtx != nil {
+			return t.rtx.tx.QueryRowContext(t.ctx, query, args...)
+		}
 		return t.conn.QueryRowContext(t.ctx, query, args...)
 	}
 	return st.QueryRowContext(t.ctx, args...)
@@ -76,7 +80,15 @@ func (t *wtx) stmt(query string) (*sql.Stmt, error) {
 	if st, ok := t.stmts[query]; ok {
 		return st, nil
 	}
-	st, err := t.conn.PrepareContext(t.ctx, query)
+	var st *sql.Stmt
+	var err error
+	if t.rtx != nil {
+		if st = t.rtx.stmt(t.ctx, query); st == nil {
+			st, err = t.rtx.tx.PrepareContext(t.ctx, query)
+		}
+	} else {
+		st, err = t.conn.PrepareContext(t.ctx, query)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}

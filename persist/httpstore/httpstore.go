@@ -253,7 +253,7 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 	if err != nil {
 		return nil, nil, noAnswer(err, "")
 	}
-	data, err := io.ReadAll(resp.Body)
+	data, err := readBody(resp)
 	resp.Body.Close()
 	if err != nil {
 		// The connection broke before the whole answer arrived: as good as no answer.
@@ -276,6 +276,24 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 		}
 	}
 	return data, resp.Header, nil
+}
+
+// maxSizedBody bounds the answers readBody reads into one buffer of their announced
+// length; a longer one grows as it arrives.
+const maxSizedBody = 256 << 20
+
+// readBody reads an answer's body whole: in one allocation of its Content-Length when
+// the server sent one (an Arrow answer of a batch does), instead of growing a buffer
+// from 512 bytes by copies.
+func readBody(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n <= maxSizedBody {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(resp.Body)
 }
 
 // httpError rebuilds the error of a non-200 answer: persist's typed errors from their

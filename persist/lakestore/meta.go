@@ -30,13 +30,46 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 		return nil, &persist.InvalidError{Field: "request", Value: nil, Rule: "a MetaRequest"}
 	}
 	return getmeta.Loop(req, s.cfg.Samplers, s.calls.Enter, s.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
-		return s.getMetaOnce(ctx, rq, sampler, deadline)
+		return s.getMetaOnce(ctx, rq, sampler, deadline, nil)
 	})
+}
+
+// GetBatch implements persist.BatchGetter: GetMeta then GetData, with the data read
+// (its own catalog snapshot and the fragments) started as soon as the sampler has
+// chosen, while the hand-out's transaction writes the consumption and commits; the
+// batch is returned only after that commit. Errors as for GetMeta and GetData; when
+// reading fails after the hand-out, the metadata is returned beside the error.
+func (s *Store) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persist.Batch, *persist.BatchMeta, error) {
+	if req == nil {
+		return nil, nil, &persist.InvalidError{Field: "request", Value: nil, Rule: "a MetaRequest"}
+	}
+	ahead := &getmeta.Ahead{}
+	meta, err := getmeta.Loop(req, s.cfg.Samplers, s.calls.Enter, s.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+		return s.getMetaOnce(ctx, rq, sampler, deadline, ahead)
+	})
+	if err != nil {
+		ahead.Discard()
+		return nil, nil, err
+	}
+	if b, ok, err := ahead.Result(meta); ok {
+		if err != nil {
+			return nil, meta, err
+		}
+		return b, meta, nil
+	}
+	b, err := s.GetData(ctx, meta)
+	if err != nil {
+		return nil, meta, err
+	}
+	return b, meta, nil
 }
 
 // getMetaOnce is one attempt of GetMeta (getmeta.Attempt): one catalog transaction, then,
 // with no full batch and the wait not over, the wait for the next change.
-func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+//
+// With ahead (GetBatch), the chosen samples' data is read while the transaction
+// finishes; a read whose transaction did not commit is discarded.
+func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time, ahead *getmeta.Ahead) (*persist.BatchMeta, bool, error) {
 	woken, release := s.Changes()
 	defer release()
 	var idx []int64
@@ -44,7 +77,7 @@ func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sample
 	dropped := false
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		var err error
-		idx, schema, err = s.getMeta(ctx, tx, rq, sampler)
+		idx, schema, err = s.getMeta(ctx, tx, rq, sampler, ahead)
 		if errors.Is(err, errNotFullDropped) {
 			dropped = true
 			return nil // commit the drops
@@ -53,6 +86,9 @@ func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sample
 	})
 	if err == nil && dropped {
 		err = errNotFull
+	}
+	if err != nil {
+		ahead.Discard()
 	}
 	if err == nil {
 		meta, err := s.batchMeta(ctx, rq, idx, schema)
@@ -86,7 +122,7 @@ func (s *Store) lockConsumer(ctx context.Context, tx pgx.Tx, partition, task str
 }
 
 // getMeta is the transaction of GetMeta.
-func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, sampler persist.Sampler) ([]int64, persist.Schema, error) {
+func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, sampler persist.Sampler, ahead *getmeta.Ahead) ([]int64, persist.Schema, error) {
 	if err := s.lockConsumer(ctx, tx, rq.Partition, rq.Task); err != nil {
 		return nil, persist.Schema{}, err
 	}
@@ -196,6 +232,14 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 			return nil, st.schema, errNotFullDropped
 		}
 		return nil, st.schema, errNotFull // rolls back any assignment the sampler stored
+	}
+	if ahead != nil && len(idx) > 0 {
+		// Chosen for good unless this transaction fails: read while it finishes.
+		m := &persist.BatchMeta{Indexes: idx, Partition: rq.Partition}
+		for _, f := range rq.Fields {
+			m.Fields = append(m.Fields, persist.FieldMeta{Name: f})
+		}
+		ahead.Start(rq.Fields, idx, func() (*persist.Batch, error) { return s.GetData(ctx, m) })
 	}
 	if sampled != tx {
 		if err := sampled.Commit(ctx); err != nil { // releases the savepoint

@@ -1,7 +1,8 @@
 // Package getmeta holds what every data store's GetMeta does around its own hand-out
 // transaction: the request normalized and the attempts repeated under one wait deadline
 // (Loop), the wait for a change between attempts (Await), and the BatchMeta of the
-// samples handed out (Fields, Fold). The file store and the distributed store share it;
+// samples handed out (Fields, Fold), and GetBatch's data read overlapping the hand-out's
+// commit (Ahead). The file store and the distributed store share it;
 // it is internal so that it is not part of the data SDK.
 package getmeta
 
