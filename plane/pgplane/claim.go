@@ -41,15 +41,10 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 			// still wakes us.
 			changed, release = d.hub.Watch(key)
 		}
-		if err := d.checkOpen(); err != nil {
+		if err := d.claims.do(ctx, req); err != nil {
 			release()
 			return nil, false, err
 		}
-		if err := ctx.Err(); err != nil {
-			release()
-			return nil, false, err
-		}
-		d.claims.do(ctx, req)
 		if req.err != nil || len(req.jobs) > 0 || p.Wait == 0 {
 			release()
 			return req.jobs, req.err == nil, req.err
@@ -102,11 +97,6 @@ type claimRequest struct {
 
 // maxClaimGroup bounds the jobs one group claims.
 const maxClaimGroup = 1000
-
-func newClaimGrouper(d *Driver) *grouper[*claimRequest] {
-	return &grouper[*claimRequest]{max: maxClaimGroup, run: d.claimGroup,
-		size: func(r *claimRequest) int { return r.n }}
-}
 
 // claimGroup serves a group of claims in one transaction: the requests for one queue, kind
 // and temperature share their statements.
@@ -492,9 +482,7 @@ func (t *tx) expired(r *row, cutoff time.Duration) bool {
 	if end == nil {
 		return false
 	}
-	h := &head{id: r.ID, namespace: r.Namespace, queue: r.Queue, state: r.State,
-		priority: r.Priority, attempt: r.Attempt, maxAttempts: r.MaxAttempts, nextFrame: r.NextFrame}
-	t.apply(h, *end, nil)
+	t.apply(r.Head(), *end, nil)
 	return true
 }
 

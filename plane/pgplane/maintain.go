@@ -163,7 +163,7 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 	}{
 		{d.sql.expiredLeases, func(t *tx, h *head) { t.expireLease(h) }},
 		{d.sql.attemptsOverdue, func(t *tx, h *head) { t.attemptOverdue(h) }},
-		{d.sql.deadlinesPassed, func(t *tx, h *head) { t.apply(h, plane.DeadlineTransition(h.attempt), nil) }},
+		{d.sql.deadlinesPassed, func(t *tx, h *head) { t.apply(h, plane.DeadlineTransition(h.Attempt), nil) }},
 	}
 	for _, step := range steps {
 		for {

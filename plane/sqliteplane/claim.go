@@ -213,26 +213,22 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 				continue
 			}
 		}
-		var keyedRows []*row
+		var keyed *row
 		if key != "" {
-			if keyedRows, err = t.candidates(head, p.Namespace, p.Queue, key); err != nil {
+			if keyed, err = t.first(head, p.Namespace, p.Queue, key); err != nil {
 				return err
 			}
 		}
-		unkeyed, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, 1)
+		unkeyed, err := t.first(stmt, p.Namespace, p.Queue, t.ms, 1)
 		if err != nil {
 			return err
 		}
-		var r *row
+		r := keyed
 		switch {
-		case len(keyedRows) == 0 && len(unkeyed) == 0:
+		case keyed == nil && unkeyed == nil:
 			return nil
-		case len(keyedRows) == 0:
-			r, key = unkeyed[0], ""
-		case len(unkeyed) == 0 || plane.KeyTurnFirst(kind, keyedRows[0].ID, keyedRows[0].Priority, unkeyed[0].ID, unkeyed[0].Priority):
-			r = keyedRows[0]
-		default:
-			r, key = unkeyed[0], ""
+		case keyed == nil || unkeyed != nil && !plane.KeyTurnFirst(kind, keyed.ID, keyed.Priority, unkeyed.ID, unkeyed.Priority):
+			r, key = unkeyed, ""
 		}
 		job, err := t.start(r, p, lease, cutoff)
 		if err != nil {
@@ -268,15 +264,22 @@ func (t *wtx) candidates(stmt *sql.Stmt, args ...any) ([]*row, error) {
 	return planekit.Collect(sqlRows{rs}, "claim", scanRow)
 }
 
+// first reads the first claimable row of stmt (nil when none).
+func (t *wtx) first(stmt *sql.Stmt, args ...any) (*row, error) {
+	rows, err := t.candidates(stmt, args...)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return rows[0], nil
+}
+
 // start begins a new attempt of r under a fresh lease (its row written by the caller's
 // runPending), or, when r's deadline has passed or
 // is nearer than the queue's cutoff, ends it as timeout without running it (nil job).
 func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
-	h := &head{seq: r.Seq, id: r.ID, namespace: r.Namespace, queue: r.Queue, state: r.State,
-		priority: r.Priority, attempt: r.Attempt, maxAttempts: r.MaxAttempts, nextFrame: r.NextFrame}
 	if r.DeadlineMS > 0 {
 		if end := plane.ClaimTransition(time.UnixMilli(r.DeadlineMS), time.UnixMilli(t.ms), cutoff, r.Attempt); end != nil {
-			return nil, t.apply(h, *end, nil)
+			return nil, t.apply(r.Head(), *end, nil)
 		}
 	}
 	token := plane.NewToken(t.now)
@@ -301,15 +304,15 @@ func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Dur
 	}
 	for len(*jobs) < n && len(levels) > 0 {
 		i := plane.DrawLevel(levels, p.Temperature, t.w.rand.Float64())
-		rows, err := t.candidates(t.w.st.claimLevel, p.Namespace, p.Queue, t.ms, levels[i].Priority)
+		r, err := t.first(t.w.st.claimLevel, p.Namespace, p.Queue, t.ms, levels[i].Priority)
 		if err != nil {
 			return err
 		}
-		if len(rows) == 0 { // every job of the level is in backoff
+		if r == nil { // every job of the level is in backoff
 			levels = append(levels[:i], levels[i+1:]...)
 			continue
 		}
-		job, err := t.start(rows[0], p, lease, cutoff)
+		job, err := t.start(r, p, lease, cutoff)
 		if err != nil {
 			return err
 		}

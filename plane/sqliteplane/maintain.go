@@ -42,10 +42,10 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 		return r, err
 	}
 	deadline := func(h *head) error {
-		if !planekit.Queued(h.state) {
+		if !planekit.Queued(h.State) {
 			return errSkip
 		}
-		return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
+		return t.apply(h, plane.DeadlineTransition(h.Attempt), nil)
 	}
 	for _, step := range []struct {
 		stmt  *sql.Stmt
@@ -53,13 +53,13 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 		end   func(h *head) error
 	}{
 		{t.w.st.expiredLeases, &r.LeasesExpired, func(h *head) error {
-			if h.state != planekit.StateRunning {
+			if h.State != planekit.StateRunning {
 				return errSkip
 			}
 			return t.expireLease(h)
 		}},
 		{t.w.st.attemptsOverdue, &r.AttemptsOverdue, func(h *head) error {
-			if h.state != planekit.StateRunning {
+			if h.State != planekit.StateRunning {
 				return errSkip
 			}
 			return t.attemptOverdue(h)
