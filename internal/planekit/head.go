@@ -49,9 +49,38 @@ func (r *Row) Head() *Head {
 
 // Fence is Fence for h: lost is plane.ErrLeaseLost when token does not hold h's lease at now,
 // and a lease found expired or an attempt found overdue is ended on the spot by the
-// driver's expire or overdue (their error is err).
-func (h *Head) Fence(token string, now time.Time, expire, overdue func() error) (lost, err error) {
-	return Fence(h.State, h.Token.String, token, h.LeaseExpiresMS, h.AttemptDeadlineMS, now, expire, overdue)
+// driver's end, with LeaseExpired or AttemptOverdue (its error is err).
+func (h *Head) Fence(token string, now time.Time, end func(Expiry) error) (lost, err error) {
+	return Fence(h.State, h.Token.String, token, h.LeaseExpiresMS, h.AttemptDeadlineMS, now,
+		func() error { return end(LeaseExpired) }, func() error { return end(AttemptOverdue) })
+}
+
+// Expiry is how maintenance (and a fencing check that finds it) ends an invocation: the
+// transition plane's policy decides for h (with backoff and the driver's draw), ok false
+// when h no longer qualifies (its row changed since it was found).
+type Expiry func(h *Head, backoff plane.Backoff, draw func() float64) (tr plane.Transition, ok bool)
+
+// LeaseExpired ends a running invocation whose lease ran out: re-queued at once while
+// attempts remain, else timeout (an Expiry).
+func LeaseExpired(h *Head, _ plane.Backoff, _ func() float64) (plane.Transition, bool) {
+	if h.State != StateRunning {
+		return plane.Transition{}, false
+	}
+	return plane.LeaseExpiredTransition(h.Attempt, h.MaxAttempts), true
+}
+
+// AttemptOverdue ends a running invocation that outlived its attempt timeout: retried
+// after a backoff while attempts remain, else timeout (an Expiry).
+func AttemptOverdue(h *Head, backoff plane.Backoff, draw func() float64) (plane.Transition, bool) {
+	if h.State != StateRunning {
+		return plane.Transition{}, false
+	}
+	return plane.AttemptOverdueTransition(h.Attempt, h.MaxAttempts, backoff, draw), true
+}
+
+// DeadlinePassed ends a queued invocation whose deadline passed (an Expiry).
+func DeadlinePassed(h *Head, _ plane.Backoff, _ func() float64) (plane.Transition, bool) {
+	return plane.DeadlineTransition(h.Attempt), Queued(h.State)
 }
 
 // Settle is the settle p of the invocation h (nil: none) in a driver's transaction: an id

@@ -54,19 +54,14 @@ func (t *tx) headsByID(ids []string) (map[string]*head, error) {
 // the lease (an expired lease or an overdue attempt is ended on the spot). It never fails
 // (writes are queued): err is always nil.
 func (t *tx) holds(h *head, token string) (lost, err error) {
-	return h.Fence(token, time.UnixMilli(t.ms), func() error { t.expireLease(h); return nil }, func() error { t.attemptOverdue(h); return nil })
+	return h.Fence(token, time.UnixMilli(t.ms), func(e planekit.Expiry) error { t.expire(h, e); return nil })
 }
 
-// attemptOverdue ends the attempt of h that outlived its attempt timeout (plane's policy:
-// retried after a backoff while attempts remain, else timeout).
-func (t *tx) attemptOverdue(h *head) {
-	t.apply(h, plane.AttemptOverdueTransition(h.Attempt, h.MaxAttempts, t.d.cfg.Backoff, t.d.float64), nil)
-}
-
-// expireLease ends the attempt of h whose lease ran out (plane's policy: re-queued at once
-// while attempts remain, else timeout).
-func (t *tx) expireLease(h *head) {
-	t.apply(h, plane.LeaseExpiredTransition(h.Attempt, h.MaxAttempts), nil)
+// expire ends h as e decides (plane's policy), unless h no longer qualifies.
+func (t *tx) expire(h *head, e planekit.Expiry) {
+	if tr, ok := e(h, t.d.cfg.Backoff, t.d.float64); ok {
+		t.apply(h, tr, nil)
+	}
 }
 
 // apply writes what plane's policy decided for h: a retry re-queues it (waiting out the

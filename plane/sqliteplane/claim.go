@@ -41,24 +41,14 @@ func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p
 
 // claimAfter claims as InvocationClaimMany does; before, when set, runs in the first claim
 // transaction, before the claim. committed reports whether that transaction committed.
-func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before func(t *wtx) error) (jobs []*plane.Job, committed bool, err error) {
+func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before func(t *wtx) error) ([]*plane.Job, bool, error) {
 	c := planekit.ClaimOf(p)
-	waitUntil := time.Now().Add(p.Wait)
-	key := planekit.QueueKey(p.Namespace, p.Queue)
-	for {
-		var changed <-chan struct{}
-		release := func() {}
-		var w *claimWaiter
-		parked := false // set by the write op that parked w
-		if p.Wait > 0 {
-			// The hub wakes us for what the writer cannot hand off: another process's
-			// commit, a job entering backoff, Close.
-			changed, release = d.hub.Watch(key)
-			waiter := planekit.NewWaiter(p, c)
-			w = &waiter
-		}
+	// The hub wakes a wait for what the writer cannot hand off: another process's commit, a
+	// job entering backoff, Close.
+	return planekit.ClaimWaiting(p, d.hub, &d.claimWaiters, d.cfg.Now, func(w *claimWaiter) ([]*plane.Job, int64, bool, bool, error) {
 		var jobs []*plane.Job
 		var nextMS int64
+		parked := false // set by the write op that parked w
 		first := before
 		before = nil
 		err := d.do(ctx, func(t *wtx) error {
@@ -69,29 +59,15 @@ func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before fu
 			}
 			var err error
 			jobs, nextMS, err = t.claim(p, c.Kind, c.N, c.Lease)
-			if err == nil && len(jobs) == 0 && w != nil {
-				d.claimWaiters.Park(key, w) // in the transaction: no submit slips between
-				parked = true
+			if parked = err == nil && len(jobs) == 0 && w != nil; parked {
+				d.claimWaiters.Park(planekit.QueueKey(p.Namespace, p.Queue), w) // in the transaction: no submit slips between
 			}
 			return err
 		})
-		committed = committed || err == nil
-		if err != nil || len(jobs) > 0 || p.Wait == 0 {
-			if parked && !d.claimWaiters.Unpark(key, w) {
-				jobs = append(jobs, d.claimWaiters.Collect(w, w.Deliver)...) // parked by a try that rolled back, then taken
-			}
-			release()
-			return jobs, committed, err
-		}
-		// A queued invocation may leave backoff before the wait ends.
-		wait := planekit.WaitLeft(waitUntil, nextMS, d.cfg.Now())
-		handed, again, err := d.claimWaiters.Await(key, w, w.Deliver, waitUntil, func() ([]*plane.Job, error) {
-			return planekit.Sleep(ctx, d.stopped, changed, w.Deliver, wait, 0)
-		}, release)
-		if !again {
-			return handed, true, err
-		}
-	}
+		return jobs, nextMS, parked, err == nil, err
+	}, func(changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error) {
+		return planekit.Sleep(ctx, d.stopped, changed, deliver, wait, 0)
+	})
 }
 
 // promoteBatchClaim bounds the delayed invocations a claim promotes; the writer's alarm
@@ -302,31 +278,20 @@ func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Dur
 	if err != nil {
 		return err
 	}
-	for len(*jobs) < n && len(levels) > 0 {
-		i := plane.DrawLevel(levels, p.Temperature, t.w.rand.Float64())
-		r, err := t.first(t.w.st.claimLevel, p.Namespace, p.Queue, t.ms, levels[i].Priority)
-		if err != nil {
-			return err
-		}
-		if r == nil { // every job of the level is in backoff
-			levels = append(levels[:i], levels[i+1:]...)
-			continue
+	return planekit.Boltzmann(levels, p.Temperature, t.w.rand.Float64, func() bool { return len(*jobs) < n }, func(priority float64) (bool, error) {
+		r, err := t.first(t.w.st.claimLevel, p.Namespace, p.Queue, t.ms, priority)
+		if err != nil || r == nil { // nil: every job of the level is in backoff
+			return false, err
 		}
 		job, err := t.start(r, p, lease, cutoff)
 		if err != nil {
-			return err
-		}
-		if err := t.runPending(lease, p.Worker); err != nil { // before the next draw reads
-			return err
-		}
-		if levels[i].Count--; levels[i].Count <= 0 {
-			levels = append(levels[:i], levels[i+1:]...)
+			return false, err
 		}
 		if job != nil {
 			*jobs = append(*jobs, job)
 		}
-	}
-	return nil
+		return true, t.runPending(lease, p.Worker) // before the next draw reads
+	})
 }
 
 func (t *wtx) levels(namespace, queue string) ([]plane.Level, error) {

@@ -28,19 +28,20 @@ func (t *wtx) head(id string) (*head, bool, error) {
 // token does not hold the lease (an expired lease or an overdue attempt is ended on the spot),
 // the second a SQL failure.
 func (t *wtx) holds(h *head, token string) (error, error) {
-	return h.Fence(token, time.UnixMilli(t.ms), func() error { return t.expireLease(h) }, func() error { return t.attemptOverdue(h) })
+	return h.Fence(token, time.UnixMilli(t.ms), func(e planekit.Expiry) error {
+		_, err := t.expire(h, e)
+		return err
+	})
 }
 
-// attemptOverdue ends the attempt of h that outlived its attempt timeout: retried after a
-// backoff while attempts remain, else timeout.
-func (t *wtx) attemptOverdue(h *head) error {
-	return t.apply(h, plane.AttemptOverdueTransition(h.Attempt, h.MaxAttempts, t.w.d.cfg.Backoff, t.w.rand.Float64), nil)
-}
-
-// expireLease ends the attempt of h whose lease ran out: re-queued at once while attempts
-// remain, else timeout with the error "lease expired".
-func (t *wtx) expireLease(h *head) error {
-	return t.apply(h, plane.LeaseExpiredTransition(h.Attempt, h.MaxAttempts), nil)
+// expire ends h as e decides (plane's policy; the writer's random source draws its
+// backoff), and reports whether it did: nothing is done when h no longer qualifies.
+func (t *wtx) expire(h *head, e planekit.Expiry) (bool, error) {
+	tr, ok := e(h, t.w.d.cfg.Backoff, t.w.rand.Float64)
+	if !ok {
+		return false, nil
+	}
+	return true, t.apply(h, tr, nil)
 }
 
 // apply writes the transition tr (decided by plane's policy) to h: a retry re-queues it, any
