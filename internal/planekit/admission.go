@@ -23,14 +23,14 @@ type Admission struct {
 }
 
 // ScanAdmission reads a row of AdmissionColumns. It returns nil (and no error) when the
-// queue has no block: noRows reports the read's error as "no row" (DB.NoRows).
-func ScanAdmission(s Scanner, noRows func(error) bool) (*Admission, error) {
+// queue has no block (no row: NoRows).
+func ScanAdmission(s Scanner) (*Admission, error) {
 	var a Admission
 	var onFull string
 	var cutoffMS int64
 	var concurrency []byte
 	err := s.Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS, &concurrency)
-	if err != nil && noRows(err) {
+	if err != nil && NoRows(err) {
 		return nil, nil
 	}
 	if err != nil {

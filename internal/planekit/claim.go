@@ -3,6 +3,7 @@ package planekit
 import (
 	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -153,6 +154,77 @@ func WaitLeft(waitUntil time.Time, nextMS int64, now time.Time) time.Duration {
 		wait = min(wait, DueIn(nextMS, now))
 	}
 	return wait
+}
+
+// ClaimTry is one claim transaction of a claim of one queue: it claims, and when it finds
+// nothing and w is set (the claim may wait), it may park w (parked) in that transaction, so
+// that no commit slips between. nextMS is when a job of the queue becomes claimable (Unix
+// ms, 0: none known); committed reports whether the transaction committed.
+type ClaimTry func(w *Waiter) (jobs []*plane.Job, nextMS int64, parked, committed bool, err error)
+
+// ClaimWaiting is the claim loop of a claim of one queue: try, and while it finds nothing
+// and p.Wait allows, w parked at the queue's key (by try, or else here) for a direct
+// handoff and the wait (sleep, which changes of the key, a handoff on deliver, ctx and
+// Close end, for wait at the most) — then try again. The key is watched before each try,
+// so a commit between the try and the park still wakes the wait. It returns the jobs and
+// whether any try committed.
+func ClaimWaiting(p *plane.ClaimParams, hub *Hub, waiters *Waiters[Waiter], now func() time.Time, try ClaimTry,
+	sleep func(changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error),
+) (jobs []*plane.Job, committed bool, err error) {
+	c := ClaimOf(p)
+	waitUntil := time.Now().Add(p.Wait)
+	key := QueueKey(p.Namespace, p.Queue)
+	for {
+		var changed <-chan struct{}
+		release := func() {}
+		var w *Waiter
+		if p.Wait > 0 {
+			changed, release = hub.Watch(key)
+			waiter := NewWaiter(p, c)
+			w = &waiter
+		}
+		jobs, nextMS, parked, ok, err := try(w)
+		committed = committed || ok
+		if err != nil || len(jobs) > 0 || p.Wait == 0 {
+			if parked && !waiters.Unpark(key, w) {
+				jobs = append(jobs, waiters.Collect(w, w.Deliver)...) // parked by a try that rolled back, then taken
+			}
+			release()
+			return jobs, committed, err
+		}
+		if !parked {
+			waiters.Park(key, w)
+		}
+		// A queued invocation may become claimable before the wait ends.
+		wait := WaitLeft(waitUntil, nextMS, now())
+		handed, again, err := waiters.Await(key, w, w.Deliver, waitUntil, func() ([]*plane.Job, error) {
+			return sleep(changed, wait, w.Deliver)
+		}, release)
+		if !again {
+			return handed, true, err
+		}
+	}
+}
+
+// Boltzmann is the boltzmann draw of a claim over a queue's priority levels (count per
+// level): while more reports that the claim wants more and levels remain, a level is drawn
+// (plane.DrawLevel, with draw's number) and take takes that level's first claimable job;
+// found false (every job of the level is waiting, or taken) drops the level, as does
+// spending its count.
+func Boltzmann(levels []plane.Level, temperature float64, draw func() float64, more func() bool,
+	take func(priority float64) (found bool, err error),
+) error {
+	for more() && len(levels) > 0 {
+		i := plane.DrawLevel(levels, temperature, draw())
+		found, err := take(levels[i].Priority)
+		if err != nil {
+			return err
+		}
+		if levels[i].Count--; !found || levels[i].Count <= 0 {
+			levels = slices.Delete(levels, i, i+1)
+		}
+	}
+	return nil
 }
 
 // Waiter is a parked claim, on both planes (Waiters[Waiter]).

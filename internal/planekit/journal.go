@@ -151,3 +151,36 @@ func PostCheck(state, attempt, closedBy int, holds func() (lost, err error)) (lo
 	}
 	return nil, nil
 }
+
+// FrameKind is the stored kind of a posted frame: FrameEnd for a final post, else FrameValue.
+func FrameKind(final bool) int {
+	if final {
+		return FrameEnd
+	}
+	return FrameValue
+}
+
+// PostInvocation is the post p to the journal of the invocation h (nil: none) in a
+// driver's transaction: PostCheck (holds is the fencing check), then store writes the frame
+// (of FrameKind, at seq h.NextFrame) and moves the invocation's next seq on (and, for a
+// final post, closes its journal). It returns the frame's seq, the caller's error and a
+// storage failure.
+func PostInvocation(h *Head, p *plane.FramePostParams, holds func(h *Head, token string) (lost, err error),
+	store func(kind int) error,
+) (seq int64, logical, err error) {
+	if h == nil {
+		return 0, plane.ErrNotFound, nil
+	}
+	if logical, err := PostCheck(h.State, h.Attempt, h.JournalClosedBy, func() (error, error) { return holds(h, p.Token) }); logical != nil || err != nil {
+		return 0, logical, err
+	}
+	if err := store(FrameKind(p.Final)); err != nil {
+		return 0, nil, err
+	}
+	seq = h.NextFrame
+	h.NextFrame++
+	if p.Final {
+		h.JournalClosedBy = h.Attempt
+	}
+	return seq, nil, nil
+}

@@ -113,6 +113,54 @@ func ChoosePlaced(kind plane.Kind, warm, shaped, def *Row) Placed {
 	return coldIs
 }
 
+// ClaimPlaced is the loop of a claim with offers or warm host keys, for want jobs in all
+// (got: how many it has). Each round heads returns the head of each shape the offers
+// satisfy, of each warm pair and of the default shape's unkeyed jobs (each nil when none),
+// and ChoosePlaced chooses among the first of each: a default job is the default shape's
+// claim's (claimDefault, for n more jobs, returns how many it took; when it takes none the
+// shaped or warm head goes instead), a shaped or warm one take's (warm: r is the first of
+// the warm heads, at its index there; else of the shaped heads). With no shaped or warm
+// head left, the default shape's claim takes the rest.
+func ClaimPlaced(kind plane.Kind, want int, got func() int, heads func() (shaped, warm []*Row, def *Row, err error),
+	claimDefault func(n int) (int, error), take func(r *Row, warm bool, at int) error,
+) error {
+	for got() < want {
+		shaped, warm, def, err := heads()
+		if err != nil {
+			return err
+		}
+		best, at := First(kind, shaped)
+		hot, hotAt := First(kind, warm)
+		if best == nil && hot == nil {
+			_, err := claimDefault(want - got())
+			return err
+		}
+		choice := ChoosePlaced(kind, hot, best, def)
+		if choice == PlacedDefault {
+			n, err := claimDefault(1)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				continue
+			}
+			choice = PlacedShaped
+			if best == nil {
+				choice = PlacedWarm
+			}
+		}
+		if choice == PlacedWarm {
+			err = take(hot, true, hotAt)
+		} else {
+			err = take(best, false, at)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // EncodeOffers is the stored form of a worker's offers: plane.EncodeRequirement's JSON, ""
 // for none.
 func EncodeOffers(o *plane.Offers) string {

@@ -2,6 +2,8 @@ package planekit
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,8 +39,6 @@ type DB interface {
 	// Failure is the error a read made with ctx returns for err (pgplane's mapping of a lost
 	// connection, an ended ctx or a closing plane; err itself on SQLite; nil for nil).
 	Failure(ctx context.Context, err error) error
-	// NoRows reports whether err is the library's "no row" error (sql.ErrNoRows, pgx.ErrNoRows).
-	NoRows(err error) bool
 	// Snapshot runs fn's reads in one read-only snapshot (SQLite: a read transaction;
 	// PostgreSQL: repeatable read), so what they read was committed together.
 	Snapshot(ctx context.Context, fn func(Reader) error) error
@@ -85,6 +85,8 @@ type Tx interface {
 	// Head reads the state of invocation id, locked for the transaction, and how to end it
 	// (in state to, with info recorded). Errors: plane.ErrNotFound.
 	Head(id string) (state int, end func(to int, info plane.ErrorInfo) error, err error)
+	// Wake marks a hub key whose waiters the commit wakes.
+	Wake(key string)
 	// SubmitUnadmitted inserts p's invocations without applying the queue's admission block
 	// (the caller did), writing their results to out (len(p.Invocations) entries).
 	SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error
@@ -107,6 +109,10 @@ func Collect[T any](rs ClosingRows, what string, scan func(Scanner) (T, error)) 
 	}
 	return out, nil
 }
+
+// NoRows reports whether err is the "no row" error of a row read: sql.ErrNoRows, which
+// pgx.ErrNoRows matches too.
+func NoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // ScanString scans a row of one text column (for Collect).
 func ScanString(s Scanner) (v string, err error) { return v, s.Scan(&v) }
@@ -258,6 +264,13 @@ type Statements struct {
 	TokenRevoked, TokenRevoke string
 	// Permissions is how a token's permissions are stored.
 	Permissions ListCodec
+
+	// KeyHolder: namespace, queue, key → id, created (ms), metadata of the invocation
+	// holding the key, locked for the transaction. DebounceHolder: the same → id,
+	// metadata, waiting (a bool: waiting out its due time), attempt, available (ms).
+	// KeyFree: id; frees the invocation's key. DebounceFold: id, payload, metadata,
+	// available (ms). (submit.go)
+	KeyHolder, DebounceHolder, KeyFree, DebounceFold string
 }
 
 // ValidateOptionalNamespace checks a namespace filter: "" (every namespace) or a valid name.

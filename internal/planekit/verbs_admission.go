@@ -19,7 +19,7 @@ func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) 
 	a := p.Admission.WithDefaults()
 	return v.db.Write(ctx, func(t Tx) error {
 		if p.IfMatch != "" { // conditional: the block read in this transaction must be the caller's
-			stored, err := ScanAdmission(t.QueryRow(v.st.AdmissionGet, p.Namespace, p.Queue), v.db.NoRows)
+			stored, err := ScanAdmission(t.QueryRow(v.st.AdmissionGet, p.Namespace, p.Queue))
 			if err != nil {
 				return fmt.Errorf("read admission: %w", err)
 			}
@@ -47,7 +47,7 @@ func (v Verbs) QueueAdmissionGet(ctx context.Context, namespace, queue string) (
 	if err := v.p.CheckOpen(); err != nil {
 		return nil, err
 	}
-	a, err := ScanAdmission(v.db.QueryRow(ctx, v.st.AdmissionGet, namespace, queue), v.db.NoRows)
+	a, err := ScanAdmission(v.db.QueryRow(ctx, v.st.AdmissionGet, namespace, queue))
 	if err != nil || a == nil {
 		return nil, v.db.Failure(ctx, err)
 	}

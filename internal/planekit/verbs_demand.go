@@ -108,7 +108,7 @@ func (v Verbs) DemandList(ctx context.Context, namespace string) ([]plane.ShapeD
 			}
 			var ms int64
 			if err := q.QueryRow(v.st.DemandHead, d.Namespace, d.Queue).Scan(&ms); err != nil {
-				if v.db.NoRows(err) {
+				if NoRows(err) {
 					continue
 				}
 				return fmt.Errorf("demand: oldest of %s/%s: %w", d.Namespace, d.Queue, err)

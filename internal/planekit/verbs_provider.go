@@ -33,7 +33,7 @@ func (v Verbs) QueueProviderGet(ctx context.Context, namespace, queue string) (*
 	}
 	var text string
 	err := v.db.QueryRow(ctx, v.st.ProviderGet, namespace, queue).Scan(&text)
-	if v.db.NoRows(err) {
+	if NoRows(err) {
 		return nil, nil
 	}
 	if err != nil {

@@ -25,7 +25,7 @@ func (v Verbs) row(ctx context.Context, id string) (*Row, error) {
 		return nil, err
 	}
 	r, err := ScanRow(v.db.QueryRow(ctx, v.st.Row, id), v.st.RowSeq)
-	if v.db.NoRows(err) {
+	if NoRows(err) {
 		return nil, plane.ErrNotFound
 	}
 	if err != nil {
@@ -180,14 +180,14 @@ func (v Verbs) readFrames(ctx context.Context, invocation bool, name string, sin
 		if invocation {
 			var err error
 			inv, err = ScanRow(q.QueryRow(v.st.Row, name), v.st.RowSeq)
-			if v.db.NoRows(err) {
+			if NoRows(err) {
 				return plane.ErrNotFound
 			}
 			if err != nil {
 				return fmt.Errorf("read frames: %w", err)
 			}
 			res.Closed = inv.JournalClosed()
-		} else if err := q.QueryRow(v.st.TopicClosed, name).Scan(&res.Closed); err != nil && !v.db.NoRows(err) {
+		} else if err := q.QueryRow(v.st.TopicClosed, name).Scan(&res.Closed); err != nil && !NoRows(err) {
 			return fmt.Errorf("read frames: %w", err)
 		}
 		rs, err := q.Query(v.st.Frames, name, since, limit)

@@ -151,7 +151,7 @@ func (v Verbs) TokenGet(ctx context.Context, hash []byte) (*plane.TokenInfo, err
 		return nil, err
 	}
 	tok, err := v.scanToken(v.db.QueryRow(ctx, v.st.TokenGet, hash))
-	if v.db.NoRows(err) {
+	if NoRows(err) {
 		return nil, plane.ErrNotFound
 	}
 	if err != nil {
@@ -177,7 +177,7 @@ func (v Verbs) TokenRevoke(ctx context.Context, id string) (bool, error) {
 		revoked = false
 		var at int64
 		err := t.QueryRow(v.st.TokenRevoked, id).Scan(&at)
-		if v.db.NoRows(err) {
+		if NoRows(err) {
 			return plane.ErrNotFound, nil
 		}
 		if err != nil {

@@ -38,7 +38,7 @@ func (v Verbs) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sched
 			set := v.st.ScheduleUpsert
 			if s.Replacing != nil || s.KeepState {
 				found, err := ScanSchedule(t.QueryRow(v.st.ScheduleGet, s.Namespace, s.Name))
-				missing := v.db.NoRows(err)
+				missing := NoRows(err)
 				queue, exists, err := storedScheduleQueue(found, err, missing)
 				if err != nil {
 					return nil, err
@@ -56,7 +56,7 @@ func (v Verbs) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sched
 			}
 			ms := t.Now().UnixMilli()
 			stored, err := ScanSchedule(t.QueryRow(set, row.Namespace, row.Name, row.Spec, row.Paused, row.NextMS, ms))
-			if v.db.NoRows(err) {
+			if NoRows(err) {
 				if s.Replacing == nil && try == 0 { // KeepState: created meanwhile; keep its state
 					continue
 				}
@@ -111,7 +111,7 @@ func (v Verbs) SchedulePause(ctx context.Context, namespace, name string, paused
 	var out *plane.Schedule
 	err := write(ctx, v.db, func(t Tx) (error, error) {
 		row, err := ScanSchedule(t.QueryRow(v.st.ScheduleGet, namespace, name))
-		if v.db.NoRows(err) {
+		if NoRows(err) {
 			return plane.ScheduleNotFound(namespace, name), nil
 		}
 		if err != nil {

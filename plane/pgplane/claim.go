@@ -31,43 +31,17 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *tx) error) ([]*plane.Job, bool, error) {
 	c := planekit.ClaimOf(p)
 	req := &claimRequest{p: p, kind: c.Kind, n: c.N, lease: c.Lease}
-	waitUntil := time.Now().Add(p.Wait)
-	key := planekit.QueueKey(p.Namespace, p.Queue)
-	for {
-		var changed <-chan struct{}
-		release := func() {}
-		if p.Wait > 0 {
-			// Watched before the claim, so a commit between the claim and the park below
-			// still wakes us.
-			changed, release = d.hub.Watch(key)
+	// A claim that finds nothing parks after its grouped claim: a transaction of this
+	// process that makes jobs of the queue claimable claims for it before it commits
+	// (handoff.go).
+	return planekit.ClaimWaiting(p, d.hub, &d.claimWaiters, d.cfg.Now, func(*claimWaiter) ([]*plane.Job, int64, bool, bool, error) {
+		if err := d.claims.do(ctx, req); err != nil {
+			return nil, 0, false, false, err
 		}
-		if err := d.checkOpen(); err != nil {
-			release()
-			return nil, false, err
-		}
-		if err := ctx.Err(); err != nil {
-			release()
-			return nil, false, err
-		}
-		d.claims.do(ctx, req)
-		if req.err != nil || len(req.jobs) > 0 || p.Wait == 0 {
-			release()
-			return req.jobs, req.err == nil, req.err
-		}
-		// A queued invocation may become due before the wait ends.
-		wait := planekit.WaitLeft(waitUntil, req.next, d.cfg.Now())
-		// Park for a direct handoff: a transaction of this process that makes jobs of the
-		// queue claimable claims for us before it commits (handoff.go).
-		waiter := planekit.NewWaiter(p, c)
-		w := &waiter
-		d.claimWaiters.Park(key, w)
-		handed, again, err := d.claimWaiters.Await(key, w, w.Deliver, waitUntil, func() ([]*plane.Job, error) {
-			return d.sleepParked(ctx, changed, wait, w.Deliver)
-		}, release)
-		if !again {
-			return handed, true, err
-		}
-	}
+		return req.jobs, req.next, false, req.err == nil, req.err
+	}, func(changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error) {
+		return d.sleepParked(ctx, changed, wait, deliver)
+	})
 }
 
 // claimAcross claims for a claim over several queues (planekit.ClaimAcross): each try is
@@ -102,11 +76,6 @@ type claimRequest struct {
 
 // maxClaimGroup bounds the jobs one group claims.
 const maxClaimGroup = 1000
-
-func newClaimGrouper(d *Driver) *grouper[*claimRequest] {
-	return &grouper[*claimRequest]{max: maxClaimGroup, run: d.claimGroup,
-		size: func(r *claimRequest) int { return r.n }}
-}
 
 // claimGroup serves a group of claims in one transaction: the requests for one queue, kind
 // and temperature share their statements.
@@ -294,23 +263,19 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			return err
 		}
 	} else if kind == plane.KindBoltzmann {
-		for taken < want && len(levels) > 0 {
-			i := plane.DrawLevel(levels, p.Temperature, t.d.float64())
+		err := planekit.Boltzmann(levels, p.Temperature, t.d.float64, func() bool { return taken < want }, func(priority float64) (bool, error) {
 			t.begin(reqs)
-			rows, err := t.candidates(t.d.sql.claimLevel, p.Namespace, p.Queue, levels[i].Priority)
-			if err != nil {
-				return err
-			}
-			if len(rows) == 0 { // every job of the level is waiting, or taken by another claim
-				levels = append(levels[:i], levels[i+1:]...)
-				continue
+			rows, err := t.candidates(t.d.sql.claimLevel, p.Namespace, p.Queue, priority)
+			if err != nil || len(rows) == 0 { // none: every job of the level is waiting, or taken by another claim
+				return false, err
 			}
 			if !t.expired(rows[0], cutoff) {
 				take(rows[0])
 			}
-			if levels[i].Count--; levels[i].Count <= 0 {
-				levels = append(levels[:i], levels[i+1:]...)
-			}
+			return true, nil
+		})
+		if err != nil {
+			return err
 		}
 	} else {
 		for {
@@ -492,9 +457,7 @@ func (t *tx) expired(r *row, cutoff time.Duration) bool {
 	if end == nil {
 		return false
 	}
-	h := &head{id: r.ID, namespace: r.Namespace, queue: r.Queue, state: r.State,
-		priority: r.Priority, attempt: r.Attempt, maxAttempts: r.MaxAttempts, nextFrame: r.NextFrame}
-	t.apply(h, *end, nil)
+	t.apply(r.Head(), *end, nil)
 	return true
 }
 

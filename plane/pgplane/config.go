@@ -3,10 +3,10 @@ package pgplane
 import (
 	"cmp"
 	"log/slog"
-	"os"
 	"regexp"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -93,20 +93,11 @@ func (c *Config) withDefaults() Config {
 		out = *c
 	}
 	out.Schema = cmp.Or(out.Schema, SchemaDefault)
-	if out.Backoff == (plane.Backoff{}) {
-		out.Backoff = plane.BackoffDefault()
-	}
+	planekit.CommonDefaults(&out.Backoff, &out.Retention, &out.Now, &out.Logger)
 	out.MaintenanceInterval = cmp.Or(out.MaintenanceInterval, MaintenanceIntervalDefault)
 	out.LeaderTTL = cmp.Or(out.LeaderTTL, LeaderTTLDefault)
 	out.PollInterval = cmp.Or(out.PollInterval, PollIntervalDefault)
 	out.NotifyInterval = cmp.Or(out.NotifyInterval, NotifyIntervalDefault)
-	out.Retention = cmp.Or(out.Retention, plane.RetentionDefault)
-	if out.Now == nil {
-		out.Now = time.Now
-	}
-	if out.Logger == nil {
-		out.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
 	return out
 }
 

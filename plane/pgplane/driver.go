@@ -164,12 +164,8 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 		hub:    planekit.NewHub(),
 		node:   plane.NewToken(time.Now()),
 		stop:   make(chan struct{}),
+		rand:   planekit.NewRand(c.Seed),
 	}
-	seed := c.Seed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	d.rand = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	if err := Migrate(ctx, pool, c.Schema); err != nil {
 		return nil, err
 	}
@@ -177,11 +173,11 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 	d.kit = kitStatements(d.schema)
 	d.Verbs = planekit.NewVerbs(planekit.Plane{DB: kitDB{d}, Hub: d.hub, Now: d.cfg.Now, CheckOpen: d.checkOpen, Sleep: d.sleep}, d.kit)
 	d.notifier = newNotifier(d)
-	d.settles = newSettleGrouper(d)
-	d.claims = newClaimGrouper(d)
-	d.settleClaims = newSettleClaimGrouper(d)
-	d.submits = newSubmitGrouper(d)
-	d.posts = newPostGrouper(d)
+	d.settles = newGrouper(d, maxSettleGroup, d.settleGroup, func(r *settleRequest) int { return len(r.params) })
+	d.claims = newGrouper(d, maxClaimGroup, d.claimGroup, func(r *claimRequest) int { return r.n })
+	d.settleClaims = newGrouper(d, maxSettleClaimGroup, d.settleClaimGroup, func(r *settleClaimRequest) int { return len(r.settle) + r.claim.n })
+	d.submits = newGrouper(d, maxSubmitGroup, d.submitGroup, func(r *submitRequest) int { return max(len(r.p.Invocations), 1) })
+	d.posts = newGrouper(d, maxPostGroup, d.postGroup, func(*postRequest) int { return 1 })
 	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.notifier.run() }()
 	go func() { defer d.wg.Done(); d.maintainLoop() }()

@@ -15,6 +15,7 @@ type grouper[T any] struct {
 	max  int         // bounds one group's weight, so one transaction stays short
 	size func(T) int // a request's weight (its invocations)
 	run  func(context.Context, []T)
+	open func() error // the plane's open check
 
 	mu      sync.Mutex
 	pending []*member[T]
@@ -27,10 +28,22 @@ type member[T any] struct {
 	lead chan struct{} // closed when this member is to run the next group
 }
 
-// do serves req in a group and returns when it has been served (run filled in its answer).
-// A caller whose ctx has already ended is still served once it has joined: the group's
-// transaction does not belong to any one caller. Callers check ctx before joining.
-func (g *grouper[T]) do(ctx context.Context, req T) {
+// newGrouper returns the grouper of d whose groups run runs.
+func newGrouper[T any](d *Driver, max int, run func(context.Context, []T), size func(T) int) *grouper[T] {
+	return &grouper[T]{max: max, size: size, run: run, open: d.checkOpen}
+}
+
+// do serves req in a group and returns when it has been served (run filled in its answer),
+// or at once with plane.ErrClosed once the plane closes, or ctx's error once ctx has ended.
+// A caller whose ctx ends after it joined is still served: the group's transaction does
+// not belong to any one caller.
+func (g *grouper[T]) do(ctx context.Context, req T) error {
+	if err := g.open(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	m := &member[T]{req: req, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
 	g.pending = append(g.pending, m)
@@ -38,7 +51,7 @@ func (g *grouper[T]) do(ctx context.Context, req T) {
 		g.mu.Unlock()
 		select {
 		case <-m.done:
-			return
+			return nil
 		case <-m.lead:
 		}
 		g.mu.Lock()
@@ -75,6 +88,7 @@ func (g *grouper[T]) do(ctx context.Context, req T) {
 			close(other.done)
 		}
 	}
+	return nil
 }
 
 // detachedTimeout bounds a transaction that runs on a context of its own.

@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,16 +20,9 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 	if err != nil {
 		return 0, err
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
 	req := &postRequest{p: p, value: value, journal: planekit.JournalName(p.Journal)}
-	if err := d.checkOpen(); err != nil {
+	if err := cmp.Or(d.posts.do(ctx, req), req.err); err != nil {
 		return 0, err
-	}
-	d.posts.do(ctx, req)
-	if req.err != nil {
-		return 0, req.err
 	}
 	return req.seq, req.logical
 }
@@ -48,10 +42,6 @@ type postRequest struct {
 
 // maxPostGroup bounds the posts of one group.
 const maxPostGroup = 500
-
-func newPostGrouper(d *Driver) *grouper[*postRequest] {
-	return &grouper[*postRequest]{max: maxPostGroup, run: d.postGroup, size: func(*postRequest) int { return 1 }}
-}
 
 func (d *Driver) postGroup(ctx context.Context, reqs []*postRequest) {
 	ordered := slices.Clone(reqs)
@@ -83,24 +73,16 @@ func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	if h == nil {
-		return 0, plane.ErrNotFound, nil
-	}
-	if logical, _ := planekit.PostCheck(h.state, h.attempt, h.journalClosedBy,
-		func() (error, error) { return t.holds(h, p.Token), nil }); logical != nil {
-		return 0, logical, nil
-	}
-	seq := h.nextFrame
-	kind, next := planekit.FrameValue, t.d.sql.nextFrame
-	if p.Final {
-		kind, next = planekit.FrameEnd, t.d.sql.endJournal
-		h.journalClosedBy = h.attempt
-	}
-	t.exec(t.d.sql.insertFrame, h.id, seq, int16(kind), value, h.attempt, t.ms)
-	t.exec(next, h.id)
-	h.nextFrame++
-	t.wake(planekit.JournalKey(h.id))
-	return seq, nil, nil
+	return planekit.PostInvocation(h, p, t.holds, func(kind int) error {
+		next := t.d.sql.nextFrame
+		if p.Final {
+			next = t.d.sql.endJournal
+		}
+		t.exec(t.d.sql.insertFrame, h.ID, h.NextFrame, int16(kind), value, h.Attempt, t.ms)
+		t.exec(next, h.ID)
+		t.wake(planekit.JournalKey(h.ID))
+		return nil
+	})
 }
 
 // postTopic appends a frame to a topic (creating it), taking its seq atomically.
@@ -113,11 +95,7 @@ func (t *tx) postTopic(name string, value []byte, final bool) (int64, error, err
 	if err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
-	kind := planekit.FrameValue
-	if final {
-		kind = planekit.FrameEnd
-	}
-	t.exec(t.d.sql.insertFrame, name, seq, int16(kind), value, 0, t.ms)
+	t.exec(t.d.sql.insertFrame, name, seq, int16(planekit.FrameKind(final)), value, 0, t.ms)
 	t.wake(planekit.JournalKey(name))
 	return seq, nil, nil
 }

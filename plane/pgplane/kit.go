@@ -3,7 +3,6 @@ package pgplane
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,9 +30,6 @@ func (k kitDB) Write(ctx context.Context, fn func(planekit.Tx) error) error {
 }
 
 func (k kitDB) Failure(ctx context.Context, err error) error { return k.d.failure(ctx, err) }
-func (kitDB) NoRows(err error) bool                          { return noRows(err) }
-
-func noRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) error {
 	return pgx.BeginTxFunc(ctx, k.d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
@@ -76,6 +72,7 @@ func (k kitTx) Query(query string, args ...any) (planekit.ClosingRows, error) {
 }
 
 func (k kitTx) Claimable(namespace, queue string) { k.t.wakeQueue(namespace, queue) }
+func (k kitTx) Wake(key string)                   { k.t.wake(key) }
 func (kitTx) PauseChanged(string, string)         {}
 
 // Admission locks the admission row as a submit locks it: the depth decision is ordered
@@ -89,7 +86,7 @@ func (k kitTx) Queued(namespace, queue string) (int64, error) {
 	if err := k.t.queryRow(k.t.d.sql.countQueued, namespace, queue).Scan(&queued); err != nil {
 		return 0, fmt.Errorf("count queued: %w", err)
 	}
-	return queued + k.t.pending(namespace, queue, planekit.StateQueued), nil
+	return queued + k.t.counts.Queued(namespace, queue), nil
 }
 
 func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error {
@@ -107,7 +104,7 @@ func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
 	if h == nil {
 		return 0, nil, cmp.Or[error](err, plane.ErrNotFound)
 	}
-	return h.state, func(to int, info plane.ErrorInfo) error { k.t.finish(h, to, info); return nil }, nil
+	return h.State, func(to int, info plane.ErrorInfo) error { k.t.finish(h, to, info); return nil }, nil
 }
 
 // kitStatements are the SQL of planekit.Verbs in PostgreSQL's dialect, in schema.
@@ -190,5 +187,12 @@ func kitStatements(schema string) *planekit.Statements {
 		TokenRevoked: s(`SELECT revoked_ms FROM {s}.tokens WHERE id = $1 FOR UPDATE`),
 		TokenRevoke:  s(`UPDATE {s}.tokens SET revoked_ms = $1 WHERE id = $2`),
 		Permissions:  textArray,
+
+		// The holder of a key is locked from the read on, so concurrent submits of the key
+		// serialize on it.
+		KeyHolder:      s(`SELECT id, created_ms, metadata FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`),
+		DebounceHolder: s(`SELECT id, metadata, state = 0 AND waiting, attempt, available_ms FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`),
+		KeyFree:        s(`UPDATE {s}.invocations SET key = NULL WHERE id = $1`),
+		DebounceFold:   s(`UPDATE {s}.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`),
 	}
 }

@@ -159,11 +159,11 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 	}
 	steps := []struct {
 		sql string
-		end func(t *tx, h *head)
+		end planekit.Expiry
 	}{
-		{d.sql.expiredLeases, func(t *tx, h *head) { t.expireLease(h) }},
-		{d.sql.attemptsOverdue, func(t *tx, h *head) { t.attemptOverdue(h) }},
-		{d.sql.deadlinesPassed, func(t *tx, h *head) { t.apply(h, plane.DeadlineTransition(h.attempt), nil) }},
+		{d.sql.expiredLeases, planekit.LeaseExpired},
+		{d.sql.attemptsOverdue, planekit.AttemptOverdue},
+		{d.sql.deadlinesPassed, planekit.DeadlinePassed},
 	}
 	for _, step := range steps {
 		for {
@@ -174,7 +174,7 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 					return err
 				}
 				for _, h := range heads {
-					step.end(t, h)
+					t.expire(h, step.end)
 				}
 				n = int64(len(heads))
 				return nil

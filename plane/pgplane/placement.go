@@ -110,47 +110,21 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	for i, pr := range warm {
 		warmKeys[i], warmShapes[i] = pr.HostKey, pr.Shape
 	}
-	for len(r.jobs) < r.n {
-		// One round trip: lock the head of every satisfied shape, of every warm pair and of
-		// the default shape.
+	// Each round, one round trip locks the head of every satisfied shape, of every warm pair
+	// and of the default shape.
+	return planekit.ClaimPlaced(r.kind, r.n, func() int { return len(r.jobs) }, func() ([]*row, []*row, *row, error) {
 		heads, hot, def, err := t.placedHeads(head, warmHead, defaultSQL, p.Namespace, p.Queue, shapes, warmKeys, warmShapes)
-		if err != nil {
-			return err
+		if err != nil || len(def) == 0 {
+			return heads, hot, nil, err
 		}
-		best, _ := planekit.First(r.kind, heads)
-		hotBest, _ := planekit.First(r.kind, hot)
-		if best == nil && hotBest == nil {
-			_, err := claimDefault(r.n - len(r.jobs))
-			return err
-		}
-		var defHead *row
-		if len(def) > 0 {
-			defHead = def[0]
-		}
-		choice := planekit.ChoosePlaced(r.kind, hotBest, best, defHead)
-		if choice == planekit.PlacedDefault {
-			got, err := claimDefault(1)
-			if err != nil {
-				return err
-			}
-			if got > 0 {
-				continue
-			}
-			choice = planekit.PlacedShaped
-			if best == nil {
-				choice = planekit.PlacedWarm
-			}
-		}
-		take := best
-		if choice == planekit.PlacedWarm {
-			take = hotBest
-		}
+		return heads, hot, def[0], nil
+	}, claimDefault, func(take *row, _ bool, _ int) error {
 		if !t.expired(take, cutoff) {
 			r.pending = append(r.pending, take)
 			t.begin([]*claimRequest{r})
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // placedHeads locks, in one batch, the heads of shapes (headSQL), of the warm pairs

@@ -2,6 +2,7 @@ package pgplane
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,18 +24,6 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	// One index scan per state listed and waiting flag, on (queue, state, waiting, id)
 	// (the index fifo claims walk too), merged by id: the same O(budget) entries per state
 	// whatever the queue's size, with no index of its own to keep up on every insert.
-	states := []int{}
-	if p.State != "" {
-		states = append(states, planekit.StateNumber(p.State))
-		if p.State == plane.StateQueued {
-			states = append(states, planekit.StateKeyed, planekit.StateShaped)
-		}
-	} else {
-		states = append(states, planekit.StateShaped, planekit.StateKeyed)
-		for i := planekit.StateQueued; i <= planekit.StateTimeout; i++ {
-			states = append(states, i)
-		}
-	}
 	order, cmpOp := "DESC", "<"
 	if p.Oldest {
 		order, cmpOp = "ASC", ">"
@@ -46,7 +35,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 		after = ` AND id ` + cmpOp + ` $4`
 	}
 	var parts []string
-	for _, st := range states {
+	for _, st := range planekit.ListStates(p.State, false) {
 		for _, waiting := range []string{"false", "true"} {
 			parts = append(parts, `(SELECT id, key FROM `+d.schema+`.invocations WHERE namespace = $1 AND queue = $2 AND state = `+
 				strconv.Itoa(st)+` AND waiting = `+waiting+after+` ORDER BY namespace `+order+`, queue `+order+`, state `+order+
@@ -58,33 +47,23 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	if err != nil {
 		return nil, d.failure(ctx, fmt.Errorf("list: %w", err))
 	}
-	page := &plane.ListPage{Invocations: []*plane.Invocation{}}
-	var ids []string
-	examined, lastExamined, more := 0, "", false
-	for rs.Next() {
+	ids, next, err := planekit.ListWalk(budget, limit, p.KeyPrefix, func() (string, string, string, bool, error) {
+		if !rs.Next() {
+			return "", "", "", false, rs.Err()
+		}
 		var id string
-		var key *string
-		if err := rs.Scan(&id, &key); err != nil {
-			rs.Close()
-			return nil, fmt.Errorf("list: %w", err)
-		}
-		if examined == budget || len(ids) == limit {
-			more = true // a row beyond the page, or beyond the scan's budget
-			break
-		}
-		examined++
-		lastExamined = id
-		if p.KeyPrefix == "" || key != nil && strings.HasPrefix(*key, p.KeyPrefix) {
-			ids = append(ids, id)
-		}
-	}
+		var key sql.NullString
+		err := rs.Scan(&id, &key)
+		return id, key.String, id, err == nil, err
+	})
 	rs.Close()
-	if err := rs.Err(); err != nil {
+	if err == nil {
+		err = rs.Err()
+	}
+	if err != nil {
 		return nil, d.failure(ctx, fmt.Errorf("list: %w", err))
 	}
-	if more {
-		page.Next = lastExamined // the last id of a full page, or the last one examined
-	}
+	page := &plane.ListPage{Invocations: []*plane.Invocation{}, Next: next}
 	if len(ids) == 0 {
 		return page, nil
 	}
@@ -92,21 +71,17 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	if err != nil {
 		return nil, d.failure(ctx, fmt.Errorf("list: %w", err))
 	}
-	defer rows.Close()
-	byID := make(map[string]*plane.Invocation, len(ids))
-	for rows.Next() {
-		r, err := scanRow(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list: %w", err)
-		}
-		byID[r.ID] = r.Invocation()
+	found, err := planekit.Collect(rows, "list", scanRow)
+	if err != nil {
+		return nil, d.failure(ctx, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, d.failure(ctx, fmt.Errorf("list: %w", err))
+	byID := make(map[string]*row, len(found))
+	for _, r := range found {
+		byID[r.ID] = r
 	}
 	for _, id := range ids {
-		if inv := byID[id]; inv != nil { // trimmed since the scan: left out
-			page.Invocations = append(page.Invocations, inv)
+		if r := byID[id]; r != nil { // trimmed since the scan: left out
+			page.Invocations = append(page.Invocations, r.Invocation())
 		}
 	}
 	return page, nil

@@ -1,7 +1,6 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
 	"slices"
 
@@ -18,17 +17,16 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 	if err := planekit.ValidateAll(params); err != nil {
 		return nil, err
 	}
-	if err := d.checkOpen(); err != nil {
-		return nil, err
-	}
 	if len(params) == 0 {
+		if err := d.checkOpen(); err != nil {
+			return nil, err
+		}
 		return []error{}, nil
 	}
-	if err := ctx.Err(); err != nil {
+	req := &settleRequest{params: params, out: make([]error, len(params))}
+	if err := d.settles.do(ctx, req); err != nil {
 		return nil, err
 	}
-	req := &settleRequest{params: params, out: make([]error, len(params))}
-	d.settles.do(ctx, req)
 	return req.out, req.err
 }
 
@@ -40,11 +38,6 @@ type settleRequest struct {
 
 // maxSettleGroup bounds one group's invocations, so one transaction stays short.
 const maxSettleGroup = 2000
-
-func newSettleGrouper(d *Driver) *grouper[*settleRequest] {
-	return &grouper[*settleRequest]{max: maxSettleGroup, run: d.settleGroup,
-		size: func(r *settleRequest) int { return len(r.params) }}
-}
 
 // settleGroup settles every request of group in one transaction.
 func (d *Driver) settleGroup(ctx context.Context, group []*settleRequest) {
@@ -64,14 +57,9 @@ func (d *Driver) settleGroup(ctx context.Context, group []*settleRequest) {
 // answers alike). It returns the caller's
 // error: nil, ErrLeaseLost or ErrNotFound.
 func (t *tx) settle(h *head, p *plane.SettleParams) error {
-	if h == nil || !p.Scope.Covers(h.namespace, h.queue) {
-		return plane.ErrNotFound
-	}
-	if err := t.holds(h, p.Token); err != nil {
-		return err
-	}
-	t.apply(h, plane.SettleTransition(p, h.attempt, h.maxAttempts, t.d.cfg.Backoff, t.d.float64), planekit.Result(p))
-	return nil
+	logical, _ := planekit.Settle(p, h, t.holds, t.d.cfg.Backoff, t.d.float64,
+		func(h *head, tr plane.Transition, result []byte) error { t.apply(h, tr, result); return nil })
+	return logical
 }
 
 // InvocationHeartbeatMany implements plane.Driver: one transaction, the rows locked in id
@@ -92,21 +80,9 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 		if err != nil {
 			return err
 		}
-		for i, p := range params {
-			out[i] = plane.HeartbeatResult{}
-			h := byID[p.ID]
-			if h == nil || !p.Scope.Covers(h.namespace, h.queue) {
-				out[i].Err = plane.ErrNotFound
-				continue
-			}
-			if err := t.holds(h, p.Token); err != nil {
-				out[i].Err = err
-				continue
-			}
-			expires := t.ms + cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault).Milliseconds()
-			t.exec(d.sql.setLease, h.id, expires)
-			h.leaseExpiresMS = expires
-			out[i].LeaseExpiresAt = planekit.FromMS(expires)
+		for i := range params {
+			out[i], _ = planekit.Heartbeat(&params[i], byID[params[i].ID], t.ms, t.holds,
+				func(h *head, expires int64) error { t.exec(d.sql.setLease, h.ID, expires); return nil })
 		}
 		return nil
 	})

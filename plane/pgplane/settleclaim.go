@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -23,18 +24,11 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 // settleClaim is a settle-and-claim of one queue (planekit.SettleClaim), served in a group
 // (settleClaimGroup); a claim that then waits waits as InvocationClaimMany.
 func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams, out []error) ([]*plane.Job, bool, error) {
-	if err := d.checkOpen(); err != nil {
-		return nil, false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, false, err
-	}
 	c := planekit.ClaimOf(p)
 	req := &settleClaimRequest{settle: settle, out: out, claim: &claimRequest{p: p, kind: c.Kind, n: c.N, lease: c.Lease}}
 	waitUntil := time.Now().Add(p.Wait)
-	d.settleClaims.do(ctx, req)
-	if req.err != nil {
-		return nil, false, req.err
+	if err := cmp.Or(d.settleClaims.do(ctx, req), req.err); err != nil {
+		return nil, false, err
 	}
 	if len(req.claim.jobs) > 0 || p.Wait == 0 {
 		return req.claim.jobs, true, nil
@@ -90,11 +84,6 @@ type settleClaimRequest struct {
 
 // maxSettleClaimGroup bounds the settles and claimed jobs of one group.
 const maxSettleClaimGroup = 2000
-
-func newSettleClaimGrouper(d *Driver) *grouper[*settleClaimRequest] {
-	return &grouper[*settleClaimRequest]{max: maxSettleClaimGroup, run: d.settleClaimGroup,
-		size: func(r *settleClaimRequest) int { return len(r.settle) + r.claim.n }}
-}
 
 // settleClaimGroup serves a group in one transaction: every settled row locked with one
 // statement (in id order), the settles' writes sent with the first claim statement, then

@@ -61,9 +61,6 @@ func shapeHeads(order string) string {
 		WHERE NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 }
 
-const headColumns = `id, namespace, queue, state, priority, attempt, max_attempts, lease_token,
-	lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed, concurrency_key IS NOT NULL`
-
 func newStatements(schema string) statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
 	st := statements{
@@ -125,8 +122,8 @@ func newStatements(schema string) statements {
 				lease_expires_ms = $2, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
 				started_ms = $1, worker = $3
 			FROM unnest($4::text[], $5::text[]) AS u(id, token) WHERE i.id = u.id`),
-		head:     s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id = $1 FOR UPDATE`),
-		headMany: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
+		head:     s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE id = $1 FOR UPDATE`),
+		headMany: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		setQueued: s(`UPDATE {s}.invocations SET state = 0, available_ms = $2, waiting = $3, lease_token = NULL,
 			lease_expires_ms = 0, attempt_deadline_ms = 0, error = $4, attempt = attempt - $5 WHERE id = $1`),
 		// setTerminalMany ends every invocation of a transaction with one statement.
@@ -143,12 +140,12 @@ func newStatements(schema string) statements {
 			ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3
 			WHERE NOT t.closed RETURNING next_seq - 1`),
 		rowsByID: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
-		expiredLeases: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND lease_expires_ms <= $1
+		expiredLeases: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE state = 1 AND lease_expires_ms <= $1
 			ORDER BY lease_expires_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
-		attemptsOverdue: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE state = 1 AND attempt_deadline_ms > 0
+		attemptsOverdue: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE state = 1 AND attempt_deadline_ms > 0
 			AND attempt_deadline_ms <= $1 ORDER BY attempt_deadline_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
 		// deadlinesPassed walks the deadline indexes of unkeyed and keyed queued rows.
-		deadlinesPassed: s(`SELECT ` + headColumns + ` FROM {s}.invocations WHERE id IN (
+		deadlinesPassed: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE id IN (
 				(SELECT id FROM {s}.invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000)
 				UNION ALL
 				(SELECT id FROM {s}.invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000)

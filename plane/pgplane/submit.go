@@ -26,15 +26,16 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	req := &submitRequest{p: p}
 	if !hasDedupWindow(p) { // a dedup window frees its key first: that runs in submitMany
-		d.submits.do(ctx, req)
+		if err := d.submits.do(ctx, req); err != nil {
+			return nil, err
+		}
 		if !req.solo {
 			return req.out, req.err
 		}
+	} else if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return planekit.SubmitBlocking(ctx, p, &d.blocked, d.hub, d.stop, d.sleep,
 		func(tk *planekit.Ticket) ([]plane.SubmitResult, error) { return d.submitOnce(ctx, p, tk) })
@@ -162,7 +163,7 @@ func (t *tx) stage(r *submitRequest, st *staged) error {
 				r.dupOf[i] = first
 				if s.Debounce > 0 { // the later payload of a key wins
 					if r.out[first].Existing {
-						if _, _, err := t.debounce(p.Namespace, p.Queue, s); err != nil { // folds again, or leaves an ordinary holder alone
+						if _, _, err := planekit.Debounce(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s, t.now); err != nil { // folds again, or leaves an ordinary holder alone
 							return err
 						}
 					} else if at, ok := position[first]; ok {
@@ -174,7 +175,7 @@ func (t *tx) stage(r *submitRequest, st *staged) error {
 			}
 			firstOfKey[s.Key] = i
 			if s.Debounce > 0 {
-				id, action, err := t.debounce(p.Namespace, p.Queue, s)
+				id, action, err := planekit.Debounce(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s, t.now)
 				if err != nil {
 					return err
 				}
@@ -189,7 +190,7 @@ func (t *tx) stage(r *submitRequest, st *staged) error {
 				// at or before cutoff (plane.DedupFrees): it gives the key up (row locked
 				// by the read, so concurrent submits of the key serialize on it), and the
 				// insert below takes it.
-				if err := t.dedupFree(p.Namespace, p.Queue, s.Key, cutoff); err != nil {
+				if err := planekit.DedupFree(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s.Key, cutoff); err != nil {
 					return err
 				}
 			}
@@ -303,60 +304,6 @@ func hasDedupWindow(p *plane.SubmitManyParams) bool {
 	return false
 }
 
-// debounce decides what the debounced submit s does about the invocation holding its key
-// (plane.Debounce) and does it: a fold gives the holder s's payload, metadata and due time;
-// a take-over frees the key for the insert that follows. It returns the holder's id and the
-// action. The holder's row is locked from the read on, so concurrent debounced submits of
-// the key serialize on it.
-func (t *tx) debounce(namespace, queue string, s *plane.SubmitParams) (string, plane.DebounceAction, error) {
-	var id string
-	var metadata []byte
-	var state int16
-	var waiting bool
-	var attempt int
-	var due int64
-	err := t.queryRow(`SELECT id, metadata, state, waiting, attempt, available_ms FROM `+t.d.schema+`.invocations
-		WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`,
-		namespace, queue, s.Key).Scan(&id, &metadata, &state, &waiting, &attempt, &due)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", plane.DebounceInsert, nil
-	}
-	if err != nil {
-		return "", 0, fmt.Errorf("submit: debounce: %w", err)
-	}
-	action := plane.Debounce(planekit.DecodeMetadata(metadata), state == planekit.StateQueued && waiting, attempt, due > t.ms)
-	switch action {
-	case plane.DebounceFold:
-		t.exec(`UPDATE `+t.d.schema+`.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`,
-			id, planekit.Payload(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s)), s.DueAt(t.now).UnixMilli())
-		t.wake(planekit.InvocationKey(id))
-	case plane.DebounceTakeOver:
-		t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL WHERE id = $1`, id)
-	}
-	return id, action, nil
-}
-
-// dedupFree frees the key of the invocation holding it when plane.DedupFrees says so for a
-// window with cutoff; the holder's row is locked from the read on.
-func (t *tx) dedupFree(namespace, queue, key string, cutoff time.Time) error {
-	var id string
-	var created int64
-	var metadata []byte
-	err := t.queryRow(`SELECT id, created_ms, metadata FROM `+t.d.schema+`.invocations
-		WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`,
-		namespace, queue, key).Scan(&id, &created, &metadata)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("submit: dedup window: %w", err)
-	}
-	if plane.DedupFrees(planekit.DecodeMetadata(metadata), time.UnixMilli(created), cutoff) {
-		t.exec(`UPDATE `+t.d.schema+`.invocations SET key = NULL WHERE id = $1`, id)
-	}
-	return nil
-}
-
 // pgconnRetry wraps a failure that a fresh transaction resolves.
 type pgconnRetry struct{ err error }
 
@@ -372,7 +319,7 @@ func (t *tx) admission(namespace, queue string, lock bool) (*admission, error) {
 	if lock {
 		sql = t.d.sql.lockAdmission
 	}
-	return planekit.ScanAdmission(t.queryRow(sql, namespace, queue), noRows)
+	return planekit.ScanAdmission(t.queryRow(sql, namespace, queue))
 }
 
 // admit applies a's limits (plane's admission policy, planekit.Admission.Admit) to n new
@@ -381,11 +328,8 @@ func (t *tx) admission(namespace, queue string, lock bool) (*admission, error) {
 // rolls the transaction back.
 func (t *tx) admit(namespace, queue string, a *admission, n int64, deadlines []time.Time, ahead bool) error {
 	bucket, refused, err := a.Admit(namespace, queue, t.now, n, deadlines, ahead, func() (int64, error) {
-		var queued int64
-		if err := t.queryRow(t.d.sql.countQueued, namespace, queue).Scan(&queued); err != nil {
-			return 0, fmt.Errorf("count queued: %w", err)
-		}
-		return queued + t.pending(namespace, queue, planekit.StateQueued) - n, nil // the committed count before this submit
+		queued, err := kitTx{t}.Queued(namespace, queue)
+		return queued - n, err // the count before this submit
 	})
 	if err != nil {
 		return err
@@ -415,11 +359,6 @@ type submitRequest struct {
 
 // maxSubmitGroup bounds the invocations of one group.
 const maxSubmitGroup = 5000
-
-func newSubmitGrouper(d *Driver) *grouper[*submitRequest] {
-	return &grouper[*submitRequest]{max: maxSubmitGroup, run: d.submitGroup,
-		size: func(r *submitRequest) int { return max(len(r.p.Invocations), 1) }}
-}
 
 // submitGroup inserts the invocations of a group of submits with one statement, in one
 // transaction, for the queues without an admission block.

@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -11,27 +12,9 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// head is the part of an invocation row that state transitions need.
-type head struct {
-	id                   string
-	namespace, queue     string
-	state                int
-	priority             float64
-	attempt, maxAttempts int
-	token                *string
-	leaseExpiresMS       int64
-	attemptDeadlineMS    int64
-	nextFrame            int64
-	journalClosedBy      int
-	keyed                bool // it has a concurrency key
-}
+type head = planekit.Head
 
-func scanHead(s scanner) (*head, error) {
-	h := &head{}
-	err := s.Scan(&h.id, &h.namespace, &h.queue, &h.state, &h.priority, &h.attempt, &h.maxAttempts,
-		&h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame, &h.journalClosedBy, &h.keyed)
-	return h, err
-}
+func scanHead(s scanner) (*head, error) { return planekit.ScanHead(s, false) }
 
 // head locks and reads the transition fields of invocation id; nil when there is none.
 func (t *tx) head(id string) (*head, error) {
@@ -62,40 +45,30 @@ func (t *tx) headsByID(ids []string) (map[string]*head, error) {
 	}
 	byID := make(map[string]*head, len(heads))
 	for _, h := range heads {
-		byID[h.id] = h
+		byID[h.ID] = h
 	}
 	return byID, nil
 }
 
 // holds applies plane.Holds, the fencing check, to h: ErrLeaseLost when token does not hold
-// the lease (an expired lease or an overdue attempt is ended on the spot).
-func (t *tx) holds(h *head, token string) error {
-	var current string
-	if h.token != nil {
-		current = *h.token
+// the lease (an expired lease or an overdue attempt is ended on the spot). It never fails
+// (writes are queued): err is always nil.
+func (t *tx) holds(h *head, token string) (lost, err error) {
+	return h.Fence(token, time.UnixMilli(t.ms), func(e planekit.Expiry) error { t.expire(h, e); return nil })
+}
+
+// expire ends h as e decides (plane's policy), unless h no longer qualifies.
+func (t *tx) expire(h *head, e planekit.Expiry) {
+	if tr, ok := e(h, t.d.cfg.Backoff, t.d.float64); ok {
+		t.apply(h, tr, nil)
 	}
-	lost, _ := planekit.Fence(h.state, current, token, h.leaseExpiresMS, h.attemptDeadlineMS, time.UnixMilli(t.ms),
-		func() error { t.expireLease(h); return nil }, func() error { t.attemptOverdue(h); return nil })
-	return lost
-}
-
-// attemptOverdue ends the attempt of h that outlived its attempt timeout (plane's policy:
-// retried after a backoff while attempts remain, else timeout).
-func (t *tx) attemptOverdue(h *head) {
-	t.apply(h, plane.AttemptOverdueTransition(h.attempt, h.maxAttempts, t.d.cfg.Backoff, t.d.float64), nil)
-}
-
-// expireLease ends the attempt of h whose lease ran out (plane's policy: re-queued at once
-// while attempts remain, else timeout).
-func (t *tx) expireLease(h *head) {
-	t.apply(h, plane.LeaseExpiredTransition(h.attempt, h.maxAttempts), nil)
 }
 
 // apply writes what plane's policy decided for h: a retry re-queues it (waiting out the
 // delay outside the claim indexes), anything else ends it with result or tr.Error.
 func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
-	if h.keyed && h.state == planekit.StateRunning {
-		t.wakeQueue(h.namespace, h.queue) // the lease ends: its key's slot frees
+	if h.Keyed && h.State == planekit.StateRunning {
+		t.wakeQueue(h.Namespace, h.Queue) // the lease ends: its key's slot frees
 	}
 	var errBlob []byte
 	if tr.Error != nil {
@@ -103,38 +76,38 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	}
 	if !tr.Retry() {
 		state := planekit.StateNumber(tr.State)
-		t.end(h.id, int16(state), result, errBlob)
-		t.finished(h.id, h.namespace, h.queue, h.priority, h.state, state)
-		h.state = state
-		h.token = nil
+		t.end(h.ID, int16(state), result, errBlob)
+		t.finished(h.ID, h.Namespace, h.Queue, h.Priority, h.State, state)
+		h.State = state
+		h.Token = sql.NullString{}
 		return
 	}
 	available := t.ms + tr.Delay.Milliseconds()
 	refunded := 0
 	if tr.Refund {
 		refunded = 1
-		h.attempt--
+		h.Attempt--
 	}
-	t.exec(t.d.sql.setQueued, h.id, available, available > t.ms, errBlob, refunded)
+	t.exec(t.d.sql.setQueued, h.ID, available, available > t.ms, errBlob, refunded)
 	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
-		t.exec(t.d.sql.keyHold, h.namespace, h.queue, tr.HoldKey, available)
+		t.exec(t.d.sql.keyHold, h.Namespace, h.Queue, tr.HoldKey, available)
 	}
-	t.count(h.namespace, h.queue, h.state, h.priority, -1)
-	t.count(h.namespace, h.queue, planekit.StateQueued, h.priority, +1)
-	h.state = planekit.StateQueued
-	h.token = nil
+	t.count(h.Namespace, h.Queue, h.State, h.Priority, -1)
+	t.count(h.Namespace, h.Queue, planekit.StateQueued, h.Priority, +1)
+	h.State = planekit.StateQueued
+	h.Token = sql.NullString{}
 	if available <= t.ms {
-		t.wakeQueue(h.namespace, h.queue)
-		t.d.floors.lower(planekit.QueueKey(h.namespace, h.queue), h.id)
+		t.wakeQueue(h.Namespace, h.Queue)
+		t.d.floors.lower(planekit.QueueKey(h.Namespace, h.Queue), h.ID)
 	} else {
-		t.wake(planekit.QueueKey(h.namespace, h.queue)) // idle claimers shorten their wait
+		t.wake(planekit.QueueKey(h.Namespace, h.Queue)) // idle claimers shorten their wait
 	}
 }
 
 // finish ends h in a terminal state with info (cancel and kill, which policy does not
 // decide), its attempt filled in.
 func (t *tx) finish(h *head, state int, info plane.ErrorInfo) {
-	info.Attempt = h.attempt
+	info.Attempt = h.Attempt
 	t.apply(h, plane.Transition{State: planekit.StateName(state), Error: &info}, nil)
 }
 

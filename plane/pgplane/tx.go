@@ -1,15 +1,12 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +28,7 @@ type tx struct {
 	batch *pgx.Batch // writes whose results nobody reads, sent in one round trip
 	// counts are the counter changes of the transaction, applied in key order just before
 	// commit, so two transactions never lock counter rows in opposite orders.
-	counts map[countKey]int64
+	counts planekit.Counts
 	wakes  map[string]struct{}
 	// ends are the terminal writes not yet queued: they go out as one statement (one
 	// UPDATE from arrays for every invocation the transaction ends), queued before the next
@@ -50,12 +47,6 @@ type ends struct {
 	ids             []string
 	states          []int16
 	results, errors [][]byte
-}
-
-type countKey struct {
-	namespace, queue string
-	state            int
-	priority         float64
 }
 
 // shards is how many counter rows share one (queue, state, priority level).
@@ -226,47 +217,24 @@ func (r errRow) Scan(...any) error { return r.err }
 // count records a change of the invocations of a queue in one state and priority level.
 func (t *tx) count(namespace, queue string, state int, priority float64, n int64) {
 	if t.counts == nil {
-		t.counts = make(map[countKey]int64)
+		t.counts = planekit.Counts{}
 	}
-	state = planekit.CountState(state)
-	t.counts[countKey{namespace, queue, state, priority}] += n
-	if state == planekit.StateQueued && n < 0 {
+	if t.counts.Add(namespace, queue, state, priority, n) == planekit.StateQueued && n < 0 {
 		t.wake(planekit.RoomKey(namespace, queue)) // room for submits blocked on max depth
 	}
-}
-
-// pending is the transaction's not yet applied change of a queue's count in one state.
-func (t *tx) pending(namespace, queue string, state int) int64 {
-	var n int64
-	for k, delta := range t.counts {
-		if k.state == state && k.namespace == namespace && k.queue == queue {
-			n += delta
-		}
-	}
-	return n
 }
 
 // flushCounts applies the counter changes, in key order, on one shard, with the queued
 // writes, in one round trip.
 func (t *tx) flushCounts() error {
-	keys := make([]countKey, 0, len(t.counts))
-	for k, n := range t.counts {
-		if n != 0 {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) > 0 {
-		slices.SortFunc(keys, func(a, b countKey) int {
-			return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.queue, b.queue),
-				cmp.Compare(a.state, b.state), cmp.Compare(a.priority, b.priority))
-		})
+	if keys := t.counts.Sorted(); len(keys) > 0 {
 		ns := make([]string, len(keys))
 		qs := make([]string, len(keys))
 		states := make([]int16, len(keys))
 		prios := make([]float64, len(keys))
 		deltas := make([]int64, len(keys))
 		for i, k := range keys {
-			ns[i], qs[i], states[i], prios[i], deltas[i] = k.namespace, k.queue, int16(k.state), k.priority, t.counts[k]
+			ns[i], qs[i], states[i], prios[i], deltas[i] = k.Namespace, k.Queue, int16(k.State), k.Priority, t.counts[k]
 		}
 		t.exec(t.d.sql.countsAdd, ns, qs, states, prios, int16(rand.IntN(shards)), deltas)
 	}

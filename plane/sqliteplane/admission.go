@@ -18,7 +18,7 @@ func (t *wtx) admission(namespace, queue string) (*admission, error) {
 	if a, ok := t.w.admissions[key]; ok {
 		return a, nil
 	}
-	a, err := planekit.ScanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue), noRows)
+	a, err := planekit.ScanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue))
 	if err != nil {
 		return nil, err
 	}
@@ -37,12 +37,7 @@ func (t *wtx) queued(namespace, queue string) (int64, error) {
 		}
 		t.w.queued[key] = n
 	}
-	for k, delta := range t.counts {
-		if planekit.Queued(k.state) && k.namespace == namespace && k.queue == queue {
-			n += delta
-		}
-	}
-	return n, nil
+	return n + t.counts.Queued(namespace, queue), nil
 }
 
 // flushBuckets writes the token buckets this transaction drew from, once each.

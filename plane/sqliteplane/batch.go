@@ -24,39 +24,26 @@ const batchRows = 64
 // does for one. It returns the ids it succeeded; an id it does not return takes the slow
 // path, which says why. ?1 is the transaction's clock in Unix milliseconds.
 func ackRowsSQL(k int) string {
-	var b strings.Builder
-	b.WriteString(`UPDATE invocations SET state = 2, result = v.column3, finished_ms = ?1, lease_token = NULL,
-		lease_expires_ms = 0, attempt_deadline_ms = 0 FROM (VALUES `)
-	for i := range k {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?)") // ?2, ?3, … in order: see insertColumns on numbered ones
-	}
-	b.WriteString(`) AS v WHERE invocations.id = v.column1 AND invocations.state = 1
+	// ?2, ?3, … in order: see insertColumns on numbered ones.
+	return `UPDATE invocations SET state = 2, result = v.column3, finished_ms = ?1, lease_token = NULL,
+		lease_expires_ms = 0, attempt_deadline_ms = 0 FROM (VALUES ` + valuesList(k, "(?, ?, ?)") + `) AS v
+		WHERE invocations.id = v.column1 AND invocations.state = 1
 		AND invocations.lease_token = v.column2 AND invocations.lease_expires_ms > ?1
 		AND (invocations.attempt_deadline_ms = 0 OR invocations.attempt_deadline_ms > ?1)
-		RETURNING id, namespace, queue, priority`)
-	return b.String()
+		RETURNING id, namespace, queue, priority`
 }
 
 // runRowsSQL starts a new attempt of k invocations claimed in one transaction: each row
 // (seq, token) gets its lease token. ?1 is the lease expiry, ?2 the clock (the start time;
-// the attempt deadline is measured from it), ?3 the worker.
+// the attempt deadline is measured from it), ?3 the worker; ?4, ?5, … the rows in order.
 func runRowsSQL(k int) string {
-	var b strings.Builder
-	b.WriteString(`UPDATE invocations SET state = 1, attempt = attempt + 1, lease_token = v.column2,
+	return `UPDATE invocations SET state = 1, attempt = attempt + 1, lease_token = v.column2,
 		lease_expires_ms = ?1, attempt_deadline_ms = CASE WHEN attempt_timeout_ms > 0 THEN ?2 + attempt_timeout_ms ELSE 0 END,
-		started_ms = ?2, worker = ?3 FROM (VALUES `)
-	for i := range k {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?)") // ?4, ?5, … in order
-	}
-	b.WriteString(`) AS v WHERE invocations.seq = v.column1`)
-	return b.String()
+		started_ms = ?2, worker = ?3 FROM (VALUES ` + valuesList(k, "(?, ?)") + `) AS v WHERE invocations.seq = v.column1`
 }
+
+// valuesList is k copies of row, comma-separated.
+func valuesList(k int, row string) string { return strings.Repeat(row+", ", k-1) + row }
 
 // ackMany succeeds, in batched statements, the invocations params[i] for i in which (acks
 // of distinct ids), and marks done[i] for each it succeeded.

@@ -42,24 +42,14 @@ func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p
 
 // claimAfter claims as InvocationClaimMany does; before, when set, runs in the first claim
 // transaction, before the claim. committed reports whether that transaction committed.
-func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before func(t *wtx) error) (jobs []*plane.Job, committed bool, err error) {
+func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before func(t *wtx) error) ([]*plane.Job, bool, error) {
 	c := planekit.ClaimOf(p)
-	waitUntil := time.Now().Add(p.Wait)
-	key := planekit.QueueKey(p.Namespace, p.Queue)
-	for {
-		var changed <-chan struct{}
-		release := func() {}
-		var w *claimWaiter
-		parked := false // set by the write op that parked w
-		if p.Wait > 0 {
-			// The hub wakes us for what the writer cannot hand off: another process's
-			// commit, a job entering backoff, Close.
-			changed, release = d.hub.Watch(key)
-			waiter := planekit.NewWaiter(p, c)
-			w = &waiter
-		}
+	// The hub wakes a wait for what the writer cannot hand off: another process's commit, a
+	// job entering backoff, Close.
+	return planekit.ClaimWaiting(p, d.hub, &d.claimWaiters, d.cfg.Now, func(w *claimWaiter) ([]*plane.Job, int64, bool, bool, error) {
 		var jobs []*plane.Job
 		var nextMS int64
+		parked := false // set by the write op that parked w
 		first := before
 		before = nil
 		err := d.do(ctx, func(t *wtx) error {
@@ -70,29 +60,15 @@ func (d *Driver) claimAfter(ctx context.Context, p *plane.ClaimParams, before fu
 			}
 			var err error
 			jobs, nextMS, err = t.claim(p, c.Kind, c.N, c.Lease)
-			if err == nil && len(jobs) == 0 && w != nil {
-				d.claimWaiters.Park(key, w) // in the transaction: no submit slips between
-				parked = true
+			if parked = err == nil && len(jobs) == 0 && w != nil; parked {
+				d.claimWaiters.Park(planekit.QueueKey(p.Namespace, p.Queue), w) // in the transaction: no submit slips between
 			}
 			return err
 		})
-		committed = committed || err == nil
-		if err != nil || len(jobs) > 0 || p.Wait == 0 {
-			if parked && !d.claimWaiters.Unpark(key, w) {
-				jobs = append(jobs, d.claimWaiters.Collect(w, w.Deliver)...) // parked by a try that rolled back, then taken
-			}
-			release()
-			return jobs, committed, err
-		}
-		// A queued invocation may leave backoff before the wait ends.
-		wait := planekit.WaitLeft(waitUntil, nextMS, d.cfg.Now())
-		handed, again, err := d.claimWaiters.Await(key, w, w.Deliver, waitUntil, func() ([]*plane.Job, error) {
-			return planekit.Sleep(ctx, d.stopped, changed, w.Deliver, wait, 0)
-		}, release)
-		if !again {
-			return handed, true, err
-		}
-	}
+		return jobs, nextMS, parked, err == nil, err
+	}, func(changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error) {
+		return planekit.Sleep(ctx, d.stopped, changed, deliver, wait, 0)
+	})
 }
 
 // promoteBatchClaim bounds the delayed invocations a claim promotes; the writer's alarm
@@ -191,17 +167,17 @@ func (t *wtx) keyReady(namespace, queue string) (readyKey, error) {
 // the priority order reads its first entry; fifo and filo read the first or last id of the
 // key's one priority level when its jobs share one (the common case: one index probe), and
 // otherwise the head of each level in turn, keeping the smallest or largest id.
-func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) ([]*row, error) {
+func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) (*row, error) {
 	if kind == plane.KindPriority || kind == plane.KindBoltzmann {
-		return t.candidates(t.w.st.keyHeadPriority, namespace, queue, k.key)
+		return t.first(t.w.st.keyHeadPriority, namespace, queue, k.key)
 	}
 	level := t.w.st.keyHeadLevelFIFO
 	if kind == plane.KindFILO {
 		level = t.w.st.keyHeadLevelFILO
 	}
 	if k.low == k.high {
-		if rows, err := t.candidates(level, namespace, queue, k.key, k.low); err != nil || len(rows) > 0 {
-			return rows, err
+		if r, err := t.first(level, namespace, queue, k.key, k.low); err != nil || r != nil {
+			return r, err
 		}
 	}
 	var head *row
@@ -210,24 +186,20 @@ func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) ([]*
 		var priority float64
 		err := t.w.st.keyLevel.QueryRowContext(t.ctx, namespace, queue, k.key, below).Scan(&priority)
 		if err == sql.ErrNoRows {
-			break
+			return head, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("claim: read the priority levels of a concurrency key: %w", err)
 		}
-		rows, err := t.candidates(level, namespace, queue, k.key, priority)
+		r, err := t.first(level, namespace, queue, k.key, priority)
 		if err != nil {
 			return nil, err
 		}
-		if len(rows) > 0 && (head == nil || (kind == plane.KindFILO) == (rows[0].ID > head.ID)) {
-			head = rows[0]
+		if r != nil && (head == nil || (kind == plane.KindFILO) == (r.ID > head.ID)) {
+			head = r
 		}
 		below = priority
 	}
-	if head == nil {
-		return nil, nil
-	}
-	return []*row{head}, nil
 }
 
 // claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs: each
@@ -261,26 +233,22 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 				continue
 			}
 		}
-		var keyedRows []*row
+		var keyed *row
 		if key != "" {
-			if keyedRows, err = t.keyHead(kind, p.Namespace, p.Queue, k); err != nil {
+			if keyed, err = t.keyHead(kind, p.Namespace, p.Queue, k); err != nil {
 				return err
 			}
 		}
-		unkeyed, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, 1)
+		unkeyed, err := t.first(stmt, p.Namespace, p.Queue, t.ms, 1)
 		if err != nil {
 			return err
 		}
-		var r *row
+		r := keyed
 		switch {
-		case len(keyedRows) == 0 && len(unkeyed) == 0:
+		case keyed == nil && unkeyed == nil:
 			return nil
-		case len(keyedRows) == 0:
-			r, key = unkeyed[0], ""
-		case len(unkeyed) == 0 || plane.KeyTurnFirst(kind, keyedRows[0].ID, keyedRows[0].Priority, unkeyed[0].ID, unkeyed[0].Priority):
-			r = keyedRows[0]
-		default:
-			r, key = unkeyed[0], ""
+		case keyed == nil || unkeyed != nil && !plane.KeyTurnFirst(kind, keyed.ID, keyed.Priority, unkeyed.ID, unkeyed.Priority):
+			r, key = unkeyed, ""
 		}
 		job, err := t.start(r, p, lease, cutoff)
 		if err != nil {
@@ -316,15 +284,22 @@ func (t *wtx) candidates(stmt *sql.Stmt, args ...any) ([]*row, error) {
 	return planekit.Collect(sqlRows{rs}, "claim", scanRow)
 }
 
+// first reads the first claimable row of stmt (nil when none).
+func (t *wtx) first(stmt *sql.Stmt, args ...any) (*row, error) {
+	rows, err := t.candidates(stmt, args...)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return rows[0], nil
+}
+
 // start begins a new attempt of r under a fresh lease (its row written by the caller's
 // runPending), or, when r's deadline has passed or
 // is nearer than the queue's cutoff, ends it as timeout without running it (nil job).
 func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
-	h := &head{seq: r.Seq, id: r.ID, namespace: r.Namespace, queue: r.Queue, state: r.State,
-		priority: r.Priority, attempt: r.Attempt, maxAttempts: r.MaxAttempts, nextFrame: r.NextFrame}
 	if r.DeadlineMS > 0 {
 		if end := plane.ClaimTransition(time.UnixMilli(r.DeadlineMS), time.UnixMilli(t.ms), cutoff, r.Attempt); end != nil {
-			return nil, t.apply(h, *end, nil)
+			return nil, t.apply(r.Head(), *end, nil)
 		}
 	}
 	token := plane.NewToken(t.now)
@@ -347,31 +322,20 @@ func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Dur
 	if err != nil {
 		return err
 	}
-	for len(*jobs) < n && len(levels) > 0 {
-		i := plane.DrawLevel(levels, p.Temperature, t.w.rand.Float64())
-		rows, err := t.candidates(t.w.st.claimLevel, p.Namespace, p.Queue, t.ms, levels[i].Priority)
+	return planekit.Boltzmann(levels, p.Temperature, t.w.rand.Float64, func() bool { return len(*jobs) < n }, func(priority float64) (bool, error) {
+		r, err := t.first(t.w.st.claimLevel, p.Namespace, p.Queue, t.ms, priority)
+		if err != nil || r == nil { // nil: every job of the level is in backoff
+			return false, err
+		}
+		job, err := t.start(r, p, lease, cutoff)
 		if err != nil {
-			return err
-		}
-		if len(rows) == 0 { // every job of the level is in backoff
-			levels = append(levels[:i], levels[i+1:]...)
-			continue
-		}
-		job, err := t.start(rows[0], p, lease, cutoff)
-		if err != nil {
-			return err
-		}
-		if err := t.runPending(lease, p.Worker); err != nil { // before the next draw reads
-			return err
-		}
-		if levels[i].Count--; levels[i].Count <= 0 {
-			levels = append(levels[:i], levels[i+1:]...)
+			return false, err
 		}
 		if job != nil {
 			*jobs = append(*jobs, job)
 		}
-	}
-	return nil
+		return true, t.runPending(lease, p.Worker) // before the next draw reads
+	})
 }
 
 func (t *wtx) levels(namespace, queue string) ([]plane.Level, error) {

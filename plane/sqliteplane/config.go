@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -58,19 +59,10 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		out = *c
 	}
-	if out.Backoff == (plane.Backoff{}) {
-		out.Backoff = plane.BackoffDefault()
-	}
+	planekit.CommonDefaults(&out.Backoff, &out.Retention, &out.Now, &out.Logger)
 	out.MaintenanceInterval = cmp.Or(out.MaintenanceInterval, MaintenanceIntervalDefault)
 	out.PollInterval = cmp.Or(out.PollInterval, PollIntervalDefault)
-	out.Retention = cmp.Or(out.Retention, plane.RetentionDefault)
 	out.Synchronous = cmp.Or(out.Synchronous, SynchronousDefault)
-	if out.Now == nil {
-		out.Now = time.Now
-	}
-	if out.Logger == nil {
-		out.Logger = slog.New(slog.NewTextHandler(stderr{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
 	return out
 }
 

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sync"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -94,11 +93,7 @@ func (d *Driver) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", d.path, err)
 	}
-	w, err := newWriter(d)
-	if err != nil {
-		conn.Close()
-		return err
-	}
+	w := newWriter(d)
 	schema, _ := fs.Sub(migrations, "migrations")
 	if err := sqlitedb.Migrate(ctx, conn, schema); err != nil {
 		conn.Close()
@@ -159,10 +154,6 @@ func (d *Driver) Close() error {
 	})
 	return d.closeErr
 }
-
-type stderr struct{}
-
-func (stderr) Write(p []byte) (int, error) { return os.Stderr.Write(p) }
 
 // checkOpen returns plane.ErrClosed once Close has begun; reads call it first.
 func (d *Driver) checkOpen() error { return planekit.CheckOpen(d.stop) }

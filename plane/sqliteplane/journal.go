@@ -38,27 +38,24 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 // postInvocation appends a VALUE frame to an invocation's journal, or with Final the END
 // frame that ends the journal (planekit.JournalClosed; the job is settled by its ack).
 func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, error, error) {
-	h, ok, err := t.head(p.Journal.InvocationID)
-	if err != nil || !ok {
-		return 0, plane.ErrNotFound, err
+	h, _, err := t.head(p.Journal.InvocationID)
+	if err != nil {
+		return 0, nil, err
 	}
-	if logical, err := planekit.PostCheck(h.state, h.attempt, h.journalClosedBy,
-		func() (error, error) { return t.holds(h, p.Token) }); logical != nil || err != nil {
-		return 0, logical, err
-	}
-	seq := h.nextFrame
-	kind, next := planekit.FrameValue, t.w.st.nextFrame
-	if p.Final {
-		kind, next = planekit.FrameEnd, t.w.st.endJournal
-	}
-	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.id, seq, kind, value, h.attempt, t.ms); err != nil {
-		return 0, nil, fmt.Errorf("post: %w", err)
-	}
-	if _, err := next.ExecContext(t.ctx, h.seq); err != nil {
-		return 0, nil, fmt.Errorf("post: %w", err)
-	}
-	t.wake(planekit.JournalKey(h.id))
-	return seq, nil, nil
+	return planekit.PostInvocation(h, p, t.holds, func(kind int) error {
+		next := t.w.st.nextFrame
+		if p.Final {
+			next = t.w.st.endJournal
+		}
+		if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.ID, h.NextFrame, kind, value, h.Attempt, t.ms); err != nil {
+			return fmt.Errorf("post: %w", err)
+		}
+		if _, err := next.ExecContext(t.ctx, h.Seq); err != nil {
+			return fmt.Errorf("post: %w", err)
+		}
+		t.wake(planekit.JournalKey(h.ID))
+		return nil
+	})
 }
 
 func (t *wtx) postTopic(name string, value []byte, final bool) (int64, error, error) {
@@ -71,11 +68,7 @@ func (t *wtx) postTopic(name string, value []byte, final bool) (int64, error, er
 	if closed {
 		return 0, plane.ErrJournalClosed, nil
 	}
-	kind := planekit.FrameValue
-	if final {
-		kind = planekit.FrameEnd
-	}
-	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, name, seq, kind, value, 0, t.ms); err != nil {
+	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, name, seq, planekit.FrameKind(final), value, 0, t.ms); err != nil {
 		return 0, nil, fmt.Errorf("post: %w", err)
 	}
 	if _, err := t.w.st.topicPut.ExecContext(t.ctx, name, seq+1, final, t.ms); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -39,9 +38,6 @@ func (k kitDB) Write(ctx context.Context, fn func(planekit.Tx) error) error {
 }
 
 func (kitDB) Failure(_ context.Context, err error) error { return err }
-func (kitDB) NoRows(err error) bool                      { return noRows(err) }
-
-func noRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) error {
 	tx, err := k.d.readDB.BeginTx(ctx, nil)
@@ -115,6 +111,8 @@ func (k kitTx) Claimable(namespace, queue string) {
 	k.t.wake(planekit.QueueKey(namespace, queue))
 }
 
+func (k kitTx) Wake(key string) { k.t.wake(key) }
+
 func (k kitTx) PauseChanged(namespace, queue string) {
 	delete(k.t.w.paused, [2]string{namespace, queue})
 }
@@ -146,7 +144,7 @@ func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
 	if err != nil || !ok {
 		return 0, nil, cmp.Or[error](err, plane.ErrNotFound)
 	}
-	return h.state, func(to int, info plane.ErrorInfo) error { return k.t.finish(h, to, nil, &info) }, nil
+	return h.State, func(to int, info plane.ErrorInfo) error { return k.t.finish(h, to, nil, &info) }, nil
 }
 
 // kitStatements are the SQL of planekit.Verbs in SQLite's dialect.
@@ -233,6 +231,11 @@ func kitStatements() *planekit.Statements {
 			Encode: func(v []string) any { return strings.Join(v, ",") },
 			Target: func(v *[]string) any { return textList{v, func(s string, v *[]string) { *v = strings.Split(s, ",") }} },
 		},
+
+		KeyHolder:      `SELECT id, created_ms, metadata FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
+		DebounceHolder: `SELECT id, metadata, state = -1, attempt, available_ms FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
+		KeyFree:        `UPDATE invocations SET key = NULL WHERE id = ?`,
+		DebounceFold:   `UPDATE invocations SET payload = ?2, metadata = ?3, available_ms = ?4 WHERE id = ?1`,
 	}
 }
 

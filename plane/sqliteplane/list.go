@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,9 +24,6 @@ const (
 	listOldest = `SELECT id FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = ?3 AND id > ?4 ORDER BY id LIMIT +?5`
 )
 
-// allStates are the stored states, delayed included.
-var allStates = []int{planekit.StateShaped, planekit.StateKeyed, planekit.StateDelayed, planekit.StateQueued, planekit.StateRunning, planekit.StateSucceeded, planekit.StateFailed, planekit.StateCancelled, planekit.StateKilled, planekit.StateTimeout}
-
 // InvocationList implements plane.Driver. A page costs O(Limit · states listed) index
 // entries, whatever the queue's size, in one read transaction (it never blocks the writer).
 // With a KeyPrefix a page examines at most plane.ListScanFactor × Limit invocations, so it
@@ -36,13 +32,6 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	limit, budget, err := planekit.ListBudget(p, d.checkOpen)
 	if err != nil {
 		return nil, err
-	}
-	states := allStates
-	switch {
-	case p.State == plane.StateQueued:
-		states = []int{planekit.StateQueued, planekit.StateDelayed, planekit.StateKeyed, planekit.StateShaped}
-	case p.State != "":
-		states = []int{planekit.StateNumber(p.State)}
 	}
 	query, after := listNewest, cmp.Or(p.After, "~") // "~" sorts after every ULID
 	if p.Oldest {
@@ -54,7 +43,7 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	}
 	defer tx.Rollback()
 	var ids []string
-	for _, state := range states {
+	for _, state := range planekit.ListStates(p.State, true) {
 		rs, err := tx.QueryContext(ctx, query, p.Namespace, p.Queue, state, after, budget+1)
 		if err != nil {
 			return nil, fmt.Errorf("list: %w", err)
@@ -74,29 +63,20 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 		return nil, fmt.Errorf("list: %w", err)
 	}
 	defer get.Close()
-	page := &plane.ListPage{Invocations: []*plane.Invocation{}}
-	for i, id := range ids {
-		if i == budget {
-			page.Next = ids[i-1] // examined the budget: go on from here next page
-			break
+	i := 0
+	invs, next, err := planekit.ListWalk(budget, limit, p.KeyPrefix, func() (string, string, *plane.Invocation, bool, error) {
+		if i == len(ids) {
+			return "", "", nil, false, nil
 		}
-		r, err := scanRow(get.QueryRowContext(ctx, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
+		i++
+		r, err := scanRow(get.QueryRowContext(ctx, ids[i-1]))
+		if err != nil { // the read transaction sees every id it listed
+			return "", "", nil, false, fmt.Errorf("list: %w", err)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("list: %w", err)
-		}
-		if p.KeyPrefix != "" && !strings.HasPrefix(r.Key.String, p.KeyPrefix) {
-			continue
-		}
-		page.Invocations = append(page.Invocations, r.Invocation())
-		if len(page.Invocations) == limit {
-			if i+1 < len(ids) {
-				page.Next = id
-			}
-			break
-		}
+		return r.ID, r.Key.String, r.Invocation(), true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return page, nil
+	return &plane.ListPage{Invocations: invs, Next: next}, nil
 }

@@ -3,7 +3,6 @@ package sqliteplane
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -41,31 +40,15 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 	if r.Promoted, err = t.promoteDue(m.batch); err != nil {
 		return r, err
 	}
-	deadline := func(h *head) error {
-		if !planekit.Queued(h.state) {
-			return errSkip
-		}
-		return t.apply(h, plane.DeadlineTransition(h.attempt), nil)
-	}
 	for _, step := range []struct {
 		stmt  *sql.Stmt
 		count *int
-		end   func(h *head) error
+		end   planekit.Expiry
 	}{
-		{t.w.st.expiredLeases, &r.LeasesExpired, func(h *head) error {
-			if h.state != planekit.StateRunning {
-				return errSkip
-			}
-			return t.expireLease(h)
-		}},
-		{t.w.st.attemptsOverdue, &r.AttemptsOverdue, func(h *head) error {
-			if h.state != planekit.StateRunning {
-				return errSkip
-			}
-			return t.attemptOverdue(h)
-		}},
-		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, deadline},
-		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, deadline},
+		{t.w.st.expiredLeases, &r.LeasesExpired, planekit.LeaseExpired},
+		{t.w.st.attemptsOverdue, &r.AttemptsOverdue, planekit.AttemptOverdue},
+		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, planekit.DeadlinePassed},
+		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, planekit.DeadlinePassed},
 	} {
 		ids, err := t.ids(step.stmt, m.batch)
 		if err != nil {
@@ -76,15 +59,15 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 			if err != nil {
 				return r, err
 			}
-			if !ok {
+			if !ok { // trimmed since it was found
 				continue
 			}
-			switch err := step.end(h); err {
-			case nil:
-				*step.count++
-			case errSkip:
-			default:
+			ended, err := t.expire(h, step.end) // not when it changed since it was found
+			if err != nil {
 				return r, err
+			}
+			if ended {
+				*step.count++
 			}
 		}
 	}
@@ -104,9 +87,6 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 	}
 	return r, nil
 }
-
-// errSkip tells runOnce that a row changed since it was found and was left alone.
-var errSkip = errors.New("skip")
 
 // ids runs a maintenance query that takes the time now and a limit, and returns invocation
 // ids.

@@ -80,26 +80,14 @@ func (t *wtx) claimPlaced(p *plane.ClaimParams, kind plane.Kind, n int, lease, c
 	warmHead := planekit.ByOrder(kind, t.w.st.warmHeadFIFO, t.w.st.warmHeadFILO, t.w.st.warmHeadPriority)
 	heads := make([]*row, len(shapes))
 	warmHeads := make([]*row, len(warm))
-	read := func(i int) error {
-		rows, err := t.candidates(head, p.Namespace, p.Queue, shapes[i])
-		if err != nil {
-			return err
-		}
-		heads[i] = nil
-		if len(rows) > 0 {
-			heads[i] = rows[0]
-		}
-		return nil
+	read := func(i int) (err error) {
+		heads[i], err = t.first(head, p.Namespace, p.Queue, shapes[i])
+		return err
 	}
-	readWarm := func() error {
+	readWarm := func() (err error) {
 		for i, pr := range warm {
-			rows, err := t.candidates(warmHead, p.Namespace, p.Queue, pr.HostKey, pr.Shape, t.ms)
-			if err != nil {
+			if warmHeads[i], err = t.first(warmHead, p.Namespace, p.Queue, pr.HostKey, pr.Shape, t.ms); err != nil {
 				return err
-			}
-			warmHeads[i] = nil
-			if len(rows) > 0 {
-				warmHeads[i] = rows[0]
 			}
 		}
 		return nil
@@ -113,60 +101,37 @@ func (t *wtx) claimPlaced(p *plane.ClaimParams, kind plane.Kind, n int, lease, c
 		return err
 	}
 	defaultStmt := t.defaultStmt(kind)
-	for len(*jobs) < n {
-		best, at := planekit.First(kind, heads)
-		hot, hotAt := planekit.First(kind, warmHeads)
-		if best == nil && hot == nil {
-			return t.claimDefault(p, kind, n, lease, cutoff, jobs)
+	return planekit.ClaimPlaced(kind, n, func() int { return len(*jobs) }, func() ([]*row, []*row, *row, error) {
+		def, err := t.first(defaultStmt, p.Namespace, p.Queue, t.ms, 1)
+		return heads, warmHeads, def, err
+	}, func(more int) (int, error) {
+		before := len(*jobs)
+		if err := t.claimDefault(p, kind, before+more, lease, cutoff, jobs); err != nil {
+			return 0, err
 		}
-		var def *row
-		if rows, err := t.candidates(defaultStmt, p.Namespace, p.Queue, t.ms, 1); err != nil {
-			return err
-		} else if len(rows) > 0 {
-			def = rows[0]
+		if len(*jobs) > before {
+			return len(*jobs) - before, readWarm() // the job taken may have been a warm head
 		}
-		choice := planekit.ChoosePlaced(kind, hot, best, def)
-		if choice == planekit.PlacedDefault {
-			before := len(*jobs)
-			if err := t.claimDefault(p, kind, before+1, lease, cutoff, jobs); err != nil {
-				return err
-			}
-			if len(*jobs) > before {
-				if err := readWarm(); err != nil { // the job taken may have been a warm head
-					return err
-				}
-				continue
-			}
-			choice = planekit.PlacedShaped
-			if best == nil {
-				choice = planekit.PlacedWarm
-			}
+		return 0, nil
+	}, func(r *row, isWarm bool, at int) error {
+		if isWarm {
+			at = slices.Index(shapes, warm[at].Shape)
 		}
-		take, shape := best, -1
-		if choice == planekit.PlacedWarm {
-			take = hot
-			shape = slices.Index(shapes, warm[hotAt].Shape)
-		} else {
-			shape = at
-		}
-		job, err := t.start(take, p, lease, cutoff)
+		job, err := t.start(r, p, lease, cutoff)
 		if err != nil {
 			return err
 		}
 		if err := t.runPending(lease, p.Worker); err != nil { // before the next read
 			return err
 		}
-		if shape >= 0 {
-			if err := read(shape); err != nil {
+		if at >= 0 {
+			if err := read(at); err != nil {
 				return err
 			}
-		}
-		if err := readWarm(); err != nil {
-			return err
 		}
 		if job != nil {
 			*jobs = append(*jobs, job)
 		}
-	}
-	return nil
+		return readWarm()
+	})
 }

@@ -1,7 +1,6 @@
 package sqliteplane
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -41,14 +40,11 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 			return nil, fmt.Errorf("ack %s: %w", p.ID, err)
 		}
 	}
-	h, ok, err := t.head(p.ID)
-	if err != nil || !ok || !p.Scope.Covers(h.namespace, h.queue) {
-		return plane.ErrNotFound, err
+	h, _, err := t.head(p.ID)
+	if err != nil {
+		return nil, err
 	}
-	if lost, err := t.holds(h, p.Token); lost != nil || err != nil {
-		return lost, err
-	}
-	return nil, t.apply(h, plane.SettleTransition(p, h.attempt, h.maxAttempts, t.w.d.cfg.Backoff, t.w.rand.Float64), planekit.Result(p))
+	return planekit.Settle(p, h, t.holds, t.w.d.cfg.Backoff, t.w.rand.Float64, t.apply)
 }
 
 // InvocationHeartbeatMany implements plane.Driver.
@@ -58,29 +54,21 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 	}
 	out := make([]plane.HeartbeatResult, len(params))
 	err := d.do(ctx, func(t *wtx) error {
-		for i, p := range params {
-			out[i] = plane.HeartbeatResult{}
-			h, ok, err := t.head(p.ID)
+		for i := range params {
+			p := &params[i]
+			h, _, err := t.head(p.ID)
 			if err != nil {
 				return err
 			}
-			if !ok || !p.Scope.Covers(h.namespace, h.queue) {
-				out[i].Err = plane.ErrNotFound
-				continue
-			}
-			lost, err := t.holds(h, p.Token)
+			out[i], err = planekit.Heartbeat(p, h, t.ms, t.holds, func(h *head, expires int64) error {
+				if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.Seq); err != nil {
+					return fmt.Errorf("heartbeat %s: %w", p.ID, err)
+				}
+				return nil
+			})
 			if err != nil {
 				return err
 			}
-			if lost != nil {
-				out[i].Err = lost
-				continue
-			}
-			expires := t.ms + cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault).Milliseconds()
-			if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.seq); err != nil {
-				return fmt.Errorf("heartbeat %s: %w", p.ID, err)
-			}
-			out[i].LeaseExpiresAt = planekit.FromMS(expires)
 		}
 		return nil
 	})

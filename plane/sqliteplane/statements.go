@@ -13,7 +13,7 @@ import (
 type statements struct {
 	all []*sql.Stmt
 
-	idByKey, rowByID, rowByIDFull            *sql.Stmt
+	idByKey, rowByID                         *sql.Stmt
 	claimFIFO, claimFILO, claimPriority      *sql.Stmt
 	claimLevel, levels, promote, earliestDue *sql.Stmt
 	delayedDeadlinesPassed                   *sql.Stmt
@@ -25,7 +25,6 @@ type statements struct {
 	deadlinesPassed, finishedBefore          *sql.Stmt
 	deleteInvocation, deleteFrames           *sql.Stmt
 	staleTopics, deleteTopic                 *sql.Stmt
-	begin, commit                            *sql.Stmt
 	admission, admissionTokens, queuedCount  *sql.Stmt
 	paused                                   *sql.Stmt
 	ackHeld                                  *sql.Stmt
@@ -69,15 +68,7 @@ const (
 
 // insertSQL is the INSERT of n invocations.
 func insertSQL(n int) string {
-	var b strings.Builder
-	b.WriteString("INSERT INTO invocations (" + insertColumns + ") VALUES ")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?1, ?2, ?3" + strings.Repeat(", ?", insertWidth) + ")")
-	}
-	return b.String()
+	return "INSERT INTO invocations (" + insertColumns + ") VALUES " + valuesList(n, "(?1, ?2, ?3"+strings.Repeat(", ?", insertWidth)+")")
 }
 
 // The concurrency-key statements of a keyed claim (claim.go): the ready key whose turn it
@@ -128,8 +119,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		stmt **sql.Stmt
 		sql  string
 	}{
-		{&s.begin, `BEGIN IMMEDIATE`},
-		{&s.commit, `COMMIT`},
 		{&s.admission, `SELECT ` + planekit.AdmissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`},
 		{&s.paused, `SELECT 1 FROM queue_pauses WHERE namespace = ? AND queue = ?`},
 		{&s.admissionTokens, `UPDATE queues SET tokens = ?, tokens_ms = ? WHERE namespace = ? AND queue = ?`},
@@ -145,9 +134,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.insertRows[1], insertSQL(insertChunks[1])},
 		{&s.insertRows[2], insertSQL(insertChunks[2])},
 		{&s.idByKey, `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`},
-		{&s.rowByID, `SELECT seq, namespace, queue, state, priority, attempt, max_attempts,
-			lease_token, lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed FROM invocations WHERE id = ?`},
-		{&s.rowByIDFull, `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`},
+		{&s.rowByID, `SELECT seq, ` + planekit.HeadColumns + ` FROM invocations WHERE id = ?`},
 		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT +?4`},
 		{&s.claimFILO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT +?4`},
 		{&s.claimPriority, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY priority DESC, id LIMIT +?4`},

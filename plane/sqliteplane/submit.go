@@ -53,6 +53,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 	var deadlines []time.Time
 	invs, cloned := p.Invocations, false // copied before a later debounced submit changes one
 	debounced := map[string]string{}     // key → the waiting invocation a debounced submit updated
+	now := time.UnixMilli(t.ms)          // due times at millisecond precision
 	for i, s := range p.Invocations {
 		dupOf[i] = -1
 		if s.ID != "" {
@@ -61,7 +62,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 				return nil, fmt.Errorf("submit: %w", err)
 			}
 			if ok {
-				if h.namespace != p.Namespace || h.queue != p.Queue {
+				if h.Namespace != p.Namespace || h.Queue != p.Queue {
 					return plane.IDTaken(s.ID), nil
 				}
 				out[i] = plane.SubmitResult{ID: s.ID, Existing: true}
@@ -82,17 +83,18 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 			if s.Debounce > 0 {
 				id, folded := debounced[s.Key]
 				action := plane.DebounceFold
-				if !folded {
-					var err error
-					if id, action, err = t.debounceHolder(p.Namespace, p.Queue, s.Key); err != nil {
-						return nil, err
-					}
+				var err error
+				if folded {
+					err = planekit.DebounceFold(kitTx{t}, t.w.d.kit, id, &s, now)
+				} else {
+					id, action, err = planekit.Debounce(kitTx{t}, t.w.d.kit, p.Namespace, p.Queue, &s, now)
+				}
+				if err != nil {
+					return nil, err
 				}
 				switch action {
 				case plane.DebounceFold:
-					if err := t.debounce(id, &s); err != nil {
-						return nil, err
-					}
+					t.delayed(s.DueAt(now).UnixMilli()) // the writer's alarm goes off for it
 					debounced[s.Key] = id
 					out[i] = plane.SubmitResult{ID: id, Existing: true}
 					continue
@@ -105,7 +107,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 				// The window has passed for a holder submitted with a window and created
 				// at or before cutoff (plane.DedupFrees): it gives the key up, and this
 				// submit takes it.
-				if err := t.dedupFree(p.Namespace, p.Queue, s.Key, cutoff); err != nil {
+				if err := planekit.DedupFree(kitTx{t}, t.w.d.kit, p.Namespace, p.Queue, s.Key, cutoff); err != nil {
 					return nil, err
 				}
 			}
@@ -153,11 +155,11 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 	args := make([]any, 0, 3+min(len(fresh), insertChunks[0])*insertWidth)
 	claimable := false
 	// The count changes of consecutive rows of one (state, priority) go in one call.
-	var counted countKey
+	var counted planekit.CountKey
 	var pending int64
 	defer func() {
 		if pending != 0 {
-			t.count(namespace, queue, counted.state, counted.priority, pending)
+			t.count(namespace, queue, counted.State, counted.Priority, pending)
 		}
 	}()
 	for len(fresh) > 0 {
@@ -201,11 +203,11 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			args = append(args, id, key, stored, s.Priority, payload, planekit.EncodeMetadata(plane.DebounceMetadata(s)),
 				cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due,
 				concurrencyKey, s.Requirement.Shape(), requirement, plane.HostKeyOf(s.Metadata))
-			if pending != 0 && (counted.state != state || counted.priority != s.Priority) {
-				t.count(namespace, queue, counted.state, counted.priority, pending)
+			if pending != 0 && (counted.State != state || counted.Priority != s.Priority) {
+				t.count(namespace, queue, counted.State, counted.Priority, pending)
 				pending = 0
 			}
-			counted.state, counted.priority = state, s.Priority
+			counted.State, counted.Priority = state, s.Priority
 			pending++
 			if state == planekit.StateDelayed {
 				t.delayed(due)
@@ -222,66 +224,5 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 	if claimable {
 		t.markClaimable(namespace, queue)
 	}
-	return nil
-}
-
-// debounceHolder decides what a debounced submit of key does about the invocation holding
-// it (plane.Debounce) and, for a take-over, frees the key. It returns the holder's id and
-// the action.
-func (t *wtx) debounceHolder(namespace, queue, key string) (string, plane.DebounceAction, error) {
-	var id string
-	var state, attempt int
-	var due int64
-	var metadata []byte
-	err := t.w.conn.QueryRowContext(t.ctx, `SELECT id, state, attempt, available_ms, metadata FROM invocations
-		WHERE namespace = ? AND queue = ? AND key = ?`, namespace, queue, key).Scan(&id, &state, &attempt, &due, &metadata)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", plane.DebounceInsert, nil
-	}
-	if err != nil {
-		return "", 0, fmt.Errorf("submit: debounce: %w", err)
-	}
-	action := plane.Debounce(planekit.DecodeMetadata(metadata), state == planekit.StateDelayed, attempt, due > t.ms)
-	if action == plane.DebounceTakeOver {
-		if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL WHERE id = ?`, id); err != nil {
-			return "", 0, fmt.Errorf("submit: debounce: %w", err)
-		}
-	}
-	return id, action, nil
-}
-
-// dedupFree frees the key of the invocation holding it when plane.DedupFrees says so for a
-// window with cutoff.
-func (t *wtx) dedupFree(namespace, queue, key string, cutoff time.Time) error {
-	var id string
-	var created int64
-	var metadata []byte
-	err := t.w.conn.QueryRowContext(t.ctx, `SELECT id, created_ms, metadata FROM invocations
-		WHERE namespace = ? AND queue = ? AND key = ?`, namespace, queue, key).Scan(&id, &created, &metadata)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("submit: dedup window: %w", err)
-	}
-	if !plane.DedupFrees(planekit.DecodeMetadata(metadata), time.UnixMilli(created), cutoff) {
-		return nil
-	}
-	if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET key = NULL WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("submit: dedup window: %w", err)
-	}
-	return nil
-}
-
-// debounce gives the waiting invocation id the payload and metadata of the debounced
-// submit s and its due time, counted from now.
-func (t *wtx) debounce(id string, s *plane.SubmitParams) error {
-	due := s.DueAt(time.UnixMilli(t.ms)).UnixMilli()
-	if _, err := t.w.conn.ExecContext(t.ctx, `UPDATE invocations SET payload = ?, metadata = ?, available_ms = ? WHERE id = ?`,
-		planekit.Payload(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s)), due, id); err != nil {
-		return fmt.Errorf("submit: debounce: %w", err)
-	}
-	t.delayed(due)
-	t.wake(planekit.InvocationKey(id))
 	return nil
 }

@@ -10,26 +10,11 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// head is the part of an invocation row that state transitions need.
-type head struct {
-	seq                  int64
-	id                   string
-	namespace, queue     string
-	state                int
-	priority             float64
-	attempt, maxAttempts int
-	token                sql.NullString
-	leaseExpiresMS       int64
-	attemptDeadlineMS    int64
-	nextFrame            int64
-	journalClosedBy      int
-}
+type head = planekit.Head
 
 // head reads the transition fields of invocation id; ok is false when there is none.
 func (t *wtx) head(id string) (*head, bool, error) {
-	h := &head{id: id}
-	err := t.w.st.rowByID.QueryRowContext(t.ctx, id).Scan(&h.seq, &h.namespace, &h.queue, &h.state,
-		&h.priority, &h.attempt, &h.maxAttempts, &h.token, &h.leaseExpiresMS, &h.attemptDeadlineMS, &h.nextFrame, &h.journalClosedBy)
+	h, err := planekit.ScanHead(t.w.st.rowByID.QueryRowContext(t.ctx, id), true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -43,20 +28,20 @@ func (t *wtx) head(id string) (*head, bool, error) {
 // token does not hold the lease (an expired lease or an overdue attempt is ended on the spot),
 // the second a SQL failure.
 func (t *wtx) holds(h *head, token string) (error, error) {
-	return planekit.Fence(h.state, h.token.String, token, h.leaseExpiresMS, h.attemptDeadlineMS, time.UnixMilli(t.ms),
-		func() error { return t.expireLease(h) }, func() error { return t.attemptOverdue(h) })
+	return h.Fence(token, time.UnixMilli(t.ms), func(e planekit.Expiry) error {
+		_, err := t.expire(h, e)
+		return err
+	})
 }
 
-// attemptOverdue ends the attempt of h that outlived its attempt timeout: retried after a
-// backoff while attempts remain, else timeout.
-func (t *wtx) attemptOverdue(h *head) error {
-	return t.apply(h, plane.AttemptOverdueTransition(h.attempt, h.maxAttempts, t.w.d.cfg.Backoff, t.w.rand.Float64), nil)
-}
-
-// expireLease ends the attempt of h whose lease ran out: re-queued at once while attempts
-// remain, else timeout with the error "lease expired".
-func (t *wtx) expireLease(h *head) error {
-	return t.apply(h, plane.LeaseExpiredTransition(h.attempt, h.maxAttempts), nil)
+// expire ends h as e decides (plane's policy; the writer's random source draws its
+// backoff), and reports whether it did: nothing is done when h no longer qualifies.
+func (t *wtx) expire(h *head, e planekit.Expiry) (bool, error) {
+	tr, ok := e(h, t.w.d.cfg.Backoff, t.w.rand.Float64)
+	if !ok {
+		return false, nil
+	}
+	return true, t.apply(h, tr, nil)
 }
 
 // apply writes the transition tr (decided by plane's policy) to h: a retry re-queues it, any
@@ -69,7 +54,7 @@ func (t *wtx) apply(h *head, tr plane.Transition, result []byte) error {
 		return err
 	}
 	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
-		if _, err := t.w.st.keyHold.ExecContext(t.ctx, h.namespace, h.queue, tr.HoldKey, t.ms+tr.Delay.Milliseconds()); err != nil {
+		if _, err := t.w.st.keyHold.ExecContext(t.ctx, h.Namespace, h.Queue, tr.HoldKey, t.ms+tr.Delay.Milliseconds()); err != nil {
 			return fmt.Errorf("hold concurrency key: %w", err)
 		}
 	}
@@ -80,14 +65,14 @@ func (t *wtx) apply(h *head, tr plane.Transition, result []byte) error {
 func (t *wtx) finish(h *head, state int, result []byte, info *plane.ErrorInfo) error {
 	var errBlob []byte
 	if info != nil {
-		info.Attempt = h.attempt
+		info.Attempt = h.Attempt
 		errBlob = info.Encode()
 	}
-	if _, err := t.w.st.setTerminal.ExecContext(t.ctx, state, result, errBlob, t.ms, h.seq); err != nil {
-		return fmt.Errorf("finish invocation %s: %w", h.id, err)
+	if _, err := t.w.st.setTerminal.ExecContext(t.ctx, state, result, errBlob, t.ms, h.Seq); err != nil {
+		return fmt.Errorf("finish invocation %s: %w", h.ID, err)
 	}
-	t.finished(h.id, h.namespace, h.queue, h.priority, h.state, state)
-	h.state = state
+	t.finished(h.ID, h.Namespace, h.Queue, h.Priority, h.State, state)
+	h.State = state
 	return nil
 }
 
@@ -111,18 +96,18 @@ func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration, refun
 	refunded := 0
 	if refund {
 		refunded = 1
-		h.attempt--
+		h.Attempt--
 	}
-	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), refunded, h.seq); err != nil {
-		return fmt.Errorf("requeue invocation %s: %w", h.id, err)
+	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), refunded, h.Seq); err != nil {
+		return fmt.Errorf("requeue invocation %s: %w", h.ID, err)
 	}
-	t.count(h.namespace, h.queue, h.state, h.priority, -1)
-	t.count(h.namespace, h.queue, state, h.priority, +1)
-	h.state = state
+	t.count(h.Namespace, h.Queue, h.State, h.Priority, -1)
+	t.count(h.Namespace, h.Queue, state, h.Priority, +1)
+	h.State = state
 	if state == planekit.StateDelayed {
 		t.delayed(due)
 	} else {
-		t.markClaimable(h.namespace, h.queue)
+		t.markClaimable(h.Namespace, h.Queue)
 	}
 	return nil
 }

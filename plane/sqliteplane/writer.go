@@ -64,20 +64,15 @@ const (
 	dueNone    int64 = math.MaxInt64
 )
 
-func newWriter(d *Driver) (*writer, error) {
-	w := &writer{d: d, admissions: make(map[[2]string]*admission), paused: make(map[[2]string]bool), queued: make(map[[2]string]int64), keyed: make(map[[2]string]bool), armed: -1}
-	seed := d.cfg.Seed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	w.rand = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	return w, nil
+func newWriter(d *Driver) *writer {
+	return &writer{d: d, admissions: make(map[[2]string]*admission), paused: make(map[[2]string]bool), queued: make(map[[2]string]int64),
+		keyed: make(map[[2]string]bool), armed: -1, rand: planekit.NewRand(d.cfg.Seed)}
 }
 
 // begin starts the state of a transaction, at the plane clock's current reading.
 func (w *writer) begin(ctx context.Context) *wtx {
 	now := w.d.cfg.Now()
-	return &wtx{w: w, ctx: ctx, now: now, ms: now.UnixMilli(), counts: make(map[countKey]int64), notify: make(map[string]struct{})}
+	return &wtx{w: w, ctx: ctx, now: now, ms: now.UnixMilli(), counts: planekit.Counts{}, notify: make(map[string]struct{})}
 }
 
 // flush writes what the transaction's ops accumulated: handoffs to parked claimers, token
@@ -127,7 +122,7 @@ type wtx struct {
 	ctx    context.Context
 	now    time.Time
 	ms     int64
-	counts map[countKey]int64
+	counts planekit.Counts
 	notify map[string]struct{}
 	// claimable are the queues (key → namespace, queue) with jobs made claimable now, and
 	// handoffs the jobs claimed for parked waiters; see handoff.go.
@@ -139,16 +134,9 @@ type wtx struct {
 	runs []run
 }
 
-type countKey struct {
-	namespace, queue string
-	state            int
-	priority         float64
-}
-
 // count records a change of n invocations in (queue, state, priority level).
 func (t *wtx) count(namespace, queue string, state int, priority float64, n int64) {
-	state = planekit.CountState(state)
-	t.counts[countKey{namespace, queue, state, priority}] += n
+	state = t.counts.Add(namespace, queue, state, priority, n)
 	if state == planekit.StateRunning && n < 0 && t.w.keyed[[2]string{namespace, queue}] {
 		t.markClaimable(namespace, queue) // a lease ended: its key's slot may be free
 	}
@@ -163,17 +151,17 @@ func (t *wtx) flushCounts() error {
 		if n == 0 {
 			continue
 		}
-		if planekit.Queued(k.state) {
-			if q, ok := t.w.queued[[2]string{k.namespace, k.queue}]; ok {
-				t.w.queued[[2]string{k.namespace, k.queue}] = q + n
+		if planekit.Queued(k.State) {
+			if q, ok := t.w.queued[[2]string{k.Namespace, k.Queue}]; ok {
+				t.w.queued[[2]string{k.Namespace, k.Queue}] = q + n
 			}
 		}
 		var total int64
-		if err := t.w.st.countAdd.QueryRowContext(t.ctx, k.namespace, k.queue, k.state, k.priority, n).Scan(&total); err != nil {
+		if err := t.w.st.countAdd.QueryRowContext(t.ctx, k.Namespace, k.Queue, k.State, k.Priority, n).Scan(&total); err != nil {
 			return fmt.Errorf("update counts: %w", err)
 		}
 		if total == 0 {
-			if _, err := t.w.st.countDelete.ExecContext(t.ctx, k.namespace, k.queue, k.state, k.priority); err != nil {
+			if _, err := t.w.st.countDelete.ExecContext(t.ctx, k.Namespace, k.Queue, k.State, k.Priority); err != nil {
 				return fmt.Errorf("update counts: %w", err)
 			}
 		}

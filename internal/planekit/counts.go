@@ -1,0 +1,53 @@
+package planekit
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// CountKey names a counter of the counts table: a queue's invocations in one state
+// (CountState) and priority level.
+type CountKey struct {
+	Namespace, Queue string
+	State            int
+	Priority         float64
+}
+
+// Counts are a transaction's changes of the counters, applied just before it commits.
+type Counts map[CountKey]int64
+
+// Add records a change of n invocations of a queue in state and priority level, counted
+// under CountState(state), which it returns.
+func (c Counts) Add(namespace, queue string, state int, priority float64, n int64) int {
+	state = CountState(state)
+	c[CountKey{namespace, queue, state, priority}] += n
+	return state
+}
+
+// Queued is the change of a queue's queued count (Queued states) that c holds.
+func (c Counts) Queued(namespace, queue string) int64 {
+	var n int64
+	for k, delta := range c {
+		if Queued(k.State) && k.Namespace == namespace && k.Queue == queue {
+			n += delta
+		}
+	}
+	return n
+}
+
+// Sorted are the keys of c's non-zero changes in (namespace, queue, state, priority) order,
+// the order two transactions lock counter rows in.
+func (c Counts) Sorted() []CountKey {
+	keys := make([]CountKey, 0, len(c))
+	for k, n := range c {
+		if n != 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b CountKey) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Queue, b.Queue),
+			cmp.Compare(a.State, b.State), cmp.Compare(a.Priority, b.Priority))
+	})
+	return keys
+}

@@ -1,0 +1,71 @@
+package planekit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// A submit's windows, the same on both SQL planes: a key whose dedup window has passed is
+// given up (DedupFree), and a debounced submit folds into its key's holder or takes the key
+// over (Debounce). Each reads the holder with its row locked, so concurrent submits of one
+// key serialize on it.
+
+// DedupFree frees the key of the invocation holding it when plane.DedupFrees says so for a
+// window with cutoff; the insert that follows takes it.
+func DedupFree(t Tx, st *Statements, namespace, queue, key string, cutoff time.Time) error {
+	var id string
+	var created int64
+	var metadata []byte
+	err := t.QueryRow(st.KeyHolder, namespace, queue, key).Scan(&id, &created, &metadata)
+	if NoRows(err) {
+		return nil
+	}
+	if err == nil && plane.DedupFrees(DecodeMetadata(metadata), time.UnixMilli(created), cutoff) {
+		_, err = t.Exec(st.KeyFree, id)
+	}
+	if err != nil {
+		return fmt.Errorf("submit: dedup window: %w", err)
+	}
+	return nil
+}
+
+// Debounce decides what the debounced submit s does about the invocation holding its key
+// (plane.Debounce, at now) and does it: a fold gives the holder s's payload, metadata and
+// due time (DebounceFold), a take-over frees the key for the insert that follows. It returns
+// the holder's id and the action (plane.DebounceInsert when no invocation holds the key).
+func Debounce(t Tx, st *Statements, namespace, queue string, s *plane.SubmitParams, now time.Time) (string, plane.DebounceAction, error) {
+	var id string
+	var metadata []byte
+	var waiting bool
+	var attempt int
+	var due int64
+	err := t.QueryRow(st.DebounceHolder, namespace, queue, s.Key).Scan(&id, &metadata, &waiting, &attempt, &due)
+	if NoRows(err) {
+		return "", plane.DebounceInsert, nil
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("submit: debounce: %w", err)
+	}
+	action := plane.Debounce(DecodeMetadata(metadata), waiting, attempt, due > now.UnixMilli())
+	switch action {
+	case plane.DebounceFold:
+		err = DebounceFold(t, st, id, s, now)
+	case plane.DebounceTakeOver:
+		if _, err = t.Exec(st.KeyFree, id); err != nil {
+			err = fmt.Errorf("submit: debounce: %w", err)
+		}
+	}
+	return id, action, err
+}
+
+// DebounceFold gives the waiting invocation id the payload and metadata of the debounced
+// submit s and its due time, counted from now, and wakes the invocation's waiters.
+func DebounceFold(t Tx, st *Statements, id string, s *plane.SubmitParams, now time.Time) error {
+	if _, err := t.Exec(st.DebounceFold, id, Payload(s.Payload), EncodeMetadata(plane.DebounceMetadata(s)), s.DueAt(now).UnixMilli()); err != nil {
+		return fmt.Errorf("submit: debounce: %w", err)
+	}
+	t.Wake(InvocationKey(id))
+	return nil
+}
