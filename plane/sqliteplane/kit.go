@@ -124,10 +124,11 @@ func (k kitTx) Admission(namespace, queue string) (*planekit.Admission, error) {
 func (k kitTx) Queued(namespace, queue string) (int64, error) { return k.t.queued(namespace, queue) }
 
 // SubmitUnadmitted submits a schedule's fires, whose depth limit planekit.Fire.Admit
-// applied before: the keys and ids resolve as in any submit.
+// applied before: the keys and ids resolve as in any submit. A refusal is returned as the
+// error, as PostgreSQL's submitMany does, so a fire is never recorded without its job.
 func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitResult) error {
-	_, err := k.t.submitMany(p, out, nil, false)
-	return err
+	refused, err := k.t.submitMany(p, out, nil, false)
+	return cmp.Or(err, refused)
 }
 
 func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
