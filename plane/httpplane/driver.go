@@ -18,6 +18,10 @@ func blockMargin(left time.Duration) time.Duration {
 	return min(left/10, 100*time.Millisecond)
 }
 
+// repeatMin is the least time before the caller's deadline for which a blocked submit the
+// server's long-poll limit ended is sent again (submitNow).
+const repeatMin = 100 * time.Millisecond
+
 // InvocationSubmitMany implements plane.Driver. Invocations without an ID get a ULID made
 // here, so the call is retried safely. A submit blocked by a full queue (on_full=block)
 // waits until ctx ends, repeating the request when the server's long-poll limit ends it
@@ -76,8 +80,13 @@ func (d *Driver) submitNow(ctx context.Context, params *plane.SubmitManyParams) 
 			wait: wait, ctx: reqCtx, until: d.deadline(ctx)})
 		var ae *plane.AdmissionError
 		if errors.As(err, &ae) && errors.Is(ae.Cause, context.DeadlineExceeded) && ctx.Err() == nil {
-			if left, ok := remaining(ctx); !ok || left > 2*time.Millisecond {
-				continue // the server's limit ended the block, not the caller's deadline
+			// The server's limit ended the block, not the caller's deadline: ask again while
+			// the time left holds a request and the server's first transaction. With less
+			// (repeatMin), the queue_full just answered is the answer: a repeat sent with a
+			// few milliseconds left ended in the server's own context error, not queue_full
+			// (seen under the race detector on a loaded machine).
+			if left, ok := remaining(ctx); !ok || left > repeatMin {
+				continue
 			}
 		}
 		if err != nil {
