@@ -161,7 +161,7 @@ func newStatements(schema string) statements {
 			AND queued > 0 AND running < limit_n AND next_ms <= $3)`),
 		keyTurn: s(`SELECT concurrency_key, tokens, tokens_ms FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
 			AND queued > 0 AND running < limit_n AND next_ms <= $4 AND concurrency_key <> ALL($3::text[])
-			ORDER BY pass LIMIT $5 FOR UPDATE SKIP LOCKED`),
+			ORDER BY pass, joined DESC LIMIT $5 FOR UPDATE SKIP LOCKED`),
 		keyBucket: s(`UPDATE {s}.concurrency_keys AS c SET tokens = u.tokens, tokens_ms = u.ms
 			FROM unnest($3::text[], $4::float8[], $5::bigint[]) AS u(key, tokens, ms)
 			WHERE c.namespace = $1 AND c.queue = $2 AND c.concurrency_key = u.key`),

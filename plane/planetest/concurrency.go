@@ -310,6 +310,53 @@ func testConcurrency(t *testing.T, s *suite) {
 		require.InDelta(t, 4, got["basic"], 1, "weight 3 to 1: a quarter of 16 claims (%v)", got)
 	})
 
+	t.Run("FairShareJoinedKeyFirst", func(t *testing.T) {
+		// A key that joins the rotation (a tenant whose job arrives while another key has a
+		// backlog) joins at the current turn and takes the next claim: on a tie with the key
+		// whose turn it is, the key that joined since its last claim goes first, whatever
+		// the keys' names ("a" sorts first). Its job done, it leaves the rotation and joins
+		// again with its next job.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.submitKeyed(t, "a", 10)
+		b.ack(t, b.claimOne(t), "ok")
+		for round := range 3 {
+			b.submitKeyed(t, "z", 1)
+			j := b.claimOne(t)
+			require.Equal(t, "z", j.ConcurrencyKey, "round %d: the key that joined at the current turn goes first", round)
+			b.ack(t, j, "ok")
+			j = b.claimOne(t)
+			require.Equal(t, "a", j.ConcurrencyKey, "round %d: then the backlog's key", round)
+			b.ack(t, j, "ok")
+		}
+	})
+
+	t.Run("FairShareJoinWhileNoKeyReady", func(t *testing.T) {
+		// A key that joins while no key is ready (the only other key at its limit) joins at
+		// that key's turn, not ahead of it by all the claims it has made: the claims then
+		// alternate, the new key first.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		b.submitKeyed(t, "a", 20)
+		for range 5 {
+			b.ack(t, b.claimOne(t), "ok")
+		}
+		held := b.claimOne(t) // "a" at its limit: no key is ready
+		b.submitKeyed(t, "b", 20)
+		b.ack(t, held, "ok")
+		var order []string
+		for range 6 {
+			j := b.claimOne(t)
+			order = append(order, j.ConcurrencyKey)
+			b.ack(t, j, "ok")
+		}
+		require.Equal(t, "b", order[0], "the key that joined goes first at the turn (%v)", order)
+		for i := 0; i < len(order); i += 2 {
+			require.ElementsMatch(t, []string{"a", "b"}, order[i:i+2], "claims %d and %d alternate: %v", i, i+1, order)
+		}
+	})
+
 	t.Run("UnkeyedInOrderWithKeys", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

@@ -70,8 +70,11 @@ type refDriver struct {
 	leases    map[[2]string]refLease
 	paused    map[[2]string]bool // the paused queues, created on first use
 	// passes are the fair-share turns of concurrency keys (no limits: the reference keeps
-	// no admission blocks), created on first use.
+	// no admission blocks), created when a key joins the rotation and forgotten when it has
+	// no queued or running invocation; joined marks the keys that joined since their last
+	// claim (they go first on a tie).
 	passes map[refKey]float64
+	joined map[refKey]bool
 	// held are the concurrency keys a rate-limited settle holds back, until when.
 	held map[refKey]time.Time
 	// lastPass is the clock reading of the last maintenance pass: invocations that came due
@@ -383,21 +386,46 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64, offers *pl
 		return d.pickIn(unkeyed, kind, temp)
 	}
 	if d.passes == nil {
-		d.passes = map[refKey]float64{}
+		d.passes, d.joined = map[refKey]float64{}, map[refKey]bool{}
 	}
+	active := map[refKey]bool{} // the keys with a queued or running invocation
+	for _, ri := range d.invs {
+		if inv := &ri.inv; inv.Namespace == ns && inv.Queue == q && inv.ConcurrencyKey != "" &&
+			(inv.State == plane.StateQueued || inv.State == plane.StateRunning) {
+			active[refKey{ns, q, inv.ConcurrencyKey}] = true
+		}
+	}
+	for k := range d.passes {
+		if k.ns == ns && k.q == q && !active[k] {
+			delete(d.passes, k)
+			delete(d.joined, k)
+		}
+	}
+	// The current turn: the smallest pass of the keys with claimable jobs, else of the
+	// queue's keys; a key joins at it.
 	turn, found := 0.0, false
 	for _, c := range keyed {
 		if p, ok := d.passes[refKey{ns, q, c.inv.ConcurrencyKey}]; ok && (!found || p < turn) {
 			turn, found = p, true
 		}
 	}
+	if !found {
+		queueKeys := false
+		for k, p := range d.passes {
+			if k.ns == ns && k.q == q && (!queueKeys || p < turn) {
+				turn, queueKeys = p, true
+			}
+		}
+	}
 	var key string
 	for _, c := range keyed {
 		k := refKey{ns, q, c.inv.ConcurrencyKey}
 		if _, ok := d.passes[k]; !ok {
-			d.passes[k] = turn
+			d.passes[k], d.joined[k] = turn, true
 		}
-		if key == "" || d.passes[k] < d.passes[refKey{ns, q, key}] || d.passes[k] == d.passes[refKey{ns, q, key}] && k.key < key {
+		best := refKey{ns, q, key}
+		if key == "" || d.passes[k] < d.passes[best] ||
+			d.passes[k] == d.passes[best] && (d.joined[k] && !d.joined[best] || d.joined[k] == d.joined[best] && k.key < key) {
 			key = k.key
 		}
 	}
@@ -418,6 +446,7 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64, offers *pl
 		}
 	}
 	d.passes[refKey{ns, q, key}]++
+	d.joined[refKey{ns, q, key}] = false
 	return head
 }
 

@@ -78,7 +78,7 @@ func insertSQL(n int) string {
 // claimable keyed jobs since migration 014.
 const (
 	keyReadySQL = `SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high FROM concurrency_keys
-		WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass LIMIT 1`
+		WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass, joined DESC LIMIT 1`
 	keyHeadPrioritySQL = `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
 		AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`
 	keyLevelSQL = `SELECT priority FROM invocations WHERE namespace = ?1 AND queue = ?2

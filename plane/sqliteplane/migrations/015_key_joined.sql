@@ -1,0 +1,103 @@
+-- Fair share: a key that joins the rotation goes first on a tie, and a key that joins while
+-- every key is at its limit gets no credit for the others' history (issue 27: the small
+-- tenant's wait under a 90/10 skew; docs/semantics.md "Concurrency keys and fair share").
+--
+-- A key joins at the current turn, the smallest pass of the ready keys. Before, a tie with
+-- that key went by key name (the ready index's last column), so a tenant that came back
+-- behind a key named before it waited one more claim of that key. joined marks a key that
+-- joined since its last claim (set when it gets a claimable job with none before, cleared by
+-- its claim, which rewrites the row anyway) and orders the ready index after pass, so such a
+-- key takes the next claim at its turn: no write is added. And when no key was ready (every
+-- key with jobs at its limit, or with nothing claimable), the current turn was taken as 0,
+-- so a new key joined ahead of every other by all the claims they had made. The turn is now
+-- the smallest pass of the queue's keys with jobs in that case (at most one row per key
+-- holding a lease: with no ready key, each of them has a job running).
+ALTER TABLE concurrency_keys ADD COLUMN joined INTEGER NOT NULL DEFAULT 0;
+DROP INDEX concurrency_keys_ready;
+CREATE INDEX concurrency_keys_ready ON concurrency_keys (namespace, queue, pass, joined DESC) WHERE queued > 0 AND running < limit_n;
+
+DROP TRIGGER invocations_keyed_insert;
+
+CREATE TRIGGER invocations_keyed_insert AFTER INSERT ON invocations
+WHEN new.concurrency_key IS NOT NULL
+BEGIN
+    INSERT INTO concurrency_keys (namespace, queue, concurrency_key, limit_n, weight, pass)
+    SELECT new.namespace, new.queue, new.concurrency_key,
+        COALESCE((SELECT limit_n FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key),
+                 (SELECT limit_n FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = ''),
+                 4611686018427387904),
+        COALESCE((SELECT weight FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key), 1),
+        COALESCE((SELECT pass FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue
+                  AND queued > 0 AND running < limit_n ORDER BY pass LIMIT 1),
+                 (SELECT min(pass) FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue), 0)
+    WHERE NOT EXISTS (SELECT 1 FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue
+        AND concurrency_key = new.concurrency_key);
+    UPDATE concurrency_keys SET
+        pass = CASE WHEN queued = 0 AND new.state IN (0, -2) THEN max(pass, COALESCE((SELECT k.pass FROM concurrency_keys k
+            WHERE k.namespace = new.namespace AND k.queue = new.queue AND k.queued > 0 AND k.running < k.limit_n
+            ORDER BY k.pass LIMIT 1), pass)) ELSE pass END,
+        joined = CASE WHEN queued = 0 AND new.state IN (0, -2) THEN 1 ELSE joined END,
+        priority_low = CASE WHEN new.state NOT IN (0, -2) THEN priority_low
+            WHEN queued = 0 THEN new.priority ELSE min(priority_low, new.priority) END,
+        priority_high = CASE WHEN new.state NOT IN (0, -2) THEN priority_high
+            WHEN queued = 0 THEN new.priority ELSE max(priority_high, new.priority) END,
+        queued = queued + (new.state IN (0, -2)),
+        running = running + (new.state = 1)
+    WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key;
+    UPDATE invocations SET state = -2 WHERE seq = new.seq AND new.state = 0;
+END;
+
+DROP TRIGGER invocations_keyed_state;
+
+CREATE TRIGGER invocations_keyed_state AFTER UPDATE OF state ON invocations
+WHEN new.concurrency_key IS NOT NULL AND old.state <> new.state AND NOT (old.state = -2 AND new.state = 1)
+    AND NOT (old.state = 1 AND new.state >= 2)
+BEGIN
+    INSERT INTO concurrency_keys (namespace, queue, concurrency_key, limit_n, weight, pass)
+    SELECT new.namespace, new.queue, new.concurrency_key,
+        COALESCE((SELECT limit_n FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key),
+                 (SELECT limit_n FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = ''),
+                 4611686018427387904),
+        COALESCE((SELECT weight FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key), 1),
+        COALESCE((SELECT pass FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue
+                  AND queued > 0 AND running < limit_n ORDER BY pass LIMIT 1),
+                 (SELECT min(pass) FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue), 0)
+    WHERE new.state IN (0, 1) AND true
+    ON CONFLICT (namespace, queue, concurrency_key) DO NOTHING;
+    UPDATE concurrency_keys SET
+        pass = CASE WHEN queued = 0 AND new.state IN (0, -2) AND old.state NOT IN (0, -2) THEN max(pass, COALESCE((SELECT k.pass FROM concurrency_keys k
+            WHERE k.namespace = new.namespace AND k.queue = new.queue AND k.queued > 0 AND k.running < k.limit_n
+            ORDER BY k.pass LIMIT 1), pass)) ELSE pass END,
+        joined = CASE WHEN queued = 0 AND new.state IN (0, -2) AND old.state NOT IN (0, -2) THEN 1 ELSE joined END,
+        priority_low = CASE WHEN new.state NOT IN (0, -2) OR old.state IN (0, -2) THEN priority_low
+            WHEN queued = 0 THEN new.priority ELSE min(priority_low, new.priority) END,
+        priority_high = CASE WHEN new.state NOT IN (0, -2) OR old.state IN (0, -2) THEN priority_high
+            WHEN queued = 0 THEN new.priority ELSE max(priority_high, new.priority) END,
+        queued = queued + (new.state IN (0, -2)) - (old.state IN (0, -2)),
+        running = running + (new.state = 1) - (old.state = 1)
+    WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key;
+    DELETE FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue
+        AND concurrency_key = new.concurrency_key AND queued = 0 AND running = 0;
+    UPDATE invocations SET state = -2 WHERE seq = new.seq AND new.state = 0;
+END;
+
+DROP TRIGGER invocations_keyed_claim;
+
+CREATE TRIGGER invocations_keyed_claim AFTER UPDATE OF state ON invocations
+WHEN new.concurrency_key IS NOT NULL AND old.state = -2 AND new.state = 1
+BEGIN
+    INSERT INTO concurrency_keys (namespace, queue, concurrency_key, limit_n, weight, pass, queued)
+    SELECT new.namespace, new.queue, new.concurrency_key,
+        COALESCE((SELECT limit_n FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key),
+                 (SELECT limit_n FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = ''),
+                 4611686018427387904),
+        COALESCE((SELECT weight FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key), 1),
+        COALESCE((SELECT pass FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue
+                  AND queued > 0 AND running < limit_n ORDER BY pass LIMIT 1),
+                 (SELECT min(pass) FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue), 0),
+        1
+    WHERE NOT EXISTS (SELECT 1 FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue
+        AND concurrency_key = new.concurrency_key);
+    UPDATE concurrency_keys SET queued = queued - 1, running = running + 1, pass = pass + 1.0 / weight, joined = 0
+    WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key;
+END;
