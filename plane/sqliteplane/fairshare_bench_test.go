@@ -1,9 +1,11 @@
 package sqliteplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,34 +25,42 @@ import (
 // contrast) the small tenant's jobs wait behind the big backlog. Reports the small
 // tenant's p50 and p95 wait, and the p50 of its submit's part of it. Run with -benchtime 1x.
 //
+// saturated-priority-first is the bound no claim order can beat: no keys, the small
+// tenant's jobs at a higher priority and priority claims, so each takes the first worker
+// that frees (what is left is waiting for that worker, its claim and the submit).
+//
 // The sub-benchmarks unloaded, saturated and saturated-without-keys have each worker ack
 // a job and then claim the next (two writer operations). Those under settle-and-claim/
 // have it settle and claim in one call, as lakeshore.Worker does, with 4, 16 or 64
 // workers: the more workers share the big tenant's backlog, the sooner one of them is
 // free when a small job arrives (the part of the wait no claim order can remove).
+//
+// Every job above holds its worker exactly 2 ms, so workers that start together stay in
+// step (a small job that arrives just after they all claimed waits out a whole job). Those
+// under exponential/ hold each job for a time drawn from an exponential distribution of
+// mean 2 ms (each worker its own seeded source), as jobs of varying length do: a small job
+// waits for the first of the busy workers to free.
 func BenchmarkFairShareWait(b *testing.B) {
-	type scenario struct {
-		name             string
-		saturated, keyed bool
-		workers          int
-		settleAndClaim   bool
-	}
-	cases := []scenario{{"unloaded", false, true, 4, false}, {"saturated", true, true, 4, false},
-		{"saturated-without-keys", true, false, 4, false}}
+	cases := []fairShareScenario{{name: "unloaded", keyed: true}, {name: "saturated", saturated: true, keyed: true},
+		{name: "saturated-without-keys", saturated: true}, {name: "saturated-priority-first", saturated: true, priorityFirst: true},
+		{name: "exponential/unloaded", keyed: true, exponential: true},
+		{name: "exponential/saturated", saturated: true, keyed: true, exponential: true},
+		{name: "exponential/saturated-priority-first", saturated: true, priorityFirst: true, exponential: true}}
 	for _, workers := range []int{4, 16, 64} {
 		for _, saturated := range []bool{false, true} {
 			name := fmt.Sprintf("settle-and-claim/workers=%d/unloaded", workers)
 			if saturated {
 				name = fmt.Sprintf("settle-and-claim/workers=%d/saturated", workers)
 			}
-			cases = append(cases, scenario{name, saturated, true, workers, true})
+			cases = append(cases, fairShareScenario{name: name, saturated: saturated, keyed: true, workers: workers, settleAndClaim: true})
 		}
 	}
 	for _, c := range cases {
+		c.workers = cmp.Or(c.workers, 4)
 		b.Run(c.name, func(b *testing.B) {
 			var waits, submits []time.Duration
 			for range b.N {
-				w, s := fairShareRun(b, c.saturated, c.keyed, c.workers, c.settleAndClaim)
+				w, s := fairShareRun(b, c)
 				waits, submits = append(waits, w...), append(submits, s...)
 			}
 			at := func(ds []time.Duration, q float64) float64 {
@@ -65,14 +75,31 @@ func BenchmarkFairShareWait(b *testing.B) {
 	}
 }
 
-// fairShareRun runs one scenario of BenchmarkFairShareWait with workers workers and returns
-// the small tenant's waits and, of each, the part its submit took (to its return). With
-// settleAndClaim each worker settles a job and claims the next in one call; else it acks
-// and then claims. A saturated run fails unless the big tenant still has jobs queued at
-// its end.
-func fairShareRun(b *testing.B, saturated, keyed bool, workers int, settleAndClaim bool) (waits, submits []time.Duration) {
+// fairShareScenario is one sub-benchmark of BenchmarkFairShareWait.
+type fairShareScenario struct {
+	name string
+	// saturated: the big tenant's backlog and its 9 jobs per small one; keyed: the tenants'
+	// jobs carry their concurrency keys.
+	saturated, keyed bool
+	workers          int // 4 when 0
+	// settleAndClaim: each worker settles a job and claims the next in one call, else it
+	// acks and then claims.
+	settleAndClaim bool
+	// priorityFirst: the small tenant's jobs have priority 1 and the workers claim in
+	// priority order.
+	priorityFirst bool
+	// exponential: each job is held for an exponentially distributed time of mean 2 ms,
+	// else exactly 2 ms.
+	exponential bool
+}
+
+// fairShareRun runs one scenario of BenchmarkFairShareWait and returns the small tenant's
+// waits and, of each, the part its submit took (to its return). A saturated run fails
+// unless the big tenant still has jobs queued at its end.
+func fairShareRun(b *testing.B, c fairShareScenario) (waits, submits []time.Duration) {
 	const smallJobs, bigPerSmall = 100, 9
 	const service, every = 2 * time.Millisecond, 20 * time.Millisecond
+	saturated, keyed, workers, settleAndClaim, priorityFirst := c.saturated, c.keyed, c.workers, c.settleAndClaim, c.priorityFirst
 	// Enough for the workers not to drain it within the run (100 × 20 ms), at about 1,500
 	// jobs per second per 4 workers with 2 ms jobs.
 	bigBacklog := 3000 * max(1, workers/4)
@@ -89,6 +116,9 @@ func fairShareRun(b *testing.B, saturated, keyed bool, workers int, settleAndCla
 		ps := make([]plane.SubmitParams, n)
 		for i := range ps {
 			ps[i] = plane.SubmitParams{Payload: []byte(tenant), ConcurrencyKey: key(tenant)}
+			if priorityFirst && tenant == "small" {
+				ps[i].Priority = 1
+			}
 		}
 		res, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "fair", Invocations: ps})
 		if err != nil {
@@ -113,8 +143,18 @@ func fairShareRun(b *testing.B, saturated, keyed bool, workers int, settleAndCla
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			source := rand.New(rand.NewPCG(uint64(w), 27))
+			hold := func() time.Duration {
+				if c.exponential {
+					return time.Duration(source.ExpFloat64() * float64(service))
+				}
+				return service
+			}
 			claim := &plane.ClaimParams{Namespace: "default", Queue: "fair", Max: 1,
 				Worker: fmt.Sprintf("w%d", w), Wait: 100 * time.Millisecond}
+			if priorityFirst {
+				claim.Kind = plane.KindPriority
+			}
 			var settle []plane.SettleParams // the job to settle with the next claim
 			for ctx.Err() == nil {
 				var jobs []*plane.Job
@@ -149,7 +189,7 @@ func fairShareRun(b *testing.B, saturated, keyed bool, workers int, settleAndCla
 							time.Sleep(100 * time.Microsecond)
 						}
 					}
-					time.Sleep(service)
+					time.Sleep(hold())
 					done := plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
 					if settleAndClaim {
 						settle = []plane.SettleParams{done}
