@@ -169,7 +169,8 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	b := &pgx.Batch{}
 	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
-	b.Queue(t.d.sql.keyReady, p.Namespace, p.Queue, t.ms)
+	turnSQL := planekit.ByOrder(kind, t.d.sql.keyTurnFIFO, t.d.sql.keyTurnFILO, t.d.sql.keyTurnPriority)
+	b.Queue(turnSQL, p.Namespace, p.Queue, []string{}, t.ms, want)
 	switch {
 	case kind == plane.KindBoltzmann:
 		b.Queue(sql, p.Namespace, p.Queue)
@@ -182,7 +183,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var cutoff time.Duration
 	var rows []*row
 	var levels []plane.Level
-	var keyed bool                   // the queue has a concurrency key ready
+	var turns []keyTurn              // the ready concurrency keys whose turn it is, locked
 	var keyAdmission plane.Admission // the key limits of the queue's admission block
 	err := func() error {
 		defer br.Close()
@@ -202,8 +203,8 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read admission: %w", err)
 		}
-		if err := br.QueryRow().Scan(&keyed); err != nil {
-			return fmt.Errorf("claim: read concurrency keys: %w", err)
+		if turns, err = readTurns(br.Query()); err != nil {
+			return err
 		}
 		if err := planekit.DecodeConcurrency(concurrency, &a.Admission); err != nil {
 			return err
@@ -252,6 +253,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			}
 		}
 	}
+	keyed := len(turns) > 0
 	if keyed && kind != plane.KindBoltzmann {
 		if fromFloor && len(rows) < want {
 			// Short from the floor: rows below it may be claimable (as below).
@@ -259,7 +261,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 				return err
 			}
 		}
-		if err := t.claimKeyed(reqs, kind, keyAdmission, rows, cutoff, want, &taken, take); err != nil {
+		if err := t.claimKeyed(reqs, kind, keyAdmission, rows, cutoff, want, &taken, take, turns); err != nil {
 			return err
 		}
 	} else if kind == plane.KindBoltzmann {
@@ -306,7 +308,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	}
 	if keyed && kind == plane.KindBoltzmann && taken < want {
 		// The draw took the unkeyed jobs; keyed jobs fill what it left.
-		if err := t.claimKeyed(reqs, kind, keyAdmission, nil, cutoff, want, &taken, take); err != nil {
+		if err := t.claimKeyed(reqs, kind, keyAdmission, nil, cutoff, want, &taken, take, turns); err != nil {
 			return err
 		}
 	}
@@ -327,74 +329,101 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	return nil
 }
 
+// keyTurn is one row of keyTurns: a ready concurrency key whose turn it is, locked, its
+// token bucket, and its head (locked), nil when another transaction holds it.
+type keyTurn struct {
+	key      string
+	tokens   float64
+	tokensMS int64
+	head     *row
+}
+
+// readTurns reads the rows of a keyTurns statement.
+func readTurns(rs pgx.Rows, err error) ([]keyTurn, error) {
+	if err != nil {
+		return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
+	}
+	defer rs.Close()
+	var turns []keyTurn
+	for rs.Next() {
+		var k keyTurn
+		if rs.RawValues()[3] == nil { // the head's id: another transaction holds it
+			skip := make([]any, len(rs.FieldDescriptions()))
+			skip[0], skip[1], skip[2] = &k.key, &k.tokens, &k.tokensMS
+			err = rs.Scan(skip...)
+		} else {
+			k.head, err = planekit.ScanRow(prefixed{rs, []any{&k.key, &k.tokens, &k.tokensMS}}, false)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
+		}
+		turns = append(turns, k)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
+	}
+	return turns, nil
+}
+
+// prefixed is a scanner that scans the first columns into dest and the rest into what its
+// Scan is given.
+type prefixed struct {
+	s    scanner
+	dest []any
+}
+
+func (p prefixed) Scan(dest ...any) error { return p.s.Scan(append(p.dest, dest...)...) }
+
 // claimKeyed claims, up to want jobs in all, from a queue with a concurrency key ready. Each
 // round locks (FOR UPDATE SKIP LOCKED) the ready keys whose turn it is, as many as jobs are
-// still wanted, and the head of each (one statement each), then takes, in kind's order, the
-// earlier of the next unkeyed candidate (from unkeyed, locked by the caller) and the next
-// of those heads (plane.KeyTurnFirst) — at most one job per key per round — and starts
-// them. The keys' rows stay locked until commit, and the trigger (migrations 0007 and
-// 0011) counts each start in its key's running counter and advances its turn under that
-// lock, so concurrent claimers (of this process or another) never start more than a
-// key's limit, and the next round's read leaves a key at its limit out.
-func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row)) error {
+// still wanted, and the head of each in one statement (keyTurns; the first round's, turns,
+// read with the claim's first round trip), then takes, in kind's order, the earlier of the
+// next unkeyed candidate (from unkeyed, locked by the caller) and the next of those heads
+// (plane.KeyTurnFirst) — at most one job per key per round — and starts them. The keys'
+// rows stay locked until commit, and the trigger (migrations 0007 and 0011) counts each
+// start in its key's running counter and advances its turn under that lock, so concurrent
+// claimers (of this process or another) never start more than a key's limit, and the next
+// round's read leaves a key at its limit out.
+func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row), turns []keyTurn) error {
 	p := reqs[0].p
-	head := planekit.ByOrder(kind, t.d.sql.keyHeadFIFO, t.d.sql.keyHeadFILO, t.d.sql.keyHeadPriority)
+	keyTurns := planekit.ByOrder(kind, t.d.sql.keyTurnFIFO, t.d.sql.keyTurnFILO, t.d.sql.keyTurnPriority)
 	skip := []string{} // keys whose head another transaction holds
-	for *taken < want {
-		rs, err := t.query(t.d.sql.keyTurn, p.Namespace, p.Queue, skip, t.ms, want-*taken)
-		if err != nil {
-			return fmt.Errorf("claim: read concurrency keys: %w", err)
+	for first := true; *taken < want; first = false {
+		if !first {
+			var err error
+			if turns, err = readTurns(t.query(keyTurns, p.Namespace, p.Queue, skip, t.ms, want-*taken)); err != nil {
+				return err
+			}
 		}
 		buckets := map[string]plane.TokenBucket{}
-		var keys []string
-		held := 0
-		for rs.Next() {
-			var key string
-			var tokens float64
-			var tokensMS int64
-			if err := rs.Scan(&key, &tokens, &tokensMS); err != nil {
-				rs.Close()
-				return fmt.Errorf("claim: read concurrency keys: %w", err)
-			}
-			bucket, store, wait := a.KeyStart(key, tokens, time.UnixMilli(tokensMS), t.now)
+		var heads []*row
+		keys, held := 0, 0
+		for _, k := range turns {
+			bucket, store, wait := a.KeyStart(k.key, k.tokens, time.UnixMilli(k.tokensMS), t.now)
 			if wait > 0 {
 				// The key's bucket is empty: held back until it has a token.
-				t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds())
+				t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, k.key, t.ms+wait.Milliseconds())
 				held++
 				continue
 			}
+			keys++
+			if k.head == nil {
+				skip = append(skip, k.key)
+				continue
+			}
 			if store {
-				buckets[key] = bucket // drawn from: stored with the claim
+				buckets[k.key] = bucket // drawn from: stored with the claim
 			}
-			keys = append(keys, key)
+			heads = append(heads, k.head)
 		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return fmt.Errorf("claim: read concurrency keys: %w", err)
-		}
-		var heads []*row
-		if len(keys) > 0 {
-			if heads, err = t.candidates(head, p.Namespace, p.Queue, keys); err != nil {
-				return err
+		slices.SortFunc(heads, func(x, y *row) int {
+			if plane.KeyTurnFirst(kind, x.ID, x.Priority, y.ID, y.Priority) {
+				return -1
 			}
-			found := map[string]bool{}
-			for _, h := range heads {
-				found[h.ConcurrencyKey.String] = true
-			}
-			for _, k := range keys {
-				if !found[k] {
-					skip = append(skip, k)
-				}
-			}
-			slices.SortFunc(heads, func(x, y *row) int {
-				if plane.KeyTurnFirst(kind, x.ID, x.Priority, y.ID, y.Priority) {
-					return -1
-				}
-				return 1
-			})
-		}
+			return 1
+		})
 		if len(heads) == 0 && len(unkeyed) == 0 {
-			if len(keys) > 0 || held > 0 {
+			if keys > 0 || held > 0 {
 				continue // those keys are skipped or held back now: try the next ones
 			}
 			return nil

@@ -22,8 +22,8 @@ type statements struct {
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
 	leaderTake, leaderRelease                                string
-	keyReady, keyTurn, keyBucket, keyHold                    string
-	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
+	keyBucket, keyHold                                       string
+	keyTurnFIFO, keyTurnFILO, keyTurnPriority                string
 	shapes, shapeHeadFIFO, shapeHeadFILO, shapeHeadPriority  string
 	warmPairs, warmHeadFIFO, warmHeadFILO, warmHeadPriority  string
 	// placementTrim: per table, the table and planekit.PlacementTrimSQL's statements.
@@ -35,11 +35,18 @@ type statements struct {
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
 	AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 
-// keyHeads locks the head (in order) of each concurrency key of $3 in queue ($1, $2).
-func keyHeads(order string) string {
-	return `SELECT h.* FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (SELECT ` + rowColumns +
-		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND concurrency_key = k.key AND state = -2
-		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h`
+// keyTurns locks (FOR UPDATE SKIP LOCKED), in turn order, up to $5 of queue ($1, $2)'s
+// concurrency keys ready at $4 (claimable rows below the limit, not held back), leaving
+// out the keys of $3, and the head (in order) of each one's claimable rows: one row per
+// key, its name, token bucket and head, the head's columns NULL when another transaction
+// holds it.
+func keyTurns(order string) string {
+	return `SELECT k.concurrency_key, k.tokens, k.tokens_ms, h.* FROM (SELECT concurrency_key, tokens, tokens_ms, pass, joined
+		FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND queued > 0 AND running < limit_n AND next_ms <= $4
+		AND concurrency_key <> ALL($3::text[]) ORDER BY pass, joined DESC LIMIT $5 FOR UPDATE SKIP LOCKED) AS k
+		LEFT JOIN LATERAL (SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
+		AND concurrency_key = k.concurrency_key AND state = -2 ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h ON true
+		ORDER BY k.pass, k.joined DESC`
 }
 
 // warmHeads locks the head (in order) of each (host key, shape) pair of $3, $4 in queue
@@ -152,24 +159,18 @@ func newStatements(schema string) statements {
 				UNION ALL
 				(SELECT id FROM {s}.invocations WHERE state = -3 AND deadline_ms > 0 AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT 1000))
 			AND state IN (0, -2, -3) AND deadline_ms > 0 AND deadline_ms <= $1 FOR UPDATE SKIP LOCKED`),
-		// keyReady probes for a ready concurrency key (claims of queues without one go on as
-		// before); keyTurn locks the ready keys whose turn it is, skipping keys another claim
-		// holds; keyHead* lock the head of each of those keys' claimable rows in each claim
-		// order; keyBucket stores the token buckets of those under a rate limit (the claim's
-		// trigger advances their turns: migration 0011).
-		keyReady: s(`SELECT EXISTS (SELECT 1 FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
-			AND queued > 0 AND running < limit_n AND next_ms <= $3)`),
-		keyTurn: s(`SELECT concurrency_key, tokens, tokens_ms FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
-			AND queued > 0 AND running < limit_n AND next_ms <= $4 AND concurrency_key <> ALL($3::text[])
-			ORDER BY pass, joined DESC LIMIT $5 FOR UPDATE SKIP LOCKED`),
+		// keyTurn* lock the ready keys whose turn it is and their heads in each claim order
+		// (keyTurns; claims of queues without a ready key go on as before); keyBucket stores
+		// the token buckets of those under a rate limit (the claim's trigger advances their
+		// turns: migration 0011).
+		keyTurnFIFO:     s(keyTurns(`id`)),
+		keyTurnFILO:     s(keyTurns(`id DESC`)),
+		keyTurnPriority: s(keyTurns(`priority DESC, id`)),
 		keyBucket: s(`UPDATE {s}.concurrency_keys AS c SET tokens = u.tokens, tokens_ms = u.ms
 			FROM unnest($3::text[], $4::float8[], $5::bigint[]) AS u(key, tokens, ms)
 			WHERE c.namespace = $1 AND c.queue = $2 AND c.concurrency_key = u.key`),
 		keyHold: s(`UPDATE {s}.concurrency_keys SET next_ms = greatest(next_ms, $4)
 			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
-		keyHeadFIFO:       s(keyHeads(`id`)),
-		keyHeadFILO:       s(keyHeads(`id DESC`)),
-		keyHeadPriority:   s(keyHeads(`priority DESC, id`)),
 		deadlineCutoff:    s(`SELECT deadline_cutoff_ms FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
 		shapes:            s(`SELECT shape, requirement FROM {s}.placement_shapes WHERE namespace = $1 AND queue = $2`),
 		shapeHeadFIFO:     s(shapeHeads(`id`)),
