@@ -42,7 +42,7 @@ const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AN
 // holds it.
 func keyTurns(order string) string {
 	return `SELECT k.concurrency_key, k.tokens, k.tokens_ms, h.* FROM (SELECT concurrency_key, tokens, tokens_ms, pass, joined
-		FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND queued > 0 AND running < limit_n AND next_ms <= $4
+		FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND ready AND next_ms <= $4
 		AND concurrency_key <> ALL($3::text[]) ORDER BY pass, joined DESC LIMIT $5 FOR UPDATE SKIP LOCKED) AS k
 		LEFT JOIN LATERAL (SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
 		AND concurrency_key = k.concurrency_key AND state = -2 ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h ON true
@@ -124,7 +124,7 @@ func newStatements(schema string) statements {
 		nextAvailable: s(`SELECT least(
 			(SELECT min(available_ms) FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting),
 			(SELECT min(next_ms) FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
-				AND queued > 0 AND running < limit_n AND next_ms > $3))`),
+				AND ready AND next_ms > $3))`),
 		setRunning: s(`UPDATE {s}.invocations AS i SET state = 1, attempt = i.attempt + 1, lease_token = u.token,
 				lease_expires_ms = $2, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
 				started_ms = $1, worker = $3

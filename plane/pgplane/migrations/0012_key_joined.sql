@@ -10,11 +10,18 @@
 -- claim at its turn, and no write is added. When no key was ready (every key with rows at
 -- its limit, or with nothing claimable), a new key joined at pass 0, ahead of every other
 -- key by all the claims they had made; the turn is now the smallest pass of the queue's keys
--- in that case (with no ready key, each of them holds a running row). The function is
--- 0011's otherwise.
-ALTER TABLE {schema}.concurrency_keys ADD COLUMN joined boolean NOT NULL DEFAULT false;
+-- in that case (with no ready key, each of them holds a running row).
+--
+-- And a key's row is updated in place (HOT) when a job of the key is submitted or ends
+-- without changing whether the key is ready: ready is a stored column and the ready
+-- index's only predicate, so the counts that change (queued, running) are in no index.
+-- Before, the index's predicate named them, so every counter update wrote a new entry in
+-- the primary key and the ready index (issue 27: burn-down with keys). The function is
+-- 0011's otherwise, its turn read through the same predicate.
+ALTER TABLE {schema}.concurrency_keys ADD COLUMN joined boolean NOT NULL DEFAULT false,
+    ADD COLUMN ready boolean GENERATED ALWAYS AS (queued > 0 AND running < limit_n) STORED;
 DROP INDEX {schema}.concurrency_keys_ready;
-CREATE INDEX concurrency_keys_ready ON {schema}.concurrency_keys (namespace, queue, pass, joined DESC) WHERE queued > 0 AND running < limit_n;
+CREATE INDEX concurrency_keys_ready ON {schema}.concurrency_keys (namespace, queue, pass, joined DESC) WHERE ready;
 
 CREATE OR REPLACE FUNCTION {schema}.invocations_keyed_count() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -37,7 +44,7 @@ BEGIN
     END IF;
     IF dq > 0 THEN
         SELECT k.pass INTO turn FROM {schema}.concurrency_keys k
-            WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue AND k.queued > 0 AND k.running < k.limit_n
+            WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue AND k.ready
             ORDER BY k.pass LIMIT 1;
     END IF;
     -- The common case, an existing row: one update. A missing row (first use, or deleted by
