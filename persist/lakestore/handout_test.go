@@ -44,3 +44,54 @@ func TestViewBatchFailureRollsBack(t *testing.T) {
 		require.Equal(t, int64(i+1), next)
 	}
 }
+
+// TestHandOutFailureRecordsNothing: a hand-out whose writes fail (a trigger on the
+// consumption table) and one whose COMMIT fails (the same trigger deferred to the commit,
+// which the writes' pipeline carries) return the error, record no consumption, hand out
+// no batch, and leave no pooled connection inside the transaction; once the trigger is
+// gone the same samples are handed out.
+func TestHandOutFailureRecordsNothing(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, pgtest.Database(t), fileBucket(t), "q", nil)
+	recs := make([]persist.Record, 8)
+	for i := range recs {
+		recs[i] = persist.Record{"x": int64(i)}
+	}
+	_, err := s.PutPartition(ctx, persist.DefaultPartition, recs, nil)
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$`)
+	require.NoError(t, err)
+	q := persist.New(s)
+	req := func() *persist.MetaRequest {
+		return &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train"}
+	}
+	for _, trigger := range []string{
+		`CREATE TRIGGER refuse BEFORE INSERT ON consumed FOR EACH ROW EXECUTE FUNCTION refuse()`,
+		`CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON consumed DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse()`,
+	} {
+		_, err = s.pool.Exec(ctx, trigger)
+		require.NoError(t, err)
+		b, meta, err := q.Reader().GetBatch(ctx, req())
+		require.ErrorContains(t, err, "refused", trigger)
+		require.Nil(t, b)
+		require.Nil(t, meta)
+		_, err = q.Reader().GetMeta(ctx, req())
+		require.ErrorContains(t, err, "refused", trigger)
+		n, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+		require.NoError(t, err)
+		require.Zero(t, n, trigger)
+		for _, c := range s.pool.AcquireAllIdle(ctx) {
+			require.Equal(t, byte('I'), c.Conn().PgConn().TxStatus())
+			c.Release()
+		}
+		_, err = s.pool.Exec(ctx, `DROP TRIGGER refuse ON consumed`)
+		require.NoError(t, err)
+	}
+	b, meta, err := q.Reader().GetBatch(ctx, req())
+	require.NoError(t, err)
+	defer b.Release()
+	require.Equal(t, []int64{0, 1, 2, 3}, meta.Indexes)
+	n, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n)
+}

@@ -75,7 +75,7 @@ func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sample
 	var idx []int64
 	var schema persist.Schema
 	dropped := false
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.handOut(ctx, func(tx *handOutTx) error {
 		var err error
 		idx, schema, err = s.getMeta(ctx, tx, rq, sampler, ahead)
 		if errors.Is(err, errNotFullDropped) {
@@ -120,7 +120,7 @@ const (
 const consumedSQL = `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`
 
 // lockConsumer takes the row lock of (partition, task), creating the row.
-func (s *Store) lockConsumer(ctx context.Context, tx pgx.Tx, partition, task string) error {
+func (s *Store) lockConsumer(ctx context.Context, tx querier, partition, task string) error {
 	if _, err := tx.Exec(ctx, createConsumerSQL, s.name, partition, task); err != nil {
 		return fmt.Errorf("lock consumer: %w", err)
 	}
@@ -132,7 +132,7 @@ func (s *Store) lockConsumer(ctx context.Context, tx pgx.Tx, partition, task str
 }
 
 // getMeta is the transaction of GetMeta.
-func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, sampler persist.Sampler, ahead *getmeta.Ahead) ([]int64, persist.Schema, error) {
+func (s *Store) getMeta(ctx context.Context, tx *handOutTx, rq *persist.MetaRequest, sampler persist.Sampler, ahead *getmeta.Ahead) ([]int64, persist.Schema, error) {
 	h, err := s.readHandOut(ctx, tx, rq)
 	if err != nil {
 		return nil, persist.Schema{}, err
@@ -143,14 +143,14 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 	window := persist.SamplerWindow(sampler, rq.BatchSize)
 	// A staleness-bounded sampler's writes (assignments) are under a savepoint, so that a
 	// wait that finds no full batch keeps its drops and forgets the rest.
-	sampled := tx
-	if rq.Staleness != nil {
-		if sampled, err = tx.Begin(ctx); err != nil {
+	// (Every error rolls the whole transaction back, the savepoint with it.)
+	sampled := rq.Staleness != nil
+	if sampled {
+		if _, err := tx.Exec(ctx, `SAVEPOINT sampled`); err != nil {
 			return nil, st.schema, fmt.Errorf("savepoint: %w", err)
 		}
-		defer sampled.Rollback(ctx) // a no-op once committed (released)
 	}
-	src := &sampleSource{s: s, ctx: ctx, tx: sampled, rq: rq, ready: ready, part: part, schema: st.schema, version: version}
+	src := &sampleSource{s: s, ctx: ctx, tx: tx, rq: rq, ready: ready, part: part, schema: st.schema, version: version}
 	first := ready.First(window)
 	in := &persist.SampleInput{Ready: first, MoreReady: int64(len(first)) < ready.Count(),
 		BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, Source: src}
@@ -181,8 +181,8 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		if len(src.dropped) > 0 || len(src.droppedGroups) > 0 {
 			// Stale samples and dropped groups are dropped even when no batch is handed
 			// out: producers held by back-pressure get the room.
-			if sampled != tx {
-				if err := sampled.Rollback(ctx); err != nil { // an assignment the sampler stored
+			if sampled {
+				if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT sampled`); err != nil { // an assignment the sampler stored
 					return nil, st.schema, fmt.Errorf("roll back the sampler's writes: %w", err)
 				}
 			}
@@ -207,8 +207,8 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		}
 		ahead.Start(rq.Fields, idx, func() (*persist.Batch, error) { return s.GetData(ctx, m) })
 	}
-	if sampled != tx {
-		if err := sampled.Commit(ctx); err != nil { // releases the savepoint
+	if sampled {
+		if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT sampled`); err != nil {
 			return nil, st.schema, fmt.Errorf("release savepoint: %w", err)
 		}
 	}
@@ -224,12 +224,12 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 	}
 	// The drops above are disjoint from chosen: their order with the consumption does
 	// not matter. The notification wakes producers blocked by back-pressure, in every
-	// process.
-	if err := s.recordHandOut(ctx, tx, rq, chosen, consumed, (!rq.DeferConsume && len(idx) > 0) || src.drops()); err != nil {
-		return nil, st.schema, err
-	}
+	// process. This commits: nothing may fail after it.
 	if idx == nil {
 		idx = []int64{}
+	}
+	if err := s.recordHandOut(ctx, tx, rq, chosen, consumed, (!rq.DeferConsume && len(idx) > 0) || src.drops()); err != nil {
+		return nil, st.schema, err
 	}
 	return idx, st.schema, nil
 }
@@ -239,7 +239,7 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 type sampleSource struct {
 	s      *Store
 	ctx    context.Context
-	tx     pgx.Tx
+	tx     querier
 	rq     *persist.MetaRequest
 	ready  record.IndexSet
 	part   record.IndexSet

@@ -132,7 +132,7 @@ func (s *Store) queueLease(b *pgx.Batch, partition, task string, set record.Inde
 
 // dropStale marks the stale samples a staleness-bounded sampler saw consumed for the
 // task (those not consumed yet, and not handed out by this GetMeta) and counts them.
-func (s *Store) dropStale(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, dropped []int64, chosen, consumed record.IndexSet) error {
+func (s *Store) dropStale(ctx context.Context, tx querier, rq *persist.MetaRequest, dropped []int64, chosen, consumed record.IndexSet) error {
 	drop := record.SetOf(dropped).Minus(chosen).Minus(consumed)
 	n := drop.Count()
 	if n == 0 {
@@ -226,7 +226,7 @@ func (c *sampleSource) drops() bool {
 // consumer's row locked: a group counts once in groups_dropped when any of its samples
 // was not consumed yet, an unused sample once in samples_unused; samples of chosen
 // (handed out by this transaction) are left alone.
-func (s *Store) dropGroups(ctx context.Context, tx pgx.Tx, partition, task string, groups [][]int64, unused []int64, chosen, consumed record.IndexSet) error {
+func (s *Store) dropGroups(ctx context.Context, tx querier, partition, task string, groups [][]int64, unused []int64, chosen, consumed record.IndexSet) error {
 	var grouped []int64
 	for _, g := range groups {
 		grouped = append(grouped, g...)

@@ -230,7 +230,7 @@ func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
 const announceSQL = `SELECT pg_notify($1, $2)`
 
 // announce sends the change notification inside tx (delivered at commit).
-func (s *Store) announce(ctx context.Context, tx pgx.Tx) error {
+func (s *Store) announce(ctx context.Context, tx querier) error {
 	if _, err := tx.Exec(ctx, announceSQL, notifyChannel, s.name); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
@@ -465,7 +465,7 @@ func scanSpans(rows pgx.Rows) (record.IndexSet, error) {
 }
 
 // insertSpans inserts s into table with the leading key columns.
-func insertSpans(ctx context.Context, tx pgx.Tx, table string, cols string, s record.IndexSet, keys ...any) error {
+func insertSpans(ctx context.Context, tx querier, table string, cols string, s record.IndexSet, keys ...any) error {
 	if len(s) == 0 {
 		return nil
 	}
