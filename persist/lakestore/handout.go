@@ -15,8 +15,9 @@ import (
 
 // The hand-out transaction of GetMeta sends its statements in pipelines (pgx batches):
 // its BEGIN and the reads that decide the ready set in one round trip, the writes that
-// record the hand-out and its COMMIT in another. PostgreSQL runs a pipeline's statements one after another, in
-// order, each with its own read-committed snapshot, as when they are sent one at a time:
+// record the hand-out and its COMMIT in another. PostgreSQL runs a pipeline's statements
+// one after another, in order, each with its own read-committed snapshot, as when they
+// are sent one at a time:
 // the consumer's row lock (the pipeline's second statement) is held before any read
 // after it runs, and a failed statement fails the rest (the transaction is aborted) and
 // the batch returns the first error.
@@ -28,21 +29,25 @@ import (
 // sampler's questions (querier) in between.
 type handOutTx struct {
 	conn *pgxpool.Conn
-	done bool // committed (or, after an error, rolled back by handOut)
+	done bool // committed
 }
 
+// Exec runs on the transaction's connection (querier).
 func (t *handOutTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return t.conn.Exec(ctx, sql, args...)
 }
 
+// Query runs on the transaction's connection (querier).
 func (t *handOutTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	return t.conn.Query(ctx, sql, args...)
 }
 
+// QueryRow runs on the transaction's connection (querier).
 func (t *handOutTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return t.conn.QueryRow(ctx, sql, args...)
 }
 
+// SendBatch runs on the transaction's connection (querier).
 func (t *handOutTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return t.conn.SendBatch(ctx, b)
 }
