@@ -75,7 +75,7 @@ func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sample
 	var idx []int64
 	var schema persist.Schema
 	dropped := false
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.handOut(ctx, func(tx *handOutTx) error {
 		var err error
 		idx, schema, err = s.getMeta(ctx, tx, rq, sampler, ahead)
 		if errors.Is(err, errNotFullDropped) {
@@ -109,82 +109,48 @@ func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sample
 	return nil, false, nil
 }
 
+// createConsumerSQL and lockConsumerSQL, in this order, take the row lock of consumer
+// (queue $1, partition $2, task $3), creating the row.
+const (
+	createConsumerSQL = `INSERT INTO consumers(queue, partition, task) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+	lockConsumerSQL   = `SELECT 1 FROM consumers WHERE queue = $1 AND partition = $2 AND task = $3 FOR UPDATE`
+)
+
+// consumedSQL reads the consumed spans of (queue $1, partition $2, task $3).
+const consumedSQL = `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`
+
 // lockConsumer takes the row lock of (partition, task), creating the row.
-func (s *Store) lockConsumer(ctx context.Context, tx pgx.Tx, partition, task string) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO consumers(queue, partition, task) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, s.name, partition, task); err != nil {
+func (s *Store) lockConsumer(ctx context.Context, tx querier, partition, task string) error {
+	if _, err := tx.Exec(ctx, createConsumerSQL, s.name, partition, task); err != nil {
 		return fmt.Errorf("lock consumer: %w", err)
 	}
 	var one int
-	if err := tx.QueryRow(ctx, `SELECT 1 FROM consumers WHERE queue = $1 AND partition = $2 AND task = $3 FOR UPDATE`, s.name, partition, task).Scan(&one); err != nil {
+	if err := tx.QueryRow(ctx, lockConsumerSQL, s.name, partition, task).Scan(&one); err != nil {
 		return fmt.Errorf("lock consumer: %w", err)
 	}
 	return nil
 }
 
 // getMeta is the transaction of GetMeta.
-func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, sampler persist.Sampler, ahead *getmeta.Ahead) ([]int64, persist.Schema, error) {
-	if err := s.lockConsumer(ctx, tx, rq.Partition, rq.Task); err != nil {
-		return nil, persist.Schema{}, err
-	}
-	st, err := s.loadQueue(ctx, tx, false)
+func (s *Store) getMeta(ctx context.Context, tx *handOutTx, rq *persist.MetaRequest, sampler persist.Sampler, ahead *getmeta.Ahead) ([]int64, persist.Schema, error) {
+	h, err := s.readHandOut(ctx, tx, rq)
 	if err != nil {
 		return nil, persist.Schema{}, err
 	}
-	known := true
-	for _, f := range rq.Fields {
-		if _, ok := st.schema.Kind(f); !ok {
-			known = false // a field no sample has yet: nothing is ready
-		}
-	}
-	segs, err := s.segments(ctx, tx, rq.Partition, 0, 1<<62)
-	if err != nil {
-		return nil, st.schema, err
-	}
-	part := spansOfSegments(segs)
-	consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, rq.Partition, rq.Task)
-	if err != nil {
-		return nil, st.schema, err
-	}
-	var version int64
-	if rq.Staleness != nil {
-		// Held FOR SHARE until commit: SetVersion waits for this hand-out.
-		if version, err = s.currentVersion(ctx, tx, true); err != nil {
-			return nil, st.schema, err
-		}
-	}
-	var ready record.IndexSet
-	if known {
-		tomb, err := s.tombstones(ctx, tx)
-		if err != nil {
-			return nil, st.schema, err
-		}
-		ready = part.Minus(tomb).Minus(consumed)
-		for _, f := range rq.Fields {
-			has, err := s.producedSet(ctx, tx, segs, f)
-			if err != nil {
-				return nil, st.schema, err
-			}
-			ready = ready.Intersect(has)
-		}
-		if len(ready) > 0 {
-			leased, err := s.activeLeases(ctx, tx, rq.Partition, rq.Task)
-			if err != nil {
-				return nil, st.schema, err
-			}
-			ready = ready.Minus(leased)
-		}
-	}
+	st, consumed, version := h.queue, h.consumed, h.version
+	part := spansOfSegments(h.segs)
+	ready := h.ready(rq.Fields)
 	window := persist.SamplerWindow(sampler, rq.BatchSize)
 	// A staleness-bounded sampler's writes (assignments) are under a savepoint, so that a
 	// wait that finds no full batch keeps its drops and forgets the rest.
-	sampled := tx
-	if rq.Staleness != nil {
-		if sampled, err = tx.Begin(ctx); err != nil {
+	// (Every error rolls the whole transaction back, the savepoint with it.)
+	sampled := rq.Staleness != nil
+	if sampled {
+		if _, err := tx.Exec(ctx, `SAVEPOINT sampled`); err != nil {
 			return nil, st.schema, fmt.Errorf("savepoint: %w", err)
 		}
-		defer sampled.Rollback(ctx) // a no-op once committed (released)
 	}
-	src := &sampleSource{s: s, ctx: ctx, tx: sampled, rq: rq, ready: ready, part: part, schema: st.schema, version: version}
+	src := &sampleSource{s: s, ctx: ctx, tx: tx, rq: rq, ready: ready, part: part, schema: st.schema, version: version}
 	first := ready.First(window)
 	in := &persist.SampleInput{Ready: first, MoreReady: int64(len(first)) < ready.Count(),
 		BatchSize: rq.BatchSize, Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, Source: src}
@@ -215,8 +181,8 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		if len(src.dropped) > 0 || len(src.droppedGroups) > 0 {
 			// Stale samples and dropped groups are dropped even when no batch is handed
 			// out: producers held by back-pressure get the room.
-			if sampled != tx {
-				if err := sampled.Rollback(ctx); err != nil { // an assignment the sampler stored
+			if sampled {
+				if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT sampled`); err != nil { // an assignment the sampler stored
 					return nil, st.schema, fmt.Errorf("roll back the sampler's writes: %w", err)
 				}
 			}
@@ -241,19 +207,9 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 		}
 		ahead.Start(rq.Fields, idx, func() (*persist.Batch, error) { return s.GetData(ctx, m) })
 	}
-	if sampled != tx {
-		if err := sampled.Commit(ctx); err != nil { // releases the savepoint
+	if sampled {
+		if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT sampled`); err != nil {
 			return nil, st.schema, fmt.Errorf("release savepoint: %w", err)
-		}
-	}
-	if !rq.DeferConsume && len(idx) > 0 {
-		if err := insertSpans(ctx, tx, "consumed", "queue, partition, task", chosen.Minus(consumed), s.name, rq.Partition, rq.Task); err != nil {
-			return nil, st.schema, err
-		}
-	}
-	if rq.Lease > 0 && len(idx) > 0 {
-		if err := s.addLease(ctx, tx, rq.Partition, rq.Task, chosen, rq.Lease); err != nil {
-			return nil, st.schema, err
 		}
 	}
 	if len(src.dropped) > 0 {
@@ -266,14 +222,14 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 			return nil, st.schema, err
 		}
 	}
-	if (!rq.DeferConsume && len(idx) > 0) || src.drops() {
-		// Wake producers blocked by back-pressure, in every process.
-		if err := s.announce(ctx, tx); err != nil {
-			return nil, st.schema, err
-		}
-	}
+	// The drops above are disjoint from chosen: their order with the consumption does
+	// not matter. The notification wakes producers blocked by back-pressure, in every
+	// process. This commits: nothing may fail after it.
 	if idx == nil {
 		idx = []int64{}
+	}
+	if err := s.recordHandOut(ctx, tx, rq, chosen, consumed, (!rq.DeferConsume && len(idx) > 0) || src.drops()); err != nil {
+		return nil, st.schema, err
 	}
 	return idx, st.schema, nil
 }
@@ -283,7 +239,7 @@ func (s *Store) getMeta(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest,
 type sampleSource struct {
 	s      *Store
 	ctx    context.Context
-	tx     pgx.Tx
+	tx     querier
 	rq     *persist.MetaRequest
 	ready  record.IndexSet
 	part   record.IndexSet
@@ -435,7 +391,7 @@ func (s *Store) consuming(ctx context.Context, task, partition string, indexes [
 		if missing := set.Minus(in); len(missing) > 0 {
 			return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
 		}
-		consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task)
+		consumed, err := loadSpans(ctx, tx, consumedSQL, s.name, partition, task)
 		if err != nil {
 			return err
 		}

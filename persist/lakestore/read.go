@@ -53,59 +53,75 @@ type update struct {
 // the fragments. The tail is read before the fragments, so that a flush committing
 // in between (outside a snapshot) shows a row twice, never not at all.
 func (s *Store) load(ctx context.Context, q querier, idx []int64) ([]filestore.StoredRecord, []string, error) {
+	if len(idx) == 0 {
+		return make([]filestore.StoredRecord, 0), make([]string, 0), nil
+	}
+	// One round trip: the tail, then the fragments (in this order, see above).
+	batch := &pgx.Batch{}
+	l := s.queueLoad(batch, idx)
+	if err := q.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, nil, err
+	}
+	return l.records(ctx)
+}
+
+// loading is a load whose catalog reads are queued in a batch (queueLoad); records ends it
+// once the batch ran.
+type loading struct {
+	s   *Store
+	idx []int64
+	// entries are the tail's entries overlapping idx, objects the fragments'.
+	entries []tailEntry
+	objects []string
+}
+
+// tailEntry is a row of the tail table read by a load.
+type tailEntry struct {
+	seq, lo int64
+	kind    int16
+	part    string
+	idx     []int64
+	data    []byte
+}
+
+// queueLoad queues in batch the catalog reads of load(idx) (idx sorted, unique, not
+// empty): the tail, then the fragments.
+func (s *Store) queueLoad(batch *pgx.Batch, idx []int64) *loading {
+	l := &loading{s: s, idx: idx}
+	lo, hi := idx[0], idx[len(idx)-1]
+	batch.Queue(`SELECT seq, kind, partition, lo, idx, data FROM tail WHERE queue = $1 AND min_idx <= $3 AND max_idx >= $2`, s.name, lo, hi).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var e tailEntry
+			if err := rows.Scan(&e.seq, &e.kind, &e.part, &e.lo, &e.idx, &e.data); err != nil {
+				return fmt.Errorf("read tail: %w", err)
+			}
+			l.entries = append(l.entries, e)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read tail: %w", err)
+		}
+		return nil
+	})
+	batch.Queue(`SELECT object FROM fragments WHERE queue = $1 AND min_idx <= $3 AND max_idx >= $2`, s.name, lo, hi).Query(func(rows pgx.Rows) error {
+		var err error
+		if l.objects, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return fmt.Errorf("read fragments: %w", err)
+		}
+		return nil
+	})
+	return l
+}
+
+// records merges what the load's batch read with the fragments' rows (load).
+func (l *loading) records(ctx context.Context) ([]filestore.StoredRecord, []string, error) {
+	s, idx, entries, objects := l.s, l.idx, l.entries, l.objects
 	recs := make([]filestore.StoredRecord, len(idx))
 	parts := make([]string, len(idx))
-	if len(idx) == 0 {
-		return recs, parts, nil
-	}
 	pos := make(map[int64]int, len(idx))
 	for i, x := range idx {
 		pos[x] = i
 	}
-	lo, hi := idx[0], idx[len(idx)-1]
 	updates := map[int][]update{}
-	// One round trip: the tail, then the fragments (in this order, see above).
-	batch := &pgx.Batch{}
-	batch.Queue(`SELECT seq, kind, partition, lo, idx, data FROM tail WHERE queue = $1 AND min_idx <= $3 AND max_idx >= $2`, s.name, lo, hi)
-	batch.Queue(`SELECT object FROM fragments WHERE queue = $1 AND min_idx <= $3 AND max_idx >= $2`, s.name, lo, hi)
-	br := q.SendBatch(ctx, batch)
-	type entry struct {
-		seq, lo int64
-		kind    int16
-		part    string
-		idx     []int64
-		data    []byte
-	}
-	var entries []entry
-	rows, err := br.Query()
-	if err != nil {
-		br.Close()
-		return nil, nil, fmt.Errorf("read tail: %w", err)
-	}
-	for rows.Next() {
-		var e entry
-		if err := rows.Scan(&e.seq, &e.kind, &e.part, &e.lo, &e.idx, &e.data); err != nil {
-			rows.Close()
-			br.Close()
-			return nil, nil, fmt.Errorf("read tail: %w", err)
-		}
-		entries = append(entries, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		br.Close()
-		return nil, nil, fmt.Errorf("read tail: %w", err)
-	}
-	frows, err := br.Query()
-	if err != nil {
-		br.Close()
-		return nil, nil, fmt.Errorf("read fragments: %w", err)
-	}
-	objects, err := pgx.CollectRows(frows, pgx.RowTo[string])
-	br.Close()
-	if err != nil {
-		return nil, nil, fmt.Errorf("read fragments: %w", err)
-	}
 	for _, e := range entries {
 		dec, err := filestore.DecodeRecords(e.data)
 		if err != nil {
@@ -255,34 +271,57 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 	if meta == nil {
 		return nil, &persist.InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
 	}
-	var b *persist.Batch
-	err := s.viewQueue(ctx, func(tx pgx.Tx, st *queueState) error {
-		if len(meta.Indexes) == 0 {
-			var fields []persist.Field
-			for _, f := range meta.Fields {
-				if k, ok := st.schema.Kind(f.Name); ok {
-					fields = append(fields, persist.Field{Name: f.Name, Kind: k})
-				}
-			}
-			b = filestore.NewBatch(fields, nil, nil, nil)
-			return nil
+	if err := s.calls.Enter(); err != nil {
+		return nil, err
+	}
+	defer s.calls.Leave()
+	want := record.SetOf(meta.Indexes)
+	sorted := want.First(int(want.Count()))
+	// One snapshot, one round trip: the queue's row, its tombstones, and the catalog's part
+	// of the load (read even when an index turns out missing: then it is not used).
+	var st *queueState
+	var tomb record.IndexSet
+	var loaded *loading
+	err := s.viewBatch(ctx, func(batch *pgx.Batch) {
+		batch.Queue(queueRowSQL, s.name).QueryRow(func(row pgx.Row) error {
+			var err error
+			st, err = s.scanQueue(row)
+			return err
+		})
+		batch.Queue(tombstonesSQL, s.name).Query(func(rows pgx.Rows) error {
+			var err error
+			tomb, err = scanSpans(rows)
+			return err
+		})
+		if len(sorted) > 0 {
+			loaded = s.queueLoad(batch, sorted)
 		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	var b *persist.Batch
+	if len(meta.Indexes) == 0 {
+		var fields []persist.Field
+		for _, f := range meta.Fields {
+			if k, ok := st.schema.Kind(f.Name); ok {
+				fields = append(fields, persist.Field{Name: f.Name, Kind: k})
+			}
+		}
+		b = filestore.NewBatch(fields, nil, nil, nil)
+	} else {
 		fields, err := record.SelectFields(st.schema, meta.FieldNames())
 		if err != nil {
-			return err
+			return nil, err
 		}
-		tomb, err := s.tombstones(ctx, tx)
-		if err != nil {
-			return err
-		}
-		want := record.SetOf(meta.Indexes)
 		if missing := want.Minus(record.IndexSet{{Lo: 0, Hi: st.next}}.Minus(tomb)); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: meta.Partition, Indexes: missing.First(16)}
+			return nil, &persist.NotFoundError{Partition: meta.Partition, Indexes: missing.First(16)}
 		}
-		sorted := want.First(int(want.Count()))
-		recs, parts, err := s.load(ctx, tx, sorted)
+		// The fragments named in the snapshot are immutable and never deleted (the sweep
+		// deletes only objects no catalog row names): they are read after its commit.
+		recs, parts, err := loaded.records(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		at := make(map[int64]int, len(sorted))
 		for i, x := range sorted {
@@ -294,10 +333,6 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 			orecs[i], oparts[i] = recs[at[x]], parts[at[x]]
 		}
 		b = filestore.NewBatch(fields, append([]int64(nil), meta.Indexes...), oparts, orecs)
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	s.gets.Add(int64(b.Len()))
 	return b, nil
@@ -343,6 +378,16 @@ func (s *Store) Produced(ctx context.Context, partition string, indexes []int64,
 // producedSet returns the samples of segs that have field f: in their own record or
 // by a later update.
 func (s *Store) producedSet(ctx context.Context, q querier, segs []segment, f string) (record.IndexSet, error) {
+	prod, err := loadSpans(ctx, q, `SELECT lo, hi FROM produced WHERE queue = $1 AND field = $2`, s.name, f)
+	if err != nil {
+		return nil, err
+	}
+	return producedWith(segs, f, prod), nil
+}
+
+// producedWith returns the samples of segs that have field f in their own record, and
+// prod (f's spans of the produced table).
+func producedWith(segs []segment, f string, prod record.IndexSet) record.IndexSet {
 	var has []record.Span
 	for _, sg := range segs {
 		for _, name := range sg.fields {
@@ -352,11 +397,7 @@ func (s *Store) producedSet(ctx context.Context, q querier, segs []segment, f st
 			}
 		}
 	}
-	prod, err := loadSpans(ctx, q, `SELECT lo, hi FROM produced WHERE queue = $1 AND field = $2`, s.name, f)
-	if err != nil {
-		return nil, err
-	}
-	return record.SpansOf(has).Union(prod), nil
+	return record.SpansOf(has).Union(prod)
 }
 
 // Schema implements persist.Store.

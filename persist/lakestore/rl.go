@@ -64,10 +64,13 @@ type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// versionSQL reads the weight version of queue $1.
+const versionSQL = `SELECT version FROM weight_versions WHERE queue = $1`
+
 // currentVersion reads the queue's weight version (0 without a row), holding its row
 // FOR SHARE when share is set (then creating it first, so that there is a row to hold).
 func (s *Store) currentVersion(ctx context.Context, q rowQuerier, share bool) (int64, error) {
-	sql := `SELECT version FROM weight_versions WHERE queue = $1`
+	sql := versionSQL
 	if share {
 		sql += ` FOR SHARE`
 	}
@@ -95,10 +98,8 @@ func (c *sampleSource) CurrentVersion() int64 { return c.version }
 // Drop implements persist.VersionSource.
 func (c *sampleSource) Drop(indexes []int64) { c.dropped = append(c.dropped, indexes...) }
 
-// activeLeases returns the spans of (partition, task) leased and not expired.
-func (s *Store) activeLeases(ctx context.Context, q querier, partition, task string) (record.IndexSet, error) {
-	return loadSpans(ctx, q, `SELECT lo, hi FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires > now()`, s.name, partition, task)
-}
+// activeLeasesSQL reads the spans of (queue $1, partition $2, task $3) leased and not expired.
+const activeLeasesSQL = `SELECT lo, hi FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires > now()`
 
 // nextLeaseExpiry returns how long until the earliest active lease of (partition,
 // task) expires by the catalog's clock (0: none), for a waiting GetMeta to wake then: an
@@ -115,23 +116,23 @@ func (s *Store) nextLeaseExpiry(ctx context.Context, partition, task string) (ti
 	return time.Duration(*us) * time.Microsecond, nil
 }
 
-// addLease leases set to (partition, task) for d, dropping the pair's expired leases.
-func (s *Store) addLease(ctx context.Context, tx pgx.Tx, partition, task string, set record.IndexSet, d time.Duration) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires <= now()`, s.name, partition, task); err != nil {
-		return fmt.Errorf("drop expired leases: %w", err)
+// queueLease queues in b the statements that lease set to (partition, task) for d,
+// dropping the pair's expired leases.
+func (s *Store) queueLease(b *pgx.Batch, partition, task string, set record.IndexSet, d time.Duration) {
+	b.Queue(`DELETE FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires <= now()`, s.name, partition, task)
+	los := make([]int64, len(set))
+	his := make([]int64, len(set))
+	for i, sp := range set {
+		los[i], his[i] = sp.Lo, sp.Hi
 	}
-	for _, sp := range set {
-		if _, err := tx.Exec(ctx, `INSERT INTO leases(queue, partition, task, lo, hi, expires) VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 microsecond')`,
-			s.name, partition, task, sp.Lo, sp.Hi, d.Microseconds()); err != nil {
-			return fmt.Errorf("store lease: %w", err)
-		}
-	}
-	return nil
+	b.Queue(`INSERT INTO leases(queue, partition, task, lo, hi, expires)
+		SELECT $1, $2, $3, l, h, now() + $6 * interval '1 microsecond' FROM unnest($4::bigint[], $5::bigint[]) AS t(l, h)`,
+		s.name, partition, task, los, his, d.Microseconds())
 }
 
 // dropStale marks the stale samples a staleness-bounded sampler saw consumed for the
 // task (those not consumed yet, and not handed out by this GetMeta) and counts them.
-func (s *Store) dropStale(ctx context.Context, tx pgx.Tx, rq *persist.MetaRequest, dropped []int64, chosen, consumed record.IndexSet) error {
+func (s *Store) dropStale(ctx context.Context, tx querier, rq *persist.MetaRequest, dropped []int64, chosen, consumed record.IndexSet) error {
 	drop := record.SetOf(dropped).Minus(chosen).Minus(consumed)
 	n := drop.Count()
 	if n == 0 {
@@ -154,7 +155,7 @@ func (s *Store) unconsumed(ctx context.Context, tx pgx.Tx, partition, task strin
 	if err != nil || len(live) == 0 {
 		return 0, err
 	}
-	consumed, err := loadSpans(ctx, tx, `SELECT lo, hi FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task)
+	consumed, err := loadSpans(ctx, tx, consumedSQL, s.name, partition, task)
 	if err != nil {
 		return 0, err
 	}
@@ -225,7 +226,7 @@ func (c *sampleSource) drops() bool {
 // consumer's row locked: a group counts once in groups_dropped when any of its samples
 // was not consumed yet, an unused sample once in samples_unused; samples of chosen
 // (handed out by this transaction) are left alone.
-func (s *Store) dropGroups(ctx context.Context, tx pgx.Tx, partition, task string, groups [][]int64, unused []int64, chosen, consumed record.IndexSet) error {
+func (s *Store) dropGroups(ctx context.Context, tx querier, partition, task string, groups [][]int64, unused []int64, chosen, consumed record.IndexSet) error {
 	var grouped []int64
 	for _, g := range groups {
 		grouped = append(grouped, g...)

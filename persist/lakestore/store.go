@@ -226,9 +226,12 @@ func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// announceSQL sends the change notification of queue $2 on channel $1 (delivered at commit).
+const announceSQL = `SELECT pg_notify($1, $2)`
+
 // announce sends the change notification inside tx (delivered at commit).
-func (s *Store) announce(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, s.name); err != nil {
+func (s *Store) announce(ctx context.Context, tx querier) error {
+	if _, err := tx.Exec(ctx, announceSQL, notifyChannel, s.name); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
@@ -274,13 +277,21 @@ type schemaField struct {
 // loadQueue reads the queue's row, locking it (FOR UPDATE) when lock is set: puts and
 // everything else that allocates indexes or sequences serialize on it, per queue.
 func (s *Store) loadQueue(ctx context.Context, q querier, lock bool) (*queueState, error) {
-	sql := `SELECT next_index, next_seq, schema_version, schema, big_int_fields, manifest_version FROM queues WHERE queue = $1`
+	sql := queueRowSQL
 	if lock {
 		sql += ` FOR UPDATE`
 	}
+	return s.scanQueue(q.QueryRow(ctx, sql, s.name))
+}
+
+// queueRowSQL reads the row of queue $1 for scanQueue.
+const queueRowSQL = `SELECT next_index, next_seq, schema_version, schema, big_int_fields, manifest_version FROM queues WHERE queue = $1`
+
+// scanQueue scans the result of queueRowSQL.
+func (s *Store) scanQueue(row pgx.Row) (*queueState, error) {
 	st := &queueState{}
 	var sj []byte
-	if err := q.QueryRow(ctx, sql, s.name).Scan(&st.next, &st.nextSeq, &st.schemaVersion, &sj, &st.bigInts, &st.manifestVersion); err != nil {
+	if err := row.Scan(&st.next, &st.nextSeq, &st.schemaVersion, &sj, &st.bigInts, &st.manifestVersion); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("%w: queue %q is missing from the catalog", persist.ErrCorrupt, s.name)
 		}
@@ -403,12 +414,40 @@ func (s *Store) view(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return tx.Commit(ctx)
 }
 
+// viewBatch runs the queries queue queues in batch in one read-only repeatable-read
+// transaction (one consistent snapshot of the catalog, as view), sent with its BEGIN and
+// COMMIT in one round trip; the queries' callbacks run as the results arrive. A failed
+// query fails the rest and the error is returned (the transaction rolled back).
+func (s *Store) viewBatch(ctx context.Context, queue func(batch *pgx.Batch)) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("lakestore: begin: %w", err)
+	}
+	defer conn.Release() // a connection left in a transaction is closed, not pooled
+	batch := &pgx.Batch{}
+	batch.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
+	queue(batch)
+	batch.Queue(`COMMIT`)
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.Background(), `ROLLBACK`)
+		}
+		return err
+	}
+	return nil
+}
+
 // loadSpans reads (lo, hi) rows.
 func loadSpans(ctx context.Context, q querier, sql string, args ...any) (record.IndexSet, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read spans: %w", err)
 	}
+	return scanSpans(rows)
+}
+
+// scanSpans reads (lo, hi) rows and closes them.
+func scanSpans(rows pgx.Rows) (record.IndexSet, error) {
 	var out []record.Span
 	for rows.Next() {
 		var sp record.Span
@@ -426,10 +465,19 @@ func loadSpans(ctx context.Context, q querier, sql string, args ...any) (record.
 }
 
 // insertSpans inserts s into table with the leading key columns.
-func insertSpans(ctx context.Context, tx pgx.Tx, table string, cols string, s record.IndexSet, keys ...any) error {
+func insertSpans(ctx context.Context, tx querier, table string, cols string, s record.IndexSet, keys ...any) error {
 	if len(s) == 0 {
 		return nil
 	}
+	sql, args := spansInsert(table, cols, s, keys...)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("insert %s: %w", table, err)
+	}
+	return nil
+}
+
+// spansInsert is the statement of insertSpans (s not empty).
+func spansInsert(table string, cols string, s record.IndexSet, keys ...any) (string, []any) {
 	los := make([]int64, len(s))
 	his := make([]int64, len(s))
 	for i, sp := range s {
@@ -440,16 +488,15 @@ func insertSpans(ctx context.Context, tx pgx.Tx, table string, cols string, s re
 		ph += fmt.Sprintf("$%d::text, ", i+3)
 	}
 	args := append([]any{los, his}, keys...)
-	_, err := tx.Exec(ctx, `INSERT INTO `+table+`(`+cols+`, lo, hi) SELECT `+ph+`l, h FROM unnest($1::bigint[], $2::bigint[]) AS t(l, h)`, args...)
-	if err != nil {
-		return fmt.Errorf("insert %s: %w", table, err)
-	}
-	return nil
+	return `INSERT INTO ` + table + `(` + cols + `, lo, hi) SELECT ` + ph + `l, h FROM unnest($1::bigint[], $2::bigint[]) AS t(l, h)`, args
 }
+
+// tombstonesSQL reads the cleared spans of queue $1.
+const tombstonesSQL = `SELECT lo, hi FROM tombstones WHERE queue = $1`
 
 // tombstones reads the queue's cleared spans.
 func (s *Store) tombstones(ctx context.Context, q querier) (record.IndexSet, error) {
-	return loadSpans(ctx, q, `SELECT lo, hi FROM tombstones WHERE queue = $1`, s.name)
+	return loadSpans(ctx, q, tombstonesSQL, s.name)
 }
 
 // addTombstones adds s minus what is already cleared (the queue row must be locked).
@@ -490,16 +537,27 @@ func (s *Store) partitionLive(ctx context.Context, q querier, partition string) 
 }
 
 func (s *Store) segments(ctx context.Context, q querier, partition string, lo, hi int64) ([]segment, error) {
+	sql, args := s.segmentsQuery(partition, lo, hi)
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read segments: %w", err)
+	}
+	return scanSegments(rows)
+}
+
+// segmentsQuery is the statement of segments.
+func (s *Store) segmentsQuery(partition string, lo, hi int64) (string, []any) {
 	sql := `SELECT lo, hi, partition, fields FROM segments WHERE queue = $1 AND hi > $2 AND lo < $3`
 	args := []any{s.name, lo, hi}
 	if partition != "" {
 		sql += ` AND partition = $4`
 		args = append(args, partition)
 	}
-	rows, err := q.Query(ctx, sql+` ORDER BY lo`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read segments: %w", err)
-	}
+	return sql + ` ORDER BY lo`, args
+}
+
+// scanSegments reads the rows of segmentsQuery and closes them.
+func scanSegments(rows pgx.Rows) ([]segment, error) {
 	defer rows.Close()
 	var out []segment
 	for rows.Next() {
