@@ -136,10 +136,13 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 }
 
 // readyKey is the key whose turn it is, with its token bucket and the range of its
-// claimable jobs' priorities.
+// claimable jobs' priorities, and whether its queue holds unkeyed jobs to compare it with.
 type readyKey struct {
 	key    string
 	bucket plane.TokenBucket
+	// unkeyed is false when the queue holds no claimable unkeyed job (no row in state 0,
+	// read in the same statement as the key): the claim then skips the unkeyed head's read.
+	unkeyed bool
 	// low and high bound the priorities of the key's claimable jobs (migration 014's
 	// priority_low and priority_high: every one lies within them; equal, they all share one
 	// level).
@@ -151,7 +154,7 @@ type readyKey struct {
 func (t *wtx) keyReady(namespace, queue string) (readyKey, error) {
 	var k readyKey
 	var tokensMS int64
-	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue, t.ms).Scan(&k.key, &k.bucket.Tokens, &tokensMS, &k.low, &k.high)
+	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue, t.ms).Scan(&k.key, &k.bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed)
 	if err == sql.ErrNoRows {
 		return readyKey{}, nil
 	}
@@ -239,9 +242,11 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 				return err
 			}
 		}
-		unkeyed, err := t.first(stmt, p.Namespace, p.Queue, t.ms, 1)
-		if err != nil {
-			return err
+		var unkeyed *row
+		if key == "" || k.unkeyed { // k.unkeyed false: no row in state 0, so no unkeyed head
+			if unkeyed, err = t.first(stmt, p.Namespace, p.Queue, t.ms, 1); err != nil {
+				return err
+			}
 		}
 		r := keyed
 		switch {

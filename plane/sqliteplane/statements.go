@@ -72,12 +72,15 @@ func insertSQL(n int) string {
 }
 
 // The concurrency-key statements of a keyed claim (claim.go): the ready key whose turn it
-// is, with its bucket and priority range; the head of one priority level of a key, in id
+// is, with its bucket, its priority range and whether the queue holds any unkeyed claimable
+// row (state 0: the EXISTS is one probe of the partial index invocations_fifo, evaluated
+// only when there is a ready key, so a queue without keys pays nothing for it); the head of one priority level of a key, in id
 // order (fifo, filo); the head in priority order; the highest priority level below ?4
 // among a key's claimable jobs. All read invocations_keyed_priority, the one index of
 // claimable keyed jobs since migration 014.
 const (
-	keyReadySQL = `SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high FROM concurrency_keys
+	keyReadySQL = `SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high,
+		EXISTS (SELECT 1 FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0) FROM concurrency_keys
 		WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass LIMIT 1`
 	keyHeadPrioritySQL = `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
 		AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`
