@@ -207,8 +207,8 @@ func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) (*ro
 
 // claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs: each
 // takes, in kind's order, the earlier of the head of the unkeyed jobs (stmt) and the head
-// of the key whose turn it is (plane.KeyTurnFirst). The triggers (migrations 009, 013 and
-// 014) count every start in the key's running counter and advance its turn, so the next
+// of the key whose turn it is (plane.KeyTurnFirst). The triggers (migrations 009, 013, 014 and
+// 016) count every start in the key's running counter and advance its turn, so the next
 // read of the ready keys leaves a key at its limit out and takes the next key in turn.
 // ready, when set, is the ready key the caller read in this transaction and nothing
 // changed since: the first round takes it instead of reading it again.
@@ -266,7 +266,7 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 			continue // ended by its deadline
 		}
 		if key != "" {
-			// The claim's trigger (migration 013) counted the start and advanced the key's
+			// The claim's trigger (migrations 013 and 016) counted the start and advanced the key's
 			// turn; a key under a rate limit also stores its bucket.
 			t.w.keyed[[2]string{p.Namespace, p.Queue}] = true
 			if store {
