@@ -143,6 +143,9 @@ type readyKey struct {
 	// unkeyed is false when the queue holds no claimable unkeyed job (no row in state 0,
 	// read in the same statement as the key): the claim then skips the unkeyed head's read.
 	unkeyed bool
+	// head, when set, is the head of the key's claimable jobs in the claim's order, read
+	// with the key (keyReadyHead).
+	head *row
 	// low and high bound the priorities of the key's claimable jobs (migration 014's
 	// priority_low and priority_high: every one lies within them; equal, they all share one
 	// level).
@@ -164,6 +167,38 @@ func (t *wtx) keyReady(namespace, queue string) (readyKey, error) {
 	k.bucket.At = time.UnixMilli(tokensMS)
 	return k, nil
 }
+
+// keyReadyHead reads the ready key and its head in kind's order in one statement
+// (keyReadyHeadSQL): for fifo and filo only when the key's jobs share one priority level.
+// ok is false when it read none (no ready key, or a key of several levels): keyReady and
+// keyHead then read them.
+func (t *wtx) keyReadyHead(kind plane.Kind, namespace, queue string) (readyKey, bool, error) {
+	stmt := planekit.ByOrder(kind, t.w.st.keyReadyHeadFIFO, t.w.st.keyReadyHeadFILO, t.w.st.keyReadyHeadPriority)
+	rs, err := stmt.QueryContext(t.ctx, namespace, queue, t.ms)
+	if err != nil {
+		return readyKey{}, false, fmt.Errorf("claim: read concurrency keys: %w", err)
+	}
+	ks, err := planekit.Collect(sqlRows{rs}, "claim: read concurrency keys", func(s planekit.Scanner) (k readyKey, err error) {
+		var tokensMS int64
+		k.head, err = scanRow(withColumns{s, []any{&k.bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed}})
+		k.bucket.At = time.UnixMilli(tokensMS)
+		return k, err
+	})
+	if err != nil || len(ks) == 0 {
+		return readyKey{}, false, err
+	}
+	k := ks[0]
+	k.key = k.head.ConcurrencyKey.String
+	return k, true, nil
+}
+
+// withColumns scans, after the columns a scan asks for, the columns of more.
+type withColumns struct {
+	planekit.Scanner
+	more []any
+}
+
+func (w withColumns) Scan(dest ...any) error { return w.Scanner.Scan(append(dest, w.more...)...) }
 
 // keyHead returns the head, in kind's order, of the claimable jobs of k (none, or one row).
 // One index serves every order (invocations_keyed_priority: key, priority descending, id):
@@ -236,8 +271,8 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 				continue
 			}
 		}
-		var keyed *row
-		if key != "" {
+		keyed := k.head
+		if key != "" && keyed == nil {
 			if keyed, err = t.keyHead(kind, p.Namespace, p.Queue, k); err != nil {
 				return err
 			}
@@ -364,9 +399,20 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 	stmt := t.defaultStmt(kind)
 	// Keyed jobs are claimable only through a key below its limit (concurrency.go); a
 	// queue without one claims exactly as before, after this one index probe.
-	ready, err := t.keyReady(p.Namespace, p.Queue)
-	if err != nil {
-		return err
+	var ready readyKey
+	var err error
+	read := false
+	if kind != plane.KindBoltzmann && t.w.keyed[[2]string{p.Namespace, p.Queue}] {
+		// A queue known to hold keyed jobs: the ready key and its head in one statement
+		// (a hint only: either way reads the same key and head).
+		if ready, read, err = t.keyReadyHead(kind, p.Namespace, p.Queue); err != nil {
+			return err
+		}
+	}
+	if !read {
+		if ready, err = t.keyReady(p.Namespace, p.Queue); err != nil {
+			return err
+		}
 	}
 	if kind == plane.KindBoltzmann {
 		if err := t.claimBoltzmann(p, n, lease, cutoff, jobs); err != nil {
