@@ -284,8 +284,10 @@ func testLease(t *testing.T, s *suite) {
 				stolen = append(stolen, jobs...)
 			}
 		})
-		// The heartbeats go on until the second worker has stopped claiming and the job is
-		// acked: the lease is kept alive for the whole time anyone could take it.
+		// The heartbeats go on until the second worker has stopped claiming: the lease is
+		// kept alive for the whole time anyone could take it. They stop before the ack (one
+		// heartbeat at most 1/30 of the lease earlier): a heartbeat that reached the plane
+		// after the ack would rightly be answered "lease lost".
 		stopHeartbeats := make(chan struct{})
 		var hbErr error
 		var heartbeats sync.WaitGroup
@@ -315,10 +317,10 @@ func testLease(t *testing.T, s *suite) {
 		claimers.Wait()
 		must(t, claimErr, "claim")
 		require.Empty(t, stolen, "a job whose lease is kept alive is never handed to a second claimer")
-		b.ack(t, j, "done")
 		close(stopHeartbeats)
 		heartbeats.Wait()
 		must(t, hbErr, "heartbeat")
+		b.ack(t, j, "done")
 		b.requireState(t, id, plane.StateSucceeded, 1)
 	})
 

@@ -136,10 +136,16 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 }
 
 // readyKey is the key whose turn it is, with its token bucket and the range of its
-// claimable jobs' priorities.
+// claimable jobs' priorities, and whether its queue holds unkeyed jobs to compare it with.
 type readyKey struct {
 	key    string
 	bucket plane.TokenBucket
+	// unkeyed is false when the queue holds no claimable unkeyed job (no row in state 0,
+	// read in the same statement as the key): the claim then skips the unkeyed head's read.
+	unkeyed bool
+	// head, when set, is the head of the key's claimable jobs in the claim's order, read
+	// with the key (keyReadyHead).
+	head *row
 	// low and high bound the priorities of the key's claimable jobs (migration 014's
 	// priority_low and priority_high: every one lies within them; equal, they all share one
 	// level).
@@ -151,7 +157,7 @@ type readyKey struct {
 func (t *wtx) keyReady(namespace, queue string) (readyKey, error) {
 	var k readyKey
 	var tokensMS int64
-	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue, t.ms).Scan(&k.key, &k.bucket.Tokens, &tokensMS, &k.low, &k.high)
+	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue, t.ms).Scan(&k.key, &k.bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed)
 	if err == sql.ErrNoRows {
 		return readyKey{}, nil
 	}
@@ -161,6 +167,38 @@ func (t *wtx) keyReady(namespace, queue string) (readyKey, error) {
 	k.bucket.At = time.UnixMilli(tokensMS)
 	return k, nil
 }
+
+// keyReadyHead reads the ready key and its head in kind's order in one statement
+// (keyReadyHeadSQL): for fifo and filo only when the key's jobs share one priority level.
+// ok is false when it read none (no ready key, or a key of several levels): keyReady and
+// keyHead then read them.
+func (t *wtx) keyReadyHead(kind plane.Kind, namespace, queue string) (readyKey, bool, error) {
+	stmt := planekit.ByOrder(kind, t.w.st.keyReadyHeadFIFO, t.w.st.keyReadyHeadFILO, t.w.st.keyReadyHeadPriority)
+	rs, err := stmt.QueryContext(t.ctx, namespace, queue, t.ms)
+	if err != nil {
+		return readyKey{}, false, fmt.Errorf("claim: read concurrency keys: %w", err)
+	}
+	ks, err := planekit.Collect(sqlRows{rs}, "claim: read concurrency keys", func(s planekit.Scanner) (k readyKey, err error) {
+		var tokensMS int64
+		k.head, err = scanRow(withColumns{s, []any{&k.bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed}})
+		k.bucket.At = time.UnixMilli(tokensMS)
+		return k, err
+	})
+	if err != nil || len(ks) == 0 {
+		return readyKey{}, false, err
+	}
+	k := ks[0]
+	k.key = k.head.ConcurrencyKey.String
+	return k, true, nil
+}
+
+// withColumns scans, after the columns a scan asks for, the columns of more.
+type withColumns struct {
+	planekit.Scanner
+	more []any
+}
+
+func (w withColumns) Scan(dest ...any) error { return w.Scanner.Scan(append(dest, w.more...)...) }
 
 // keyHead returns the head, in kind's order, of the claimable jobs of k (none, or one row).
 // One index serves every order (invocations_keyed_priority: key, priority descending, id):
@@ -204,8 +242,8 @@ func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) (*ro
 
 // claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs: each
 // takes, in kind's order, the earlier of the head of the unkeyed jobs (stmt) and the head
-// of the key whose turn it is (plane.KeyTurnFirst). The triggers (migrations 009, 013 and
-// 014) count every start in the key's running counter and advance its turn, so the next
+// of the key whose turn it is (plane.KeyTurnFirst). The triggers (migrations 009, 013, 014 and
+// 015) count every start in the key's running counter and advance its turn, so the next
 // read of the ready keys leaves a key at its limit out and takes the next key in turn.
 // ready, when set, is the ready key the caller read in this transaction and nothing
 // changed since: the first round takes it instead of reading it again.
@@ -233,15 +271,17 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 				continue
 			}
 		}
-		var keyed *row
-		if key != "" {
+		keyed := k.head
+		if key != "" && keyed == nil {
 			if keyed, err = t.keyHead(kind, p.Namespace, p.Queue, k); err != nil {
 				return err
 			}
 		}
-		unkeyed, err := t.first(stmt, p.Namespace, p.Queue, t.ms, 1)
-		if err != nil {
-			return err
+		var unkeyed *row
+		if key == "" || k.unkeyed { // k.unkeyed false: no row in state 0, so no unkeyed head
+			if unkeyed, err = t.first(stmt, p.Namespace, p.Queue, t.ms, 1); err != nil {
+				return err
+			}
 		}
 		r := keyed
 		switch {
@@ -261,7 +301,7 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 			continue // ended by its deadline
 		}
 		if key != "" {
-			// The claim's trigger (migration 013) counted the start and advanced the key's
+			// The claim's trigger (migrations 013 and 015) counted the start and advanced the key's
 			// turn; a key under a rate limit also stores its bucket.
 			t.w.keyed[[2]string{p.Namespace, p.Queue}] = true
 			if store {
@@ -359,9 +399,20 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 	stmt := t.defaultStmt(kind)
 	// Keyed jobs are claimable only through a key below its limit (concurrency.go); a
 	// queue without one claims exactly as before, after this one index probe.
-	ready, err := t.keyReady(p.Namespace, p.Queue)
-	if err != nil {
-		return err
+	var ready readyKey
+	var err error
+	read := false
+	if kind != plane.KindBoltzmann && t.w.keyed[[2]string{p.Namespace, p.Queue}] {
+		// A queue known to hold keyed jobs: the ready key and its head in one statement
+		// (a hint only: either way reads the same key and head).
+		if ready, read, err = t.keyReadyHead(kind, p.Namespace, p.Queue); err != nil {
+			return err
+		}
+	}
+	if !read {
+		if ready, err = t.keyReady(p.Namespace, p.Queue); err != nil {
+			return err
+		}
 	}
 	if kind == plane.KindBoltzmann {
 		if err := t.claimBoltzmann(p, n, lease, cutoff, jobs); err != nil {

@@ -35,12 +35,15 @@ func TestQueryPlans(t *testing.T) {
 		"frames":           `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`,
 		// Concurrency keys (migrations 009 and 014): the ready key in turn order, and a key's
 		// head, never a scan of the keys nor of a key's jobs.
-		"key ready":         keyReadySQL,
-		"key head fifo":     keyHeadLevelSQL("id"),
-		"key head filo":     keyHeadLevelSQL("id DESC"),
-		"key head priority": keyHeadPrioritySQL,
-		"key level":         keyLevelSQL,
-		"keyed deadlines":   `SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT 1000`,
+		"key ready":               keyReadySQL,
+		"key ready head fifo":     keyReadyHeadSQL("id", true),
+		"key ready head filo":     keyReadyHeadSQL("id DESC", true),
+		"key ready head priority": keyReadyHeadSQL("priority DESC, id", false),
+		"key head fifo":           keyHeadLevelSQL("id"),
+		"key head filo":           keyHeadLevelSQL("id DESC"),
+		"key head priority":       keyHeadPrioritySQL,
+		"key level":               keyLevelSQL,
+		"keyed deadlines":         `SELECT id FROM invocations WHERE state = -2 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT 1000`,
 		// Placement (migration 010): a shape's head through its own index, never the state
 		// range of invocations_queue filtered by shape.
 		"shape head fifo":     shapeHeadSQL("invocations_shaped", "id"),

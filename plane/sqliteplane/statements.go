@@ -31,6 +31,8 @@ type statements struct {
 	keyReady, keyBucket, keyNext, keyHold    *sql.Stmt
 	keyHeadLevelFIFO, keyHeadLevelFILO       *sql.Stmt
 	keyHeadPriority, keyLevel                *sql.Stmt
+	keyReadyHeadFIFO, keyReadyHeadFILO       *sql.Stmt
+	keyReadyHeadPriority                     *sql.Stmt
 	shapes                                   *sql.Stmt
 	shapeHeadFIFO, shapeHeadFILO             *sql.Stmt
 	shapeHeadPriority                        *sql.Stmt
@@ -72,18 +74,44 @@ func insertSQL(n int) string {
 }
 
 // The concurrency-key statements of a keyed claim (claim.go): the ready key whose turn it
-// is, with its bucket and priority range; the head of one priority level of a key, in id
+// is, with its bucket, its priority range and whether the queue holds any unkeyed claimable
+// row (state 0: the EXISTS is one probe of the partial index invocations_fifo, evaluated
+// only when there is a ready key, so a queue without keys pays nothing for it); the head of one priority level of a key, in id
 // order (fifo, filo); the head in priority order; the highest priority level below ?4
 // among a key's claimable jobs. All read invocations_keyed_priority, the one index of
 // claimable keyed jobs since migration 014.
 const (
-	keyReadySQL = `SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high FROM concurrency_keys
+	keyReadySQL = `SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high,
+		EXISTS (SELECT 1 FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0) FROM concurrency_keys
 		WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass, joined DESC LIMIT 1`
 	keyHeadPrioritySQL = `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
 		AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`
 	keyLevelSQL = `SELECT priority FROM invocations WHERE namespace = ?1 AND queue = ?2
 		AND concurrency_key = ?3 AND state = -2 AND priority < ?4 ORDER BY priority DESC LIMIT 1`
 )
+
+// keyReadyHeadSQL reads the ready key (as keyReadySQL, the same columns after the head's)
+// and, in the same statement, the head in order of its claimable jobs: of the one priority
+// level ?4 … the key's range, when level (fifo, filo: the statement gives no row when the
+// key's jobs lie on several levels), or in priority order. No row: no ready key, or one
+// whose head this form does not read.
+func keyReadyHeadSQL(order string, level bool) string {
+	columns := strings.Split(rowColumns, ",")
+	for i, c := range columns {
+		columns[i] = "i." + strings.TrimSpace(c)
+	}
+	head := `SELECT seq FROM invocations WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = k.concurrency_key AND state = -2`
+	where := ""
+	if level {
+		head += ` AND priority = k.priority_low`
+		where = ` WHERE k.priority_low = k.priority_high`
+	}
+	return `SELECT ` + strings.Join(columns, ", ") + `, k.tokens, k.tokens_ms, k.priority_low, k.priority_high,
+		EXISTS (SELECT 1 FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0)
+		FROM (SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high FROM concurrency_keys
+			WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass, joined DESC LIMIT 1) AS k
+		JOIN invocations AS i ON i.seq = (` + head + ` ORDER BY ` + order + ` LIMIT 1)` + where
+}
 
 // keyHeadLevelSQL reads the head, in order (id or id DESC), of a key's claimable jobs of
 // priority ?4.
@@ -176,6 +204,9 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.warmHeadPriority, warmHeadSQL("invocations_warm_priority", "priority DESC, id")},
 		// keyReady is the ready key whose turn it is (concurrency.go).
 		{&s.keyReady, keyReadySQL},
+		{&s.keyReadyHeadFIFO, keyReadyHeadSQL("id", true)},
+		{&s.keyReadyHeadFILO, keyReadyHeadSQL("id DESC", true)},
+		{&s.keyReadyHeadPriority, keyReadyHeadSQL("priority DESC, id", false)},
 		{&s.keyNext, `SELECT min(next_ms) FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
 			AND queued > 0 AND running < limit_n AND next_ms > ?3`},
 		{&s.keyHold, `UPDATE concurrency_keys SET next_ms = max(next_ms, ?4) WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
