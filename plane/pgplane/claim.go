@@ -171,14 +171,12 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
 	b.Queue(t.d.sql.keyReady, p.Namespace, p.Queue, t.ms)
-	// The ready keys whose turn it is and their heads, locked, in the same round trip:
-	// claimKeyed's first round (a queue without a ready key reads none; a boltzmann claim
-	// reads them after its draw).
+	// The ready keys whose turn it is, locked, in the same round trip: claimKeyed's first
+	// round (a queue without a ready key reads none; a boltzmann claim reads them after its
+	// draw).
 	prefetch := kind != plane.KindBoltzmann
 	if prefetch {
 		b.Queue(t.d.sql.keyTurn, p.Namespace, p.Queue, []string{}, t.ms, want)
-		b.Queue(planekit.ByOrder(kind, t.d.sql.keyTurnHeadsFIFO, t.d.sql.keyTurnHeadsFILO, t.d.sql.keyTurnHeadsPriority),
-			p.Namespace, p.Queue, t.ms, want)
 	}
 	switch {
 	case kind == plane.KindBoltzmann:
@@ -193,7 +191,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var rows []*row
 	var levels []plane.Level
 	var keyed bool                   // the queue has a concurrency key ready
-	var first keyRound               // the ready keys in turn and their heads, locked (prefetch)
+	var turn []keyTurn               // the ready keys in turn, locked (prefetch)
 	var keyAdmission plane.Admission // the key limits of the queue's admission block
 	err := func() error {
 		defer br.Close()
@@ -217,10 +215,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			return fmt.Errorf("claim: read concurrency keys: %w", err)
 		}
 		if prefetch {
-			if first.turn, err = readKeyTurn(br.Query()); err != nil {
-				return err
-			}
-			if first.heads, err = claimRows(br.Query()); err != nil {
+			if turn, err = readKeyTurn(br.Query()); err != nil {
 				return err
 			}
 		}
@@ -278,7 +273,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 				return err
 			}
 		}
-		if err := t.claimKeyed(reqs, kind, keyAdmission, rows, cutoff, want, &taken, take, &first); err != nil {
+		if err := t.claimKeyed(reqs, kind, keyAdmission, rows, cutoff, want, &taken, take, &turn); err != nil {
 			return err
 		}
 	} else if kind == plane.KindBoltzmann {
@@ -355,17 +350,16 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 // 0011) counts each start in its key's running counter and advances its turn under that
 // lock, so concurrent claimers (of this process or another) never start more than a
 // key's limit, and the next round's read leaves a key at its limit out. first, when set, is
-// the first round's reads (keyTurn with no key skipped and want keys, and keyTurnHeads),
+// the first round's read of the ready keys (keyTurn with no key skipped and want keys),
 // made by the caller in this transaction.
-func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row), first *keyRound) error {
+func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row), first *[]keyTurn) error {
 	p := reqs[0].p
 	head := planekit.ByOrder(kind, t.d.sql.keyHeadFIFO, t.d.sql.keyHeadFILO, t.d.sql.keyHeadPriority)
 	skip := []string{} // keys whose head another transaction holds
 	for *taken < want {
 		var turn []keyTurn
-		var prefetched *keyRound
 		if first != nil {
-			turn, prefetched, first = first.turn, first, nil
+			turn, first = *first, nil
 		} else {
 			var err error
 			if turn, err = readKeyTurn(t.query(t.d.sql.keyTurn, p.Namespace, p.Queue, skip, t.ms, want-*taken)); err != nil {
@@ -391,14 +385,7 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 		var heads []*row
 		var err error
 		if len(keys) > 0 {
-			if prefetched != nil {
-				// The heads read with the keys: those of the keys taken this round.
-				for _, h := range prefetched.heads {
-					if slices.Contains(keys, h.ConcurrencyKey.String) {
-						heads = append(heads, h)
-					}
-				}
-			} else if heads, err = t.candidates(head, p.Namespace, p.Queue, keys); err != nil {
+			if heads, err = t.candidates(head, p.Namespace, p.Queue, keys); err != nil {
 				return err
 			}
 			found := map[string]bool{}
@@ -456,13 +443,6 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 		}
 	}
 	return nil
-}
-
-// keyRound is a keyed claim round's reads made ahead, in the claim's first round trip: the
-// ready keys in turn (keyTurn) and their heads (keyTurnHeads).
-type keyRound struct {
-	turn  []keyTurn
-	heads []*row
 }
 
 // keyTurn is a ready concurrency key read (and locked) by keyTurn, with its token bucket.

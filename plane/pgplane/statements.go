@@ -24,7 +24,6 @@ type statements struct {
 	leaderTake, leaderRelease                                string
 	keyReady, keyTurn, keyBucket, keyHold                    string
 	keyHeadFIFO, keyHeadFILO, keyHeadPriority                string
-	keyTurnHeadsFIFO, keyTurnHeadsFILO, keyTurnHeadsPriority string
 	shapes, shapeHeadFIFO, shapeHeadFILO, shapeHeadPriority  string
 	warmPairs, warmHeadFIFO, warmHeadFILO, warmHeadPriority  string
 	// placementTrim: per table, the table and planekit.PlacementTrimSQL's statements.
@@ -41,17 +40,6 @@ func keyHeads(order string) string {
 	return `SELECT h.* FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (SELECT ` + rowColumns +
 		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND concurrency_key = k.key AND state = -2
 		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h`
-}
-
-// keyTurnHeads locks the head (in order) of each of the ready keys of queue ($1, $2) whose
-// turn it is, at most $4 (keyTurn's keys, in the same round trip as keyTurn: the keys that
-// statement locked are this transaction's, so this one reads them again; a key another
-// transaction holds is skipped by both).
-func keyTurnHeads(order string) string {
-	return `SELECT h.* FROM (SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
-		AND queued > 0 AND running < limit_n AND next_ms <= $3 ORDER BY pass LIMIT $4 FOR UPDATE SKIP LOCKED) AS k
-		CROSS JOIN LATERAL (SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
-		AND concurrency_key = k.concurrency_key AND state = -2 ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h`
 }
 
 // warmHeads locks the head (in order) of each (host key, shape) pair of $3, $4 in queue
@@ -179,22 +167,19 @@ func newStatements(schema string) statements {
 			WHERE c.namespace = $1 AND c.queue = $2 AND c.concurrency_key = u.key`),
 		keyHold: s(`UPDATE {s}.concurrency_keys SET next_ms = greatest(next_ms, $4)
 			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
-		keyHeadFIFO:          s(keyHeads(`id`)),
-		keyHeadFILO:          s(keyHeads(`id DESC`)),
-		keyHeadPriority:      s(keyHeads(`priority DESC, id`)),
-		keyTurnHeadsFIFO:     s(keyTurnHeads(`id`)),
-		keyTurnHeadsFILO:     s(keyTurnHeads(`id DESC`)),
-		keyTurnHeadsPriority: s(keyTurnHeads(`priority DESC, id`)),
-		deadlineCutoff:       s(`SELECT deadline_cutoff_ms FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
-		shapes:               s(`SELECT shape, requirement FROM {s}.placement_shapes WHERE namespace = $1 AND queue = $2`),
-		shapeHeadFIFO:        s(shapeHeads(`id`)),
-		shapeHeadFILO:        s(shapeHeads(`id DESC`)),
-		shapeHeadPriority:    s(shapeHeads(`priority DESC, id`)),
-		warmPairs:            s(`SELECT host_key, shape FROM {s}.placement_warm WHERE namespace = $1 AND queue = $2 AND host_key = ANY($3)`),
-		warmHeadFIFO:         s(warmHeads(`id`)),
-		warmHeadFILO:         s(warmHeads(`id DESC`)),
-		warmHeadPriority:     s(warmHeads(`priority DESC, id`)),
-		placementTrim:        newPlacementTrim(s),
+		keyHeadFIFO:       s(keyHeads(`id`)),
+		keyHeadFILO:       s(keyHeads(`id DESC`)),
+		keyHeadPriority:   s(keyHeads(`priority DESC, id`)),
+		deadlineCutoff:    s(`SELECT deadline_cutoff_ms FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
+		shapes:            s(`SELECT shape, requirement FROM {s}.placement_shapes WHERE namespace = $1 AND queue = $2`),
+		shapeHeadFIFO:     s(shapeHeads(`id`)),
+		shapeHeadFILO:     s(shapeHeads(`id DESC`)),
+		shapeHeadPriority: s(shapeHeads(`priority DESC, id`)),
+		warmPairs:         s(`SELECT host_key, shape FROM {s}.placement_warm WHERE namespace = $1 AND queue = $2 AND host_key = ANY($3)`),
+		warmHeadFIFO:      s(warmHeads(`id`)),
+		warmHeadFILO:      s(warmHeads(`id DESC`)),
+		warmHeadPriority:  s(warmHeads(`priority DESC, id`)),
+		placementTrim:     newPlacementTrim(s),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
 		// and returns what it deleted per counter.
 		trim: s(`WITH victims AS (
