@@ -156,9 +156,8 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	case plane.KindBoltzmann:
 		sql = t.d.sql.levels
 	}
-	// One round trip: promote the due waiting rows, read the deadline cutoff, probe for a
-	// ready concurrency key and lock the keys whose turn it is, and take the first
-	// candidates (or, for boltzmann, the level counts).
+	// One round trip: promote the due waiting rows, read the deadline cutoff, and take the
+	// first candidates (or, for boltzmann, the level counts).
 	if err := t.flush(); err != nil {
 		return err
 	}
@@ -171,13 +170,6 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
 	b.Queue(t.d.sql.keyReady, p.Namespace, p.Queue, t.ms)
-	// The ready keys whose turn it is, locked, in the same round trip: claimKeyed's first
-	// round (a queue without a ready key reads none; a boltzmann claim reads them after its
-	// draw).
-	prefetch := kind != plane.KindBoltzmann
-	if prefetch {
-		b.Queue(t.d.sql.keyTurn, p.Namespace, p.Queue, []string{}, t.ms, want)
-	}
 	switch {
 	case kind == plane.KindBoltzmann:
 		b.Queue(sql, p.Namespace, p.Queue)
@@ -191,7 +183,6 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var rows []*row
 	var levels []plane.Level
 	var keyed bool                   // the queue has a concurrency key ready
-	var turn []keyTurn               // the ready keys in turn, locked (prefetch)
 	var keyAdmission plane.Admission // the key limits of the queue's admission block
 	err := func() error {
 		defer br.Close()
@@ -213,11 +204,6 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		}
 		if err := br.QueryRow().Scan(&keyed); err != nil {
 			return fmt.Errorf("claim: read concurrency keys: %w", err)
-		}
-		if prefetch {
-			if turn, err = readKeyTurn(br.Query()); err != nil {
-				return err
-			}
 		}
 		if err := planekit.DecodeConcurrency(concurrency, &a.Admission); err != nil {
 			return err
@@ -273,7 +259,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 				return err
 			}
 		}
-		if err := t.claimKeyed(reqs, kind, keyAdmission, rows, cutoff, want, &taken, take, &turn); err != nil {
+		if err := t.claimKeyed(reqs, kind, keyAdmission, rows, cutoff, want, &taken, take); err != nil {
 			return err
 		}
 	} else if kind == plane.KindBoltzmann {
@@ -320,7 +306,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	}
 	if keyed && kind == plane.KindBoltzmann && taken < want {
 		// The draw took the unkeyed jobs; keyed jobs fill what it left.
-		if err := t.claimKeyed(reqs, kind, keyAdmission, nil, cutoff, want, &taken, take, nil); err != nil {
+		if err := t.claimKeyed(reqs, kind, keyAdmission, nil, cutoff, want, &taken, take); err != nil {
 			return err
 		}
 	}
@@ -349,41 +335,44 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 // them. The keys' rows stay locked until commit, and the trigger (migrations 0007 and
 // 0011) counts each start in its key's running counter and advances its turn under that
 // lock, so concurrent claimers (of this process or another) never start more than a
-// key's limit, and the next round's read leaves a key at its limit out. first, when set, is
-// the first round's read of the ready keys (keyTurn with no key skipped and want keys),
-// made by the caller in this transaction.
-func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row), first *[]keyTurn) error {
+// key's limit, and the next round's read leaves a key at its limit out.
+func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row)) error {
 	p := reqs[0].p
 	head := planekit.ByOrder(kind, t.d.sql.keyHeadFIFO, t.d.sql.keyHeadFILO, t.d.sql.keyHeadPriority)
 	skip := []string{} // keys whose head another transaction holds
 	for *taken < want {
-		var turn []keyTurn
-		if first != nil {
-			turn, first = *first, nil
-		} else {
-			var err error
-			if turn, err = readKeyTurn(t.query(t.d.sql.keyTurn, p.Namespace, p.Queue, skip, t.ms, want-*taken)); err != nil {
-				return err
-			}
+		rs, err := t.query(t.d.sql.keyTurn, p.Namespace, p.Queue, skip, t.ms, want-*taken)
+		if err != nil {
+			return fmt.Errorf("claim: read concurrency keys: %w", err)
 		}
 		buckets := map[string]plane.TokenBucket{}
 		var keys []string
 		held := 0
-		for _, k := range turn {
-			bucket, store, wait := a.KeyStart(k.key, k.tokens, time.UnixMilli(k.tokensMS), t.now)
+		for rs.Next() {
+			var key string
+			var tokens float64
+			var tokensMS int64
+			if err := rs.Scan(&key, &tokens, &tokensMS); err != nil {
+				rs.Close()
+				return fmt.Errorf("claim: read concurrency keys: %w", err)
+			}
+			bucket, store, wait := a.KeyStart(key, tokens, time.UnixMilli(tokensMS), t.now)
 			if wait > 0 {
 				// The key's bucket is empty: held back until it has a token.
-				t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, k.key, t.ms+wait.Milliseconds())
+				t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds())
 				held++
 				continue
 			}
 			if store {
-				buckets[k.key] = bucket // drawn from: stored with the claim
+				buckets[key] = bucket // drawn from: stored with the claim
 			}
-			keys = append(keys, k.key)
+			keys = append(keys, key)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("claim: read concurrency keys: %w", err)
 		}
 		var heads []*row
-		var err error
 		if len(keys) > 0 {
 			if heads, err = t.candidates(head, p.Namespace, p.Queue, keys); err != nil {
 				return err
@@ -443,23 +432,6 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 		}
 	}
 	return nil
-}
-
-// keyTurn is a ready concurrency key read (and locked) by keyTurn, with its token bucket.
-type keyTurn struct {
-	key      string
-	tokens   float64
-	tokensMS int64
-}
-
-// readKeyTurn reads the rows of the keyTurn statement (closing rs).
-func readKeyTurn(rs pgx.Rows, err error) ([]keyTurn, error) {
-	if err != nil {
-		return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
-	}
-	return planekit.Collect(rs, "claim: read concurrency keys", func(s planekit.Scanner) (k keyTurn, err error) {
-		return k, s.Scan(&k.key, &k.tokens, &k.tokensMS)
-	})
 }
 
 // candidates reads and locks claimable rows.
