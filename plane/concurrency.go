@@ -29,6 +29,12 @@ const ConcurrencyKeyMax = 256
 // (ConcurrencyLimits, KeyWeights, KeyRateLimits and KeyBursts each).
 const ConcurrencyOverridesMax = 10000
 
+// KeyWeightMin and KeyWeightMax bound a key's weight (Admission.KeyWeights); default 1.
+const (
+	KeyWeightMin = 1e-6
+	KeyWeightMax = 1e6
+)
+
 // ConcurrencyUnlimited is the stored limit of a key without one: larger than any number of
 // running invocations.
 const ConcurrencyUnlimited int64 = 1 << 62
@@ -83,8 +89,11 @@ func (a Admission) validateConcurrency() error {
 		if err := ValidateConcurrencyKey("key_weights key", k); err != nil {
 			return err
 		}
-		if w := a.KeyWeights[k]; !(w > 0) || math.IsInf(w, 0) || w > 1e6 {
-			return Invalid("key_weights["+k+"]", w, "use a weight > 0 and ≤ 1000000 (default 1)")
+		// Each claim adds 1/weight to the key's pass: a weight below KeyWeightMin made it
+		// overflow (PostgreSQL refused every claim of the queue) or swamp the other keys'
+		// steps in the float's rounding.
+		if w := a.KeyWeights[k]; !(w >= KeyWeightMin) || math.IsInf(w, 0) || w > KeyWeightMax {
+			return Invalid("key_weights["+k+"]", w, "use a weight ≥ 0.000001 and ≤ 1000000 (default 1)")
 		}
 	}
 	for _, k := range slices.Sorted(mapKeys(a.KeyRateLimits)) {

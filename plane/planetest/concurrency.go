@@ -357,6 +357,57 @@ func testConcurrency(t *testing.T, s *suite) {
 		}
 	})
 
+	t.Run("FairShareJoinPastStalePass", func(t *testing.T) {
+		// When no key is ready, a joining key's turn is not a pass that stopped while the
+		// others claimed: "c" runs one job with nothing queued while "a" claims 11 times;
+		// "b" joins while "a" is at its limit and must not take the next 11 claims. And "c",
+		// coming back with its job still running, must not either.
+		t.Parallel()
+		alternate := func(t *testing.T, b *bundle, first string, keys ...string) {
+			t.Helper()
+			var order []string
+			for range 6 {
+				j := b.claimOne(t)
+				order = append(order, j.ConcurrencyKey)
+				b.ack(t, j, "ok")
+			}
+			require.Equal(t, first, order[0], "the key that joined goes first at the turn (%v)", order)
+			for i := 0; i < len(order); i += 2 {
+				require.ElementsMatch(t, keys, order[i:i+2], "claims %d and %d alternate: %v", i, i+1, order)
+			}
+		}
+		t.Run("NewKey", func(t *testing.T) {
+			b := s.setup(t, config{noMaintenance: true})
+			b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+			b.submitKeyed(t, "c", 1)
+			b.claimOne(t) // "c" runs, nothing of it queued: its pass stops
+			b.submitKeyed(t, "a", 40)
+			for range 10 {
+				b.ack(t, b.claimOne(t), "ok")
+			}
+			held := b.claimOne(t) // "a" at its limit: no key is ready
+			b.submitKeyed(t, "b", 40)
+			b.ack(t, held, "ok")
+			alternate(t, b, "b", "a", "b")
+		})
+		t.Run("ReturningKey", func(t *testing.T) {
+			b := s.setup(t, config{noMaintenance: true})
+			b.setKeys(t, plane.Admission{ConcurrencyLimit: 2})
+			b.submitKeyed(t, "c", 1)
+			b.claimOne(t) // "c" runs, nothing of it queued: its row and pass stay
+			b.submitKeyed(t, "a", 40)
+			for range 10 {
+				b.ack(t, b.claimOne(t), "ok")
+			}
+			held := []*plane.Job{b.claimOne(t), b.claimOne(t)} // "a" at its limit
+			b.submitKeyed(t, "c", 40)
+			for _, j := range held {
+				b.ack(t, j, "ok")
+			}
+			alternate(t, b, "c", "a", "c")
+		})
+	})
+
 	t.Run("UnkeyedInOrderWithKeys", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
@@ -438,6 +489,7 @@ func testConcurrency(t *testing.T, s *suite) {
 			"negative limit":    {ConcurrencyLimit: -1},
 			"negative override": {ConcurrencyLimits: map[string]int64{"k": -1}},
 			"zero weight":       {KeyWeights: map[string]float64{"k": 0}},
+			"tiny weight":       {KeyWeights: map[string]float64{"k": 5e-324}},
 			"bad key":           {KeyWeights: map[string]float64{"": 1}},
 			"negative key rate": {KeyRateLimits: map[string]float64{"k": -1}},
 			"zero key burst":    {KeyRateLimit: 1, KeyBursts: map[string]int64{"k": 0}},

@@ -401,8 +401,8 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64, offers *pl
 			delete(d.joined, k)
 		}
 	}
-	// The current turn: the smallest pass of the keys with claimable jobs, else of the
-	// queue's keys; a key joins at it.
+	// The current turn: the smallest pass of the keys with claimable jobs, else the largest
+	// of the queue's keys; a key joins at it.
 	turn, found := 0.0, false
 	for _, c := range keyed {
 		if p, ok := d.passes[refKey{ns, q, c.inv.ConcurrencyKey}]; ok && (!found || p < turn) {
@@ -412,7 +412,7 @@ func (d *refDriver) pick(ns, q string, kind plane.Kind, temp float64, offers *pl
 	if !found {
 		queueKeys := false
 		for k, p := range d.passes {
-			if k.ns == ns && k.q == q && (!queueKeys || p < turn) {
+			if k.ns == ns && k.q == q && (!queueKeys || p > turn) {
 				turn, queueKeys = p, true
 			}
 		}

@@ -9,8 +9,11 @@
 -- writes the row anyway) and orders the ready index after pass: such a key takes the next
 -- claim at its turn, and no write is added. When no key was ready (every key with rows at
 -- its limit, or with nothing claimable), a new key joined at pass 0, ahead of every other
--- key by all the claims they had made; the turn is now the smallest pass of the queue's keys
--- in that case (with no ready key, each of them holds a running row).
+-- key by all the claims they had made, and a returning key whose row was kept (a row
+-- running) kept its own pass however far behind. The turn is now, for both: the smallest
+-- pass of the ready keys; else of the keys with claimable rows (each at its limit); else the
+-- largest pass of the queue's keys (a pass that stopped while others claimed gives no
+-- credit). With no ready key, every row read holds a running row.
 --
 -- And a key's row is updated in place (HOT) when a job of the key is submitted or ends
 -- without changing whether the key is ready: ready is a stored column and the ready
@@ -43,9 +46,19 @@ BEGIN
         RETURN NULL;
     END IF;
     IF dq > 0 THEN
+        -- The current turn: the smallest pass of the ready keys; else of the keys with
+        -- claimable rows (each at its limit); else the largest pass of the queue's keys.
         SELECT k.pass INTO turn FROM {schema}.concurrency_keys k
             WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue AND k.ready
             ORDER BY k.pass LIMIT 1;
+        IF turn IS NULL THEN
+            SELECT min(k.pass) INTO turn FROM {schema}.concurrency_keys k
+                WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue AND k.queued > 0;
+        END IF;
+        IF turn IS NULL THEN
+            SELECT max(k.pass) INTO turn FROM {schema}.concurrency_keys k
+                WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue;
+        END IF;
     END IF;
     -- The common case, an existing row: one update. A missing row (first use, or deleted by
     -- a concurrent transaction) is made by the upsert.
@@ -59,10 +72,6 @@ BEGIN
     WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue AND k.concurrency_key = NEW.concurrency_key
     RETURNING k.queued, k.running INTO queued_after, running_after;
     IF NOT FOUND THEN
-        IF turn IS NULL THEN
-            SELECT min(k.pass) INTO turn FROM {schema}.concurrency_keys k
-                WHERE k.namespace = NEW.namespace AND k.queue = NEW.queue;
-        END IF;
         INSERT INTO {schema}.concurrency_keys AS k (namespace, queue, concurrency_key, queued, running, limit_n, weight, pass, joined)
         VALUES (NEW.namespace, NEW.queue, NEW.concurrency_key, greatest(dq, 0), greatest(dr, 0),
             COALESCE((SELECT l.limit_n FROM {schema}.concurrency_limits l WHERE l.namespace = NEW.namespace AND l.queue = NEW.queue AND l.concurrency_key = NEW.concurrency_key),

@@ -9,9 +9,13 @@
 -- its claim, which rewrites the row anyway) and orders the ready index after pass, so such a
 -- key takes the next claim at its turn: no write is added. And when no key was ready (every
 -- key with jobs at its limit, or with nothing claimable), the current turn was taken as 0,
--- so a new key joined ahead of every other by all the claims they had made. The turn is now
--- the smallest pass of the queue's keys with jobs in that case (at most one row per key
--- holding a lease: with no ready key, each of them has a job running).
+-- so a new key joined ahead of every other by all the claims they had made, and a key that
+-- came back with its row kept (a job running) kept its own pass, however far behind. The
+-- current turn is now, for a new row and a returning one alike: the smallest pass of the
+-- ready keys; else the smallest pass of the keys with claimable jobs (each at its limit);
+-- else the largest pass of the queue's keys (none has a claimable job: a pass that stopped
+-- while the others claimed gives no credit). With no ready key every row read holds a
+-- lease (or, on this plane, a delayed job), so these scans are bounded by the jobs running.
 ALTER TABLE concurrency_keys ADD COLUMN joined INTEGER NOT NULL DEFAULT 0;
 DROP INDEX concurrency_keys_ready;
 CREATE INDEX concurrency_keys_ready ON concurrency_keys (namespace, queue, pass, joined DESC) WHERE queued > 0 AND running < limit_n;
@@ -27,15 +31,17 @@ BEGIN
                  (SELECT limit_n FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = ''),
                  4611686018427387904),
         COALESCE((SELECT weight FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key), 1),
-        COALESCE((SELECT pass FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue
-                  AND queued > 0 AND running < limit_n ORDER BY pass LIMIT 1),
-                 (SELECT min(pass) FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue), 0)
+        COALESCE((SELECT k.pass FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue
+                  AND k.queued > 0 AND k.running < k.limit_n ORDER BY k.pass LIMIT 1),
+                 (SELECT min(k.pass) FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue AND k.queued > 0),
+                 (SELECT max(k.pass) FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue), 0)
     WHERE NOT EXISTS (SELECT 1 FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue
         AND concurrency_key = new.concurrency_key);
     UPDATE concurrency_keys SET
-        pass = CASE WHEN queued = 0 AND new.state IN (0, -2) THEN max(pass, COALESCE((SELECT k.pass FROM concurrency_keys k
-            WHERE k.namespace = new.namespace AND k.queue = new.queue AND k.queued > 0 AND k.running < k.limit_n
-            ORDER BY k.pass LIMIT 1), pass)) ELSE pass END,
+        pass = CASE WHEN queued = 0 AND new.state IN (0, -2) THEN max(pass, COALESCE((SELECT k.pass FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue
+                  AND k.queued > 0 AND k.running < k.limit_n ORDER BY k.pass LIMIT 1),
+                 (SELECT min(k.pass) FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue AND k.queued > 0),
+                 (SELECT max(k.pass) FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue), 0)) ELSE pass END,
         joined = CASE WHEN queued = 0 AND new.state IN (0, -2) THEN 1 ELSE joined END,
         priority_low = CASE WHEN new.state NOT IN (0, -2) THEN priority_low
             WHEN queued = 0 THEN new.priority ELSE min(priority_low, new.priority) END,
@@ -59,15 +65,17 @@ BEGIN
                  (SELECT limit_n FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = ''),
                  4611686018427387904),
         COALESCE((SELECT weight FROM concurrency_limits WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key), 1),
-        COALESCE((SELECT pass FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue
-                  AND queued > 0 AND running < limit_n ORDER BY pass LIMIT 1),
-                 (SELECT min(pass) FROM concurrency_keys WHERE namespace = new.namespace AND queue = new.queue), 0)
+        COALESCE((SELECT k.pass FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue
+                  AND k.queued > 0 AND k.running < k.limit_n ORDER BY k.pass LIMIT 1),
+                 (SELECT min(k.pass) FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue AND k.queued > 0),
+                 (SELECT max(k.pass) FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue), 0)
     WHERE new.state IN (0, 1) AND true
     ON CONFLICT (namespace, queue, concurrency_key) DO NOTHING;
     UPDATE concurrency_keys SET
-        pass = CASE WHEN queued = 0 AND new.state IN (0, -2) AND old.state NOT IN (0, -2) THEN max(pass, COALESCE((SELECT k.pass FROM concurrency_keys k
-            WHERE k.namespace = new.namespace AND k.queue = new.queue AND k.queued > 0 AND k.running < k.limit_n
-            ORDER BY k.pass LIMIT 1), pass)) ELSE pass END,
+        pass = CASE WHEN queued = 0 AND new.state IN (0, -2) AND old.state NOT IN (0, -2) THEN max(pass, COALESCE((SELECT k.pass FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue
+                  AND k.queued > 0 AND k.running < k.limit_n ORDER BY k.pass LIMIT 1),
+                 (SELECT min(k.pass) FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue AND k.queued > 0),
+                 (SELECT max(k.pass) FROM concurrency_keys k WHERE k.namespace = new.namespace AND k.queue = new.queue), 0)) ELSE pass END,
         joined = CASE WHEN queued = 0 AND new.state IN (0, -2) AND old.state NOT IN (0, -2) THEN 1 ELSE joined END,
         priority_low = CASE WHEN new.state NOT IN (0, -2) OR old.state IN (0, -2) THEN priority_low
             WHEN queued = 0 THEN new.priority ELSE min(priority_low, new.priority) END,
