@@ -247,8 +247,8 @@ class Admission:
         concurrency_limit: most running invocations per concurrency key (applied at
             claim; docs/semantics.md, "Concurrency keys and fair share").
         concurrency_limits: ``{key: limit}`` overrides of ``concurrency_limit``.
-        key_weights: ``{key: weight}``, each > 0: the keys' shares of claims (default 1,
-            round-robin).
+        key_weights: ``{key: weight}``, each from 0.000001 to 1,000,000: the keys' shares
+            of claims (default 1, round-robin).
         key_rate_limit: starts per second of each concurrency key (a token bucket per key
             in the plane, of size ``key_burst``).
         key_burst: each key's bucket size (default: ``key_rate_limit`` rounded up).
