@@ -3,6 +3,7 @@ package planekit
 import (
 	"database/sql"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -76,6 +77,18 @@ func StateNumber(s plane.State) int {
 
 // Scanner is a row of a query result (database/sql's and pgx's rows alike).
 type Scanner interface{ Scan(dest ...any) error }
+
+// Around is a Scanner that reads Before's columns, then those its Scan is given, then
+// After's: a row (ScanRow) read beside other columns of the same statement.
+type Around struct {
+	Scanner
+	Before, After []any
+}
+
+// Scan scans Before, dest and After, in that order.
+func (a Around) Scan(dest ...any) error {
+	return a.Scanner.Scan(slices.Concat(a.Before, dest, a.After)...)
+}
 
 // RowColumns are the columns ScanRow reads, in order, after the row's sequence number when
 // the plane stores one.

@@ -352,7 +352,7 @@ func readTurns(rs pgx.Rows, err error) ([]keyTurn, error) {
 			skip[0], skip[1], skip[2] = &k.key, &k.tokens, &k.tokensMS
 			err = rs.Scan(skip...)
 		} else {
-			k.head, err = planekit.ScanRow(prefixed{rs, []any{&k.key, &k.tokens, &k.tokensMS}}, false)
+			k.head, err = planekit.ScanRow(planekit.Around{Scanner: rs, Before: []any{&k.key, &k.tokens, &k.tokensMS}}, false)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
@@ -364,15 +364,6 @@ func readTurns(rs pgx.Rows, err error) ([]keyTurn, error) {
 	}
 	return turns, nil
 }
-
-// prefixed is a scanner that scans the first columns into dest and the rest into what its
-// Scan is given.
-type prefixed struct {
-	s    scanner
-	dest []any
-}
-
-func (p prefixed) Scan(dest ...any) error { return p.s.Scan(append(p.dest, dest...)...) }
 
 // claimKeyed claims, up to want jobs in all, from a queue with a concurrency key ready. Each
 // round locks (FOR UPDATE SKIP LOCKED) the ready keys whose turn it is, as many as jobs are

@@ -180,7 +180,7 @@ func (t *wtx) keyReadyHead(kind plane.Kind, namespace, queue string) (readyKey, 
 	}
 	ks, err := planekit.Collect(sqlRows{rs}, "claim: read concurrency keys", func(s planekit.Scanner) (k readyKey, err error) {
 		var tokensMS int64
-		k.head, err = scanRow(withColumns{s, []any{&k.bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed}})
+		k.head, err = scanRow(planekit.Around{Scanner: s, After: []any{&k.bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed}})
 		k.bucket.At = time.UnixMilli(tokensMS)
 		return k, err
 	})
@@ -191,14 +191,6 @@ func (t *wtx) keyReadyHead(kind plane.Kind, namespace, queue string) (readyKey, 
 	k.key = k.head.ConcurrencyKey.String
 	return k, true, nil
 }
-
-// withColumns scans, after the columns a scan asks for, the columns of more.
-type withColumns struct {
-	planekit.Scanner
-	more []any
-}
-
-func (w withColumns) Scan(dest ...any) error { return w.Scanner.Scan(append(dest, w.more...)...) }
 
 // keyHead returns the head, in kind's order, of the claimable jobs of k (none, or one row).
 // One index serves every order (invocations_keyed_priority: key, priority descending, id):

@@ -81,9 +81,12 @@ func insertSQL(n int) string {
 // among a key's claimable jobs. All read invocations_keyed_priority, the one index of
 // claimable keyed jobs since migration 014.
 const (
-	keyReadySQL = `SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high,
-		EXISTS (SELECT 1 FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0) FROM concurrency_keys
-		WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass, joined DESC LIMIT 1`
+	// readyKeyWhere selects the ready key whose turn it is; unkeyedExists, whether queue
+	// (?1, ?2) holds an unkeyed claimable row.
+	readyKeyWhere = ` FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n
+		AND next_ms <= ?3 ORDER BY pass, joined DESC LIMIT 1`
+	unkeyedExists      = `EXISTS (SELECT 1 FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0)`
+	keyReadySQL        = `SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high, ` + unkeyedExists + readyKeyWhere
 	keyHeadPrioritySQL = `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
 		AND concurrency_key = ?3 AND state = -2 ORDER BY priority DESC, id LIMIT 1`
 	keyLevelSQL = `SELECT priority FROM invocations WHERE namespace = ?1 AND queue = ?2
@@ -106,10 +109,8 @@ func keyReadyHeadSQL(order string, level bool) string {
 		head += ` AND priority = k.priority_low`
 		where = ` WHERE k.priority_low = k.priority_high`
 	}
-	return `SELECT ` + strings.Join(columns, ", ") + `, k.tokens, k.tokens_ms, k.priority_low, k.priority_high,
-		EXISTS (SELECT 1 FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0)
-		FROM (SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high FROM concurrency_keys
-			WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n AND next_ms <= ?3 ORDER BY pass, joined DESC LIMIT 1) AS k
+	return `SELECT ` + strings.Join(columns, ", ") + `, k.tokens, k.tokens_ms, k.priority_low, k.priority_high, ` + unkeyedExists + `
+		FROM (SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high` + readyKeyWhere + `) AS k
 		JOIN invocations AS i ON i.seq = (` + head + ` ORDER BY ` + order + ` LIMIT 1)` + where
 }
 
