@@ -64,6 +64,22 @@ func (b *bundle) submitKeyed(t *testing.T, key string, n int) []string {
 	return ids
 }
 
+// requireAlternate claims and acks six jobs one at a time and requires the first to be of
+// key first and each pair of claims to be one of each of keys (two keys taking turns).
+func (b *bundle) requireAlternate(t *testing.T, first string, keys ...string) {
+	t.Helper()
+	var order []string
+	for range 6 {
+		j := b.claimOne(t)
+		order = append(order, j.ConcurrencyKey)
+		b.ack(t, j, "ok")
+	}
+	require.Equal(t, first, order[0], "the key that joined goes first at the turn (%v)", order)
+	for i := 0; i < len(order); i += 2 {
+		require.ElementsMatch(t, keys, order[i:i+2], "claims %d and %d alternate: %v", i, i+1, order)
+	}
+}
+
 // testConcurrency checks concurrency keys, their limits and fair share (plane/
 // concurrency.go): at most the key's limit of its invocations hold a lease at once, every
 // way a lease ends frees its slot exactly once, unkeyed jobs are never limited, and claims
@@ -345,16 +361,7 @@ func testConcurrency(t *testing.T, s *suite) {
 		held := b.claimOne(t) // "a" at its limit: no key is ready
 		b.submitKeyed(t, "b", 20)
 		b.ack(t, held, "ok")
-		var order []string
-		for range 6 {
-			j := b.claimOne(t)
-			order = append(order, j.ConcurrencyKey)
-			b.ack(t, j, "ok")
-		}
-		require.Equal(t, "b", order[0], "the key that joined goes first at the turn (%v)", order)
-		for i := 0; i < len(order); i += 2 {
-			require.ElementsMatch(t, []string{"a", "b"}, order[i:i+2], "claims %d and %d alternate: %v", i, i+1, order)
-		}
+		b.requireAlternate(t, "b", "a", "b")
 	})
 
 	t.Run("FairShareJoinPastStalePass", func(t *testing.T) {
@@ -363,19 +370,6 @@ func testConcurrency(t *testing.T, s *suite) {
 		// "b" joins while "a" is at its limit and must not take the next 11 claims. And "c",
 		// coming back with its job still running, must not either.
 		t.Parallel()
-		alternate := func(t *testing.T, b *bundle, first string, keys ...string) {
-			t.Helper()
-			var order []string
-			for range 6 {
-				j := b.claimOne(t)
-				order = append(order, j.ConcurrencyKey)
-				b.ack(t, j, "ok")
-			}
-			require.Equal(t, first, order[0], "the key that joined goes first at the turn (%v)", order)
-			for i := 0; i < len(order); i += 2 {
-				require.ElementsMatch(t, keys, order[i:i+2], "claims %d and %d alternate: %v", i, i+1, order)
-			}
-		}
 		t.Run("NewKey", func(t *testing.T) {
 			b := s.setup(t, config{noMaintenance: true})
 			b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
@@ -388,7 +382,7 @@ func testConcurrency(t *testing.T, s *suite) {
 			held := b.claimOne(t) // "a" at its limit: no key is ready
 			b.submitKeyed(t, "b", 40)
 			b.ack(t, held, "ok")
-			alternate(t, b, "b", "a", "b")
+			b.requireAlternate(t, "b", "a", "b")
 		})
 		t.Run("ReturningKey", func(t *testing.T) {
 			b := s.setup(t, config{noMaintenance: true})
@@ -404,7 +398,7 @@ func testConcurrency(t *testing.T, s *suite) {
 			for _, j := range held {
 				b.ack(t, j, "ok")
 			}
-			alternate(t, b, "c", "a", "c")
+			b.requireAlternate(t, "c", "a", "c")
 		})
 	})
 
