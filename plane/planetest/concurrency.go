@@ -402,6 +402,26 @@ func testConcurrency(t *testing.T, s *suite) {
 		})
 	})
 
+	t.Run("DelayedKeyJoinsWhenDue", func(t *testing.T) {
+		// A key whose only job is delayed is not in the rotation (nor in the stats) until
+		// the job is due, and then it joins at the turn of that moment, not of its submit:
+		// "b" is submitted while "a"'s pass is low and joins after "a" has claimed on.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		b.submitKeyed(t, "a", 40)
+		b.submitOne(t, plane.SubmitParams{ConcurrencyKey: "b", Delay: time.Minute, Payload: []byte("b-0")})
+		require.NotContains(t, b.keyStats(t), "b", "a key with only a delayed job has no counters")
+		for range 10 {
+			b.ack(t, b.claimOne(t), "ok")
+		}
+		b.advance(2 * time.Minute)
+		must(t, b.drv.Maintain(b.ctx), "maintain")
+		b.submitKeyed(t, "b", 40)
+		require.Equal(t, int64(41), b.keyStats(t)["b"].Queued, "the due job counts as queued")
+		b.requireAlternate(t, "b", "a", "b")
+	})
+
 	t.Run("UnkeyedInOrderWithKeys", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
