@@ -237,3 +237,26 @@ func TestMigrationKeyedPriorityRange(t *testing.T) {
 	require.ElementsMatch(t, []string{"01J00000000000000000000002", "01J00000000000000000000005"}, got[2:4])
 	require.Equal(t, "01J00000000000000000000003", got[4])
 }
+
+// Keys at the same pass take their turns in the order they reached it (migration 016), not
+// by name: "z" joined before "a", so each round starts with "z".
+func TestKeyTurnsInArrivalOrder(t *testing.T) {
+	ctx := context.Background()
+	d := openAt(t, filepath.Join(t.TempDir(), "turns.db"))
+	for _, key := range []string{"z", "a", "m"} {
+		ps := make([]plane.SubmitParams, 3)
+		for i := range ps {
+			ps[i] = plane.SubmitParams{ConcurrencyKey: key}
+		}
+		_, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: ps})
+		require.NoError(t, err)
+	}
+	var order []string
+	for range 9 {
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Kind: plane.KindFIFO, Max: 1})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		order = append(order, jobs[0].ConcurrencyKey)
+	}
+	require.Equal(t, []string{"z", "a", "m", "z", "a", "m", "z", "a", "m"}, order)
+}

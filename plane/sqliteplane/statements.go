@@ -84,7 +84,7 @@ const (
 	// readyKeyWhere selects the ready key whose turn it is; unkeyedExists, whether queue
 	// (?1, ?2) holds an unkeyed claimable row.
 	readyKeyWhere = ` FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2 AND queued > 0 AND running < limit_n
-		AND next_ms <= ?3 ORDER BY pass, joined DESC LIMIT 1`
+		AND next_ms <= ?3 ORDER BY pass, joined DESC, turn_at LIMIT 1`
 	unkeyedExists      = `EXISTS (SELECT 1 FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0)`
 	keyReadySQL        = `SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high, ` + unkeyedExists + readyKeyWhere
 	keyHeadPrioritySQL = `SELECT ` + rowColumns + ` FROM invocations WHERE namespace = ?1 AND queue = ?2
