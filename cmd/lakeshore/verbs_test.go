@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -121,14 +122,29 @@ func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 	t.Run("SubmitWait", func(t *testing.T) {
 		t.Parallel()
 		c := newCLI(t)
-		done := make(chan int, 1)
+		// The worker's exit and stderr are reported with a failed wait: a worker that
+		// failed (it once could not open the new file beside the submit) leaves the job
+		// queued, and the wait's timeout alone does not say so.
+		workerCtx, stopWorker := context.WithCancel(t.Context())
+		defer stopWorker()
+		type exit struct {
+			code   int
+			stderr string
+		}
+		done := make(chan exit, 1)
 		go func() {
-			_, _, code := c.run("", "worker", "w", "--once", "--", "sh", "-c", "cat >/dev/null; echo '{\"ok\": true}'")
-			done <- code
+			_, errs, code := c.runCtx(workerCtx, "", "worker", "w", "--once", "--", "sh", "-c", "cat >/dev/null; echo '{\"ok\": true}'")
+			done <- exit{code, errs}
 		}()
-		out := c.ok("submit", "w", `"x"`, "--wait", "--timeout", "20s")
+		out, errs, code := c.run("", "submit", "w", `"x"`, "--wait", "--timeout", "20s")
+		if code != 0 {
+			stopWorker()
+			w := <-done
+			t.Fatalf("submit --wait: exit %d\nstdout: %s\nstderr: %s\nthe worker: exit %d\nstderr: %s", code, out, errs, w.code, w.stderr)
+		}
 		require.JSONEq(t, `{"exit_code":0,"stderr":"","stdout":"{\"ok\": true}\n"}`, out)
-		require.Zero(t, <-done)
+		w := <-done
+		require.Zero(t, w.code, w.stderr)
 	})
 
 	t.Run("CountQueuesAdmission", func(t *testing.T) {

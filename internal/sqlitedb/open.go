@@ -1,6 +1,7 @@
 package sqlitedb
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -88,9 +89,10 @@ type DB struct {
 
 // Open opens (creating when missing) the SQLite database file at path in WAL mode, or a
 // private database that lives until Close when path is Memory (see Memory). The file's
-// directory must exist. Opening does not connect yet: the first use does. Errors:
-// *PathError, ErrSynchronous, or the temporary directory of a Memory database could not be
-// created.
+// directory must exist. Opening connects the write handle and switches the file to WAL
+// (useWAL), waiting out another process doing the same; the read pool connects at its
+// first use. Errors: *PathError, ErrSynchronous, the temporary directory of a Memory
+// database could not be created, or the file could not be opened or switched to WAL.
 func Open(path string, opts *Options) (*DB, error) {
 	var o Options
 	if opts != nil {
@@ -136,7 +138,37 @@ func Open(path string, opts *Options) (*DB, error) {
 	}
 	db.Read.SetMaxOpenConns(o.ReadConns)
 	db.Read.SetMaxIdleConns(o.ReadConns)
+	if err := db.useWAL(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	return db, nil
+}
+
+// useWAL puts the database in WAL mode, once for the life of the file (the mode is stored
+// in it: every later connection finds it), on the write connection, which stays open for
+// the writer. It is not a pragma of the connections' data source names, run as each
+// connects, because SQLite does not call the busy handler for the switch: of two processes
+// that open a new file at once (a worker and a submit started together), one got
+// SQLITE_BUSY at once, whatever the busy timeout, and failed to open. Here a busy switch is
+// tried again (retryBusy); on a file already in WAL mode the pragma changes nothing.
+func (db *DB) useWAL() error {
+	ctx := context.Background()
+	conn, err := db.Write.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close() // back to the write handle's pool of one
+	var mode string
+	if err := retryBusy(func() error {
+		return conn.QueryRowContext(ctx, "PRAGMA journal_mode = wal").Scan(&mode)
+	}); err != nil {
+		return fmt.Errorf("switch to WAL: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("switch to WAL: the journal mode stayed %q", mode)
+	}
+	return nil
 }
 
 // Close closes the read pool and the write handle, then removes a Memory database.
@@ -191,7 +223,8 @@ func dsns(path, synchronous string, o *Options) (string, string, error) {
 		return "", "", &PathError{Path: path, Reason: "its directory must exist"}
 	}
 	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
-	name := "file:" + escaped + "?" + common + "&_pragma=journal_mode(wal)&_pragma=synchronous(" + url.QueryEscape(o.Synchronous) + ")"
+	// No journal_mode pragma here: Open switches the file to WAL once (useWAL).
+	name := "file:" + escaped + "?" + common + "&_pragma=synchronous(" + url.QueryEscape(o.Synchronous) + ")"
 	// The writer keeps its statement and savepoint journals in memory (temp_store): each
 	// operation of a group commit runs in a savepoint (writer.go), whose journal holds the
 	// first copy of every page the operation changes, and SQLite spills a journal over

@@ -71,6 +71,52 @@ func TestOpenRefusesBadPaths(t *testing.T) {
 	require.ErrorIs(t, err, ErrSynchronous)
 }
 
+// TestConcurrentOpensOfANewFile: processes that open a new file at once (a worker and a
+// submit started together on a fresh plane) all open it, migrate it and read it. SQLite
+// does not call the busy handler for the switch to WAL, which the data source name ran as
+// each connection connected, so an opener could fail at once with SQLITE_BUSY (database is
+// locked), whatever the busy timeout: one round of two openers in about fifty, and five
+// runs of this test in six before the fix.
+func TestConcurrentOpensOfANewFile(t *testing.T) {
+	t.Parallel()
+	const rounds, openers = 100, 8
+	for round := range rounds {
+		path := filepath.Join(t.TempDir(), "new.db")
+		errs := make(chan error, openers)
+		for range openers {
+			go func() {
+				errs <- func() error {
+					db, err := Open(path, nil)
+					if err != nil {
+						return err
+					}
+					defer db.Close()
+					ctx := context.Background()
+					conn, err := db.Write.Conn(ctx)
+					if err != nil {
+						return fmt.Errorf("connect: %w", err)
+					}
+					defer conn.Close()
+					if err := Migrate(ctx, conn, schema); err != nil {
+						return err
+					}
+					var journal string
+					if err := db.Read.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&journal); err != nil {
+						return fmt.Errorf("read: %w", err)
+					}
+					if journal != "wal" {
+						return fmt.Errorf("journal mode %q", journal)
+					}
+					return nil
+				}()
+			}()
+		}
+		for range openers {
+			require.NoError(t, <-errs, "round %d", round)
+		}
+	}
+}
+
 func TestFileIsWALFull(t *testing.T) {
 	db, w, _, _ := open(t, filepath.Join(t.TempDir(), "x.db"))
 	var journal string

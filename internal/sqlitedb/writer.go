@@ -394,19 +394,33 @@ func (w *Writer[T]) isolated(ctx context.Context, tx T, o *op[T]) error {
 // beginTx starts a write transaction, waiting out other processes' write locks: SQLITE_BUSY
 // is retried (after busy_timeout already waited) so callers never see "database is locked".
 func (w *Writer[T]) beginTx(ctx context.Context) error {
-	delay := time.Millisecond
-	for attempt := 0; ; attempt++ {
+	if err := retryBusy(func() error {
 		_, err := w.begin.ExecContext(ctx)
-		if err == nil {
-			return nil
-		}
-		if !IsBusy(err) || attempt >= 100 {
-			return fmt.Errorf("begin write transaction: %w", err)
+		return err
+	}); err != nil {
+		return fmt.Errorf("begin write transaction: %w", err)
+	}
+	return nil
+}
+
+// retryBusy runs try until it returns anything but SQLITE_BUSY or SQLITE_LOCKED (IsBusy),
+// trying again at most busyTries times, sleeping between tries from 1 ms doubling up to
+// 100 ms (about 9 s of sleep in all, beside the busy timeout each try may wait out); it
+// returns try's last error.
+func retryBusy(try func() error) error {
+	delay := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := try()
+		if err == nil || !IsBusy(err) || attempt > busyTries {
+			return err
 		}
 		time.Sleep(delay)
 		delay = min(delay*2, 100*time.Millisecond)
 	}
 }
+
+// busyTries bounds the tries of retryBusy after the first.
+const busyTries = 100
 
 // checkForeign calls Foreign when another process committed since the last look. Right
 // after BEGIN IMMEDIATE nobody else can commit, so what the transaction reads is current.
