@@ -45,8 +45,8 @@ func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, in
 		if err != nil {
 			return err
 		}
-		if missing := set.Minus(in); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
+		if err := record.IndexesNotFound(partition, set.Minus(in)); err != nil {
+			return err
 		}
 		t.rows = true // wake producers blocked by back-pressure
 		return t.markConsumed(partition, task, set)

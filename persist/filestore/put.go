@@ -386,8 +386,8 @@ func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
 	if err != nil {
 		return err
 	}
-	if missing := set.Minus(ok); len(missing) > 0 {
-		return &persist.NotFoundError{Partition: p.partition, Indexes: missing.First(16)}
+	if err := record.IndexesNotFound(p.partition, set.Minus(ok)); err != nil {
+		return err
 	}
 	if err := t.checkSchema(p.kinds, p.bigInts); err != nil {
 		return err

@@ -675,8 +675,8 @@ func (q *fileQueue) readData(ctx context.Context, partition string, fields []str
 	sorted := record.SortedUnique(append([]int64(nil), indexes...))
 	b, err := q.readBatchCounted(ctx, fields, func(_ queryer, s *snapshot) ([]int64, error) {
 		want := record.SetOf(sorted)
-		if missing := want.Minus(record.IndexSet{{Lo: 0, Hi: s.next}}.Minus(s.tomb)); len(missing) > 0 {
-			return nil, &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
+		if err := record.IndexesNotFound(partition, want.Minus(record.IndexSet{{Lo: 0, Hi: s.next}}.Minus(s.tomb))); err != nil {
+			return nil, err
 		}
 		return sorted, nil
 	}, count)

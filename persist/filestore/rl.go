@@ -372,8 +372,8 @@ func (q *fileQueue) DropGroup(ctx context.Context, task, partition string, index
 		if err != nil {
 			return err
 		}
-		if missing := record.SetOf(indexes).Minus(in); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
+		if err := record.IndexesNotFound(partition, record.SetOf(indexes).Minus(in)); err != nil {
+			return err
 		}
 		return t.dropGroups(partition, task, [][]int64{indexes}, nil, nil)
 	})

@@ -388,8 +388,8 @@ func (s *Store) consuming(ctx context.Context, task, partition string, indexes [
 		if err != nil {
 			return err
 		}
-		if missing := set.Minus(in); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
+		if err := record.IndexesNotFound(partition, set.Minus(in)); err != nil {
+			return err
 		}
 		consumed, err := loadSpans(ctx, tx, consumedSQL, s.name, partition, task)
 		if err != nil {

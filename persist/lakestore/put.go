@@ -221,8 +221,8 @@ func (s *Store) putFields(ctx context.Context, tx pgx.Tx, st *queueState, partit
 	if err != nil {
 		return err
 	}
-	if missing := set.Minus(ok); len(missing) > 0 {
-		return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
+	if err := record.IndexesNotFound(partition, set.Minus(ok)); err != nil {
+		return err
 	}
 	if err := st.evolve(p); err != nil {
 		return err
