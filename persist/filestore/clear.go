@@ -29,9 +29,6 @@ func (q *fileQueue) ClearSamples(ctx context.Context, partition string, indexes 
 	defer q.calls.Leave()
 	set := record.SetOf(indexes)
 	return q.w.do(ctx, func(t *wtx) error {
-		if err := t.syncPuts(); err != nil { // segments must be in the table
-			return err
-		}
 		in, err := t.partitionSet(partition, set)
 		if err != nil {
 			return err

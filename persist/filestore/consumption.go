@@ -41,11 +41,7 @@ func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, in
 	defer q.calls.Leave()
 	set := record.SetOf(indexes)
 	return q.w.do(ctx, func(t *wtx) error {
-		in, err := t.partitionSet(partition, set)
-		if err != nil {
-			return err
-		}
-		if err := record.IndexesNotFound(partition, set.Minus(in)); err != nil {
+		if err := t.requireInPartition(partition, set); err != nil {
 			return err
 		}
 		t.rows = true // wake producers blocked by back-pressure

@@ -378,15 +378,8 @@ func mergeDuplicateIndexes(indexes []int64, fields []persist.Record) ([]int64, [
 }
 
 func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
-	if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
-		return err
-	}
 	set := record.SetOf(indexes)
-	ok, err := t.partitionSet(p.partition, set)
-	if err != nil {
-		return err
-	}
-	if err := record.IndexesNotFound(p.partition, set.Minus(ok)); err != nil {
+	if err := t.requireInPartition(p.partition, set); err != nil {
 		return err
 	}
 	if err := t.checkSchema(p.kinds, p.bigInts); err != nil {
@@ -419,8 +412,13 @@ func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
 	return nil
 }
 
-// partitionSet returns the part of s that exists in partition and is not cleared.
+// partitionSet returns the part of s that exists in partition and is not cleared, the
+// puts of this transaction included (it writes them back first: their segments must be
+// in the table).
 func (t *wtx) partitionSet(partition string, s record.IndexSet) (record.IndexSet, error) {
+	if err := t.syncPuts(); err != nil {
+		return nil, err
+	}
 	segs, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM segments WHERE partition = ? AND hi > ? AND lo <= ? ORDER BY lo`,
 		partition, s[0].Lo, s[len(s)-1].Hi-1)
 	if err != nil {
@@ -431,6 +429,16 @@ func (t *wtx) partitionSet(partition string, s record.IndexSet) (record.IndexSet
 		return nil, err
 	}
 	return s.Intersect(segs).Minus(tomb), nil
+}
+
+// requireInPartition checks that every index of s exists in partition and is not
+// cleared. Errors: *NotFoundError naming the others.
+func (t *wtx) requireInPartition(partition string, s record.IndexSet) error {
+	in, err := t.partitionSet(partition, s)
+	if err != nil {
+		return err
+	}
+	return record.IndexesNotFound(partition, s.Minus(in))
 }
 
 // addProduced merges s into the produced spans of field.

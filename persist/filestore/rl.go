@@ -365,14 +365,7 @@ func (q *fileQueue) DropGroup(ctx context.Context, task, partition string, index
 	}
 	defer q.calls.Leave()
 	return q.w.do(ctx, func(t *wtx) error {
-		if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
-			return err
-		}
-		in, err := t.partitionSet(partition, record.SetOf(indexes))
-		if err != nil {
-			return err
-		}
-		if err := record.IndexesNotFound(partition, record.SetOf(indexes).Minus(in)); err != nil {
+		if err := t.requireInPartition(partition, record.SetOf(indexes)); err != nil {
 			return err
 		}
 		return t.dropGroups(partition, task, [][]int64{indexes}, nil, nil)

@@ -384,11 +384,7 @@ func (s *Store) consuming(ctx context.Context, task, partition string, indexes [
 		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
 			return err
 		}
-		in, err := s.partitionSet(ctx, tx, partition, set)
-		if err != nil {
-			return err
-		}
-		if err := record.IndexesNotFound(partition, set.Minus(in)); err != nil {
+		if err := s.requireInPartition(ctx, tx, partition, set); err != nil {
 			return err
 		}
 		consumed, err := loadSpans(ctx, tx, consumedSQL, s.name, partition, task)
