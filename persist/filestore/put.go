@@ -333,12 +333,7 @@ func (q *fileQueue) PutFields(ctx context.Context, partition string, indexes []i
 	if err != nil {
 		return err
 	}
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
-	err = q.w.do(ctx, func(t *wtx) error { return t.putFields(p, indexes) })
-	if err != nil {
+	if err := q.write(ctx, func(t *wtx) error { return t.putFields(p, indexes) }); err != nil {
 		return err
 	}
 	q.metrics.puts.Add(int64(len(fields)))

@@ -23,11 +23,7 @@ var (
 
 // SetVersion implements Versioner.
 func (q *fileQueue) SetVersion(ctx context.Context, version int64) error {
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
-	return q.w.do(ctx, func(t *wtx) error {
+	return q.write(ctx, func(t *wtx) error {
 		cur, err := metaGet(t.ctx, t, "weight_version")
 		if err != nil {
 			return err
@@ -360,11 +356,7 @@ func (q *fileQueue) DropGroup(ctx context.Context, task, partition string, index
 	if err := persist.CheckDropGroup(task, partition, indexes); err != nil {
 		return err
 	}
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
-	return q.w.do(ctx, func(t *wtx) error {
+	return q.write(ctx, func(t *wtx) error {
 		if err := t.requireInPartition(partition, record.SetOf(indexes)); err != nil {
 			return err
 		}
