@@ -322,21 +322,19 @@ func (q *fileQueue) PutFields(ctx context.Context, partition string, indexes []i
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
-	if len(indexes) != len(fields) {
-		return &persist.InvalidError{Field: "fields", Value: len(fields), Rule: fmt.Sprintf("one record per index (%d)", len(indexes))}
+	indexes, prepared, err := PrepareFieldUpdates(indexes, fields)
+	if err != nil {
+		return err
 	}
 	if len(indexes) == 0 {
 		return nil
 	}
-	indexes, fields = mergeDuplicateIndexes(indexes, fields)
-	p, err := prepare(partition, fields)
-	if err != nil {
-		return err
-	}
+	p := prepared.p
+	p.partition = partition
 	if err := q.write(ctx, func(t *wtx) error { return t.putFields(p, indexes) }); err != nil {
 		return err
 	}
-	q.metrics.puts.Add(int64(len(fields)))
+	q.metrics.puts.Add(int64(len(indexes)))
 	return nil
 }
 
