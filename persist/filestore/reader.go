@@ -124,13 +124,7 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sa
 			return nil, true, err
 		}
 	}
-	var leaseIn time.Duration
-	if deadline != nil {
-		if leaseIn, err = q.nextLeaseExpiry(ctx, rq.Partition, rq.Task); err != nil {
-			return nil, true, err
-		}
-	}
-	if err := getmeta.AwaitLease(ctx, rq, woken, leaseIn, deadline, q.calls.Closing()); err != nil {
+	if err := getmeta.AwaitChange(ctx, rq, woken, deadline, q.calls.Closing(), q.nextLeaseExpiry); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil

@@ -97,13 +97,7 @@ func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sample
 	if !errors.Is(err, errNotFull) {
 		return nil, true, err
 	}
-	var leaseIn time.Duration
-	if deadline != nil {
-		if leaseIn, err = s.nextLeaseExpiry(ctx, rq.Partition, rq.Task); err != nil {
-			return nil, true, err
-		}
-	}
-	if err := getmeta.AwaitLease(ctx, rq, woken, leaseIn, deadline, s.calls.Closing()); err != nil {
+	if err := getmeta.AwaitChange(ctx, rq, woken, deadline, s.calls.Closing(), s.nextLeaseExpiry); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil
