@@ -1,8 +1,8 @@
 // Package getmeta holds what every data store's GetMeta does around its own hand-out
 // transaction: the request normalized and the attempts repeated under one wait deadline
-// (Loop), the wait for a change or a lease's expiry between attempts (AwaitChange), and the BatchMeta of the
-// samples handed out (Fields, Fold), and GetBatch's data read overlapping the hand-out's
-// commit (Ahead). The file store and the distributed store share it;
+// (Loop), the wait for a change or a lease's expiry between attempts (AwaitChange), the
+// BatchMeta of the samples handed out (Fields, Fold), and GetBatch's data read
+// overlapping the hand-out's commit (Ahead). The file store and the distributed store share it;
 // it is internal so that it is not part of the data SDK.
 package getmeta
 
