@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
 // Child processes for the crash and multi-process tests. The test binary re-executes
@@ -21,8 +22,8 @@ import (
 
 func runChild(role string) int {
 	ctx := context.Background()
-	dir := os.Getenv("PERSIST_TEST_DIR")
-	arg := os.Getenv("PERSIST_TEST_ARG")
+	dir := os.Getenv(persisttest.ChildDirEnv)
+	arg := os.Getenv(persisttest.ChildArgEnv)
 	switch role {
 	case "producer":
 		return childProducer(ctx, dir, arg)

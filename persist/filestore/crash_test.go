@@ -18,23 +18,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
-// startChild re-executes the test binary in a child role. Its stdout is returned as a
-// scanner; stderr goes to the test log at the end.
+// startChild re-executes the test binary in a child role (child_test.go). Its stdout is
+// returned as a scanner; stderr goes to the test log at the end.
 func startChild(t *testing.T, role, dir, arg string, env ...string) (*exec.Cmd, *bufio.Scanner, *strings.Builder) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, "PERSIST_TEST_DIR="+dir, "PERSIST_TEST_ARG="+arg)
-	cmd.Env = append(cmd.Env, env...)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	return cmd, sc, &stderr
+	cmd := persisttest.ChildCommand(role, dir, arg, env...)
+	sc, stderr := persisttest.StartChild(t, cmd)
+	return cmd, sc, stderr
 }
 
 type childProc struct {
@@ -45,17 +38,11 @@ type childProc struct {
 // startChildStdin is startChild with a pipe to the child's stdin.
 func startChildStdin(t *testing.T, role, dir, arg string, env ...string) (*childProc, *bufio.Scanner, *strings.Builder) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, "PERSIST_TEST_DIR="+dir, "PERSIST_TEST_ARG="+arg)
-	cmd.Env = append(cmd.Env, env...)
+	cmd := persisttest.ChildCommand(role, dir, arg, env...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	return &childProc{cmd: cmd, stdin: stdin}, bufio.NewScanner(stdout), &stderr
+	sc, stderr := persisttest.StartChild(t, cmd)
+	return &childProc{cmd: cmd, stdin: stdin}, sc, stderr
 }
 
 // TestCrashRecovery SIGKILLs a producer child at random moments while it puts and

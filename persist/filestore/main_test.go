@@ -2,25 +2,17 @@ package filestore
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
-// childEnv selects a child-process role when the test binary is re-executed by a
-// crash or multi-process test (see crash_test.go).
-const childEnv = "PERSIST_TEST_CHILD"
-
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role))
-	}
-	goleak.VerifyTestMain(m)
-}
+// TestMain runs a child role of a crash or multi-process test (child_test.go) when
+// asked to, else the tests, under goleak (persisttest.Main).
+func TestMain(m *testing.M) { persisttest.Main(m, runChild) }
 
 // openTemp opens a queue in a fresh temporary directory and closes it at cleanup.
 func openTemp(t testing.TB, cfg *persist.Config) *fileQueue {

@@ -9,30 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
 	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
-// childEnv selects a child-process role when the test binary is re-executed by a
-// multi-process test (startHTTPChild).
-const childEnv = "PERSIST_TEST_CHILD"
-
-// TestMain runs a child role when asked to, else the tests, failing the run when a
-// goroutine outlives them (goleak).
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role))
-	}
-	goleak.VerifyTestMain(m)
-}
+// TestMain runs a child role of a multi-process test (startHTTPChild) when asked to,
+// else the tests, under goleak (persisttest.Main).
+func TestMain(m *testing.M) { persisttest.Main(m, runChild) }
 
 // runChild runs a child role: the directory argument is the server's URL.
 func runChild(role string) int {
 	ctx := context.Background()
-	url, arg := os.Getenv("PERSIST_TEST_DIR"), os.Getenv("PERSIST_TEST_ARG")
+	url, arg := os.Getenv(persisttest.ChildDirEnv), os.Getenv(persisttest.ChildArgEnv)
 	switch role {
 	case "httpfollower":
 		return childHTTPFollower(ctx, url, arg)
