@@ -2,7 +2,6 @@ package filestore
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -19,8 +18,7 @@ func childTrainer(ctx context.Context, dir, arg string) int {
 	holdAt, _ := strconv.Atoi(arg)
 	q, err := persist.Open(ctx, "q", &persist.Config{Dir: dir}, Driver())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	defer q.Close(ctx)
 	return persisttest.Trainer(ctx, q, holdAt, os.Stdout, os.Stderr)

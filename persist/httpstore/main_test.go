@@ -31,8 +31,7 @@ func runChild(role string) int {
 		holdAt, _ := strconv.Atoi(arg)
 		q, err := persist.Open(ctx, "q", &persist.Config{URL: url}, httpstore.Driver())
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "open:", err)
-			return 1
+			return persisttest.ChildFailed("open", err)
 		}
 		defer q.Close(ctx)
 		return persisttest.Trainer(ctx, q, holdAt, os.Stdout, os.Stderr)
@@ -49,8 +48,7 @@ func childHTTPFollower(ctx context.Context, url, want string) int {
 	os.Setenv(persist.EnvURL, url)
 	q, err := persist.Open(ctx, "q", &persist.Config{}, httpstore.Driver())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	defer q.Close(ctx)
 	fmt.Println("ready")
@@ -58,8 +56,7 @@ func childHTTPFollower(ctx context.Context, url, want string) int {
 	for seen := 0; seen < n; {
 		rows, err := s.Next(ctx)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "next:", err)
-			return 1
+			return persisttest.ChildFailed("next", err)
 		}
 		for _, r := range rows {
 			fmt.Println(r.Index)
@@ -76,8 +73,7 @@ func childHTTPConsumer(ctx context.Context, url, task string) int {
 	count, _ := strconv.Atoi(os.Getenv("PERSIST_TEST_COUNT"))
 	q, err := persist.Open(ctx, "q", &persist.Config{URL: url}, httpstore.Driver())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	defer q.Close(ctx)
 	out := bufio.NewWriter(os.Stdout)
@@ -86,8 +82,7 @@ func childHTTPConsumer(ctx context.Context, url, task string) int {
 		m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"k"}, BatchSize: min(500, count-got), Task: task,
 			Wait: true, Timeout: 60 * time.Second})
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "get meta:", err)
-			return 1
+			return persisttest.ChildFailed("get meta", err)
 		}
 		for _, x := range m.Indexes {
 			fmt.Fprintln(out, x)

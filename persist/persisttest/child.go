@@ -74,3 +74,10 @@ func StartTrainer(t testing.TB, cmd *exec.Cmd) *TrainerProcess {
 		},
 	}
 }
+
+// ChildFailed reports the failure err of a child's step what on stderr, where the
+// parent shows it, and returns the child's exit status for a failure, 1.
+func ChildFailed(what string, err error) int {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
+	return 1
+}
