@@ -138,12 +138,7 @@ func TestCrashMidCompaction(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			dir := t.TempDir()
-			cmd, sc, stderr := startChild(t, "compactkill", dir, point)
-			for sc.Scan() {
-			}
-			err := cmd.Wait()
-			require.Error(t, err)
-			require.Contains(t, err.Error(), "killed", "stderr: %s", stderr.String())
+			runKilled(t, "compactkill", dir, point)
 			entries, err := os.ReadDir(filepath.Join(dir, "q", "data"))
 			require.NoError(t, err)
 			if point == "compact-renamed" {
@@ -152,23 +147,11 @@ func TestCrashMidCompaction(t *testing.T) {
 			q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
 			require.NoError(t, err)
 			defer q.Close(ctx)
-			checkNoOrphans(t, q)
 			st, err := q.Stats(ctx)
 			require.NoError(t, err)
 			require.Equal(t, int64(1), st.RecoveredFragments)
 			require.Equal(t, 5, st.Fragments)
-			rows, err := persist.New(q).Get(ctx, 0, 1000, nil)
-			require.NoError(t, err)
-			require.Len(t, rows, 500)
-			for i, r := range rows {
-				require.Equal(t, producerValue(int64(i)), r.Fields)
-			}
-			// The released inputs compact fine now.
-			require.NoError(t, q.Compact(ctx))
-			checkNoOrphans(t, q)
-			rows, err = persist.New(q).Get(ctx, 0, 1000, nil)
-			require.NoError(t, err)
-			require.Len(t, rows, 500)
+			requireRecovered(t, q, q.Compact) // the released inputs compact fine now
 		})
 	}
 }

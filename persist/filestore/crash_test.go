@@ -30,6 +30,40 @@ func startChild(t *testing.T, role, dir, arg string, env ...string) (*exec.Cmd, 
 	return cmd, sc, stderr
 }
 
+// runKilled runs a kill child (childFlushKill, childCompactKill) in role until it
+// SIGKILLs itself at point, and returns how many lines it printed.
+func runKilled(t *testing.T, role, dir, point string) (printed int) {
+	t.Helper()
+	cmd, sc, stderr := startChild(t, role, dir, point)
+	for sc.Scan() {
+		printed++
+	}
+	err := cmd.Wait()
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "killed", "stderr: %s", stderr.String())
+	return printed
+}
+
+// requireRecovered checks, after a kill child's crash, that q holds the 500 records
+// it put (producerValue) and no orphan file, and, after next (the interrupted flush
+// or compaction, run again), still all 500 and no orphan.
+func requireRecovered(t *testing.T, q *fileQueue, next func(context.Context) error) {
+	t.Helper()
+	ctx := context.Background()
+	checkNoOrphans(t, q)
+	rows, err := persist.New(q).Get(ctx, 0, 1000, nil)
+	require.NoError(t, err)
+	require.Len(t, rows, 500)
+	for i, r := range rows {
+		require.Equal(t, producerValue(int64(i)), r.Fields)
+	}
+	require.NoError(t, next(ctx))
+	checkNoOrphans(t, q)
+	rows, err = persist.New(q).Get(ctx, 0, 1000, nil)
+	require.NoError(t, err)
+	require.Len(t, rows, 500)
+}
+
 type childProc struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -163,15 +197,7 @@ func TestCrashMidFlush(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			dir := t.TempDir()
-			cmd, sc, stderr := startChild(t, "flushkill", dir, point)
-			printed := 0
-			for sc.Scan() {
-				printed++
-			}
-			err := cmd.Wait()
-			require.Error(t, err)
-			require.Contains(t, err.Error(), "killed", "stderr: %s", stderr.String())
-			require.Equal(t, 500, printed)
+			require.Equal(t, 500, runKilled(t, "flushkill", dir, point))
 			if point == "flush-renamed" {
 				entries, err := os.ReadDir(filepath.Join(dir, "q", "data"))
 				require.NoError(t, err)
@@ -184,18 +210,7 @@ func TestCrashMidFlush(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), st.RecoveredFragments)
 			require.Equal(t, int64(500), st.TailRows)
-			checkNoOrphans(t, q)
-			rows, err := persist.New(q).Get(ctx, 0, 1000, nil)
-			require.NoError(t, err)
-			require.Len(t, rows, 500)
-			for i, r := range rows {
-				require.Equal(t, producerValue(int64(i)), r.Fields)
-			}
-			require.NoError(t, q.Flush(ctx))
-			checkNoOrphans(t, q)
-			rows, err = persist.New(q).Get(ctx, 0, 1000, nil)
-			require.NoError(t, err)
-			require.Len(t, rows, 500)
+			requireRecovered(t, q, q.Flush)
 		})
 	}
 }
