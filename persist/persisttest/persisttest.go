@@ -426,8 +426,10 @@ func testGRPOPastIncompleteGroups(t *testing.T, q *persist.Queue) {
 		return persist.Record{"resp": i, "reward": 1.0}
 	})
 	last := putN(t, q, persist.DefaultPartition, 4, func(i int) persist.Record { return persist.Record{"resp": i, "reward": 2.0} })
-	require.Equal(t, last, metaIdx(t, q, persist.MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "t",
-		Sampler: persist.GRPOGroupN{N: 4}.Spec(), Wait: true, Timeout: 10 * time.Second}))
+	req := persist.MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "t", Sampler: persist.GRPOGroupN{N: 4}.Spec()}
+	require.Equal(t, last, metaIdx(t, q, req), "at once")
+	req.Task, req.Wait, req.Timeout = "w", true, 10*time.Second
+	require.Equal(t, last, metaIdx(t, q, req), "in wait mode")
 }
 
 func testClear(t *testing.T, q *persist.Queue) {
