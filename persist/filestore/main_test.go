@@ -40,3 +40,21 @@ func reopen(t testing.TB, q *fileQueue) *fileQueue {
 	t.Cleanup(func() { require.NoError(t, q2.Close(context.Background())) })
 	return q2
 }
+
+// tailAndFragments runs test in two parallel subtests, each on a fresh queue with no
+// background flush: Tail, where maybeFlush does nothing, so that what the test put is
+// read from the tail, and Fragments, where maybeFlush flushes, so that it is read from
+// fragments.
+func tailAndFragments(t *testing.T, test func(t *testing.T, q *fileQueue, maybeFlush func())) {
+	for _, flush := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Tail", true: "Fragments"}[flush], func(t *testing.T) {
+			t.Parallel()
+			q := openTemp(t, &persist.Config{FlushInterval: -1, FlushRows: -1})
+			test(t, q, func() {
+				if flush {
+					require.NoError(t, q.Flush(context.Background()))
+				}
+			})
+		})
+	}
+}
