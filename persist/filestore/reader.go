@@ -81,16 +81,12 @@ func (r *fileReader) GetBatch(ctx context.Context, req *persist.MetaRequest) (*p
 		q.metrics.gets.Add(int64(early.Len()))
 		return early, meta, nil
 	}
-	if b, ok, err := ahead.Result(meta); ok {
-		if err != nil {
-			return nil, meta, err
-		}
-		q.metrics.gets.Add(int64(b.Len()))
-		return b, meta, nil
-	}
-	b, err := r.GetData(ctx, meta)
+	b, held, err := ahead.Batch(ctx, meta, r.GetData)
 	if err != nil {
 		return nil, meta, err
+	}
+	if held { // GetData counts its own reads
+		q.metrics.gets.Add(int64(b.Len()))
 	}
 	return b, meta, nil
 }

@@ -51,13 +51,7 @@ func (s *Store) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persis
 		ahead.Discard()
 		return nil, nil, err
 	}
-	if b, ok, err := ahead.Result(meta); ok {
-		if err != nil {
-			return nil, meta, err
-		}
-		return b, meta, nil
-	}
-	b, err := s.GetData(ctx, meta)
+	b, _, err := ahead.Batch(ctx, meta, s.GetData)
 	if err != nil {
 		return nil, meta, err
 	}
