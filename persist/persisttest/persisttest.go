@@ -24,13 +24,17 @@ import (
 // ends (Close is idempotent, so a case may close it earlier).
 type NewStore func(t *testing.T) persist.Store
 
+// testCase is one conformance case of Run: its name and its test of a queue over a
+// fresh store.
+type testCase struct {
+	name string
+	fn   func(t *testing.T, q *persist.Queue)
+}
+
 // Run runs every conformance case against stores made by newStore, each case in its
 // own subtest with its own store.
 func Run(t *testing.T, newStore NewStore) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, q *persist.Queue)
-	}{
+	cases := []testCase{
 		{"PutAndRead", testPutAndRead},
 		{"PutIsAtomic", testPutIsAtomic},
 		{"PutIDRepeats", testPutIDRepeats},

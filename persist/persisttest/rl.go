@@ -18,14 +18,8 @@ import (
 // The conformance cases of weight versions, staleness-bounded sampling, back-pressure
 // and leased reads (persist/rl.go).
 
-func rlCases() []struct {
-	name string
-	fn   func(t *testing.T, q *persist.Queue)
-} {
-	return []struct {
-		name string
-		fn   func(t *testing.T, q *persist.Queue)
-	}{
+func rlCases() []testCase {
+	return []testCase{
 		{"WeightVersions", testWeightVersions},
 		{"StalenessBound", testStalenessBound},
 		{"StalenessUnderConcurrentProducers", testStalenessConcurrent},
