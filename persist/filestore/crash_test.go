@@ -30,18 +30,26 @@ func startChild(t *testing.T, role, dir, arg string, env ...string) (*exec.Cmd, 
 	return cmd, sc, stderr
 }
 
-// runKilled runs a kill child (childFlushKill, childCompactKill) in role until it
-// SIGKILLs itself at point, and returns how many lines it printed.
-func runKilled(t *testing.T, role, dir, point string) (printed int) {
-	t.Helper()
-	cmd, sc, stderr := startChild(t, role, dir, point)
-	for sc.Scan() {
-		printed++
+// crashAt runs, for each of points in a parallel subtest of its own, a kill child
+// (childFlushKill, childCompactKill) in role over a fresh directory until it SIGKILLs
+// itself at the point, then recovered with the directory, the point and how many lines
+// the child printed.
+func crashAt(t *testing.T, role string, points []string, recovered func(t *testing.T, dir, point string, printed int)) {
+	for _, point := range points {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			cmd, sc, stderr := startChild(t, role, dir, point)
+			printed := 0
+			for sc.Scan() {
+				printed++
+			}
+			err := cmd.Wait()
+			require.Error(t, err)
+			require.Contains(t, err.Error(), "killed", "stderr: %s", stderr.String())
+			recovered(t, dir, point, printed)
+		})
 	}
-	err := cmd.Wait()
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "killed", "stderr: %s", stderr.String())
-	return printed
 }
 
 // requireRecovered checks, after a kill child's crash, that q holds the 500 records
@@ -192,25 +200,21 @@ func checkNoOrphans(t *testing.T, q *fileQueue) {
 // from the tail, the file deleted, and a new flush works.
 func TestCrashMidFlush(t *testing.T) {
 	t.Parallel()
-	for _, point := range []string{"flush-claimed", "flush-renamed"} {
-		t.Run(point, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			dir := t.TempDir()
-			require.Equal(t, 500, runKilled(t, "flushkill", dir, point))
-			if point == "flush-renamed" {
-				entries, err := os.ReadDir(filepath.Join(dir, "q", "data"))
-				require.NoError(t, err)
-				require.Len(t, entries, 1, "the renamed fragment is on disk before recovery")
-			}
-			q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
+	crashAt(t, "flushkill", []string{"flush-claimed", "flush-renamed"}, func(t *testing.T, dir, point string, printed int) {
+		ctx := context.Background()
+		require.Equal(t, 500, printed)
+		if point == "flush-renamed" {
+			entries, err := os.ReadDir(filepath.Join(dir, "q", "data"))
 			require.NoError(t, err)
-			defer q.Close(ctx)
-			st, err := q.Stats(ctx)
-			require.NoError(t, err)
-			require.Equal(t, int64(1), st.RecoveredFragments)
-			require.Equal(t, int64(500), st.TailRows)
-			requireRecovered(t, q, q.Flush)
-		})
-	}
+			require.Len(t, entries, 1, "the renamed fragment is on disk before recovery")
+		}
+		q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
+		require.NoError(t, err)
+		defer q.Close(ctx)
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.RecoveredFragments)
+		require.Equal(t, int64(500), st.TailRows)
+		requireRecovered(t, q, q.Flush)
+	})
 }
