@@ -2,6 +2,8 @@ package filestore
 
 import (
 	"context"
+	"errors"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -56,5 +58,21 @@ func tailAndFragments(t *testing.T, test func(t *testing.T, q *fileQueue, maybeF
 				}
 			})
 		})
+	}
+}
+
+// streamAll reads s to its end (io.EOF), checking that no batch holds more than
+// batchSize rows, and returns the rows.
+func streamAll(t *testing.T, s *persist.Stream, batchSize int) []persist.Row {
+	t.Helper()
+	var all []persist.Row
+	for {
+		rows, err := s.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return all
+		}
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(rows), batchSize)
+		all = append(all, rows...)
 	}
 }

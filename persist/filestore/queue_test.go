@@ -335,16 +335,8 @@ func TestStream(t *testing.T) {
 		}
 		s := persist.New(q).Stream(&persist.StreamOpts{BatchSize: 10})
 		var got []int64
-		for {
-			rows, err := s.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err)
-			require.LessOrEqual(t, len(rows), 10)
-			for _, r := range rows {
-				got = append(got, r.Fields["i"].(int64))
-			}
+		for _, r := range streamAll(t, s, 10) {
+			got = append(got, r.Fields["i"].(int64))
 		}
 		require.Len(t, got, 25)
 		for i, v := range got {
