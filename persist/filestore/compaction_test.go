@@ -140,9 +140,7 @@ func TestCrashMidCompaction(t *testing.T) {
 		if point == "compact-renamed" {
 			require.Len(t, entries, 6, "5 inputs and the uncommitted output")
 		}
-		q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
-		require.NoError(t, err)
-		defer q.Close(ctx)
+		q := openTemp(t, &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
 		st, err := q.Stats(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), st.RecoveredFragments)

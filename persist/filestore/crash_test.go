@@ -208,9 +208,7 @@ func TestCrashMidFlush(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, entries, 1, "the renamed fragment is on disk before recovery")
 		}
-		q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
-		require.NoError(t, err)
-		defer q.Close(ctx)
+		q := openTemp(t, &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
 		st, err := q.Stats(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), st.RecoveredFragments)

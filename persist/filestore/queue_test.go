@@ -144,9 +144,7 @@ func TestCloseNeverLosesRows(t *testing.T) {
 	require.ErrorIs(t, err, persist.ErrClosed)
 
 	// Close flushed: the files alone hold every row.
-	q2, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
-	require.NoError(t, err)
-	defer q2.Close(ctx)
+	q2 := openTemp(t, &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
 	st, err := q2.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(0), st.TailRows)
