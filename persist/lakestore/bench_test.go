@@ -127,15 +127,7 @@ func BenchmarkFlush(b *testing.B) {
 	}
 	for _, size := range sizes {
 		b.Run(fmt.Sprintf("queue=%d", size), func(b *testing.B) {
-			s := openTest(b, pgtest.Database(b), fileBucket(b), "q", &Config{FlushRows: -1})
-			for i := 0; i < size; i += 10_000 {
-				if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i), nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := s.Flush(ctx); err != nil {
-				b.Fatal(err)
-			}
+			s := flushedBenchStore(b, size)
 			recs := benchRecords(10_000, size)
 			b.ResetTimer()
 			for b.Loop() {
