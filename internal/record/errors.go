@@ -130,6 +130,16 @@ type NotFoundError struct {
 	Indexes   []int64  // missing global indexes, if the lookup was by index
 }
 
+// IndexesNotFound returns the *NotFoundError of the indexes of partition a call named
+// that do not exist (or were cleared), naming the first 16 of them, or nil when missing
+// is empty. Every store reports missing indexes with it.
+func IndexesNotFound(partition string, missing IndexSet) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	return &NotFoundError{Partition: partition, Indexes: missing.First(16)}
+}
+
 // Error describes what was wrong and what is allowed.
 func (e *NotFoundError) Error() string {
 	if e.Queue != "" && e.Keys == nil && e.Indexes == nil {

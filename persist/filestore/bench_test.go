@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
 // Benchmarks. Figures and commands are recorded in docs/benchmarks.md (detail: docs/benchmarks-persist.md).
@@ -41,28 +42,12 @@ func scalarRecord(i int) persist.Record {
 // BenchmarkPutBatch: durable PutBatch of 3-scalar records in batches of 1,000 from 8
 // goroutines (target ≥ 300,000 records/s).
 func BenchmarkPutBatch(b *testing.B) {
-	ctx := context.Background()
 	q := benchQueue(b, nil)
 	batch := make([]persist.Record, 1000)
 	for i := range batch {
 		batch[i] = scalarRecord(i)
 	}
-	var next atomic.Int64
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if _, err := persist.New(q).PutBatch(ctx, batch); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N*1000)/time.Since(start).Seconds(), "records/s")
+	persisttest.BenchPutBatches(b, persist.New(q), batch, 8)
 	reportGroupCommit(b, q)
 }
 
@@ -226,19 +211,7 @@ func BenchmarkGetBatch(b *testing.B) {
 	}
 	b.Run("ReadOnly", func(b *testing.B) {
 		// The data phase alone (Queue.Read of 1,024 consecutive rows), no consumption.
-		var got int64
-		b.ResetTimer()
-		start := time.Now()
-		for i := 0; i < b.N; i++ {
-			off := int64(i*1024) % int64(rows-1024)
-			bt, err := persist.New(q).Read(ctx, off, 1024, &persist.GetOpts{Fields: fields})
-			if err != nil {
-				b.Fatal(err)
-			}
-			got += int64(bt.Len())
-			bt.Release()
-		}
-		b.ReportMetric(float64(got)/time.Since(start).Seconds(), "rows/s")
+		persisttest.BenchReadOnly(b, persist.New(q), rows, fields)
 	})
 }
 

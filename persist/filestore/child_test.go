@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
 // Child processes for the crash and multi-process tests. The test binary re-executes
@@ -21,8 +22,8 @@ import (
 
 func runChild(role string) int {
 	ctx := context.Background()
-	dir := os.Getenv("PERSIST_TEST_DIR")
-	arg := os.Getenv("PERSIST_TEST_ARG")
+	dir := os.Getenv(persisttest.ChildDirEnv)
+	arg := os.Getenv(persisttest.ChildArgEnv)
 	switch role {
 	case "producer":
 		return childProducer(ctx, dir, arg)
@@ -61,8 +62,7 @@ func childProducer(ctx context.Context, dir, arg string) int {
 		CompactInterval: 20 * time.Millisecond})
 
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
@@ -99,8 +99,7 @@ func childProducer(ctx context.Context, dir, arg string) int {
 	}
 	wg.Wait()
 	if err := q.Close(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "close:", err)
-		return 1
+		return persisttest.ChildFailed("close", err)
 	}
 	return 0
 }
@@ -108,10 +107,9 @@ func childProducer(ctx context.Context, dir, arg string) int {
 // childFlushKill puts 500 records, prints their indexes, then flushes and SIGKILLs
 // itself at the flush point named by arg.
 func childFlushKill(ctx context.Context, dir, point string) int {
-	q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
+	q, err := openManual(ctx, dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	recs := make([]persist.Record, 500)
 	for i := range recs {
@@ -119,21 +117,31 @@ func childFlushKill(ctx context.Context, dir, point string) int {
 	}
 	idx, err := persist.New(q).PutBatch(ctx, recs)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "put:", err)
-		return 1
+		return persisttest.ChildFailed("put", err)
 	}
 	for i, x := range idx {
 		fmt.Printf("%d %d\n", x, i)
 	}
+	killAt(q, point)
+	q.Flush(ctx)
+	fmt.Fprintln(os.Stderr, "flush point not reached:", point)
+	return 1
+}
+
+// openManual opens the queue of dir for a kill child: no background flush or
+// compaction, so the child flushes and compacts exactly when it chooses.
+func openManual(ctx context.Context, dir string) (*fileQueue, error) {
+	return openFile(ctx, "q", &persist.Config{Dir: dir, FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
+}
+
+// killAt makes the child SIGKILL itself when q reaches point (q.testHook).
+func killAt(q *fileQueue, point string) {
 	q.testHook = func(p string) {
 		if p == point {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is asynchronous: never run past the point
 		}
 	}
-	q.Flush(ctx)
-	fmt.Fprintln(os.Stderr, "flush point not reached:", point)
-	return 1
 }
 
 func envInt(name string) int {
@@ -145,8 +153,7 @@ func envInt(name string) int {
 func childProducer2(ctx context.Context, dir, src string) int {
 	q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushRows: 300, FlushInterval: 20 * time.Millisecond})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	count := envInt("PERSIST_TEST_COUNT")
 	for i := 0; i < count; i += 10 {
@@ -155,13 +162,11 @@ func childProducer2(ctx context.Context, dir, src string) int {
 			recs[j] = persist.Record{"src": src, "n": i + j}
 		}
 		if _, err := persist.New(q).PutBatch(ctx, recs); err != nil {
-			fmt.Fprintln(os.Stderr, "put:", err)
-			return 1
+			return persisttest.ChildFailed("put", err)
 		}
 	}
 	if err := q.Close(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "close:", err)
-		return 1
+		return persisttest.ChildFailed("close", err)
 	}
 	return 0
 }
@@ -172,8 +177,7 @@ func childProducer2(ctx context.Context, dir, src string) int {
 func childConsumer(ctx context.Context, dir, task string) int {
 	q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushRows: -1, FlushInterval: -1, PollInterval: 10 * time.Millisecond})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	defer q.Close(ctx)
 	total := int64(envInt("PERSIST_TEST_COUNT"))
@@ -188,13 +192,11 @@ func childConsumer(ctx context.Context, dir, task string) int {
 			b, _, err = persist.New(r.q).Reader().GetBatch(ctx, req)
 		}
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "get:", err)
-			return 1
+			return persisttest.ChildFailed("get", err)
 		}
 		rows, err := b.Rows()
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "rows:", err)
-			return 1
+			return persisttest.ChildFailed("rows", err)
 		}
 		for _, row := range rows {
 			fmt.Fprintf(out, "%d %s %d\n", row.Index, row.Fields["src"], row.Fields["n"])
@@ -203,8 +205,7 @@ func childConsumer(ctx context.Context, dir, task string) int {
 		if len(rows) == 0 {
 			n, err := q.Consumed(ctx, task, persist.DefaultPartition)
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "consumed:", err)
-				return 1
+				return persisttest.ChildFailed("consumed", err)
 			}
 			if n >= total {
 				return 0
@@ -220,8 +221,7 @@ func childRankAware(ctx context.Context, dir, arg string) int {
 	fmt.Sscanf(arg, "%d,%d", &dp, &step)
 	q, err := openFile(ctx, "q", &persist.Config{Dir: dir})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	defer q.Close(ctx)
 	fmt.Println("ready")
@@ -230,8 +230,7 @@ func childRankAware(ctx context.Context, dir, arg string) int {
 	m, err := q.fileReader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "train", Sampler: persist.RankAware{}.Spec(),
 		DPRank: dp, BatchIndex: step})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "getmeta:", err)
-		return 1
+		return persisttest.ChildFailed("getmeta", err)
 	}
 	fmt.Println(m.Indexes)
 	return 0
@@ -240,10 +239,9 @@ func childRankAware(ctx context.Context, dir, arg string) int {
 // childCompactKill writes 5 fragments of 100 records (and a field update), then
 // compacts and SIGKILLs itself at the compaction point named by arg.
 func childCompactKill(ctx context.Context, dir, point string) int {
-	q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushRows: -1, FlushInterval: -1, CompactFragments: -1})
+	q, err := openManual(ctx, dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	for f := 0; f < 5; f++ {
 		recs := make([]persist.Record, 100)
@@ -251,20 +249,13 @@ func childCompactKill(ctx context.Context, dir, point string) int {
 			recs[i] = producerValue(int64(f*100 + i))
 		}
 		if _, err := persist.New(q).PutBatch(ctx, recs); err != nil {
-			fmt.Fprintln(os.Stderr, "put:", err)
-			return 1
+			return persisttest.ChildFailed("put", err)
 		}
 		if err := q.Flush(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "flush:", err)
-			return 1
+			return persisttest.ChildFailed("flush", err)
 		}
 	}
-	q.testHook = func(p string) {
-		if p == point {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is asynchronous: never run past the point
-		}
-	}
+	killAt(q, point)
 	q.Compact(ctx)
 	fmt.Fprintln(os.Stderr, "compaction point not reached:", point)
 	return 1

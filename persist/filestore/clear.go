@@ -23,15 +23,8 @@ func (q *fileQueue) ClearSamples(ctx context.Context, partition string, indexes 
 	if len(indexes) == 0 {
 		return nil
 	}
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
 	set := record.SetOf(indexes)
-	return q.w.do(ctx, func(t *wtx) error {
-		if err := t.syncPuts(); err != nil { // segments must be in the table
-			return err
-		}
+	return q.write(ctx, func(t *wtx) error {
 		in, err := t.partitionSet(partition, set)
 		if err != nil {
 			return err
@@ -48,11 +41,7 @@ func (q *fileQueue) ClearPartition(ctx context.Context, partition string) error 
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
-	return q.w.do(ctx, func(t *wtx) error {
+	return q.write(ctx, func(t *wtx) error {
 		if err := t.syncPuts(); err != nil {
 			return err
 		}

@@ -133,44 +133,20 @@ func largestLevel(t *testing.T, q *fileQueue) int {
 // right after the merged file was renamed into place, before the manifest commit.
 func TestCrashMidCompaction(t *testing.T) {
 	t.Parallel()
-	for _, point := range []string{"compact-claimed", "compact-renamed"} {
-		t.Run(point, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			dir := t.TempDir()
-			cmd, sc, stderr := startChild(t, "compactkill", dir, point)
-			for sc.Scan() {
-			}
-			err := cmd.Wait()
-			require.Error(t, err)
-			require.Contains(t, err.Error(), "killed", "stderr: %s", stderr.String())
-			entries, err := os.ReadDir(filepath.Join(dir, "q", "data"))
-			require.NoError(t, err)
-			if point == "compact-renamed" {
-				require.Len(t, entries, 6, "5 inputs and the uncommitted output")
-			}
-			q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
-			require.NoError(t, err)
-			defer q.Close(ctx)
-			checkNoOrphans(t, q)
-			st, err := q.Stats(ctx)
-			require.NoError(t, err)
-			require.Equal(t, int64(1), st.RecoveredFragments)
-			require.Equal(t, 5, st.Fragments)
-			rows, err := persist.New(q).Get(ctx, 0, 1000, nil)
-			require.NoError(t, err)
-			require.Len(t, rows, 500)
-			for i, r := range rows {
-				require.Equal(t, producerValue(int64(i)), r.Fields)
-			}
-			// The released inputs compact fine now.
-			require.NoError(t, q.Compact(ctx))
-			checkNoOrphans(t, q)
-			rows, err = persist.New(q).Get(ctx, 0, 1000, nil)
-			require.NoError(t, err)
-			require.Len(t, rows, 500)
-		})
-	}
+	crashAt(t, "compactkill", []string{"compact-claimed", "compact-renamed"}, func(t *testing.T, dir, point string, printed int) {
+		ctx := context.Background()
+		entries, err := os.ReadDir(filepath.Join(dir, "q", "data"))
+		require.NoError(t, err)
+		if point == "compact-renamed" {
+			require.Len(t, entries, 6, "5 inputs and the uncommitted output")
+		}
+		q := openTemp(t, &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1, CompactFragments: -1})
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.RecoveredFragments)
+		require.Equal(t, 5, st.Fragments)
+		requireRecovered(t, q, q.Compact) // the released inputs compact fine now
+	})
 }
 
 // TestChunkCacheBound: the decoded-chunk cache stays within CacheBytes (keeping at

@@ -35,18 +35,10 @@ func (q *fileQueue) MarkConsumed(ctx context.Context, task, partition string, in
 	if len(indexes) == 0 {
 		return nil
 	}
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
 	set := record.SetOf(indexes)
-	return q.w.do(ctx, func(t *wtx) error {
-		in, err := t.partitionSet(partition, set)
-		if err != nil {
+	return q.write(ctx, func(t *wtx) error {
+		if err := t.requireInPartition(partition, set); err != nil {
 			return err
-		}
-		if missing := set.Minus(in); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
 		}
 		t.rows = true // wake producers blocked by back-pressure
 		return t.markConsumed(partition, task, set)
@@ -60,11 +52,7 @@ func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string
 	if err := persist.CheckTaskPartition(task, partition); err != nil {
 		return err
 	}
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
-	return q.w.do(ctx, func(t *wtx) error {
+	return q.write(ctx, func(t *wtx) error {
 		if _, err := t.exec(`DELETE FROM consumed WHERE partition = ? AND task = ?`, partition, task); err != nil {
 			return fmt.Errorf("reset consumption: %w", err)
 		}

@@ -18,23 +18,58 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
-// startChild re-executes the test binary in a child role. Its stdout is returned as a
-// scanner; stderr goes to the test log at the end.
+// startChild re-executes the test binary in a child role (child_test.go). Its stdout is
+// returned as a scanner; stderr goes to the test log at the end.
 func startChild(t *testing.T, role, dir, arg string, env ...string) (*exec.Cmd, *bufio.Scanner, *strings.Builder) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, "PERSIST_TEST_DIR="+dir, "PERSIST_TEST_ARG="+arg)
-	cmd.Env = append(cmd.Env, env...)
-	stdout, err := cmd.StdoutPipe()
+	cmd := persisttest.ChildCommand(role, dir, arg, env...)
+	sc, stderr := persisttest.StartChild(t, cmd)
+	return cmd, sc, stderr
+}
+
+// crashAt runs, for each of points in a parallel subtest of its own, a kill child
+// (childFlushKill, childCompactKill) in role over a fresh directory until it SIGKILLs
+// itself at the point, then recovered with the directory, the point and how many lines
+// the child printed.
+func crashAt(t *testing.T, role string, points []string, recovered func(t *testing.T, dir, point string, printed int)) {
+	for _, point := range points {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			cmd, sc, stderr := startChild(t, role, dir, point)
+			printed := 0
+			for sc.Scan() {
+				printed++
+			}
+			err := cmd.Wait()
+			require.Error(t, err)
+			require.Contains(t, err.Error(), "killed", "stderr: %s", stderr.String())
+			recovered(t, dir, point, printed)
+		})
+	}
+}
+
+// requireRecovered checks, after a kill child's crash, that q holds the 500 records
+// it put (producerValue) and no orphan file, and, after next (the interrupted flush
+// or compaction, run again), still all 500 and no orphan.
+func requireRecovered(t *testing.T, q *fileQueue, next func(context.Context) error) {
+	t.Helper()
+	ctx := context.Background()
+	checkNoOrphans(t, q)
+	rows, err := persist.New(q).Get(ctx, 0, 1000, nil)
 	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	return cmd, sc, &stderr
+	require.Len(t, rows, 500)
+	for i, r := range rows {
+		require.Equal(t, producerValue(int64(i)), r.Fields)
+	}
+	require.NoError(t, next(ctx))
+	checkNoOrphans(t, q)
+	rows, err = persist.New(q).Get(ctx, 0, 1000, nil)
+	require.NoError(t, err)
+	require.Len(t, rows, 500)
 }
 
 type childProc struct {
@@ -45,17 +80,11 @@ type childProc struct {
 // startChildStdin is startChild with a pipe to the child's stdin.
 func startChildStdin(t *testing.T, role, dir, arg string, env ...string) (*childProc, *bufio.Scanner, *strings.Builder) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, "PERSIST_TEST_DIR="+dir, "PERSIST_TEST_ARG="+arg)
-	cmd.Env = append(cmd.Env, env...)
+	cmd := persisttest.ChildCommand(role, dir, arg, env...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	return &childProc{cmd: cmd, stdin: stdin}, bufio.NewScanner(stdout), &stderr
+	sc, stderr := persisttest.StartChild(t, cmd)
+	return &childProc{cmd: cmd, stdin: stdin}, sc, stderr
 }
 
 // TestCrashRecovery SIGKILLs a producer child at random moments while it puts and
@@ -171,44 +200,19 @@ func checkNoOrphans(t *testing.T, q *fileQueue) {
 // from the tail, the file deleted, and a new flush works.
 func TestCrashMidFlush(t *testing.T) {
 	t.Parallel()
-	for _, point := range []string{"flush-claimed", "flush-renamed"} {
-		t.Run(point, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			dir := t.TempDir()
-			cmd, sc, stderr := startChild(t, "flushkill", dir, point)
-			printed := 0
-			for sc.Scan() {
-				printed++
-			}
-			err := cmd.Wait()
-			require.Error(t, err)
-			require.Contains(t, err.Error(), "killed", "stderr: %s", stderr.String())
-			require.Equal(t, 500, printed)
-			if point == "flush-renamed" {
-				entries, err := os.ReadDir(filepath.Join(dir, "q", "data"))
-				require.NoError(t, err)
-				require.Len(t, entries, 1, "the renamed fragment is on disk before recovery")
-			}
-			q, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
+	crashAt(t, "flushkill", []string{"flush-claimed", "flush-renamed"}, func(t *testing.T, dir, point string, printed int) {
+		ctx := context.Background()
+		require.Equal(t, 500, printed)
+		if point == "flush-renamed" {
+			entries, err := os.ReadDir(filepath.Join(dir, "q", "data"))
 			require.NoError(t, err)
-			defer q.Close(ctx)
-			st, err := q.Stats(ctx)
-			require.NoError(t, err)
-			require.Equal(t, int64(1), st.RecoveredFragments)
-			require.Equal(t, int64(500), st.TailRows)
-			checkNoOrphans(t, q)
-			rows, err := persist.New(q).Get(ctx, 0, 1000, nil)
-			require.NoError(t, err)
-			require.Len(t, rows, 500)
-			for i, r := range rows {
-				require.Equal(t, producerValue(int64(i)), r.Fields)
-			}
-			require.NoError(t, q.Flush(ctx))
-			checkNoOrphans(t, q)
-			rows, err = persist.New(q).Get(ctx, 0, 1000, nil)
-			require.NoError(t, err)
-			require.Len(t, rows, 500)
-		})
-	}
+			require.Len(t, entries, 1, "the renamed fragment is on disk before recovery")
+		}
+		q := openTemp(t, &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.RecoveredFragments)
+		require.Equal(t, int64(500), st.TailRows)
+		requireRecovered(t, q, q.Flush)
+	})
 }

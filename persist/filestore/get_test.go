@@ -2,9 +2,7 @@ package filestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,16 +45,7 @@ func TestShardedReaders(t *testing.T) {
 				}
 				// Stream with the same shard yields the same rows in small batches.
 				s := persist.New(q).Stream(&persist.StreamOpts{GetOpts: persist.GetOpts{Shard: sh}, BatchSize: 7})
-				var streamed []persist.Row
-				for {
-					b, err := s.Next(ctx)
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					require.NoError(t, err)
-					require.LessOrEqual(t, len(b), 7)
-					streamed = append(streamed, b...)
-				}
+				streamed := streamAll(t, s, 7)
 				require.Len(t, streamed, len(rows))
 				if len(rows) > 0 {
 					require.Equal(t, rows, streamed)

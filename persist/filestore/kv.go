@@ -168,11 +168,7 @@ func (kv *fileKV) Clear(ctx context.Context, partition string, keys []string) er
 		return err
 	}
 	q := kv.q
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
-	return q.w.do(ctx, func(t *wtx) error {
+	return q.write(ctx, func(t *wtx) error {
 		var idx []int64
 		for _, k := range keys {
 			var i int64

@@ -28,9 +28,7 @@ func TestTwoProducersTwoConsumers(t *testing.T) {
 	}
 	total := 2 * per
 	// Create the queue first so that children do not race on creating the directory.
-	q, err := openFile(ctx, "q", &persist.Config{Dir: dir, PollInterval: 10 * 1e6})
-	require.NoError(t, err)
-	defer q.Close(ctx)
+	q := openTemp(t, &persist.Config{Dir: dir, PollInterval: 10 * 1e6})
 	count := fmt.Sprintf("PERSIST_TEST_COUNT=%d", per)
 	countAll := fmt.Sprintf("PERSIST_TEST_COUNT=%d", total)
 	type proc struct {
@@ -123,9 +121,7 @@ func TestRankAwareAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	q, err := openFile(ctx, "q", &persist.Config{Dir: dir})
-	require.NoError(t, err)
-	defer q.Close(ctx)
+	q := openTemp(t, &persist.Config{Dir: dir})
 	putN(t, q, persist.DefaultPartition, 40, func(i int) persist.Record { return persist.Record{"x": i} })
 	args := []string{"0,0", "1,0", "0,0", "1,0"}
 	var stdins []io.WriteCloser

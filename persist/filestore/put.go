@@ -322,26 +322,19 @@ func (q *fileQueue) PutFields(ctx context.Context, partition string, indexes []i
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
-	if len(indexes) != len(fields) {
-		return &persist.InvalidError{Field: "fields", Value: len(fields), Rule: fmt.Sprintf("one record per index (%d)", len(indexes))}
+	indexes, prepared, err := PrepareFieldUpdates(indexes, fields)
+	if err != nil {
+		return err
 	}
 	if len(indexes) == 0 {
 		return nil
 	}
-	indexes, fields = mergeDuplicateIndexes(indexes, fields)
-	p, err := prepare(partition, fields)
-	if err != nil {
+	p := prepared.p
+	p.partition = partition
+	if err := q.write(ctx, func(t *wtx) error { return t.putFields(p, indexes) }); err != nil {
 		return err
 	}
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
-	err = q.w.do(ctx, func(t *wtx) error { return t.putFields(p, indexes) })
-	if err != nil {
-		return err
-	}
-	q.metrics.puts.Add(int64(len(fields)))
+	q.metrics.puts.Add(int64(len(indexes)))
 	return nil
 }
 
@@ -378,16 +371,9 @@ func mergeDuplicateIndexes(indexes []int64, fields []persist.Record) ([]int64, [
 }
 
 func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
-	if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
-		return err
-	}
 	set := record.SetOf(indexes)
-	ok, err := t.partitionSet(p.partition, set)
-	if err != nil {
+	if err := t.requireInPartition(p.partition, set); err != nil {
 		return err
-	}
-	if missing := set.Minus(ok); len(missing) > 0 {
-		return &persist.NotFoundError{Partition: p.partition, Indexes: missing.First(16)}
 	}
 	if err := t.checkSchema(p.kinds, p.bigInts); err != nil {
 		return err
@@ -419,8 +405,13 @@ func (t *wtx) putFields(p *putPrepared, indexes []int64) error {
 	return nil
 }
 
-// partitionSet returns the part of s that exists in partition and is not cleared.
+// partitionSet returns the part of s that exists in partition and is not cleared, the
+// puts of this transaction included (it writes them back first: their segments must be
+// in the table).
 func (t *wtx) partitionSet(partition string, s record.IndexSet) (record.IndexSet, error) {
+	if err := t.syncPuts(); err != nil {
+		return nil, err
+	}
 	segs, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM segments WHERE partition = ? AND hi > ? AND lo <= ? ORDER BY lo`,
 		partition, s[0].Lo, s[len(s)-1].Hi-1)
 	if err != nil {
@@ -431,6 +422,16 @@ func (t *wtx) partitionSet(partition string, s record.IndexSet) (record.IndexSet
 		return nil, err
 	}
 	return s.Intersect(segs).Minus(tomb), nil
+}
+
+// requireInPartition checks that every index of s exists in partition and is not
+// cleared. Errors: *NotFoundError naming the others.
+func (t *wtx) requireInPartition(partition string, s record.IndexSet) error {
+	in, err := t.partitionSet(partition, s)
+	if err != nil {
+		return err
+	}
+	return record.IndexesNotFound(partition, s.Minus(in))
 }
 
 // addProduced merges s into the produced spans of field.

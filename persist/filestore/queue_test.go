@@ -144,9 +144,7 @@ func TestCloseNeverLosesRows(t *testing.T) {
 	require.ErrorIs(t, err, persist.ErrClosed)
 
 	// Close flushed: the files alone hold every row.
-	q2, err := openFile(ctx, "q", &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
-	require.NoError(t, err)
-	defer q2.Close(ctx)
+	q2 := openTemp(t, &persist.Config{Dir: dir, FlushInterval: -1, FlushRows: -1})
 	st, err := q2.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(0), st.TailRows)
@@ -335,16 +333,8 @@ func TestStream(t *testing.T) {
 		}
 		s := persist.New(q).Stream(&persist.StreamOpts{BatchSize: 10})
 		var got []int64
-		for {
-			rows, err := s.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err)
-			require.LessOrEqual(t, len(rows), 10)
-			for _, r := range rows {
-				got = append(got, r.Fields["i"].(int64))
-			}
+		for _, r := range streamAll(t, s, 10) {
+			got = append(got, r.Fields["i"].(int64))
 		}
 		require.Len(t, got, 25)
 		for i, v := range got {

@@ -81,16 +81,12 @@ func (r *fileReader) GetBatch(ctx context.Context, req *persist.MetaRequest) (*p
 		q.metrics.gets.Add(int64(early.Len()))
 		return early, meta, nil
 	}
-	if b, ok, err := ahead.Result(meta); ok {
-		if err != nil {
-			return nil, meta, err
-		}
-		q.metrics.gets.Add(int64(b.Len()))
-		return b, meta, nil
-	}
-	b, err := r.GetData(ctx, meta)
+	b, held, err := ahead.Batch(ctx, meta, r.GetData)
 	if err != nil {
 		return nil, meta, err
+	}
+	if held { // GetData counts its own reads
+		q.metrics.gets.Add(int64(b.Len()))
 	}
 	return b, meta, nil
 }
@@ -124,13 +120,7 @@ func (q *fileQueue) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sa
 			return nil, true, err
 		}
 	}
-	var leaseIn time.Duration
-	if deadline != nil {
-		if leaseIn, err = q.nextLeaseExpiry(ctx, rq.Partition, rq.Task); err != nil {
-			return nil, true, err
-		}
-	}
-	if err := getmeta.AwaitLease(ctx, rq, woken, leaseIn, deadline, q.calls.Closing()); err != nil {
+	if err := getmeta.AwaitChange(ctx, rq, woken, deadline, q.calls.Closing(), q.nextLeaseExpiry); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil
@@ -675,8 +665,8 @@ func (q *fileQueue) readData(ctx context.Context, partition string, fields []str
 	sorted := record.SortedUnique(append([]int64(nil), indexes...))
 	b, err := q.readBatchCounted(ctx, fields, func(_ queryer, s *snapshot) ([]int64, error) {
 		want := record.SetOf(sorted)
-		if missing := want.Minus(record.IndexSet{{Lo: 0, Hi: s.next}}.Minus(s.tomb)); len(missing) > 0 {
-			return nil, &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
+		if err := record.IndexesNotFound(partition, want.Minus(record.IndexSet{{Lo: 0, Hi: s.next}}.Minus(s.tomb))); err != nil {
+			return nil, err
 		}
 		return sorted, nil
 	}, count)

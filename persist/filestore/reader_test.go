@@ -94,57 +94,45 @@ func TestDeferConsume(t *testing.T) {
 func TestFieldReadinessWithPutFields(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, flush := range []bool{false, true} {
-		t.Run(map[bool]string{false: "Tail", true: "Fragments"}[flush], func(t *testing.T) {
-			t.Parallel()
-			q := openTemp(t, &persist.Config{FlushInterval: -1, FlushRows: -1})
-			putN(t, q, "rollouts", 4, func(i int) persist.Record { return persist.Record{"prompt": "p", "resp": i} })
-			if flush {
-				require.NoError(t, q.Flush(ctx))
-			}
-			r := q.fileReader()
-			req := persist.MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "train", Partition: "rollouts"}
-			require.Equal(t, []int64{}, metaIdx(t, r, req), "reward not produced yet")
+	tailAndFragments(t, func(t *testing.T, q *fileQueue, maybeFlush func()) {
+		putN(t, q, "rollouts", 4, func(i int) persist.Record { return persist.Record{"prompt": "p", "resp": i} })
+		maybeFlush()
+		r := q.fileReader()
+		req := persist.MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "train", Partition: "rollouts"}
+		require.Equal(t, []int64{}, metaIdx(t, r, req), "reward not produced yet")
 
-			// A reward model adds rewards to two samples.
-			require.NoError(t, q.PutFields(ctx, "rollouts", []int64{2, 0}, []persist.Record{{"reward": 0.5}, {"reward": 1.5}}))
-			if flush {
-				require.NoError(t, q.Flush(ctx))
-			}
-			b, meta, err := persist.New(r.q).Reader().GetBatch(ctx, &req)
-			require.NoError(t, err)
-			require.Equal(t, []int64{0, 2}, meta.Indexes)
-			rows, err := b.Rows()
-			require.NoError(t, err)
-			b.Release()
-			require.Equal(t, persist.Record{"resp": int64(0), "reward": 1.5}, rows[0].Fields)
-			require.Equal(t, persist.Record{"resp": int64(2), "reward": 0.5}, rows[1].Fields)
+		// A reward model adds rewards to two samples.
+		require.NoError(t, q.PutFields(ctx, "rollouts", []int64{2, 0}, []persist.Record{{"reward": 0.5}, {"reward": 1.5}}))
+		maybeFlush()
+		b, meta, err := persist.New(r.q).Reader().GetBatch(ctx, &req)
+		require.NoError(t, err)
+		require.Equal(t, []int64{0, 2}, meta.Indexes)
+		rows, err := b.Rows()
+		require.NoError(t, err)
+		b.Release()
+		require.Equal(t, persist.Record{"resp": int64(0), "reward": 1.5}, rows[0].Fields)
+		require.Equal(t, persist.Record{"resp": int64(2), "reward": 0.5}, rows[1].Fields)
 
-			// A later PutFields overwrites (latest wins), also across tail and fragments.
-			require.NoError(t, q.PutFields(ctx, "rollouts", []int64{0}, []persist.Record{{"reward": 9.0, "resp": 100}}))
-			if flush {
-				require.NoError(t, q.Flush(ctx))
-			}
-			require.NoError(t, q.PutFields(ctx, "rollouts", []int64{0}, []persist.Record{{"reward": 10.0}}))
-			got, err := persist.New(q).Get(ctx, 0, 1, nil)
-			require.NoError(t, err)
-			require.Equal(t, persist.Record{"prompt": "p", "resp": int64(100), "reward": 10.0}, got[0].Fields)
-			if flush {
-				require.NoError(t, q.Flush(ctx))
-				got, err = persist.New(q).Get(ctx, 0, 1, nil)
-				require.NoError(t, err)
-				require.Equal(t, persist.Record{"prompt": "p", "resp": int64(100), "reward": 10.0}, got[0].Fields)
-			}
+		// A later PutFields overwrites (latest wins), also across tail and fragments.
+		require.NoError(t, q.PutFields(ctx, "rollouts", []int64{0}, []persist.Record{{"reward": 9.0, "resp": 100}}))
+		maybeFlush()
+		require.NoError(t, q.PutFields(ctx, "rollouts", []int64{0}, []persist.Record{{"reward": 10.0}}))
+		got, err := persist.New(q).Get(ctx, 0, 1, nil)
+		require.NoError(t, err)
+		require.Equal(t, persist.Record{"prompt": "p", "resp": int64(100), "reward": 10.0}, got[0].Fields)
+		maybeFlush() // in Fragments: the update is read from the fragment now
+		got, err = persist.New(q).Get(ctx, 0, 1, nil)
+		require.NoError(t, err)
+		require.Equal(t, persist.Record{"prompt": "p", "resp": int64(100), "reward": 10.0}, got[0].Fields)
 
-			// Unknown index or wrong partition: rejected, nothing written.
-			err = q.PutFields(ctx, "rollouts", []int64{1, 50}, []persist.Record{{"reward": 1.0}, {"reward": 1.0}})
-			require.ErrorIs(t, err, persist.ErrNotFound)
-			require.ErrorContains(t, err, "index 50")
-			err = q.PutFields(ctx, "other", []int64{1}, []persist.Record{{"reward": 1.0}})
-			require.ErrorIs(t, err, persist.ErrNotFound)
-			require.Equal(t, []int64{}, metaIdx(t, r, req), "index 1 got no reward")
-		})
-	}
+		// Unknown index or wrong partition: rejected, nothing written.
+		err = q.PutFields(ctx, "rollouts", []int64{1, 50}, []persist.Record{{"reward": 1.0}, {"reward": 1.0}})
+		require.ErrorIs(t, err, persist.ErrNotFound)
+		require.ErrorContains(t, err, "index 50")
+		err = q.PutFields(ctx, "other", []int64{1}, []persist.Record{{"reward": 1.0}})
+		require.ErrorIs(t, err, persist.ErrNotFound)
+		require.Equal(t, []int64{}, metaIdx(t, r, req), "index 1 got no reward")
+	})
 }
 
 func TestPartitionIsolation(t *testing.T) {

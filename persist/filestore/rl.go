@@ -23,11 +23,7 @@ var (
 
 // SetVersion implements Versioner.
 func (q *fileQueue) SetVersion(ctx context.Context, version int64) error {
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
-	return q.w.do(ctx, func(t *wtx) error {
+	return q.write(ctx, func(t *wtx) error {
 		cur, err := metaGet(t.ctx, t, "weight_version")
 		if err != nil {
 			return err
@@ -360,20 +356,9 @@ func (q *fileQueue) DropGroup(ctx context.Context, task, partition string, index
 	if err := persist.CheckDropGroup(task, partition, indexes); err != nil {
 		return err
 	}
-	if err := q.calls.Enter(); err != nil {
-		return err
-	}
-	defer q.calls.Leave()
-	return q.w.do(ctx, func(t *wtx) error {
-		if err := t.syncPuts(); err != nil { // segments must be in the table for partitionSet
+	return q.write(ctx, func(t *wtx) error {
+		if err := t.requireInPartition(partition, record.SetOf(indexes)); err != nil {
 			return err
-		}
-		in, err := t.partitionSet(partition, record.SetOf(indexes))
-		if err != nil {
-			return err
-		}
-		if missing := record.SetOf(indexes).Minus(in); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
 		}
 		return t.dropGroups(partition, task, [][]int64{indexes}, nil, nil)
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
 func TestSequentialSampler(t *testing.T) {
@@ -203,30 +204,11 @@ func TestSamplerRulesBeforeAnyData(t *testing.T) {
 // offered to another group; once consumed or reset they are decided as usual.
 func TestRankAwareDeferConsumeDisjoint(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	q := openTemp(t, nil)
-	r := q.fileReader()
-	putN(t, q, persist.DefaultPartition, 12, func(i int) persist.Record { return persist.Record{"x": i} })
-	req := func(dp, step int) persist.MetaRequest {
-		return persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train", Sampler: persist.RankAware{}.Spec(),
-			DPRank: dp, BatchIndex: step, DeferConsume: true}
-	}
-	g0 := metaIdx(t, r, req(0, 0))
-	require.Equal(t, []int64{0, 1, 2, 3}, g0)
-	require.Equal(t, g0, metaIdx(t, r, req(0, 0)), "another rank of DP group 0 gets the same batch")
-	g1 := metaIdx(t, r, req(1, 0))
-	require.Equal(t, []int64{4, 5, 6, 7}, g1, "DP group 1 gets a disjoint batch")
-	require.NoError(t, q.MarkConsumed(ctx, "train", persist.DefaultPartition, g0))
-	require.Equal(t, []int64{8, 9, 10, 11}, metaIdx(t, r, req(0, 1)))
-	require.Equal(t, []int64{}, metaIdx(t, r, req(1, 1)), "every ready sample is held by a group")
-	// Held survives a restart, as the assignments do.
-	q = reopen(t, q)
-	r = q.fileReader()
-	require.Equal(t, []int64{}, metaIdx(t, r, req(2, 0)))
-	// Sequential readers of the same task are not affected by holds.
-	require.Equal(t, []int64{4, 5}, metaIdx(t, r, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train", DeferConsume: true}))
-	require.NoError(t, q.ResetConsumption(ctx, "train", persist.DefaultPartition))
-	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, r, req(1, 1)), "reset releases every hold")
+	persisttest.RankAwareDeferConsume(t, persist.New(q), func() *persist.Queue {
+		q = reopen(t, q)
+		return persist.New(q)
+	})
 }
 
 // TestRankAwareHeldBackfill: a queue whose assignments were stored before holds were

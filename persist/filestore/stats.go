@@ -39,27 +39,18 @@ func (q *fileQueue) Stats(ctx context.Context) (persist.Stats, error) {
 		st.LastFlush = time.Unix(0, ns)
 	}
 	err := q.view(ctx, func(tx queryer) error {
-		var err error
-		if st.NextIndex, err = metaGet(ctx, tx, "next_index"); err != nil {
-			return err
-		}
-		if st.TailRows, err = metaGet(ctx, tx, "tail_rows"); err != nil {
-			return err
-		}
-		if st.ManifestVersion, err = metaGet(ctx, tx, "manifest_version"); err != nil {
-			return err
-		}
-		if st.WeightVersion, err = metaGet(ctx, tx, "weight_version"); err != nil {
-			return err
-		}
-		if st.StaleDropped, err = metaGet(ctx, tx, "stale_dropped"); err != nil {
-			return err
-		}
-		if st.GroupsDropped, err = metaGet(ctx, tx, "groups_dropped"); err != nil {
-			return err
-		}
-		if st.SamplesUnused, err = metaGet(ctx, tx, "samples_unused"); err != nil {
-			return err
+		for _, m := range []struct {
+			key  string
+			into *int64
+		}{
+			{"next_index", &st.NextIndex}, {"tail_rows", &st.TailRows}, {"manifest_version", &st.ManifestVersion},
+			{"weight_version", &st.WeightVersion}, {"stale_dropped", &st.StaleDropped},
+			{"groups_dropped", &st.GroupsDropped}, {"samples_unused", &st.SamplesUnused},
+		} {
+			var err error
+			if *m.into, err = metaGet(ctx, tx, m.key); err != nil {
+				return err
+			}
 		}
 		var cleared, frows, fbytes sql.NullInt64
 		if err := tx.QueryRowContext(ctx, `SELECT SUM(hi - lo) FROM tombstones`).Scan(&cleared); err != nil {

@@ -20,49 +20,43 @@ func TestWireValues(t *testing.T) {
 		Step int    `msgpack:"step"`
 		Tag  string `msgpack:"tag"`
 	}
-	for _, flush := range []bool{false, true} {
-		t.Run(map[bool]string{false: "Tail", true: "Fragments"}[flush], func(t *testing.T) {
-			t.Parallel()
-			q := openTemp(t, &persist.Config{FlushInterval: -1, FlushRows: -1})
-			_, err := persist.New(q).Put(ctx, persist.Record{
-				"nd":    nd,
-				"wt":    &wt,
-				"words": []string{"a", "b"},
-				"m":     map[string]any{"k": int64(1), "v": []any{"x", 2.5}},
-				"st":    meta{Step: 3, Tag: "t"},
-				"tup":   wire.Tuple{int64(1), "two"},
-			})
-			require.NoError(t, err)
-			if flush {
-				require.NoError(t, q.Flush(ctx))
-			}
-			s, err := q.Schema(ctx)
-			require.NoError(t, err)
-			for _, f := range s.Fields {
-				// Tensor is wire.NDArray: one type, stored as kind tensor.
-				want := map[string]persist.Kind{"nd": persist.KindTensor, "wt": persist.KindWireTensor, "words": persist.KindCodec, "m": persist.KindCodec, "st": persist.KindCodec, "tup": persist.KindCodec}[f.Name]
-				require.Equal(t, want, f.Kind, f.Name)
-			}
-			rows, err := persist.New(q).Get(ctx, 0, 1, nil)
-			require.NoError(t, err)
-			got := rows[0].Fields
-			require.Equal(t, nd, got["nd"])
-			require.Equal(t, wt, got["wt"])
-			require.Equal(t, []any{"a", "b"}, got["words"])
-			require.Equal(t, map[string]any{"k": int64(1), "v": []any{"x", 2.5}}, got["m"])
-			require.Equal(t, map[string]any{"step": int64(3), "tag": "t"}, got["st"], "structs come back in the codec's generic form")
-			require.Equal(t, wire.Tuple{int64(1), "two"}, got["tup"])
-
-			// A tensor field takes only its own tensor type.
-			_, err = persist.New(q).Put(ctx, persist.Record{"nd": wt})
-			require.ErrorIs(t, err, persist.ErrSchema)
-			require.ErrorContains(t, err, "tensor")
-			require.ErrorContains(t, err, "wire.tensor")
-			// An NDArray whose data does not match dtype and shape is rejected.
-			_, err = persist.New(q).Put(ctx, persist.Record{"nd": wire.NDArray{DType: "float32", Shape: []int{3}, Data: []byte{1}}})
-			require.ErrorIs(t, err, persist.ErrUnsupportedValue)
+	tailAndFragments(t, func(t *testing.T, q *fileQueue, maybeFlush func()) {
+		_, err := persist.New(q).Put(ctx, persist.Record{
+			"nd":    nd,
+			"wt":    &wt,
+			"words": []string{"a", "b"},
+			"m":     map[string]any{"k": int64(1), "v": []any{"x", 2.5}},
+			"st":    meta{Step: 3, Tag: "t"},
+			"tup":   wire.Tuple{int64(1), "two"},
 		})
-	}
+		require.NoError(t, err)
+		maybeFlush()
+		s, err := q.Schema(ctx)
+		require.NoError(t, err)
+		for _, f := range s.Fields {
+			// Tensor is wire.NDArray: one type, stored as kind tensor.
+			want := map[string]persist.Kind{"nd": persist.KindTensor, "wt": persist.KindWireTensor, "words": persist.KindCodec, "m": persist.KindCodec, "st": persist.KindCodec, "tup": persist.KindCodec}[f.Name]
+			require.Equal(t, want, f.Kind, f.Name)
+		}
+		rows, err := persist.New(q).Get(ctx, 0, 1, nil)
+		require.NoError(t, err)
+		got := rows[0].Fields
+		require.Equal(t, nd, got["nd"])
+		require.Equal(t, wt, got["wt"])
+		require.Equal(t, []any{"a", "b"}, got["words"])
+		require.Equal(t, map[string]any{"k": int64(1), "v": []any{"x", 2.5}}, got["m"])
+		require.Equal(t, map[string]any{"step": int64(3), "tag": "t"}, got["st"], "structs come back in the codec's generic form")
+		require.Equal(t, wire.Tuple{int64(1), "two"}, got["tup"])
+
+		// A tensor field takes only its own tensor type.
+		_, err = persist.New(q).Put(ctx, persist.Record{"nd": wt})
+		require.ErrorIs(t, err, persist.ErrSchema)
+		require.ErrorContains(t, err, "tensor")
+		require.ErrorContains(t, err, "wire.tensor")
+		// An NDArray whose data does not match dtype and shape is rejected.
+		_, err = persist.New(q).Put(ctx, persist.Record{"nd": wire.NDArray{DType: "float32", Shape: []int{3}, Data: []byte{1}}})
+		require.ErrorIs(t, err, persist.ErrUnsupportedValue)
+	})
 }
 
 // TestLegacyNDArrayColumn: a column of kind ndarray (written when wire.NDArray and

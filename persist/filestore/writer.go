@@ -215,6 +215,17 @@ func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
 	}))
 }
 
+// write runs fn on the writer (do) between calls.Enter and calls.Leave: the file
+// store's change of a queue made by a caller's request. Errors: ErrClosed once Close
+// has begun, else do's.
+func (q *fileQueue) write(ctx context.Context, fn func(t *wtx) error) error {
+	if err := q.calls.Enter(); err != nil {
+		return err
+	}
+	defer q.calls.Leave()
+	return q.w.do(ctx, fn)
+}
+
 // doPut is do for plain puts, which keep the index counter, tail row count and last
 // segment in memory across consecutive puts of one transaction (putState, written back
 // once) and run without a savepoint: a plain put writes nothing before its only expected

@@ -3,13 +3,12 @@ package httpstore_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
 // Benchmarks of the HTTP store against a server on loopback, each beside the same
@@ -45,27 +44,11 @@ func fiveNumbers(i int) persist.Record {
 // goroutines (issue 13's target over HTTP: ≥ 200,000 records/s).
 func BenchmarkHTTPPutBatch(b *testing.B) {
 	benchStores(b, func(b *testing.B, q *persist.Queue) {
-		ctx := context.Background()
 		batch := make([]persist.Record, 1000)
 		for i := range batch {
 			batch[i] = fiveScalars(i)
 		}
-		var next atomic.Int64
-		b.ResetTimer()
-		start := time.Now()
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for next.Add(1) <= int64(b.N) {
-					if _, err := q.PutBatch(ctx, batch); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		b.ReportMetric(float64(b.N*1000)/time.Since(start).Seconds(), "records/s")
+		persisttest.BenchPutBatches(b, q, batch, 8)
 	})
 }
 
@@ -134,21 +117,7 @@ func BenchmarkHTTPGetBatch(b *testing.B) {
 			b.ReportMetric(float64(got)/time.Since(start).Seconds(), "rows/s")
 			b.ReportMetric(float64(inGet.Microseconds())/float64(b.N), "getbatch-µs")
 		})
-		b.Run("ReadOnly", func(b *testing.B) {
-			var got int64
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				off := int64(i*1024) % int64(rows-1024)
-				bt, err := q.Read(ctx, off, 1024, &persist.GetOpts{Fields: fields})
-				if err != nil {
-					b.Fatal(err)
-				}
-				got += int64(bt.Len())
-				bt.Release()
-			}
-			b.ReportMetric(float64(got)/time.Since(start).Seconds(), "rows/s")
-		})
+		b.Run("ReadOnly", func(b *testing.B) { persisttest.BenchReadOnly(b, q, rows, fields) })
 	})
 }
 

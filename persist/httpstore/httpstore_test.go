@@ -8,13 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,18 +155,10 @@ func TestHTTPStorePutRetriedByID(t *testing.T) {
 // server's URL as its directory argument; stdout is returned as a scanner.
 func startHTTPChild(t *testing.T, role, url, arg string, env ...string) (*exec.Cmd, *bufio.Scanner, *strings.Builder) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "PERSIST_TEST_CHILD="+role, "PERSIST_TEST_DIR="+url, "PERSIST_TEST_ARG="+arg)
-	cmd.Env = append(cmd.Env, env...)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
+	cmd := persisttest.ChildCommand(role, url, arg, env...)
+	sc, stderr := persisttest.StartChild(t, cmd)
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	return cmd, sc, &stderr
+	return cmd, sc, stderr
 }
 
 // TestHTTPSecondProcessSeesLaterRows: a process that opened the queue over HTTP (through
@@ -344,14 +334,6 @@ func TestHTTPTrainerSIGKILLBetweenReadAndCommit(t *testing.T) {
 	d := startDataServer(t, nil)
 	q := persist.New(d.open(t, "q", nil))
 	persisttest.TrainerCrash(t, q, func(holdAt int) *persisttest.TrainerProcess {
-		cmd, out, stderr := startHTTPChild(t, "httptrainer", d.url, strconv.Itoa(holdAt))
-		return &persisttest.TrainerProcess{Lines: out,
-			Kill: func() error { return cmd.Process.Signal(syscall.SIGKILL) },
-			Wait: func() error {
-				if err := cmd.Wait(); err != nil {
-					return fmt.Errorf("%w; stderr: %s", err, stderr.String())
-				}
-				return nil
-			}}
+		return persisttest.StartTrainer(t, persisttest.ChildCommand("httptrainer", d.url, strconv.Itoa(holdAt)))
 	})
 }

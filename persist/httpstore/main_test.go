@@ -9,30 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
 	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
-// childEnv selects a child-process role when the test binary is re-executed by a
-// multi-process test (startHTTPChild).
-const childEnv = "PERSIST_TEST_CHILD"
-
-// TestMain runs a child role when asked to, else the tests, failing the run when a
-// goroutine outlives them (goleak).
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role))
-	}
-	goleak.VerifyTestMain(m)
-}
+// TestMain runs a child role of a multi-process test (startHTTPChild) when asked to,
+// else the tests, under goleak (persisttest.Main).
+func TestMain(m *testing.M) { persisttest.Main(m, runChild) }
 
 // runChild runs a child role: the directory argument is the server's URL.
 func runChild(role string) int {
 	ctx := context.Background()
-	url, arg := os.Getenv("PERSIST_TEST_DIR"), os.Getenv("PERSIST_TEST_ARG")
+	url, arg := os.Getenv(persisttest.ChildDirEnv), os.Getenv(persisttest.ChildArgEnv)
 	switch role {
 	case "httpfollower":
 		return childHTTPFollower(ctx, url, arg)
@@ -42,8 +31,7 @@ func runChild(role string) int {
 		holdAt, _ := strconv.Atoi(arg)
 		q, err := persist.Open(ctx, "q", &persist.Config{URL: url}, httpstore.Driver())
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "open:", err)
-			return 1
+			return persisttest.ChildFailed("open", err)
 		}
 		defer q.Close(ctx)
 		return persisttest.Trainer(ctx, q, holdAt, os.Stdout, os.Stderr)
@@ -60,8 +48,7 @@ func childHTTPFollower(ctx context.Context, url, want string) int {
 	os.Setenv(persist.EnvURL, url)
 	q, err := persist.Open(ctx, "q", &persist.Config{}, httpstore.Driver())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	defer q.Close(ctx)
 	fmt.Println("ready")
@@ -69,8 +56,7 @@ func childHTTPFollower(ctx context.Context, url, want string) int {
 	for seen := 0; seen < n; {
 		rows, err := s.Next(ctx)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "next:", err)
-			return 1
+			return persisttest.ChildFailed("next", err)
 		}
 		for _, r := range rows {
 			fmt.Println(r.Index)
@@ -87,8 +73,7 @@ func childHTTPConsumer(ctx context.Context, url, task string) int {
 	count, _ := strconv.Atoi(os.Getenv("PERSIST_TEST_COUNT"))
 	q, err := persist.Open(ctx, "q", &persist.Config{URL: url}, httpstore.Driver())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		return persisttest.ChildFailed("open", err)
 	}
 	defer q.Close(ctx)
 	out := bufio.NewWriter(os.Stdout)
@@ -97,8 +82,7 @@ func childHTTPConsumer(ctx context.Context, url, task string) int {
 		m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"k"}, BatchSize: min(500, count-got), Task: task,
 			Wait: true, Timeout: 60 * time.Second})
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "get meta:", err)
-			return 1
+			return persisttest.ChildFailed("get meta", err)
 		}
 		for _, x := range m.Indexes {
 			fmt.Fprintln(out, x)

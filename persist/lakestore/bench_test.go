@@ -22,6 +22,23 @@ func benchRecords(n, base int) []persist.Record {
 	return recs
 }
 
+// flushedBenchStore opens a store (no background flush) holding rows benchRecords,
+// put 10,000 at a time and flushed into fragments.
+func flushedBenchStore(b *testing.B, rows int) *Store {
+	b.Helper()
+	ctx := context.Background()
+	s := openTest(b, pgtest.Database(b), fileBucket(b), "q", &Config{FlushRows: -1})
+	for i := 0; i < rows; i += 10_000 {
+		if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
 // BenchmarkPutBatch: batches of 1,000 records of 5 scalar fields, durable in the tail
 // table when each returns (the background flusher off).
 func BenchmarkPutBatch(b *testing.B) {
@@ -42,16 +59,8 @@ func BenchmarkPutBatch(b *testing.B) {
 // (decoded fragments cached).
 func BenchmarkGetBatch(b *testing.B) {
 	ctx := context.Background()
-	s := openTest(b, pgtest.Database(b), fileBucket(b), "q", &Config{FlushRows: -1})
 	const rows = 100_000
-	for i := 0; i < rows; i += 10_000 {
-		if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i), nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := s.Flush(ctx); err != nil {
-		b.Fatal(err)
-	}
+	s := flushedBenchStore(b, rows)
 	opts := &persist.GetOpts{Fields: []string{"a", "b", "c", "d"}}
 	var off int64
 	b.ResetTimer()
@@ -75,16 +84,8 @@ func BenchmarkGetBatch(b *testing.B) {
 // 5 numeric fields from flushed fragments; the "GetBatch" figure.
 func BenchmarkReaderGetBatch(b *testing.B) {
 	ctx := context.Background()
-	s := openTest(b, pgtest.Database(b), fileBucket(b), "q", &Config{FlushRows: -1})
 	const rows = 200_000
-	for i := 0; i < rows; i += 10_000 {
-		if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i), nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := s.Flush(ctx); err != nil {
-		b.Fatal(err)
-	}
+	s := flushedBenchStore(b, rows)
 	q := persist.New(s)
 	r := q.Reader()
 	fields := []string{"a", "b", "c", "d"}
@@ -126,15 +127,7 @@ func BenchmarkFlush(b *testing.B) {
 	}
 	for _, size := range sizes {
 		b.Run(fmt.Sprintf("queue=%d", size), func(b *testing.B) {
-			s := openTest(b, pgtest.Database(b), fileBucket(b), "q", &Config{FlushRows: -1})
-			for i := 0; i < size; i += 10_000 {
-				if _, err := s.PutPartition(ctx, persist.DefaultPartition, benchRecords(10_000, i), nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := s.Flush(ctx); err != nil {
-				b.Fatal(err)
-			}
+			s := flushedBenchStore(b, size)
 			recs := benchRecords(10_000, size)
 			b.ResetTimer()
 			for b.Loop() {

@@ -178,18 +178,6 @@ func TestTrainerSIGKILLBetweenReadAndCommit(t *testing.T) {
 	persisttest.TrainerCrash(t, q, func(holdAt int) *persisttest.TrainerProcess {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestTrainerChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), fmt.Sprintf("LAKESTORE_TRAINER_CHILD=%s %s %d", catalog, bucket, holdAt))
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		require.NoError(t, cmd.Start())
-		return &persisttest.TrainerProcess{Lines: bufio.NewScanner(out),
-			Kill: func() error { return cmd.Process.Signal(syscall.SIGKILL) },
-			Wait: func() error {
-				if err := cmd.Wait(); err != nil {
-					return fmt.Errorf("%w; stderr: %s", err, stderr.String())
-				}
-				return nil
-			}}
+		return persisttest.StartTrainer(t, cmd)
 	})
 }

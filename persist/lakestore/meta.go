@@ -51,13 +51,7 @@ func (s *Store) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persis
 		ahead.Discard()
 		return nil, nil, err
 	}
-	if b, ok, err := ahead.Result(meta); ok {
-		if err != nil {
-			return nil, meta, err
-		}
-		return b, meta, nil
-	}
-	b, err := s.GetData(ctx, meta)
+	b, _, err := ahead.Batch(ctx, meta, s.GetData)
 	if err != nil {
 		return nil, meta, err
 	}
@@ -97,13 +91,7 @@ func (s *Store) getMetaOnce(ctx context.Context, rq *persist.MetaRequest, sample
 	if !errors.Is(err, errNotFull) {
 		return nil, true, err
 	}
-	var leaseIn time.Duration
-	if deadline != nil {
-		if leaseIn, err = s.nextLeaseExpiry(ctx, rq.Partition, rq.Task); err != nil {
-			return nil, true, err
-		}
-	}
-	if err := getmeta.AwaitLease(ctx, rq, woken, leaseIn, deadline, s.calls.Closing()); err != nil {
+	if err := getmeta.AwaitChange(ctx, rq, woken, deadline, s.calls.Closing(), s.nextLeaseExpiry); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil
@@ -384,12 +372,8 @@ func (s *Store) consuming(ctx context.Context, task, partition string, indexes [
 		if err := s.lockConsumer(ctx, tx, partition, task); err != nil {
 			return err
 		}
-		in, err := s.partitionSet(ctx, tx, partition, set)
-		if err != nil {
+		if err := s.requireInPartition(ctx, tx, partition, set); err != nil {
 			return err
-		}
-		if missing := set.Minus(in); len(missing) > 0 {
-			return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
 		}
 		consumed, err := loadSpans(ctx, tx, consumedSQL, s.name, partition, task)
 		if err != nil {

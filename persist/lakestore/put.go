@@ -217,12 +217,8 @@ func (s *Store) PutFields(ctx context.Context, partition string, indexes []int64
 // putFields appends a field update to the tail and records the production.
 func (s *Store) putFields(ctx context.Context, tx pgx.Tx, st *queueState, partition string, indexes []int64, p *filestore.PreparedRecords) error {
 	set := record.SetOf(indexes)
-	ok, err := s.partitionSet(ctx, tx, partition, set)
-	if err != nil {
+	if err := s.requireInPartition(ctx, tx, partition, set); err != nil {
 		return err
-	}
-	if missing := set.Minus(ok); len(missing) > 0 {
-		return &persist.NotFoundError{Partition: partition, Indexes: missing.First(16)}
 	}
 	if err := st.evolve(p); err != nil {
 		return err

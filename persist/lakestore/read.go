@@ -314,8 +314,8 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 		if err != nil {
 			return nil, err
 		}
-		if missing := want.Minus(record.IndexSet{{Lo: 0, Hi: st.next}}.Minus(tomb)); len(missing) > 0 {
-			return nil, &persist.NotFoundError{Partition: meta.Partition, Indexes: missing.First(16)}
+		if err := record.IndexesNotFound(meta.Partition, want.Minus(record.IndexSet{{Lo: 0, Hi: st.next}}.Minus(tomb))); err != nil {
+			return nil, err
 		}
 		// The fragments named in the snapshot are immutable and never deleted (the sweep
 		// deletes only objects no catalog row names): they are read after its commit.

@@ -593,3 +593,13 @@ func (s *Store) partitionSet(ctx context.Context, q querier, partition string, s
 	}
 	return set.Intersect(spansOfSegments(segs)).Minus(tomb), nil
 }
+
+// requireInPartition checks that every index of set exists in partition and is not
+// cleared. Errors: *NotFoundError naming the others.
+func (s *Store) requireInPartition(ctx context.Context, q querier, partition string, set record.IndexSet) error {
+	in, err := s.partitionSet(ctx, q, partition, set)
+	if err != nil {
+		return err
+	}
+	return record.IndexesNotFound(partition, set.Minus(in))
+}

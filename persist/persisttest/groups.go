@@ -14,14 +14,8 @@ import (
 // The conformance cases of groups (persist/groups.go, GRPOGroupN's over-sampling,
 // zero-variance filter and straggler bound, DropGroup).
 
-func groupCases() []struct {
-	name string
-	fn   func(t *testing.T, q *persist.Queue)
-} {
-	return []struct {
-		name string
-		fn   func(t *testing.T, q *persist.Queue)
-	}{
+func groupCases() []testCase {
+	return []testCase{
 		{"GroupFilterAndOverSampling", testGroupFilter},
 		{"GroupStragglers", testGroupStragglers},
 		{"DropGroup", testDropGroup},

@@ -24,13 +24,17 @@ import (
 // ends (Close is idempotent, so a case may close it earlier).
 type NewStore func(t *testing.T) persist.Store
 
+// testCase is one conformance case of Run: its name and its test of a queue over a
+// fresh store.
+type testCase struct {
+	name string
+	fn   func(t *testing.T, q *persist.Queue)
+}
+
 // Run runs every conformance case against stores made by newStore, each case in its
 // own subtest with its own store.
 func Run(t *testing.T, newStore NewStore) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, q *persist.Queue)
-	}{
+	cases := []testCase{
 		{"PutAndRead", testPutAndRead},
 		{"PutIsAtomic", testPutIsAtomic},
 		{"PutIDRepeats", testPutIDRepeats},
@@ -401,7 +405,15 @@ func testSamplersByName(t *testing.T, q *persist.Queue) {
 	}
 }
 
-func testRankAwareDeferConsume(t *testing.T, q *persist.Queue) {
+func testRankAwareDeferConsume(t *testing.T, q *persist.Queue) { RankAwareDeferConsume(t, q, nil) }
+
+// RankAwareDeferConsume checks the RankAware sampler with DeferConsume on q: the
+// samples of one data-parallel group stay ready until marked consumed but are never
+// offered to another group, sequential readers of the task are not affected by the
+// holds, and a reset releases them. With reopen, the holds are checked again on the
+// queue it returns (q closed and opened again: they survive a restart).
+func RankAwareDeferConsume(t *testing.T, q *persist.Queue, reopen func() *persist.Queue) {
+	t.Helper()
 	ctx := context.Background()
 	putN(t, q, persist.DefaultPartition, 12, func(i int) persist.Record { return persist.Record{"x": i} })
 	req := func(dp, step int) persist.MetaRequest {
@@ -414,7 +426,15 @@ func testRankAwareDeferConsume(t *testing.T, q *persist.Queue) {
 	require.Equal(t, []int64{4, 5, 6, 7}, metaIdx(t, q, req(1, 0)), "another group gets a disjoint batch")
 	require.NoError(t, q.MarkConsumed(ctx, "train", persist.DefaultPartition, g0))
 	require.Equal(t, []int64{8, 9, 10, 11}, metaIdx(t, q, req(0, 1)))
-	require.Equal(t, []int64{}, metaIdx(t, q, req(1, 1)))
+	require.Equal(t, []int64{}, metaIdx(t, q, req(1, 1)), "every ready sample is held by a group")
+	if reopen != nil {
+		q = reopen() // held survives a restart, as the assignments do
+	}
+	require.Equal(t, []int64{}, metaIdx(t, q, req(2, 0)))
+	require.Equal(t, []int64{4, 5}, metaIdx(t, q, persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train", DeferConsume: true}),
+		"sequential readers of the same task are not affected by holds")
+	require.NoError(t, q.ResetConsumption(ctx, "train", persist.DefaultPartition))
+	require.Equal(t, []int64{0, 1, 2, 3}, metaIdx(t, q, req(1, 1)), "reset releases every hold")
 }
 
 func testGRPOPastIncompleteGroups(t *testing.T, q *persist.Queue) {
@@ -426,8 +446,10 @@ func testGRPOPastIncompleteGroups(t *testing.T, q *persist.Queue) {
 		return persist.Record{"resp": i, "reward": 1.0}
 	})
 	last := putN(t, q, persist.DefaultPartition, 4, func(i int) persist.Record { return persist.Record{"resp": i, "reward": 2.0} })
-	require.Equal(t, last, metaIdx(t, q, persist.MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "t",
-		Sampler: persist.GRPOGroupN{N: 4}.Spec(), Wait: true, Timeout: 10 * time.Second}))
+	req := persist.MetaRequest{Fields: []string{"resp", "reward"}, BatchSize: 4, Task: "t", Sampler: persist.GRPOGroupN{N: 4}.Spec()}
+	require.Equal(t, last, metaIdx(t, q, req), "at once")
+	req.Task, req.Wait, req.Timeout = "w", true, 10*time.Second
+	require.Equal(t, last, metaIdx(t, q, req), "in wait mode")
 }
 
 func testClear(t *testing.T, q *persist.Queue) {

@@ -18,14 +18,8 @@ import (
 // The conformance cases of weight versions, staleness-bounded sampling, back-pressure
 // and leased reads (persist/rl.go).
 
-func rlCases() []struct {
-	name string
-	fn   func(t *testing.T, q *persist.Queue)
-} {
-	return []struct {
-		name string
-		fn   func(t *testing.T, q *persist.Queue)
-	}{
+func rlCases() []testCase {
+	return []testCase{
 		{"WeightVersions", testWeightVersions},
 		{"StalenessBound", testStalenessBound},
 		{"StalenessUnderConcurrentProducers", testStalenessConcurrent},
@@ -169,28 +163,15 @@ func testStalenessConcurrent(t *testing.T, q *persist.Queue) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var produced atomic.Int64
-	for p := range 3 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				v, err := q.Version(ctx)
-				if !errors.Is(err, nil) {
-					t.Error(err)
-					return
-				}
-				recs := []persist.Record{{"x": p*1_000_000 + 2*i}, {"x": p*1_000_000 + 2*i + 1}}
-				if _, err := q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, nil); err != nil {
-					t.Error(err)
-					return
-				}
-				produced.Add(2)
-			}
-		})
-	}
+	produceAtVersion(t, q, &wg, stop, 3, func(p, i int, v int64) bool {
+		recs := []persist.Record{{"x": p*1_000_000 + 2*i}, {"x": p*1_000_000 + 2*i + 1}}
+		if _, err := q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, nil); err != nil {
+			t.Error(err)
+			return false
+		}
+		produced.Add(2)
+		return true
+	})
 	var bumps atomic.Int64
 	wg.Go(func() { // a second writer of the version
 		for {
@@ -419,36 +400,23 @@ func testBackpressureHoldsProducers(t *testing.T, q *persist.Queue) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var produced, held atomic.Int64
-	for p := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				v, err := q.Version(ctx)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				recs := []persist.Record{{"x": p}, {"x": p}, {"x": p}, {"x": p}}
-				_, err = q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, adm)
-				var bp *persist.BackpressureError
-				switch {
-				case errors.As(err, &bp):
-					held.Add(1) // a blocked put whose wait ended: try again
-				case errors.Is(err, persist.ErrClosed):
-					return
-				case err != nil:
-					t.Error(err)
-					return
-				default:
-					produced.Add(4)
-				}
-			}
-		})
-	}
+	produceAtVersion(t, q, &wg, stop, 4, func(p, _ int, v int64) bool {
+		recs := []persist.Record{{"x": p}, {"x": p}, {"x": p}, {"x": p}}
+		_, err := q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, adm)
+		var bp *persist.BackpressureError
+		switch {
+		case errors.As(err, &bp):
+			held.Add(1) // a blocked put whose wait ended: try again
+		case errors.Is(err, persist.ErrClosed):
+			return false
+		case err != nil:
+			t.Error(err)
+			return false
+		default:
+			produced.Add(4)
+		}
+		return true
+	})
 	r := q.Reader()
 	served, violations, maxBuffer := 0, 0, int64(0)
 	for step := 0; step < steps; step++ {
@@ -591,4 +559,29 @@ func testReplayWeightsStayExact(t *testing.T, q *persist.Queue) {
 	require.Equal(t, map[int64]int{idx[2]: 20}, drawn(20), "a PutFields of the weight field")
 	require.NoError(t, other.Store().ClearSamples(ctx, persist.DefaultPartition, []int64{idx[2]}))
 	require.Empty(t, drawn(10), "a cleared record is never drawn")
+}
+
+// produceAtVersion starts n producers in wg. Producer p, until stop closes, reads q's
+// weight version v and calls put(p, i, v) for its i-th put; put returning false ends
+// the producer, as does a failed version read (a test error).
+func produceAtVersion(t *testing.T, q *persist.Queue, wg *sync.WaitGroup, stop <-chan struct{}, n int, put func(p, i int, v int64) bool) {
+	for p := range n {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v, err := q.Version(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !put(p, i, v) {
+					return
+				}
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package getmeta
 
 import (
+	"context"
 	"slices"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
@@ -62,4 +63,15 @@ func (a *Ahead) Result(meta *persist.BatchMeta) (b *persist.Batch, ok bool, err 
 	b, err = a.b, a.err
 	a.done, a.b, a.err = nil, nil, nil
 	return b, true, err
+}
+
+// Batch returns the batch of meta, handed out by the GetMeta of a GetBatch: the read
+// held for it (Result; held true), else getData's read after the commit (the store's
+// GetData). Errors: the read's.
+func (a *Ahead) Batch(ctx context.Context, meta *persist.BatchMeta, getData func(context.Context, *persist.BatchMeta) (*persist.Batch, error)) (b *persist.Batch, held bool, err error) {
+	if b, ok, err := a.Result(meta); ok {
+		return b, true, err
+	}
+	b, err = getData(ctx, meta)
+	return b, false, err
 }

@@ -1,8 +1,8 @@
 // Package getmeta holds what every data store's GetMeta does around its own hand-out
 // transaction: the request normalized and the attempts repeated under one wait deadline
-// (Loop), the wait for a change between attempts (Await), and the BatchMeta of the
-// samples handed out (Fields, Fold), and GetBatch's data read overlapping the hand-out's
-// commit (Ahead). The file store and the distributed store share it;
+// (Loop), the wait for a change or a lease's expiry between attempts (AwaitChange), the
+// BatchMeta of the samples handed out (Fields, Fold), and GetBatch's data read
+// overlapping the hand-out's commit (Ahead). The file store and the distributed store share it;
 // it is internal so that it is not part of the data SDK.
 package getmeta
 
@@ -69,16 +69,31 @@ var closedTime = func() <-chan time.Time {
 	return c
 }()
 
-// minLeaseWake bounds how soon AwaitLease wakes for a lease's expiry: a clock a little
+// minLeaseWake bounds how soon awaitLease wakes for a lease's expiry: a clock a little
 // ahead of the one that judges leases (the distributed store's catalog) makes the next
 // attempt find it still active, and the next wait then wakes again after at least this.
 const minLeaseWake = 5 * time.Millisecond
 
-// AwaitLease is Await that also wakes (nil: go on) after leaseIn, when it is > 0: the
-// time until the earliest lease of rq's task in its partition expires, whose samples are
-// then ready again with no commit to wake the wait (found by a trial: a waiting read
-// timed out while leased samples became ready).
-func AwaitLease[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan T, leaseIn time.Duration, deadline <-chan time.Time, closing <-chan struct{}) error {
+// AwaitChange is what an attempt of rq that found no full batch waits for before the
+// next: Await, which, in a wait with a deadline, also wakes (nil: go on) when the
+// earliest lease of rq's task in its partition expires (nextLeaseExpiry: the time until
+// then, 0 for no lease), whose samples are then ready again with no commit to wake the
+// wait (found by a trial: a waiting read timed out while leased samples became ready).
+// Errors: nextLeaseExpiry's, Await's.
+func AwaitChange[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan T, deadline <-chan time.Time, closing <-chan struct{},
+	nextLeaseExpiry func(ctx context.Context, partition, task string) (time.Duration, error)) error {
+	var leaseIn time.Duration
+	if deadline != nil {
+		var err error
+		if leaseIn, err = nextLeaseExpiry(ctx, rq.Partition, rq.Task); err != nil {
+			return err
+		}
+	}
+	return awaitLease(ctx, rq, wake, leaseIn, deadline, closing)
+}
+
+// awaitLease is Await that also wakes (nil: go on) after leaseIn, when it is > 0.
+func awaitLease[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan T, leaseIn time.Duration, deadline <-chan time.Time, closing <-chan struct{}) error {
 	var expired <-chan time.Time // nil (never) without a lease to wait for
 	if leaseIn > 0 {
 		t := time.NewTimer(max(leaseIn, minLeaseWake))
@@ -103,7 +118,7 @@ func AwaitLease[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan
 // on), deadline passes (rq.TimeoutError), the store closes (closing: persist.ErrClosed)
 // or ctx ends (its error).
 func Await[T any](ctx context.Context, rq *persist.MetaRequest, wake <-chan T, deadline <-chan time.Time, closing <-chan struct{}) error {
-	return AwaitLease(ctx, rq, wake, 0, deadline, closing)
+	return awaitLease(ctx, rq, wake, 0, deadline, closing)
 }
 
 // Fields returns the BatchMeta of idx handed out for rq, whose fields have the kinds of

@@ -169,6 +169,16 @@ func (d *tailDecoder) count(minBytesEach int) int {
 	return int(n)
 }
 
+// decodeList reads a list: its length (count, each element taking at least minBytesEach
+// bytes), then each element as elem reads it.
+func decodeList[T any](d *tailDecoder, minBytesEach int, elem func() T) []T {
+	x := make([]T, d.count(minBytesEach))
+	for i := range x {
+		x[i] = elem()
+	}
+	return x
+}
+
 // DecodeRecords decodes one or more concatenated batches encoded by EncodeRecords (the
 // writer concatenates the batches of consecutive puts into one tail entry). Strings and
 // byte slices alias b.
@@ -225,27 +235,13 @@ func (d *tailDecoder) batch(recs []record.NormRecord) ([]record.NormRecord, erro
 			case record.KindCodec:
 				v = record.CodecValue{Bytes: d.str()}
 			case record.KindInt64List:
-				n := d.count(1)
-				x := make([]int64, n)
-				for i := range x {
-					x[i] = d.varint()
-				}
-				v = x
+				v = decodeList(d, 1, d.varint)
 			case record.KindFloat64List:
-				n := d.count(8)
-				x := make([]float64, n)
-				for i := range x {
-					x[i] = d.float()
-				}
-				v = x
+				v = decodeList(d, 8, d.float)
 			case record.KindTensor, record.KindNDArray, record.KindWireTensor:
 				var t record.Tensor
 				t.DType = string(d.str())
-				n := d.count(1)
-				t.Shape = make([]int, n)
-				for i := range t.Shape {
-					t.Shape[i] = int(d.varint())
-				}
+				t.Shape = decodeList(d, 1, func() int { return int(d.varint()) })
 				t.Data = d.str()
 				v = t
 			}
