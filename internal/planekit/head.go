@@ -11,7 +11,7 @@ import (
 // HeadColumns are the columns ScanHead reads, in order, after the row's sequence number
 // when the plane stores one.
 const HeadColumns = `id, namespace, queue, state, priority, attempt, max_attempts, lease_token,
-	lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed, concurrency_key IS NOT NULL`
+	lease_expires_ms, attempt_deadline_ms, next_frame, journal_closed, concurrency_key`
 
 // Head is the part of an invocation row that state transitions need.
 type Head struct {
@@ -26,25 +26,28 @@ type Head struct {
 	AttemptDeadlineMS    int64
 	NextFrame            int64
 	JournalClosedBy      int
-	Keyed                bool // it has a concurrency key
+	Keyed                bool           // it has a concurrency key
+	ConcurrencyKey       sql.NullString // its concurrency key (Keyed: Valid)
 }
 
 // ScanHead reads a row of HeadColumns, preceded by the sequence number when seq is true.
 func ScanHead(s Scanner, seq bool) (*Head, error) {
 	h := &Head{}
 	dest := []any{&h.ID, &h.Namespace, &h.Queue, &h.State, &h.Priority, &h.Attempt, &h.MaxAttempts,
-		&h.Token, &h.LeaseExpiresMS, &h.AttemptDeadlineMS, &h.NextFrame, &h.JournalClosedBy, &h.Keyed}
+		&h.Token, &h.LeaseExpiresMS, &h.AttemptDeadlineMS, &h.NextFrame, &h.JournalClosedBy, &h.ConcurrencyKey}
 	if seq {
 		dest = append([]any{&h.Seq}, dest...)
 	}
-	return h, s.Scan(dest...)
+	err := s.Scan(dest...)
+	h.Keyed = h.ConcurrencyKey.Valid
+	return h, err
 }
 
 // Head is the head of the row, for a transition of a claim's candidate.
 func (r *Row) Head() *Head {
 	return &Head{Seq: r.Seq, ID: r.ID, Namespace: r.Namespace, Queue: r.Queue, State: r.State, Priority: r.Priority,
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Token: r.Token, LeaseExpiresMS: r.LeaseExpiresMS,
-		NextFrame: r.NextFrame, JournalClosedBy: r.JournalClosedBy, Keyed: r.ConcurrencyKey.Valid}
+		NextFrame: r.NextFrame, JournalClosedBy: r.JournalClosedBy, Keyed: r.ConcurrencyKey.Valid, ConcurrencyKey: r.ConcurrencyKey}
 }
 
 // Fence is Fence for h: lost is plane.ErrLeaseLost when token does not hold h's lease at now,

@@ -167,7 +167,11 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		floor, fromFloor = t.d.floors.get(qkey)
 	}
 	b := &pgx.Batch{}
-	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
+	promote := t.d.sql.promote
+	if t.holdsRows {
+		promote = t.d.sql.promoteHolding
+	}
+	b.Queue(promote, p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
 	turnSQL := planekit.ByOrder(kind, t.d.sql.keyTurnFIFO, t.d.sql.keyTurnFILO, t.d.sql.keyTurnPriority)
 	b.Queue(turnSQL, p.Namespace, p.Queue, []string{}, t.ms, want)
@@ -191,6 +195,9 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if err := br.QueryRow().Scan(&promoted); err != nil {
 			return fmt.Errorf("claim: promote: %w", err)
 		}
+		// Rows promoted: their keys' counter rows are held now (a later claim of the
+		// transaction promotes with promoteHolding).
+		t.holdsRows = t.holdsRows || promoted != nil
 		if promoted != nil && fromFloor && *promoted < floor {
 			floor = *promoted // the candidates below are not the oldest: scan again
 			fromFloor = false
@@ -206,6 +213,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if turns, err = readTurns(br.Query()); err != nil {
 			return err
 		}
+		t.holdsRows = t.holdsRows || len(turns) > 0
 		if err := planekit.DecodeConcurrency(concurrency, &a.Admission); err != nil {
 			return err
 		}

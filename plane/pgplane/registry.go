@@ -1,6 +1,8 @@
 package pgplane
 
 import (
+	"strings"
+
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -18,10 +20,10 @@ func (t *tx) setKeyLimits(namespace, queue string, limits []plane.KeyLimit) {
 	t.exec(`INSERT INTO `+t.d.schema+`.concurrency_limits (namespace, queue, concurrency_key, limit_n, weight)
 		SELECT $1, $2, u.k, u.n, u.w FROM unnest($3::text[], $4::bigint[], $5::float8[]) AS u(k, n, w)`,
 		namespace, queue, keys, counts, weights)
-	t.exec(`UPDATE `+t.d.schema+`.concurrency_keys AS k SET
-		limit_n = COALESCE((SELECT l.limit_n FROM `+t.d.schema+`.concurrency_limits l WHERE l.namespace = $1 AND l.queue = $2 AND l.concurrency_key = k.concurrency_key),
-			(SELECT l.limit_n FROM `+t.d.schema+`.concurrency_limits l WHERE l.namespace = $1 AND l.queue = $2 AND l.concurrency_key = ''), $3),
-		weight = COALESCE((SELECT l.weight FROM `+t.d.schema+`.concurrency_limits l WHERE l.namespace = $1 AND l.queue = $2 AND l.concurrency_key = k.concurrency_key), 1)
-		WHERE k.namespace = $1 AND k.queue = $2`, namespace, queue, plane.ConcurrencyUnlimited)
+	// The queue's counter rows, locked in key order first (lockKeys: a settle may hold some).
+	limit, weight := keyLimits(`$1`, `$2`, `k.concurrency_key`)
+	t.exec(strings.ReplaceAll(`UPDATE {s}.concurrency_keys AS k SET limit_n = `+limit+`, weight = `+weight+`
+		WHERE (k.namespace, k.queue, k.concurrency_key) IN (SELECT namespace, queue, concurrency_key FROM {s}.concurrency_keys
+			WHERE namespace = $1 AND queue = $2 ORDER BY concurrency_key FOR UPDATE)`, "{s}", t.d.schema), namespace, queue)
 	t.wakeQueue(namespace, queue)
 }

@@ -66,6 +66,7 @@ func (t *tx) settleBatches(batches [][]plane.SettleParams, outs [][]error) error
 	if err != nil {
 		return err
 	}
+	t.holdsRows = true // a claim after the settles promotes without waiting
 	for b, batch := range batches {
 		for i := range batch {
 			outs[b][i] = t.settle(byID[batch[i].ID], &batch[i])

@@ -1,9 +1,11 @@
 package pgplane
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // statements are the plane's SQL with the schema filled in, built once, so pgx's statement
@@ -13,6 +15,7 @@ type statements struct {
 	lockAdmission, admission, admissionTokens                string
 	insert, insertFresh, existingByID, existingByKey         string
 	admissionExists, deleteIDs                               string
+	lockKeys, promoteHolding                                 string
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
 	claimFIFOFrom, promoteDue                                string
 	nextAvailable, setRunning                                string
@@ -68,6 +71,42 @@ func shapeHeads(order string) string {
 		WHERE NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
 }
 
+// lockKeys locks the counter rows (concurrency_keys) of the concurrency keys of relation
+// (columns namespace, queue, concurrency_key; rows without a key left out) in key order —
+// namespace, queue, key, the order of the table's primary key — when it names two keys or
+// more, so that writes of invocation rows of several keys, whose counting trigger
+// (migrations 0007, 0011, 0012) updates each key's row in the order the statement writes
+// them, never wait on another transaction's keys in another order: every transaction that
+// changes the counters of several keys takes them in key order (the submit's insert goes
+// in that order itself; a claim takes its keys with SKIP LOCKED and never waits), so none
+// deadlocks on them. A missing row is made as the trigger makes it (counts 0, pass 0, the
+// limit and weight of the queue's stored limits: keyLimits), which the trigger's update
+// then counts, as its own upsert would; an existing row is locked, not written (ON
+// CONFLICT's WHERE false still locks it).
+func lockKeys(relation string) string {
+	limit, weight := keyLimits(`l.namespace`, `l.queue`, `l.concurrency_key`)
+	return `INSERT INTO {s}.concurrency_keys AS k (namespace, queue, concurrency_key, limit_n, weight)
+		SELECT l.namespace, l.queue, l.concurrency_key, ` + limit + `, ` + weight + `
+		FROM (SELECT namespace, queue, concurrency_key, count(*) OVER () AS keys FROM ` + relation + `
+			WHERE concurrency_key IS NOT NULL GROUP BY 1, 2, 3) AS l
+		WHERE l.keys >= 2 ORDER BY 1, 2, 3
+		ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET queued = k.queued WHERE false`
+}
+
+// keyLimits are the SQL expressions of the limit and the weight of the concurrency key key
+// of queue (namespace, queue), from its stored limits (concurrency_limits): the key's own,
+// else the queue's default (the key ""), else no limit (plane.ConcurrencyUnlimited); weight 1
+// by default. Migration 0007's trigger gives a new counter row the same.
+func keyLimits(namespace, queue, key string) (limit, weight string) {
+	of := func(column, k string) string {
+		return `(SELECT cl.` + column + ` FROM {s}.concurrency_limits cl WHERE cl.namespace = ` + namespace +
+			` AND cl.queue = ` + queue + ` AND cl.concurrency_key = ` + k + `)`
+	}
+	limit = `COALESCE(` + of(`limit_n`, key) + `, ` + of(`limit_n`, `''`) + `, ` + strconv.FormatInt(plane.ConcurrencyUnlimited, 10) + `)`
+	weight = `COALESCE(` + of(`weight`, key) + `, 1)`
+	return limit, weight
+}
+
 func newStatements(schema string) statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
 	st := statements{
@@ -84,8 +123,11 @@ func newStatements(schema string) statements {
 		admission: s(`SELECT ` + planekit.AdmissionColumns + `
 			FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
 		admissionTokens: s(`UPDATE {s}.queues SET tokens = $3, tokens_ms = $4 WHERE namespace = $1 AND queue = $2`),
-		// insert goes in key order, so two batches sharing keys wait on each other in one
-		// order and never deadlock.
+		// insert goes in concurrency key order, then idempotency key order (lockKeys): the
+		// counting trigger (migration 0007) updates the counter rows of the keys in the
+		// order the rows go in, so two batches sharing concurrency keys wait on each other
+		// in one order, and two sharing idempotency keys (each always under the same
+		// concurrency key) too, and never deadlock.
 		insert: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
 				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key)
 			SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
@@ -93,7 +135,7 @@ func newStatements(schema string) statements {
 			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
 				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[]) AS u(id, namespace, queue, key, priority,
 				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key)
-			ORDER BY u.namespace, u.queue, u.key NULLS LAST, u.id
+			ORDER BY u.namespace, u.queue, u.concurrency_key, u.key NULLS LAST, u.id
 			ON CONFLICT DO NOTHING RETURNING id`),
 		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
 			JOIN unnest($1::text[], $2::text[]) AS u(namespace, queue) ON q.namespace = u.namespace AND q.queue = u.queue`),
@@ -105,15 +147,49 @@ func newStatements(schema string) statements {
 		// transaction holds (maintenance promoting them, a cancel) instead of skipping them:
 		// a skipped row would still look waiting to the claim's snapshot, and a claim that
 		// may not wait would come back empty while a due job exists. Claims of one queue
-		// lock in the index's order, so they do not deadlock with each other.
-		promote: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
-			WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
-			ORDER BY available_ms LIMIT 1000 FOR UPDATE) AND state = 0 AND waiting RETURNING id) SELECT min(id) FROM moved`),
+		// lock in id order (the oldest due 1,000, locked in id order), as a settle locks
+		// its rows, so they deadlock neither with each other nor with a settle of a row they
+		// saw waiting that was promoted, claimed and is being settled since (a row locked
+		// stays locked when its re-check fails). The counter rows of the keys it makes
+		// claimable are locked in key order next (lockKeys).
+		promote: s(`WITH due AS (SELECT id, namespace, queue, concurrency_key FROM {s}.invocations
+				WHERE id IN (SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting
+					AND available_ms <= $3 ORDER BY available_ms LIMIT 1000)
+				AND state = 0 AND waiting AND available_ms <= $3 ORDER BY id FOR UPDATE),
+			locked AS (` + lockKeys(`due`) + `),
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due) AND state = 0 AND waiting RETURNING id)
+			SELECT min(id) FROM moved`),
+		// promoteHolding is promote for a transaction that holds rows already (a
+		// settle-and-claim's settled rows and their counter rows, an earlier claim of its
+		// group): it waits for neither an invocation row nor a counter row, either of which
+		// could close a cycle with a transaction that holds it and waits for a row this one
+		// holds (locked in another order), so it promotes the due rows no one holds whose
+		// key (if any) has a counter row no one holds, or none yet (the trigger makes it:
+		// it waits only for a transaction making the same key's row at once), and leaves
+		// the rest to the next claim or maintenance.
+		promoteHolding: s(`WITH due AS (SELECT id, concurrency_key FROM {s}.invocations
+				WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
+				ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
+			counters AS (SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
+				AND concurrency_key IN (SELECT concurrency_key FROM due)),
+			held AS (SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
+				AND concurrency_key IN (SELECT concurrency_key FROM counters) ORDER BY concurrency_key FOR UPDATE SKIP LOCKED),
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due
+				WHERE concurrency_key IS NULL OR concurrency_key IN (SELECT concurrency_key FROM held)
+				OR concurrency_key NOT IN (SELECT concurrency_key FROM counters)) AND state = 0 AND waiting RETURNING id)
+			SELECT min(id) FROM moved`),
 		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
-		// the smallest id moved per queue.
-		promoteDue: s(`WITH moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM {s}.invocations
-			WHERE state = 0 AND waiting AND available_ms <= $1 ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED)
-			RETURNING namespace, queue, id) SELECT namespace, queue, min(id) FROM moved GROUP BY namespace, queue`),
+		// the smallest id moved per queue; the counter rows of their keys locked as promote
+		// locks them.
+		promoteDue: s(`WITH due AS (SELECT id, namespace, queue, concurrency_key FROM {s}.invocations
+				WHERE state = 0 AND waiting AND available_ms <= $1 ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
+			locked AS (` + lockKeys(`due`) + `),
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due) RETURNING namespace, queue, id)
+			SELECT namespace, queue, min(id) FROM moved GROUP BY namespace, queue`),
+		// lockKeys locks the counter rows of the concurrency keys $1, $2, $3 (namespaces,
+		// queues, keys) in key order, before a transaction's writes change them (tx.flush).
+		lockKeys: s(`WITH keyed AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS u(namespace, queue, concurrency_key)) ` +
+			lockKeys(`keyed`)),
 		claimFIFOFrom: s(`SELECT ` + rowColumns + claimWhere + ` AND id >= $4 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFIFO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),

@@ -29,7 +29,14 @@ type tx struct {
 	// counts are the counter changes of the transaction, applied in key order just before
 	// commit, so two transactions never lock counter rows in opposite orders.
 	counts planekit.Counts
-	wakes  map[string]struct{}
+	// counted are the concurrency keys whose counter rows the queued writes change (of
+	// invocations claimable or running under a key): flush locks them in key order first.
+	counted map[keyRef]struct{}
+	// holdsRows: the transaction holds rows a promotion could wait on in a cycle: counter
+	// rows (it sent writes that change them, promoted rows, or a claim locked them) or the
+	// invocation rows of its settles; its claims promote with promoteHolding.
+	holdsRows bool
+	wakes     map[string]struct{}
 	// ends are the terminal writes not yet queued: they go out as one statement (one
 	// UPDATE from arrays for every invocation the transaction ends), queued before the next
 	// write or read so that writes keep their order.
@@ -193,7 +200,37 @@ func (t *tx) flush() error {
 	}
 	b := t.batch
 	t.batch = nil
+	if len(t.counted) >= 2 {
+		// The counter rows of several keys: locked in key order before the writes change
+		// them in theirs (lockKeys).
+		locked := &pgx.Batch{}
+		n := len(t.counted)
+		namespaces, queues, keys := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		for k := range t.counted {
+			namespaces, queues, keys = append(namespaces, k.namespace), append(queues, k.queue), append(keys, k.key)
+		}
+		locked.Queue(t.d.sql.lockKeys, namespaces, queues, keys)
+		locked.QueuedQueries = append(locked.QueuedQueries, b.QueuedQueries...)
+		b = locked
+	}
+	t.holdsRows = t.holdsRows || len(t.counted) > 0
+	clear(t.counted)
 	return t.tx.SendBatch(t.ctx, b).Close()
+}
+
+// keyRef names the counter row of a concurrency key of a queue.
+type keyRef struct{ namespace, queue, key string }
+
+// changesCounter notes that a write queued for h changes its key's counter row (h is
+// claimable or running under a concurrency key), which flush locks in key order first.
+func (t *tx) changesCounter(h *head) {
+	if !h.Keyed || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
+		return
+	}
+	if t.counted == nil {
+		t.counted = make(map[keyRef]struct{})
+	}
+	t.counted[keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String}] = struct{}{}
 }
 
 func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
