@@ -44,29 +44,7 @@ func TestKeyCountersExact(t *testing.T) {
 			batch = batch[:0]
 		}
 	}
-	check := func(when string) {
-		t.Helper()
-		conn, err := pgx.Connect(ctx, url)
-		require.NoError(t, err)
-		defer conn.Close(context.Background())
-		rows, err := conn.Query(ctx, `SELECT coalesce(k.concurrency_key, i.concurrency_key), coalesce(k.queued, -1), coalesce(k.running, -1),
-				coalesce(i.queued, 0), coalesce(i.running, 0)
-			FROM lakeshore.concurrency_keys k FULL JOIN (SELECT namespace, queue, concurrency_key,
-				count(*) FILTER (WHERE state = -2) AS queued, count(*) FILTER (WHERE state = 1) AS running
-				FROM lakeshore.invocations WHERE concurrency_key IS NOT NULL AND state IN (-2, 1)
-				GROUP BY namespace, queue, concurrency_key) i
-			ON k.namespace = i.namespace AND k.queue = i.queue AND k.concurrency_key = i.concurrency_key`)
-		require.NoError(t, err)
-		defer rows.Close()
-		for rows.Next() {
-			var key string
-			var queued, running, actualQueued, actualRunning int64
-			require.NoError(t, rows.Scan(&key, &queued, &running, &actualQueued, &actualRunning))
-			require.Equal(t, [2]int64{actualQueued, actualRunning}, [2]int64{queued, running}, "%s: key %s's counters (queued, running) against its jobs", when, key)
-		}
-		require.NoError(t, rows.Err())
-	}
-
+	check := func(when string) { t.Helper(); requireKeyCountersExact(t, url, when) }
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range 12 {
@@ -161,4 +139,69 @@ func TestKeyCountersExact(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM lakeshore.concurrency_keys),
 		(SELECT count(*) FROM lakeshore.invocations WHERE state IN (-2, 0, 1))`).Scan(&left, &open))
 	require.Equal(t, [2]int64{0, 0}, [2]int64{left, open}, "counter rows and unfinished jobs left after the drain")
+}
+
+// requireKeyCountersExact checks that each key's counter row of the database at url holds
+// exactly its claimable and running jobs, and that no key with neither has a row.
+func requireKeyCountersExact(t *testing.T, url, when string) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT coalesce(k.concurrency_key, i.concurrency_key), coalesce(k.queued, -1), coalesce(k.running, -1),
+			coalesce(i.queued, 0), coalesce(i.running, 0)
+		FROM lakeshore.concurrency_keys k FULL JOIN (SELECT namespace, queue, concurrency_key,
+			count(*) FILTER (WHERE state = -2) AS queued, count(*) FILTER (WHERE state = 1) AS running
+			FROM lakeshore.invocations WHERE concurrency_key IS NOT NULL AND state IN (-2, 1)
+			GROUP BY namespace, queue, concurrency_key) i
+		ON k.namespace = i.namespace AND k.queue = i.queue AND k.concurrency_key = i.concurrency_key`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var queued, running, actualQueued, actualRunning int64
+		require.NoError(t, rows.Scan(&key, &queued, &running, &actualQueued, &actualRunning))
+		require.Equal(t, [2]int64{actualQueued, actualRunning}, [2]int64{queued, running}, "%s: key %s's counters (queued, running) against its jobs", when, key)
+	}
+	require.NoError(t, rows.Err())
+}
+
+// TestKeyCountersOldBuildStart: a process of the build before migration 0014, running
+// beside a new one during a rolling upgrade, starts keyed rows with a plain UPDATE and
+// leaves the counting to the trigger, which must still count it; and the new build's own
+// starts in the same database are counted once.
+func TestKeyCountersOldBuildStart(t *testing.T) {
+	url := pgtest.Database(t)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	for i := range 6 {
+		submitOne(t, d, plane.SubmitParams{ConcurrencyKey: fmt.Sprintf("k%d", i%2)})
+	}
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	// The start of the build before (its setRunning, one row).
+	tag, err := conn.Exec(ctx, `UPDATE lakeshore.invocations SET state = 1, attempt = attempt + 1, lease_token = 'old-build',
+		lease_expires_ms = 4102444800000, started_ms = 1, worker = 'old'
+		WHERE id = (SELECT id FROM lakeshore.invocations WHERE state = -2 ORDER BY id LIMIT 1)`)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	requireKeyCountersExact(t, url, "after the old build's start")
+	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 3})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	requireKeyCountersExact(t, url, "after the new build's claim")
+	// The setting is the transaction's own: a later plain start on the same connection
+	// after one that set it is counted by the trigger again.
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT set_config('lakeshore.keyed_start', 'counted', true)`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	_, err = conn.Exec(ctx, `UPDATE lakeshore.invocations SET state = 1, attempt = attempt + 1, lease_token = 'old-build-2',
+		lease_expires_ms = 4102444800000, started_ms = 1, worker = 'old'
+		WHERE id = (SELECT id FROM lakeshore.invocations WHERE state = -2 ORDER BY id LIMIT 1)`)
+	require.NoError(t, err)
+	requireKeyCountersExact(t, url, "after a second start of the old build")
 }
