@@ -379,10 +379,10 @@ func readTurns(rs pgx.Rows, err error) ([]keyTurn, error) {
 // read with the claim's first round trip), then takes, in kind's order, the earlier of the
 // next unkeyed candidate (from unkeyed, locked by the caller) and the next of those heads
 // (plane.KeyTurnFirst) — at most one job per key per round — and starts them. The keys'
-// rows stay locked until commit, and the trigger (migrations 0007 and 0011) counts each
-// start in its key's running counter and advances its turn under that lock, so concurrent
-// claimers (of this process or another) never start more than a key's limit, and the next
-// round's read leaves a key at its limit out.
+// rows stay locked until commit, and the start (begin: setRunningKeyed, migration 0014)
+// counts the round's starts in their keys' running counters and advances their turns
+// under that lock, so concurrent claimers (of this process or another) never start more
+// than a key's limit, and the next round's read leaves a key at its limit out.
 func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row), turns []keyTurn) error {
 	p := reqs[0].p
 	keyTurns := planekit.ByOrder(kind, t.d.sql.keyTurnFIFO, t.d.sql.keyTurnFILO, t.d.sql.keyTurnPriority)
@@ -447,7 +447,7 @@ func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission
 				drawn = append(drawn, r.ConcurrencyKey.String)
 			}
 		}
-		// Counted in the keys' rows, and their turns advanced (migration 0011), before the
+		// Counted in the keys' rows, and their turns advanced (setRunningKeyed), before the
 		// next round reads them.
 		t.begin(reqs)
 		if len(drawn) > 0 {
@@ -490,25 +490,67 @@ func (t *tx) expired(r *row, cutoff time.Duration) bool {
 }
 
 // begin starts a new attempt of each request's taken rows under a fresh lease, one write
-// per request.
+// for every request (setRunning; setRunningKeyed when it takes keyed rows, which it counts
+// in their keys' rows).
 func (t *tx) begin(reqs []*claimRequest) {
+	var ids, tokens, workers []string
+	var expiries []int64
+	var keyed keyStarts
 	for _, req := range reqs {
 		if len(req.pending) == 0 {
 			continue
 		}
 		expires := t.ms + req.lease.Milliseconds()
-		ids := make([]string, len(req.pending))
-		tokens := make([]string, len(req.pending))
-		for i, r := range req.pending {
+		for _, r := range req.pending {
 			token := plane.NewToken(t.now)
-			ids[i], tokens[i] = r.ID, token
+			ids, tokens = append(ids, r.ID), append(tokens, token)
+			expiries, workers = append(expiries, expires), append(workers, req.p.Worker)
 			t.count(r.Namespace, r.Queue, planekit.StateQueued, r.Priority, -1)
 			t.count(r.Namespace, r.Queue, planekit.StateRunning, r.Priority, +1)
 			req.jobs = append(req.jobs, r.Job(token, expires))
+			if r.State == planekit.StateKeyed {
+				keyed.add(r)
+			}
 		}
-		t.exec(t.d.sql.setRunning, t.ms, expires, req.p.Worker, ids, tokens)
 		req.pending = nil
 	}
+	switch {
+	case len(ids) == 0:
+	case len(keyed.n) == 0:
+		t.exec(t.d.sql.setRunning, t.ms, ids, tokens, expiries, workers)
+	default:
+		if !t.keyStartCounted {
+			t.exec(t.d.sql.keyStartCounted)
+			t.keyStartCounted = true
+		}
+		t.exec(t.d.sql.setRunningKeyed, t.ms, ids, tokens, expiries, workers,
+			keyed.namespaces, keyed.queues, keyed.keys, keyed.n)
+	}
+}
+
+// keyStarts are the claimable keyed rows (state -2) one start takes, counted per key for
+// setRunningKeyed: the rows are locked, so the state read is theirs until the start.
+type keyStarts struct {
+	namespaces, queues, keys []string
+	n                        []int64
+	index                    map[[3]string]int
+}
+
+// add counts the start of r in its key.
+func (k *keyStarts) add(r *row) {
+	key := [3]string{r.Namespace, r.Queue, r.ConcurrencyKey.String}
+	if i, ok := k.index[key]; ok {
+		k.n[i]++
+		return
+	}
+	if k.index == nil {
+		k.index = map[[3]string]int{}
+	}
+	k.index[key] = len(k.n)
+	k.namespaces = append(k.namespaces, r.Namespace)
+	k.queues = append(k.queues, r.Queue)
+	k.keys = append(k.keys, r.ConcurrencyKey.String)
+	k.n = append(k.n, 1)
 }
 
 // floors keep, per queue, the smallest id a fifo claim of this process last found

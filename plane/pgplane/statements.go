@@ -18,7 +18,8 @@ type statements struct {
 	lockKeys, promoteHolding                                 string
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
 	claimFIFOFrom, promoteDue                                string
-	nextAvailable, setRunning                                string
+	nextAvailable, setRunning, setRunningKeyed               string
+	keyStartCounted                                          string
 	head, headMany, setQueued, setTerminalMany, setLease     string
 	nextFrame, endJournal, insertFrame, topicAppend          string
 	rowsByID                                                 string
@@ -33,6 +34,12 @@ type statements struct {
 	placementTrim  []placementTrim
 	deadlineCutoff string
 }
+
+// setRunningColumns are what a start writes (setRunning): a new attempt at $1 under the
+// row's lease (u: its token, expiry and worker).
+const setRunningColumns = `state = 1, attempt = i.attempt + 1, lease_token = u.token, lease_expires_ms = u.expires,
+	attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
+	started_ms = $1, worker = u.worker`
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
@@ -201,10 +208,26 @@ func newStatements(schema string) statements {
 			(SELECT min(available_ms) FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting),
 			(SELECT min(next_ms) FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
 				AND ready AND next_ms > $3))`),
-		setRunning: s(`UPDATE {s}.invocations AS i SET state = 1, attempt = i.attempt + 1, lease_token = u.token,
-				lease_expires_ms = $2, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
-				started_ms = $1, worker = $3
-			FROM unnest($4::text[], $5::text[]) AS u(id, token) WHERE i.id = u.id`),
+		// setRunning starts the rows a claim round took, for every request of its group
+		// in one statement: each row's id, token, lease expiry and worker ($2–$5).
+		setRunning: s(`UPDATE {s}.invocations AS i SET ` + setRunningColumns + `
+			FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(id, token, expires, worker) WHERE i.id = u.id`),
+		// setRunningKeyed is setRunning for a start that takes claimable keyed rows
+		// (state -2): in the same statement it counts them in their keys' rows — for each
+		// key ($6, $7, $8) its n ($9) starts: queued − n, running + n, the turn advanced by
+		// n/weight, joined cleared. The claim locked those rows (and the keys' rows, to take
+		// their turns), so their state is the one it read. Migration 0014: the trigger
+		// counts every other change of a keyed row, and the starts of a transaction that
+		// did not run keyStartCounted first (a process of the build before).
+		// keyStartCounted tells the counting trigger that this transaction counts its keyed
+		// starts itself (setRunningKeyed), until it ends (migration 0014).
+		keyStartCounted: `SELECT set_config('lakeshore.keyed_start', 'counted', true)`,
+		setRunningKeyed: s(`WITH counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - c.n, running = k.running + c.n,
+				pass = k.pass + c.n / k.weight, joined = false
+				FROM unnest($6::text[], $7::text[], $8::text[], $9::bigint[]) AS c(namespace, queue, concurrency_key, n)
+				WHERE k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key)
+			UPDATE {s}.invocations AS i SET ` + setRunningColumns + `
+			FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(id, token, expires, worker) WHERE i.id = u.id`),
 		head:     s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE id = $1 FOR UPDATE`),
 		headMany: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		setQueued: s(`UPDATE {s}.invocations SET state = 0, available_ms = $2, waiting = $3, lease_token = NULL,
@@ -237,8 +260,8 @@ func newStatements(schema string) statements {
 			AND state IN (0, -2, -3) AND deadline_ms > 0 AND deadline_ms <= $1 FOR UPDATE SKIP LOCKED`),
 		// keyTurn* lock the ready keys whose turn it is and their heads in each claim order
 		// (keyTurns; claims of queues without a ready key go on as before); keyBucket stores
-		// the token buckets of those under a rate limit (the claim's trigger advances their
-		// turns: migration 0011).
+		// the token buckets of those under a rate limit (the claim's start advances their
+		// turns: setRunningKeyed).
 		keyTurnFIFO:     s(keyTurns(`id`)),
 		keyTurnFILO:     s(keyTurns(`id DESC`)),
 		keyTurnPriority: s(keyTurns(`priority DESC, id`)),

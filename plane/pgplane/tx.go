@@ -47,6 +47,9 @@ type tx struct {
 	claimable map[string]struct{}
 	handoffs  []handoff
 	quiet     map[string]struct{}
+	// keyStartCounted: keyStartCounted ran, so the trigger leaves this transaction's keyed
+	// starts to setRunningKeyed.
+	keyStartCounted bool
 }
 
 // ends are terminal writes gathered into one statement.

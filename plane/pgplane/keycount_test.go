@@ -1,0 +1,207 @@
+package pgplane
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// TestKeyCountersExact drives keyed jobs through every way a keyed job changes state —
+// claims of several jobs and of one (the claim counts its starts itself, migration 0014),
+// settle-and-claim, acks, retries, failures, releases, rate-limited answers, cancels of
+// queued jobs, leases left to expire and ended by maintenance — from concurrent workers,
+// and checks that each key's counter row holds exactly its claimable (queued) and running
+// jobs, and that a key with neither has no row: a counter that drifts blocks a key forever.
+func TestKeyCountersExact(t *testing.T) {
+	url := pgtest.Database(t)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{ConcurrencyLimit: 3}}))
+	const keys, jobs = 12, 1200
+	var ids []string
+	batch := make([]plane.SubmitParams, 0, 100)
+	for i := range jobs {
+		batch = append(batch, plane.SubmitParams{Payload: []byte{0xc0}, ConcurrencyKey: fmt.Sprintf("k%d", i%keys), MaxAttempts: 3})
+		if i%17 == 0 {
+			batch[len(batch)-1].ConcurrencyKey = "" // unkeyed jobs among them
+		}
+		if len(batch) == cap(batch) {
+			res, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch})
+			require.NoError(t, err)
+			for _, r := range res {
+				ids = append(ids, r.ID)
+			}
+			batch = batch[:0]
+		}
+	}
+	check := func(when string) { t.Helper(); requireKeyCountersExact(t, url, when) }
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			var pending []plane.SettleParams
+			for round := 0; round < 30; round++ {
+				claim := &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1 + rng.IntN(4), Worker: fmt.Sprint(w), LeaseTTL: time.Minute}
+				if rng.IntN(5) == 0 {
+					claim.LeaseTTL = time.Millisecond // left to expire: maintenance ends it
+				}
+				var got []*plane.Job
+				var err error
+				if len(pending) > 0 && rng.IntN(2) == 0 {
+					_, got, err = d.InvocationSettleAndClaim(ctx, pending, claim)
+				} else {
+					if len(pending) > 0 {
+						_, err = d.InvocationSettleMany(ctx, pending)
+						require.NoError(t, err)
+					}
+					got, err = d.InvocationClaimMany(ctx, claim)
+				}
+				require.NoError(t, err)
+				pending = nil
+				for _, j := range got {
+					if claim.LeaseTTL == time.Millisecond {
+						continue
+					}
+					s := plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
+					switch rng.IntN(10) {
+					case 0, 1:
+						s.Outcome, s.Error, s.RetryDelay = plane.OutcomeRetry, &plane.ErrorInfo{Message: "again"}, time.Millisecond
+					case 2:
+						s.Outcome, s.Error = plane.OutcomeFailed, &plane.ErrorInfo{Message: "no"}
+					case 3:
+						s.Outcome, s.Error = plane.OutcomeReleased, &plane.ErrorInfo{Message: "not run"}
+					case 4:
+						s.Outcome, s.Error, s.RetryDelay = plane.OutcomeRateLimited, &plane.ErrorInfo{Message: "slow"}, time.Millisecond
+						if j.ConcurrencyKey != "" && rng.IntN(2) == 0 {
+							s.RateLimitKey = j.ConcurrencyKey
+						}
+					}
+					pending = append(pending, s)
+				}
+				if rng.IntN(4) == 0 {
+					_, err := d.InvocationCancel(ctx, ids[rng.IntN(len(ids))])
+					require.NoError(t, err)
+				}
+				if rng.IntN(16) == 0 {
+					require.NoError(t, d.Maintain(ctx))
+				}
+			}
+			if len(pending) > 0 {
+				_, err := d.InvocationSettleMany(ctx, pending)
+				require.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("workers done: %v", time.Since(start))
+	check("after the workers")
+	time.Sleep(5 * time.Millisecond) // every short lease has expired
+	require.NoError(t, d.Maintain(ctx))
+	check("after maintenance")
+	// Drain: every job ends, and no key keeps a row.
+	for {
+		got, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 50})
+		require.NoError(t, err)
+		if len(got) == 0 {
+			time.Sleep(5 * time.Millisecond) // retries and rate-limited keys wait a millisecond
+			require.NoError(t, d.Maintain(ctx))
+			if got, err = d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 50, Wait: 50 * time.Millisecond}); err != nil || len(got) == 0 {
+				require.NoError(t, err)
+				break
+			}
+		}
+		settle := make([]plane.SettleParams, len(got))
+		for i, j := range got {
+			settle[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
+		}
+		_, err = d.InvocationSettleMany(ctx, settle)
+		require.NoError(t, err)
+	}
+	t.Logf("drained: %v", time.Since(start))
+	check("drained")
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var left, open int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM lakeshore.concurrency_keys),
+		(SELECT count(*) FROM lakeshore.invocations WHERE state IN (-2, 0, 1))`).Scan(&left, &open))
+	require.Equal(t, [2]int64{0, 0}, [2]int64{left, open}, "counter rows and unfinished jobs left after the drain")
+}
+
+// requireKeyCountersExact checks that each key's counter row of the database at url holds
+// exactly its claimable and running jobs, and that no key with neither has a row.
+func requireKeyCountersExact(t *testing.T, url, when string) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT coalesce(k.concurrency_key, i.concurrency_key), coalesce(k.queued, -1), coalesce(k.running, -1),
+			coalesce(i.queued, 0), coalesce(i.running, 0)
+		FROM lakeshore.concurrency_keys k FULL JOIN (SELECT namespace, queue, concurrency_key,
+			count(*) FILTER (WHERE state = -2) AS queued, count(*) FILTER (WHERE state = 1) AS running
+			FROM lakeshore.invocations WHERE concurrency_key IS NOT NULL AND state IN (-2, 1)
+			GROUP BY namespace, queue, concurrency_key) i
+		ON k.namespace = i.namespace AND k.queue = i.queue AND k.concurrency_key = i.concurrency_key`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var queued, running, actualQueued, actualRunning int64
+		require.NoError(t, rows.Scan(&key, &queued, &running, &actualQueued, &actualRunning))
+		require.Equal(t, [2]int64{actualQueued, actualRunning}, [2]int64{queued, running}, "%s: key %s's counters (queued, running) against its jobs", when, key)
+	}
+	require.NoError(t, rows.Err())
+}
+
+// TestKeyCountersOldBuildStart: a process of the build before migration 0014, running
+// beside a new one during a rolling upgrade, starts keyed rows with a plain UPDATE and
+// leaves the counting to the trigger, which must still count it; and the new build's own
+// starts in the same database are counted once.
+func TestKeyCountersOldBuildStart(t *testing.T) {
+	url := pgtest.Database(t)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	for i := range 6 {
+		submitOne(t, d, plane.SubmitParams{ConcurrencyKey: fmt.Sprintf("k%d", i%2)})
+	}
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	// The start of the build before (its setRunning, one row).
+	tag, err := conn.Exec(ctx, `UPDATE lakeshore.invocations SET state = 1, attempt = attempt + 1, lease_token = 'old-build',
+		lease_expires_ms = 4102444800000, started_ms = 1, worker = 'old'
+		WHERE id = (SELECT id FROM lakeshore.invocations WHERE state = -2 ORDER BY id LIMIT 1)`)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	requireKeyCountersExact(t, url, "after the old build's start")
+	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 3})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	requireKeyCountersExact(t, url, "after the new build's claim")
+	// The setting is the transaction's own: a later plain start on the same connection
+	// after one that set it is counted by the trigger again.
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT set_config('lakeshore.keyed_start', 'counted', true)`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	_, err = conn.Exec(ctx, `UPDATE lakeshore.invocations SET state = 1, attempt = attempt + 1, lease_token = 'old-build-2',
+		lease_expires_ms = 4102444800000, started_ms = 1, worker = 'old'
+		WHERE id = (SELECT id FROM lakeshore.invocations WHERE state = -2 ORDER BY id LIMIT 1)`)
+	require.NoError(t, err)
+	requireKeyCountersExact(t, url, "after a second start of the old build")
+}
