@@ -379,7 +379,7 @@ func readTurns(rs pgx.Rows, err error) ([]keyTurn, error) {
 // read with the claim's first round trip), then takes, in kind's order, the earlier of the
 // next unkeyed candidate (from unkeyed, locked by the caller) and the next of those heads
 // (plane.KeyTurnFirst) — at most one job per key per round — and starts them. The keys'
-// rows stay locked until commit, and the start (begin: setRunningKeyed, migration 0014)
+// rows stay locked until commit, and the start (begin: setRunningKeyed, migration 0013)
 // counts the round's starts in their keys' running counters and advances their turns
 // under that lock, so concurrent claimers (of this process or another) never start more
 // than a key's limit, and the next round's read leaves a key at its limit out.

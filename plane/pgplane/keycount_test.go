@@ -16,7 +16,7 @@ import (
 )
 
 // TestKeyCountersExact drives keyed jobs through every way a keyed job changes state —
-// claims of several jobs and of one (the claim counts its starts itself, migration 0014),
+// claims of several jobs and of one (the claim counts its starts itself, migration 0013),
 // settle-and-claim, acks, retries, failures, releases, rate-limited answers, cancels of
 // queued jobs, leases left to expire and ended by maintenance — from concurrent workers,
 // and checks that each key's counter row holds exactly its claimable (queued) and running
@@ -167,7 +167,7 @@ func requireKeyCountersExact(t *testing.T, url, when string) {
 	require.NoError(t, rows.Err())
 }
 
-// TestKeyCountersOldBuildStart: a process of the build before migration 0014, running
+// TestKeyCountersOldBuildStart: a process of the build before migration 0013, running
 // beside a new one during a rolling upgrade, starts keyed rows with a plain UPDATE and
 // leaves the counting to the trigger, which must still count it; and the new build's own
 // starts in the same database are counted once.

@@ -216,11 +216,11 @@ func newStatements(schema string) statements {
 		// (state -2): in the same statement it counts them in their keys' rows — for each
 		// key ($6, $7, $8) its n ($9) starts: queued − n, running + n, the turn advanced by
 		// n/weight, joined cleared. The claim locked those rows (and the keys' rows, to take
-		// their turns), so their state is the one it read. Migration 0014: the trigger
+		// their turns), so their state is the one it read. Migration 0013: the trigger
 		// counts every other change of a keyed row, and the starts of a transaction that
 		// did not run keyStartCounted first (a process of the build before).
 		// keyStartCounted tells the counting trigger that this transaction counts its keyed
-		// starts itself (setRunningKeyed), until it ends (migration 0014).
+		// starts itself (setRunningKeyed), until it ends (migration 0013).
 		keyStartCounted: `SELECT set_config('lakeshore.keyed_start', 'counted', true)`,
 		setRunningKeyed: s(`WITH counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - c.n, running = k.running + c.n,
 				pass = k.pass + c.n / k.weight, joined = false
