@@ -2,6 +2,7 @@ package sqlitedb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,6 +131,43 @@ func TestFileIsWALFull(t *testing.T) {
 	require.Equal(t, 2, sync) // FULL
 	_, err := db.Read.Exec("INSERT INTO items (v) VALUES ('x')")
 	require.Error(t, err, "the read pool is query-only")
+}
+
+// TestOpenSwitchesARollbackJournalFile: a file in rollback-journal (DELETE) mode, as an
+// older build's or the sqlite3 shell's, is in WAL mode once Open returns, seen so by the
+// write handle and by every connection of the read pool (none of which names a journal
+// mode since Open switches the file once), and stays so for the next Open.
+func TestOpenSwitchesARollbackJournalFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "delete.db")
+	old, err := Open(path, nil)
+	require.NoError(t, err)
+	var journal string
+	require.NoError(t, old.Write.QueryRowContext(ctx, "PRAGMA journal_mode = delete").Scan(&journal))
+	require.Equal(t, "delete", journal)
+	_, err = old.Write.ExecContext(ctx, "CREATE TABLE items (v TEXT)")
+	require.NoError(t, err)
+	require.NoError(t, old.Close())
+
+	for range 2 {
+		db, err := Open(path, &Options{ReadConns: 3})
+		require.NoError(t, err)
+		require.NoError(t, db.Write.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&journal))
+		require.Equal(t, "wal", journal, "the write handle")
+		var conns []*sql.Conn
+		for i := range 3 { // every connection of the pool, each held so the next is new
+			conn, err := db.Read.Conn(ctx)
+			require.NoError(t, err)
+			conns = append(conns, conn)
+			require.NoError(t, conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&journal))
+			require.Equal(t, "wal", journal, "read connection %d", i)
+		}
+		for _, conn := range conns {
+			require.NoError(t, conn.Close())
+		}
+		require.NoError(t, db.Close())
+	}
 }
 
 // TestMemoryReadersNeverWaitForTheWriter: a Memory database's reader answers while the
