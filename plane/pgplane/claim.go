@@ -167,11 +167,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		floor, fromFloor = t.d.floors.get(qkey)
 	}
 	b := &pgx.Batch{}
-	promote := t.d.sql.promote
-	if t.holdsRows {
-		promote = t.d.sql.promoteHolding
-	}
-	b.Queue(promote, p.Namespace, p.Queue, t.ms)
+	b.Queue(t.promote(), p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
 	turnSQL := planekit.ByOrder(kind, t.d.sql.keyTurnFIFO, t.d.sql.keyTurnFILO, t.d.sql.keyTurnPriority)
 	b.Queue(turnSQL, p.Namespace, p.Queue, []string{}, t.ms, want)
@@ -335,6 +331,16 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		}
 	}
 	return nil
+}
+
+// promote is the statement that makes a claim's due waiting rows claimable: promote, or
+// promoteHolding in a transaction that holds rows already (holdsRows), which waits for no
+// row another transaction holds. Every claim promotes with it (claimFor, claimPlaced).
+func (t *tx) promote() string {
+	if t.holdsRows {
+		return t.d.sql.promoteHolding
+	}
+	return t.d.sql.promote
 }
 
 // keyTurn is one row of keyTurns: a ready concurrency key whose turn it is, locked, its
