@@ -393,3 +393,36 @@ func TestHoldingClaimPromotesWithoutWaiting(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldingClaimReportsSkippedDueRow: a claim in a transaction that holds rows leaves a
+// due row another transaction holds waiting (promoteHolding), and must then say that a job
+// is due (its next), so that its claimer, finding nothing, claims again at once (and a
+// handoff does not mark the queue quiet) instead of sleeping until a notification or a
+// poll: before, it reported nothing due, and a due delayed job waited for a poll.
+func TestHoldingClaimReportsSkippedDueRow(t *testing.T) {
+	url := pgtest.Database(t)
+	conn := mustConn(t, url)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	delayed := submitOne(t, d, plane.SubmitParams{ConcurrencyKey: "k", Delay: time.Millisecond})
+	time.Sleep(5 * time.Millisecond) // due
+	other, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer other.Rollback(context.Background())
+	_, err = other.Exec(ctx, `SELECT 1 FROM lakeshore.invocations WHERE id = $1 FOR UPDATE`, delayed)
+	require.NoError(t, err)
+	var r *claimRequest
+	require.NoError(t, d.do(ctx, func(tx *tx) error {
+		tx.holdsRows = true // as after settles, or an earlier claim of its group
+		r = &claimRequest{p: &plane.ClaimParams{Namespace: "default", Queue: "q"}, kind: plane.KindFIFO, n: 1, lease: time.Minute}
+		return tx.claimFor([]*claimRequest{r})
+	}))
+	require.Empty(t, r.jobs, "the due row is held: not promoted")
+	require.NotZero(t, r.next, "the claim says a job is due")
+	require.NoError(t, other.Rollback(ctx))
+	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Wait: time.Second})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, delayed, jobs[0].ID)
+	requireKeyCountersExact(t, url, "after")
+}
