@@ -322,7 +322,10 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue, t.ms).Scan(&next); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		if next != nil && *next > t.ms {
+		// A row due now and still waiting (promoteHolding left it to the transaction that
+		// holds it) is reported as well: a claimer that found nothing claims again at once
+		// (planekit.DueIn) instead of sleeping until a notification or a poll.
+		if next != nil {
 			for _, r := range reqs {
 				if len(r.jobs) == 0 {
 					r.next = *next
