@@ -167,11 +167,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		floor, fromFloor = t.d.floors.get(qkey)
 	}
 	b := &pgx.Batch{}
-	promote := t.d.sql.promote
-	if t.holdsRows {
-		promote = t.d.sql.promoteHolding
-	}
-	b.Queue(promote, p.Namespace, p.Queue, t.ms)
+	b.Queue(t.promote(), p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
 	turnSQL := planekit.ByOrder(kind, t.d.sql.keyTurnFIFO, t.d.sql.keyTurnFILO, t.d.sql.keyTurnPriority)
 	b.Queue(turnSQL, p.Namespace, p.Queue, []string{}, t.ms, want)
@@ -326,7 +322,10 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue, t.ms).Scan(&next); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		if next != nil && *next > t.ms {
+		// A row due now and still waiting (promoteHolding left it to the transaction that
+		// holds it) is reported as well: a claimer that found nothing claims again at once
+		// (planekit.DueIn) instead of sleeping until a notification or a poll.
+		if next != nil {
 			for _, r := range reqs {
 				if len(r.jobs) == 0 {
 					r.next = *next
@@ -335,6 +334,16 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		}
 	}
 	return nil
+}
+
+// promote is the statement that makes a claim's due waiting rows claimable: promote, or
+// promoteHolding in a transaction that holds rows already (holdsRows), which waits for no
+// row another transaction holds. Every claim promotes with it (claimFor, claimPlaced).
+func (t *tx) promote() string {
+	if t.holdsRows {
+		return t.d.sql.promoteHolding
+	}
+	return t.d.sql.promote
 }
 
 // keyTurn is one row of keyTurns: a ready concurrency key whose turn it is, locked, its

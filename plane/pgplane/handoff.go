@@ -40,6 +40,12 @@ func (t *tx) wakeQueue(namespace, queue string) {
 // tried). A queue whose waiters got nothing, none of them with a job due, is not woken in
 // this process after the commit: its remaining waiters would find nothing.
 func (t *tx) handOff() error {
+	if len(t.claimable) == 0 {
+		return nil
+	}
+	// The transaction holds what it wrote (a submit the counter rows of its keys, a settle
+	// its rows): its claims promote without waiting (promoteHolding).
+	t.holdsRows = true
 	var empty, due map[string]bool // keys where a waiter got nothing; where one of those has a job due
 	err := t.d.claimWaiters.Serve(t.claimable, planekit.ByOffers, func(key string, w *claimWaiter) (bool, error) {
 		r := &claimRequest{p: w.P, kind: w.Kind, n: w.N, lease: w.Lease}

@@ -31,7 +31,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	// shapes and the pairs of the warm host keys.
 	warmClaim := planekit.WarmClaim(p, r.kind)
 	b := &pgx.Batch{}
-	b.Queue(t.d.sql.promote, p.Namespace, p.Queue, t.ms)
+	b.Queue(t.promote(), p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.deadlineCutoff, p.Namespace, p.Queue)
 	if !p.Offers.IsZero() {
 		b.Queue(t.d.sql.shapes, p.Namespace, p.Queue)
@@ -51,6 +51,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 		if promoted != nil {
 			t.d.floors.lower(planekit.QueueKey(p.Namespace, p.Queue), *promoted)
+			t.holdsRows = true // their keys' counter rows (a later claim promotes with promoteHolding)
 		}
 		if err := br.QueryRow().Scan(&cutoffMS); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read admission: %w", err)
