@@ -97,7 +97,7 @@ func lockKeys(relation string) string {
 		FROM (SELECT namespace, queue, concurrency_key, count(*) OVER () AS keys FROM ` + relation + `
 			WHERE concurrency_key IS NOT NULL GROUP BY 1, 2, 3) AS l
 		WHERE l.keys >= 2 ORDER BY 1, 2, 3
-		ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET queued = k.queued WHERE false`
+		ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET queued = k.queued WHERE false RETURNING 1`
 }
 
 // keyLimits are the SQL expressions of the limit and the weight of the concurrency key key
@@ -164,16 +164,22 @@ func newStatements(schema string) statements {
 					AND available_ms <= $3 ORDER BY available_ms LIMIT 1000)
 				AND state = 0 AND waiting AND available_ms <= $3 ORDER BY id FOR UPDATE),
 			locked AS (` + lockKeys(`due`) + `),
-			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due) AND state = 0 AND waiting RETURNING id)
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due) AND state = 0 AND waiting
+				AND (SELECT count(*) FROM locked) >= 0 RETURNING id)
 			SELECT min(id) FROM moved`),
 		// promoteHolding is promote for a transaction that holds rows already (a
 		// settle-and-claim's settled rows and their counter rows, an earlier claim of its
 		// group): it waits for neither an invocation row nor a counter row, either of which
 		// could close a cycle with a transaction that holds it and waits for a row this one
 		// holds (locked in another order), so it promotes the due rows no one holds whose
-		// key (if any) has a counter row no one holds, or none yet (the trigger makes it:
-		// it waits only for a transaction making the same key's row at once), and leaves
-		// the rest to the next claim or maintenance.
+		// key (if any) has a counter row no one holds, and leaves the rest to the next claim
+		// or maintenance: a key without a counter row too, since the trigger making it would
+		// wait for a transaction making the same key's row at once (a submit holding other
+		// keys' rows), which closed a cycle. Each promotion's UPDATE reads its locked
+		// (or held) CTE first, so every lock the statement takes before a counter row's
+		// (the due rows, then the keys in key order) is taken before the UPDATE's trigger
+		// writes any counter row: without that the CTEs ran interleaved with the UPDATE, which
+		// wrote the counter rows in id order as it read the due rows.
 		promoteHolding: s(`WITH due AS (SELECT id, concurrency_key FROM {s}.invocations
 				WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
 				ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
@@ -182,8 +188,8 @@ func newStatements(schema string) statements {
 			held AS (SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
 				AND concurrency_key IN (SELECT concurrency_key FROM counters) ORDER BY concurrency_key FOR UPDATE SKIP LOCKED),
 			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due
-				WHERE concurrency_key IS NULL OR concurrency_key IN (SELECT concurrency_key FROM held)
-				OR concurrency_key NOT IN (SELECT concurrency_key FROM counters)) AND state = 0 AND waiting RETURNING id)
+				WHERE concurrency_key IS NULL OR concurrency_key IN (SELECT concurrency_key FROM held))
+				AND state = 0 AND waiting AND (SELECT count(*) FROM held) >= 0 RETURNING id)
 			SELECT min(id) FROM moved`),
 		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
 		// the smallest id moved per queue; the counter rows of their keys locked as promote
@@ -191,7 +197,8 @@ func newStatements(schema string) statements {
 		promoteDue: s(`WITH due AS (SELECT id, namespace, queue, concurrency_key FROM {s}.invocations
 				WHERE state = 0 AND waiting AND available_ms <= $1 ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
 			locked AS (` + lockKeys(`due`) + `),
-			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due) RETURNING namespace, queue, id)
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due)
+				AND (SELECT count(*) FROM locked) >= 0 RETURNING namespace, queue, id)
 			SELECT namespace, queue, min(id) FROM moved GROUP BY namespace, queue`),
 		// lockKeys locks the counter rows of the concurrency keys $1, $2, $3 (namespaces,
 		// queues, keys) in key order, before a transaction's writes change them (tx.flush).
