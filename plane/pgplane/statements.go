@@ -35,11 +35,12 @@ type statements struct {
 	deadlineCutoff string
 }
 
-// setRunningColumns are what a start writes (setRunning): a new attempt at $1 under the
-// row's lease (u: its token, expiry and worker).
-const setRunningColumns = `state = 1, attempt = i.attempt + 1, lease_token = u.token, lease_expires_ms = u.expires,
-	attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
-	started_ms = $1, worker = u.worker`
+// setRunning is the start of claimed rows (statements.setRunning): a new attempt at $1 of
+// each row of $2 under its lease (token $3, expiry $4, worker $5).
+const setRunning = `UPDATE {s}.invocations AS i SET state = 1, attempt = i.attempt + 1, lease_token = u.token,
+	lease_expires_ms = u.expires, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
+	started_ms = $1, worker = u.worker
+	FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(id, token, expires, worker) WHERE i.id = u.id`
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
@@ -158,7 +159,11 @@ func newStatements(schema string) statements {
 		// its rows, so they deadlock neither with each other nor with a settle of a row they
 		// saw waiting that was promoted, claimed and is being settled since (a row locked
 		// stays locked when its re-check fails). The counter rows of the keys it makes
-		// claimable are locked in key order next (lockKeys).
+		// claimable are locked in key order next (lockKeys). Its UPDATE reads the locked CTE
+		// first (as promoteDue's does), so the due rows and then the keys are all locked
+		// before the UPDATE's trigger writes a counter row: without that the CTEs ran
+		// interleaved with the UPDATE, which wrote the counter rows in id order as it read
+		// the due rows.
 		promote: s(`WITH due AS (SELECT id, namespace, queue, concurrency_key FROM {s}.invocations
 				WHERE id IN (SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting
 					AND available_ms <= $3 ORDER BY available_ms LIMIT 1000)
@@ -175,21 +180,15 @@ func newStatements(schema string) statements {
 		// key (if any) has a counter row no one holds, and leaves the rest to the next claim
 		// or maintenance: a key without a counter row too, since the trigger making it would
 		// wait for a transaction making the same key's row at once (a submit holding other
-		// keys' rows), which closed a cycle. Each promotion's UPDATE reads its locked
-		// (or held) CTE first, so every lock the statement takes before a counter row's
-		// (the due rows, then the keys in key order) is taken before the UPDATE's trigger
-		// writes any counter row: without that the CTEs ran interleaved with the UPDATE, which
-		// wrote the counter rows in id order as it read the due rows.
+		// keys' rows), which closed a cycle.
 		promoteHolding: s(`WITH due AS (SELECT id, concurrency_key FROM {s}.invocations
 				WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
 				ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
-			counters AS (SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
-				AND concurrency_key IN (SELECT concurrency_key FROM due)),
 			held AS (SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
-				AND concurrency_key IN (SELECT concurrency_key FROM counters) ORDER BY concurrency_key FOR UPDATE SKIP LOCKED),
+				AND concurrency_key IN (SELECT concurrency_key FROM due) ORDER BY concurrency_key FOR UPDATE SKIP LOCKED),
 			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due
 				WHERE concurrency_key IS NULL OR concurrency_key IN (SELECT concurrency_key FROM held))
-				AND state = 0 AND waiting AND (SELECT count(*) FROM held) >= 0 RETURNING id)
+				AND state = 0 AND waiting RETURNING id)
 			SELECT min(id) FROM moved`),
 		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
 		// the smallest id moved per queue; the counter rows of their keys locked as promote
@@ -217,8 +216,7 @@ func newStatements(schema string) statements {
 				AND ready AND next_ms > $3))`),
 		// setRunning starts the rows a claim round took, for every request of its group
 		// in one statement: each row's id, token, lease expiry and worker ($2–$5).
-		setRunning: s(`UPDATE {s}.invocations AS i SET ` + setRunningColumns + `
-			FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(id, token, expires, worker) WHERE i.id = u.id`),
+		setRunning: s(setRunning),
 		// setRunningKeyed is setRunning for a start that takes claimable keyed rows
 		// (state -2): in the same statement it counts them in their keys' rows — for each
 		// key ($6, $7, $8) its n ($9) starts: queued − n, running + n, the turn advanced by
@@ -226,15 +224,14 @@ func newStatements(schema string) statements {
 		// their turns), so their state is the one it read. Migration 0013: the trigger
 		// counts every other change of a keyed row, and the starts of a transaction that
 		// did not run keyStartCounted first (a process of the build before).
-		// keyStartCounted tells the counting trigger that this transaction counts its keyed
-		// starts itself (setRunningKeyed), until it ends (migration 0013).
-		keyStartCounted: `SELECT set_config('lakeshore.keyed_start', 'counted', true)`,
 		setRunningKeyed: s(`WITH counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - c.n, running = k.running + c.n,
 				pass = k.pass + c.n / k.weight, joined = false
 				FROM unnest($6::text[], $7::text[], $8::text[], $9::bigint[]) AS c(namespace, queue, concurrency_key, n)
-				WHERE k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key)
-			UPDATE {s}.invocations AS i SET ` + setRunningColumns + `
-			FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(id, token, expires, worker) WHERE i.id = u.id`),
+				WHERE k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key) ` + setRunning),
+		// keyStartCounted tells the counting trigger that this transaction counts its keyed
+		// starts itself (setRunningKeyed), until it ends (migration 0013).
+		keyStartCounted: `SELECT set_config('lakeshore.keyed_start', 'counted', true)`,
+
 		head:     s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE id = $1 FOR UPDATE`),
 		headMany: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		setQueued: s(`UPDATE {s}.invocations SET state = 0, available_ms = $2, waiting = $3, lease_token = NULL,
