@@ -26,9 +26,11 @@ type Head struct {
 	AttemptDeadlineMS    int64
 	NextFrame            int64
 	JournalClosedBy      int
-	Keyed                bool           // it has a concurrency key
-	ConcurrencyKey       sql.NullString // its concurrency key (Keyed: Valid)
+	ConcurrencyKey       sql.NullString // its concurrency key (Valid: it has one)
 }
+
+// Keyed reports whether the row has a concurrency key.
+func (h *Head) Keyed() bool { return h.ConcurrencyKey.Valid }
 
 // ScanHead reads a row of HeadColumns, preceded by the sequence number when seq is true.
 func ScanHead(s Scanner, seq bool) (*Head, error) {
@@ -38,16 +40,14 @@ func ScanHead(s Scanner, seq bool) (*Head, error) {
 	if seq {
 		dest = append([]any{&h.Seq}, dest...)
 	}
-	err := s.Scan(dest...)
-	h.Keyed = h.ConcurrencyKey.Valid
-	return h, err
+	return h, s.Scan(dest...)
 }
 
 // Head is the head of the row, for a transition of a claim's candidate.
 func (r *Row) Head() *Head {
 	return &Head{Seq: r.Seq, ID: r.ID, Namespace: r.Namespace, Queue: r.Queue, State: r.State, Priority: r.Priority,
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Token: r.Token, LeaseExpiresMS: r.LeaseExpiresMS,
-		NextFrame: r.NextFrame, JournalClosedBy: r.JournalClosedBy, Keyed: r.ConcurrencyKey.Valid, ConcurrencyKey: r.ConcurrencyKey}
+		NextFrame: r.NextFrame, JournalClosedBy: r.JournalClosedBy, ConcurrencyKey: r.ConcurrencyKey}
 }
 
 // Fence is Fence for h: lost is plane.ErrLeaseLost when token does not hold h's lease at now,

@@ -68,7 +68,7 @@ func (t *tx) expire(h *head, e planekit.Expiry) {
 // delay outside the claim indexes), anything else ends it with result or tr.Error.
 func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	t.changesCounter(h)
-	if h.Keyed && h.State == planekit.StateRunning {
+	if h.Keyed() && h.State == planekit.StateRunning {
 		t.wakeQueue(h.Namespace, h.Queue) // the lease ends: its key's slot frees
 	}
 	var errBlob []byte

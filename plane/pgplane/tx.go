@@ -227,7 +227,7 @@ type keyRef struct{ namespace, queue, key string }
 // changesCounter notes that a write queued for h changes its key's counter row (h is
 // claimable or running under a concurrency key), which flush locks in key order first.
 func (t *tx) changesCounter(h *head) {
-	if !h.Keyed || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
+	if !h.Keyed() || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
 		return
 	}
 	if t.counted == nil {
