@@ -220,7 +220,14 @@ func JSONToWire(text []byte) ([]byte, error) {
 		return nil, &ValueError{Reason: "more than one JSON value"}
 	}
 	if raw, ok := v.(rawWire); ok {
-		return []byte(raw), CheckWire(raw)
+		if err := CheckWire(raw); err != nil {
+			return nil, err
+		}
+		// Stored in canonical form (what WireToJSON's text maps back to), so a value read as
+		// JSON and written again keeps its bytes: d0 0d (13 as an int8) is stored as 0d.
+		if v, err = wire.Decode(raw); err != nil {
+			return nil, &ValueError{Reason: strings.TrimPrefix(err.Error(), "wire: ")}
+		}
 	}
 	b, err := wire.Marshal(v)
 	if err != nil {
@@ -252,7 +259,7 @@ func quoteKey(k string) string {
 	return strconv.Quote(k)
 }
 
-// rawWire is a {"$msgpack": …} value: bytes to store as they are (after the check).
+// rawWire is a {"$msgpack": …} value: bytes checked, then stored in canonical form.
 type rawWire []byte
 
 type jsonParser struct {
