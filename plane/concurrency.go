@@ -228,6 +228,23 @@ func (a Admission) KeyRateWait(key string, tokens float64, at, heldUntil, now ti
 	return max(wait, heldUntil.Sub(now), 0)
 }
 
+// KeyRateSettled reports whether concurrency key key has no rate state left to keep under
+// a at now: its token bucket (tokens and at as stored; tokens < 0: never drawn) is full
+// again, or the key has no rate limit, and no "slow down" hold (heldUntil; zero: none) is
+// running. A key's counter row outlives its last queued or running job until then, so that
+// the key's next job starts under the bucket and the hold; maintenance drops it after.
+func (a Admission) KeyRateSettled(key string, tokens float64, at, heldUntil, now time.Time) bool {
+	if heldUntil.After(now) {
+		return false
+	}
+	rate, burst := a.KeyRate(key)
+	if rate <= 0 || tokens < 0 {
+		return true
+	}
+	keyed := Admission{RateLimit: rate, Burst: burst}
+	return keyed.refilled(TokenBucket{Tokens: tokens, At: at}, now) >= float64(burst)
+}
+
 // KeyRate returns the rate limit of concurrency key key under a: its starts per second
 // (KeyRateLimits[key], else KeyRateLimit; 0: none) and its bucket size (KeyBursts[key],
 // else KeyBurst for a key without a rate override, else the rate rounded up, at least 1;

@@ -318,8 +318,7 @@ func (a Admission) Take(queue string, b TokenBucket, now time.Time, n int64) (To
 	if a.RateLimit <= 0 {
 		return b, nil
 	}
-	elapsed := float64(now.Sub(b.At).Milliseconds()) / 1000
-	tokens := math.Min(float64(a.Burst), b.Tokens+max(elapsed, 0)*a.RateLimit)
+	tokens := a.refilled(b, now)
 	if float64(n) > tokens {
 		e := &AdmissionError{Sentinel: ErrRateLimited, Queue: queue, Fit: int64(tokens),
 			Detail: fmt.Sprintf("rate limit %g/s with burst %d: %d submitted, %d would pass now", a.RateLimit, a.Burst, n, int64(tokens))}
@@ -332,6 +331,12 @@ func (a Admission) Take(queue string, b TokenBucket, now time.Time, n int64) (To
 		return b, e
 	}
 	return TokenBucket{Tokens: tokens - float64(n), At: now}, nil
+}
+
+// refilled is the tokens bucket b holds at now under a's RateLimit (at most Burst).
+func (a Admission) refilled(b TokenBucket, now time.Time) float64 {
+	elapsed := float64(now.Sub(b.At).Milliseconds()) / 1000
+	return math.Min(float64(a.Burst), b.Tokens+max(elapsed, 0)*a.RateLimit)
 }
 
 // MaintenanceReport counts what one maintenance pass did.

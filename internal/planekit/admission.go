@@ -118,11 +118,12 @@ func DecodeConcurrency(b []byte, a *plane.Admission) error {
 
 // KeyStatsSQL reads the concurrency keys of QueueStatsList (plane.QueueStats.Keys): at most
 // plane.KeyStatsMax per queue, most running first, for the namespace {ns} ("" for all);
+// keys with nothing queued or running (rows kept for their rate state) are not listed;
 // {s} is the plane's table prefix ("" or "schema.") and {ns} its parameter.
 const KeyStatsSQL = `SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight, tokens, tokens_ms, next_ms FROM (
 	SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight, tokens, tokens_ms, next_ms,
 		row_number() OVER (PARTITION BY namespace, queue ORDER BY running DESC, concurrency_key) AS n
-	FROM {s}concurrency_keys WHERE {ns} = '' OR namespace = {ns}) AS k
+	FROM {s}concurrency_keys WHERE ({ns} = '' OR namespace = {ns}) AND (queued > 0 OR running > 0)) AS k
 	WHERE n <= 100 ORDER BY namespace, queue, running DESC, concurrency_key`
 
 // AddKeyStats adds the rows of KeyStatsSQL to stats, whose queues carry their admission
@@ -158,4 +159,53 @@ func AddKeyStats(stats []plane.QueueStats, rows interface {
 		stats = plane.AddKeyStats(stats, ns, q, k)
 	}
 	return stats, nil
+}
+
+// DropSettledKeys deletes, in t, the counter rows of concurrency keys that count nothing
+// queued or running and keep no rate state at the transaction's time
+// (plane.Admission.KeyRateSettled: the token bucket full again, no "slow down" hold
+// running). The counting triggers keep such a row past the key's last job while its
+// bucket refills or its hold runs, so that the key's next job starts under them; the
+// maintenance pass drops it after. It looks at up to limit rows and returns how many it
+// dropped.
+func DropSettledKeys(t Tx, st *Statements, limit int) (int, error) {
+	type emptied struct {
+		namespace, queue, key string
+		tokens                float64
+		tokensMS, nextMS      int64
+	}
+	rs, err := t.Query(st.KeysEmptied, limit)
+	if err != nil {
+		return 0, fmt.Errorf("concurrency keys: %w", err)
+	}
+	rows, err := Collect(rs, "concurrency keys", func(s Scanner) (emptied, error) {
+		var e emptied
+		err := s.Scan(&e.namespace, &e.queue, &e.key, &e.tokens, &e.tokensMS, &e.nextMS)
+		return e, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	dropped := 0
+	for _, e := range rows {
+		var a plane.Admission
+		if block, err := t.Admission(e.namespace, e.queue); err != nil {
+			return dropped, err
+		} else if block != nil {
+			a = block.Admission
+		}
+		var held time.Time
+		if e.nextMS > 0 {
+			held = time.UnixMilli(e.nextMS)
+		}
+		if !a.KeyRateSettled(e.key, e.tokens, time.UnixMilli(e.tokensMS), held, t.Now()) {
+			continue
+		}
+		n, err := t.Exec(st.KeyDrop, e.namespace, e.queue, e.key, e.tokens, e.tokensMS, e.nextMS)
+		if err != nil {
+			return dropped, fmt.Errorf("concurrency keys: %w", err)
+		}
+		dropped += int(n)
+	}
+	return dropped, nil
 }

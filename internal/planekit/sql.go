@@ -271,6 +271,13 @@ type Statements struct {
 	// KeyFree: id; frees the invocation's key. DebounceFold: id, payload, metadata,
 	// available (ms). (submit.go)
 	KeyHolder, DebounceHolder, KeyFree, DebounceFold string
+
+	// KeysEmptied: limit → namespace, queue, key, tokens, tokens (ms), next (ms) of the
+	// counter rows of concurrency keys with nothing queued or running, which the counting
+	// triggers keep for their rate state (DropSettledKeys). KeyDrop: namespace, queue, key,
+	// tokens, tokens (ms), next (ms); deletes the row only while it still counts nothing
+	// and holds that rate state.
+	KeysEmptied, KeyDrop string
 }
 
 // ValidateOptionalNamespace checks a namespace filter: "" (every namespace) or a valid name.

@@ -187,6 +187,12 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 			}
 		}
 	}
+	if err := d.do(ctx, func(t *tx) error {
+		_, err := planekit.DropSettledKeys(kitTx{t}, d.kit, maintainBatch)
+		return err
+	}); err != nil {
+		return false, fmt.Errorf("maintenance: %w", err)
+	}
 	if err := d.trimPlacement(ctx); err != nil {
 		return false, err
 	}

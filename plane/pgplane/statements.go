@@ -117,6 +117,7 @@ func keyLimits(namespace, queue, key string) (limit, weight string) {
 
 func newStatements(schema string) statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
+	holdLimit, holdWeight := keyLimits(`$1`, `$2`, `$3`)
 	st := statements{
 		countsAdd: s(`INSERT INTO {s}.counts (namespace, queue, state, priority, shard, n)
 			SELECT u.namespace, u.queue, u.state, u.priority, $5, u.n
@@ -272,8 +273,12 @@ func newStatements(schema string) statements {
 		keyBucket: s(`UPDATE {s}.concurrency_keys AS c SET tokens = u.tokens, tokens_ms = u.ms
 			FROM unnest($3::text[], $4::float8[], $5::bigint[]) AS u(key, tokens, ms)
 			WHERE c.namespace = $1 AND c.queue = $2 AND c.concurrency_key = u.key`),
-		keyHold: s(`UPDATE {s}.concurrency_keys SET next_ms = greatest(next_ms, $4)
-			WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3`),
+		// keyHold holds a key back until $4: a key without a counter row (nothing queued or
+		// running) gets one, as the trigger makes it, so that the hold applies to its next
+		// job (migration 0014).
+		keyHold: s(`INSERT INTO {s}.concurrency_keys AS k (namespace, queue, concurrency_key, limit_n, weight, next_ms)
+			VALUES ($1, $2, $3, ` + holdLimit + `, ` + holdWeight + `, $4)
+			ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET next_ms = greatest(k.next_ms, EXCLUDED.next_ms)`),
 		deadlineCutoff:    s(`SELECT deadline_cutoff_ms FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
 		shapes:            s(`SELECT shape, requirement FROM {s}.placement_shapes WHERE namespace = $1 AND queue = $2`),
 		shapeHeadFIFO:     s(shapeHeads(`id`)),

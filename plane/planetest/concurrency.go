@@ -575,6 +575,71 @@ func testRateLimits(t *testing.T, s *suite) {
 		}
 	})
 
+	t.Run("HoldOfEmptiedKey", func(t *testing.T) {
+		// A worker's "slow down" for its key's only job holds the key back although the
+		// key has nothing queued or running once the job is re-queued with its delay: a job
+		// of the key submitted during the hold waits; both start when it has passed.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		first := b.submit(t, plane.SubmitParams{ConcurrencyKey: "api"})[0].ID
+		j := b.claimID(t, first)
+		must(t, b.settle(t, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeRateLimited,
+			RetryDelay: 10 * time.Second, RateLimitKey: "api"}), "rate-limited settle")
+		b.maintain(t) // keeps the hold
+		second := b.submit(t, plane.SubmitParams{ConcurrencyKey: "api"})[0].ID
+		b.requireNothingClaimable(t)
+		b.advance(10 * time.Second)
+		jobs := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, Max: 10, Worker: "w"})
+		require.ElementsMatch(t, []string{first, second}, []string{jobs[0].ID, jobs[len(jobs)-1].ID})
+		require.Len(t, jobs, 2)
+	})
+
+	t.Run("HoldOfKeyWithoutJobs", func(t *testing.T) {
+		// A worker may name another key than its job's: the hold applies to that key's
+		// next job although the key had no job when the hold was set.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		j := b.claimID(t, b.submit(t, plane.SubmitParams{ConcurrencyKey: "caller"})[0].ID)
+		must(t, b.settle(t, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeRateLimited,
+			RetryDelay: 10 * time.Second, RateLimitKey: "upstream"}), "rate-limited settle")
+		b.submitKeyed(t, "upstream", 1)
+		b.requireNothingClaimable(t)
+		b.advance(10 * time.Second)
+		require.Equal(t, map[string]int{"caller": 1, "upstream": 1}, keysOf(b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})))
+	})
+
+	t.Run("KeyRateLimitOfEmptiedKey", func(t *testing.T) {
+		// A key whose jobs come one at a time, each done before the next: its bucket is
+		// kept between them, so it starts at most its rate (here 1/s, burst 1), and
+		// maintenance forgets it only once the bucket is full again.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{KeyRateLimit: 1, KeyBurst: 1})
+		started := 0
+		for range 5 {
+			b.submitKeyed(t, "api", 1)
+			for _, j := range b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"}) {
+				started++
+				b.ack(t, j, "ok")
+			}
+			b.maintain(t)
+			b.advance(100 * time.Millisecond)
+		}
+		require.Equal(t, 1, started, "one start a second")
+		b.advance(500 * time.Millisecond)
+		jobs := b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})
+		require.Len(t, jobs, 1, "a second after the first start, the next")
+		b.ack(t, jobs[0], "ok")
+		for range 3 {
+			b.advance(time.Second)
+			b.maintain(t)
+			jobs = b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})
+			require.Len(t, jobs, 1, "one a second")
+			b.ack(t, jobs[0], "ok")
+		}
+		require.Empty(t, b.keyStats(t), "a key with no jobs is not listed")
+	})
+
 	t.Run("KeyRateLimit", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

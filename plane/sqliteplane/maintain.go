@@ -71,6 +71,9 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 			}
 		}
 	}
+	if _, err := planekit.DropSettledKeys(kitTx{t}, t.w.d.kit, m.batch); err != nil {
+		return r, err
+	}
 	if err := t.trimPlacement(); err != nil {
 		return r, err
 	}

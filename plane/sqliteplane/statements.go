@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // statements are the writer's prepared statements, compiled once on its connection.
@@ -50,6 +52,9 @@ type statements struct {
 // a batch of 1,000 is 15 statements of 64 rows, 4 of 8 and 7 single rows instead of 1,000
 // statements (each statement opens and closes cursors on the table and its indexes, and
 // crosses database/sql once).
+// unlimited is plane.ConcurrencyUnlimited as a SQL literal: the limit of a key without one.
+var unlimited = strconv.FormatInt(plane.ConcurrencyUnlimited, 10)
+
 var insertChunks = [...]int{64, 8, 1}
 
 // insertColumns are the columns a submit writes. The namespace, queue and creation time
@@ -210,7 +215,14 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.keyReadyHeadPriority, keyReadyHeadSQL("priority DESC, id", false)},
 		{&s.keyNext, `SELECT min(next_ms) FROM concurrency_keys WHERE namespace = ?1 AND queue = ?2
 			AND queued > 0 AND running < limit_n AND next_ms > ?3`},
-		{&s.keyHold, `UPDATE concurrency_keys SET next_ms = max(next_ms, ?4) WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
+		// keyHold holds a key back until ?4: a key without a counter row (nothing queued or
+		// running) gets one, with the limit and weight the triggers give, so that the hold
+		// applies to its next job (migration 017).
+		{&s.keyHold, `INSERT INTO concurrency_keys (namespace, queue, concurrency_key, limit_n, weight, next_ms) VALUES (?1, ?2, ?3,
+			COALESCE((SELECT limit_n FROM concurrency_limits WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3),
+				(SELECT limit_n FROM concurrency_limits WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ''), ` + unlimited + `),
+			COALESCE((SELECT weight FROM concurrency_limits WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3), 1), ?4)
+			ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET next_ms = max(next_ms, excluded.next_ms)`},
 		{&s.keyHeadLevelFIFO, keyHeadLevelSQL("id")},
 		{&s.keyHeadLevelFILO, keyHeadLevelSQL("id DESC")},
 		{&s.keyHeadPriority, keyHeadPrioritySQL},
