@@ -120,8 +120,12 @@ func systems() []system {
 	}
 }
 
-// sqliteDSN is the modernc.org/sqlite data source name every SQLite system uses: WAL, the
+// sqliteDSN is the modernc.org/sqlite data source name every peer SQLite system uses: WAL, the
 // given synchronous mode, a 10 s busy timeout, the same settings Lakeshore's plane sets.
+// Switching a new file to WAL from the connection string is safe here (SQLite does not
+// call the busy handler for that switch, so two connections opening a new file at once
+// can fail: internal/sqlitedb's Open switches once, with retries): each peer system opens
+// its file from one process, on one connection (SetMaxOpenConns(1)).
 func sqliteDSN(path, sync string) string {
 	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=synchronous(" + sync + ")"
 }
