@@ -30,13 +30,21 @@ func (t *wtx) markClaimable(namespace, queue string) {
 
 // handOff claims, at the end of the transaction, for the parked waiters of every queue that
 // got claimable jobs, until the waiters or the jobs run out (planekit.Waiters.Serve: a
-// waiter that gets nothing goes back, and the next one with other offers is tried).
+// waiter that gets nothing goes back, and the next one with other offers is tried). A
+// waiter that gets nothing although a job of its queue comes due later (a key freed by a
+// settle but held back by its rate limit until its next token) is woken after the commit,
+// as pgplane's handOff wakes it: it claims again and sleeps until that time, where it
+// would otherwise sleep out the wait it began with (server's
+// TestWaitingClaimWokenWhenFreedKeyIsRateHeld).
 func (t *wtx) handOff() error {
 	waiters := &t.w.d.claimWaiters
 	return waiters.Serve(t.claimable, planekit.ByOffers, func(key string, w *claimWaiter) (bool, error) {
-		jobs, _, err := t.claim(w.P, w.Kind, w.N, w.Lease)
+		jobs, nextMS, err := t.claim(w.P, w.Kind, w.N, w.Lease)
 		if err != nil || len(jobs) == 0 {
 			planekit.Requeue(waiters, key, w)
+			if err == nil && nextMS != 0 {
+				t.wake(key)
+			}
 			return false, err
 		}
 		t.handoffs = append(t.handoffs, handoff{Waiter: w, Jobs: jobs})
