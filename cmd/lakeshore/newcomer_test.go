@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestQueueSetRefusalNamesTheFlag: a value `queue set` refuses names the flag the user
+// typed before the field the plane names (the HTTP field, in snake_case for every field of
+// the block: it was "max depth" for max_depth), which for the per-key overrides is spelt
+// otherwise (--key-bucket sets key_bursts, --key-limit concurrency_limits), exits 2 and
+// changes nothing; on the file plane and over HTTP.
+func TestQueueSetRefusalNamesTheFlag(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(*testing.T) *cli{"File": newCLI, "HTTP": newHTTPCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := mk(t)
+			c.ok("queue", "set", "a", "--concurrency-limit", "2")
+			for _, bad := range []struct {
+				args []string
+				want string
+			}{
+				{[]string{"--concurrency-limit", "-1"}, "lakeshore: --concurrency-limit: invalid concurrency_limit -1: use a number ≥ 0"},
+				{[]string{"--key-limit", "acme=-3"}, "lakeshore: --key-limit: invalid concurrency_limits[acme] -3:"},
+				{[]string{"--key-limit", strings.Repeat("k", 300) + "=1"}, "lakeshore: --key-limit: invalid concurrency_limits key \"kkk"},
+				{[]string{"--key-weight", "acme=0"}, "lakeshore: --key-weight: invalid key_weights[acme] 0:"},
+				{[]string{"--key-rate-limit", "-5"}, "lakeshore: --key-rate-limit: invalid key_rate_limit -5:"},
+				{[]string{"--key-burst", "-1"}, "lakeshore: --key-burst: invalid key_burst -1:"},
+				{[]string{"--key-rate", "big=-1"}, "lakeshore: --key-rate: invalid key_rate_limits[big] -1:"},
+				{[]string{"--key-bucket", "big=0"}, "lakeshore: --key-bucket: invalid key_bursts[big] 0: use a bucket size ≥ 1"},
+				{[]string{"--max-depth", "-1"}, "lakeshore: --max-depth: invalid max_depth -1: use a number ≥ 0"},
+				{[]string{"--on-full", "sometimes"}, "lakeshore: --on-full: invalid on_full \"sometimes\": use reject|block"},
+				{[]string{"--rate-limit", "-1"}, "lakeshore: --rate-limit: invalid rate_limit -1:"},
+				{[]string{"--burst", "-1"}, "lakeshore: --burst: invalid burst -1:"},
+				{[]string{"--deadline-cutoff", "-1s"}, "lakeshore: --deadline-cutoff: invalid deadline_cutoff -1s:"},
+			} {
+				_, errs, code := c.run("", append([]string{"queue", "set", "a"}, bad.args...)...)
+				require.Equal(t, exitUsage, code, "%v: %s", bad.args, errs)
+				require.Contains(t, errs, bad.want, "%v", bad.args)
+				require.Equal(t, 1, strings.Count(errs, "\n"), "one line: %q", errs)
+			}
+			var got map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "queue", "get", "a")), &got))
+			a := got["admission"].(map[string]any)
+			require.Equal(t, 2.0, a["concurrency_limit"], "a refused set changes nothing")
+			require.Nil(t, a["concurrency_limits"])
+			require.Nil(t, a["key_weights"])
+			require.Nil(t, a["key_bursts"])
+		})
+	}
+}
+
+// TestSubmitDebounceExistingNote: a debounced resubmit of a key whose job still waits
+// prints that job's id, and the note on standard error says the job took this payload and
+// waits again, not only that nothing new was enqueued (which read as "your payload was
+// dropped"); a plain keyed resubmit keeps the plain note.
+func TestSubmitDebounceExistingNote(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	first := c.ok("submit", "q", `{"n": 1}`, "--key", "d", "--debounce", "1m")
+	out, errs, code := c.run("", "submit", "q", `{"n": 2}`, "--key", "d", "--debounce", "1m")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, first, strings.TrimSpace(out))
+	require.Contains(t, errs, `lakeshore: an existing job holds key "d": its id is printed, nothing new was enqueued; if it is a debounced job still waiting, it now carries this payload and waits 1m0s from now`)
+	require.Contains(t, c.ok("get", first), `{"n":2}`, "the waiting job took the payload")
+
+	c.ok("submit", "q", `1`, "--key", "plain")
+	_, errs, code = c.run("", "submit", "q", `2`, "--key", "plain")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, "lakeshore: an existing job holds key \"plain\": its id is printed, nothing new was enqueued\n", errs)
+}
