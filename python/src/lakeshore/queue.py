@@ -469,23 +469,32 @@ def _check_id(id: Any) -> str:
 _MAX_SECONDS = float((2**63 - 1) // 10**9)
 
 
-def _check_seconds(what: str, v: float | None, *, allow_none: bool = True) -> float | None:
+# The longest delay, dedup or debounce window the plane takes (Go plane.DelayMax, 366
+# days): those fields are refused beyond it, by this bound, as the server refuses them.
+_MAX_DELAY_SECONDS = 366 * 24 * 3600.0
+
+
+def _check_seconds(
+    what: str, v: float | None, *, allow_none: bool = True, maximum: float = _MAX_SECONDS
+) -> float | None:
     """``v`` as float seconds, or InvalidError naming ``what``: not a number, negative, not
-    finite or beyond _MAX_SECONDS (an int too large for a float included)."""
+    finite or beyond ``maximum`` (default _MAX_SECONDS, what a duration holds; an int too
+    large for a float included). The message gives the bound: "(366 days)" for
+    _MAX_DELAY_SECONDS, "(about 292 years)" for _MAX_SECONDS."""
     if v is None:
         if allow_none:
             return None
-    elif isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= _MAX_SECONDS:
+    elif isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= maximum:
         # Comparing first keeps a huge int away from float() (OverflowError) and NaN out.
         return float(v)
     huge = isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**30
     shown = f"an integer of {len(str(abs(int(v or 0))))} digits" if huge else repr(v)
+    bound = "366 days" if maximum == _MAX_DELAY_SECONDS else "about 292 years" if maximum == _MAX_SECONDS else f"{maximum:g} s"
     raise errors.InvalidError(
-        f"invalid {what} {shown}: want seconds from 0 to {int(_MAX_SECONDS)} (about 292 years)"
-        + (" or None" if allow_none else ""),
+        f"invalid {what} {shown}: want seconds from 0 to {int(maximum)} ({bound})" + (" or None" if allow_none else ""),
         field=what,
         value=shown if huge else v,
-        rule=f"seconds from 0 to {int(_MAX_SECONDS)}",
+        rule=f"seconds from 0 to {int(maximum)}",
     )
 
 
@@ -722,18 +731,20 @@ class QueueCore:
         if env.metadata:
             body["metadata"] = {str(k): str(v) for k, v in env.metadata.items()}
         if env.delay is not None:
-            body["delay"] = _check_seconds("delay", env.delay)
+            body["delay"] = _check_seconds("delay", env.delay, maximum=_MAX_DELAY_SECONDS)
         if env.not_before is not None:
             body["not_before"] = _check_time("not_before", env.not_before)
         if env.unique_for is not None:
-            body["unique_for"] = _check_seconds("unique_for", env.unique_for)
+            body["unique_for"] = _check_seconds("unique_for", env.unique_for, maximum=_MAX_DELAY_SECONDS)
         if env.debounce is not None:
-            body["debounce"] = _check_seconds("debounce", env.debounce)
+            body["debounce"] = _check_seconds("debounce", env.debounce, maximum=_MAX_DELAY_SECONDS)
         if env.concurrency_key is not None:
             ck = env.concurrency_key
             if not isinstance(ck, str) or not ck or len(ck.encode()) > 256 or "\x00" in ck:
+                shown = repr(ck)
+                shown = shown if len(shown) <= 100 else shown[:99] + "…"  # as the server's
                 raise errors.InvalidError(
-                    f"invalid concurrency_key {ck!r}: 1–256 bytes of UTF-8 without NUL",
+                    f"invalid concurrency_key {shown}: use 1–256 bytes of UTF-8 without NUL",
                     field="concurrency_key",
                     value=ck,
                     rule="1–256 bytes of UTF-8 without NUL",
@@ -1647,7 +1658,10 @@ class SyncQueue:
         return self._d.run(self._core.admission())
 
     def set_admission(self, admission: Admission) -> Admission:
-        """Set the queue's admission limits (needs an admin token)."""
+        """Replace the queue's admission block with ``admission`` (needs an admin token): a
+        field left None is no limit, whatever the stored block had (``lakeshore queue set``
+        merges instead). To change one field keep the others:
+        ``q.set_admission(dataclasses.replace(q.admission() or Admission(), concurrency_limit=8))``."""
         return self._d.run(self._core.set_admission(admission))
 
     def clear_admission(self) -> bool:
