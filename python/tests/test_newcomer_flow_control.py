@@ -1,12 +1,15 @@
 """What a newcomer to flow control tripped on (issue 27 from Python): a ``@udf`` submit takes
-the dedup windows as it takes the concurrency key, and a window out of range names the
-plane's bound (366 days), not what a duration holds."""
+the dedup windows as it takes the concurrency key, a window out of range names the plane's
+bound (366 days), not what a duration holds, and ``RateLimited`` raised in ``working()`` hands
+the job back as under ``run_worker``."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from lakeshore import HttpDispatch, InvalidError, SyncQueue, udf
+from lakeshore import HttpDispatch, InvalidError, Queue, RateLimited, SyncQueue, udf
 
 
 def test_udf_submit_takes_the_dedup_windows(every_plane: HttpDispatch, qname: str) -> None:
@@ -48,3 +51,48 @@ def test_a_huge_concurrency_key_is_shown_short(dispatch: HttpDispatch, qname: st
         q.submit(1, concurrency_key="x" * 100_000)
     assert e.value.field == "concurrency_key"
     assert len(str(e.value)) < 200 and "use 1–256 bytes of UTF-8 without NUL" in str(e.value)
+
+
+def test_rate_limited_in_working_hands_the_job_back(every_plane: HttpDispatch, qname: str) -> None:
+    """``raise RateLimited`` inside ``q.working()`` is the "slow down" answer there too: the job
+    is re-queued without consuming an attempt (a job of one attempt survives it) and its key
+    is held back, and the block ends without the exception. It failed the job before, with
+    the traceback as its error."""
+    q = SyncQueue(qname, dispatch=every_plane)
+    inv = q.submit({"x": 1}, concurrency_key="tenant-a", max_attempts=1)
+    other = q.submit({"x": 2}, concurrency_key="tenant-a", max_attempts=1)
+    with q.working(wait=5) as job:
+        assert job is not None and job.id == inv
+        raise RateLimited(retry_after=30, key=job.concurrency_key)
+    got = q.get(inv)
+    assert got.state == "queued" and got.attempt == 0, got
+    assert got.error is not None and got.error["type"] == "rate_limited", got.error
+    assert q.claim(wait=0.5) is None, "the key is held back: its other job waits too"
+    assert q.get(other).state == "queued"
+    # A plain nack of a RateLimited answers the same, and so does the async surface.
+    q2 = SyncQueue(qname + "-2", dispatch=every_plane)
+    inv2 = q2.submit(1, max_attempts=1)
+    job2 = q2.claim(wait=5)
+    assert job2 is not None
+    q2.nack(job2, error=RateLimited(retry_after=30))
+    assert q2.get(inv2).state == "queued" and q2.get(inv2).attempt == 0
+
+    async def run_async() -> None:
+        aq = Queue(qname + "-3", dispatch=every_plane)
+        inv3 = await aq.submit(1, max_attempts=1)
+        async with aq.working(wait=5) as job3:
+            assert job3 is not None
+            raise RateLimited(retry_after=30)
+        got3 = await aq.get(inv3)
+        assert got3.state == "queued" and got3.attempt == 0, got3
+
+    asyncio.run(run_async())
+
+
+def test_other_errors_in_working_still_fail_and_raise(dispatch: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=dispatch)
+    inv = q.submit(1, max_attempts=1)
+    with pytest.raises(ValueError):
+        with q.working(wait=5):
+            raise ValueError("boom")
+    assert q.get(inv).state == "failed"

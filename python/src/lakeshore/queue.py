@@ -1318,8 +1318,10 @@ class QueueCore:
         result: bytes | None,
         error: Mapping[str, Any] | None,
         retry_delay: float | None = None,
+        rate_limit_key: str | None = None,
     ) -> None:
-        """Settle a job: ``succeeded``, ``retry``, ``failed`` or ``timed_out``."""
+        """Settle a job: ``succeeded``, ``retry``, ``failed``, ``timed_out`` or
+        ``rate_limited`` (with ``rate_limit_key``, the concurrency key held back)."""
         body: dict[str, Any] = {"id": job.id, "token": job.token, "outcome": outcome}
         if result is not None:
             body["result"] = result
@@ -1327,6 +1329,8 @@ class QueueCore:
             body["error"] = dict(error)
         if retry_delay is not None:
             body["retry_delay"] = retry_delay
+        if rate_limit_key:
+            body["rate_limit_key"] = rate_limit_key
         try:
             await asyncio.wrap_future(self._settles.put((body, _lease_deadline(job))))
         finally:
@@ -1378,8 +1382,18 @@ class QueueCore:
 
     async def nack(self, job: Job | str, error: BaseException | str | None, retry: bool) -> None:
         """Settle a held job as a failed attempt (retried while attempts remain with
-        ``retry``), carrying the error's type, message and traceback."""
+        ``retry``), carrying the error's type, message and traceback. A
+        :class:`~lakeshore.errors.RateLimited` error with ``retry`` is the "slow down" answer,
+        settled as ``run_worker`` settles it: re-queued after its ``retry_after`` without
+        consuming an attempt, its ``key`` held back as long."""
         j = self._held(job)
+        if retry and isinstance(error, errors.RateLimited):
+            info = _error_info(error, j.attempt)
+            info["type"] = "rate_limited"
+            # Clamped here, as the worker does: the attributes may have changed since it was built.
+            delay = max(errors.rate_limited_delay(error.retry_after), 0.001)
+            await self.settle(j, "rate_limited", None, info, delay, error.key)
+            return
         await self.settle(j, "retry" if retry else "failed", None, _error_info(error, j.attempt))
 
     async def heartbeat(self, job: Job | str, lease_ttl: float | None = None) -> datetime | None:
@@ -1728,7 +1742,10 @@ class SyncQueue:
 
     def nack(self, job: Job | str, *, error: BaseException | str | None, retry: bool = True) -> None:
         """Settle a claimed job as a failed attempt: re-queued (after a backoff) while
-        attempts remain with ``retry``, else failed. Raises LeaseLostError when fenced off."""
+        attempts remain with ``retry``, else failed. A :class:`~lakeshore.errors.RateLimited`
+        ``error`` (with ``retry``) hands the job back instead, as a handler's does under
+        ``run_worker``: claimable after its ``retry_after``, the attempt not counted, its
+        ``key`` held back as long. Raises LeaseLostError when fenced off."""
         self._d.run(self._core.nack(job, error, retry))
 
     def heartbeat(self, job: Job | str) -> datetime | None:
@@ -1748,7 +1765,13 @@ class SyncQueue:
         """Claim one job and settle it when the block ends: ack with ``job.result`` on
         success, nack with retry on an exception (which is re-raised). Yields None when
         nothing was claimable within ``wait``. The lease is heartbeated on the client's
-        thread while the block runs, so a CPU-bound body does not lose it."""
+        thread while the block runs, so a CPU-bound body does not lose it.
+
+        A :class:`~lakeshore.errors.RateLimited` raised in the block is the "slow down"
+        answer, not a failure: the job goes back to the queue after its ``retry_after``
+        without consuming an attempt (its ``key`` held back as long), as under
+        ``run_worker``, and the block ends without an exception, so a loop of ``working()``
+        blocks goes on."""
         job = self.claim(wait=wait)
         if job is None:
             yield None
@@ -1758,6 +1781,9 @@ class SyncQueue:
         )
         try:
             yield job
+        except errors.RateLimited as e:
+            keeper.cancel()
+            self.nack(job, error=e, retry=True)  # a settle that fails raises, from e
         except BaseException as e:
             keeper.cancel()
             try:
@@ -1958,7 +1984,8 @@ class Queue:
 
     @contextlib.asynccontextmanager
     async def working(self, *, wait: float = 0.0) -> AsyncIterator[Job | None]:
-        """``async with q.working() as job``: see :meth:`SyncQueue.working`. The lease is
+        """``async with q.working() as job``: see :meth:`SyncQueue.working` (a
+        :class:`~lakeshore.errors.RateLimited` hands the job back, unraised). The lease is
         heartbeated on the client's own loop, so a body that blocks this loop keeps it."""
         job = await self.claim(wait=wait)
         if job is None:
@@ -1969,6 +1996,9 @@ class Queue:
         )
         try:
             yield job
+        except errors.RateLimited as e:
+            keeper.cancel()
+            await asyncio.shield(self.nack(job, error=e, retry=True))
         except BaseException as e:
             keeper.cancel()
             try:
