@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from lakeshore import HttpDispatch, InvalidError, Queue, RateLimited, SyncQueue, udf
+from lakeshore import Admission, HttpDispatch, InvalidError, Queue, RateLimited, SyncQueue, udf
 
 
 def test_udf_submit_takes_the_dedup_windows(every_plane: HttpDispatch, qname: str) -> None:
@@ -96,3 +96,33 @@ def test_other_errors_in_working_still_fail_and_raise(dispatch: HttpDispatch, qn
         with q.working(wait=5):
             raise ValueError("boom")
     assert q.get(inv).state == "failed"
+
+
+def test_concurrency_keys_show_the_keys_and_their_rate_wait(every_plane: HttpDispatch, qname: str) -> None:
+    """A Python user sees what ``lakeshore queue get`` and ``GET …/stats`` show per key (it had
+    only ``stats()``, counts by state): limits, weights, the bucket and the rate wait of a
+    key a worker's "slow down" holds."""
+    q = SyncQueue(qname, dispatch=every_plane)
+    assert q.concurrency_keys() == []
+    q.set_admission(Admission(concurrency_limit=2, concurrency_limits={"big": 5}, key_weights={"big": 3}, key_rate_limit=10))
+    for _ in range(3):
+        q.submit(1, concurrency_key="big")
+    q.submit(1, concurrency_key="small")
+    job = q.claim(wait=5)
+    assert job is not None and job.concurrency_key is not None
+    held = job.concurrency_key
+    q.nack(job, error=RateLimited(retry_after=60, key=held))
+    keys = {k.key: k for k in q.concurrency_keys()}
+    assert set(keys) == {"big", "small"}, keys
+    big, small = keys["big"], keys["small"]
+    assert (big.limit, big.weight, big.rate_limit, big.burst) == (5, 3.0, 10.0, 10), big
+    assert (small.limit, small.weight, small.running) == (2, 1.0, 0), small
+    assert 50 < keys[held].rate_wait <= 60, keys[held]
+    other = keys["small" if held == "big" else "big"]
+    assert other.rate_wait < 1, other
+
+    async def run_async() -> None:
+        got = await Queue(qname, dispatch=every_plane).concurrency_keys()
+        assert {k.key for k in got} == {"big", "small"}
+
+    asyncio.run(run_async())

@@ -36,6 +36,7 @@ __all__ = [
     "Invocation",
     "InvocationPage",
     "Admission",
+    "KeyStats",
     "Resources",
     "LaunchPolicy",
     "Provider",
@@ -270,6 +271,47 @@ class Admission:
     key_burst: int | None = None
     key_rate_limits: Mapping[str, float] | None = None
     key_bursts: Mapping[str, int] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyStats:
+    """A concurrency key of a queue with jobs claimable or running now (Go
+    ``lakeshore.KeyStats``, HTTP ``GET …/stats``'s ``keys``, ``lakeshore queue get``).
+
+    Attributes:
+        key: the concurrency key.
+        queued: its claimable jobs (a job waiting out a delay or a retry's backoff is not).
+        running: its jobs holding a lease.
+        limit: its concurrency limit (0: none).
+        weight: its fair-share weight.
+        rate_limit: its starts per second, or None without a token bucket.
+        burst: its bucket size, or None without one.
+        rate_wait: seconds from the read until its bucket has a token or a worker's "slow
+            down" hold ends (0: it may start a job now).
+    """
+
+    key: str
+    queued: int
+    running: int
+    limit: int
+    weight: float
+    rate_limit: float | None = None
+    burst: int | None = None
+    rate_wait: float = 0.0
+
+
+def _key_stats(k: Mapping[str, Any]) -> KeyStats:
+    rate_limit, burst = k.get("rate_limit"), k.get("burst")
+    return KeyStats(
+        key=str(k.get("key", "")),
+        queued=int(k.get("queued") or 0),
+        running=int(k.get("running") or 0),
+        limit=int(k.get("limit") or 0),
+        weight=float(k.get("weight") or 1.0),
+        rate_limit=float(rate_limit) if rate_limit is not None else None,
+        burst=int(burst) if burst is not None else None,
+        rate_wait=float(k.get("rate_wait") or 0.0),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -909,6 +951,12 @@ class QueueCore:
         """The queue's counts by state."""
         ans = await self._call("GET", self.path + "/stats", retry="safe")
         return {str(k): int(v) for k, v in (ans.get("counts") or {}).items()}
+
+    async def concurrency_keys(self) -> list[KeyStats]:
+        """The queue's concurrency keys with jobs claimable or running, most running first
+        (at most 100)."""
+        ans = await self._call("GET", self.path + "/stats", retry="safe")
+        return [_key_stats(k) for k in ans.get("keys") or []]
 
     async def list_page(
         self, state: str | None, key_prefix: str | None, limit: int, after: str | None, oldest: bool
@@ -1654,6 +1702,13 @@ class SyncQueue:
         """The queue's counts by state."""
         return self._d.run(self._core.stats())
 
+    def concurrency_keys(self) -> builtins.list[KeyStats]:
+        """The queue's concurrency keys with jobs claimable or running now, the most running
+        first (at most 100): each one's queued and running jobs, limit, weight, token bucket
+        and ``rate_wait``, the seconds until its rate limit or a worker's "slow down" hold
+        lets it start a job (docs/semantics.md, "Rate limits per key")."""
+        return self._d.run(self._core.concurrency_keys())
+
     def list(
         self,
         *,
@@ -1906,6 +1961,10 @@ class Queue:
     async def stats(self) -> dict[str, int]:
         """See :meth:`SyncQueue.stats`."""
         return await self._d.run_async(self._core.stats())
+
+    async def concurrency_keys(self) -> builtins.list[KeyStats]:
+        """See :meth:`SyncQueue.concurrency_keys`."""
+        return await self._d.run_async(self._core.concurrency_keys())
 
     async def list(
         self,
