@@ -73,3 +73,17 @@ func TestSubmitDebounceExistingNote(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 	require.Equal(t, "lakeshore: an existing job holds key \"plain\": its id is printed, nothing new was enqueued\n", errs)
 }
+
+// TestScheduleAddShowsTheZonesHour: `schedule add "0 3 * * *" --time-zone Europe/Paris`
+// prints its next fire in UTC and in the schedule's zone, where it reads 03:00 (in UTC alone
+// it read 02:00 or 01:00, an hour a newcomer took for a bug); a UTC schedule keeps one time.
+func TestScheduleAddShowsTheZonesHour(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	out := c.ok("schedule", "add", "nightly", "0 3 * * *", "--queue", "eval", "--time-zone", "Europe/Paris")
+	require.Regexp(t, `^schedule nightly \(0 3 \* \* \* \(Europe/Paris\)\) to eval: next fire \S+Z \(\S+T03:00:00\+0[12]:00 Europe/Paris\)$`, out)
+	out = c.ok("schedule", "add", "utc", "0 3 * * *", "--queue", "eval")
+	require.Regexp(t, `^schedule utc \(0 3 \* \* \*\) to eval: next fire \S+T03:00:00Z$`, out)
+	c.ok("schedule", "pause", "nightly")
+	require.Regexp(t, `^resumed nightly: next fire \S+Z \(\S+T03:00:00\+0[12]:00 Europe/Paris\)$`, c.ok("schedule", "resume", "nightly"))
+}
