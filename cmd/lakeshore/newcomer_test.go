@@ -87,3 +87,49 @@ func TestScheduleAddShowsTheZonesHour(t *testing.T) {
 	c.ok("schedule", "pause", "nightly")
 	require.Regexp(t, `^resumed nightly: next fire \S+Z \(\S+T03:00:00\+0[12]:00 Europe/Paris\)$`, c.ok("schedule", "resume", "nightly"))
 }
+
+// TestWorkerRateLimitedExit: an exec worker's command can give the "slow down" answer a
+// Go or Python handler gives (it could not: every non-zero exit consumed an attempt): with
+// --rate-limited-exit 75, a command exiting 75 hands its job back after
+// --rate-limited-delay, its attempt kept, and its concurrency key is held back as long
+// (queue get shows the key's wait); another exit code still fails the attempt; bad flags
+// exit 2 before anything is claimed. On the file plane and over HTTP.
+func TestWorkerRateLimitedExit(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(*testing.T) *cli{"File": newCLI, "HTTP": newHTTPCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := mk(t)
+			first := c.ok("submit", "api", "1", "--concurrency-key", "tenant", "--max-attempts", "1")
+			c.ok("submit", "api", "2", "--concurrency-key", "tenant", "--max-attempts", "1")
+			c.ok("worker", "api", "--once", "--rate-limited-exit", "75", "--rate-limited-delay", "1m", "--", "sh", "-c", "exit 75")
+			var inv map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "get", first)), &inv))
+			require.Equal(t, "queued", inv["state"], "handed back, not failed: %v", inv)
+			require.EqualValues(t, 0, inv["attempt"], "its attempt kept")
+			require.Equal(t, "rate_limited", inv["error"].(map[string]any)["type"])
+			var q map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "queue", "get", "api")), &q))
+			keys := q["keys"].([]any)
+			require.Len(t, keys, 1)
+			require.Greater(t, keys[0].(map[string]any)["rate_wait_s"], 50.0, "the key is held back: %v", keys)
+			require.Equal(t, "2", c.ok("count", "api", "queued"))
+
+			c.ok("submit", "other", "1", "--max-attempts", "1")
+			c.ok("worker", "other", "--once", "--rate-limited-exit", "75", "--", "sh", "-c", "exit 3")
+			require.Equal(t, "1", c.ok("count", "other", "failed"), "another exit code fails the attempt")
+
+			for _, bad := range [][]string{
+				{"--rate-limited-exit", "256"},
+				{"--rate-limited-exit", "-1"},
+				{"--rate-limited-delay", "5s"},
+				{"--rate-limited-exit", "75", "--rate-limited-delay", "-1s"},
+				{"--rate-limited-exit", "75", "--rate-limited-delay", "9000h"},
+			} {
+				_, errs, code := c.run("", append(append([]string{"worker", "other", "--once"}, bad...), "--", "true")...)
+				require.Equal(t, exitUsage, code, "%v: %s", bad, errs)
+				require.Contains(t, errs, "--rate-limited-", "%v", bad)
+			}
+		})
+	}
+}
