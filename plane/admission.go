@@ -88,15 +88,15 @@ func defaultBurst(rate float64) int64 {
 func (a Admission) Validate() error {
 	switch {
 	case a.MaxDepth < 0:
-		return Invalid("max depth", a.MaxDepth, "use a number ≥ 0 (0: no limit)")
+		return Invalid("max_depth", a.MaxDepth, "use a number ≥ 0 (0: no limit)")
 	case a.OnFull != "" && a.OnFull != OnFullReject && a.OnFull != OnFullBlock:
 		return Invalid("on_full", string(a.OnFull), "use reject|block")
 	case a.RateLimit < 0 || math.IsNaN(a.RateLimit) || math.IsInf(a.RateLimit, 0):
-		return Invalid("rate limit", a.RateLimit, "use submits per second ≥ 0 (0: no limit)")
+		return Invalid("rate_limit", a.RateLimit, "use submits per second ≥ 0 (0: no limit)")
 	case a.Burst < 0:
 		return Invalid("burst", a.Burst, "use a number ≥ 0 (0: the rate limit rounded up)")
 	case a.DeadlineCutoff < 0:
-		return Invalid("deadline cutoff", a.DeadlineCutoff, "use a duration ≥ 0 (0: none)")
+		return Invalid("deadline_cutoff", a.DeadlineCutoff, "use a duration ≥ 0 (0: none)")
 	}
 	return a.validateConcurrency()
 }

@@ -537,7 +537,7 @@ func TestTypedNits(t *testing.T) {
 	e := b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"priority": 1e400}`), "").requireError(t, 400, "invalid")
 	require.Contains(t, e.Message, "out of range: use a finite number within ±1.8e308")
 	e = b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"delay": 1e300}`), "").requireError(t, 400, "invalid")
-	require.Contains(t, e.Message, "invalid delay 1e+300: use seconds from 0 to 9223372036")
+	require.Contains(t, e.Message, "invalid delay 1e+300: use seconds from 0 to 31622400 (366 days)")
 	e = b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`null`), "").requireError(t, 400, "invalid")
 	require.Contains(t, e.Message, "null is not one; send {}")
 	b.do(t, "POST", Q+"/invocations", api.ContentTypeMsgpack, []byte{0xc0}, "").requireError(t, 400, "invalid")

@@ -62,11 +62,14 @@ func (s *Server) submit(r *http.Request, p *principal, namespace, queue string, 
 		if err != nil {
 			return nil, err
 		}
+		if _, err := seconds(pre+"attempt_timeout", invs[i].AttemptTimeout); err != nil {
+			return nil, err
+		}
 		for _, d := range []struct {
 			name string
 			v    float64
-		}{{"attempt_timeout", invs[i].AttemptTimeout}, {"delay", invs[i].Delay}, {"unique_for", invs[i].UniqueFor}, {"debounce", invs[i].Debounce}} {
-			if _, err := seconds(pre+d.name, d.v); err != nil {
+		}{{"delay", invs[i].Delay}, {"unique_for", invs[i].UniqueFor}, {"debounce", invs[i].Debounce}} {
+			if _, err := delaySeconds(pre+d.name, d.v); err != nil {
 				return nil, err
 			}
 		}
@@ -278,7 +281,7 @@ func (s *Server) settleParams(st *api.Settle, prefix string) (plane.SettleParams
 			return sp, err
 		}
 	}
-	if sp.RetryDelay, err = seconds(prefix+"retry_delay", st.RetryDelay); err != nil {
+	if sp.RetryDelay, err = delaySeconds(prefix+"retry_delay", st.RetryDelay); err != nil {
 		return sp, err
 	}
 	if err := sp.Validate(); err != nil {

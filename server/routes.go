@@ -177,6 +177,30 @@ func seconds(field string, f float64) (time.Duration, error) {
 // holds.
 const maxSeconds = float64(math.MaxInt64 / int64(time.Second))
 
+// delaySeconds checks a field in seconds the plane bounds by plane.DelayMax (delay,
+// unique_for, debounce, retry_delay): finite, 0 to 366 days. Its rule is the plane's
+// bound, so a refused value never names a wider range (seconds' 292 years) than the plane
+// takes.
+func delaySeconds(field string, f float64) (time.Duration, error) {
+	if f < 0 || math.IsNaN(f) || f > plane.DelayMax.Seconds() {
+		return 0, plane.Invalid(field, f, delaySecondsRule)
+	}
+	return api.Duration(f), nil
+}
+
+// delaySecondsRule is delaySeconds' rule.
+var delaySecondsRule = fmt.Sprintf("use seconds from 0 to %d (366 days)", int64(plane.DelayMax.Seconds()))
+
+// everySeconds checks a schedule's every: finite, not negative (0: not an interval
+// schedule), at most maxSeconds; the plane then asks for at least plane.ScheduleEveryMin.
+func everySeconds(f float64) error {
+	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > maxSeconds {
+		return plane.Invalid("every", f, fmt.Sprintf("use seconds from %g to %d, in whole milliseconds (or none, with a cron expression)",
+			plane.ScheduleEveryMin.Seconds(), int64(maxSeconds)))
+	}
+	return nil
+}
+
 // leaseTTL checks a lease_ttl field: seconds ≥ 0 (0: the plane's default) and at most
 // api.MaxLeaseTTL.
 func leaseTTL(field string, f float64) (time.Duration, error) {

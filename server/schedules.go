@@ -83,13 +83,11 @@ func (s *Server) handleScheduleSet(w http.ResponseWriter, r *http.Request, p *pr
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
-	for _, d := range []struct {
-		name string
-		v    float64
-	}{{"every", req.Every}, {"attempt_timeout", req.AttemptTimeout}} {
-		if _, err := seconds(d.name, d.v); err != nil {
-			return err
-		}
+	if err := everySeconds(req.Every); err != nil {
+		return err
+	}
+	if _, err := seconds("attempt_timeout", req.AttemptTimeout); err != nil {
+		return err
 	}
 	payload, err := s.value("payload", req.Payload)
 	if err != nil {

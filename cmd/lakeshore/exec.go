@@ -33,6 +33,11 @@ type execSpec struct {
 	stdoutCap  int           // bytes of stdout kept in the result
 	stderrTail int           // bytes of stderr kept (the last ones)
 	frames     bool          // post each stdout line as a VALUE frame
+	// rateLimitedExit is the exit code that means "slow down" (0: none): the job goes back
+	// to its queue after rateLimitedDelay, its attempt kept and its concurrency key held
+	// back as long (lakeshore.RateLimited).
+	rateLimitedExit  int
+	rateLimitedDelay time.Duration
 }
 
 // checkCommand fails early, before anything is claimed, when the command cannot run.
@@ -162,6 +167,11 @@ func (s *execSpec) handle(ctx context.Context, job *lakeshore.Job) (any, error) 
 		ce := &commandError{exitCode: ee.ExitCode(), stderr: errTail.String()}
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			ce.signal = ws.Signal().String()
+		}
+		if s.rateLimitedExit != 0 && ce.signal == "" && ce.exitCode == s.rateLimitedExit {
+			// The command's "slow down": what it calls is rate limited (docs/semantics.md,
+			// "Rate limits per key").
+			return nil, lakeshore.RateLimited(job.ConcurrencyKey, s.rateLimitedDelay)
 		}
 		return nil, ce
 	}

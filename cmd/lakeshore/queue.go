@@ -89,7 +89,7 @@ detaches it.`,
 			if _, err := q.UpdateAdmission(c.Context(), func(ad *lakeshore.Admission) error {
 				return mergeAdmissionFlags(f, ad, &set, onFull, keyLimits, keyWeights, keyRates, keyBursts)
 			}); err != nil {
-				return err
+				return withAdmissionFlag(err)
 			}
 			return a.printAdmission(c, q)
 		},
@@ -109,6 +109,34 @@ detaches it.`,
 	f.StringArrayVar(&keyBursts, "key-bucket", nil, "KEY=B: the token bucket size of one key, ≥ 1 (repeat; KEY=- removes it)")
 	pf.register(c)
 	return c
+}
+
+// admissionFlags maps the fields of an admission block, as a refusal names them (the
+// HTTP and Python names: "key_bursts[big]", "concurrency_limits key"), to the flags of
+// `queue set` that set them, several of which are named otherwise (--key-bucket,
+// --key-limit).
+var admissionFlags = map[string]string{
+	"max_depth": "--max-depth", "on_full": "--on-full", "rate_limit": "--rate-limit", "burst": "--burst",
+	"deadline_cutoff": "--deadline-cutoff", "concurrency_limit": "--concurrency-limit",
+	"concurrency_limits": "--key-limit", "key_weights": "--key-weight", "key_rate_limit": "--key-rate-limit",
+	"key_burst": "--key-burst", "key_rate_limits": "--key-rate", "key_bursts": "--key-bucket",
+}
+
+// withAdmissionFlag prefixes a refusal of the admission block with the flag that set the
+// field it names ("--key-bucket: invalid key_bursts[big] 0: use a bucket size ≥ 1 …"), so
+// the message names what the user typed; any other error is returned as it is. The
+// InvalidError stays in the chain (exit 2).
+func withAdmissionFlag(err error) error {
+	var ie *lakeshore.InvalidError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	field, _, _ := strings.Cut(ie.Field, "[")
+	field, _, _ = strings.Cut(field, " ")
+	if flag, ok := admissionFlags[field]; ok {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	return err
 }
 
 // mergeKeyOverrides merges flag values KEY=VALUE (KEY=- deletes KEY) into *m, parsing

@@ -105,7 +105,7 @@ schedule's next fire.`,
 				return err
 			}
 			_, err = fmt.Fprintf(a.stdout, "schedule %s (%s) to %s: next fire %s\n", sc.Name, sc.String(), sc.Queue,
-				sc.NextFire.Format(time.RFC3339))
+				fireText(sc.NextFire, sc.TimeZone))
 			return err
 		},
 	}
@@ -215,6 +215,20 @@ func cmpCatchUp(c lakeshore.CatchUp) lakeshore.CatchUp {
 }
 
 // stamp prints a fire time in RFC 3339 UTC, or - for none.
+// fireText is a fire's time in UTC, followed, for a schedule read in another time zone,
+// by the same instant in that zone — "2026-12-06T02:00:00Z (2026-12-06T03:00:00+01:00
+// Europe/Paris)" — so that "0 3 * * *" in Europe/Paris does not read as a wrong hour.
+func fireText(t time.Time, zone string) string {
+	text := stamp(t)
+	if t.IsZero() || zone == "" || zone == "UTC" {
+		return text
+	}
+	if loc, err := time.LoadLocation(zone); err == nil {
+		text += fmt.Sprintf(" (%s %s)", t.In(loc).Format(time.RFC3339), zone)
+	}
+	return text
+}
+
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -276,7 +290,7 @@ func newSchedulePauseCmd(a *app, paused bool) *cobra.Command {
 				_, err = fmt.Fprintf(a.stdout, "paused %s\n", sc.Name)
 				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "resumed %s: next fire %s\n", sc.Name, stamp(sc.NextFire))
+			_, err = fmt.Fprintf(a.stdout, "resumed %s: next fire %s\n", sc.Name, fireText(sc.NextFire, sc.TimeZone))
 			return err
 		},
 	}

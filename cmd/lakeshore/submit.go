@@ -111,7 +111,13 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 			if res[0].Existing && !a.json {
 				// The id printed is the existing job's: say so, on standard error, so that
 				// scripts reading the id from standard output are unaffected.
-				fmt.Fprintf(a.stderr, "lakeshore: an existing job holds key %q: its id is printed, nothing new was enqueued\n", key)
+				note := "nothing new was enqueued"
+				if debounce > 0 {
+					// The answer does not say whether the holder took the payload: a debounced
+					// holder still waiting did (the debounce's purpose), any other did not.
+					note = fmt.Sprintf("nothing new was enqueued; if it is a debounced job still waiting, it now carries this payload and waits %s from now", debounce)
+				}
+				fmt.Fprintf(a.stderr, "lakeshore: an existing job holds key %q: its id is printed, %s\n", key, note)
 			}
 			if !wait {
 				if a.json {

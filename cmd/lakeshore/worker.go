@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +34,9 @@ func newWorkerCmd(a *app) *cobra.Command {
   - exit 0 acks the job with {exit_code, stdout (first --stdout-cap bytes), stderr
     (last --stderr-tail bytes)}; a non-zero exit nacks it (retried while attempts
     remain) with the exit code and the stderr tail;
+  - exit --rate-limited-exit CODE (e.g. 75, EX_TEMPFAIL) is the "slow down" answer:
+    the job goes back to its queue after --rate-limited-delay (default 1s) without
+    consuming an attempt, and its concurrency key is held back as long;
   - PYTHONUNBUFFERED=1 is set (unless already set) so Python prints stream as
     frames at once; other languages should flush each line (see docs/cli.md);
   - when the job is killed, its lease is lost, or --timeout passes, the command's
@@ -64,6 +68,17 @@ signal stops the running commands, and their jobs are retried.`,
 			queues, argv := args[:dash], args[dash:]
 			spec.argv = argv
 			spec.frames = !noFrames
+			if spec.rateLimitedExit < 0 || spec.rateLimitedExit > 255 {
+				return usageError(plane.Invalid("--rate-limited-exit", spec.rateLimitedExit, "use an exit code from 1 to 255 (0: none)"))
+			}
+			if c.Flags().Changed("rate-limited-delay") {
+				if spec.rateLimitedExit == 0 {
+					return usagef("--rate-limited-delay applies with --rate-limited-exit only")
+				}
+				if d := spec.rateLimitedDelay; d < 0 || d > plane.DelayMax {
+					return usageError(plane.Invalid("--rate-limited-delay", d, "use a duration from 0 to 366 days (0: 1s)"))
+				}
+			}
 			if err := spec.checkCommand(); err != nil {
 				return err
 			}
@@ -117,6 +132,8 @@ signal stops the running commands, and their jobs are retried.`,
 	f.IntVar(&spec.stdoutCap, "stdout-cap", stdoutCapDefault, "bytes of stdout kept in the result")
 	f.IntVar(&spec.stderrTail, "stderr-tail", stderrTailDefault, "bytes of stderr (the last ones) kept in the result or error")
 	f.BoolVar(&noFrames, "no-frames", false, "do not post stdout lines as VALUE frames")
+	f.IntVar(&spec.rateLimitedExit, "rate-limited-exit", 0, `exit code meaning "slow down" (e.g. 75): the job goes back after --rate-limited-delay, its attempt kept, its concurrency key held back as long (0: none)`)
+	f.DurationVar(&spec.rateLimitedDelay, "rate-limited-delay", time.Second, "with --rate-limited-exit: how long the job and its concurrency key wait (at most 366 days)")
 	f.StringVar(&offers, "offers", "", "what this worker offers, e.g. cpus=8,memory=64GiB,gpus=1,gpu_type=a100,label.zone=east: it takes the jobs whose requirement these satisfy (default: none, so only jobs without a requirement)")
 	f.StringSliceVar(&o.WarmHostKeys, "warm", nil, "host keys this worker is warm for (comma-separated, 'lakeshore get' shows a job's): their jobs go first, within a minute of the order")
 	f.StringVar(&order, "order", "fifo", "claim order: fifo, filo, priority (highest first) or boltzmann (draw ∝ exp(priority/T))")

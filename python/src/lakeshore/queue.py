@@ -36,6 +36,7 @@ __all__ = [
     "Invocation",
     "InvocationPage",
     "Admission",
+    "KeyStats",
     "Resources",
     "LaunchPolicy",
     "Provider",
@@ -273,6 +274,47 @@ class Admission:
 
 
 @dataclasses.dataclass(frozen=True)
+class KeyStats:
+    """A concurrency key of a queue with jobs claimable or running now (Go
+    ``lakeshore.KeyStats``, HTTP ``GET …/stats``'s ``keys``, ``lakeshore queue get``).
+
+    Attributes:
+        key: the concurrency key.
+        queued: its claimable jobs (a job waiting out a delay or a retry's backoff is not).
+        running: its jobs holding a lease.
+        limit: its concurrency limit (0: none).
+        weight: its fair-share weight.
+        rate_limit: its starts per second, or None without a token bucket.
+        burst: its bucket size, or None without one.
+        rate_wait: seconds from the read until its bucket has a token or a worker's "slow
+            down" hold ends (0: it may start a job now).
+    """
+
+    key: str
+    queued: int
+    running: int
+    limit: int
+    weight: float
+    rate_limit: float | None = None
+    burst: int | None = None
+    rate_wait: float = 0.0
+
+
+def _key_stats(k: Mapping[str, Any]) -> KeyStats:
+    rate_limit, burst = k.get("rate_limit"), k.get("burst")
+    return KeyStats(
+        key=str(k.get("key", "")),
+        queued=int(k.get("queued") or 0),
+        running=int(k.get("running") or 0),
+        limit=int(k.get("limit") or 0),
+        weight=float(k.get("weight") or 1.0),
+        rate_limit=float(rate_limit) if rate_limit is not None else None,
+        burst=int(burst) if burst is not None else None,
+        rate_wait=float(k.get("rate_wait") or 0.0),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class Resources:
     """What one launch of a provider asks for (zero: nothing). The SLURM and exec providers
     honour them; the local provider ignores them.
@@ -469,23 +511,32 @@ def _check_id(id: Any) -> str:
 _MAX_SECONDS = float((2**63 - 1) // 10**9)
 
 
-def _check_seconds(what: str, v: float | None, *, allow_none: bool = True) -> float | None:
+# The longest delay, dedup or debounce window the plane takes (Go plane.DelayMax, 366
+# days): those fields are refused beyond it, by this bound, as the server refuses them.
+_MAX_DELAY_SECONDS = 366 * 24 * 3600.0
+
+
+def _check_seconds(
+    what: str, v: float | None, *, allow_none: bool = True, maximum: float = _MAX_SECONDS
+) -> float | None:
     """``v`` as float seconds, or InvalidError naming ``what``: not a number, negative, not
-    finite or beyond _MAX_SECONDS (an int too large for a float included)."""
+    finite or beyond ``maximum`` (default _MAX_SECONDS, what a duration holds; an int too
+    large for a float included). The message gives the bound: "(366 days)" for
+    _MAX_DELAY_SECONDS, "(about 292 years)" for _MAX_SECONDS."""
     if v is None:
         if allow_none:
             return None
-    elif isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= _MAX_SECONDS:
+    elif isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= maximum:
         # Comparing first keeps a huge int away from float() (OverflowError) and NaN out.
         return float(v)
     huge = isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**30
     shown = f"an integer of {len(str(abs(int(v or 0))))} digits" if huge else repr(v)
+    bound = "366 days" if maximum == _MAX_DELAY_SECONDS else "about 292 years" if maximum == _MAX_SECONDS else f"{maximum:g} s"
     raise errors.InvalidError(
-        f"invalid {what} {shown}: want seconds from 0 to {int(_MAX_SECONDS)} (about 292 years)"
-        + (" or None" if allow_none else ""),
+        f"invalid {what} {shown}: want seconds from 0 to {int(maximum)} ({bound})" + (" or None" if allow_none else ""),
         field=what,
         value=shown if huge else v,
-        rule=f"seconds from 0 to {int(_MAX_SECONDS)}",
+        rule=f"seconds from 0 to {int(maximum)}",
     )
 
 
@@ -722,18 +773,20 @@ class QueueCore:
         if env.metadata:
             body["metadata"] = {str(k): str(v) for k, v in env.metadata.items()}
         if env.delay is not None:
-            body["delay"] = _check_seconds("delay", env.delay)
+            body["delay"] = _check_seconds("delay", env.delay, maximum=_MAX_DELAY_SECONDS)
         if env.not_before is not None:
             body["not_before"] = _check_time("not_before", env.not_before)
         if env.unique_for is not None:
-            body["unique_for"] = _check_seconds("unique_for", env.unique_for)
+            body["unique_for"] = _check_seconds("unique_for", env.unique_for, maximum=_MAX_DELAY_SECONDS)
         if env.debounce is not None:
-            body["debounce"] = _check_seconds("debounce", env.debounce)
+            body["debounce"] = _check_seconds("debounce", env.debounce, maximum=_MAX_DELAY_SECONDS)
         if env.concurrency_key is not None:
             ck = env.concurrency_key
             if not isinstance(ck, str) or not ck or len(ck.encode()) > 256 or "\x00" in ck:
+                shown = repr(ck)
+                shown = shown if len(shown) <= 100 else shown[:99] + "…"  # as the server's
                 raise errors.InvalidError(
-                    f"invalid concurrency_key {ck!r}: 1–256 bytes of UTF-8 without NUL",
+                    f"invalid concurrency_key {shown}: use 1–256 bytes of UTF-8 without NUL",
                     field="concurrency_key",
                     value=ck,
                     rule="1–256 bytes of UTF-8 without NUL",
@@ -898,6 +951,12 @@ class QueueCore:
         """The queue's counts by state."""
         ans = await self._call("GET", self.path + "/stats", retry="safe")
         return {str(k): int(v) for k, v in (ans.get("counts") or {}).items()}
+
+    async def concurrency_keys(self) -> list[KeyStats]:
+        """The queue's concurrency keys with jobs claimable or running, most running first
+        (at most 100)."""
+        ans = await self._call("GET", self.path + "/stats", retry="safe")
+        return [_key_stats(k) for k in ans.get("keys") or []]
 
     async def list_page(
         self, state: str | None, key_prefix: str | None, limit: int, after: str | None, oldest: bool
@@ -1307,8 +1366,10 @@ class QueueCore:
         result: bytes | None,
         error: Mapping[str, Any] | None,
         retry_delay: float | None = None,
+        rate_limit_key: str | None = None,
     ) -> None:
-        """Settle a job: ``succeeded``, ``retry``, ``failed`` or ``timed_out``."""
+        """Settle a job: ``succeeded``, ``retry``, ``failed``, ``timed_out`` or
+        ``rate_limited`` (with ``rate_limit_key``, the concurrency key held back)."""
         body: dict[str, Any] = {"id": job.id, "token": job.token, "outcome": outcome}
         if result is not None:
             body["result"] = result
@@ -1316,6 +1377,8 @@ class QueueCore:
             body["error"] = dict(error)
         if retry_delay is not None:
             body["retry_delay"] = retry_delay
+        if rate_limit_key:
+            body["rate_limit_key"] = rate_limit_key
         try:
             await asyncio.wrap_future(self._settles.put((body, _lease_deadline(job))))
         finally:
@@ -1367,8 +1430,18 @@ class QueueCore:
 
     async def nack(self, job: Job | str, error: BaseException | str | None, retry: bool) -> None:
         """Settle a held job as a failed attempt (retried while attempts remain with
-        ``retry``), carrying the error's type, message and traceback."""
+        ``retry``), carrying the error's type, message and traceback. A
+        :class:`~lakeshore.errors.RateLimited` error with ``retry`` is the "slow down" answer,
+        settled as ``run_worker`` settles it: re-queued after its ``retry_after`` without
+        consuming an attempt, its ``key`` held back as long."""
         j = self._held(job)
+        if retry and isinstance(error, errors.RateLimited):
+            info = _error_info(error, j.attempt)
+            info["type"] = "rate_limited"
+            # Clamped here, as the worker does: the attributes may have changed since it was built.
+            delay = max(errors.rate_limited_delay(error.retry_after), 0.001)
+            await self.settle(j, "rate_limited", None, info, delay, error.key)
+            return
         await self.settle(j, "retry" if retry else "failed", None, _error_info(error, j.attempt))
 
     async def heartbeat(self, job: Job | str, lease_ttl: float | None = None) -> datetime | None:
@@ -1629,6 +1702,13 @@ class SyncQueue:
         """The queue's counts by state."""
         return self._d.run(self._core.stats())
 
+    def concurrency_keys(self) -> builtins.list[KeyStats]:
+        """The queue's concurrency keys with jobs claimable or running now, the most running
+        first (at most 100): each one's queued and running jobs, limit, weight, token bucket
+        and ``rate_wait``, the seconds until its rate limit or a worker's "slow down" hold
+        lets it start a job (docs/semantics.md, "Rate limits per key")."""
+        return self._d.run(self._core.concurrency_keys())
+
     def list(
         self,
         *,
@@ -1647,7 +1727,10 @@ class SyncQueue:
         return self._d.run(self._core.admission())
 
     def set_admission(self, admission: Admission) -> Admission:
-        """Set the queue's admission limits (needs an admin token)."""
+        """Replace the queue's admission block with ``admission`` (needs an admin token): a
+        field left None is no limit, whatever the stored block had (``lakeshore queue set``
+        merges instead). To change one field keep the others:
+        ``q.set_admission(dataclasses.replace(q.admission() or Admission(), concurrency_limit=8))``."""
         return self._d.run(self._core.set_admission(admission))
 
     def clear_admission(self) -> bool:
@@ -1714,7 +1797,10 @@ class SyncQueue:
 
     def nack(self, job: Job | str, *, error: BaseException | str | None, retry: bool = True) -> None:
         """Settle a claimed job as a failed attempt: re-queued (after a backoff) while
-        attempts remain with ``retry``, else failed. Raises LeaseLostError when fenced off."""
+        attempts remain with ``retry``, else failed. A :class:`~lakeshore.errors.RateLimited`
+        ``error`` (with ``retry``) hands the job back instead, as a handler's does under
+        ``run_worker``: claimable after its ``retry_after``, the attempt not counted, its
+        ``key`` held back as long. Raises LeaseLostError when fenced off."""
         self._d.run(self._core.nack(job, error, retry))
 
     def heartbeat(self, job: Job | str) -> datetime | None:
@@ -1734,7 +1820,13 @@ class SyncQueue:
         """Claim one job and settle it when the block ends: ack with ``job.result`` on
         success, nack with retry on an exception (which is re-raised). Yields None when
         nothing was claimable within ``wait``. The lease is heartbeated on the client's
-        thread while the block runs, so a CPU-bound body does not lose it."""
+        thread while the block runs, so a CPU-bound body does not lose it.
+
+        A :class:`~lakeshore.errors.RateLimited` raised in the block is the "slow down"
+        answer, not a failure: the job goes back to the queue after its ``retry_after``
+        without consuming an attempt (its ``key`` held back as long), as under
+        ``run_worker``, and the block ends without an exception, so a loop of ``working()``
+        blocks goes on."""
         job = self.claim(wait=wait)
         if job is None:
             yield None
@@ -1744,6 +1836,9 @@ class SyncQueue:
         )
         try:
             yield job
+        except errors.RateLimited as e:
+            keeper.cancel()
+            self.nack(job, error=e, retry=True)  # a settle that fails raises, from e
         except BaseException as e:
             keeper.cancel()
             try:
@@ -1867,6 +1962,10 @@ class Queue:
         """See :meth:`SyncQueue.stats`."""
         return await self._d.run_async(self._core.stats())
 
+    async def concurrency_keys(self) -> builtins.list[KeyStats]:
+        """See :meth:`SyncQueue.concurrency_keys`."""
+        return await self._d.run_async(self._core.concurrency_keys())
+
     async def list(
         self,
         *,
@@ -1944,7 +2043,8 @@ class Queue:
 
     @contextlib.asynccontextmanager
     async def working(self, *, wait: float = 0.0) -> AsyncIterator[Job | None]:
-        """``async with q.working() as job``: see :meth:`SyncQueue.working`. The lease is
+        """``async with q.working() as job``: see :meth:`SyncQueue.working` (a
+        :class:`~lakeshore.errors.RateLimited` hands the job back, unraised). The lease is
         heartbeated on the client's own loop, so a body that blocks this loop keeps it."""
         job = await self.claim(wait=wait)
         if job is None:
@@ -1955,6 +2055,9 @@ class Queue:
         )
         try:
             yield job
+        except errors.RateLimited as e:
+            keeper.cancel()
+            await asyncio.shield(self.nack(job, error=e, retry=True))
         except BaseException as e:
             keeper.cancel()
             try:

@@ -219,11 +219,16 @@ class UDF(Generic[P, R]):
         _dispatch: Dispatch | None = None,
         _mode: str | None = None,
         _concurrency_key: str | None = None,
+        _unique_for: float | None = None,
+        _debounce: float | None = None,
         **kwargs: Any,
     ) -> str:
         """Enqueue a run with these arguments and return its invocation id (a ULID string).
 
         ``_key`` makes the submit idempotent: resubmitting it returns the first id.
+        ``_unique_for`` and ``_debounce`` (seconds, with ``_key``) are the key's dedup and
+        debounce windows, as ``SyncQueue.submit``'s ``unique_for=`` and ``debounce=``
+        (docs/semantics.md, "Dedup windows").
         ``_concurrency_key`` groups the run (a tenant, a user) for the queue's concurrency
         limits and fair share (docs/semantics.md, "Concurrency keys and fair share").
         ``_mode`` names the compute mode (default: the decorator's ``mode``).
@@ -233,8 +238,9 @@ class UDF(Generic[P, R]):
             lakeshore.code.CodeError: the mode ships code that cannot be shipped."""
         q = self.queue(_dispatch)
         options = self.submit_options(_mode, q)
-        if _concurrency_key is not None:
-            options = {**options, "concurrency_key": _concurrency_key}
+        for name, value in (("concurrency_key", _concurrency_key), ("unique_for", _unique_for), ("debounce", _debounce)):
+            if value is not None:
+                options = {**options, name: value}
         return q.submit(self.payload(args, kwargs), key=_key, **options)
 
     def submit_options(self, mode: str | None, q: SyncQueue) -> dict[str, Any]:

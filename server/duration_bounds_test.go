@@ -1,0 +1,66 @@
+package server_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+)
+
+// TestDurationFieldsNameThePlaneBound: a submit's delay, unique_for and debounce, a
+// settle's retry_delay and a schedule's every out of range are refused with the bound the
+// plane applies (366 days; at least 1 s), not the wider range a duration holds (292 years,
+// which a later value then met as a second, different bound), and nothing is stored.
+func TestDurationFieldsNameThePlaneBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	Q := "/v1/namespaces/default/queues/q"
+	const rule = "use seconds from 0 to 31622400 (366 days)"
+	for _, field := range []string{"delay", "unique_for", "debounce"} {
+		for _, v := range []string{"-1", "1e300", "31622401", "1e9"} {
+			body := []byte(`{"payload": 1, "key": "k", "` + field + `": ` + v + `}`)
+			e := b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, body, "").requireError(t, 400, "invalid")
+			require.Contains(t, e.Message, "invalid "+field+" ", "%s %s", field, v)
+			require.Contains(t, e.Message, rule, "%s %s", field, v)
+			require.NotContains(t, e.Message, "292 years", "%s %s", field, v)
+			require.Equal(t, field, e.Details.Field, "%s %s", field, v)
+			batch := []byte(`{"invocations": [{"payload": 1}, {"payload": 1, "key": "k", "` + field + `": ` + v + `}]}`)
+			e = b.do(t, "POST", Q+"/invocations/batch", api.ContentTypeJSON, batch, "").requireError(t, 400, "invalid")
+			require.Contains(t, e.Message, "invalid invocations[1]."+field+" ", "%s %s", field, v)
+			require.Contains(t, e.Message, rule, "%s %s", field, v)
+		}
+	}
+	// The bound itself is taken.
+	ok := b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"payload": 1, "key": "k", "unique_for": 31622400}`), "")
+	require.Equal(t, 200, ok.status, "%s", ok.body)
+	count := b.do(t, "GET", Q+"/count?state=queued", "", nil, "")
+	require.JSONEq(t, `{"count": 1}`, string(count.body), "only the submit at the bound was stored")
+
+	// A settle's retry_delay, on the claimed job (checked before the token is).
+	claim := b.do(t, "POST", Q+"/claim", api.ContentTypeJSON, []byte(`{"max": 1}`), "")
+	require.Equal(t, 200, claim.status, "%s", claim.body)
+	var got struct {
+		Jobs []struct{ ID, Token string } `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal(claim.body, &got))
+	require.Len(t, got.Jobs, 1)
+	for _, v := range []string{"-1", "1e300"} {
+		body := []byte(`{"token": "` + got.Jobs[0].Token + `", "outcome": "rate_limited", "retry_delay": ` + v + `}`)
+		e := b.do(t, "POST", "/v1/invocations/"+got.Jobs[0].ID+"/settle", api.ContentTypeJSON, body, "").requireError(t, 400, "invalid")
+		require.Contains(t, e.Message, "invalid retry_delay ")
+		require.Contains(t, e.Message, rule)
+	}
+	inv := b.do(t, "GET", "/v1/invocations/"+got.Jobs[0].ID, "", nil, "")
+	require.Contains(t, string(inv.body), `"state":"running"`, "a refused settle changes nothing")
+
+	// A schedule's every: its rule says an interval is at least 1 s.
+	for _, v := range []string{"-5", "1e300"} {
+		e := b.do(t, "PUT", "/v1/namespaces/default/schedules/s", api.ContentTypeJSON, []byte(`{"queue": "q", "every": `+v+`}`), "").requireError(t, 400, "invalid")
+		require.Contains(t, e.Message, "invalid every ")
+		require.Contains(t, e.Message, "use seconds from 1 to 9223372036, in whole milliseconds")
+	}
+	list := b.do(t, "GET", "/v1/schedules?namespace=default", "", nil, "")
+	require.JSONEq(t, `{"schedules": []}`, string(list.body), "nothing stored")
+}
