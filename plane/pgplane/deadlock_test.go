@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -191,4 +192,53 @@ func deadlocks(t *testing.T, conn *pgx.Conn) int64 {
 	require.NoError(t, conn.QueryRow(context.Background(),
 		`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n))
 	return n
+}
+
+// TestHoldOfAnotherKeyLocksInKeyOrder: a rate-limited settle of a job of key "b" whose
+// worker holds key "a" back (RateLimitKey) changes two counter rows, b's (its job leaves
+// running) and a's (the hold); it locks them in key order, as every transaction that
+// changes several keys' rows does, so it never waits for a's row while it holds b's. A
+// transaction that holds a's row and takes b's next (in key order, as a submit of jobs of
+// both keys does) is not made to wait for the settle: before, the settle wrote b's row
+// (the trigger) and then a's (the hold), and the two deadlocked.
+func TestHoldOfAnotherKeyLocksInKeyOrder(t *testing.T) {
+	url := pgtest.Database(t)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	for range 2 {
+		submitOne(t, d, plane.SubmitParams{ConcurrencyKey: "b"})
+	}
+	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 2})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	hold := func(j *plane.Job) error {
+		errs, err := d.InvocationSettleMany(ctx, []plane.SettleParams{{ID: j.ID, Token: j.Token,
+			Outcome: plane.OutcomeRateLimited, RetryDelay: time.Hour, RateLimitKey: "a"}})
+		return cmp.Or(err, errs[0])
+	}
+	require.NoError(t, hold(jobs[0])) // a's row made by the hold
+
+	other := mustConn(t, url)
+	tx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(ctx, `SELECT 1 FROM lakeshore.concurrency_keys WHERE namespace = 'default' AND queue = 'q' AND concurrency_key = 'a' FOR UPDATE`)
+	require.NoError(t, err)
+	settled := make(chan error, 1)
+	go func() { settled <- hold(jobs[1]) }()
+	watch := mustConn(t, url)
+	require.Eventually(t, func() bool { // the settle waits for a's row
+		var waiting int
+		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%concurrency_keys%'`).Scan(&waiting)
+		return err == nil && waiting == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	// Well before deadlock_timeout (1 s), which would break the cycle by failing one of the two.
+	_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '300ms'`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM lakeshore.concurrency_keys WHERE namespace = 'default' AND queue = 'q' AND concurrency_key = 'b' FOR UPDATE`)
+	require.NoError(t, err, "b's row, taken in key order after a's, is not held by the settle waiting for a's")
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-settled)
+	requireKeyCountersExact(t, url, "after the holds")
 }
