@@ -20,6 +20,13 @@
 -- key's count (invocations_keyed_end for a job that finishes, 013's;
 -- invocations_keyed_state for every other change, 016's) are as they were but for the
 -- DELETE and that join; invocations_keyed_insert is 016's but for that join.
+--
+-- The rows that count nothing are indexed (concurrency_keys_kept), so that maintenance
+-- reads only them, not the row of every key with work: a scan of 100,000 keys' rows cost
+-- the writer 25 ms a pass (BenchmarkMaintainActiveKeys). A row enters and leaves the index
+-- as its key empties and comes back, where the triggers deleted and made it before.
+CREATE INDEX concurrency_keys_kept ON concurrency_keys (namespace, queue, concurrency_key) WHERE queued = 0 AND running = 0;
+
 DROP TRIGGER invocations_keyed_end;
 DROP TRIGGER invocations_keyed_state;
 DROP TRIGGER invocations_keyed_insert;
