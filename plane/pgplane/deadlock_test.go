@@ -242,3 +242,108 @@ func TestHoldOfAnotherKeyLocksInKeyOrder(t *testing.T) {
 	require.NoError(t, <-settled)
 	requireKeyCountersExact(t, url, "after the holds")
 }
+
+// TestKeptKeyRowsUnderConcurrency: counter rows kept for their rate state (migration
+// 0014) under concurrent use from two planes on one database, whose leader's maintenance
+// (every 5 ms) drops settled rows while workers submit batches of several keys, claim
+// under a rate limit per key, and answer "slow down" for their own key or another one: no
+// deadlock, the counters stay exact, and once every bucket has refilled and every hold
+// ended, maintenance leaves no counter row.
+func TestKeptKeyRowsUnderConcurrency(t *testing.T) {
+	url := pgtest.Database(t)
+	conn := mustConn(t, url)
+	_, err := conn.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''100ms''', current_database()); END $$`)
+	require.NoError(t, err)
+	planes := []*Driver{
+		open(t, url, &Config{MaintenanceInterval: 5 * time.Millisecond}),
+		open(t, url, &Config{MaintenanceInterval: 5 * time.Millisecond}),
+	}
+	ctx := t.Context()
+	require.NoError(t, planes[0].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{ConcurrencyLimit: 2, KeyRateLimit: 500, KeyBurst: 2}}))
+	before := deadlocks(t, conn)
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	var submitted atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := planes[w%len(planes)]
+			for round := range 20 {
+				batch := make([]plane.SubmitParams, 0, 3)
+				for i := range 3 {
+					batch = append(batch, plane.SubmitParams{Payload: []byte{0xc0}, ConcurrencyKey: keys[(w+round+2*i)%len(keys)]})
+				}
+				if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch}); err != nil {
+					t.Error(err)
+					return
+				}
+				submitted.Add(int64(len(batch)))
+				jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 4, Wait: 5 * time.Millisecond})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				settles := make([]plane.SettleParams, len(jobs))
+				for i, j := range jobs {
+					settles[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
+					if (round+i)%3 == 0 {
+						settles[i].Outcome, settles[i].RetryDelay = plane.OutcomeRateLimited, time.Duration(1+round%3)*time.Millisecond
+						settles[i].RateLimitKey = keys[(w*7+round+i)%len(keys)] // often another key
+					}
+				}
+				if len(settles) > 0 {
+					errs, err := d.InvocationSettleMany(ctx, settles)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					requireSettled(t, errs)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	requireKeyCountersExact(t, url, "after the workers")
+	d := planes[0]
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		stats, err := d.QueueStatsList(ctx, "default")
+		require.NoError(t, err)
+		require.Len(t, stats, 1)
+		if stats[0].Counts[plane.StateSucceeded] == submitted.Load() {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "drained in time: %v of %d", stats[0].Counts, submitted.Load())
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 20, Wait: 20 * time.Millisecond})
+		require.NoError(t, err)
+		var settles []plane.SettleParams
+		for _, j := range jobs {
+			settles = append(settles, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded})
+		}
+		if len(settles) > 0 {
+			errs, err := d.InvocationSettleMany(ctx, settles)
+			require.NoError(t, err)
+			requireSettled(t, errs)
+		}
+	}
+	requireKeyCountersExact(t, url, "drained")
+	require.Eventually(t, func() bool { // the buckets refill in 4 ms, the holds end in 3
+		var rows int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+d.schema+`.concurrency_keys`).Scan(&rows))
+		return rows == 0
+	}, 10*time.Second, 10*time.Millisecond, "maintenance drops every settled counter row")
+	for _, p := range planes {
+		p.Close()
+	}
+	require.Eventually(t, func() bool {
+		var others int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
+		return err == nil && others == 0
+	}, 10*time.Second, 20*time.Millisecond, "the planes' connections end")
+	require.Equal(t, before, deadlocks(t, conn), "deadlocks PostgreSQL broke")
+}
