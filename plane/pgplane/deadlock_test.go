@@ -347,3 +347,46 @@ func TestKeptKeyRowsUnderConcurrency(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the planes' connections end")
 	require.Equal(t, before, deadlocks(t, conn), "deadlocks PostgreSQL broke")
 }
+
+// TestConcurrentMaintenanceNoDeadlock: two processes' maintenance passes at once (an
+// explicit Maintain beside the leader's, or a pass that outlives its leader's lease) trim
+// the placement tables one after the other: neither deadlocks the other. Each pass's trim
+// locked a table against writers in SHARE mode, which two trims both hold at once, and then
+// wrote to it, which each one's SHARE lock refuses the other.
+func TestConcurrentMaintenanceNoDeadlock(t *testing.T) {
+	url := pgtest.Database(t)
+	conn := mustConn(t, url)
+	_, err := conn.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''100ms''', current_database()); END $$`)
+	require.NoError(t, err)
+	planes := []*Driver{
+		open(t, url, &Config{MaintenanceInterval: time.Hour}),
+		open(t, url, &Config{MaintenanceInterval: time.Hour}),
+	}
+	submitOne(t, planes[0], plane.SubmitParams{Requirement: &plane.Requirement{GPUs: 1}}) // a placement row
+	before := deadlocks(t, conn)
+	var wg sync.WaitGroup
+	for _, d := range planes {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 15 {
+					if err := d.Maintain(t.Context()); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for _, p := range planes {
+		p.Close() // a backend's pending statistics are written when it exits
+	}
+	require.Eventually(t, func() bool {
+		var others int
+		err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
+		return err == nil && others == 0
+	}, 10*time.Second, 20*time.Millisecond, "the planes' connections end")
+	require.Equal(t, before, deadlocks(t, conn), "deadlocks PostgreSQL broke")
+}
