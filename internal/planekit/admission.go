@@ -204,8 +204,11 @@ func DropSettledKeys(t Tx, st *Statements, after *KeyCursor, limit int) (int, er
 	for _, e := range rows {
 		if queue != [2]string{e.namespace, e.queue} {
 			queue, a = [2]string{e.namespace, e.queue}, plane.Admission{}
-			if block, err := t.Admission(e.namespace, e.queue); err != nil {
-				return dropped, err
+			// Read, not locked as a submit locks it: the drop may wait for a key's row (a
+			// claim or a settle holding it), and the queue's submits must not wait with it.
+			// A block changed meanwhile only moves the bucket's reset by that moment.
+			if block, err := ScanAdmission(t.QueryRow(st.AdmissionGet, e.namespace, e.queue)); err != nil {
+				return dropped, fmt.Errorf("concurrency keys: read admission: %w", err)
 			} else if block != nil {
 				a = block.Admission
 			}

@@ -256,3 +256,55 @@ func TestDropSettledKeysPastHeldRows(t *testing.T) {
 	require.Equal(t, held, rows(), "the ended holds' rows are dropped; the months-long ones kept")
 	requireKeyCountersExact(t, url, "after maintenance")
 }
+
+// TestDropSettledKeysHoldsNoSubmit: maintenance's drop of settled counter rows reads the
+// queue's admission block (the keys' rate limits) without locking it, so a submit to the
+// queue does not wait for the drop, which may wait for a key's row that a claim or settle
+// holds. Before, it took the block as a submit takes it (FOR UPDATE) and held it to its
+// commit: every submit to the queue waited out the pass.
+func TestDropSettledKeysHoldsNoSubmit(t *testing.T) {
+	url := pgtest.Database(t)
+	var clock atomic.Int64
+	clock.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	d := open(t, url, &Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }, MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{KeyRateLimit: 1, KeyBurst: 1}}))
+	for _, key := range []string{"k0", "k1"} {
+		j := submitOne(t, d, plane.SubmitParams{ConcurrencyKey: key})
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q"})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		require.Equal(t, j, jobs[0].ID)
+		errs, err := d.InvocationSettleMany(ctx, []plane.SettleParams{{ID: j, Token: jobs[0].Token, Outcome: plane.OutcomeSucceeded}})
+		require.NoError(t, err)
+		require.NoError(t, errs[0])
+	}
+	clock.Add(int64(2 * time.Second)) // both buckets full again: both rows settled
+
+	other := mustConn(t, url) // a transaction holding k1's row
+	tx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(ctx, `SELECT 1 FROM lakeshore.concurrency_keys WHERE namespace = 'default' AND queue = 'q' AND concurrency_key = 'k1' FOR UPDATE`)
+	require.NoError(t, err)
+	maintained := make(chan error, 1)
+	go func() { maintained <- d.Maintain(ctx) }()
+	watch := mustConn(t, url)
+	require.Eventually(t, func() bool { // the drop waits for k1's row
+		var waiting int
+		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM %concurrency_keys%'`).Scan(&waiting)
+		return err == nil && waiting == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	submitCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = d.InvocationSubmitMany(submitCtx, &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+		Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
+	require.NoError(t, err, "a submit to the queue while the drop waits")
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-maintained)
+	rows := 0
+	require.NoError(t, watch.QueryRow(ctx, `SELECT count(*) FROM lakeshore.concurrency_keys`).Scan(&rows))
+	require.Zero(t, rows, "both settled rows dropped")
+}
