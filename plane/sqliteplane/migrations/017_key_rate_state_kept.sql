@@ -23,7 +23,7 @@
 --
 -- The rows that count nothing are indexed (concurrency_keys_kept), so that maintenance
 -- reads only them, not the row of every key with work: a scan of 100,000 keys' rows cost
--- the writer 25 ms a pass (BenchmarkMaintainActiveKeys). A row enters and leaves the index
+-- the writer 17 to 50 ms a pass (BenchmarkMaintainActiveKeys). A row enters and leaves the index
 -- as its key empties and comes back, where the triggers deleted and made it before.
 CREATE INDEX concurrency_keys_kept ON concurrency_keys (namespace, queue, concurrency_key) WHERE queued = 0 AND running = 0;
 
