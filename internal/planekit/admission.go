@@ -161,20 +161,26 @@ func AddKeyStats(stats []plane.QueueStats, rows interface {
 	return stats, nil
 }
 
+// KeyCursor is where DropSettledKeys goes on: the counter row (namespace, queue, key) it
+// looked at last; the zero KeyCursor is the first row.
+type KeyCursor struct{ Namespace, Queue, Key string }
+
 // DropSettledKeys deletes, in t, the counter rows of concurrency keys that count nothing
 // queued or running and keep no rate state at the transaction's time
 // (plane.Admission.KeyRateSettled: the token bucket full again, no "slow down" hold
 // running). The counting triggers keep such a row past the key's last job while its
 // bucket refills or its hold runs, so that the key's next job starts under them; the
-// maintenance pass drops it after. It looks at up to limit rows and returns how many it
-// dropped.
-func DropSettledKeys(t Tx, st *Statements, limit int) (int, error) {
+// maintenance pass drops it after. It looks at up to limit rows, in key order after
+// *after, which it moves past them (back to the first row once it has read the last), so
+// that successive passes reach every kept row however many of them must still be kept (a
+// hold may last months); it returns how many it dropped.
+func DropSettledKeys(t Tx, st *Statements, after *KeyCursor, limit int) (int, error) {
 	type emptied struct {
 		namespace, queue, key string
 		tokens                float64
 		tokensMS, nextMS      int64
 	}
-	rs, err := t.Query(st.KeysEmptied, limit)
+	rs, err := t.Query(st.KeysEmptied, after.Namespace, after.Queue, after.Key, limit)
 	if err != nil {
 		return 0, fmt.Errorf("concurrency keys: %w", err)
 	}
@@ -186,13 +192,26 @@ func DropSettledKeys(t Tx, st *Statements, limit int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if len(rows) < limit {
+		*after = KeyCursor{}
+	} else {
+		last := rows[len(rows)-1]
+		*after = KeyCursor{last.namespace, last.queue, last.key}
+	}
 	dropped := 0
+	var queue [2]string // the queue whose admission a holds (rows come in queue order)
+	var a plane.Admission
 	for _, e := range rows {
-		var a plane.Admission
-		if block, err := t.Admission(e.namespace, e.queue); err != nil {
-			return dropped, err
-		} else if block != nil {
-			a = block.Admission
+		if queue != [2]string{e.namespace, e.queue} {
+			queue, a = [2]string{e.namespace, e.queue}, plane.Admission{}
+			// Read, not locked as a submit locks it: the drop may wait for a key's row (a
+			// claim or a settle holding it), and the queue's submits must not wait with it.
+			// A block changed meanwhile only moves the bucket's reset by that moment.
+			if block, err := ScanAdmission(t.QueryRow(st.AdmissionGet, e.namespace, e.queue)); err != nil {
+				return dropped, fmt.Errorf("concurrency keys: read admission: %w", err)
+			} else if block != nil {
+				a = block.Admission
+			}
 		}
 		var held time.Time
 		if e.nextMS > 0 {

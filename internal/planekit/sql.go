@@ -272,9 +272,10 @@ type Statements struct {
 	// available (ms). (submit.go)
 	KeyHolder, DebounceHolder, KeyFree, DebounceFold string
 
-	// KeysEmptied: limit → namespace, queue, key, tokens, tokens (ms), next (ms) of the
-	// counter rows of concurrency keys with nothing queued or running, which the counting
-	// triggers keep for their rate state (DropSettledKeys). KeyDrop: namespace, queue, key,
+	// KeysEmptied: namespace, queue, key (a KeyCursor), limit → namespace, queue, key,
+	// tokens, tokens (ms), next (ms) of the counter rows of concurrency keys with nothing
+	// queued or running, which the counting triggers keep for their rate state, in key
+	// order after the cursor (DropSettledKeys). KeyDrop: namespace, queue, key,
 	// tokens, tokens (ms), next (ms); deletes the row only while it still counts nothing
 	// and holds that rate state.
 	KeysEmptied, KeyDrop string

@@ -84,7 +84,10 @@ type Driver struct {
 	rotation planekit.Rotation
 
 	maintainMu sync.Mutex // one maintenance pass at a time in this process
-	node       string
+	// settledKeys is where maintenance's next look for settled counter rows starts
+	// (planekit.DropSettledKeys); guarded by maintainMu.
+	settledKeys planekit.KeyCursor
+	node        string
 
 	randMu sync.Mutex
 	rand   *rand.Rand

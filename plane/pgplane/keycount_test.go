@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,4 +205,106 @@ func TestKeyCountersOldBuildStart(t *testing.T) {
 		WHERE id = (SELECT id FROM lakeshore.invocations WHERE state = -2 ORDER BY id LIMIT 1)`)
 	require.NoError(t, err)
 	requireKeyCountersExact(t, url, "after a second start of the old build")
+}
+
+// TestDropSettledKeysPastHeldRows: more keys held back for months than a maintenance batch
+// (1,000 rows) do not keep the pass from the settled counter rows after them, which one
+// pass drops. Before, the pass read the same first 1,000 kept rows each time (LIMIT
+// without a cursor), so every other kept row stayed until those holds ended.
+func TestDropSettledKeysPastHeldRows(t *testing.T) {
+	url := pgtest.Database(t)
+	var clock atomic.Int64
+	clock.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	d := open(t, url, &Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }, MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	const held = maintainBatch + 1
+	batch := make([]plane.SubmitParams, held+2)
+	for i := range batch {
+		batch[i] = plane.SubmitParams{Payload: []byte{0xc0}}
+	}
+	_, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch})
+	require.NoError(t, err)
+	var jobs []*plane.Job
+	for len(jobs) < len(batch) {
+		got, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: min(len(batch)-len(jobs), 1000)})
+		require.NoError(t, err)
+		require.NotEmpty(t, got)
+		jobs = append(jobs, got...)
+	}
+	settles := make([]plane.SettleParams, len(jobs))
+	for i, j := range jobs {
+		settles[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeRateLimited,
+			RetryDelay: 300 * 24 * time.Hour, RateLimitKey: fmt.Sprintf("a%04d", i)}
+		if i >= held { // after the held keys in key order, held for a second
+			settles[i].RetryDelay, settles[i].RateLimitKey = time.Second, fmt.Sprintf("b%d", i)
+		}
+	}
+	errs, err := d.InvocationSettleMany(ctx, settles)
+	require.NoError(t, err)
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	conn := mustConn(t, url)
+	rows := func() (n int) {
+		t.Helper()
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM lakeshore.concurrency_keys`).Scan(&n))
+		return n
+	}
+	require.Equal(t, held+2, rows())
+	clock.Add(int64(2 * time.Second))
+	require.NoError(t, d.Maintain(ctx))
+	require.Equal(t, held, rows(), "the ended holds' rows are dropped; the months-long ones kept")
+	requireKeyCountersExact(t, url, "after maintenance")
+}
+
+// TestDropSettledKeysHoldsNoSubmit: maintenance's drop of settled counter rows reads the
+// queue's admission block (the keys' rate limits) without locking it, so a submit to the
+// queue does not wait for the drop, which may wait for a key's row that a claim or settle
+// holds. Before, it took the block as a submit takes it (FOR UPDATE) and held it to its
+// commit: every submit to the queue waited out the pass.
+func TestDropSettledKeysHoldsNoSubmit(t *testing.T) {
+	url := pgtest.Database(t)
+	var clock atomic.Int64
+	clock.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	d := open(t, url, &Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }, MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{KeyRateLimit: 1, KeyBurst: 1}}))
+	for _, key := range []string{"k0", "k1"} {
+		j := submitOne(t, d, plane.SubmitParams{ConcurrencyKey: key})
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q"})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		require.Equal(t, j, jobs[0].ID)
+		errs, err := d.InvocationSettleMany(ctx, []plane.SettleParams{{ID: j, Token: jobs[0].Token, Outcome: plane.OutcomeSucceeded}})
+		require.NoError(t, err)
+		require.NoError(t, errs[0])
+	}
+	clock.Add(int64(2 * time.Second)) // both buckets full again: both rows settled
+
+	other := mustConn(t, url) // a transaction holding k1's row
+	tx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(ctx, `SELECT 1 FROM lakeshore.concurrency_keys WHERE namespace = 'default' AND queue = 'q' AND concurrency_key = 'k1' FOR UPDATE`)
+	require.NoError(t, err)
+	maintained := make(chan error, 1)
+	go func() { maintained <- d.Maintain(ctx) }()
+	watch := mustConn(t, url)
+	require.Eventually(t, func() bool { // the drop waits for k1's row
+		var waiting int
+		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM %concurrency_keys%'`).Scan(&waiting)
+		return err == nil && waiting == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	submitCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = d.InvocationSubmitMany(submitCtx, &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+		Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
+	require.NoError(t, err, "a submit to the queue while the drop waits")
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-maintained)
+	rows := 0
+	require.NoError(t, watch.QueryRow(ctx, `SELECT count(*) FROM lakeshore.concurrency_keys`).Scan(&rows))
+	require.Zero(t, rows, "both settled rows dropped")
 }

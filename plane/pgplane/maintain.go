@@ -187,11 +187,19 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 			}
 		}
 	}
-	if err := d.do(ctx, func(t *tx) error {
-		_, err := planekit.DropSettledKeys(kitTx{t}, d.kit, maintainBatch)
-		return err
-	}); err != nil {
-		return false, fmt.Errorf("maintenance: %w", err)
+	for {
+		next := d.settledKeys
+		if err := d.do(ctx, func(t *tx) error {
+			next = d.settledKeys // a retried transaction starts where the failed one did
+			_, err := planekit.DropSettledKeys(kitTx{t}, d.kit, &next, maintainBatch)
+			return err
+		}); err != nil {
+			return false, fmt.Errorf("maintenance: %w", err)
+		}
+		d.settledKeys = next
+		if next == (planekit.KeyCursor{}) || !more(maintainBatch) { // the last kept rows read
+			break
+		}
 	}
 	if err := d.trimPlacement(ctx); err != nil {
 		return false, err

@@ -178,12 +178,14 @@ const placementTrimLockTimeout = "2s"
 
 // trimPlacement removes placement_shapes and placement_warm rows idle for
 // planekit.PlacementIdleTrim (a maintenance step), one table per transaction. Each first
-// takes the table in SHARE mode: that waits for every transaction that inserted into it
-// — a submit whose trigger found the row present and inserted nothing still holds the
-// table's ROW EXCLUSIVE lock until it commits — and holds later inserts until the trim
-// commits, so the live probes (statements after the lock, fresh snapshots) see every
-// invocation of a row they delete, and a submit after the delete re-creates its row. A
-// lock wait past placementTrimLockTimeout skips the table for this pass.
+// takes the table in SHARE ROW EXCLUSIVE mode: that waits for every transaction that
+// inserted into it — a submit whose trigger found the row present and inserted nothing
+// still holds the table's ROW EXCLUSIVE lock until it commits — and holds later inserts
+// until the trim commits, so the live probes (statements after the lock, fresh snapshots)
+// see every invocation of a row they delete, and a submit after the delete re-creates its
+// row; and, unlike SHARE, it excludes another trim (a second process's maintenance pass),
+// which would hold the table in SHARE too and refuse this one's writes as this one refused
+// its: a deadlock. A lock wait past placementTrimLockTimeout skips the table for this pass.
 func (d *Driver) trimPlacement(ctx context.Context) error {
 	now := d.cfg.Now().UnixMilli()
 	cutoff := now - planekit.PlacementIdleTrim.Milliseconds()
@@ -192,7 +194,7 @@ func (d *Driver) trimPlacement(ctx context.Context) error {
 			if _, err := t.tx.Exec(t.ctx, "SET LOCAL lock_timeout = '"+placementTrimLockTimeout+"'"); err != nil {
 				return err
 			}
-			if _, err := t.tx.Exec(t.ctx, "LOCK TABLE "+p.table+" IN SHARE MODE"); err != nil {
+			if _, err := t.tx.Exec(t.ctx, "LOCK TABLE "+p.table+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
 				return err
 			}
 			for i, args := range [][]any{nil, {now}, {cutoff}} {

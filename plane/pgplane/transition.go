@@ -91,6 +91,9 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	}
 	t.exec(t.d.sql.setQueued, h.ID, available, available > t.ms, errBlob, refunded)
 	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
+		// Its row locked in key order with the job's own key's (which the worker need not
+		// have named): the hold writes a second key's row.
+		t.changesKey(keyRef{h.Namespace, h.Queue, tr.HoldKey})
 		t.exec(t.d.sql.keyHold, h.Namespace, h.Queue, tr.HoldKey, available)
 	}
 	t.count(h.Namespace, h.Queue, h.State, h.Priority, -1)

@@ -230,10 +230,16 @@ func (t *tx) changesCounter(h *head) {
 	if !h.Keyed() || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
 		return
 	}
+	t.changesKey(keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String})
+}
+
+// changesKey notes that a write queued changes the counter row of k (its counts, a hold of
+// the key), which flush locks in key order first.
+func (t *tx) changesKey(k keyRef) {
 	if t.counted == nil {
 		t.counted = make(map[keyRef]struct{})
 	}
-	t.counted[keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String}] = struct{}{}
+	t.counted[k] = struct{}{}
 }
 
 func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {

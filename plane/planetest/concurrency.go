@@ -640,6 +640,35 @@ func testRateLimits(t *testing.T, s *suite) {
 		require.Empty(t, b.keyStats(t), "a key with no jobs is not listed")
 	})
 
+	t.Run("EmptiedKeyRejoinsAtTurn", func(t *testing.T) {
+		// A key whose jobs are all done has left the rotation, and its next job joins at
+		// the current turn, whether or not its counter row is kept for its rate state: "a"
+		// claims 5 times while "b" is at its limit, empties, and comes back when "b" is
+		// ready again; it joins at "b"'s turn, not 5 claims behind it.
+		t.Parallel()
+		for name, a := range map[string]plane.Admission{
+			"NoKeyRateLimit": {ConcurrencyLimit: 1},
+			"KeyRateLimit":   {ConcurrencyLimit: 1, KeyRateLimit: 1000, KeyBurst: 1000}, // drawn from, never short
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b := s.setup(t, config{noMaintenance: true})
+				b.setKeys(t, a)
+				b.submitKeyed(t, "b", 20)
+				held := b.claimOne(t) // "b" at its limit
+				b.submitKeyed(t, "a", 5)
+				for range 5 {
+					j := b.claimOne(t)
+					require.Equal(t, "a", j.ConcurrencyKey)
+					b.ack(t, j, "ok")
+				}
+				b.ack(t, held, "ok")
+				b.submitKeyed(t, "a", 20)
+				b.requireAlternate(t, "a", "a", "b")
+			})
+		}
+	})
+
 	t.Run("KeyRateLimit", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

@@ -479,3 +479,40 @@ func TestKeyBucketOfAnEmptiedKey(t *testing.T) {
 	require.NoError(t, d.Maintain(ctx))
 	require.Zero(t, counterRows(t, d), "the bucket is full again: maintenance drops the row")
 }
+
+// TestDropSettledKeysPastHeldRows: the maintenance pass looks at a bounded number of kept
+// counter rows (its batch); rows it must keep — keys held back for months — do not stop it
+// from reaching the settled rows after them, which it drops within a few passes. Before,
+// each pass read the same first rows (LIMIT without a cursor), so once more keys than a
+// batch were held, every other kept row stayed until those holds ended: up to 366 days.
+func TestDropSettledKeysPastHeldRows(t *testing.T) {
+	ctx := context.Background()
+	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	d := openTemp(t, &Config{Now: clock.Now, MaintenanceInterval: time.Hour})
+	d.maintainer.batch = 3
+	hold := func(key string, delay time.Duration) {
+		t.Helper()
+		_, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+			Invocations: []plane.SubmitParams{{}}})
+		require.NoError(t, err)
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q"})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		res, err := d.InvocationSettleMany(ctx, []plane.SettleParams{{ID: jobs[0].ID, Token: jobs[0].Token,
+			Outcome: plane.OutcomeRateLimited, RetryDelay: delay, RateLimitKey: key}})
+		require.NoError(t, err)
+		require.NoError(t, res[0])
+	}
+	for i := range 3 {
+		hold(fmt.Sprintf("a%d", i), 300*24*time.Hour)
+	}
+	hold("b", time.Second)
+	hold("c", time.Second)
+	require.Equal(t, 5, counterRows(t, d))
+	clock.Advance(2 * time.Second)
+	for range 3 {
+		require.NoError(t, d.Maintain(ctx))
+	}
+	require.Equal(t, 3, counterRows(t, d), "the ended holds' rows are dropped; the months-long ones kept")
+	require.Empty(t, keyCounterDrift(t, d))
+}

@@ -233,8 +233,10 @@ func kitStatements() *planekit.Statements {
 			Target: func(v *[]string) any { return textList{v, func(s string, v *[]string) { *v = strings.Split(s, ",") }} },
 		},
 
-		KeyHolder:   `SELECT id, created_ms, metadata FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
-		KeysEmptied: `SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM concurrency_keys WHERE queued = 0 AND running = 0 LIMIT +?`,
+		KeyHolder: `SELECT id, created_ms, metadata FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
+		KeysEmptied: `SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM concurrency_keys
+			WHERE (namespace, queue, concurrency_key) > (?, ?, ?) AND queued = 0 AND running = 0
+			ORDER BY namespace, queue, concurrency_key LIMIT +?`,
 		KeyDrop: `DELETE FROM concurrency_keys WHERE namespace = ? AND queue = ? AND concurrency_key = ?
 			AND queued = 0 AND running = 0 AND tokens = ? AND tokens_ms = ? AND next_ms = ?`,
 		DebounceHolder: `SELECT id, metadata, state = -1, attempt, available_ms FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,

@@ -26,6 +26,9 @@ type maintainer struct {
 	retention time.Duration
 	// batch bounds the rows each step handles in one pass.
 	batch int
+	// settledKeys is where the next look for settled counter rows starts
+	// (planekit.DropSettledKeys).
+	settledKeys planekit.KeyCursor
 }
 
 // runOnce ends expired leases, overdue attempts and passed deadlines, and trims what the
@@ -71,7 +74,7 @@ func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
 			}
 		}
 	}
-	if _, err := planekit.DropSettledKeys(kitTx{t}, t.w.d.kit, m.batch); err != nil {
+	if _, err := planekit.DropSettledKeys(kitTx{t}, t.w.d.kit, &m.settledKeys, m.batch); err != nil {
 		return r, err
 	}
 	if err := t.trimPlacement(); err != nil {

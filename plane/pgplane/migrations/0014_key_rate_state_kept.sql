@@ -11,7 +11,11 @@
 -- plane.Admission.KeyRateSettled), and the hold's statement (keyHold) makes the row of a
 -- key that has none. Such a row is not ready (queued = 0), so no claim reads it; a job of
 -- the key that comes before maintenance drops it joins the rotation through it as through
--- a row that was running. The function is 0012's but for the DELETE.
+-- a new row: at the current turn, not at the later of that and the pass the row kept (a key
+-- with nothing queued or running has left the rotation; its rate state does not change its
+-- place in it: conformance RateLimits/EmptiedKeyRejoinsAtTurn), so the row's pass counts
+-- only while the key has a job running (passes are never negative). The function is 0012's
+-- but for the DELETE and that join.
 CREATE OR REPLACE FUNCTION {schema}.invocations_keyed_count() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     was_claimable boolean := false;
@@ -49,7 +53,7 @@ BEGIN
     -- The common case, an existing row: one update. A missing row (first use, or deleted by
     -- a concurrent transaction) is made by the upsert.
     UPDATE {schema}.concurrency_keys AS k SET
-        pass = CASE WHEN k.queued = 0 AND dq > 0 THEN greatest(k.pass, COALESCE(turn, k.pass))
+        pass = CASE WHEN k.queued = 0 AND dq > 0 THEN greatest(CASE WHEN k.running > 0 THEN k.pass ELSE 0 END, COALESCE(turn, k.pass))
             WHEN was_claimable AND NEW.state = 1 THEN k.pass + 1.0 / k.weight ELSE k.pass END,
         joined = CASE WHEN k.queued = 0 AND dq > 0 THEN true
             WHEN was_claimable AND NEW.state = 1 THEN false ELSE k.joined END,
@@ -66,7 +70,7 @@ BEGIN
             COALESCE((SELECT l.weight FROM {schema}.concurrency_limits l WHERE l.namespace = NEW.namespace AND l.queue = NEW.queue AND l.concurrency_key = NEW.concurrency_key), 1),
             COALESCE(turn, 0), dq > 0)
         ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET
-            pass = CASE WHEN k.queued = 0 AND dq > 0 THEN greatest(k.pass, COALESCE(turn, k.pass)) ELSE k.pass END,
+            pass = CASE WHEN k.queued = 0 AND dq > 0 THEN greatest(CASE WHEN k.running > 0 THEN k.pass ELSE 0 END, COALESCE(turn, k.pass)) ELSE k.pass END,
             joined = CASE WHEN k.queued = 0 AND dq > 0 THEN true ELSE k.joined END,
             queued = k.queued + dq,
             running = k.running + dr;
