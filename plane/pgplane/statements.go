@@ -21,6 +21,7 @@ type statements struct {
 	nextAvailable, setRunning, setRunningKeyed               string
 	keyStartCounted                                          string
 	head, headMany, setQueued, setTerminalMany, setLease     string
+	setTerminalManyKeyed, keyEndsEmptied, keyEndCounted      string
 	nextFrame, endJournal, insertFrame, topicAppend          string
 	rowsByID                                                 string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
@@ -41,6 +42,13 @@ const setRunning = `UPDATE {s}.invocations AS i SET state = 1, attempt = i.attem
 	lease_expires_ms = u.expires, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
 	started_ms = $1, worker = u.worker
 	FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(id, token, expires, worker) WHERE i.id = u.id`
+
+// setTerminalMany is the end of invocations (statements.setTerminalMany), finished at $1:
+// each row of $2 in its terminal state, result and error ($3–$5).
+const setTerminalMany = `UPDATE {s}.invocations AS i SET state = u.state, result = u.result, error = u.error,
+		finished_ms = $1, lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false
+	FROM unnest($2::text[], $3::smallint[], $4::bytea[], $5::bytea[]) AS u(id, state, result, error)
+	WHERE i.id = u.id`
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
@@ -238,10 +246,31 @@ func newStatements(schema string) statements {
 		setQueued: s(`UPDATE {s}.invocations SET state = 0, available_ms = $2, waiting = $3, lease_token = NULL,
 			lease_expires_ms = 0, attempt_deadline_ms = 0, error = $4, attempt = attempt - $5 WHERE id = $1`),
 		// setTerminalMany ends every invocation of a transaction with one statement.
-		setTerminalMany: s(`UPDATE {s}.invocations AS i SET state = u.state, result = u.result, error = u.error,
-				finished_ms = $1, lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false
-			FROM unnest($2::text[], $3::smallint[], $4::bytea[], $5::bytea[]) AS u(id, state, result, error)
-			WHERE i.id = u.id`),
+		setTerminalMany: s(setTerminalMany),
+		// setTerminalManyKeyed is setTerminalMany for ends that take keyed rows from
+		// claimable (state -2) or running: in the same statement it counts them in their
+		// keys' rows — for each key ($6, $7, $8) its claimable ($9) and running ($10) rows
+		// ended: queued − n, running − n. The rows are locked (the settle, the claim or
+		// maintenance read them FOR UPDATE), so the state read is theirs until the end; the
+		// keys' rows are locked in key order first when there are several (lockKeys, sent
+		// by tx.flush). Migration 0015: the trigger counts every other change of a keyed
+		// row, and the ends of a transaction that did not run keyEndCounted first (a process
+		// of the build before).
+		setTerminalManyKeyed: s(`WITH counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - c.queued,
+				running = k.running - c.running
+				FROM unnest($6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS c(namespace, queue, concurrency_key, queued, running)
+				WHERE k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key) ` + setTerminalMany),
+		// keyEndsEmptied follows setTerminalManyKeyed: it deletes the rows of its keys ($1,
+		// $2, $3) that count nothing and hold no rate state (migration 0014's rule, which the
+		// trigger applies to the changes it counts); the rest are kept, and maintenance drops
+		// them once their rate state has settled (planekit.DropSettledKeys). The keys' rows
+		// are locked by the statement before it, so it waits for nothing.
+		keyEndsEmptied: s(`DELETE FROM {s}.concurrency_keys AS k USING unnest($1::text[], $2::text[], $3::text[]) AS c(namespace, queue, concurrency_key)
+			WHERE k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key
+			AND k.queued = 0 AND k.running = 0 AND k.tokens < 0 AND k.next_ms = 0`),
+		// keyEndCounted tells the counting trigger that this transaction counts its keyed
+		// ends itself (setTerminalManyKeyed), until it ends (migration 0015).
+		keyEndCounted: `SELECT set_config('lakeshore.keyed_end', 'counted', true)`,
 		setLease:    s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
 		nextFrame:   s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
 		endJournal:  s(`UPDATE {s}.invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE id = $1`),

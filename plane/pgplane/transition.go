@@ -77,7 +77,7 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	}
 	if !tr.Retry() {
 		state := planekit.StateNumber(tr.State)
-		t.end(h.ID, int16(state), result, errBlob)
+		t.end(h, int16(state), result, errBlob)
 		t.finished(h.ID, h.Namespace, h.Queue, h.Priority, h.State, state)
 		h.State = state
 		h.Token = sql.NullString{}

@@ -50,6 +50,9 @@ type tx struct {
 	// keyStartCounted: keyStartCounted ran, so the trigger leaves this transaction's keyed
 	// starts to setRunningKeyed.
 	keyStartCounted bool
+	// keyEndCounted: keyEndCounted ran, so the trigger leaves this transaction's keyed
+	// ends to setTerminalManyKeyed.
+	keyEndCounted bool
 }
 
 // ends are terminal writes gathered into one statement.
@@ -57,6 +60,42 @@ type ends struct {
 	ids             []string
 	states          []int16
 	results, errors [][]byte
+	// keyed counts, per concurrency key, the ended rows that were claimable or running
+	// under it, for setTerminalManyKeyed.
+	keyed keyEnds
+}
+
+// keyEnds are the claimable keyed rows (state -2) and running keyed rows one terminal
+// write ends, counted per key for setTerminalManyKeyed: the rows are locked, so the state
+// read is theirs until the end.
+type keyEnds struct {
+	namespaces, queues, keys []string
+	queued, running          []int64
+	index                    map[keyRef]int
+}
+
+// add counts the end of h, in state h.State until now, in its key (nothing when h is not
+// claimable or running under a key).
+func (k *keyEnds) add(h *head) {
+	if !h.Keyed() || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
+		return
+	}
+	key := keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String}
+	i, ok := k.index[key]
+	if !ok {
+		if k.index == nil {
+			k.index = map[keyRef]int{}
+		}
+		i = len(k.keys)
+		k.index[key] = i
+		k.namespaces, k.queues, k.keys = append(k.namespaces, key.namespace), append(k.queues, key.queue), append(k.keys, key.key)
+		k.queued, k.running = append(k.queued, 0), append(k.running, 0)
+	}
+	if h.State == planekit.StateKeyed {
+		k.queued[i]++
+	} else {
+		k.running[i]++
+	}
 }
 
 // shards is how many counter rows share one (queue, state, priority level).
@@ -174,15 +213,19 @@ func (t *tx) exec(sql string, args ...any) {
 	t.batch.Queue(sql, args...)
 }
 
-// end queues the terminal write of invocation id: state, result and error, finished now.
-func (t *tx) end(id string, state int16, result, errBlob []byte) {
-	t.ends.ids = append(t.ends.ids, id)
+// end queues the terminal write of h (in state h.State until now): state, result and
+// error, finished now.
+func (t *tx) end(h *head, state int16, result, errBlob []byte) {
+	t.ends.keyed.add(h)
+	t.ends.ids = append(t.ends.ids, h.ID)
 	t.ends.states = append(t.ends.states, state)
 	t.ends.results = append(t.ends.results, result)
 	t.ends.errors = append(t.ends.errors, errBlob)
 }
 
-// queueEnds queues the gathered terminal writes as one statement.
+// queueEnds queues the gathered terminal writes as one statement (setTerminalMany; with
+// keyed rows setTerminalManyKeyed, which counts them in their keys' rows, then
+// keyEndsEmptied).
 func (t *tx) queueEnds() {
 	if len(t.ends.ids) == 0 {
 		return
@@ -192,7 +235,18 @@ func (t *tx) queueEnds() {
 	}
 	e := t.ends
 	t.ends = ends{}
-	t.batch.Queue(t.d.sql.setTerminalMany, t.ms, e.ids, e.states, e.results, e.errors)
+	k := &e.keyed
+	if len(k.keys) == 0 {
+		t.batch.Queue(t.d.sql.setTerminalMany, t.ms, e.ids, e.states, e.results, e.errors)
+		return
+	}
+	if !t.keyEndCounted {
+		t.batch.Queue(t.d.sql.keyEndCounted)
+		t.keyEndCounted = true
+	}
+	t.batch.Queue(t.d.sql.setTerminalManyKeyed, t.ms, e.ids, e.states, e.results, e.errors,
+		k.namespaces, k.queues, k.keys, k.queued, k.running)
+	t.batch.Queue(t.d.sql.keyEndsEmptied, k.namespaces, k.queues, k.keys)
 }
 
 // flush sends the queued writes. Reads call it first, so they see the writes.
