@@ -21,7 +21,7 @@ type statements struct {
 	nextAvailable, setRunning, setRunningKeyed               string
 	keyStartCounted                                          string
 	head, headMany, setQueued, setTerminalMany, setLease     string
-	setTerminalManyKeyed, keyEndsEmptied, keyEndCounted      string
+	setTerminalManyKeyed, keyEndCounted                      string
 	nextFrame, endJournal, insertFrame, topicAppend          string
 	rowsByID                                                 string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
@@ -250,31 +250,36 @@ func newStatements(schema string) statements {
 		// setTerminalManyKeyed is setTerminalMany for ends that take keyed rows from
 		// claimable (state -2) or running: in the same statement it counts them in their
 		// keys' rows — for each key ($6, $7, $8) its claimable ($9) and running ($10) rows
-		// ended: queued − n, running − n. The rows are locked (the settle, the claim or
-		// maintenance read them FOR UPDATE), so the state read is theirs until the end; the
-		// keys' rows are locked in key order first when there are several (lockKeys, sent
-		// by tx.flush). Migration 0015: the trigger counts every other change of a keyed
-		// row, and the ends of a transaction that did not run keyEndCounted first (a process
-		// of the build before).
-		setTerminalManyKeyed: s(`WITH counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - c.queued,
-				running = k.running - c.running
-				FROM unnest($6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS c(namespace, queue, concurrency_key, queued, running)
-				WHERE k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key) ` + setTerminalMany),
-		// keyEndsEmptied follows setTerminalManyKeyed: it deletes the rows of its keys ($1,
-		// $2, $3) that count nothing and hold no rate state (migration 0014's rule, which the
-		// trigger applies to the changes it counts); the rest are kept, and maintenance drops
-		// them once their rate state has settled (planekit.DropSettledKeys). The keys' rows
-		// are locked by the statement before it, so it waits for nothing.
-		keyEndsEmptied: s(`DELETE FROM {s}.concurrency_keys AS k USING unnest($1::text[], $2::text[], $3::text[]) AS c(namespace, queue, concurrency_key)
-			WHERE k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key
-			AND k.queued = 0 AND k.running = 0 AND k.tokens < 0 AND k.next_ms = 0`),
+		// ended: queued − n, running − n — and deletes the rows of those keys left counting
+		// nothing and holding no rate state (migration 0014's rule, which the trigger
+		// applies to the changes it counts; maintenance drops the rest once their rate state
+		// has settled: planekit.DropSettledKeys). The ended rows are locked (the settle, the
+		// claim or maintenance read them FOR UPDATE), so the state read is theirs until the
+		// end. The keys' rows are locked first, in key order (locked, FOR UPDATE: what it
+		// returns is each row's latest version, whatever the statement's snapshot saw), and
+		// whether a row is deleted or updated is decided from that version, so a row changed
+		// by a transaction that committed after the snapshot is neither left uncounted nor
+		// deleted while it counts something. Migration 0015: the trigger counts every other
+		// change of a keyed row, and the ends of a transaction that did not run
+		// keyEndCounted first (a process of the build before).
+		setTerminalManyKeyed: s(`WITH locked AS (SELECT k.namespace, k.queue, k.concurrency_key, c.queued, c.running,
+					k.queued = c.queued AND k.running = c.running AND k.tokens < 0 AND k.next_ms = 0 AS emptied
+				FROM {s}.concurrency_keys AS k
+				JOIN unnest($6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS c(namespace, queue, concurrency_key, queued, running)
+				ON k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key
+				ORDER BY k.namespace, k.queue, k.concurrency_key FOR UPDATE OF k),
+			emptied AS (DELETE FROM {s}.concurrency_keys AS k USING locked AS l
+				WHERE k.namespace = l.namespace AND k.queue = l.queue AND k.concurrency_key = l.concurrency_key AND l.emptied),
+			counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - l.queued, running = k.running - l.running
+				FROM locked AS l
+				WHERE k.namespace = l.namespace AND k.queue = l.queue AND k.concurrency_key = l.concurrency_key AND NOT l.emptied) ` + setTerminalMany),
 		// keyEndCounted tells the counting trigger that this transaction counts its keyed
 		// ends itself (setTerminalManyKeyed), until it ends (migration 0015).
 		keyEndCounted: `SELECT set_config('lakeshore.keyed_end', 'counted', true)`,
-		setLease:    s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
-		nextFrame:   s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
-		endJournal:  s(`UPDATE {s}.invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE id = $1`),
-		insertFrame: s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),
+		setLease:      s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
+		nextFrame:     s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
+		endJournal:    s(`UPDATE {s}.invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE id = $1`),
+		insertFrame:   s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),
 		// topicAppend takes the next seq of an open topic (creating it), or nothing when closed.
 		topicAppend: s(`INSERT INTO {s}.topics AS t (journal, next_seq, closed, updated_ms) VALUES ($1, 1, $2, $3)
 			ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3

@@ -224,8 +224,7 @@ func (t *tx) end(h *head, state int16, result, errBlob []byte) {
 }
 
 // queueEnds queues the gathered terminal writes as one statement (setTerminalMany; with
-// keyed rows setTerminalManyKeyed, which counts them in their keys' rows, then
-// keyEndsEmptied).
+// keyed rows setTerminalManyKeyed, which counts them in their keys' rows).
 func (t *tx) queueEnds() {
 	if len(t.ends.ids) == 0 {
 		return
@@ -246,7 +245,6 @@ func (t *tx) queueEnds() {
 	}
 	t.batch.Queue(t.d.sql.setTerminalManyKeyed, t.ms, e.ids, e.states, e.results, e.errors,
 		k.namespaces, k.queues, k.keys, k.queued, k.running)
-	t.batch.Queue(t.d.sql.keyEndsEmptied, k.namespaces, k.queues, k.keys)
 }
 
 // flush sends the queued writes. Reads call it first, so they see the writes.
