@@ -67,7 +67,7 @@ func (t *tx) expire(h *head, e planekit.Expiry) {
 // apply writes what plane's policy decided for h: a retry re-queues it (waiting out the
 // delay outside the claim indexes), anything else ends it with result or tr.Error.
 func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
-	t.changesCounter(h)
+	t.changesCounter(h, tr.Retry()) // an end is counted by its terminal write (setTerminalManyKeyed)
 	if h.Keyed() && h.State == planekit.StateRunning {
 		t.wakeQueue(h.Namespace, h.Queue) // the lease ends: its key's slot frees
 	}

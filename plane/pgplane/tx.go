@@ -30,8 +30,15 @@ type tx struct {
 	// commit, so two transactions never lock counter rows in opposite orders.
 	counts planekit.Counts
 	// counted are the concurrency keys whose counter rows the queued writes change (of
-	// invocations claimable or running under a key): flush locks them in key order first.
+	// invocations claimable or running under a key): flush locks them in key order first,
+	// unless their only writer is one terminal write (keyedEnds 1, triggerCounts false),
+	// which locks them in key order itself (setTerminalManyKeyed).
 	counted map[keyRef]struct{}
+	// triggerCounts: a queued write changes a key's counter row through the counting
+	// trigger (in the order it writes the invocation rows); keyedEnds: how many queued
+	// terminal writes count keyed ends (setTerminalManyKeyed).
+	triggerCounts bool
+	keyedEnds     int
 	// holdsRows: the transaction holds rows a promotion could wait on in a cycle: counter
 	// rows (it sent writes that change them, promoted rows, or a claim locked them) or the
 	// invocation rows of its settles; its claims promote with promoteHolding.
@@ -243,6 +250,7 @@ func (t *tx) queueEnds() {
 		t.batch.Queue(t.d.sql.keyEndCounted)
 		t.keyEndCounted = true
 	}
+	t.keyedEnds++
 	t.batch.Queue(t.d.sql.setTerminalManyKeyed, t.ms, e.ids, e.states, e.results, e.errors,
 		k.namespaces, k.queues, k.keys, k.queued, k.running)
 }
@@ -255,9 +263,10 @@ func (t *tx) flush() error {
 	}
 	b := t.batch
 	t.batch = nil
-	if len(t.counted) >= 2 {
+	if len(t.counted) >= 2 && (t.triggerCounts || t.keyedEnds > 1) {
 		// The counter rows of several keys: locked in key order before the writes change
-		// them in theirs (lockKeys).
+		// them in theirs (lockKeys). One terminal write alone locks its keys in key order
+		// itself (setTerminalManyKeyed).
 		locked := &pgx.Batch{}
 		n := len(t.counted)
 		namespaces, queues, keys := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
@@ -270,6 +279,7 @@ func (t *tx) flush() error {
 	}
 	t.holdsRows = t.holdsRows || len(t.counted) > 0
 	clear(t.counted)
+	t.triggerCounts, t.keyedEnds = false, 0
 	return t.tx.SendBatch(t.ctx, b).Close()
 }
 
@@ -277,11 +287,13 @@ func (t *tx) flush() error {
 type keyRef struct{ namespace, queue, key string }
 
 // changesCounter notes that a write queued for h changes its key's counter row (h is
-// claimable or running under a concurrency key), which flush locks in key order first.
-func (t *tx) changesCounter(h *head) {
+// claimable or running under a concurrency key), which flush locks in key order first;
+// byTrigger: the counting trigger writes it (else h's terminal write counts it).
+func (t *tx) changesCounter(h *head, byTrigger bool) {
 	if !h.Keyed() || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
 		return
 	}
+	t.triggerCounts = t.triggerCounts || byTrigger
 	if t.counted == nil {
 		t.counted = make(map[keyRef]struct{})
 	}
