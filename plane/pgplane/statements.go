@@ -94,8 +94,9 @@ func shapeHeads(order string) string {
 // (migrations 0007, 0011, 0012) updates each key's row in the order the statement writes
 // them, never wait on another transaction's keys in another order: every transaction that
 // changes the counters of several keys takes them in key order (the submit's insert goes
-// in that order itself; a claim takes its keys with SKIP LOCKED and never waits), so none
-// deadlocks on them. A missing row is made as the trigger makes it (counts 0, pass 0, the
+// in that order itself; a terminal write of keyed ends alone in its batch locks its keys in
+// key order itself, setTerminalManyKeyed; a claim takes its keys with SKIP LOCKED and never
+// waits), so none deadlocks on them. A missing row is made as the trigger makes it (counts 0, pass 0, the
 // limit and weight of the queue's stored limits: keyLimits), which the trigger's update
 // then counts, as its own upsert would; an existing row is locked, not written (ON
 // CONFLICT's WHERE false still locks it).
