@@ -22,3 +22,12 @@ CREATE TRIGGER invocations_keyed_count_change AFTER UPDATE OF state, waiting ON 
         AND NOT (OLD.state IN (-2, 1) AND NEW.state >= 2
             AND coalesce(current_setting('lakeshore.keyed_end', true), '') = 'counted'))
     EXECUTE FUNCTION {schema}.invocations_keyed_count();
+
+-- And the BEFORE trigger that turns a keyed row made claimable (state 0, not waiting) into
+-- a claimable keyed row (-2) is called only for such a row: its function (0007's) changes
+-- nothing in any other, yet it was called, one PL/pgSQL call each, for every state change
+-- of a keyed row — the start and the end of every job among them.
+DROP TRIGGER invocations_keyed_state ON {schema}.invocations;
+CREATE TRIGGER invocations_keyed_state BEFORE INSERT OR UPDATE OF state, waiting ON {schema}.invocations
+    FOR EACH ROW WHEN (NEW.concurrency_key IS NOT NULL AND NEW.state = 0 AND NOT NEW.waiting)
+    EXECUTE FUNCTION {schema}.invocations_keyed_state();
