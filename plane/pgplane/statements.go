@@ -96,10 +96,10 @@ func shapeHeads(order string) string {
 // changes the counters of several keys takes them in key order (the submit's insert goes
 // in that order itself; a terminal write of keyed ends alone in its batch locks its keys in
 // key order itself, setTerminalManyKeyed; a claim takes its keys with SKIP LOCKED and never
-// waits), so none deadlocks on them. A missing row is made as the trigger makes it (counts 0, pass 0, the
-// limit and weight of the queue's stored limits: keyLimits), which the trigger's update
-// then counts, as its own upsert would; an existing row is locked, not written (ON
-// CONFLICT's WHERE false still locks it).
+// waits), so none deadlocks on them. A missing row is made as the trigger makes it (counts
+// 0, pass 0, the limit and weight of the queue's stored limits: keyLimits), which the
+// trigger's update then counts, as its own upsert would; an existing row is locked, not
+// written (ON CONFLICT's WHERE false still locks it).
 func lockKeys(relation string) string {
 	limit, weight := keyLimits(`l.namespace`, `l.queue`, `l.concurrency_key`)
 	return `INSERT INTO {s}.concurrency_keys AS k (namespace, queue, concurrency_key, limit_n, weight)
