@@ -308,3 +308,82 @@ func TestDropSettledKeysHoldsNoSubmit(t *testing.T) {
 	require.NoError(t, watch.QueryRow(ctx, `SELECT count(*) FROM lakeshore.concurrency_keys`).Scan(&rows))
 	require.Zero(t, rows, "both settled rows dropped")
 }
+
+// TestKeyCountersOldBuildEnd: a process of the build before migration 0015, running beside
+// a new one during a rolling upgrade, ends keyed rows (running ones settled, claimable ones
+// cancelled) with a plain UPDATE and leaves the counting to the trigger, which must still
+// count it; the new build's own ends in the same database (setTerminalManyKeyed) are
+// counted once, and a key left with nothing has no row, whichever build ended its last job.
+func TestKeyCountersOldBuildEnd(t *testing.T) {
+	url := pgtest.Database(t)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	for i := range 8 {
+		submitOne(t, d, plane.SubmitParams{ConcurrencyKey: fmt.Sprintf("k%d", i%2)})
+	}
+	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 4})
+	require.NoError(t, err)
+	require.Len(t, jobs, 4)
+	requireKeyCountersExact(t, url, "after the claim")
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	// The ends of the build before (its setTerminalMany, one running row and one claimable).
+	oldEnd := func(from, to int) {
+		t.Helper()
+		tag, err := conn.Exec(ctx, `UPDATE lakeshore.invocations SET state = $2, finished_ms = 1, lease_token = NULL,
+			lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false
+			WHERE id = (SELECT id FROM lakeshore.invocations WHERE state = $1 ORDER BY id LIMIT 1)`, from, to)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected())
+	}
+	oldEnd(1, 2)
+	requireKeyCountersExact(t, url, "after the old build's end of a running job")
+	oldEnd(-2, 4)
+	requireKeyCountersExact(t, url, "after the old build's cancel of a claimable job")
+	// The new build's settles of the other running jobs (one of them the old build ended
+	// already: its lease is gone).
+	settle := make([]plane.SettleParams, len(jobs))
+	for i, j := range jobs {
+		settle[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
+	}
+	_, err = d.InvocationSettleMany(ctx, settle)
+	require.NoError(t, err)
+	requireKeyCountersExact(t, url, "after the new build's settles")
+	// The setting is the transaction's own: a later plain end on the same connection after
+	// one that set it is counted by the trigger again.
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT set_config('lakeshore.keyed_end', 'counted', true)`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	oldEnd(-2, 4)
+	requireKeyCountersExact(t, url, "after a second cancel of the old build")
+	// The rest ends, by both builds in turn: no key keeps a row.
+	for old := true; ; old = !old {
+		var left int64
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM lakeshore.invocations WHERE state IN (-2, 1)`).Scan(&left))
+		if left == 0 {
+			break
+		}
+		if old {
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM lakeshore.invocations WHERE state = 1`).Scan(&left); err == nil && left > 0 {
+				oldEnd(1, 2)
+			} else {
+				oldEnd(-2, 4)
+			}
+			requireKeyCountersExact(t, url, "after an old build's end")
+			continue
+		}
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1})
+		require.NoError(t, err)
+		for _, j := range jobs {
+			_, err := d.InvocationSettleMany(ctx, []plane.SettleParams{{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeFailed, Error: &plane.ErrorInfo{Message: "no"}}})
+			require.NoError(t, err)
+		}
+		requireKeyCountersExact(t, url, "after a new build's end")
+	}
+	var rows int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM lakeshore.concurrency_keys`).Scan(&rows))
+	require.Zero(t, rows, "counter rows left once every job ended")
+}

@@ -21,6 +21,7 @@ type statements struct {
 	nextAvailable, setRunning, setRunningKeyed               string
 	keyStartCounted                                          string
 	head, headMany, setQueued, setTerminalMany, setLease     string
+	setTerminalManyKeyed, keyEndCounted                      string
 	nextFrame, endJournal, insertFrame, topicAppend          string
 	rowsByID                                                 string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
@@ -41,6 +42,13 @@ const setRunning = `UPDATE {s}.invocations AS i SET state = 1, attempt = i.attem
 	lease_expires_ms = u.expires, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
 	started_ms = $1, worker = u.worker
 	FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(id, token, expires, worker) WHERE i.id = u.id`
+
+// setTerminalMany is the end of invocations (statements.setTerminalMany), finished at $1:
+// each row of $2 in its terminal state, result and error ($3–$5).
+const setTerminalMany = `UPDATE {s}.invocations AS i SET state = u.state, result = u.result, error = u.error,
+		finished_ms = $1, lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false
+	FROM unnest($2::text[], $3::smallint[], $4::bytea[], $5::bytea[]) AS u(id, state, result, error)
+	WHERE i.id = u.id`
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
@@ -86,11 +94,12 @@ func shapeHeads(order string) string {
 // (migrations 0007, 0011, 0012) updates each key's row in the order the statement writes
 // them, never wait on another transaction's keys in another order: every transaction that
 // changes the counters of several keys takes them in key order (the submit's insert goes
-// in that order itself; a claim takes its keys with SKIP LOCKED and never waits), so none
-// deadlocks on them. A missing row is made as the trigger makes it (counts 0, pass 0, the
-// limit and weight of the queue's stored limits: keyLimits), which the trigger's update
-// then counts, as its own upsert would; an existing row is locked, not written (ON
-// CONFLICT's WHERE false still locks it).
+// in that order itself; a terminal write of keyed ends alone in its batch locks its keys in
+// key order itself, setTerminalManyKeyed; a claim takes its keys with SKIP LOCKED and never
+// waits), so none deadlocks on them. A missing row is made as the trigger makes it (counts
+// 0, pass 0, the limit and weight of the queue's stored limits: keyLimits), which the
+// trigger's update then counts, as its own upsert would; an existing row is locked, not
+// written (ON CONFLICT's WHERE false still locks it).
 func lockKeys(relation string) string {
 	limit, weight := keyLimits(`l.namespace`, `l.queue`, `l.concurrency_key`)
 	return `INSERT INTO {s}.concurrency_keys AS k (namespace, queue, concurrency_key, limit_n, weight)
@@ -238,14 +247,40 @@ func newStatements(schema string) statements {
 		setQueued: s(`UPDATE {s}.invocations SET state = 0, available_ms = $2, waiting = $3, lease_token = NULL,
 			lease_expires_ms = 0, attempt_deadline_ms = 0, error = $4, attempt = attempt - $5 WHERE id = $1`),
 		// setTerminalMany ends every invocation of a transaction with one statement.
-		setTerminalMany: s(`UPDATE {s}.invocations AS i SET state = u.state, result = u.result, error = u.error,
-				finished_ms = $1, lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false
-			FROM unnest($2::text[], $3::smallint[], $4::bytea[], $5::bytea[]) AS u(id, state, result, error)
-			WHERE i.id = u.id`),
-		setLease:    s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
-		nextFrame:   s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
-		endJournal:  s(`UPDATE {s}.invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE id = $1`),
-		insertFrame: s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),
+		setTerminalMany: s(setTerminalMany),
+		// setTerminalManyKeyed is setTerminalMany for ends that take keyed rows from
+		// claimable (state -2) or running: in the same statement it counts them in their
+		// keys' rows — for each key ($6, $7, $8) its claimable ($9) and running ($10) rows
+		// ended: queued − n, running − n — and deletes the rows of those keys left counting
+		// nothing and holding no rate state (migration 0014's rule, which the trigger
+		// applies to the changes it counts; maintenance drops the rest once their rate state
+		// has settled: planekit.DropSettledKeys). The ended rows are locked (the settle, the
+		// claim or maintenance read them FOR UPDATE), so the state read is theirs until the
+		// end. The keys' rows are locked first, in key order (locked, FOR UPDATE: what it
+		// returns is each row's latest version, whatever the statement's snapshot saw), and
+		// whether a row is deleted or updated is decided from that version, so a row changed
+		// by a transaction that committed after the snapshot is neither left uncounted nor
+		// deleted while it counts something. Migration 0015: the trigger counts every other
+		// change of a keyed row, and the ends of a transaction that did not run
+		// keyEndCounted first (a process of the build before).
+		setTerminalManyKeyed: s(`WITH locked AS (SELECT k.namespace, k.queue, k.concurrency_key, c.queued, c.running,
+					k.queued = c.queued AND k.running = c.running AND k.tokens < 0 AND k.next_ms = 0 AS emptied
+				FROM {s}.concurrency_keys AS k
+				JOIN unnest($6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS c(namespace, queue, concurrency_key, queued, running)
+				ON k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key
+				ORDER BY k.namespace, k.queue, k.concurrency_key FOR UPDATE OF k),
+			emptied AS (DELETE FROM {s}.concurrency_keys AS k USING locked AS l
+				WHERE k.namespace = l.namespace AND k.queue = l.queue AND k.concurrency_key = l.concurrency_key AND l.emptied),
+			counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - l.queued, running = k.running - l.running
+				FROM locked AS l
+				WHERE k.namespace = l.namespace AND k.queue = l.queue AND k.concurrency_key = l.concurrency_key AND NOT l.emptied) ` + setTerminalMany),
+		// keyEndCounted tells the counting trigger that this transaction counts its keyed
+		// ends itself (setTerminalManyKeyed), until it ends (migration 0015).
+		keyEndCounted: `SELECT set_config('lakeshore.keyed_end', 'counted', true)`,
+		setLease:      s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
+		nextFrame:     s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
+		endJournal:    s(`UPDATE {s}.invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE id = $1`),
+		insertFrame:   s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),
 		// topicAppend takes the next seq of an open topic (creating it), or nothing when closed.
 		topicAppend: s(`INSERT INTO {s}.topics AS t (journal, next_seq, closed, updated_ms) VALUES ($1, 1, $2, $3)
 			ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3

@@ -67,7 +67,7 @@ func (t *tx) expire(h *head, e planekit.Expiry) {
 // apply writes what plane's policy decided for h: a retry re-queues it (waiting out the
 // delay outside the claim indexes), anything else ends it with result or tr.Error.
 func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
-	t.changesCounter(h)
+	t.changesCounter(h, tr.Retry()) // an end is counted by its terminal write (setTerminalManyKeyed)
 	if h.Keyed() && h.State == planekit.StateRunning {
 		t.wakeQueue(h.Namespace, h.Queue) // the lease ends: its key's slot frees
 	}
@@ -77,7 +77,7 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	}
 	if !tr.Retry() {
 		state := planekit.StateNumber(tr.State)
-		t.end(h.ID, int16(state), result, errBlob)
+		t.end(h, int16(state), result, errBlob)
 		t.finished(h.ID, h.Namespace, h.Queue, h.Priority, h.State, state)
 		h.State = state
 		h.Token = sql.NullString{}
@@ -93,6 +93,7 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
 		// Its row locked in key order with the job's own key's (which the worker need not
 		// have named): the hold writes a second key's row.
+		t.triggerCounts = true // a write of a counter row that no terminal write locks
 		t.changesKey(keyRef{h.Namespace, h.Queue, tr.HoldKey})
 		t.exec(t.d.sql.keyHold, h.Namespace, h.Queue, tr.HoldKey, available)
 	}

@@ -30,8 +30,15 @@ type tx struct {
 	// commit, so two transactions never lock counter rows in opposite orders.
 	counts planekit.Counts
 	// counted are the concurrency keys whose counter rows the queued writes change (of
-	// invocations claimable or running under a key): flush locks them in key order first.
+	// invocations claimable or running under a key): flush locks them in key order first,
+	// unless their only writer is one terminal write (keyedEnds 1, triggerCounts false),
+	// which locks them in key order itself (setTerminalManyKeyed).
 	counted map[keyRef]struct{}
+	// triggerCounts: a queued write changes a key's counter row through the counting
+	// trigger (in the order it writes the invocation rows); keyedEnds: how many queued
+	// terminal writes count keyed ends (setTerminalManyKeyed).
+	triggerCounts bool
+	keyedEnds     int
 	// holdsRows: the transaction holds rows a promotion could wait on in a cycle: counter
 	// rows (it sent writes that change them, promoted rows, or a claim locked them) or the
 	// invocation rows of its settles; its claims promote with promoteHolding.
@@ -50,6 +57,9 @@ type tx struct {
 	// keyStartCounted: keyStartCounted ran, so the trigger leaves this transaction's keyed
 	// starts to setRunningKeyed.
 	keyStartCounted bool
+	// keyEndCounted: keyEndCounted ran, so the trigger leaves this transaction's keyed
+	// ends to setTerminalManyKeyed.
+	keyEndCounted bool
 }
 
 // ends are terminal writes gathered into one statement.
@@ -57,6 +67,42 @@ type ends struct {
 	ids             []string
 	states          []int16
 	results, errors [][]byte
+	// keyed counts, per concurrency key, the ended rows that were claimable or running
+	// under it, for setTerminalManyKeyed.
+	keyed keyEnds
+}
+
+// keyEnds are the claimable keyed rows (state -2) and running keyed rows one terminal
+// write ends, counted per key for setTerminalManyKeyed: the rows are locked, so the state
+// read is theirs until the end.
+type keyEnds struct {
+	namespaces, queues, keys []string
+	queued, running          []int64
+	index                    map[keyRef]int
+}
+
+// add counts the end of h, in state h.State until now, in its key (nothing when h is not
+// claimable or running under a key).
+func (k *keyEnds) add(h *head) {
+	if !h.Keyed() || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
+		return
+	}
+	key := keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String}
+	i, ok := k.index[key]
+	if !ok {
+		if k.index == nil {
+			k.index = map[keyRef]int{}
+		}
+		i = len(k.keys)
+		k.index[key] = i
+		k.namespaces, k.queues, k.keys = append(k.namespaces, key.namespace), append(k.queues, key.queue), append(k.keys, key.key)
+		k.queued, k.running = append(k.queued, 0), append(k.running, 0)
+	}
+	if h.State == planekit.StateKeyed {
+		k.queued[i]++
+	} else {
+		k.running[i]++
+	}
 }
 
 // shards is how many counter rows share one (queue, state, priority level).
@@ -174,15 +220,18 @@ func (t *tx) exec(sql string, args ...any) {
 	t.batch.Queue(sql, args...)
 }
 
-// end queues the terminal write of invocation id: state, result and error, finished now.
-func (t *tx) end(id string, state int16, result, errBlob []byte) {
-	t.ends.ids = append(t.ends.ids, id)
+// end queues the terminal write of h (in state h.State until now): state, result and
+// error, finished now.
+func (t *tx) end(h *head, state int16, result, errBlob []byte) {
+	t.ends.keyed.add(h)
+	t.ends.ids = append(t.ends.ids, h.ID)
 	t.ends.states = append(t.ends.states, state)
 	t.ends.results = append(t.ends.results, result)
 	t.ends.errors = append(t.ends.errors, errBlob)
 }
 
-// queueEnds queues the gathered terminal writes as one statement.
+// queueEnds queues the gathered terminal writes as one statement (setTerminalMany; with
+// keyed rows setTerminalManyKeyed, which counts them in their keys' rows).
 func (t *tx) queueEnds() {
 	if len(t.ends.ids) == 0 {
 		return
@@ -192,7 +241,18 @@ func (t *tx) queueEnds() {
 	}
 	e := t.ends
 	t.ends = ends{}
-	t.batch.Queue(t.d.sql.setTerminalMany, t.ms, e.ids, e.states, e.results, e.errors)
+	k := &e.keyed
+	if len(k.keys) == 0 {
+		t.batch.Queue(t.d.sql.setTerminalMany, t.ms, e.ids, e.states, e.results, e.errors)
+		return
+	}
+	if !t.keyEndCounted {
+		t.batch.Queue(t.d.sql.keyEndCounted)
+		t.keyEndCounted = true
+	}
+	t.keyedEnds++
+	t.batch.Queue(t.d.sql.setTerminalManyKeyed, t.ms, e.ids, e.states, e.results, e.errors,
+		k.namespaces, k.queues, k.keys, k.queued, k.running)
 }
 
 // flush sends the queued writes. Reads call it first, so they see the writes.
@@ -203,9 +263,10 @@ func (t *tx) flush() error {
 	}
 	b := t.batch
 	t.batch = nil
-	if len(t.counted) >= 2 {
+	if len(t.counted) >= 2 && (t.triggerCounts || t.keyedEnds > 1) {
 		// The counter rows of several keys: locked in key order before the writes change
-		// them in theirs (lockKeys).
+		// them in theirs (lockKeys). One terminal write alone locks its keys in key order
+		// itself (setTerminalManyKeyed).
 		locked := &pgx.Batch{}
 		n := len(t.counted)
 		namespaces, queues, keys := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
@@ -218,6 +279,7 @@ func (t *tx) flush() error {
 	}
 	t.holdsRows = t.holdsRows || len(t.counted) > 0
 	clear(t.counted)
+	t.triggerCounts, t.keyedEnds = false, 0
 	return t.tx.SendBatch(t.ctx, b).Close()
 }
 
@@ -225,11 +287,13 @@ func (t *tx) flush() error {
 type keyRef struct{ namespace, queue, key string }
 
 // changesCounter notes that a write queued for h changes its key's counter row (h is
-// claimable or running under a concurrency key), which flush locks in key order first.
-func (t *tx) changesCounter(h *head) {
+// claimable or running under a concurrency key), which flush locks in key order first;
+// byTrigger: the counting trigger writes it (else h's terminal write counts it).
+func (t *tx) changesCounter(h *head, byTrigger bool) {
 	if !h.Keyed() || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
 		return
 	}
+	t.triggerCounts = t.triggerCounts || byTrigger
 	t.changesKey(keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String})
 }
 
