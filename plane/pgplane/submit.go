@@ -167,8 +167,9 @@ type slot struct {
 func (st *staged) add(r *submitRequest, i int, id string, now time.Time) {
 	s := &r.p.Invocations[i]
 	st.slots = append(st.slots, slot{r, i, id})
+	shape, hostKey := s.Requirement.Shape(), plane.HostKeyOf(s.Metadata)
 	if s.Key != "" || s.ID != "" {
-		g := rowGroup{r.p.Namespace, r.p.Queue, s.ConcurrencyKey, s.Requirement.Shape(), plane.HostKeyOf(s.Metadata)}
+		g := rowGroup{r.p.Namespace, r.p.Queue, s.ConcurrencyKey, shape, hostKey}
 		if !st.mayConflict {
 			st.conflicting = g
 		}
@@ -184,9 +185,9 @@ func (st *staged) add(r *submitRequest, i int, id string, now time.Time) {
 	st.queues = append(st.queues, r.p.Queue)
 	st.keys = append(st.keys, key)
 	st.concurrencyKeys = append(st.concurrencyKeys, nullable(s.ConcurrencyKey))
-	st.shapes = append(st.shapes, s.Requirement.Shape())
+	st.shapes = append(st.shapes, shape)
 	st.requirements = append(st.requirements, nullable(string(plane.EncodeRequirement(s.Requirement))))
-	st.hostKeys = append(st.hostKeys, plane.HostKeyOf(s.Metadata))
+	st.hostKeys = append(st.hostKeys, hostKey)
 	st.prios = append(st.prios, s.Priority)
 	st.payloads = append(st.payloads, planekit.Payload(s.Payload))
 	st.metas = append(st.metas, planekit.EncodeMetadata(plane.DebounceMetadata(s)))
