@@ -44,11 +44,12 @@ func requireNoNewDeadlocks(t *testing.T, conn *pgx.Conn, planes []*Driver, befor
 // several placement shapes, each worker in its own shape order: grouped submits, settle
 // groups with acks, re-queues and backed-off retries, and settle-and-claim (settles of some
 // shapes, then claims of others, in one transaction). The per-shape counters
-// (placement_counts, migration 0010) are changed by a trigger for every row in the order
-// the statement writes the rows, on the shard row of the transaction (one of 8); a
-// transaction never waits on a shard row another transaction holds (migration 0015), so
-// PostgreSQL counts no deadlock, and the counters end exact: nothing queued or running in
-// any shape once every job succeeded.
+// (placement_counts) are changed by a trigger for every row in the order the statement
+// writes the rows; 0010's trigger waited for the transaction's shard row (one of 8), and
+// deadlocked; since 0015 it takes a row of the shape no other transaction holds and never
+// waits, new shapes are recorded in shape order, and a claim after a placed claim promotes
+// without waiting, so PostgreSQL counts no deadlock, and the counters end exact: nothing
+// queued or running in any shape once every job succeeded.
 func TestShapedBatchesNoDeadlock(t *testing.T) {
 	url := pgtest.Database(t)
 	conn := mustConn(t, url)
