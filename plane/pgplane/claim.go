@@ -523,6 +523,11 @@ func (t *tx) begin(reqs []*claimRequest) {
 		}
 		req.pending = nil
 	}
+	// The transaction holds the rows it starts: a later claim of it (another request of its
+	// group, the default shape's claim after a placed one) promotes with promoteHolding, for
+	// another claim's promote may have locked a due row in id order and wait for one of
+	// them, which it saw waiting before this transaction promoted and took it.
+	t.holdsRows = t.holdsRows || len(ids) > 0
 	switch {
 	case len(ids) == 0:
 	case len(keyed.n) == 0:

@@ -70,3 +70,29 @@ func BenchmarkClaimShapes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBatch1000Shapes is BenchmarkBatch1000 with every job of one of 100 shapes (job
+// i asks for (i mod 100 + 1) × 100 millicpus): batches of 1,000 submits, each row counted in
+// its shape's counters by the placement trigger (migrations 0010, 0016), so the trigger's
+// cost per row shows beside the commit's.
+func BenchmarkBatch1000Shapes(b *testing.B) {
+	url := pgtest.Database(b)
+	d, err := Open(b.Context(), url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	batch := make([]plane.SubmitParams, 1000)
+	for i := range batch {
+		batch[i] = plane.SubmitParams{Payload: []byte{0xc0}, Requirement: &plane.Requirement{MilliCPUs: int64(i%100+1) * 100}}
+	}
+	wal := walMark(b, url)
+	b.ResetTimer()
+	for n := 0; n < b.N; n += len(batch) {
+		if _, err := d.InvocationSubmitMany(b.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch[:min(len(batch), b.N-n)]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(wal()/float64(b.N), "wal-bytes/job")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}

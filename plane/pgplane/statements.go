@@ -14,6 +14,7 @@ type statements struct {
 	countsAdd, countQueued, levels                           string
 	lockAdmission, admission, admissionTokens                string
 	insert, insertFresh, existingByID, existingByKey         string
+	insertInKeyOrder                                         string
 	admissionExists, deleteIDs                               string
 	lockKeys, promoteHolding                                 string
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
@@ -141,20 +142,10 @@ func newStatements(schema string) statements {
 		admission: s(`SELECT ` + planekit.AdmissionColumns + `
 			FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
 		admissionTokens: s(`UPDATE {s}.queues SET tokens = $3, tokens_ms = $4 WHERE namespace = $1 AND queue = $2`),
-		// insert goes in concurrency key order, then idempotency key order (lockKeys): the
-		// counting trigger (migration 0007) updates the counter rows of the keys in the
-		// order the rows go in, so two batches sharing concurrency keys wait on each other
-		// in one order, and two sharing idempotency keys (each always under the same
-		// concurrency key) too, and never deadlock.
-		insert: s(`INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-				metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key)
-			SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
-				u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key, u.shape, u.requirement, u.host_key
-			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
-				$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[]) AS u(id, namespace, queue, key, priority,
-				payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key)
-			ORDER BY u.namespace, u.queue, u.concurrency_key, u.key NULLS LAST, u.id
-			ON CONFLICT DO NOTHING RETURNING id`),
+		// insert writes its rows in insertOrder; insertInKeyOrder in idempotency key order
+		// (submit.go).
+		insert:           s(insertRows(insertOrder) + ` RETURNING id`),
+		insertInKeyOrder: s(insertInKeyOrder()),
 		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
 			JOIN unnest($1::text[], $2::text[]) AS u(namespace, queue) ON q.namespace = u.namespace AND q.queue = u.queue`),
 		deleteIDs:     s(`DELETE FROM {s}.invocations WHERE id = ANY($1)`),

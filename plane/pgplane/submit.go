@@ -91,12 +91,62 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 	return nil
 }
 
+// The submit's insert (statements.insert) writes its rows in insertOrder: the rows of
+// concurrency keys first, in key order, for the counting trigger (migration 0007) updates
+// each key's counter row in the order the rows go in, so two batches sharing keys wait on
+// each other in one order (lockKeys); then the rows of each shape and host key together,
+// in that order, so the triggers that record a new shape or warm pair (migrations 0008,
+// 0009: a second transaction inserting the same new row waits for the first) take them in
+// one order too. An insert also waits on an idempotency key or a caller's id that another
+// transaction inserted, until that one ends: rows that can conflict must go in key order.
+// In insertOrder they do when they share one (concurrency key, shape, host key); a batch
+// whose conflicting rows span several (staged.spread) inserts them in key order instead
+// (insertInKeyOrder) and then, before any trigger runs (they run at the end of the
+// statement), locks its concurrency keys' counter rows in key order (lockKeys). So every
+// insert takes the conflicting keys first, in key order, then the counter rows, in key
+// order (TestIdempotencyKeyUnderSeveralConcurrencyKeysNoDeadlock).
+const insertOrder = `u.namespace, u.queue, u.concurrency_key, u.shape, u.host_key, u.key NULLS LAST, u.id`
+
+// insertRows is the submit's insert of the rows $2… at $1 in order, without RETURNING.
+func insertRows(order string) string {
+	return `INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
+			metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key)
+		SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
+			u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key, u.shape, u.requirement, u.host_key
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
+			$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[]) AS u(id, namespace, queue, key, priority,
+			payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key)
+		ORDER BY ` + order + `
+		ON CONFLICT DO NOTHING`
+}
+
+// insertInKeyOrder is the insert of a batch whose rows that can conflict span several
+// (concurrency key, shape, host key): its rows in idempotency key order, then the counter
+// rows of the keys of the rows it inserted locked in key order (the main query reads
+// locked first; locked reads every inserted row before it locks one), the triggers last.
+func insertInKeyOrder() string {
+	return `WITH inserted AS (` + insertRows(`u.namespace, u.queue, u.key NULLS LAST, u.id`) +
+		` RETURNING id, namespace, queue, concurrency_key),
+		locked AS (` + lockKeys(`inserted`) + `)
+		SELECT id FROM inserted WHERE (SELECT count(*) FROM locked) >= 0`
+}
+
+// rowGroup is what places a row in insertOrder before its key: its queue, concurrency key,
+// shape and host key.
+type rowGroup struct {
+	namespace, queue, concurrencyKey, shape, hostKey string
+}
+
 // staged are the invocations a transaction's submits may insert, laid out as the arrays of
 // the one INSERT from unnest that inserts them (statements.go: insert), with where each
 // came from.
 type staged struct {
-	slots                               []slot
-	mayConflict                         bool // a key or a caller's id: a row can conflict
+	slots       []slot
+	mayConflict bool // a key or a caller's id: a row can conflict
+	// conflicting is the rowGroup of the first row that can conflict; spread: another
+	// such row is of another group (insertInKeyOrder).
+	conflicting                         rowGroup
+	spread                              bool
 	ids, namespaces, queues             []string
 	keys, concurrencyKeys, requirements []*string
 	shapes, hostKeys                    []string
@@ -117,7 +167,15 @@ type slot struct {
 func (st *staged) add(r *submitRequest, i int, id string, now time.Time) {
 	s := &r.p.Invocations[i]
 	st.slots = append(st.slots, slot{r, i, id})
-	st.mayConflict = st.mayConflict || s.Key != "" || s.ID != ""
+	shape, hostKey := s.Requirement.Shape(), plane.HostKeyOf(s.Metadata)
+	if s.Key != "" || s.ID != "" {
+		g := rowGroup{r.p.Namespace, r.p.Queue, s.ConcurrencyKey, shape, hostKey}
+		if !st.mayConflict {
+			st.conflicting = g
+		}
+		st.spread = st.spread || g != st.conflicting
+		st.mayConflict = true
+	}
 	var key *string
 	if s.Key != "" {
 		key = &s.Key
@@ -127,9 +185,9 @@ func (st *staged) add(r *submitRequest, i int, id string, now time.Time) {
 	st.queues = append(st.queues, r.p.Queue)
 	st.keys = append(st.keys, key)
 	st.concurrencyKeys = append(st.concurrencyKeys, nullable(s.ConcurrencyKey))
-	st.shapes = append(st.shapes, s.Requirement.Shape())
+	st.shapes = append(st.shapes, shape)
 	st.requirements = append(st.requirements, nullable(string(plane.EncodeRequirement(s.Requirement))))
-	st.hostKeys = append(st.hostKeys, plane.HostKeyOf(s.Metadata))
+	st.hostKeys = append(st.hostKeys, hostKey)
 	st.prios = append(st.prios, s.Priority)
 	st.payloads = append(st.payloads, planekit.Payload(s.Payload))
 	st.metas = append(st.metas, planekit.EncodeMetadata(plane.DebounceMetadata(s)))
@@ -220,7 +278,9 @@ func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, e
 	inserted := make(map[string]bool, len(st.ids))
 	if len(st.ids) > 0 {
 		insert := t.d.sql.insertFresh
-		if st.mayConflict {
+		if st.spread {
+			insert = t.d.sql.insertInKeyOrder
+		} else if st.mayConflict {
 			insert = t.d.sql.insert
 		}
 		rs, err := t.query(insert, t.ms, st.ids, st.namespaces, st.queues, st.keys, st.prios, st.payloads, st.metas,
