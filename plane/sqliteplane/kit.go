@@ -235,7 +235,7 @@ func kitStatements() *planekit.Statements {
 
 		KeyHolder: `SELECT id, created_ms, metadata FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
 		KeysEmptied: `SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM concurrency_keys
-			WHERE (namespace, queue, concurrency_key) > (?, ?, ?) AND queued = 0 AND running = 0
+			WHERE (namespace, queue, concurrency_key) > (?, ?, ?) AND (tokens >= 0 OR next_ms > 0) AND queued = 0 AND running = 0
 			ORDER BY namespace, queue, concurrency_key LIMIT +?`,
 		KeyDrop: `DELETE FROM concurrency_keys WHERE namespace = ? AND queue = ? AND concurrency_key = ?
 			AND queued = 0 AND running = 0 AND tokens = ? AND tokens_ms = ? AND next_ms = ?`,

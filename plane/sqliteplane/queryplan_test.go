@@ -53,6 +53,9 @@ func TestQueryPlans(t *testing.T) {
 		"shaped deadlines":    `SELECT id FROM invocations WHERE state = -3 AND deadline_ms > 0 AND deadline_ms <= ?1 LIMIT 1000`,
 		// Warm host keys (migration 011): a (host key, shape) pair's head through its own
 		// index; the pairs of a key; the trim's live probe, one index probe per row.
+		// Maintenance's look for settled keys' rows (migration 017): the rate-state index,
+		// never the row of every key with work.
+		"keys emptied":       kitStatements().KeysEmptied,
 		"warm head fifo":     warmHeadSQL("invocations_warm", "id"),
 		"warm head filo":     warmHeadSQL("invocations_warm", "id DESC"),
 		"warm head priority": warmHeadSQL("invocations_warm_priority", "priority DESC, id"),
@@ -75,6 +78,9 @@ func TestQueryPlans(t *testing.T) {
 		require.NotContains(t, text, "TEMP B-TREE", "%s sorts rows: %s", name, text)
 		require.NotRegexp(t, `SCAN (invocations|frames|counts|concurrency_keys)\b`, text, "%s scans a table: %s", name, text)
 		require.Contains(t, text, "SEARCH", "%s: %s", name, text)
+		if name == "keys emptied" {
+			require.Contains(t, text, "USING INDEX concurrency_keys_kept", "%s: %s", name, text)
+		}
 		if strings.HasPrefix(name, "shape head") {
 			require.Contains(t, text, "USING INDEX invocations_shaped", "%s: %s", name, text)
 		}
