@@ -2,42 +2,15 @@ package pgplane
 
 import (
 	"fmt"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
-
-// shortDeadlockTimeout sets the test database's deadlock_timeout to 100 ms (1 s by
-// default): a failing run stays short and counts the same deadlocks.
-func shortDeadlockTimeout(t *testing.T, conn *pgx.Conn) {
-	t.Helper()
-	_, err := conn.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''100ms''', current_database()); END $$`)
-	require.NoError(t, err)
-}
-
-// requireNoNewDeadlocks closes planes (a backend's pending statistics are written when it
-// exits), waits for their connections to end and compares PostgreSQL's deadlock count
-// with before.
-func requireNoNewDeadlocks(t *testing.T, conn *pgx.Conn, planes []*Driver, before int64) {
-	t.Helper()
-	for _, p := range planes {
-		p.Close()
-	}
-	require.Eventually(t, func() bool {
-		var others int
-		err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
-		return err == nil && others == 0
-	}, 10*time.Second, 20*time.Millisecond, "the planes' connections end")
-	require.Equal(t, before, deadlocks(t, conn), "deadlocks PostgreSQL broke")
-}
 
 // TestShapedBatchesNoDeadlock runs three planes on one database (three processes) whose
 // workers submit, claim (with offers satisfying every shape) and settle batches of jobs of
@@ -52,15 +25,7 @@ func requireNoNewDeadlocks(t *testing.T, conn *pgx.Conn, planes []*Driver, befor
 // queued or running in any shape once every job succeeded.
 func TestShapedBatchesNoDeadlock(t *testing.T) {
 	url := pgtest.Database(t)
-	conn := mustConn(t, url)
-	shortDeadlockTimeout(t, conn)
-	planes := []*Driver{
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-	}
-	before := deadlocks(t, conn)
-
+	conn, planes, before := deadlockPlanes(t, url, 3, 20*time.Millisecond)
 	orders := [][]int{ // each worker's shape order (shape i asks for (i+1) × 100 millicpus)
 		{0, 1, 2, 3},
 		{3, 2, 1, 0},
@@ -68,94 +33,18 @@ func TestShapedBatchesNoDeadlock(t *testing.T) {
 		{2, 0, 3, 1},
 	}
 	offers := &plane.Offers{MilliCPUs: 10_000} // every shape
-	const (
-		workers = 12 // four per plane
-		rounds  = 15
-	)
-	var released sync.Map
-	var submitted atomic.Int64
-	var wg sync.WaitGroup
-	ctx := t.Context()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d := planes[w%len(planes)]
-			order := orders[w%len(orders)]
-			for round := range rounds {
-				batch := make([]plane.SubmitParams, 0, 2*len(order))
-				for range 2 {
-					for _, s := range order {
-						batch = append(batch, plane.SubmitParams{Payload: []byte{byte(s)}, // its shape (a msgpack integer)
-							Requirement: &plane.Requirement{MilliCPUs: int64(s+1) * 100}})
-					}
-				}
-				if round%5 == 4 { // delayed: promoted by claims and maintenance
-					for i := range batch {
-						batch[i].Delay = 5 * time.Millisecond
-					}
-				}
-				if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch}); err != nil {
-					t.Error(err)
-					return
-				}
-				submitted.Add(int64(len(batch)))
-				jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: len(batch), Offers: offers})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for len(jobs) > 0 {
-					settles := settleInShapeOrder(jobs, order, round, &released)
-					if round%2 == 0 {
-						errs, err := d.InvocationSettleMany(ctx, settles)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						requireSettled(t, errs)
-						break
-					}
-					errs, next, err := d.InvocationSettleAndClaim(ctx, settles, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 4, Offers: offers})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					requireSettled(t, errs)
-					jobs = next
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	submitted := batchRounds(t, planes, orders,
+		func(s int) plane.SubmitParams {
+			return plane.SubmitParams{Payload: []byte{byte(s)}, // its shape (a msgpack integer)
+				Requirement: &plane.Requirement{MilliCPUs: int64(s+1) * 100}}
+		},
+		func(j *plane.Job) int { return int(j.Payload[0]) }, offers)
 	if t.Failed() {
 		return
 	}
-
-	// Drain what is left, acking every job.
+	ctx := t.Context()
 	d := planes[0]
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		stats, err := d.QueueStatsList(ctx, "default")
-		require.NoError(t, err)
-		require.Len(t, stats, 1)
-		if stats[0].Counts[plane.StateSucceeded] == submitted.Load() {
-			require.Equal(t, map[plane.State]int64{plane.StateSucceeded: submitted.Load()}, stats[0].Counts)
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "drained in time: %v of %d", stats[0].Counts, submitted.Load())
-		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 100, Wait: 100 * time.Millisecond, Offers: offers})
-		require.NoError(t, err)
-		var settles []plane.SettleParams
-		for _, j := range jobs {
-			settles = append(settles, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded})
-		}
-		if len(settles) > 0 {
-			errs, err := d.InvocationSettleMany(ctx, settles)
-			require.NoError(t, err)
-			requireSettled(t, errs)
-		}
-	}
+	drainAcked(t, d, submitted, offers)
 	demand, err := d.DemandList(ctx, "default")
 	require.NoError(t, err)
 	shapes := 0
@@ -175,29 +64,6 @@ func TestShapedBatchesNoDeadlock(t *testing.T) {
 	requireNoNewDeadlocks(t, conn, planes, before)
 }
 
-// settleInShapeOrder settles jobs in the shape order order, as settleInOrder settles them
-// in key order: most acked, in rounds divisible by 3 a job of every other shape released
-// once or retried after a short backoff.
-func settleInShapeOrder(jobs []*plane.Job, order []int, round int, released *sync.Map) []plane.SettleParams {
-	rank := func(j *plane.Job) int { return slices.Index(order, int(j.Payload[0])) }
-	sorted := slices.Clone(jobs)
-	slices.SortStableFunc(sorted, func(a, b *plane.Job) int { return rank(a) - rank(b) })
-	settles := make([]plane.SettleParams, len(sorted))
-	for i, j := range sorted {
-		s := plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
-		if round%3 == 0 && rank(j)%2 == 1 {
-			if _, again := released.LoadOrStore(j.ID, true); !again {
-				s.Outcome = plane.OutcomeReleased
-			} else if j.Attempt == 1 {
-				s.Outcome, s.RetryDelay = plane.OutcomeRetry, 3*time.Millisecond
-				s.Error = &plane.ErrorInfo{Type: "test", Message: "again"}
-			}
-		}
-		settles[i] = s
-	}
-	return settles
-}
-
 // TestIdempotencyKeyUnderSeveralConcurrencyKeysNoDeadlock runs three planes on one
 // database whose workers submit, each round, batches of the same idempotency keys, each
 // plane giving every key a concurrency key of its own choosing, so that ordered by
@@ -208,14 +74,7 @@ func settleInShapeOrder(jobs []*plane.Job, order []int, round int, released *syn
 // invocation, which every batch of the round was answered with, and the counters exact.
 func TestIdempotencyKeyUnderSeveralConcurrencyKeysNoDeadlock(t *testing.T) {
 	url := pgtest.Database(t)
-	conn := mustConn(t, url)
-	shortDeadlockTimeout(t, conn)
-	planes := []*Driver{
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-	}
-	before := deadlocks(t, conn)
+	conn, planes, before := deadlockPlanes(t, url, 3, 20*time.Millisecond)
 	const (
 		workers = 12 // four per plane
 		rounds  = 20
@@ -268,26 +127,7 @@ func TestIdempotencyKeyUnderSeveralConcurrencyKeysNoDeadlock(t *testing.T) {
 	}
 	// Every key holds one invocation; drain them, then no counter row is left.
 	d := planes[0]
-	done := 0
-	deadline := time.Now().Add(30 * time.Second)
-	for done < rounds*keys {
-		require.True(t, time.Now().Before(deadline), "drained in time: %d of %d", done, rounds*keys)
-		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 100, Wait: 100 * time.Millisecond})
-		require.NoError(t, err)
-		var settles []plane.SettleParams
-		for _, j := range jobs {
-			settles = append(settles, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded})
-		}
-		if len(settles) > 0 {
-			errs, err := d.InvocationSettleMany(ctx, settles)
-			require.NoError(t, err)
-			requireSettled(t, errs)
-			done += len(settles)
-		}
-	}
-	stats, err := d.QueueStatsList(ctx, "default")
-	require.NoError(t, err)
-	require.Equal(t, map[plane.State]int64{plane.StateSucceeded: rounds * keys}, stats[0].Counts)
+	drainAcked(t, d, rounds*keys, nil)
 	var counters int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+d.schema+`.concurrency_keys`).Scan(&counters))
 	require.Zero(t, counters, "counter rows left")

@@ -3,14 +3,11 @@ package pgplane
 import (
 	"cmp"
 	"context"
-	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
@@ -27,171 +24,26 @@ import (
 // succeeded, no key counted as queued or running.
 func TestKeyedBatchesNoDeadlock(t *testing.T) {
 	url := pgtest.Database(t)
-	conn := mustConn(t, url)
-	// A deadlock is found after deadlock_timeout (1 s by default); a shorter one keeps a
-	// failing run short and counts the same deadlocks.
-	_, err := conn.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''100ms''', current_database()); END $$`)
-	require.NoError(t, err)
-	planes := []*Driver{
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-	}
-	before := deadlocks(t, conn)
-
+	conn, planes, before := deadlockPlanes(t, url, 3, 20*time.Millisecond)
 	orders := [][]string{ // each worker's key order
 		{"k0", "k1", "k2", "k3"},
 		{"k3", "k2", "k1", "k0"},
 		{"k1", "k3", "k0", "k2"},
 		{"k2", "k0", "k3", "k1"},
 	}
-	const (
-		workers = 12 // four per plane
-		rounds  = 15
-	)
-	var submitted atomic.Int64
-	var released sync.Map // ids handed back once (released), so they do not bounce forever
-	var wg sync.WaitGroup
-	ctx := t.Context()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d := planes[w%len(planes)]
-			order := orders[w%len(orders)]
-			for round := range rounds {
-				// A batch of one job per key, in this worker's key order: grouped with the
-				// submits of this plane's other workers into one INSERT.
-				batch := make([]plane.SubmitParams, 0, 2*len(order))
-				for range 2 {
-					for _, k := range order {
-						batch = append(batch, plane.SubmitParams{Payload: []byte{0xc0}, ConcurrencyKey: k})
-					}
-				}
-				if round%5 == 4 { // delayed: made claimable by a promotion of several keys
-					for i := range batch {
-						batch[i].Delay = 5 * time.Millisecond
-					}
-				}
-				if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: batch}); err != nil {
-					t.Error(err)
-					return
-				}
-				submitted.Add(int64(len(batch)))
-				jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: len(batch)})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for len(jobs) > 0 {
-					settles := settleInOrder(jobs, order, round, &released)
-					if round%2 == 0 {
-						errs, err := d.InvocationSettleMany(ctx, settles)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						requireSettled(t, errs)
-						break
-					}
-					errs, next, err := d.InvocationSettleAndClaim(ctx, settles, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 4})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					requireSettled(t, errs)
-					jobs = next
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	submitted := batchRounds(t, planes, orders,
+		func(k string) plane.SubmitParams { return plane.SubmitParams{Payload: []byte{0xc0}, ConcurrencyKey: k} },
+		func(j *plane.Job) string { return j.ConcurrencyKey }, nil)
 	if t.Failed() {
 		return
 	}
-
-	// Drain what is left (re-queued, retried, delayed), acking every job.
 	d := planes[0]
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		stats, err := d.QueueStatsList(ctx, "default")
-		require.NoError(t, err)
-		require.Len(t, stats, 1)
-		if stats[0].Counts[plane.StateSucceeded] == submitted.Load() {
-			require.Equal(t, map[plane.State]int64{plane.StateSucceeded: submitted.Load()}, stats[0].Counts)
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "drained in time: %v of %d", stats[0].Counts, submitted.Load())
-		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 100, Wait: 100 * time.Millisecond})
-		require.NoError(t, err)
-		var settles []plane.SettleParams
-		for _, j := range jobs {
-			settles = append(settles, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded})
-		}
-		if len(settles) > 0 {
-			errs, err := d.InvocationSettleMany(ctx, settles)
-			require.NoError(t, err)
-			requireSettled(t, errs)
-		}
-	}
+	drainAcked(t, d, submitted, nil)
 	// No key counts a queued or running job: every counter row went with its last job.
 	var counters int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+d.schema+`.concurrency_keys`).Scan(&counters))
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM `+d.schema+`.concurrency_keys`).Scan(&counters))
 	require.Zero(t, counters, "counter rows left")
-
-	for _, p := range planes {
-		p.Close() // a backend's pending statistics are written when it exits
-	}
-	require.Eventually(t, func() bool {
-		var others int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
-		return err == nil && others == 0
-	}, 10*time.Second, 20*time.Millisecond, "the planes' connections end")
-	require.Equal(t, before, deadlocks(t, conn), "deadlocks PostgreSQL broke")
-}
-
-// settleInOrder settles jobs in the key order order: most are acked; in rounds divisible by
-// 3 a job of every other key is handed back (released, once per job) or retried after a
-// short backoff on its first attempt, so settle batches end, re-queue and delay jobs of
-// several keys in one transaction.
-func settleInOrder(jobs []*plane.Job, order []string, round int, released *sync.Map) []plane.SettleParams {
-	rank := func(j *plane.Job) int { return slices.Index(order, j.ConcurrencyKey) }
-	sorted := slices.Clone(jobs)
-	slices.SortStableFunc(sorted, func(a, b *plane.Job) int { return rank(a) - rank(b) })
-	settles := make([]plane.SettleParams, len(sorted))
-	for i, j := range sorted {
-		s := plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
-		if round%3 == 0 && rank(j)%2 == 1 {
-			if _, again := released.LoadOrStore(j.ID, true); !again {
-				s.Outcome = plane.OutcomeReleased
-			} else if j.Attempt == 1 {
-				s.Outcome, s.RetryDelay = plane.OutcomeRetry, 3*time.Millisecond
-				s.Error = &plane.ErrorInfo{Type: "test", Message: "again"}
-			}
-		}
-		settles[i] = s
-	}
-	return settles
-}
-
-func requireSettled(t *testing.T, errs []error) {
-	t.Helper()
-	for _, err := range errs {
-		if err != nil {
-			t.Error(fmt.Errorf("settle: %w", err))
-		}
-	}
-}
-
-// deadlocks is how many deadlocks PostgreSQL has broken in conn's database.
-func deadlocks(t *testing.T, conn *pgx.Conn) int64 {
-	t.Helper()
-	var n int64
-	_, err := conn.Exec(context.Background(), `SELECT pg_stat_clear_snapshot()`)
-	require.NoError(t, err)
-	require.NoError(t, conn.QueryRow(context.Background(),
-		`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n))
-	return n
+	requireNoNewDeadlocks(t, conn, planes, before)
 }
 
 // TestHoldOfAnotherKeyLocksInKeyOrder: a rate-limited settle of a job of key "b" whose
@@ -251,17 +103,10 @@ func TestHoldOfAnotherKeyLocksInKeyOrder(t *testing.T) {
 // ended, maintenance leaves no counter row.
 func TestKeptKeyRowsUnderConcurrency(t *testing.T) {
 	url := pgtest.Database(t)
-	conn := mustConn(t, url)
-	_, err := conn.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''100ms''', current_database()); END $$`)
-	require.NoError(t, err)
-	planes := []*Driver{
-		open(t, url, &Config{MaintenanceInterval: 5 * time.Millisecond}),
-		open(t, url, &Config{MaintenanceInterval: 5 * time.Millisecond}),
-	}
+	conn, planes, before := deadlockPlanes(t, url, 2, 5*time.Millisecond)
 	ctx := t.Context()
 	require.NoError(t, planes[0].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
 		Admission: plane.Admission{ConcurrencyLimit: 2, KeyRateLimit: 500, KeyBurst: 2}}))
-	before := deadlocks(t, conn)
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
 	var submitted atomic.Int64
 	var wg sync.WaitGroup
@@ -310,42 +155,14 @@ func TestKeptKeyRowsUnderConcurrency(t *testing.T) {
 	}
 	requireKeyCountersExact(t, url, "after the workers")
 	d := planes[0]
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		stats, err := d.QueueStatsList(ctx, "default")
-		require.NoError(t, err)
-		require.Len(t, stats, 1)
-		if stats[0].Counts[plane.StateSucceeded] == submitted.Load() {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "drained in time: %v of %d", stats[0].Counts, submitted.Load())
-		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 20, Wait: 20 * time.Millisecond})
-		require.NoError(t, err)
-		var settles []plane.SettleParams
-		for _, j := range jobs {
-			settles = append(settles, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded})
-		}
-		if len(settles) > 0 {
-			errs, err := d.InvocationSettleMany(ctx, settles)
-			require.NoError(t, err)
-			requireSettled(t, errs)
-		}
-	}
+	drainAcked(t, d, submitted.Load(), nil)
 	requireKeyCountersExact(t, url, "drained")
 	require.Eventually(t, func() bool { // the buckets refill in 4 ms, the holds end in 3
 		var rows int
 		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+d.schema+`.concurrency_keys`).Scan(&rows))
 		return rows == 0
 	}, 10*time.Second, 10*time.Millisecond, "maintenance drops every settled counter row")
-	for _, p := range planes {
-		p.Close()
-	}
-	require.Eventually(t, func() bool {
-		var others int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
-		return err == nil && others == 0
-	}, 10*time.Second, 20*time.Millisecond, "the planes' connections end")
-	require.Equal(t, before, deadlocks(t, conn), "deadlocks PostgreSQL broke")
+	requireNoNewDeadlocks(t, conn, planes, before)
 }
 
 // TestConcurrentMaintenanceNoDeadlock: two processes' maintenance passes at once (an
@@ -355,15 +172,8 @@ func TestKeptKeyRowsUnderConcurrency(t *testing.T) {
 // wrote to it, which each one's SHARE lock refuses the other.
 func TestConcurrentMaintenanceNoDeadlock(t *testing.T) {
 	url := pgtest.Database(t)
-	conn := mustConn(t, url)
-	_, err := conn.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''100ms''', current_database()); END $$`)
-	require.NoError(t, err)
-	planes := []*Driver{
-		open(t, url, &Config{MaintenanceInterval: time.Hour}),
-		open(t, url, &Config{MaintenanceInterval: time.Hour}),
-	}
+	conn, planes, before := deadlockPlanes(t, url, 2, time.Hour)
 	submitOne(t, planes[0], plane.SubmitParams{Requirement: &plane.Requirement{GPUs: 1}}) // a placement row
-	before := deadlocks(t, conn)
 	var wg sync.WaitGroup
 	for _, d := range planes {
 		for range 2 {
@@ -380,13 +190,5 @@ func TestConcurrentMaintenanceNoDeadlock(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	for _, p := range planes {
-		p.Close() // a backend's pending statistics are written when it exits
-	}
-	require.Eventually(t, func() bool {
-		var others int
-		err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
-		return err == nil && others == 0
-	}, 10*time.Second, 20*time.Millisecond, "the planes' connections end")
-	require.Equal(t, before, deadlocks(t, conn), "deadlocks PostgreSQL broke")
+	requireNoNewDeadlocks(t, conn, planes, before)
 }

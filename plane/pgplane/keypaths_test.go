@@ -192,15 +192,7 @@ func TestKeyCountersExactClaimPaths(t *testing.T) {
 // park for jobs; PostgreSQL must count no deadlock, and the counters end exact.
 func TestKeyedHandoffNoDeadlock(t *testing.T) {
 	url := pgtest.Database(t)
-	conn := mustConn(t, url)
-	_, err := conn.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''100ms''', current_database()); END $$`)
-	require.NoError(t, err)
-	planes := []*Driver{
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-		open(t, url, &Config{MaintenanceInterval: 20 * time.Millisecond}),
-	}
-	before := deadlocks(t, conn)
+	conn, planes, before := deadlockPlanes(t, url, 3, 20*time.Millisecond)
 	ctx := t.Context()
 	orders := [][]string{{"k0", "k1", "k2", "k3"}, {"k3", "k2", "k1", "k0"}, {"k1", "k3", "k0", "k2"}}
 	var submitted, settled atomic.Int64
@@ -270,15 +262,7 @@ func TestKeyedHandoffNoDeadlock(t *testing.T) {
 	close(stop)
 	claimers.Wait()
 	requireKeyCountersExact(t, url, "drained")
-	for _, p := range planes {
-		p.Close() // a backend's pending statistics are written when it exits
-	}
-	require.Eventually(t, func() bool {
-		var others int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
-		return err == nil && others == 0
-	}, 10*time.Second, 20*time.Millisecond, "the planes' connections end")
-	require.Equal(t, before, deadlocks(t, conn), "deadlocks PostgreSQL broke")
+	requireNoNewDeadlocks(t, conn, planes, before)
 }
 
 // TestHoldingClaimPromotesWithoutWaiting: a claim in a transaction that already holds a
