@@ -192,7 +192,7 @@ func kitStatements(schema string) *planekit.Statements {
 		// serialize on it.
 		KeyHolder: s(`SELECT id, created_ms, metadata FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`),
 		KeysEmptied: s(`SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM {s}.concurrency_keys
-			WHERE (namespace, queue, concurrency_key) > ($1, $2, $3) AND queued = 0 AND running = 0
+			WHERE (namespace, queue, concurrency_key) > ($1, $2, $3) AND (tokens >= 0 OR next_ms > 0) AND queued = 0 AND running = 0
 			ORDER BY namespace, queue, concurrency_key LIMIT $4`),
 		KeyDrop: s(`DELETE FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3
 			AND queued = 0 AND running = 0 AND tokens = $4 AND tokens_ms = $5 AND next_ms = $6`),
