@@ -254,3 +254,25 @@ def test_once_with_max_jobs_1_and_exit_when_idle(dispatch: HttpDispatch, qname: 
     assert body.calls == [0] and q.count("queued") == 2
     never_claimed(q)
     assert run_worker(SyncQueue(qname + "-empty", dispatch=dispatch), once=True, exit_when_idle=True, handle_signals=False) == 0
+
+
+def test_a_drain_stops_slots_waiting_on_the_max_jobs_budget(dispatch: HttpDispatch, qname: str) -> None:
+    # An empty queue, max_jobs=2 at concurrency 4: two slots long-poll with the budget, the
+    # other two wait on it. A drain (stop=, as a first SIGTERM) ends them all at once.
+    stop = threading.Event()
+    got: list[int] = []
+    t = threading.Thread(
+        target=lambda: got.append(
+            run_worker(dispatch, queues={qname: lambda x: x}, concurrency=4, max_jobs=2, stop=stop, handle_signals=False)
+        )
+    )
+    t.start()
+    time.sleep(0.5)
+    assert t.is_alive()
+    start = time.monotonic()
+    stop.set()
+    t.join(10)
+    assert not t.is_alive() and got == [0]
+    assert time.monotonic() - start < 5, "the slots waiting on the budget woke up"
+    q = SyncQueue(qname, dispatch=dispatch)
+    assert q.count("queued") == 0 and q.count("running") == 0
