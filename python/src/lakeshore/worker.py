@@ -400,6 +400,15 @@ class _Running:
     due: float | None = None  # the monotonic instant of the next heartbeat (None: one is in flight)
 
 
+IDLE_POLL = 0.05
+"""Seconds an ``exit_when_idle`` worker whose claims came back empty waits before claiming
+again while a body runs or another claim is in flight (Go's ``idlePoll``)."""
+
+EXIT_IDLE_POLL = 0.2
+"""Seconds an ``exit_when_idle`` worker whose claims came back empty while a job is due but
+held back by its concurrency key waits before claiming and counting again (Go's
+``exitIdlePoll``)."""
+
 # A finished job's settle, sent with the slot's next claim: (the job's core, the settle
 # body, the fenced call's deadline, the job).
 _Pending = tuple[QueueCore, dict[str, Any], float | None, Job]
@@ -451,6 +460,8 @@ class _Worker:
         lease_ttl: float | None,
         worker_id: str,
         queue_kinds: dict[str, str],
+        exit_when_idle: bool = False,
+        max_jobs: int = 0,
         launch_id: str = "",
         provider: str = "",
         register_interval: float = 10.0,
@@ -483,6 +494,22 @@ class _Worker:
         self.worker_id = worker_id
         self.draining = False
         self.stop_reason = "stopped"
+        # exit_when_idle: each claimer's last plain claim came back empty (Go's
+        # claimGroup.empty), the slots whose claim (plain or with a settle) is in flight —
+        # a job it brings back is not in ``running`` yet, so the worker is not idle while
+        # one is — and whether a slot is reading the queues' stats for the others.
+        self.exit_when_idle = exit_when_idle
+        self.empty = [False] * len(self.claimers)
+        self.claiming = 0
+        self.idle_checking = False
+        # max_jobs (0: no limit): the jobs claimed or being claimed against it, of those the
+        # ones whose claims are still in flight (some may come back empty and give their
+        # share back), and the event set when one resolves or the worker drains (Go's
+        # reserved, pending and budgetWake).
+        self.max_jobs = max_jobs
+        self.reserved = 0
+        self.reserving = 0
+        self.budget_wake: asyncio.Event | None = None
         self.running: dict[str, _Running] = {}
         self.done = 0
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lakeshore-body")
@@ -604,6 +631,94 @@ class _Worker:
         lifecycle._set_phase("draining")
         for t in list(self.claims):
             t.cancel()
+        if self.budget_wake is not None:
+            self.budget_wake.set()  # a slot waiting on the max_jobs budget looks again, and stops
+
+    def _reserve(self) -> bool:
+        """Take one job of the ``max_jobs`` budget for a claim (always, without a limit);
+        False when none is free. The claim reports what it got with :meth:`_resolve`."""
+        if not self.max_jobs:
+            return True
+        if self.reserved >= self.max_jobs:
+            return False
+        self.reserved += 1
+        self.reserving += 1
+        return True
+
+    def _resolve(self, got: bool) -> None:
+        """End a claim that reserved one job of the budget: give it back unless the claim
+        ``got`` a job, and wake the slots waiting on the budget."""
+        if not self.max_jobs:
+            return
+        self.reserving -= 1
+        if not got:
+            self.reserved -= 1
+        if self.budget_wake is not None:
+            self.budget_wake.set()
+        self.budget_wake = asyncio.Event()
+
+    async def _budget_spent(self) -> bool:
+        """For a slot whose :meth:`_reserve` got nothing: True when ``max_jobs`` jobs were
+        claimed (none of the budget is free nor held by a claim in flight), else False once
+        it should look again — at once when some budget is free, else when a claim in
+        flight resolved (it may come back empty and give its share back) or the worker
+        drains."""
+        if self.reserved >= self.max_jobs and self.reserving == 0:
+            return True
+        if self.reserved < self.max_jobs:
+            return False
+        if self.budget_wake is None:
+            self.budget_wake = asyncio.Event()
+        await self.budget_wake.wait()
+        return False
+
+    def _idle(self) -> bool:
+        """Whether every claimer's last claim came back empty while no body runs and no
+        claim is in flight."""
+        return all(self.empty) and not self.running and self.claiming == 0
+
+    async def _drained(self, claimer: int) -> bool:
+        """``exit_when_idle``, after the plain claim of ``claimers[claimer]`` came back
+        empty: True when the worker is idle (:meth:`_idle`) and no queue it serves has a
+        job due now that a concurrency key holds back (:meth:`_queues_empty`) — the slot
+        then drains the worker and returns. Else False after a short pause: another
+        claimer, a running body or a claim in flight may still bring work (0.05 s), or a
+        held-back job will be claimable soon (0.2 s)."""
+        self.empty[claimer] = True
+        if not all(self.empty):
+            return False  # the next turn claims the claimer not known to be empty
+        if not self._idle() or self.idle_checking:
+            await asyncio.sleep(IDLE_POLL)
+            return False
+        self.idle_checking = True
+        try:
+            empty = await self.d.run_async(self._queues_empty())
+        except errors.DispatchError as e:
+            if e.code == "closed":
+                return True  # the dispatch was closed: nothing more to claim
+            log.warning("lakeshore worker: could not read the stats of its queues (to tell whether it is idle): %s", e)
+            empty = False
+        finally:
+            self.idle_checking = False
+        if empty and self._idle():
+            self.drain()
+            return True
+        await asyncio.sleep(EXIT_IDLE_POLL)
+        return False
+
+    async def _queues_empty(self) -> bool:
+        """Whether no queue the worker serves (a paused one aside: nothing claims its jobs)
+        has a job due now that a concurrency key holds back — its rate limit or "slow
+        down" hold, or the key at its concurrency limit (``KeyStats.queued`` of the queue's
+        stats; delayed jobs and those in a retry's backoff are not counted). What
+        ``exit_when_idle`` waits for besides empty claims: Go's ``Worker.queuesEmpty``."""
+        for core in self.cores.values():
+            ans = await core._call("GET", core.path + "/stats", retry="safe")
+            if ans.get("paused"):
+                continue
+            if any(int(k.get("queued") or 0) > 0 for k in ans.get("keys") or []):
+                return False
+        return True
 
     def stop_running(self, reason: str = "stopped by the worker's shutdown") -> None:
         """Stop the running jobs (they are released for a retry); ``reason`` is what their
@@ -620,30 +735,50 @@ class _Worker:
         pending: _Pending | None = None
         try:
             while not self.draining:
-                core = claimers[turn % len(claimers)]
+                index = turn % len(claimers)
+                core = claimers[index]
                 name = ",".join([core.name, *core.also])
+                if not self._reserve():
+                    # max_jobs: the budget is claimed, or held by claims in flight. Settle
+                    # the finished job alone, then stop or wait for a share to come back.
+                    if pending is not None:
+                        settled, pending = pending, None
+                        await self._settle_now(settled[0], settled)
+                    if await self._budget_spent():
+                        return
+                    continue
                 turn += 1
+                got = False  # whether the claim reserved above got a job
                 if pending is not None:
                     # Settle the finished job and claim the next one in one request.
                     settled, pending = pending, None
+                    self.claiming += 1
                     try:
                         job = await self._settle_and_claim(core, settled, claim=not self.draining)
+                        got = job is not None
                     except errors.DispatchError as e:
                         if isinstance(e, errors.InvalidError):
                             _raise_refused_offers(e)
                             continue  # a payload that does not decode: failed already
                         job = None
+                    finally:
+                        self.claiming -= 1
+                        self._resolve(got)
                     if job is None:
                         continue  # the queue is empty: the next turn long-polls
                 else:
-                    if self.once:
+                    if self.exit_when_idle:
+                        wait = 0.0  # an empty answer is what tells it is idle
+                    elif self.once:
                         wait = max(0.0, deadline - time.monotonic())
                     else:
                         wait = 5.0 if len(claimers) == 1 else 0.5
                     claim = asyncio.ensure_future(self._claim(core, wait))
                     self.claims.add(claim)
+                    self.claiming += 1
                     try:
                         job = await claim
+                        got = job is not None
                     except asyncio.CancelledError:
                         if self.draining:
                             return
@@ -659,10 +794,17 @@ class _Worker:
                         continue
                     finally:
                         self.claims.discard(claim)
+                        self.claiming -= 1
+                        self._resolve(got)
                     if job is None:
+                        if self.exit_when_idle:
+                            if await self._drained(index):
+                                return
+                            continue
                         if self.once and time.monotonic() >= deadline and turn % len(claimers) == 0:
                             return
                         continue
+                self.empty[index] = False
                 if self.draining:
                     # Claimed as the drain began: give it back for another worker now, unrun
                     # (outcome "released": its attempt is not counted).
@@ -1169,6 +1311,43 @@ def _run_thunk(*_: Any, **__: Any) -> Any:
     )
 
 
+def _check_limits(*, once: bool, wait: float, exit_when_idle: bool, max_jobs: int | None) -> None:
+    """Refuse bad ``exit_when_idle`` and ``max_jobs`` arguments of :func:`run_worker`.
+
+    Raises:
+        InvalidError: ``max_jobs`` is not None or an integer ≥ 1, or is other than 1 with
+            ``once``; ``exit_when_idle`` is not a bool, or comes with a ``wait`` > 0."""
+    if not isinstance(exit_when_idle, bool):
+        raise errors.InvalidError(
+            f"invalid exit_when_idle {exit_when_idle!r}: want True or False",
+            field="exit_when_idle",
+            value=exit_when_idle,
+            rule="a bool",
+        )
+    if max_jobs is not None:
+        if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
+            raise errors.InvalidError(
+                f"invalid max_jobs {max_jobs!r}: want an integer ≥ 1, or None for no limit",
+                field="max_jobs",
+                value=max_jobs,
+                rule="an integer ≥ 1, or None",
+            )
+        if once and max_jobs != 1:
+            raise errors.InvalidError(
+                f"invalid max_jobs {max_jobs!r} with once=True: once runs one job (leave max_jobs None, or drop once)",
+                field="max_jobs",
+                value=max_jobs,
+                rule="None or 1 with once",
+            )
+    if exit_when_idle and wait:
+        raise errors.InvalidError(
+            f"invalid wait {wait!r} with exit_when_idle=True: its claims do not wait (it returns once the queues are drained)",
+            field="wait",
+            value=wait,
+            rule="0 with exit_when_idle",
+        )
+
+
 def run_worker(
     dispatch: Dispatch | SyncQueue | Queue | None = None,
     *,
@@ -1185,9 +1364,12 @@ def run_worker(
     offers: Mapping[str, Any] | None = None,
     warm_host_keys: Sequence[str] | None = None,
     trust_declarations: bool | None = None,
+    exit_when_idle: bool = False,
+    max_jobs: int | None = None,
 ) -> int:
-    """Run the functions bound to ``queues`` in this process until stopped; return the
-    number of jobs run.
+    """Run the functions bound to ``queues`` in this process until stopped (or, with
+    ``exit_when_idle`` or ``max_jobs``, until its queues are drained or it ran its share);
+    return the number of jobs run.
 
     Args:
         dispatch: the plane (default: each function's, else the process default), or a
@@ -1202,7 +1384,8 @@ def run_worker(
             return", as dreamlake-lakeshore does).
         concurrency: jobs at once (sync bodies run on that many threads; async ones on the
             worker's event loop).
-        wait: with ``once``, how long to wait for a job (default 0: no waiting).
+        wait: with ``once`` (and without ``exit_when_idle``), how long to wait for a job
+            (default 0: no waiting).
         lease_ttl: seconds of a claim's lease between heartbeats (default: the server's).
         handle_signals: on the main thread, the first SIGTERM/SIGINT drains (nothing new is
             claimed; running jobs finish), the second stops the running jobs (released for
@@ -1230,6 +1413,26 @@ def run_worker(
             since the submit right alone would otherwise run shell commands on this worker.
             Runs that ship their code always run their declaration (their submitter runs
             their own code here anyway). docs/fabric.md, "Who may run commands on a worker".
+        exit_when_idle: return once the queues are drained (default False: wait for work
+            until stopped): a claim of every queue came back empty while no body was
+            running and no claim was in flight, and no queue it serves (a paused one
+            aside) has a job due now that only its concurrency key holds back (the key's
+            rate limit or "slow down" hold, or the key at its concurrency limit) — such a
+            job is work, so the worker claims again every 0.2 s until it runs it rather
+            than leave it with no worker. A job waiting out a delay or a retry's backoff
+            (a rate-limited job handed back included), or in a paused queue, does not keep
+            it. Its claims do not wait (``wait`` must be 0). Go's
+            ``WorkerOptions.ExitWhenIdle``, ``lakeshore worker --exit-when-idle``.
+        max_jobs: return after this many jobs were claimed and settled (default None: no
+            limit; an integer ≥ 1). The worker never claims beyond it, whatever the
+            ``concurrency``: each claim takes one job of what is left of the budget, and a
+            claim that comes back empty gives its share back, so nothing is claimed that
+            it would not run and the rest stays queued for other workers. A job whose
+            payload does not decode is failed by its claim and not run: it does not count
+            (as ``once`` goes on to the next job), so the number returned is ``max_jobs``
+            when that many jobs were there to run. With ``exit_when_idle``, whichever comes
+            first. ``once`` is ``max_jobs=1`` with ``concurrency`` 1 (and its ``wait``).
+            Go's ``WorkerOptions.MaxJobs``, ``lakeshore worker --max-jobs``.
 
     The worker registers in the plane's worker registry as the Go worker does (``PUT
     /v1/namespaces/{ns}/workers/{id}``: host, pid, queues, start, launch id, provider, jobs
@@ -1239,11 +1442,19 @@ def run_worker(
     that never registers is stopped after the policy's ``register_timeout``). Over HTTP
     registering needs the ``consume`` permission on the namespace (a failure is logged and
     retried; the jobs still run).
+
+    Raises:
+        InvalidError: (a ``ValueError``) a bad argument, before anything is claimed:
+            ``concurrency`` below 1; ``max_jobs`` not an integer ≥ 1 (None: no limit; 0 is
+            refused rather than read as Go's "no limit"), or other than 1 with ``once``;
+            ``exit_when_idle`` not a bool, or with a ``wait`` (its claims do not wait);
+            nothing to run.
     """
     if concurrency < 1:
         raise errors.InvalidError(
             f"invalid concurrency {concurrency!r}: want an integer ≥ 1", field="concurrency", value=concurrency, rule="≥ 1"
         )
+    _check_limits(once=once, wait=wait, exit_when_idle=exit_when_idle, max_jobs=max_jobs)
     if isinstance(dispatch, (SyncQueue, Queue)):
         queues = [dispatch.name] if queues is None else queues
         dispatch = dispatch._core.dispatch
@@ -1282,6 +1493,8 @@ def run_worker(
         concurrency=concurrency,
         once=once,
         wait=wait,
+        exit_when_idle=exit_when_idle,
+        max_jobs=0 if once else (max_jobs or 0),  # once stops after its one job by itself
         lease_ttl=lease_ttl,
         worker_id=wid,
         queue_kinds=kinds,

@@ -1,0 +1,278 @@
+"""``run_worker(exit_when_idle=…, max_jobs=…)``: drain the queues and return, or stop after
+N jobs — Go's ``WorkerOptions.ExitWhenIdle`` and ``MaxJobs`` (runworker.go; settler_test.go's
+``MaxJobsExact``), ``lakeshore worker --exit-when-idle --max-jobs N``. The worker never claims
+beyond ``max_jobs``, whatever its concurrency: the jobs it did not run stay queued, never
+claimed (no ``started_at``, no ``released`` error), and none is left running."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from lakeshore import Admission, HttpDispatch, InvalidError, SyncQueue, run_worker, udf
+
+from .conftest import Server
+from .test_bad_results import UNHOLDABLE
+
+
+class Bodies:
+    """A body that counts its calls and the most bodies running at once."""
+
+    def __init__(self, sleep: float = 0.0) -> None:
+        self.sleep = sleep
+        self.lock = threading.Lock()
+        self.calls: list[Any] = []
+        self.active = 0
+        self.peak = 0
+
+    def __call__(self, i: Any) -> Any:
+        with self.lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        try:
+            time.sleep(self.sleep)
+            return i
+        finally:
+            with self.lock:
+                self.active -= 1
+                self.calls.append(i)
+
+
+def never_claimed(q: SyncQueue) -> None:
+    """Every queued job of ``q`` was never claimed: no start time, no error (a job claimed
+    and given back unrun keeps both)."""
+    page = q.list(state="queued", limit=1000)
+    assert not page.next
+    for listed in page.invocations:
+        inv = q.get(listed.id)
+        assert inv.state == "queued" and inv.started_at is None and inv.error is None, inv
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_exit_when_idle_drains_the_queue_and_returns_the_count(
+    every_plane: HttpDispatch, qname: str, concurrency: int
+) -> None:
+    q = SyncQueue(qname, dispatch=every_plane)
+    ids = [q.submit(i) for i in range(25)]
+    body = Bodies(sleep=0.01)
+    n = run_worker(every_plane, queues={qname: body}, concurrency=concurrency, exit_when_idle=True, handle_signals=False)
+    assert n == 25
+    assert sorted(body.calls) == list(range(25)), "each job ran once"
+    assert body.peak <= concurrency
+    assert [q.result(i, timeout=5) for i in ids] == list(range(25))
+    stats = q.stats()
+    assert stats["succeeded"] == 25 and stats["queued"] == 0 and stats["running"] == 0, stats
+
+
+def test_exit_when_idle_on_an_empty_queue_returns_at_once(dispatch: HttpDispatch, qname: str) -> None:
+    start = time.monotonic()
+    assert run_worker(dispatch, queues={qname: lambda x: x}, concurrency=4, exit_when_idle=True, handle_signals=False) == 0
+    assert time.monotonic() - start < 5
+
+
+def test_exit_when_idle_leaves_delayed_jobs_queued(dispatch: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=dispatch)
+    late = q.submit("late", delay=3600)
+    now = q.submit("now")
+    body = Bodies()
+    assert run_worker(dispatch, queues={qname: body}, exit_when_idle=True, handle_signals=False) == 1
+    assert body.calls == ["now"] and q.get(now).state == "succeeded"
+    assert q.get(late).state == "queued", "a delayed job is not work now"
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_exit_when_idle_waits_for_jobs_a_key_rate_limit_holds_back(
+    dispatch: HttpDispatch, qname: str, concurrency: int
+) -> None:
+    # One start per 0.2 s for the key: the claims come back empty between starts, with
+    # nothing running, yet the key's jobs are due: the worker runs them all before it returns.
+    q = SyncQueue(qname, dispatch=dispatch)
+    q.set_admission(Admission(key_rate_limit=5, key_burst=1))
+    for i in range(4):
+        q.submit(i, concurrency_key="tenant")
+    body = Bodies()
+    assert run_worker(dispatch, queues={qname: body}, concurrency=concurrency, exit_when_idle=True, handle_signals=False) == 4
+    assert sorted(body.calls) == [0, 1, 2, 3]
+    assert q.count("queued") == 0 and q.count("succeeded") == 4
+
+
+def test_exit_when_idle_drains_queues_of_two_claim_orders(dispatch: HttpDispatch, qname: str) -> None:
+    # Two claim orders: two claims, each must come back empty before the worker is idle.
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def note(tag: str) -> None:
+        with lock:
+            ran.append(tag)
+
+    @udf(queue=qname + "-fifo", dispatch=dispatch)
+    def first(tag: str) -> None:
+        note(tag)
+
+    @udf(queue=qname + "-prio", dispatch=dispatch, kind="priority")
+    def second(tag: str) -> None:
+        note(tag)
+
+    for i in range(6):
+        first.submit(f"f{i}")
+        second.submit(f"p{i}")
+    assert run_worker(dispatch, queues=[first, second], concurrency=3, exit_when_idle=True, handle_signals=False) == 12
+    assert sorted(ran) == sorted([f"f{i}" for i in range(6)] + [f"p{i}" for i in range(6)])
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_max_jobs_runs_exactly_that_many_and_leaves_the_rest_queued(
+    every_plane: HttpDispatch, qname: str, concurrency: int
+) -> None:
+    q = SyncQueue(qname, dispatch=every_plane)
+    for i in range(40):
+        q.submit(i)
+    body = Bodies(sleep=0.02)
+    n = run_worker(every_plane, queues={qname: body}, concurrency=concurrency, max_jobs=13, handle_signals=False)
+    assert n == 13
+    assert len(body.calls) == 13 and len(set(body.calls)) == 13
+    assert body.peak <= concurrency
+    stats = q.stats()
+    assert stats["succeeded"] == 13, stats
+    assert stats["queued"] == 27, f"nothing claimed beyond max_jobs is left running: {stats}"
+    assert stats["running"] == 0, stats
+    never_claimed(q)
+
+
+def test_max_jobs_below_the_concurrency(dispatch: HttpDispatch, qname: str) -> None:
+    # More slots than budget: only two claims are ever sent, the other slots stop.
+    q = SyncQueue(qname, dispatch=dispatch)
+    for i in range(10):
+        q.submit(i)
+    body = Bodies(sleep=0.05)
+    assert run_worker(dispatch, queues={qname: body}, concurrency=8, max_jobs=2, handle_signals=False) == 2
+    stats = q.stats()
+    assert stats["succeeded"] == 2 and stats["queued"] == 8 and stats["running"] == 0, stats
+    never_claimed(q)
+
+
+def test_max_jobs_waits_for_jobs_without_exit_when_idle(dispatch: HttpDispatch, qname: str) -> None:
+    # A budget of 3 with 1 job queued: the worker long-polls for the other two (the empty
+    # claims give their share back) and returns once the third has run.
+    q = SyncQueue(qname, dispatch=dispatch)
+    q.submit(0)
+    body = Bodies()
+    got: list[int] = []
+    t = threading.Thread(
+        target=lambda: got.append(run_worker(dispatch, queues={qname: body}, concurrency=4, max_jobs=3, handle_signals=False))
+    )
+    t.start()
+    deadline = time.monotonic() + 10
+    while not body.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert t.is_alive(), "one job of three: it waits for more"
+    for i in range(1, 6):
+        q.submit(i)
+    t.join(20)
+    assert not t.is_alive() and got == [3]
+    stats = q.stats()
+    assert stats["succeeded"] == 3 and stats["queued"] == 3 and stats["running"] == 0, stats
+    never_claimed(q)
+
+
+@pytest.mark.parametrize("queued, expected", [(5, 5), (30, 12)])
+def test_max_jobs_with_exit_when_idle_stops_at_whichever_comes_first(
+    dispatch: HttpDispatch, qname: str, queued: int, expected: int
+) -> None:
+    q = SyncQueue(qname, dispatch=dispatch)
+    for i in range(queued):
+        q.submit(i)
+    body = Bodies(sleep=0.01)
+    n = run_worker(dispatch, queues={qname: body}, concurrency=4, exit_when_idle=True, max_jobs=12, handle_signals=False)
+    assert n == expected and len(body.calls) == expected
+    stats = q.stats()
+    assert stats["succeeded"] == expected and stats["queued"] == queued - expected and stats["running"] == 0, stats
+    never_claimed(q)
+
+
+def test_max_jobs_does_not_count_a_payload_that_does_not_decode(server: Server, dispatch: HttpDispatch, qname: str) -> None:
+    # A poison job is failed by its claim and not run: it gives its share back, as once=True
+    # goes on to the next job (test_bad_results.py, whose payload this is).
+    q = SyncQueue(qname, dispatch=dispatch)
+    r = httpx.post(
+        f"{server.url}/v1/namespaces/default/queues/{qname}/invocations",
+        json={"payload": UNHOLDABLE},
+        headers={"Authorization": f"Bearer {server.admin_token}"},
+    )
+    assert r.status_code == 200, r.text
+    poison = str(r.json()["id"])
+    time.sleep(0.005)  # the good jobs' ids (this client's) sort after the poison one's (the server's)
+    for i in range(3):
+        q.submit(i)
+    body = Bodies()
+    assert run_worker(dispatch, queues={qname: body}, max_jobs=3, exit_when_idle=True, handle_signals=False) == 3
+    assert sorted(body.calls) == [0, 1, 2]
+    inv = q.get(poison)
+    assert inv.state == "failed" and inv.error is not None and inv.error["type"] == "invalid_payload", inv
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"max_jobs": -1}, "max_jobs"),
+        ({"max_jobs": 0}, "max_jobs"),
+        ({"max_jobs": 2.5}, "max_jobs"),
+        ({"max_jobs": "3"}, "max_jobs"),
+        ({"max_jobs": True}, "max_jobs"),
+        ({"max_jobs": 2, "once": True}, "max_jobs"),
+        ({"exit_when_idle": "yes"}, "exit_when_idle"),
+        ({"exit_when_idle": 1}, "exit_when_idle"),
+        ({"exit_when_idle": True, "once": True, "wait": 5}, "wait"),
+    ],
+)
+def test_bad_limits_are_refused_and_change_nothing(
+    dispatch: HttpDispatch, qname: str, kwargs: dict[str, Any], field: str
+) -> None:
+    q = SyncQueue(qname, dispatch=dispatch)
+    inv = q.submit(1)
+    ran: list[Any] = []
+    with pytest.raises(InvalidError) as e:
+        run_worker(dispatch, queues={qname: ran.append}, handle_signals=False, **kwargs)
+    assert isinstance(e.value, ValueError)
+    assert e.value.field == field, e.value
+    assert field in str(e.value)
+    assert ran == [] and q.get(inv).state == "queued" and q.get(inv).started_at is None
+    assert dispatch.workers() == [] or all(qname not in w.queues for w in dispatch.workers()), "it never registered"
+
+
+def test_once_with_max_jobs_1_and_exit_when_idle(dispatch: HttpDispatch, qname: str) -> None:
+    q = SyncQueue(qname, dispatch=dispatch)
+    for i in range(3):
+        q.submit(i)
+    body = Bodies()
+    assert run_worker(dispatch, queues={qname: body}, once=True, max_jobs=1, exit_when_idle=True, handle_signals=False) == 1
+    assert body.calls == [0] and q.count("queued") == 2
+    never_claimed(q)
+    assert run_worker(SyncQueue(qname + "-empty", dispatch=dispatch), once=True, exit_when_idle=True, handle_signals=False) == 0
+
+
+def test_a_drain_stops_slots_waiting_on_the_max_jobs_budget(dispatch: HttpDispatch, qname: str) -> None:
+    # An empty queue, max_jobs=2 at concurrency 4: two slots long-poll with the budget, the
+    # other two wait on it. A drain (stop=, as a first SIGTERM) ends them all at once.
+    stop = threading.Event()
+    got: list[int] = []
+    t = threading.Thread(
+        target=lambda: got.append(
+            run_worker(dispatch, queues={qname: lambda x: x}, concurrency=4, max_jobs=2, stop=stop, handle_signals=False)
+        )
+    )
+    t.start()
+    time.sleep(0.5)
+    assert t.is_alive()
+    start = time.monotonic()
+    stop.set()
+    t.join(10)
+    assert not t.is_alive() and got == [0]
+    assert time.monotonic() - start < 5, "the slots waiting on the budget woke up"
+    q = SyncQueue(qname, dispatch=dispatch)
+    assert q.count("queued") == 0 and q.count("running") == 0
