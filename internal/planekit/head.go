@@ -32,6 +32,12 @@ type Head struct {
 // Keyed reports whether the row has a concurrency key.
 func (h *Head) Keyed() bool { return h.ConcurrencyKey.Valid }
 
+// CountedInKey reports whether the row counts in its concurrency key's counter row: it has
+// a key and is claimable under it (StateKeyed) or running.
+func (h *Head) CountedInKey() bool {
+	return h.Keyed() && (h.State == StateKeyed || h.State == StateRunning)
+}
+
 // ScanHead reads a row of HeadColumns, preceded by the sequence number when seq is true.
 func ScanHead(s Scanner, seq bool) (*Head, error) {
 	h := &Head{}

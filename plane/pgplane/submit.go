@@ -107,7 +107,8 @@ func (t *tx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk 
 // order (TestIdempotencyKeyUnderSeveralConcurrencyKeysNoDeadlock).
 const insertOrder = `u.namespace, u.queue, u.concurrency_key, u.shape, u.host_key, u.key NULLS LAST, u.id`
 
-// insertRows is the submit's insert of the rows $2… at $1 in order, without RETURNING.
+// insertRows is the submit's insert of the rows $2… at $1 in order, without a conflict
+// clause or RETURNING.
 func insertRows(order string) string {
 	return `INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
 			metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key)
@@ -116,8 +117,7 @@ func insertRows(order string) string {
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
 			$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[]) AS u(id, namespace, queue, key, priority,
 			payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key)
-		ORDER BY ` + order + `
-		ON CONFLICT DO NOTHING`
+		ORDER BY ` + order
 }
 
 // insertInKeyOrder is the insert of a batch whose rows that can conflict span several
@@ -126,7 +126,7 @@ func insertRows(order string) string {
 // locked first; locked reads every inserted row before it locks one), the triggers last.
 func insertInKeyOrder() string {
 	return `WITH inserted AS (` + insertRows(`u.namespace, u.queue, u.key NULLS LAST, u.id`) +
-		` RETURNING id, namespace, queue, concurrency_key),
+		` ON CONFLICT DO NOTHING RETURNING id, namespace, queue, concurrency_key),
 		locked AS (` + lockKeys(`inserted`) + `)
 		SELECT id FROM inserted WHERE (SELECT count(*) FROM locked) >= 0`
 }

@@ -93,7 +93,7 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
 		// Its row locked in key order with the job's own key's (which the worker need not
 		// have named): the hold writes a second key's row.
-		t.triggerCounts = true // a write of a counter row that no terminal write locks
+		t.unorderedCounts = true
 		t.changesKey(keyRef{h.Namespace, h.Queue, tr.HoldKey})
 		t.exec(t.d.sql.keyHold, h.Namespace, h.Queue, tr.HoldKey, available)
 	}

@@ -30,15 +30,16 @@ type tx struct {
 	// commit, so two transactions never lock counter rows in opposite orders.
 	counts planekit.Counts
 	// counted are the concurrency keys whose counter rows the queued writes change (of
-	// invocations claimable or running under a key): flush locks them in key order first,
-	// unless their only writer is one terminal write (keyedEnds 1, triggerCounts false),
-	// which locks them in key order itself (setTerminalManyKeyed).
+	// invocations claimable or running under a key, or a key held back): flush locks them
+	// in key order first, unless their only writer is one terminal write (keyedEnds 1,
+	// unorderedCounts false), which locks them in key order itself (setTerminalManyKeyed).
 	counted map[keyRef]struct{}
-	// triggerCounts: a queued write changes a key's counter row through the counting
-	// trigger (in the order it writes the invocation rows); keyedEnds: how many queued
-	// terminal writes count keyed ends (setTerminalManyKeyed).
-	triggerCounts bool
-	keyedEnds     int
+	// unorderedCounts: a queued write changes a key's counter row without locking its keys
+	// in key order itself (the counting trigger, in the order it writes the invocation
+	// rows; a hold, keyHold); keyedEnds: how many queued terminal writes count keyed ends
+	// (setTerminalManyKeyed).
+	unorderedCounts bool
+	keyedEnds       int
 	// holdsRows: the transaction holds rows a promotion could wait on in a cycle: counter
 	// rows (it sent writes that change them, promoted rows, or a claim locked them) or the
 	// invocation rows of its settles; its claims promote with promoteHolding.
@@ -84,7 +85,7 @@ type keyEnds struct {
 // add counts the end of h, in state h.State until now, in its key (nothing when h is not
 // claimable or running under a key).
 func (k *keyEnds) add(h *head) {
-	if !h.Keyed() || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
+	if !h.CountedInKey() {
 		return
 	}
 	key := keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String}
@@ -263,7 +264,7 @@ func (t *tx) flush() error {
 	}
 	b := t.batch
 	t.batch = nil
-	if len(t.counted) >= 2 && (t.triggerCounts || t.keyedEnds > 1) {
+	if len(t.counted) >= 2 && (t.unorderedCounts || t.keyedEnds > 1) {
 		// The counter rows of several keys: locked in key order before the writes change
 		// them in theirs (lockKeys). One terminal write alone locks its keys in key order
 		// itself (setTerminalManyKeyed).
@@ -279,7 +280,7 @@ func (t *tx) flush() error {
 	}
 	t.holdsRows = t.holdsRows || len(t.counted) > 0
 	clear(t.counted)
-	t.triggerCounts, t.keyedEnds = false, 0
+	t.unorderedCounts, t.keyedEnds = false, 0
 	return t.tx.SendBatch(t.ctx, b).Close()
 }
 
@@ -290,10 +291,10 @@ type keyRef struct{ namespace, queue, key string }
 // claimable or running under a concurrency key), which flush locks in key order first;
 // byTrigger: the counting trigger writes it (else h's terminal write counts it).
 func (t *tx) changesCounter(h *head, byTrigger bool) {
-	if !h.Keyed() || h.State != planekit.StateKeyed && h.State != planekit.StateRunning {
+	if !h.CountedInKey() {
 		return
 	}
-	t.triggerCounts = t.triggerCounts || byTrigger
+	t.unorderedCounts = t.unorderedCounts || byTrigger
 	t.changesKey(keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String})
 }
 

@@ -52,10 +52,11 @@ type statements struct {
 // a batch of 1,000 is 15 statements of 64 rows, 4 of 8 and 7 single rows instead of 1,000
 // statements (each statement opens and closes cursors on the table and its indexes, and
 // crosses database/sql once).
-// unlimited is plane.ConcurrencyUnlimited as a SQL literal: the limit of a key without one.
-var unlimited = strconv.FormatInt(plane.ConcurrencyUnlimited, 10)
-
 var insertChunks = [...]int{64, 8, 1}
+
+// unlimited is plane.ConcurrencyUnlimited as a SQL literal: the limit of a key without one
+// (keyHold).
+var unlimited = strconv.FormatInt(plane.ConcurrencyUnlimited, 10)
 
 // insertColumns are the columns a submit writes. The namespace, queue and creation time
 // are the batch's (?1, ?2, ?3, bound once per statement); each row binds insertWidth more,
