@@ -59,18 +59,7 @@ func TestKeyCountersExact(t *testing.T) {
 				if rng.IntN(5) == 0 {
 					claim.LeaseTTL = time.Millisecond // left to expire: maintenance ends it
 				}
-				var got []*plane.Job
-				var err error
-				if len(pending) > 0 && rng.IntN(2) == 0 {
-					_, got, err = d.InvocationSettleAndClaim(ctx, pending, claim)
-				} else {
-					if len(pending) > 0 {
-						_, err = d.InvocationSettleMany(ctx, pending)
-						require.NoError(t, err)
-					}
-					got, err = d.InvocationClaimMany(ctx, claim)
-				}
-				require.NoError(t, err)
+				got := settleThenClaim(t, d, rng, pending, claim)
 				pending = nil
 				for _, j := range got {
 					if claim.LeaseTTL == time.Millisecond {
@@ -386,4 +375,23 @@ func TestKeyCountersOldBuildEnd(t *testing.T) {
 	var rows int64
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM lakeshore.concurrency_keys`).Scan(&rows))
 	require.Zero(t, rows, "counter rows left once every job ended")
+}
+
+// settleThenClaim settles pending and claims with claim, at random in one call
+// (InvocationSettleAndClaim) or in two, and returns the jobs claimed.
+func settleThenClaim(t *testing.T, d *Driver, rng *rand.Rand, pending []plane.SettleParams, claim *plane.ClaimParams) []*plane.Job {
+	t.Helper()
+	ctx := t.Context()
+	if len(pending) > 0 && rng.IntN(2) == 0 {
+		_, got, err := d.InvocationSettleAndClaim(ctx, pending, claim)
+		require.NoError(t, err)
+		return got
+	}
+	if len(pending) > 0 {
+		_, err := d.InvocationSettleMany(ctx, pending)
+		require.NoError(t, err)
+	}
+	got, err := d.InvocationClaimMany(ctx, claim)
+	require.NoError(t, err)
+	return got
 }

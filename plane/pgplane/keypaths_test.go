@@ -114,18 +114,7 @@ func TestKeyCountersExactClaimPaths(t *testing.T) {
 				case 3:
 					claim.Wait = 20 * time.Millisecond
 				}
-				var got []*plane.Job
-				var err error
-				if len(pending) > 0 && rng.IntN(2) == 0 {
-					_, got, err = d.InvocationSettleAndClaim(ctx, pending, claim)
-				} else {
-					if len(pending) > 0 {
-						_, err = d.InvocationSettleMany(ctx, pending)
-						require.NoError(t, err)
-					}
-					got, err = d.InvocationClaimMany(ctx, claim)
-				}
-				require.NoError(t, err)
+				got := settleThenClaim(t, d, rng, pending, claim)
 				pending = nil
 				for _, j := range got {
 					s := plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}
