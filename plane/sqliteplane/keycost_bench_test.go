@@ -22,13 +22,14 @@ import (
 // fsync costs the same with keys or without, and its wait would drown the rest); no claim
 // read, so what is left is the statements' own work: the triggers, the indexes and the
 // pages written to the WAL.
-// The file holds b.N jobs of queue "keyed" (100 concurrency keys, limit 4, submitted round
-// robin, started in that order: the keys' turns) and b.N of queue "unkeyed", built through
-// the driver; each sub-benchmark starts the jobs of one queue on a fresh copy of the file,
-// "keyed/…" after dropping one part of the keyed machinery, to price it:
 //
-//	unkeyed               the unkeyed jobs
-//	keyed                 the keyed jobs, the schema as migrated
+// Each sub-benchmark builds its own file, through the driver: b.N jobs of queue "keyed"
+// (100 concurrency keys, limit 4, submitted round robin, started in that order: the keys'
+// turns) and b.N of queue "unkeyed"; it starts the jobs of one queue, "keyed/…" after
+// dropping one part of the keyed machinery, to price it:
+//
+//	unkeyed                 the unkeyed jobs
+//	keyed                   the keyed jobs, the schema as migrated
 //	keyed/no-start-trigger  without invocations_keyed_claim (the start's counter update and turn)
 //	keyed/no-triggers       without it and invocations_keyed_end (the end's counter update)
 //	keyed/no-ready-index    without concurrency_keys_ready (the ready keys in turn order)
