@@ -32,6 +32,7 @@ func TestQueryPlans(t *testing.T) {
 		"deadlines":        `SELECT id FROM invocations WHERE state = 0 AND deadline_ms > 0 AND deadline_ms <= ? LIMIT 1000`,
 		"ack rows":         ackRowsSQL(3),
 		"run rows":         runRowsSQL(3),
+		"run row":          runRowsSQL(1),
 		"frames":           `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT ?`,
 		// Concurrency keys (migrations 009 and 014): the ready key in turn order, and a key's
 		// head, never a scan of the keys nor of a key's jobs.
