@@ -7,6 +7,8 @@ answer, or the same retry-by-class behaviour and UnavailableError."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import threading
 import time
@@ -342,6 +344,39 @@ def test_a_combined_batch_dropped_or_refused_sends_each_submit_its_own_way(stubs
         # Every later request carries only ids of that batch.
         later = [b for r in sent[2:] for b in (r["invocations"] if "invocations" in r else [r])]
         assert {b["id"] for b in later} <= set(first_batch.values())
+    finally:
+        d.close()
+
+
+def test_an_interrupted_waiting_submit_is_not_sent_and_the_others_go_on(stubs: list[_Stub]) -> None:
+    # Ctrl-C on the main thread while its submit waits behind another thread's request: it
+    # is dropped unsent (KeyboardInterrupt), and the queue's submits go on afterwards.
+    held = asyncio.Event()
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        if len(s.requests) == 1:
+            held.set()
+            await asyncio.sleep(0.6)
+        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        first: list[str] = []
+        leader = threading.Thread(target=lambda: first.append(q.submit(0)))
+        leader.start()
+        end = time.monotonic() + 10
+        while not held.is_set() and time.monotonic() < end:
+            time.sleep(0.005)
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            q.submit(99)
+        leader.join(10)
+        assert first and first[0] == msgpack.unpackb(s.bodies[0])["id"]
+        assert q.submit(1) == msgpack.unpackb(s.bodies[-1])["id"]
+        assert all(msgpack.packb(99) != msgpack.unpackb(b)["payload"] for b in s.bodies)
+        assert len(s.requests) == 2
     finally:
         d.close()
 

@@ -876,7 +876,21 @@ class QueueCore:
                 combined.sending = True
                 batch = [me]
         if batch is None:
-            me.wake.acquire()  # released once answered, or handed the next batch to send
+            try:
+                me.wake.acquire()  # released once answered, or handed the next batch to send
+            except BaseException:
+                # An interrupt (KeyboardInterrupt on the main thread): a submit not yet
+                # taken into a batch is dropped, unsent; one already taken is answered
+                # soon, or was handed the next batch, which is sent for its other callers
+                # before the interrupt goes on.
+                with combined.lock:
+                    if me in combined.waiting:
+                        combined.waiting.remove(me)
+                        raise
+                me.wake.acquire()
+                if me.lead is not None:
+                    self._send_combined(me.lead)
+                raise
             batch = me.lead
         if batch is not None:
             self._send_combined(batch)
