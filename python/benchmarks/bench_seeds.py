@@ -11,6 +11,9 @@ run in a fresh directory (``LAKESHORE_HOME`` and the data queue's ``storage_path
 the table gives every run's figure, the medians, and **ours ÷ theirs** (time, so lower is
 better).
 
+Both sides' packages are compiled to bytecode before the runs (``compile_packages``), as
+``pip install`` leaves theirs.
+
 Durability: both job planes commit every submit to a SQLite file in WAL mode with
 ``synchronous=FULL`` (theirs is Python's ``sqlite3`` default; ours the daemon's writer).
 ``persisting``'s local mode writes Lance files and does not fsync; ours syncs every flush.
@@ -238,9 +241,9 @@ def stop_daemon(env: dict[str, str]) -> None:
         time.sleep(0.01)
 
 
-def run_once(python: str, program: str, args: list[int], mine: bool) -> dict[str, float]:
+def run_once(python: str, program: str, args: list[int], mine: bool, timeout: float = 600) -> dict[str, float]:
     """Run program under python in a fresh directory; return its figures (``seconds`` NaN
-    when it failed or gave no answer in 600 s: the table says failed)."""
+    when it failed or gave no answer in ``timeout`` seconds: the table says failed)."""
     with tempfile.TemporaryDirectory(prefix="seedbench-") as d:
         home = Path(d)
         jobs, worker = textwrap.dedent(_JOBS), textwrap.dedent(_WORKER)
@@ -252,9 +255,9 @@ def run_once(python: str, program: str, args: list[int], mine: bool) -> dict[str
         env.pop("LAKESHORE_URL", None)
         try:
             r = subprocess.run([python, "-c", textwrap.dedent(program), *map(str, args)],
-                               capture_output=True, text=True, timeout=600, env=env, cwd=home)
+                               capture_output=True, text=True, timeout=timeout, env=env, cwd=home)
         except subprocess.TimeoutExpired:
-            print(f"# {'ours' if mine else 'theirs'} failed: no answer in 600 s", file=sys.stderr, flush=True)
+            print(f"# {'ours' if mine else 'theirs'} failed: no answer in {timeout:g} s", file=sys.stderr, flush=True)
             return {"seconds": math.nan}
         finally:
             if mine:  # our plane's daemon outlives the program: stop it with its home
@@ -266,6 +269,18 @@ def run_once(python: str, program: str, args: list[int], mine: bool) -> dict[str
         return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
+def compile_packages(python: str, modules: list[str]) -> None:
+    """Compile the packages of modules (as python imports them) to bytecode, as ``pip
+    install`` leaves a wheel's: an editable install under ``PYTHONDONTWRITEBYTECODE=1`` (this
+    machine's environment) would otherwise compile every module again in every process,
+    each worker process's start included, which theirs, installed from wheels, never does."""
+    for module in modules:
+        where = subprocess.run([python, "-c", f"import os, {module} as m; print(os.path.dirname(m.__file__))"],
+                               capture_output=True, text=True, timeout=120)
+        if where.returncode == 0:
+            subprocess.run([python, "-m", "compileall", "-q", where.stdout.strip()], capture_output=True, timeout=300)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--real-python", required=True, help="an interpreter with dreamlake-lakeshore 0.5.0 and persisting 0.3.0")
@@ -274,8 +289,11 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds a run may take before it counts as failed")
     ap.add_argument("--only", default=",".join(_WORKLOADS), help="comma-separated: " + ", ".join(_WORKLOADS))
     a = ap.parse_args()
+    compile_packages(a.real_python, ["dreamlake.lakeshore", "persisting"])
+    compile_packages(a.ours_python, ["lakeshore"])
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load {os.getloadavg()[0]:.1f}", flush=True)
     print("| workload | theirs (s) | ours (s) | ours ÷ theirs |")
     print("|---|---|---|--:|")
@@ -284,7 +302,7 @@ def main() -> None:
         figures: dict[bool, list[dict[str, float]]] = {False: [], True: []}
         for _ in range(a.runs):
             for mine in (False, True):
-                figures[mine].append(run_once(a.ours_python if mine else a.real_python, _PROGRAMS[prog], args(a), mine))
+                figures[mine].append(run_once(a.ours_python if mine else a.real_python, _PROGRAMS[prog], args(a), mine, a.timeout))
         med = {m: statistics.median([f["seconds"] for f in figures[m] if not math.isnan(f["seconds"])] or [math.nan])
                for m in figures}
         cell = {m: " · ".join("failed" if math.isnan(f["seconds"]) else f"{f['seconds']:.3f}" for f in figures[m])

@@ -7,6 +7,8 @@ answer, or the same retry-by-class behaviour and UnavailableError."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import threading
 import time
@@ -31,6 +33,7 @@ class _Stub:
         self.handler = handler
         self.connections = 0
         self.requests: list[bytes] = []
+        self.bodies: list[bytes] = []  # each request's body, in order
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
 
@@ -55,10 +58,12 @@ class _Stub:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                body = b""
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
-                        await reader.readexactly(int(line.split(b":")[1]))
+                        body = await reader.readexactly(int(line.split(b":")[1]))
                 self.requests.append(head)
+                self.bodies.append(body)
                 if not await self.handler(head, reader, writer):
                     writer.close()
                     return
@@ -232,6 +237,146 @@ def test_a_blocking_result_wait_polls_again_and_hands_a_503_to_the_loop(stubs: l
         # loop's way (a connection of the loop's pool).
         assert s.connections == 2
         assert d._portal._loop is not None
+    finally:
+        d.close()
+
+
+def _echo_ids(head: bytes, body: bytes) -> bytes:
+    """A submit's answer naming the ids its body carries (one, or a batch's)."""
+    sent = msgpack.unpackb(body)
+    if b"/invocations/batch " in head:
+        return _answer({"results": [{"id": b["id"]} for b in sent["invocations"]]})
+    return _answer({"id": sent["id"]})
+
+
+def _submit_from_threads(q: SyncQueue, n: int, first_sent: Callable[[], bool]) -> list[str | BaseException]:
+    """n threads submit one payload each: the first alone, the others once its request
+    reached the server (first_sent) and while it is held there."""
+    out: list[str | BaseException] = [""] * n
+
+    def run(i: int) -> None:
+        try:
+            out[i] = q.submit(i)
+        except BaseException as e:  # noqa: BLE001 - the test reads it
+            out[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    threads[0].start()
+    end = time.monotonic() + 10
+    while not first_sent() and time.monotonic() < end:
+        time.sleep(0.005)
+    for t in threads[1:]:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return out
+
+
+def test_blocking_submits_made_meanwhile_go_together_on_a_callers_thread(stubs: list[_Stub]) -> None:
+    # Seven submits made while the first is in flight wait, and one of their callers sends
+    # them as one batch once it is answered: two requests for eight submits, no loop.
+    held = asyncio.Event()
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        if len(s.requests) == 1:
+            held.set()
+            await asyncio.sleep(0.5)  # the other seven threads submit meanwhile
+        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    try:
+        out = _submit_from_threads(SyncQueue("q", dispatch=d), 8, held.is_set)
+        sent = [msgpack.unpackb(b) for b in s.bodies]
+        assert [r.split(b" ")[1].rsplit(b"/", 1)[1] for r in s.requests] == [b"invocations", b"batch"]
+        assert sorted(b["payload"] for b in sent[1]["invocations"]) == sorted(
+            msgpack.packb(i) for i in range(1, 8)
+        )
+        assert out[0] == sent[0]["id"]
+        assert sorted(map(str, out[1:])) == sorted(b["id"] for b in sent[1]["invocations"])
+        assert d._portal._loop is None  # every request sent on a caller's thread
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("how", ["dropped", "refused"])
+def test_a_combined_batch_dropped_or_refused_sends_each_submit_its_own_way(stubs: list[_Stub], how: str) -> None:
+    # The batch is dropped without an answer, or refused as a whole (one bad item): each of
+    # its submits is sent again the loop's way with its own id, and gets its own answer.
+    held = asyncio.Event()
+    batches = 0
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        nonlocal batches
+        body = s.bodies[len(s.requests) - 1]
+        if len(s.requests) == 1:
+            held.set()
+            await asyncio.sleep(0.5)
+        elif b"/invocations/batch " in head:
+            batches += 1
+            if how == "dropped" and batches == 1:
+                return False  # closed without an answer
+            if how == "refused":
+                err = msgpack.packb({"code": "invalid", "message": "invocations[0].payload: bad"})
+                w.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/msgpack\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(err), err))
+                return True
+        elif how == "refused" and msgpack.unpackb(body)["payload"] == msgpack.packb(3):  # the bad item, alone
+            err = msgpack.packb({"code": "invalid", "message": "payload: bad"})
+            w.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/msgpack\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(err), err))
+            return True
+        w.write(_echo_ids(head, body))
+        return True
+
+    s, d = _dispatch(stubs, handler, retry_for=5.0)
+    try:
+        out = _submit_from_threads(SyncQueue("q", dispatch=d), 8, held.is_set)
+        sent = [msgpack.unpackb(b) for b in s.bodies]
+        assert b"/invocations/batch " in s.requests[1]
+        first_batch = {msgpack.unpackb(b["payload"]): b["id"] for b in sent[1]["invocations"]}
+        assert set(first_batch) == set(range(1, 8))
+        for i in range(1, 8):
+            if how == "refused" and i == 3:
+                assert isinstance(out[i], errors.InvalidError), out[i]
+            else:
+                assert out[i] == first_batch[i]  # the same id, sent again: never enqueued twice
+        # Every later request carries only ids of that batch.
+        later = [b for r in sent[2:] for b in (r["invocations"] if "invocations" in r else [r])]
+        assert {b["id"] for b in later} <= set(first_batch.values())
+    finally:
+        d.close()
+
+
+def test_an_interrupted_waiting_submit_is_not_sent_and_the_others_go_on(stubs: list[_Stub]) -> None:
+    # Ctrl-C on the main thread while its submit waits behind another thread's request: it
+    # is dropped unsent (KeyboardInterrupt), and the queue's submits go on afterwards.
+    held = asyncio.Event()
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        if len(s.requests) == 1:
+            held.set()
+            await asyncio.sleep(0.6)
+        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        first: list[str] = []
+        leader = threading.Thread(target=lambda: first.append(q.submit(0)))
+        leader.start()
+        end = time.monotonic() + 10
+        while not held.is_set() and time.monotonic() < end:
+            time.sleep(0.005)
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            q.submit(99)
+        leader.join(10)
+        assert first and first[0] == msgpack.unpackb(s.bodies[0])["id"]
+        assert q.submit(1) == msgpack.unpackb(s.bodies[-1])["id"]
+        assert all(msgpack.packb(99) != msgpack.unpackb(b)["payload"] for b in s.bodies)
+        assert len(s.requests) == 2
     finally:
         d.close()
 

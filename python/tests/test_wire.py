@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import struct
+import subprocess
 import sys
 from collections import OrderedDict, namedtuple
 from datetime import date, datetime, timedelta, timezone
@@ -575,3 +576,20 @@ def test_plain_fast_path_is_the_canonical_form() -> None:
     for bad in ({"i": 2**64}, {1: "a"}, ["\ud800"], {"s": {1, 2}}):
         with pytest.raises(wire.EncodeError):
             wire.encode(bad)
+
+
+def test_numpy_is_imported_only_for_an_array() -> None:
+    # import lakeshore and plain values never import numpy (most of a worker process's
+    # start-up); an array's bytes decode to an ndarray all the same, importing it then.
+    data = wire.encode({"a": np.arange(3, dtype=">i4"), "s": np.float32(1.5)})
+    code = (
+        "import sys, lakeshore\n"
+        "from lakeshore import wire\n"
+        "assert wire.decode(wire.encode({'a': [1, 2.0, 'x', b'y', None]})) == {'a': [1, 2.0, 'x', b'y', None]}\n"
+        "assert 'numpy' not in sys.modules, 'numpy imported without an array'\n"
+        f"v = wire.decode({data!r})\n"
+        "import numpy as np\n"
+        "assert isinstance(v['a'], np.ndarray) and v['a'].tolist() == [0, 1, 2], v\n"
+        "assert float(v['s']) == 1.5, v\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
+import os
 import threading
 import time
 import traceback
@@ -650,6 +651,42 @@ def _result_of(id: str, inv: Invocation) -> Any:
     return decode_value(f"result of {id}", inv.raw_result)
 
 
+_COMBINED_MAX = 1000
+"""Submits one combined blocking request carries at most (as the submit batcher's)."""
+
+
+class _CombinedSubmit:
+    """One blocking submit of :meth:`QueueCore.submit_blocking`: its body, then its answer
+    (an id, the server's error, or ``own_way``: to be sent :meth:`QueueCore.submit_future`'s
+    way), or the batch its caller is to send (``lead``)."""
+
+    __slots__ = ("body", "wake", "id", "error", "own_way", "lead")
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self.wake = threading.Lock()  # held until answered or handed a batch
+        self.wake.acquire()
+        self.id: str | None = None
+        self.error: errors.DispatchError | None = None
+        self.own_way = False
+        self.lead: list[_CombinedSubmit] | None = None
+
+
+class _Combining:
+    """The blocking submits of one queue: whether a request is in flight (``sending``) and
+    the submits waiting for the next."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start afresh (in a forked child)."""
+        self.lock = threading.Lock()
+        self.sending = False
+        self.waiting: list[_CombinedSubmit] = []
+        self.pid = os.getpid()
+
+
 class QueueCore:
     """The verbs of a queue, as coroutines run on the dispatch's client loop.
 
@@ -685,8 +722,9 @@ class QueueCore:
         self.warm: Callable[[], list[str]] | None = None
         # Submits made at once (from many threads or tasks) go as one batched request.
         self._submits: Batcher[dict[str, Any], str] = Batcher(dispatch._portal, self._send_submits)
-        # Held by the one blocking submit sent on its caller's thread (submit_blocking).
-        self._alone = threading.Lock()
+        # Blocking submits (submit_blocking) combine on their callers' threads: one request
+        # in flight, the submits made meanwhile waiting to go together in the next.
+        self._combined = _Combining()
         # Settles made at once go as one POST /v1/settle; claims made at once (a worker's
         # idle slots) as one claim of as many jobs.
         self._settles: Batcher[tuple[dict[str, Any], float | None], None] = Batcher(
@@ -810,25 +848,101 @@ class QueueCore:
         """Submit one invocation (a body from :meth:`submit_body`) from a thread that may
         block, and return its id.
 
-        A lone submit (no batch of submits in flight or waiting, no other thread of this
-        queue sending one on its own thread) goes as one request on the calling thread
-        (:meth:`~lakeshore._transport.HttpTransport.call_blocking`), without the two thread
-        hops through the client's loop; submits made meanwhile are coalesced as
-        :meth:`submit_future`'s are. A submit that the
-        blocking call could not finish (a failed connection, an answer to retry) goes
-        :meth:`submit_future`'s way with the same id, so it never enqueues twice.
+        Blocking submits are sent on their callers' threads, without the two thread hops
+        through the client's loop, one request of this queue at a time: a submit made while
+        none is in flight goes at once, alone (``POST …/invocations``); the submits other
+        threads make while it is in flight wait and go together in the next request
+        (``…/invocations/batch``, all-or-nothing), sent by the first of them as soon as the
+        one in flight is answered (:meth:`~lakeshore._transport.HttpTransport.call_blocking`).
+        A request the blocking call could not finish (a failed connection, an answer to
+        retry) and a batch the server refused as a whole send each of their submits
+        :meth:`submit_future`'s way with the same id, so a submit never enqueues twice and
+        every caller gets its own answer.
 
         Raises:
             RuntimeError: called on the client loop's own thread."""
         portal = self.dispatch._portal
-        if not portal.in_portal() and self._submits.idle() and self._alone.acquire(blocking=False):
+        if portal.in_portal():
+            return wait_future(portal, self.submit_future(body))  # raises RuntimeError
+        combined = self._combined
+        if combined.pid != os.getpid():
+            combined.reset()  # a forked child: the parent's requests are not ours to answer
+        me = _CombinedSubmit(body)
+        with combined.lock:
+            if combined.sending:
+                combined.waiting.append(me)
+                batch = None
+            else:
+                combined.sending = True
+                batch = [me]
+        if batch is None:
             try:
-                ans = self.dispatch._transport.call_blocking("POST", self.path + "/invocations", body)
-            finally:
-                self._alone.release()
-            if ans is not NOT_SENT:
-                return str(ans["id"])
-        return wait_future(portal, self.submit_future(body))
+                me.wake.acquire()  # released once answered, or handed the next batch to send
+            except BaseException:
+                # An interrupt (KeyboardInterrupt on the main thread): a submit not yet
+                # taken into a batch is dropped, unsent; one already taken is answered
+                # soon, or was handed the next batch, which is sent for its other callers
+                # before the interrupt goes on.
+                with combined.lock:
+                    if me in combined.waiting:
+                        combined.waiting.remove(me)
+                        raise
+                me.wake.acquire()
+                if me.lead is not None:
+                    self._send_combined(me.lead)
+                raise
+            batch = me.lead
+        if batch is not None:
+            self._send_combined(batch)
+        if me.own_way:
+            return wait_future(portal, self.submit_future(body))
+        if me.error is not None:
+            raise me.error
+        assert me.id is not None
+        return me.id
+
+    def _send_combined(self, batch: list[_CombinedSubmit]) -> None:
+        """Send batch (the caller's own submit first) as one request on this thread, hand
+        the submits that waited meanwhile to the first of them to send next, and answer
+        batch's other callers."""
+        combined = self._combined
+        ids: list[str] | None = None
+        error: errors.DispatchError | None = None
+        try:
+            if len(batch) == 1:
+                ans = self.dispatch._transport.call_blocking("POST", self.path + "/invocations", batch[0].body)
+                if ans is not NOT_SENT:
+                    ids = [str(ans["id"])]
+            else:
+                keys = [c.body["key"] for c in batch if "key" in c.body]
+                if len(keys) == len(set(keys)):  # else each goes alone, as _send_submits sends them
+                    ans = self.dispatch._transport.call_blocking(
+                        "POST", self.path + "/invocations/batch", {"invocations": [c.body for c in batch]}
+                    )
+                    if ans is not NOT_SENT:
+                        ids = [str(r["id"]) for r in ans["results"]]
+        except errors.DispatchError as e:
+            error = e
+        finally:
+            # Whatever happened above (an interrupt of this thread included), the next
+            # batch is handed over and every caller of this one answered: a submit without
+            # an id or an error of its own goes submit_future's way.
+            with combined.lock:
+                following = combined.waiting[:_COMBINED_MAX]
+                del combined.waiting[:_COMBINED_MAX]
+                combined.sending = bool(following)
+            if following:
+                following[0].lead = following
+                following[0].wake.release()
+            for i, c in enumerate(batch):
+                if ids is not None and len(ids) == len(batch):
+                    c.id = ids[i]
+                elif error is not None and len(batch) == 1:
+                    c.error = error  # the server's answer to this submit alone
+                else:
+                    c.own_way = True
+                if i:
+                    c.wake.release()
 
     async def submit(self, body: dict[str, Any]) -> str:
         """Submit one invocation (a body from :meth:`submit_body`) and return its id."""

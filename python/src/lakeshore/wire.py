@@ -58,10 +58,16 @@ import io
 import struct
 import sys
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-import numpy as np
 from msgpack import packb as _packb
+
+if TYPE_CHECKING:
+    # numpy is imported where an array is made (decode, a byte-order name's data): a
+    # process that never holds one does not pay its import (≈ 0.1–0.3 s a process start on
+    # the shared 2-core machine, most of ``import lakeshore``). A value can be a numpy
+    # array or scalar only once numpy is in sys.modules, which is what encode checks.
+    import numpy as np
 
 __all__ = [
     "MAX_DEPTH",
@@ -182,6 +188,8 @@ def _normalize(dtype: str, data: bytes) -> tuple[str, bytes]:
     name, big = plain
     if not big or DTYPES[name] == 1:
         return name, data
+    import numpy as np
+
     swapped = np.frombuffer(data, dtype=np.dtype(dtype)).byteswap()
     return name, swapped.tobytes()
 
@@ -560,6 +568,8 @@ def _optional(name: str) -> Any:
 
 def _numpy_dtype(name: str) -> np.dtype[Any] | None:
     """The little-endian numpy dtype of a wire dtype name; None for bfloat16 without ml_dtypes."""
+    import numpy as np
+
     if name == "bfloat16":
         ml = _optional("ml_dtypes")
         if ml is None:
@@ -592,6 +602,8 @@ def _numpy_span_reason(dtype: str, shape: tuple[int, ...]) -> str:
 def _to_numpy(dtype: str, shape: tuple[int, ...], data: bytes | memoryview, path: str) -> np.ndarray[Any, Any]:
     """The array as a writable numpy copy; ``ValueError`` when numpy cannot hold its shape
     (checked before anything is allocated), ``ImportError`` for bfloat16 without ml_dtypes."""
+    import numpy as np
+
     dtype, data = _normalize(dtype, bytes(data))
     nd = _numpy_dtype(dtype)
     if nd is None:
@@ -1026,13 +1038,15 @@ def _close(out: bytearray, c: _Container) -> None:
 
 def _encode_other(out: bytearray, v: Any, path: str, depth: int) -> _Container | None:
     """Write a value that is not of an exact builtin type; return a container to fill."""
-    if isinstance(v, np.ndarray):
-        dtype, shape, data = _numpy_parts(v, path)
-        out += _array_ext(EXT_NDARRAY, dtype, shape, data, path, "numpy.ndarray")
-        return None
-    if isinstance(v, np.generic):
-        _encode_numpy_scalar(out, v, path)
-        return None
+    np_module = sys.modules.get("numpy")  # None: no value of this process is a numpy one
+    if np_module is not None:
+        if isinstance(v, np_module.ndarray):
+            dtype, shape, data = _numpy_parts(v, path)
+            out += _array_ext(EXT_NDARRAY, dtype, shape, data, path, "numpy.ndarray")
+            return None
+        if isinstance(v, np_module.generic):
+            _encode_numpy_scalar(out, v, path)
+            return None
     if isinstance(v, bool):
         out.append(0xC3 if v else 0xC2)
         return None
@@ -1114,6 +1128,8 @@ def _encode_other(out: bytearray, v: Any, path: str, depth: int) -> _Container |
 
 
 def _encode_numpy_scalar(out: bytearray, v: np.generic[Any], path: str) -> None:
+    import numpy as np
+
     if isinstance(v, np.bool_):
         out.append(0xC3 if bool(v) else 0xC2)
     elif isinstance(v, np.integer):
