@@ -35,7 +35,7 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 	// process that makes jobs of the queue claimable claims for it before it commits
 	// (handoff.go).
 	return planekit.ClaimWaiting(p, d.hub, &d.claimWaiters, d.cfg.Now, func(*claimWaiter) ([]*plane.Job, int64, bool, bool, error) {
-		if err := d.claims.do(ctx, req); err != nil {
+		if err := d.claims.Do(ctx, req); err != nil {
 			return nil, 0, false, false, err
 		}
 		return req.jobs, req.next, false, req.err == nil, req.err

@@ -24,7 +24,7 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 		return []error{}, nil
 	}
 	req := &settleRequest{params: params, out: make([]error, len(params))}
-	if err := d.settles.do(ctx, req); err != nil {
+	if err := d.settles.Do(ctx, req); err != nil {
 		return nil, err
 	}
 	return req.out, req.err
