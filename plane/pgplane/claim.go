@@ -1,14 +1,12 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -164,7 +162,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	qkey := planekit.QueueKey(p.Namespace, p.Queue)
 	floor, fromFloor := "", false // fifo: scan from this process's floor of the queue
 	if kind == plane.KindFIFO {
-		floor, fromFloor = t.d.floors.get(qkey)
+		floor, fromFloor = t.d.floors.Get(qkey)
 	}
 	b := &pgx.Batch{}
 	b.Queue(t.promote(), p.Namespace, p.Queue, t.ms)
@@ -307,7 +305,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		}
 		if kind == plane.KindFIFO {
 			t.begin(reqs) // the floor is raised past the jobs taken, which begin moves to jobs
-			t.d.floors.raise(qkey, reqs, !fromFloor)
+			t.d.floors.Raise(qkey, oldestJob(reqs), !fromFloor)
 		}
 	}
 	if keyed && kind == plane.KindBoltzmann && taken < want {
@@ -567,44 +565,9 @@ func (k *keyStarts) add(r *row) {
 	k.n = append(k.n, 1)
 }
 
-// floors keep, per queue, the smallest id a fifo claim of this process last found
-// claimable. A fifo claim scans from there instead of from the start of the index: claimed
-// rows leave dead entries at the start of the fifo index that only vacuum removes, and while
-// an old snapshot is open (a long transaction anywhere in the database) vacuum cannot, so a
-// scan from the start would step over every job claimed since. Every floorTTL a claim scans
-// from the start again (finding what other processes requeued or submitted below the
-// floor), as does a claim that finds too few from the floor; this process's own submits,
-// requeues and promotions lower the floor at once.
-type floors struct {
-	mu sync.Mutex
-	m  map[string]floorMark
-	// ttl is how long a floor is trusted; 0 means floorTTL (tests set a longer one, so a
-	// stalled machine does not expire a floor between a claim and the check of it).
-	ttl time.Duration
-}
-
-type floorMark struct {
-	id      string
-	scanned time.Time // the last scan from the start
-}
-
-// floorTTL is how long a floor is trusted before a claim scans from the start again.
-const floorTTL = 250 * time.Millisecond
-
-// get returns the floor of queue key, and whether a claim may scan from it.
-func (f *floors) get(key string) (string, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	m, ok := f.m[key]
-	if !ok || m.id == "" || time.Since(m.scanned) > cmp.Or(f.ttl, floorTTL) {
-		return "", false
-	}
-	return m.id, true
-}
-
-// raise moves the floor of a queue to the oldest job the claim took (fullScan: the claim
-// scanned from the start, which renews the floor's trust).
-func (f *floors) raise(key string, reqs []*claimRequest, fullScan bool) {
+// oldestJob is the smallest id of the jobs reqs took ("" when none), to which a fifo claim
+// raises its queue's floor (planekit.Floors).
+func oldestJob(reqs []*claimRequest) string {
 	oldest := ""
 	for _, r := range reqs {
 		for _, j := range r.jobs {
@@ -613,30 +576,5 @@ func (f *floors) raise(key string, reqs []*claimRequest, fullScan bool) {
 			}
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = make(map[string]floorMark)
-	}
-	m := f.m[key]
-	if fullScan {
-		m = floorMark{id: oldest, scanned: time.Now()}
-	} else if oldest > m.id {
-		m.id = oldest
-	}
-	if m.id == "" {
-		delete(f.m, key)
-		return
-	}
-	f.m[key] = m
-}
-
-// lower moves the floor of a queue down to id (a job made claimable below it).
-func (f *floors) lower(key, id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if m, ok := f.m[key]; ok && id < m.id {
-		m.id = id
-		f.m[key] = m
-	}
+	return oldest
 }

@@ -74,8 +74,8 @@ type Driver struct {
 	sql     statements
 	ids     *plane.IDGenerator
 	hub     *planekit.Hub
-	blocked planekit.Lines // submits waiting for room, per queue, in this process
-	floors  floors         // where fifo claims start, per queue
+	blocked planekit.Lines  // submits waiting for room, per queue, in this process
+	floors  planekit.Floors // where fifo claims start, per queue
 	// requirements caches the requirement of each shape key claims read (placement.go).
 	requirements planekit.Requirements
 	// claimWaiters are the idle claims parked for a direct handoff, per queue.

@@ -150,7 +150,7 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 				return err
 			}
 			t.wakeQueue(ns, q)
-			d.floors.lower(planekit.QueueKey(ns, q), oldest)
+			d.floors.Lower(planekit.QueueKey(ns, q), oldest)
 		}
 		return rs.Err()
 	})

@@ -334,7 +334,7 @@ func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, e
 			continue
 		}
 		t.count(sl.r.p.Namespace, sl.r.p.Queue, planekit.StateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
-		t.d.floors.lower(planekit.QueueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
+		t.d.floors.Lower(planekit.QueueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
 		t.wakeQueue(sl.r.p.Namespace, sl.r.p.Queue)
 	}
 	if len(undo) > 0 {
