@@ -10,53 +10,12 @@ import (
 )
 
 // maintainLoop runs maintenance every MaintenanceInterval while this process holds the
-// maintenance lease, and at once again after a pass that ran out of budget with work left
-// (a backlog of rows to trim or leases to end); the others try to take it on the same beat,
-// and one of them does once the holder stops renewing (it died, or closed and released it).
+// maintenance lease (planekit.Lead: at once again after a pass that ran out of budget with
+// work left), the others trying to take it on the same beat.
 func (d *Driver) maintainLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-d.stop; cancel() }()
-	ticker := time.NewTicker(d.cfg.MaintenanceInterval)
-	defer ticker.Stop()
-	var renewed time.Time // when this process last took or renewed the lease
-	behind := false       // the last pass left work for the next
-	for {
-		if behind {
-			select {
-			case <-d.stop:
-				return
-			default:
-			}
-		} else {
-			select {
-			case <-d.stop:
-				return
-			case <-ticker.C:
-			}
-		}
-		behind = false
-		// Renew when a third of the lease has gone; between renewals the lease is ours.
-		if renewed.IsZero() || time.Since(renewed) > d.cfg.LeaderTTL/3 {
-			leader, err := d.takeLeadership(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					d.cfg.Logger.Warn("pgplane: maintenance lease", "err", err)
-				}
-				renewed = time.Time{}
-				continue
-			}
-			if !leader {
-				renewed = time.Time{}
-				continue
-			}
-			renewed = time.Now()
-		}
-		var err error
-		if behind, err = d.maintain(ctx); err != nil && ctx.Err() == nil {
-			d.cfg.Logger.Warn("pgplane: maintenance", "err", err)
-		}
-	}
+	planekit.Lead(d.stop, d.cfg.MaintenanceInterval, d.cfg.LeaderTTL, d.takeLeadership, d.maintain, func(what string, err error) {
+		d.cfg.Logger.Warn("pgplane: maintenance "+what, "err", err)
+	})
 }
 
 // takeLeadership takes or renews the maintenance lease and reports whether this process
