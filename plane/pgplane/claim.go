@@ -502,7 +502,7 @@ func (t *tx) expired(r *row, cutoff time.Duration) bool {
 func (t *tx) begin(reqs []*claimRequest) {
 	var ids, tokens, workers []string
 	var expiries []int64
-	var keyed keyStarts
+	var keyed keyCounts // the claimable keyed rows taken, per key
 	for _, req := range reqs {
 		if len(req.pending) == 0 {
 			continue
@@ -516,7 +516,7 @@ func (t *tx) begin(reqs []*claimRequest) {
 			t.count(r.Namespace, r.Queue, planekit.StateRunning, r.Priority, +1)
 			req.jobs = append(req.jobs, r.Job(token, expires))
 			if r.State == planekit.StateKeyed {
-				keyed.add(r)
+				keyed.add(r.Namespace, r.Queue, r.ConcurrencyKey.String, true)
 			}
 		}
 		req.pending = nil
@@ -528,7 +528,7 @@ func (t *tx) begin(reqs []*claimRequest) {
 	t.holdsRows = t.holdsRows || len(ids) > 0
 	switch {
 	case len(ids) == 0:
-	case len(keyed.n) == 0:
+	case len(keyed.keys) == 0:
 		t.exec(t.d.sql.setRunning, t.ms, ids, tokens, expiries, workers)
 	default:
 		if !t.keyStartCounted {
@@ -536,33 +536,8 @@ func (t *tx) begin(reqs []*claimRequest) {
 			t.keyStartCounted = true
 		}
 		t.exec(t.d.sql.setRunningKeyed, t.ms, ids, tokens, expiries, workers,
-			keyed.namespaces, keyed.queues, keyed.keys, keyed.n)
+			keyed.namespaces, keyed.queues, keyed.keys, keyed.queued)
 	}
-}
-
-// keyStarts are the claimable keyed rows (state -2) one start takes, counted per key for
-// setRunningKeyed: the rows are locked, so the state read is theirs until the start.
-type keyStarts struct {
-	namespaces, queues, keys []string
-	n                        []int64
-	index                    map[[3]string]int
-}
-
-// add counts the start of r in its key.
-func (k *keyStarts) add(r *row) {
-	key := [3]string{r.Namespace, r.Queue, r.ConcurrencyKey.String}
-	if i, ok := k.index[key]; ok {
-		k.n[i]++
-		return
-	}
-	if k.index == nil {
-		k.index = map[[3]string]int{}
-	}
-	k.index[key] = len(k.n)
-	k.namespaces = append(k.namespaces, r.Namespace)
-	k.queues = append(k.queues, r.Queue)
-	k.keys = append(k.keys, r.ConcurrencyKey.String)
-	k.n = append(k.n, 1)
 }
 
 // oldestJob is the smallest id of the jobs reqs took ("" when none), to which a fifo claim
