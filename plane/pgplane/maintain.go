@@ -80,19 +80,25 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 		}
 		return true
 	}
+	// repeat runs step, a transaction a batch, while its batches come back full (more); a
+	// failure says "maintenance: " and what.
+	repeat := func(what string, step func(t *tx) (int64, error)) error {
+		for {
+			var n int64
+			if err := d.do(ctx, func(t *tx) (err error) { n, err = step(t); return err }); err != nil {
+				return fmt.Errorf("maintenance: %s%w", what, err)
+			}
+			if !more(n) {
+				return nil
+			}
+		}
+	}
 	// Due schedules fire first, so their fires are promoted in the same pass.
-	for {
-		var n int
-		if err := d.do(ctx, func(t *tx) error {
-			var err error
-			n, _, err = planekit.FireSchedules(kitTx{t}, d.kit, maintainBatch, d.cfg.Logger)
-			return err
-		}); err != nil {
-			return false, fmt.Errorf("maintenance: schedules: %w", err)
-		}
-		if !more(int64(n)) {
-			break
-		}
+	if err := repeat("schedules: ", func(t *tx) (int64, error) {
+		n, _, err := planekit.FireSchedules(kitTx{t}, d.kit, maintainBatch, d.cfg.Logger)
+		return int64(n), err
+	}); err != nil {
+		return false, err
 	}
 	// Due delayed and backed-off rows become claimable, and their queues' idle claimers
 	// are woken (a claimer's own timer runs on real time; the plane's clock may jump).
@@ -125,25 +131,14 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 		{d.sql.deadlinesPassed, planekit.DeadlinePassed},
 	}
 	for _, step := range steps {
-		for {
-			var n int64
-			err := d.do(ctx, func(t *tx) error {
-				heads, err := t.heads(step.sql, t.ms)
-				if err != nil {
-					return err
-				}
-				for _, h := range heads {
-					t.expire(h, step.end)
-				}
-				n = int64(len(heads))
-				return nil
-			})
-			if err != nil {
-				return false, fmt.Errorf("maintenance: %w", err)
+		if err := repeat("", func(t *tx) (int64, error) {
+			heads, err := t.heads(step.sql, t.ms)
+			for _, h := range heads {
+				t.expire(h, step.end)
 			}
-			if !more(n) {
-				break
-			}
+			return int64(len(heads)), err
+		}); err != nil {
+			return false, err
 		}
 	}
 	for {
