@@ -123,3 +123,21 @@ func Heartbeat(p *plane.HeartbeatParams, h *Head, nowMS int64, holds func(h *Hea
 	h.LeaseExpiresMS = nowMS + cmp.Or(p.LeaseTTL, plane.LeaseTTLDefault).Milliseconds()
 	return plane.HeartbeatResult{LeaseExpiresAt: FromMS(h.LeaseExpiresMS)}, setLease(h, h.LeaseExpiresMS)
 }
+
+// HeartbeatMany is the heartbeats params in a driver's transaction at nowMS, in order, each
+// on the head head returns for its id (nil: none); see Heartbeat. err is a SQL failure.
+func HeartbeatMany(params []plane.HeartbeatParams, nowMS int64, head func(id string) (*Head, error),
+	holds func(h *Head, token string) (lost, err error), setLease func(h *Head, expiresMS int64) error,
+) ([]plane.HeartbeatResult, error) {
+	out := make([]plane.HeartbeatResult, len(params))
+	for i := range params {
+		h, err := head(params[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		if out[i], err = Heartbeat(&params[i], h, nowMS, holds, setLease); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,14 +1,12 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,7 +33,7 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 	// process that makes jobs of the queue claimable claims for it before it commits
 	// (handoff.go).
 	return planekit.ClaimWaiting(p, d.hub, &d.claimWaiters, d.cfg.Now, func(*claimWaiter) ([]*plane.Job, int64, bool, bool, error) {
-		if err := d.claims.do(ctx, req); err != nil {
+		if err := d.claims.Do(ctx, req); err != nil {
 			return nil, 0, false, false, err
 		}
 		return req.jobs, req.next, false, req.err == nil, req.err
@@ -164,7 +162,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	qkey := planekit.QueueKey(p.Namespace, p.Queue)
 	floor, fromFloor := "", false // fifo: scan from this process's floor of the queue
 	if kind == plane.KindFIFO {
-		floor, fromFloor = t.d.floors.get(qkey)
+		floor, fromFloor = t.d.floors.Get(qkey)
 	}
 	b := &pgx.Batch{}
 	b.Queue(t.promote(), p.Namespace, p.Queue, t.ms)
@@ -307,7 +305,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		}
 		if kind == plane.KindFIFO {
 			t.begin(reqs) // the floor is raised past the jobs taken, which begin moves to jobs
-			t.d.floors.raise(qkey, reqs, !fromFloor)
+			t.d.floors.Raise(qkey, oldestJob(reqs), !fromFloor)
 		}
 	}
 	if keyed && kind == plane.KindBoltzmann && taken < want {
@@ -504,7 +502,7 @@ func (t *tx) expired(r *row, cutoff time.Duration) bool {
 func (t *tx) begin(reqs []*claimRequest) {
 	var ids, tokens, workers []string
 	var expiries []int64
-	var keyed keyStarts
+	var keyed keyCounts // the claimable keyed rows taken, per key
 	for _, req := range reqs {
 		if len(req.pending) == 0 {
 			continue
@@ -518,7 +516,7 @@ func (t *tx) begin(reqs []*claimRequest) {
 			t.count(r.Namespace, r.Queue, planekit.StateRunning, r.Priority, +1)
 			req.jobs = append(req.jobs, r.Job(token, expires))
 			if r.State == planekit.StateKeyed {
-				keyed.add(r)
+				keyed.add(r.Namespace, r.Queue, r.ConcurrencyKey.String, true)
 			}
 		}
 		req.pending = nil
@@ -530,7 +528,7 @@ func (t *tx) begin(reqs []*claimRequest) {
 	t.holdsRows = t.holdsRows || len(ids) > 0
 	switch {
 	case len(ids) == 0:
-	case len(keyed.n) == 0:
+	case len(keyed.keys) == 0:
 		t.exec(t.d.sql.setRunning, t.ms, ids, tokens, expiries, workers)
 	default:
 		if !t.keyStartCounted {
@@ -538,73 +536,13 @@ func (t *tx) begin(reqs []*claimRequest) {
 			t.keyStartCounted = true
 		}
 		t.exec(t.d.sql.setRunningKeyed, t.ms, ids, tokens, expiries, workers,
-			keyed.namespaces, keyed.queues, keyed.keys, keyed.n)
+			keyed.namespaces, keyed.queues, keyed.keys, keyed.queued)
 	}
 }
 
-// keyStarts are the claimable keyed rows (state -2) one start takes, counted per key for
-// setRunningKeyed: the rows are locked, so the state read is theirs until the start.
-type keyStarts struct {
-	namespaces, queues, keys []string
-	n                        []int64
-	index                    map[[3]string]int
-}
-
-// add counts the start of r in its key.
-func (k *keyStarts) add(r *row) {
-	key := [3]string{r.Namespace, r.Queue, r.ConcurrencyKey.String}
-	if i, ok := k.index[key]; ok {
-		k.n[i]++
-		return
-	}
-	if k.index == nil {
-		k.index = map[[3]string]int{}
-	}
-	k.index[key] = len(k.n)
-	k.namespaces = append(k.namespaces, r.Namespace)
-	k.queues = append(k.queues, r.Queue)
-	k.keys = append(k.keys, r.ConcurrencyKey.String)
-	k.n = append(k.n, 1)
-}
-
-// floors keep, per queue, the smallest id a fifo claim of this process last found
-// claimable. A fifo claim scans from there instead of from the start of the index: claimed
-// rows leave dead entries at the start of the fifo index that only vacuum removes, and while
-// an old snapshot is open (a long transaction anywhere in the database) vacuum cannot, so a
-// scan from the start would step over every job claimed since. Every floorTTL a claim scans
-// from the start again (finding what other processes requeued or submitted below the
-// floor), as does a claim that finds too few from the floor; this process's own submits,
-// requeues and promotions lower the floor at once.
-type floors struct {
-	mu sync.Mutex
-	m  map[string]floorMark
-	// ttl is how long a floor is trusted; 0 means floorTTL (tests set a longer one, so a
-	// stalled machine does not expire a floor between a claim and the check of it).
-	ttl time.Duration
-}
-
-type floorMark struct {
-	id      string
-	scanned time.Time // the last scan from the start
-}
-
-// floorTTL is how long a floor is trusted before a claim scans from the start again.
-const floorTTL = 250 * time.Millisecond
-
-// get returns the floor of queue key, and whether a claim may scan from it.
-func (f *floors) get(key string) (string, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	m, ok := f.m[key]
-	if !ok || m.id == "" || time.Since(m.scanned) > cmp.Or(f.ttl, floorTTL) {
-		return "", false
-	}
-	return m.id, true
-}
-
-// raise moves the floor of a queue to the oldest job the claim took (fullScan: the claim
-// scanned from the start, which renews the floor's trust).
-func (f *floors) raise(key string, reqs []*claimRequest, fullScan bool) {
+// oldestJob is the smallest id of the jobs reqs took ("" when none), to which a fifo claim
+// raises its queue's floor (planekit.Floors).
+func oldestJob(reqs []*claimRequest) string {
 	oldest := ""
 	for _, r := range reqs {
 		for _, j := range r.jobs {
@@ -613,30 +551,5 @@ func (f *floors) raise(key string, reqs []*claimRequest, fullScan bool) {
 			}
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = make(map[string]floorMark)
-	}
-	m := f.m[key]
-	if fullScan {
-		m = floorMark{id: oldest, scanned: time.Now()}
-	} else if oldest > m.id {
-		m.id = oldest
-	}
-	if m.id == "" {
-		delete(f.m, key)
-		return
-	}
-	f.m[key] = m
-}
-
-// lower moves the floor of a queue down to id (a job made claimable below it).
-func (f *floors) lower(key, id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if m, ok := f.m[key]; ok && id < m.id {
-		m.id = id
-		f.m[key] = m
-	}
+	return oldest
 }

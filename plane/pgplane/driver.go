@@ -74,8 +74,8 @@ type Driver struct {
 	sql     statements
 	ids     *plane.IDGenerator
 	hub     *planekit.Hub
-	blocked planekit.Lines // submits waiting for room, per queue, in this process
-	floors  floors         // where fifo claims start, per queue
+	blocked planekit.Lines  // submits waiting for room, per queue, in this process
+	floors  planekit.Floors // where fifo claims start, per queue
 	// requirements caches the requirement of each shape key claims read (placement.go).
 	requirements planekit.Requirements
 	// claimWaiters are the idle claims parked for a direct handoff, per queue.
@@ -93,12 +93,12 @@ type Driver struct {
 	rand   *rand.Rand
 
 	notifier *notifier
-	settles  *grouper[*settleRequest]
-	claims   *grouper[*claimRequest]
+	settles  *planekit.Grouper[*settleRequest]
+	claims   *planekit.Grouper[*claimRequest]
 	// settleClaims groups the settle-and-claim calls of concurrent workers.
-	settleClaims *grouper[*settleClaimRequest]
-	submits      *grouper[*submitRequest]
-	posts        *grouper[*postRequest]
+	settleClaims *planekit.Grouper[*settleClaimRequest]
+	submits      *planekit.Grouper[*submitRequest]
+	posts        *planekit.Grouper[*postRequest]
 
 	stop      chan struct{} // closed by Close
 	wg        sync.WaitGroup
@@ -176,11 +176,11 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 	d.kit = kitStatements(d.schema)
 	d.Verbs = planekit.NewVerbs(planekit.Plane{DB: kitDB{d}, Hub: d.hub, Now: d.cfg.Now, CheckOpen: d.checkOpen, Sleep: d.sleep}, d.kit)
 	d.notifier = newNotifier(d)
-	d.settles = newGrouper(d, maxSettleGroup, d.settleGroup, func(r *settleRequest) int { return len(r.params) })
-	d.claims = newGrouper(d, maxClaimGroup, d.claimGroup, func(r *claimRequest) int { return r.n })
-	d.settleClaims = newGrouper(d, maxSettleClaimGroup, d.settleClaimGroup, func(r *settleClaimRequest) int { return len(r.settle) + r.claim.n })
-	d.submits = newGrouper(d, maxSubmitGroup, d.submitGroup, func(r *submitRequest) int { return max(len(r.p.Invocations), 1) })
-	d.posts = newGrouper(d, maxPostGroup, d.postGroup, func(*postRequest) int { return 1 })
+	d.settles = planekit.NewGrouper(d.checkOpen, maxSettleGroup, d.settleGroup, func(r *settleRequest) int { return len(r.params) })
+	d.claims = planekit.NewGrouper(d.checkOpen, maxClaimGroup, d.claimGroup, func(r *claimRequest) int { return r.n })
+	d.settleClaims = planekit.NewGrouper(d.checkOpen, maxSettleClaimGroup, d.settleClaimGroup, func(r *settleClaimRequest) int { return len(r.settle) + r.claim.n })
+	d.submits = planekit.NewGrouper(d.checkOpen, maxSubmitGroup, d.submitGroup, func(r *submitRequest) int { return max(len(r.p.Invocations), 1) })
+	d.posts = planekit.NewGrouper(d.checkOpen, maxPostGroup, d.postGroup, func(*postRequest) int { return 1 })
 	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.notifier.run() }()
 	go func() { defer d.wg.Done(); d.maintainLoop() }()

@@ -18,7 +18,7 @@ import (
 func TestFIFOFloorKept(t *testing.T) {
 	url, schema := pgtest.Schema(t)
 	d := open(t, url, &Config{Schema: schema})
-	d.floors.ttl = time.Hour // the floor is checked after each claim, however slow the machine
+	d.floors.TTL = time.Hour // the floor is checked after each claim, however slow the machine
 	batch := make([]plane.SubmitParams, 30)
 	for i := range batch {
 		batch[i] = plane.SubmitParams{Payload: []byte{0xc0}}
@@ -30,7 +30,7 @@ func TestFIFOFloorKept(t *testing.T) {
 		jobs, err := d.InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 10})
 		require.NoError(t, err)
 		require.Len(t, jobs, 10)
-		floor, trusted := d.floors.get(key)
+		floor, trusted := d.floors.Get(key)
 		require.True(t, trusted, "round %d: the claim left a floor for the next one", round)
 		require.Equal(t, jobs[0].ID, floor, "round %d: the floor is the oldest job taken", round)
 	}

@@ -21,7 +21,7 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 		return 0, err
 	}
 	req := &postRequest{p: p, value: value, journal: planekit.JournalName(p.Journal)}
-	if err := cmp.Or(d.posts.do(ctx, req), req.err); err != nil {
+	if err := cmp.Or(d.posts.Do(ctx, req), req.err); err != nil {
 		return 0, err
 	}
 	return req.seq, req.logical

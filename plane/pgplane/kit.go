@@ -107,23 +107,17 @@ func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
 	return h.State, func(to int, info plane.ErrorInfo) error { k.t.finish(h, to, info); return nil }, nil
 }
 
-// kitStatements are the SQL of planekit.Verbs in PostgreSQL's dialect, in schema.
+// kitStatements are the SQL of planekit.Verbs in PostgreSQL's dialect, in schema: those
+// both planes share (planekit.Statements.Common) and those that lock, cast or collate here.
 func kitStatements(schema string) *planekit.Statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
 	// A list is stored as text[], as it is.
 	textArray := planekit.ListCodec{Encode: func(v []string) any { return v }, Target: func(v *[]string) any { return v }}
 	schedules := s(`SELECT ` + planekit.ScheduleColumns + ` FROM {s}.schedules `)
-	scheduleInsert := s(`INSERT INTO {s}.schedules AS s (` + planekit.ScheduleColumns + `) VALUES ($1, $2, $3, $4, $5, 0, '', $6, $6)
-		ON CONFLICT (namespace, name) `)
-	return &planekit.Statements{
-		Row:         s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
-		TopicClosed: s(`SELECT closed FROM {s}.topics WHERE journal = $1`),
-		Frames:      s(`SELECT seq, kind, value, attempt, time_ms FROM {s}.frames WHERE journal = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
-		Count:       s(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state IN ($3, $4)`),
+	st := &planekit.Statements{
+		Row: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
 		StatsCounts: s(`SELECT namespace, queue, state, sum(n)::bigint FROM {s}.counts
 			WHERE $1 = '' OR namespace = $1 GROUP BY namespace, queue, state ORDER BY namespace, queue`),
-		StatsAdmissions: s(`SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency
-			FROM {s}.queues WHERE $1 = '' OR namespace = $1`),
 		StatsKeys: strings.NewReplacer("{s}", schema+".", "{ns}", "$1").Replace(planekit.KeyStatsSQL),
 		DemandShapes: s(`SELECT s.namespace, s.queue, s.shape, s.requirement, COALESCE(sum(c.queued), 0)::bigint, COALESCE(sum(c.running), 0)::bigint,
 			(SELECT i.available_ms FROM {s}.invocations i
@@ -133,18 +127,6 @@ func kitStatements(schema string) *planekit.Statements {
 			WHERE $1 = '' OR s.namespace = $1 GROUP BY s.namespace, s.queue, s.shape, s.requirement`),
 		DemandHead: s(`SELECT available_ms FROM {s}.invocations
 			WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting ORDER BY id LIMIT 1`),
-
-		AdmissionSet: s(`INSERT INTO {s}.queues (namespace, queue, max_depth, on_full, rate_limit,
-			burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, $8, $10)
-			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = $3, on_full = $4, rate_limit = $5, burst = $6,
-			deadline_cutoff_ms = $7, tokens = $9, tokens_ms = $8, concurrency = $10`),
-		AdmissionGet:    s(`SELECT ` + planekit.AdmissionColumns + ` FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
-		AdmissionDelete: s(`DELETE FROM {s}.queues WHERE namespace = $1 AND queue = $2`),
-
-		ProviderSet: s(`INSERT INTO {s}.queue_providers (namespace, queue, provider, updated_ms) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (namespace, queue) DO UPDATE SET provider = $3, updated_ms = $4`),
-		ProviderGet:    s(`SELECT provider FROM {s}.queue_providers WHERE namespace = $1 AND queue = $2`),
-		ProviderDelete: s(`DELETE FROM {s}.queue_providers WHERE namespace = $1 AND queue = $2`),
 		ProviderList: s(`SELECT namespace, queue, provider FROM {s}.queue_providers
 			WHERE $1 = '' OR namespace = $1 ORDER BY namespace COLLATE "C", queue COLLATE "C"`),
 		// Concurrent upserts of one row serialize on its lock, and the condition is checked
@@ -152,52 +134,24 @@ func kitStatements(schema string) *planekit.Statements {
 		LeaseAcquire: s(`INSERT INTO {s}.named_leases AS l (namespace, name, holder, expires_ms)
 			VALUES ($1, $2, $3, $4) ON CONFLICT (namespace, name) DO UPDATE SET holder = $3, expires_ms = $4
 			WHERE l.holder = $3 OR l.expires_ms <= $5`),
-		LeaseRelease: s(`DELETE FROM {s}.named_leases WHERE namespace = $1 AND name = $2 AND holder = $3`),
-
-		ScheduleGet:    schedules + `WHERE namespace = $1 AND name = $2 FOR UPDATE`,
-		ScheduleUpsert: scheduleInsert + `DO UPDATE SET spec = $3, paused = $4, next_ms = $5, updated_ms = $6 RETURNING ` + planekit.ScheduleColumns,
-		ScheduleInsert: scheduleInsert + `DO NOTHING RETURNING ` + planekit.ScheduleColumns,
-		ScheduleList:   schedules + `WHERE $1 = '' OR namespace = $1 ORDER BY namespace COLLATE "C", name COLLATE "C"`,
-		ScheduleDelete: s(`DELETE FROM {s}.schedules WHERE namespace = $1 AND name = $2`),
-		SchedulePause:  s(`UPDATE {s}.schedules SET paused = $1, next_ms = $2, updated_ms = $3 WHERE namespace = $4 AND name = $5`),
+		ScheduleGet:  schedules + `WHERE namespace = $1 AND name = $2 FOR UPDATE`,
+		ScheduleList: schedules + `WHERE $1 = '' OR namespace = $1 ORDER BY namespace COLLATE "C", name COLLATE "C"`,
 		// Due rows are locked FOR UPDATE SKIP LOCKED, so two passes never take one schedule.
 		ScheduleDue: schedules + `WHERE next_ms > 0 AND next_ms <= $1 ORDER BY next_ms LIMIT $2 FOR UPDATE SKIP LOCKED`,
 		ScheduleFired: s(`UPDATE {s}.schedules SET next_ms = $1, last_ms = $2, last_id = $3,
 			spec = COALESCE($6::bytea, spec) WHERE namespace = $4 AND name = $5`),
-
-		PauseSet: s(`INSERT INTO {s}.queue_pauses (namespace, queue, paused_ms) VALUES ($1, $2, $3)
-			ON CONFLICT (namespace, queue) DO NOTHING`),
-		PauseDelete: s(`DELETE FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2`),
-		PauseList:   s(`SELECT namespace, queue FROM {s}.queue_pauses WHERE $1 = '' OR namespace = $1`),
-
 		WorkerRegister: s(`INSERT INTO {s}.workers (namespace, id, host, pid, queues, started_ms, seen_ms,
 			provider, launch_id, running, idle_ms, offers, warm_host_keys)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = $7,
 			queues = $5, provider = $8, launch_id = $9, running = $10, idle_ms = $11, offers = $12, warm_host_keys = $13`),
-		WorkerList: s(`SELECT id, namespace, host, pid, queues, started_ms, seen_ms,
-			provider, launch_id, running, idle_ms, offers, warm_host_keys FROM {s}.workers
-			WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`),
-		WorkerRemove: s(`DELETE FROM {s}.workers WHERE namespace = $1 AND id = $2`),
 		WorkerQueues: textArray,
-
-		TokenCreate: s(`INSERT INTO {s}.tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`),
-		TokenGet:     s(`SELECT ` + planekit.TokenColumns + ` FROM {s}.tokens WHERE hash = $1`),
-		TokenList:    s(`SELECT ` + planekit.TokenColumns + ` FROM {s}.tokens ORDER BY created_ms, id`),
 		TokenRevoked: s(`SELECT revoked_ms FROM {s}.tokens WHERE id = $1 FOR UPDATE`),
-		TokenRevoke:  s(`UPDATE {s}.tokens SET revoked_ms = $1 WHERE id = $2`),
 		Permissions:  textArray,
-
 		// The holder of a key is locked from the read on, so concurrent submits of the key
 		// serialize on it.
-		KeyHolder: s(`SELECT id, created_ms, metadata FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`),
-		KeysEmptied: s(`SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM {s}.concurrency_keys
-			WHERE (namespace, queue, concurrency_key) > ($1, $2, $3) AND (tokens >= 0 OR next_ms > 0) AND queued = 0 AND running = 0
-			ORDER BY namespace, queue, concurrency_key LIMIT $4`),
-		KeyDrop: s(`DELETE FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3
-			AND queued = 0 AND running = 0 AND tokens = $4 AND tokens_ms = $5 AND next_ms = $6`),
+		KeyHolder:      s(`SELECT id, created_ms, metadata FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`),
 		DebounceHolder: s(`SELECT id, metadata, state = 0 AND waiting, attempt, available_ms FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`),
-		KeyFree:        s(`UPDATE {s}.invocations SET key = NULL WHERE id = $1`),
-		DebounceFold:   s(`UPDATE {s}.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`),
 	}
+	st.Common(s)
+	return st
 }

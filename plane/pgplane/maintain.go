@@ -10,53 +10,12 @@ import (
 )
 
 // maintainLoop runs maintenance every MaintenanceInterval while this process holds the
-// maintenance lease, and at once again after a pass that ran out of budget with work left
-// (a backlog of rows to trim or leases to end); the others try to take it on the same beat,
-// and one of them does once the holder stops renewing (it died, or closed and released it).
+// maintenance lease (planekit.Lead: at once again after a pass that ran out of budget with
+// work left), the others trying to take it on the same beat.
 func (d *Driver) maintainLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-d.stop; cancel() }()
-	ticker := time.NewTicker(d.cfg.MaintenanceInterval)
-	defer ticker.Stop()
-	var renewed time.Time // when this process last took or renewed the lease
-	behind := false       // the last pass left work for the next
-	for {
-		if behind {
-			select {
-			case <-d.stop:
-				return
-			default:
-			}
-		} else {
-			select {
-			case <-d.stop:
-				return
-			case <-ticker.C:
-			}
-		}
-		behind = false
-		// Renew when a third of the lease has gone; between renewals the lease is ours.
-		if renewed.IsZero() || time.Since(renewed) > d.cfg.LeaderTTL/3 {
-			leader, err := d.takeLeadership(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					d.cfg.Logger.Warn("pgplane: maintenance lease", "err", err)
-				}
-				renewed = time.Time{}
-				continue
-			}
-			if !leader {
-				renewed = time.Time{}
-				continue
-			}
-			renewed = time.Now()
-		}
-		var err error
-		if behind, err = d.maintain(ctx); err != nil && ctx.Err() == nil {
-			d.cfg.Logger.Warn("pgplane: maintenance", "err", err)
-		}
-	}
+	planekit.Lead(d.stop, d.cfg.MaintenanceInterval, d.cfg.LeaderTTL, d.takeLeadership, d.maintain, func(what string, err error) {
+		d.cfg.Logger.Warn("pgplane: maintenance "+what, "err", err)
+	})
 }
 
 // takeLeadership takes or renews the maintenance lease and reports whether this process
@@ -121,19 +80,25 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 		}
 		return true
 	}
+	// repeat runs step, a transaction a batch, while its batches come back full (more); a
+	// failure says "maintenance: " and what.
+	repeat := func(what string, step func(t *tx) (int64, error)) error {
+		for {
+			var n int64
+			if err := d.do(ctx, func(t *tx) (err error) { n, err = step(t); return err }); err != nil {
+				return fmt.Errorf("maintenance: %s%w", what, err)
+			}
+			if !more(n) {
+				return nil
+			}
+		}
+	}
 	// Due schedules fire first, so their fires are promoted in the same pass.
-	for {
-		var n int
-		if err := d.do(ctx, func(t *tx) error {
-			var err error
-			n, _, err = planekit.FireSchedules(kitTx{t}, d.kit, maintainBatch, d.cfg.Logger)
-			return err
-		}); err != nil {
-			return false, fmt.Errorf("maintenance: schedules: %w", err)
-		}
-		if !more(int64(n)) {
-			break
-		}
+	if err := repeat("schedules: ", func(t *tx) (int64, error) {
+		n, _, err := planekit.FireSchedules(kitTx{t}, d.kit, maintainBatch, d.cfg.Logger)
+		return int64(n), err
+	}); err != nil {
+		return false, err
 	}
 	// Due delayed and backed-off rows become claimable, and their queues' idle claimers
 	// are woken (a claimer's own timer runs on real time; the plane's clock may jump).
@@ -150,7 +115,7 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 				return err
 			}
 			t.wakeQueue(ns, q)
-			d.floors.lower(planekit.QueueKey(ns, q), oldest)
+			d.floors.Lower(planekit.QueueKey(ns, q), oldest)
 		}
 		return rs.Err()
 	})
@@ -166,25 +131,14 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 		{d.sql.deadlinesPassed, planekit.DeadlinePassed},
 	}
 	for _, step := range steps {
-		for {
-			var n int64
-			err := d.do(ctx, func(t *tx) error {
-				heads, err := t.heads(step.sql, t.ms)
-				if err != nil {
-					return err
-				}
-				for _, h := range heads {
-					t.expire(h, step.end)
-				}
-				n = int64(len(heads))
-				return nil
-			})
-			if err != nil {
-				return false, fmt.Errorf("maintenance: %w", err)
+		if err := repeat("", func(t *tx) (int64, error) {
+			heads, err := t.heads(step.sql, t.ms)
+			for _, h := range heads {
+				t.expire(h, step.end)
 			}
-			if !more(n) {
-				break
-			}
+			return int64(len(heads)), err
+		}); err != nil {
+			return false, err
 		}
 	}
 	for {

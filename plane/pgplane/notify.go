@@ -2,54 +2,37 @@ package pgplane
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 )
 
 // notifier carries wake-ups between processes: the keys changed by this process's commits
-// go out through NOTIFY, coalesced (each key once per NotifyInterval, one notification per
-// interval at most, from the application rather than a trigger per row), and a listening
-// connection turns other processes' notifications into wake-ups of this process's waiters.
-// While the listener is down (or in PollOnly mode) waiters poll instead.
+// go out through NOTIFY, coalesced (planekit.Notices: each key once per NotifyInterval, one
+// notification per interval at most, from the application rather than a trigger per row),
+// and a listening connection turns other processes' notifications into wake-ups of this
+// process's waiters. While the listener is down (or in PollOnly mode) waiters poll instead.
 type notifier struct {
 	d       *Driver
 	channel string
-
-	mu      sync.Mutex
-	pending map[string]struct{}
-	signal  chan struct{} // a send means pending is not empty
-
-	up atomic.Bool // the listener is connected and listening
+	notices *planekit.Notices
+	up      atomic.Bool // the listener is connected and listening
 }
 
-// maxNotifyKeys is how many keys one interval may name; more wake every waiter ("*").
-const maxNotifyKeys = 64
-
 func newNotifier(d *Driver) *notifier {
-	return &notifier{d: d, channel: d.cfg.Schema + "_wake", pending: make(map[string]struct{}), signal: make(chan struct{}, 1)}
+	return &notifier{d: d, channel: d.cfg.Schema + "_wake", notices: planekit.NewNotices(d.node)}
 }
 
 func (n *notifier) listening() bool { return n.up.Load() }
 
 // add schedules keys for the next notification.
 func (n *notifier) add(keys map[string]struct{}) {
-	if n.d.cfg.PollOnly {
-		return
-	}
-	n.mu.Lock()
-	if len(n.pending) <= maxNotifyKeys {
-		for k := range keys {
-			n.pending[k] = struct{}{}
-		}
-	}
-	n.mu.Unlock()
-	select {
-	case n.signal <- struct{}{}:
-	default:
+	if !n.d.cfg.PollOnly {
+		n.notices.Add(keys)
 	}
 }
 
@@ -74,25 +57,10 @@ func (n *notifier) send(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-n.signal:
+		case <-n.notices.Pending():
 		}
-		n.mu.Lock()
-		keys := n.pending
-		n.pending = make(map[string]struct{})
-		n.mu.Unlock()
-		if len(keys) > 0 {
-			payload := n.d.node + "\n*"
-			if len(keys) <= maxNotifyKeys {
-				var b strings.Builder
-				b.WriteString(n.d.node)
-				for k := range keys {
-					b.WriteByte('\n')
-					b.WriteString(k)
-				}
-				if b.Len() < 7900 { // NOTIFY payloads stop at 8000 bytes
-					payload = b.String()
-				}
-			}
+		// NOTIFY payloads stop at 8000 bytes.
+		if payload := n.notices.Take(7900); payload != "" {
 			if _, err := n.d.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, n.channel, payload); err != nil && ctx.Err() == nil {
 				n.d.cfg.Logger.Warn("pgplane: notify failed; other processes fall back to polling", "err", err)
 			}
@@ -140,19 +108,6 @@ func (n *notifier) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		lines := strings.Split(note.Payload, "\n")
-		if len(lines) == 0 || lines[0] == n.d.node {
-			continue // our own: local waiters were woken at commit
-		}
-		keys := make(map[string]struct{}, len(lines)-1)
-		for _, k := range lines[1:] {
-			if k == "*" {
-				n.d.hub.NotifyAll()
-				keys = nil
-				break
-			}
-			keys[k] = struct{}{}
-		}
-		n.d.hub.Notify(keys)
+		n.notices.Deliver(n.d.hub, note.Payload)
 	}
 }

@@ -50,7 +50,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 			return fmt.Errorf("claim: promote: %w", err)
 		}
 		if promoted != nil {
-			t.d.floors.lower(planekit.QueueKey(p.Namespace, p.Queue), *promoted)
+			t.d.floors.Lower(planekit.QueueKey(p.Namespace, p.Queue), *promoted)
 			t.holdsRows = true // their keys' counter rows (a later claim promotes with promoteHolding)
 		}
 		if err := br.QueryRow().Scan(&cutoffMS); err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -24,7 +24,7 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 		return []error{}, nil
 	}
 	req := &settleRequest{params: params, out: make([]error, len(params))}
-	if err := d.settles.do(ctx, req); err != nil {
+	if err := d.settles.Do(ctx, req); err != nil {
 		return nil, err
 	}
 	return req.out, req.err
@@ -65,26 +65,24 @@ func (t *tx) settle(h *head, p *plane.SettleParams) error {
 // InvocationHeartbeatMany implements plane.Driver: one transaction, the rows locked in id
 // order, the new leases written in one batch.
 func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
-	ids := make([]string, 0, len(params))
+	if err := planekit.ValidateAll(params); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(params))
 	for i := range params {
-		if err := params[i].Validate(); err != nil {
-			return nil, err
-		}
-		ids = append(ids, params[i].ID)
+		ids[i] = params[i].ID
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	out := make([]plane.HeartbeatResult, len(params))
+	var out []plane.HeartbeatResult
 	err := d.do(ctx, func(t *tx) error {
 		byID, err := t.headsByID(ids)
 		if err != nil {
 			return err
 		}
-		for i := range params {
-			out[i], _ = planekit.Heartbeat(&params[i], byID[params[i].ID], t.ms, t.holds,
-				func(h *head, expires int64) error { t.exec(d.sql.setLease, h.ID, expires); return nil })
-		}
-		return nil
+		out, err = planekit.HeartbeatMany(params, t.ms, func(id string) (*head, error) { return byID[id], nil }, t.holds,
+			func(h *head, expires int64) error { t.exec(d.sql.setLease, h.ID, expires); return nil })
+		return err
 	})
 	if err != nil {
 		return nil, err

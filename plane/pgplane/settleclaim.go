@@ -27,7 +27,7 @@ func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p
 	c := planekit.ClaimOf(p)
 	req := &settleClaimRequest{settle: settle, out: out, claim: &claimRequest{p: p, kind: c.Kind, n: c.N, lease: c.Lease}}
 	waitUntil := time.Now().Add(p.Wait)
-	if err := cmp.Or(d.settleClaims.do(ctx, req), req.err); err != nil {
+	if err := cmp.Or(d.settleClaims.Do(ctx, req), req.err); err != nil {
 		return nil, false, err
 	}
 	if len(req.claim.jobs) > 0 || p.Wait == 0 {

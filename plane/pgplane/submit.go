@@ -19,7 +19,7 @@ import (
 // admission says block waits in line (arrival order, in this process) for a claim or cancel
 // to make room, woken by notification, until ctx ends. ctx bounds that wait, not the submit's
 // transactions: once begun, a transaction runs to its answer on a context of its own (as a
-// group's does, see grouper.do), so a caller whose context ends mid-transaction is told what
+// group's does, see planekit.Grouper.Do), so a caller whose context ends mid-transaction is told what
 // happened (submitted; or, on a full queue, the admission's answer, queue_full) and never
 // that the database was unavailable, nor that nothing was written when its commit was done.
 func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
@@ -28,7 +28,7 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 	}
 	req := &submitRequest{p: p}
 	if !hasDedupWindow(p) { // a dedup window frees its key first: that runs in submitMany
-		if err := d.submits.do(ctx, req); err != nil {
+		if err := d.submits.Do(ctx, req); err != nil {
 			return nil, err
 		}
 		if !req.solo {
@@ -45,7 +45,7 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 // end (see InvocationSubmitMany); planekit.ErrBlocked means the queue is full and blocks.
 func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *planekit.Ticket) ([]plane.SubmitResult, error) {
 	out := make([]plane.SubmitResult, len(p.Invocations))
-	tctx, cancel := detached(ctx)
+	tctx, cancel := planekit.Detached(ctx)
 	defer cancel()
 	err := d.do(tctx, func(t *tx) error { return t.submitMany(p, out, tk, true) })
 	if err != nil {
@@ -334,7 +334,7 @@ func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, e
 			continue
 		}
 		t.count(sl.r.p.Namespace, sl.r.p.Queue, planekit.StateQueued, sl.r.p.Invocations[sl.i].Priority, +1)
-		t.d.floors.lower(planekit.QueueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
+		t.d.floors.Lower(planekit.QueueKey(sl.r.p.Namespace, sl.r.p.Queue), sl.id)
 		t.wakeQueue(sl.r.p.Namespace, sl.r.p.Queue)
 	}
 	if len(undo) > 0 {

@@ -103,7 +103,7 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	h.Token = sql.NullString{}
 	if available <= t.ms {
 		t.wakeQueue(h.Namespace, h.Queue)
-		t.d.floors.lower(planekit.QueueKey(h.Namespace, h.Queue), h.ID)
+		t.d.floors.Lower(planekit.QueueKey(h.Namespace, h.Queue), h.ID)
 	} else {
 		t.wake(planekit.QueueKey(h.Namespace, h.Queue)) // idle claimers shorten their wait
 	}

@@ -70,36 +70,35 @@ type ends struct {
 	results, errors [][]byte
 	// keyed counts, per concurrency key, the ended rows that were claimable or running
 	// under it, for setTerminalManyKeyed.
-	keyed keyEnds
+	keyed keyCounts
 }
 
-// keyEnds are the claimable keyed rows (state -2) and running keyed rows one terminal
-// write ends, counted per key for setTerminalManyKeyed: the rows are locked, so the state
-// read is theirs until the end.
-type keyEnds struct {
+// keyCounts count locked rows per concurrency key, as the arrays of a statement that counts
+// them in their keys' rows: the claimable keyed rows (state -2) a start takes
+// (setRunningKeyed) or a terminal write ends, and the running keyed rows a terminal write
+// ends (setTerminalManyKeyed). The rows are locked, so the state read is theirs until the
+// write.
+type keyCounts struct {
 	namespaces, queues, keys []string
 	queued, running          []int64
 	index                    map[keyRef]int
 }
 
-// add counts the end of h, in state h.State until now, in its key (nothing when h is not
-// claimable or running under a key).
-func (k *keyEnds) add(h *head) {
-	if !h.CountedInKey() {
-		return
-	}
-	key := keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String}
-	i, ok := k.index[key]
+// add counts a row of the concurrency key (namespace, queue, key): claimable (state -2)
+// or running.
+func (k *keyCounts) add(namespace, queue, key string, claimable bool) {
+	ref := keyRef{namespace, queue, key}
+	i, ok := k.index[ref]
 	if !ok {
 		if k.index == nil {
 			k.index = map[keyRef]int{}
 		}
 		i = len(k.keys)
-		k.index[key] = i
-		k.namespaces, k.queues, k.keys = append(k.namespaces, key.namespace), append(k.queues, key.queue), append(k.keys, key.key)
+		k.index[ref] = i
+		k.namespaces, k.queues, k.keys = append(k.namespaces, namespace), append(k.queues, queue), append(k.keys, key)
 		k.queued, k.running = append(k.queued, 0), append(k.running, 0)
 	}
-	if h.State == planekit.StateKeyed {
+	if claimable {
 		k.queued[i]++
 	} else {
 		k.running[i]++
@@ -224,7 +223,9 @@ func (t *tx) exec(sql string, args ...any) {
 // end queues the terminal write of h (in state h.State until now): state, result and
 // error, finished now.
 func (t *tx) end(h *head, state int16, result, errBlob []byte) {
-	t.ends.keyed.add(h)
+	if h.CountedInKey() {
+		t.ends.keyed.add(h.Namespace, h.Queue, h.ConcurrencyKey.String, h.State == planekit.StateKeyed)
+	}
 	t.ends.ids = append(t.ends.ids, h.ID)
 	t.ends.states = append(t.ends.states, state)
 	t.ends.results = append(t.ends.results, result)

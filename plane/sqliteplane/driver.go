@@ -129,7 +129,7 @@ func (d *Driver) start(ctx context.Context) error {
 		conn.Close()
 		return err
 	}
-	if err := d.reads.prepare(ctx, d.db.Read); err != nil {
+	if err := d.reads.prepare(ctx, d.db.Read, d.kit); err != nil {
 		d.writer.Stop()
 		go d.writer.Run()
 		<-d.writer.Stopped()

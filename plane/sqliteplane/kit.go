@@ -148,21 +148,15 @@ func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
 	return h.State, func(to int, info plane.ErrorInfo) error { return k.t.finish(h, to, nil, &info) }, nil
 }
 
-// kitStatements are the SQL of planekit.Verbs in SQLite's dialect.
+// kitStatements are the SQL of planekit.Verbs in SQLite's dialect: those both planes share
+// (planekit.Statements.Common, through sqliteDialect) and those written here.
 func kitStatements() *planekit.Statements {
 	const schedules = `SELECT ` + planekit.ScheduleColumns + ` FROM schedules `
-	const scheduleInsert = `INSERT INTO schedules (` + planekit.ScheduleColumns + `) VALUES (?1, ?2, ?3, ?4, ?5, 0, '', ?6, ?6)
-		ON CONFLICT (namespace, name) `
-	return &planekit.Statements{
-		Row:         rowByID,
-		RowSeq:      true,
-		Count:       countState,
-		TopicClosed: topicClosed,
-		Frames:      framesAfter,
+	st := &planekit.Statements{
+		Row:    rowByID,
+		RowSeq: true,
 		StatsCounts: `SELECT namespace, queue, state, SUM(n) FROM counts
 			WHERE ?1 = '' OR namespace = ?1 GROUP BY namespace, queue, state ORDER BY namespace, queue`,
-		StatsAdmissions: `SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency
-			FROM queues WHERE ?1 = '' OR namespace = ?1`,
 		StatsKeys: strings.NewReplacer("{s}", "", "{ns}", "?1").Replace(planekit.KeyStatsSQL),
 		DemandShapes: `SELECT s.namespace, s.queue, s.shape, s.requirement, COALESCE(c.queued, 0), COALESCE(c.running, 0),
 			(SELECT i.available_ms FROM invocations i INDEXED BY invocations_shaped
@@ -172,78 +166,43 @@ func kitStatements() *planekit.Statements {
 			WHERE ?1 = '' OR s.namespace = ?1`,
 		DemandHead: `SELECT available_ms FROM invocations INDEXED BY invocations_queue
 			WHERE namespace = ?1 AND queue = ?2 AND state = 0 ORDER BY id LIMIT 1`,
-
-		AdmissionSet: `INSERT INTO queues (namespace, queue, max_depth, on_full, rate_limit,
-			burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?8, ?10)
-			ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = ?3, on_full = ?4, rate_limit = ?5, burst = ?6,
-			deadline_cutoff_ms = ?7, tokens = ?9, tokens_ms = ?8, concurrency = ?10`,
-		AdmissionGet:    `SELECT ` + planekit.AdmissionColumns + ` FROM queues WHERE namespace = ? AND queue = ?`,
-		AdmissionDelete: `DELETE FROM queues WHERE namespace = ? AND queue = ?`,
-
-		ProviderSet: `INSERT INTO queue_providers (namespace, queue, provider, updated_ms)
-			VALUES (?1, ?2, ?3, ?4) ON CONFLICT (namespace, queue) DO UPDATE SET provider = ?3, updated_ms = ?4`,
-		ProviderGet:    `SELECT provider FROM queue_providers WHERE namespace = ? AND queue = ?`,
-		ProviderDelete: `DELETE FROM queue_providers WHERE namespace = ? AND queue = ?`,
 		ProviderList: `SELECT namespace, queue, provider FROM queue_providers
 			WHERE ?1 = '' OR namespace = ?1 ORDER BY namespace, queue`,
 		LeaseAcquire: `INSERT INTO named_leases (namespace, name, holder, expires_ms)
 			VALUES (?1, ?2, ?3, ?4) ON CONFLICT (namespace, name) DO UPDATE SET holder = ?3, expires_ms = ?4
 			WHERE named_leases.holder = ?3 OR named_leases.expires_ms <= ?5`,
-		LeaseRelease: `DELETE FROM named_leases WHERE namespace = ? AND name = ? AND holder = ?`,
-
-		ScheduleGet:    schedules + `WHERE namespace = ?1 AND name = ?2`,
-		ScheduleUpsert: scheduleInsert + `DO UPDATE SET spec = ?3, paused = ?4, next_ms = ?5, updated_ms = ?6 RETURNING ` + planekit.ScheduleColumns,
-		ScheduleInsert: scheduleInsert + `DO NOTHING RETURNING ` + planekit.ScheduleColumns,
-		ScheduleList:   schedules + `WHERE ?1 = '' OR namespace = ?1 ORDER BY namespace, name`,
-		ScheduleDelete: `DELETE FROM schedules WHERE namespace = ? AND name = ?`,
-		SchedulePause:  `UPDATE schedules SET paused = ?, next_ms = ?, updated_ms = ? WHERE namespace = ? AND name = ?`,
-		ScheduleDue:    schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT +?`,
+		ScheduleGet:  schedules + `WHERE namespace = ?1 AND name = ?2`,
+		ScheduleList: schedules + `WHERE ?1 = '' OR namespace = ?1 ORDER BY namespace, name`,
+		ScheduleDue:  schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT +?`,
 		ScheduleFired: `UPDATE schedules SET next_ms = ?1, last_ms = ?2, last_id = ?3, spec = COALESCE(?6, spec)
 			WHERE namespace = ?4 AND name = ?5`,
-
-		PauseSet: `INSERT INTO queue_pauses (namespace, queue, paused_ms) VALUES (?, ?, ?)
-			ON CONFLICT (namespace, queue) DO NOTHING`,
-		PauseDelete: `DELETE FROM queue_pauses WHERE namespace = ? AND queue = ?`,
-		PauseList:   `SELECT namespace, queue FROM queue_pauses WHERE ?1 = '' OR namespace = ?1`,
-
 		WorkerRegister: `INSERT INTO workers (namespace, id, host, pid, queues, started_ms, seen_ms,
 			provider, launch_id, running, idle_ms, offers, warm_host_keys)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7,
 			queues = ?5, host = ?3, pid = ?4, provider = ?8, launch_id = ?9, running = ?10, idle_ms = ?11,
 			offers = ?12, warm_host_keys = ?13`,
-		WorkerList: `SELECT id, namespace, host, pid, queues, started_ms, seen_ms,
-			provider, launch_id, running, idle_ms, offers, warm_host_keys FROM workers
-			WHERE seen_ms >= ?1 AND (?2 = '' OR namespace = ?2) ORDER BY started_ms, id`,
-		WorkerRemove: `DELETE FROM workers WHERE namespace = ? AND id = ?`,
 		WorkerQueues: planekit.ListCodec{
 			Encode: func(v []string) any { b, _ := json.Marshal(v); return string(b) },
 			Target: func(v *[]string) any {
 				return textList{v, func(s string, v *[]string) { _ = json.Unmarshal([]byte(s), v) }}
 			},
 		},
-
-		TokenCreate: `INSERT INTO tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		TokenGet:     `SELECT ` + planekit.TokenColumns + ` FROM tokens WHERE hash = ?`,
-		TokenList:    `SELECT ` + planekit.TokenColumns + ` FROM tokens ORDER BY created_ms, id`,
 		TokenRevoked: `SELECT revoked_ms FROM tokens WHERE id = ?`,
-		TokenRevoke:  `UPDATE tokens SET revoked_ms = ? WHERE id = ?`,
 		Permissions: planekit.ListCodec{
 			Encode: func(v []string) any { return strings.Join(v, ",") },
 			Target: func(v *[]string) any { return textList{v, func(s string, v *[]string) { *v = strings.Split(s, ",") }} },
 		},
-
-		KeyHolder: `SELECT id, created_ms, metadata FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
-		KeysEmptied: `SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM concurrency_keys
-			WHERE (namespace, queue, concurrency_key) > (?, ?, ?) AND (tokens >= 0 OR next_ms > 0) AND queued = 0 AND running = 0
-			ORDER BY namespace, queue, concurrency_key LIMIT +?`,
-		KeyDrop: `DELETE FROM concurrency_keys WHERE namespace = ? AND queue = ? AND concurrency_key = ?
-			AND queued = 0 AND running = 0 AND tokens = ? AND tokens_ms = ? AND next_ms = ?`,
+		KeyHolder:      `SELECT id, created_ms, metadata FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
 		DebounceHolder: `SELECT id, metadata, state = -1, attempt, available_ms FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`,
-		KeyFree:        `UPDATE invocations SET key = NULL WHERE id = ?`,
-		DebounceFold:   `UPDATE invocations SET payload = ?2, metadata = ?3, available_ms = ?4 WHERE id = ?1`,
 	}
+	st.Common(sqliteDialect.Replace)
+	return st
 }
+
+// sqliteDialect turns the SQL both planes share (planekit.Statements.Common, written in
+// PostgreSQL's form) into SQLite's: tables without a schema, parameters ?1 …, and row bounds
+// LIMIT +?N (internal/sqlitedb's doc.go says why).
+var sqliteDialect = strings.NewReplacer("{s}.", "", "LIMIT $", "LIMIT +?", "$", "?")
 
 // textList scans a list stored as text (decoded by decode) into dst.
 type textList struct {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 )
 
 // readStatements are prepared once on the read pool (database/sql re-prepares them per
@@ -13,16 +15,13 @@ type readStatements struct {
 	byText map[string]*sql.Stmt
 }
 
-const (
-	rowByID     = `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`
-	countState  = `SELECT COALESCE(SUM(n), 0) FROM counts WHERE namespace = ?1 AND queue = ?2 AND state IN (?3, ?4)`
-	topicClosed = `SELECT closed FROM topics WHERE journal = ?`
-	framesAfter = `SELECT seq, kind, value, attempt, time_ms FROM frames WHERE journal = ? AND seq > ? ORDER BY seq LIMIT +?`
-)
+const rowByID = `SELECT ` + rowColumns + ` FROM invocations WHERE id = ?`
 
-func (r *readStatements) prepare(ctx context.Context, db *sql.DB) error {
+// prepare prepares the reads of kit that run most: an invocation's row, a count, a
+// topic's state and a page of frames.
+func (r *readStatements) prepare(ctx context.Context, db *sql.DB, kit *planekit.Statements) error {
 	r.byText = map[string]*sql.Stmt{}
-	for _, query := range []string{rowByID, countState, topicClosed, framesAfter} {
+	for _, query := range []string{kit.Row, kit.Count, kit.TopicClosed, kit.Frames} {
 		stmt, err := db.PrepareContext(ctx, query)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", query, err)

@@ -52,25 +52,16 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 	if err := planekit.ValidateAll(params); err != nil {
 		return nil, err
 	}
-	out := make([]plane.HeartbeatResult, len(params))
-	err := d.do(ctx, func(t *wtx) error {
-		for i := range params {
-			p := &params[i]
-			h, _, err := t.head(p.ID)
-			if err != nil {
-				return err
+	var out []plane.HeartbeatResult
+	err := d.do(ctx, func(t *wtx) (err error) {
+		read := func(id string) (*head, error) { h, _, err := t.head(id); return h, err }
+		out, err = planekit.HeartbeatMany(params, t.ms, read, t.holds, func(h *head, expires int64) error {
+			if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.Seq); err != nil {
+				return fmt.Errorf("heartbeat %s: %w", h.ID, err)
 			}
-			out[i], err = planekit.Heartbeat(p, h, t.ms, t.holds, func(h *head, expires int64) error {
-				if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.Seq); err != nil {
-					return fmt.Errorf("heartbeat %s: %w", p.ID, err)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

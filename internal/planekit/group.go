@@ -1,4 +1,4 @@
-package pgplane
+package planekit
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// grouper gathers the requests of concurrent callers into groups that one transaction
+// Grouper gathers the requests of concurrent callers into groups that one transaction
 // serves (group commit): while a group runs, the callers that arrive queue up; when it ends,
 // the first of them runs the next group with everyone queued behind it. A lone caller runs
 // at once, with no timer, so grouping costs latency only under load, when it pays. The shape
-// of River's batch completer, made synchronous: every caller gets its own answer.
-type grouper[T any] struct {
+// of River's batch completer, made synchronous: every caller gets its own answer. pgplane
+// groups its submits, claims, settles, settle-and-claims and posts with it.
+type Grouper[T any] struct {
 	max  int         // bounds one group's weight, so one transaction stays short
 	size func(T) int // a request's weight (its invocations)
 	run  func(context.Context, []T)
@@ -28,16 +29,17 @@ type member[T any] struct {
 	lead chan struct{} // closed when this member is to run the next group
 }
 
-// newGrouper returns the grouper of d whose groups run runs.
-func newGrouper[T any](d *Driver, max int, run func(context.Context, []T), size func(T) int) *grouper[T] {
-	return &grouper[T]{max: max, size: size, run: run, open: d.checkOpen}
+// NewGrouper returns a grouper whose groups, of at most max weight (size of each request;
+// one request alone may weigh more), run runs; open is the plane's open check.
+func NewGrouper[T any](open func() error, max int, run func(context.Context, []T), size func(T) int) *Grouper[T] {
+	return &Grouper[T]{max: max, size: size, run: run, open: open}
 }
 
-// do serves req in a group and returns when it has been served (run filled in its answer),
+// Do serves req in a group and returns when it has been served (run filled in its answer),
 // or at once with plane.ErrClosed once the plane closes, or ctx's error once ctx has ended.
 // A caller whose ctx ends after it joined is still served: the group's transaction does
 // not belong to any one caller.
-func (g *grouper[T]) do(ctx context.Context, req T) error {
+func (g *Grouper[T]) Do(ctx context.Context, req T) error {
 	if err := g.open(); err != nil {
 		return err
 	}
@@ -72,7 +74,7 @@ func (g *grouper[T]) do(ctx context.Context, req T) error {
 	}
 	// The group runs on its own context: a leader whose caller gives up must not fail the
 	// others' requests.
-	gctx, cancel := detached(ctx)
+	gctx, cancel := Detached(ctx)
 	g.run(gctx, reqs)
 	cancel()
 
@@ -91,11 +93,11 @@ func (g *grouper[T]) do(ctx context.Context, req T) error {
 	return nil
 }
 
-// detachedTimeout bounds a transaction that runs on a context of its own.
-const detachedTimeout = time.Minute
+// DetachedTimeout bounds a transaction that runs on a context of its own.
+const DetachedTimeout = time.Minute
 
-// detached returns a context for a transaction that must run to its answer whoever waits
-// for it: ctx's values, not its end, bounded by detachedTimeout.
-func detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), detachedTimeout)
+// Detached returns a context for a transaction that must run to its answer whoever waits
+// for it: ctx's values, not its end, bounded by DetachedTimeout.
+func Detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), DetachedTimeout)
 }

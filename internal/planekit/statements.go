@@ -1,0 +1,59 @@
+package planekit
+
+// Common fills the Statements whose SQL is the same on both SQL planes, written here once
+// in PostgreSQL's form — every table as {s}.table, parameters $1 … — and turned into a
+// plane's dialect by dialect (pgplane fills in its schema; sqliteplane drops the schema
+// and numbers its parameters ?1 …). A driver sets the others (those that lock rows, cast
+// or collate in its own way) itself.
+func (st *Statements) Common(dialect func(string) string) {
+	d := dialect
+	scheduleInsert := `INSERT INTO {s}.schedules (` + ScheduleColumns + `) VALUES ($1, $2, $3, $4, $5, 0, '', $6, $6)
+		ON CONFLICT (namespace, name) `
+	st.TopicClosed = d(`SELECT closed FROM {s}.topics WHERE journal = $1`)
+	st.Frames = d(`SELECT seq, kind, value, attempt, time_ms FROM {s}.frames WHERE journal = $1 AND seq > $2 ORDER BY seq LIMIT $3`)
+	st.Count = d(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state IN ($3, $4)`)
+	st.StatsAdmissions = d(`SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency
+		FROM {s}.queues WHERE $1 = '' OR namespace = $1`)
+
+	st.AdmissionSet = d(`INSERT INTO {s}.queues (namespace, queue, max_depth, on_full, rate_limit,
+		burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, $8, $10)
+		ON CONFLICT (namespace, queue) DO UPDATE SET max_depth = $3, on_full = $4, rate_limit = $5, burst = $6,
+		deadline_cutoff_ms = $7, tokens = $9, tokens_ms = $8, concurrency = $10`)
+	st.AdmissionGet = d(`SELECT ` + AdmissionColumns + ` FROM {s}.queues WHERE namespace = $1 AND queue = $2`)
+	st.AdmissionDelete = d(`DELETE FROM {s}.queues WHERE namespace = $1 AND queue = $2`)
+
+	st.ProviderSet = d(`INSERT INTO {s}.queue_providers (namespace, queue, provider, updated_ms) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (namespace, queue) DO UPDATE SET provider = $3, updated_ms = $4`)
+	st.ProviderGet = d(`SELECT provider FROM {s}.queue_providers WHERE namespace = $1 AND queue = $2`)
+	st.ProviderDelete = d(`DELETE FROM {s}.queue_providers WHERE namespace = $1 AND queue = $2`)
+	st.LeaseRelease = d(`DELETE FROM {s}.named_leases WHERE namespace = $1 AND name = $2 AND holder = $3`)
+
+	st.ScheduleUpsert = d(scheduleInsert + `DO UPDATE SET spec = $3, paused = $4, next_ms = $5, updated_ms = $6 RETURNING ` + ScheduleColumns)
+	st.ScheduleInsert = d(scheduleInsert + `DO NOTHING RETURNING ` + ScheduleColumns)
+	st.ScheduleDelete = d(`DELETE FROM {s}.schedules WHERE namespace = $1 AND name = $2`)
+	st.SchedulePause = d(`UPDATE {s}.schedules SET paused = $1, next_ms = $2, updated_ms = $3 WHERE namespace = $4 AND name = $5`)
+
+	st.PauseSet = d(`INSERT INTO {s}.queue_pauses (namespace, queue, paused_ms) VALUES ($1, $2, $3)
+		ON CONFLICT (namespace, queue) DO NOTHING`)
+	st.PauseDelete = d(`DELETE FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2`)
+	st.PauseList = d(`SELECT namespace, queue FROM {s}.queue_pauses WHERE $1 = '' OR namespace = $1`)
+
+	st.WorkerList = d(`SELECT id, namespace, host, pid, queues, started_ms, seen_ms,
+		provider, launch_id, running, idle_ms, offers, warm_host_keys FROM {s}.workers
+		WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`)
+	st.WorkerRemove = d(`DELETE FROM {s}.workers WHERE namespace = $1 AND id = $2`)
+
+	st.TokenCreate = d(`INSERT INTO {s}.tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`)
+	st.TokenGet = d(`SELECT ` + TokenColumns + ` FROM {s}.tokens WHERE hash = $1`)
+	st.TokenList = d(`SELECT ` + TokenColumns + ` FROM {s}.tokens ORDER BY created_ms, id`)
+	st.TokenRevoke = d(`UPDATE {s}.tokens SET revoked_ms = $1 WHERE id = $2`)
+
+	st.KeyFree = d(`UPDATE {s}.invocations SET key = NULL WHERE id = $1`)
+	st.DebounceFold = d(`UPDATE {s}.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`)
+	st.KeysEmptied = d(`SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM {s}.concurrency_keys
+		WHERE (namespace, queue, concurrency_key) > ($1, $2, $3) AND (tokens >= 0 OR next_ms > 0) AND queued = 0 AND running = 0
+		ORDER BY namespace, queue, concurrency_key LIMIT $4`)
+	st.KeyDrop = d(`DELETE FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3
+		AND queued = 0 AND running = 0 AND tokens = $4 AND tokens_ms = $5 AND next_ms = $6`)
+}
