@@ -232,7 +232,7 @@ WORKER_SCRIPT = textwrap.dedent(
 
     d = lakeshore.Dispatch(sys.argv[1])
 
-    @udf(queue=sys.argv[3], dispatch=d, lease_ttl=1.0)
+    @udf(queue=sys.argv[3], dispatch=d, lease_ttl=float(sys.argv[4]))
     def slow(tag: str, seconds: float) -> str:
         print("started", os.getpid(), flush=True)
         end = time.monotonic() + seconds
@@ -252,10 +252,15 @@ WORKER_SCRIPT = textwrap.dedent(
 )
 
 
-def _start_worker(tmp: Path, target: str, mode: str, queue: str = "crash", *, stderr: bool = False) -> subprocess.Popen[str]:
+def _start_worker(
+    tmp: Path, target: str, mode: str, queue: str = "crash", *, stderr: bool = False, lease: float = 1.0
+) -> subprocess.Popen[str]:
+    """Start WORKER_SCRIPT with a lease of lease seconds: 1 s where a test waits one out (a
+    killed or frozen worker's); where a test needs the lease to hold, a long one, since on a
+    loaded machine a 1 s lease can expire between two heartbeats of a live worker."""
     script = tmp / "worker_script.py"
     script.write_text(WORKER_SCRIPT)
-    p = subprocess.Popen([sys.executable, str(script), target, mode, queue], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, str(script), target, mode, queue, str(lease)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE if stderr else None, text=True, env=dict(os.environ))
     assert p.stdout is not None
     assert p.stdout.readline().strip() == "ready"
@@ -302,6 +307,23 @@ def test_a_sigkilled_worker_s_job_is_retried_and_a_stale_one_fenced(home: Path, 
     d.close()
 
 
+def test_a_job_longer_than_its_short_lease_keeps_it(home: Path, tmp_path: Path) -> None:
+    """A body running three times its 1 s lease keeps the lease: the keeper beats every
+    third of it. It used to sleep up to a second after each beat it sent, past the lease."""
+    target = str(home / "short-lease.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("crash", dispatch=d)
+    inv = q.submit({"tag": "long", "seconds": 3.0})
+    w = _start_worker(tmp_path, target, "once")
+    assert w.stdout is not None and w.stdout.readline().startswith("started")
+    w.communicate(timeout=30)
+    assert w.returncode == 0
+    assert q.result(inv, timeout=5) == f"long by {w.pid}"
+    row = q.get(inv)
+    assert row.attempt == 1 and row.error is None  # never lost its lease, never retried
+    d.close()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_drains(home: Path, tmp_path: Path, signum: signal.Signals) -> None:
     target = str(home / f"drain-{signum.name}.db")
@@ -309,7 +331,7 @@ def test_a_signal_drains(home: Path, tmp_path: Path, signum: signal.Signals) -> 
     q = SyncQueue("crash", dispatch=d)
     first = q.submit({"tag": "first", "seconds": 1.0})
     second = q.submit({"tag": "second", "seconds": 1.0})
-    w = _start_worker(tmp_path, target, "forever")
+    w = _start_worker(tmp_path, target, "forever", lease=30.0)
     assert w.stdout is not None and w.stdout.readline().startswith("started")
     w.send_signal(signum)
     out, _ = w.communicate(timeout=30)
@@ -324,7 +346,7 @@ def test_a_second_signal_stops_running_jobs_and_releases_them(home: Path, tmp_pa
     d = lakeshore.Dispatch(target)
     q = SyncQueue("crash", dispatch=d)
     inv = q.submit({"tag": "long", "seconds": 60.0})
-    w = _start_worker(tmp_path, target, "forever", stderr=True)
+    w = _start_worker(tmp_path, target, "forever", stderr=True, lease=30.0)
     assert w.stdout is not None and w.stdout.readline().startswith("started")
     assert w.stderr is not None
     t0 = time.monotonic()
@@ -339,7 +361,7 @@ def test_a_second_signal_stops_running_jobs_and_releases_them(home: Path, tmp_pa
     w.send_signal(signal.SIGINT)  # again: stop it
     out, _ = w.communicate(timeout=30)
     assert w.returncode == 0 and "stopped" in out and "drained" in out
-    assert time.monotonic() - t0 < 20  # not the job's 60 s, nor its lease
+    assert time.monotonic() - t0 < 20  # not the job's 60 s, nor its 30 s lease
     row = q.get(inv)
     assert row.state == "queued" and row.attempt == 1 and row.error is not None  # released at once for a retry
     assert "stopped by SIGINT, released for retry" in str(row.error), row.error  # not "JobStopped: JobStopped"

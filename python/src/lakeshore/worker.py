@@ -928,6 +928,10 @@ class _Worker:
         except errors.DispatchError:
             pass
         r.due = time.monotonic() + _heartbeat_interval(r.job)
+        if self.keeper_wake is not None:
+            # The keeper went to sleep while this beat was in flight (its due unknown), for
+            # up to a second: longer than a short lease (lease_ttl=1 beats every 0.33 s).
+            self.keeper_wake.set()
 
     def _keep(self, r: _Running) -> None:
         """Hand a running job to the keeper (no thread hop unless its first beat is sooner
