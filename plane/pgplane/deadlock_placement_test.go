@@ -141,3 +141,87 @@ func TestIdempotencyKeyUnderSeveralConcurrencyKeysNoDeadlock(t *testing.T) {
 	require.Zero(t, counters, "counter rows left")
 	requireNoNewDeadlocks(t, conn, planes, before)
 }
+
+// TestClaimAfterFailedRecheckPromotesWithoutWaiting: a claim's promote that waited for a
+// due row another transaction held, and found it promoted when that one committed (its
+// re-check failed), leaves the row out but keeps it locked; so the transaction's next
+// promote (here the default shape's claim after the placed one of a claim with offers)
+// must not wait (promoteHolding). Another claim's promote that locked a due row below it
+// in id order and waits for it would close a cycle: before, PostgreSQL broke it as a
+// deadlock (the rare one of TestShapedBatchesNoDeadlock under the race detector).
+func TestClaimAfterFailedRecheckPromotesWithoutWaiting(t *testing.T) {
+	url := pgtest.Database(t)
+	conn, planes, before := deadlockPlanes(t, url, 1, time.Hour)
+	d := planes[0]
+	ctx := t.Context()
+	first := submitOne(t, d, plane.SubmitParams{Delay: time.Hour})
+	second := submitOne(t, d, plane.SubmitParams{Delay: time.Hour})
+	low, high := min(first, second), max(first, second)
+	due := func(id string) {
+		t.Helper()
+		_, err := conn.Exec(ctx, `UPDATE lakeshore.invocations SET available_ms = 0 WHERE id = $1`, id)
+		require.NoError(t, err)
+	}
+	promotes := func(n int, msg string) { // n promotes wait for a lock
+		t.Helper()
+		require.Eventually(t, func() bool {
+			var waiting int
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+				AND wait_event_type = 'Lock' AND query LIKE '%WITH due AS%'`).Scan(&waiting)
+			return err == nil && waiting == n
+		}, 10*time.Second, time.Millisecond, msg)
+	}
+	due(high)
+	// A promoting transaction holds the due row.
+	promoterConn := mustConn(t, url)
+	promoter, err := promoterConn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = promoter.Exec(ctx, `SELECT 1 FROM lakeshore.invocations WHERE id = $1 FOR UPDATE`, high)
+	require.NoError(t, err)
+	// A claim with offers (of no shape the queue has: the placed claim, then the default
+	// shape's) promotes, and waits for the row.
+	type claimed struct {
+		jobs []*plane.Job
+		err  error
+	}
+	claimDone := make(chan claimed, 1)
+	go func() {
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1,
+			Offers: &plane.Offers{MilliCPUs: 1000}})
+		claimDone <- claimed{jobs, err}
+	}()
+	promotes(1, "the claim's promote waits for the held row")
+	// The lower row falls due after the claim's promote read the queue: it does not see it.
+	due(low)
+	// Another claim's promote locks the lower row, then waits for the held one, after the
+	// claim's.
+	otherConn := mustConn(t, url)
+	other, err := otherConn.Begin(ctx)
+	require.NoError(t, err)
+	otherDone := make(chan error, 1)
+	go func() {
+		_, err := other.Exec(ctx, d.sql.promote, "default", "q", time.Now().UnixMilli())
+		otherDone <- err
+	}()
+	promotes(2, "the other promote waits for the held row")
+	// The promoter promotes the row and commits: the claim locks it (the first waiter),
+	// its re-check fails, and the other promote waits for the claim.
+	_, err = promoter.Exec(ctx, `UPDATE lakeshore.invocations SET waiting = false WHERE id = $1`, high)
+	require.NoError(t, err)
+	require.NoError(t, promoter.Commit(ctx))
+	// The claim's next promote leaves the lower row to the other (it holds it), and the
+	// claim takes the promoted row and commits; then the other promote goes on.
+	require.NoError(t, <-otherDone, "the other promote")
+	require.NoError(t, other.Commit(ctx))
+	c := <-claimDone
+	require.NoError(t, c.err)
+	require.Len(t, c.jobs, 1)
+	require.Equal(t, high, c.jobs[0].ID, "the claim took the row it held")
+	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 2})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "the lower row, promoted by the other")
+	require.Equal(t, low, jobs[0].ID)
+	require.NoError(t, promoterConn.Close(ctx))
+	require.NoError(t, otherConn.Close(ctx))
+	requireNoNewDeadlocks(t, conn, planes, before)
+}
