@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -224,4 +225,54 @@ func TestClaimAfterFailedRecheckPromotesWithoutWaiting(t *testing.T) {
 	require.NoError(t, promoterConn.Close(ctx))
 	require.NoError(t, otherConn.Close(ctx))
 	requireNoNewDeadlocks(t, conn, planes, before)
+}
+
+// TestPlacementCounterNeverWaitsForAnOldRowsNumber: a change of a shape's counter that
+// finds every counter row of the shape held makes a row of its own, numbered after its
+// transaction alone (migration 0017). 0016 numbered it 8 + txid % 32,752, the number of a
+// row an older transaction (32,752 ids before) may have made: with that row held, the
+// trigger waited for its holder. The test moves the server's transaction ids past 32,752,
+// makes such a row, holds every row of the shape and changes a job of the shape: the
+// change does not wait.
+func TestPlacementCounterNeverWaitsForAnOldRowsNumber(t *testing.T) {
+	url := pgtest.Database(t)
+	conn := mustConn(t, url)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	ctx := t.Context()
+	id := submitOne(t, d, plane.SubmitParams{Requirement: &plane.Requirement{MilliCPUs: 100}})
+	var shape string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT shape FROM lakeshore.invocations WHERE id = $1`, id).Scan(&shape))
+	// Transaction ids past 32,752 (the server's, shared by the package's tests): one
+	// transaction each, unsynchronized.
+	var xid int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT txid_current()`).Scan(&xid))
+	if xid < 33_000 {
+		_, err := conn.Exec(ctx, `SET synchronous_commit = off`)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP PERFORM txid_current(); COMMIT; END LOOP; END $$`, 33_000-xid))
+		require.NoError(t, err)
+	}
+	changer, err := mustConn(t, url).Begin(ctx)
+	require.NoError(t, err)
+	defer changer.Rollback(context.Background())
+	require.NoError(t, changer.QueryRow(ctx, `SELECT txid_current()`).Scan(&xid))
+	// The row a transaction 32,752 ids older made under 0016's numbering.
+	_, err = conn.Exec(ctx, `INSERT INTO lakeshore.placement_counts (namespace, queue, shape, shard) VALUES ('default', 'q', $1, 8 + $2::bigint % 32752)`,
+		shape, xid)
+	require.NoError(t, err)
+	holder, err := mustConn(t, url).Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(context.Background())
+	var held int
+	require.NoError(t, holder.QueryRow(ctx, `WITH h AS (SELECT 1 FROM lakeshore.placement_counts WHERE shape = $1 FOR UPDATE)
+		SELECT count(*) FROM h`, shape).Scan(&held))
+	require.Equal(t, 2, held, "the shape's row and the old one, held")
+	_, err = changer.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`)
+	require.NoError(t, err)
+	_, err = changer.Exec(ctx, `UPDATE lakeshore.invocations SET state = 1 WHERE id = $1`, id) // queued → running
+	require.NoError(t, err, "the counter's change waits for no row")
+	var own struct{ queued, running int64 }
+	require.NoError(t, changer.QueryRow(ctx, `SELECT queued, running FROM lakeshore.placement_counts WHERE shape = $1 AND shard = 8 + $2::bigint`,
+		shape, xid).Scan(&own.queued, &own.running))
+	require.Equal(t, struct{ queued, running int64 }{-1, 1}, own, "the change, in a row of the transaction's own")
 }
