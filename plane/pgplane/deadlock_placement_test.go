@@ -20,19 +20,14 @@ import (
 // shapes, then claims of others, in one transaction). The per-shape counters
 // (placement_counts) are changed by a trigger for every row in the order the statement
 // writes the rows; 0010's trigger waited for the transaction's shard row (one of 8), and
-// deadlocked; since 0016 it takes a row of the shape no other transaction holds and never
-// waits, new shapes are recorded in shape order, and a claim after a placed claim promotes
-// without waiting, so PostgreSQL counts no deadlock, and the counters end exact: nothing
-// queued or running in any shape once every job succeeded.
-//
-// Known defect, not yet fixed: a rare deadlock remains. 0016 took the deadlocks of this
-// workload from 13–23 a run to none in 15 runs without the race detector, but the final
-// CI run of stop 40 (under -race, 2026-12-05 13:28 UTC) counted 1; its cause is not found
-// (the helper's note: a trigger still waits when every counter row of the shape is held
-// and an old row carries this transaction's number). Skipped so that a chance deadlock
-// does not fail CI, as stop 39's reproductions of known bugs were; unskip with the fix.
+// deadlocked; since 0016 it takes a row of the shape no other transaction holds, and since
+// 0017 the row it makes when all are held is numbered after its transaction alone, so it
+// never waits; new shapes are recorded in shape order, and a claim's promotes after the
+// first of its transaction (after a placed claim, the next request of a group) never wait
+// (tx.promoted: a rare deadlock of two promotes under the race detector, after 0016, until
+// then); so PostgreSQL counts no deadlock, and the counters end exact: nothing queued or
+// running in any shape once every job succeeded.
 func TestShapedBatchesNoDeadlock(t *testing.T) {
-	t.Skip("known defect: a rare deadlock remains among placement shapes under -race (see the comment)")
 	url := pgtest.Database(t)
 	conn, planes, before := deadlockPlanes(t, url, 3, 20*time.Millisecond)
 	orders := [][]int{ // each worker's shape order (shape i asks for (i+1) × 100 millicpus)
@@ -69,7 +64,7 @@ func TestShapedBatchesNoDeadlock(t *testing.T) {
 	var counterRows []int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT array_agg(n ORDER BY shape) FROM (SELECT shape, count(*) AS n FROM `+d.schema+
 		`.placement_counts GROUP BY shape) AS c`).Scan(&counterRows))
-	t.Logf("counter rows per shape: %v", counterRows) // about as many as transactions changed it at once (migration 0016)
+	t.Logf("counter rows per shape: %v", counterRows) // about as many as transactions changed it at once (migrations 0016, 0017)
 	requireNoNewDeadlocks(t, conn, planes, before)
 }
 
