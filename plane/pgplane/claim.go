@@ -348,15 +348,15 @@ func (t *tx) promote() string {
 }
 
 // promoted notes that the transaction ran a promote statement: it holds rows from now on,
-// whether or not the statement moved any. It holds the keys' counter rows of the rows it
-// promoted, and rows it locked and did not promote: promote waits for a due row another
-// transaction holds, and when that one commits having changed it (promoted it, or
-// promoted and claimed it) the re-check fails and the row is left out, still locked by
-// this transaction until it ends. Another claim's promote
-// that saw the row waiting and due waits for it, holding the rows below it in id order; a
-// second waiting promote of this transaction (the default shape's claim after a placed one,
-// the next request of its group) that wanted one of those closed a cycle: the rare deadlock
-// of TestShapedBatchesNoDeadlock under the race detector, after migration 0016.
+// whether or not the statement moved any: the keys' counter rows of the rows it promoted,
+// and rows it locked and left out. promote waits for a due row another transaction holds,
+// and when that one commits having changed it (promoted it, or promoted and claimed it) the
+// re-check fails and the row is left out, still locked by this transaction until it ends.
+// Another claim's promote that saw the row waiting and due, or the settle of the job claimed
+// from it, waits for it holding rows below it in id order; a second waiting promote of this
+// transaction (the default shape's claim after a placed one, the next request of its group)
+// that wanted one of those closed a cycle: the rare deadlock of TestShapedBatchesNoDeadlock
+// under the race detector after migration 0016 (TestClaimAfterFailedRecheckPromotesWithoutWaiting).
 func (t *tx) promoted() { t.holdsRows = true }
 
 // keyTurn is one row of keyTurns: a ready concurrency key whose turn it is, locked, its
