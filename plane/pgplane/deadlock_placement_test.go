@@ -28,7 +28,7 @@ import (
 // then); so PostgreSQL counts no deadlock, and the counters end exact: nothing queued or
 // running in any shape once every job succeeded.
 //
-// Known defect, not yet fixed: a rarer deadlock remains (1 in 75 runs under the race
+// Known defect, not yet fixed: a rarer deadlock remains (1 in 115 runs under the race
 // detector after the fixes above, branch deadlock, 2026-12-05). Its server log: a claim's
 // first promote (waiting, in id order) waits for the transaction of a placed claim whose
 // shape heads statement (FOR UPDATE SKIP LOCKED) waits for the promote's. The one wait
