@@ -189,9 +189,9 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if err := br.QueryRow().Scan(&promoted); err != nil {
 			return fmt.Errorf("claim: promote: %w", err)
 		}
-		// Rows promoted: their keys' counter rows are held now (a later claim of the
-		// transaction promotes with promoteHolding).
-		t.holdsRows = t.holdsRows || promoted != nil
+		// The transaction may hold rows now, promoted or not (tx.promoted): a later claim
+		// of it promotes with promoteHolding.
+		t.promoted()
 		if promoted != nil && fromFloor && *promoted < floor {
 			floor = *promoted // the candidates below are not the oldest: scan again
 			fromFloor = false
@@ -336,13 +336,26 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 
 // promote is the statement that makes a claim's due waiting rows claimable: promote, or
 // promoteHolding in a transaction that holds rows already (holdsRows), which waits for no
-// row another transaction holds. Every claim promotes with it (claimFor, claimPlaced).
+// row another transaction holds. Every claim promotes with it (claimFor, claimPlaced), and
+// calls promoted after it.
 func (t *tx) promote() string {
 	if t.holdsRows {
 		return t.d.sql.promoteHolding
 	}
 	return t.d.sql.promote
 }
+
+// promoted notes that the transaction ran a promote statement: it holds rows from now on,
+// whether or not the statement moved any: the keys' counter rows of the rows it promoted,
+// and rows it locked and left out. promote waits for a due row another transaction holds,
+// and when that one commits having changed it (promoted it, or promoted and claimed it) the
+// re-check fails and the row is left out, still locked by this transaction until it ends.
+// Another claim's promote that saw the row waiting and due, or the settle of the job claimed
+// from it, waits for it holding rows below it in id order; a second waiting promote of this
+// transaction (the default shape's claim after a placed one, the next request of its group)
+// that wanted one of those closed a cycle: the rare deadlock of TestShapedBatchesNoDeadlock
+// under the race detector after migration 0016 (TestClaimAfterFailedRecheckPromotesWithoutWaiting).
+func (t *tx) promoted() { t.holdsRows = true }
 
 // keyTurn is one row of keyTurns: a ready concurrency key whose turn it is, locked, its
 // token bucket, and its head (locked), nil when another transaction holds it.

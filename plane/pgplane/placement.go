@@ -49,9 +49,9 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		if err := br.QueryRow().Scan(&promoted); err != nil {
 			return fmt.Errorf("claim: promote: %w", err)
 		}
+		t.promoted() // rows held, promoted or not: a later claim promotes with promoteHolding
 		if promoted != nil {
 			t.d.floors.Lower(planekit.QueueKey(p.Namespace, p.Queue), *promoted)
-			t.holdsRows = true // their keys' counter rows (a later claim promotes with promoteHolding)
 		}
 		if err := br.QueryRow().Scan(&cutoffMS); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: read admission: %w", err)

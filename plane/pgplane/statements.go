@@ -162,8 +162,11 @@ func newStatements(schema string) statements {
 		// lock in id order (the oldest due 1,000, locked in id order), as a settle locks
 		// its rows, so they deadlock neither with each other nor with a settle of a row they
 		// saw waiting that was promoted, claimed and is being settled since (a row locked
-		// stays locked when its re-check fails). The counter rows of the keys it makes
-		// claimable are locked in key order next (lockKeys). Its UPDATE reads the locked CTE
+		// stays locked when its re-check fails). That holds for the first rows a
+		// transaction locks only: after a promote the transaction holds rows (a row whose
+		// re-check failed among them), so its later claims promote with promoteHolding
+		// (tx.promoted). The counter rows of the keys it makes claimable are locked in key
+		// order next (lockKeys). Its UPDATE reads the locked CTE
 		// first (as promoteDue's does), so the due rows and then the keys are all locked
 		// before the UPDATE's trigger writes a counter row: without that the CTEs ran
 		// interleaved with the UPDATE, which wrote the counter rows in id order as it read

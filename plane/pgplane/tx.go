@@ -41,8 +41,9 @@ type tx struct {
 	unorderedCounts bool
 	keyedEnds       int
 	// holdsRows: the transaction holds rows a promotion could wait on in a cycle: counter
-	// rows (it sent writes that change them, promoted rows, or a claim locked them) or the
-	// invocation rows of its settles; its claims promote with promoteHolding.
+	// rows (it sent writes that change them, promoted rows, or a claim locked them), the
+	// invocation rows of its settles, or whatever an earlier promote of it locked
+	// (promoted); its claims promote with promoteHolding.
 	holdsRows bool
 	wakes     map[string]struct{}
 	// ends are the terminal writes not yet queued: they go out as one statement (one
