@@ -16,11 +16,7 @@ dls.run_worker(dls.SyncQueue("seedbench"))
 q = dls.SyncQueue("seedbench")
 for i in range(N):
     benchjobs.noop.submit(i)
-home = os.environ["LAKESHORE_HOME"]
-dpid = int(subprocess.run(["pgrep", "-f", "daemon --target " + home], capture_output=True, text=True).stdout.split()[0])
-def dcpu():
-    f = open(f"/proc/{dpid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+dcpu, dpid = benchjobs.daemon_cpu()
 d0 = dcpu()
 t = time.perf_counter()
 workers = [subprocess.Popen([sys.executable, "-c", WORKER]) for _ in range(W)]

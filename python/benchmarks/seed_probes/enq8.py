@@ -29,11 +29,8 @@ def part(k):
         q.submit({"i": i})
 threads = [threading.Thread(target=part, args=(k,)) for k in range(T)]
 import subprocess
-home = os.environ["LAKESHORE_HOME"]
-dpid = int(subprocess.run(["pgrep", "-f", "daemon --target " + home], capture_output=True, text=True).stdout.split()[0])
-def dcpu():
-    f = open(f"/proc/{dpid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+import benchjobs
+dcpu, dpid = benchjobs.daemon_cpu()
 d0 = dcpu()
 if os.environ.get("SHOWPID"): print("PID", dpid, flush=True); time.sleep(1.0)
 c0 = os.times(); t = time.perf_counter()
