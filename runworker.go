@@ -74,7 +74,8 @@ type WorkerOptions struct {
 	// ExitWhenIdle makes RunWorker return nil once a claim on every queue came back empty
 	// while no handler was running and no queue it serves has a job due now that a
 	// concurrency key holds back (the key's rate limit or "slow down" hold, or the key at
-	// its concurrency limit): such a job counts as work, so the worker waits for it
+	// its concurrency limit), nor a schedule with a tick due that the plane's maintenance
+	// has not fired yet: such a job or tick counts as work, so the worker waits for it
 	// (claiming again every exitIdlePoll) rather than leave it with no worker. A job waiting
 	// out a retry backoff or a delay (a rate-limited job handed back included), or in a
 	// paused queue, does not count as work. Defaults to false: wait for work until stopped.
@@ -768,8 +769,10 @@ const (
 // queuesEmpty reports whether no queue the worker serves has a job due now that only a
 // concurrency key keeps from being claimed: held back by the key's rate limit (or a
 // worker's "slow down" hold) or the key at its concurrency limit (KeyStats.Queued of
-// QueueStatsList; delayed jobs and those in retry backoff are not counted). What
-// ExitWhenIdle waits for besides empty claims and no running handler. A paused queue
+// QueueStatsList; delayed jobs and those in retry backoff are not counted), and no
+// schedule of a served queue has a tick due that the plane's maintenance has not fired yet
+// (it submits the fire within its interval: Schedule.NextFire not after now, not paused).
+// What ExitWhenIdle waits for besides empty claims and no running handler. A paused queue
 // counts as empty: no claim takes its jobs until it is resumed.
 func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 	served := map[string]map[string]bool{} // namespace → queue
@@ -787,14 +790,29 @@ func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		paused := map[string]bool{}
 		for _, st := range stats {
-			if st.Paused || !queues[st.Queue] {
+			if !queues[st.Queue] {
+				continue
+			}
+			if st.Paused {
+				paused[st.Queue] = true
 				continue
 			}
 			for _, k := range st.Keys {
 				if k.Queued > 0 {
 					return false, nil
 				}
+			}
+		}
+		schedules, err := w.d.drv.ScheduleList(ctx, ns)
+		if err != nil {
+			return false, err
+		}
+		now := w.d.cfg.Now()
+		for _, sc := range schedules {
+			if queues[sc.Queue] && !paused[sc.Queue] && !sc.Paused && !sc.NextFire.IsZero() && !sc.NextFire.After(now) {
+				return false, nil
 			}
 		}
 	}
