@@ -57,8 +57,8 @@ func Handle(queue string, fn HandlerFunc) HandlerBinding {
 // WorkerOptions configure a Worker (NewWorker, RunWorker). A nil *WorkerOptions means all
 // defaults.
 type WorkerOptions struct {
-	// BatchSize caps how many jobs one claim takes. Defaults to Concurrency: a worker with
-	// free slots fills them in one claim.
+	// BatchSize caps how many jobs one claim takes, at most plane.ClaimMaxLimit. Defaults to
+	// Concurrency (capped so): a worker with free slots fills them in one claim.
 	BatchSize int
 
 	// ClaimWait is how long one claim waits for a job (by notification) before the worker
@@ -174,7 +174,9 @@ func (o *WorkerOptions) withDefaults(d *Dispatch, nBindings int) WorkerOptions {
 		out.Concurrency, out.MaxJobs = 1, 1
 	}
 	out.Concurrency = cmp.Or(out.Concurrency, ConcurrencyDefault)
-	out.BatchSize = cmp.Or(out.BatchSize, out.Concurrency)
+	if out.BatchSize == 0 {
+		out.BatchSize = min(out.Concurrency, plane.ClaimMaxLimit) // what one claim may take
+	}
 	out.LeaseTTL = cmp.Or(out.LeaseTTL, LeaseTTLDefault)
 	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.LeaseTTL/3)
 	if out.ClaimWait == 0 {
@@ -198,10 +200,10 @@ func (o *WorkerOptions) validate() error {
 	switch {
 	case o.Concurrency < 0:
 		return plane.Invalid("concurrency", o.Concurrency, "use a number ≥ 1, or 0 for the default (1)")
-	case o.BatchSize < 0:
-		return plane.Invalid("batch size", o.BatchSize, "use a number ≥ 1, or 0 for the concurrency")
-	case o.LeaseTTL < 0:
-		return plane.Invalid("lease TTL", o.LeaseTTL, "use a duration > 0, or 0 for the default (30s)")
+	case o.BatchSize < 0 || o.BatchSize > plane.ClaimMaxLimit:
+		return plane.Invalid("batch size", o.BatchSize, fmt.Sprintf("use a number from 1 to %d, or 0 for the concurrency (at most %d)", plane.ClaimMaxLimit, plane.ClaimMaxLimit))
+	case o.LeaseTTL < 0 || o.LeaseTTL > plane.LeaseTTLMax:
+		return plane.Invalid("lease TTL", o.LeaseTTL, fmt.Sprintf("use a duration from 0 (the default, %s) to %s; heartbeat to keep a longer job", LeaseTTLDefault, plane.LeaseTTLMax))
 	case o.HeartbeatInterval < 0 || o.HeartbeatInterval >= o.LeaseTTL:
 		return plane.Invalid("heartbeat interval", o.HeartbeatInterval, "use a duration shorter than the lease, or 0 for a third of it")
 	case o.ClaimWait < 0:

@@ -350,6 +350,31 @@ func TestRunWorker(t *testing.T) {
 		require.Equal(t, []string{"tick"}, ran, "the due tick's fire ran; nothing else was waited for")
 	})
 
+	t.Run("ConcurrencyAboveOneClaim", func(t *testing.T) {
+		// A concurrency above plane.ClaimMaxLimit claims at most that many jobs at once;
+		// before, its claims asked for Concurrency jobs and the plane refused every one
+		// ("invalid max 1001"), so the worker stopped at its first claim. A lease or batch
+		// size the plane would refuse is refused before anything is claimed.
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		ids := submitN(t, q, 3, nil)
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) { return "ok", nil }
+		require.NoError(t, waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{ExitWhenIdle: true, Concurrency: plane.ClaimMaxLimit + 1})))
+		for _, id := range ids {
+			require.Equal(t, lakeshore.StateSucceeded, state(t, q, id).State)
+		}
+		later := submitN(t, q, 1, nil)[0]
+		for _, o := range []lakeshore.WorkerOptions{
+			{ExitWhenIdle: true, BatchSize: plane.ClaimMaxLimit + 1},
+			{ExitWhenIdle: true, LeaseTTL: plane.LeaseTTLMax + time.Second},
+		} {
+			err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)}, &o))
+			require.ErrorIs(t, err, lakeshore.ErrInvalid, "%+v", o)
+			require.Equal(t, lakeshore.StateQueued, state(t, q, later).State, "%+v: nothing claimed", o)
+		}
+	})
+
 	t.Run("BatchClaimingUnderConcurrency", func(t *testing.T) {
 		t.Parallel()
 		q, d, spy := setupWorker(t)
