@@ -130,7 +130,8 @@ type WorkerOptions struct {
 
 	// Once makes RunWorker handle exactly one job and return nil: it waits for a job (until
 	// ctx ends, or not at all with ExitWhenIdle), runs it, settles it. It implies
-	// Concurrency 1 and MaxJobs 1. Defaults to false.
+	// Concurrency 1 and MaxJobs 1 (a MaxJobs above 1 with it is refused, as Python's
+	// run_worker refuses it). Defaults to false.
 	Once bool
 
 	// OnHostSetup runs once, in Start, before the worker registers or claims anything (load
@@ -171,7 +172,10 @@ func (o *WorkerOptions) withDefaults(d *Dispatch, nBindings int) WorkerOptions {
 		out = *o
 	}
 	if out.Once {
-		out.Concurrency, out.MaxJobs = 1, 1
+		out.Concurrency = 1
+		if out.MaxJobs == 0 {
+			out.MaxJobs = 1 // more is refused by validate
+		}
 	}
 	out.Concurrency = cmp.Or(out.Concurrency, ConcurrencyDefault)
 	if out.BatchSize == 0 {
@@ -210,6 +214,8 @@ func (o *WorkerOptions) validate() error {
 		return plane.Invalid("claim wait", o.ClaimWait, "use a duration > 0, or 0 for the default (1s)")
 	case o.MaxJobs < 0:
 		return plane.Invalid("max jobs", o.MaxJobs, "use a number ≥ 0 (0: no limit)")
+	case o.Once && o.MaxJobs > 1:
+		return plane.Invalid("max jobs", o.MaxJobs, "use 1 or 0 with once, which runs one job (or drop once)")
 	case o.offersErr != nil:
 		return o.offersErr
 	}

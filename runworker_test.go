@@ -350,6 +350,24 @@ func TestRunWorker(t *testing.T) {
 		require.Equal(t, []string{"tick"}, ran, "the due tick's fire ran; nothing else was waited for")
 	})
 
+	t.Run("OnceWithMaxJobsAboveOneRefused", func(t *testing.T) {
+		// Once runs one job: a MaxJobs above 1 with it contradicts it and is refused before
+		// anything is claimed (lakeshore worker --once --max-jobs 5, Python's run_worker
+		// refuses it too); before, it was set to 1 without a word. MaxJobs 1 or 0 is fine.
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		ids := submitN(t, q, 2, nil)
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) { return "ok", nil }
+		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Once: true, MaxJobs: 2}))
+		require.ErrorIs(t, err, lakeshore.ErrInvalid)
+		require.Equal(t, lakeshore.StateQueued, state(t, q, ids[0]).State, "nothing claimed")
+		require.NoError(t, waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Once: true, MaxJobs: 1})))
+		require.Equal(t, lakeshore.StateSucceeded, state(t, q, ids[0]).State)
+		require.Equal(t, lakeshore.StateQueued, state(t, q, ids[1]).State, "one job")
+	})
+
 	t.Run("ConcurrencyAboveOneClaim", func(t *testing.T) {
 		// A concurrency above plane.ClaimMaxLimit claims at most that many jobs at once;
 		// before, its claims asked for Concurrency jobs and the plane refused every one
