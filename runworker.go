@@ -57,8 +57,8 @@ func Handle(queue string, fn HandlerFunc) HandlerBinding {
 // WorkerOptions configure a Worker (NewWorker, RunWorker). A nil *WorkerOptions means all
 // defaults.
 type WorkerOptions struct {
-	// BatchSize caps how many jobs one claim takes. Defaults to Concurrency: a worker with
-	// free slots fills them in one claim.
+	// BatchSize caps how many jobs one claim takes, at most plane.ClaimMaxLimit. Defaults to
+	// Concurrency (capped so): a worker with free slots fills them in one claim.
 	BatchSize int
 
 	// ClaimWait is how long one claim waits for a job (by notification) before the worker
@@ -74,7 +74,8 @@ type WorkerOptions struct {
 	// ExitWhenIdle makes RunWorker return nil once a claim on every queue came back empty
 	// while no handler was running and no queue it serves has a job due now that a
 	// concurrency key holds back (the key's rate limit or "slow down" hold, or the key at
-	// its concurrency limit): such a job counts as work, so the worker waits for it
+	// its concurrency limit), nor a schedule with a tick due that the plane's maintenance
+	// has not fired yet: such a job or tick counts as work, so the worker waits for it
 	// (claiming again every exitIdlePoll) rather than leave it with no worker. A job waiting
 	// out a retry backoff or a delay (a rate-limited job handed back included), or in a
 	// paused queue, does not count as work. Defaults to false: wait for work until stopped.
@@ -129,7 +130,8 @@ type WorkerOptions struct {
 
 	// Once makes RunWorker handle exactly one job and return nil: it waits for a job (until
 	// ctx ends, or not at all with ExitWhenIdle), runs it, settles it. It implies
-	// Concurrency 1 and MaxJobs 1. Defaults to false.
+	// Concurrency 1 and MaxJobs 1 (a MaxJobs above 1 with it is refused, as Python's
+	// run_worker refuses it). Defaults to false.
 	Once bool
 
 	// OnHostSetup runs once, in Start, before the worker registers or claims anything (load
@@ -170,10 +172,15 @@ func (o *WorkerOptions) withDefaults(d *Dispatch, nBindings int) WorkerOptions {
 		out = *o
 	}
 	if out.Once {
-		out.Concurrency, out.MaxJobs = 1, 1
+		out.Concurrency = 1
+		if out.MaxJobs == 0 {
+			out.MaxJobs = 1 // more is refused by validate
+		}
 	}
 	out.Concurrency = cmp.Or(out.Concurrency, ConcurrencyDefault)
-	out.BatchSize = cmp.Or(out.BatchSize, out.Concurrency)
+	if out.BatchSize == 0 {
+		out.BatchSize = min(out.Concurrency, plane.ClaimMaxLimit) // what one claim may take
+	}
 	out.LeaseTTL = cmp.Or(out.LeaseTTL, LeaseTTLDefault)
 	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.LeaseTTL/3)
 	if out.ClaimWait == 0 {
@@ -197,16 +204,18 @@ func (o *WorkerOptions) validate() error {
 	switch {
 	case o.Concurrency < 0:
 		return plane.Invalid("concurrency", o.Concurrency, "use a number ≥ 1, or 0 for the default (1)")
-	case o.BatchSize < 0:
-		return plane.Invalid("batch size", o.BatchSize, "use a number ≥ 1, or 0 for the concurrency")
-	case o.LeaseTTL < 0:
-		return plane.Invalid("lease TTL", o.LeaseTTL, "use a duration > 0, or 0 for the default (30s)")
+	case o.BatchSize < 0 || o.BatchSize > plane.ClaimMaxLimit:
+		return plane.Invalid("batch size", o.BatchSize, fmt.Sprintf("use a number from 1 to %d, or 0 for the concurrency (at most %d)", plane.ClaimMaxLimit, plane.ClaimMaxLimit))
+	case o.LeaseTTL < 0 || o.LeaseTTL > plane.LeaseTTLMax:
+		return plane.Invalid("lease TTL", o.LeaseTTL, fmt.Sprintf("use a duration from 0 (the default, %s) to %s; heartbeat to keep a longer job", LeaseTTLDefault, plane.LeaseTTLMax))
 	case o.HeartbeatInterval < 0 || o.HeartbeatInterval >= o.LeaseTTL:
 		return plane.Invalid("heartbeat interval", o.HeartbeatInterval, "use a duration shorter than the lease, or 0 for a third of it")
 	case o.ClaimWait < 0:
 		return plane.Invalid("claim wait", o.ClaimWait, "use a duration > 0, or 0 for the default (1s)")
 	case o.MaxJobs < 0:
 		return plane.Invalid("max jobs", o.MaxJobs, "use a number ≥ 0 (0: no limit)")
+	case o.Once && o.MaxJobs > 1:
+		return plane.Invalid("max jobs", o.MaxJobs, "use 1 or 0 with once, which runs one job (or drop once)")
 	case o.offersErr != nil:
 		return o.offersErr
 	}
@@ -768,8 +777,10 @@ const (
 // queuesEmpty reports whether no queue the worker serves has a job due now that only a
 // concurrency key keeps from being claimed: held back by the key's rate limit (or a
 // worker's "slow down" hold) or the key at its concurrency limit (KeyStats.Queued of
-// QueueStatsList; delayed jobs and those in retry backoff are not counted). What
-// ExitWhenIdle waits for besides empty claims and no running handler. A paused queue
+// QueueStatsList; delayed jobs and those in retry backoff are not counted), and no
+// schedule of a served queue has a tick due that the plane's maintenance has not fired yet
+// (it submits the fire within its interval: Schedule.NextFire not after now, not paused).
+// What ExitWhenIdle waits for besides empty claims and no running handler. A paused queue
 // counts as empty: no claim takes its jobs until it is resumed.
 func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 	served := map[string]map[string]bool{} // namespace → queue
@@ -787,14 +798,29 @@ func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		paused := map[string]bool{}
 		for _, st := range stats {
-			if st.Paused || !queues[st.Queue] {
+			if !queues[st.Queue] {
+				continue
+			}
+			if st.Paused {
+				paused[st.Queue] = true
 				continue
 			}
 			for _, k := range st.Keys {
 				if k.Queued > 0 {
 					return false, nil
 				}
+			}
+		}
+		schedules, err := w.d.drv.ScheduleList(ctx, ns)
+		if err != nil {
+			return false, err
+		}
+		now := w.d.cfg.Now()
+		for _, sc := range schedules {
+			if queues[sc.Queue] && !paused[sc.Queue] && !sc.Paused && !sc.NextFire.IsZero() && !sc.NextFire.After(now) {
+				return false, nil
 			}
 		}
 	}

@@ -304,6 +304,95 @@ func TestRunWorker(t *testing.T) {
 		}
 	})
 
+	t.Run("ExitWhenIdleWaitsForDueScheduleTicks", func(t *testing.T) {
+		// A schedule of a served queue whose tick is due is work: the plane's maintenance
+		// submits its fire within an interval, and an ExitWhenIdle worker runs it before it
+		// returns. Before, a worker started after a tick came (the embedded plane with no
+		// server running: `lakeshore worker --exit-when-idle` from a timer) found its first
+		// claim empty and returned before its own plane's maintenance fired the tick, so
+		// such workers never ran a schedule's jobs. A paused schedule, one of another
+		// queue and a tick still to come are not work.
+		t.Parallel()
+		var mu sync.Mutex
+		now := time.Date(2031, time.January, 1, 0, 0, 0, 500_000_000, time.UTC)
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		drv, err := sqliteplane.Open(t.Context(), ":memory:", &sqliteplane.Config{Logger: testLogger(t), Now: clock,
+			MaintenanceInterval: 300 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, drv.Close()) })
+		d := lakeshore.New(drv, &lakeshore.Config{Logger: testLogger(t), Now: clock})
+		q, err := d.Queue("eval", nil)
+		require.NoError(t, err)
+		other, err := d.Queue("other", nil)
+		require.NoError(t, err)
+		_, err = q.Schedule(t.Context(), "every-second", "tick", &lakeshore.ScheduleOptions{Every: time.Second})
+		require.NoError(t, err)
+		_, err = q.Schedule(t.Context(), "paused", "paused", &lakeshore.ScheduleOptions{Every: time.Second, Paused: true})
+		require.NoError(t, err)
+		_, err = q.Schedule(t.Context(), "hourly", "hourly", &lakeshore.ScheduleOptions{Every: time.Hour})
+		require.NoError(t, err)
+		_, err = other.Schedule(t.Context(), "elsewhere", "elsewhere", &lakeshore.ScheduleOptions{Every: time.Second})
+		require.NoError(t, err)
+		mu.Lock()
+		now = now.Add(2 * time.Second) // every-second's tick is due; maintenance fires it at its next pass
+		mu.Unlock()
+		var ran []string
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			var p string
+			if err := job.Decode(&p); err != nil {
+				return nil, err
+			}
+			ran = append(ran, p) // concurrency 1
+			return nil, nil
+		}
+		require.NoError(t, waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("eval", fn)},
+			&lakeshore.WorkerOptions{ExitWhenIdle: true})))
+		require.Equal(t, []string{"tick"}, ran, "the due tick's fire ran; nothing else was waited for")
+	})
+
+	t.Run("OnceWithMaxJobsAboveOneRefused", func(t *testing.T) {
+		// Once runs one job: a MaxJobs above 1 with it contradicts it and is refused before
+		// anything is claimed (lakeshore worker --once --max-jobs 5, Python's run_worker
+		// refuses it too); before, it was set to 1 without a word. MaxJobs 1 or 0 is fine.
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		ids := submitN(t, q, 2, nil)
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) { return "ok", nil }
+		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Once: true, MaxJobs: 2}))
+		require.ErrorIs(t, err, lakeshore.ErrInvalid)
+		require.Equal(t, lakeshore.StateQueued, state(t, q, ids[0]).State, "nothing claimed")
+		require.NoError(t, waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Once: true, MaxJobs: 1})))
+		require.Equal(t, lakeshore.StateSucceeded, state(t, q, ids[0]).State)
+		require.Equal(t, lakeshore.StateQueued, state(t, q, ids[1]).State, "one job")
+	})
+
+	t.Run("ConcurrencyAboveOneClaim", func(t *testing.T) {
+		// A concurrency above plane.ClaimMaxLimit claims at most that many jobs at once;
+		// before, its claims asked for Concurrency jobs and the plane refused every one
+		// ("invalid max 1001"), so the worker stopped at its first claim. A lease or batch
+		// size the plane would refuse is refused before anything is claimed.
+		t.Parallel()
+		q, d, _ := setupWorker(t)
+		ids := submitN(t, q, 3, nil)
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) { return "ok", nil }
+		require.NoError(t, waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{ExitWhenIdle: true, Concurrency: plane.ClaimMaxLimit + 1})))
+		for _, id := range ids {
+			require.Equal(t, lakeshore.StateSucceeded, state(t, q, id).State)
+		}
+		later := submitN(t, q, 1, nil)[0]
+		for _, o := range []lakeshore.WorkerOptions{
+			{ExitWhenIdle: true, BatchSize: plane.ClaimMaxLimit + 1},
+			{ExitWhenIdle: true, LeaseTTL: plane.LeaseTTLMax + time.Second},
+		} {
+			err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)}, &o))
+			require.ErrorIs(t, err, lakeshore.ErrInvalid, "%+v", o)
+			require.Equal(t, lakeshore.StateQueued, state(t, q, later).State, "%+v: nothing claimed", o)
+		}
+	})
+
 	t.Run("BatchClaimingUnderConcurrency", func(t *testing.T) {
 		t.Parallel()
 		q, d, spy := setupWorker(t)

@@ -123,6 +123,9 @@ type Schedule struct {
 	LastSkipReason string
 }
 
+// ScheduleEveryRule is what Schedule.Every may be when given (ScheduleEveryMin).
+const ScheduleEveryRule = "use at least 1s, in whole milliseconds"
+
 // CatchUpRule is what Schedule.CatchUp may be.
 const CatchUpRule = `use "once" (fire the latest missed tick, the default), "skip" (fire none) or "all" (fire each)`
 
@@ -290,7 +293,7 @@ func (s *Schedule) Rule() (ScheduleRule, error) {
 		return nil, Invalid("every", s.Every.String(), "give a cron expression or an interval, not both")
 	case s.Every != 0:
 		if s.Every < ScheduleEveryMin || s.Every%time.Millisecond != 0 {
-			return nil, Invalid("every", s.Every.String(), "use at least 1s, in whole milliseconds")
+			return nil, Invalid("every", s.Every.String(), ScheduleEveryRule)
 		}
 		if s.TimeZone != "" {
 			return nil, Invalid("time_zone", s.TimeZone, "an interval schedule ticks on the Unix epoch; give a time zone only with a cron expression")

@@ -198,6 +198,8 @@ type QueueStats struct {
 	// and no claim takes its invocations.
 	Paused bool
 	// Keys are the queue's concurrency keys with jobs claimable or running now, the most
-	// running first, then by key; at most KeyStatsMax of them (nil: none).
+	// running first, then by key; at most KeyStatsMax of them (nil: none), those with jobs
+	// claimable kept before those that only run some, so a key holding back a due job is
+	// listed whenever any is (a worker's ExitWhenIdle reads their Queued).
 	Keys []KeyStats
 }

@@ -64,3 +64,28 @@ func TestDurationFieldsNameThePlaneBound(t *testing.T) {
 	list := b.do(t, "GET", "/v1/schedules?namespace=default", "", nil, "")
 	require.JSONEq(t, `{"schedules": []}`, string(list.body), "nothing stored")
 }
+
+// TestLeaseTTLNamesItsRange: a claim's, settle-and-claim's or heartbeat's lease_ttl out of
+// range — negative, not finite, or past api.MaxLeaseTTL — is refused with one rule that
+// names the whole range (0 to 604800 seconds), and nothing is claimed. Before, a negative
+// or huge value answered "use seconds ≥ 0", which 1e300 is.
+func TestLeaseTTLNamesItsRange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	Q := "/v1/namespaces/default/queues/q"
+	require.Equal(t, 200, b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"payload": 1}`), "").status)
+	const rule = "use seconds from 0 (the default, 30) to 604800 (7 days); heartbeat to keep a longer job"
+	for _, v := range []string{"-1", "1e300", "604801"} {
+		for _, c := range []struct{ path, body, field string }{
+			{Q + "/claim", `{"max": 1, "lease_ttl": ` + v + `}`, "lease_ttl"},
+			{Q + "/settle-and-claim", `{"settles": [], "claim": {"max": 1, "lease_ttl": ` + v + `}}`, "claim.lease_ttl"},
+			{"/v1/heartbeat", `{"heartbeats": [{"id": "01M93CEVJ5BTXWKNBHFMCZEJ6F", "token": "t", "lease_ttl": ` + v + `}]}`, "heartbeats[0].lease_ttl"},
+		} {
+			e := b.do(t, "POST", c.path, api.ContentTypeJSON, []byte(c.body), "").requireError(t, 400, "invalid")
+			require.Equal(t, c.field, e.Details.Field, "%s %s", c.path, v)
+			require.Contains(t, e.Message, rule, "%s %s", c.path, v)
+		}
+	}
+	count := b.do(t, "GET", Q+"/count?state=queued", "", nil, "")
+	require.JSONEq(t, `{"count": 1}`, string(count.body), "nothing was claimed")
+}

@@ -189,8 +189,15 @@ func (s *Server) handleAdmissionSet(w http.ResponseWriter, r *http.Request, p *p
 		return err
 	}
 	// If-Match makes the set conditional on the block's tag (GET's ETag; plane.AdmissionTag):
-	// a block changed meanwhile is 412 changed, and nothing is written.
-	ifMatch := strings.Trim(strings.TrimPrefix(r.Header.Get("If-Match"), "W/"), `"`)
+	// a block changed meanwhile is 412 changed, and nothing is written. One without a tag
+	// is refused, not read as no condition (that would overwrite a block changed meanwhile).
+	var ifMatch string
+	if values := r.Header.Values("If-Match"); len(values) > 0 {
+		ifMatch = strings.Trim(strings.TrimPrefix(strings.TrimSpace(values[0]), "W/"), `"`)
+		if ifMatch == "" {
+			return plane.Invalid("If-Match", values[0], `use the ETag of GET …/admission ("TAG"), or no If-Match for an unconditional set`)
+		}
+	}
 	if err := s.drv.QueueAdmissionSet(r.Context(), &plane.AdmissionParams{Namespace: ns, Queue: q, Admission: *a, IfMatch: ifMatch}); err != nil {
 		return err
 	}

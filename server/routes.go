@@ -205,14 +205,15 @@ func everySeconds(f float64) error {
 // api.MaxLeaseTTL.
 func leaseTTL(field string, f float64) (time.Duration, error) {
 	d, err := seconds(field, f)
-	if err != nil {
-		return 0, plane.Invalid(field, f, "use seconds ≥ 0 (0: the default)")
-	}
-	if d > api.MaxLeaseTTL {
-		return 0, plane.Invalid(field, f, fmt.Sprintf("at most %d seconds (%s); heartbeat to keep a longer job", int64(api.MaxLeaseTTL.Seconds()), api.MaxLeaseTTL))
+	if err != nil || d > api.MaxLeaseTTL {
+		return 0, plane.Invalid(field, f, leaseTTLRule)
 	}
 	return d, nil
 }
+
+// leaseTTLRule is leaseTTL's rule: the whole range, whichever end a value missed.
+var leaseTTLRule = fmt.Sprintf("use seconds from 0 (the default, %d) to %d (%d days); heartbeat to keep a longer job",
+	int64(plane.LeaseTTLDefault.Seconds()), int64(api.MaxLeaseTTL.Seconds()), int64(api.MaxLeaseTTL.Hours()/24))
 
 // Long-polls.
 

@@ -279,6 +279,34 @@ func TestAdmissionOverHTTP(t *testing.T) {
 	require.Equal(t, int64(2), b.total(t))
 }
 
+// TestAdmissionIfMatchEmptyTag: an If-Match that carries no tag (`""`, `W/""`) is a
+// malformed condition, refused as invalid with nothing written. Before, it was read as no
+// condition at all and the PUT overwrote whatever block was stored meanwhile: the lost
+// update a conditional write exists to prevent.
+func TestAdmissionIfMatchEmptyTag(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	require.Equal(t, 200, b.doJSON(t, "PUT", Q+"/admission", map[string]any{"concurrency_limit": 2}, "").status)
+	for _, tag := range []string{`""`, `W/""`, ` `} {
+		req, err := http.NewRequestWithContext(t.Context(), "PUT", b.ts.URL+Q+"/admission",
+			strings.NewReader(`{"concurrency_limit": 3}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", api.ContentTypeJSON)
+		req.Header.Set("If-Match", tag)
+		resp, err := b.ts.Client().Do(req)
+		require.NoError(t, err)
+		data, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		r := &response{status: resp.StatusCode, header: resp.Header, body: data}
+		eb := r.requireError(t, 400, "invalid")
+		require.Equal(t, "If-Match", eb.Details.Field, "If-Match %q", tag)
+		a, err := b.back.QueueAdmissionGet(t.Context(), "default", "jobs")
+		require.NoError(t, err)
+		require.EqualValues(t, 2, a.ConcurrencyLimit, "If-Match %q: nothing written", tag)
+	}
+}
+
 func TestBlockedSubmitHeldWithinLongPollLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &server.Config{LongPollMax: 300 * time.Millisecond})

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // Defaults of the exec worker.
@@ -40,8 +41,19 @@ type execSpec struct {
 	rateLimitedDelay time.Duration
 }
 
-// checkCommand fails early, before anything is claimed, when the command cannot run.
+// checkCommand fails early, before anything is claimed, when the command cannot run or a
+// limit of its runs is out of range.
 func (s *execSpec) checkCommand() error {
+	switch {
+	case s.timeout < 0:
+		return usageError(plane.Invalid("--timeout", s.timeout, "use a duration ≥ 0 (0: none)"))
+	case s.grace < 0:
+		return usageError(plane.Invalid("--grace", s.grace, "use a duration ≥ 0 (0: SIGKILL right after SIGTERM)"))
+	case s.stdoutCap < 0:
+		return usageError(plane.Invalid("--stdout-cap", s.stdoutCap, "use a number of bytes ≥ 0 (0: keep none)"))
+	case s.stderrTail < 0:
+		return usageError(plane.Invalid("--stderr-tail", s.stderrTail, "use a number of bytes ≥ 0 (0: keep none)"))
+	}
 	if len(s.argv) == 0 {
 		return usagef("no command: put it after --, e.g. lakeshore worker QUEUE -- ./work.sh {}")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 func newScheduleCmd(a *app) *cobra.Command {
@@ -57,8 +58,12 @@ schedule's next fire.`,
 			if len(args) == 2 {
 				cron = args[1]
 			}
-			if cron == "" && every == 0 {
+			if cron == "" && !c.Flags().Changed("every") {
 				return usagef(`schedule add: give a cron expression ("0 3 * * *") or --every`)
+			}
+			if c.Flags().Changed("every") && every == 0 {
+				// The plane reads an Every of 0 as none given; this one was given.
+				return plane.Invalid("every", every.String(), plane.ScheduleEveryRule)
 			}
 			if c.Flags().Changed("payload") && file != "" {
 				return usagef("schedule add: give the payload with --payload or --file, not both")

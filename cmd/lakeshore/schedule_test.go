@@ -28,6 +28,14 @@ func TestScheduleVerbs(t *testing.T) {
 			_, errs, code = c.run("", "schedule", "add", "bad", "--every", "10m", "--queue", "eval", "--catch-up", "never")
 			require.Equal(t, exitUsage, code)
 			require.Contains(t, errs, "catch_up")
+			// --every 0s was given, not left out: its answer names it and its bound, as
+			// --every -5s's does.
+			for _, every := range []string{"0s", "0", "-5s"} {
+				_, errs, code = c.run("", "schedule", "add", "bad", "--every", every, "--queue", "eval")
+				require.Equal(t, exitUsage, code, "--every %s", every)
+				require.Contains(t, errs, "invalid every", "--every %s", every)
+				require.Contains(t, errs, "use at least 1s", "--every %s", every)
+			}
 
 			out = c.ok("schedule", "list")
 			require.Contains(t, out, "nightly")

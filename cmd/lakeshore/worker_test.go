@@ -102,3 +102,34 @@ func waitOutputWithin(t *testing.T, b *lockedBuffer, want string, d time.Duratio
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestExecLimitsRefusedBeforeClaiming: a negative --stderr-tail, --stdout-cap, --timeout or
+// --grace of `worker` and `map` exits 2 naming the flag, before anything is claimed. Before,
+// they were taken: --stderr-tail -1 panicked the worker (slice bounds out of range) at the
+// first stderr byte of a claimed job, which stayed running until its lease expired.
+func TestExecLimitsRefusedBeforeClaiming(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	id := c.ok("submit", "q", `"x"`)
+	for _, bad := range [][]string{
+		{"--stderr-tail", "-1"},
+		{"--stdout-cap", "-1"},
+		{"--timeout", "-1s"},
+		{"--grace", "-1s"},
+	} {
+		args := append(append([]string{"worker", "q", "--once"}, bad...), "--", "sh", "-c", "echo out; echo err >&2")
+		_, errs, code := c.run("", args...)
+		require.Equal(t, exitUsage, code, "worker %v: %s", bad, errs)
+		require.Contains(t, errs, "invalid "+bad[0]+" ", "worker %v", bad)
+		require.NotContains(t, errs, "panic", "worker %v", bad)
+		require.Equal(t, "1", c.ok("count", "q", "queued"), "worker %v: nothing claimed", bad)
+
+		args = append(append([]string{"map", "--queue", "m"}, bad...), "--", "sh", "-c", "echo err >&2")
+		_, errs, code = c.run("a\n", args...)
+		require.Equal(t, exitUsage, code, "map %v: %s", bad, errs)
+		require.Contains(t, errs, "invalid "+bad[0]+" ", "map %v", bad)
+	}
+	c.ok("worker", "q", "--once", "--stderr-tail", "0", "--stdout-cap", "0", "--", "sh", "-c", "echo out; echo err >&2")
+	require.Equal(t, "1", c.ok("count", "q", "succeeded"), "0 keeps nothing, and the job runs")
+	require.Contains(t, c.ok("get", id), "succeeded")
+}

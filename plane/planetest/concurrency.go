@@ -192,6 +192,39 @@ func testConcurrency(t *testing.T, s *suite) {
 		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), 3)
 	})
 
+	t.Run("KeyStatsKeepKeysWithBacklog", func(t *testing.T) {
+		// KeyStats lists at most plane.KeyStatsMax keys, most running first; a key with
+		// jobs claimable must still be among them when more keys run, since a worker's
+		// ExitWhenIdle (Go and Python) reads a listed key's Queued to know that a job is
+		// due but held back. Before, 101 keys each running one job pushed out a key held
+		// back by its rate limit (named after them), and such a worker exited with that
+		// job due.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		ps := make([]plane.SubmitParams, plane.KeyStatsMax+1)
+		for i := range ps {
+			ps[i] = plane.SubmitParams{ConcurrencyKey: fmt.Sprintf("a%03d", i), Payload: []byte("1")}
+		}
+		b.submit(t, ps...)
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: len(ps), Worker: "w"}), len(ps))
+		b.setKeys(t, plane.Admission{KeyRateLimit: 0.001, KeyBurst: 1})
+		b.submitKeyed(t, "z-held", 2)
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 2, Worker: "w"}), 1, "z-held starts one job, then waits for its key's next token")
+		b.submitKeyed(t, "a000", 1) // a running key with a backlog too
+		keys := b.keyStats(t)
+		require.Len(t, keys, plane.KeyStatsMax)
+		require.EqualValues(t, 1, keys["z-held"].Queued, "the key with a job due but held back is listed")
+		require.EqualValues(t, 1, keys["a000"].Queued, "the key running one job with one due is listed")
+		stats, err := b.drv.QueueStatsList(b.ctx, b.ns)
+		must(t, err, "queue stats")
+		for _, st := range stats {
+			if st.Queue == b.q {
+				require.Equal(t, "a000", st.Keys[0].Key, "most running first, then by key")
+				require.Equal(t, "z-held", st.Keys[len(st.Keys)-1].Key, "then by key")
+			}
+		}
+	})
+
 	t.Run("LimitChangeApplies", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

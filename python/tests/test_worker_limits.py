@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from lakeshore import Admission, HttpDispatch, InvalidError, SyncQueue, run_worker, udf
+from lakeshore.schedules import remove_schedule, schedules, set_schedule
 
 from .conftest import Server
 from .test_bad_results import UNHOLDABLE
@@ -98,6 +99,30 @@ def test_exit_when_idle_waits_for_jobs_a_key_rate_limit_holds_back(
     assert run_worker(dispatch, queues={qname: body}, concurrency=concurrency, exit_when_idle=True, handle_signals=False) == 4
     assert sorted(body.calls) == [0, 1, 2, 3]
     assert q.count("queued") == 0 and q.count("succeeded") == 4
+
+
+def test_exit_when_idle_runs_a_due_schedule_tick(dispatch: HttpDispatch, qname: str) -> None:
+    # A worker started just after a tick, before the plane's maintenance (every 0.25 s)
+    # fired it, found its claim empty and returned with the tick's job still to come; the
+    # due tick is work, as Go's worker has it. Three rounds, each started 10 ms after a tick.
+    q = SyncQueue(qname, dispatch=dispatch)
+    names = {kind: f"{qname}-{kind}" for kind in ("tick", "later", "paused")}
+    set_schedule(names["tick"], qname, every=1, payload="tick", dispatch=dispatch)
+    set_schedule(names["later"], qname, every=3600, payload="later", dispatch=dispatch)
+    set_schedule(names["paused"], qname, every=1, payload="paused", paused=True, dispatch=dispatch)
+    try:
+        body = Bodies()
+        for round in range(3):
+            (info,) = [s for s in schedules(dispatch.namespace, dispatch=dispatch) if s.name == names["tick"]]
+            assert info.next_fire is not None
+            time.sleep(max(0.0, info.next_fire.timestamp() - time.time()) + 0.01)
+            n = run_worker(dispatch, queues={qname: body}, exit_when_idle=True, handle_signals=False)
+            assert n >= 1, f"round {round}: the tick due when the worker started ran"
+        assert set(body.calls) == {"tick"}
+        assert q.count("queued") == 0
+    finally:
+        for name in names.values():
+            remove_schedule(name, dispatch=dispatch)
 
 
 def test_exit_when_idle_drains_queues_of_two_claim_orders(dispatch: HttpDispatch, qname: str) -> None:

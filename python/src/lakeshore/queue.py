@@ -1068,7 +1068,7 @@ class QueueCore:
 
     async def concurrency_keys(self) -> list[KeyStats]:
         """The queue's concurrency keys with jobs claimable or running, most running first
-        (at most 100)."""
+        (at most 100, those with jobs claimable kept before those that only run some)."""
         ans = await self._call("GET", self.path + "/stats", retry="safe")
         return [_key_stats(k) for k in ans.get("keys") or []]
 
@@ -1818,7 +1818,8 @@ class SyncQueue:
 
     def concurrency_keys(self) -> builtins.list[KeyStats]:
         """The queue's concurrency keys with jobs claimable or running now, the most running
-        first (at most 100): each one's queued and running jobs, limit, weight, token bucket
+        first (at most 100, those with jobs claimable kept before those that only run
+        some): each one's queued and running jobs, limit, weight, token bucket
         and ``rate_wait``, the seconds until its rate limit or a worker's "slow down" hold
         lets it start a job (docs/semantics.md, "Rate limits per key")."""
         return self._d.run(self._core.concurrency_keys())

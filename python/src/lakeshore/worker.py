@@ -710,13 +710,27 @@ class _Worker:
         """Whether no queue the worker serves (a paused one aside: nothing claims its jobs)
         has a job due now that a concurrency key holds back — its rate limit or "slow
         down" hold, or the key at its concurrency limit (``KeyStats.queued`` of the queue's
-        stats; delayed jobs and those in a retry's backoff are not counted). What
+        stats; delayed jobs and those in a retry's backoff are not counted) — nor a schedule
+        with a tick due that the plane's maintenance has not fired yet (it submits the fire
+        within its interval: ``next_fire`` not after now, not paused). What
         ``exit_when_idle`` waits for besides empty claims: Go's ``Worker.queuesEmpty``."""
-        for core in self.cores.values():
+        served = set()
+        for name, core in self.cores.items():
             ans = await core._call("GET", core.path + "/stats", retry="safe")
             if ans.get("paused"):
                 continue
             if any(int(k.get("queued") or 0) > 0 for k in ans.get("keys") or []):
+                return False
+            served.add(name)
+        if not served:
+            return True
+        ans = await self.d._transport.call(
+            "GET", "/v1/schedules", params={"namespace": self.d.namespace}, retry="safe"
+        )
+        now = datetime.now(timezone.utc)
+        for sc in ans.get("schedules") or []:
+            due = sc.get("next_fire")
+            if sc.get("queue") in served and not sc.get("paused") and isinstance(due, datetime) and due <= now:
                 return False
         return True
 
