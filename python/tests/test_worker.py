@@ -234,9 +234,12 @@ WORKER_SCRIPT = textwrap.dedent(
 
     @udf(queue=sys.argv[3], dispatch=d, lease_ttl=float(sys.argv[4]))
     def slow(tag: str, seconds: float) -> str:
-        print("started", os.getpid(), flush=True)
         end = time.monotonic() + seconds
         try:
+            # "started" inside the try: a stop that lands while print returns (the test
+            # signals as soon as it reads the line; a loaded machine may not have run this
+            # thread since) is the body's too, and says "stopped".
+            print("started", os.getpid(), flush=True)
             while time.monotonic() < end:  # Python bytecode between short sleeps: stoppable
                 time.sleep(0.02)
         except lakeshore.JobStopped:
