@@ -223,11 +223,21 @@ func TestClaimAfterFailedRecheckPromotesWithoutWaiting(t *testing.T) {
 	c := <-claimDone
 	require.NoError(t, c.err)
 	require.Len(t, c.jobs, 1)
-	require.Equal(t, high, c.jobs[0].ID, "the claim took the row it held")
+	// Most runs: the claim, first in line for the held row, takes it. About one run in 30
+	// PostgreSQL hands the row to the other promote first (the first waiter follows the
+	// row's update chain after the promoter's commit and can lose its place): the other
+	// then promotes the lower row and commits before the claim goes on, the claim takes the
+	// lower row (oldest first) and no cycle could form; the next claim takes the held one.
+	// Either way no deadlock (checked below) and each row claimed once.
+	rest := low
+	if c.jobs[0].ID != high {
+		require.Equal(t, low, c.jobs[0].ID, "the claim took a row of the two")
+		rest = high
+	}
 	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 2})
 	require.NoError(t, err)
-	require.Len(t, jobs, 1, "the lower row, promoted by the other")
-	require.Equal(t, low, jobs[0].ID)
+	require.Len(t, jobs, 1, "the other row")
+	require.Equal(t, rest, jobs[0].ID)
 	require.NoError(t, promoterConn.Close(ctx))
 	require.NoError(t, otherConn.Close(ctx))
 	requireNoNewDeadlocks(t, conn, planes, before)
