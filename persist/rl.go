@@ -189,10 +189,14 @@ func Admitted(a *Admission, partition string, n int, target, unconsumed, current
 	return nil
 }
 
-// VersionFields are the fields holding a weight version (an integer ≥ 0) that
+// VersionFields returns the fields holding a weight version (an integer ≥ 0) that
 // CheckVersionFields checks: staleness judges WeightVersionField (and
-// LastWeightVersionField), admission TargetVersionField.
-var VersionFields = []string{WeightVersionField, TargetVersionField, LastWeightVersionField}
+// LastWeightVersionField), admission TargetVersionField. Each call returns a new slice.
+func VersionFields() []string { return append([]string(nil), versionFields[:]...) }
+
+// versionFields are the fields of VersionFields, an array so that no caller can change
+// what CheckVersionFields checks.
+var versionFields = [...]string{WeightVersionField, TargetVersionField, LastWeightVersionField}
 
 // CheckVersionFields checks that every version field (VersionFields) a record of recs
 // sets is an integer ≥ 0 (VersionValue): the one check of every write path (a put,
@@ -201,7 +205,7 @@ var VersionFields = []string{WeightVersionField, TargetVersionField, LastWeightV
 // naming records[i].field.
 func CheckVersionFields(recs []Record) error {
 	for i, r := range recs {
-		for _, f := range VersionFields {
+		for _, f := range versionFields {
 			v, ok := r[f]
 			if !ok {
 				continue

@@ -44,7 +44,7 @@ func testVersionFieldsChecked(t *testing.T, q *persist.Queue) {
 	ctx := context.Background()
 	idx := putVersioned(t, q, 1, 1, 0)
 	bad := []any{int64(-1), int64(math.MinInt64), 2.5, -3.0, "old"}
-	for _, f := range persist.VersionFields {
+	for _, f := range persist.VersionFields() {
 		for _, v := range bad {
 			requireInvalid(t, q.PutFields(ctx, persist.DefaultPartition, idx, []persist.Record{{f: v}}))
 			_, err := persist.KV(q).Put(ctx, persist.DefaultPartition, "k", persist.Record{"x": 1, f: v}, nil)
