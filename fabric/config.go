@@ -248,7 +248,13 @@ var (
 	cpusRe     = regexp.MustCompile(`^([0-9]+)(?:\.([0-9]{1,3}))?$|^([0-9]+)m$`)
 	memoryRe   = regexp.MustCompile(`^([0-9]+) ?(B|K|KB|Ki|KiB|M|MB|Mi|MiB|G|GB|Gi|GiB|T|TB|Ti|TiB)?$`)
 	durationRe = regexp.MustCompile(`^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$`)
+	digitsRe   = regexp.MustCompile(`^[0-9]+$`)
 )
+
+// TimeLimitMax bounds a time limit: under 2^32 seconds (about 136 years), in every
+// spelling ("4294967295", "1193046h28m15s"), so that it fits a time.Duration and reads
+// alike in both SDKs.
+const TimeLimitMax = (1<<32 - 1) * time.Second
 
 var memoryUnits = map[string]int64{
 	"": 1, "B": 1,
@@ -297,9 +303,14 @@ func ParseMemory(s string) (int64, error) {
 }
 
 // ParseDuration reads a time limit: seconds ("3600") or hours, minutes and seconds
-// ("2h", "1h30m", "90s"). Errors: a plain error saying what is allowed.
+// ("2h", "1h30m", "90s"), at most TimeLimitMax. Numbers are ASCII digits (no sign).
+// Errors: a plain error saying what is allowed.
 func ParseDuration(s string) (time.Duration, error) {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 && n < 1<<32 {
+	if digitsRe.MatchString(s) {
+		n, err := boundedInt(s, int64(TimeLimitMax/time.Second))
+		if err != nil {
+			return 0, errTimeLimitTooLarge
+		}
 		return time.Duration(n) * time.Second, nil
 	}
 	m := durationRe.FindStringSubmatch(s)
@@ -316,8 +327,13 @@ func ParseDuration(s string) (time.Duration, error) {
 			total += n * unit
 		}
 	}
+	if total > int64(TimeLimitMax/time.Second) {
+		return 0, errTimeLimitTooLarge
+	}
 	return time.Duration(total) * time.Second, nil
 }
+
+var errTimeLimitTooLarge = errors.New("too large: at most 4294967295 seconds (1193046h28m15s)")
 
 func boundedInt(s string, limit int64) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
@@ -379,6 +395,16 @@ func (p *parser) mapping(n *yaml.Node, field string, allowed []string) ([][2]*ya
 	return out, nil
 }
 
+// pairs returns the key and value nodes of a mapping node already checked by mapping.
+func (p *parser) pairs(n *yaml.Node) [][2]*yaml.Node {
+	n = deref(n)
+	var out [][2]*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		out = append(out, [2]*yaml.Node{deref(n.Content[i]), deref(n.Content[i+1])})
+	}
+	return out
+}
+
 func join(field, key string) string {
 	if field == "" {
 		return key
@@ -390,15 +416,26 @@ func (p *parser) scalar(n *yaml.Node, field string) (string, error) {
 	if n.Kind != yaml.ScalarNode {
 		return "", p.fail(n, field, "want a single value (quote text that holds \": \" or starts with { or [)")
 	}
+	if strings.ContainsRune(n.Value, 0) {
+		return "", p.fail(n, field, errNULValue)
+	}
 	return n.Value, nil
 }
+
+// errNULValue refuses a value holding a NUL byte (a YAML "\0"): no command line,
+// environment variable or path can carry one, so it could only fail later, on a worker.
+const errNULValue = "holds a NUL byte (\\0): no value of the project file may (a command, an environment value or a path cannot carry one)"
 
 func (p *parser) strings(n *yaml.Node, field string) ([]string, error) {
 	if isNull(n) {
 		return nil, nil
 	}
 	if n.Kind == yaml.ScalarNode {
-		return []string{n.Value}, nil
+		v, err := p.scalar(n, field)
+		if err != nil {
+			return nil, err
+		}
+		return []string{v}, nil
 	}
 	if n.Kind != yaml.SequenceNode {
 		return nil, p.fail(n, field, "want a list of strings")
@@ -791,6 +828,11 @@ func (p *parser) resources(r *Resources, n *yaml.Node, field string) error {
 			if len(r.Labels) > plane.PlacementLabelsMax {
 				return p.fail(kv[1], sub, fmt.Sprintf("%d labels: at most %d are allowed", len(r.Labels), plane.PlacementLabelsMax))
 			}
+			for _, lv := range p.pairs(kv[1]) {
+				if v := r.Labels[lv[0].Value]; !plane.ValidLabelValue(v) {
+					return p.fail(lv[1], join(sub, lv[0].Value), fmt.Sprintf("bad label value %q: %s", v, plane.PlacementLabelValueRule))
+				}
+			}
 			continue
 		}
 		s, err := p.scalar(kv[1], sub)
@@ -814,7 +856,7 @@ func (p *parser) resources(r *Resources, n *yaml.Node, field string) error {
 			}
 		case "gpus":
 			n, perr := strconv.ParseInt(s, 10, 64)
-			if perr != nil || n < 0 || n > 1024 {
+			if !digitsRe.MatchString(s) || perr != nil || n > 1024 {
 				return p.fail(kv[1], sub, fmt.Sprintf("bad GPU count %q: want an integer 0-1024", s))
 			}
 			r.GPUs = n

@@ -97,7 +97,7 @@ func (r *Requirement) Validate(prefix string) error {
 		if !placementNameRe.MatchString(k) {
 			return Invalid(prefix+".labels key", k, PlacementNameRule)
 		}
-		if v := r.Labels[k]; !validLabelValue(v) {
+		if v := r.Labels[k]; !ValidLabelValue(v) {
 			return Invalid(prefix+".labels["+k+"]", v, PlacementLabelValueRule)
 		}
 	}
@@ -109,7 +109,9 @@ func (o *Offers) Validate(prefix string) error {
 	return (*Requirement)(o).Validate(prefix)
 }
 
-func validLabelValue(v string) bool {
+// ValidLabelValue reports whether v may be a label's value (PlacementLabelValueRule): at
+// most 255 bytes of UTF-8 without control characters.
+func ValidLabelValue(v string) bool {
 	if len(v) > 255 || !validUTF8NoControl(v) {
 		return false
 	}

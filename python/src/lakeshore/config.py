@@ -354,6 +354,17 @@ _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CPUS = re.compile(r"([0-9]+)(?:\.([0-9]{1,3}))?\Z|([0-9]+)m\Z")
 _MEMORY = re.compile(r"([0-9]+) ?(B|K|KB|Ki|KiB|M|MB|Mi|MiB|G|GB|Gi|GiB|T|TB|Ti|TiB)?\Z")
 _DURATION = re.compile(r"(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?\Z")
+_DIGITS = re.compile(r"[0-9]+\Z")
+
+TIME_LIMIT_MAX = (1 << 32) - 1
+"""The longest time limit, in seconds (about 136 years), in every spelling (Go's
+``fabric.TimeLimitMax``)."""
+_TIME_LIMIT_TOO_LARGE = "too large: at most 4294967295 seconds (1193046h28m15s)"
+_NUL_VALUE = (
+    "holds a NUL byte (\\0): no value of the project file may (a command, an environment value or a path cannot carry one)"
+)
+_LABEL_VALUE_RULE = "use 0-255 bytes of printable UTF-8 without control characters"
+
 _UNITS = {
     None: 1, "B": 1,
     "K": 10**3, "KB": 10**3, "Ki": 1 << 10, "KiB": 1 << 10,
@@ -363,13 +374,27 @@ _UNITS = {
 }  # fmt: skip
 
 
+def valid_label_value(v: str) -> bool:
+    """Whether ``v`` may be a label's value: at most 255 bytes of UTF-8 without control
+    characters (Go's ``plane.ValidLabelValue``)."""
+    if len(v.encode("utf-8", "surrogatepass")) > 255:
+        return False
+    return not any(c == "\ufffd" or ord(c) < 0x20 or ord(c) == 0x7F or 0x80 <= ord(c) < 0xA0 or 0xD800 <= ord(c) < 0xE000 for c in v)
+
+
+def _over(digits: str, limit: int) -> bool:
+    """Whether the ASCII digits ``digits`` are a number over ``limit`` (without reading a
+    number longer than Python's int conversion takes)."""
+    return len(digits.lstrip("0")) > len(str(limit)) or int(digits) > limit
+
+
 def parse_cpus(s: str) -> int:
     """A CPU count (``"8"``, ``"0.5"``, ``"500m"``) as millicpus.
 
     Raises:
         ValueError: saying what is allowed."""
     m = _CPUS.match(s)
-    if m is None or (m.group(3) and int(m.group(3)) > 1 << 40) or (m.group(1) and int(m.group(1)) > 1 << 30):
+    if m is None or (m.group(3) and _over(m.group(3), 1 << 40)) or (m.group(1) and _over(m.group(1), 1 << 30)):
         raise ValueError('want a CPU count: a number with at most 3 decimals ("2", "0.5") or millicpus ("500m")')
     if m.group(3):
         return int(m.group(3))
@@ -387,8 +412,10 @@ def parse_memory(s: str) -> int:
         raise ValueError(
             "want a size: an integer with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)"
         )
+    if _over(m.group(1), 1 << 50):
+        raise ValueError("too large")
     n, unit = int(m.group(1)), _UNITS[m.group(2)]
-    if n > 1 << 50 or n > (1 << 62) // unit:
+    if n > (1 << 62) // unit:
         raise ValueError("too large")
     return n * unit
 
@@ -398,7 +425,9 @@ def parse_duration(s: str) -> int:
 
     Raises:
         ValueError: saying what is allowed."""
-    if s.isdigit() and int(s) < 1 << 32:
+    if _DIGITS.match(s):
+        if _over(s, TIME_LIMIT_MAX):
+            raise ValueError(_TIME_LIMIT_TOO_LARGE)
         return int(s)
     m = _DURATION.match(s)
     if m is None or not s:
@@ -406,9 +435,11 @@ def parse_duration(s: str) -> int:
     total = 0
     for g, unit in zip(m.groups(), (3600, 60, 1)):
         if g:
-            if int(g) > 1 << 30:
+            if _over(g, 1 << 30):
                 raise ValueError("too large")
             total += int(g) * unit
+    if total > TIME_LIMIT_MAX:
+        raise ValueError(_TIME_LIMIT_TOO_LARGE)
     return total
 
 
@@ -503,11 +534,13 @@ class _Parser:
     def scalar(self, n: yaml.Node, field: str) -> str:
         if not isinstance(n, yaml.ScalarNode):
             raise self.fail(n, field, "want a single value (quote text that holds \": \" or starts with { or [)")
+        if "\0" in str(n.value):
+            raise self.fail(n, field, _NUL_VALUE)
         return str(n.value)
 
     def strings(self, n: yaml.Node, field: str) -> tuple[str, ...]:
         if isinstance(n, yaml.ScalarNode):
-            return () if n.tag == _NULL else (str(n.value),)
+            return () if n.tag == _NULL else (self.scalar(n, field),)
         if not isinstance(n, yaml.SequenceNode):
             raise self.fail(n, field, "want a list of strings")
         return tuple(self.scalar(c, f"{field}[{i}]") for i, c in enumerate(n.value))
@@ -698,6 +731,10 @@ class _Parser:
                 kw["labels"] = self.string_map(v, sub, _LABEL_KEY, "1-63 of [A-Za-z0-9_./-], starting with a letter or digit")
                 if len(kw["labels"]) > LABELS_MAX:
                     raise self.fail(v, sub, f"{len(kw['labels'])} labels: at most {LABELS_MAX} are allowed")
+                for lk, lv in v.value if isinstance(v, yaml.MappingNode) else ():
+                    if not valid_label_value(kw["labels"][lk.value]):
+                        q = json.dumps(kw["labels"][lk.value], ensure_ascii=False)
+                        raise self.fail(lv, self.join(sub, lk.value), f"bad label value {q}: {_LABEL_VALUE_RULE}")
                 continue
             s = self.scalar(v, sub)
             q = json.dumps(s, ensure_ascii=False)
@@ -716,7 +753,7 @@ class _Parser:
                 if kw["memory_bytes"] > MEMORY_MAX:
                     raise self.fail(v, sub, f"bad memory size {q}: at most 1PiB")
             elif k.value == "gpus":
-                if not s.isdigit() or int(s) > 1024:
+                if not _DIGITS.match(s) or _over(s, 1024):
                     raise self.fail(v, sub, f"bad GPU count {q}: want an integer 0-1024")
                 kw["gpus"] = int(s)
             else:
