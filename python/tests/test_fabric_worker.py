@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -464,3 +465,94 @@ def test_a_code_path_in_metadata_is_refused(mem: lakeshore.Dispatch, tmp_path: P
         with pytest.raises(errors.InvocationError, match="bad code digest"):
             q.result(inv, timeout=10)
     assert "sentiment" not in sys.modules
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (and is not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _wait_for_pid(path: Path, timeout: float = 30) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        time.sleep(0.05)
+    raise AssertionError(f"no pid in {path} within {timeout}s")
+
+
+def _gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+@pytest.mark.timeout(120)
+def test_a_hung_declared_command_is_killed_with_its_attempt(mem: lakeshore.Dispatch, tmp_path: Path) -> None:
+    """A run_setup command that hangs is killed, with what it started, when its attempt
+    times out: nothing of the attempt runs on beside its retry, and the worker goes on.
+    Before, the worker's thread waited on the command for good (the job timed out, the
+    `sleep` ran on, the worker took nothing more)."""
+    pidfile = tmp_path / "sleep.pid"
+    q = lakeshore.SyncQueue("fabric-hung-run-setup", dispatch=mem)
+    run = json.dumps({"run_setup": [f"sleep 300 & echo $! > {pidfile}; wait"]})
+    inv = q.submit({}, metadata={"lakeshore.run": run}, attempt_timeout=2, max_attempts=1)
+    done = threading.Event()
+
+    def work() -> None:
+        handler = {"fabric-hung-run-setup": lambda **kw: "ran"}
+        lakeshore.run_worker(mem, queues=handler, once=True, wait=5, handle_signals=False, trust_declarations=True)
+        done.set()
+
+    threading.Thread(target=work, daemon=True).start()
+    pid = _wait_for_pid(pidfile)
+    with pytest.raises(errors.InvocationError):
+        q.result(inv, timeout=30)
+    assert q.get(inv).state == "timeout"
+    assert done.wait(30), "the worker still waits on the hung command"
+    assert _gone(pid), "the hung command's child runs on after its attempt ended"
+
+
+@pytest.mark.timeout(180)
+def test_a_sigkilled_worker_leaves_no_declared_command_running(server: Server, tmp_path: Path, qname: str) -> None:
+    """A worker SIGKILLed while a declared command runs leaves nothing of it running (its
+    guard kills the command's group and whatever carries its mark, a process that left
+    the group included); the job is claimed again after its lease and ends once."""
+    pidfile, escaped = tmp_path / "sleep.pid", tmp_path / "escaped.pid"
+    gate = tmp_path / "gate"
+    env = _env(server, tmp_path)
+    d = lakeshore.HttpDispatch(server.url, token=server.admin_token)
+    try:
+        q = lakeshore.SyncQueue(qname, dispatch=d)
+        # The second run of the command (the retry) passes the gate the first one waits on.
+        cmd = (
+            f"if [ -e {gate} ]; then exit 0; fi; touch {gate}; "
+            f"setsid sleep 301 & echo $! > {escaped}; sleep 300 & echo $! > {pidfile}; wait"
+        )
+        inv = q.submit({}, metadata={"lakeshore.run": json.dumps({"run_setup": [cmd]})}, max_attempts=3)
+        script = (
+            "import lakeshore; lakeshore.run_worker(queues={%r: lambda **kw: 'ran'}, lease_ttl=2, "
+            "once=True, wait=30, trust_declarations=True)" % qname
+        )
+        worker = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env)
+        try:
+            pid, other = _wait_for_pid(pidfile), _wait_for_pid(escaped)
+            worker.kill()
+            worker.wait(10)
+            assert _gone(pid), "the command's child runs on after its worker was SIGKILLed"
+            assert _gone(other), "a process that left the command's group runs on after its worker was SIGKILLed"
+        finally:
+            worker.kill()
+            worker.wait(10)
+        r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90)
+        assert r.returncode == 0, r.stderr
+        assert q.result(inv, timeout=30) == "ran"
+        got = q.get(inv)
+        assert (got.state, got.attempt) == ("succeeded", 2)
+    finally:
+        d.close()

@@ -5,10 +5,13 @@ environment and its run_setup each time, import its function). docs/fabric.md.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -138,14 +141,18 @@ class Preparer:
         """Whether a job with ``metadata`` needs preparing (a hop off the worker's loop)."""
         return bool(metadata) and (config.META_RUN in metadata or config.META_CODE in metadata)
 
-    def prepare(self, namespace: str, queue: str, metadata: Any, *, own_handler: bool = False) -> Callable[..., Any] | None:
+    def prepare(
+        self, namespace: str, queue: str, metadata: Any, *, own_handler: bool = False, stopped: threading.Event | None = None
+    ) -> Callable[..., Any] | None:
         """Prepare the run (in a worker thread): fetch and unpack its code, run its setup
         commands once per (host key, digest), the host set-up hooks its code registered,
         its env and run_setup commands; return the function it names, or None (the
         worker's own). ``own_handler``: the queue runs a callable the worker's owner gave
         (not thunks, not an ``@udf``), whose submitters may not ship code or commands to it
-        unless the worker trusts them. Raises what failed (the attempt fails)."""
-        decl = json.loads(metadata.get(config.META_RUN) or "{}")
+        unless the worker trusts them. ``stopped``, set when the job is stopped, kills a
+        declared command that still runs (CommandStopped). Raises what failed (the attempt
+        fails)."""
+        decl = _declaration(metadata.get(config.META_RUN) or "{}")
         digest = metadata.get(config.META_CODE, "")
         if not self.trust:
             declared = [k for k in ("setup", "run_setup", "env") if decl.get(k)]
@@ -190,7 +197,7 @@ class Preparer:
             env_key = (host_key, digest)
             if env_key not in self.prepared:
                 for cmd in decl.get("setup") or []:
-                    _shell(cmd, cwd, None, "setup")
+                    _shell(cmd, cwd, None, "setup", stopped)
                 self.prepared.add(env_key)
             if env_key[0]:
                 if env_key[0] in self.warm:
@@ -207,7 +214,7 @@ class Preparer:
             self.saved_env = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
             for cmd in decl.get("run_setup") or []:
-                _shell(cmd, cwd, env, "run_setup")
+                _shell(cmd, cwd, env, "run_setup", stopped)
         return fn
 
 
@@ -226,9 +233,155 @@ class Preparer:
                 os.environ[k] = v
 
 
-def _shell(cmd: str, cwd: str, env: dict[str, str] | None, what: str) -> None:
-    full_env = {**os.environ, **env} if env else None
-    p = subprocess.run(cmd, shell=True, cwd=cwd, env=full_env, capture_output=True, text=True)
+def _declaration(text: str) -> dict[str, Any]:
+    """The run declaration of a job's metadata (``lakeshore.run``), its commands and env
+    checked: the metadata is whatever a submitter wrote, not necessarily a project file's.
+
+    Raises:
+        ValueError: saying which field is wrong and what it must be."""
+    try:
+        decl = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"the run declaration ({config.META_RUN}) is not JSON: {e}") from None
+    if not isinstance(decl, dict):
+        raise ValueError(f"the run declaration ({config.META_RUN}) must be a JSON object")
+    for key in ("setup", "run_setup"):
+        cmds = decl.get(key) or []
+        if not isinstance(cmds, list) or not all(isinstance(c, str) and "\0" not in c for c in cmds):
+            raise ValueError(f"the run declaration's {key} must be a list of commands (strings without a NUL byte)")
+    env = decl.get("env") or {}
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and config._ENV_KEY.match(k) and isinstance(v, str) and "\0" not in v for k, v in env.items()
+    ):
+        raise ValueError(
+            "the run declaration's env must map environment variable names ([A-Za-z_][A-Za-z0-9_]*) "
+            "to strings without a NUL byte"
+        )
+    return decl
+
+
+class CommandStopped(RuntimeError):
+    """A declared command killed because its job was stopped (killed, its lease lost, the
+    worker's second signal) while it ran."""
+
+
+COMMAND_POLL = 0.1
+"""Seconds between two looks, while a declared command runs, at whether its job was
+stopped."""
+
+
+def _shell(cmd: str, cwd: str, env: dict[str, str] | None, what: str, stopped: threading.Event | None = None) -> None:
+    """Run a declared command with ``sh`` in ``cwd``: in a process group of its own, known
+    to the worker's guard (so a worker that dies, even by SIGKILL, leaves nothing of it
+    running), and killed with its whole group as soon as ``stopped`` is set (its job was
+    killed or lost its lease: nothing of an attempt runs on beside its retry).
+
+    Raises:
+        CommandStopped: ``stopped`` was set; RuntimeError: the command failed."""
+    guard = _command_guard()
+    full_env = {**os.environ, **(env or {}), GUARD_ENV: guard.mark}
+    p = subprocess.Popen(
+        cmd, shell=True, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+    )  # fmt: skip
+    guard.add(p.pid)
+    out = err = ""
+    try:
+        while True:
+            try:
+                out, err = p.communicate(timeout=COMMAND_POLL)
+                break
+            except subprocess.TimeoutExpired:
+                if stopped is not None and stopped.is_set():
+                    raise CommandStopped(f"{what} command {cmd!r} was stopped: its job was killed or lost its lease") from None
+    finally:
+        if p.returncode is None:
+            # Stopped, or the worker's thread left otherwise: the command's whole group goes.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+        guard.remove(p.pid)
     if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip()[-500:]
+        tail = (err or out).strip()[-500:]
         raise RuntimeError(f"{what} command {cmd!r} exited with {p.returncode}: {tail}")
+
+
+GUARD_ENV = "LAKESHORE_COMMAND_GUARD"
+"""The environment variable every declared command of a Python worker carries (and
+whatever it starts inherits), set to its worker's guard's mark: the guard kills the
+processes that carry it when the worker dies, those that left the command's process group
+included (Go's exec worker has the same, ``LAKESHORE_EXEC_GUARD``)."""
+
+# The guard: a process of its own that reads "+PGID" and "-PGID" lines (a command's
+# process group started, ended) from a pipe of its worker; when the pipe closes — the
+# worker exited or died, even by SIGKILL — it kills every group still registered and every
+# process carrying its mark. It ignores terminal signals: it must outlive its worker.
+_GUARD_SOURCE = r"""
+import os, signal, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+    signal.signal(s, signal.SIG_IGN)
+mark = ("%s=%s" % (sys.argv[1], sys.argv[2])).encode()
+groups = set()
+for line in sys.stdin.buffer:
+    line = line.strip()
+    if len(line) > 1 and line[1:].isdigit() and int(line[1:]) > 1:
+        (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+me = os.getpid()
+for _ in range(3):  # a process forked while the first pass ran is found by the next
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as f:
+                if mark in f.read().split(b"\0"):
+                    os.kill(int(name), signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+class _CommandGuard:
+    """A worker process's guard of its declared commands (started at its first command)."""
+
+    def __init__(self) -> None:
+        self.mark = os.urandom(16).hex()
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _GUARD_SOURCE, GUARD_ENV, self.mark],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+        )  # fmt: skip
+
+    def _send(self, line: str) -> None:
+        with self.lock, contextlib.suppress(OSError, ValueError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+
+    def pid_changed(self) -> bool:
+        """Whether this is a forked child of the process that started the guard (which
+        then needs its own)."""
+        return self.pid != os.getpid()
+
+    def add(self, pgid: int) -> None:
+        self._send(f"+{pgid}")
+
+    def remove(self, pgid: int) -> None:
+        self._send(f"-{pgid}")
+
+
+_guard: _CommandGuard | None = None
+_guard_lock = threading.Lock()
+
+
+def _command_guard() -> _CommandGuard:
+    global _guard
+    with _guard_lock:
+        if _guard is None or _guard.pid_changed():
+            _guard = _CommandGuard()
+        return _guard

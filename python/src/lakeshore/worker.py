@@ -968,7 +968,7 @@ class _Worker:
         try:
             if self.preparer.needed(job.metadata) or lifecycle.pending_host_setup() or lifecycle.has_run_setup():
                 # The run's code, setup and hooks, off the loop (they block).
-                shipped = await asyncio.get_running_loop().run_in_executor(self.pool, self._before_body, job)
+                shipped = await asyncio.get_running_loop().run_in_executor(self.pool, self._before_body, job, r.stopped)
                 if shipped is not None:
                     fn = shipped
                 wake = self.register_wake
@@ -1019,9 +1019,11 @@ class _Worker:
         except errors.DispatchError as e:
             log.warning("lakeshore worker: could not confirm the release of lost job %s: %s", job.id, e)
 
-    def _before_body(self, job: Job) -> Callable[..., Any] | None:
+    def _before_body(self, job: Job, stopped: threading.Event) -> Callable[..., Any] | None:
         """In a worker thread: prepare a run that carries a declaration (its code, setup,
-        env, run_setup; the function it ships), then the lifecycle hooks."""
+        env, run_setup; the function it ships), then the lifecycle hooks. A declared
+        command still running when the job is stopped (``stopped`` set) is killed and the
+        job's outcome is JobStopped."""
         fn = None
         if self.preparer.needed(job.metadata):
             # A queue served by name (thunks) or by an @udf runs its submitters' code by
@@ -1029,7 +1031,10 @@ class _Worker:
             # owner trusts the submitters (docs/fabric.md, "Who may run commands on a worker").
             handler = self.handlers.get(job.queue)
             own = not (handler is _run_thunk or isinstance(handler, UDF))
-            fn = self.preparer.prepare(job.namespace, job.queue, job.metadata, own_handler=own)
+            try:
+                fn = self.preparer.prepare(job.namespace, job.queue, job.metadata, own_handler=own, stopped=stopped)
+            except _fabric.CommandStopped:
+                raise JobStopped(job.id) from None
         lifecycle.run_host_setup()
         lifecycle.run_run_setup()
         return fn
