@@ -400,15 +400,34 @@ func (s *Snapshot) BuildArchive() error {
 	if s.Archive != nil {
 		return nil
 	}
-	var buf bytes.Buffer
-	if err := WriteArchive(&buf, s.root, s.Files); err != nil {
+	// The archive stops at the ceiling: a tree with a large file in it (a checkpoint left
+	// in the project) costs the ceiling in memory, not the file's size.
+	buf := &ceilingBuffer{limit: s.limit}
+	if err := WriteArchive(buf, s.root, s.Files); err != nil {
+		if errors.Is(err, errOverCeiling) {
+			return codeErr("the code archive of %s is over the ceiling of %d bytes compressed (code.max_size in %s; exclude large files with code.mounts' exclude)", s.root, s.limit, ConfigFileName)
+		}
 		return err
-	}
-	if int64(buf.Len()) > s.limit {
-		return codeErr("the code archive of %s is %d bytes compressed, over the ceiling of %d (code.max_size in %s; exclude large files with code.mounts' exclude)", s.root, buf.Len(), s.limit, ConfigFileName)
 	}
 	s.Archive = buf.Bytes()
 	return nil
+}
+
+// errOverCeiling is a ceilingBuffer's write past its limit.
+var errOverCeiling = errors.New("over the code archive's ceiling")
+
+// ceilingBuffer is a bytes.Buffer that refuses (errOverCeiling) a write that would take it
+// past limit bytes.
+type ceilingBuffer struct {
+	bytes.Buffer
+	limit int64
+}
+
+func (b *ceilingBuffer) Write(p []byte) (int, error) {
+	if int64(b.Len())+int64(len(p)) > b.limit {
+		return 0, errOverCeiling
+	}
+	return b.Buffer.Write(p)
 }
 
 // WriteArchive writes the deterministic archive of files (read again from root, and

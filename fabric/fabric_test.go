@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -625,5 +627,40 @@ func TestReadGitContext(t *testing.T) {
 	g, err = ReadGitContext(sub)
 	if err != nil || g.Commit != head || g.Dirty || g.DiffSHA256 != "" {
 		t.Fatalf("a clean project directory in a dirty repository, GIT_DIR set: %+v, %v", g, err)
+	}
+}
+
+// TestArchiveOverTheCeilingCostsTheCeiling: a tree holding a large incompressible file (a
+// checkpoint left in the project) is refused at the ceiling without its whole archive in
+// memory. Before, BuildArchive compressed the whole tree into memory and compared after:
+// 648 MB resident for a 200 MB file and a 1 MB ceiling (`lakeshore submit --mode`).
+func TestArchiveOverTheCeilingCostsTheCeiling(t *testing.T) {
+	root := t.TempDir()
+	big := make([]byte, 32<<20)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "checkpoint.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big = nil
+	snap, err := Scan(root, &Code{Mounts: []Mount{{Path: "."}}, MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	err = snap.BuildArchive()
+	runtime.ReadMemStats(&after)
+	var ce *CodeError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "over the ceiling of 1048576") {
+		t.Fatalf("BuildArchive: %v; want a *CodeError over the ceiling", err)
+	}
+	if snap.Archive != nil {
+		t.Error("an archive over the ceiling was kept")
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 8<<20 {
+		t.Errorf("BuildArchive allocated %d MiB for a 1 MiB ceiling and a 32 MiB file: want the ceiling's order, not the tree's", allocated>>20)
 	}
 }

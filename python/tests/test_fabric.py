@@ -310,3 +310,23 @@ def test_a_worker_killed_mid_unpack_leaves_no_entry(tmp_path: Path) -> None:
     assert not tmp.exists(), "the killed worker's leftover was not swept"
     d = cache.put(snap.digest, archive.read_bytes())
     assert len(os.listdir(d)) == 200
+
+
+def test_an_archive_over_the_ceiling_costs_the_ceiling(tmp_path: Path) -> None:
+    """A tree holding a large incompressible file (a checkpoint left in the project) is
+    refused at the ceiling without the file or the whole archive in memory. Before, every
+    file was read whole and the whole tree compressed into memory before the comparison."""
+    import tracemalloc
+
+    (tmp_path / "checkpoint.bin").write_bytes(os.urandom(32 << 20))
+    snap = code.snapshot(tmp_path, config.Code(mounts=(config.Mount("."),), max_bytes=1 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(code.CodeError, match="over the ceiling of 1048576"):
+            snap.archive(1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"archiving took {peak >> 20} MiB at its peak for a 1 MiB ceiling and a 32 MiB file"
+    small = code.snapshot(tmp_path, config.Code(mounts=(config.Mount("."),)))
+    assert len(small.archive(64 << 20)) > 32 << 20  # under the ceiling: the whole archive

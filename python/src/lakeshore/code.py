@@ -336,14 +336,52 @@ class Snapshot:
         Raises:
             CodeError: over ``max_bytes`` compressed (> 0), or a file changed since the
                 snapshot."""
-        buf = io.BytesIO()
-        write_archive(buf, self.root, self.files)
-        data = buf.getvalue()
-        if max_bytes > 0 and len(data) > max_bytes:
+        # The archive stops at the ceiling: a tree with a large file in it (a checkpoint left
+        # in the project) costs the ceiling in memory, not the file's size.
+        buf = _CeilingBuffer(max_bytes)
+        try:
+            write_archive(buf, self.root, self.files)
+        except _OverCeiling:
             raise CodeError(
-                f"the code archive of {self.root} is {len(data)} bytes compressed, over the ceiling of {max_bytes} "
+                f"the code archive of {self.root} is over the ceiling of {max_bytes} bytes compressed "
                 "(code.max_size in lakeshore.yaml; exclude large files with code.mounts' exclude)"
-            )
+            ) from None
+        return buf.getvalue()
+
+
+class _OverCeiling(Exception):
+    """A write past a _CeilingBuffer's limit."""
+
+
+class _CeilingBuffer(io.BytesIO):
+    """A BytesIO that refuses (_OverCeiling) a write taking it past ``limit`` bytes (0: no
+    limit)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def write(self, b: Any) -> int:
+        if self.limit > 0 and self.tell() + memoryview(b).nbytes > self.limit:
+            raise _OverCeiling
+        return super().write(b)
+
+
+class _HashingReader(io.RawIOBase):
+    """Reads at most ``size`` bytes of ``src``, hashing them."""
+
+    def __init__(self, src: Any, size: int) -> None:
+        self.src, self.left, self.sha = src, size, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0 or n > self.left:
+            n = self.left
+        data: bytes = self.src.read(n)
+        self.left -= len(data)
+        self.sha.update(data)
         return data
 
 
@@ -588,11 +626,15 @@ def write_archive(out: io.BufferedIOBase | io.BytesIO, root: str, files: Iterabl
             for f in sorted(files, key=lambda f: f.path.encode("utf-8")):
                 info = tarfile.TarInfo(f.path)
                 info.size, info.mode, info.mtime, info.uid, info.gid = f.size, 0o755 if f.executable else 0o644, 0, 0, 0
+                changed = CodeError(f"{f.path} changed while the code was archived: submit again")
                 with open(os.path.join(root, f.path), "rb") as src:
-                    data = src.read(f.size + 1)
-                if len(data) != f.size or hashlib.sha256(data).digest() != f.sha256:
-                    raise CodeError(f"{f.path} changed while the code was archived: submit again")
-                tar.addfile(info, io.BytesIO(data))
+                    reader = _HashingReader(src, f.size)  # read in pieces: a large file is never whole in memory
+                    try:
+                        tar.addfile(info, reader)
+                    except OSError:  # shorter than when it was hashed
+                        raise changed from None
+                    if src.read(1) or reader.sha.digest() != f.sha256:
+                        raise changed
 
 
 def read_archive(data: bytes | io.BufferedIOBase, dest: str | None, *, max_bytes: int = 4 << 30, max_files: int = 200_000) -> tuple[list[File], str]:
