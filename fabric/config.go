@@ -656,9 +656,18 @@ func CheckHostAddress(address string) error {
 		if _, err := netip.ParseAddr(address); err != nil {
 			return fmt.Errorf("bad host %q: want a host name or an IP address without a port (the port goes in port:)", address)
 		}
+		return nil
+	}
+	if !hostNameRe.MatchString(address) {
+		// Errors print the host in a command to copy (ssh-keyscan … HOST >> known_hosts): a
+		// name is only what a host name can be, so no copied line runs more than it says.
+		return fmt.Errorf("bad host %q: want a host name (up to 253 of letters, digits, \".\", \"-\" and \"_\", starting with a letter, digit or \"_\") or an IP address", address)
 	}
 	return nil
 }
+
+// hostNameRe is what a host name of an inventory may be.
+var hostNameRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}$`)
 
 // CheckPlaneURL reports, as a sentence, what is wrong with u as a plane_url (the
 // LAKESHORE_URL a provider's workers reach the plane by): it must be an http:// or https://

@@ -92,7 +92,18 @@ def host_address_problem(address: str) -> str:
             ipaddress.ip_address(address)
         except ValueError:
             return f"bad host {json.dumps(address)}: want a host name or an IP address without a port (the port goes in port:)"
+        return ""
+    if not _HOST_NAME.match(address):
+        # Errors print the host in a command to copy (ssh-keyscan … HOST >> known_hosts): a
+        # name is only what a host name can be, so no copied line runs more than it says.
+        return (
+            f"bad host {json.dumps(address, ensure_ascii=False)}: want a host name (up to 253 of letters, digits, "
+            '".", "-" and "_", starting with a letter, digit or "_") or an IP address'
+        )
     return ""
+
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}\Z")
 
 
 def plane_url_problem(url: str) -> str:
