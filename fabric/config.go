@@ -173,8 +173,13 @@ func (e *ConfigError) Error() string {
 var ErrNoConfig = errors.New("no " + ConfigFileName + " in the working directory or its parents (set " + EnvConfig + " to name one)")
 
 // Find returns the project file's path: $LAKESHORE_CONFIG when getenv returns it, else
-// lakeshore.yaml in dir or the nearest parent that has one. getenv nil means os.Getenv.
-// Errors: ErrNoConfig.
+// lakeshore.yaml in dir or the nearest parent that has one. A file found in a parent
+// directory must belong to the user running this, or to root: the walk up never takes a
+// file another user left above the working directory (a /tmp/lakeshore.yaml on a shared
+// machine would otherwise choose a submitter's commands and code, or a supervisor's hosts
+// and the plane URL its workers send their token to), as git refuses a repository another
+// user owns. getenv nil means os.Getenv. Errors: ErrNoConfig; *ConfigError for a parent's
+// file of another user (naming it, and $LAKESHORE_CONFIG to take it anyway).
 func Find(dir string, getenv func(string) string) (string, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -186,9 +191,16 @@ func Find(dir string, getenv func(string) string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	start := dir
 	for {
 		p := filepath.Join(dir, ConfigFileName)
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			if dir != start {
+				if owner, ok := fileOwner(st); ok && owner != os.Getuid() && owner != 0 {
+					return "", &ConfigError{File: p, Message: fmt.Sprintf("found above the working directory %s, and it belongs to another user (uid %d): "+
+						"refusing a project file someone else may have left there; set %s=%s to use it, or put a %s in your project", start, owner, EnvConfig, p, ConfigFileName)}
+				}
+			}
 			return p, nil
 		}
 		parent := filepath.Dir(dir)

@@ -664,3 +664,49 @@ func TestArchiveOverTheCeilingCostsTheCeiling(t *testing.T) {
 		t.Errorf("BuildArchive allocated %d MiB for a 1 MiB ceiling and a 32 MiB file: want the ceiling's order, not the tree's", allocated>>20)
 	}
 }
+
+// TestFindRefusesAParentsFileOfAnotherUser: the walk up from the working directory never
+// takes a lakeshore.yaml another user left in a parent directory (a /tmp/lakeshore.yaml on
+// a shared machine); one in the working directory itself, root's, the user's own, or one
+// named by $LAKESHORE_CONFIG is taken. Before, the first one found was used, whoever wrote it.
+func TestFindRefusesAParentsFileOfAnotherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give a file to another user (chown)")
+	}
+	root := t.TempDir()
+	deep := filepath.Join(root, "a", "b")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(root, ConfigFileName)
+	if err := os.WriteFile(planted, []byte("modes:\n  m: {setup: [touch /tmp/pwned]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	none := func(string) string { return "" }
+	if err := os.Chown(planted, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Find(deep, none)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Code() != "invalid_config" || !strings.Contains(err.Error(), "belongs to another user (uid 4242)") ||
+		!strings.Contains(err.Error(), EnvConfig+"="+planted) {
+		t.Fatalf("Find below another user's file: %v; want a *ConfigError naming the owner and %s", err, EnvConfig)
+	}
+	if _, err := Load(deep, none); !errors.As(err, &ce) {
+		t.Errorf("Load below another user's file: %v; want the *ConfigError", err)
+	}
+	// In the working directory itself, or named by $LAKESHORE_CONFIG: taken.
+	if p, err := Find(root, none); err != nil || p != planted {
+		t.Errorf("Find in the file's own directory: %q, %v", p, err)
+	}
+	if p, err := Find(deep, func(k string) string { return map[string]string{EnvConfig: planted}[k] }); err != nil || p != planted {
+		t.Errorf("Find with %s: %q, %v", EnvConfig, p, err)
+	}
+	// Root's or the user's own: taken from a parent.
+	if err := os.Chown(planted, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := Find(deep, none); err != nil || p != planted {
+		t.Errorf("Find below root's file: %q, %v", p, err)
+	}
+}

@@ -92,6 +92,28 @@ def test_ssh_inventory() -> None:
     assert lab.hosts[0].offers == config.Resources()
 
 
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to give a file to another user (chown)")
+def test_find_refuses_a_parents_file_of_another_user(tmp_path: Path) -> None:
+    """The walk up from the working directory never takes a lakeshore.yaml another user
+    left in a parent directory (a /tmp/lakeshore.yaml on a shared machine); one in the
+    working directory itself, root's, or one named by $LAKESHORE_CONFIG is taken (Go's
+    TestFindRefusesAParentsFileOfAnotherUser). Before, the first one found was used."""
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    planted = tmp_path / "lakeshore.yaml"
+    planted.write_text("modes:\n  m: {setup: [touch /tmp/pwned]}\n")
+    os.chown(planted, 4242, 4242)
+    with pytest.raises(config.ConfigError, match=r"belongs to another user \(uid 4242\)") as e:
+        config.find(deep, environ={})
+    assert f"LAKESHORE_CONFIG={planted}" in str(e.value) and e.value.code == "invalid_config"
+    with pytest.raises(config.ConfigError, match="belongs to another user"):
+        config.load(deep, environ={})
+    assert config.find(tmp_path, environ={}) == planted
+    assert config.find(deep, environ={"LAKESHORE_CONFIG": str(planted)}) == planted
+    os.chown(planted, 0, 0)
+    assert config.find(deep, environ={}) == planted
+
+
 def test_find_and_modes(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "lakeshore.yaml").write_text("modes:\n  gpu:\n    resources: {gpus: 2}\n    time_limit: 1h30m\n")

@@ -312,7 +312,13 @@ class Config:
 def find(start: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
     """The project file: ``$LAKESHORE_CONFIG`` when set, else ``lakeshore.yaml`` in
     ``start`` (default: the working directory) or its nearest parent that has one; None
-    when there is none."""
+    when there is none. A file found in a parent directory must belong to the user running
+    this, or to root: the walk up never takes a file another user left above the working
+    directory (a ``/tmp/lakeshore.yaml`` on a shared machine), as Go's ``fabric.Find``.
+
+    Raises:
+        ConfigError: a parent's file belongs to another user (naming it, and
+            ``$LAKESHORE_CONFIG`` to take it anyway)."""
     env = os.environ if environ is None else environ
     if env.get(ENV_CONFIG):
         return Path(env[ENV_CONFIG]).absolute()
@@ -320,6 +326,14 @@ def find(start: str | os.PathLike[str] | None = None, environ: Mapping[str, str]
     for p in (d, *d.parents):
         f = p / CONFIG_FILE
         if f.is_file():
+            owner = f.stat().st_uid if hasattr(os, "getuid") else None
+            if p != d and owner is not None and owner not in (os.getuid(), 0):
+                raise ConfigError(
+                    str(f), 0, "",
+                    f"found above the working directory {d}, and it belongs to another user (uid {owner}): "
+                    f"refusing a project file someone else may have left there; set {ENV_CONFIG}={f} to use it, "
+                    f"or put a {CONFIG_FILE} in your project",
+                )  # fmt: skip
             return f
     return None
 
