@@ -191,3 +191,27 @@ func urlForms(forms []string, target string, depth int) []string {
 	}
 	return forms
 }
+
+// secretEnvWords are the words (between underscores) of an environment variable's name
+// that make its value a secret to print: HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD,
+// OPENAI_API_KEY (TOKENIZERS_PARALLELISM is not one: whole words only).
+var secretEnvWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PWD", "CREDENTIAL", "CREDENTIALS", "APIKEY", "AUTH", "KEY"}
+
+// RedactEnv returns an environment variable's value as it may be printed (a CLI table, a
+// log line): "xxxxx" when the variable's name says it holds a secret (a word of
+// secretEnvWords between its underscores; PWD alone is the working directory, not one),
+// else RedactURL of the value. For display only: what a worker receives is unchanged.
+func RedactEnv(name, value string) string {
+	if value == "" {
+		return value
+	}
+	upper := strings.ToUpper(name)
+	if upper != "PWD" && upper != "OLDPWD" {
+		for _, word := range strings.Split(upper, "_") {
+			if slices.Contains(secretEnvWords, word) {
+				return "xxxxx"
+			}
+		}
+	}
+	return RedactURL(value)
+}

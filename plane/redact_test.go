@@ -103,3 +103,23 @@ func TestRedactURLIn(t *testing.T) {
 		t.Errorf("RedactURLIn without the URL = %q", got)
 	}
 }
+
+func TestRedactEnv(t *testing.T) {
+	for _, c := range []struct{ name, value, want string }{
+		{"HF_TOKEN", "hf_abc", "xxxxx"},
+		{"LAKESHORE_TOKEN", "t", "xxxxx"},
+		{"AWS_SECRET_ACCESS_KEY", "s", "xxxxx"},
+		{"OPENAI_API_KEY", "k", "xxxxx"},
+		{"db_password", "p", "xxxxx"},
+		{"GOOGLE_APPLICATION_CREDENTIALS", "/k.json", "xxxxx"},
+		{"TOKENIZERS_PARALLELISM", "false", "false"},
+		{"PWD", "/home/x", "/home/x"},
+		{"HF_HOME", "/cache/hf", "/cache/hf"},
+		{"DATA", "postgres://u:pw@h/d", "postgres://u:xxxxx@h/d"},
+		{"HF_TOKEN", "", ""},
+	} {
+		if got := RedactEnv(c.name, c.value); got != c.want {
+			t.Errorf("RedactEnv(%q, %q) = %q, want %q", c.name, c.value, got, c.want)
+		}
+	}
+}

@@ -217,7 +217,7 @@ func (a *app) printProvider(ref *lakeshore.ProviderRef) error {
 	}
 	tw.row("worker command", shellJoin(command))
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-		tw.row("worker env", fmt.Sprintf("%s=%s", k, plane.RedactURL(p.Env[k])))
+		tw.row("worker env", fmt.Sprintf("%s=%s", k, plane.RedactEnv(k, p.Env[k]))) // a secret's value is not printed
 	}
 	r := p.Resources
 	var res []string

@@ -91,3 +91,23 @@ func TestQueueProvider(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueProviderHidesSecretEnv: `lakeshore queue get` prints the worker env of a
+// provider's policy without the values of secrets (a name with TOKEN, SECRET, PASSWORD,
+// KEY… as a word), which land in terminals and CI logs; --json keeps them (what the
+// supervisor's tooling reads). Before, `worker env  HF_TOKEN=hf_…` was printed in full.
+func TestQueueProviderHidesSecretEnv(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("queue", "set", "a", "--provider", "local", "--worker-command", "sh -c true",
+		"--worker-env", "HF_TOKEN=hf_sekret1", "--worker-env", "AWS_SECRET_ACCESS_KEY=sekret2",
+		"--worker-env", "DB_PASSWORD=sekret3", "--worker-env", "TOKENIZERS_PARALLELISM=false",
+		"--worker-env", "DATA=postgres://u:sekret4@db/x")
+	text := c.ok("queue", "get", "a")
+	require.NotContains(t, text, "sekret")
+	require.Regexp(t, `worker env\s+HF_TOKEN=xxxxx`, text)
+	require.Regexp(t, `worker env\s+AWS_SECRET_ACCESS_KEY=xxxxx`, text)
+	require.Regexp(t, `worker env\s+TOKENIZERS_PARALLELISM=false`, text, "a word of the name, not a part of a word")
+	require.Regexp(t, `worker env\s+DATA=postgres://u:xxxxx@db/x`, text)
+	require.Contains(t, c.ok("--json", "queue", "get", "a"), "hf_sekret1")
+}
