@@ -419,6 +419,24 @@ func TestFromConfig(t *testing.T) {
 	if h2.Port != 2222 || h2.User != "other" || h2.Workers != 4 || h2.Pool != "big" || h2.Offers.GPUs != 8 || h2.Offers.MemoryBytes != 512<<30 {
 		t.Errorf("host 2 %+v", h2)
 	}
+	// Relative key and known_hosts paths are the project file's, whatever the working
+	// directory (before, they were the supervisor's working directory's).
+	rel, err := fabric.Parse("/etc/lakeshore/lakeshore.yaml", []byte("providers:\n  p:\n    type: ssh\n    key_file: keys/id\n"+
+		"    known_hosts: known_hosts, ~/.ssh/known_hosts\n    hosts:\n      - {host: a}\n      - {host: b, key_file: /k/id}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	relCfg, err := sshprovider.FromConfig(rel.File, rel.Providers["p"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, _ := os.UserHomeDir()
+	if want := []string{"/etc/lakeshore/known_hosts", filepath.Join(home, ".ssh/known_hosts")}; !slices.Equal(relCfg.KnownHosts, want) {
+		t.Errorf("known_hosts %v, want %v", relCfg.KnownHosts, want)
+	}
+	if relCfg.Hosts[0].KeyFile != "/etc/lakeshore/keys/id" || relCfg.Hosts[1].KeyFile != "/k/id" {
+		t.Errorf("key files %q, %q: want /etc/lakeshore/keys/id, /k/id", relCfg.Hosts[0].KeyFile, relCfg.Hosts[1].KeyFile)
+	}
 	for _, tc := range []struct{ yaml, field, contains string }{
 		{"providers:\n  p:\n    type: ssh\n", "providers.p.hosts", "missing"},
 		{"providers:\n  p:\n    type: ssh\n    usr: x\n    hosts: [a]\n", "providers.p.usr", `unknown key "usr"`},
