@@ -556,3 +556,43 @@ def test_a_sigkilled_worker_leaves_no_declared_command_running(server: Server, t
         assert (got.state, got.attempt) == ("succeeded", 2)
     finally:
         d.close()
+
+
+@pytest.mark.timeout(180)
+def test_a_sigkilled_worker_leaves_no_child_of_its_body_running(server: Server, tmp_path: Path, qname: str) -> None:
+    """A body's own subprocess (a `torchrun` of a training job) dies with its worker, even
+    when the worker is SIGKILLed: it would otherwise run on beside the job's retry. The job
+    is claimed again after its lease and ends once, on its second attempt."""
+    pidfile, gate = tmp_path / "child.pid", tmp_path / "gate"
+    env = _env(server, tmp_path)
+    d = lakeshore.HttpDispatch(server.url, token=server.admin_token)
+    try:
+        q = lakeshore.SyncQueue(qname, dispatch=d)
+        inv = q.submit({}, max_attempts=3)
+        script = textwrap.dedent(f"""
+            import os, subprocess, lakeshore
+            def body():
+                if os.path.exists({str(gate)!r}):
+                    return "ran"
+                open({str(gate)!r}, "w").close()
+                child = subprocess.Popen(["sleep", "302"], start_new_session=True)
+                open({str(pidfile)!r}, "w").write(str(child.pid))
+                child.wait()
+            lakeshore.run_worker(queues={{{qname!r}: body}}, lease_ttl=2, once=True, wait=30)
+        """)
+        worker = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env)
+        try:
+            pid = _wait_for_pid(pidfile)
+            worker.kill()
+            worker.wait(10)
+            assert _gone(pid), "the body's child runs on after its worker was SIGKILLed"
+        finally:
+            worker.kill()
+            worker.wait(10)
+        r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90)
+        assert r.returncode == 0, r.stderr
+        assert q.result(inv, timeout=30) == "ran"
+        got = q.get(inv)
+        assert (got.state, got.attempt) == ("succeeded", 2)
+    finally:
+        d.close()

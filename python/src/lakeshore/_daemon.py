@@ -336,6 +336,9 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("LAKESHORE_URL", None)
     env.pop("LAKESHORE_ADMIN_TOKEN", None)
+    # A daemon is no part of a worker's jobs: a worker's guard (lakeshore._fabric) must not
+    # take it for something a body left running.
+    env.pop("LAKESHORE_COMMAND_GUARD", None)
     return env
 
 

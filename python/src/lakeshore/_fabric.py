@@ -375,6 +375,19 @@ class _CommandGuard:
         self._send(f"-{pgid}")
 
 
+def guard_children() -> None:
+    """Put this process under its guard (Linux): every process it starts from now on — a
+    body's ``subprocess`` calls, what they start in turn — carries the guard's mark in its
+    environment, so a worker that dies, even by SIGKILL, leaves nothing of its attempts
+    running beside their retries (the guard kills every process with the mark once the
+    worker's pipe closes, as Go's exec worker's guard does for its commands). A process the
+    worker started before, or one that clears its environment, is not covered; the SDK's
+    daemons drop the mark (they are no attempt's)."""
+    if not sys.platform.startswith("linux"):
+        return
+    os.environ[GUARD_ENV] = _command_guard().mark
+
+
 _guard: _CommandGuard | None = None
 _guard_lock = threading.Lock()
 

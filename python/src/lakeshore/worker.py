@@ -1532,6 +1532,8 @@ def run_worker(
             else trust_declarations
         ),
     )
+    # What the bodies start dies with this worker, even when it is SIGKILLed.
+    _fabric.guard_children()
     # Host set-up before any claim: a hook that raises fails the start, not the jobs.
     lifecycle._set_phase("setup")
     lifecycle.run_host_setup()
