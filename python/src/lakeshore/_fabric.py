@@ -395,6 +395,9 @@ _guard_lock = threading.Lock()
 def _command_guard() -> _CommandGuard:
     global _guard
     with _guard_lock:
-        if _guard is None or _guard.pid_changed():
+        if _guard is None or _guard.pid_changed() or _guard.proc.poll() is not None:  # none, forked, or killed
+            old = _guard.mark if _guard is not None else None
             _guard = _CommandGuard()
+            if old is not None and os.environ.get(GUARD_ENV) == old:
+                os.environ[GUARD_ENV] = _guard.mark  # this process's children: the new guard's
         return _guard
