@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -662,8 +661,6 @@ func secondMember(br *bufio.Reader, err error) error {
 	return nil
 }
 
-// mkdirInside creates dir (inside root) with its parents, refusing a path that leaves
-// root through an existing symbolic link.
 // readerMessage is the message of a gzip or tar reader's error without the Go package
 // name it starts with ("archive/tar: invalid tar header" is "invalid tar header").
 func readerMessage(err error) string {
@@ -674,6 +671,8 @@ func readerMessage(err error) string {
 	return msg
 }
 
+// mkdirInside creates dir (inside root) with its parents, refusing a path that leaves
+// root through an existing symbolic link.
 func mkdirInside(root, dir string) error {
 	rel, err := filepath.Rel(root, dir)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
@@ -694,7 +693,7 @@ func mkdirInside(root, dir string) error {
 		case err != nil:
 			return err
 		case !st.IsDir():
-			return codeErr("the code archive uses %q both as a file and as a directory", strconv.Quote(cur))
+			return codeErr("the code archive uses %q both as a file and as a directory", filepath.ToSlash(strings.TrimPrefix(cur, root+string(filepath.Separator))))
 		}
 	}
 	return nil
