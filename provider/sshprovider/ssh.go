@@ -756,6 +756,7 @@ func (p *Provider) dialHost(ctx context.Context, h *host) (*ssh.Client, error) {
 func (p *Provider) dialError(h *host, keyErr, err error) error {
 	var ke *knownhosts.KeyError
 	var re *knownhosts.RevokedError
+	var ne *ssh.AlgorithmNegotiationError
 	files := strings.Join(p.cfg.KnownHosts, ", ")
 	switch {
 	case errors.As(keyErr, &re):
@@ -768,6 +769,13 @@ func (p *Provider) dialError(h *host, keyErr, err error) error {
 			h.addr(), ke.Want[0].Filename, ke.Want[0].Line)
 	case keyErr != nil:
 		return fmt.Errorf("host %s: host key check: %w", h.addr(), keyErr)
+	case errors.As(err, &ne) && ne.What == "host key":
+		// Asked only for the key types known_hosts holds for the host (hostKeyAlgorithms),
+		// the host has none of them: its key changed type (reinstalled) or it is not the
+		// host known_hosts knows. A refusal, not a host that does not answer.
+		return fmt.Errorf("host %s presented no host key of a type known_hosts (%s) holds for it (known: %s; the host has: %s): "+
+			"refusing to connect (if the host was reinstalled, check its new key and replace its line, e.g. with ssh-keyscan -p %d %s)",
+			h.addr(), files, strings.Join(ne.SupportedAlgorithms, ", "), strings.Join(ne.RequestedAlgorithms, ", "), h.Port, h.Address)
 	case strings.Contains(err.Error(), "unable to authenticate"):
 		how := "key file " + h.KeyFile
 		if h.KeyFile == "" {

@@ -2,6 +2,8 @@ package sshprovider_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"net"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/lakeshore-dev/lakeshore/fabric"
@@ -289,6 +292,32 @@ func TestHostKeys(t *testing.T) {
 	err = p.Launch(ctx, &provider.Launch{ID: newID(), Command: []string{"true"}})
 	if err == nil || !strings.Contains(err.Error(), "differs from the one in "+changed+":1") {
 		t.Errorf("a changed host key: %v", err)
+	}
+
+	// known_hosts holds a key of another type for the host (an RSA key; the host has only
+	// ed25519): refused as a host key problem, not taken for a host that does not answer
+	// (before: "host not reachable: … no common algorithm for host key", ErrUnreachable).
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaPub, err := ssh.NewPublicKey(&rsaKey.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherType := filepath.Join(t.TempDir(), "known_hosts")
+	line = knownhosts.Line([]string{net.JoinHostPort("127.0.0.1", strconv.Itoa(f.servers[0].Port))}, rsaPub)
+	if err := os.WriteFile(otherType, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.KnownHosts = []string{otherType}
+	if p, err = sshprovider.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	err = p.Launch(ctx, &provider.Launch{ID: newID(), Command: []string{"true"}})
+	if err == nil || errors.Is(err, sshprovider.ErrUnreachable) || !strings.Contains(err.Error(), "presented no host key of a type known_hosts") ||
+		!strings.Contains(err.Error(), "known: rsa-sha2-512") || !strings.Contains(err.Error(), "the host has: ssh-ed25519") {
+		t.Errorf("a host key of another type: %v (unreachable: %v)", err, errors.Is(err, sshprovider.ErrUnreachable))
 	}
 }
 
