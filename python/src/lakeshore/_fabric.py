@@ -332,7 +332,11 @@ for pgid in groups:
     except OSError:
         pass
 me = os.getpid()
-for _ in range(3):  # a process forked while the first pass ran is found by the next
+try:
+    pids = os.listdir("/proc")
+except OSError:  # no /proc (macOS): the groups alone
+    pids = []
+for _ in range(3 if pids else 0):  # a process forked while the first pass ran is found by the next
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
