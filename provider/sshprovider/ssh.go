@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/user"
@@ -29,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -819,7 +821,7 @@ var probeKey = func() ssh.PublicKey {
 // used at the next connection), else the SSH agent. Errors never hold the key's content.
 func (p *Provider) auth(h *host) (ssh.AuthMethod, func(), error) {
 	if h.KeyFile != "" {
-		b, err := os.ReadFile(h.KeyFile)
+		b, err := readKeyFile(h.KeyFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("host %s: read key file: %w", h.addr(), err)
 		}
@@ -843,6 +845,33 @@ func (p *Provider) auth(h *host) (ssh.AuthMethod, func(), error) {
 		return nil, nil, fmt.Errorf("host %s: SSH agent at SSH_AUTH_SOCK: %w", h.addr(), err)
 	}
 	return ssh.PublicKeysCallback(agent.NewClient(conn).Signers), func() { _ = conn.Close() }, nil
+}
+
+// maxKeyFileBytes bounds a key file's size: an OpenSSH private key is a few KiB (an RSA
+// key of 16,384 bits under 13 KiB).
+const maxKeyFileBytes = 1 << 20
+
+// readKeyFile reads a private key file: a regular file of at most maxKeyFileBytes. It is
+// opened without blocking and checked before it is read, so a key_file naming a FIFO, a
+// device (/dev/zero) or a huge file is an error at once instead of a supervisor that
+// hangs or fills its memory.
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): name the private key's file", path, st.Mode().Type())
+	}
+	if st.Size() > maxKeyFileBytes {
+		return nil, fmt.Errorf("%s has %d bytes: a private key has a few KiB (at most %d bytes are read)", path, st.Size(), maxKeyFileBytes)
+	}
+	return io.ReadAll(io.LimitReader(f, maxKeyFileBytes))
 }
 
 // dirLine sets $d to the host's directory: relative to the remote home unless absolute.

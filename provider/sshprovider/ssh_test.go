@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -318,6 +319,45 @@ func TestHostKeys(t *testing.T) {
 	if err == nil || errors.Is(err, sshprovider.ErrUnreachable) || !strings.Contains(err.Error(), "presented no host key of a type known_hosts") ||
 		!strings.Contains(err.Error(), "known: rsa-sha2-512") || !strings.Contains(err.Error(), "the host has: ssh-ed25519") {
 		t.Errorf("a host key of another type: %v (unreachable: %v)", err, errors.Is(err, sshprovider.ErrUnreachable))
+	}
+}
+
+// TestKeyFileNotAKey: a key_file naming a FIFO, a device or a huge file fails the call at
+// once with what it is, instead of a supervisor that hangs opening the FIFO (nothing ever
+// writes to it: before, Check never returned) or reads /dev/zero until its memory is gone.
+func TestKeyFileNotAKey(t *testing.T) {
+	f := newFixture(t, 1, "127.0.0.1")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "id_fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "id_huge")
+	if err := os.WriteFile(huge, make([]byte, 2<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{fifo, "is not a regular file (p"},
+		{"/dev/zero", "is not a regular file (D"},
+		{huge, "has 2097152 bytes: a private key has a few KiB"},
+	} {
+		cfg := f.cfg
+		cfg.Hosts = []sshprovider.Host{cfg.Hosts[0]}
+		cfg.Hosts[0].KeyFile = tc.path
+		p, err := sshprovider.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- p.Check(context.Background()) }()
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("key_file %s: Check has not returned in 20 s", tc.path)
+		}
+		if err == nil || !strings.Contains(err.Error(), "read key file: "+tc.path) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("key_file %s: %v; want it to say %q", tc.path, err, tc.want)
+		}
 	}
 }
 
