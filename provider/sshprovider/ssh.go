@@ -116,6 +116,12 @@ func New(cfg Config) (*Provider, error) {
 		}
 		cfg.KnownHosts = []string{filepath.Join(home, ".ssh", "known_hosts")}
 	}
+	for _, f := range cfg.KnownHosts {
+		// knownhosts reads each file whole: a FIFO would hang it, a device fill memory.
+		if st, err := os.Stat(f); err == nil && !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("ssh provider %s: known_hosts %s is not a regular file (%s): name a known_hosts file", cfg.Name, f, st.Mode().Type())
+		}
+	}
 	cb, err := knownhosts.New(cfg.KnownHosts...)
 	if err != nil {
 		return nil, fmt.Errorf("ssh provider %s: read known_hosts (%s): %w", cfg.Name, strings.Join(cfg.KnownHosts, ", "), err)

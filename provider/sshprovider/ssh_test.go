@@ -359,6 +359,22 @@ func TestKeyFileNotAKey(t *testing.T) {
 			t.Errorf("key_file %s: %v; want it to say %q", tc.path, err, tc.want)
 		}
 	}
+	// known_hosts likewise: refused when the provider is made, before any read.
+	for _, path := range []string{fifo, "/dev/zero"} {
+		cfg := f.cfg
+		cfg.KnownHosts = []string{path}
+		done := make(chan error, 1)
+		go func() { _, err := sshprovider.New(cfg); done <- err }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("known_hosts %s: New has not returned in 20 s", path)
+		}
+		if err == nil || !strings.Contains(err.Error(), "known_hosts "+path+" is not a regular file") {
+			t.Errorf("known_hosts %s: %v", path, err)
+		}
+	}
 }
 
 // TestErrorsHoldNoSecrets: a failed launch (the command is not on the host), a refused
