@@ -762,6 +762,7 @@ class _Worker:
         deadline = time.monotonic() + self.wait
         pending: _Pending | None = None
         ready: Job | None = None  # claimed by the body's thread with the last job's settle
+        job: Job | None
         try:
             while not self.draining:
                 index = turn % len(claimers)
