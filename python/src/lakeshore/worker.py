@@ -1141,6 +1141,9 @@ class _Worker:
         core, job = r.core, r.job
         r.due = None  # no more heartbeats: the settle ends the lease
         self.running.pop(job.id, None)
+        # Not held from now on (the loop's turn drops it once answered; nothing reads it
+        # before): a beat answered "lease lost" while the settle is in flight is no loss.
+        core.held.pop(job.id, None)
         settled = self._settle_of(core, job, ("ack", result), False)
         assert settled is not None  # an ack always settles
         item = SettleClaim(
