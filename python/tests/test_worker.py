@@ -85,6 +85,97 @@ def test_the_four_body_kinds(mem: lakeshore.Dispatch) -> None:
         assert list(q.stream(inv, timeout=10)) == frames
 
 
+def _one_slot_worker(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch, on_turn: Any = None) -> tuple[list[Any], list[Any]]:
+    """Wrap QueueCore.settle_and_claim_blocking (record each turn: its thread and answer,
+    then call on_turn(worker)) and _Worker (record each made)."""
+    from lakeshore import queue as lsqueue
+    from lakeshore import worker as lsworker
+
+    turns: list[Any] = []
+    workers: list[Any] = []
+    real_turn = lsqueue.QueueCore.settle_and_claim_blocking
+    real_init = lsworker._Worker.__init__
+
+    def turn(self: Any, item: Any) -> Any:
+        answer = real_turn(self, item)
+        turns.append((threading.current_thread().name, item, answer))
+        if on_turn is not None:
+            on_turn(workers[0], len(turns))
+        return answer
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        workers.append(self)
+
+    monkeypatch.setattr(lsqueue.QueueCore, "settle_and_claim_blocking", turn)
+    monkeypatch.setattr(lsworker._Worker, "__init__", init)
+    return turns, workers
+
+
+def test_one_slot_settles_and_claims_on_the_body_s_thread(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker of one slot running sync bodies sends each succeeded job's settle with its
+    next claim from the body's thread (one blocking request a job, no hop through the
+    worker's and the client's loops); every job runs once and its result is stored."""
+    turns, _ = _one_slot_worker(mem, monkeypatch)
+    ran: list[int] = []
+
+    @udf(queue="turns", dispatch=mem)
+    def double(i: int) -> int:
+        ran.append(i)
+        return 2 * i
+
+    invs = [double.submit(i) for i in range(20)]
+    stop = threading.Event()
+    t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": [double], "stop": stop, "wait": 0.5}, daemon=True)
+    t.start()
+    q = double.queue()
+    assert [q.result(inv, timeout=30) for inv in invs] == [2 * i for i in range(20)]
+    stop.set()
+    t.join(30)
+    assert not t.is_alive()
+    assert sorted(ran) == list(range(20))
+    assert all(q.get(inv).attempt == 1 for inv in invs)
+    # Each job's settle went from a body thread; the first 19 claimed the next job with it.
+    assert len(turns) == 20 and all(name.startswith("lakeshore-body") for name, _, _ in turns)
+    assert [answer[1] is not None for _, _, answer in turns] == [True] * 19 + [False]
+    assert all(answer[0] is None for _, _, answer in turns)
+
+
+def test_a_job_claimed_with_the_settle_as_the_drain_begins_is_given_back(
+    mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain begins while a body's thread settles and claims: the job that turn
+    claimed is given back unrun (outcome released, its attempt not counted), nothing more
+    is claimed, and the worker returns."""
+    stop = threading.Event()
+
+    def on_turn(worker: Any, n: int) -> None:
+        if n == 3:  # the third turn claimed job 3: drain before the slot takes it
+            stop.set()
+            deadline = time.monotonic() + 20
+            while not worker.draining and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert worker.draining
+
+    _one_slot_worker(mem, monkeypatch, on_turn)
+
+    @udf(queue="turn-drain", dispatch=mem)
+    def same(i: int) -> int:
+        return i
+
+    invs = [same.submit(i) for i in range(6)]
+    t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": [same], "stop": stop, "wait": 0.5}, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive()
+    q = same.queue()
+    assert [q.result(inv, timeout=5) for inv in invs[:3]] == [0, 1, 2]
+    back = q.get(invs[3])
+    assert back.state == "queued" and back.attempt == 0, back
+    assert back.error is not None and back.error["type"] == "released", back.error
+    assert all(q.get(inv).state == "queued" and q.get(inv).attempt == 0 for inv in invs[4:])
+
+
 def test_once_with_nothing_to_do_returns(mem: lakeshore.Dispatch) -> None:
     @udf(queue="idle", dispatch=mem)
     def f() -> None:

@@ -642,6 +642,27 @@ class SettleClaim:
 
 
 
+def _settle_claim_answers(
+    items: list[SettleClaim], ans: Mapping[str, Any]
+) -> list[tuple[BaseException | None, Mapping[str, Any] | None] | BaseException]:
+    """Each turn's answer in a ``POST …/settle-and-claim`` answer ``ans`` to items: its
+    settle's error (or None) and the fields of the job it claimed (or None)."""
+    results = ans.get("results") or []
+    jobs = list(ans.get("jobs") or [])
+    out: list[tuple[BaseException | None, Mapping[str, Any] | None] | BaseException] = []
+    k = 0
+    for it in items:
+        err = None
+        if it.settle is not None:
+            r = results[k] if k < len(results) else None
+            k += 1
+            e = r.get("error") if isinstance(r, Mapping) else None
+            err = errors.error_from_body(e) if e else None
+        job = jobs.pop(0) if it.claim and jobs else None
+        out.append((err, job))
+    return out
+
+
 def _result_of(id: str, inv: Invocation) -> Any:
     """The decoded result of ended invocation ``inv``, or the error its terminal state
     means (InvocationFailedError, …)."""
@@ -1331,20 +1352,7 @@ class QueueCore:
                     out[i] = (errs[k], None)
                     k += 1
             return out
-        first = items[wanting[0]]
-        claim: dict[str, Any] = {"kind": self.kind, "max": len(wanting), "wait": 0.0}
-        if self.kind == "boltzmann":
-            claim["temperature"] = self.temperature
-        if first.lease_ttl is not None:
-            claim["lease_ttl"] = first.lease_ttl
-        if first.worker:
-            claim["worker"] = first.worker
-        if self.also:
-            claim["queues"] = self.also
-        if self.offers:
-            claim["offers"] = self.offers
-        if self.warm is not None and (warm := self.warm()):
-            claim["warm_host_keys"] = warm
+        claim = self._settle_claim_claim(items[wanting[0]], len(wanting))
         deadlines = [d for _, d in settles if d is not None]
         try:
             ans = await self._call(
@@ -1381,19 +1389,51 @@ class QueueCore:
                         job = got
                 out[i] = (err, job)
             return out
-        results = ans.get("results") or []
-        jobs = list(ans.get("jobs") or [])
-        k = 0
-        for i, it in enumerate(items):
-            err = None
-            if it.settle is not None:
-                r = results[k] if k < len(results) else None
-                k += 1
-                e = r.get("error") if isinstance(r, Mapping) else None
-                err = errors.error_from_body(e) if e else None
-            job = jobs.pop(0) if it.claim and jobs else None
-            out[i] = (err, job)
-        return out
+        return _settle_claim_answers(items, ans)
+
+    def _settle_claim_claim(self, first: SettleClaim, n: int) -> dict[str, Any]:
+        """The ``claim`` of a ``POST …/settle-and-claim`` for n turns that want a job, the
+        first of them ``first`` (its lease and worker stand for all)."""
+        claim: dict[str, Any] = {"kind": self.kind, "max": n, "wait": 0.0}
+        if self.kind == "boltzmann":
+            claim["temperature"] = self.temperature
+        if first.lease_ttl is not None:
+            claim["lease_ttl"] = first.lease_ttl
+        if first.worker:
+            claim["worker"] = first.worker
+        if self.also:
+            claim["queues"] = self.also
+        if self.offers:
+            claim["offers"] = self.offers
+        if self.warm is not None and (warm := self.warm()):
+            claim["warm_host_keys"] = warm
+        return claim
+
+    def settle_and_claim_blocking(self, item: SettleClaim) -> tuple[BaseException | None, Mapping[str, Any] | None]:
+        """:meth:`settle_and_claim_future`'s turn, made on the calling thread and waited for
+        there: a turn that claims goes as one ``POST …/settle-and-claim`` on a blocking
+        keep-alive connection (:meth:`~lakeshore._transport.HttpTransport.call_blocking`),
+        without the two thread hops through the client's loop. A request that could not be
+        made that way (``NOT_SENT``: an ``https://`` server, a failed connection, an answer
+        to retry) or that the server refused as a whole goes :meth:`settle_and_claim_future`'s
+        way, which makes the attempts and sends each settle on its own route when refused;
+        a settle is fenced by its token, so one that went twice is answered, not applied
+        twice. A turn that only settles goes that way too (it has its own route).
+
+        Raises:
+            RuntimeError: called on the client loop's own thread."""
+        portal = self.dispatch._portal
+        if item.claim and not portal.in_portal():
+            body = {"settles": [] if item.settle is None else [item.settle], "claim": self._settle_claim_claim(item, 1)}
+            try:
+                ans = self.dispatch._transport.call_blocking("POST", self.path + "/settle-and-claim", body)
+            except errors.DispatchError:
+                ans = NOT_SENT  # refused as a whole: the loop's way sends the settle on its own
+            if ans is not NOT_SENT:
+                answer = _settle_claim_answers([item], ans)[0]
+                assert not isinstance(answer, BaseException)
+                return answer
+        return wait_future(portal, self.settle_and_claim_future(item))
 
     async def _settles_each(self, settles: list[tuple[dict[str, Any], float | None]]) -> list[BaseException | None]:
         if not settles:

@@ -414,6 +414,16 @@ held back by its concurrency key waits before claiming and counting again (Go's
 _Pending = tuple[QueueCore, dict[str, Any], float | None, Job]
 
 
+@dataclasses.dataclass
+class _Turned:
+    """A finished job whose settle the body's thread sent with the slot's next claim
+    (:meth:`_Worker._turn`): the settle, and the answer — (the settle's error or None, the
+    claimed job's fields or None), or the exception the request ended with."""
+
+    settled: _Pending
+    answer: tuple[BaseException | None, Mapping[str, Any] | None] | BaseException
+
+
 def _offers_or_env(offers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """The worker's offers: those given, else ``$LAKESHORE_OFFERS`` read in ``--offers`` form
     (docs/providers.md, "Launching by shape"), else None."""
@@ -513,6 +523,10 @@ class _Worker:
         self.running: dict[str, _Running] = {}
         self.done = 0
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lakeshore-body")
+        # One slot over one claim order, with no budget nor idle exit to count claims against:
+        # the body's thread settles a succeeded sync job and claims the next one itself
+        # (_turn), without handing the job back to this loop and the turn to the client's.
+        self.turns_on_thread = concurrency == 1 and not once and not max_jobs and not exit_when_idle and len(self.claimers) == 1
         self.claims: set[asyncio.Task[Any]] = set()
         self.keeper_wake: asyncio.Event | None = None
         # The registrar's wake (on the client's loop) and the warm keys last registered: a
@@ -747,12 +761,17 @@ class _Worker:
         turn = i
         deadline = time.monotonic() + self.wait
         pending: _Pending | None = None
+        ready: Job | None = None  # claimed by the body's thread with the last job's settle
+        job: Job | None
         try:
             while not self.draining:
                 index = turn % len(claimers)
                 core = claimers[index]
                 name = ",".join([core.name, *core.also])
-                if not self._reserve():
+                if ready is not None:
+                    job, ready = ready, None
+                    turn += 1
+                elif not self._reserve():
                     # max_jobs: the budget is claimed, or held by claims in flight. Settle
                     # the finished job alone, then stop or wait for a share to come back.
                     if pending is not None:
@@ -761,77 +780,94 @@ class _Worker:
                     if await self._budget_spent():
                         return
                     continue
-                turn += 1
-                got = False  # whether the claim reserved above got a job
-                if pending is not None:
-                    # Settle the finished job and claim the next one in one request.
-                    settled, pending = pending, None
-                    self.claiming += 1
-                    try:
-                        job = await self._settle_and_claim(core, settled, claim=not self.draining)
-                        got = job is not None
-                    except errors.DispatchError as e:
-                        if isinstance(e, errors.InvalidError):
-                            _raise_refused_offers(e)
-                            continue  # a payload that does not decode: failed already
-                        job = None
-                    finally:
-                        self.claiming -= 1
-                        self._resolve(got)
-                    if job is None:
-                        continue  # the queue is empty: the next turn long-polls
                 else:
-                    if self.exit_when_idle:
-                        wait = 0.0  # an empty answer is what tells it is idle
-                    elif self.once:
-                        wait = max(0.0, deadline - time.monotonic())
+                    turn += 1
+                    got = False  # whether the claim reserved above got a job
+                    if pending is not None:
+                        # Settle the finished job and claim the next one in one request.
+                        settled, pending = pending, None
+                        self.claiming += 1
+                        try:
+                            job = await self._settle_and_claim(core, settled, claim=not self.draining)
+                            got = job is not None
+                        except errors.DispatchError as e:
+                            if isinstance(e, errors.InvalidError):
+                                _raise_refused_offers(e)
+                                continue  # a payload that does not decode: failed already
+                            job = None
+                        finally:
+                            self.claiming -= 1
+                            self._resolve(got)
+                        if job is None:
+                            continue  # the queue is empty: the next turn long-polls
                     else:
-                        wait = 5.0 if len(claimers) == 1 else 0.5
-                    claim = asyncio.ensure_future(self._claim(core, wait))
-                    self.claims.add(claim)
-                    self.claiming += 1
-                    try:
-                        job = await claim
-                        got = job is not None
-                    except asyncio.CancelledError:
-                        if self.draining:
-                            return
-                        raise
-                    except errors.DispatchError as e:
-                        if isinstance(e, errors.InvalidError):
-                            _raise_refused_offers(e)
-                            continue  # a payload that does not decode: failed by claim() already
-                        if e.code == "closed":
-                            return  # the dispatch was closed: nothing more to claim
-                        log.warning("lakeshore worker: claim from %s failed: %s", name, e)
-                        await asyncio.sleep(1.0)
-                        continue
-                    finally:
-                        self.claims.discard(claim)
-                        self.claiming -= 1
-                        self._resolve(got)
-                    if job is None:
                         if self.exit_when_idle:
-                            if await self._drained(index):
+                            wait = 0.0  # an empty answer is what tells it is idle
+                        elif self.once:
+                            wait = max(0.0, deadline - time.monotonic())
+                        else:
+                            wait = 5.0 if len(claimers) == 1 else 0.5
+                        claim = asyncio.ensure_future(self._claim(core, wait))
+                        self.claims.add(claim)
+                        self.claiming += 1
+                        try:
+                            job = await claim
+                            got = job is not None
+                        except asyncio.CancelledError:
+                            if self.draining:
+                                return
+                            raise
+                        except errors.DispatchError as e:
+                            if isinstance(e, errors.InvalidError):
+                                _raise_refused_offers(e)
+                                continue  # a payload that does not decode: failed by claim() already
+                            if e.code == "closed":
+                                return  # the dispatch was closed: nothing more to claim
+                            log.warning("lakeshore worker: claim from %s failed: %s", name, e)
+                            await asyncio.sleep(1.0)
+                            continue
+                        finally:
+                            self.claims.discard(claim)
+                            self.claiming -= 1
+                            self._resolve(got)
+                        if job is None:
+                            if self.exit_when_idle:
+                                if await self._drained(index):
+                                    return
+                                continue
+                            if self.once and time.monotonic() >= deadline and turn % len(claimers) == 0:
                                 return
                             continue
-                        if self.once and time.monotonic() >= deadline and turn % len(claimers) == 0:
-                            return
-                        continue
                 self.empty[index] = False
                 if self.draining:
                     # Claimed as the drain began: give it back for another worker now, unrun
                     # (outcome "released": its attempt is not counted).
                     await self._settle_and_claim(core, (core, _released_body(job, "the worker is draining"), _lease_deadline(job), job), claim=False)
                     return
-                pending = await self.execute(core, job)
+                ran = await self.execute(core, job)
                 self.done += 1
+                if isinstance(ran, _Turned):
+                    # Settled, and the next job claimed, on the body's thread.
+                    try:
+                        if isinstance(ran.answer, BaseException):
+                            raise ran.answer
+                        ready = await self._turn_answered(core, ran.settled, ran.answer)
+                    except errors.DispatchError as e:
+                        if isinstance(e, errors.InvalidError):
+                            _raise_refused_offers(e)  # else a payload that does not decode: failed already
+                    ran = None
+                pending = ran
                 if self.once:
                     return
         finally:
             if pending is not None:
                 with contextlib.suppress(errors.DispatchError):
                     await self._settle_and_claim(pending[0], pending, claim=False)
+            if ready is not None:
+                # Claimed with the last settle as the drain began: give it back unrun.
+                back = (claimers[0], _released_body(ready, "the worker is draining"), _lease_deadline(ready), ready)
+                with contextlib.suppress(errors.DispatchError):
+                    await self._settle_and_claim(claimers[0], back, claim=False)
 
     async def _settle_and_claim(self, core: QueueCore, settled: _Pending | None, *, claim: bool) -> Job | None:
         """Send a finished job's settle and (with ``claim``) claim one job without waiting.
@@ -846,7 +882,17 @@ class _Worker:
             lease_ttl=core.lease_ttl,
             worker=self.worker_id,
         )
-        settle_error, d = await asyncio.wrap_future(core.settle_and_claim_future(item))
+        return await self._turn_answered(core, settled, await asyncio.wrap_future(core.settle_and_claim_future(item)))
+
+    async def _turn_answered(
+        self, core: QueueCore, settled: _Pending | None, answer: tuple[BaseException | None, Mapping[str, Any] | None]
+    ) -> Job | None:
+        """After a settle-and-claim turn of ``core`` was answered: report its settle's error,
+        and return the claimed job (None: none).
+
+        Raises:
+            errors.InvalidError: the claimed job's payload does not decode (it is failed)."""
+        settle_error, d = answer
         if settled is not None:
             job = settled[3]
             settled[0].held.pop(job.id, None)
@@ -932,6 +978,8 @@ class _Worker:
         try:
             await r.core.heartbeat(r.job)
         except (errors.LeaseLostError, errors.NotFoundError, errors.InvocationError):
+            if r.job.id not in r.core.held:
+                return  # settled while this beat was in flight: its lease ended with it
             if await self._killed(r.core, r.job):
                 log.info("lakeshore worker: job %s was killed: stopping its body", r.job.id)
             else:
@@ -958,9 +1006,10 @@ class _Worker:
             with contextlib.suppress(RuntimeError):
                 self.d._portal.loop.call_soon_threadsafe(wake.set)
 
-    async def execute(self, core: QueueCore, job: Job) -> _Pending | None:
+    async def execute(self, core: QueueCore, job: Job) -> _Pending | _Turned | None:
         """Run the job's body; return its settle (sent with the slot's next claim), or None
-        when the plane took the job back."""
+        when the plane took the job back, or (:attr:`turns_on_thread`, a sync body that
+        succeeded) the settle the body's thread sent with the next claim, and its answer."""
         fn = self.handlers[job.queue]  # core claims for several queues: the job names its own
         r = _Running(job, core, threading.Event())
         self._keep(r)
@@ -981,7 +1030,9 @@ class _Worker:
                 result = await r.task
             else:
                 loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self.pool, self._run_sync, kind, call, r)
+                result = await loop.run_in_executor(self.pool, self._run_sync, kind, call, r, self.turns_on_thread)
+                if isinstance(result, _Turned):
+                    return result
             outcome = ("ack", result)
         except (asyncio.CancelledError, JobStopped) as e:
             if r.stopped.is_set():
@@ -1076,7 +1127,41 @@ class _Worker:
             return core, body, deadline, job
         return core, _settle_body(job, "retry", None, _error_info(value, job.attempt)), deadline, job
 
-    def _run_sync(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
+    def _run_sync(self, kind: str, call: Callable[[], Any], r: _Running, turn: bool = False) -> Any:
+        """In the body's thread: run a sync body and return its result; with ``turn``, then
+        settle it and claim the slot's next job from this thread (:meth:`_turn`)."""
+        result = self._run_body(kind, call, r)
+        return self._turn(r, result) if turn else result
+
+    def _turn(self, r: _Running, result: Any) -> Any:
+        """In the body's thread, after r's sync body returned ``result``: send the job's
+        settle with the slot's next claim as one blocking request from this thread
+        (:meth:`QueueCore.settle_and_claim_blocking`), and return it with its answer, a
+        :class:`_Turned`, for the slot to take the claimed job on the worker's loop. This
+        spares the job's way back to the loop and the turn's to the client's loop and back
+        (two thread hops of four). ``result`` itself when the job was stopped or lost
+        meanwhile: the loop settles it as before."""
+        if r.lost or r.stopped.is_set():
+            return result
+        core, job = r.core, r.job
+        r.due = None  # no more heartbeats: the settle ends the lease
+        self.running.pop(job.id, None)
+        # Not held from now on (the loop's turn drops it once answered; nothing reads it
+        # before): a beat answered "lease lost" while the settle is in flight is no loss.
+        core.held.pop(job.id, None)
+        settled = self._settle_of(core, job, ("ack", result), False)
+        assert settled is not None  # an ack always settles
+        item = SettleClaim(
+            settle=settled[1], deadline=settled[2], claim=not self.draining, lease_ttl=core.lease_ttl, worker=self.worker_id
+        )
+        answer: tuple[BaseException | None, Mapping[str, Any] | None] | BaseException
+        try:
+            answer = core.settle_and_claim_blocking(item)
+        except Exception as e:  # noqa: BLE001 — the slot handles it as the loop's turn would
+            answer = e
+        return _Turned(settled, answer)
+
+    def _run_body(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
         with r.lock:
             r.thread_id = threading.get_ident()
         try:
