@@ -187,8 +187,7 @@ const placementTrimLockTimeout = "2s"
 // which would hold the table in SHARE too and refuse this one's writes as this one refused
 // its: a deadlock. A lock wait past placementTrimLockTimeout skips the table for this pass.
 func (d *Driver) trimPlacement(ctx context.Context) error {
-	now := d.cfg.Now().UnixMilli()
-	cutoff := now - planekit.PlacementIdleTrim.Milliseconds()
+	args := planekit.PlacementTrimArgs(d.cfg.Now().UnixMilli())
 	for _, p := range d.sql.placementTrim {
 		err := d.do(ctx, func(t *tx) error {
 			if _, err := t.tx.Exec(t.ctx, "SET LOCAL lock_timeout = '"+placementTrimLockTimeout+"'"); err != nil {
@@ -197,7 +196,7 @@ func (d *Driver) trimPlacement(ctx context.Context) error {
 			if _, err := t.tx.Exec(t.ctx, "LOCK TABLE "+p.table+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
 				return err
 			}
-			for i, args := range [][]any{nil, {now}, {cutoff}} {
+			for i, args := range args {
 				if _, err := t.tx.Exec(t.ctx, p.sql[i], args...); err != nil {
 					return err
 				}

@@ -57,11 +57,14 @@ func (t *tx) holds(h *head, token string) (lost, err error) {
 	return h.Fence(token, time.UnixMilli(t.ms), func(e planekit.Expiry) error { t.expire(h, e); return nil })
 }
 
-// expire ends h as e decides (plane's policy), unless h no longer qualifies.
-func (t *tx) expire(h *head, e planekit.Expiry) {
-	if tr, ok := e(h, t.d.cfg.Backoff, t.d.float64); ok {
+// expire ends h as e decides (plane's policy), unless h no longer qualifies, and reports
+// whether it did.
+func (t *tx) expire(h *head, e planekit.Expiry) bool {
+	tr, ok := e(h, t.d.cfg.Backoff, t.d.float64)
+	if ok {
 		t.apply(h, tr, nil)
 	}
+	return ok
 }
 
 // apply writes what plane's policy decided for h: a retry re-queues it (waiting out the

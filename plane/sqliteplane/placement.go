@@ -35,9 +35,8 @@ var placementTrim = planekit.PlacementTrimSQL("placement_shapes", "placement_war
 // planekit.PlacementIdleTrim (a maintenance step). The writer's transaction holds every
 // write, so no submit runs between a row's check and its removal.
 func (t *wtx) trimPlacement() error {
-	cutoff := t.ms - planekit.PlacementIdleTrim.Milliseconds()
 	for _, table := range placementTrim {
-		for i, args := range [][]any{nil, {t.ms}, {cutoff}} {
+		for i, args := range planekit.PlacementTrimArgs(t.ms) {
 			if _, err := t.w.conn.ExecContext(t.ctx, table[i], args...); err != nil {
 				return fmt.Errorf("maintenance: trim placement: %w", err)
 			}
