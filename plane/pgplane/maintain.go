@@ -157,8 +157,6 @@ func (s maintenance) DropSettledKeys(limit int) (bool, error) {
 	return next == planekit.KeyCursor{}, err // the last kept rows read
 }
 
-func (s maintenance) TrimPlacement() error { return s.d.trimPlacement(s.ctx) }
-
 func (s maintenance) Trim(cutoff time.Time, limit int) (int, error) {
 	n, err := s.d.trimBatch(s.ctx, "", "", cutoff, limit)
 	return int(n), err

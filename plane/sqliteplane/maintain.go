@@ -90,14 +90,10 @@ func (s maintenance) DropSettledKeys(limit int) (bool, error) {
 	return s.m.settledKeys == planekit.KeyCursor{}, err
 }
 
-func (s maintenance) TrimPlacement() error { return s.t.trimPlacement() }
-
 func (s maintenance) Trim(cutoff time.Time, limit int) (int, error) {
 	n, err := s.t.trim("", "", cutoff, limit)
 	return int(n), err
 }
-
-func (s maintenance) TrimTopics(cutoff time.Time) (int, error) { return s.t.trimTopics(cutoff) }
 
 // trim deletes up to limit terminal invocations (of one namespace and queue, "" for all)
 // that finished before cutoff, with their journals.
@@ -130,8 +126,9 @@ func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64,
 	return int64(len(victims)), nil
 }
 
-// trimTopics deletes topics (and their frames) last posted to before cutoff.
-func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
+// TrimTopics deletes topics (and their frames) last posted to before cutoff.
+func (s maintenance) TrimTopics(cutoff time.Time) (int, error) {
+	t := s.t
 	rs, err := t.w.st.staleTopics.QueryContext(t.ctx, cutoff.UnixMilli())
 	if err != nil {
 		return 0, fmt.Errorf("trim topics: %w", err)
