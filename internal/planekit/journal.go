@@ -160,23 +160,66 @@ func FrameKind(final bool) int {
 	return FrameValue
 }
 
-// PostInvocation is the post p to the journal of the invocation h (nil: none) in a
-// driver's transaction: PostCheck (holds is the fencing check), then store writes the frame
-// (of FrameKind, at seq h.NextFrame) and moves the invocation's next seq on (and, for a
-// final post, closes its journal). It returns the frame's seq, the caller's error and a
-// storage failure.
-func PostInvocation(h *Head, p *plane.FramePostParams, holds func(h *Head, token string) (lost, err error),
-	store func(kind int) error,
-) (seq int64, logical, err error) {
+// Journals are a driver's writes of a post (Post), in its transaction.
+type Journals interface {
+	// Head reads the transition fields of invocation id (pgplane locks its row); nil when
+	// there is none.
+	Head(id string) (*Head, error)
+	// Holds is the driver's fencing check of h for token (Head.Fence).
+	Holds(h *Head, token string) (lost, err error)
+	// TopicSeq takes the next seq of the topic name (creating it; closing it when final);
+	// ok is false when the topic is closed.
+	TopicSeq(name string, final bool) (seq int64, ok bool, err error)
+	// AppendFrame stores the frame of kind with value at seq of journal, posted by attempt
+	// (0 for a topic).
+	AppendFrame(journal string, seq int64, kind int, value []byte, attempt int) error
+	// AdvanceJournal moves the next seq of the invocation h's journal on, and for a final
+	// post closes the journal (journal_closed: its attempt).
+	AdvanceJournal(h *Head, final bool) error
+	// Wake wakes the waiters of key after the commit.
+	Wake(key string)
+}
+
+// Post is the post p of value (PostValue) to the journal name (JournalName) in a driver's
+// transaction: to a topic, the topic's next seq unless it is closed; to an invocation's
+// journal, PostCheck (j.Holds is the fencing check), then the frame (of FrameKind, at seq
+// h.NextFrame) and the journal's next seq (for a final post: closed, JournalClosed). The
+// journal's waiters are woken. It returns the frame's seq, the caller's error
+// (plane.ErrJournalClosed, plane.ErrNotFound, plane.ErrLeaseLost; what the transaction
+// wrote stays: a lease the fencing check found expired is ended) and a storage failure.
+func Post(j Journals, p *plane.FramePostParams, name string, value []byte) (seq int64, logical, err error) {
+	kind := FrameKind(p.Final)
+	if p.Journal.InvocationID == "" {
+		seq, ok, err := j.TopicSeq(name, p.Final)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !ok {
+			return 0, plane.ErrJournalClosed, nil
+		}
+		if err := j.AppendFrame(name, seq, kind, value, 0); err != nil {
+			return 0, nil, err
+		}
+		j.Wake(JournalKey(name))
+		return seq, nil, nil
+	}
+	h, err := j.Head(p.Journal.InvocationID)
+	if err != nil {
+		return 0, nil, err
+	}
 	if h == nil {
 		return 0, plane.ErrNotFound, nil
 	}
-	if logical, err := PostCheck(h.State, h.Attempt, h.JournalClosedBy, func() (error, error) { return holds(h, p.Token) }); logical != nil || err != nil {
+	if logical, err := PostCheck(h.State, h.Attempt, h.JournalClosedBy, func() (error, error) { return j.Holds(h, p.Token) }); logical != nil || err != nil {
 		return 0, logical, err
 	}
-	if err := store(FrameKind(p.Final)); err != nil {
+	if err := j.AppendFrame(h.ID, h.NextFrame, kind, value, h.Attempt); err != nil {
 		return 0, nil, err
 	}
+	if err := j.AdvanceJournal(h, p.Final); err != nil {
+		return 0, nil, err
+	}
+	j.Wake(JournalKey(h.ID))
 	seq = h.NextFrame
 	h.NextFrame++
 	if p.Final {

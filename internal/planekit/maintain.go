@@ -1,6 +1,10 @@
 package planekit
 
-import "github.com/lakeshore-dev/lakeshore/plane"
+import (
+	"time"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
 
 // TrimBatch is how many rows one trim transaction deletes at most, so a large trim never
 // holds a plane's writes for long.
@@ -57,4 +61,107 @@ func ValidateAll[P any, PP interface {
 		}
 	}
 	return nil
+}
+
+// Maintenance is a plane's maintenance steps, which MaintenancePass runs in order. Each
+// step runs in a transaction of the plane's choosing (sqliteplane: the pass's one writer
+// transaction; pgplane: one a batch) and handles at most limit rows.
+type Maintenance interface {
+	// FireSchedules submits the fires of due schedules (planekit.FireSchedules): due is
+	// how many schedules it read, fired how many it fired.
+	FireSchedules(limit int) (due, fired int, err error)
+	// Promote makes due delayed (or backed-off) invocations claimable and reports how many.
+	Promote(limit int) (int, error)
+	// Expire ends the invocations that the rule Expiries[step] finds due, up to limit:
+	// found is how many it read, ended how many it ended (a row changed since it was
+	// found is left alone).
+	Expire(step int, limit int) (found, ended int, err error)
+	// DropSettledKeys drops the counter rows of settled concurrency keys
+	// (planekit.DropSettledKeys); done is true once it has read the last kept row.
+	DropSettledKeys(limit int) (done bool, err error)
+	// TrimPlacement removes idle placement rows (PlacementTrimSQL).
+	TrimPlacement() error
+	// Trim deletes up to limit terminal invocations finished before cutoff, with their
+	// journals, and reports how many.
+	Trim(cutoff time.Time, limit int) (int, error)
+	// TrimTopics deletes topics last posted to before cutoff, with their frames, and
+	// reports how many (0 from a plane that does not count them).
+	TrimTopics(cutoff time.Time) (int, error)
+}
+
+// Expiries are the rules of Maintenance.Expire's steps, in the order a pass runs them:
+// expired leases, overdue attempts, passed deadlines.
+var Expiries = [...]Expiry{LeaseExpired, AttemptOverdue, DeadlinePassed}
+
+// MaintenancePass is one maintenance pass of m: due schedules fire first (so their fires
+// are promoted in the same pass), due delayed invocations become claimable (once a pass),
+// expired leases, overdue attempts and passed deadlines end (Expiries), settled key
+// counters are dropped, idle placement rows trimmed and, with a positive retention, the
+// terminal invocations and topics older than retention (at now) trimmed. A step that
+// handles a full batch of batch rows runs again while again allows (sqliteplane's pass,
+// in one transaction, never repeats; pgplane's repeats within its budget). It reports what
+// the pass did.
+func MaintenancePass(m Maintenance, batch int, retention time.Duration, now func() time.Time, again func() bool) (plane.MaintenanceReport, error) {
+	var r plane.MaintenanceReport
+	for {
+		due, fired, err := m.FireSchedules(batch)
+		r.SchedulesFired += fired
+		if err != nil {
+			return r, err
+		}
+		if due < batch || !again() {
+			break
+		}
+	}
+	var err error
+	if r.Promoted, err = m.Promote(batch); err != nil {
+		return r, err
+	}
+	counts := [len(Expiries)]*int{&r.LeasesExpired, &r.AttemptsOverdue, &r.DeadlinesPassed}
+	for step := range Expiries {
+		for {
+			found, ended, err := m.Expire(step, batch)
+			*counts[step] += ended
+			if err != nil {
+				return r, err
+			}
+			if found < batch || !again() {
+				break
+			}
+		}
+	}
+	for {
+		done, err := m.DropSettledKeys(batch)
+		if err != nil {
+			return r, err
+		}
+		if done || !again() {
+			break
+		}
+	}
+	if err := m.TrimPlacement(); err != nil {
+		return r, err
+	}
+	if retention <= 0 {
+		return r, nil
+	}
+	cutoff := now().Add(-retention)
+	for {
+		n, err := m.Trim(cutoff, batch)
+		r.Trimmed += n
+		if err != nil {
+			return r, err
+		}
+		if n < batch || !again() {
+			break
+		}
+	}
+	r.TopicsTrimmed, err = m.TrimTopics(cutoff)
+	return r, err
+}
+
+// PlacementTrimArgs are the arguments of PlacementTrimSQL's three statements of a table at
+// nowMS: none, the time now, and the idle cutoff (now − PlacementIdleTrim).
+func PlacementTrimArgs(nowMS int64) [3][]any {
+	return [3][]any{nil, {nowMS}, {nowMS - PlacementIdleTrim.Milliseconds()}}
 }

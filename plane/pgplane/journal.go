@@ -49,12 +49,7 @@ func (d *Driver) postGroup(ctx context.Context, reqs []*postRequest) {
 	err := d.do(ctx, func(t *tx) error {
 		for _, r := range ordered {
 			var err error
-			if r.p.Journal.InvocationID != "" {
-				r.seq, r.logical, err = t.postInvocation(r.p, r.value)
-			} else {
-				r.seq, r.logical, err = t.postTopic(r.journal, r.value, r.p.Final)
-			}
-			if err != nil {
+			if r.seq, r.logical, err = planekit.Post(journals{t}, r.p, r.journal, r.value); err != nil {
 				return err
 			}
 		}
@@ -65,37 +60,40 @@ func (d *Driver) postGroup(ctx context.Context, reqs []*postRequest) {
 	}
 }
 
-// postInvocation appends a VALUE frame to an invocation's journal, or with Final the END
-// frame that ends the journal (planekit.JournalClosed; the job is settled by its ack).
-// The first error is the caller's (written state kept: an expired lease found here is ended).
-func (t *tx) postInvocation(p *plane.FramePostParams, value []byte) (int64, error, error) {
-	h, err := t.head(p.Journal.InvocationID)
-	if err != nil {
-		return 0, nil, err
+// journals are the writes of a post in a group's transaction (planekit.Journals); they are
+// queued, and never fail but for reading a topic's seq.
+type journals struct{ t *tx }
+
+// Head locks the invocation's row.
+func (j journals) Head(id string) (*head, error) { return j.t.head(id) }
+
+func (j journals) Holds(h *head, token string) (error, error) { return j.t.holds(h, token) }
+
+// TopicSeq takes the topic's next seq atomically.
+func (j journals) TopicSeq(name string, final bool) (int64, bool, error) {
+	var seq int64
+	err := j.t.queryRow(j.t.d.sql.topicAppend, name, final, j.t.ms).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
 	}
-	return planekit.PostInvocation(h, p, t.holds, func(kind int) error {
-		next := t.d.sql.nextFrame
-		if p.Final {
-			next = t.d.sql.endJournal
-		}
-		t.exec(t.d.sql.insertFrame, h.ID, h.NextFrame, int16(kind), value, h.Attempt, t.ms)
-		t.exec(next, h.ID)
-		t.wake(planekit.JournalKey(h.ID))
-		return nil
-	})
+	if err != nil {
+		return 0, false, fmt.Errorf("post: %w", err)
+	}
+	return seq, true, nil
 }
 
-// postTopic appends a frame to a topic (creating it), taking its seq atomically.
-func (t *tx) postTopic(name string, value []byte, final bool) (int64, error, error) {
-	var seq int64
-	err := t.queryRow(t.d.sql.topicAppend, name, final, t.ms).Scan(&seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, plane.ErrJournalClosed, nil
-	}
-	if err != nil {
-		return 0, nil, fmt.Errorf("post: %w", err)
-	}
-	t.exec(t.d.sql.insertFrame, name, seq, int16(planekit.FrameKind(final)), value, 0, t.ms)
-	t.wake(planekit.JournalKey(name))
-	return seq, nil, nil
+func (j journals) AppendFrame(journal string, seq int64, kind int, value []byte, attempt int) error {
+	j.t.exec(j.t.d.sql.insertFrame, journal, seq, int16(kind), value, attempt, j.t.ms)
+	return nil
 }
+
+func (j journals) AdvanceJournal(h *head, final bool) error {
+	next := j.t.d.sql.nextFrame
+	if final {
+		next = j.t.d.sql.endJournal
+	}
+	j.t.exec(next, h.ID)
+	return nil
+}
+
+func (j journals) Wake(key string) { j.t.wake(key) }

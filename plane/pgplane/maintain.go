@@ -59,127 +59,114 @@ func (d *Driver) maintainBudget() time.Duration {
 	return min(d.cfg.MaintenanceInterval*3/4, d.cfg.LeaderTTL/3)
 }
 
-// maintain makes due delayed rows claimable (1,000 a pass), ends expired leases, overdue
-// attempts and passed deadlines, and trims what the retention period no longer keeps, each
-// in transactions of maintainBatch rows, repeating a step while its batches come back full
-// and the pass is within maintainBudget. It reports whether it left work for the next pass
-// (a step's last batch was full when the budget ran out).
+// maintain is one maintenance pass (planekit.MaintenancePass), each step in transactions
+// of maintainBatch rows, repeating a step while its batches come back full and the pass is
+// within maintainBudget. It reports whether it left work for the next pass (a step's last
+// batch was full when the budget ran out).
 func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 	// One pass at a time in this process: an explicit Maintain waits for the timer's pass
 	// instead of skipping the rows it holds, so what Maintain returns has been done.
 	d.maintainMu.Lock()
 	defer d.maintainMu.Unlock()
 	until := time.Now().Add(d.maintainBudget())
-	more := func(n int64) bool {
-		if n < maintainBatch || ctx.Err() != nil {
+	again := func() bool {
+		if ctx.Err() != nil {
 			return false
 		}
-		if time.Now().After(until) {
-			behind = true
-			return false
-		}
-		return true
+		behind = time.Now().After(until)
+		return !behind
 	}
-	// repeat runs step, a transaction a batch, while its batches come back full (more); a
-	// failure says "maintenance: " and what.
-	repeat := func(what string, step func(t *tx) (int64, error)) error {
-		for {
-			var n int64
-			if err := d.do(ctx, func(t *tx) (err error) { n, err = step(t); return err }); err != nil {
-				return fmt.Errorf("maintenance: %s%w", what, err)
-			}
-			if !more(n) {
-				return nil
-			}
-		}
-	}
-	// Due schedules fire first, so their fires are promoted in the same pass.
-	if err := repeat("schedules: ", func(t *tx) (int64, error) {
-		n, _, err := planekit.FireSchedules(kitTx{t}, d.kit, maintainBatch, d.cfg.Logger)
-		return int64(n), err
-	}); err != nil {
+	if _, err := planekit.MaintenancePass(maintenance{d, ctx}, maintainBatch, d.cfg.Retention, d.cfg.Now, again); err != nil {
 		return false, err
-	}
-	// Due delayed and backed-off rows become claimable, and their queues' idle claimers
-	// are woken (a claimer's own timer runs on real time; the plane's clock may jump).
-	// Once a pass: the first claim of a queue promotes its own due rows as well.
-	err = d.do(ctx, func(t *tx) error {
-		rs, err := t.query(d.sql.promoteDue, t.ms)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
-			var ns, q, oldest string
-			if err := rs.Scan(&ns, &q, &oldest); err != nil {
-				return err
-			}
-			t.wakeQueue(ns, q)
-			d.floors.Lower(planekit.QueueKey(ns, q), oldest)
-		}
-		return rs.Err()
-	})
-	if err != nil {
-		return false, fmt.Errorf("maintenance: promote: %w", err)
-	}
-	steps := []struct {
-		sql string
-		end planekit.Expiry
-	}{
-		{d.sql.expiredLeases, planekit.LeaseExpired},
-		{d.sql.attemptsOverdue, planekit.AttemptOverdue},
-		{d.sql.deadlinesPassed, planekit.DeadlinePassed},
-	}
-	for _, step := range steps {
-		if err := repeat("", func(t *tx) (int64, error) {
-			heads, err := t.heads(step.sql, t.ms)
-			for _, h := range heads {
-				t.expire(h, step.end)
-			}
-			return int64(len(heads)), err
-		}); err != nil {
-			return false, err
-		}
-	}
-	for {
-		next := d.settledKeys
-		if err := d.do(ctx, func(t *tx) error {
-			next = d.settledKeys // a retried transaction starts where the failed one did
-			_, err := planekit.DropSettledKeys(kitTx{t}, d.kit, &next, maintainBatch)
-			return err
-		}); err != nil {
-			return false, fmt.Errorf("maintenance: %w", err)
-		}
-		d.settledKeys = next
-		if next == (planekit.KeyCursor{}) || !more(maintainBatch) { // the last kept rows read
-			break
-		}
-	}
-	if err := d.trimPlacement(ctx); err != nil {
-		return false, err
-	}
-	if d.cfg.Retention > 0 {
-		cutoff := d.cfg.Now().Add(-d.cfg.Retention)
-		for {
-			n, err := d.trimBatch(ctx, "", "", cutoff, maintainBatch)
-			if err != nil {
-				return false, err
-			}
-			if !more(n) {
-				break
-			}
-		}
-		if err := d.do(ctx, func(t *tx) error {
-			t.exec(d.sql.trimTopics, cutoff.UnixMilli())
-			return nil
-		}); err != nil {
-			return false, fmt.Errorf("trim topics: %w", err)
-		}
 	}
 	if _, err := d.pool.Exec(ctx, d.sql.countsVacuum); err != nil {
 		return false, fmt.Errorf("maintenance: %w", d.failure(ctx, err))
 	}
 	return behind, nil
+}
+
+// maintenance is the steps of a pass (planekit.Maintenance), each batch in a transaction
+// of its own.
+type maintenance struct {
+	d   *Driver
+	ctx context.Context
+}
+
+// step runs fn in a transaction; a failure says "maintenance: " and what.
+func (s maintenance) step(what string, fn func(t *tx) error) error {
+	if err := s.d.do(s.ctx, fn); err != nil {
+		return fmt.Errorf("maintenance: %s%w", what, err)
+	}
+	return nil
+}
+
+func (s maintenance) FireSchedules(limit int) (due, fired int, err error) {
+	err = s.step("schedules: ", func(t *tx) (err error) {
+		due, fired, err = planekit.FireSchedules(kitTx{t}, s.d.kit, limit, s.d.cfg.Logger)
+		return err
+	})
+	return due, fired, err
+}
+
+// Promote makes due delayed and backed-off rows claimable (1,000 a pass), and wakes their
+// queues' idle claimers (a claimer's own timer runs on real time; the plane's clock may
+// jump). Once a pass: the first claim of a queue promotes its own due rows as well.
+func (s maintenance) Promote(int) (n int, err error) {
+	return n, s.step("promote: ", func(t *tx) error {
+		rs, err := t.query(s.d.sql.promoteDue, t.ms)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for n = 0; rs.Next(); n++ {
+			var ns, q, oldest string
+			if err := rs.Scan(&ns, &q, &oldest); err != nil {
+				return err
+			}
+			t.wakeQueue(ns, q)
+			s.d.floors.Lower(planekit.QueueKey(ns, q), oldest)
+		}
+		return rs.Err()
+	})
+}
+
+func (s maintenance) Expire(step, _ int) (found, ended int, err error) {
+	query := [...]string{s.d.sql.expiredLeases, s.d.sql.attemptsOverdue, s.d.sql.deadlinesPassed}[step]
+	return found, ended, s.step("", func(t *tx) error {
+		heads, err := t.heads(query, t.ms)
+		found, ended = len(heads), 0
+		for _, h := range heads {
+			if t.expire(h, planekit.Expiries[step]) {
+				ended++
+			}
+		}
+		return err
+	})
+}
+
+func (s maintenance) DropSettledKeys(limit int) (bool, error) {
+	next := s.d.settledKeys
+	err := s.step("", func(t *tx) error {
+		next = s.d.settledKeys // a retried transaction starts where the failed one did
+		_, err := planekit.DropSettledKeys(kitTx{t}, s.d.kit, &next, limit)
+		return err
+	})
+	if err == nil {
+		s.d.settledKeys = next
+	}
+	return next == planekit.KeyCursor{}, err // the last kept rows read
+}
+
+func (s maintenance) Trim(cutoff time.Time, limit int) (int, error) {
+	n, err := s.d.trimBatch(s.ctx, "", "", cutoff, limit)
+	return int(n), err
+}
+
+func (s maintenance) TrimTopics(cutoff time.Time) (int, error) {
+	if err := s.d.do(s.ctx, func(t *tx) error { t.exec(s.d.sql.trimTopics, cutoff.UnixMilli()); return nil }); err != nil {
+		return 0, fmt.Errorf("trim topics: %w", err)
+	}
+	return 0, nil
 }
 
 // trimBatch deletes up to limit terminal invocations (of one namespace and queue, "" for

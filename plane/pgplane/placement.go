@@ -1,7 +1,6 @@
 package pgplane
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -176,7 +175,7 @@ func newPlacementTrim(s func(string) string) []placementTrim {
 // inserted into a placement table; one that waits longer gives up until the next pass.
 const placementTrimLockTimeout = "2s"
 
-// trimPlacement removes placement_shapes and placement_warm rows idle for
+// TrimPlacement removes placement_shapes and placement_warm rows idle for
 // planekit.PlacementIdleTrim (a maintenance step), one table per transaction. Each first
 // takes the table in SHARE ROW EXCLUSIVE mode: that waits for every transaction that
 // inserted into it — a submit whose trigger found the row present and inserted nothing
@@ -186,18 +185,17 @@ const placementTrimLockTimeout = "2s"
 // row; and, unlike SHARE, it excludes another trim (a second process's maintenance pass),
 // which would hold the table in SHARE too and refuse this one's writes as this one refused
 // its: a deadlock. A lock wait past placementTrimLockTimeout skips the table for this pass.
-func (d *Driver) trimPlacement(ctx context.Context) error {
-	now := d.cfg.Now().UnixMilli()
-	cutoff := now - planekit.PlacementIdleTrim.Milliseconds()
-	for _, p := range d.sql.placementTrim {
-		err := d.do(ctx, func(t *tx) error {
+func (s maintenance) TrimPlacement() error {
+	args := planekit.PlacementTrimArgs(s.d.cfg.Now().UnixMilli())
+	for _, p := range s.d.sql.placementTrim {
+		err := s.d.do(s.ctx, func(t *tx) error {
 			if _, err := t.tx.Exec(t.ctx, "SET LOCAL lock_timeout = '"+placementTrimLockTimeout+"'"); err != nil {
 				return err
 			}
 			if _, err := t.tx.Exec(t.ctx, "LOCK TABLE "+p.table+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
 				return err
 			}
-			for i, args := range [][]any{nil, {now}, {cutoff}} {
+			for i, args := range args {
 				if _, err := t.tx.Exec(t.ctx, p.sql[i], args...); err != nil {
 					return err
 				}

@@ -57,56 +57,26 @@ func (t *tx) holds(h *head, token string) (lost, err error) {
 	return h.Fence(token, time.UnixMilli(t.ms), func(e planekit.Expiry) error { t.expire(h, e); return nil })
 }
 
-// expire ends h as e decides (plane's policy), unless h no longer qualifies.
-func (t *tx) expire(h *head, e planekit.Expiry) {
-	if tr, ok := e(h, t.d.cfg.Backoff, t.d.float64); ok {
+// expire ends h as e decides (plane's policy), unless h no longer qualifies, and reports
+// whether it did.
+func (t *tx) expire(h *head, e planekit.Expiry) bool {
+	tr, ok := e(h, t.d.cfg.Backoff, t.d.float64)
+	if ok {
 		t.apply(h, tr, nil)
 	}
+	return ok
 }
 
-// apply writes what plane's policy decided for h: a retry re-queues it (waiting out the
-// delay outside the claim indexes), anything else ends it with result or tr.Error.
+// apply writes what plane's policy decided for h (planekit.Apply): a retry re-queues it
+// (waiting out the delay outside the claim indexes), anything else ends it with result or
+// tr.Error. The writes are queued: it never fails.
 func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	t.changesCounter(h, tr.Retry()) // an end is counted by its terminal write (setTerminalManyKeyed)
 	if h.Keyed() && h.State == planekit.StateRunning {
 		t.wakeQueue(h.Namespace, h.Queue) // the lease ends: its key's slot frees
 	}
-	var errBlob []byte
-	if tr.Error != nil {
-		errBlob = tr.Error.Encode()
-	}
-	if !tr.Retry() {
-		state := planekit.StateNumber(tr.State)
-		t.end(h, int16(state), result, errBlob)
-		t.finished(h.ID, h.Namespace, h.Queue, h.Priority, h.State, state)
-		h.State = state
-		h.Token = sql.NullString{}
-		return
-	}
-	available := t.ms + tr.Delay.Milliseconds()
-	refunded := 0
-	if tr.Refund {
-		refunded = 1
-		h.Attempt--
-	}
-	t.exec(t.d.sql.setQueued, h.ID, available, available > t.ms, errBlob, refunded)
-	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
-		// Its row locked in key order with the job's own key's (which the worker need not
-		// have named): the hold writes a second key's row.
-		t.unorderedCounts = true
-		t.changesKey(keyRef{h.Namespace, h.Queue, tr.HoldKey})
-		t.exec(t.d.sql.keyHold, h.Namespace, h.Queue, tr.HoldKey, available)
-	}
-	t.count(h.Namespace, h.Queue, h.State, h.Priority, -1)
-	t.count(h.Namespace, h.Queue, planekit.StateQueued, h.Priority, +1)
-	h.State = planekit.StateQueued
+	_ = planekit.Apply(transitions{t}, h, tr, result, t.ms)
 	h.Token = sql.NullString{}
-	if available <= t.ms {
-		t.wakeQueue(h.Namespace, h.Queue)
-		t.d.floors.Lower(planekit.QueueKey(h.Namespace, h.Queue), h.ID)
-	} else {
-		t.wake(planekit.QueueKey(h.Namespace, h.Queue)) // idle claimers shorten their wait
-	}
 }
 
 // finish ends h in a terminal state with info (cancel and kill, which policy does not
@@ -116,10 +86,44 @@ func (t *tx) finish(h *head, state int, info plane.ErrorInfo) {
 	t.apply(h, plane.Transition{State: planekit.StateName(state), Error: &info}, nil)
 }
 
-// finished records that invocation id moved from state from to the terminal state to.
-func (t *tx) finished(id, namespace, queue string, priority float64, from, to int) {
-	t.count(namespace, queue, from, priority, -1)
-	t.count(namespace, queue, to, priority, +1)
-	t.wake(planekit.InvocationKey(id))
-	t.wake(planekit.JournalKey(id))
+// transitions are the queued writes of a transition (planekit.Transitions).
+type transitions struct{ t *tx }
+
+func (w transitions) End(h *head, state int, result, errBlob []byte) error {
+	w.t.end(h, int16(state), result, errBlob)
+	return nil
 }
+
+// Requeue stores h queued, and waiting (out of the claim indexes until a promote) when it
+// is due later than now: then its queue's idle claimers shorten their wait, else they are
+// woken.
+func (w transitions) Requeue(h *head, availableMS int64, errBlob []byte, refund bool) (int, error) {
+	t := w.t
+	refunded := 0
+	if refund {
+		refunded = 1
+	}
+	t.exec(t.d.sql.setQueued, h.ID, availableMS, availableMS > t.ms, errBlob, refunded)
+	if availableMS <= t.ms {
+		t.wakeQueue(h.Namespace, h.Queue)
+		t.d.floors.Lower(planekit.QueueKey(h.Namespace, h.Queue), h.ID)
+	} else {
+		t.wake(planekit.QueueKey(h.Namespace, h.Queue))
+	}
+	return planekit.StateQueued, nil
+}
+
+// HoldKey writes the key's counter row, locked in key order with the job's own key's
+// (which the worker need not have named).
+func (w transitions) HoldKey(h *head, key string, untilMS int64) error {
+	w.t.unorderedCounts = true
+	w.t.changesKey(keyRef{h.Namespace, h.Queue, key})
+	w.t.exec(w.t.d.sql.keyHold, h.Namespace, h.Queue, key, untilMS)
+	return nil
+}
+
+func (w transitions) Count(namespace, queue string, state int, priority float64, n int64) {
+	w.t.count(namespace, queue, state, priority, n)
+}
+
+func (w transitions) Wake(key string) { w.t.wake(key) }

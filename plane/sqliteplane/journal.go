@@ -20,13 +20,8 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 	}
 	var seq int64
 	var logical error
-	err = d.do(ctx, func(t *wtx) error {
-		var err error
-		if p.Journal.InvocationID != "" {
-			seq, logical, err = t.postInvocation(p, value)
-		} else {
-			seq, logical, err = t.postTopic(name, value, p.Final)
-		}
+	err = d.do(ctx, func(t *wtx) (err error) {
+		seq, logical, err = planekit.Post(journals{t}, p, name, value)
 		return err
 	})
 	if err != nil {
@@ -35,48 +30,52 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 	return seq, logical
 }
 
-// postInvocation appends a VALUE frame to an invocation's journal, or with Final the END
-// frame that ends the journal (planekit.JournalClosed; the job is settled by its ack).
-func (t *wtx) postInvocation(p *plane.FramePostParams, value []byte) (int64, error, error) {
-	h, _, err := t.head(p.Journal.InvocationID)
-	if err != nil {
-		return 0, nil, err
-	}
-	return planekit.PostInvocation(h, p, t.holds, func(kind int) error {
-		next := t.w.st.nextFrame
-		if p.Final {
-			next = t.w.st.endJournal
-		}
-		if _, err := t.w.st.insertFrame.ExecContext(t.ctx, h.ID, h.NextFrame, kind, value, h.Attempt, t.ms); err != nil {
-			return fmt.Errorf("post: %w", err)
-		}
-		if _, err := next.ExecContext(t.ctx, h.Seq); err != nil {
-			return fmt.Errorf("post: %w", err)
-		}
-		t.wake(planekit.JournalKey(h.ID))
-		return nil
-	})
+// journals are the writes of a post in the writer's transaction (planekit.Journals).
+type journals struct{ t *wtx }
+
+func (j journals) Head(id string) (*head, error) {
+	h, _, err := j.t.head(id)
+	return h, err
 }
 
-func (t *wtx) postTopic(name string, value []byte, final bool) (int64, error, error) {
+func (j journals) Holds(h *head, token string) (error, error) { return j.t.holds(h, token) }
+
+func (j journals) TopicSeq(name string, final bool) (int64, bool, error) {
+	t := j.t
 	var seq int64
 	var closed bool
 	err := t.w.st.topicGet.QueryRowContext(t.ctx, name).Scan(&seq, &closed)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return 0, nil, fmt.Errorf("post: %w", err)
+		return 0, false, fmt.Errorf("post: %w", err)
 	}
 	if closed {
-		return 0, plane.ErrJournalClosed, nil
-	}
-	if _, err := t.w.st.insertFrame.ExecContext(t.ctx, name, seq, planekit.FrameKind(final), value, 0, t.ms); err != nil {
-		return 0, nil, fmt.Errorf("post: %w", err)
+		return 0, false, nil
 	}
 	if _, err := t.w.st.topicPut.ExecContext(t.ctx, name, seq+1, final, t.ms); err != nil {
-		return 0, nil, fmt.Errorf("post: %w", err)
+		return 0, false, fmt.Errorf("post: %w", err)
 	}
-	t.wake(planekit.JournalKey(name))
-	return seq, nil, nil
+	return seq, true, nil
 }
+
+func (j journals) AppendFrame(journal string, seq int64, kind int, value []byte, attempt int) error {
+	if _, err := j.t.w.st.insertFrame.ExecContext(j.t.ctx, journal, seq, kind, value, attempt, j.t.ms); err != nil {
+		return fmt.Errorf("post: %w", err)
+	}
+	return nil
+}
+
+func (j journals) AdvanceJournal(h *head, final bool) error {
+	next := j.t.w.st.nextFrame
+	if final {
+		next = j.t.w.st.endJournal
+	}
+	if _, err := next.ExecContext(j.t.ctx, h.Seq); err != nil {
+		return fmt.Errorf("post: %w", err)
+	}
+	return nil
+}
+
+func (j journals) Wake(key string) { j.t.wake(key) }
 
 // sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error) or
 // for the plane to close (→ plane.ErrClosed).

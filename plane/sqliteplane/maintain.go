@@ -31,77 +31,68 @@ type maintainer struct {
 	settledKeys planekit.KeyCursor
 }
 
-// runOnce ends expired leases, overdue attempts and passed deadlines, and trims what the
-// retention period no longer keeps, at the transaction's clock reading. It reports what it
-// did.
+// runOnce is one maintenance pass (planekit.MaintenancePass) in t, at the transaction's
+// clock reading: each step once, a batch of m.batch rows at most. It reports what it did.
 func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
-	var r plane.MaintenanceReport
-	var err error
-	if _, r.SchedulesFired, err = planekit.FireSchedules(kitTx{t}, t.w.d.kit, m.batch, t.w.d.cfg.Logger); err != nil {
-		return r, err
-	}
-	if r.Promoted, err = t.promoteDue(m.batch); err != nil {
-		return r, err
-	}
-	for _, step := range []struct {
-		stmt  *sql.Stmt
-		count *int
-		end   planekit.Expiry
-	}{
-		{t.w.st.expiredLeases, &r.LeasesExpired, planekit.LeaseExpired},
-		{t.w.st.attemptsOverdue, &r.AttemptsOverdue, planekit.AttemptOverdue},
-		{t.w.st.deadlinesPassed, &r.DeadlinesPassed, planekit.DeadlinePassed},
-		{t.w.st.delayedDeadlinesPassed, &r.DeadlinesPassed, planekit.DeadlinePassed},
-	} {
-		ids, err := t.ids(step.stmt, m.batch)
+	return planekit.MaintenancePass(maintenance{t, m}, m.batch, m.retention,
+		func() time.Time { return t.now }, func() bool { return false })
+}
+
+// maintenance is the steps of a pass in the writer's transaction t (planekit.Maintenance).
+type maintenance struct {
+	t *wtx
+	m *maintainer
+}
+
+func (s maintenance) FireSchedules(limit int) (int, int, error) {
+	return planekit.FireSchedules(kitTx{s.t}, s.t.w.d.kit, limit, s.t.w.d.cfg.Logger)
+}
+
+func (s maintenance) Promote(limit int) (int, error) { return s.t.promoteDue(limit) }
+
+// Expire reads the ids of planekit.Expiries[step] (a passed deadline: of queued and of
+// delayed invocations) and ends each that still qualifies.
+func (s maintenance) Expire(step, limit int) (found, ended int, err error) {
+	t := s.t
+	for _, stmt := range [][]*sql.Stmt{{t.w.st.expiredLeases}, {t.w.st.attemptsOverdue},
+		{t.w.st.deadlinesPassed, t.w.st.delayedDeadlinesPassed}}[step] {
+		rs, err := stmt.QueryContext(t.ctx, t.ms, limit)
 		if err != nil {
-			return r, fmt.Errorf("maintenance: %w", err)
+			return found, ended, fmt.Errorf("maintenance: %w", err)
 		}
+		ids, err := planekit.Collect(sqlRows{rs}, "ids", planekit.ScanString)
+		if err != nil {
+			return found, ended, fmt.Errorf("maintenance: %w", err)
+		}
+		found = max(found, len(ids))
 		for _, id := range ids {
 			h, ok, err := t.head(id)
 			if err != nil {
-				return r, err
+				return found, ended, err
 			}
 			if !ok { // trimmed since it was found
 				continue
 			}
-			ended, err := t.expire(h, step.end) // not when it changed since it was found
+			end, err := t.expire(h, planekit.Expiries[step]) // not when it changed since it was found
 			if err != nil {
-				return r, err
+				return found, ended, err
 			}
-			if ended {
-				*step.count++
+			if end {
+				ended++
 			}
 		}
 	}
-	if _, err := planekit.DropSettledKeys(kitTx{t}, t.w.d.kit, &m.settledKeys, m.batch); err != nil {
-		return r, err
-	}
-	if err := t.trimPlacement(); err != nil {
-		return r, err
-	}
-	if m.retention > 0 {
-		cutoff := t.now.Add(-m.retention)
-		n, err := t.trim("", "", cutoff, m.batch)
-		if err != nil {
-			return r, err
-		}
-		r.Trimmed = int(n)
-		if r.TopicsTrimmed, err = t.trimTopics(cutoff); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
+	return found, ended, nil
 }
 
-// ids runs a maintenance query that takes the time now and a limit, and returns invocation
-// ids.
-func (t *wtx) ids(stmt *sql.Stmt, limit int) ([]string, error) {
-	rs, err := stmt.QueryContext(t.ctx, t.ms, limit)
-	if err != nil {
-		return nil, err
-	}
-	return planekit.Collect(sqlRows{rs}, "ids", planekit.ScanString)
+func (s maintenance) DropSettledKeys(limit int) (bool, error) {
+	_, err := planekit.DropSettledKeys(kitTx{s.t}, s.t.w.d.kit, &s.m.settledKeys, limit)
+	return s.m.settledKeys == planekit.KeyCursor{}, err
+}
+
+func (s maintenance) Trim(cutoff time.Time, limit int) (int, error) {
+	n, err := s.t.trim("", "", cutoff, limit)
+	return int(n), err
 }
 
 // trim deletes up to limit terminal invocations (of one namespace and queue, "" for all)
@@ -135,8 +126,9 @@ func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64,
 	return int64(len(victims)), nil
 }
 
-// trimTopics deletes topics (and their frames) last posted to before cutoff.
-func (t *wtx) trimTopics(cutoff time.Time) (int, error) {
+// TrimTopics deletes topics (and their frames) last posted to before cutoff.
+func (s maintenance) TrimTopics(cutoff time.Time) (int, error) {
+	t := s.t
 	rs, err := t.w.st.staleTopics.QueryContext(t.ctx, cutoff.UnixMilli())
 	if err != nil {
 		return 0, fmt.Errorf("trim topics: %w", err)

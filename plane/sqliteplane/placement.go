@@ -31,13 +31,13 @@ func (t *wtx) satisfiedShapes(p *plane.ClaimParams) ([]string, error) {
 var placementTrim = planekit.PlacementTrimSQL("placement_shapes", "placement_warm", "invocations",
 	"INDEXED BY invocations_placed", "?1")
 
-// trimPlacement removes placement_shapes and placement_warm rows idle for
+// TrimPlacement removes placement_shapes and placement_warm rows idle for
 // planekit.PlacementIdleTrim (a maintenance step). The writer's transaction holds every
 // write, so no submit runs between a row's check and its removal.
-func (t *wtx) trimPlacement() error {
-	cutoff := t.ms - planekit.PlacementIdleTrim.Milliseconds()
+func (s maintenance) TrimPlacement() error {
+	t := s.t
 	for _, table := range placementTrim {
-		for i, args := range [][]any{nil, {t.ms}, {cutoff}} {
+		for i, args := range planekit.PlacementTrimArgs(t.ms) {
 			if _, err := t.w.conn.ExecContext(t.ctx, table[i], args...); err != nil {
 				return fmt.Errorf("maintenance: trim placement: %w", err)
 			}

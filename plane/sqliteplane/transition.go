@@ -44,73 +44,71 @@ func (t *wtx) expire(h *head, e planekit.Expiry) (bool, error) {
 	return true, t.apply(h, tr, nil)
 }
 
-// apply writes the transition tr (decided by plane's policy) to h: a retry re-queues it, any
-// other state finishes it, with result when it succeeded.
+// apply writes the transition tr (decided by plane's policy) to h (planekit.Apply): a retry
+// re-queues it, any other state finishes it, with result when it succeeded.
 func (t *wtx) apply(h *head, tr plane.Transition, result []byte) error {
-	if !tr.Retry() {
-		return t.finish(h, planekit.StateNumber(tr.State), result, tr.Error)
-	}
-	if err := t.requeue(h, tr.Error, tr.Delay, tr.Refund); err != nil {
-		return err
-	}
-	if tr.HoldKey != "" { // no claim takes from the key until the delay has passed
-		if _, err := t.w.st.keyHold.ExecContext(t.ctx, h.Namespace, h.Queue, tr.HoldKey, t.ms+tr.Delay.Milliseconds()); err != nil {
-			return fmt.Errorf("hold concurrency key: %w", err)
-		}
-	}
-	return nil
+	return planekit.Apply(transitions{t}, h, tr, result, t.ms)
 }
 
-// finish moves h to a terminal state. result is the success value; info the error.
+// finish moves h to a terminal state (cancel and kill, which policy does not decide), with
+// info, its attempt filled in.
 func (t *wtx) finish(h *head, state int, result []byte, info *plane.ErrorInfo) error {
-	var errBlob []byte
-	if info != nil {
-		info.Attempt = h.Attempt
-		errBlob = info.Encode()
-	}
-	if _, err := t.w.st.setTerminal.ExecContext(t.ctx, state, result, errBlob, t.ms, h.Seq); err != nil {
+	info.Attempt = h.Attempt
+	return t.apply(h, plane.Transition{State: planekit.StateName(state), Error: info}, result)
+}
+
+// finished records that invocation id moved from state from to the terminal state to
+// (planekit.Finished).
+func (t *wtx) finished(id, namespace, queue string, priority float64, from, to int) {
+	planekit.Finished(transitions{t}, id, namespace, queue, priority, from, to)
+}
+
+// transitions are the writes of a transition in the writer's transaction
+// (planekit.Transitions).
+type transitions struct{ t *wtx }
+
+func (w transitions) End(h *head, state int, result, errBlob []byte) error {
+	if _, err := w.t.w.st.setTerminal.ExecContext(w.t.ctx, state, result, errBlob, w.t.ms, h.Seq); err != nil {
 		return fmt.Errorf("finish invocation %s: %w", h.ID, err)
 	}
-	t.finished(h.ID, h.Namespace, h.Queue, h.Priority, h.State, state)
-	h.State = state
 	return nil
 }
 
-// finished records that invocation id moved from state from to the terminal state to: the
-// counts, and the waiters of its result and journal.
-func (t *wtx) finished(id, namespace, queue string, priority float64, from, to int) {
-	t.count(namespace, queue, from, priority, -1)
-	t.count(namespace, queue, to, priority, +1)
-	t.wake(planekit.InvocationKey(id))
-	t.wake(planekit.JournalKey(id))
-}
-
-// requeue puts h's ended attempt back in the queue, claimable after delay, recording info
-// as the error of the attempt that ended; refund takes that attempt off its count.
-func (t *wtx) requeue(h *head, info *plane.ErrorInfo, delay time.Duration, refund bool) error {
-	due := t.ms + delay.Milliseconds()
+// Requeue stores h delayed (out of the claim indexes until the writer promotes it) when
+// it is due later than now, else queued.
+func (w transitions) Requeue(h *head, dueMS int64, errBlob []byte, refund bool) (int, error) {
+	t := w.t
 	state := planekit.StateQueued
-	if due > t.ms {
-		state = planekit.StateDelayed // out of the claim indexes until the writer promotes it
+	if dueMS > t.ms {
+		state = planekit.StateDelayed
 	}
 	refunded := 0
 	if refund {
 		refunded = 1
-		h.Attempt--
 	}
-	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, due, info.Encode(), refunded, h.Seq); err != nil {
-		return fmt.Errorf("requeue invocation %s: %w", h.ID, err)
+	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, dueMS, errBlob, refunded, h.Seq); err != nil {
+		return 0, fmt.Errorf("requeue invocation %s: %w", h.ID, err)
 	}
-	t.count(h.Namespace, h.Queue, h.State, h.Priority, -1)
-	t.count(h.Namespace, h.Queue, state, h.Priority, +1)
-	h.State = state
 	if state == planekit.StateDelayed {
-		t.delayed(due)
+		t.delayed(dueMS)
 	} else {
 		t.markClaimable(h.Namespace, h.Queue)
 	}
+	return state, nil
+}
+
+func (w transitions) HoldKey(h *head, key string, untilMS int64) error {
+	if _, err := w.t.w.st.keyHold.ExecContext(w.t.ctx, h.Namespace, h.Queue, key, untilMS); err != nil {
+		return fmt.Errorf("hold concurrency key: %w", err)
+	}
 	return nil
 }
+
+func (w transitions) Count(namespace, queue string, state int, priority float64, n int64) {
+	w.t.count(namespace, queue, state, priority, n)
+}
+
+func (w transitions) Wake(key string) { w.t.wake(key) }
 
 // delayed notes that the transaction stored a delayed invocation due at dueMS, so the
 // writer's alarm goes off for it.
