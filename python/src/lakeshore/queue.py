@@ -258,6 +258,10 @@ class Admission:
             (0: no rate limit for that key; its bucket holds its rate rounded up unless
             ``key_bursts`` names it).
         key_bursts: ``{key: bucket size}`` (each ≥ 1) overrides of a key's bucket size.
+
+    In the four per-key maps a value of None is no override: that key takes the queue's
+    default (as ``lakeshore queue set --key-weight KEY=-``), and the stored block leaves it
+    out.
     """
 
     max_depth: int | None = None
@@ -266,12 +270,12 @@ class Admission:
     burst: int | None = None
     deadline_cutoff: float | None = None
     concurrency_limit: int | None = None
-    concurrency_limits: Mapping[str, int] | None = None
-    key_weights: Mapping[str, float] | None = None
+    concurrency_limits: Mapping[str, int | None] | None = None
+    key_weights: Mapping[str, float | None] | None = None
     key_rate_limit: float | None = None
     key_burst: int | None = None
-    key_rate_limits: Mapping[str, float] | None = None
-    key_bursts: Mapping[str, int] | None = None
+    key_rate_limits: Mapping[str, float | None] | None = None
+    key_bursts: Mapping[str, int | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
