@@ -31,6 +31,26 @@ def test_concurrency_limit_and_fair_share(every_plane: HttpDispatch, qname: str)
     assert q.get(job.id).concurrency_key == "big"
 
 
+def test_empty_concurrency_key_is_none(dispatch: HttpDispatch, qname: str) -> None:
+    """``concurrency_key=""`` is no key, as None, as Go's zero value, HTTP's ``""`` and the
+    CLI's ``--concurrency-key ""`` (one rule, plane.ConcurrencyKeyRule). Before, Python alone
+    refused it with InvalidError."""
+    q = SyncQueue(qname, dispatch=dispatch)
+    q.set_admission(Admission(concurrency_limit=1))
+    first = q.submit(1, concurrency_key="")
+    second = q.submit(2, concurrency_key="")
+    assert q.get(first).concurrency_key is None and q.get(second).concurrency_key is None
+
+    @udf(queue=qname, dispatch=dispatch)
+    def work(x: int) -> int:
+        return x
+
+    assert q.get(work.submit(3, _concurrency_key="")).concurrency_key is None
+    a, b = q.claim(wait=5), q.claim(wait=5)
+    assert a is not None and b is not None, "jobs without a key are never limited"
+    assert q.concurrency_keys() == []
+
+
 def test_concurrency_key_is_checked(dispatch: HttpDispatch, qname: str) -> None:
     q = SyncQueue(qname, dispatch=dispatch)
     with pytest.raises(InvalidError) as e:

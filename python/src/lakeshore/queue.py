@@ -90,7 +90,8 @@ class Envelope:
             needs ``key``; not with ``unique_for``).
         concurrency_key: groups the invocation (a tenant, a user) for the queue's
             concurrency limits and fair share (:class:`Admission`'s ``concurrency_limit``,
-            ``concurrency_limits``, ``key_weights``): 1–256 bytes of UTF-8 without NUL.
+            ``concurrency_limits``, ``key_weights``): 1–256 bytes of UTF-8 without NUL;
+            ``""`` is no key, as None (as on every other surface).
         requires: what the invocation needs from its worker (placement, docs/semantics.md):
             a mapping of ``cpus_milli`` (CPUs × 1000), ``memory_bytes``, ``gpus``,
             ``gpu_type`` and ``labels`` (a str → str mapping); only a worker whose offers
@@ -822,9 +823,11 @@ class QueueCore:
             body["unique_for"] = _check_seconds("unique_for", env.unique_for, maximum=_MAX_DELAY_SECONDS)
         if env.debounce is not None:
             body["debounce"] = _check_seconds("debounce", env.debounce, maximum=_MAX_DELAY_SECONDS)
-        if env.concurrency_key is not None:
+        # "" is no concurrency key, as None (and as Go's zero value, HTTP's "" and the CLI's
+        # --concurrency-key ""): docs/semantics.md, "Concurrency keys and fair share".
+        if env.concurrency_key is not None and env.concurrency_key != "":
             ck = env.concurrency_key
-            if not isinstance(ck, str) or not ck or len(ck.encode()) > 256 or "\x00" in ck:
+            if not isinstance(ck, str) or len(ck.encode()) > 256 or "\x00" in ck:
                 shown = repr(ck)
                 shown = shown if len(shown) <= 100 else shown[:99] + "…"  # as the server's
                 raise errors.InvalidError(
