@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
+import numbers
 import os
 import threading
 import time
@@ -74,10 +75,12 @@ class Envelope:
         payload: any wire value (see :mod:`lakeshore.wire`), or a :class:`~lakeshore.wire.Thunk`.
         key: idempotency key, unique per queue: resubmitting it returns the existing id.
         priority: orders ``priority`` and ``boltzmann`` claims, higher first; finite.
-        max_attempts: claims before the invocation fails for good (server default 3).
+        max_attempts: claims before the invocation fails for good (server default 3): an
+            integer (a float is InvalidError, not truncated).
         attempt_timeout: seconds one attempt may run.
         deadline: an aware datetime after which a still-queued invocation ends as timeout.
-        metadata: free-form string headers, carried to the worker's :class:`Job`.
+        metadata: free-form string headers, carried to the worker's :class:`Job`: str keys
+            and str values (InvalidError otherwise, as from the server).
         delay: seconds before the invocation may be claimed (≥ 0).
         not_before: an aware datetime before which it may not be claimed.
         id: a client-made ULID (made for you when None), so a repeated submit is harmless.
@@ -808,13 +811,31 @@ class QueueCore:
                 )
             body["priority"] = checked
         if env.max_attempts is not None:
+            # An integer (numpy's too), never a float or a string silently truncated
+            # (max_attempts=1.5 was sent as 1).
+            if isinstance(env.max_attempts, bool) or not isinstance(env.max_attempts, numbers.Integral):
+                raise errors.InvalidError(
+                    f"invalid max_attempts {env.max_attempts!r}: want an integer ≥ 1, or 0 for the default (3)",
+                    field="max_attempts",
+                    value=env.max_attempts,
+                    rule="an integer ≥ 1, or 0 for the default (3)",
+                )
             body["max_attempts"] = int(env.max_attempts)
         if env.attempt_timeout is not None:
             body["attempt_timeout"] = _check_seconds("attempt_timeout", env.attempt_timeout)
         if env.deadline is not None:
             body["deadline"] = _check_time("deadline", env.deadline)
         if env.metadata:
-            body["metadata"] = {str(k): str(v) for k, v in env.metadata.items()}
+            # str keys and values, as the server takes them: None was sent as "None", 1 as "1".
+            for k, v in env.metadata.items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    raise errors.InvalidError(
+                        f"invalid metadata[{k!r}] {v!r}: want str keys and str values (convert a number yourself)",
+                        field=f"metadata[{k!r}]",
+                        value=v,
+                        rule="str keys and str values",
+                    )
+            body["metadata"] = dict(env.metadata)
         if env.delay is not None:
             body["delay"] = _check_seconds("delay", env.delay, maximum=_MAX_DELAY_SECONDS)
         if env.not_before is not None:
