@@ -237,6 +237,15 @@ func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
 		{[]string{"submit", "q", "--priority", "abc"}, `invalid --priority "abc": use a number`},
 		{[]string{"queue", "set", "q", "--rate-limit", "1", "--burst", "1e18"}, `invalid --burst "1e18": use a whole number (digits, no exponent or fraction)`},
 		{[]string{"map", "--input", "/dev/null", "--out", "/proc/nope/out.jsonl", "--", "true"}, `invalid --out "/proc/nope/out.jsonl": its directory is not writable`},
+		// Values the flag's type parses but the verb refuses: the same form, no usage
+		// hint (before: "--batch: want ≥ 1, got 0" and the hint).
+		{[]string{"data", "put", "q", "--batch", "0"}, `invalid --batch 0: use a number of records per put ≥ 1`},
+		{[]string{"data", "export", "q", "dir", "--rows-per-file", "-1"}, `invalid --rows-per-file -1: use a number of records per file ≥ 1`},
+		{[]string{"map", "--input", "/dev/null", "--workers", "0", "--", "true"}, `invalid --workers 0: use a number of workers ≥ 1`},
+		{[]string{"map", "--input", "/dev/null", "--progress", "loud", "--", "true"}, `invalid --progress "loud": use auto|bar|lines|none`},
+		{[]string{"submit", "q", "1", "--delay", "-5m"}, `invalid --delay "-5m0s": use a duration ≥ 0`},
+		{[]string{"submit", "q", "1", "--at", "tomorrow"}, `invalid --at "tomorrow": use an RFC 3339 time`},
+		{[]string{"trim", "--all", "--older-than", "-1h"}, `invalid --older-than "-1h0m0s": use a duration ≥ 0`},
 	} {
 		_, errs, code := c.run("", cs.args...)
 		require.Equal(t, exitUsage, code, "%v: %s", cs.args, errs)
