@@ -92,13 +92,18 @@ func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 		require.Equal(t, exitUsage, code)
 
 		id := c.ok("submit", "q", "1")
-		_, errs, code := c.run("", "result", id, "--timeout", "50ms")
+		start := time.Now()
+		_, errs, code := c.run("", "result", id, "--timeout", "0")
+		require.Equal(t, exitWaitTimeout, code, "--timeout 0 answers at once: %s", errs)
+		require.Less(t, time.Since(start), 10*time.Second, "--timeout 0 does not wait the default 30 s")
+		_, errs, code = c.run("", "result", id, "--timeout", "50ms")
 		require.Equal(t, exitWaitTimeout, code, errs)
 
 		// A failing job: exit 1 from result and submit --wait, its error on stderr.
 		fail := c.ok("submit", "q", "2", "--max-attempts", "1")
 		c.ok("worker", "q", "--max-jobs", "2", "--", "sh", "-c", `read x; [ "$x" = 1 ] || { echo "no good: $x" >&2; exit 7; }`)
-		_, errs, code = c.run("", "result", fail)
+		require.Contains(t, c.ok("result", id, "--timeout", "0"), `"exit_code":0`, "--timeout 0 prints an ended job's result")
+		_, errs, code = c.run("", "result", fail, "--timeout", "0")
 		require.Equal(t, exitJobFailed, code)
 		require.Contains(t, errs, "exited with code 7")
 		require.Contains(t, errs, "no good: 2")
