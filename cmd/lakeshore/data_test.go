@@ -254,4 +254,21 @@ func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
 			require.NotContains(t, errs, internal, cs.args)
 		}
 	}
+	// Values the SDK refuses name no Go identifier (before: "or FromStart (-1)", "pass the
+	// Next of the previous page").
+	id := c.ok("submit", "q", "1")
+	for _, cs := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stream", id, "--since", "-5", "--timeout", "1s"}, "invalid since -5: use a frame seq ≥ 0, or -1 for the whole journal"},
+		{[]string{"topic", "listen", "q", "t", "--since", "-5", "--timeout", "1s"}, "invalid since -5: use a frame seq ≥ 0, or -1 for the first value"},
+		{[]string{"jobs", "q", "--after", "garbage"}, `invalid cursor "garbage": use the next cursor of the previous page`},
+	} {
+		_, errs, code := c.run("", cs.args...)
+		require.Equal(t, exitUsage, code, "%v: %s", cs.args, errs)
+		require.Contains(t, errs, cs.want, cs.args)
+		require.NotContains(t, errs, "FromStart", cs.args)
+		require.NotContains(t, errs, "Next", cs.args)
+	}
 }
