@@ -89,11 +89,8 @@ var providerKeys = []string{"dial_timeout", "dir", "host_retry", "key_file", "kn
 // provider's options dir, key_file, lakeshore, plane_url, port, user and workers are
 // defaults for its hosts; known_hosts is a comma-separated list of files; dial_timeout and
 // host_retry are durations. A leading "~/" of key_file and known_hosts is the supervisor's
-// home directory, and a relative path is relative to the directory of file (the project
-// file's, as its code mounts are), not to the supervisor's working directory. Errors:
-// *fabric.ConfigError naming the file, the line and the field.
+// home directory. Errors: *fabric.ConfigError naming the file, the line and the field.
 func FromConfig(file string, p *fabric.Provider) (Config, error) {
-	expandHome := func(path string) string { return expandPath(filepath.Dir(file), path) }
 	fail := func(line int, field, msg string, allowed ...string) error {
 		return &fabric.ConfigError{File: file, Line: line, Field: "providers." + p.Name + field, Message: msg, Allowed: allowed}
 	}
@@ -182,17 +179,12 @@ func (h *Host) check() error {
 	return nil
 }
 
-// expandPath replaces a leading "~/" of p with the supervisor's home directory, and makes a
-// relative p relative to dir.
-func expandPath(dir, p string) string {
+// expandHome replaces a leading "~/" with the supervisor's home directory.
+func expandHome(p string) string {
 	if rest, ok := strings.CutPrefix(p, "~/"); ok {
 		if home, err := os.UserHomeDir(); err == nil {
 			return filepath.Join(home, rest)
 		}
-		return p
-	}
-	if !filepath.IsAbs(p) {
-		return filepath.Join(dir, p)
 	}
 	return p
 }
