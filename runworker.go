@@ -672,6 +672,12 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 	if w.o.Once && !w.o.ExitWhenIdle && len(w.groups) == 1 {
 		wait = -1 // until a job comes or ctx ends (with several claims, one must not hold the only slot)
 	}
+	// checkedEmpty: the last claim came back empty and queuesEmpty then found nothing due.
+	// The check runs after the claim, so a schedule's fire (or a key's release) that
+	// landed between the two is claimable yet invisible to the check (the tick is no
+	// longer due, the job no longer held): an idle worker stops only when a claim made
+	// after an empty check comes back empty too.
+	checkedEmpty := false
 	for ctx.Err() == nil {
 		select {
 		case w.slots <- struct{}{}:
@@ -734,10 +740,15 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 		if len(jobs) == 0 {
 			if w.o.ExitWhenIdle && w.idle(g, true) {
 				empty, err := w.queuesEmpty(ctx)
-				if err == nil && empty {
+				if err == nil && empty && checkedEmpty {
 					stopClaiming(nil)
 					return
 				}
+				if err == nil && empty {
+					checkedEmpty = true // claim once more: see checkedEmpty
+					continue
+				}
+				checkedEmpty = false
 				if err != nil && ctx.Err() == nil {
 					w.o.Logger.WarnContext(ctx, "count the queued jobs", logKeyQueue, g.name(), logKeyError, err)
 				}
@@ -750,6 +761,7 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 				continue
 			}
 			if w.o.ExitWhenIdle {
+				checkedEmpty = false // a running job or another group: check again once idle
 				// Another queue or a running job may still bring work: look again shortly.
 				select {
 				case <-ctx.Done():
@@ -758,6 +770,7 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 			}
 			continue
 		}
+		checkedEmpty = false
 		w.idle(g, false)
 		for _, job := range jobs {
 			w.start(ctx, runCtx, g.binding(job), job, handlers, s)

@@ -20,6 +20,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
+	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
 // spyDriver records what a worker asks of the plane and can make heartbeats fail.
@@ -302,6 +303,35 @@ func TestRunWorker(t *testing.T) {
 			require.GreaterOrEqual(t, ran, 1, "concurrency %d: the job the key's hold kept back ran", concurrency)
 			require.Equal(t, lakeshore.StateQueued, state(t, q, later).State)
 		}
+	})
+
+	t.Run("ExitWhenIdleClaimsAfterItsCheck", func(t *testing.T) {
+		// A fire that lands between an empty claim and the idle check (the plane's
+		// maintenance firing a due tick just then) is claimable, yet the check cannot see
+		// it: the tick is no longer due and the job is held by no key. Before, the worker
+		// stopped with the fire queued (python/tests/test_worker_limits.py's
+		// test_exit_when_idle_runs_a_due_schedule_tick failed so under load); it now claims
+		// once more after an empty check and runs it. The wrapper submits the "fire" at the
+		// first check, exactly in that window.
+		t.Parallel()
+		back, err := sqliteplane.Open(t.Context(), ":memory:", &sqliteplane.Config{Logger: testLogger(t)})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, back.Close()) })
+		drv := &fireAtFirstCheck{Driver: back, ns: plane.NamespaceDefault, queue: "eval"}
+		d := lakeshore.New(drv, &lakeshore.Config{Logger: testLogger(t)})
+		var ran []string
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			var p string
+			if err := job.Decode(&p); err != nil {
+				return nil, err
+			}
+			ran = append(ran, p) // concurrency 1
+			return nil, nil
+		}
+		require.NoError(t, waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("eval", fn)},
+			&lakeshore.WorkerOptions{ExitWhenIdle: true})))
+		require.True(t, drv.fired.Load(), "the check ran")
+		require.Equal(t, []string{"fire"}, ran, "the fire that landed between the empty claim and the check ran")
 	})
 
 	t.Run("ExitWhenIdleWaitsForDueScheduleTicks", func(t *testing.T) {
@@ -857,4 +887,27 @@ func TestRunWorkerRefusedByThePlane(t *testing.T) {
 	err = lakeshore.RunWorker(ctx, d, []lakeshore.Handler{noop}, &lakeshore.WorkerOptions{Once: true})
 	require.ErrorIs(t, err, lakeshore.ErrForbidden)
 	require.NoError(t, ctx.Err(), "it stopped at once, not when the test gave up")
+}
+
+// fireAtFirstCheck is a plane whose first QueueStatsList (an ExitWhenIdle worker's idle
+// check, after an empty claim) first submits a job to queue, as the plane's maintenance
+// firing a schedule's due tick in that window would.
+type fireAtFirstCheck struct {
+	plane.Driver
+	ns, queue string
+	fired     atomic.Bool
+}
+
+func (f *fireAtFirstCheck) QueueStatsList(ctx context.Context, namespace string) ([]plane.QueueStats, error) {
+	if f.fired.CompareAndSwap(false, true) {
+		payload, err := wire.Marshal("fire")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := f.Driver.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: f.ns, Queue: f.queue,
+			Invocations: []plane.SubmitParams{{Payload: payload}}}); err != nil {
+			return nil, err
+		}
+	}
+	return f.Driver.QueueStatsList(ctx, namespace)
 }

@@ -94,9 +94,11 @@ func (d *Dispatch) RemoveSchedule(ctx context.Context, name string) (bool, error
 	return d.drv.ScheduleDelete(ctx, d.cfg.Namespace, name)
 }
 
-// PauseSchedule pauses (paused true) or resumes schedule name of the handle's namespace and
-// returns it. A resumed schedule fires from its first tick after now; the ticks that passed
-// while paused are skipped. Errors: ErrNotFound when there is no such schedule.
-func (d *Dispatch) PauseSchedule(ctx context.Context, name string, paused bool) (*Schedule, error) {
+// PauseSchedule pauses (paused true) or resumes schedule name of the handle's namespace,
+// returns it and reports whether that changed it (false: it already was paused, or was not
+// paused, as Queue.Pause and Queue.Resume report). A resumed schedule fires from its first
+// tick after now; the ticks that passed while paused are skipped. Errors: ErrNotFound when
+// there is no such schedule.
+func (d *Dispatch) PauseSchedule(ctx context.Context, name string, paused bool) (*Schedule, bool, error) {
 	return d.drv.SchedulePause(ctx, d.cfg.Namespace, name, paused)
 }

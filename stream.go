@@ -89,7 +89,7 @@ func (d *Dispatch) stream(ctx context.Context, j plane.Journal, from int64, sile
 	return func(yield func(Frame, error) bool) {
 		since := from // each range reads anew from the caller's cursor
 		if since < FromStart {
-			yield(Frame{}, plane.Invalid("since", since, "use a frame seq ≥ 0, or FromStart (-1) for the whole journal"))
+			yield(Frame{}, plane.Invalid("since", since, "use a frame seq ≥ 0, or -1 for the whole journal (FromStart in Go)"))
 			return
 		}
 		last := time.Now()

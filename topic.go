@@ -88,7 +88,7 @@ func (t *Topic) post(ctx context.Context, value any, final bool) (int64, error) 
 // (no value will ever come); ctx's error; a decoding error.
 func (t *Topic) Listen(ctx context.Context, since int64, opts *ListenOptions) (f Frame, ok bool, err error) {
 	if since < FromStart {
-		return Frame{}, false, plane.Invalid("since", since, "use a frame seq ≥ 0, or FromStart (-1) for the first value")
+		return Frame{}, false, plane.Invalid("since", since, "use a frame seq ≥ 0, or -1 for the first value (FromStart in Go)")
 	}
 	timeout := TopicTimeoutDefault
 	if opts != nil && opts.Timeout != 0 {

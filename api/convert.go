@@ -198,9 +198,41 @@ func NewAdmission(a *plane.Admission) *Admission {
 		return nil
 	}
 	return &Admission{MaxDepth: a.MaxDepth, OnFull: string(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
-		DeadlineCutoff: Seconds(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
-		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst,
-		KeyRateLimits: a.KeyRateLimits, KeyBursts: a.KeyBursts}
+		DeadlineCutoff: Seconds(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: wireOverrides(a.ConcurrencyLimits),
+		KeyWeights: wireOverrides(a.KeyWeights), KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst,
+		KeyRateLimits: wireOverrides(a.KeyRateLimits), KeyBursts: wireOverrides(a.KeyBursts)}
+}
+
+// wireOverrides is a per-key override map of the plane in its wire form (nil for nil).
+func wireOverrides[T any](m map[string]T) map[string]*T {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]*T, len(m))
+	for k, v := range m {
+		out[k] = &v
+	}
+	return out
+}
+
+// planeOverrides is a per-key override map of the wire in the plane's form: a null value is
+// no override (the key takes the queue's default, as the CLI's KEY=-), so it is left out,
+// never read as 0 — which would be "no limit" for a concurrency or rate limit and an
+// invalid weight or bucket. The one place that rule lives, for JSON and msgpack bodies.
+func planeOverrides[T any](m map[string]*T) map[string]T {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]T, len(m))
+	for k, v := range m {
+		if v != nil {
+			out[k] = *v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // Plane converts a back to a plane.Admission (nil for nil).
@@ -209,9 +241,9 @@ func (a *Admission) Plane() *plane.Admission {
 		return nil
 	}
 	return &plane.Admission{MaxDepth: a.MaxDepth, OnFull: plane.OnFull(a.OnFull), RateLimit: a.RateLimit, Burst: a.Burst,
-		DeadlineCutoff: Duration(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: a.ConcurrencyLimits,
-		KeyWeights: a.KeyWeights, KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst,
-		KeyRateLimits: a.KeyRateLimits, KeyBursts: a.KeyBursts}
+		DeadlineCutoff: Duration(a.DeadlineCutoff), ConcurrencyLimit: a.ConcurrencyLimit, ConcurrencyLimits: planeOverrides(a.ConcurrencyLimits),
+		KeyWeights: planeOverrides(a.KeyWeights), KeyRateLimit: a.KeyRateLimit, KeyBurst: a.KeyBurst,
+		KeyRateLimits: planeOverrides(a.KeyRateLimits), KeyBursts: planeOverrides(a.KeyBursts)}
 }
 
 // NewQueueStats converts s to its wire form.

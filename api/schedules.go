@@ -48,6 +48,9 @@ type Schedule struct {
 	Skipped        int64     `json:"skipped,omitzero" msg:"skipped,omitempty"`
 	LastSkip       time.Time `json:"last_skip,omitzero" msg:"last_skip,omitzero"`
 	LastSkipReason string    `json:"last_skip_reason,omitzero" msg:"last_skip_reason,omitempty"`
+	// Changed is in the answers of …/pause and …/resume only: whether the call paused (or
+	// resumed) the schedule, false when it already was (ignored in a request).
+	Changed *bool `json:"changed,omitzero" msg:"changed,omitempty"`
 }
 
 // SchedulesResponse answers GET /v1/schedules, ordered by namespace then name.

@@ -16,8 +16,8 @@ const (
 func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(22)
-	var zb0001Mask uint32 /* 22 bits */
+	zb0001Len := uint32(23)
+	var zb0001Mask uint32 /* 23 bits */
 	_ = zb0001Mask
 	if z.Namespace == "" {
 		zb0001Len--
@@ -102,6 +102,10 @@ func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.LastSkipReason == "" {
 		zb0001Len--
 		zb0001Mask |= 0x200000
+	}
+	if z.Changed == nil {
+		zb0001Len--
+		zb0001Mask |= 0x400000
 	}
 	// variable map header, size zb0001Len
 	o = msgp.AppendMapHeader(o, zb0001Len)
@@ -223,6 +227,15 @@ func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "last_skip_reason"
 			o = append(o, 0xb0, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x73, 0x6b, 0x69, 0x70, 0x5f, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e)
 			o = msgp.AppendString(o, z.LastSkipReason)
+		}
+		if (zb0001Mask & 0x400000) == 0 { // if not omitted
+			// string "changed"
+			o = append(o, 0xa7, 0x63, 0x68, 0x61, 0x6e, 0x67, 0x65, 0x64)
+			if z.Changed == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o = msgp.AppendBool(o, *z.Changed)
+			}
 		}
 	}
 	return
@@ -408,6 +421,23 @@ func (z *Schedule) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "LastSkipReason")
 				return
 			}
+		case "changed":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Changed = nil
+			} else {
+				if z.Changed == nil {
+					z.Changed = new(bool)
+				}
+				*z.Changed, bts, err = msgp.ReadBoolBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Changed")
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -429,7 +459,12 @@ func (z *Schedule) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 9 + msgp.StringPrefixSize + len(z.CatchUp) + 7 + msgp.BoolSize + 11 + msgp.BoolSize + 10 + msgp.TimeSize + 10 + msgp.TimeSize + 8 + msgp.StringPrefixSize + len(z.LastID) + 11 + msgp.TimeSize + 11 + msgp.TimeSize + 8 + msgp.Int64Size + 10 + msgp.TimeSize + 17 + msgp.StringPrefixSize + len(z.LastSkipReason)
+	s += 9 + msgp.StringPrefixSize + len(z.CatchUp) + 7 + msgp.BoolSize + 11 + msgp.BoolSize + 10 + msgp.TimeSize + 10 + msgp.TimeSize + 8 + msgp.StringPrefixSize + len(z.LastID) + 11 + msgp.TimeSize + 11 + msgp.TimeSize + 8 + msgp.Int64Size + 10 + msgp.TimeSize + 17 + msgp.StringPrefixSize + len(z.LastSkipReason) + 8
+	if z.Changed == nil {
+		s += msgp.NilSize
+	} else {
+		s += msgp.BoolSize
+	}
 	return
 }
 

@@ -216,13 +216,13 @@ func (s *shape) decode(path string, v any, dst reflect.Value, late *error) error
 	case shapeInt:
 		switch x := v.(type) {
 		case int64:
-			storeInt(dst, x, late)
+			storeInt(path, dst, x, late)
 			return nil
 		case uint64: // above every int64
 			if dst.CanUint() && !dst.OverflowUint(x) {
 				dst.SetUint(x)
 			} else {
-				setLate(late)
+				setLateError(late, outOfRange(path, dst))
 			}
 			return nil
 		}
@@ -262,7 +262,7 @@ func (s *shape) decode(path string, v any, dst reflect.Value, late *error) error
 	case shapeArray:
 		if a, ok := v.([]any); ok {
 			if s.limit > 0 && len(a) > s.limit {
-				setLate(late)
+				setLateError(late, tooMany(path, s.limit))
 			}
 			if dst.Cap() >= len(a) {
 				dst.SetLen(len(a))
@@ -279,7 +279,7 @@ func (s *shape) decode(path string, v any, dst reflect.Value, late *error) error
 	case shapeMap:
 		if m, ok := v.(map[string]any); ok {
 			if s.limit > 0 && len(m) > s.limit {
-				setLate(late)
+				setLateError(late, tooMany(path, s.limit))
 			}
 			if dst.IsNil() {
 				dst.Set(reflect.MakeMapWithSize(dst.Type(), len(m)))
@@ -314,14 +314,14 @@ func (s *shape) decode(path string, v any, dst reflect.Value, late *error) error
 }
 
 // storeInt stores i in dst, an int or uint, or sets *late when dst cannot hold it.
-func storeInt(dst reflect.Value, i int64, late *error) {
+func storeInt(path string, dst reflect.Value, i int64, late *error) {
 	switch {
 	case dst.CanInt() && !dst.OverflowInt(i):
 		dst.SetInt(i)
 	case dst.CanUint() && i >= 0 && !dst.OverflowUint(uint64(i)):
 		dst.SetUint(uint64(i))
 	default:
-		setLate(late)
+		setLateError(late, outOfRange(path, dst))
 	}
 }
 
@@ -329,9 +329,27 @@ func storeInt(dst reflect.Value, i int64, late *error) {
 // was recorded already. The words are the generated decoder's rule: the value is of the
 // kind the document gives, but out of what the field holds.
 func setLate(late *error) {
+	setLateError(late, &plane.InvalidError{Field: "request body", Rule: "send one msgpack map of the route's fields, each of the kind /v1/openapi.json gives"})
+}
+
+// setLateError is setLate with the error to record: one naming the field and what it
+// holds, as the JSON decoder's (jsonError) for the same value.
+func setLateError(late *error, err *plane.InvalidError) {
 	if *late == nil {
-		*late = &plane.InvalidError{Field: "request body", Rule: "send one msgpack map of the route's fields, each of the kind /v1/openapi.json gives"}
+		*late = err
 	}
+}
+
+// outOfRange is the late error of a number of the right kind that dst cannot hold, in the
+// words JSON bodies get: the field and the range (`max_attempts: the number is out of
+// range: use an integer from …`).
+func outOfRange(path string, dst reflect.Value) *plane.InvalidError {
+	return &plane.InvalidError{Field: cmpOr(path, "request body"), Rule: "the number is out of range: " + numberRange(dst.Type())}
+}
+
+// tooMany is the late error of an array or map with more elements than the field takes.
+func tooMany(path string, limit int) *plane.InvalidError {
+	return &plane.InvalidError{Field: cmpOr(path, "request body"), Rule: fmt.Sprintf("send at most %d elements", limit)}
 }
 
 func (s *shape) mismatch(path string, v any) error {

@@ -39,7 +39,8 @@ func FuzzDecodeRequestLikeGenerated(f *testing.F) {
 			b := reflect.New(typ).Interface().(Body)
 			errA := Msgpack.UnmarshalRequest(data, a)
 			if errA != nil {
-				if strings.Contains(errA.Error(), "each of the kind") {
+				if late := errA.Error(); strings.Contains(late, "each of the kind") || strings.Contains(late, "the number is out of range") ||
+					strings.Contains(late, "elements") {
 					if _, errB := b.UnmarshalMsg(data); errB == nil {
 						t.Fatalf("%T: UnmarshalRequest refuses a value as out of range, the generated decoder takes it: %v", s, errA)
 					}

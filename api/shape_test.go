@@ -62,6 +62,14 @@ func TestMsgpackRequestLikeJSON(t *testing.T) {
 			field: "invocations[0].priority", ruleHas: "got a string"},
 		{name: "WrongKindTop", body: new(api.ClaimRequest), msgpack: msgpackMap("max", "eight"), json: `{"max":"eight"}`,
 			field: "max", ruleHas: "want an integer"},
+		// A number of the right kind out of the field's range names the field and the range,
+		// in both codecs (before, msgpack said only "send one msgpack map of the route's
+		// fields, each of the kind /v1/openapi.json gives").
+		{name: "OutOfRange", body: new(api.SubmitRequest), msgpack: msgpackMap("max_attempts", uint64(1)<<63),
+			json: `{"max_attempts":9223372036854775808}`, field: "max_attempts", ruleHas: "the number is out of range: use an integer from"},
+		{name: "OutOfRangeNested", body: new(api.SubmitBatchRequest),
+			msgpack: msgpackMap("invocations", arr(inv("max_attempts", uint64(1)<<63))), json: `{"invocations":[{"max_attempts":9223372036854775808}]}`,
+			field: "invocations[0].max_attempts", ruleHas: "the number is out of range"},
 		{name: "NotAMap", body: new(api.ClaimRequest), msgpack: msgp.AppendInt(nil, 3), json: `3`,
 			field: "request body", ruleHas: "map"},
 		{name: "SettleUnknown", body: new(api.SettlesRequest),

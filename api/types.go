@@ -388,17 +388,21 @@ type Admission struct {
 	// ConcurrencyLimit is the most running invocations per concurrency key; 0: no limit.
 	ConcurrencyLimit int64 `json:"concurrency_limit,omitzero" msg:"concurrency_limit,omitempty"`
 	// ConcurrencyLimits overrides ConcurrencyLimit per key (0: no limit for that key).
-	ConcurrencyLimits map[string]int64 `json:"concurrency_limits,omitzero" msg:"concurrency_limits,omitempty"`
+	//
+	// In the four per-key maps (ConcurrencyLimits, KeyWeights, KeyRateLimits, KeyBursts) a
+	// null value (JSON null, msgpack nil) is no override: the key takes the queue's default,
+	// as the CLI's KEY=- (Plane drops it; answers never carry one).
+	ConcurrencyLimits map[string]*int64 `json:"concurrency_limits,omitzero" msg:"concurrency_limits,omitempty"`
 	// KeyWeights weighs the keys' fair share of claims (> 0; default 1).
-	KeyWeights map[string]float64 `json:"key_weights,omitzero" msg:"key_weights,omitempty"`
+	KeyWeights map[string]*float64 `json:"key_weights,omitzero" msg:"key_weights,omitempty"`
 	// KeyRateLimit is the starts per second of each key (a token bucket per key of size
 	// KeyBurst); 0: no limit.
 	KeyRateLimit float64 `json:"key_rate_limit,omitzero" msg:"key_rate_limit,omitempty"`
 	KeyBurst     int64   `json:"key_burst,omitzero" msg:"key_burst,omitempty"`
 	// KeyRateLimits overrides KeyRateLimit per key (0: no rate limit for that key).
-	KeyRateLimits map[string]float64 `json:"key_rate_limits,omitzero" msg:"key_rate_limits,omitempty"`
+	KeyRateLimits map[string]*float64 `json:"key_rate_limits,omitzero" msg:"key_rate_limits,omitempty"`
 	// KeyBursts overrides the bucket size per key (≥ 1).
-	KeyBursts map[string]int64 `json:"key_bursts,omitzero" msg:"key_bursts,omitempty"`
+	KeyBursts map[string]*int64 `json:"key_bursts,omitzero" msg:"key_bursts,omitempty"`
 }
 
 // AdmissionResponse answers the admission routes; Admission is null when the queue has

@@ -108,7 +108,11 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendMapHeader(o, uint32(len(z.ConcurrencyLimits)))
 			for za0001, za0002 := range z.ConcurrencyLimits {
 				o = msgp.AppendString(o, za0001)
-				o = msgp.AppendInt64(o, za0002)
+				if za0002 == nil {
+					o = msgp.AppendNil(o)
+				} else {
+					o = msgp.AppendInt64(o, *za0002)
+				}
 			}
 		}
 		if (zb0001Mask & 0x80) == 0 { // if not omitted
@@ -117,7 +121,11 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendMapHeader(o, uint32(len(z.KeyWeights)))
 			for za0003, za0004 := range z.KeyWeights {
 				o = msgp.AppendString(o, za0003)
-				o = msgp.AppendFloat64(o, za0004)
+				if za0004 == nil {
+					o = msgp.AppendNil(o)
+				} else {
+					o = msgp.AppendFloat64(o, *za0004)
+				}
 			}
 		}
 		if (zb0001Mask & 0x100) == 0 { // if not omitted
@@ -136,7 +144,11 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendMapHeader(o, uint32(len(z.KeyRateLimits)))
 			for za0005, za0006 := range z.KeyRateLimits {
 				o = msgp.AppendString(o, za0005)
-				o = msgp.AppendFloat64(o, za0006)
+				if za0006 == nil {
+					o = msgp.AppendNil(o)
+				} else {
+					o = msgp.AppendFloat64(o, *za0006)
+				}
 			}
 		}
 		if (zb0001Mask & 0x800) == 0 { // if not omitted
@@ -145,7 +157,11 @@ func (z *Admission) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendMapHeader(o, uint32(len(z.KeyBursts)))
 			for za0007, za0008 := range z.KeyBursts {
 				o = msgp.AppendString(o, za0007)
-				o = msgp.AppendInt64(o, za0008)
+				if za0008 == nil {
+					o = msgp.AppendNil(o)
+				} else {
+					o = msgp.AppendInt64(o, *za0008)
+				}
 			}
 		}
 	}
@@ -222,12 +238,12 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 			if z.ConcurrencyLimits == nil {
-				z.ConcurrencyLimits = make(map[string]int64, zb0002)
+				z.ConcurrencyLimits = make(map[string]*int64, zb0002)
 			} else if len(z.ConcurrencyLimits) > 0 {
 				clear(z.ConcurrencyLimits)
 			}
 			for zb0002 > 0 {
-				var za0002 int64
+				var za0002 *int64
 				zb0002--
 				var za0001 string
 				za0001, bts, err = msgp.ReadStringBytes(bts)
@@ -235,10 +251,21 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "ConcurrencyLimits")
 					return
 				}
-				za0002, bts, err = msgp.ReadInt64Bytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, "ConcurrencyLimits", za0001)
-					return
+				if msgp.IsNil(bts) {
+					bts, err = msgp.ReadNilBytes(bts)
+					if err != nil {
+						return
+					}
+					za0002 = nil
+				} else {
+					if za0002 == nil {
+						za0002 = new(int64)
+					}
+					*za0002, bts, err = msgp.ReadInt64Bytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "ConcurrencyLimits", za0001)
+						return
+					}
 				}
 				z.ConcurrencyLimits[za0001] = za0002
 			}
@@ -254,12 +281,12 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 			if z.KeyWeights == nil {
-				z.KeyWeights = make(map[string]float64, zb0003)
+				z.KeyWeights = make(map[string]*float64, zb0003)
 			} else if len(z.KeyWeights) > 0 {
 				clear(z.KeyWeights)
 			}
 			for zb0003 > 0 {
-				var za0004 float64
+				var za0004 *float64
 				zb0003--
 				var za0003 string
 				za0003, bts, err = msgp.ReadStringBytes(bts)
@@ -267,10 +294,21 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "KeyWeights")
 					return
 				}
-				za0004, bts, err = msgp.ReadFloat64Bytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, "KeyWeights", za0003)
-					return
+				if msgp.IsNil(bts) {
+					bts, err = msgp.ReadNilBytes(bts)
+					if err != nil {
+						return
+					}
+					za0004 = nil
+				} else {
+					if za0004 == nil {
+						za0004 = new(float64)
+					}
+					*za0004, bts, err = msgp.ReadFloat64Bytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "KeyWeights", za0003)
+						return
+					}
 				}
 				z.KeyWeights[za0003] = za0004
 			}
@@ -298,12 +336,12 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 			if z.KeyRateLimits == nil {
-				z.KeyRateLimits = make(map[string]float64, zb0004)
+				z.KeyRateLimits = make(map[string]*float64, zb0004)
 			} else if len(z.KeyRateLimits) > 0 {
 				clear(z.KeyRateLimits)
 			}
 			for zb0004 > 0 {
-				var za0006 float64
+				var za0006 *float64
 				zb0004--
 				var za0005 string
 				za0005, bts, err = msgp.ReadStringBytes(bts)
@@ -311,10 +349,21 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "KeyRateLimits")
 					return
 				}
-				za0006, bts, err = msgp.ReadFloat64Bytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, "KeyRateLimits", za0005)
-					return
+				if msgp.IsNil(bts) {
+					bts, err = msgp.ReadNilBytes(bts)
+					if err != nil {
+						return
+					}
+					za0006 = nil
+				} else {
+					if za0006 == nil {
+						za0006 = new(float64)
+					}
+					*za0006, bts, err = msgp.ReadFloat64Bytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "KeyRateLimits", za0005)
+						return
+					}
 				}
 				z.KeyRateLimits[za0005] = za0006
 			}
@@ -330,12 +379,12 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 			if z.KeyBursts == nil {
-				z.KeyBursts = make(map[string]int64, zb0005)
+				z.KeyBursts = make(map[string]*int64, zb0005)
 			} else if len(z.KeyBursts) > 0 {
 				clear(z.KeyBursts)
 			}
 			for zb0005 > 0 {
-				var za0008 int64
+				var za0008 *int64
 				zb0005--
 				var za0007 string
 				za0007, bts, err = msgp.ReadStringBytes(bts)
@@ -343,10 +392,21 @@ func (z *Admission) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "KeyBursts")
 					return
 				}
-				za0008, bts, err = msgp.ReadInt64Bytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, "KeyBursts", za0007)
-					return
+				if msgp.IsNil(bts) {
+					bts, err = msgp.ReadNilBytes(bts)
+					if err != nil {
+						return
+					}
+					za0008 = nil
+				} else {
+					if za0008 == nil {
+						za0008 = new(int64)
+					}
+					*za0008, bts, err = msgp.ReadInt64Bytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "KeyBursts", za0007)
+						return
+					}
 				}
 				z.KeyBursts[za0007] = za0008
 			}
@@ -368,28 +428,48 @@ func (z *Admission) Msgsize() (s int) {
 	if z.ConcurrencyLimits != nil {
 		for za0001, za0002 := range z.ConcurrencyLimits {
 			_ = za0002
-			s += msgp.StringPrefixSize + len(za0001) + msgp.Int64Size
+			s += msgp.StringPrefixSize + len(za0001)
+			if za0002 == nil {
+				s += msgp.NilSize
+			} else {
+				s += msgp.Int64Size
+			}
 		}
 	}
 	s += 12 + msgp.MapHeaderSize
 	if z.KeyWeights != nil {
 		for za0003, za0004 := range z.KeyWeights {
 			_ = za0004
-			s += msgp.StringPrefixSize + len(za0003) + msgp.Float64Size
+			s += msgp.StringPrefixSize + len(za0003)
+			if za0004 == nil {
+				s += msgp.NilSize
+			} else {
+				s += msgp.Float64Size
+			}
 		}
 	}
 	s += 15 + msgp.Float64Size + 10 + msgp.Int64Size + 16 + msgp.MapHeaderSize
 	if z.KeyRateLimits != nil {
 		for za0005, za0006 := range z.KeyRateLimits {
 			_ = za0006
-			s += msgp.StringPrefixSize + len(za0005) + msgp.Float64Size
+			s += msgp.StringPrefixSize + len(za0005)
+			if za0006 == nil {
+				s += msgp.NilSize
+			} else {
+				s += msgp.Float64Size
+			}
 		}
 	}
 	s += 11 + msgp.MapHeaderSize
 	if z.KeyBursts != nil {
 		for za0007, za0008 := range z.KeyBursts {
 			_ = za0008
-			s += msgp.StringPrefixSize + len(za0007) + msgp.Int64Size
+			s += msgp.StringPrefixSize + len(za0007)
+			if za0008 == nil {
+				s += msgp.NilSize
+			} else {
+				s += msgp.Int64Size
+			}
 		}
 	}
 	return

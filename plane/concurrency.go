@@ -19,7 +19,10 @@ import (
 // without reading the invocations of a saturated key, and among those the one whose turn
 // it is (the smallest pass; each claim advances its key's pass by 1/weight).
 
-// ConcurrencyKeyRule is what a concurrency key may be.
+// ConcurrencyKeyRule is what a concurrency key may be. An empty key is no key, on every
+// surface: SubmitParams.ConcurrencyKey "" (Go's zero value), HTTP "concurrency_key": "",
+// the CLI's --concurrency-key "", Python's concurrency_key="" and RateLimited(key="") — a
+// job without a key, never limited (SubmitParams.Validate checks only a non-empty one).
 const ConcurrencyKeyRule = "use 1–256 bytes of UTF-8 without NUL"
 
 // ConcurrencyKeyMax is the longest concurrency key, in bytes.

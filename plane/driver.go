@@ -169,11 +169,12 @@ type Driver interface {
 	// already submitted are ordinary invocations and stay.
 	ScheduleDelete(ctx context.Context, namespace, name string) (bool, error)
 
-	// SchedulePause pauses (paused true) or resumes a schedule and returns it. A resumed
-	// schedule fires from the first tick after the plane's clock now: the ticks that passed
-	// while it was paused are skipped. Pausing a paused schedule (or resuming a running one)
-	// changes nothing. Errors: ErrNotFound (no such schedule), *InvalidError.
-	SchedulePause(ctx context.Context, namespace, name string, paused bool) (*Schedule, error)
+	// SchedulePause pauses (paused true) or resumes a schedule, returns it and reports
+	// whether that changed it. A resumed schedule fires from the first tick after the
+	// plane's clock now: the ticks that passed while it was paused are skipped. Pausing a
+	// paused schedule (or resuming a running one) changes nothing and reports false, as
+	// QueuePause does. Errors: ErrNotFound (no such schedule), *InvalidError.
+	SchedulePause(ctx context.Context, namespace, name string, paused bool) (*Schedule, bool, error)
 
 	// WorkerRegister records or refreshes a live worker (LastSeen = now).
 	WorkerRegister(ctx context.Context, info *WorkerInfo) error

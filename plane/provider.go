@@ -248,8 +248,9 @@ const ProviderRefMaxBytes = 64 << 10
 // LeaseNameRule is what LeaseParams.Name may be.
 const LeaseNameRule = "use 1–200 bytes of UTF-8 without control characters, e.g. provider/QUEUE"
 
-// LeaseHolderRule is what LeaseParams.Holder may be (the rule of worker ids).
-const LeaseHolderRule = WorkerIDRule
+// LeaseHolderRule is what LeaseParams.Holder may be (a worker id's bytes; a holder is never
+// part of a path, so WorkerIDRule's slash rule does not apply).
+const LeaseHolderRule = "use 1–128 bytes of printable ASCII without spaces"
 
 // Validate checks the namespace, the queue name and the provider reference (its name,
 // its policy, and its size: at most ProviderRefMaxBytes as JSON). Errors: *InvalidError

@@ -95,19 +95,36 @@ type TokenInfo struct {
 // WorkerHostRule is what WorkerInfo.Host may be.
 const WorkerHostRule = "use at most 255 bytes of UTF-8 without control characters"
 
-// WorkerIDRule is what WorkerInfo.ID may be.
-const WorkerIDRule = "use 1–128 bytes of printable ASCII without spaces"
+// WorkerIDRule is what WorkerInfo.ID may be. The id is the last segment of an HTTP path
+// (DELETE /v1/namespaces/{ns}/workers/{id}, and a token's DELETE /v1/tokens/{id}), so it
+// has no part between slashes that path cleaning would remove or fold: an empty one ("a//b",
+// "/a", "a/"), "." or "..". Such an id could be stored but never named again over HTTP (a
+// token made with id ".." could not be revoked by `lakeshore token revoke` over HTTP).
+const WorkerIDRule = "use 1–128 bytes of printable ASCII without spaces, and no empty, \".\" or \"..\" part between slashes"
+
+// validatePathID checks id against WorkerIDRule (rule: the rule to name), reporting field.
+func validatePathID(field, id, rule string) error {
+	if len(id) == 0 || len(id) > 128 {
+		return Invalid(field, id, rule)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' {
+			return Invalid(field, id, rule)
+		}
+	}
+	for part := range strings.SplitSeq(id, "/") {
+		if part == "" || part == "." || part == ".." {
+			return Invalid(field, id, rule)
+		}
+	}
+	return nil
+}
 
 // Validate checks a worker registration: the id, the namespace ("" means the default), the
 // host, the pid and every queue name. Errors: *InvalidError naming the field and the rule.
 func (w *WorkerInfo) Validate() error {
-	if len(w.ID) == 0 || len(w.ID) > 128 {
-		return Invalid("worker id", w.ID, WorkerIDRule)
-	}
-	for i := 0; i < len(w.ID); i++ {
-		if c := w.ID[i]; c <= ' ' || c > '~' {
-			return Invalid("worker id", w.ID, WorkerIDRule)
-		}
+	if err := validatePathID("worker id", w.ID, WorkerIDRule); err != nil {
+		return err
 	}
 	if w.Namespace != "" {
 		if err := ValidateNamespace(w.Namespace); err != nil {
@@ -160,13 +177,8 @@ func ErrTokenExists(id string) error {
 // namespace and queue globs (TokenGlobRule) and at least one known permission. Errors:
 // *InvalidError naming the field as on the wire.
 func (tok *TokenInfo) Validate() error {
-	if len(tok.ID) == 0 || len(tok.ID) > 128 {
-		return Invalid("id", tok.ID, TokenIDRule)
-	}
-	for i := 0; i < len(tok.ID); i++ {
-		if c := tok.ID[i]; c <= ' ' || c > '~' {
-			return Invalid("id", tok.ID, TokenIDRule)
-		}
+	if err := validatePathID("id", tok.ID, TokenIDRule); err != nil {
+		return err
 	}
 	if len(tok.Hash) != 32 {
 		return Invalid("hash", fmt.Sprintf("of %d bytes", len(tok.Hash)), "use the 32-byte SHA-256 of the secret")

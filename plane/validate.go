@@ -490,7 +490,7 @@ func (p *ListParams) Validate() error {
 	}
 	if p.After != "" {
 		if err := ValidateID(p.After); err != nil {
-			return Invalid("cursor", p.After, "pass the Next of the previous page, or nothing for the first page")
+			return Invalid("cursor", p.After, "use the next cursor of the previous page (the CLI prints it after more:), or nothing for the first page")
 		}
 	}
 	if p.Limit < 0 || p.Limit > ListLimitMax {

@@ -2,6 +2,7 @@ package plane
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,3 +39,31 @@ func TestErrorsNameWireFields(t *testing.T) {
 }
 
 func nan() float64 { var z float64; return z / z }
+
+// TestPathIDs: a worker or token id is a segment of an HTTP path (DELETE …/workers/{id},
+// DELETE /v1/tokens/{id}), so an id with an empty, "." or ".." part between slashes, which
+// path cleaning would change, is refused: stored, it could never be named over HTTP again.
+func TestPathIDs(t *testing.T) {
+	t.Parallel()
+	hash := make([]byte, 32)
+	token := func(id string) *TokenInfo {
+		return &TokenInfo{ID: id, Hash: hash, Namespace: "*", Queue: "*", Permissions: []Permission{PermissionRead}}
+	}
+	for _, id := range []string{"..", ".", "x/../victim", "a//b", "/a", "a/", "a/./b"} {
+		if err := (&WorkerInfo{ID: id}).Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("worker id %q: %v, want invalid", id, err)
+		}
+		err := token(id).Validate()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `no empty, "." or ".." part between slashes`) {
+			t.Errorf("token id %q: %v, want invalid saying why", id, err)
+		}
+	}
+	for _, id := range []string{"host:42", "a/b", "..a", "a..", "x/.y", "%2e%2e", "01ARZ3NDEKTSV4RRFFQ69G5FAV"} {
+		if err := (&WorkerInfo{ID: id}).Validate(); err != nil {
+			t.Errorf("worker id %q: %v", id, err)
+		}
+		if err := token(id).Validate(); err != nil {
+			t.Errorf("token id %q: %v", id, err)
+		}
+	}
+}

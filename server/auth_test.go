@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -340,12 +341,27 @@ func TestTokenCreateRefusesBadInput(t *testing.T) {
 		{"BadQueueGlob", map[string]any{"namespace": "a", "queue": "[", "permissions": []string{"read"}}, "queue"},
 		{"ShortHash", map[string]any{"namespace": "team-a", "queue": "*", "permissions": []string{"read"}, "hash": "AAAA"}, "hash"},
 		{"NoPermissions", map[string]any{"namespace": "team-a", "queue": "*", "permissions": []string{}}, "permissions"},
+		// An id that DELETE /v1/tokens/{id} could not name (path cleaning changes it):
+		// before, it was stored, and such a token could never be revoked over HTTP.
+		{"IDDotDot", map[string]any{"id": "..", "namespace": "team-a", "queue": "*", "permissions": []string{"read"}}, "id"},
+		{"IDDot", map[string]any{"id": ".", "namespace": "team-a", "queue": "*", "permissions": []string{"read"}}, "id"},
+		{"IDDotDotSegment", map[string]any{"id": "x/../victim", "namespace": "team-a", "queue": "*", "permissions": []string{"read"}}, "id"},
+		{"IDEmptySegment", map[string]any{"id": "a//b", "namespace": "team-a", "queue": "*", "permissions": []string{"read"}}, "id"},
+		{"IDLeadingSlash", map[string]any{"id": "/a", "namespace": "team-a", "queue": "*", "permissions": []string{"read"}}, "id"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := b.doJSON(t, "POST", "/v1/tokens", c.body, adminSecret)
 			eb := r.requireError(t, 400, "invalid")
 			require.True(t, strings.HasPrefix(eb.Message, "invalid "+c.field), "message %q names %s", eb.Message, c.field)
 		})
+	}
+	// Every id the rule takes can be revoked over HTTP, a slash and dots included.
+	for _, id := range []string{"a/b", "a.b", "..a", "a..", "x/.y", "%2e%2e", "a?b", "a#b"} {
+		r := b.doJSON(t, "POST", "/v1/tokens", map[string]any{"id": id, "namespace": "team-a", "queue": "*", "permissions": []string{"read"}}, adminSecret)
+		require.Equal(t, 200, r.status, "create %q: %s", id, r.body)
+		r = b.do(t, "DELETE", "/v1/tokens/"+url.PathEscape(id), "", nil, adminSecret)
+		require.Equal(t, 200, r.status, "revoke %q: %s", id, r.body)
+		require.Contains(t, string(r.body), `"changed":true`, "revoke %q", id)
 	}
 }
 

@@ -201,7 +201,8 @@ func (s *Server) handleAdmissionSet(w http.ResponseWriter, r *http.Request, p *p
 	if err := s.drv.QueueAdmissionSet(r.Context(), &plane.AdmissionParams{Namespace: ns, Queue: q, Admission: *a, IfMatch: ifMatch}); err != nil {
 		return err
 	}
-	s.write(w, r, http.StatusOK, &api.AdmissionResponse{Admission: &req})
+	// The block as the plane took it (a null per-key override left out), not the request.
+	s.write(w, r, http.StatusOK, &api.AdmissionResponse{Admission: api.NewAdmission(a)})
 	return nil
 }
 

@@ -160,11 +160,12 @@ func (s *Server) handleSchedulePause(paused bool) handlerFunc {
 		if err := s.authorizeSchedule(r, p, ns, name, false); err != nil {
 			return err
 		}
-		sc, err := s.drv.SchedulePause(r.Context(), ns, name, paused)
+		sc, changed, err := s.drv.SchedulePause(r.Context(), ns, name, paused)
 		if err != nil {
 			return err
 		}
 		out := api.NewSchedule(sc)
+		out.Changed = &changed
 		s.write(w, r, http.StatusOK, &out)
 		return nil
 	}

@@ -307,6 +307,50 @@ func TestAdmissionIfMatchEmptyTag(t *testing.T) {
 	}
 }
 
+// TestAdmissionNullKeyOverride: a null value in a per-key override map (JSON null, msgpack
+// nil) is no override, as the CLI's KEY=-: the key takes the queue's default, and the
+// answer and a later GET leave it out. Before, JSON read null as 0 — a concurrency or rate
+// limit of 0 ("no limit for that key") was stored silently, and a weight was refused as
+// "invalid key_weights[a] 0" — while msgpack (the Python SDK) refused it as "got nil".
+func TestAdmissionNullKeyOverride(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	body := map[string]any{"concurrency_limit": 2,
+		"concurrency_limits": map[string]any{"a": nil, "b": 5},
+		"key_weights":        map[string]any{"a": nil, "b": 2.0},
+		"key_rate_limits":    map[string]any{"a": nil, "b": 3.0},
+		"key_bursts":         map[string]any{"a": nil, "b": 4}}
+	mp, err := msgpack.Marshal(body)
+	require.NoError(t, err)
+	js, err := json.Marshal(body)
+	require.NoError(t, err)
+	for name, send := range map[string]func() *response{
+		"json":    func() *response { return b.do(t, "PUT", Q+"/admission", api.ContentTypeJSON, js, "") },
+		"msgpack": func() *response { return b.do(t, "PUT", Q+"/admission", api.ContentTypeMsgpack, mp, "") },
+	} {
+		require.NoError(t, b.back.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "jobs"}))
+		r := send()
+		require.Equal(t, 200, r.status, "%s: %s", name, r.body)
+		require.NotContains(t, string(r.body), `"a"`, "%s: the answer leaves the key out", name)
+		a, err := b.back.QueueAdmissionGet(t.Context(), "default", "jobs")
+		require.NoError(t, err)
+		require.NotNil(t, a, name)
+		require.Equal(t, map[string]int64{"b": 5}, a.ConcurrencyLimits, "%s: a null limit is no override", name)
+		require.Equal(t, map[string]float64{"b": 2}, a.KeyWeights, "%s: a null weight is the default", name)
+		require.Equal(t, map[string]float64{"b": 3}, a.KeyRateLimits, "%s: a null rate is no override", name)
+		require.Equal(t, map[string]int64{"b": 4}, a.KeyBursts, "%s: a null bucket is no override", name)
+		got := b.doJSON(t, "GET", Q+"/admission", nil, "")
+		require.Equal(t, 200, got.status)
+		require.NotContains(t, string(got.body), `"a"`, "%s: the answer leaves the key out", name)
+	}
+	// Only nulls: no override map at all.
+	r := b.doJSON(t, "PUT", Q+"/admission", map[string]any{"concurrency_limit": 2, "key_weights": map[string]any{"a": nil}}, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	a, err := b.back.QueueAdmissionGet(t.Context(), "default", "jobs")
+	require.NoError(t, err)
+	require.Empty(t, a.KeyWeights)
+}
+
 func TestBlockedSubmitHeldWithinLongPollLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &server.Config{LongPollMax: 300 * time.Millisecond})

@@ -299,7 +299,7 @@ func exitCode(err error) int {
 func badInput(err error) bool {
 	var config *fabric.ConfigError
 	var code *fabric.CodeError
-	return errors.As(err, &config) || errors.As(err, &code) || errors.Is(err, lakeshore.ErrInvalid) ||
+	return errors.As(err, &config) || errors.As(err, &code) || errors.Is(err, fabric.ErrNoConfig) || errors.Is(err, lakeshore.ErrInvalid) ||
 		errors.Is(err, persist.ErrSchema) || errors.Is(err, persist.ErrUnsupportedValue)
 }
 

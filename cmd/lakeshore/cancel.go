@@ -45,12 +45,30 @@ func (a *app) endJob(ctx context.Context, id, verb, done string, fn func(*lakesh
 	} else if changed {
 		fmt.Fprintf(a.stdout, "%s %s\n", id, done)
 	} else {
-		fmt.Fprintf(a.stdout, "%s not %s: it is %s\n", id, done, inv.State)
+		fmt.Fprintln(a.stdout, unchangedText(id, done, inv.State))
 	}
 	if !changed {
 		return silentExit(exitJobFailed)
 	}
 	return nil
+}
+
+// unchangedText says why cancel or kill (done: "cancelled", "killed") changed nothing: the
+// job already was so ("ID was already cancelled", as `queue pause` says "was already
+// paused"), it already ended otherwise ("…: it already ended: succeeded"), or it is in the
+// state the other verb is for ("ID not killed: it is queued (cancel ends a queued job)").
+func unchangedText(id, done string, state lakeshore.State) string {
+	switch {
+	case string(state) == done:
+		return fmt.Sprintf("%s was already %s", id, done)
+	case state.Terminal():
+		return fmt.Sprintf("%s not %s: it already ended: %s", id, done, state)
+	case done == "killed" && state == lakeshore.StateQueued:
+		return fmt.Sprintf("%s not killed: it is queued (cancel ends a queued job)", id)
+	case done == "cancelled" && state == lakeshore.StateRunning:
+		return fmt.Sprintf("%s not cancelled: it is running (kill ends a running job)", id)
+	}
+	return fmt.Sprintf("%s not %s: it is %s", id, done, state)
 }
 
 // verbError names the verb and the id of a failed verb on one invocation, the id once

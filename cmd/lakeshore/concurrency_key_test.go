@@ -53,3 +53,23 @@ func TestConcurrencyKeyShown(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyConcurrencyKeyIsNone: --concurrency-key "" is no key (plane.ConcurrencyKeyRule:
+// one rule for Go's zero value, HTTP's "", Python's "" and the CLI), on the file plane and
+// over HTTP: the job has no key and no key row shows.
+func TestEmptyConcurrencyKeyIsNone(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(*testing.T) *cli{"File": newCLI, "HTTP": newHTTPCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := mk(t)
+			id := c.ok("submit", "a", "--concurrency-key", "", `"x"`)
+			var got map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "get", id)), &got))
+			require.NotContains(t, got, "concurrency_key")
+			var q map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "queue", "get", "a")), &q))
+			require.Empty(t, q["keys"])
+		})
+	}
+}

@@ -134,7 +134,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if batch < 1 {
-				return usagef("--batch: want ≥ 1, got %d", batch)
+				return plane.Invalid("--batch", batch, "use a number of records per put ≥ 1 (default 1000)")
 			}
 			if err := persist.CheckName("partition", partition); err != nil {
 				return err

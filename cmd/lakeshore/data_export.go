@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 func newDataExportCmd(a *app, o *dataOpts) *cobra.Command {
@@ -23,7 +24,7 @@ func newDataExportCmd(a *app, o *dataOpts) *cobra.Command {
 		Args:  exactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			if rowsPerFile < 1 {
-				return usagef("--rows-per-file: want ≥ 1, got %d", rowsPerFile)
+				return plane.Invalid("--rows-per-file", rowsPerFile, "use a number of records per file ≥ 1 (default 1000000)")
 			}
 			return a.withData(c, o, args[0], func(q *persist.Queue) error {
 				files, n, err := exportParquet(c.Context(), q, args[1], partition, rowsPerFile)

@@ -237,6 +237,15 @@ func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
 		{[]string{"submit", "q", "--priority", "abc"}, `invalid --priority "abc": use a number`},
 		{[]string{"queue", "set", "q", "--rate-limit", "1", "--burst", "1e18"}, `invalid --burst "1e18": use a whole number (digits, no exponent or fraction)`},
 		{[]string{"map", "--input", "/dev/null", "--out", "/proc/nope/out.jsonl", "--", "true"}, `invalid --out "/proc/nope/out.jsonl": its directory is not writable`},
+		// Values the flag's type parses but the verb refuses: the same form, no usage
+		// hint (before: "--batch: want ≥ 1, got 0" and the hint).
+		{[]string{"data", "put", "q", "--batch", "0"}, `invalid --batch 0: use a number of records per put ≥ 1`},
+		{[]string{"data", "export", "q", "dir", "--rows-per-file", "-1"}, `invalid --rows-per-file -1: use a number of records per file ≥ 1`},
+		{[]string{"map", "--input", "/dev/null", "--workers", "0", "--", "true"}, `invalid --workers 0: use a number of workers ≥ 1`},
+		{[]string{"map", "--input", "/dev/null", "--progress", "loud", "--", "true"}, `invalid --progress "loud": use auto|bar|lines|none`},
+		{[]string{"submit", "q", "1", "--delay", "-5m"}, `invalid --delay "-5m0s": use a duration ≥ 0`},
+		{[]string{"submit", "q", "1", "--at", "tomorrow"}, `invalid --at "tomorrow": use an RFC 3339 time`},
+		{[]string{"trim", "--all", "--older-than", "-1h"}, `invalid --older-than "-1h0m0s": use a duration ≥ 0`},
 	} {
 		_, errs, code := c.run("", cs.args...)
 		require.Equal(t, exitUsage, code, "%v: %s", cs.args, errs)
@@ -244,5 +253,21 @@ func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
 		for _, internal := range []string{"strconv.", "Parse", "Run 'lakeshore --help'"} {
 			require.NotContains(t, errs, internal, cs.args)
 		}
+	}
+	// Values the SDK refuses say what to pass in the CLI's terms, a Go name at most as an
+	// aside (before: "or FromStart (-1)", "pass the Next of the previous page").
+	id := c.ok("submit", "q", "1")
+	for _, cs := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stream", id, "--since", "-5", "--timeout", "1s"}, "invalid since -5: use a frame seq ≥ 0, or -1 for the whole journal"},
+		{[]string{"topic", "listen", "q", "t", "--since", "-5", "--timeout", "1s"}, "invalid since -5: use a frame seq ≥ 0, or -1 for the first value"},
+		{[]string{"jobs", "q", "--after", "garbage"}, `invalid cursor "garbage": use the next cursor of the previous page`},
+	} {
+		_, errs, code := c.run("", cs.args...)
+		require.Equal(t, exitUsage, code, "%v: %s", cs.args, errs)
+		require.Contains(t, errs, cs.want, cs.args)
+		require.NotContains(t, errs, "Next", cs.args)
 	}
 }

@@ -27,6 +27,23 @@ code:
   mounts: [src]
 `
 
+// TestSubmitModeWithoutConfig: `submit --mode` where no lakeshore.yaml is found is bad input
+// (exit 2, as a bad file or an unknown mode; before: exit 5, "any other error"), says how to
+// name one, and submits nothing.
+func TestSubmitModeWithoutConfig(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv(fabric.EnvConfig, "")
+	c := newCLI(t)
+	_, errs, code := c.run("", "submit", "q", "1", "--mode", "gpu")
+	if code != exitUsage || !strings.Contains(errs, "no lakeshore.yaml in the working directory or its parents") ||
+		strings.Contains(errs, "Run 'lakeshore --help'") {
+		t.Errorf("exit %d, %s", code, errs)
+	}
+	if out := c.ok("count", "q", "queued"); out != "0" {
+		t.Errorf("something was submitted: count %s", out)
+	}
+}
+
 // TestSubmitMode: `submit --mode` carries the mode's run declaration (shown by get), an
 // unknown mode fails naming the allowed ones, and a mode that ships code uploads it to the
 // server once (docs/fabric.md).

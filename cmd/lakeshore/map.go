@@ -161,12 +161,12 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 		return err
 	}
 	if o.workers < 1 {
-		return usagef("--workers must be ≥ 1")
+		return plane.Invalid("--workers", o.workers, "use a number of workers ≥ 1 (default: the number of CPUs)")
 	}
 	switch o.progress {
 	case "auto", "bar", "lines", "none":
 	default:
-		return usagef("--progress %q: use auto|bar|lines|none", o.progress)
+		return plane.Invalid("--progress", o.progress, "use auto|bar|lines|none")
 	}
 	// Inputs first: bad input stops everything before anything is submitted.
 	in, name := a.stdin, "stdin"

@@ -37,6 +37,13 @@ func TestQueueSetRefusalNamesTheFlag(t *testing.T) {
 				{[]string{"--rate-limit", "-1"}, "lakeshore: --rate-limit: invalid rate_limit -1:"},
 				{[]string{"--burst", "-1"}, "lakeshore: --burst: invalid burst -1:"},
 				{[]string{"--deadline-cutoff", "-1s"}, "lakeshore: --deadline-cutoff: invalid deadline_cutoff -1s:"},
+				// A per-key value that does not parse, or no KEY=: what the flag takes,
+				// without the usage hint (a bad value; before: `"abc" is not a number` and
+				// the hint).
+				{[]string{"--key-weight", "acme=abc"}, `lakeshore: invalid --key-weight "acme=abc": use KEY=VALUE, VALUE a weight from 0.000001 to 1000000`},
+				{[]string{"--key-limit", "acme=1.5"}, `lakeshore: invalid --key-limit "acme=1.5": use KEY=VALUE, VALUE a whole number ≥ 0`},
+				{[]string{"--key-bucket", "acme"}, `lakeshore: invalid --key-bucket "acme": use KEY=VALUE, VALUE a bucket size`},
+				{[]string{"--key-rate", "=3"}, `lakeshore: invalid --key-rate "=3": use KEY=VALUE, VALUE starts per second ≥ 0`},
 			} {
 				_, errs, code := c.run("", append([]string{"queue", "set", "a"}, bad.args...)...)
 				require.Equal(t, exitUsage, code, "%v: %s", bad.args, errs)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 func newQueueCmd(a *app) *cobra.Command {
@@ -140,14 +141,17 @@ func withAdmissionFlag(err error) error {
 }
 
 // mergeKeyOverrides merges flag values KEY=VALUE (KEY=- deletes KEY) into *m, parsing
-// VALUE with parse; KEY is what precedes the last "=". Errors: a usage error naming flag.
-func mergeKeyOverrides[V any](flag string, values []string, m *map[string]V, parse func(string) (V, error)) error {
+// VALUE with parse, which takes what (e.g. "a whole number ≥ 0"); KEY is what precedes the
+// last "=". Errors: *InvalidError naming the flag and saying what it takes (a bad value:
+// exit 2, without the usage hint, as every flag value its type cannot parse).
+func mergeKeyOverrides[V any](flag, what string, values []string, m *map[string]V, parse func(string) (V, error)) error {
+	rule := fmt.Sprintf("use KEY=VALUE, VALUE %s (KEY=- removes the override)", what)
 	for _, kv := range values {
 		// The value (a number or "-") has no "=": the last one splits, so a key may hold one.
 		i := strings.LastIndex(kv, "=")
 		k, v, ok := kv[:max(i, 0)], kv[i+1:], i >= 0
 		if !ok || k == "" {
-			return usagef("--%s %q: use KEY=VALUE (KEY=- removes the override)", flag, kv)
+			return plane.Invalid("--"+flag, kv, rule)
 		}
 		if *m == nil {
 			*m = map[string]V{}
@@ -158,7 +162,7 @@ func mergeKeyOverrides[V any](flag string, values []string, m *map[string]V, par
 		}
 		n, err := parse(v)
 		if err != nil {
-			return usagef("--%s %q: %q is not a number", flag, kv, v)
+			return plane.Invalid("--"+flag, kv, rule)
 		}
 		(*m)[k] = n
 	}
@@ -386,22 +390,22 @@ func mergeAdmissionFlags(f *pflag.FlagSet, ad *lakeshore.Admission, set *lakesho
 	if f.Changed("key-burst") {
 		ad.KeyBurst = set.KeyBurst
 	}
-	if err := mergeKeyOverrides("key-limit", keyLimits, &ad.ConcurrencyLimits, func(v string) (int64, error) {
+	if err := mergeKeyOverrides("key-limit", "a whole number ≥ 0 (0: no limit for that key)", keyLimits, &ad.ConcurrencyLimits, func(v string) (int64, error) {
 		return strconv.ParseInt(v, 10, 64)
 	}); err != nil {
 		return err
 	}
-	if err := mergeKeyOverrides("key-weight", keyWeights, &ad.KeyWeights, func(v string) (float64, error) {
+	if err := mergeKeyOverrides("key-weight", "a weight from 0.000001 to 1000000 (default 1)", keyWeights, &ad.KeyWeights, func(v string) (float64, error) {
 		return strconv.ParseFloat(v, 64)
 	}); err != nil {
 		return err
 	}
-	if err := mergeKeyOverrides("key-rate", keyRates, &ad.KeyRateLimits, func(v string) (float64, error) {
+	if err := mergeKeyOverrides("key-rate", "starts per second ≥ 0 (0: no rate limit for that key)", keyRates, &ad.KeyRateLimits, func(v string) (float64, error) {
 		return strconv.ParseFloat(v, 64)
 	}); err != nil {
 		return err
 	}
-	return mergeKeyOverrides("key-bucket", keyBursts, &ad.KeyBursts, func(v string) (int64, error) {
+	return mergeKeyOverrides("key-bucket", "a bucket size, a whole number ≥ 1", keyBursts, &ad.KeyBursts, func(v string) (int64, error) {
 		return strconv.ParseInt(v, 10, 64)
 	})
 }

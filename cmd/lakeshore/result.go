@@ -26,10 +26,15 @@ failed, was cancelled or killed, or timed out (its error on stderr, or as JSON w
 				return err
 			}
 			defer d.Close()
+			if timeout == 0 {
+				// --timeout 0 answers at once (the SDK's zero Timeout is its 30 s default):
+				// before, it waited 30 s.
+				timeout = time.Nanosecond
+			}
 			return a.printResult(c, q, args[0], timeout)
 		},
 	}
-	c.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait (default 30s; negative: forever)")
+	c.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait (0: answer at once, exit 4 when the job has not ended; negative: forever)")
 	return c
 }
 

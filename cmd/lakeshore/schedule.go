@@ -284,18 +284,25 @@ func newSchedulePauseCmd(a *app, paused bool) *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			sc, err := d.PauseSchedule(c.Context(), args[0], paused)
+			sc, changed, err := d.PauseSchedule(c.Context(), args[0], paused)
 			if err != nil {
 				return err
 			}
 			if a.json {
-				return a.printJSON(scheduleJSON(sc))
+				out := scheduleJSON(sc)
+				out["changed"] = changed
+				return a.printJSON(out)
 			}
-			if sc.Paused {
+			switch {
+			case sc.Paused && changed:
 				_, err = fmt.Fprintf(a.stdout, "paused %s\n", sc.Name)
-				return err
+			case sc.Paused:
+				_, err = fmt.Fprintf(a.stdout, "%s was already paused\n", sc.Name)
+			case changed:
+				_, err = fmt.Fprintf(a.stdout, "resumed %s: next fire %s\n", sc.Name, fireText(sc.NextFire, sc.TimeZone))
+			default:
+				_, err = fmt.Fprintf(a.stdout, "%s was not paused: next fire %s\n", sc.Name, fireText(sc.NextFire, sc.TimeZone))
 			}
-			_, err = fmt.Fprintf(a.stdout, "resumed %s: next fire %s\n", sc.Name, fireText(sc.NextFire, sc.TimeZone))
 			return err
 		},
 	}

@@ -41,6 +41,12 @@ func TestScheduleVerbs(t *testing.T) {
 			require.Contains(t, out, "nightly")
 			require.Contains(t, out, "every 10m0s")
 			require.Equal(t, "paused probe", c.ok("schedule", "pause", "probe"))
+			// A second pause says it changed nothing, as queue pause does (--json: changed).
+			require.Equal(t, "probe was already paused", c.ok("schedule", "pause", "probe"))
+			var again map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "schedule", "pause", "probe")), &again))
+			require.Equal(t, false, again["changed"])
+			require.Equal(t, true, again["paused"])
 			var list []map[string]any
 			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "schedule", "list")), &list))
 			require.Len(t, list, 2)
@@ -48,6 +54,10 @@ func TestScheduleVerbs(t *testing.T) {
 			require.Equal(t, true, list[1]["paused"])
 			require.Equal(t, 600.0, list[1]["every"])
 			require.True(t, strings.HasPrefix(c.ok("schedule", "resume", "probe"), "resumed probe: next fire "))
+			require.True(t, strings.HasPrefix(c.ok("schedule", "resume", "probe"), "probe was not paused: next fire "))
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "schedule", "resume", "probe")), &again))
+			require.Equal(t, false, again["changed"])
+			require.Equal(t, false, again["paused"])
 
 			_, errs, code = c.run("", "schedule", "pause", "missing")
 			require.Equal(t, exitNotFound, code)

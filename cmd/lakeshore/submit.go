@@ -49,13 +49,13 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 		RunE: func(c *cobra.Command, args []string) error {
 			a.rideOut = wait // waits: rides out an outage
 			if delay < 0 {
-				return usagef("--delay must be ≥ 0, e.g. 5m")
+				return plane.Invalid("--delay", delay.String(), "use a duration ≥ 0, e.g. 5m")
 			}
 			var notBefore time.Time
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
 				if err != nil {
-					return usagef("--at %q is not an RFC 3339 time; use e.g. 2026-12-02T06:00:00Z or 2026-12-02T07:00:00+01:00", at)
+					return plane.Invalid("--at", at, "use an RFC 3339 time, e.g. 2026-12-02T06:00:00Z or 2026-12-02T07:00:00+01:00")
 				}
 				notBefore = t
 			}

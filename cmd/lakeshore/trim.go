@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 func newTrimCmd(a *app) *cobra.Command {
@@ -26,7 +27,7 @@ Their idempotency keys become free. Prints how many were deleted.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if olderThan < 0 {
-				return usagef("--older-than must be ≥ 0")
+				return plane.Invalid("--older-than", olderThan.String(), "use a duration ≥ 0 (default 0: every finished job)")
 			}
 			switch {
 			case len(args) == 0 && !all:

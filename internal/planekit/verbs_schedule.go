@@ -104,12 +104,14 @@ func (v Verbs) ScheduleDelete(ctx context.Context, namespace, name string) (bool
 }
 
 // SchedulePause implements plane.Driver. A resume fires next at the first tick after now.
-func (v Verbs) SchedulePause(ctx context.Context, namespace, name string, paused bool) (*plane.Schedule, error) {
+func (v Verbs) SchedulePause(ctx context.Context, namespace, name string, paused bool) (*plane.Schedule, bool, error) {
 	if err := validSchedule(namespace, name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out *plane.Schedule
+	changed := false
 	err := write(ctx, v.db, func(t Tx) (error, error) {
+		changed = false // a retried transaction starts again
 		row, err := ScanSchedule(t.QueryRow(v.st.ScheduleGet, namespace, name))
 		if NoRows(err) {
 			return plane.ScheduleNotFound(namespace, name), nil
@@ -127,14 +129,15 @@ func (v Verbs) SchedulePause(ctx context.Context, namespace, name string, paused
 				return nil, fmt.Errorf("pause schedule: %w", err)
 			}
 			row.Paused, row.NextMS, row.UpdatedMS = paused, next, ms
+			changed = true
 		}
 		out, err = row.Schedule()
 		return nil, err
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return out, nil
+	return out, changed, nil
 }
 
 // FireSchedules submits the due ticks of up to limit schedules (next_ms at or before the

@@ -65,10 +65,11 @@ func (d *Driver) ScheduleDelete(ctx context.Context, namespace, name string) (bo
 }
 
 // SchedulePause implements plane.Driver. Repeating it changes nothing more, so it is
-// retried.
-func (d *Driver) SchedulePause(ctx context.Context, namespace, name string, paused bool) (*plane.Schedule, error) {
+// retried (a retry after a lost answer may then report false for a change the first call
+// made).
+func (d *Driver) SchedulePause(ctx context.Context, namespace, name string, paused bool) (*plane.Schedule, bool, error) {
 	if err := validSchedule(namespace, name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	verb := "/resume"
 	if paused {
@@ -76,9 +77,9 @@ func (d *Driver) SchedulePause(ctx context.Context, namespace, name string, paus
 	}
 	var out api.Schedule
 	if err := d.do(ctx, &call{method: "POST", path: schedulePath(namespace, name) + verb, out: &out, safe: true}); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return out.Plane(), nil
+	return out.Plane(), out.Changed != nil && *out.Changed, nil
 }
 
 func validSchedule(namespace, name string) error {

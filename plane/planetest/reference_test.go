@@ -1101,8 +1101,8 @@ func (d *refDriver) ScheduleDelete(context.Context, string, string) (bool, error
 	return false, plane.ErrNotImplemented
 }
 
-func (d *refDriver) SchedulePause(context.Context, string, string, bool) (*plane.Schedule, error) {
-	return nil, plane.ErrNotImplemented
+func (d *refDriver) SchedulePause(context.Context, string, string, bool) (*plane.Schedule, bool, error) {
+	return nil, false, plane.ErrNotImplemented
 }
 
 func (d *refDriver) DemandList(ctx context.Context, namespace string) ([]plane.ShapeDemand, error) {

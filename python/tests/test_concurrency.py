@@ -31,6 +31,26 @@ def test_concurrency_limit_and_fair_share(every_plane: HttpDispatch, qname: str)
     assert q.get(job.id).concurrency_key == "big"
 
 
+def test_empty_concurrency_key_is_none(dispatch: HttpDispatch, qname: str) -> None:
+    """``concurrency_key=""`` is no key, as None, as Go's zero value, HTTP's ``""`` and the
+    CLI's ``--concurrency-key ""`` (one rule, plane.ConcurrencyKeyRule). Before, Python alone
+    refused it with InvalidError."""
+    q = SyncQueue(qname, dispatch=dispatch)
+    q.set_admission(Admission(concurrency_limit=1))
+    first = q.submit(1, concurrency_key="")
+    second = q.submit(2, concurrency_key="")
+    assert q.get(first).concurrency_key is None and q.get(second).concurrency_key is None
+
+    @udf(queue=qname, dispatch=dispatch)
+    def work(x: int) -> int:
+        return x
+
+    assert q.get(work.submit(3, _concurrency_key="")).concurrency_key is None
+    a, b = q.claim(wait=5), q.claim(wait=5)
+    assert a is not None and b is not None, "jobs without a key are never limited"
+    assert q.concurrency_keys() == []
+
+
 def test_concurrency_key_is_checked(dispatch: HttpDispatch, qname: str) -> None:
     q = SyncQueue(qname, dispatch=dispatch)
     with pytest.raises(InvalidError) as e:
@@ -38,6 +58,29 @@ def test_concurrency_key_is_checked(dispatch: HttpDispatch, qname: str) -> None:
     assert e.value.field == "concurrency_key"
     with pytest.raises(InvalidError):
         q.set_admission(Admission(key_weights={"k": 0}))
+
+
+def test_null_key_override_is_the_default(every_plane: HttpDispatch, qname: str) -> None:
+    """A None in a per-key override map is no override: the key takes the queue's default
+    (as the CLI's ``KEY=-``), and the stored block leaves it out. Before, the server refused
+    it ("want a float, got nil") over msgpack and read it as 0 over JSON."""
+    q = SyncQueue(qname, dispatch=every_plane)
+    got = q.set_admission(
+        Admission(
+            concurrency_limit=2,
+            concurrency_limits={"a": None, "b": 5},
+            key_weights={"a": None, "b": 2},
+            key_rate_limits={"a": None, "b": 3},
+            key_bursts={"a": None, "b": 4},
+        )
+    )
+    assert dict(got.concurrency_limits or {}) == {"b": 5}
+    assert dict(got.key_weights or {}) == {"b": 2}
+    assert dict(got.key_rate_limits or {}) == {"b": 3}
+    assert dict(got.key_bursts or {}) == {"b": 4}
+    q.submit(1, concurrency_key="a")
+    (key,) = q.concurrency_keys()
+    assert key.key == "a" and key.weight == 1 and key.limit == 2, "the default weight and limit"
 
 
 def test_key_rate_limit_overrides(every_plane: HttpDispatch, qname: str) -> None:

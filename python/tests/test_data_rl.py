@@ -223,3 +223,29 @@ def test_non_integer_counts_and_bad_versions_are_invalid_naming_the_field(d: Htt
         assert await q.version() == 1
 
     run(main())
+
+
+def test_integers_beyond_64_bits_are_invalid_naming_the_field(d: HttpDispatch, qname: str) -> None:
+    """An int no msgpack integer holds (batch_size=10**30, an index of 10**30, a rank of
+    10**30) raises InvalidError naming the field, as one of 2**63 does (the server's words,
+    "the number is out of range"); before, msgpack's bare OverflowError ("Integer value out
+    of range") came out of the request's encoding."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"x": 1}, {"x": 2}])
+        await q.flush()
+        r = q.reader()
+        for big in (2**63, 10**30):
+            with pytest.raises(InvalidError) as e:
+                await r.get_meta(["x"], big, "t")
+            assert e.value.field == "batch_size" and "out of range" in str(e.value), e.value
+        with pytest.raises(InvalidError) as e:
+            await q.mark_consumed("t", global_indexes=[0, 10**30])
+        assert e.value.field == "indexes[1]" and "out of range" in str(e.value), e.value
+        with pytest.raises(InvalidError) as e:
+            await q.reader(10**30, world_size=10**31).get_batch(["x"], 1, "t")
+        assert "out of range" in str(e.value), e.value
+        assert await q.consumed("t") == 0  # nothing was handed out or marked
+
+    run(main())

@@ -325,6 +325,18 @@ def test_delayed_submit(dispatch: HttpDispatch, qname: str) -> None:
         with pytest.raises(InvalidError, match="invalid priority .*want a finite number") as e:
             q.submit(1, priority=bad)
         assert e.value.field == "priority" and len(str(e.value)) < 120
+    # max_attempts is an integer, never a float truncated (1.5 was sent as 1); metadata is
+    # str to str, never None sent as "None" (as the server refuses a non-string value).
+    count = q.count()
+    for bad in (1.5, "3", True):
+        with pytest.raises(InvalidError, match="invalid max_attempts .*want an integer") as e:
+            q.submit(1, max_attempts=bad)
+        assert e.value.field == "max_attempts"
+    for meta in ({"a": None}, {"a": 1}, {1: "a"}):
+        with pytest.raises(InvalidError, match="invalid metadata") as e:
+            q.submit(1, metadata=meta)
+    assert q.count() == count, "nothing was submitted"
+    assert q.get(q.submit(1, max_attempts=np.int64(2), metadata={"a": "b"})).max_attempts == 2
 
 
 def test_listing_pages(dispatch: HttpDispatch, qname: str) -> None:

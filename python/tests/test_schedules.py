@@ -44,9 +44,15 @@ def test_schedule_decorator_list_pause_remove(every_plane: HttpDispatch, qname: 
     assert len(mine) == 1 and mine[0].catch_up == "once"
 
     paused = pause_schedule(qname + "-nightly", dispatch=d)
-    assert paused.paused and paused.next_fire is None
+    assert paused.paused and paused.next_fire is None and paused.changed is True
+    again = pause_schedule(qname + "-nightly", dispatch=d)
+    assert again.paused and again.changed is False, "a second pause says it was already paused"
     resumed = resume_schedule(qname + "-nightly", dispatch=d)
-    assert not resumed.paused and resumed.next_fire is not None
+    assert not resumed.paused and resumed.next_fire is not None and resumed.changed is True
+    again = resume_schedule(qname + "-nightly", dispatch=d)
+    assert not again.paused and again.changed is False, "a second resume says it was not paused"
+    assert again.next_fire == resumed.next_fire
+    assert mine[0].changed is None, "only pause and resume answer changed"
     with pytest.raises(NotFoundError, match="not found"):
         pause_schedule(qname + "-missing", dispatch=d)
     assert remove_schedule(qname + "-nightly", dispatch=d)

@@ -6,6 +6,7 @@ claimed (no ``started_at``, no ``released`` error), and none is left running."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -99,6 +100,34 @@ def test_exit_when_idle_waits_for_jobs_a_key_rate_limit_holds_back(
     assert run_worker(dispatch, queues={qname: body}, concurrency=concurrency, exit_when_idle=True, handle_signals=False) == 4
     assert sorted(body.calls) == [0, 1, 2, 3]
     assert q.count("queued") == 0 and q.count("succeeded") == 4
+
+
+def test_exit_when_idle_claims_after_its_check(
+    dispatch: HttpDispatch, qname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fire that lands between an empty claim and the idle check (the plane's maintenance
+    firing a due tick just then) is claimable, yet the check cannot see it (the tick is no
+    longer due): the worker claims once more after an empty check and runs it. Before, it
+    returned with the fire queued (test_exit_when_idle_runs_a_due_schedule_tick failed so
+    under load). The check is wrapped to submit the "fire" at its first call, in that
+    window; Go: TestRunWorker/ExitWhenIdleClaimsAfterItsCheck."""
+    from lakeshore import worker
+
+    q = SyncQueue(qname, dispatch=dispatch)
+    original = worker._Worker._queues_empty
+    fired: list[str] = []
+
+    async def fire_at_first_check(self: Any) -> bool:
+        if not fired:
+            fired.append("fire")
+            await asyncio.to_thread(q.submit, "fire")  # the check runs on the dispatch's loop
+        return await original(self)
+
+    monkeypatch.setattr(worker._Worker, "_queues_empty", fire_at_first_check)
+    body = Bodies()
+    n = run_worker(dispatch, queues={qname: body}, exit_when_idle=True, handle_signals=False)
+    assert fired, "the check ran"
+    assert n == 1 and body.calls == ["fire"], "the fire that landed between the empty claim and the check ran"
 
 
 def test_exit_when_idle_runs_a_due_schedule_tick(dispatch: HttpDispatch, qname: str) -> None:

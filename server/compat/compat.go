@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/api"
@@ -183,6 +184,12 @@ func (h *handlers) invocation(ctx context.Context, p Principal, namespace, id st
 	return inv, nil
 }
 
+// forbidden is the 403 error for perms on a queue, in the words of our routes' (server's
+// forbidden): "the token does not grant submit or consume on queue ns/q".
 func forbidden(namespace, queue string, perms ...plane.Permission) error {
-	return fmt.Errorf("%w: the token does not grant %v on queue %s/%s", api.ErrForbidden, perms, namespace, queue)
+	names := make([]string, len(perms))
+	for i, p := range perms {
+		names[i] = string(p)
+	}
+	return fmt.Errorf("%w: the token does not grant %s on queue %s/%s", api.ErrForbidden, strings.Join(names, " or "), namespace, queue)
 }

@@ -290,10 +290,35 @@ func TestStopEndsLongPolls(t *testing.T) {
 // serveCompat serves the compatibility routes over drv on a test server (a replica: its
 // own handlers and memory).
 func serveCompat(t *testing.T, drv plane.Driver) string {
+	return serveCompatAs(t, drv, everyone{})
+}
+
+// nobody is the principal of a token that grants nothing.
+type nobody struct{}
+
+func (nobody) Allows(string, string, ...plane.Permission) bool { return false }
+func (nobody) Namespace() string                               { return "default" }
+
+// TestForbiddenSaysWhatInWords: a refusal names the permissions as our routes do ("submit"),
+// never a Go slice ("[submit]").
+func TestForbiddenSaysWhatInWords(t *testing.T) {
+	t.Parallel()
+	url := serveCompatAs(t, sqlite(t), nobody{})
+	code, out := call(t, url, "/v1/namespaces/default/producer/submit", map[string]any{
+		"invocation_id": "01ARZ3NDEKTSV4RRFFQ69G5FAV", "queue": "q", "args_blob": []byte{0xc0}, "run_config": map[string]any{"queue": "q"}})
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, out["text"], "the token does not grant submit on queue default/q")
+	require.NotContains(t, out["text"], "[")
+	code, out = call(t, url, "/v1/daemon/poll", map[string]any{"worker_id": "w", "timeout_s": 0, "queue": "q"})
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, out["text"], "the token does not grant consume on queue default/q")
+}
+
+func serveCompatAs(t *testing.T, drv plane.Driver, who compat.Principal) string {
 	mux := http.NewServeMux()
 	routes := compat.Routes(&compat.Config{
 		Driver:       drv,
-		Authenticate: func(*http.Request) (compat.Principal, error) { return everyone{}, nil },
+		Authenticate: func(*http.Request) (compat.Principal, error) { return who, nil },
 		WriteError: func(w http.ResponseWriter, _ *http.Request, err error) {
 			w.WriteHeader(http.StatusConflict)
 			_, _ = io.WriteString(w, err.Error())

@@ -541,11 +541,42 @@ def _unix_transport(uds: str, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
     return t
 
 
+_INT_RULE = "the number is out of range: use an integer from -9223372036854775808 to 18446744073709551615"
+
+
 def pack(body: Mapping[str, Any]) -> bytes:
-    """Encode a request body as msgpack: bytes as bin, aware datetimes as timestamps."""
-    out = msgpack.packb(body, use_bin_type=True, datetime=True)
+    """Encode a request body as msgpack: bytes as bin, aware datetimes as timestamps.
+
+    Raises:
+        InvalidError: an int no msgpack integer holds (``batch_size=10**30``), naming the
+            field as the server would (``global_indexes[0]``), never msgpack's bare
+            OverflowError."""
+    try:
+        out = msgpack.packb(body, use_bin_type=True, datetime=True)
+    except OverflowError:
+        field, value = _int_out_of_range(body, "")
+        raise errors.InvalidError(
+            f"invalid {field or 'request body'} {value}: {_INT_RULE}", field=field, value=value, rule=_INT_RULE
+        ) from None
     assert isinstance(out, bytes)
     return out
+
+
+def _int_out_of_range(v: Any, path: str) -> tuple[str, Any]:
+    """The path (``a.b[2]``) and value of the first int in ``v`` outside msgpack's range."""
+    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**64:
+        return path, v
+    if isinstance(v, Mapping):
+        for k, e in v.items():
+            found = _int_out_of_range(e, f"{path}.{k}" if path else str(k))
+            if found[0] or found[1] is not None:
+                return found
+    elif isinstance(v, (list, tuple)):
+        for i, e in enumerate(v):
+            found = _int_out_of_range(e, f"{path}[{i}]")
+            if found[0] or found[1] is not None:
+                return found
+    return "", None
 
 
 def unpack(data: bytes) -> Any:

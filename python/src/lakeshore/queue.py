@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
+import numbers
 import os
 import threading
 import time
@@ -74,10 +75,12 @@ class Envelope:
         payload: any wire value (see :mod:`lakeshore.wire`), or a :class:`~lakeshore.wire.Thunk`.
         key: idempotency key, unique per queue: resubmitting it returns the existing id.
         priority: orders ``priority`` and ``boltzmann`` claims, higher first; finite.
-        max_attempts: claims before the invocation fails for good (server default 3).
+        max_attempts: claims before the invocation fails for good (server default 3): an
+            integer (a float is InvalidError, not truncated).
         attempt_timeout: seconds one attempt may run.
         deadline: an aware datetime after which a still-queued invocation ends as timeout.
-        metadata: free-form string headers, carried to the worker's :class:`Job`.
+        metadata: free-form string headers, carried to the worker's :class:`Job`: str keys
+            and str values (InvalidError otherwise, as from the server).
         delay: seconds before the invocation may be claimed (≥ 0).
         not_before: an aware datetime before which it may not be claimed.
         id: a client-made ULID (made for you when None), so a repeated submit is harmless.
@@ -90,7 +93,8 @@ class Envelope:
             needs ``key``; not with ``unique_for``).
         concurrency_key: groups the invocation (a tenant, a user) for the queue's
             concurrency limits and fair share (:class:`Admission`'s ``concurrency_limit``,
-            ``concurrency_limits``, ``key_weights``): 1–256 bytes of UTF-8 without NUL.
+            ``concurrency_limits``, ``key_weights``): 1–256 bytes of UTF-8 without NUL;
+            ``""`` is no key, as None (as on every other surface).
         requires: what the invocation needs from its worker (placement, docs/semantics.md):
             a mapping of ``cpus_milli`` (CPUs × 1000), ``memory_bytes``, ``gpus``,
             ``gpu_type`` and ``labels`` (a str → str mapping); only a worker whose offers
@@ -258,6 +262,10 @@ class Admission:
             (0: no rate limit for that key; its bucket holds its rate rounded up unless
             ``key_bursts`` names it).
         key_bursts: ``{key: bucket size}`` (each ≥ 1) overrides of a key's bucket size.
+
+    In the four per-key maps a value of None is no override: that key takes the queue's
+    default (as ``lakeshore queue set --key-weight KEY=-``), and the stored block leaves it
+    out.
     """
 
     max_depth: int | None = None
@@ -266,12 +274,12 @@ class Admission:
     burst: int | None = None
     deadline_cutoff: float | None = None
     concurrency_limit: int | None = None
-    concurrency_limits: Mapping[str, int] | None = None
-    key_weights: Mapping[str, float] | None = None
+    concurrency_limits: Mapping[str, int | None] | None = None
+    key_weights: Mapping[str, float | None] | None = None
     key_rate_limit: float | None = None
     key_burst: int | None = None
-    key_rate_limits: Mapping[str, float] | None = None
-    key_bursts: Mapping[str, int] | None = None
+    key_rate_limits: Mapping[str, float | None] | None = None
+    key_bursts: Mapping[str, int | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -824,13 +832,31 @@ class QueueCore:
                 )
             body["priority"] = checked
         if env.max_attempts is not None:
+            # An integer (numpy's too), never a float or a string silently truncated
+            # (max_attempts=1.5 was sent as 1).
+            if isinstance(env.max_attempts, bool) or not isinstance(env.max_attempts, numbers.Integral):
+                raise errors.InvalidError(
+                    f"invalid max_attempts {env.max_attempts!r}: want an integer ≥ 1, or 0 for the default (3)",
+                    field="max_attempts",
+                    value=env.max_attempts,
+                    rule="an integer ≥ 1, or 0 for the default (3)",
+                )
             body["max_attempts"] = int(env.max_attempts)
         if env.attempt_timeout is not None:
             body["attempt_timeout"] = _check_seconds("attempt_timeout", env.attempt_timeout)
         if env.deadline is not None:
             body["deadline"] = _check_time("deadline", env.deadline)
         if env.metadata:
-            body["metadata"] = {str(k): str(v) for k, v in env.metadata.items()}
+            # str keys and values, as the server takes them: None was sent as "None", 1 as "1".
+            for k, v in env.metadata.items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    raise errors.InvalidError(
+                        f"invalid metadata[{k!r}] {v!r}: want str keys and str values (convert a number yourself)",
+                        field=f"metadata[{k!r}]",
+                        value=v,
+                        rule="str keys and str values",
+                    )
+            body["metadata"] = dict(env.metadata)
         if env.delay is not None:
             body["delay"] = _check_seconds("delay", env.delay, maximum=_MAX_DELAY_SECONDS)
         if env.not_before is not None:
@@ -839,9 +865,11 @@ class QueueCore:
             body["unique_for"] = _check_seconds("unique_for", env.unique_for, maximum=_MAX_DELAY_SECONDS)
         if env.debounce is not None:
             body["debounce"] = _check_seconds("debounce", env.debounce, maximum=_MAX_DELAY_SECONDS)
-        if env.concurrency_key is not None:
+        # "" is no concurrency key, as None (and as Go's zero value, HTTP's "" and the CLI's
+        # --concurrency-key ""): docs/semantics.md, "Concurrency keys and fair share".
+        if env.concurrency_key is not None and env.concurrency_key != "":
             ck = env.concurrency_key
-            if not isinstance(ck, str) or not ck or len(ck.encode()) > 256 or "\x00" in ck:
+            if not isinstance(ck, str) or len(ck.encode()) > 256 or "\x00" in ck:
                 shown = repr(ck)
                 shown = shown if len(shown) <= 100 else shown[:99] + "…"  # as the server's
                 raise errors.InvalidError(

@@ -58,6 +58,9 @@ class ScheduleInfo:
         skipped: the ticks skipped because the queue was at its max depth since the
             schedule was last set; ``last_skip`` the last one (None: none) and
             ``last_skip_reason`` why.
+        changed: in the answer of :func:`pause_schedule` and :func:`resume_schedule`, whether
+            the call paused (resumed) it: False when it already was paused (was not
+            paused). None elsewhere.
     """
 
     namespace: str
@@ -78,6 +81,7 @@ class ScheduleInfo:
     skipped: int = 0
     last_skip: datetime | None = None
     last_skip_reason: str = ""
+    changed: bool | None = None
 
 
 def _info(a: Mapping[str, Any]) -> ScheduleInfo:
@@ -104,6 +108,7 @@ def _info(a: Mapping[str, Any]) -> ScheduleInfo:
         skipped=int(a.get("skipped") or 0),
         last_skip=t("last_skip"),
         last_skip_reason=str(a.get("last_skip_reason") or ""),
+        changed=bool(a["changed"]) if a.get("changed") is not None else None,
     )
 
 
@@ -187,7 +192,8 @@ def remove_schedule(name: str, *, dispatch: Dispatch | None = None) -> bool:
 
 
 def pause_schedule(name: str, *, dispatch: Dispatch | None = None) -> ScheduleInfo:
-    """Pause schedule ``name``: it fires nothing until resumed.
+    """Pause schedule ``name``: it fires nothing until resumed. The answer's ``changed`` is
+    False when it was already paused.
 
     Raises:
         NotFoundError: no such schedule."""
@@ -197,7 +203,8 @@ def pause_schedule(name: str, *, dispatch: Dispatch | None = None) -> ScheduleIn
 
 def resume_schedule(name: str, *, dispatch: Dispatch | None = None) -> ScheduleInfo:
     """Resume schedule ``name`` from its first tick after now (the ticks missed while paused
-    are skipped).
+    are skipped). The answer's ``changed`` is False when it was not paused (its next fire
+    is then kept).
 
     Raises:
         NotFoundError: no such schedule."""

@@ -512,6 +512,10 @@ class _Worker:
         self.empty = [False] * len(self.claimers)
         self.claiming = 0
         self.idle_checking = False
+        # The last idle check found nothing due; the worker drains only when the claims made
+        # after it come back empty too: a schedule fire submitted between an empty claim and
+        # the check is claimable but invisible to it (Go's checkedEmpty in runworker.go).
+        self.checked_empty = False
         # max_jobs (0: no limit): the jobs claimed or being claimed against it, of those the
         # ones whose claims are still in flight (some may come back empty and give their
         # share back), and the event set when one resolves or the worker drains (Go's
@@ -702,6 +706,7 @@ class _Worker:
         if not all(self.empty):
             return False  # the next turn claims the claimer not known to be empty
         if not self._idle() or self.idle_checking:
+            self.checked_empty = False
             await asyncio.sleep(IDLE_POLL)
             return False
         self.idle_checking = True
@@ -715,8 +720,13 @@ class _Worker:
         finally:
             self.idle_checking = False
         if empty and self._idle():
-            self.drain()
-            return True
+            if self.checked_empty:
+                self.drain()
+                return True
+            self.checked_empty = True
+            self.empty = [False] * len(self.empty)  # every queue is claimed once more
+            return False
+        self.checked_empty = False
         await asyncio.sleep(EXIT_IDLE_POLL)
         return False
 
@@ -839,6 +849,7 @@ class _Worker:
                                 return
                             continue
                 self.empty[index] = False
+                self.checked_empty = False
                 if self.draining:
                     # Claimed as the drain began: give it back for another worker now, unrun
                     # (outcome "released": its attempt is not counted).
