@@ -118,7 +118,8 @@ func New(cfg Config) (*Provider, error) {
 	}
 	for _, f := range cfg.KnownHosts {
 		// knownhosts reads each file whole: a FIFO would hang it, a device fill memory.
-		if st, err := os.Stat(f); err == nil && !st.Mode().IsRegular() {
+		// /dev/null, OpenSSH's idiom for "no known host", reads empty and is taken.
+		if st, err := os.Stat(f); err == nil && !st.Mode().IsRegular() && f != os.DevNull {
 			return nil, fmt.Errorf("ssh provider %s: known_hosts %s is not a regular file (%s): name a known_hosts file", cfg.Name, f, st.Mode().Type())
 		}
 	}
