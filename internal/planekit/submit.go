@@ -69,3 +69,38 @@ func DebounceFold(t Tx, st *Statements, id string, s *plane.SubmitParams, now ti
 	t.Wake(InvocationKey(id))
 	return nil
 }
+
+// Windows applies the windows of the submit s of a key before its insert: a debounced s
+// folds into its key's holder — into folded's, the holder an earlier submit of the batch
+// folded into (a fold is recorded there unless folded is nil) — or takes the key over
+// (Debounce, at now); then a key whose dedup window has passed, by t's clock, is given up
+// (DedupFree). It returns the holder and plane.DebounceFold or plane.DebounceExisting when
+// s resolves to it (s is not inserted), else "" and plane.DebounceInsert.
+func Windows(t Tx, st *Statements, namespace, queue string, s *plane.SubmitParams, now time.Time, folded map[string]string) (string, plane.DebounceAction, error) {
+	if s.Debounce > 0 {
+		id, action := folded[s.Key], plane.DebounceFold
+		var err error
+		if id != "" {
+			err = DebounceFold(t, st, id, s, now)
+		} else {
+			id, action, err = Debounce(t, st, namespace, queue, s, now)
+		}
+		if err != nil {
+			return "", 0, err
+		}
+		if action == plane.DebounceFold && folded != nil {
+			folded[s.Key] = id
+		}
+		if action == plane.DebounceFold || action == plane.DebounceExisting {
+			return id, action, nil
+		}
+	}
+	if cutoff := plane.DedupCutoff(t.Now(), s.UniqueFor); !cutoff.IsZero() {
+		// The window has passed for a holder submitted with a window and created at or
+		// before cutoff (plane.DedupFrees): it gives the key up, and the insert takes it.
+		if err := DedupFree(t, st, namespace, queue, s.Key, cutoff); err != nil {
+			return "", 0, err
+		}
+	}
+	return "", plane.DebounceInsert, nil
+}

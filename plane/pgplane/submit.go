@@ -232,25 +232,18 @@ func (t *tx) stage(r *submitRequest, st *staged) error {
 				continue
 			}
 			firstOfKey[s.Key] = i
-			if s.Debounce > 0 {
-				id, action, err := planekit.Debounce(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s, t.now)
-				if err != nil {
-					return err
-				}
-				if action == plane.DebounceFold || action == plane.DebounceExisting {
-					r.out[i] = plane.SubmitResult{ID: id, Existing: true}
-					continue
-				}
-				position[i] = len(st.ids) // inserted below (a take-over freed the key)
+			// A dedup window's holder is locked by the read, so concurrent submits of the
+			// key serialize on it.
+			id, action, err := planekit.Windows(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s, t.now, nil)
+			if err != nil {
+				return err
 			}
-			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
-				// The window has passed for a holder submitted with a window and created
-				// at or before cutoff (plane.DedupFrees): it gives the key up (row locked
-				// by the read, so concurrent submits of the key serialize on it), and the
-				// insert below takes it.
-				if err := planekit.DedupFree(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s.Key, cutoff); err != nil {
-					return err
-				}
+			if action != plane.DebounceInsert {
+				r.out[i] = plane.SubmitResult{ID: id, Existing: true}
+				continue
+			}
+			if s.Debounce > 0 {
+				position[i] = len(st.ids) // inserted below (a take-over freed the key)
 			}
 		}
 		id := s.ID
