@@ -176,3 +176,13 @@ func ClaimRows(rows []*Row, read bool, want int, taken func() int, start func(*R
 		}
 	}
 }
+
+// Start is what a start of r's new attempt under a fresh lease (expiring at expiresMS)
+// does beside the write of its row, on both planes: a new lease token, r moved from the
+// queued count to the running one (count), and the claim's job.
+func Start(r *Row, now time.Time, expiresMS int64, count func(namespace, queue string, state int, priority float64, n int64)) (token string, job *plane.Job) {
+	token = plane.NewToken(now)
+	count(r.Namespace, r.Queue, StateQueued, r.Priority, -1)
+	count(r.Namespace, r.Queue, StateRunning, r.Priority, +1)
+	return token, r.Job(token, expiresMS)
+}

@@ -104,3 +104,44 @@ func Windows(t Tx, st *Statements, namespace, queue string, s *plane.SubmitParam
 	}
 	return "", plane.DebounceInsert, nil
 }
+
+// Unshared splits a group of submits (params gives each one's parameters) into those
+// that share the group's insert and those that run alone after it (apart): a submit
+// sharing an idempotency key (in its queue) or a caller's id with an earlier submit of
+// the group.
+func Unshared[T any](reqs []T, params func(T) *plane.SubmitManyParams) (group, apart []T) {
+	type keyOf struct{ namespace, queue, key string }
+	keys := map[keyOf]bool{}
+	ids := map[string]bool{}
+	for _, r := range reqs {
+		p := params(r)
+		clash := false
+		for _, s := range p.Invocations {
+			clash = clash || s.Key != "" && keys[keyOf{p.Namespace, p.Queue, s.Key}] || s.ID != "" && ids[s.ID]
+		}
+		if clash {
+			apart = append(apart, r)
+			continue
+		}
+		for _, s := range p.Invocations {
+			if s.Key != "" {
+				keys[keyOf{p.Namespace, p.Queue, s.Key}] = true
+			}
+			if s.ID != "" {
+				ids[s.ID] = true
+			}
+		}
+		group = append(group, r)
+	}
+	return group, apart
+}
+
+// AnswerDuplicates gives each later submit of a batch that shares the key or id of an
+// earlier one (dupOf[i] ≥ 0: that one's index; -1: none) the earlier one's answer.
+func AnswerDuplicates(out []plane.SubmitResult, dupOf []int) {
+	for i, first := range dupOf {
+		if first >= 0 {
+			out[i] = plane.SubmitResult{ID: out[first].ID, Existing: true}
+		}
+	}
+}

@@ -103,19 +103,9 @@ func partition(reqs []*claimRequest) [][]*claimRequest {
 		offers           string
 		warm             string
 	}
-	var parts [][]*claimRequest
-	index := map[partKey]int{}
-	for _, r := range reqs {
-		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape(), strings.Join(r.p.WarmHostKeys, " ")}
-		i, ok := index[k]
-		if !ok {
-			i = len(parts)
-			index[k] = i
-			parts = append(parts, nil)
-		}
-		parts[i] = append(parts[i], r)
-	}
-	return parts
+	return planekit.Partition(reqs, func(r *claimRequest) partKey {
+		return partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape(), strings.Join(r.p.WarmHostKeys, " ")}
+	})
 }
 
 // claimParts claims for each part (partition) in turn.
@@ -478,12 +468,10 @@ func (t *tx) begin(reqs []*claimRequest) {
 		}
 		expires := t.ms + req.lease.Milliseconds()
 		for _, r := range req.pending {
-			token := plane.NewToken(t.now)
+			token, job := planekit.Start(r, t.now, expires, t.count)
 			ids, tokens = append(ids, r.ID), append(tokens, token)
 			expiries, workers = append(expiries, expires), append(workers, req.p.Worker)
-			t.count(r.Namespace, r.Queue, planekit.StateQueued, r.Priority, -1)
-			t.count(r.Namespace, r.Queue, planekit.StateRunning, r.Priority, +1)
-			req.jobs = append(req.jobs, r.Job(token, expires))
+			req.jobs = append(req.jobs, job)
 			if r.State == planekit.StateKeyed {
 				keyed.add(r.Namespace, r.Queue, r.ConcurrencyKey.String, true)
 			}

@@ -356,14 +356,11 @@ func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (
 			return nil, t.apply(r.Head(), *end, nil)
 		}
 	}
-	token := plane.NewToken(t.now)
-	expires := t.ms + lease.Milliseconds()
+	token, job := planekit.Start(r, t.now, t.ms+lease.Milliseconds(), t.count)
 	// The row is written with the claim's other started rows by runPending (batch.go):
 	// attempt + 1, token, expires, the attempt deadline, started now by p.Worker.
 	t.runs = append(t.runs, run{seq: r.Seq, token: token})
-	t.count(r.Namespace, r.Queue, planekit.StateQueued, r.Priority, -1)
-	t.count(r.Namespace, r.Queue, planekit.StateRunning, r.Priority, +1)
-	return r.Job(token, expires), nil
+	return job, nil
 }
 
 // take starts r as start does and adds its job to jobs; false: ended by its deadline.

@@ -119,11 +119,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 	if err := t.insertMany(p.Namespace, p.Queue, invs, fresh, out); err != nil {
 		return nil, err
 	}
-	for i, first := range dupOf { // later duplicates of a key new in this batch
-		if first >= 0 {
-			out[i] = plane.SubmitResult{ID: out[first].ID, Existing: true}
-		}
-	}
+	planekit.AnswerDuplicates(out, dupOf) // later duplicates of a key new in this batch
 	return nil, nil
 }
 
