@@ -250,12 +250,8 @@ func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, 
 	if a != nil {
 		limits = a.Admission
 	}
-	c := &keyedClaim{t: t, p: p, kind: kind, stmt: stmt, lease: lease, cutoff: cutoff, jobs: jobs}
-	var turns []planekit.KeyTurn
-	if ready != nil {
-		turns = c.turn(*ready, nil)
-	}
-	return planekit.ClaimKeyed(c, kind, limits, t.now, n, func() int { return len(*jobs) }, turns, true)
+	c := &keyedClaim{t: t, p: p, kind: kind, stmt: stmt, lease: lease, cutoff: cutoff, jobs: jobs, ready: ready}
+	return planekit.ClaimKeyed(c, kind, limits, t.now, n, func() int { return len(*jobs) }, nil, true)
 }
 
 // keyedClaim is claimKeyed's planekit.KeyedClaim: the key of the round (keyReady), the
@@ -267,21 +263,23 @@ type keyedClaim struct {
 	stmt          *sql.Stmt
 	lease, cutoff time.Duration
 	jobs          *[]*plane.Job
-	k             readyKey // the key of the round
+	ready         *readyKey // the first round's key, read by the caller
+	k             readyKey  // the key of the round
 }
 
+// Turns reads the key whose turn it is (none when there is none, or it is left out).
 func (c *keyedClaim) Turns(_ int, skip []string) ([]planekit.KeyTurn, error) {
-	k, err := c.t.keyReady(c.p.Namespace, c.p.Queue)
-	return c.turn(k, skip), err
-}
-
-// turn makes k the key of the round (none when it is "" or left out).
-func (c *keyedClaim) turn(k readyKey, skip []string) []planekit.KeyTurn {
-	if c.k = k; k.key == "" || slices.Contains(skip, k.key) {
-		c.k = readyKey{}
-		return nil
+	var err error
+	if c.ready != nil {
+		c.k, c.ready = *c.ready, nil
+	} else if c.k, err = c.t.keyReady(c.p.Namespace, c.p.Queue); err != nil {
+		return nil, err
 	}
-	return []planekit.KeyTurn{{Key: k.key, Bucket: k.bucket, Head: k.head}}
+	if c.k.key == "" || slices.Contains(skip, c.k.key) {
+		c.k = readyKey{}
+		return nil, nil
+	}
+	return []planekit.KeyTurn{{Key: c.k.key, Bucket: c.k.bucket, Head: c.k.head}}, nil
 }
 
 func (c *keyedClaim) Head(*planekit.KeyTurn) (*row, error) {
