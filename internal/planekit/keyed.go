@@ -48,6 +48,8 @@ type KeyedClaim interface {
 func ClaimKeyed(c KeyedClaim, kind plane.Kind, a plane.Admission, now time.Time, want int, taken func() int, turns []KeyTurn, single bool) error {
 	skip := []string{} // keys left out: no head, or another transaction holds it
 	ms := now.UnixMilli()
+	var heads []*Row                         // the round's heads, in kind's order
+	var buckets map[string]plane.TokenBucket // the round's keys drawn from (nil until one is)
 	for first := true; taken() < want; first = false {
 		if !first || turns == nil {
 			var err error
@@ -55,8 +57,8 @@ func ClaimKeyed(c KeyedClaim, kind plane.Kind, a plane.Admission, now time.Time,
 				return err
 			}
 		}
-		buckets := map[string]plane.TokenBucket{}
-		var heads []*Row
+		heads = heads[:0]
+		clear(buckets)
 		keys, held := 0, 0
 		for i := range turns {
 			k := &turns[i]
@@ -82,6 +84,9 @@ func ClaimKeyed(c KeyedClaim, kind plane.Kind, a plane.Admission, now time.Time,
 				continue
 			}
 			if store {
+				if buckets == nil {
+					buckets = map[string]plane.TokenBucket{}
+				}
 				buckets[k.Key] = bucket // drawn from: stored with the claim
 			}
 			heads = append(heads, head)

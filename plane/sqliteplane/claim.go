@@ -263,8 +263,9 @@ type keyedClaim struct {
 	stmt          *sql.Stmt
 	lease, cutoff time.Duration
 	jobs          *[]*plane.Job
-	ready         *readyKey // the first round's key, read by the caller
-	k             readyKey  // the key of the round
+	ready         *readyKey           // the first round's key, read by the caller
+	k             readyKey            // the key of the round
+	turn          [1]planekit.KeyTurn // Turns' answer
 }
 
 // Turns reads the key whose turn it is (none when there is none, or it is left out).
@@ -279,7 +280,8 @@ func (c *keyedClaim) Turns(_ int, skip []string) ([]planekit.KeyTurn, error) {
 		c.k = readyKey{}
 		return nil, nil
 	}
-	return []planekit.KeyTurn{{Key: c.k.key, Bucket: c.k.bucket, Head: c.k.head}}, nil
+	c.turn[0] = planekit.KeyTurn{Key: c.k.key, Bucket: c.k.bucket, Head: c.k.head}
+	return c.turn[:], nil
 }
 
 func (c *keyedClaim) Head(*planekit.KeyTurn) (*row, error) {
