@@ -101,3 +101,21 @@ const DetachedTimeout = time.Minute
 func Detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), DetachedTimeout)
 }
+
+// Partition splits reqs into the parts whose requests share key, in the order of each
+// part's first request: the requests a group's transaction serves with one statement.
+func Partition[T any, K comparable](reqs []T, key func(T) K) [][]T {
+	var parts [][]T
+	index := map[K]int{}
+	for _, r := range reqs {
+		k := key(r)
+		i, ok := index[k]
+		if !ok {
+			i = len(parts)
+			index[k] = i
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], r)
+	}
+	return parts
+}

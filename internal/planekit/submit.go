@@ -69,3 +69,79 @@ func DebounceFold(t Tx, st *Statements, id string, s *plane.SubmitParams, now ti
 	t.Wake(InvocationKey(id))
 	return nil
 }
+
+// Windows applies the windows of the submit s of a key before its insert: a debounced s
+// folds into its key's holder — into folded's, the holder an earlier submit of the batch
+// folded into (a fold is recorded there unless folded is nil) — or takes the key over
+// (Debounce, at now); then a key whose dedup window has passed, by t's clock, is given up
+// (DedupFree). It returns the holder and plane.DebounceFold or plane.DebounceExisting when
+// s resolves to it (s is not inserted), else "" and plane.DebounceInsert.
+func Windows(t Tx, st *Statements, namespace, queue string, s *plane.SubmitParams, now time.Time, folded map[string]string) (string, plane.DebounceAction, error) {
+	if s.Debounce > 0 {
+		id, action := folded[s.Key], plane.DebounceFold
+		var err error
+		if id != "" {
+			err = DebounceFold(t, st, id, s, now)
+		} else {
+			id, action, err = Debounce(t, st, namespace, queue, s, now)
+		}
+		if err != nil {
+			return "", 0, err
+		}
+		if action == plane.DebounceFold && folded != nil {
+			folded[s.Key] = id
+		}
+		if action == plane.DebounceFold || action == plane.DebounceExisting {
+			return id, action, nil
+		}
+	}
+	if cutoff := plane.DedupCutoff(t.Now(), s.UniqueFor); !cutoff.IsZero() {
+		// The window has passed for a holder submitted with a window and created at or
+		// before cutoff (plane.DedupFrees): it gives the key up, and the insert takes it.
+		if err := DedupFree(t, st, namespace, queue, s.Key, cutoff); err != nil {
+			return "", 0, err
+		}
+	}
+	return "", plane.DebounceInsert, nil
+}
+
+// Unshared splits a group of submits (params gives each one's parameters) into those
+// that share the group's insert and those that run alone after it (apart): a submit
+// sharing an idempotency key (in its queue) or a caller's id with an earlier submit of
+// the group.
+func Unshared[T any](reqs []T, params func(T) *plane.SubmitManyParams) (group, apart []T) {
+	type keyOf struct{ namespace, queue, key string }
+	keys := map[keyOf]bool{}
+	ids := map[string]bool{}
+	for _, r := range reqs {
+		p := params(r)
+		clash := false
+		for _, s := range p.Invocations {
+			clash = clash || s.Key != "" && keys[keyOf{p.Namespace, p.Queue, s.Key}] || s.ID != "" && ids[s.ID]
+		}
+		if clash {
+			apart = append(apart, r)
+			continue
+		}
+		for _, s := range p.Invocations {
+			if s.Key != "" {
+				keys[keyOf{p.Namespace, p.Queue, s.Key}] = true
+			}
+			if s.ID != "" {
+				ids[s.ID] = true
+			}
+		}
+		group = append(group, r)
+	}
+	return group, apart
+}
+
+// AnswerDuplicates gives each later submit of a batch that shares the key or id of an
+// earlier one (dupOf[i] ≥ 0: that one's index; -1: none) the earlier one's answer.
+func AnswerDuplicates(out []plane.SubmitResult, dupOf []int) {
+	for i, first := range dupOf {
+		if first >= 0 {
+			out[i] = plane.SubmitResult{ID: out[first].ID, Existing: true}
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -104,19 +103,9 @@ func partition(reqs []*claimRequest) [][]*claimRequest {
 		offers           string
 		warm             string
 	}
-	var parts [][]*claimRequest
-	index := map[partKey]int{}
-	for _, r := range reqs {
-		k := partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape(), strings.Join(r.p.WarmHostKeys, " ")}
-		i, ok := index[k]
-		if !ok {
-			i = len(parts)
-			index[k] = i
-			parts = append(parts, nil)
-		}
-		parts[i] = append(parts[i], r)
-	}
-	return parts
+	return planekit.Partition(reqs, func(r *claimRequest) partKey {
+		return partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape(), strings.Join(r.p.WarmHostKeys, " ")}
+	})
 }
 
 // claimParts claims for each part (partition) in turn.
@@ -181,7 +170,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var cutoff time.Duration
 	var rows []*row
 	var levels []plane.Level
-	var turns []keyTurn              // the ready concurrency keys whose turn it is, locked
+	var turns []planekit.KeyTurn     // the ready concurrency keys whose turn it is, locked
 	var keyAdmission plane.Admission // the key limits of the queue's admission block
 	err := func() error {
 		defer br.Close()
@@ -246,15 +235,21 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		}
 	}
 	taken := 0
-	take := func(r *row) {
+	// start takes r for the first request with room, or ends it by its deadline (false).
+	start := func(r *row) (bool, error) {
+		if t.expired(r, cutoff) {
+			return false, nil
+		}
 		for _, req := range reqs {
 			if len(req.jobs)+len(req.pending) < req.n {
 				req.pending = append(req.pending, r)
 				taken++
-				return
+				break
 			}
 		}
+		return true, nil
 	}
+	tookOf := func() int { return taken }
 	keyed := len(turns) > 0
 	if keyed && kind != plane.KindBoltzmann {
 		if fromFloor && len(rows) < want {
@@ -263,7 +258,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 				return err
 			}
 		}
-		if err := t.claimKeyed(reqs, kind, keyAdmission, rows, cutoff, want, &taken, take, turns); err != nil {
+		if err := planekit.ClaimKeyed(&keyedClaim{t, reqs, turnSQL, rows, start}, kind, keyAdmission, t.now, want, tookOf, turns, false); err != nil {
 			return err
 		}
 	} else if kind == plane.KindBoltzmann {
@@ -273,35 +268,25 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			if err != nil || len(rows) == 0 { // none: every job of the level is waiting, or taken by another claim
 				return false, err
 			}
-			if !t.expired(rows[0], cutoff) {
-				take(rows[0])
-			}
-			return true, nil
+			_, err = start(rows[0])
+			return true, err
 		})
 		if err != nil {
 			return err
 		}
 	} else {
-		for {
-			skipped := 0
-			for _, r := range rows {
-				if t.expired(r, cutoff) {
-					skipped++
-				} else {
-					take(r)
-				}
-			}
-			if taken < want && fromFloor {
-				// Short from the floor: rows below it (requeued or submitted by another
-				// process) may be claimable. Scan from the start.
-				fromFloor = false
-			} else if skipped == 0 || len(rows) == 0 || taken >= want {
-				break
-			}
-			t.begin(reqs) // so the next candidates skip what is taken
-			if rows, err = t.candidates(sql, p.Namespace, p.Queue, want-taken); err != nil {
-				return err
-			}
+		// Short from the floor, rows below it (requeued or submitted by another process) may
+		// be claimable: read again from the start. The next candidates skip what is taken
+		// (begin).
+		err := planekit.ClaimRows(rows, false, want, tookOf, start, func() error { t.begin(reqs); return nil }, func(more int) ([]*row, error) {
+			return t.candidates(sql, p.Namespace, p.Queue, more)
+		}, func() bool {
+			again := taken < want && fromFloor
+			fromFloor = fromFloor && !again
+			return again
+		})
+		if err != nil {
+			return err
 		}
 		if kind == plane.KindFIFO {
 			t.begin(reqs) // the floor is raised past the jobs taken, which begin moves to jobs
@@ -310,7 +295,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	}
 	if keyed && kind == plane.KindBoltzmann && taken < want {
 		// The draw took the unkeyed jobs; keyed jobs fill what it left.
-		if err := t.claimKeyed(reqs, kind, keyAdmission, nil, cutoff, want, &taken, take, turns); err != nil {
+		if err := planekit.ClaimKeyed(&keyedClaim{t, reqs, turnSQL, nil, start}, kind, keyAdmission, t.now, want, tookOf, turns, false); err != nil {
 			return err
 		}
 	}
@@ -357,34 +342,29 @@ func (t *tx) promote() string {
 // under the race detector after migration 0016 (TestClaimAfterFailedRecheckPromotesWithoutWaiting).
 func (t *tx) promoted() { t.holdsRows = true }
 
-// keyTurn is one row of keyTurns: a ready concurrency key whose turn it is, locked, its
-// token bucket, and its head (locked), nil when another transaction holds it.
-type keyTurn struct {
-	key      string
-	tokens   float64
-	tokensMS int64
-	head     *row
-}
-
-// readTurns reads the rows of a keyTurns statement.
-func readTurns(rs pgx.Rows, err error) ([]keyTurn, error) {
+// readTurns reads the rows of a keyTurns statement: a ready concurrency key whose turn it
+// is, locked, its token bucket, and its head (locked), nil when another transaction holds
+// it.
+func readTurns(rs pgx.Rows, err error) ([]planekit.KeyTurn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
 	}
 	defer rs.Close()
-	var turns []keyTurn
+	var turns []planekit.KeyTurn
 	for rs.Next() {
-		var k keyTurn
+		var k planekit.KeyTurn
+		var tokensMS int64
 		if rs.RawValues()[3] == nil { // the head's id: another transaction holds it
 			skip := make([]any, len(rs.FieldDescriptions()))
-			skip[0], skip[1], skip[2] = &k.key, &k.tokens, &k.tokensMS
+			skip[0], skip[1], skip[2] = &k.Key, &k.Bucket.Tokens, &tokensMS
 			err = rs.Scan(skip...)
 		} else {
-			k.head, err = planekit.ScanRow(planekit.Around{Scanner: rs, Before: []any{&k.key, &k.tokens, &k.tokensMS}}, false)
+			k.Head, err = planekit.ScanRow(planekit.Around{Scanner: rs, Before: []any{&k.Key, &k.Bucket.Tokens, &tokensMS}}, false)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
 		}
+		k.Bucket.At = time.UnixMilli(tokensMS)
 		turns = append(turns, k)
 	}
 	if err := rs.Err(); err != nil {
@@ -393,91 +373,57 @@ func readTurns(rs pgx.Rows, err error) ([]keyTurn, error) {
 	return turns, nil
 }
 
-// claimKeyed claims, up to want jobs in all, from a queue with a concurrency key ready. Each
-// round locks (FOR UPDATE SKIP LOCKED) the ready keys whose turn it is, as many as jobs are
-// still wanted, and the head of each in one statement (keyTurns; the first round's, turns,
-// read with the claim's first round trip), then takes, in kind's order, the earlier of the
-// next unkeyed candidate (from unkeyed, locked by the caller) and the next of those heads
-// (plane.KeyTurnFirst) — at most one job per key per round — and starts them. The keys'
-// rows stay locked until commit, and the start (begin: setRunningKeyed, migration 0013)
-// counts the round's starts in their keys' running counters and advances their turns
-// under that lock, so concurrent claimers (of this process or another) never start more
-// than a key's limit, and the next round's read leaves a key at its limit out.
-func (t *tx) claimKeyed(reqs []*claimRequest, kind plane.Kind, a plane.Admission, unkeyed []*row, cutoff time.Duration, want int, taken *int, take func(*row), turns []keyTurn) error {
-	p := reqs[0].p
-	keyTurns := planekit.ByOrder(kind, t.d.sql.keyTurnFIFO, t.d.sql.keyTurnFILO, t.d.sql.keyTurnPriority)
-	skip := []string{} // keys whose head another transaction holds
-	for first := true; *taken < want; first = false {
-		if !first {
-			var err error
-			if turns, err = readTurns(t.query(keyTurns, p.Namespace, p.Queue, skip, t.ms, want-*taken)); err != nil {
-				return err
-			}
+// keyedClaim is a claim of requests of one queue with a concurrency key ready, as
+// planekit.KeyedClaim. Each round locks (FOR UPDATE SKIP LOCKED) the ready keys whose turn
+// it is, as many as jobs are still wanted, and the head of each in one statement (keyTurns;
+// the first round's read with the claim's first round trip); the unkeyed candidates are
+// those the caller locked. The keys' rows stay locked until commit, and the start (begin:
+// setRunningKeyed, migration 0013) counts the round's starts in their keys' running
+// counters and advances their turns under that lock, so concurrent claimers (of this
+// process or another) never start more than a key's limit.
+type keyedClaim struct {
+	t       *tx
+	reqs    []*claimRequest
+	turns   string // keyTurns in the claim's order
+	unkeyed []*row
+	start   func(*row) (bool, error) // claimFor's
+}
+
+func (c *keyedClaim) Turns(n int, skip []string) ([]planekit.KeyTurn, error) {
+	p := c.reqs[0].p
+	return readTurns(c.t.query(c.turns, p.Namespace, p.Queue, skip, c.t.ms, n))
+}
+
+// Head is nil: a key read without its head is one whose head another transaction holds.
+func (*keyedClaim) Head(*planekit.KeyTurn) (*row, error) { return nil, nil }
+
+func (c *keyedClaim) Unkeyed() (*row, error) {
+	if len(c.unkeyed) == 0 {
+		return nil, nil
+	}
+	return c.unkeyed[0], nil
+}
+
+func (c *keyedClaim) Drop() { c.unkeyed = c.unkeyed[1:] }
+
+func (c *keyedClaim) Hold(key string, untilMS int64) error {
+	c.t.exec(c.t.d.sql.keyHold, c.reqs[0].p.Namespace, c.reqs[0].p.Queue, key, untilMS)
+	return nil
+}
+
+func (c *keyedClaim) Start(r *row) (bool, error) { return c.start(r) }
+
+// EndRound counts the round's starts in the keys' rows and advances their turns
+// (setRunningKeyed) before the next round reads them, and stores the drawn buckets.
+func (c *keyedClaim) EndRound(drawn []string, buckets map[string]plane.TokenBucket) error {
+	c.t.begin(c.reqs)
+	if len(drawn) > 0 {
+		tokens := make([]float64, len(drawn))
+		ms := make([]int64, len(drawn))
+		for i, k := range drawn {
+			tokens[i], ms[i] = buckets[k].Tokens, buckets[k].At.UnixMilli()
 		}
-		buckets := map[string]plane.TokenBucket{}
-		var heads []*row
-		keys, held := 0, 0
-		for _, k := range turns {
-			bucket, store, wait := a.KeyStart(k.key, k.tokens, time.UnixMilli(k.tokensMS), t.now)
-			if wait > 0 {
-				// The key's bucket is empty: held back until it has a token.
-				t.exec(t.d.sql.keyHold, p.Namespace, p.Queue, k.key, t.ms+wait.Milliseconds())
-				held++
-				continue
-			}
-			keys++
-			if k.head == nil {
-				skip = append(skip, k.key)
-				continue
-			}
-			if store {
-				buckets[k.key] = bucket // drawn from: stored with the claim
-			}
-			heads = append(heads, k.head)
-		}
-		slices.SortFunc(heads, func(x, y *row) int {
-			if plane.KeyTurnFirst(kind, x.ID, x.Priority, y.ID, y.Priority) {
-				return -1
-			}
-			return 1
-		})
-		if len(heads) == 0 && len(unkeyed) == 0 {
-			if keys > 0 || held > 0 {
-				continue // those keys are skipped or held back now: try the next ones
-			}
-			return nil
-		}
-		var drawn []string // keys started under a rate limit: their buckets are stored
-		for *taken < want && (len(heads) > 0 || len(unkeyed) > 0) {
-			if len(heads) == 0 || len(unkeyed) > 0 && !plane.KeyTurnFirst(kind, heads[0].ID, heads[0].Priority, unkeyed[0].ID, unkeyed[0].Priority) {
-				r := unkeyed[0]
-				unkeyed = unkeyed[1:]
-				if !t.expired(r, cutoff) {
-					take(r)
-				}
-				continue
-			}
-			r := heads[0]
-			heads = heads[1:]
-			if t.expired(r, cutoff) {
-				continue
-			}
-			take(r)
-			if _, ok := buckets[r.ConcurrencyKey.String]; ok {
-				drawn = append(drawn, r.ConcurrencyKey.String)
-			}
-		}
-		// Counted in the keys' rows, and their turns advanced (setRunningKeyed), before the
-		// next round reads them.
-		t.begin(reqs)
-		if len(drawn) > 0 {
-			tokens := make([]float64, len(drawn))
-			ms := make([]int64, len(drawn))
-			for i, k := range drawn {
-				tokens[i], ms[i] = buckets[k].Tokens, buckets[k].At.UnixMilli()
-			}
-			t.exec(t.d.sql.keyBucket, p.Namespace, p.Queue, drawn, tokens, ms)
-		}
+		c.t.exec(c.t.d.sql.keyBucket, c.reqs[0].p.Namespace, c.reqs[0].p.Queue, drawn, tokens, ms)
 	}
 	return nil
 }
@@ -522,12 +468,10 @@ func (t *tx) begin(reqs []*claimRequest) {
 		}
 		expires := t.ms + req.lease.Milliseconds()
 		for _, r := range req.pending {
-			token := plane.NewToken(t.now)
+			token, job := planekit.Start(r, t.now, expires, t.count)
 			ids, tokens = append(ids, r.ID), append(tokens, token)
 			expiries, workers = append(expiries, expires), append(workers, req.p.Worker)
-			t.count(r.Namespace, r.Queue, planekit.StateQueued, r.Priority, -1)
-			t.count(r.Namespace, r.Queue, planekit.StateRunning, r.Priority, +1)
-			req.jobs = append(req.jobs, r.Job(token, expires))
+			req.jobs = append(req.jobs, job)
 			if r.State == planekit.StateKeyed {
 				keyed.add(r.Namespace, r.Queue, r.ConcurrencyKey.String, true)
 			}

@@ -232,25 +232,18 @@ func (t *tx) stage(r *submitRequest, st *staged) error {
 				continue
 			}
 			firstOfKey[s.Key] = i
-			if s.Debounce > 0 {
-				id, action, err := planekit.Debounce(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s, t.now)
-				if err != nil {
-					return err
-				}
-				if action == plane.DebounceFold || action == plane.DebounceExisting {
-					r.out[i] = plane.SubmitResult{ID: id, Existing: true}
-					continue
-				}
-				position[i] = len(st.ids) // inserted below (a take-over freed the key)
+			// A dedup window's holder is locked by the read, so concurrent submits of the
+			// key serialize on it.
+			id, action, err := planekit.Windows(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s, t.now, nil)
+			if err != nil {
+				return err
 			}
-			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
-				// The window has passed for a holder submitted with a window and created
-				// at or before cutoff (plane.DedupFrees): it gives the key up (row locked
-				// by the read, so concurrent submits of the key serialize on it), and the
-				// insert below takes it.
-				if err := planekit.DedupFree(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s.Key, cutoff); err != nil {
-					return err
-				}
+			if action != plane.DebounceInsert {
+				r.out[i] = plane.SubmitResult{ID: id, Existing: true}
+				continue
+			}
+			if s.Debounce > 0 {
+				position[i] = len(st.ids) // inserted below (a take-over freed the key)
 			}
 		}
 		id := s.ID
@@ -341,13 +334,8 @@ func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, e
 		t.exec(t.d.sql.deleteIDs, undo)
 	}
 	for _, r := range reqs {
-		if r.solo {
-			continue
-		}
-		for i, first := range r.dupOf { // later duplicates of a key or id of this request
-			if first >= 0 {
-				r.out[i] = plane.SubmitResult{ID: r.out[first].ID, Existing: true}
-			}
+		if !r.solo {
+			planekit.AnswerDuplicates(r.out, r.dupOf) // later duplicates of a key or id of this request
 		}
 	}
 	return inserted, nil
@@ -423,30 +411,12 @@ const maxSubmitGroup = 5000
 // submitGroup inserts the invocations of a group of submits with one statement, in one
 // transaction, for the queues without an admission block.
 func (d *Driver) submitGroup(ctx context.Context, reqs []*submitRequest) {
-	// A submit sharing a key or an id with an earlier one of the group runs alone.
-	type keyOf struct{ namespace, queue, key string }
-	keys := map[keyOf]bool{}
-	ids := map[string]bool{}
-	var group []*submitRequest
+	group, apart := planekit.Unshared(reqs, func(r *submitRequest) *plane.SubmitManyParams { return r.p })
 	for _, r := range reqs {
 		r.solo = false
-		clash := false
-		for _, s := range r.p.Invocations {
-			clash = clash || s.Key != "" && keys[keyOf{r.p.Namespace, r.p.Queue, s.Key}] || s.ID != "" && ids[s.ID]
-		}
-		if clash {
-			r.solo = true
-			continue
-		}
-		for _, s := range r.p.Invocations {
-			if s.Key != "" {
-				keys[keyOf{r.p.Namespace, r.p.Queue, s.Key}] = true
-			}
-			if s.ID != "" {
-				ids[s.ID] = true
-			}
-		}
-		group = append(group, r)
+	}
+	for _, r := range apart {
+		r.solo = true // shares a key or an id with an earlier one of the group: runs alone
 	}
 	if len(group) == 0 {
 		return

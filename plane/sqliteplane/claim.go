@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -232,77 +233,98 @@ func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) (*ro
 	}
 }
 
-// claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs: each
-// takes, in kind's order, the earlier of the head of the unkeyed jobs (stmt) and the head
-// of the key whose turn it is (plane.KeyTurnFirst). The triggers (migrations 009, 013, 014 and
-// 015) count every start in the key's running counter and advance its turn, so the next
-// read of the ready keys leaves a key at its limit out and takes the next key in turn.
-// ready, when set, is the ready key the caller read in this transaction and nothing
-// changed since: the first round takes it instead of reading it again.
+// claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs, one key
+// a round (planekit.ClaimKeyed over keyedClaim): each takes, in kind's order, the earlier
+// of the head of the unkeyed jobs (stmt) and the head of the key whose turn it is. The
+// triggers (migrations 009, 013, 014 and 015) count every start in the key's running
+// counter and advance its turn, so the next read of the ready keys leaves a key at its
+// limit out and takes the next key in turn. ready, when set, is the ready key the caller
+// read in this transaction and nothing changed since: the first round takes it instead of
+// reading it again.
 func (t *wtx) claimKeyed(p *plane.ClaimParams, kind plane.Kind, stmt *sql.Stmt, n int, lease, cutoff time.Duration, jobs *[]*plane.Job, ready *readyKey) error {
 	a, err := t.admission(p.Namespace, p.Queue)
 	if err != nil {
 		return err
 	}
-	for len(*jobs) < n {
-		var k readyKey
-		if ready != nil {
-			k, ready = *ready, nil
-		} else if k, err = t.keyReady(p.Namespace, p.Queue); err != nil {
-			return err
+	var limits plane.Admission
+	if a != nil {
+		limits = a.Admission
+	}
+	c := &keyedClaim{t: t, p: p, kind: kind, stmt: stmt, lease: lease, cutoff: cutoff, jobs: jobs, ready: ready}
+	return planekit.ClaimKeyed(c, kind, limits, t.now, n, func() int { return len(*jobs) }, nil, true)
+}
+
+// keyedClaim is claimKeyed's planekit.KeyedClaim: the key of the round (keyReady), the
+// unkeyed head read afresh each round, each start written at the round's end.
+type keyedClaim struct {
+	t             *wtx
+	p             *plane.ClaimParams
+	kind          plane.Kind
+	stmt          *sql.Stmt
+	lease, cutoff time.Duration
+	jobs          *[]*plane.Job
+	ready         *readyKey           // the first round's key, read by the caller
+	k             readyKey            // the key of the round
+	turn          [1]planekit.KeyTurn // Turns' answer
+}
+
+// Turns reads the key whose turn it is (none when there is none, or it is left out).
+func (c *keyedClaim) Turns(_ int, skip []string) ([]planekit.KeyTurn, error) {
+	var err error
+	if c.ready != nil {
+		c.k, c.ready = *c.ready, nil
+	} else if c.k, err = c.t.keyReady(c.p.Namespace, c.p.Queue); err != nil {
+		return nil, err
+	}
+	if c.k.key == "" || slices.Contains(skip, c.k.key) {
+		c.k = readyKey{}
+		return nil, nil
+	}
+	c.turn[0] = planekit.KeyTurn{Key: c.k.key, Bucket: c.k.bucket, Head: c.k.head}
+	return c.turn[:], nil
+}
+
+func (c *keyedClaim) Head(*planekit.KeyTurn) (*row, error) {
+	return c.t.keyHead(c.kind, c.p.Namespace, c.p.Queue, c.k)
+}
+
+// Unkeyed reads the unkeyed head, unless the key's read said the queue holds none.
+func (c *keyedClaim) Unkeyed() (*row, error) {
+	if c.k.key != "" && !c.k.unkeyed {
+		return nil, nil
+	}
+	return c.t.first(c.stmt, c.p.Namespace, c.p.Queue, c.t.ms, 1)
+}
+
+func (*keyedClaim) Drop() {}
+
+func (c *keyedClaim) Hold(key string, untilMS int64) error {
+	if _, err := c.t.w.st.keyHold.ExecContext(c.t.ctx, c.p.Namespace, c.p.Queue, key, untilMS); err != nil {
+		return fmt.Errorf("claim: hold a rate-limited concurrency key: %w", err)
+	}
+	return nil
+}
+
+func (c *keyedClaim) Start(r *row) (bool, error) {
+	started, err := c.t.take(r, c.p, c.lease, c.cutoff, c.jobs)
+	if started && r.ConcurrencyKey.Valid {
+		// The claim's trigger (migrations 013 and 015) counted the start and advanced the
+		// key's turn.
+		c.t.w.keyed[[2]string{c.p.Namespace, c.p.Queue}] = true
+	}
+	return started, err
+}
+
+// EndRound writes the round's start (before the next read) and the token bucket of a key
+// under a rate limit.
+func (c *keyedClaim) EndRound(drawn []string, buckets map[string]plane.TokenBucket) error {
+	if err := c.t.runPending(c.lease, c.p.Worker); err != nil {
+		return err
+	}
+	for _, key := range drawn {
+		if _, err := c.t.w.st.keyBucket.ExecContext(c.t.ctx, c.p.Namespace, c.p.Queue, key, buckets[key].Tokens, buckets[key].At.UnixMilli()); err != nil {
+			return fmt.Errorf("claim: store the token bucket of a concurrency key: %w", err)
 		}
-		key, bucket := k.key, k.bucket
-		store := false // the start drew from the key's token bucket: stored with the claim
-		if key != "" && a != nil {
-			var wait time.Duration
-			if bucket, store, wait = a.KeyStart(key, bucket.Tokens, bucket.At, t.now); wait > 0 {
-				// The key's bucket is empty: held back until it has a token.
-				if _, err := t.w.st.keyHold.ExecContext(t.ctx, p.Namespace, p.Queue, key, t.ms+wait.Milliseconds()); err != nil {
-					return fmt.Errorf("claim: hold a rate-limited concurrency key: %w", err)
-				}
-				continue
-			}
-		}
-		keyed := k.head
-		if key != "" && keyed == nil {
-			if keyed, err = t.keyHead(kind, p.Namespace, p.Queue, k); err != nil {
-				return err
-			}
-		}
-		var unkeyed *row
-		if key == "" || k.unkeyed { // k.unkeyed false: no row in state 0, so no unkeyed head
-			if unkeyed, err = t.first(stmt, p.Namespace, p.Queue, t.ms, 1); err != nil {
-				return err
-			}
-		}
-		r := keyed
-		switch {
-		case keyed == nil && unkeyed == nil:
-			return nil
-		case keyed == nil || unkeyed != nil && !plane.KeyTurnFirst(kind, keyed.ID, keyed.Priority, unkeyed.ID, unkeyed.Priority):
-			r, key = unkeyed, ""
-		}
-		job, err := t.start(r, p, lease, cutoff)
-		if err != nil {
-			return err
-		}
-		if err := t.runPending(lease, p.Worker); err != nil { // before the next read
-			return err
-		}
-		if job == nil {
-			continue // ended by its deadline
-		}
-		if key != "" {
-			// The claim's trigger (migrations 013 and 015) counted the start and advanced the key's
-			// turn; a key under a rate limit also stores its bucket.
-			t.w.keyed[[2]string{p.Namespace, p.Queue}] = true
-			if store {
-				if _, err := t.w.st.keyBucket.ExecContext(t.ctx, p.Namespace, p.Queue, key, bucket.Tokens, bucket.At.UnixMilli()); err != nil {
-					return fmt.Errorf("claim: store the token bucket of a concurrency key: %w", err)
-				}
-			}
-		}
-		*jobs = append(*jobs, job)
 	}
 	return nil
 }
@@ -334,14 +356,20 @@ func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (
 			return nil, t.apply(r.Head(), *end, nil)
 		}
 	}
-	token := plane.NewToken(t.now)
-	expires := t.ms + lease.Milliseconds()
+	token, job := planekit.Start(r, t.now, t.ms+lease.Milliseconds(), t.count)
 	// The row is written with the claim's other started rows by runPending (batch.go):
 	// attempt + 1, token, expires, the attempt deadline, started now by p.Worker.
 	t.runs = append(t.runs, run{seq: r.Seq, token: token})
-	t.count(r.Namespace, r.Queue, planekit.StateQueued, r.Priority, -1)
-	t.count(r.Namespace, r.Queue, planekit.StateRunning, r.Priority, +1)
-	return r.Job(token, expires), nil
+	return job, nil
+}
+
+// take starts r as start does and adds its job to jobs; false: ended by its deadline.
+func (t *wtx) take(r *row, p *plane.ClaimParams, lease, cutoff time.Duration, jobs *[]*plane.Job) (bool, error) {
+	job, err := t.start(r, p, lease, cutoff)
+	if job != nil {
+		*jobs = append(*jobs, job)
+	}
+	return job != nil, err
 }
 
 // claimBoltzmann draws a priority level with probability ∝ count·exp((p − pmax)/T), then
@@ -359,12 +387,8 @@ func (t *wtx) claimBoltzmann(p *plane.ClaimParams, n int, lease, cutoff time.Dur
 		if err != nil || r == nil { // nil: every job of the level is in backoff
 			return false, err
 		}
-		job, err := t.start(r, p, lease, cutoff)
-		if err != nil {
+		if _, err := t.take(r, p, lease, cutoff, jobs); err != nil {
 			return false, err
-		}
-		if job != nil {
-			*jobs = append(*jobs, job)
 		}
 		return true, t.runPending(lease, p.Worker) // before the next draw reads
 	})
@@ -420,32 +444,13 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 			return err
 		}
 	} else {
-		for len(*jobs) < n {
-			rows, err := t.candidates(stmt, p.Namespace, p.Queue, t.ms, n-len(*jobs))
-			if err != nil {
-				return err
-			}
-			skipped := false
-			for _, r := range rows {
-				job, err := t.start(r, p, lease, cutoff)
-				if err != nil {
-					return err
-				}
-				if job == nil {
-					skipped = true
-					continue
-				}
-				*jobs = append(*jobs, job)
-			}
-			// The started rows are written before any new read of candidates, which must
-			// not see them as claimable.
-			if err := t.runPending(lease, p.Worker); err != nil {
-				return err
-			}
-			if !skipped || len(rows) == 0 {
-				break
-			}
-		}
+		// The started rows are written before any new read of candidates, which must not
+		// see them as claimable.
+		return planekit.ClaimRows(nil, true, n, func() int { return len(*jobs) }, func(r *row) (bool, error) {
+			return t.take(r, p, lease, cutoff, jobs)
+		}, func() error { return t.runPending(lease, p.Worker) }, func(more int) ([]*row, error) {
+			return t.candidates(stmt, p.Namespace, p.Queue, t.ms, more)
+		}, func() bool { return false })
 	}
 	return nil
 }

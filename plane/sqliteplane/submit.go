@@ -52,7 +52,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 	var fresh []int
 	var deadlines []time.Time
 	invs, cloned := p.Invocations, false // copied before a later debounced submit changes one
-	debounced := map[string]string{}     // key → the waiting invocation a debounced submit updated
+	folded := map[string]string{}        // key → the waiting invocation a debounced submit updated
 	now := time.UnixMilli(t.ms)          // due times at millisecond precision
 	for i, s := range p.Invocations {
 		dupOf[i] = -1
@@ -80,39 +80,18 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 				}
 				continue
 			}
-			if s.Debounce > 0 {
-				id, folded := debounced[s.Key]
-				action := plane.DebounceFold
-				var err error
-				if folded {
-					err = planekit.DebounceFold(kitTx{t}, t.w.d.kit, id, &s, now)
-				} else {
-					id, action, err = planekit.Debounce(kitTx{t}, t.w.d.kit, p.Namespace, p.Queue, &s, now)
-				}
-				if err != nil {
-					return nil, err
-				}
-				switch action {
-				case plane.DebounceFold:
+			id, action, err := planekit.Windows(kitTx{t}, t.w.d.kit, p.Namespace, p.Queue, &s, now, folded)
+			if err != nil {
+				return nil, err
+			}
+			if action != plane.DebounceInsert {
+				if action == plane.DebounceFold {
 					t.delayed(s.DueAt(now).UnixMilli()) // the writer's alarm goes off for it
-					debounced[s.Key] = id
-					out[i] = plane.SubmitResult{ID: id, Existing: true}
-					continue
-				case plane.DebounceExisting:
-					out[i] = plane.SubmitResult{ID: id, Existing: true}
-					continue
 				}
+				out[i] = plane.SubmitResult{ID: id, Existing: true}
+				continue
 			}
-			if cutoff := plane.DedupCutoff(t.now, s.UniqueFor); !cutoff.IsZero() {
-				// The window has passed for a holder submitted with a window and created
-				// at or before cutoff (plane.DedupFrees): it gives the key up, and this
-				// submit takes it.
-				if err := planekit.DedupFree(kitTx{t}, t.w.d.kit, p.Namespace, p.Queue, s.Key, cutoff); err != nil {
-					return nil, err
-				}
-			}
-			var id string
-			err := t.w.st.idByKey.QueryRowContext(t.ctx, p.Namespace, p.Queue, s.Key).Scan(&id)
+			err = t.w.st.idByKey.QueryRowContext(t.ctx, p.Namespace, p.Queue, s.Key).Scan(&id)
 			if err == nil {
 				out[i] = plane.SubmitResult{ID: id, Existing: true}
 				continue
@@ -140,11 +119,7 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 	if err := t.insertMany(p.Namespace, p.Queue, invs, fresh, out); err != nil {
 		return nil, err
 	}
-	for i, first := range dupOf { // later duplicates of a key new in this batch
-		if first >= 0 {
-			out[i] = plane.SubmitResult{ID: out[first].ID, Existing: true}
-		}
-	}
+	planekit.AnswerDuplicates(out, dupOf) // later duplicates of a key new in this batch
 	return nil, nil
 }
 
