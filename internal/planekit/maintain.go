@@ -72,10 +72,11 @@ type Maintenance interface {
 	FireSchedules(limit int) (due, fired int, err error)
 	// Promote makes due delayed (or backed-off) invocations claimable and reports how many.
 	Promote(limit int) (int, error)
-	// Expire ends the invocations that the rule Expiries[step] finds due, up to limit:
-	// found is how many it read, ended how many it ended (a row changed since it was
-	// found is left alone).
-	Expire(step int, limit int) (found, ended int, err error)
+	// Expire ends the invocations that step (0: expired leases, 1: overdue attempts, 2:
+	// passed deadlines) finds due, up to limit, each whose rule still ends it: found is how
+	// many it read, ended how many it ended (a row changed since it was found is left
+	// alone).
+	Expire(step int, rule Expiry, limit int) (found, ended int, err error)
 	// DropSettledKeys drops the counter rows of settled concurrency keys
 	// (planekit.DropSettledKeys); done is true once it has read the last kept row.
 	DropSettledKeys(limit int) (done bool, err error)
@@ -89,13 +90,13 @@ type Maintenance interface {
 	TrimTopics(cutoff time.Time) (int, error)
 }
 
-// Expiries are the rules of Maintenance.Expire's steps, in the order a pass runs them:
+// expiries are the rules of Maintenance.Expire's steps, in the order a pass runs them:
 // expired leases, overdue attempts, passed deadlines.
-var Expiries = [...]Expiry{LeaseExpired, AttemptOverdue, DeadlinePassed}
+var expiries = [...]Expiry{LeaseExpired, AttemptOverdue, DeadlinePassed}
 
 // MaintenancePass is one maintenance pass of m: due schedules fire first (so their fires
 // are promoted in the same pass), due delayed invocations become claimable (once a pass),
-// expired leases, overdue attempts and passed deadlines end (Expiries), settled key
+// expired leases, overdue attempts and passed deadlines end (expiries), settled key
 // counters are dropped, idle placement rows trimmed and, with a positive retention, the
 // terminal invocations and topics older than retention (at now) trimmed. A step that
 // handles a full batch of batch rows runs again while again allows (sqliteplane's pass,
@@ -117,10 +118,10 @@ func MaintenancePass(m Maintenance, batch int, retention time.Duration, now func
 	if r.Promoted, err = m.Promote(batch); err != nil {
 		return r, err
 	}
-	counts := [len(Expiries)]*int{&r.LeasesExpired, &r.AttemptsOverdue, &r.DeadlinesPassed}
-	for step := range Expiries {
+	counts := [len(expiries)]*int{&r.LeasesExpired, &r.AttemptsOverdue, &r.DeadlinesPassed}
+	for step, rule := range expiries {
 		for {
-			found, ended, err := m.Expire(step, batch)
+			found, ended, err := m.Expire(step, rule, batch)
 			*counts[step] += ended
 			if err != nil {
 				return r, err

@@ -130,13 +130,13 @@ func (s maintenance) Promote(int) (n int, err error) {
 	})
 }
 
-func (s maintenance) Expire(step, _ int) (found, ended int, err error) {
+func (s maintenance) Expire(step int, rule planekit.Expiry, _ int) (found, ended int, err error) {
 	query := [...]string{s.d.sql.expiredLeases, s.d.sql.attemptsOverdue, s.d.sql.deadlinesPassed}[step]
 	return found, ended, s.step("", func(t *tx) error {
 		heads, err := t.heads(query, t.ms)
 		found, ended = len(heads), 0
 		for _, h := range heads {
-			if t.expire(h, planekit.Expiries[step]) {
+			if t.expire(h, rule) {
 				ended++
 			}
 		}

@@ -50,9 +50,9 @@ func (s maintenance) FireSchedules(limit int) (int, int, error) {
 
 func (s maintenance) Promote(limit int) (int, error) { return s.t.promoteDue(limit) }
 
-// Expire reads the ids of planekit.Expiries[step] (a passed deadline: of queued and of
-// delayed invocations) and ends each that still qualifies.
-func (s maintenance) Expire(step, limit int) (found, ended int, err error) {
+// Expire reads the ids of step's statements (a passed deadline: of queued and of delayed
+// invocations) and ends each that rule still ends.
+func (s maintenance) Expire(step int, rule planekit.Expiry, limit int) (found, ended int, err error) {
 	t := s.t
 	for _, stmt := range [][]*sql.Stmt{{t.w.st.expiredLeases}, {t.w.st.attemptsOverdue},
 		{t.w.st.deadlinesPassed, t.w.st.delayedDeadlinesPassed}}[step] {
@@ -73,7 +73,7 @@ func (s maintenance) Expire(step, limit int) (found, ended int, err error) {
 			if !ok { // trimmed since it was found
 				continue
 			}
-			end, err := t.expire(h, planekit.Expiries[step]) // not when it changed since it was found
+			end, err := t.expire(h, rule) // not when it changed since it was found
 			if err != nil {
 				return found, ended, err
 			}
