@@ -339,18 +339,6 @@ func classify(cc *pgx.ConnConfig, err error) error {
 	return fmt.Errorf("pgplane: cannot connect to PostgreSQL at %s: %v: %w", where, err, plane.ErrUnavailable)
 }
 
-// redact hides the password of a URL in messages.
-func redact(url string) string {
-	if i := strings.Index(url, "://"); i >= 0 {
-		if at := strings.LastIndex(url, "@"); at > i {
-			if colon := strings.Index(url[i+3:at], ":"); colon >= 0 {
-				return url[:i+3+colon+1] + "…" + url[at:]
-			}
-		}
-	}
-	return url
-}
-
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i]

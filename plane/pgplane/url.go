@@ -43,13 +43,13 @@ func ParseURL(url string, cfg *Config) (*pgxpool.Config, *Config, error) {
 	}
 	if scheme, _, ok := strings.Cut(url, "://"); ok && !strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql") &&
 		!strings.ContainsAny(scheme, " =") {
-		return nil, nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
+		return nil, nil, &plane.InvalidError{Field: "database URL", Value: plane.RedactURL(url),
 			Rule: "use a postgres:// or postgresql:// URL (" + strconv.Quote(scheme) + " is not PostgreSQL's scheme), or a key=value connection string"}
 	}
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, nil, &plane.InvalidError{Field: "database URL", Value: redact(url),
-			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + firstLine(err.Error()) + ")"}
+		return nil, nil, &plane.InvalidError{Field: "database URL", Value: plane.RedactURL(url),
+			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + plane.RedactURLIn(firstLine(err.Error()), url) + ")"}
 	}
 	params := pc.ConnConfig.RuntimeParams
 	take := func(name string) (string, bool) {

@@ -72,6 +72,23 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
+// TestParseURLRefusalHidesSecrets: a database URL that is refused is named in the error
+// through plane.RedactURL, so no form of its password shows: the URL's own, a password=
+// query parameter, or a key=value connection string's password=.
+func TestParseURLRefusalHidesSecrets(t *testing.T) {
+	for _, url := range []string{
+		"mysql://u:hunter2@db.internal/jobs",
+		"mysql://u@db.internal/jobs?password=hunter2",
+		"host=db.internal password=hunter2 port=notaport",
+		"postgres://u:hunter2@db.internal:notaport/jobs",
+	} {
+		_, _, err := ParseURL(url, nil)
+		require.ErrorIs(t, err, plane.ErrInvalid, url)
+		require.NotContains(t, err.Error(), "hunter2", url)
+		require.Contains(t, err.Error(), "db.internal", "the rest of the URL is shown: %s", url)
+	}
+}
+
 // TestOpenURLParameters opens a plane with its schema and poll-only mode named in the URL:
 // the tables are made under that schema, no LISTEN connection is held, and a plain pgx
 // connection given the same URL is refused by the server — which is why the plane removes
