@@ -518,6 +518,30 @@ def test_a_hung_declared_command_is_killed_with_its_attempt(mem: lakeshore.Dispa
     assert _gone(pid), "the hung command's child runs on after its attempt ended"
 
 
+def _sigkill_then_retry(
+    script: str, env: dict[str, str], tmp_path: Path, q: lakeshore.SyncQueue, inv: str, pidfiles: dict[Path, str]
+) -> None:
+    """Run the worker ``script`` until every file of ``pidfiles`` names a process, SIGKILL
+    the worker, and check that each of those processes is gone (the failure says the
+    process by its description); then run the script again and check the job ends once, as
+    "ran" on its second attempt (claimed again after its lease)."""
+    worker = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env)
+    try:
+        pids = {what: _wait_for_pid(path) for path, what in pidfiles.items()}
+        worker.kill()
+        worker.wait(10)
+        for what, pid in pids.items():
+            assert _gone(pid), f"{what} runs on after its worker was SIGKILLed"
+    finally:
+        worker.kill()
+        worker.wait(10)
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert q.result(inv, timeout=30) == "ran"
+    got = q.get(inv)
+    assert (got.state, got.attempt) == ("succeeded", 2)
+
+
 @pytest.mark.timeout(180)
 def test_a_sigkilled_worker_leaves_no_declared_command_running(server: Server, tmp_path: Path, qname: str) -> None:
     """A worker SIGKILLed while a declared command runs leaves nothing of it running (its
@@ -539,21 +563,10 @@ def test_a_sigkilled_worker_leaves_no_declared_command_running(server: Server, t
             "import lakeshore; lakeshore.run_worker(queues={%r: lambda **kw: 'ran'}, lease_ttl=2, "
             "once=True, wait=30, trust_declarations=True)" % qname
         )
-        worker = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env)
-        try:
-            pid, other = _wait_for_pid(pidfile), _wait_for_pid(escaped)
-            worker.kill()
-            worker.wait(10)
-            assert _gone(pid), "the command's child runs on after its worker was SIGKILLed"
-            assert _gone(other), "a process that left the command's group runs on after its worker was SIGKILLed"
-        finally:
-            worker.kill()
-            worker.wait(10)
-        r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90)
-        assert r.returncode == 0, r.stderr
-        assert q.result(inv, timeout=30) == "ran"
-        got = q.get(inv)
-        assert (got.state, got.attempt) == ("succeeded", 2)
+        _sigkill_then_retry(
+            script, env, tmp_path, q, inv,
+            {pidfile: "the command's child", escaped: "a process that left the command's group"},
+        )  # fmt: skip
     finally:
         d.close()
 
@@ -580,19 +593,6 @@ def test_a_sigkilled_worker_leaves_no_child_of_its_body_running(server: Server, 
                 child.wait()
             lakeshore.run_worker(queues={{{qname!r}: body}}, lease_ttl=2, once=True, wait=30)
         """)
-        worker = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env)
-        try:
-            pid = _wait_for_pid(pidfile)
-            worker.kill()
-            worker.wait(10)
-            assert _gone(pid), "the body's child runs on after its worker was SIGKILLed"
-        finally:
-            worker.kill()
-            worker.wait(10)
-        r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90)
-        assert r.returncode == 0, r.stderr
-        assert q.result(inv, timeout=30) == "ran"
-        got = q.get(inv)
-        assert (got.state, got.attempt) == ("succeeded", 2)
+        _sigkill_then_retry(script, env, tmp_path, q, inv, {pidfile: "the body's child"})
     finally:
         d.close()
