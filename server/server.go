@@ -541,6 +541,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if rec, ok := w.(*recorder); ok && !rec.wrote {
 			rec.status, rec.wrote, rec.code = StatusClientClosedRequest, true, "client_closed_request"
 		}
+		// Not kept alive: a client that half-closed the connection (httpplane's abandoned
+		// claim) must not find it in its pool, closed by this side a moment later.
+		w.Header().Set("Connection", "close")
 		return
 	}
 	var tl *tooLargeError

@@ -539,7 +539,7 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		case ctx.Err() != nil:
 			return ctx.Err(), 0, false
 		}
-		return unavailable(c, err), 0, c.safe || dialError(err)
+		return unavailable(c, err), 0, c.safe || dialError(err) || serverClosedIdle(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
@@ -634,6 +634,16 @@ func (e serverDown) Unwrap() []error { return []error{e.err, errServerDown} }
 
 // dialError reports whether err happened before the request was sent (nothing reached
 // the server), so even an unsafe call may be retried.
+// serverClosedIdle reports whether err is net/http's "server closed idle connection": the
+// pooled connection the request went out on had been closed by the server while idle (its
+// FIN in flight; after a claim whose caller went away, the server closes the connection
+// that caller half-closed), so the server never read the request and any call may be sent
+// again on a fresh connection. net/http retries it only for idempotent methods and does
+// not export the error, so its text is matched.
+func serverClosedIdle(err error) bool {
+	return strings.Contains(err.Error(), "http: server closed idle connection")
+}
+
 func dialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
