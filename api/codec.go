@@ -91,7 +91,9 @@ func (c Codec) Unmarshal(data []byte, v any) error {
 
 // UnmarshalRequest is Unmarshal for a request body. In JSON it refuses members v does not
 // have (a misspelt "prority" is refused, not dropped) and matches names case-sensitively;
-// errors name the field in JSON terms ("invocations[1].priority"), never a Go type.
+// errors name the field in JSON terms ("invocations[1].priority"), never a Go type. A null
+// (JSON null, msgpack nil) is read by one rule in both codecs (null.go): absent for an
+// optional field, refused for a required one or a list element that takes none.
 // Errors: *plane.InvalidError.
 func (c Codec) UnmarshalRequest(data []byte, v any) error {
 	return c.unmarshal(data, v, true)
@@ -129,10 +131,15 @@ func (c Codec) unmarshal(data []byte, v any, strict bool) error {
 		return &plane.InvalidError{Field: "request body", Rule: "send one JSON object (null is not one; send {})"}
 	}
 	err := json.Unmarshal(data, v, json.RejectUnknownMembers(strict))
-	if err == nil {
-		return nil
+	if err != nil {
+		return jsonError(err)
 	}
-	return jsonError(err)
+	if strict {
+		// encoding/json/v2 reads every null as a zero value; a request body holds to the
+		// one null rule of both encodings (null.go).
+		return jsonNulls(data, v)
+	}
+	return nil
 }
 
 // FieldName turns a JSON Pointer ("/invocations/1/payload") into the field name errors use

@@ -25,7 +25,8 @@ import (
 // its msg tags (reflection once per type, not per request). The walk stores what the
 // msgp-generated decoder (which reads answers, Codec.Unmarshal) would: times in the local
 // zone, an empty array into an absent list as nil, the same element limits (the
-// //msgp:limit directives); a field of type any takes the generic form itself.
+// //msgp:limit directives); a field of type any takes the generic form itself. A nil is
+// decided by the null rule both codecs share (null.go).
 
 // shapeKind is what one field takes.
 type shapeKind int
@@ -53,10 +54,12 @@ type shape struct {
 	limit    int // the most elements of an array or map the generated decoder takes; 0: any
 }
 
-// field is one named field of an object: its index in the struct and its shape.
+// field is one named field of an object: its index in the struct, its shape, and whether
+// it is optional (its tags omit it when zero: a null there is absent, see nullMember).
 type field struct {
-	index int
-	shape *shape
+	index    int
+	shape    *shape
+	optional bool
 }
 
 // The element limits of the //msgp:limit directives: data.go's, and types.go's and
@@ -124,8 +127,8 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*shape, arrays, maps int) 
 		if t.Elem().Kind() == reflect.Uint8 {
 			return &shape{kind: shapeBytes, nullable: nullable}
 		}
-		// The generated decoder takes nil only for pointers and payloads, not for a list
-		// or a map: nor does the check.
+		// A list or a map is not nullable: nil for one is decided by the null rule of
+		// null.go (absent for an optional member, refused elsewhere).
 		s := &shape{kind: shapeArray, nullable: nullable, limit: arrays}
 		seen[t] = s
 		s.elem = buildShape(t.Elem(), seen, arrays, maps)
@@ -144,14 +147,16 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*shape, arrays, maps int) 
 			if !f.IsExported() {
 				continue
 			}
-			name, _, _ := strings.Cut(f.Tag.Get("msg"), ",")
+			name, opts, _ := strings.Cut(f.Tag.Get("msg"), ",")
 			if name == "-" {
 				continue
 			}
 			if name == "" {
 				name = f.Name
 			}
-			s.fields[name] = field{index: i, shape: buildShape(f.Type, seen, arrays, maps)}
+			_, jsonOpts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			s.fields[name] = field{index: i, shape: buildShape(f.Type, seen, arrays, maps),
+				optional: strings.Contains(opts, "omit") || strings.Contains(jsonOpts, "omit")}
 		}
 		return s
 	}
@@ -302,6 +307,13 @@ func (s *shape) decode(path string, v any, dst reflect.Value, late *error) error
 				if !ok {
 					return &plane.InvalidError{Field: "request body field", Value: join(path, k),
 						Rule: "unknown field (names are case-sensitive); check it against /v1/openapi.json"}
+				}
+				if m[k] == nil {
+					if err := f.nullMember(join(path, k), Msgpack); err != nil {
+						return err
+					}
+					dst.Field(f.index).SetZero()
+					continue
 				}
 				if err := f.shape.decode(join(path, k), m[k], dst.Field(f.index), late); err != nil {
 					return err
