@@ -27,6 +27,9 @@ const (
 	LeaseTTLDefault = plane.LeaseTTLDefault
 	// MaxAttemptsDefault bounds the claims of an invocation submitted without MaxAttempts.
 	MaxAttemptsDefault = plane.MaxAttemptsDefault
+	// MaxAttemptsMax is the largest MaxAttempts a submit or schedule takes (10,000); a
+	// larger one is refused as ErrInvalid.
+	MaxAttemptsMax = plane.MaxAttemptsMax
 	// NamespaceDefault is the namespace when neither Config, QueueOptions nor
 	// $LAKESHORE_NAMESPACE names one.
 	NamespaceDefault = plane.NamespaceDefault
@@ -136,8 +139,8 @@ type SubmitOptions struct {
 	// until that invocation is trimmed. Defaults to "": none.
 	Key string
 
-	// MaxAttempts bounds the claims of the invocation (1 means no retry). Defaults to
-	// MaxAttemptsDefault (3).
+	// MaxAttempts bounds the claims of the invocation (1 means no retry), at most
+	// MaxAttemptsMax (10,000; more is ErrInvalid). Defaults to MaxAttemptsDefault (3).
 	MaxAttempts int
 
 	// NotBefore delays the invocation: it is queued at once (Count, List and Get see it)

@@ -224,7 +224,7 @@ type SubmitParams struct {
 	Key string
 	// Priority orders priority and boltzmann claims; higher first. Not NaN.
 	Priority float64
-	// MaxAttempts bounds claims. 0 means MaxAttemptsDefault.
+	// MaxAttempts bounds claims: 1 to MaxAttemptsMax, or 0 for MaxAttemptsDefault.
 	MaxAttempts int
 	// AttemptTimeout bounds one running attempt. 0 means none.
 	AttemptTimeout time.Duration
@@ -523,6 +523,11 @@ const (
 	LeaseTTLMax = 7 * 24 * time.Hour
 	// MaxAttemptsDefault bounds claims of an invocation submitted without MaxAttempts.
 	MaxAttemptsDefault = 3
+	// MaxAttemptsMax is the largest MaxAttempts a submit or schedule may ask for (10,000):
+	// with the default backoff (capped at 5 minutes) about 35 days of retries, far beyond
+	// peers' defaults (River's and asynq's 25), while a typo (1e9) or an overflowing number
+	// is refused rather than stored (PostgreSQL keeps the count in an integer column).
+	MaxAttemptsMax = 10_000
 	// MaxValueBytes is the largest payload, result or frame value (16 MiB). Larger values
 	// are rejected: pass a storage key instead of the bytes.
 	MaxValueBytes = 16 << 20

@@ -129,6 +129,9 @@ func itemError(list string, i int, err error) error {
 	return err
 }
 
+// MaxAttemptsRule says which max_attempts a submit or schedule takes.
+const MaxAttemptsRule = "use 1 to 10000 attempts, or 0 for the default (3)"
+
 func (s *SubmitParams) validate() error {
 	if s.ID != "" {
 		if err := ValidateID(s.ID); err != nil {
@@ -146,8 +149,8 @@ func (s *SubmitParams) validate() error {
 	if math.IsNaN(s.Priority) || math.IsInf(s.Priority, 0) {
 		return Invalid("priority", s.Priority, "use a finite number")
 	}
-	if s.MaxAttempts < 0 {
-		return Invalid("max_attempts", s.MaxAttempts, "use a number ≥ 1, or 0 for the default (3)")
+	if s.MaxAttempts < 0 || s.MaxAttempts > MaxAttemptsMax {
+		return Invalid("max_attempts", s.MaxAttempts, MaxAttemptsRule)
 	}
 	if s.AttemptTimeout < 0 {
 		return Invalid("attempt_timeout", s.AttemptTimeout, "use a duration ≥ 0 (0: none)")

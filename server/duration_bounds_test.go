@@ -89,3 +89,40 @@ func TestLeaseTTLNamesItsRange(t *testing.T) {
 	count := b.do(t, "GET", Q+"/count?state=queued", "", nil, "")
 	require.JSONEq(t, `{"count": 1}`, string(count.body), "nothing was claimed")
 }
+
+// TestMaxAttemptsBoundOverHTTP: max_attempts beyond 10,000 (or one an integer column
+// cannot hold) is 400 invalid naming the field and what is allowed, in a submit, a batch
+// and a schedule, in both encodings, and nothing is stored; 10,000 itself is taken. Before,
+// any positive number was stored.
+func TestMaxAttemptsBoundOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	Q := "/v1/namespaces/default/queues/q"
+	const rule = "use 1 to 10000 attempts, or 0 for the default (3)"
+	for _, n := range []int64{10_001, 1 << 31, 1<<63 - 1} {
+		for path, body := range map[string]any{
+			Q + "/invocations":       map[string]any{"max_attempts": n},
+			Q + "/invocations/batch": map[string]any{"invocations": []any{map[string]any{}, map[string]any{"max_attempts": n}}},
+		} {
+			for name, send := range b.sendBoth(t, "POST", path, body) {
+				e := send().requireError(t, 400, "invalid")
+				require.Contains(t, e.Message, rule, "%s %s %d", name, path, n)
+				require.Contains(t, e.Details.Field, "max_attempts", "%s %s %d", name, path, n)
+			}
+		}
+		sched := map[string]any{"queue": "q", "every": 60.0, "max_attempts": n}
+		for name, send := range b.sendBoth(t, "PUT", "/v1/namespaces/default/schedules/s", sched) {
+			e := send().requireError(t, 400, "invalid")
+			require.Contains(t, e.Message, rule, "%s schedule %d", name, n)
+		}
+	}
+	require.Zero(t, b.total(t), "nothing was stored")
+	r := b.doJSON(t, "POST", Q+"/invocations", map[string]any{"max_attempts": 10_000}, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	inv, err := b.back.InvocationGet(t.Context(), idOf(t, r))
+	require.NoError(t, err)
+	require.Equal(t, 10_000, inv.MaxAttempts)
+	list, err := b.back.ScheduleList(t.Context(), "")
+	require.NoError(t, err)
+	require.Empty(t, list, "no refused schedule was stored")
+}

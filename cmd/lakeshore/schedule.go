@@ -124,7 +124,7 @@ schedule's next fire.`,
 	f.StringVar(&catchUp, "catch-up", "", "missed ticks after downtime: once (the latest, the default), skip (none) or all (each)")
 	f.BoolVar(&paused, "paused", false, "store the schedule paused")
 	f.Float64Var(&priority, "priority", 0, "priority of every fire")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before a fire fails (default 3)")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before a fire fails, 1 to 10000 (default 3)")
 	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt of a fire (default none)")
 	return c
 }

@@ -138,7 +138,7 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 	f.BoolVar(&asString, "string", false, "take the payload text as a plain string, not JSON")
 	f.StringVar(&key, "key", "", "idempotency key: the same key returns the existing job")
 	f.Float64Var(&priority, "priority", 0, "priority (higher first for priority and boltzmann claims)")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before the job fails (default 3)")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before the job fails, 1 to 10000 (default 3)")
 	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt (default none)")
 	f.DurationVar(&debounce, "debounce", 0, "debounce window of --key: the job waits this long, and a resubmit while it waits replaces its payload and restarts the wait (default 0: none)")
 	f.StringVar(&concurrencyKey, "concurrency-key", "", "concurrency key (e.g. a tenant): the queue's --concurrency-limit and fair share apply per key (default: none)")

@@ -150,6 +150,8 @@ func testValidation(t *testing.T, s *suite) {
 		}{
 			{"NaNPriority", plane.SubmitParams{Priority: math.NaN()}, "priority"},
 			{"NegativeMaxAttempts", plane.SubmitParams{MaxAttempts: -1}, "attempts"},
+			{"MaxAttemptsOverBound", plane.SubmitParams{MaxAttempts: plane.MaxAttemptsMax + 1}, "use 1 to 10000 attempts"},
+			{"MaxAttemptsOverflowing", plane.SubmitParams{MaxAttempts: math.MaxInt}, "use 1 to 10000 attempts"},
 			{"NegativeAttemptTimeout", plane.SubmitParams{AttemptTimeout: -time.Second}, "timeout"},
 			{"MalformedClientID", plane.SubmitParams{ID: "not-a-ulid"}, "id"},
 			{"EmptyMetadataKey", plane.SubmitParams{Metadata: map[string]string{"": "x"}}, "metadata"},
@@ -161,6 +163,9 @@ func testValidation(t *testing.T, s *suite) {
 			requireInvalid(t, err, c.mention)
 		}
 		b.requireNothingStored(t)
+		// The bound itself is taken and kept.
+		id := b.submitOne(t, plane.SubmitParams{MaxAttempts: plane.MaxAttemptsMax})
+		require.Equal(t, plane.MaxAttemptsMax, b.get(t, id).MaxAttempts)
 	})
 
 	t.Run("PayloadSizeLimit", func(t *testing.T) {

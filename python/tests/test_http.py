@@ -332,11 +332,18 @@ def test_delayed_submit(dispatch: HttpDispatch, qname: str) -> None:
         with pytest.raises(InvalidError, match="invalid max_attempts .*want an integer") as e:
             q.submit(1, max_attempts=bad)
         assert e.value.field == "max_attempts"
+    # max_attempts is bounded, client-side as on the server: 0 to 10,000, said in the
+    # server's words (before, any positive number went through).
+    for bad in (-1, 10_001, 2**31, 10**40, np.int64(10_001)):
+        with pytest.raises(InvalidError, match=r"invalid max_attempts .*: use 1 to 10000 attempts, or 0 for the default \(3\)") as e:
+            q.submit(1, max_attempts=bad)
+        assert e.value.field == "max_attempts" and len(str(e.value)) < 120
     for meta in ({"a": None}, {"a": 1}, {1: "a"}):
         with pytest.raises(InvalidError, match="invalid metadata") as e:
             q.submit(1, metadata=meta)
     assert q.count() == count, "nothing was submitted"
     assert q.get(q.submit(1, max_attempts=np.int64(2), metadata={"a": "b"})).max_attempts == 2
+    assert q.get(q.submit(1, max_attempts=10_000)).max_attempts == 10_000
 
 
 def test_listing_pages(dispatch: HttpDispatch, qname: str) -> None:

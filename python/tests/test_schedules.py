@@ -69,6 +69,10 @@ def test_schedule_invalid(every_plane: HttpDispatch, qname: str) -> None:
         set_schedule(qname, qname, every=60, catch_up="never", dispatch=d)  # type: ignore[arg-type]
     with pytest.raises(InvalidError):
         schedule(queue=qname, dispatch=d)  # neither cron nor every
+    for bad in (-1, 10_001, 2**40, 1.5):
+        with pytest.raises(InvalidError, match="invalid max_attempts .*use 1 to 10000 attempts") as e:
+            set_schedule(qname, qname, every=60, max_attempts=bad, dispatch=d)  # type: ignore[arg-type]
+        assert e.value.field == "max_attempts"
     assert not [s for s in schedules(d.namespace, dispatch=d) if s.name == qname]
 
 

@@ -61,6 +61,12 @@ FROM_START = -1
 MAX_VALUE_BYTES = 16 << 20
 """The largest encoded payload, result or frame value the server takes (16 MiB)."""
 
+MAX_ATTEMPTS_MAX = 10_000
+"""The largest ``max_attempts`` the server takes (Go ``plane.MaxAttemptsMax``); 0 is its
+default (3)."""
+
+_MAX_ATTEMPTS_RULE = "use 1 to 10000 attempts, or 0 for the default (3)"  # plane.MaxAttemptsRule
+
 StateName = Literal["queued", "running", "succeeded", "failed", "cancelled", "killed", "timeout"]
 
 
@@ -76,7 +82,8 @@ class Envelope:
         key: idempotency key, unique per queue: resubmitting it returns the existing id.
         priority: orders ``priority`` and ``boltzmann`` claims, higher first; finite.
         max_attempts: claims before the invocation fails for good (server default 3): an
-            integer (a float is InvalidError, not truncated).
+            integer from 1 to MAX_ATTEMPTS_MAX (10,000), or 0 for the default (a float, or
+            one out of that range, is InvalidError, not truncated nor sent).
         attempt_timeout: seconds one attempt may run.
         deadline: an aware datetime after which a still-queued invocation ends as timeout.
         metadata: free-form string headers, carried to the worker's :class:`Job`: str keys
@@ -549,6 +556,29 @@ def _check_seconds(
     )
 
 
+def _check_max_attempts(v: Any) -> int:
+    """``v`` as an int from 0 to MAX_ATTEMPTS_MAX, or InvalidError naming max_attempts with
+    the server's rule: an integer (numpy's too), never a float or a string silently
+    truncated (max_attempts=1.5 was sent as 1), nor one the server refuses."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise errors.InvalidError(
+            f"invalid max_attempts {v!r}: want an integer: {_MAX_ATTEMPTS_RULE}",
+            field="max_attempts",
+            value=v,
+            rule=_MAX_ATTEMPTS_RULE,
+        )
+    n = int(v)
+    if not 0 <= n <= MAX_ATTEMPTS_MAX:
+        shown: Any = n if abs(n) < 10**30 else f"an integer of {len(str(abs(n)))} digits"
+        raise errors.InvalidError(
+            f"invalid max_attempts {shown}: {_MAX_ATTEMPTS_RULE}",
+            field="max_attempts",
+            value=shown,
+            rule=_MAX_ATTEMPTS_RULE,
+        )
+    return n
+
+
 def _check_since(since: int) -> int:
     if not isinstance(since, int) or isinstance(since, bool) or since < FROM_START:
         raise errors.InvalidError(
@@ -832,16 +862,7 @@ class QueueCore:
                 )
             body["priority"] = checked
         if env.max_attempts is not None:
-            # An integer (numpy's too), never a float or a string silently truncated
-            # (max_attempts=1.5 was sent as 1).
-            if isinstance(env.max_attempts, bool) or not isinstance(env.max_attempts, numbers.Integral):
-                raise errors.InvalidError(
-                    f"invalid max_attempts {env.max_attempts!r}: want an integer ≥ 1, or 0 for the default (3)",
-                    field="max_attempts",
-                    value=env.max_attempts,
-                    rule="an integer ≥ 1, or 0 for the default (3)",
-                )
-            body["max_attempts"] = int(env.max_attempts)
+            body["max_attempts"] = _check_max_attempts(env.max_attempts)
         if env.attempt_timeout is not None:
             body["attempt_timeout"] = _check_seconds("attempt_timeout", env.attempt_timeout)
         if env.deadline is not None:

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from lakeshore import errors
 from lakeshore.dispatch import Dispatch, default_dispatch
-from lakeshore.queue import encode_value
+from lakeshore.queue import _check_max_attempts, encode_value
 from lakeshore.worker import udf
 
 __all__ = [
@@ -170,7 +170,7 @@ def set_schedule(
     if priority:
         body["priority"] = float(priority)
     if max_attempts:
-        body["max_attempts"] = max_attempts
+        body["max_attempts"] = _check_max_attempts(max_attempts)
     ans = d.run(d._transport.call("PUT", _path(d, name), body=body, retry="safe"))
     return _info(ans)
 
