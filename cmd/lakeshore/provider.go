@@ -166,6 +166,13 @@ func newSupervisor(drv plane.Driver, target, namespace string, o *supervisorFlag
 	if err != nil {
 		return nil, err
 	}
+	// A bad LAKESHORE_LOCAL_GPUS ("0,0": one GPU handed to two workers) stops the start, not
+	// only each tick's first use of the local provider (a warning per tick).
+	if v := getenv(localprovider.EnvGPUs); strings.TrimSpace(v) != "" {
+		if _, err := localprovider.ParseGPUs(v); err != nil {
+			return nil, err
+		}
+	}
 	return provider.NewSupervisor(provider.SupervisorConfig{
 		Driver: drv, Resolve: newResolver(home, o.timeout, getenv), Namespace: namespace, Tick: o.tick,
 		StopGrace: o.stopGrace, CallTimeout: o.timeout, LeaseTTL: o.leaseTTL, DryRun: o.dryRun,

@@ -49,26 +49,29 @@ type Provider struct {
 }
 
 // New returns a local provider that keeps its launch records in dir (created if absent;
-// conventionally $LAKESHORE_HOME/run/providers/local). Errors: dir cannot be created.
+// conventionally $LAKESHORE_HOME/run/providers/local). Errors: dir cannot be created; a
+// bad EnvGPUs (*plane.InvalidError, ParseGPUs).
 func New(dir string) (*Provider, error) {
 	if dir == "" {
 		return nil, plane.Invalid("local provider directory", dir, "give a directory for launch records, e.g. $LAKESHORE_HOME/run/providers/local")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("local provider: %w", err)
-	}
-	gpus, err := gpusFromEnv()
+	gpus, err := gpusFromEnv() // first: a refused start creates nothing
 	if err != nil {
 		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
 	}
 	return &Provider{dir: dir, gpus: gpus, gpuType: os.Getenv(EnvGPUType), exited: map[string]chan struct{}{}, started: map[string]*os.Process{}}, nil
 }
 
 // Environment variables the local provider reads at New.
 const (
-	// EnvGPUs says which GPUs the machine has: a count ("4": devices 0–3) or a device list
-	// ("0,2,3"). Unset: the supervisor's CUDA_VISIBLE_DEVICES, else one per
-	// /proc/driver/nvidia/gpus entry (none without the NVIDIA driver).
+	// EnvGPUs says which GPUs the machine has: a count ("4": devices 0–3) or a list of
+	// distinct device ids ("0,2,3"; GPUsRule, read by ParseGPUs: a duplicate, an empty or a
+	// malformed entry makes New fail). Unset: the supervisor's CUDA_VISIBLE_DEVICES (a
+	// device named twice counted once), else one per /proc/driver/nvidia/gpus entry (none
+	// without the NVIDIA driver).
 	EnvGPUs = "LAKESHORE_LOCAL_GPUS"
 	// EnvGPUType is the model of those GPUs ("a100"), matched against a shape's gpu_type.
 	EnvGPUType = "LAKESHORE_LOCAL_GPU_TYPE"
@@ -84,31 +87,28 @@ func (p *Provider) SetLakeshore(path string) {
 	p.lakeshore = path
 }
 
-// SetGPUs replaces the GPUs the provider hands out (device ids) and their type; for tests
-// and embedders that know better than the environment.
+// SetGPUs replaces the GPUs the provider hands out (device ids; one named twice is one
+// device) and their type; for tests and embedders that know better than the environment.
 func (p *Provider) SetGPUs(devices []string, gpuType string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gpus, p.gpuType = slices.Clone(devices), gpuType
+	p.gpus, p.gpuType = distinct(slices.Clone(devices)), gpuType
 }
 
-// gpusFromEnv reads the machine's GPUs (EnvGPUs' rule). Errors: a bad EnvGPUs.
+// GPUsRule says what EnvGPUs takes (1024 is plane.RequirementGPUsMax).
+const GPUsRule = "use a GPU count 0–1024, or a comma-separated list of at most 1024 distinct device ids (indices, or GPU-/MIG- UUIDs of [A-Za-z0-9_.:/-] not starting with '-'), such as 0,1,3"
+
+// gpusFromEnv reads the machine's GPUs (EnvGPUs' rule). Errors: a bad EnvGPUs
+// (*plane.InvalidError, see ParseGPUs).
 func gpusFromEnv() ([]string, error) {
 	if v := strings.TrimSpace(os.Getenv(EnvGPUs)); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			if n < 0 || n > plane.RequirementGPUsMax {
-				return nil, plane.Invalid(EnvGPUs, v, fmt.Sprintf("use a GPU count 0–%d or a device list such as 0,1,3", plane.RequirementGPUsMax))
-			}
-			out := make([]string, n)
-			for i := range out {
-				out[i] = strconv.Itoa(i)
-			}
-			return out, nil
-		}
-		return splitDevices(v), nil
+		return ParseGPUs(v)
 	}
 	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
-		return splitDevices(v), nil
+		// The supervisor's own list is taken as CUDA reads it, leniently (a "-1" that hides
+		// every GPU must not stop a supervisor of CPU work), but a device named twice is
+		// one device: it is handed out once.
+		return distinct(splitDevices(v)), nil
 	}
 	entries, _ := os.ReadDir("/proc/driver/nvidia/gpus")
 	out := make([]string, len(entries))
@@ -116,6 +116,74 @@ func gpusFromEnv() ([]string, error) {
 		out[i] = strconv.Itoa(i)
 	}
 	return out, nil
+}
+
+// ParseGPUs reads EnvGPUs' value v: a count n (devices 0 to n-1) or a device list. A list
+// with an empty entry ("0,,1", "0,"), an entry CUDA_VISIBLE_DEVICES cannot name, a device
+// named twice ("0,0": one GPU would be handed to two workers at once) or more than
+// plane.RequirementGPUsMax devices is refused, so a provider never starts on a list it
+// would misread. Errors: *plane.InvalidError naming EnvGPUs, the entry and GPUsRule.
+func ParseGPUs(v string) ([]string, error) {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 || n > plane.RequirementGPUsMax {
+			return nil, plane.Invalid(EnvGPUs, v, "the count is out of range: "+GPUsRule)
+		}
+		out := make([]string, n)
+		for i := range out {
+			out[i] = strconv.Itoa(i)
+		}
+		return out, nil
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > plane.RequirementGPUsMax {
+		return nil, plane.Invalid(EnvGPUs, v, fmt.Sprintf("%d devices is too many: %s", len(parts), GPUsRule))
+	}
+	seen := make(map[string]bool, len(parts))
+	out := make([]string, 0, len(parts))
+	for i, d := range parts {
+		d = strings.TrimSpace(d)
+		switch {
+		case d == "":
+			return nil, plane.Invalid(EnvGPUs, v, fmt.Sprintf("entry %d is empty: %s", i+1, GPUsRule))
+		case !validDevice(d):
+			return nil, plane.Invalid(EnvGPUs, v, fmt.Sprintf("entry %d (%q) is not a device id: %s", i+1, plane.Truncate(d), GPUsRule))
+		case seen[d]:
+			return nil, plane.Invalid(EnvGPUs, v, fmt.Sprintf("device %q is named twice (it would be handed to two workers at once): %s", plane.Truncate(d), GPUsRule))
+		}
+		seen[d] = true
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// validDevice reports whether d is a device id CUDA_VISIBLE_DEVICES can name: 1–128 bytes
+// of [A-Za-z0-9_.:/-], not starting with '-'.
+func validDevice(d string) bool {
+	if d == "" || len(d) > 128 || d[0] == '-' {
+		return false
+	}
+	for _, c := range []byte(d) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == ':', c == '/', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// distinct returns devices without repeats, in first-seen order.
+func distinct(devices []string) []string {
+	seen := make(map[string]bool, len(devices))
+	out := devices[:0]
+	for _, d := range devices {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func splitDevices(v string) []string {
