@@ -524,6 +524,28 @@ func testConcurrency(t *testing.T, s *suite) {
 		}
 	})
 
+	t.Run("KeyOrderMixedKinds", func(t *testing.T) {
+		// One key's jobs claimed in turn by handles of different orders: each claim takes
+		// the head of its own order among the jobs still claimable, whatever the others
+		// took before (a plane that keeps a position per key for one order must not let a
+		// claim of another order move it past claimable jobs).
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		ids := b.submitKeyed(t, "k", 6)
+		for i, step := range []struct {
+			kind plane.Kind
+			want string
+		}{
+			{plane.KindFILO, ids[5]}, {plane.KindFIFO, ids[0]}, {plane.KindFILO, ids[4]},
+			{plane.KindPriority, ids[1]}, {plane.KindFIFO, ids[2]}, {plane.KindFILO, ids[3]},
+		} {
+			jobs := b.claim(t, plane.ClaimParams{Kind: step.kind, Max: 1, Worker: "w"})
+			require.Len(t, jobs, 1, "claim %d (%s): one job claimable", i, step.kind)
+			require.Equal(t, step.want, jobs[0].ID, "claim %d (%s) takes the head of its order", i, step.kind)
+		}
+		b.requireNothingClaimable(t)
+	})
+
 	t.Run("Invalid", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

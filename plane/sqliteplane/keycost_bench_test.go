@@ -5,8 +5,10 @@ package sqliteplane
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,22 +36,37 @@ import (
 //	keyed/no-triggers       without it and invocations_keyed_end (the end's counter update)
 //	keyed/no-ready-index    without concurrency_keys_ready (the ready keys in turn order)
 //	keyed/no-key-index      without invocations_keyed_priority (a key's claimable jobs)
+//	keyed/cursor            a trial key index that the starts leave alone (keyCursorSchema)
+//	unkeyed/read            unkeyed, each start after the claim's read of the head (claimFIFO's)
+//	keyed/read              keyed, each start after the claim's read of the ready key and its
+//	                        head (keyReadyHeadSQL, fifo, one priority level)
+//	keyed/cursor/read       keyed/cursor, each start after that read past the key's cursor
+//	                        (keyCursorHeadSQL)
 //
-// The variants without a part count wrongly; they are prices, not alternatives. There is
+// The "read" variants check that the head read is the job started next (the keys' turns
+// and the submits' round robin agree). The variants without a part count wrongly; they are
+// prices, not alternatives, and keyed/cursor is a trial (keyCursorSchema says what it lacks). There is
 // no variant without the end's trigger alone: its keys' running counts would only grow,
 // every key would sit at its limit after four starts, out of concurrency_keys_ready, and the
 // starts would stop moving that index's entries too, so it would price both. Besides
 // ns/op (wall time) each reports cpu-ns/op, the process's CPU time (user and system) per
-// job: the machine is shared, and CPU time moves less than wall time with the load. Run
-// with a fixed count (the file is built with b.N jobs a queue): -benchtime 16384x.
+// job: the machine is shared, and CPU time moves less than wall time with the load;
+// written-B/op, the bytes the process handed to write calls per job (the WAL's frames and
+// the checkpoints' copies); and trim-cpu-ns/op, the CPU time per job of deleting the ended
+// jobs afterwards as the maintenance pass's trim does (not in cpu-ns/op). Run with a fixed
+// count (the file is built with b.N jobs a queue): -benchtime 16384x.
 func BenchmarkKeyCost(b *testing.B) {
-	variants := []struct{ name, queue, drop string }{
-		{"unkeyed", "unkeyed", ""},
-		{"keyed", "keyed", ""},
-		{"keyed/no-start-trigger", "keyed", "DROP TRIGGER invocations_keyed_claim"},
-		{"keyed/no-triggers", "keyed", "DROP TRIGGER invocations_keyed_end; DROP TRIGGER invocations_keyed_claim"},
-		{"keyed/no-ready-index", "keyed", "DROP INDEX concurrency_keys_ready"},
-		{"keyed/no-key-index", "keyed", "DROP INDEX invocations_keyed_priority"},
+	variants := []struct{ name, queue, drop, head string }{
+		{"unkeyed", "unkeyed", "", ""},
+		{"keyed", "keyed", "", ""},
+		{"keyed/no-start-trigger", "keyed", "DROP TRIGGER invocations_keyed_claim", ""},
+		{"keyed/no-triggers", "keyed", "DROP TRIGGER invocations_keyed_end; DROP TRIGGER invocations_keyed_claim", ""},
+		{"keyed/no-ready-index", "keyed", "DROP INDEX concurrency_keys_ready", ""},
+		{"keyed/no-key-index", "keyed", "DROP INDEX invocations_keyed_priority", ""},
+		{"keyed/cursor", "keyed", keyCursorSchema, ""},
+		{"unkeyed/read", "unkeyed", "", `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT 1`},
+		{"keyed/read", "keyed", "", keyReadyHeadSQL("id", true)},
+		{"keyed/cursor/read", "keyed", keyCursorSchema, keyCursorHeadSQL()},
 	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
@@ -92,9 +109,15 @@ func BenchmarkKeyCost(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			var head *sql.Stmt
+			if v.head != "" {
+				if head, err = db.Prepare(v.head); err != nil {
+					b.Fatal(err)
+				}
+			}
 			ctx := context.Background()
 			var tx *sql.Tx
-			cpu := processCPU()
+			cpu, written := processCPU(), processWritten()
 			b.ResetTimer()
 			for i := range b.N {
 				if i%32 == 0 {
@@ -103,6 +126,11 @@ func BenchmarkKeyCost(b *testing.B) {
 					}
 				}
 				j, token := jobs[i], "token-"+strconv.Itoa(i)
+				if head != nil {
+					if seq := keyCostHead(b, tx.Stmt(head), v.queue); seq != j.seq {
+						b.Fatalf("head %d read, %d expected", seq, j.seq)
+					}
+				}
 				if _, err := tx.Stmt(start).Exec(int64(1<<50), int64(1), "worker", j.seq, token); err != nil {
 					b.Fatal(err)
 				}
@@ -124,6 +152,32 @@ func BenchmarkKeyCost(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(processWritten()-written)/float64(b.N), "written-B/op")
+			// The trim of the ended jobs, as the maintenance pass's (maintain.go: trim, one
+			// DELETE by seq a row, 1,000 a transaction): under keyed/cursor it also drops
+			// the jobs' entries of the key index, which the starts left.
+			b.StopTimer()
+			trim, err := db.Prepare(`DELETE FROM invocations WHERE seq = ?`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cpu = processCPU()
+			for i := range b.N {
+				if i%1000 == 0 {
+					if tx, err = db.BeginTx(ctx, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := tx.Stmt(trim).Exec(jobs[i].seq); err != nil {
+					b.Fatal(err)
+				}
+				if i%1000 == 999 || i == b.N-1 {
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "trim-cpu-ns/op")
 		})
 	}
 }
@@ -161,6 +215,22 @@ func keyCostFile(b *testing.B, n int) string {
 	return path
 }
 
+// processWritten is the bytes the process has handed to write calls so far (wchar of
+// /proc/self/io: the WAL's frames and the checkpoints' pages; 0 where it cannot be read).
+func processWritten() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // processCPU is the CPU time (user and system) the process has used so far.
 func processCPU() time.Duration {
 	var u syscall.Rusage
@@ -168,4 +238,63 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// keyCursorSchema is BenchmarkKeyCost's keyed/cursor: a trial of a key index whose entries a
+// start and an end leave alone (issue 27, docs/benchmarks.md "A key index the starts leave
+// alone, priced"). invocations_keyed_priority holds every keyed row, whatever its state,
+// so its predicate names no column a start or an end writes; each key's counter row keeps
+// a cursor (the priority and id of the key's last start), which the start's trigger writes
+// in the row it rewrites anyway, and a head read seeks past it (keyCursorHeadSQL). The
+// entries go when the rows do (the trim). A trial only: a requeued or newly submitted job
+// ahead of the cursor would have to move it back, which these triggers do not do.
+const keyCursorSchema = `DROP INDEX invocations_keyed_priority;
+CREATE INDEX invocations_keyed_priority ON invocations (namespace, queue, concurrency_key, priority DESC, id) WHERE concurrency_key IS NOT NULL;
+ALTER TABLE concurrency_keys ADD COLUMN cursor_priority REAL NOT NULL DEFAULT 0;
+ALTER TABLE concurrency_keys ADD COLUMN cursor_id TEXT NOT NULL DEFAULT '';
+DROP TRIGGER invocations_keyed_claim;
+CREATE TRIGGER invocations_keyed_claim AFTER UPDATE OF state ON invocations
+WHEN new.concurrency_key IS NOT NULL AND old.state = -2 AND new.state = 1
+BEGIN
+    UPDATE concurrency_keys SET queued = queued - 1, running = running + 1, pass = pass + 1.0 / weight, joined = 0, turn_at = new.seq,
+        cursor_priority = new.priority, cursor_id = new.id
+    WHERE namespace = new.namespace AND queue = new.queue AND concurrency_key = new.concurrency_key;
+END;`
+
+// keyCursorHeadSQL is keyReadyHeadSQL("id", true) under keyCursorSchema: the head is the
+// first claimable entry past the key's cursor.
+func keyCursorHeadSQL() string {
+	s := keyReadyHeadSQL("id", true)
+	s = strings.Replace(s, "SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high FROM",
+		"SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high, cursor_id FROM", 1)
+	s = strings.Replace(s, "AND state = -2 AND priority = k.priority_low",
+		"AND priority = k.priority_low AND id > k.cursor_id AND state = -2", 1)
+	return s
+}
+
+// keyCostHead runs a head read of BenchmarkKeyCost and returns the seq of the row it read.
+func keyCostHead(b *testing.B, head *sql.Stmt, queue string) int64 {
+	b.Helper()
+	rs, err := head.Query("default", queue, int64(1<<50))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rs.Close()
+	columns, err := rs.Columns()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !rs.Next() {
+		b.Fatalf("no head: %v", rs.Err())
+	}
+	values := make([]any, len(columns))
+	var seq int64
+	values[0] = &seq
+	for i := 1; i < len(values); i++ {
+		values[i] = new(sql.RawBytes)
+	}
+	if err := rs.Scan(values...); err != nil {
+		b.Fatal(err)
+	}
+	return seq
 }
