@@ -209,7 +209,11 @@ func TestCrashRecovery(t *testing.T) {
 		if n+r == 0 {
 			break
 		}
-		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "crash", Max: 100, Wait: time.Second})
+		// A lease longer than the test: the 100 jobs are settled one call at a time, which
+		// under the race detector on a loaded machine outlasted the default lease, and a job
+		// whose lease ran out before its settle failed the settle for a reason that is not
+		// this test's (the killed workers' leases are the ones that expire here).
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "crash", Max: 100, Wait: time.Second, LeaseTTL: plane.LeaseTTLMax})
 		require.NoError(t, err)
 		for _, j := range jobs {
 			if acked[j.ID] {
