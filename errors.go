@@ -57,6 +57,9 @@ var (
 	// ErrChanged: Queue.UpdateAdmission found the block changed by another writer at each
 	// of its tries. Nothing was written.
 	ErrChanged = plane.ErrChanged
+	// ErrLimitExceeded: the call would take the namespace past a cap of the plane (its
+	// number of schedules: Queue.Schedule). Nothing was written.
+	ErrLimitExceeded = plane.ErrLimitExceeded
 )
 
 type (

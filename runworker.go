@@ -826,7 +826,7 @@ func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 				}
 			}
 		}
-		schedules, err := w.d.drv.ScheduleList(ctx, ns)
+		schedules, err := plane.ListSchedules(ctx, w.d.drv, ns)
 		if err != nil {
 			return false, err
 		}

@@ -82,10 +82,23 @@ func (q *Queue) Schedule(ctx context.Context, name string, payload any, opts *Sc
 }
 
 // Schedules lists the schedules of namespace ("" for every namespace the caller may see),
-// ordered by namespace then name, with their last and next fire. Errors: *InvalidError for
-// a bad namespace name.
+// ordered by namespace then name, with their last and next fire: every page, following the
+// plane's cursor (SchedulePage reads one). Errors: *InvalidError for a bad namespace name.
 func (d *Dispatch) Schedules(ctx context.Context, namespace string) ([]Schedule, error) {
-	return d.drv.ScheduleList(ctx, namespace)
+	return plane.ListSchedules(ctx, d.drv, namespace)
+}
+
+// SchedulePage reads one page of the schedules of namespace ("" for every namespace the
+// caller may see), ordered by namespace then name: at most limit (0: 100, at most 1000)
+// after the cursor after ("" from the first), and the cursor of the next page ("" on the
+// last). Through a scoped token a page may hold fewer than limit with a next cursor.
+// Errors: *InvalidError for a bad namespace, cursor or limit.
+func (d *Dispatch) SchedulePage(ctx context.Context, namespace, after string, limit int) (schedules []Schedule, next string, err error) {
+	page, err := d.drv.ScheduleList(ctx, &plane.ScheduleListParams{Namespace: namespace, After: after, Limit: limit})
+	if err != nil {
+		return nil, "", err
+	}
+	return page.Schedules, page.Next, nil
 }
 
 // RemoveSchedule deletes schedule name of the handle's namespace and reports whether there

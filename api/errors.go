@@ -53,6 +53,7 @@ var statuses = map[string]int{
 	plane.ErrNotImplemented.Code: http.StatusNotImplemented,
 	plane.ErrUnavailable.Code:    http.StatusBadGateway,
 	plane.ErrChanged.Code:        http.StatusPreconditionFailed,
+	plane.ErrLimitExceeded.Code:  http.StatusConflict,
 	ErrUnauthorized.Code:         http.StatusUnauthorized,
 	ErrForbidden.Code:            http.StatusForbidden,
 	ErrUnsupportedMediaType.Code: http.StatusUnsupportedMediaType,

@@ -53,9 +53,11 @@ type Schedule struct {
 	Changed *bool `json:"changed,omitzero" msg:"changed,omitempty"`
 }
 
-// SchedulesResponse answers GET /v1/schedules, ordered by namespace then name.
+// SchedulesResponse answers GET /v1/schedules: a page ordered by namespace then name, and
+// Next, the cursor to pass as after= for the following page ("" or absent on the last).
 type SchedulesResponse struct {
 	Schedules []Schedule `json:"schedules" msg:"schedules"`
+	Next      string     `json:"next,omitzero" msg:"next,omitempty"`
 }
 
 // NewSchedule converts s to its wire form.

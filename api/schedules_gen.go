@@ -471,15 +471,33 @@ func (z *Schedule) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *SchedulesResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 1
-	// string "schedules"
-	o = append(o, 0x81, 0xa9, 0x73, 0x63, 0x68, 0x65, 0x64, 0x75, 0x6c, 0x65, 0x73)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Schedules)))
-	for za0001 := range z.Schedules {
-		o, err = z.Schedules[za0001].MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Schedules", za0001)
-			return
+	// check for omitted fields
+	zb0001Len := uint32(2)
+	var zb0001Mask uint8 /* 2 bits */
+	_ = zb0001Mask
+	if z.Next == "" {
+		zb0001Len--
+		zb0001Mask |= 0x2
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "schedules"
+		o = append(o, 0xa9, 0x73, 0x63, 0x68, 0x65, 0x64, 0x75, 0x6c, 0x65, 0x73)
+		o = msgp.AppendArrayHeader(o, uint32(len(z.Schedules)))
+		for za0001 := range z.Schedules {
+			o, err = z.Schedules[za0001].MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "Schedules", za0001)
+				return
+			}
+		}
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
+			// string "next"
+			o = append(o, 0xa4, 0x6e, 0x65, 0x78, 0x74)
+			o = msgp.AppendString(o, z.Next)
 		}
 	}
 	return
@@ -530,6 +548,12 @@ func (z *SchedulesResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "next":
+			z.Next, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Next")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -548,5 +572,6 @@ func (z *SchedulesResponse) Msgsize() (s int) {
 	for za0001 := range z.Schedules {
 		s += z.Schedules[za0001].Msgsize()
 	}
+	s += 5 + msgp.StringPrefixSize + len(z.Next)
 	return
 }

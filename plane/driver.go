@@ -157,13 +157,17 @@ type Driver interface {
 	// ScheduleSet stores a schedule (plane.Schedule), replacing the one of the same namespace
 	// and name, and returns it as stored. Its next fire is the first tick of its rule after
 	// the plane's clock now (none while Paused); a replaced schedule keeps its created
-	// time and last fire. The plane's maintenance fires it (Schedule's doc). Errors:
-	// *InvalidError (nothing is stored).
+	// time and last fire. The plane's maintenance fires it (Schedule's doc). Creating one
+	// in a namespace at its cap (CheckScheduleCount) is refused. Errors: *InvalidError,
+	// ErrLimitExceeded (nothing is stored).
 	ScheduleSet(ctx context.Context, s *Schedule) (*Schedule, error)
 
-	// ScheduleList lists the schedules of a namespace ("" for every namespace), ordered by
-	// namespace then name. Errors: *InvalidError (a bad namespace).
-	ScheduleList(ctx context.Context, namespace string) ([]Schedule, error)
+	// ScheduleList pages through the schedules of a namespace ("" for every namespace),
+	// ordered by namespace then name: a page of at most Limit, and Next, the cursor to pass
+	// as After for the following page ("" on the last). A page costs O(Limit) whatever the
+	// number of schedules. ListSchedules follows the cursor. Errors: *InvalidError (a bad
+	// namespace, name, cursor or limit).
+	ScheduleList(ctx context.Context, params *ScheduleListParams) (*SchedulePage, error)
 
 	// ScheduleDelete removes a schedule and reports whether there was one. Its fires
 	// already submitted are ordinary invocations and stay.

@@ -70,13 +70,17 @@ var (
 	// conditional on changed since the caller read it. Nothing changed: read again, redo
 	// the change, and retry.
 	ErrChanged = &Error{Code: "changed", Message: "changed since it was read"}
+	// ErrLimitExceeded: the call would take a namespace past one of the plane's caps (its
+	// number of schedules, SchedulesPerNamespaceDefault). Nothing changed; retrying does not
+	// help until something is removed or the cap raised.
+	ErrLimitExceeded = &Error{Code: "limit_exceeded", Message: "limit exceeded"}
 )
 
 // Sentinels lists every sentinel, for mapping wire codes back to errors.
 var sentinels = []*Error{
 	ErrNotFound, ErrTimeout, ErrFailed, ErrCancelled, ErrTimedOut, ErrLeaseLost,
 	ErrJournalClosed, ErrQueueFull, ErrRateLimited, ErrInvalid, ErrClosed, ErrNotImplemented,
-	ErrUnavailable, ErrUnauthorized, ErrForbidden, ErrChanged,
+	ErrUnavailable, ErrUnauthorized, ErrForbidden, ErrChanged, ErrLimitExceeded,
 }
 
 // Code returns the stable code of err: the Code of the first *Error, *InvalidError or

@@ -192,6 +192,28 @@ func urlForms(forms []string, target string, depth int) []string {
 	return forms
 }
 
+// RedactValueMinBytes is the shortest value RedactValuesIn replaces: shorter ones ("1",
+// "false") are no secrets and would garble the text.
+const RedactValueMinBytes = 8
+
+// RedactValuesIn returns text with every occurrence of each value of env at least
+// RedactValueMinBytes long replaced by "xxxxx", longest first: for a message that may
+// quote an environment given to someone else's program (a provider program's stderr, a
+// cloud API's error) before it is logged.
+func RedactValuesIn(text string, env map[string]string) string {
+	values := make([]string, 0, len(env))
+	for _, v := range env {
+		if len(v) >= RedactValueMinBytes {
+			values = append(values, v)
+		}
+	}
+	slices.SortFunc(values, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	for _, v := range values {
+		text = strings.ReplaceAll(text, v, "xxxxx")
+	}
+	return text
+}
+
 // secretEnvWords are the words (between underscores) of an environment variable's name
 // that make its value a secret to print: HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD,
 // OPENAI_API_KEY (TOKENIZERS_PARALLELISM is not one: whole words only).

@@ -1,6 +1,8 @@
 package plane
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,6 +45,106 @@ const (
 	// the fire. The plane's own fires do not go through that check.
 	ScheduleKeyPrefix = "schedule/"
 )
+
+// SchedulesPerNamespaceDefault is the most schedules one namespace holds when the plane's
+// configuration does not say (sqliteplane.Config and pgplane.Config
+// MaxSchedulesPerNamespace): ten thousand cron entries are cheap (issue 27), and a token
+// that may submit cannot fill the plane with them.
+const SchedulesPerNamespaceDefault = 10000
+
+// CheckScheduleCount is the cap on schedules per namespace, the rule of every plane's
+// ScheduleSet: creating a schedule (not replacing one) in namespace, which holds stored
+// schedules, is refused with ErrLimitExceeded when stored is max or more (max 0:
+// SchedulesPerNamespaceDefault; negative: no cap). Nothing is stored then.
+func CheckScheduleCount(namespace string, stored, max int) error {
+	if max == 0 {
+		max = SchedulesPerNamespaceDefault
+	}
+	if max < 0 || stored < max {
+		return nil
+	}
+	return &Error{Code: ErrLimitExceeded.Code, Message: fmt.Sprintf(
+		"namespace %s holds %d schedules, its maximum (%d): delete one before creating another, or replace one of the same name",
+		namespace, stored, max)}
+}
+
+// ScheduleListParams are the arguments of Driver.ScheduleList.
+type ScheduleListParams struct {
+	// Namespace lists one namespace's schedules; "" every namespace's.
+	Namespace string
+	// Name, with Namespace, lists only the schedule of that name (a page of one or none).
+	Name string
+	// After is the cursor from the previous page's Next; "" starts at the first schedule.
+	After string
+	// Limit caps the page; 0 means ListLimitDefault, at most ListLimitMax.
+	Limit int
+}
+
+// SchedulePage is one page of Driver.ScheduleList.
+type SchedulePage struct {
+	// Schedules are the page's schedules, ordered by namespace then name (bytes).
+	Schedules []Schedule
+	// Next is the cursor of the following page; "" when this page is the last.
+	Next string
+}
+
+// ScheduleCursor is the cursor of a page that ends with schedule (namespace, name):
+// "NAMESPACE/NAME" (neither holds a '/').
+func ScheduleCursor(namespace, name string) string { return namespace + "/" + name }
+
+// Validate checks p's namespace, name, cursor and limit and returns the limit to use and
+// the cursor's namespace and name ("" when none). Errors: *InvalidError naming the field.
+func (p *ScheduleListParams) Validate() (limit int, afterNamespace, afterName string, err error) {
+	if p.Namespace != "" {
+		if err := ValidateNamespace(p.Namespace); err != nil {
+			return 0, "", "", err
+		}
+	}
+	if p.Name != "" {
+		if p.Namespace == "" {
+			return 0, "", "", Invalid("name", p.Name, "give the namespace with a schedule's name")
+		}
+		if err := ValidateName("schedule name", p.Name); err != nil {
+			return 0, "", "", err
+		}
+	}
+	if p.After != "" {
+		ns, name, ok := strings.Cut(p.After, "/")
+		if !ok || ValidateName("namespace", ns) != nil || ValidateName("schedule name", name) != nil {
+			return 0, "", "", Invalid("after", p.After, "use the next cursor of the previous page")
+		}
+		afterNamespace, afterName = ns, name
+	}
+	if p.Limit < 0 || p.Limit > ListLimitMax {
+		return 0, "", "", Invalid("limit", p.Limit, fmt.Sprintf("use 1–%d (0: %d)", ListLimitMax, ListLimitDefault))
+	}
+	return cmp.Or(p.Limit, ListLimitDefault), afterNamespace, afterName, nil
+}
+
+// ScheduleLister is the part of a Driver ListSchedules needs.
+type ScheduleLister interface {
+	ScheduleList(ctx context.Context, params *ScheduleListParams) (*SchedulePage, error)
+}
+
+// ListSchedules lists every schedule of namespace ("" every namespace) that drv lists,
+// following the cursor page by page (ListLimitMax each), ordered by namespace then name.
+// For callers that want them all (a CLI listing, a worker's check); a page at a time is
+// Driver.ScheduleList.
+func ListSchedules(ctx context.Context, drv ScheduleLister, namespace string) ([]Schedule, error) {
+	var out []Schedule
+	params := &ScheduleListParams{Namespace: namespace, Limit: ListLimitMax}
+	for {
+		page, err := drv.ScheduleList(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Schedules...)
+		if page.Next == "" || page.Next == params.After {
+			return out, nil
+		}
+		params.After = page.Next
+	}
+}
 
 // ScheduleKeyRule is the rule of the *InvalidError (field "key", code invalid) of a submit
 // whose idempotency key starts with ScheduleKeyPrefix.

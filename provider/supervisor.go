@@ -668,8 +668,10 @@ func (s *Supervisor) decideShape(ctx context.Context, k queueKey, p Provider, na
 		cancel()
 		if err != nil {
 			s.cfg.Metrics.launches.WithLabelValues(append(labels, "error")...).Inc()
+			// A provider's error may quote the environment (a program's stderr echoing its
+			// stdin): the policy's env and the supervisor's are secrets to the log.
 			s.cfg.Logger.Warn("provider supervisor: launch failed", "namespace", k.namespace, "queue", k.queue,
-				"provider", name, "shape", shapeName(shape), "error", err)
+				"provider", name, "shape", shapeName(shape), "error", plane.RedactValuesIn(err.Error(), s.secretEnv(st.Policy)))
 			s.fail(sh, now, labels, shape, "launch", l.ID)
 			break // back off before the next one
 		}
@@ -731,6 +733,20 @@ func (s *Supervisor) takeStopFailed(k queueKey) []string {
 	ids := slices.Collect(maps.Keys(s.stopFailed[k]))
 	delete(s.stopFailed, k)
 	return ids
+}
+
+// secretEnv is what a log line must not quote of a launch's environment: the policy's env
+// and the supervisor's LAKESHORE_TOKEN (not the LAKESHORE_* variables describing the
+// launch, which name the queue and provider the line is about).
+func (s *Supervisor) secretEnv(p plane.LaunchPolicy) map[string]string {
+	out := maps.Clone(p.Env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if token := s.cfg.WorkerEnv["LAKESHORE_TOKEN"]; token != "" {
+		out["LAKESHORE_TOKEN"] = token
+	}
+	return out
 }
 
 // launchSpec makes a Launch for shape of queue k: a fresh id, the policy's command (with

@@ -650,3 +650,38 @@ func TestSupervisorResolveErrors(t *testing.T) {
 		t.Error("UnknownProvider hides what its error matches")
 	}
 }
+
+// TestSupervisorLaunchErrorHidesEnv: a provider program that fails a launch echoing its
+// request (the launch, env included) to stderr has its error logged with the policy's env
+// values and the supervisor's LAKESHORE_TOKEN as xxxxx; the names, the queue and the
+// provider stay readable.
+func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
+	r := newRig(t)
+	dir := t.TempDir()
+	program := filepath.Join(dir, "echoing.sh")
+	script := "#!/bin/sh\nreq=$(cat)\ncase \"$1\" in\nlaunch) printf '%s' \"$req\" >&2; exit 3;;\nlist) echo '{\"launches\": []}';;\nesac\n"
+	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := "exec:" + program
+	r.setProvider("x", name, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"},
+		Env: map[string]string{"HF_TOKEN": "hf_policysecret1", "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=policysecret2", "SHORT": "1"}})
+	r.submit("x", 1)
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
+		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": "supervisortoken3"}
+	})
+	r.tick(s)
+	out := logs.String()
+	if !strings.Contains(out, `msg="provider supervisor: launch failed"`) || !strings.Contains(out, "HF_TOKEN") {
+		t.Fatalf("the log lacks the failed launch quoting its request:\n%s", out)
+	}
+	for _, secret := range []string{"policysecret", "supervisortoken3"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log quotes %q:\n%s", secret, out)
+		}
+	}
+	if !strings.Contains(out, `queue=x`) || !strings.Contains(out, program) {
+		t.Errorf("the log lost the queue or the provider:\n%s", out)
+	}
+}

@@ -36,7 +36,7 @@ func (s *Server) handleProviderGet(w http.ResponseWriter, r *http.Request, p *pr
 	if err != nil {
 		return err
 	}
-	s.write(w, r, http.StatusOK, &api.ProviderResponse{Provider: api.NewProvider(ref)})
+	s.write(w, r, http.StatusOK, &api.ProviderResponse{Provider: providerFor(p, ns, ref)})
 	return nil
 }
 
@@ -94,11 +94,53 @@ func (s *Server) handleProviderList(w http.ResponseWriter, r *http.Request, p *p
 	for i := range list {
 		qp := &list[i]
 		if p.allows(qp.Namespace, qp.Queue, anyPerms...) {
-			out.Queues = append(out.Queues, api.QueueProvider{Namespace: qp.Namespace, Queue: qp.Queue, Provider: *api.NewProvider(&qp.Provider)})
+			out.Queues = append(out.Queues, api.QueueProvider{Namespace: qp.Namespace, Queue: qp.Queue, Provider: *providerFor(p, qp.Namespace, &qp.Provider)})
 		}
 	}
 	s.write(w, r, http.StatusOK, out)
 	return nil
+}
+
+// seesProviderSecrets reports whether p may read the values of the launch policy's env of
+// namespace's queues: the server's admin token, or an admin token of every queue of the
+// namespace (queue "*"), which is what a supervisor needs to take the namespace's leases
+// and launch its workers. A token scoped to queues, even their admin, is a tenant: the
+// operator's env (HF_TOKEN, cloud keys) is not its to read.
+func (p *principal) seesProviderSecrets(namespace string) bool {
+	return p.all || p.tok.Queue == "*" && p.allows(namespace, "*", plane.PermissionAdmin)
+}
+
+// hiddenValue replaces a launch policy env value a token may not read.
+const hiddenValue = "xxxxx"
+
+// providerFor converts ref to its wire form as p may read it (nil for nil): whole for a
+// token that seesProviderSecrets; otherwise every env value replaced by "xxxxx" (names
+// kept, so a tenant sees what its workers get) and each command argument through
+// plane.RedactURL (a URL's password). Every value is hidden, not only those whose name
+// looks secret (plane.RedactEnv): a name says nothing of AZURE_STORAGE_CONNECTION_STRING.
+func providerFor(p *principal, namespace string, ref *plane.ProviderRef) *api.Provider {
+	out := api.NewProvider(ref)
+	if out == nil || p.seesProviderSecrets(namespace) {
+		return out
+	}
+	if out.Policy.Env != nil {
+		env := make(map[string]string, len(out.Policy.Env))
+		for k, v := range out.Policy.Env {
+			env[k] = v
+			if v != "" {
+				env[k] = hiddenValue
+			}
+		}
+		out.Policy.Env = env
+	}
+	if out.Policy.Command != nil {
+		command := make([]string, len(out.Policy.Command))
+		for i, arg := range out.Policy.Command {
+			command[i] = plane.RedactURL(arg)
+		}
+		out.Policy.Command = command
+	}
+	return out
 }
 
 // authorizeProviderChange allows setting or removing a queue's provider to the server's

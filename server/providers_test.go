@@ -78,3 +78,61 @@ func TestProviderRoutesAuth(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.JSONEq(t, `{"changed":true}`, string(r.body))
 }
+
+// TestProviderEnvHiddenFromQueueTokens: the launch policy's env (HF_TOKEN, cloud keys) is
+// the operator's. A token scoped to the queue — read, submit, even its admin — reads the
+// provider with every env value "xxxxx" (names kept) and a command URL's password
+// redacted, on GET …/provider and GET /v1/providers; the server's admin token and a
+// namespace admin (what a supervisor runs with) read them whole. Nothing of a value is in
+// a refused request's error either.
+func TestProviderEnvHiddenFromQueueTokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	path := "/v1/namespaces/default/queues/jobs/provider"
+	env := map[string]string{"HF_TOKEN": "hf_secretvalue1", "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=secretvalue2", "EMPTY": ""}
+	command := []string{"lakeshore", "worker", "--target", "http://u:secretvalue3@plane:7077", "jobs"}
+	ref := map[string]any{"name": "local", "policy": map[string]any{"command": command, "env": env}}
+	r := b.doJSON(t, "PUT", path, ref, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+
+	queueAdmin, _ := b.mint(t, "default", "jobs", 0, plane.PermissionAdmin)
+	reader, _ := b.mint(t, "default", "jobs", 0, plane.PermissionRead)
+	producer, _ := b.mint(t, "default", "*", 0, plane.PermissionSubmit)
+	nsAdmin, _ := b.mint(t, "default", "*", 0, plane.PermissionAdmin)
+	otherAdmin, _ := b.mint(t, "other", "*", 0, plane.PermissionAdmin)
+	for _, tenant := range []string{queueAdmin, reader, producer} {
+		r = b.doJSON(t, "GET", path, nil, tenant)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.NotContains(t, string(r.body), "secretvalue", "a queue token reads no env value nor a command's password")
+		var got api.ProviderResponse
+		require.NoError(t, json.Unmarshal(r.body, &got))
+		require.Equal(t, map[string]string{"HF_TOKEN": "xxxxx", "AZURE_STORAGE_CONNECTION_STRING": "xxxxx", "EMPTY": ""}, got.Provider.Policy.Env)
+		require.Equal(t, []string{"lakeshore", "worker", "--target", "http://u:xxxxx@plane:7077", "jobs"}, got.Provider.Policy.Command)
+
+		r = b.doJSON(t, "GET", "/v1/providers", nil, tenant)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.NotContains(t, string(r.body), "secretvalue")
+		require.Contains(t, string(r.body), "HF_TOKEN")
+	}
+	r = b.doJSON(t, "GET", path, nil, otherAdmin)
+	require.Equal(t, 403, r.status, "%s", r.body)
+	require.NotContains(t, string(r.body), "secretvalue")
+	for _, operator := range []string{adminSecret, nsAdmin} {
+		r = b.doJSON(t, "GET", path, nil, operator)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		var got api.ProviderResponse
+		require.NoError(t, json.Unmarshal(r.body, &got))
+		require.Equal(t, env, got.Provider.Policy.Env, "the operator and a supervisor's namespace token read the env whole")
+		require.Equal(t, command, got.Provider.Policy.Command)
+		r = b.doJSON(t, "GET", "/v1/providers?namespace=default", nil, operator)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.Contains(t, string(r.body), "hf_secretvalue1")
+	}
+	// a refused change (a tenant, a bad env name) echoes no value
+	bad := map[string]any{"name": "local", "policy": map[string]any{"command": command, "env": map[string]string{"BAD=NAME": "secretvalue4"}}}
+	for _, tok := range []string{queueAdmin, adminSecret} {
+		r = b.doJSON(t, "PUT", path, bad, tok)
+		require.Contains(t, []int{400, 403}, r.status, "%s", r.body)
+		require.NotContains(t, string(r.body), "secretvalue")
+	}
+}

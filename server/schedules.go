@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/lakeshore-dev/lakeshore/api"
@@ -59,14 +60,14 @@ func (s *Server) storedScheduleQueue(r *http.Request, p *principal, namespace, n
 	if !p.allowsNamespace(namespace, plane.PermissionSubmit) {
 		return "", forbidden("namespace "+namespace, plane.PermissionSubmit)
 	}
-	list, err := s.drv.ScheduleList(r.Context(), namespace)
+	page, err := s.drv.ScheduleList(r.Context(), &plane.ScheduleListParams{Namespace: namespace, Name: name, Limit: 1})
 	if err != nil {
 		return "", err
 	}
-	for i := range list {
-		if list[i].Name == name {
-			if p.allows(namespace, list[i].Queue, plane.PermissionSubmit) {
-				return list[i].Queue, nil
+	for i := range page.Schedules {
+		if page.Schedules[i].Name == name {
+			if p.allows(namespace, page.Schedules[i].Queue, plane.PermissionSubmit) {
+				return page.Schedules[i].Queue, nil
 			}
 			return "", plane.ScheduleNotFound(namespace, name)
 		}
@@ -171,22 +172,53 @@ func (s *Server) handleSchedulePause(paused bool) handlerFunc {
 	}
 }
 
+// scheduleListPages bounds the plane pages one GET /v1/schedules reads to fill its page
+// with the schedules a scoped token covers; past it the answer is shorter, with a cursor.
+const scheduleListPages = 8
+
+// handleScheduleList answers GET /v1/schedules?namespace=&name=&after=&limit=: a page of
+// at most limit schedules the token covers, and next, the cursor of the following page. A
+// scoped token's page skips the schedules of queues it does not cover; it reads up to
+// scheduleListPages plane pages to fill the page, so it may answer fewer than limit (even
+// none) with a next cursor: follow next until it is absent.
 func (s *Server) handleScheduleList(w http.ResponseWriter, r *http.Request, p *principal) error {
-	ns := r.URL.Query().Get("namespace")
-	if ns != "" {
-		if err := plane.ValidateNamespace(ns); err != nil {
-			return err
-		}
-	}
-	list, err := s.drv.ScheduleList(r.Context(), ns)
+	query := r.URL.Query()
+	limit, err := queryInt(r, "limit", 0)
 	if err != nil {
 		return err
 	}
-	out := &api.SchedulesResponse{Schedules: make([]api.Schedule, 0, len(list))}
-	for i := range list {
-		if p.allows(list[i].Namespace, list[i].Queue, anyPerms...) {
-			out.Schedules = append(out.Schedules, api.NewSchedule(&list[i]))
+	if limit < 0 || limit > plane.ListLimitMax {
+		return plane.Invalid("limit", limit, fmt.Sprintf("use 1–%d (0 or absent: %d)", plane.ListLimitMax, plane.ListLimitDefault))
+	}
+	params := &plane.ScheduleListParams{Namespace: query.Get("namespace"), Name: query.Get("name"), After: query.Get("after"), Limit: int(limit)}
+	size, _, _, err := params.Validate()
+	if err != nil {
+		return err
+	}
+	out := &api.SchedulesResponse{Schedules: make([]api.Schedule, 0, min(size, 64))}
+	for range scheduleListPages {
+		page, err := s.drv.ScheduleList(r.Context(), params)
+		if err != nil {
+			return err
 		}
+		out.Next = page.Next
+		for i := range page.Schedules {
+			sc := &page.Schedules[i]
+			if !p.allows(sc.Namespace, sc.Queue, anyPerms...) {
+				continue
+			}
+			out.Schedules = append(out.Schedules, api.NewSchedule(sc))
+			if len(out.Schedules) == size {
+				if i < len(page.Schedules)-1 { // more on this page: go on after this one
+					out.Next = plane.ScheduleCursor(sc.Namespace, sc.Name)
+				}
+				break
+			}
+		}
+		if len(out.Schedules) == size || page.Next == "" {
+			break
+		}
+		params.After = page.Next
 	}
 	s.write(w, r, http.StatusOK, out)
 	return nil

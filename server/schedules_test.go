@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -64,8 +65,8 @@ type listThenCreate struct {
 	create plane.Schedule
 }
 
-func (d *listThenCreate) ScheduleList(ctx context.Context, namespace string) ([]plane.Schedule, error) {
-	list, err := d.Driver.ScheduleList(ctx, namespace)
+func (d *listThenCreate) ScheduleList(ctx context.Context, params *plane.ScheduleListParams) (*plane.SchedulePage, error) {
+	list, err := d.Driver.ScheduleList(ctx, params)
 	select {
 	case <-d.armed:
 		d.once.Do(func() {
@@ -93,7 +94,7 @@ func TestScheduleReplaceRace(t *testing.T) {
 	close(d.armed)
 	put := b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/race", map[string]any{"queue": "q1", "every": 1}, scoped)
 	require.Equal(t, 404, put.status, "%s", put.body)
-	list, err := b.back.ScheduleList(t.Context(), "team-a")
+	list, err := plane.ListSchedules(t.Context(), b.back, "team-a")
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Equal(t, "q2", list[0].Queue, "the admin's schedule is not overwritten")
@@ -116,4 +117,70 @@ func TestSubmitScheduleKeyReserved(t *testing.T) {
 	require.Equal(t, 400, r.status, "%s", r.body)
 	require.Contains(t, string(r.body), `"invalid"`)
 	require.Contains(t, string(r.body), "reserved for the fires of schedules")
+}
+
+// TestScheduleListPages: GET /v1/schedules answers a page at a time (limit, after, next).
+// A token scoped to q1 reads only q1's schedules, each once and in order, following next —
+// also where the server's pages find none of its schedules (40 of q2 before them) and it
+// answers an empty page with a cursor. Bad limits and cursors are invalid (400).
+func TestScheduleListPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	var want, all []string
+	for i := range 40 {
+		name := fmt.Sprintf("a%02d", i)
+		r := b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/"+name, map[string]any{"queue": "q2", "every": 60}, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		all = append(all, name)
+	}
+	for i := range 9 {
+		name := fmt.Sprintf("b%02d", i)
+		queue := []string{"q1", "q2"}[i%2]
+		r := b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/"+name, map[string]any{"queue": queue, "every": 60}, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		if queue == "q1" {
+			want = append(want, name)
+		}
+		all = append(all, name)
+	}
+	scoped, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionRead)
+	follow := func(token string, limit int) (names []string, pages int) {
+		t.Helper()
+		after := ""
+		for {
+			r := b.doJSON(t, "GET", fmt.Sprintf("/v1/schedules?namespace=team-a&limit=%d&after=%s", limit, after), nil, token)
+			require.Equal(t, 200, r.status, "%s", r.body)
+			var page api.SchedulesResponse
+			require.NoError(t, json.Unmarshal(r.body, &page))
+			require.LessOrEqual(t, len(page.Schedules), limit)
+			for _, sc := range page.Schedules {
+				names = append(names, sc.Name)
+			}
+			pages++
+			require.Less(t, pages, 100, "the cursor moves on")
+			if page.Next == "" {
+				return names, pages
+			}
+			after = page.Next
+		}
+	}
+	got, _ := follow(scoped, 2)
+	require.Equal(t, want, got, "q1's schedules once each, in order")
+	got, pages := follow(scoped, 1)
+	require.Equal(t, want, got)
+	require.Greater(t, pages, len(want), "a page of the 40 q2 schedules is answered empty, with a cursor")
+	got, pages = follow(adminSecret, 10)
+	require.Equal(t, all, got)
+	require.Equal(t, 5, pages)
+
+	r := b.doJSON(t, "GET", "/v1/schedules?namespace=team-a", nil, adminSecret)
+	var page api.SchedulesResponse
+	require.NoError(t, json.Unmarshal(r.body, &page))
+	require.Len(t, page.Schedules, len(all), "no limit: the default page (100) holds the 49")
+	require.Equal(t, "", page.Next, "49 schedules fit in one default page")
+	for _, bad := range []string{"limit=x", "limit=-1", "limit=1001", "after=nope", "after=a/b/c", "name=a00"} {
+		r := b.doJSON(t, "GET", "/v1/schedules?"+bad, nil, adminSecret)
+		require.Equal(t, 400, r.status, "%s: %s", bad, r.body)
+		require.Contains(t, string(r.body), `"invalid"`, bad)
+	}
 }

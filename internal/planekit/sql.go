@@ -22,6 +22,9 @@ type Plane struct {
 	// Sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error)
 	// or for the plane to close (→ plane.ErrClosed); nil when the caller should look again.
 	Sleep func(ctx context.Context, changed <-chan struct{}, wait time.Duration) error
+	// MaxSchedules is the cap on schedules per namespace (plane.CheckScheduleCount: 0 the
+	// default, negative none), from the driver's configuration.
+	MaxSchedules int
 }
 
 // DB is a SQL plane's storage as Verbs use it: reads on its read connections, a write
@@ -220,8 +223,15 @@ type Statements struct {
 	// ScheduleUpsert and ScheduleInsert: namespace, name, spec, paused, next (ms), now (ms)
 	// → ScheduleColumns; ScheduleInsert returns no row when the schedule exists.
 	ScheduleUpsert, ScheduleInsert string
-	// ScheduleList: namespace ("" for all) → ScheduleColumns, in (namespace, name) byte order.
+	// ScheduleList: the least (namespace, name), the greatest (namespace, name), both
+	// inclusive (ScheduleListBounds), limit → ScheduleColumns of the schedules in that
+	// range, in (namespace, name) byte order.
 	ScheduleList string
+	// ScheduleCount: namespace → its number of schedules. ScheduleCapLock: namespace key →
+	// (anything); run before ScheduleCount when creating a schedule, it holds off every other
+	// creation in the namespace until the transaction ends, so two never both pass the cap
+	// (pgplane's advisory lock; a plain SELECT on SQLite, whose writes are serial).
+	ScheduleCount, ScheduleCapLock string
 	// ScheduleDelete: namespace, name.
 	ScheduleDelete string
 	// SchedulePause: paused, next (ms), now (ms), namespace, name.

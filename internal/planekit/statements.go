@@ -30,6 +30,7 @@ func (st *Statements) Common(dialect func(string) string) {
 
 	st.ScheduleUpsert = d(scheduleInsert + `DO UPDATE SET spec = $3, paused = $4, next_ms = $5, updated_ms = $6 RETURNING ` + ScheduleColumns)
 	st.ScheduleInsert = d(scheduleInsert + `DO NOTHING RETURNING ` + ScheduleColumns)
+	st.ScheduleCount = d(`SELECT count(*) FROM {s}.schedules WHERE namespace = $1`)
 	st.ScheduleDelete = d(`DELETE FROM {s}.schedules WHERE namespace = $1 AND name = $2`)
 	st.SchedulePause = d(`UPDATE {s}.schedules SET paused = $1, next_ms = $2, updated_ms = $3 WHERE namespace = $4 AND name = $5`)
 

@@ -36,10 +36,18 @@ func (v Verbs) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sched
 				return err, nil
 			}
 			set := v.st.ScheduleUpsert
+			found, getErr := ScanSchedule(t.QueryRow(v.st.ScheduleGet, s.Namespace, s.Name))
+			missing := NoRows(getErr)
+			if getErr != nil && !missing {
+				return nil, fmt.Errorf("read schedule: %w", getErr)
+			}
+			if missing { // a creation: the namespace's cap applies
+				if logical, err := v.checkScheduleCap(t, s.Namespace); logical != nil || err != nil {
+					return logical, err
+				}
+			}
 			if s.Replacing != nil || s.KeepState {
-				found, err := ScanSchedule(t.QueryRow(v.st.ScheduleGet, s.Namespace, s.Name))
-				missing := NoRows(err)
-				queue, exists, err := storedScheduleQueue(found, err, missing)
+				queue, exists, err := storedScheduleQueue(found, getErr, missing)
 				if err != nil {
 					return nil, err
 				}
@@ -75,24 +83,76 @@ func (v Verbs) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sched
 	return out, nil
 }
 
-// ScheduleList implements plane.Driver.
-func (v Verbs) ScheduleList(ctx context.Context, namespace string) ([]plane.Schedule, error) {
-	if err := ValidateOptionalNamespace(namespace); err != nil {
-		return nil, err
+// nameAbove is a string above every valid name (plane.NameRule: bytes below '~').
+const nameAbove = "~"
+
+// ScheduleListBounds is the range of (namespace, name) keys, both ends inclusive, that a
+// schedule listing reads: one namespace's (namespace "" every one), one name's (name ""
+// every one), after the cursor (afterNamespace, afterName) when given. A name is never
+// empty and holds only bytes of plane.NameRule, so (ns, "") is below every key of ns,
+// (ns, "~") above every one, and afterName + "-" (the least of those bytes) is the least
+// name above afterName: the range is one index range, a page O(limit).
+func ScheduleListBounds(namespace, name, afterNamespace, afterName string) (lo, hi [2]string) {
+	lo, hi = [2]string{namespace, ""}, [2]string{nameAbove, ""}
+	switch {
+	case name != "":
+		lo, hi = [2]string{namespace, name}, [2]string{namespace, name}
+	case namespace != "":
+		hi = [2]string{namespace, nameAbove}
 	}
-	rows, err := read(ctx, v, "list schedules", ScanSchedule, v.st.ScheduleList, namespace)
+	if afterNamespace != "" {
+		if after := [2]string{afterNamespace, afterName + "-"}; after[0] > lo[0] || after[0] == lo[0] && after[1] > lo[1] {
+			lo = after
+		}
+	}
+	return lo, hi
+}
+
+// checkScheduleCap applies plane.CheckScheduleCount to the creation of a schedule in
+// namespace, in t: after ScheduleCapLock, so concurrent creations count one another.
+func (v Verbs) checkScheduleCap(t Tx, namespace string) (logical, err error) {
+	if v.p.MaxSchedules < 0 {
+		return nil, nil
+	}
+	if v.st.ScheduleCapLock != "" {
+		var ignored any
+		if err := t.QueryRow(v.st.ScheduleCapLock, "lakeshore-schedules/"+namespace).Scan(&ignored); err != nil {
+			return nil, fmt.Errorf("set schedule: %w", err)
+		}
+	}
+	var n int64
+	if err := t.QueryRow(v.st.ScheduleCount, namespace).Scan(&n); err != nil {
+		return nil, fmt.Errorf("set schedule: %w", err)
+	}
+	return plane.CheckScheduleCount(namespace, int(n), v.p.MaxSchedules), nil
+}
+
+// ScheduleList implements plane.Driver: one page, read with one more row than the limit to
+// know whether another page follows.
+func (v Verbs) ScheduleList(ctx context.Context, params *plane.ScheduleListParams) (*plane.SchedulePage, error) {
+	limit, afterNamespace, afterName, err := params.Validate()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]plane.Schedule, 0, len(rows))
-	for _, row := range rows {
+	lo, hi := ScheduleListBounds(params.Namespace, params.Name, afterNamespace, afterName)
+	rows, err := read(ctx, v, "list schedules", ScanSchedule, v.st.ScheduleList, lo[0], lo[1], hi[0], hi[1], limit+1)
+	if err != nil {
+		return nil, err
+	}
+	page := &plane.SchedulePage{Schedules: make([]plane.Schedule, 0, min(len(rows), limit))}
+	for i, row := range rows {
+		if i == limit {
+			last := &page.Schedules[limit-1]
+			page.Next = plane.ScheduleCursor(last.Namespace, last.Name)
+			break
+		}
 		s, err := row.Schedule()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, *s)
+		page.Schedules = append(page.Schedules, *s)
 	}
-	return out, nil
+	return page, nil
 }
 
 // ScheduleDelete implements plane.Driver.

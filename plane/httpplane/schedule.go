@@ -3,6 +3,7 @@ package httpplane
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/api"
@@ -32,25 +33,31 @@ func (d *Driver) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sch
 	return out.Plane(), nil
 }
 
-// ScheduleList implements plane.Driver. Through a scoped token it lists only the schedules
-// of the queues the token covers.
-func (d *Driver) ScheduleList(ctx context.Context, namespace string) ([]plane.Schedule, error) {
+// ScheduleList implements plane.Driver: GET /v1/schedules with the namespace, name,
+// cursor and limit. Through a scoped token a page holds only the schedules of the queues
+// the token covers (possibly fewer than the limit, with a cursor to go on).
+func (d *Driver) ScheduleList(ctx context.Context, params *plane.ScheduleListParams) (*plane.SchedulePage, error) {
+	if _, _, _, err := params.Validate(); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
-	if namespace != "" {
-		if err := plane.ValidateNamespace(namespace); err != nil {
-			return nil, err
+	for k, v := range map[string]string{"namespace": params.Namespace, "name": params.Name, "after": params.After} {
+		if v != "" {
+			q.Set(k, v)
 		}
-		q.Set("namespace", namespace)
+	}
+	if params.Limit > 0 {
+		q.Set("limit", strconv.Itoa(params.Limit))
 	}
 	var out api.SchedulesResponse
 	if err := d.do(ctx, &call{method: "GET", path: "/v1/schedules", query: q, out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
 		return nil, err
 	}
-	res := make([]plane.Schedule, len(out.Schedules))
+	page := &plane.SchedulePage{Schedules: make([]plane.Schedule, len(out.Schedules)), Next: out.Next}
 	for i := range out.Schedules {
-		res[i] = *out.Schedules[i].Plane()
+		page.Schedules[i] = *out.Schedules[i].Plane()
 	}
-	return res, nil
+	return page, nil
 }
 
 // ScheduleDelete implements plane.Driver. Not repeated once sent (a repeat would report

@@ -134,8 +134,14 @@ func kitStatements(schema string) *planekit.Statements {
 		LeaseAcquire: s(`INSERT INTO {s}.named_leases AS l (namespace, name, holder, expires_ms)
 			VALUES ($1, $2, $3, $4) ON CONFLICT (namespace, name) DO UPDATE SET holder = $3, expires_ms = $4
 			WHERE l.holder = $3 OR l.expires_ms <= $5`),
-		ScheduleGet:  schedules + `WHERE namespace = $1 AND name = $2 FOR UPDATE`,
-		ScheduleList: schedules + `WHERE $1 = '' OR namespace = $1 ORDER BY namespace COLLATE "C", name COLLATE "C"`,
+		ScheduleGet: schedules + `WHERE namespace = $1 AND name = $2 FOR UPDATE`,
+		// planekit.ScheduleListBounds turns the filter and cursor into one range of the
+		// byte-ordered index (migration 0018).
+		ScheduleList: schedules + `WHERE (namespace COLLATE "C", name COLLATE "C") >= ($1, $2)
+			AND (namespace COLLATE "C", name COLLATE "C") <= ($3, $4) ORDER BY namespace COLLATE "C", name COLLATE "C" LIMIT $5`,
+		// Creations of schedules in one namespace serialize on this lock, so each counts the
+		// ones committed before it (READ COMMITTED: the count after the lock sees them).
+		ScheduleCapLock: s(`SELECT pg_advisory_xact_lock(hashtext($1 || '/{s}'))::text`),
 		// Due rows are locked FOR UPDATE SKIP LOCKED, so two passes never take one schedule.
 		ScheduleDue: schedules + `WHERE next_ms > 0 AND next_ms <= $1 ORDER BY next_ms LIMIT $2 FOR UPDATE SKIP LOCKED`,
 		ScheduleFired: s(`UPDATE {s}.schedules SET next_ms = $1, last_ms = $2, last_id = $3,

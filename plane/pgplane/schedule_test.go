@@ -1,6 +1,8 @@
 package pgplane
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,8 +85,46 @@ func TestScheduleLeaderHandover(t *testing.T) {
 	for i, inv := range got {
 		require.Equal(t, plane.ScheduleKey("minutely", start.Add(time.Duration(i+1)*time.Minute-30*time.Second)), inv.Key)
 	}
-	list, err := planes[0].ScheduleList(t.Context(), "default")
+	list, err := plane.ListSchedules(t.Context(), planes[0], "default")
 	require.NoError(t, err)
 	require.Equal(t, start.Add(ticks*time.Minute-30*time.Second), list[0].LastFire)
 	require.Equal(t, got[len(got)-1].ID, list[0].LastID)
+}
+
+// TestScheduleCapConcurrent: three planes on one database create 24 schedules of distinct
+// names in one namespace capped at 10, all at once. Creations serialize on the namespace's
+// advisory lock and each counts the ones committed before it, so exactly 10 are stored and
+// the other 14 are refused with ErrLimitExceeded (without the lock, READ COMMITTED counts
+// let concurrent creations all pass at 9).
+func TestScheduleCapConcurrent(t *testing.T) {
+	url := pgtest.Database(t)
+	cfg := Config{MaxSchedulesPerNamespace: 10}
+	planes := []*Driver{open(t, url, &cfg), open(t, url, &cfg), open(t, url, &cfg)}
+	var wg sync.WaitGroup
+	var stored, refused atomic.Int64
+	errs := make(chan error, 24)
+	for i := range 24 {
+		wg.Go(func() {
+			_, err := planes[i%len(planes)].ScheduleSet(t.Context(), &plane.Schedule{Namespace: "team", Name: fmt.Sprintf("s%02d", i),
+				Queue: "q", Every: time.Hour})
+			switch {
+			case err == nil:
+				stored.Add(1)
+			case errors.Is(err, plane.ErrLimitExceeded):
+				refused.Add(1)
+			default:
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	require.Equal(t, int64(10), stored.Load(), "exactly the cap stored")
+	require.Equal(t, int64(14), refused.Load())
+	list, err := plane.ListSchedules(t.Context(), planes[0], "team")
+	require.NoError(t, err)
+	require.Len(t, list, 10)
 }

@@ -8,7 +8,7 @@
 //		planetest.Run(t, func(t *testing.T, opts planetest.Options) plane.Driver {
 //			drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "l.db"),
 //				&sqliteplane.Config{Now: opts.Now, Seed: opts.Seed, Backoff: opts.Backoff,
-//					MaintenanceInterval: opts.MaintenanceInterval})
+//					MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace})
 //			require.NoError(t, err)
 //			t.Cleanup(func() { drv.Close() })
 //			return drv
@@ -48,6 +48,10 @@ type Options struct {
 	// attempt timeouts, deadlines, retention). The suite sets it short (20 ms) unless a test
 	// needs maintenance to run only when it calls Driver.Maintain.
 	MaintenanceInterval time.Duration
+	// MaxSchedulesPerNamespace is the plane's cap on schedules per namespace
+	// (plane.CheckScheduleCount); 0: the plane's default. The suite sets a small one where
+	// it checks the cap.
+	MaxSchedulesPerNamespace int
 }
 
 // Run runs the whole conformance suite against the driver that factory makes, one

@@ -1093,7 +1093,7 @@ func (d *refDriver) ScheduleSet(context.Context, *plane.Schedule) (*plane.Schedu
 	return nil, plane.ErrNotImplemented
 }
 
-func (d *refDriver) ScheduleList(context.Context, string) ([]plane.Schedule, error) {
+func (d *refDriver) ScheduleList(context.Context, *plane.ScheduleListParams) (*plane.SchedulePage, error) {
 	return nil, plane.ErrNotImplemented
 }
 

@@ -36,7 +36,7 @@ func testSchedules(t *testing.T, s *suite) {
 	}
 	get := func(t *testing.T, b *bundle, name string) plane.Schedule {
 		t.Helper()
-		list, err := b.drv.ScheduleList(b.ctx, b.ns)
+		list, err := plane.ListSchedules(b.ctx, b.drv, b.ns)
 		must(t, err, "list schedules")
 		for _, sc := range list {
 			if sc.Name == name {
@@ -336,12 +336,12 @@ func testSchedules(t *testing.T, s *suite) {
 		require.Equal(t, first.CreatedAt, second.CreatedAt, "a replaced schedule keeps its created time")
 		require.Equal(t, 2*time.Hour, second.Every)
 		require.Equal(t, plane.CatchUpAll, second.CatchUp)
-		list, err := b.drv.ScheduleList(b.ctx, b.ns)
+		list, err := plane.ListSchedules(b.ctx, b.drv, b.ns)
 		must(t, err, "list")
 		require.Len(t, list, 2)
 		require.Equal(t, "a", list[0].Name, "ordered by name")
 		require.Equal(t, "@daily", list[0].Cron)
-		other, err := b.drv.ScheduleList(b.ctx, "tenant-b")
+		other, err := plane.ListSchedules(b.ctx, b.drv, "tenant-b")
 		must(t, err, "list another namespace")
 		require.Empty(t, other)
 		deleted, err := b.drv.ScheduleDelete(b.ctx, b.ns, "b")
@@ -350,7 +350,7 @@ func testSchedules(t *testing.T, s *suite) {
 		deleted, err = b.drv.ScheduleDelete(b.ctx, b.ns, "b")
 		must(t, err, "delete again")
 		require.False(t, deleted)
-		list, err = b.drv.ScheduleList(b.ctx, "")
+		list, err = plane.ListSchedules(b.ctx, b.drv, "")
 		must(t, err, "list all")
 		require.Len(t, list, 1)
 	})
@@ -374,9 +374,104 @@ func testSchedules(t *testing.T, s *suite) {
 		must(t, cond("new", "other", b.q), "replace, its queue expected")
 		require.Equal(t, "other", get(t, b, "new").Queue)
 		requireIs(t, cond("absent", b.q, b.q), plane.ErrScheduleChanged, "expected one, none exists")
-		list, err := b.drv.ScheduleList(b.ctx, b.ns)
+		list, err := plane.ListSchedules(b.ctx, b.drv, b.ns)
 		must(t, err, "list")
 		require.Len(t, list, 1, "nothing created by a failed conditional set")
+	})
+
+	t.Run("CapPerNamespace", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true, maxSchedules: 3})
+		for _, name := range []string{"s1", "s2", "s3"} {
+			set(t, b, plane.Schedule{Name: name, Every: time.Minute})
+		}
+		_, err := b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: b.ns, Name: "s4", Queue: b.q, Every: time.Minute})
+		requireIs(t, err, plane.ErrLimitExceeded, "a fourth schedule in a namespace capped at 3")
+		require.Equal(t, "limit_exceeded", plane.Code(err), "its stable code")
+		require.Contains(t, err.Error(), "3", "the message names the cap")
+		_, err = b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: b.ns, Name: "s5", Queue: b.q, Every: time.Minute, KeepState: true})
+		requireIs(t, err, plane.ErrLimitExceeded, "a declaration (KeepState) of a new name counts too")
+		list, err := plane.ListSchedules(b.ctx, b.drv, b.ns)
+		must(t, err, "list")
+		require.Len(t, list, 3, "a refused schedule is not stored")
+		replaced := set(t, b, plane.Schedule{Name: "s2", Every: time.Hour})
+		require.Equal(t, time.Hour, replaced.Every, "replacing one at the cap is allowed")
+		_, err = b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: b.ns, Name: "s3", Queue: b.q, Every: 2 * time.Hour, KeepState: true})
+		must(t, err, "a declaration of an existing name at the cap")
+		_, err = b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: "tenant-b", Name: "s4", Queue: b.q, Every: time.Minute})
+		must(t, err, "another namespace has its own count")
+		deleted, err := b.drv.ScheduleDelete(b.ctx, b.ns, "s1")
+		must(t, err, "delete")
+		require.True(t, deleted)
+		set(t, b, plane.Schedule{Name: "s4", Every: time.Minute})
+		list, err = plane.ListSchedules(b.ctx, b.drv, b.ns)
+		must(t, err, "list")
+		require.Len(t, list, 3)
+	})
+
+	t.Run("ListPages", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		// byte order: upper case before lower case, '-' before digits
+		names := []string{"B", "Zed", "a", "a-1", "a0", "alpha"}
+		for _, name := range []string{"alpha", "a0", "Zed", "a-1", "a", "B"} {
+			set(t, b, plane.Schedule{Name: name, Every: time.Minute})
+		}
+		_, err := b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: "tenant-b", Name: "a", Queue: b.q, Every: time.Minute})
+		must(t, err, "set in tenant-b")
+		page := func(p plane.ScheduleListParams) ([]string, string) {
+			t.Helper()
+			got, err := b.drv.ScheduleList(b.ctx, &p)
+			must(t, err, "list a page")
+			var out []string
+			for _, sc := range got.Schedules {
+				out = append(out, sc.Namespace+"/"+sc.Name)
+			}
+			return out, got.Next
+		}
+		var all []string
+		after, pages := "", 0
+		for {
+			got, next := page(plane.ScheduleListParams{Namespace: b.ns, After: after, Limit: 4})
+			require.LessOrEqual(t, len(got), 4)
+			all, pages = append(all, got...), pages+1
+			if next == "" {
+				break
+			}
+			require.Less(t, pages, 10, "the cursor moves on")
+			after = next
+		}
+		var want []string
+		for _, name := range names {
+			want = append(want, b.ns+"/"+name)
+		}
+		require.Equal(t, want, all, "every schedule once, in byte order, over two pages")
+		require.Equal(t, 2, pages)
+		got, next := page(plane.ScheduleListParams{Namespace: b.ns, Limit: 3})
+		require.Equal(t, want[:3], got)
+		got, next = page(plane.ScheduleListParams{Namespace: b.ns, After: next, Limit: 3})
+		require.Equal(t, want[3:], got)
+		require.Empty(t, next, "a last page that ends at the limit has no next cursor")
+		got, next = page(plane.ScheduleListParams{Limit: 6})
+		require.Equal(t, want[:6], got, "every namespace: default's first")
+		got, next = page(plane.ScheduleListParams{After: next})
+		require.Equal(t, []string{"tenant-b/a"}, got, "the cursor goes on into the next namespace")
+		require.Empty(t, next)
+		got, _ = page(plane.ScheduleListParams{Namespace: b.ns, Name: "a0"})
+		require.Equal(t, []string{b.ns + "/a0"}, got, "one name")
+		got, _ = page(plane.ScheduleListParams{Namespace: b.ns, Name: "nope"})
+		require.Empty(t, got)
+		for what, p := range map[string]plane.ScheduleListParams{
+			"bad cursor":      {Namespace: b.ns, After: "not a cursor"},
+			"cursor no slash": {Namespace: b.ns, After: "alpha"},
+			"negative limit":  {Namespace: b.ns, Limit: -1},
+			"limit too big":   {Namespace: b.ns, Limit: plane.ListLimitMax + 1},
+			"name alone":      {Name: "a"},
+			"bad namespace":   {Namespace: "bad/ns"},
+		} {
+			_, err := b.drv.ScheduleList(b.ctx, &p)
+			requireIs(t, err, plane.ErrInvalid, what)
+		}
 	})
 
 	t.Run("Invalid", func(t *testing.T) {
@@ -399,7 +494,7 @@ func testSchedules(t *testing.T, s *suite) {
 			_, err := b.drv.ScheduleSet(b.ctx, &sc)
 			requireIs(t, err, plane.ErrInvalid, what)
 		}
-		list, err := b.drv.ScheduleList(b.ctx, b.ns)
+		list, err := plane.ListSchedules(b.ctx, b.drv, b.ns)
 		must(t, err, "list")
 		require.Empty(t, list, "nothing stored on error")
 	})

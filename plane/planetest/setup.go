@@ -55,6 +55,8 @@ type config struct {
 	backoff plane.Backoff
 	// noMaintenance runs maintenance only on Driver.Maintain.
 	noMaintenance bool
+	// maxSchedules is Options.MaxSchedulesPerNamespace.
+	maxSchedules int
 }
 
 // bundle is one subtest's plane and what drives it. Its helpers fail the test on unexpected
@@ -70,9 +72,10 @@ type bundle struct {
 func (s *suite) setup(t *testing.T, cfg config) *bundle {
 	t.Helper()
 	opts := Options{
-		Seed:                cfg.seed,
-		Backoff:             cmp.Or(cfg.backoff, backoffShort),
-		MaintenanceInterval: maintenanceShort,
+		Seed:                     cfg.seed,
+		Backoff:                  cmp.Or(cfg.backoff, backoffShort),
+		MaintenanceInterval:      maintenanceShort,
+		MaxSchedulesPerNamespace: cfg.maxSchedules,
 	}
 	if cfg.noMaintenance {
 		opts.MaintenanceInterval = maintenanceOff

@@ -34,6 +34,11 @@ type Config struct {
 	// them forever.
 	Retention time.Duration
 
+	// MaxSchedulesPerNamespace caps the schedules one namespace holds: creating one more is
+	// refused with plane.ErrLimitExceeded (plane.CheckScheduleCount). Defaults to
+	// plane.SchedulesPerNamespaceDefault (10,000); negative: no cap.
+	MaxSchedulesPerNamespace int
+
 	// Seed seeds the random source of the boltzmann draw and the backoff jitter. Defaults
 	// to a random seed.
 	Seed uint64

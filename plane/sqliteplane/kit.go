@@ -171,9 +171,14 @@ func kitStatements() *planekit.Statements {
 		LeaseAcquire: `INSERT INTO named_leases (namespace, name, holder, expires_ms)
 			VALUES (?1, ?2, ?3, ?4) ON CONFLICT (namespace, name) DO UPDATE SET holder = ?3, expires_ms = ?4
 			WHERE named_leases.holder = ?3 OR named_leases.expires_ms <= ?5`,
-		ScheduleGet:  schedules + `WHERE namespace = ?1 AND name = ?2`,
-		ScheduleList: schedules + `WHERE ?1 = '' OR namespace = ?1 ORDER BY namespace, name`,
-		ScheduleDue:  schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT +?`,
+		ScheduleGet: schedules + `WHERE namespace = ?1 AND name = ?2`,
+		// planekit.ScheduleListBounds turns the filter and cursor into one range of the
+		// primary key.
+		ScheduleList: schedules + `WHERE (namespace, name) >= (?1, ?2) AND (namespace, name) <= (?3, ?4)
+			ORDER BY namespace, name LIMIT +?5`,
+		// The single writer serializes schedule creations: nothing to lock.
+		ScheduleCapLock: `SELECT ?1`,
+		ScheduleDue:     schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT +?`,
 		ScheduleFired: `UPDATE schedules SET next_ms = ?1, last_ms = ?2, last_id = ?3, spec = COALESCE(?6, spec)
 			WHERE namespace = ?4 AND name = ?5`,
 		WorkerRegister: `INSERT INTO workers (namespace, id, host, pid, queues, started_ms, seen_ms,

@@ -75,8 +75,21 @@ const (
 )
 
 // secretEnv are variables a Pod spec never holds in clear text (anyone who may read Pods
-// would read them): they come from Config.Secret.
+// would read them): they come from Config.Secret when it is set, else from the launch's
+// Secret.
 var secretEnv = []string{"LAKESHORE_TOKEN"}
+
+// clearEnv are the variables a Pod spec holds in clear text, for kubectl describe: the
+// ones the supervisor sets to describe the launch (and LAKESHORE_HOME, LAKESHORE_URL
+// without a password). Every other variable — the launch policy's env, the token — comes
+// from the launch's Secret (LaunchSecret).
+var clearEnv = []string{provider.EnvLaunchID, provider.EnvProvider, provider.EnvQueue, provider.EnvNamespace,
+	provider.EnvShape, provider.EnvOffers, "LAKESHORE_HOME", "LAKESHORE_URL"}
+
+// inClear reports whether variable k with value v may be written into a Pod spec.
+func inClear(k, v string) bool {
+	return slices.Contains(clearEnv, k) && plane.RedactURL(v) == v
+}
 
 // Config configures a Provider.
 type Config struct {
@@ -109,9 +122,10 @@ type Config struct {
 	// PlaneURL, when set, is LAKESHORE_URL for the workers (the plane as Pods reach it),
 	// replacing the supervisor's; LAKESHORE_HOME is then dropped.
 	PlaneURL string
-	// Secret names a Secret in Namespace whose keys become the workers' environment
-	// (envFrom): where LAKESHORE_TOKEN, or a plane URL with a password, comes from. A
-	// launch whose environment holds either is refused without it, naming the variable.
+	// Secret names a Secret in Namespace, made by the operator, whose keys become the
+	// workers' environment (envFrom): when set, LAKESHORE_TOKEN and a plane URL with a
+	// password come from it rather than from the supervisor. Without it they go into the
+	// launch's own Secret (LaunchSecret), as the policy's env always does.
 	Secret string
 	// ImagePullPolicy is the container's pull policy ("": Kubernetes' default).
 	ImagePullPolicy corev1.PullPolicy
@@ -245,15 +259,51 @@ func (p *Provider) Name() string { return plane.ProviderKubernetesPrefix + p.cfg
 // PodName is the name of launch id's Pod: "lakeshore-" + the id in lowercase.
 func PodName(id string) string { return "lakeshore-" + strings.ToLower(id) }
 
-// Pod builds the Pod of a launch (what Launch creates). Errors: the launch's environment
-// holds a secret (LAKESHORE_TOKEN, a URL with a password) and Config.Secret is not set,
-// naming the variable, never its value; a bad launch id or environment name.
+// SecretName is the name of launch id's Secret: the Pod's name (another kind, so no clash).
+func SecretName(id string) string { return PodName(id) }
+
+// Pod builds the Pod of a launch (what Launch creates). Only the variables that describe
+// the launch (LAKESHORE_LAUNCH_ID, _QUEUE, _NAMESPACE, _PROVIDER, _SHAPE, _OFFERS, _HOME,
+// and LAKESHORE_URL without a password) are written in its spec; every other variable
+// (the policy's env, LAKESHORE_TOKEN) is a valueFrom.secretKeyRef to the launch's Secret
+// (LaunchSecret), or left to Config.Secret (envFrom) for LAKESHORE_TOKEN and a URL with a
+// password when that is set. Errors: a bad launch id or environment name, naming it.
 func (p *Provider) Pod(l *provider.Launch) (*corev1.Pod, error) {
+	pod, _, err := p.manifest(l)
+	return pod, err
+}
+
+// LaunchSecret builds the Secret of a launch, without its owner (Launch sets the Pod as its
+// owner once the API server gave the Pod a UID): the values of the variables the Pod takes
+// from it, keyed by their names; nil when the Pod takes none. Errors: those of Pod.
+func (p *Provider) LaunchSecret(l *provider.Launch) (*corev1.Secret, error) {
+	pod, data, err := p.manifest(l)
+	if err != nil || len(data) == 0 {
+		return nil, err
+	}
+	return p.secret(l.ID, pod.Labels, data), nil
+}
+
+// secret is the Secret of launch id, with its Pod's labels and data.
+func (p *Provider) secret(id string, labels map[string]string, data map[string]string) *corev1.Secret {
+	bytes := make(map[string][]byte, len(data))
+	for k, v := range data {
+		bytes[k] = []byte(v)
+	}
+	immutable := true
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: SecretName(id), Namespace: p.cfg.Namespace, Labels: labels},
+		Type:       corev1.SecretTypeOpaque, Immutable: &immutable, Data: bytes,
+	}
+}
+
+// manifest builds the Pod of a launch and the data of its Secret (nil: none).
+func (p *Provider) manifest(l *provider.Launch) (*corev1.Pod, map[string]string, error) {
 	if len(l.Command) == 0 {
-		return nil, plane.Invalid("worker command", l.Command, "give the worker's command")
+		return nil, nil, plane.Invalid("worker command", l.Command, "give the worker's command")
 	}
 	if !validID(l.ID) {
-		return nil, plane.Invalid("launch id", l.ID, "use letters and digits only")
+		return nil, nil, plane.Invalid("launch id", l.ID, "use letters and digits only")
 	}
 	argv := slices.Clone(l.Command)
 	if argv[0] == LakeshoreDefault {
@@ -268,20 +318,28 @@ func (p *Provider) Pod(l *provider.Launch) (*corev1.Pod, error) {
 		delete(env, "LAKESHORE_HOME")
 	}
 	env[provider.EnvLaunchID] = l.ID
-	var vars []corev1.EnvVar
+	var (
+		vars []corev1.EnvVar
+		data map[string]string
+	)
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		v := env[k]
-		if len(validation.IsEnvVarName(k)) > 0 {
-			return nil, plane.Invalid("worker environment", k, "use a valid environment variable name")
+		if len(validation.IsEnvVarName(k)) > 0 || len(validation.IsConfigMapKey(k)) > 0 {
+			return nil, nil, plane.Invalid("worker environment", k, "use a valid environment variable name (letters, digits, '_', '-', '.')")
 		}
-		if slices.Contains(secretEnv, k) || plane.RedactURL(v) != v {
-			if p.cfg.Secret == "" {
-				return nil, fmt.Errorf("kubernetes provider %s: the workers' %s is a secret, which a Pod spec does not hold in clear text: "+
-					"put it in a Secret of namespace %s and name it in the provider's secret: option", p.cfg.Name, k, p.cfg.Namespace)
+		switch {
+		case inClear(k, v):
+			vars = append(vars, corev1.EnvVar{Name: k, Value: v})
+		case p.cfg.Secret != "" && (slices.Contains(secretEnv, k) || plane.RedactURL(v) != v):
+			// from the operator's Secret (envFrom)
+		default:
+			if data == nil {
+				data = map[string]string{}
 			}
-			continue // from the Secret (envFrom)
+			data[k] = v
+			vars = append(vars, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: SecretName(l.ID)}, Key: k}}})
 		}
-		vars = append(vars, corev1.EnvVar{Name: k, Value: v})
 	}
 	req, lim := corev1.ResourceList{}, corev1.ResourceList{}
 	r := l.Resources
@@ -302,7 +360,7 @@ func (p *Provider) Pod(l *provider.Launch) (*corev1.Pod, error) {
 	// nodes by its GPU type and labels.
 	if q := l.Requirement; q != nil && !q.IsZero() {
 		if err := p.CanOffer(q); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if q.MilliCPUs > 0 {
 			req[corev1.ResourceCPU] = *resource.NewMilliQuantity(q.MilliCPUs, resource.DecimalSI)
@@ -329,7 +387,7 @@ func (p *Provider) Pod(l *provider.Launch) (*corev1.Pod, error) {
 			selector = map[string]string{}
 		}
 		if len(validation.IsValidLabelValue(r.Partition)) > 0 {
-			return nil, plane.Invalid("partition", r.Partition, "a kubernetes provider's partition is a node label value (63 of [A-Za-z0-9_.-])")
+			return nil, nil, plane.Invalid("partition", r.Partition, "a kubernetes provider's partition is a node label value (63 of [A-Za-z0-9_.-])")
 		}
 		selector[p.cfg.PartitionLabel] = r.Partition
 	}
@@ -355,7 +413,7 @@ func (p *Provider) Pod(l *provider.Launch) (*corev1.Pod, error) {
 		s := int64((r.TimeLimit + time.Second - 1) / time.Second)
 		pod.Spec.ActiveDeadlineSeconds = &s
 	}
-	return pod, nil
+	return pod, data, nil
 }
 
 // podLabels are the labels of launch l's Pod.
@@ -382,17 +440,40 @@ func (p *Provider) CanOffer(r *plane.Requirement) error {
 	return nil
 }
 
-// Launch implements provider.Provider: it creates the launch's Pod (Pod). It returns once
-// the API server accepted it; the Pod is pending until a node runs it. Errors: those of
-// Pod, and the API server's (a namespace that does not exist, a quota exceeded, no
-// permission to create Pods).
+// Launch implements provider.Provider: it creates the launch's Pod (Pod), then its Secret
+// (LaunchSecret) owned by the Pod (an ownerReference with the Pod's UID), so Kubernetes'
+// garbage collector deletes the Secret with the Pod, however the Pod goes (Stop, List's
+// clean-up of ended Pods, kubectl delete). The container cannot start before its Secret
+// exists (the kubelet waits for a secretKeyRef), and when the Secret cannot be created the
+// Pod is deleted at once. It returns once the API server accepted both; the Pod is pending
+// until a node runs it. Errors: those of Pod, and the API server's (a namespace that does
+// not exist, a quota exceeded, no permission to create Pods or Secrets), never a value of
+// the environment.
 func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
-	pod, err := p.Pod(l)
+	pod, data, err := p.manifest(l)
 	if err != nil {
 		return err
 	}
-	if _, err := p.client.CoreV1().Pods(p.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	pods := p.client.CoreV1().Pods(p.cfg.Namespace)
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		return fmt.Errorf("kubernetes provider %s: create Pod %s/%s: %w", p.cfg.Name, p.cfg.Namespace, pod.Name, err)
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	secret := p.secret(l.ID, pod.Labels, data)
+	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: created.Name, UID: created.UID}}
+	if _, err := p.client.CoreV1().Secrets(p.cfg.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		err = fmt.Errorf("kubernetes provider %s: create Secret %s/%s of the workers' environment (may the supervisor's account create Secrets there?): %w",
+			p.cfg.Name, p.cfg.Namespace, secret.Name, err)
+		zero := int64(0)
+		if derr := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); derr != nil && !apierrors.IsNotFound(derr) {
+			// The Pod waits for its Secret and never starts; List shows it pending and the
+			// supervisor stops it after register_timeout.
+			return fmt.Errorf("%w; and delete Pod %s/%s: %w", err, p.cfg.Namespace, pod.Name, derr)
+		}
+		return err
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ package kubeprovider_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -109,13 +111,21 @@ func TestPodManifest(t *testing.T) {
 	}
 	var names []string
 	for _, e := range c.Env {
-		names = append(names, e.Name+"="+e.Value)
+		names = append(names, e.Name+"="+e.Value+envSource(e))
 		if strings.Contains(e.Value, "s3cr3t") {
 			t.Errorf("the Pod spec holds the token in %s", e.Name)
 		}
 	}
-	if got := strings.Join(names, " "); got != "A=1 B=2 LAKESHORE_LAUNCH_ID=01JABCDEF LAKESHORE_QUEUE=train LAKESHORE_URL=https://plane.example:7077" {
+	// the policy's env from the launch's Secret; the token from the operator's (envFrom)
+	if got := strings.Join(names, " "); got != "A=<lakeshore-01jabcdef/A> B=<lakeshore-01jabcdef/B> LAKESHORE_LAUNCH_ID=01JABCDEF LAKESHORE_QUEUE=train LAKESHORE_URL=https://plane.example:7077" {
 		t.Errorf("env = %s", got)
+	}
+	secret, err := client.CoreV1().Secrets("ml").Get(ctx, "lakeshore-01jabcdef", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the launch's Secret: %v", err)
+	}
+	if len(secret.Data) != 2 || string(secret.Data["A"]) != "1" || string(secret.Data["B"]) != "2" {
+		t.Errorf("the launch's Secret holds %v; want A=1 B=2 (the token comes from the operator's Secret)", secret.Data)
 	}
 	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[0].SecretRef.Name != "lakeshore-token" {
 		t.Errorf("envFrom = %+v, want the Secret lakeshore-token", c.EnvFrom)
@@ -131,25 +141,101 @@ func TestPodManifest(t *testing.T) {
 	}
 }
 
-// TestSecretsStayOutOfPodSpecs: without a Secret, a launch whose environment holds the
-// token or a plane URL with a password is refused, naming the variable, never its value.
+// envSource is how a Pod's variable gets its value from a Secret: "<SECRET/KEY>", or "".
+func envSource(e corev1.EnvVar) string {
+	if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+		return ""
+	}
+	return "<" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key + ">"
+}
+
+// withUIDs makes the fake API server give each Pod it creates a UID, as a real one does
+// (an ownerReference names its owner by UID).
+func withUIDs(client *fake.Clientset) {
+	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		pod.UID = types.UID("uid-" + pod.Name)
+		return false, nil, nil
+	})
+}
+
+// TestSecretsStayOutOfPodSpecs: without the operator's Secret, a launch's token, plane URL
+// with a password and policy env (HF_TOKEN, AWS_SECRET_ACCESS_KEY, any other variable) are
+// not in the Pod spec: each is a secretKeyRef to the launch's own Secret, which holds the
+// values and is owned by the Pod (garbage-collected with it); only the variables that
+// describe the launch are in clear. A Secret the API server refuses leaves no Pod, and its
+// error holds no value.
 func TestSecretsStayOutOfPodSpecs(t *testing.T) {
 	client := fake.NewClientset()
+	withUIDs(client)
 	p := newProvider(t, client, func(c *kubeprovider.Config) { c.Secret = "" })
 	ctx := context.Background()
-	err := p.Launch(ctx, launch("01JTOKEN", plane.Resources{}))
-	if err == nil || !strings.Contains(err.Error(), "LAKESHORE_TOKEN is a secret") || strings.Contains(err.Error(), "s3cr3t") {
-		t.Errorf("a token without a Secret: %v", err)
-	}
-	l := launch("01JPGURL", plane.Resources{})
-	delete(l.Env, "LAKESHORE_TOKEN")
+	l := launch("01JTOKEN", plane.Resources{})
 	l.Env["LAKESHORE_URL"] = "postgres://lake:hunter2@db.internal/jobs"
-	err = p.Launch(ctx, l)
-	if err == nil || !strings.Contains(err.Error(), "LAKESHORE_URL is a secret") || strings.Contains(err.Error(), "hunter2") {
-		t.Errorf("a URL with a password without a Secret: %v", err)
+	l.Env["HF_TOKEN"] = "hf_abcdefsecret"
+	l.Env["AWS_SECRET_ACCESS_KEY"] = "awssecretvalue"
+	l.Env["AZURE_STORAGE_CONNECTION_STRING"] = "AccountKey=azuresecretvalue"
+	if err := p.Launch(ctx, l); err != nil {
+		t.Fatal(err)
 	}
-	if pods, _ := client.CoreV1().Pods("ml").List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
-		t.Errorf("%d Pods created by refused launches", len(pods.Items))
+	pod, err := client.CoreV1().Pods("ml").Get(ctx, "lakeshore-01jtoken", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, value := range []string{"s3cr3t", "hunter2", "hf_abcdefsecret", "awssecretvalue", "azuresecretvalue"} {
+		if strings.Contains(string(spec), value) {
+			t.Errorf("the Pod holds %q in clear: %s", value, spec)
+		}
+	}
+	var names []string
+	for _, e := range pod.Spec.Containers[0].Env {
+		names = append(names, e.Name+"="+e.Value+envSource(e))
+	}
+	want := "A=<lakeshore-01jtoken/A> AWS_SECRET_ACCESS_KEY=<lakeshore-01jtoken/AWS_SECRET_ACCESS_KEY> " +
+		"AZURE_STORAGE_CONNECTION_STRING=<lakeshore-01jtoken/AZURE_STORAGE_CONNECTION_STRING> B=<lakeshore-01jtoken/B> " +
+		"HF_TOKEN=<lakeshore-01jtoken/HF_TOKEN> LAKESHORE_LAUNCH_ID=01JTOKEN LAKESHORE_QUEUE=train " +
+		"LAKESHORE_TOKEN=<lakeshore-01jtoken/LAKESHORE_TOKEN> LAKESHORE_URL=<lakeshore-01jtoken/LAKESHORE_URL>"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("env = %s\nwant  %s", got, want)
+	}
+	if len(pod.Spec.Containers[0].EnvFrom) != 0 {
+		t.Errorf("envFrom %v without the operator's Secret", pod.Spec.Containers[0].EnvFrom)
+	}
+	secret, err := client.CoreV1().Secrets("ml").Get(ctx, "lakeshore-01jtoken", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the launch's Secret: %v", err)
+	}
+	wantData := map[string]string{"A": "1", "B": "2", "LAKESHORE_TOKEN": "s3cr3t", "LAKESHORE_URL": "postgres://lake:hunter2@db.internal/jobs",
+		"HF_TOKEN": "hf_abcdefsecret", "AWS_SECRET_ACCESS_KEY": "awssecretvalue", "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=azuresecretvalue"}
+	gotData := map[string]string{}
+	for k, v := range secret.Data {
+		gotData[k] = string(v)
+	}
+	if !maps.Equal(gotData, wantData) {
+		t.Errorf("the Secret holds %v; want %v", gotData, wantData)
+	}
+	if secret.Immutable == nil || !*secret.Immutable || secret.Type != corev1.SecretTypeOpaque || secret.Labels["lakeshore.dev/launch"] != "01JTOKEN" {
+		t.Errorf("Secret immutable %v, type %s, labels %v", secret.Immutable, secret.Type, secret.Labels)
+	}
+	owners := secret.OwnerReferences
+	if len(owners) != 1 || owners[0].APIVersion != "v1" || owners[0].Kind != "Pod" || owners[0].Name != pod.Name || owners[0].UID != pod.UID || pod.UID == "" {
+		t.Errorf("the Secret's owners %+v; want the Pod %s (UID %s), so it is garbage-collected with it", owners, pod.Name, pod.UID)
+	}
+
+	// The API server refuses the Secret: no Pod is left, and the error holds no value.
+	client.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New(`secrets is forbidden: User "system:serviceaccount:ml:default" cannot create resource "secrets"`)
+	})
+	err = p.Launch(ctx, launch("01JNOSECRET", plane.Resources{}))
+	if err == nil || !strings.Contains(err.Error(), "create Secret ml/lakeshore-01jnosecret") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("a refused Secret: %v", err)
+	}
+	if _, err := client.CoreV1().Pods("ml").Get(ctx, "lakeshore-01jnosecret", metav1.GetOptions{}); err == nil {
+		t.Error("the Pod of a launch whose Secret was refused is left")
 	}
 }
 

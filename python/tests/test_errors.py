@@ -33,6 +33,7 @@ CASES: list[tuple[str, int, type[errors.DispatchError]]] = [
     ("not_implemented", 501, errors.DispatchError),
     ("route_not_found", 404, errors.DispatchError),
     ("changed", 412, errors.ChangedError),
+    ("limit_exceeded", 409, errors.LimitExceededError),
     ("something_new", 500, errors.DispatchError),
 ]
 

@@ -207,3 +207,17 @@ def test_submit_debounce(every_plane: HttpDispatch, qname: str) -> None:
         q.submit(3, debounce=1)
     with pytest.raises(InvalidError, match="debounce"):
         q.submit(3, key="other", debounce=1, unique_for=1)
+
+
+def test_schedules_lists_every_page(every_plane: HttpDispatch, qname: str) -> None:
+    """``schedules()`` follows the server's ``next`` cursor: 105 schedules are more than the
+    server's default page (100), and every one is listed, once, in byte order of name (a
+    client that read one page saw 100)."""
+    d = every_plane
+    names = [f"{qname}-p{i:03d}" for i in range(105)]
+    for name in names:
+        set_schedule(name, qname, every=3600, dispatch=d)
+    mine = [s.name for s in schedules(d.namespace, dispatch=d) if s.name.startswith(qname + "-p")]
+    assert mine == names
+    for name in names:
+        remove_schedule(name, dispatch=d)

@@ -651,6 +651,26 @@ func TestDashboardSchedules(t *testing.T) {
 	b.noProblems(false)
 }
 
+// TestDashboardSchedulesPages: 105 schedules are more than a page (100): the page shows
+// the first 100 and a pager whose Next shows the other 5, and Previous the first again.
+func TestDashboardSchedulesPages(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t, e)
+	for i := range 105 {
+		e.call("PUT", fmt.Sprintf("/v1/namespaces/default/schedules/s%03d", i), adminToken, map[string]any{"queue": "jobs", "every": 3600.0}, 200)
+	}
+	b.open(adminToken, "#/schedules")
+	b.text(`#schedule-table tr[data-schedule="default/s099"]`)
+	require.Equal(t, 100, b.count(`#schedule-table tbody tr`), "one page of 100")
+	require.Equal(t, 0, b.count(`#schedule-table tr[data-schedule="default/s100"]`))
+	b.click(`#sched-next`)
+	b.text(`#schedule-table tr[data-schedule="default/s104"]`)
+	require.Equal(t, 5, b.count(`#schedule-table tbody tr`), "the second page holds the other 5")
+	b.click(`#sched-prev`)
+	b.text(`#schedule-table tr[data-schedule="default/s000"]`)
+	b.noProblems(false)
+}
+
 // TestDashboardReadOnly: a read-only token for one namespace sees its queues but not the
 // other namespace's, and no action button anywhere.
 func TestDashboardReadOnly(t *testing.T) {

@@ -23,6 +23,8 @@ class                       code                  meaning
 :class:`ForbiddenError`     ``forbidden``         the token lacks this permission here
 :class:`ChangedError`       ``changed``           a conditional set (``If-Match``) found the
                                                   state changed since it was read
+:class:`LimitExceededError` ``limit_exceeded``    a namespace's cap (schedules) reached;
+                                                  nothing written
 :class:`UnavailableError`   ``unavailable`` …     the server could not be reached or is
                                                   busy or stopping (also ``closed``,
                                                   ``shutting_down``, ``too_many_long_polls``)
@@ -66,6 +68,7 @@ __all__ = [
     "UnauthorizedError",
     "ForbiddenError",
     "ChangedError",
+    "LimitExceededError",
     "UnavailableError",
     "TimeoutError",
     "IncompatibleTypeError",
@@ -329,6 +332,14 @@ class ChangedError(DispatchError):
     code = "changed"
 
 
+class LimitExceededError(DispatchError):
+    """The call would take a namespace past a cap of the plane (its number of schedules:
+    10,000 by default); nothing was written. Retrying does not help until something is
+    removed or the cap raised (Go: ``lakeshore.ErrLimitExceeded``)."""
+
+    code = "limit_exceeded"
+
+
 class UnavailableError(DispatchError):
     """The plane could not be reached, or is stopping or busy, within the call's time.
 
@@ -416,6 +427,7 @@ _BY_CODE: dict[str, type[DispatchError]] = {
     "unauthorized": UnauthorizedError,
     "forbidden": ForbiddenError,
     "changed": ChangedError,
+    "limit_exceeded": LimitExceededError,
     "unavailable": UnavailableError,
     "closed": UnavailableError,
     "shutting_down": UnavailableError,

@@ -20,7 +20,7 @@ from urllib.parse import quote
 from lakeshore import errors
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import _check_max_attempts, encode_value
-from lakeshore.worker import udf
+from lakeshore.worker import all_schedules, udf
 
 __all__ = [
     "ScheduleInfo",
@@ -177,10 +177,10 @@ def set_schedule(
 
 def schedules(namespace: str | None = None, *, dispatch: Dispatch | None = None) -> list[ScheduleInfo]:
     """The stored schedules of ``namespace`` (default: every namespace the token covers),
-    ordered by namespace then name, with their last and next fire."""
+    ordered by namespace then name, with their last and next fire: every page of ``GET
+    /v1/schedules``, following its ``next`` cursor."""
     d = dispatch or default_dispatch()
-    ans = d.run(d._transport.call("GET", "/v1/schedules", params={"namespace": namespace}, retry="safe"))
-    return [_info(a) for a in ans.get("schedules") or []]
+    return [_info(a) for a in d.run(all_schedules(d._transport, namespace))]
 
 
 def remove_schedule(name: str, *, dispatch: Dispatch | None = None) -> bool:

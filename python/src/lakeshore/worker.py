@@ -120,6 +120,24 @@ def _log_rate_limited(job: Job, e: errors.RateLimited) -> None:
     )
 
 
+
+async def all_schedules(transport: Any, namespace: str | None) -> list[dict[str, Any]]:
+    """Every schedule of ``namespace`` (None: every namespace the token covers) as the server
+    answers them (wire dicts), ordered by namespace then name: ``GET /v1/schedules`` page by
+    page (1,000 each), following ``next`` until the server gives none. A page through a
+    scoped token may hold fewer schedules than asked, even none, with a ``next``."""
+    out: list[dict[str, Any]] = []
+    after: str | None = None
+    while True:
+        ans = await transport.call(
+            "GET", "/v1/schedules", params={"namespace": namespace, "after": after, "limit": 1000}, retry="safe"
+        )
+        out.extend(ans.get("schedules") or [])
+        nxt = ans.get("next")
+        if not nxt or nxt == after:
+            return out
+        after = nxt
+
 class JobStopped(BaseException):
     """Raised inside a body whose job was killed or whose lease was lost (a BaseException, so
     that ``except Exception`` in the body does not swallow it)."""
@@ -748,11 +766,8 @@ class _Worker:
             served.add(name)
         if not served:
             return True
-        ans = await self.d._transport.call(
-            "GET", "/v1/schedules", params={"namespace": self.d.namespace}, retry="safe"
-        )
         now = datetime.now(timezone.utc)
-        for sc in ans.get("schedules") or []:
+        for sc in await all_schedules(self.d._transport, self.d.namespace):
             due = sc.get("next_fire")
             if sc.get("queue") in served and not sc.get("paused") and isinstance(due, datetime) and due <= now:
                 return False

@@ -1210,10 +1210,16 @@ function workerStatus(w, jobs, now) {
 // schedulesPage lists the durable schedules the token covers (docs/semantics.md,
 // "Schedules"): rule, queue, catch-up policy, last fire (linking its job), next fire and the
 // ticks skipped because the queue was full (count, last one, why), with pause and resume.
+// A page of 100 at a time (GET /v1/schedules pages by cursor), with a pager when there are
+// more.
 async function schedulesPage() {
   $main.appendChild(el('h1', { text: 'Schedules' }));
   const host = el('div', { id: 'schedules' });
+  const pager = el('div', { class: 'pager', id: 'schedule-pager' });
   $main.appendChild(host);
+  $main.appendChild(pager);
+  const cursors = ['']; // the cursor of each page seen
+  let pageNo = 0;
   const act = async (sc, verb) => {
     try {
       await api('POST', '/v1/namespaces/' + seg(sc.namespace) + '/schedules/' + seg(sc.name) + '/' + verb);
@@ -1228,11 +1234,22 @@ async function schedulesPage() {
     if (!sessions.has(k)) sessions.set(k, queueSession(sc.namespace, sc.queue).then(qs => canOn(qs, 'submit'), () => false));
     return sessions.get(k);
   };
-  every(5000, async () => {
-    const list = (await api('GET', '/v1/schedules')).schedules;
+  const load = async () => {
+    const p = new URLSearchParams({ limit: '100' });
+    if (cursors[pageNo]) p.set('after', cursors[pageNo]);
+    const ans = await api('GET', '/v1/schedules?' + p);
+    const list = ans.schedules;
+    const next = ans.next || '';
+    cursors[pageNo + 1] = next;
     const allowed = await Promise.all(list.map(maySubmit));
     clear(host);
-    if (list.length === 0) {
+    clear(pager);
+    if (pageNo > 0 || next) {
+      pager.appendChild(el('button', { id: 'sched-prev', disabled: pageNo === 0, onclick: () => { pageNo--; load(); } }, '← Previous'));
+      pager.appendChild(el('span', { class: 'muted', text: 'page ' + (pageNo + 1) }));
+      pager.appendChild(el('button', { id: 'sched-next', disabled: !next, onclick: () => { pageNo++; load(); } }, 'Next →'));
+    }
+    if (list.length === 0 && pageNo === 0 && !next) {
       host.appendChild(el('div', { class: 'notice', id: 'no-schedules' }, 'No schedule. Add one with: lakeshore schedule add NAME "0 3 * * *" --queue QUEUE'));
       return;
     }
@@ -1257,7 +1274,8 @@ async function schedulesPage() {
               ? el('button', { class: 'sched-resume', onclick: () => act(sc, 'resume') }, 'Resume')
               : el('button', { class: 'sched-pause', onclick: () => act(sc, 'pause') }, 'Pause')));
       })))));
-  });
+  };
+  every(5000, load);
 }
 
 // ---------- topics ----------
