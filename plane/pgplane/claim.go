@@ -32,26 +32,17 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 	// process that makes jobs of the queue claimable claims for it before it commits
 	// (handoff.go).
 	return planekit.ClaimWaiting(p, d.hub, &d.claimWaiters, d.cfg.Now, func(*claimWaiter) ([]*plane.Job, int64, bool, bool, error) {
-		until := time.Now().Add(heldDueRetry)
-		for {
-			if err := d.claims.Do(ctx, req); err != nil {
-				return nil, 0, false, false, err
+		var err error
+		d.whileHeld(ctx, p, func() bool {
+			if err = d.claims.Do(ctx, req); err != nil {
+				return false
 			}
-			// A claim that may not wait and found nothing while a due row was held by another
-			// transaction (its promote takes only the rows it can lock at once, and reports
-			// the rest as due now) tries again shortly: the holder is a transaction promoting
-			// the row, or cancelling it, for milliseconds. A claim that may wait does the
-			// same through ClaimWaiting (planekit.DueIn).
-			held := p.Wait == 0 && req.err == nil && len(req.jobs) == 0 && req.next != 0 && req.next <= d.cfg.Now().UnixMilli()
-			if !held || time.Now().After(until) {
-				return req.jobs, req.next, false, req.err == nil, req.err
-			}
-			select {
-			case <-ctx.Done():
-				return req.jobs, req.next, false, true, nil // what the last try found: nothing
-			case <-time.After(time.Millisecond):
-			}
+			return req.err == nil && len(req.jobs) == 0 && d.dueNow(req.next)
+		})
+		if err != nil {
+			return nil, 0, false, false, err
 		}
+		return req.jobs, req.next, false, req.err == nil, req.err
 	}, func(changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error) {
 		return d.sleepParked(ctx, changed, wait, deliver)
 	})
@@ -64,20 +55,53 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 // processes.
 func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before func(t *tx) error) ([]*plane.Job, bool, error) {
 	c := planekit.ClaimOf(p)
-	try := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *tx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
+	var held bool // the last try found nothing while a due row of a queue was held (dueNow)
+	tryEach := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *tx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
 		r := &claimRequest{p: one, kind: c.Kind, n: c.N, lease: c.Lease}
 		if err := t.claimFor([]*claimRequest{r}); err != nil {
 			return nil, 0, err
 		}
+		held = held || (len(r.jobs) == 0 && r.next != 0 && r.next <= t.ms)
 		return r.jobs, r.next, nil
 	})
+	try := func(ctx context.Context, queues []string) (jobs []*plane.Job, due time.Duration, err error) {
+		d.whileHeld(ctx, p, func() bool {
+			held = false
+			jobs, due, err = tryEach(ctx, queues)
+			return err == nil && len(jobs) == 0 && held
+		})
+		return jobs, due, err
+	}
 	return planekit.ClaimAcross(ctx, p, &d.rotation, d.hub, planekit.QueueKey, try, d.sleep)
 }
 
 // heldDueRetry bounds how long a claim that may not wait tries again while a due row of its
-// queue is held by another transaction (claimOne): a holder that takes longer (a stalled
+// queue is held by another transaction (whileHeld): a holder that takes longer (a stalled
 // connection) leaves the claim empty-handed, never hung.
 const heldDueRetry = time.Second
+
+// whileHeld runs try, a claim's try, and for a claim that may not wait (p.Wait 0) runs it
+// again every millisecond, for up to heldDueRetry, while it reports that it found nothing
+// but a due row another transaction holds (dueNow): a claim's promote takes only the due
+// rows it can lock at once and reports the rest as due now; their holder (maintenance or
+// another claim promoting them, a cancel) lets go within milliseconds. A claim that may wait
+// does the same through its wait (planekit.DueIn). Never on ctx's end.
+func (d *Driver) whileHeld(ctx context.Context, p *plane.ClaimParams, try func() (held bool)) {
+	until := time.Now().Add(heldDueRetry)
+	for try() && p.Wait == 0 && time.Now().Before(until) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// dueNow reports whether next, a claim's next (when a job of its queue becomes claimable,
+// Unix ms), is now or past: a due row still waiting, which another transaction holds.
+func (d *Driver) dueNow(next int64) bool {
+	return next != 0 && next <= d.cfg.Now().UnixMilli()
+}
 
 // claimRequest is one caller's claim, served in a group.
 type claimRequest struct {

@@ -157,7 +157,8 @@ func TestIdempotencyKeyUnderSeveralConcurrencyKeysNoDeadlock(t *testing.T) {
 // hour): the claim reports the row due now (leftDue) and its claimer claims again at once.
 // For each way the holder ends (it promotes the row itself and commits, or lets it go
 // unchanged), a claim with offers (a placed claim, then the default shape's) that may wait,
-// and one that may not (it tries again while the row is held, heldDueRetry).
+// and one that may not (it tries again while the row is held, whileHeld), of the queue or
+// across queues.
 func TestClaimPromotesWithoutWaitingForAHeldDueRow(t *testing.T) {
 	url := pgtest.Database(t)
 	conn, planes, before := deadlockPlanes(t, url, 0, time.Hour)
@@ -168,11 +169,14 @@ func TestClaimPromotesWithoutWaitingForAHeldDueRow(t *testing.T) {
 		name     string
 		promotes bool // the holder promotes the row before it commits
 		wait     time.Duration
+		queues   []string // further queues: a claim across queues (claimAcross)
 	}{
-		{"held unchanged, claim waits", false, time.Minute},
-		{"promoted by its holder, claim waits", true, time.Minute},
-		{"held unchanged, claim may not wait", false, 0},
-		{"promoted by its holder, claim may not wait", true, 0},
+		{"held unchanged, claim waits", false, time.Minute, nil},
+		{"promoted by its holder, claim waits", true, time.Minute, nil},
+		{"held unchanged, claim may not wait", false, 0, nil},
+		{"promoted by its holder, claim may not wait", true, 0, nil},
+		{"held unchanged, claim across queues waits", false, time.Minute, []string{"other"}},
+		{"promoted by its holder, claim across queues may not wait", true, 0, []string{"other"}},
 	} {
 		id := submitOne(t, d, plane.SubmitParams{Delay: time.Hour})
 		_, err := conn.Exec(ctx, `UPDATE lakeshore.invocations SET available_ms = 0 WHERE id = $1`, id) // due
@@ -188,8 +192,9 @@ func TestClaimPromotesWithoutWaitingForAHeldDueRow(t *testing.T) {
 		}
 		done := make(chan claimed, 1)
 		go func() {
-			jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1,
-				Offers: &plane.Offers{MilliCPUs: 1000}, Wait: c.wait})
+			p := &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1, Offers: &plane.Offers{MilliCPUs: 1000}, Wait: c.wait}
+			p.Queues = c.queues
+			jobs, err := d.InvocationClaimMany(ctx, p)
 			done <- claimed{jobs, err}
 		}()
 		// The claim tries again and again while the row is held; no promote of it waits.
