@@ -32,7 +32,14 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 	// process that makes jobs of the queue claimable claims for it before it commits
 	// (handoff.go).
 	return planekit.ClaimWaiting(p, d.hub, &d.claimWaiters, d.cfg.Now, func(*claimWaiter) ([]*plane.Job, int64, bool, bool, error) {
-		if err := d.claims.Do(ctx, req); err != nil {
+		var err error
+		d.whileHeld(ctx, p, func() bool {
+			if err = d.claims.Do(ctx, req); err != nil {
+				return false
+			}
+			return req.err == nil && len(req.jobs) == 0 && d.dueNow(req.next)
+		})
+		if err != nil {
 			return nil, 0, false, false, err
 		}
 		return req.jobs, req.next, false, req.err == nil, req.err
@@ -48,14 +55,52 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 // processes.
 func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before func(t *tx) error) ([]*plane.Job, bool, error) {
 	c := planekit.ClaimOf(p)
-	try := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *tx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
+	var held bool // the last try found nothing while a due row of a queue was held (dueNow)
+	tryEach := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *tx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
 		r := &claimRequest{p: one, kind: c.Kind, n: c.N, lease: c.Lease}
 		if err := t.claimFor([]*claimRequest{r}); err != nil {
 			return nil, 0, err
 		}
+		held = held || (len(r.jobs) == 0 && r.next != 0 && r.next <= t.ms)
 		return r.jobs, r.next, nil
 	})
+	try := func(ctx context.Context, queues []string) (jobs []*plane.Job, due time.Duration, err error) {
+		d.whileHeld(ctx, p, func() bool {
+			held = false
+			jobs, due, err = tryEach(ctx, queues)
+			return err == nil && len(jobs) == 0 && held
+		})
+		return jobs, due, err
+	}
 	return planekit.ClaimAcross(ctx, p, &d.rotation, d.hub, planekit.QueueKey, try, d.sleep)
+}
+
+// heldDueRetry bounds how long a claim that may not wait tries again while a due row of its
+// queue is held by another transaction (whileHeld): a holder that takes longer (a stalled
+// connection) leaves the claim empty-handed, never hung.
+const heldDueRetry = time.Second
+
+// whileHeld runs try, a claim's try, and for a claim that may not wait (p.Wait 0) runs it
+// again every millisecond, for up to heldDueRetry, while it reports that it found nothing
+// but a due row another transaction holds (dueNow): a claim's promote takes only the due
+// rows it can lock at once and reports the rest as due now; their holder (maintenance or
+// another claim promoting them, a cancel) lets go within milliseconds. A claim that may wait
+// does the same through its wait (planekit.DueIn). Never on ctx's end.
+func (d *Driver) whileHeld(ctx context.Context, p *plane.ClaimParams, try func() (held bool)) {
+	until := time.Now().Add(heldDueRetry)
+	for try() && p.Wait == 0 && time.Now().Before(until) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// dueNow reports whether next, a claim's next (when a job of its queue becomes claimable,
+// Unix ms), is now or past: a due row still waiting, which another transaction holds.
+func (d *Driver) dueNow(next int64) bool {
+	return next != 0 && next <= d.cfg.Now().UnixMilli()
 }
 
 // claimRequest is one caller's claim, served in a group.
@@ -172,10 +217,11 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var levels []plane.Level
 	var turns []planekit.KeyTurn     // the ready concurrency keys whose turn it is, locked
 	var keyAdmission plane.Admission // the key limits of the queue's admission block
+	var leftDue bool                 // the promote left a due row waiting (another transaction holds it)
 	err := func() error {
 		defer br.Close()
 		var promoted *string // the smallest id made claimable
-		if err := br.QueryRow().Scan(&promoted); err != nil {
+		if err := br.QueryRow().Scan(&promoted, &leftDue); err != nil {
 			return fmt.Errorf("claim: promote: %w", err)
 		}
 		// The transaction may hold rows now, promoted or not (tx.promoted): a later claim
@@ -305,9 +351,14 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue, t.ms).Scan(&next); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		// A row due now and still waiting (promoteHolding left it to the transaction that
+		// A row due now and still waiting (the promote left it to the transaction that
 		// holds it) is reported as well: a claimer that found nothing claims again at once
-		// (planekit.DueIn) instead of sleeping until a notification or a poll.
+		// (planekit.DueIn) instead of sleeping until a notification or a poll. The promote
+		// says so itself (leftDue): nextAvailable's snapshot may no longer show the row
+		// waiting (its holder committed since), while this claim's did not see it claimable.
+		if leftDue {
+			next = &t.ms
+		}
 		if next != nil {
 			for _, r := range reqs {
 				if len(r.jobs) == 0 {
@@ -321,8 +372,10 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 
 // promote is the statement that makes a claim's due waiting rows claimable: promote, or
 // promoteHolding in a transaction that holds rows already (holdsRows), which waits for no
-// row another transaction holds. Every claim promotes with it (claimFor, claimPlaced), and
-// calls promoted after it.
+// counter row either. Neither waits for an invocation row: each takes the due rows no other
+// transaction holds (FOR UPDATE SKIP LOCKED) and says whether it left one (leftDue), which
+// the claim then reports as due now. Every claim promotes with it (claimFor, claimPlaced),
+// and calls promoted after it.
 func (t *tx) promote() string {
 	if t.holdsRows {
 		return t.d.sql.promoteHolding
@@ -331,15 +384,29 @@ func (t *tx) promote() string {
 }
 
 // promoted notes that the transaction ran a promote statement: it holds rows from now on,
-// whether or not the statement moved any: the keys' counter rows of the rows it promoted,
-// and rows it locked and left out. promote waits for a due row another transaction holds,
-// and when that one commits having changed it (promoted it, or promoted and claimed it) the
-// re-check fails and the row is left out, still locked by this transaction until it ends.
-// Another claim's promote that saw the row waiting and due, or the settle of the job claimed
-// from it, waits for it holding rows below it in id order; a second waiting promote of this
-// transaction (the default shape's claim after a placed one, the next request of its group)
-// that wanted one of those closed a cycle: the rare deadlock of TestShapedBatchesNoDeadlock
-// under the race detector after migration 0016 (TestClaimAfterFailedRecheckPromotesWithoutWaiting).
+// whether or not the statement moved any: the rows it promoted, the keys' counter rows of
+// those, and rows it locked and left out (a due row another transaction changed after the
+// statement's snapshot is locked in its newest version, then fails the re-check and is left
+// out, still locked until the transaction ends). A later promote of the transaction (the
+// default shape's claim after a placed one, the next request of its group) waits for no
+// counter row either (promoteHolding): one that waited in key order while holding those rows
+// could close a cycle with a transaction holding the counter row and waiting for one of them.
+//
+// Until 2026-12 the first promote waited, in id order, for the due rows other transactions
+// held. That wait closed the last deadlock of TestShapedBatchesNoDeadlock (1 run in 115
+// under the race detector): a placed claim's heads statement (FOR UPDATE SKIP LOCKED) waited
+// for the promote's transaction, because PostgreSQL 15, locking a row whose updater commits
+// just then, follows its update chain and waits for the holder of the newer version whatever
+// the wait policy (heapam.c, heap_lock_updated_tuple), and the promote held that version (a
+// row it had locked and left out); meanwhile the promote waited for a row the placed claim
+// held. The promote no longer waits for an invocation row, so that edge is gone, and no
+// cycle of invocation rows remains: a first promote's only wait is for the counter rows of
+// the keys it promotes, in key order, taken before it writes anything. A cycle through it
+// would need that counter row's holder to wait for one of the promote's due rows: by the
+// update-chain wait above (both of its rare windows at once, in a claim holding that
+// key's row: a keyed placed claim), or without SKIP LOCKED (a cancel of delayed jobs,
+// which locks its rows in id order before it writes a counter row). Not seen; PostgreSQL
+// would break it as a deadlock and the transaction would run again (Driver.do).
 func (t *tx) promoted() { t.holdsRows = true }
 
 // readTurns reads the rows of a keyTurns statement: a ready concurrency key whose turn it

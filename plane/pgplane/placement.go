@@ -41,11 +41,12 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	var cutoffMS int64
 	var shapes []string
 	var warm []planekit.WarmPair
+	var leftDue bool // the promote left a due row waiting (another transaction holds it)
 	err := func() error {
 		br := t.tx.SendBatch(t.ctx, b)
 		defer br.Close()
 		var promoted *string
-		if err := br.QueryRow().Scan(&promoted); err != nil {
+		if err := br.QueryRow().Scan(&promoted, &leftDue); err != nil {
 			return fmt.Errorf("claim: promote: %w", err)
 		}
 		t.promoted() // rows held, promoted or not: a later claim promotes with promoteHolding
@@ -97,6 +98,13 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 		return len(d.jobs), nil
 	}
+	// A due row the promote left to the transaction holding it: a claim that found nothing
+	// reports it as due now (as claimFor does), so its claimer claims again at once.
+	defer func() {
+		if leftDue && len(r.jobs) == 0 {
+			r.next = t.ms
+		}
+	}()
 	if len(shapes) == 0 && len(warm) == 0 {
 		_, err := claimDefault(r.n)
 		return err

@@ -125,6 +125,14 @@ func keyLimits(namespace, queue, key string) (limit, weight string) {
 	return limit, weight
 }
 
+// leftDue is the last column of promote and promoteHolding: whether a due waiting row of
+// the queue ($1, $2, due by $3) is left waiting, not moved by the statement (moved): one
+// another transaction holds, one a transaction that committed since the statement's
+// snapshot changed (a try more for nothing), one beyond its batch of 1,000 (the next try
+// moves it). Read in the statement's snapshot, where the moved rows still look waiting.
+const leftDue = `EXISTS (SELECT 1 FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting
+				AND available_ms <= $3 AND id NOT IN (SELECT id FROM moved))`
+
 func newStatements(schema string) statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
 	holdLimit, holdWeight := keyLimits(`$1`, `$2`, `$3`)
@@ -154,40 +162,44 @@ func newStatements(schema string) statements {
 		deleteIDs:     s(`DELETE FROM {s}.invocations WHERE id = ANY($1)`),
 		existingByID:  s(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`),
 		existingByKey: s(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`),
-		// promote makes the due waiting rows of a queue claimable, oldest due first.
-		// It returns the smallest id it moved (NULL: none). It waits for rows another
-		// transaction holds (maintenance promoting them, a cancel) instead of skipping them:
-		// a skipped row would still look waiting to the claim's snapshot, and a claim that
-		// may not wait would come back empty while a due job exists. Claims of one queue
-		// lock in id order (the oldest due 1,000, locked in id order), as a settle locks
-		// its rows, so they deadlock neither with each other nor with a settle of a row they
-		// saw waiting that was promoted, claimed and is being settled since (a row locked
-		// stays locked when its re-check fails). That holds for the first rows a
-		// transaction locks only: after a promote the transaction holds rows (a row whose
-		// re-check failed among them), so its later claims promote with promoteHolding
-		// (tx.promoted). The counter rows of the keys it makes claimable are locked in key
-		// order next (lockKeys). Its UPDATE reads the locked CTE
-		// first (as promoteDue's does), so the due rows and then the keys are all locked
-		// before the UPDATE's trigger writes a counter row: without that the CTEs ran
+		// promote makes the due waiting rows of a queue claimable, oldest due first, and
+		// returns the smallest id it moved (NULL: none) and whether it left a due row
+		// waiting (leftDue). It never waits for an invocation row: it locks the due rows no
+		// other transaction holds (FOR UPDATE SKIP LOCKED, as promoteDue does) and leaves
+		// the rest to their holder (maintenance or another claim promoting them, a cancel)
+		// and to the claim's next try: a claim that found nothing while a due row was left
+		// reports it as due now, so its claimer claims again at once (claimFor, claimPlaced,
+		// tx.promoted), and one that may not wait retries (Driver.whileHeld). It waited, in id
+		// order, for such rows until 2026-12: one of its waits closed the rare deadlock of
+		// TestShapedBatchesNoDeadlock, a placed claim's heads statement (FOR UPDATE SKIP
+		// LOCKED) waiting, through an update chain PostgreSQL follows whatever the wait
+		// policy (heap_lock_updated_tuple), for a row this promote had locked and left out,
+		// while this promote waited for a row of the placed claim. The counter rows of the
+		// keys it makes claimable are locked in key order next (lockKeys): the only wait
+		// left, in the order every writer of several keys takes them. Its UPDATE reads the
+		// locked CTE first (as promoteDue's does), so the due rows and then the keys are all
+		// locked before the UPDATE's trigger writes a counter row: without that the CTEs ran
 		// interleaved with the UPDATE, which wrote the counter rows in id order as it read
-		// the due rows.
+		// the due rows. leftDue reads the statement's snapshot, in which the rows it moves
+		// still look waiting: a due row neither locked here nor moved is one another
+		// transaction holds (or one a transaction that committed since changed: a try more).
 		promote: s(`WITH due AS (SELECT id, namespace, queue, concurrency_key FROM {s}.invocations
-				WHERE id IN (SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting
-					AND available_ms <= $3 ORDER BY available_ms LIMIT 1000)
-				AND state = 0 AND waiting AND available_ms <= $3 ORDER BY id FOR UPDATE),
+				WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
+				ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
 			locked AS (` + lockKeys(`due`) + `),
 			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due) AND state = 0 AND waiting
 				AND (SELECT count(*) FROM locked) >= 0 RETURNING id)
-			SELECT min(id) FROM moved`),
+			SELECT (SELECT min(id) FROM moved), ` + leftDue + ``),
 		// promoteHolding is promote for a transaction that holds rows already (a
 		// settle-and-claim's settled rows and their counter rows, an earlier claim of its
-		// group): it waits for neither an invocation row nor a counter row, either of which
-		// could close a cycle with a transaction that holds it and waits for a row this one
-		// holds (locked in another order), so it promotes the due rows no one holds whose
-		// key (if any) has a counter row no one holds, and leaves the rest to the next claim
-		// or maintenance: a key without a counter row too, since the trigger making it would
-		// wait for a transaction making the same key's row at once (a submit holding other
-		// keys' rows), which closed a cycle.
+		// group, an earlier promote of it): it waits for neither an invocation row nor a
+		// counter row, either of which could close a cycle with a transaction that holds it
+		// and waits for a row this one holds (locked in another order), so it promotes the
+		// due rows no one holds whose key (if any) has a counter row no one holds, and
+		// leaves the rest to the next claim or maintenance: a key without a counter row too,
+		// since the trigger making it would wait for a transaction making the same key's row
+		// at once (a submit holding other keys' rows), which closed a cycle. It reports the
+		// rows it left as promote does (leftDue).
 		promoteHolding: s(`WITH due AS (SELECT id, concurrency_key FROM {s}.invocations
 				WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
 				ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
@@ -196,7 +208,7 @@ func newStatements(schema string) statements {
 			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due
 				WHERE concurrency_key IS NULL OR concurrency_key IN (SELECT concurrency_key FROM held))
 				AND state = 0 AND waiting RETURNING id)
-			SELECT min(id) FROM moved`),
+			SELECT (SELECT min(id) FROM moved), ` + leftDue + ``),
 		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
 		// the smallest id moved per queue; the counter rows of their keys locked as promote
 		// locks them.

@@ -81,6 +81,46 @@ func testDelayed(t *testing.T, s *suite) {
 		require.Less(t, elapsed, delay+wakeLatency, "a claimer waiting for a delayed invocation was not woken when it came due")
 	})
 
+	t.Run("EveryIdleClaimerGetsAJobWhenSeveralFallDue", func(t *testing.T) {
+		// Several claimers wake together when the jobs fall due and promote at once: on
+		// PostgreSQL the first promotes them all while the others skip the rows it holds
+		// (a claim's promote never waits for a row), and those must still claim the rows it
+		// promoted at once, not after a notification that never comes (a claim's promote
+		// sends none) or a poll. No maintenance promotes them.
+		t.Parallel()
+		b := s.setup(t, config{realClock: true, noMaintenance: true})
+		const (
+			delay    = 300 * time.Millisecond
+			claimers = 6
+		)
+		start := time.Now()
+		ids := make(map[string]bool, claimers)
+		for range claimers {
+			ids[b.submitOne(t, plane.SubmitParams{Delay: delay})] = true
+		}
+		type claimed struct {
+			jobs    []*plane.Job
+			err     error
+			elapsed time.Duration
+		}
+		got := make(chan claimed, claimers)
+		for range claimers {
+			go func() {
+				jobs, err := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q, Kind: plane.KindFIFO, Wait: longWait})
+				got <- claimed{jobs, err, time.Since(start)}
+			}()
+		}
+		for range claimers {
+			c := <-got
+			must(t, c.err, "claim")
+			require.Len(t, c.jobs, 1, "each waiting claimer gets one of the due jobs")
+			require.True(t, ids[c.jobs[0].ID], "a due job claimed once")
+			delete(ids, c.jobs[0].ID)
+			require.GreaterOrEqual(t, c.elapsed, delay-5*time.Millisecond, "claimed before it was due")
+			require.Less(t, c.elapsed, delay+wakeLatency, "a claimer waiting for delayed invocations was not served when they came due")
+		}
+	})
+
 	t.Run("IdleClaimerIsWokenWhenTheClockPassesDue", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})
