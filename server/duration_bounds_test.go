@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // TestDurationFieldsNameThePlaneBound: a submit's delay, unique_for and debounce, a
@@ -122,7 +123,7 @@ func TestMaxAttemptsBoundOverHTTP(t *testing.T) {
 	inv, err := b.back.InvocationGet(t.Context(), idOf(t, r))
 	require.NoError(t, err)
 	require.Equal(t, 10_000, inv.MaxAttempts)
-	list, err := b.back.ScheduleList(t.Context(), "")
+	page, err := b.back.ScheduleList(t.Context(), &plane.ScheduleListParams{})
 	require.NoError(t, err)
-	require.Empty(t, list, "no refused schedule was stored")
+	require.Empty(t, page.Schedules, "no refused schedule was stored")
 }
