@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -128,6 +129,22 @@ const KeyStatsSQL = `SELECT namespace, queue, concurrency_key, queued, running, 
 		row_number() OVER (PARTITION BY namespace, queue ORDER BY queued > 0 DESC, running DESC, concurrency_key) AS n
 	FROM {s}concurrency_keys WHERE ({ns} = '' OR namespace = {ns}) AND (queued > 0 OR running > 0)) AS k
 	WHERE n <= 100 ORDER BY namespace, queue, running DESC, concurrency_key`
+
+// KeyLimitsSQL are the SQL expressions, in Statements.Common's form ({s}.table, $N), of
+// the limit and the weight of the concurrency key key of queue (namespace, queue) (each a
+// SQL expression) from its stored limits (concurrency_limits): the key's own, else the
+// queue's default (the key ""), else no limit (plane.ConcurrencyUnlimited); weight 1 by
+// default. Both planes' triggers give a new counter row the same (SQLite migration 009,
+// PostgreSQL 0007).
+func KeyLimitsSQL(namespace, queue, key string) (limit, weight string) {
+	of := func(column, k string) string {
+		return `(SELECT cl.` + column + ` FROM {s}.concurrency_limits cl WHERE cl.namespace = ` + namespace +
+			` AND cl.queue = ` + queue + ` AND cl.concurrency_key = ` + k + `)`
+	}
+	limit = `COALESCE(` + of(`limit_n`, key) + `, ` + of(`limit_n`, `''`) + `, ` + strconv.FormatInt(plane.ConcurrencyUnlimited, 10) + `)`
+	weight = `COALESCE(` + of(`weight`, key) + `, 1)`
+	return limit, weight
+}
 
 // AddKeyStats adds the rows of KeyStatsSQL to stats, whose queues carry their admission
 // blocks already (each key's rate limit and wait come from its queue's block at now).

@@ -284,6 +284,16 @@ func (r *Row) Job(token string, expiresMS int64) *plane.Job {
 	}
 }
 
+// ClaimEnd is the end plane's policy gives r at a claim instead of running it (its deadline
+// has passed, or is nearer than the queue's cutoff: plane.ClaimTransition), nil when it
+// runs.
+func (r *Row) ClaimEnd(now time.Time, cutoff time.Duration) *plane.Transition {
+	if r.DeadlineMS == 0 {
+		return nil
+	}
+	return plane.ClaimTransition(time.UnixMilli(r.DeadlineMS), now, cutoff, r.Attempt)
+}
+
 // ValidateQueue checks a queue's namespace and name.
 func ValidateQueue(namespace, queue string) error {
 	if err := plane.ValidateNamespace(namespace); err != nil {

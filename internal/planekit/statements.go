@@ -26,12 +26,20 @@ func (st *Statements) Common(dialect func(string) string) {
 		ON CONFLICT (namespace, queue) DO UPDATE SET provider = $3, updated_ms = $4`)
 	st.ProviderGet = d(`SELECT provider FROM {s}.queue_providers WHERE namespace = $1 AND queue = $2`)
 	st.ProviderDelete = d(`DELETE FROM {s}.queue_providers WHERE namespace = $1 AND queue = $2`)
+	// Concurrent upserts of one row serialize on its lock (on PostgreSQL; SQLite's one
+	// writer runs them one at a time), and the condition is checked against the latest
+	// version, so two holders never both succeed.
+	st.LeaseAcquire = d(`INSERT INTO {s}.named_leases AS l (namespace, name, holder, expires_ms)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (namespace, name) DO UPDATE SET holder = $3, expires_ms = $4
+		WHERE l.holder = $3 OR l.expires_ms <= $5`)
 	st.LeaseRelease = d(`DELETE FROM {s}.named_leases WHERE namespace = $1 AND name = $2 AND holder = $3`)
 
 	st.ScheduleUpsert = d(scheduleInsert + `DO UPDATE SET spec = $3, paused = $4, next_ms = $5, updated_ms = $6 RETURNING ` + ScheduleColumns)
 	st.ScheduleInsert = d(scheduleInsert + `DO NOTHING RETURNING ` + ScheduleColumns)
 	st.ScheduleCount = d(`SELECT count(*) FROM {s}.schedules WHERE namespace = $1`)
 	st.ScheduleDelete = d(`DELETE FROM {s}.schedules WHERE namespace = $1 AND name = $2`)
+	st.ScheduleFired = d(`UPDATE {s}.schedules SET next_ms = $1, last_ms = $2, last_id = $3, spec = COALESCE($6, spec)
+		WHERE namespace = $4 AND name = $5`)
 	st.SchedulePause = d(`UPDATE {s}.schedules SET paused = $1, next_ms = $2, updated_ms = $3 WHERE namespace = $4 AND name = $5`)
 
 	st.PauseSet = d(`INSERT INTO {s}.queue_pauses (namespace, queue, paused_ms) VALUES ($1, $2, $3)

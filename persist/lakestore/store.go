@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"gocloud.dev/blob"
 
+	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
@@ -161,53 +162,27 @@ func (s *Store) Changes() (<-chan struct{}, func()) {
 	}
 }
 
-// listen wakes waiters at every commit of this queue by any server (LISTEN), and
-// every PollInterval in case a notification was missed (a reconnect).
+// listen wakes waiters at every commit of this queue by any server (LISTEN, pgdb.Listen),
+// and every PollInterval in case a notification was missed (a reconnect).
 func (s *Store) listen(ctx context.Context) {
-	for ctx.Err() == nil {
-		conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
-		if err == nil {
-			_, err = conn.Exec(ctx, `LISTEN `+notifyChannel)
-		}
-		if err == nil {
-			s.hub.NotifyAll() // anything committed while not listening
-			for ctx.Err() == nil {
-				wctx, cancel := context.WithTimeout(ctx, s.cfg.PollInterval)
-				n, werr := conn.WaitForNotification(wctx)
-				cancel()
-				if werr != nil {
-					if ctx.Err() != nil {
-						break
-					}
-					if errors.Is(werr, context.DeadlineExceeded) || pgconn.Timeout(werr) {
-						s.hub.NotifyAll()
-						continue
-					}
-					err = werr
-					break
-				}
-				if n.Payload == s.name {
-					s.hub.NotifyAll()
-				}
+	pgdb.Listen(ctx, s.pool.Config().ConnConfig, notifyChannel, pgdb.Listener{
+		Up: func(up bool) {
+			if up {
+				s.hub.NotifyAll() // anything committed while not listening
 			}
-		}
-		if conn != nil {
-			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			conn.Close(cctx)
-			cancel()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
+		},
+		Notified: func(payload string) {
+			if payload == s.name {
+				s.hub.NotifyAll()
+			}
+		},
+		Quiet: s.hub.NotifyAll,
+		Every: s.cfg.PollInterval,
+		Dropped: func(err error) {
 			s.cfg.Logger.Warn("lakestore: listening for changes", "queue", s.name, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(s.cfg.PollInterval):
-		}
-	}
+		},
+		Delay: func() time.Duration { return s.cfg.PollInterval },
+	})
 }
 
 // committed wakes this process's waiters at once after a commit (other servers wake

@@ -508,18 +508,14 @@ func claimRows(rs pgx.Rows, err error) ([]*row, error) {
 	return planekit.Collect(rs, "claim", scanRow)
 }
 
-// expired ends r as timeout instead of running it when plane's policy says so (its
-// deadline has passed, or is nearer than the queue's cutoff), and reports whether it did.
+// expired ends r as timeout instead of running it when plane's policy says so (Row.ClaimEnd),
+// and reports whether it did.
 func (t *tx) expired(r *row, cutoff time.Duration) bool {
-	if r.DeadlineMS == 0 {
-		return false
+	end := r.ClaimEnd(t.now, cutoff)
+	if end != nil {
+		t.apply(r.Head(), *end, nil)
 	}
-	end := plane.ClaimTransition(time.UnixMilli(r.DeadlineMS), t.now, cutoff, r.Attempt)
-	if end == nil {
-		return false
-	}
-	t.apply(r.Head(), *end, nil)
-	return true
+	return end != nil
 }
 
 // begin starts a new attempt of each request's taken rows under a fresh lease, one write

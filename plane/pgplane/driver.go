@@ -18,7 +18,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,19 +28,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 //go:embed migrations/*.sql
-var migrations embed.FS
+var migrationFiles embed.FS
 
 // SchemaVersion is the schema version this build writes and reads: the number of embedded
 // migrations.
-func SchemaVersion() int {
-	names, _ := fs.Glob(migrations, "migrations/*.sql")
-	return len(names)
-}
+func SchemaVersion() int { return migrations("").Versions() }
 
 // Errors of opening a plane. Each names what went wrong, before anything is written.
 var (
@@ -190,86 +187,31 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 
 // Migrate brings the schema named schema up to SchemaVersion, each migration in its own
 // transaction under a transaction-scoped lock (safe with PgBouncer), so concurrent
-// processes migrate once. It refuses a schema of a newer version (ErrSchemaNewer) before
-// writing anything. The `lakeshore migrate` verb calls it.
+// processes migrate once (pgdb.Migrate). It refuses a schema of a newer version
+// (ErrSchemaNewer) before writing anything. The `lakeshore migrate` verb calls it.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if err := validateSchema("schema", schema); err != nil {
 		return err
 	}
-	quoted := pgx.Identifier{schema}.Sanitize()
-	version, err := schemaVersion(ctx, pool, schema)
-	if err != nil {
-		return err
-	}
-	if version > SchemaVersion() {
-		return fmt.Errorf("pgplane: schema %s is at version %d, this build knows up to %d: upgrade lakeshore: %w",
-			schema, version, SchemaVersion(), ErrSchemaNewer)
-	}
-	if version == SchemaVersion() {
-		return nil
-	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for i, name := range names {
-		if i < version {
-			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			// One migrator at a time per schema, whatever the process.
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "lakeshore-migrate:"+schema); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+quoted); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+quoted+`.schema_migrations (
-				version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-				return err
-			}
-			var done bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+quoted+`.schema_migrations WHERE version = $1)`, i+1).Scan(&done); err != nil {
-				return err
-			}
-			if done { // another process migrated between our read and our lock
-				return nil
-			}
-			if _, err := tx.Exec(ctx, strings.ReplaceAll(string(body), "{schema}", quoted)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO `+quoted+`.schema_migrations (version) VALUES ($1)`, i+1)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("pgplane: migrate schema %s to version %d (%s): %w", schema, i+1, name, err)
-		}
+	if err := pgdb.Migrate(ctx, pool, migrations(schema)); err != nil {
+		return fmt.Errorf("pgplane: %w", err)
 	}
 	return nil
 }
 
-// schemaVersion returns the highest applied migration of schema, 0 when it has none.
-func schemaVersion(ctx context.Context, pool *pgxpool.Pool, schema string) (int, error) {
-	var exists bool
-	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
-		WHERE table_schema = $1 AND table_name = 'schema_migrations')`, schema).Scan(&exists)
-	if err != nil {
-		return 0, fmt.Errorf("pgplane: read schema version: %w", err)
+// migrations are the plane's schema named schema and its migrations.
+func migrations(schema string) *pgdb.Schema {
+	files, _ := fs.Sub(migrationFiles, "migrations")
+	return &pgdb.Schema{
+		Name:     schema,
+		Files:    files,
+		Lock:     `SELECT pg_advisory_xact_lock(hashtext($1))`,
+		LockArgs: []any{"lakeshore-migrate:" + schema},
+		TooNew: func(have, known int) error {
+			return fmt.Errorf("schema %s is at version %d, this build knows up to %d: upgrade lakeshore: %w",
+				schema, have, known, ErrSchemaNewer)
+		},
 	}
-	if !exists {
-		return 0, nil
-	}
-	var version int
-	err = pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations`).Scan(&version)
-	if err != nil {
-		return 0, fmt.Errorf("pgplane: read schema version: %w", err)
-	}
-	return version, nil
 }
 
 // Close stops background work, wakes every waiter with plane.ErrClosed, gives up the

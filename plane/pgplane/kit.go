@@ -129,11 +129,6 @@ func kitStatements(schema string) *planekit.Statements {
 			WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting ORDER BY id LIMIT 1`),
 		ProviderList: s(`SELECT namespace, queue, provider FROM {s}.queue_providers
 			WHERE $1 = '' OR namespace = $1 ORDER BY namespace COLLATE "C", queue COLLATE "C"`),
-		// Concurrent upserts of one row serialize on its lock, and the condition is checked
-		// against the latest version, so two holders never both succeed.
-		LeaseAcquire: s(`INSERT INTO {s}.named_leases AS l (namespace, name, holder, expires_ms)
-			VALUES ($1, $2, $3, $4) ON CONFLICT (namespace, name) DO UPDATE SET holder = $3, expires_ms = $4
-			WHERE l.holder = $3 OR l.expires_ms <= $5`),
 		ScheduleGet: schedules + `WHERE namespace = $1 AND name = $2 FOR UPDATE`,
 		// planekit.ScheduleListBounds turns the filter and cursor into one range of the
 		// byte-ordered index (migration 0018).
@@ -144,8 +139,6 @@ func kitStatements(schema string) *planekit.Statements {
 		ScheduleCapLock: s(`SELECT pg_advisory_xact_lock(hashtext($1 || '/{s}'))::text`),
 		// Due rows are locked FOR UPDATE SKIP LOCKED, so two passes never take one schedule.
 		ScheduleDue: schedules + `WHERE next_ms > 0 AND next_ms <= $1 ORDER BY next_ms LIMIT $2 FOR UPDATE SKIP LOCKED`,
-		ScheduleFired: s(`UPDATE {s}.schedules SET next_ms = $1, last_ms = $2, last_id = $3,
-			spec = COALESCE($6::bytea, spec) WHERE namespace = $4 AND name = $5`),
 		WorkerRegister: s(`INSERT INTO {s}.workers (namespace, id, host, pid, queues, started_ms, seen_ms,
 			provider, launch_id, running, idle_ms, offers, warm_host_keys)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = $7,

@@ -6,8 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 )
 
@@ -73,41 +72,19 @@ func (n *notifier) send(ctx context.Context) {
 	}
 }
 
-// listen keeps a connection listening, reconnecting after a jittered delay when it drops.
-// Each (re)connection wakes every local waiter, which re-checks what it may have missed.
+// listen keeps a connection listening (pgdb.Listen), reconnecting after a jittered delay
+// when it drops. Each (re)connection and each drop wakes every local waiter, which
+// re-checks what it may have missed.
 func (n *notifier) listen(ctx context.Context) {
-	for ctx.Err() == nil {
-		err := n.listenOnce(ctx)
-		n.up.Store(false)
-		n.d.hub.NotifyAll()
-		if ctx.Err() != nil {
-			return
-		}
-		n.d.cfg.Logger.Warn("pgplane: listener dropped; polling until it reconnects", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(n.d.pollDelay()):
-		}
-	}
-}
-
-func (n *notifier) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, n.d.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{n.channel}.Sanitize()); err != nil {
-		return err
-	}
-	n.up.Store(true)
-	n.d.hub.NotifyAll() // changes made while no one listened
-	for {
-		note, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		n.notices.Deliver(n.d.hub, note.Payload)
-	}
+	pgdb.Listen(ctx, n.d.pool.Config().ConnConfig, n.channel, pgdb.Listener{
+		Up: func(up bool) {
+			n.up.Store(up)
+			n.d.hub.NotifyAll() // changes made while no one listened
+		},
+		Notified: func(payload string) { n.notices.Deliver(n.d.hub, payload) },
+		Dropped: func(err error) {
+			n.d.cfg.Logger.Warn("pgplane: listener dropped; polling until it reconnects", "err", err)
+		},
+		Delay: n.d.pollDelay,
+	})
 }

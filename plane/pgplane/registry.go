@@ -3,6 +3,7 @@ package pgplane
 import (
 	"strings"
 
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -21,7 +22,7 @@ func (t *tx) setKeyLimits(namespace, queue string, limits []plane.KeyLimit) {
 		SELECT $1, $2, u.k, u.n, u.w FROM unnest($3::text[], $4::bigint[], $5::float8[]) AS u(k, n, w)`,
 		namespace, queue, keys, counts, weights)
 	// The queue's counter rows, locked in key order first (lockKeys: a settle may hold some).
-	limit, weight := keyLimits(`$1`, `$2`, `k.concurrency_key`)
+	limit, weight := planekit.KeyLimitsSQL(`$1`, `$2`, `k.concurrency_key`)
 	t.exec(strings.ReplaceAll(`UPDATE {s}.concurrency_keys AS k SET limit_n = `+limit+`, weight = `+weight+`
 		WHERE (k.namespace, k.queue, k.concurrency_key) IN (SELECT namespace, queue, concurrency_key FROM {s}.concurrency_keys
 			WHERE namespace = $1 AND queue = $2 ORDER BY concurrency_key FOR UPDATE)`, "{s}", t.d.schema), namespace, queue)

@@ -1,11 +1,9 @@
 package pgplane
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // statements are the plane's SQL with the schema filled in, built once, so pgx's statement
@@ -98,31 +96,17 @@ func shapeHeads(order string) string {
 // in that order itself; a terminal write of keyed ends alone in its batch locks its keys in
 // key order itself, setTerminalManyKeyed; a claim takes its keys with SKIP LOCKED and never
 // waits), so none deadlocks on them. A missing row is made as the trigger makes it (counts
-// 0, pass 0, the limit and weight of the queue's stored limits: keyLimits), which the
+// 0, pass 0, the limit and weight of the queue's stored limits: planekit.KeyLimitsSQL), which the
 // trigger's update then counts, as its own upsert would; an existing row is locked, not
 // written (ON CONFLICT's WHERE false still locks it).
 func lockKeys(relation string) string {
-	limit, weight := keyLimits(`l.namespace`, `l.queue`, `l.concurrency_key`)
+	limit, weight := planekit.KeyLimitsSQL(`l.namespace`, `l.queue`, `l.concurrency_key`)
 	return `INSERT INTO {s}.concurrency_keys AS k (namespace, queue, concurrency_key, limit_n, weight)
 		SELECT l.namespace, l.queue, l.concurrency_key, ` + limit + `, ` + weight + `
 		FROM (SELECT namespace, queue, concurrency_key, count(*) OVER () AS keys FROM ` + relation + `
 			WHERE concurrency_key IS NOT NULL GROUP BY 1, 2, 3) AS l
 		WHERE l.keys >= 2 ORDER BY 1, 2, 3
 		ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET queued = k.queued WHERE false RETURNING 1`
-}
-
-// keyLimits are the SQL expressions of the limit and the weight of the concurrency key key
-// of queue (namespace, queue), from its stored limits (concurrency_limits): the key's own,
-// else the queue's default (the key ""), else no limit (plane.ConcurrencyUnlimited); weight 1
-// by default. Migration 0007's trigger gives a new counter row the same.
-func keyLimits(namespace, queue, key string) (limit, weight string) {
-	of := func(column, k string) string {
-		return `(SELECT cl.` + column + ` FROM {s}.concurrency_limits cl WHERE cl.namespace = ` + namespace +
-			` AND cl.queue = ` + queue + ` AND cl.concurrency_key = ` + k + `)`
-	}
-	limit = `COALESCE(` + of(`limit_n`, key) + `, ` + of(`limit_n`, `''`) + `, ` + strconv.FormatInt(plane.ConcurrencyUnlimited, 10) + `)`
-	weight = `COALESCE(` + of(`weight`, key) + `, 1)`
-	return limit, weight
 }
 
 // leftDue is the last column of promote and promoteHolding: whether a due waiting row of
@@ -135,7 +119,7 @@ const leftDue = `EXISTS (SELECT 1 FROM {s}.invocations WHERE namespace = $1 AND 
 
 func newStatements(schema string) statements {
 	s := func(q string) string { return strings.ReplaceAll(q, "{s}", schema) }
-	holdLimit, holdWeight := keyLimits(`$1`, `$2`, `$3`)
+	holdLimit, holdWeight := planekit.KeyLimitsSQL(`$1`, `$2`, `$3`)
 	st := statements{
 		countsAdd: s(`INSERT INTO {s}.counts (namespace, queue, state, priority, shard, n)
 			SELECT u.namespace, u.queue, u.state, u.priority, $5, u.n

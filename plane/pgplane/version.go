@@ -2,9 +2,12 @@ package pgplane
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
 )
 
 // OpenPool connects to the database at url as Open does (same URL forms, same errors:
@@ -31,5 +34,9 @@ func CurrentVersion(ctx context.Context, pool *pgxpool.Pool, schema string) (int
 	if err := validateSchema("schema", schema); err != nil {
 		return 0, err
 	}
-	return schemaVersion(ctx, pool, schema)
+	version, err := pgdb.Version(ctx, pool, schema)
+	if err != nil {
+		return 0, fmt.Errorf("pgplane: %w", err)
+	}
+	return version, nil
 }

@@ -83,11 +83,9 @@ func (t *wtx) setKeyLimits(namespace, queue string, limits []plane.KeyLimit) err
 			return fmt.Errorf("set concurrency limits: %w", err)
 		}
 	}
-	_, err := t.w.conn.ExecContext(t.ctx, `UPDATE concurrency_keys AS k SET
-		limit_n = COALESCE((SELECT l.limit_n FROM concurrency_limits l WHERE l.namespace = ?1 AND l.queue = ?2 AND l.concurrency_key = k.concurrency_key),
-			(SELECT l.limit_n FROM concurrency_limits l WHERE l.namespace = ?1 AND l.queue = ?2 AND l.concurrency_key = ''), ?3),
-		weight = COALESCE((SELECT l.weight FROM concurrency_limits l WHERE l.namespace = ?1 AND l.queue = ?2 AND l.concurrency_key = k.concurrency_key), 1)
-		WHERE k.namespace = ?1 AND k.queue = ?2`, namespace, queue, plane.ConcurrencyUnlimited)
+	limit, weight := planekit.KeyLimitsSQL(`$1`, `$2`, `k.concurrency_key`)
+	_, err := t.w.conn.ExecContext(t.ctx, sqliteDialect.Replace(`UPDATE concurrency_keys AS k SET limit_n = `+limit+`, weight = `+weight+`
+		WHERE k.namespace = $1 AND k.queue = $2`), namespace, queue)
 	if err != nil {
 		return fmt.Errorf("set concurrency limits: %w", err)
 	}

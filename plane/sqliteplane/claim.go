@@ -348,13 +348,11 @@ func (t *wtx) first(stmt *sql.Stmt, args ...any) (*row, error) {
 }
 
 // start begins a new attempt of r under a fresh lease (its row written by the caller's
-// runPending), or, when r's deadline has passed or
-// is nearer than the queue's cutoff, ends it as timeout without running it (nil job).
+// runPending), or, when r's deadline has passed or is nearer than the queue's cutoff
+// (Row.ClaimEnd), ends it as timeout without running it (nil job).
 func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
-	if r.DeadlineMS > 0 {
-		if end := plane.ClaimTransition(time.UnixMilli(r.DeadlineMS), time.UnixMilli(t.ms), cutoff, r.Attempt); end != nil {
-			return nil, t.apply(r.Head(), *end, nil)
-		}
+	if end := r.ClaimEnd(time.UnixMilli(t.ms), cutoff); end != nil {
+		return nil, t.apply(r.Head(), *end, nil)
 	}
 	token, job := planekit.Start(r, t.now, t.ms+lease.Milliseconds(), t.count)
 	// The row is written with the claim's other started rows by runPending (batch.go):

@@ -168,9 +168,6 @@ func kitStatements() *planekit.Statements {
 			WHERE namespace = ?1 AND queue = ?2 AND state = 0 ORDER BY id LIMIT 1`,
 		ProviderList: `SELECT namespace, queue, provider FROM queue_providers
 			WHERE ?1 = '' OR namespace = ?1 ORDER BY namespace, queue`,
-		LeaseAcquire: `INSERT INTO named_leases (namespace, name, holder, expires_ms)
-			VALUES (?1, ?2, ?3, ?4) ON CONFLICT (namespace, name) DO UPDATE SET holder = ?3, expires_ms = ?4
-			WHERE named_leases.holder = ?3 OR named_leases.expires_ms <= ?5`,
 		ScheduleGet: schedules + `WHERE namespace = ?1 AND name = ?2`,
 		// planekit.ScheduleListBounds turns the filter and cursor into one range of the
 		// primary key.
@@ -179,8 +176,6 @@ func kitStatements() *planekit.Statements {
 		// The single writer serializes schedule creations: nothing to lock.
 		ScheduleCapLock: `SELECT ?1`,
 		ScheduleDue:     schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT +?`,
-		ScheduleFired: `UPDATE schedules SET next_ms = ?1, last_ms = ?2, last_id = ?3, spec = COALESCE(?6, spec)
-			WHERE namespace = ?4 AND name = ?5`,
 		WorkerRegister: `INSERT INTO workers (namespace, id, host, pid, queues, started_ms, seen_ms,
 			provider, launch_id, running, idle_ms, offers, warm_host_keys)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7,

@@ -4,11 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // statements are the writer's prepared statements, compiled once on its connection.
@@ -53,10 +51,6 @@ type statements struct {
 // statements (each statement opens and closes cursors on the table and its indexes, and
 // crosses database/sql once).
 var insertChunks = [...]int{64, 8, 1}
-
-// unlimited is plane.ConcurrencyUnlimited as a SQL literal: the limit of a key without one
-// (keyHold).
-var unlimited = strconv.FormatInt(plane.ConcurrencyUnlimited, 10)
 
 // insertColumns are the columns a submit writes. The namespace, queue and creation time
 // are the batch's (?1, ?2, ?3, bound once per statement); each row binds insertWidth more,
@@ -150,6 +144,7 @@ func warmHeadSQL(index, order string) string {
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
 
 func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
+	holdLimit, holdWeight := planekit.KeyLimitsSQL(`$1`, `$2`, `$3`)
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -219,11 +214,9 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		// keyHold holds a key back until ?4: a key without a counter row (nothing queued or
 		// running) gets one, with the limit and weight the triggers give, so that the hold
 		// applies to its next job (migration 017).
-		{&s.keyHold, `INSERT INTO concurrency_keys (namespace, queue, concurrency_key, limit_n, weight, next_ms) VALUES (?1, ?2, ?3,
-			COALESCE((SELECT limit_n FROM concurrency_limits WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3),
-				(SELECT limit_n FROM concurrency_limits WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ''), ` + unlimited + `),
-			COALESCE((SELECT weight FROM concurrency_limits WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3), 1), ?4)
-			ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET next_ms = max(next_ms, excluded.next_ms)`},
+		{&s.keyHold, sqliteDialect.Replace(`INSERT INTO concurrency_keys (namespace, queue, concurrency_key, limit_n, weight, next_ms)
+			VALUES ($1, $2, $3, ` + holdLimit + `, ` + holdWeight + `, $4)
+			ON CONFLICT (namespace, queue, concurrency_key) DO UPDATE SET next_ms = max(next_ms, excluded.next_ms)`)},
 		{&s.keyHeadLevelFIFO, keyHeadLevelSQL("id")},
 		{&s.keyHeadLevelFILO, keyHeadLevelSQL("id DESC")},
 		{&s.keyHeadPriority, keyHeadPrioritySQL},
