@@ -63,40 +63,6 @@ func nullWord(c Codec) string {
 	return "null"
 }
 
-// describeIn names what s takes in codec c's terms (describe is msgpack's).
-func (s *shape) describeIn(c Codec) string {
-	if c == Msgpack {
-		return s.describe()
-	}
-	var d string
-	switch s.kind {
-	case shapeString:
-		d = "a string"
-	case shapeInt:
-		d = "an integer"
-	case shapeFloat:
-		d = "a number"
-	case shapeBool:
-		d = "true or false"
-	case shapeBytes:
-		d = "a base64 string"
-	case shapeTime:
-		d = "an RFC 3339 time string"
-	case shapeValue:
-		return "a JSON value"
-	case shapeObject, shapeMap:
-		d = "an object"
-	case shapeArray:
-		d = "an array"
-	default:
-		d = "a value"
-	}
-	if s.nullable {
-		d += " or null"
-	}
-	return d
-}
-
 // jsonNulls applies the rule above to a JSON request body that encoding/json/v2 decoded
 // into v without error (it reads every null as a zero value, which is right for the
 // nulls the rule takes): it walks data against v's shape and returns the refusal of the

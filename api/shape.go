@@ -381,7 +381,16 @@ func (s *shape) mismatch(path string, v any) error {
 }
 
 // describe names what s takes, in msgpack terms.
-func (s *shape) describe() string {
+func (s *shape) describe() string { return s.describeIn(Msgpack) }
+
+// describeIn names what s takes in codec c's terms: msgpack's, or JSON's for any other.
+func (s *shape) describeIn(c Codec) string {
+	pick := func(msgpack, json string) string {
+		if c == Msgpack {
+			return msgpack
+		}
+		return json
+	}
 	var d string
 	switch s.kind {
 	case shapeString:
@@ -389,24 +398,24 @@ func (s *shape) describe() string {
 	case shapeInt:
 		d = "an integer"
 	case shapeFloat:
-		d = "a float"
+		d = pick("a float", "a number")
 	case shapeBool:
 		d = "true or false"
 	case shapeBytes:
-		d = "a bin"
+		d = pick("a bin", "a base64 string")
 	case shapeTime:
-		d = "a timestamp"
+		d = pick("a timestamp", "an RFC 3339 time string")
 	case shapeValue:
-		return "a bin holding a msgpack value, or nil"
+		return pick("a bin holding a msgpack value, or nil", "a JSON value")
 	case shapeObject, shapeMap:
-		d = "a map"
+		d = pick("a map", "an object")
 	case shapeArray:
 		d = "an array"
 	default:
 		d = "a value"
 	}
 	if s.nullable {
-		d += " or nil"
+		d += pick(" or nil", " or null")
 	}
 	return d
 }
