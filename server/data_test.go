@@ -480,7 +480,17 @@ func TestDataOpenQueuesBounded(t *testing.T) {
 
 	// Two long-polls hold two queues: a third queue is refused, then served once they end.
 	// They wait for the next change of their queue (30 s at most) and a put ends each, so
-	// the refusal does not race a timer.
+	// the refusal does not race a timer. On a server that closes no idle queue meanwhile:
+	// with the 200 ms above, a queue closed between the read of its version and the
+	// long-poll (a loaded machine) reopened at a later version, and the long-poll answered
+	// at once instead of holding the queue.
+	stores = &countingStores{root: t.TempDir()}
+	b = setup(t, &server.Config{DataStores: stores, MaxOpenDataQueues: 2, DataQueueIdle: time.Hour})
+	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
+	for i := range 3 {
+		r := b.do(t, "POST", q(i)+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
 	version := func(i int) int64 {
 		r := b.do(t, "GET", q(i)+"/changes", "", nil, "")
 		require.Equal(t, 200, r.status, "%s", r.body)
