@@ -192,6 +192,10 @@ func urlForms(forms []string, target string, depth int) []string {
 	return forms
 }
 
+// Redacted is what every redaction of this file shows in place of a secret, and what a
+// server shows in place of a value its caller may not read.
+const Redacted = "xxxxx"
+
 // RedactValueMinBytes is the shortest value RedactValuesIn replaces: shorter ones ("1",
 // "false") are no secrets and would garble the text.
 const RedactValueMinBytes = 8
@@ -209,7 +213,7 @@ func RedactValuesIn(text string, env map[string]string) string {
 	}
 	slices.SortFunc(values, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
 	for _, v := range values {
-		text = strings.ReplaceAll(text, v, "xxxxx")
+		text = strings.ReplaceAll(text, v, Redacted)
 	}
 	return text
 }

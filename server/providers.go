@@ -110,9 +110,6 @@ func (p *principal) seesProviderSecrets(namespace string) bool {
 	return p.all || p.tok.Queue == "*" && p.allows(namespace, "*", plane.PermissionAdmin)
 }
 
-// hiddenValue replaces a launch policy env value a token may not read.
-const hiddenValue = "xxxxx"
-
 // providerFor converts ref to its wire form as p may read it (nil for nil): whole for a
 // token that seesProviderSecrets; otherwise every env value replaced by "xxxxx" (names
 // kept, so a tenant sees what its workers get) and each command argument through
@@ -128,7 +125,7 @@ func providerFor(p *principal, namespace string, ref *plane.ProviderRef) *api.Pr
 		for k, v := range out.Policy.Env {
 			env[k] = v
 			if v != "" {
-				env[k] = hiddenValue
+				env[k] = plane.Redacted
 			}
 		}
 		out.Policy.Env = env
