@@ -26,6 +26,8 @@ import (
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/lakestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
 
@@ -73,6 +75,12 @@ type ServeOpts struct {
 	// MaxOpenDataQueues and DataQueueIdle are server.Config's (0: its defaults).
 	MaxOpenDataQueues int
 	DataQueueIdle     time.Duration
+	// MaxSchedulesPerNamespace is the cap on schedules one namespace holds, given to the
+	// SQLite or PostgreSQL plane served (sqliteplane.Config and pgplane.Config
+	// MaxSchedulesPerNamespace; `--max-schedules-per-namespace`): 0 the plane's default
+	// (plane.SchedulesPerNamespaceDefault, 10,000), negative no cap. An http(s) target
+	// applies its own server's cap, so a value other than 0 is refused with one.
+	MaxSchedulesPerNamespace int
 	// NoUI turns the web dashboard at /ui/ off (`--no-ui`; docs/dashboard.md).
 	NoUI bool
 	// DataDir is the root of the data queues the server serves
@@ -118,6 +126,10 @@ func (o *ServeOpts) Validate() error {
 	if targetIsAddr(o.Target, cmp.Or(o.Addr, AddrDefault)) {
 		return plane.Invalid("--target", plane.RedactURL(o.Target), "it is this server's own address (--addr "+cmp.Or(o.Addr, AddrDefault)+
 			"), so every request would be proxied back to itself; serve a SQLite file (the default) or another server")
+	}
+	if o.MaxSchedulesPerNamespace != 0 && isHTTPTarget(o.Target) {
+		return plane.Invalid("--max-schedules-per-namespace", o.MaxSchedulesPerNamespace,
+			"it applies to a SQLite or PostgreSQL --target; the server at "+plane.RedactURL(o.Target)+" applies its own cap")
 	}
 	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 ||
 		o.MaxOpenDataQueues < 0 || o.DataQueueIdle < 0 {
@@ -207,7 +219,9 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if err != nil {
 		return err
 	}
-	drv, err := lakeshore.OpenDriver(ctx, target, &lakeshore.Config{Logger: logger})
+	drv, err := lakeshore.OpenDriver(ctx, target, &lakeshore.Config{Logger: logger,
+		SQLite:   &sqliteplane.Config{MaxSchedulesPerNamespace: o.MaxSchedulesPerNamespace},
+		Postgres: &pgplane.Config{MaxSchedulesPerNamespace: o.MaxSchedulesPerNamespace}})
 	if err != nil {
 		return err
 	}
@@ -400,6 +414,13 @@ func serveTarget(target string, getenv func(string) string) (string, error) {
 	return target, nil
 }
 
+// isHTTPTarget reports whether target is an http(s) URL: a server whose plane serve
+// proxies.
+func isHTTPTarget(target string) bool {
+	scheme, _, ok := strings.Cut(target, "://")
+	return ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https"))
+}
+
 // targetIsAddr reports whether target is an http(s) URL that names the listen address addr
 // itself: the same port and the same host, both loopback, or a loopback or unspecified host
 // while addr listens on every interface.
@@ -457,6 +478,9 @@ func isLocalIP(host string) bool {
 	return false
 }
 
+// maxSchedulesFlag names serve's flag of ServeOpts.MaxSchedulesPerNamespace.
+const maxSchedulesFlag = "max-schedules-per-namespace"
+
 // newServeCmd is `lakeshore serve`. The app's stderr receives the logs; -v adds a line per
 // request.
 func newServeCmd(a *app) *cobra.Command {
@@ -479,12 +503,20 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 			o.LogRequests = a.verbose
 			logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			o.Target = cmp.Or(o.Target, a.target)
+			if !cmd.Flags().Changed(maxSchedulesFlag) {
+				o.MaxSchedulesPerNamespace = 0 // the plane's default, and no refusal with an http(s) target
+			} else if o.MaxSchedulesPerNamespace == 0 {
+				return plane.Invalid("--"+maxSchedulesFlag, 0, fmt.Sprintf(
+					"use a number of schedules ≥ 1, or a negative number for no cap (default %d)", plane.SchedulesPerNamespaceDefault))
+			}
 			return RunServe(cmd.Context(), o, logger, os.Getenv)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Addr, "addr", AddrDefault, "listen address (host:port)")
 	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file holding the admin token (default: $"+EnvAdminToken+")")
+	f.IntVar(&o.MaxSchedulesPerNamespace, maxSchedulesFlag, plane.SchedulesPerNamespaceDefault,
+		"schedules one namespace holds; creating one more answers limit_exceeded (HTTP 409); negative: no cap")
 	f.BoolVar(&o.NoUI, "no-ui", false, "do not serve the web dashboard at /ui/")
 	f.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without authentication")
 	f.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 )
@@ -340,4 +343,74 @@ func serveStartLogs(t *testing.T, opts *ServeOpts) string {
 	cancel()
 	require.NoError(t, <-done)
 	return logs.String()
+}
+
+// TestServeScheduleCap: `serve --max-schedules-per-namespace 2` gives the plane served that
+// cap (on the SQLite file and on PostgreSQL): a third schedule in one namespace answers 409
+// limit_exceeded and is not stored, another namespace has its own two, and replacing one
+// is never refused. A value the flag cannot take — 0, not a number, or any value with an
+// http(s) target, whose server applies its own cap — exits 2 before anything listens,
+// naming the flag.
+func TestServeScheduleCap(t *testing.T) {
+	t.Parallel()
+	targets := map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return filepath.Join(t.TempDir(), "plane.db") },
+		"postgres": func(t *testing.T) string { return pgtest.Database(t) },
+	}
+	for name, target := range targets {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := startServe(t, target(t), "--max-schedules-per-namespace", "2")
+			put := func(namespace, schedule string) (int, string) {
+				t.Helper()
+				req, err := http.NewRequestWithContext(t.Context(), "PUT", p.url+"/v1/namespaces/"+namespace+"/schedules/"+schedule,
+					strings.NewReader(`{"queue": "q", "every": 60}`))
+				require.NoError(t, err)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				return resp.StatusCode, string(body)
+			}
+			for _, s := range []string{"a", "b"} {
+				status, body := put("default", s)
+				require.Equal(t, http.StatusOK, status, body)
+			}
+			status, body := put("default", "c")
+			require.Equal(t, http.StatusConflict, status, body)
+			require.Contains(t, body, `"limit_exceeded"`)
+			require.Contains(t, body, "namespace default holds 2 schedules, its maximum (2)")
+			status, body = put("default", "a")
+			require.Equal(t, http.StatusOK, status, "a replace is never refused: %s", body)
+			status, body = put("other", "c")
+			require.Equal(t, http.StatusOK, status, "each namespace has its own cap: %s", body)
+
+			c := &cli{t: t, target: p.url}
+			var list []map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "schedule", "list")), &list))
+			require.Len(t, list, 2, "the refused schedule was not stored")
+		})
+	}
+
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		db := filepath.Join(t.TempDir(), "plane.db")
+		for _, tc := range []struct {
+			target, value, says string
+		}{
+			{db, "0", "invalid --max-schedules-per-namespace 0: use a number of schedules ≥ 1, or a negative number for no cap (default 10000)"},
+			{db, "many", `invalid --max-schedules-per-namespace "many": use a whole number`},
+			{db, "2.5", `invalid --max-schedules-per-namespace "2.5": use a whole number`},
+			{"http://127.0.0.1:9", "5", "invalid --max-schedules-per-namespace 5: it applies to a SQLite or PostgreSQL --target; the server at http://127.0.0.1:9 applies its own cap"},
+		} {
+			c := &cli{t: t, target: tc.target}
+			_, errs, code := c.run("", "serve", "--addr", "127.0.0.1:0", "--max-schedules-per-namespace", tc.value)
+			require.Equal(t, exitUsage, code, "%s %s: %s", tc.target, tc.value, errs)
+			require.Contains(t, errs, tc.says)
+			require.NotContains(t, errs, "--help", "a bad value, not a bad command line")
+		}
+		require.NoFileExists(t, db, "refused before the plane was opened")
+	})
 }
