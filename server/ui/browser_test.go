@@ -671,6 +671,97 @@ func TestDashboardSchedulesPages(t *testing.T) {
 	b.noProblems(false)
 }
 
+// TestDashboardProviders: the Providers page lists the queues with a provider that the
+// token covers, made through the API: the provider, its policy's limits (given, and the
+// plane's defaults where the API leaves them out), resources, command, env names, and the
+// registered workers the provider launched for the queue (not one started by hand, nor one
+// another provider launched). A token that is not an admin of the whole namespace — read on
+// every queue, or admin of the queue itself — sees each env value and a command URL's
+// password as the API shows it, "xxxxx", and the page holds neither anywhere; the server's
+// admin token sees the values, as the API answers it, and the other namespace's queue.
+func TestDashboardProviders(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t, e)
+	const envSecret, plainSecret, argSecret = "hf-secret-value-9f3a", "plain-value-7c1d", "pw-in-argument-4b2e"
+	e.call("PUT", "/v1/namespaces/default/queues/gpu/provider", adminToken, map[string]any{"name": "local", "policy": map[string]any{
+		"min_workers": 1, "max_workers": 4, "jobs_per_worker": 2, "scale_up_step": 2, "cooldown": 30.0,
+		"command":   []string{"lakeshore", "worker", "gpu", "--db", "postgres://trainer:" + argSecret + "@db/x", "--", "python", "train step.py"},
+		"env":       map[string]any{"HF_TOKEN": envSecret, "MODE": plainSecret, "EMPTY": ""},
+		"resources": map[string]any{"gpus": 1, "memory_mb": 4096}}}, 200)
+	e.call("PUT", "/v1/namespaces/default/queues/cpu/provider", adminToken, map[string]any{"name": "slurm", "policy": map[string]any{
+		"command": []string{"lakeshore", "worker", "cpu"}}}, 200)
+	e.call("PUT", "/v1/namespaces/other/queues/hidden/provider", adminToken, map[string]any{"name": "local", "policy": map[string]any{
+		"command": []string{"true"}}}, 200)
+	worker := func(id string, extra map[string]any) {
+		reg := map[string]any{"host": "gpu-box", "pid": 7, "queues": []string{"gpu"}, "started_at": time.Now()}
+		for k, v := range extra {
+			reg[k] = v
+		}
+		e.call("PUT", "/v1/namespaces/default/workers/"+id, adminToken, reg, 200)
+	}
+	worker("w-busy", map[string]any{"provider": "local", "launch_id": "launch-busy", "running": 2})
+	worker("w-idle", map[string]any{"provider": "local", "launch_id": "launch-idle", "idle_since": time.Now().Add(-3 * time.Minute)})
+	worker("w-hand", nil)
+	worker("w-slurm", map[string]any{"provider": "slurm", "launch_id": "launch-slurm"})
+
+	for name, tok := range map[string]string{
+		"read":        e.token("default", "*", []string{"read"}, 0),
+		"queue admin": e.token("default", "gpu", []string{"admin"}, 0),
+	} {
+		b.open(tok, "#/providers")
+		gpu := `#provider-table tr[data-provider="default/gpu"]`
+		require.Equal(t, "local", b.text(gpu+` td[data-provider-name]`), name)
+		require.Contains(t, b.text(gpu+` td[data-limits]`), "1–4, 2 jobs per worker", name)
+		require.Contains(t, b.text(gpu+` td[data-limits]`), "scale-up 2 per tick", name)
+		require.Contains(t, b.text(gpu+` td[data-timers]`), "cooldown 30s", name)
+		require.Contains(t, b.text(gpu+` td[data-timers]`), "idle timeout 1m 0s", name)
+		require.Equal(t, "gpus=1 memory MiB=4096", b.text(gpu+` td[data-resources]`), name)
+		require.Equal(t, "lakeshore worker gpu --db postgres://trainer:xxxxx@db/x -- python 'train step.py'", b.text(gpu+` td[data-command]`), name)
+		require.Equal(t, "HF_TOKEN=xxxxx", b.text(gpu+` [data-env="HF_TOKEN"]`), name)
+		require.Equal(t, "MODE=xxxxx", b.text(gpu+` [data-env="MODE"]`), name)
+		require.Equal(t, "EMPTY=", b.text(gpu+` [data-env="EMPTY"]`), name)
+		require.Contains(t, b.text(gpu+` td[data-launched]`), "2 registered of at most 4", name)
+		require.Contains(t, b.text(gpu+` [data-launch="launch-busy"]`), "running 2 jobs", name)
+		require.Contains(t, b.text(gpu+` [data-launch="launch-idle"]`), "idle for 3m", name)
+		require.Equal(t, 0, b.count(gpu+` [data-launch="launch-slurm"]`), "another provider's launch")
+		if name == "read" {
+			cpu := `#provider-table tr[data-provider="default/cpu"]`
+			require.Equal(t, "slurm", b.text(cpu+` td[data-provider-name]`))
+			require.Contains(t, b.text(cpu+` td[data-limits]`), "0–1, 1 job per worker", "the plane's defaults")
+			require.Contains(t, b.text(cpu+` td[data-limits]`), "scale-up no cap")
+			require.Contains(t, b.text(cpu+` td[data-timers]`), "register timeout 2m 0s")
+			require.Equal(t, "provider defaults", b.text(cpu+` td[data-resources]`))
+			require.Contains(t, b.text(cpu+` td[data-launched]`), "0 registered of at most 1")
+			b.screenshot("providers-read")
+		} else {
+			require.Equal(t, 1, b.count(`#provider-table tbody tr`), "a token of one queue sees that queue's provider only")
+		}
+		require.Equal(t, 0, b.count(`#provider-table tr[data-provider="other/hidden"]`), name)
+		page := eval[string](b, "document.documentElement.outerHTML")
+		for _, secret := range []string{envSecret, plainSecret, argSecret} {
+			require.NotContains(t, page, secret, "%s: the page shows no more than the API does", name)
+		}
+	}
+
+	b.open(adminToken, "#/providers")
+	gpu := `#provider-table tr[data-provider="default/gpu"]`
+	require.Equal(t, "HF_TOKEN="+envSecret, b.text(gpu+` [data-env="HF_TOKEN"]`), "the admin token reads the values, as from the API")
+	require.Contains(t, b.text(gpu+` td[data-command]`), argSecret)
+	b.text(`#provider-table tr[data-provider="other/hidden"]`)
+	b.screenshot("providers-admin")
+	b.noProblems(false)
+}
+
+// TestDashboardNoProviders: without a queue with a provider the page says so and how to
+// attach one.
+func TestDashboardNoProviders(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t, e)
+	b.open(adminToken, "#/providers")
+	require.Contains(t, b.text(`#no-providers`), "lakeshore queue set QUEUE --provider")
+	b.noProblems(false)
+}
+
 // TestDashboardReadOnly: a read-only token for one namespace sees its queues but not the
 // other namespace's, and no action button anywhere.
 func TestDashboardReadOnly(t *testing.T) {
@@ -722,6 +813,11 @@ func TestDashboardEscapes(t *testing.T) {
 	e.call("POST", "/v1/invocations/"+id+"/frames", adminToken, map[string]any{"token": tok, "value": evil}, 200)
 	// An error's type is a name (the plane refuses markup there); its message is free text.
 	e.settle(id, tok, "failed", map[string]any{"error": map[string]any{"type": "EvilError", "message": evil}})
+	// A provider's command and env value, and a launched worker's launch id, are free text.
+	e.call("PUT", "/v1/namespaces/default/queues/jobs/provider", adminToken, map[string]any{"name": "local", "policy": map[string]any{
+		"command": []string{evil}, "env": map[string]any{"NOTE": evil}}}, 200)
+	e.call("PUT", "/v1/namespaces/default/workers/launched", adminToken, map[string]any{"host": "h", "pid": 1, "queues": []string{"jobs"},
+		"started_at": time.Now(), "provider": "local", "launch_id": evil}, 200)
 
 	check := func() {
 		t.Helper()
@@ -737,6 +833,11 @@ func TestDashboardEscapes(t *testing.T) {
 	require.Contains(t, b.text("#inv-error"), evil)
 	b.text(`#frames tr[data-seq="0"]`)
 	b.screenshot("escapes")
+	check()
+	b.open(adminToken, "#/providers")
+	require.Equal(t, "NOTE="+evil, b.text(`#provider-table [data-env="NOTE"]`))
+	require.Contains(t, b.text(`#provider-table td[data-command]`), "<script>")
+	require.Contains(t, b.text(`#provider-table td[data-launched] .mono`), evil)
 	check()
 	b.noProblems(false)
 }

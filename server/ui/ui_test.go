@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
@@ -85,6 +87,23 @@ func TestAssetsSelfContained(t *testing.T) {
 	}
 	require.False(t, strings.Contains(files["index.html"], "<script>"), "no inline script")
 	require.False(t, strings.Contains(files["app.js"], "style:"), "no inline style")
+}
+
+// TestLaunchDefaults: the launch policy defaults app.js fills in where the API leaves a
+// member out (LAUNCH_DEFAULTS, the Providers page) are the plane's
+// (plane.LaunchPolicy.WithDefaults), named as the API names them.
+func TestLaunchDefaults(t *testing.T) {
+	b, err := os.ReadFile("assets/app.js")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^const LAUNCH_DEFAULTS = (\{.*\});$`).FindSubmatch(b)
+	require.NotNil(t, m, "app.js declares LAUNCH_DEFAULTS on one line")
+	var got api.LaunchPolicy
+	dec := json.NewDecoder(bytes.NewReader(m[1]))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&got), "LAUNCH_DEFAULTS names the API's members")
+	want := api.NewProvider(&plane.ProviderRef{Policy: plane.LaunchPolicy{}.WithDefaults()}).Policy
+	want.Command = nil
+	require.Equal(t, want, got)
 }
 
 // TestDisableUI: with DisableUI nothing is served under /ui/.

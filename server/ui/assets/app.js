@@ -509,7 +509,7 @@ function route() {
   const { parts, query } = parseHash();
   const name = parts[0] || 'overview';
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.page === name);
-  const pages = { overview: overviewPage, q: queuePage, i: invocationPage, workers: workersPage, schedules: schedulesPage, topics: topicsPage, data: dataListPage, d: dataQueuePage };
+  const pages = { overview: overviewPage, q: queuePage, i: invocationPage, workers: workersPage, schedules: schedulesPage, providers: providersPage, topics: topicsPage, data: dataListPage, d: dataQueuePage };
   const fn = pages[name];
   if (!fn) {
     $main.appendChild(el('div', { class: 'error', role: 'alert' }, el('strong', { text: 'No such page' }), 'Go back to the overview.'));
@@ -1276,6 +1276,75 @@ async function schedulesPage() {
       })))));
   };
   every(5000, load);
+}
+
+// ---------- providers ----------
+
+// LAUNCH_DEFAULTS are the values of a launch policy's members the API leaves out (zero:
+// the plane's defaults, plane.LaunchPolicy.WithDefaults; durations in seconds). A test
+// (TestLaunchDefaults) checks them against the plane's. max_workers is at least min_workers.
+const LAUNCH_DEFAULTS = { "max_workers": 1, "jobs_per_worker": 1, "cooldown": 5, "idle_timeout": 60, "register_timeout": 120 };
+
+// shellJoin quotes a command's arguments so that the line splits back the same (as the
+// CLI's queue get prints it).
+function shellJoin(argv) {
+  return (argv || []).map(a => a !== '' && /^[A-Za-z0-9\-_./=:,@+%]+$/.test(a) ? a : "'" + a.replace(/'/g, "'\\''") + "'").join(' ');
+}
+
+// providersPage lists the queues with a provider (GET /v1/providers: the queues the token
+// covers; docs/providers.md): the provider, its launch policy's limits and timers, the
+// resources asked of each launch, the worker command and env as the API answers them for
+// this token (values "xxxxx" unless it may read them), and the registered workers the
+// provider launched for the queue (GET /v1/workers: provider and launch id, seen in the
+// last minute) with the jobs each runs. Refreshed every 5 s.
+async function providersPage() {
+  $main.appendChild(el('h1', { text: 'Providers' }));
+  const host = el('div', { id: 'providers' });
+  $main.appendChild(host);
+  every(5000, async () => {
+    const [ps, ws] = await Promise.all([api('GET', '/v1/providers'), api('GET', '/v1/workers?seen_within=60')]);
+    const list = ps.queues;
+    clear(host);
+    if (list.length === 0) {
+      host.appendChild(el('div', { class: 'notice', id: 'no-providers' },
+        'No queue with a provider your token can read. Attach one with: lakeshore queue set QUEUE --provider local --max-workers 4 --worker-command "…"'));
+      return;
+    }
+    const now = Date.now();
+    host.appendChild(el('div', { class: 'table-wrap' }, el('table', { id: 'provider-table' },
+      el('thead', {}, el('tr', {}, ['queue', 'provider', 'workers', 'timers', 'resources', 'command', 'env', 'launched workers'].map(h => el('th', { text: h })))),
+      el('tbody', {}, list.map(qp => {
+        const pol = qp.provider.policy;
+        const min = pol.min_workers || 0;
+        const max = pol.max_workers || Math.max(LAUNCH_DEFAULTS.max_workers, min);
+        const jobs = pol.jobs_per_worker || LAUNCH_DEFAULTS.jobs_per_worker;
+        const secs = (v, k) => fmtAge((v || LAUNCH_DEFAULTS[k]) * 1000);
+        const res = pol.resources || {};
+        const asked = [res.cpus ? 'cpus=' + res.cpus : '', res.gpus ? 'gpus=' + res.gpus : '', res.memory_mb ? 'memory MiB=' + res.memory_mb : '',
+          res.time_limit ? 'time limit ' + fmtAge(res.time_limit * 1000) : '', res.partition ? 'partition=' + res.partition : ''].filter(Boolean);
+        const env = Object.keys(pol.env || {}).sort();
+        const launched = ws.workers.filter(w => w.namespace === qp.namespace && w.launch_id && w.provider === qp.provider.name && (w.queues || []).includes(qp.queue));
+        return el('tr', { 'data-provider': qp.namespace + '/' + qp.queue },
+          el('td', {}, el('a', { href: '#/q/' + seg(qp.namespace) + '/' + seg(qp.queue) }, qp.namespace + '/' + qp.queue)),
+          el('td', { class: 'mono', 'data-provider-name': '', text: qp.provider.name }),
+          el('td', { 'data-limits': '' }, el('div', { text: min + '–' + max + ', ' + jobs + ' job' + (jobs === 1 ? '' : 's') + ' per worker' }),
+            el('div', { class: 'muted small', text: 'scale-up ' + (pol.scale_up_step ? pol.scale_up_step + ' per tick' : 'no cap') +
+              (pol.buffer ? ', buffer ' + pol.buffer + ' idle per shape' : '') })),
+          el('td', { class: 'small', 'data-timers': '' }, el('div', { text: 'cooldown ' + secs(pol.cooldown, 'cooldown') }),
+            el('div', { text: 'idle timeout ' + secs(pol.idle_timeout, 'idle_timeout') }),
+            el('div', { text: 'register timeout ' + secs(pol.register_timeout, 'register_timeout') })),
+          el('td', { 'data-resources': '', text: asked.length ? asked.join(' ') : 'provider defaults' }),
+          el('td', { class: 'mono compact', 'data-command': '', text: shellJoin(pol.command) }),
+          el('td', { class: 'mono' }, env.length ? env.map(k => el('div', { 'data-env': k }, k + '=' + pol.env[k])) : '—'),
+          el('td', { 'data-launched': '' }, el('div', { text: launched.length + ' registered of at most ' + max }),
+            launched.map(w => el('div', { class: 'small', 'data-launch': w.launch_id },
+              el('span', { class: 'mono', text: w.launch_id }), ' ',
+              el('span', { class: 'muted', text: w.running ? 'running ' + w.running + ' job' + (w.running === 1 ? '' : 's')
+                : w.idle_since ? 'idle for ' + fmtAge(now - Date.parse(w.idle_since)) : 'idle' })))));
+      })))));
+    host.appendChild(el('p', { class: 'muted', text: 'Launched workers are the registered workers the provider launched for the queue, seen in the last minute; a launch not yet registered is the supervisor\'s to count. ' +
+      'Env values show as the API answers them for your token: hidden (xxxxx) unless it is the server\'s admin token or an admin token of every queue of the namespace.' }));
+  });
 }
 
 // ---------- topics ----------
