@@ -49,6 +49,7 @@ func Routes() []Route {
 	pLimit := Param{"limit", "integer", "at most this many frames (default 1000)"}
 	pWait := Param{"wait", "number", "seconds to wait for a frame when none is there (default 0; capped by the server's long-poll limit)"}
 	pTimeout := Param{"timeout", "number", "seconds of silence that end the stream (default 30)"}
+	pRedacted := Param{"redacted", "string", "true: every env value and URL password hidden, as a queue's own tokens read them, whatever the token (the dashboard asks so); false (default): as the token may read them"}
 	return append([]Route{
 		{Method: "GET", Path: "/healthz", Operation: "healthz", Summary: "liveness", Response: &HealthResponse{}},
 		{Method: "GET", Path: "/readyz", Operation: "readyz", Summary: "readiness: 503 while stopping or when the plane fails", Response: &HealthResponse{}},
@@ -86,7 +87,7 @@ func Routes() []Route {
 		{Method: "DELETE", Path: QueuePath + "/pause", Operation: "resume", Permission: "admin", Summary: "resume the queue: its queued invocations are claimable again (changed: it was paused)",
 			Response: &ChangedResponse{}},
 		{Method: "GET", Path: QueuePath + "/provider", Operation: "providerGet", Permission: "any", Summary: "the queue's provider and launch policy",
-			Response: &ProviderResponse{}},
+			Query: []Param{pRedacted}, Response: &ProviderResponse{}},
 		{Method: "PUT", Path: QueuePath + "/provider", Operation: "providerSet", Permission: "admin", Summary: "attach a provider (replacing any)",
 			Request: &Provider{}, Response: &ProviderResponse{}},
 		{Method: "DELETE", Path: QueuePath + "/provider", Operation: "providerDelete", Permission: "admin", Summary: "detach the provider",
@@ -127,7 +128,7 @@ func Routes() []Route {
 		{Method: "GET", Path: "/v1/workers", Operation: "workers", Permission: "any (only namespaces the token covers)", Summary: "live workers",
 			Query: []Param{{"namespace", "string", "restrict to one namespace"}, {"seen_within", "number", "seconds (default 60)"}}, Response: &WorkersResponse{}},
 		{Method: "GET", Path: "/v1/providers", Operation: "providers", Permission: "any (only queues the token covers)", Summary: "queues with a provider",
-			Query: []Param{{"namespace", "string", "restrict to one namespace"}}, Response: &QueueProvidersResponse{}},
+			Query: []Param{{"namespace", "string", "restrict to one namespace"}, pRedacted}, Response: &QueueProvidersResponse{}},
 		{Method: "GET", Path: "/v1/demand", Operation: "demand", Permission: "any (only queues the token covers)", Summary: "queued, running and oldest ready age per (queue, shape), for autoscalers",
 			Query: []Param{{"namespace", "string", "restrict to one namespace"}, {"queue", "string", "restrict to one queue (with namespace)"},
 				{"shape", "string", "restrict to one shape key (\"default\" for the default shape)"}}, Response: &DemandResponse{}},

@@ -32,11 +32,15 @@ func (s *Server) handleProviderGet(w http.ResponseWriter, r *http.Request, p *pr
 	if err := authorizeQueue(p, ns, q, anyPerms...); err != nil {
 		return err
 	}
+	redacted, err := redactedQuery(r)
+	if err != nil {
+		return err
+	}
 	ref, err := s.drv.QueueProviderGet(r.Context(), ns, q)
 	if err != nil {
 		return err
 	}
-	s.write(w, r, http.StatusOK, &api.ProviderResponse{Provider: providerFor(p, ns, ref)})
+	s.write(w, r, http.StatusOK, &api.ProviderResponse{Provider: providerFor(p, ns, ref, redacted)})
 	return nil
 }
 
@@ -86,6 +90,10 @@ func (s *Server) handleProviderList(w http.ResponseWriter, r *http.Request, p *p
 			return err
 		}
 	}
+	redacted, err := redactedQuery(r)
+	if err != nil {
+		return err
+	}
 	list, err := s.drv.QueueProviderList(r.Context(), ns)
 	if err != nil {
 		return err
@@ -94,7 +102,7 @@ func (s *Server) handleProviderList(w http.ResponseWriter, r *http.Request, p *p
 	for i := range list {
 		qp := &list[i]
 		if p.allows(qp.Namespace, qp.Queue, anyPerms...) {
-			out.Queues = append(out.Queues, api.QueueProvider{Namespace: qp.Namespace, Queue: qp.Queue, Provider: *providerFor(p, qp.Namespace, &qp.Provider)})
+			out.Queues = append(out.Queues, api.QueueProvider{Namespace: qp.Namespace, Queue: qp.Queue, Provider: *providerFor(p, qp.Namespace, &qp.Provider, redacted)})
 		}
 	}
 	s.write(w, r, http.StatusOK, out)
@@ -110,14 +118,29 @@ func (p *principal) seesProviderSecrets(namespace string) bool {
 	return p.all || p.tok.Queue == "*" && p.allows(namespace, "*", plane.PermissionAdmin)
 }
 
+// redactedQuery reads the provider reads' redacted parameter: "true" asks for the tenant's
+// view whatever the token (the dashboard's, so no screen shows a value), "false" or none
+// for the token's own view. Errors: *plane.InvalidError for any other value.
+func redactedQuery(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("redacted"); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, &plane.InvalidError{Field: "redacted", Value: v, Rule: "use true or false"}
+	}
+}
+
 // providerFor converts ref to its wire form as p may read it (nil for nil): whole for a
-// token that seesProviderSecrets; otherwise every env value replaced by "xxxxx" (names
-// kept, so a tenant sees what its workers get) and each command argument through
-// plane.RedactURL (a URL's password). Every value is hidden, not only those whose name
-// looks secret (plane.RedactEnv): a name says nothing of AZURE_STORAGE_CONNECTION_STRING.
-func providerFor(p *principal, namespace string, ref *plane.ProviderRef) *api.Provider {
+// token that seesProviderSecrets, unless redacted asks for the tenant's view; otherwise
+// every env value replaced by "xxxxx" (names kept, so a tenant sees what its workers get)
+// and each command argument through plane.RedactURL (a URL's password). Every value is
+// hidden, not only those whose name looks secret (plane.RedactEnv): a name says nothing of
+// AZURE_STORAGE_CONNECTION_STRING.
+func providerFor(p *principal, namespace string, ref *plane.ProviderRef, redacted bool) *api.Provider {
 	out := api.NewProvider(ref)
-	if out == nil || p.seesProviderSecrets(namespace) {
+	if out == nil || !redacted && p.seesProviderSecrets(namespace) {
 		return out
 	}
 	if out.Policy.Env != nil {

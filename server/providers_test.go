@@ -136,3 +136,33 @@ func TestProviderEnvHiddenFromQueueTokens(t *testing.T) {
 		require.NotContains(t, string(r.body), "secretvalue")
 	}
 }
+
+// TestProviderRedactedView: ?redacted=true on GET …/provider and GET /v1/providers answers
+// the operator's token as it answers a tenant (every env value "xxxxx", a command URL's
+// password hidden), which is what the dashboard's Providers page reads; false is the
+// token's own view, and any other value is 400 invalid, naming the parameter.
+func TestProviderRedactedView(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	path := "/v1/namespaces/default/queues/jobs/provider"
+	command := []string{"lakeshore", "worker", "--target", "http://u:secretvalue3@plane:7077", "jobs"}
+	ref := map[string]any{"name": "local", "policy": map[string]any{"command": command, "env": map[string]string{"HF_TOKEN": "hf_secretvalue1"}}}
+	r := b.doJSON(t, "PUT", path, ref, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	for _, url := range []string{path + "?redacted=true", "/v1/providers?redacted=true"} {
+		r = b.doJSON(t, "GET", url, nil, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.NotContains(t, string(r.body), "secretvalue", url)
+		require.Contains(t, string(r.body), `"HF_TOKEN":"xxxxx"`, url)
+		require.Contains(t, string(r.body), "http://u:xxxxx@plane:7077", url)
+	}
+	r = b.doJSON(t, "GET", path+"?redacted=false", nil, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), "hf_secretvalue1")
+	for _, url := range []string{path + "?redacted=yes", "/v1/providers?redacted=1"} {
+		r = b.doJSON(t, "GET", url, nil, adminSecret)
+		require.Equal(t, 400, r.status, "%s", r.body)
+		require.Contains(t, string(r.body), "redacted")
+		require.Contains(t, string(r.body), `"invalid"`)
+	}
+}

@@ -677,8 +677,9 @@ func TestDashboardSchedulesPages(t *testing.T) {
 // registered workers the provider launched for the queue (not one started by hand, nor one
 // another provider launched). A token that is not an admin of the whole namespace — read on
 // every queue, or admin of the queue itself — sees each env value and a command URL's
-// password as the API shows it, "xxxxx", and the page holds neither anywhere; the server's
-// admin token sees the values, as the API answers it, and the other namespace's queue.
+// password as the API shows it, "xxxxx", and the page holds neither anywhere; with the
+// server's admin token the page asks for the same redacted view (GET /v1/providers?redacted=true)
+// and sees the other namespace's queue.
 func TestDashboardProviders(t *testing.T) {
 	e := newEnv(t)
 	b := newBrowser(t, e)
@@ -745,8 +746,12 @@ func TestDashboardProviders(t *testing.T) {
 
 	b.open(adminToken, "#/providers")
 	gpu := `#provider-table tr[data-provider="default/gpu"]`
-	require.Equal(t, "HF_TOKEN="+envSecret, b.text(gpu+` [data-env="HF_TOKEN"]`), "the admin token reads the values, as from the API")
-	require.Contains(t, b.text(gpu+` td[data-command]`), argSecret)
+	require.Equal(t, "HF_TOKEN=xxxxx", b.text(gpu+` [data-env="HF_TOKEN"]`), "the page asks for the redacted view, even with the admin token")
+	require.Equal(t, "lakeshore worker gpu --db postgres://trainer:xxxxx@db/x -- python 'train step.py'", b.text(gpu+` td[data-command]`))
+	page := eval[string](b, "document.documentElement.outerHTML")
+	for _, secret := range []string{envSecret, plainSecret, argSecret} {
+		require.NotContains(t, page, secret, "admin: no screen shows a value")
+	}
 	b.text(`#provider-table tr[data-provider="other/hidden"]`)
 	b.screenshot("providers-admin")
 	b.noProblems(false)

@@ -1293,8 +1293,9 @@ function shellJoin(argv) {
 
 // providersPage lists the queues with a provider (GET /v1/providers: the queues the token
 // covers; docs/providers.md): the provider, its launch policy's limits and timers, the
-// resources asked of each launch, the worker command and env as the API answers them for
-// this token (values "xxxxx" unless it may read them), and the registered workers the
+// resources asked of each launch, the worker command and env names as the API answers a
+// queue's own token (redacted=true: every value "xxxxx" and a URL's password hidden, even
+// for the admin token: a screen is no place for HF_TOKEN), and the registered workers the
 // provider launched for the queue (GET /v1/workers: provider and launch id, seen in the
 // last minute) with the jobs each runs. Refreshed every 5 s.
 async function providersPage() {
@@ -1302,7 +1303,7 @@ async function providersPage() {
   const host = el('div', { id: 'providers' });
   $main.appendChild(host);
   every(5000, async () => {
-    const [ps, ws] = await Promise.all([api('GET', '/v1/providers'), api('GET', '/v1/workers?seen_within=60')]);
+    const [ps, ws] = await Promise.all([api('GET', '/v1/providers?redacted=true'), api('GET', '/v1/workers?seen_within=60')]);
     const list = ps.queues;
     clear(host);
     if (list.length === 0) {
