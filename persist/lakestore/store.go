@@ -66,7 +66,10 @@ var _ persist.Store = (*Store)(nil)
 // it migrates the catalog, starts listening for other servers' commits, the
 // background flusher and the sweeper. name must be 1–128 bytes of [A-Za-z0-9._-], not
 // starting with . _ or -. Errors: *persist.InvalidError for a bad name or Config,
-// ErrSchemaTooNew, connection and bucket errors.
+// ErrSchemaTooNew, bucket errors, and the catalog's connection errors, which name what
+// failed as pgplane's do (nothing listens or the host does not resolve: plane.ErrUnavailable;
+// the user or password refused: plane.ErrUnauthorized; the database missing), never
+// showing the password.
 func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 	if err := persist.CheckName("queue name", name); err != nil {
 		return nil, err
@@ -83,7 +86,7 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 		return nil, &persist.InvalidError{Field: "Config.Catalog", Value: plane.RedactURL(c.Catalog), Rule: "a valid postgres:// URL (" + err.Error() + ")"}
 	}
 	pc.ConnConfig.RuntimeParams["search_path"] = catalogSchema
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := pgdb.Connect(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", err)
 	}
