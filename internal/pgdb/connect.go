@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +31,20 @@ var (
 	// ErrDatabaseMissing: the URL names a database that does not exist.
 	ErrDatabaseMissing = errors.New("database does not exist")
 )
+
+// ParseConfig parses url (a postgres:// or postgresql:// URL, or a key=value connection
+// string, with the PG* environment variables as defaults) as pgxpool does. A url that does
+// not parse is a *plane.InvalidError of field, showing the URL and pgx's reason without
+// the password or a secret parameter (plane.RedactURL).
+func ParseConfig(field, url string) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		reason, _, _ := strings.Cut(err.Error(), "\n")
+		return nil, &plane.InvalidError{Field: field, Value: plane.RedactURL(url),
+			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + plane.RedactURLIn(reason, url) + ")"}
+	}
+	return pc, nil
+}
 
 // Connect makes the pool of pc and checks that it reaches the server (pgxpool connects
 // lazily, so a pool made without a check fails only at its first statement). Its errors

@@ -38,6 +38,12 @@ func TestOpenCatalogFaults(t *testing.T) {
 	missing := *good
 	missing.Path = "/no_such_catalog"
 
+	// A catalog URL that does not parse: invalid, named, without the password.
+	_, err = Open(context.Background(), "q", &Config{Catalog: "postgres://user:" + secret + "@host:notaport/db", Blob: "mem://"})
+	require.ErrorIs(t, err, plane.ErrInvalid)
+	require.Contains(t, err.Error(), "Config.Catalog")
+	require.NotContains(t, err.Error(), secret)
+
 	for _, c := range []struct {
 		name, catalog string
 		is            []error

@@ -22,7 +22,6 @@ import (
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/gate"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // notifyChannel is the PostgreSQL channel on which commits announce the queue they
@@ -81,9 +80,9 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	c := cfg.withDefaults()
-	pc, err := pgxpool.ParseConfig(c.Catalog)
+	pc, err := pgdb.ParseConfig("Config.Catalog", c.Catalog)
 	if err != nil {
-		return nil, &persist.InvalidError{Field: "Config.Catalog", Value: plane.RedactURL(c.Catalog), Rule: "a valid postgres:// URL (" + err.Error() + ")"}
+		return nil, err
 	}
 	pc.ConnConfig.RuntimeParams["search_path"] = catalogSchema
 	pool, err := pgdb.Connect(ctx, pc)

@@ -247,10 +247,3 @@ func connect(ctx context.Context, pc *pgxpool.Config) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
