@@ -1,7 +1,8 @@
 // Package pgdb holds what the PostgreSQL parts of Lakeshore share beneath their SQL: the
-// runner of a schema's embedded migrations, used by the dispatch plane (plane/pgplane) and
-// the data store's catalog (persist/lakestore). It is to them what internal/sqlitedb's
-// Migrate is to the SQLite plane and the file store.
+// connection with its classified errors (Connect, Classify), the runner of a schema's
+// embedded migrations (Migrate) and the LISTEN loop (Listen), used by the dispatch plane
+// (plane/pgplane) and the data store's catalog (persist/lakestore). It is to them what
+// internal/sqlitedb is to the SQLite plane and the file store.
 package pgdb
 
 import (

@@ -25,6 +25,11 @@ func (c Counts) Add(namespace, queue string, state int, priority float64, n int6
 	return state
 }
 
+// MakesRoom reports whether a change of n invocations counted in state makes room in a
+// full queue: its queued count (Queued states) drops, so the submits blocked on its max
+// depth (RoomKey) may go in. Both planes wake RoomKey on it.
+func MakesRoom(state int, n int64) bool { return Queued(state) && n < 0 }
+
 // Queued is the change of a queue's queued count (Queued states) that c holds.
 func (c Counts) Queued(namespace, queue string) int64 {
 	var n int64

@@ -22,7 +22,6 @@ import (
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/gate"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // notifyChannel is the PostgreSQL channel on which commits announce the queue they
@@ -66,7 +65,10 @@ var _ persist.Store = (*Store)(nil)
 // it migrates the catalog, starts listening for other servers' commits, the
 // background flusher and the sweeper. name must be 1–128 bytes of [A-Za-z0-9._-], not
 // starting with . _ or -. Errors: *persist.InvalidError for a bad name or Config,
-// ErrSchemaTooNew, connection and bucket errors.
+// ErrSchemaTooNew, bucket errors, and the catalog's connection errors, which name what
+// failed as pgplane's do (nothing listens or the host does not resolve: plane.ErrUnavailable;
+// the user or password refused: plane.ErrUnauthorized; the database missing), never
+// showing the password.
 func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 	if err := persist.CheckName("queue name", name); err != nil {
 		return nil, err
@@ -78,12 +80,12 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	c := cfg.withDefaults()
-	pc, err := pgxpool.ParseConfig(c.Catalog)
+	pc, err := pgdb.ParseConfig("Config.Catalog", c.Catalog)
 	if err != nil {
-		return nil, &persist.InvalidError{Field: "Config.Catalog", Value: plane.RedactURL(c.Catalog), Rule: "a valid postgres:// URL (" + err.Error() + ")"}
+		return nil, err
 	}
 	pc.ConnConfig.RuntimeParams["search_path"] = catalogSchema
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := pgdb.Connect(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", err)
 	}

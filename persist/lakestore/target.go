@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -44,7 +45,7 @@ func openTarget(ctx context.Context, name, target string, pc *persist.Config) (p
 // ListQueues returns the names of the queues of namespace in the catalog at catalog (a
 // postgres:// URL), sorted: the queues opened with Config.Namespace = namespace. A
 // catalog no store has migrated yet has none. Errors: *persist.InvalidError for a bad
-// URL or namespace, connection errors.
+// URL or namespace, connection errors as Open's.
 func ListQueues(ctx context.Context, catalog, namespace string) ([]string, error) {
 	if err := persist.CheckName("namespace", namespace); err != nil {
 		return nil, err
@@ -52,9 +53,13 @@ func ListQueues(ctx context.Context, catalog, namespace string) ([]string, error
 	if !IsCatalogURL(catalog) {
 		return nil, &persist.InvalidError{Field: "catalog", Value: plane.RedactURL(catalog), Rule: "a postgres:// or postgresql:// URL"}
 	}
-	conn, err := pgx.Connect(ctx, catalog)
+	cc, err := pgx.ParseConfig(catalog)
 	if err != nil {
 		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", pgdb.Classify(cc, err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	prefix := catalogKey(namespace, "")

@@ -17,15 +17,11 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
@@ -40,19 +36,21 @@ var migrationFiles embed.FS
 // migrations.
 func SchemaVersion() int { return migrations("").Versions() }
 
-// Errors of opening a plane. Each names what went wrong, before anything is written.
+// Errors of opening a plane. Each names what went wrong, before anything is written. The
+// connection's errors are internal/pgdb's (the same values), which the data store's catalog
+// (persist/lakestore) returns too.
 var (
 	// ErrConnectionRefused: nothing accepts connections at the URL's host and port. It also
 	// matches plane.ErrUnavailable.
-	ErrConnectionRefused = errors.New("connection refused")
+	ErrConnectionRefused = pgdb.ErrConnectionRefused
 	// ErrCredentials: the server refused the URL's user or password. It also matches
 	// plane.ErrUnauthorized.
-	ErrCredentials = errors.New("credentials refused")
+	ErrCredentials = pgdb.ErrCredentials
 	// ErrHostNotFound: the URL's host name does not resolve (no such host in DNS or
 	// /etc/hosts). It also matches plane.ErrUnavailable.
-	ErrHostNotFound = errors.New("host not found")
+	ErrHostNotFound = pgdb.ErrHostNotFound
 	// ErrDatabaseMissing: the URL names a database that does not exist.
-	ErrDatabaseMissing = errors.New("database does not exist")
+	ErrDatabaseMissing = pgdb.ErrDatabaseMissing
 	// ErrSchemaNewer: the schema was migrated by a newer version of Lakeshore; this one
 	// refuses to run against it rather than misread it.
 	ErrSchemaNewer = errors.New("schema is newer than this version of lakeshore")
@@ -150,7 +148,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := pool.Ping(ctx); err != nil {
-		return nil, classify(pool.Config().ConnConfig, err)
+		return nil, fmt.Errorf("pgplane: %w", pgdb.Classify(pool.Config().ConnConfig, err))
 	}
 	return start(ctx, pool, c)
 }
@@ -240,51 +238,12 @@ func (d *Driver) float64() float64 {
 	return d.rand.Float64()
 }
 
-// connect makes the pool of pc and checks that it reaches the server; errors are
-// classified (classify).
+// connect makes the pool of pc and checks that it reaches the server (pgdb.Connect: the
+// errors classified).
 func connect(ctx context.Context, pc *pgxpool.Config) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := pgdb.Connect(ctx, pc)
 	if err != nil {
-		return nil, classify(pc.ConnConfig, err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, classify(pc.ConnConfig, err)
+		return nil, fmt.Errorf("pgplane: %w", err)
 	}
 	return pool, nil
-}
-
-// classify turns a connection failure into an error naming which: refused, credentials,
-// missing database, or the server's own words.
-func classify(cc *pgx.ConnConfig, err error) error {
-	where := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "28P01", "28000":
-			return fmt.Errorf("pgplane: PostgreSQL at %s refused user %q (wrong password, or no pg_hba.conf entry): %w: %w",
-				where, cc.User, ErrCredentials, &plane.Error{Code: plane.ErrUnauthorized.Code, Message: pgErr.Message})
-		case "3D000":
-			return fmt.Errorf("pgplane: PostgreSQL at %s has no database %q (create it with `createdb %s`): %w",
-				where, cc.Database, cc.Database, ErrDatabaseMissing)
-		}
-		return fmt.Errorf("pgplane: PostgreSQL at %s: %s (SQLSTATE %s)", where, pgErr.Message, pgErr.Code)
-	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-		return fmt.Errorf("pgplane: the host name %q of the database URL does not resolve (check the URL's host): %w: %w",
-			cc.Host, ErrHostNotFound, plane.ErrUnavailable)
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("pgplane: nothing accepts connections at %s (is PostgreSQL running there?): %w: %w",
-			where, ErrConnectionRefused, plane.ErrUnavailable)
-	}
-	return fmt.Errorf("pgplane: cannot connect to PostgreSQL at %s: %v: %w", where, err, plane.ErrUnavailable)
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

@@ -332,7 +332,7 @@ func (t *tx) count(namespace, queue string, state int, priority float64, n int64
 	if t.counts == nil {
 		t.counts = planekit.Counts{}
 	}
-	if t.counts.Add(namespace, queue, state, priority, n) == planekit.StateQueued && n < 0 {
+	if planekit.MakesRoom(t.counts.Add(namespace, queue, state, priority, n), n) {
 		t.wake(planekit.RoomKey(namespace, queue)) // room for submits blocked on max depth
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -46,10 +47,9 @@ func ParseURL(url string, cfg *Config) (*pgxpool.Config, *Config, error) {
 		return nil, nil, &plane.InvalidError{Field: "database URL", Value: plane.RedactURL(url),
 			Rule: "use a postgres:// or postgresql:// URL (" + strconv.Quote(scheme) + " is not PostgreSQL's scheme), or a key=value connection string"}
 	}
-	pc, err := pgxpool.ParseConfig(url)
+	pc, err := pgdb.ParseConfig("database URL", url)
 	if err != nil {
-		return nil, nil, &plane.InvalidError{Field: "database URL", Value: plane.RedactURL(url),
-			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + plane.RedactURLIn(firstLine(err.Error()), url) + ")"}
+		return nil, nil, err
 	}
 	params := pc.ConnConfig.RuntimeParams
 	take := func(name string) (string, bool) {

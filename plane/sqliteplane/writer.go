@@ -140,7 +140,7 @@ func (t *wtx) count(namespace, queue string, state int, priority float64, n int6
 	if state == planekit.StateRunning && n < 0 && t.w.keyed[[2]string{namespace, queue}] {
 		t.markClaimable(namespace, queue) // a lease ended: its key's slot may be free
 	}
-	if planekit.Queued(state) && n < 0 {
+	if planekit.MakesRoom(state, n) {
 		t.wake(planekit.RoomKey(namespace, queue)) // room for submits blocked on max depth
 	}
 }

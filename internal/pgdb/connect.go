@@ -1,0 +1,93 @@
+package pgdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Errors of connecting to PostgreSQL, as Classify names them. pgplane exports them under
+// the same names (pgplane.ErrConnectionRefused, …: the same values).
+var (
+	// ErrConnectionRefused: nothing accepts connections at the URL's host and port. It also
+	// matches plane.ErrUnavailable.
+	ErrConnectionRefused = errors.New("connection refused")
+	// ErrCredentials: the server refused the URL's user or password. It also matches
+	// plane.ErrUnauthorized.
+	ErrCredentials = errors.New("credentials refused")
+	// ErrHostNotFound: the URL's host name does not resolve (no such host in DNS or
+	// /etc/hosts). It also matches plane.ErrUnavailable.
+	ErrHostNotFound = errors.New("host not found")
+	// ErrDatabaseMissing: the URL names a database that does not exist.
+	ErrDatabaseMissing = errors.New("database does not exist")
+)
+
+// ParseConfig parses url (a postgres:// or postgresql:// URL, or a key=value connection
+// string, with the PG* environment variables as defaults) as pgxpool does. A url that does
+// not parse is a *plane.InvalidError of field, showing the URL and pgx's reason without
+// the password or a secret parameter (plane.RedactURL).
+func ParseConfig(field, url string) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		reason, _, _ := strings.Cut(err.Error(), "\n")
+		return nil, &plane.InvalidError{Field: field, Value: plane.RedactURL(url),
+			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + plane.RedactURLIn(reason, url) + ")"}
+	}
+	return pc, nil
+}
+
+// Connect makes the pool of pc and checks that it reaches the server (pgxpool connects
+// lazily, so a pool made without a check fails only at its first statement). Its errors
+// are classified (Classify).
+func Connect(ctx context.Context, pc *pgxpool.Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, Classify(pc.ConnConfig, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, Classify(pc.ConnConfig, err)
+	}
+	return pool, nil
+}
+
+// Classify turns a failure to connect with cc into an error naming which: the host name
+// does not resolve (ErrHostNotFound), nothing listens (ErrConnectionRefused), the user or
+// password was refused (ErrCredentials), the database is missing (ErrDatabaseMissing), or
+// the server's own words. The message names the host, port, user and database, never the
+// password; the caller prefixes its own name.
+func Classify(cc *pgx.ConnConfig, err error) error {
+	where := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28P01", "28000":
+			return fmt.Errorf("PostgreSQL at %s refused user %q (wrong password, or no pg_hba.conf entry): %w: %w",
+				where, cc.User, ErrCredentials, &plane.Error{Code: plane.ErrUnauthorized.Code, Message: pgErr.Message})
+		case "3D000":
+			return fmt.Errorf("PostgreSQL at %s has no database %q (create it with `createdb %s`): %w",
+				where, cc.Database, cc.Database, ErrDatabaseMissing)
+		}
+		return fmt.Errorf("PostgreSQL at %s: %s (SQLSTATE %s)", where, pgErr.Message, pgErr.Code)
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return fmt.Errorf("the host name %q of the database URL does not resolve (check the URL's host): %w: %w",
+			cc.Host, ErrHostNotFound, plane.ErrUnavailable)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("nothing accepts connections at %s (is PostgreSQL running there?): %w: %w",
+			where, ErrConnectionRefused, plane.ErrUnavailable)
+	}
+	return fmt.Errorf("cannot connect to PostgreSQL at %s: %v: %w", where, err, plane.ErrUnavailable)
+}

@@ -1,0 +1,81 @@
+package lakestore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// TestOpenCatalogFaults: a catalog that cannot be reached is named as pgplane names it
+// (nothing listens, the password refused, the database missing), through Open, the
+// server's Stores (`lakeshore serve --data postgres://…?blob=…`) and ListQueues, and the
+// password never shows. (Before, Open gave pgx's own error, through the migration's
+// first statement.)
+func TestOpenCatalogFaults(t *testing.T) {
+	good, err := url.Parse(pgtest.Database(t))
+	require.NoError(t, err)
+	const secret = "wrong-password-s3cr3t"
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	free := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close()) // nothing listens there now
+	refused := *good
+	refused.User = url.UserPassword(pgtest.Superuser, secret)
+	refused.Host = fmt.Sprintf("127.0.0.1:%d", free)
+
+	credentials := *good
+	credentials.User = url.UserPassword(pgtest.Superuser, secret)
+
+	missing := *good
+	missing.Path = "/no_such_catalog"
+
+	// A catalog URL that does not parse: invalid, named, without the password.
+	_, err = Open(context.Background(), "q", &Config{Catalog: "postgres://user:" + secret + "@host:notaport/db", Blob: "mem://"})
+	require.ErrorIs(t, err, plane.ErrInvalid)
+	require.Contains(t, err.Error(), "Config.Catalog")
+	require.NotContains(t, err.Error(), secret)
+
+	for _, c := range []struct {
+		name, catalog string
+		is            []error
+		says          string
+	}{
+		{"ConnectionRefused", refused.String(), []error{pgdb.ErrConnectionRefused, plane.ErrUnavailable}, refused.Host},
+		{"WrongCredentials", credentials.String(), []error{pgdb.ErrCredentials, plane.ErrUnauthorized}, pgtest.Superuser},
+		{"MissingDatabase", missing.String(), []error{pgdb.ErrDatabaseMissing}, "no_such_catalog"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			check := func(err error) {
+				t.Helper()
+				for _, want := range c.is {
+					require.ErrorIs(t, err, want)
+				}
+				require.Contains(t, err.Error(), c.says)
+				require.Contains(t, err.Error(), "catalog")
+				require.NotContains(t, err.Error(), secret, "the password never shows")
+			}
+			_, err := Open(context.Background(), "q", &Config{Catalog: c.catalog, Blob: "mem://"})
+			check(err)
+
+			target, err := url.Parse(c.catalog)
+			require.NoError(t, err)
+			target.RawQuery = url.Values{"blob": {"mem://"}}.Encode()
+			stores, err := NewStores(target.String(), nil)
+			require.NoError(t, err)
+			_, err = stores.Open(context.Background(), "default", "q", true)
+			check(err)
+
+			_, err = ListQueues(context.Background(), c.catalog, "default")
+			check(err)
+		})
+	}
+}
