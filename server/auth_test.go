@@ -394,3 +394,32 @@ func TestClaimQueuesScoped(t *testing.T) {
 	eb := r.requireError(t, 400, "invalid")
 	require.Contains(t, eb.Message, "queues")
 }
+
+// TestWorkerRegisterNoTakeOver: a registration replaces the worker of its id, so a token
+// scoped to q1 may not register under the id of a worker serving a queue it does not cover
+// (it would take that worker's entry over: its queues, host and pid). The stored worker is
+// unchanged; the token still registers its own ids. Fails on the old code (200, replaced).
+func TestWorkerRegisterNoTakeOver(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	q1, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionConsume)
+	reg := func(host string, queues ...string) map[string]any {
+		return map[string]any{"host": host, "pid": 1, "queues": append([]string{}, queues...), "started_at": time.Now()}
+	}
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/team-a/workers/w9", reg("gpu-host", "secret-q"), adminSecret).status)
+	b.doJSON(t, "PUT", "/v1/namespaces/team-a/workers/w9", reg("evil", "q1"), q1).requireError(t, 403, "forbidden")
+	b.doJSON(t, "PUT", "/v1/namespaces/team-a/workers/w9", reg("evil"), q1).requireError(t, 403, "forbidden")
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/team-a/workers/w1", reg("mine", "q1"), q1).status)
+	require.Equal(t, 200, b.doJSON(t, "PUT", "/v1/namespaces/team-a/workers/w1", reg("mine-again", "q1"), q1).status, "its own worker, again")
+	r := b.do(t, "GET", "/v1/workers?namespace=team-a", "", nil, adminSecret)
+	require.Equal(t, 200, r.status)
+	var wr api.WorkersResponse
+	require.NoError(t, api.JSON.Unmarshal(r.body, &wr))
+	got := map[string]api.Worker{}
+	for _, w := range wr.Workers {
+		got[w.ID] = w
+	}
+	require.Equal(t, "gpu-host", got["w9"].Host, "w9 was not taken over")
+	require.Equal(t, []string{"secret-q"}, got["w9"].Queues)
+	require.Equal(t, "mine-again", got["w1"].Host)
+}

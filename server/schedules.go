@@ -172,6 +172,13 @@ func (s *Server) handleSchedulePause(paused bool) handlerFunc {
 	}
 }
 
+// seesEverySchedule reports whether p is shown every schedule of every namespace (auth off,
+// the admin token, or a token for every namespace and queue with a permission the listing
+// shows): only then is the listing's cursor given in the clear.
+func (p *principal) seesEverySchedule() bool {
+	return p.all || !p.scoped() && p.has(anyPerms)
+}
+
 // scheduleListPages bounds the plane pages one GET /v1/schedules reads to fill its page
 // with the schedules a scoped token covers; past it the answer is shorter, with a cursor.
 const scheduleListPages = 8
@@ -190,7 +197,11 @@ func (s *Server) handleScheduleList(w http.ResponseWriter, r *http.Request, p *p
 	if limit < 0 || limit > plane.ListLimitMax {
 		return plane.Invalid("limit", limit, fmt.Sprintf("use 1–%d (0 or absent: %d)", plane.ListLimitMax, plane.ListLimitDefault))
 	}
-	params := &plane.ScheduleListParams{Namespace: query.Get("namespace"), Name: query.Get("name"), After: query.Get("after"), Limit: int(limit)}
+	after, ok := s.openCursor(query.Get("after"))
+	if !ok {
+		return plane.Invalid("after", query.Get("after"), "use the next cursor of the previous page")
+	}
+	params := &plane.ScheduleListParams{Namespace: query.Get("namespace"), Name: query.Get("name"), After: after, Limit: int(limit)}
 	size, _, _, err := params.Validate()
 	if err != nil {
 		return err
@@ -219,6 +230,11 @@ func (s *Server) handleScheduleList(w http.ResponseWriter, r *http.Request, p *p
 			break
 		}
 		params.After = page.Next
+	}
+	if !p.seesEverySchedule() {
+		// The cursor names the last schedule read, which may be one the token does not
+		// cover: sealed, it tells nothing (cursor.go).
+		out.Next = s.sealCursor(out.Next)
 	}
 	s.write(w, r, http.StatusOK, out)
 	return nil

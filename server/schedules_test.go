@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"sync"
 	"testing"
 
@@ -183,4 +184,60 @@ func TestScheduleListPages(t *testing.T) {
 		require.Equal(t, 400, r.status, "%s: %s", bad, r.body)
 		require.Contains(t, string(r.body), `"invalid"`, bad)
 	}
+}
+
+// TestScheduleListCursorHidesOthers: the cursor of a page names the last schedule the plane
+// read, so a scoped token's page that skipped other tenants' schedules must not give it in
+// the clear: with 20 schedules of team-a before team-b's one, team-b's token (and a token of
+// team-a's other queue) listing one at a time got next "team-a/secret-…" on the old code.
+// Its cursor now names nothing, still leads to every schedule it covers, and a cursor
+// altered or sealed by another server is invalid; the admin's cursor stays in the clear.
+func TestScheduleListCursorHidesOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	for i := range 20 {
+		r := b.doJSON(t, "PUT", fmt.Sprintf("/v1/namespaces/team-a/schedules/secret-%02d", i), map[string]any{"queue": "hidden", "every": 60}, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	r := b.doJSON(t, "PUT", "/v1/namespaces/team-b/schedules/mine", map[string]any{"queue": "q", "every": 60}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/visible", map[string]any{"queue": "q1", "every": 60}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	teamB, _ := b.mint(t, "team-b", "*", 0, plane.PermissionRead)
+	q1, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionRead)
+	follow := func(token, query string) (names []string) {
+		t.Helper()
+		after := ""
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 100, "the cursor moves on")
+			r := b.doJSON(t, "GET", "/v1/schedules?limit=1&"+query+"&after="+url.QueryEscape(after), nil, token)
+			require.Equal(t, 200, r.status, "%s", r.body)
+			require.NotContains(t, string(r.body), "secret", "nothing of the hidden schedules")
+			require.NotContains(t, string(r.body), "hidden")
+			var page api.SchedulesResponse
+			require.NoError(t, json.Unmarshal(r.body, &page))
+			for _, sc := range page.Schedules {
+				names = append(names, sc.Namespace+"/"+sc.Name)
+			}
+			if page.Next == "" {
+				return names
+			}
+			after = page.Next
+		}
+	}
+	require.Equal(t, []string{"team-b/mine"}, follow(teamB, ""))
+	require.Equal(t, []string{"team-a/visible"}, follow(q1, "namespace=team-a"))
+
+	r = b.doJSON(t, "GET", "/v1/schedules?limit=1", nil, teamB)
+	var page api.SchedulesResponse
+	require.NoError(t, json.Unmarshal(r.body, &page))
+	require.NotEmpty(t, page.Next)
+	forged := page.Next[:len(page.Next)-2] + "AA"
+	b.doJSON(t, "GET", "/v1/schedules?limit=1&after="+url.QueryEscape(forged), nil, teamB).requireError(t, 400, "invalid")
+	other := setup(t, &server.Config{AdminToken: "another-admin-secret"})
+	other.doJSON(t, "GET", "/v1/schedules?limit=1&after="+url.QueryEscape(page.Next), nil, "another-admin-secret").requireError(t, 400, "invalid")
+
+	r = b.doJSON(t, "GET", "/v1/schedules?limit=1", nil, adminSecret)
+	require.NoError(t, json.Unmarshal(r.body, &page))
+	require.Equal(t, "team-a/secret-00", page.Next, "the admin's cursor is the plain one")
 }

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -21,6 +23,11 @@ func workerOf(r *http.Request) (namespace, id string, err error) {
 	}
 	return namespace, id, nil
 }
+
+// everSeen is the SeenWithin of the registry reads that check a worker id before it is
+// replaced or removed: every stored worker, however long silent, so that a worker that
+// missed its heartbeats is not open to a take-over.
+const everSeen = 100 * 365 * 24 * time.Hour
 
 // coversWorker reports whether p holds one of perms on every queue worker w serves (and
 // on its namespace): a worker is listed and removed only by a token that could register
@@ -62,6 +69,21 @@ func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, p 
 			return err
 		}
 	}
+	if p.scoped() {
+		// A registration replaces the worker of that id: a queue-scoped token replaces only
+		// a worker whose every queue it covers (the check of removing), so that it cannot
+		// take over another queue's worker by naming its id.
+		ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: ns, SeenWithin: everSeen})
+		if err != nil {
+			return err
+		}
+		for i := range ws {
+			if ws[i].ID == id && !coversWorker(p, &ws[i], plane.PermissionConsume) {
+				return fmt.Errorf("%w: worker id %s is registered by a worker of queues the token does not cover; register under a new id",
+					api.ErrForbidden, id)
+			}
+		}
+	}
 	info := &plane.WorkerInfo{ID: id, Namespace: ns, Host: req.Host, PID: req.PID, Queues: req.Queues, StartedAt: req.StartedAt,
 		Provider: req.Provider, LaunchID: req.LaunchID, Running: req.Running, IdleSince: req.IdleSince,
 		Offers: req.Offers.Offers(), WarmHostKeys: req.WarmHostKeys}
@@ -84,7 +106,7 @@ func (s *Server) handleWorkerRemove(w http.ResponseWriter, r *http.Request, p *p
 		// A queue-scoped token removes only a worker whose every queue it covers, the check
 		// of registering; any other is answered as an unknown one (nothing removed, no
 		// existence oracle).
-		ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: ns})
+		ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: ns, SeenWithin: everSeen})
 		if err != nil {
 			return err
 		}
