@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/server/compat"
@@ -23,6 +25,9 @@ func (s *Server) mountCompat() {
 		WriteError: s.writeError,
 		ReadBody:   s.readRaw,
 		Done:       s.stopCtx.Done(),
+		LongPoll: func(r *http.Request, p compat.Principal, wait time.Duration) (context.Context, time.Duration, func(), error) {
+			return s.longPoll(r, p.(compatPrincipal).p, wait)
+		},
 	})
 	for pattern, h := range routes {
 		s.mux.HandleFunc(pattern, h)

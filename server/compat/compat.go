@@ -64,6 +64,13 @@ type Config struct {
 	Done <-chan struct{}
 	// LeaseTTL is the lease of a claimed job; 0 means LeaseTTLDefault.
 	LeaseTTL time.Duration
+	// LongPoll admits a request that waits (a poll, an await, a stream) under the server's
+	// bounds of long-polls open at once, in all and per tenant, as the server's own
+	// long-polls: it returns the context of the wait (ended when the server stops, too),
+	// the wait capped by the server's limit, and release, which must be called; an error
+	// (too many long-polls, shutting down) is answered as is. wait 0 takes no slot. nil:
+	// no bound but waitMax, and the wait ends when Done is closed.
+	LongPoll func(r *http.Request, p Principal, wait time.Duration) (ctx context.Context, capped time.Duration, release func(), err error)
 }
 
 // Routes returns the compatibility routes, pattern → handler, for an http.ServeMux.
@@ -114,6 +121,15 @@ func (h *handlers) untilStop(r *http.Request) (context.Context, context.CancelFu
 		}
 	}()
 	return ctx, cancel
+}
+
+// longPoll admits a wait of r under Config.LongPoll (without it: untilStop).
+func (h *handlers) longPoll(r *http.Request, p Principal, wait time.Duration) (context.Context, time.Duration, func(), error) {
+	if h.cfg.LongPoll != nil {
+		return h.cfg.LongPoll(r, p, wait)
+	}
+	ctx, cancel := h.untilStop(r)
+	return ctx, wait, cancel, nil
 }
 
 // stopped turns the error of a wait that untilStop's context ended into the server's

@@ -3,6 +3,7 @@ package compat_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -389,4 +390,142 @@ func TestReplicasShareLeases(t *testing.T) {
 		require.Equal(t, http.StatusConflict, status, out)
 		require.Contains(t, out["text"], "lease")
 	}
+}
+
+// callAs is call with a bearer token.
+func callAs(t *testing.T, url, path, token string, body any) (int, map[string]any) {
+	t.Helper()
+	b, err := msgpack.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(t.Context(), "POST", url+path, bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-msgpack")
+	req.Header.Set("Authorization", "Bearer "+token)
+	r, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer r.Body.Close()
+	raw, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	out := map[string]any{}
+	if r.StatusCode == http.StatusOK {
+		require.NoError(t, msgpack.Unmarshal(raw, &out))
+	} else {
+		out["text"] = string(raw)
+	}
+	return r.StatusCode, out
+}
+
+// mint makes a token of namespace ns for every queue over the server's own route.
+func mint(t *testing.T, url, admin, ns string, perms ...string) string {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"namespace": ns, "queue": "*", "permissions": perms})
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/v1/tokens", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+admin)
+	r, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer r.Body.Close()
+	var out struct {
+		Secret string `json:"secret"`
+	}
+	require.Equal(t, http.StatusOK, r.StatusCode)
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&out))
+	return out.Secret
+}
+
+// TestPollExtendsOnlyItsTenantsLeases: the worker_id of a poll is the client's choice, so
+// another tenant's poll naming the same worker id must not extend this tenant's leases (on
+// the old code it did: a tenant could keep another's dead worker's jobs held for ever,
+// never queued again). The owner's own poll still extends them.
+func TestPollExtendsOnlyItsTenantsLeases(t *testing.T) {
+	t.Parallel()
+	drv := sqlite(t)
+	const admin = "compat-admin-secret"
+	srv := server.New(drv, &server.Config{AdminToken: admin})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { srv.Stop(); ts.Close() })
+	a, b := mint(t, ts.URL, admin, "team-a", "submit", "consume"), mint(t, ts.URL, admin, "team-b", "submit", "consume")
+	id := plane.NewIDGenerator().New(time.Now())
+	status, out := callAs(t, ts.URL, "/v1/namespaces/team-a/producer/submit", a, map[string]any{"invocation_id": id, "queue": "q", "args_blob": []byte{0x01}})
+	require.Equal(t, http.StatusOK, status, out)
+	poll := map[string]any{"worker_id": "shared-name", "timeout_s": 0, "queue": "q"}
+	status, out = callAs(t, ts.URL, "/v1/daemon/poll", a, poll)
+	require.Equal(t, http.StatusOK, status, out)
+	require.Len(t, out["commands"], 1)
+	leaseEnd := func() time.Time {
+		inv, err := drv.InvocationGet(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, plane.StateRunning, inv.State)
+		return inv.LeaseExpiresAt
+	}
+	first := leaseEnd()
+	time.Sleep(20 * time.Millisecond) // past the clock's millisecond
+	status, out = callAs(t, ts.URL, "/v1/daemon/poll", b, poll)
+	require.Equal(t, http.StatusOK, status, out)
+	require.Empty(t, out["commands"])
+	require.Equal(t, first, leaseEnd(), "team-b's poll extended nothing of team-a's")
+	status, out = callAs(t, ts.URL, "/v1/daemon/poll", a, poll)
+	require.Equal(t, http.StatusOK, status, out)
+	require.True(t, leaseEnd().After(first), "team-a's own poll extends its lease")
+}
+
+// TestLongPollsBounded: the compatibility routes that wait (poll, await, a stream) take the
+// server's long-poll slots like ours, so one tenant cannot hold more than its share (on the
+// old code they took none: any number of 30-second polls and of streams without end); a
+// wait beyond the share answers 503 too_many_long_polls at once, and a poll without a wait
+// takes no slot.
+func TestLongPollsBounded(t *testing.T) {
+	t.Parallel()
+	drv := sqlite(t)
+	srv := server.New(drv, &server.Config{MaxLongPolls: 8, MaxLongPollsPerTenant: 2})
+	ts := httptest.NewServer(srv)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			srv.Stop()
+		}
+		ts.Close()
+	})
+	id := plane.NewIDGenerator().New(time.Now())
+	status, out := call(t, ts.URL, "/v1/namespaces/default/producer/submit", map[string]any{"invocation_id": id, "queue": "q", "args_blob": []byte{0x01}})
+	require.Equal(t, http.StatusOK, status, out)
+	await := "/v1/namespaces/default/producer/await"
+	held := make(chan int, 2)
+	go func() {
+		status, _ := call(t, ts.URL, await, map[string]any{"invocation_id": id, "timeout_s": 20})
+		held <- status
+	}()
+	streamed := make(chan int, 1)
+	go func() {
+		r, err := http.Get(ts.URL + "/v1/namespaces/default/producer/invocations/" + id + "/result/stream")
+		if err != nil {
+			streamed <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		streamed <- r.StatusCode
+	}()
+	require.Eventually(t, func() bool {
+		r, err := http.Get(ts.URL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return bytes.Contains(b, []byte("lakeshore_http_long_polls_open 2"))
+	}, 10*time.Second, 10*time.Millisecond, "the await and the stream hold a slot each")
+	start := time.Now()
+	status, out = call(t, ts.URL, await, map[string]any{"invocation_id": id, "timeout_s": 20})
+	require.Equal(t, http.StatusServiceUnavailable, status, out)
+	require.Contains(t, out["text"], "too_many_long_polls")
+	require.Less(t, time.Since(start), 5*time.Second, "refused at once, not after its wait")
+	status, out = call(t, ts.URL, await, map[string]any{"invocation_id": id, "timeout_s": 0})
+	require.Equal(t, http.StatusOK, status, "no wait, no slot: %v", out)
+	stopped = true
+	srv.Stop()
+	require.Equal(t, http.StatusServiceUnavailable, <-held, "the held await ends with the server's stop")
+	require.Equal(t, http.StatusOK, <-streamed)
 }

@@ -33,7 +33,7 @@ func leaseJournal(namespace, id string) plane.Journal {
 // record stores the lease of job, claimed by worker, in the plane and in this replica's
 // memory.
 func (h *handlers) record(ctx context.Context, job *plane.Job, worker string) error {
-	h.leases.put(job.ID, held{token: job.Token, worker: worker, expiresAt: job.LeaseExpiresAt})
+	h.leases.put(job.ID, held{token: job.Token, worker: worker, namespace: job.Namespace, queue: job.Queue, expiresAt: job.LeaseExpiresAt})
 	v, err := wire.Marshal(leaseRecord{Token: job.Token, Worker: worker, Attempt: job.Attempt})
 	if err != nil {
 		return fmt.Errorf("encode lease record: %w", err)
@@ -77,9 +77,12 @@ func (h *handlers) leaseOf(ctx context.Context, inv *plane.Invocation) (held, bo
 
 // held is the lease of one job claimed through /v1/daemon/poll.
 type held struct {
-	token     string
-	worker    string
-	expiresAt time.Time
+	token  string
+	worker string
+	// namespace and queue are the job's: a worker id is the client's choice, so a poll
+	// extends only the leases of its namespace that its token may consume (leases.ofWorker).
+	namespace, queue string
+	expiresAt        time.Time
 }
 
 // leases keeps, in this replica's memory, the fencing token of every job claimed through
@@ -119,12 +122,14 @@ func (l *leases) drop(id string) {
 	delete(l.byID, id)
 }
 
-// ofWorker returns the ids of the jobs worker holds through this replica, and their tokens.
-func (l *leases) ofWorker(worker string) (ids, tokens []string) {
+// ofWorker returns the ids of the jobs worker holds through this replica in namespace, of
+// queues p may consume, and their tokens: another tenant's poll naming the same worker id
+// extends nothing of this one's.
+func (l *leases) ofWorker(p Principal, namespace, worker string) (ids, tokens []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for id, h := range l.byID {
-		if h.worker == worker {
+		if h.worker == worker && h.namespace == namespace && p.Allows(h.namespace, h.queue, plane.PermissionConsume) {
 			ids, tokens = append(ids, id), append(tokens, h.token)
 		}
 	}
@@ -182,13 +187,16 @@ func (h *handlers) poll(w http.ResponseWriter, r *http.Request, p Principal) err
 	if !p.Allows(namespace, req.Queue, plane.PermissionConsume) {
 		return forbidden(namespace, req.Queue, plane.PermissionConsume)
 	}
-	ids, tokens := h.leases.ofWorker(req.WorkerID)
+	ids, tokens := h.leases.ofWorker(p, namespace, req.WorkerID)
 	h.extend(r, ids, tokens)
-	ctx, cancel := h.untilStop(r)
-	defer cancel()
+	ctx, wait, release, err := h.longPoll(r, p, seconds(req.TimeoutS))
+	if err != nil {
+		return err
+	}
+	defer release()
 	jobs, err := h.cfg.Driver.InvocationClaimMany(ctx, &plane.ClaimParams{
 		Namespace: namespace, Queue: req.Queue, Kind: plane.KindFIFO, Max: 1,
-		LeaseTTL: h.cfg.LeaseTTL, Wait: seconds(req.TimeoutS), Worker: req.WorkerID,
+		LeaseTTL: h.cfg.LeaseTTL, Wait: wait, Worker: req.WorkerID,
 	})
 	if err != nil {
 		return stopped(ctx, r, err)

@@ -92,12 +92,16 @@ func appendFrame(b []byte, f *plane.Frame) []byte {
 const streamWait = 15 * time.Second
 
 // writeStream answers journal's frames after since, then live ones, until the journal is
-// closed (after its last frame), the client leaves or the server stops.
-func (h *handlers) writeStream(w http.ResponseWriter, r *http.Request, journal plane.Journal, since int64) error {
+// closed (after its last frame), the client leaves or the server stops. The stream holds
+// one of p's long-poll slots while it is open.
+func (h *handlers) writeStream(w http.ResponseWriter, r *http.Request, p Principal, journal plane.Journal, since int64) error {
 	rc := http.NewResponseController(w)
 	wrote := false
-	ctx, cancel := h.untilStop(r)
-	defer cancel()
+	ctx, _, release, err := h.longPoll(r, p, waitMax)
+	if err != nil {
+		return err
+	}
+	defer release()
 	wait := time.Duration(0) // the first read answers at once: the headers go out at once
 	for {
 		res, err := h.cfg.Driver.FrameRead(ctx, &plane.FrameReadParams{Journal: journal, Since: since, Wait: wait})

@@ -79,10 +79,13 @@ func (h *handlers) await(w http.ResponseWriter, r *http.Request, p Principal) er
 		return err
 	}
 	if !inv.State.Terminal() && req.TimeoutS > 0 {
-		ctx, cancel := h.untilStop(r)
-		got, err := h.cfg.Driver.InvocationWait(ctx, &plane.WaitParams{ID: inv.ID, Timeout: seconds(req.TimeoutS)})
+		ctx, wait, release, err := h.longPoll(r, p, seconds(req.TimeoutS))
+		if err != nil {
+			return err
+		}
+		got, err := h.cfg.Driver.InvocationWait(ctx, &plane.WaitParams{ID: inv.ID, Timeout: wait})
 		err = stopped(ctx, r, err)
-		cancel()
+		release()
 		switch {
 		case err == nil:
 			inv = got
@@ -133,7 +136,7 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, p Principal) e
 	if err != nil {
 		return err
 	}
-	return h.writeStream(w, r, journal, since)
+	return h.writeStream(w, r, p, journal, since)
 }
 
 // journalOf resolves the name the real client sends in place of an invocation id: an
