@@ -619,6 +619,46 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 	return hs
 }
 
+// dataLongPoll is longPoll for a request that holds data queue dq while it waits (a read or
+// GetMeta that waits, a stream, a put blocked by back-pressure, a wait for a change): it
+// also takes a place in the tenant's share of the data queues held by waits, at most
+// Config.MaxDataQueuesPerTenant distinct queues at once (waits on a queue the tenant already waits on take
+// none). A queue held by a request is never closed to make room, so without the share one
+// tenant waiting on MaxOpenDataQueues queues at once held them all, and every data request
+// of every other tenant answered 503. Errors: longPoll's, ErrTooManyLongPolls past the share.
+func (s *Server) dataLongPoll(r *http.Request, p *principal, dq *dataQueue, wait time.Duration) (context.Context, time.Duration, func(), error) {
+	ctx, capped, release, err := s.longPoll(r, p, wait)
+	if err != nil || capped <= 0 {
+		return ctx, capped, release, err
+	}
+	tenant, share := longPollTenant(r, p), s.cfg.MaxDataQueuesPerTenant
+	s.tenantMu.Lock()
+	held := s.tenantDataQueues[tenant]
+	if held[dq.key] == 0 && len(held) >= share {
+		s.tenantMu.Unlock()
+		release()
+		return nil, 0, nil, fmt.Errorf("%w: this token (or namespace) waits on its share of %d data queues at once (of the server's %d); retry later",
+			api.ErrTooManyLongPolls, share, s.cfg.MaxOpenDataQueues)
+	}
+	if held == nil {
+		held = map[string]int{}
+		s.tenantDataQueues[tenant] = held
+	}
+	held[dq.key]++
+	s.tenantMu.Unlock()
+	return ctx, capped, func() {
+		s.tenantMu.Lock()
+		if held[dq.key]--; held[dq.key] <= 0 {
+			delete(held, dq.key)
+			if len(held) == 0 {
+				delete(s.tenantDataQueues, tenant)
+			}
+		}
+		s.tenantMu.Unlock()
+		release()
+	}, nil
+}
+
 // queueMissing reports whether err says the data queue itself does not exist (no put
 // created it yet): persist's *NotFoundError naming the queue.
 func queueMissing(err error) bool {

@@ -146,7 +146,7 @@ func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *princi
 		// slot and waits at most LongPollMax (the answer is then queue_full with waited;
 		// a client repeats it with its put id).
 		a := *opts.Admission
-		c, capped, release, err := s.longPoll(r, p, cmpOrDuration(a.Timeout, persist.GetMetaTimeoutDefault))
+		c, capped, release, err := s.dataLongPoll(r, p, dq, cmpOrDuration(a.Timeout, persist.GetMetaTimeoutDefault))
 		if err != nil {
 			return err
 		}
@@ -352,7 +352,7 @@ func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *princ
 	ctx := r.Context()
 	var deadline <-chan time.Time
 	if wait > 0 {
-		c, capped, release, err := s.longPoll(r, p, wait)
+		c, capped, release, err := s.dataLongPoll(r, p, dq, wait)
 		if err != nil {
 			return err
 		}
@@ -420,7 +420,7 @@ func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *pri
 			opts.Fields = append(opts.Fields, f.Name)
 		}
 	}
-	ctx, _, release, err := s.longPoll(r, p, idle)
+	ctx, _, release, err := s.dataLongPoll(r, p, dq, idle)
 	if err != nil {
 		return err
 	}
@@ -573,7 +573,7 @@ func (s *Server) getMeta(r *http.Request, p *principal, dq *dataQueue, mr *persi
 		if mr.Timeout == 0 {
 			mr.Timeout = persist.GetMetaTimeoutDefault
 		}
-		c, capped, release, err := s.longPoll(r, p, mr.Timeout)
+		c, capped, release, err := s.dataLongPoll(r, p, dq, mr.Timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -901,7 +901,7 @@ func (s *Server) handleDataChanges(w http.ResponseWriter, r *http.Request, p *pr
 	case <-ch:
 	default:
 		if wait > 0 {
-			ctx, capped, release, err := s.longPoll(r, p, wait)
+			ctx, capped, release, err := s.dataLongPoll(r, p, dq, wait)
 			if err != nil {
 				return err
 			}

@@ -484,8 +484,10 @@ func TestDataOpenQueuesBounded(t *testing.T) {
 	// with the 200 ms above, a queue closed between the read of its version and the
 	// long-poll (a loaded machine) reopened at a later version, and the long-poll answered
 	// at once instead of holding the queue.
+	// The two long-polls are one tenant's (namespace default): its share is the whole here
+	// (TestDataQueuesShareByTenant checks the share).
 	stores = &countingStores{root: t.TempDir()}
-	b = setup(t, &server.Config{DataStores: stores, MaxOpenDataQueues: 2, DataQueueIdle: time.Hour})
+	b = setup(t, &server.Config{DataStores: stores, MaxOpenDataQueues: 2, MaxDataQueuesPerTenant: 2, DataQueueIdle: time.Hour})
 	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
 	for i := range 3 {
 		r := b.do(t, "POST", q(i)+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "")
@@ -597,4 +599,53 @@ func TestDataAdmissionAndLeaseBounds(t *testing.T) {
 	}
 	r := meta("86400")
 	require.Equal(t, 200, r.status, "%s", r.body)
+}
+
+// TestDataQueuesShareByTenant: a data queue held by a request that waits is never closed
+// to make room, so one tenant waiting on MaxOpenDataQueues queues at once (streams, waits
+// for a change) held every open queue, and every data request of every other tenant
+// answered 503 (the old code: team-b's put below). Now a tenant's waits hold at most its
+// share of distinct queues (a quarter: 1 of 4 here), more waits on a queue it already
+// holds take none, the next queue answers 503 too_many_long_polls at once, and another
+// tenant's requests are served.
+func TestDataQueuesShareByTenant(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, &server.Config{AdminToken: adminSecret, MaxOpenDataQueues: 4, DataQueueIdle: time.Hour})
+	a, _ := b.mint(t, "team-a", "*", 0, plane.PermissionDataPut, plane.PermissionDataRead)
+	other, _ := b.mint(t, "team-b", "*", 0, plane.PermissionDataPut, plane.PermissionDataRead)
+	q := func(i int) string { return fmt.Sprintf("/v1/namespaces/team-a/data/q%d", i) }
+	for i := range 4 {
+		r := b.do(t, "POST", q(i)+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), a)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	var answered atomic.Int64
+	refused := make(chan *response, 5)
+	wait := func(i int) {
+		go func() {
+			r := b.do(t, "GET", q(i)+"/changes?after=9223372036854775806&wait=30", "", nil, a)
+			answered.Add(1)
+			refused <- r
+		}()
+	}
+	openPolls := func(n int) bool {
+		return strings.Contains(string(b.do(t, "GET", "/metrics", "", nil, adminSecret).body), fmt.Sprintf("lakeshore_http_long_polls_open %d", n))
+	}
+	wait(0)
+	wait(0)
+	require.Eventually(t, func() bool { return openPolls(2) }, 10*time.Second, 10*time.Millisecond, "two waits on q0")
+	for i := 1; i < 4; i++ {
+		wait(i)
+	}
+	require.Eventually(t, func() bool { return answered.Load() == 3 || openPolls(5) }, 10*time.Second, 10*time.Millisecond)
+	r := b.do(t, "POST", "/v1/namespaces/team-b/data/mine/records", api.ContentTypeJSON, []byte(`{"records": [{"y": 1}]}`), other)
+	require.Equal(t, 200, r.status, "another tenant is served: %s", r.body)
+	require.Equal(t, int64(3), answered.Load(), "the two waits on q0 hold one queue; the three others were refused")
+	for range 3 {
+		eb := (<-refused).requireError(t, 503, "too_many_long_polls")
+		require.Contains(t, eb.Message, "share")
+	}
+	b.srv.Stop()
+	for range 2 {
+		<-refused
+	}
 }

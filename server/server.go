@@ -53,9 +53,18 @@ type Config struct {
 	// MaxOpenDataQueues bounds the data queues open at once (each a store with its
 	// files or connections): to open another, the least recently used one no request
 	// holds is closed (its tail flushed); when requests hold every one, a request for
-	// another gets 503 too_many_long_polls with Retry-After. Defaults to
-	// MaxOpenDataQueuesDefault.
+	// another gets 503 too_many_long_polls with Retry-After (see MaxDataQueuesPerTenant).
+	// Defaults to MaxOpenDataQueuesDefault.
 	MaxOpenDataQueues int
+
+	// MaxDataQueuesPerTenant bounds the distinct data queues one tenant (as for
+	// MaxLongPollsPerTenant: a stored token, else a namespace) holds at once with requests
+	// that wait (streams, reads and GetMeta that wait, puts blocked by back-pressure, waits
+	// for a change): past it such a request gets 503 too_many_long_polls. A queue a request
+	// holds is never closed to make room, so without it one tenant waiting on
+	// MaxOpenDataQueues queues held them all and every other tenant's data requests were
+	// refused. Defaults to a quarter of MaxOpenDataQueues (at least 1).
+	MaxDataQueuesPerTenant int
 
 	// DataQueueIdle is how long a data queue stays open with no request holding it
 	// before it is closed (it reopens at the next request). Defaults to
@@ -178,6 +187,7 @@ func (c *Config) withDefaults() Config {
 	out.MaxLongPollsPerTenant = min(cmp.Or(out.MaxLongPollsPerTenant, max(out.MaxLongPolls/4, 1)), out.MaxLongPolls)
 	out.StreamPing = cmp.Or(out.StreamPing, StreamPingDefault)
 	out.MaxOpenDataQueues = cmp.Or(out.MaxOpenDataQueues, MaxOpenDataQueuesDefault)
+	out.MaxDataQueuesPerTenant = min(cmp.Or(out.MaxDataQueuesPerTenant, max(out.MaxOpenDataQueues/4, 1)), out.MaxOpenDataQueues)
 	out.DataQueueIdle = cmp.Or(out.DataQueueIdle, DataQueueIdleDefault)
 	if out.Now == nil {
 		out.Now = time.Now
@@ -267,9 +277,11 @@ type Server struct {
 
 	tenantMu    sync.Mutex
 	tenantPolls map[string]int // open long-polls by longPollTenant
-	stopCtx     context.Context
-	stop        context.CancelCauseFunc
-	stopped     atomic.Bool
+	// tenantDataQueues counts, by longPollTenant, the waits on each data queue (dataLongPoll).
+	tenantDataQueues map[string]map[string]int
+	stopCtx          context.Context
+	stop             context.CancelCauseFunc
+	stopped          atomic.Bool
 
 	history *ui.History // the dashboard's rate history; nil with DisableUI
 }
@@ -280,7 +292,7 @@ type Server struct {
 func New(drv plane.Driver, cfg *Config) *Server {
 	c := cfg.withDefaults()
 	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
-		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{},
+		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{}, tenantDataQueues: map[string]map[string]int{},
 		data: &dataQueues{stores: dataStoresOf(&c), log: c.Logger, maxOpen: c.MaxOpenDataQueues, idle: max(c.DataQueueIdle, 0), stop: make(chan struct{})}}
 	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
 	switch {

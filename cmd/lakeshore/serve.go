@@ -72,9 +72,11 @@ type ServeOpts struct {
 	LongPollMax           time.Duration
 	MaxLongPolls          int
 	MaxLongPollsPerTenant int
-	// MaxOpenDataQueues and DataQueueIdle are server.Config's (0: its defaults).
-	MaxOpenDataQueues int
-	DataQueueIdle     time.Duration
+	// MaxOpenDataQueues, MaxDataQueuesPerTenant and DataQueueIdle are server.Config's (0:
+	// its defaults).
+	MaxOpenDataQueues      int
+	MaxDataQueuesPerTenant int
+	DataQueueIdle          time.Duration
 	// MaxSchedulesPerNamespace is the cap on schedules one namespace holds, given to the
 	// SQLite or PostgreSQL plane served (sqliteplane.Config and pgplane.Config
 	// MaxSchedulesPerNamespace; `--max-schedules-per-namespace`): 0 the plane's default
@@ -132,7 +134,7 @@ func (o *ServeOpts) Validate() error {
 			"it applies to a SQLite or PostgreSQL --target; the server at "+plane.RedactURL(o.Target)+" applies its own cap")
 	}
 	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 ||
-		o.MaxOpenDataQueues < 0 || o.DataQueueIdle < 0 {
+		o.MaxOpenDataQueues < 0 || o.MaxDataQueuesPerTenant < 0 || o.DataQueueIdle < 0 {
 		return plane.Invalid("timeouts and limits", nil, "use values ≥ 0")
 	}
 	return nil
@@ -255,7 +257,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	}
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests, Registerer: reg,
 		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, MaxLongPollsPerTenant: o.MaxLongPollsPerTenant, DisableUI: o.NoUI,
-		MaxOpenDataQueues: o.MaxOpenDataQueues, DataQueueIdle: o.DataQueueIdle,
+		MaxOpenDataQueues: o.MaxOpenDataQueues, MaxDataQueuesPerTenant: o.MaxDataQueuesPerTenant, DataQueueIdle: o.DataQueueIdle,
 		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores, CodeDir: codeDir, CodeBucket: codeBucket})
 	defer func() {
 		// After the http.Server's shutdown: flush and close the data queues.
@@ -530,6 +532,7 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.BoolVar(&o.Providers, "providers", false, "run the provider supervisor in the server: launch and stop workers for queues with a provider (docs/providers.md)")
 	o.Supervisor.register(cmd, "providers-")
 	f.IntVar(&o.MaxOpenDataQueues, "max-open-data-queues", server.MaxOpenDataQueuesDefault, "data queues open at once (the least recently used idle one is closed to open another)")
+	f.IntVar(&o.MaxDataQueuesPerTenant, "max-data-queues-per-tenant", 0, "data queues one token (or, without tokens, one namespace) holds at once with waits and streams before 503 (0: a quarter of --max-open-data-queues)")
 	f.DurationVar(&o.DataQueueIdle, "data-queue-idle", server.DataQueueIdleDefault, "close a data queue no request has used for this long")
 	f.IntVar(&o.MaxLongPollsPerTenant, "max-long-polls-per-tenant", 0, "long-polls one token (or, without tokens, one namespace) holds at once before 503 (0: a quarter of --max-long-polls)")
 	return cmd
