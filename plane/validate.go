@@ -203,6 +203,12 @@ func IDTaken(id string) error {
 // half a second on SQLite, which every other submitter waits for.
 const SubmitManyMax = 10_000
 
+// SettleManyMax is the most settles, or heartbeats, one request to a server may carry
+// (POST /v1/settle, /v1/heartbeat, …/settle-and-claim): like a batch submit, each is one
+// write transaction that every other writer waits for. plane/httpplane splits a larger
+// InvocationSettleMany or InvocationHeartbeatMany into requests of at most this many.
+const SettleManyMax = SubmitManyMax
+
 // ClaimMaxLimit is the largest Max of one claim: one claim is one write transaction, and
 // its answer carries every payload.
 const ClaimMaxLimit = 1000

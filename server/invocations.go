@@ -296,6 +296,16 @@ func (s *Server) settleParams(st *api.Settle, prefix string) (plane.SettleParams
 	return sp, nil
 }
 
+// checkBatch refuses a batch of n settles or heartbeats (field names them) over
+// plane.SettleManyMax. Errors: *plane.InvalidError.
+func checkBatch(field string, n int) error {
+	if n > plane.SettleManyMax {
+		return &plane.InvalidError{Field: field, Value: fmt.Sprintf("of %d items", n),
+			Rule: fmt.Sprintf("send at most %d per request; split larger batches", plane.SettleManyMax)}
+	}
+	return nil
+}
+
 // settle settles params within p's scope; one error per item.
 func (s *Server) settle(r *http.Request, p *principal, params []plane.SettleParams) ([]error, error) {
 	scope, err := jobScope(p, len(params))
@@ -324,6 +334,9 @@ func (s *Server) settle(r *http.Request, p *principal, params []plane.SettlePara
 func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request, p *principal) error {
 	var req api.SettlesRequest
 	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkBatch("settles", len(req.Settles)); err != nil {
 		return err
 	}
 	params := make([]plane.SettleParams, len(req.Settles))
@@ -389,6 +402,9 @@ func (s *Server) heartbeat(r *http.Request, p *principal, params []plane.Heartbe
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, p *principal) error {
 	var req api.HeartbeatsRequest
 	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkBatch("heartbeats", len(req.Heartbeats)); err != nil {
 		return err
 	}
 	params := make([]plane.HeartbeatParams, len(req.Heartbeats))

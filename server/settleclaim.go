@@ -22,6 +22,9 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := checkBatch("settles", len(req.Settles)); err != nil {
+		return err
+	}
 	params := make([]plane.SettleParams, len(req.Settles))
 	for i := range req.Settles {
 		if params[i], err = s.settleParams(&req.Settles[i], fmt.Sprintf("settles[%d].", i)); err != nil {

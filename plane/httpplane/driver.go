@@ -162,6 +162,9 @@ func (d *Driver) claimed(ctx context.Context, answer []api.Job) []*plane.Job {
 // Concurrent calls coalesce: while one settle request is in flight, the settles of later
 // callers queue up and go out together in the next request (see settleGroup).
 func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.SettleParams) ([]error, error) {
+	if len(params) > plane.SettleManyMax {
+		return inTurns(ctx, params, d.InvocationSettleMany)
+	}
 	for i := range params {
 		if err := params[i].Validate(); err != nil {
 			return nil, err
@@ -183,6 +186,21 @@ func (d *Driver) InvocationSettleMany(ctx context.Context, params []plane.Settle
 		for k, e := range errs {
 			out[at[k]] = e
 		}
+	}
+	return out, nil
+}
+
+// inTurns calls f on params in turns of at most plane.SettleManyMax (what the server takes
+// in one request) and joins the answers, item by item.
+func inTurns[P, R any](ctx context.Context, params []P, f func(context.Context, []P) ([]R, error)) ([]R, error) {
+	out := make([]R, 0, len(params))
+	for len(params) > 0 {
+		n := min(len(params), plane.SettleManyMax)
+		res, err := f(ctx, params[:n])
+		if err != nil {
+			return nil, err
+		}
+		out, params = append(out, res...), params[n:]
 	}
 	return out, nil
 }
@@ -217,6 +235,9 @@ func (d *Driver) settleNow(ctx context.Context, params []plane.SettleParams) ([]
 // InvocationHeartbeatMany implements plane.Driver. Heartbeats are fenced, so they are
 // retried like settles: until ctx ends or the leases would have expired.
 func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.HeartbeatParams) ([]plane.HeartbeatResult, error) {
+	if len(params) > plane.SettleManyMax {
+		return inTurns(ctx, params, d.InvocationHeartbeatMany)
+	}
 	denied, err := d.outOfScope(ctx, len(params), func(i int) (string, plane.Scope) { return params[i].ID, params[i].Scope })
 	if err != nil {
 		return nil, err
