@@ -44,6 +44,24 @@ func coversWorker(p *principal, w *plane.WorkerInfo, perms ...plane.Permission) 
 	return true
 }
 
+// othersWorker reports whether worker id of namespace is stored (however long silent) and
+// serves a queue p does not cover with consume: one p may neither replace nor remove.
+func (s *Server) othersWorker(r *http.Request, p *principal, namespace, id string) (bool, error) {
+	if !p.scoped() {
+		return false, nil
+	}
+	ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: namespace, SeenWithin: everSeen})
+	if err != nil {
+		return false, err
+	}
+	for i := range ws {
+		if ws[i].ID == id {
+			return !coversWorker(p, &ws[i], plane.PermissionConsume), nil
+		}
+	}
+	return false, nil
+}
+
 func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, p *principal) error {
 	ns, id, err := workerOf(r)
 	if err != nil {
@@ -69,20 +87,14 @@ func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, p 
 			return err
 		}
 	}
-	if p.scoped() {
-		// A registration replaces the worker of that id: a queue-scoped token replaces only
-		// a worker whose every queue it covers (the check of removing), so that it cannot
-		// take over another queue's worker by naming its id.
-		ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: ns, SeenWithin: everSeen})
-		if err != nil {
-			return err
-		}
-		for i := range ws {
-			if ws[i].ID == id && !coversWorker(p, &ws[i], plane.PermissionConsume) {
-				return fmt.Errorf("%w: worker id %s is registered by a worker of queues the token does not cover; register under a new id",
-					api.ErrForbidden, id)
-			}
-		}
+	// A registration replaces the worker of that id: a queue-scoped token replaces only a
+	// worker whose every queue it covers (the check of removing), so that it cannot take
+	// over another queue's worker by naming its id.
+	if others, err := s.othersWorker(r, p, ns, id); err != nil {
+		return err
+	} else if others {
+		return fmt.Errorf("%w: worker id %s is registered by a worker of queues the token does not cover; register under a new id",
+			api.ErrForbidden, id)
 	}
 	info := &plane.WorkerInfo{ID: id, Namespace: ns, Host: req.Host, PID: req.PID, Queues: req.Queues, StartedAt: req.StartedAt,
 		Provider: req.Provider, LaunchID: req.LaunchID, Running: req.Running, IdleSince: req.IdleSince,
@@ -102,20 +114,14 @@ func (s *Server) handleWorkerRemove(w http.ResponseWriter, r *http.Request, p *p
 	if !p.allowsNamespace(ns, plane.PermissionConsume) {
 		return forbidden("namespace "+ns, plane.PermissionConsume)
 	}
-	if p.scoped() {
-		// A queue-scoped token removes only a worker whose every queue it covers, the check
-		// of registering; any other is answered as an unknown one (nothing removed, no
-		// existence oracle).
-		ws, err := s.drv.WorkerList(r.Context(), &plane.WorkerListParams{Namespace: ns, SeenWithin: everSeen})
-		if err != nil {
-			return err
-		}
-		for i := range ws {
-			if ws[i].ID == id && !coversWorker(p, &ws[i], plane.PermissionConsume) {
-				s.write(w, r, http.StatusOK, &api.EmptyResponse{})
-				return nil
-			}
-		}
+	// A queue-scoped token removes only a worker whose every queue it covers, the check of
+	// registering; any other is answered as an unknown one (nothing removed, no existence
+	// oracle).
+	if others, err := s.othersWorker(r, p, ns, id); err != nil {
+		return err
+	} else if others {
+		s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+		return nil
 	}
 	if err := s.drv.WorkerRemove(r.Context(), ns, id); err != nil {
 		return err
