@@ -7,7 +7,6 @@ package server
 import (
 	"cmp"
 	"context"
-	"crypto/cipher"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -271,7 +270,7 @@ type Server struct {
 
 	authOn    bool
 	adminHash [sha256.Size]byte
-	cursors   cipher.AEAD // seals the listing cursors of scoped tokens (cursor.go); nil without auth
+	cursors   *cursorSealer // seals the listing cursors of scoped tokens (cursor.go); nil without auth
 
 	longPolls chan struct{} // semaphore of open long-polls
 
@@ -304,7 +303,7 @@ func New(drv plane.Driver, cfg *Config) *Server {
 	if c.AdminToken != "" {
 		s.authOn = true
 		s.adminHash = sha256.Sum256([]byte(c.AdminToken))
-		s.cursors = cursorSealer(c.AdminToken)
+		s.cursors = newCursorSealer(c.AdminToken)
 	}
 	s.metrics = newMetrics(c.Registerer, drv)
 	s.data.metrics = newDataMetrics(c.Registerer, s.data)
