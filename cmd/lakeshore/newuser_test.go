@@ -49,3 +49,14 @@ func TestTokenCreateOnAnOpenServerSaysItChecksNothing(t *testing.T) {
 	require.Zero(t, code, errs)
 	require.NotContains(t, errs, note)
 }
+
+// TestResultTimeoutNamesTheVerbOnce: `lakeshore result ID --timeout 0` on a queued job said
+// "lakeshore: result: result ID: waited 0s: wait timed out"; the verb is named once now.
+func TestResultTimeoutNamesTheVerbOnce(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	id := c.ok("submit", "q", "1")
+	_, errs, code := c.run("", "result", id, "--timeout", "0")
+	require.Equal(t, exitWaitTimeout, code)
+	require.Equal(t, "lakeshore: result "+id+": waited 0s: wait timed out\n", errs)
+}
