@@ -3,6 +3,7 @@ package main
 import (
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,4 +60,38 @@ func TestResultTimeoutNamesTheVerbOnce(t *testing.T) {
 	_, errs, code := c.run("", "result", id, "--timeout", "0")
 	require.Equal(t, exitWaitTimeout, code)
 	require.Equal(t, "lakeshore: result "+id+": waited 0s: wait timed out\n", errs)
+}
+
+// TestSubmitAndScheduleRefusalsNameTheFlag: a value `submit` or `schedule add` passes to the
+// plane and the plane refuses named the plane's field (`invalid time_zone "Mars/Olympus"`,
+// `invalid catch_up "x"`, `invalid max_attempts -1`), not the flag the user typed, as `queue
+// set` already does; exit 2 and nothing written, on the file plane and over HTTP.
+func TestSubmitAndScheduleRefusalsNameTheFlag(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(*testing.T) *cli{"File": newCLI, "HTTP": newHTTPCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := mk(t)
+			for _, bad := range []struct {
+				args []string
+				want string
+			}{
+				{[]string{"submit", "q", "1", "--max-attempts", "-1"}, "lakeshore: --max-attempts: invalid max_attempts -1:"},
+				{[]string{"submit", "q", "1", "--attempt-timeout", "-1s"}, "lakeshore: --attempt-timeout: invalid attempt_timeout -1s:"},
+				{[]string{"submit", "q", "1", "--debounce", "1s"}, "lakeshore: --debounce: invalid debounce 1s: a debounce window needs"},
+				{[]string{"submit", "q", "1", "--key", "k", "--unique-for", "-1s"}, "lakeshore: --unique-for: invalid unique_for -1s:"},
+				{[]string{"schedule", "add", "s", "0 3 * * *", "--queue", "q", "--time-zone", "Mars/Olympus"}, "lakeshore: --time-zone: invalid time_zone \"Mars/Olympus\":"},
+				{[]string{"schedule", "add", "s", "--every", "1m", "--queue", "q", "--catch-up", "x"}, "lakeshore: --catch-up: invalid catch_up \"x\":"},
+				{[]string{"schedule", "add", "s", "--every", "100ms", "--queue", "q"}, "lakeshore: --every: invalid every \"100ms\":"},
+				{[]string{"schedule", "add", "s", "--every", "1m", "--queue", "q", "--max-attempts", "-4"}, "lakeshore: --max-attempts: invalid max_attempts -4:"},
+			} {
+				_, errs, code := c.run("", bad.args...)
+				require.Equal(t, exitUsage, code, "%v: %s", bad.args, errs)
+				require.True(t, strings.HasPrefix(errs, bad.want), "%v:\n got %q\nwant %q…", bad.args, errs, bad.want)
+			}
+			require.Equal(t, "0", c.ok("count", "q", "queued"), "nothing was submitted")
+			out := c.ok("--json", "schedule", "list")
+			require.Equal(t, "[]", out, "nothing was scheduled")
+		})
+	}
 }
