@@ -312,23 +312,33 @@ func unknownSubcommand(c *cobra.Command, args []string) error {
 	return usagef("unknown command %q for %q", args[0], c.CommandPath())
 }
 
-// exactArgs is cobra.ExactArgs whose error is a usage error.
+// exactArgs is cobra.ExactArgs whose error is a usage error that shows the verb's usage
+// line (argsError).
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if err := cobra.ExactArgs(n)(c, args); err != nil {
-			return usageError(err)
+			return argsError(c, err)
 		}
 		return nil
 	}
 }
 
+// rangeArgs is cobra.RangeArgs whose error is a usage error that shows the verb's usage
+// line (argsError).
 func rangeArgs(lo, hi int) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if err := cobra.RangeArgs(lo, hi)(c, args); err != nil {
-			return usageError(err)
+			return argsError(c, err)
 		}
 		return nil
 	}
+}
+
+// argsError is a wrong number of arguments as a usage error that says what the verb takes:
+// "usage: lakeshore stream ID [flags] (accepts 1 arg(s), received 0)", where cobra's error
+// alone named neither the verb nor its arguments.
+func argsError(c *cobra.Command, err error) error {
+	return usagef("usage: %s (%w)", c.UseLine(), err)
 }
 
 // parseJSON decodes JSON text into the generic form the wire codec encodes: integers

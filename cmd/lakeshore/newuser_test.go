@@ -95,3 +95,23 @@ func TestSubmitAndScheduleRefusalsNameTheFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestWrongArgumentCountShowsTheUsage: `lakeshore stream` without its id said only
+// "lakeshore: accepts 1 arg(s), received 0", naming neither the verb nor what it takes.
+func TestWrongArgumentCountShowsTheUsage(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stream"}, "lakeshore: usage: lakeshore stream ID [flags] (accepts 1 arg(s), received 0)\n"},
+		{[]string{"jobs", "a", "b"}, "lakeshore: usage: lakeshore jobs QUEUE [flags] (accepts 1 arg(s), received 2)\n"},
+		{[]string{"data", "get"}, "lakeshore: usage: lakeshore data get QUEUE [flags] (accepts 1 arg(s), received 0)\n"},
+	} {
+		_, errs, code := c.run("", bad.args...)
+		require.Equal(t, exitUsage, code, errs)
+		require.True(t, strings.HasPrefix(errs, bad.want), "%v: %q", bad.args, errs)
+		require.Contains(t, errs, "Run 'lakeshore --help' for usage.")
+	}
+}
