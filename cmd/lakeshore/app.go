@@ -53,8 +53,10 @@ type app struct {
 	worker atomic.Pointer[lakeshore.Worker]
 
 	// rideOut marks a verb that waits (worker, map, result, stream, listen, submit --wait,
-	// kill --wait): it rides out a plane outage with the HTTP plane's long retries. Other
-	// verbs fail within about two seconds when the server refuses connections (reach).
+	// whose submit the plane retries as long as a wait): it rides out a plane outage with
+	// the HTTP plane's long retries. Other verbs, kill --wait included (its kill request is
+	// retried only briefly), fail within about two seconds when the server refuses
+	// connections (reach); kill's wait then rides an outage out as result's does.
 	rideOut bool
 	reach   reachability
 }

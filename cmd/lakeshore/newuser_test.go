@@ -1,10 +1,12 @@
 package main
 
 import (
+	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -114,4 +116,25 @@ func TestWrongArgumentCountShowsTheUsage(t *testing.T) {
 		require.True(t, strings.HasPrefix(errs, bad.want), "%v: %q", bad.args, errs)
 		require.Contains(t, errs, "Run 'lakeshore --help' for usage.")
 	}
+}
+
+// TestKillWaitFailsAsAOneShotVerb: `kill --wait` against a server that refuses connections
+// skipped the reachability check (as a verb that waits) and then failed after about half a
+// second anyway (the kill request is retried only briefly), with the raw dial error ("POST
+// /v1/…/kill: plane unavailable (Post …: dial tcp …: connection refused)"). It now fails as
+// `kill` does: the notice, then the error naming the URL, within about two seconds.
+func TestKillWaitFailsAsAOneShotVerb(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now: connections are refused
+	c := &cli{t: t, target: url}
+	start := time.Now()
+	_, errs, code := c.run("", "kill", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--wait")
+	require.Equal(t, exitError, code, errs)
+	require.Contains(t, errs, "retrying…")
+	require.Contains(t, errs, "refuses connections (tried for")
+	require.NotContains(t, errs, "dial tcp")
+	require.Less(t, time.Since(start), 5*time.Second)
 }
