@@ -138,3 +138,24 @@ func TestKillWaitFailsAsAOneShotVerb(t *testing.T) {
 	require.NotContains(t, errs, "dial tcp")
 	require.Less(t, time.Since(start), 5*time.Second)
 }
+
+// TestQueueSetLocalLakeshoreWorkerNeedsNoPath: docs/providers.md's first example (`queue set
+// thumbnails --provider local … --worker-command 'lakeshore worker thumbnails -- ./thumb.sh
+// {}'`, with the binary built in place as the README does, on no PATH) warned that "lakeshore"
+// is not found on this machine and must exist where workers are launched, while the local
+// provider runs the supervisor's own executable for it and every launch worked. The warning
+// stays for another program, and for SLURM.
+func TestQueueSetLocalLakeshoreWorkerNeedsNoPath(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no lakeshore, nothing at all
+	c := newCLI(t)
+	_, errs, code := c.run("", "queue", "set", "thumbnails", "--provider", "local",
+		"--worker-command", "lakeshore worker thumbnails -- ./thumb.sh {}")
+	require.Zero(t, code, errs)
+	require.NotContains(t, errs, "not found on this machine")
+	_, errs, code = c.run("", "queue", "set", "other", "--provider", "local", "--worker-command", "python3 worker.py")
+	require.Zero(t, code, errs)
+	require.Contains(t, errs, `the worker command "python3" is not found on this machine`)
+	_, errs, code = c.run("", "queue", "set", "gpu", "--provider", "slurm", "--worker-command", "lakeshore worker gpu -- ./t.sh")
+	require.Zero(t, code, errs)
+	require.Contains(t, errs, `the worker command "lakeshore" is not found on this machine`, "a SLURM node runs its own")
+}
