@@ -27,6 +27,8 @@ const (
 	EnvHome = "LAKESHORE_HOME"
 	// EnvNamespace is the default namespace. Defaults to "default".
 	EnvNamespace = "LAKESHORE_NAMESPACE"
+	// EnvToken is the bearer token sent to an http(s):// plane when Config.Token is empty.
+	EnvToken = httpplane.EnvToken
 )
 
 // DefaultDBName is the file name of the embedded default plane inside $LAKESHORE_HOME.

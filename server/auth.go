@@ -36,7 +36,7 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	h := r.Header.Get("Authorization")
 	scheme, secret, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-		return nil, fmt.Errorf("%w: send Authorization: Bearer <token>", api.ErrUnauthorized)
+		return nil, fmt.Errorf("%w: this server needs a token: send Authorization: Bearer <token> (the lakeshore CLI and SDKs send $LAKESHORE_TOKEN)", api.ErrUnauthorized)
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(secret)))
 	if subtle.ConstantTimeCompare(sum[:], s.adminHash[:]) == 1 {

@@ -423,3 +423,15 @@ func TestWorkerRegisterNoTakeOver(t *testing.T) {
 	require.Equal(t, []string{"secret-q"}, got["w9"].Queues)
 	require.Equal(t, "mine-again", got["w1"].Host)
 }
+
+// TestMissingTokenNamesTheVariable: a CLI or SDK user without $LAKESHORE_TOKEN read
+// "unauthorized: send Authorization: Bearer <token>", which names a header they never
+// write; the answer now names the variable their client sends.
+func TestMissingTokenNamesTheVariable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	r := b.doJSON(t, "POST", "/v1/namespaces/default/queues/jobs/invocations", map[string]any{}, "")
+	r.requireError(t, 401, "unauthorized")
+	require.Contains(t, string(r.body), "$LAKESHORE_TOKEN")
+	require.NotContains(t, string(r.body), adminSecret)
+}

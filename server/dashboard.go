@@ -38,6 +38,12 @@ func (s *Server) registerUI() {
 	s.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, ui.Prefix, http.StatusMovedPermanently)
 	})
+	// The address `lakeshore serve` prints is the server's root, which a browser opens first:
+	// it leads to the dashboard (302, not permanent: the root is no route of the API) rather
+	// than to a JSON 404.
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, ui.Prefix, http.StatusFound)
+	})
 	for pattern, h := range map[string]handlerFunc{
 		"GET /ui/api/session": s.handleUISession,
 		"GET /ui/api/history": s.handleUIHistory,

@@ -53,8 +53,10 @@ type app struct {
 	worker atomic.Pointer[lakeshore.Worker]
 
 	// rideOut marks a verb that waits (worker, map, result, stream, listen, submit --wait,
-	// kill --wait): it rides out a plane outage with the HTTP plane's long retries. Other
-	// verbs fail within about two seconds when the server refuses connections (reach).
+	// whose submit the plane retries as long as a wait): it rides out a plane outage with
+	// the HTTP plane's long retries. Other verbs, kill --wait included (its kill request is
+	// retried only briefly), fail within about two seconds when the server refuses
+	// connections (reach); kill's wait then rides an outage out as result's does.
 	rideOut bool
 	reach   reachability
 }
@@ -312,23 +314,33 @@ func unknownSubcommand(c *cobra.Command, args []string) error {
 	return usagef("unknown command %q for %q", args[0], c.CommandPath())
 }
 
-// exactArgs is cobra.ExactArgs whose error is a usage error.
+// exactArgs is cobra.ExactArgs whose error is a usage error that shows the verb's usage
+// line (argsError).
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if err := cobra.ExactArgs(n)(c, args); err != nil {
-			return usageError(err)
+			return argsError(c, err)
 		}
 		return nil
 	}
 }
 
+// rangeArgs is cobra.RangeArgs whose error is a usage error that shows the verb's usage
+// line (argsError).
 func rangeArgs(lo, hi int) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if err := cobra.RangeArgs(lo, hi)(c, args); err != nil {
-			return usageError(err)
+			return argsError(c, err)
 		}
 		return nil
 	}
+}
+
+// argsError is a wrong number of arguments as a usage error that says what the verb takes:
+// "usage: lakeshore stream ID [flags] (accepts 1 arg(s), received 0)", where cobra's error
+// alone named neither the verb nor its arguments.
+func argsError(c *cobra.Command, err error) error {
+	return usagef("usage: %s (%w)", c.UseLine(), err)
 }
 
 // parseJSON decodes JSON text into the generic form the wire codec encodes: integers

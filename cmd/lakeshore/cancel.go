@@ -72,8 +72,12 @@ func unchangedText(id, done string, state lakeshore.State) string {
 }
 
 // verbError names the verb and the id of a failed verb on one invocation, the id once
-// (the SDK's not_found already names it: "cancel: invocation 01…: not found: …").
+// (the SDK's not_found already names it: "cancel: invocation 01…: not found: …"), and the
+// verb once (the SDK's wait timeout already names both: "result 01…: waited 0s: …").
 func verbError(verb, id string, err error) error {
+	if strings.HasPrefix(err.Error(), verb+" "+id+":") {
+		return err
+	}
 	if strings.Contains(err.Error(), id) {
 		return fmt.Errorf("%s: %w", verb, err)
 	}

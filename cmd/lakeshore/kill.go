@@ -33,7 +33,9 @@ returned â€” for 'lakeshore worker', that the command's process group is gone â€
 die with it).`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			a.rideOut = wait // waits: rides out an outage
+			// Not a ride-out verb, even with --wait: its first request, the kill, is one-shot
+			// (a server that refuses connections is said within about two seconds, as for
+			// cancel); the wait after it rides an outage out with the plane's own retries.
 			if !wait {
 				return a.endJob(c.Context(), args[0], "kill", "killed", (*lakeshore.Queue).Kill)
 			}

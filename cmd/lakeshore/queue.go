@@ -90,7 +90,7 @@ detaches it.`,
 			if _, err := q.UpdateAdmission(c.Context(), func(ad *lakeshore.Admission) error {
 				return mergeAdmissionFlags(f, ad, &set, onFull, keyLimits, keyWeights, keyRates, keyBursts)
 			}); err != nil {
-				return withAdmissionFlag(err)
+				return withFlag(err, admissionFlags)
 			}
 			return a.printAdmission(c, q)
 		},
@@ -123,18 +123,18 @@ var admissionFlags = map[string]string{
 	"key_burst": "--key-burst", "key_rate_limits": "--key-rate", "key_bursts": "--key-bucket",
 }
 
-// withAdmissionFlag prefixes a refusal of the admission block with the flag that set the
-// field it names ("--key-bucket: invalid key_bursts[big] 0: use a bucket size ≥ 1 …"), so
-// the message names what the user typed; any other error is returned as it is. The
-// InvalidError stays in the chain (exit 2).
-func withAdmissionFlag(err error) error {
+// withFlag prefixes a refusal with the flag of flags (field → flag) that set the field it
+// names ("--key-bucket: invalid key_bursts[big] 0: use a bucket size ≥ 1 …", "--time-zone:
+// invalid time_zone …"), so the message names what the user typed; any other error is
+// returned as it is. The InvalidError stays in the chain (exit 2).
+func withFlag(err error, flags map[string]string) error {
 	var ie *lakeshore.InvalidError
 	if !errors.As(err, &ie) {
 		return err
 	}
 	field, _, _ := strings.Cut(ie.Field, "[")
 	field, _, _ = strings.Cut(field, " ")
-	if flag, ok := admissionFlags[field]; ok {
+	if flag, ok := flags[field]; ok {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
 	return err

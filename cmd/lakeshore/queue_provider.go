@@ -121,7 +121,10 @@ func (pf *providerFlags) apply(a *app, c *cobra.Command, q *lakeshore.Queue) err
 	if err := q.SetProvider(c.Context(), ref); err != nil {
 		return err
 	}
-	if len(p.Command) > 0 && (ref.Name == plane.ProviderLocal || ref.Name == plane.ProviderSlurm) {
+	// The local provider runs its supervisor's own executable for a command whose program is
+	// "lakeshore" (localprovider.Provider.SetLakeshore): that one needs no lakeshore on PATH.
+	localLakeshore := ref.Name == plane.ProviderLocal && len(p.Command) > 0 && p.Command[0] == "lakeshore"
+	if len(p.Command) > 0 && (ref.Name == plane.ProviderLocal || ref.Name == plane.ProviderSlurm) && !localLakeshore {
 		if _, err := exec.LookPath(p.Command[0]); err != nil {
 			fmt.Fprintf(a.stderr, "lakeshore: warning: the worker command %q is not found on this machine; it must exist where workers are launched (the supervisor reports it otherwise)\n", p.Command[0])
 		}

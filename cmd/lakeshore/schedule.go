@@ -100,7 +100,7 @@ schedule's next fire.`,
 				TimeZone: timeZone, CatchUp: lakeshore.CatchUp(catchUp), Paused: paused, Priority: priority,
 				MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout})
 			if err != nil {
-				return err
+				return withFlag(err, scheduleFlags)
 			}
 			if a.json {
 				return a.printJSON(scheduleJSON(sc))
@@ -306,4 +306,11 @@ func newSchedulePauseCmd(a *app, paused bool) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// scheduleFlags maps the fields of a schedule, as the plane's refusal names them (the HTTP
+// and Python names), to the flags of `lakeshore schedule add` that set them.
+var scheduleFlags = map[string]string{
+	"every": "--every", "time_zone": "--time-zone", "catch_up": "--catch-up", "priority": "--priority",
+	"max_attempts": "--max-attempts", "attempt_timeout": "--attempt-timeout",
 }

@@ -105,7 +105,7 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 			opts.Mode = mode // lakeshore.yaml's mode: run declaration, requirement, code (docs/fabric.md)
 			res, err := q.SubmitManyResults(submitCtx, []lakeshore.Submission{{Payload: payload, SubmitOptions: *opts}})
 			if err != nil {
-				return err
+				return withFlag(err, submitFlags)
 			}
 			id := res[0].ID
 			if res[0].Existing && !a.json {
@@ -150,4 +150,11 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
 	f.DurationVar(&timeout, "timeout", 0, "how long a submit blocked on a full queue may wait, and with --wait how long to wait for the result (default: no bound on the block, 30s for the result; negative: forever)")
 	return c
+}
+
+// submitFlags maps the fields of a submit, as the plane's refusal names them (the HTTP and
+// Python names), to the flags of `lakeshore submit` that set them.
+var submitFlags = map[string]string{
+	"key": "--key", "priority": "--priority", "max_attempts": "--max-attempts", "attempt_timeout": "--attempt-timeout",
+	"debounce": "--debounce", "unique_for": "--unique-for", "concurrency_key": "--concurrency-key",
 }

@@ -29,7 +29,7 @@ type TokenCreateOpts struct {
 	Namespace string
 	// Queue is a glob of the queues it covers. Defaults to "*": every queue of Namespace.
 	Queue string
-	// Can lists the permissions: submit, consume, read, admin.
+	// Can lists the permissions: submit, consume, read, admin, data:put, data:read.
 	Can []string
 	// TTL is how long the token lives; 0: forever.
 	TTL time.Duration
@@ -80,6 +80,14 @@ func RunTokenCreate(ctx context.Context, o *TokenCreateOpts, out, notes io.Write
 		Queue: cmp.Or(o.Queue, "*"), Permissions: perms, TTL: o.TTL})
 	if err != nil {
 		return err
+	}
+	if target := cmp.Or(o.Target, os.Getenv(lakeshore.EnvURL)); isHTTPTarget(target) && os.Getenv(lakeshore.EnvToken) == "" {
+		// A server with authentication refuses an admin verb without a token: this one has
+		// none, and checks no token, so the scope just printed restricts nobody yet.
+		fmt.Fprintf(notes, "lakeshore token: note: %s took this request without a token, so it runs without authentication "+
+			"and checks no token, this one included: a client without a token, or with any, may do everything; "+
+			"tokens take effect once the server is started with an admin token (LAKESHORE_ADMIN_TOKEN or --admin-token-file)\n",
+			plane.RedactURL(target))
 	}
 	if o.JSON {
 		return printJSONTo(out, tokenJSON{ID: tok.ID, Namespace: tok.Namespace, Queue: tok.Queue, Can: o.Can,
@@ -210,7 +218,9 @@ func newTokenCmd(a *app) *cobra.Command {
 		Long: `Access tokens let clients of 'lakeshore serve' submit, consume or read on the queues
 their namespace and queue globs cover. Tokens are random, shown once, and stored only as
 SHA-256 hashes in the plane. Run these next to the plane's file (--target), or against the
-server's URL with the admin token in LAKESHORE_TOKEN.`,
+server's URL with the admin token in LAKESHORE_TOKEN. A server started without an admin token
+(LAKESHORE_ADMIN_TOKEN or --admin-token-file) checks no token at all: the tokens stored in
+its plane take effect once it is started with one.`,
 	}
 
 	co := &TokenCreateOpts{}
@@ -234,7 +244,7 @@ that namespace).`,
 	f.StringVar(&co.ID, "id", "", "token id (default: a ULID)")
 	f.StringVar(&co.Namespace, "namespace", "", "namespace glob (default: the current namespace; '*' for all)")
 	f.StringVar(&co.Queue, "queue", "*", "queue glob")
-	f.StringSliceVar(&co.Can, "can", nil, "permissions: submit,consume,read,admin")
+	f.StringSliceVar(&co.Can, "can", nil, "permissions: submit,consume,read,admin,data:put,data:read")
 	f.DurationVar(&co.TTL, "ttl", 0, "lifetime, e.g. 720h (default: never expires)")
 
 	list := &cobra.Command{
@@ -255,4 +265,10 @@ that namespace).`,
 	}
 	cmd.AddCommand(create, list, revoke)
 	return cmd
+}
+
+// isHTTPTarget reports whether target names a server (an http(s):// URL, or a list of them).
+func isHTTPTarget(target string) bool {
+	t := strings.ToLower(strings.TrimSpace(target))
+	return strings.HasPrefix(t, "http://") || strings.HasPrefix(t, "https://")
 }

@@ -40,6 +40,7 @@ interrupted).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures.thread
 import contextlib
 import ctypes
 import dataclasses
@@ -82,6 +83,28 @@ R = TypeVar("R")
 
 BodyKind = Literal["sync", "generator", "async", "async_generator"]
 """The four body kinds of a bound function."""
+
+
+# The directories of the frames that run a body rather than belong to it: this package (the
+# worker's execute, _run_sync, _run_body, the call of the function with its keyword
+# arguments) and the standard library's thread pool and event loop that carry the call.
+_MACHINERY_DIRS = tuple(
+    os.path.dirname(os.path.abspath(f)) + os.sep
+    for f in (__file__, concurrent.futures.thread.__file__, asyncio.__file__)
+)
+
+
+def _hide_machinery_frames(e: BaseException) -> None:
+    """Drop the leading frames of ``e``'s traceback that are the worker's machinery, so
+    that the traceback a failed job carries (``InvocationFailedError.traceback``, ``lakeshore
+    result``, ``lakeshore get``) and the worker's log line start at the body's own code, as
+    a traceback of the function called directly would. The innermost frame is always kept
+    (a ``TypeError`` raised by the call itself, such as an unexpected keyword argument,
+    still shows the call); frames after the body's first one are kept whatever they are."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename.startswith(_MACHINERY_DIRS):
+        tb = tb.tb_next
+    e.__traceback__ = tb
 
 
 def _log_failure(job: Job, e: BaseException) -> None:
@@ -1073,6 +1096,7 @@ class _Worker:
             outcome = ("nack", e)
             _log_rate_limited(job, e)
         except Exception as e:
+            _hide_machinery_frames(e)
             outcome = ("nack", e)
             _log_failure(job, e)
         finally:
