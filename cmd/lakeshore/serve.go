@@ -416,10 +416,10 @@ func serveTarget(target string, getenv func(string) string) (string, error) {
 	return target, nil
 }
 
-// isHTTPTarget reports whether target is an http(s) URL: a server whose plane serve
-// proxies.
+// isHTTPTarget reports whether target is an http(s) URL (or a list of them): a server, as
+// the plane serve proxies or a token's create is sent to.
 func isHTTPTarget(target string) bool {
-	scheme, _, ok := strings.Cut(target, "://")
+	scheme, _, ok := strings.Cut(strings.TrimSpace(target), "://")
 	return ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https"))
 }
 

@@ -266,9 +266,3 @@ that namespace).`,
 	cmd.AddCommand(create, list, revoke)
 	return cmd
 }
-
-// isHTTPTarget reports whether target names a server (an http(s):// URL, or a list of them).
-func isHTTPTarget(target string) bool {
-	t := strings.ToLower(strings.TrimSpace(target))
-	return strings.HasPrefix(t, "http://") || strings.HasPrefix(t, "https://")
-}
