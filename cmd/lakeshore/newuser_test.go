@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -125,10 +124,7 @@ func TestWrongArgumentCountShowsTheUsage(t *testing.T) {
 // `kill` does: the notice, then the error naming the URL, within about two seconds.
 func TestKillWaitFailsAsAOneShotVerb(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	url := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close()) // nothing listens there now: connections are refused
+	url := refusedURL(t)
 	c := &cli{t: t, target: url}
 	start := time.Now()
 	_, errs, code := c.run("", "kill", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--wait")
