@@ -79,10 +79,12 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	root := a.rootCmd()
 	root.SetArgs(args)
+	start := time.Now()
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
+	err = a.rideOutError(err, time.Since(start))
 	code := exitCode(err)
 	var ce *codeError
 	if !errors.As(err, &ce) || ce.err != nil {
