@@ -125,10 +125,7 @@ func TestWrongArgumentCountShowsTheUsage(t *testing.T) {
 // `kill` does: the notice, then the error naming the URL, within about two seconds.
 func TestKillWaitFailsAsAOneShotVerb(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	url := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close()) // nothing listens there now: connections are refused
+	url := refusedURL(t)
 	c := &cli{t: t, target: url}
 	start := time.Now()
 	_, errs, code := c.run("", "kill", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--wait")
@@ -167,10 +164,7 @@ func TestQueueSetLocalLakeshoreWorkerNeedsNoPath(t *testing.T) {
 // nothing answers there, still after the ride-out.
 func TestSubmitWaitRefusedSaysNothingAnswers(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	url := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close()) // nothing listens there now: connections are refused
+	url := refusedURL(t)
 	c := &cli{t: t, target: url}
 	start := time.Now()
 	_, errs, code := c.run("", "submit", "q", "1", "--wait")
@@ -181,4 +175,15 @@ func TestSubmitWaitRefusedSaysNothingAnswers(t *testing.T) {
 	require.NotContains(t, errs, "dial tcp")
 	require.NotContains(t, errs, "/v1/")
 	require.Equal(t, 1, strings.Count(errs, "\n"), "one line: %q", errs)
+}
+
+// refusedURL is the http:// URL of a local port nothing listens on: connections to it are
+// refused.
+func refusedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return url
 }
