@@ -49,10 +49,10 @@ func CheckIndexes(indexes []int64) error {
 // and partition name). Errors: *InvalidError.
 func CheckReadArgs(offset int64, limit int, opts *GetOpts) error {
 	if offset < 0 {
-		return &InvalidError{Field: "offset", Value: offset, Rule: "≥ 0"}
+		return &InvalidError{Field: "offset", Value: offset, Rule: "use a global index ≥ 0 (0: from the first record)"}
 	}
 	if limit <= 0 {
-		return &InvalidError{Field: "limit", Value: limit, Rule: "≥ 1"}
+		return &InvalidError{Field: "limit", Value: limit, Rule: "use 1 or more records"}
 	}
 	if opts == nil {
 		return nil

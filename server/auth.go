@@ -27,6 +27,10 @@ func HashToken(secret string) []byte {
 	return h[:]
 }
 
+// tokenSource says where a client's token comes from, in the answer to a missing, unknown,
+// expired or revoked one (a CLI or SDK user never writes the Authorization header).
+const tokenSource = "the lakeshore CLI and SDKs send $LAKESHORE_TOKEN"
+
 // authenticate finds the principal of r. Errors: ErrUnauthorized (missing, unknown, expired
 // or revoked token). The secret is never logged or echoed.
 func (s *Server) authenticate(r *http.Request) (*principal, error) {
@@ -36,7 +40,7 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	h := r.Header.Get("Authorization")
 	scheme, secret, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-		return nil, fmt.Errorf("%w: this server needs a token: send Authorization: Bearer <token> (the lakeshore CLI and SDKs send $LAKESHORE_TOKEN)", api.ErrUnauthorized)
+		return nil, fmt.Errorf("%w: this server needs a token: send Authorization: Bearer <token> (%s)", api.ErrUnauthorized, tokenSource)
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(secret)))
 	if subtle.ConstantTimeCompare(sum[:], s.adminHash[:]) == 1 {
@@ -44,7 +48,7 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	}
 	tok, err := s.drv.TokenGet(r.Context(), sum[:])
 	if errors.Is(err, plane.ErrNotFound) {
-		return nil, fmt.Errorf("%w: unknown token", api.ErrUnauthorized)
+		return nil, fmt.Errorf("%w: unknown token: this server holds no such token (%s: set it to a token this server minted)", api.ErrUnauthorized, tokenSource)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up token: %w", err)
@@ -52,9 +56,10 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	now := s.cfg.Now()
 	switch {
 	case !tok.RevokedAt.IsZero():
-		return nil, fmt.Errorf("%w: token %s was revoked", api.ErrUnauthorized, tok.ID)
+		return nil, fmt.Errorf("%w: token %s was revoked (%s: set it to a current token)", api.ErrUnauthorized, tok.ID, tokenSource)
 	case !tok.ExpiresAt.IsZero() && !now.Before(tok.ExpiresAt):
-		return nil, fmt.Errorf("%w: token %s expired at %s", api.ErrUnauthorized, tok.ID, tok.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+		return nil, fmt.Errorf("%w: token %s expired at %s (%s: set it to a current token)", api.ErrUnauthorized, tok.ID,
+			tok.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"), tokenSource)
 	}
 	return &principal{tok: tok}, nil
 }

@@ -435,3 +435,29 @@ func TestMissingTokenNamesTheVariable(t *testing.T) {
 	require.Contains(t, string(r.body), "$LAKESHORE_TOKEN")
 	require.NotContains(t, string(r.body), adminSecret)
 }
+
+// TestAuthBadTokenNamesTheVariable: an unknown, expired or revoked token answered only
+// "unauthorized: unknown token" (or "… was revoked"), leaving a CLI or SDK user to guess
+// where the token came from; the answer now names $LAKESHORE_TOKEN, as the missing-token
+// one does, and never echoes the token sent.
+func TestAuthBadTokenNamesTheVariable(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	b := setup(t, &server.Config{AdminToken: adminSecret, Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	shortLived, _ := b.mint(t, "default", "jobs", 60, plane.PermissionSubmit)
+	revoked, revokedTok := b.mint(t, "default", "jobs", 0, plane.PermissionSubmit)
+	require.Equal(t, 200, b.do(t, "DELETE", "/v1/tokens/"+revokedTok.ID, "", nil, adminSecret).status)
+	now.Add(int64(2 * time.Minute))
+	for name, tc := range map[string]struct{ token, reason string }{
+		"Unknown": {"lks_not-a-real-token", "unknown token"},
+		"Expired": {shortLived, "expired at 2026-01-01T00:01:00Z"},
+		"Revoked": {revoked, "was revoked"},
+	} {
+		r := b.doJSON(t, "POST", "/v1/namespaces/default/queues/jobs/invocations", map[string]any{}, tc.token)
+		r.requireError(t, 401, "unauthorized")
+		require.Contains(t, string(r.body), tc.reason, name)
+		require.Contains(t, string(r.body), "$LAKESHORE_TOKEN", name)
+		require.NotContains(t, string(r.body), tc.token, "%s: the token is never echoed", name)
+	}
+}

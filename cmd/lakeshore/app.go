@@ -79,10 +79,12 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	root := a.rootCmd()
 	root.SetArgs(args)
+	start := time.Now()
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
+	err = a.rideOutError(err, time.Since(start))
 	code := exitCode(err)
 	var ce *codeError
 	if !errors.As(err, &ce) || ce.err != nil {
@@ -147,7 +149,7 @@ kill: nothing changed); 2 usage or bad input; 3 not found; 4 a wait timed out;
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return flagError(err) })
+	root.SetFlagErrorFunc(flagError)
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.target, "target", "", `plane to use: a file path, sqlite://path, ":memory:", http(s)://…, postgres://… (default $`+lakeshore.EnvURL+`, else $`+lakeshore.EnvHome+`/lakeshore.db)`)
 	pf.StringVar(&a.namespace, "namespace", "", "namespace of queues (default $"+lakeshore.EnvNamespace+", else \"default\")")
@@ -244,15 +246,36 @@ func usageError(err error) error { return &codeError{code: exitUsage, err: err} 
 // flagValueError matches pflag's words for a value its flag type cannot parse.
 var flagValueError = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?(--[\w-]+)" flag: `)
 
+// wholeNumberRange is the annotation of an integer flag whose allowed values are fewer
+// than its Go type's: its value is the range flagError names for a value that does not
+// parse ("from 0 to 9223372036854775807"), so the message gives the range actually
+// allowed rather than the type's (whose negative half is then refused).
+const wholeNumberRange = "lakeshore_whole_number_range"
+
+// nonNegative marks the integer flags names of c as taking whole numbers ≥ 0 (their
+// values below 0 are refused where they are checked, with that rule's own words).
+func nonNegative(c *cobra.Command, names ...string) {
+	for _, name := range names {
+		if err := c.Flags().SetAnnotation(name, wholeNumberRange, []string{"from 0 to " + strconv.FormatInt(math.MaxInt64, 10)}); err != nil {
+			panic(err) // a flag name misspelt in the code
+		}
+	}
+}
+
 // flagError turns a flag error into a usage error; a value a flag cannot parse becomes
 // an *InvalidError saying what the flag takes (exit 2, without the usage hint), never the
-// parser's Go words (strconv.ParseFloat: …).
-func flagError(err error) error {
+// parser's Go words (strconv.ParseFloat: …). An integer flag says the range it allows: its
+// wholeNumberRange annotation, else its Go type's.
+func flagError(c *cobra.Command, err error) error {
 	m := flagValueError.FindStringSubmatch(err.Error())
 	if m == nil {
 		return usageError(err)
 	}
 	value, flag := m[1], m[2]
+	wholeRange := "from -9223372036854775808 to 9223372036854775807"
+	if f := c.Flags().Lookup(strings.TrimPrefix(flag, "--")); f != nil && len(f.Annotations[wholeNumberRange]) == 1 {
+		wholeRange = f.Annotations[wholeNumberRange][0]
+	}
 	var ne *strconv.NumError
 	switch {
 	case errors.As(err, &ne) && ne.Func == "ParseFloat":
@@ -262,7 +285,7 @@ func flagError(err error) error {
 	case errors.As(err, &ne) && ne.Func == "ParseUint":
 		return plane.Invalid(flag, value, "use a whole number from 0 to 18446744073709551615")
 	case errors.As(err, &ne):
-		return plane.Invalid(flag, value, "use a whole number (digits, no exponent or fraction) from -9223372036854775808 to 9223372036854775807")
+		return plane.Invalid(flag, value, "use a whole number (digits, no exponent or fraction) "+wholeRange)
 	case strings.Contains(err.Error(), "time: "):
 		return plane.Invalid(flag, value, "use a duration such as 500ms, 30s, 5m or 1h")
 	}

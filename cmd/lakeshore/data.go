@@ -252,6 +252,7 @@ func newDataGetCmd(a *app, o *dataOpts) *cobra.Command {
 	f.IntVar(&limit, "limit", 100, "most records to print")
 	f.StringVar(&fields, "fields", "", "comma-separated fields (default: all)")
 	f.StringVar(&partition, "partition", "", "only this partition (default: all)")
+	nonNegative(cmd, "offset")
 	return cmd
 }
 

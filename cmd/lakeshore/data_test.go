@@ -124,6 +124,15 @@ func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {
 	require.Equal(t, exitUsage, code, "a value of the wrong type is bad input")
 	require.Contains(t, errs, `field "score" has type int64`)
 	require.NotContains(t, errs, "--help", "bad input, not a command-line mistake: no usage hint")
+	// A read's bounds say what is allowed as a sentence (before: "invalid offset -1: ≥ 0").
+	for flag, want := range map[string]string{
+		"--offset=-1": "lakeshore: invalid offset -1: use a global index ≥ 0 (0: from the first record)\n",
+		"--limit=0":   "lakeshore: invalid limit 0: use 1 or more records\n",
+	} {
+		_, errs, code = c.run("", append(c.args, "get", "rollouts", flag)...)
+		require.Equal(t, exitUsage, code, "%s: %s", flag, errs)
+		require.Equal(t, want, errs, flag)
+	}
 	// Reads of a queue that does not exist say so and create nothing.
 	for _, verb := range []string{"stats", "get", "flush", "partitions", "consumption"} {
 		_, errs, code = c.run("", append(c.args, verb, "nosuch")...)
@@ -246,6 +255,7 @@ func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
 		{[]string{"submit", "q", "1", "--delay", "-5m"}, `invalid --delay "-5m0s": use a duration ≥ 0`},
 		{[]string{"submit", "q", "1", "--at", "tomorrow"}, `invalid --at "tomorrow": use an RFC 3339 time`},
 		{[]string{"trim", "--all", "--older-than", "-1h"}, `invalid --older-than "-1h0m0s": use a duration ≥ 0`},
+		{[]string{"data", "get", "q", "--offset", "x"}, `invalid --offset "x": use a whole number (digits, no exponent or fraction) from 0 to 9223372036854775807`},
 	} {
 		_, errs, code := c.run("", cs.args...)
 		require.Equal(t, exitUsage, code, "%v: %s", cs.args, errs)

@@ -61,6 +61,24 @@ func TestQueueSetRefusalNamesTheFlag(t *testing.T) {
 	}
 }
 
+// TestQueueSetIntegerFlagRange: an integer flag of `queue set` given a value that does not
+// parse says the range it allows, from 0 (it said from -9223372036854775808, and a negative
+// value was then refused), exits 2 on one line; a flag that takes negatives (--since) keeps
+// its type's range.
+func TestQueueSetIntegerFlagRange(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	for _, flag := range []string{"--max-depth", "--burst", "--concurrency-limit", "--key-burst", "--min-workers",
+		"--max-workers", "--jobs-per-worker", "--buffer", "--scale-up-step", "--cpus", "--gpus"} {
+		_, errs, code := c.run("", "queue", "set", "a", flag, "abc")
+		require.Equal(t, exitUsage, code, "%s: %s", flag, errs)
+		require.Equal(t, `lakeshore: invalid `+flag+` "abc": use a whole number (digits, no exponent or fraction) from 0 to 9223372036854775807`+"\n", errs)
+	}
+	_, errs, code := c.run("", "stream", "x", "--since", "abc")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, `from -9223372036854775808 to 9223372036854775807`)
+}
+
 // TestSubmitDebounceExistingNote: a debounced resubmit of a key whose job still waits
 // prints that job's id, and the note on standard error says the job took this payload and
 // waits again, not only that nothing new was enqueued (which read as "your payload was

@@ -155,3 +155,34 @@ func TestQueueSetLocalLakeshoreWorkerNeedsNoPath(t *testing.T) {
 	require.Zero(t, code, errs)
 	require.Contains(t, errs, `the worker command "lakeshore" is not found on this machine`, "a SLURM node runs its own")
 }
+
+// TestSubmitWaitRefusedSaysNothingAnswers: `submit --wait` against a server that refuses
+// connections rides the outage out (the submit is repeated for 30 s) and then printed the
+// raw error ("POST /v1/…/invocations/batch: plane unavailable (Post …: dial tcp …:
+// connection refused)"); it now fails as a one-shot verb does, naming the server and that
+// nothing answers there, still after the ride-out.
+func TestSubmitWaitRefusedSaysNothingAnswers(t *testing.T) {
+	t.Parallel()
+	url := refusedURL(t)
+	c := &cli{t: t, target: url}
+	start := time.Now()
+	_, errs, code := c.run("", "submit", "q", "1", "--wait")
+	require.Equal(t, exitError, code, errs)
+	require.GreaterOrEqual(t, time.Since(start), 25*time.Second, "the submit still rides the outage out: %s", errs)
+	require.Contains(t, errs, "lakeshore: nothing answers at "+url+": it refuses connections (gave up after ")
+	require.Contains(t, errs, "is 'lakeshore serve' running?")
+	require.NotContains(t, errs, "dial tcp")
+	require.NotContains(t, errs, "/v1/")
+	require.Equal(t, 1, strings.Count(errs, "\n"), "one line: %q", errs)
+}
+
+// refusedURL is the http:// URL of a local port nothing listens on: connections to it are
+// refused.
+func refusedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return url
+}

@@ -109,6 +109,7 @@ detaches it.`,
 	f.StringArrayVar(&keyRates, "key-rate", nil, "KEY=R: the starts per second of one key, 0 for none (repeat; KEY=- removes it)")
 	f.StringArrayVar(&keyBursts, "key-bucket", nil, "KEY=B: the token bucket size of one key, ≥ 1 (repeat; KEY=- removes it)")
 	pf.register(c)
+	nonNegative(c, "max-depth", "burst", "concurrency-limit", "key-burst")
 	return c
 }
 

@@ -50,6 +50,7 @@ func (pf *providerFlags) register(c *cobra.Command) {
 	f.StringVar(&pf.memory, "memory", "", "memory per worker: MiB (4096) or with a unit (4GiB, 512MiB); 0: the provider's default")
 	f.DurationVar(&pf.policy.Resources.TimeLimit, "time-limit", 0, "longest a worker may run, e.g. 2h (0: the provider's default)")
 	f.StringVar(&pf.policy.Resources.Partition, "partition", "", "SLURM partition (or the exec provider's pool)")
+	nonNegative(c, "min-workers", "max-workers", "jobs-per-worker", "buffer", "scale-up-step", "cpus", "gpus")
 }
 
 // changed reports whether any provider flag was given.

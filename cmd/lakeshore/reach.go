@@ -79,8 +79,7 @@ func (c dialCheck) check(ctx context.Context, target string, notes io.Writer) er
 		}
 		elapsed := time.Since(start)
 		if elapsed >= c.giveUp {
-			return fmt.Errorf("%s refuses connections (tried for %s; is 'lakeshore serve' running?): %w",
-				plane.RedactURL(target), c.giveUp, lakeshore.ErrUnavailable)
+			return refusedError(target, fmt.Sprintf("tried for %s", c.giveUp))
 		}
 		if !noticed && elapsed >= c.noticeAfter {
 			fmt.Fprintf(notes, "lakeshore: %s refuses connections; retrying…\n", plane.RedactURL(target))
@@ -92,6 +91,27 @@ func (c dialCheck) check(ctx context.Context, target string, notes io.Writer) er
 		case <-time.After(c.every):
 		}
 	}
+}
+
+// refusedError is the error of a command whose http(s) plane refused connections to the
+// end: it names the server (without a password) and that nothing answers there, never the
+// dial's Go words; detail says how long it tried. It matches lakeshore.ErrUnavailable.
+func refusedError(target, detail string) error {
+	return fmt.Errorf("nothing answers at %s: it refuses connections (%s; is 'lakeshore serve' running?): %w",
+		plane.RedactURL(target), detail, lakeshore.ErrUnavailable)
+}
+
+// rideOutError is err, the error a verb that rides out an outage (rideOut) ended with after
+// elapsed, made as clear as a one-shot verb's: when the plane still refused connections when
+// its retries gave up (a submit's after 30 s), refusedError, naming the server, instead of
+// "POST /v1/…: plane unavailable (Post …: dial tcp …: connection refused)". Any other error
+// is returned as it is.
+func (a *app) rideOutError(err error, elapsed time.Duration) error {
+	target := a.planeURL()
+	if !a.rideOut || target == "" || !errors.Is(err, lakeshore.ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) {
+		return err
+	}
+	return refusedError(target, fmt.Sprintf("gave up after %s", elapsed.Round(time.Second)))
 }
 
 // planeURL is the target a verb opens: --target, else $LAKESHORE_URL.

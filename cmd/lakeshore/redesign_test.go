@@ -454,10 +454,7 @@ func TestFormatETA(t *testing.T) {
 // TestTokenVerbFailsFast: token verbs are one-shot too.
 func TestTokenVerbFailsFast(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	url := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
+	url := refusedURL(t)
 	c := &cli{t: t, target: url}
 	start := time.Now()
 	_, errs, code := c.run("", "token", "list")

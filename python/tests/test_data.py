@@ -289,6 +289,32 @@ def test_not_enough_data_before_the_timeout(d: HttpDispatch, qname: str) -> None
     run(main())
 
 
+def test_a_misspelt_field_is_warned_once(d: HttpDispatch, qname: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A batch hand-out of a field in no record (a misspelt name) answered an empty batch in
+    silence (and, waiting, a TimeoutError after the whole wait); it is not refused (a later
+    put_fields may add the field), but logged once per queue and field at WARNING, as get()
+    does for an unknown partition. A real field is not."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"a": i} for i in range(4)])
+        await q.flush()
+        with caplog.at_level("WARNING", logger="lakeshore.data"):
+            b = await q.get_batch(fields=["a"], batch_size=2, task_name="t")
+            assert len(b.global_indexes) == 2
+            assert not caplog.records, "a field of the queue is not warned about"
+            b = await q.get_batch(fields=["nope"], batch_size=2, task_name="t")
+            assert len(b.global_indexes) == 0  # not refused
+            meta = await q.reader().get_meta(["nope", "a"], 2, "u")
+            assert meta.global_indexes == []
+            await q.get_meta(["nope"], 2, "t")
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warned) == 1, warned
+        assert qname in warned[0] and "'nope'" in warned[0] and "'a'" in warned[0]
+
+    run(main())
+
+
 def test_seqlen_balanced_sampler(d: HttpDispatch, qname: str) -> None:
     async def main() -> None:
         q = Queue(qname, dispatch=d, batch_size=1000)

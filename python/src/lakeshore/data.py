@@ -740,6 +740,10 @@ class Queue:
             )
         self.name = name
         self._told_partition = False
+        # Field names a batch hand-out asked for: those found in the queue's schema, and
+        # those warned about (in neither it nor any produced field set; _tell_unknown_fields).
+        self._schema_fields: set[str] = set()
+        self._told_fields: set[str] = set()
         self._default_reader: Reader | None = None  # get_meta/get_batch on the queue
         self.storage_path = None if storage_path is None else os.fspath(storage_path)
         self.batch_size = batch_size
@@ -1071,6 +1075,33 @@ class Queue:
                 self.partition_id,
                 self._offsets.get(self.partition_id, 0),
                 others,
+            )
+
+    async def _tell_unknown_fields(self, fields: Sequence[str]) -> None:
+        """Before a batch hand-out of ``fields``: log once per field, at WARNING, a name that
+        is not a field of the queue's schema (so of no produced field set either): the
+        hand-out waits for records that have it, so a misspelt name answers an empty batch,
+        or a TimeoutError after the whole wait. Not refused: a later ``put_fields`` may add
+        the field. The schema is asked only while a name is neither known nor told, and a
+        failure to ask it never fails the read."""
+        unresolved = [f for f in fields if f not in self._schema_fields and f not in self._told_fields]
+        if not unresolved:
+            return
+        try:
+            ans = await self._call("GET", "/schema", retry="safe")
+        except errors.DispatchError:
+            return  # no queue yet (nothing to compare with), or the plane is away: the read says so
+        self._schema_fields.update(str(f.get("name")) for f in ans.get("fields") or [])
+        unknown = [f for f in unresolved if f not in self._schema_fields]
+        if unknown:
+            self._told_fields.update(unknown)
+            log.warning(
+                "lakeshore.data: %s: fields %s are in no record of the queue (its fields: %s): a batch hands out only "
+                "records that have every field asked for, so it stays empty until a put or put_fields adds them; "
+                "check the spelling",
+                self.name,
+                unknown,
+                sorted(self._schema_fields),
             )
 
     async def _read(
@@ -1413,6 +1444,7 @@ class Reader:
         the caller's ``timeout`` (default 30 s)."""
         q = self.queue
         await q._send_before_read()
+        await q._tell_unknown_fields(body["fields"])
         total = 30.0 if timeout is None else float(timeout)
         deadline = time.monotonic() + total
         while True:
