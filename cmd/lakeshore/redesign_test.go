@@ -381,16 +381,6 @@ func TestMapRemovesStaleOutput(t *testing.T) {
 	require.True(t, bytes.Contains(must(os.ReadFile(out)), []byte(`"input":"a"`)))
 }
 
-// refusedURL returns the URL of a loopback port where nothing listens: connections to it
-// are refused.
-func refusedURL(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	url := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return url
-}
-
 // TestOneShotVerbFailsFast: a one-shot verb against a server that refuses connections used
 // to hang about 30 s in silence (issue 11 item 1); it now says "retrying…" after a second
 // and fails within about 2 s. Waits keep the long ride-out.
