@@ -510,7 +510,10 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		return nil, "", codeErr("the code archive is not gzip-compressed: %s", readerMessage(err))
 	}
 	zr.Multistream(false) // a second member is refused below, not read as more of the tar
-	body := bufio.NewReader(zr)
+	// The whole tar stream is bounded, not only the files' bytes: directory entries, the
+	// headers and PAX records (up to 1 MiB each) would otherwise be read without limit.
+	stream := &boundedReader{r: zr, limit: limits.MaxBytes + streamOverhead}
+	body := bufio.NewReader(stream)
 	if _, err := body.Peek(1); err == io.EOF {
 		return nil, "", codeErr("the code archive is empty: want a tar archive in it (the archive of no files is the tar end-of-archive blocks)")
 	}
@@ -519,13 +522,14 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 	seen := map[string]bool{}    // the files
 	parents := map[string]bool{} // the directories the files are in
 	var total, pathBytes int64
+	dirEntries := 0
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, "", cmp.Or(secondMember(br, err), codeErr("the code archive is damaged: %s", readerMessage(err)))
+			return nil, "", cmp.Or(stream.over(), secondMember(br, err), codeErr("the code archive is damaged: %s", readerMessage(err)))
 		}
 		name := strings.TrimSuffix(hdr.Name, "/")
 		if err := checkPath(name); err != nil {
@@ -533,6 +537,10 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
+			// Nothing is written for a directory entry, but each costs a header: counted.
+			if dirEntries++; dirEntries > limits.MaxFiles {
+				return nil, "", codeErr("the code archive holds more than %d directory entries", limits.MaxFiles)
+			}
 			continue
 		case tar.TypeReg:
 		default:
@@ -599,7 +607,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 			}
 		}
 		if err != nil {
-			return nil, "", cmp.Or(secondMember(br, err), codeErr("the code archive is damaged at %q: %s", name, readerMessage(err)))
+			return nil, "", cmp.Or(stream.over(), secondMember(br, err), codeErr("the code archive is damaged at %q: %s", name, readerMessage(err)))
 		}
 		if n != hdr.Size {
 			return nil, "", codeErr("the code archive is cut short at %q", name)
@@ -609,10 +617,39 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		files = append(files, f)
 	}
 	if err := checkArchiveEnd(br, body, total, limits.MaxBytes); err != nil {
-		return nil, "", err
+		return nil, "", cmp.Or(stream.over(), err)
 	}
 	return files, Digest(files), nil
 }
+
+// streamOverhead is what a code archive's tar stream may hold beyond its files' bytes
+// (Limits.MaxBytes): headers, PAX records and padding. The Python worker's reader allows
+// the same (lakeshore.code.read_archive).
+const streamOverhead = 1 << 20
+
+// boundedReader reads r, failing with a *CodeError once more than limit bytes were read.
+type boundedReader struct {
+	r        io.Reader
+	n, limit int64
+	err      error
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.r.Read(p)
+	if b.n += int64(n); b.n > b.limit {
+		b.err = codeErr("the code archive unpacks to more than %d bytes (its files' %d bytes and %d of tar headers and padding)",
+			b.limit, b.limit-streamOverhead, streamOverhead)
+		return n, b.err
+	}
+	return n, err
+}
+
+// over is the error of a read past the limit, or nil: the reader that got it (tar's, or
+// checkArchiveEnd) may have reported it as another error.
+func (b *boundedReader) over() error { return b.err }
 
 // checkArchiveEnd reads what follows the tar's end-of-archive blocks: the rest of the gzip
 // member (zero padding only, as a tar record's, counted with the files' total bytes

@@ -710,3 +710,40 @@ func TestFindRefusesAParentsFileOfAnotherUser(t *testing.T) {
 		t.Errorf("Find below root's file: %q, %v", p, err)
 	}
 }
+
+// TestReadArchiveBoundsTheWholeStream: what the limits do not count as a file's bytes —
+// directory entries (never written, so not counted as files either) and PAX records of up
+// to 1 MiB per entry — is bounded too. Before, a 345 KiB upload of 131,072 directory
+// entries (64 MiB of tar headers), or of a few files each carrying a 1 MiB PAX comment,
+// was read to its end and accepted under a 1 MiB limit: the server's 100 MiB uploads
+// unpacked to ~100 GiB of headers the server decompressed and parsed, minutes of CPU per
+// request.
+func TestReadArchiveBoundsTheWholeStream(t *testing.T) {
+	var dirs []*tar.Header
+	for range 131_072 {
+		dirs = append(dirs, &tar.Header{Typeflag: tar.TypeDir, Name: "d/", Mode: 0o755})
+	}
+	comment := strings.Repeat("c", 900<<10)
+	var pax []*tar.Header
+	for i := range 8 {
+		pax = append(pax, &tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprint(i), Mode: 0o644, Format: tar.FormatPAX, PAXRecords: map[string]string{"comment": comment}})
+	}
+	for name, hdrs := range map[string][]*tar.Header{"directory entries": dirs, "PAX records": pax} {
+		data := archive(t, hdrs...)
+		for _, dir := range []string{"", t.TempDir()} {
+			_, _, err := ReadArchive(bytes.NewReader(data), dir, Limits{MaxBytes: 1 << 20, MaxFiles: 1000})
+			var ce *CodeError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), "more than") {
+				t.Errorf("%s (%d bytes compressed, directory %q): %v; want a *CodeError over the limit", name, len(data), dir, err)
+			}
+		}
+	}
+	// An archive within the limits, its headers included, is read as before.
+	var ok []*tar.Header
+	for i := range 500 {
+		ok = append(ok, &tar.Header{Typeflag: tar.TypeDir, Name: fmt.Sprintf("d%d/", i), Mode: 0o755}, &tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprintf("d%d/f", i), Mode: 0o644})
+	}
+	if files, _, err := ReadArchive(bytes.NewReader(archive(t, ok...)), t.TempDir(), Limits{MaxBytes: 1 << 20, MaxFiles: 1000}); err != nil || len(files) != 500 {
+		t.Errorf("500 files in 500 directories: %d files, %v", len(files), err)
+	}
+}

@@ -427,14 +427,27 @@ func podLabels(name string, l *provider.Launch) map[string]string {
 
 // CanOffer implements provider.ShapeChecker: a shape's GPU type and labels must be valid
 // node label values (and its label keys node label keys), which select its nodes. Whether
-// a node has them is the scheduler's to say (the Pod stays pending until one does).
+// a node has them is the scheduler's to say (the Pod stays pending until one does). The
+// selector's keys the operator set — node_selector's, gpu_type_label and partition_label —
+// are not the shape's labels to change: a label of a node_selector key may only repeat its
+// value, one of gpu_type_label only the shape's gpu_type, and partition_label is the
+// policy's partition alone (the shape's labels, the submitter's, once replaced them).
 func (p *Provider) CanOffer(r *plane.Requirement) error {
 	if r.GPUType != "" && len(validation.IsValidLabelValue(r.GPUType)) > 0 {
 		return fmt.Errorf("kubernetes provider %s: the shape's gpu_type %q is not a node label value", p.cfg.Name, r.GPUType)
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
-		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(r.Labels[k])) > 0 {
-			return fmt.Errorf("kubernetes provider %s: the shape's label %s=%s is not a node label", p.cfg.Name, k, r.Labels[k])
+		v := r.Labels[k]
+		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+			return fmt.Errorf("kubernetes provider %s: the shape's label %s=%s is not a node label", p.cfg.Name, k, v)
+		}
+		switch operator, ok := p.cfg.NodeSelector[k]; {
+		case ok && v != operator:
+			return fmt.Errorf("kubernetes provider %s: the shape's label %s=%s conflicts with the provider's node_selector %s=%s", p.cfg.Name, k, v, k, operator)
+		case k == p.cfg.GPUTypeLabel && v != r.GPUType:
+			return fmt.Errorf("kubernetes provider %s: the shape's label %s=%s is the provider's gpu_type_label: ask the GPU type with gpu_type", p.cfg.Name, k, v)
+		case k == p.cfg.PartitionLabel:
+			return fmt.Errorf("kubernetes provider %s: the shape's label %s is the provider's partition_label, which the queue's launch policy sets", p.cfg.Name, k)
 		}
 	}
 	return nil

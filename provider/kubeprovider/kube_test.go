@@ -445,3 +445,32 @@ func TestPodManifestShape(t *testing.T) {
 		t.Error("CanOffer of a label value with a space: nil; want an error")
 	}
 }
+
+// TestShapeLabelsCannotReplaceTheOperatorsSelector: a shape's labels are the submitter's
+// (`submit --requires label.KEY=VALUE`); the provider's node_selector, gpu_type label and
+// partition label are the operator's. Before, the shape's labels were copied over the
+// selector, so a tenant's label cloud.example/pool=system moved its worker off the
+// operator's pool=gpu onto any node pool, and a label of the GPU-type key replaced the
+// shape's own gpu_type. Now such a shape cannot be offered, and its Pod is not made.
+func TestShapeLabelsCannotReplaceTheOperatorsSelector(t *testing.T) {
+	p := newProvider(t, fake.NewClientset(), func(c *kubeprovider.Config) { c.PartitionLabel = "cloud.example/partition" })
+	for _, req := range []*plane.Requirement{
+		{Labels: map[string]string{"cloud.example/pool": "system"}},
+		{GPUType: "a100", Labels: map[string]string{kubeprovider.GPUTypeLabelDefault: "t4"}},
+		{Labels: map[string]string{kubeprovider.GPUTypeLabelDefault: "t4"}},
+		{Labels: map[string]string{"cloud.example/partition": "other"}},
+	} {
+		if err := p.CanOffer(req); err == nil {
+			t.Errorf("CanOffer(%v): nil; want an error", req.Labels)
+		}
+		l := launch("01JLABEL", plane.Resources{CPUs: 1, Partition: "main"})
+		l.Shape, l.Requirement = req.Shape(), req
+		if pod, err := p.Pod(l); err == nil {
+			t.Errorf("Pod(%v): node selector %v; want an error", req.Labels, pod.Spec.NodeSelector)
+		}
+	}
+	// The operator's own value, asked again, is no conflict.
+	if err := p.CanOffer(&plane.Requirement{Labels: map[string]string{"cloud.example/pool": "gpu"}}); err != nil {
+		t.Errorf("CanOffer(pool=gpu): %v", err)
+	}
+}

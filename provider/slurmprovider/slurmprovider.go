@@ -179,6 +179,23 @@ func (p *Provider) CanOffer(r *plane.Requirement) error {
 			return fmt.Errorf("slurm provider: the shape asks for label %s, which is not a node feature here (list it in %s)", k, EnvConstraintLabels)
 		}
 	}
+	return checkFeatures(r)
+}
+
+// featurePattern is one node feature's name: the value of a constraint label. It keeps out
+// the operators of --constraint's expressions (& | , * [ ] ( ) !) and spaces, so a
+// submitter's label value names one feature and cannot widen, count or negate the
+// constraint; an empty value (which dropped the constraint) is refused too.
+var featurePattern = regexp.MustCompile(`^[A-Za-z0-9_.+-]{1,255}$`)
+
+// checkFeatures checks the values of r's constraint labels (featurePattern). Errors:
+// *plane.InvalidError.
+func checkFeatures(r *plane.Requirement) error {
+	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+		if v := r.Labels[k]; !featurePattern.MatchString(v) {
+			return plane.Invalid("label "+k, v, "a node feature's name for --constraint: 1–255 bytes of [A-Za-z0-9_.+-] (no &, |, *, brackets or spaces)")
+		}
+	}
 	return nil
 }
 
@@ -310,6 +327,17 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 	}
 	if len(l.Command) == 0 || l.Command[0] == "" {
 		return plane.Invalid("worker command", l.Command, "give the worker's command, e.g. lakeshore worker QUEUE -- ./handle.sh")
+	}
+	if l.Requirement != nil {
+		constrained := &plane.Requirement{Labels: map[string]string{}}
+		for k, v := range l.Requirement.Labels {
+			if slices.Contains(p.cfg.ConstraintLabels, k) {
+				constrained.Labels[k] = v
+			}
+		}
+		if err := checkFeatures(constrained); err != nil {
+			return err
+		}
 	}
 	for k := range l.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

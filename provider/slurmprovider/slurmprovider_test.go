@@ -445,3 +445,36 @@ func TestShapeResources(t *testing.T) {
 		t.Errorf("List: %+v (found %v); want the launch with shape %s", s, ok, req.Shape())
 	}
 }
+
+// TestConstraintLabelIsOneFeature: a label listed in ConstraintLabels names one node
+// feature. A label value is the submitter's (printable UTF-8: `submit --requires
+// label.zone=…`), and --constraint reads SLURM's expression language in it: before,
+// "east|gpu" or "east*2" or "[a|b]" reached sbatch as an OR, a node count, a matching OR,
+// so a tenant chose nodes outside the feature the operator meant (the launch of
+// zone=east|east was accepted). Now CanOffer refuses such a value and Launch refuses it
+// with a *plane.InvalidError before sbatch runs.
+func TestConstraintLabelIsOneFeature(t *testing.T) {
+	c := slurmtest.Shared(t)
+	p, err := slurmprovider.New(slurmprovider.Config{SlurmConf: c.Conf, LogDir: t.TempDir(), PollInterval: 100 * time.Millisecond,
+		ConstraintLabels: []string{"zone"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, value := range []string{slurmtest.Feature + "|" + slurmtest.Feature, slurmtest.Feature + "&" + slurmtest.Feature, "[" + slurmtest.Feature + "]", slurmtest.Feature + "*1", "!x", "a b", ""} {
+		req := &plane.Requirement{Labels: map[string]string{"zone": value}}
+		if err := p.CanOffer(req); err == nil {
+			t.Errorf("CanOffer(zone=%q): nil; want an error", value)
+		}
+		id := newLaunchID()
+		err := p.Launch(context.Background(), &provider.Launch{ID: id, Namespace: "default", Queue: "q", Command: []string{"sleep", "300"},
+			Shape: req.Shape(), Requirement: req})
+		var ie *plane.InvalidError
+		if !errors.As(err, &ie) {
+			_ = p.Stop(context.Background(), id, 0)
+			t.Errorf("Launch(zone=%q): %v; want a *plane.InvalidError", value, err)
+		}
+	}
+	if err := p.CanOffer(&plane.Requirement{Labels: map[string]string{"zone": slurmtest.Feature}}); err != nil {
+		t.Errorf("CanOffer(zone=%s): %v", slurmtest.Feature, err)
+	}
+}

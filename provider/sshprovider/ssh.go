@@ -858,7 +858,8 @@ func (p *Provider) auth(h *host) (ssh.AuthMethod, func(), error) {
 // key of 16,384 bits under 13 KiB).
 const maxKeyFileBytes = 1 << 20
 
-// readKeyFile reads a private key file: a regular file of at most maxKeyFileBytes. It is
+// readKeyFile reads a private key file: a regular file of at most maxKeyFileBytes that
+// neither its group nor others may access (OpenSSH's rule). It is
 // opened without blocking and checked before it is read, so a key_file naming a FIFO, a
 // device (/dev/zero) or a huge file is an error at once instead of a supervisor that
 // hangs or fills its memory.
@@ -874,6 +875,10 @@ func readKeyFile(path string) ([]byte, error) {
 	}
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (%s): name the private key's file", path, st.Mode().Type())
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		// As OpenSSH's "UNPROTECTED PRIVATE KEY FILE": a key others may read is no secret.
+		return nil, fmt.Errorf("%s has permissions %04o: a private key must not be readable by others (chmod 600 %s)", path, perm, path)
 	}
 	if st.Size() > maxKeyFileBytes {
 		return nil, fmt.Errorf("%s has %d bytes: a private key has a few KiB (at most %d bytes are read)", path, st.Size(), maxKeyFileBytes)

@@ -322,8 +322,8 @@ func TestHostKeys(t *testing.T) {
 	}
 }
 
-// TestKeyFileNotAKey: a key_file naming a FIFO, a device or a huge file fails the call at
-// once with what it is, instead of a supervisor that hangs opening the FIFO (nothing ever
+// TestKeyFileNotAKey: a key_file naming a FIFO, a device, a huge file or a key others may
+// read fails the call at once with what it is, instead of a supervisor that hangs opening the FIFO (nothing ever
 // writes to it: before, Check never returned) or reads /dev/zero until its memory is gone.
 func TestKeyFileNotAKey(t *testing.T) {
 	f := newFixture(t, 1, "127.0.0.1")
@@ -336,7 +336,21 @@ func TestKeyFileNotAKey(t *testing.T) {
 	if err := os.WriteFile(huge, make([]byte, 2<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A key others may read (before, used as is; OpenSSH refuses it as an unprotected
+	// private key file).
+	key, err := os.ReadFile(f.servers[0].KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(dir, "id_open")
+	if err := os.WriteFile(open, key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ path, want string }{
+		{open, "has permissions 0644: a private key must not be readable by others (chmod 600"},
 		{fifo, "is not a regular file (p"},
 		{"/dev/zero", "is not a regular file (D"},
 		{huge, "has 2097152 bytes: a private key has a few KiB"},

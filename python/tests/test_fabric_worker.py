@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import lakeshore
-from lakeshore import code, config, errors, lifecycle
+from lakeshore import _fabric, code, config, errors, lifecycle
 
 from .conftest import Server
 
@@ -596,3 +596,46 @@ def test_a_sigkilled_worker_leaves_no_child_of_its_body_running(server: Server, 
         _sigkill_then_retry(script, env, tmp_path, q, inv, {pidfile: "the body's child"})
     finally:
         d.close()
+
+
+def test_a_set_up_is_done_in_each_directory_of_the_code(server: Server, tmp_path: Path, qname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each namespace unpacks a digest into its own directory, and an evicted digest is
+    unpacked again into a fresh one, so a mode's ``setup`` (run in the code's directory:
+    ``pip install -e .``, a build) is done in each. Before, the set-ups a worker did were
+    keyed by (host key, digest) alone: after team-a's run, team-b's run of the same code and
+    mode skipped its setup and ran in a directory that never got it, and so did a run of a
+    digest the cache had evicted and fetched again."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "job.py").write_text("def f():\n    return 1\n")
+    snap = code.snapshot(src, config.Code(mounts=(config.Mount("."),)))
+    monkeypatch.setenv("LAKESHORE_CODE_CACHE", str(tmp_path / "cache"))
+    m = config.parse("t.yaml", "modes:\n  g:\n    setup: [touch built]\n").mode("g")
+    md = {config.META_RUN: json.dumps(m.declaration()), config.META_CODE: snap.digest}
+    dispatches = {ns: lakeshore.HttpDispatch(server.url, token=server.admin_token, namespace=ns) for ns in ("team-a", "team-b")}
+    try:
+        for ns, d in dispatches.items():
+            _fabric.upload(d, qname, snap, 1 << 20)
+            p = _fabric.Preparer(d)
+            p.prepare(ns, qname, md)
+            p.restore_env()
+            built = Path(code.CodeCache(code.namespace_cache_dir(ns)).path(snap.digest)) / "built"
+            assert built.exists(), f"{ns}'s code directory never got the setup"
+        # One worker serving both namespaces (team-b's code fetched anew).
+        p = _fabric.Preparer(dispatches["team-a"])
+        p.prepare("team-a", qname, md)
+        p.restore_env()
+        p.d = dispatches["team-b"]
+        shutil.rmtree(code.namespace_cache_dir("team-b"))
+        p.prepare("team-b", qname, md)
+        p.restore_env()
+        assert (Path(p.caches["team-b"].path(snap.digest)) / "built").exists(), "team-b's directory never got the setup"
+        # The cache evicted team-a's digest; fetched again, its fresh directory is set up again.
+        p.d = dispatches["team-a"]
+        shutil.rmtree(p.caches["team-a"].path(snap.digest))
+        p.prepare("team-a", qname, md)
+        p.restore_env()
+        assert (Path(p.caches["team-a"].path(snap.digest)) / "built").exists(), "the fetched-again directory never got the setup"
+    finally:
+        for d in dispatches.values():
+            d.close()

@@ -130,7 +130,7 @@ class Preparer:
         self.trust = trust_declarations
         self.lock = threading.Lock()
         self.caches: dict[str, code.CodeCache] = {}  # by namespace
-        self.prepared: set[tuple[str, str]] = set()
+        self.prepared: set[tuple[str, str, str]] = set()  # (host key, namespace, digest)
         # Host keys whose set-up this worker did, most recent first: the worker's claims
         # prefer their jobs (warm host keys).
         self.warm: list[str] = []
@@ -188,13 +188,18 @@ class Preparer:
                 if not cache.has(digest):
                     data, _ = self.d.run(self.d._transport.call("GET", code_path(namespace, queue, digest), raw=True, retry="safe"))
                     cache.put(digest, data)
+                    # A fresh directory (first fetch, or again after the cache evicted it):
+                    # the set-ups done in the one before are not in it.
+                    self.prepared = {k for k in self.prepared if k[1:] != (namespace, digest)}
                 for c in self.caches.values():
                     c.in_use = set()
                 cache.in_use = {digest}
                 cache.touch(digest)
                 root = cache.path(digest)
             cwd = root or os.getcwd()
-            env_key = (host_key, digest)
+            # Set-ups run in the code's directory, one per namespace and digest (each
+            # namespace unpacks its own copy), so they are done once per such directory.
+            env_key = (host_key, namespace if digest else "", digest)
             if env_key not in self.prepared:
                 for cmd in decl.get("setup") or []:
                     _shell(cmd, cwd, None, "setup", stopped)
