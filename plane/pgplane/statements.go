@@ -177,7 +177,7 @@ func newStatements(schema string) statements {
 				WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
 				ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
 			locked AS (` + lockKeys(`due`) + `),
-			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due) AND state = 0 AND waiting
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id = ANY (ARRAY(SELECT id FROM due)) AND state = 0 AND waiting
 				AND (SELECT count(*) FROM locked) >= 0 RETURNING id)
 			SELECT (SELECT min(id) FROM moved), ` + leftDue + ``),
 		// promoteHolding is promote for a transaction that holds rows already (a
@@ -195,8 +195,8 @@ func newStatements(schema string) statements {
 				ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
 			held AS (SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
 				AND concurrency_key IN (SELECT concurrency_key FROM due) ORDER BY concurrency_key FOR UPDATE SKIP LOCKED),
-			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due
-				WHERE concurrency_key IS NULL OR concurrency_key IN (SELECT concurrency_key FROM held))
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id = ANY (ARRAY(SELECT id FROM due
+				WHERE concurrency_key IS NULL OR concurrency_key IN (SELECT concurrency_key FROM held)))
 				AND state = 0 AND waiting RETURNING id)
 			SELECT (SELECT min(id) FROM moved), ` + leftDue + ``),
 		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
@@ -205,7 +205,7 @@ func newStatements(schema string) statements {
 		promoteDue: s(`WITH due AS (SELECT id, namespace, queue, concurrency_key FROM {s}.invocations
 				WHERE state = 0 AND waiting AND available_ms <= $1 ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
 			locked AS (` + lockKeys(`due`) + `),
-			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due)
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id = ANY (ARRAY(SELECT id FROM due))
 				AND (SELECT count(*) FROM locked) >= 0 RETURNING namespace, queue, id)
 			SELECT namespace, queue, min(id) FROM moved GROUP BY namespace, queue`),
 		// lockKeys locks the counter rows of the concurrency keys $1, $2, $3 (namespaces,
