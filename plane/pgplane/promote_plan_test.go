@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
@@ -45,13 +46,14 @@ func TestPromoteReadsNoRowNotDue(t *testing.T) {
 	conn := mustConn(t, url)
 	_, err := conn.Exec(ctx, `VACUUM ANALYZE lakeshore.invocations`)
 	require.NoError(t, err)
-	statements := []struct{ name, statement, types, queue string }{
+	statements := []struct{ name, statement, types, arguments string }{
 		{"promote", d.sql.promote, "text, text, bigint", "'default', 'q', "},
 		{"promoteHolding", d.sql.promoteHolding, "text, text, bigint", "'default', 'q', "},
 		{"promoteDue", d.sql.promoteDue, "bigint", ""},
 	}
 	for _, s := range statements {
-		require.Less(t, promotePages(t, conn, s.statement, s.types, s.queue), 50, "%s: pages read behind 10,000 rows not due", s.name)
+		pages, _ := promotePages(t, conn, s.statement, s.types, s.arguments)
+		require.Less(t, pages, 50, "%s: pages read behind 10,000 rows not due", s.name)
 	}
 
 	for range 5 {
@@ -59,14 +61,18 @@ func TestPromoteReadsNoRowNotDue(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond)
 	for _, s := range statements {
-		require.Less(t, promotePages(t, conn, s.statement, s.types, s.queue), 160, "%s: pages read moving 5 due rows behind 10,000 rows not due", s.name)
+		pages, left := promotePages(t, conn, s.statement, s.types, s.arguments)
+		t.Logf("%s: %d pages moving 5 due rows", s.name, pages)
+		assert.Less(t, pages, 160, "%s: pages read moving 5 due rows behind 10,000 rows not due", s.name)
+		assert.Zero(t, left, "%s: due rows left waiting", s.name)
 	}
 }
 
 // promotePages runs statement (a promote, its parameters' types, and all but its last
 // argument, the time now, written out) under its generic plan in a transaction it rolls
-// back and returns the pages it read (shared buffers hit and read).
-func promotePages(t *testing.T, conn *pgx.Conn, statement, types, arguments string) int {
+// back and returns the pages it read (shared buffers hit and read) and the due rows it left
+// waiting.
+func promotePages(t *testing.T, conn *pgx.Conn, statement, types, arguments string) (pages, left int) {
 	t.Helper()
 	ctx := t.Context()
 	tx, err := conn.Begin(ctx)
@@ -77,8 +83,10 @@ func promotePages(t *testing.T, conn *pgx.Conn, statement, types, arguments stri
 	_, err = tx.Exec(ctx, `PREPARE promote_plan(`+types+`) AS `+statement)
 	require.NoError(t, err)
 	var explained string
+	now := time.Now().UnixMilli()
 	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE promote_plan(`+arguments+
-		strconv.FormatInt(time.Now().UnixMilli(), 10)+`)`).Scan(&explained))
+		strconv.FormatInt(now, 10)+`)`).Scan(&explained))
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM lakeshore.invocations WHERE waiting AND available_ms <= $1`, now).Scan(&left))
 	var plans []struct {
 		Plan struct {
 			Hit  int `json:"Shared Hit Blocks"`
@@ -90,6 +98,5 @@ func promotePages(t *testing.T, conn *pgx.Conn, statement, types, arguments stri
 	require.NoError(t, tx.Rollback(ctx))
 	_, err = conn.Exec(context.Background(), `DEALLOCATE promote_plan`)
 	require.NoError(t, err)
-	t.Logf("pages %d", plans[0].Plan.Hit+plans[0].Plan.Read)
-	return plans[0].Plan.Hit + plans[0].Plan.Read
+	return plans[0].Plan.Hit + plans[0].Plan.Read, left
 }
