@@ -117,8 +117,11 @@ func walMark(b *testing.B, url string) func() float64 {
 
 // BenchmarkClaimDepth claims and acks one job at a time behind a backlog: queued jobs (the
 // claim reads the head of the index) or delayed ones (kept out of the claim indexes), so
-// claim cost can be compared across depths. LAKESHORE_BENCH_DEPTH sets the large depth
-// (default 100,000).
+// claim cost can be compared across depths. In due-trickle, behind the delayed ones, a job
+// delayed by a millisecond is submitted after each ack (outside the timer), which a later
+// claim's promote moves (about one a claim): claims behind delayed jobs that fall due a
+// few at a time.
+// LAKESHORE_BENCH_DEPTH sets the large depth (default 100,000).
 func BenchmarkClaimDepth(b *testing.B) {
 	large := 100_000
 	if v, err := strconv.Atoi(os.Getenv("LAKESHORE_BENCH_DEPTH")); err == nil && v > 0 {
@@ -127,10 +130,12 @@ func BenchmarkClaimDepth(b *testing.B) {
 	for _, c := range []struct {
 		name            string
 		queued, delayed int
+		trickle         bool
 	}{
-		{"queued-1000", 1000, 0},
-		{fmt.Sprintf("queued-%d", large), large, 0},
-		{fmt.Sprintf("delayed-%d", large), 1000, large},
+		{"queued-1000", 1000, 0, false},
+		{fmt.Sprintf("queued-%d", large), large, 0, false},
+		{fmt.Sprintf("delayed-%d", large), 1000, large, false},
+		{fmt.Sprintf("due-trickle-%d", large), 1000, large, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			url := pgtest.Database(b)
@@ -167,6 +172,11 @@ func BenchmarkClaimDepth(b *testing.B) {
 				}
 				if _, err := d.InvocationSettleMany(b.Context(), []plane.SettleParams{{ID: jobs[0].ID, Token: jobs[0].Token, Outcome: plane.OutcomeSucceeded}}); err != nil {
 					b.Fatal(err)
+				}
+				if c.trickle {
+					b.StopTimer()
+					seed(1, time.Millisecond)
+					b.StartTimer()
 				}
 			}
 			b.StopTimer()

@@ -170,14 +170,21 @@ func newStatements(schema string) statements {
 		// locked CTE first (as promoteDue's does), so the due rows and then the keys are all
 		// locked before the UPDATE's trigger writes a counter row: without that the CTEs ran
 		// interleaved with the UPDATE, which wrote the counter rows in id order as it read
-		// the due rows. leftDue reads the statement's snapshot, in which the rows it moves
-		// still look waiting: a due row neither locked here nor moved is one another
-		// transaction holds (or one a transaction that committed since changed: a try more).
+		// the due rows. The UPDATE takes its rows as id = ANY (ARRAY(SELECT id FROM due)), a
+		// primary-key probe a row (the planner estimates a few for an array it cannot see),
+		// not id IN (SELECT id FROM due), which it planned for due's batch of 1,000 as a hash
+		// join over a sequential scan of the whole table, however few rows were due (5 due
+		// behind 10,000 delayed: 335 pages for the statement, 98 with the array:
+		// TestPromoteReadsNoRowNotDue). The array is read when the index scan starts, under
+		// the Result whose One-Time Filter reads locked first. leftDue reads the statement's
+		// snapshot, in which the rows it moves still look waiting: a due row neither locked
+		// here nor moved is one another transaction holds (or one a transaction that
+		// committed since changed: a try more).
 		promote: s(`WITH due AS (SELECT id, namespace, queue, concurrency_key FROM {s}.invocations
 				WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
 				ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
 			locked AS (` + lockKeys(`due`) + `),
-			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due) AND state = 0 AND waiting
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id = ANY (ARRAY(SELECT id FROM due)) AND state = 0 AND waiting
 				AND (SELECT count(*) FROM locked) >= 0 RETURNING id)
 			SELECT (SELECT min(id) FROM moved), ` + leftDue + ``),
 		// promoteHolding is promote for a transaction that holds rows already (a
@@ -189,23 +196,24 @@ func newStatements(schema string) statements {
 		// leaves the rest to the next claim or maintenance: a key without a counter row too,
 		// since the trigger making it would wait for a transaction making the same key's row
 		// at once (a submit holding other keys' rows), which closed a cycle. It reports the
-		// rows it left as promote does (leftDue).
+		// rows it left as promote does (leftDue), and takes its rows by primary key as
+		// promote does (the array is read, and held locked, before the first row is updated).
 		promoteHolding: s(`WITH due AS (SELECT id, concurrency_key FROM {s}.invocations
 				WHERE namespace = $1 AND queue = $2 AND state = 0 AND waiting AND available_ms <= $3
 				ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
 			held AS (SELECT concurrency_key FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2
 				AND concurrency_key IN (SELECT concurrency_key FROM due) ORDER BY concurrency_key FOR UPDATE SKIP LOCKED),
-			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due
-				WHERE concurrency_key IS NULL OR concurrency_key IN (SELECT concurrency_key FROM held))
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id = ANY (ARRAY(SELECT id FROM due
+				WHERE concurrency_key IS NULL OR concurrency_key IN (SELECT concurrency_key FROM held)))
 				AND state = 0 AND waiting RETURNING id)
 			SELECT (SELECT min(id) FROM moved), ` + leftDue + ``),
 		// promoteDue makes due waiting rows of every queue claimable (maintenance) and returns
 		// the smallest id moved per queue; the counter rows of their keys locked as promote
-		// locks them.
+		// locks them, its rows taken by primary key as promote takes them.
 		promoteDue: s(`WITH due AS (SELECT id, namespace, queue, concurrency_key FROM {s}.invocations
 				WHERE state = 0 AND waiting AND available_ms <= $1 ORDER BY available_ms LIMIT 1000 FOR UPDATE SKIP LOCKED),
 			locked AS (` + lockKeys(`due`) + `),
-			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id IN (SELECT id FROM due)
+			moved AS (UPDATE {s}.invocations SET waiting = false WHERE id = ANY (ARRAY(SELECT id FROM due))
 				AND (SELECT count(*) FROM locked) >= 0 RETURNING namespace, queue, id)
 			SELECT namespace, queue, min(id) FROM moved GROUP BY namespace, queue`),
 		// lockKeys locks the counter rows of the concurrency keys $1, $2, $3 (namespaces,
