@@ -618,24 +618,91 @@ def test_a_set_up_is_done_in_each_directory_of_the_code(server: Server, tmp_path
             _fabric.upload(d, qname, snap, 1 << 20)
             p = _fabric.Preparer(d)
             p.prepare(ns, qname, md)
-            p.restore_env()
+            p.release("")
             built = Path(code.CodeCache(code.namespace_cache_dir(ns)).path(snap.digest)) / "built"
             assert built.exists(), f"{ns}'s code directory never got the setup"
         # One worker serving both namespaces (team-b's code fetched anew).
         p = _fabric.Preparer(dispatches["team-a"])
         p.prepare("team-a", qname, md)
-        p.restore_env()
+        p.release("")
         p.d = dispatches["team-b"]
         shutil.rmtree(code.namespace_cache_dir("team-b"))
         p.prepare("team-b", qname, md)
-        p.restore_env()
+        p.release("")
         assert (Path(p.caches["team-b"].path(snap.digest)) / "built").exists(), "team-b's directory never got the setup"
         # The cache evicted team-a's digest; fetched again, its fresh directory is set up again.
         p.d = dispatches["team-a"]
         shutil.rmtree(p.caches["team-a"].path(snap.digest))
         p.prepare("team-a", qname, md)
-        p.restore_env()
+        p.release("")
         assert (Path(p.caches["team-a"].path(snap.digest)) / "built").exists(), "the fetched-again directory never got the setup"
     finally:
         for d in dispatches.values():
             d.close()
+
+
+def test_runs_of_another_env_wait_for_the_running_ones() -> None:
+    """A run's env is the worker process's (os.environ), so with concurrency > 1 runs of one
+    context (namespace, digest, env) run at once and another context's wait until they end.
+    Before, a second run's preparation replaced the first's env while its body ran (A's body
+    read B's value) and A's end put back the original under B's body (B read None)."""
+    p = _fabric.Preparer(None, trust_declarations=True)
+
+    def md(value: str) -> dict[str, str]:
+        return {config.META_RUN: json.dumps({"env": {"LAKESHORE_TEST_CONTEXT": value}})}
+
+    os.environ.pop("LAKESHORE_TEST_CONTEXT", None)
+    p.prepare("ns", "q", md("a"), job_id="a1")
+    p.prepare("ns", "q", md("a"), job_id="a2")  # the same context: at once
+    assert os.environ["LAKESHORE_TEST_CONTEXT"] == "a"
+
+    entered = threading.Event()
+
+    def prepare_b() -> None:
+        p.prepare("ns", "q", md("b"), job_id="b1")
+        entered.set()
+
+    t = threading.Thread(target=prepare_b)
+    t.start()
+    assert not entered.wait(0.3), "a run of another env started while a's ran"
+    assert os.environ["LAKESHORE_TEST_CONTEXT"] == "a", "a's body saw another run's env"
+    # A third run of a's context, after b's waits: it waits behind b (no starvation).
+    late = threading.Event()
+    t2 = threading.Thread(target=lambda: (p.prepare("ns", "q", md("a"), job_id="a3"), late.set()))
+    t2.start()
+    assert not late.wait(0.3), "a later run of the running context went ahead of the waiting one"
+    p.release("a1")
+    assert not entered.wait(0.2)
+    assert os.environ["LAKESHORE_TEST_CONTEXT"] == "a", "a2's body still runs with a's env"
+    p.release("a2")
+    assert entered.wait(5)
+    assert os.environ["LAKESHORE_TEST_CONTEXT"] == "b"
+    assert not late.is_set()
+    p.release("b1")
+    assert late.wait(5)
+    assert os.environ["LAKESHORE_TEST_CONTEXT"] == "a"
+    p.release("a3")
+    p.release("a3")  # twice: a no-op
+    assert "LAKESHORE_TEST_CONTEXT" not in os.environ, "the last run's end puts back what its env replaced"
+    t.join()
+    t2.join()
+
+    # A job stopped while it waits gives up its turn.
+    p.prepare("ns", "q", md("a"), job_id="a4")
+    stopped = threading.Event()
+    failed: list[BaseException] = []
+
+    def prepare_stopped() -> None:
+        try:
+            p.prepare("ns", "q", md("c"), job_id="c1", stopped=stopped)
+        except BaseException as e:  # noqa: BLE001 - the test reads it
+            failed.append(e)
+
+    t3 = threading.Thread(target=prepare_stopped)
+    t3.start()
+    stopped.set()
+    t3.join(5)
+    assert failed and isinstance(failed[0], _fabric.CommandStopped)
+    assert not p.waiting
+    p.release("a4")
+    assert "LAKESHORE_TEST_CONTEXT" not in os.environ

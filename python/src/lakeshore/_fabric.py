@@ -134,15 +134,30 @@ class Preparer:
         # Host keys whose set-up this worker did, most recent first: the worker's claims
         # prefer their jobs (warm host keys).
         self.warm: list[str] = []
-        # The values the last run's env replaced (None: unset), put back after its body.
+        # The values the running context's env replaced (None: unset), put back when its
+        # last run ends.
         self.saved_env: dict[str, str | None] = {}
+        # The context gate: a run's code root and env are the worker process's (sys.path,
+        # os.environ), so runs of one context — (namespace, digest, env) — run at once and
+        # another context's wait until they end, in the order they came (docs/fabric.md).
+        self.gate = threading.Condition()
+        self.context: tuple[Any, ...] | None = None  # the context of the running runs
+        self.holders: set[str] = set()  # the jobs of that context that hold the gate
+        self.waiting: list[tuple[Any, ...]] = []  # the contexts waiting, in arrival order
 
     def needed(self, metadata: Any) -> bool:
         """Whether a job with ``metadata`` needs preparing (a hop off the worker's loop)."""
         return bool(metadata) and (config.META_RUN in metadata or config.META_CODE in metadata)
 
     def prepare(
-        self, namespace: str, queue: str, metadata: Any, *, own_handler: bool = False, stopped: threading.Event | None = None
+        self,
+        namespace: str,
+        queue: str,
+        metadata: Any,
+        *,
+        own_handler: bool = False,
+        stopped: threading.Event | None = None,
+        job_id: str = "",
     ) -> Callable[..., Any] | None:
         """Prepare the run (in a worker thread): fetch and unpack its code, run its setup
         commands once per (host key, digest), the host set-up hooks its code registered,
@@ -176,6 +191,69 @@ class Preparer:
         # itself, never by the one the declaration states (a submitter could name another
         # run's key to make that run skip its set-up).
         host_key = config.declaration_host_key(decl) if decl else ""
+        env = {str(k): str(v) for k, v in (decl.get("env") or {}).items()}
+        first = self._enter((namespace if digest else "", digest, tuple(sorted(env.items()))), job_id, stopped)
+        try:
+            return self._prepare(namespace, queue, metadata, decl, digest, host_key, env, first, stopped)
+        except BaseException:
+            self.release(job_id)
+            raise
+
+    def _enter(self, context: tuple[Any, ...], job_id: str, stopped: threading.Event | None) -> bool:
+        """Take the context gate for ``job_id``: at once when no run holds it or the runs
+        holding it are of ``context`` and no other context waits before it; else wait
+        until they end. Return whether this run is the first of its context (it sets the
+        env). Raises CommandStopped when the job is stopped while it waits."""
+        with self.gate:
+            self.waiting.append(context)
+            try:
+                while not self._may_enter(context):
+                    if stopped is not None and stopped.is_set():
+                        raise CommandStopped("stopped while waiting for the runs of another code or env to end")
+                    self.gate.wait(COMMAND_POLL)
+            finally:
+                self.waiting.remove(context)
+            first = not self.holders
+            self.context = context
+            self.holders.add(job_id)
+            self.gate.notify_all()
+            return first
+
+    def _may_enter(self, context: tuple[Any, ...]) -> bool:
+        """Whether a run of ``context`` may take the gate now (self.gate held): no other
+        context waits before it, and the gate is free or held by runs of ``context``."""
+        ahead = self.waiting[: self.waiting.index(context)]
+        if any(c != context for c in ahead):
+            return False
+        return not self.holders or self.context == context
+
+    def release(self, job_id: str) -> None:
+        """After the body of a prepared run (or its failed preparation): let go of the
+        context gate; the last run of its context puts back what its env replaced, so a
+        later job of the worker process never sees another run's environment. A job that
+        holds nothing is a no-op."""
+        with self.gate:
+            if job_id not in self.holders:
+                return
+            self.holders.discard(job_id)
+            if not self.holders:
+                with self.lock:
+                    self._restore_env()
+                self.context = None
+            self.gate.notify_all()
+
+    def _prepare(
+        self,
+        namespace: str,
+        queue: str,
+        metadata: Any,
+        decl: dict[str, Any],
+        digest: str,
+        host_key: str,
+        env: dict[str, str],
+        first: bool,
+        stopped: threading.Event | None,
+    ) -> Callable[..., Any] | None:
         with self.lock:
             root = None
             if digest:
@@ -214,20 +292,12 @@ class Preparer:
             if root is not None and ref:
                 fn = code.load_function(root, ref)
             lifecycle.run_host_setup()
-            env = {str(k): str(v) for k, v in (decl.get("env") or {}).items()}
-            self._restore_env()
-            self.saved_env = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
+            if first:
+                self.saved_env = {k: os.environ.get(k) for k in env}
+                os.environ.update(env)
             for cmd in decl.get("run_setup") or []:
                 _shell(cmd, cwd, env, "run_setup", stopped)
         return fn
-
-
-    def restore_env(self) -> None:
-        """Put back what the last prepared run's env replaced, after its body: a run's
-        environment is its own, never a later job's."""
-        with self.lock:
-            self._restore_env()
 
     def _restore_env(self) -> None:
         saved, self.saved_env = self.saved_env, {}

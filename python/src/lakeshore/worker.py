@@ -1102,7 +1102,7 @@ class _Worker:
         finally:
             self.running.pop(job.id, None)
             if self.preparer.needed(job.metadata):
-                self.preparer.restore_env()
+                self.preparer.release(job.id)
             if not self.running:
                 self.idle_at = datetime.now(timezone.utc)
         if r.lost:
@@ -1133,7 +1133,7 @@ class _Worker:
             handler = self.handlers.get(job.queue)
             own = not (handler is _run_thunk or isinstance(handler, UDF))
             try:
-                fn = self.preparer.prepare(job.namespace, job.queue, job.metadata, own_handler=own, stopped=stopped)
+                fn = self.preparer.prepare(job.namespace, job.queue, job.metadata, own_handler=own, stopped=stopped, job_id=job.id)
             except _fabric.CommandStopped:
                 raise JobStopped(job.id) from None
         lifecycle.run_host_setup()
