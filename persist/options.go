@@ -87,6 +87,16 @@ type StreamOpts struct {
 // StreamBatchSizeDefault is the default StreamOpts.BatchSize.
 const StreamBatchSizeDefault = 1000
 
+// ScanLimitMax bounds the records one read over HTTP answers: the limit of
+// GET …/records and the batch_size of GET …/stream (a larger one is refused as invalid,
+// naming the field). The server reads a whole answer into memory before it sends it, so
+// without a bound one request could read a whole queue. A larger scan reads pages of at
+// most ScanLimitMax records, each continuing at the previous page's next offset:
+// package httpstore asks for at most ScanLimitMax per Scan (Scan answers up to limit
+// records and where the next page starts) and the Python SDK does the same. In process,
+// Scan takes any limit (the caller's memory is its own).
+const ScanLimitMax = 10_000
+
 // KVEntry is one key as listed or read.
 type KVEntry struct {
 	Partition string

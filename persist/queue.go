@@ -125,8 +125,10 @@ func (q *Queue) PutFields(ctx context.Context, partition string, indexes []int64
 
 // Get returns up to limit records with global index ≥ offset, in index order, skipping
 // cleared ones (and, per opts, other partitions and other ranks' shards). Records
-// still in the tail are included: every put that returned is readable. Errors:
-// *InvalidError (bad limit, offset, field or shard), ErrClosed.
+// still in the tail are included: every put that returned is readable. Over HTTP one
+// call answers at most ScanLimitMax records: read on from the last row's index + 1 (an
+// empty answer is the end). Errors: *InvalidError (bad limit, offset, field or shard),
+// ErrClosed.
 func (q *Queue) Get(ctx context.Context, offset int64, limit int, opts *GetOpts) ([]Row, error) {
 	b, err := q.Read(ctx, offset, limit, opts)
 	if err != nil {

@@ -1,12 +1,20 @@
 package server_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
 // TestDataVersionFieldsOnEveryRoute: POST D/fields and POST D/kv refuse a weight version
@@ -97,4 +105,54 @@ func TestDataSmallNits(t *testing.T) {
 	e = dataErr(t, post("/version", `{"version": -1}`), 400, "invalid")
 	require.Contains(t, e.Message, "≥ 0")
 	require.NotContains(t, e.Message, "current")
+}
+
+// TestDataReadLimitBounded: GET D/records refuses a limit above persist.ScanLimitMax (and
+// GET D/stream such a batch_size) as invalid naming the field and the range, reading
+// nothing; a scan of a queue larger than one page reads it whole in pages of at most
+// ScanLimitMax records, each from the previous page's Lakeshore-Next-Offset (found by an
+// attacker pass: limit=2147483647 read the whole queue into the server's memory before
+// answering; this test fails on that code, which answered 200 with every record).
+func TestDataReadLimitBounded(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	total := persist.ScanLimitMax + 5
+	recs := make([]string, total)
+	for i := range recs {
+		recs[i] = fmt.Sprintf(`{"x": %d}`, i)
+	}
+	r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(`{"records": [`+strings.Join(recs, ",")+`]}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	for _, bad := range []string{"2147483647", "9223372036854775807", strconv.Itoa(persist.ScanLimitMax + 1), "0", "-1"} {
+		e := dataErr(t, b.do(t, "GET", D+"/records?limit="+bad, "", nil, ""), 400, "invalid")
+		require.Contains(t, e.Message, "limit")
+		require.Contains(t, e.Message, fmt.Sprintf("1–%d", persist.ScanLimitMax))
+		e = dataErr(t, b.do(t, "GET", D+"/stream?batch_size="+bad+"&idle_timeout=1", "", nil, ""), 400, "invalid")
+		require.Contains(t, e.Message, "batch_size")
+	}
+	// Pages of at most ScanLimitMax rows, following the next offset, read every record once.
+	seen, offset, pages := 0, int64(0), 0
+	for {
+		r := b.do(t, "GET", fmt.Sprintf("%s/records?offset=%d&limit=%d", D, offset, persist.ScanLimitMax), "", nil, "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+		rd, err := ipc.NewReader(bytes.NewReader(r.body))
+		require.NoError(t, err)
+		require.True(t, rd.Next())
+		got := rd.RecordBatch()
+		n := int(got.NumRows())
+		require.LessOrEqual(t, n, persist.ScanLimitMax, "one answer is bounded")
+		for i := range n {
+			require.Equal(t, int64(seen+i), got.Column(0).(*array.Int64).Value(i))
+		}
+		rd.Release()
+		if n == 0 {
+			break
+		}
+		seen += n
+		offset, err = strconv.ParseInt(r.header.Get(api.HeaderNextOffset), 10, 64)
+		require.NoError(t, err)
+		pages++
+	}
+	require.Equal(t, total, seen)
+	require.Equal(t, 2, pages)
 }

@@ -326,6 +326,23 @@ func checkShardColumn(ctx context.Context, dq *dataQueue, opts *persist.GetOpts)
 	return plane.Invalid("shard_column", col, "_index or a field of the queue ("+strings.Join(names, ", ")+")")
 }
 
+// readLimit reads the number of records a read answers at once (the limit of
+// GET …/records, the batch_size of GET …/stream): 1–persist.ScanLimitMax, def when
+// absent. The answer is read into memory whole, so the bound is what keeps one request
+// from reading a whole queue; a larger scan reads pages. Errors: *plane.InvalidError
+// naming field.
+func readLimit(r *http.Request, field string, def int64) (int64, error) {
+	n, err := queryInt(r, field, def)
+	if err != nil {
+		return 0, err
+	}
+	if n < 1 || n > persist.ScanLimitMax {
+		return 0, plane.Invalid(field, n, fmt.Sprintf("use 1–%d (default %d); read more in pages, each from the %s of the previous one",
+			persist.ScanLimitMax, def, api.HeaderNextOffset))
+	}
+	return n, nil
+}
+
 func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	opts, err := getOpts(r)
 	if err != nil {
@@ -338,12 +355,9 @@ func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *princ
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(r, "limit", 1000)
+	limit, err := readLimit(r, "limit", 1000)
 	if err != nil {
 		return err
-	}
-	if limit > 1<<31-1 {
-		return plane.Invalid("limit", limit, "≥ 1 and a 32-bit integer")
 	}
 	wait, err := querySeconds(r, "wait")
 	if err != nil {
@@ -396,12 +410,9 @@ func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *pri
 	if err != nil {
 		return err
 	}
-	size, err := queryInt(r, "batch_size", persist.StreamBatchSizeDefault)
+	size, err := readLimit(r, "batch_size", persist.StreamBatchSizeDefault)
 	if err != nil {
 		return err
-	}
-	if size < 1 || size > 1<<31-1 {
-		return plane.Invalid("batch_size", size, "≥ 1 and a 32-bit integer")
 	}
 	idle, err := querySeconds(r, "idle_timeout")
 	if err != nil {

@@ -231,17 +231,31 @@ func newDataGetCmd(a *app, o *dataOpts) *cobra.Command {
 				opts.Fields = strings.Split(fields, ",")
 			}
 			return a.withData(c, o, args[0], func(q *persist.Queue) error {
-				rows, err := q.Get(c.Context(), offset, limit, opts)
-				if err != nil {
-					return err
-				}
+				// Pages: a Scan answers up to its limit (over HTTP at most
+				// persist.ScanLimitMax) and where the next page starts; an empty page
+				// is the end.
 				w := bufio.NewWriter(a.stdout)
-				for _, r := range rows {
-					line, err := rowJSON(r)
+				for at, left := offset, limit; ; {
+					b, next, err := q.Store().Scan(c.Context(), at, left, opts)
 					if err != nil {
 						return err
 					}
-					w.Write(line) //nolint:errcheck // Flush reports it
+					rows, err := b.Rows()
+					b.Release()
+					if err != nil {
+						return err
+					}
+					for _, r := range rows {
+						line, err := rowJSON(r)
+						if err != nil {
+							return err
+						}
+						w.Write(line) //nolint:errcheck // Flush reports it
+					}
+					if left -= len(rows); len(rows) == 0 || left <= 0 || next <= at {
+						break
+					}
+					at = next
 				}
 				return w.Flush()
 			})

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -280,4 +282,29 @@ func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
 		require.Contains(t, errs, cs.want, cs.args)
 		require.NotContains(t, errs, "Next", cs.args)
 	}
+}
+
+// TestDataGetPagesOverHTTP: `lakeshore data get --limit` above the server's bound on one
+// read (persist.ScanLimitMax) prints --limit records, reading pages (fails on the code that
+// made one read: the server refused the limit).
+func TestDataGetPagesOverHTTP(t *testing.T) {
+	t.Parallel()
+	c := newHTTPDataCLI(t)
+	ctx := context.Background()
+	q, err := persist.Open(ctx, "big", &c.cfg, httpstore.Driver())
+	require.NoError(t, err)
+	defer q.Close(ctx)
+	total := persist.ScanLimitMax + 3
+	recs := make([]persist.Record, total)
+	for i := range recs {
+		recs[i] = persist.Record{"i": int64(i)}
+	}
+	_, err = q.PutBatch(ctx, recs)
+	require.NoError(t, err)
+	lines := strings.Split(c.data("", "get", "big", "--fields", "i", "--limit", strconv.Itoa(total+10)), "\n")
+	require.Equal(t, total, len(lines))
+	require.JSONEq(t, fmt.Sprintf(`{"index":%d,"partition":"default","fields":{"i":%d}}`, total-1, total-1), lines[total-1])
+	lines = strings.Split(c.data("", "get", "big", "--fields", "i", "--offset", "1", "--limit", strconv.Itoa(persist.ScanLimitMax+1)), "\n")
+	require.Equal(t, persist.ScanLimitMax+1, len(lines), "--limit records, across pages")
+	require.JSONEq(t, fmt.Sprintf(`{"index":%d,"partition":"default","fields":{"i":%d}}`, persist.ScanLimitMax+1, persist.ScanLimitMax+1), lines[persist.ScanLimitMax])
 }

@@ -473,7 +473,9 @@ func getQuery(q url.Values, opts *persist.GetOpts) {
 	}
 }
 
-// Scan implements Store.
+// Scan implements Store. It asks the server for at most persist.ScanLimitMax records (the
+// route's bound): a larger limit answers that many, and the returned offset where the
+// next page starts, as Scan may answer fewer than limit records.
 func (s *httpStore) Scan(ctx context.Context, offset int64, limit int, opts *persist.GetOpts) (*persist.Batch, int64, error) {
 	if opts != nil {
 		for _, f := range opts.Fields {
@@ -485,7 +487,10 @@ func (s *httpStore) Scan(ctx context.Context, offset int64, limit int, opts *per
 			return nil, 0, &persist.InvalidError{Field: "fields", Value: "[]", Rule: "at least one name, or nil for every field"}
 		}
 	}
-	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "limit": {strconv.Itoa(limit)}}
+	if err := persist.CheckReadArgs(offset, limit, opts); err != nil {
+		return nil, 0, err // the store's own error, as in process (the server's names the query)
+	}
+	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "limit": {strconv.Itoa(min(limit, persist.ScanLimitMax))}}
 	getQuery(q, opts)
 	data, h, err := s.do(ctx, httpRequest{method: "GET", path: "/records", query: q, arrow: true}, nil)
 	if queueMissing(err) { // no put has created the queue yet: it reads as empty

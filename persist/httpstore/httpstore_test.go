@@ -3,6 +3,7 @@ package httpstore_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -336,4 +337,52 @@ func TestHTTPTrainerSIGKILLBetweenReadAndCommit(t *testing.T) {
 	persisttest.TrainerCrash(t, q, func(holdAt int) *persisttest.TrainerProcess {
 		return persisttest.StartTrainer(t, persisttest.ChildCommand("httptrainer", d.url, strconv.Itoa(holdAt)))
 	})
+}
+
+// TestHTTPScanPagesPastTheServersBound: a Scan with a limit above persist.ScanLimitMax (the
+// server refuses such a limit) answers a page of ScanLimitMax records and where the next
+// starts, and following it reads every record once; Queue.Stream does so by itself (this
+// test fails on the code that sent the caller's limit: the server answered invalid).
+func TestHTTPScanPagesPastTheServersBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := startDataServer(t, nil)
+	s := d.open(t, "big", nil)
+	total := persist.ScanLimitMax + 7
+	recs := make([]persist.Record, total)
+	for i := range recs {
+		recs[i] = persist.Record{"x": int64(i)}
+	}
+	_, err := s.PutPartition(ctx, persist.DefaultPartition, recs, nil)
+	require.NoError(t, err)
+	var offset int64
+	seen := 0
+	for {
+		b, next, err := s.Scan(ctx, offset, 1<<31-1, nil)
+		require.NoError(t, err)
+		n := b.Len()
+		b.Release()
+		require.LessOrEqual(t, n, persist.ScanLimitMax)
+		if n == 0 {
+			break
+		}
+		seen += n
+		offset = next
+	}
+	require.Equal(t, total, seen)
+
+	st := persist.New(s).Stream(&persist.StreamOpts{BatchSize: 2 * persist.ScanLimitMax})
+	seen = 0
+	for {
+		rows, err := st.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		for _, r := range rows {
+			require.Equal(t, int64(seen), r.Index)
+			seen++
+		}
+	}
+	require.Equal(t, total, seen)
 }

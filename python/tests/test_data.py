@@ -909,3 +909,27 @@ def test_flush_and_clear_partition_of_a_queue_never_put_to_are_no_ops(d: HttpDis
         assert [r["x"] for r in await Queue(qname, dispatch=d).get(limit=5)] == [1]
 
     run(main())
+
+
+def test_read_larger_than_the_servers_page(d: HttpDispatch, qname: str) -> None:
+    """A read with a limit above the server's bound on one answer (10,000 records: the server
+    refuses a larger limit, as it reads an answer into memory whole) reads a page of that
+    many; the cursor continues after it, so repeated reads and ``stream`` read every record
+    once (fails on the code that sent the caller's limit: the server answered invalid)."""
+    total = 10_005
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"i": i} for i in range(total)])
+        await q.flush()
+        first = await q.get(limit=1 << 31)
+        assert [r["i"] for r in first] == list(range(10_000))
+        rest = await q.get(limit=1 << 31)
+        assert [r["i"] for r in rest] == list(range(10_000, total))
+        assert await q.get(limit=1 << 31) == []
+        pages = [[r["i"] for r in page] async for page in Queue(qname, dispatch=d).stream(limit=1 << 31, wait=False)]
+        assert [len(p) for p in pages] == [10_000, 5]
+        assert [i for p in pages for i in p] == list(range(total))
+        assert len(await Queue(qname, dispatch=d).reader(0, 1).get(limit=1 << 31)) == 10_000
+
+    run(main())

@@ -557,6 +557,11 @@ def _queue_missing(e: BaseException) -> bool:
 _ABSENT_WAIT = 0.5
 _ABSENT_READ_WAIT = 0.05
 
+# The most records one read asks for (the server's bound on GET …/records, Go's
+# persist.ScanLimitMax): a larger ``limit`` reads a page of this many, and the cursor
+# continues at the server's next offset, so a big queue is read in pages.
+_READ_LIMIT_MAX = 10_000
+
 
 def _put_id() -> str:
     """A new idempotency id for one put batch (the put_id parameter): 26 random
@@ -1039,6 +1044,8 @@ class Queue:
         the partition, 0 the first) when given, as persisting's ``get(limit, offset)`` reads
         each time, leaving this object's cursor alone; else the next after what this object
         has read (its cursor, from the first). Sends this object's buffered records first.
+        One call reads at most 10,000 records (the server's bound on one read); call again
+        for the rest: the cursor continues where the page ended.
 
         Raises:
             InvalidError: a negative ``offset``."""
@@ -1113,7 +1120,7 @@ class Queue:
         wait: float,
         shard: tuple[int, int] | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
-        params: dict[str, Any] = {"offset": offset, "limit": limit, "partition": partition_id or self.partition_id}
+        params: dict[str, Any] = {"offset": offset, "limit": min(limit, _READ_LIMIT_MAX), "partition": partition_id or self.partition_id}
         if fields:
             params["fields"] = ",".join(fields)
         if wait > 0:
