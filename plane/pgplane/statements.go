@@ -332,18 +332,26 @@ func newStatements(schema string) statements {
 		warmHeadPriority:  s(warmHeads(`priority DESC, id`)),
 		placementTrim:     newPlacementTrim(s),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
-		// and returns what it deleted per counter.
+		// and returns what it deleted per counter. Its DELETEs take their rows as
+		// = ANY (ARRAY(SELECT … FROM victims)), a primary-key probe a row, as promote's
+		// UPDATE does: a join with victims (USING, IN) was planned, in the generic plan, for
+		// a batch of $4 rows as a hash join over a sequential scan of the whole table, of
+		// invocations and then of frames, however few rows it deleted (5 behind 10,000 kept
+		// and 40,020 frames: 1,158 pages, 91 with the arrays: TestTrimReadsNoRowKept).
 		trim: s(`WITH victims AS (
 				SELECT id FROM {s}.invocations WHERE state >= 2 AND finished_ms < $1
 				AND ($2 = '' OR namespace = $2) AND ($3 = '' OR queue = $3)
 				ORDER BY finished_ms LIMIT $4 FOR UPDATE SKIP LOCKED),
-			deleted AS (DELETE FROM {s}.invocations AS i USING victims v WHERE i.id = v.id
-				RETURNING i.id, i.namespace, i.queue, i.state, i.priority),
-			frames AS (DELETE FROM {s}.frames WHERE journal IN (SELECT id FROM deleted))
+			deleted AS (DELETE FROM {s}.invocations WHERE id = ANY (ARRAY(SELECT id FROM victims))
+				RETURNING id, namespace, queue, state, priority),
+			frames AS (DELETE FROM {s}.frames WHERE journal = ANY (ARRAY(SELECT id FROM deleted)))
 			SELECT namespace, queue, state, priority, count(*) FROM deleted GROUP BY 1, 2, 3, 4`),
-		trimTopics: s(`WITH stale AS (DELETE FROM {s}.topics WHERE journal IN (SELECT journal FROM {s}.topics
-				WHERE updated_ms < $1 ORDER BY updated_ms LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING journal)
-			DELETE FROM {s}.frames WHERE journal IN (SELECT journal FROM stale)`),
+		// trimTopics deletes up to 1,000 topics not updated since $1, with their frames, by
+		// primary key as trim does (5 behind 10,000 kept and 40,020 frames: 507 pages with
+		// IN, 57 with the arrays).
+		trimTopics: s(`WITH stale AS (DELETE FROM {s}.topics WHERE journal = ANY (ARRAY(SELECT journal FROM {s}.topics
+				WHERE updated_ms < $1 ORDER BY updated_ms LIMIT 1000 FOR UPDATE SKIP LOCKED)) RETURNING journal)
+			DELETE FROM {s}.frames WHERE journal = ANY (ARRAY(SELECT journal FROM stale))`),
 		// countsVacuum never waits on a counter row a transaction holds (no deadlock with it).
 		countsVacuum: s(`DELETE FROM {s}.counts WHERE ctid IN (SELECT ctid FROM {s}.counts WHERE n = 0 FOR UPDATE SKIP LOCKED)`),
 		leaderTake: s(`INSERT INTO {s}.leases AS l (name, holder, expires_at) VALUES ('maintenance', $1, now() + make_interval(secs => $2))
