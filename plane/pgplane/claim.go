@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,16 +34,22 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 	// (handoff.go).
 	return planekit.ClaimWaiting(p, d.hub, &d.claimWaiters, d.cfg.Now, func(*claimWaiter) ([]*plane.Job, int64, bool, bool, error) {
 		var err error
-		d.whileHeld(ctx, p, func() bool {
-			if err = d.claims.Do(ctx, req); err != nil {
+		var jobs []*plane.Job // taken by the tries so far, each committed
+		d.whileHeld(ctx, func() bool {
+			req.n = c.N - len(jobs)
+			if err = cmp.Or(d.claims.Do(ctx, req), req.err); err != nil {
 				return false
 			}
-			return req.err == nil && len(req.jobs) == 0 && d.dueNow(req.next)
+			jobs = append(jobs, req.jobs...)
+			return d.claimsAgain(p, req, len(jobs), c.N)
 		})
+		if len(jobs) > 0 {
+			return jobs, 0, false, true, nil // a later try's error leaves the jobs taken theirs
+		}
 		if err != nil {
 			return nil, 0, false, false, err
 		}
-		return req.jobs, req.next, false, req.err == nil, req.err
+		return nil, req.next, false, true, nil
 	}, func(changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error) {
 		return d.sleepParked(ctx, changed, wait, deliver)
 	})
@@ -65,36 +72,45 @@ func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before f
 		return r.jobs, r.next, nil
 	})
 	try := func(ctx context.Context, queues []string) (jobs []*plane.Job, due time.Duration, err error) {
-		d.whileHeld(ctx, p, func() bool {
+		d.whileHeld(ctx, func() bool {
 			held = false
 			jobs, due, err = tryEach(ctx, queues)
-			return err == nil && len(jobs) == 0 && held
+			return err == nil && len(jobs) == 0 && held && p.Wait == 0
 		})
 		return jobs, due, err
 	}
 	return planekit.ClaimAcross(ctx, p, &d.rotation, d.hub, planekit.QueueKey, try, d.sleep)
 }
 
-// heldDueRetry bounds how long a claim that may not wait tries again while a due row of its
-// queue is held by another transaction (whileHeld): a holder that takes longer (a stalled
-// connection) leaves the claim empty-handed, never hung.
+// heldDueRetry bounds how long a claim tries again while a due row of its queue is held by
+// another transaction (whileHeld): a holder that takes longer (a stalled connection) leaves
+// the claim with what it took, never hung.
 const heldDueRetry = time.Second
 
-// whileHeld runs try, a claim's try, and for a claim that may not wait (p.Wait 0) runs it
-// again every millisecond, for up to heldDueRetry, while it reports that it found nothing
-// but a due row another transaction holds (dueNow): a claim's promote takes only the due
-// rows it can lock at once and reports the rest as due now; their holder (maintenance or
-// another claim promoting them, a cancel) lets go within milliseconds. A claim that may wait
-// does the same through its wait (planekit.DueIn). Never on ctx's end.
-func (d *Driver) whileHeld(ctx context.Context, p *plane.ClaimParams, try func() (held bool)) {
+// whileHeld runs try, a claim's try, and runs it again every millisecond, for up to
+// heldDueRetry, while it says to (claimsAgain): a claim's promote takes only the due rows
+// it can lock at once and reports the rest (claimRequest.held); their holder (maintenance
+// or another claim promoting them, a cancel) lets go within milliseconds. Never on ctx's
+// end.
+func (d *Driver) whileHeld(ctx context.Context, try func() (again bool)) {
 	until := time.Now().Add(heldDueRetry)
-	for try() && p.Wait == 0 && time.Now().Before(until) {
+	for try() && time.Now().Before(until) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// claimsAgain reports whether a claim of p for n jobs, which has taken took of them, its
+// last try r, tries again at once (whileHeld): r's promote left a due row of the queue to
+// the transaction holding it (r.held) and the claim took fewer than n, so it takes the
+// rest, whether or not it may wait, as a claim made a moment later would: what counts as
+// queued is what a claim gets. A claim that took nothing and may wait waits for the row
+// instead (r.next is now: planekit.DueIn).
+func (d *Driver) claimsAgain(p *plane.ClaimParams, r *claimRequest, took, n int) bool {
+	return r.held && took < n && (took > 0 || p.Wait == 0)
 }
 
 // dueNow reports whether next, a claim's next (when a job of its queue becomes claimable,
@@ -113,6 +129,7 @@ type claimRequest struct {
 	jobs    []*plane.Job
 	pending []*row // taken, not yet begun
 	next    int64  // with no job: when the earliest waiting invocation is due (0: none)
+	held    bool   // the promote left a due row of the queue to the transaction holding it
 	err     error
 }
 
@@ -125,7 +142,7 @@ func (d *Driver) claimGroup(ctx context.Context, reqs []*claimRequest) {
 	parts := partition(reqs)
 	err := d.do(ctx, func(t *tx) error {
 		for _, r := range reqs {
-			r.jobs, r.pending, r.next, r.err = nil, nil, 0, nil
+			r.jobs, r.pending, r.next, r.held, r.err = nil, nil, 0, false, nil
 		}
 		return t.claimParts(parts)
 	})
@@ -358,6 +375,9 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		// waiting (its holder committed since), while this claim's did not see it claimable.
 		if leftDue {
 			next = &t.ms
+			for _, r := range reqs {
+				r.held = true
+			}
 		}
 		if next != nil {
 			for _, r := range reqs {

@@ -2,6 +2,7 @@ package pgplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -284,4 +285,90 @@ func TestPlacementCounterNeverWaitsForAnOldRowsNumber(t *testing.T) {
 	require.NoError(t, changer.QueryRow(ctx, `SELECT queued, running FROM lakeshore.placement_counts WHERE shape = $1 AND shard = 8 + $2::bigint`,
 		shape, xid).Scan(&own.queued, &own.running))
 	require.Equal(t, struct{ queued, running int64 }{-1, 1}, own, "the change, in a row of the transaction's own")
+}
+
+// TestClaimTakesTheRestOnceAHeldDueRowIsLetGo: a claim for two jobs that finds one
+// claimable and the other due but held by another transaction (maintenance promoting it, a
+// cancel) returns both once the holder lets go, not one: what counts as queued is what a
+// claim gets (planetest's CountsFollowTheLifecycle failed over HTTP on PostgreSQL when the
+// server's maintenance pass held the retried job). For a claim of the queue that may wait
+// and one that may not, with offers (a placed claim) and without, and a settle-and-claim.
+func TestClaimTakesTheRestOnceAHeldDueRowIsLetGo(t *testing.T) {
+	url := pgtest.Database(t)
+	conn := mustConn(t, url)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour, PollInterval: time.Hour})
+	ctx := t.Context()
+	for _, c := range []struct {
+		name   string
+		wait   time.Duration
+		offers *plane.Offers
+		settle bool
+	}{
+		{"claim may not wait", 0, nil, false},
+		{"claim waits", time.Minute, nil, false},
+		{"placed claim may not wait", 0, &plane.Offers{MilliCPUs: 1000}, false},
+		{"placed claim waits", time.Minute, &plane.Offers{MilliCPUs: 1000}, false},
+		{"settle-and-claim may not wait", 0, nil, true},
+		{"settle-and-claim waits", time.Minute, nil, true},
+	} {
+		var settle []plane.SettleParams
+		if c.settle {
+			submitOne(t, d, plane.SubmitParams{})
+			jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1})
+			require.NoError(t, err, c.name)
+			require.Len(t, jobs, 1, c.name)
+			settle = []plane.SettleParams{{ID: jobs[0].ID, Token: jobs[0].Token, Outcome: plane.OutcomeSucceeded}}
+		}
+		ready := submitOne(t, d, plane.SubmitParams{})
+		held := submitOne(t, d, plane.SubmitParams{Delay: time.Hour})
+		_, err := conn.Exec(ctx, `UPDATE lakeshore.invocations SET available_ms = 0 WHERE id = $1`, held) // due
+		require.NoError(t, err, c.name)
+		holderConn := mustConn(t, url)
+		holder, err := holderConn.Begin(ctx)
+		require.NoError(t, err, c.name)
+		_, err = holder.Exec(ctx, `SELECT 1 FROM lakeshore.invocations WHERE id = $1 FOR UPDATE`, held)
+		require.NoError(t, err, c.name)
+		type claimed struct {
+			jobs []*plane.Job
+			err  error
+		}
+		done := make(chan claimed, 1)
+		go func() {
+			p := &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 2, Offers: c.offers, Wait: c.wait}
+			if c.settle {
+				errs, jobs, err := d.InvocationSettleAndClaim(ctx, settle, p)
+				if err == nil {
+					err = errors.Join(errs...)
+				}
+				done <- claimed{jobs, err}
+				return
+			}
+			jobs, err := d.InvocationClaimMany(ctx, p)
+			done <- claimed{jobs, err}
+		}()
+		time.Sleep(100 * time.Millisecond) // well within heldDueRetry
+		select {
+		case got := <-done:
+			t.Fatalf("%s: the claim returned while a due row was held: %d jobs, %v", c.name, len(got.jobs), got.err)
+		default:
+		}
+		require.NoError(t, holder.Commit(ctx), c.name)
+		require.NoError(t, holderConn.Close(ctx), c.name)
+		select {
+		case got := <-done:
+			require.NoError(t, got.err, c.name)
+			var ids []string
+			var settles []plane.SettleParams
+			for _, j := range got.jobs {
+				ids = append(ids, j.ID)
+				settles = append(settles, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded})
+			}
+			require.ElementsMatch(t, []string{ready, held}, ids, c.name)
+			errs, err := d.InvocationSettleMany(ctx, settles)
+			require.NoError(t, err, c.name)
+			requireSettled(t, errs)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the claim did not return once the holder let go", c.name)
+		}
+	}
 }

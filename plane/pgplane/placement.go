@@ -104,6 +104,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		if leftDue && len(r.jobs) == 0 {
 			r.next = t.ms
 		}
+		r.held = leftDue
 	}()
 	if len(shapes) == 0 && len(warm) == 0 {
 		_, err := claimDefault(r.n)

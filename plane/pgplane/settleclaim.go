@@ -30,11 +30,13 @@ func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p
 	if err := cmp.Or(d.settleClaims.Do(ctx, req), req.err); err != nil {
 		return nil, false, err
 	}
-	if len(req.claim.jobs) == 0 && p.Wait == 0 && d.dueNow(req.claim.next) {
-		// A due row another transaction held: a claim that may not wait tries again for it
+	if took := len(req.claim.jobs); d.claimsAgain(p, req.claim, took, c.N) {
+		// A due row another transaction held: the claim tries again for the rest
 		// (whileHeld), now that the settles are committed.
-		jobs, _ := d.InvocationClaimMany(ctx, p)
-		return jobs, true, nil
+		rest := *p
+		rest.Max, rest.Wait = c.N-took, 0
+		jobs, _ := d.InvocationClaimMany(ctx, &rest)
+		return append(req.claim.jobs, jobs...), true, nil
 	}
 	if len(req.claim.jobs) > 0 || p.Wait == 0 {
 		return req.claim.jobs, true, nil
