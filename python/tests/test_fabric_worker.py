@@ -280,6 +280,72 @@ def test_a_runs_env_is_not_the_next_jobs(mem: lakeshore.Dispatch) -> None:
         os.environ.pop("FABRIC_LEAK", None)
 
 
+def test_a_job_declaring_nothing_never_runs_beside_a_declared_env(mem: lakeshore.Dispatch) -> None:
+    """A job that declares nothing takes the context gate too: on a worker of concurrency 2
+    it waits for a declared run's body to end rather than run beside it and read its env
+    (another submitter's token). Before, it ran at once and read the declared value."""
+    seen: dict[int, str | None] = {}
+    q = lakeshore.SyncQueue("fabric-env-beside", dispatch=mem)
+    os.environ.pop("FABRIC_BESIDE", None)
+    declared_started = threading.Event()
+
+    def body(x: int) -> None:
+        seen[x] = os.environ.get("FABRIC_BESIDE")
+        if x == 1:
+            declared_started.set()
+            time.sleep(0.5)
+
+    try:
+        run = json.dumps({"mode": "a", "env": {"FABRIC_BESIDE": "secret-of-job-1"}})
+        first = q.submit(1, metadata={"lakeshore.run": run})
+        second = q.submit(2)
+        t = threading.Thread(
+            target=lambda: lakeshore.run_worker(
+                mem, queues={"fabric-env-beside": body}, concurrency=2, exit_when_idle=True, handle_signals=False, trust_declarations=True
+            )
+        )
+        t.start()
+        q.result(first, timeout=10)
+        q.result(second, timeout=10)
+        t.join(10)
+        assert declared_started.is_set()
+        assert seen == {1: "secret-of-job-1", 2: None}, "the job declaring nothing read the declared run's env"
+        assert "FABRIC_BESIDE" not in os.environ
+    finally:
+        os.environ.pop("FABRIC_BESIDE", None)
+
+
+def test_a_plain_run_takes_the_gate_without_a_wait_unless_a_context_is_set() -> None:
+    """Preparer.try_enter_plain: at once when the gate is free or held by plain runs; not
+    while a declared context holds it (enter_plain waits for it in a worker thread), and a
+    declared run waits for the plain runs."""
+    p = _fabric.Preparer(None, trust_declarations=True)
+    assert p.try_enter_plain("p1") and p.try_enter_plain("p2")
+    md = {config.META_RUN: json.dumps({"env": {"LAKESHORE_TEST_PLAIN": "d"}})}
+    os.environ.pop("LAKESHORE_TEST_PLAIN", None)
+    entered = threading.Event()
+    t = threading.Thread(target=lambda: (p.prepare("ns", "q", md, job_id="d1"), entered.set()))
+    t.start()
+    assert not entered.wait(0.3), "a declared run set its env beside plain runs"
+    assert not p.try_enter_plain("p3"), "a plain run went ahead of the waiting declared one"
+    p.release("p1")
+    p.release("p2")
+    assert entered.wait(5)
+    assert os.environ["LAKESHORE_TEST_PLAIN"] == "d"
+    assert not p.try_enter_plain("p3")
+    plain = threading.Event()
+    t2 = threading.Thread(target=lambda: (p.enter_plain("p3"), plain.set()))
+    t2.start()
+    assert not plain.wait(0.3), "a plain run ran beside a declared env"
+    p.release("d1")
+    assert plain.wait(5)
+    assert "LAKESHORE_TEST_PLAIN" not in os.environ
+    p.release("p3")
+    assert not p.holders and p.context is None
+    t.join()
+    t2.join()
+
+
 def test_declared_commands_need_shipped_code_or_trust(mem: lakeshore.Dispatch, tmp_path: Path) -> None:
     """The submit right alone is no shell on a worker: a run that declares setup, run_setup
     or env but ships no code fails its attempt, the commands unrun, unless the worker

@@ -119,6 +119,12 @@ def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, di
     return out
 
 
+# The context of a run that declares nothing (no shipped code, no env): it takes the
+# context gate as declared runs do, so it never runs beside a declared run's env or code
+# root (Preparer.try_enter_plain).
+PLAIN: tuple[Any, ...] = ("", "", ())
+
+
 class Preparer:
     """A worker's preparation of runs that carry a declaration: its code cache, the
     environments already set up (host key, digest), one at a time."""
@@ -199,6 +205,24 @@ class Preparer:
             self.release(job_id)
             raise
 
+    def try_enter_plain(self, job_id: str) -> bool:
+        """On the worker's loop, for a run that declares nothing (its context is
+        :data:`PLAIN`: no shipped code, no env): take the context gate if that needs no
+        wait — no run of another context holds it or waits for it. Return whether it did;
+        if not, the run waits in a worker thread (:meth:`enter_plain`)."""
+        with self.gate:
+            if self.waiting or (self.holders and self.context != PLAIN):
+                return False
+            self.context = PLAIN
+            self.holders.add(job_id)
+            return True
+
+    def enter_plain(self, job_id: str, stopped: threading.Event | None = None) -> None:
+        """In a worker thread: take the context gate for a run that declares nothing,
+        waiting for the runs of a declared context to end (their env and code root are the
+        process's). Raises CommandStopped when the job is stopped while it waits."""
+        self._enter(PLAIN, job_id, stopped)
+
     def _enter(self, context: tuple[Any, ...], job_id: str, stopped: threading.Event | None) -> bool:
         """Take the context gate for ``job_id``: at once when no run holds it or the runs
         holding it are of ``context`` and no other context waits before it; else wait
@@ -237,8 +261,9 @@ class Preparer:
                 return
             self.holders.discard(job_id)
             if not self.holders:
-                with self.lock:
-                    self._restore_env()
+                if self.context != PLAIN:  # PLAIN set no env (and may be on the loop: no wait)
+                    with self.lock:
+                        self._restore_env()
                 self.context = None
             self.gate.notify_all()
 

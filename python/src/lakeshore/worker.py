@@ -1073,6 +1073,10 @@ class _Worker:
                 if wake is not None and self.registry and self.warm_host_keys() != self.registered_warm:
                     with contextlib.suppress(RuntimeError):
                         self.d._portal.loop.call_soon_threadsafe(wake.set)
+            elif not self.preparer.try_enter_plain(job.id):
+                # A declared run's env and code root are set: wait for its context to end,
+                # off the loop (docs/fabric.md, "One context at a time").
+                await asyncio.get_running_loop().run_in_executor(self.pool, self._enter_plain, job, r.stopped)
             kind, call = _prepare(fn, job.payload)
             if kind in ("async", "async_generator"):
                 r.task = asyncio.ensure_future(self._run_async(kind, call, r))
@@ -1101,8 +1105,7 @@ class _Worker:
             _log_failure(job, e)
         finally:
             self.running.pop(job.id, None)
-            if self.preparer.needed(job.metadata):
-                self.preparer.release(job.id)
+            self.preparer.release(job.id)
             if not self.running:
                 self.idle_at = datetime.now(timezone.utc)
         if r.lost:
@@ -1136,9 +1139,19 @@ class _Worker:
                 fn = self.preparer.prepare(job.namespace, job.queue, job.metadata, own_handler=own, stopped=stopped, job_id=job.id)
             except _fabric.CommandStopped:
                 raise JobStopped(job.id) from None
+        else:
+            self._enter_plain(job, stopped)
         lifecycle.run_host_setup()
         lifecycle.run_run_setup()
         return fn
+
+    def _enter_plain(self, job: Job, stopped: threading.Event) -> None:
+        """In a worker thread: take the context gate for a run that declares nothing
+        (Preparer.enter_plain); JobStopped when the job is stopped while it waits."""
+        try:
+            self.preparer.enter_plain(job.id, stopped)
+        except _fabric.CommandStopped:
+            raise JobStopped(job.id) from None
 
     async def _settle_now(self, core: QueueCore, settled: _Pending | None) -> None:
         if settled is not None:
