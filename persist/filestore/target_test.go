@@ -9,6 +9,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
 // TestOpenRefusesUnknownTargets: a target URL whose scheme no linked store serves — a
@@ -53,4 +54,27 @@ func TestOpenRefusesUnknownTargets(t *testing.T) {
 	q, err := persist.Open(ctx, "q", &persist.Config{Dir: "data/x://y"}, filestore.Driver())
 	require.NoError(t, err)
 	require.NoError(t, q.Close(ctx))
+}
+
+// TestOpenLogsAMisspeltFieldToConfigLogger: persist.Open's Queue tells a batch hand-out
+// of a field no record has (a misspelt name) to Config.Logger, once, at level Warn; the
+// old Queue answered the empty batch in silence.
+func TestOpenLogsAMisspeltFieldToConfigLogger(t *testing.T) {
+	ctx := context.Background()
+	var logs persisttest.LogLines
+	q, err := persist.Open(ctx, "q", &persist.Config{Dir: t.TempDir(), Logger: logs.NewLogger()}, filestore.Driver())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, q.Close(ctx)) }()
+	_, err = q.PutBatch(ctx, []persist.Record{{"reward": 1.5}})
+	require.NoError(t, err)
+	for range 2 {
+		m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"rewrad"}, BatchSize: 1, Task: "t"})
+		require.NoError(t, err)
+		require.Zero(t, m.Size)
+	}
+	lines := logs.Lines()
+	require.Len(t, lines, 1, "%q", lines)
+	require.Contains(t, lines[0], "level=WARN")
+	require.Contains(t, lines[0], "fields=[rewrad]")
+	require.Contains(t, lines[0], "queue_fields=[reward]")
 }
