@@ -2,6 +2,7 @@ package filestore_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestOpenRefusesUnknownTargets(t *testing.T) {
 // old Queue answered the empty batch in silence.
 func TestOpenLogsAMisspeltFieldToConfigLogger(t *testing.T) {
 	ctx := context.Background()
-	var logs persisttest.LogLines
+	var logs persisttest.LogRecords
 	q, err := persist.Open(ctx, "q", &persist.Config{Dir: t.TempDir(), Logger: logs.NewLogger()}, filestore.Driver())
 	require.NoError(t, err)
 	defer func() { require.NoError(t, q.Close(ctx)) }()
@@ -72,9 +73,9 @@ func TestOpenLogsAMisspeltFieldToConfigLogger(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, m.Size)
 	}
-	lines := logs.Lines()
-	require.Len(t, lines, 1, "%q", lines)
-	require.Contains(t, lines[0], "level=WARN")
-	require.Contains(t, lines[0], "fields=[rewrad]")
-	require.Contains(t, lines[0], "queue_fields=[reward]")
+	logged := logs.Records()
+	require.Len(t, logged, 1)
+	require.Equal(t, slog.LevelWarn, logged[0].Level)
+	require.Contains(t, logged[0].Message, "check the spelling")
+	require.Equal(t, map[string]string{"queue": "q", "fields": "[rewrad]", "queue_fields": "[reward]"}, persisttest.Attrs(logged[0]))
 }

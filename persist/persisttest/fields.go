@@ -1,10 +1,9 @@
 package persisttest
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,30 +13,50 @@ import (
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
-// LogLines is an io.Writer of log output, safe for concurrent use, for tests that read
-// what a Queue logged (NewLogger).
-type LogLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// LogRecords is a slog.Handler that keeps every record logged through it (of every
+// level), for tests that check what a Queue logged: NewLogger gives the logger to pass.
+// It is safe for concurrent use; attributes added by Logger.With and groups are dropped
+// (a Queue's warnings use neither).
+type LogRecords struct {
+	mu      sync.Mutex
+	records []slog.Record
 }
 
-// Write appends p.
-func (l *LogLines) Write(p []byte) (int, error) {
+// NewLogger returns a logger whose records l keeps.
+func (l *LogRecords) NewLogger() *slog.Logger { return slog.New(l) }
+
+// Enabled implements slog.Handler: every level.
+func (l *LogRecords) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle implements slog.Handler: it keeps a copy of r.
+func (l *LogRecords) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.buf.Write(p)
+	l.records = append(l.records, r.Clone())
+	return nil
 }
 
-// Lines returns the lines written so far.
-func (l *LogLines) Lines() []string {
+// WithAttrs implements slog.Handler (attrs dropped).
+func (l *LogRecords) WithAttrs([]slog.Attr) slog.Handler { return l }
+
+// WithGroup implements slog.Handler (the group dropped).
+func (l *LogRecords) WithGroup(string) slog.Handler { return l }
+
+// Records returns the records kept so far.
+func (l *LogRecords) Records() []slog.Record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return strings.FieldsFunc(l.buf.String(), func(r rune) bool { return r == '\n' })
+	return slices.Clone(l.records)
 }
 
-// NewLogger returns a text logger of every level into l.
-func (l *LogLines) NewLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+// Attrs returns r's attributes by key, as their values' strings.
+func Attrs(r slog.Record) map[string]string {
+	out := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool {
+		out[a.Key] = a.Value.String()
+		return true
+	})
+	return out
 }
 
 // testUnknownFieldWarned: a batch hand-out of a field no record of the queue has (a
@@ -48,21 +67,21 @@ func (l *LogLines) NewLogger() *slog.Logger {
 // was put to yet (no schema to compare with), is not logged.
 func testUnknownFieldWarned(t *testing.T, q *persist.Queue) {
 	ctx := context.Background()
-	var logs LogLines
+	var logs LogRecords
 	q.SetLogger(logs.NewLogger())
 	r := q.Reader()
 
 	m, err := r.GetMeta(ctx, &persist.MetaRequest{Fields: []string{"a"}, BatchSize: 2, Task: "t"})
 	require.NoError(t, err, "a consumer may start before its producers")
 	require.Zero(t, m.Size)
-	require.Empty(t, logs.Lines(), "a queue without records has no schema to compare with")
+	require.Empty(t, logs.Records(), "a queue without records has no schema to compare with")
 
 	putN(t, q, persist.DefaultPartition, 4, func(i int) persist.Record { return persist.Record{"a": i} })
 	b, m, err := r.GetBatch(ctx, &persist.MetaRequest{Fields: []string{"a"}, BatchSize: 2, Task: "t"})
 	require.NoError(t, err)
 	b.Release()
 	require.Equal(t, 2, m.Size)
-	require.Empty(t, logs.Lines(), "a field of the queue is not logged")
+	require.Empty(t, logs.Records(), "a field of the queue is not logged")
 
 	b, m, err = r.GetBatch(ctx, &persist.MetaRequest{Fields: []string{"nope"}, BatchSize: 2, Task: "t"})
 	require.NoError(t, err, "not refused: a later PutFields may add the field")
@@ -75,12 +94,10 @@ func testUnknownFieldWarned(t *testing.T, q *persist.Queue) {
 		Wait: true, Timeout: 50 * time.Millisecond}, time.Minute)
 	require.ErrorIs(t, err, persist.ErrTimeout)
 
-	lines := logs.Lines()
-	require.Len(t, lines, 1, "once per queue and field: %q", lines)
-	require.Contains(t, lines[0], "level=WARN")
-	require.Contains(t, lines[0], "queue="+q.Name())
-	require.Contains(t, lines[0], "fields=[nope]")
-	require.Contains(t, lines[0], "queue_fields=[a]")
+	logged := logs.Records()
+	require.Len(t, logged, 1, "once per queue and field")
+	require.Equal(t, slog.LevelWarn, logged[0].Level)
+	require.Equal(t, map[string]string{"queue": q.Name(), "fields": "[nope]", "queue_fields": "[a]"}, Attrs(logged[0]))
 
 	// Field-level readiness: once a put adds the field, the hand-out serves it.
 	require.NoError(t, q.PutFields(ctx, persist.DefaultPartition, []int64{2, 3}, []persist.Record{{"nope": 1}, {"nope": 2}}))
@@ -89,8 +106,7 @@ func testUnknownFieldWarned(t *testing.T, q *persist.Queue) {
 	require.Equal(t, []int64{2, 3}, m.Indexes)
 	_, err = r.GetMeta(ctx, &persist.MetaRequest{Fields: []string{"other"}, BatchSize: 2, Task: "t"})
 	require.NoError(t, err)
-	lines = logs.Lines()
-	require.Len(t, lines, 2, "%q", lines)
-	require.Contains(t, lines[1], "fields=[other]")
-	require.Contains(t, lines[1], `queue_fields="[a nope]"`)
+	logged = logs.Records()
+	require.Len(t, logged, 2)
+	require.Equal(t, map[string]string{"queue": q.Name(), "fields": "[other]", "queue_fields": "[a nope]"}, Attrs(logged[1]))
 }
