@@ -14,6 +14,9 @@ type Queue struct {
 	replay replayCache // Replay's weights (replay.go)
 	// patchMu serializes PatchPartial's read and write of segment versions (partial.go).
 	patchMu sync.Mutex
+	// fields are the names batch hand-outs asked for, known or warned about, and the
+	// logger of those warnings (fields.go).
+	fields fieldNotices
 }
 
 // New returns a Queue over s. Closing the Queue closes s.
@@ -47,7 +50,11 @@ func Open(ctx context.Context, name string, cfg *Config, stores ...StoreDriver) 
 	if err != nil {
 		return nil, err
 	}
-	return New(s), nil
+	q := New(s)
+	if cfg != nil {
+		q.SetLogger(cfg.Logger)
+	}
+	return q, nil
 }
 
 // Store returns the store under q.

@@ -8,19 +8,26 @@ import "context"
 // use.
 type Reader struct {
 	s Store
+	q *Queue // the queue's warnings about fields asked for (fields.go)
 }
 
 // Reader returns a two-phase reader of q.
-func (q *Queue) Reader() *Reader { return &Reader{s: q.s} }
+func (q *Queue) Reader() *Reader { return &Reader{s: q.s, q: q} }
 
 // GetMeta hands out a batch of samples of req.Partition whose req.Fields are all
 // produced and that req.Task has not consumed, chosen by req.Sampler (by name and
 // parameters), and marks them consumed (unless DeferConsume) in the same transaction.
 // A field that no sample has yet is not an error: no sample is ready (a consumer may
-// start before its producers). Errors: *InvalidError (bad request, an unknown sampler
-// or parameters, a sampler's rule such as GRPO batch sizes), ErrTimeout (wait mode),
-// ErrClosed, ctx's error.
+// start before its producers). But a field that no record of the queue has (one its
+// schema does not have: UnknownFields, probably a misspelt name) is logged once per
+// Queue and field at level Warn (Config.Logger, Queue.SetLogger) before the hand-out,
+// which then answers no sample (waiting: ErrTimeout) until a put adds the field.
+// Errors: *InvalidError (bad request, an unknown sampler or parameters, a sampler's
+// rule such as GRPO batch sizes), ErrTimeout (wait mode), ErrClosed, ctx's error.
 func (r *Reader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
+	if req != nil {
+		r.q.tellUnknownFields(ctx, req.Fields)
+	}
 	return r.s.GetMeta(ctx, req)
 }
 
@@ -39,12 +46,16 @@ func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
 
 // GetBatch is GetMeta followed by GetData (one request over HTTP). When GetData fails,
 // the metadata is returned beside the error: the samples were handed out (and marked
-// consumed unless DeferConsume).
+// consumed unless DeferConsume). A field no record of the queue has is logged as by
+// GetMeta.
 func (r *Reader) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
+	if req != nil {
+		r.q.tellUnknownFields(ctx, req.Fields)
+	}
 	if bg, ok := r.s.(BatchGetter); ok {
 		return bg.GetBatch(ctx, req)
 	}
-	meta, err := r.GetMeta(ctx, req)
+	meta, err := r.s.GetMeta(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}

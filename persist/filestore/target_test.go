@@ -2,6 +2,7 @@ package filestore_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
+	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
 // TestOpenRefusesUnknownTargets: a target URL whose scheme no linked store serves — a
@@ -53,4 +55,27 @@ func TestOpenRefusesUnknownTargets(t *testing.T) {
 	q, err := persist.Open(ctx, "q", &persist.Config{Dir: "data/x://y"}, filestore.Driver())
 	require.NoError(t, err)
 	require.NoError(t, q.Close(ctx))
+}
+
+// TestOpenLogsAMisspeltFieldToConfigLogger: persist.Open's Queue tells a batch hand-out
+// of a field no record has (a misspelt name) to Config.Logger, once, at level Warn; the
+// old Queue answered the empty batch in silence.
+func TestOpenLogsAMisspeltFieldToConfigLogger(t *testing.T) {
+	ctx := context.Background()
+	var logs persisttest.LogRecords
+	q, err := persist.Open(ctx, "q", &persist.Config{Dir: t.TempDir(), Logger: logs.NewLogger()}, filestore.Driver())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, q.Close(ctx)) }()
+	_, err = q.PutBatch(ctx, []persist.Record{{"reward": 1.5}})
+	require.NoError(t, err)
+	for range 2 {
+		m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"rewrad"}, BatchSize: 1, Task: "t"})
+		require.NoError(t, err)
+		require.Zero(t, m.Size)
+	}
+	logged := logs.Records()
+	require.Len(t, logged, 1)
+	require.Equal(t, slog.LevelWarn, logged[0].Level)
+	require.Contains(t, logged[0].Message, "check the spelling")
+	require.Equal(t, map[string]string{"queue": "q", "fields": "[rewrad]", "queue_fields": "[reward]"}, persisttest.Attrs(logged[0]))
 }

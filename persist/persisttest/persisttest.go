@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"GetMetaConsumption", testGetMetaConsumption},
 		{"GetMetaWait", testGetMetaWait},
 		{"GetBatch", testGetBatch},
+		{"UnknownFieldWarned", testUnknownFieldWarned},
 		{"SamplersByName", testSamplersByName},
 		{"RankAwareDeferConsume", testRankAwareDeferConsume},
 		{"GRPOPastIncompleteGroups", testGRPOPastIncompleteGroups},

@@ -41,8 +41,9 @@ type refInvocation struct {
 type refTopicKey struct{ ns, q, topic string }
 
 type refTopic struct {
-	frames []plane.Frame
-	closed bool
+	frames  []plane.Frame
+	closed  bool
+	updated time.Time // the last post: retention trims a topic idle for longer
 }
 
 type refKey struct{ ns, q, key string }
@@ -853,7 +854,8 @@ func (d *refDriver) FramePost(ctx context.Context, p *plane.FramePostParams) (in
 			tp.closed = true
 		}
 		seq := int64(len(tp.frames))
-		tp.frames = append(tp.frames, plane.Frame{Seq: seq, Kind: kind, Value: slices.Clone(p.Value), Time: d.now()})
+		tp.updated = d.now()
+		tp.frames = append(tp.frames, plane.Frame{Seq: seq, Kind: kind, Value: slices.Clone(p.Value), Time: tp.updated})
 		return seq, nil
 	}
 	ri, err := d.get(p.Journal.InvocationID)
@@ -946,7 +948,13 @@ func (d *refDriver) Maintain(ctx context.Context) error {
 		changed = true
 	}
 	d.lastPass = now
-	if d.trim("", "", now.Add(-plane.RetentionDefault)) > 0 || changed {
+	cutoff := now.Add(-plane.RetentionDefault)
+	for k, tp := range d.topics {
+		if tp.updated.Before(cutoff) {
+			delete(d.topics, k)
+		}
+	}
+	if d.trim("", "", cutoff) > 0 || changed {
 		d.notify()
 	}
 	return nil

@@ -112,6 +112,46 @@ func testTopic(t *testing.T, s *suite) {
 		}
 	})
 
+	t.Run("RetentionTrimsIdleTopics", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{})
+		// Retention is per topic: a topic last posted to more than the retention period ago
+		// (plane.RetentionDefault) is trimmed by maintenance with every frame, open or
+		// closed, and is then a topic never posted to; a topic posted to since keeps every
+		// frame, the old ones included (its seqs stay dense for cursors).
+		b.topicPost(t, "idle", "a", false)
+		b.topicPost(t, "idle", "b", false)
+		b.topicPost(t, "ended", "last", true)
+		b.topicPost(t, "busy", "old", false)
+		b.advance(plane.RetentionDefault / 2)
+		b.topicPost(t, "busy", "recent", false)
+		b.advance(plane.RetentionDefault/2 - time.Minute)
+		b.maintain(t)
+		for _, topic := range []string{"idle", "ended", "busy"} {
+			frames, _ := b.frames(t, b.topicJournal(topic))
+			require.NotEmpty(t, frames, "%s is kept for the retention period", topic)
+		}
+
+		b.advance(2 * time.Minute)
+		b.maintain(t)
+		for _, topic := range []string{"idle", "ended"} {
+			res := b.read(t, plane.FrameReadParams{Journal: b.topicJournal(topic), Since: -1})
+			require.Empty(t, res.Frames, "%s, idle past retention, is trimmed", topic)
+			require.False(t, res.Closed, "%s: a trimmed topic is not closed", topic)
+		}
+		frames, closed := b.frames(t, b.topicJournal("busy"))
+		require.False(t, closed)
+		require.Equal(t, []string{"old", "recent"}, frameValues(frames), "a topic posted to within retention keeps every frame")
+		requireDense(t, frames)
+
+		require.Zero(t, b.topicPost(t, "idle", "again", false), "a trimmed topic starts again at seq 0")
+		require.Zero(t, b.topicPost(t, "ended", "again", false), "a trimmed closed topic takes posts again")
+		frames, closed = b.frames(t, b.topicJournal("ended"))
+		require.False(t, closed)
+		require.Equal(t, []string{"again"}, frameValues(frames))
+		require.EqualValues(t, 2, b.topicPost(t, "busy", "more", false))
+	})
+
 	t.Run("CursorResumesExactlyOnce", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})
@@ -133,4 +173,13 @@ func testTopic(t *testing.T, s *suite) {
 		}
 		require.Equal(t, []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, got)
 	})
+}
+
+// frameValues returns the values of frames as strings.
+func frameValues(frames []plane.Frame) []string {
+	out := make([]string, len(frames))
+	for i, f := range frames {
+		out[i] = string(f.Value)
+	}
+	return out
 }

@@ -1089,8 +1089,10 @@ class Queue:
         is not a field of the queue's schema (so of no produced field set either): the
         hand-out waits for records that have it, so a misspelt name answers an empty batch,
         or a TimeoutError after the whole wait. Not refused: a later ``put_fields`` may add
-        the field. The schema is asked only while a name is neither known nor told, and a
-        failure to ask it never fails the read."""
+        the field. A queue without fields yet (nothing put) tells nothing: no name to compare
+        with, as a consumer may start before its producers. The schema is asked only while a
+        name is neither known nor told, and a failure to ask it never fails the read. The Go
+        SDK's Reader applies the same rule (``persist.UnknownFields``)."""
         unresolved = [f for f in fields if f not in self._schema_fields and f not in self._told_fields]
         if not unresolved:
             return
@@ -1098,7 +1100,10 @@ class Queue:
             ans = await self._call("GET", "/schema", retry="safe")
         except errors.DispatchError:
             return  # no queue yet (nothing to compare with), or the plane is away: the read says so
-        self._schema_fields.update(str(f.get("name")) for f in ans.get("fields") or [])
+        schema = [str(f.get("name")) for f in ans.get("fields") or []]
+        if not schema:
+            return  # nothing put yet: no field to compare with (the Go SDK's persist.UnknownFields rule)
+        self._schema_fields.update(schema)
         unknown = [f for f in unresolved if f not in self._schema_fields]
         if unknown:
             self._told_fields.update(unknown)
