@@ -699,15 +699,26 @@ func (s *httpStore) GetData(ctx context.Context, meta *persist.BatchMeta) (*pers
 	if fields == nil {
 		fields = []string{}
 	}
+	return s.arrowInParts(ctx, "/data", len(meta.Indexes), false, func(lo, hi int) msgp.Marshaler {
+		return &api.DataGetRequest{Indexes: meta.Indexes[lo:hi], Fields: fields, Partition: meta.Partition, Task: meta.Task}
+	})
+}
+
+// arrowInParts posts to path, for each part [lo, hi) of n items (inParts), the body
+// bodyOf(lo, hi), and joins the Arrow answers in order (record.ConcatBatches). With
+// stopAtEmpty, a part answered with no rows ends it (a replay of an empty window).
+func (s *httpStore) arrowInParts(ctx context.Context, path string, n int, stopAtEmpty bool, bodyOf func(lo, hi int) msgp.Marshaler) (*persist.Batch, error) {
 	var parts []*persist.Batch
 	defer func() {
 		for _, b := range parts {
 			b.Release()
 		}
 	}()
-	err := inParts(len(meta.Indexes), func(lo, hi int) error {
-		data, _, err := s.do(ctx, httpRequest{method: "POST", path: "/data", arrow: true, idempotent: true,
-			body: &api.DataGetRequest{Indexes: meta.Indexes[lo:hi], Fields: fields, Partition: meta.Partition, Task: meta.Task}}, nil)
+	err := inParts(n, func(lo, hi int) error {
+		if stopAtEmpty && len(parts) > 0 && parts[len(parts)-1].Len() == 0 {
+			return nil
+		}
+		data, _, err := s.do(ctx, httpRequest{method: "POST", path: path, arrow: true, idempotent: true, body: bodyOf(lo, hi)}, nil)
 		if err != nil {
 			return err
 		}
@@ -761,36 +772,14 @@ func (s *httpStore) Replay(ctx context.Context, req *persist.ReplayRequest) (*pe
 	if err := persist.CheckReplayRequest(req); err != nil {
 		return nil, err
 	}
-	var parts []*persist.Batch
-	defer func() {
-		for _, b := range parts {
-			b.Release()
-		}
-	}()
-	err := inParts(req.Size, func(lo, hi int) error {
-		if len(parts) > 0 && parts[len(parts)-1].Len() == 0 {
-			return nil // nothing to draw from
-		}
+	b, err := s.arrowInParts(ctx, "/replay", req.Size, true, func(lo, hi int) msgp.Marshaler {
 		body := &api.DataReplayRequest{Partition: req.Partition, Fields: req.Fields, Size: hi - lo, Window: req.Window, Weight: req.Weight,
 			Seed: persist.ReplayPartSeed(req.Seed, lo/persist.ScanLimitMax)}
 		if req.Fields != nil && len(req.Fields) == 0 {
 			body.IndexesOnly = true
 		}
-		data, _, err := s.do(ctx, httpRequest{method: "POST", path: "/replay", arrow: true, idempotent: true, body: body}, nil)
-		if err != nil {
-			return err
-		}
-		b, err := readBatch(data)
-		if err != nil {
-			return err
-		}
-		parts = append(parts, b)
-		return nil
+		return body
 	})
-	if err != nil {
-		return nil, err
-	}
-	b, err := record.ConcatBatches(parts)
 	if err != nil {
 		return nil, err
 	}
