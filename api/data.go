@@ -122,7 +122,8 @@ type DataWeightVersion struct {
 // with replacement from the records of Partition among the last Window global indexes,
 // weighted by the numeric field Weight ("" uniform); nothing is consumed. Fields
 // absent: every field; IndexesOnly: no field (the answer carries only _index). Seed ≠
-// 0 repeats a draw. The answer is one row per draw, in draw order.
+// 0 repeats a draw. The answer is one row per draw, in draw order. Size is 1–10,000
+// (persist.ScanLimitMax) per request: a larger replay is several requests.
 type DataReplayRequest struct {
 	Partition   string   `json:"partition,omitzero" msg:"partition,omitempty"`
 	Fields      []string `json:"fields,omitzero" msg:"fields,omitempty"`

@@ -48,6 +48,16 @@ func (kv *KVView) List(ctx context.Context, partition string) ([]KVEntry, error)
 	return kv.s.KVList(ctx, partition)
 }
 
+// KVPager is implemented by stores that list keys a page at a time (the file store, the
+// distributed store, the HTTP store): KVListPage returns the keys of partition ("" for
+// every partition) whose index is ≥ offset, in index order, at most limit of them when
+// limit > 0 (every one when limit is 0); a page of fewer than limit keys is the last.
+// GET …/kv answers a page with it, so listing a large queue over HTTP never reads every
+// key into the server's memory at once. Errors: as for KVList.
+type KVPager interface {
+	KVListPage(ctx context.Context, partition string, offset int64, limit int) ([]KVEntry, error)
+}
+
 // Clear removes keys from partition: their samples get tombstones (they vanish from
 // Get, Stream, GetMeta and Len; every other index stays as it was) and the keys are
 // forgotten. Keys that do not exist are ignored, so Clear is idempotent. Errors:

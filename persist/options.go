@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -95,7 +96,24 @@ const StreamBatchSizeDefault = 1000
 // package httpstore asks for at most ScanLimitMax per Scan (Scan answers up to limit
 // records and where the next page starts) and the Python SDK does the same. In process,
 // Scan takes any limit (the caller's memory is its own).
+//
+// The same bound holds for every other data route whose answer's size the request
+// chooses (CheckAnswerCount): the indexes of POST …/data, the keys of POST …/kv/get, a
+// page of GET …/kv, the batch_size of POST …/batch and the size of POST …/replay; the
+// HTTP store splits or pages a larger call by itself (docs/persist.md, "Over HTTP").
 const ScanLimitMax = 10_000
+
+// CheckAnswerCount checks n, how many rows (records, keys, draws) one request over HTTP
+// asks one answer to hold: least–ScanLimitMax. more, appended to the rule, says how to
+// read more than one answer holds. The server checks every such route with it, and the
+// HTTP store splits its callers' larger calls into requests it accepts. Errors:
+// *InvalidError naming field and the range.
+func CheckAnswerCount(field string, n, least int64, more string) error {
+	if n >= least && n <= ScanLimitMax {
+		return nil
+	}
+	return &InvalidError{Field: field, Value: n, Rule: fmt.Sprintf("use %d–%d over HTTP%s", least, ScanLimitMax, more)}
+}
 
 // KVEntry is one key as listed or read.
 type KVEntry struct {

@@ -21,6 +21,22 @@ const ReplayWindowDefault = 100_000
 // ReplaySizeMax bounds ReplayRequest.Size (draws per call).
 const ReplaySizeMax = 1 << 20
 
+// ReplayPartSeed is the seed of part k (from 0) of a replay split into several draws of
+// at most ScanLimitMax each, as the HTTP store draws a Size above that bound: seed + k
+// modulo 2^64, skipping 0 (part 0 keeps seed; seed 0, a fresh seed, stays 0 for every
+// part). So a seeded replay over HTTP repeats itself for the same Size and window, and
+// its first ScanLimitMax draws are those of the same seed in one call.
+func ReplayPartSeed(seed uint64, k int) uint64 {
+	if seed == 0 {
+		return 0
+	}
+	s := seed + uint64(k)
+	if s < seed { // wrapped past 0
+		s++
+	}
+	return s
+}
+
 // ReplayRequest asks for a replay sample: Size draws with replacement from the
 // records of Partition among the last Window global indexes, weighted by the numeric
 // field Weight (a priority, a reward, a TD error; a record without it, or with a value

@@ -39,3 +39,14 @@ func TestTakeRows(t *testing.T) {
 	require.Equal(t, "[9 (null) 7 9]", got.String())
 	require.Equal(t, 1, got.NullN())
 }
+
+// TestReplayPartSeed: part k of a split replay is seeded seed + k modulo 2^64, never 0
+// (which would mean a fresh seed) unless the replay had no seed.
+func TestReplayPartSeed(t *testing.T) {
+	require.Equal(t, uint64(7), ReplayPartSeed(7, 0))
+	require.Equal(t, uint64(9), ReplayPartSeed(7, 2))
+	require.Equal(t, uint64(0), ReplayPartSeed(0, 3))
+	require.Equal(t, uint64(1<<64-1), ReplayPartSeed(1<<64-1, 0))
+	require.Equal(t, uint64(1), ReplayPartSeed(1<<64-1, 1))
+	require.Equal(t, uint64(2), ReplayPartSeed(1<<64-2, 3))
+}

@@ -156,3 +156,87 @@ func TestDataReadLimitBounded(t *testing.T) {
 	require.Equal(t, total, seen)
 	require.Equal(t, 2, pages)
 }
+
+// TestDataAnswersBounded: every data route whose answer's size the request chooses holds
+// it to persist.ScanLimitMax rows. POST D/replay (size), POST D/batch (batch_size),
+// POST D/data (indexes) and POST D/kv/get (keys) refuse more as invalid naming the field
+// and the range, handing out nothing; GET D/kv answers pages of at most that many keys
+// with the next page's offset in Lakeshore-Next-Offset, and following it lists every key
+// once. Fails on the old code, which answered 200 with every draw, sample, index and key
+// (size 2^20 of 3 small records: 27 MB, 223 MiB allocated in the server).
+func TestDataAnswersBounded(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	post := func(path, body string) *response {
+		return b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(body), "")
+	}
+	over := persist.ScanLimitMax + 1
+	total := persist.ScanLimitMax + 5
+	keys := make([]string, total)
+	recs := make([]string, total)
+	for i := range keys {
+		keys[i] = strconv.Quote(fmt.Sprintf("k%05d", i))
+		recs[i] = fmt.Sprintf(`{"x": %d}`, i)
+	}
+	r := post("/kv", `{"keys": [`+strings.Join(keys, ",")+`], "records": [`+strings.Join(recs, ",")+`]}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	rangeText := fmt.Sprintf("1–%d", persist.ScanLimitMax)
+
+	for _, size := range []int{over, persist.ReplaySizeMax} {
+		e := dataErr(t, post("/replay", fmt.Sprintf(`{"size": %d}`, size)), 400, "invalid")
+		require.Contains(t, e.Message, "size")
+		require.Contains(t, e.Message, rangeText)
+	}
+	r = post("/replay", fmt.Sprintf(`{"size": %d, "indexes_only": true, "seed": 7}`, persist.ScanLimitMax))
+	require.Equal(t, 200, r.status, "%s", r.body)
+
+	e := dataErr(t, post("/batch", fmt.Sprintf(`{"fields": ["x"], "batch_size": %d, "task": "t"}`, over)), 400, "invalid")
+	require.Contains(t, e.Message, "batch_size")
+	require.Contains(t, e.Message, rangeText)
+	// Nothing was handed out: the whole queue is still ready for the task.
+	r = post("/meta", fmt.Sprintf(`{"fields": ["x"], "batch_size": %d, "task": "t"}`, total))
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var meta api.DataBatchMeta
+	require.NoError(t, json.Unmarshal(r.body, &meta))
+	require.Len(t, meta.Indexes, total)
+
+	indexes := make([]string, over)
+	for i := range indexes {
+		indexes[i] = strconv.Itoa(i % total)
+	}
+	e = dataErr(t, post("/data", `{"indexes": [`+strings.Join(indexes, ",")+`], "fields": ["x"]}`), 400, "invalid")
+	require.Contains(t, e.Message, "indexes")
+	require.Contains(t, e.Message, fmt.Sprintf("0–%d", persist.ScanLimitMax))
+	r = post("/data", `{"indexes": [`+strings.Join(indexes[:persist.ScanLimitMax], ",")+`], "fields": ["x"]}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+
+	e = dataErr(t, post("/kv/get", `{"keys": [`+strings.Join(keys[:over], ",")+`]}`), 400, "invalid")
+	require.Contains(t, e.Message, "keys")
+	require.Contains(t, e.Message, fmt.Sprintf("0–%d", persist.ScanLimitMax))
+
+	for _, bad := range []string{"limit=" + strconv.Itoa(over), "limit=0", "offset=-1"} {
+		dataErr(t, b.do(t, "GET", D+"/kv?"+bad, "", nil, ""), 400, "invalid")
+	}
+	seen, offset, pages := 0, int64(0), 0
+	for {
+		r := b.do(t, "GET", fmt.Sprintf("%s/kv?offset=%d", D, offset), "", nil, "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+		var out api.DataKVResponse
+		require.NoError(t, json.Unmarshal(r.body, &out))
+		require.LessOrEqual(t, len(out.Entries), persist.ScanLimitMax, "one answer is bounded")
+		for i, en := range out.Entries {
+			require.Equal(t, fmt.Sprintf("k%05d", seen+i), en.Key)
+		}
+		seen += len(out.Entries)
+		pages++
+		next, err := strconv.ParseInt(r.header.Get(api.HeaderNextOffset), 10, 64)
+		require.NoError(t, err)
+		if len(out.Entries) < persist.ScanLimitMax {
+			require.Equal(t, offset+int64(len(out.Entries)), next)
+			break
+		}
+		offset = next
+	}
+	require.Equal(t, total, seen)
+	require.Equal(t, 2, pages)
+}

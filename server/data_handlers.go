@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -336,9 +338,9 @@ func readLimit(r *http.Request, field string, def int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n < 1 || n > persist.ScanLimitMax {
-		return 0, plane.Invalid(field, n, fmt.Sprintf("use 1–%d (default %d); read more in pages, each from the %s of the previous one",
-			persist.ScanLimitMax, def, api.HeaderNextOffset))
+	if err := persist.CheckAnswerCount(field, n, 1, fmt.Sprintf(" (default %d); read more in pages, each from the %s of the previous one",
+		def, api.HeaderNextOffset)); err != nil {
+		return 0, err
 	}
 	return n, nil
 }
@@ -516,6 +518,9 @@ func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *princi
 	if err := persist.CheckIndexes(req.Indexes); err != nil {
 		return err
 	}
+	if err := persist.CheckAnswerCount("indexes", int64(len(req.Indexes)), 0, "; read more indexes in several requests"); err != nil {
+		return err
+	}
 	meta := &persist.BatchMeta{Indexes: req.Indexes, Size: len(req.Indexes), Partition: req.Partition, Task: req.Task}
 	fields := req.Fields
 	if fields == nil {
@@ -638,6 +643,10 @@ func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *princ
 func (s *Server) handleDataBatch(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	mr, err := s.metaRequestOf(w, r)
 	if err != nil {
+		return err
+	}
+	// The batch is read whole into memory: bounded before anything is handed out.
+	if err := persist.CheckAnswerCount("batch_size", int64(mr.BatchSize), 1, "; a larger batch: POST …/meta, then POST …/data in parts"); err != nil {
 		return err
 	}
 	var b *persist.Batch
@@ -820,6 +829,9 @@ func (s *Server) handleDataKVGet(w http.ResponseWriter, r *http.Request, p *prin
 	if err := checkPartition(r, req.Partition); err != nil {
 		return err
 	}
+	if err := persist.CheckAnswerCount("keys", int64(len(req.Keys)), 0, "; read more keys in several requests"); err != nil {
+		return err
+	}
 	es, err := dq.store.KVGet(r.Context(), partitionOf(r, req.Partition), req.Keys, req.Fields)
 	if err != nil {
 		return err
@@ -832,17 +844,54 @@ func (s *Server) handleDataKVGet(w http.ResponseWriter, r *http.Request, p *prin
 	return nil
 }
 
+// handleDataKVList answers a page of keys: at most limit (1–persist.ScanLimitMax, default
+// ScanLimitMax) of those whose index is ≥ offset, in index order, with the offset of the
+// next page in the Lakeshore-Next-Offset header (the last key's index + 1; offset itself
+// for an empty page). A page of fewer than limit keys is the last.
 func (s *Server) handleDataKVList(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
-	es, err := dq.store.KVList(r.Context(), r.URL.Query().Get("partition"))
+	offset, err := queryInt(r, "offset", 0)
 	if err != nil {
 		return err
+	}
+	if offset < 0 {
+		return plane.Invalid("offset", offset, "≥ 0: the first index to list (0: from the start)")
+	}
+	limit, err := readLimit(r, "limit", persist.ScanLimitMax)
+	if err != nil {
+		return err
+	}
+	partition := r.URL.Query().Get("partition")
+	var es []persist.KVEntry
+	if pager, ok := dq.store.(persist.KVPager); ok {
+		es, err = pager.KVListPage(r.Context(), partition, offset, int(limit))
+	} else {
+		es, err = kvListPage(r.Context(), dq.store, partition, offset, int(limit))
+	}
+	if err != nil {
+		return err
+	}
+	next := offset
+	if len(es) > 0 {
+		next = es[len(es)-1].Index + 1
 	}
 	out, err := kvEntries(es)
 	if err != nil {
 		return err
 	}
+	w.Header().Set(api.HeaderNextOffset, strconv.FormatInt(next, 10))
 	s.write(w, r, http.StatusOK, out)
 	return nil
+}
+
+// kvListPage is KVListPage on a store that lists only whole: the answer is bounded, the
+// store's read is not.
+func kvListPage(ctx context.Context, st persist.Store, partition string, offset int64, limit int) ([]persist.KVEntry, error) {
+	all, err := st.KVList(ctx, partition)
+	if err != nil {
+		return nil, err
+	}
+	i, _ := slices.BinarySearchFunc(all, offset, func(e persist.KVEntry, o int64) int { return cmp.Compare(e.Index, o) })
+	return all[i:min(len(all), i+limit)], nil
 }
 
 func (s *Server) handleDataKVClear(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
@@ -1034,6 +1083,10 @@ func cmpOrDuration(d, def time.Duration) time.Duration {
 func (s *Server) handleDataReplay(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataReplayRequest
 	if err := s.readBody(w, r, &req); err != nil {
+		return err
+	}
+	// One row per draw, read whole into memory: a larger replay is several requests.
+	if err := persist.CheckAnswerCount("size", int64(req.Size), 1, "; draw more in several requests"); err != nil {
 		return err
 	}
 	rq := &persist.ReplayRequest{Partition: req.Partition, Fields: req.Fields, Size: req.Size, Window: req.Window, Weight: req.Weight, Seed: req.Seed}

@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -197,4 +198,62 @@ func EmptyBatch(fields []Field, indexes []int64, partitions []string) *Batch {
 		b.Release()
 	}
 	return &Batch{Indexes: indexes, Partitions: partitions, Fields: fields, Record: MakeRecord(indexes, fields, cols)}
+}
+
+// ConcatBatches joins parts, batches of the same fields (as the parts of one read split
+// into several requests are), into one batch with their rows in order. The parts stay
+// the caller's to release; a single part with rows is shared (its record retained), not
+// copied. Parts without rows are skipped (an empty read may not know the fields); when
+// every part is empty the first is shared. Errors: parts whose fields differ (the
+// queue's schema changed between the requests).
+func ConcatBatches(parts []*Batch) (*Batch, error) {
+	if len(parts) == 0 {
+		return nil, &InvalidError{Field: "parts", Value: 0, Rule: "at least one batch"}
+	}
+	var full []*Batch
+	for _, b := range parts {
+		if b.Len() > 0 {
+			full = append(full, b)
+		}
+	}
+	if len(full) == 0 {
+		full = parts[:1]
+	}
+	first := full[0]
+	if len(full) == 1 {
+		out := *first
+		if out.Record != nil {
+			out.Record.Retain()
+		}
+		return &out, nil
+	}
+	out := &Batch{Fields: first.Fields}
+	for _, b := range full {
+		if !slices.Equal(b.Fields, first.Fields) {
+			return nil, fmt.Errorf("record: the parts of one read have different fields (%v, then %v): the queue's schema changed between them; read again", first.Fields, b.Fields)
+		}
+		out.Indexes = append(out.Indexes, b.Indexes...)
+		out.Partitions = append(out.Partitions, b.Partitions...)
+	}
+	cols := make([]arrow.Array, first.Record.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	chunks := make([]arrow.Array, len(full))
+	for c := range cols {
+		for i, b := range full {
+			chunks[i] = b.Record.Column(c)
+		}
+		col, err := array.Concatenate(chunks, memory.DefaultAllocator)
+		if err != nil {
+			return nil, fmt.Errorf("record: join the parts of one read: %w", err)
+		}
+		cols[c] = col
+	}
+	out.Record = array.NewRecordBatch(first.Record.Schema(), cols, int64(len(out.Indexes)))
+	return out, nil
 }

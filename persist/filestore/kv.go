@@ -140,16 +140,27 @@ func (kv *fileKV) BatchGet(ctx context.Context, partition string, keys []string,
 // List returns the keys of partition ("" for every partition) with their indexes and
 // tags, in index order. Errors: ErrClosed, SQLite errors.
 func (kv *fileKV) List(ctx context.Context, partition string) ([]persist.KVEntry, error) {
+	return kv.ListPage(ctx, partition, 0, 0)
+}
+
+// ListPage is List from index offset on, at most limit keys when limit > 0
+// (persist.KVPager).
+func (kv *fileKV) ListPage(ctx context.Context, partition string, offset int64, limit int) ([]persist.KVEntry, error) {
 	q := kv.q
 	if err := q.calls.Enter(); err != nil {
 		return nil, err
 	}
 	defer q.calls.Leave()
-	query := `SELECT partition, key, idx, tags FROM kv ORDER BY idx`
-	var args []any
+	query := `SELECT partition, key, idx, tags FROM kv WHERE idx >= ?`
+	args := []any{offset}
 	if partition != "" {
-		query = `SELECT partition, key, idx, tags FROM kv WHERE partition = ? ORDER BY idx`
+		query += ` AND partition = ?`
 		args = append(args, partition)
+	}
+	query += ` ORDER BY idx`
+	if limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, limit)
 	}
 	rows, err := q.rdb.QueryContext(ctx, query, args...)
 	if err != nil {

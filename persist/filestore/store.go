@@ -49,6 +49,13 @@ func (q *fileQueue) KVList(ctx context.Context, partition string) ([]persist.KVE
 	return fileKVOf(q).List(ctx, partition)
 }
 
+var _ persist.KVPager = (*fileQueue)(nil)
+
+// KVListPage implements persist.KVPager.
+func (q *fileQueue) KVListPage(ctx context.Context, partition string, offset int64, limit int) ([]persist.KVEntry, error) {
+	return fileKVOf(q).ListPage(ctx, partition, offset, limit)
+}
+
 // KVClear implements Store.
 func (q *fileQueue) KVClear(ctx context.Context, partition string, keys []string) error {
 	return fileKVOf(q).Clear(ctx, partition, keys)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -611,8 +612,21 @@ func (s *httpStore) GetMeta(ctx context.Context, req *persist.MetaRequest) (*per
 }
 
 // GetBatch implements BatchGetter: one POST …/batch, answered by the Arrow IPC stream of
-// the batch and its metadata in the Lakeshore-Batch-Meta header.
+// the batch and its metadata in the Lakeshore-Batch-Meta header. A BatchSize above
+// persist.ScanLimitMax (the server's bound on the route) is GetMeta then GetData, which
+// reads the records in parts, as on a store that is not a BatchGetter.
 func (s *httpStore) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persist.Batch, *persist.BatchMeta, error) {
+	if req != nil && req.BatchSize > persist.ScanLimitMax {
+		m, err := s.GetMeta(ctx, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := s.GetData(ctx, m)
+		if err != nil {
+			return nil, m, err // handed out, not read: as in process
+		}
+		return b, m, nil
+	}
 	data, h, err := s.handOut(ctx, "/batch", req, nil)
 	if queueMissing(err) {
 		return emptyBatch(nil), absentMeta(req), nil
@@ -685,12 +699,52 @@ func (s *httpStore) GetData(ctx context.Context, meta *persist.BatchMeta) (*pers
 	if fields == nil {
 		fields = []string{}
 	}
-	data, _, err := s.do(ctx, httpRequest{method: "POST", path: "/data", arrow: true, idempotent: true,
-		body: &api.DataGetRequest{Indexes: meta.Indexes, Fields: fields, Partition: meta.Partition, Task: meta.Task}}, nil)
+	return s.arrowInParts(ctx, "/data", len(meta.Indexes), false, func(lo, hi int) msgp.Marshaler {
+		return &api.DataGetRequest{Indexes: meta.Indexes[lo:hi], Fields: fields, Partition: meta.Partition, Task: meta.Task}
+	})
+}
+
+// arrowInParts posts to path, for each part [lo, hi) of n items (inParts), the body
+// bodyOf(lo, hi), and joins the Arrow answers in order (record.ConcatBatches). With
+// stopAtEmpty, a part answered with no rows ends it (a replay of an empty window).
+func (s *httpStore) arrowInParts(ctx context.Context, path string, n int, stopAtEmpty bool, bodyOf func(lo, hi int) msgp.Marshaler) (*persist.Batch, error) {
+	var parts []*persist.Batch
+	defer func() {
+		for _, b := range parts {
+			b.Release()
+		}
+	}()
+	err := inParts(n, func(lo, hi int) error {
+		if stopAtEmpty && len(parts) > 0 && parts[len(parts)-1].Len() == 0 {
+			return nil
+		}
+		data, _, err := s.do(ctx, httpRequest{method: "POST", path: path, arrow: true, idempotent: true, body: bodyOf(lo, hi)}, nil)
+		if err != nil {
+			return err
+		}
+		b, err := readBatch(data)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, b)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return readBatch(data)
+	return record.ConcatBatches(parts)
+}
+
+// inParts calls read for each part [lo, hi) of n items, in order, each at most
+// persist.ScanLimitMax long (the server's bound on one answer: persist.CheckAnswerCount);
+// once, for [0, 0), when n is 0. It stops at the first error.
+func inParts(n int, read func(lo, hi int) error) error {
+	for lo := 0; lo == 0 || lo < n; lo += persist.ScanLimitMax {
+		if err := read(lo, min(n, lo+persist.ScanLimitMax)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var _ persist.GroupDropStore = (*httpStore)(nil)
@@ -708,20 +762,24 @@ func (s *httpStore) DropGroup(ctx context.Context, task, partition string, index
 var _ persist.Replayer = (*httpStore)(nil)
 
 // Replay implements persist.Replayer: the server draws (POST …/replay), from the
-// weights it keeps in memory. req.Rand does not cross: Seed does.
+// weights it keeps in memory. req.Rand does not cross: Seed does. A Size above
+// persist.ScanLimitMax (the server's bound on one answer) is drawn in parts of at most
+// that many, part k seeded with persist.ReplayPartSeed(Seed, k); the parts are
+// independent draws, each from the window as it is then. A part that draws nothing (an
+// empty window) ends the replay: the answer holds the draws before it (none when the
+// window was empty from the start, as in one call).
 func (s *httpStore) Replay(ctx context.Context, req *persist.ReplayRequest) (*persist.ReplaySample, error) {
 	if err := persist.CheckReplayRequest(req); err != nil {
 		return nil, err
 	}
-	body := &api.DataReplayRequest{Partition: req.Partition, Fields: req.Fields, Size: req.Size, Window: req.Window, Weight: req.Weight, Seed: req.Seed}
-	if req.Fields != nil && len(req.Fields) == 0 {
-		body.IndexesOnly = true
-	}
-	data, _, err := s.do(ctx, httpRequest{method: "POST", path: "/replay", arrow: true, idempotent: true, body: body}, nil)
-	if err != nil {
-		return nil, err
-	}
-	b, err := readBatch(data)
+	b, err := s.arrowInParts(ctx, "/replay", req.Size, true, func(lo, hi int) msgp.Marshaler {
+		body := &api.DataReplayRequest{Partition: req.Partition, Fields: req.Fields, Size: hi - lo, Window: req.Window, Weight: req.Weight,
+			Seed: persist.ReplayPartSeed(req.Seed, lo/persist.ScanLimitMax)}
+		if req.Fields != nil && len(req.Fields) == 0 {
+			body.IndexesOnly = true
+		}
+		return body
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -844,27 +902,99 @@ func kvEntriesOf(in []api.DataKVEntry) ([]persist.KVEntry, error) {
 	return out, nil
 }
 
-// KVGet implements Store.
+// KVGet implements Store: more than persist.ScanLimitMax keys (the server's bound on one
+// answer) are read in parts of at most that many, in order; a missing key fails the call
+// at the first part that has one, naming that part's missing keys.
 func (s *httpStore) KVGet(ctx context.Context, partition string, keys []string, fields []string) ([]persist.KVEntry, error) {
-	var out api.DataKVResponse
-	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv/get", idempotent: true,
-		body: &api.DataKVKeysRequest{Partition: partition, Keys: nonNilStrings(keys), Fields: fields}}, &out); err != nil {
-		return nil, err
-	}
-	return kvEntriesOf(out.Entries)
-}
-
-// KVList implements Store.
-func (s *httpStore) KVList(ctx context.Context, partition string) ([]persist.KVEntry, error) {
-	var out api.DataKVResponse
-	_, _, err := s.do(ctx, httpRequest{method: "GET", path: "/kv", query: url.Values{"partition": {partition}}}, &out)
-	if queueMissing(err) {
-		return []persist.KVEntry{}, nil
-	}
+	var entries []persist.KVEntry
+	err := inParts(len(keys), func(lo, hi int) error {
+		var out api.DataKVResponse
+		if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/kv/get", idempotent: true,
+			body: &api.DataKVKeysRequest{Partition: partition, Keys: nonNilStrings(keys[lo:hi]), Fields: fields}}, &out); err != nil {
+			return err
+		}
+		es, err := kvEntriesOf(out.Entries)
+		if err != nil {
+			return err
+		}
+		if entries == nil {
+			entries = es
+		} else {
+			entries = append(entries, es...)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return kvEntriesOf(out.Entries)
+	return entries, nil
+}
+
+// KVList implements Store: it reads the server's pages (GET …/kv) until the last.
+func (s *httpStore) KVList(ctx context.Context, partition string) ([]persist.KVEntry, error) {
+	entries := []persist.KVEntry{}
+	offset := int64(0)
+	for {
+		page, next, err := s.kvPage(ctx, partition, offset, persist.ScanLimitMax)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, page...)
+		if next < 0 || len(page) < persist.ScanLimitMax {
+			return entries, nil
+		}
+		offset = next
+	}
+}
+
+var _ persist.KVPager = (*httpStore)(nil)
+
+// KVListPage implements persist.KVPager: pages of more than persist.ScanLimitMax keys
+// read several of the server's pages.
+func (s *httpStore) KVListPage(ctx context.Context, partition string, offset int64, limit int) ([]persist.KVEntry, error) {
+	if limit <= 0 {
+		limit = math.MaxInt
+	}
+	entries := []persist.KVEntry{}
+	for len(entries) < limit {
+		want := min(limit-len(entries), persist.ScanLimitMax)
+		page, next, err := s.kvPage(ctx, partition, offset, want)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, page...)
+		if next < 0 || len(page) < want {
+			break
+		}
+		offset = next
+	}
+	return entries[:min(len(entries), limit)], nil
+}
+
+// kvPage reads one page of GET …/kv: at most limit (≤ persist.ScanLimitMax) keys from
+// index offset on, and where the next page starts; next is -1 when the server sent no
+// next offset (a server that lists every key at once: the page is the whole list).
+func (s *httpStore) kvPage(ctx context.Context, partition string, offset int64, limit int) ([]persist.KVEntry, int64, error) {
+	var out api.DataKVResponse
+	_, h, err := s.do(ctx, httpRequest{method: "GET", path: "/kv", query: url.Values{"partition": {partition},
+		"offset": {strconv.FormatInt(offset, 10)}, "limit": {strconv.Itoa(limit)}}}, &out)
+	if queueMissing(err) {
+		return []persist.KVEntry{}, -1, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	es, err := kvEntriesOf(out.Entries)
+	if err != nil {
+		return nil, 0, err
+	}
+	next := int64(-1)
+	if v := h.Get(api.HeaderNextOffset); v != "" {
+		if next, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return nil, 0, fmt.Errorf("persist: the server's %s header %q is not an offset", api.HeaderNextOffset, v)
+		}
+	}
+	return es, next, nil
 }
 
 // KVClear implements Store.

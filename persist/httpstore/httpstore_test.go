@@ -386,3 +386,98 @@ func TestHTTPScanPagesPastTheServersBound(t *testing.T) {
 	}
 	require.Equal(t, total, seen)
 }
+
+// TestHTTPLargeReadsSplitPastTheServersBound: the server answers at most
+// persist.ScanLimitMax rows per request (indexes of POST …/data, keys of POST …/kv/get,
+// a page of GET …/kv, batch_size of POST …/batch, size of POST …/replay); the HTTP store
+// splits its callers' larger reads into requests the server accepts and returns
+// everything, in order, as in process. Fails on the code that sent each call as one
+// request (the server answered invalid).
+func TestHTTPLargeReadsSplitPastTheServersBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := startDataServer(t, nil)
+	s := d.open(t, "large", nil)
+	total := 2*persist.ScanLimitMax + 7
+	keys := make([]string, total)
+	recs := make([]persist.Record, total)
+	for i := range recs {
+		keys[i] = fmt.Sprintf("k%05d", i)
+		recs[i] = persist.Record{"x": int64(i)}
+	}
+	idx, err := s.KVPut(ctx, persist.DefaultPartition, keys, recs, nil)
+	require.NoError(t, err)
+	require.Len(t, idx, total)
+	requireX := func(b *persist.Batch, indexes []int64) {
+		t.Helper()
+		require.Equal(t, indexes, b.Indexes)
+		rows, err := b.Rows()
+		require.NoError(t, err)
+		for i, r := range rows {
+			require.Equal(t, r.Index, r.Fields["x"], "row %d", i)
+		}
+	}
+
+	// GetData of more indexes than one answer holds, in a chosen order with repeats.
+	want := make([]int64, 0, total+3)
+	for i := total - 1; i >= 0; i-- {
+		want = append(want, int64(i))
+	}
+	want = append(want, 0, 5, 0)
+	b, err := s.GetData(ctx, &persist.BatchMeta{Indexes: want, Fields: []persist.FieldMeta{{Name: "x"}}, Partition: persist.DefaultPartition})
+	require.NoError(t, err)
+	requireX(b, want)
+	b.Release()
+
+	// KVGet and KVList of more keys than one answer holds.
+	es, err := s.KVGet(ctx, persist.DefaultPartition, keys, nil)
+	require.NoError(t, err)
+	require.Len(t, es, total)
+	for i, e := range es {
+		require.Equal(t, keys[i], e.Key)
+		require.Equal(t, int64(i), e.Fields["x"])
+	}
+	es, err = s.KVList(ctx, persist.DefaultPartition)
+	require.NoError(t, err)
+	require.Len(t, es, total)
+	for i, e := range es {
+		require.Equal(t, keys[i], e.Key)
+	}
+	page, err := s.(persist.KVPager).KVListPage(ctx, "", 5, persist.ScanLimitMax+3)
+	require.NoError(t, err)
+	require.Len(t, page, persist.ScanLimitMax+3)
+	require.Equal(t, int64(5), page[0].Index)
+
+	// A batch larger than one answer: GetMeta, then GetData in parts; all of it handed out.
+	b, m, err := persist.New(s).Reader().GetBatch(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: total + 10, Task: "train"})
+	require.NoError(t, err)
+	all := make([]int64, total)
+	for i := range all {
+		all[i] = int64(i)
+	}
+	require.Equal(t, all, m.Indexes)
+	requireX(b, all)
+	b.Release()
+	m, err = s.GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 1, Task: "train"})
+	require.NoError(t, err)
+	require.Empty(t, m.Indexes, "every sample was handed out")
+
+	// A replay larger than one answer: parts of at most ScanLimitMax draws; with a seed it
+	// repeats, and its first part is the draw of the same seed in one request.
+	q := persist.New(s)
+	size := 2*persist.ScanLimitMax + 3
+	rs, err := q.Replay(ctx, &persist.ReplayRequest{Size: size, Fields: []string{"x"}, Seed: 42})
+	require.NoError(t, err)
+	require.Len(t, rs.Draws, size)
+	requireX(rs.Batch, rs.Draws)
+	again, err := q.Replay(ctx, &persist.ReplayRequest{Size: size, Fields: []string{}, Seed: 42})
+	require.NoError(t, err)
+	require.Equal(t, rs.Draws, again.Draws)
+	one, err := q.Replay(ctx, &persist.ReplayRequest{Size: persist.ScanLimitMax, Fields: []string{}, Seed: 42})
+	require.NoError(t, err)
+	require.Equal(t, rs.Draws[:persist.ScanLimitMax], one.Draws)
+	require.NotEqual(t, rs.Draws[:persist.ScanLimitMax], rs.Draws[persist.ScanLimitMax:2*persist.ScanLimitMax], "parts draw with different seeds")
+	for _, r := range []*persist.ReplaySample{rs, again, one} {
+		r.Batch.Release()
+	}
+}

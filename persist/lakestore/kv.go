@@ -119,15 +119,27 @@ func (s *Store) KVGet(ctx context.Context, partition string, keys []string, fiel
 
 // KVList implements persist.Store: the keys of partition ("" for all), in index order.
 func (s *Store) KVList(ctx context.Context, partition string) ([]persist.KVEntry, error) {
+	return s.KVListPage(ctx, partition, 0, 0)
+}
+
+var _ persist.KVPager = (*Store)(nil)
+
+// KVListPage implements persist.KVPager: KVList from index offset on, at most limit keys
+// when limit > 0.
+func (s *Store) KVListPage(ctx context.Context, partition string, offset int64, limit int) ([]persist.KVEntry, error) {
 	if err := s.calls.Enter(); err != nil {
 		return nil, err
 	}
 	defer s.calls.Leave()
-	sql := `SELECT partition, key, idx, tags FROM kv WHERE queue = $1 ORDER BY idx`
-	args := []any{s.name}
+	sql := `SELECT partition, key, idx, tags FROM kv WHERE queue = $1 AND idx >= $2`
+	args := []any{s.name, offset}
 	if partition != "" {
-		sql = `SELECT partition, key, idx, tags FROM kv WHERE queue = $1 AND partition = $2 ORDER BY idx`
+		sql += ` AND partition = $3`
 		args = append(args, partition)
+	}
+	sql += ` ORDER BY idx`
+	if limit > 0 {
+		sql += fmt.Sprintf(` LIMIT %d`, limit)
 	}
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {

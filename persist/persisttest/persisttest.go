@@ -493,6 +493,23 @@ func testKV(t *testing.T, q *persist.Queue) {
 	list, err := kv.List(ctx, "p")
 	require.NoError(t, err)
 	require.Len(t, list, 2)
+	if pager, ok := q.Store().(persist.KVPager); ok { // a page: from an index on, at most limit keys
+		k3, err := kv.Put(ctx, "other", "k3", persist.Record{"a": 3}, nil)
+		require.NoError(t, err)
+		page, err := pager.KVListPage(ctx, "", list[0].Index+1, 1)
+		require.NoError(t, err)
+		require.Equal(t, []string{list[1].Key}, keysOf(page))
+		page, err = pager.KVListPage(ctx, "", list[1].Index+1, 5)
+		require.NoError(t, err)
+		require.Equal(t, []string{"k3"}, keysOf(page))
+		page, err = pager.KVListPage(ctx, "p", list[0].Index, 0)
+		require.NoError(t, err)
+		require.Equal(t, keysOf(list), keysOf(page), "limit 0: every key of the partition")
+		page, err = pager.KVListPage(ctx, "p", k3, 5)
+		require.NoError(t, err)
+		require.Empty(t, page)
+		require.NoError(t, kv.Clear(ctx, "other", []string{"k3"}))
+	}
 	require.NoError(t, kv.Clear(ctx, "p", []string{"k1", "nope"}))
 	_, err = kv.BatchGet(ctx, "p", []string{"k1"}, nil)
 	require.ErrorIs(t, err, persist.ErrNotFound)
@@ -501,6 +518,15 @@ func testKV(t *testing.T, q *persist.Queue) {
 	require.Equal(t, []string{"k1"}, nf.Keys)
 	_, err = kv.Put(ctx, "p", "", persist.Record{"a": 1}, nil)
 	require.ErrorIs(t, err, persist.ErrInvalid)
+}
+
+// keysOf returns the keys of entries, in order.
+func keysOf(entries []persist.KVEntry) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.Key
+	}
+	return out
 }
 
 func testStreamWaits(t *testing.T, q *persist.Queue) {

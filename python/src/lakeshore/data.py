@@ -557,10 +557,53 @@ def _queue_missing(e: BaseException) -> bool:
 _ABSENT_WAIT = 0.5
 _ABSENT_READ_WAIT = 0.05
 
-# The most records one read asks for (the server's bound on GET …/records, Go's
-# persist.ScanLimitMax): a larger ``limit`` reads a page of this many, and the cursor
-# continues at the server's next offset, so a big queue is read in pages.
+# The most rows one answer holds (the server's bound, Go's persist.ScanLimitMax, checked
+# by persist.CheckAnswerCount): the limit of GET …/records and GET …/kv, the indexes of
+# POST …/data, the keys of POST …/kv/get, the batch_size of POST …/batch and the size of
+# POST …/replay. A larger ``limit`` reads a page of this many, and the cursor continues
+# at the server's next offset, so a big queue is read in pages; a larger get_data,
+# kv_batch_get, get_batch or replay is split into requests of at most this many.
 _READ_LIMIT_MAX = 10_000
+
+
+def _parts(n: int) -> list[tuple[int, int]]:
+    """The parts ``[lo, hi)`` of ``n`` items that one request each may ask for (at most
+    ``_READ_LIMIT_MAX``); one empty part when ``n`` is 0."""
+    return [(lo, min(n, lo + _READ_LIMIT_MAX)) for lo in range(0, max(n, 1), _READ_LIMIT_MAX)]
+
+
+def _join_arrow(parts: list[bytes]) -> bytes:
+    """The Arrow IPC answers of one read split into several requests as one answer, their
+    rows in order (parts without rows are left out: they may not carry the fields)."""
+    if len(parts) == 1:
+        return parts[0]
+    pa = _pyarrow()
+    tables = [pa.ipc.open_stream(pa.py_buffer(p)).read_all() for p in parts if p]
+    rows = [t for t in tables if t.num_rows] or tables[:1]
+    if not rows:
+        return b""
+    table = pa.concat_tables(rows).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _arrow_rows(data: bytes) -> int:
+    """How many rows an Arrow IPC answer holds (0 for an empty answer)."""
+    if not data:
+        return 0
+    pa = _pyarrow()
+    return int(pa.ipc.open_stream(pa.py_buffer(data)).read_all().num_rows)
+
+
+def _replay_part_seed(seed: int, k: int) -> int:
+    """The seed of part ``k`` of a replay split into requests (Go's
+    persist.ReplayPartSeed): ``seed + k`` modulo 2^64, skipping 0; 0 (a fresh seed) stays 0."""
+    if seed == 0:
+        return 0
+    s = seed + k
+    return s if s < 1 << 64 else s - (1 << 64) + 1
 
 
 def _put_id() -> str:
@@ -1222,6 +1265,12 @@ class Queue:
         a draw. The server keeps the window's weights in memory, so a draw reads only the
         drawn records.
 
+        One request draws at most 10,000 (the server's bound on one answer): a larger
+        ``size`` is drawn in parts of at most 10,000, each from the window as it is then,
+        part ``k`` (from 0) seeded ``seed + k`` (so the same ``seed`` and ``size`` repeat the
+        same draws, and the first 10,000 are those of ``size=10_000``), as the Go SDK
+        draws them. A part that draws nothing (the window emptied) ends the sample.
+
         Raises:
             InvalidError: ``size`` outside 1–1,048,576, a negative ``window``, a weight
                 field that is not numeric or is a weight version.
@@ -1237,14 +1286,25 @@ class Queue:
             body["weight"] = weight
         if window is not None:
             body["window"] = int(window)
-        if seed is not None:
-            body["seed"] = int(seed)
-        try:
-            data, _ = await self._call("POST", "/replay", body=body, raw=True, accept=ARROW, retry="safe")
-        except errors.NotFoundError as e:
-            if not _queue_missing(e):
-                raise
-            data = b""
+        if not 1 <= int(size) <= 1 << 20:
+            raise errors.InvalidError(
+                f"invalid size {int(size)}: a replay with size 1–1048576", field="size", value=int(size), rule="1–1048576"
+            )
+        answers: list[bytes] = []
+        for k, (lo, hi) in enumerate(_parts(int(size))):
+            body["size"] = hi - lo
+            if seed is not None:
+                body["seed"] = _replay_part_seed(int(seed), k)
+            try:
+                part, _ = await self._call("POST", "/replay", body=body, raw=True, accept=ARROW, retry="safe")
+            except errors.NotFoundError as e:
+                if not _queue_missing(e):
+                    raise
+                part = b""
+            answers.append(part)
+            if _arrow_rows(part) == 0:
+                break  # nothing to draw from
+        data = _join_arrow(answers)
         if not data:
             b = Batch()
             b.global_indexes = np.zeros(0, dtype=np.int64)
@@ -1533,14 +1593,17 @@ class Reader:
         with ``format="torch"``, or a ``tensordict.TensorDict`` with
         ``format="tensordict"``."""
         _check_format(format)
-        body = {
-            "indexes": meta.global_indexes,
-            "fields": meta.field_names,
-            "partition": partition_id or meta.partition_id,
-            "task": meta.task_name,
-        }
-        data, _ = await self.queue._call("POST", "/data", body=body, raw=True, accept=ARROW, retry="safe")
-        return _batch(data, meta.field_names, format, self.queue.zerocopy_mode, meta)
+        answers = []
+        for lo, hi in _parts(len(meta.global_indexes)):  # at most 10,000 indexes a request
+            body = {
+                "indexes": meta.global_indexes[lo:hi],
+                "fields": meta.field_names,
+                "partition": partition_id or meta.partition_id,
+                "task": meta.task_name,
+            }
+            part, _ = await self.queue._call("POST", "/data", body=body, raw=True, accept=ARROW, retry="safe")
+            answers.append(part)
+        return _batch(_join_arrow(answers), meta.field_names, format, self.queue.zerocopy_mode, meta)
 
     async def get_batch(
         self,
@@ -1563,8 +1626,17 @@ class Reader:
         """:meth:`get_meta` then :meth:`get_data` in one request (``POST D/batch``): the
         batch as ``format`` says, with ``.meta`` (a :class:`BatchMeta`) on a
         :class:`Batch`. ``wait`` defaults as :meth:`get_meta`'s; ``max_staleness``,
-        ``stale_policy`` and ``lease`` as for :meth:`get_meta`."""
+        ``stale_policy`` and ``lease`` as for :meth:`get_meta`. A ``batch_size`` above
+        10,000 (the server's bound on one answer) is :meth:`get_meta` then
+        :meth:`get_data`, which reads the records in parts."""
         _check_format(format)
+        if batch_size > _READ_LIMIT_MAX:
+            meta = await self.get_meta(
+                fields, batch_size, task_name, partition_id, sampler, timeout=timeout, wait=wait, batch_index=batch_index,
+                defer_consume=defer_consume, max_staleness=max_staleness, stale_policy=stale_policy, lease=lease,
+                stale_version=stale_version,
+            )
+            return await self.get_data(meta, format=format)
         wait = timeout is not None if wait is None else wait
         body = self._meta_body(
             fields, batch_size, task_name, partition_id, sampler, wait, batch_index, defer_consume, max_staleness, stale_policy, lease
@@ -1738,23 +1810,39 @@ class KVInterface:
     async def kv_batch_get(
         self, keys: Sequence[str], partition_id: str | None = None, fields: Sequence[str] | None = None
     ) -> list[dict[str, Any]]:
-        """The records under ``keys``, in order. Raises NotFoundError naming missing keys."""
-        body: dict[str, Any] = {"partition": partition_id or self.queue.partition_id, "keys": list(keys)}
-        if fields:
-            body["fields"] = list(fields)
-        ans = await self.queue._call("POST", "/kv/get", body=body, retry="safe")
-        return [_entry_fields(e) for e in ans.get("entries") or []]
+        """The records under ``keys``, in order. Raises NotFoundError naming missing keys
+        (more than 10,000 keys are read in parts of 10,000: the first part with a missing
+        key raises, naming that part's)."""
+        keys = list(keys)
+        out: list[dict[str, Any]] = []
+        for lo, hi in _parts(len(keys)):
+            body: dict[str, Any] = {"partition": partition_id or self.queue.partition_id, "keys": keys[lo:hi]}
+            if fields:
+                body["fields"] = list(fields)
+            ans = await self.queue._call("POST", "/kv/get", body=body, retry="safe")
+            out.extend(_entry_fields(e) for e in ans.get("entries") or [])
+        return out
 
     async def kv_list(self, partition_id: str | None = None) -> list[tuple[str, dict[str, str]]]:
-        """``(key, tags)`` of the partition's keys (``partition_id=""``: every partition)."""
+        """``(key, tags)`` of the partition's keys (``partition_id=""``: every partition), in
+        index order, read in the server's pages of at most 10,000."""
         part = self.queue.partition_id if partition_id is None else partition_id
-        try:
-            ans = await self.queue._call("GET", "/kv", params={"partition": part}, retry="safe")
-        except errors.NotFoundError as e:
-            if _queue_missing(e):
-                return []  # no put created the queue yet
-            raise
-        return [(str(e["key"]), dict(e.get("tags") or {})) for e in ans.get("entries") or []]
+        out: list[tuple[str, dict[str, str]]] = []
+        offset = 0
+        while True:
+            params = {"partition": part, "offset": offset, "limit": _READ_LIMIT_MAX}
+            try:
+                data, headers = await self.queue._call("GET", "/kv", params=params, raw=True, accept="application/json", retry="safe")
+            except errors.NotFoundError as e:
+                if _queue_missing(e):
+                    return out  # no put created the queue yet
+                raise
+            entries = json.loads(data).get("entries") or []
+            out.extend((str(e["key"]), dict(e.get("tags") or {})) for e in entries)
+            nxt = headers.get("Lakeshore-Next-Offset")
+            if not nxt or len(entries) < _READ_LIMIT_MAX:  # the last page (no header: a server listing all at once)
+                return out
+            offset = int(nxt)
 
     async def kv_clear(self, keys: Sequence[str], partition_id: str | None = None) -> None:
         """Remove ``keys``."""
