@@ -687,7 +687,10 @@ func (s *Server) dataQueueOf(w http.ResponseWriter, r *http.Request, p *principa
 	if err := authorizeQueue(p, ns, q, perms...); err != nil {
 		return nil, err
 	}
-	dq, err := s.data.get(r.Context(), ns, q, create)
+	dq, err := s.data.get(r.Context(), ns, q, false)
+	if create && queueMissing(err) { // a put's first: within the namespace's cap (caps.go)
+		dq, err = s.createDataQueue(r.Context(), ns, q)
+	}
 	if err != nil {
 		return nil, err
 	}
