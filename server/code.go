@@ -97,12 +97,16 @@ func (d dirCodeStore) open(_ context.Context, key string) (io.ReadCloser, int64,
 }
 
 func (d dirCodeStore) usage(_ context.Context, namespace string) (archives int, bytes int64, err error) {
-	err = filepath.WalkDir(d.path(namespace), func(_ string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() || !strings.HasSuffix(e.Name(), codeSuffix) || strings.HasPrefix(e.Name(), ".") {
+	root := d.path(namespace)
+	err = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && path != root: // removed meanwhile
+			return nil
+		case err != nil || e.IsDir() || !strings.HasSuffix(e.Name(), codeSuffix) || strings.HasPrefix(e.Name(), "."): // spools start with '.'
 			return err
 		}
 		info, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) { // a spool renamed meanwhile is listed under its own name next time
+		if errors.Is(err, fs.ErrNotExist) { // removed meanwhile
 			return nil
 		} else if err != nil {
 			return err
