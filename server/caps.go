@@ -95,7 +95,7 @@ func (s *Server) createDataQueue(ctx context.Context, namespace, queue string) (
 	if err != nil {
 		return nil, err
 	}
-	if _, found := slices.BinarySearch(names, queue); !found && len(names) >= limit {
+	if !slices.Contains(names, queue) && len(names) >= limit {
 		return nil, limitExceeded(fmt.Sprintf("namespace %s holds %d data queues, its maximum (%d)", namespace, len(names), limit),
 			"put into one of them, or have an operator remove one the namespace no longer needs", MaxDataQueuesPerNamespaceFlag)
 	}
