@@ -58,7 +58,9 @@ var (
 	// of its tries. Nothing was written.
 	ErrChanged = plane.ErrChanged
 	// ErrLimitExceeded: the call would take the namespace past a cap of the plane (its
-	// number of schedules: Queue.Schedule). Nothing was written.
+	// number of schedules: Queue.Schedule) or of the server it reaches (its admission
+	// blocks: Queue.SetAdmission; data queues and code archives: docs/http-api.md,
+	// "Per-namespace caps"). Nothing was written.
 	ErrLimitExceeded = plane.ErrLimitExceeded
 )
 

@@ -70,9 +70,11 @@ var (
 	// conditional on changed since the caller read it. Nothing changed: read again, redo
 	// the change, and retry.
 	ErrChanged = &Error{Code: "changed", Message: "changed since it was read"}
-	// ErrLimitExceeded: the call would take a namespace past one of the plane's caps (its
-	// number of schedules, SchedulesPerNamespaceDefault). Nothing changed; retrying does not
-	// help until something is removed or the cap raised.
+	// ErrLimitExceeded: the call would take a namespace past one of its caps: the plane's
+	// (its number of schedules, SchedulesPerNamespaceDefault) or the server's (its data
+	// queues, bytes of code archives and admission blocks: server.Config's
+	// MaxDataQueuesPerNamespace, MaxCodeBytesPerNamespace, MaxAdmissionBlocksPerNamespace).
+	// Nothing changed; retrying does not help until something is removed or the cap raised.
 	ErrLimitExceeded = &Error{Code: "limit_exceeded", Message: "limit exceeded"}
 )
 

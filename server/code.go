@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -49,6 +50,9 @@ type codeStore interface {
 	put(ctx context.Context, key string, f *os.File) error
 	// open reads the archive under key and returns its size; fs.ErrNotExist when absent.
 	open(ctx context.Context, key string) (io.ReadCloser, int64, error)
+	// usage returns the number of archives stored under namespace's keys ({ns}/…) and
+	// their bytes (uploads being spooled not counted).
+	usage(ctx context.Context, namespace string) (archives int, bytes int64, err error)
 }
 
 // dirCodeStore keeps archives as files under a directory; an upload is spooled beside
@@ -92,6 +96,30 @@ func (d dirCodeStore) open(_ context.Context, key string) (io.ReadCloser, int64,
 	return f, st.Size(), nil
 }
 
+func (d dirCodeStore) usage(_ context.Context, namespace string) (archives int, bytes int64, err error) {
+	root := d.path(namespace)
+	err = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && path != root: // removed meanwhile
+			return nil
+		case err != nil || e.IsDir() || !strings.HasSuffix(e.Name(), codeSuffix) || strings.HasPrefix(e.Name(), "."): // spools start with '.'
+			return err
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) { // removed meanwhile
+			return nil
+		} else if err != nil {
+			return err
+		}
+		archives, bytes = archives+1, bytes+info.Size()
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) { // nothing stored for namespace yet
+		return 0, 0, nil
+	}
+	return archives, bytes, err
+}
+
 // bucketCodeStore keeps archives as objects code/{key} of a bucket; an upload is spooled
 // to a temporary file, then written to the bucket, where it appears only once complete.
 type bucketCodeStore struct{ b *blob.Bucket }
@@ -116,6 +144,21 @@ func (c bucketCodeStore) put(ctx context.Context, key string, f *os.File) error 
 	return bucketErr(c.b.Upload(ctx, bucketCodePrefix+key, f, &blob.WriterOptions{ContentType: api.ContentTypeGzip}))
 }
 
+func (c bucketCodeStore) usage(ctx context.Context, namespace string) (archives int, bytes int64, err error) {
+	iter := c.b.List(&blob.ListOptions{Prefix: bucketCodePrefix + namespace + "/"})
+	for {
+		obj, err := iter.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return archives, bytes, nil
+		} else if err != nil {
+			return 0, 0, bucketErr(err)
+		}
+		if !obj.IsDir && strings.HasSuffix(obj.Key, codeSuffix) {
+			archives, bytes = archives+1, bytes+obj.Size
+		}
+	}
+}
+
 func (c bucketCodeStore) open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
 	r, err := c.b.NewReader(ctx, bucketCodePrefix+key, nil)
 	if err != nil {
@@ -137,6 +180,9 @@ func bucketErr(err error) error {
 	return fmt.Errorf("code store: bucket %s", gcerrors.Code(err))
 }
 
+// codeSuffix ends the key of every archive.
+const codeSuffix = ".tar.gz"
+
 // codeKey returns the store key of the route's archive, checking its digest. Errors: 501
 // without a code store, *plane.InvalidError for a bad digest.
 func (s *Server) codeKey(r *http.Request, ns, q string) (string, error) {
@@ -147,7 +193,7 @@ func (s *Server) codeKey(r *http.Request, ns, q string) (string, error) {
 	if !fabric.ValidDigest(digest) {
 		return "", plane.Invalid("digest", digest, "64 lowercase hex digits (the SHA-256 code digest of docs/fabric.md)")
 	}
-	return ns + "/" + q + "/" + digest + ".tar.gz", nil
+	return ns + "/" + q + "/" + digest + codeSuffix, nil
 }
 
 func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *principal) error {
@@ -201,7 +247,7 @@ func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *princi
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	if err := s.code.put(r.Context(), key, tmp); err != nil {
+	if err := s.storeCode(r.Context(), ns, key, tmp, n); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.CodeResponse{Digest: digest, Size: n})

@@ -39,7 +39,9 @@ type DataStores interface {
 	// closing the least recently used idle one to open another and any idle for
 	// Config.DataQueueIdle, and closes the rest at Server.Close.
 	Open(ctx context.Context, namespace, queue string, create bool) (persist.Store, error)
-	// List returns the names of the data queues of namespace, sorted ([] for none).
+	// List returns the names of the data queues of namespace, sorted ([] for none). The
+	// server also counts them against Config.MaxDataQueuesPerNamespace before a put
+	// creates a queue, so it lists every queue the store holds, open or not.
 	List(ctx context.Context, namespace string) ([]string, error)
 }
 
@@ -687,7 +689,10 @@ func (s *Server) dataQueueOf(w http.ResponseWriter, r *http.Request, p *principa
 	if err := authorizeQueue(p, ns, q, perms...); err != nil {
 		return nil, err
 	}
-	dq, err := s.data.get(r.Context(), ns, q, create)
+	dq, err := s.data.get(r.Context(), ns, q, false)
+	if create && queueMissing(err) { // a put's first: within the namespace's cap (caps.go)
+		dq, err = s.createDataQueue(r.Context(), ns, q)
+	}
 	if err != nil {
 		return nil, err
 	}

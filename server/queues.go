@@ -198,7 +198,13 @@ func (s *Server) handleAdmissionSet(w http.ResponseWriter, r *http.Request, p *p
 			return plane.Invalid("If-Match", values[0], `use the ETag of GET …/admission ("TAG"), or no If-Match for an unconditional set`)
 		}
 	}
-	if err := s.drv.QueueAdmissionSet(r.Context(), &plane.AdmissionParams{Namespace: ns, Queue: q, Admission: *a, IfMatch: ifMatch}); err != nil {
+	unlock, err := s.admitAdmissionBlock(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	err = s.drv.QueueAdmissionSet(r.Context(), &plane.AdmissionParams{Namespace: ns, Queue: q, Admission: *a, IfMatch: ifMatch})
+	unlock()
+	if err != nil {
 		return err
 	}
 	// The block as the plane took it (a null per-key override left out), not the request.

@@ -115,6 +115,26 @@ type Config struct {
 	// 16 times that. Defaults to MaxCodeBytesDefault.
 	MaxCodeBytes int64
 
+	// MaxDataQueuesPerNamespace caps the data queues one namespace holds (stored, whether
+	// open or not; unlike MaxDataQueuesPerTenant, which bounds the queues waited on at
+	// once): a put that would create one more answers 409 limit_exceeded and creates
+	// nothing; puts into the queues it holds go on. Defaults to
+	// MaxDataQueuesPerNamespaceDefault; negative: no cap (caps.go).
+	MaxDataQueuesPerNamespace int
+
+	// MaxCodeBytesPerNamespace caps the bytes of code archives one namespace holds in the
+	// code store (the server never deletes one): an upload of a new archive that would
+	// take the namespace past it answers 409 limit_exceeded and stores nothing; an upload
+	// of an archive already stored is answered as before. Defaults to
+	// MaxCodeBytesPerNamespaceDefault; negative: no cap (caps.go).
+	MaxCodeBytesPerNamespace int64
+
+	// MaxAdmissionBlocksPerNamespace caps the admission blocks (declared queues: PUT
+	// …/admission) one namespace holds: setting one on a queue without one answers 409
+	// limit_exceeded and stores nothing; replacing a queue's block is never refused.
+	// Defaults to MaxAdmissionBlocksPerNamespaceDefault; negative: no cap (caps.go).
+	MaxAdmissionBlocksPerNamespace int
+
 	// MaxLongPolls bounds the long-polls and streams open at once; beyond it a waiting
 	// request gets 503 too_many_long_polls with Retry-After. Defaults to
 	// MaxLongPollsDefault.
@@ -188,6 +208,9 @@ func (c *Config) withDefaults() Config {
 	out.MaxOpenDataQueues = cmp.Or(out.MaxOpenDataQueues, MaxOpenDataQueuesDefault)
 	out.MaxDataQueuesPerTenant = min(cmp.Or(out.MaxDataQueuesPerTenant, max(out.MaxOpenDataQueues/4, 1)), out.MaxOpenDataQueues)
 	out.DataQueueIdle = cmp.Or(out.DataQueueIdle, DataQueueIdleDefault)
+	out.MaxDataQueuesPerNamespace = cmp.Or(out.MaxDataQueuesPerNamespace, MaxDataQueuesPerNamespaceDefault)
+	out.MaxCodeBytesPerNamespace = cmp.Or(out.MaxCodeBytesPerNamespace, MaxCodeBytesPerNamespaceDefault)
+	out.MaxAdmissionBlocksPerNamespace = cmp.Or(out.MaxAdmissionBlocksPerNamespace, MaxAdmissionBlocksPerNamespaceDefault)
 	if out.Now == nil {
 		out.Now = time.Now
 	}
@@ -273,6 +296,8 @@ type Server struct {
 	cursors   *cursorSealer // seals the listing cursors of scoped tokens (cursor.go); nil without auth
 
 	longPolls chan struct{} // semaphore of open long-polls
+
+	capLocks namespaceLocks // serialize each cap's count and creation per namespace (caps.go)
 
 	tenantMu    sync.Mutex
 	tenantPolls map[string]int // open long-polls by longPollTenant

@@ -83,6 +83,13 @@ type ServeOpts struct {
 	// (plane.SchedulesPerNamespaceDefault, 10,000), negative no cap. An http(s) target
 	// applies its own server's cap, so a value other than 0 is refused with one.
 	MaxSchedulesPerNamespace int
+	// MaxDataQueuesPerNamespace, MaxCodeBytesPerNamespace and MaxAdmissionBlocksPerNamespace
+	// are server.Config's per-namespace caps (`--max-data-queues-per-namespace`,
+	// `--max-code-bytes-per-namespace`, `--max-admission-blocks-per-namespace`): 0 the
+	// server's defaults, negative no cap.
+	MaxDataQueuesPerNamespace      int
+	MaxCodeBytesPerNamespace       int64
+	MaxAdmissionBlocksPerNamespace int
 	// NoUI turns the web dashboard at /ui/ off (`--no-ui`; docs/dashboard.md).
 	NoUI bool
 	// DataDir is the root of the data queues the server serves
@@ -258,7 +265,9 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	srv := server.New(drv, &server.Config{AdminToken: admin, Logger: logger, LogRequests: o.LogRequests, Registerer: reg,
 		LongPollMax: o.LongPollMax, MaxLongPolls: o.MaxLongPolls, MaxLongPollsPerTenant: o.MaxLongPollsPerTenant, DisableUI: o.NoUI,
 		MaxOpenDataQueues: o.MaxOpenDataQueues, MaxDataQueuesPerTenant: o.MaxDataQueuesPerTenant, DataQueueIdle: o.DataQueueIdle,
-		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores, CodeDir: codeDir, CodeBucket: codeBucket})
+		DataDir: dataDir, DataConfig: &persist.Config{Logger: logger}, DataStores: dataStores, CodeDir: codeDir, CodeBucket: codeBucket,
+		MaxDataQueuesPerNamespace: o.MaxDataQueuesPerNamespace, MaxCodeBytesPerNamespace: o.MaxCodeBytesPerNamespace,
+		MaxAdmissionBlocksPerNamespace: o.MaxAdmissionBlocksPerNamespace})
 	defer func() {
 		// After the http.Server's shutdown: flush and close the data queues.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault))
@@ -480,8 +489,15 @@ func isLocalIP(host string) bool {
 	return false
 }
 
-// maxSchedulesFlag names serve's flag of ServeOpts.MaxSchedulesPerNamespace.
-const maxSchedulesFlag = "max-schedules-per-namespace"
+// The names of serve's flags of the per-namespace caps: ServeOpts.MaxSchedulesPerNamespace
+// (the plane's), MaxDataQueuesPerNamespace, MaxCodeBytesPerNamespace and
+// MaxAdmissionBlocksPerNamespace (the server's; the server's errors name the same flags).
+const (
+	maxSchedulesFlag       = "max-schedules-per-namespace"
+	maxDataQueuesFlag      = server.MaxDataQueuesPerNamespaceFlag
+	maxCodeBytesFlag       = server.MaxCodeBytesPerNamespaceFlag
+	maxAdmissionBlocksFlag = server.MaxAdmissionBlocksPerNamespaceFlag
+)
 
 // newServeCmd is `lakeshore serve`. The app's stderr receives the logs; -v adds a line per
 // request.
@@ -511,6 +527,19 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 				return plane.Invalid("--"+maxSchedulesFlag, 0, fmt.Sprintf(
 					"use a number of schedules ≥ 1, or a negative number for no cap (default %d)", plane.SchedulesPerNamespaceDefault))
 			}
+			for _, c := range []struct {
+				flag, unit string
+				zero       bool
+				def        int64
+			}{
+				{maxDataQueuesFlag, "data queues", o.MaxDataQueuesPerNamespace == 0, server.MaxDataQueuesPerNamespaceDefault},
+				{maxCodeBytesFlag, "bytes", o.MaxCodeBytesPerNamespace == 0, server.MaxCodeBytesPerNamespaceDefault},
+				{maxAdmissionBlocksFlag, "admission blocks", o.MaxAdmissionBlocksPerNamespace == 0, server.MaxAdmissionBlocksPerNamespaceDefault},
+			} {
+				if c.zero && cmd.Flags().Changed(c.flag) {
+					return plane.Invalid("--"+c.flag, 0, fmt.Sprintf("use a number of %s ≥ 1, or a negative number for no cap (default %d)", c.unit, c.def))
+				}
+			}
 			return RunServe(cmd.Context(), o, logger, os.Getenv)
 		},
 	}
@@ -519,6 +548,15 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file holding the admin token (default: $"+EnvAdminToken+")")
 	f.IntVar(&o.MaxSchedulesPerNamespace, maxSchedulesFlag, plane.SchedulesPerNamespaceDefault,
 		"schedules one namespace holds; creating one more answers limit_exceeded (HTTP 409); negative: no cap")
+	f.IntVar(&o.MaxDataQueuesPerNamespace, maxDataQueuesFlag, server.MaxDataQueuesPerNamespaceDefault,
+		"data queues one namespace holds (stored, unlike --max-data-queues-per-tenant's waits); a put creating one more answers limit_exceeded (HTTP 409); "+
+			"the default is a queue per run for years of work, while none is ever removed by the server; negative: no cap")
+	f.Int64Var(&o.MaxCodeBytesPerNamespace, maxCodeBytesFlag, server.MaxCodeBytesPerNamespaceDefault,
+		"bytes of shipped code archives one namespace holds; a new archive past it answers limit_exceeded (HTTP 409); "+
+			"the default (10 GiB) is ten thousand uploads of 1 MiB, while none is ever removed by the server; negative: no cap")
+	f.IntVar(&o.MaxAdmissionBlocksPerNamespace, maxAdmissionBlocksFlag, server.MaxAdmissionBlocksPerNamespaceDefault,
+		"admission blocks (declared queues) one namespace holds; declaring one more answers limit_exceeded (HTTP 409), replacing one never; "+
+			"the default is as many as --max-schedules-per-namespace, far more queues than a namespace declares; negative: no cap")
 	f.BoolVar(&o.NoUI, "no-ui", false, "do not serve the web dashboard at /ui/")
 	f.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without authentication")
 	f.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")

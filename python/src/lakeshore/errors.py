@@ -23,8 +23,9 @@ class                       code                  meaning
 :class:`ForbiddenError`     ``forbidden``         the token lacks this permission here
 :class:`ChangedError`       ``changed``           a conditional set (``If-Match``) found the
                                                   state changed since it was read
-:class:`LimitExceededError` ``limit_exceeded``    a namespace's cap (schedules) reached;
-                                                  nothing written
+:class:`LimitExceededError` ``limit_exceeded``    a namespace's cap (schedules, data
+                                                  queues, code bytes, admission blocks)
+                                                  reached; nothing written
 :class:`UnavailableError`   ``unavailable`` …     the server could not be reached or is
                                                   busy or stopping (also ``closed``,
                                                   ``shutting_down``, ``too_many_long_polls``)
@@ -333,9 +334,11 @@ class ChangedError(DispatchError):
 
 
 class LimitExceededError(DispatchError):
-    """The call would take a namespace past a cap of the plane (its number of schedules:
-    10,000 by default); nothing was written. Retrying does not help until something is
-    removed or the cap raised (Go: ``lakeshore.ErrLimitExceeded``)."""
+    """The call would take a namespace past one of its caps: the plane's (its number of
+    schedules: 10,000 by default) or the server's (its data queues, bytes of code archives
+    and admission blocks; docs/http-api.md, "Per-namespace caps"); nothing was written.
+    Retrying does not help until something is removed or the cap raised (Go:
+    ``lakeshore.ErrLimitExceeded``)."""
 
     code = "limit_exceeded"
 

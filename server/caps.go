@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// Per-namespace caps on what a tenant leaves stored through the server: data queues
+// (Config.MaxDataQueuesPerNamespace), bytes of code archives (MaxCodeBytesPerNamespace) and
+// admission blocks (MaxAdmissionBlocksPerNamespace). Without them one token that may put,
+// submit or administer its own queues could fill the server's disk (or the plane) for
+// every other tenant: none of these is ever removed by the server.
+//
+// Decision (docs/http-api.md, "Per-namespace caps"): they are enforced here, in the server,
+// once, and not in the stores or the planes. Data queues and code archives exist only
+// behind a server (the code store is the server's own; an embedded persist.Queue is one
+// program's files on its own disk); an admission block is an operator's declaration, and
+// an embedded plane has one tenant. The schedule cap stays in the planes
+// (plane.CheckScheduleCount), where the fires are. The count and the creation are
+// serialized per namespace within one server (namespaceLocks), so one server never takes
+// a namespace past a cap; servers sharing a PostgreSQL plane or a distributed data store
+// count apart, so concurrent creations through N servers may pass a cap by at most N−1.
+// A refusal writes nothing, and what a namespace holds already keeps working: putting
+// into one of its data queues, uploading an archive already stored, replacing a block.
+
+// Defaults of the per-namespace caps: generous, so that no ordinary use meets them, and
+// finite, so that one tenant cannot take the server's disk from the rest.
+const (
+	// MaxDataQueuesPerNamespaceDefault is 1,000 data queues: a queue per experiment or
+	// run for years of work, while each is a directory of files (or a store's catalog
+	// rows and objects) that stays until an operator removes it.
+	MaxDataQueuesPerNamespaceDefault = 1000
+	// MaxCodeBytesPerNamespaceDefault is 10 GiB of code archives: ten thousand uploads of
+	// a 1 MiB tree, or a hundred of the largest archive (MaxCodeBytesDefault); every change
+	// of a submitter's code is a new archive, and none is ever deleted by the server.
+	MaxCodeBytesPerNamespaceDefault = 10 << 30
+	// MaxAdmissionBlocksPerNamespaceDefault is 10,000 admission blocks, as many as
+	// schedules (plane.SchedulesPerNamespaceDefault): a block per queue for far more
+	// queues than a namespace declares by hand or from a config file.
+	MaxAdmissionBlocksPerNamespaceDefault = 10000
+)
+
+// The flags of `lakeshore serve` that set each cap (Config's fields of the same names),
+// named in its error so that whoever meets one knows what raises it.
+const (
+	MaxDataQueuesPerNamespaceFlag      = "max-data-queues-per-namespace"
+	MaxCodeBytesPerNamespaceFlag       = "max-code-bytes-per-namespace"
+	MaxAdmissionBlocksPerNamespaceFlag = "max-admission-blocks-per-namespace"
+)
+
+// limitExceeded is the error of a per-namespace cap: plane.ErrLimitExceeded's code (409),
+// saying what the namespace holds against its cap (held), what frees room, and the serve
+// flag that raises it.
+func limitExceeded(held, free, flag string) error {
+	return &plane.Error{Code: plane.ErrLimitExceeded.Code, Message: fmt.Sprintf(
+		"%s: %s, or have the server started with a larger --%s", held, free, flag)}
+}
+
+// namespaceLocks serialize, per kind of object and namespace, a cap's count and the
+// creation it admits within this server; namespaces are spread over a fixed set of
+// mutexes, so that no map grows with the namespaces a client names.
+type namespaceLocks struct {
+	stripes [64]sync.Mutex
+}
+
+// namespaceLockSeed hashes (kind, namespace) to a stripe.
+var namespaceLockSeed = maphash.MakeSeed()
+
+// lock takes the lock of kind in namespace and returns its unlock.
+func (l *namespaceLocks) lock(kind, namespace string) func() {
+	m := &l.stripes[maphash.String(namespaceLockSeed, kind+"\x00"+namespace)%uint64(len(l.stripes))]
+	m.Lock()
+	return m.Unlock
+}
+
+// createDataQueue opens data queue queue of namespace, creating it (a put's first) when
+// namespace holds fewer than Config.MaxDataQueuesPerNamespace; a queue that exists by the
+// time the lock is held (created meanwhile) is opened, not counted. The caller holds no
+// data queue. Errors: dataQueues.get's, ErrLimitExceeded at the cap.
+func (s *Server) createDataQueue(ctx context.Context, namespace, queue string) (*dataQueue, error) {
+	limit := s.cfg.MaxDataQueuesPerNamespace
+	if limit < 0 {
+		return s.data.get(ctx, namespace, queue, true)
+	}
+	defer s.capLocks.lock("data", namespace)()
+	names, err := s.data.stores.List(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(names, queue) && len(names) >= limit {
+		return nil, limitExceeded(fmt.Sprintf("namespace %s holds %d data queues, its maximum (%d)", namespace, len(names), limit),
+			"put into one of them, or have an operator remove one the namespace no longer needs", MaxDataQueuesPerNamespaceFlag)
+	}
+	return s.data.get(ctx, namespace, queue, true)
+}
+
+// storeCode stores f, a checked archive of size bytes, under key in namespace (codeStore's
+// put), when the namespace's archives stay within Config.MaxCodeBytesPerNamespace with it.
+// An archive stored under key meanwhile (another upload of the same digest) is replaced by
+// the same bytes, not counted twice. Errors: the code store's, ErrLimitExceeded past the
+// cap (nothing stored).
+func (s *Server) storeCode(ctx context.Context, namespace, key string, f *os.File, size int64) error {
+	limit := s.cfg.MaxCodeBytesPerNamespace
+	if limit < 0 {
+		return s.code.put(ctx, key, f)
+	}
+	defer s.capLocks.lock("code", namespace)()
+	if _, err := s.code.size(ctx, key); err == nil {
+		return s.code.put(ctx, key, f)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	archives, held, err := s.code.usage(ctx, namespace)
+	if err != nil {
+		return err
+	}
+	if held+size > limit {
+		return limitExceeded(fmt.Sprintf("namespace %s holds %d code archives of %d bytes, and this one of %d bytes would pass its maximum (%d bytes)",
+			namespace, archives, held, size, limit),
+			"ship less code (code.mounts' exclude in lakeshore.yaml), or have an operator remove archives no run needs from the code store", MaxCodeBytesPerNamespaceFlag)
+	}
+	return s.code.put(ctx, key, f)
+}
+
+// admitAdmissionBlock checks that namespace may hold a block on queue: a queue with a block
+// already may always replace it; else the namespace must hold fewer than
+// Config.MaxAdmissionBlocksPerNamespace. It returns the unlock the caller calls once the
+// block is set. Errors: the plane's, ErrLimitExceeded at the cap.
+func (s *Server) admitAdmissionBlock(ctx context.Context, namespace, queue string) (func(), error) {
+	limit := s.cfg.MaxAdmissionBlocksPerNamespace
+	if limit < 0 {
+		return func() {}, nil
+	}
+	unlock := s.capLocks.lock("admission", namespace)
+	a, err := s.drv.QueueAdmissionGet(ctx, namespace, queue)
+	if err != nil && !errors.Is(err, plane.ErrNotFound) {
+		unlock()
+		return nil, err
+	}
+	if a != nil {
+		return unlock, nil
+	}
+	stats, err := s.drv.QueueStatsList(ctx, namespace)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	blocks := 0
+	for i := range stats {
+		if stats[i].Admission != nil {
+			blocks++
+		}
+	}
+	if blocks >= limit {
+		unlock()
+		return nil, limitExceeded(fmt.Sprintf("namespace %s holds %d admission blocks, its maximum (%d)", namespace, blocks, limit),
+			"delete one (DELETE …/admission) before declaring another, or replace one", MaxAdmissionBlocksPerNamespaceFlag)
+	}
+	return unlock, nil
+}
