@@ -24,17 +24,20 @@ func Lost(err error) bool {
 	if err == nil {
 		return false
 	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) { // whatever refused it, even the server's words
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return serverEnded(pgErr)
 	}
 	var netErr net.Error
-	var connectErr *pgconn.ConnectError
 	// pgconn.ErrConnClosed is what a call reads when the server's side of the connection
 	// went away under it, e.g. between a COMMIT and its answer.
 	return errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		errors.As(err, &connectErr) || pgconn.Timeout(err) && !errors.Is(err, context.DeadlineExceeded)
+		pgconn.Timeout(err) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // serverEnded reports a server error that ends the session rather than the statement
@@ -51,7 +54,8 @@ func serverEnded(pgErr *pgconn.PgError) bool {
 //     reads as a lost connection; it is not one, and the caller is told why it stopped;
 //   - for a lost connection, an error matching plane.ErrUnavailable that names the
 //     server (host and port) and what happened, in its own words (never pgx's message);
-//     a new connection the pool could not open is named as Classify names it;
+//     a new connection the pool could not open is named as Classify names it, and is
+//     unavailable even when Classify's error is not (credentials refused mid-run);
 //   - anything else (a statement's own error, the caller's errors): err itself.
 //
 // The caller prefixes its own name.
@@ -67,7 +71,14 @@ func Failure(ctx context.Context, cc *pgx.ConnConfig, err error) error {
 	}
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
-		return Classify(cc, err)
+		named := Classify(cc, err)
+		if !errors.Is(named, plane.ErrUnavailable) {
+			// The credentials or the database refused mid-run are the server's problem,
+			// not its caller's (no plane.ErrUnauthorized: over HTTP that reads as the
+			// caller's token refused): the call could not reach its storage.
+			named = fmt.Errorf("%s: %w", named.Error(), plane.ErrUnavailable)
+		}
+		return named
 	}
 	where := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
 	var pgErr *pgconn.PgError

@@ -36,7 +36,9 @@ const changesKey = "changes"
 // immutable Parquet fragments in a gocloud.dev/blob bucket, and puts durable in the
 // catalog's tail table until a background flush moves them into fragments. Any
 // number of Stores, in any processes on any machines, may open one queue of one
-// catalog at once. Safe for concurrent use.
+// catalog at once. Safe for concurrent use. A call whose catalog connection is lost
+// (PostgreSQL restarted, the session terminated, the network reset) answers an error
+// matching plane.ErrUnavailable, code unavailable (see failure).
 type Store struct {
 	name   string // the queue's key in the catalog and the bucket (catalogKey)
 	queue  string // the queue's name, as given to Open
