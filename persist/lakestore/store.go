@@ -22,6 +22,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/gate"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // notifyChannel is the PostgreSQL channel on which commits announce the queue they
@@ -434,12 +435,12 @@ func (s *Store) failure(ctx context.Context, err error) error {
 func catalogFailure(ctx context.Context, cc *pgx.ConnConfig, err error) error {
 	f := pgdb.Failure(ctx, cc, err)
 	switch {
-	case f == err:
-		return err
-	case f == ctx.Err():
+	case ctx.Err() != nil && f == ctx.Err(): // the caller's own deadline or cancel
 		return fmt.Errorf("lakestore: %w", f)
+	case errors.Is(f, plane.ErrUnavailable) && !errors.Is(err, plane.ErrUnavailable): // marked here
+		return fmt.Errorf("lakestore: catalog: %w", f)
 	}
-	return fmt.Errorf("lakestore: catalog: %w", f)
+	return f
 }
 
 // failureOn is failure for err, the error of a function that ran statements on conn and

@@ -157,11 +157,14 @@ func (d *Driver) failure(ctx context.Context, err error) error {
 		return plane.ErrClosed
 	}
 	f := pgdb.Failure(ctx, d.pool.Config().ConnConfig, err)
-	var pgErr *pgconn.PgError
-	if f == ctx.Err() || f == err && !errors.As(err, &pgErr) {
+	if ctx.Err() != nil && f == ctx.Err() {
 		return f
 	}
-	return fmt.Errorf("pgplane: %w", f)
+	var pgErr *pgconn.PgError
+	if errors.Is(f, plane.ErrUnavailable) || errors.As(f, &pgErr) {
+		return fmt.Errorf("pgplane: %w", f)
+	}
+	return f
 }
 
 func isPlaneError(err error) bool {
