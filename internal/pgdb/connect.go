@@ -64,8 +64,9 @@ func Connect(ctx context.Context, pc *pgxpool.Config) (*pgxpool.Pool, error) {
 // Classify turns a failure to connect with cc into an error naming which: the host name
 // does not resolve (ErrHostNotFound), nothing listens (ErrConnectionRefused), the user or
 // password was refused (ErrCredentials), the database is missing (ErrDatabaseMissing), or
-// the server's own words. The message names the host, port, user and database, never the
-// password; the caller prefixes its own name.
+// the server's own words (also matching plane.ErrUnavailable when the server is starting
+// up, shutting down or ended the session: SQLSTATE class 08 or 57). The message names the
+// host, port, user and database, never the password; the caller prefixes its own name.
 func Classify(cc *pgx.ConnConfig, err error) error {
 	where := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
 	var pgErr *pgconn.PgError
@@ -77,6 +78,9 @@ func Classify(cc *pgx.ConnConfig, err error) error {
 		case "3D000":
 			return fmt.Errorf("PostgreSQL at %s has no database %q (create it with `createdb %s`): %w",
 				where, cc.Database, cc.Database, ErrDatabaseMissing)
+		}
+		if serverEnded(pgErr) { // starting up, shutting down, or ended by an operator
+			return fmt.Errorf("PostgreSQL at %s: %s (SQLSTATE %s): %w", where, pgErr.Message, pgErr.Code, plane.ErrUnavailable)
 		}
 		return fmt.Errorf("PostgreSQL at %s: %s (SQLSTATE %s)", where, pgErr.Message, pgErr.Code)
 	}

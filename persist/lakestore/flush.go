@@ -43,7 +43,7 @@ func (s *Store) Flush(ctx context.Context) error {
 func (s *Store) flushAll(ctx context.Context) error {
 	var below int64
 	if err := s.pool.QueryRow(ctx, `SELECT next_seq FROM queues WHERE queue = $1`, s.name).Scan(&below); err != nil {
-		return fmt.Errorf("lakestore: flush: %w", err)
+		return s.failure(ctx, fmt.Errorf("lakestore: flush: %w", err))
 	}
 	for {
 		more, err := s.flushOnce(ctx, below)
@@ -71,7 +71,7 @@ func (s *Store) objectKey(kind filestore.FragmentKind) string {
 // under the queue's flush lock — publishes them and deletes the entries. A crash or an
 // unreachable bucket before the commit leaves the entries in the tail (nothing is
 // lost) and at most an unnamed object, which the sweeper deletes.
-func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
+func (s *Store) flushOnce(ctx context.Context, below int64) (more bool, err error) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
@@ -79,9 +79,14 @@ func (s *Store) flushOnce(ctx context.Context, below int64) (bool, error) {
 	start := time.Now()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return false, fmt.Errorf("lakestore: flush: %w", err)
+		return false, s.failure(ctx, fmt.Errorf("lakestore: flush: %w", err))
 	}
 	defer tx.Rollback(context.Background())
+	defer func() {
+		if err != nil {
+			err = s.failureOn(ctx, tx.Conn(), err)
+		}
+	}()
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lakeshore.lakestore.flush/' || $1, 0))`, s.name); err != nil {
 		return false, fmt.Errorf("lakestore: flush lock: %w", err)
 	}
@@ -307,15 +312,15 @@ func (s *Store) sweep(ctx context.Context) (int, error) {
 	}
 	var catalogNow time.Time
 	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&catalogNow); err != nil {
-		return 0, fmt.Errorf("lakestore: sweep: %w", err)
+		return 0, s.failure(ctx, fmt.Errorf("lakestore: sweep: %w", err))
 	}
 	rows, err := s.pool.Query(ctx, `SELECT object FROM fragments WHERE queue = $1`, s.name)
 	if err != nil {
-		return 0, fmt.Errorf("lakestore: sweep: %w", err)
+		return 0, s.failure(ctx, fmt.Errorf("lakestore: sweep: %w", err))
 	}
 	named, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return 0, fmt.Errorf("lakestore: sweep: %w", err)
+		return 0, s.failure(ctx, fmt.Errorf("lakestore: sweep: %w", err))
 	}
 	slices.Sort(named)
 	n := 0

@@ -72,7 +72,7 @@ func (t *handOutTx) queueCommit(b *pgx.Batch) {
 func (s *Store) handOut(ctx context.Context, fn func(tx *handOutTx) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("lakestore: begin: %w", err)
+		return s.failure(ctx, fmt.Errorf("lakestore: begin: %w", err))
 	}
 	tx := &handOutTx{conn: conn}
 	defer func() {
@@ -82,13 +82,13 @@ func (s *Store) handOut(ctx context.Context, fn func(tx *handOutTx) error) error
 		conn.Release() // a connection left in a transaction is closed, not pooled
 	}()
 	if err := fn(tx); err != nil {
-		return err
+		return s.failureOn(ctx, conn.Conn(), err)
 	}
 	if !tx.done {
 		b := &pgx.Batch{}
 		tx.queueCommit(b)
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("lakestore: commit: %w", err)
+			return s.failure(ctx, fmt.Errorf("lakestore: commit: %w", err))
 		}
 		tx.done = true
 	}

@@ -143,10 +143,11 @@ func (s *Store) KVListPage(ctx context.Context, partition string, offset int64, 
 	}
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("lakestore: list keys: %w", err)
+		return nil, s.failure(ctx, fmt.Errorf("lakestore: list keys: %w", err))
 	}
 	defer rows.Close()
-	return kvput.Entries(rows, "lakestore: list keys")
+	entries, err := kvput.Entries(rows, "lakestore: list keys")
+	return entries, s.failure(ctx, err)
 }
 
 // KVClear implements persist.Store: the keys' samples get tombstones and the keys are

@@ -417,7 +417,7 @@ func (s *Store) Consumed(ctx context.Context, task, partition string) (int64, er
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(hi - lo), 0) FROM consumed WHERE queue = $1 AND partition = $2 AND task = $3`, s.name, partition, task).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("lakestore: count consumed: %w", err)
+		return 0, s.failure(ctx, fmt.Errorf("lakestore: count consumed: %w", err))
 	}
 	return n, nil
 }

@@ -408,7 +408,7 @@ func (s *Store) Schema(ctx context.Context) (persist.Schema, error) {
 	defer s.calls.Leave()
 	st, err := s.loadQueue(ctx, s.pool, false)
 	if err != nil {
-		return persist.Schema{}, err
+		return persist.Schema{}, s.failure(ctx, err)
 	}
 	return st.schema, nil
 }

@@ -57,7 +57,8 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	defer s.calls.Leave()
-	return s.currentVersion(ctx, s.pool, false)
+	v, err := s.currentVersion(ctx, s.pool, false)
+	return v, s.failure(ctx, err)
 }
 
 type rowQuerier interface {
@@ -108,7 +109,7 @@ func (s *Store) nextLeaseExpiry(ctx context.Context, partition, task string) (ti
 	var us *int64
 	if err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM min(expires) - now()) * 1000000)::bigint FROM leases WHERE queue = $1 AND partition = $2 AND task = $3 AND expires > now()`,
 		s.name, partition, task).Scan(&us); err != nil {
-		return 0, fmt.Errorf("read leases: %w", err)
+		return 0, s.failure(ctx, fmt.Errorf("read leases: %w", err))
 	}
 	if us == nil {
 		return 0, nil
@@ -279,14 +280,14 @@ func (s *Store) LockPatches(ctx context.Context, partition string) (func(), erro
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		s.calls.Leave()
-		return nil, err
+		return nil, s.failure(ctx, err)
 	}
 	sum := sha256.Sum256([]byte("lakeshore.patch\x00" + s.name + "\x00" + partition))
 	key := int64(binary.BigEndian.Uint64(sum[:8]))
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
 		conn.Release()
 		s.calls.Leave()
-		return nil, fmt.Errorf("patch lock: %w", err)
+		return nil, s.failure(ctx, fmt.Errorf("patch lock: %w", err))
 	}
 	return func() {
 		// A failed unlock closes the connection, which releases the lock.

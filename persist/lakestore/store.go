@@ -22,6 +22,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/gate"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // notifyChannel is the PostgreSQL channel on which commits announce the queue they
@@ -36,7 +37,9 @@ const changesKey = "changes"
 // immutable Parquet fragments in a gocloud.dev/blob bucket, and puts durable in the
 // catalog's tail table until a background flush moves them into fragments. Any
 // number of Stores, in any processes on any machines, may open one queue of one
-// catalog at once. Safe for concurrent use.
+// catalog at once. Safe for concurrent use. A call whose catalog connection is lost
+// (PostgreSQL restarted, the session terminated, the network reset) answers an error
+// matching plane.ErrUnavailable, code unavailable (see failure).
 type Store struct {
 	name   string // the queue's key in the catalog and the bucket (catalogKey)
 	queue  string // the queue's name, as given to Open
@@ -91,7 +94,7 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, catalogFailure(ctx, pc.ConnConfig, err)
 	}
 	bucket, err := blob.OpenBucket(ctx, c.Blob)
 	if err != nil {
@@ -105,14 +108,14 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 			pool.Close()
 			bucket.Close()
 			if err != nil {
-				return nil, fmt.Errorf("lakestore: look the queue up: %w", err)
+				return nil, catalogFailure(ctx, pc.ConnConfig, fmt.Errorf("lakestore: look the queue up: %w", err))
 			}
 			return nil, &persist.NotFoundError{Queue: name}
 		}
 	} else if _, err := pool.Exec(ctx, `INSERT INTO queues(queue) VALUES ($1) ON CONFLICT DO NOTHING`, key); err != nil {
 		pool.Close()
 		bucket.Close()
-		return nil, fmt.Errorf("lakestore: create queue: %w", err)
+		return nil, catalogFailure(ctx, pc.ConnConfig, fmt.Errorf("lakestore: create queue: %w", err))
 	}
 	cache, _ := lru.New[string, *fragment](c.CacheFragments)
 	s := &Store{name: key, queue: name, cfg: c, pool: pool, bucket: bucket, cache: cache, calls: gate.New(), kick: make(chan struct{}, 1)}
@@ -224,7 +227,7 @@ func (s *Store) ChangeVersion(ctx context.Context) (int64, error) {
 	defer s.calls.Leave()
 	var v int64
 	if err := s.pool.QueryRow(ctx, `SELECT change_version FROM queues WHERE queue = $1`, s.name).Scan(&v); err != nil {
-		return 0, fmt.Errorf("lakestore: read the change version: %w", err)
+		return 0, s.failure(ctx, fmt.Errorf("lakestore: read the change version: %w", err))
 	}
 	return v, nil
 }
@@ -364,14 +367,14 @@ func (s *Store) writeLocked(ctx context.Context, fn func(tx pgx.Tx) error) error
 func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("lakestore: begin: %w", err)
+		return s.failure(ctx, fmt.Errorf("lakestore: begin: %w", err))
 	}
 	defer tx.Rollback(context.Background())
 	if err := fn(tx); err != nil {
-		return err
+		return s.failureOn(ctx, tx.Conn(), err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("lakestore: commit: %w", err)
+		return s.failure(ctx, fmt.Errorf("lakestore: commit: %w", err))
 	}
 	s.committed()
 	return nil
@@ -382,13 +385,13 @@ func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
 func (s *Store) view(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return fmt.Errorf("lakestore: begin: %w", err)
+		return s.failure(ctx, fmt.Errorf("lakestore: begin: %w", err))
 	}
 	defer tx.Rollback(context.Background())
 	if err := fn(tx); err != nil {
-		return err
+		return s.failureOn(ctx, tx.Conn(), err)
 	}
-	return tx.Commit(ctx)
+	return s.failure(ctx, tx.Commit(ctx))
 }
 
 // viewBatch runs the queries queue queues in batch in one read-only repeatable-read
@@ -398,7 +401,7 @@ func (s *Store) view(ctx context.Context, fn func(tx pgx.Tx) error) error {
 func (s *Store) viewBatch(ctx context.Context, queue func(batch *pgx.Batch)) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("lakestore: begin: %w", err)
+		return s.failure(ctx, fmt.Errorf("lakestore: begin: %w", err))
 	}
 	defer conn.Release() // a connection left in a transaction is closed, not pooled
 	batch := &pgx.Batch{}
@@ -406,12 +409,48 @@ func (s *Store) viewBatch(ctx context.Context, queue func(batch *pgx.Batch)) err
 	queue(batch)
 	batch.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		if conn.Conn().IsClosed() {
+			return s.failure(ctx, err)
+		}
 		if conn.Conn().PgConn().TxStatus() != 'I' {
 			_, _ = conn.Exec(context.Background(), `ROLLBACK`)
 		}
 		return err
 	}
 	return nil
+}
+
+// failure is the error a catalog call made with ctx returns for err (pgdb.Failure, as
+// the PostgreSQL plane's): a lost connection to the catalog (PostgreSQL restarted or shut
+// down, the session terminated, the network reset) matches plane.ErrUnavailable (code
+// unavailable: retry), naming the catalog's host and port, never pgx's message; the
+// caller's own deadline or cancel is ctx's error; anything else is err itself. The
+// statement or transaction did not commit, or, for a commit whose answer was lost, may
+// have: a put with an id (persist.PutOpts.ID) is safe to repeat.
+func (s *Store) failure(ctx context.Context, err error) error {
+	return catalogFailure(ctx, s.pool.Config().ConnConfig, err)
+}
+
+// catalogFailure is failure on a connection to the catalog of cc.
+func catalogFailure(ctx context.Context, cc *pgx.ConnConfig, err error) error {
+	f := pgdb.Failure(ctx, cc, err)
+	switch {
+	case ctx.Err() != nil && f == ctx.Err(): // the caller's own deadline or cancel
+		return fmt.Errorf("lakestore: %w", f)
+	case errors.Is(f, plane.ErrUnavailable) && !errors.Is(err, plane.ErrUnavailable): // marked here
+		return fmt.Errorf("lakestore: catalog: %w", f)
+	}
+	return f
+}
+
+// failureOn is failure for err, the error of a function that ran statements on conn and
+// may also have failed otherwise (the object store, the caller's errors): only a closed
+// conn makes it a lost connection.
+func (s *Store) failureOn(ctx context.Context, conn *pgx.Conn, err error) error {
+	if conn.IsClosed() {
+		return s.failure(ctx, err)
+	}
+	return err
 }
 
 // loadSpans reads (lo, hi) rows.

@@ -70,11 +70,11 @@ func ListQueues(ctx context.Context, catalog, namespace string) ([]string, error
 		if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") { // undefined table or schema: nothing migrated yet
 			return []string{}, nil
 		}
-		return nil, fmt.Errorf("lakestore: list queues: %w", err)
+		return nil, catalogFailure(ctx, cc, fmt.Errorf("lakestore: list queues: %w", err))
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("lakestore: list queues: %w", err)
+		return nil, catalogFailure(ctx, cc, fmt.Errorf("lakestore: list queues: %w", err))
 	}
 	return out, nil
 }

@@ -191,7 +191,7 @@ func TestConnectionsDropped(t *testing.T) {
 // a settle retried after either settles once.
 func TestDropInTransaction(t *testing.T) {
 	url := pgtest.Database(t)
-	proxy, via := newFaultProxy(t, url)
+	proxy, via := pgtest.NewFaultProxy(t, url)
 	// No maintenance pass (an hour apart) commits in the middle of the test.
 	d := open(t, via, &Config{MaintenanceInterval: time.Hour})
 	admin := mustConn(t, url)
@@ -223,9 +223,9 @@ func TestDropInTransaction(t *testing.T) {
 
 	t.Run("SubmitTerminatedBeforeCommit", func(t *testing.T) {
 		id := ids.New(time.Now())
-		proxy.arm(faultTerminateBeforeCommit)
+		proxy.Arm(pgtest.FaultTerminateBeforeCommit)
 		_, err := submit(id, "before")
-		require.Equal(t, faultTerminateBeforeCommit, proxy.await())
+		require.Equal(t, pgtest.FaultTerminateBeforeCommit, proxy.Await())
 		require.ErrorIs(t, err, plane.ErrUnavailable, "a dropped connection is retryable: %v", err)
 		require.Zero(t, rows(`id = $1 OR key = 'before'`, id), "nothing of the transaction was written")
 		countersMatchRows()
@@ -244,9 +244,9 @@ func TestDropInTransaction(t *testing.T) {
 	})
 	t.Run("SubmitCommitAnswerLost", func(t *testing.T) {
 		id := ids.New(time.Now())
-		proxy.arm(faultLoseCommitAnswer)
+		proxy.Arm(pgtest.FaultLoseCommitAnswer)
 		_, err := submit(id, "lost")
-		require.Equal(t, faultLoseCommitAnswer, proxy.await())
+		require.Equal(t, pgtest.FaultLoseCommitAnswer, proxy.Await())
 		require.ErrorIs(t, err, plane.ErrUnavailable, "a lost answer is retryable: %v", err)
 		require.Equal(t, 1, rows(`id = $1`, id), "the commit was done")
 
@@ -275,9 +275,9 @@ func TestDropInTransaction(t *testing.T) {
 	}
 	t.Run("SettleTerminatedBeforeCommit", func(t *testing.T) {
 		j := claim()
-		proxy.arm(faultTerminateBeforeCommit)
+		proxy.Arm(pgtest.FaultTerminateBeforeCommit)
 		_, err := ack(j)
-		require.Equal(t, faultTerminateBeforeCommit, proxy.await())
+		require.Equal(t, pgtest.FaultTerminateBeforeCommit, proxy.Await())
 		require.ErrorIs(t, err, plane.ErrUnavailable, "%v", err)
 		inv, err := d.InvocationGet(t.Context(), j.ID)
 		require.NoError(t, err)
@@ -293,9 +293,9 @@ func TestDropInTransaction(t *testing.T) {
 	})
 	t.Run("SettleCommitAnswerLost", func(t *testing.T) {
 		j := claim()
-		proxy.arm(faultLoseCommitAnswer)
+		proxy.Arm(pgtest.FaultLoseCommitAnswer)
 		_, err := ack(j)
-		require.Equal(t, faultLoseCommitAnswer, proxy.await())
+		require.Equal(t, pgtest.FaultLoseCommitAnswer, proxy.Await())
 		require.ErrorIs(t, err, plane.ErrUnavailable, "%v", err)
 		inv, err := d.InvocationGet(t.Context(), j.ID)
 		require.NoError(t, err)

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -146,11 +145,10 @@ func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
 
 // failure is the error a call made with ctx returns for err: the caller's own errors as
 // they are; anything else is plane.ErrClosed once Close has begun (the pool is going away
-// under the call); a connection failure once ctx has ended is ctx's error (pgx ends a
-// statement whose context ends by closing its connection, so the caller's own deadline or
-// cancel reads as a lost connection: it is not one, and the caller is told why it stopped,
-// as every plane tells it, never plane.ErrUnavailable); else a connection failure marked
-// by connectionError.
+// under the call); else pgdb.Failure's (the caller's own deadline or cancel as ctx's error,
+// never plane.ErrUnavailable; a lost connection matching plane.ErrUnavailable: the
+// transaction did not commit, or, for a commit whose answer was lost, may have, so submits
+// with a key or client id can be retried safely), prefixed with the plane's name.
 func (d *Driver) failure(ctx context.Context, err error) error {
 	if err == nil || isPlaneError(err) {
 		return err
@@ -158,11 +156,15 @@ func (d *Driver) failure(ctx context.Context, err error) error {
 	if d.checkOpen() != nil {
 		return plane.ErrClosed
 	}
-	marked := connectionError(err)
-	if ctx.Err() != nil && (errors.Is(marked, plane.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return ctx.Err()
+	f := pgdb.Failure(ctx, d.pool.Config().ConnConfig, err)
+	if ctx.Err() != nil && f == ctx.Err() {
+		return f
 	}
-	return marked
+	var pgErr *pgconn.PgError
+	if errors.Is(f, plane.ErrUnavailable) || errors.As(f, &pgErr) {
+		return fmt.Errorf("pgplane: %w", f)
+	}
+	return f
 }
 
 func isPlaneError(err error) bool {
@@ -178,37 +180,6 @@ func retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	var again *pgconnRetry
 	return errors.As(err, &again) || errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
-}
-
-// connectionError marks a failure of the connection (not of the statement) as
-// plane.ErrUnavailable: the transaction did not commit, or, for a commit whose answer was
-// lost, may have; submits with a key or client id can be retried safely.
-func connectionError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		if len(pgErr.Code) >= 2 && (pgErr.Code[:2] == "08" || pgErr.Code[:2] == "57") {
-			return fmt.Errorf("pgplane: %s: %w", pgErr.Message, plane.ErrUnavailable)
-		}
-		return fmt.Errorf("pgplane: %w", err)
-	}
-	var netErr net.Error
-	// pgconn.ErrConnClosed is what a call reads when the server's side of the connection
-	// went away under it, e.g. between a COMMIT and its answer: the commit may have been
-	// done, so it is retryable only with an idempotency key or client id, as documented.
-	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || isConnClosed(err) {
-		return fmt.Errorf("pgplane: connection to PostgreSQL lost: %v: %w", err, plane.ErrUnavailable)
-	}
-	return err
-}
-
-func isConnClosed(err error) bool {
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || pgconn.Timeout(err) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // exec queues a write whose result nobody reads; it goes out with the next read or at

@@ -1,4 +1,4 @@
-package pgplane
+package pgtest
 
 import (
 	"context"
@@ -13,84 +13,99 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/stretchr/testify/require"
 )
 
-// fault is what a faultProxy does to the next COMMIT that passes through it.
-type fault int
+// Fault is what a FaultProxy does to the next COMMIT that passes through it.
+type Fault int
 
+// The faults of a FaultProxy.
 const (
-	faultNone fault = iota
-	// faultTerminateBeforeCommit terminates the connection's backend
+	// FaultNone passes everything on.
+	FaultNone Fault = iota
+	// FaultTerminateBeforeCommit terminates the connection's backend
 	// (pg_terminate_backend, waiting for it to exit) once the client has sent COMMIT and
 	// before the server reads it: the transaction's statements ran, its commit never does.
-	faultTerminateBeforeCommit
-	// faultLoseCommitAnswer lets COMMIT through, waits for the server's answer (the commit
+	FaultTerminateBeforeCommit
+	// FaultLoseCommitAnswer lets COMMIT through, waits for the server's answer (the commit
 	// is done) and drops the connection instead of passing the answer on: the client cannot
 	// know that its transaction committed.
-	faultLoseCommitAnswer
+	FaultLoseCommitAnswer
 )
 
-// faultProxy is a TCP proxy between a plane and PostgreSQL that reads the wire protocol's
-// message framing in both directions, so that a test can break a connection at one exact
-// point of a transaction: deterministic faults on a real server, with nothing in the plane
-// made for the test.
-type faultProxy struct {
-	t      *testing.T
+// FaultProxy is a TCP proxy between a client (a plane, a data store) and PostgreSQL that
+// reads the wire protocol's message framing in both directions, so that a test can break a
+// connection at one exact point of a transaction: deterministic faults on a real server,
+// with nothing in the client made for the test. It sees COMMITs sent as simple queries (pgx's
+// Tx.Commit, a batch's COMMIT).
+type FaultProxy struct {
+	t      testing.TB
 	ln     net.Listener
 	target string // host:port of the server
 	admin  *pgx.Conn
 
 	mu    sync.Mutex
-	armed fault
-	fired chan fault // one value per fault done
+	armed Fault
+	fired chan Fault // one value per fault done
 }
 
-// newFaultProxy starts a proxy in front of the server of url and returns it with url
-// rewritten to go through it. admin is a direct connection used to terminate backends.
-func newFaultProxy(t *testing.T, rawURL string) (*faultProxy, string) {
+// NewFaultProxy starts a proxy in front of the server of rawURL (a postgres:// URL) and
+// returns it with the URL rewritten to go through it; the proxy stops when t ends. Its
+// admin connection, direct to the server, terminates backends.
+func NewFaultProxy(t testing.TB, rawURL string) (*FaultProxy, string) {
 	t.Helper()
 	u, err := url.Parse(rawURL)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("pgtest: fault proxy: %v", err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &faultProxy{t: t, ln: ln, target: u.Host, admin: mustConn(t, rawURL), fired: make(chan fault, 4)}
-	t.Cleanup(func() { ln.Close() })
+	if err != nil {
+		t.Fatalf("pgtest: fault proxy: %v", err)
+	}
+	admin, err := pgx.Connect(context.Background(), rawURL)
+	if err != nil {
+		ln.Close()
+		t.Fatalf("pgtest: fault proxy: connect: %v", err)
+	}
+	p := &FaultProxy{t: t, ln: ln, target: u.Host, admin: admin, fired: make(chan Fault, 4)}
+	t.Cleanup(func() {
+		ln.Close()
+		admin.Close(context.Background())
+	})
 	go p.serve()
 	via := *u
 	via.Host = ln.Addr().String()
 	return p, via.String()
 }
 
-// arm makes the next COMMIT of any connection meet f.
-func (p *faultProxy) arm(f fault) {
+// Arm makes the next COMMIT of any connection meet f.
+func (p *FaultProxy) Arm(f Fault) {
 	p.mu.Lock()
 	p.armed = f
 	p.mu.Unlock()
 }
 
 // take returns the armed fault and disarms it.
-func (p *faultProxy) take() fault {
+func (p *FaultProxy) take() Fault {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.armed
-	p.armed = faultNone
+	p.armed = FaultNone
 	return f
 }
 
-// await waits for the armed fault to have been done.
-func (p *faultProxy) await() fault {
+// Await waits for the armed fault to have been done (failing t after 10 s) and returns it.
+func (p *FaultProxy) Await() Fault {
 	p.t.Helper()
 	select {
 	case f := <-p.fired:
 		return f
 	case <-time.After(10 * time.Second):
 		p.t.Fatal("the armed fault never fired: no COMMIT passed the proxy")
-		return faultNone
+		return FaultNone
 	}
 }
 
-func (p *faultProxy) serve() {
+func (p *FaultProxy) serve() {
 	for {
 		client, err := p.ln.Accept()
 		if err != nil {
@@ -109,7 +124,7 @@ func (p *faultProxy) serve() {
 
 // proxiedConn is one client connection and its server connection.
 type proxiedConn struct {
-	p              *faultProxy
+	p              *FaultProxy
 	client, server net.Conn
 	pid            chan uint32 // the backend's process id, from BackendKeyData
 
@@ -135,7 +150,7 @@ func readMessage(r io.Reader, typed bool) ([]byte, error) {
 	}
 	n := int(binary.BigEndian.Uint32(buf[head-4:]))
 	if n < 4 || n > 1<<30 {
-		return nil, errors.New("faultProxy: bad message length")
+		return nil, errors.New("pgtest: fault proxy: bad message length")
 	}
 	msg := make([]byte, head+n-4)
 	copy(msg, buf)
@@ -154,18 +169,18 @@ func (c *proxiedConn) fromClient() {
 		first = false
 		if msg[0] == 'Q' && strings.EqualFold(strings.TrimRight(string(msg[5:]), "\x00 ;"), "commit") {
 			switch c.p.take() {
-			case faultTerminateBeforeCommit:
+			case FaultTerminateBeforeCommit:
 				pid := <-c.pid
 				c.pid <- pid
 				var gone bool
 				err := c.p.admin.QueryRow(context.Background(), `SELECT pg_terminate_backend($1, 10000)`, int32(pid)).Scan(&gone)
 				if err != nil || !gone {
-					c.p.t.Errorf("faultProxy: terminate backend %d: %v (gone %v)", pid, err, gone)
+					c.p.t.Errorf("pgtest: fault proxy: terminate backend %d: %v (gone %v)", pid, err, gone)
 				}
-				c.p.fired <- faultTerminateBeforeCommit
+				c.p.fired <- FaultTerminateBeforeCommit
 				// The backend is gone: the COMMIT goes nowhere, and the client reads the
 				// server's FATAL and the end of the connection.
-			case faultLoseCommitAnswer:
+			case FaultLoseCommitAnswer:
 				c.mu.Lock()
 				c.loseAnswer = true
 				c.mu.Unlock()
@@ -192,7 +207,7 @@ func (c *proxiedConn) fromServer() {
 		c.mu.Unlock()
 		if lose {
 			if msg[0] == 'Z' { // ReadyForQuery: the COMMIT is done, its answer swallowed
-				c.p.fired <- faultLoseCommitAnswer
+				c.p.fired <- FaultLoseCommitAnswer
 				return
 			}
 			continue
