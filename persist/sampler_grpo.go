@@ -83,6 +83,20 @@ func (g GRPOGroupN) validate() error {
 	return nil
 }
 
+// checkLeasedSampler refuses a lease (MetaRequest.Lease) with a sampler that cannot hand
+// a leased batch out again once its lease expired: GRPOGroupN with Use < N, whose
+// hand-out consumes the unused samples of each group, so that the batch, ready again,
+// would be the part of a group that never completes (never handed out, and counted by
+// back-pressure as unconsumed, for ever). Errors: *InvalidError naming lease.
+func checkLeasedSampler(s Sampler, lease time.Duration) error {
+	if g, ok := s.(GRPOGroupN); ok && g.use() < g.N {
+		return &InvalidError{Field: "lease", Value: lease, Rule: fmt.Sprintf("no lease with sampler %s's use (%d) below n (%d): its hand-out consumes "+
+			"the unused samples of each group, so a leased batch could not come back whole once its lease expired (read without a lease, or use all n)",
+			SamplerGRPOGroupN, g.Use, g.N)}
+	}
+	return nil
+}
+
 // use returns the samples handed out of a complete group.
 func (g GRPOGroupN) use() int {
 	if g.Use == 0 {

@@ -85,6 +85,9 @@ func NormalizeMetaRequest(req *MetaRequest, samplers Samplers) (MetaRequest, Sam
 		rq.Sampler.Name = SamplerSequential
 	}
 	if rq.Lease > 0 {
+		if err := checkLeasedSampler(sampler, rq.Lease); err != nil {
+			return rq, nil, err
+		}
 		rq.DeferConsume = true
 	}
 	return rq, withStaleness(sampler, rq.Staleness), nil

@@ -20,6 +20,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,13 +262,38 @@ func PoolForWindow(q *lakeshore.Queue, maxUnconsumed, recordsPerJob int64, paylo
 	return &Pool{Queue: q, InFlight: int(n), Payload: payload}, nil
 }
 
+// nextListed bounds how many of the queue's newest jobs next reads.
+const nextListed = 1000
+
+// next returns the number of the pool's next job: one more than the highest i of the jobs
+// keyed {prefix}{i} among the queue's newest nextListed (0 when there are none). Not the
+// count of the queue's jobs: that goes back when finished jobs are trimmed (Queue.Trim, or
+// the plane's retention), and the numbers it then named were used already, their keys
+// freed by the trim, so their payloads were submitted again. Jobs are submitted in the
+// order of their numbers, so the highest is among the newest; when every job was trimmed
+// it starts again from 0.
+func (p *Pool) next(ctx context.Context, prefix string) (int64, error) {
+	page, err := p.Queue.List(ctx, &lakeshore.ListOptions{KeyPrefix: prefix, Limit: nextListed})
+	if err != nil {
+		return 0, err
+	}
+	var next int64
+	for _, inv := range page.Invocations {
+		i, err := strconv.ParseInt(strings.TrimPrefix(inv.Key, prefix), 10, 64)
+		if err == nil && i >= 0 && i < math.MaxInt64 {
+			next = max(next, i+1)
+		}
+	}
+	return next, nil
+}
+
 var allStates = []lakeshore.State{
 	lakeshore.StateQueued, lakeshore.StateRunning, lakeshore.StateSucceeded, lakeshore.StateFailed,
 	lakeshore.StateCancelled, lakeshore.StateKilled, lakeshore.StateTimeout,
 }
 
 // Live returns the pool's jobs queued or running now, and how many the queue holds in
-// all (the next job's i).
+// all (those not trimmed).
 func (p *Pool) Live(ctx context.Context) (live, total int64, err error) {
 	for _, s := range allStates {
 		n, err := p.Queue.Count(ctx, s)
@@ -282,7 +310,8 @@ func (p *Pool) Live(ctx context.Context) (live, total int64, err error) {
 
 // TopUp submits jobs until InFlight are queued or running (call it after each trainer
 // step: finished jobs are replaced), and returns the new ids. Job i goes with key
-// {KeyPrefix}{i}, so a repeated top-up makes no second job. Errors:
+// {KeyPrefix}{i}, so a repeated top-up makes no second job; i counts on from the highest
+// number among the queue's newest jobs, past finished jobs that were trimmed. Errors:
 // *persist.InvalidError for InFlight < 1 or a nil Payload; the queue's.
 func (p *Pool) TopUp(ctx context.Context) ([]string, error) {
 	if p.InFlight < 1 {
@@ -291,7 +320,7 @@ func (p *Pool) TopUp(ctx context.Context) ([]string, error) {
 	if p.Payload == nil {
 		return nil, &persist.InvalidError{Field: "payload", Value: nil, Rule: "a function of the job's number"}
 	}
-	live, total, err := p.Live(ctx)
+	live, _, err := p.Live(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -303,8 +332,12 @@ func (p *Pool) TopUp(ctx context.Context) ([]string, error) {
 	if prefix == "" {
 		prefix = "rollout-"
 	}
+	next, err := p.next(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
 	batch := make([]lakeshore.Submission, 0, missing)
-	for i := total; i < total+missing; i++ {
+	for i := next; i < next+missing; i++ {
 		batch = append(batch, lakeshore.Submission{Payload: p.Payload(i), SubmitOptions: lakeshore.SubmitOptions{Key: fmt.Sprintf("%s%d", prefix, i)}})
 	}
 	return p.Queue.SubmitMany(ctx, batch)

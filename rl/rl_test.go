@@ -194,3 +194,30 @@ func TestPoolKeepsNInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{3, 4}, [2]int64{live, total})
 }
+
+// TestPoolNumbersJobsOnPastTrimmedOnes: the pool's next job number does not go back when
+// finished jobs are trimmed (Queue.Trim, or the plane's retention after 7 days): on the old
+// code it was the count of the queue's jobs, so after a trim it named job numbers already
+// used — whose keys the trim had freed — and submitted their payloads (their seeds) again.
+func TestPoolNumbersJobsOnPastTrimmedOnes(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t)
+	pool := &rl.Pool{Queue: f.jobs, InFlight: 2, Payload: func(i int64) any { return map[string]any{"seed": i} }}
+	_, err := pool.TopUp(ctx)
+	require.NoError(t, err)
+	noop := func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil }
+	f.work(t, noop)
+	f.work(t, noop)
+	_, err = pool.TopUp(ctx) // rollout-2 and rollout-3
+	require.NoError(t, err)
+	f.work(t, noop)
+	trimmed, err := f.jobs.Trim(ctx, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, trimmed, "rollout-0, 1 and 2 finished and trimmed")
+	ids, err := pool.TopUp(ctx)
+	require.NoError(t, err)
+	require.Len(t, ids, 1)
+	inv, err := f.jobs.Get(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, "rollout-4", inv.Key, "the next number, not a trimmed job's again")
+}

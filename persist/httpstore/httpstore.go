@@ -375,8 +375,9 @@ func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []p
 		id = persist.NewPutID()
 	}
 	q := url.Values{"partition": {partition}, "put_id": {id}}
+	var a *persist.Admission
 	if opts != nil && opts.Admission != nil {
-		a := opts.Admission
+		a = opts.Admission
 		if err := persist.CheckAdmission(a); err != nil {
 			return nil, err
 		}
@@ -389,25 +390,50 @@ func (s *httpStore) PutPartition(ctx context.Context, partition string, recs []p
 		}
 		if a.Block {
 			q.Set("admission_block", "true")
-			q.Set("admission_timeout", strconv.FormatFloat(a.Timeout.Seconds(), 'f', -1, 64))
 		}
 	}
-	var out api.DataIndexesResponse
+	req := httpRequest{method: "POST", path: "/records", query: q, idempotent: true}
 	if body, ok := record.ArrowPutBody(recs); ok {
-		if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: q, arrowBody: body, idempotent: true}, &out); err != nil {
+		req.arrowBody = body
+	} else {
+		vals, err := wireRecords(recs)
+		if err != nil {
+			return nil, err
+		}
+		req.body = &api.DataPutRequest{Partition: partition, Records: vals}
+	}
+	if a == nil || !a.Block {
+		var out api.DataIndexesResponse
+		if _, _, err := s.do(ctx, req, &out); err != nil {
 			return nil, err
 		}
 		return out.Indexes, nil
 	}
-	vals, err := wireRecords(recs)
-	if err != nil {
-		return nil, err
+	return s.putBlocked(ctx, req, a)
+}
+
+// putBlocked sends req, a put whose Admission blocks, and repeats it (with its put id:
+// a refused put wrote nothing, an admitted one is answered again) while the server's
+// capped long-poll (LongPollMax) answered queue_full before the Admission's own
+// Timeout, each request asking for what is left of it: the wait is the Timeout, as in
+// process (persist.AdmitLoop), however the server caps one request.
+func (s *httpStore) putBlocked(ctx context.Context, req httpRequest, a *persist.Admission) ([]int64, error) {
+	start := time.Now()
+	deadline := start.Add(cmp.Or(a.Timeout, persist.GetMetaTimeoutDefault))
+	for {
+		wait := max(min(time.Until(deadline), httpLongPollSlice), time.Millisecond)
+		req.query.Set("admission_timeout", strconv.FormatFloat(wait.Seconds(), 'f', -1, 64))
+		var out api.DataIndexesResponse
+		_, _, err := s.do(ctx, req, &out)
+		var bp *persist.BackpressureError
+		if err == nil || !errors.As(err, &bp) {
+			return out.Indexes, err
+		}
+		if time.Until(deadline) <= 0 || ctx.Err() != nil {
+			bp.Waited = time.Since(start)
+			return nil, err
+		}
 	}
-	if _, _, err := s.do(ctx, httpRequest{method: "POST", path: "/records", query: q, idempotent: true,
-		body: &api.DataPutRequest{Partition: partition, Records: vals}}, &out); err != nil {
-		return nil, err
-	}
-	return out.Indexes, nil
 }
 
 // PutFields implements Store.

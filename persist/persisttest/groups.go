@@ -21,6 +21,7 @@ func groupCases() []testCase {
 		{"DropGroup", testDropGroup},
 		{"GroupDecisionsUnderConcurrentReaders", testGroupsConcurrent},
 		{"PartialRollouts", testPartialRollouts},
+		{"LeasedGroupsComeBackWhole", testLeasedGroups},
 	}
 }
 
@@ -87,6 +88,43 @@ func testGroupFilter(t *testing.T, q *persist.Queue) {
 	_, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"uid"}, BatchSize: 3, Task: "bad",
 		Sampler: persist.GRPOGroupN{N: 4, GroupField: "uid", Use: 2}.Spec()})
 	requireInvalid(t, err) // the batch is not a multiple of use
+}
+
+// testLeasedGroups: a leased batch of whole groups comes back whole once its lease
+// expires uncommitted; a leased read that over-samples (use < n) is refused, since its
+// hand-out consumes the unused samples of each group and the batch, once its lease
+// expired, would be the part of a group that never completes again: on the old code it
+// was never handed out again (and held producers back for ever), so a restarted trainer
+// lost it (found by a trial: after the lease the next read answered the next group).
+func testLeasedGroups(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	now := float64(time.Now().Unix())
+	a := putGroup(t, q, "a", []float64{0, 1, 0, 1}, now)
+	b := putGroup(t, q, "b", []float64{1, 0, 1, 0}, now)
+	r := q.Reader()
+	over := persist.MetaRequest{Fields: []string{"uid", "reward"}, BatchSize: 2, Task: "train",
+		Sampler: persist.GRPOGroupN{N: 4, GroupField: "uid", Use: 2}.Spec()}
+	_, _, err := r.GetBatchLeased(ctx, &over, time.Hour)
+	requireInvalid(t, err)
+	require.Contains(t, err.Error(), "lease")
+	over.Lease = time.Hour
+	_, err = r.GetMeta(ctx, &over)
+	requireInvalid(t, err)
+	n, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+	require.NoError(t, err)
+	require.Zero(t, n, "a refused read consumes nothing")
+	_, unused := groupStats(t, q)
+	require.Zero(t, unused)
+
+	// Whole groups (use = n) under a lease come back whole.
+	const lease = 300 * time.Millisecond
+	whole := persist.MetaRequest{Fields: []string{"uid", "reward"}, BatchSize: 4, Task: "train",
+		Sampler: persist.GRPOGroupN{N: 4, GroupField: "uid"}.Spec(), Lease: lease}
+	require.Equal(t, a, metaIdx(t, q, whole))
+	whole.Lease = time.Hour
+	require.Equal(t, b, metaIdx(t, q, whole))
+	whole.Wait, whole.Timeout = true, 20*time.Second
+	require.Equal(t, a, metaIdx(t, q, whole), "the batch comes back whole once its lease expired")
 }
 
 // testGroupStragglers: an incomplete group older than the bound is dropped, or served

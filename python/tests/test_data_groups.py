@@ -32,6 +32,9 @@ def test_filter_oversampling_stragglers_and_drop_group(d: HttpDispatch, qname: s
         await q.flush()
         r = q.reader()
         s = GRPOGroupNSampler(4, "uid", use=2, drop_zero_variance="reward")
+        with pytest.raises(InvalidError) as leased:  # over-sampled: could not come back whole
+            await r.get_meta(["uid", "reward"], 4, "train", sampler=s, wait=False, lease=60)
+        assert leased.value.field == "lease"
         m = await r.get_meta(["uid", "reward"], 4, "train", sampler=s, wait=False)
         assert m.global_indexes == [4, 5, 12, 13]  # the first 2 of b and of d
         st = await q.stats()

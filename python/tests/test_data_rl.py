@@ -89,6 +89,27 @@ def test_backpressure_reject_and_block(d: HttpDispatch, qname: str) -> None:
     run(main())
 
 
+def test_blocked_put_waits_its_whole_timeout_past_the_servers_cap(d: HttpDispatch, qname: str) -> None:
+    # The test server caps one long-poll at 10 s (conftest's --long-poll-max): a put blocked
+    # for 15 s is sent again (its put id) until the trainer makes room at 11 s. On the old
+    # code the flush raised QueueFullError once the server's cap passed.
+    async def main() -> None:
+        bp = Backpressure(task_name="train", max_unconsumed=1, on_full="block", timeout=25)
+        q = Queue(qname, dispatch=d, batch_size=1000, auto_flush_interval_sec=0, backpressure=bp)
+        await q.put({"x": 0})
+        await q.flush()
+        await q.put({"x": 1})
+        put = asyncio.ensure_future(q.flush())
+        r = Queue(qname, dispatch=d).reader()
+        await asyncio.sleep(11)
+        assert not put.done(), put
+        assert (await r.get_meta(["x"], 1, "train", wait=False)).size == 1
+        await asyncio.wait_for(put, 20)
+        assert (await Queue(qname, dispatch=d).stats())["len"] == 2  # put once
+
+    run(main())
+
+
 def test_leased_reads_and_commit(d: HttpDispatch, qname: str) -> None:
     async def main() -> None:
         q = Queue(qname, dispatch=d)

@@ -4,6 +4,7 @@ with its trainer SIGKILLed mid-run and restarted (issue 26, items 8 and 9)."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import re
 import secrets
@@ -184,6 +185,27 @@ def test_rollout_pool_keeps_n_in_flight(d: HttpDispatch, qname: str, tmp_path: P
     assert sorted(play.queue(d).get(i.id).key for i in play.queue(d).list().invocations) == [f"rollout-{i}" for i in range(4)]
     assert run(pool.stop()) == 3
     assert run(pool.live())[0] == 0
+
+
+def test_rollout_pool_numbers_jobs_on_past_trimmed_ones(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    # After finished jobs are trimmed (POST /v1/trim, or the plane's retention) the next job's
+    # number goes on from the highest one. On the old code it was the count of the queue's
+    # jobs, which the trim had lowered: job 1's payload (its seed) was submitted again.
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=Scope(qname, store=str(tmp_path)))
+    def play(policy: Policy, seed: int) -> Iterator[dict[str, Any]]:
+        yield {"seed": seed}
+
+    pool = RolloutPool(play, 2, lambda i: {"seed": i})
+    assert len(run(pool.top_up())) == 2
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1
+    assert len(run(pool.top_up())) == 2  # rollout-2 and rollout-3
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1
+    trim = {"namespace": d.namespace, "queue": f"{qname}-jobs", "finished_before": datetime.datetime(2999, 1, 1, tzinfo=datetime.timezone.utc)}
+    ans = run(d.run_async(d._transport.call("POST", "/v1/trim", body=trim)))
+    assert ans["deleted"] == 3
+    (new,) = run(pool.top_up())
+    assert play.queue(d).get(new).key == "rollout-4"
 
 
 def test_rollout_needs_a_generator_with_a_policy_parameter() -> None:

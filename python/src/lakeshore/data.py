@@ -57,7 +57,7 @@ from urllib.parse import quote
 import numpy as np
 
 from lakeshore import errors, wire
-from lakeshore._transport import redact_url
+from lakeshore._transport import LONG_POLL_MAX, redact_url
 from lakeshore.dispatch import Dispatch, default_dispatch, is_url
 from lakeshore.queue import MAX_VALUE_BYTES, _check_name, encode_value
 
@@ -834,6 +834,25 @@ class Queue:
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
         return await self._d.run_async(self._d._transport.call(method, self.path + path, **kw))
 
+    async def _post_records(self, params: dict[str, str], body: dict[str, Any], wait: float) -> Any:
+        """POST …/records with ``params``. A put whose :class:`Backpressure` blocks (``wait`` > 0,
+        its timeout) is sent again, with its put id, while the server's cap of one long-poll
+        (``--long-poll-max``, 60 s by default) ended its wait with QueueFullError before the
+        timeout, each request asking for what is left of it: the put waits its whole timeout,
+        as in Go, however the server caps one request."""
+        if wait <= 0:
+            return await self._call("POST", "/records", params=params, body=body, retry="safe", wait=wait)
+        deadline = time.monotonic() + wait
+        while True:
+            left = min(max(deadline - time.monotonic(), 0.001), LONG_POLL_MAX)
+            try:
+                return await self._call(
+                    "POST", "/records", params={**params, "admission_timeout": repr(left)}, body=body, retry="safe", wait=left
+                )
+            except errors.QueueFullError:
+                if time.monotonic() >= deadline:
+                    raise
+
     # -- writes --------------------------------------------------------------------------
 
     async def put(
@@ -931,13 +950,8 @@ class Queue:
             await self._send()
         indexes: list[int] = []
         for chunk in _chunks(recs):  # each request under the server's body limit
-            ans = await self._call(
-                "POST",
-                "/records",
-                params={"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params},
-                body={"records": chunk},
-                retry="safe",
-                wait=self._bp_wait,
+            ans = await self._post_records(
+                {"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params}, {"records": chunk}, self._bp_wait
             )
             self.metrics["puts"] += len(chunk)
             indexes.extend(int(i) for i in ans.get("indexes") or [])
@@ -1015,14 +1029,7 @@ class Queue:
         sent = 0
         try:
             for part, recs, put_id in batches:
-                ans = await self._call(
-                    "POST",
-                    "/records",
-                    params={"partition": part, "put_id": put_id, **params},
-                    body={"records": recs},
-                    retry="safe",
-                    wait=wait,
-                )
+                ans = await self._post_records({"partition": part, "put_id": put_id, **params}, {"records": recs}, wait)
                 indexes.extend(int(i) for i in ans.get("indexes") or [])
                 sent += 1
         except BaseException as e:

@@ -35,8 +35,8 @@ rollouts, the data queue (:mod:`lakeshore.data`) holds what they produce::
   ``{"records": n, "weight_version": v}``.
 - :class:`RolloutPool` keeps N rollout jobs queued or running, N sized by the back-pressure
   window (:meth:`RolloutPool.for_window`); :meth:`RolloutPool.top_up` submits what is
-  missing, with idempotent keys, counting from the job queue itself, so a restarted trainer
-  neither loses nor doubles its rollouts.
+  missing, with idempotent keys, numbered on from the job queue's newest jobs, so a
+  restarted trainer neither loses nor doubles its rollouts.
 
 See docs/python.md ("Rollouts as jobs") and examples/rl/.
 """
@@ -371,8 +371,8 @@ class RolloutPool:
         return cls(fn, max(1, int(max_unconsumed) // records_per_job), payload, **kw)
 
     async def live(self) -> tuple[int, int]:
-        """``(queued + running, submitted)``: the pool's jobs in flight now, and how many
-        the job queue has ever had (the next job's ``i``)."""
+        """``(queued + running, held)``: the pool's jobs in flight now, and how many the job
+        queue holds (those not trimmed)."""
         st = await self.queue.stats()
         live = int(st.get("queued", 0)) + int(st.get("running", 0))
         return live, sum(int(v) for v in st.values())
@@ -380,15 +380,30 @@ class RolloutPool:
     async def top_up(self) -> list[str]:
         """Submit jobs until ``in_flight`` are queued or running (call it after each
         trainer step: the jobs that finished are replaced); return the new jobs' ids."""
-        live, total = await self.live()
+        live, _ = await self.live()
         missing = self.in_flight - live
         if missing <= 0:
             return []
+        first = await self._next()
         envs = [
             Envelope(payload=self.fn.payload((), self.payload(i)), key=f"{self.key_prefix}{i}", **self._options)
-            for i in range(total, total + missing)
+            for i in range(first, first + missing)
         ]
         return await self.queue.submit_many(envs)
+
+    async def _next(self) -> int:
+        """The next job's ``i``: one more than the highest ``i`` of the jobs keyed
+        ``{key_prefix}{i}`` among the queue's newest 1,000 (0 when there are none). Not the
+        count of the queue's jobs: that goes back when finished jobs are trimmed (or the
+        plane's retention deletes them), and the numbers it then named were used already,
+        their keys freed, so their payloads were submitted again (as Go's rl.Pool)."""
+        page = await self.queue.list(key_prefix=self.key_prefix, limit=1000)
+        out = 0
+        for inv in page.invocations:
+            rest = (inv.key or "")[len(self.key_prefix) :]
+            if rest.isdigit() and rest.isascii():
+                out = max(out, int(rest) + 1)
+        return out
 
     async def stop(self) -> int:
         """End the pool's jobs when training is over: cancel the queued ones and kill the
