@@ -86,7 +86,6 @@ def enqueue(target: str, n: int, threads: int = 16) -> float:
     return per * threads / dt
 
 
-@udf(queue="burn")
 def sequential(target: str, n: int) -> tuple[float, float, float, float]:
     """n submits in a row from one thread: the median and p99 of one submit (ms), the
     client's CPU per submit (ms) and submits/s."""
@@ -146,6 +145,7 @@ def floor(target: str, n: int) -> tuple[float, float]:
     return qs[49] / 1e6, qs[98] / 1e6
 
 
+@udf(queue="burn")
 def noop(i: int) -> int:
     return i
 

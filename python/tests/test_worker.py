@@ -606,3 +606,16 @@ def test_examples_run(example: list[str], lakeshore_bin: str) -> None:
     r = subprocess.run([sys.executable, str(script), *example[1:]], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert ("result shape (4, 4)" in r.stdout) if example[0] == "gpu_worker.py" else ("100 results" in r.stdout)
+
+
+def test_a_plain_function_in_queues_is_refused_naming_the_fix(mem: lakeshore.Dispatch) -> None:
+    """``queues=[fn]`` with a function that is not an ``@udf`` names no queue: a clear
+    InvalidError on ``queues`` saying what to pass, not "invalid queue name <function …>"
+    from the plane (the burn-down benchmark passed one after its decorator moved)."""
+
+    def noop(i: int) -> int:
+        return i
+
+    with pytest.raises(InvalidError, match=r"invalid queues entry 'noop'.*queues=\{'QUEUE': noop\}") as e:
+        run_worker(mem, queues=[noop], once=True, handle_signals=False)  # type: ignore[list-item]
+    assert e.value.field == "queues"

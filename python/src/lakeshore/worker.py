@@ -1646,6 +1646,14 @@ def run_worker(
         for q in queues:
             if isinstance(q, UDF):
                 handlers[q.queue_name] = q
+            elif callable(q):
+                name = getattr(q, "__name__", "fn")
+                raise errors.InvalidError(
+                    f"invalid queues entry {name!r}: a function that is not an @udf names no queue; pass "
+                    f"queues={{'QUEUE': {name}}}, or bind it with @udf(queue='QUEUE')",
+                    field="queues",
+                    rule="queue names, @udf functions, or a mapping of queue name to callable",
+                )
             else:
                 with _registry_lock:
                     handlers[q] = registry.get(q) or _run_thunk
