@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from lakeshore import HttpDispatch, InvalidError
-from lakeshore.data import WEIGHT_VERSION, Queue
+from lakeshore import HttpDispatch, InvalidError, QueueFullError
+from lakeshore.data import WEIGHT_VERSION, Backpressure, Queue
 
 pytest.importorskip("pyarrow")
 
@@ -54,5 +54,31 @@ def test_partial_rollouts(d: HttpDispatch, qname: str) -> None:
             await r.get_meta(["tokens"], 1, "t", max_staleness=1, stale_version="middle")
         with pytest.raises(InvalidError):
             await q.put_partial([{"tokens": [1]}], -1)
+
+    run(main())
+
+
+def test_a_put_partial_refused_after_its_first_request_names_what_it_wrote(d: HttpDispatch, qname: str) -> None:
+    """A put_partial over the server's body limit goes as several requests; when
+    back-pressure refuses a later one, the error names the records the earlier ones wrote
+    (``written_indexes``), which stay patchable. Before, it said nothing was written and
+    their indexes were lost, so they could never be patched."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, backpressure=Backpressure(task_name="train", max_unconsumed=17))
+        big = "x" * 1_000_000  # 20 of them: two requests, 16 records and 4
+        with pytest.raises(QueueFullError) as e:
+            await q.put_partial([{"text": big, "i": i} for i in range(20)], 0)
+        written = e.value.written_indexes
+        assert written == list(range(16)), written
+        assert "16 of its 20 records were written" in str(e.value)
+        await q.patch_partial(written, None, 1, complete=True)
+        r = q.reader()
+        m = await r.get_meta(["i", "complete"], 32, "look", defer_consume=True)
+        assert m.global_indexes == written
+        # A single request's refusal wrote nothing, and says nothing of written records.
+        with pytest.raises(QueueFullError) as e2:
+            await q.put_partial([{"text": "y", "i": 98}, {"text": "y", "i": 99}], 0)
+        assert e2.value.written_indexes is None
 
     run(main())

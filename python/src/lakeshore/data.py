@@ -937,7 +937,11 @@ class Queue:
 
         Raises:
             InvalidError: a negative ``weight_version``.
-            QueueFullError: back-pressure refused the put (nothing was written)."""
+            QueueFullError: back-pressure refused the put: nothing was written, unless the
+                records were over the server's body limit (16 MiB), so went as several
+                requests, and a later one was refused — then the error's
+                ``written_indexes`` lists the records the earlier ones wrote (any other
+                error after the first request says the same)."""
         if not isinstance(weight_version, int) or isinstance(weight_version, bool) or weight_version < 0:
             raise errors.InvalidError(
                 f"invalid weight_version {weight_version!r}: want an integer ≥ 0", field=WEIGHT_VERSION, value=weight_version, rule="≥ 0"
@@ -949,10 +953,23 @@ class Queue:
         if self._buffer or self._unsent:
             await self._send()
         indexes: list[int] = []
-        for chunk in _chunks(recs):  # each request under the server's body limit
-            ans = await self._post_records(
-                {"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params}, {"records": chunk}, self._bp_wait
-            )
+        chunks = _chunks(recs)  # each request under the server's body limit
+        for chunk in chunks:
+            try:
+                ans = await self._post_records(
+                    {"partition": partition_id or self.partition_id, "put_id": _put_id(), **self._bp_params}, {"records": chunk}, self._bp_wait
+                )
+            except errors.DispatchError as e:
+                if indexes:
+                    # The earlier requests' records are in: name them, so the caller can patch
+                    # them, or put only the rest again.
+                    e.written_indexes = list(indexes)
+                    e.message = (
+                        f"{e.message} (this put_partial went as {len(chunks)} requests over the server's body limit: "
+                        f"the first {len(indexes)} of its {len(recs)} records were written, their indexes in "
+                        "the error's written_indexes; the rest were not)"
+                    )
+                raise
             self.metrics["puts"] += len(chunk)
             indexes.extend(int(i) for i in ans.get("indexes") or [])
         return indexes

@@ -87,9 +87,14 @@ class DispatchError(Exception):
         message: the human-readable text (also ``str(err)``).
         status: the HTTP status it came with, or None when it did not come over HTTP.
         details: the error body's ``details`` (typed fields by code), possibly empty.
+        written_indexes: for a data put that went as several requests (over the server's
+            body limit: ``lakeshore.data.Queue.put_partial``) and failed after its first:
+            the global indexes of the records its earlier requests wrote, in order (the
+            rest were not written); None for every other error.
     """
 
     code: str = "internal"
+    written_indexes: list[int] | None = None
 
     def __init__(
         self,
