@@ -68,7 +68,8 @@ func (q *Queue) PutPartial(ctx context.Context, partition string, recs []Record,
 // PostgreSQL advisory lock), across every handle and process of the queue's partition;
 // over HTTP the server's store does it. Errors: as for
 // PutFields, *InvalidError (lengths that differ, a version below the record's newest,
-// a record that is not a partial rollout, a patch of a version field), *NotFoundError.
+// a record that is not a partial rollout, a patch of a version field, an index named
+// twice), *NotFoundError.
 func (q *Queue) PatchPartial(ctx context.Context, partition string, indexes []int64, fields []Record, version int64, complete bool) error {
 	partition = cmpOrString(partition, DefaultPartition)
 	if fields == nil {
@@ -82,6 +83,15 @@ func (q *Queue) PatchPartial(ctx context.Context, partition string, indexes []in
 	}
 	if err := CheckIndexes(indexes); err != nil {
 		return err
+	}
+	// One segment a record a patch: an index named twice would merge both records into
+	// one segment, its version recorded once.
+	seen := make(map[int64]int, len(indexes))
+	for i, x := range indexes {
+		if j, dup := seen[x]; dup {
+			return &InvalidError{Field: fmt.Sprintf("indexes[%d]", i), Value: x, Rule: fmt.Sprintf("each index once a patch (also indexes[%d])", j)}
+		}
+		seen[x] = i
 	}
 	if len(indexes) == 0 {
 		return nil

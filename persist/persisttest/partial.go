@@ -51,6 +51,9 @@ func testPartialRollouts(t *testing.T, q *persist.Queue) {
 	requireInvalid(t, q.PatchPartial(ctx, "", idx[1:], nil, 0, false)) // segments go forward
 	requireInvalid(t, q.PatchPartial(ctx, "", idx[1:], []persist.Record{{persist.WeightVersionField: 5}}, 5, false))
 	requireInvalid(t, q.PatchPartial(ctx, "", idx, []persist.Record{{}}, 5, false))
+	// An index named twice would merge two records into one segment: refused, nothing written.
+	requireInvalid(t, q.PatchPartial(ctx, "", []int64{idx[0], idx[0]}, []persist.Record{{"a": 1}, {"b": 2}}, 9, false))
+	requireInvalid(t, q.PatchPartial(ctx, "", idx[:1], nil, 2, false)) // still at segment 3: nothing was written
 	_, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"tokens"}, BatchSize: 1, Task: "t",
 		Staleness: &persist.Staleness{Max: 1, Version: "middle"}})
 	requireInvalid(t, err)
