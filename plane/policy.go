@@ -353,6 +353,8 @@ type MaintenanceReport struct {
 	Trimmed int
 	// TopicsTrimmed are topics deleted by retention.
 	TopicsTrimmed int
+	// WorkersTrimmed are registrations of workers not seen within retention, deleted.
+	WorkersTrimmed int
 	// SchedulesFired are the invocations schedules submitted (a fire whose key existed
 	// already counts too).
 	SchedulesFired int

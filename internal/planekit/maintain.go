@@ -1,6 +1,7 @@
 package planekit
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -88,6 +89,22 @@ type Maintenance interface {
 	// TrimTopics deletes topics last posted to before cutoff, with their frames, and
 	// reports how many (0 from a plane that does not count them).
 	TrimTopics(cutoff time.Time) (int, error)
+	// TrimWorkers deletes the registrations of workers last seen before cutoff
+	// (TrimWorkers) and reports how many.
+	TrimWorkers(cutoff time.Time) (int, error)
+}
+
+// TrimWorkers deletes, in tx, the registrations of workers last seen before cutoff: a
+// worker that stopped without removing itself (killed, its machine gone) drops out of
+// WorkerList after a minute (plane.WorkerSeenWithinDefault) and out of the store after
+// the plane's retention, so registrations of crashed workers, each under a new id, do
+// not pile up for ever.
+func TrimWorkers(tx Tx, st *Statements, cutoff time.Time) (int, error) {
+	n, err := tx.Exec(st.WorkerTrim, cutoff.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("trim workers: %w", err)
+	}
+	return int(n), nil
 }
 
 // expiries are the rules of Maintenance.Expire's steps, in the order a pass runs them:
@@ -98,7 +115,8 @@ var expiries = [...]Expiry{LeaseExpired, AttemptOverdue, DeadlinePassed}
 // are promoted in the same pass), due delayed invocations become claimable (once a pass),
 // expired leases, overdue attempts and passed deadlines end (expiries), settled key
 // counters are dropped, idle placement rows trimmed and, with a positive retention, the
-// terminal invocations and topics older than retention (at now) trimmed. A step that
+// terminal invocations, topics and worker registrations older than retention (at now)
+// trimmed. A step that
 // handles a full batch of batch rows runs again while again allows (sqliteplane's pass,
 // in one transaction, never repeats; pgplane's repeats within its budget). It reports what
 // the pass did.
@@ -157,7 +175,10 @@ func MaintenancePass(m Maintenance, batch int, retention time.Duration, now func
 			break
 		}
 	}
-	r.TopicsTrimmed, err = m.TrimTopics(cutoff)
+	if r.TopicsTrimmed, err = m.TrimTopics(cutoff); err != nil {
+		return r, err
+	}
+	r.WorkersTrimmed, err = m.TrimWorkers(cutoff)
 	return r, err
 }
 

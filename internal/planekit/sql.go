@@ -262,6 +262,8 @@ type Statements struct {
 	WorkerList string
 	// WorkerRemove: namespace, id.
 	WorkerRemove string
+	// WorkerTrim: seen before (ms); deletes the workers silent since (TrimWorkers).
+	WorkerTrim string
 	// WorkerQueues is how a worker's queues are stored.
 	WorkerQueues ListCodec
 

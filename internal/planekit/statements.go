@@ -51,6 +51,7 @@ func (st *Statements) Common(dialect func(string) string) {
 		provider, launch_id, running, idle_ms, offers, warm_host_keys FROM {s}.workers
 		WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`)
 	st.WorkerRemove = d(`DELETE FROM {s}.workers WHERE namespace = $1 AND id = $2`)
+	st.WorkerTrim = d(`DELETE FROM {s}.workers WHERE seen_ms < $1`)
 
 	st.TokenCreate = d(`INSERT INTO {s}.tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`)

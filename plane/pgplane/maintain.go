@@ -162,6 +162,11 @@ func (s maintenance) Trim(cutoff time.Time, limit int) (int, error) {
 	return int(n), err
 }
 
+func (s maintenance) TrimWorkers(cutoff time.Time) (n int, err error) {
+	err = s.d.do(s.ctx, func(t *tx) error { n, err = planekit.TrimWorkers(kitTx{t}, s.d.kit, cutoff); return err })
+	return n, err
+}
+
 func (s maintenance) TrimTopics(cutoff time.Time) (int, error) {
 	if err := s.d.do(s.ctx, func(t *tx) error { t.exec(s.d.sql.trimTopics, cutoff.UnixMilli()); return nil }); err != nil {
 		return 0, fmt.Errorf("trim topics: %w", err)

@@ -954,6 +954,11 @@ func (d *refDriver) Maintain(ctx context.Context) error {
 			delete(d.topics, k)
 		}
 	}
+	for k, w := range d.workers {
+		if w.LastSeen.Before(cutoff) {
+			delete(d.workers, k)
+		}
+	}
 	if d.trim("", "", cutoff) > 0 || changed {
 		d.notify()
 	}

@@ -23,6 +23,36 @@ func (b *bundle) workers(t *testing.T, namespace string) map[string]plane.Worker
 }
 
 func testWorkers(t *testing.T, s *suite) {
+	t.Run("SilentWorkersTrimmedAfterRetention", func(t *testing.T) {
+		// A worker that never removed itself (killed, its machine gone) is deleted by
+		// maintenance once silent for the retention period (plane.RetentionDefault); one
+		// seen since is kept. Before, registrations of crashed workers were kept for ever.
+		t.Parallel()
+		b := s.setup(t, config{})
+		all := func() []string {
+			list, err := b.drv.WorkerList(b.ctx, &plane.WorkerListParams{Namespace: b.ns, SeenWithin: 10 * plane.RetentionDefault})
+			must(t, err, "list workers")
+			var ids []string
+			for _, w := range list {
+				ids = append(ids, w.ID)
+			}
+			return ids
+		}
+		register := func(id string) {
+			must(t, b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: id, Namespace: b.ns, Host: "h", PID: 1,
+				Queues: []string{b.q}}), "register "+id)
+		}
+		register("silent")
+		register("alive")
+		b.advance(plane.RetentionDefault - time.Minute)
+		register("alive")
+		b.maintain(t)
+		require.ElementsMatch(t, []string{"silent", "alive"}, all(), "kept for the retention period")
+		b.advance(2 * time.Minute)
+		b.maintain(t)
+		require.Equal(t, []string{"alive"}, all(), "silent past retention: trimmed")
+	})
+
 	t.Run("KeyedByNamespaceAndID", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})

@@ -126,6 +126,10 @@ func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64,
 	return int64(len(victims)), nil
 }
 
+func (s maintenance) TrimWorkers(cutoff time.Time) (int, error) {
+	return planekit.TrimWorkers(kitTx{s.t}, s.t.w.d.kit, cutoff)
+}
+
 // TrimTopics deletes topics (and their frames) last posted to before cutoff.
 func (s maintenance) TrimTopics(cutoff time.Time) (int, error) {
 	t := s.t
