@@ -159,7 +159,7 @@ func (kv *fileKV) ListPage(ctx context.Context, partition string, offset int64, 
 	}
 	query += ` ORDER BY idx`
 	if limit > 0 {
-		query += ` LIMIT ?`
+		query += ` LIMIT +?`
 		args = append(args, limit)
 	}
 	rows, err := q.rdb.QueryContext(ctx, query, args...)
