@@ -958,7 +958,8 @@ func (s *httpStore) KVGet(ctx context.Context, partition string, keys []string, 
 
 // KVList implements Store: it reads the server's pages (GET …/kv) until the last. A key
 // cleared and put again between two pages moves to a higher index, so it can be on two
-// pages: each key is listed once, with its latest entry (the higher index).
+// pages: each key (of each partition) is listed once, with its latest entry (the higher
+// index).
 func (s *httpStore) KVList(ctx context.Context, partition string) ([]persist.KVEntry, error) {
 	entries := []persist.KVEntry{}
 	offset := int64(0)
@@ -976,18 +977,19 @@ func (s *httpStore) KVList(ctx context.Context, partition string) ([]persist.KVE
 }
 
 // latestKVEntries drops, in place, every entry of a key that a later entry of the same key
-// follows (entries in index order: the later is the latest).
+// and partition follows (entries in index order: the later is the latest; a list of every
+// partition holds the same key once per partition).
 func latestKVEntries(entries []persist.KVEntry) []persist.KVEntry {
-	last := make(map[string]int, len(entries))
+	last := make(map[[2]string]int, len(entries))
 	for i, e := range entries {
-		last[e.Key] = i
+		last[[2]string{e.Partition, e.Key}] = i
 	}
 	if len(last) == len(entries) {
 		return entries
 	}
 	out := entries[:0]
 	for i, e := range entries {
-		if last[e.Key] == i {
+		if last[[2]string{e.Partition, e.Key}] == i {
 			out = append(out, e)
 		}
 	}

@@ -532,4 +532,11 @@ func TestHTTPKVListKeyPutBetweenPages(t *testing.T) {
 	}
 	require.Len(t, seen, total)
 	require.Equal(t, int64(total), seen["k00000"], "the key's latest entry")
+
+	// The same key in two partitions is two keys of the list of every partition.
+	_, err = writer.KVPut(ctx, "other", []string{"k00000"}, []persist.Record{{"x": int64(7)}}, nil)
+	require.NoError(t, err)
+	es, err = reader.KVList(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, es, total+1)
 }
