@@ -119,15 +119,25 @@ func redactPair(pair string, depth int) string {
 
 // redactUnparsed redacts a URL that net/url refuses: everything between "://" and the
 // last "@" of its authority is dropped to "xxxxx", its query is redacted as a parsed
-// URL's, and secret keywords are masked.
+// URL's, and secret keywords are masked. A password holding '/', '?' or '#' unescaped
+// (a reason net/url refuses the URL) does not end the authority: it ends at the first of
+// them after the first "@" (over-masking a URL whose query holds an "@", never showing a
+// password).
 func redactUnparsed(target string, depth int) string {
 	i := strings.Index(target, "://") + len("://")
 	rest := target[i:]
-	end := strings.IndexAny(rest, "/?#")
+	from := max(strings.IndexByte(rest, '@'), 0)
+	end := strings.IndexAny(rest[from:], "/?#")
 	if end < 0 {
 		end = len(rest)
+	} else {
+		end += from
 	}
 	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		if strings.ContainsRune(rest[:at], '?') && !strings.ContainsRune(rest[at+1:], '?') {
+			// The "@" was in the query: what follows it is the query's rest.
+			return keywordSecret.ReplaceAllString(target[:i]+"xxxxx@"+redactQuery(rest[at+1:], depth), "${1}=xxxxx")
+		}
 		rest = "xxxxx@" + rest[at+1:]
 		end -= at + 1 - len("xxxxx@")
 	}

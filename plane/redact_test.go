@@ -17,6 +17,13 @@ func TestRedactURL(t *testing.T) {
 		{"host=db user=lake password=secret dbname=lake", "host=db user=lake password=xxxxx dbname=lake"},
 		{"host=db password='se cret' dbname=lake", "host=db password=xxxxx dbname=lake"},
 		{"postgres://lake:sec%zzret@db/lake", "postgres://xxxxx@db/lake"},
+		// A password holding '/', '?' or '#' unescaped: net/url refuses the URL, and its
+		// authority ends past the password (the old code printed it whole).
+		{"postgres://lake:sec/ret@db/lake?sslmode=bogus", "postgres://xxxxx@db/lake?sslmode=bogus"},
+		{"postgres://lake:sec?ret@db/lake?sslmode=bogus", "postgres://xxxxx@db/lake?sslmode=bogus"},
+		{"postgres://lake:sec#ret@db:5432/lake", "postgres://xxxxx@db:5432/lake"},
+		// An unparsed URL whose query holds an "@": masked too much, never a secret.
+		{"postgres://db:x/lake?user=a@b&token=secret", "postgres://xxxxx@b&token=xxxxx"},
 		{"/home/me/.lakeshore/lakeshore.db", "/home/me/.lakeshore/lakeshore.db"},
 		{":memory:", ":memory:"},
 		{"", ""},

@@ -144,6 +144,39 @@ func TestCodeCap(t *testing.T) {
 	}
 }
 
+// TestCodeRefusedLeavesNothing: an upload to a directory code store that is refused (past
+// the namespace's cap, or not an archive) leaves nothing in the store, not even its
+// namespace's or queue's directory: on the old code the spool's directory was made before
+// the checks, so a token could leave any number of directories past its cap (this test
+// fails on the old code).
+func TestCodeRefusedLeavesNothing(t *testing.T) {
+	t.Parallel()
+	digestA, a := codeArchive(t, map[string]string{"a.py": "a = 1\n"})
+	digestB, bb := codeArchive(t, map[string]string{"b.py": "b = 2\n"})
+	dir := t.TempDir()
+	b := setup(t, &server.Config{CodeDir: dir, MaxCodeBytesPerNamespace: int64(len(a))})
+	path := func(namespace, queue, digest string) string {
+		return "/v1/namespaces/" + namespace + "/queues/" + queue + "/code/" + digest
+	}
+	r := b.do(t, "PUT", path("default", "jobs", digestA), api.ContentTypeGzip, a, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	b.do(t, "PUT", path("default", "fresh", digestB), api.ContentTypeGzip, bb, "").requireError(t, 409, "limit_exceeded")
+	b.do(t, "PUT", path("ghost", "jobs", digestB), api.ContentTypeGzip, []byte("not an archive"), "").requireError(t, 400, "invalid")
+
+	var left []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		rel, _ := filepath.Rel(dir, p)
+		left = append(left, filepath.ToSlash(rel))
+		return err
+	}))
+	require.Equal(t, []string{".", "default", "default/jobs", "default/jobs/" + digestA + ".tar.gz"}, left,
+		"a refused upload leaves no file and no directory")
+
+	r = b.do(t, "GET", path("default", "jobs", digestA), "", nil, "")
+	require.Equal(t, 200, r.status)
+	require.Equal(t, a, r.body)
+}
+
 // TestAdmissionBlockCap: a namespace holds at most MaxAdmissionBlocksPerNamespace admission
 // blocks. Declaring one on a queue without one answers 409 limit_exceeded naming the
 // count, the cap and the serve flag, and stores nothing; replacing a block is never

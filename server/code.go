@@ -55,8 +55,8 @@ type codeStore interface {
 	usage(ctx context.Context, namespace string) (archives int, bytes int64, err error)
 }
 
-// dirCodeStore keeps archives as files under a directory; an upload is spooled beside
-// its place and renamed into it.
+// dirCodeStore keeps archives as files under a directory; an upload is spooled in the
+// directory's root and renamed into its place.
 type dirCodeStore string
 
 func (d dirCodeStore) path(key string) string {
@@ -71,16 +71,24 @@ func (d dirCodeStore) size(_ context.Context, key string) (int64, error) {
 	return st.Size(), nil
 }
 
-func (d dirCodeStore) spool(key string) (*os.File, error) {
-	dir := filepath.Dir(d.path(key))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// spool creates the upload's file in the store's root (no namespace or queue name starts
+// with '.', so it is never counted as one): an upload refused (invalid, too large, past
+// the namespace's cap) leaves no directory of its namespace or queue behind.
+func (d dirCodeStore) spool(string) (*os.File, error) {
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
 		return nil, err
 	}
-	return os.CreateTemp(dir, ".upload-*")
+	return os.CreateTemp(string(d), ".upload-*")
 }
 
+// put makes the key's directories, once the upload is admitted, and renames the spool
+// into its place.
 func (d dirCodeStore) put(_ context.Context, key string, f *os.File) error {
-	return os.Rename(f.Name(), d.path(key))
+	path := d.path(key)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 func (d dirCodeStore) open(_ context.Context, key string) (io.ReadCloser, int64, error) {

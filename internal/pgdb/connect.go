@@ -40,6 +40,12 @@ func ParseConfig(field, url string) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		reason, _, _ := strings.Cut(err.Error(), "\n")
+		// pgx repeats the URL in its reason ("cannot parse `URL`: why"), its password
+		// masked by its own best effort, which shows part of a password holding an "@":
+		// the reason keeps only why (Value shows the URL, redacted).
+		if _, why, ok := strings.Cut(reason, "`: "); ok && strings.HasPrefix(reason, "cannot parse `") {
+			reason = why
+		}
 		return nil, &plane.InvalidError{Field: field, Value: plane.RedactURL(url),
 			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + plane.RedactURLIn(reason, url) + ")"}
 	}

@@ -1,6 +1,7 @@
 package pgdb
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -55,4 +56,26 @@ func TestConnect(t *testing.T) {
 	err = connect(missing)
 	require.ErrorIs(t, err, ErrDatabaseMissing)
 	require.Contains(t, err.Error(), "no_such_database")
+}
+
+// TestParseConfigHidesPassword: a database URL that does not parse is refused naming the
+// URL and pgx's reason, never its password, even one holding "@", "/", "?" or "#"
+// unescaped. On the old code pgx's own masking of the URL in its reason showed the part
+// of a password after its first "@", and the URL of a password with '/' or '?' was shown
+// whole (this test fails on the old code).
+func TestParseConfigHidesPassword(t *testing.T) {
+	for _, u := range []string{
+		"postgres://lake:pw@Secret9@localhost/lake?sslmode=bogus",
+		"postgres://lake:pw@Secret9@localhost/lake?connect_timeout=abc",
+		"postgres://lake:pw/Secret9@localhost/lake?sslmode=bogus",
+		"postgres://lake:pw?Secret9@localhost/lake?sslmode=bogus",
+		"postgres://lake:pw#Secret9@localhost:5432/lake?sslmode=bogus",
+		"postgres://lake:pwSecret9@localhost/lake?sslmode=bogus",
+		"postgres://localhost/lake?password=pwSecret9&sslmode=bogus",
+	} {
+		_, err := ParseConfig("database URL", u)
+		require.Error(t, err, u)
+		require.NotContains(t, err.Error(), "Secret9", u)
+		require.True(t, errors.Is(err, plane.ErrInvalid), "%s: %v", u, err)
+	}
 }

@@ -956,7 +956,10 @@ func (s *httpStore) KVGet(ctx context.Context, partition string, keys []string, 
 	return entries, nil
 }
 
-// KVList implements Store: it reads the server's pages (GET …/kv) until the last.
+// KVList implements Store: it reads the server's pages (GET …/kv) until the last. A key
+// cleared and put again between two pages moves to a higher index, so it can be on two
+// pages: each key (of each partition) is listed once, with its latest entry (the higher
+// index).
 func (s *httpStore) KVList(ctx context.Context, partition string) ([]persist.KVEntry, error) {
 	entries := []persist.KVEntry{}
 	offset := int64(0)
@@ -967,10 +970,30 @@ func (s *httpStore) KVList(ctx context.Context, partition string) ([]persist.KVE
 		}
 		entries = append(entries, page...)
 		if next < 0 || len(page) < persist.ScanLimitMax {
-			return entries, nil
+			return latestKVEntries(entries), nil
 		}
 		offset = next
 	}
+}
+
+// latestKVEntries drops, in place, every entry of a key that a later entry of the same key
+// and partition follows (entries in index order: the later is the latest; a list of every
+// partition holds the same key once per partition).
+func latestKVEntries(entries []persist.KVEntry) []persist.KVEntry {
+	last := make(map[[2]string]int, len(entries))
+	for i, e := range entries {
+		last[[2]string{e.Partition, e.Key}] = i
+	}
+	if len(last) == len(entries) {
+		return entries
+	}
+	out := entries[:0]
+	for i, e := range entries {
+		if last[[2]string{e.Partition, e.Key}] == i {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 var _ persist.KVPager = (*httpStore)(nil)

@@ -481,3 +481,62 @@ func TestHTTPLargeReadsSplitPastTheServersBound(t *testing.T) {
 		r.Batch.Release()
 	}
 }
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestHTTPKVListKeyPutBetweenPages: KVList over HTTP reads the server's pages of keys by
+// index; a key put again between two pages (it moves to a new, higher index) was listed
+// twice, once from each page, where the store lists each key once. KVList keeps its
+// latest entry (this test fails on the old code).
+func TestHTTPKVListKeyPutBetweenPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := startDataServer(t, nil)
+	writer := d.open(t, "kvpages", nil)
+	total := persist.ScanLimitMax + 1
+	keys := make([]string, total)
+	recs := make([]persist.Record, total)
+	for i := range recs {
+		keys[i] = fmt.Sprintf("k%05d", i)
+		recs[i] = persist.Record{"x": int64(i)}
+	}
+	_, err := writer.KVPut(ctx, persist.DefaultPartition, keys, recs, nil)
+	require.NoError(t, err)
+
+	var pages atomic.Int64
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := d.client.Transport.RoundTrip(r)
+		if err == nil && r.Method == "GET" && strings.HasSuffix(r.URL.Path, "/kv") && pages.Add(1) == 1 {
+			// Between the first page and the second, k00000 is cleared and put again.
+			require.NoError(t, writer.KVClear(ctx, persist.DefaultPartition, []string{"k00000"}))
+			_, err := writer.KVPut(ctx, persist.DefaultPartition, []string{"k00000"}, []persist.Record{{"x": int64(-1)}}, nil)
+			require.NoError(t, err)
+		}
+		return resp, err
+	})}
+	reader, err := httpstore.Open(ctx, d.url, "kvpages", &persist.Config{URL: d.url, HTTPClient: client})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reader.Close(context.Background()) })
+
+	es, err := reader.KVList(ctx, persist.DefaultPartition)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, pages.Load(), int64(2), "the list was read in pages")
+	seen := map[string]int64{}
+	for _, e := range es {
+		_, dup := seen[e.Key]
+		require.False(t, dup, "key %s listed twice", e.Key)
+		seen[e.Key] = e.Index
+	}
+	require.Len(t, seen, total)
+	require.Equal(t, int64(total), seen["k00000"], "the key's latest entry")
+
+	// The same key in two partitions is two keys of the list of every partition.
+	_, err = writer.KVPut(ctx, "other", []string{"k00000"}, []persist.Record{{"x": int64(7)}}, nil)
+	require.NoError(t, err)
+	es, err = reader.KVList(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, es, total+1)
+}

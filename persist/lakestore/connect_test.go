@@ -79,3 +79,14 @@ func TestOpenCatalogFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestListQueuesBadCatalogHidesPassword: ListQueues given a catalog URL that does not parse
+// answers invalid naming the catalog, without the password; on the old code it returned
+// pgx's own error, whose masking of the URL shows the part of a password after its first
+// "@" (this test fails on the old code).
+func TestListQueuesBadCatalogHidesPassword(t *testing.T) {
+	_, err := ListQueues(context.Background(), "postgres://lake:pw@Secret9@localhost/lake?sslmode=bogus", "default")
+	require.ErrorIs(t, err, plane.ErrInvalid)
+	require.Contains(t, err.Error(), "catalog")
+	require.NotContains(t, err.Error(), "Secret9")
+}

@@ -53,10 +53,11 @@ func ListQueues(ctx context.Context, catalog, namespace string) ([]string, error
 	if !IsCatalogURL(catalog) {
 		return nil, &persist.InvalidError{Field: "catalog", Value: plane.RedactURL(catalog), Rule: "a postgres:// or postgresql:// URL"}
 	}
-	cc, err := pgx.ParseConfig(catalog)
+	pc, err := pgdb.ParseConfig("catalog", catalog) // pgx's own error repeats the URL
 	if err != nil {
-		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", err)
+		return nil, err
 	}
+	cc := pc.ConnConfig
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", pgdb.Classify(cc, err))

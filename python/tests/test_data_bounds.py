@@ -100,3 +100,40 @@ def test_replay_part_seed_matches_go() -> None:
     assert _replay_part_seed((1 << 64) - 1, 0) == (1 << 64) - 1
     assert _replay_part_seed((1 << 64) - 1, 1) == 1
     assert _replay_part_seed((1 << 64) - 2, 3) == 2
+
+
+def test_kv_list_key_put_again_between_pages(dispatch: HttpDispatch, qname: str) -> None:
+    """A key cleared and put again between two of the server's pages (a new, higher index)
+    is listed once, not once from each page (fails on the code before); the same key in
+    two partitions is two keys of the list of every partition."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=dispatch)
+        n = _READ_LIMIT_MAX + 1
+        keys = [f"k{i:05d}" for i in range(n)]
+        kv = KVInterface(q)
+        await kv.kv_batch_put(keys, data={"x": list(range(n))})
+        call = q._call
+        pages = 0
+
+        async def hooked(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+            nonlocal pages
+            res = await call(method, path, *args, **kwargs)
+            if method == "GET" and path == "/kv":
+                pages += 1
+                if pages == 1:
+                    await kv.kv_clear(["k00000"])
+                    await kv.kv_batch_put(["k00000"], data={"x": [-1]})
+            return res
+
+        q._call = hooked  # type: ignore[method-assign]
+        listed = [k for k, _ in await kv.kv_list()]
+        assert pages >= 2
+        assert len(listed) == len(set(listed)) == n
+        assert listed[-1] == "k00000"  # at its latest index, after the rest
+        q._call = call  # type: ignore[method-assign]
+
+        await kv.kv_batch_put(["k00000"], data={"x": [7]}, partition_id="other")
+        assert len(await kv.kv_list("")) == n + 1
+
+    run(main())

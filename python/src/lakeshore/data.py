@@ -1851,7 +1851,9 @@ class KVInterface:
         """``(key, tags)`` of the partition's keys (``partition_id=""``: every partition), in
         index order, read in the server's pages of at most 10,000."""
         part = self.queue.partition_id if partition_id is None else partition_id
-        out: list[tuple[str, dict[str, str]]] = []
+        # A key cleared and put again between two pages moves to a higher index, so it can
+        # be on two pages: each key (of each partition) is listed once, at its latest entry.
+        latest: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
         offset = 0
         while True:
             params = {"partition": part, "offset": offset, "limit": _READ_LIMIT_MAX}
@@ -1859,13 +1861,16 @@ class KVInterface:
                 data, headers = await self.queue._call("GET", "/kv", params=params, raw=True, accept="application/json", retry="safe")
             except errors.NotFoundError as e:
                 if _queue_missing(e):
-                    return out  # no put created the queue yet
+                    return list(latest.values())  # no put created the queue yet
                 raise
             entries = json.loads(data).get("entries") or []
-            out.extend((str(e["key"]), dict(e.get("tags") or {})) for e in entries)
+            for e in entries:
+                k = (str(e.get("partition") or ""), str(e["key"]))
+                latest.pop(k, None)  # in index order: the later entry is the latest
+                latest[k] = (k[1], dict(e.get("tags") or {}))
             nxt = headers.get("Lakeshore-Next-Offset")
             if not nxt or len(entries) < _READ_LIMIT_MAX:  # the last page (no header: a server listing all at once)
-                return out
+                return list(latest.values())
             offset = int(nxt)
 
     async def kv_clear(self, keys: Sequence[str], partition_id: str | None = None) -> None:
