@@ -1864,10 +1864,10 @@ class KVInterface:
                     return list(latest.values())  # no put created the queue yet
                 raise
             entries = json.loads(data).get("entries") or []
-            for e in entries:
-                k = (str(e.get("partition") or ""), str(e["key"]))
+            for entry in entries:
+                k = (str(entry.get("partition") or ""), str(entry["key"]))
                 latest.pop(k, None)  # in index order: the later entry is the latest
-                latest[k] = (k[1], dict(e.get("tags") or {}))
+                latest[k] = (k[1], dict(entry.get("tags") or {}))
             nxt = headers.get("Lakeshore-Next-Offset")
             if not nxt or len(entries) < _READ_LIMIT_MAX:  # the last page (no header: a server listing all at once)
                 return list(latest.values())
