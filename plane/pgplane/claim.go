@@ -62,7 +62,7 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 // processes.
 func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before func(t *tx) error) ([]*plane.Job, bool, error) {
 	c := planekit.ClaimOf(p)
-	var held bool // the last try found nothing while a due row of a queue was held (dueNow)
+	var held bool // the last try found nothing while a due row of a queue was held (its next is now)
 	tryEach := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *tx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
 		r := &claimRequest{p: one, kind: c.Kind, n: c.N, lease: c.Lease}
 		if err := t.claimFor([]*claimRequest{r}); err != nil {
@@ -111,12 +111,6 @@ func (d *Driver) whileHeld(ctx context.Context, try func() (again bool)) {
 // instead (r.next is now: planekit.DueIn).
 func (d *Driver) claimsAgain(p *plane.ClaimParams, r *claimRequest, took, n int) bool {
 	return r.held && took < n && (took > 0 || p.Wait == 0)
-}
-
-// dueNow reports whether next, a claim's next (when a job of its queue becomes claimable,
-// Unix ms), is now or past: a due row still waiting, which another transaction holds.
-func (d *Driver) dueNow(next int64) bool {
-	return next != 0 && next <= d.cfg.Now().UnixMilli()
 }
 
 // claimRequest is one caller's claim, served in a group.
