@@ -190,6 +190,13 @@ func DecodeHostKeys(s string) []string { return strings.Fields(s) }
 // transaction, so a claim never misses a claimable job of a trimmed shape.
 const PlacementIdleTrim = 10 * time.Minute
 
+// PlacementTrim is the trim of one placement table (PlacementTrimSQL): the table's name and
+// its three statements.
+type PlacementTrim struct {
+	Table string
+	SQL   [3]string
+}
+
 // PlacementTrimSQL are the statements of a maintenance pass's placement trim, per table in
 // order (placement_shapes', then placement_warm's), for a plane's dialect: table names tables (placement_shapes, placement_warm, invocations,
 // with their schema), hint what follows "invocations" in a live probe (SQLite's INDEXED
@@ -197,7 +204,7 @@ const PlacementIdleTrim = 10 * time.Minute
 // mark of rows with a live invocation (no parameter); mark rows without one (param: the
 // time now, ms); delete rows marked at or before param (now − PlacementIdleTrim, ms) that
 // still have none. Each live probe is one index probe (invocations_placed).
-func PlacementTrimSQL(shapes, warm, invocations, hint, param string) [][3]string {
+func PlacementTrimSQL(shapes, warm, invocations, hint, param string) []PlacementTrim {
 	live := func(table, alias string) string {
 		cond := `i.namespace = ` + alias + `.namespace AND i.queue = ` + alias + `.queue AND i.shape = ` + alias + `.shape`
 		if table == warm {
@@ -206,12 +213,12 @@ func PlacementTrimSQL(shapes, warm, invocations, hint, param string) [][3]string
 		return `EXISTS (SELECT 1 FROM ` + invocations + ` AS i ` + hint + ` WHERE ` + cond +
 			` AND (i.shape <> '' OR i.host_key <> '') AND i.state < 2)`
 	}
-	var out [][3]string
+	var out []PlacementTrim
 	for _, table := range []string{shapes, warm} {
-		out = append(out, [3]string{
+		out = append(out, PlacementTrim{table, [3]string{
 			`UPDATE ` + table + ` AS p SET idle_since_ms = 0 WHERE idle_since_ms > 0 AND ` + live(table, "p"),
 			`UPDATE ` + table + ` AS p SET idle_since_ms = ` + param + ` WHERE idle_since_ms = 0 AND NOT ` + live(table, "p"),
-			`DELETE FROM ` + table + ` AS p WHERE idle_since_ms > 0 AND idle_since_ms <= ` + param + ` AND NOT ` + live(table, "p")})
+			`DELETE FROM ` + table + ` AS p WHERE idle_since_ms > 0 AND idle_since_ms <= ` + param + ` AND NOT ` + live(table, "p")}})
 	}
 	return out
 }

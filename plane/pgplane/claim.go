@@ -1,12 +1,8 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,28 +24,12 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, p *plane.ClaimParams) 
 // before: settle-and-claim groups its settles with the first claim itself).
 func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *tx) error) ([]*plane.Job, bool, error) {
 	c := planekit.ClaimOf(p)
-	req := &claimRequest{p: p, kind: c.Kind, n: c.N, lease: c.Lease}
+	req := &claimRequest{P: p, Claim: c}
 	// A claim that finds nothing parks after its grouped claim: a transaction of this
 	// process that makes jobs of the queue claimable claims for it before it commits
 	// (handoff.go).
 	return planekit.ClaimWaiting(p, d.hub, &d.claimWaiters, d.cfg.Now, func(*claimWaiter) ([]*plane.Job, int64, bool, bool, error) {
-		var err error
-		var jobs []*plane.Job // taken by the tries so far, each committed
-		d.whileHeld(ctx, func() bool {
-			req.n = c.N - len(jobs)
-			if err = cmp.Or(d.claims.Do(ctx, req), req.err); err != nil {
-				return false
-			}
-			jobs = append(jobs, req.jobs...)
-			return d.claimsAgain(p, req, len(jobs), c.N)
-		})
-		if len(jobs) > 0 {
-			return jobs, 0, false, true, nil // a later try's error leaves the jobs taken theirs
-		}
-		if err != nil {
-			return nil, 0, false, false, err
-		}
-		return nil, req.next, false, true, nil
+		return planekit.TryGrouped(ctx, req, c.N, d.claims)
 	}, func(changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error) {
 		return d.sleepParked(ctx, changed, wait, deliver)
 	})
@@ -64,68 +44,21 @@ func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before f
 	c := planekit.ClaimOf(p)
 	var held bool // the last try found nothing while a due row of a queue was held (its next is now)
 	tryEach := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *tx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
-		r := &claimRequest{p: one, kind: c.Kind, n: c.N, lease: c.Lease}
+		r := &claimRequest{P: one, Claim: c}
 		if err := t.claimFor([]*claimRequest{r}); err != nil {
 			return nil, 0, err
 		}
-		held = held || (len(r.jobs) == 0 && r.next != 0 && r.next <= t.ms)
-		return r.jobs, r.next, nil
+		held = held || (len(r.Jobs) == 0 && r.Next != 0 && r.Next <= t.ms)
+		return r.Jobs, r.Next, nil
 	})
-	try := func(ctx context.Context, queues []string) (jobs []*plane.Job, due time.Duration, err error) {
-		d.whileHeld(ctx, func() bool {
-			held = false
-			jobs, due, err = tryEach(ctx, queues)
-			return err == nil && len(jobs) == 0 && held && p.Wait == 0
-		})
-		return jobs, due, err
+	try := func(ctx context.Context, queues []string) ([]*plane.Job, time.Duration, error) {
+		return planekit.TryHeld(ctx, p, tryEach, queues, &held)
 	}
 	return planekit.ClaimAcross(ctx, p, &d.rotation, d.hub, planekit.QueueKey, try, d.sleep)
 }
 
-// heldDueRetry bounds how long a claim tries again while a due row of its queue is held by
-// another transaction (whileHeld): a holder that takes longer (a stalled connection) leaves
-// the claim with what it took, never hung.
-const heldDueRetry = time.Second
-
-// whileHeld runs try, a claim's try, and runs it again every millisecond, for up to
-// heldDueRetry, while it says to (claimsAgain): a claim's promote takes only the due rows
-// it can lock at once and reports the rest (claimRequest.held); their holder (maintenance
-// or another claim promoting them, a cancel) lets go within milliseconds. Never on ctx's
-// end.
-func (d *Driver) whileHeld(ctx context.Context, try func() (again bool)) {
-	until := time.Now().Add(heldDueRetry)
-	for try() && time.Now().Before(until) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Millisecond):
-		}
-	}
-}
-
-// claimsAgain reports whether a claim of p for n jobs, which has taken took of them, its
-// last try r, tries again at once (whileHeld): r's promote left a due row of the queue to
-// the transaction holding it (r.held) and the claim took fewer than n, so it takes the
-// rest, whether or not it may wait, as a claim made a moment later would: what counts as
-// queued is what a claim gets. A claim that took nothing and may wait waits for the row
-// instead (r.next is now: planekit.DueIn).
-func (d *Driver) claimsAgain(p *plane.ClaimParams, r *claimRequest, took, n int) bool {
-	return r.held && took < n && (took > 0 || p.Wait == 0)
-}
-
-// claimRequest is one caller's claim, served in a group.
-type claimRequest struct {
-	p     *plane.ClaimParams
-	kind  plane.Kind
-	n     int
-	lease time.Duration
-
-	jobs    []*plane.Job
-	pending []*row // taken, not yet begun
-	next    int64  // with no job: when the earliest waiting invocation is due (0: none)
-	held    bool   // the promote left a due row of the queue to the transaction holding it
-	err     error
-}
+// claimRequest is one caller's claim, served in a group (planekit.ServeClaims).
+type claimRequest = planekit.ClaimRequest
 
 // maxClaimGroup bounds the jobs one group claims.
 const maxClaimGroup = 1000
@@ -133,51 +66,13 @@ const maxClaimGroup = 1000
 // claimGroup serves a group of claims in one transaction: the requests for one queue, kind
 // and temperature share their statements.
 func (d *Driver) claimGroup(ctx context.Context, reqs []*claimRequest) {
-	parts := partition(reqs)
-	err := d.do(ctx, func(t *tx) error {
-		for _, r := range reqs {
-			r.jobs, r.pending, r.next, r.held, r.err = nil, nil, 0, false, nil
-		}
-		return t.claimParts(parts)
-	})
-	if err != nil {
-		for _, r := range reqs {
-			r.jobs, r.err = nil, err
-		}
-	}
-}
-
-// partition splits claims into the parts one claimFor serves together, in the order of
-// their first request: the same queue, kind, temperature (the bits: a NaN temperature,
-// ignored by other kinds, is a key too), offers' shape key and warm host keys (requests
-// with offers or warm host keys are served apart).
-func partition(reqs []*claimRequest) [][]*claimRequest {
-	type partKey struct {
-		namespace, queue string
-		kind             plane.Kind
-		temperature      uint64
-		offers           string
-		warm             string
-	}
-	return planekit.Partition(reqs, func(r *claimRequest) partKey {
-		return partKey{r.p.Namespace, r.p.Queue, r.kind, math.Float64bits(r.p.Temperature), (*plane.Requirement)(r.p.Offers).Shape(), strings.Join(r.p.WarmHostKeys, " ")}
-	})
-}
-
-// claimParts claims for each part (partition) in turn.
-func (t *tx) claimParts(parts [][]*claimRequest) error {
-	for _, part := range parts {
-		if err := t.claimFor(part); err != nil {
-			return err
-		}
-	}
-	return nil
+	planekit.ServeClaims(ctx, reqs, d.do, nil, nil, nil, (*tx).claimFor)
 }
 
 // claimFor claims for requests of one queue, kind, temperature and offers, in request
 // order.
 func (t *tx) claimFor(reqs []*claimRequest) error {
-	p, kind := reqs[0].p, reqs[0].kind
+	p, kind := reqs[0].P, reqs[0].Kind
 	if !p.Offers.IsZero() || planekit.WarmClaim(p, kind) {
 		for _, r := range reqs {
 			if err := t.claimPlaced(r); err != nil {
@@ -186,10 +81,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		}
 		return nil
 	}
-	want := 0
-	for _, r := range reqs {
-		want += r.n
-	}
+	want := planekit.Want(reqs)
 	sql := t.d.sql.claimFIFO
 	switch kind {
 	case plane.KindFILO:
@@ -242,44 +134,27 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			floor = *promoted // the candidates below are not the oldest: scan again
 			fromFloor = false
 		}
-		var a admission
-		var onFull string
-		var cutoffMS int64
-		var concurrency []byte
-		err := br.QueryRow().Scan(&a.MaxDepth, &onFull, &a.RateLimit, &a.Burst, &cutoffMS, &a.Tokens, &a.TokensMS, &concurrency)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("claim: read admission: %w", err)
+		a, err := planekit.ScanAdmission(br.QueryRow())
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		if a != nil {
+			keyAdmission, cutoff = a.Admission, a.DeadlineCutoff
 		}
 		if turns, err = readTurns(br.Query()); err != nil {
 			return err
 		}
 		t.holdsRows = t.holdsRows || len(turns) > 0
-		if err := planekit.DecodeConcurrency(concurrency, &a.Admission); err != nil {
+		if kind != plane.KindBoltzmann {
+			rows, err = claimRows(br.Query())
 			return err
 		}
-		keyAdmission = a.Admission
-		cutoff = time.Duration(cutoffMS) * time.Millisecond
 		rs, err := br.Query()
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		defer rs.Close()
-		for rs.Next() {
-			if kind == plane.KindBoltzmann {
-				var l plane.Level
-				if err := rs.Scan(&l.Priority, &l.Count); err != nil {
-					return fmt.Errorf("claim: read levels: %w", err)
-				}
-				levels = append(levels, l)
-				continue
-			}
-			r, err := scanRow(rs)
-			if err != nil {
-				return fmt.Errorf("claim: %w", err)
-			}
-			rows = append(rows, r)
-		}
-		return rs.Err()
+		levels, err = planekit.Collect(rs, "claim: read levels", planekit.ScanLevel)
+		return err
 	}()
 	if err != nil {
 		return err
@@ -297,29 +172,23 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if t.expired(r, cutoff) {
 			return false, nil
 		}
-		for _, req := range reqs {
-			if len(req.jobs)+len(req.pending) < req.n {
-				req.pending = append(req.pending, r)
-				taken++
-				break
-			}
+		if planekit.Assign(reqs, r) {
+			taken++
 		}
 		return true, nil
 	}
 	tookOf := func() int { return taken }
-	keyed := len(turns) > 0
-	if keyed && kind != plane.KindBoltzmann {
+	more := func() bool { return taken < want }
+	err = planekit.ClaimInOrder(kind, len(turns) > 0, more, func() error {
 		if fromFloor && len(rows) < want {
 			// Short from the floor: rows below it may be claimable (as below).
 			if rows, err = t.candidates(sql, p.Namespace, p.Queue, want); err != nil {
 				return err
 			}
 		}
-		if err := planekit.ClaimKeyed(&keyedClaim{t, reqs, turnSQL, rows, start}, kind, keyAdmission, t.now, want, tookOf, turns, false); err != nil {
-			return err
-		}
-	} else if kind == plane.KindBoltzmann {
-		err := planekit.Boltzmann(levels, p.Temperature, t.d.float64, func() bool { return taken < want }, func(priority float64) (bool, error) {
+		return planekit.ClaimKeyed(&keyedClaim{t, reqs, turnSQL, rows, start}, kind, keyAdmission, t.now, want, tookOf, turns, false)
+	}, func() error {
+		return planekit.Boltzmann(levels, p.Temperature, t.d.float64, more, func(priority float64) (bool, error) {
 			t.begin(reqs)
 			rows, err := t.candidates(t.d.sql.claimLevel, p.Namespace, p.Queue, priority)
 			if err != nil || len(rows) == 0 { // none: every job of the level is waiting, or taken by another claim
@@ -328,10 +197,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			_, err = start(rows[0])
 			return true, err
 		})
-		if err != nil {
-			return err
-		}
-	} else {
+	}, func() error {
 		// Short from the floor, rows below it (requeued or submitted by another process) may
 		// be claimable: read again from the start. The next candidates skip what is taken
 		// (begin).
@@ -342,19 +208,14 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			fromFloor = fromFloor && !again
 			return again
 		})
-		if err != nil {
-			return err
-		}
-		if kind == plane.KindFIFO {
+		if err == nil && kind == plane.KindFIFO {
 			t.begin(reqs) // the floor is raised past the jobs taken, which begin moves to jobs
-			t.d.floors.Raise(qkey, oldestJob(reqs), !fromFloor)
+			t.d.floors.Raise(qkey, planekit.OldestJob(reqs), !fromFloor)
 		}
-	}
-	if keyed && kind == plane.KindBoltzmann && taken < want {
-		// The draw took the unkeyed jobs; keyed jobs fill what it left.
-		if err := planekit.ClaimKeyed(&keyedClaim{t, reqs, turnSQL, nil, start}, kind, keyAdmission, t.now, want, tookOf, turns, false); err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	t.begin(reqs)
 	if taken < want {
@@ -362,24 +223,8 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue, t.ms).Scan(&next); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		// A row due now and still waiting (the promote left it to the transaction that
-		// holds it) is reported as well: a claimer that found nothing claims again at once
-		// (planekit.DueIn) instead of sleeping until a notification or a poll. The promote
-		// says so itself (leftDue): nextAvailable's snapshot may no longer show the row
-		// waiting (its holder committed since), while this claim's did not see it claimable.
-		if leftDue {
-			next = &t.ms
-			for _, r := range reqs {
-				r.held = true
-			}
-		}
-		if next != nil {
-			for _, r := range reqs {
-				if len(r.jobs) == 0 {
-					r.next = *next
-				}
-			}
-		}
+		// A due row the promote left to the transaction holding it (leftDue) is due now.
+		planekit.NoteDue(reqs, next, leftDue, t.ms)
 	}
 	return nil
 }
@@ -471,7 +316,7 @@ type keyedClaim struct {
 }
 
 func (c *keyedClaim) Turns(n int, skip []string) ([]planekit.KeyTurn, error) {
-	p := c.reqs[0].p
+	p := c.reqs[0].P
 	return readTurns(c.t.query(c.turns, p.Namespace, p.Queue, skip, c.t.ms, n))
 }
 
@@ -488,7 +333,7 @@ func (c *keyedClaim) Unkeyed() (*row, error) {
 func (c *keyedClaim) Drop() { c.unkeyed = c.unkeyed[1:] }
 
 func (c *keyedClaim) Hold(key string, untilMS int64) error {
-	c.t.exec(c.t.d.sql.keyHold, c.reqs[0].p.Namespace, c.reqs[0].p.Queue, key, untilMS)
+	c.t.exec(c.t.d.sql.keyHold, c.reqs[0].P.Namespace, c.reqs[0].P.Queue, key, untilMS)
 	return nil
 }
 
@@ -504,7 +349,7 @@ func (c *keyedClaim) EndRound(drawn []string, buckets map[string]plane.TokenBuck
 		for i, k := range drawn {
 			tokens[i], ms[i] = buckets[k].Tokens, buckets[k].At.UnixMilli()
 		}
-		c.t.exec(c.t.d.sql.keyBucket, c.reqs[0].p.Namespace, c.reqs[0].p.Queue, drawn, tokens, ms)
+		c.t.exec(c.t.d.sql.keyBucket, c.reqs[0].P.Namespace, c.reqs[0].P.Queue, drawn, tokens, ms)
 	}
 	return nil
 }
@@ -539,22 +384,13 @@ func (t *tx) begin(reqs []*claimRequest) {
 	var ids, tokens, workers []string
 	var expiries []int64
 	var keyed keyCounts // the claimable keyed rows taken, per key
-	for _, req := range reqs {
-		if len(req.pending) == 0 {
-			continue
+	planekit.BeginPending(reqs, t.now, t.count, func(r *row, token string, expires int64, worker string) {
+		ids, tokens = append(ids, r.ID), append(tokens, token)
+		expiries, workers = append(expiries, expires), append(workers, worker)
+		if r.State == planekit.StateKeyed {
+			keyed.add(r.Namespace, r.Queue, r.ConcurrencyKey.String, true)
 		}
-		expires := t.ms + req.lease.Milliseconds()
-		for _, r := range req.pending {
-			token, job := planekit.Start(r, t.now, expires, t.count)
-			ids, tokens = append(ids, r.ID), append(tokens, token)
-			expiries, workers = append(expiries, expires), append(workers, req.p.Worker)
-			req.jobs = append(req.jobs, job)
-			if r.State == planekit.StateKeyed {
-				keyed.add(r.Namespace, r.Queue, r.ConcurrencyKey.String, true)
-			}
-		}
-		req.pending = nil
-	}
+	})
 	// The transaction holds the rows it starts: a later claim of it (another request of its
 	// group, the default shape's claim after a placed one) promotes with promoteHolding, for
 	// another claim's promote may have locked a due row in id order and wait for one of
@@ -572,18 +408,4 @@ func (t *tx) begin(reqs []*claimRequest) {
 		t.exec(t.d.sql.setRunningKeyed, t.ms, ids, tokens, expiries, workers,
 			keyed.namespaces, keyed.queues, keyed.keys, keyed.queued)
 	}
-}
-
-// oldestJob is the smallest id of the jobs reqs took ("" when none), to which a fifo claim
-// raises its queue's floor (planekit.Floors).
-func oldestJob(reqs []*claimRequest) string {
-	oldest := ""
-	for _, r := range reqs {
-		for _, j := range r.jobs {
-			if oldest == "" || j.ID < oldest {
-				oldest = j.ID
-			}
-		}
-	}
-	return oldest
 }

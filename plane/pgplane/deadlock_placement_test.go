@@ -158,7 +158,7 @@ func TestIdempotencyKeyUnderSeveralConcurrencyKeysNoDeadlock(t *testing.T) {
 // hour): the claim reports the row due now (leftDue) and its claimer claims again at once.
 // For each way the holder ends (it promotes the row itself and commits, or lets it go
 // unchanged), a claim with offers (a placed claim, then the default shape's) that may wait,
-// and one that may not (it tries again while the row is held, whileHeld), of the queue or
+// and one that may not (it tries again while the row is held, planekit.WhileHeld), of the queue or
 // across queues.
 func TestClaimPromotesWithoutWaitingForAHeldDueRow(t *testing.T) {
 	url := pgtest.Database(t)
@@ -346,7 +346,7 @@ func TestClaimTakesTheRestOnceAHeldDueRowIsLetGo(t *testing.T) {
 			jobs, err := d.InvocationClaimMany(ctx, p)
 			done <- claimed{jobs, err}
 		}()
-		time.Sleep(100 * time.Millisecond) // well within heldDueRetry
+		time.Sleep(100 * time.Millisecond) // well within planekit.HeldDueRetry
 		select {
 		case got := <-done:
 			t.Fatalf("%s: the claim returned while a due row was held: %d jobs, %v", c.name, len(got.jobs), got.err)

@@ -386,11 +386,11 @@ func TestHoldingClaimReportsSkippedDueRow(t *testing.T) {
 	var r *claimRequest
 	require.NoError(t, d.do(ctx, func(tx *tx) error {
 		tx.holdsRows = true // as after settles, or an earlier claim of its group
-		r = &claimRequest{p: &plane.ClaimParams{Namespace: "default", Queue: "q"}, kind: plane.KindFIFO, n: 1, lease: time.Minute}
+		r = &claimRequest{P: &plane.ClaimParams{Namespace: "default", Queue: "q"}, Claim: planekit.Claim{Kind: plane.KindFIFO, N: 1, Lease: time.Minute}}
 		return tx.claimFor([]*claimRequest{r})
 	}))
-	require.Empty(t, r.jobs, "the due row is held: not promoted")
-	require.NotZero(t, r.next, "the claim says a job is due")
+	require.Empty(t, r.Jobs, "the due row is held: not promoted")
+	require.NotZero(t, r.Next, "the claim says a job is due")
 	require.NoError(t, other.Rollback(ctx))
 	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Wait: time.Second})
 	require.NoError(t, err)

@@ -22,13 +22,13 @@ import (
 // the default shape, the shapes its offers satisfy and its warm (host key, shape) pairs,
 // each the one planekit.ChoosePlaced chooses.
 func (t *tx) claimPlaced(r *claimRequest) error {
-	p := r.p
+	p := r.P
 	if err := t.flush(); err != nil {
 		return err
 	}
 	// One round trip: promote the due waiting rows, read the deadline cutoff, the queue's
 	// shapes and the pairs of the warm host keys.
-	warmClaim := planekit.WarmClaim(p, r.kind)
+	warmClaim := planekit.WarmClaim(p, r.Kind)
 	b := &pgx.Batch{}
 	b.Queue(t.promote(), p.Namespace, p.Queue, t.ms)
 	b.Queue(t.d.sql.deadlineCutoff, p.Namespace, p.Queue)
@@ -83,45 +83,22 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	if err != nil {
 		return err
 	}
-	// The default shape's claim, for n more jobs: a request of its own, so its bookkeeping
-	// counts only what it takes.
-	plain := *p
-	plain.Offers, plain.WarmHostKeys = nil, nil
-	claimDefault := func(n int) (int, error) {
-		d := &claimRequest{p: &plain, kind: r.kind, n: n, lease: r.lease}
-		if err := t.claimFor([]*claimRequest{d}); err != nil {
-			return 0, err
-		}
-		r.jobs = append(r.jobs, d.jobs...)
-		if len(r.jobs) == 0 {
-			r.next = d.next
-		}
-		return len(d.jobs), nil
-	}
+	claimDefault := planekit.DefaultShapeClaim(r, t.claimFor)
 	// A due row the promote left to the transaction holding it: a claim that found nothing
 	// reports it as due now (as claimFor does), so its claimer claims again at once.
-	defer func() {
-		if leftDue && len(r.jobs) == 0 {
-			r.next = t.ms
-		}
-		r.held = leftDue
-	}()
+	defer planekit.NoteDue([]*claimRequest{r}, nil, leftDue, t.ms)
 	if len(shapes) == 0 && len(warm) == 0 {
-		_, err := claimDefault(r.n)
+		_, err := claimDefault(r.N)
 		return err
 	}
 	cutoff := time.Duration(cutoffMS) * time.Millisecond
-	head := planekit.ByOrder(r.kind, t.d.sql.shapeHeadFIFO, t.d.sql.shapeHeadFILO, t.d.sql.shapeHeadPriority)
-	warmHead := planekit.ByOrder(r.kind, t.d.sql.warmHeadFIFO, t.d.sql.warmHeadFILO, t.d.sql.warmHeadPriority)
-	defaultSQL := planekit.ByOrder(r.kind, t.d.sql.claimFIFO, t.d.sql.claimFILO, t.d.sql.claimPriority)
-	warmKeys := make([]string, len(warm))
-	warmShapes := make([]string, len(warm))
-	for i, pr := range warm {
-		warmKeys[i], warmShapes[i] = pr.HostKey, pr.Shape
-	}
+	head := planekit.ByOrder(r.Kind, t.d.sql.shapeHeadFIFO, t.d.sql.shapeHeadFILO, t.d.sql.shapeHeadPriority)
+	warmHead := planekit.ByOrder(r.Kind, t.d.sql.warmHeadFIFO, t.d.sql.warmHeadFILO, t.d.sql.warmHeadPriority)
+	defaultSQL := planekit.ByOrder(r.Kind, t.d.sql.claimFIFO, t.d.sql.claimFILO, t.d.sql.claimPriority)
+	warmKeys, warmShapes := planekit.SplitWarm(warm)
 	// Each round, one round trip locks the head of every satisfied shape, of every warm pair
 	// and of the default shape.
-	return planekit.ClaimPlaced(r.kind, r.n, func() int { return len(r.jobs) }, func() ([]*row, []*row, *row, error) {
+	return planekit.ClaimPlaced(r.Kind, r.N, func() int { return len(r.Jobs) }, func() ([]*row, []*row, *row, error) {
 		heads, hot, def, err := t.placedHeads(head, warmHead, defaultSQL, p.Namespace, p.Queue, shapes, warmKeys, warmShapes)
 		if err != nil || len(def) == 0 {
 			return heads, hot, nil, err
@@ -129,7 +106,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		return heads, hot, def[0], nil
 	}, claimDefault, func(take *row, _ bool, _ int) error {
 		if !t.expired(take, cutoff) {
-			r.pending = append(r.pending, take)
+			r.Pending = append(r.Pending, take)
 			t.begin([]*claimRequest{r})
 		}
 		return nil
@@ -169,17 +146,6 @@ func (t *tx) placedHeads(headSQL, warmSQL, defaultSQL, namespace, queue string, 
 	return heads, hot, def, nil
 }
 
-// placementTrim is the trim of one placement table (planekit.PlacementTrimSQL).
-type placementTrim struct {
-	table string
-	sql   [3]string
-}
-
-func newPlacementTrim(s func(string) string) []placementTrim {
-	all := planekit.PlacementTrimSQL(s("{s}.placement_shapes"), s("{s}.placement_warm"), s("{s}.invocations"), "", "$1")
-	return []placementTrim{{s("{s}.placement_shapes"), all[0]}, {s("{s}.placement_warm"), all[1]}}
-}
-
 // placementTrimLockTimeout bounds how long a trim waits for the transactions that
 // inserted into a placement table; one that waits longer gives up until the next pass.
 const placementTrimLockTimeout = "2s"
@@ -201,11 +167,11 @@ func (s maintenance) TrimPlacement() error {
 			if _, err := t.tx.Exec(t.ctx, "SET LOCAL lock_timeout = '"+placementTrimLockTimeout+"'"); err != nil {
 				return err
 			}
-			if _, err := t.tx.Exec(t.ctx, "LOCK TABLE "+p.table+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+			if _, err := t.tx.Exec(t.ctx, "LOCK TABLE "+p.Table+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
 				return err
 			}
 			for i, args := range args {
-				if _, err := t.tx.Exec(t.ctx, p.sql[i], args...); err != nil {
+				if _, err := t.tx.Exec(t.ctx, p.SQL[i], args...); err != nil {
 					return err
 				}
 			}

@@ -21,8 +21,8 @@ func TestPlacementTrimmed(t *testing.T) {
 	clock.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	d := open(t, pgtest.Database(t), &Config{Now: func() time.Time { return time.Unix(0, clock.Load()) }, MaintenanceInterval: time.Hour})
 	rows := func() (shapes, warm int) {
-		require.NoError(t, d.pool.QueryRow(ctx, `SELECT count(*) FROM `+d.sql.placementTrim[0].table).Scan(&shapes))
-		require.NoError(t, d.pool.QueryRow(ctx, `SELECT count(*) FROM `+d.sql.placementTrim[1].table).Scan(&warm))
+		require.NoError(t, d.pool.QueryRow(ctx, `SELECT count(*) FROM `+d.sql.placementTrim[0].Table).Scan(&shapes))
+		require.NoError(t, d.pool.QueryRow(ctx, `SELECT count(*) FROM `+d.sql.placementTrim[1].Table).Scan(&warm))
 		return shapes, warm
 	}
 	planetest.PlacementRowsTrimmed(t, d, func(by time.Duration) { clock.Add(int64(by)) }, rows, planekit.PlacementIdleTrim)

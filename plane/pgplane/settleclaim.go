@@ -3,8 +3,6 @@ package pgplane
 import (
 	"cmp"
 	"context"
-	"slices"
-	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -24,30 +22,10 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 // settleClaim is a settle-and-claim of one queue (planekit.SettleClaim), served in a group
 // (settleClaimGroup); a claim that then waits waits as InvocationClaimMany.
 func (d *Driver) settleClaim(ctx context.Context, settle []plane.SettleParams, p *plane.ClaimParams, out []error) ([]*plane.Job, bool, error) {
-	c := planekit.ClaimOf(p)
-	req := &settleClaimRequest{settle: settle, out: out, claim: &claimRequest{p: p, kind: c.Kind, n: c.N, lease: c.Lease}}
-	waitUntil := time.Now().Add(p.Wait)
-	if err := cmp.Or(d.settleClaims.Do(ctx, req), req.err); err != nil {
-		return nil, false, err
-	}
-	if took := len(req.claim.jobs); d.claimsAgain(p, req.claim, took, c.N) {
-		// A due row another transaction held: the claim tries again for the rest
-		// (whileHeld), now that the settles are committed.
-		rest := *p
-		rest.Max, rest.Wait = c.N-took, 0
-		jobs, _ := d.InvocationClaimMany(ctx, &rest)
-		return append(req.claim.jobs, jobs...), true, nil
-	}
-	if len(req.claim.jobs) > 0 || p.Wait == 0 {
-		return req.claim.jobs, true, nil
-	}
-	rest := *p
-	if rest.Wait = time.Until(waitUntil); rest.Wait <= 0 {
-		return nil, true, nil
-	}
-	// The settles are committed: a wait ended by ctx or Close is no error of this call.
-	jobs, _ := d.InvocationClaimMany(ctx, &rest)
-	return jobs, true, nil
+	req := &settleClaimRequest{settle: settle, out: out, claim: &claimRequest{P: p, Claim: planekit.ClaimOf(p)}}
+	return planekit.SettledClaim(ctx, p, req.claim, func() error {
+		return cmp.Or(d.settleClaims.Do(ctx, req), req.claim.Err)
+	}, d.InvocationClaimMany)
 }
 
 // settleAll settles in t (rows locked in id order, as settleClaimGroup does), each
@@ -60,17 +38,11 @@ func (t *tx) settleAll(settle []plane.SettleParams, out []error) error {
 // row locked with one statement, in id order (so concurrent transactions lock alike), then
 // each settle in turn.
 func (t *tx) settleBatches(batches [][]plane.SettleParams, outs [][]error) error {
-	var ids []string
-	for _, b := range batches {
-		for _, p := range b {
-			ids = append(ids, p.ID)
-		}
-	}
+	ids := planekit.SettledIDs(batches)
 	if len(ids) == 0 {
 		return nil
 	}
-	slices.Sort(ids)
-	byID, err := t.headsByID(slices.Compact(ids))
+	byID, err := t.headsByID(ids)
 	if err != nil {
 		return err
 	}
@@ -86,9 +58,8 @@ func (t *tx) settleBatches(batches [][]plane.SettleParams, outs [][]error) error
 // settleClaimRequest is one worker's settle-and-claim, served in a group.
 type settleClaimRequest struct {
 	settle []plane.SettleParams
-	out    []error // per settle
-	claim  *claimRequest
-	err    error // the group's transaction failed
+	out    []error       // per settle
+	claim  *claimRequest // its Err: the group's transaction failed
 }
 
 // maxSettleClaimGroup bounds the settles and claimed jobs of one group.
@@ -103,20 +74,5 @@ func (d *Driver) settleClaimGroup(ctx context.Context, reqs []*settleClaimReques
 	for i, r := range reqs {
 		batches[i], outs[i], claims[i] = r.settle, r.out, r.claim
 	}
-	parts := partition(claims)
-	err := d.do(ctx, func(t *tx) error {
-		for _, r := range reqs {
-			r.err = nil
-			r.claim.jobs, r.claim.pending, r.claim.next, r.claim.err = nil, nil, 0, nil
-		}
-		if err := t.settleBatches(batches, outs); err != nil {
-			return err
-		}
-		return t.claimParts(parts)
-	})
-	if err != nil {
-		for _, r := range reqs {
-			r.err, r.claim.jobs = err, nil
-		}
-	}
+	planekit.ServeClaims(ctx, claims, d.do, (*tx).settleBatches, batches, outs, (*tx).claimFor)
 }

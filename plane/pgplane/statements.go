@@ -31,7 +31,7 @@ type statements struct {
 	shapes, shapeHeadFIFO, shapeHeadFILO, shapeHeadPriority  string
 	warmPairs, warmHeadFIFO, warmHeadFILO, warmHeadPriority  string
 	// placementTrim: per table, the table and planekit.PlacementTrimSQL's statements.
-	placementTrim  []placementTrim
+	placementTrim  []planekit.PlacementTrim
 	deadlineCutoff string
 }
 
@@ -330,7 +330,7 @@ func newStatements(schema string) statements {
 		warmHeadFIFO:      s(warmHeads(`id`)),
 		warmHeadFILO:      s(warmHeads(`id DESC`)),
 		warmHeadPriority:  s(warmHeads(`priority DESC, id`)),
-		placementTrim:     newPlacementTrim(s),
+		placementTrim:     planekit.PlacementTrimSQL(s("{s}.placement_shapes"), s("{s}.placement_warm"), s("{s}.invocations"), "", "$1"),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
 		// and returns what it deleted per counter. Its DELETEs take their rows as
 		// = ANY (ARRAY(SELECT … FROM victims)), a primary-key probe a row, as promote's

@@ -49,12 +49,11 @@ type tx struct {
 	// UPDATE from arrays for every invocation the transaction ends), queued before the next
 	// write or read so that writes keep their order.
 	ends ends
-	// claimable are the queues the transaction made jobs claimable in (handOff serves
-	// their parked claimers), handoffs the parked claimers it took, and quiet the queues
-	// whose waiters in this process are not woken after the commit (nothing is left).
-	claimable map[string]struct{}
-	handoffs  []handoff
-	quiet     map[string]struct{}
+	// handoffs are the queues the transaction made jobs claimable in (handOff serves
+	// their parked claimers) and the parked claimers it took, and quiet the queues whose
+	// waiters in this process are not woken after the commit (nothing is left).
+	handoffs planekit.Handoffs
+	quiet    map[string]struct{}
 	// keyStartCounted: keyStartCounted ran, so the trigger leaves this transaction's keyed
 	// starts to setRunningKeyed.
 	keyStartCounted bool

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -195,9 +194,8 @@ func (t *wtx) keyReadyHead(kind plane.Kind, namespace, queue string) (readyKey, 
 
 // keyHead returns the head, in kind's order, of the claimable jobs of k (none, or one row).
 // One index serves every order (invocations_keyed_priority: key, priority descending, id):
-// the priority order reads its first entry; fifo and filo read the first or last id of the
-// key's one priority level when its jobs share one (the common case: one index probe), and
-// otherwise the head of each level in turn, keeping the smallest or largest id.
+// the priority order reads its first entry; fifo and filo the first or last id of a
+// priority level (planekit.LevelsHead over keyHeadLevel and keyLevel).
 func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) (*row, error) {
 	if kind == plane.KindPriority || kind == plane.KindBoltzmann {
 		return t.first(t.w.st.keyHeadPriority, namespace, queue, k.key)
@@ -206,31 +204,18 @@ func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) (*ro
 	if kind == plane.KindFILO {
 		level = t.w.st.keyHeadLevelFILO
 	}
-	if k.low == k.high {
-		if r, err := t.first(level, namespace, queue, k.key, k.low); err != nil || r != nil {
-			return r, err
-		}
-	}
-	var head *row
-	below := math.Inf(1) // the next level is the highest below this one
-	for {
-		var priority float64
-		err := t.w.st.keyLevel.QueryRowContext(t.ctx, namespace, queue, k.key, below).Scan(&priority)
+	return planekit.LevelsHead(kind, k.low, k.high, func(priority float64) (*row, error) {
+		return t.first(level, namespace, queue, k.key, priority)
+	}, func(below float64) (priority float64, ok bool, err error) {
+		err = t.w.st.keyLevel.QueryRowContext(t.ctx, namespace, queue, k.key, below).Scan(&priority)
 		if err == sql.ErrNoRows {
-			return head, nil
+			return 0, false, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("claim: read the priority levels of a concurrency key: %w", err)
+			return 0, false, fmt.Errorf("claim: read the priority levels of a concurrency key: %w", err)
 		}
-		r, err := t.first(level, namespace, queue, k.key, priority)
-		if err != nil {
-			return nil, err
-		}
-		if r != nil && (head == nil || (kind == plane.KindFILO) == (r.ID > head.ID)) {
-			head = r
-		}
-		below = priority
-	}
+		return priority, true, nil
+	})
 }
 
 // claimKeyed claims up to n jobs (with those in jobs) from a queue with keyed jobs, one key
@@ -397,9 +382,7 @@ func (t *wtx) levels(namespace, queue string) ([]plane.Level, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: read levels: %w", err)
 	}
-	return planekit.Collect(sqlRows{rs}, "claim: read levels", func(s planekit.Scanner) (l plane.Level, err error) {
-		return l, s.Scan(&l.Priority, &l.Count)
-	})
+	return planekit.Collect(sqlRows{rs}, "claim: read levels", planekit.ScanLevel)
 }
 
 // defaultStmt is the claim statement of kind over the default shape's unkeyed jobs.
@@ -428,20 +411,16 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 			return err
 		}
 	}
-	if kind == plane.KindBoltzmann {
-		if err := t.claimBoltzmann(p, n, lease, cutoff, jobs); err != nil {
-			return err
+	return planekit.ClaimInOrder(kind, ready.key != "", func() bool { return len(*jobs) < n }, func() error {
+		// A boltzmann claim's keyed jobs fill what the draw left: the key read again.
+		first := &ready
+		if kind == plane.KindBoltzmann {
+			first = nil
 		}
-		if ready.key != "" && len(*jobs) < n { // keyed jobs fill what the draw left
-			if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs, nil); err != nil {
-				return err
-			}
-		}
-	} else if ready.key != "" {
-		if err := t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs, &ready); err != nil {
-			return err
-		}
-	} else {
+		return t.claimKeyed(p, kind, stmt, n, lease, cutoff, jobs, first)
+	}, func() error {
+		return t.claimBoltzmann(p, n, lease, cutoff, jobs)
+	}, func() error {
 		// The started rows are written before any new read of candidates, which must not
 		// see them as claimable.
 		return planekit.ClaimRows(nil, true, n, func() int { return len(*jobs) }, func(r *row) (bool, error) {
@@ -449,6 +428,5 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 		}, func() error { return t.runPending(lease, p.Worker) }, func(more int) ([]*row, error) {
 			return t.candidates(stmt, p.Namespace, p.Queue, t.ms, more)
 		}, func() bool { return false })
-	}
-	return nil
+	})
 }

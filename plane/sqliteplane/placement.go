@@ -2,7 +2,6 @@ package sqliteplane
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -38,7 +37,7 @@ func (s maintenance) TrimPlacement() error {
 	t := s.t
 	for _, table := range placementTrim {
 		for i, args := range planekit.PlacementTrimArgs(t.ms) {
-			if _, err := t.w.conn.ExecContext(t.ctx, table[i], args...); err != nil {
+			if _, err := t.w.conn.ExecContext(t.ctx, table.SQL[i], args...); err != nil {
 				return fmt.Errorf("maintenance: trim placement: %w", err)
 			}
 		}
@@ -78,60 +77,25 @@ func (t *wtx) warmPairs(p *plane.ClaimParams, kind plane.Kind, satisfied []strin
 func (t *wtx) claimPlaced(p *plane.ClaimParams, kind plane.Kind, n int, lease, cutoff time.Duration, shapes []string, warm []planekit.WarmPair, jobs *[]*plane.Job) error {
 	head := planekit.ByOrder(kind, t.w.st.shapeHeadFIFO, t.w.st.shapeHeadFILO, t.w.st.shapeHeadPriority)
 	warmHead := planekit.ByOrder(kind, t.w.st.warmHeadFIFO, t.w.st.warmHeadFILO, t.w.st.warmHeadPriority)
-	heads := make([]*row, len(shapes))
-	warmHeads := make([]*row, len(warm))
-	read := func(i int) (err error) {
-		heads[i], err = t.first(head, p.Namespace, p.Queue, shapes[i])
-		return err
-	}
-	readWarm := func() (err error) {
-		for i, pr := range warm {
-			if warmHeads[i], err = t.first(warmHead, p.Namespace, p.Queue, pr.HostKey, pr.Shape, t.ms); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for i := range shapes {
-		if err := read(i); err != nil {
-			return err
-		}
-	}
-	if err := readWarm(); err != nil {
-		return err
-	}
 	defaultStmt := t.defaultStmt(kind)
-	return planekit.ClaimPlaced(kind, n, func() int { return len(*jobs) }, func() ([]*row, []*row, *row, error) {
-		def, err := t.first(defaultStmt, p.Namespace, p.Queue, t.ms, 1)
-		return heads, warmHeads, def, err
+	return planekit.ClaimPlacedProbed(kind, n, func() int { return len(*jobs) }, shapes, warm, func(shape string) (*row, error) {
+		return t.first(head, p.Namespace, p.Queue, shape)
+	}, func(pr planekit.WarmPair) (*row, error) {
+		return t.first(warmHead, p.Namespace, p.Queue, pr.HostKey, pr.Shape, t.ms)
+	}, func() (*row, error) {
+		return t.first(defaultStmt, p.Namespace, p.Queue, t.ms, 1)
 	}, func(more int) (int, error) {
 		before := len(*jobs)
-		if err := t.claimDefault(p, kind, before+more, lease, cutoff, jobs); err != nil {
-			return 0, err
-		}
-		if len(*jobs) > before {
-			return len(*jobs) - before, readWarm() // the job taken may have been a warm head
-		}
-		return 0, nil
-	}, func(r *row, isWarm bool, at int) error {
-		if isWarm {
-			at = slices.Index(shapes, warm[at].Shape)
-		}
+		err := t.claimDefault(p, kind, before+more, lease, cutoff, jobs)
+		return len(*jobs) - before, err
+	}, func(r *row) error {
 		job, err := t.start(r, p, lease, cutoff)
 		if err != nil {
 			return err
 		}
-		if err := t.runPending(lease, p.Worker); err != nil { // before the next read
-			return err
-		}
-		if at >= 0 {
-			if err := read(at); err != nil {
-				return err
-			}
-		}
 		if job != nil {
 			*jobs = append(*jobs, job)
 		}
-		return readWarm()
+		return t.runPending(lease, p.Worker) // before the next read
 	})
 }

@@ -124,10 +124,9 @@ type wtx struct {
 	ms     int64
 	counts planekit.Counts
 	notify map[string]struct{}
-	// claimable are the queues (key → namespace, queue) with jobs made claimable now, and
-	// handoffs the jobs claimed for parked waiters; see handoff.go.
-	claimable map[string]struct{}
-	handoffs  []handoff
+	// handoffs are the queues with jobs made claimable now, and the jobs claimed for their
+	// parked waiters; see handoff.go.
+	handoffs planekit.Handoffs
 	// buckets are the token buckets drawn from, written once before commit.
 	buckets map[[2]string]*admission
 	// runs are the jobs claimed whose rows runPending has not written yet.

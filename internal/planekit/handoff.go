@@ -1,0 +1,90 @@
+package planekit
+
+import "github.com/lakeshore-dev/lakeshore/plane"
+
+// Handoffs is a write transaction's side of the direct handoff (waiters.go), on both SQL
+// planes: the queues it made jobs claimable in, and the parked claims it took with the jobs
+// it claimed for them. A driver's transaction holds one; the zero Handoffs is ready to use.
+// Not safe for concurrent use.
+type Handoffs struct {
+	claimable map[string]struct{}
+	taken     []Handoff[Waiter]
+}
+
+// MarkClaimable notes that the transaction made jobs of the queue claimable (a submit, a
+// retry, a promotion, a lease expiry, a resume): Serve serves its parked claims. It returns
+// the queue's key (QueueKey).
+func (h *Handoffs) MarkClaimable(namespace, queue string) string {
+	key := QueueKey(namespace, queue)
+	if h.claimable == nil {
+		h.claimable = make(map[string]struct{})
+	}
+	h.claimable[key] = struct{}{}
+	return key
+}
+
+// Marked reports whether the transaction made jobs of any queue claimable (MarkClaimable)
+// that Serve has not served yet.
+func (h *Handoffs) Marked() bool { return len(h.claimable) > 0 }
+
+// Serve claims, at the end of the transaction, for the parked waiters of every queue it
+// made jobs claimable in, until the waiters or the jobs run out (Waiters.Serve, a class by
+// its offers: a waiter that gets nothing passes over the others of its class). claim
+// claims for w in the transaction; nextMS, when it takes nothing, is when a job of w's
+// queue becomes claimable (Unix ms; 0: none known). A waiter taken is answered exactly
+// once (Deliver), even when its claim fails; one that gets nothing is put back at the head
+// of its line when requeue is set (Requeue), else answered with no jobs after the commit,
+// and claims again by itself. Of the keys where a waiter got nothing, due are those where
+// one had a job due later, idle those where none had: their waiters in this process would
+// find nothing if woken after the commit (without requeue only: a waiter put back waits on
+// in its line).
+func (h *Handoffs) Serve(waiters *Waiters[Waiter], requeue bool, claim func(w *Waiter) (jobs []*plane.Job, nextMS int64, err error)) (due, idle map[string]struct{}, err error) {
+	var empty map[string]struct{} // keys where a waiter got nothing (without requeue)
+	err = waiters.Serve(h.claimable, ByOffers, func(key string, w *Waiter) (bool, error) {
+		h.taken = append(h.taken, Handoff[Waiter]{Waiter: w}) // answered even if the claim fails
+		jobs, nextMS, err := claim(w)
+		if err != nil {
+			return false, err
+		}
+		if len(jobs) > 0 {
+			h.taken[len(h.taken)-1].Jobs = jobs
+			return true, nil
+		}
+		if requeue {
+			h.taken = h.taken[:len(h.taken)-1]
+			Requeue(waiters, key, w)
+		} else {
+			empty = mark(empty, key)
+		}
+		if nextMS != 0 {
+			due = mark(due, key)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for key := range empty {
+		if _, ok := due[key]; !ok {
+			idle = mark(idle, key)
+		}
+	}
+	return due, idle, nil
+}
+
+// mark adds key to m, made when nil.
+func mark(m map[string]struct{}, key string) map[string]struct{} {
+	if m == nil {
+		m = make(map[string]struct{})
+	}
+	m[key] = struct{}{}
+	return m
+}
+
+// Deliver hands each waiter Serve took the jobs claimed for it (Deliver) after the
+// transaction committed; after a rollback the claims never happened, and rolledBack gets
+// each waiter instead (to put it back in line, or to tell it to claim again).
+func (h *Handoffs) Deliver(committed bool, rolledBack func(w *Waiter)) {
+	Deliver(h.taken, committed, rolledBack)
+	h.taken = nil
+}
