@@ -31,29 +31,32 @@ func (h *Handoffs) Marked() bool { return len(h.claimable) > 0 }
 // made jobs claimable in, until the waiters or the jobs run out (Waiters.Serve, a class by
 // its offers: a waiter that gets nothing passes over the others of its class). claim
 // claims for w in the transaction; nextMS, when it takes nothing, is when a job of w's
-// queue becomes claimable (Unix ms; 0: none known). A waiter taken is answered exactly
-// once (Deliver), even when its claim fails; one that gets nothing is put back at the head
-// of its line when requeue is set (Requeue), else answered with no jobs after the commit,
-// and claims again by itself. Of the keys where a waiter got nothing, due are those where
-// one had a job due later, idle those where none had: their waiters in this process would
-// find nothing if woken after the commit (without requeue only: a waiter put back waits on
-// in its line).
+// queue becomes claimable (Unix ms; 0: none known). With requeue, a waiter whose claim
+// gets nothing or fails is put back at the head of its line at once (Requeue); without, a
+// waiter taken is answered exactly once (Deliver), even when its claim fails, and one that
+// gets nothing is answered with no jobs after the commit and claims again by itself. Of
+// the keys where a waiter got nothing, due are those where one had a job due later, and,
+// without requeue, idle those where none had: their waiters in this process would find
+// nothing if woken after the commit.
 func (h *Handoffs) Serve(waiters *Waiters[Waiter], requeue bool, claim func(w *Waiter) (jobs []*plane.Job, nextMS int64, err error)) (due, idle map[string]struct{}, err error) {
 	var empty map[string]struct{} // keys where a waiter got nothing (without requeue)
 	err = waiters.Serve(h.claimable, ByOffers, func(key string, w *Waiter) (bool, error) {
-		h.taken = append(h.taken, Handoff[Waiter]{Waiter: w}) // answered even if the claim fails
+		if !requeue {
+			h.taken = append(h.taken, Handoff[Waiter]{Waiter: w}) // answered even if the claim fails
+		}
 		jobs, nextMS, err := claim(w)
-		if err != nil {
-			return false, err
-		}
-		if len(jobs) > 0 {
-			h.taken[len(h.taken)-1].Jobs = jobs
-			return true, nil
-		}
-		if requeue {
-			h.taken = h.taken[:len(h.taken)-1]
+		switch {
+		case requeue && (err != nil || len(jobs) == 0):
 			Requeue(waiters, key, w)
-		} else {
+		case requeue:
+			h.taken = append(h.taken, Handoff[Waiter]{Waiter: w, Jobs: jobs})
+		case err == nil:
+			h.taken[len(h.taken)-1].Jobs = jobs
+		}
+		if err != nil || len(jobs) > 0 {
+			return err == nil, err
+		}
+		if !requeue {
 			empty = mark(empty, key)
 		}
 		if nextMS != 0 {
