@@ -159,7 +159,7 @@ func newStatements(schema string) statements {
 		// the rest to their holder (maintenance or another claim promoting them, a cancel)
 		// and to the claim's next try: a claim that found nothing while a due row was left
 		// reports it as due now, so its claimer claims again at once (claimFor, claimPlaced,
-		// tx.promoted), and one that may not wait retries (Driver.whileHeld). It waited, in id
+		// tx.promoted), and one that may not wait retries (planekit.WhileHeld). It waited, in id
 		// order, for such rows until 2026-12: one of its waits closed the rare deadlock of
 		// TestShapedBatchesNoDeadlock, a placed claim's heads statement (FOR UPDATE SKIP
 		// LOCKED) waiting, through an update chain PostgreSQL follows whatever the wait
