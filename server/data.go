@@ -626,6 +626,14 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		"POST " + d + "/kv":      s.readDataKVPut,
 		"POST " + d + "/version": s.readDataSetVersion,
 	}
+	// The routes whose request every store checks the same way whatever the queue holds:
+	// to a queue no put has created, a request they refuse is refused as in process (a
+	// bad batch size, no fields), not answered as a missing queue (which the SDKs take for
+	// an empty one).
+	missingChecks := map[string]func(w http.ResponseWriter, r *http.Request) error{
+		"POST " + d + "/meta":  s.checkMetaRequest,
+		"POST " + d + "/batch": s.checkMetaRequest,
+	}
 	hs := map[string]handlerFunc{"GET /v1/namespaces/{namespace}/data": func(w http.ResponseWriter, r *http.Request, p *principal) error {
 		if err := s.handleDataQueues(w, r, p); err != nil {
 			s.writeDataError(w, r, err)
@@ -645,6 +653,11 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 			}
 			if err == nil {
 				dq, err = s.dataQueueOf(w, r, ns, q, write)
+			}
+			if check := missingChecks[k]; check != nil && queueMissing(err) {
+				if cerr := check(w, r); cerr != nil {
+					err = cerr
+				}
 			}
 			if k == "GET "+d+"/version" && queueMissing(err) {
 				// A queue no put created yet is at version 0 (as the SDKs answer), not 404.

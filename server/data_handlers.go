@@ -641,6 +641,17 @@ func batchMetaOf(m *persist.BatchMeta, withIndexes bool) *api.DataBatchMeta {
 	return out
 }
 
+// checkMetaRequest reads a GetMeta's request (POST …/meta or …/batch) and checks it by
+// the rules every store applies (persist.CheckMetaRequest), for a queue that does not
+// exist yet. Errors: *plane.InvalidError or *persist.InvalidError naming the field.
+func (s *Server) checkMetaRequest(w http.ResponseWriter, r *http.Request) error {
+	mr, err := s.metaRequestOf(w, r)
+	if err != nil {
+		return err
+	}
+	return persist.CheckMetaRequest(mr)
+}
+
 func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	mr, err := s.metaRequestOf(w, r)
 	if err != nil {

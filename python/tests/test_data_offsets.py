@@ -38,3 +38,24 @@ def test_a_cursor_past_the_end_does_not_move_back(d: HttpDispatch, qname: str) -
         assert reader._offsets[reader.partition_id] == 13
 
     asyncio.run(main())
+
+
+def test_a_bad_meta_request_to_a_queue_never_put_is_refused(d: HttpDispatch, qname: str) -> None:
+    """A get_meta / get_batch whose request every store refuses (batch size 0, no fields)
+    is refused as invalid naming the field when no put has created the queue, as on a
+    queue that exists (fails on the code before: the server answered the missing queue
+    first and the SDK took it for an empty queue, an empty batch)."""
+    from lakeshore import errors
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        with pytest.raises(errors.InvalidError) as e:
+            await q.get_meta(["x"], 0, "train")
+        assert e.value.field == "batch_size"
+        with pytest.raises(errors.InvalidError) as e:
+            await q.get_batch([], 1, "train")
+        assert e.value.field == "fields"
+        meta = await q.get_meta(["x"], 1, "train")
+        assert meta.global_indexes == []
+
+    asyncio.run(main())
