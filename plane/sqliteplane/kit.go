@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -27,7 +28,7 @@ func (k kitDB) Query(ctx context.Context, query string, args ...any) (planekit.C
 
 // QueryRow runs a statement prepared at start (readStatements) when query is one.
 func (k kitDB) QueryRow(ctx context.Context, query string, args ...any) planekit.Scanner {
-	if st := k.d.reads.byText[query]; st != nil {
+	if st := k.d.reads.ByText(query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return k.d.readDB.QueryRowContext(ctx, query, args...)
@@ -45,7 +46,7 @@ func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) err
 		return fmt.Errorf("read: %w", err)
 	}
 	defer tx.Rollback()
-	return fn(readTx{ctx, tx, k.d.reads.byText})
+	return fn(readTx{ctx, tx, &k.d.reads})
 }
 
 // readTx is a read transaction as planekit.Reader, on the statements prepared at start
@@ -53,11 +54,11 @@ func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) err
 type readTx struct {
 	ctx      context.Context
 	tx       *sql.Tx
-	prepared map[string]*sql.Stmt
+	prepared *sqlitedb.Prepared
 }
 
 func (r readTx) QueryRow(query string, args ...any) planekit.Scanner {
-	if st := r.prepared[query]; st != nil {
+	if st := r.prepared.ByText(query); st != nil {
 		return r.tx.StmtContext(r.ctx, st).QueryRowContext(r.ctx, args...)
 	}
 	return r.tx.QueryRowContext(r.ctx, query, args...)
@@ -66,7 +67,7 @@ func (r readTx) QueryRow(query string, args ...any) planekit.Scanner {
 func (r readTx) Query(query string, args ...any) (planekit.ClosingRows, error) {
 	var rs *sql.Rows
 	var err error
-	if st := r.prepared[query]; st != nil {
+	if st := r.prepared.ByText(query); st != nil {
 		rs, err = r.tx.StmtContext(r.ctx, st).QueryContext(r.ctx, args...)
 	} else {
 		rs, err = r.tx.QueryContext(r.ctx, query, args...)

@@ -3,15 +3,15 @@ package sqliteplane
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 )
 
 // statements are the writer's prepared statements, compiled once on its connection.
 type statements struct {
-	all []*sql.Stmt
+	prepared sqlitedb.Prepared
 
 	idByKey, rowByID                         *sql.Stmt
 	claimFIFO, claimFILO, claimPriority      *sql.Stmt
@@ -145,6 +145,7 @@ const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND sta
 
 func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 	holdLimit, holdWeight := planekit.KeyLimitsSQL(`$1`, `$2`, `$3`)
+	var err error
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -230,34 +231,9 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.staleTopics, `SELECT journal FROM topics WHERE updated_ms < ? LIMIT 1000`},
 		{&s.deleteTopic, `DELETE FROM topics WHERE journal = ?`},
 	} {
-		stmt, err := conn.PrepareContext(ctx, p.sql)
-		if err != nil {
-			s.close()
-			return fmt.Errorf("prepare %q: %w", p.sql, err)
+		if *p.stmt, err = s.prepared.Prepare(ctx, conn, p.sql); err != nil {
+			return err
 		}
-		*p.stmt = stmt
-		s.all = append(s.all, stmt)
 	}
 	return nil
-}
-
-// batched returns cache[k-1], preparing it with build(k) on conn the first time.
-func (s *statements) batched(ctx context.Context, conn *sql.Conn, cache *[batchRows]*sql.Stmt, k int, build func(int) string) (*sql.Stmt, error) {
-	if st := cache[k-1]; st != nil {
-		return st, nil
-	}
-	st, err := conn.PrepareContext(ctx, build(k))
-	if err != nil {
-		return nil, fmt.Errorf("prepare a batch of %d: %w", k, err)
-	}
-	cache[k-1] = st
-	s.all = append(s.all, st)
-	return st, nil
-}
-
-func (s *statements) close() {
-	for _, st := range s.all {
-		st.Close()
-	}
-	s.all = nil
 }
