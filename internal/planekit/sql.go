@@ -283,6 +283,10 @@ type Statements struct {
 	// KeyFree: id; frees the invocation's key. DebounceFold: id, payload, metadata,
 	// available (ms). (submit.go)
 	KeyHolder, DebounceHolder, KeyFree, DebounceFold string
+	// IDHolder: id → namespace, queue of the invocation holding a caller's id.
+	// KeyHolderID: namespace, queue, key → id of the invocation holding the key, not
+	// locked. (Holder, submitpath.go)
+	IDHolder, KeyHolderID string
 
 	// KeysEmptied: namespace, queue, key (a KeyCursor), limit → namespace, queue, key,
 	// tokens, tokens (ms), next (ms) of the counter rows of concurrency keys with nothing

@@ -60,6 +60,8 @@ func (st *Statements) Common(dialect func(string) string) {
 	st.TokenRevoke = d(`UPDATE {s}.tokens SET revoked_ms = $1 WHERE id = $2`)
 
 	st.KeyFree = d(`UPDATE {s}.invocations SET key = NULL WHERE id = $1`)
+	st.IDHolder = d(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`)
+	st.KeyHolderID = d(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`)
 	st.DebounceFold = d(`UPDATE {s}.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`)
 	st.KeysEmptied = d(`SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM {s}.concurrency_keys
 		WHERE (namespace, queue, concurrency_key) > ($1, $2, $3) AND (tokens >= 0 OR next_ms > 0) AND queued = 0 AND running = 0

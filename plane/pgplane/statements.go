@@ -11,7 +11,7 @@ import (
 type statements struct {
 	countsAdd, countQueued, levels                           string
 	lockAdmission, admission, admissionTokens                string
-	insert, insertFresh, existingByID, existingByKey         string
+	insert, insertFresh                                      string
 	insertInKeyOrder                                         string
 	admissionExists, deleteIDs                               string
 	lockKeys, promoteHolding                                 string
@@ -149,9 +149,7 @@ func newStatements(schema string) statements {
 		insertInKeyOrder: s(insertInKeyOrder()),
 		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
 			JOIN unnest($1::text[], $2::text[]) AS u(namespace, queue) ON q.namespace = u.namespace AND q.queue = u.queue`),
-		deleteIDs:     s(`DELETE FROM {s}.invocations WHERE id = ANY($1)`),
-		existingByID:  s(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`),
-		existingByKey: s(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`),
+		deleteIDs: s(`DELETE FROM {s}.invocations WHERE id = ANY($1)`),
 		// promote makes the due waiting rows of a queue claimable, oldest due first, and
 		// returns the smallest id it moved (NULL: none) and whether it left a due row
 		// waiting (leftDue). It never waits for an invocation row: it locks the due rows no

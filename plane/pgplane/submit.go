@@ -3,7 +3,6 @@ package pgplane
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -208,8 +207,8 @@ func (t *tx) stage(r *submitRequest, st *staged) error {
 		r.out = make([]plane.SubmitResult, len(p.Invocations))
 	}
 	var position map[int]int // invocation index → its place in st's arrays (debounced keys)
-	var err error
-	r.dupOf, _, err = planekit.StageSubmit(kitTx{t}, t.d.kit, p, r.out, t.now, t.d.ids, planekit.Stager{
+	r.dupOf = make([]int, len(p.Invocations))
+	_, err := planekit.StageSubmit(kitTx{t}, t.d.kit, p, r.out, r.dupOf, t.now, t.d.ids, planekit.Stager{
 		Stage: func(i int, id string) {
 			if p.Invocations[i].Debounce > 0 {
 				if position == nil {
@@ -263,28 +262,17 @@ func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, e
 		if inserted[sl.id] || sl.r.solo {
 			continue
 		}
-		s := &sl.r.p.Invocations[sl.i]
-		if s.ID != "" {
-			var ns, q string
-			err := t.queryRow(t.d.sql.existingByID, s.ID).Scan(&ns, &q)
-			if err == nil {
-				if ns != sl.r.p.Namespace || q != sl.r.p.Queue {
-					sl.r.solo, sl.r.err = true, plane.IDTaken(s.ID)
-					continue
-				}
-				sl.r.out[sl.i] = plane.SubmitResult{ID: s.ID, Existing: true}
-				continue
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return nil, fmt.Errorf("submit: look up id: %w", err)
-			}
+		id, refused, err := planekit.Resolve(kitTx{t}, t.d.kit, sl.r.p, &sl.r.p.Invocations[sl.i])
+		switch {
+		case err != nil:
+			return nil, err
+		case refused != nil:
+			sl.r.solo, sl.r.err = true, refused
+			continue
+		case id == "": // trimmed between the conflict and the look-up: run the submit again
+			return nil, &pgconnRetry{pgx.ErrNoRows}
 		}
-		var existing string
-		if err := t.queryRow(t.d.sql.existingByKey, sl.r.p.Namespace, sl.r.p.Queue, s.Key).Scan(&existing); err != nil {
-			// Trimmed between the conflict and the look-up: run the submit again.
-			return nil, fmt.Errorf("submit: look up key: %w", &pgconnRetry{err})
-		}
-		sl.r.out[sl.i] = plane.SubmitResult{ID: existing, Existing: true}
+		sl.r.out[sl.i] = plane.SubmitResult{ID: id, Existing: true}
 	}
 	var undo []string
 	for _, sl := range st.slots {

@@ -101,7 +101,7 @@ func (d *Driver) start(ctx context.Context) error {
 		return err
 	}
 	w.conn = conn
-	if err := w.st.prepare(ctx, conn); err != nil {
+	if err := w.st.prepare(ctx, conn, d.kit); err != nil {
 		conn.Close()
 		return err
 	}

@@ -82,13 +82,20 @@ type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { r.Rows.Close() }
 
-// kitTx is a writer transaction as planekit.Tx.
+// kitTx is a writer transaction as planekit.Tx. A statement the writer prepared
+// (statements.prepare: its own, and those of kit a submit runs) runs prepared.
 type kitTx struct{ t *wtx }
 
 func (k kitTx) Now() time.Time { return k.t.now }
 
 func (k kitTx) Exec(query string, args ...any) (int64, error) {
-	res, err := k.t.w.conn.ExecContext(k.t.ctx, query, args...)
+	var res sql.Result
+	var err error
+	if st := k.t.w.st.prepared.ByText(query); st != nil {
+		res, err = st.ExecContext(k.t.ctx, args...)
+	} else {
+		res, err = k.t.w.conn.ExecContext(k.t.ctx, query, args...)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -96,6 +103,9 @@ func (k kitTx) Exec(query string, args ...any) (int64, error) {
 }
 
 func (k kitTx) QueryRow(query string, args ...any) planekit.Scanner {
+	if st := k.t.w.st.prepared.ByText(query); st != nil {
+		return st.QueryRowContext(k.t.ctx, args...)
+	}
 	return k.t.w.conn.QueryRowContext(k.t.ctx, query, args...)
 }
 

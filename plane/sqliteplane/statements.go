@@ -13,7 +13,7 @@ import (
 type statements struct {
 	prepared sqlitedb.Prepared
 
-	idByKey, rowByID                         *sql.Stmt
+	rowByID                                  *sql.Stmt
 	claimFIFO, claimFILO, claimPriority      *sql.Stmt
 	claimLevel, levels, promote, earliestDue *sql.Stmt
 	delayedDeadlinesPassed                   *sql.Stmt
@@ -143,7 +143,14 @@ func warmHeadSQL(index, order string) string {
 // Row bounds are LIMIT +?N, not LIMIT ?N: internal/sqlitedb (doc.go) says why.
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
 
-func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
+// prepare prepares the writer's statements on conn, and by their text (for kitTx) those of
+// kit a submit runs: the look-ups of its caller's ids and keys, and its keys' windows.
+func (s *statements) prepare(ctx context.Context, conn *sql.Conn, kit *planekit.Statements) error {
+	for _, query := range []string{kit.IDHolder, kit.KeyHolderID, kit.KeyHolder, kit.DebounceHolder, kit.KeyFree, kit.DebounceFold} {
+		if _, err := s.prepared.Prepare(ctx, conn, query); err != nil {
+			return err
+		}
+	}
 	holdLimit, holdWeight := planekit.KeyLimitsSQL(`$1`, `$2`, `$3`)
 	var err error
 	for _, p := range []struct {
@@ -164,7 +171,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.insertRows[0], insertSQL(insertChunks[0])},
 		{&s.insertRows[1], insertSQL(insertChunks[1])},
 		{&s.insertRows[2], insertSQL(insertChunks[2])},
-		{&s.idByKey, `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`},
 		{&s.rowByID, `SELECT seq, ` + planekit.HeadColumns + ` FROM invocations WHERE id = ?`},
 		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT +?4`},
 		{&s.claimFILO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT +?4`},

@@ -3,8 +3,6 @@ package sqliteplane
 import (
 	"cmp"
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -43,19 +41,16 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 }
 
 // submitMany resolves existing keys and ids (planekit.StageSubmit, looking them up first:
-// holder), applies the queue's admission block to the new invocations when admit is set,
+// planekit.Holder), applies the queue's admission block to the new invocations when admit is set,
 // then inserts them. It returns the caller's error or a SQL failure.
 func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket, admit bool) (error, error) {
 	clear(out)
-	var fresh []int
-	var deadlines []time.Time
 	invs, cloned := p.Invocations, false // copied before a later debounced submit changes one
 	now := time.UnixMilli(t.ms)          // due times at millisecond precision
-	dupOf, refused, err := planekit.StageSubmit(kitTx{t}, t.w.d.kit, p, out, now, t.w.d.ids, planekit.Stager{
-		Holder: func(s *plane.SubmitParams, byKey bool) (string, error, error) { return t.holder(p, s, byKey) },
-		Stage: func(i int, _ string) {
-			fresh = append(fresh, i)
-			deadlines = append(deadlines, p.Invocations[i].Deadline)
+	dupOf := make([]int, len(out))
+	refused, err := planekit.StageSubmit(kitTx{t}, t.w.d.kit, p, out, dupOf, now, t.w.d.ids, planekit.Stager{
+		Holder: func(s *plane.SubmitParams, byKey bool) (string, error, error) {
+			return planekit.Holder(kitTx{t}, t.w.d.kit, p, s, byKey)
 		},
 		Restage: func(first int, s *plane.SubmitParams) {
 			if !cloned {
@@ -67,6 +62,13 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 	})
 	if refused != nil || err != nil {
 		return refused, err
+	}
+	var fresh []int // the staged invocations
+	var deadlines []time.Time
+	for i := range out {
+		if out[i].ID != "" && !out[i].Existing && dupOf[i] < 0 {
+			fresh, deadlines = append(fresh, i), append(deadlines, p.Invocations[i].Deadline)
+		}
 	}
 	if len(fresh) > 0 && admit {
 		a, err := t.admission(p.Namespace, p.Queue)
@@ -85,26 +87,6 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 	}
 	planekit.AnswerDuplicates(out, dupOf) // later duplicates of a key or id new in this batch
 	return nil, nil
-}
-
-// holder looks up the invocation holding the caller's id of s (byKey false: refused,
-// plane.IDTaken, when it is of another queue than p's) or its key (planekit.Stager.Holder).
-func (t *wtx) holder(p *plane.SubmitManyParams, s *plane.SubmitParams, byKey bool) (id string, refused, err error) {
-	if byKey {
-		err := t.w.st.idByKey.QueryRowContext(t.ctx, p.Namespace, p.Queue, s.Key).Scan(&id)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return "", nil, fmt.Errorf("submit: look up key: %w", err)
-		}
-		return id, nil, nil
-	}
-	h, ok, err := t.head(s.ID)
-	if err != nil || !ok {
-		return "", nil, err
-	}
-	if h.Namespace != p.Namespace || h.Queue != p.Queue {
-		return "", plane.IDTaken(s.ID), nil
-	}
-	return s.ID, nil, nil
 }
 
 // insertMany inserts the invocations at indexes fresh of invs, under their ids in out, in
