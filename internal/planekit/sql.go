@@ -287,6 +287,10 @@ type Statements struct {
 	// KeyHolderID: namespace, queue, key → id of the invocation holding the key, not
 	// locked. (Holder, submitpath.go)
 	IDHolder, KeyHolderID string
+	// TopicAppend: topic, closed (a bool: a final post), now (ms) → the topic's next seq,
+	// taken (the topic created at seq 0 when it is new); no row when the topic is closed.
+	// (TopicSeq, topic.go)
+	TopicAppend string
 
 	// KeysEmptied: namespace, queue, key (a KeyCursor), limit → namespace, queue, key,
 	// tokens, tokens (ms), next (ms) of the counter rows of concurrency keys with nothing

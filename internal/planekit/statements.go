@@ -60,6 +60,9 @@ func (st *Statements) Common(dialect func(string) string) {
 	st.TokenRevoke = d(`UPDATE {s}.tokens SET revoked_ms = $1 WHERE id = $2`)
 
 	st.KeyFree = d(`UPDATE {s}.invocations SET key = NULL WHERE id = $1`)
+	st.TopicAppend = d(`INSERT INTO {s}.topics AS t (journal, next_seq, closed, updated_ms) VALUES ($1, 1, $2, $3)
+		ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3
+		WHERE NOT t.closed RETURNING next_seq - 1`)
 	st.IDHolder = d(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`)
 	st.KeyHolderID = d(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`)
 	st.DebounceFold = d(`UPDATE {s}.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`)

@@ -19,7 +19,7 @@ type statements struct {
 	delayedDeadlinesPassed                   *sql.Stmt
 	setQueued, setTerminal                   *sql.Stmt
 	setLease, nextFrame, endJournal          *sql.Stmt
-	insertFrame, topicGet, topicPut          *sql.Stmt
+	insertFrame                              *sql.Stmt
 	countAdd, countDelete                    *sql.Stmt
 	expiredLeases, attemptsOverdue           *sql.Stmt
 	deadlinesPassed, finishedBefore          *sql.Stmt
@@ -144,9 +144,11 @@ func warmHeadSQL(index, order string) string {
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
 
 // prepare prepares the writer's statements on conn, and by their text (for kitTx) those of
-// kit a submit runs: the look-ups of its caller's ids and keys, and its keys' windows.
+// kit a submit or a post runs: the look-ups of its caller's ids and keys, its keys'
+// windows, a topic's next seq.
 func (s *statements) prepare(ctx context.Context, conn *sql.Conn, kit *planekit.Statements) error {
-	for _, query := range []string{kit.IDHolder, kit.KeyHolderID, kit.KeyHolder, kit.DebounceHolder, kit.KeyFree, kit.DebounceFold} {
+	for _, query := range []string{kit.IDHolder, kit.KeyHolderID, kit.KeyHolder, kit.DebounceHolder, kit.KeyFree, kit.DebounceFold,
+		kit.TopicAppend} {
 		if _, err := s.prepared.Prepare(ctx, conn, query); err != nil {
 			return err
 		}
@@ -190,9 +192,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn, kit *planekit.
 		{&s.nextFrame, `UPDATE invocations SET next_frame = next_frame + 1 WHERE seq = ?`},
 		{&s.endJournal, `UPDATE invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE seq = ?`},
 		{&s.insertFrame, `INSERT INTO frames (journal, seq, kind, value, attempt, time_ms) VALUES (?, ?, ?, ?, ?, ?)`},
-		{&s.topicGet, `SELECT next_seq, closed FROM topics WHERE journal = ?`},
-		{&s.topicPut, `INSERT INTO topics (journal, next_seq, closed, updated_ms) VALUES (?1, ?2, ?3, ?4)
-			ON CONFLICT (journal) DO UPDATE SET next_seq = ?2, closed = ?3, updated_ms = ?4`},
 		{&s.countAdd, `INSERT INTO counts (namespace, queue, state, priority, n) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (namespace, queue, state, priority) DO UPDATE SET n = n + excluded.n RETURNING n`},
 		{&s.countDelete, `DELETE FROM counts WHERE namespace = ? AND queue = ? AND state = ? AND priority = ? AND n = 0`},
