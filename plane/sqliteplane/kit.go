@@ -143,7 +143,7 @@ func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitRes
 }
 
 func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
-	if err := k.t.setKeyLimits(namespace, queue, limits); err != nil {
+	if err := planekit.SetKeyLimits(k, k.t.w.d.kit, namespace, queue, limits); err != nil {
 		return err
 	}
 	delete(k.t.w.admissions, [2]string{namespace, queue})
