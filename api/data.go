@@ -22,7 +22,8 @@ const (
 	// client that saw version v and waits on GET …/changes?after=v misses no commit.
 	HeaderDataVersion = "Lakeshore-Data-Version"
 	// HeaderNextOffset carries, on GET …/records, the offset where a following read
-	// continues (past records that were considered and filtered out).
+	// continues (past records that were considered and filtered out), never below the
+	// request's offset (a read past the end of the log answers its offset).
 	HeaderNextOffset = "Lakeshore-Next-Offset"
 	// HeaderBatchMeta carries, on POST …/batch, the batch's metadata as a JSON
 	// DataBatchMeta without indexes (the answer's _index column holds them): size,

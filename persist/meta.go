@@ -77,6 +77,21 @@ func (m *BatchMeta) FieldNames() []string {
 	return out
 }
 
+// CheckMetaRequest refuses what every store refuses of req whatever its queue holds and
+// whichever samplers it knows (fields, batch size, task, timeout, rank, batch index,
+// lease, staleness, partition name; an empty partition is the default): `lakeshore serve`
+// checks it for a queue no put has created yet, so that such a request is refused as in
+// process instead of answered as an empty queue. Errors: *InvalidError naming the
+// field.
+func CheckMetaRequest(req *MetaRequest) error {
+	if req == nil {
+		return &InvalidError{Field: "MetaRequest", Value: nil, Rule: "a request"}
+	}
+	rq := *req
+	rq.Partition = cmp.Or(rq.Partition, DefaultPartition)
+	return rq.validate()
+}
+
 func (r *MetaRequest) validate() error {
 	if len(r.Fields) == 0 {
 		return &InvalidError{Field: "fields", Value: nil, Rule: "at least one field name"}

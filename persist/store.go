@@ -30,6 +30,9 @@ type Store interface {
 	// Scan reads up to limit records with global index ≥ offset in index order, per
 	// opts, as an Arrow batch (the caller releases it), and returns the index where a
 	// following scan continues (past records that were considered and filtered out).
+	// That index is never below offset: a scan from an offset at or past the end of
+	// the log answers offset itself, so a caller following it never reads below where
+	// it asked to start (records put later below offset are not its to read).
 	Scan(ctx context.Context, offset int64, limit int, opts *GetOpts) (*Batch, int64, error)
 	// GetMeta hands out samples for a task as MetaRequest says (sampler by name,
 	// consumption marked in the same transaction unless deferred, waiting if asked).

@@ -51,10 +51,70 @@ func redact(target string, depth int) string {
 		if err != nil {
 			return redactUnparsed(target, depth)
 		}
+		if URLAuthorityCut(target) != "" {
+			// The password may run on past what net/url took for the authority: every
+			// byte up to the URL's last "@" is dropped.
+			i := strings.Index(target, "://") + len("://")
+			return redactUnparsed(target[:i]+"xxxxx"+target[strings.LastIndexByte(target, '@'):], depth)
+		}
 		u.RawQuery = redactQuery(u.RawQuery, depth) // String prints RawQuery as it is
 		return u.Redacted()
 	}
 	return keywordSecret.ReplaceAllString(target, "${1}=xxxxx")
+}
+
+// URLAuthorityCut reports where a URL that net/url parses may have had its authority
+// cut inside a password holding '/', '?' or '#' unescaped ("postgres://u:12#x@h/db" parses
+// as host "u", port 12 and fragment "x@h/db", "postgres://u:a@b/c@h/db" as password "a",
+// host "b" and path "/c@h/db"): "" when it cannot have been; else where an "@" follows the
+// authority that net/url parsed with a password or a port (what "user:pass" cut short
+// parses as): "path", "fragment", "query key", or "query value" (a value that is not a
+// URL: a URL given as a query value holds its own user info). "query value" is
+// ambiguous ("postgres://h:5432/db?user=me@example" is a user given as a parameter):
+// RedactURL masks every case up to the URL's last "@", and pgdb.ParseConfig refuses
+// the others (a PostgreSQL URL has no fragment, nor an "@" unescaped in a database or
+// parameter name). A target that is not a URL, or that net/url refuses, is "".
+func URLAuthorityCut(target string) string {
+	if !isURL(target) {
+		return ""
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return ""
+	}
+	_, password := u.User.Password()
+	host := u.Host
+	if i := strings.LastIndexByte(host, ']'); i >= 0 { // an IPv6 address holds colons
+		host = host[i+1:]
+	}
+	if !password && !strings.Contains(host, ":") {
+		return ""
+	}
+	rest := target[strings.Index(target, "://")+len("://"):]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		return ""
+	}
+	rest, fragment, _ := strings.Cut(rest[end:], "#")
+	path, query, _ := strings.Cut(rest, "?")
+	switch {
+	case strings.Contains(path, "@"):
+		return "path"
+	case strings.Contains(fragment, "@"):
+		return "fragment"
+	}
+	for pair := range strings.FieldsFuncSeq(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, _ := strings.Cut(pair, "=")
+		if strings.Contains(k, "@") {
+			return "query key"
+		}
+		if strings.Contains(v, "@") {
+			if val, err := url.QueryUnescape(v); err != nil || !strings.Contains(val, "://") {
+				return "query value"
+			}
+		}
+	}
+	return ""
 }
 
 // isURL reports whether s starts with a scheme and "://".

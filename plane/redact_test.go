@@ -38,6 +38,50 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
+// TestRedactURLAuthorityCut: a URL net/url parses although its password holds '/', '?' or
+// '#' unescaped after digits (or after an "@"), its authority cut inside the password
+// ("postgres://u:9731#secret@h/db": host "u", port 9731, fragment "secret@h/db"), is
+// masked up to its last "@" (the old code printed it whole); so, too much, is a URL with
+// a port or password and an "@" in a query value that is not a URL; a URL without a
+// password or port, or whose "@" are in URLs given as query values, is as before.
+func TestRedactURLAuthorityCut(t *testing.T) {
+	for _, c := range []struct{ in, want, cut string }{
+		{"postgres://u:9731#secret@h/db", "postgres://xxxxx@h/db", "fragment"},
+		{"postgres://u:9731/secret@h/db", "postgres://xxxxx@h/db", "path"},
+		{"postgres://u:9731?secret@h/db", "postgres://xxxxx@h/db", "query key"},
+		{"postgres://u:9731?a=secret@h/db?sslmode=require", "postgres://xxxxx@h/db?sslmode=require", "query value"},
+		{"postgres://u:9731#secret@h:5432/db?token=secret", "postgres://xxxxx@h:5432/db?token=xxxxx", "fragment"},
+		{"postgres://u:#secret@h/db", "postgres://xxxxx@h/db", "fragment"},
+		{"postgres://u:9731@secret#secret@h/db", "postgres://xxxxx@h/db", "fragment"},
+		{"postgres://u:9731@secret/secret@h/db", "postgres://xxxxx@h/db", "path"},
+		{"http://u:9731#secret@[::1]:7077", "http://xxxxx@[::1]:7077", "fragment"},
+		// Ambiguous: a user given as a parameter, or a password cut short: masked too much.
+		{"postgres://db:5432/lake?user=me@example", "postgres://xxxxx@example", "query value"},
+		// Not cut: no password nor port, or the "@" is a nested URL's.
+		{"postgres://db/lake?user=me@example", "postgres://db/lake?user=me@example", ""},
+		{"postgres://[::1]/lake@x", "postgres://[::1]/lake@x", ""},
+		{"postgres://lake:secret@db:5432/lake?blob=s3://b?endpoint=http://u:secret@h",
+			"postgres://lake:xxxxx@db:5432/lake?blob=s3://b?endpoint=http://u:xxxxx@h", ""},
+		{"postgres://lake:secret@db/lake?blob=s3%3A%2F%2Fb%3Fendpoint%3Dhttp%3A%2F%2Fu%3Asecret%40h",
+			"postgres://lake:xxxxx@db/lake?blob=s3%3A%2F%2Fb%3Fendpoint%3Dhttp%3A%2F%2Fu%3Axxxxx%40h", ""},
+	} {
+		if got := URLAuthorityCut(c.in); got != c.cut {
+			t.Errorf("URLAuthorityCut(%q) = %q, want %q", c.in, got, c.cut)
+		}
+		got := RedactURL(c.in)
+		if got != c.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if strings.Contains(got, "secret") || strings.Contains(got, "9731") {
+			t.Errorf("RedactURL(%q) = %q keeps part of the password", c.in, got)
+		}
+		msg := "open " + c.in + ": refused"
+		if got := RedactURLIn(msg, c.in); strings.Contains(got, "secret") || strings.Contains(got, "9731") {
+			t.Errorf("RedactURLIn(%q) = %q keeps part of the password", msg, got)
+		}
+	}
+}
+
 // TestRedactNested: a URL given as a query value — a bucket URL in a data URL's blob=, an
 // endpoint URL in a bucket URL's endpoint= — is redacted in place, escaped or not, the
 // outer URL printed as given (its parameters in their order); past maxNesting levels a

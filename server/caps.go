@@ -118,6 +118,23 @@ func (s *Server) storeCode(ctx context.Context, namespace, key string, f *os.Fil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	if err := s.codeRoom(ctx, namespace, size); err != nil {
+		return err
+	}
+	return s.code.put(ctx, key, f)
+}
+
+// codeRoom checks that namespace's code archives stay within
+// Config.MaxCodeBytesPerNamespace with one more of size bytes (a cap < 0: no cap).
+// handleCodePut asks it before it reads a body too, with the size the request declares
+// (at least one byte), so that a full namespace is refused before it uploads; storeCode
+// asks again, under the namespace's lock, with the archive's real size. Errors: the code
+// store's, ErrLimitExceeded past the cap.
+func (s *Server) codeRoom(ctx context.Context, namespace string, size int64) error {
+	limit := s.cfg.MaxCodeBytesPerNamespace
+	if limit < 0 {
+		return nil
+	}
 	archives, held, err := s.code.usage(ctx, namespace)
 	if err != nil {
 		return err
@@ -127,7 +144,7 @@ func (s *Server) storeCode(ctx context.Context, namespace, key string, f *os.Fil
 			namespace, archives, held, size, limit),
 			"ship less code (code.mounts' exclude in lakeshore.yaml), or have an operator remove archives no run needs from the code store", MaxCodeBytesPerNamespaceFlag)
 	}
-	return s.code.put(ctx, key, f)
+	return nil
 }
 
 // admitAdmissionBlock checks that namespace may hold a block on queue: a queue with a block

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -141,6 +143,46 @@ func TestCodeCap(t *testing.T) {
 			r = b.do(t, "PUT", path("other", "jobs", digestC), api.ContentTypeGzip, c, "")
 			require.Equal(t, 200, r.status, "each namespace has its own bytes: %s", r.body)
 		})
+	}
+}
+
+// TestCodeCapRefusesBeforeTheBody: an upload to a namespace whose archives leave no room
+// for the size its request declares is refused (409 limit_exceeded) before a byte of its
+// body is read, so a full namespace does not upload a large archive only to be refused.
+// On the code before this check the server read the whole body first: here, a body that is
+// never sent, the answer never came (this test fails on that code).
+func TestCodeCapRefusesBeforeTheBody(t *testing.T) {
+	t.Parallel()
+	digestA, a := codeArchive(t, map[string]string{"a.py": "a = 1\n"})
+	digestB, _ := codeArchive(t, map[string]string{"b.py": "b = 2\n"})
+	b := setup(t, &server.Config{CodeDir: t.TempDir(), MaxCodeBytesPerNamespace: int64(len(a)) + 1000})
+	path := func(digest string) string { return "/v1/namespaces/default/queues/jobs/code/" + digest }
+	r := b.do(t, "PUT", path(digestA), api.ContentTypeGzip, a, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+
+	body, unsent := io.Pipe()
+	defer unsent.Close()
+	req, err := http.NewRequestWithContext(t.Context(), "PUT", b.ts.URL+path(digestB), body)
+	require.NoError(t, err)
+	req.ContentLength = 50 << 20
+	req.Header.Set("Content-Type", api.ContentTypeGzip)
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := b.ts.Client().Do(req)
+		if err == nil {
+			answered <- resp
+		}
+	}()
+	select {
+	case resp := <-answered:
+		defer resp.Body.Close()
+		require.Equal(t, 409, resp.StatusCode)
+		var eb api.ErrorBody
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&eb))
+		require.Equal(t, "limit_exceeded", eb.Code)
+		require.Contains(t, eb.Message, fmt.Sprintf("namespace default holds 1 code archives of %d bytes, and this one of %d bytes would pass its maximum", len(a), 50<<20))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upload to a full namespace was not refused before its body was sent")
 	}
 }
 

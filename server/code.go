@@ -222,6 +222,11 @@ func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *princi
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	// A namespace at its cap is refused before the body is read (storeCode checks again
+	// with the archive's real size).
+	if err := s.codeRoom(r.Context(), ns, max(r.ContentLength, 1)); err != nil {
+		return err
+	}
 	tmp, err := s.code.spool(key)
 	if err != nil {
 		return err

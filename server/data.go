@@ -235,6 +235,14 @@ type dataQueue struct {
 // errNoDataDir answers data routes on a server without a data directory.
 var errNoDataDir = fmt.Errorf("%w: this server serves no data queues (start it with a data directory or store: lakeshore serve --data-dir or --data)", plane.ErrNotImplemented)
 
+// served returns errNoDataDir when the server serves no data queues, else nil.
+func (d *dataQueues) served() error {
+	if d == nil || d.stores == nil {
+		return errNoDataDir
+	}
+	return nil
+}
+
 // dataStoresOf returns the data stores a Config asks for.
 func dataStoresOf(c *Config) DataStores {
 	switch {
@@ -251,8 +259,8 @@ func dataStoresOf(c *Config) DataStores {
 // exist is a *persist.NotFoundError and nothing is created). Names are validated by the
 // caller (plane.ValidateName: no path separators, no leading dot).
 func (d *dataQueues) get(ctx context.Context, namespace, queue string, create bool) (*dataQueue, error) {
-	if d == nil || d.stores == nil {
-		return nil, errNoDataDir
+	if err := d.served(); err != nil {
+		return nil, err
 	}
 	key := namespace + "/" + queue
 	d.mu.Lock()
@@ -512,8 +520,8 @@ func (q *dataQueue) waitChange(after int64) <-chan struct{} {
 
 // list returns the names of the data queues of namespace.
 func (d *dataQueues) list(ctx context.Context, namespace string) ([]string, error) {
-	if d == nil || d.stores == nil {
-		return nil, errNoDataDir
+	if err := d.served(); err != nil {
+		return nil, err
 	}
 	return d.stores.List(ctx, namespace)
 }
@@ -554,18 +562,38 @@ func (s *Server) Close(ctx context.Context) error { return s.data.close(ctx) }
 // dataRoutes before it runs.
 type dataHandler func(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error
 
+// dataWriter handles a request of a route that creates its queue when it does not exist
+// (a put, a trainer's first version). It reads and checks the request before the queue is
+// opened (the token checked), so that a request it refuses creates nothing, and returns
+// the rest of the work.
+type dataWriter func(w http.ResponseWriter, r *http.Request, p *principal) (*dataWrite, error)
+
+// dataWrite is a request of a creating route, read and checked by its dataWriter.
+type dataWrite struct {
+	// check refuses what every store refuses of the request whatever its queue holds
+	// (the stores' own checks of their arguments and records: a bad partition name or put
+	// id, records that disagree on a field's kind, values no store keeps); nil: nothing.
+	// It runs only before the request creates its queue: a queue that exists has its
+	// store check the request, refusing it without a change.
+	check func() error
+	// run applies the request to the open queue.
+	run func(dq *dataQueue) error
+}
+
 // dataRoutes returns the handlers of api.DataRoutes()(). Every route to one queue shares one
-// prologue (dataQueueOf: validate the namespace and queue, check the token for the
-// route's permission, open the store); every handler writes its errors with the details
-// of persist's typed errors.
+// prologue (dataQueueNames: validate the namespace and queue, check the token for the
+// route's permission; dataQueueOf: open the store); every handler writes its errors with
+// the details of persist's typed errors. Only the routes with a dataWriter (puts, and a
+// trainer's first version) create a queue that does not exist, and only once their
+// request is read and checked, so that bad input creates nothing.
 func (s *Server) dataRoutes() map[string]handlerFunc {
 	d := api.DataPath
 	put, read := dataPutPerms, dataReadPerms
 	queueRoutes := map[string]struct {
 		perms []plane.Permission
-		h     dataHandler
+		h     dataHandler // nil for a creating route: its dataWriter in writers
 	}{
-		"POST " + d + "/records":                  {put, s.handleDataPut},
+		"POST " + d + "/records":                  {put, nil},
 		"GET " + d + "/records":                   {read, s.handleDataRead},
 		"GET " + d + "/stream":                    {read, s.handleDataStream},
 		"POST " + d + "/fields":                   {put, s.handleDataPutFields},
@@ -579,7 +607,7 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		"GET " + d + "/consumption":               {read, s.handleDataConsumed},
 		"POST " + d + "/clear":                    {put, s.handleDataClear},
 		"DELETE " + d + "/partitions/{partition}": {put, s.handleDataClearPartition},
-		"POST " + d + "/kv":                       {put, s.handleDataKVPut},
+		"POST " + d + "/kv":                       {put, nil},
 		"POST " + d + "/kv/get":                   {read, s.handleDataKVGet},
 		"GET " + d + "/kv":                        {read, s.handleDataKVList},
 		"POST " + d + "/kv/clear":                 {put, s.handleDataKVClear},
@@ -587,11 +615,24 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		"GET " + d + "/stats":                     {read, s.handleDataStats},
 		"GET " + d + "/changes":                   {read, s.handleDataChanges},
 		"GET " + d + "/version":                   {read, s.handleDataVersion},
-		"POST " + d + "/version":                  {put, s.handleDataSetVersion},
+		"POST " + d + "/version":                  {put, nil},
 		"POST " + d + "/replay":                   {read, s.handleDataReplay},
 		"POST " + d + "/groups/drop":              {read, s.handleDataDropGroup},
 		"POST " + d + "/partial/patch":            {put, s.handleDataPatchPartial},
 		"POST " + d + "/priorities":               {put, s.handleDataPriorities},
+	}
+	writers := map[string]dataWriter{ // the routes that create their queue
+		"POST " + d + "/records": s.readDataPut,
+		"POST " + d + "/kv":      s.readDataKVPut,
+		"POST " + d + "/version": s.readDataSetVersion,
+	}
+	// The routes whose request every store checks the same way whatever the queue holds:
+	// to a queue no put has created, a request they refuse is refused as in process (a
+	// bad batch size, no fields), not answered as a missing queue (which the SDKs take for
+	// an empty one).
+	missingChecks := map[string]func(w http.ResponseWriter, r *http.Request) error{
+		"POST " + d + "/meta":  s.checkMetaRequest,
+		"POST " + d + "/batch": s.checkMetaRequest,
 	}
 	hs := map[string]handlerFunc{"GET /v1/namespaces/{namespace}/data": func(w http.ResponseWriter, r *http.Request, p *principal) error {
 		if err := s.handleDataQueues(w, r, p); err != nil {
@@ -600,16 +641,35 @@ func (s *Server) dataRoutes() map[string]handlerFunc {
 		return nil
 	}}
 	for k, route := range queueRoutes {
-		create := k == "POST "+d+"/records" || k == "POST "+d+"/kv" || k == "POST "+d+"/version" // only puts (and a trainer's first version) create a queue
+		writer := writers[k]
 		hs[k] = func(w http.ResponseWriter, r *http.Request, p *principal) error {
-			dq, err := s.dataQueueOf(w, r, p, route.perms, create)
+			var write *dataWrite
+			var dq *dataQueue
+			ns, q, err := dataQueueNames(r, p, route.perms)
+			if err == nil && writer != nil {
+				if err = s.data.served(); err == nil { // before the body: 501 on a server without data queues
+					write, err = writer(w, r, p)
+				}
+			}
+			if err == nil {
+				dq, err = s.dataQueueOf(w, r, ns, q, write)
+			}
+			if check := missingChecks[k]; check != nil && queueMissing(err) {
+				if cerr := check(w, r); cerr != nil {
+					err = cerr
+				}
+			}
 			if k == "GET "+d+"/version" && queueMissing(err) {
 				// A queue no put created yet is at version 0 (as the SDKs answer), not 404.
 				s.write(w, r, http.StatusOK, &api.DataWeightVersion{Version: 0})
 				return nil
 			}
 			if err == nil {
-				err = route.h(w, r, p, dq)
+				if write != nil {
+					err = write.run(dq)
+				} else {
+					err = route.h(w, r, p, dq)
+				}
 				s.data.release(dq)
 			}
 			if err != nil {
@@ -674,23 +734,34 @@ var (
 	dataReadPerms = []plane.Permission{plane.PermissionDataRead}
 )
 
-// dataQueueOf validates the namespace and queue of a data route, checks the token, and
-// returns the open queue (held: the caller releases it), with the change version when
-// the request started in its answer's header. Only with create is a queue that does not
-// exist created; else it is 404 not_found.
-func (s *Server) dataQueueOf(w http.ResponseWriter, r *http.Request, p *principal, perms []plane.Permission, create bool) (*dataQueue, error) {
+// dataQueueNames returns the namespace and queue of a data route, validated, once the token
+// is checked for perms.
+func dataQueueNames(r *http.Request, p *principal, perms []plane.Permission) (string, string, error) {
 	ns, q, err := queueOf(r)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
 	if err := persist.CheckName("queue name", q); err != nil { // data queues: not starting with _ either
-		return nil, err
+		return "", "", err
 	}
 	if err := authorizeQueue(p, ns, q, perms...); err != nil {
-		return nil, err
+		return "", "", err
 	}
+	return ns, q, nil
+}
+
+// dataQueueOf returns the open data queue ns/q (held: the caller releases it), with the
+// change version when the request started in its answer's header. Only for a creating
+// route's request (write, read and checked) is a queue that does not exist created,
+// once write.check accepts the request; else it is 404 not_found.
+func (s *Server) dataQueueOf(w http.ResponseWriter, r *http.Request, ns, q string, write *dataWrite) (*dataQueue, error) {
 	dq, err := s.data.get(r.Context(), ns, q, false)
-	if create && queueMissing(err) { // a put's first: within the namespace's cap (caps.go)
+	if write != nil && queueMissing(err) { // a put's first: within the namespace's cap (caps.go)
+		if write.check != nil {
+			if err := write.check(); err != nil {
+				return nil, err
+			}
+		}
 		dq, err = s.createDataQueue(r.Context(), ns, q)
 	}
 	if err != nil {

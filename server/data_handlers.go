@@ -22,6 +22,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/internal/arrowbody"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/persist/filestore"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -117,31 +118,44 @@ func partitionOf(r *http.Request, body string) string {
 	return persist.DefaultPartition
 }
 
-func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+// readDataPut reads and checks a put of records (POST D/records, a dataWriter).
+func (s *Server) readDataPut(w http.ResponseWriter, r *http.Request, p *principal) (*dataWrite, error) {
 	var recs []persist.Record
 	var err error
 	partition := partitionOf(r, "")
 	if isArrow(r) {
 		if recs, _, err = s.readArrow(w, r, false); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		var req api.DataPutRequest
 		if err := s.readBody(w, r, &req); err != nil {
-			return err
+			return nil, err
 		}
 		if err := checkPartition(r, req.Partition); err != nil {
-			return err
+			return nil, err
 		}
 		partition = partitionOf(r, req.Partition)
 		if recs, err = records("records", req.Records); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	opts, err := putOptsOf(r)
 	if err != nil {
+		return nil, err
+	}
+	check := func() error {
+		if _, err := persist.CheckPut(partition, recs, opts); err != nil || len(recs) == 0 {
+			return err
+		}
+		_, err := filestore.PrepareRecords(recs) // as every store prepares them
 		return err
 	}
+	return &dataWrite{check: check, run: func(dq *dataQueue) error { return s.putRecords(w, r, p, dq, partition, recs, opts) }}, nil
+}
+
+// putRecords puts recs, read by readDataPut, into partition of dq.
+func (s *Server) putRecords(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue, partition string, recs []persist.Record, opts *persist.PutOpts) error {
 	ctx := r.Context()
 	if opts != nil && opts.Admission != nil && opts.Admission.Block {
 		// A put blocked by back-pressure is a long-poll, as a blocked submit: it takes a
@@ -160,12 +174,18 @@ func (s *Server) handleDataPut(w http.ResponseWriter, r *http.Request, p *princi
 	if err != nil {
 		return err
 	}
+	s.writePut(w, r, idx)
+	return nil
+}
+
+// writePut answers a put of records or keys that got the indexes idx, counted as records
+// put.
+func (s *Server) writePut(w http.ResponseWriter, r *http.Request, idx []int64) {
 	count(s.data.metrics.put, r, len(idx))
 	if idx == nil {
 		idx = []int64{}
 	}
 	s.write(w, r, http.StatusOK, &api.DataIndexesResponse{Indexes: idx})
-	return nil
 }
 
 func (s *Server) handleDataPutFields(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
@@ -621,6 +641,17 @@ func batchMetaOf(m *persist.BatchMeta, withIndexes bool) *api.DataBatchMeta {
 	return out
 }
 
+// checkMetaRequest reads a GetMeta's request (POST …/meta or …/batch) and checks it by
+// the rules every store applies (persist.CheckMetaRequest), for a queue that does not
+// exist yet. Errors: *plane.InvalidError or *persist.InvalidError naming the field.
+func (s *Server) checkMetaRequest(w http.ResponseWriter, r *http.Request) error {
+	mr, err := s.metaRequestOf(w, r)
+	if err != nil {
+		return err
+	}
+	return persist.CheckMetaRequest(mr)
+}
+
 func (s *Server) handleDataMeta(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	mr, err := s.metaRequestOf(w, r)
 	if err != nil {
@@ -781,28 +812,41 @@ func (s *Server) handleDataClearPartition(w http.ResponseWriter, r *http.Request
 	return nil
 }
 
-func (s *Server) handleDataKVPut(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+// readDataKVPut reads and checks a put of keys (POST D/kv, a dataWriter).
+func (s *Server) readDataKVPut(w http.ResponseWriter, r *http.Request, p *principal) (*dataWrite, error) {
 	var req api.DataKVPutRequest
 	if err := s.readBody(w, r, &req); err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkPartition(r, req.Partition); err != nil {
-		return err
+		return nil, err
 	}
 	recs, err := records("records", req.Records)
 	if err != nil {
+		return nil, err
+	}
+	partition := partitionOf(r, req.Partition)
+	check := func() error {
+		items, err := persist.MergeKVPut(partition, req.Keys, recs, req.Tags)
+		if err != nil {
+			return err
+		}
+		fields := make([]persist.Record, len(items))
+		for i, it := range items {
+			fields[i] = it.Fields
+		}
+		_, err = filestore.PrepareRecords(fields) // as every store prepares the keys' records
 		return err
 	}
-	idx, err := dq.store.KVPut(r.Context(), partitionOf(r, req.Partition), req.Keys, recs, req.Tags)
-	if err != nil {
-		return err
+	run := func(dq *dataQueue) error {
+		idx, err := dq.store.KVPut(r.Context(), partition, req.Keys, recs, req.Tags)
+		if err != nil {
+			return err
+		}
+		s.writePut(w, r, idx)
+		return nil
 	}
-	count(s.data.metrics.put, r, len(idx))
-	if idx == nil {
-		idx = []int64{}
-	}
-	s.write(w, r, http.StatusOK, &api.DataIndexesResponse{Indexes: idx})
-	return nil
+	return &dataWrite{check: check, run: run}, nil
 }
 
 // kvEntries converts KV entries for an answer.
@@ -1054,23 +1098,27 @@ func (s *Server) handleDataVersion(w http.ResponseWriter, r *http.Request, p *pr
 	return nil
 }
 
-func (s *Server) handleDataSetVersion(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
+// readDataSetVersion reads and checks a new weight version (POST D/version, a
+// dataWriter).
+func (s *Server) readDataSetVersion(w http.ResponseWriter, r *http.Request, p *principal) (*dataWrite, error) {
 	var req api.DataWeightVersion
 	if err := s.readBody(w, r, &req); err != nil {
-		return err
-	}
-	v, err := versioner(dq)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := persist.CheckSetVersion(req.Version); err != nil {
-		return err
+		return nil, err
 	}
-	if err := v.SetVersion(r.Context(), req.Version); err != nil {
-		return err
-	}
-	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
-	return nil
+	return &dataWrite{run: func(dq *dataQueue) error {
+		v, err := versioner(dq)
+		if err != nil {
+			return err
+		}
+		if err := v.SetVersion(r.Context(), req.Version); err != nil {
+			return err
+		}
+		s.write(w, r, http.StatusOK, &api.EmptyResponse{})
+		return nil
+	}}, nil
 }
 
 func cmpOrDuration(d, def time.Duration) time.Duration {

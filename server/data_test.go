@@ -359,6 +359,10 @@ func TestDataOpenAPI(t *testing.T) {
 // allocations.
 func TestDataArrowDeclaredLengths(t *testing.T) {
 	b := dataSetup(t, nil)
+	// The queue exists, so that POST D/fields reads its body (a refused put creates no
+	// queue, and D/fields answers 404 for a queue that does not exist).
+	r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
 	body := make([]byte, 104)
 	binary.LittleEndian.PutUint32(body, 0x7ffffff0)
 	for _, path := range []string{"/records", "/fields"} {
@@ -424,8 +428,8 @@ func TestDataReadsCreateNothing(t *testing.T) {
 	for _, c := range []struct{ method, path, body string }{
 		{"GET", "/stats", ""}, {"GET", "/schema", ""}, {"GET", "/records", ""}, {"GET", "/records?wait=5", ""},
 		{"GET", "/stream?idle_timeout=5", ""}, {"GET", "/changes?wait=5", ""}, {"GET", "/kv", ""}, {"GET", "/consumption?task=t", ""},
-		{"POST", "/data", `{"indexes": [0]}`}, {"POST", "/meta", `{"batch_size": 1, "task": "t"}`},
-		{"POST", "/meta", `{"batch_size": 1, "task": "t", "wait": true, "timeout": 5}`}, {"POST", "/batch", `{"batch_size": 1, "task": "t"}`},
+		{"POST", "/data", `{"indexes": [0]}`}, {"POST", "/meta", `{"fields": ["x"], "batch_size": 1, "task": "t"}`},
+		{"POST", "/meta", `{"fields": ["x"], "batch_size": 1, "task": "t", "wait": true, "timeout": 5}`}, {"POST", "/batch", `{"fields": ["x"], "batch_size": 1, "task": "t"}`},
 		{"POST", "/kv/get", `{"keys": ["k"]}`}, {"POST", "/produced", `{"indexes": [0]}`},
 		{"POST", "/consumption/mark", `{"task": "t", "indexes": [0]}`}, {"POST", "/fields", `{"indexes": [0], "records": [{"y": 1}]}`},
 		{"POST", "/flush", ``}, {"POST", "/clear", `{"indexes": [0]}`}, {"POST", "/kv/clear", `{"keys": ["k"]}`},

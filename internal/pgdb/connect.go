@@ -35,7 +35,10 @@ var (
 // ParseConfig parses url (a postgres:// or postgresql:// URL, or a key=value connection
 // string, with the PG* environment variables as defaults) as pgxpool does. A url that does
 // not parse is a *plane.InvalidError of field, showing the URL and pgx's reason without
-// the password or a secret parameter (plane.RedactURL).
+// the password or a secret parameter (plane.RedactURL); so is a URL whose authority ended
+// inside a password holding '/', '?' or '#' unescaped (plane.URLAuthorityCut: an "@" in
+// its database name, a parameter name or a fragment, which a PostgreSQL URL never has
+// unescaped), which pgx would otherwise parse with part of the password as host and port.
 func ParseConfig(field, url string) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -48,6 +51,13 @@ func ParseConfig(field, url string) (*pgxpool.Config, error) {
 		}
 		return nil, &plane.InvalidError{Field: field, Value: plane.RedactURL(url),
 			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + plane.RedactURLIn(reason, url) + ")"}
+	}
+	if cut := plane.URLAuthorityCut(url); cut != "" && cut != "query value" {
+		// pgx took the host and port from inside the password ("u:12#x@h/db": host u,
+		// port 12), which its errors would name: refused, the URL shown redacted.
+		return nil, &plane.InvalidError{Field: field, Value: plane.RedactURL(url),
+			Rule: "use postgres://user:password@host:port/database?sslmode=…, with a '/', '?', '#' or '@' in the password escaped (%2F, %3F, %23, %40): " +
+				"this URL has an '@' in its " + cut + " after what reads as its host and port"}
 	}
 	return pc, nil
 }

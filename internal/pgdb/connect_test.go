@@ -63,6 +63,34 @@ func TestConnect(t *testing.T) {
 // unescaped. On the old code pgx's own masking of the URL in its reason showed the part
 // of a password after its first "@", and the URL of a password with '/' or '?' was shown
 // whole (this test fails on the old code).
+// TestParseConfigRefusesACutAuthority: a URL whose password holds '/', '?' or '#' unescaped
+// after digits parses (host and port from inside the password, the rest as a database
+// name, a parameter or a fragment), so pgx took it and its errors named part of the
+// password as host and port; it is refused as invalid without any part of the password
+// (the old code returned a config). A user given as a parameter with an "@" is accepted.
+func TestParseConfigRefusesACutAuthority(t *testing.T) {
+	for _, u := range []string{
+		"postgres://lake:9731#Secret9@localhost/lake",
+		"postgres://lake:9731/Secret9@localhost/lake",
+		"postgres://lake:9731?Secret9@localhost/lake",
+		"postgres://lake:#Secret9@localhost:5432/lake?sslmode=disable",
+		"postgres://lake:pw@9731#Secret9@localhost/lake",
+	} {
+		_, err := ParseConfig("database URL", u)
+		require.Error(t, err, u)
+		require.True(t, errors.Is(err, plane.ErrInvalid), "%s: %v", u, err)
+		require.NotContains(t, err.Error(), "Secret9", u)
+		require.NotContains(t, err.Error(), "9731", u)
+		require.Contains(t, err.Error(), "%23", u)
+	}
+	pc, err := ParseConfig("database URL", "postgres://localhost:5432/lake?user=me@example")
+	require.NoError(t, err)
+	require.Equal(t, "me@example", pc.ConnConfig.User)
+	pc, err = ParseConfig("database URL", "postgres://lake:9731%23Secret9@localhost/lake")
+	require.NoError(t, err)
+	require.Equal(t, "9731#Secret9", pc.ConnConfig.Password)
+}
+
 func TestParseConfigHidesPassword(t *testing.T) {
 	for _, u := range []string{
 		"postgres://lake:pw@Secret9@localhost/lake?sslmode=bogus",

@@ -167,9 +167,6 @@ type Journals interface {
 	Head(id string) (*Head, error)
 	// Holds is the driver's fencing check of h for token (Head.Fence).
 	Holds(h *Head, token string) (lost, err error)
-	// TopicSeq takes the next seq of the topic name (creating it; closing it when final);
-	// ok is false when the topic is closed.
-	TopicSeq(name string, final bool) (seq int64, ok bool, err error)
 	// AppendFrame stores the frame of kind with value at seq of journal, posted by attempt
 	// (0 for a topic).
 	AppendFrame(journal string, seq int64, kind int, value []byte, attempt int) error
@@ -181,16 +178,17 @@ type Journals interface {
 }
 
 // Post is the post p of value (PostValue) to the journal name (JournalName) in a driver's
-// transaction: to a topic, the topic's next seq unless it is closed; to an invocation's
+// transaction t (its writes j): to a topic, the topic's next seq unless it is closed
+// (TopicSeq); to an invocation's
 // journal, PostCheck (j.Holds is the fencing check), then the frame (of FrameKind, at seq
 // h.NextFrame) and the journal's next seq (for a final post: closed, JournalClosed). The
 // journal's waiters are woken. It returns the frame's seq, the caller's error
 // (plane.ErrJournalClosed, plane.ErrNotFound, plane.ErrLeaseLost; what the transaction
 // wrote stays: a lease the fencing check found expired is ended) and a storage failure.
-func Post(j Journals, p *plane.FramePostParams, name string, value []byte) (seq int64, logical, err error) {
+func Post(t Tx, st *Statements, j Journals, p *plane.FramePostParams, name string, value []byte) (seq int64, logical, err error) {
 	kind := FrameKind(p.Final)
 	if p.Journal.InvocationID == "" {
-		seq, ok, err := j.TopicSeq(name, p.Final)
+		seq, ok, err := TopicSeq(t, st, name, p.Final)
 		if err != nil {
 			return 0, nil, err
 		}

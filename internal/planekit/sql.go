@@ -283,6 +283,20 @@ type Statements struct {
 	// KeyFree: id; frees the invocation's key. DebounceFold: id, payload, metadata,
 	// available (ms). (submit.go)
 	KeyHolder, DebounceHolder, KeyFree, DebounceFold string
+	// IDHolder: id → namespace, queue of the invocation holding a caller's id.
+	// KeyHolderID: namespace, queue, key → id of the invocation holding the key, not
+	// locked. (Holder, submitpath.go)
+	IDHolder, KeyHolderID string
+	// KeyLimitsDelete: namespace, queue; deletes the queue's stored concurrency limits.
+	// KeyLimitInsert: namespace, queue, key, limit, weight. KeyLimitsApply: namespace,
+	// queue; gives the queue's key counters their limits and weights from the stored ones
+	// (KeyLimitsSQL; PostgreSQL locks the counter rows in key order first). (SetKeyLimits,
+	// keylimits.go)
+	KeyLimitsDelete, KeyLimitInsert, KeyLimitsApply string
+	// TopicAppend: topic, closed (a bool: a final post), now (ms) → the topic's next seq,
+	// taken (the topic created at seq 0 when it is new); no row when the topic is closed.
+	// (TopicSeq, topic.go)
+	TopicAppend string
 
 	// KeysEmptied: namespace, queue, key (a KeyCursor), limit → namespace, queue, key,
 	// tokens, tokens (ms), next (ms) of the counter rows of concurrency keys with nothing

@@ -60,6 +60,19 @@ func (st *Statements) Common(dialect func(string) string) {
 	st.TokenRevoke = d(`UPDATE {s}.tokens SET revoked_ms = $1 WHERE id = $2`)
 
 	st.KeyFree = d(`UPDATE {s}.invocations SET key = NULL WHERE id = $1`)
+	st.KeyLimitsDelete = d(`DELETE FROM {s}.concurrency_limits WHERE namespace = $1 AND queue = $2`)
+	st.KeyLimitInsert = d(`INSERT INTO {s}.concurrency_limits (namespace, queue, concurrency_key, limit_n, weight)
+		VALUES ($1, $2, $3, $4, $5)`)
+	if st.KeyLimitsApply == "" { // PostgreSQL's locks the rows in key order (pgplane's kitStatements)
+		limit, weight := KeyLimitsSQL(`$1`, `$2`, `k.concurrency_key`)
+		st.KeyLimitsApply = d(`UPDATE {s}.concurrency_keys AS k SET limit_n = ` + limit + `, weight = ` + weight + `
+		WHERE k.namespace = $1 AND k.queue = $2`)
+	}
+	st.TopicAppend = d(`INSERT INTO {s}.topics AS t (journal, next_seq, closed, updated_ms) VALUES ($1, 1, $2, $3)
+		ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3
+		WHERE NOT t.closed RETURNING next_seq - 1`)
+	st.IDHolder = d(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`)
+	st.KeyHolderID = d(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`)
 	st.DebounceFold = d(`UPDATE {s}.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`)
 	st.KeysEmptied = d(`SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM {s}.concurrency_keys
 		WHERE (namespace, queue, concurrency_key) > ($1, $2, $3) AND (tokens >= 0 OR next_ms > 0) AND queued = 0 AND running = 0

@@ -71,25 +71,16 @@ func DebounceFold(t Tx, st *Statements, id string, s *plane.SubmitParams, now ti
 }
 
 // Windows applies the windows of the submit s of a key before its insert: a debounced s
-// folds into its key's holder — into folded's, the holder an earlier submit of the batch
-// folded into (a fold is recorded there unless folded is nil) — or takes the key over
-// (Debounce, at now); then a key whose dedup window has passed, by t's clock, is given up
-// (DedupFree). It returns the holder and plane.DebounceFold or plane.DebounceExisting when
-// s resolves to it (s is not inserted), else "" and plane.DebounceInsert.
-func Windows(t Tx, st *Statements, namespace, queue string, s *plane.SubmitParams, now time.Time, folded map[string]string) (string, plane.DebounceAction, error) {
+// folds into its key's holder or takes the key over (Debounce, at now); then a key whose
+// dedup window has passed, by t's clock, is given up (DedupFree). It returns the holder and
+// plane.DebounceFold or plane.DebounceExisting when s resolves to it (s is not inserted),
+// else "" and plane.DebounceInsert. (A later submit of the key in the same batch is
+// StageSubmit's.)
+func Windows(t Tx, st *Statements, namespace, queue string, s *plane.SubmitParams, now time.Time) (string, plane.DebounceAction, error) {
 	if s.Debounce > 0 {
-		id, action := folded[s.Key], plane.DebounceFold
-		var err error
-		if id != "" {
-			err = DebounceFold(t, st, id, s, now)
-		} else {
-			id, action, err = Debounce(t, st, namespace, queue, s, now)
-		}
+		id, action, err := Debounce(t, st, namespace, queue, s, now)
 		if err != nil {
 			return "", 0, err
-		}
-		if action == plane.DebounceFold && folded != nil {
-			folded[s.Key] = id
 		}
 		if action == plane.DebounceFold || action == plane.DebounceExisting {
 			return id, action, nil

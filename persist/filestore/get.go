@@ -27,7 +27,7 @@ func shardValue(arr arrow.Array, i int, k persist.Kind) any {
 }
 
 // read also returns the index below which every record has been considered, where a
-// following read continues.
+// following read continues: never below offset (persist.Store.Scan).
 func (q *fileQueue) read(ctx context.Context, offset int64, limit int, opts *persist.GetOpts) (*persist.Batch, int64, error) {
 	if opts == nil {
 		opts = &persist.GetOpts{}
@@ -59,7 +59,7 @@ func (q *fileQueue) read(ctx context.Context, offset int64, limit int, opts *per
 	if err != nil {
 		return nil, 0, err
 	}
-	return b, scanned, nil
+	return b, max(scanned, offset), nil
 }
 
 // pickShard walks live in chunks, keeping the indexes this rank owns.

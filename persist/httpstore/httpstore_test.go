@@ -540,3 +540,36 @@ func TestHTTPKVListKeyPutBetweenPages(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, es, total+1)
 }
+
+// TestMetaRequestRefusedBeforeTheQueueExists: a GetMeta (and a GetBatch) whose request
+// every store refuses — no fields, batch size 0, a bad task, a negative rank — is
+// refused with *persist.InvalidError naming the field when no put has created the queue
+// yet, as in process. On the code before persist.CheckMetaRequest the server answered the
+// missing queue's 404 before reading the request and the store took it for an empty queue:
+// an empty batch, or a wait for the whole timeout (this test fails on that code).
+func TestMetaRequestRefusedBeforeTheQueueExists(t *testing.T) {
+	t.Parallel()
+	d := startDataServer(t, nil)
+	s := d.open(t, "never-put", nil)
+	good := persist.MetaRequest{Fields: []string{"x"}, BatchSize: 1, Task: "train"}
+	for _, c := range []struct {
+		field string
+		edit  func(r *persist.MetaRequest)
+	}{
+		{"fields", func(r *persist.MetaRequest) { r.Fields = nil }},
+		{"batch_size", func(r *persist.MetaRequest) { r.BatchSize = 0 }},
+		{"task", func(r *persist.MetaRequest) { r.Task = "" }},
+		{"dp_rank", func(r *persist.MetaRequest) { r.DPRank = -1 }},
+		{"partition", func(r *persist.MetaRequest) { r.Partition = "../up" }},
+	} {
+		rq := good
+		c.edit(&rq)
+		_, err := s.GetMeta(t.Context(), &rq)
+		var ie *persist.InvalidError
+		require.ErrorAs(t, err, &ie, c.field)
+		require.Equal(t, c.field, ie.Field)
+	}
+	meta, err := s.GetMeta(t.Context(), &good)
+	require.NoError(t, err, "a good request to a queue no put has created is an empty batch")
+	require.Empty(t, meta.Indexes)
+}

@@ -246,7 +246,7 @@ func (s *Store) Scan(ctx context.Context, offset int64, limit int, opts *persist
 		return nil, 0, err
 	}
 	s.gets.Add(int64(b.Len()))
-	return b, scanned, nil
+	return b, max(scanned, offset), nil // past the end: offset (persist.Store.Scan)
 }
 
 // widenForHash converts an int64 value of a column widened to float64, as the

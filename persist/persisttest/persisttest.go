@@ -141,6 +141,8 @@ func testPutAndRead(t *testing.T, q *persist.Queue) {
 	require.NotNil(t, b2.Column("i"))
 	b2.Release()
 
+	scanPastEnd(t, q)
+
 	n, err := q.Len(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 6, n)
@@ -159,6 +161,31 @@ func testPutAndRead(t *testing.T, q *persist.Queue) {
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 6, st.NextIndex)
+	scanPastEnd(t, q)
+}
+
+// scanPastEnd checks, on a queue of 6 records (indexes 0–5), that a Scan from an offset
+// at or past the end answers nothing and that offset as where the next scan continues,
+// never an index below it (it answered the end of the log, 6, so a client following it
+// read again below the offset it asked for), with and without a partition and a shard;
+// and that the next offset of a scan that ends at the log's end is that end.
+func scanPastEnd(t *testing.T, q *persist.Queue) {
+	t.Helper()
+	ctx := context.Background()
+	for _, opts := range []*persist.GetOpts{nil, {Partition: "a"}, {Shard: persist.Shard{Rank: 1, WorldSize: 2}}} {
+		for _, offset := range []int64{6, 7, 100} {
+			b, next, err := q.Store().Scan(ctx, offset, 10, opts)
+			require.NoError(t, err)
+			require.Zero(t, b.Len(), "offset %d, %+v", offset, opts)
+			b.Release()
+			require.Equal(t, offset, next, "a scan from offset %d continues there (%+v)", offset, opts)
+		}
+	}
+	b, next, err := q.Store().Scan(ctx, 4, 10, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, b.Len())
+	b.Release()
+	require.EqualValues(t, 6, next)
 }
 
 func testPutIsAtomic(t *testing.T, q *persist.Queue) {
@@ -573,6 +600,10 @@ func testBadInput(t *testing.T, q *persist.Queue) {
 	ctx := context.Background()
 	_, err := q.PutPartition(ctx, "_bad", []persist.Record{{"x": 1}})
 	requireInvalid(t, err)
+	// The queue exists (a refused put creates none: over HTTP, every route but the puts
+	// answers not_found for a queue no put created), so the checks below are the store's
+	// checks of the call.
+	putN(t, q, persist.DefaultPartition, 1, func(int) persist.Record { return persist.Record{"x": 1} })
 	_, err = q.Put(ctx, persist.Record{"_index": 1})
 	requireInvalid(t, err)
 	_, err = q.Get(ctx, -1, 10, nil)

@@ -3,12 +3,8 @@ package pgplane
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -49,7 +45,7 @@ func (d *Driver) postGroup(ctx context.Context, reqs []*postRequest) {
 	err := d.do(ctx, func(t *tx) error {
 		for _, r := range ordered {
 			var err error
-			if r.seq, r.logical, err = planekit.Post(journals{t}, r.p, r.journal, r.value); err != nil {
+			if r.seq, r.logical, err = planekit.Post(kitTx{t}, d.kit, journals{t}, r.p, r.journal, r.value); err != nil {
 				return err
 			}
 		}
@@ -61,26 +57,13 @@ func (d *Driver) postGroup(ctx context.Context, reqs []*postRequest) {
 }
 
 // journals are the writes of a post in a group's transaction (planekit.Journals); they are
-// queued, and never fail but for reading a topic's seq.
+// queued, and never fail.
 type journals struct{ t *tx }
 
 // Head locks the invocation's row.
 func (j journals) Head(id string) (*head, error) { return j.t.head(id) }
 
 func (j journals) Holds(h *head, token string) (error, error) { return j.t.holds(h, token) }
-
-// TopicSeq takes the topic's next seq atomically.
-func (j journals) TopicSeq(name string, final bool) (int64, bool, error) {
-	var seq int64
-	err := j.t.queryRow(j.t.d.sql.topicAppend, name, final, j.t.ms).Scan(&seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("post: %w", err)
-	}
-	return seq, true, nil
-}
 
 func (j journals) AppendFrame(journal string, seq int64, kind int, value []byte, attempt int) error {
 	j.t.exec(j.t.d.sql.insertFrame, journal, seq, int16(kind), value, attempt, j.t.ms)

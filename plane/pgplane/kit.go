@@ -94,7 +94,9 @@ func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitRes
 }
 
 func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
-	k.t.setKeyLimits(namespace, queue, limits)
+	if err := planekit.SetKeyLimits(k, k.t.d.kit, namespace, queue, limits); err != nil {
+		return err
+	}
 	k.t.wake(planekit.RoomKey(namespace, queue))
 	return nil
 }
@@ -114,6 +116,7 @@ func kitStatements(schema string) *planekit.Statements {
 	// A list is stored as text[], as it is.
 	textArray := planekit.ListCodec{Encode: func(v []string) any { return v }, Target: func(v *[]string) any { return v }}
 	schedules := s(`SELECT ` + planekit.ScheduleColumns + ` FROM {s}.schedules `)
+	limit, weight := planekit.KeyLimitsSQL(`$1`, `$2`, `k.concurrency_key`)
 	st := &planekit.Statements{
 		Row: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
 		StatsCounts: s(`SELECT namespace, queue, state, sum(n)::bigint FROM {s}.counts
@@ -150,6 +153,10 @@ func kitStatements(schema string) *planekit.Statements {
 		// serialize on it.
 		KeyHolder:      s(`SELECT id, created_ms, metadata FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`),
 		DebounceHolder: s(`SELECT id, metadata, state = 0 AND waiting, attempt, available_ms FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3 FOR UPDATE`),
+		// The queue's counter rows, locked in key order first (lockKeys: a settle may hold some).
+		KeyLimitsApply: s(`UPDATE {s}.concurrency_keys AS k SET limit_n = ` + limit + `, weight = ` + weight + `
+			WHERE (k.namespace, k.queue, k.concurrency_key) IN (SELECT namespace, queue, concurrency_key FROM {s}.concurrency_keys
+			WHERE namespace = $1 AND queue = $2 ORDER BY concurrency_key FOR UPDATE)`),
 	}
 	st.Common(s)
 	return st

@@ -11,7 +11,7 @@ import (
 type statements struct {
 	countsAdd, countQueued, levels                           string
 	lockAdmission, admission, admissionTokens                string
-	insert, insertFresh, existingByID, existingByKey         string
+	insert, insertFresh                                      string
 	insertInKeyOrder                                         string
 	admissionExists, deleteIDs                               string
 	lockKeys, promoteHolding                                 string
@@ -21,7 +21,7 @@ type statements struct {
 	keyStartCounted                                          string
 	head, headMany, setQueued, setTerminalMany, setLease     string
 	setTerminalManyKeyed, keyEndCounted                      string
-	nextFrame, endJournal, insertFrame, topicAppend          string
+	nextFrame, endJournal, insertFrame                       string
 	rowsByID                                                 string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
@@ -149,9 +149,7 @@ func newStatements(schema string) statements {
 		insertInKeyOrder: s(insertInKeyOrder()),
 		admissionExists: s(`SELECT q.namespace, q.queue FROM {s}.queues q
 			JOIN unnest($1::text[], $2::text[]) AS u(namespace, queue) ON q.namespace = u.namespace AND q.queue = u.queue`),
-		deleteIDs:     s(`DELETE FROM {s}.invocations WHERE id = ANY($1)`),
-		existingByID:  s(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`),
-		existingByKey: s(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`),
+		deleteIDs: s(`DELETE FROM {s}.invocations WHERE id = ANY($1)`),
 		// promote makes the due waiting rows of a queue claimable, oldest due first, and
 		// returns the smallest id it moved (NULL: none) and whether it left a due row
 		// waiting (leftDue). It never waits for an invocation row: it locks the due rows no
@@ -288,11 +286,7 @@ func newStatements(schema string) statements {
 		nextFrame:     s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
 		endJournal:    s(`UPDATE {s}.invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE id = $1`),
 		insertFrame:   s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),
-		// topicAppend takes the next seq of an open topic (creating it), or nothing when closed.
-		topicAppend: s(`INSERT INTO {s}.topics AS t (journal, next_seq, closed, updated_ms) VALUES ($1, 1, $2, $3)
-			ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3
-			WHERE NOT t.closed RETURNING next_seq - 1`),
-		rowsByID: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
+		rowsByID:      s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
 		expiredLeases: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE state = 1 AND lease_expires_ms <= $1
 			ORDER BY lease_expires_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
 		attemptsOverdue: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE state = 1 AND attempt_deadline_ms > 0

@@ -3,7 +3,6 @@ package pgplane
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -27,7 +26,7 @@ func (d *Driver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyPa
 		return nil, err
 	}
 	req := &submitRequest{p: p}
-	if !hasDedupWindow(p) { // a dedup window frees its key first: that runs in submitMany
+	if !planekit.HasWindow(p) { // a dedup window frees its key first: that runs in submitMany
 		if err := d.submits.Do(ctx, req); err != nil {
 			return nil, err
 		}
@@ -198,66 +197,35 @@ func (st *staged) add(r *submitRequest, i int, id string, now time.Time) {
 }
 
 // stage stages the invocations of r that may be new in st and answers r as far as it can
-// before the insert: it gives r.out the id of each staged invocation, and of the holder of
-// the key each debounced one folded into; r.dupOf the index of the earlier invocation of r
-// with the same key or id, whose answer a later one gets after the insert. A key whose
-// dedup window has passed is given up here, and a debounced invocation folds into its key's
-// holder or takes the key over (a submit with either window never comes in a group).
+// before the insert (planekit.StageSubmit): r.out gets the id of each staged invocation,
+// and of the holder of the key each debounced one folded into; r.dupOf the index of the
+// earlier invocation of r with the same key or id, whose answer a later one gets after the
+// insert. A later debounced invocation of a staged key gives its payload to the staged row.
 func (t *tx) stage(r *submitRequest, st *staged) error {
 	p := r.p
-	n := len(p.Invocations)
 	if r.out == nil {
-		r.out = make([]plane.SubmitResult, n)
+		r.out = make([]plane.SubmitResult, len(p.Invocations))
 	}
-	r.dupOf = make([]int, n) // index of the first invocation with the same key or id, or -1
-	firstOfKey := map[string]int{}
-	firstOfID := map[string]int{}
-	position := map[int]int{} // invocation index → its place in st's arrays (debounced keys)
-	for i := range p.Invocations {
-		s := &p.Invocations[i]
-		r.dupOf[i] = -1
-		if s.Key != "" {
-			if first, ok := firstOfKey[s.Key]; ok {
-				r.dupOf[i] = first
-				if s.Debounce > 0 { // the later payload of a key wins
-					if r.out[first].Existing {
-						if _, _, err := planekit.Debounce(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s, t.now); err != nil { // folds again, or leaves an ordinary holder alone
-							return err
-						}
-					} else if at, ok := position[first]; ok {
-						st.payloads[at], st.metas[at] = planekit.Payload(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s))
-						st.availables[at] = s.DueAt(t.now).UnixMilli()
-					}
+	var position map[int]int // invocation index → its place in st's arrays (debounced keys)
+	r.dupOf = make([]int, len(p.Invocations))
+	_, err := planekit.StageSubmit(kitTx{t}, t.d.kit, p, r.out, r.dupOf, t.now, t.d.ids, planekit.Stager{
+		Stage: func(i int, id string) {
+			if p.Invocations[i].Debounce > 0 {
+				if position == nil {
+					position = map[int]int{}
 				}
-				continue
+				position[i] = len(st.ids)
 			}
-			firstOfKey[s.Key] = i
-			// A dedup window's holder is locked by the read, so concurrent submits of the
-			// key serialize on it.
-			id, action, err := planekit.Windows(kitTx{t}, t.d.kit, p.Namespace, p.Queue, s, t.now, nil)
-			if err != nil {
-				return err
+			st.add(r, i, id, t.now)
+		},
+		Restage: func(first int, s *plane.SubmitParams) {
+			if at, ok := position[first]; ok {
+				st.payloads[at], st.metas[at] = planekit.Payload(s.Payload), planekit.EncodeMetadata(plane.DebounceMetadata(s))
+				st.availables[at] = s.DueAt(t.now).UnixMilli()
 			}
-			if action != plane.DebounceInsert {
-				r.out[i] = plane.SubmitResult{ID: id, Existing: true}
-				continue
-			}
-			if s.Debounce > 0 {
-				position[i] = len(st.ids) // inserted below (a take-over freed the key)
-			}
-		}
-		id := s.ID
-		if id == "" {
-			id = t.d.ids.New(t.now)
-		} else if first, ok := firstOfID[id]; ok {
-			r.dupOf[i] = first
-			continue
-		}
-		firstOfID[id] = i
-		r.out[i].ID = id
-		st.add(r, i, id, t.now)
-	}
-	return nil
+		},
+	})
+	return err
 }
 
 // insertStaged inserts the invocations staged for reqs with one statement and returns the
@@ -294,28 +262,17 @@ func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, e
 		if inserted[sl.id] || sl.r.solo {
 			continue
 		}
-		s := &sl.r.p.Invocations[sl.i]
-		if s.ID != "" {
-			var ns, q string
-			err := t.queryRow(t.d.sql.existingByID, s.ID).Scan(&ns, &q)
-			if err == nil {
-				if ns != sl.r.p.Namespace || q != sl.r.p.Queue {
-					sl.r.solo, sl.r.err = true, plane.IDTaken(s.ID)
-					continue
-				}
-				sl.r.out[sl.i] = plane.SubmitResult{ID: s.ID, Existing: true}
-				continue
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return nil, fmt.Errorf("submit: look up id: %w", err)
-			}
+		id, refused, err := planekit.Resolve(kitTx{t}, t.d.kit, sl.r.p, &sl.r.p.Invocations[sl.i])
+		switch {
+		case err != nil:
+			return nil, err
+		case refused != nil:
+			sl.r.solo, sl.r.err = true, refused
+			continue
+		case id == "": // trimmed between the conflict and the look-up: run the submit again
+			return nil, &pgconnRetry{pgx.ErrNoRows}
 		}
-		var existing string
-		if err := t.queryRow(t.d.sql.existingByKey, sl.r.p.Namespace, sl.r.p.Queue, s.Key).Scan(&existing); err != nil {
-			// Trimmed between the conflict and the look-up: run the submit again.
-			return nil, fmt.Errorf("submit: look up key: %w", &pgconnRetry{err})
-		}
-		sl.r.out[sl.i] = plane.SubmitResult{ID: existing, Existing: true}
+		sl.r.out[sl.i] = plane.SubmitResult{ID: id, Existing: true}
 	}
 	var undo []string
 	for _, sl := range st.slots {
@@ -339,17 +296,6 @@ func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, e
 		}
 	}
 	return inserted, nil
-}
-
-// hasDedupWindow reports whether a submit of p carries a dedup or debounce window
-// (UniqueFor, Debounce).
-func hasDedupWindow(p *plane.SubmitManyParams) bool {
-	for i := range p.Invocations {
-		if p.Invocations[i].UniqueFor > 0 || p.Invocations[i].Debounce > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // pgconnRetry wraps a failure that a fresh transaction resolves.

@@ -273,6 +273,19 @@ func testSubmit(t *testing.T, s *suite) {
 		b.requireCounts(t, map[plane.State]int64{plane.StateSucceeded: 1})
 	})
 
+	t.Run("ClientIDTwiceInOneBatch", func(t *testing.T) {
+		// A batch naming one new id twice makes one invocation: the later item answers the
+		// earlier one's id, as a retry of it would (SQLite refused the batch on its unique
+		// index before planekit.StageSubmit).
+		t.Parallel()
+		b := s.setup(t, config{})
+		id := plane.NewIDGenerator().New(b.now())
+		got := b.submit(t, plane.SubmitParams{ID: id, Payload: []byte("first")}, plane.SubmitParams{ID: id, Payload: []byte("second")})
+		require.Equal(t, []plane.SubmitResult{{ID: id}, {ID: id, Existing: true}}, got)
+		require.Equal(t, []byte("first"), b.get(t, id).Payload)
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1})
+	})
+
 	t.Run("ClientIDOfAnotherQueueRevealsNothing", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})

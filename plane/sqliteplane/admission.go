@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 type admission = planekit.Admission
@@ -68,27 +67,4 @@ func (t *wtx) admit(namespace, queue string, a *admission, n int64, deadlines []
 	}
 	t.buckets[[2]string{namespace, queue}] = a
 	return nil, nil
-}
-
-// setKeyLimits replaces the stored concurrency limits of a queue (plane.Admission's
-// KeyLimits; nil: none) and applies them to the queue's key counters at once. A raised
-// limit may make keys claimable, so the queue's claimers are woken.
-func (t *wtx) setKeyLimits(namespace, queue string, limits []plane.KeyLimit) error {
-	if _, err := t.w.conn.ExecContext(t.ctx, `DELETE FROM concurrency_limits WHERE namespace = ? AND queue = ?`, namespace, queue); err != nil {
-		return fmt.Errorf("set concurrency limits: %w", err)
-	}
-	for _, l := range limits {
-		if _, err := t.w.conn.ExecContext(t.ctx, `INSERT INTO concurrency_limits (namespace, queue, concurrency_key, limit_n, weight)
-			VALUES (?, ?, ?, ?, ?)`, namespace, queue, l.Key, l.Limit, l.Weight); err != nil {
-			return fmt.Errorf("set concurrency limits: %w", err)
-		}
-	}
-	limit, weight := planekit.KeyLimitsSQL(`$1`, `$2`, `k.concurrency_key`)
-	_, err := t.w.conn.ExecContext(t.ctx, sqliteDialect.Replace(`UPDATE concurrency_keys AS k SET limit_n = `+limit+`, weight = `+weight+`
-		WHERE k.namespace = $1 AND k.queue = $2`), namespace, queue)
-	if err != nil {
-		return fmt.Errorf("set concurrency limits: %w", err)
-	}
-	t.markClaimable(namespace, queue)
-	return nil
 }

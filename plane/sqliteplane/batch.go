@@ -58,7 +58,7 @@ func (t *wtx) ackMany(params []plane.SettleParams, which []int, done []bool) err
 	args := make([]any, 0, 1+3*min(len(which), batchRows))
 	for len(which) > 0 {
 		k := min(len(which), batchRows)
-		stmt, err := t.w.st.batched(t.ctx, t.w.conn, &t.w.st.ackRows, k, ackRowsSQL)
+		stmt, err := t.w.st.prepared.Sized(t.ctx, t.w.conn, t.w.st.ackRows[:], k, ackRowsSQL)
 		if err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ func (t *wtx) runPending(lease time.Duration, worker string) error {
 	args := make([]any, 0, 3+2*min(len(t.runs), batchRows))
 	for len(t.runs) > 0 {
 		k := min(len(t.runs), batchRows)
-		stmt, err := t.w.st.batched(t.ctx, t.w.conn, &t.w.st.runRows, k, runRowsSQL)
+		stmt, err := t.w.st.prepared.Sized(t.ctx, t.w.conn, t.w.st.runRows[:], k, runRowsSQL)
 		if err != nil {
 			return err
 		}

@@ -35,8 +35,8 @@ type Driver struct {
 	writer  *sqlitedb.Writer[*wtx]
 	ids     *plane.IDGenerator
 	hub     *planekit.Hub
-	reads   readStatements
-	blocked planekit.Lines // submits waiting for room, per queue
+	reads   sqlitedb.Prepared // the reads prepared on the read pool (prepareReads)
+	blocked planekit.Lines    // submits waiting for room, per queue
 
 	claimWaiters planekit.Waiters[claimWaiter] // claims parked for a direct handoff, per queue
 	rotation     planekit.Rotation             // the first queue of claims over several queues
@@ -101,7 +101,7 @@ func (d *Driver) start(ctx context.Context) error {
 		return err
 	}
 	w.conn = conn
-	if err := w.st.prepare(ctx, conn); err != nil {
+	if err := w.st.prepare(ctx, conn, d.kit); err != nil {
 		conn.Close()
 		return err
 	}
@@ -123,14 +123,14 @@ func (d *Driver) start(ctx context.Context) error {
 		Alarm:   w.alarm,
 		AlarmIn: w.alarmIn,
 		Logger:  d.cfg.Logger,
-		Stopped: w.st.close,
+		Stopped: w.st.prepared.Close,
 	})
 	if err != nil {
-		w.st.close()
+		w.st.prepared.Close()
 		conn.Close()
 		return err
 	}
-	if err := d.reads.prepare(ctx, d.db.Read, d.kit); err != nil {
+	if err := d.prepareReads(ctx); err != nil {
 		d.writer.Stop()
 		go d.writer.Run()
 		<-d.writer.Stopped()

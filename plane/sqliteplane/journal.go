@@ -2,8 +2,6 @@ package sqliteplane
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -21,7 +19,7 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 	var seq int64
 	var logical error
 	err = d.do(ctx, func(t *wtx) (err error) {
-		seq, logical, err = planekit.Post(journals{t}, p, name, value)
+		seq, logical, err = planekit.Post(kitTx{t}, d.kit, journals{t}, p, name, value)
 		return err
 	})
 	if err != nil {
@@ -39,23 +37,6 @@ func (j journals) Head(id string) (*head, error) {
 }
 
 func (j journals) Holds(h *head, token string) (error, error) { return j.t.holds(h, token) }
-
-func (j journals) TopicSeq(name string, final bool) (int64, bool, error) {
-	t := j.t
-	var seq int64
-	var closed bool
-	err := t.w.st.topicGet.QueryRowContext(t.ctx, name).Scan(&seq, &closed)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return 0, false, fmt.Errorf("post: %w", err)
-	}
-	if closed {
-		return 0, false, nil
-	}
-	if _, err := t.w.st.topicPut.ExecContext(t.ctx, name, seq+1, final, t.ms); err != nil {
-		return 0, false, fmt.Errorf("post: %w", err)
-	}
-	return seq, true, nil
-}
 
 func (j journals) AppendFrame(journal string, seq int64, kind int, value []byte, attempt int) error {
 	if _, err := j.t.w.st.insertFrame.ExecContext(j.t.ctx, journal, seq, kind, value, attempt, j.t.ms); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -27,7 +28,7 @@ func (k kitDB) Query(ctx context.Context, query string, args ...any) (planekit.C
 
 // QueryRow runs a statement prepared at start (readStatements) when query is one.
 func (k kitDB) QueryRow(ctx context.Context, query string, args ...any) planekit.Scanner {
-	if st := k.d.reads.byText[query]; st != nil {
+	if st := k.d.reads.ByText(query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return k.d.readDB.QueryRowContext(ctx, query, args...)
@@ -45,7 +46,7 @@ func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) err
 		return fmt.Errorf("read: %w", err)
 	}
 	defer tx.Rollback()
-	return fn(readTx{ctx, tx, k.d.reads.byText})
+	return fn(readTx{ctx, tx, &k.d.reads})
 }
 
 // readTx is a read transaction as planekit.Reader, on the statements prepared at start
@@ -53,11 +54,11 @@ func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) err
 type readTx struct {
 	ctx      context.Context
 	tx       *sql.Tx
-	prepared map[string]*sql.Stmt
+	prepared *sqlitedb.Prepared
 }
 
 func (r readTx) QueryRow(query string, args ...any) planekit.Scanner {
-	if st := r.prepared[query]; st != nil {
+	if st := r.prepared.ByText(query); st != nil {
 		return r.tx.StmtContext(r.ctx, st).QueryRowContext(r.ctx, args...)
 	}
 	return r.tx.QueryRowContext(r.ctx, query, args...)
@@ -66,7 +67,7 @@ func (r readTx) QueryRow(query string, args ...any) planekit.Scanner {
 func (r readTx) Query(query string, args ...any) (planekit.ClosingRows, error) {
 	var rs *sql.Rows
 	var err error
-	if st := r.prepared[query]; st != nil {
+	if st := r.prepared.ByText(query); st != nil {
 		rs, err = r.tx.StmtContext(r.ctx, st).QueryContext(r.ctx, args...)
 	} else {
 		rs, err = r.tx.QueryContext(r.ctx, query, args...)
@@ -81,13 +82,20 @@ type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { r.Rows.Close() }
 
-// kitTx is a writer transaction as planekit.Tx.
+// kitTx is a writer transaction as planekit.Tx. A statement the writer prepared
+// (statements.prepare: its own, and those of kit a submit runs) runs prepared.
 type kitTx struct{ t *wtx }
 
 func (k kitTx) Now() time.Time { return k.t.now }
 
 func (k kitTx) Exec(query string, args ...any) (int64, error) {
-	res, err := k.t.w.conn.ExecContext(k.t.ctx, query, args...)
+	var res sql.Result
+	var err error
+	if st := k.t.w.st.prepared.ByText(query); st != nil {
+		res, err = st.ExecContext(k.t.ctx, args...)
+	} else {
+		res, err = k.t.w.conn.ExecContext(k.t.ctx, query, args...)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -95,6 +103,9 @@ func (k kitTx) Exec(query string, args ...any) (int64, error) {
 }
 
 func (k kitTx) QueryRow(query string, args ...any) planekit.Scanner {
+	if st := k.t.w.st.prepared.ByText(query); st != nil {
+		return st.QueryRowContext(k.t.ctx, args...)
+	}
 	return k.t.w.conn.QueryRowContext(k.t.ctx, query, args...)
 }
 
@@ -132,7 +143,7 @@ func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitRes
 }
 
 func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
-	if err := k.t.setKeyLimits(namespace, queue, limits); err != nil {
+	if err := planekit.SetKeyLimits(k, k.t.w.d.kit, namespace, queue, limits); err != nil {
 		return err
 	}
 	delete(k.t.w.admissions, [2]string{namespace, queue})

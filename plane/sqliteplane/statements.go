@@ -3,23 +3,23 @@ package sqliteplane
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 )
 
 // statements are the writer's prepared statements, compiled once on its connection.
 type statements struct {
-	all []*sql.Stmt
+	prepared sqlitedb.Prepared
 
-	idByKey, rowByID                         *sql.Stmt
+	rowByID                                  *sql.Stmt
 	claimFIFO, claimFILO, claimPriority      *sql.Stmt
 	claimLevel, levels, promote, earliestDue *sql.Stmt
 	delayedDeadlinesPassed                   *sql.Stmt
 	setQueued, setTerminal                   *sql.Stmt
 	setLease, nextFrame, endJournal          *sql.Stmt
-	insertFrame, topicGet, topicPut          *sql.Stmt
+	insertFrame                              *sql.Stmt
 	countAdd, countDelete                    *sql.Stmt
 	expiredLeases, attemptsOverdue           *sql.Stmt
 	deadlinesPassed, finishedBefore          *sql.Stmt
@@ -143,8 +143,18 @@ func warmHeadSQL(index, order string) string {
 // Row bounds are LIMIT +?N, not LIMIT ?N: internal/sqlitedb (doc.go) says why.
 const claimWhere = `FROM invocations WHERE namespace = ?1 AND queue = ?2 AND state = 0 AND available_ms <= ?3`
 
-func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
+// prepare prepares the writer's statements on conn, and by their text (for kitTx) those of
+// kit a submit or a post runs: the look-ups of its caller's ids and keys, its keys'
+// windows, a topic's next seq.
+func (s *statements) prepare(ctx context.Context, conn *sql.Conn, kit *planekit.Statements) error {
+	for _, query := range []string{kit.IDHolder, kit.KeyHolderID, kit.KeyHolder, kit.DebounceHolder, kit.KeyFree, kit.DebounceFold,
+		kit.TopicAppend} {
+		if _, err := s.prepared.Prepare(ctx, conn, query); err != nil {
+			return err
+		}
+	}
 	holdLimit, holdWeight := planekit.KeyLimitsSQL(`$1`, `$2`, `$3`)
+	var err error
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -163,7 +173,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.insertRows[0], insertSQL(insertChunks[0])},
 		{&s.insertRows[1], insertSQL(insertChunks[1])},
 		{&s.insertRows[2], insertSQL(insertChunks[2])},
-		{&s.idByKey, `SELECT id FROM invocations WHERE namespace = ? AND queue = ? AND key = ?`},
 		{&s.rowByID, `SELECT seq, ` + planekit.HeadColumns + ` FROM invocations WHERE id = ?`},
 		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT +?4`},
 		{&s.claimFILO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT +?4`},
@@ -183,9 +192,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.nextFrame, `UPDATE invocations SET next_frame = next_frame + 1 WHERE seq = ?`},
 		{&s.endJournal, `UPDATE invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE seq = ?`},
 		{&s.insertFrame, `INSERT INTO frames (journal, seq, kind, value, attempt, time_ms) VALUES (?, ?, ?, ?, ?, ?)`},
-		{&s.topicGet, `SELECT next_seq, closed FROM topics WHERE journal = ?`},
-		{&s.topicPut, `INSERT INTO topics (journal, next_seq, closed, updated_ms) VALUES (?1, ?2, ?3, ?4)
-			ON CONFLICT (journal) DO UPDATE SET next_seq = ?2, closed = ?3, updated_ms = ?4`},
 		{&s.countAdd, `INSERT INTO counts (namespace, queue, state, priority, n) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (namespace, queue, state, priority) DO UPDATE SET n = n + excluded.n RETURNING n`},
 		{&s.countDelete, `DELETE FROM counts WHERE namespace = ? AND queue = ? AND state = ? AND priority = ? AND n = 0`},
@@ -230,34 +236,9 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.staleTopics, `SELECT journal FROM topics WHERE updated_ms < ? LIMIT 1000`},
 		{&s.deleteTopic, `DELETE FROM topics WHERE journal = ?`},
 	} {
-		stmt, err := conn.PrepareContext(ctx, p.sql)
-		if err != nil {
-			s.close()
-			return fmt.Errorf("prepare %q: %w", p.sql, err)
+		if *p.stmt, err = s.prepared.Prepare(ctx, conn, p.sql); err != nil {
+			return err
 		}
-		*p.stmt = stmt
-		s.all = append(s.all, stmt)
 	}
 	return nil
-}
-
-// batched returns cache[k-1], preparing it with build(k) on conn the first time.
-func (s *statements) batched(ctx context.Context, conn *sql.Conn, cache *[batchRows]*sql.Stmt, k int, build func(int) string) (*sql.Stmt, error) {
-	if st := cache[k-1]; st != nil {
-		return st, nil
-	}
-	st, err := conn.PrepareContext(ctx, build(k))
-	if err != nil {
-		return nil, fmt.Errorf("prepare a batch of %d: %w", k, err)
-	}
-	cache[k-1] = st
-	s.all = append(s.all, st)
-	return st, nil
-}
-
-func (s *statements) close() {
-	for _, st := range s.all {
-		st.Close()
-	}
-	s.all = nil
 }

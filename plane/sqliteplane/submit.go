@@ -3,8 +3,6 @@ package sqliteplane
 import (
 	"cmp"
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -42,67 +40,35 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 	return out, nil
 }
 
-// submitMany resolves existing keys and ids, applies the queue's admission block to the new
-// invocations when admit is set, then inserts them. It returns the caller's error or a SQL
-// failure.
+// submitMany resolves existing keys and ids (planekit.StageSubmit, looking them up first:
+// planekit.Holder), applies the queue's admission block to the new invocations when admit is set,
+// then inserts them. It returns the caller's error or a SQL failure.
 func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk *planekit.Ticket, admit bool) (error, error) {
 	clear(out)
-	seen := map[string]int{}       // key → index of its first new invocation in this batch
-	dupOf := make([]int, len(out)) // index of the first invocation with the same new key, or -1
-	var fresh []int
-	var deadlines []time.Time
 	invs, cloned := p.Invocations, false // copied before a later debounced submit changes one
-	folded := map[string]string{}        // key → the waiting invocation a debounced submit updated
 	now := time.UnixMilli(t.ms)          // due times at millisecond precision
-	for i, s := range p.Invocations {
-		dupOf[i] = -1
-		if s.ID != "" {
-			h, ok, err := t.head(s.ID)
-			if err != nil {
-				return nil, fmt.Errorf("submit: %w", err)
+	dupOf := make([]int, len(out))
+	refused, err := planekit.StageSubmit(kitTx{t}, t.w.d.kit, p, out, dupOf, now, t.w.d.ids, planekit.Stager{
+		Holder: func(s *plane.SubmitParams, byKey bool) (string, error, error) {
+			return planekit.Holder(kitTx{t}, t.w.d.kit, p, s, byKey)
+		},
+		Restage: func(first int, s *plane.SubmitParams) {
+			if !cloned {
+				invs, cloned = slices.Clone(invs), true
 			}
-			if ok {
-				if h.Namespace != p.Namespace || h.Queue != p.Queue {
-					return plane.IDTaken(s.ID), nil
-				}
-				out[i] = plane.SubmitResult{ID: s.ID, Existing: true}
-				continue
-			}
+			plane.Debounced(&invs[first], s)
+		},
+		Folded: func(s *plane.SubmitParams) { t.delayed(s.DueAt(now).UnixMilli()) }, // the writer's alarm goes off for it
+	})
+	if refused != nil || err != nil {
+		return refused, err
+	}
+	var fresh []int // the staged invocations
+	var deadlines []time.Time
+	for i := range out {
+		if out[i].ID != "" && !out[i].Existing && dupOf[i] < 0 {
+			fresh, deadlines = append(fresh, i), append(deadlines, p.Invocations[i].Deadline)
 		}
-		if s.Key != "" {
-			if first, dup := seen[s.Key]; dup {
-				dupOf[i] = first
-				if s.Debounce > 0 { // the later payload of a key wins
-					if !cloned {
-						invs, cloned = slices.Clone(invs), true
-					}
-					plane.Debounced(&invs[first], &s)
-				}
-				continue
-			}
-			id, action, err := planekit.Windows(kitTx{t}, t.w.d.kit, p.Namespace, p.Queue, &s, now, folded)
-			if err != nil {
-				return nil, err
-			}
-			if action != plane.DebounceInsert {
-				if action == plane.DebounceFold {
-					t.delayed(s.DueAt(now).UnixMilli()) // the writer's alarm goes off for it
-				}
-				out[i] = plane.SubmitResult{ID: id, Existing: true}
-				continue
-			}
-			err = t.w.st.idByKey.QueryRowContext(t.ctx, p.Namespace, p.Queue, s.Key).Scan(&id)
-			if err == nil {
-				out[i] = plane.SubmitResult{ID: id, Existing: true}
-				continue
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return nil, fmt.Errorf("submit: look up key: %w", err)
-			}
-			seen[s.Key] = i
-		}
-		fresh = append(fresh, i)
-		deadlines = append(deadlines, s.Deadline)
 	}
 	if len(fresh) > 0 && admit {
 		a, err := t.admission(p.Namespace, p.Queue)
@@ -119,12 +85,12 @@ func (t *wtx) submitMany(p *plane.SubmitManyParams, out []plane.SubmitResult, tk
 	if err := t.insertMany(p.Namespace, p.Queue, invs, fresh, out); err != nil {
 		return nil, err
 	}
-	planekit.AnswerDuplicates(out, dupOf) // later duplicates of a key new in this batch
+	planekit.AnswerDuplicates(out, dupOf) // later duplicates of a key or id new in this batch
 	return nil, nil
 }
 
-// insertMany inserts the invocations at indexes fresh of invs, in multi-row statements
-// (insertChunks), and records their ids in out. Per batch, not per row: the count changes
+// insertMany inserts the invocations at indexes fresh of invs, under their ids in out, in
+// multi-row statements (insertChunks). Per batch, not per row: the count changes
 // of one (state, priority) pair, the claimable mark and the earliest due time.
 func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fresh []int, out []plane.SubmitResult) error {
 	args := make([]any, 0, 3+min(len(fresh), insertChunks[0])*insertWidth)
@@ -150,10 +116,7 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			if s.Key != "" {
 				key = s.Key
 			}
-			id := s.ID
-			if id == "" {
-				id = t.w.d.ids.New(t.now)
-			}
+			id := out[i].ID
 			payload := planekit.Payload(s.Payload)
 			state, due := planekit.StateQueued, t.ms
 			if s.Delay > 0 || s.Debounce > 0 || !s.NotBefore.IsZero() {
@@ -189,7 +152,6 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			} else {
 				claimable = true
 			}
-			out[i] = plane.SubmitResult{ID: id}
 		}
 		if _, err := t.w.st.insertRows[k].ExecContext(t.ctx, args...); err != nil {
 			return fmt.Errorf("submit: insert: %w", err)

@@ -200,6 +200,17 @@ def test_printed_urls_are_redacted() -> None:
     assert redact_url("http://user:secret@h:7077/x?token=secret&a=1") == "http://user:xxxxx@h:7077/x?token=xxxxx&a=1"
     assert redact_url("postgres://lake:secret@db/lake?sslpassword=secret") == "postgres://lake:xxxxx@db/lake?sslpassword=xxxxx"
     assert redact_url("/home/me/lakeshore.db") == "/home/me/lakeshore.db"
+    # A password holding '/', '?' or '#' after digits: the URL parses with part of the password
+    # as host and port (printed whole before): masked up to its last "@".
+    for cut, want in [
+        ("postgres://u:9731#secret@h/db", "postgres://xxxxx@h/db"),
+        ("postgres://u:9731/secret@h/db", "postgres://xxxxx@h/db"),
+        ("postgres://u:9731?secret@h/db?token=secret", "postgres://xxxxx@h/db?token=xxxxx"),
+        ("http://u:9731@secret#secret@h:7077", "http://xxxxx@h:7077"),
+        ("postgres://db:5432/lake?user=me@example", "postgres://xxxxx@example"),
+    ]:
+        assert redact_url(cut) == want, cut
+    assert redact_url("postgres://db/lake?user=me@example") == "postgres://db/lake?user=me@example"
     d = HttpDispatch("http://user:secret@127.0.0.1:9", retry_for=0.0)
     try:
         assert "secret" not in repr(d)

@@ -211,10 +211,9 @@ class Preparer:
         wait — no run of another context holds it or waits for it. Return whether it did;
         if not, the run waits in a worker thread (:meth:`enter_plain`)."""
         with self.gate:
-            if self.waiting or (self.holders and self.context != PLAIN):
+            if self.waiting or not self._free_for(PLAIN):
                 return False
-            self.context = PLAIN
-            self.holders.add(job_id)
+            self._take(PLAIN, job_id)
             return True
 
     def enter_plain(self, job_id: str, stopped: threading.Event | None = None) -> None:
@@ -237,11 +236,7 @@ class Preparer:
                     self.gate.wait(COMMAND_POLL)
             finally:
                 self.waiting.remove(context)
-            first = not self.holders
-            self.context = context
-            self.holders.add(job_id)
-            self.gate.notify_all()
-            return first
+            return self._take(context, job_id)
 
     def _may_enter(self, context: tuple[Any, ...]) -> bool:
         """Whether a run of ``context`` may take the gate now (self.gate held): no other
@@ -249,7 +244,20 @@ class Preparer:
         ahead = self.waiting[: self.waiting.index(context)]
         if any(c != context for c in ahead):
             return False
+        return self._free_for(context)
+
+    def _free_for(self, context: tuple[Any, ...]) -> bool:
+        """Whether the gate is free or held by runs of ``context`` (self.gate held)."""
         return not self.holders or self.context == context
+
+    def _take(self, context: tuple[Any, ...], job_id: str) -> bool:
+        """Give ``job_id`` the gate for ``context`` (self.gate held, the run may enter);
+        return whether it is the first run of its context (it sets the env)."""
+        first = not self.holders
+        self.context = context
+        self.holders.add(job_id)
+        self.gate.notify_all()
+        return first
 
     def release(self, job_id: str) -> None:
         """After the body of a prepared run (or its failed preparation): let go of the

@@ -65,6 +65,10 @@ def redact_url(target: str) -> str:
         return target
     try:
         u = urllib.parse.urlsplit(target)
+        if _authority_cut(u):
+            # The password may run on past what urlsplit took for the authority: every byte
+            # up to the URL's last "@" is dropped (Go: plane.URLAuthorityCut).
+            return redact_url(f"{u.scheme}://xxxxx{target[target.rindex('@'):]}")
         netloc = u.netloc
         if u.password is not None:
             userinfo, _, host = netloc.rpartition("@")
@@ -76,6 +80,23 @@ def redact_url(target: str) -> str:
         return urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment))
     except ValueError:
         return target.split("://", 1)[0] + "://xxxxx"
+
+
+def _authority_cut(u: urllib.parse.SplitResult) -> bool:
+    """Whether ``u``'s authority may have been cut inside a password holding '/', '?' or '#'
+    unescaped (``postgres://u:12#x@h/db``: host ``u``, port 12, fragment ``x@h/db``): it has
+    a password or a port, and an "@" follows it in the path, the fragment, a query key or
+    a query value that is not a URL (as the Go side's ``plane.URLAuthorityCut``)."""
+    host = u.netloc.rpartition("@")[2].rpartition("]")[2]  # an IPv6 address holds colons
+    if u.password is None and ":" not in host:
+        return False
+    if "@" in u.path or "@" in u.fragment:
+        return True
+    for pair in re.split("[&;]", u.query):
+        k, _, v = pair.partition("=")
+        if "@" in k or ("@" in v and "://" not in urllib.parse.unquote_plus(v)):
+            return True
+    return False
 
 
 def _name_invocation(err: errors.DispatchError, path: str) -> errors.DispatchError:

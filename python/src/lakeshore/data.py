@@ -1210,7 +1210,9 @@ class Queue:
             return [], offset
         recs = _records(data)
         nxt = headers.get("Lakeshore-Next-Offset")
-        return recs, int(nxt) if nxt else offset + len(recs)
+        # Never below the offset asked for (the server's contract, docs/http-api.md; a server
+        # before it answered the log's end for an offset past it): a cursor never moves back.
+        return recs, max(offset, int(nxt)) if nxt else offset + len(recs)
 
     async def stream(
         self, limit: int = 1000, wait: bool = True, timeout: float = 5.0, *, partition_id: str | None = None

@@ -1,0 +1,98 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// TestDataRefusedPutCreatesNothing: a put that the server refuses (a body that does not
+// decode, a bad partition name, records a store refuses whatever the queue holds, a bad
+// put id or back-pressure, a bad version), on each route that creates its queue
+// (POST D/records, D/kv, D/version), creates no queue: nothing is listed, no directory is
+// made, and the refused put does not count against the namespace's data-queue cap; a good
+// put of each route still creates its queue. (On the code before, each route opened its
+// queue with create before reading the body, so every refused put here left an empty
+// queue behind, counted by the cap.)
+func TestDataRefusedPutCreatesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := setup(t, &server.Config{DataDir: dir, MaxDataQueuesPerNamespace: 4})
+	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
+	const ns = "/v1/namespaces/team-a/data/"
+	listed := func() []string {
+		t.Helper()
+		r := b.do(t, "GET", "/v1/namespaces/team-a/data", "", nil, "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+		var out api.DataQueuesResponse
+		require.NoError(t, json.Unmarshal(r.body, &out))
+		return out.Queues
+	}
+	r := b.do(t, "POST", ns+"held/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+
+	for _, c := range []struct{ path, contentType, body, code string }{
+		{"/records", api.ContentTypeJSON, `{"records": [`, "invalid"},
+		{"/records", api.ContentTypeJSON, `{"records": [null]}`, "invalid"},
+		{"/records?partition=_bad", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
+		{"/records", api.ContentTypeJSON, `{"partition": "no/slash", "records": [{"x": 1}]}`, "invalid"},
+		{"/records?partition=p1", api.ContentTypeJSON, `{"partition": "p2", "records": [{"x": 1}]}`, "invalid"},
+		{"/records", api.ContentTypeJSON, `{"records": [{"x": 1}, {"x": "one"}]}`, "incompatible_type"},
+		{"/records", api.ContentTypeJSON, `{"records": [{"z": 18446744073709551615}]}`, "unsupported_value"},
+		{"/records", api.ContentTypeJSON, `{"records": [{"weight_version": -1}]}`, "invalid"},
+		{"/records?admission_block=true", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
+		{"/records?max_unconsumed=-1&admission_task=t", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
+		{"/records", api.ContentTypeArrow, `not an arrow stream`, "invalid"},
+		{"/kv", api.ContentTypeJSON, `{"keys": ["k"`, "invalid"},
+		{"/kv?partition=_bad", api.ContentTypeJSON, `{"keys": ["k"], "records": [{"x": 1}]}`, "invalid"},
+		{"/kv", api.ContentTypeJSON, `{"keys": [""], "records": [{"x": 1}]}`, "invalid"},
+		{"/kv", api.ContentTypeJSON, `{"keys": ["a", "b"], "records": [{"x": 1}]}`, "invalid"},
+		{"/kv", api.ContentTypeJSON, `{"keys": ["a", "b"], "records": [{"x": 1}, {"x": "one"}]}`, "incompatible_type"},
+		{"/version", api.ContentTypeJSON, `{"version": `, "invalid"},
+		{"/version", api.ContentTypeJSON, `{"version": -1}`, "invalid"},
+	} {
+		r := b.do(t, "POST", ns+"fresh"+c.path, c.contentType, []byte(c.body), "")
+		require.GreaterOrEqual(t, r.status, 400, "%s %s: %s", c.path, c.body, r.body)
+		require.Less(t, r.status, 500, "%s %s: %s", c.path, c.body, r.body)
+		var eb api.DataErrorBody
+		require.NoError(t, json.Unmarshal(r.body, &eb), "%s %s: %s", c.path, c.body, r.body)
+		require.Equal(t, c.code, eb.Code, "%s %s: %s", c.path, c.body, eb.Message)
+		require.Equal(t, []string{"held"}, listed(), "the refused %s %s created no queue", c.path, c.body)
+		_, err := os.Stat(filepath.Join(dir, "team-a", "fresh"))
+		require.ErrorIs(t, err, os.ErrNotExist, "the refused %s %s made no directory", c.path, c.body)
+	}
+
+	// The refused puts took no room under the cap (4): each route's good put creates its
+	// queue, and the fifth queue is the one refused.
+	for _, c := range []struct{ queue, path, body string }{
+		{"r", "/records", `{"records": [{"x": 1}]}`},
+		{"k", "/kv", `{"keys": ["k"], "records": [{"x": 1}]}`},
+		{"v", "/version", `{"version": 1}`},
+	} {
+		r := b.do(t, "POST", ns+c.queue+c.path, api.ContentTypeJSON, []byte(c.body), "")
+		require.Equal(t, 200, r.status, "%s: %s", c.path, r.body)
+	}
+	require.Equal(t, []string{"held", "k", "r", "v"}, listed())
+	r = b.do(t, "GET", ns+"v/version", "", nil, "")
+	require.JSONEq(t, `{"version": 1}`, string(r.body))
+	b.do(t, "POST", ns+"fresh/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "").requireError(t, 409, "limit_exceeded")
+}
+
+// TestDataPutWithoutDataQueues: a put to a server that serves no data queues is 501
+// not_implemented whatever its body, as every data route answers there (the put's body is
+// read only once the server serves data queues).
+func TestDataPutWithoutDataQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{})
+	for _, path := range []string{"/records", "/kv", "/version"} {
+		b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(`{"records": [`), "").requireError(t, 501, "not_implemented")
+		b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(`{"version": 1, "keys": ["k"], "records": [{"x": 1}]}`), "").requireError(t, 501, "not_implemented")
+	}
+}
