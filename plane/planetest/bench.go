@@ -13,7 +13,8 @@ import (
 // — with keys > 0, each under one of keys concurrency keys ("tenant-0" …) limited to limit
 // running at once — then 64 workers claim and ack one job at a time until the queue is
 // empty; only the burn-down is timed. started, when set, runs after the submits, just
-// before the timer starts (a plane's own measurements). Reports jobs/s.
+// before the timer starts (a plane's own measurements). Reports jobs/s; fails unless every
+// job succeeded.
 func Burndown64(b *testing.B, d plane.Driver, keys int, limit int64, started func()) {
 	if keys > 0 {
 		if err := d.QueueAdmissionSet(b.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "q",
@@ -60,4 +61,16 @@ func Burndown64(b *testing.B, d plane.Driver, keys int, limit int64, started fun
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	// Every job succeeded: a claim path that skipped jobs would end the run early, and read
+	// fast.
+	b.StopTimer()
+	stats, err := d.QueueStatsList(b.Context(), "default")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range stats {
+		if s.Queue == "q" && s.Counts[plane.StateSucceeded] != int64(b.N) {
+			b.Fatalf("%d of %d jobs succeeded: %v", s.Counts[plane.StateSucceeded], b.N, s.Counts)
+		}
+	}
 }
