@@ -51,14 +51,20 @@ func redact(target string, depth int) string {
 		if err != nil {
 			return redactUnparsed(target, depth)
 		}
+		u.RawQuery = redactQuery(u.RawQuery, depth) // String prints RawQuery as it is
+		out := u.Redacted()
 		if URLAuthorityCut(target) != "" {
 			// The password may run on past what net/url took for the authority: every
-			// byte up to the URL's last "@" is dropped.
-			i := strings.Index(target, "://") + len("://")
-			return redactUnparsed(target[:i]+"xxxxx"+target[strings.LastIndexByte(target, '@'):], depth)
+			// byte up to the last "@" is dropped too, after the query's secrets were (an
+			// "@" in a query value leaves the rest of the query without its "?"), and
+			// what follows is redacted as the URL it then reads as (a query net/url took
+			// for a fragment).
+			i := strings.Index(out, "://") + len("://")
+			if j := strings.LastIndexByte(out, '@'); j >= i {
+				out = redactUnparsed(out[:i]+"xxxxx"+out[j:], depth)
+			}
 		}
-		u.RawQuery = redactQuery(u.RawQuery, depth) // String prints RawQuery as it is
-		return u.Redacted()
+		return out
 	}
 	return keywordSecret.ReplaceAllString(target, "${1}=xxxxx")
 }
@@ -69,11 +75,12 @@ func redact(target string, depth int) string {
 // host "b" and path "/c@h/db"): "" when it cannot have been; else where an "@" follows the
 // authority that net/url parsed with a password or a port (what "user:pass" cut short
 // parses as): "path", "fragment", "query key", or "query value" (a value that is not a
-// URL: a URL given as a query value holds its own user info). "query value" is
-// ambiguous ("postgres://h:5432/db?user=me@example" is a user given as a parameter):
-// RedactURL masks every case up to the URL's last "@", and pgdb.ParseConfig refuses
-// the others (a PostgreSQL URL has no fragment, nor an "@" unescaped in a database or
-// parameter name). A target that is not a URL, or that net/url refuses, is "".
+// URL: a URL given as a query value holds its own user info). "path" and "query value"
+// are ambiguous ("postgres://u:pw@h:5432/team@prod" may name database "team@prod",
+// "postgres://h:5432/db?user=me@example" a user given as a parameter): RedactURL masks
+// every case up to the last "@" (too much, never a secret), and pgdb.ParseConfig refuses
+// all but "query value", asking for the "@" or the password's characters escaped. A
+// target that is not a URL, or that net/url refuses, is "".
 func URLAuthorityCut(target string) string {
 	if !isURL(target) {
 		return ""

@@ -57,6 +57,11 @@ func TestRedactURLAuthorityCut(t *testing.T) {
 		{"http://u:9731#secret@[::1]:7077", "http://xxxxx@[::1]:7077", "fragment"},
 		// Ambiguous: a user given as a parameter, or a password cut short: masked too much.
 		{"postgres://db:5432/lake?user=me@example", "postgres://xxxxx@example", "query value"},
+		// The secrets of the query after the last "@" are masked too (the first version of
+		// the mask printed them: the rest of the query had lost its "?").
+		{"https://host:443/p?email=a@b&token=secret", "https://xxxxx@b&token=xxxxx", "query value"},
+		{"https://u:pw@host/p?email=a@b&access_token=secret", "https://xxxxx@b&access_token=xxxxx", "query value"},
+		{"postgres://h:5432/db?user=me@example&session_token=secret", "postgres://xxxxx@example&session_token=xxxxx", "query value"},
 		// Not cut: no password nor port, or the "@" is a nested URL's.
 		{"postgres://db/lake?user=me@example", "postgres://db/lake?user=me@example", ""},
 		{"postgres://[::1]/lake@x", "postgres://[::1]/lake@x", ""},

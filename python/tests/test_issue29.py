@@ -208,6 +208,11 @@ def test_printed_urls_are_redacted() -> None:
         ("postgres://u:9731?secret@h/db?token=secret", "postgres://xxxxx@h/db?token=xxxxx"),
         ("http://u:9731@secret#secret@h:7077", "http://xxxxx@h:7077"),
         ("postgres://db:5432/lake?user=me@example", "postgres://xxxxx@example"),
+        # The query's secrets after the last "@" stay masked (the first version printed them).
+        ("https://host:443/p?email=a@b&token=secret", "https://xxxxx@b&token=xxxxx"),
+        ("https://u:pw@host/p?email=a@b&access_token=secret", "https://xxxxx@b&access_token=xxxxx"),
+        ("postgres://u:9731#secret@h:5432/db?token=secret", "postgres://xxxxx@h:5432/db?token=xxxxx"),
+        ("postgres://h:5432/db?user=me@example&session_token=secret", "postgres://xxxxx@example&session_token=xxxxx"),
     ]:
         assert redact_url(cut) == want, cut
     assert redact_url("postgres://db/lake?user=me@example") == "postgres://db/lake?user=me@example"

@@ -54,7 +54,22 @@ LONG_POLL_MAX = 60.0
 """The longest wait one request asks the server for (the server's default cap)."""
 
 _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_SECRET_PARAMS = frozenset({"password", "sslpassword", "passwd", "pwd", "secret", "token", "access_token"})
+# The same names as the Go side's plane.secretParams.
+_SECRET_PARAMS = frozenset(
+    {
+        "password",
+        "sslpassword",
+        "passwd",
+        "pwd",
+        "secret",
+        "token",
+        "access_token",
+        "sslkey",
+        "secret_access_key",
+        "aws_secret_access_key",
+        "session_token",
+    }
+)
 
 
 def redact_url(target: str) -> str:
@@ -65,10 +80,6 @@ def redact_url(target: str) -> str:
         return target
     try:
         u = urllib.parse.urlsplit(target)
-        if _authority_cut(u):
-            # The password may run on past what urlsplit took for the authority: every byte
-            # up to the URL's last "@" is dropped (Go: plane.URLAuthorityCut).
-            return redact_url(f"{u.scheme}://xxxxx{target[target.rindex('@'):]}")
         netloc = u.netloc
         if u.password is not None:
             userinfo, _, host = netloc.rpartition("@")
@@ -77,7 +88,16 @@ def redact_url(target: str) -> str:
             f"{k}=xxxxx" if k.lower() in _SECRET_PARAMS else (f"{k}={v}" if sep else k)
             for k, sep, v in (pair.partition("=") for pair in u.query.split("&") if pair)
         )
-        return urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment))
+        out = urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment))
+        if _authority_cut(u):
+            # The password may run on past what urlsplit took for the authority: every byte
+            # up to the last "@" is dropped too, after the query's secrets were, and what
+            # follows is redacted as the URL it then reads as (a query urlsplit took for a
+            # fragment) (Go: plane.URLAuthorityCut, RedactURL).
+            i, j = out.index("://") + 3, out.rfind("@")
+            if j >= i:
+                out = redact_url(out[:i] + "xxxxx" + out[j:])
+        return out
     except ValueError:
         return target.split("://", 1)[0] + "://xxxxx"
 
