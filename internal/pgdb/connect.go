@@ -54,10 +54,13 @@ func ParseConfig(field, url string) (*pgxpool.Config, error) {
 	}
 	if cut := plane.URLAuthorityCut(url); cut != "" && cut != "query value" {
 		// pgx took the host and port from inside the password ("u:12#x@h/db": host u,
-		// port 12), which its errors would name: refused, the URL shown redacted.
+		// port 12), which its errors would name: refused, the URL shown redacted. A
+		// database name holding an "@" ("u:pw@h:5432/team@prod") reads the same way and
+		// is refused too: it is written escaped (team%40prod), the one reading that
+		// cannot be a password cut short (decision in docs/operations.md).
 		return nil, &plane.InvalidError{Field: field, Value: plane.RedactURL(url),
-			Rule: "use postgres://user:password@host:port/database?sslmode=…, with a '/', '?', '#' or '@' in the password escaped (%2F, %3F, %23, %40): " +
-				"this URL has an '@' in its " + cut + " after what reads as its host and port"}
+			Rule: "use postgres://user:password@host:port/database?sslmode=…, with a '/', '?', '#' or '@' in the password, and an '@' in the database name, escaped (%2F, %3F, %23, %40): " +
+				"this URL has an '@' in its " + cut + " after what reads as its host and port, so part of it may be a password"}
 	}
 	return pc, nil
 }

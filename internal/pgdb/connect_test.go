@@ -83,7 +83,15 @@ func TestParseConfigRefusesACutAuthority(t *testing.T) {
 		require.NotContains(t, err.Error(), "9731", u)
 		require.Contains(t, err.Error(), "%23", u)
 	}
-	pc, err := ParseConfig("database URL", "postgres://localhost:5432/lake?user=me@example")
+	// A database name holding an "@" reads as a password cut short: refused, asking for it
+	// escaped; escaped it is the database's name.
+	_, err := ParseConfig("database URL", "postgres://app:pw@db:5432/team@prod")
+	require.ErrorIs(t, err, plane.ErrInvalid)
+	require.Contains(t, err.Error(), "an '@' in the database name")
+	pc, err := ParseConfig("database URL", "postgres://app:pw@db:5432/team%40prod")
+	require.NoError(t, err)
+	require.Equal(t, "team@prod", pc.ConnConfig.Database)
+	pc, err = ParseConfig("database URL", "postgres://localhost:5432/lake?user=me@example")
 	require.NoError(t, err)
 	require.Equal(t, "me@example", pc.ConnConfig.User)
 	pc, err = ParseConfig("database URL", "postgres://lake:9731%23Secret9@localhost/lake")
