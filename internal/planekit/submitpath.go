@@ -30,8 +30,8 @@ type Stager struct {
 }
 
 // StageSubmit walks the invocations of p, in t at now, and answers each as far as the
-// walk can before the insert: the caller's id held already (stager.Holder) answers that
-// invocation (Existing); an invocation of a key applies the key's windows (Windows: a
+// walk can before the insert: the caller's id held already (stager.Holder; Holder for an
+// invocation with a key when stager.Holder is nil) answers that invocation (Existing); an invocation of a key applies the key's windows (Windows: a
 // debounced one folds into its key's waiting holder, a passed dedup window frees the key)
 // and answers the holder it resolves to; one that may be new gets its id (the caller's,
 // else a new one from ids) in out and is staged (stager.Stage). A later invocation of the
@@ -46,8 +46,15 @@ func StageSubmit(t Tx, st *Statements, p *plane.SubmitManyParams, out []plane.Su
 	for i := range p.Invocations {
 		s := &p.Invocations[i]
 		dupOf[i] = -1
-		if s.ID != "" && stager.Holder != nil {
-			id, refused, err := stager.Holder(s, false)
+		if s.ID != "" && (stager.Holder != nil || s.Key != "") {
+			// The caller's id held answers the invocation before its key's windows run
+			// (a retry by id changes nothing, a debounced one included): a driver whose
+			// insert resolves ids (no Holder) looks it up here for a keyed invocation.
+			holder := stager.Holder
+			if holder == nil {
+				holder = func(s *plane.SubmitParams, byKey bool) (string, error, error) { return Holder(t, st, p, s, byKey) }
+			}
+			id, refused, err := holder(s, false)
 			if refused != nil || err != nil {
 				return refused, err
 			}

@@ -122,6 +122,26 @@ func testDedup(t *testing.T, s *suite) {
 		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1, plane.StateRunning: 1, plane.StateSucceeded: 1})
 	})
 
+	t.Run("DebounceRetriedByID", func(t *testing.T) {
+		// A debounced submit sent again with its caller's id (a client's retry) is the
+		// submit made already: answered as existing, its payload and due time unchanged,
+		// whatever it carries. (PostgreSQL folded the retry into the waiting invocation,
+		// pushing its start back, while SQLite changed nothing.)
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		id := plane.NewIDGenerator().New(b.now())
+		first := b.submit(t, plane.SubmitParams{ID: id, Key: "kc", Debounce: time.Hour, Payload: []byte("1")})[0]
+		require.Equal(t, plane.SubmitResult{ID: id}, first)
+		due := b.get(t, id).AvailableAt
+		b.advance(time.Minute)
+		again := b.submit(t, plane.SubmitParams{ID: id, Key: "kc", Debounce: time.Hour, Payload: []byte("2")})[0]
+		require.Equal(t, plane.SubmitResult{ID: id, Existing: true}, again)
+		inv := b.get(t, id)
+		require.Equal(t, []byte("1"), inv.Payload, "a retry by id changes nothing")
+		require.True(t, due.Equal(inv.AvailableAt), "nor pushes the start back: due %v, got %v", due, inv.AvailableAt)
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1})
+	})
+
 	t.Run("DebounceLeavesOrdinaryHolder", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

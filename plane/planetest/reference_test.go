@@ -181,6 +181,12 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 		}
 	}
 	for i, s := range p.Invocations {
+		if _, ok := d.invs[s.ID]; ok && s.ID != "" {
+			// The caller's id held: this submit was made already (a retry), before any
+			// key window applies.
+			out[i] = plane.SubmitResult{ID: s.ID, Existing: true}
+			continue
+		}
 		if s.Key != "" {
 			k := refKey{p.Namespace, p.Queue, s.Key}
 			if cutoff := plane.DedupCutoff(now, s.UniqueFor); !cutoff.IsZero() {
