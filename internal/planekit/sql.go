@@ -80,11 +80,9 @@ type Tx interface {
 	Admission(namespace, queue string) (*Admission, error)
 	// Queued is the queued count of a queue as the transaction sees it.
 	Queued(namespace, queue string) (int64, error)
-	// AdmissionChanged follows a write of a queue's admission block: it replaces the
-	// queue's concurrency limits (nil: none) and applies them to its key counters, drops
-	// what the plane caches of the block, and wakes the queue's claimers and blocked
-	// submits (a raised limit makes room).
-	AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error
+	// AdmissionChanged follows a write of a queue's admission block (admissionChanged): it
+	// drops what the plane caches of the block.
+	AdmissionChanged(namespace, queue string)
 	// Head reads the state of invocation id, locked for the transaction, and how to end it
 	// (in state to, with info recorded). Errors: plane.ErrNotFound.
 	Head(id string) (state int, end func(to int, info plane.ErrorInfo) error, err error)

@@ -93,13 +93,8 @@ func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitRes
 	return k.t.submitMany(p, out, nil, false)
 }
 
-func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
-	if err := planekit.SetKeyLimits(k, k.t.d.kit, namespace, queue, limits); err != nil {
-		return err
-	}
-	k.t.wake(planekit.RoomKey(namespace, queue))
-	return nil
-}
+// AdmissionChanged: nothing cached (a submit reads the block it locks).
+func (kitTx) AdmissionChanged(string, string) {}
 
 func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
 	h, err := k.t.head(id)

@@ -142,13 +142,8 @@ func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitRes
 	return cmp.Or(err, refused)
 }
 
-func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
-	if err := planekit.SetKeyLimits(k, k.t.w.d.kit, namespace, queue, limits); err != nil {
-		return err
-	}
+func (k kitTx) AdmissionChanged(namespace, queue string) {
 	delete(k.t.w.admissions, [2]string{namespace, queue})
-	k.t.wake(planekit.RoomKey(namespace, queue))
-	return nil
 }
 
 func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
