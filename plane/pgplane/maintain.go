@@ -132,12 +132,9 @@ func (s maintenance) Expire(step int, rule planekit.Expiry, _ int) (found, ended
 	query := [...]string{s.d.sql.expiredLeases, s.d.sql.attemptsOverdue, s.d.sql.deadlinesPassed}[step]
 	return found, ended, s.step("", func(t *tx) error {
 		heads, err := t.heads(query, t.ms)
-		found, ended = len(heads), 0
-		for _, h := range heads {
-			if t.expire(h, rule) {
-				ended++
-			}
-		}
+		found = len(heads)
+		ended, _ = planekit.ExpireFound(heads, func(h *head) (*head, error) { return h, nil },
+			func(h *head) (bool, error) { return t.expire(h, rule), nil }) // queued writes: never fails
 		return err
 	})
 }

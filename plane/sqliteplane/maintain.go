@@ -61,21 +61,11 @@ func (s maintenance) Expire(step int, rule planekit.Expiry, limit int) (found, e
 			return found, ended, fmt.Errorf("maintenance: %w", err)
 		}
 		found = max(found, len(ids))
-		for _, id := range ids {
-			h, ok, err := t.head(id)
-			if err != nil {
-				return found, ended, err
-			}
-			if !ok { // trimmed since it was found
-				continue
-			}
-			end, err := t.expire(h, rule) // not when it changed since it was found
-			if err != nil {
-				return found, ended, err
-			}
-			if end {
-				ended++
-			}
+		n, err := planekit.ExpireFound(ids, func(id string) (*head, error) { h, _, err := t.head(id); return h, err },
+			func(h *head) (bool, error) { return t.expire(h, rule) })
+		ended += n
+		if err != nil {
+			return found, ended, err
 		}
 	}
 	return found, ended, nil
