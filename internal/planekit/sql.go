@@ -83,9 +83,11 @@ type Tx interface {
 	// AdmissionChanged follows a write of a queue's admission block (admissionChanged): it
 	// drops what the plane caches of the block.
 	AdmissionChanged(namespace, queue string)
-	// Head reads the state of invocation id, locked for the transaction, and how to end it
-	// (in state to, with info recorded). Errors: plane.ErrNotFound.
-	Head(id string) (state int, end func(to int, info plane.ErrorInfo) error, err error)
+	// Head reads the transition fields of invocation id, locked for the transaction; nil
+	// when there is none.
+	Head(id string) (*Head, error)
+	// Apply writes the transition tr of h (a terminal state: its error recorded).
+	Apply(h *Head, tr plane.Transition) error
 	// Wake marks a hub key whose waiters the commit wakes.
 	Wake(key string)
 	// SubmitUnadmitted inserts p's invocations without applying the queue's admission block

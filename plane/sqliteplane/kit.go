@@ -124,13 +124,12 @@ func (k kitTx) AdmissionChanged(namespace, queue string) {
 	delete(k.t.w.admissions, [2]string{namespace, queue})
 }
 
-func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
-	h, ok, err := k.t.head(id)
-	if err != nil || !ok {
-		return 0, nil, cmp.Or[error](err, plane.ErrNotFound)
-	}
-	return h.State, func(to int, info plane.ErrorInfo) error { return k.t.finish(h, to, nil, &info) }, nil
+func (k kitTx) Head(id string) (*head, error) {
+	h, _, err := k.t.head(id)
+	return h, err
 }
+
+func (k kitTx) Apply(h *head, tr plane.Transition) error { return k.t.apply(h, tr, nil) }
 
 // kitStatements are the SQL of planekit.Verbs in SQLite's dialect: those both planes share
 // (planekit.Statements.Common, through sqliteDialect) and those written here.
