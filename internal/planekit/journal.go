@@ -173,8 +173,6 @@ type Journals interface {
 	// AdvanceJournal moves the next seq of the invocation h's journal on, and for a final
 	// post closes the journal (journal_closed: its attempt).
 	AdvanceJournal(h *Head, final bool) error
-	// Wake wakes the waiters of key after the commit.
-	Wake(key string)
 }
 
 // Post is the post p of value (PostValue) to the journal name (JournalName) in a driver's
@@ -198,7 +196,7 @@ func Post(t Tx, st *Statements, j Journals, p *plane.FramePostParams, name strin
 		if err := j.AppendFrame(name, seq, kind, value, 0); err != nil {
 			return 0, nil, err
 		}
-		j.Wake(JournalKey(name))
+		t.Wake(JournalKey(name))
 		return seq, nil, nil
 	}
 	h, err := j.Head(p.Journal.InvocationID)
@@ -217,7 +215,7 @@ func Post(t Tx, st *Statements, j Journals, p *plane.FramePostParams, name strin
 	if err := j.AdvanceJournal(h, p.Final); err != nil {
 		return 0, nil, err
 	}
-	j.Wake(JournalKey(h.ID))
+	t.Wake(JournalKey(h.ID))
 	seq = h.NextFrame
 	h.NextFrame++
 	if p.Final {

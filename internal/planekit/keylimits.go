@@ -9,8 +9,8 @@ import (
 // SetKeyLimits replaces, in t, the stored concurrency limits of a queue (plane.Admission's
 // KeyLimits; nil: none) and applies them to the queue's key counters at once
 // (Statements.KeyLimitsDelete, KeyLimitInsert, KeyLimitsApply). A raised limit may make
-// keys claimable, so the queue's claimers are served (Tx.Claimable). A driver's
-// Tx.AdmissionChanged runs it.
+// keys claimable, so the queue's claimers are served (Tx.Claimable). A write of an
+// admission block runs it (admissionChanged).
 func SetKeyLimits(t Tx, st *Statements, namespace, queue string, limits []plane.KeyLimit) error {
 	if _, err := t.Exec(st.KeyLimitsDelete, namespace, queue); err != nil {
 		return fmt.Errorf("set concurrency limits: %w", err)

@@ -2,6 +2,7 @@ package planekit
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -66,11 +67,14 @@ func ValidateAll[P any, PP interface {
 
 // Maintenance is a plane's maintenance steps, which MaintenancePass runs in order. Each
 // step runs in a transaction of the plane's choosing (sqliteplane: the pass's one writer
-// transaction; pgplane: one a batch) and handles at most limit rows.
+// transaction; pgplane: one a batch) and handles at most limit rows. The steps both planes
+// write alike (FireSchedules, DropSettledKeys, TrimWorkers) MaintenancePass runs itself,
+// each batch through Write.
 type Maintenance interface {
-	// FireSchedules submits the fires of due schedules (planekit.FireSchedules): due is
-	// how many schedules it read, fired how many it fired.
-	FireSchedules(limit int) (due, fired int, err error)
+	// Write runs fn in a transaction of the pass (sqliteplane: the pass's own; pgplane: one
+	// of its own, run again after a deadlock): its error is fn's, which a plane may prefix
+	// with "maintenance: " and what.
+	Write(what string, fn func(Tx) error) error
 	// Promote makes due delayed (or backed-off) invocations claimable and reports how many.
 	Promote(limit int) (int, error)
 	// Expire ends the invocations that step (0: expired leases, 1: overdue attempts, 2:
@@ -78,9 +82,6 @@ type Maintenance interface {
 	// many it read, ended how many it ended (a row changed since it was found is left
 	// alone).
 	Expire(step int, rule Expiry, limit int) (found, ended int, err error)
-	// DropSettledKeys drops the counter rows of settled concurrency keys
-	// (planekit.DropSettledKeys); done is true once it has read the last kept row.
-	DropSettledKeys(limit int) (done bool, err error)
 	// TrimPlacement removes idle placement rows (PlacementTrimSQL).
 	TrimPlacement() error
 	// Trim deletes up to limit terminal invocations finished before cutoff, with their
@@ -89,9 +90,6 @@ type Maintenance interface {
 	// TrimTopics deletes topics last posted to before cutoff, with their frames, and
 	// reports how many (0 from a plane that does not count them).
 	TrimTopics(cutoff time.Time) (int, error)
-	// TrimWorkers deletes the registrations of workers last seen before cutoff
-	// (TrimWorkers) and reports how many.
-	TrimWorkers(cutoff time.Time) (int, error)
 }
 
 // TrimWorkers deletes, in tx, the registrations of workers last seen before cutoff: a
@@ -119,11 +117,18 @@ var expiries = [...]Expiry{LeaseExpired, AttemptOverdue, DeadlinePassed}
 // trimmed. A step that
 // handles a full batch of batch rows runs again while again allows (sqliteplane's pass,
 // in one transaction, never repeats; pgplane's repeats within its budget). It reports what
-// the pass did.
-func MaintenancePass(m Maintenance, batch int, retention time.Duration, now func() time.Time, again func() bool) (plane.MaintenanceReport, error) {
+// the pass did. st is the plane's SQL, log where a schedule left unfired is reported, and
+// settledKeys where the next look for settled counter rows starts (DropSettledKeys; the
+// caller keeps it from pass to pass).
+func MaintenancePass(m Maintenance, st *Statements, log *slog.Logger, settledKeys *KeyCursor, batch int, retention time.Duration,
+	now func() time.Time, again func() bool) (plane.MaintenanceReport, error) {
 	var r plane.MaintenanceReport
 	for {
-		due, fired, err := m.FireSchedules(batch)
+		var due, fired int
+		err := m.Write("schedules: ", func(t Tx) (err error) {
+			due, fired, err = FireSchedules(t, st, batch, log)
+			return err
+		})
 		r.SchedulesFired += fired
 		if err != nil {
 			return r, err
@@ -150,11 +155,17 @@ func MaintenancePass(m Maintenance, batch int, retention time.Duration, now func
 		}
 	}
 	for {
-		done, err := m.DropSettledKeys(batch)
+		next := *settledKeys
+		err := m.Write("", func(t Tx) error {
+			next = *settledKeys // a transaction run again starts where the failed one did
+			_, err := DropSettledKeys(t, st, &next, batch)
+			return err
+		})
 		if err != nil {
 			return r, err
 		}
-		if done || !again() {
+		*settledKeys = next
+		if next == (KeyCursor{}) || !again() { // the last kept rows read
 			break
 		}
 	}
@@ -178,7 +189,10 @@ func MaintenancePass(m Maintenance, batch int, retention time.Duration, now func
 	if r.TopicsTrimmed, err = m.TrimTopics(cutoff); err != nil {
 		return r, err
 	}
-	r.WorkersTrimmed, err = m.TrimWorkers(cutoff)
+	err = m.Write("", func(t Tx) (err error) {
+		r.WorkersTrimmed, err = TrimWorkers(t, st, cutoff)
+		return err
+	})
 	return r, err
 }
 

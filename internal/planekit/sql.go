@@ -80,14 +80,14 @@ type Tx interface {
 	Admission(namespace, queue string) (*Admission, error)
 	// Queued is the queued count of a queue as the transaction sees it.
 	Queued(namespace, queue string) (int64, error)
-	// AdmissionChanged follows a write of a queue's admission block: it replaces the
-	// queue's concurrency limits (nil: none) and applies them to its key counters, drops
-	// what the plane caches of the block, and wakes the queue's claimers and blocked
-	// submits (a raised limit makes room).
-	AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error
-	// Head reads the state of invocation id, locked for the transaction, and how to end it
-	// (in state to, with info recorded). Errors: plane.ErrNotFound.
-	Head(id string) (state int, end func(to int, info plane.ErrorInfo) error, err error)
+	// AdmissionChanged follows a write of a queue's admission block (admissionChanged): it
+	// drops what the plane caches of the block.
+	AdmissionChanged(namespace, queue string)
+	// Head reads the transition fields of invocation id, locked for the transaction; nil
+	// when there is none.
+	Head(id string) (*Head, error)
+	// Apply writes the transition tr of h (a terminal state: its error recorded).
+	Apply(h *Head, tr plane.Transition) error
 	// Wake marks a hub key whose waiters the commit wakes.
 	Wake(key string)
 	// SubmitUnadmitted inserts p's invocations without applying the queue's admission block

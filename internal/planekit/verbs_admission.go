@@ -8,7 +8,7 @@ import (
 )
 
 // QueueAdmissionSet implements plane.Driver. Setting a block refills its token bucket and
-// replaces the queue's concurrency limits (Tx.AdmissionChanged).
+// replaces the queue's concurrency limits (admissionChanged).
 func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) error {
 	if err := ValidateQueue(p.Namespace, p.Queue); err != nil {
 		return err
@@ -35,7 +35,7 @@ func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) 
 			a.DeadlineCutoff.Milliseconds(), t.Now().UnixMilli(), float64(a.Burst), EncodeConcurrency(a)); err != nil {
 			return fmt.Errorf("set admission: %w", err)
 		}
-		return t.AdmissionChanged(p.Namespace, p.Queue, a.KeyLimits())
+		return admissionChanged(t, v.st, p.Namespace, p.Queue, a.KeyLimits())
 	})
 }
 
@@ -66,7 +66,20 @@ func (v Verbs) QueueAdmissionDelete(ctx context.Context, namespace, queue string
 			return fmt.Errorf("delete admission: %w", err)
 		}
 		deleted = n > 0
-		return t.AdmissionChanged(namespace, queue, nil)
+		return admissionChanged(t, v.st, namespace, queue, nil)
 	})
 	return deleted, err
+}
+
+// admissionChanged follows a write of a queue's admission block in t: it replaces the
+// queue's concurrency limits (nil: none) and applies them to its key counters
+// (SetKeyLimits), drops what the plane caches of the block (Tx.AdmissionChanged), and
+// wakes the queue's blocked submits (a raised limit makes room).
+func admissionChanged(t Tx, st *Statements, namespace, queue string, limits []plane.KeyLimit) error {
+	if err := SetKeyLimits(t, st, namespace, queue, limits); err != nil {
+		return err
+	}
+	t.AdmissionChanged(namespace, queue)
+	t.Wake(RoomKey(namespace, queue))
+	return nil
 }

@@ -2,7 +2,6 @@ package planekit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -141,7 +140,8 @@ func (v Verbs) InvocationKill(ctx context.Context, id string) (bool, error) {
 	return v.endIf(ctx, id, Kill)
 }
 
-// endIf ends invocation id as e says when e ends it from its state.
+// endIf ends invocation id as e says when e ends it from its state (a terminal state,
+// which policy does not decide, with e's error, its attempt filled in).
 func (v Verbs) endIf(ctx context.Context, id string, e Ending) (bool, error) {
 	if err := plane.ValidateID(id); err != nil {
 		return false, err
@@ -149,15 +149,20 @@ func (v Verbs) endIf(ctx context.Context, id string, e Ending) (bool, error) {
 	var done bool
 	err := write(ctx, v.db, func(t Tx) (error, error) {
 		done = false
-		state, end, err := t.Head(id)
-		if errors.Is(err, plane.ErrNotFound) {
-			return err, nil
-		}
-		if err != nil || !e.From(state) {
+		h, err := t.Head(id)
+		if err != nil {
 			return nil, err
 		}
+		if h == nil {
+			return plane.ErrNotFound, nil
+		}
+		if !e.From(h.State) {
+			return nil, nil
+		}
 		done = true
-		return nil, end(e.To, e.Info)
+		info := e.Info
+		info.Attempt = h.Attempt
+		return nil, t.Apply(h, plane.Transition{State: StateName(e.To), Error: &info})
 	})
 	return done, err
 }

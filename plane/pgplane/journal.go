@@ -78,5 +78,3 @@ func (j journals) AdvanceJournal(h *head, final bool) error {
 	j.t.exec(next, h.ID)
 	return nil
 }
-
-func (j journals) Wake(key string) { j.t.wake(key) }

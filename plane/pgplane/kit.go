@@ -1,7 +1,6 @@
 package pgplane
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -93,21 +92,12 @@ func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitRes
 	return k.t.submitMany(p, out, nil, false)
 }
 
-func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
-	if err := planekit.SetKeyLimits(k, k.t.d.kit, namespace, queue, limits); err != nil {
-		return err
-	}
-	k.t.wake(planekit.RoomKey(namespace, queue))
-	return nil
-}
+// AdmissionChanged: nothing cached (a submit reads the block it locks).
+func (kitTx) AdmissionChanged(string, string) {}
 
-func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
-	h, err := k.t.head(id)
-	if h == nil {
-		return 0, nil, cmp.Or[error](err, plane.ErrNotFound)
-	}
-	return h.State, func(to int, info plane.ErrorInfo) error { k.t.finish(h, to, info); return nil }, nil
-}
+func (k kitTx) Head(id string) (*head, error) { return k.t.head(id) }
+
+func (k kitTx) Apply(h *head, tr plane.Transition) error { k.t.apply(h, tr, nil); return nil }
 
 // kitStatements are the SQL of planekit.Verbs in PostgreSQL's dialect, in schema: those
 // both planes share (planekit.Statements.Common) and those that lock, cast or collate here.

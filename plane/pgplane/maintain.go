@@ -76,7 +76,7 @@ func (d *Driver) maintain(ctx context.Context) (behind bool, err error) {
 		behind = time.Now().After(until)
 		return !behind
 	}
-	if _, err := planekit.MaintenancePass(maintenance{d, ctx}, maintainBatch, d.cfg.Retention, d.cfg.Now, again); err != nil {
+	if _, err := planekit.MaintenancePass(maintenance{d, ctx}, d.kit, d.cfg.Logger, &d.settledKeys, maintainBatch, d.cfg.Retention, d.cfg.Now, again); err != nil {
 		return false, err
 	}
 	if _, err := d.pool.Exec(ctx, d.sql.countsVacuum); err != nil {
@@ -92,20 +92,18 @@ type maintenance struct {
 	ctx context.Context
 }
 
+// Write runs fn in a transaction of its own (planekit.Maintenance); a failure says
+// "maintenance: " and what.
+func (s maintenance) Write(what string, fn func(planekit.Tx) error) error {
+	return s.step(what, func(t *tx) error { return fn(kitTx{t}) })
+}
+
 // step runs fn in a transaction; a failure says "maintenance: " and what.
 func (s maintenance) step(what string, fn func(t *tx) error) error {
 	if err := s.d.do(s.ctx, fn); err != nil {
 		return fmt.Errorf("maintenance: %s%w", what, err)
 	}
 	return nil
-}
-
-func (s maintenance) FireSchedules(limit int) (due, fired int, err error) {
-	err = s.step("schedules: ", func(t *tx) (err error) {
-		due, fired, err = planekit.FireSchedules(kitTx{t}, s.d.kit, limit, s.d.cfg.Logger)
-		return err
-	})
-	return due, fired, err
 }
 
 // Promote makes due delayed and backed-off rows claimable (1,000 a pass), and wakes their
@@ -134,37 +132,16 @@ func (s maintenance) Expire(step int, rule planekit.Expiry, _ int) (found, ended
 	query := [...]string{s.d.sql.expiredLeases, s.d.sql.attemptsOverdue, s.d.sql.deadlinesPassed}[step]
 	return found, ended, s.step("", func(t *tx) error {
 		heads, err := t.heads(query, t.ms)
-		found, ended = len(heads), 0
-		for _, h := range heads {
-			if t.expire(h, rule) {
-				ended++
-			}
-		}
+		found = len(heads)
+		ended, _ = planekit.ExpireFound(heads, func(h *head) (*head, error) { return h, nil },
+			func(h *head) (bool, error) { return t.expire(h, rule), nil }) // queued writes: never fails
 		return err
 	})
-}
-
-func (s maintenance) DropSettledKeys(limit int) (bool, error) {
-	next := s.d.settledKeys
-	err := s.step("", func(t *tx) error {
-		next = s.d.settledKeys // a retried transaction starts where the failed one did
-		_, err := planekit.DropSettledKeys(kitTx{t}, s.d.kit, &next, limit)
-		return err
-	})
-	if err == nil {
-		s.d.settledKeys = next
-	}
-	return next == planekit.KeyCursor{}, err // the last kept rows read
 }
 
 func (s maintenance) Trim(cutoff time.Time, limit int) (int, error) {
 	n, err := s.d.trimBatch(s.ctx, "", "", cutoff, limit)
 	return int(n), err
-}
-
-func (s maintenance) TrimWorkers(cutoff time.Time) (n int, err error) {
-	err = s.d.do(s.ctx, func(t *tx) error { n, err = planekit.TrimWorkers(kitTx{t}, s.d.kit, cutoff); return err })
-	return n, err
 }
 
 func (s maintenance) TrimTopics(cutoff time.Time) (int, error) {

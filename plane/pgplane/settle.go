@@ -2,7 +2,6 @@ package pgplane
 
 import (
 	"context"
-	"slices"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -68,12 +67,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 	if err := planekit.ValidateAll(params); err != nil {
 		return nil, err
 	}
-	ids := make([]string, len(params))
-	for i := range params {
-		ids[i] = params[i].ID
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
+	ids := planekit.HeartbeatIDs(params)
 	var out []plane.HeartbeatResult
 	err := d.do(ctx, func(t *tx) error {
 		byID, err := t.headsByID(ids)

@@ -79,13 +79,6 @@ func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
 	h.Token = sql.NullString{}
 }
 
-// finish ends h in a terminal state with info (cancel and kill, which policy does not
-// decide), its attempt filled in.
-func (t *tx) finish(h *head, state int, info plane.ErrorInfo) {
-	info.Attempt = h.Attempt
-	t.apply(h, plane.Transition{State: planekit.StateName(state), Error: &info}, nil)
-}
-
 // transitions are the queued writes of a transition (planekit.Transitions).
 type transitions struct{ t *tx }
 

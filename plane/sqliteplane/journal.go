@@ -56,8 +56,6 @@ func (j journals) AdvanceJournal(h *head, final bool) error {
 	return nil
 }
 
-func (j journals) Wake(key string) { j.t.wake(key) }
-
 // sleep waits for changed, for wait to pass (→ plane.ErrTimeout), for ctx (→ its error) or
 // for the plane to close (→ plane.ErrClosed).
 func (d *Driver) sleep(ctx context.Context, changed <-chan struct{}, wait time.Duration) error {

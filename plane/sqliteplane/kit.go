@@ -26,12 +26,9 @@ func (k kitDB) Query(ctx context.Context, query string, args ...any) (planekit.C
 	return sqlRows{rs}, nil
 }
 
-// QueryRow runs a statement prepared at start (readStatements) when query is one.
+// QueryRow runs a statement prepared at start (prepareReads) when query is one.
 func (k kitDB) QueryRow(ctx context.Context, query string, args ...any) planekit.Scanner {
-	if st := k.d.reads.ByText(query); st != nil {
-		return st.QueryRowContext(ctx, args...)
-	}
-	return k.d.readDB.QueryRowContext(ctx, query, args...)
+	return k.d.reads.On(k.d.readDB).QueryRowContext(ctx, query, args...)
 }
 
 func (k kitDB) Write(ctx context.Context, fn func(planekit.Tx) error) error {
@@ -46,32 +43,22 @@ func (k kitDB) Snapshot(ctx context.Context, fn func(planekit.Reader) error) err
 		return fmt.Errorf("read: %w", err)
 	}
 	defer tx.Rollback()
-	return fn(readTx{ctx, tx, &k.d.reads})
+	return fn(readTx{ctx, k.d.reads.On(tx)})
 }
 
 // readTx is a read transaction as planekit.Reader, on the statements prepared at start
 // when a query is one of them.
 type readTx struct {
-	ctx      context.Context
-	tx       *sql.Tx
-	prepared *sqlitedb.Prepared
+	ctx context.Context
+	tx  sqlitedb.On
 }
 
 func (r readTx) QueryRow(query string, args ...any) planekit.Scanner {
-	if st := r.prepared.ByText(query); st != nil {
-		return r.tx.StmtContext(r.ctx, st).QueryRowContext(r.ctx, args...)
-	}
 	return r.tx.QueryRowContext(r.ctx, query, args...)
 }
 
 func (r readTx) Query(query string, args ...any) (planekit.ClosingRows, error) {
-	var rs *sql.Rows
-	var err error
-	if st := r.prepared.ByText(query); st != nil {
-		rs, err = r.tx.StmtContext(r.ctx, st).QueryContext(r.ctx, args...)
-	} else {
-		rs, err = r.tx.QueryContext(r.ctx, query, args...)
-	}
+	rs, err := r.tx.QueryContext(r.ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -89,13 +76,7 @@ type kitTx struct{ t *wtx }
 func (k kitTx) Now() time.Time { return k.t.now }
 
 func (k kitTx) Exec(query string, args ...any) (int64, error) {
-	var res sql.Result
-	var err error
-	if st := k.t.w.st.prepared.ByText(query); st != nil {
-		res, err = st.ExecContext(k.t.ctx, args...)
-	} else {
-		res, err = k.t.w.conn.ExecContext(k.t.ctx, query, args...)
-	}
+	res, err := k.t.w.st.prepared.On(k.t.w.conn).ExecContext(k.t.ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -103,10 +84,7 @@ func (k kitTx) Exec(query string, args ...any) (int64, error) {
 }
 
 func (k kitTx) QueryRow(query string, args ...any) planekit.Scanner {
-	if st := k.t.w.st.prepared.ByText(query); st != nil {
-		return st.QueryRowContext(k.t.ctx, args...)
-	}
-	return k.t.w.conn.QueryRowContext(k.t.ctx, query, args...)
+	return k.t.w.st.prepared.On(k.t.w.conn).QueryRowContext(k.t.ctx, query, args...)
 }
 
 func (k kitTx) Query(query string, args ...any) (planekit.ClosingRows, error) {
@@ -142,22 +120,16 @@ func (k kitTx) SubmitUnadmitted(p *plane.SubmitManyParams, out []plane.SubmitRes
 	return cmp.Or(err, refused)
 }
 
-func (k kitTx) AdmissionChanged(namespace, queue string, limits []plane.KeyLimit) error {
-	if err := planekit.SetKeyLimits(k, k.t.w.d.kit, namespace, queue, limits); err != nil {
-		return err
-	}
+func (k kitTx) AdmissionChanged(namespace, queue string) {
 	delete(k.t.w.admissions, [2]string{namespace, queue})
-	k.t.wake(planekit.RoomKey(namespace, queue))
-	return nil
 }
 
-func (k kitTx) Head(id string) (int, func(int, plane.ErrorInfo) error, error) {
-	h, ok, err := k.t.head(id)
-	if err != nil || !ok {
-		return 0, nil, cmp.Or[error](err, plane.ErrNotFound)
-	}
-	return h.State, func(to int, info plane.ErrorInfo) error { return k.t.finish(h, to, nil, &info) }, nil
+func (k kitTx) Head(id string) (*head, error) {
+	h, _, err := k.t.head(id)
+	return h, err
 }
+
+func (k kitTx) Apply(h *head, tr plane.Transition) error { return k.t.apply(h, tr, nil) }
 
 // kitStatements are the SQL of planekit.Verbs in SQLite's dialect: those both planes share
 // (planekit.Statements.Common, through sqliteDialect) and those written here.

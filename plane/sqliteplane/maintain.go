@@ -34,19 +34,15 @@ type maintainer struct {
 // runOnce is one maintenance pass (planekit.MaintenancePass) in t, at the transaction's
 // clock reading: each step once, a batch of m.batch rows at most. It reports what it did.
 func (m *maintainer) runOnce(t *wtx) (plane.MaintenanceReport, error) {
-	return planekit.MaintenancePass(maintenance{t, m}, m.batch, m.retention,
+	return planekit.MaintenancePass(maintenance{t}, t.w.d.kit, t.w.d.cfg.Logger, &m.settledKeys, m.batch, m.retention,
 		func() time.Time { return t.now }, func() bool { return false })
 }
 
 // maintenance is the steps of a pass in the writer's transaction t (planekit.Maintenance).
-type maintenance struct {
-	t *wtx
-	m *maintainer
-}
+type maintenance struct{ t *wtx }
 
-func (s maintenance) FireSchedules(limit int) (int, int, error) {
-	return planekit.FireSchedules(kitTx{s.t}, s.t.w.d.kit, limit, s.t.w.d.cfg.Logger)
-}
+// Write runs fn in the pass's transaction.
+func (s maintenance) Write(_ string, fn func(planekit.Tx) error) error { return fn(kitTx{s.t}) }
 
 func (s maintenance) Promote(limit int) (int, error) { return s.t.promoteDue(limit) }
 
@@ -65,29 +61,14 @@ func (s maintenance) Expire(step int, rule planekit.Expiry, limit int) (found, e
 			return found, ended, fmt.Errorf("maintenance: %w", err)
 		}
 		found = max(found, len(ids))
-		for _, id := range ids {
-			h, ok, err := t.head(id)
-			if err != nil {
-				return found, ended, err
-			}
-			if !ok { // trimmed since it was found
-				continue
-			}
-			end, err := t.expire(h, rule) // not when it changed since it was found
-			if err != nil {
-				return found, ended, err
-			}
-			if end {
-				ended++
-			}
+		n, err := planekit.ExpireFound(ids, func(id string) (*head, error) { h, _, err := t.head(id); return h, err },
+			func(h *head) (bool, error) { return t.expire(h, rule) })
+		ended += n
+		if err != nil {
+			return found, ended, err
 		}
 	}
 	return found, ended, nil
-}
-
-func (s maintenance) DropSettledKeys(limit int) (bool, error) {
-	_, err := planekit.DropSettledKeys(kitTx{s.t}, s.t.w.d.kit, &s.m.settledKeys, limit)
-	return s.m.settledKeys == planekit.KeyCursor{}, err
 }
 
 func (s maintenance) Trim(cutoff time.Time, limit int) (int, error) {
@@ -124,10 +105,6 @@ func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64,
 		t.count(v.ns, v.queue, v.state, v.priority, -1)
 	}
 	return int64(len(victims)), nil
-}
-
-func (s maintenance) TrimWorkers(cutoff time.Time) (int, error) {
-	return planekit.TrimWorkers(kitTx{s.t}, s.t.w.d.kit, cutoff)
 }
 
 // TrimTopics deletes topics (and their frames) last posted to before cutoff.

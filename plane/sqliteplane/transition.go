@@ -50,13 +50,6 @@ func (t *wtx) apply(h *head, tr plane.Transition, result []byte) error {
 	return planekit.Apply(transitions{t}, h, tr, result, t.ms)
 }
 
-// finish moves h to a terminal state (cancel and kill, which policy does not decide), with
-// info, its attempt filled in.
-func (t *wtx) finish(h *head, state int, result []byte, info *plane.ErrorInfo) error {
-	info.Attempt = h.Attempt
-	return t.apply(h, plane.Transition{State: planekit.StateName(state), Error: info}, result)
-}
-
 // finished records that invocation id moved from state from to the terminal state to
 // (planekit.Finished).
 func (t *wtx) finished(id, namespace, queue string, priority float64, from, to int) {
