@@ -352,11 +352,17 @@ def test_an_interrupted_waiting_submit_is_not_sent_and_the_others_go_on(stubs: l
     # Ctrl-C on the main thread while its submit waits behind another thread's request: it
     # is dropped unsent (KeyboardInterrupt), and the queue's submits go on afterwards.
     held = asyncio.Event()
+    # The first request is held until the interrupt was seen (not for a fixed time: on a
+    # loaded machine the interrupted submit could start after a timed hold had ended, and
+    # then go through uninterrupted).
+    release = threading.Event()
 
     async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
         if len(s.requests) == 1:
             held.set()
-            await asyncio.sleep(0.6)
+            end = time.monotonic() + 30
+            while not release.is_set() and time.monotonic() < end:
+                await asyncio.sleep(0.01)
         w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
         return True
 
@@ -369,9 +375,12 @@ def test_an_interrupted_waiting_submit_is_not_sent_and_the_others_go_on(stubs: l
         end = time.monotonic() + 10
         while not held.is_set() and time.monotonic() < end:
             time.sleep(0.005)
-        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
-        with pytest.raises(KeyboardInterrupt):
-            q.submit(99)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+                q.submit(99)
+        finally:
+            release.set()
         leader.join(10)
         assert first and first[0] == msgpack.unpackb(s.bodies[0])["id"]
         assert q.submit(1) == msgpack.unpackb(s.bodies[-1])["id"]
