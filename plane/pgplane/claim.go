@@ -141,7 +141,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if a != nil {
 			keyAdmission, cutoff = a.Admission, a.DeadlineCutoff
 		}
-		if turns, err = readTurns(br.Query()); err != nil {
+		if turns, err = planekit.ReadTurns(br.Query()); err != nil {
 			return err
 		}
 		t.holdsRows = t.holdsRows || len(turns) > 0
@@ -268,37 +268,6 @@ func (t *tx) promote() string {
 // would break it as a deadlock and the transaction would run again (Driver.do).
 func (t *tx) promoted() { t.holdsRows = true }
 
-// readTurns reads the rows of a keyTurns statement: a ready concurrency key whose turn it
-// is, locked, its token bucket, and its head (locked), nil when another transaction holds
-// it.
-func readTurns(rs pgx.Rows, err error) ([]planekit.KeyTurn, error) {
-	if err != nil {
-		return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
-	}
-	defer rs.Close()
-	var turns []planekit.KeyTurn
-	for rs.Next() {
-		var k planekit.KeyTurn
-		var tokensMS int64
-		if rs.RawValues()[3] == nil { // the head's id: another transaction holds it
-			skip := make([]any, len(rs.FieldDescriptions()))
-			skip[0], skip[1], skip[2] = &k.Key, &k.Bucket.Tokens, &tokensMS
-			err = rs.Scan(skip...)
-		} else {
-			k.Head, err = planekit.ScanRow(planekit.Around{Scanner: rs, Before: []any{&k.Key, &k.Bucket.Tokens, &tokensMS}}, false)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
-		}
-		k.Bucket.At = time.UnixMilli(tokensMS)
-		turns = append(turns, k)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
-	}
-	return turns, nil
-}
-
 // keyedClaim is a claim of requests of one queue with a concurrency key ready, as
 // planekit.KeyedClaim. Each round locks (FOR UPDATE SKIP LOCKED) the ready keys whose turn
 // it is, as many as jobs are still wanted, and the head of each in one statement (keyTurns;
@@ -317,7 +286,7 @@ type keyedClaim struct {
 
 func (c *keyedClaim) Turns(n int, skip []string) ([]planekit.KeyTurn, error) {
 	p := c.reqs[0].P
-	return readTurns(c.t.query(c.turns, p.Namespace, p.Queue, skip, c.t.ms, n))
+	return planekit.ReadTurns(c.t.query(c.turns, p.Namespace, p.Queue, skip, c.t.ms, n))
 }
 
 // Head is nil: a key read without its head is one whose head another transaction holds.
