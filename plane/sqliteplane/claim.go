@@ -130,10 +130,7 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if err := t.w.st.keyNext.QueryRowContext(t.ctx, p.Namespace, p.Queue, t.ms).Scan(&held); err != nil {
 		return nil, 0, fmt.Errorf("claim: read concurrency keys: %w", err)
 	}
-	if held.Valid && (next == 0 || held.Int64 < next) {
-		next = held.Int64
-	}
-	return nil, next, nil
+	return nil, planekit.EarlierDue(next, held.Int64), nil
 }
 
 // readyKey is the key whose turn it is, with its token bucket (and, when read with the key

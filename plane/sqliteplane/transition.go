@@ -2,7 +2,6 @@ package sqliteplane
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,14 +13,8 @@ type head = planekit.Head
 
 // head reads the transition fields of invocation id; ok is false when there is none.
 func (t *wtx) head(id string) (*head, bool, error) {
-	h, err := planekit.ScanHead(t.w.st.rowByID.QueryRowContext(t.ctx, id), true)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("read invocation %s: %w", id, err)
-	}
-	return h, true, nil
+	h, err := planekit.ReadHead(t.w.st.rowByID.QueryRowContext(t.ctx, id), true, id)
+	return h, h != nil, err
 }
 
 // holds applies plane.Holds, the fencing check, to h: the first result is ErrLeaseLost when
