@@ -320,27 +320,19 @@ func (t *wtx) first(stmt *sql.Stmt, args ...any) (*row, error) {
 	return rows[0], nil
 }
 
-// start begins a new attempt of r under a fresh lease (its row written by the caller's
-// runPending), or, when r's deadline has passed or is nearer than the queue's cutoff
-// (Row.ClaimEnd), ends it as timeout without running it (nil job).
-func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
+// take begins a new attempt of r under a fresh lease (its row written by the caller's
+// runPending) and adds its job to jobs, or, when r's deadline has passed or is nearer than
+// the queue's cutoff (Row.ClaimEnd), ends it as timeout without running it (false).
+func (t *wtx) take(r *row, p *plane.ClaimParams, lease, cutoff time.Duration, jobs *[]*plane.Job) (bool, error) {
 	if end := r.ClaimEnd(time.UnixMilli(t.ms), cutoff); end != nil {
-		return nil, t.apply(r.Head(), *end, nil)
+		return false, t.apply(r.Head(), *end, nil)
 	}
 	token, job := planekit.Start(r, t.now, t.ms+lease.Milliseconds(), t.count)
 	// The row is written with the claim's other started rows by runPending (batch.go):
 	// attempt + 1, token, expires, the attempt deadline, started now by p.Worker.
 	t.runs = append(t.runs, run{seq: r.Seq, token: token})
-	return job, nil
-}
-
-// take starts r as start does and adds its job to jobs; false: ended by its deadline.
-func (t *wtx) take(r *row, p *plane.ClaimParams, lease, cutoff time.Duration, jobs *[]*plane.Job) (bool, error) {
-	job, err := t.start(r, p, lease, cutoff)
-	if job != nil {
-		*jobs = append(*jobs, job)
-	}
-	return job != nil, err
+	*jobs = append(*jobs, job)
+	return true, nil
 }
 
 // claimBoltzmann draws a priority level with probability ∝ count·exp((p − pmax)/T), then
