@@ -82,13 +82,8 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		return nil
 	}
 	want := planekit.Want(reqs)
-	sql := t.d.sql.claimFIFO
-	switch kind {
-	case plane.KindFILO:
-		sql = t.d.sql.claimFILO
-	case plane.KindPriority:
-		sql = t.d.sql.claimPriority
-	case plane.KindBoltzmann:
+	sql := planekit.ByOrder(kind, t.d.sql.claimFIFO, t.d.sql.claimFILO, t.d.sql.claimPriority)
+	if kind == plane.KindBoltzmann {
 		sql = t.d.sql.levels
 	}
 	// One round trip: promote the due waiting rows, read the deadline cutoff, and take the
