@@ -246,15 +246,10 @@ func (t *tx) promote() string {
 // counter row either (promoteHolding): one that waited in key order while holding those rows
 // could close a cycle with a transaction holding the counter row and waiting for one of them.
 //
-// Until 2026-12 the first promote waited, in id order, for the due rows other transactions
-// held. That wait closed the last deadlock of TestShapedBatchesNoDeadlock (1 run in 115
-// under the race detector): a placed claim's heads statement (FOR UPDATE SKIP LOCKED) waited
-// for the promote's transaction, because PostgreSQL 15, locking a row whose updater commits
-// just then, follows its update chain and waits for the holder of the newer version whatever
-// the wait policy (heapam.c, heap_lock_updated_tuple), and the promote held that version (a
-// row it had locked and left out); meanwhile the promote waited for a row the placed claim
-// held. The promote no longer waits for an invocation row, so that edge is gone, and no
-// cycle of invocation rows remains: a first promote's only wait is for the counter rows of
+// The promote waits for no invocation row (the deadlock its wait for due rows in id order
+// once closed with a placed claim, through PostgreSQL's update-chain wait, is told in
+// docs/architecture.md, The PostgreSQL plane, Claims), so no cycle of invocation rows
+// remains: a first promote's only wait is for the counter rows of
 // the keys it promotes, in key order, taken before it writes anything. A cycle through it
 // would need that counter row's holder to wait for one of the promote's due rows: by the
 // update-chain wait above (both of its rare windows at once, in a claim holding that
