@@ -86,12 +86,8 @@ func (w transitions) End(h *head, state int, result, errBlob []byte) error {
 // Requeue stores h queued, and waiting (out of the claim indexes until a promote) when it
 // is due later than now: then its queue's idle claimers shorten their wait, else they are
 // woken.
-func (w transitions) Requeue(h *head, availableMS int64, errBlob []byte, refund bool) (int, error) {
+func (w transitions) Requeue(h *head, availableMS int64, errBlob []byte, refunded int) (int, error) {
 	t := w.t
-	refunded := 0
-	if refund {
-		refunded = 1
-	}
 	t.exec(t.d.sql.setQueued, h.ID, availableMS, availableMS > t.ms, errBlob, refunded)
 	if availableMS <= t.ms {
 		t.wakeQueue(h.Namespace, h.Queue)

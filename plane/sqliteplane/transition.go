@@ -69,15 +69,11 @@ func (w transitions) End(h *head, state int, result, errBlob []byte) error {
 
 // Requeue stores h delayed (out of the claim indexes until the writer promotes it) when
 // it is due later than now, else queued.
-func (w transitions) Requeue(h *head, dueMS int64, errBlob []byte, refund bool) (int, error) {
+func (w transitions) Requeue(h *head, dueMS int64, errBlob []byte, refunded int) (int, error) {
 	t := w.t
 	state := planekit.StateQueued
 	if dueMS > t.ms {
 		state = planekit.StateDelayed
-	}
-	refunded := 0
-	if refund {
-		refunded = 1
 	}
 	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, dueMS, errBlob, refunded, h.Seq); err != nil {
 		return 0, fmt.Errorf("requeue invocation %s: %w", h.ID, err)
