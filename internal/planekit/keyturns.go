@@ -7,15 +7,16 @@ import (
 
 // ScanTurn scans a ready concurrency key's row into k: the key, its token bucket's tokens
 // and time in ms, then, when head, the key's head (ScanRow's columns, after the row's
-// sequence number when seq), then after. Every driver's read of ready keys has these
-// columns first.
+// sequence number when seq), then after: the columns of SQLite's keyReadySQL and of
+// PostgreSQL's keyTurns.
 func ScanTurn(s Scanner, k *KeyTurn, head, seq bool, after ...any) error {
 	var tokensMS int64
 	var err error
-	if head {
-		k.Head, err = ScanRow(Around{Scanner: s, Before: []any{&k.Key, &k.Bucket.Tokens, &tokensMS}, After: after}, seq)
+	dest := append(append(make([]any, 0, 3+len(after)), &k.Key, &k.Bucket.Tokens, &tokensMS), after...)
+	if head { // one slice for Before and After: after's own never escapes (no allocation)
+		k.Head, err = ScanRow(Around{Scanner: s, Before: dest[:3], After: dest[3:]}, seq)
 	} else {
-		err = Around{Scanner: s, After: after}.Scan(&k.Key, &k.Bucket.Tokens, &tokensMS)
+		err = s.Scan(dest...)
 	}
 	k.Bucket.At = time.UnixMilli(tokensMS)
 	return err

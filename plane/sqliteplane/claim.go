@@ -171,8 +171,13 @@ func (t *wtx) readKey(stmt *sql.Stmt, head bool, namespace, queue string) (k rea
 		return readyKey{}, false, fmt.Errorf("claim: read concurrency keys: %w", err)
 	}
 	defer rs.Close()
-	if ok = rs.Next(); ok {
-		err = planekit.ScanTurn(rs, &k.KeyTurn, head, true, &k.low, &k.high, &k.unkeyed)
+	if ok = rs.Next(); ok && head { // the key is the head's (keyReadyHeadSQL)
+		var tokensMS int64
+		if k.Head, err = scanRow(planekit.Around{Scanner: rs, After: []any{&k.Bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed}}); err == nil {
+			k.Key, k.Bucket.At = k.Head.ConcurrencyKey.String, time.UnixMilli(tokensMS)
+		}
+	} else if ok {
+		err = planekit.ScanTurn(rs, &k.KeyTurn, false, true, &k.low, &k.high, &k.unkeyed)
 	}
 	if err = cmp.Or(err, rs.Err()); err != nil {
 		return readyKey{}, false, fmt.Errorf("claim: read concurrency keys: %w", err)

@@ -93,7 +93,7 @@ const (
 		AND concurrency_key = ?3 AND state = -2 AND priority < ?4 ORDER BY priority DESC LIMIT 1`
 )
 
-// keyReadyHeadSQL reads the ready key (as keyReadySQL, the head's columns after its bucket's)
+// keyReadyHeadSQL reads the ready key (as keyReadySQL, the same columns after the head's)
 // and, in the same statement, the head in order of its claimable jobs: of the one priority
 // level ?4 … the key's range, when level (fifo, filo: the statement gives no row when the
 // key's jobs lie on several levels), or in priority order. No row: no ready key, or one
@@ -109,7 +109,7 @@ func keyReadyHeadSQL(order string, level bool) string {
 		head += ` AND priority = k.priority_low`
 		where = ` WHERE k.priority_low = k.priority_high`
 	}
-	return `SELECT k.concurrency_key, k.tokens, k.tokens_ms, ` + strings.Join(columns, ", ") + `, k.priority_low, k.priority_high, ` + unkeyedExists + `
+	return `SELECT ` + strings.Join(columns, ", ") + `, k.tokens, k.tokens_ms, k.priority_low, k.priority_high, ` + unkeyedExists + `
 		FROM (SELECT concurrency_key, tokens, tokens_ms, priority_low, priority_high` + readyKeyWhere + `) AS k
 		JOIN invocations AS i ON i.seq = (` + head + ` ORDER BY ` + order + ` LIMIT 1)` + where
 }
