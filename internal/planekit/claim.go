@@ -123,9 +123,7 @@ func TryEach[T any](p *plane.ClaimParams, before func(t T) error, do func(ctx co
 					jobs = got
 					return nil
 				}
-				if at > 0 && (next == 0 || at < next) {
-					next = at
-				}
+				next = EarlierDue(next, at)
 			}
 			return nil
 		})

@@ -7,10 +7,10 @@ type Transitions interface {
 	// End writes h's terminal state with result and the encoded error.
 	End(h *Head, state int, result, errBlob []byte) error
 	// Requeue writes h back to its queue, claimable at availableMS (how it waits until then
-	// is the driver's), with the encoded error of the attempt that ended, and that attempt
-	// taken off its count when refund (h.Attempt is one less already). It returns the
+	// is the driver's), with the encoded error of the attempt that ended, and refunded (0
+	// or 1) attempts taken off its count (h.Attempt is that less already). It returns the
 	// state stored and wakes whom the driver wakes for it.
-	Requeue(h *Head, availableMS int64, errBlob []byte, refund bool) (state int, err error)
+	Requeue(h *Head, availableMS int64, errBlob []byte, refunded int) (state int, err error)
 	// HoldKey holds the concurrency key of h's queue back until untilMS: no claim takes
 	// from it before.
 	HoldKey(h *Head, key string, untilMS int64) error
@@ -40,10 +40,12 @@ func Apply(w Transitions, h *Head, tr plane.Transition, result []byte, nowMS int
 		return nil
 	}
 	available := nowMS + tr.Delay.Milliseconds()
+	refunded := 0 // the attempts taken off the count
 	if tr.Refund {
-		h.Attempt--
+		refunded = 1
 	}
-	state, err := w.Requeue(h, available, errBlob, tr.Refund)
+	h.Attempt -= refunded
+	state, err := w.Requeue(h, available, errBlob, refunded)
 	if err != nil {
 		return err
 	}

@@ -82,13 +82,8 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		return nil
 	}
 	want := planekit.Want(reqs)
-	sql := t.d.sql.claimFIFO
-	switch kind {
-	case plane.KindFILO:
-		sql = t.d.sql.claimFILO
-	case plane.KindPriority:
-		sql = t.d.sql.claimPriority
-	case plane.KindBoltzmann:
+	sql := planekit.ByOrder(kind, t.d.sql.claimFIFO, t.d.sql.claimFILO, t.d.sql.claimPriority)
+	if kind == plane.KindBoltzmann {
 		sql = t.d.sql.levels
 	}
 	// One round trip: promote the due waiting rows, read the deadline cutoff, and take the
@@ -141,7 +136,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if a != nil {
 			keyAdmission, cutoff = a.Admission, a.DeadlineCutoff
 		}
-		if turns, err = readTurns(br.Query()); err != nil {
+		if turns, err = planekit.ReadTurns(br.Query()); err != nil {
 			return err
 		}
 		t.holdsRows = t.holdsRows || len(turns) > 0
@@ -251,15 +246,10 @@ func (t *tx) promote() string {
 // counter row either (promoteHolding): one that waited in key order while holding those rows
 // could close a cycle with a transaction holding the counter row and waiting for one of them.
 //
-// Until 2026-12 the first promote waited, in id order, for the due rows other transactions
-// held. That wait closed the last deadlock of TestShapedBatchesNoDeadlock (1 run in 115
-// under the race detector): a placed claim's heads statement (FOR UPDATE SKIP LOCKED) waited
-// for the promote's transaction, because PostgreSQL 15, locking a row whose updater commits
-// just then, follows its update chain and waits for the holder of the newer version whatever
-// the wait policy (heapam.c, heap_lock_updated_tuple), and the promote held that version (a
-// row it had locked and left out); meanwhile the promote waited for a row the placed claim
-// held. The promote no longer waits for an invocation row, so that edge is gone, and no
-// cycle of invocation rows remains: a first promote's only wait is for the counter rows of
+// The promote waits for no invocation row (the deadlock its wait for due rows in id order
+// once closed with a placed claim, through PostgreSQL's update-chain wait, is told in
+// docs/architecture.md, The PostgreSQL plane, Claims), so no cycle of invocation rows
+// remains: a first promote's only wait is for the counter rows of
 // the keys it promotes, in key order, taken before it writes anything. A cycle through it
 // would need that counter row's holder to wait for one of the promote's due rows: by the
 // update-chain wait above (both of its rare windows at once, in a claim holding that
@@ -267,37 +257,6 @@ func (t *tx) promote() string {
 // which locks its rows in id order before it writes a counter row). Not seen; PostgreSQL
 // would break it as a deadlock and the transaction would run again (Driver.do).
 func (t *tx) promoted() { t.holdsRows = true }
-
-// readTurns reads the rows of a keyTurns statement: a ready concurrency key whose turn it
-// is, locked, its token bucket, and its head (locked), nil when another transaction holds
-// it.
-func readTurns(rs pgx.Rows, err error) ([]planekit.KeyTurn, error) {
-	if err != nil {
-		return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
-	}
-	defer rs.Close()
-	var turns []planekit.KeyTurn
-	for rs.Next() {
-		var k planekit.KeyTurn
-		var tokensMS int64
-		if rs.RawValues()[3] == nil { // the head's id: another transaction holds it
-			skip := make([]any, len(rs.FieldDescriptions()))
-			skip[0], skip[1], skip[2] = &k.Key, &k.Bucket.Tokens, &tokensMS
-			err = rs.Scan(skip...)
-		} else {
-			k.Head, err = planekit.ScanRow(planekit.Around{Scanner: rs, Before: []any{&k.Key, &k.Bucket.Tokens, &tokensMS}}, false)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
-		}
-		k.Bucket.At = time.UnixMilli(tokensMS)
-		turns = append(turns, k)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("claim: read concurrency keys: %w", err)
-	}
-	return turns, nil
-}
 
 // keyedClaim is a claim of requests of one queue with a concurrency key ready, as
 // planekit.KeyedClaim. Each round locks (FOR UPDATE SKIP LOCKED) the ready keys whose turn
@@ -317,7 +276,7 @@ type keyedClaim struct {
 
 func (c *keyedClaim) Turns(n int, skip []string) ([]planekit.KeyTurn, error) {
 	p := c.reqs[0].P
-	return readTurns(c.t.query(c.turns, p.Namespace, p.Queue, skip, c.t.ms, n))
+	return planekit.ReadTurns(c.t.query(c.turns, p.Namespace, p.Queue, skip, c.t.ms, n))
 }
 
 // Head is nil: a key read without its head is one whose head another transaction holds.

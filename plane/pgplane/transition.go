@@ -2,11 +2,7 @@ package pgplane
 
 import (
 	"database/sql"
-	"errors"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -18,14 +14,7 @@ func scanHead(s scanner) (*head, error) { return planekit.ScanHead(s, false) }
 
 // head locks and reads the transition fields of invocation id; nil when there is none.
 func (t *tx) head(id string) (*head, error) {
-	h, err := scanHead(t.queryRow(t.d.sql.head, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read invocation %s: %w", id, err)
-	}
-	return h, nil
+	return planekit.ReadHead(t.queryRow(t.d.sql.head, id), false, id)
 }
 
 // heads locks and reads the heads of ids (in id order, so concurrent callers lock alike).
@@ -90,12 +79,8 @@ func (w transitions) End(h *head, state int, result, errBlob []byte) error {
 // Requeue stores h queued, and waiting (out of the claim indexes until a promote) when it
 // is due later than now: then its queue's idle claimers shorten their wait, else they are
 // woken.
-func (w transitions) Requeue(h *head, availableMS int64, errBlob []byte, refund bool) (int, error) {
+func (w transitions) Requeue(h *head, availableMS int64, errBlob []byte, refunded int) (int, error) {
 	t := w.t
-	refunded := 0
-	if refund {
-		refunded = 1
-	}
 	t.exec(t.d.sql.setQueued, h.ID, availableMS, availableMS > t.ms, errBlob, refunded)
 	if availableMS <= t.ms {
 		t.wakeQueue(h.Namespace, h.Queue)

@@ -1,6 +1,7 @@
 package sqliteplane
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -129,23 +130,17 @@ func (t *wtx) claim(p *plane.ClaimParams, kind plane.Kind, n int, lease time.Dur
 	if err := t.w.st.keyNext.QueryRowContext(t.ctx, p.Namespace, p.Queue, t.ms).Scan(&held); err != nil {
 		return nil, 0, fmt.Errorf("claim: read concurrency keys: %w", err)
 	}
-	if held.Valid && (next == 0 || held.Int64 < next) {
-		next = held.Int64
-	}
-	return nil, next, nil
+	return nil, planekit.EarlierDue(next, held.Int64), nil
 }
 
-// readyKey is the key whose turn it is, with its token bucket and the range of its
-// claimable jobs' priorities, and whether its queue holds unkeyed jobs to compare it with.
+// readyKey is the key whose turn it is, with its token bucket (and, when read with the key
+// by keyReadyHead, its head in the claim's order), the range of its claimable jobs'
+// priorities, and whether its queue holds unkeyed jobs to compare it with.
 type readyKey struct {
-	key    string
-	bucket plane.TokenBucket
+	planekit.KeyTurn
 	// unkeyed is false when the queue holds no claimable unkeyed job (no row in state 0,
 	// read in the same statement as the key): the claim then skips the unkeyed head's read.
 	unkeyed bool
-	// head, when set, is the head of the key's claimable jobs in the claim's order, read
-	// with the key (keyReadyHead).
-	head *row
 	// low and high bound the priorities of the key's claimable jobs (migration 014's
 	// priority_low and priority_high: every one lies within them; equal, they all share one
 	// level).
@@ -155,17 +150,8 @@ type readyKey struct {
 // keyReady returns the concurrency key whose turn it is among the queue's keys with
 // claimable jobs below their limit and not held back (key "" when there is none).
 func (t *wtx) keyReady(namespace, queue string) (readyKey, error) {
-	var k readyKey
-	var tokensMS int64
-	err := t.w.st.keyReady.QueryRowContext(t.ctx, namespace, queue, t.ms).Scan(&k.key, &k.bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed)
-	if err == sql.ErrNoRows {
-		return readyKey{}, nil
-	}
-	if err != nil {
-		return readyKey{}, fmt.Errorf("claim: read concurrency keys: %w", err)
-	}
-	k.bucket.At = time.UnixMilli(tokensMS)
-	return k, nil
+	k, _, err := t.readKey(t.w.st.keyReady, false, namespace, queue)
+	return k, err
 }
 
 // keyReadyHead reads the ready key and its head in kind's order in one statement
@@ -174,22 +160,29 @@ func (t *wtx) keyReady(namespace, queue string) (readyKey, error) {
 // keyHead then read them.
 func (t *wtx) keyReadyHead(kind plane.Kind, namespace, queue string) (readyKey, bool, error) {
 	stmt := planekit.ByOrder(kind, t.w.st.keyReadyHeadFIFO, t.w.st.keyReadyHeadFILO, t.w.st.keyReadyHeadPriority)
+	return t.readKey(stmt, true, namespace, queue)
+}
+
+// readKey reads the ready key of stmt (keyReadySQL, or keyReadyHeadSQL with its head:
+// head), ok false when there is none.
+func (t *wtx) readKey(stmt *sql.Stmt, head bool, namespace, queue string) (k readyKey, ok bool, err error) {
 	rs, err := stmt.QueryContext(t.ctx, namespace, queue, t.ms)
 	if err != nil {
 		return readyKey{}, false, fmt.Errorf("claim: read concurrency keys: %w", err)
 	}
-	ks, err := planekit.Collect(sqlRows{rs}, "claim: read concurrency keys", func(s planekit.Scanner) (k readyKey, err error) {
+	defer rs.Close()
+	if ok = rs.Next(); ok && head { // the key is the head's (keyReadyHeadSQL)
 		var tokensMS int64
-		k.head, err = scanRow(planekit.Around{Scanner: s, After: []any{&k.bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed}})
-		k.bucket.At = time.UnixMilli(tokensMS)
-		return k, err
-	})
-	if err != nil || len(ks) == 0 {
-		return readyKey{}, false, err
+		if k.Head, err = scanRow(planekit.Around{Scanner: rs, After: []any{&k.Bucket.Tokens, &tokensMS, &k.low, &k.high, &k.unkeyed}}); err == nil {
+			k.Key, k.Bucket.At = k.Head.ConcurrencyKey.String, time.UnixMilli(tokensMS)
+		}
+	} else if ok {
+		err = planekit.ScanTurn(rs, &k.KeyTurn, false, true, &k.low, &k.high, &k.unkeyed)
 	}
-	k := ks[0]
-	k.key = k.head.ConcurrencyKey.String
-	return k, true, nil
+	if err = cmp.Or(err, rs.Err()); err != nil {
+		return readyKey{}, false, fmt.Errorf("claim: read concurrency keys: %w", err)
+	}
+	return k, ok, nil
 }
 
 // keyHead returns the head, in kind's order, of the claimable jobs of k (none, or one row).
@@ -198,16 +191,16 @@ func (t *wtx) keyReadyHead(kind plane.Kind, namespace, queue string) (readyKey, 
 // priority level (planekit.LevelsHead over keyHeadLevel and keyLevel).
 func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) (*row, error) {
 	if kind == plane.KindPriority || kind == plane.KindBoltzmann {
-		return t.first(t.w.st.keyHeadPriority, namespace, queue, k.key)
+		return t.first(t.w.st.keyHeadPriority, namespace, queue, k.Key)
 	}
 	level := t.w.st.keyHeadLevelFIFO
 	if kind == plane.KindFILO {
 		level = t.w.st.keyHeadLevelFILO
 	}
 	return planekit.LevelsHead(kind, k.low, k.high, func(priority float64) (*row, error) {
-		return t.first(level, namespace, queue, k.key, priority)
+		return t.first(level, namespace, queue, k.Key, priority)
 	}, func(below float64) (priority float64, ok bool, err error) {
-		err = t.w.st.keyLevel.QueryRowContext(t.ctx, namespace, queue, k.key, below).Scan(&priority)
+		err = t.w.st.keyLevel.QueryRowContext(t.ctx, namespace, queue, k.Key, below).Scan(&priority)
 		if err == sql.ErrNoRows {
 			return 0, false, nil
 		}
@@ -261,11 +254,11 @@ func (c *keyedClaim) Turns(_ int, skip []string) ([]planekit.KeyTurn, error) {
 	} else if c.k, err = c.t.keyReady(c.p.Namespace, c.p.Queue); err != nil {
 		return nil, err
 	}
-	if c.k.key == "" || slices.Contains(skip, c.k.key) {
+	if c.k.Key == "" || slices.Contains(skip, c.k.Key) {
 		c.k = readyKey{}
 		return nil, nil
 	}
-	c.turn[0] = planekit.KeyTurn{Key: c.k.key, Bucket: c.k.bucket, Head: c.k.head}
+	c.turn[0] = c.k.KeyTurn
 	return c.turn[:], nil
 }
 
@@ -275,7 +268,7 @@ func (c *keyedClaim) Head(*planekit.KeyTurn) (*row, error) {
 
 // Unkeyed reads the unkeyed head, unless the key's read said the queue holds none.
 func (c *keyedClaim) Unkeyed() (*row, error) {
-	if c.k.key != "" && !c.k.unkeyed {
+	if c.k.Key != "" && !c.k.unkeyed {
 		return nil, nil
 	}
 	return c.t.first(c.stmt, c.p.Namespace, c.p.Queue, c.t.ms, 1)
@@ -332,27 +325,19 @@ func (t *wtx) first(stmt *sql.Stmt, args ...any) (*row, error) {
 	return rows[0], nil
 }
 
-// start begins a new attempt of r under a fresh lease (its row written by the caller's
-// runPending), or, when r's deadline has passed or is nearer than the queue's cutoff
-// (Row.ClaimEnd), ends it as timeout without running it (nil job).
-func (t *wtx) start(r *row, p *plane.ClaimParams, lease, cutoff time.Duration) (*plane.Job, error) {
+// take begins a new attempt of r under a fresh lease (its row written by the caller's
+// runPending) and adds its job to jobs, or, when r's deadline has passed or is nearer than
+// the queue's cutoff (Row.ClaimEnd), ends it as timeout without running it (false).
+func (t *wtx) take(r *row, p *plane.ClaimParams, lease, cutoff time.Duration, jobs *[]*plane.Job) (bool, error) {
 	if end := r.ClaimEnd(time.UnixMilli(t.ms), cutoff); end != nil {
-		return nil, t.apply(r.Head(), *end, nil)
+		return false, t.apply(r.Head(), *end, nil)
 	}
 	token, job := planekit.Start(r, t.now, t.ms+lease.Milliseconds(), t.count)
 	// The row is written with the claim's other started rows by runPending (batch.go):
 	// attempt + 1, token, expires, the attempt deadline, started now by p.Worker.
 	t.runs = append(t.runs, run{seq: r.Seq, token: token})
-	return job, nil
-}
-
-// take starts r as start does and adds its job to jobs; false: ended by its deadline.
-func (t *wtx) take(r *row, p *plane.ClaimParams, lease, cutoff time.Duration, jobs *[]*plane.Job) (bool, error) {
-	job, err := t.start(r, p, lease, cutoff)
-	if job != nil {
-		*jobs = append(*jobs, job)
-	}
-	return job != nil, err
+	*jobs = append(*jobs, job)
+	return true, nil
 }
 
 // claimBoltzmann draws a priority level with probability ∝ count·exp((p − pmax)/T), then
@@ -411,7 +396,7 @@ func (t *wtx) claimDefault(p *plane.ClaimParams, kind plane.Kind, n int, lease, 
 			return err
 		}
 	}
-	return planekit.ClaimInOrder(kind, ready.key != "", func() bool { return len(*jobs) < n }, func() error {
+	return planekit.ClaimInOrder(kind, ready.Key != "", func() bool { return len(*jobs) < n }, func() error {
 		// A boltzmann claim's keyed jobs fill what the draw left: the key read again.
 		first := &ready
 		if kind == plane.KindBoltzmann {

@@ -89,12 +89,8 @@ func (t *wtx) claimPlaced(p *plane.ClaimParams, kind plane.Kind, n int, lease, c
 		err := t.claimDefault(p, kind, before+more, lease, cutoff, jobs)
 		return len(*jobs) - before, err
 	}, func(r *row) error {
-		job, err := t.start(r, p, lease, cutoff)
-		if err != nil {
+		if _, err := t.take(r, p, lease, cutoff, jobs); err != nil {
 			return err
-		}
-		if job != nil {
-			*jobs = append(*jobs, job)
 		}
 		return t.runPending(lease, p.Worker) // before the next read
 	})

@@ -2,7 +2,6 @@ package sqliteplane
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,14 +13,8 @@ type head = planekit.Head
 
 // head reads the transition fields of invocation id; ok is false when there is none.
 func (t *wtx) head(id string) (*head, bool, error) {
-	h, err := planekit.ScanHead(t.w.st.rowByID.QueryRowContext(t.ctx, id), true)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("read invocation %s: %w", id, err)
-	}
-	return h, true, nil
+	h, err := planekit.ReadHead(t.w.st.rowByID.QueryRowContext(t.ctx, id), true, id)
+	return h, h != nil, err
 }
 
 // holds applies plane.Holds, the fencing check, to h: the first result is ErrLeaseLost when
@@ -69,15 +62,11 @@ func (w transitions) End(h *head, state int, result, errBlob []byte) error {
 
 // Requeue stores h delayed (out of the claim indexes until the writer promotes it) when
 // it is due later than now, else queued.
-func (w transitions) Requeue(h *head, dueMS int64, errBlob []byte, refund bool) (int, error) {
+func (w transitions) Requeue(h *head, dueMS int64, errBlob []byte, refunded int) (int, error) {
 	t := w.t
 	state := planekit.StateQueued
 	if dueMS > t.ms {
 		state = planekit.StateDelayed
-	}
-	refunded := 0
-	if refund {
-		refunded = 1
 	}
 	if _, err := t.w.st.setQueued.ExecContext(t.ctx, state, dueMS, errBlob, refunded, h.Seq); err != nil {
 		return 0, fmt.Errorf("requeue invocation %s: %w", h.ID, err)
