@@ -435,3 +435,6 @@ def test_the_read_timeout_is_per_read() -> None:
             server.close()
 
     asyncio.run(main())
+    # SIGINT must raise KeyboardInterrupt here whatever handler the process has now.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, previous)
