@@ -367,6 +367,8 @@ def test_an_interrupted_waiting_submit_is_not_sent_and_the_others_go_on(stubs: l
         return True
 
     s, d = _dispatch(stubs, handler)
+    # SIGINT must raise KeyboardInterrupt here whatever handler the process has now.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         q = SyncQueue("q", dispatch=d)
         first: list[str] = []
@@ -387,6 +389,7 @@ def test_an_interrupted_waiting_submit_is_not_sent_and_the_others_go_on(stubs: l
         assert all(msgpack.packb(99) != msgpack.unpackb(b)["payload"] for b in s.bodies)
         assert len(s.requests) == 2
     finally:
+        signal.signal(signal.SIGINT, previous)
         d.close()
 
 
@@ -435,6 +438,3 @@ def test_the_read_timeout_is_per_read() -> None:
             server.close()
 
     asyncio.run(main())
-    # SIGINT must raise KeyboardInterrupt here whatever handler the process has now.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGINT, previous)
