@@ -162,9 +162,6 @@ func FrameKind(final bool) int {
 
 // Journals are a driver's writes of a post (Post), in its transaction.
 type Journals interface {
-	// Head reads the transition fields of invocation id (pgplane locks its row); nil when
-	// there is none.
-	Head(id string) (*Head, error)
 	// Holds is the driver's fencing check of h for token (Head.Fence).
 	Holds(h *Head, token string) (lost, err error)
 	// AppendFrame stores the frame of kind with value at seq of journal, posted by attempt
@@ -177,8 +174,8 @@ type Journals interface {
 
 // Post is the post p of value (PostValue) to the journal name (JournalName) in a driver's
 // transaction t (its writes j): to a topic, the topic's next seq unless it is closed
-// (TopicSeq); to an invocation's
-// journal, PostCheck (j.Holds is the fencing check), then the frame (of FrameKind, at seq
+// (TopicSeq); to an invocation's journal, its head (t.Head: pgplane locks its row), then
+// PostCheck (j.Holds is the fencing check), then the frame (of FrameKind, at seq
 // h.NextFrame) and the journal's next seq (for a final post: closed, JournalClosed). The
 // journal's waiters are woken. It returns the frame's seq, the caller's error
 // (plane.ErrJournalClosed, plane.ErrNotFound, plane.ErrLeaseLost; what the transaction
@@ -199,7 +196,7 @@ func Post(t Tx, st *Statements, j Journals, p *plane.FramePostParams, name strin
 		t.Wake(JournalKey(name))
 		return seq, nil, nil
 	}
-	h, err := j.Head(p.Journal.InvocationID)
+	h, err := t.Head(p.Journal.InvocationID)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -60,9 +60,6 @@ func (d *Driver) postGroup(ctx context.Context, reqs []*postRequest) {
 // queued, and never fail.
 type journals struct{ t *tx }
 
-// Head locks the invocation's row.
-func (j journals) Head(id string) (*head, error) { return j.t.head(id) }
-
 func (j journals) Holds(h *head, token string) (error, error) { return j.t.holds(h, token) }
 
 func (j journals) AppendFrame(journal string, seq int64, kind int, value []byte, attempt int) error {

@@ -31,11 +31,6 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 // journals are the writes of a post in the writer's transaction (planekit.Journals).
 type journals struct{ t *wtx }
 
-func (j journals) Head(id string) (*head, error) {
-	h, _, err := j.t.head(id)
-	return h, err
-}
-
 func (j journals) Holds(h *head, token string) (error, error) { return j.t.holds(h, token) }
 
 func (j journals) AppendFrame(journal string, seq int64, kind int, value []byte, attempt int) error {
