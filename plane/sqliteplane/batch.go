@@ -94,26 +94,14 @@ func (t *wtx) ackMany(params []plane.SettleParams, which []int, done []bool) err
 
 // settleMany settles params in order into out (the callers' errors: ErrLeaseLost,
 // ErrNotFound); it returns a SQL failure. Acks of ids that appear once in params go in
-// batched statements first (distinct invocations: their order does not matter); the rest,
+// batched statements first (planekit.BatchableAcks: their order does not matter); the rest,
 // and any ack the batch did not take (a stale token, an expired lease), go one by one, as do
 // scoped settles: their scope is checked on the row read for them (settle).
 func (t *wtx) settleMany(params []plane.SettleParams, out []error) error {
 	done := make([]bool, len(params))
-	if len(params) > 1 {
-		seen := make(map[string]int, len(params))
-		for i := range params {
-			seen[params[i].ID]++
-		}
-		var which []int
-		for i := range params {
-			if params[i].Outcome == plane.OutcomeSucceeded && seen[params[i].ID] == 1 && params[i].Scope == (plane.Scope{}) {
-				which = append(which, i)
-			}
-		}
-		if len(which) > 1 {
-			if err := t.ackMany(params, which, done); err != nil {
-				return err
-			}
+	if which := planekit.BatchableAcks(params); which != nil {
+		if err := t.ackMany(params, which, done); err != nil {
+			return err
 		}
 	}
 	for i := range params {
