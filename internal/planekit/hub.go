@@ -58,12 +58,20 @@ func (h *Hub) Watch(key string) (<-chan struct{}, func()) {
 }
 
 // Notify wakes every waiter of the keys.
-func (h *Hub) Notify(keys map[string]struct{}) {
+func (h *Hub) Notify(keys map[string]struct{}) { h.NotifyExcept(keys, nil) }
+
+// NotifyExcept wakes every waiter of the keys but those of the keys in except (pgplane:
+// the queues whose claimable jobs a commit handed to parked claimers, whose other waiters
+// would find nothing).
+func (h *Hub) NotifyExcept(keys, except map[string]struct{}) {
 	if len(keys) == 0 {
 		return
 	}
 	h.mu.Lock()
 	for k := range keys {
+		if _, ok := except[k]; ok {
+			continue
+		}
 		if w := h.keys[k]; w != nil {
 			close(w.ch)
 			delete(h.keys, k)

@@ -340,16 +340,7 @@ func (d *Driver) wake(keys, quiet map[string]struct{}) {
 	if len(keys) == 0 {
 		return
 	}
-	local := keys
-	if len(quiet) > 0 {
-		local = make(map[string]struct{}, len(keys))
-		for k := range keys {
-			if _, ok := quiet[k]; !ok {
-				local[k] = struct{}{}
-			}
-		}
-	}
-	d.hub.Notify(local)
+	d.hub.NotifyExcept(keys, quiet)
 	d.notifier.add(keys)
 }
 
