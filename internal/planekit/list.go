@@ -53,3 +53,26 @@ func ListWalk[T any](budget, limit int, prefix string, next func() (id, key stri
 		}
 	}
 }
+
+// ByID indexes items by their ids (id reads one's): a read of many rows by id, answered in
+// its caller's order.
+func ByID[T any](items []T, id func(T) string) map[string]T {
+	byID := make(map[string]T, len(items))
+	for _, v := range items {
+		byID[id(v)] = v
+	}
+	return byID
+}
+
+// InOrder appends to page the invocations of rows in the order of ids (a listing's page,
+// whose rows were read by id after its ids), leaving out an id without a row (trimmed
+// since its id was read).
+func InOrder(page []*plane.Invocation, ids []string, rows []*Row) []*plane.Invocation {
+	byID := ByID(rows, func(r *Row) string { return r.ID })
+	for _, id := range ids {
+		if r := byID[id]; r != nil {
+			page = append(page, r.Invocation())
+		}
+	}
+	return page
+}

@@ -75,14 +75,6 @@ func (d *Driver) InvocationList(ctx context.Context, p *plane.ListParams) (*plan
 	if err != nil {
 		return nil, d.failure(ctx, err)
 	}
-	byID := make(map[string]*row, len(found))
-	for _, r := range found {
-		byID[r.ID] = r
-	}
-	for _, id := range ids {
-		if r := byID[id]; r != nil { // trimmed since the scan: left out
-			page.Invocations = append(page.Invocations, r.Invocation())
-		}
-	}
+	page.Invocations = planekit.InOrder(page.Invocations, ids, found) // one trimmed since the scan: left out
 	return page, nil
 }

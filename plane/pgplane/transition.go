@@ -32,11 +32,7 @@ func (t *tx) headsByID(ids []string) (map[string]*head, error) {
 	if err != nil {
 		return nil, err
 	}
-	byID := make(map[string]*head, len(heads))
-	for _, h := range heads {
-		byID[h.ID] = h
-	}
-	return byID, nil
+	return planekit.ByID(heads, func(h *head) string { return h.ID }), nil
 }
 
 // holds applies plane.Holds, the fencing check, to h: ErrLeaseLost when token does not hold
