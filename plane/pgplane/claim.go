@@ -342,12 +342,12 @@ func (t *tx) expired(r *row, cutoff time.Duration) bool {
 func (t *tx) begin(reqs []*claimRequest) {
 	var ids, tokens, workers []string
 	var expiries []int64
-	var keyed keyCounts // the claimable keyed rows taken, per key
+	var keyed planekit.KeyCounts // the claimable keyed rows taken, per key
 	planekit.BeginPending(reqs, t.now, t.count, func(r *row, token string, expires int64, worker string) {
 		ids, tokens = append(ids, r.ID), append(tokens, token)
 		expiries, workers = append(expiries, expires), append(workers, worker)
 		if r.State == planekit.StateKeyed {
-			keyed.add(r.Namespace, r.Queue, r.ConcurrencyKey.String, true)
+			keyed.Add(r.Namespace, r.Queue, r.ConcurrencyKey.String, true)
 		}
 	})
 	// The transaction holds the rows it starts: a later claim of it (another request of its
@@ -357,7 +357,7 @@ func (t *tx) begin(reqs []*claimRequest) {
 	t.holdsRows = t.holdsRows || len(ids) > 0
 	switch {
 	case len(ids) == 0:
-	case len(keyed.keys) == 0:
+	case len(keyed.Keys) == 0:
 		t.exec(t.d.sql.setRunning, t.ms, ids, tokens, expiries, workers)
 	default:
 		if !t.keyStartCounted {
@@ -365,6 +365,6 @@ func (t *tx) begin(reqs []*claimRequest) {
 			t.keyStartCounted = true
 		}
 		t.exec(t.d.sql.setRunningKeyed, t.ms, ids, tokens, expiries, workers,
-			keyed.namespaces, keyed.queues, keyed.keys, keyed.queued)
+			keyed.Namespaces, keyed.Queues, keyed.Keys, keyed.Queued)
 	}
 }

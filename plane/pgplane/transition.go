@@ -91,7 +91,7 @@ func (w transitions) Requeue(h *head, availableMS int64, errBlob []byte, refunde
 // (which the worker need not have named).
 func (w transitions) HoldKey(h *head, key string, untilMS int64) error {
 	w.t.unorderedCounts = true
-	w.t.changesKey(keyRef{h.Namespace, h.Queue, key})
+	w.t.counted.Add(planekit.KeyRef{Namespace: h.Namespace, Queue: h.Queue, Key: key})
 	w.t.exec(w.t.d.sql.keyHold, h.Namespace, h.Queue, key, untilMS)
 	return nil
 }

@@ -32,7 +32,7 @@ type tx struct {
 	// invocations claimable or running under a key, or a key held back): flush locks them
 	// in key order first, unless their only writer is one terminal write (keyedEnds 1,
 	// unorderedCounts false), which locks them in key order itself (setTerminalManyKeyed).
-	counted map[keyRef]struct{}
+	counted planekit.KeySet
 	// unorderedCounts: a queued write changes a key's counter row without locking its keys
 	// in key order itself (the counting trigger, in the order it writes the invocation
 	// rows; a hold, keyHold); keyedEnds: how many queued terminal writes count keyed ends
@@ -69,39 +69,7 @@ type ends struct {
 	results, errors [][]byte
 	// keyed counts, per concurrency key, the ended rows that were claimable or running
 	// under it, for setTerminalManyKeyed.
-	keyed keyCounts
-}
-
-// keyCounts count locked rows per concurrency key, as the arrays of a statement that counts
-// them in their keys' rows: the claimable keyed rows (state -2) a start takes
-// (setRunningKeyed) or a terminal write ends, and the running keyed rows a terminal write
-// ends (setTerminalManyKeyed). The rows are locked, so the state read is theirs until the
-// write.
-type keyCounts struct {
-	namespaces, queues, keys []string
-	queued, running          []int64
-	index                    map[keyRef]int
-}
-
-// add counts a row of the concurrency key (namespace, queue, key): claimable (state -2)
-// or running.
-func (k *keyCounts) add(namespace, queue, key string, claimable bool) {
-	ref := keyRef{namespace, queue, key}
-	i, ok := k.index[ref]
-	if !ok {
-		if k.index == nil {
-			k.index = map[keyRef]int{}
-		}
-		i = len(k.keys)
-		k.index[ref] = i
-		k.namespaces, k.queues, k.keys = append(k.namespaces, namespace), append(k.queues, queue), append(k.keys, key)
-		k.queued, k.running = append(k.queued, 0), append(k.running, 0)
-	}
-	if claimable {
-		k.queued[i]++
-	} else {
-		k.running[i]++
-	}
+	keyed planekit.KeyCounts
 }
 
 // shards is how many counter rows share one (queue, state, priority level).
@@ -195,7 +163,7 @@ func (t *tx) exec(sql string, args ...any) {
 // error, finished now.
 func (t *tx) end(h *head, state int16, result, errBlob []byte) {
 	if h.CountedInKey() {
-		t.ends.keyed.add(h.Namespace, h.Queue, h.ConcurrencyKey.String, h.State == planekit.StateKeyed)
+		t.ends.keyed.Add(h.Namespace, h.Queue, h.ConcurrencyKey.String, h.State == planekit.StateKeyed)
 	}
 	t.ends.ids = append(t.ends.ids, h.ID)
 	t.ends.states = append(t.ends.states, state)
@@ -215,7 +183,7 @@ func (t *tx) queueEnds() {
 	e := t.ends
 	t.ends = ends{}
 	k := &e.keyed
-	if len(k.keys) == 0 {
+	if len(k.Keys) == 0 {
 		t.batch.Queue(t.d.sql.setTerminalMany, t.ms, e.ids, e.states, e.results, e.errors)
 		return
 	}
@@ -225,7 +193,7 @@ func (t *tx) queueEnds() {
 	}
 	t.keyedEnds++
 	t.batch.Queue(t.d.sql.setTerminalManyKeyed, t.ms, e.ids, e.states, e.results, e.errors,
-		k.namespaces, k.queues, k.keys, k.queued, k.running)
+		k.Namespaces, k.Queues, k.Keys, k.Queued, k.Running)
 }
 
 // flush sends the queued writes. Reads call it first, so they see the writes.
@@ -241,11 +209,7 @@ func (t *tx) flush() error {
 		// them in theirs (lockKeys). One terminal write alone locks its keys in key order
 		// itself (setTerminalManyKeyed).
 		locked := &pgx.Batch{}
-		n := len(t.counted)
-		namespaces, queues, keys := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		for k := range t.counted {
-			namespaces, queues, keys = append(namespaces, k.namespace), append(queues, k.queue), append(keys, k.key)
-		}
+		namespaces, queues, keys := t.counted.Columns()
 		locked.Queue(t.d.sql.lockKeys, namespaces, queues, keys)
 		locked.QueuedQueries = append(locked.QueuedQueries, b.QueuedQueries...)
 		b = locked
@@ -256,9 +220,6 @@ func (t *tx) flush() error {
 	return t.tx.SendBatch(t.ctx, b).Close()
 }
 
-// keyRef names the counter row of a concurrency key of a queue.
-type keyRef struct{ namespace, queue, key string }
-
 // changesCounter notes that a write queued for h changes its key's counter row (h is
 // claimable or running under a concurrency key), which flush locks in key order first;
 // byTrigger: the counting trigger writes it (else h's terminal write counts it).
@@ -267,16 +228,7 @@ func (t *tx) changesCounter(h *head, byTrigger bool) {
 		return
 	}
 	t.unorderedCounts = t.unorderedCounts || byTrigger
-	t.changesKey(keyRef{h.Namespace, h.Queue, h.ConcurrencyKey.String})
-}
-
-// changesKey notes that a write queued changes the counter row of k (its counts, a hold of
-// the key), which flush locks in key order first.
-func (t *tx) changesKey(k keyRef) {
-	if t.counted == nil {
-		t.counted = make(map[keyRef]struct{})
-	}
-	t.counted[k] = struct{}{}
+	t.counted.Add(planekit.KeyRef{Namespace: h.Namespace, Queue: h.Queue, Key: h.ConcurrencyKey.String})
 }
 
 func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
