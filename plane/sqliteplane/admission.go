@@ -10,31 +10,25 @@ import (
 type admission = planekit.Admission
 
 // admission returns the admission block of a queue (nil: none), from the writer's cache when
-// it holds it. The caller may update the returned block's token bucket in place, after
-// writing it in the same transaction.
+// it holds it (planekit.Cached). The caller may update the returned block's token bucket in
+// place, after writing it in the same transaction.
 func (t *wtx) admission(namespace, queue string) (*admission, error) {
-	key := [2]string{namespace, queue}
-	if a, ok := t.w.admissions[key]; ok {
-		return a, nil
-	}
-	a, err := planekit.ScanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue))
-	if err != nil {
-		return nil, err
-	}
-	t.w.admissions[key] = a
-	return a, nil
+	return planekit.Cached(t.w.admissions, [2]string{namespace, queue}, func() (*admission, error) {
+		return planekit.ScanAdmission(t.w.st.admission.QueryRowContext(t.ctx, namespace, queue))
+	})
 }
 
 // queued returns the queued count of a queue as this transaction sees it: the committed
 // count (cached by the writer for queues with a depth limit) plus this transaction's changes.
 func (t *wtx) queued(namespace, queue string) (int64, error) {
-	key := [2]string{namespace, queue}
-	n, ok := t.w.queued[key]
-	if !ok {
-		if err := t.w.st.queuedCount.QueryRowContext(t.ctx, namespace, queue).Scan(&n); err != nil {
+	n, err := planekit.Cached(t.w.queued, [2]string{namespace, queue}, func() (n int64, err error) {
+		if err = t.w.st.queuedCount.QueryRowContext(t.ctx, namespace, queue).Scan(&n); err != nil {
 			return 0, fmt.Errorf("count queued: %w", err)
 		}
-		t.w.queued[key] = n
+		return n, nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return n + t.counts.Queued(namespace, queue), nil
 }
