@@ -56,3 +56,30 @@ func (c Counts) Sorted() []CountKey {
 	})
 	return keys
 }
+
+// CountRun gathers the count changes of consecutive rows of one (state, priority level) of
+// a queue into one call of count (a batch insert's rows, each counted where it goes in):
+// a row in another state or level than the run's hands the run to count first, and Flush
+// hands over what is left.
+type CountRun struct {
+	Namespace, Queue string
+	key              CountKey
+	n                int64
+}
+
+// Add counts one row in state and priority.
+func (r *CountRun) Add(state int, priority float64, count func(namespace, queue string, state int, priority float64, n int64)) {
+	if r.n != 0 && (r.key.State != state || r.key.Priority != priority) {
+		r.Flush(count)
+	}
+	r.key.State, r.key.Priority = state, priority
+	r.n++
+}
+
+// Flush hands the run's rows to count, if any.
+func (r *CountRun) Flush(count func(namespace, queue string, state int, priority float64, n int64)) {
+	if r.n != 0 {
+		count(r.Namespace, r.Queue, r.key.State, r.key.Priority, r.n)
+		r.n = 0
+	}
+}

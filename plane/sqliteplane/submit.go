@@ -96,13 +96,8 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 	args := make([]any, 0, 3+min(len(fresh), insertChunks[0])*insertWidth)
 	claimable := false
 	// The count changes of consecutive rows of one (state, priority) go in one call.
-	var counted planekit.CountKey
-	var pending int64
-	defer func() {
-		if pending != 0 {
-			t.count(namespace, queue, counted.State, counted.Priority, pending)
-		}
-	}()
+	run := planekit.CountRun{Namespace: namespace, Queue: queue}
+	defer run.Flush(t.count)
 	for len(fresh) > 0 {
 		k := 0
 		for insertChunks[k] > len(fresh) {
@@ -141,12 +136,7 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			args = append(args, id, key, stored, s.Priority, payload, planekit.EncodeMetadata(plane.DebounceMetadata(s)),
 				cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due,
 				concurrencyKey, s.Requirement.Shape(), requirement, plane.HostKeyOf(s.Metadata))
-			if pending != 0 && (counted.State != state || counted.Priority != s.Priority) {
-				t.count(namespace, queue, counted.State, counted.Priority, pending)
-				pending = 0
-			}
-			counted.State, counted.Priority = state, s.Priority
-			pending++
+			run.Add(state, s.Priority, t.count)
 			if state == planekit.StateDelayed {
 				t.delayed(due)
 			} else {
