@@ -1,7 +1,6 @@
 package pgplane
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -36,7 +36,8 @@ const (
 // removed, and a copy of cfg (nil: the zero Config) with those parameters applied. A
 // parameter and a field of cfg that both set a value must agree. Defaults are not filled
 // in. Errors: *plane.InvalidError (never showing the password) for a URL that does not
-// parse, a parameter value that does not parse, or a parameter that contradicts cfg.
+// parse, a parameter value that does not parse, or a parameter that contradicts cfg
+// (planekit.URLParams).
 func ParseURL(url string, cfg *Config) (*pgxpool.Config, *Config, error) {
 	var out Config
 	if cfg != nil {
@@ -51,55 +52,18 @@ func ParseURL(url string, cfg *Config) (*pgxpool.Config, *Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	params := pc.ConnConfig.RuntimeParams
-	take := func(name string) (string, bool) {
-		v, ok := params[name]
-		delete(params, name)
-		return v, ok
+	params := planekit.URLParams(pc.ConnConfig.RuntimeParams)
+	if err := params.String(URLSchema, &out.Schema, validateSchema); err != nil {
+		return nil, nil, err
 	}
-	conflict := func(name string, url, cfg any) error {
-		return plane.Invalid("database URL parameter "+name, url,
-			fmt.Sprintf("it contradicts the Config value %v: give one of them", cfg))
+	if err := params.Bool(URLPollOnly, &out.PollOnly); err != nil {
+		return nil, nil, err
 	}
-	if v, ok := take(URLSchema); ok {
-		if err := validateSchema("database URL parameter "+URLSchema, v); err != nil {
-			return nil, nil, err
-		}
-		if out.Schema != "" && out.Schema != v {
-			return nil, nil, conflict(URLSchema, v, out.Schema)
-		}
-		out.Schema = v
-	}
-	if v, ok := take(URLPollOnly); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, nil, plane.Invalid("database URL parameter "+URLPollOnly, v, "use true or false")
-		}
-		if out.PollOnly && !b {
-			return nil, nil, conflict(URLPollOnly, v, out.PollOnly)
-		}
-		out.PollOnly = b
-	}
-	duration := func(name string, field *time.Duration, rule string, ok func(time.Duration) bool) error {
-		v, present := take(name)
-		if !present {
-			return nil
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || !ok(d) {
-			return plane.Invalid("database URL parameter "+name, v, rule)
-		}
-		if *field != 0 && *field != d {
-			return conflict(name, v, *field)
-		}
-		*field = d
-		return nil
-	}
-	if err := duration(URLPollInterval, &out.PollInterval, "use a positive duration, e.g. 500ms or 2s",
+	if err := params.Duration(URLPollInterval, &out.PollInterval, "use a positive duration, e.g. 500ms or 2s",
 		func(d time.Duration) bool { return d > 0 }); err != nil {
 		return nil, nil, err
 	}
-	if err := duration(URLRetention, &out.Retention, "use a non-zero duration, e.g. 6h or 168h (negative: keep forever)",
+	if err := params.Duration(URLRetention, &out.Retention, "use a non-zero duration, e.g. 6h or 168h (negative: keep forever)",
 		func(d time.Duration) bool { return d != 0 }); err != nil {
 		return nil, nil, err
 	}
