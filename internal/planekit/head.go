@@ -64,6 +64,27 @@ func (h *Head) Fence(token string, now time.Time, end func(Expiry) error) (lost,
 		func() error { return end(LeaseExpired) }, func() error { return end(AttemptOverdue) })
 }
 
+// End ends h as e decides (plane's policy, with backoff and the driver's draw) through the
+// driver's apply (its write of a transition), unless h no longer qualifies (its row changed
+// since it was found), and reports whether it did.
+func (h *Head) End(e Expiry, backoff plane.Backoff, draw func() float64, apply func(h *Head, tr plane.Transition, result []byte) error) (bool, error) {
+	tr, ok := e(h, backoff, draw)
+	if !ok {
+		return false, nil
+	}
+	return true, apply(h, tr, nil)
+}
+
+// Holds is the fencing check of a driver's settle, heartbeat or lease-bound post of h for
+// token at nowMS (Fence), with a lease found expired or an attempt found overdue ended on
+// the spot by the driver's expire (End with its backoff, draw and apply).
+func (h *Head) Holds(token string, nowMS int64, expire func(h *Head, e Expiry) (bool, error)) (lost, err error) {
+	return h.Fence(token, time.UnixMilli(nowMS), func(e Expiry) error {
+		_, err := expire(h, e)
+		return err
+	})
+}
+
 // Expiry is how maintenance (and a fencing check that finds it) ends an invocation: the
 // transition plane's policy decides for h (with backoff and the driver's draw), ok false
 // when h no longer qualifies (its row changed since it was found).

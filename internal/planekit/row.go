@@ -284,14 +284,19 @@ func (r *Row) Job(token string, expiresMS int64) *plane.Job {
 	}
 }
 
-// ClaimEnd is the end plane's policy gives r at a claim instead of running it (its deadline
-// has passed, or is nearer than the queue's cutoff: plane.ClaimTransition), nil when it
-// runs.
-func (r *Row) ClaimEnd(now time.Time, cutoff time.Duration) *plane.Transition {
+// ClaimEnd ends r, through the driver's apply (its write of a transition), when plane's
+// policy ends it at a claim instead of running it (its deadline has passed, or is nearer
+// than the queue's cutoff: plane.ClaimTransition), and reports whether it did; the claim
+// then leaves r.
+func (r *Row) ClaimEnd(now time.Time, cutoff time.Duration, apply func(h *Head, tr plane.Transition, result []byte) error) (bool, error) {
 	if r.DeadlineMS == 0 {
-		return nil
+		return false, nil
 	}
-	return plane.ClaimTransition(time.UnixMilli(r.DeadlineMS), now, cutoff, r.Attempt)
+	end := plane.ClaimTransition(time.UnixMilli(r.DeadlineMS), now, cutoff, r.Attempt)
+	if end == nil {
+		return false, nil
+	}
+	return true, apply(r.Head(), *end, nil)
 }
 
 // ValidateQueue checks a queue's namespace and name.

@@ -162,9 +162,10 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		}
 	}
 	taken := 0
-	// start takes r for the first request with room, or ends it by its deadline (false).
+	// start takes r for the first request with room, or ends it by its deadline (false:
+	// Row.ClaimEnd, whose queued writes never fail).
 	start := func(r *row) (bool, error) {
-		if t.expired(r, cutoff) {
+		if ended, _ := r.ClaimEnd(t.now, cutoff, t.apply); ended {
 			return false, nil
 		}
 		if planekit.Assign(reqs, r) {
@@ -324,16 +325,6 @@ func claimRows(rs pgx.Rows, err error) ([]*row, error) {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return planekit.Collect(rs, "claim", scanRow)
-}
-
-// expired ends r as timeout instead of running it when plane's policy says so (Row.ClaimEnd),
-// and reports whether it did.
-func (t *tx) expired(r *row, cutoff time.Duration) bool {
-	end := r.ClaimEnd(t.now, cutoff)
-	if end != nil {
-		t.apply(r.Head(), *end, nil)
-	}
-	return end != nil
 }
 
 // begin starts a new attempt of each request's taken rows under a fresh lease, one write

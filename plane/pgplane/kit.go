@@ -97,7 +97,7 @@ func (kitTx) AdmissionChanged(string, string) {}
 
 func (k kitTx) Head(id string) (*head, error) { return k.t.head(id) }
 
-func (k kitTx) Apply(h *head, tr plane.Transition) error { k.t.apply(h, tr, nil); return nil }
+func (k kitTx) Apply(h *head, tr plane.Transition) error { return k.t.apply(h, tr, nil) }
 
 // kitStatements are the SQL of planekit.Verbs in PostgreSQL's dialect, in schema: those
 // both planes share (planekit.Statements.Common) and those that lock, cast or collate here.

@@ -134,7 +134,7 @@ func (s maintenance) Expire(step int, rule planekit.Expiry, _ int) (found, ended
 		heads, err := t.heads(query, t.ms)
 		found = len(heads)
 		ended, _ = planekit.ExpireFound(heads, func(h *head) (*head, error) { return h, nil },
-			func(h *head) (bool, error) { return t.expire(h, rule), nil }) // queued writes: never fails
+			func(h *head) (bool, error) { return t.expire(h, rule) }) // queued writes: never fails
 		return err
 	})
 }

@@ -105,7 +105,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 		return heads, hot, def[0], nil
 	}, claimDefault, func(take *row, _ bool, _ int) error {
-		if !t.expired(take, cutoff) {
+		if ended, _ := take.ClaimEnd(t.now, cutoff, t.apply); !ended { // queued writes: never fails
 			r.Pending = append(r.Pending, take)
 			t.begin([]*claimRequest{r})
 		}

@@ -2,7 +2,6 @@ package pgplane
 
 import (
 	"database/sql"
-	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -35,33 +34,30 @@ func (t *tx) headsByID(ids []string) (map[string]*head, error) {
 	return planekit.ByID(heads, func(h *head) string { return h.ID }), nil
 }
 
-// holds applies plane.Holds, the fencing check, to h: ErrLeaseLost when token does not hold
-// the lease (an expired lease or an overdue attempt is ended on the spot). It never fails
-// (writes are queued): err is always nil.
+// holds applies plane.Holds, the fencing check, to h (Head.Holds): ErrLeaseLost when token
+// does not hold the lease (an expired lease or an overdue attempt is ended on the spot). It
+// never fails (writes are queued): err is always nil.
 func (t *tx) holds(h *head, token string) (lost, err error) {
-	return h.Fence(token, time.UnixMilli(t.ms), func(e planekit.Expiry) error { t.expire(h, e); return nil })
+	return h.Holds(token, t.ms, t.expire)
 }
 
-// expire ends h as e decides (plane's policy), unless h no longer qualifies, and reports
-// whether it did.
-func (t *tx) expire(h *head, e planekit.Expiry) bool {
-	tr, ok := e(h, t.d.cfg.Backoff, t.d.float64)
-	if ok {
-		t.apply(h, tr, nil)
-	}
-	return ok
+// expire ends h as e decides (Head.End), unless h no longer qualifies, and reports whether
+// it did. The writes are queued: it never fails (err is always nil).
+func (t *tx) expire(h *head, e planekit.Expiry) (bool, error) {
+	return h.End(e, t.d.cfg.Backoff, t.d.float64, t.apply)
 }
 
 // apply writes what plane's policy decided for h (planekit.Apply): a retry re-queues it
 // (waiting out the delay outside the claim indexes), anything else ends it with result or
-// tr.Error. The writes are queued: it never fails.
-func (t *tx) apply(h *head, tr plane.Transition, result []byte) {
+// tr.Error. The writes are queued: it never fails (err is always nil).
+func (t *tx) apply(h *head, tr plane.Transition, result []byte) error {
 	t.changesCounter(h, tr.Retry()) // an end is counted by its terminal write (setTerminalManyKeyed)
 	if h.Keyed() && h.State == planekit.StateRunning {
 		t.wakeQueue(h.Namespace, h.Queue) // the lease ends: its key's slot frees
 	}
 	_ = planekit.Apply(transitions{t}, h, tr, result, t.ms)
 	h.Token = sql.NullString{}
+	return nil
 }
 
 // transitions are the queued writes of a transition (planekit.Transitions).

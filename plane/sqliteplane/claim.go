@@ -329,8 +329,8 @@ func (t *wtx) first(stmt *sql.Stmt, args ...any) (*row, error) {
 // runPending) and adds its job to jobs, or, when r's deadline has passed or is nearer than
 // the queue's cutoff (Row.ClaimEnd), ends it as timeout without running it (false).
 func (t *wtx) take(r *row, p *plane.ClaimParams, lease, cutoff time.Duration, jobs *[]*plane.Job) (bool, error) {
-	if end := r.ClaimEnd(time.UnixMilli(t.ms), cutoff); end != nil {
-		return false, t.apply(r.Head(), *end, nil)
+	if ended, err := r.ClaimEnd(time.UnixMilli(t.ms), cutoff, t.apply); ended || err != nil {
+		return false, err
 	}
 	token, job := planekit.Start(r, t.now, t.ms+lease.Milliseconds(), t.count)
 	// The row is written with the claim's other started rows by runPending (batch.go):

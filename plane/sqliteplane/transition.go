@@ -3,7 +3,6 @@ package sqliteplane
 import (
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -17,24 +16,17 @@ func (t *wtx) head(id string) (*head, bool, error) {
 	return h, h != nil, err
 }
 
-// holds applies plane.Holds, the fencing check, to h: the first result is ErrLeaseLost when
-// token does not hold the lease (an expired lease or an overdue attempt is ended on the spot),
-// the second a SQL failure.
+// holds applies plane.Holds, the fencing check, to h (Head.Holds): the first result is
+// ErrLeaseLost when token does not hold the lease (an expired lease or an overdue attempt is
+// ended on the spot), the second a SQL failure.
 func (t *wtx) holds(h *head, token string) (error, error) {
-	return h.Fence(token, time.UnixMilli(t.ms), func(e planekit.Expiry) error {
-		_, err := t.expire(h, e)
-		return err
-	})
+	return h.Holds(token, t.ms, t.expire)
 }
 
-// expire ends h as e decides (plane's policy; the writer's random source draws its
-// backoff), and reports whether it did: nothing is done when h no longer qualifies.
+// expire ends h as e decides (Head.End; the writer's random source draws its backoff), and
+// reports whether it did: nothing is done when h no longer qualifies.
 func (t *wtx) expire(h *head, e planekit.Expiry) (bool, error) {
-	tr, ok := e(h, t.w.d.cfg.Backoff, t.w.rand.Float64)
-	if !ok {
-		return false, nil
-	}
-	return true, t.apply(h, tr, nil)
+	return h.End(e, t.w.d.cfg.Backoff, t.w.rand.Float64, t.apply)
 }
 
 // apply writes the transition tr (decided by plane's policy) to h (planekit.Apply): a retry
