@@ -127,6 +127,20 @@ func Unshared[T any](reqs []T, params func(T) *plane.SubmitManyParams) (group, a
 	return group, apart
 }
 
+// Queues are the queues of a group of submits (params gives each one's parameters), each
+// once, in the order they first come, as a statement's arrays.
+func Queues[T any](reqs []T, params func(T) *plane.SubmitManyParams) (namespaces, queues []string) {
+	seen := map[[2]string]bool{}
+	for _, r := range reqs {
+		p := params(r)
+		if k := [2]string{p.Namespace, p.Queue}; !seen[k] {
+			seen[k] = true
+			namespaces, queues = append(namespaces, p.Namespace), append(queues, p.Queue)
+		}
+	}
+	return namespaces, queues
+}
+
 // AnswerDuplicates gives each later submit of a batch that shares the key or id of an
 // earlier one (dupOf[i] ≥ 0: that one's index; -1: none) the earlier one's answer.
 func AnswerDuplicates(out []plane.SubmitResult, dupOf []int) {

@@ -351,13 +351,16 @@ type submitRequest struct {
 	dupOf []int // per invocation: the index of the earlier one with its key or id, or -1
 }
 
+// submitParams are r's parameters.
+func submitParams(r *submitRequest) *plane.SubmitManyParams { return r.p }
+
 // maxSubmitGroup bounds the invocations of one group.
 const maxSubmitGroup = 5000
 
 // submitGroup inserts the invocations of a group of submits with one statement, in one
 // transaction, for the queues without an admission block.
 func (d *Driver) submitGroup(ctx context.Context, reqs []*submitRequest) {
-	group, apart := planekit.Unshared(reqs, func(r *submitRequest) *plane.SubmitManyParams { return r.p })
+	group, apart := planekit.Unshared(reqs, submitParams)
 	for _, r := range reqs {
 		r.solo = false
 	}
@@ -378,16 +381,10 @@ func (d *Driver) submitGroup(ctx context.Context, reqs []*submitRequest) {
 }
 
 func (t *tx) submitGroup(group []*submitRequest) error {
-	var nss, qs []string
-	seenQueue := map[[2]string]bool{}
 	for _, r := range group {
 		r.solo, r.err, r.out, r.dupOf = false, nil, nil, nil
-		k := [2]string{r.p.Namespace, r.p.Queue}
-		if !seenQueue[k] {
-			seenQueue[k] = true
-			nss, qs = append(nss, k[0]), append(qs, k[1])
-		}
 	}
+	nss, qs := planekit.Queues(group, submitParams)
 	rs, err := t.query(t.d.sql.admissionExists, nss, qs)
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
