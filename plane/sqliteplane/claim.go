@@ -193,10 +193,7 @@ func (t *wtx) keyHead(kind plane.Kind, namespace, queue string, k readyKey) (*ro
 	if kind == plane.KindPriority || kind == plane.KindBoltzmann {
 		return t.first(t.w.st.keyHeadPriority, namespace, queue, k.Key)
 	}
-	level := t.w.st.keyHeadLevelFIFO
-	if kind == plane.KindFILO {
-		level = t.w.st.keyHeadLevelFILO
-	}
+	level := planekit.ByOrder(kind, t.w.st.keyHeadLevelFIFO, t.w.st.keyHeadLevelFILO, nil) // priority: above
 	return planekit.LevelsHead(kind, k.low, k.high, func(priority float64) (*row, error) {
 		return t.first(level, namespace, queue, k.Key, priority)
 	}, func(below float64) (priority float64, ok bool, err error) {
