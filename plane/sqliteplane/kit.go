@@ -124,10 +124,7 @@ func (k kitTx) AdmissionChanged(namespace, queue string) {
 	delete(k.t.w.admissions, [2]string{namespace, queue})
 }
 
-func (k kitTx) Head(id string) (*head, error) {
-	h, _, err := k.t.head(id)
-	return h, err
-}
+func (k kitTx) Head(id string) (*head, error) { return k.t.head(id) }
 
 func (k kitTx) Apply(h *head, tr plane.Transition) error { return k.t.apply(h, tr, nil) }
 

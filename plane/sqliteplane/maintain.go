@@ -61,7 +61,7 @@ func (s maintenance) Expire(step int, rule planekit.Expiry, limit int) (found, e
 			return found, ended, fmt.Errorf("maintenance: %w", err)
 		}
 		found = max(found, len(ids))
-		n, err := planekit.ExpireFound(ids, func(id string) (*head, error) { h, _, err := t.head(id); return h, err },
+		n, err := planekit.ExpireFound(ids, t.head,
 			func(h *head) (bool, error) { return t.expire(h, rule) })
 		ended += n
 		if err != nil {

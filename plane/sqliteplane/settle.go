@@ -40,7 +40,7 @@ func (t *wtx) settle(p *plane.SettleParams) (error, error) {
 			return nil, fmt.Errorf("ack %s: %w", p.ID, err)
 		}
 	}
-	h, _, err := t.head(p.ID)
+	h, err := t.head(p.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -54,8 +54,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 	}
 	var out []plane.HeartbeatResult
 	err := d.do(ctx, func(t *wtx) (err error) {
-		read := func(id string) (*head, error) { h, _, err := t.head(id); return h, err }
-		out, err = planekit.HeartbeatMany(params, t.ms, read, t.holds, func(h *head, expires int64) error {
+		out, err = planekit.HeartbeatMany(params, t.ms, t.head, t.holds, func(h *head, expires int64) error {
 			if _, err := t.w.st.setLease.ExecContext(t.ctx, expires, h.Seq); err != nil {
 				return fmt.Errorf("heartbeat %s: %w", h.ID, err)
 			}

@@ -10,10 +10,9 @@ import (
 
 type head = planekit.Head
 
-// head reads the transition fields of invocation id; ok is false when there is none.
-func (t *wtx) head(id string) (*head, bool, error) {
-	h, err := planekit.ReadHead(t.w.st.rowByID.QueryRowContext(t.ctx, id), true, id)
-	return h, h != nil, err
+// head reads the transition fields of invocation id; nil when there is none.
+func (t *wtx) head(id string) (*head, error) {
+	return planekit.ReadHead(t.w.st.rowByID.QueryRowContext(t.ctx, id), true, id)
 }
 
 // holds applies plane.Holds, the fencing check, to h (Head.Holds): the first result is
