@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -38,4 +39,21 @@ func NewRand(seed uint64) *rand.Rand {
 		seed = rand.Uint64()
 	}
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// LockedRand is a plane's random source that concurrent transactions share (pgplane's),
+// each draw under its lock.
+type LockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+// NewLockedRand returns a LockedRand seeded as NewRand seeds.
+func NewLockedRand(seed uint64) *LockedRand { return &LockedRand{r: NewRand(seed)} }
+
+// Float64 draws a number in [0, 1).
+func (l *LockedRand) Float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
 }

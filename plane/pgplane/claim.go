@@ -184,7 +184,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		}
 		return planekit.ClaimKeyed(&keyedClaim{t, reqs, turnSQL, rows, start}, kind, keyAdmission, t.now, want, tookOf, turns, false)
 	}, func() error {
-		return planekit.Boltzmann(levels, p.Temperature, t.d.float64, more, func(priority float64) (bool, error) {
+		return planekit.Boltzmann(levels, p.Temperature, t.d.rand.Float64, more, func(priority float64) (bool, error) {
 			t.begin(reqs)
 			rows, err := t.candidates(t.d.sql.claimLevel, p.Namespace, p.Queue, priority)
 			if err != nil || len(rows) == 0 { // none: every job of the level is waiting, or taken by another claim

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -84,8 +83,7 @@ type Driver struct {
 	settledKeys planekit.KeyCursor
 	node        string
 
-	randMu sync.Mutex
-	rand   *rand.Rand
+	rand *planekit.LockedRand // the boltzmann draw and the backoff jitter
 
 	notifier *notifier
 	settles  *planekit.Grouper[*settleRequest]
@@ -162,7 +160,7 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 		hub:    planekit.NewHub(),
 		node:   plane.NewToken(time.Now()),
 		stop:   make(chan struct{}),
-		rand:   planekit.NewRand(c.Seed),
+		rand:   planekit.NewLockedRand(c.Seed),
 	}
 	if err := Migrate(ctx, pool, c.Schema); err != nil {
 		return nil, err
@@ -231,12 +229,6 @@ func (d *Driver) Close() error {
 
 // checkOpen returns plane.ErrClosed once Close has begun.
 func (d *Driver) checkOpen() error { return planekit.CheckOpen(d.stop) }
-
-func (d *Driver) float64() float64 {
-	d.randMu.Lock()
-	defer d.randMu.Unlock()
-	return d.rand.Float64()
-}
 
 // connect makes the pool of pc and checks that it reaches the server (pgdb.Connect: the
 // errors classified).

@@ -56,7 +56,7 @@ func (d *Driver) settleGroup(ctx context.Context, group []*settleRequest) {
 // answers alike). It returns the caller's
 // error: nil, ErrLeaseLost or ErrNotFound.
 func (t *tx) settle(h *head, p *plane.SettleParams) error {
-	logical, _ := planekit.Settle(p, h, t.holds, t.d.cfg.Backoff, t.d.float64, t.apply)
+	logical, _ := planekit.Settle(p, h, t.holds, t.d.cfg.Backoff, t.d.rand.Float64, t.apply)
 	return logical
 }
 

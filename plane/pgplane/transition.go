@@ -44,7 +44,7 @@ func (t *tx) holds(h *head, token string) (lost, err error) {
 // expire ends h as e decides (Head.End), unless h no longer qualifies, and reports whether
 // it did. The writes are queued: it never fails (err is always nil).
 func (t *tx) expire(h *head, e planekit.Expiry) (bool, error) {
-	return h.End(e, t.d.cfg.Backoff, t.d.float64, t.apply)
+	return h.End(e, t.d.cfg.Backoff, t.d.rand.Float64, t.apply)
 }
 
 // apply writes what plane's policy decided for h (planekit.Apply): a retry re-queues it
