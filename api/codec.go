@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"mime"
@@ -26,6 +27,20 @@ const (
 	// ContentTypeEventStream is the SSE live stream of frames.
 	ContentTypeEventStream = "text/event-stream"
 )
+
+// AnswerDecodeError is the error of a client (the HTTP plane, the HTTP data store) whose
+// successful answer did not decode (err): an answer whose Content-Type is neither msgpack,
+// JSON nor Arrow is said to be no Lakeshore answer at all (another web service at the URL,
+// a captive portal, a proxy's page) instead of quoting the decoder on it; any other is
+// "decode answer: " and err.
+func AnswerDecodeError(contentType string, err error) error {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch mt {
+	case ContentTypeMsgpack, ContentTypeJSON, ContentTypeArrow:
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	return fmt.Errorf("not a Lakeshore answer (Content-Type %s): is this a Lakeshore server's URL (check LAKESHORE_URL)?", cmp.Or(contentType, "none"))
+}
 
 // Codec is one body encoding.
 type Codec int

@@ -378,6 +378,40 @@ func (s *Supervisor) drop(k queueKey) {
 	s.mu.Unlock()
 }
 
+// errLeaseLost ends a queue's tick once another supervisor took its lease (holdLease
+// dropped the queue's track).
+var errLeaseLost = errors.New("another supervisor took the queue")
+
+// holdLease takes this supervisor's lease of queue k, or renews it once a third of its TTL
+// has passed since the last renewal, and reports whether the supervisor holds it. When
+// another supervisor holds it, the queue's track is dropped: its launches are the holder's
+// to adopt. A tick takes it before it acts on the queue and again before each launch, as
+// a tick's launches may outlast the lease (each may take the call timeout, twice the
+// default lease).
+func (s *Supervisor) holdLease(ctx context.Context, k queueKey, tr *queueTrack, providerName string) (bool, error) {
+	now := s.cfg.Now()
+	if tr.held && now.Sub(tr.renewed) < s.cfg.LeaseTTL/3 {
+		return true, nil
+	}
+	held, err := s.cfg.Driver.LeaseAcquire(ctx, &plane.LeaseParams{Namespace: k.namespace, Name: leaseName(k.queue),
+		Holder: s.cfg.Holder, TTL: s.cfg.LeaseTTL})
+	if err != nil {
+		return false, fmt.Errorf("lease of %s/%s: %w", k.namespace, k.queue, err)
+	}
+	if !held {
+		if tr.held {
+			s.cfg.Logger.Info("provider supervisor: another supervisor took the queue", "namespace", k.namespace, "queue", k.queue)
+		}
+		s.drop(k)
+		return false, nil
+	}
+	if !tr.held {
+		s.cfg.Logger.Info("provider supervisor: acting for the queue", "namespace", k.namespace, "queue", k.queue, "provider", providerName)
+	}
+	tr.held, tr.renewed = true, now
+	return true, nil
+}
+
 // queueView is what a tick read about one queue.
 type queueView struct {
 	ref      plane.ProviderRef
@@ -405,23 +439,10 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 			s.cfg.Logger.Info("provider supervisor: watching the queue (dry run: no lease taken, nothing launched or stopped)",
 				"namespace", k.namespace, "queue", k.queue, "provider", ref.Name)
 		}
-	case !tr.held || now.Sub(tr.renewed) >= s.cfg.LeaseTTL/3:
-		held, err := s.cfg.Driver.LeaseAcquire(ctx, &plane.LeaseParams{Namespace: k.namespace, Name: leaseName(k.queue),
-			Holder: s.cfg.Holder, TTL: s.cfg.LeaseTTL})
-		if err != nil {
-			return fmt.Errorf("lease of %s/%s: %w", k.namespace, k.queue, err)
+	default:
+		if held, err := s.holdLease(ctx, k, tr, ref.Name); err != nil || !held {
+			return err
 		}
-		if !held {
-			if tr.held {
-				s.cfg.Logger.Info("provider supervisor: another supervisor took the queue", "namespace", k.namespace, "queue", k.queue)
-			}
-			s.drop(k) // its launches are the holder's to adopt
-			return nil
-		}
-		if !tr.held {
-			s.cfg.Logger.Info("provider supervisor: acting for the queue", "namespace", k.namespace, "queue", k.queue, "provider", ref.Name)
-		}
-		tr.held, tr.renewed = true, now
 	}
 
 	policy := ref.Policy.WithDefaults()
@@ -568,6 +589,9 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		st.Policy.MaxWorkers = max(0, policy.MaxWorkers-(used-mine))
 		st.Policy.MinWorkers = min(st.Policy.MinWorkers, st.Policy.MaxWorkers)
 		launched, d, err := s.decideShape(ctx, k, p, ref.Name, tr, shape, st)
+		if errors.Is(err, errLeaseLost) {
+			return nil // the holder acts for the queue now
+		}
 		if err != nil {
 			return err
 		}
@@ -662,6 +686,11 @@ func (s *Supervisor) decideShape(ctx context.Context, k queueKey, p Provider, na
 	}
 	launched := 0
 	for range d.Launch {
+		if held, err := s.holdLease(ctx, k, tr, name); err != nil {
+			return launched, d, err
+		} else if !held {
+			return launched, d, errLeaseLost
+		}
 		l := s.launchSpec(k, name, st.Policy, shape, sh.requirement, offers)
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		err := p.Launch(cctx, l)

@@ -685,3 +685,61 @@ func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
 		t.Errorf("the log lost the queue or the provider:\n%s", out)
 	}
 }
+
+// slowLaunches is a provider whose launches take delay each (a cloud API, an SSH host
+// starting a worker), counting them.
+type slowLaunches struct {
+	provider.Provider
+	delay time.Duration
+	mu    sync.Mutex
+	n     int
+}
+
+func (p *slowLaunches) Launch(ctx context.Context, l *provider.Launch) error {
+	time.Sleep(p.delay)
+	p.mu.Lock()
+	p.n++
+	p.mu.Unlock()
+	return p.Provider.Launch(ctx, l)
+}
+
+func (p *slowLaunches) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// TestSupervisorRenewsLeaseBetweenLaunches: a tick whose launches outlast the queue's lease
+// (four launches of 500 ms, a lease of 1.2 s; by default a launch may take the 30 s call
+// timeout, twice the 15 s lease) renews the lease before each launch, so a second
+// supervisor ticking meanwhile never takes the queue in the middle and launches beside it.
+// Before, the lease was renewed only at the start of a tick: the second supervisor took
+// the expired lease after two launches and launched two more while the first went on to
+// its four, six workers for a max of four.
+func TestSupervisorRenewsLeaseBetweenLaunches(t *testing.T) {
+	r := newRig(t)
+	slow := &slowLaunches{Provider: r.local, delay: 500 * time.Millisecond}
+	mk := func() *provider.Supervisor {
+		return r.supervisor(nil, &logBuffer{}, func(c *provider.SupervisorConfig) {
+			c.Now = time.Now // the plane's leases run on the real clock
+			c.LeaseTTL = 1200 * time.Millisecond
+			c.CallTimeout = 10 * time.Second
+			c.Resolve = func(string) (provider.Provider, error) { return slow, nil }
+		})
+	}
+	first, second := mk(), mk()
+	r.setProvider("q", plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 4, JobsPerWorker: 1, Command: []string{"sleep", "30"}})
+	r.submit("q", 4)
+	done := make(chan error, 1)
+	go func() { done <- first.Tick(t.Context()) }()
+	time.Sleep(50 * time.Millisecond) // the first takes the lease
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		r.tick(second)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := slow.count(); n != 4 {
+		t.Fatalf("%d launches for a queue of at most 4 workers: launches %v", n, r.launches())
+	}
+}

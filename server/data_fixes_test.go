@@ -8,12 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
 
@@ -93,6 +96,24 @@ func TestDataSmallNits(t *testing.T) {
 	require.NotContains(t, e.Message, "Go type")
 	require.NotContains(t, e.Message, "uint64")
 	require.Contains(t, e.Message, `"z"`)
+	// A tensor of an Arrow put whose data does not fit its shape: the message said
+	// "wire: cannot encode wire.NDArray at $: …", a Go type name (found by a trial put of
+	// a pyarrow table over HTTP).
+	tensor := arrow.StructOf(record.TensorArrowType().Fields()...)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{{Name: "t", Type: tensor, Nullable: true}}, nil))
+	sb := rb.Field(0).(*array.StructBuilder)
+	sb.Append(true)
+	sb.FieldBuilder(0).(*array.StringBuilder).Append("float32")
+	shape := sb.FieldBuilder(1).(*array.ListBuilder)
+	shape.Append(true)
+	shape.ValueBuilder().(*array.Int64Builder).Append(5)
+	sb.FieldBuilder(2).(*array.BinaryBuilder).Append([]byte{0, 0, 0x80, 0x3f})
+	rec := rb.NewRecordBatch()
+	rb.Release()
+	e = dataErr(t, b.do(t, "POST", D+"/records", api.ContentTypeArrow, arrowBody(t, rec), ""), 400, "unsupported_value")
+	require.NotContains(t, e.Message, "NDArray")
+	require.NotContains(t, e.Message, "wire.")
+	require.Contains(t, e.Message, "shape [5] of float32 needs 20")
 	e = dataErr(t, post("/records", `{"records": [null]}`), 400, "invalid")
 	require.NotContains(t, e.Message, "nil")
 	require.Contains(t, e.Message, "null")

@@ -144,13 +144,7 @@ func (s *Server) readDataPut(w http.ResponseWriter, r *http.Request, p *principa
 	if err != nil {
 		return nil, err
 	}
-	check := func() error {
-		if _, err := persist.CheckPut(partition, recs, opts); err != nil || len(recs) == 0 {
-			return err
-		}
-		_, err := filestore.PrepareRecords(recs) // as every store prepares them
-		return err
-	}
+	check := func() error { return filestore.CheckPut(partition, recs, opts) }
 	return &dataWrite{check: check, run: func(dq *dataQueue) error { return s.putRecords(w, r, p, dq, partition, recs, opts) }}, nil
 }
 

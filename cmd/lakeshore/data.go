@@ -107,6 +107,21 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 	return q, nil
 }
 
+// openDataPut opens data queue name for a put of recs into partition: the queue is
+// created only when it does not exist and recs pass the checks every store makes of a
+// put whatever its queue holds (filestore.CheckPut), so that a refused put creates
+// nothing (a server's put routes check the same before creating).
+func (a *app) openDataPut(ctx context.Context, o *dataOpts, name, partition string, recs []persist.Record) (*persist.Queue, error) {
+	q, err := a.openData(ctx, o, name, false)
+	if !errors.Is(err, persist.ErrNotFound) {
+		return q, err
+	}
+	if err := filestore.CheckPut(partition, recs, nil); err != nil {
+		return nil, err
+	}
+	return a.openData(ctx, o, name, true)
+}
+
 // withData runs fn on data queue name, which must exist, and closes it.
 func (a *app) withData(c *cobra.Command, o *dataOpts, name string, fn func(q *persist.Queue) error) error {
 	return a.withDataQueue(c, o, name, false, fn)
@@ -139,7 +154,11 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			if err := persist.CheckName("partition", partition); err != nil {
 				return err
 			}
-			return a.withDataQueue(c, o, args[0], true, func(q *persist.Queue) error {
+			// The queue is opened at the first batch, once it is read, and created only
+			// when that batch passes the checks every store makes (filestore.CheckPut), so
+			// that a refused put creates nothing, as the server's put routes.
+			var q *persist.Queue
+			err := func() error {
 				sc := bufio.NewScanner(a.stdin)
 				sc.Buffer(make([]byte, 1<<20), persist.MaxRecordBytes*2)
 				var recs []persist.Record
@@ -147,6 +166,12 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 				flush := func() error {
 					if len(recs) == 0 {
 						return nil
+					}
+					if q == nil {
+						var err error
+						if q, err = a.openDataPut(c.Context(), o, args[0], partition, recs); err != nil {
+							return err
+						}
 					}
 					got, err := q.PutPartition(c.Context(), partition, recs)
 					if err != nil {
@@ -196,7 +221,13 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 				}
 				_, err := fmt.Fprintf(a.stdout, "put %d records: indexes %d–%d\n", len(idx), idx[0], idx[len(idx)-1])
 				return err
-			})
+			}()
+			if q != nil {
+				if cerr := q.Close(context.WithoutCancel(c.Context())); err == nil {
+					err = cerr
+				}
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&partition, "partition", persist.DefaultPartition, "partition of the records")

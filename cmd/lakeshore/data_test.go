@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
@@ -307,4 +308,39 @@ func TestDataGetPagesOverHTTP(t *testing.T) {
 	lines = strings.Split(c.data("", "get", "big", "--fields", "i", "--offset", "1", "--limit", strconv.Itoa(persist.ScanLimitMax+1)), "\n")
 	require.Equal(t, persist.ScanLimitMax+1, len(lines), "--limit records, across pages")
 	require.JSONEq(t, fmt.Sprintf(`{"index":%d,"partition":"default","fields":{"i":%d}}`, persist.ScanLimitMax+1, persist.ScanLimitMax+1), lines[persist.ScanLimitMax])
+}
+
+// TestDataPutRefusedCreatesNothing: a local data put that is refused — a line that is not
+// a record, records of the first batch that disagree on a field's kind, a record over the
+// size bound — creates no queue, as a put the server refuses creates none (before, each
+// left an empty queue behind: data stats answered it, exit 0, instead of exit 3). Input
+// with no record creates nothing either, as over HTTP, where nothing is sent. Not
+// parallel: it sets LAKESHORE_HOME.
+func TestDataPutRefusedCreatesNothing(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("LAKESHORE_HOME", home)
+	c := newCLI(t)
+	for name, in := range map[string]string{
+		"notrecord": `{"x": 1}` + "\n[1]\n",
+		"notjson":   `{"x": 1}` + "\n{nope\n",
+		"kinds":     `{"x": 1}` + "\n" + `{"x": "a"}` + "\n",
+		"large":     `{"x": "` + strings.Repeat("a", persist.MaxRecordBytes+1) + `"}` + "\n",
+		"empty":     "\n",
+	} {
+		_, errs, code := c.run(in, "data", "put", name)
+		if name == "empty" {
+			require.Equal(t, 0, code, errs)
+		} else {
+			require.Equal(t, exitUsage, code, "%s: %s", name, errs)
+		}
+		_, errs, code = c.run("", "data", "stats", name)
+		require.Equal(t, exitNotFound, code, "%s: the refused put created the queue: %s", name, errs)
+	}
+	ents, err := os.ReadDir(filepath.Join(home, "data", "default"))
+	if !errors.Is(err, os.ErrNotExist) {
+		require.NoError(t, err)
+		require.Empty(t, ents, "no queue directory")
+	}
+	c.run(`{"x": 1}`+"\n", "data", "put", "kinds") // a good put still creates it
+	c.ok("data", "stats", "kinds")
 }

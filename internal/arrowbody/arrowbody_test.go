@@ -154,6 +154,33 @@ func TestArrowStreamRefused(t *testing.T) {
 			defer r.Release()
 			return arrowStreamOf(t, r)
 		}(), "invalid column u \"uint64\": bool, int8…int64"},
+		// Two columns of one name: the second silently replaced the first in every
+		// record (found by a trial put of pyarrow's Table.from_arrays with names
+		// ["a", "a"]; JSON bodies refuse duplicate member names already).
+		"duplicate column": {func() []byte {
+			b := array.NewInt64Builder(memory.DefaultAllocator)
+			defer b.Release()
+			b.Append(1)
+			a := b.NewArray()
+			defer a.Release()
+			f := arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int64}
+			r := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{f, f}, nil), []arrow.Array{a, a}, 1)
+			defer r.Release()
+			return arrowStreamOf(t, r)
+		}(), `invalid column a: each column name once`},
+		// A null element of a list of numbers was stored as 0 ([1, null, 3] read back
+		// as [1, 0, 3]): pyarrow makes every list's elements nullable.
+		"null in a list": {func() []byte {
+			b := array.NewListBuilder(memory.DefaultAllocator, arrow.PrimitiveTypes.Int64)
+			defer b.Release()
+			b.Append(true)
+			b.ValueBuilder().(*array.Int64Builder).AppendValues([]int64{1, 0, 3}, []bool{true, false, true})
+			a := b.NewArray()
+			defer a.Release()
+			r := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "l", Type: a.DataType(), Nullable: true}}, nil), []arrow.Array{a}, 1)
+			defer r.Release()
+			return arrowStreamOf(t, r)
+		}(), `invalid column l: a list of integers or floats without null elements`},
 	} {
 		_, _, err := RecordsFromArrowStream("request body", c.body, true)
 		require.ErrorIs(t, err, persist.ErrInvalid, name)

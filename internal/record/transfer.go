@@ -145,6 +145,13 @@ func RecordsFromArrow(rec arrow.RecordBatch, indexColumn bool) ([]Record, []int6
 	}
 	var idx []int64
 	sc := rec.Schema()
+	for _, f := range sc.Fields() {
+		// A second column of a name would replace the first in every record: refused,
+		// as JSON bodies refuse duplicate member names.
+		if len(sc.FieldIndices(f.Name)) > 1 {
+			return nil, nil, &InvalidError{Field: "column " + f.Name, Rule: "each column name once (this batch has it twice or more)"}
+		}
+	}
 	for c, f := range sc.Fields() {
 		col := rec.Column(c)
 		if indexColumn && f.Name == ColIndex {
@@ -224,16 +231,26 @@ func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, er
 		}
 		return func(i int) (any, error) { return append([]byte(nil), a.Value(i)...), nil }, nil
 	case *array.List:
-		elem, err := arrowConverter(name, a.ListValues(), "")
+		values := a.ListValues()
+		elem, err := arrowConverter(name, values, "")
 		if err != nil {
 			return nil, bad()
 		}
-		switch a.ListValues().(type) {
+		// A null element has no number: it was read as 0 ([1, null, 3] stored as
+		// [1, 0, 3]); refused instead.
+		nullElement := func(i int) error {
+			return &InvalidError{Field: "column " + name,
+				Rule: fmt.Sprintf("a list of integers or floats without null elements (row %d of the record batch holds one; a float list may hold NaN)", i)}
+		}
+		switch values.(type) {
 		case *array.Int8, *array.Int16, *array.Int32, *array.Int64, *array.Uint8, *array.Uint16, *array.Uint32:
 			return func(i int) (any, error) {
 				s, e := a.ValueOffsets(i)
 				out := make([]int64, 0, e-s)
 				for j := s; j < e; j++ {
+					if values.IsNull(int(j)) {
+						return nil, nullElement(i)
+					}
 					v, _ := elem(int(j))
 					out = append(out, v.(int64))
 				}
@@ -244,6 +261,9 @@ func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, er
 				s, e := a.ValueOffsets(i)
 				out := make([]float64, 0, e-s)
 				for j := s; j < e; j++ {
+					if values.IsNull(int(j)) {
+						return nil, nullElement(i)
+					}
 					v, _ := elem(int(j))
 					out = append(out, v.(float64))
 				}

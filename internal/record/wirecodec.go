@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/lakeshore-dev/lakeshore/wire"
@@ -16,9 +17,20 @@ import (
 // matching dtype and shape) is an *UnsupportedValueError.
 func checkTensor(field string, t Tensor) error {
 	if err := t.Validate(); err != nil {
-		return &UnsupportedValueError{Field: field, GoType: "Tensor", Reason: err.Error()}
+		return &UnsupportedValueError{Field: field, GoType: "Tensor", Reason: arrayReason(err)}
 	}
 	return nil
+}
+
+// arrayReason is what an array's Validate error says was wrong, without the codec's
+// "wire: cannot encode wire.NDArray at $: " (a Go type name, which the server's answers
+// to HTTP clients must not carry; UnsupportedValueError.GoType names the type for Go).
+func arrayReason(err error) string {
+	var ee *wire.EncodeError
+	if errors.As(err, &ee) && ee.Path == "" && ee.Reason != "" {
+		return ee.Reason
+	}
+	return err.Error()
 }
 
 // WireTensor reports whether v is the codec's wire.Tensor and returns its kind and
@@ -38,7 +50,7 @@ func WireTensor(field string, v any) (Kind, Tensor, bool, error) {
 		return "", Tensor{}, false, nil
 	}
 	if err := a.Validate(); err != nil {
-		return "", Tensor{}, true, &UnsupportedValueError{Field: field, GoType: fmt.Sprintf("%T", v), Reason: err.Error()}
+		return "", Tensor{}, true, &UnsupportedValueError{Field: field, GoType: fmt.Sprintf("%T", v), Reason: arrayReason(err)}
 	}
 	return k, Tensor{DType: a.DType, Shape: a.Shape, Data: a.Data}, true, nil
 }

@@ -92,6 +92,20 @@ func PrepareRecords(recs []persist.Record) (*PreparedRecords, error) {
 	return &PreparedRecords{p: p}, nil
 }
 
+// CheckPut refuses what every store refuses of a put of recs into partition with opts,
+// whatever its queue holds: persist.CheckPut's checks of the arguments, then the records
+// prepared as every store prepares them (field names, values, kinds that disagree within
+// the put). A put into a queue that does not exist yet is checked with it before the queue
+// is created, so that a refused put creates nothing (the server's put routes, `lakeshore
+// data put`).
+func CheckPut(partition string, recs []persist.Record, opts *persist.PutOpts) error {
+	if _, err := persist.CheckPut(partition, recs, opts); err != nil || len(recs) == 0 {
+		return err
+	}
+	_, err := PrepareRecords(recs)
+	return err
+}
+
 // PrepareFieldUpdates checks the arguments of a PutFields (one record per index) and
 // prepares them; an index given more than once is merged in order (its later record
 // wins), so the returned indexes are unique.

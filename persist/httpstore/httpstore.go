@@ -273,7 +273,7 @@ func (s *httpStore) doOnce(ctx context.Context, req httpRequest, out msgp.Unmars
 	}
 	if out != nil {
 		if _, err := out.UnmarshalMsg(data); err != nil {
-			return nil, nil, fmt.Errorf("persist: %s %s: decode answer: %w", req.method, s.base+req.path, err)
+			return nil, nil, fmt.Errorf("persist: %s %s: %w", req.method, s.base+req.path, api.AnswerDecodeError(resp.Header.Get("Content-Type"), err))
 		}
 	}
 	return data, resp.Header, nil

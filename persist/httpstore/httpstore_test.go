@@ -573,3 +573,23 @@ func TestMetaRequestRefusedBeforeTheQueueExists(t *testing.T) {
 	require.NoError(t, err, "a good request to a queue no put has created is an empty batch")
 	require.Empty(t, meta.Indexes)
 }
+
+// TestHTTPStoreAnswerNotLakeshore: a URL where another web service answers 200 with an HTML
+// page is said as such (before: "decode answer: msgp: attempted to decode type \"int\" with
+// method for \"map\"", found by `lakeshore data stats` pointed at another web server).
+func TestHTTPStoreAnswerNotLakeshore(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte("<html><body>Welcome</body></html>"))
+	}))
+	defer ts.Close()
+	s, err := httpstore.Open(context.Background(), ts.URL, "q", &persist.Config{})
+	if err == nil {
+		_, err = s.Schema(context.Background())
+		s.Close(context.Background())
+	}
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "not a Lakeshore answer (Content-Type text/html")
+	require.NotContains(t, err.Error(), "msgp")
+}

@@ -565,7 +565,7 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 				// The server saw the caller go away and answered nothing.
 				return ctx.Err(), 0, false
 			}
-			return fmt.Errorf("%s %s: decode answer: %v", c.method, c.path, err), 0, false
+			return fmt.Errorf("%s %s: %v", c.method, c.path, api.AnswerDecodeError(resp.Header.Get("Content-Type"), err)), 0, false
 		}
 		return nil, 0, false
 	}

@@ -176,3 +176,57 @@ def test_an_unholdable_payload_from_a_real_server_fails_its_job_and_spares_the_w
         assert q.count("running") == 0 and q.count("queued") == 0
     finally:
         d.close()
+
+
+class _WebPage(http.server.BaseHTTPRequestHandler):
+    """Another web service at the URL (a captive portal, a proxy's page, a wrong port):
+    every request answered 200 with an HTML page, or JSON that is not an object."""
+
+    body = b"<html><body>Welcome</body></html>"
+    content_type = "text/html"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _page(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", self.content_type)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _page
+
+
+class _JSONList(_WebPage):
+    body = b"[1, 2]"
+    content_type = "application/json"
+
+
+@pytest.mark.parametrize("handler", [_WebPage, _JSONList], ids=["html", "json-list"])
+def test_an_answer_that_is_not_lakeshore_is_a_dispatch_error(handler: type[_WebPage]) -> None:
+    # Before: TypeError "'NoneType' object is not subscriptable" from submit and
+    # AttributeError "'NoneType' object has no attribute 'get'" from get: the client read
+    # the page as an answer (found by pointing LAKESHORE_URL at another web server).
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    d = HttpDispatch(f"http://127.0.0.1:{srv.server_address[1]}", retry_for=1.0)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        calls = {
+            "submit": lambda: q.submit(1),
+            "get": lambda: q.get(new_ulid()),
+            "result": lambda: q.result(new_ulid(), timeout=2),
+            "count": lambda: q.count("queued"),
+        }
+        for name, call in calls.items():
+            with pytest.raises(DispatchError) as e:
+                call()
+            msg = str(e.value)
+            assert "not a Lakeshore answer" in msg and "LAKESHORE_URL" in msg, (name, msg)
+            assert e.value.status == 200, name
+    finally:
+        d.close()
+        srv.shutdown()
+        srv.server_close()

@@ -922,7 +922,7 @@ class HttpTransport:
         status = resp.status_code
         decoded = _decode_answer(resp, resp.content)
         if 200 <= status < 300:
-            return decoded
+            return _lakeshore_answer(resp, decoded, server.url)
         if status in (502, 503, 504):
             return NOT_SENT
         err = _name_invocation(errors.error_from_body(decoded, status), path)
@@ -1049,7 +1049,7 @@ class HttpTransport:
                     return data, resp.headers
                 decoded = _decode_answer(resp, data)
                 if 200 <= status < 300:
-                    return decoded
+                    return _lakeshore_answer(resp, decoded, server.url)
                 err = _name_invocation(errors.error_from_body(decoded, status), path)
                 if status in (502, 503, 504):
                     self._failover(at)
@@ -1104,6 +1104,22 @@ def _decode_answer(resp: httpx.Response | _http11.Answer, data: bytes) -> Any:
     except Exception:
         return None
     return None
+
+
+def _lakeshore_answer(resp: httpx.Response | _http11.Answer, decoded: Any, url: str) -> Mapping[str, Any]:
+    """The decoded body of a successful answer: every Lakeshore answer is a map. Anything
+    else (an HTML page, JSON that is not an object, a body that does not decode: another web
+    service at the URL, a captive portal, a proxy) is a DispatchError saying so, never a
+    value the caller fails on with a TypeError."""
+    if isinstance(decoded, Mapping):
+        return decoded
+    ctype = resp.headers.get("content-type", "") or "none"
+    raise errors.DispatchError(
+        f"HTTP {resp.status_code} from {redact_url(url)}: not a Lakeshore answer (Content-Type {ctype}); "
+        "is this a Lakeshore server's URL (check LAKESHORE_URL)?",
+        code="internal",
+        status=resp.status_code,
+    )
 
 
 def queue_path(namespace: str, queue: str) -> str:
