@@ -12,6 +12,7 @@ import builtins
 import concurrent.futures
 import contextlib
 import dataclasses
+import logging
 import math
 import numbers
 import os
@@ -26,6 +27,8 @@ from lakeshore import errors, wire
 from lakeshore._ids import is_ulid, new_ulid
 from lakeshore._transport import LONG_POLL_MAX, NOT_SENT, Batcher, invocation_path, queue_path, wait_future
 from lakeshore.dispatch import Dispatch, default_dispatch
+
+log = logging.getLogger("lakeshore.queue")
 
 __all__ = [
     "KINDS",
@@ -1521,7 +1524,17 @@ class QueueCore:
             "outcome": "released",
             "error": {"type": "released", "message": "claimed for a caller that stopped waiting", "attempt": int(d.get("attempt") or 0)},
         }
-        await self._send_settles([(body, None)])
+        try:
+            await self._send_settles([(body, None)])
+        except Exception as e:
+            # Nobody awaits this give-back: say so, since the job now waits out its lease.
+            log.warning(
+                "could not give back job %s, claimed for a caller that stopped waiting: %s; "
+                "it is claimable again when its lease expires",
+                body["id"],
+                e,
+            )
+            raise
 
     async def _job(self, d: Mapping[str, Any]) -> Job:
         job = Job(

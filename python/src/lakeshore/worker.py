@@ -1705,8 +1705,12 @@ def run_worker(
             log.warning("lakeshore worker: %s: draining (running jobs finish); signal again to stop them", signal.Signals(signum).name)
             loop.call_soon_threadsafe(w.drain)
         else:
-            log.warning("lakeshore worker: %s again: stopping running jobs (they will be retried)", signal.Signals(signum).name)
-            loop.call_soon_threadsafe(w.stop_running, f"stopped by {signal.Signals(signum).name}")
+            loop.call_soon_threadsafe(stop_now, signal.Signals(signum).name)
+
+    def stop_now(name: str) -> None:
+        # Said once the running jobs are marked stopped: a body not begun yet never begins.
+        w.stop_running(f"stopped by {name}")
+        log.warning("lakeshore worker: %s again: stopping running jobs (they will be retried)", name)
 
     previous: dict[signal.Signals, Any] = {}
     if handle_signals and threading.current_thread() is threading.main_thread():
