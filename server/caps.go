@@ -23,8 +23,9 @@ import (
 // once, and not in the stores or the planes. Data queues and code archives exist only
 // behind a server (the code store is the server's own; an embedded persist.Queue is one
 // program's files on its own disk); an admission block is an operator's declaration, and
-// an embedded plane has one tenant. The schedule cap stays in the planes
-// (plane.CheckScheduleCount), where the fires are. The count and the creation are
+// an embedded plane has one tenant. The caps on schedules, topics and registered workers
+// stay in the planes (plane.CheckScheduleCount, CheckTopicCount, CheckWorkerCount), where
+// those rows are created, in the creating transaction. The count and the creation are
 // serialized per namespace within one server (namespaceLocks), so one server never takes
 // a namespace past a cap; servers sharing a PostgreSQL plane or a distributed data store
 // count apart, so concurrent creations through N servers may pass a cap by at most N−1.
