@@ -74,13 +74,17 @@ func redact(target string, depth int) string {
 // as host "u", port 12 and fragment "x@h/db", "postgres://u:a@b/c@h/db" as password "a",
 // host "b" and path "/c@h/db"): "" when it cannot have been; else where an "@" follows the
 // authority that net/url parsed with a password or a port (what "user:pass" cut short
-// parses as): "path", "fragment", "query key", or "query value" (a value that is not a
-// URL: a URL given as a query value holds its own user info). "path" and "query value"
-// are ambiguous ("postgres://u:pw@h:5432/team@prod" may name database "team@prod",
-// "postgres://h:5432/db?user=me@example" a user given as a parameter): RedactURL masks
-// every case up to the last "@" (too much, never a secret), and pgdb.ParseConfig refuses
-// all but "query value", asking for the "@" or the password's characters escaped. A
-// target that is not a URL, or that net/url refuses, is "".
+// parses as): "path", "fragment", "query key", "query" or "query value" (a value that
+// is not a URL: a URL given as a query value holds its own user info). An "@" in a query
+// value is "query" when the value reads as the end of a password holding '?' cut short
+// ("postgres://u:12?a=b@h/db": user u, password "12?a=b", host h, database db): the query
+// follows the host and port with no database name between, or the value's text after
+// its last "@" holds a '/' (a host, then a database name); else "query value". "path" and
+// "query value" are ambiguous ("postgres://u:pw@h:5432/team@prod" may name database
+// "team@prod", "postgres://h:5432/db?user=me@example" a user given as a parameter):
+// RedactURL masks every case up to the last "@" (too much, never a secret), and
+// pgdb.ParseConfig refuses all but "query value", asking for the "@" or the password's
+// characters escaped. A target that is not a URL, or that net/url refuses, is "".
 func URLAuthorityCut(target string) string {
 	if !isURL(target) {
 		return ""
@@ -104,6 +108,7 @@ func URLAuthorityCut(target string) string {
 	}
 	rest, fragment, _ := strings.Cut(rest[end:], "#")
 	path, query, _ := strings.Cut(rest, "?")
+	cut := ""
 	switch {
 	case strings.Contains(path, "@"):
 		return "path"
@@ -117,11 +122,14 @@ func URLAuthorityCut(target string) string {
 		}
 		if strings.Contains(v, "@") {
 			if val, err := url.QueryUnescape(v); err != nil || !strings.Contains(val, "://") {
-				return "query value"
+				cut = "query value"
+				if path == "" || strings.Contains(v[strings.LastIndexByte(v, '@'):], "/") {
+					return "query"
+				}
 			}
 		}
 	}
-	return ""
+	return cut
 }
 
 // isURL reports whether s starts with a scheme and "://".

@@ -49,7 +49,7 @@ func TestRedactURLAuthorityCut(t *testing.T) {
 		{"postgres://u:9731#secret@h/db", "postgres://xxxxx@h/db", "fragment"},
 		{"postgres://u:9731/secret@h/db", "postgres://xxxxx@h/db", "path"},
 		{"postgres://u:9731?secret@h/db", "postgres://xxxxx@h/db", "query key"},
-		{"postgres://u:9731?a=secret@h/db?sslmode=require", "postgres://xxxxx@h/db?sslmode=require", "query value"},
+		{"postgres://u:9731?a=secret@h/db?sslmode=require", "postgres://xxxxx@h/db?sslmode=require", "query"},
 		{"postgres://u:9731#secret@h:5432/db?token=secret", "postgres://xxxxx@h:5432/db?token=xxxxx", "fragment"},
 		{"postgres://u:#secret@h/db", "postgres://xxxxx@h/db", "fragment"},
 		{"postgres://u:9731@secret#secret@h/db", "postgres://xxxxx@h/db", "fragment"},
@@ -176,6 +176,30 @@ func TestRedactEnv(t *testing.T) {
 	} {
 		if got := RedactEnv(c.name, c.value); got != c.want {
 			t.Errorf("RedactEnv(%q, %q) = %q, want %q", c.name, c.value, got, c.want)
+		}
+	}
+}
+
+// TestURLAuthorityCutQuery: an "@" in a query value reads as the end of a password holding
+// '?' unescaped, cut short, when the query follows the host and port with no database name
+// ("postgres://u:12?a=b@h/db": password "12?a=b", host h, database db) or when the value's
+// text after its "@" holds a '/' (a host, then a database name): "query", which
+// pgdb.ParseConfig refuses (on the old code both were "query value", accepted); a user
+// given as a parameter after a database name is "query value", as before. Each is
+// masked up to its last "@", as Python's redact_url masks it (python/tests/test_issue29.py).
+func TestURLAuthorityCutQuery(t *testing.T) {
+	for _, c := range []struct{ in, want, cut string }{
+		{"postgres://u:12?a=b@h/db", "postgres://xxxxx@h/db", "query"},
+		{"postgres://u:12?a=b@h", "postgres://xxxxx@h", "query"},
+		{"postgres://u:12/x?a=b@h/db", "postgres://xxxxx@h/db", "query"},
+		{"postgres://u:pw@h:5432?user=me@example", "postgres://xxxxx@example", "query"},
+		{"postgres://db:5432/lake?user=me@example", "postgres://xxxxx@example", "query value"},
+	} {
+		if got := URLAuthorityCut(c.in); got != c.cut {
+			t.Errorf("URLAuthorityCut(%q) = %q, want %q", c.in, got, c.cut)
+		}
+		if got := RedactURL(c.in); got != c.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

@@ -57,10 +57,8 @@ const SchedulesPerNamespaceDefault = 10000
 // schedules, is refused with ErrLimitExceeded when stored is max or more (max 0:
 // SchedulesPerNamespaceDefault; negative: no cap). Nothing is stored then.
 func CheckScheduleCount(namespace string, stored, max int) error {
-	if max == 0 {
-		max = SchedulesPerNamespaceDefault
-	}
-	if max < 0 || stored < max {
+	max, reached := capReached(stored, max, SchedulesPerNamespaceDefault)
+	if !reached {
 		return nil
 	}
 	return &Error{Code: ErrLimitExceeded.Code, Message: fmt.Sprintf(

@@ -23,8 +23,9 @@ import (
 // once, and not in the stores or the planes. Data queues and code archives exist only
 // behind a server (the code store is the server's own; an embedded persist.Queue is one
 // program's files on its own disk); an admission block is an operator's declaration, and
-// an embedded plane has one tenant. The schedule cap stays in the planes
-// (plane.CheckScheduleCount), where the fires are. The count and the creation are
+// an embedded plane has one tenant. The caps on schedules, topics and registered workers
+// stay in the planes (plane.CheckScheduleCount, CheckTopicCount, CheckWorkerCount), where
+// those rows are created, in the creating transaction. The count and the creation are
 // serialized per namespace within one server (namespaceLocks), so one server never takes
 // a namespace past a cap; servers sharing a PostgreSQL plane or a distributed data store
 // count apart, so concurrent creations through N servers may pass a cap by at most N−1.
@@ -102,46 +103,115 @@ func (s *Server) createDataQueue(ctx context.Context, namespace, queue string) (
 	return s.data.get(ctx, namespace, queue, true)
 }
 
+// codeReservation is the room an upload of a code archive holds in its namespace from
+// before its body is read (reserveCode) until it is stored or refused: its bytes count
+// against Config.MaxCodeBytesPerNamespace, beside the archives stored, in codeRoom. nil:
+// no room held (no cap, or a body of undeclared length, checked once it is read).
+type codeReservation struct {
+	s         *Server
+	namespace string
+	bytes     int64
+}
+
+// release gives the room back. Safe on nil and twice.
+func (r *codeReservation) release() {
+	if r == nil || r.bytes == 0 {
+		return
+	}
+	r.s.codeReserved.add(r.namespace, -r.bytes)
+	r.bytes = 0
+}
+
+// reservedBytes are the bytes that uploads under way hold, by namespace (codeReservation);
+// a namespace's entry goes when its uploads end, so the map holds at most one entry per
+// upload under way.
+type reservedBytes struct {
+	mu    sync.Mutex
+	bytes map[string]int64
+}
+
+func (r *reservedBytes) add(namespace string, n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bytes == nil {
+		r.bytes = map[string]int64{}
+	}
+	if r.bytes[namespace] += n; r.bytes[namespace] == 0 {
+		delete(r.bytes, namespace)
+	}
+}
+
+func (r *reservedBytes) of(namespace string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bytes[namespace]
+}
+
+// reserveCode gives an upload to namespace that declares size bytes its room, before its
+// body is read, so that a full namespace is refused before it uploads: under the
+// namespace's lock, codeRoom lists the namespace's archives (once for the upload: storeCode
+// does not list them again for a body no larger than its room) and counts the room other
+// uploads under way hold. Errors: the code store's, ErrLimitExceeded past the cap.
+func (s *Server) reserveCode(ctx context.Context, namespace string, size int64) (*codeReservation, error) {
+	if s.cfg.MaxCodeBytesPerNamespace < 0 {
+		return nil, nil
+	}
+	defer s.capLocks.lock("code", namespace)()
+	if err := s.codeRoom(ctx, namespace, size); err != nil {
+		return nil, err
+	}
+	s.codeReserved.add(namespace, size)
+	return &codeReservation{s: s, namespace: namespace, bytes: size}, nil
+}
+
 // storeCode stores f, a checked archive of size bytes, under key in namespace (codeStore's
-// put), when the namespace's archives stay within Config.MaxCodeBytesPerNamespace with it.
-// An archive stored under key meanwhile (another upload of the same digest) is replaced by
-// the same bytes, not counted twice. Errors: the code store's, ErrLimitExceeded past the
-// cap (nothing stored).
-func (s *Server) storeCode(ctx context.Context, namespace, key string, f *os.File, size int64) error {
+// put), when the namespace's archives stay within Config.MaxCodeBytesPerNamespace with it:
+// an upload whose room (reserveCode) holds size is stored without counting again; one
+// without room enough (a body of undeclared length) is checked here, under the
+// namespace's lock (codeRoom). An archive stored under key meanwhile (another upload of
+// the same digest) is replaced by the same bytes, not counted twice. The room is released
+// once the archive is stored. Errors: the code store's, ErrLimitExceeded past the cap
+// (nothing stored).
+func (s *Server) storeCode(ctx context.Context, namespace, key string, f *os.File, size int64, room *codeReservation) error {
 	limit := s.cfg.MaxCodeBytesPerNamespace
 	if limit < 0 {
 		return s.code.put(ctx, key, f)
 	}
 	defer s.capLocks.lock("code", namespace)()
+	defer room.release() // under the lock: the next count sees the archive or the room, not both
+	if room != nil && room.bytes >= size {
+		return s.code.put(ctx, key, f)
+	}
 	if _, err := s.code.size(ctx, key); err == nil {
 		return s.code.put(ctx, key, f)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	room.release()
 	if err := s.codeRoom(ctx, namespace, size); err != nil {
 		return err
 	}
 	return s.code.put(ctx, key, f)
 }
 
-// codeRoom checks that namespace's code archives stay within
-// Config.MaxCodeBytesPerNamespace with one more of size bytes (a cap < 0: no cap).
-// handleCodePut asks it before it reads a body too, with the size the request declares
-// (at least one byte), so that a full namespace is refused before it uploads; storeCode
-// asks again, under the namespace's lock, with the archive's real size. Errors: the code
-// store's, ErrLimitExceeded past the cap.
+// codeRoom checks that namespace's code archives, and the room uploads under way hold
+// (reserveCode), stay within Config.MaxCodeBytesPerNamespace with one more of size bytes.
+// Its caller holds the namespace's lock. Errors: the code store's, ErrLimitExceeded past
+// the cap.
 func (s *Server) codeRoom(ctx context.Context, namespace string, size int64) error {
 	limit := s.cfg.MaxCodeBytesPerNamespace
-	if limit < 0 {
-		return nil
-	}
 	archives, held, err := s.code.usage(ctx, namespace)
 	if err != nil {
 		return err
 	}
-	if held+size > limit {
-		return limitExceeded(fmt.Sprintf("namespace %s holds %d code archives of %d bytes, and this one of %d bytes would pass its maximum (%d bytes)",
-			namespace, archives, held, size, limit),
+	reserved := s.codeReserved.of(namespace)
+	if held+reserved+size > limit {
+		underWay := ""
+		if reserved > 0 {
+			underWay = fmt.Sprintf(" (with %d bytes of uploads under way)", reserved)
+		}
+		return limitExceeded(fmt.Sprintf("namespace %s holds %d code archives of %d bytes, and this one of %d bytes would pass its maximum (%d bytes)%s",
+			namespace, archives, held, size, limit, underWay),
 			"ship less code (code.mounts' exclude in lakeshore.yaml), or have an operator remove archives no run needs from the code store", MaxCodeBytesPerNamespaceFlag)
 	}
 	return nil

@@ -222,10 +222,15 @@ func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *princi
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	// A namespace at its cap is refused before the body is read (storeCode checks again
-	// with the archive's real size).
-	if err := s.codeRoom(r.Context(), ns, max(r.ContentLength, 1)); err != nil {
-		return err
+	// A namespace at its cap is refused before a body of declared length is read, its
+	// room held until it is stored (one listing of the namespace's archives an upload); a
+	// body of undeclared length is checked once read (storeCode).
+	var room *codeReservation
+	if r.ContentLength >= 0 {
+		if room, err = s.reserveCode(r.Context(), ns, max(r.ContentLength, 1)); err != nil {
+			return err
+		}
+		defer room.release()
 	}
 	tmp, err := s.code.spool(key)
 	if err != nil {
@@ -260,7 +265,7 @@ func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *princi
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	if err := s.storeCode(r.Context(), ns, key, tmp, n); err != nil {
+	if err := s.storeCode(r.Context(), ns, key, tmp, n, room); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.CodeResponse{Digest: digest, Size: n})

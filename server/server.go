@@ -297,7 +297,8 @@ type Server struct {
 
 	longPolls chan struct{} // semaphore of open long-polls
 
-	capLocks namespaceLocks // serialize each cap's count and creation per namespace (caps.go)
+	capLocks     namespaceLocks // serialize each cap's count and creation per namespace (caps.go)
+	codeReserved reservedBytes  // the room uploads of code archives under way hold (caps.go)
 
 	tenantMu    sync.Mutex
 	tenantPolls map[string]int // open long-polls by longPollTenant

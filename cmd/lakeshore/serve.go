@@ -83,6 +83,13 @@ type ServeOpts struct {
 	// (plane.SchedulesPerNamespaceDefault, 10,000), negative no cap. An http(s) target
 	// applies its own server's cap, so a value other than 0 is refused with one.
 	MaxSchedulesPerNamespace int
+	// MaxTopicsPerQueue and MaxWorkersPerNamespace are the plane's caps on topics per queue
+	// and registered workers per namespace, given to the plane as MaxSchedulesPerNamespace
+	// is (`--max-topics-per-queue`, `--max-workers-per-namespace`): 0 the plane's defaults
+	// (plane.TopicsPerQueueDefault, plane.WorkersPerNamespaceDefault, 100,000 each),
+	// negative no cap; refused with an http(s) target as it is.
+	MaxTopicsPerQueue      int
+	MaxWorkersPerNamespace int
 	// MaxDataQueuesPerNamespace, MaxCodeBytesPerNamespace and MaxAdmissionBlocksPerNamespace
 	// are server.Config's per-namespace caps (`--max-data-queues-per-namespace`,
 	// `--max-code-bytes-per-namespace`, `--max-admission-blocks-per-namespace`): 0 the
@@ -136,9 +143,14 @@ func (o *ServeOpts) Validate() error {
 		return plane.Invalid("--target", plane.RedactURL(o.Target), "it is this server's own address (--addr "+cmp.Or(o.Addr, AddrDefault)+
 			"), so every request would be proxied back to itself; serve a SQLite file (the default) or another server")
 	}
-	if o.MaxSchedulesPerNamespace != 0 && isHTTPTarget(o.Target) {
-		return plane.Invalid("--max-schedules-per-namespace", o.MaxSchedulesPerNamespace,
-			"it applies to a SQLite or PostgreSQL --target; the server at "+plane.RedactURL(o.Target)+" applies its own cap")
+	for _, c := range []struct {
+		flag  string
+		value int
+	}{{maxSchedulesFlag, o.MaxSchedulesPerNamespace}, {maxTopicsFlag, o.MaxTopicsPerQueue}, {maxWorkersFlag, o.MaxWorkersPerNamespace}} {
+		if c.value != 0 && isHTTPTarget(o.Target) {
+			return plane.Invalid("--"+c.flag, c.value,
+				"it applies to a SQLite or PostgreSQL --target; the server at "+plane.RedactURL(o.Target)+" applies its own cap")
+		}
 	}
 	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 ||
 		o.MaxOpenDataQueues < 0 || o.MaxDataQueuesPerTenant < 0 || o.DataQueueIdle < 0 {
@@ -229,8 +241,10 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 		return err
 	}
 	drv, err := lakeshore.OpenDriver(ctx, target, &lakeshore.Config{Logger: logger,
-		SQLite:   &sqliteplane.Config{MaxSchedulesPerNamespace: o.MaxSchedulesPerNamespace},
-		Postgres: &pgplane.Config{MaxSchedulesPerNamespace: o.MaxSchedulesPerNamespace}})
+		SQLite: &sqliteplane.Config{MaxSchedulesPerNamespace: o.MaxSchedulesPerNamespace,
+			MaxTopicsPerQueue: o.MaxTopicsPerQueue, MaxWorkersPerNamespace: o.MaxWorkersPerNamespace},
+		Postgres: &pgplane.Config{MaxSchedulesPerNamespace: o.MaxSchedulesPerNamespace,
+			MaxTopicsPerQueue: o.MaxTopicsPerQueue, MaxWorkersPerNamespace: o.MaxWorkersPerNamespace}})
 	if err != nil {
 		return err
 	}
@@ -489,11 +503,15 @@ func isLocalIP(host string) bool {
 	return false
 }
 
-// The names of serve's flags of the per-namespace caps: ServeOpts.MaxSchedulesPerNamespace
-// (the plane's), MaxDataQueuesPerNamespace, MaxCodeBytesPerNamespace and
-// MaxAdmissionBlocksPerNamespace (the server's; the server's errors name the same flags).
+// The names of serve's flags of the per-namespace and per-queue caps:
+// ServeOpts.MaxSchedulesPerNamespace, MaxTopicsPerQueue and MaxWorkersPerNamespace (the
+// plane's; its errors name the last two), MaxDataQueuesPerNamespace,
+// MaxCodeBytesPerNamespace and MaxAdmissionBlocksPerNamespace (the server's; the server's
+// errors name the same flags).
 const (
 	maxSchedulesFlag       = "max-schedules-per-namespace"
+	maxTopicsFlag          = plane.MaxTopicsPerQueueFlag
+	maxWorkersFlag         = plane.MaxWorkersPerNamespaceFlag
 	maxDataQueuesFlag      = server.MaxDataQueuesPerNamespaceFlag
 	maxCodeBytesFlag       = server.MaxCodeBytesPerNamespaceFlag
 	maxAdmissionBlocksFlag = server.MaxAdmissionBlocksPerNamespaceFlag
@@ -521,11 +539,21 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 			o.LogRequests = a.verbose
 			logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			o.Target = cmp.Or(o.Target, a.target)
-			if !cmd.Flags().Changed(maxSchedulesFlag) {
-				o.MaxSchedulesPerNamespace = 0 // the plane's default, and no refusal with an http(s) target
-			} else if o.MaxSchedulesPerNamespace == 0 {
-				return plane.Invalid("--"+maxSchedulesFlag, 0, fmt.Sprintf(
-					"use a number of schedules ≥ 1, or a negative number for no cap (default %d)", plane.SchedulesPerNamespaceDefault))
+			for _, c := range []struct {
+				flag, unit string
+				value      *int
+				def        int
+			}{
+				{maxSchedulesFlag, "schedules", &o.MaxSchedulesPerNamespace, plane.SchedulesPerNamespaceDefault},
+				{maxTopicsFlag, "topics", &o.MaxTopicsPerQueue, plane.TopicsPerQueueDefault},
+				{maxWorkersFlag, "workers", &o.MaxWorkersPerNamespace, plane.WorkersPerNamespaceDefault},
+			} {
+				if !cmd.Flags().Changed(c.flag) {
+					*c.value = 0 // the plane's default, and no refusal with an http(s) target
+				} else if *c.value == 0 {
+					return plane.Invalid("--"+c.flag, 0, fmt.Sprintf(
+						"use a number of %s ≥ 1, or a negative number for no cap (default %d)", c.unit, c.def))
+				}
 			}
 			for _, c := range []struct {
 				flag, unit string
@@ -548,6 +576,10 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file holding the admin token (default: $"+EnvAdminToken+")")
 	f.IntVar(&o.MaxSchedulesPerNamespace, maxSchedulesFlag, plane.SchedulesPerNamespaceDefault,
 		"schedules one namespace holds; creating one more answers limit_exceeded (HTTP 409); negative: no cap")
+	f.IntVar(&o.MaxTopicsPerQueue, maxTopicsFlag, plane.TopicsPerQueueDefault,
+		"topics one queue holds (a topic stays until the plane's retention after its last post); the first post to one more answers limit_exceeded (HTTP 409); negative: no cap")
+	f.IntVar(&o.MaxWorkersPerNamespace, maxWorkersFlag, plane.WorkersPerNamespaceDefault,
+		"registered workers one namespace holds (a crashed worker's registration stays until the plane's retention); registering one more answers limit_exceeded (HTTP 409); negative: no cap")
 	f.IntVar(&o.MaxDataQueuesPerNamespace, maxDataQueuesFlag, server.MaxDataQueuesPerNamespaceDefault,
 		"data queues one namespace holds (stored, unlike --max-data-queues-per-tenant's waits); a put creating one more answers limit_exceeded (HTTP 409); "+
 			"the default is a queue per run for years of work, while none is ever removed by the server; negative: no cap")

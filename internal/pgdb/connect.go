@@ -38,8 +38,21 @@ var (
 // the password or a secret parameter (plane.RedactURL); so is a URL whose authority ended
 // inside a password holding '/', '?' or '#' unescaped (plane.URLAuthorityCut: an "@" in
 // its database name, a parameter name or a fragment, which a PostgreSQL URL never has
-// unescaped), which pgx would otherwise parse with part of the password as host and port.
+// unescaped, or in a parameter's value that reads as the end of such a password:
+// "postgres://u:12?a=b@h/db"), which pgx would otherwise parse with part of the password
+// as host and port.
 func ParseConfig(field, url string) (*pgxpool.Config, error) {
+	if cut := plane.URLAuthorityCut(url); cut != "" && cut != "query value" {
+		// pgx would take the host and port from inside the password ("u:12#x@h/db": host
+		// u, port 12), which its errors would name, or refuse what follows for another
+		// reason than the password: refused, first, the URL shown redacted. A
+		// database name holding an "@" ("u:pw@h:5432/team@prod") reads the same way and
+		// is refused too: it is written escaped (team%40prod), the one reading that
+		// cannot be a password cut short (decision in docs/operations.md).
+		return nil, &plane.InvalidError{Field: field, Value: plane.RedactURL(url),
+			Rule: "use postgres://user:password@host:port/database?sslmode=…, with a '/', '?', '#' or '@' in the password, and an '@' in the database name or a parameter's value, percent-escaped (%2F, %3F, %23, %40): " +
+				"this URL has an '@' in its " + cut + " after what reads as its host and port, so part of it may be a password"}
+	}
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		reason, _, _ := strings.Cut(err.Error(), "\n")
@@ -51,16 +64,6 @@ func ParseConfig(field, url string) (*pgxpool.Config, error) {
 		}
 		return nil, &plane.InvalidError{Field: field, Value: plane.RedactURL(url),
 			Rule: "use postgres://user:password@host:port/database?sslmode=… (" + plane.RedactURLIn(reason, url) + ")"}
-	}
-	if cut := plane.URLAuthorityCut(url); cut != "" && cut != "query value" {
-		// pgx took the host and port from inside the password ("u:12#x@h/db": host u,
-		// port 12), which its errors would name: refused, the URL shown redacted. A
-		// database name holding an "@" ("u:pw@h:5432/team@prod") reads the same way and
-		// is refused too: it is written escaped (team%40prod), the one reading that
-		// cannot be a password cut short (decision in docs/operations.md).
-		return nil, &plane.InvalidError{Field: field, Value: plane.RedactURL(url),
-			Rule: "use postgres://user:password@host:port/database?sslmode=…, with a '/', '?', '#' or '@' in the password, and an '@' in the database name, escaped (%2F, %3F, %23, %40): " +
-				"this URL has an '@' in its " + cut + " after what reads as its host and port, so part of it may be a password"}
 	}
 	return pc, nil
 }

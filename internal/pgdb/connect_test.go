@@ -115,3 +115,30 @@ func TestParseConfigHidesPassword(t *testing.T) {
 		require.True(t, errors.Is(err, plane.ErrInvalid), "%s: %v", u, err)
 	}
 }
+
+// TestParseConfigRefusesAPasswordCutAtQuestionMark: a password holding '?' unescaped
+// ("postgres://u:12?a=b@h/db") puts the rest of the URL in a parameter's value, which pgx
+// took (host u, port 12, parameter a = "b@h/db"); it is refused as invalid, asking for the
+// password percent-escaped, without any part of the password (the old code returned a
+// config). Escaped, it is the password.
+func TestParseConfigRefusesAPasswordCutAtQuestionMark(t *testing.T) {
+	for _, u := range []string{
+		"postgres://lake:9731?a=Secret9@localhost/lake",
+		"postgres://lake:9731?a=Secret9@localhost",
+		"postgres://lake:9731/x?a=Secret9@localhost/lake?sslmode=disable", // pgx refused it for its two "?" only
+	} {
+		_, err := ParseConfig("database URL", u)
+		require.Error(t, err, u)
+		var invalid *plane.InvalidError
+		require.ErrorAs(t, err, &invalid, u)
+		require.ErrorIs(t, err, plane.ErrInvalid, u)
+		require.NotContains(t, err.Error(), "Secret9", u)
+		require.NotContains(t, err.Error(), "9731", u)
+		require.Contains(t, err.Error(), "percent-escaped", u)
+		require.Contains(t, err.Error(), "%3F", u)
+	}
+	pc, err := ParseConfig("database URL", "postgres://lake:9731%3Fa=Secret9@localhost/lake")
+	require.NoError(t, err)
+	require.Equal(t, "9731?a=Secret9", pc.ConnConfig.Password)
+	require.Equal(t, "localhost", pc.ConnConfig.Host)
+}

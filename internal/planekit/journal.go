@@ -177,10 +177,12 @@ type Journals interface {
 // (TopicSeq); to an invocation's journal, its head (t.Head: pgplane locks its row), then
 // PostCheck (j.Holds is the fencing check), then the frame (of FrameKind, at seq
 // h.NextFrame) and the journal's next seq (for a final post: closed, JournalClosed). The
-// journal's waiters are woken. It returns the frame's seq, the caller's error
-// (plane.ErrJournalClosed, plane.ErrNotFound, plane.ErrLeaseLost; what the transaction
-// wrote stays: a lease the fencing check found expired is ended) and a storage failure.
-func Post(t Tx, st *Statements, j Journals, p *plane.FramePostParams, name string, value []byte) (seq int64, logical, err error) {
+// journal's waiters are woken. A topic's first post applies the queue's cap on topics
+// (TopicCap, maxTopics: the driver's). It returns the frame's seq, the caller's error
+// (plane.ErrJournalClosed, plane.ErrNotFound, plane.ErrLeaseLost, plane.ErrLimitExceeded;
+// what the transaction wrote stays: a lease the fencing check found expired is ended; a
+// topic past the cap is not) and a storage failure.
+func Post(t Tx, st *Statements, j Journals, p *plane.FramePostParams, name string, value []byte, maxTopics int) (seq int64, logical, err error) {
 	kind := FrameKind(p.Final)
 	if p.Journal.InvocationID == "" {
 		seq, ok, err := TopicSeq(t, st, name, p.Final)
@@ -189,6 +191,11 @@ func Post(t Tx, st *Statements, j Journals, p *plane.FramePostParams, name strin
 		}
 		if !ok {
 			return 0, plane.ErrJournalClosed, nil
+		}
+		if seq == 0 { // a new topic: its queue's cap applies
+			if logical, err := TopicCap(t, st, p.Journal, name, maxTopics); logical != nil || err != nil {
+				return 0, logical, err
+			}
 		}
 		if err := j.AppendFrame(name, seq, kind, value, 0); err != nil {
 			return 0, nil, err

@@ -25,6 +25,9 @@ type Plane struct {
 	// MaxSchedules is the cap on schedules per namespace (plane.CheckScheduleCount: 0 the
 	// default, negative none), from the driver's configuration.
 	MaxSchedules int
+	// MaxWorkers is the cap on registered workers per namespace (plane.CheckWorkerCount: 0
+	// the default, negative none), from the driver's configuration.
+	MaxWorkers int
 }
 
 // DB is a SQL plane's storage as Verbs use it: reads on its read connections, a write
@@ -227,11 +230,12 @@ type Statements struct {
 	// inclusive (ScheduleListBounds), limit → ScheduleColumns of the schedules in that
 	// range, in (namespace, name) byte order.
 	ScheduleList string
-	// ScheduleCount: namespace → its number of schedules. ScheduleCapLock: namespace key →
-	// (anything); run before ScheduleCount when creating a schedule, it holds off every other
-	// creation in the namespace until the transaction ends, so two never both pass the cap
-	// (pgplane's advisory lock; a plain SELECT on SQLite, whose writes are serial).
-	ScheduleCount, ScheduleCapLock string
+	// ScheduleCount: namespace → its number of schedules. CapLock: a cap's key →
+	// (anything); run before a cap's count when creating an object it counts (a schedule, a
+	// topic, a worker's registration), it holds off every other creation under the key until
+	// the transaction ends, so two never both pass the cap (pgplane's advisory lock; a plain
+	// SELECT on SQLite, whose writes are serial).
+	ScheduleCount, CapLock string
 	// ScheduleDelete: namespace, name.
 	ScheduleDelete string
 	// SchedulePause: paused, next (ms), now (ms), namespace, name.
@@ -264,6 +268,9 @@ type Statements struct {
 	WorkerRemove string
 	// WorkerTrim: seen before (ms); deletes the workers silent since (TrimWorkers).
 	WorkerTrim string
+	// WorkerStored: namespace, id → a row when the worker is registered. WorkerCount:
+	// namespace → its number of registered workers (CheckWorkerCap).
+	WorkerStored, WorkerCount string
 	// WorkerQueues is how a worker's queues are stored.
 	WorkerQueues ListCodec
 
@@ -297,6 +304,10 @@ type Statements struct {
 	// taken (the topic created at seq 0 when it is new); no row when the topic is closed.
 	// (TopicSeq, topic.go)
 	TopicAppend string
+	// TopicCount: the least journal name, the least above every one counted → the number
+	// of topics in that range, in byte order (a queue's: TopicRange; a driver's, as it
+	// collates). TopicDrop: topic; deletes it.
+	TopicCount, TopicDrop string
 
 	// KeysEmptied: namespace, queue, key (a KeyCursor), limit → namespace, queue, key,
 	// tokens, tokens (ms), next (ms) of the counter rows of concurrency keys with nothing

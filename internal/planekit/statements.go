@@ -52,6 +52,8 @@ func (st *Statements) Common(dialect func(string) string) {
 		WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`)
 	st.WorkerRemove = d(`DELETE FROM {s}.workers WHERE namespace = $1 AND id = $2`)
 	st.WorkerTrim = d(`DELETE FROM {s}.workers WHERE seen_ms < $1`)
+	st.WorkerStored = d(`SELECT 1 FROM {s}.workers WHERE namespace = $1 AND id = $2`)
+	st.WorkerCount = d(`SELECT count(*) FROM {s}.workers WHERE namespace = $1`)
 
 	st.TokenCreate = d(`INSERT INTO {s}.tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`)
@@ -71,6 +73,7 @@ func (st *Statements) Common(dialect func(string) string) {
 	st.TopicAppend = d(`INSERT INTO {s}.topics AS t (journal, next_seq, closed, updated_ms) VALUES ($1, 1, $2, $3)
 		ON CONFLICT (journal) DO UPDATE SET next_seq = t.next_seq + 1, closed = $2, updated_ms = $3
 		WHERE NOT t.closed RETURNING next_seq - 1`)
+	st.TopicDrop = d(`DELETE FROM {s}.topics WHERE journal = $1`)
 	st.IDHolder = d(`SELECT namespace, queue FROM {s}.invocations WHERE id = $1`)
 	st.KeyHolderID = d(`SELECT id FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND key = $3`)
 	st.DebounceFold = d(`UPDATE {s}.invocations SET payload = $2, metadata = $3, available_ms = $4 WHERE id = $1`)

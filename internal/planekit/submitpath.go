@@ -160,16 +160,17 @@ func Holder(t Tx, st *Statements, p *plane.SubmitManyParams, s *plane.SubmitPara
 	return id, nil, nil
 }
 
-// Resolve looks up the invocation holding the caller's id of s, then, when none does, the
-// one holding its key (Holder): of an invocation an insert did not take.
+// Resolve looks up the invocation holding the caller's id or the key of s (Holder): of an
+// invocation an insert did not take. An invocation with a key is resolved by its key only:
+// StageSubmit (without a Stager.Holder) looked its caller's id up before the insert, so it
+// is not read again. An id another transaction took since then leaves the key's look-up
+// without a holder unless one holds the key too, and the caller runs the submit again.
 func Resolve(t Tx, st *Statements, p *plane.SubmitManyParams, s *plane.SubmitParams) (id string, refused, err error) {
-	if s.ID != "" {
-		if id, refused, err = Holder(t, st, p, s, false); id != "" || refused != nil || err != nil {
-			return id, refused, err
-		}
-	}
-	if s.Key != "" {
+	switch {
+	case s.Key != "":
 		return Holder(t, st, p, s, true)
+	case s.ID != "":
+		return Holder(t, st, p, s, false)
 	}
 	return "", nil, nil
 }

@@ -69,13 +69,40 @@ func (v Verbs) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error
 	if queues == nil {
 		queues = []string{}
 	}
-	_, err := exec(ctx, v.db, "register worker", v.st.WorkerRegister, func(t Tx) []any {
+	return write(ctx, v.db, func(t Tx) (error, error) {
+		if logical, err := v.checkWorkerCap(t, ns, info.ID); logical != nil || err != nil {
+			return logical, err
+		}
 		ms := t.Now().UnixMilli()
-		return []any{ns, info.ID, info.Host, info.PID, v.st.WorkerQueues.Encode(queues), cmp.Or(ToMS(info.StartedAt), ms), ms,
+		_, err := t.Exec(v.st.WorkerRegister, ns, info.ID, info.Host, info.PID, v.st.WorkerQueues.Encode(queues), cmp.Or(ToMS(info.StartedAt), ms), ms,
 			info.Provider, info.LaunchID, info.Running, ToMS(info.IdleSince),
-			EncodeOffers(info.Offers), EncodeHostKeys(info.WarmHostKeys)}
+			EncodeOffers(info.Offers), EncodeHostKeys(info.WarmHostKeys))
+		if err != nil {
+			return nil, fmt.Errorf("register worker: %w", err)
+		}
+		return nil, nil
 	})
-	return err
+}
+
+// checkWorkerCap applies plane.CheckWorkerCount to the registration of worker id in
+// namespace, in t: a worker registered already refreshes its row (one read of its key);
+// a new one is counted under the namespace's CapLock, so concurrent registrations count
+// one another.
+func (v Verbs) checkWorkerCap(t Tx, namespace, id string) (logical, err error) {
+	if v.p.MaxWorkers < 0 {
+		return nil, nil
+	}
+	var ignored any
+	if err := t.QueryRow(v.st.WorkerStored, namespace, id).Scan(&ignored); err == nil {
+		return nil, nil
+	} else if !NoRows(err) {
+		return nil, fmt.Errorf("register worker: %w", err)
+	}
+	n, err := CapCount(t, v.st, "lakeshore-workers/"+namespace, v.st.WorkerCount, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("register worker: %w", err)
+	}
+	return plane.CheckWorkerCount(namespace, int(n), v.p.MaxWorkers), nil
 }
 
 // WorkerList implements plane.Driver: the workers seen within p.SeenWithin (default

@@ -109,22 +109,31 @@ func ScheduleListBounds(namespace, name, afterNamespace, afterName string) (lo, 
 }
 
 // checkScheduleCap applies plane.CheckScheduleCount to the creation of a schedule in
-// namespace, in t: after ScheduleCapLock, so concurrent creations count one another.
+// namespace, in t: after CapLock, so concurrent creations count one another.
 func (v Verbs) checkScheduleCap(t Tx, namespace string) (logical, err error) {
 	if v.p.MaxSchedules < 0 {
 		return nil, nil
 	}
-	if v.st.ScheduleCapLock != "" {
-		var ignored any
-		if err := t.QueryRow(v.st.ScheduleCapLock, "lakeshore-schedules/"+namespace).Scan(&ignored); err != nil {
-			return nil, fmt.Errorf("set schedule: %w", err)
-		}
-	}
-	var n int64
-	if err := t.QueryRow(v.st.ScheduleCount, namespace).Scan(&n); err != nil {
+	n, err := CapCount(t, v.st, "lakeshore-schedules/"+namespace, v.st.ScheduleCount, namespace)
+	if err != nil {
 		return nil, fmt.Errorf("set schedule: %w", err)
 	}
 	return plane.CheckScheduleCount(namespace, int(n), v.p.MaxSchedules), nil
+}
+
+// CapCount takes, in t, the lock of a cap's key (Statements.CapLock), then runs count
+// with args: the number of objects the cap counts, which no other transaction creating
+// one under the same key changes until t ends.
+func CapCount(t Tx, st *Statements, key, count string, args ...any) (int64, error) {
+	if st.CapLock != "" {
+		var ignored any
+		if err := t.QueryRow(st.CapLock, key).Scan(&ignored); err != nil {
+			return 0, err
+		}
+	}
+	var n int64
+	err := t.QueryRow(count, args...).Scan(&n)
+	return n, err
 }
 
 // ScheduleList implements plane.Driver: one page, read with one more row than the limit to

@@ -19,7 +19,8 @@ import (
 func testServer(t *testing.T, opts planetest.Options, scfg *server.Config, pcfg *httpplane.Config) (*httpplane.Driver, *httptest.Server, plane.Driver) {
 	t.Helper()
 	back, err := sqliteplane.Open(t.Context(), ":memory:", &sqliteplane.Config{Now: opts.Now, Seed: opts.Seed,
-		Backoff: opts.Backoff, MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace})
+		Backoff: opts.Backoff, MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace,
+		MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace})
 	require.NoError(t, err)
 	var c server.Config
 	if scfg != nil {

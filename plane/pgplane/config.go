@@ -63,6 +63,16 @@ type Config struct {
 	// plane.SchedulesPerNamespaceDefault (10,000); negative: no cap.
 	MaxSchedulesPerNamespace int
 
+	// MaxTopicsPerQueue caps the topics one queue holds: the first post to one more is
+	// refused with plane.ErrLimitExceeded (plane.CheckTopicCount). Defaults to
+	// plane.TopicsPerQueueDefault (100,000); negative: no cap.
+	MaxTopicsPerQueue int
+
+	// MaxWorkersPerNamespace caps the registered workers one namespace holds: registering
+	// one more is refused with plane.ErrLimitExceeded (plane.CheckWorkerCount). Defaults
+	// to plane.WorkersPerNamespaceDefault (100,000); negative: no cap.
+	MaxWorkersPerNamespace int
+
 	// Seed seeds the random source of the boltzmann draw and the backoff jitter. Defaults
 	// to a random seed.
 	Seed uint64

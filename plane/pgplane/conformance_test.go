@@ -17,7 +17,8 @@ func TestConformance(t *testing.T) {
 	planetest.Run(t, func(t *testing.T, opts planetest.Options) plane.Driver {
 		url, schema := pgtest.Schema(t)
 		d, err := Open(t.Context(), url, &Config{Schema: schema, Now: opts.Now, Seed: opts.Seed, Backoff: opts.Backoff,
-			MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace})
+			MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace,
+			MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace})
 		require.NoError(t, err)
 		t.Cleanup(func() { d.Close() })
 		return d

@@ -168,7 +168,7 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 	d.sql = newStatements(d.schema)
 	d.kit = kitStatements(d.schema)
 	d.Verbs = planekit.NewVerbs(planekit.Plane{DB: kitDB{d}, Hub: d.hub, Now: d.cfg.Now, CheckOpen: d.checkOpen, Sleep: d.sleep,
-		MaxSchedules: d.cfg.MaxSchedulesPerNamespace}, d.kit)
+		MaxSchedules: d.cfg.MaxSchedulesPerNamespace, MaxWorkers: d.cfg.MaxWorkersPerNamespace}, d.kit)
 	d.notifier = newNotifier(d)
 	d.settles = planekit.NewGrouper(d.checkOpen, maxSettleGroup, d.settleGroup, func(r *settleRequest) int { return len(r.params) })
 	d.claims = planekit.NewGrouper(d.checkOpen, maxClaimGroup, d.claimGroup, func(r *claimRequest) int { return r.N })

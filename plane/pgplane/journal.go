@@ -45,7 +45,7 @@ func (d *Driver) postGroup(ctx context.Context, reqs []*postRequest) {
 	err := d.do(ctx, func(t *tx) error {
 		for _, r := range ordered {
 			var err error
-			if r.seq, r.logical, err = planekit.Post(kitTx{t}, d.kit, journals{t}, r.p, r.journal, r.value); err != nil {
+			if r.seq, r.logical, err = planekit.Post(kitTx{t}, d.kit, journals{t}, r.p, r.journal, r.value, d.cfg.MaxTopicsPerQueue); err != nil {
 				return err
 			}
 		}

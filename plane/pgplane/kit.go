@@ -127,9 +127,12 @@ func kitStatements(schema string) *planekit.Statements {
 		// byte-ordered index (migration 0018).
 		ScheduleList: schedules + `WHERE (namespace COLLATE "C", name COLLATE "C") >= ($1, $2)
 			AND (namespace COLLATE "C", name COLLATE "C") <= ($3, $4) ORDER BY namespace COLLATE "C", name COLLATE "C" LIMIT $5`,
-		// Creations of schedules in one namespace serialize on this lock, so each counts the
-		// ones committed before it (READ COMMITTED: the count after the lock sees them).
-		ScheduleCapLock: s(`SELECT pg_advisory_xact_lock(hashtext($1 || '/{s}'))::text`),
+		// Creations under one cap's key (schedules or workers of a namespace, topics of a
+		// queue) serialize on this lock, so each counts the ones committed before it (READ
+		// COMMITTED: the count after the lock sees them).
+		CapLock: s(`SELECT pg_advisory_xact_lock(hashtext($1 || '/{s}'))::text`),
+		// planekit.TopicRange is one range of the byte-ordered index (migration 0019).
+		TopicCount: s(`SELECT count(*) FROM {s}.topics WHERE journal COLLATE "C" >= $1 AND journal COLLATE "C" < $2`),
 		// Due rows are locked FOR UPDATE SKIP LOCKED, so two passes never take one schedule.
 		ScheduleDue: schedules + `WHERE next_ms > 0 AND next_ms <= $1 ORDER BY next_ms LIMIT $2 FOR UPDATE SKIP LOCKED`,
 		WorkerRegister: s(`INSERT INTO {s}.workers (namespace, id, host, pid, queues, started_ms, seen_ms,

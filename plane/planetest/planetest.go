@@ -8,7 +8,8 @@
 //		planetest.Run(t, func(t *testing.T, opts planetest.Options) plane.Driver {
 //			drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "l.db"),
 //				&sqliteplane.Config{Now: opts.Now, Seed: opts.Seed, Backoff: opts.Backoff,
-//					MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace})
+//					MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace,
+//					MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace})
 //			require.NoError(t, err)
 //			t.Cleanup(func() { drv.Close() })
 //			return drv
@@ -52,6 +53,11 @@ type Options struct {
 	// (plane.CheckScheduleCount); 0: the plane's default. The suite sets a small one where
 	// it checks the cap.
 	MaxSchedulesPerNamespace int
+	// MaxTopicsPerQueue and MaxWorkersPerNamespace are the plane's caps on topics per
+	// queue (plane.CheckTopicCount) and registered workers per namespace
+	// (plane.CheckWorkerCount); 0: the plane's defaults. The suite sets small ones where it
+	// checks the caps.
+	MaxTopicsPerQueue, MaxWorkersPerNamespace int
 }
 
 // Run runs the whole conformance suite against the driver that factory makes, one

@@ -55,14 +55,16 @@ type refDriver struct {
 	backoff plane.Backoff
 	ids     *plane.IDGenerator
 
-	mu      sync.Mutex
-	rng     *rand.Rand
-	invs    map[string]*refInvocation
-	keys    map[refKey]string
-	topics  map[refTopicKey]*refTopic
-	changed chan struct{}
-	closed  bool
-	workers map[[2]string]plane.WorkerInfo
+	mu     sync.Mutex
+	rng    *rand.Rand
+	invs   map[string]*refInvocation
+	keys   map[refKey]string
+	topics map[refTopicKey]*refTopic
+	// maxTopics and maxWorkers are the caps (plane.CheckTopicCount, CheckWorkerCount).
+	maxTopics, maxWorkers int
+	changed               chan struct{}
+	closed                bool
+	workers               map[[2]string]plane.WorkerInfo
 	// rotation is how many claims over several queues began: the first queue they try
 	// turns with it.
 	rotation int
@@ -94,16 +96,18 @@ func newRefDriver(opts planetest.Options) *refDriver {
 		seed = rand.Uint64()
 	}
 	d := &refDriver{
-		now:     opts.Now,
-		backoff: opts.Backoff,
-		ids:     plane.NewIDGenerator(),
-		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		invs:    map[string]*refInvocation{},
-		keys:    map[refKey]string{},
-		topics:  map[refTopicKey]*refTopic{},
-		changed: make(chan struct{}),
-		done:    make(chan struct{}),
-		workers: map[[2]string]plane.WorkerInfo{},
+		now:        opts.Now,
+		backoff:    opts.Backoff,
+		maxTopics:  opts.MaxTopicsPerQueue,
+		maxWorkers: opts.MaxWorkersPerNamespace,
+		ids:        plane.NewIDGenerator(),
+		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		invs:       map[string]*refInvocation{},
+		keys:       map[refKey]string{},
+		topics:     map[refTopicKey]*refTopic{},
+		changed:    make(chan struct{}),
+		done:       make(chan struct{}),
+		workers:    map[[2]string]plane.WorkerInfo{},
 	}
 	if opts.Now == nil {
 		d.now = time.Now
@@ -848,6 +852,15 @@ func (d *refDriver) FramePost(ctx context.Context, p *plane.FramePostParams) (in
 		k := refTopicKey{p.Journal.Namespace, p.Journal.Queue, p.Journal.Topic}
 		tp := d.topics[k]
 		if tp == nil {
+			stored := 0
+			for other := range d.topics {
+				if other.ns == k.ns && other.q == k.q {
+					stored++
+				}
+			}
+			if err := plane.CheckTopicCount(k.ns, k.q, stored, d.maxTopics); err != nil {
+				return 0, err
+			}
 			tp = &refTopic{}
 			d.topics[k] = tp
 		}
@@ -1014,8 +1027,19 @@ func (d *refDriver) WorkerRegister(_ context.Context, info *plane.WorkerInfo) er
 	key := [2]string{w.Namespace, w.ID}
 	if old, ok := d.workers[key]; ok {
 		w.StartedAt = old.StartedAt
-	} else if w.StartedAt.IsZero() {
-		w.StartedAt = w.LastSeen
+	} else {
+		stored := 0
+		for other := range d.workers {
+			if other[0] == w.Namespace {
+				stored++
+			}
+		}
+		if err := plane.CheckWorkerCount(w.Namespace, stored, d.maxWorkers); err != nil {
+			return err
+		}
+		if w.StartedAt.IsZero() {
+			w.StartedAt = w.LastSeen
+		}
 	}
 	d.workers[key] = w
 	return nil

@@ -57,6 +57,8 @@ type config struct {
 	noMaintenance bool
 	// maxSchedules is Options.MaxSchedulesPerNamespace.
 	maxSchedules int
+	// maxTopics and maxWorkers are Options.MaxTopicsPerQueue and MaxWorkersPerNamespace.
+	maxTopics, maxWorkers int
 }
 
 // bundle is one subtest's plane and what drives it. Its helpers fail the test on unexpected
@@ -76,6 +78,8 @@ func (s *suite) setup(t *testing.T, cfg config) *bundle {
 		Backoff:                  cmp.Or(cfg.backoff, backoffShort),
 		MaintenanceInterval:      maintenanceShort,
 		MaxSchedulesPerNamespace: cfg.maxSchedules,
+		MaxTopicsPerQueue:        cfg.maxTopics,
+		MaxWorkersPerNamespace:   cfg.maxWorkers,
 	}
 	if cfg.noMaintenance {
 		opts.MaintenanceInterval = maintenanceOff

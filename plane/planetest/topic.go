@@ -173,6 +173,35 @@ func testTopic(t *testing.T, s *suite) {
 		}
 		require.Equal(t, []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, got)
 	})
+
+	t.Run("CapPerQueue", func(t *testing.T) {
+		// A queue holds at most the plane's MaxTopicsPerQueue topics: the first post to one
+		// more is refused (limit_exceeded, naming the cap and the flag that raises it) and
+		// stores nothing, not even the topic (a second try is refused again); posts to the
+		// topics it holds, a final one included, go on; another queue or namespace has its
+		// own count. (Before the cap every topic was stored.)
+		t.Parallel()
+		b := s.setup(t, config{maxTopics: 2})
+		b.topicPost(t, "t1", "a", false)
+		b.topicPost(t, "t2", "a", false)
+		for _, final := range []bool{false, true, false} {
+			_, err := b.postErr(b.topicJournal("t3"), "", "a", final)
+			requireIs(t, err, plane.ErrLimitExceeded, "a third topic in a queue capped at 2")
+			require.Equal(t, "limit_exceeded", plane.Code(err), "its stable code")
+			require.Contains(t, err.Error(), "holds 2 topics, its maximum (2)")
+			require.Contains(t, err.Error(), plane.MaxTopicsPerQueueFlag)
+		}
+		frames, closed := b.frames(t, b.topicJournal("t3"))
+		require.Empty(t, frames, "a refused post stores nothing")
+		require.False(t, closed)
+		require.Equal(t, int64(1), b.topicPost(t, "t1", "b", false), "a topic held takes posts")
+		require.Equal(t, int64(1), b.topicPost(t, "t2", "b", true), "and a final one")
+		for _, j := range []plane.Journal{{Namespace: b.ns, Queue: "other", Topic: "t3"}, {Namespace: "tenant-b", Queue: b.q, Topic: "t3"}} {
+			seq, err := b.postErr(j, "", "a", false)
+			must(t, err, "another queue's or namespace's topic")
+			require.Zero(t, seq)
+		}
+	})
 }
 
 // frameValues returns the values of frames as strings.

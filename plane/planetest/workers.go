@@ -1,6 +1,8 @@
 package planetest
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -178,5 +180,31 @@ func testWorkers(t *testing.T, s *suite) {
 			requireIs(t, b.drv.WorkerRegister(b.ctx, &w), plane.ErrInvalid, name)
 		}
 		require.Empty(t, b.workers(t, ""), "nothing was registered")
+	})
+
+	t.Run("CapPerNamespace", func(t *testing.T) {
+		// A namespace holds at most the plane's MaxWorkersPerNamespace registered workers:
+		// registering one more is refused (limit_exceeded, naming the cap and the flag that
+		// raises it) and stores nothing; a registered worker's refresh goes on, another
+		// namespace has its own count, and a removal makes room. (Before the cap every
+		// registration was stored.)
+		t.Parallel()
+		b := s.setup(t, config{maxWorkers: 2})
+		register := func(namespace, id string) error {
+			return b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: id, Namespace: namespace, Host: "h", PID: 1, Queues: []string{b.q}})
+		}
+		must(t, register(b.ns, "w1"), "register w1")
+		must(t, register(b.ns, "w2"), "register w2")
+		err := register(b.ns, "w3")
+		requireIs(t, err, plane.ErrLimitExceeded, "a third worker in a namespace capped at 2")
+		require.Equal(t, "limit_exceeded", plane.Code(err), "its stable code")
+		require.Contains(t, err.Error(), "holds 2 registered workers, its maximum (2)")
+		require.Contains(t, err.Error(), plane.MaxWorkersPerNamespaceFlag)
+		require.Len(t, b.workers(t, b.ns), 2, "a refused registration stores nothing")
+		must(t, register(b.ns, "w1"), "a registered worker's refresh at the cap")
+		must(t, register("tenant-b", "w3"), "another namespace has its own count")
+		must(t, b.drv.WorkerRemove(b.ctx, b.ns, "w1"), "remove w1")
+		must(t, register(b.ns, "w3"), "a removal makes room")
+		require.ElementsMatch(t, []string{b.ns + "/w2", b.ns + "/w3"}, slices.Collect(maps.Keys(b.workers(t, b.ns))))
 	})
 }

@@ -30,7 +30,8 @@ func TestConformance(t *testing.T) {
 					path = filepath.Join(t.TempDir(), "lakeshore.db")
 				}
 				d, err := Open(t.Context(), path, &Config{Now: opts.Now, Seed: opts.Seed, Backoff: opts.Backoff,
-					MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace})
+					MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace,
+					MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace})
 				require.NoError(t, err)
 				t.Cleanup(func() { d.Close() })
 				return d

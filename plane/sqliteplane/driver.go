@@ -79,7 +79,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Driver, error) {
 	}
 	d.kit = kitStatements()
 	d.Verbs = planekit.NewVerbs(planekit.Plane{DB: kitDB{d}, Hub: d.hub, Now: d.cfg.Now, CheckOpen: d.checkOpen, Sleep: d.sleep,
-		MaxSchedules: d.cfg.MaxSchedulesPerNamespace}, d.kit)
+		MaxSchedules: d.cfg.MaxSchedulesPerNamespace, MaxWorkers: d.cfg.MaxWorkersPerNamespace}, d.kit)
 	d.maintainer = maintainer{retention: c.Retention, batch: 1000}
 	if err := d.start(ctx); err != nil {
 		db.Close()

@@ -19,7 +19,7 @@ func (d *Driver) FramePost(ctx context.Context, p *plane.FramePostParams) (int64
 	var seq int64
 	var logical error
 	err = d.do(ctx, func(t *wtx) (err error) {
-		seq, logical, err = planekit.Post(kitTx{t}, d.kit, journals{t}, p, name, value)
+		seq, logical, err = planekit.Post(kitTx{t}, d.kit, journals{t}, p, name, value, d.cfg.MaxTopicsPerQueue)
 		return err
 	})
 	if err != nil {

@@ -153,9 +153,11 @@ func kitStatements() *planekit.Statements {
 		// primary key.
 		ScheduleList: schedules + `WHERE (namespace, name) >= (?1, ?2) AND (namespace, name) <= (?3, ?4)
 			ORDER BY namespace, name LIMIT +?5`,
-		// The single writer serializes schedule creations: nothing to lock.
-		ScheduleCapLock: `SELECT ?1`,
-		ScheduleDue:     schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT +?`,
+		// The single writer serializes the creations a cap counts: nothing to lock.
+		CapLock: `SELECT ?1`,
+		// planekit.TopicRange is one range of the primary key (BINARY: byte order).
+		TopicCount:  `SELECT count(*) FROM topics WHERE journal >= ?1 AND journal < ?2`,
+		ScheduleDue: schedules + `WHERE next_ms > 0 AND next_ms <= ? ORDER BY next_ms LIMIT +?`,
 		WorkerRegister: `INSERT INTO workers (namespace, id, host, pid, queues, started_ms, seen_ms,
 			provider, launch_id, running, idle_ms, offers, warm_host_keys)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (namespace, id) DO UPDATE SET seen_ms = ?7,

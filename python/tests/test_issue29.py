@@ -224,3 +224,19 @@ def test_printed_urls_are_redacted() -> None:
         assert "secret" not in str(e.value) and "xxxxx" in str(e.value)
     finally:
         d.close()
+
+
+def test_password_cut_at_question_mark_is_redacted() -> None:
+    """A password holding '?' unescaped puts the rest of the URL in a parameter's value
+    (``postgres://u:12?a=b@h/db``): masked up to its last "@", the same rows as the Go side's
+    ``TestURLAuthorityCutQuery`` (plane/redact_test.go), where the server refuses such a URL."""
+    from lakeshore._transport import redact_url
+
+    for cut, want in [
+        ("postgres://u:12?a=b@h/db", "postgres://xxxxx@h/db"),
+        ("postgres://u:12?a=b@h", "postgres://xxxxx@h"),
+        ("postgres://u:12/x?a=b@h/db", "postgres://xxxxx@h/db"),
+        ("postgres://u:pw@h:5432?user=me@example", "postgres://xxxxx@example"),
+        ("postgres://db:5432/lake?user=me@example", "postgres://xxxxx@example"),
+    ]:
+        assert redact_url(cut) == want, cut
