@@ -75,8 +75,8 @@ func insertSQL(n int) string {
 
 // The concurrency-key statements of a keyed claim (claim.go): the ready key whose turn it
 // is, with its bucket, its priority range and whether the queue holds any unkeyed claimable
-// row (state 0: the EXISTS is one probe of the partial index invocations_fifo, evaluated
-// only when there is a ready key, so a queue without keys pays nothing for it); the head of one priority level of a key, in id
+// row (state 0: the EXISTS is one index probe, of invocations_priority or invocations_queue as
+// the planner picks — migration 004 dropped invocations_fifo —, evaluated only when there is a ready key, so a queue without keys pays nothing for it); the head of one priority level of a key, in id
 // order (fifo, filo); the head in priority order; the highest priority level below ?4
 // among a key's claimable jobs. All read invocations_keyed_priority, the one index of
 // claimable keyed jobs since migration 014.
