@@ -83,7 +83,7 @@ type Store interface {
 
 // BatchGetter is implemented by stores that hand out a batch and read it in one call
 // (the HTTP store: one request instead of two; the file store and the distributed store:
-// one hand-out and its read without a second lookup); Reader.GetBatch uses it. GetBatch
+// the data read overlapping the hand-out's commit); Reader.GetBatch uses it. GetBatch
 // behaves as GetMeta followed by GetData: when reading fails after the samples were
 // handed out, it returns the metadata beside the error.
 type BatchGetter interface {
