@@ -276,6 +276,23 @@ func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, er
 			return nil, bad()
 		}
 		return func(i int) (any, error) {
+			// A null member is no value: read as its zero, a null shape made a 0-dimensional
+			// tensor of the data, a null dtype or data another tensor than the one sent.
+			for m, member := range tensorType.Fields() {
+				if a.Field(m).IsNull(i) {
+					return nil, &InvalidError{Field: "column " + name, Value: "null " + member.Name,
+						Rule: fmt.Sprintf("a tensor struct with its dtype, shape and data all given (row %d of the record batch has a null %s; a 0-dimensional tensor has the shape [])", i, member.Name)}
+				}
+			}
+			if shape := a.Field(1).(*array.List); shape.ListValues().NullN() > 0 {
+				s, e := shape.ValueOffsets(i)
+				for j := s; j < e; j++ {
+					if shape.ListValues().IsNull(int(j)) {
+						return nil, &InvalidError{Field: "column " + name, Value: "null dimension",
+							Rule: fmt.Sprintf("a tensor shape without null dimensions (row %d of the record batch holds one)", i)}
+					}
+				}
+			}
 			t := TensorAt(a, i)
 			t.Data = append([]byte(nil), t.Data...)
 			if kind == KindWireTensor {
