@@ -310,6 +310,25 @@ func TestDataGetPagesOverHTTP(t *testing.T) {
 	require.JSONEq(t, fmt.Sprintf(`{"index":%d,"partition":"default","fields":{"i":%d}}`, persist.ScanLimitMax+1, persist.ScanLimitMax+1), lines[persist.ScanLimitMax])
 }
 
+// TestDataPutLargeLineSaysTheLimit: a line over a record's bound is refused naming the
+// limit with its unit and the line's size with its unit, not a bare byte count ("invalid
+// line 1 20971528: …"); a line over the scanner's bound (twice a record's) is a usage
+// error (exit 2) saying the bounds, not "read stdin: bufio.Scanner: token too long" with
+// exit 5. Not parallel: it sets LAKESHORE_HOME.
+func TestDataPutLargeLineSaysTheLimit(t *testing.T) {
+	t.Setenv("LAKESHORE_HOME", t.TempDir())
+	c := newCLI(t)
+	_, errs, code := c.run(`{"x": 1}`+"\n"+`{"x": "`+strings.Repeat("a", 20<<20)+`"}`+"\n", "data", "put", "q")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, "invalid line 2: 20 MiB encoded")
+	require.Contains(t, errs, "at most 16 MiB encoded")
+	_, errs, code = c.run(`{"x": "`+strings.Repeat("a", 40<<20)+`"}`+"\n", "data", "put", "q")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, "line 1: longer than 32 MiB")
+	require.Contains(t, errs, "at most 16 MiB encoded")
+	require.NotContains(t, errs, "bufio")
+}
+
 // TestDataPutRefusedCreatesNothing: a local data put that is refused — a line that is not
 // a record, records of the first batch that disagree on a field's kind, a record over the
 // size bound — creates no queue, as a put the server refuses creates none (before, each
