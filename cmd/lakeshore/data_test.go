@@ -236,6 +236,25 @@ func TestDataVerbsCheckNames(t *testing.T) {
 	c.ok("data", "put", "q", "--partition", "p") // a good name still works
 }
 
+// TestDataExportUnwritableDir: data export into a directory that cannot be made (a path
+// that is a file, or under one) is bad input, exit 2 as docs/cli.md's table says of an
+// unwritable --out, naming the directory and the reason; before, it was exit 5 with
+// "mkdir /etc/passwd: not a directory". Not parallel: it sets LAKESHORE_HOME.
+func TestDataExportUnwritableDir(t *testing.T) {
+	t.Setenv("LAKESHORE_HOME", t.TempDir())
+	c := newCLI(t)
+	c.run(`{"x": 1}`+"\n", "data", "put", "q")
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	for _, dir := range []string{file, filepath.Join(file, "sub")} {
+		_, errs, code := c.run("", "data", "export", "q", dir)
+		require.Equal(t, exitUsage, code, "%s: %s", dir, errs)
+		require.Contains(t, errs, `invalid DIR "`+dir+`"`)
+		require.Contains(t, errs, "not a directory")
+		require.NotContains(t, errs, "Run 'lakeshore --help'")
+	}
+}
+
 // TestFlagValuesSayWhatIsAllowed: a flag value its type cannot parse says what the flag
 // takes, without the parser's Go words and without the usage hint (exit 2); an
 // unwritable map --out is a bad value too.
