@@ -380,6 +380,7 @@ func newDataPartitionsCmd(a *app, o *dataOpts) *cobra.Command {
 				}
 				sort.Strings(names)
 				tw := a.table()
+				tw.row("PARTITION", "RECORDS") // always, as every list's header (consumption, jobs, queues)
 				for _, p := range names {
 					tw.row(p, st.Partitions[p])
 				}

@@ -167,7 +167,9 @@ func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {
 	require.EqualValues(t, 4, st["next_index"])
 	require.EqualValues(t, 3, st["len"])
 	require.Contains(t, c.data("", "stats", "rollouts"), "records")
-	require.Equal(t, "default  3\neval     1", c.data("", "partitions", "rollouts"))
+	// A header, as every list of the CLI (consumption, jobs, queues, workers, schedules)
+	// prints one (before, partitions alone printed none).
+	require.Equal(t, "PARTITION  RECORDS\ndefault    3\neval       1", c.data("", "partitions", "rollouts"))
 	require.Contains(t, c.data("", "consumption", "rollouts"), "default    train  2")
 	c.data("", "flush", "rollouts")
 
