@@ -460,7 +460,10 @@ func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *pri
 	defer idleTimer.Stop()
 	authenticated := time.Now()
 	for {
-		if s.recheckToken(r, p, &authenticated) != nil {
+		if err := s.recheckToken(r, p, &authenticated); err != nil {
+			if iw == nil {
+				return err // nothing sent yet: the answer is the 401
+			}
 			break // a token revoked or expired since: the stream ends; reconnecting answers 401
 		}
 		v := dq.version.Load()
