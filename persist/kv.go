@@ -43,7 +43,8 @@ func (kv *KVView) BatchGet(ctx context.Context, partition string, keys []string,
 }
 
 // List returns the keys of partition ("" for every partition) with their indexes and
-// tags, in index order. Errors: ErrClosed, storage errors.
+// tags, in index order. Errors: *InvalidError for a partition no put can name
+// (CheckPartitionFilter), ErrClosed, storage errors.
 func (kv *KVView) List(ctx context.Context, partition string) ([]KVEntry, error) {
 	return kv.s.KVList(ctx, partition)
 }

@@ -131,5 +131,16 @@ func (r *MetaRequest) WaitTimeout() time.Duration {
 // partition.
 func (r *MetaRequest) TimeoutError() error {
 	return fmt.Errorf("%w: no full batch of %d samples with fields %s for task %q in partition %q within %v",
-		ErrTimeout, r.BatchSize, strings.Join(r.Fields, ", "), r.Task, r.Partition, r.WaitTimeout())
+		ErrTimeout, r.BatchSize, strings.Join(r.Fields, ", "), r.Task, r.Partition, messageDuration(r.WaitTimeout()))
+}
+
+// messageDuration is d as an error message says it: to the millisecond from 1 ms up. A
+// wait's timeout may be what was left of a deadline (the HTTP store sends the time left
+// of its caller's timeout, 1.499999259 s of 1.5 s), and a measured wait is never a round
+// figure; their nanoseconds say nothing to a reader.
+func messageDuration(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d
+	}
+	return d.Round(time.Millisecond)
 }

@@ -164,7 +164,7 @@ func (e *BackpressureError) Error() string {
 		why = fmt.Sprintf("a record meant for version %d is more than %d versions ahead of the current version %d", e.Target, e.MaxAhead, e.Version)
 	}
 	if e.Waited > 0 {
-		why += fmt.Sprintf(" (waited %v)", e.Waited)
+		why += fmt.Sprintf(" (waited %v)", messageDuration(e.Waited))
 	}
 	return "persist: back-pressure: " + why
 }

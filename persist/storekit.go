@@ -60,10 +60,18 @@ func CheckReadArgs(offset int64, limit int, opts *GetOpts) error {
 	if err := opts.Shard.Validate(); err != nil {
 		return err
 	}
-	if opts.Partition != "" {
-		return CheckName("partition", opts.Partition)
+	return CheckPartitionFilter(opts.Partition)
+}
+
+// CheckPartitionFilter checks a read's partition filter: "" (every partition) or a valid
+// partition name (CheckName), the rule of a put's partition, so that a read naming a
+// partition no put can make ("../..", a NUL) is refused instead of answering nothing.
+// Errors: *InvalidError.
+func CheckPartitionFilter(partition string) error {
+	if partition == "" {
+		return nil
 	}
-	return nil
+	return CheckName("partition", partition)
 }
 
 // NormalizeMetaRequest returns req with its defaults applied (partition, sampler name)

@@ -28,6 +28,10 @@ const (
 	CallTimeoutDefault = 30 * time.Second
 	// backoffMax caps the wait between launches after consecutive failures.
 	backoffMax = time.Minute
+	// FailureRepeatLog is how often a failure that recurs at every tick with the same
+	// error (a provider that cannot be built, a List that keeps failing, the plane out of
+	// reach) is logged again, with how many times it recurred since it was last logged.
+	FailureRepeatLog = time.Minute
 )
 
 // Resolver returns the Provider for a ProviderRef's name. Errors: an unknown provider
@@ -98,6 +102,10 @@ type Supervisor struct {
 	queues  map[queueKey]*queueTrack
 	checked map[string]bool // providers whose Check ran
 	failing map[string]bool // providers whose last List failed
+	// repeating holds the failures that recur at every tick, by what failed (a tick, or a
+	// provider's resolve, check or list), so that each is logged once per change of error
+	// and then once per FailureRepeatLog, not at every tick.
+	repeating map[string]*repeatedFailure
 
 	stops      sync.WaitGroup // Stop calls in flight
 	mu         sync.Mutex
@@ -166,7 +174,7 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 		cfg.Holder = ids.New(cfg.Now())
 	}
 	return &Supervisor{cfg: cfg, ids: ids, queues: make(map[queueKey]*queueTrack), checked: map[string]bool{},
-		failing: map[string]bool{}, stopFailed: map[queueKey]map[string]bool{}}, nil
+		failing: map[string]bool{}, repeating: map[string]*repeatedFailure{}, stopFailed: map[queueKey]map[string]bool{}}, nil
 }
 
 // Holder returns the id this supervisor holds its leases under.
@@ -187,7 +195,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			if errors.Is(err, plane.ErrClosed) {
 				return err
 			}
-			s.cfg.Logger.Warn("provider supervisor: tick failed", "error", err)
+			s.warnRepeated(slog.LevelWarn, "tick", "provider supervisor: tick failed", err)
+		} else {
+			s.recovered("tick")
 		}
 		select {
 		case <-ctx.Done():
@@ -254,13 +264,14 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 		if err != nil {
 			s.cfg.Metrics.errors.WithLabelValues(name, "resolve").Inc()
 			if errors.Is(err, ErrUnknownProvider) {
-				s.cfg.Logger.Warn("provider supervisor: unknown provider; its queues keep their workers", "provider", name, "error", err)
+				s.warnRepeated(slog.LevelWarn, "resolve\x00"+name, "provider supervisor: unknown provider; its queues keep their workers", err, "provider", name)
 			} else {
-				s.cfg.Logger.Warn("provider supervisor: the provider cannot be built (its declaration, project file or files it names are wrong); its queues keep their workers",
-					"provider", name, "error", err)
+				s.warnRepeated(slog.LevelWarn, "resolve\x00"+name, "provider supervisor: the provider cannot be built (its declaration, project file or files it names are wrong); its queues keep their workers",
+					err, "provider", name)
 			}
 			continue
 		}
+		s.recovered("resolve\x00" + name)
 		if !s.check(ctx, name, p) {
 			continue
 		}
@@ -270,9 +281,10 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 		if err != nil {
 			s.failing[name] = true
 			s.cfg.Metrics.errors.WithLabelValues(name, "list").Inc()
-			s.cfg.Logger.Warn("provider supervisor: list launches failed; skipping its queues this tick", "provider", name, "error", err)
+			s.warnRepeated(slog.LevelWarn, "list\x00"+name, "provider supervisor: list launches failed; skipping its queues this tick", err, "provider", name)
 			continue
 		}
+		s.recovered("list\x00" + name)
 		if s.failing[name] {
 			delete(s.failing, name)
 			s.cfg.Logger.Info("provider supervisor: the provider answers again", "provider", name)
@@ -353,6 +365,35 @@ func (s *Supervisor) check(ctx context.Context, name string, p Provider) bool {
 		"provider", name, "error", err)
 	return false
 }
+
+// repeatedFailure is a failure that recurs at every tick, as last logged.
+type repeatedFailure struct {
+	message string    // its error, as logged
+	logged  time.Time // when it was last logged
+	repeats int       // how many times it recurred since
+}
+
+// warnRepeated logs a failure of what (a tick, or a provider's operation) at level: at
+// once when it is new or its error changed, otherwise at most once per FailureRepeatLog,
+// with the number of times it recurred since it was last logged ("repeated") and since
+// when ("over"). A failure that recurs at every tick (each second) would otherwise flood
+// the log with the same line.
+func (s *Supervisor) warnRepeated(level slog.Level, what, msg string, err error, args ...any) {
+	now, text := s.cfg.Now(), err.Error()
+	f := s.repeating[what]
+	if f != nil && f.message == text {
+		f.repeats++
+		if now.Sub(f.logged) < FailureRepeatLog {
+			return
+		}
+		args = append(args, "repeated", f.repeats, "over", now.Sub(f.logged).Round(time.Second))
+	}
+	s.repeating[what] = &repeatedFailure{message: text, logged: now}
+	s.cfg.Logger.Log(context.Background(), level, msg, append(args, "error", text)...)
+}
+
+// recovered forgets the failure of what: the next one is logged at once.
+func (s *Supervisor) recovered(what string) { delete(s.repeating, what) }
 
 // forgetAllBut drops the tracks of queues that lost their provider, releasing their leases.
 func (s *Supervisor) forgetAllBut(keep map[queueKey]bool) {

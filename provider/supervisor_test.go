@@ -651,6 +651,53 @@ func TestSupervisorResolveErrors(t *testing.T) {
 	}
 }
 
+// TestSupervisorRepeatedFailureLoggedOnce: a provider that cannot be built, or whose List
+// keeps failing, is logged once, not at every tick; again at once when its error changes,
+// and after FailureRepeatLog with how many times it recurred. The errors metric still
+// counts every tick's failure.
+func TestSupervisorRepeatedFailureLoggedOnce(t *testing.T) {
+	r := newRig(t)
+	r.setProvider("x", "ssh:lab", plane.LaunchPolicy{Command: []string{"w"}})
+	listing := "exec:" + filepath.Join(t.TempDir(), "no-such-provider")
+	r.setProvider("y", listing, plane.LaunchPolicy{Command: []string{"w"}})
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	resolveErr := "project file lakeshore.yaml: not found"
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
+		resolve := c.Resolve
+		c.Resolve = func(name string) (provider.Provider, error) {
+			if name == "ssh:lab" {
+				return nil, errors.New(resolveErr)
+			}
+			return resolve(name)
+		}
+	})
+	count := func(what string) int { return strings.Count(logs.String(), what) }
+	const built, listed = "the provider cannot be built", "list launches failed"
+	for range 10 {
+		r.tick(s)
+		r.clock.add(time.Second)
+	}
+	if n := count(built); n != 1 {
+		t.Errorf("a provider that cannot be built is logged %d times in 10 ticks; want 1:\n%s", n, logs.String())
+	}
+	if n := count(listed); n != 1 {
+		t.Errorf("a failing List is logged %d times in 9 ticks; want 1:\n%s", n, logs.String())
+	}
+	if n := metrictest.Sum(t, reg, "lakeshore_provider_errors_total", "operation", "resolve"); n != 10 {
+		t.Errorf("errors_total{operation=resolve} = %v; want 10, one per tick", n)
+	}
+	r.clock.add(provider.FailureRepeatLog)
+	r.tick(s)
+	if n := count(built); n != 2 || !strings.Contains(logs.String(), "repeated=10") {
+		t.Errorf("after FailureRepeatLog the failure is logged %d times in all; want 2, the second with repeated=10:\n%s", n, logs.String())
+	}
+	resolveErr = "project file lakeshore.yaml: line 3: bad"
+	r.tick(s)
+	if n := count(built); n != 3 || !strings.Contains(logs.String(), "line 3: bad") {
+		t.Errorf("a changed error is not logged at once (%d lines):\n%s", n, logs.String())
+	}
+}
+
 // TestSupervisorLaunchErrorHidesEnv: a provider program that fails a launch echoing its
 // request (the launch, env included) to stderr has its error logged with the policy's env
 // values and the supervisor's LAKESHORE_TOKEN as xxxxx; the names, the queue and the

@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -62,6 +63,25 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 			tok.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"), tokenSource)
 	}
 	return &principal{tok: tok}, nil
+}
+
+// streamTokenRecheck is how often a live stream (GET …/stream of frames, GET D/stream of
+// records) looks its stored token up again: a stream lasts as long as what it follows keeps
+// coming, and a token revoked or expired while it is open must stop receiving within it.
+const streamTokenRecheck = time.Second
+
+// recheckToken authenticates r again when p is a stored token and streamTokenRecheck has
+// passed since *checked (then set to now). Errors: ErrUnauthorized (the token was revoked
+// or expired since), or the token lookup's error.
+func (s *Server) recheckToken(r *http.Request, p *principal, checked *time.Time) error {
+	if p.tok == nil || time.Since(*checked) < streamTokenRecheck {
+		return nil
+	}
+	if _, err := s.authenticate(r); err != nil {
+		return err
+	}
+	*checked = time.Now()
+	return nil
 }
 
 // has reports whether the token holds one of perms (admin holds all).

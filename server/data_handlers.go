@@ -458,7 +458,14 @@ func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *pri
 	flusher, _ := w.(http.Flusher)
 	idleTimer := time.NewTimer(idle)
 	defer idleTimer.Stop()
+	authenticated := time.Now()
 	for {
+		if err := s.recheckToken(r, p, &authenticated); err != nil {
+			if iw == nil {
+				return err // nothing sent yet: the answer is the 401
+			}
+			break // a token revoked or expired since: the stream ends; reconnecting answers 401
+		}
 		v := dq.version.Load()
 		b, next, err := dq.store.Scan(ctx, offset, int(size), opts)
 		if err != nil {

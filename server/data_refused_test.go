@@ -85,6 +85,28 @@ func TestDataRefusedPutCreatesNothing(t *testing.T) {
 	b.do(t, "POST", ns+"fresh/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "").requireError(t, 409, "limit_exceeded")
 }
 
+// TestDataReadBadPartition: a read's partition filter follows the rule of a put's
+// partition, on every read route: GET D/records and GET D/kv refuse a name no put can make
+// ("../..", a NUL) with 400 invalid. (On the code before, GET D/kv?partition=../.. answered
+// 200 with no keys.)
+func TestDataReadBadPartition(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{DataDir: t.TempDir()})
+	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
+	r := b.do(t, "POST", D+"/kv", api.ContentTypeJSON, []byte(`{"keys": ["k"], "records": [{"x": 1}]}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	for _, route := range []string{"/records", "/kv"} {
+		for _, partition := range []string{"../..", "%00", "_bad"} {
+			r := b.do(t, "GET", D+route+"?partition="+partition, "", nil, "")
+			require.Equal(t, 400, r.status, "GET %s?partition=%s: %s", route, partition, r.body)
+			var eb api.DataErrorBody
+			require.NoError(t, json.Unmarshal(r.body, &eb), "%s", r.body)
+			require.Equal(t, "invalid", eb.Code, "GET %s?partition=%s: %s", route, partition, eb.Message)
+			require.Contains(t, eb.Message, "partition")
+		}
+	}
+}
+
 // TestDataPutWithoutDataQueues: a put to a server that serves no data queues is 501
 // not_implemented whatever its body, as every data route answers there (the put's body is
 // read only once the server serves data queues).

@@ -135,8 +135,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *principal, j 
 	// The stream outlives the http.Server's write timeout, if any.
 	_ = sw.rc.SetWriteDeadline(time.Time{})
 
-	lastFrame := time.Now()
+	lastFrame, authenticated := time.Now(), time.Now()
 	for sw.err == nil {
+		// A stream may last as long as frames keep coming: a stored token revoked or expired
+		// meanwhile ends it (an error event, code unauthorized) before it delivers more.
+		if err := s.recheckToken(r, p, &authenticated); err != nil {
+			eb, _, _ := publicErrorBody(err)
+			sw.event(&api.StreamEvent{Error: &eb})
+			sw.flush()
+			return nil
+		}
 		for _, f := range res.Frames {
 			fr := api.NewFrame(&f)
 			sw.event(&api.StreamEvent{Frame: &fr})

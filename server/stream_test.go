@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
 )
 
 func (b *testBundle) post(t *testing.T, topic, value string, final bool) {
@@ -149,5 +152,80 @@ func TestMetrics(t *testing.T) {
 		`lakeshore_http_long_polls_open 0`,
 	} {
 		require.Contains(t, text, want)
+	}
+}
+
+// TestStreamEndsWhenTokenRevoked: a live stream opened with a stored token stops
+// delivering frames once the token is revoked: the next turn (within a second) ends it
+// with an error event, code unauthorized, and no frame posted after the revocation
+// reaches it. (On the code before, the open stream went on delivering every frame posted
+// after the revocation, as long as frames kept coming.)
+func TestStreamEndsWhenTokenRevoked(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	secret, tok := b.mint(t, "default", "jobs", 0, plane.PermissionRead)
+	b.post(t, "news", "x", false) // the fixint 120
+	req, err := http.NewRequestWithContext(t.Context(), "GET", b.ts.URL+Q+"/topics/news/stream?since=-1&timeout=20", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := b.ts.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	sc := bufio.NewScanner(resp.Body)
+	next := func() string {
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				return data
+			}
+		}
+		return ""
+	}
+	require.Contains(t, next(), `"value":120`)
+	r := b.do(t, "DELETE", "/v1/tokens/"+tok.ID, "", nil, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	time.Sleep(1100 * time.Millisecond) // past one recheck interval
+	b.post(t, "news", "y", false)       // the fixint 121
+	last := next()
+	require.NotContains(t, last, `"value":121`, "a frame posted after the revocation reached the revoked token's stream")
+	require.Contains(t, last, `"unauthorized"`)
+	require.Empty(t, next(), "the stream ends after the error")
+}
+
+// TestDataStreamEndsWhenTokenRevoked: GET D/stream opened with a stored token ends once the
+// token is revoked, without the records put after the revocation (on the code before, it
+// went on delivering every record put while it was open).
+func TestDataStreamEndsWhenTokenRevoked(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, &server.Config{AdminToken: adminSecret})
+	put := func(body string) {
+		r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(body), adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	put(`{"records": [{"x": 1}]}`)
+	secret, tok := b.mint(t, "default", "*", 0, plane.PermissionDataRead)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", b.ts.URL+D+"/stream?offset=0&batch_size=10&idle_timeout=20", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := b.ts.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	rd, err := ipc.NewReader(resp.Body)
+	require.NoError(t, err)
+	defer rd.Release()
+	require.True(t, rd.Next(), "the first batch: %v", rd.Err())
+	r := b.do(t, "DELETE", "/v1/tokens/"+tok.ID, "", nil, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	time.Sleep(1100 * time.Millisecond) // past one recheck interval
+	put(`{"records": [{"x": 2}]}`)
+	done := make(chan bool, 1)
+	go func() { done <- rd.Next() }()
+	select {
+	case more := <-done:
+		require.False(t, more, "a record put after the revocation reached the revoked token's stream")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked token's stream went on waiting")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/lakeshore-dev/lakeshore"
@@ -140,6 +141,10 @@ func (a *app) withDataQueue(c *cobra.Command, o *dataOpts, name string, create b
 	return err
 }
 
+// maxPutLine bounds a line of `data put`: twice a record's bound, as JSON may spell a
+// record longer than its encoding.
+const maxPutLine = 2 * persist.MaxRecordBytes
+
 func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 	var partition string
 	var batch int
@@ -160,7 +165,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			var q *persist.Queue
 			err := func() error {
 				sc := bufio.NewScanner(a.stdin)
-				sc.Buffer(make([]byte, 1<<20), persist.MaxRecordBytes*2)
+				sc.Buffer(make([]byte, 1<<20), maxPutLine)
 				var recs []persist.Record
 				var idx []int64
 				flush := func() error {
@@ -203,7 +208,10 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 						}
 					}
 				}
-				if err := sc.Err(); err != nil {
+				if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+					return usagef("line %d: longer than %s; a record is at most %s encoded (store large data in a blob store and put its key)",
+						line+1, humanize.IBytes(maxPutLine), humanize.IBytes(persist.MaxRecordBytes))
+				} else if err != nil {
 					return fmt.Errorf("read stdin: %w", err)
 				}
 				if err := flush(); err != nil {
@@ -372,6 +380,7 @@ func newDataPartitionsCmd(a *app, o *dataOpts) *cobra.Command {
 				}
 				sort.Strings(names)
 				tw := a.table()
+				tw.row("PARTITION", "RECORDS") // always, as every list's header (consumption, jobs, queues)
 				for _, p := range names {
 					tw.row(p, st.Partitions[p])
 				}

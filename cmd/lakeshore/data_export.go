@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -57,7 +59,7 @@ func newDataExportCmd(a *app, o *dataOpts) *cobra.Command {
 // cleared records, as every read does.
 func exportParquet(ctx context.Context, q *persist.Queue, dir, partition string, rowsPerFile int) ([]string, int64, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, 0, err
+		return nil, 0, exportDirError(dir, err)
 	}
 	sc, err := q.Schema(ctx)
 	if err != nil {
@@ -109,7 +111,7 @@ func exportParquet(ctx context.Context, q *persist.Queue, dir, partition string,
 			f, err := os.Create(name)
 			if err != nil {
 				rec.Release()
-				return nil, 0, err
+				return nil, 0, exportDirError(dir, err)
 			}
 			fw, err = pqarrow.NewFileWriter(rec.Schema(), f, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 			if err != nil {
@@ -137,4 +139,16 @@ func exportParquet(ctx context.Context, q *persist.Queue, dir, partition string,
 		return nil, 0, err
 	}
 	return files, total, nil
+}
+
+// exportDirError is the error of an export directory that cannot be made or written (a
+// path through a file, /etc/passwd, a read-only directory): bad input, exit 2, naming the
+// directory and the system's reason, as an unwritable --out of map is.
+func exportDirError(dir string, err error) error {
+	reason := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		reason = pe.Err.Error()
+	}
+	return plane.Invalid("DIR", dir, "a directory to write the Parquet files in, made if missing; this one cannot be made or written ("+reason+")")
 }

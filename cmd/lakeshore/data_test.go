@@ -167,7 +167,9 @@ func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {
 	require.EqualValues(t, 4, st["next_index"])
 	require.EqualValues(t, 3, st["len"])
 	require.Contains(t, c.data("", "stats", "rollouts"), "records")
-	require.Equal(t, "default  3\neval     1", c.data("", "partitions", "rollouts"))
+	// A header, as every list of the CLI (consumption, jobs, queues, workers, schedules)
+	// prints one (before, partitions alone printed none).
+	require.Equal(t, "PARTITION  RECORDS\ndefault    3\neval       1", c.data("", "partitions", "rollouts"))
 	require.Contains(t, c.data("", "consumption", "rollouts"), "default    train  2")
 	c.data("", "flush", "rollouts")
 
@@ -234,6 +236,25 @@ func TestDataVerbsCheckNames(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ents, "nothing was created")
 	c.ok("data", "put", "q", "--partition", "p") // a good name still works
+}
+
+// TestDataExportUnwritableDir: data export into a directory that cannot be made (a path
+// that is a file, or under one) is bad input, exit 2 as docs/cli.md's table says of an
+// unwritable --out, naming the directory and the reason; before, it was exit 5 with
+// "mkdir /etc/passwd: not a directory". Not parallel: it sets LAKESHORE_HOME.
+func TestDataExportUnwritableDir(t *testing.T) {
+	t.Setenv("LAKESHORE_HOME", t.TempDir())
+	c := newCLI(t)
+	c.run(`{"x": 1}`+"\n", "data", "put", "q")
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	for _, dir := range []string{file, filepath.Join(file, "sub")} {
+		_, errs, code := c.run("", "data", "export", "q", dir)
+		require.Equal(t, exitUsage, code, "%s: %s", dir, errs)
+		require.Contains(t, errs, `invalid DIR "`+dir+`"`)
+		require.Contains(t, errs, "not a directory")
+		require.NotContains(t, errs, "Run 'lakeshore --help'")
+	}
 }
 
 // TestFlagValuesSayWhatIsAllowed: a flag value its type cannot parse says what the flag
@@ -308,6 +329,25 @@ func TestDataGetPagesOverHTTP(t *testing.T) {
 	lines = strings.Split(c.data("", "get", "big", "--fields", "i", "--offset", "1", "--limit", strconv.Itoa(persist.ScanLimitMax+1)), "\n")
 	require.Equal(t, persist.ScanLimitMax+1, len(lines), "--limit records, across pages")
 	require.JSONEq(t, fmt.Sprintf(`{"index":%d,"partition":"default","fields":{"i":%d}}`, persist.ScanLimitMax+1, persist.ScanLimitMax+1), lines[persist.ScanLimitMax])
+}
+
+// TestDataPutLargeLineSaysTheLimit: a line over a record's bound is refused naming the
+// limit with its unit and the line's size with its unit, not a bare byte count ("invalid
+// line 1 20971528: …"); a line over the scanner's bound (twice a record's) is a usage
+// error (exit 2) saying the bounds, not "read stdin: bufio.Scanner: token too long" with
+// exit 5. Not parallel: it sets LAKESHORE_HOME.
+func TestDataPutLargeLineSaysTheLimit(t *testing.T) {
+	t.Setenv("LAKESHORE_HOME", t.TempDir())
+	c := newCLI(t)
+	_, errs, code := c.run(`{"x": 1}`+"\n"+`{"x": "`+strings.Repeat("a", 20<<20)+`"}`+"\n", "data", "put", "q")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, "invalid line 2: 20 MiB encoded")
+	require.Contains(t, errs, "at most 16 MiB encoded")
+	_, errs, code = c.run(`{"x": "`+strings.Repeat("a", 40<<20)+`"}`+"\n", "data", "put", "q")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, "line 1: longer than 32 MiB")
+	require.Contains(t, errs, "at most 16 MiB encoded")
+	require.NotContains(t, errs, "bufio")
 }
 
 // TestDataPutRefusedCreatesNothing: a local data put that is refused — a line that is not

@@ -121,7 +121,11 @@ every value until the topic is closed.`,
 				return err
 			}
 			if !ok {
-				return &codeError{code: exitWaitTimeout, err: fmt.Errorf("no value on topic %s after %d within %s", t.Name(), since, timeout)}
+				after := "" // from the start: no seq to name (not "after -1")
+				if since != lakeshore.FromStart {
+					after = fmt.Sprintf(" after seq %d", since)
+				}
+				return &codeError{code: exitWaitTimeout, err: fmt.Errorf("no value on topic %s%s within %s: %w", t.Name(), after, timeout, lakeshore.ErrTimeout)}
 			}
 			return print(f)
 		},

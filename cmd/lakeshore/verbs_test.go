@@ -254,8 +254,14 @@ func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 		require.Equal(t, "1", c.ok("topic", "post", "q", "news", "--string", "two"))
 		require.Equal(t, "0\t{\"a\":1}", c.ok("topic", "listen", "q", "news"))
 		require.Equal(t, "1\t\"two\"", c.ok("topic", "listen", "q", "news", "--since", "0"))
-		_, _, code := c.run("", "topic", "listen", "q", "news", "--since", "1", "--timeout", "50ms")
+		_, errs, code := c.run("", "topic", "listen", "q", "news", "--since", "1", "--timeout", "50ms")
 		require.Equal(t, exitWaitTimeout, code)
+		require.Contains(t, errs, "no value on topic news after seq 1 within 50ms: wait timed out")
+		// From the start (the default --since -1), the message names no seq: before, it
+		// said "after -1".
+		_, errs, code = c.run("", "topic", "listen", "q", "empty", "--timeout", "50ms")
+		require.Equal(t, exitWaitTimeout, code)
+		require.Contains(t, errs, "no value on topic empty within 50ms: wait timed out")
 		c.ok("topic", "post", "q", "news", "--final")
 		require.Equal(t, "0\t{\"a\":1}\n1\t\"two\"", c.ok("topic", "listen", "q", "news", "--follow"))
 

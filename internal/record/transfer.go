@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/dustin/go-humanize"
 
 	"github.com/lakeshore-dev/lakeshore/wire"
 )
@@ -36,7 +37,10 @@ const (
 // or a record over MaxRecordBytes.
 func RecordFromWire(field string, b []byte) (Record, error) {
 	if len(b) > MaxRecordBytes {
-		return nil, &InvalidError{Field: field, Value: len(b), Rule: fmt.Sprintf("a record of at most %d bytes encoded (16 MiB); store large data in a blob store and put its key", MaxRecordBytes)}
+		// The sizes with their units in the rule (a bare count as the value read as
+		// "invalid line 1 20971528: …").
+		return nil, &InvalidError{Field: field, Rule: fmt.Sprintf("%s encoded, over the bound of a record: at most %s encoded (%d bytes); store large data in a blob store and put its key",
+			humanize.IBytes(uint64(len(b))), humanize.IBytes(MaxRecordBytes), MaxRecordBytes)}
 	}
 	v, err := wire.Decode(b)
 	if err != nil {
@@ -124,7 +128,10 @@ func RecordToWire(field string, rec Record) ([]byte, error) {
 		return nil, &UnsupportedValueError{Field: field, GoType: "Record", Reason: err.Error()}
 	}
 	if len(b) > MaxRecordBytes {
-		return nil, &InvalidError{Field: field, Value: len(b), Rule: fmt.Sprintf("a record of at most %d bytes encoded (16 MiB); store large data in a blob store and put its key", MaxRecordBytes)}
+		// The sizes with their units in the rule (a bare count as the value read as
+		// "invalid line 1 20971528: …").
+		return nil, &InvalidError{Field: field, Rule: fmt.Sprintf("%s encoded, over the bound of a record: at most %s encoded (%d bytes); store large data in a blob store and put its key",
+			humanize.IBytes(uint64(len(b))), humanize.IBytes(MaxRecordBytes), MaxRecordBytes)}
 	}
 	return b, nil
 }
@@ -276,6 +283,23 @@ func arrowConverter(name string, col arrow.Array, kind Kind) (func(int) (any, er
 			return nil, bad()
 		}
 		return func(i int) (any, error) {
+			// A null member is no value: read as its zero, a null shape made a 0-dimensional
+			// tensor of the data, a null dtype or data another tensor than the one sent.
+			for m, member := range tensorType.Fields() {
+				if a.Field(m).IsNull(i) {
+					return nil, &InvalidError{Field: "column " + name, Value: "null " + member.Name,
+						Rule: fmt.Sprintf("a tensor struct with its dtype, shape and data all given (row %d of the record batch has a null %s; a 0-dimensional tensor has the shape [])", i, member.Name)}
+				}
+			}
+			if shape := a.Field(1).(*array.List); shape.ListValues().NullN() > 0 {
+				s, e := shape.ValueOffsets(i)
+				for j := s; j < e; j++ {
+					if shape.ListValues().IsNull(int(j)) {
+						return nil, &InvalidError{Field: "column " + name, Value: "null dimension",
+							Rule: fmt.Sprintf("a tensor shape without null dimensions (row %d of the record batch holds one)", i)}
+					}
+				}
+			}
 			t := TensorAt(a, i)
 			t.Data = append([]byte(nil), t.Data...)
 			if kind == KindWireTensor {

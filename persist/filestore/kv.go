@@ -138,7 +138,8 @@ func (kv *fileKV) BatchGet(ctx context.Context, partition string, keys []string,
 }
 
 // List returns the keys of partition ("" for every partition) with their indexes and
-// tags, in index order. Errors: ErrClosed, SQLite errors.
+// tags, in index order. Errors: *InvalidError (persist.CheckPartitionFilter), ErrClosed,
+// SQLite errors.
 func (kv *fileKV) List(ctx context.Context, partition string) ([]persist.KVEntry, error) {
 	return kv.ListPage(ctx, partition, 0, 0)
 }
@@ -146,6 +147,9 @@ func (kv *fileKV) List(ctx context.Context, partition string) ([]persist.KVEntry
 // ListPage is List from index offset on, at most limit keys when limit > 0
 // (persist.KVPager).
 func (kv *fileKV) ListPage(ctx context.Context, partition string, offset int64, limit int) ([]persist.KVEntry, error) {
+	if err := persist.CheckPartitionFilter(partition); err != nil {
+		return nil, err
+	}
 	q := kv.q
 	if err := q.calls.Enter(); err != nil {
 		return nil, err

@@ -127,6 +127,9 @@ var _ persist.KVPager = (*Store)(nil)
 // KVListPage implements persist.KVPager: KVList from index offset on, at most limit keys
 // when limit > 0.
 func (s *Store) KVListPage(ctx context.Context, partition string, offset int64, limit int) ([]persist.KVEntry, error) {
+	if err := persist.CheckPartitionFilter(partition); err != nil {
+		return nil, err
+	}
 	if err := s.calls.Enter(); err != nil {
 		return nil, err
 	}

@@ -624,6 +624,18 @@ func testBadInput(t *testing.T, q *persist.Queue) {
 	requireInvalid(t, q.PutFields(ctx, persist.DefaultPartition, []int64{0}, nil))
 	_, err = q.Reader().GetData(ctx, nil)
 	requireInvalid(t, err)
+	// A partition filter ("" for every partition) is a partition name like any other: a
+	// listing of keys is refused for a name no partition can have, as a read is.
+	for _, partition := range []string{"../..", "\x00", "_bad"} {
+		_, err = q.Get(ctx, 0, 10, &persist.GetOpts{Partition: partition})
+		requireInvalid(t, err)
+		_, err = persist.KV(q).List(ctx, partition)
+		requireInvalid(t, err)
+		if pager, ok := q.Store().(persist.KVPager); ok {
+			_, err = pager.KVListPage(ctx, partition, 0, 1)
+			requireInvalid(t, err)
+		}
+	}
 }
 
 func requireInvalid(t *testing.T, err error) {
