@@ -19,6 +19,7 @@ import msgpack
 import pytest
 
 from lakeshore import HttpDispatch, Queue, SyncQueue, errors
+from lakeshore import _http11
 from lakeshore._http11 import Endpoint, Pool
 from lakeshore._ids import new_ulid
 
@@ -438,3 +439,55 @@ def test_the_read_timeout_is_per_read() -> None:
             server.close()
 
     asyncio.run(main())
+
+
+def test_an_abandoned_claims_answer_that_comes_as_its_wait_ends_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose callers all went away half-closes its connection and waits
+    CLAIM_ANSWER_WAIT for the answer (its jobs go to the orphan hook). An answer that
+    arrives in the same loop turn as that bound (the loop busy meanwhile) is kept, not
+    cancelled away with the jobs in it (they would stay held until their lease expires)."""
+    monkeypatch.setattr(_http11, "CLAIM_ANSWER_WAIT", 0.2)
+    answered = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            while conn.recv(65536):  # the body, then the client's half-close (EOF)
+                pass
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nclaimed")
+            answered.set()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+
+    async def main() -> bytes:
+        loop = asyncio.get_running_loop()
+        pool = Pool(loop, Endpoint.of(f"http://127.0.0.1:{port}", uds=None, token=None, connect_timeout=5))
+        abandon = _http11.Abandon()
+
+        async def claim() -> _http11.Answer:
+            _http11.abandon_var.set(abandon)
+            return await pool.request("POST", "/v1/claim", b"{}", {}, 30)
+
+        task = asyncio.ensure_future(claim())
+        while not abandon.sent:
+            await asyncio.sleep(0.001)
+        abandon.fire(task)  # every caller went away: half-close, wait for the answer
+        # The loop is busy until the answer is in the socket and the bound has passed: both
+        # are ready in its next turn.
+        assert answered.wait(10)
+        time.sleep(0.4)
+        answer = await task
+        pool.close()
+        return answer.content
+
+    try:
+        assert asyncio.run(main()) == b"claimed"
+    finally:
+        listener.close()
+        server.join(5)

@@ -77,7 +77,15 @@ class Abandon:
             return
         for conn in list(self.conns):
             conn.half_close()
-        asyncio.get_running_loop().call_later(CLAIM_ANSWER_WAIT, task.cancel)
+        asyncio.get_running_loop().call_later(CLAIM_ANSWER_WAIT, self._give_up, task)
+
+    def _give_up(self, task: asyncio.Task[None]) -> None:
+        """:data:`CLAIM_ANSWER_WAIT` after :meth:`fire`: cancel ``task`` if an answer is
+        still awaited. One that has come (its connection's waiter answered) is left to
+        finish, even when it came in this very loop turn and the task has not resumed yet:
+        cancelling then would drop the jobs it carries, held until their lease expires."""
+        if not task.done() and any(conn.waiter is not None for conn in self.conns):
+            task.cancel()
 
 
 abandon_var: contextvars.ContextVar[Abandon | None] = contextvars.ContextVar("lakeshore_abandon", default=None)
