@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,8 +85,9 @@ func newTopicListenCmd(a *app) *cobra.Command {
 		Use:   "listen QUEUE TOPIC",
 		Short: "Print the next value of a topic after --since, or follow it with --follow",
 		Long: `Print the next value posted to TOPIC after --since ("SEQ<TAB>VALUE", or JSON with
---json), waiting up to --timeout (exit 4 when none came). With --follow, print
-every value until the topic is closed.`,
+--json), waiting up to --timeout (exit 4 when none came; exit 1 when the topic is
+closed with no value after --since: none will come). With --follow, print every
+value until the topic is closed.`,
 		Args: exactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			a.rideOut = true // waits: rides out an outage
@@ -117,14 +119,18 @@ every value until the topic is closed.`,
 				return nil
 			}
 			f, ok, err := t.Listen(c.Context(), since, &lakeshore.ListenOptions{Timeout: timeout})
+			after := "" // from the start: no seq to name (not "after -1")
+			if since != lakeshore.FromStart {
+				after = fmt.Sprintf(" after seq %d", since)
+			}
+			if errors.Is(err, lakeshore.ErrJournalClosed) {
+				// No value will ever come: the wait ended as a job's does when it ended.
+				return &codeError{code: exitJobFailed, err: fmt.Errorf("topic %s is closed: no value%s will come", t.Name(), after)}
+			}
 			if err != nil {
 				return err
 			}
 			if !ok {
-				after := "" // from the start: no seq to name (not "after -1")
-				if since != lakeshore.FromStart {
-					after = fmt.Sprintf(" after seq %d", since)
-				}
 				return &codeError{code: exitWaitTimeout, err: fmt.Errorf("no value on topic %s%s within %s: %w", t.Name(), after, timeout, lakeshore.ErrTimeout)}
 			}
 			return print(f)

@@ -264,6 +264,11 @@ func testVerbs(t *testing.T, newCLI func(*testing.T) *cli) {
 		require.Contains(t, errs, "no value on topic empty within 50ms: wait timed out")
 		c.ok("topic", "post", "q", "news", "--final")
 		require.Equal(t, "0\t{\"a\":1}\n1\t\"two\"", c.ok("topic", "listen", "q", "news", "--follow"))
+		// A closed topic with no value after --since: none will ever come, exit 1 as a wait on
+		// an ended job (before: exit 5, "listen to topic news after 1: journal closed").
+		_, errs, code = c.run("", "topic", "listen", "q", "news", "--since", "1", "--timeout", "10s")
+		require.Equal(t, exitJobFailed, code)
+		require.Equal(t, "lakeshore: topic news is closed: no value after seq 1 will come\n", errs)
 
 		id := c.ok("submit", "q", "1")
 		c.ok("cancel", id)
