@@ -390,7 +390,8 @@ func (s *Schedule) Rule() (ScheduleRule, error) {
 	case s.Cron == "" && s.Every == 0:
 		return nil, Invalid("cron", "", `give a cron expression ("0 3 * * *") or an interval (every), not neither`)
 	case s.Cron != "" && s.Every != 0:
-		return nil, Invalid("every", s.Every.String(), "give a cron expression or an interval, not both")
+		// No value quoted: both were given, and the interval would read re-formatted (1h0m0s).
+		return nil, Invalid("every", nil, "give a cron expression or an interval, not both")
 	case s.Every != 0:
 		if s.Every < ScheduleEveryMin || s.Every%time.Millisecond != 0 {
 			return nil, Invalid("every", s.Every.String(), ScheduleEveryRule)

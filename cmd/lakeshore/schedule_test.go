@@ -30,6 +30,11 @@ func TestScheduleVerbs(t *testing.T) {
 			require.Contains(t, errs, "catch_up")
 			// --every 0s was given, not left out: its answer names it and its bound, as
 			// --every -5s's does.
+			// A cron expression and --every: the answer says so once, without the interval
+			// re-formatted (before: `--every: invalid every "1h0m0s": …`).
+			_, errs, code = c.run("", "schedule", "add", "both", "0 3 * * *", "--every", "1h", "--queue", "eval")
+			require.Equal(t, exitUsage, code)
+			require.Equal(t, "lakeshore: --every: invalid every: give a cron expression or an interval, not both\n", errs)
 			for _, every := range []string{"0s", "0", "-5s"} {
 				_, errs, code = c.run("", "schedule", "add", "bad", "--every", every, "--queue", "eval")
 				require.Equal(t, exitUsage, code, "--every %s", every)
