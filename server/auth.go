@@ -84,6 +84,14 @@ func (s *Server) recheckToken(r *http.Request, p *principal, checked *time.Time)
 	return nil
 }
 
+// afterWait is recheckToken for a long-poll that began at started and is about to answer
+// with what came while it waited (claimed jobs, a result, frames): a stored token revoked or
+// expired meanwhile gets ErrUnauthorized instead, once the wait lasted streamTokenRecheck
+// or more (a shorter one answers on the lookup it began with).
+func (s *Server) afterWait(r *http.Request, p *principal, started time.Time) error {
+	return s.recheckToken(r, p, &started)
+}
+
 // has reports whether the token holds one of perms (admin holds all).
 func (p *principal) has(perms []plane.Permission) bool {
 	if p.all {

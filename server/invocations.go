@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"time"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -203,12 +204,18 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request, p *principal
 	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
 		return err
 	}
+	started := time.Now()
 	ctx, timeout, release, err := s.longPoll(r, p, timeout)
 	if err != nil {
 		return err
 	}
 	defer release()
 	inv, err := s.drv.InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: timeout})
+	if err == nil {
+		if err := s.afterWait(r, p, started); err != nil {
+			return err // revoked or expired while it waited: not the result that came meanwhile
+		}
+	}
 	if errors.Is(err, plane.ErrTimeout) {
 		// Nothing yet: a normal answer, not 408 (which clients and proxies retry by
 		// themselves).

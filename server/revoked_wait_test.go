@@ -1,0 +1,70 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/server"
+)
+
+// TestLongPollOfRevokedTokenAnswersUnauthorized: a claim or a result wait that began with a
+// token revoked while it waited answers 401, not the job or the result that came meanwhile;
+// the job is given back unrun (claimable at once, its attempt not counted). On the code
+// before, the claim handed the revoked token the job (held until its lease expired: the
+// token could not settle it) and the wait handed it the result.
+func TestLongPollOfRevokedTokenAnswersUnauthorized(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	secret, tok := b.mint(t, "default", "jobs", 0, plane.PermissionConsume, plane.PermissionRead)
+	claimDirect := func() []*plane.Job {
+		jobs, err := b.back.InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "jobs",
+			Kind: plane.KindFIFO, Max: 1, LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		return jobs
+	}
+
+	// A running job whose result the token waits for, and a claim of the token parked on
+	// the (then empty) queue.
+	id := b.submitDirect(t)
+	running := claimDirect()
+	require.Len(t, running, 1)
+	waited := make(chan *response, 1)
+	go func() { waited <- b.do(t, "GET", "/v1/invocations/"+id+"/wait?timeout=20", "", nil, secret) }()
+	claimed := make(chan *response, 1)
+	go func() {
+		claimed <- b.doJSON(t, "POST", Q+"/claim", map[string]any{"max": 1, "wait": 20, "lease_ttl": 600}, secret)
+	}()
+
+	require.Eventually(t, func() bool { // both parked (authenticated) before the revocation
+		return strings.Contains(string(b.do(t, "GET", "/metrics", "", nil, adminSecret).body), "lakeshore_http_long_polls_open 2")
+	}, 10*time.Second, 5*time.Millisecond)
+	r := b.do(t, "DELETE", "/v1/tokens/"+tok.ID, "", nil, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	time.Sleep(1100 * time.Millisecond) // past one recheck interval of the waits begun before
+
+	errs, err := b.back.InvocationSettleMany(t.Context(), []plane.SettleParams{{ID: id, Token: running[0].Token,
+		Outcome: plane.OutcomeSucceeded, Result: []byte{0xa2, 'o', 'k'}}})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	(<-waited).requireError(t, 401, "unauthorized") // before: 200 with the result
+
+	second := b.submitDirect(t)
+	(<-claimed).requireError(t, 401, "unauthorized") // before: 200 with the job
+	again := claimDirect()
+	require.Len(t, again, 1, "the job claimed for the revoked token is claimable again at once")
+	require.Equal(t, second, again[0].ID)
+	require.Equal(t, 1, again[0].Attempt, "given back unrun: its attempt not counted")
+}
+
+// submitDirect submits one invocation to default/jobs on the plane and returns its id.
+func (b *testBundle) submitDirect(t *testing.T) string {
+	t.Helper()
+	res, err := b.back.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "jobs",
+		Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
+	require.NoError(t, err)
+	return res[0].ID
+}
