@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,7 +25,11 @@ func TestSettleBatchBounded(t *testing.T) {
 	defer drv.Close()
 	_, err = drv.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: []plane.SubmitParams{{}}})
 	require.NoError(t, err)
-	jobs, err := drv.InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q", Kind: plane.KindFIFO, Max: 1})
+	// The lease outlives the test: under the race detector on a loaded 2-core machine the
+	// 10,001-item requests below took over 30 s (plane.LeaseTTLDefault), and the claimed job's
+	// lease ran out before the heartbeat that was to extend it.
+	const lease = 10 * time.Minute
+	jobs, err := drv.InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "q", Kind: plane.KindFIFO, Max: 1, LeaseTTL: lease})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	job := jobs[0]
@@ -58,7 +63,7 @@ func TestSettleBatchBounded(t *testing.T) {
 	hb := make([]plane.HeartbeatParams, n)
 	sp := make([]plane.SettleParams, n)
 	for i := range n {
-		hb[i] = plane.HeartbeatParams{ID: job.ID, Token: "other"}
+		hb[i] = plane.HeartbeatParams{ID: job.ID, Token: "other", LeaseTTL: lease}
 		sp[i] = plane.SettleParams{ID: job.ID, Token: "other", Outcome: plane.OutcomeFailed}
 	}
 	hb[n-1].Token, sp[n-1].Token = job.Token, job.Token
