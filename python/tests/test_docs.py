@@ -95,5 +95,6 @@ def test_the_python_md_snippets_run(lakeshore_bin: str, tmp_path: Path) -> None:
         "[[0, 1, 2, 3], [0, 1, 2, 3], [4, 5, 6, 7]]",
         "[{'reward': 0.5, 'step': 1}, {'reward': 0.8, 'step': 2}]",
         "3 8 True",
+        "from the child",
     ]:
         assert promised in out, f"{promised!r} not in the output:\n{out}"
