@@ -270,3 +270,28 @@ def test_integers_beyond_64_bits_are_invalid_naming_the_field(d: HttpDispatch, q
         assert await q.consumed("t") == 0  # nothing was handed out or marked
 
     run(main())
+
+
+def test_a_waiting_reads_timeout_of_zero_nan_or_below_zero_never_waits_the_servers_default(d: HttpDispatch, qname: str) -> None:
+    """``timeout=0`` is one attempt (TimeoutError at once when no full batch is ready), a
+    NaN or negative timeout is refused: found by a trial, 0 and -1 were sent as a wait of
+    0, which the server reads as its 30 s default, and NaN asked again for ever."""
+    from lakeshore import TimeoutError as LakeshoreTimeout
+
+    async def main() -> None:
+        q = Queue(qname, storage_path="./data", dispatch=d)
+        await q.put({"x": 1})
+        await q.flush()
+        r = q.reader()
+        for read in (r.get_meta, r.get_batch):
+            t0 = time.monotonic()
+            with pytest.raises(LakeshoreTimeout):
+                await asyncio.wait_for(read(["x"], 5, "t", timeout=0), 20)
+            assert time.monotonic() - t0 < 5
+            for bad in (float("nan"), -1.0):
+                with pytest.raises(InvalidError) as e:
+                    await asyncio.wait_for(read(["x"], 5, "t", timeout=bad), 20)
+                assert e.value.field == "timeout"
+        assert (await r.get_meta(["x"], 1, "t", timeout=0)).global_indexes == [0]  # nothing was handed out
+
+    asyncio.run(main())

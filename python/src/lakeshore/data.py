@@ -1544,9 +1544,13 @@ class Reader:
         await q._send_before_read()
         await q._tell_unknown_fields(body["fields"])
         total = 30.0 if timeout is None else float(timeout)
+        if not total >= 0:  # NaN or negative: no deadline would ever pass
+            raise errors.InvalidError(f"invalid timeout {timeout!r}: use seconds ≥ 0", field="timeout", value=timeout, rule="seconds ≥ 0")
         deadline = time.monotonic() + total
         while True:
-            left = max(0.0, deadline - time.monotonic())
+            # Never 0, which the server reads as its default wait (30 s): a timeout of 0 is
+            # one attempt.
+            left = max(0.001, deadline - time.monotonic())
             body["timeout"] = left
             try:
                 return await q._call("POST", path, body=body, wait=left if body["wait"] else 0.0, retry="once", **kw)
