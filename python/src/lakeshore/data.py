@@ -1219,6 +1219,8 @@ class Queue:
     ) -> AsyncIterator[list[dict[str, Any]]]:
         """Batches of up to ``limit`` records, following the queue: with ``wait``, block for
         new records, ending after ``timeout`` seconds without any; without, end at the tail."""
+        if wait and math.isnan(timeout):
+            raise errors.InvalidError(f"invalid timeout {timeout!r}: use seconds", field="timeout", value=timeout, rule="seconds, not NaN")
         last = time.monotonic()
         while True:
             left = timeout - (time.monotonic() - last)
