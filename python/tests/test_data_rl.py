@@ -295,3 +295,15 @@ def test_a_waiting_reads_timeout_of_zero_nan_or_below_zero_never_waits_the_serve
         assert (await r.get_meta(["x"], 1, "t", timeout=0)).global_indexes == [0]  # nothing was handed out
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), 0, 0.0, "5"])
+def test_a_blocking_backpressures_timeout_is_checked_when_the_queue_is_made(d: HttpDispatch, qname: str, bad: Any) -> None:
+    """A blocking Backpressure's timeout that is not seconds > 0 is refused by the Queue's
+    constructor, with the other bad arguments of a Backpressure (found by a trial: -1
+    was taken, then the server refused every batch, which was dropped; NaN failed each
+    flush with a bare ValueError; 0 was sent as a wait of 0, which the server reads as its
+    default wait, so a put blocked up to 30 s)."""
+    with pytest.raises(InvalidError) as e:
+        Queue(qname, storage_path="./data", dispatch=d, backpressure=Backpressure(task_name="t", max_unconsumed=1, on_full="block", timeout=bad))
+    assert e.value.field == "timeout"

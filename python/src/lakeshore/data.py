@@ -681,7 +681,7 @@ class Backpressure:
         max_ahead: at most this many versions ahead (None: no bound); an integer ≥ 0.
         on_full: ``"reject"`` (QueueFullError at once) or ``"block"`` (the put waits for
             the trainer to consume or advance the version, up to ``timeout``).
-        timeout: seconds a blocked put waits (default 30).
+        timeout: seconds a blocked put waits, > 0 (default 30).
     """
 
     task_name: str | None = None
@@ -701,6 +701,16 @@ class Backpressure:
                 raise errors.InvalidError(
                     f"invalid {name} {v!r}: want an integer ≥ 0 (None: no bound)", field=name, value=v, rule="an integer ≥ 0"
                 )
+        t = self.timeout
+        if t is not None and (not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 0):
+            # Not NaN, ≤ 0 or a string: the server refuses a negative wait (each batch then
+            # dropped) and reads 0 as its default wait.
+            raise errors.InvalidError(
+                f"invalid timeout {t!r}: want seconds > 0 a blocked put waits (None: 30 s; on_full='reject' for no wait)",
+                field="timeout",
+                value=t,
+                rule="seconds > 0",
+            )
         if self.max_unconsumed and not self.task_name:
             raise errors.InvalidError(
                 f"invalid task_name {self.task_name!r}: max_unconsumed needs the task whose unconsumed records it bounds",
