@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -211,11 +212,32 @@ func CheckVersionFields(recs []Record) error {
 				continue
 			}
 			if _, ok := VersionValue(v); !ok {
-				return &InvalidError{Field: fmt.Sprintf("records[%d].%s", i, f), Value: v, Rule: "an integer ≥ 0"}
+				return &InvalidError{Field: fmt.Sprintf("records[%d].%s", i, f), Value: shownVersion(v), Rule: "an integer ≥ 0"}
 			}
 		}
 	}
 	return nil
+}
+
+// shownVersion is a refused version value as its error quotes it: a scalar as given; a
+// list, map, bytes or tensor by its kind alone, which Go would print in its own notation
+// ("map[a:1]", a tensor's struct with its raw bytes).
+func shownVersion(v any) any {
+	type kind string // not a string: InvalidError quotes strings, a kind stays bare
+	switch v.(type) {
+	case nil, bool, string, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+		return v
+	case []byte:
+		return kind("(bytes)")
+	case map[string]any:
+		return kind("(a map)")
+	case Tensor, *Tensor:
+		return kind("(a tensor)")
+	}
+	if k := reflect.ValueOf(v).Kind(); k == reflect.Slice || k == reflect.Array {
+		return kind("(a list)")
+	}
+	return kind("(a structured value)")
 }
 
 // TargetVersion returns the highest target version of recs (TargetVersionField, else

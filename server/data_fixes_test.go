@@ -303,3 +303,18 @@ func TestDataAnswersBounded(t *testing.T) {
 	require.Equal(t, total, seen)
 	require.Equal(t, 2, pages)
 }
+
+// TestDataVersionFieldOfAListOrMapIsNamedByItsKind: a weight version that is a list, a
+// map or a tensor is refused with its kind, not Go's rendering of the decoded value
+// (found by a trial: "invalid records[0].weight_version map[a:1]: …", and a numpy array
+// gave the tensor's struct with its raw bytes, "{int64 [2] [1 0 0 0 0 0 0 0 2 …]}").
+func TestDataVersionFieldOfAListOrMapIsNamedByItsKind(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	for v, kind := range map[string]string{`{"a": 1}`: "(a map)", `[1, 2]`: "(a list)", `{"a": [1]}`: "(a map)"} {
+		r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 0, "weight_version": `+v+`}]}`), "")
+		e := dataErr(t, r, 400, "invalid")
+		require.Equal(t, "invalid records[0].weight_version "+kind+": an integer ≥ 0", e.Message)
+		require.NotContains(t, string(r.body), "map[", v)
+	}
+}

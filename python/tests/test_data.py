@@ -938,3 +938,24 @@ def test_read_larger_than_the_servers_page(d: HttpDispatch, qname: str) -> None:
         assert len(await Queue(qname, dispatch=d).reader(0, 1).get(limit=1 << 31)) == 10_000
 
     run(main())
+
+
+def test_a_stream_with_a_nan_timeout_is_refused(d: HttpDispatch, qname: str) -> None:
+    """A NaN idle timeout is refused at once as InvalidError naming ``timeout`` (found by
+    a trial: the transport raised a bare ``ValueError: deadline must not be NaN``, naming
+    no argument of the call)."""
+
+    async def main() -> None:
+        q = Queue(qname, storage_path="./data", dispatch=d)
+        await q.put({"x": 1})
+        await q.flush()
+
+        async def drain() -> None:
+            async for _ in q.stream(timeout=float("nan")):
+                pass
+
+        with pytest.raises(InvalidError) as e:
+            await asyncio.wait_for(drain(), 10)
+        assert e.value.field == "timeout"
+
+    run(main())

@@ -270,3 +270,40 @@ def test_integers_beyond_64_bits_are_invalid_naming_the_field(d: HttpDispatch, q
         assert await q.consumed("t") == 0  # nothing was handed out or marked
 
     run(main())
+
+
+def test_a_waiting_reads_timeout_of_zero_nan_or_below_zero_never_waits_the_servers_default(d: HttpDispatch, qname: str) -> None:
+    """``timeout=0`` is one attempt (TimeoutError at once when no full batch is ready), a
+    NaN or negative timeout is refused: found by a trial, 0 and -1 were sent as a wait of
+    0, which the server reads as its 30 s default, and NaN asked again for ever."""
+    from lakeshore import TimeoutError as LakeshoreTimeout
+
+    async def main() -> None:
+        q = Queue(qname, storage_path="./data", dispatch=d)
+        await q.put({"x": 1})
+        await q.flush()
+        r = q.reader()
+        for read in (r.get_meta, r.get_batch):
+            t0 = time.monotonic()
+            with pytest.raises(LakeshoreTimeout):
+                await asyncio.wait_for(read(["x"], 5, "t", timeout=0), 20)
+            assert time.monotonic() - t0 < 5
+            for bad in (float("nan"), -1.0):
+                with pytest.raises(InvalidError) as e:
+                    await asyncio.wait_for(read(["x"], 5, "t", timeout=bad), 20)
+                assert e.value.field == "timeout"
+        assert (await r.get_meta(["x"], 1, "t", timeout=0)).global_indexes == [0]  # nothing was handed out
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), 0, 0.0, "5"])
+def test_a_blocking_backpressures_timeout_is_checked_when_the_queue_is_made(d: HttpDispatch, qname: str, bad: Any) -> None:
+    """A blocking Backpressure's timeout that is not seconds > 0 is refused by the Queue's
+    constructor, with the other bad arguments of a Backpressure (found by a trial: -1
+    was taken, then the server refused every batch, which was dropped; NaN failed each
+    flush with a bare ValueError; 0 was sent as a wait of 0, which the server reads as its
+    default wait, so a put blocked up to 30 s)."""
+    with pytest.raises(InvalidError) as e:
+        Queue(qname, storage_path="./data", dispatch=d, backpressure=Backpressure(task_name="t", max_unconsumed=1, on_full="block", timeout=bad))
+    assert e.value.field == "timeout"

@@ -681,7 +681,7 @@ class Backpressure:
         max_ahead: at most this many versions ahead (None: no bound); an integer ≥ 0.
         on_full: ``"reject"`` (QueueFullError at once) or ``"block"`` (the put waits for
             the trainer to consume or advance the version, up to ``timeout``).
-        timeout: seconds a blocked put waits (default 30).
+        timeout: seconds a blocked put waits, > 0 (default 30).
     """
 
     task_name: str | None = None
@@ -701,6 +701,16 @@ class Backpressure:
                 raise errors.InvalidError(
                     f"invalid {name} {v!r}: want an integer ≥ 0 (None: no bound)", field=name, value=v, rule="an integer ≥ 0"
                 )
+        t = self.timeout
+        if t is not None and (not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 0):
+            # Not NaN, ≤ 0 or a string: the server refuses a negative wait (each batch then
+            # dropped) and reads 0 as its default wait.
+            raise errors.InvalidError(
+                f"invalid timeout {t!r}: want seconds > 0 a blocked put waits (None: 30 s; on_full='reject' for no wait)",
+                field="timeout",
+                value=t,
+                rule="seconds > 0",
+            )
         if self.max_unconsumed and not self.task_name:
             raise errors.InvalidError(
                 f"invalid task_name {self.task_name!r}: max_unconsumed needs the task whose unconsumed records it bounds",
@@ -1219,6 +1229,8 @@ class Queue:
     ) -> AsyncIterator[list[dict[str, Any]]]:
         """Batches of up to ``limit`` records, following the queue: with ``wait``, block for
         new records, ending after ``timeout`` seconds without any; without, end at the tail."""
+        if wait and math.isnan(timeout):
+            raise errors.InvalidError(f"invalid timeout {timeout!r}: use seconds", field="timeout", value=timeout, rule="seconds, not NaN")
         last = time.monotonic()
         while True:
             left = timeout - (time.monotonic() - last)
@@ -1544,9 +1556,13 @@ class Reader:
         await q._send_before_read()
         await q._tell_unknown_fields(body["fields"])
         total = 30.0 if timeout is None else float(timeout)
+        if not total >= 0:  # NaN or negative: no deadline would ever pass
+            raise errors.InvalidError(f"invalid timeout {timeout!r}: use seconds ≥ 0", field="timeout", value=timeout, rule="seconds ≥ 0")
         deadline = time.monotonic() + total
         while True:
-            left = max(0.0, deadline - time.monotonic())
+            # Never 0, which the server reads as its default wait (30 s): a timeout of 0 is
+            # one attempt.
+            left = max(0.001, deadline - time.monotonic())
             body["timeout"] = left
             try:
                 return await q._call("POST", path, body=body, wait=left if body["wait"] else 0.0, retry="once", **kw)
