@@ -224,11 +224,18 @@ func (q *Queue) replayBatch(ctx context.Context, part string, names []string, dr
 
 // UpdatePriorities sets the numeric field of the samples at indexes of partition to
 // values (values[i] for indexes[i]), for Replay's Weight: PutFields of one field, then
-// the same values in this Queue's weights cache. Errors as for PutFields, and
-// *InvalidError for lengths that differ or a weight-version field.
+// the same values in this Queue's weights cache (a value of 0 or below: never drawn).
+// Errors as for PutFields, and *InvalidError for lengths that differ, a value that is not a
+// finite number, or a weight-version field.
 func (q *Queue) UpdatePriorities(ctx context.Context, partition, field string, indexes []int64, values []float64) error {
 	if len(indexes) != len(values) {
 		return &InvalidError{Field: "values", Value: len(values), Rule: fmt.Sprintf("one value per index (%d)", len(indexes))}
+	}
+	for i, v := range values {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			// The value as text: JSON has no NaN or infinity to carry it in an error body.
+			return &InvalidError{Field: fmt.Sprintf("values[%d]", i), Value: fmt.Sprint(v), Rule: "a finite number (0 or below: never drawn)"}
+		}
 	}
 	if field == WeightVersionField || field == TargetVersionField || field == LastWeightVersionField || field == "" {
 		return &InvalidError{Field: "field", Value: field, Rule: "a priority field, not a weight version"}

@@ -357,6 +357,11 @@ func testIndexesOutOfRange(t *testing.T, q *persist.Queue) {
 		requireInvalid(t, q.PatchPartial(ctx, persist.DefaultPartition, ix, nil, 1, false))
 		requireInvalid(t, q.UpdatePriorities(ctx, persist.DefaultPartition, "prio", ix, []float64{1, 2}))
 	}
+	// A priority that is not a finite number is refused (it was stored, and its record never
+	// drawn again without a word); 0 or below is a weight, never drawn by design.
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		requireInvalid(t, q.UpdatePriorities(ctx, persist.DefaultPartition, "prio", idx[:1], []float64{bad}))
+	}
 	_, err = q.Reader().GetData(ctx, &persist.BatchMeta{Indexes: []int64{math.MaxInt64 - 1}, Partition: persist.DefaultPartition, Fields: fields})
 	require.ErrorIs(t, err, persist.ErrNotFound)
 	require.ErrorIs(t, q.MarkConsumed(ctx, "m", persist.DefaultPartition, []int64{1000}), persist.ErrNotFound)

@@ -4,6 +4,7 @@ update_priorities; Go: persist/replay.go) on every plane."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import Counter
 from typing import Any
 
@@ -30,6 +31,11 @@ def test_replay_weighted_with_replacement_consumes_nothing(d: HttpDispatch, qnam
         await q.flush()
         b = await q.replay(["x"], 20, weight="priority")
         assert len(b) == 0  # every weight of the partition is 0
+        for bad in (math.nan, math.inf, -math.inf):  # refused, nothing stored (it was stored, never drawn)
+            with pytest.raises(InvalidError, match=r"values\[1\].*a finite number"):
+                await q.update_priorities([8, 9], [1.0, bad])
+        b = await q.replay(["x"], 20, weight="priority")
+        assert len(b) == 0
         await q.update_priorities([8, 9], [1.0, 3.0])
         b = await q.replay(["x", "priority"], 400, weight="priority", seed=5)
         assert len(b) == 400

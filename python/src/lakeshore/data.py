@@ -1358,8 +1358,9 @@ class Queue:
         :meth:`replay`'s ``weight``: the next replay draws by the new values.
 
         Raises:
-            InvalidError: lengths that differ, a weight-version field, a value of the
-                wrong kind for the field.
+            InvalidError: lengths that differ, a weight-version field, a value that is not
+                a finite number (0 or below is a weight never drawn), a value of the wrong
+                kind for the field.
             NotFoundError: an index that is not a record of the partition.
         """
         idx = [int(i) for i in global_indexes]
