@@ -18,8 +18,9 @@ import (
 // principal is who a request acts as: everyone (auth off), the admin token, or a stored
 // access token.
 type principal struct {
-	all bool             // auth off or the admin token: every permission everywhere
-	tok *plane.TokenInfo // a stored token otherwise
+	all     bool             // auth off or the admin token: every permission everywhere
+	tok     *plane.TokenInfo // a stored token otherwise
+	checked time.Time        // when tok was last looked up (authenticate, recheckToken)
 }
 
 // HashToken returns the SHA-256 of a bearer secret, as stored by Driver.TokenCreate.
@@ -62,7 +63,7 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 		return nil, fmt.Errorf("%w: token %s expired at %s (%s: set it to a current token)", api.ErrUnauthorized, tok.ID,
 			tok.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"), tokenSource)
 	}
-	return &principal{tok: tok}, nil
+	return &principal{tok: tok, checked: time.Now()}, nil
 }
 
 // streamTokenRecheck is how often a live stream (GET …/stream of frames, GET D/stream of
@@ -70,26 +71,21 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 // coming, and a token revoked or expired while it is open must stop receiving within it.
 const streamTokenRecheck = time.Second
 
-// recheckToken authenticates r again when p is a stored token and streamTokenRecheck has
-// passed since *checked (then set to now). Errors: ErrUnauthorized (the token was revoked
-// or expired since), or the token lookup's error.
-func (s *Server) recheckToken(r *http.Request, p *principal, checked *time.Time) error {
-	if p.tok == nil || time.Since(*checked) < streamTokenRecheck {
+// recheckToken authenticates r again when p is a stored token last looked up
+// streamTokenRecheck or more ago (p.checked, then set to now): a live stream before each
+// delivery, and a long-poll before it answers with what came while it waited (claimed
+// jobs, a result, frames), so that a token revoked or expired meanwhile gets nothing more.
+// Errors: ErrUnauthorized (the token was revoked or expired since), or the token lookup's
+// error.
+func (s *Server) recheckToken(r *http.Request, p *principal) error {
+	if p.tok == nil || time.Since(p.checked) < streamTokenRecheck {
 		return nil
 	}
 	if _, err := s.authenticate(r); err != nil {
 		return err
 	}
-	*checked = time.Now()
+	p.checked = time.Now()
 	return nil
-}
-
-// afterWait is recheckToken for a long-poll that began at started and is about to answer
-// with what came while it waited (claimed jobs, a result, frames): a stored token revoked or
-// expired meanwhile gets ErrUnauthorized instead, once the wait lasted streamTokenRecheck
-// or more (a shorter one answers on the lookup it began with).
-func (s *Server) afterWait(r *http.Request, p *principal, started time.Time) error {
-	return s.recheckToken(r, p, &started)
 }
 
 // has reports whether the token holds one of perms (admin holds all).

@@ -458,9 +458,8 @@ func (s *Server) handleDataStream(w http.ResponseWriter, r *http.Request, p *pri
 	flusher, _ := w.(http.Flusher)
 	idleTimer := time.NewTimer(idle)
 	defer idleTimer.Stop()
-	authenticated := time.Now()
 	for {
-		if err := s.recheckToken(r, p, &authenticated); err != nil {
+		if err := s.recheckToken(r, p); err != nil {
 			if iw == nil {
 				return err // nothing sent yet: the answer is the 401
 			}

@@ -70,7 +70,6 @@ func (s *Server) handleTopicFrames(w http.ResponseWriter, r *http.Request, p *pr
 }
 
 func (s *Server) frames(w http.ResponseWriter, r *http.Request, p *principal, j plane.Journal, since int64, limit int, wait time.Duration) error {
-	started := time.Now()
 	ctx, wait, release, err := s.longPoll(r, p, wait)
 	if err != nil {
 		return err
@@ -80,7 +79,7 @@ func (s *Server) frames(w http.ResponseWriter, r *http.Request, p *principal, j 
 	if err != nil {
 		return stopErr(ctx, err)
 	}
-	if err := s.afterWait(r, p, started); err != nil {
+	if err := s.recheckToken(r, p); err != nil {
 		return err // revoked or expired while it waited: not the frames posted meanwhile
 	}
 	if len(res.Frames) == 0 && !res.Closed && ctx.Err() != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"time"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -204,7 +203,6 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request, p *principal
 	if err := s.authorizeInvocation(r, p, id, readPerms...); err != nil {
 		return err
 	}
-	started := time.Now()
 	ctx, timeout, release, err := s.longPoll(r, p, timeout)
 	if err != nil {
 		return err
@@ -212,7 +210,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request, p *principal
 	defer release()
 	inv, err := s.drv.InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: timeout})
 	if err == nil {
-		if err := s.afterWait(r, p, started); err != nil {
+		if err := s.recheckToken(r, p); err != nil {
 			return err // revoked or expired while it waited: not the result that came meanwhile
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -38,7 +37,6 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 	if err := authorizeClaim(p, params); err != nil {
 		return err
 	}
-	started := time.Now()
 	ctx, wait, release, err := s.longPoll(r, p, wait)
 	if err != nil {
 		return err
@@ -60,7 +58,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 		out.Jobs[i] = api.NewJob(j)
 	}
 	s.countClaims(jobs)
-	s.writeClaimed(w, r, p, started, out, jobs)
+	s.writeClaimed(w, r, p, out, jobs)
 	return nil
 }
 

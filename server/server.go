@@ -546,16 +546,16 @@ func (s *Server) writeAnswer(w http.ResponseWriter, r *http.Request, status int,
 // answer (a long-poll whose connection closed) or the answer could not be sent, the jobs
 // are given back at once (plane.ReleaseAbandoned) instead of staying held until their
 // lease expires. An answer that was sent is the caller's, whatever happens to it after.
-// A stored token revoked or expired while the claim waited (since started: afterWait) gets
-// the jobs given back and 401, as its settles would: they are no one's either.
-func (s *Server) writeClaimed(w http.ResponseWriter, r *http.Request, p *principal, started time.Time, out any, jobs []*plane.Job) {
+// A stored token revoked or expired while the claim waited (recheckToken) gets the jobs
+// given back and 401, as its settles would: they are no one's either.
+func (s *Server) writeClaimed(w http.ResponseWriter, r *http.Request, p *principal, out any, jobs []*plane.Job) {
 	if len(jobs) > 0 && r.Context().Err() != nil {
 		s.releaseAbandoned(r, jobs)
 		s.writeError(w, r, r.Context().Err())
 		return
 	}
 	if len(jobs) > 0 {
-		if err := s.afterWait(r, p, started); err != nil {
+		if err := s.recheckToken(r, p); err != nil {
 			s.releaseAbandoned(r, jobs)
 			s.writeError(w, r, err)
 			return

@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -56,7 +55,6 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 	for i := range params {
 		params[i].Scope = scope
 	}
-	started := time.Now()
 	ctx, wait, release, err := s.longPoll(r, p, wait)
 	if err != nil {
 		return err
@@ -79,6 +77,6 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 		out.Jobs[i] = api.NewJob(j)
 	}
 	s.countClaims(jobs)
-	s.writeClaimed(w, r, p, started, out, jobs)
+	s.writeClaimed(w, r, p, out, jobs)
 	return nil
 }

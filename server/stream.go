@@ -135,11 +135,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *principal, j 
 	// The stream outlives the http.Server's write timeout, if any.
 	_ = sw.rc.SetWriteDeadline(time.Time{})
 
-	lastFrame, authenticated := time.Now(), time.Now()
+	lastFrame := time.Now()
 	for sw.err == nil {
 		// A stream may last as long as frames keep coming: a stored token revoked or expired
 		// meanwhile ends it (an error event, code unauthorized) before it delivers more.
-		if err := s.recheckToken(r, p, &authenticated); err != nil {
+		if err := s.recheckToken(r, p); err != nil {
 			eb, _, _ := publicErrorBody(err)
 			sw.event(&api.StreamEvent{Error: &eb})
 			sw.flush()
