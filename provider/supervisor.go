@@ -195,7 +195,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			if errors.Is(err, plane.ErrClosed) {
 				return err
 			}
-			s.warnRepeated(slog.LevelWarn, "tick", "provider supervisor: tick failed", err)
+			s.warnRepeated("tick", "provider supervisor: tick failed", err)
 		} else {
 			s.recovered("tick")
 		}
@@ -264,9 +264,9 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 		if err != nil {
 			s.cfg.Metrics.errors.WithLabelValues(name, "resolve").Inc()
 			if errors.Is(err, ErrUnknownProvider) {
-				s.warnRepeated(slog.LevelWarn, "resolve\x00"+name, "provider supervisor: unknown provider; its queues keep their workers", err, "provider", name)
+				s.warnRepeated("resolve\x00"+name, "provider supervisor: unknown provider; its queues keep their workers", err, "provider", name)
 			} else {
-				s.warnRepeated(slog.LevelWarn, "resolve\x00"+name, "provider supervisor: the provider cannot be built (its declaration, project file or files it names are wrong); its queues keep their workers",
+				s.warnRepeated("resolve\x00"+name, "provider supervisor: the provider cannot be built (its declaration, project file or files it names are wrong); its queues keep their workers",
 					err, "provider", name)
 			}
 			continue
@@ -281,7 +281,7 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 		if err != nil {
 			s.failing[name] = true
 			s.cfg.Metrics.errors.WithLabelValues(name, "list").Inc()
-			s.warnRepeated(slog.LevelWarn, "list\x00"+name, "provider supervisor: list launches failed; skipping its queues this tick", err, "provider", name)
+			s.warnRepeated("list\x00"+name, "provider supervisor: list launches failed; skipping its queues this tick", err, "provider", name)
 			continue
 		}
 		s.recovered("list\x00" + name)
@@ -373,12 +373,12 @@ type repeatedFailure struct {
 	repeats int       // how many times it recurred since
 }
 
-// warnRepeated logs a failure of what (a tick, or a provider's operation) at level: at
+// warnRepeated logs a failure of what (a tick, or a provider's operation) as a warning: at
 // once when it is new or its error changed, otherwise at most once per FailureRepeatLog,
 // with the number of times it recurred since it was last logged ("repeated") and since
 // when ("over"). A failure that recurs at every tick (each second) would otherwise flood
 // the log with the same line.
-func (s *Supervisor) warnRepeated(level slog.Level, what, msg string, err error, args ...any) {
+func (s *Supervisor) warnRepeated(what, msg string, err error, args ...any) {
 	now, text := s.cfg.Now(), err.Error()
 	f := s.repeating[what]
 	if f != nil && f.message == text {
@@ -389,7 +389,7 @@ func (s *Supervisor) warnRepeated(level slog.Level, what, msg string, err error,
 		args = append(args, "repeated", f.repeats, "over", now.Sub(f.logged).Round(time.Second))
 	}
 	s.repeating[what] = &repeatedFailure{message: text, logged: now}
-	s.cfg.Logger.Log(context.Background(), level, msg, append(args, "error", text)...)
+	s.cfg.Logger.Warn(msg, append(args, "error", text)...)
 }
 
 // recovered forgets the failure of what: the next one is logged at once.
