@@ -134,7 +134,14 @@ func (a *app) withDataQueue(c *cobra.Command, o *dataOpts, name string, create b
 	if err != nil {
 		return err
 	}
-	err = fn(q)
+	return closeData(c, q, fn(q))
+}
+
+// closeData closes q (nil: nothing to close) and returns err, else the close's error.
+func closeData(c *cobra.Command, q *persist.Queue, err error) error {
+	if q == nil {
+		return err
+	}
 	if cerr := q.Close(context.WithoutCancel(c.Context())); err == nil {
 		err = cerr
 	}
@@ -230,12 +237,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 				_, err := fmt.Fprintf(a.stdout, "put %d records: indexes %d–%d\n", len(idx), idx[0], idx[len(idx)-1])
 				return err
 			}()
-			if q != nil {
-				if cerr := q.Close(context.WithoutCancel(c.Context())); err == nil {
-					err = cerr
-				}
-			}
-			return err
+			return closeData(c, q, err)
 		},
 	}
 	cmd.Flags().StringVar(&partition, "partition", persist.DefaultPartition, "partition of the records")

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -145,10 +143,5 @@ func exportParquet(ctx context.Context, q *persist.Queue, dir, partition string,
 // path through a file, /etc/passwd, a read-only directory): bad input, exit 2, naming the
 // directory and the system's reason, as an unwritable --out of map is.
 func exportDirError(dir string, err error) error {
-	reason := err.Error()
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		reason = pe.Err.Error()
-	}
-	return plane.Invalid("DIR", dir, "a directory to write the Parquet files in, made if missing; this one cannot be made or written ("+reason+")")
+	return plane.Invalid("DIR", dir, "a directory to write the Parquet files in, made if missing; this one cannot be made or written ("+pathReason(err)+")")
 }

@@ -466,14 +466,20 @@ func newMapOutput(stdout io.Writer, path string) (*mapOutput, error) {
 	// a file left by a killed run (removed) from one another run is still writing.
 	f, err := os.CreateTemp(filepath.Dir(path), fmt.Sprintf(".%s.%d.*.tmp", filepath.Base(path), os.Getpid()))
 	if err != nil {
-		reason := err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			reason = pe.Err.Error()
-		}
-		return nil, plane.Invalid("--out", path, "its directory is not writable ("+reason+"); give a file in a writable directory")
+		return nil, plane.Invalid("--out", path, "its directory is not writable ("+pathReason(err)+"); give a file in a writable directory")
 	}
 	return &mapOutput{w: bufio.NewWriterSize(f, 256<<10), f: f, path: path}, nil
+}
+
+// pathReason is the system's reason of a failed file operation, without the operation and
+// path *fs.PathError prefixes it with (the caller's message names the path): "not a
+// directory", "permission denied".
+func pathReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // removeStaleOutputs removes the temporary files of --out path left by runs that died
