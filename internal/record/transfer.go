@@ -29,6 +29,14 @@ const (
 	PartitionColumn = ColPartition
 )
 
+// recordTooLarge refuses a record of n bytes encoded, over MaxRecordBytes, with both sizes
+// and their units in the rule (a bare count as the value read as "invalid line 1
+// 20971528: …").
+func recordTooLarge(field string, n int) error {
+	return &InvalidError{Field: field, Rule: fmt.Sprintf("%s encoded, over the bound of a record: at most %s encoded (%d bytes); store large data in a blob store and put its key",
+		humanize.IBytes(uint64(n)), humanize.IBytes(MaxRecordBytes), MaxRecordBytes)}
+}
+
 // RecordFromWire decodes one record from its wire form: a map of field name → value
 // (docs/wire.md). Values keep their kinds as in process, with arrays mapped by their
 // elements: an array of integers (also an empty one) is a list<int64>, an array of
@@ -37,10 +45,7 @@ const (
 // or a record over MaxRecordBytes.
 func RecordFromWire(field string, b []byte) (Record, error) {
 	if len(b) > MaxRecordBytes {
-		// The sizes with their units in the rule (a bare count as the value read as
-		// "invalid line 1 20971528: …").
-		return nil, &InvalidError{Field: field, Rule: fmt.Sprintf("%s encoded, over the bound of a record: at most %s encoded (%d bytes); store large data in a blob store and put its key",
-			humanize.IBytes(uint64(len(b))), humanize.IBytes(MaxRecordBytes), MaxRecordBytes)}
+		return nil, recordTooLarge(field, len(b))
 	}
 	v, err := wire.Decode(b)
 	if err != nil {
@@ -128,10 +133,7 @@ func RecordToWire(field string, rec Record) ([]byte, error) {
 		return nil, &UnsupportedValueError{Field: field, GoType: "Record", Reason: err.Error()}
 	}
 	if len(b) > MaxRecordBytes {
-		// The sizes with their units in the rule (a bare count as the value read as
-		// "invalid line 1 20971528: …").
-		return nil, &InvalidError{Field: field, Rule: fmt.Sprintf("%s encoded, over the bound of a record: at most %s encoded (%d bytes); store large data in a blob store and put its key",
-			humanize.IBytes(uint64(len(b))), humanize.IBytes(MaxRecordBytes), MaxRecordBytes)}
+		return nil, recordTooLarge(field, len(b))
 	}
 	return b, nil
 }
