@@ -97,3 +97,24 @@ func TestWaitersQuiet(t *testing.T) {
 		t.Fatalf("all gone: quiet %v, parked %v, arriving %v; want both keys, nothing kept", got, ws.parkedAt, ws.arriving)
 	}
 }
+
+// TestNotifyExceptWakesClaimsOverSeveralQueues: a quiet key's one-key waiters stay asleep,
+// its waiters of several keys (claims over several queues, which no handoff serves) do not.
+func TestNotifyExceptWakesClaimsOverSeveralQueues(t *testing.T) {
+	hub := NewHub()
+	one, releaseOne := hub.Watch("k")
+	defer releaseOne()
+	several, releaseSeveral := hub.WatchAny([]string{"j", "k"})
+	defer releaseSeveral()
+	hub.NotifyExcept(map[string]struct{}{"k": {}}, map[string]struct{}{"k": {}})
+	select {
+	case <-several:
+	default:
+		t.Fatal("the claim over several queues was not woken")
+	}
+	select {
+	case <-one:
+		t.Fatal("a one-key waiter of a quiet key was woken")
+	default:
+	}
+}
