@@ -164,8 +164,9 @@ type ClaimTry func(w *Waiter) (jobs []*plane.Job, nextMS int64, parked, committe
 // and p.Wait allows, w parked at the queue's key (by try, or else here) for a direct
 // handoff and the wait (sleep, which changes of the key, a handoff on deliver, ctx and
 // Close end, for wait at the most) — then try again. The key is watched before each try,
-// so a commit between the try and the park still wakes the wait. It returns the jobs and
-// whether any try committed.
+// so a commit between the try and the park still wakes the wait, and the claim counts as
+// arriving from its watch to its park (Waiters.Arrive), so such a commit's handoff does not
+// leave the key quiet (Waiters.Quiet). It returns the jobs and whether any try committed.
 func ClaimWaiting(p *plane.ClaimParams, hub *Hub, waiters *Waiters[Waiter], now func() time.Time, try ClaimTry,
 	sleep func(changed <-chan struct{}, wait time.Duration, deliver <-chan []*plane.Job) ([]*plane.Job, error),
 ) (jobs []*plane.Job, committed bool, err error) {
@@ -180,19 +181,21 @@ func ClaimWaiting(p *plane.ClaimParams, hub *Hub, waiters *Waiters[Waiter], now 
 			changed, release = hub.Watch(key)
 			waiter := NewWaiter(p, c)
 			w = &waiter
+			waiters.Arrive(key) // until parked, a commit's handoff does not see w (Waiters.Quiet)
 		}
 		jobs, nextMS, parked, ok, err := try(w)
 		committed = committed || ok
 		if err != nil || len(jobs) > 0 || p.Wait == 0 {
+			if w != nil {
+				waiters.Arrived(key, w, false)
+			}
 			if parked && !waiters.Unpark(key, w) {
 				jobs = append(jobs, waiters.Collect(w, w.Deliver)...) // parked by a try that rolled back, then taken
 			}
 			release()
 			return jobs, committed, err
 		}
-		if !parked {
-			waiters.Park(key, w)
-		}
+		waiters.Arrived(key, w, !parked)
 		// A queued invocation may become claimable before the wait ends.
 		wait := WaitLeft(waitUntil, nextMS, now())
 		handed, again, err := waiters.Await(key, w, w.Deliver, waitUntil, func() ([]*plane.Job, error) {

@@ -9,6 +9,8 @@ import "github.com/lakeshore-dev/lakeshore/plane"
 type Handoffs struct {
 	claimable map[string]struct{}
 	taken     []Handoff[Waiter]
+	// since is the waiters' Seq when Serve began (Quiet).
+	since uint64
 }
 
 // MarkClaimable notes that the transaction made jobs of the queue claimable (a submit, a
@@ -40,6 +42,7 @@ func (h *Handoffs) Marked() bool { return len(h.claimable) > 0 }
 // nothing if woken after the commit.
 func (h *Handoffs) Serve(waiters *Waiters[Waiter], requeue bool, claim func(w *Waiter) (jobs []*plane.Job, nextMS int64, err error)) (due, idle map[string]struct{}, err error) {
 	var empty map[string]struct{} // keys where a waiter got nothing (without requeue)
+	h.since = waiters.Seq()
 	err = waiters.Serve(h.claimable, ByOffers, func(key string, w *Waiter) (bool, error) {
 		if !requeue {
 			h.taken = append(h.taken, Handoff[Waiter]{Waiter: w}) // answered even if the claim fails
@@ -82,6 +85,13 @@ func mark(m map[string]struct{}, key string) map[string]struct{} {
 	}
 	m[key] = struct{}{}
 	return m
+}
+
+// Quiet returns the keys of idle (Serve's) whose waiters in this process need not be woken
+// after the commit (Waiters.Quiet): a claim that was trying or parked while Serve ran was
+// not seen by it and is woken. Call it after the commit.
+func (h *Handoffs) Quiet(waiters *Waiters[Waiter], idle map[string]struct{}) map[string]struct{} {
+	return waiters.Quiet(idle, h.since)
 }
 
 // Deliver hands each waiter Serve took the jobs claimed for it (Deliver) after the

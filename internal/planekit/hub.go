@@ -60,21 +60,22 @@ func (h *Hub) Watch(key string) (<-chan struct{}, func()) {
 // Notify wakes every waiter of the keys.
 func (h *Hub) Notify(keys map[string]struct{}) { h.NotifyExcept(keys, nil) }
 
-// NotifyExcept wakes every waiter of the keys but those of the keys in except (pgplane:
-// the queues whose claimable jobs a commit handed to parked claimers, whose other waiters
-// would find nothing).
+// NotifyExcept wakes every waiter of the keys but the one-key waiters (Watch) of the keys
+// in except (pgplane: the queues whose claimable jobs a commit handed to parked claimers,
+// whose other parked claimers would find nothing). The waiters of several keys (WatchAny:
+// claims over several queues) are woken even there: no handoff served them, and their
+// offers may take what the parked claimers could not.
 func (h *Hub) NotifyExcept(keys, except map[string]struct{}) {
 	if len(keys) == 0 {
 		return
 	}
 	h.mu.Lock()
 	for k := range keys {
-		if _, ok := except[k]; ok {
-			continue
-		}
-		if w := h.keys[k]; w != nil {
-			close(w.ch)
-			delete(h.keys, k)
+		if _, ok := except[k]; !ok {
+			if w := h.keys[k]; w != nil {
+				close(w.ch)
+				delete(h.keys, k)
+			}
 		}
 		if as := h.anys[k]; as != nil {
 			for _, a := range as {

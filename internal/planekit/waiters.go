@@ -21,14 +21,29 @@ type Waiters[W any] struct {
 	// left holds the waiters whose wait ended while a transaction held them (Unpark found
 	// them gone): PutBack answers them instead of parking them again.
 	left map[*W]struct{}
+	// arriving counts, per key, the claims between their watch of the key and their park
+	// (Arrive, Arrived): no handoff sees them, so Quiet leaves their key to be woken.
+	arriving map[string]int
+	// parkedAt is, per key with parked waiters, the sequence number of its latest Park
+	// (Seq), so Quiet can tell the waiters parked after a handoff began.
+	parkedAt map[string]uint64
+	seq      uint64
 }
 
 // Park adds w to the end of key's waiters unless it is there already.
 func (c *Waiters[W]) Park(key string, w *W) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.park(key, w)
+}
+
+// park is Park with c.mu held.
+func (c *Waiters[W]) park(key string, w *W) {
 	if c.byQueue == nil {
 		c.byQueue = make(map[string][]*W)
+	}
+	if c.parkedAt == nil {
+		c.parkedAt = make(map[string]uint64)
 	}
 	for _, x := range c.byQueue[key] {
 		if x == w {
@@ -36,6 +51,69 @@ func (c *Waiters[W]) Park(key string, w *W) {
 		}
 	}
 	c.byQueue[key] = append(c.byQueue[key], w)
+	c.seq++
+	c.parkedAt[key] = c.seq
+}
+
+// Arrive notes a claim of key that watched key and is about to try: until its Arrived, a
+// commit's handoff cannot see it, although its try may read before that commit, so Quiet
+// keeps key to be woken.
+func (c *Waiters[W]) Arrive(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.arriving == nil {
+		c.arriving = make(map[string]int)
+	}
+	c.arriving[key]++
+}
+
+// Arrived ends the claim's Arrive once it tried; with park, it parks w as Park does, in
+// the same step, so no Quiet falls between the two.
+func (c *Waiters[W]) Arrived(key string, w *W, park bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if park {
+		c.park(key, w)
+	}
+	if c.arriving[key]--; c.arriving[key] <= 0 {
+		delete(c.arriving, key)
+	}
+}
+
+// Seq is the sequence number of the latest Park: a handoff reads it before it serves, for
+// Quiet.
+func (c *Waiters[W]) Seq() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seq
+}
+
+// Quiet returns the keys of idle (keys whose waiters a handoff that began at seq served,
+// all without jobs, none with a job due) whose waiters may stay asleep after the handoff's
+// commit: those with no claim arriving (Arrive) and no waiter parked after seq. Those the
+// handoff did not see, and their try may have read before its commit: they must be woken,
+// else they sleep until their plane's poll although a job waits (pgplane, where a claim
+// parks after its try's transaction).
+func (c *Waiters[W]) Quiet(idle map[string]struct{}, seq uint64) map[string]struct{} {
+	if len(idle) == 0 {
+		return idle
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out map[string]struct{}
+	for key := range idle {
+		if c.arriving[key] > 0 || c.parkedAt[key] > seq {
+			continue
+		}
+		out = mark(out, key)
+	}
+	return out
+}
+
+// forget drops key's park sequence once no waiter of key is parked; c.mu held.
+func (c *Waiters[W]) forget(key string) {
+	delete(c.byQueue, key)
+	delete(c.parkedAt, key)
 }
 
 // Unpark removes w and reports whether it was still parked. false means a transaction took
@@ -49,7 +127,7 @@ func (c *Waiters[W]) Unpark(key string, w *W) bool {
 		if x == w {
 			ws = append(ws[:i:i], ws[i+1:]...)
 			if len(ws) == 0 {
-				delete(c.byQueue, key)
+				c.forget(key)
 			} else {
 				c.byQueue[key] = ws
 			}
@@ -82,7 +160,7 @@ func (c *Waiters[W]) Take(key string) *W {
 	}
 	w := ws[0]
 	if len(ws) == 1 {
-		delete(c.byQueue, key)
+		c.forget(key)
 	} else {
 		c.byQueue[key] = ws[1:]
 	}
@@ -99,7 +177,7 @@ func (c *Waiters[W]) TakeFirst(key string, ok func(*W) bool) *W {
 		if ok(w) {
 			ws = append(ws[:i:i], ws[i+1:]...)
 			if len(ws) == 0 {
-				delete(c.byQueue, key)
+				c.forget(key)
 			} else {
 				c.byQueue[key] = ws
 			}

@@ -99,7 +99,7 @@ func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
 		})
 		t.deliver(err == nil)
 		if err == nil {
-			d.wake(t.wakes, t.quiet)
+			d.wake(t.wakes, t.handoffs.Quiet(&d.claimWaiters, t.quiet))
 			return nil
 		}
 		if retryable(err) && attempt < 5 {

@@ -1,6 +1,7 @@
 """The Batcher on its own (no server): calls that wait behind a batch in flight go
 together; a call cancelled while it waits is never sent; a batch whose callers all stopped
-waiting has its request cancelled, one with a caller left is not."""
+waiting has its request cancelled, one with a caller left is not. And the portal's
+``run_async``: an answer produced for a caller that went away reaches its orphan hook whole."""
 
 from __future__ import annotations
 
@@ -75,3 +76,40 @@ def test_a_batch_is_cancelled_only_when_all_its_callers_stop_waiting(portal: Por
     assert send.batches == [[7], [8, 9]] and send.cancelled == [[7]]
     with pytest.raises(concurrent.futures.CancelledError):
         pair[0].result(0)
+
+
+def test_an_answer_produced_after_its_caller_went_away_is_handed_over_whole(portal: Portal) -> None:
+    """The interleaving behind test_release_unrun's rare failure under load: a claim's answer
+    came (the portal's loop busy with it) while its caller was cancelled. The caller's cancel
+    reaches the coroutine's task a loop turn after the answer, so a hand-over run in that task
+    was cancelled at its first await — the released job's settle never sent, the job held
+    until its lease expired. The hand-over must run in a task the cancel does not reach."""
+    started = threading.Event()
+    proceed = threading.Event()
+    handed: list[str] = []
+    finished = threading.Event()
+
+    async def produce() -> str:
+        await asyncio.sleep(0)
+        started.set()
+        # Blocks the portal's loop in the coroutine's last step: the caller's cancel, queued
+        # to the coroutine's task meanwhile, runs only after the answer is out.
+        proceed.wait(5)
+        return "job"
+
+    async def hand_over(answer: str) -> None:
+        await asyncio.sleep(0.05)  # a request on its way (the give-back's settle)
+        handed.append(answer)
+        finished.set()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(portal.run_async(produce(), hand_over))
+        assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        proceed.set()
+
+    asyncio.run(main())
+    assert finished.wait(5), "the hand-over was cancelled with the caller"
+    assert handed == ["job"]

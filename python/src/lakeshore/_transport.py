@@ -230,8 +230,8 @@ class Portal:
 
         Cancelling the awaiting task cancels the coroutine on the portal. When the coroutine
         had already produced its answer (or produces one despite the cancel), ``orphan``,
-        when given, gets that answer on the portal's loop (a claimed job nobody will run is
-        given back there)."""
+        when given, gets that answer on the portal's loop, in a task of its own that the
+        cancel does not reach (a claimed job nobody will run is given back there)."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:  # pragma: no cover - always called from a coroutine
@@ -250,6 +250,14 @@ class Portal:
         answer: list[T] = []
         hand_over = orphan
 
+        def give_back(result: T) -> None:
+            # Always in a task of its own: when the coroutine's task hands over (it produced
+            # its answer after the caller went away), the caller's cancel is still on its way
+            # to that task and would cut the hand-over short — a released job's settle
+            # cancelled before it was sent, the job held until its lease expired.
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                asyncio.run_coroutine_threadsafe(hand_over(result), loop)
+
         async def keep() -> T:
             nonlocal gone
             result = await coro
@@ -258,7 +266,7 @@ class Portal:
                 if not late:
                     answer.append(result)
             if late:
-                await hand_over(result)
+                give_back(result)
             return result
 
         fut = asyncio.run_coroutine_threadsafe(keep(), loop)
@@ -269,8 +277,7 @@ class Portal:
                 gone = True
                 done = list(answer)
             if done:
-                with contextlib.suppress(RuntimeError):  # the loop is closed
-                    asyncio.run_coroutine_threadsafe(hand_over(done[0]), loop)
+                give_back(done[0])
             raise
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None, timeout: float = 5.0) -> None:
