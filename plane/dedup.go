@@ -71,6 +71,14 @@ func DedupFrees(metadata map[string]string, created, cutoff time.Time) bool {
 // holding the key (Debounce). The plane sets it (DebounceMetadata); a later fold keeps it.
 const MetaDebounce = "lakeshore.debounce"
 
+// WindowMarkRule is why a submit's (or a schedule's) own metadata may not hold MetaDebounce
+// or MetaUniqueFor: the marks say that the plane stored the invocation with that window,
+// and a later submit of its key folds into it or takes the key over on their word alone
+// (Debounce, DedupFrees), so a mark given by hand — or copied from a debounced job's
+// metadata into an ordinary submit — let a debounced submit rewrite an ordinary job's
+// payload and shorten its delay, or a dedup window take its key.
+const WindowMarkRule = `the keys "lakeshore.debounce" and "lakeshore.unique_for" are the plane's marks of a submit with a window; give the window (debounce, unique_for) instead, or drop them when copying a job's metadata`
+
 // DebounceMetadata is the metadata a submit stores: s.Metadata as it is without a window,
 // else a copy marked with its window: MetaDebounce for a debounce window, MetaUniqueFor for
 // a dedup window (the two are exclusive).

@@ -181,6 +181,11 @@ func (s *SubmitParams) validate() error {
 			return err
 		}
 	}
+	for _, k := range []string{MetaDebounce, MetaUniqueFor} {
+		if _, ok := s.Metadata[k]; ok {
+			return Invalid("metadata key", k, WindowMarkRule)
+		}
+	}
 	if !s.NotBefore.IsZero() && (s.NotBefore.Year() < 1970 || s.NotBefore.Year() > 9999) {
 		return Invalid("not_before", s.NotBefore, "use a time between the years 1970 and 9999")
 	}

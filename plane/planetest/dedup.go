@@ -159,6 +159,30 @@ func testDedup(t *testing.T, s *suite) {
 		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1})
 	})
 
+	t.Run("WindowMarksReserved", func(t *testing.T) {
+		// An attacker's trial: an ordinary submit whose own metadata carries the plane's mark
+		// of a debounced (or windowed) one. It was stored marked, so a later debounced submit
+		// of its key rewrote its payload and cut its hour's delay to a second, and a unique_for
+		// submit took its key. Refused now, on every plane, for a submit, a batch and a
+		// schedule alike, and nothing is stored.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		for _, mark := range []string{plane.MetaDebounce, plane.MetaUniqueFor} {
+			_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{
+				{Key: "z", Delay: time.Hour, Payload: []byte("orig"), Metadata: map[string]string{mark: "5"}}}})
+			requireInvalid(t, err, mark, "lakeshore.debounce")
+			_, err = b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{
+				{Key: "y", Payload: []byte("a")}, {Key: "z", Debounce: time.Second, Payload: []byte("b"), Metadata: map[string]string{mark: "1"}}}})
+			requireInvalid(t, err, mark)
+			_, err = b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: b.ns, Name: "s", Queue: b.q, Every: time.Minute, Metadata: map[string]string{mark: "1"}})
+			requireInvalid(t, err, mark)
+		}
+		b.requireCounts(t, map[plane.State]int64{})
+		page, err := b.drv.ScheduleList(b.ctx, &plane.ScheduleListParams{Namespace: b.ns})
+		require.NoError(t, err)
+		require.Empty(t, page.Schedules)
+	})
+
 	t.Run("DebounceOneBatch", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
