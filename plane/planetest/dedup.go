@@ -183,6 +183,47 @@ func testDedup(t *testing.T, s *suite) {
 		require.Empty(t, page.Schedules)
 	})
 
+	t.Run("RefusedSubmitKeepsTheHolder", func(t *testing.T) {
+		// A new user's trial: a submit of a key whose window passed, refused because the
+		// queue is full, changed the holder anyway — it gave its key up (a later keyed
+		// submit then enqueued a second job of the key) — and a batch refused for depth
+		// still folded its debounced item into the waiting holder. A refused submit changes
+		// nothing, on every plane.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setAdmission(t, plane.Admission{MaxDepth: 2})
+		debounced := b.submitOne(t, plane.SubmitParams{Key: "d", Debounce: time.Second, Payload: []byte("d1")})
+		unique := b.submitOne(t, plane.SubmitParams{Key: "u", UniqueFor: time.Second, Payload: []byte("u1")})
+		b.advance(2 * time.Second) // both windows passed: a submit of either key takes it over
+
+		_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{
+			{Key: "d", Debounce: time.Second, Payload: []byte("d2")}}})
+		requireIs(t, err, plane.ErrQueueFull, "a debounced take-over of a full queue")
+		_, err = b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{
+			{Key: "u", UniqueFor: time.Second, Payload: []byte("u2")}}})
+		requireIs(t, err, plane.ErrQueueFull, "a dedup take-over of a full queue")
+		for key, id := range map[string]string{"d": debounced, "u": unique} {
+			require.Equal(t, key, b.get(t, id).Key, "the refused submit left %s's key with its holder", key)
+			require.Equal(t, []byte(key+"1"), b.get(t, id).Payload)
+			require.Equal(t, plane.SubmitResult{ID: id, Existing: true}, b.submit(t, plane.SubmitParams{Key: key})[0],
+				"a keyed submit still finds the holder")
+		}
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 2})
+
+		// A batch refused for depth folds nothing into a waiting debounced holder.
+		b.setAdmission(t, plane.Admission{MaxDepth: 3})
+		waiting := b.submitOne(t, plane.SubmitParams{Key: "w", Debounce: time.Minute, Payload: []byte("w1")})
+		due := b.get(t, waiting).AvailableAt
+		b.advance(time.Second)
+		_, err = b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{
+			{Key: "w", Debounce: time.Minute, Payload: []byte("w2")}, {Payload: []byte("new")}}})
+		requireIs(t, err, plane.ErrQueueFull, "a batch over the depth")
+		inv := b.get(t, waiting)
+		require.Equal(t, []byte("w1"), inv.Payload, "the refused batch did not fold into the holder")
+		require.True(t, due.Equal(inv.AvailableAt), "nor pushed its start back: due %v, got %v", due, inv.AvailableAt)
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 3})
+	})
+
 	t.Run("DebounceOneBatch", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

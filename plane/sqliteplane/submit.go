@@ -29,6 +29,13 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 	err := d.do(ctx, func(t *wtx) error {
 		var err error
 		logical, err = t.submitMany(p, out, tk, true)
+		if err == nil && logical != nil && windowed(p) {
+			// The walk may have applied a key's windows before the refusal (a debounced
+			// submit folded into its holder, a passed window's holder gave its key up): a
+			// refused submit changes nothing, so its writes go back with it, as an error
+			// rolls them back (the writer runs the batch's other operations again alone).
+			return logical
+		}
 		return err
 	})
 	if err != nil {
@@ -38,6 +45,17 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 		return nil, logical
 	}
 	return out, nil
+}
+
+// windowed reports whether a submit of p may write before its admission: an invocation with
+// a debounce or dedup window (planekit.Windows folds into, or frees, its key's holder).
+func windowed(p *plane.SubmitManyParams) bool {
+	for i := range p.Invocations {
+		if p.Invocations[i].Debounce > 0 || p.Invocations[i].UniqueFor > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // submitMany resolves existing keys and ids (planekit.StageSubmit, looking them up first:
