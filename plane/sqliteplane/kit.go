@@ -80,7 +80,9 @@ func (k kitTx) Exec(query string, args ...any) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	k.t.written += n
+	return n, err
 }
 
 func (k kitTx) QueryRow(query string, args ...any) planekit.Scanner {

@@ -28,12 +28,14 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 	var logical error
 	err := d.do(ctx, func(t *wtx) error {
 		var err error
+		written := t.written
 		logical, err = t.submitMany(p, out, tk, true)
-		if err == nil && logical != nil && windowed(p) {
-			// The walk may have applied a key's windows before the refusal (a debounced
-			// submit folded into its holder, a passed window's holder gave its key up): a
-			// refused submit changes nothing, so its writes go back with it, as an error
-			// rolls them back (the writer runs the batch's other operations again alone).
+		if err == nil && logical != nil && t.written > written {
+			// The walk applied a key's windows before the refusal (a debounced submit
+			// folded into its holder, a passed window's holder gave its key up): a refused
+			// submit changes nothing, so its writes go back with it, as an error rolls them
+			// back (the writer runs the batch's other operations again alone). A refusal
+			// that wrote nothing stays the op's answer alone, the batch committing.
 			return logical
 		}
 		return err
@@ -45,17 +47,6 @@ func (d *Driver) submitOnce(ctx context.Context, p *plane.SubmitManyParams, tk *
 		return nil, logical
 	}
 	return out, nil
-}
-
-// windowed reports whether a submit of p may write before its admission: an invocation with
-// a debounce or dedup window (planekit.Windows folds into, or frees, its key's holder).
-func windowed(p *plane.SubmitManyParams) bool {
-	for i := range p.Invocations {
-		if p.Invocations[i].Debounce > 0 || p.Invocations[i].UniqueFor > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // submitMany resolves existing keys and ids (planekit.StageSubmit, looking them up first:

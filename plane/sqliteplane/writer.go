@@ -131,6 +131,9 @@ type wtx struct {
 	buckets map[[2]string]*admission
 	// runs are the jobs claimed whose rows runPending has not written yet.
 	runs []run
+	// written counts the rows changed by planekit's statements (kitTx.Exec), so a refused
+	// submit tells whether the walk before its refusal changed any (submitOnce).
+	written int64
 }
 
 // count records a change of n invocations in (queue, state, priority level).
