@@ -12,6 +12,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -108,6 +109,21 @@ def stop_server(s: Server) -> None:
     except subprocess.TimeoutExpired:
         s.process.kill()
         s.process.wait()
+
+
+def drain_then_stop(w: subprocess.Popen[str]) -> None:
+    """Signal a worker process twice as an operator stops one: SIGTERM (drain), then, once
+    its stderr (a pipe) says it drains, SIGINT (stop its running jobs). The second signal
+    waits for the first to be handled: two pending at once would be handled in CPython's
+    order, SIGINT first."""
+    assert w.stderr is not None
+    w.send_signal(signal.SIGTERM)
+    for line in w.stderr:
+        if "SIGTERM: draining" in line:
+            break
+    else:
+        raise AssertionError("the worker ended without saying it drains")
+    w.send_signal(signal.SIGINT)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ import lakeshore
 from lakeshore import Queue, SyncQueue
 from lakeshore import HttpDispatch
 
+from .conftest import drain_then_stop
 from .test_worker import home  # noqa: F401  (the fixture: a private LAKESHORE_HOME whose daemon stops after)
 
 
@@ -116,13 +116,7 @@ def test_a_job_stopped_before_its_body_began_keeps_its_attempt(home: Path, tmp_p
     assert w.stdout is not None and w.stderr is not None
     assert w.stdout.readline().strip() == "ready"
     assert w.stdout.readline().strip() == "setup"  # claimed; its run set-up runs
-    w.send_signal(signal.SIGTERM)
-    for line in w.stderr:
-        if "SIGTERM: draining" in line:
-            break
-    else:
-        raise AssertionError("the worker ended without saying it drains")
-    w.send_signal(signal.SIGINT)  # stop the running job: its body has not begun
+    drain_then_stop(w)  # stop the running job: its body has not begun
     for line in w.stderr:
         if "SIGINT again: stopping running jobs" in line:  # said once the job is marked stopped
             break

@@ -4,6 +4,7 @@ f.map, thunks and scopes, on real local daemons."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import shutil
@@ -23,6 +24,7 @@ import pytest
 import lakeshore
 from lakeshore import InvocationFailedError, NotFoundError, Queue, SyncQueue, run_worker, scope, thunk, udf
 from lakeshore.errors import InvalidError
+from tests.conftest import drain_then_stop
 
 
 @pytest.fixture
@@ -112,6 +114,21 @@ def _one_slot_worker(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch, o
     return turns, workers
 
 
+@contextlib.contextmanager
+def _one_slot_running(mem: lakeshore.Dispatch, queues: list[Any]) -> Iterator[None]:
+    """Run a one-slot worker on ``queues`` in a thread for the block; then drain it (as a
+    first signal would) and wait for it to return."""
+    stop = threading.Event()
+    t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": queues, "stop": stop, "wait": 0.5}, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(30)
+    assert not t.is_alive()
+
+
 def test_one_slot_settles_and_claims_on_the_body_s_thread(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker of one slot running sync bodies sends each succeeded job's settle with its
     next claim from the body's thread (one blocking request a job, no hop through the
@@ -125,14 +142,9 @@ def test_one_slot_settles_and_claims_on_the_body_s_thread(mem: lakeshore.Dispatc
         return 2 * i
 
     invs = [double.submit(i) for i in range(20)]
-    stop = threading.Event()
-    t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": [double], "stop": stop, "wait": 0.5}, daemon=True)
-    t.start()
     q = double.queue()
-    assert [q.result(inv, timeout=30) for inv in invs] == [2 * i for i in range(20)]
-    stop.set()
-    t.join(30)
-    assert not t.is_alive()
+    with _one_slot_running(mem, [double]):
+        assert [q.result(inv, timeout=30) for inv in invs] == [2 * i for i in range(20)]
     assert sorted(ran) == list(range(20))
     assert all(q.get(inv).attempt == 1 for inv in invs)
     # Each job's settle went from a body thread; the first 19 claimed the next job with it.
@@ -222,6 +234,111 @@ def test_thunk_queue(mem: lakeshore.Dispatch) -> None:
     inv = q.submit(thunk(lambda: base + 2))
     assert run_worker(mem, queues=["thunks"], once=True) == 1
     assert q.result(inv) == 42
+
+
+def _count_executes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Wrap _Worker.execute: record each call, True for one that finishes a job the body's
+    thread claimed and began (a _Handed)."""
+    from lakeshore import worker as lsworker
+
+    calls: list[bool] = []
+    real = lsworker._Worker.execute
+
+    async def execute(self: Any, core: Any, job: Any, *handed: Any) -> Any:
+        calls.append(bool(handed) and handed[0] is not None)
+        return await real(self, core, job, *handed)
+
+    monkeypatch.setattr(lsworker._Worker, "execute", execute)
+    return calls
+
+
+def test_one_slot_runs_the_jobs_it_claims_on_the_body_s_thread(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-slot worker running sync bodies that succeed runs each job its body's thread
+    claimed on that thread too: after the first, no job goes back to the worker's loop
+    (one execute on the loop for twenty jobs; twenty before), each ran once, each result
+    stored."""
+    calls = _count_executes(monkeypatch)
+    threads: list[str] = []
+
+    @udf(queue="turn-chain", dispatch=mem)
+    def triple(i: int) -> int:
+        threads.append(threading.current_thread().name)
+        return 3 * i
+
+    invs = [triple.submit(i) for i in range(20)]
+    q = triple.queue()
+    with _one_slot_running(mem, [triple]):
+        assert [q.result(inv, timeout=30) for inv in invs] == [3 * i for i in range(20)]
+    assert calls == [False], calls
+    assert len(threads) == 20 and all(name.startswith("lakeshore-body") for name in threads)
+    assert all(q.get(inv).attempt == 1 for inv in invs)
+
+
+def _chain_ok(x: int) -> int:
+    return x
+
+
+def _chain_broken() -> int:
+    raise ValueError("bad input on the body's thread")
+
+
+def _chain_slow_down() -> int:
+    raise lakeshore.RateLimited(retry_after=600)
+
+
+def _chain_unstorable() -> object:
+    return object()
+
+
+async def _chain_async(x: int) -> int:
+    await asyncio.sleep(0)
+    return x + 100
+
+
+def _chain_frames(n: int) -> Iterator[int]:
+    yield from range(n)
+
+
+def test_jobs_begun_on_the_body_s_thread_end_as_on_the_loop(
+    mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Jobs a one-slot worker's body thread claimed and began end as any job: a failing
+    body (failed, its traceback from the body's own frame, the failure logged), a "slow
+    down" (back to the queue, its attempt not counted), a result that cannot be stored
+    (failed), an async body (run on the loop), a generator (its frames); the loop
+    finishes those handed to it."""
+    pytest.importorskip("cloudpickle")
+    calls = _count_executes(monkeypatch)
+    q = SyncQueue("turn-mixed", dispatch=mem)
+    invs = [
+        q.submit(thunk(_chain_ok, 1), max_attempts=1),
+        q.submit(thunk(_chain_broken), max_attempts=1),
+        q.submit(thunk(_chain_slow_down), max_attempts=1),
+        q.submit(thunk(_chain_unstorable), max_attempts=1),
+        q.submit(thunk(_chain_async, 4), max_attempts=1),
+        q.submit(thunk(_chain_frames, 3), max_attempts=1),
+        q.submit(thunk(_chain_ok, 6), max_attempts=1),
+    ]
+    caplog.set_level("INFO", logger="lakeshore")
+    with _one_slot_running(mem, ["turn-mixed"]):
+        assert q.result(invs[6], timeout=30) == 6
+    assert q.result(invs[0], timeout=5) == 1
+    with pytest.raises(InvocationFailedError) as failed:
+        q.result(invs[1], timeout=5)
+    tb = failed.value.traceback
+    assert "in _chain_broken" in tb and "bad input on the body's thread" in tb, tb
+    assert "lakeshore/worker.py" not in tb and "concurrent/futures" not in tb, tb
+    assert any(invs[1] in r.getMessage() and r.levelname == "WARNING" and "_chain_broken" in (r.exc_text or "") for r in caplog.records)
+    slowed = q.get(invs[2])
+    assert slowed.state == "queued" and slowed.attempt == 0 and (slowed.error or {}).get("type") == "rate_limited", slowed
+    with pytest.raises(InvocationFailedError, match="cannot encode"):
+        q.result(invs[3], timeout=5)
+    assert q.result(invs[4], timeout=5) == 104
+    assert list(q.stream(invs[5], timeout=5)) == [0, 1, 2]
+    # Job 0 on the loop; 1 (failed) begun on the body's thread, finished there by the loop,
+    # 2 and 3 claimed by the loop's turn; 4 (async) claimed with 3's settle, handed to the
+    # loop to run; 5 claimed by the loop's turn; 6 run on the body's thread after it.
+    assert calls == [False, True, False, False, True, False], calls
 
 
 def test_a_killed_job_stops_its_body(mem: lakeshore.Dispatch) -> None:
@@ -444,15 +561,7 @@ def test_a_second_signal_stops_running_jobs_and_releases_them(home: Path, tmp_pa
     assert w.stdout is not None and w.stdout.readline().startswith("started")
     assert w.stderr is not None
     t0 = time.monotonic()
-    w.send_signal(signal.SIGTERM)  # drain: the job would run its 60 s
-    # The second signal only once the first was handled (the worker says it drains): two
-    # pending at once would be handled in CPython's order, SIGINT first.
-    for line in w.stderr:
-        if "SIGTERM: draining" in line:
-            break
-    else:
-        raise AssertionError("the worker ended without saying it drains")
-    w.send_signal(signal.SIGINT)  # again: stop it
+    drain_then_stop(w)  # drain (the job would run its 60 s), then stop it
     out, _ = w.communicate(timeout=30)
     assert w.returncode == 0 and "stopped" in out and "drained" in out
     assert time.monotonic() - t0 < 20  # not the job's 60 s, nor its 30 s lease
@@ -464,6 +573,92 @@ def test_a_second_signal_stops_running_jobs_and_releases_them(home: Path, tmp_pa
     q.ack(job, "second attempt")
     assert q.result(inv, timeout=5) == "second attempt"
     d.close()
+
+
+def _worker_after_a_quick_job(tmp: Path, target: str, q: SyncQueue, job: dict[str, Any], lease: float, **kw: Any) -> tuple[subprocess.Popen[str], str]:
+    """Submit a job that returns at once, then ``job``; start WORKER_SCRIPT (one slot, no
+    ``once``) and wait until ``job`` started. ``job`` is claimed with the quick one's
+    settle and run on the body's thread, never by the worker's loop."""
+    q.submit({"tag": "quick", "seconds": 0.0})
+    inv = q.submit(job)
+    w = _start_worker(tmp, target, "forever", lease=lease, **kw)
+    assert w.stdout is not None
+    assert w.stdout.readline().startswith("started") and w.stdout.readline().startswith("started")
+    return w, inv
+
+
+def test_a_job_begun_on_the_body_s_thread_keeps_its_short_lease(home: Path, tmp_path: Path) -> None:
+    """test_a_job_longer_than_its_short_lease_keeps_it for a job the body's thread claimed
+    and runs: the keeper beats it as any other."""
+    target = str(home / "chain-lease.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("crash", dispatch=d)
+    w, inv = _worker_after_a_quick_job(tmp_path, target, q, {"tag": "long", "seconds": 3.0}, 1.0)
+    assert q.result(inv, timeout=30) == f"long by {w.pid}"
+    w.send_signal(signal.SIGTERM)
+    w.communicate(timeout=30)
+    row = q.get(inv)
+    assert row.attempt == 1 and row.error is None  # never lost its lease, never retried
+    d.close()
+
+
+def test_a_signal_drains_a_job_begun_on_the_body_s_thread(home: Path, tmp_path: Path) -> None:
+    target = str(home / "chain-drain.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("crash", dispatch=d)
+    w, first = _worker_after_a_quick_job(tmp_path, target, q, {"tag": "first", "seconds": 1.0}, 30.0)
+    second = q.submit({"tag": "second", "seconds": 1.0})
+    w.send_signal(signal.SIGTERM)
+    out, _ = w.communicate(timeout=30)
+    assert w.returncode == 0 and "drained" in out
+    assert q.result(first, timeout=5) == f"first by {w.pid}"  # the running job finished
+    assert q.get(second).state == "queued" and q.get(second).attempt == 0  # nothing new was claimed
+    d.close()
+
+
+def test_a_second_signal_stops_a_job_begun_on_the_body_s_thread(home: Path, tmp_path: Path) -> None:
+    target = str(home / "chain-second.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("crash", dispatch=d)
+    w, inv = _worker_after_a_quick_job(tmp_path, target, q, {"tag": "long", "seconds": 60.0}, 30.0, stderr=True)
+    t0 = time.monotonic()
+    drain_then_stop(w)
+    out, _ = w.communicate(timeout=30)
+    assert w.returncode == 0 and "stopped" in out and "drained" in out
+    assert time.monotonic() - t0 < 20
+    row = q.get(inv)
+    assert row.state == "queued" and row.attempt == 1 and row.error is not None
+    assert "stopped by SIGINT, released for retry" in str(row.error), row.error
+    d.close()
+
+
+def test_a_killed_job_begun_on_the_body_s_thread_stops_its_body(mem: lakeshore.Dispatch) -> None:
+    started, stopped = threading.Event(), threading.Event()
+
+    @udf(queue="kill-chain", dispatch=mem, lease_ttl=1.0)
+    def maybe_busy(busy: bool) -> None:
+        if not busy:
+            return
+        started.set()
+        try:
+            while True:
+                sum(range(1000))  # CPU-bound, never yields
+        except lakeshore.JobStopped:
+            stopped.set()
+            raise
+
+    maybe_busy.submit(False)
+    inv = maybe_busy.submit(True)
+    after = maybe_busy.submit(False)
+    q = maybe_busy.queue()
+    with _one_slot_running(mem, [maybe_busy]):
+        assert started.wait(10)
+        assert q.kill(inv)
+        assert stopped.wait(15), "the body was not stopped"
+        assert q.get(inv).state == "killed"
+        released = q.topic(f"lakeshore.released.{inv}").listen(timeout=10)
+        assert released["id"] == inv and released["attempt"] == 1 and released["worker"], released
+        assert q.result(after, timeout=15) is None  # the worker went on
 
 
 def _forked_worker(target: str) -> None:

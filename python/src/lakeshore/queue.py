@@ -1536,8 +1536,30 @@ class QueueCore:
             )
             raise
 
+    def claimed_job(self, d: Mapping[str, Any]) -> Job:
+        """:meth:`job_from` on the calling thread, for a job whose payload decodes (held
+        here); any thread, no request.
+
+        Raises:
+            errors.InvalidError: the payload does not decode (nothing is held nor failed:
+                :meth:`job_from` fails it)."""
+        job = self._unheld_job(d)
+        job.payload = decode_value(f"payload of {job.id}", d.get("payload"))
+        self.held[job.id] = job
+        return job
+
     async def _job(self, d: Mapping[str, Any]) -> Job:
-        job = Job(
+        try:
+            return self.claimed_job(d)
+        except errors.InvalidError as e:
+            # A payload no run can read: fail the invocation now rather than retry it.
+            with contextlib.suppress(errors.DispatchError):
+                await self.settle(self._unheld_job(d), "failed", None, {"type": "invalid_payload", "message": str(e)})
+            raise
+
+    def _unheld_job(self, d: Mapping[str, Any]) -> Job:
+        """The Job of a claimed job's fields, its payload not decoded yet."""
+        return Job(
             id=str(d["id"]),
             payload=None,
             attempt=int(d.get("attempt") or 0),
@@ -1551,15 +1573,6 @@ class QueueCore:
             lease_expires_at=d.get("lease_expires_at") if isinstance(d.get("lease_expires_at"), datetime) else None,
             token=str(d.get("token") or ""),
         )
-        try:
-            job.payload = decode_value(f"payload of {job.id}", d.get("payload"))
-        except errors.InvalidError as e:
-            # A payload no run can read: fail the invocation now rather than retry it.
-            with contextlib.suppress(errors.DispatchError):
-                await self.settle(job, "failed", None, {"type": "invalid_payload", "message": str(e)})
-            raise
-        self.held[job.id] = job
-        return job
 
     def _held(self, job: Job | str) -> Job:
         if isinstance(job, Job):

@@ -465,6 +465,20 @@ class _Turned:
     answer: tuple[BaseException | None, Mapping[str, Any] | None] | BaseException
 
 
+@dataclasses.dataclass
+class _Handed:
+    """A job the body's thread claimed with its last job's settle and began itself
+    (:meth:`_Worker._run_sync`), handed to the slot on the worker's loop to finish as
+    :meth:`_Worker.execute` would: its async body to run (``body``), or what its run on the
+    thread ended with — the exception its set-up or sync body raised (``error``), or the
+    result of a body whose job was stopped or lost meanwhile (``result``)."""
+
+    running: _Running
+    body: tuple[BodyKind, Callable[[], Any]] | None = None
+    error: BaseException | None = None
+    result: Any = None
+
+
 def _offers_or_env(offers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """The worker's offers: those given, else ``$LAKESHORE_OFFERS`` read in ``--offers`` form
     (docs/providers.md, "Launching by shape"), else None."""
@@ -895,6 +909,10 @@ class _Worker:
                     return
                 ran = await self.execute(core, job)
                 self.done += 1
+                while isinstance(ran, _Handed):
+                    # A job the body's thread claimed and began: finished here, drain or not.
+                    ran = await self.execute(ran.running.core, ran.running.job, ran)
+                    self.done += 1
                 if isinstance(ran, _Turned):
                     # Settled, and the next job claimed, on the body's thread.
                     try:
@@ -1055,37 +1073,41 @@ class _Worker:
             with contextlib.suppress(RuntimeError):
                 self.d._portal.loop.call_soon_threadsafe(wake.set)
 
-    async def execute(self, core: QueueCore, job: Job) -> _Pending | _Turned | None:
+    async def execute(self, core: QueueCore, job: Job, handed: _Handed | None = None) -> _Pending | _Turned | _Handed | None:
         """Run the job's body; return its settle (sent with the slot's next claim), or None
         when the plane took the job back, or (:attr:`turns_on_thread`, a sync body that
-        succeeded) the settle the body's thread sent with the next claim, and its answer."""
+        succeeded) what the body's thread did after it: the settle it sent with the next
+        claim and its answer (a :class:`_Turned`), or the next job it claimed and began (a
+        :class:`_Handed`, for the slot to finish). With ``handed``: finish that job, begun
+        on the body's thread."""
         fn = self.handlers[job.queue]  # core claims for several queues: the job names its own
-        r = _Running(job, core, threading.Event())
-        self._keep(r)
+        if handed is None:
+            r = _Running(job, core, threading.Event())
+            self._keep(r)
+        else:
+            r = handed.running
         outcome: tuple[str, Any] = ("nack", None)
         try:
-            if self.preparer.needed(job.metadata) or lifecycle.pending_host_setup() or lifecycle.has_run_setup():
-                # The run's code, setup and hooks, off the loop (they block).
-                shipped = await asyncio.get_running_loop().run_in_executor(self.pool, self._before_body, job, r.stopped)
-                if shipped is not None:
-                    fn = shipped
-                wake = self.register_wake
-                if wake is not None and self.registry and self.warm_host_keys() != self.registered_warm:
-                    with contextlib.suppress(RuntimeError):
-                        self.d._portal.loop.call_soon_threadsafe(wake.set)
-            elif not self.preparer.try_enter_plain(job.id):
-                # A declared run's env and code root are set: wait for its context to end,
-                # off the loop (docs/fabric.md, "One context at a time").
-                await asyncio.get_running_loop().run_in_executor(self.pool, self._enter_plain, job, r.stopped)
-            kind, call = _prepare(fn, job.payload)
-            if kind in ("async", "async_generator"):
-                r.task = asyncio.ensure_future(self._run_async(kind, call, r))
-                result = await r.task
+            if handed is not None and handed.error is not None:
+                raise handed.error
+            if handed is not None and handed.body is None:
+                result = handed.result
             else:
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self.pool, self._run_sync, kind, call, r, self.turns_on_thread)
-                if isinstance(result, _Turned):
-                    return result
+                kind, call = handed.body if handed is not None and handed.body is not None else await self._ready(fn, job, r)
+                if kind in ("async", "async_generator"):
+                    r.task = asyncio.ensure_future(self._run_async(kind, call, r))
+                    result = await r.task
+                else:
+                    loop = asyncio.get_running_loop()
+                    try:
+                        result = await loop.run_in_executor(self.pool, self._run_sync, kind, call, r, self.turns_on_thread)
+                    except asyncio.CancelledError:
+                        # The slot is cancelled: a body's thread that goes on turning jobs
+                        # (_run_sync) claims nothing more and begins no other job.
+                        self.draining = True
+                        raise
+                    if isinstance(result, (_Turned, _Handed)):
+                        return result
             outcome = ("ack", result)
         except (asyncio.CancelledError, JobStopped) as e:
             if r.stopped.is_set():
@@ -1111,6 +1133,41 @@ class _Worker:
         if r.lost:
             await self._confirm_released(core, job)
         return self._settle_of(core, job, outcome, r.lost, r.started)
+
+    async def _ready(self, fn: Callable[..., Any], job: Job, r: _Running) -> tuple[BodyKind, Callable[[], Any]]:
+        """On the worker's loop: :meth:`_ready_blocking`, off the loop unless the run
+        declares nothing and takes the context gate at once."""
+        if not self._before_body_needed(job) and self.preparer.try_enter_plain(job.id):
+            return _prepare(fn, job.payload)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self._ready_blocking, fn, job, r)
+
+    def _ready_blocking(self, fn: Callable[..., Any], job: Job, r: _Running) -> tuple[BodyKind, Callable[[], Any]]:
+        """In a worker thread (it may block): the run's code, set-up and hooks
+        (:meth:`_before_body`), or, for a run that declares nothing, the context gate —
+        waiting while a declared run's env and code root are set (docs/fabric.md, "One
+        context at a time"); then the job's body (of ``fn``, the queue's handler, unless the
+        run ships its own)."""
+        if self._before_body_needed(job):
+            shipped = self._before_body(job, r.stopped)
+            if shipped is not None:
+                fn = shipped
+            self._register_if_warmer()
+        elif not self.preparer.try_enter_plain(job.id):
+            self._enter_plain(job, r.stopped)
+        return _prepare(fn, job.payload)
+
+    def _before_body_needed(self, job: Job) -> bool:
+        """Whether the job's run has code or set-up to prepare, or hooks to run, before its
+        body (:meth:`_before_body`)."""
+        return self.preparer.needed(job.metadata) or lifecycle.pending_host_setup() or lifecycle.has_run_setup()
+
+    def _register_if_warmer(self) -> None:
+        """After a run's set-up (any thread): wake the registrar when the worker became warm
+        for a host key it has not registered yet."""
+        wake = self.register_wake
+        if wake is not None and self.registry and self.warm_host_keys() != self.registered_warm:
+            with contextlib.suppress(RuntimeError):
+                self.d._portal.loop.call_soon_threadsafe(wake.set)
 
     async def _confirm_released(self, core: QueueCore, job: Job) -> None:
         """Post that the body of a job whose lease was lost (killed, or the lease expired)
@@ -1191,21 +1248,43 @@ class _Worker:
         return core, _settle_body(job, "retry", None, _error_info(value, job.attempt)), deadline, job
 
     def _run_sync(self, kind: str, call: Callable[[], Any], r: _Running, turn: bool = False) -> Any:
-        """In the body's thread: run a sync body and return its result; with ``turn``, then
-        settle it and claim the slot's next job from this thread (:meth:`_turn`)."""
+        """In the body's thread: run a sync body and return its result. With ``turn``
+        (:attr:`turns_on_thread`), a body that succeeded is settled with the slot's next
+        claim from this thread (:meth:`_turn`), and the job claimed runs here too while it
+        can (:meth:`_next_on_thread`): job after job, none going back to the worker's loop.
+        Returned then: the last turn (a :class:`_Turned`, for the loop to finish: its
+        settle's error, the job it claimed), or a job begun here that the loop finishes (a
+        :class:`_Handed`), or r's ``result`` itself when r was stopped or lost meanwhile."""
         result = self._run_body(kind, call, r)
-        return self._turn(r, result) if turn else result
+        first = True
+        while turn:
+            if r.lost or r.stopped.is_set():
+                # The loop settles it (released for a retry, or nothing when lost) and
+                # confirms a lost job's release, as for any job.
+                return result if first else _Handed(r, result=result)
+            turned = self._turn(r, result)
+            self.preparer.release(r.job.id)
+            if not first:
+                self.done += 1  # the first is counted by its slot
+                if not self.running:
+                    self.idle_at = datetime.now(timezone.utc)
+            following = self._next_on_thread(r.core, turned)
+            if not isinstance(following, tuple):
+                return turned if following is None else following
+            first = False
+            r, kind, call = following
+            try:
+                result = self._run_body(kind, call, r)
+            except BaseException as e:  # noqa: BLE001 — the loop's execute handles it (logs, settles, re-raises)
+                return _Handed(r, error=e)
+        return result
 
-    def _turn(self, r: _Running, result: Any) -> Any:
-        """In the body's thread, after r's sync body returned ``result``: send the job's
-        settle with the slot's next claim as one blocking request from this thread
-        (:meth:`QueueCore.settle_and_claim_blocking`), and return it with its answer, a
-        :class:`_Turned`, for the slot to take the claimed job on the worker's loop. This
-        spares the job's way back to the loop and the turn's to the client's loop and back
-        (two thread hops of four). ``result`` itself when the job was stopped or lost
-        meanwhile: the loop settles it as before."""
-        if r.lost or r.stopped.is_set():
-            return result
+    def _turn(self, r: _Running, result: Any) -> _Turned:
+        """In the body's thread, after r's sync body returned ``result`` (r neither stopped
+        nor lost): send the job's settle with the slot's next claim as one blocking request
+        from this thread (:meth:`QueueCore.settle_and_claim_blocking`), and return it with
+        its answer. This spares the job's way back to the loop and the turn's to the
+        client's loop and back."""
         core, job = r.core, r.job
         r.due = None  # no more heartbeats: the settle ends the lease
         self.running.pop(job.id, None)
@@ -1223,6 +1302,42 @@ class _Worker:
         except Exception as e:  # noqa: BLE001 — the slot handles it as the loop's turn would
             answer = e
         return _Turned(settled, answer)
+
+    def _next_on_thread(
+        self, core: QueueCore, turned: _Turned
+    ) -> tuple[_Running, BodyKind, Callable[[], Any]] | _Handed | None:
+        """In the body's thread, after a turn: the job it claimed, made ready to run here
+        (its lease kept, its set-up and hooks run, its body prepared): (its _Running, the
+        body's kind and call) for a sync body; a :class:`_Handed` for the loop to finish
+        when its body is async or its set-up or preparation raised. None — the loop
+        finishes the turn as before — when the turn settled with an error (logged there,
+        after asking whether the job was killed), claimed nothing, failed, or claimed a job
+        whose payload does not decode (failed there), or when the worker drains (the job
+        is given back unrun there)."""
+        answer = turned.answer
+        if isinstance(answer, BaseException) or answer[0] is not None or answer[1] is None or self.draining:
+            return None
+        try:
+            job = core.claimed_job(answer[1])
+        except errors.InvalidError:
+            return None
+        fn = self.handlers[job.queue]
+        r = _Running(job, core, threading.Event())
+        self._keep(r)
+        if self.draining:
+            # The drain began as the lease was handed to the keeper: a second signal's
+            # stop may not have seen the job; it is not begun, and given back there.
+            r.due = None
+            self.running.pop(job.id, None)
+            core.held.pop(job.id, None)
+            return None
+        try:
+            kind, call = self._ready_blocking(fn, job, r)
+        except BaseException as e:  # noqa: BLE001 — the loop's execute handles it
+            return _Handed(r, error=e)
+        if kind in ("async", "async_generator"):
+            return _Handed(r, body=(kind, call))
+        return r, kind, call
 
     def _run_body(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
         with r.lock:
