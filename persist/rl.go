@@ -124,6 +124,11 @@ type Admission struct {
 	Block bool
 	// Timeout bounds a blocked put; ≥ 0.
 	Timeout time.Duration
+	// Recheck, when set, is called before each attempt of a blocked put that follows a
+	// wait; its error ends the put with nothing written. The server sets it to look the
+	// caller's token up again (as MetaRequest.Recheck); it is not sent over HTTP. nil:
+	// no check.
+	Recheck func() error
 }
 
 func (a *Admission) validate() error {
@@ -283,8 +288,9 @@ func VersionValue(v any) (int64, bool) {
 // AdmitLoop runs put (one attempt inside the store's write transaction, which calls
 // Admitted) and, when a blocking Admission refuses it, waits on changes (Store.Changes:
 // the trainer consuming, or advancing the version) and tries again until the
-// Admission's Timeout. Stores call it from PutPartition so that the wait is one
-// mechanism everywhere; closing is the store's closing channel.
+// Admission's Timeout, each attempt after a wait preceded by the Admission's Recheck
+// when set. Stores call it from PutPartition so that the wait is one mechanism
+// everywhere; closing is the store's closing channel.
 func AdmitLoop[T any](ctx context.Context, a *Admission, changes func() (<-chan struct{}, func()), closing <-chan struct{}, put func() (T, error)) (T, error) {
 	if a == nil || !a.Block {
 		return put()
@@ -292,7 +298,13 @@ func AdmitLoop[T any](ctx context.Context, a *Admission, changes func() (<-chan 
 	start := time.Now()
 	timer := time.NewTimer(cmp.Or(a.Timeout, GetMetaTimeoutDefault))
 	defer timer.Stop()
-	for {
+	for waited := false; ; waited = true {
+		if waited && a.Recheck != nil {
+			if err := a.Recheck(); err != nil {
+				var zero T
+				return zero, err // before the put's transaction: nothing written
+			}
+		}
 		ch, release := changes()
 		out, err := put()
 		var bp *BackpressureError
