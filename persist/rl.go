@@ -207,12 +207,12 @@ var versionFields = [...]string{WeightVersionField, TargetVersionField, LastWeig
 // CheckVersionFields checks that every version field (VersionFields) a record of recs
 // sets is an integer ≥ 0 (VersionValue): the one check of every write path (a put,
 // PutFields, a KV put, a partial patch), so that no record carries a version that a
-// staleness bound could not judge. Errors: *InvalidError
-// naming records[i].field.
+// staleness bound could not judge. A version field set to nil (JSON null) is absent, as
+// any nil value of a record is no value. Errors: *InvalidError naming records[i].field.
 func CheckVersionFields(recs []Record) error {
 	for i, r := range recs {
 		for _, f := range versionFields {
-			v, ok := r[f]
+			v, ok := versionSet(r, f)
 			if !ok {
 				continue
 			}
@@ -222,6 +222,13 @@ func CheckVersionFields(recs []Record) error {
 		}
 	}
 	return nil
+}
+
+// versionSet returns the value of version field f of r, and whether r sets it: a field
+// absent or nil (JSON null, no value) is not set.
+func versionSet(r Record, f string) (any, bool) {
+	v, ok := r[f]
+	return v, ok && v != nil
 }
 
 // shownVersion is a refused version value as its error quotes it: a scalar as given; a
@@ -246,7 +253,7 @@ func shownVersion(v any) any {
 }
 
 // TargetVersion returns the highest target version of recs (TargetVersionField, else
-// WeightVersionField, of each record), or -1 when none has one. Errors: *InvalidError
+// WeightVersionField, of each record; nil is no version), or -1 when none has one. Errors: *InvalidError
 // for a version field (CheckVersionFields) that is not an integer ≥ 0.
 func TargetVersion(recs []Record) (int64, error) {
 	if err := CheckVersionFields(recs); err != nil {
@@ -255,7 +262,7 @@ func TargetVersion(recs []Record) (int64, error) {
 	out := int64(-1)
 	for _, r := range recs {
 		for _, f := range []string{TargetVersionField, WeightVersionField} {
-			v, ok := r[f]
+			v, ok := versionSet(r, f)
 			if !ok {
 				continue
 			}
