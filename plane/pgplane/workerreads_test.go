@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -17,17 +15,7 @@ import (
 // under the cap on workers: not a read of its key, then the upsert. It failed before: two
 // statements. A new worker is still counted under the cap.
 func TestWorkerRefreshIsOneStatement(t *testing.T) {
-	url := pgtest.Database(t)
-	pc, _, err := ParseURL(url, nil)
-	require.NoError(t, err)
-	counter := &statementCounter{count: map[string]int{}}
-	pc.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(t.Context(), pc)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	d, err := New(pool, &Config{MaintenanceInterval: time.Hour, MaxWorkersPerNamespace: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { d.Close() })
+	d, counter := countedDriver(t, &Config{MaintenanceInterval: time.Hour, MaxWorkersPerNamespace: 1})
 	workerStatements := func() int {
 		counter.mu.Lock()
 		defer counter.mu.Unlock()
