@@ -52,11 +52,15 @@ type vectors struct {
 		Contains string `json:"contains"`
 	} `json:"errors"`
 	// BadArchives are code archives both readers refuse with a CodeError (invalid_code)
-	// whose message contains Contains.
+	// whose message contains Contains, under Limits when given (else the defaults).
 	BadArchives []struct {
 		Name     string `json:"name"`
 		Archive  []byte `json:"archive"` // base64
 		Contains string `json:"contains"`
+		Limits   *struct {
+			MaxFiles     int   `json:"max_files,omitempty"`
+			MaxPathBytes int64 `json:"max_path_bytes,omitempty"`
+		} `json:"limits,omitempty"`
 	} `json:"bad_archives"`
 }
 
@@ -158,8 +162,12 @@ func TestVectors(t *testing.T) {
 		}
 	}
 	for _, a := range v.BadArchives {
+		var limits Limits
+		if a.Limits != nil {
+			limits.MaxFiles, limits.MaxPathBytes = a.Limits.MaxFiles, a.Limits.MaxPathBytes
+		}
 		for _, dir := range []string{"", t.TempDir()} {
-			_, _, err := ReadArchive(bytes.NewReader(a.Archive), dir, Limits{})
+			_, _, err := ReadArchive(bytes.NewReader(a.Archive), dir, limits)
 			var ce *CodeError
 			if !errors.As(err, &ce) || ce.Code() != "invalid_code" || !strings.Contains(err.Error(), a.Contains) {
 				t.Errorf("%s (directory %q): %v; want a *CodeError containing %q", a.Name, dir, err, a.Contains)

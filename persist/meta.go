@@ -46,6 +46,12 @@ type MetaRequest struct {
 	// MarkConsumed (Reader.Commit) consumes them; once the lease expires
 	// uncommitted, they are ready again. 0: no lease.
 	Lease time.Duration
+	// Recheck, when set, is called in wait mode before each attempt at a hand-out that
+	// follows a wait; its error ends the GetMeta with nothing handed out (no sample
+	// consumed or leased). The server sets it to look the caller's token up again, so
+	// that a token revoked while its GetMeta waited gets 401 rather than a batch. It is
+	// not sent over HTTP (the server sets its own); nil: no check.
+	Recheck func() error
 }
 
 // FieldMeta describes one field of a batch. For tensor fields DType and Shape are the

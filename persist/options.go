@@ -2,6 +2,7 @@ package persist
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -124,10 +125,12 @@ type KVEntry struct {
 	Fields    Record // BatchGet only
 }
 
-// CheckKey checks a key of the key-value view (1–1024 bytes). Errors: *InvalidError.
+// CheckKey checks a key of the key-value view (1–1024 bytes without the byte \x00, which
+// PostgreSQL's text holds none of), for a put, a get and a clear. Errors: *InvalidError
+// naming key.
 func CheckKey(key string) error {
-	if key == "" || len(key) > 1024 {
-		return &InvalidError{Field: "key", Value: key, Rule: "1–1024 bytes"}
+	if key == "" || len(key) > 1024 || strings.Contains(key, "\x00") {
+		return &InvalidError{Field: "key", Value: key, Rule: `1–1024 bytes without the byte \x00`}
 	}
 	return nil
 }

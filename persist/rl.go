@@ -124,6 +124,11 @@ type Admission struct {
 	Block bool
 	// Timeout bounds a blocked put; ≥ 0.
 	Timeout time.Duration
+	// Recheck, when set, is called before each attempt of a blocked put that follows a
+	// wait; its error ends the put with nothing written. The server sets it to look the
+	// caller's token up again (as MetaRequest.Recheck); it is not sent over HTTP. nil:
+	// no check.
+	Recheck func() error
 }
 
 func (a *Admission) validate() error {
@@ -202,12 +207,12 @@ var versionFields = [...]string{WeightVersionField, TargetVersionField, LastWeig
 // CheckVersionFields checks that every version field (VersionFields) a record of recs
 // sets is an integer ≥ 0 (VersionValue): the one check of every write path (a put,
 // PutFields, a KV put, a partial patch), so that no record carries a version that a
-// staleness bound could not judge. Errors: *InvalidError
-// naming records[i].field.
+// staleness bound could not judge. A version field set to nil (JSON null) is absent, as
+// any nil value of a record is no value. Errors: *InvalidError naming records[i].field.
 func CheckVersionFields(recs []Record) error {
 	for i, r := range recs {
 		for _, f := range versionFields {
-			v, ok := r[f]
+			v, ok := versionSet(r, f)
 			if !ok {
 				continue
 			}
@@ -217,6 +222,13 @@ func CheckVersionFields(recs []Record) error {
 		}
 	}
 	return nil
+}
+
+// versionSet returns the value of version field f of r, and whether r sets it: a field
+// absent or nil (JSON null, no value) is not set.
+func versionSet(r Record, f string) (any, bool) {
+	v, ok := r[f]
+	return v, ok && v != nil
 }
 
 // shownVersion is a refused version value as its error quotes it: a scalar as given; a
@@ -241,7 +253,7 @@ func shownVersion(v any) any {
 }
 
 // TargetVersion returns the highest target version of recs (TargetVersionField, else
-// WeightVersionField, of each record), or -1 when none has one. Errors: *InvalidError
+// WeightVersionField, of each record; nil is no version), or -1 when none has one. Errors: *InvalidError
 // for a version field (CheckVersionFields) that is not an integer ≥ 0.
 func TargetVersion(recs []Record) (int64, error) {
 	if err := CheckVersionFields(recs); err != nil {
@@ -250,7 +262,7 @@ func TargetVersion(recs []Record) (int64, error) {
 	out := int64(-1)
 	for _, r := range recs {
 		for _, f := range []string{TargetVersionField, WeightVersionField} {
-			v, ok := r[f]
+			v, ok := versionSet(r, f)
 			if !ok {
 				continue
 			}
@@ -283,8 +295,9 @@ func VersionValue(v any) (int64, bool) {
 // AdmitLoop runs put (one attempt inside the store's write transaction, which calls
 // Admitted) and, when a blocking Admission refuses it, waits on changes (Store.Changes:
 // the trainer consuming, or advancing the version) and tries again until the
-// Admission's Timeout. Stores call it from PutPartition so that the wait is one
-// mechanism everywhere; closing is the store's closing channel.
+// Admission's Timeout, each attempt after a wait preceded by the Admission's Recheck
+// when set. Stores call it from PutPartition so that the wait is one mechanism
+// everywhere; closing is the store's closing channel.
 func AdmitLoop[T any](ctx context.Context, a *Admission, changes func() (<-chan struct{}, func()), closing <-chan struct{}, put func() (T, error)) (T, error) {
 	if a == nil || !a.Block {
 		return put()
@@ -292,7 +305,13 @@ func AdmitLoop[T any](ctx context.Context, a *Admission, changes func() (<-chan 
 	start := time.Now()
 	timer := time.NewTimer(cmp.Or(a.Timeout, GetMetaTimeoutDefault))
 	defer timer.Stop()
-	for {
+	for waited := false; ; waited = true {
+		if waited && a.Recheck != nil {
+			if err := a.Recheck(); err != nil {
+				var zero T
+				return zero, err // before the put's transaction: nothing written
+			}
+		}
 		ch, release := changes()
 		out, err := put()
 		var bp *BackpressureError

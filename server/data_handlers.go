@@ -162,6 +162,8 @@ func (s *Server) putRecords(w http.ResponseWriter, r *http.Request, p *principal
 		}
 		defer release()
 		a.Timeout = capped
+		// A token revoked or expired while its put was blocked gets 401, nothing written.
+		a.Recheck = func() error { return s.recheckToken(r, p) }
 		opts.Admission, ctx = &a, c
 	}
 	idx, err := dq.store.PutPartition(ctx, partition, recs, opts)
@@ -411,6 +413,9 @@ func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *princ
 		case <-ctx.Done():
 			return stopErr(ctx, ctx.Err())
 		}
+		if err := s.recheckToken(r, p); err != nil {
+			return err // revoked or expired while it waited: not the records put meanwhile
+		}
 	}
 }
 
@@ -615,6 +620,9 @@ func (s *Server) getMeta(r *http.Request, p *principal, dq *dataQueue, mr *persi
 		}
 		defer release()
 		ctx, mr.Timeout = c, capped
+		// A token revoked or expired while it waited gets 401, the samples neither
+		// consumed nor leased: the store rechecks before each hand-out after a wait.
+		mr.Recheck = func() error { return s.recheckToken(r, p) }
 	}
 	m, err := dq.store.GetMeta(ctx, mr)
 	if err != nil {
@@ -1020,6 +1028,9 @@ func (s *Server) handleDataChanges(w http.ResponseWriter, r *http.Request, p *pr
 					return err
 				}
 				return ctx.Err()
+			}
+			if err := s.recheckToken(r, p); err != nil {
+				return err // revoked or expired while it waited: not the version moved meanwhile
 			}
 		}
 	}

@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -67,4 +70,68 @@ func (b *testBundle) submitDirect(t *testing.T) string {
 		Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
 	require.NoError(t, err)
 	return res[0].ID
+}
+
+// TestDataLongPollOfRevokedTokenAnswersUnauthorized: a data queue's long-polls (GetMeta and
+// GetBatch that wait, a read that waits for records, a wait for a change, a put blocked by
+// back-pressure) begun with a token revoked while they waited answer 401, not what was put
+// meanwhile, and the records they would have handed out are neither consumed nor leased
+// (the task reads them at once), the blocked put writes nothing. On the code before, each
+// answered 200 (a GetMeta consuming the records for the revoked token, the put writing).
+func TestDataLongPollOfRevokedTokenAnswersUnauthorized(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, &server.Config{AdminToken: adminSecret})
+	secret, tok := b.mint(t, "default", "rollouts", 0, plane.PermissionDataRead, plane.PermissionDataPut)
+	put := func() {
+		r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	put() // the queue, and one record of the two each GetMeta waits for
+	r := b.do(t, "GET", D+"/changes?after=-1&wait=0", "", nil, secret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var changed api.DataVersionResponse
+	require.NoError(t, json.Unmarshal(r.body, &changed))
+
+	answers := make(chan *response, 5)
+	go func() {
+		answers <- b.doJSON(t, "POST", D+"/meta", map[string]any{"fields": []string{"x"}, "batch_size": 2, "task": "consumed",
+			"wait": true, "timeout": 20}, secret)
+	}()
+	go func() {
+		answers <- b.doJSON(t, "POST", D+"/batch", map[string]any{"fields": []string{"x"}, "batch_size": 2, "task": "leased",
+			"wait": true, "timeout": 20, "lease": 600}, secret)
+	}()
+	go func() { answers <- b.do(t, "GET", D+"/records?offset=1&wait=20", "", nil, secret) }()
+	go func() {
+		answers <- b.do(t, "GET", fmt.Sprintf("%s/changes?after=%d&wait=20", D, changed.Version), "", nil, secret)
+	}()
+	go func() { // blocked while task blocker has the first record unconsumed
+		answers <- b.do(t, "POST", D+"/records?admission_task=blocker&max_unconsumed=1&admission_block=true&admission_timeout=20",
+			api.ContentTypeJSON, []byte(`{"records": [{"x": 2}]}`), secret)
+	}()
+	require.Eventually(t, func() bool { // all parked (authenticated) before the revocation
+		return strings.Contains(string(b.do(t, "GET", "/metrics", "", nil, adminSecret).body), "lakeshore_http_long_polls_open 5")
+	}, 10*time.Second, 5*time.Millisecond)
+	r = b.do(t, "DELETE", "/v1/tokens/"+tok.ID, "", nil, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	time.Sleep(1100 * time.Millisecond) // past one recheck interval of the waits begun before
+
+	put()
+	r = b.doJSON(t, "POST", D+"/meta", map[string]any{"fields": []string{"x"}, "batch_size": 2, "task": "blocker"}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body) // wakes the blocked put: nothing unconsumed
+	for range 5 {
+		(<-answers).requireError(t, 401, "unauthorized") // before: 200 with the records, the put written
+	}
+	r = b.do(t, "GET", D+"/stats", "", nil, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var stats api.DataStats
+	require.NoError(t, json.Unmarshal(r.body, &stats))
+	require.EqualValues(t, 2, stats.NextIndex, "the revoked token's blocked put wrote nothing")
+	for _, task := range []string{"consumed", "leased"} {
+		r := b.doJSON(t, "POST", D+"/meta", map[string]any{"fields": []string{"x"}, "batch_size": 2, "task": task}, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		var m api.DataBatchMeta
+		require.NoError(t, json.Unmarshal(r.body, &m))
+		require.Equal(t, []int64{0, 1}, m.Indexes, "task %s: nothing consumed or leased for the revoked token", task)
+	}
 }

@@ -268,9 +268,12 @@ type Statements struct {
 	WorkerRemove string
 	// WorkerTrim: seen before (ms); deletes the workers silent since (TrimWorkers).
 	WorkerTrim string
-	// WorkerStored: namespace, id → a row when the worker is registered. WorkerCount:
-	// namespace → its number of registered workers (CheckWorkerCap).
-	WorkerStored, WorkerCount string
+	// WorkerRefresh: namespace, id, host, pid, queues, seen (ms), provider, launch id,
+	// running, idle since (ms), offers, warm host keys; the update of a registered
+	// worker's row (WorkerRegister's columns but its start), affecting none when the
+	// worker is not registered. WorkerCount: namespace → its number of registered workers
+	// (checkWorkerCap).
+	WorkerRefresh, WorkerCount string
 	// WorkerQueues is how a worker's queues are stored.
 	WorkerQueues ListCodec
 

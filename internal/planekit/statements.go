@@ -52,7 +52,8 @@ func (st *Statements) Common(dialect func(string) string) {
 		WHERE seen_ms >= $1 AND ($2 = '' OR namespace = $2) ORDER BY started_ms, id`)
 	st.WorkerRemove = d(`DELETE FROM {s}.workers WHERE namespace = $1 AND id = $2`)
 	st.WorkerTrim = d(`DELETE FROM {s}.workers WHERE seen_ms < $1`)
-	st.WorkerStored = d(`SELECT 1 FROM {s}.workers WHERE namespace = $1 AND id = $2`)
+	st.WorkerRefresh = d(`UPDATE {s}.workers SET host = $3, pid = $4, queues = $5, seen_ms = $6, provider = $7,
+		launch_id = $8, running = $9, idle_ms = $10, offers = $11, warm_host_keys = $12 WHERE namespace = $1 AND id = $2`)
 	st.WorkerCount = d(`SELECT count(*) FROM {s}.workers WHERE namespace = $1`)
 
 	st.TokenCreate = d(`INSERT INTO {s}.tokens (id, hash, namespace, queue, permissions, created_ms, expires_ms)

@@ -59,22 +59,40 @@ func (v Verbs) pausedQueues(ctx context.Context, namespace string) (map[[2]strin
 	return out, nil
 }
 
-// WorkerRegister implements plane.Driver: the worker's row is inserted or refreshed.
+// WorkerRegister implements plane.Driver: the worker's row is inserted or refreshed. Under
+// a cap on workers a registered worker's row is refreshed by one update (WorkerRefresh),
+// which also says whether it is registered; a new one is counted under the namespace's
+// CapLock (checkWorkerCap), so concurrent registrations count one another, then inserted
+// by the upsert. Without a cap the upsert alone.
 func (v Verbs) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error {
 	if err := info.Validate(); err != nil {
 		return err
 	}
 	ns := cmp.Or(info.Namespace, plane.NamespaceDefault)
-	queues := info.Queues
-	if queues == nil {
-		queues = []string{}
+	list := info.Queues
+	if list == nil {
+		list = []string{}
 	}
+	queues := v.st.WorkerQueues.Encode(list)
 	return write(ctx, v.db, func(t Tx) (error, error) {
-		if logical, err := v.checkWorkerCap(t, ns, info.ID); logical != nil || err != nil {
-			return logical, err
-		}
 		ms := t.Now().UnixMilli()
-		_, err := t.Exec(v.st.WorkerRegister, ns, info.ID, info.Host, info.PID, v.st.WorkerQueues.Encode(queues), cmp.Or(ToMS(info.StartedAt), ms), ms,
+		if v.p.MaxWorkers >= 0 {
+			// Before: a read of the worker's key, then the upsert (two statements for a
+			// registration refreshed, the common one: workers register again as they run).
+			n, err := t.Exec(v.st.WorkerRefresh, ns, info.ID, info.Host, info.PID, queues, ms,
+				info.Provider, info.LaunchID, info.Running, ToMS(info.IdleSince),
+				EncodeOffers(info.Offers), EncodeHostKeys(info.WarmHostKeys))
+			if err != nil {
+				return nil, fmt.Errorf("register worker: %w", err)
+			}
+			if n > 0 {
+				return nil, nil
+			}
+			if logical, err := v.checkWorkerCap(t, ns); logical != nil || err != nil {
+				return logical, err
+			}
+		}
+		_, err := t.Exec(v.st.WorkerRegister, ns, info.ID, info.Host, info.PID, queues, cmp.Or(ToMS(info.StartedAt), ms), ms,
 			info.Provider, info.LaunchID, info.Running, ToMS(info.IdleSince),
 			EncodeOffers(info.Offers), EncodeHostKeys(info.WarmHostKeys))
 		if err != nil {
@@ -84,20 +102,10 @@ func (v Verbs) WorkerRegister(ctx context.Context, info *plane.WorkerInfo) error
 	})
 }
 
-// checkWorkerCap applies plane.CheckWorkerCount to the registration of worker id in
-// namespace, in t: a worker registered already refreshes its row (one read of its key);
-// a new one is counted under the namespace's CapLock, so concurrent registrations count
-// one another.
-func (v Verbs) checkWorkerCap(t Tx, namespace, id string) (logical, err error) {
-	if v.p.MaxWorkers < 0 {
-		return nil, nil
-	}
-	var ignored any
-	if err := t.QueryRow(v.st.WorkerStored, namespace, id).Scan(&ignored); err == nil {
-		return nil, nil
-	} else if !NoRows(err) {
-		return nil, fmt.Errorf("register worker: %w", err)
-	}
+// checkWorkerCap applies plane.CheckWorkerCount to the registration of a worker new to
+// namespace, in t: counted under the namespace's CapLock, so concurrent registrations
+// count one another.
+func (v Verbs) checkWorkerCap(t Tx, namespace string) (logical, err error) {
 	n, err := CapCount(t, v.st, "lakeshore-workers/"+namespace, v.st.WorkerCount, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("register worker: %w", err)

@@ -161,11 +161,15 @@ const (
 // name may contain it.
 const fieldSep = "\x1f"
 
+// CheckFieldName checks a record's field name, the one rule of every store: 1–256 bytes
+// of valid UTF-8 without the bytes \x1f (fieldSep) and \x00 (PostgreSQL's text holds
+// none, and a C string ends at it), not a reserved column name. Errors: *InvalidError
+// naming "record field name".
 func CheckFieldName(name string) error {
 	if name == "" || name == ColIndex || name == ColPartition || name == ColSeq || len(name) > 256 ||
-		strings.Contains(name, fieldSep) || !utf8.ValidString(name) {
+		strings.ContainsAny(name, fieldSep+"\x00") || !utf8.ValidString(name) {
 		return &InvalidError{Field: "record field name", Value: name,
-			Rule: `1–256 bytes of valid UTF-8 without the byte \x1f, and not one of the reserved names _index, _partition, _seq`}
+			Rule: `1–256 bytes of valid UTF-8 without the bytes \x1f and \x00, and not one of the reserved names _index, _partition, _seq`}
 	}
 	return nil
 }

@@ -182,6 +182,9 @@ func (kv *fileKV) Clear(ctx context.Context, partition string, keys []string) er
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
+	if err := kvput.CheckKeys(keys); err != nil {
+		return err
+	}
 	q := kv.q
 	return q.write(ctx, func(t *wtx) error {
 		var idx []int64

@@ -159,6 +159,9 @@ func (s *Store) KVClear(ctx context.Context, partition string, keys []string) er
 	if err := persist.CheckName("partition", partition); err != nil {
 		return err
 	}
+	if err := kvput.CheckKeys(keys); err != nil {
+		return err
+	}
 	return s.writeLocked(ctx, func(tx pgx.Tx) error {
 		var idx []int64
 		for _, k := range keys {

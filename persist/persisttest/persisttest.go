@@ -606,6 +606,19 @@ func testBadInput(t *testing.T, q *persist.Queue) {
 	putN(t, q, persist.DefaultPartition, 1, func(int) persist.Record { return persist.Record{"x": 1} })
 	_, err = q.Put(ctx, persist.Record{"_index": 1})
 	requireInvalid(t, err)
+	// A NUL byte in a field name or a KV key (PostgreSQL's text holds none; SQLite's C
+	// strings end at one) is invalid naming what holds it, on every write and KV path.
+	_, err = q.Put(ctx, persist.Record{"a\x00b": 1})
+	requireInvalidField(t, err, "record field name")
+	requireInvalidField(t, q.PutFields(ctx, persist.DefaultPartition, []int64{0}, []persist.Record{{"y\x00": 1}}), "record field name")
+	kv := persist.KV(q)
+	_, err = kv.Put(ctx, persist.DefaultPartition, "k\x00", persist.Record{"x": 1}, nil)
+	requireInvalidField(t, err, "key")
+	_, err = kv.Put(ctx, persist.DefaultPartition, "k", persist.Record{"\x00": 1}, nil)
+	requireInvalidField(t, err, "record field name")
+	_, err = q.Store().KVGet(ctx, persist.DefaultPartition, []string{"k\x00"}, nil)
+	requireInvalidField(t, err, "key")
+	requireInvalidField(t, q.Store().KVClear(ctx, persist.DefaultPartition, []string{"\x00"}), "key")
 	_, err = q.Get(ctx, -1, 10, nil)
 	requireInvalid(t, err)
 	_, err = q.Get(ctx, 0, 0, nil)
@@ -636,6 +649,15 @@ func testBadInput(t *testing.T, q *persist.Queue) {
 			requireInvalid(t, err)
 		}
 	}
+}
+
+// requireInvalidField is requireInvalid of an error naming field.
+func requireInvalidField(t *testing.T, err error, field string) {
+	t.Helper()
+	requireInvalid(t, err)
+	var ie *persist.InvalidError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, field, ie.Field, "%v", err)
 }
 
 func requireInvalid(t *testing.T, err error) {

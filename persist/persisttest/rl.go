@@ -30,6 +30,7 @@ func rlCases() []testCase {
 		{"ReplayWeightsStayExact", testReplayWeightsStayExact},
 		{"LeasedReads", testLeasedReads},
 		{"VersionFieldsCheckedOnEveryWrite", testVersionFieldsChecked},
+		{"NullVersionIsAbsent", testNullVersionIsAbsent},
 		{"WaitingReadSeesLeaseExpire", testWaitSeesLeaseExpire},
 		{"IndexesOutOfRange", testIndexesOutOfRange},
 	}
@@ -65,6 +66,36 @@ func testVersionFieldsChecked(t *testing.T, q *persist.Queue) {
 	n, err := q.Len(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
+}
+
+// testNullVersionIsAbsent: a version field set to nil (JSON null) is no version, as an
+// absent one, on every write path: a put, PutFields and a KV put take it, the record has no
+// version, and a nil target_weight_version leaves the target to weight_version. Before,
+// each refused it as invalid while the field left out was taken.
+func testNullVersionIsAbsent(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	idx, err := q.PutPartition(ctx, persist.DefaultPartition, []persist.Record{{"x": 1, persist.WeightVersionField: nil,
+		persist.TargetVersionField: nil, persist.LastWeightVersionField: nil}})
+	require.NoError(t, err)
+	require.NoError(t, q.PutFields(ctx, persist.DefaultPartition, idx, []persist.Record{{"y": 2, persist.WeightVersionField: nil}}))
+	_, err = persist.KV(q).Put(ctx, persist.DefaultPartition, "k", persist.Record{"x": 3, persist.TargetVersionField: nil}, nil)
+	require.NoError(t, err)
+	rows, err := q.Get(ctx, 0, 10, nil)
+	require.NoError(t, err)
+	require.Len(t, rows, 2) // the put's record and the KV put's
+	require.EqualValues(t, 2, rows[0].Fields["y"])
+	for _, row := range rows {
+		for _, f := range persist.VersionFields() {
+			require.NotContains(t, row.Fields, f, "no version")
+		}
+	}
+	// The target is weight_version's when target_weight_version is nil: 2 ahead of the
+	// current version 0, past a bound of 1.
+	_, err = q.Store().PutPartition(ctx, persist.DefaultPartition, []persist.Record{{"x": 4, persist.TargetVersionField: nil, persist.WeightVersionField: int64(2)}},
+		&persist.PutOpts{Admission: &persist.Admission{MaxAhead: 1}})
+	var bp *persist.BackpressureError
+	require.ErrorAs(t, err, &bp)
+	require.EqualValues(t, 2, bp.Target)
 }
 
 func putVersioned(t *testing.T, q *persist.Queue, n int, version int64, from int) []int64 {

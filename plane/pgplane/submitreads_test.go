@@ -38,22 +38,28 @@ func (c *statementCounter) take(sql string) int {
 	return n
 }
 
-// TestSubmitReadsCallersIDOnce checks that a submit carrying both a caller's id and an
-// idempotency key looks its id up once: before the insert (planekit.StageSubmit), not again
-// when the insert did not take the invocation because its key is held (planekit.Resolve,
-// which then reads the key's holder only). It failed before: the id was read twice.
-func TestSubmitReadsCallersIDOnce(t *testing.T) {
-	url := pgtest.Database(t)
-	pc, _, err := ParseURL(url, nil)
+// countedDriver opens a driver of cfg on a new database whose statements counter counts.
+func countedDriver(t *testing.T, cfg *Config) (*Driver, *statementCounter) {
+	t.Helper()
+	pc, _, err := ParseURL(pgtest.Database(t), nil)
 	require.NoError(t, err)
 	counter := &statementCounter{count: map[string]int{}}
 	pc.ConnConfig.Tracer = counter
 	pool, err := pgxpool.NewWithConfig(t.Context(), pc)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	d, err := New(pool, &Config{MaintenanceInterval: time.Hour})
+	d, err := New(pool, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { d.Close() })
+	return d, counter
+}
+
+// TestSubmitReadsCallersIDOnce checks that a submit carrying both a caller's id and an
+// idempotency key looks its id up once: before the insert (planekit.StageSubmit), not again
+// when the insert did not take the invocation because its key is held (planekit.Resolve,
+// which then reads the key's holder only). It failed before: the id was read twice.
+func TestSubmitReadsCallersIDOnce(t *testing.T) {
+	d, counter := countedDriver(t, &Config{MaintenanceInterval: time.Hour})
 	ids := plane.NewIDGenerator()
 
 	first := submitOne(t, d, plane.SubmitParams{ID: ids.New(time.Now()), Key: "k"})

@@ -184,6 +184,33 @@ def test_kv_interface(d: HttpDispatch, qname: str) -> None:
     run(main())
 
 
+def test_a_nul_byte_in_a_field_name_or_a_key_is_invalid_naming_it(d: HttpDispatch, qname: str) -> None:
+    """A field name or a KV key holding a NUL byte is InvalidError naming "record field
+    name" or "key" (the stores' one check; the SDK has none of its own), nothing written:
+    they were taken (found by review)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, auto_flush_interval_sec=0)
+        await q.put({"x": 1})
+        await q.flush()
+        await q.put({"a\x00b": 1})
+        with pytest.raises(InvalidError) as e:
+            await q.flush()
+        assert e.value.field == "record field name", e.value
+        kv = KVInterface(q)
+        for call in (
+            kv.kv_put("k\x00", data={"x": 2}),
+            kv.kv_batch_get(["k\x00"]),
+            kv.kv_clear(["\x00"]),
+        ):
+            with pytest.raises(InvalidError) as e:
+                await call
+            assert e.value.field == "key", e.value
+        assert (await q.stats())["len"] == 1
+
+    run(main())
+
+
 # ------------------------------------------------------------------------------ samplers (TransferQueue's edge cases)
 
 

@@ -52,6 +52,24 @@ def test_versions_and_staleness(d: HttpDispatch, qname: str) -> None:
     run(main())
 
 
+def test_a_null_weight_version_is_no_version(d: HttpDispatch, qname: str) -> None:
+    """A record's weight_version (or target_weight_version) of None is no version, as the
+    field left out and the keyword weight_version=None: the put is taken (it was refused
+    as invalid) and the record has no version."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put({"x": 1, WEIGHT_VERSION: None, "target_weight_version": None})
+        await q.put({"x": 2}, weight_version=None)
+        await q.flush()
+        rows = await q.get(10, 0)
+        assert [r["x"] for r in rows] == [1, 2]
+        assert [r.get(WEIGHT_VERSION) for r in rows] == [None, None]
+        assert (await q.stats())["len"] == 2
+
+    run(main())
+
+
 def test_backpressure_reject_and_block(d: HttpDispatch, qname: str) -> None:
     async def main() -> None:
         q = Queue(qname, dispatch=d, batch_size=1000, auto_flush_interval_sec=0,

@@ -64,7 +64,7 @@ def test_bad_archive_vectors(v: dict, tmp_path: Path) -> None:
     """The archives the Go reader refuses (fabric/testdata/vectors.json), refused here with
     the same words: what one reader accepts the other unpacks."""
     with pytest.raises(code.CodeError) as e:
-        code.read_archive(base64.b64decode(v["archive"]), str(tmp_path))
+        code.read_archive(base64.b64decode(v["archive"]), str(tmp_path), **v.get("limits", {}))
     assert v["contains"] in str(e.value)
 
 

@@ -23,8 +23,9 @@ type Attempt func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-c
 // Loop is a store's GetMeta: req normalized (persist.NormalizeMetaRequest, its sampler
 // resolved in samplers), then, between enter and leave (the store's open check and its
 // count of calls in flight), attempt until one is done. In wait mode the attempts share
-// one deadline, rq.WaitTimeout from the start. Errors: NormalizeMetaRequest's, enter's,
-// the attempt's.
+// one deadline, rq.WaitTimeout from the start, and each attempt after the first (it
+// follows a wait) is preceded by rq.Recheck when set. Errors: NormalizeMetaRequest's,
+// enter's, the attempt's, Recheck's.
 func Loop(req *persist.MetaRequest, samplers persist.Samplers, enter func() error, leave func(), attempt Attempt) (*persist.BatchMeta, error) {
 	rq, sampler, err := persist.NormalizeMetaRequest(req, samplers)
 	if err != nil {
@@ -40,8 +41,14 @@ func Loop(req *persist.MetaRequest, samplers persist.Samplers, enter func() erro
 		defer t.Stop()
 		deadline = t.C
 	}
-	final := false
+	final, waited := false, false
 	for {
+		if waited && rq.Recheck != nil {
+			if err := rq.Recheck(); err != nil {
+				return nil, err // before the hand-out: nothing consumed or leased
+			}
+		}
+		waited = true // an attempt not done has waited (for a change, a lease or the deadline)
 		meta, done, err := attempt(&rq, sampler, deadline)
 		if final {
 			if done {

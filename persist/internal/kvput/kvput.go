@@ -122,8 +122,12 @@ type Lookup func(key string) (index int64, tags []byte, found bool, err error)
 
 // Find returns the entries of keys in partition, in the order of keys (their fields left
 // for the store to read), and their stored indexes, in the same order. Errors: lookup's
-// ("read key: …"), *persist.NotFoundError naming every key not stored, DecodeTags's.
+// ("read key: …"), *persist.NotFoundError naming every key not stored, DecodeTags's,
+// CheckKeys's.
 func Find(partition string, keys []string, lookup Lookup) ([]persist.KVEntry, []int64, error) {
+	if err := CheckKeys(keys); err != nil {
+		return nil, nil, err
+	}
 	entries := make([]persist.KVEntry, len(keys))
 	var missing []string
 	var idx []int64
@@ -162,6 +166,19 @@ func Fill(entries []persist.KVEntry, b *record.Batch) error {
 	}
 	for i := range entries {
 		entries[i].Fields = byIndex[entries[i].Index]
+	}
+	return nil
+}
+
+// CheckKeys checks each key of a get or a clear by persist.CheckKey (a put's are checked
+// by persist.MergeKVPut), before a store looks any up: a key no put could store (a NUL
+// byte, which PostgreSQL's text refuses with an error of its own) is invalid, not
+// missing. Errors: *persist.InvalidError naming key.
+func CheckKeys(keys []string) error {
+	for _, k := range keys {
+		if err := persist.CheckKey(k); err != nil {
+			return err
+		}
 	}
 	return nil
 }

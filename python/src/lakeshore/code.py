@@ -637,29 +637,64 @@ def write_archive(out: io.BufferedIOBase | io.BytesIO, root: str, files: Iterabl
                         raise changed
 
 
-def read_archive(data: bytes | io.BufferedIOBase, dest: str | None, *, max_bytes: int = 4 << 30, max_files: int = 200_000) -> tuple[list[File], str]:
+def read_archive(
+    data: bytes | io.BufferedIOBase,
+    dest: str | None,
+    *,
+    max_bytes: int = 4 << 30,
+    max_files: int = 200_000,
+    max_path_bytes: int = 32 << 20,
+) -> tuple[list[File], str]:
     """Read a code archive, checking every entry (regular files and directories only;
-    clean relative paths; no duplicates; the bounds), and return its files and digest;
-    with ``dest`` (an existing empty directory) also write the files there.
+    clean relative paths; no duplicates, no path both a file and a directory; the
+    bounds), and return its files and digest; with ``dest`` (an existing empty directory)
+    also write the files there. The bounds are the Go ``fabric.Limits``: ``max_bytes`` of
+    the files together, ``max_files`` files and apart from them as many directory entries
+    and as many directories the files are in, ``max_path_bytes`` of the files' paths
+    together; the two readers refuse the same archives (``fabric/testdata/vectors.json``).
 
     Raises:
         CodeError: a bad archive."""
     src = io.BytesIO(data) if isinstance(data, bytes) else data
     member = _OneGzipMember(src, max_bytes)
     files: list[File] = []
-    seen: set[str] = set()
-    total = 0
+    seen: set[str] = set()  # the files
+    parents: set[str] = set()  # the directories the files are in
+    total = path_bytes = dir_entries = 0
     try:
         with tarfile.open(fileobj=member, mode="r|") as tar:
             for m in tar:
-                name = m.name.rstrip("/")
+                # The name as stored (tarfile strips every trailing slash of a PAX path),
+                # less one trailing slash, a directory's mark, as the Go reader: "x//" is
+                # not "x".
+                name = m.pax_headers.get("path", m.name).removesuffix("/")
                 _check_path(name)
                 if m.isdir():
+                    # Nothing is written for a directory entry, but each costs a header.
+                    dir_entries += 1
+                    if dir_entries > max_files:
+                        raise CodeError(f"the code archive holds more than {max_files} directory entries")
                     continue
                 if not m.isreg():
                     raise CodeError(f"the code archive holds {name!r} of tar type {m.type!r}: only regular files are allowed (no links or devices)")
+                path_bytes += len(name.encode())
+                if path_bytes > max_path_bytes:
+                    raise CodeError(f"the code archive's paths take more than {max_path_bytes} bytes together")
                 if name in seen:
                     raise CodeError(f"the code archive holds {name!r} twice")
+                if name in parents:
+                    raise CodeError(f"the code archive holds {name!r} both as a file and as a directory")
+                # The directories of name, deepest first, up to the first one already known.
+                d = name
+                while "/" in d:
+                    d = d.rsplit("/", 1)[0]
+                    if d in parents:
+                        break
+                    if d in seen:
+                        raise CodeError(f"the code archive holds {d!r} both as a file and as a directory")
+                    if len(parents) >= max_files:
+                        raise CodeError(f"the code archive holds more than {max_files} directories")
+                    parents.add(d)
                 seen.add(name)
                 if len(files) >= max_files:
                     raise CodeError(f"the code archive holds more than {max_files} files")

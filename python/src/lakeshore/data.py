@@ -59,7 +59,7 @@ import numpy as np
 from lakeshore import errors, wire
 from lakeshore._transport import LONG_POLL_MAX, redact_url
 from lakeshore.dispatch import Dispatch, default_dispatch, is_url
-from lakeshore.queue import MAX_VALUE_BYTES, _check_name, encode_value
+from lakeshore.queue import MAX_VALUE_BYTES, _check_name, _check_seconds, encode_value
 
 log = logging.getLogger("lakeshore.data")
 
@@ -701,16 +701,9 @@ class Backpressure:
                 raise errors.InvalidError(
                     f"invalid {name} {v!r}: want an integer ≥ 0 (None: no bound)", field=name, value=v, rule="an integer ≥ 0"
                 )
-        t = self.timeout
-        if t is not None and (not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 0):
-            # Not NaN, ≤ 0 or a string: the server refuses a negative wait (each batch then
-            # dropped) and reads 0 as its default wait.
-            raise errors.InvalidError(
-                f"invalid timeout {t!r}: want seconds > 0 a blocked put waits (None: 30 s; on_full='reject' for no wait)",
-                field="timeout",
-                value=t,
-                rule="seconds > 0",
-            )
+        # Not NaN, ≤ 0 or a string: the server refuses a negative wait (each batch then
+        # dropped) and reads 0 as its default wait. None: 30 s.
+        _check_seconds("timeout", self.timeout, above_zero=True)
         if self.max_unconsumed and not self.task_name:
             raise errors.InvalidError(
                 f"invalid task_name {self.task_name!r}: max_unconsumed needs the task whose unconsumed records it bounds",
@@ -730,6 +723,9 @@ class Backpressure:
                 out["admission_timeout"] = repr(float(self.timeout))
         return out
 
+
+LEASE_MAX_SECONDS = 24 * 3600.0
+"""The longest lease of a read (Go persist.LeaseMax): a longer one is refused."""
 
 WEIGHT_VERSION = "weight_version"
 """The field holding the policy version that produced a record (Go: persist.WeightVersionField)."""
@@ -1542,9 +1538,7 @@ class Reader:
                 "stale_policy needs max_staleness", field="stale_policy", value=stale_policy, rule="only with max_staleness"
             )
         if lease is not None:
-            if isinstance(lease, bool) or not isinstance(lease, numbers.Real) or not lease > 0:
-                raise errors.InvalidError(f"invalid lease {lease!r}: want seconds > 0", field="lease", value=lease, rule="> 0")
-            body["lease"] = float(lease)
+            body["lease"] = _check_seconds("lease", lease, above_zero=True, maximum=LEASE_MAX_SECONDS)
         return body
 
     def _advance(self, body: Mapping[str, Any]) -> None:
@@ -1556,9 +1550,10 @@ class Reader:
         q = self.queue
         await q._send_before_read()
         await q._tell_unknown_fields(body["fields"])
-        total = 30.0 if timeout is None else float(timeout)
-        if not total >= 0:  # NaN or negative: no deadline would ever pass
-            raise errors.InvalidError(f"invalid timeout {timeout!r}: use seconds ≥ 0", field="timeout", value=timeout, rule="seconds ≥ 0")
+        # NaN or negative: no deadline would ever pass.
+        total = _check_seconds("timeout", timeout)
+        if total is None:
+            total = 30.0
         deadline = time.monotonic() + total
         while True:
             # Never 0, which the server reads as its default wait (30 s): a timeout of 0 is

@@ -536,26 +536,28 @@ _MAX_DELAY_SECONDS = 366 * 24 * 3600.0
 
 
 def _check_seconds(
-    what: str, v: float | None, *, allow_none: bool = True, maximum: float = _MAX_SECONDS
+    what: str, v: float | None, *, allow_none: bool = True, maximum: float = _MAX_SECONDS, above_zero: bool = False
 ) -> float | None:
-    """``v`` as float seconds, or InvalidError naming ``what``: not a number, negative, not
-    finite or beyond ``maximum`` (default _MAX_SECONDS, what a duration holds; an int too
-    large for a float included). The message gives the bound: "(366 days)" for
-    _MAX_DELAY_SECONDS, "(about 292 years)" for _MAX_SECONDS."""
+    """``v`` as float seconds, or InvalidError naming ``what``: not a real number (a bool
+    is not one), negative (or 0 with ``above_zero``), not finite or beyond ``maximum``
+    (default _MAX_SECONDS, what a duration holds; an int too large for a float included).
+    The message gives the bound: "(366 days)" for _MAX_DELAY_SECONDS, "(about 292 years)"
+    for _MAX_SECONDS. The one check of the SDK's durations (the data queue's too)."""
     if v is None:
         if allow_none:
             return None
-    elif isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= maximum:
+    elif isinstance(v, numbers.Real) and not isinstance(v, bool) and (0 < v if above_zero else 0 <= v) and v <= maximum:
         # Comparing first keeps a huge int away from float() (OverflowError) and NaN out.
         return float(v)
     huge = isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**30
     shown = f"an integer of {len(str(abs(int(v or 0))))} digits" if huge else repr(v)
     bound = "366 days" if maximum == _MAX_DELAY_SECONDS else "about 292 years" if maximum == _MAX_SECONDS else f"{maximum:g} s"
+    lowest = "above 0" if above_zero else "from 0"
     raise errors.InvalidError(
-        f"invalid {what} {shown}: want seconds from 0 to {int(maximum)} ({bound})" + (" or None" if allow_none else ""),
+        f"invalid {what} {shown}: want seconds {lowest} to {int(maximum)} ({bound})" + (" or None" if allow_none else ""),
         field=what,
         value=shown if huge else v,
-        rule=f"seconds from 0 to {int(maximum)}",
+        rule=f"seconds {lowest} to {int(maximum)}",
     )
 
 
