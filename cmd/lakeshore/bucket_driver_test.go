@@ -70,21 +70,14 @@ func TestDefaultBuildDependencies(t *testing.T) {
 // test fails on that code (it ran until the test's deadline, exit 0).
 func TestServeDataCatalogRefused(t *testing.T) {
 	t.Parallel()
-	good, err := url.Parse(pgtest.Database(t))
-	require.NoError(t, err)
 	const secret = "wrong-password-s3cr3t"
-	refused := *good
-	refused.User = url.UserPassword(pgtest.Superuser, secret)
-	missing := *good
-	missing.Path = "/no_such_catalog"
-	for _, c := range []struct {
-		catalog *url.URL
-		says    string
-	}{
-		{&refused, "refused user"},
-		{&missing, "no_such_catalog"},
+	refused, missing := pgtest.Refused(t, secret)
+	for _, c := range []struct{ catalog, says string }{
+		{refused, "refused user"},
+		{missing, "no_such_catalog"},
 	} {
-		target := *c.catalog
+		target, err := url.Parse(c.catalog)
+		require.NoError(t, err)
 		target.RawQuery = url.Values{"blob": {"file://" + t.TempDir()}}.Encode()
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		_, errs, code := newCLI(t).runCtx(ctx, "", "serve", "--addr", "127.0.0.1:0", "--data", target.String())

@@ -244,16 +244,11 @@ func TestStoresOpenExisting(t *testing.T) {
 // unavailable; the server's log line names the fault). Fails before Stores' serving: 401
 // and 500.
 func TestCatalogRefusedThroughServer(t *testing.T) {
-	good, err := url.Parse(pgtest.Database(t))
-	require.NoError(t, err)
 	const secret = "wrong-password-s3cr3t"
-	refused := *good
-	refused.User = url.UserPassword(pgtest.Superuser, secret)
-	missing := *good
-	missing.Path = "/no_such_catalog"
+	refused, missing := pgtest.Refused(t, secret)
 	for _, c := range []struct{ name, catalog string }{
-		{"WrongCredentials", refused.String()},
-		{"MissingDatabase", missing.String()},
+		{"WrongCredentials", refused},
+		{"MissingDatabase", missing},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			base := startServer(t, targetOf(t, c.catalog, "mem://"))
