@@ -121,8 +121,10 @@ type Dispatch struct {
 //     database or a newer schema.
 //
 // Any other scheme is an *InvalidError listing these forms, as are a target with leading or
-// trailing white space, "sqlite:…" without "//" (sqlite://:memory: is ":memory:") and a
-// directory. ctx bounds the opening only.
+// trailing white space, "sqlite:…" without "//" (sqlite://:memory: is ":memory:"), a
+// directory and a libpq keyword/value connection string ("host=db password=…", which
+// would name a file); each shows the target with its password masked (plane.RedactURL).
+// ctx bounds the opening only.
 func Open(ctx context.Context, target string, cfg *Config) (*Dispatch, error) {
 	c := cfg.withDefaults(os.Getenv)
 	if err := plane.ValidateNamespace(c.Namespace); err != nil {
@@ -161,7 +163,7 @@ func openDriver(ctx context.Context, target string, c Config) (plane.Driver, err
 	}
 	if path != ":memory:" && !isHTTP(path) {
 		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			return nil, plane.Invalid("target", target, "it is a directory; name a database file, e.g. "+filepath.Join(path, DefaultDBName))
+			return nil, plane.Invalid("target", plane.RedactURL(target), "it is a directory; name a database file, e.g. "+filepath.Join(path, DefaultDBName))
 		}
 	}
 	if isHTTP(path) {
@@ -225,6 +227,12 @@ func (d *Dispatch) Queue(name string, opts *QueueOptions) (*Queue, error) {
 	return &Queue{d: d, name: name, opts: o}, nil
 }
 
+// keywordTargetRE matches a libpq keyword/value connection string ("host=db port=5432
+// user=lake password=…"), which pgplane.Open would take but which as a target reads as a
+// file path: a SQLite plane in a file named after it, password included, beside the
+// database meant (refused by resolveTarget).
+var keywordTargetRE = regexp.MustCompile(`(?i)^(host|hostaddr|port|dbname|user|password|sslmode|service)\s*=`)
+
 // schemeRE matches a URL scheme prefix ("name://").
 var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
@@ -246,7 +254,7 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 	if target == "" {
 		if u := getenv(EnvURL); u != "" {
 			if !isHTTP(u) && !isPostgres(u) {
-				return "", plane.Invalid(EnvURL, u, "use http(s)://host[:port] or postgres://user@host/database, or unset it to use the embedded SQLite plane")
+				return "", plane.Invalid(EnvURL, plane.RedactURL(u), "use http(s)://host[:port] or postgres://user@host/database, or unset it to use the embedded SQLite plane")
 			}
 			return u, nil
 		}
@@ -267,12 +275,16 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 		return target, nil
 	}
 	if strings.TrimSpace(target) != target {
-		return "", plane.Invalid("target", target, "remove the leading or trailing white space")
+		return "", plane.Invalid("target", plane.RedactURL(target), "remove the leading or trailing white space")
 	}
 	m := schemeRE.FindStringSubmatch(target)
 	if m == nil {
 		if len(target) >= 7 && strings.EqualFold(target[:7], "sqlite:") {
-			return "", plane.Invalid("target", target, `use sqlite://path for a file, or ":memory:" (also sqlite://:memory:) for an in-process plane`)
+			return "", plane.Invalid("target", plane.RedactURL(target), `use sqlite://path for a file, or ":memory:" (also sqlite://:memory:) for an in-process plane`)
+		}
+		if keywordTargetRE.MatchString(target) {
+			return "", plane.Invalid("target", plane.RedactURL(target),
+				"a libpq keyword/value connection string would be a SQLite file of that name: write it as postgres://user:password@host:port/database?sslmode=…")
 		}
 		return target, nil // a file path
 	}
@@ -280,7 +292,7 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 	switch strings.ToLower(m[1]) {
 	case "sqlite":
 		if rest == "" {
-			return "", plane.Invalid("target", target, "sqlite:// needs a path, e.g. sqlite:///var/lib/lakeshore.db")
+			return "", plane.Invalid("target", plane.RedactURL(target), "sqlite:// needs a path, e.g. sqlite:///var/lib/lakeshore.db")
 		}
 		return rest, nil // sqlite://:memory: is ":memory:"
 	case "http", "https":
@@ -288,5 +300,5 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 	case "postgres", "postgresql":
 		return target, nil
 	}
-	return "", plane.Invalid("target", target, targetRule)
+	return "", plane.Invalid("target", plane.RedactURL(target), targetRule)
 }

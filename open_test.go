@@ -170,6 +170,19 @@ func TestOpenRejectsOddTargets(t *testing.T) {
 	require.ErrorContains(t, err, "sqlite://", "a hint at the right form")
 	_, err = lakeshore.Open(t.Context(), "  ", nil)
 	require.ErrorContains(t, err, "white space")
+	// A libpq keyword/value string would be a SQLite file named after it, password and
+	// all; and no refusal shows a password (before, each printed the target whole).
+	for _, target := range []string{"host=127.0.0.1 port=5432 user=lake password=Secret9 dbname=lake",
+		"dbname=lake password='Secret9'", " postgres://lake:Secret9@db/lake", "postgres://lake:Secret9@db/lake\n",
+		"sqlite:postgres://lake:Secret9@db/lake", "ftp://lake:Secret9@db/lake"} {
+		_, err := lakeshore.Open(t.Context(), target, nil)
+		require.ErrorIs(t, err, lakeshore.ErrInvalid, "%q", target)
+		require.NotContains(t, err.Error(), "Secret9", "%q", target)
+	}
+	t.Setenv(lakeshore.EnvURL, "ftp://lake:Secret9@db/lake")
+	_, err = lakeshore.Open(t.Context(), "", nil)
+	require.ErrorIs(t, err, lakeshore.ErrInvalid)
+	require.NotContains(t, err.Error(), "Secret9")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries, "no file was created")

@@ -46,9 +46,13 @@ func redact(target string, depth int) string {
 	if target == "" {
 		return target
 	}
-	if isURL(target) {
+	if isURL(strings.TrimSpace(target)) {
 		u, err := url.Parse(target)
-		if err != nil {
+		if err != nil || u.Opaque != "" || strings.TrimSpace(target) != target {
+			// What net/url refuses, or reads otherwise than a URL with an authority: a
+			// URL with white space around it (refused, or its path escaped), or one
+			// behind another scheme ("sqlite:postgres://u:pw@h/db", whose rest net/url
+			// keeps as opaque and Redacted leaves whole).
 			return redactUnparsed(target, depth)
 		}
 		u.RawQuery = redactQuery(u.RawQuery, depth) // String prints RawQuery as it is

@@ -24,6 +24,11 @@ func TestRedactURL(t *testing.T) {
 		{"postgres://lake:sec#ret@db:5432/lake", "postgres://xxxxx@db:5432/lake"},
 		// An unparsed URL whose query holds an "@": masked too much, never a secret.
 		{"postgres://db:x/lake?user=a@b&token=secret", "postgres://xxxxx@b&token=xxxxx"},
+		// White space around a URL, and a URL behind another scheme: net/url refuses the
+		// first, and keeps the second's rest opaque, which Redacted printed whole.
+		{" postgres://lake:secret@db/lake", " postgres://xxxxx@db/lake"},
+		{"postgres://lake:secret@db/lake\n", "postgres://xxxxx@db/lake\n"},
+		{"sqlite:postgres://lake:secret@db/lake", "sqlite:postgres://xxxxx@db/lake"},
 		{"/home/me/.lakeshore/lakeshore.db", "/home/me/.lakeshore/lakeshore.db"},
 		{":memory:", ":memory:"},
 		{"", ""},

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/persist/lakestore"
 )
 
@@ -57,5 +60,32 @@ func TestDefaultBuildDependencies(t *testing.T) {
 				t.Errorf("the default build of lakeshore depends on %s; keep it behind its build tag", dep)
 			}
 		}
+	}
+}
+
+// TestServeDataCatalogRefused: `lakeshore serve --data` whose catalog refuses the URL's
+// password, or lacks its database, exits non-zero at start with a message naming the
+// catalog's fault and not the password, as a bad plane target or bucket does. Before, it
+// logged "serving" and answered every data request 401 (then 502) until stopped; this
+// test fails on that code (it ran until the test's deadline, exit 0).
+func TestServeDataCatalogRefused(t *testing.T) {
+	t.Parallel()
+	const secret = "wrong-password-s3cr3t"
+	refused, missing := pgtest.Refused(t, secret)
+	for _, c := range []struct{ catalog, says string }{
+		{refused, "refused user"},
+		{missing, "no_such_catalog"},
+	} {
+		target, err := url.Parse(c.catalog)
+		require.NoError(t, err)
+		target.RawQuery = url.Values{"blob": {"file://" + t.TempDir()}}.Encode()
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		_, errs, code := newCLI(t).runCtx(ctx, "", "serve", "--addr", "127.0.0.1:0", "--data", target.String())
+		cancel()
+		require.NotZero(t, code, errs)
+		require.NotContains(t, errs, "msg=serving")
+		require.Contains(t, errs, "--data's catalog")
+		require.Contains(t, errs, c.says)
+		require.NotContains(t, errs, secret)
 	}
 }

@@ -257,6 +257,16 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 		if err != nil {
 			return err
 		}
+		// The catalog is reached now, as the plane's target and --data's bucket are: a
+		// password it refuses or a database it lacks exits here, named, rather than after
+		// "serving", at every data request (as 502s).
+		catalog, _, err := lakestore.ParseTarget(o.Data)
+		if err != nil {
+			return err
+		}
+		if _, err := lakestore.ListQueues(ctx, catalog, persist.NamespaceDefault); err != nil {
+			return fmt.Errorf("--data's catalog: %w", err)
+		}
 		dataStores, dataDir = st, "(distributed store)"
 	} else if dataDir, err = serveDataDir(o.DataDir, getenv); err != nil {
 		return err

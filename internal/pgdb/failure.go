@@ -71,14 +71,7 @@ func Failure(ctx context.Context, cc *pgx.ConnConfig, err error) error {
 	}
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
-		named := Classify(cc, err)
-		if !errors.Is(named, plane.ErrUnavailable) {
-			// The credentials or the database refused mid-run are the server's problem,
-			// not its caller's (no plane.ErrUnauthorized: over HTTP that reads as the
-			// caller's token refused): the call could not reach its storage.
-			named = fmt.Errorf("%s: %w", named.Error(), plane.ErrUnavailable)
-		}
-		return named
+		return Unreachable(Classify(cc, err))
 	}
 	where := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
 	var pgErr *pgconn.PgError
@@ -86,6 +79,19 @@ func Failure(ctx context.Context, cc *pgx.ConnConfig, err error) error {
 		return fmt.Errorf("PostgreSQL at %s ended the connection: %s (SQLSTATE %s): %w", where, pgErr.Message, pgErr.Code, plane.ErrUnavailable)
 	}
 	return fmt.Errorf("the connection to PostgreSQL at %s was lost (%s): %w", where, lostHow(err), plane.ErrUnavailable)
+}
+
+// Unreachable returns err, a failure to connect as Classify names it, as the caller of a
+// server that was serving when it failed sees it: with its message, matching
+// plane.ErrUnavailable and no other code of the plane. The credentials or the database
+// refused mid-run are the server's problem, not its caller's (no plane.ErrUnauthorized:
+// over HTTP that reads as the caller's token refused, and a client would not move to
+// another replica): the call could not reach its storage.
+func Unreachable(err error) error {
+	if errors.Is(err, plane.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", err.Error(), plane.ErrUnavailable)
 }
 
 // lostHow says in a few words how a connection was lost (err: Lost, not a server error).

@@ -139,6 +139,18 @@ func Database(t testing.TB) string {
 	return s.URL(name)
 }
 
+// Refused returns two URLs of the shared server that it refuses, for tests of how a
+// refusal is named: the superuser's with password instead of the right one (which the
+// message must never show), and the right one's of a database that does not exist,
+// "no_such_catalog".
+func Refused(t testing.TB, password string) (wrongPassword, missingDatabase string) {
+	t.Helper()
+	s := Shared(t)
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(Superuser, password),
+		Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), Path: "/postgres", RawQuery: "sslmode=disable"}
+	return u.String(), s.URL("no_such_catalog")
+}
+
 // Schema returns the URL of a database shared by the tests of this binary and the name of
 // a fresh, empty schema in it (dropped with everything in it when t ends), for a plane
 // configured with that schema. A schema costs a few milliseconds where a database costs a

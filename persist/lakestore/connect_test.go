@@ -18,7 +18,9 @@ import (
 // (nothing listens, the password refused, the database missing), through Open, the
 // server's Stores (`lakeshore serve --data postgres://…?blob=…`) and ListQueues, and the
 // password never shows. (Before, Open gave pgx's own error, through the migration's
-// first statement.)
+// first statement.) The server's Stores answer each as unavailable, whatever refused
+// the server (see serving; this part fails on the code before serving: the password
+// refused was plane.ErrUnauthorized, the database missing no plane code at all).
 func TestOpenCatalogFaults(t *testing.T) {
 	good, err := url.Parse(pgtest.Database(t))
 	require.NoError(t, err)
@@ -72,7 +74,9 @@ func TestOpenCatalogFaults(t *testing.T) {
 			stores, err := NewStores(target.String(), nil)
 			require.NoError(t, err)
 			_, err = stores.Open(context.Background(), "default", "q", true)
-			check(err)
+			checkServing(t, err, c.says, secret)
+			_, err = stores.List(context.Background(), "default")
+			checkServing(t, err, c.says, secret)
 
 			_, err = ListQueues(context.Background(), c.catalog, "default")
 			check(err)
@@ -89,4 +93,18 @@ func TestListQueuesBadCatalogHidesPassword(t *testing.T) {
 	require.ErrorIs(t, err, plane.ErrInvalid)
 	require.Contains(t, err.Error(), "catalog")
 	require.NotContains(t, err.Error(), "Secret9")
+}
+
+// checkServing checks err, an error of the server's Stores for a catalog it cannot connect
+// to: named as Open names it (says, "catalog"), without the password, and unavailable
+// and nothing else, so the server answers 502 and not 401 (the caller's token refused)
+// nor 500.
+func checkServing(t *testing.T, err error, says, secret string) {
+	t.Helper()
+	require.ErrorIs(t, err, plane.ErrUnavailable)
+	require.NotErrorIs(t, err, plane.ErrUnauthorized, "the catalog refused the server, not its caller")
+	require.Equal(t, plane.ErrUnavailable.Code, plane.Code(err))
+	require.Contains(t, err.Error(), says)
+	require.Contains(t, err.Error(), "catalog")
+	require.NotContains(t, err.Error(), secret, "the password never shows")
 }

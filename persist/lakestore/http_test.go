@@ -236,3 +236,39 @@ func TestStoresOpenExisting(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close(ctx))
 }
+
+// TestCatalogRefusedThroughServer: a server whose --data catalog refuses its password, or
+// has no such database, answers every data route 502 unavailable, never 401 unauthorized
+// (which tells a client its own token was refused, so it neither retries nor moves to
+// another replica) nor 500, and the password never shows (the answer says the storage is
+// unavailable; the server's log line names the fault). Fails before Stores' serving: 401
+// and 500.
+func TestCatalogRefusedThroughServer(t *testing.T) {
+	const secret = "wrong-password-s3cr3t"
+	refused, missing := pgtest.Refused(t, secret)
+	for _, c := range []struct{ name, catalog string }{
+		{"WrongCredentials", refused},
+		{"MissingDatabase", missing},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := startServer(t, targetOf(t, c.catalog, "mem://"))
+			for _, req := range []struct{ method, path, body string }{
+				{http.MethodGet, "/v1/namespaces/default/data/q/stats", ""},
+				{http.MethodPost, "/v1/namespaces/default/data/q/records", `{"records":[{"x":1}]}`},
+				{http.MethodGet, "/v1/namespaces/default/data", ""},
+			} {
+				r, err := http.NewRequest(req.method, base+req.path, strings.NewReader(req.body))
+				require.NoError(t, err)
+				r.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(r)
+				require.NoError(t, err)
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				require.NoError(t, err)
+				require.Equal(t, http.StatusBadGateway, resp.StatusCode, "%s %s: %s", req.method, req.path, body)
+				require.Contains(t, string(body), `"code":"unavailable"`)
+				require.NotContains(t, string(body), secret)
+			}
+		})
+	}
+}

@@ -90,7 +90,7 @@ func Open(ctx context.Context, name string, cfg *Config) (*Store, error) {
 	pc.ConnConfig.RuntimeParams["search_path"] = catalogSchema
 	pool, err := pgdb.Connect(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", err)
+		return nil, &connectError{err: err}
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
@@ -432,6 +432,14 @@ func (s *Store) failure(ctx context.Context, err error) error {
 }
 
 // catalogFailure is failure on a connection to the catalog of cc.
+// connectError is the failure to connect to the catalog (of Open and ListQueues), as
+// pgdb.Classify names it. The server's Stores report it as unavailable (Stores.Open).
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return "lakestore: connect to the catalog: " + e.err.Error() }
+
+func (e *connectError) Unwrap() error { return e.err }
+
 func catalogFailure(ctx context.Context, cc *pgx.ConnConfig, err error) error {
 	f := pgdb.Failure(ctx, cc, err)
 	switch {

@@ -60,7 +60,7 @@ func ListQueues(ctx context.Context, catalog, namespace string) ([]string, error
 	cc := pc.ConnConfig
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return nil, fmt.Errorf("lakestore: connect to the catalog: %w", pgdb.Classify(cc, err))
+		return nil, &connectError{err: pgdb.Classify(cc, err)}
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	prefix := catalogKey(namespace, "")
@@ -110,14 +110,35 @@ func NewStores(target string, cfg *Config) (*Stores, error) {
 
 // Open opens queue in namespace (Config.Namespace), creating it when create is true;
 // else a queue the catalog does not have is *persist.NotFoundError and nothing is added.
+// Errors are Open's, except that a catalog the server cannot connect to is
+// plane.ErrUnavailable whatever refused it (serving).
 func (s *Stores) Open(ctx context.Context, namespace, queue string, create bool) (persist.Store, error) {
 	c := s.cfg
 	c.Namespace = namespace
 	c.Existing = !create
-	return Open(ctx, queue, &c)
+	st, err := Open(ctx, queue, &c)
+	if err != nil {
+		return nil, serving(err)
+	}
+	return st, nil
 }
 
-// List returns the queues of namespace (ListQueues).
+// List returns the queues of namespace (ListQueues; its errors as Open's).
 func (s *Stores) List(ctx context.Context, namespace string) ([]string, error) {
-	return ListQueues(ctx, s.cfg.Catalog, namespace)
+	names, err := ListQueues(ctx, s.cfg.Catalog, namespace)
+	return names, serving(err)
+}
+
+// serving returns err, an error of Stores, as the server's callers are to see it: a failure
+// to connect to the catalog is unavailable (pgdb.Unreachable), even when the catalog refused
+// the server's password (not the caller's: over HTTP plane.ErrUnauthorized reads as the
+// caller's token refused) or has no such database (else an internal error), as pgplane's
+// failures to connect mid-run are; so the server answers 502 and a client moves to
+// another replica.
+func serving(err error) error {
+	var ce *connectError
+	if errors.As(err, &ce) {
+		return pgdb.Unreachable(err)
+	}
+	return err
 }

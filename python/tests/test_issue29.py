@@ -40,7 +40,16 @@ def d(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
 
 @pytest.mark.parametrize(
     "target",
-    ["postgres://lake:secret@db.example:5432/lake", "postgresql://db/lake?password=secret", "redis://:secret@r:6379/0", "s3://bucket/x"],
+    [
+        "postgres://lake:secret@db.example:5432/lake",
+        "postgresql://db/lake?password=secret",
+        "redis://:secret@r:6379/0",
+        "s3://bucket/x",
+        # Before, these two were a SQLite file named after the string (the second a
+        # directory " postgres:" too), and HttpDispatch's refusal showed their password.
+        "host=db.example port=5432 user=lake password=secret dbname=lake",
+        " postgres://lake:secret@db.example/lake",
+    ],
 )
 def test_non_http_urls_are_refused(target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -200,6 +209,10 @@ def test_printed_urls_are_redacted() -> None:
     assert redact_url("http://user:secret@h:7077/x?token=secret&a=1") == "http://user:xxxxx@h:7077/x?token=xxxxx&a=1"
     assert redact_url("postgres://lake:secret@db/lake?sslpassword=secret") == "postgres://lake:xxxxx@db/lake?sslpassword=xxxxx"
     assert redact_url("/home/me/lakeshore.db") == "/home/me/lakeshore.db"
+    # A libpq keyword string's password, and a URL with white space around it (printed
+    # whole before), as the Go side's plane.RedactURL.
+    assert redact_url("host=db password='se cret' dbname=lake") == "host=db password=xxxxx dbname=lake"
+    assert redact_url(" postgres://lake:secret@db/lake\n") == " postgres://lake:xxxxx@db/lake\n"
     # A password holding '/', '?' or '#' after digits: the URL parses with part of the password
     # as host and port (printed whole before): masked up to its last "@".
     for cut, want in [

@@ -72,12 +72,22 @@ _SECRET_PARAMS = frozenset(
 )
 
 
+# A libpq keyword/value secret ("password=…", quoted or not) in a connection string that
+# is not a URL (the Go side's plane.keywordSecret).
+_KEYWORD_SECRET = re.compile(r"(?i)\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
 def redact_url(target: str) -> str:
     """``target`` as it may be printed: a URL's password, and the values of query
     parameters that carry secrets (``password=``, ``sslpassword=``, ``token=``, …), replaced
-    by ``xxxxx`` (as the Go side's ``plane.RedactURL``)."""
+    by ``xxxxx``, and so a libpq keyword string's ``password=`` and a URL's with white space
+    around it (as the Go side's ``plane.RedactURL``)."""
+    core = target.strip()
+    if core and core != target:
+        i = target.index(core)
+        return target[:i] + redact_url(core) + target[i + len(core) :]
     if not _URL_SCHEME.match(target):
-        return target
+        return _KEYWORD_SECRET.sub(r"\1=xxxxx", target)
     try:
         u = urllib.parse.urlsplit(target)
         netloc = u.netloc

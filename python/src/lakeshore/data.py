@@ -58,7 +58,7 @@ import numpy as np
 
 from lakeshore import errors, wire
 from lakeshore._transport import LONG_POLL_MAX, redact_url
-from lakeshore.dispatch import Dispatch, default_dispatch, is_url
+from lakeshore.dispatch import Dispatch, check_target, default_dispatch, is_url
 from lakeshore.queue import MAX_VALUE_BYTES, _check_name, _check_seconds, encode_value
 
 log = logging.getLogger("lakeshore.data")
@@ -630,6 +630,7 @@ def _storage_dispatch(storage_path: str | os.PathLike[str]) -> Dispatch:
             value=shown,
             rule="a directory",
         )
+    check_target(str(storage_path), "storage_path", http=False)  # white space, a libpq keyword string
     if os.environ.get("LAKESHORE_URL"):
         return default_dispatch()
     root = Path(storage_path).expanduser().resolve()

@@ -116,6 +116,9 @@ def _worker_info(w: Mapping[str, Any]) -> WorkerInfo:
 
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# A libpq keyword/value connection string ("host=db port=5432 user=lake password=…"), which
+# as a target would read as a file path (the Go side's keywordTargetRE).
+_KEYWORD_TARGET = re.compile(r"(?i)^(host|hostaddr|port|dbname|user|password|sslmode|service)\s*=")
 
 
 def is_url(target: str) -> bool:
@@ -126,17 +129,35 @@ def is_url(target: str) -> bool:
 def check_target(target: str, field: str, *, http: bool) -> None:
     """Refuse a plane target this client cannot serve, instead of taking it for a file
     path: any ``scheme://`` but ``http://`` and ``https://`` (``postgres://``,
-    ``redis://``, …), and with ``http=True`` anything but those two. Raises
+    ``redis://``, …), a target with white space around it, a libpq keyword/value
+    connection string (``host=db password=…``), and with ``http=True`` anything but those
+    two URLs. Raises
     :class:`~lakeshore.errors.InvalidError` naming what is accepted (the value redacted)."""
-    m = _SCHEME.match(target)
-    scheme = m.group(1).lower() if m else ""
-    if scheme in ("http", "https") or (not scheme and not http):
-        return
     shown = redact_url(target)
     if http:
         accepted = "an http:// or https:// URL of a `lakeshore serve`"
     else:
         accepted = "':memory:', a SQLite file path, or an http:// or https:// URL of a `lakeshore serve`"
+    if target.strip() != target:
+        raise errors.InvalidError(
+            f"{field} {shown!r}: remove the leading or trailing white space (it takes {accepted})",
+            field=field,
+            value=shown,
+            rule=accepted,
+        )
+    m = _SCHEME.match(target)
+    scheme = m.group(1).lower() if m else ""
+    if not scheme and not http and _KEYWORD_TARGET.match(target):
+        raise errors.InvalidError(
+            f"{field} {shown!r} is a libpq keyword/value connection string, which would be a SQLite file "
+            "of that name: to use PostgreSQL from Python, run `lakeshore serve --target "
+            "postgres://user:password@host:port/database` and pass its http:// URL",
+            field=field,
+            value=shown,
+            rule=accepted,
+        )
+    if scheme in ("http", "https") or (not scheme and not http):
+        return
     hint = ""
     if scheme in ("postgres", "postgresql"):
         hint = (
