@@ -351,10 +351,6 @@ func (t *tx) begin(reqs []*claimRequest) {
 	case len(keyed.Keys) == 0:
 		t.exec(t.d.sql.setRunning, t.ms, ids, tokens, expiries, workers)
 	default:
-		if !t.keyStartCounted {
-			t.exec(t.d.sql.keyStartCounted)
-			t.keyStartCounted = true
-		}
 		t.exec(t.d.sql.setRunningKeyed, t.ms, ids, tokens, expiries, workers,
 			keyed.Namespaces, keyed.Queues, keyed.Keys, keyed.Queued)
 	}

@@ -18,9 +18,8 @@ type statements struct {
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
 	claimFIFOFrom, promoteDue                                string
 	nextAvailable, setRunning, setRunningKeyed               string
-	keyStartCounted                                          string
 	head, headMany, setQueued, setTerminalMany, setLease     string
-	setTerminalManyKeyed, keyEndCounted                      string
+	setTerminalManyKeyed                                     string
 	nextFrame, endJournal, insertFrame                       string
 	rowsByID                                                 string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
@@ -35,19 +34,40 @@ type statements struct {
 	deadlineCutoff string
 }
 
-// setRunning is the start of claimed rows (statements.setRunning): a new attempt at $1 of
-// each row of $2 under its lease (token $3, expiry $4, worker $5).
-const setRunning = `UPDATE {s}.invocations AS i SET state = 1, attempt = i.attempt + 1, lease_token = u.token,
+// setRunningFrom is the start of claimed rows up to its WHERE: a new attempt at $1 of each
+// row of $2 under its lease (token $3, expiry $4, worker $5), from u.
+const setRunningFrom = `UPDATE {s}.invocations AS i SET state = 1, attempt = i.attempt + 1, lease_token = u.token,
 	lease_expires_ms = u.expires, attempt_deadline_ms = CASE WHEN i.attempt_timeout_ms > 0 THEN $1 + i.attempt_timeout_ms ELSE 0 END,
 	started_ms = $1, worker = u.worker
-	FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(id, token, expires, worker) WHERE i.id = u.id`
+	FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(id, token, expires, worker)`
 
-// setTerminalMany is the end of invocations (statements.setTerminalMany), finished at $1:
-// each row of $2 in its terminal state, result and error ($3–$5).
-const setTerminalMany = `UPDATE {s}.invocations AS i SET state = u.state, result = u.result, error = u.error,
+// setRunning is the start of claimed rows (statements.setRunning).
+const setRunning = setRunningFrom + ` WHERE i.id = u.id`
+
+// setTerminalFrom is the end of invocations up to its WHERE, finished at $1: each row of
+// $2 in its terminal state, result and error ($3–$5), from u.
+const setTerminalFrom = `UPDATE {s}.invocations AS i SET state = u.state, result = u.result, error = u.error,
 		finished_ms = $1, lease_token = NULL, lease_expires_ms = 0, attempt_deadline_ms = 0, waiting = false
-	FROM unnest($2::text[], $3::smallint[], $4::bytea[], $5::bytea[]) AS u(id, state, result, error)
-	WHERE i.id = u.id`
+	FROM unnest($2::text[], $3::smallint[], $4::bytea[], $5::bytea[]) AS u(id, state, result, error)`
+
+// setTerminalMany is the end of invocations (statements.setTerminalMany).
+const setTerminalMany = setTerminalFrom + ` WHERE i.id = u.id`
+
+// countsOwn is the first CTE of a statement that counts its own keyed starts or ends in
+// their keys' rows (setRunningKeyed, setTerminalManyKeyed): it sets the transaction-local
+// setting (lakeshore.keyed_start or lakeshore.keyed_end) to 'counted', which tells the
+// counting trigger to leave those transitions alone (migrations 0013 and 0015). The
+// statement's UPDATE of the invocations joins its one row and requires its value, so the
+// setting is made before the UPDATE writes its first row, when the trigger's WHEN is
+// evaluated, and lasts until the transaction ends. A process of the build before sets it
+// with a statement of its own (SELECT set_config(…)) first; either way the trigger sees it.
+func countsOwn(setting string) string {
+	return `own AS MATERIALIZED (SELECT set_config('` + setting + `', 'counted', true) AS counted)`
+}
+
+// ownCounted is the end of such a statement's UPDATE: its FROM joins countsOwn's row, and
+// its WHERE requires the setting made.
+const ownCounted = `, own WHERE i.id = u.id AND own.counted = 'counted'`
 
 // claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
@@ -238,14 +258,14 @@ func newStatements(schema string) statements {
 		// n/weight, joined cleared. The claim locked those rows (and the keys' rows, to take
 		// their turns), so their state is the one it read. Migration 0013: the trigger
 		// counts every other change of a keyed row, and the starts of a transaction that
-		// did not run keyStartCounted first (a process of the build before).
-		setRunningKeyed: s(`WITH counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - c.n, running = k.running + c.n,
+		// did not set lakeshore.keyed_start (a process of the build before); this statement
+		// sets it itself (countsOwn), before it starts its first row.
+		setRunningKeyed: s(`WITH ` + countsOwn(`lakeshore.keyed_start`) + `,
+			counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - c.n, running = k.running + c.n,
 				pass = k.pass + c.n / k.weight, joined = false
 				FROM unnest($6::text[], $7::text[], $8::text[], $9::bigint[]) AS c(namespace, queue, concurrency_key, n)
-				WHERE k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key) ` + setRunning),
-		// keyStartCounted tells the counting trigger that this transaction counts its keyed
-		// starts itself (setRunningKeyed), until it ends (migration 0013).
-		keyStartCounted: `SELECT set_config('lakeshore.keyed_start', 'counted', true)`,
+				WHERE k.namespace = c.namespace AND k.queue = c.queue AND k.concurrency_key = c.concurrency_key) ` +
+			setRunningFrom + ownCounted),
 
 		head:     s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE id = $1 FOR UPDATE`),
 		headMany: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
@@ -266,9 +286,11 @@ func newStatements(schema string) statements {
 		// whether a row is deleted or updated is decided from that version, so a row changed
 		// by a transaction that committed after the snapshot is neither left uncounted nor
 		// deleted while it counts something. Migration 0015: the trigger counts every other
-		// change of a keyed row, and the ends of a transaction that did not run
-		// keyEndCounted first (a process of the build before).
-		setTerminalManyKeyed: s(`WITH locked AS (SELECT k.namespace, k.queue, k.concurrency_key, c.queued, c.running,
+		// change of a keyed row, and the ends of a transaction that did not set
+		// lakeshore.keyed_end (a process of the build before); this statement sets it
+		// itself (countsOwn), before it ends its first row.
+		setTerminalManyKeyed: s(`WITH ` + countsOwn(`lakeshore.keyed_end`) + `,
+			locked AS (SELECT k.namespace, k.queue, k.concurrency_key, c.queued, c.running,
 					k.queued = c.queued AND k.running = c.running AND k.tokens < 0 AND k.next_ms = 0 AS emptied
 				FROM {s}.concurrency_keys AS k
 				JOIN unnest($6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS c(namespace, queue, concurrency_key, queued, running)
@@ -278,15 +300,13 @@ func newStatements(schema string) statements {
 				WHERE k.namespace = l.namespace AND k.queue = l.queue AND k.concurrency_key = l.concurrency_key AND l.emptied),
 			counted AS (UPDATE {s}.concurrency_keys AS k SET queued = k.queued - l.queued, running = k.running - l.running
 				FROM locked AS l
-				WHERE k.namespace = l.namespace AND k.queue = l.queue AND k.concurrency_key = l.concurrency_key AND NOT l.emptied) ` + setTerminalMany),
-		// keyEndCounted tells the counting trigger that this transaction counts its keyed
-		// ends itself (setTerminalManyKeyed), until it ends (migration 0015).
-		keyEndCounted: `SELECT set_config('lakeshore.keyed_end', 'counted', true)`,
-		setLease:      s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
-		nextFrame:     s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
-		endJournal:    s(`UPDATE {s}.invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE id = $1`),
-		insertFrame:   s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),
-		rowsByID:      s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
+				WHERE k.namespace = l.namespace AND k.queue = l.queue AND k.concurrency_key = l.concurrency_key AND NOT l.emptied) ` +
+			setTerminalFrom + ownCounted),
+		setLease:    s(`UPDATE {s}.invocations SET lease_expires_ms = $2 WHERE id = $1`),
+		nextFrame:   s(`UPDATE {s}.invocations SET next_frame = next_frame + 1 WHERE id = $1`),
+		endJournal:  s(`UPDATE {s}.invocations SET next_frame = next_frame + 1, journal_closed = attempt WHERE id = $1`),
+		insertFrame: s(`INSERT INTO {s}.frames (journal, seq, kind, value, attempt, time_ms) VALUES ($1, $2, $3, $4, $5, $6)`),
+		rowsByID:    s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = ANY($1)`),
 		expiredLeases: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE state = 1 AND lease_expires_ms <= $1
 			ORDER BY lease_expires_ms LIMIT 1000 FOR UPDATE SKIP LOCKED`),
 		attemptsOverdue: s(`SELECT ` + planekit.HeadColumns + ` FROM {s}.invocations WHERE state = 1 AND attempt_deadline_ms > 0

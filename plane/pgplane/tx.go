@@ -54,12 +54,6 @@ type tx struct {
 	// waiters in this process are not woken after the commit (nothing is left).
 	handoffs planekit.Handoffs
 	quiet    map[string]struct{}
-	// keyStartCounted: keyStartCounted ran, so the trigger leaves this transaction's keyed
-	// starts to setRunningKeyed.
-	keyStartCounted bool
-	// keyEndCounted: keyEndCounted ran, so the trigger leaves this transaction's keyed
-	// ends to setTerminalManyKeyed.
-	keyEndCounted bool
 }
 
 // ends are terminal writes gathered into one statement.
@@ -186,10 +180,6 @@ func (t *tx) queueEnds() {
 	if len(k.Keys) == 0 {
 		t.batch.Queue(t.d.sql.setTerminalMany, t.ms, e.ids, e.states, e.results, e.errors)
 		return
-	}
-	if !t.keyEndCounted {
-		t.batch.Queue(t.d.sql.keyEndCounted)
-		t.keyEndCounted = true
 	}
 	t.keyedEnds++
 	t.batch.Queue(t.d.sql.setTerminalManyKeyed, t.ms, e.ids, e.states, e.results, e.errors,
