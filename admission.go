@@ -59,7 +59,8 @@ func (q *Queue) SetAdmission(ctx context.Context, a Admission) error {
 const updateAdmissionTries = 10
 
 // UpdateAdmission changes the queue's admission block with change and returns the block
-// written, without losing a concurrent change: it reads the block, calls change on a copy
+// written (read back, defaults filled in: a burst that follows the rate shows the new
+// rate's), without losing a concurrent change: it reads the block, calls change on a copy
 // (a zero block when the queue has none), and writes the result only if the stored block is
 // still the one it read (a conditional set, plane.AdmissionParams.IfMatch); when another
 // writer came first, it reads again and calls change again, at most 10 times. An error of
@@ -89,7 +90,8 @@ func (q *Queue) UpdateAdmission(ctx context.Context, change func(a *Admission) e
 			if err != nil {
 				return nil, err
 			}
-			return &a, nil
+			// The block as stored: a burst that follows the rate moved with it.
+			return q.Admission(ctx)
 		}
 	}
 	return nil, fmt.Errorf("update admission of queue %s/%s: %w (another writer's at each of %d tries)", q.opts.Namespace, q.name, plane.ErrChanged, updateAdmissionTries)

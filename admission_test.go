@@ -48,3 +48,23 @@ func TestAdmission(t *testing.T) {
 	_, err = q.Submit(ctx, 2, nil)
 	require.NoError(t, err)
 }
+
+// TestUpdateAdmissionReturnsTheStoredBlock: raising the rate of a block whose burst was
+// never set moves the burst, and UpdateAdmission returns the block as stored (burst 1000),
+// not the one it sent (the burst 10 it read).
+func TestUpdateAdmissionReturnsTheStoredBlock(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t, nil)
+	ctx := t.Context()
+	require.NoError(t, q.SetAdmission(ctx, lakeshore.Admission{RateLimit: 10}))
+	got, err := q.UpdateAdmission(ctx, func(a *lakeshore.Admission) error {
+		require.EqualValues(t, 10, a.Burst, "the default burst is read")
+		a.RateLimit = 1000
+		return nil
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, got.Burst)
+	stored, err := q.Admission(ctx)
+	require.NoError(t, err)
+	require.Equal(t, stored, got)
+}

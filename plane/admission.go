@@ -31,7 +31,9 @@ type Admission struct {
 	// RateLimit is the sustained submits per second (a token bucket); 0 means no limit.
 	RateLimit float64 `json:"rate_limit,omitempty" msgpack:"rate_limit,omitempty"`
 	// Burst is the bucket size: submits allowed at once after idling. Defaults to
-	// max(1, ceil(RateLimit)).
+	// max(1, ceil(RateLimit)), and then follows the rate: a set that gives back the
+	// default burst read from the plane (the block read, its rate changed) keeps it
+	// following, while a burst set explicitly stays (docs/semantics.md, "Admission").
 	Burst int64 `json:"burst,omitempty" msgpack:"burst,omitempty"`
 	// DeadlineCutoff rejects a submit whose deadline is nearer than this, and at claim ends
 	// (as timeout) a job whose deadline is nearer than this instead of starting it. 0: none.

@@ -207,8 +207,15 @@ func (s *Server) handleAdmissionSet(w http.ResponseWriter, r *http.Request, p *p
 	if err != nil {
 		return err
 	}
-	// The block as the plane took it (a null per-key override left out), not the request.
-	s.write(w, r, http.StatusOK, &api.AdmissionResponse{Admission: api.NewAdmission(a)})
+	// The block as the plane stored it, as GET shows it: defaults filled in (a burst that
+	// follows the rate, plane.Admission.Burst), a null per-key override left out. Read back
+	// after the set, so a set racing this one may show here instead.
+	stored, err := s.drv.QueueAdmissionGet(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", `"`+plane.AdmissionTag(stored)+`"`)
+	s.write(w, r, http.StatusOK, &api.AdmissionResponse{Admission: api.NewAdmission(stored)})
 	return nil
 }
 

@@ -419,3 +419,24 @@ func TestRequestIDs(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, plane.ValidateID(resp.Header.Get(server.RequestIDHeader)), "an unusable one is replaced by a ULID")
 }
+
+// TestAdmissionSetAnswersWhatGetShows: PUT …/admission answers the block as GET then shows
+// it, defaults filled in (the burst a rate gives when none was set, on_full), also when the
+// block set is the one read with a changed rate (the burst then follows the rate).
+func TestAdmissionSetAnswersWhatGetShows(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, body := range []map[string]any{
+		{"rate_limit": 10},
+		{"rate_limit": 1000, "burst": 10, "on_full": "reject"}, // the block read, the rate raised
+		{"rate_limit": 5, "burst": 20},
+	} {
+		put := b.doJSON(t, "PUT", Q+"/admission", body, "")
+		require.Equal(t, 200, put.status, "%s", put.body)
+		got := b.doJSON(t, "GET", Q+"/admission", nil, "")
+		require.Equal(t, 200, got.status, "%s", got.body)
+		require.JSONEq(t, string(got.body), string(put.body), "PUT %v answers what GET shows", body)
+	}
+	got := b.doJSON(t, "GET", Q+"/admission", nil, "")
+	require.Contains(t, string(got.body), `"burst":20`, "an explicit burst stays")
+}

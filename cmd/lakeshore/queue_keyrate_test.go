@@ -117,3 +117,30 @@ func TestWorkerExitWhenIdleWaitsForKeyRateLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueSetDefaultBurstFollowsRate: `queue set --rate-limit 10` then `--rate-limit 1000`
+// makes the bucket 1000 (a burst never given follows the rate), while one given with
+// --burst stays when the rate changes; on the file plane and over HTTP.
+func TestQueueSetDefaultBurstFollowsRate(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(*testing.T) *cli{"File": newCLI, "HTTP": newHTTPCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := mk(t)
+			burst := func() any {
+				t.Helper()
+				var got map[string]any
+				require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "queue", "get", "b")), &got))
+				a, _ := got["admission"].(map[string]any)
+				return a["burst"]
+			}
+			c.ok("queue", "set", "b", "--rate-limit", "10")
+			require.Equal(t, 10.0, burst())
+			c.ok("queue", "set", "b", "--rate-limit", "1000")
+			require.Equal(t, 1000.0, burst(), "a burst never given follows the rate")
+			c.ok("queue", "set", "b", "--burst", "5")
+			c.ok("queue", "set", "b", "--rate-limit", "7")
+			require.Equal(t, 5.0, burst(), "a burst given stays")
+		})
+	}
+}

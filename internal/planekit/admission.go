@@ -18,9 +18,34 @@ const AdmissionColumns = `max_depth, on_full, rate_limit, burst, deadline_cutoff
 
 // Admission is a stored admission block with its token bucket.
 type Admission struct {
+	// Admission is the block with its defaults filled in (plane.Admission.WithDefaults).
 	plane.Admission
-	Tokens   float64
-	TokensMS int64
+	// BurstFollowsRate reports that the block's burst was never set (stored as 0): Burst
+	// is its rate's default and a set changing the rate moves it (StoredBurst).
+	BurstFollowsRate bool
+	Tokens           float64
+	TokensMS         int64
+}
+
+// StoredBurst is the burst column a set of block stores over stored (nil: no block): 0,
+// the rate's default, when block gives none, or when it gives back the burst the stored
+// block shows while that one follows its rate (a read, a change and a set of the block
+// read: `lakeshore queue set`, UpdateAdmission, Python's dataclasses.replace); else the
+// burst given, which then stays whatever the rate. A burst never set thus follows the
+// rate; one set explicitly stays (docs/semantics.md, "Admission").
+func StoredBurst(block plane.Admission, stored *Admission) int64 {
+	if stored != nil && stored.BurstFollowsRate && block.Burst == stored.Burst {
+		return 0
+	}
+	return block.Burst
+}
+
+// readAdmission fills in the defaults of a block read from its columns (a burst stored as 0
+// is its rate's default) and reports whether its burst follows the rate.
+func readAdmission(a *plane.Admission) (burstFollowsRate bool) {
+	burstFollowsRate = a.Burst == 0
+	*a = a.WithDefaults()
+	return burstFollowsRate
 }
 
 // ScanAdmission reads a row of AdmissionColumns. It returns nil (and no error) when the
@@ -41,6 +66,7 @@ func ScanAdmission(s Scanner) (*Admission, error) {
 		return nil, err
 	}
 	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
+	a.BurstFollowsRate = readAdmission(&a.Admission)
 	return &a, nil
 }
 

@@ -16,13 +16,14 @@ func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) 
 	if err := p.Admission.Validate(); err != nil {
 		return err
 	}
-	a := p.Admission.WithDefaults()
 	return v.db.Write(ctx, func(t Tx) error {
+		// The stored block, as a submit reads it (PostgreSQL locks its row to the commit): for
+		// a conditional set, and for a burst that follows the rate (StoredBurst).
+		stored, err := t.Admission(p.Namespace, p.Queue)
+		if err != nil {
+			return fmt.Errorf("read admission: %w", err)
+		}
 		if p.IfMatch != "" { // conditional: the block read in this transaction must be the caller's
-			stored, err := ScanAdmission(t.QueryRow(v.st.AdmissionGet, p.Namespace, p.Queue))
-			if err != nil {
-				return fmt.Errorf("read admission: %w", err)
-			}
 			var current *plane.Admission
 			if stored != nil {
 				current = &stored.Admission
@@ -31,7 +32,10 @@ func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) 
 				return plane.ErrChanged
 			}
 		}
-		if _, err := t.Exec(v.st.AdmissionSet, p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, a.Burst,
+		block := p.Admission
+		block.Burst = StoredBurst(p.Admission, stored)
+		a := block.WithDefaults()
+		if _, err := t.Exec(v.st.AdmissionSet, p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, block.Burst,
 			a.DeadlineCutoff.Milliseconds(), t.Now().UnixMilli(), float64(a.Burst), EncodeConcurrency(a)); err != nil {
 			return fmt.Errorf("set admission: %w", err)
 		}

@@ -97,7 +97,9 @@ func (v Verbs) QueueStatsList(ctx context.Context, namespace string) ([]plane.Qu
 			return b, err
 		}
 		b.a.OnFull, b.a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
-		return b, DecodeConcurrency(concurrency, &b.a)
+		err = DecodeConcurrency(concurrency, &b.a)
+		readAdmission(&b.a)
+		return b, err
 	}, v.st.StatsAdmissions, namespace)
 	if err != nil {
 		return nil, err

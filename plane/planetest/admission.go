@@ -72,6 +72,46 @@ func testAdmission(t *testing.T, s *suite) {
 		require.Nil(t, a)
 	})
 
+	t.Run("DefaultBurstFollowsRate", func(t *testing.T) {
+		// A burst the caller never set follows the rate, also through a read, a change of
+		// the rate and a set of the block read (the CLI's queue set, UpdateAdmission, Python's
+		// dataclasses.replace); a burst set explicitly stays.
+		t.Parallel()
+		b := s.setup(t, config{})
+		read := func() plane.Admission {
+			a, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
+			must(t, err, "get admission")
+			require.NotNil(t, a)
+			return *a
+		}
+		b.setAdmission(t, plane.Admission{RateLimit: 10})
+		a := read()
+		require.Equal(t, int64(10), a.Burst, "the default burst is shown: the rate rounded up")
+		a.RateLimit = 1000
+		b.setAdmission(t, a)
+		require.Equal(t, int64(1000), read().Burst, "a burst never set follows a raised rate")
+		_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
+			Invocations: make([]plane.SubmitParams, 50)})
+		must(t, err, "a batch of 50 under a rate of 1000 with the burst it follows")
+		a = read()
+		a.RateLimit = 2.5
+		b.setAdmission(t, a)
+		require.Equal(t, int64(3), read().Burst, "and a lowered one")
+
+		b.setAdmission(t, plane.Admission{RateLimit: 10, Burst: 10})
+		a = read()
+		a.RateLimit = 1000
+		b.setAdmission(t, a)
+		require.Equal(t, int64(10), read().Burst, "a burst set explicitly stays, even one equal to the default")
+		a = read()
+		a.Burst = 20
+		b.setAdmission(t, a)
+		a = read()
+		a.RateLimit = 5
+		b.setAdmission(t, a)
+		require.Equal(t, int64(20), read().Burst, "a burst set on a block read stays")
+	})
+
 	t.Run("RejectAtDepth", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})
