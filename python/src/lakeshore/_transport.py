@@ -602,36 +602,68 @@ def _unix_transport(uds: str, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
 _INT_RULE = "the number is out of range: use an integer from -9223372036854775808 to 18446744073709551615"
 
 
+_UTF8_RULE = "use text that UTF-8 holds: no lone surrogates (such as '\\ud800'); send bytes as bytes"
+
+
+def utf8_size(s: str) -> int | None:
+    """The bytes of ``s`` in UTF-8, or None when no UTF-8 holds it (a lone surrogate such as
+    ``"\\ud800"``, which Python strings may hold): a validator refuses it with its field's
+    InvalidError instead of letting ``str.encode`` raise UnicodeEncodeError."""
+    try:
+        return len(s.encode())
+    except UnicodeEncodeError:
+        return None
+
+
 def pack(body: Mapping[str, Any]) -> bytes:
     """Encode a request body as msgpack: bytes as bin, aware datetimes as timestamps.
 
     Raises:
-        InvalidError: an int no msgpack integer holds (``batch_size=10**30``), naming the
-            field as the server would (``global_indexes[0]``), never msgpack's bare
-            OverflowError."""
+        InvalidError: an int no msgpack integer holds (``batch_size=10**30``), or a string
+            (a value or a map key) no UTF-8 holds (a lone surrogate: ``metadata={"a":
+            "\\ud800"}``), naming the field as the server would (``global_indexes[0]``,
+            ``metadata.a``), never msgpack's bare OverflowError or UnicodeEncodeError."""
     try:
         out = msgpack.packb(body, use_bin_type=True, datetime=True)
     except OverflowError:
-        field, value = _int_out_of_range(body, "")
+        field, value = _first(body, "", _int_out_of_range)
         raise errors.InvalidError(
             f"invalid {field or 'request body'} {value}: {_INT_RULE}", field=field, value=value, rule=_INT_RULE
+        ) from None
+    except UnicodeEncodeError:
+        field, value = _first(body, "", _not_utf8)
+        raise errors.InvalidError(
+            f"invalid {field or 'request body'} {value!r}: {_UTF8_RULE}", field=field, value=value, rule=_UTF8_RULE
         ) from None
     assert isinstance(out, bytes)
     return out
 
 
-def _int_out_of_range(v: Any, path: str) -> tuple[str, Any]:
-    """The path (``a.b[2]``) and value of the first int in ``v`` outside msgpack's range."""
-    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**64:
+def _int_out_of_range(v: Any) -> bool:
+    """Whether ``v`` is an int outside msgpack's range."""
+    return isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**64
+
+
+def _not_utf8(v: Any) -> bool:
+    """Whether ``v`` is a string no UTF-8 holds (a lone surrogate)."""
+    return isinstance(v, str) and utf8_size(v) is None
+
+
+def _first(v: Any, path: str, bad: Callable[[Any], bool]) -> tuple[str, Any]:
+    """The path (``a.b[2]``) and value of the first value or map key in ``v`` that is
+    ``bad`` (a bad map key is named by its map's path); ("", None) when none is."""
+    if bad(v):
         return path, v
     if isinstance(v, Mapping):
         for k, e in v.items():
-            found = _int_out_of_range(e, f"{path}.{k}" if path else str(k))
+            if bad(k):
+                return path or "request body", k
+            found = _first(e, f"{path}.{k}" if path else str(k), bad)
             if found[0] or found[1] is not None:
                 return found
     elif isinstance(v, (list, tuple)):
         for i, e in enumerate(v):
-            found = _int_out_of_range(e, f"{path}[{i}]")
+            found = _first(e, f"{path}[{i}]", bad)
             if found[0] or found[1] is not None:
                 return found
     return "", None
@@ -1139,14 +1171,25 @@ def _lakeshore_answer(resp: httpx.Response | _http11.Answer, decoded: Any, url: 
     )
 
 
+def path_segment(field: str, value: str) -> str:
+    """``value`` quoted as one segment of a request path (every ``/`` escaped).
+
+    Raises:
+        InvalidError: ``value`` is a string no UTF-8 holds (a lone surrogate), naming
+            ``field``, never ``quote``'s UnicodeEncodeError."""
+    if isinstance(value, str) and utf8_size(value) is None:
+        raise errors.InvalidError(f"invalid {field} {value!r}: {_UTF8_RULE}", field=field, value=value, rule=_UTF8_RULE)
+    return quote(value, safe="")
+
+
 def queue_path(namespace: str, queue: str) -> str:
     """The path of a queue's routes: ``/v1/namespaces/{ns}/queues/{queue}``."""
-    return f"/v1/namespaces/{quote(namespace, safe='')}/queues/{quote(queue, safe='')}"
+    return f"/v1/namespaces/{path_segment('namespace', namespace)}/queues/{path_segment('queue name', queue)}"
 
 
 def invocation_path(id: str) -> str:
     """The path of an invocation's routes: ``/v1/invocations/{id}``."""
-    return f"/v1/invocations/{quote(id, safe='')}"
+    return f"/v1/invocations/{path_segment('id', id)}"
 
 
 def seconds(v: float | None) -> float | None:

@@ -57,7 +57,7 @@ from urllib.parse import quote
 import numpy as np
 
 from lakeshore import errors, wire
-from lakeshore._transport import LONG_POLL_MAX, redact_url
+from lakeshore._transport import LONG_POLL_MAX, path_segment, redact_url
 from lakeshore.dispatch import Dispatch, check_target, default_dispatch, is_url
 from lakeshore.queue import MAX_VALUE_BYTES, _check_name, _check_seconds, encode_value
 
@@ -1445,7 +1445,7 @@ class Queue:
         """Remove a partition's records. On a queue nothing was ever put to there is
         nothing to clear: a no-op."""
         try:
-            await self._call("DELETE", f"/partitions/{quote(partition_id, safe='')}", retry="safe")
+            await self._call("DELETE", f"/partitions/{path_segment('partition_id', partition_id)}", retry="safe")
         except errors.NotFoundError as e:
             if not _queue_missing(e):
                 raise

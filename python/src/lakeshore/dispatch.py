@@ -47,8 +47,9 @@ def resolve_namespace(namespace: str | None) -> str:
         if not namespace:
             return DEFAULT_NAMESPACE
         source = f"namespace ${ENV_NAMESPACE}"
-    ok = isinstance(namespace, str) and 1 <= len(namespace.encode()) <= 128 and namespace[0] not in "._-"
-    ok = ok and all(c.isascii() and (c.isalnum() or c in "._-") for c in namespace)
+    # The characters first (ASCII only, so a lone surrogate is refused here, not by encode).
+    ok = isinstance(namespace, str) and all(c.isascii() and (c.isalnum() or c in "._-") for c in namespace)
+    ok = ok and 1 <= len(namespace) <= 128 and namespace[0] not in "._-"
     if not ok:
         raise errors.InvalidError(
             f"invalid {source} {namespace!r}: {_NAME_RULE}", field="namespace", value=namespace, rule=_NAME_RULE

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from lakeshore import errors, wire
 from lakeshore._ids import is_ulid, new_ulid
-from lakeshore._transport import LONG_POLL_MAX, NOT_SENT, Batcher, invocation_path, queue_path, wait_future
+from lakeshore._transport import LONG_POLL_MAX, NOT_SENT, Batcher, invocation_path, queue_path, utf8_size, wait_future
 from lakeshore.dispatch import Dispatch, default_dispatch
 
 log = logging.getLogger("lakeshore.queue")
@@ -502,8 +502,10 @@ def _check_kind(kind: str) -> None:
 
 
 def _check_name(what: str, name: Any) -> None:
-    ok = isinstance(name, str) and 1 <= len(name.encode()) <= 128 and name[0] not in ".-"
-    ok = ok and all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
+    # The characters first: the rule holds only ASCII, so a string no UTF-8 holds (a lone
+    # surrogate) is refused here, and its length in characters is its length in bytes.
+    ok = isinstance(name, str) and all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
+    ok = ok and 1 <= len(name) <= 128 and name[0] not in ".-"
     if not ok:
         raise errors.InvalidError(
             f"invalid {what} {name!r}: 1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'",
@@ -841,7 +843,7 @@ class QueueCore:
             setattr(env, k, v)
         body: dict[str, Any] = {"id": env.id or new_ulid(), "payload": encode_value("payload", env.payload)}
         if env.key is not None:
-            if not isinstance(env.key, str) or not env.key or len(env.key.encode()) > 512 or "\x00" in env.key:
+            if not isinstance(env.key, str) or not env.key or (size := utf8_size(env.key)) is None or size > 512 or "\x00" in env.key:
                 raise errors.InvalidError(
                     f"invalid key {env.key!r}: 1–512 bytes of UTF-8 without NUL",
                     field="key",
@@ -895,7 +897,7 @@ class QueueCore:
         # --concurrency-key ""): docs/semantics.md, "Concurrency keys and fair share".
         if env.concurrency_key is not None and env.concurrency_key != "":
             ck = env.concurrency_key
-            if not isinstance(ck, str) or len(ck.encode()) > 256 or "\x00" in ck:
+            if not isinstance(ck, str) or (size := utf8_size(ck)) is None or size > 256 or "\x00" in ck:
                 shown = repr(ck)
                 shown = shown if len(shown) <= 100 else shown[:99] + "…"  # as the server's
                 raise errors.InvalidError(

@@ -15,9 +15,9 @@ import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Callable, Literal, TypeVar, cast
-from urllib.parse import quote
 
 from lakeshore import errors
+from lakeshore._transport import path_segment
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import _check_max_attempts, encode_value
 from lakeshore.worker import all_schedules, udf
@@ -114,7 +114,7 @@ def _info(a: Mapping[str, Any]) -> ScheduleInfo:
 
 def _path(d: Dispatch, name: str) -> str:
     """The path of a schedule's routes: ``/v1/namespaces/{ns}/schedules/{name}``."""
-    return f"/v1/namespaces/{quote(d.namespace, safe='')}/schedules/{quote(name, safe='')}"
+    return f"/v1/namespaces/{path_segment('namespace', d.namespace)}/schedules/{path_segment('schedule name', name)}"
 
 
 def set_schedule(

@@ -56,10 +56,10 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
-from urllib.parse import quote
 
 from lakeshore import _fabric, _offers, errors, lifecycle, wire
 from lakeshore._ids import new_ulid
+from lakeshore._transport import path_segment
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import (
     Job,
@@ -605,7 +605,7 @@ class _Worker:
         self.register_warned = False
         self.preparer = _fabric.Preparer(dispatch, trust_declarations)
 
-        self.worker_path = f"/v1/namespaces/{quote(dispatch.namespace, safe='')}/workers/{quote(worker_id, safe='')}"
+        self.worker_path = f"/v1/namespaces/{path_segment('namespace', dispatch.namespace)}/workers/{path_segment('worker_id', worker_id)}"
 
     def warm_host_keys(self) -> list[str]:
         """The host keys this worker is warm for: those given to ``run_worker``, then those
