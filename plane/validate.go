@@ -517,3 +517,19 @@ func (p *ListParams) Validate() error {
 // ListScanFactor × the page's limit. A page may therefore hold fewer invocations than its
 // limit and still have a Next cursor: the listing goes on from there.
 const ListScanFactor = 10
+
+// TokenRule says what a bearer token may hold: what one line of an HTTP header carries.
+const TokenRule = "a token is one line of printable characters: no newline or other control character " +
+	"(a token pasted or echoed with its line end: strip it; the token is not shown)"
+
+// ValidateToken refuses a bearer token (a client's Config.Token, $LAKESHORE_TOKEN) that no
+// HTTP Authorization header can carry: one holding a newline, carriage return, tab or any
+// other control character. Without it the request fails in net/http ("invalid header field
+// value"), which a client would retry and report as the plane unavailable. Errors:
+// *InvalidError for field "token" that never shows the token (a secret).
+func ValidateToken(token string) error {
+	if strings.ContainsFunc(token, unicode.IsControl) {
+		return Invalid("token", nil, TokenRule)
+	}
+	return nil
+}

@@ -57,8 +57,9 @@ func Driver() persist.StoreDriver {
 // http or https URL, e.g. "http://127.0.0.1:7077"), in cfg.Namespace (default
 // "default"), sending cfg.Token (default $LAKESHORE_TOKEN) as the bearer token. It asks
 // the server for the queue's schema once, so an unreachable server, a refused token or a
-// server without data queues fails here. Errors: *InvalidError for a bad name or URL, the
-// server's errors (ErrForbidden, plane.ErrUnauthorized, …), transport errors.
+// server without data queues fails here. Errors: *InvalidError for a bad name or URL, or
+// a token no HTTP header carries (plane.ValidateToken), the server's errors (ErrForbidden,
+// plane.ErrUnauthorized, …), transport errors.
 func Open(ctx context.Context, baseURL, name string, cfg *persist.Config) (persist.Store, error) {
 	if err := persist.CheckName("queue name", name); err != nil {
 		return nil, err
@@ -81,6 +82,9 @@ func Open(ctx context.Context, baseURL, name string, cfg *persist.Config) (persi
 	tok := c.Token
 	if tok == "" {
 		tok = os.Getenv(persist.EnvToken)
+	}
+	if err := plane.ValidateToken(tok); err != nil {
+		return nil, err
 	}
 	client := c.HTTPClient
 	if client == nil {

@@ -191,7 +191,8 @@ var _ plane.Driver = (*Driver)(nil)
 
 // New returns a Driver for the server at baseURL (http:// or https://, optionally with a
 // path prefix), or for several replicas of one plane separated by commas (see the package
-// comment: failover). It makes no request. Errors: *plane.InvalidError for a bad URL.
+// comment: failover). It makes no request. Errors: *plane.InvalidError for a bad URL, or
+// a token no HTTP header carries (plane.ValidateToken: a newline in $LAKESHORE_TOKEN).
 func New(baseURL string, cfg *Config) (*Driver, error) {
 	bases, err := ParseServers(baseURL)
 	if err != nil {
@@ -203,6 +204,9 @@ func New(baseURL string, cfg *Config) (*Driver, error) {
 	}
 	if cfg == nil || cfg.Token == "" {
 		c.Token = os.Getenv(EnvToken)
+	}
+	if err := plane.ValidateToken(c.Token); err != nil {
+		return nil, err
 	}
 	c.LongPollMax = cmp.Or(c.LongPollMax, LongPollMaxDefault)
 	c.MaxRetries = cmp.Or(c.MaxRetries, MaxRetriesDefault)
