@@ -381,6 +381,25 @@ def test_admission(dispatch: HttpDispatch, qname: str) -> None:
     q.submit(3)
 
 
+def test_admission_default_burst_follows_the_rate(dispatch: HttpDispatch, qname: str) -> None:
+    """The documented ``dataclasses.replace(q.admission(), …)`` raising the rate moves a
+    burst never set (rate 10 → 1000: a batch of 50 passes), and set_admission answers what
+    admission() then shows; a burst set explicitly stays (docs/semantics.md, "Admission")."""
+    import dataclasses
+
+    q = SyncQueue(qname, dispatch=dispatch)
+    q.set_admission(Admission(rate_limit=10))
+    first = q.admission()
+    assert first is not None and first.burst == 10
+    answer = q.set_admission(dataclasses.replace(first, rate_limit=1000))
+    assert answer == q.admission()
+    assert answer.burst == 1000
+    assert len(q.submit_many(list(range(50)))) == 50
+    q.set_admission(dataclasses.replace(answer, burst=20))
+    explicit = q.set_admission(dataclasses.replace(q.admission() or Admission(), rate_limit=5))
+    assert explicit.burst == 20 and explicit == q.admission()
+
+
 def test_topics(dispatch: HttpDispatch, qname: str) -> None:
     q = SyncQueue(qname, dispatch=dispatch)
     t = q.topic("progress")
