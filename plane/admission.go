@@ -54,7 +54,7 @@ type Admission struct {
 	// key whose bucket is empty is skipped by claims until it has a token.
 	KeyRateLimit float64 `json:"key_rate_limit,omitempty" msgpack:"key_rate_limit,omitempty"`
 	// KeyBurst is each key's bucket size: starts allowed at once after idling. Defaults to
-	// max(1, ceil(KeyRateLimit)).
+	// max(1, ceil(KeyRateLimit)), and then follows the key rate as Burst follows RateLimit.
 	KeyBurst int64 `json:"key_burst,omitempty" msgpack:"key_burst,omitempty"`
 	// KeyRateLimits overrides KeyRateLimit for the keys it names (starts per second ≥ 0; 0:
 	// no rate limit for that key). An overridden key's bucket holds max(1, ceil(its rate))

@@ -20,32 +20,45 @@ const AdmissionColumns = `max_depth, on_full, rate_limit, burst, deadline_cutoff
 type Admission struct {
 	// Admission is the block with its defaults filled in (plane.Admission.WithDefaults).
 	plane.Admission
-	// BurstFollowsRate reports that the block's burst was never set (stored as 0): Burst
-	// is its rate's default and a set changing the rate moves it (StoredBurst).
-	BurstFollowsRate bool
-	Tokens           float64
-	TokensMS         int64
+	// Follows says which of the block's bursts were never set (stored as 0): shown as
+	// their rate's default, they move when a set changes the rate (StoredBlock).
+	Follows  BurstsFollow
+	Tokens   float64
+	TokensMS int64
 }
 
-// StoredBurst is the burst column a set of block stores over stored (nil: no block): 0,
-// the rate's default, when block gives none, or when it gives back the burst the stored
-// block shows while that one follows its rate (a read, a change and a set of the block
-// read: `lakeshore queue set`, UpdateAdmission, Python's dataclasses.replace); else the
-// burst given, which then stays whatever the rate. A burst never set thus follows the
-// rate; one set explicitly stays (docs/semantics.md, "Admission").
-func StoredBurst(block plane.Admission, stored *Admission) int64 {
-	if stored != nil && stored.BurstFollowsRate && block.Burst == stored.Burst {
-		return 0
+// BurstsFollow says which bursts of a stored block follow their rate.
+type BurstsFollow struct {
+	// Burst: the queue's bucket (plane.Admission.Burst).
+	Burst bool
+	// KeyBurst: each concurrency key's bucket (plane.Admission.KeyBurst).
+	KeyBurst bool
+}
+
+// StoredBlock is block as a set stores it over stored (nil: no block): a burst (Burst,
+// KeyBurst) block gives as 0, or gives back as the stored block shows it while that one
+// follows its rate (a read, a change and a set of the block read: `lakeshore queue set`,
+// UpdateAdmission, Python's dataclasses.replace), is stored as 0, the rate's default;
+// any other burst given is stored and then stays whatever the rate. A burst never set
+// thus follows the rate; one set explicitly stays (docs/semantics.md, "Admission").
+func StoredBlock(block plane.Admission, stored *Admission) plane.Admission {
+	if stored != nil {
+		if stored.Follows.Burst && block.Burst == stored.Burst {
+			block.Burst = 0
+		}
+		if stored.Follows.KeyBurst && block.KeyBurst == stored.KeyBurst {
+			block.KeyBurst = 0
+		}
 	}
-	return block.Burst
+	return block
 }
 
 // readAdmission fills in the defaults of a block read from its columns (a burst stored as 0
-// is its rate's default) and reports whether its burst follows the rate.
-func readAdmission(a *plane.Admission) (burstFollowsRate bool) {
-	burstFollowsRate = a.Burst == 0
+// is its rate's default) and reports which bursts follow their rate.
+func readAdmission(a *plane.Admission) BurstsFollow {
+	follows := BurstsFollow{Burst: a.Burst == 0, KeyBurst: a.KeyBurst == 0}
 	*a = a.WithDefaults()
-	return burstFollowsRate
+	return follows
 }
 
 // ScanAdmission reads a row of AdmissionColumns. It returns nil (and no error) when the
@@ -66,7 +79,7 @@ func ScanAdmission(s Scanner) (*Admission, error) {
 		return nil, err
 	}
 	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
-	a.BurstFollowsRate = readAdmission(&a.Admission)
+	a.Follows = readAdmission(&a.Admission)
 	return &a, nil
 }
 

@@ -18,7 +18,7 @@ func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) 
 	}
 	return v.db.Write(ctx, func(t Tx) error {
 		// The stored block, as a submit reads it (PostgreSQL locks its row to the commit): for
-		// a conditional set, and for a burst that follows the rate (StoredBurst).
+		// a conditional set, and for a burst that follows the rate (StoredBlock).
 		stored, err := t.Admission(p.Namespace, p.Queue)
 		if err != nil {
 			return fmt.Errorf("read admission: %w", err)
@@ -32,11 +32,10 @@ func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) 
 				return plane.ErrChanged
 			}
 		}
-		block := p.Admission
-		block.Burst = StoredBurst(p.Admission, stored)
+		block := StoredBlock(p.Admission, stored)
 		a := block.WithDefaults()
 		if _, err := t.Exec(v.st.AdmissionSet, p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, block.Burst,
-			a.DeadlineCutoff.Milliseconds(), t.Now().UnixMilli(), float64(a.Burst), EncodeConcurrency(a)); err != nil {
+			a.DeadlineCutoff.Milliseconds(), t.Now().UnixMilli(), float64(a.Burst), EncodeConcurrency(block)); err != nil {
 			return fmt.Errorf("set admission: %w", err)
 		}
 		return admissionChanged(t, v.st, p.Namespace, p.Queue, a.KeyLimits())

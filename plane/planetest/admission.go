@@ -110,6 +110,21 @@ func testAdmission(t *testing.T, s *suite) {
 		a.RateLimit = 5
 		b.setAdmission(t, a)
 		require.Equal(t, int64(20), read().Burst, "a burst set on a block read stays")
+
+		// Each concurrency key's bucket alike: key_burst follows key_rate_limit unless set.
+		b.setAdmission(t, plane.Admission{KeyRateLimit: 10})
+		a = read()
+		require.Equal(t, int64(10), a.KeyBurst, "the default key burst is shown")
+		a.KeyRateLimit = 1000
+		b.setAdmission(t, a)
+		require.Equal(t, int64(1000), read().KeyBurst, "a key burst never set follows a raised key rate")
+		a = read()
+		a.KeyBurst = 4
+		b.setAdmission(t, a)
+		a = read()
+		a.KeyRateLimit = 2
+		b.setAdmission(t, a)
+		require.Equal(t, int64(4), read().KeyBurst, "a key burst set explicitly stays")
 	})
 
 	t.Run("RejectAtDepth", func(t *testing.T) {
