@@ -75,7 +75,8 @@ func testAdmission(t *testing.T, s *suite) {
 	t.Run("DefaultBurstFollowsRate", func(t *testing.T) {
 		// A burst the caller never set follows the rate, also through a read, a change of
 		// the rate and a set of the block read (the CLI's queue set, UpdateAdmission, Python's
-		// dataclasses.replace); a burst set explicitly stays.
+		// dataclasses.replace); a burst set explicitly stays. Each concurrency key's bucket
+		// alike: key_burst follows key_rate_limit unless set.
 		t.Parallel()
 		b := s.setup(t, config{})
 		read := func() plane.Admission {
@@ -84,46 +85,34 @@ func testAdmission(t *testing.T, s *suite) {
 			require.NotNil(t, a)
 			return *a
 		}
+		change := func(edit func(a *plane.Admission)) { // a read, a change, a set of the block read
+			a := read()
+			edit(&a)
+			b.setAdmission(t, a)
+		}
 		b.setAdmission(t, plane.Admission{RateLimit: 10})
-		a := read()
-		require.Equal(t, int64(10), a.Burst, "the default burst is shown: the rate rounded up")
-		a.RateLimit = 1000
-		b.setAdmission(t, a)
+		require.Equal(t, int64(10), read().Burst, "the default burst is shown: the rate rounded up")
+		change(func(a *plane.Admission) { a.RateLimit = 1000 })
 		require.Equal(t, int64(1000), read().Burst, "a burst never set follows a raised rate")
 		_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q,
 			Invocations: make([]plane.SubmitParams, 50)})
 		must(t, err, "a batch of 50 under a rate of 1000 with the burst it follows")
-		a = read()
-		a.RateLimit = 2.5
-		b.setAdmission(t, a)
+		change(func(a *plane.Admission) { a.RateLimit = 2.5 })
 		require.Equal(t, int64(3), read().Burst, "and a lowered one")
 
 		b.setAdmission(t, plane.Admission{RateLimit: 10, Burst: 10})
-		a = read()
-		a.RateLimit = 1000
-		b.setAdmission(t, a)
+		change(func(a *plane.Admission) { a.RateLimit = 1000 })
 		require.Equal(t, int64(10), read().Burst, "a burst set explicitly stays, even one equal to the default")
-		a = read()
-		a.Burst = 20
-		b.setAdmission(t, a)
-		a = read()
-		a.RateLimit = 5
-		b.setAdmission(t, a)
+		change(func(a *plane.Admission) { a.Burst = 20 })
+		change(func(a *plane.Admission) { a.RateLimit = 5 })
 		require.Equal(t, int64(20), read().Burst, "a burst set on a block read stays")
 
-		// Each concurrency key's bucket alike: key_burst follows key_rate_limit unless set.
 		b.setAdmission(t, plane.Admission{KeyRateLimit: 10})
-		a = read()
-		require.Equal(t, int64(10), a.KeyBurst, "the default key burst is shown")
-		a.KeyRateLimit = 1000
-		b.setAdmission(t, a)
+		require.Equal(t, int64(10), read().KeyBurst, "the default key burst is shown")
+		change(func(a *plane.Admission) { a.KeyRateLimit = 1000 })
 		require.Equal(t, int64(1000), read().KeyBurst, "a key burst never set follows a raised key rate")
-		a = read()
-		a.KeyBurst = 4
-		b.setAdmission(t, a)
-		a = read()
-		a.KeyRateLimit = 2
-		b.setAdmission(t, a)
+		change(func(a *plane.Admission) { a.KeyBurst = 4 })
+		change(func(a *plane.Admission) { a.KeyRateLimit = 2 })
 		require.Equal(t, int64(4), read().KeyBurst, "a key burst set explicitly stays")
 	})
 
