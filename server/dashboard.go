@@ -44,6 +44,13 @@ func (s *Server) registerUI() {
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, ui.Prefix, http.StatusFound)
 	})
+	// A path under /ui/api/ that is no route below is an unknown API path, answered with
+	// the typed JSON error of every other one (route_not_found), not by the static files'
+	// plain-text 404.
+	s.mux.HandleFunc("GET /ui/api/", func(w http.ResponseWriter, r *http.Request) {
+		ui.SetSecurityHeaders(w.Header())
+		s.unmatched(w, r)
+	})
 	for pattern, h := range map[string]handlerFunc{
 		"GET /ui/api/session": s.handleUISession,
 		"GET /ui/api/history": s.handleUIHistory,

@@ -36,3 +36,19 @@ func TestRootLeadsToTheDashboard(t *testing.T) {
 	off := setup(t, &server.Config{DisableUI: true})
 	require.Equal(t, http.StatusNotFound, get(off, "/").StatusCode, "no dashboard: nothing to lead to")
 }
+
+// TestUnknownUIAPIRouteIsJSON: a GET of a path under /ui/api/ that is no route of the
+// dashboard fell through to its static files and answered a plain-text "404 page not
+// found"; it answers the typed JSON error of every other unknown API path
+// (route_not_found), and the dashboard's routes and pages are unmoved.
+func TestUnknownUIAPIRouteIsJSON(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, path := range []string{"/ui/api/nope", "/ui/api/", "/ui/api/session/extra", "/ui/api/queue/x"} {
+		b.do(t, "GET", path, "", nil, "").requireError(t, http.StatusNotFound, "route_not_found")
+	}
+	r := b.do(t, "POST", "/ui/api/session", "", nil, "")
+	r.requireError(t, http.StatusMethodNotAllowed, "method_not_allowed")
+	require.Equal(t, http.StatusOK, b.do(t, "GET", "/ui/api/session", "", nil, "").status)
+	require.Equal(t, http.StatusOK, b.do(t, "GET", "/ui/", "", nil, "").status)
+}
