@@ -59,6 +59,7 @@ the fragments in the bucket; namespace --namespace).`,
 // (put); else a queue that does not exist is a *persist.NotFoundError (exit 3) and
 // nothing is created. The namespace and queue name are checked first, by the rule of the
 // HTTP path (plane.ValidateNamespace, persist.CheckName), before any directory is made.
+// A server is checked for reachability first, as the job verbs' plane is (app.open).
 func (a *app) openData(ctx context.Context, o *dataOpts, name string, create bool) (*persist.Queue, error) {
 	ns := cmp.Or(a.namespace, os.Getenv(lakeshore.EnvNamespace), lakeshore.NamespaceDefault)
 	if err := plane.ValidateNamespace(ns); err != nil {
@@ -71,6 +72,11 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 	cfg := &persist.Config{Namespace: ns, Logger: a.logger(), Existing: !create}
 	switch {
 	case strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://"):
+		// A server that refuses connections is said so as the job verbs say it (their
+		// reachability check: "nothing answers at …"), never with the dial's Go words.
+		if err := a.reach.check(ctx, target, a.stderr); err != nil {
+			return nil, fmt.Errorf("open data queue %s: %w", name, err)
+		}
 		cfg.URL = target
 	case lakestore.IsCatalogURL(target):
 		cfg.Dir = target // the distributed store (lakestore.Driver, given to persist.Open below)

@@ -187,3 +187,30 @@ func refusedURL(t *testing.T) string {
 	require.NoError(t, ln.Close())
 	return url
 }
+
+// TestDataVerbsRefusedSayNothingAnswers: the data verbs against a server that refuses
+// connections printed the raw dial error ("… Get \"http://…\": dial tcp …: connection
+// refused"); they now fail as the job verbs do (the same reachability check before the
+// queue is opened): the notice, then one line naming the server and that nothing answers
+// there.
+func TestDataVerbsRefusedSayNothingAnswers(t *testing.T) {
+	t.Parallel()
+	url := refusedURL(t)
+	for _, args := range [][]string{
+		{"data", "put", "d"}, {"data", "get", "d"}, {"data", "stats", "d"}, {"data", "flush", "d"},
+		{"data", "partitions", "d"}, {"data", "consumption", "d"}, {"data", "export", "d", t.TempDir()},
+	} {
+		t.Run(args[1], func(t *testing.T) {
+			t.Parallel()
+			c := &cli{t: t, target: url}
+			start := time.Now()
+			_, errs, code := c.run(`{"a":1}`+"\n", args...)
+			require.Equal(t, exitError, code, errs)
+			require.Contains(t, errs, "retrying…")
+			require.Contains(t, errs, "nothing answers at "+url+": it refuses connections (tried for ")
+			require.Contains(t, errs, "is 'lakeshore serve' running?")
+			require.NotContains(t, errs, "dial tcp")
+			require.Less(t, time.Since(start), 10*time.Second)
+		})
+	}
+}
