@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import threading
+import unicodedata
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from datetime import datetime
@@ -125,6 +126,24 @@ _KEYWORD_TARGET = re.compile(r"(?i)^(host|hostaddr|port|dbname|user|password|ssl
 def is_url(target: str) -> bool:
     """Whether ``target`` starts with a ``scheme://``."""
     return _SCHEME.match(target) is not None
+
+
+TOKEN_RULE = (
+    "a token is one line of printable characters: no newline or other control character "
+    "(a token pasted or echoed with its line end: strip it; the token is not shown)"
+)
+"""What a bearer token may hold: what one line of an HTTP header carries (Go's
+``plane.TokenRule``)."""
+
+
+def check_token(token: str | None) -> None:
+    """Refuse a bearer token (``token=``, ``$LAKESHORE_TOKEN``) that no HTTP
+    ``Authorization`` header can carry: one holding a newline, carriage return, tab or any
+    other control character (Unicode category Cc, as Go's ``plane.ValidateToken``). Raises
+    :class:`~lakeshore.errors.InvalidError` for field ``token`` that never shows the token
+    (a secret)."""
+    if token and any(unicodedata.category(c) == "Cc" for c in token):
+        raise errors.InvalidError(f"invalid token: {TOKEN_RULE}", field="token", rule=TOKEN_RULE)
 
 
 def check_target(target: str, field: str, *, http: bool) -> None:
@@ -255,7 +274,8 @@ class HttpDispatch(Dispatch):
             as a list or separated by commas (``"http://a:7077,http://b:7077"``): calls go to
             one, and a connection failure or a 502/503/504 answer moves them to the next
             (failover, with the retry rules below); default ``$LAKESHORE_URL``.
-        token: the bearer token; default ``$LAKESHORE_TOKEN`` (none when unset).
+        token: the bearer token; default ``$LAKESHORE_TOKEN`` (none when unset). A token
+            holding a newline or another control character is refused (:func:`check_token`).
         namespace: the namespace of the queues, data queues and worker registrations made
             from it; default ``$LAKESHORE_NAMESPACE`` when set (a provider sets it for the
             workers it launches), else ``"default"``.
@@ -286,6 +306,7 @@ class HttpDispatch(Dispatch):
             check_target(one.strip(), "url", http=True)
         if token is None:
             token = os.environ.get("LAKESHORE_TOKEN") or None
+        check_token(token)
         self._transport = HttpTransport(urls, token, retry_for=retry_for)
         self.url = ",".join(server.url for server in self._transport.servers)
         """The server URLs, separated by commas."""
