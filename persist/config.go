@@ -135,7 +135,7 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.Dir == "":
-		return &InvalidError{Field: "queue option Dir", Value: "", Rule: "a directory path"}
+		return &InvalidError{Field: "queue option Dir", Value: "", Rule: "a directory path, and none was given: set Config.Dir, or Config.URL or $LAKESHORE_URL to reach a server"}
 	case isHTTP(c.Dir):
 		return &InvalidError{Field: "queue option Dir", Value: c.Dir, Rule: "a directory path for the file store (open an http(s) URL with Open and httpstore.Driver())"}
 	case schemeOf(c.Dir) != "":

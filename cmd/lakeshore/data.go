@@ -106,7 +106,9 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 	q, err := persist.Open(ctx, name, cfg, filestore.Driver(), httpstore.Driver(), lakestore.Driver())
 	var nf *persist.NotFoundError
 	if errors.As(err, &nf) && nf.Queue != "" {
-		return nil, fmt.Errorf("data queue %s does not exist in namespace %s (its first put creates it): %w", name, ns, persist.ErrNotFound)
+		// The sentence alone, with the not_found code (exit 3): wrapping the sentinel
+		// added its own words, ": persist: not found", to the line.
+		return nil, &plane.Error{Code: persist.ErrNotFound.Code, Message: fmt.Sprintf("data queue %s does not exist in namespace %s (its first put creates it)", name, ns)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open data queue %s: %w", name, err)

@@ -140,7 +140,7 @@ func testDataVerbs(t *testing.T, newCLI func(*testing.T) *dataCLI) {
 	for _, verb := range []string{"stats", "get", "flush", "partitions", "consumption"} {
 		_, errs, code = c.run("", append(c.args, verb, "nosuch")...)
 		require.Equal(t, exitNotFound, code, "data %s nosuch: %s", verb, errs)
-		require.Contains(t, errs, "data queue nosuch does not exist in namespace default", verb)
+		require.Equal(t, "lakeshore: data queue nosuch does not exist in namespace default (its first put creates it)\n", errs, verb)
 	}
 	if c.cfg.Dir != "" && !strings.Contains(c.cfg.Dir, "://") {
 		_, err := os.Stat(filepath.Join(c.cfg.Dir, "nosuch"))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/persist/filestore"
+	"github.com/lakeshore-dev/lakeshore/persist/httpstore"
 	"github.com/lakeshore-dev/lakeshore/persist/persisttest"
 )
 
@@ -45,6 +46,15 @@ func TestOpenRefusesUnknownTargets(t *testing.T) {
 	t.Setenv(persist.EnvURL, "not-a-url")
 	_, err = persist.Open(ctx, "q", &persist.Config{}, filestore.Driver())
 	require.ErrorIs(t, err, persist.ErrInvalid, "$LAKESHORE_URL names a server or a registered target, never a directory")
+
+	// No target at all (Dir, URL and $LAKESHORE_URL empty) says what to set, not only
+	// that "" is not a directory path.
+	t.Setenv(persist.EnvURL, "")
+	for _, cfg := range []*persist.Config{nil, {}} {
+		_, err = persist.Open(ctx, "q", cfg, filestore.Driver(), httpstore.Driver())
+		require.ErrorIs(t, err, persist.ErrInvalid)
+		require.ErrorContains(t, err, "none was given: set Config.Dir, or Config.URL or $"+persist.EnvURL)
+	}
 
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)
