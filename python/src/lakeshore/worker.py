@@ -1073,6 +1073,13 @@ class _Worker:
             with contextlib.suppress(RuntimeError):
                 self.d._portal.loop.call_soon_threadsafe(wake.set)
 
+    def _let_go(self, r: _Running) -> None:
+        """Undo :meth:`_keep` on the body's thread, and the job's hold: no more heartbeats,
+        no longer running nor held (its settle, or the loop's give-back, ends it)."""
+        r.due = None
+        self.running.pop(r.job.id, None)
+        r.core.held.pop(r.job.id, None)
+
     async def execute(self, core: QueueCore, job: Job, handed: _Handed | None = None) -> _Pending | _Turned | _Handed | None:
         """Run the job's body; return its settle (sent with the slot's next claim), or None
         when the plane took the job back, or (:attr:`turns_on_thread`, a sync body that
@@ -1286,11 +1293,10 @@ class _Worker:
         its answer. This spares the job's way back to the loop and the turn's to the
         client's loop and back."""
         core, job = r.core, r.job
-        r.due = None  # no more heartbeats: the settle ends the lease
-        self.running.pop(job.id, None)
-        # Not held from now on (the loop's turn drops it once answered; nothing reads it
-        # before): a beat answered "lease lost" while the settle is in flight is no loss.
-        core.held.pop(job.id, None)
+        # No more heartbeats (the settle ends the lease), and not held from now on (the
+        # loop's turn drops it once answered; nothing reads it before): a beat answered
+        # "lease lost" while the settle is in flight is no loss.
+        self._let_go(r)
         settled = self._settle_of(core, job, ("ack", result), False)
         assert settled is not None  # an ack always settles
         item = SettleClaim(
@@ -1327,9 +1333,7 @@ class _Worker:
         if self.draining:
             # The drain began as the lease was handed to the keeper: a second signal's
             # stop may not have seen the job; it is not begun, and given back there.
-            r.due = None
-            self.running.pop(job.id, None)
-            core.held.pop(job.id, None)
+            self._let_go(r)
             return None
         try:
             kind, call = self._ready_blocking(fn, job, r)
