@@ -48,14 +48,25 @@ def resolve_namespace(namespace: str | None) -> str:
         if not namespace:
             return DEFAULT_NAMESPACE
         source = f"namespace ${ENV_NAMESPACE}"
-    # The characters first (ASCII only, so a lone surrogate is refused here, not by encode).
-    ok = isinstance(namespace, str) and all(c.isascii() and (c.isalnum() or c in "._-") for c in namespace)
-    ok = ok and 1 <= len(namespace) <= 128 and namespace[0] not in "._-"
-    if not ok:
+    if not is_name(namespace, not_first="._-"):
         raise errors.InvalidError(
             f"invalid {source} {namespace!r}: {_NAME_RULE}", field="namespace", value=namespace, rule=_NAME_RULE
         )
     return namespace
+
+
+def is_name(name: Any, *, not_first: str) -> bool:
+    """Whether ``name`` is a name of the server's rule for namespaces, queues and data
+    queues: 1–128 bytes of ``[A-Za-z0-9._-]``, its first character none of ``not_first``.
+    The characters are checked first: the rule holds only ASCII, so a string no UTF-8
+    holds (a lone surrogate) is refused here, and its length in characters is its length
+    in bytes."""
+    return (
+        isinstance(name, str)
+        and all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
+        and 1 <= len(name) <= 128
+        and name[0] not in not_first
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from lakeshore import errors, wire
 from lakeshore._ids import is_ulid, new_ulid
 from lakeshore._transport import LONG_POLL_MAX, NOT_SENT, Batcher, invocation_path, queue_path, utf8_size, wait_future
-from lakeshore.dispatch import Dispatch, default_dispatch
+from lakeshore.dispatch import Dispatch, default_dispatch, is_name
 
 log = logging.getLogger("lakeshore.queue")
 
@@ -502,11 +502,7 @@ def _check_kind(kind: str) -> None:
 
 
 def _check_name(what: str, name: Any) -> None:
-    # The characters first: the rule holds only ASCII, so a string no UTF-8 holds (a lone
-    # surrogate) is refused here, and its length in characters is its length in bytes.
-    ok = isinstance(name, str) and all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
-    ok = ok and 1 <= len(name) <= 128 and name[0] not in ".-"
-    if not ok:
+    if not is_name(name, not_first=".-"):
         raise errors.InvalidError(
             f"invalid {what} {name!r}: 1–128 bytes of [A-Za-z0-9._-], not starting with '.' or '-'",
             field=what,
