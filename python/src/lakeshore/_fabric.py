@@ -15,9 +15,9 @@ import sys
 import threading
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
 
 from lakeshore import code, config, errors, lifecycle
+from lakeshore._transport import queue_path
 
 log = logging.getLogger("lakeshore.worker")
 
@@ -37,7 +37,7 @@ TRUST_HINT = (
 
 def code_path(namespace: str, queue: str, digest: str) -> str:
     """The route of a code archive."""
-    return f"/v1/namespaces/{quote(namespace, safe='')}/queues/{quote(queue, safe='')}/code/{digest}"
+    return f"{queue_path(namespace, queue)}/code/{digest}"
 
 
 def upload(dispatch: Any, queue: str, snap: code.Snapshot, max_bytes: int) -> None:

@@ -52,7 +52,6 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
 
 import numpy as np
 
@@ -816,7 +815,7 @@ class Queue:
             self._d = _storage_dispatch(storage_path)
         else:
             self._d = default_dispatch()
-        self.path = f"/v1/namespaces/{quote(self._d.namespace, safe='')}/data/{quote(name, safe='')}"
+        self.path = f"/v1/namespaces/{path_segment('namespace', self._d.namespace)}/data/{path_segment('data queue name', name)}"
         self._buffer: list[tuple[str, bytes]] = []
         # Batches sent without an answer (a dropped connection, a killed server, a 5xx),
         # with their put ids: sent again, first, by the next send, so the server answers a
