@@ -96,6 +96,20 @@ func records(field string, vals []api.Value) ([]persist.Record, error) {
 	return out, nil
 }
 
+// readPartitioned decodes the request body into v, as readBody, then checks the partition
+// it named (*body, a field of v) against the query's, as checkPartition, and returns the
+// request's partition, as partitionOf: the data routes whose body names a partition.
+// Errors: readBody's, checkPartition's.
+func (s *Server) readPartitioned(w http.ResponseWriter, r *http.Request, v any, body *string) (string, error) {
+	if err := s.readBody(w, r, v); err != nil {
+		return "", err
+	}
+	if err := checkPartition(r, *body); err != nil {
+		return "", err
+	}
+	return partitionOf(r, *body), nil
+}
+
 // checkPartition refuses a request whose body and query name different partitions (the
 // body's would win silently, writing or reading another partition than the URL says).
 // Errors: *plane.InvalidError naming partition.
@@ -129,13 +143,9 @@ func (s *Server) readDataPut(w http.ResponseWriter, r *http.Request, p *principa
 		}
 	} else {
 		var req api.DataPutRequest
-		if err := s.readBody(w, r, &req); err != nil {
+		if partition, err = s.readPartitioned(w, r, &req, &req.Partition); err != nil {
 			return nil, err
 		}
-		if err := checkPartition(r, req.Partition); err != nil {
-			return nil, err
-		}
-		partition = partitionOf(r, req.Partition)
 		if recs, err = records("records", req.Records); err != nil {
 			return nil, err
 		}
@@ -195,13 +205,9 @@ func (s *Server) handleDataPutFields(w http.ResponseWriter, r *http.Request, p *
 		}
 	} else {
 		var req api.DataPutFieldsRequest
-		if err := s.readBody(w, r, &req); err != nil {
+		if partition, err = s.readPartitioned(w, r, &req, &req.Partition); err != nil {
 			return err
 		}
-		if err := checkPartition(r, req.Partition); err != nil {
-			return err
-		}
-		partition = partitionOf(r, req.Partition)
 		if recs, err = records("records", req.Records); err != nil {
 			return err
 		}
@@ -732,13 +738,11 @@ func (s *Server) handleDataBatch(w http.ResponseWriter, r *http.Request, p *prin
 
 func (s *Server) handleDataProduced(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataProducedRequest
-	if err := s.readBody(w, r, &req); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return err
 	}
-	if err := checkPartition(r, req.Partition); err != nil {
-		return err
-	}
-	out, err := dq.queue.Produced(r.Context(), partitionOf(r, req.Partition), req.Indexes, req.Fields)
+	out, err := dq.queue.Produced(r.Context(), partition, req.Indexes, req.Fields)
 	if err != nil {
 		return err
 	}
@@ -751,16 +755,14 @@ func (s *Server) handleDataProduced(w http.ResponseWriter, r *http.Request, p *p
 
 func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataConsumptionRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		return err
-	}
-	if err := checkPartition(r, req.Partition); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return err
 	}
 	if err := persist.CheckIndexes(req.Indexes); err != nil {
 		return err
 	}
-	if err := dq.store.MarkConsumed(r.Context(), req.Task, partitionOf(r, req.Partition), req.Indexes); err != nil {
+	if err := dq.store.MarkConsumed(r.Context(), req.Task, partition, req.Indexes); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
@@ -769,16 +771,14 @@ func (s *Server) handleDataMark(w http.ResponseWriter, r *http.Request, p *princ
 
 func (s *Server) handleDataReset(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataConsumptionRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		return err
-	}
-	if err := checkPartition(r, req.Partition); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return err
 	}
 	if req.Indexes != nil {
 		return plane.Invalid("indexes", nil, "none: a reset forgets every index the task consumed in the partition")
 	}
-	if err := dq.store.ResetConsumption(r.Context(), req.Task, partitionOf(r, req.Partition)); err != nil {
+	if err := dq.store.ResetConsumption(r.Context(), req.Task, partition); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
@@ -796,16 +796,14 @@ func (s *Server) handleDataConsumed(w http.ResponseWriter, r *http.Request, p *p
 
 func (s *Server) handleDataClear(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataClearRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		return err
-	}
-	if err := checkPartition(r, req.Partition); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return err
 	}
 	if err := persist.CheckIndexes(req.Indexes); err != nil {
 		return err
 	}
-	if err := dq.store.ClearSamples(r.Context(), partitionOf(r, req.Partition), req.Indexes); err != nil {
+	if err := dq.store.ClearSamples(r.Context(), partition, req.Indexes); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
@@ -823,17 +821,14 @@ func (s *Server) handleDataClearPartition(w http.ResponseWriter, r *http.Request
 // readDataKVPut reads and checks a put of keys (POST D/kv, a dataWriter).
 func (s *Server) readDataKVPut(w http.ResponseWriter, r *http.Request, p *principal) (*dataWrite, error) {
 	var req api.DataKVPutRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		return nil, err
-	}
-	if err := checkPartition(r, req.Partition); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return nil, err
 	}
 	recs, err := records("records", req.Records)
 	if err != nil {
 		return nil, err
 	}
-	partition := partitionOf(r, req.Partition)
 	check := func() error {
 		items, err := persist.MergeKVPut(partition, req.Keys, recs, req.Tags)
 		if err != nil {
@@ -875,16 +870,14 @@ func kvEntries(es []persist.KVEntry) (*api.DataKVResponse, error) {
 
 func (s *Server) handleDataKVGet(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataKVKeysRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		return err
-	}
-	if err := checkPartition(r, req.Partition); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return err
 	}
 	if err := persist.CheckAnswerCount("keys", int64(len(req.Keys)), 0, "; read more keys in several requests"); err != nil {
 		return err
 	}
-	es, err := dq.store.KVGet(r.Context(), partitionOf(r, req.Partition), req.Keys, req.Fields)
+	es, err := dq.store.KVGet(r.Context(), partition, req.Keys, req.Fields)
 	if err != nil {
 		return err
 	}
@@ -948,16 +941,14 @@ func kvListPage(ctx context.Context, st persist.Store, partition string, offset 
 
 func (s *Server) handleDataKVClear(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataKVKeysRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		return err
-	}
-	if err := checkPartition(r, req.Partition); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return err
 	}
 	if req.Fields != nil {
 		return plane.Invalid("fields", nil, "none: a clear removes whole keys")
 	}
-	if err := dq.store.KVClear(r.Context(), partitionOf(r, req.Partition), req.Keys); err != nil {
+	if err := dq.store.KVClear(r.Context(), partition, req.Keys); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
@@ -1161,16 +1152,14 @@ func (s *Server) handleDataReplay(w http.ResponseWriter, r *http.Request, p *pri
 
 func (s *Server) handleDataPriorities(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataPrioritiesRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		return err
-	}
-	if err := checkPartition(r, req.Partition); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return err
 	}
 	if err := persist.CheckIndexes(req.Indexes); err != nil {
 		return err
 	}
-	if err := dq.queue.UpdatePriorities(r.Context(), partitionOf(r, req.Partition), req.Field, req.Indexes, req.Values); err != nil {
+	if err := dq.queue.UpdatePriorities(r.Context(), partition, req.Field, req.Indexes, req.Values); err != nil {
 		return err
 	}
 	count(s.data.metrics.put, r, len(req.Indexes))
@@ -1180,13 +1169,11 @@ func (s *Server) handleDataPriorities(w http.ResponseWriter, r *http.Request, p 
 
 func (s *Server) handleDataDropGroup(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataConsumptionRequest
-	if err := s.readBody(w, r, &req); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return err
 	}
-	if err := checkPartition(r, req.Partition); err != nil {
-		return err
-	}
-	if err := dq.queue.DropGroup(r.Context(), req.Task, partitionOf(r, req.Partition), req.Indexes); err != nil {
+	if err := dq.queue.DropGroup(r.Context(), req.Task, partition, req.Indexes); err != nil {
 		return err
 	}
 	s.write(w, r, http.StatusOK, &api.EmptyResponse{})
@@ -1195,10 +1182,8 @@ func (s *Server) handleDataDropGroup(w http.ResponseWriter, r *http.Request, p *
 
 func (s *Server) handleDataPatchPartial(w http.ResponseWriter, r *http.Request, p *principal, dq *dataQueue) error {
 	var req api.DataPatchRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		return err
-	}
-	if err := checkPartition(r, req.Partition); err != nil {
+	partition, err := s.readPartitioned(w, r, &req, &req.Partition)
+	if err != nil {
 		return err
 	}
 	var recs []persist.Record
@@ -1208,7 +1193,7 @@ func (s *Server) handleDataPatchPartial(w http.ResponseWriter, r *http.Request, 
 			return err
 		}
 	}
-	if err := dq.queue.PatchPartial(r.Context(), partitionOf(r, req.Partition), req.Indexes, recs, req.WeightVersion, req.Complete); err != nil {
+	if err := dq.queue.PatchPartial(r.Context(), partition, req.Indexes, recs, req.WeightVersion, req.Complete); err != nil {
 		return err
 	}
 	count(s.data.metrics.put, r, len(req.Indexes))
