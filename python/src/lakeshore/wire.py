@@ -334,7 +334,28 @@ def _shape_text(shape: tuple[int, ...]) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class NDArray:
+class _WireArray:
+    """The layout :class:`NDArray` and :class:`Tensor` share: a dtype, a shape and the
+    elements' bytes, checked by ``validate`` and read by ``numpy`` the one way for both."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    data: bytes
+
+    def validate(self) -> None:
+        """Raise :class:`EncodeError` unless the array can be encoded."""
+        reason = _check_array(self.dtype, tuple(self.shape), len(self.data))
+        if reason:
+            raise EncodeError("$", type(self).__name__, reason)
+
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """Return the elements as a writable ``numpy.ndarray`` (bfloat16 needs ``ml_dtypes``)."""
+        self.validate()
+        return _to_numpy(self.dtype, tuple(self.shape), self.data, "$")
+
+
+@dataclasses.dataclass(frozen=True)
+class NDArray(_WireArray):
     """An n-dimensional array in its wire form (extension 1), for dtypes numpy cannot hold.
 
     ``decode`` gives a ``numpy.ndarray`` whenever it can; it gives an ``NDArray`` only for
@@ -349,24 +370,9 @@ class NDArray:
             (big endian under a ``">"`` name).
     """
 
-    dtype: str
-    shape: tuple[int, ...]
-    data: bytes
-
-    def validate(self) -> None:
-        """Raise :class:`EncodeError` unless the array can be encoded."""
-        reason = _check_array(self.dtype, tuple(self.shape), len(self.data))
-        if reason:
-            raise EncodeError("$", type(self).__name__, reason)
-
-    def numpy(self) -> np.ndarray[Any, Any]:
-        """Return the array as a writable ``numpy.ndarray`` (bfloat16 needs ``ml_dtypes``)."""
-        self.validate()
-        return _to_numpy(self.dtype, tuple(self.shape), self.data, "$")
-
 
 @dataclasses.dataclass(frozen=True)
-class Tensor:
+class Tensor(_WireArray):
     """A tensor in its wire form (extension 2); the layout is :class:`NDArray`'s.
 
     ``decode`` gives a ``torch.Tensor`` when torch is installed (or ``tensors="torch"``),
@@ -377,21 +383,6 @@ class Tensor:
         shape: dimensions, outermost first.
         data: the elements in C order, little endian.
     """
-
-    dtype: str
-    shape: tuple[int, ...]
-    data: bytes
-
-    def validate(self) -> None:
-        """Raise :class:`EncodeError` unless the tensor can be encoded."""
-        reason = _check_array(self.dtype, tuple(self.shape), len(self.data))
-        if reason:
-            raise EncodeError("$", type(self).__name__, reason)
-
-    def numpy(self) -> np.ndarray[Any, Any]:
-        """Return the elements as a writable ``numpy.ndarray``."""
-        self.validate()
-        return _to_numpy(self.dtype, tuple(self.shape), self.data, "$")
 
     def torch(self) -> Any:
         """Return the tensor as a ``torch.Tensor`` (raises ``ImportError`` without torch)."""
