@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 )
@@ -47,51 +48,67 @@ func (riverSystem) open(ctx context.Context, e *env) (store, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	drv := riversqlite.New(db)
+	pending := func(ctx context.Context, query string) (n int64, err error) {
+		err = db.QueryRowContext(ctx, query).Scan(&n)
+		return n, err
+	}
+	return openRiver(ctx, e, riversqlite.New(db), pending, db.Close)
+}
+
+// openRiver migrates River's schema through drv and makes the store's insert-only client,
+// for every River system (riversqlite, riverpgxv5); pending counts a query's one row on the
+// driver's database, closeDB closes it (also here, on an error).
+func openRiver[TTx any](ctx context.Context, e *env, drv riverdriver.Driver[TTx],
+	pending func(ctx context.Context, query string) (int64, error), closeDB func() error) (store, error) {
 	m, err := rivermigrate.New(drv, nil)
 	if err != nil {
-		db.Close()
+		closeDB()
 		return nil, err
 	}
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		db.Close()
+		closeDB()
 		return nil, fmt.Errorf("river migrate: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	ins, err := river.NewClient(drv, &river.Config{Logger: logger})
 	if err != nil {
-		db.Close()
+		closeDB()
 		return nil, err
 	}
-	s := &riverStore{db: db, drv: drv, env: e, logger: logger, ins: ins, waiters: map[int64]chan struct{}{}}
+	s := &riverStore[TTx]{drv: drv, count: pending, closeDB: closeDB, env: e, logger: logger, ins: ins,
+		waiters: map[int64]chan struct{}{}}
 	s.active = ins
 	return s, nil
 }
 
-type riverStore struct {
-	db     *sql.DB
-	drv    *riversqlite.Driver
-	env    *env
-	logger *slog.Logger
-	ins    *river.Client[*sql.Tx] // insert-only client
+// riverStore is a River system's store on any of River's drivers (TTx: the driver's
+// transaction): the same inserts, workers and completion waits for riversqlite and
+// riverpgxv5; only the database behind drv (count, closeDB) differs.
+type riverStore[TTx any] struct {
+	drv     riverdriver.Driver[TTx]
+	count   func(ctx context.Context, query string) (int64, error) // one count(*) on drv's database
+	closeDB func() error
+	env     *env
+	logger  *slog.Logger
+	ins     *river.Client[TTx] // insert-only client
 
 	mu      sync.Mutex
-	active  *river.Client[*sql.Tx] // the working client while workers run, so inserts wake it
+	active  *river.Client[TTx] // the working client while workers run, so inserts wake it
 	waiters map[int64]chan struct{}
 }
 
-func (s *riverStore) client() *river.Client[*sql.Tx] {
+func (s *riverStore[TTx]) client() *river.Client[TTx] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.active
 }
 
-func (s *riverStore) enqueue(ctx context.Context, ref jobRef) error {
+func (s *riverStore[TTx]) enqueue(ctx context.Context, ref jobRef) error {
 	_, err := s.client().Insert(ctx, riverArgs{Seq: ref.Seq, T: ref.EnqueuedNS}, nil)
 	return err
 }
 
-func (s *riverStore) enqueueBatch(ctx context.Context, refs []jobRef) error {
+func (s *riverStore[TTx]) enqueueBatch(ctx context.Context, refs []jobRef) error {
 	params := make([]river.InsertManyParams, len(refs))
 	for i, r := range refs {
 		params[i].Args = riverArgs{Seq: r.Seq, T: r.EnqueuedNS}
@@ -100,7 +117,7 @@ func (s *riverStore) enqueueBatch(ctx context.Context, refs []jobRef) error {
 	return err
 }
 
-func (s *riverStore) enqueueTracked(ctx context.Context, ref jobRef) (func(context.Context) error, error) {
+func (s *riverStore[TTx]) enqueueTracked(ctx context.Context, ref jobRef) (func(context.Context) error, error) {
 	done := make(chan struct{})
 	s.mu.Lock()
 	s.waiters[ref.Seq] = done
@@ -118,7 +135,7 @@ func (s *riverStore) enqueueTracked(ctx context.Context, ref jobRef) (func(conte
 	}, nil
 }
 
-func (s *riverStore) work(ctx context.Context, p workParams) (func(context.Context) error, error) {
+func (s *riverStore[TTx]) work(ctx context.Context, p workParams) (func(context.Context) error, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, river.WorkFunc(func(ctx context.Context, job *river.Job[riverArgs]) error {
 		p.handle(jobRef{Seq: job.Args.Seq, EnqueuedNS: job.Args.T})
@@ -175,7 +192,7 @@ func (s *riverStore) work(ctx context.Context, p workParams) (func(context.Conte
 }
 
 // complete wakes the waiter of the job a completion event is about.
-func (s *riverStore) complete(ev *river.Event) {
+func (s *riverStore[TTx]) complete(ev *river.Event) {
 	var a riverArgs
 	if json.Unmarshal(ev.Job.EncodedArgs, &a) != nil {
 		return
@@ -188,11 +205,8 @@ func (s *riverStore) complete(ev *river.Event) {
 	}
 }
 
-func (s *riverStore) pending(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.db.QueryRowContext(ctx,
-		`SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')`).Scan(&n)
-	return n, err
+func (s *riverStore[TTx]) pending(ctx context.Context) (int64, error) {
+	return s.count(ctx, `SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')`)
 }
 
-func (s *riverStore) close() error { return s.db.Close() }
+func (s *riverStore[TTx]) close() error { return s.closeDB() }
