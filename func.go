@@ -30,34 +30,32 @@ type Func[In, Out any] struct {
 // NewFunc binds body to queue (opts: the handle's namespace and claim order; nil for
 // defaults). Errors: *InvalidError for a bad queue name or options.
 func NewFunc[In, Out any](d *Dispatch, queue string, body func(ctx context.Context, in In) (Out, error), opts *QueueOptions) (*Func[In, Out], error) {
-	if d == nil {
-		return nil, plane.Invalid("dispatch", nil, "pass the *Dispatch that Open or New returned, not nil")
-	}
-	if body == nil {
-		return nil, plane.Invalid("body", nil, "pass a non-nil function")
-	}
-	q, err := d.Queue(queue, opts)
-	if err != nil {
-		return nil, err
-	}
-	fn := func(ctx context.Context, job *Job) (any, error) {
-		var in In
-		if err := decodeInput(job, &in); err != nil {
-			return nil, err
-		}
+	return bindFunc[In, Out](d, queue, body == nil, opts, func(ctx context.Context, _ *Queue, _ *Job, in In) (any, error) {
 		return body(ctx, in)
-	}
-	return &Func[In, Out]{q: q, fn: fn}, nil
+	})
 }
 
 // NewStreamFunc binds a streaming body to queue: each value body passes to emit is appended
 // to the job's journal as a VALUE frame (emit returns the post's error, e.g. ErrLeaseLost
 // once the job was killed) and body's return value is the result. Errors: as NewFunc.
 func NewStreamFunc[In, Out, V any](d *Dispatch, queue string, body func(ctx context.Context, in In, emit func(V) error) (Out, error), opts *QueueOptions) (*Func[In, Out], error) {
+	return bindFunc[In, Out](d, queue, body == nil, opts, func(ctx context.Context, q *Queue, job *Job, in In) (any, error) {
+		emit := func(v V) error {
+			_, err := q.Post(ctx, job, v)
+			return err
+		}
+		return body(ctx, in, emit)
+	})
+}
+
+// bindFunc is the binding NewFunc and NewStreamFunc share: d and the body checked (noBody:
+// the body is nil), the queue's handle made with opts, and run called on each job with its
+// payload decoded into In (a payload that does not, fails the job: decodeInput).
+func bindFunc[In, Out any](d *Dispatch, queue string, noBody bool, opts *QueueOptions, run func(ctx context.Context, q *Queue, job *Job, in In) (any, error)) (*Func[In, Out], error) {
 	if d == nil {
 		return nil, plane.Invalid("dispatch", nil, "pass the *Dispatch that Open or New returned, not nil")
 	}
-	if body == nil {
+	if noBody {
 		return nil, plane.Invalid("body", nil, "pass a non-nil function")
 	}
 	q, err := d.Queue(queue, opts)
@@ -69,11 +67,7 @@ func NewStreamFunc[In, Out, V any](d *Dispatch, queue string, body func(ctx cont
 		if err := decodeInput(job, &in); err != nil {
 			return nil, err
 		}
-		emit := func(v V) error {
-			_, err := q.Post(ctx, job, v)
-			return err
-		}
-		return body(ctx, in, emit)
+		return run(ctx, q, job, in)
 	}
 	return &Func[In, Out]{q: q, fn: fn}, nil
 }
