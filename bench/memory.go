@@ -219,6 +219,17 @@ type serveProcess struct {
 }
 
 func startServe(ctx context.Context, bin, dir, sync string, longPolls int) (*serveProcess, error) {
+	db := filepath.Join(dir, "lakeshore.db") // synchronous=FULL, the plane's default
+	limit := strconv.Itoa(longPolls + 100)
+	return runServe(ctx, bin, dir, db, "--long-poll-max", "10m", "--max-long-polls", limit,
+		"--max-long-polls-per-tenant", limit)
+}
+
+// runServe starts `lakeshore serve --target target` with flags on a free loopback port,
+// without the dashboard, in dir (its LAKESHORE_HOME, made if missing; its log serve.log),
+// and waits for /healthz to answer 200, at most a minute: the one way every bench system
+// that measures a served plane starts one (startServe, startPGServe).
+func runServe(ctx context.Context, bin, dir, target string, flags ...string) (*serveProcess, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -228,10 +239,7 @@ func startServe(ctx context.Context, bin, dir, sync string, longPolls int) (*ser
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	db := filepath.Join(dir, "lakeshore.db") // synchronous=FULL, the plane's default
-	limit := strconv.Itoa(longPolls + 100)
-	cmd := exec.Command(bin, "serve", "--target", db, "--addr", addr, "--no-ui", "--long-poll-max", "10m",
-		"--max-long-polls", limit, "--max-long-polls-per-tenant", limit)
+	cmd := exec.Command(bin, append([]string{"serve", "--target", target, "--addr", addr, "--no-ui"}, flags...)...)
 	cmd.Env = append(os.Environ(), "LAKESHORE_HOME="+dir)
 	logFile, err := os.Create(filepath.Join(dir, "serve.log"))
 	if err != nil {

@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,42 +73,7 @@ type pgServeProcess struct {
 }
 
 func startPGServe(ctx context.Context, bin, dir, url string) (*serveProcess, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "serve", "--target", url, "--addr", addr, "--no-ui")
-	cmd.Env = append(os.Environ(), "LAKESHORE_HOME="+dir)
-	logFile, err := os.Create(filepath.Join(dir, "serve.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start lakeshore serve: %w", err)
-	}
-	p := &serveProcess{cmd: cmd, url: "http://" + addr}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(p.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			p.stop()
-			logged, _ := os.ReadFile(logFile.Name())
-			return nil, fmt.Errorf("lakeshore serve not healthy within a minute: %v; its log: %s", err, logged)
-		}
-	}
+	return runServe(ctx, bin, dir, url)
 }
 
 func (s lakeshorePGServeSystem) open(ctx context.Context, e *env) (store, error) {
