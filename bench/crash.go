@@ -122,17 +122,9 @@ func runCrash(ctx context.Context, h *harness, sys system, e *env) ([]float64, e
 		}
 		defer stop()
 	}
-	s, err := sys.open(ctx, e)
+	s, err := openWorking(ctx, sys, e, "leases")
 	if err != nil {
 		return nil, err
-	}
-	if _, err := s.pending(ctx); errors.Is(err, errNoWorkers) {
-		s.close()
-		return nil, notApplicable("no workers")
-	}
-	if _, ok := s.(ceilingStore); ok {
-		s.close()
-		return nil, notApplicable("a ceiling: no leases")
 	}
 	n := h.o.crashJobs
 	if err := fill(ctx, s, n); err != nil {

@@ -159,7 +159,7 @@ func openLoop(ctx context.Context, s store, rate int, d time.Duration, concurren
 // runLatency is the latency workload: the open loop at -rate for -latency-duration with
 // results stored and awaited by the producer.
 func runLatency(ctx context.Context, h *harness, sys system, e *env) ([]float64, error) {
-	s, err := openForLatency(ctx, sys, e)
+	s, err := openWorking(ctx, sys, e, "results")
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func runLatency(ctx context.Context, h *harness, sys system, e *env) ([]float64,
 // loop, or -peak), then the open loop at peakPercent of it on the same store once the peak
 // run's jobs are drained.
 func runLatencyAtPeak(ctx context.Context, h *harness, sys system, e *env) ([]float64, error) {
-	s, err := openForLatency(ctx, sys, e)
+	s, err := openWorking(ctx, sys, e, "results")
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,10 @@ func runLatencyAtPeak(ctx context.Context, h *harness, sys system, e *env) ([]fl
 	return append([]float64{peak, float64(rate)}, r.startMetrics()...), nil
 }
 
-func openForLatency(ctx context.Context, sys system, e *env) (store, error) {
+// openWorking opens sys's store for a workload whose jobs run on workers (latency, crash):
+// one without workers, or a ceiling (a ceilingStore, which has no lacks: the results or
+// the leases the workload measures), is not applicable to it.
+func openWorking(ctx context.Context, sys system, e *env, lacks string) (store, error) {
 	s, err := sys.open(ctx, e)
 	if err != nil {
 		return nil, err
@@ -209,7 +212,7 @@ func openForLatency(ctx context.Context, sys system, e *env) (store, error) {
 	}
 	if _, ok := s.(ceilingStore); ok {
 		s.close()
-		return nil, notApplicable("a ceiling: no results")
+		return nil, notApplicable("a ceiling: no " + lacks)
 	}
 	return s, nil
 }
