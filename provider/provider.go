@@ -147,3 +147,19 @@ func WithOffers(command []string, offers string) []string {
 	out = append(out, "--offers", offers)
 	return append(out, command[at:]...)
 }
+
+// LaunchIDValid reports whether id is a launch id the local, ssh and kubernetes providers
+// accept: 1 to max ASCII letters and digits (max is each provider's: what it names with the
+// id, a file, a remote path, a Pod and its label, must hold it). They refuse any other with
+// "use letters and digits only".
+func LaunchIDValid(id string, max int) bool {
+	if id == "" || len(id) > max {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}

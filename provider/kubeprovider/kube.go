@@ -581,14 +581,6 @@ func (p *Provider) Check(ctx context.Context) error {
 	return nil
 }
 
-func validID(id string) bool {
-	if id == "" || len(id) > 40 { // a label value, and "lakeshore-" + id a Pod name
-		return false
-	}
-	for _, c := range id {
-		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
+// validID reports whether id is a launch id this provider takes: provider.LaunchIDValid, at
+// most 40 (a label value, and "lakeshore-" + id a Pod name).
+func validID(id string) bool { return provider.LaunchIDValid(id, 40) }

@@ -909,14 +909,6 @@ func validEnvName(k string) bool {
 	return true
 }
 
-func validID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
+// validID reports whether id is a launch id this provider takes: provider.LaunchIDValid, at
+// most 64.
+func validID(id string) bool { return provider.LaunchIDValid(id, 64) }
