@@ -351,6 +351,18 @@ class Endpoint:
         fixed = f"Host: {host_header}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         return cls(host, port, uds, connect_timeout, fixed.encode("latin-1"))
 
+    def head(self, method: str, target: str, headers: dict[str, str], content: bytes | None) -> bytes:
+        """A request's head, for both pools: its request line, the fixed header lines, then
+        ``headers``, and with ``content`` its ``Content-Length``; ends with the blank line."""
+        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self.fixed
+        if headers:
+            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
+        if content is not None:
+            head += b"Content-Length: %d\r\n\r\n" % len(content)
+        else:
+            head += b"\r\n"
+        return head
+
 
 class Pool:
     """The keep-alive connections of one server, on one loop.
@@ -426,13 +438,7 @@ class Pool:
             httpx.RemoteProtocolError, httpx.ReadError: the connection failed or the
                 answer is not HTTP/1.1.
         """
-        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._endpoint.fixed
-        if headers:
-            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
-        if content is not None:
-            head += b"Content-Length: %d\r\n\r\n" % len(content)
-        else:
-            head += b"\r\n"
+        head = self._endpoint.head(method, target, headers, content)
         if gate is not None:
             await gate.acquire()
         abandon = abandon_var.get()
@@ -583,13 +589,7 @@ class BlockingPool:
             httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError: the connection
                 failed or the answer is not HTTP/1.1.
         """
-        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._endpoint.fixed
-        if headers:
-            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
-        if content is not None:
-            head += b"Content-Length: %d\r\n\r\n" % len(content)
-        else:
-            head += b"\r\n"
+        head = self._endpoint.head(method, target, headers, content)
         conn = self._checkout()
         if conn is None:
             conn = self._connect()
