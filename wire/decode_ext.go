@@ -88,6 +88,19 @@ func (d *decoder) payloadEnd(rest []byte, kind string) error {
 	return nil
 }
 
+// lastData reads the data bin that ends an extension's payload (arrayPayload, pairPayload):
+// it must be one, and nothing may follow it. The bytes are rest's, not a copy.
+func (d *decoder) lastData(rest []byte, kind string) ([]byte, error) {
+	data, after, err := msgp.ReadBytesZC(rest)
+	if err != nil {
+		return nil, d.failErr(rest, kind+" data", err)
+	}
+	if err := d.payloadEnd(after, kind); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
 // arrayPayload decodes [dtype str, shape [uint…], data bin] and validates it.
 func (d *decoder) arrayPayload(p []byte, kind string, build func(string, []int, []byte) any) (any, error) {
 	const layout = "[dtype str, shape [int…], data bin]"
@@ -122,12 +135,8 @@ func (d *decoder) arrayPayload(p []byte, kind string, build func(string, []int, 
 		}
 		shape[i] = int(dim)
 	}
-	at = rest
-	data, rest, err := msgp.ReadBytesZC(rest)
+	data, err := d.lastData(rest, kind)
 	if err != nil {
-		return nil, d.failErr(at, kind+" data", err)
-	}
-	if err := d.payloadEnd(rest, kind); err != nil {
 		return nil, err
 	}
 	if reason := checkArray(dtype, shape, len(data)); reason != "" {
@@ -150,12 +159,8 @@ func (d *decoder) pairPayload(p []byte, kind, field string, build func(string, [
 	if name == "" {
 		return nil, d.fail(at, kind+" "+field+" must not be empty")
 	}
-	at = rest
-	data, rest, err := msgp.ReadBytesZC(rest)
+	data, err := d.lastData(rest, kind)
 	if err != nil {
-		return nil, d.failErr(at, kind+" data", err)
-	}
-	if err := d.payloadEnd(rest, kind); err != nil {
 		return nil, err
 	}
 	return build(name, append(make([]byte, 0, len(data)), data...)), nil
