@@ -535,24 +535,29 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 	if d.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+d.cfg.Token)
 	}
-	resp, err := d.client.Do(req)
-	if err != nil {
+	// stopped is why a request that failed was not the server's doing, never retried: the
+	// driver closed (its cause on rctx) or the caller's ctx ended; nil when neither.
+	stopped := func() error {
 		switch {
 		case errors.Is(context.Cause(rctx), plane.ErrClosed):
-			return plane.ErrClosed, 0, false
+			return plane.ErrClosed
 		case ctx.Err() != nil:
-			return ctx.Err(), 0, false
+			return ctx.Err()
+		}
+		return nil
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		if why := stopped(); why != nil {
+			return why, 0, false
 		}
 		return unavailable(c, err), 0, c.safe || dialError(err) || serverClosedIdle(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		switch {
-		case errors.Is(context.Cause(rctx), plane.ErrClosed):
-			return plane.ErrClosed, 0, false
-		case ctx.Err() != nil:
-			return ctx.Err(), 0, false
+		if why := stopped(); why != nil {
+			return why, 0, false
 		}
 		return unavailable(c, fmt.Errorf("read answer: %w", err)), 0, c.safe
 	}
