@@ -26,8 +26,9 @@ import (
 const unavailableMessage = "the queue's storage is unavailable; retry"
 
 // checkRequest refuses, before any handler runs, a request whose declared Content-Length
-// exceeds the body limit (413 at once, without waiting for a body that may never come)
-// and one whose path segments or query parameters are not UTF-8 (400 invalid naming the
+// exceeds the body limit (413 at once, without waiting for a body that may never come),
+// what a web page of another site made a browser send (checkBrowser: 403 forbidden) and a
+// request whose path segments or query parameters are not UTF-8 (400 invalid naming the
 // parameter, the bad bytes escaped). pattern is the matched route ("" when none).
 func (s *Server) checkRequest(r *http.Request, pattern string) error {
 	if pattern == "PUT "+api.CodePath {
@@ -37,10 +38,31 @@ func (s *Server) checkRequest(r *http.Request, pattern string) error {
 	} else if r.ContentLength > s.cfg.MaxBodyBytes {
 		return &tooLargeError{limit: s.cfg.MaxBodyBytes}
 	}
+	if err := s.checkBrowser(r); err != nil {
+		return err
+	}
 	if err := checkPathUTF8(r, pattern); err != nil {
 		return err
 	}
 	return checkQueryUTF8(r.URL.RawQuery)
+}
+
+// checkBrowser refuses what a web page of another site can make the user's browser send
+// (docs/http-api.md, "Browsers"). Errors: api.ErrForbidden.
+//
+//   - A state-changing request (any method but GET, HEAD and OPTIONS) that the browser
+//     marks as coming from another origin (Sec-Fetch-Site, else Origin against Host:
+//     http.CrossOriginProtection). A page may send a POST without a body, or with a
+//     text/plain one, to any address without asking the server first (no CORS
+//     preflight); a server without an admin token authenticates nobody, so nothing else
+//     kept such a page from cancelling jobs, pausing schedules or submitting there. With
+//     a token it changes nothing: a page of another origin cannot send the token.
+func (s *Server) checkBrowser(r *http.Request) error {
+	if err := s.crossOrigin.Check(r); err != nil {
+		return fmt.Errorf("%w: a web page of another origin may not change anything here (the browser marked the request "+
+			"cross-origin: Sec-Fetch-Site or Origin); only pages of this server, such as its dashboard, may", api.ErrForbidden)
+	}
+	return nil
 }
 
 // checkPathUTF8 names the route's path parameter ({namespace}, {queue}, …) whose segment
