@@ -3,6 +3,7 @@ package server_test
 import (
 	"maps"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,4 +65,34 @@ func TestCrossOriginBrowserRequests(t *testing.T) {
 		}
 		require.EqualValues(t, 4, b.total(t))
 	}
+}
+
+// TestNoAuthLoopbackHostNames: a server without an admin token, reached over loopback,
+// answered a request for any host name, so a web page whose DNS name was made to point at
+// 127.0.0.1 (DNS rebinding: same-origin with itself, so the browser lets it read the
+// answers) could read every queue and change anything. Over loopback it now answers only
+// requests addressed to an IP address, localhost or a name under .localhost; another name
+// gets 403 forbidden saying why. With an admin token any name is served (the page has no
+// token to send).
+func TestNoAuthLoopbackHostNames(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	_, port, _ := strings.Cut(strings.TrimPrefix(b.ts.URL, "http://"), ":")
+	for _, host := range []string{"evil.example:" + port, "evil.example", "localhost.evil.example:" + port, "127.0.0.1.nip.io:" + port} {
+		for _, route := range [][2]string{{"GET", "/v1/queues"}, {"POST", "/v1/maintain"}, {"GET", "/ui/"}} {
+			status, body := send(b, t, route[0], route[1], nil, map[string]string{"Host": host})
+			require.Equal(t, http.StatusForbidden, status, "%s %s for %s: %s", route[0], route[1], host, body)
+			require.Contains(t, body, `"code":"forbidden"`)
+			require.Contains(t, body, "answers only requests addressed to localhost or an IP address")
+		}
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LocalHost.:" + port, "dash.localhost:" + port,
+		"[::1]:" + port, "localhost", "10.1.2.3:" + port} {
+		status, body := send(b, t, "GET", "/v1/queues", nil, map[string]string{"Host": host})
+		require.Equal(t, http.StatusOK, status, "%s: %s", host, body)
+	}
+
+	authed := setup(t, &server.Config{AdminToken: "admin-secret"})
+	status, body := send(authed, t, "GET", "/v1/queues", nil, map[string]string{"Host": "evil.example:" + port, "Authorization": "Bearer admin-secret"})
+	require.Equal(t, http.StatusOK, status, "with a token any name is served: %s", body)
 }
