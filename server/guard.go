@@ -3,7 +3,9 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"unicode/utf8"
@@ -26,8 +28,9 @@ import (
 const unavailableMessage = "the queue's storage is unavailable; retry"
 
 // checkRequest refuses, before any handler runs, a request whose declared Content-Length
-// exceeds the body limit (413 at once, without waiting for a body that may never come)
-// and one whose path segments or query parameters are not UTF-8 (400 invalid naming the
+// exceeds the body limit (413 at once, without waiting for a body that may never come),
+// what a web page of another site made a browser send (checkBrowser: 403 forbidden) and a
+// request whose path segments or query parameters are not UTF-8 (400 invalid naming the
 // parameter, the bad bytes escaped). pattern is the matched route ("" when none).
 func (s *Server) checkRequest(r *http.Request, pattern string) error {
 	if pattern == "PUT "+api.CodePath {
@@ -37,10 +40,59 @@ func (s *Server) checkRequest(r *http.Request, pattern string) error {
 	} else if r.ContentLength > s.cfg.MaxBodyBytes {
 		return &tooLargeError{limit: s.cfg.MaxBodyBytes}
 	}
+	if err := s.checkBrowser(r); err != nil {
+		return err
+	}
 	if err := checkPathUTF8(r, pattern); err != nil {
 		return err
 	}
 	return checkQueryUTF8(r.URL.RawQuery)
+}
+
+// checkBrowser refuses what a web page of another site can make the user's browser send
+// (docs/http-api.md, "Browsers"). Errors: api.ErrForbidden.
+//
+//   - A state-changing request (any method but GET, HEAD and OPTIONS) that the browser
+//     marks as coming from another origin (Sec-Fetch-Site, else Origin against Host:
+//     http.CrossOriginProtection). A page may send a POST without a body, or with a
+//     text/plain one, to any address without asking the server first (no CORS
+//     preflight); a server without an admin token authenticates nobody, so nothing else
+//     kept such a page from cancelling jobs, pausing schedules or submitting there. With
+//     a token it changes nothing: a page of another origin cannot send the token.
+//   - Without an admin token, a request that came over loopback naming a host that is
+//     neither an IP address nor localhost (nor a name under .localhost). A page whose DNS
+//     name was made to point at 127.0.0.1 (DNS rebinding) is same-origin with itself, so
+//     the browser lets it read the answers, and it could read and change everything; an
+//     IP address or localhost cannot be rebound. A request that came over another
+//     address (--insecure-no-auth) or a unix socket is not checked.
+func (s *Server) checkBrowser(r *http.Request) error {
+	if err := s.crossOrigin.Check(r); err != nil {
+		return fmt.Errorf("%w: a web page of another origin may not change anything here (the browser marked the request "+
+			"cross-origin: Sec-Fetch-Site or Origin); only pages of this server, such as its dashboard, may", api.ErrForbidden)
+	}
+	if s.authOn || loopbackHostName(r.Host) {
+		return nil
+	}
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); !ok || !local.IP.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: this server has no admin token, so over loopback it answers only requests addressed to "+
+		"localhost or an IP address (http://127.0.0.1:PORT), never to another name (host %q): a web page whose DNS name points "+
+		"at this machine could otherwise use it; address it so, or give the server an admin token", api.ErrForbidden, cut(r.Host, plane.MaxQuotedBytes))
+}
+
+// loopbackHostName reports whether a Host header (with or without its port) names an IP
+// address, localhost or a name under .localhost (which browsers resolve to loopback
+// themselves), or is empty (HTTP/1.0): names no DNS answer can move elsewhere.
+func loopbackHostName(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")), ".")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	return host == "" || host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // checkPathUTF8 names the route's path parameter ({namespace}, {queue}, …) whose segment

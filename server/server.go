@@ -295,6 +295,8 @@ type Server struct {
 	adminHash [sha256.Size]byte
 	cursors   *cursorSealer // seals the listing cursors of scoped tokens (cursor.go); nil without auth
 
+	crossOrigin *http.CrossOriginProtection // refuses state-changing cross-origin browser requests (checkBrowser)
+
 	longPolls chan struct{} // semaphore of open long-polls
 
 	capLocks     namespaceLocks // serialize each cap's count and creation per namespace (caps.go)
@@ -317,7 +319,8 @@ type Server struct {
 func New(drv plane.Driver, cfg *Config) *Server {
 	c := cfg.withDefaults()
 	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
-		longPolls: make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{}, tenantDataQueues: map[string]map[string]int{},
+		crossOrigin: http.NewCrossOriginProtection(),
+		longPolls:   make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{}, tenantDataQueues: map[string]map[string]int{},
 		data: &dataQueues{stores: dataStoresOf(&c), log: c.Logger, maxOpen: c.MaxOpenDataQueues, idle: max(c.DataQueueIdle, 0), stop: make(chan struct{})}}
 	s.stopCtx, s.stop = context.WithCancelCause(context.Background())
 	switch {

@@ -115,13 +115,28 @@ func (r *response) requireError(t *testing.T, status int, code string) api.Error
 
 func (b *testBundle) do(t *testing.T, method, path, contentType string, body []byte, token string) *response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, b.ts.URL+path, bytes.NewReader(body))
-	require.NoError(t, err)
+	headers := map[string]string{}
 	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+		headers["Content-Type"] = contentType
 	}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		headers["Authorization"] = "Bearer " + token
+	}
+	return b.doHeaders(t, method, path, body, headers)
+}
+
+// doHeaders is do with the request's header lines given by name; "Host" sets the host
+// the request names.
+func (b *testBundle) doHeaders(t *testing.T, method, path string, body []byte, headers map[string]string) *response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, b.ts.URL+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	for name, value := range headers {
+		if name == "Host" {
+			req.Host = value
+			continue
+		}
+		req.Header.Set(name, value)
 	}
 	resp, err := b.ts.Client().Do(req)
 	require.NoError(t, err)
