@@ -307,21 +307,14 @@ func RunDaemon(ctx context.Context, o *DaemonOpts, logger *slog.Logger, getenv f
 		stop(errors.New("stopped by POST /v1/daemon/stop"))
 	})
 	mux.Handle("/", srv)
-	hs := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			inFlight.Add(1)
-			defer func() {
-				inFlight.Add(-1)
-				lastActive.Store(time.Now().UnixNano())
-			}()
-			mux.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout:       ReadTimeout,
-		IdleTimeout:       IdleTimeout,
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	hs := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		defer func() {
+			inFlight.Add(-1)
+			lastActive.Store(time.Now().UnixNano())
+		}()
+		mux.ServeHTTP(w, r)
+	}), logger)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	logger.Info("daemon ready", "socket", socket, "pid", info.PID, "protocol", DaemonProtocol, "target", plane.RedactURL(target))

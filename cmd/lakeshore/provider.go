@@ -110,7 +110,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) (f
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: ReadHeaderTimeout}
+	hs := newHTTPServer(mux, logger)
 	go func() { _ = hs.Serve(ln) }()
 	logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	return func() { _ = hs.Close() }, nil

@@ -49,6 +49,21 @@ const (
 	MaxHeaderBytes = 64 << 10
 )
 
+// newHTTPServer is the one http.Server setup of every listener the CLI opens (serve, the
+// daemon, provider run's --metrics-addr): the timeouts and header bound above, and the
+// server's own error lines (a TLS handshake, a bad request line) logged at warn through
+// logger.
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
 // ServeOpts are the options of `lakeshore serve`.
 type ServeOpts struct {
 	// Addr is the listen address. Defaults to AddrDefault.
@@ -300,14 +315,7 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 			logger.Error("closing the data queues", "error", err)
 		}
 	}()
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout:       ReadTimeout,
-		IdleTimeout:       IdleTimeout,
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	hs := newHTTPServer(srv, logger)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
