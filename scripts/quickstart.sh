@@ -13,6 +13,15 @@
 # LAKESHORE_QUICKSTART_WORKERS=N to choose the number of workers.
 set -eu
 
+# shell_word prints $1 as one shell word: as it is when it holds only characters the shell
+# takes literally, else in single quotes (a quote inside written '\'').
+shell_word() {
+	case "$1" in
+	*[!A-Za-z0-9_./:@%+,=-]*) printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")" ;;
+	*) printf '%s' "$1" ;;
+	esac
+}
+
 cd "$(dirname "$0")/.."
 if [ -z "${LAKESHORE_HOME:-}" ]; then
 	LAKESHORE_HOME=$(mktemp -d "${TMPDIR:-/tmp}/lakeshore-quickstart.XXXXXX")
@@ -48,7 +57,16 @@ trap ':' INT TERM
 if [ "$status" -eq 0 ]; then
 	echo "quickstart: results in $out" >&2
 elif [ "$status" -eq 130 ] || [ "$status" -gt 128 ]; then
+	# The same command: the user's limit and workers kept (the resumed run maps the same
+	# files), each value quoted for the shell when it needs it.
+	again=""
+	for name in LAKESHORE_QUICKSTART_LIMIT LAKESHORE_QUICKSTART_WORKERS LAKESHORE_HOME; do
+		eval "value=\${$name:-}"
+		if [ -n "$value" ]; then
+			again="$again$name=$(shell_word "$value") "
+		fi
+	done
 	echo "quickstart: interrupted; to finish (nothing that succeeded runs again), run:" >&2
-	echo "  LAKESHORE_HOME=$LAKESHORE_HOME scripts/quickstart.sh" >&2
+	echo "  ${again}scripts/quickstart.sh" >&2
 fi
 exit "$status"

@@ -72,6 +72,9 @@ func (a *app) printInvocation(inv *lakeshore.Invocation, workers *capable) error
 	if inv.Worker != "" {
 		m["worker"] = inv.Worker
 	}
+	if inv.AttemptTimeout > 0 {
+		m["attempt_timeout_s"] = inv.AttemptTimeout.Seconds()
+	}
 	if due := delayedUntil(inv); !due.IsZero() {
 		m["available_at"] = due
 	}
@@ -111,6 +114,9 @@ func (a *app) printInvocation(inv *lakeshore.Invocation, workers *capable) error
 	row("queue", inv.Namespace+"/"+inv.Queue)
 	row("state", inv.State)
 	row("attempt", fmt.Sprintf("%d of %d", inv.Attempt, inv.MaxAttempts))
+	if inv.AttemptTimeout > 0 {
+		row("attempt timeout", inv.AttemptTimeout)
+	}
 	if inv.Key != "" {
 		row("key", inv.Key)
 	}
@@ -122,7 +128,13 @@ func (a *app) printInvocation(inv *lakeshore.Invocation, workers *capable) error
 	if due := delayedUntil(inv); !due.IsZero() {
 		row("available", formatTime(due)+" (delayed)")
 	}
+	if !inv.Deadline.IsZero() {
+		row("deadline", formatTime(inv.Deadline))
+	}
 	row("started", formatTime(inv.StartedAt))
+	if !inv.LeaseExpiresAt.IsZero() {
+		row("lease expires", formatTime(inv.LeaseExpiresAt))
+	}
 	row("finished", formatTime(inv.FinishedAt))
 	if inv.Worker != "" {
 		row("worker", inv.Worker)
@@ -137,16 +149,28 @@ func (a *app) printInvocation(inv *lakeshore.Invocation, workers *capable) error
 			row("workers", fmt.Sprintf("%d of the %d live workers of the queue can run it", workers.Capable, workers.Serving))
 		}
 	}
-	// The run declaration of a compute mode (docs/fabric.md), shown by name.
+	// The run declaration of a compute mode (docs/fabric.md), shown by name; the other
+	// metadata after it, a key=value line each in key order.
+	shown := map[string]bool{}
 	if m := inv.Metadata[fabric.MetaMode]; m != "" {
 		row("mode", m+" (host key "+inv.Metadata[fabric.MetaHostKey]+")")
+		shown[fabric.MetaMode], shown[fabric.MetaHostKey] = true, true
 	}
 	if c := inv.Metadata[fabric.MetaCode]; c != "" {
 		row("code", c)
+		shown[fabric.MetaCode] = true
 	}
 	var git fabric.GitContext
 	if g := inv.Metadata[fabric.MetaGit]; g != "" && json.Unmarshal([]byte(g), &git) == nil {
 		row("git", git.String())
+		shown[fabric.MetaGit] = true
+	}
+	label := "metadata"
+	for _, k := range slices.Sorted(maps.Keys(inv.Metadata)) {
+		if !shown[k] {
+			row(label, k+"="+inv.Metadata[k])
+			label = ""
+		}
 	}
 	row("payload", compactJSON(payload))
 	if inv.State == lakeshore.StateSucceeded {

@@ -57,7 +57,9 @@ func TestQuickstart(t *testing.T) {
 }
 
 // TestQuickstartInterrupted: after Ctrl-C the script prints the exact command that
-// finishes the run, with its LAKESHORE_HOME (a fresh temporary one otherwise).
+// finishes the run, with its LAKESHORE_HOME (a fresh temporary one otherwise) and the
+// user's LAKESHORE_QUICKSTART_LIMIT and LAKESHORE_QUICKSTART_WORKERS (before 2026-12-06 it
+// dropped them, so the resumed run mapped every file).
 func TestQuickstartInterrupted(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -67,7 +69,7 @@ func TestQuickstartInterrupted(t *testing.T) {
 	script, err := filepath.Abs("../../scripts/quickstart.sh")
 	require.NoError(t, err)
 	cmd := exec.Command("sh", script)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "LAKESHORE_QUICKSTART_WORKERS=1", "LAKESHORE_HOME=")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "LAKESHORE_QUICKSTART_WORKERS=1", "LAKESHORE_QUICKSTART_LIMIT=5000", "LAKESHORE_HOME=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -88,5 +90,7 @@ func TestQuickstartInterrupted(t *testing.T) {
 	home := regexp.MustCompile(`LAKESHORE_HOME=(\S+) scripts/quickstart\.sh`).FindStringSubmatch(out.String())
 	require.NotNil(t, home, "the exact command to finish: %s", out.String())
 	require.True(t, strings.HasPrefix(home[1], tmp), home[1])
+	require.Regexp(t, `\n  LAKESHORE_QUICKSTART_LIMIT=5000 LAKESHORE_QUICKSTART_WORKERS=1 LAKESHORE_HOME=\S+ scripts/quickstart\.sh\n`, out.String(),
+		"the user's limit and workers are kept")
 	require.FileExists(t, filepath.Join(home[1], "lakeshore.db"))
 }

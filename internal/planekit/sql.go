@@ -194,8 +194,8 @@ type Statements struct {
 	// Count: namespace, queue, state, another state (smallints) → the sum of their counters.
 	Count string
 	// StatsCounts: namespace ("" for all) → namespace, queue, state, count; in (namespace,
-	// queue) order. StatsAdmissions: namespace → namespace, queue, max_depth, on_full,
-	// rate_limit, burst, deadline_cutoff_ms, concurrency. StatsKeys: KeyStatsSQL.
+	// queue) order. StatsAdmissions: namespace → namespace, queue, then
+	// AdmissionColumns (read by ScanAdmission). StatsKeys: KeyStatsSQL.
 	StatsCounts, StatsAdmissions, StatsKeys string
 	// DemandShapes: namespace ("" for all) → namespace, queue, shape, requirement (JSON
 	// text), queued, running, and the available time (ms) of the shape's first claimable

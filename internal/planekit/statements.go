@@ -12,8 +12,7 @@ func (st *Statements) Common(dialect func(string) string) {
 	st.TopicClosed = d(`SELECT closed FROM {s}.topics WHERE journal = $1`)
 	st.Frames = d(`SELECT seq, kind, value, attempt, time_ms FROM {s}.frames WHERE journal = $1 AND seq > $2 ORDER BY seq LIMIT $3`)
 	st.Count = d(`SELECT COALESCE(sum(n), 0) FROM {s}.counts WHERE namespace = $1 AND queue = $2 AND state IN ($3, $4)`)
-	st.StatsAdmissions = d(`SELECT namespace, queue, max_depth, on_full, rate_limit, burst, deadline_cutoff_ms, concurrency
-		FROM {s}.queues WHERE $1 = '' OR namespace = $1`)
+	st.StatsAdmissions = d(`SELECT namespace, queue, ` + AdmissionColumns + ` FROM {s}.queues WHERE $1 = '' OR namespace = $1`)
 
 	st.AdmissionSet = d(`INSERT INTO {s}.queues (namespace, queue, max_depth, on_full, rate_limit,
 		burst, deadline_cutoff_ms, tokens, tokens_ms, concurrency) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, $8, $10)

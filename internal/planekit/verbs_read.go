@@ -3,7 +3,6 @@ package planekit
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -87,18 +86,12 @@ func (v Verbs) QueueStatsList(ctx context.Context, namespace string) ([]plane.Qu
 	}
 	type block struct {
 		ns, q string
-		a     plane.Admission
+		a     *Admission
 	}
+	// Each block read by the one reader of a stored block (ScanAdmission), as a submit
+	// and QueueAdmissionGet read it.
 	blocks, err := read(ctx, v, "queue stats", func(s Scanner) (b block, err error) {
-		var onFull string
-		var cutoffMS int64
-		var concurrency []byte
-		if err := s.Scan(&b.ns, &b.q, &b.a.MaxDepth, &onFull, &b.a.RateLimit, &b.a.Burst, &cutoffMS, &concurrency); err != nil {
-			return b, err
-		}
-		b.a.OnFull, b.a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
-		err = DecodeConcurrency(concurrency, &b.a)
-		readAdmission(&b.a)
+		b.a, err = ScanAdmission(Around{Scanner: s, Before: []any{&b.ns, &b.q}})
 		return b, err
 	}, v.st.StatsAdmissions, namespace)
 	if err != nil {
@@ -114,7 +107,7 @@ func (v Verbs) QueueStatsList(ctx context.Context, namespace string) ([]plane.Qu
 			out = append(out, plane.QueueStats{Namespace: b.ns, Queue: b.q, Counts: map[plane.State]int64{}})
 			i = len(out) - 1
 		}
-		out[i].Admission = &b.a
+		out[i].Admission = &b.a.Admission
 	}
 	keys, err := v.db.Query(ctx, v.st.StatsKeys, namespace)
 	if err != nil {

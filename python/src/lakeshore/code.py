@@ -45,10 +45,13 @@ import time
 import zlib
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakeshore import errors
 from lakeshore.config import Code, Mount
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "File",
@@ -662,12 +665,12 @@ def read_archive(
     parents: set[str] = set()  # the directories the files are in
     total = path_bytes = dir_entries = 0
     try:
-        with tarfile.open(fileobj=member, mode="r|") as tar:
+        with tarfile.open(fileobj=member, mode="r|", tarinfo=_StoredName) as tar:
             for m in tar:
-                # The name as stored (tarfile strips every trailing slash of a PAX path),
-                # less one trailing slash, a directory's mark, as the Go reader: "x//" is
-                # not "x".
-                name = m.pax_headers.get("path", m.name).removesuffix("/")
+                # The name as stored (tarfile strips every trailing slash of a PAX path and
+                # of a directory's name), less one trailing slash, a directory's mark, as
+                # the Go reader: "x//" is not "x".
+                name = m.pax_headers.get("path", _stored_name(m)).removesuffix("/")
                 _check_path(name)
                 if m.isdir():
                     # Nothing is written for a directory entry, but each costs a header.
@@ -737,6 +740,32 @@ def read_archive(
             raise CodeError(f"the code archive writes {e.filename!r} twice") from None
         raise CodeError(f"the code archive is damaged: {e}") from None
     return files, digest(files)
+
+
+class _StoredName(tarfile.TarInfo):
+    """A tar member that also keeps the name its own header stores (``stored_name``):
+    tarfile strips every trailing slash of a directory's name (a plain ``x//`` reads as
+    ``x``), where the Go reader sees the name as stored."""
+
+    stored_name = ""
+
+    @classmethod
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> Self:
+        info = super().frombuf(buf, encoding, errors)
+        # As tarfile reads the name (a ustar prefix joined to it), before it strips slashes.
+        name = tarfile.nts(buf[0:100], encoding, errors)  # type: ignore[attr-defined]
+        prefix = tarfile.nts(buf[345:500], encoding, errors)  # type: ignore[attr-defined]
+        if prefix and info.type not in tarfile.GNU_TYPES:
+            name = prefix + "/" + name
+        info.stored_name = name
+        return info
+
+
+def _stored_name(m: tarfile.TarInfo) -> str:
+    """The name of m as its header stores it: ``stored_name`` when tarfile's name is that one
+    with trailing slashes stripped, else tarfile's (a GNU long name replaced it)."""
+    stored = getattr(m, "stored_name", "")
+    return stored if stored and stored.rstrip("/") == m.name else m.name
 
 
 class _OneGzipMember(io.RawIOBase):
