@@ -274,19 +274,26 @@ def _submit_from_threads(q: SyncQueue, n: int, first_sent: Callable[[], bool]) -
     return out
 
 
-def test_blocking_submits_made_meanwhile_go_together_on_a_callers_thread(stubs: list[_Stub]) -> None:
-    # Seven submits made while the first is in flight wait, and one of their callers sends
-    # them as one batch once it is answered: two requests for eight submits, no loop.
-    held = asyncio.Event()
+def _dispatch_holding_the_first(stubs: list[_Stub], held: asyncio.Event) -> tuple[_Stub, HttpDispatch]:
+    """A stub that answers submits with their ids, holding the first request 0.5 s (held is
+    set when it came: the other threads submit meanwhile)."""
 
     async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
         if len(s.requests) == 1:
             held.set()
-            await asyncio.sleep(0.5)  # the other seven threads submit meanwhile
+            await asyncio.sleep(0.5)
         w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
         return True
 
     s, d = _dispatch(stubs, handler)
+    return s, d
+
+
+def test_blocking_submits_made_meanwhile_go_together_on_a_callers_thread(stubs: list[_Stub]) -> None:
+    # Seven submits made while the first is in flight wait, and one of their callers sends
+    # them as one batch once it is answered: two requests for eight submits, no loop.
+    held = asyncio.Event()
+    s, d = _dispatch_holding_the_first(stubs, held)
     try:
         out = _submit_from_threads(SyncQueue("q", dispatch=d), 8, held.is_set)
         sent = [msgpack.unpackb(b) for b in s.bodies]
@@ -309,15 +316,7 @@ def test_the_next_combined_request_waits_for_the_callers_just_answered(
     # seven then one (the old behaviour: three requests).
     monkeypatch.setattr(lakeshore.queue, "_GATHER_SECONDS", 30.0)  # the wait ends when it comes
     held = asyncio.Event()
-
-    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
-        if len(s.requests) == 1:
-            held.set()
-            await asyncio.sleep(0.5)  # the other seven threads submit meanwhile
-        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
-        return True
-
-    s, d = _dispatch(stubs, handler)
+    s, d = _dispatch_holding_the_first(stubs, held)
     try:
         q = SyncQueue("q", dispatch=d)
         second: list[str] = []
