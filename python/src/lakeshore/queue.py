@@ -762,7 +762,8 @@ class _Combining:
         # next request and waits for the others of them (sending stays set meanwhile).
         self.vacant = 0
         self.answered = 0.0  # time.monotonic() of the last answer
-        self.gathering = False
+        # While a lead gathers (_gather): the number of waiting submits it waits for, else 0.
+        self.gathering = 0
         self.pid = os.getpid()
 
 
@@ -967,8 +968,8 @@ class QueueCore:
                 batch = [me]
             else:
                 combined.waiting.append(me)
-                if combined.gathering:
-                    combined.arrived.notify()
+                if combined.gathering and len(combined.waiting) >= combined.gathering:
+                    combined.arrived.notify()  # once: the lead wakes when all it waits for came
                 batch = None
         if batch is None:
             try:
@@ -1056,14 +1057,14 @@ class QueueCore:
         combined = self._combined
         with combined.lock:
             deadline = combined.answered + _GATHER_SECONDS
-            combined.gathering = True
+            combined.gathering = expect
             try:
                 while len(combined.waiting) < expect:
                     left = deadline - time.monotonic()
                     if left <= 0 or not combined.arrived.wait(left):
                         break
             finally:
-                combined.gathering = False
+                combined.gathering = 0
             room = _COMBINED_MAX - len(batch)
             batch.extend(combined.waiting[:room])
             del combined.waiting[:room]
