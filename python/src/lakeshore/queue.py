@@ -738,10 +738,10 @@ class _CombinedSubmit:
 
 _GATHER_SECONDS = 0.0005
 """How long after a combined request's answer the next one waits for the callers it answered
-to submit again (QueueCore._gather): eight threads submitting in a row come back within
-0.1–0.3 ms on the loaded 2-core machine, and each request they join spares the daemon a
-commit (docs/benchmarks-python.md, "Eight threads: the next request waits for the callers
-just answered")."""
+to submit again (QueueCore._gather): eight threads submitting in a row are all back in
+0.2–0.35 ms (the median gap between requests on the shared 2-core machine), and each
+request they join spares the daemon a request and a commit (docs/benchmarks-python.md,
+"Eight threads: the next request waits for the callers just answered")."""
 
 
 class _Combining:
