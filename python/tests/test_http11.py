@@ -18,6 +18,7 @@ import httpx
 import msgpack
 import pytest
 
+import lakeshore.queue
 from lakeshore import HttpDispatch, Queue, SyncQueue, errors
 from lakeshore import _http11
 from lakeshore._http11 import Endpoint, Pool
@@ -273,19 +274,26 @@ def _submit_from_threads(q: SyncQueue, n: int, first_sent: Callable[[], bool]) -
     return out
 
 
-def test_blocking_submits_made_meanwhile_go_together_on_a_callers_thread(stubs: list[_Stub]) -> None:
-    # Seven submits made while the first is in flight wait, and one of their callers sends
-    # them as one batch once it is answered: two requests for eight submits, no loop.
-    held = asyncio.Event()
+def _dispatch_holding_the_first(stubs: list[_Stub], held: asyncio.Event) -> tuple[_Stub, HttpDispatch]:
+    """A stub that answers submits with their ids, holding the first request 0.5 s (held is
+    set when it came: the other threads submit meanwhile)."""
 
     async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
         if len(s.requests) == 1:
             held.set()
-            await asyncio.sleep(0.5)  # the other seven threads submit meanwhile
+            await asyncio.sleep(0.5)
         w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
         return True
 
     s, d = _dispatch(stubs, handler)
+    return s, d
+
+
+def test_blocking_submits_made_meanwhile_go_together_on_a_callers_thread(stubs: list[_Stub]) -> None:
+    # Seven submits made while the first is in flight wait, and one of their callers sends
+    # them as one batch once it is answered: two requests for eight submits, no loop.
+    held = asyncio.Event()
+    s, d = _dispatch_holding_the_first(stubs, held)
     try:
         out = _submit_from_threads(SyncQueue("q", dispatch=d), 8, held.is_set)
         sent = [msgpack.unpackb(b) for b in s.bodies]
@@ -296,6 +304,76 @@ def test_blocking_submits_made_meanwhile_go_together_on_a_callers_thread(stubs: 
         assert out[0] == sent[0]["id"]
         assert sorted(map(str, out[1:])) == sorted(b["id"] for b in sent[1]["invocations"])
         assert d._portal._loop is None  # every request sent on a caller's thread
+    finally:
+        d.close()
+
+
+def test_the_next_combined_request_waits_for_the_callers_just_answered(
+    stubs: list[_Stub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first thread submits twice in a row; its second submit is made after its first
+    # was answered, and joins the seven that waited meanwhile: one batch of eight, not
+    # seven then one (the old behaviour: three requests).
+    monkeypatch.setattr(lakeshore.queue, "_GATHER_SECONDS", 30.0)  # the wait ends when it comes
+    held = asyncio.Event()
+    s, d = _dispatch_holding_the_first(stubs, held)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        second: list[str] = []
+        original = q.submit
+
+        def twice(payload: object) -> str:
+            first = original(payload)
+            if payload == 0:
+                second.append(original(100))
+            return first
+
+        monkeypatch.setattr(q, "submit", twice)
+        start = time.monotonic()
+        out = _submit_from_threads(q, 8, held.is_set)
+        assert time.monotonic() - start < 20  # the wait ended when the caller came, not at 30 s
+        sent = [msgpack.unpackb(b) for b in s.bodies]
+        assert len(sent) == 2, [r.split(b" ")[1] for r in s.requests]
+        assert sorted(msgpack.unpackb(b["payload"]) for b in sent[1]["invocations"]) == [*range(1, 8), 100]
+        assert second == [b["id"] for b in sent[1]["invocations"] if b["payload"] == msgpack.packb(100)]
+        assert sorted(map(str, out[1:])) == sorted(
+            b["id"] for b in sent[1]["invocations"] if b["payload"] != msgpack.packb(100)
+        )
+    finally:
+        d.close()
+
+
+def test_a_blocking_submit_waits_to_gather_only_right_after_an_answer(
+    stubs: list[_Stub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One thread submitting in a row never waits (each of its requests answered it alone);
+    # after a batch of two answered with nothing waiting, a submit made once the wait has
+    # passed goes at once, not waiting for the batch's callers (who are not coming).
+    monkeypatch.setattr(lakeshore.queue, "_GATHER_SECONDS", 1.0)
+    held = asyncio.Event()
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        if len(s.requests) == 6:
+            held.set()
+            await asyncio.sleep(0.3)  # two threads submit meanwhile
+        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        start = time.monotonic()
+        ids = [q.submit(i) for i in range(5)]
+        assert time.monotonic() - start < 0.9
+        assert ids == [msgpack.unpackb(b)["id"] for b in s.bodies]
+        out = _submit_from_threads(q, 3, held.is_set)  # request 6 alone, then one of two
+        assert all(isinstance(i, str) for i in out), out
+        assert sorted(msgpack.unpackb(b["payload"]) for b in msgpack.unpackb(s.bodies[6])["invocations"]) == [1, 2]
+        time.sleep(1.2)  # past the wait for the batch's callers
+        start = time.monotonic()
+        q.submit(7)
+        assert time.monotonic() - start < 0.9
+        assert msgpack.unpackb(s.bodies[-1])["payload"] == msgpack.packb(7)
     finally:
         d.close()
 
