@@ -25,7 +25,10 @@ The target "" is the process default: $LAKESHORE_URL when set, else the SQLite f
 $LAKESHORE_HOME/lakeshore.db ($LAKESHORE_HOME defaults to ~/.lakeshore, created with mode
 0700). ":memory:" is a whole plane inside the process, for tests and examples; a file path
 or sqlite://path opens that SQLite file, which several processes may share. http(s)://
-connects to a `lakeshore serve` server (the HTTP plane, with the same semantics);
+connects to a `lakeshore serve` server (the HTTP plane, with the same semantics; Open does
+not contact it, and reads, waits and submits ride out a server that is down or restarting
+for up to 30 s (or until ctx's deadline) before they fail with [ErrUnavailable]: set
+Config.HTTP's Unreachable to fail sooner on a server that refuses connections);
 postgres:// (or postgresql://) opens the PostgreSQL plane in that database, for many
 servers and workers on many machines: its schema is migrated on first use, and
 [Config].Postgres or the URL's parameters (schema, poll_only, …; see pgplane.ParseURL)
