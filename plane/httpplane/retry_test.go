@@ -74,10 +74,7 @@ func TestSettleOutlivesRestart(t *testing.T) {
 // out RequestTimeout (30 s), and OnRetry reports the retries as they happen.
 func TestUnreachableFailsFast(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens: connection refused
+	addr := refusedAddr(t)
 	var retries atomic.Int32
 	var lastElapsed atomic.Int64
 	drv, err := httpplane.New("http://"+addr, &httpplane.Config{Token: "-", Unreachable: 500 * time.Millisecond,
@@ -107,10 +104,7 @@ func TestUnreachableFailsFast(t *testing.T) {
 // checks).
 func TestRefusedConnectionSaysWhatToCheck(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens: connection refused
+	addr := refusedAddr(t)
 	drv, err := httpplane.New("http://"+addr, &httpplane.Config{Token: "-", Unreachable: 100 * time.Millisecond})
 	require.NoError(t, err)
 	defer drv.Close()
@@ -119,4 +113,14 @@ func TestRefusedConnectionSaysWhatToCheck(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	require.Contains(t, err.Error(), "nothing answers at http://"+addr+": it refuses connections; is 'lakeshore serve' running there?")
 	require.NotContains(t, err.Error(), "dial tcp")
+}
+
+// refusedAddr returns a loopback address where nothing listens: connections to it are
+// refused.
+func refusedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }
