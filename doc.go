@@ -194,8 +194,9 @@ rate wait
 the plane submits the payload to the queue once, whatever the number of processes and
 restarts (the key [ScheduleKey](name, tick) makes each tick one invocation, with metadata
 "schedule" and "schedule_tick"). Declaring it again at each start with KeepState keeps its
-paused flag and, while the rule is unchanged, its next fire. Workers of the queue run the fires as any job (docs/semantics.md,
-"Schedules").
+paused flag and, while the rule is unchanged, its next fire. Workers of the queue run the fires as any job; [Dispatch.Schedules] lists a
+namespace's schedules, [Dispatch.PauseSchedule] and [Dispatch.RemoveSchedule] manage them
+(docs/semantics.md, "Schedules").
 
 	_, err := q.Schedule(ctx, "nightly", map[string]any{"report": "daily"},
 		&lakeshore.ScheduleOptions{Cron: "0 3 * * *", TimeZone: "Europe/Paris", KeepState: true})
