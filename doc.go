@@ -25,11 +25,17 @@ The target "" is the process default: $LAKESHORE_URL when set, else the SQLite f
 $LAKESHORE_HOME/lakeshore.db ($LAKESHORE_HOME defaults to ~/.lakeshore, created with mode
 0700). ":memory:" is a whole plane inside the process, for tests and examples; a file path
 or sqlite://path opens that SQLite file, which several processes may share. http(s)://
-connects to a `lakeshore serve` server (the HTTP plane, with the same semantics);
-postgres:// names the PostgreSQL plane, which this build does not include yet
-(ErrNotImplemented). [New] wraps a driver opened by hand. [Config] sets the namespace
-(default $LAKESHORE_NAMESPACE, else "default"), the logger, and the options of the SQLite
-and HTTP planes.
+connects to a `lakeshore serve` server (the HTTP plane, with the same semantics; Open does
+not contact it, and reads, waits and submits ride out a server that is down or restarting
+for up to 30 s (or until ctx's deadline) before they fail with [ErrUnavailable]: set
+Config.HTTP's Unreachable to fail sooner on a server that refuses connections);
+postgres:// (or postgresql://) opens the PostgreSQL plane in that database, for many
+servers and workers on many machines: its schema is migrated on first use, and
+[Config].Postgres or the URL's parameters (schema, poll_only, …; see pgplane.ParseURL)
+configure it. [New] wraps a driver opened by hand, e.g. pgplane.New on a pool the
+application already has (ExampleNew_postgres). [Config] sets the namespace (default
+$LAKESHORE_NAMESPACE, else "default"), the logger, and the options of the SQLite, HTTP and
+PostgreSQL planes.
 
 # Queues
 
@@ -55,9 +61,16 @@ deadline and metadata. [Queue.SubmitMany] submits a batch in one transaction.
 [Queue.Result] waits (by notification, not polling) until the invocation is terminal and
 decodes the result into a pointer; [Queue.ResultValue] returns it in the codec's generic
 form. [Queue.Call] and [Queue.CallValue] submit and wait in one call. [Queue.Get] reads an
-invocation's state, attempts, timestamps and error; [Queue.Cancel] and [Queue.Kill] stop a
+invocation's state, attempt number (Attempt), timestamps and error; [Queue.Cancel] and [Queue.Kill] stop a
 queued or running one; [Queue.Count] and [Queue.Len] count invocations by state;
 [Queue.Trim] deletes old terminal ones.
+
+An idempotency key holds until its invocation is trimmed (terminal invocations are kept 7
+days by default), whatever its state: a resubmit after a failure returns the failed id.
+SubmitOptions UniqueFor bounds that window and Debounce makes the last of a burst win
+(docs/semantics.md, "Dedup windows"). A handler's error nacks its job with retry: it is
+claimable again after a backoff (exponential from 1 s, capped at 5 min) while
+Attempt < MaxAttempts, and then ends failed; [Permanent] fails it at once.
 
 # Streaming
 
@@ -134,6 +147,8 @@ lists live workers. [Dispatch.Admin] returns the [Admin] handle: access tokens
 maintenance passes. A submit with [SubmitOptions] Delay or NotBefore is queued at once but
 claimable only from its due time, by the plane's clock.
 
+# Typed functions
+
 [NewFunc] binds a typed Go function to a queue (the Go form of a @udf decorator): producers
 get typed Submit, Call and Result from the same value, and RunWorker runs it. [NewStreamFunc]
 binds a body that emits values as it goes, each a VALUE frame readable live with Stream.
@@ -160,14 +175,42 @@ room within the submit's ctx), a rate limit, and a deadline cutoff. [Queue.SetAd
 [Queue.Admission] and [Queue.ClearAdmission] manage it; a refused submit returns an
 [*AdmissionError] matching [ErrQueueFull] or [ErrRateLimited].
 
+The same block limits concurrency keys, which act at claim, not at submit. A submit's
+SubmitOptions ConcurrencyKey groups it (a tenant, a user, a model); ConcurrencyLimit bounds
+how many invocations of one key run at once, KeyWeights shares claims among keys (round-robin
+by default), and KeyRateLimit bounds the starts per second of each key. A handler that meets
+a rate limit downstream returns [RateLimited](key, retryAfter): its job goes back to the
+queue without consuming an attempt and the key is held back for as long.
+[Queue.ConcurrencyKeys] shows each key with jobs claimable or running: its counts, limit and
+rate wait
+(docs/semantics.md, "Concurrency keys and fair share", "Rate limits per key").
+
+	err := q.SetAdmission(ctx, lakeshore.Admission{ConcurrencyLimit: 2, KeyRateLimit: 10})
+	id, err := q.Submit(ctx, payload, &lakeshore.SubmitOptions{ConcurrencyKey: "tenant-a"})
+
+# Schedules
+
+[Queue.Schedule] stores a durable schedule: at each tick of a cron expression or an interval
+the plane submits the payload to the queue once, whatever the number of processes and
+restarts (the key [ScheduleKey](name, tick) makes each tick one invocation, with metadata
+"schedule" and "schedule_tick"). Declaring it again at each start with KeepState keeps its
+paused flag and, while the rule is unchanged, its next fire. Workers of the queue run the fires as any job; [Dispatch.Schedules] lists a
+namespace's schedules, [Dispatch.PauseSchedule] and [Dispatch.RemoveSchedule] manage them
+(docs/semantics.md, "Schedules").
+
+	_, err := q.Schedule(ctx, "nightly", map[string]any{"report": "daily"},
+		&lakeshore.ScheduleOptions{Cron: "0 3 * * *", TimeZone: "Europe/Paris", KeepState: true})
+
 # Errors
 
 Every error matches a sentinel through errors.Is: [ErrNotFound], [ErrTimeout] (the caller's
 wait ended; nothing changed), [ErrFailed], [ErrCancelled] and [ErrTimedOut] (how a job
 ended; the [*TerminalError] carries its [ErrorInfo]), [ErrLeaseLost], [ErrJournalClosed],
 [ErrQueueFull], [ErrRateLimited], [ErrInvalid] (an [*InvalidError] says which argument and
-what is allowed; nothing was written), [ErrClosed], [ErrNotImplemented] and [ErrUnavailable] (a remote plane could not be reached). They are the
-sentinels of package plane, re-exported, and keep their identity across the HTTP wire.
+what is allowed; nothing was written), [ErrClosed], [ErrNotImplemented], [ErrUnavailable] (a server or database could not be
+reached), [ErrUnauthorized] and [ErrForbidden] (a server refused the token), [ErrChanged] and
+[ErrLimitExceeded]. They are the sentinels of package plane, re-exported, and keep their
+identity across the HTTP wire.
 
 # Time and units
 

@@ -42,12 +42,12 @@ var (
 	ErrInvalid = plane.ErrInvalid
 	// ErrClosed: the Dispatch (its plane) was closed.
 	ErrClosed = plane.ErrClosed
-	// ErrNotImplemented: the plane does not support the operation, or the target names a
-	// plane this build does not include (PostgreSQL, for now).
+	// ErrNotImplemented: the plane does not support the operation.
 	ErrNotImplemented = plane.ErrNotImplemented
-	// ErrUnavailable: a remote plane (an http(s):// target) could not be reached within the
-	// call's time; the error keeps the connection failure as its cause. Reads, waits and
-	// submits were retried until then; for other calls whether they took effect is unknown.
+	// ErrUnavailable: a remote plane (an http(s):// server, or a postgres:// target's
+	// database) could not be reached within the call's time; the error keeps the connection
+	// failure as its cause. Over HTTP, reads, waits and submits were retried until then; for
+	// other calls whether they took effect is unknown.
 	ErrUnavailable = plane.ErrUnavailable
 	// ErrUnauthorized: a remote plane refused the credentials (LAKESHORE_TOKEN missing,
 	// unknown, expired or revoked).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -355,4 +356,288 @@ func ExampleWorker() {
 	// Output:
 	// HELLO
 	// <nil>
+}
+
+// A stream's cursor is the Seq of the last frame seen: a reader that stops (or crashes)
+// resumes after it with only the invocation id and that number, in any process, and gets
+// every later frame once.
+func ExampleQueue_Stream_resume() {
+	ctx := context.Background()
+	d, err := lakeshore.Open(ctx, ":memory:", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	q, err := d.Queue("generate", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	id, err := q.Submit(ctx, "a prompt", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	job, err := q.Claim(ctx, nil)
+	if err != nil || job == nil {
+		log.Fatal("claim: ", err)
+	}
+	for _, token := range []string{"the", "quick", "brown", "fox"} {
+		if _, err := q.Post(ctx, job, token); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := q.Ack(ctx, job, "the quick brown fox"); err != nil {
+		log.Fatal(err)
+	}
+
+	last := lakeshore.FromStart
+	for f, err := range q.Stream(ctx, id, last, nil) { // the first reader stops after two frames
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("first reader:", f.Seq, f.Value)
+		last = f.Seq
+		if last == 1 {
+			break
+		}
+	}
+	for f, err := range q.Stream(ctx, id, last, nil) { // later, elsewhere: id and last are enough
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("resumed:", f.Seq, f.Value)
+	}
+	// Output:
+	// first reader: 0 the
+	// first reader: 1 quick
+	// resumed: 2 brown
+	// resumed: 3 fox
+}
+
+// Cancel takes back a job that has not started; its result then reports ErrCancelled.
+// A running or finished job is not cancelled (Kill ends a running one).
+func ExampleQueue_Cancel() {
+	ctx := context.Background()
+	d, err := lakeshore.Open(ctx, ":memory:", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	q, err := d.Queue("render", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	id, err := q.Submit(ctx, "frame-1", &lakeshore.SubmitOptions{Delay: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cancelled, err := q.Cancel(ctx, id)
+	fmt.Println(cancelled, err)
+	cancelled, err = q.Cancel(ctx, id) // already terminal: nothing changes
+	fmt.Println(cancelled, err)
+
+	err = q.Result(ctx, id, nil, nil)
+	fmt.Println(errors.Is(err, lakeshore.ErrCancelled))
+	inv, err := q.Get(ctx, id)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(inv.State, inv.Attempt)
+	// Output:
+	// true <nil>
+	// false <nil>
+	// true
+	// cancelled 0
+}
+
+// NewFunc binds a typed function to a queue; RunWorker runs it (a *Func is a Handler) and
+// producers Call or Submit it with typed values. An error the body marks Permanent fails the
+// job at once; any other error retries it after a backoff while attempts remain.
+func ExampleNewFunc() {
+	ctx := context.Background()
+	d, err := lakeshore.Open(ctx, ":memory:", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+
+	type Request struct {
+		Text  string `msgpack:"text"`
+		Times int    `msgpack:"times"`
+	}
+	repeat, err := lakeshore.NewFunc(d, "repeat", func(ctx context.Context, in Request) (string, error) {
+		if in.Times < 0 {
+			return "", lakeshore.Permanent(fmt.Errorf("times is %d, want at least 0", in.Times))
+		}
+		return strings.Repeat(in.Text, in.Times), nil
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	workerCtx, stopWorker := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = lakeshore.RunWorker(workerCtx, d, []lakeshore.Handler{repeat}, nil) })
+	defer wg.Wait()
+	defer stopWorker()
+
+	out, _, err := repeat.Call(ctx, Request{Text: "ab", Times: 3}, nil)
+	fmt.Println(out, err)
+
+	id, err := repeat.Submit(ctx, Request{Text: "ab", Times: -1}, &lakeshore.SubmitOptions{Key: "bad-request"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = repeat.Result(ctx, id, nil)
+	var terr *lakeshore.TerminalError
+	if errors.As(err, &terr) {
+		fmt.Println(errors.Is(err, lakeshore.ErrFailed), terr.Info.Message)
+	}
+	again, _ := repeat.Submit(ctx, Request{Text: "ab", Times: 1}, &lakeshore.SubmitOptions{Key: "bad-request"})
+	fmt.Println("same key, same invocation:", again == id)
+	// Output:
+	// ababab <nil>
+	// true times is -1, want at least 0
+	// same key, same invocation: true
+}
+
+// Concurrency keys group a queue's jobs (here by tenant). The queue's admission block
+// limits how many of one key run at once, and claims rotate across keys, so one tenant's
+// backlog does not starve another.
+func ExampleQueue_SetAdmission_concurrencyKeys() {
+	ctx := context.Background()
+	d, err := lakeshore.Open(ctx, ":memory:", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	q, err := d.Queue("inference", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := q.SetAdmission(ctx, lakeshore.Admission{ConcurrencyLimit: 1}); err != nil {
+		log.Fatal(err)
+	}
+	for _, tenant := range []string{"tenant-a", "tenant-a", "tenant-a", "tenant-b"} {
+		if _, err := q.Submit(ctx, tenant, &lakeshore.SubmitOptions{ConcurrencyKey: tenant}); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	jobs, err := q.ClaimMany(ctx, 4, nil) // one job per key: each key is at its limit of 1
+	if err != nil {
+		log.Fatal(err)
+	}
+	var claimed []string
+	for _, job := range jobs {
+		claimed = append(claimed, job.ConcurrencyKey)
+	}
+	slices.Sort(claimed)
+	fmt.Println("claimed:", claimed)
+
+	keys, err := q.ConcurrencyKeys(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	slices.SortFunc(keys, func(a, b lakeshore.KeyStats) int { return strings.Compare(a.Key, b.Key) })
+	for _, k := range keys {
+		fmt.Printf("%s: %d running, %d queued, limit %d\n", k.Key, k.Running, k.Queued, k.Limit)
+	}
+	// Output:
+	// claimed: [tenant-a tenant-b]
+	// tenant-a: 1 running, 2 queued, limit 1
+	// tenant-b: 1 running, 0 queued, limit 1
+}
+
+// A handler that meets a rate limit downstream answers RateLimited: its job goes back to the
+// queue, claimable after the wait, without consuming an attempt, and the concurrency key is
+// held back as long.
+func ExampleRateLimited() {
+	ctx := context.Background()
+	d, err := lakeshore.Open(ctx, ":memory:", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	q, err := d.Queue("partner-api", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids, err := q.SubmitMany(ctx, []lakeshore.Submission{
+		{Payload: "request 1", SubmitOptions: lakeshore.SubmitOptions{ConcurrencyKey: "partner", MaxAttempts: 1}},
+		{Payload: "request 2", SubmitOptions: lakeshore.SubmitOptions{ConcurrencyKey: "partner"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	handled, err := q.Working(ctx, func(ctx context.Context, job *lakeshore.Job) (any, error) {
+		return nil, lakeshore.RateLimited(job.ConcurrencyKey, time.Minute) // e.g. the partner answered 429
+	}, nil)
+	var limited *lakeshore.RateLimitedError
+	fmt.Println(handled, errors.As(err, &limited), limited.Key, limited.RetryAfter)
+
+	inv, err := q.Get(ctx, ids[0])
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(inv.State, inv.Attempt, inv.MaxAttempts) // still queued: the attempt was given back
+
+	// The key's other job is claimable, but no claim takes it while the key is held back.
+	keys, err := q.ConcurrencyKeys(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, k := range keys {
+		fmt.Println(k.Key, k.Queued, "queued, held back:", k.RateWait > 50*time.Second)
+	}
+	job, err := q.Claim(ctx, nil)
+	fmt.Println(job, err)
+	// Output:
+	// true true partner 1m0s
+	// queued 0 1
+	// partner 1 queued, held back: true
+	// <nil> <nil>
+}
+
+// A schedule submits its payload to the queue at each tick of a cron expression or an
+// interval, once whatever the number of processes; workers run the fires as any job.
+func ExampleQueue_Schedule() {
+	ctx := context.Background()
+	d, err := lakeshore.Open(ctx, ":memory:", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	q, err := d.Queue("reports", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := q.Schedule(ctx, "heartbeat", map[string]any{"report": "liveness"},
+		&lakeshore.ScheduleOptions{Every: time.Second, KeepState: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Name, s.Queue, s.Every, !s.NextFire.IsZero())
+
+	// One fire, run by a worker that stops after one job (or after a minute without one).
+	workerCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = lakeshore.RunWorker(workerCtx, d, []lakeshore.Handler{lakeshore.Handle("reports",
+		func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			tick, err := time.Parse(time.RFC3339, job.Metadata["schedule_tick"])
+			if err != nil {
+				return nil, lakeshore.Permanent(err)
+			}
+			fmt.Println("fire of", job.Metadata["schedule"], job.Key == lakeshore.ScheduleKey("heartbeat", tick))
+			return nil, nil
+		})}, &lakeshore.WorkerOptions{Once: true})
+	fmt.Println(err)
+
+	_, err = q.Schedule(ctx, "nightly", nil, &lakeshore.ScheduleOptions{Cron: "every night"})
+	fmt.Println(errors.Is(err, lakeshore.ErrInvalid))
+	// Output:
+	// heartbeat reports 1s true
+	// fire of heartbeat true
+	// <nil>
+	// true
 }

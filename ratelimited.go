@@ -59,6 +59,8 @@ func (e *RateLimitedError) keyError() error {
 	return plane.ValidateConcurrencyKey("rate_limit_key", e.Key)
 }
 
+// Error says how long the job waits and which key is held back ("rate limited: retry
+// after 1m0s", with the key when there is one).
 func (e *RateLimitedError) Error() string {
 	after := e.Delay()
 	switch {

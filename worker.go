@@ -254,6 +254,9 @@ type HandlerFunc func(ctx context.Context, job *Job) (any, error)
 //     the job is nacked without retry).
 //   - fn returned an error: the job is nacked with retry (without retry when the error is
 //     marked Permanent) and err is fn's error.
+//   - fn returned a *RateLimitedError (RateLimited): the job is handed back, claimable after
+//     its RetryAfter, without consuming an attempt, its concurrency key held back as long;
+//     err is fn's error.
 //   - fn panicked: the panic is recovered into a *PanicError (ErrorInfo type "panic"), the
 //     job is nacked with retry, and err is the *PanicError. Panics in goroutines fn starts
 //     are not recovered.

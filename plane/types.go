@@ -118,7 +118,8 @@ type Journal struct {
 
 // Invocation is one job as stored: its identity, state and outcome.
 type Invocation struct {
-	ID        string
+	ID string // the invocation id, a ULID
+	// Namespace and Queue name the queue it was submitted to.
 	Namespace string
 	Queue     string
 	Key       string // idempotency key; "" when none
@@ -130,12 +131,15 @@ type Invocation struct {
 	Requirement *Requirement
 	// Shape is Requirement's shape key ("" for the default shape): invocations of one shape
 	// wait for a claim whose offers satisfy it.
-	Shape       string
-	State       State
-	Priority    float64
-	Payload     []byte            // wire-encoded
-	Metadata    map[string]string // the envelope's free-form headers
-	Attempt     int               // claims so far, starting at 1 on the first claim
+	Shape    string
+	State    State             // queued, running, or how it ended
+	Priority float64           // as submitted; orders priority and boltzmann claims
+	Payload  []byte            // wire-encoded
+	Metadata map[string]string // the envelope's free-form headers
+	// Attempt counts the claims so far, starting at 1 on the first claim (0 while never
+	// claimed); a claim handed back by a "slow down" answer (OutcomeRateLimited) is not
+	// counted. MaxAttempts bounds it (1 to MaxAttemptsMax).
+	Attempt     int
 	MaxAttempts int
 	// AttemptTimeout bounds one running attempt; 0 means none.
 	AttemptTimeout time.Duration
@@ -148,9 +152,9 @@ type Invocation struct {
 	Worker         string     // who holds the lease (running) or last held it
 	Result         []byte     // wire-encoded result (succeeded only)
 	Error          *ErrorInfo // the error it ended with; while queued for a retry, its last attempt's
-	CreatedAt      time.Time
-	StartedAt      time.Time // start of the latest attempt
-	FinishedAt     time.Time // when it became terminal
+	CreatedAt      time.Time  // when it was submitted, by the plane's clock
+	StartedAt      time.Time  // start of the latest attempt
+	FinishedAt     time.Time  // when it became terminal
 }
 
 // TerminalError returns the error a waiter gets for a terminal, unsuccessful invocation, or

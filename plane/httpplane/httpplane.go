@@ -625,10 +625,34 @@ func headStatus(status int) error {
 }
 
 // unavailable wraps a connection failure of c (the server down, unreachable, or gone
-// mid-answer) so that it matches plane.ErrUnavailable and keeps its cause.
+// mid-answer) so that it matches plane.ErrUnavailable and keeps its cause. A refused
+// connection reads as refusedError does, naming the server and what to check instead of
+// the dial's Go words.
 func unavailable(c *call, err error) error {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		err = &refusedError{err: err}
+	}
 	return fmt.Errorf("%s %s: %w (%w)", c.method, c.path, plane.ErrUnavailable, err)
 }
+
+// refusedError is a connection the server's host refused: nothing listens at that address.
+// Its message names the server (scheme and host, from the request's URL, which carries no
+// credentials) and asks whether `lakeshore serve` runs there; it unwraps to the dial's
+// error, so errors.Is(err, syscall.ECONNREFUSED) still holds.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string {
+	server := "the server"
+	var ue *url.Error
+	if errors.As(e.err, &ue) {
+		if u, err := url.Parse(ue.URL); err == nil && u.Host != "" {
+			server = u.Scheme + "://" + u.Host
+		}
+	}
+	return "nothing answers at " + server + ": it refuses connections; is 'lakeshore serve' running there?"
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
 
 // errServerDown matches an answer of a server that cannot serve now (502, 503 or 504):
 // the Driver fails over to its next server.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,10 +74,7 @@ func TestSettleOutlivesRestart(t *testing.T) {
 // out RequestTimeout (30 s), and OnRetry reports the retries as they happen.
 func TestUnreachableFailsFast(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens: connection refused
+	addr := refusedAddr(t)
 	var retries atomic.Int32
 	var lastElapsed atomic.Int64
 	drv, err := httpplane.New("http://"+addr, &httpplane.Config{Token: "-", Unreachable: 500 * time.Millisecond,
@@ -97,4 +95,32 @@ func TestUnreachableFailsFast(t *testing.T) {
 	require.GreaterOrEqual(t, took, 400*time.Millisecond, "after retrying for about Unreachable")
 	require.Positive(t, retries.Load(), "OnRetry saw the retries")
 	require.Positive(t, lastElapsed.Load())
+}
+
+// TestRefusedConnectionSaysWhatToCheck: a call to a port where nothing listens fails with
+// an error that names the server and asks whether `lakeshore serve` runs there, instead of
+// the dial's Go words ("Post \"http://…\": dial tcp …: connect: connection refused", which
+// an SDK user saw before); it still matches ErrUnavailable and ECONNREFUSED (the CLI's
+// checks).
+func TestRefusedConnectionSaysWhatToCheck(t *testing.T) {
+	t.Parallel()
+	addr := refusedAddr(t)
+	drv, err := httpplane.New("http://"+addr, &httpplane.Config{Token: "-", Unreachable: 100 * time.Millisecond})
+	require.NoError(t, err)
+	defer drv.Close()
+	_, err = drv.InvocationCount(t.Context(), &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateQueued})
+	require.ErrorIs(t, err, plane.ErrUnavailable)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.Contains(t, err.Error(), "nothing answers at http://"+addr+": it refuses connections; is 'lakeshore serve' running there?")
+	require.NotContains(t, err.Error(), "dial tcp")
+}
+
+// refusedAddr returns a loopback address where nothing listens: connections to it are
+// refused.
+func refusedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }
