@@ -770,3 +770,14 @@ def lakeshore_root() -> Any:
     from pathlib import Path
 
     return Path(__file__).resolve().parents[2]
+
+
+def test_local_dispatch_takes_ns(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Dispatch(path, ns=…)``: dreamlake-lakeshore's name for ``namespace`` (a TypeError
+    before); both given with different values is an InvalidError, before any daemon starts."""
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    with pytest.raises(InvalidError, match="ns is another name for namespace"):
+        lakeshore.Dispatch(":memory:", namespace="a", ns="b")
+    with lakeshore.Dispatch(":memory:", ns="team") as d:
+        assert d.namespace == "team"
+        assert SyncQueue("ns-q", dispatch=d).submit(1)
