@@ -1716,8 +1716,10 @@ def run_worker(
         worker_id: the worker's id on the plane (default ``<host>-<pid>-<ULID>``).
         stop: an event another thread sets to drain the worker (as a first SIGTERM), or a
             function of no arguments that returns true when the worker should drain (as
-            dreamlake-lakeshore's ``stop=`` takes it), asked every 50 ms; a function that
-            raises drains the worker too (logged).
+            dreamlake-lakeshore's ``stop=`` takes it), asked every 50 ms on the worker's
+            event loop (keep it quick: a slow one holds up that loop, its async bodies and next
+            claims, though not the heartbeats); a function that raises drains the worker
+            too (logged).
         launch_id: the provider's launch id the worker registers with (default
             ``$LAKESHORE_LAUNCH_ID``, which a provider sets; ``""`` when started by hand).
         provider: the provider that launched it (default ``$LAKESHORE_PROVIDER``).
