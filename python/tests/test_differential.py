@@ -57,6 +57,7 @@ def persist_python() -> str:
 _OURS = [
     ("import dreamlake.lakeshore as dls", "import lakeshore as dls"),
     ("from dreamlake.lakeshore.http_dispatch import HttpDispatch", "from lakeshore import HttpDispatch"),
+    ("from dreamlake.lakeshore import", "from lakeshore import"),
     ("from persisting import", "from lakeshore.data import"),
 ]
 
@@ -289,3 +290,138 @@ def test_data_queue_program(persist_python: str, lakeshore_bin: str, tmp_path: P
     # A None field: kept by theirs, read back absent in ours (Arrow columns: null = absent).
     assert by_label["a None field"] == ("a None field [[('a', 1), ('b', None)]]", "a None field [[('a', 1)]]")
     assert "meta size on empty 0" in theirs and "get on empty []" in theirs
+
+
+SEED_API = """
+import os, sys, tempfile, threading
+import dreamlake.lakeshore as dls
+from dreamlake.lakeshore import SyncQueue, wire
+sys.path.insert(0, os.getcwd())
+open("diffseedapi.py", "w").write('''
+import dreamlake.lakeshore as dls
+
+@dls.udf(queue="api-add")
+def add(a, b=1):
+    return a + b
+''')
+import diffseedapi
+
+def show(label, f):
+    try:
+        v = f()
+    except Exception as e:
+        names = [c.__name__ for c in type(e).__mro__]
+        kind = "DispatchError" if "DispatchError" in names else type(e).__name__
+        print(label, "raises", kind, isinstance(e, TypeError), flush=True)
+    else:
+        print(label, repr(v), flush=True)
+
+def error_of(f):
+    try:
+        f()
+    except Exception as e:
+        return type(e).__name__
+    return None
+
+d = dls.Dispatch(os.path.join(tempfile.mkdtemp(), "plane.db"), ns="team")
+show("Dispatch(path, ns=...) is a Dispatch", lambda: isinstance(d, dls.Dispatch))
+q = SyncQueue("api", dispatch=d)
+show("submit(envelope=wire.pack(...)) then claim", lambda: (q.submit(envelope=wire.pack({"a": (1, 2)})), q.claim().payload)[1])
+show("wire.unpack(wire.pack(...))", lambda: wire.unpack(wire.pack((1, [2.5], {"k": None}))))
+gone = q.submit("x")
+q.cancel(gone)
+show("result of a cancelled one", lambda: q.result(gone, timeout=5))
+show("stream of a cancelled one", lambda: list(q.stream(gone, timeout=5)))
+show("it raises what result raises", lambda: error_of(lambda: list(q.stream(gone, timeout=5))) == error_of(lambda: q.result(gone, timeout=5)))
+show("Thunk(fn, *args)", lambda: dls.Thunk(len, [1, 2]))
+show("udf.local", lambda: diffseedapi.add.local(1, 2))
+aq = SyncQueue("api-add", dispatch=d)
+inv = diffseedapi.add.submit(1, b=5, _priority=3.0, _dispatch=d)
+show("udf.submit(_priority=) ran", lambda: dls.run_worker(aq, once=True))
+show("its result", lambda: aq.result(inv, timeout=10))
+done = threading.Event()
+ran = []
+worker = threading.Thread(target=lambda: ran.append(dls.run_worker(aq, stop=done.is_set)), daemon=True)
+worker.start()
+show("udf.remote with a worker", lambda: diffseedapi.add.remote(2, b=5, _dispatch=d))
+done.set()
+worker.join(30)
+show("run_worker(stop=callable) returned", lambda: (worker.is_alive(), ran))
+"""
+
+
+def test_seed_api_program(real_python: str, lakeshore_bin: str, tmp_path: Path) -> None:
+    """The rest of the package's public API a seed user calls, side by side: ``Dispatch(path,
+    ns=)``, ``submit(envelope=<packed bytes>)``, ``wire.pack``/``unpack``, a ``@udf``'s
+    ``.local``, ``.remote`` and ``submit(_priority=)``, ``run_worker(q, stop=<callable>)``.
+    Each of these failed in ours before (TypeError, AttributeError, or a worker that never
+    stopped). The two documented differences (docs/python.md's issue-24 table) are asserted as
+    such: the stream of a cancelled invocation raises its error as ``result`` does (theirs
+    ends empty; ours raised InvocationFailedError before), and ``Thunk(fn, *args)`` is
+    refused with the name to use (theirs builds a thunk; ours made one that failed only
+    when a worker ran it)."""
+    theirs, ours = both(real_python, SEED_API, tmp_path, lakeshore_bin)
+    assert len(theirs) == len(ours) == 12, (theirs, ours)
+    differ = [(a, b) for a, b in zip(theirs, ours) if a != b]
+    assert differ == [
+        ("stream of a cancelled one []", "stream of a cancelled one raises DispatchError False"),
+        ("it raises what result raises False", "it raises what result raises True"),
+        ("Thunk(fn, *args) <thunk 'len'>", "Thunk(fn, *args) raises TypeError True"),
+    ], differ
+    assert "result of a cancelled one raises DispatchError False" in theirs
+    assert "udf.remote with a worker 7" in theirs
+    assert "run_worker(stop=callable) returned (False, [1])" in theirs
+
+
+DATA_API = """
+import asyncio, tempfile
+from persisting import Queue, SequentialSampler, GRPOGroupNSampler
+
+def show(label, v):
+    print(label, repr(v), flush=True)
+
+async def main():
+    q = Queue("api", storage_path=tempfile.mkdtemp())
+    try:
+        await q.put({"step": 0}, "default")
+        await q.put_batch([{"step": 1}, {"step": 2}], "default")
+        show("put and put_batch with a positional partition_id", "ok")
+    except TypeError as e:
+        show("put and put_batch with a positional partition_id", "TypeError")
+    await q.flush()
+    show("records", await q.get(limit=10, offset=0))
+    reader = q.reader()
+    meta = await reader.get_meta(fields=["step"], batch_size=3, task_name="t", sampler=SequentialSampler())
+    show("first read", meta.global_indexes)
+    meta = await reader.get_meta(fields=["step"], batch_size=3, task_name="t", sampler=SequentialSampler())
+    show("second read", meta.global_indexes)
+    try:
+        await reader.reset("t")
+        meta = await reader.get_meta(fields=["step"], batch_size=3, task_name="t", sampler=SequentialSampler())
+        show("after reader.reset", meta.global_indexes)
+    except AttributeError:
+        show("after reader.reset", "AttributeError")
+    try:
+        GRPOGroupNSampler()
+        show("GRPOGroupNSampler()", "ok")
+    except TypeError:
+        show("GRPOGroupNSampler()", "TypeError")
+
+asyncio.run(main())
+"""
+
+
+def test_data_api_program(persist_python: str, lakeshore_bin: str, tmp_path: Path) -> None:
+    """persisting's positional ``partition_id`` of ``put``/``put_batch``, ``QueueReader.reset``
+    and ``GRPOGroupNSampler()``'s default: the same output (each was a TypeError or an
+    AttributeError in ours before)."""
+    theirs, ours = both(persist_python, DATA_API, tmp_path, lakeshore_bin)
+    assert theirs == ours
+    assert theirs == [
+        "put and put_batch with a positional partition_id 'ok'",
+        "records [{'step': 0}, {'step': 1}, {'step': 2}]",
+        "first read [0, 1, 2]",
+        "second read []",
+        "after reader.reset [0, 1, 2]",
+        "GRPOGroupNSampler() 'ok'",
+    ]

@@ -216,6 +216,49 @@ def test_stream_error_and_silence(dispatch: HttpDispatch, qname: str) -> None:
         list(q.stream(inv, timeout=5))
 
 
+def test_stream_raises_the_invocations_own_error(dispatch: HttpDispatch, qname: str) -> None:
+    """A cancelled or killed invocation's stream raises the error its ``result`` raises
+    (its ERROR frame names no state). Before, the row's own error was raised inside a
+    suppress of DispatchError, so it was dropped and every ERROR frame raised
+    InvocationFailedError with state "failed"."""
+    q = SyncQueue(qname, dispatch=dispatch)
+    gone = q.submit(None)
+    assert q.cancel(gone)
+    with pytest.raises(lakeshore.InvocationCancelledError) as cancelled:
+        list(q.stream(gone, timeout=5))
+    assert type(cancelled.value) is lakeshore.InvocationCancelledError and cancelled.value.state == "cancelled"
+    inv = q.submit(None)
+    job = q.claim()
+    assert job is not None and job.id == inv
+    q.post(job, 1)
+    assert q.kill(inv)
+    it = q.stream(inv, timeout=5)
+    assert next(it) == 1  # the frames posted before the kill come first
+    with pytest.raises(lakeshore.InvocationKilledError) as killed:
+        next(it)
+    assert killed.value.state == "killed"
+    with pytest.raises(lakeshore.InvocationKilledError):
+        q.result(inv, timeout=5)
+
+
+def test_submit_envelope_bytes(dispatch: HttpDispatch, qname: str) -> None:
+    """submit(envelope=…) takes a payload's wire bytes, as dreamlake-lakeshore takes a packed
+    one; bytes that are not a wire value, and anything but an Envelope, are InvalidError
+    and submit nothing (a TypeError from dataclasses.replace before)."""
+    q = SyncQueue(qname, dispatch=dispatch)
+    inv = q.submit(envelope=wire.encode({"a": (1, 2)}), key="packed")
+    job = q.claim()
+    assert job is not None and job.id == inv and job.payload == {"a": (1, 2)} and job.key == "packed"
+    q.ack(job)
+    with pytest.raises(InvalidError, match="not a wire value"):
+        q.submit(envelope=b"\xc1")
+    with pytest.raises(InvalidError, match="want a lakeshore.Envelope"):
+        q.submit(envelope={"payload": 1})  # type: ignore[arg-type]
+    with pytest.raises(InvalidError, match="not both"):
+        q.submit(1, envelope=wire.encode(2))
+    assert q.count("queued") == 0
+
+
 def test_post_needs_a_held_job(dispatch: HttpDispatch, qname: str) -> None:
     q = SyncQueue(qname, dispatch=dispatch)
     inv = q.submit(None)
@@ -727,3 +770,14 @@ def lakeshore_root() -> Any:
     from pathlib import Path
 
     return Path(__file__).resolve().parents[2]
+
+
+def test_local_dispatch_takes_ns(lakeshore_bin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Dispatch(path, ns=…)``: dreamlake-lakeshore's name for ``namespace`` (a TypeError
+    before); both given with different values is an InvalidError, before any daemon starts."""
+    monkeypatch.setenv("LAKESHORE_BIN", lakeshore_bin)
+    with pytest.raises(InvalidError, match="ns is another name for namespace"):
+        lakeshore.Dispatch(":memory:", namespace="a", ns="b")
+    with lakeshore.Dispatch(":memory:", ns="team") as d:
+        assert d.namespace == "team"
+        assert SyncQueue("ns-q", dispatch=d).submit(1)

@@ -390,6 +390,18 @@ def test_thunks() -> None:
         wire.Thunk("js", b"x").load()
     with pytest.raises(wire.EncodeError, match="language"):
         wire.encode(wire.Thunk("", b""))
+    # dreamlake-lakeshore's Thunk(fn, *args): refused naming thunk(), not a thunk that
+    # fails on the worker; the repr shows the size, not the pickle.
+    with pytest.raises(TypeError, match=r"lakeshore\.thunk\(fn, \*args, \*\*kwargs\)"):
+        wire.Thunk(len, [1, 2])  # type: ignore[arg-type]
+    assert repr(wire.Thunk("python", b"abc")) == "Thunk(language='python', data=<3 bytes>)"
+
+
+def test_pack_and_unpack_are_encode_and_decode() -> None:
+    """dreamlake-lakeshore's wire.pack / wire.unpack names."""
+    v = {"t": (1, [2.5]), "n": None, "b": b"\x00"}
+    assert wire.pack(v) == wire.encode(v)
+    assert wire.unpack(wire.pack(v)) == v
 
 
 # ---------------------------------------------------------------------------------- limits

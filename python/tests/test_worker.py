@@ -341,6 +341,31 @@ def test_jobs_begun_on_the_body_s_thread_end_as_on_the_loop(
     assert calls == [False, True, False, False, True, False], calls
 
 
+def test_run_worker_stop_takes_a_function(mem: lakeshore.Dispatch) -> None:
+    """run_worker(stop=…) with a function of no arguments (dreamlake-lakeshore's form) drains
+    when it returns true, and one that raises drains too; before, the watcher called
+    ``.is_set()`` on it, died, and the worker never stopped. Anything else is InvalidError."""
+    q = SyncQueue("stop-fn", dispatch=mem)
+    for i in range(3):
+        q.submit(i)
+    calls: list[int] = []
+
+    def done() -> bool:
+        calls.append(1)
+        return q.count("queued") == 0
+
+    t0 = time.monotonic()
+    assert run_worker(mem, queues={"stop-fn": lambda x: x}, stop=done, handle_signals=False) == 3
+    assert calls and time.monotonic() - t0 < 30
+
+    def broken() -> bool:
+        raise RuntimeError("no")
+
+    assert run_worker(mem, queues={"stop-fn": lambda x: x}, stop=broken, handle_signals=False) == 0
+    with pytest.raises(InvalidError, match="invalid stop"):
+        run_worker(mem, queues={"stop-fn": lambda x: x}, stop=True)  # type: ignore[arg-type]
+
+
 def test_a_killed_job_stops_its_body(mem: lakeshore.Dispatch) -> None:
     stopped: dict[str, bool] = {}
     started = {k: threading.Event() for k in ("sync", "gen", "async", "agen")}

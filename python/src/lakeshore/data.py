@@ -127,7 +127,7 @@ def RankAwareSampler() -> Sampler:
 
 
 def GRPOGroupNSampler(
-    n_samples_per_prompt: int,
+    n_samples_per_prompt: int = 1,
     group_field: str | None = None,
     *,
     use: int | None = None,
@@ -138,7 +138,7 @@ def GRPOGroupNSampler(
 ) -> Sampler:
     """Whole groups of ``n_samples_per_prompt`` records of one prompt (GRPO): a group is
     handed out only when all of them are ready; the batch size must be a multiple of
-    ``use`` (default ``n_samples_per_prompt``). ``group_field`` names the prompt's field
+    ``use`` (default ``n_samples_per_prompt``; that defaults to 1, as persisting's). ``group_field`` names the prompt's field
     (default: aligned blocks of n consecutive records). Decided in the store's hand-out
     transaction, so concurrent readers agree, and counted in ``stats()``:
 
@@ -864,8 +864,8 @@ class Queue:
     async def put(
         self,
         record: Mapping[str, Any],
-        *,
         partition_id: str | None = None,
+        *,
         weight_version: int | None = None,
         target_weight_version: int | None = None,
     ) -> None:
@@ -881,8 +881,8 @@ class Queue:
     async def put_batch(
         self,
         records: Sequence[Mapping[str, Any]],
-        *,
         partition_id: str | None = None,
+        *,
         weight_version: int | None = None,
         target_weight_version: int | None = None,
     ) -> None:
@@ -1697,6 +1697,11 @@ class Reader:
                 b[k] = _torch_of(b[k])
             return b
         return _tensordict(b)
+
+    async def reset(self, task_name: str = "default", partition_id: str | None = None) -> None:
+        """Forget what ``task_name`` consumed in the partition (default: the queue's):
+        :meth:`Queue.reset_consumption`, by persisting's ``QueueReader.reset`` name."""
+        await self.queue.reset_consumption(task_name, partition_id)
 
     async def commit(self, meta: BatchMeta) -> None:
         """Consume a batch read with ``lease=`` (after the optimizer step): it is never

@@ -356,6 +356,8 @@ class LocalDispatch(HttpDispatch):
         binary: the ``lakeshore`` binary; default ``$LAKESHORE_BIN``, else the one shipped in
             the wheel, else ``lakeshore`` on ``PATH``.
         namespace: as :class:`HttpDispatch`.
+        ns: dreamlake-lakeshore's name for ``namespace`` (its ``Dispatch(path, ns=…)``);
+            giving both with different values is an InvalidError.
         start_timeout: seconds to wait for a daemon to answer.
         idle_exit: seconds a shared daemon this client starts stays up with no client.
 
@@ -373,7 +375,17 @@ class LocalDispatch(HttpDispatch):
         namespace: str | None = None,
         start_timeout: float = 20.0,
         idle_exit: float = _daemon.IDLE_EXIT,
+        ns: str | None = None,
     ) -> None:
+        if ns is not None:
+            if namespace is not None and namespace != ns:
+                raise errors.InvalidError(
+                    f"namespace={namespace!r} and ns={ns!r} differ: ns is another name for namespace; give one",
+                    field="ns",
+                    value=ns,
+                    rule="the same as namespace, or namespace not given",
+                )
+            namespace = ns
         namespace = resolve_namespace(namespace)
         binary = _daemon.find_binary(binary)
         self._private: _daemon.PrivateDaemon | None = None

@@ -76,6 +76,10 @@ StateName = Literal["queued", "running", "succeeded", "failed", "cancelled", "ki
 # ------------------------------------------------------------------------------ data types
 
 
+# What submit's envelope= takes.
+_ENVELOPE_RULE = "a lakeshore.Envelope, or a payload's wire bytes (wire.encode)"
+
+
 @dataclasses.dataclass
 class Envelope:
     """A payload with its submit options, for ``submit(envelope=…)``.
@@ -833,7 +837,7 @@ class QueueCore:
     def submit_body(
         self,
         payload: Any,
-        envelope: Envelope | None,
+        envelope: Envelope | bytes | None,
         key: str | None,
         priority: float,
         options: Mapping[str, Any],
@@ -842,11 +846,24 @@ class QueueCore:
         if envelope is None and key is None and not priority and not options:
             # A bare payload (the common case): the body the general path below makes.
             return {"id": new_ulid(), "payload": encode_value("payload", payload)}
-        env = dataclasses.replace(envelope) if envelope is not None else Envelope(payload=payload)
         if envelope is not None and payload is not None:
             raise errors.InvalidError(
                 "submit takes a payload or an envelope, not both", field="envelope", rule="payload or envelope"
             )
+        if isinstance(envelope, (bytes, bytearray, memoryview)):
+            # dreamlake-lakeshore's submit(envelope=…) takes a payload already packed by its
+            # wire codec (the same bytes ours reads): the job's payload is what they decode to.
+            try:
+                envelope = Envelope(payload=wire.decode(bytes(envelope)))
+            except wire.DecodeError as e:
+                raise errors.InvalidError(
+                    f"invalid envelope: bytes that are not a wire value ({e})", field="envelope", rule=_ENVELOPE_RULE
+                ) from None
+        elif envelope is not None and not isinstance(envelope, Envelope):
+            raise errors.InvalidError(
+                f"invalid envelope {type(envelope).__name__}: want {_ENVELOPE_RULE}", field="envelope", rule=_ENVELOPE_RULE
+            )
+        env = dataclasses.replace(envelope) if envelope is not None else Envelope(payload=payload)
         if key is not None:
             env.key = key
         if priority:
@@ -1311,12 +1328,15 @@ class QueueCore:
                 elif kind == "END":
                     return
                 elif kind == "ERROR":
+                    # The invocation's own error (cancelled, killed, timed out, failed with
+                    # its traceback) when its row can be read; else the frame's, as failed.
+                    # (Raised outside the suppress: an InvocationError is a DispatchError.)
+                    own: errors.InvocationError | None = None
                     if invocation is not None:
                         with contextlib.suppress(errors.DispatchError):
-                            inv = await self.get(invocation)
-                            err = inv.error_for_state()
-                            if err is not None:
-                                raise err
+                            own = (await self.get(invocation)).error_for_state()
+                    if own is not None:
+                        raise own
                     info = _frame_error(f.get("value"))
                     raise errors.invocation_error(invocation or "", "failed", info)
                 else:
@@ -1897,13 +1917,15 @@ class SyncQueue:
         self,
         payload: Any = None,
         *,
-        envelope: Envelope | None = None,
+        envelope: Envelope | bytes | None = None,
         key: str | None = None,
         priority: float = 0.0,
         **options: Any,
     ) -> str:
         """Enqueue ``payload`` (any wire value or a Thunk) and return the invocation id.
 
+        ``envelope`` is an :class:`Envelope` (the payload with its options), or a payload's
+        wire bytes (``wire.encode(value)``, as dreamlake-lakeshore takes a packed one).
         ``key`` makes the submit idempotent per queue. Other options are the fields of
         :class:`Envelope`: ``delay=``, ``not_before=``, ``max_attempts=``,
         ``attempt_timeout=``, ``deadline=``, ``metadata=``, ``id=``, ``unique_for=``,
@@ -2183,7 +2205,7 @@ class Queue:
         self,
         payload: Any = None,
         *,
-        envelope: Envelope | None = None,
+        envelope: Envelope | bytes | None = None,
         key: str | None = None,
         priority: float = 0.0,
         **options: Any,

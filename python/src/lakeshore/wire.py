@@ -5,7 +5,8 @@ in the format of the Go package ``wire`` (``docs/wire.md`` in the repository). T
 reads and writes exactly that format, byte for byte: the golden vectors in
 ``wire/testdata/golden`` are its test.
 
-Mapping (``decode`` gives the right-hand side, ``encode`` accepts it):
+Mapping (``decode`` gives the right-hand side, ``encode`` accepts it; ``unpack`` and ``pack``
+are the same two by dreamlake-lakeshore's names):
 
 =================  ==========================================================================
 msgpack            Python
@@ -96,6 +97,8 @@ __all__ = [
     "UnixTime",
     "encode",
     "decode",
+    "pack",
+    "unpack",
     "thunk",
 ]
 
@@ -433,6 +436,18 @@ class Thunk:
 
     language: str
     data: bytes
+
+    def __post_init__(self) -> None:
+        # Thunk(fn, *args) is how dreamlake-lakeshore spells thunk(fn, *args): refused here
+        # with the name to use, not made into a thunk that fails only when a worker runs it.
+        if not isinstance(self.language, str) or not isinstance(self.data, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"Thunk(language: str, data: bytes) is a thunk's wire value, not Thunk({type(self.language).__name__}, "
+                f"{type(self.data).__name__}): to carry a callable, use lakeshore.thunk(fn, *args, **kwargs)"
+            )
+
+    def __repr__(self) -> str:
+        return f"Thunk(language={self.language!r}, data=<{len(self.data)} bytes>)"
 
     def load(self) -> Any:
         """Unpickle the callable of a ``"python"`` thunk.
@@ -1521,6 +1536,16 @@ def decode(
         # A backstop: a well-formed value this process cannot hold is the decoder's error,
         # never a library's raw exception (the array path says more, above).
         raise DecodeError(at, _frame_path(stack), f"the value cannot be decoded here: {e or type(e).__name__}") from None
+
+
+def pack(value: Any) -> bytes:
+    """dreamlake-lakeshore's name for :func:`encode` (its ``wire.pack``): the same bytes."""
+    return encode(value)
+
+
+def unpack(data: bytes | bytearray | memoryview) -> Any:
+    """dreamlake-lakeshore's name for :func:`decode` with its defaults (its ``wire.unpack``)."""
+    return decode(data)
 
 
 def _check_depth(stack: list[_Frame], at: int) -> None:

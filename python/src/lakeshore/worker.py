@@ -225,6 +225,11 @@ class UDF(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
+    def local(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the function here, in this process (dreamlake-lakeshore's name; the same as
+        calling the UDF)."""
+        return self.fn(*args, **kwargs)
+
     def queue(self, dispatch: Dispatch | None = None) -> SyncQueue:
         """The bound queue on ``dispatch`` (default: the decorator's, else the process default)."""
         d = dispatch or self._dispatch or default_dispatch()
@@ -262,11 +267,14 @@ class UDF(Generic[P, R]):
         _concurrency_key: str | None = None,
         _unique_for: float | None = None,
         _debounce: float | None = None,
+        _priority: float = 0.0,
         **kwargs: Any,
     ) -> str:
         """Enqueue a run with these arguments and return its invocation id (a ULID string).
 
         ``_key`` makes the submit idempotent: resubmitting it returns the first id.
+        ``_priority`` orders ``priority`` and ``boltzmann`` claims (higher first), as
+        ``SyncQueue.submit``'s ``priority=``.
         ``_unique_for`` and ``_debounce`` (seconds, with ``_key``) are the key's dedup and
         debounce windows, as ``SyncQueue.submit``'s ``unique_for=`` and ``debounce=``
         (docs/semantics.md, "Dedup windows").
@@ -282,7 +290,7 @@ class UDF(Generic[P, R]):
         for name, value in (("concurrency_key", _concurrency_key), ("unique_for", _unique_for), ("debounce", _debounce)):
             if value is not None:
                 options = {**options, name: value}
-        return q.submit(self.payload(args, kwargs), key=_key, **options)
+        return q.submit(self.payload(args, kwargs), key=_key, priority=_priority, **options)
 
     def submit_options(self, mode: str | None, q: SyncQueue) -> dict[str, Any]:
         """The options of a submit: the decorator's, and a mode's run declaration
@@ -303,6 +311,14 @@ class UDF(Generic[P, R]):
         """Submit and wait for the result (``_timeout`` seconds, None: no limit)."""
         q = self.queue(_dispatch)
         return q.result(self.submit(*args, _key=_key, _dispatch=_dispatch, **kwargs), timeout=_timeout)
+
+    def remote(
+        self, *args: Any, _timeout: float | None = 300.0, _key: str | None = None, _dispatch: Dispatch | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run it on a worker and return the result: dreamlake-lakeshore's name for
+        :meth:`call` (the same arguments)."""
+        return self.call(*args, _timeout=_timeout, _key=_key, _dispatch=_dispatch, **kwargs)
 
     def stream(self, *args: Any, _timeout: float | None = 300.0, _dispatch: Dispatch | None = None, **kwargs: Any) -> Iterator[Any]:
         """Submit and iterate over the values the body yields, live."""
@@ -1638,6 +1654,23 @@ def _check_limits(*, once: bool, wait: float, exit_when_idle: bool, max_jobs: in
         )
 
 
+def _stop_test(stop: threading.Event | Callable[[], bool] | None) -> Callable[[], bool] | None:
+    """The test run_worker's ``stop`` means: an event's ``is_set``, or the function itself.
+    Anything else is an InvalidError now, not a worker that never stops."""
+    if stop is None:
+        return None
+    is_set = getattr(stop, "is_set", None)
+    if callable(is_set):
+        return cast(Callable[[], bool], is_set)
+    if callable(stop):
+        return stop
+    raise errors.InvalidError(
+        f"invalid stop {type(stop).__name__}: want a threading.Event or a function of no arguments that returns true to stop",
+        field="stop",
+        rule="threading.Event or callable",
+    )
+
+
 def run_worker(
     dispatch: Dispatch | SyncQueue | Queue | None = None,
     *,
@@ -1648,7 +1681,7 @@ def run_worker(
     lease_ttl: float | None = None,
     handle_signals: bool = True,
     worker_id: str | None = None,
-    stop: threading.Event | None = None,
+    stop: threading.Event | Callable[[], bool] | None = None,
     launch_id: str | None = None,
     provider: str | None = None,
     offers: Mapping[str, Any] | None = None,
@@ -1681,7 +1714,12 @@ def run_worker(
             claimed; running jobs finish), the second stops the running jobs (released for
             a retry) and returns.
         worker_id: the worker's id on the plane (default ``<host>-<pid>-<ULID>``).
-        stop: an event another thread sets to drain the worker (as a first SIGTERM).
+        stop: an event another thread sets to drain the worker (as a first SIGTERM), or a
+            function of no arguments that returns true when the worker should drain (as
+            dreamlake-lakeshore's ``stop=`` takes it), asked every 50 ms on the worker's
+            event loop (keep it quick: a slow one holds up that loop, its async bodies and next
+            claims, though not the heartbeats); a function that raises drains the worker
+            too (logged).
         launch_id: the provider's launch id the worker registers with (default
             ``$LAKESHORE_LAUNCH_ID``, which a provider sets; ``""`` when started by hand).
         provider: the provider that launched it (default ``$LAKESHORE_PROVIDER``).
@@ -1745,6 +1783,7 @@ def run_worker(
             f"invalid concurrency {concurrency!r}: want an integer ≥ 1", field="concurrency", value=concurrency, rule="≥ 1"
         )
     _check_limits(once=once, wait=wait, exit_when_idle=exit_when_idle, max_jobs=max_jobs)
+    stopped = _stop_test(stop)
     if isinstance(dispatch, (SyncQueue, Queue)):
         queues = [dispatch.name] if queues is None else queues
         dispatch = dispatch._core.dispatch
@@ -1837,11 +1876,14 @@ def run_worker(
             previous[s] = signal.signal(s, on_signal)
     async def main() -> int:
         watcher = None
-        if stop is not None:
+        if stopped is not None:
 
             async def watch() -> None:
-                while not stop.is_set():
-                    await asyncio.sleep(0.05)
+                try:
+                    while not stopped():
+                        await asyncio.sleep(0.05)
+                except Exception:
+                    log.exception("lakeshore worker: the stop function raised: draining")
                 w.drain()
 
             watcher = asyncio.ensure_future(watch())
