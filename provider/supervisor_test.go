@@ -733,6 +733,35 @@ func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
 	}
 }
 
+// TestSupervisorLaunchErrorHidesPlanePassword: the plane's URL the supervisor gives its
+// workers (LAKESHORE_URL of a postgres:// plane, with its password) is in every launch's
+// environment; a provider program that fails echoing its request has it logged as xxxxx.
+// Before, only the policy's env and LAKESHORE_TOKEN were hidden, and the log quoted the
+// database password.
+func TestSupervisorLaunchErrorHidesPlanePassword(t *testing.T) {
+	r := newRig(t)
+	program := filepath.Join(t.TempDir(), "echoing.sh")
+	script := "#!/bin/sh\nreq=$(cat)\ncase \"$1\" in\nlaunch) printf '%s' \"$req\" >&2; exit 3;;\nlist) echo '{\"launches\": []}';;\nesac\n"
+	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := "exec:" + program
+	r.setProvider("x", name, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"}})
+	r.submit("x", 1)
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
+		c.WorkerEnv = map[string]string{"LAKESHORE_URL": "postgres://lakeshore:dbpassword4@db.internal:5432/lakeshore"}
+	})
+	r.tick(s)
+	out := logs.String()
+	if !strings.Contains(out, `msg="provider supervisor: launch failed"`) || !strings.Contains(out, "LAKESHORE_URL") {
+		t.Fatalf("the log lacks the failed launch quoting its request:\n%s", out)
+	}
+	if strings.Contains(out, "dbpassword4") {
+		t.Errorf("the log quotes the plane's password:\n%s", out)
+	}
+}
+
 // slowLaunches is a provider whose launches take delay each (a cloud API, an SSH host
 // starting a worker), counting them.
 type slowLaunches struct {
