@@ -1012,17 +1012,26 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 	hctx, cancel := context.WithTimeout(ctx, w.o.HeartbeatInterval)
 	defer cancel()
+	sent := time.Now()
 	res, err := w.d.drv.InvocationHeartbeatMany(hctx, params)
 	if err == nil && len(res) != len(params) {
 		err = fmt.Errorf("the plane returned %d heartbeat results for %d", len(res), len(params))
 	}
 	if err != nil {
 		w.o.Logger.WarnContext(ctx, "heartbeat failed", logKeyWorkerID, w.o.ID, logKeyError, err)
+		for _, r := range rs {
+			r.e.unrenewed(time.Now(), w.o.HeartbeatInterval)
+		}
 		return
 	}
 	for i, r := range rs {
-		if e := res[i].Err; e != nil && (errors.Is(e, ErrLeaseLost) || errors.Is(e, ErrNotFound)) {
+		switch e := res[i].Err; {
+		case e == nil:
+			r.e.renewed(sent)
+		case errors.Is(e, ErrLeaseLost) || errors.Is(e, ErrNotFound):
 			r.e.leaseLost()
+		default:
+			r.e.unrenewed(time.Now(), w.o.HeartbeatInterval)
 		}
 	}
 }
