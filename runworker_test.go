@@ -141,6 +141,20 @@ func setupWorkerBackoff(t *testing.T, backoff plane.Backoff) (*lakeshore.Queue, 
 	return q, d, spy
 }
 
+// claimAgain claims q's job once its lease expired and the plane re-queued it (a lease of
+// a minute), waiting for it.
+func claimAgain(t *testing.T, q *lakeshore.Queue) *lakeshore.Job {
+	t.Helper()
+	var job *lakeshore.Job
+	waitFor(t, "the job to be claimable again", func() bool {
+		j, err := q.Claim(t.Context(), &lakeshore.ClaimOptions{LeaseTTL: time.Minute, Wait: 50 * time.Millisecond})
+		require.NoError(t, err)
+		job = j
+		return j != nil
+	})
+	return job
+}
+
 // runWorker runs RunWorker on a goroutine and returns a channel with its result.
 func runWorker(t *testing.T, ctx context.Context, d *lakeshore.Dispatch, h []lakeshore.Handler, o *lakeshore.WorkerOptions) <-chan error {
 	t.Helper()
@@ -616,13 +630,7 @@ func TestRunWorker(t *testing.T) {
 			&lakeshore.WorkerOptions{Once: true, LeaseTTL: 300 * time.Millisecond})
 		<-started
 		// The lease expires, the plane re-queues the job, and another worker claims it.
-		var other *lakeshore.Job
-		waitFor(t, "the job to be claimable again", func() bool {
-			j, err := q.Claim(t.Context(), &lakeshore.ClaimOptions{LeaseTTL: time.Minute, Wait: 50 * time.Millisecond})
-			require.NoError(t, err)
-			other = j
-			return j != nil
-		})
+		other := claimAgain(t, q)
 		require.Equal(t, 2, other.Attempt)
 		spy.heartbeatsFail.Store(false) // the next heartbeat learns the lease is gone
 		select {
@@ -674,14 +682,7 @@ func TestRunWorker(t *testing.T) {
 		require.Zero(t, spy.settleCount(id), "the stale worker settled nothing")
 		// Queue.Working's own heartbeat does the same.
 		spy.heartbeatsFail.Store(false)
-		var other *lakeshore.Job
-		waitFor(t, "the job to be claimable again", func() bool {
-			j, err := q.Claim(t.Context(), &lakeshore.ClaimOptions{LeaseTTL: time.Minute, Wait: 50 * time.Millisecond})
-			require.NoError(t, err)
-			other = j
-			return j != nil
-		})
-		require.NoError(t, q.Nack(t.Context(), other, errors.New("again"), true))
+		require.NoError(t, q.Nack(t.Context(), claimAgain(t, q), errors.New("again"), true))
 		spy.heartbeatsFail.Store(true)
 		handled, err := q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
 			start := time.Now()

@@ -698,19 +698,26 @@ func TestSupervisorRepeatedFailureLoggedOnce(t *testing.T) {
 	}
 }
 
+// echoingProgram writes an exec provider program that fails every launch echoing its
+// request (the launch, env included) to stderr and lists no launch; it returns the
+// provider's name (exec:PATH) and the program's path.
+func echoingProgram(t *testing.T) (name, program string) {
+	t.Helper()
+	program = filepath.Join(t.TempDir(), "echoing.sh")
+	script := "#!/bin/sh\nreq=$(cat)\ncase \"$1\" in\nlaunch) printf '%s' \"$req\" >&2; exit 3;;\nlist) echo '{\"launches\": []}';;\nesac\n"
+	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return "exec:" + program, program
+}
+
 // TestSupervisorLaunchErrorHidesEnv: a provider program that fails a launch echoing its
 // request (the launch, env included) to stderr has its error logged with the policy's env
 // values and the supervisor's LAKESHORE_TOKEN as xxxxx; the names, the queue and the
 // provider stay readable.
 func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
 	r := newRig(t)
-	dir := t.TempDir()
-	program := filepath.Join(dir, "echoing.sh")
-	script := "#!/bin/sh\nreq=$(cat)\ncase \"$1\" in\nlaunch) printf '%s' \"$req\" >&2; exit 3;;\nlist) echo '{\"launches\": []}';;\nesac\n"
-	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	name := "exec:" + program
+	name, program := echoingProgram(t)
 	r.setProvider("x", name, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"},
 		Env: map[string]string{"HF_TOKEN": "hf_policysecret1", "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=policysecret2", "SHORT": "1"}})
 	r.submit("x", 1)
@@ -740,12 +747,7 @@ func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
 // database password.
 func TestSupervisorLaunchErrorHidesPlanePassword(t *testing.T) {
 	r := newRig(t)
-	program := filepath.Join(t.TempDir(), "echoing.sh")
-	script := "#!/bin/sh\nreq=$(cat)\ncase \"$1\" in\nlaunch) printf '%s' \"$req\" >&2; exit 3;;\nlist) echo '{\"launches\": []}';;\nesac\n"
-	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	name := "exec:" + program
+	name, _ := echoingProgram(t)
 	r.setProvider("x", name, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"}})
 	r.submit("x", 1)
 	reg, logs := prometheus.NewRegistry(), &logBuffer{}
