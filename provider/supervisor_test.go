@@ -698,17 +698,28 @@ func TestSupervisorRepeatedFailureLoggedOnce(t *testing.T) {
 	}
 }
 
-// echoingProgram writes an exec provider program that fails every launch echoing its
-// request (the launch, env included) to stderr and lists no launch; it returns the
-// provider's name (exec:PATH) and the program's path.
-func echoingProgram(t *testing.T) (name, program string) {
+// failedLaunchLog ticks a supervisor once over a queue whose exec provider fails every
+// launch echoing its request (the launch, env included) to stderr, with policyEnv as the
+// policy's env and workerEnv as the supervisor's; it returns the supervisor's log, which
+// must hold the failed launch naming want, and the program's path.
+func failedLaunchLog(t *testing.T, policyEnv, workerEnv map[string]string, want string) (out, program string) {
 	t.Helper()
+	r := newRig(t)
 	program = filepath.Join(t.TempDir(), "echoing.sh")
 	script := "#!/bin/sh\nreq=$(cat)\ncase \"$1\" in\nlaunch) printf '%s' \"$req\" >&2; exit 3;;\nlist) echo '{\"launches\": []}';;\nesac\n"
 	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return "exec:" + program, program
+	r.setProvider("x", "exec:"+program, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"}, Env: policyEnv})
+	r.submit("x", 1)
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) { c.WorkerEnv = workerEnv })
+	r.tick(s)
+	out = logs.String()
+	if !strings.Contains(out, `msg="provider supervisor: launch failed"`) || !strings.Contains(out, want) {
+		t.Fatalf("the log lacks the failed launch quoting its request (%s):\n%s", want, out)
+	}
+	return out, program
 }
 
 // TestSupervisorLaunchErrorHidesEnv: a provider program that fails a launch echoing its
@@ -716,20 +727,9 @@ func echoingProgram(t *testing.T) (name, program string) {
 // values and the supervisor's LAKESHORE_TOKEN as xxxxx; the names, the queue and the
 // provider stay readable.
 func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
-	r := newRig(t)
-	name, program := echoingProgram(t)
-	r.setProvider("x", name, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"},
-		Env: map[string]string{"HF_TOKEN": "hf_policysecret1", "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=policysecret2", "SHORT": "1"}})
-	r.submit("x", 1)
-	reg, logs := prometheus.NewRegistry(), &logBuffer{}
-	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
-		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": "supervisortoken3"}
-	})
-	r.tick(s)
-	out := logs.String()
-	if !strings.Contains(out, `msg="provider supervisor: launch failed"`) || !strings.Contains(out, "HF_TOKEN") {
-		t.Fatalf("the log lacks the failed launch quoting its request:\n%s", out)
-	}
+	out, program := failedLaunchLog(t,
+		map[string]string{"HF_TOKEN": "hf_policysecret1", "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=policysecret2", "SHORT": "1"},
+		map[string]string{"LAKESHORE_TOKEN": "supervisortoken3"}, "HF_TOKEN")
 	for _, secret := range []string{"policysecret", "supervisortoken3"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("the log quotes %q:\n%s", secret, out)
@@ -746,19 +746,8 @@ func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
 // Before, only the policy's env and LAKESHORE_TOKEN were hidden, and the log quoted the
 // database password.
 func TestSupervisorLaunchErrorHidesPlanePassword(t *testing.T) {
-	r := newRig(t)
-	name, _ := echoingProgram(t)
-	r.setProvider("x", name, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"}})
-	r.submit("x", 1)
-	reg, logs := prometheus.NewRegistry(), &logBuffer{}
-	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
-		c.WorkerEnv = map[string]string{"LAKESHORE_URL": "postgres://lakeshore:dbpassword4@db.internal:5432/lakeshore"}
-	})
-	r.tick(s)
-	out := logs.String()
-	if !strings.Contains(out, `msg="provider supervisor: launch failed"`) || !strings.Contains(out, "LAKESHORE_URL") {
-		t.Fatalf("the log lacks the failed launch quoting its request:\n%s", out)
-	}
+	out, _ := failedLaunchLog(t, nil,
+		map[string]string{"LAKESHORE_URL": "postgres://lakeshore:dbpassword4@db.internal:5432/lakeshore"}, "LAKESHORE_URL")
 	if strings.Contains(out, "dbpassword4") {
 		t.Errorf("the log quotes the plane's password:\n%s", out)
 	}
